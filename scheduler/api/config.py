@@ -1,0 +1,125 @@
+"""Tessera's configuration: a `KubeSchedulerConfiguration` file in, a frozen `SchedulerConfig` out.
+
+Why the upstream file format: operators already know it, the kubernetes.io bin-packing examples
+work unchanged, and a config can be tried against kube-scheduler itself for comparison. Tessera
+reads the subset it implements (see `config_parse` for the rules and every deliberate
+difference) and refuses everything else with one line naming the field, because a scheduler that
+starts with a half-understood config places pods in ways nobody asked for.
+
+This module is the public face: the models (`config_model`), `parse_config` (`config_parse`) and
+`load_config`, which adds the file handling — missing file, YAML syntax, duplicate keys — and the
+built-in default (`scheduler/data/default-config.yaml`) used when no `--config` is given.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.constructor import ConstructorError
+from yaml.nodes import MappingNode
+
+from scheduler.api.config_model import (
+    ALL_PLUGINS,
+    DEFAULT_SCHEDULER_NAME,
+    DEFAULT_SCORE_WEIGHTS,
+    FILTER_PLUGINS,
+    SCORE_PLUGINS,
+    ClientConnectionConfig,
+    ConfigError,
+    CoschedulingArgs,
+    DeviceArgs,
+    LeaderElectionConfig,
+    Profile,
+    ResourceWeight,
+    SchedulerConfig,
+    ScoreWeights,
+    ScoringStrategy,
+    ShapePoint,
+)
+from scheduler.api.config_parse import SUPPORTED_API_VERSIONS, parse_config
+
+__all__ = [
+    "ALL_PLUGINS",
+    "DEFAULT_SCHEDULER_NAME",
+    "DEFAULT_SCORE_WEIGHTS",
+    "FILTER_PLUGINS",
+    "SCORE_PLUGINS",
+    "SUPPORTED_API_VERSIONS",
+    "BUILTIN_SOURCE",
+    "ClientConnectionConfig",
+    "ConfigError",
+    "CoschedulingArgs",
+    "DeviceArgs",
+    "LeaderElectionConfig",
+    "Profile",
+    "ResourceWeight",
+    "SchedulerConfig",
+    "ScoreWeights",
+    "ScoringStrategy",
+    "ShapePoint",
+    "load_config",
+    "parse_config",
+]
+
+BUILTIN_SOURCE = "<built-in default-config.yaml>"
+
+
+def load_config(path: str | os.PathLike[str] | None) -> SchedulerConfig:
+    """Read, validate and default the configuration file at `path` (None: the built-in default).
+
+    Raises ConfigError (one line, naming the file and the field) for every user error.
+    """
+    if path is None:
+        source = BUILTIN_SOURCE
+        text = resources.files("scheduler").joinpath("data/default-config.yaml").read_text(encoding="utf-8")
+    else:
+        source = os.fspath(path)
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(source, "", "no such file") from None
+        except IsADirectoryError:
+            raise ConfigError(source, "", "is a directory, not a configuration file") from None
+        except UnicodeDecodeError:
+            raise ConfigError(source, "", "is not UTF-8 text") from None
+        except OSError as err:
+            raise ConfigError(source, "", f"cannot be read: {err.strerror or err}") from None
+    return parse_config(_load_yaml(text, source), source)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys, which upstream's strict decoding also refuses and
+    PyYAML would otherwise resolve silently to the last value."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            duplicate = key in seen and key != "<<"
+            seen.add(key)
+        except TypeError:  # unhashable key: let the normal constructor report it
+            continue
+        if duplicate:
+            raise ConstructorError("while constructing a mapping", node.start_mark,
+                                   f"found duplicate key {key!r}", key_node.start_mark)
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _load_yaml(text: str, source: str) -> object:
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(source, "", f"invalid YAML{where}: {err.problem or err.context}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(source, "", f"invalid YAML: {err}") from None

@@ -1,0 +1,103 @@
+"""Kubernetes resource quantities (`resource.Quantity`), parsed exactly.
+
+Why our own parser: quantities arrive as strings from every object we watch (pod requests, node
+allocatable, device capacity, selector values) and must be compared exactly as the apiserver does.
+Floats would turn `0.1` CPU into 99 millicores; `Fraction` keeps every suffix exact, and the two
+integer views the scheduler needs (`Value()`, `MilliValue()`) round up like upstream.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+__all__ = ["QuantityError", "parse_quantity", "to_milli", "to_value", "format_quantity"]
+
+
+class QuantityError(ValueError):
+    """A string is not a Kubernetes quantity."""
+
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+}
+_NUMBER = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(.*)$")
+_EXPONENT = re.compile(r"^[eE]([+-]?\d+)$")
+# Upstream caps quantities far below this; the cap keeps absurd input from costing memory or time.
+_MAX_EXPONENT = 60
+_MAX_LENGTH = 64
+
+
+def parse_quantity(value: str | int | float) -> Fraction:
+    """Parse a quantity such as `100m`, `16Gi`, `1.5`, `2e3` into an exact number.
+
+    Integers from YAML/JSON are accepted as-is (the apiserver serialises them as strings, but
+    hand-written event files often carry bare numbers).
+    """
+    if isinstance(value, bool):
+        raise QuantityError(f"quantity must be a string or number, got {value!r}")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"quantity must be finite, got {value!r}")
+        return Fraction(str(value))
+    if not isinstance(value, str):
+        raise QuantityError(f"quantity must be a string or number, got {type(value).__name__}")
+    text = value.strip()
+    if not text or len(text) > _MAX_LENGTH:
+        raise QuantityError(f"quantities must match the regular expression "
+                            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {value!r}")
+    match = _NUMBER.match(text)
+    if match is None:
+        raise QuantityError(f"{value!r} is not a valid quantity")
+    number = Fraction(match.group(1))
+    suffix = match.group(2)
+    if suffix in _BINARY:
+        return number * _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return number * _DECIMAL[suffix]
+    exponent = _EXPONENT.match(suffix)
+    if exponent is not None:
+        power = int(exponent.group(1))
+        if abs(power) > _MAX_EXPONENT:
+            raise QuantityError(f"{value!r}: exponent out of range")
+        return number * Fraction(10) ** power
+    raise QuantityError(f"{value!r} has an unknown suffix {suffix!r}")
+
+
+def to_value(quantity: Fraction) -> int:
+    """`Quantity.Value()`: the integer value, rounded up (away from zero for positives)."""
+    return math.ceil(quantity)
+
+
+def to_milli(quantity: Fraction) -> int:
+    """`Quantity.MilliValue()`: thousandths, rounded up."""
+    return math.ceil(quantity * 1000)
+
+
+def format_quantity(quantity: Fraction) -> str:
+    """A short canonical string (binary suffix when exact, else decimal) for messages and annotations."""
+    if quantity.denominator == 1:
+        whole = quantity.numerator
+        for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+            base = _BINARY[suffix]
+            if whole != 0 and whole % base == 0:
+                return f"{whole // base}{suffix}"
+        return str(whole)
+    milli = quantity * 1000
+    if milli.denominator == 1:
+        return f"{milli.numerator}m"
+    nano = quantity * 10**9
+    return f"{math.ceil(nano)}n"

@@ -1,0 +1,97 @@
+"""The `tessera.dev/*` pod annotations: the device ledger's single source of truth.
+
+Assignments travel in `Binding.metadata.annotations`, which the apiserver applies atomically with
+`spec.nodeName`. On restart the ledger is rebuilt by decoding them from every bound pod, so the
+decoder is strict: anything it cannot read exactly is an error, and the caller fails closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+import orjson
+
+from scheduler.api.quantity import QuantityError, format_quantity, parse_quantity
+
+DEVICES = "tessera.dev/devices"
+PHASE = "tessera.dev/phase"
+ASSUME_TIME = "tessera.dev/assume-time"
+PHASE_ALLOCATING = "Allocating"
+PHASE_ALLOCATED = "Allocated"
+VERSION = 1
+_MAX_LENGTH = 256 * 1024
+
+
+class AnnotationError(ValueError):
+    """A `tessera.dev/devices` value that is not a valid assignment."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceGrant:
+    device_id: str  # ExtendedResource spec.deviceID: what the node agent hands to the runtime
+    device: str  # ExtendedResource name: what the ledger charges
+    amount: Fraction | None  # shared slice of the class's sharing dimension; None = exclusive
+
+
+# container name -> resource name -> grants
+DeviceAssignment = Mapping[str, Mapping[str, tuple[DeviceGrant, ...]]]
+
+
+def encode_devices(assignment: DeviceAssignment) -> str:
+    containers: dict[str, dict[str, list[dict[str, str]]]] = {}
+    for container, by_resource in assignment.items():
+        containers[container] = {}
+        for resource, grants in by_resource.items():
+            entries = []
+            for grant in grants:
+                entry = {"id": grant.device_id, "device": grant.device}
+                if grant.amount is not None:
+                    entry["amount"] = format_quantity(grant.amount)
+                entries.append(entry)
+            containers[container][resource] = entries
+    return orjson.dumps({"version": VERSION, "containers": containers}, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def decode_devices(raw: str) -> dict[str, dict[str, tuple[DeviceGrant, ...]]]:
+    if len(raw) > _MAX_LENGTH:
+        raise AnnotationError("value is too long")
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as err:
+        raise AnnotationError(f"not valid JSON: {err}") from None
+    if not isinstance(doc, dict):
+        raise AnnotationError("must be a JSON object")
+    if doc.get("version") != VERSION:
+        raise AnnotationError(f"unsupported version {doc.get('version')!r} (want {VERSION})")
+    containers = doc.get("containers")
+    if not isinstance(containers, dict):
+        raise AnnotationError("containers: must be an object")
+    out: dict[str, dict[str, tuple[DeviceGrant, ...]]] = {}
+    for container, by_resource in containers.items():
+        if not isinstance(by_resource, dict):
+            raise AnnotationError(f"containers.{container}: must be an object")
+        out[container] = {}
+        for resource, entries in by_resource.items():
+            if not isinstance(entries, list) or not entries:
+                raise AnnotationError(f"containers.{container}.{resource}: must be a non-empty list")
+            grants = []
+            for i, entry in enumerate(entries):
+                where = f"containers.{container}.{resource}[{i}]"
+                if not isinstance(entry, dict):
+                    raise AnnotationError(f"{where}: must be an object")
+                device_id, device = entry.get("id"), entry.get("device")
+                if not isinstance(device_id, str) or not device_id or not isinstance(device, str) or not device:
+                    raise AnnotationError(f"{where}: id and device must be non-empty strings")
+                amount: Fraction | None = None
+                if "amount" in entry:
+                    try:
+                        amount = parse_quantity(entry["amount"])
+                    except QuantityError as err:
+                        raise AnnotationError(f"{where}.amount: {err}") from None
+                    if amount <= 0:
+                        raise AnnotationError(f"{where}.amount: must be positive")
+                grants.append(DeviceGrant(device_id, device, amount))
+            out[container][resource] = tuple(grants)
+    return out

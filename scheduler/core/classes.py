@@ -1,0 +1,255 @@
+"""ResourceClass objects: which devices a class selects, and under which resource name pods ask.
+
+A class is evaluated against each device's attributes first, then its capacity, with label-selector
+semantics (`NotIn`/`DoesNotExist` hold when the key is absent) and quantity comparison for `Gt`/`Lt`.
+Invalid classes are kept (with their error) rather than dropped, so that pods asking for them get a
+message naming the problem and the class gets a `Valid=False` condition.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from scheduler.api.quantity import QuantityError, format_quantity, parse_quantity
+from scheduler.core.objects import JSON, Device, ObjectError, ObjectMeta, parse_meta
+
+DEFAULT_RESOURCE_PREFIX = "class.tessera.dev/"
+_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequirement:
+    key: str
+    operator: str
+    values: tuple[str, ...]
+    bound: Fraction | None  # parsed value for Gt/Lt
+
+    def matches(self, device: Device) -> bool:
+        attr = device.attributes.get(self.key)
+        cap = device.capacity.get(self.key) if attr is None else None
+        present = attr is not None or cap is not None
+        op = self.operator
+        if op == "Exists":
+            return present
+        if op == "DoesNotExist":
+            return not present
+        if op in ("In", "NotIn"):
+            if attr is not None:
+                found = attr in self.values
+            elif cap is not None:
+                found = any(_quantity_equals(cap, v) for v in self.values)
+            else:
+                found = False
+            return found if op == "In" else not found
+        # Gt / Lt compare as quantities; missing or unparsable keys never match.
+        assert self.bound is not None
+        value = cap
+        if attr is not None:
+            try:
+                value = parse_quantity(attr)
+            except QuantityError:
+                return False
+        if value is None:
+            return False
+        return value > self.bound if op == "Gt" else value < self.bound
+
+
+def _quantity_equals(value: Fraction, text: str) -> bool:
+    try:
+        return parse_quantity(text) == value
+    except QuantityError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Sharing:
+    dimension: str
+    unit: Fraction
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClass:
+    meta: ObjectMeta
+    resource_name: str
+    requirements: tuple[DeviceRequirement, ...]
+    sharing: Sharing | None
+    error: str | None  # why the class is not Valid; None when it is
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    def matches(self, device: Device) -> bool:
+        return self.error is None and all(req.matches(device) for req in self.requirements)
+
+
+def validate_resource_name(name: str) -> str | None:
+    """Extended resource names must be `<domain>/<name>`, outside kubernetes.io (upstream validation)."""
+    if "/" not in name:
+        return f'"{name}" must be a fully qualified extended resource name such as "example.com/{name}"'
+    domain, _, short = name.partition("/")
+    if not _DNS_SUBDOMAIN.match(domain) or len(domain) > 253:
+        return f'"{name}": prefix part must be a DNS subdomain'
+    if domain == "kubernetes.io" or domain.endswith(".kubernetes.io") or domain == "k8s.io" or domain.endswith(".k8s.io"):
+        return f'"{name}": extended resource names may not use the kubernetes.io or k8s.io domains'
+    if not _QUALIFIED_NAME.match(short) or len(short) > 63:
+        return f'"{name}": name part must consist of alphanumeric characters, "-", "_" or "."'
+    return None
+
+
+def parse_resource_class(obj: JSON) -> ResourceClass:
+    """Parse a ResourceClass; semantic problems become `error`, only unreadable objects raise."""
+    meta = parse_meta(obj, "ResourceClass")
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise ObjectError("ResourceClass.spec: expected an object")
+    errors: list[str] = []
+    resource_name = spec.get("resourceName") or f"{DEFAULT_RESOURCE_PREFIX}{meta.name}"
+    if not isinstance(resource_name, str):
+        errors.append("spec.resourceName: must be a string")
+        resource_name = f"{DEFAULT_RESOURCE_PREFIX}{meta.name}"
+    elif (problem := validate_resource_name(resource_name)) is not None:
+        errors.append(f"spec.resourceName: Invalid value: {problem}")
+    requirements = _requirements(spec.get("selector"), errors)
+    sharing = _sharing(spec.get("sharing"), errors)
+    return ResourceClass(meta, resource_name, requirements, sharing, "; ".join(errors) or None)
+
+
+def _requirements(selector: object, errors: list[str]) -> tuple[DeviceRequirement, ...]:
+    if selector is None:
+        return ()
+    if not isinstance(selector, Mapping):
+        errors.append("spec.selector: must be an object")
+        return ()
+    out: list[DeviceRequirement] = []
+    labels = selector.get("matchLabels") or {}
+    if not isinstance(labels, Mapping):
+        errors.append("spec.selector.matchLabels: must be a map of strings")
+    else:
+        for key, value in labels.items():
+            out.append(DeviceRequirement(str(key), "In", (str(value),), None))
+    expressions = selector.get("matchExpressions") or []
+    if not isinstance(expressions, list):
+        errors.append("spec.selector.matchExpressions: must be a list")
+        return tuple(out)
+    for i, raw in enumerate(expressions):
+        where = f"spec.selector.matchExpressions[{i}]"
+        if not isinstance(raw, Mapping):
+            errors.append(f"{where}: must be an object")
+            continue
+        key, op, values = raw.get("key"), raw.get("operator"), raw.get("values") or []
+        if not isinstance(key, str) or not key:
+            errors.append(f"{where}.key: Required value")
+            continue
+        if op not in _OPERATORS:
+            errors.append(f'{where}.operator: Unsupported value: "{op}": supported values: "{chr(34) + ", ".join(_OPERATORS) + chr(34)}"')
+            continue
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            errors.append(f"{where}.values: must be a list of strings")
+            continue
+        bound: Fraction | None = None
+        if op in ("In", "NotIn") and not values:
+            errors.append(f"{where}.values: Required value: must be specified when `operator` is 'In' or 'NotIn'")
+            continue
+        if op in ("Exists", "DoesNotExist") and values:
+            errors.append(f"{where}.values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+            continue
+        if op in ("Gt", "Lt"):
+            if len(values) != 1:
+                errors.append(f"{where}.values: Invalid value: must have exactly one value when `operator` is 'Gt' or 'Lt'")
+                continue
+            try:
+                bound = parse_quantity(values[0])
+            except QuantityError:
+                hint = values[0].replace("iB", "i").replace("B", "")
+                errors.append(f'{where}.values[0]: Invalid value: "{values[0]}": not a Kubernetes quantity (did you mean "{hint}"?)')
+                continue
+        out.append(DeviceRequirement(key, op, tuple(values), bound))
+    return tuple(out)
+
+
+def _sharing(raw: object, errors: list[str]) -> Sharing | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        errors.append("spec.sharing: must be an object")
+        return None
+    dimension = raw.get("dimension", "memory")
+    if not isinstance(dimension, str) or not dimension:
+        errors.append("spec.sharing.dimension: Required value")
+        return None
+    try:
+        unit = parse_quantity(raw.get("unit", "1Gi"))
+    except QuantityError as err:
+        errors.append(f"spec.sharing.unit: Invalid value: {err}")
+        return None
+    if unit <= 0:
+        errors.append(f"spec.sharing.unit: Invalid value: {format_quantity(unit)}: must be positive")
+        return None
+    return Sharing(dimension, unit)
+
+
+class ClassRegistry:
+    """All classes, the resource names they own, and which classes each device matches.
+
+    Two classes may not share a resourceName: the oldest (creationTimestamp, then name) keeps it and
+    the others become invalid, so the choice does not depend on event order.
+    """
+
+    def __init__(self) -> None:
+        self.classes: dict[str, ResourceClass] = {}
+        self.by_resource: dict[str, ResourceClass] = {}
+        self.clash: dict[str, str] = {}  # class name -> message for classes that lost a name clash
+        self.device_classes: dict[str, frozenset[str]] = {}  # device name -> matching class names
+        self.generation = 0
+
+    def upsert(self, cls: ResourceClass, devices: Iterable[Device]) -> None:
+        self.classes[cls.name] = cls
+        self._reindex(devices)
+
+    def remove(self, name: str, devices: Iterable[Device]) -> None:
+        if self.classes.pop(name, None) is not None:
+            self._reindex(devices)
+
+    def error_of(self, name: str) -> str | None:
+        cls = self.classes.get(name)
+        if cls is None:
+            return None
+        return cls.error or self.clash.get(name)
+
+    def resource_class(self, resource_name: str) -> ResourceClass | None:
+        return self.by_resource.get(resource_name)
+
+    def is_class_resource(self, resource_name: str) -> bool:
+        return resource_name in self.by_resource or resource_name.startswith(DEFAULT_RESOURCE_PREFIX)
+
+    def device_changed(self, device: Device) -> None:
+        self.device_classes[device.name] = frozenset(
+            cls.name for cls in self.by_resource.values() if cls.matches(device))
+        self.generation += 1
+
+    def device_removed(self, name: str) -> None:
+        self.device_classes.pop(name, None)
+        self.generation += 1
+
+    def _reindex(self, devices: Iterable[Device]) -> None:
+        self.by_resource = {}
+        self.clash = {}
+        for cls in sorted(self.classes.values(), key=lambda c: (c.meta.creation_timestamp, c.name)):
+            if cls.error is not None:
+                continue
+            owner = self.by_resource.get(cls.resource_name)
+            if owner is not None:
+                self.clash[cls.name] = (f"spec.resourceName: Duplicate value: \"{cls.resource_name}\" "
+                                        f"is already used by ResourceClass {owner.name}")
+                continue
+            self.by_resource[cls.resource_name] = cls
+        self.device_classes = {}
+        for device in devices:
+            self.device_changed(device)
+        self.generation += 1

@@ -1,0 +1,309 @@
+"""The scheduler core: watch events in, decisions out. No I/O, no clock — `now` is passed in.
+
+One `Scheduler` owns the cluster state, the queue and the configured profiles. The live loop, the
+simulator and the benchmarks all drive it the same way:
+
+    notices = scheduler.apply(event_type, obj, now)      # every watch event
+    attempts = scheduler.schedule_next(now)              # until it returns None
+    ... POST each successful attempt's Binding; on failure scheduler.binding_failed(uid, now)
+
+A successful attempt is already *assumed* in the state (its resources and devices are held), so
+the next cycle can run while the Binding is in flight.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+
+from scheduler.api.config import Profile, SchedulerConfig
+from scheduler.core import annotations as ann
+from scheduler.core.framework import DevicePlan, PodContext, prepare
+from scheduler.core.objects import JSON, Pod
+from scheduler.core.plugins import coscheduling, fit, node_affinity, node_unschedulable, taints
+from scheduler.core.plugins.devices import NAME as DEVICES
+from scheduler.core.profile import ProfileRuntime
+from scheduler.core.queue import QueuedPod, SchedulingQueue
+from scheduler.core.state import ClusterEvent, ClusterState, EventKind, NodeInfo, Notice
+
+MIN_FEASIBLE_NODES = 100
+MIN_FEASIBLE_PERCENTAGE = 5
+NO_NODES = "no nodes available to schedule pods"
+PREFILTER = "PreFilter"
+
+_NODE_PLUGINS = frozenset({fit.NAME, node_affinity.NAME, taints.NAME, node_unschedulable.NAME, DEVICES})
+_FREED_PLUGINS = frozenset({fit.NAME, DEVICES})
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One scheduling attempt for one pod: a node and Binding annotations, or why not."""
+
+    pod: Pod
+    node: str | None
+    annotations: dict[str, str] = field(default_factory=dict)
+    message: str = ""
+    rejectors: frozenset[str] = frozenset()
+    scores: dict[str, dict[str, int]] | None = None
+    filtered: dict[str, str] | None = None
+
+
+def num_feasible_nodes_to_find(percentage: int, num_nodes: int) -> int:
+    """kube-scheduler's numFeasibleNodesToFind (adaptive when percentage is 0)."""
+    if num_nodes < MIN_FEASIBLE_NODES:
+        return num_nodes
+    if percentage == 0:
+        percentage = max(50 - num_nodes // 125, MIN_FEASIBLE_PERCENTAGE)
+    return max(num_nodes * percentage // 100, MIN_FEASIBLE_NODES)
+
+
+def fit_error(num_nodes: int, reasons: Counter[str]) -> str:
+    """The FitError message: `0/N nodes are available: <count reason, sorted as strings>.`"""
+    parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
+    return f"0/{num_nodes} nodes are available: {', '.join(parts)}."
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig, seed: int = 0, explain: bool = False) -> None:
+        self.config = config
+        self.state = ClusterState(config.scheduler_names)
+        self.queue = SchedulingQueue(config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds)
+        self.profiles = {p.scheduler_name: ProfileRuntime(p, self.state) for p in config.profiles}
+        self.rng = random.Random(seed)
+        self.explain = explain
+        self.next_start = 0
+
+    # --- input -------------------------------------------------------------------------------
+
+    def apply(self, event_type: str, obj: JSON, now: float) -> list[Notice]:
+        """Feed one watch event; keeps the queue in step and requeues pods the event may help."""
+        before = self._pending_snapshot(obj)
+        events, notices = self.state.apply(event_type, obj)
+        self._sync_queue(obj, before, now)
+        for event in events:
+            self.queue.move(now, lambda entry, event=event: self._worth_retrying(entry, event))
+        return notices
+
+    def _pending_snapshot(self, obj: JSON) -> Pod | None:
+        if obj.get("kind") != "Pod":
+            return None
+        meta = obj.get("metadata")
+        uid = meta.get("uid") if isinstance(meta, dict) else None
+        return self.state.pods.get(uid) if isinstance(uid, str) else None
+
+    def _sync_queue(self, obj: JSON, before: Pod | None, now: float) -> None:
+        if obj.get("kind") != "Pod":
+            return
+        meta = obj.get("metadata")
+        uid = meta.get("uid") if isinstance(meta, dict) else None
+        if not isinstance(uid, str):
+            return
+        pod = self.state.pods.get(uid)
+        if pod is None or uid not in self.state.pending:
+            if uid in self.queue and (pod is None or uid not in self.state.placements or pod.node_name):
+                self.queue.remove(uid)
+            return
+        if uid not in self.queue or before is None or _scheduling_inputs(before) != _scheduling_inputs(pod):
+            self.queue.add(uid, pod.priority, pod.gang.key if pod.gang else "", now)
+
+    def _worth_retrying(self, entry: QueuedPod, event: ClusterEvent) -> bool:
+        """Requeue hints: may this event make this pod schedulable?"""
+        rejectors = entry.rejectors
+        if not rejectors:
+            return True
+        kind = event.kind
+        if kind in (EventKind.NODE_ADDED, EventKind.NODE_UPDATED):
+            if not rejectors & _NODE_PLUGINS:
+                return False
+            return self._fits_node(entry.uid, event.node)
+        if kind is EventKind.ASSIGNED_POD_REMOVED:
+            return bool(rejectors & _FREED_PLUGINS)
+        if kind in (EventKind.DEVICE_CHANGED, EventKind.CLASS_CHANGED):
+            return DEVICES in rejectors or PREFILTER in rejectors
+        if kind in (EventKind.POD_ADDED, EventKind.PODGROUP_CHANGED):
+            return (coscheduling.NAME in rejectors and entry.group == event.group
+                    and coscheduling.group_ready(self.state, event.group))
+        return True
+
+    def _fits_node(self, uid: str, node_name: str) -> bool:
+        pod = self.state.pods.get(uid)
+        info = self.state.nodes.get(node_name)
+        if pod is None or info is None or info.node is None:
+            return False
+        ctx = prepare(pod, self.state.classes)
+        if ctx.prefilter_error is not None:
+            return False
+        return self.profiles[pod.scheduler_name].run_filters(ctx, info) is None
+
+    # --- scheduling --------------------------------------------------------------------------
+
+    def schedule_next(self, now: float) -> list[Attempt] | None:
+        """Run one cycle (one pod, or one whole gang); None when no pod is ready at `now`."""
+        uid = self.queue.pop(now)
+        if uid is None:
+            return None
+        pod = self.state.pods.get(uid)
+        if pod is None or uid not in self.state.pending:
+            self.queue.remove(uid)
+            return []
+        runtime = self.profiles[pod.scheduler_name]
+        if pod.gang is not None:
+            return self._schedule_gang(pod, runtime, now)
+        attempt = self._attempt(pod, runtime, now)
+        if attempt.node is not None:
+            self.queue.done(uid)
+        else:
+            self.queue.unschedulable_failure(uid, attempt.rejectors, now)
+        return [attempt]
+
+    def _attempt(self, pod: Pod, runtime: ProfileRuntime, now: float) -> Attempt:
+        """Filter, score and pick a node for one pod; on success the pod is assumed."""
+        ctx = prepare(pod, self.state.classes)
+        order = self.state.node_order
+        num_nodes = len(order)
+        if ctx.prefilter_error is not None:
+            return Attempt(pod, None, message=f"0/{num_nodes} nodes are available: {ctx.prefilter_error}.",
+                           rejectors=frozenset({PREFILTER, DEVICES}))
+        if num_nodes == 0:
+            return Attempt(pod, None, message=NO_NODES, rejectors=frozenset({fit.NAME}))
+        profile: Profile = runtime.profile
+        percentage = profile.percentage_of_nodes_to_score
+        if percentage is None:
+            percentage = self.config.percentage_of_nodes_to_score
+        to_find = num_feasible_nodes_to_find(percentage, num_nodes) if runtime.scores else 1
+        nodes = self.state.nodes
+        feasible: list[NodeInfo] = []
+        reasons: Counter[str] = Counter()
+        rejectors: set[str] = set()
+        filtered: dict[str, str] | None = {} if self.explain else None
+        start = self.next_start
+        processed = 0
+        for i in range(num_nodes):
+            info = nodes[order[(start + i) % num_nodes]]
+            processed += 1
+            rejected = runtime.run_filters(ctx, info)
+            if rejected is None:
+                feasible.append(info)
+                if len(feasible) >= to_find:
+                    break
+                continue
+            plugin, why = rejected
+            rejectors.add(plugin)
+            for reason in why:
+                reasons[reason] += 1
+            if filtered is not None:
+                filtered[info.name] = why[0]
+        self.next_start = (start + processed) % num_nodes
+        if not feasible:
+            return Attempt(pod, None, message=fit_error(num_nodes, reasons), rejectors=frozenset(rejectors),
+                           filtered=filtered, scores={} if self.explain else None)
+        scores: dict[str, dict[str, int]] | None = None
+        if len(feasible) == 1 and not self.explain:
+            chosen = feasible[0]
+        else:
+            totals, per_plugin = runtime.score_nodes(ctx, feasible)
+            chosen = self._select(feasible, totals)
+            if self.explain:
+                scores = {}
+                for i, info in enumerate(feasible):
+                    row = {name: values[i] for name, values in per_plugin.items()}
+                    row["total"] = totals[i]
+                    scores[info.name] = row
+        annotations = self._reserve(pod, chosen, ctx.plans.get(chosen.name), now)
+        return Attempt(pod, chosen.name, annotations, scores=scores, filtered=filtered)
+
+    def _select(self, feasible: list[NodeInfo], totals: list[int]) -> NodeInfo:
+        """Highest total; ties broken uniformly at random (reservoir sampling, as selectHost)."""
+        best = 0
+        ties = 1
+        for i in range(1, len(feasible)):
+            if totals[i] > totals[best]:
+                best, ties = i, 1
+            elif totals[i] == totals[best]:
+                ties += 1
+                if self.rng.randrange(ties) == 0:
+                    best = i
+        return feasible[best]
+
+    def _reserve(self, pod: Pod, info: NodeInfo, plan: DevicePlan | None, now: float) -> dict[str, str]:
+        """Assume the pod on the node with its devices; returns the Binding annotations."""
+        assignment: dict[str, dict[str, tuple[ann.DeviceGrant, ...]]] | None = None
+        annotations: dict[str, str] = {}
+        if plan is not None:
+            devices = self.state.devices
+            assignment = {
+                container: {
+                    resource: tuple(ann.DeviceGrant(devices[name].device_id, name, amount) for name, amount in grants)
+                    for resource, grants in by_resource.items()
+                }
+                for container, by_resource in plan.grants.items()
+            }
+            annotations = {
+                ann.DEVICES: ann.encode_devices(assignment),
+                ann.PHASE: ann.PHASE_ALLOCATING,
+                ann.ASSUME_TIME: str(int(now * 1_000_000_000)),
+            }
+        self.state.assume(pod.uid, info.name, assignment)
+        return annotations
+
+    def _schedule_gang(self, pod: Pod, runtime: ProfileRuntime, now: float) -> list[Attempt]:
+        """Place every pending member on the live state as one transaction: all (≥ min) or nothing."""
+        view = coscheduling.gang_view(self.state, pod)
+        if view is None:  # siblings still waiting stay parked; only this pod reports
+            reason = coscheduling.waiting_message(self.state, pod)
+            self.queue.unschedulable_failure(pod.uid, {coscheduling.NAME}, now)
+            message = f"0/{len(self.state.node_order)} nodes are available: {reason}."
+            return [Attempt(pod, None, message=message, rejectors=frozenset({coscheduling.NAME}))]
+        members = sorted(view.pending, key=coscheduling.placement_order)
+        for member in members:
+            self.queue.take(member.uid)
+        attempts = [self._attempt(member, self.profiles[member.scheduler_name], now) for member in members]
+        placed = [a for a in attempts if a.node is not None]
+        failed = [a for a in attempts if a.node is None]
+        if len(view.bound) + len(placed) >= view.minimum:
+            for attempt in placed:
+                self.queue.done(attempt.pod.uid)
+            for attempt in failed:
+                self.queue.unschedulable_failure(attempt.pod.uid, attempt.rejectors | {coscheduling.NAME}, now)
+            self.queue.group_succeeded(view.key)
+            return attempts
+        # Not enough: undo every assumption so the group holds nothing between cycles.
+        first = failed[0]
+        rejectors = frozenset({coscheduling.NAME}).union(*(a.rejectors for a in failed))
+        summary = (f"pod group {view.key} needs {view.minimum} members placed together, "
+                   f"only {len(view.bound) + len(placed)} fit; {first.pod.key}: {first.message}")
+        for attempt in attempts:
+            if attempt.node is not None:
+                self.state.forget(attempt.pod.uid)
+                attempt.node = None
+                attempt.annotations = {}
+                attempt.message = summary
+            elif attempt is not first:
+                attempt.message = f"{attempt.message} (pod group {view.key}: {len(placed)} of {view.minimum} placed)"
+            attempt.rejectors = rejectors
+            self.queue.unschedulable_failure(attempt.pod.uid, rejectors, now)
+        return attempts
+
+    # --- binding outcomes (live loop) --------------------------------------------------------
+
+    def binding_failed(self, uid: str, now: float) -> None:
+        """A Binding POST failed for a reason worth retrying: release and back off."""
+        self.state.forget(uid)
+        pod = self.state.pods.get(uid)
+        if pod is not None and uid in self.state.pending:
+            if uid not in self.queue:
+                self.queue.add(uid, pod.priority, pod.gang.key if pod.gang else "", now)
+            self.queue.error_failure(uid, now)
+
+    def binding_dropped(self, uid: str) -> None:
+        """409 already bound / 404 gone: the apiserver's view wins; wait for the watch event."""
+        self.state.forget(uid)
+        self.state.pending.discard(uid)
+        self.queue.remove(uid)
+
+
+def _scheduling_inputs(pod: Pod) -> tuple[object, ...]:
+    """What a pod update must change to be worth another try (status and metadata noise is not)."""
+    return (pod.requests, pod.node_selector, pod.required_terms, pod.preferred_terms, pod.tolerations,
+            pod.priority, pod.gang, pod.meta.labels, pod.scheduler_name)

@@ -1,0 +1,72 @@
+"""What one scheduling attempt knows about its pod, shared by every plugin (upstream's CycleState).
+
+PreFilter work — splitting requests into plain resources and device-class requests, resolving the
+classes — happens once per attempt here, so the per-node Filter and Score calls stay cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from scheduler.core.classes import ClassRegistry, ResourceClass
+from scheduler.core.objects import Pod
+from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
+
+MAX_NODE_SCORE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    container: str
+    resource_name: str
+    count: int
+    cls: ResourceClass
+
+
+@dataclass(slots=True)
+class DevicePlan:
+    """Devices chosen for a pod on one node: container -> resource -> [(device, shared amount)]."""
+
+    grants: dict[str, dict[str, list[tuple[str, Fraction | None]]]]
+    newly_busy: dict[str, int]  # device resourceName -> devices this pod turns from free to busy
+    score: int  # TesseraDevices score for this node, 0..100
+
+
+@dataclass(slots=True)
+class PodContext:
+    pod: Pod
+    plain: tuple[tuple[str, int], ...]  # requests checked by NodeResourcesFit (no class resources)
+    device_requests: tuple[DeviceRequest, ...]
+    prefilter_error: str | None = None
+    plans: dict[str, DevicePlan] = field(default_factory=dict)
+    empty_request: bool = False
+
+
+def prepare(pod: Pod, classes: ClassRegistry) -> PodContext:
+    plain: list[tuple[str, int]] = []
+    class_names: set[str] = set()
+    error: str | None = None
+    for name, amount in pod.requests.items():
+        if classes.is_class_resource(name):
+            class_names.add(name)
+        elif name != PODS:
+            plain.append((name, amount))
+    requests: list[DeviceRequest] = []
+    for name in sorted(class_names):
+        cls = classes.resource_class(name)
+        if cls is None:
+            owner = next((c for c in classes.classes.values() if c.resource_name == name), None)
+            if owner is not None:
+                error = f"ResourceClass {owner.name} is not valid: {classes.error_of(owner.name)}"
+            else:
+                error = f'no ResourceClass provides "{name}"'
+            break
+        for container in pod.containers:
+            count = container.requests.get(name, 0)
+            if count:
+                requests.append(DeviceRequest(container.name, name, count, cls))
+    # Fit's fast path: a pod that requests nothing only needs a pod slot.
+    order = {CPU: 0, MEMORY: 1, EPHEMERAL_STORAGE: 2}
+    plain.sort(key=lambda item: (order.get(item[0], 3), item[0]))
+    return PodContext(pod, tuple(plain), tuple(requests), error, empty_request=not plain)

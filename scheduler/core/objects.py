@@ -1,0 +1,503 @@
+"""Typed, validated views of the Kubernetes objects the core reasons about.
+
+Watch events carry raw JSON. Everything the scheduling cycle touches is parsed exactly once, here,
+into small slotted records, so that per-node checks in the hot loop are attribute reads and integer
+compares — and so that malformed input fails *here*, with a message, instead of deep in a cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from scheduler.api.quantity import QuantityError, parse_quantity, to_milli, to_value
+from scheduler.core import annotations as ann
+from scheduler.core.resources import CPU, Resources, pod_requests, with_scoring_defaults
+
+GANG_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
+GANG_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
+PODGROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class ObjectError(ValueError):
+    """An object from the cluster cannot be understood; the message says which field and why."""
+
+
+JSON = Mapping[str, Any]
+
+
+def _mapping(value: object, where: str) -> JSON:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ObjectError(f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: object, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ObjectError(f"{where}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def _str_map(value: object, where: str) -> dict[str, str]:
+    raw = _mapping(value, where)
+    out: dict[str, str] = {}
+    for key, item in raw.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            raise ObjectError(f"{where}: keys and values must be strings")
+        out[key] = item
+    return out
+
+
+def _str(value: object, where: str, default: str = "") -> str:
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ObjectError(f"{where}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def parse_resource_list(value: object, where: str) -> Resources:
+    """A ResourceList in scheduler units: CPU in millicores, everything else `Value()`."""
+    out: Resources = {}
+    for name, raw in _mapping(value, where).items():
+        try:
+            quantity = parse_quantity(raw)
+        except QuantityError as err:
+            raise ObjectError(f"{where}[{name}]: {err}") from None
+        if quantity < 0:
+            raise ObjectError(f"{where}[{name}]: must be greater than or equal to 0")
+        amount = to_milli(quantity) if name == CPU else to_value(quantity)
+        if amount > 2**62:
+            raise ObjectError(f"{where}[{name}]: {raw!r} is too large")
+        out[str(name)] = amount
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectMeta:
+    name: str
+    namespace: str
+    uid: str
+    resource_version: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    creation_timestamp: str
+    deleting: bool
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+def parse_meta(obj: JSON, kind: str) -> ObjectMeta:
+    meta = _mapping(obj.get("metadata"), f"{kind}.metadata")
+    name = _str(meta.get("name"), f"{kind}.metadata.name")
+    if not name:
+        raise ObjectError(f"{kind}.metadata.name: Required value")
+    namespace = _str(meta.get("namespace"), f"{kind}.metadata.namespace")
+    uid = _str(meta.get("uid"), f"{kind}.metadata.uid") or f"{kind}/{namespace}/{name}"
+    return ObjectMeta(
+        name=name,
+        namespace=namespace,
+        uid=uid,
+        resource_version=str(meta.get("resourceVersion") or ""),
+        labels=_str_map(meta.get("labels"), f"{kind}.metadata.labels"),
+        annotations=_str_map(meta.get("annotations"), f"{kind}.metadata.annotations"),
+        creation_timestamp=_str(meta.get("creationTimestamp"), f"{kind}.metadata.creationTimestamp"),
+        deleting=meta.get("deletionTimestamp") is not None,
+    )
+
+
+# --- node selectors (nodeSelector, node affinity) --------------------------------------------
+
+_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    key: str
+    operator: str
+    values: tuple[str, ...]
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        op = self.operator
+        if op == "In":
+            return labels.get(self.key) in self.values
+        if op == "NotIn":
+            return labels.get(self.key) not in self.values
+        if op == "Exists":
+            return self.key in labels
+        if op == "DoesNotExist":
+            return self.key not in labels
+        value = labels.get(self.key)
+        if value is None:
+            return False
+        try:
+            left, right = int(value), int(self.values[0])
+        except ValueError:
+            return False
+        return left > right if op == "Gt" else left < right
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorTerm:
+    """One NodeSelectorTerm: all label expressions and field expressions must hold."""
+
+    expressions: tuple[Requirement, ...]
+    fields: tuple[Requirement, ...]
+
+    def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        if not self.expressions and not self.fields:
+            return False  # an empty term matches nothing (upstream NodeSelectorTerm semantics)
+        for req in self.expressions:
+            if not req.matches(labels):
+                return False
+        for req in self.fields:
+            if not req.matches({"metadata.name": node_name}):
+                return False
+        return True
+
+
+def _requirements(value: object, where: str, fields: bool) -> tuple[Requirement, ...]:
+    out = []
+    for i, raw in enumerate(_list(value, where)):
+        item = _mapping(raw, f"{where}[{i}]")
+        key = _str(item.get("key"), f"{where}[{i}].key")
+        op = _str(item.get("operator"), f"{where}[{i}].operator")
+        values = tuple(str(v) for v in _list(item.get("values"), f"{where}[{i}].values"))
+        if op not in _SELECTOR_OPERATORS or (fields and op not in ("In", "NotIn")):
+            raise ObjectError(f'{where}[{i}].operator: Unsupported value: "{op}"')
+        if op in ("In", "NotIn") and not values:
+            raise ObjectError(f"{where}[{i}].values: Required value: must be specified when `operator` is 'In' or 'NotIn'")
+        if op in ("Exists", "DoesNotExist") and values:
+            raise ObjectError(f"{where}[{i}].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+        if op in ("Gt", "Lt"):
+            if len(values) != 1:
+                raise ObjectError(f"{where}[{i}].values: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'")
+            try:
+                int(values[0])
+            except ValueError:
+                raise ObjectError(f"{where}[{i}].values[0]: Invalid value: {values[0]!r}: must be an integer") from None
+        if fields and key != "metadata.name":
+            raise ObjectError(f'{where}[{i}].key: Invalid value: "{key}": not a supported field selector key')
+        out.append(Requirement(key, op, values))
+    return tuple(out)
+
+
+def parse_selector_term(value: object, where: str) -> SelectorTerm:
+    term = _mapping(value, where)
+    return SelectorTerm(
+        _requirements(term.get("matchExpressions"), f"{where}.matchExpressions", fields=False),
+        _requirements(term.get("matchFields"), f"{where}.matchFields", fields=True),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredTerm:
+    weight: int
+    term: SelectorTerm
+
+
+# --- taints and tolerations ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: Taint) -> bool:
+        """`v1.Toleration.ToleratesTaint`: empty effect matches all, empty key+Exists matches all."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == taint.value  # operator Equal (or empty)
+
+
+# --- nodes -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    meta: ObjectMeta
+    unschedulable: bool
+    taints: tuple[Taint, ...]
+    allocatable: Resources
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+
+def parse_node(obj: JSON) -> Node:
+    meta = parse_meta(obj, "Node")
+    spec = _mapping(obj.get("spec"), "Node.spec")
+    status = _mapping(obj.get("status"), "Node.status")
+    taints = []
+    for i, raw in enumerate(_list(spec.get("taints"), "Node.spec.taints")):
+        item = _mapping(raw, f"Node.spec.taints[{i}]")
+        effect = _str(item.get("effect"), f"Node.spec.taints[{i}].effect")
+        if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise ObjectError(f'Node.spec.taints[{i}].effect: Unsupported value: "{effect}"')
+        taints.append(Taint(_str(item.get("key"), f"Node.spec.taints[{i}].key"),
+                            _str(item.get("value"), f"Node.spec.taints[{i}].value"), effect))
+    return Node(
+        meta=meta,
+        unschedulable=bool(spec.get("unschedulable", False)),
+        taints=tuple(taints),
+        allocatable=parse_resource_list(status.get("allocatable"), "Node.status.allocatable"),
+    )
+
+
+# --- pods ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    name: str
+    requests: Resources  # requests, defaulted from limits the way the apiserver does
+
+
+@dataclass(frozen=True, slots=True)
+class GangRef:
+    key: str  # "<namespace>/<group name>"
+    min_available: int | None  # from labels; None when a PodGroup object decides
+    from_podgroup: bool
+
+
+@dataclass(slots=True)
+class Pod:
+    meta: ObjectMeta
+    scheduler_name: str
+    node_name: str
+    phase: str
+    priority: int
+    node_selector: dict[str, str]
+    required_terms: tuple[SelectorTerm, ...] | None
+    preferred_terms: tuple[PreferredTerm, ...]
+    tolerations: tuple[Toleration, ...]
+    containers: tuple[Container, ...]  # init containers first (kubelet order), then app containers
+    requests: Resources  # pod total (fit and accounting)
+    scoring_requests: Resources  # with the non-zero CPU/memory defaults (scoring only)
+    gang: GangRef | None
+    gated: bool
+    devices: ann.DeviceAssignment | None = None
+    device_error: str | None = None
+    allocating: bool = False
+
+    @property
+    def key(self) -> str:
+        return self.meta.key
+
+    @property
+    def uid(self) -> str:
+        return self.meta.uid
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+
+def _container(raw: object, where: str) -> tuple[Container, bool]:
+    item = _mapping(raw, where)
+    name = _str(item.get("name"), f"{where}.name")
+    resources = _mapping(item.get("resources"), f"{where}.resources")
+    requests = parse_resource_list(resources.get("requests"), f"{where}.resources.requests")
+    limits = parse_resource_list(resources.get("limits"), f"{where}.resources.limits")
+    for res, amount in limits.items():
+        requests.setdefault(res, amount)
+    sidecar = item.get("restartPolicy") == "Always"
+    return Container(name, requests), sidecar
+
+
+def _gang(meta: ObjectMeta) -> GangRef | None:
+    group = meta.labels.get(PODGROUP_LABEL)
+    if group:
+        return GangRef(f"{meta.namespace}/{group}", None, True)
+    name = meta.labels.get(GANG_NAME_LABEL)
+    raw_min = meta.labels.get(GANG_MIN_LABEL)
+    if not name or raw_min is None:
+        return None
+    try:
+        minimum = int(raw_min)
+    except ValueError:
+        raise ObjectError(f"Pod.metadata.labels[{GANG_MIN_LABEL}]: Invalid value: {raw_min!r}: must be an integer") from None
+    if minimum < 1:
+        return None  # coscheduling treats min-available < 1 as "not a gang member"
+    return GangRef(f"{meta.namespace}/{name}", minimum, False)
+
+
+def parse_pod(obj: JSON) -> Pod:
+    meta = parse_meta(obj, "Pod")
+    spec = _mapping(obj.get("spec"), "Pod.spec")
+    status = _mapping(obj.get("status"), "Pod.status")
+    inits = [_container(c, f"Pod.spec.initContainers[{i}]") for i, c in enumerate(_list(spec.get("initContainers"), "Pod.spec.initContainers"))]
+    apps = [_container(c, f"Pod.spec.containers[{i}]")[0] for i, c in enumerate(_list(spec.get("containers"), "Pod.spec.containers"))]
+    overhead = parse_resource_list(spec.get("overhead"), "Pod.spec.overhead")
+    requests = pod_requests((c.requests for c in apps), ((c.requests, s) for c, s in inits), overhead)
+    scoring = pod_requests(
+        (with_scoring_defaults(c.requests) for c in apps),
+        ((with_scoring_defaults(c.requests), s) for c, s in inits),
+        overhead,
+    )
+    affinity = _mapping(_mapping(spec.get("affinity"), "Pod.spec.affinity").get("nodeAffinity"), "Pod.spec.affinity.nodeAffinity")
+    required: tuple[SelectorTerm, ...] | None = None
+    req_raw = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if req_raw is not None:
+        where = "Pod.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+        terms = _list(_mapping(req_raw, where).get("nodeSelectorTerms"), where)
+        required = tuple(parse_selector_term(t, f"{where}[{i}]") for i, t in enumerate(terms))
+    preferred = []
+    pref_where = "Pod.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+    for i, raw in enumerate(_list(affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_where)):
+        item = _mapping(raw, f"{pref_where}[{i}]")
+        weight = item.get("weight", 0)
+        if not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise ObjectError(f"{pref_where}[{i}].weight: Invalid value: {weight!r}: must be in the range 1-100")
+        preferred.append(PreferredTerm(weight, parse_selector_term(item.get("preference"), f"{pref_where}[{i}].preference")))
+    tolerations = []
+    for i, raw in enumerate(_list(spec.get("tolerations"), "Pod.spec.tolerations")):
+        item = _mapping(raw, f"Pod.spec.tolerations[{i}]")
+        tolerations.append(Toleration(
+            _str(item.get("key"), f"Pod.spec.tolerations[{i}].key"),
+            _str(item.get("operator"), f"Pod.spec.tolerations[{i}].operator", "Equal") or "Equal",
+            _str(item.get("value"), f"Pod.spec.tolerations[{i}].value"),
+            _str(item.get("effect"), f"Pod.spec.tolerations[{i}].effect"),
+        ))
+    priority = spec.get("priority", 0)
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise ObjectError(f"Pod.spec.priority: Invalid value: {priority!r}: must be an integer")
+    pod = Pod(
+        meta=meta,
+        scheduler_name=_str(spec.get("schedulerName"), "Pod.spec.schedulerName", "default-scheduler") or "default-scheduler",
+        node_name=_str(spec.get("nodeName"), "Pod.spec.nodeName"),
+        phase=_str(status.get("phase"), "Pod.status.phase", "Pending") or "Pending",
+        priority=priority,
+        node_selector=_str_map(spec.get("nodeSelector"), "Pod.spec.nodeSelector"),
+        required_terms=required,
+        preferred_terms=tuple(preferred),
+        tolerations=tuple(tolerations),
+        containers=tuple(c for c, _ in inits) + tuple(apps),
+        requests=requests,
+        scoring_requests=scoring,
+        gang=_gang(meta),
+        gated=bool(_list(spec.get("schedulingGates"), "Pod.spec.schedulingGates")),
+    )
+    raw_devices = meta.annotations.get(ann.DEVICES)
+    if raw_devices is not None:
+        try:
+            pod.devices = ann.decode_devices(raw_devices)
+        except ann.AnnotationError as err:
+            pod.device_error = f"annotation {ann.DEVICES} of pod {meta.key}: {err}"
+    pod.allocating = meta.annotations.get(ann.PHASE) == ann.PHASE_ALLOCATING
+    return pod
+
+
+# --- Tessera and scheduler-plugins custom resources ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One ExtendedResource: a physical device on a node."""
+
+    meta: ObjectMeta
+    node_name: str
+    resource_name: str
+    device_id: str
+    attributes: dict[str, str]
+    capacity: dict[str, Fraction]
+    unschedulable: bool
+    healthy: bool
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def schedulable(self) -> bool:
+        return self.healthy and not self.unschedulable
+
+
+def parse_device(obj: JSON) -> Device:
+    meta = parse_meta(obj, "ExtendedResource")
+    spec = _mapping(obj.get("spec"), "ExtendedResource.spec")
+    status = _mapping(obj.get("status"), "ExtendedResource.status")
+    node_name = _str(spec.get("nodeName"), "ExtendedResource.spec.nodeName")
+    if not node_name:
+        raise ObjectError("ExtendedResource.spec.nodeName: Required value")
+    resource_name = _str(spec.get("resourceName"), "ExtendedResource.spec.resourceName")
+    capacity: dict[str, Fraction] = {}
+    for key, raw in _mapping(spec.get("capacity"), "ExtendedResource.spec.capacity").items():
+        try:
+            capacity[str(key)] = parse_quantity(raw)
+        except QuantityError as err:
+            raise ObjectError(f"ExtendedResource.spec.capacity[{key}]: {err}") from None
+    healthy = True
+    for i, raw in enumerate(_list(status.get("conditions"), "ExtendedResource.status.conditions")):
+        cond = _mapping(raw, f"ExtendedResource.status.conditions[{i}]")
+        if cond.get("type") == "Healthy" and cond.get("status") != "True":
+            healthy = False
+    if status.get("phase") in ("Unhealthy", "Unknown"):
+        healthy = False
+    return Device(
+        meta=meta,
+        node_name=node_name,
+        resource_name=resource_name,
+        device_id=_str(spec.get("deviceID"), "ExtendedResource.spec.deviceID") or meta.name,
+        attributes=_str_map(spec.get("attributes"), "ExtendedResource.spec.attributes"),
+        capacity=capacity,
+        unschedulable=bool(spec.get("unschedulable", False)),
+        healthy=healthy,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    meta: ObjectMeta
+    min_member: int
+    schedule_timeout_seconds: int | None
+
+    @property
+    def key(self) -> str:
+        return self.meta.key
+
+
+def parse_podgroup(obj: JSON) -> PodGroup:
+    meta = parse_meta(obj, "PodGroup")
+    spec = _mapping(obj.get("spec"), "PodGroup.spec")
+    minimum = spec.get("minMember", 1)
+    if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 1:
+        raise ObjectError(f"PodGroup.spec.minMember: Invalid value: {minimum!r}: must be an integer >= 1")
+    timeout = spec.get("scheduleTimeoutSeconds")
+    if timeout is not None and (not isinstance(timeout, int) or timeout < 0):
+        raise ObjectError(f"PodGroup.spec.scheduleTimeoutSeconds: Invalid value: {timeout!r}")
+    return PodGroup(meta, minimum, timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class Unparsed:
+    """What we keep of an object that failed to parse: enough to report and to delete it later."""
+
+    meta: ObjectMeta | None
+    error: str
+    extra: dict[str, str] = field(default_factory=dict)

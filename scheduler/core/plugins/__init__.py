@@ -1,0 +1,1 @@
+"""Filter and score plugins, one concept per module, named after their upstream counterparts."""

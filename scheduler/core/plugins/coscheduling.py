@@ -1,0 +1,70 @@
+"""Coscheduling: which pods form a gang, its minimum, and whether enough members exist yet.
+
+Two forms are accepted (DESIGN.md §2): the scheduler-plugins v0.18 labels
+(`pod-group.scheduling.sigs.k8s.io/name` + `/min-available`, minimum frozen from the first member
+seen) and the PodGroup CRD (`scheduling.x-k8s.io/pod-group` label, `spec.minMember`). Placement
+itself is a transaction in the cycle; this module only answers "may the group be tried now".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.core.objects import Pod
+from scheduler.core.state import ClusterState
+
+NAME = "Coscheduling"
+
+
+@dataclass(frozen=True, slots=True)
+class GangView:
+    key: str
+    minimum: int
+    bound: list[Pod]  # members already on a node (bound or assumed)
+    pending: list[Pod]  # members waiting for a node
+
+
+def waiting_message(state: ClusterState, pod: Pod) -> str | None:
+    """Why this member's group cannot be tried yet (PreFilter), or None when it can."""
+    assert pod.gang is not None
+    key = pod.gang.key
+    minimum = state.group_min(key, pod)
+    if minimum is None:
+        return f'podgroup "{key}" not found'
+    members = state.groups.get(key, ())
+    if len(members) < minimum:
+        return (f"pod {pod.key} cannot find enough sibling pods, "
+                f"current pods number: {len(members)}, minMember of group: {minimum}")
+    return None
+
+
+def group_ready(state: ClusterState, key: str) -> bool:
+    """Enough members exist (and the PodGroup is known): worth waking the waiting members."""
+    members = state.groups.get(key)
+    if not members:
+        return False
+    return waiting_message(state, state.pods[next(iter(members))]) is None
+
+
+def gang_view(state: ClusterState, pod: Pod) -> GangView | None:
+    """The group's bound and pending members, or None when it cannot be tried yet."""
+    assert pod.gang is not None
+    key = pod.gang.key
+    minimum = state.group_min(key, pod)
+    if minimum is None or waiting_message(state, pod) is not None:
+        return None
+    bound: list[Pod] = []
+    pending: list[Pod] = []
+    for uid in sorted(state.groups.get(key, ())):
+        member = state.pods[uid]
+        if uid in state.placements:
+            bound.append(member)
+        elif uid in state.pending:
+            pending.append(member)
+    return GangView(key, minimum, bound, pending)
+
+
+def placement_order(pod: Pod) -> tuple[int, int, int, str]:
+    """Place device-hungry members first, then by CPU and memory, so the CPU-only PS goes last."""
+    extended = sum(amount for name, amount in pod.requests.items() if "/" in name)
+    return (-extended, -pod.requests.get("cpu", 0), -pod.requests.get("memory", 0), pod.key)

@@ -1,0 +1,111 @@
+"""TesseraDevices: pick concrete devices for a pod's ResourceClass requests on one node.
+
+Filter and device choice are one computation: a node is feasible exactly when a plan exists, and
+the plan is kept for Reserve and for scoring. Choice rules (DESIGN.md §3):
+- exclusive requests take free, healthy, schedulable matching devices, preferring devices that
+  match the fewest *other* classes (keep scarce devices for narrow classes), then by name;
+- shared requests (`spec.sharing`) take N×unit of the dimension on ONE device per container,
+  choosing the fullest device that still fits (pack slices), never a device in exclusive use;
+- a device with any shared use is not free for exclusive use, and vice versa;
+- on nodes that advertise the device resourceName (e.g. `nvidia.com/gpu: 4`), plain count requests
+  and class-assigned devices share that count, so neither can oversubscribe the other.
+The node score is device-level binpack: how full the matching devices are after the placement.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from scheduler.core.framework import MAX_NODE_SCORE, DevicePlan, DeviceRequest, PodContext
+from scheduler.core.objects import Device
+from scheduler.core.state import ClusterState, DeviceUse, NodeInfo
+
+NAME = "TesseraDevices"
+BROKEN = "node(s) had unreadable device assignments"
+
+
+class DevicePlanner:
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+
+    def filter_node(self, ctx: PodContext, info: NodeInfo) -> tuple[str, ...] | None:
+        if not ctx.device_requests:
+            return None
+        if info.broken:
+            return (BROKEN,)
+        plan = self.plan(ctx.device_requests, info)
+        if isinstance(plan, str):
+            return (plan,)
+        ctx.plans[info.name] = plan
+        return None
+
+    def plan(self, requests: tuple[DeviceRequest, ...], info: NodeInfo) -> DevicePlan | str:
+        """A device plan for all requests on this node, or the reason there is none."""
+        use = self.state.device_use
+        matches = self.state.classes.device_classes
+        taken: set[str] = set()  # exclusive within this pod
+        shared_extra: dict[str, Fraction] = {}  # shared amounts within this pod
+        grants: dict[str, dict[str, list[tuple[str, Fraction | None]]]] = {}
+        newly_busy: dict[str, int] = {}
+        scores: list[int] = []
+        for req in requests:
+            cls = req.cls
+            candidates = [d for d in info.devices.values()
+                          if d.schedulable and cls.name in matches.get(d.name, ())]
+            chosen: list[tuple[str, Fraction | None]] = []
+            if cls.sharing is None:
+                free = [d for d in candidates if d.name not in taken and d.name not in shared_extra
+                        and not _busy(use.get(d.name))]
+                if len(free) < req.count:
+                    return f"Insufficient {req.resource_name}"
+                free.sort(key=lambda d: (len(matches.get(d.name, ())), d.name))
+                for device in free[:req.count]:
+                    taken.add(device.name)
+                    chosen.append((device.name, None))
+                    newly_busy[device.resource_name] = newly_busy.get(device.resource_name, 0) + 1
+                busy_after = sum(1 for d in candidates if d.name in taken or _busy(use.get(d.name)))
+                scores.append(busy_after * MAX_NODE_SCORE // len(candidates))
+            else:
+                amount = cls.sharing.unit * req.count
+                best: tuple[Fraction, int, str] | None = None
+                best_device: Device | None = None
+                for device in candidates:
+                    if device.name in taken:
+                        continue
+                    device_use = use.get(device.name)
+                    if device_use is not None and device_use.exclusive:
+                        continue
+                    capacity = device.capacity.get(cls.sharing.dimension)
+                    if capacity is None:
+                        continue
+                    used = (device_use.shared_total() if device_use is not None else Fraction(0)) \
+                        + shared_extra.get(device.name, Fraction(0))
+                    left = capacity - used - amount
+                    if left < 0:
+                        continue
+                    key = (left, len(matches.get(device.name, ())), device.name)
+                    if best is None or key < best:
+                        best, best_device = key, device
+                if best_device is None:
+                    return f"Insufficient {req.resource_name}"
+                device_use = use.get(best_device.name)
+                if not _busy(device_use) and best_device.name not in shared_extra:
+                    newly_busy[best_device.resource_name] = newly_busy.get(best_device.resource_name, 0) + 1
+                shared_extra[best_device.name] = shared_extra.get(best_device.name, Fraction(0)) + amount
+                chosen.append((best_device.name, amount))
+                capacity = best_device.capacity[cls.sharing.dimension]
+                scores.append(int((capacity - best[0]) * MAX_NODE_SCORE // capacity) if capacity else 0)
+            grants.setdefault(req.container, {}).setdefault(req.resource_name, []).extend(chosen)
+        for resource, count in newly_busy.items():
+            if info.node is not None and resource in info.node.allocatable \
+                    and info.used(resource) + count > info.node.allocatable[resource]:
+                return f"Insufficient {resource}"
+        return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0)
+
+    def score(self, ctx: PodContext, info: NodeInfo) -> int:
+        plan = ctx.plans.get(info.name)
+        return plan.score if plan is not None else 0
+
+
+def _busy(use: DeviceUse | None) -> bool:
+    return use is not None and use.busy

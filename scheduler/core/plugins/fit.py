@@ -1,0 +1,158 @@
+"""NodeResourcesFit: does the pod fit the node's free resources, and how full does that make it.
+
+Filtering uses actual requests; scoring uses requests with the non-zero CPU/memory defaults, the
+three upstream strategies and upstream's integer arithmetic exactly
+(pkg/scheduler/framework/plugins/noderesources/{fit,least_allocated,most_allocated,
+requested_to_capacity_ratio,resource_allocation}.go and helper/shape_score.go).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from scheduler.api.config import ScoringStrategy, ShapePoint
+from scheduler.core.framework import MAX_NODE_SCORE, PodContext
+from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, is_extended
+from scheduler.core.state import NodeInfo
+
+NAME = "NodeResourcesFit"
+TOO_MANY_PODS = "Too many pods"
+MAX_UTILIZATION = 100
+
+# requested, allocatable (parallel lists over the configured resources) -> node score
+Scorer = Callable[[list[int], list[int]], int]
+
+
+def filter_node(ctx: PodContext, info: NodeInfo) -> tuple[str, ...] | None:
+    node = info.node
+    assert node is not None
+    alloc = node.allocatable
+    if len(info.pods) + 1 > alloc.get(PODS, 0):
+        return (TOO_MANY_PODS,)
+    if ctx.empty_request:
+        return None
+    insufficient: list[str] | None = None
+    requested = info.requested
+    busy = info.busy
+    for name, amount in ctx.plain:
+        free = alloc.get(name, 0) - requested.get(name, 0) - busy.get(name, 0)
+        if amount > free:
+            if insufficient is None:
+                insufficient = []
+            insufficient.append(f"Insufficient {name}")
+    return tuple(insufficient) if insufficient else None
+
+
+# --- scoring -------------------------------------------------------------------------------
+
+
+def _go_div(a: int, b: int) -> int:
+    """Go's integer division truncates toward zero; Python's floors."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def broken_linear(shape: Sequence[ShapePoint]) -> Callable[[int], int]:
+    """helper.BuildBrokenLinearFunction over shape points already scaled to 0..100."""
+    points = [(p.utilization, p.score) for p in shape]
+
+    def f(p: int) -> int:
+        for i, (util, score) in enumerate(points):
+            if p <= util:
+                if i == 0:
+                    return points[0][1]
+                prev_util, prev_score = points[i - 1]
+                return prev_score + _go_div((score - prev_score) * (p - prev_util), util - prev_util)
+        return points[-1][1]
+
+    return f
+
+
+def least_allocated(weights: Sequence[int]) -> Scorer:
+    def score(requested: list[int], allocatable: list[int]) -> int:
+        node_score = weight_sum = 0
+        for req, alloc, weight in zip(requested, allocatable, weights):
+            if alloc == 0:
+                continue
+            rs = 0 if req > alloc else (alloc - req) * MAX_NODE_SCORE // alloc
+            node_score += rs * weight
+            weight_sum += weight
+        return node_score // weight_sum if weight_sum else 0
+
+    return score
+
+
+def most_allocated(weights: Sequence[int]) -> Scorer:
+    def score(requested: list[int], allocatable: list[int]) -> int:
+        node_score = weight_sum = 0
+        for req, alloc, weight in zip(requested, allocatable, weights):
+            if alloc == 0:
+                continue
+            rs = min(req, alloc) * MAX_NODE_SCORE // alloc
+            node_score += rs * weight
+            weight_sum += weight
+        return node_score // weight_sum if weight_sum else 0
+
+    return score
+
+
+def requested_to_capacity_ratio(shape: Sequence[ShapePoint], weights: Sequence[int]) -> Scorer:
+    raw = broken_linear(shape)
+    full = raw(MAX_UTILIZATION)
+
+    def score(requested: list[int], allocatable: list[int]) -> int:
+        node_score = weight_sum = 0
+        for req, alloc, weight in zip(requested, allocatable, weights):
+            if alloc == 0:
+                continue
+            rs = full if req > alloc else raw(req * MAX_UTILIZATION // alloc)
+            if rs > 0:  # resources scoring 0 are dropped from the mean, not averaged in
+                node_score += rs * weight
+                weight_sum += weight
+        if not weight_sum:
+            return 0
+        return (2 * node_score + weight_sum) // (2 * weight_sum)  # math.Round, half away from zero
+
+    return score
+
+
+def build_scorer(strategy: ScoringStrategy) -> Scorer:
+    weights = [r.weight for r in strategy.resources]
+    if strategy.type == "LeastAllocated":
+        return least_allocated(weights)
+    if strategy.type == "MostAllocated":
+        return most_allocated(weights)
+    return requested_to_capacity_ratio(strategy.shape, weights)
+
+
+class FitScore:
+    """Score a node: (requested, allocatable) per configured resource, then the strategy."""
+
+    def __init__(self, strategy: ScoringStrategy) -> None:
+        self.resources = [r.name for r in strategy.resources]
+        self.scorer = build_scorer(strategy)
+
+    def score(self, ctx: PodContext, info: NodeInfo) -> int:
+        node = info.node
+        assert node is not None
+        pod_scoring = ctx.pod.scoring_requests
+        plan = ctx.plans.get(info.name)
+        requested: list[int] = []
+        allocatable: list[int] = []
+        for name in self.resources:
+            pod_request = pod_scoring.get(name, 0)
+            if plan is not None:
+                pod_request += plan.newly_busy.get(name, 0)
+            if name == CPU:
+                alloc, req = node.allocatable.get(CPU, 0), info.scoring_cpu + pod_request
+            elif name == MEMORY:
+                alloc, req = node.allocatable.get(MEMORY, 0), info.scoring_memory + pod_request
+            elif name == EPHEMERAL_STORAGE:
+                alloc, req = node.allocatable.get(name, 0), info.requested.get(name, 0) + pod_request
+            elif pod_request == 0 and is_extended(name):
+                alloc, req = 0, 0  # unrequested extended resources are skipped
+            else:
+                alloc, req = info.device_capacity(name), info.used(name) + pod_request
+            requested.append(req)
+            allocatable.append(alloc)
+        return self.scorer(requested, allocatable)

@@ -1,0 +1,206 @@
+"""The scheduling queue, shaped like kube-scheduler's: activeQ, backoffQ and unschedulable pods.
+
+- activeQ is a heap: higher priority first, then the older timestamp. For gang members the group's
+  last failure time stands in for the pod's, so a large gang that keeps failing does not hold the
+  head of the queue forever and does not starve either (scheduler-plugins #949).
+- A pod that failed waits in `unschedulable` until a cluster event that could help it arrives (the
+  caller decides "could help" — the requeue hint), then sits out its backoff (1 s doubling to 10 s),
+  and comes back after 5 minutes at the latest.
+- Time is always passed in: the live loop gives wall-clock seconds, the simulator a virtual clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+ACTIVE = "active"
+BACKOFF = "backoff"
+UNSCHEDULABLE = "unschedulable"
+IN_FLIGHT = "inFlight"
+
+UNSCHEDULABLE_TIMEOUT = 300.0
+
+
+@dataclass(slots=True)
+class QueuedPod:
+    uid: str
+    priority: int
+    group: str  # gang key, "" for single pods
+    timestamp: float  # when it was (re)queued after its last attempt: the backoff base
+    initial: float  # when it first entered the queue (scheduling SLI)
+    attempts: int = 0
+    rejectors: frozenset[str] = frozenset()  # plugins that rejected it last time
+    where: str = ACTIVE
+    version: int = 0
+    move_cycle_at_pop: int = 0
+
+
+class SchedulingQueue:
+    def __init__(self, initial_backoff: float = 1.0, max_backoff: float = 10.0) -> None:
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.entries: dict[str, QueuedPod] = {}
+        self._active: list[tuple[int, float, str, int, str, int]] = []
+        self._backoff: list[tuple[float, int, str, int]] = []
+        self.unschedulable: dict[str, QueuedPod] = {}
+        self.group_failed_at: dict[str, float] = {}
+        self._seq = itertools.count()
+        self._move_cycle = 0
+
+    # --- membership --------------------------------------------------------------------------
+
+    def add(self, uid: str, priority: int, group: str, now: float) -> None:
+        """A new pending pod, or an update to one (an update revives an unschedulable pod)."""
+        entry = self.entries.get(uid)
+        if entry is None:
+            entry = self.entries[uid] = QueuedPod(uid, priority, group, now, now)
+            self._push_active(entry)
+            return
+        changed = entry.priority != priority or entry.group != group
+        entry.priority, entry.group = priority, group
+        if entry.where == UNSCHEDULABLE or (changed and entry.where == ACTIVE):
+            self._requeue(entry, now)
+
+    def remove(self, uid: str) -> None:
+        entry = self.entries.pop(uid, None)
+        if entry is not None:
+            entry.version += 1  # invalidates heap entries lazily
+            self.unschedulable.pop(uid, None)
+
+    def __contains__(self, uid: str) -> bool:
+        return uid in self.entries
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    # --- popping -----------------------------------------------------------------------------
+
+    def pop(self, now: float) -> str | None:
+        """The next pod to try, or None when nothing is ready at `now`."""
+        self.flush_backoff(now)
+        while self._active:
+            _, _, _, _, uid, version = heapq.heappop(self._active)
+            entry = self.entries.get(uid)
+            if entry is None or entry.version != version or entry.where != ACTIVE:
+                continue
+            self._take(entry)
+            return uid
+        return None
+
+    def take(self, uid: str) -> bool:
+        """Claim a specific waiting pod (a gang sibling) for the cycle that is running."""
+        entry = self.entries.get(uid)
+        if entry is None or entry.where == IN_FLIGHT:
+            return False
+        self._take(entry)
+        return True
+
+    def _take(self, entry: QueuedPod) -> None:
+        self.unschedulable.pop(entry.uid, None)
+        entry.where = IN_FLIGHT
+        entry.version += 1
+        entry.move_cycle_at_pop = self._move_cycle
+
+    # --- outcomes ----------------------------------------------------------------------------
+
+    def done(self, uid: str) -> None:
+        """Scheduled: the pod leaves the queue (bind failures come back through `failed`)."""
+        self.remove(uid)
+
+    def unschedulable_failure(self, uid: str, rejectors: Iterable[str], now: float) -> None:
+        """The pod did not fit: park it until an event may help (or back off if one already came)."""
+        entry = self.entries.get(uid)
+        if entry is None:
+            return
+        entry.attempts += 1
+        entry.timestamp = now
+        entry.rejectors = frozenset(rejectors)
+        if entry.group:
+            self.group_failed_at[entry.group] = now
+        if self._move_cycle > entry.move_cycle_at_pop:
+            self._to_backoff(entry)
+        else:
+            entry.where = UNSCHEDULABLE
+            entry.version += 1
+            self.unschedulable[uid] = entry
+
+    def error_failure(self, uid: str, now: float) -> None:
+        """An error (API failure, lost Binding): always retry after backoff."""
+        entry = self.entries.get(uid)
+        if entry is None:
+            return
+        entry.attempts += 1
+        entry.timestamp = now
+        entry.rejectors = frozenset()
+        self.unschedulable.pop(uid, None)
+        self._to_backoff(entry)
+
+    def group_succeeded(self, group: str) -> None:
+        self.group_failed_at.pop(group, None)
+
+    # --- requeueing --------------------------------------------------------------------------
+
+    def move(self, now: float, worth: Callable[[QueuedPod], bool]) -> int:
+        """Move unschedulable pods for which `worth` says the event may help; returns how many."""
+        self._move_cycle += 1
+        moved = [entry for entry in self.unschedulable.values() if worth(entry)]
+        for entry in moved:
+            self._requeue(entry, now)
+        return len(moved)
+
+    def flush_backoff(self, now: float) -> None:
+        while self._backoff and self._backoff[0][0] <= now:
+            _, _, uid, version = heapq.heappop(self._backoff)
+            entry = self.entries.get(uid)
+            if entry is not None and entry.version == version and entry.where == BACKOFF:
+                self._push_active(entry)
+
+    def flush_unschedulable(self, now: float) -> int:
+        """Pods unschedulable for longer than 5 minutes get another try (UnschedulableTimeout)."""
+        stale = [e for e in self.unschedulable.values() if now - e.timestamp > UNSCHEDULABLE_TIMEOUT]
+        for entry in stale:
+            self._requeue(entry, now)
+        return len(stale)
+
+    def next_backoff_expiry(self) -> float | None:
+        while self._backoff:
+            expiry, _, uid, version = self._backoff[0]
+            entry = self.entries.get(uid)
+            if entry is not None and entry.version == version and entry.where == BACKOFF:
+                return expiry
+            heapq.heappop(self._backoff)
+        return None
+
+    def counts(self) -> dict[str, int]:
+        counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, IN_FLIGHT: 0}
+        for entry in self.entries.values():
+            counts[entry.where] += 1
+        return counts
+
+    def backoff_duration(self, entry: QueuedPod) -> float:
+        if entry.attempts == 0:
+            return 0.0
+        return min(self.initial_backoff * 2 ** min(entry.attempts - 1, 30), self.max_backoff)
+
+    def _requeue(self, entry: QueuedPod, now: float) -> None:
+        self.unschedulable.pop(entry.uid, None)
+        if entry.timestamp + self.backoff_duration(entry) > now:
+            self._to_backoff(entry)
+        else:
+            self._push_active(entry)
+
+    def _to_backoff(self, entry: QueuedPod) -> None:
+        entry.where = BACKOFF
+        entry.version += 1
+        expiry = entry.timestamp + self.backoff_duration(entry)
+        heapq.heappush(self._backoff, (expiry, next(self._seq), entry.uid, entry.version))
+
+    def _push_active(self, entry: QueuedPod) -> None:
+        entry.where = ACTIVE
+        entry.version += 1
+        sort_time = self.group_failed_at.get(entry.group, entry.initial) if entry.group else entry.timestamp
+        heapq.heappush(self._active, (-entry.priority, sort_time, entry.group, next(self._seq),
+                                      entry.uid, entry.version))

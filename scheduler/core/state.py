@@ -1,0 +1,511 @@
+"""The cluster cache: every object the scheduler knows, fed by watch events, with node accounting.
+
+Why it looks like this:
+- Pods are keyed by uid and applied idempotently: a repeated event changes nothing, a MODIFIED
+  before its ADDED is an upsert, an event for a deleted uid or with an older resourceVersion is
+  ignored. That is what survives informer relists, replays and recorded streams.
+- Every pod bound by anyone counts against its node; pods *we* placed but whose Binding has not
+  come back yet are "assumed" and count the same way, so the next cycle never hands out the same
+  capacity twice.
+- Device charges come only from `tessera.dev/devices` annotations (or our own assumptions), so the
+  ledger after a restart is exactly the ledger before it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from scheduler.core.annotations import DeviceAssignment
+from scheduler.core.classes import ClassRegistry, ResourceClass, parse_resource_class
+from scheduler.core.objects import (
+    JSON,
+    Device,
+    Node,
+    ObjectError,
+    Pod,
+    PodGroup,
+    parse_device,
+    parse_node,
+    parse_pod,
+    parse_podgroup,
+)
+from scheduler.core.resources import CPU, MEMORY, Resources
+
+_TOMBSTONES = 200_000
+
+
+class EventKind(enum.Enum):
+    NODE_ADDED = "NodeAdd"
+    NODE_UPDATED = "NodeUpdate"
+    ASSIGNED_POD_REMOVED = "AssignedPodDelete"
+    POD_ADDED = "UnscheduledPodAdd"
+    DEVICE_CHANGED = "DeviceChange"
+    CLASS_CHANGED = "ResourceClassChange"
+    PODGROUP_CHANGED = "PodGroupChange"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    """A change that may make waiting pods schedulable (the queue's requeue hints key on it)."""
+
+    kind: EventKind
+    node: str = ""
+    group: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Bad or surprising input a person should see: a Warning Event live, a stderr line in replay."""
+
+    kind: str
+    key: str
+    reason: str
+    message: str
+    namespace: str = ""
+    uid: str = ""
+
+
+@dataclass(slots=True)
+class DeviceUse:
+    exclusive: set[str] = field(default_factory=set)  # pod uids
+    shared: dict[str, Fraction] = field(default_factory=dict)  # pod uid -> amount
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.exclusive or self.shared)
+
+    def shared_total(self) -> Fraction:
+        return sum(self.shared.values(), Fraction(0))
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Exactly what a pod charged, so releasing it is the exact inverse even if the pod changes."""
+
+    node: str
+    requests: Resources
+    scoring_cpu: int
+    scoring_memory: int
+    grants: tuple[tuple[str, Fraction | None], ...]  # (device name, shared amount or None)
+    broken: bool
+    assumed: bool
+
+
+class NodeInfo:
+    """One node's object (if known yet) and everything placed on it."""
+
+    __slots__ = ("name", "node", "pods", "requested", "scoring_cpu", "scoring_memory",
+                 "devices", "busy", "broken", "generation")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.node: Node | None = None
+        self.pods: set[str] = set()
+        self.requested: Resources = {}
+        self.scoring_cpu = 0
+        self.scoring_memory = 0
+        self.devices: dict[str, Device] = {}
+        self.busy: dict[str, int] = {}  # device resourceName -> devices in use (any pod)
+        self.broken: set[str] = set()  # pods whose device annotation could not be read
+        self.generation = 0
+
+    def used(self, resource: str) -> int:
+        """Requested amount of a resource, counting devices handed out by class."""
+        return self.requested.get(resource, 0) + self.busy.get(resource, 0)
+
+    def device_capacity(self, resource: str) -> int:
+        """Allocatable of a device resource, or the number of its devices if the node does not say."""
+        assert self.node is not None
+        alloc = self.node.allocatable.get(resource)
+        if alloc is not None:
+            return alloc
+        return sum(1 for d in self.devices.values() if d.resource_name == resource)
+
+
+class ClusterState:
+    def __init__(self, scheduler_names: frozenset[str]) -> None:
+        self.scheduler_names = scheduler_names
+        self.nodes: dict[str, NodeInfo] = {}
+        self.node_order: list[str] = []  # nodes with an object, in arrival order (sampling order)
+        self._node_index: dict[str, int] = {}
+        self.pods: dict[str, Pod] = {}
+        self.by_key: dict[str, str] = {}  # "<ns>/<name>" -> uid
+        self.placements: dict[str, Placement] = {}
+        self.pending: set[str] = set()  # our pods without a node (and not assumed)
+        self.groups: dict[str, set[str]] = {}  # gang key -> non-terminal member uids
+        self.group_first_min: dict[str, int] = {}  # label gangs: min-available of the first member seen
+        self.podgroups: dict[str, PodGroup] = {}
+        self.devices: dict[str, Device] = {}
+        self.device_use: dict[str, DeviceUse] = {}
+        self.classes = ClassRegistry()
+        self._tombstones: OrderedDict[str, None] = OrderedDict()
+        self._resource_versions: dict[str, int] = {}
+
+    # --- public queries ----------------------------------------------------------------------
+
+    def node_infos(self) -> Iterator[NodeInfo]:
+        for name in self.node_order:
+            yield self.nodes[name]
+
+    def is_ours(self, pod: Pod) -> bool:
+        return pod.scheduler_name in self.scheduler_names
+
+    def pod_by_key(self, key: str) -> Pod | None:
+        uid = self.by_key.get(key)
+        return self.pods.get(uid) if uid is not None else None
+
+    def node_of(self, uid: str) -> str | None:
+        placement = self.placements.get(uid)
+        return placement.node if placement is not None else None
+
+    def group_min(self, key: str, pod: Pod) -> int | None:
+        """The gang's minimum, or None when its PodGroup object has not been seen."""
+        assert pod.gang is not None
+        if pod.gang.from_podgroup:
+            pg = self.podgroups.get(key)
+            return pg.min_member if pg is not None else None
+        return self.group_first_min.get(key, pod.gang.min_available)
+
+    def class_status(self, name: str) -> tuple[bool, str, int]:
+        """(valid, message, matching devices) for a ResourceClass status."""
+        error = self.classes.error_of(name)
+        matching = sum(1 for names in self.classes.device_classes.values() if name in names)
+        return error is None, error or "selector and resourceName are valid", matching
+
+    # --- events ------------------------------------------------------------------------------
+
+    def apply(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
+        """Apply one watch event; returns what changed (for requeueing) and what to report."""
+        if not isinstance(obj, dict):
+            return [], [Notice("Unknown", "", "InvalidEvent", "event object is not a JSON object")]
+        kind = obj.get("kind")
+        if event_type not in ("ADDED", "MODIFIED", "DELETED"):
+            return [], [] if event_type in ("BOOKMARK",) else [
+                Notice(str(kind), "", "InvalidEvent", f"unknown event type {event_type!r}")]
+        handler = _HANDLERS.get(str(kind))
+        if handler is None:
+            return [], [Notice(str(kind), "", "UnknownKind", f"ignoring object of unknown kind {kind!r}")]
+        try:
+            return handler(self, event_type, obj)
+        except ObjectError as err:
+            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            assert isinstance(meta, dict)
+            name = str(meta.get("name", ""))
+            namespace = str(meta.get("namespace", "") or "")
+            key = f"{namespace}/{name}" if namespace else name
+            return [], [Notice(str(kind), key, "InvalidObject", f"{kind} {key}: {err}", namespace,
+                               str(meta.get("uid", "") or ""))]
+
+    def _stale(self, uid: str, resource_version: str) -> bool:
+        if uid in self._tombstones:
+            return True
+        try:
+            rv = int(resource_version)
+        except ValueError:
+            return False
+        seen = self._resource_versions.get(uid)
+        if seen is not None and rv < seen:
+            return True
+        self._resource_versions[uid] = rv
+        return False
+
+    def _bury(self, uid: str) -> None:
+        self._resource_versions.pop(uid, None)
+        self._tombstones[uid] = None
+        if len(self._tombstones) > _TOMBSTONES:
+            self._tombstones.popitem(last=False)
+
+    # --- nodes -------------------------------------------------------------------------------
+
+    def _on_node(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
+        node = parse_node(obj)
+        info = self.nodes.get(node.name)
+        if event_type == "DELETED":
+            if info is None or info.node is None or info.node.meta.uid != node.meta.uid:
+                return [], []
+            info.node = None
+            self._remove_from_order(node.name)
+            info.generation += 1
+            return [], []
+        if self._stale(node.meta.uid, node.meta.resource_version):
+            return [], []
+        if info is None:
+            info = self.nodes[node.name] = NodeInfo(node.name)
+        old = info.node
+        info.node = node
+        info.generation += 1
+        if old is None:
+            self._node_index[node.name] = len(self.node_order)
+            self.node_order.append(node.name)
+            return [ClusterEvent(EventKind.NODE_ADDED, node=node.name)], []
+        if (old.allocatable != node.allocatable or old.meta.labels != node.meta.labels
+                or old.taints != node.taints or old.unschedulable != node.unschedulable):
+            return [ClusterEvent(EventKind.NODE_UPDATED, node=node.name)], []
+        return [], []
+
+    def _remove_from_order(self, name: str) -> None:
+        index = self._node_index.pop(name)
+        self.node_order.pop(index)
+        for i in range(index, len(self.node_order)):
+            self._node_index[self.node_order[i]] = i
+
+    def _node_info(self, name: str) -> NodeInfo:
+        info = self.nodes.get(name)
+        if info is None:
+            info = self.nodes[name] = NodeInfo(name)
+        return info
+
+    # --- pods --------------------------------------------------------------------------------
+
+    def _on_pod(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
+        pod = parse_pod(obj)
+        uid = pod.uid
+        if event_type == "DELETED":
+            old = self.pods.get(uid)
+            self._bury(uid)
+            if old is None:
+                return [], []
+            return self._remove_pod(old), []
+        if self._stale(uid, pod.meta.resource_version):
+            return [], []
+        old = self.pods.get(uid)
+        events: list[ClusterEvent] = []
+        notices: list[Notice] = []
+        if old is not None:
+            if old.key != pod.key:  # same uid, different name: not a real object; keep the first
+                return [], [Notice("Pod", pod.key, "InvalidObject", f"pod uid {uid} reused by {pod.key}")]
+            if old.gang is not None and (pod.gang is None or pod.gang.key != old.gang.key):
+                self._leave_group(old)
+        else:
+            previous_uid = self.by_key.get(pod.key)
+            if previous_uid is not None and previous_uid in self.pods:  # recreated under the same name
+                events += self._remove_pod(self.pods[previous_uid])
+        self.pods[uid] = pod
+        self.by_key[pod.key] = uid
+        placement = self.placements.get(uid)
+        if pod.terminal:
+            if placement is not None:
+                events += self._unplace(uid)
+            self.pending.discard(uid)
+            if pod.gang is not None:
+                self._leave_group(pod)
+            return events, notices
+        if pod.gang is not None:
+            members = self.groups.setdefault(pod.gang.key, set())
+            if uid not in members and pod.gang.min_available is not None:
+                self.group_first_min.setdefault(pod.gang.key, pod.gang.min_available)
+            members.add(uid)
+        if pod.node_name:
+            self.pending.discard(uid)
+            if placement is None or placement.assumed or placement.node != pod.node_name or old is None \
+                    or old.devices != pod.devices or old.requests != pod.requests:
+                if placement is not None:
+                    events += self._unplace(uid)
+                notices += self._place(pod, pod.node_name, pod.devices, assumed=False)
+            return events, notices
+        if placement is not None and placement.assumed:
+            return events, notices  # our Binding is in flight; the assumption stands
+        if placement is not None:  # a pod cannot lose its node; treat as a fresh object
+            events += self._unplace(uid)
+        if self.is_ours(pod) and not pod.meta.deleting and not pod.gated:
+            if uid not in self.pending:
+                self.pending.add(uid)
+                events.append(ClusterEvent(EventKind.POD_ADDED, group=pod.gang.key if pod.gang else ""))
+        else:
+            self.pending.discard(uid)
+        return events, notices
+
+    def _leave_group(self, pod: Pod) -> None:
+        assert pod.gang is not None
+        members = self.groups.get(pod.gang.key)
+        if members is None:
+            return
+        members.discard(pod.uid)
+        if not members:
+            del self.groups[pod.gang.key]
+            self.group_first_min.pop(pod.gang.key, None)
+
+    def _remove_pod(self, pod: Pod) -> list[ClusterEvent]:
+        uid = pod.uid
+        events = self._unplace(uid) if uid in self.placements else []
+        self.pods.pop(uid, None)
+        if self.by_key.get(pod.key) == uid:
+            del self.by_key[pod.key]
+        self.pending.discard(uid)
+        if pod.gang is not None:
+            self._leave_group(pod)
+        return events
+
+    def _place(self, pod: Pod, node_name: str, devices: DeviceAssignment | None,
+               assumed: bool) -> list[Notice]:
+        info = self._node_info(node_name)
+        notices: list[Notice] = []
+        grants: list[tuple[str, Fraction | None]] = []
+        broken = pod.device_error is not None
+        if broken:
+            info.broken.add(pod.uid)
+            notices.append(Notice("Pod", pod.key, "BrokenDeviceAnnotation",
+                                  f"{pod.device_error}; node {node_name} is excluded from device scheduling "
+                                  "until the annotation is fixed or the pod is gone",
+                                  pod.meta.namespace, pod.uid))
+        for by_resource in (devices or {}).values():
+            for entries in by_resource.values():
+                for grant in entries:
+                    grants.append((grant.device, grant.amount))
+                    notices += self._charge(pod, grant.device, grant.amount)
+        placement = Placement(node_name, dict(pod.requests), pod.scoring_requests.get(CPU, 0),
+                              pod.scoring_requests.get(MEMORY, 0), tuple(grants), broken, assumed)
+        self.placements[pod.uid] = placement
+        info.pods.add(pod.uid)
+        for name, amount in placement.requests.items():
+            info.requested[name] = info.requested.get(name, 0) + amount
+        info.scoring_cpu += placement.scoring_cpu
+        info.scoring_memory += placement.scoring_memory
+        info.generation += 1
+        self._refresh_busy_for(device for device, _ in grants)
+        return notices
+
+    def _charge(self, pod: Pod, device: str, amount: Fraction | None) -> list[Notice]:
+        use = self.device_use.setdefault(device, DeviceUse())
+        conflict = bool(use.exclusive) or (amount is None and bool(use.shared))
+        if amount is None:
+            use.exclusive.add(pod.uid)
+        else:
+            use.shared[pod.uid] = use.shared.get(pod.uid, Fraction(0)) + amount
+        if conflict:
+            return [Notice("Pod", pod.key, "DeviceConflict",
+                           f"device {device} is assigned to more than one pod exclusively", pod.meta.namespace, pod.uid)]
+        return []
+
+    def _unplace(self, uid: str) -> list[ClusterEvent]:
+        placement = self.placements.pop(uid)
+        info = self.nodes[placement.node]
+        info.pods.discard(uid)
+        info.broken.discard(uid)
+        for name, amount in placement.requests.items():
+            left = info.requested.get(name, 0) - amount
+            if left:
+                info.requested[name] = left
+            else:
+                info.requested.pop(name, None)
+        info.scoring_cpu -= placement.scoring_cpu
+        info.scoring_memory -= placement.scoring_memory
+        info.generation += 1
+        for device, amount in placement.grants:
+            use = self.device_use.get(device)
+            if use is None:
+                continue
+            if amount is None:
+                use.exclusive.discard(uid)
+            else:
+                use.shared.pop(uid, None)
+            if not use.busy:
+                del self.device_use[device]
+        self._refresh_busy_for(device for device, _ in placement.grants)
+        return [ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=placement.node)]
+
+    def _refresh_busy_for(self, device_names: Iterator[str] | list[str] | tuple[str, ...]) -> None:
+        nodes = {self.devices[name].node_name for name in device_names if name in self.devices}
+        for node_name in nodes:
+            self._refresh_busy(self._node_info(node_name))
+
+    def _refresh_busy(self, info: NodeInfo) -> None:
+        busy: dict[str, int] = {}
+        for device in info.devices.values():
+            use = self.device_use.get(device.name)
+            if use is not None and use.busy:
+                busy[device.resource_name] = busy.get(device.resource_name, 0) + 1
+        info.busy = busy
+        info.generation += 1
+
+    # --- assume / forget (our own decisions, before the apiserver confirms them) ------------
+
+    def assume(self, uid: str, node_name: str, devices: DeviceAssignment | None) -> None:
+        pod = self.pods[uid]
+        self.pending.discard(uid)
+        self._place(pod, node_name, devices, assumed=True)
+
+    def forget(self, uid: str) -> None:
+        """Undo an assumption (failed Binding or discarded gang transaction)."""
+        placement = self.placements.get(uid)
+        if placement is None or not placement.assumed:
+            return
+        self._unplace(uid)
+        pod = self.pods.get(uid)
+        if pod is not None and not pod.node_name and self.is_ours(pod) and not pod.terminal:
+            self.pending.add(uid)
+
+    # --- devices, classes, pod groups --------------------------------------------------------
+
+    def _on_device(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
+        device = parse_device(obj)
+        old = self.devices.get(device.name)
+        if event_type == "DELETED":
+            if old is None:
+                return [], []
+            del self.devices[device.name]
+            info = self._node_info(old.node_name)
+            info.devices.pop(device.name, None)
+            self.classes.device_removed(device.name)
+            self._refresh_busy(info)
+            return [ClusterEvent(EventKind.DEVICE_CHANGED, node=old.node_name)], []
+        if self._stale(device.meta.uid, device.meta.resource_version):
+            return [], []
+        if old == device:
+            return [], []
+        if old is not None and old.node_name != device.node_name:
+            previous = self._node_info(old.node_name)
+            previous.devices.pop(device.name, None)
+            self._refresh_busy(previous)
+        self.devices[device.name] = device
+        info = self._node_info(device.node_name)
+        info.devices[device.name] = device
+        self.classes.device_changed(device)
+        self._refresh_busy(info)
+        return [ClusterEvent(EventKind.DEVICE_CHANGED, node=device.node_name)], []
+
+    def _on_class(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
+        cls = parse_resource_class(obj)
+        if event_type == "DELETED":
+            self.classes.remove(cls.name, self.devices.values())
+            return [ClusterEvent(EventKind.CLASS_CHANGED)], []
+        old = self.classes.classes.get(cls.name)
+        if old is not None and _same_class(old, cls):
+            return [], []
+        self.classes.upsert(cls, self.devices.values())
+        notices = []
+        for name in sorted(self.classes.classes):
+            error = self.classes.error_of(name)
+            if error is not None and (name == cls.name or name in self.classes.clash):
+                notices.append(Notice("ResourceClass", name, "InvalidResourceClass",
+                                      f"ResourceClass {name} is not valid: {error}"))
+        return [ClusterEvent(EventKind.CLASS_CHANGED)], notices
+
+    def _on_podgroup(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
+        pg = parse_podgroup(obj)
+        if event_type == "DELETED":
+            self.podgroups.pop(pg.key, None)
+            return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=pg.key)], []
+        old = self.podgroups.get(pg.key)
+        self.podgroups[pg.key] = pg
+        if old is not None and old.min_member == pg.min_member:
+            return [], []
+        return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=pg.key)], []
+
+
+def _same_class(a: ResourceClass, b: ResourceClass) -> bool:
+    return (a.resource_name, a.requirements, a.sharing, a.error, a.meta.creation_timestamp) == \
+        (b.resource_name, b.requirements, b.sharing, b.error, b.meta.creation_timestamp)
+
+
+_HANDLERS = {
+    "Node": ClusterState._on_node,
+    "Pod": ClusterState._on_pod,
+    "ExtendedResource": ClusterState._on_device,
+    "ResourceClass": ClusterState._on_class,
+    "PodGroup": ClusterState._on_podgroup,
+}

@@ -1,0 +1,138 @@
+"""Where the control-plane binaries come from.
+
+Why this lookup order: ``KUBEBUILDER_ASSETS`` is the envtest convention, so a developer who
+already has ``setup-envtest`` binaries can point at them (DESIGN.md §6). Otherwise we use the
+version-pinned cache that ``hack/build-control-plane.sh`` fills from the Go module proxy (there is
+no other way to get kube-apiserver on these machines), and build it once when it is missing.
+Nothing is ever written inside the repository.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+__all__ = [
+    "K8S_VERSION",
+    "BinariesNotFound",
+    "ControlPlaneBinaries",
+    "build_script",
+    "default_bin_dir",
+    "find_binaries",
+]
+
+K8S_VERSION = "v1.36.3"
+
+_REQUIRED = ("etcd", "kube-apiserver")
+_OPTIONAL = ("kube-scheduler", "kube-controller-manager")
+
+
+class BinariesNotFound(RuntimeError):
+    """Neither ``KUBEBUILDER_ASSETS`` nor the cache has the binaries, and building failed."""
+
+
+@dataclass(frozen=True)
+class ControlPlaneBinaries:
+    etcd: Path
+    kube_apiserver: Path
+    kube_scheduler: Path | None
+    kube_controller_manager: Path | None
+
+
+def _repo_root() -> Path:
+    # scheduler/kube/controlplane/binaries.py -> repository root
+    return Path(__file__).resolve().parents[3]
+
+
+def build_script() -> Path:
+    return _repo_root() / "hack" / "build-control-plane.sh"
+
+
+def default_bin_dir() -> Path:
+    """``$TESSERA_CACHE/k8s-<version>/bin``; ``TESSERA_CACHE`` defaults to ``~/.cache/tessera``."""
+    cache = os.environ.get("TESSERA_CACHE") or str(Path.home() / ".cache" / "tessera")
+    return Path(cache) / f"k8s-{K8S_VERSION}" / "bin"
+
+
+def _executable(directory: Path, name: str) -> Path | None:
+    path = directory / name
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def _from_dir(directory: Path, need_all: bool) -> ControlPlaneBinaries | None:
+    found = {name: _executable(directory, name) for name in _REQUIRED + _OPTIONAL}
+    wanted = _REQUIRED + (_OPTIONAL if need_all else ())
+    if any(found[name] is None for name in wanted):
+        return None
+    etcd, apiserver = found["etcd"], found["kube-apiserver"]
+    assert etcd is not None and apiserver is not None
+    return ControlPlaneBinaries(
+        etcd=etcd,
+        kube_apiserver=apiserver,
+        kube_scheduler=found["kube-scheduler"],
+        kube_controller_manager=found["kube-controller-manager"],
+    )
+
+
+def _run_build(log: IO[bytes] | None) -> Path:
+    script = build_script()
+    if not script.is_file():
+        raise BinariesNotFound(f"build script {script} is missing")
+    if shutil.which("go") is None:
+        raise BinariesNotFound("the Go toolchain ('go') is not on PATH, so the binaries cannot be built")
+    # One build at a time per cache, across processes (pytest-xdist workers, a parallel CLI).
+    lock_path = default_bin_dir().parent / ".build.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.run(
+            ["bash", str(script)],
+            stdout=subprocess.PIPE,
+            stderr=log if log is not None else None,
+            env={**os.environ, "K8S_VERSION": K8S_VERSION},
+            check=False,
+        )
+    if proc.returncode != 0:
+        raise BinariesNotFound(f"{script} failed with exit status {proc.returncode}")
+    lines = proc.stdout.decode().strip().splitlines()
+    if not lines:
+        raise BinariesNotFound(f"{script} printed no binary directory")
+    return Path(lines[-1])
+
+
+def find_binaries(*, build: bool = True, build_log: IO[bytes] | None = None) -> ControlPlaneBinaries:
+    """Locate etcd, kube-apiserver and (if present) kube-scheduler / kube-controller-manager.
+
+    ``KUBEBUILDER_ASSETS`` wins when set and must hold etcd and kube-apiserver. Otherwise the
+    cache (``default_bin_dir()``) is used; when it lacks any of the four binaries and ``build`` is
+    true, ``hack/build-control-plane.sh`` runs (a cold build takes 15-30 minutes; its progress goes
+    to ``build_log`` or, by default, to our stderr). Raises :class:`BinariesNotFound` with the
+    reason when nothing usable is found.
+    """
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if assets:
+        found = _from_dir(Path(assets), need_all=False)
+        if found is None:
+            raise BinariesNotFound(
+                f"KUBEBUILDER_ASSETS={assets} must contain executable etcd and kube-apiserver"
+            )
+        return found
+
+    cached = _from_dir(default_bin_dir(), need_all=True)
+    if cached is not None:
+        return cached
+    if not build:
+        raise BinariesNotFound(
+            f"control-plane binaries not found in {default_bin_dir()}; "
+            f"run 'bash {build_script()}' or set KUBEBUILDER_ASSETS"
+        )
+    bin_dir = _run_build(build_log)
+    built = _from_dir(bin_dir, need_all=False)
+    if built is None:
+        raise BinariesNotFound(f"{build_script()} finished but {bin_dir} lacks etcd/kube-apiserver")
+    return built

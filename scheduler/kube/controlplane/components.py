@@ -1,0 +1,155 @@
+"""Command lines of the control-plane components, and why each flag is there.
+
+Kept apart from the lifecycle code in ``cluster.py`` so the flags, which are the part that breaks
+on a Kubernetes upgrade, are in one short file. Choices follow envtest and kube-scheduler's own
+integration tests (see ``shared/reference/harness.md`` §2-§3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+__all__ = [
+    "DEFAULT_CONTROLLERS",
+    "ApiserverFiles",
+    "apiserver_argv",
+    "controller_manager_argv",
+    "etcd_argv",
+    "has_default_route",
+    "scheduler_argv",
+]
+
+# resourcequota: per-class quota tests need status.used maintained (admission alone never
+# decrements it). namespace: deleting a test namespace actually removes its objects.
+# garbage-collector: ownerReference cascades (Jobs, PodGroups owned by workloads).
+# serviceaccount: the `default` ServiceAccount appears in new namespaces, as in a real cluster.
+# node-lifecycle is deliberately absent: with no kubelet it would mark every fake node NotReady.
+DEFAULT_CONTROLLERS: tuple[str, ...] = (
+    "resourcequota-controller",
+    "namespace-controller",
+    "garbage-collector-controller",
+    "serviceaccount-controller",
+)
+
+
+def etcd_argv(binary: Path, data_dir: Path, client_port: int, peer_port: int) -> list[str]:
+    client = f"http://127.0.0.1:{client_port}"
+    peer = f"http://127.0.0.1:{peer_port}"
+    return [
+        str(binary),
+        "--name=tessera-local",
+        f"--data-dir={data_dir}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=tessera-local={peer}",
+        # Tests do not need durability; fsync dominates write latency on CI disks.
+        "--unsafe-no-fsync=true",
+        "--log-level=warn",
+    ]
+
+
+@dataclass(frozen=True)
+class ApiserverFiles:
+    cert_dir: Path
+    ca_file: Path
+    serving_cert: Path
+    serving_key: Path
+    sa_key: Path
+    sa_public_key: Path
+    token_file: Path
+
+
+def has_default_route() -> bool:
+    """True when the host has an IPv4 default route (kube-apiserver needs one to pick its
+    advertise address)."""
+    try:
+        with open("/proc/net/route") as routes:
+            next(routes, None)
+            return any(line.split()[1] == "00000000" for line in routes if len(line.split()) > 1)
+    except OSError:
+        return True  # not Linux: let kube-apiserver decide
+
+
+def apiserver_argv(
+    binary: Path,
+    files: ApiserverFiles,
+    etcd_url: str,
+    port: int,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    argv = [
+        str(binary),
+        f"--etcd-servers={etcd_url}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={files.cert_dir}",
+        f"--tls-cert-file={files.serving_cert}",
+        f"--tls-private-key-file={files.serving_key}",
+        # Two ways in: client certificates (CN=user, O=groups) for per-user RBAC tests, and a
+        # static admin token for tools that prefer a bearer token.
+        f"--client-ca-file={files.ca_file}",
+        f"--token-auth-file={files.token_file}",
+        "--authorization-mode=RBAC",
+        f"--service-account-issuer=https://127.0.0.1:{port}",
+        f"--service-account-key-file={files.sa_public_key}",
+        f"--service-account-signing-key-file={files.sa_key}",
+        "--service-cluster-ip-range=10.0.0.0/24",
+        "--allow-privileged=true",
+        # ServiceAccount: pods would need a `default` SA before the controller creates it.
+        # TaintNodesByCondition: it taints every new Node not-ready, and no kubelet clears it.
+        # ResourceQuota and Priority stay on: quota and priorityClassName must behave as in a
+        # real cluster.
+        "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+        "--profiling=false",
+    ]
+    if not has_default_route():
+        # Without a default route kube-apiserver cannot pick an advertise address, and a
+        # loopback one is rejected for the `kubernetes` Endpoints; nothing here uses them.
+        argv += ["--advertise-address=192.0.2.1", "--endpoint-reconciler-type=none"]
+    argv += list(extra)
+    return argv
+
+
+def controller_manager_argv(
+    binary: Path, kubeconfig: Path, controllers: Sequence[str], extra: Sequence[str] = ()
+) -> list[str]:
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        "--secure-port=0",  # "If 0, don't serve HTTPS at all": no port to pick or clash on
+        f"--controllers={','.join(controllers)}",
+        # One identity for all controllers: no token controller runs to mint SA tokens.
+        "--use-service-account-credentials=false",
+        *extra,
+    ]
+
+
+def scheduler_argv(
+    binary: Path, config_path: Path, kubeconfig: Path, cert_dir: Path, port: int
+) -> list[str]:
+    """kube-scheduler with a config file (``--kubeconfig`` alone is deprecated).
+
+    A loopback secure port is kept (not 0) so /readyz tells when its informers have synced;
+    /readyz is in the default ``--authorization-always-allow-paths``.
+    """
+    config = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400},
+        "leaderElection": {"leaderElect": False},
+    }
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return [
+        str(binary),
+        f"--config={config_path}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={cert_dir}",
+    ]

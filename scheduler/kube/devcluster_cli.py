@@ -1,0 +1,126 @@
+"""``tessera dev-cluster``: a local control plane for trying Tessera by hand.
+
+Why a CLI command and not a script: a user who wants to see the scheduler work needs a cluster,
+and on machines without Docker/kind the only one available is the local control plane the tests
+use. The command prints ``ready: <kubeconfig>`` on stdout once the plane is up (so scripts can
+wait for that line), keeps running until SIGINT/SIGTERM, and then stops every process it started.
+Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from .controlplane import BinariesNotFound, LocalControlPlane, ProcessStartError
+
+__all__ = ["add_parser", "run"]
+
+log = logging.getLogger("scheduler.kube.devcluster")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``dev-cluster`` on an ``argparse`` subparsers object; sets ``func=run``."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "dev-cluster",
+        help="run a local etcd + kube-apiserver with fake GPU nodes",
+        description=(
+            "Start a local Kubernetes control plane (etcd, kube-apiserver, optionally "
+            "kube-controller-manager and kube-scheduler) with Tessera's CRDs and fake GPU nodes. "
+            "Prints 'ready: <kubeconfig>' on stdout, then runs until interrupted."
+        ),
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="working directory for certificates, etcd data, logs and the kubeconfig "
+        "(default: a temporary directory removed on exit)",
+    )
+    parser.add_argument("--nodes", type=int, default=0, help="number of fake GPU nodes (default 0)")
+    parser.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per fake node (default 8)")
+    parser.add_argument("--gpu-model", default="V100", help="GPU model attribute (default V100)")
+    parser.add_argument("--gpu-memory", default="32Gi", help="memory per GPU (default 32Gi)")
+    parser.add_argument(
+        "--with-kube-scheduler",
+        action="store_true",
+        help="also run the default kube-scheduler (for pods without schedulerName: tessera)",
+    )
+    parser.add_argument(
+        "--with-controller-manager",
+        action="store_true",
+        help="also run kube-controller-manager (resource quota, namespace, GC controllers)",
+    )
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _configure_logging() -> None:
+    logger = logging.getLogger("scheduler.kube")
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("dev-cluster: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the dev cluster until SIGINT/SIGTERM. Returns the process exit status."""
+    _configure_logging()
+    if args.nodes < 0 or args.gpus_per_node < 0:
+        print("dev-cluster: --nodes and --gpus-per-node must not be negative", file=sys.stderr)
+        return 2
+    temporary = args.dir is None
+    directory = Path(tempfile.mkdtemp(prefix="tessera-dev-")) if temporary else Path(args.dir)
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    plane = LocalControlPlane(
+        directory,
+        with_controller_manager=args.with_controller_manager,
+        with_kube_scheduler=args.with_kube_scheduler,
+    )
+    status = 0
+    try:
+        log.info("starting control plane in %s", directory)
+        plane.start()
+        if args.nodes:
+            log.info("creating %d fake nodes with %d %s GPUs", args.nodes, args.gpus_per_node, args.gpu_model)
+            plane.add_fake_gpu_nodes(args.nodes, args.gpus_per_node, args.gpu_model, args.gpu_memory)
+        log.info("logs: %s", ", ".join(str(p) for p in plane.log_files().values()))
+        print(f"ready: {plane.kubeconfig}", flush=True)
+        log.info("export KUBECONFIG=%s ; press Ctrl-C to stop", plane.kubeconfig)
+        while not stop.wait(1.0):
+            dead = plane.dead_components()
+            if dead:
+                log.error("component(s) exited unexpectedly: %s; see logs in %s", ", ".join(dead), directory)
+                status = 1
+                break
+    except (BinariesNotFound, ProcessStartError, TimeoutError, RuntimeError, OSError) as err:
+        print(f"dev-cluster: {err}", file=sys.stderr)
+        status = 1
+    finally:
+        log.info("stopping")
+        began = time.monotonic()
+        plane.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if temporary and status == 0:
+            shutil.rmtree(directory, ignore_errors=True)
+        elif temporary:
+            log.info("kept %s for inspection", directory)
+        log.info("stopped in %.1f s", time.monotonic() - began)
+    return status

@@ -1,0 +1,132 @@
+"""Replay recorded watch events through the core, acting as the apiserver for its Bindings.
+
+Semantics (the same event-driven requeue as the live queue): events are applied in order; after
+each one the scheduler works until no pending pod can make progress — pods the event cannot help
+stay parked — and every successful attempt is written back as the pod update the apiserver would
+send (`spec.nodeName`, merged annotations, `PodScheduled=True`). Time is virtual: it only moves
+forward to let backoff expire, so the same input always gives the same output.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from scheduler.api.config import SchedulerConfig
+from scheduler.core.cycle import Attempt, Scheduler
+from scheduler.core.state import Notice
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    type: str
+    object: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ReplayStats:
+    events: int = 0
+    attempts: int = 0
+    notices: list[Notice] = field(default_factory=list)
+    final: dict[str, Attempt] = field(default_factory=dict)  # pod key -> last attempt
+
+
+class EventFileError(ValueError):
+    """A line of an events file that is not a watch event."""
+
+
+def read_events(lines: Iterable[bytes | str], errors: list[str]) -> Iterator[WatchEvent]:
+    """Parse JSONL watch events; unreadable lines are reported in `errors` and skipped."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            doc = orjson.loads(line)
+        except orjson.JSONDecodeError as err:
+            errors.append(f"line {number}: not JSON: {err}")
+            continue
+        if not isinstance(doc, dict) or not isinstance(doc.get("object"), dict) or not isinstance(doc.get("type"), str):
+            errors.append(f'line {number}: not a watch event (want {{"type": ..., "object": {{...}}}})')
+            continue
+        yield WatchEvent(doc["type"], doc["object"])
+
+
+class Replay:
+    def __init__(self, config: SchedulerConfig, explain: bool = False, seed: int = 0) -> None:
+        self.scheduler = Scheduler(config, seed=seed, explain=explain)
+        self.now = 0.0
+        self.pods: dict[str, dict[str, Any]] = {}  # uid -> latest raw object, to write bindings back
+        self.stats = ReplayStats()
+
+    def run(self, events: Iterable[WatchEvent]) -> Iterator[Attempt]:
+        for event in events:
+            self.stats.events += 1
+            self._remember(event)
+            self.stats.notices += self.scheduler.apply(event.type, event.object, self.now)
+            yield from self.drain()
+
+    def drain(self) -> Iterator[Attempt]:
+        scheduler = self.scheduler
+        while True:
+            attempts = scheduler.schedule_next(self.now)
+            if attempts is None:
+                expiry = scheduler.queue.next_backoff_expiry()
+                if expiry is None:
+                    return
+                self.now = max(self.now, expiry)
+                continue
+            for attempt in attempts:
+                self.stats.attempts += 1
+                self.stats.final[attempt.pod.key] = attempt
+                yield attempt
+            for attempt in attempts:
+                if attempt.node is not None:
+                    self._bind(attempt)
+
+    def _remember(self, event: WatchEvent) -> None:
+        if event.object.get("kind") != "Pod":
+            return
+        meta = event.object.get("metadata")
+        uid = meta.get("uid") if isinstance(meta, dict) else None
+        if not isinstance(uid, str):
+            return
+        if event.type == "DELETED":
+            self.pods.pop(uid, None)
+        else:
+            self.pods[uid] = event.object
+
+    def _bind(self, attempt: Attempt) -> None:
+        """Apply the Binding the way the apiserver does, and feed the resulting pod update back."""
+        raw = self.pods.get(attempt.pod.uid)
+        if raw is None:
+            return
+        bound = copy.deepcopy(raw)
+        meta = bound.setdefault("metadata", {})
+        meta.pop("resourceVersion", None)
+        if attempt.annotations:
+            meta["annotations"] = {**(meta.get("annotations") or {}), **attempt.annotations}
+        bound.setdefault("spec", {})["nodeName"] = attempt.node
+        status = bound.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True"})
+        status["conditions"] = conditions
+        self.pods[attempt.pod.uid] = bound
+        self.stats.notices += self.scheduler.apply("MODIFIED", bound, self.now)
+
+
+def attempt_line(attempt: Attempt, explain: bool) -> dict[str, Any]:
+    """The stdout record of one attempt (see README: simulate output)."""
+    line: dict[str, Any] = {
+        "pod": attempt.pod.key,
+        "node": attempt.node,
+        "annotations": attempt.annotations,
+        "message": attempt.message,
+    }
+    if explain:
+        line["scores"] = attempt.scores or {}
+        line["filtered"] = attempt.filtered or {}
+    return line

@@ -1,0 +1,59 @@
+"""`tessera simulate` output: JSON lines for tools on stdout, a readable summary for people."""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from typing import IO
+
+import orjson
+
+from scheduler.api.config import SchedulerConfig
+from scheduler.core.state import ClusterState
+from scheduler.sim.replay import Replay, ReplayStats, attempt_line, read_events
+
+
+def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: str, seed: int) -> int:
+    errors: list[str] = []
+    replay = Replay(config, explain=explain, seed=seed)
+    stream: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")
+    with stream:
+        for attempt in replay.run(read_events(stream, errors)):
+            if output == "json":
+                sys.stdout.buffer.write(orjson.dumps(attempt_line(attempt, explain)) + b"\n")
+    sys.stdout.flush()
+    for error in errors:
+        print(f"tessera: {path}: {error}", file=sys.stderr)
+    for notice in replay.stats.notices:
+        print(f"tessera: warning: {notice.reason}: {notice.message}", file=sys.stderr)
+    table = render_table(replay.scheduler.state, replay.stats)
+    print(table, file=sys.stdout if output == "table" else sys.stderr)
+    return 0
+
+
+def render_table(state: ClusterState, stats: ReplayStats) -> str:
+    """Nodes with their GPU/CPU use and the pods on them, then pods that did not get a node."""
+    by_node: dict[str, list[str]] = defaultdict(list)
+    unscheduled: list[tuple[str, str]] = []
+    for key, attempt in sorted(stats.final.items()):
+        if attempt.node is not None:
+            by_node[attempt.node].append(attempt.pod.meta.name)
+        elif key in state.by_key and state.by_key[key] in state.pending:
+            unscheduled.append((key, attempt.message))
+    rows = [("NODE", "GPU", "CPU", "PODS")]
+    for info in state.node_infos():
+        assert info.node is not None
+        alloc = info.node.allocatable
+        gpus = alloc.get("nvidia.com/gpu", 0)
+        gpu = f"{info.used('nvidia.com/gpu')}/{gpus}" if gpus else "-"
+        cpu = f"{info.requested.get('cpu', 0) / 1000:g}/{alloc.get('cpu', 0) / 1000:g}"
+        rows.append((info.name, gpu, cpu, ", ".join(sorted(by_node.get(info.name, []))) or "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = ["  ".join(cell.ljust(widths[i]) if i < 3 else cell for i, cell in enumerate(row)) for row in rows]
+    bound = sum(len(pods) for pods in by_node.values())
+    lines.append("")
+    lines.append(f"{stats.events} events, {stats.attempts} scheduling attempts: "
+                 f"{bound} pods placed, {len(unscheduled)} unschedulable")
+    for key, message in unscheduled:
+        lines.append(f"  {key}: {message}")
+    return "\n".join(lines)
