@@ -99,9 +99,11 @@ class _StrictLoader(yaml.SafeLoader):
 def _construct_mapping(loader: _StrictLoader, node: MappingNode) -> dict[Any, Any]:
     seen: set[Any] = set()
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`, flattened by construct_mapping
+            continue
         key = loader.construct_object(key_node, deep=True)
         try:
-            duplicate = key in seen and key != "<<"
+            duplicate = key in seen
             seen.add(key)
         except TypeError:  # unhashable key: let the normal constructor report it
             continue
@@ -120,6 +122,7 @@ def _load_yaml(text: str, source: str) -> object:
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(source, "", f"invalid YAML{where}: {err.problem or err.context}") from None
+        what = "; ".join(part for part in (err.context, err.problem) if part)
+        raise ConfigError(source, "", f"invalid YAML{where}: {what}") from None
     except yaml.YAMLError as err:
         raise ConfigError(source, "", f"invalid YAML: {err}") from None

@@ -467,6 +467,7 @@ class LocalControlPlane:
         )
         return names
 
-    def remove_fake_gpu_nodes(self) -> None:
-        """Delete all fake nodes and their ExtendedResources (pods bound to them stay)."""
-        delete_fake_gpu_nodes(self.admin)
+    def remove_fake_gpu_nodes(self, names: Sequence[str] | None = None) -> None:
+        """Delete the named fake nodes (default: all of them) and their ExtendedResources.
+        Pods bound to them stay."""
+        delete_fake_gpu_nodes(self.admin, names)

@@ -15,15 +15,18 @@ from __future__ import annotations
 import datetime as dt
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from .rest import ApiError, RestClient
 
 __all__ = [
+    "ER_PATH",
     "FAKE_LABEL",
+    "NODE_LABEL",
     "FakeGpuNodeSpec",
     "create_fake_gpu_nodes",
     "delete_fake_gpu_nodes",
@@ -218,8 +221,15 @@ def create_fake_gpu_nodes(
             future.result()
 
 
-def delete_fake_gpu_nodes(client: RestClient) -> None:
-    """Delete every node and ExtendedResource labelled ``tessera.dev/fake=true``."""
-    selector = f"labelSelector={FAKE_LABEL}%3Dtrue"
-    client.request("DELETE", f"{ER_PATH}?{selector}", ok=(200, 202, 404))
-    client.request("DELETE", f"/api/v1/nodes?{selector}", ok=(200, 202, 404))
+def delete_fake_gpu_nodes(client: RestClient, names: Sequence[str] | None = None) -> None:
+    """Delete the given fake nodes and their ExtendedResources; all fake ones when ``names`` is
+    None. Pods bound to them are left alone."""
+    if names is None:
+        selector = f"labelSelector={quote(FAKE_LABEL)}%3Dtrue"
+        client.request("DELETE", f"{ER_PATH}?{selector}", ok=(200, 202, 404))
+        client.request("DELETE", f"/api/v1/nodes?{selector}", ok=(200, 202, 404))
+        return
+    for name in names:
+        selector = f"labelSelector={quote(f'{NODE_LABEL}={name}')}"
+        client.request("DELETE", f"{ER_PATH}?{selector}", ok=(200, 202, 404))
+        client.delete(f"/api/v1/nodes/{name}")

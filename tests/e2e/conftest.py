@@ -1,0 +1,152 @@
+"""Fixtures for end-to-end tests against a real kube-apiserver + etcd (DESIGN.md §6).
+
+Why this shape:
+- One control plane per session (``control_plane``, synchronous): starting it costs seconds, and
+  tests isolate themselves with their own namespace and uniquely named nodes.
+- The binaries are located (and built if missing, which can take many minutes) once, right after
+  collection and only when e2e tests were selected, outside any per-test timeout.
+- Missing binaries skip the tests on a developer machine but FAIL them when ``CI=true``:
+  a green CI run must never hide skipped end-to-end tests.
+- ``kube`` gives each test a kubernetes-asyncio ``ApiClient`` made inside that test's event loop,
+  because aiohttp sessions are bound to the loop that created them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from scheduler.kube.controlplane import BinariesNotFound, ControlPlaneBinaries, LocalControlPlane, find_binaries
+from scheduler.kube.controlplane.binaries import default_bin_dir
+
+_E2E_DIR = Path(__file__).resolve().parent
+_BINARIES = pytest.StashKey[ControlPlaneBinaries | str]()
+
+
+def _no_proxy_for_loopback() -> None:
+    # aiohttp honours HTTPS_PROXY (trust_env=True); the test apiserver is on loopback.
+    for var in ("NO_PROXY", "no_proxy"):
+        current = [part for part in os.environ.get(var, "").split(",") if part]
+        for host in ("127.0.0.1", "localhost"):
+            if host not in current:
+                current.append(host)
+        os.environ[var] = ",".join(current)
+
+
+_no_proxy_for_loopback()
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def _is_e2e(item: pytest.Item) -> bool:
+    return _E2E_DIR == Path(item.path).resolve().parent or _E2E_DIR in Path(item.path).resolve().parents
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_e2e(item):
+            item.add_marker(pytest.mark.e2e)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    if config.option.collectonly or not any(_is_e2e(item) for item in session.items):
+        return
+    build = os.environ.get("TESSERA_E2E_BUILD", "1") != "0"
+    reporter: Any = config.pluginmanager.get_plugin("terminalreporter")
+    log_path = default_bin_dir().parent / "build.log"
+    try:
+        try:
+            result: ControlPlaneBinaries | str = find_binaries(build=False)
+        except BinariesNotFound:
+            if not build:
+                raise
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            if reporter is not None:
+                reporter.write_line(
+                    "building etcd/kube-apiserver/kube-scheduler/kube-controller-manager for the "
+                    f"e2e tests (one-off, several minutes); log: {log_path}"
+                )
+            with open(log_path, "ab") as log:
+                result = find_binaries(build=True, build_log=log)
+    except BinariesNotFound as err:
+        result = f"control-plane binaries unavailable: {err} (build log: {log_path})"
+    config.stash[_BINARIES] = result
+
+
+@pytest.fixture(scope="session")
+def control_plane_binaries(request: pytest.FixtureRequest) -> ControlPlaneBinaries:
+    result = request.config.stash.get(_BINARIES, None)
+    if result is None:  # e.g. fixture used outside tests/e2e
+        try:
+            result = find_binaries(build=False)
+        except BinariesNotFound as err:
+            result = str(err)
+    if isinstance(result, str):
+        if _in_ci():
+            pytest.fail(f"CI=true and {result}", pytrace=False)
+        pytest.skip(result)
+    return result
+
+
+@pytest.fixture(scope="session")
+def control_plane(
+    control_plane_binaries: ControlPlaneBinaries, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalControlPlane]:
+    """etcd + kube-apiserver (+ kube-controller-manager when available) with the CRDs installed.
+
+    The default kube-scheduler is not running; start it with ``start_kube_scheduler()``.
+    """
+    plane = LocalControlPlane(
+        tmp_path_factory.mktemp("control-plane"),
+        binaries=control_plane_binaries,
+        with_controller_manager=control_plane_binaries.kube_controller_manager is not None,
+    )
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest_asyncio.fixture
+async def kube(control_plane: LocalControlPlane) -> AsyncIterator[Any]:
+    """A kubernetes_asyncio ``ApiClient`` with the admin kubeconfig, bound to this test's loop."""
+    from kubernetes_asyncio import config
+
+    api = await config.new_client_from_config(
+        config_file=str(control_plane.kubeconfig), persist_config=False
+    )
+    async with api:
+        yield api
+
+
+@pytest_asyncio.fixture
+async def namespace(kube: Any, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """A fresh namespace named after the test; its pods and itself are deleted afterwards."""
+    from kubernetes_asyncio import client
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    stem = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{stem or 'test'}-{secrets.token_hex(3)}"
+    v1 = client.CoreV1Api(kube)
+    await v1.create_namespace(
+        client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"tessera.dev/e2e": "true"}))
+    )
+    yield name
+    try:
+        # Bound pods have no kubelet to confirm their deletion: force them out (grace 0) so the
+        # namespace controller can finish.
+        await v1.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+        await v1.delete_namespace(name)
+    except (ApiException, OSError) as err:  # e.g. a fault-injection test left the apiserver down
+        print(f"namespace {name} cleanup failed: {err}")

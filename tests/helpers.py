@@ -1,0 +1,66 @@
+"""Shared test helpers: configurations and a replay driver over builder objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.api.config import SchedulerConfig, load_config, parse_config
+from scheduler.core.cycle import Attempt
+from scheduler.sim import builders as b
+from scheduler.sim.replay import Replay, WatchEvent
+
+BINPACK = "config/binpack.yaml"
+SPREAD = "config/spread.yaml"
+
+
+def config(path: str | None = BINPACK) -> SchedulerConfig:
+    return load_config(path)
+
+
+def fit_config(strategy: dict[str, Any], extra_profile: dict[str, Any] | None = None,
+               **top: Any) -> SchedulerConfig:
+    """A v1 config with only NodeResourcesFit scoring, using `strategy`."""
+    profile: dict[str, Any] = {
+        "schedulerName": "tessera",
+        "plugins": {"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "NodeResourcesFit", "weight": 1}]}},
+        "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}}],
+    }
+    profile.update(extra_profile or {})
+    raw = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "profiles": [profile], **top}
+    return parse_config(raw, "test")
+
+
+class Run:
+    """Replays events and keeps every attempt and the final one per pod."""
+
+    def __init__(self, cfg: SchedulerConfig | None = None, explain: bool = False, seed: int = 0) -> None:
+        self.replay = Replay(cfg or config(), explain=explain, seed=seed)
+        self.attempts: list[Attempt] = []
+
+    def feed(self, *events: dict[str, Any]) -> list[Attempt]:
+        new = list(self.replay.run(WatchEvent(e["type"], e["object"]) for e in events))
+        self.attempts += new
+        return new
+
+    def add(self, *objects: dict[str, Any]) -> list[Attempt]:
+        return self.feed(*(b.event("ADDED", o) for o in objects))
+
+    @property
+    def scheduler(self):  # type: ignore[no-untyped-def]
+        return self.replay.scheduler
+
+    @property
+    def state(self):  # type: ignore[no-untyped-def]
+        return self.replay.scheduler.state
+
+    def node_of(self, name: str, namespace: str = "default") -> str | None:
+        pod = self.state.pod_by_key(f"{namespace}/{name}")
+        assert pod is not None, name
+        return self.state.node_of(pod.uid)
+
+    def last(self, name: str, namespace: str = "default") -> Attempt:
+        return self.replay.stats.final[f"{namespace}/{name}"]
+
+    def notices(self) -> list[str]:
+        return [f"{n.reason}: {n.message}" for n in self.replay.stats.notices]

@@ -1,0 +1,110 @@
+"""Bad input never stops the stream: each gets a message, the rest is scheduled."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from scheduler.core import annotations as ann
+from scheduler.sim import builders as b
+from tests.helpers import BINPACK, Run, config
+
+
+def test_malformed_objects_and_quantities_are_reported_and_skipped() -> None:
+    run = Run(config(BINPACK))
+    bad_node = b.node("bad-node")
+    bad_node["status"]["allocatable"]["cpu"] = "lots"
+    bad_pod = b.pod("bad-qty", limits={"nvidia.com/gpu": 1})
+    bad_pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1.5.2"
+    weird = b.pod("weird")
+    weird["spec"]["containers"] = "not-a-list"
+    run.add(bad_node, b.node("good", gpus=1), bad_pod, weird, b.pod("fine", limits={"nvidia.com/gpu": 1}))
+    run.feed({"type": "ADDED", "object": {"kind": "Widget", "metadata": {"name": "w"}}},
+             {"type": "EXPLODED", "object": b.pod("x")},
+             {"type": "ADDED", "object": {"kind": "Pod"}})
+    notes = run.notices()
+    assert any("Node bad-node: Node.status.allocatable[cpu]" in n for n in notes)
+    assert any("Pod default/bad-qty: Pod.spec.containers[0].resources.limits[nvidia.com/gpu]" in n for n in notes)
+    assert any("Pod default/weird: Pod.spec.containers: expected a list" in n for n in notes)
+    assert any("unknown kind 'Widget'" in n for n in notes)
+    assert any("unknown event type 'EXPLODED'" in n for n in notes)
+    assert any("Pod.metadata.name: Required value" in n for n in notes)
+    assert run.node_of("fine") == "good"
+
+
+def test_absurd_quantities_do_not_overflow_or_overcommit() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=4))
+    run.add(b.pod("huge", limits={"nvidia.com/gpu": "9999999999999"}), b.pod("neg", requests={"cpu": "-1"}),
+            b.pod("exp", requests={"cpu": "1e999999"}))
+    assert run.node_of("huge") is None
+    assert run.last("huge").message == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    assert any("must be greater than or equal to 0" in n for n in run.notices())
+    assert any("exponent out of range" in n for n in run.notices())
+
+
+def test_repeated_and_out_of_order_events_are_idempotent() -> None:
+    run = Run(config(BINPACK))
+    node = b.node("n", gpus=2)
+    bound = b.pod("bound", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running")
+    bound["metadata"]["resourceVersion"] = "10"
+    run.feed(b.event("MODIFIED", bound), b.event("ADDED", bound), b.event("ADDED", bound))  # MODIFIED before ADDED
+    run.feed(b.event("ADDED", node), b.event("MODIFIED", node), b.event("ADDED", node))
+    assert run.state.nodes["n"].used("nvidia.com/gpu") == 1
+    assert len(run.state.nodes["n"].pods) == 1
+    stale = b.pod("bound", limits={"nvidia.com/gpu": 2}, node_name="n", phase="Running")
+    stale["metadata"]["resourceVersion"] = "9"
+    run.feed(b.event("MODIFIED", stale))  # older resourceVersion: ignored
+    assert run.state.nodes["n"].used("nvidia.com/gpu") == 1
+    run.feed(b.event("DELETED", bound), b.event("DELETED", bound))
+    late = b.pod("bound", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running")
+    late["metadata"]["resourceVersion"] = "11"
+    run.feed(b.event("MODIFIED", late))  # an event for a deleted uid is ignored
+    assert run.state.nodes["n"].used("nvidia.com/gpu") == 0
+    run.feed(b.event("DELETED", b.pod("never-seen")))
+    run.add(b.pod("p", limits={"nvidia.com/gpu": 2}))
+    assert run.node_of("p") == "n"
+
+
+def test_corrupt_annotations_of_every_shape() -> None:
+    shapes = ["", "[]", '{"version": 2, "containers": {}}', '{"version": 1, "containers": []}',
+              '{"version": 1, "containers": {"c": {"r": []}}}', '{"version": 1, "containers": {"c": {"r": [{"id": 1}]}}}',
+              '{"version": 1, "containers": {"c": {"r": [{"id": "a", "device": "d", "amount": "-1"}]}}}']
+    for raw in shapes:
+        run = Run(config(BINPACK))
+        run.add(b.node("n", gpus=1), b.pod("old", node_name="n", phase="Running", annotations={ann.DEVICES: raw}))
+        assert any("BrokenDeviceAnnotation" in n for n in run.notices()), raw
+        assert run.state.nodes["n"].broken
+
+
+def test_double_exclusive_assignment_is_reported_and_counted() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=2), b.device("n", 0), b.device("n", 1), b.resource_class("v", match_labels={"model": "V100"}))
+    device = next(iter(run.state.devices.values()))
+    value = ann.encode_devices({"main": {"class.tessera.dev/v": (ann.DeviceGrant(device.device_id, device.name, None),)}})
+    run.add(b.pod("a", node_name="n", phase="Running", annotations={ann.DEVICES: value}),
+            b.pod("b", node_name="n", phase="Running", annotations={ann.DEVICES: value}))
+    assert any("DeviceConflict" in n for n in run.notices())
+    run.add(b.pod("c", limits={"class.tessera.dev/v": 1}), b.pod("d", limits={"class.tessera.dev/v": 1}))
+    assert run.node_of("c") == "n" and run.node_of("d") is None
+
+
+def test_simulate_cli_reports_bad_lines_and_bad_config(tmp_path: Path) -> None:
+    events = tmp_path / "e.jsonl"
+    lines = [orjson.dumps(b.event("ADDED", b.node("n", gpus=1))), b"{oops", b'{"type": "ADDED"}',
+             orjson.dumps(b.event("ADDED", b.pod("p", limits={"nvidia.com/gpu": 1})))]
+    events.write_bytes(b"\n".join(lines) + b"\n")
+    out = subprocess.run([sys.executable, "-m", "scheduler", "simulate", str(events)], capture_output=True, text=True)
+    assert out.returncode == 0
+    assert orjson.loads(out.stdout.splitlines()[0]) == {"pod": "default/p", "node": "n", "annotations": {}, "message": ""}
+    assert "line 2: not JSON" in out.stderr and "line 3: not a watch event" in out.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\npercentageOfNodesToScore: 120\n")
+    out = subprocess.run([sys.executable, "-m", "scheduler", "simulate", str(events), "--config", str(bad)],
+                         capture_output=True, text=True)
+    assert out.returncode != 0
+    assert "percentageOfNodesToScore" in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1

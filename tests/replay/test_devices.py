@@ -1,0 +1,163 @@
+"""Device classes: selection by selector, exclusive vs shared allocation, the annotation ledger."""
+
+from __future__ import annotations
+
+import orjson
+
+from scheduler.core import annotations as ann
+from scheduler.sim import builders as b
+from tests.helpers import BINPACK, Run, config
+
+
+def _devices_of(run: Run, name: str) -> dict:  # type: ignore[type-arg]
+    attempt = run.last(name)
+    assert attempt.node is not None, attempt.message
+    doc = orjson.loads(attempt.annotations[ann.DEVICES])
+    assert doc["version"] == 1
+    assert attempt.annotations[ann.PHASE] == "Allocating"
+    assert ann.ASSUME_TIME in attempt.annotations
+    return doc["containers"]  # type: ignore[no-any-return]
+
+
+def _cluster(run: Run) -> None:
+    run.add(b.node("a", gpus=2), b.node("b", gpus=2))
+    run.add(b.device("a", 0, model="K80", memory="12Gi"), b.device("a", 1, model="P100", memory="16Gi"),
+            b.device("b", 0, model="V100", memory="16Gi"), b.device("b", 1, model="V100", memory="32Gi"))
+
+
+def test_match_labels_selects_the_model_and_writes_the_device_annotation() -> None:
+    run = Run(config(BINPACK))
+    _cluster(run)
+    run.add(b.resource_class("k80", match_labels={"model": "K80"}))
+    run.add(b.pod("p", limits={"class.tessera.dev/k80": 1}))
+    containers = _devices_of(run, "p")
+    grant = containers["main"]["class.tessera.dev/k80"]
+    k80 = next(d for d in run.state.devices.values() if d.attributes["model"] == "K80")
+    assert grant == [{"id": k80.device_id, "device": k80.name}]
+    assert run.node_of("p") == "a"
+
+
+def test_gt_quantity_selects_large_memory_and_refuses_when_taken() -> None:
+    run = Run(config(BINPACK))
+    _cluster(run)
+    run.add(b.resource_class("big", expressions=[{"key": "memory", "operator": "Gt", "values": ["12Gi"]}]))
+    run.add(*[b.pod(f"p{i}", limits={"class.tessera.dev/big": 1}) for i in range(4)])
+    placed = sorted(str(run.node_of(f"p{i}")) for i in range(4))
+    assert placed == ["None", "a", "b", "b"]  # P100 16Gi, V100 16Gi, V100 32Gi match; K80 12Gi does not
+    failed = next(run.last(f"p{i}") for i in range(4) if run.node_of(f"p{i}") is None)
+    assert failed.message == "0/2 nodes are available: 2 Insufficient class.tessera.dev/big."
+
+
+def test_custom_resource_name_and_scarce_devices_are_kept_for_narrow_classes() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=2))
+    run.add(b.device("n", 0, model="V100", memory="16Gi"), b.device("n", 1, model="V100", memory="32Gi"))
+    run.add(b.resource_class("any-v100", match_labels={"model": "V100"}, resource_name="gpu.example.com/v100"),
+            b.resource_class("v100-32g", expressions=[{"key": "memory", "operator": "Gt", "values": ["16Gi"]}]))
+    run.add(b.pod("broad", limits={"gpu.example.com/v100": 1}))
+    grant = _devices_of(run, "broad")["main"]["gpu.example.com/v100"][0]
+    assert run.state.devices[grant["device"]].capacity["memory"] == 16 * 2**30  # left the 32Gi one free
+    run.add(b.pod("narrow", limits={"class.tessera.dev/v100-32g": 1}))
+    assert run.node_of("narrow") == "n"
+
+
+def test_two_8gi_slices_pack_onto_one_16gi_device() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=2))
+    run.add(b.device("n", 0, memory="16Gi"), b.device("n", 1, memory="16Gi"))
+    run.add(b.resource_class("slice", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "1Gi"}))
+    run.add(b.pod("s1", limits={"class.tessera.dev/slice": 8}), b.pod("s2", limits={"class.tessera.dev/slice": 8}))
+    g1 = _devices_of(run, "s1")["main"]["class.tessera.dev/slice"]
+    g2 = _devices_of(run, "s2")["main"]["class.tessera.dev/slice"]
+    assert g1[0]["device"] == g2[0]["device"]
+    assert g1[0]["amount"] == g2[0]["amount"] == "8Gi"
+    # the other device is still free for exclusive use; the shared one is not
+    run.add(b.resource_class("whole", match_labels={"model": "V100"}))
+    run.add(b.pod("x1", limits={"class.tessera.dev/whole": 1}), b.pod("x2", limits={"class.tessera.dev/whole": 1}))
+    assert run.node_of("x1") == "n" and run.node_of("x2") is None
+    # and a third slice does not fit anywhere now
+    run.add(b.pod("s3", limits={"class.tessera.dev/slice": 1}))
+    assert run.node_of("s3") is None
+
+
+def test_plain_gpu_count_and_class_devices_share_the_node_count() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=2))
+    run.add(b.device("n", 0), b.device("n", 1))
+    run.add(b.resource_class("v100", match_labels={"model": "V100"}))
+    run.add(b.pod("plain", limits={"nvidia.com/gpu": 1}))
+    run.add(b.pod("c1", limits={"class.tessera.dev/v100": 1}), b.pod("c2", limits={"class.tessera.dev/v100": 1}))
+    assert run.node_of("plain") == "n" and run.node_of("c1") == "n"
+    assert run.node_of("c2") is None
+    assert run.last("c2").message == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+
+
+def test_unhealthy_and_cordoned_devices_are_not_used() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=3))
+    run.add(b.device("n", 0, healthy=False), b.device("n", 1, unschedulable=True), b.device("n", 2))
+    run.add(b.resource_class("v100", match_labels={"model": "V100"}))
+    run.add(b.pod("p1", limits={"class.tessera.dev/v100": 1}), b.pod("p2", limits={"class.tessera.dev/v100": 1}))
+    assert run.node_of("p1") == "n" and run.node_of("p2") is None
+
+
+def test_ledger_is_rebuilt_from_annotations_of_bound_pods() -> None:
+    """A restart: the stream starts with a pod already bound with devices; they stay taken."""
+    first = Run(config(BINPACK))
+    first.add(b.node("n", gpus=2), b.device("n", 0), b.device("n", 1), b.resource_class("v100", match_labels={"model": "V100"}))
+    first.add(b.pod("p", limits={"class.tessera.dev/v100": 1}))
+    annotations = first.last("p").annotations
+
+    second = Run(config(BINPACK))
+    second.add(b.pod("p", limits={"class.tessera.dev/v100": 1}, node_name="n", annotations=annotations, phase="Running"))
+    second.add(b.node("n", gpus=2), b.device("n", 0), b.device("n", 1), b.resource_class("v100", match_labels={"model": "V100"}))
+    second.add(b.pod("q", limits={"class.tessera.dev/v100": 1}))
+    taken = orjson.loads(annotations[ann.DEVICES])["containers"]["main"]["class.tessera.dev/v100"][0]["device"]
+    got = orjson.loads(second.last("q").annotations[ann.DEVICES])["containers"]["main"]["class.tessera.dev/v100"][0]["device"]
+    assert got != taken
+    second.add(b.pod("r", limits={"class.tessera.dev/v100": 1}))
+    assert second.node_of("r") is None
+
+
+def test_broken_annotation_fails_closed_for_that_node_only() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("bad", gpus=2), b.node("good", gpus=2))
+    run.add(b.device("bad", 0), b.device("bad", 1), b.device("good", 0), b.device("good", 1))
+    run.add(b.resource_class("v100", match_labels={"model": "V100"}))
+    run.add(b.pod("old", node_name="bad", phase="Running", annotations={ann.DEVICES: "{not json"}))
+    assert any(n.startswith("BrokenDeviceAnnotation") for n in run.notices())
+    run.add(*[b.pod(f"p{i}", limits={"class.tessera.dev/v100": 1}) for i in range(3)])
+    assert [run.node_of(f"p{i}") for i in range(3)] == ["good", "good", None]
+    assert run.last("p2").message == ("0/2 nodes are available: 1 Insufficient class.tessera.dev/v100, "
+                                      "1 node(s) had unreadable device assignments.")
+    # plain pods still use the node
+    run.add(b.pod("plain", limits={"nvidia.com/gpu": 1}))
+    assert run.node_of("plain") == "bad"
+
+
+def test_invalid_and_clashing_classes_give_messages() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=1), b.device("n", 0))
+    run.add(b.resource_class("bad", expressions=[{"key": "memory", "operator": "Gt", "values": ["10GiB"]}]))
+    run.add(b.resource_class("one", match_labels={"model": "V100"}, resource_name="x.io/gpu", created="2026-01-01T00:00:00Z"),
+            b.resource_class("two", match_labels={"model": "V100"}, resource_name="x.io/gpu", created="2026-01-02T00:00:00Z"))
+    notes = run.notices()
+    assert any('"10GiB": not a Kubernetes quantity (did you mean "10Gi"?)' in n for n in notes)
+    assert any("Duplicate value" in n and "ResourceClass one" in n for n in notes)
+    run.add(b.pod("p", limits={"class.tessera.dev/bad": 1}), b.pod("q", limits={"class.tessera.dev/none": 1}))
+    assert run.last("p").message.startswith("0/1 nodes are available: ResourceClass bad is not valid: ")
+    assert run.last("q").message == '0/1 nodes are available: no ResourceClass provides "class.tessera.dev/none".'
+    run.add(b.pod("r", limits={"x.io/gpu": 1}))
+    assert run.node_of("r") == "n"  # "one" is older, it owns x.io/gpu
+    valid, _, matching = run.state.class_status("one")
+    assert valid and matching == 1
+    assert run.state.class_status("two")[0] is False
+
+
+def test_class_added_after_pod_wakes_the_pod() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=1), b.device("n", 0))
+    run.add(b.pod("p", limits={"class.tessera.dev/v100": 1}))
+    assert run.node_of("p") is None
+    run.add(b.resource_class("v100", match_labels={"model": "V100"}))
+    assert run.node_of("p") == "n"

@@ -1,0 +1,103 @@
+"""Gang semantics: one transaction, all (>= min) or nothing, nothing held between cycles."""
+
+from __future__ import annotations
+
+from scheduler.sim import builders as b
+from tests.helpers import BINPACK, Run, config
+
+
+def _gang(name: str, size: int, gpus: int, minimum: int | None = None) -> list[dict]:  # type: ignore[type-arg]
+    labels = b.gang_labels(name, minimum or size)
+    return [b.pod(f"{name}-{i}", labels=labels, limits={"nvidia.com/gpu": gpus}) for i in range(size)]
+
+
+def test_gang_that_does_not_fit_binds_nobody_and_holds_nothing() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4), b.node("n2", gpus=4))
+    attempts = run.add(*_gang("big", 3, 4))  # 12 GPUs wanted, 8 exist
+    assert all(run.node_of(f"big-{i}") is None for i in range(3))
+    final = [a for a in attempts if a.pod.meta.name.startswith("big")][-3:]
+    assert all(a.node is None and a.annotations == {} for a in final)
+    assert any("pod group default/big needs 3 members placed together, only 2 fit" in a.message for a in final)
+    # nothing is held: a plain 4-GPU pod still gets a whole node
+    run.add(b.pod("solo", limits={"nvidia.com/gpu": 4}))
+    assert run.node_of("solo") is not None
+    for info in run.state.nodes.values():
+        assert info.used("nvidia.com/gpu") <= 4
+
+
+def test_gang_is_bound_once_a_node_is_added() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4), b.node("n2", gpus=4))
+    run.add(*_gang("big", 3, 4))
+    assert run.node_of("big-0") is None
+    run.add(b.node("n3", gpus=4))
+    placed = {run.node_of(f"big-{i}") for i in range(3)}
+    assert placed == {"n1", "n2", "n3"}
+
+
+def test_gang_with_min_below_size_commits_the_members_that_fit() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4))
+    run.add(*_gang("elastic", 3, 2, minimum=2))
+    placed = [run.node_of(f"elastic-{i}") for i in range(3)]
+    assert placed.count("n1") == 2 and placed.count(None) == 1
+
+
+def test_two_gangs_do_not_deadlock() -> None:
+    """Each gang alone fits; together they do not. One is placed whole, the other waits whole."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4), b.node("n2", gpus=4))
+    events = []
+    for i in range(3):  # interleaved arrival, like scheduler-plugins #114
+        events += [b.pod(f"a-{i}", labels=b.gang_labels("a", 3), limits={"nvidia.com/gpu": 2}),
+                   b.pod(f"b-{i}", labels=b.gang_labels("b", 3), limits={"nvidia.com/gpu": 2})]
+    run.add(*events)
+    a = [run.node_of(f"a-{i}") for i in range(3)]
+    bb = [run.node_of(f"b-{i}") for i in range(3)]
+    assert (None not in a and bb == [None] * 3) or (None not in bb and a == [None] * 3)
+    # when the winner finishes, the other gang is placed whole
+    winner = "a" if None not in a else "b"
+    for i in range(3):
+        pod = run.state.pod_by_key(f"default/{winner}-{i}")
+        done = b.pod(f"{winner}-{i}", labels=b.gang_labels(winner, 3), limits={"nvidia.com/gpu": 2},
+                     node_name=run.node_of(f"{winner}-{i}") or "", phase="Succeeded")
+        assert pod is not None
+        run.feed(b.event("MODIFIED", done))
+    loser = "b" if winner == "a" else "a"
+    assert None not in [run.node_of(f"{loser}-{i}") for i in range(3)]
+
+
+def test_heterogeneous_gang_cpu_ps_with_gpu_workers() -> None:
+    """1 CPU-only PS + 4 one-GPU workers on two 2-GPU nodes with little CPU: workers first."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", cpu="4", gpus=2), b.node("n2", cpu="4", gpus=2), b.node("cpu-only", cpu="8"))
+    labels = b.gang_labels("job", 5)
+    run.add(b.pod("ps", labels=labels, requests={"cpu": "3"}))
+    run.add(*[b.pod(f"w{i}", labels=labels, requests={"cpu": "1"}, limits={"nvidia.com/gpu": 1}) for i in range(4)])
+    nodes = {n: run.node_of(n) for n in ["ps", "w0", "w1", "w2", "w3"]}
+    assert None not in nodes.values(), nodes
+    assert sorted(nodes[f"w{i}"] for i in range(4)) == ["n1", "n1", "n2", "n2"]
+
+
+def test_podgroup_crd_form_waits_for_the_podgroup_object() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4))
+    members = [b.pod(f"pt-{i}", labels={"scheduling.x-k8s.io/pod-group": "pt"}, limits={"nvidia.com/gpu": 1})
+               for i in range(2)]
+    run.add(*members)
+    assert run.node_of("pt-0") is None
+    assert 'podgroup "default/pt" not found' in run.last("pt-0").message
+    run.add(b.podgroup("pt", 2))
+    assert run.node_of("pt-0") == "n1" and run.node_of("pt-1") == "n1"
+
+
+def test_half_bound_gang_is_completed() -> None:
+    """After a crash some members are bound: the rest are placed even though the gang is partly there."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4))
+    labels = b.gang_labels("g", 3)
+    run.add(b.pod("g-0", labels=labels, limits={"nvidia.com/gpu": 1}, node_name="n1", phase="Running"))
+    run.add(b.pod("g-1", labels=labels, limits={"nvidia.com/gpu": 1}),
+            b.pod("g-2", labels=labels, limits={"nvidia.com/gpu": 1}))
+    assert run.node_of("g-1") == "n1" and run.node_of("g-2") == "n1"

@@ -1,0 +1,493 @@
+"""Configuration loading: shipped files, upstream defaulting and the plugin merge, validation."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+
+from scheduler.api.config import (
+    ConfigError,
+    Profile,
+    ResourceWeight,
+    SchedulerConfig,
+    ScoreWeights,
+    ShapePoint,
+    load_config,
+    parse_config,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+V1 = "kubescheduler.config.k8s.io/v1"
+KIND = "KubeSchedulerConfiguration"
+DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1, "TesseraDevices": 1}
+
+
+def v1(**fields: Any) -> dict[str, Any]:
+    return {"apiVersion": V1, "kind": KIND, **fields}
+
+
+def profile(**fields: Any) -> dict[str, Any]:
+    return v1(profiles=[fields])
+
+
+def fit_args(strategy: Any) -> dict[str, Any]:
+    return profile(pluginConfig=[{"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}}])
+
+
+def weights(raw: dict[str, Any]) -> list[tuple[str, int]]:
+    """Score weights in run order."""
+    return list(parse_config(raw, "t.yaml").profiles[0].score_weights.items())
+
+
+def error(raw: object) -> ConfigError:
+    with pytest.raises(ConfigError) as info:
+        parse_config(raw, "cfg.yaml")
+    text = str(info.value)
+    assert "\n" not in text and text.startswith("cfg.yaml: ")
+    return info.value
+
+
+LEGACY_SEED: dict[str, Any] = {
+    "apiVersion": "kubescheduler.config.k8s.io/v1alpha1",
+    "kind": KIND,
+    "leaderElection": {"leaderElect": False},
+    "plugins": {"score": {"enabled": [{"name": "RequestedToCapacityRatio", "weight": 100}],
+                          "disabled": [{"name": "LeastRequestedPriority"}]}},
+    "pluginConfig": [{"name": "RequestedToCapacityRatio", "args": {
+        "functionshape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 100}],
+        "resourcetoweightmap": {"cpu": 1, "nvidia.com/gpu": 1},
+    }}],
+}
+
+
+def shape(*points: tuple[int, int]) -> tuple[ShapePoint, ...]:
+    return tuple(ShapePoint(utilization=u, score=s) for u, s in points)
+
+
+def resources(*pairs: tuple[str, int]) -> tuple[ResourceWeight, ...]:
+    return tuple(ResourceWeight(name=n, weight=w) for n, w in pairs)
+
+
+# --- shipped files --------------------------------------------------------------------------------
+
+
+def test_builtin_default_is_gpu_binpack_with_upstream_defaults() -> None:
+    cfg = load_config(None)
+    (prof,) = cfg.profiles
+    assert prof.scheduler_name == "tessera"
+    assert list(prof.score_weights.items()) == list(DEFAULT_WEIGHTS.items())
+    assert prof.fit.type == "RequestedToCapacityRatio"
+    assert prof.fit.shape == shape((0, 0), (100, 100))
+    assert prof.fit.resources == resources(("cpu", 1), ("memory", 1), ("nvidia.com/gpu", 3))
+    assert cfg.leader_election.leader_elect and cfg.leader_election.resource_name == "tessera"
+    assert (cfg.pod_initial_backoff_seconds, cfg.pod_max_backoff_seconds) == (1, 10)
+
+
+def test_binpack_yaml_is_the_seed_demo_in_v1_form() -> None:
+    cfg = load_config(REPO / "config/binpack.yaml")
+    prof = cfg.profile_for("tessera")
+    assert prof is not None and prof.fit.type == "RequestedToCapacityRatio"
+    assert prof.fit.shape == shape((0, 0), (100, 100))
+    assert prof.fit.resources == resources(("cpu", 1), ("nvidia.com/gpu", 1))
+    assert dict(prof.score_weights) == DEFAULT_WEIGHTS
+    assert cfg.scheduler_names == frozenset({"tessera"})
+
+
+def test_spread_yaml_is_least_allocated_on_gpus_too() -> None:
+    prof = load_config(REPO / "config/spread.yaml").profiles[0]
+    assert prof.fit.type == "LeastAllocated" and prof.fit.shape == ()
+    assert prof.fit.resources == resources(("cpu", 1), ("memory", 1), ("nvidia.com/gpu", 1))
+
+
+def test_legacy_yaml_loads_like_the_seed() -> None:
+    cfg = load_config(REPO / "config/legacy-v1alpha1.yaml")
+    (prof,) = cfg.profiles
+    assert prof.scheduler_name == "tessera"
+    assert dict(prof.score_weights) == {**DEFAULT_WEIGHTS, "NodeResourcesFit": 100}
+    assert prof.fit.type == "RequestedToCapacityRatio"
+    assert prof.fit.shape == shape((0, 0), (100, 100))  # legacy scores are already 0..100
+    assert prof.fit.resources == resources(("cpu", 1), ("nvidia.com/gpu", 1))
+    assert not cfg.leader_election.leader_elect
+    assert cfg.client_connection.kubeconfig is None
+
+
+def test_seed_file_with_its_kubeconfig_line_loads_too() -> None:
+    raw = {**LEGACY_SEED, "clientConnection": {"kubeconfig": "REPLACE_ME_WITH_KUBE_CONFIG_PATH"}}
+    assert parse_config(raw, "seed.yaml").client_connection.kubeconfig == "REPLACE_ME_WITH_KUBE_CONFIG_PATH"
+
+
+def test_gpu_cluster_yaml() -> None:
+    cfg = load_config(REPO / "config/gpu-cluster.yaml")
+    prof = cfg.profiles[0]
+    assert prof.score_weights["TesseraDevices"] == 2
+    assert prof.fit.resources[-1] == ResourceWeight(name="nvidia.com/gpu", weight=5)
+    assert prof.coscheduling.permit_waiting_time_seconds == 120
+    assert prof.coscheduling.pod_group_backoff_seconds == 10
+    assert prof.devices.default_class_controller
+    assert cfg.percentage_of_nodes_to_score == 50
+    assert cfg.client_connection.qps == 100 and cfg.client_connection.burst == 200
+    le = cfg.leader_election
+    assert (le.lease_duration_seconds, le.renew_deadline_seconds, le.retry_period_seconds) == (30, 20, 4)
+
+
+# --- defaulting (k/k v1/defaults.go, default_plugins.go, framework getScoreWeights) ---------------
+
+
+def test_minimal_file_gets_upstream_defaults() -> None:
+    cfg = parse_config(v1(), "min.yaml")
+    assert cfg.source == "min.yaml"
+    (prof,) = cfg.profiles
+    assert prof == Profile()
+    assert list(prof.score_weights.items()) == list(DEFAULT_WEIGHTS.items())
+    assert prof.fit.type == "LeastAllocated" and prof.fit.resources == resources(("cpu", 1), ("memory", 1))
+    assert prof.coscheduling.permit_waiting_time_seconds == 60 and prof.coscheduling.pod_group_backoff_seconds == 0
+    assert prof.devices.allocation_gate and not prof.devices.default_class_controller
+    assert prof.percentage_of_nodes_to_score is None
+    assert cfg.percentage_of_nodes_to_score == 0
+    le = cfg.leader_election
+    assert (le.leader_elect, le.lease_duration_seconds, le.renew_deadline_seconds, le.retry_period_seconds) == (True, 15, 10, 2)
+    assert (le.resource_namespace, le.resource_name) == ("kube-system", "tessera")
+    assert (cfg.client_connection.qps, cfg.client_connection.burst, cfg.client_connection.kubeconfig) == (50, 100, None)
+    assert cfg == SchedulerConfig(source="min.yaml")
+
+
+def test_fit_defaulting_empty_resources_and_zero_weights() -> None:
+    prof = parse_config(fit_args({"type": "MostAllocated", "resources": []}), "t").profiles[0]
+    assert prof.fit.resources == resources(("cpu", 1), ("memory", 1))
+    prof = parse_config(fit_args({"type": "MostAllocated", "resources": [
+        {"name": "nvidia.com/gpu", "weight": 0}, {"name": "cpu"}]}), "t").profiles[0]
+    assert prof.fit.resources == resources(("nvidia.com/gpu", 1), ("cpu", 1))
+    prof = parse_config(profile(pluginConfig=[{"name": "NodeResourcesFit", "args": {}}]), "t").profiles[0]
+    assert prof.fit.type == "LeastAllocated"
+
+
+def test_v1_shape_scores_are_scaled_by_ten() -> None:
+    prof = parse_config(fit_args({"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
+        "shape": [{"utilization": 0, "score": 10}, {"utilization": 50, "score": 3}, {"utilization": 100}]}}), "t").profiles[0]
+    assert prof.fit.shape == shape((0, 100), (50, 30), (100, 0))
+
+
+def test_disable_all_then_enable_only_fit() -> None:
+    raw = profile(plugins={"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "NodeResourcesFit", "weight": 7}]}})
+    assert weights(raw) == [("NodeResourcesFit", 7)]
+    raw = profile(plugins={"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "NodeResourcesFit"}]}})
+    assert weights(raw) == [("NodeResourcesFit", 1)]
+
+
+def test_reenabled_score_plugin_without_weight_gets_one_and_runs_first() -> None:
+    # getScoreWeights: the score.enabled entry wins over the multiPoint default and 0 becomes 1;
+    # expandMultiPointPlugins: overriding entries come before the multiPoint-only ones.
+    raw = profile(plugins={"score": {"enabled": [{"name": "TaintToleration"}, {"name": "TesseraFragmentation", "weight": 4}]}})
+    assert weights(raw) == [("TaintToleration", 1), ("NodeAffinity", 2), ("NodeResourcesFit", 1),
+                            ("TesseraDevices", 1), ("TesseraFragmentation", 4)]
+
+
+def test_score_disabled_and_enabled_moves_plugin_last() -> None:
+    raw = profile(plugins={"score": {"disabled": [{"name": "NodeAffinity"}], "enabled": [{"name": "NodeAffinity", "weight": 9}]}})
+    assert weights(raw) == [("TaintToleration", 3), ("NodeResourcesFit", 1), ("TesseraDevices", 1), ("NodeAffinity", 9)]
+
+
+def test_disabled_names_may_be_anything() -> None:
+    raw = profile(plugins={"score": {"disabled": [{"name": "ImageLocality"}, {"name": "TaintToleration"}]}})
+    assert weights(raw) == [("NodeAffinity", 2), ("NodeResourcesFit", 1), ("TesseraDevices", 1)]
+
+
+def test_multipoint_override_disable_and_append() -> None:
+    raw = profile(plugins={"multiPoint": {
+        "enabled": [{"name": "NodeResourcesFit", "weight": 5}, {"name": "TesseraFragmentation", "weight": 2}],
+        "disabled": [{"name": "NodeAffinity"}]}})
+    assert weights(raw) == [("TaintToleration", 3), ("NodeResourcesFit", 5), ("TesseraDevices", 1), ("TesseraFragmentation", 2)]
+    raw = profile(plugins={"multiPoint": {"disabled": [{"name": "*"}], "enabled": [{"name": "TesseraDevices"}]}})
+    assert weights(raw) == [("TesseraDevices", 1)]
+
+
+def test_score_weight_takes_precedence_over_multipoint_weight() -> None:
+    raw = profile(plugins={"multiPoint": {"enabled": [{"name": "NodeResourcesFit", "weight": 5}]},
+                           "score": {"enabled": [{"name": "NodeResourcesFit", "weight": 8}]}})
+    assert dict(weights(raw))["NodeResourcesFit"] == 8
+
+
+def test_other_extension_points_accept_tessera_plugins_as_no_ops() -> None:
+    raw = profile(plugins={"queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+                           "permit": {"enabled": [{"name": "Coscheduling"}]}})
+    assert dict(weights(raw)) == DEFAULT_WEIGHTS
+
+
+def test_profiles_and_per_profile_percentage() -> None:
+    cfg = parse_config(v1(percentageOfNodesToScore=30, profiles=[
+        {"schedulerName": "tessera"}, {"schedulerName": "tessera-spread", "percentageOfNodesToScore": 100}]), "t")
+    assert cfg.scheduler_names == frozenset({"tessera", "tessera-spread"})
+    assert cfg.profile_for("tessera-spread") is not None
+    assert cfg.profile_for("default-scheduler") is None
+    assert [p.percentage_of_nodes_to_score for p in cfg.profiles] == [None, 100]
+    assert cfg.percentage_of_nodes_to_score == 30
+
+
+def test_plugin_args_and_durations() -> None:
+    cfg = parse_config(v1(
+        leaderElection={"leaseDuration": "1m30s", "renewDeadline": "1m", "retryPeriod": "1500ms"},
+        clientConnection={"kubeconfig": "/etc/k.conf", "qps": 20.5, "burst": 0},
+        profiles=[{"pluginConfig": [
+            {"name": "Coscheduling", "args": {"kind": "CoschedulingArgs", "permitWaitingTimeSeconds": 0, "podGroupBackoffSeconds": 5}},
+            {"name": "TesseraDevices", "args": {"allocationGate": False, "defaultClassController": True}}]}]), "t")
+    le = cfg.leader_election
+    assert (le.lease_duration_seconds, le.renew_deadline_seconds, le.retry_period_seconds) == (90, 60, 1.5)
+    assert (cfg.client_connection.kubeconfig, cfg.client_connection.qps, cfg.client_connection.burst) == ("/etc/k.conf", 20.5, 100)
+    prof = cfg.profiles[0]
+    assert (prof.coscheduling.permit_waiting_time_seconds, prof.coscheduling.pod_group_backoff_seconds) == (0, 5)
+    assert not prof.devices.allocation_gate and prof.devices.default_class_controller
+
+
+def test_leader_election_off_skips_timing_checks() -> None:
+    cfg = parse_config(v1(leaderElection={"leaderElect": False, "leaseDuration": "1s", "renewDeadline": "5s"}), "t")
+    assert not cfg.leader_election.leader_elect
+
+
+@pytest.mark.parametrize("version", ["v1beta2", "v1beta3"])
+def test_beta_versions_read_as_v1(version: str) -> None:
+    raw = {**fit_args({"type": "MostAllocated"}), "apiVersion": f"kubescheduler.config.k8s.io/{version}"}
+    assert parse_config(raw, "t").profiles[0].fit.type == "MostAllocated"
+
+
+def test_ignored_upstream_keys_are_accepted() -> None:
+    parse_config(v1(parallelism=32, healthzBindAddress="", metricsBindAddress="", enableProfiling=True,
+                    enableContentionProfiling=False, extenders=[], delayCacheUntilActive=True), "t")
+
+
+# --- legacy v1alpha1 --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape_key,map_key,point_keys", [
+    ("functionShape", "resourceToWeightMap", ("utilization", "score")),
+    ("FunctionShape", "ResourceToWeightMap", ("Utilization", "Score")),
+    ("FUNCTIONSHAPE", "resourcetoweightmap", ("UTILIZATION", "sCoRe")),
+])
+def test_legacy_args_keys_are_case_insensitive(shape_key: str, map_key: str, point_keys: tuple[str, str]) -> None:
+    raw = copy.deepcopy(LEGACY_SEED)
+    u, s = point_keys
+    raw["pluginConfig"][0]["args"] = {shape_key: [{u: 0, s: 0}, {u: 50, s: 80}], map_key: {"nvidia.com/gpu": 3}}
+    prof = parse_config(raw, "t").profiles[0]
+    assert prof.fit.shape == shape((0, 0), (50, 80))
+    assert prof.fit.resources == resources(("nvidia.com/gpu", 3))
+
+
+def test_legacy_most_allocated_alias_and_scheduler_name() -> None:
+    raw = {"apiVersion": "kubescheduler.config.k8s.io/v1alpha1", "kind": KIND, "schedulerName": "gpu",
+           "plugins": {"score": {"enabled": [{"name": "NodeResourcesMostAllocated", "weight": 2}]}}}
+    prof = parse_config(raw, "t").profiles[0]
+    assert prof.scheduler_name == "gpu" and prof.fit.type == "MostAllocated"
+    assert prof.score_weights["NodeResourcesFit"] == 2
+
+
+@pytest.mark.parametrize("mutate,field,fragment", [
+    (lambda r: r["pluginConfig"][0]["args"]["functionshape"][1].update(score=101),
+     "pluginConfig[0].args.functionshape[1].score", "Invalid value: 101: not in valid range [0, 100]"),
+    (lambda r: r["pluginConfig"][0]["args"]["resourcetoweightmap"].update(cpu=0),
+     "pluginConfig[0].args.resourcetoweightmap[cpu]", "Invalid value: 0: resource weight of cpu must not be less than 1"),
+    (lambda r: r["pluginConfig"][0]["args"].update(functionshape=[]),
+     "pluginConfig[0].args.functionshape", "Required value: at least one point must be specified"),
+    (lambda r: r["pluginConfig"][0]["args"].update(resourcetoweightmap={}),
+     "pluginConfig[0].args.resourcetoweightmap", "Required value"),
+    (lambda r: r["pluginConfig"].clear(), "pluginConfig", "Required value"),
+    (lambda r: r["pluginConfig"][0]["args"].update(shape=[]), "pluginConfig[0].args.shape", "unknown field"),
+    (lambda r: r["pluginConfig"][0].update(name="NodeResourcesFit"), "pluginConfig[0].name", "Unsupported value"),
+    (lambda r: r.update(profiles=[]), "profiles", "unknown field (profiles need apiVersion kubescheduler.config.k8s.io/v1)"),
+    (lambda r: r["plugins"]["score"]["enabled"].append({"name": "NodeResourcesMostAllocated"}),
+     "plugins.score.enabled[1].name", 'Duplicate value: "NodeResourcesMostAllocated"'),
+])
+def test_legacy_validation(mutate: Any, field: str, fragment: str) -> None:
+    raw = copy.deepcopy(LEGACY_SEED)
+    mutate(raw)
+    err = error(raw)
+    assert err.field == field
+    assert fragment in err.message
+
+
+# --- validation ---------------------------------------------------------------------------------
+
+
+def test_error_format_is_one_line_naming_source_and_field() -> None:
+    err = error(fit_args({"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 1}, {"name": "nvidia.com/gpu", "weight": 101}]}))
+    assert err.field == "profiles[0].pluginConfig[0].args.scoringStrategy.resources[1].weight"
+    assert str(err) == ("cfg.yaml: profiles[0].pluginConfig[0].args.scoringStrategy.resources[1].weight: "
+                        "Invalid value: 101: resource weight of nvidia.com/gpu not in valid range (0, 100]")
+
+
+RTCR = "RequestedToCapacityRatio"
+FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
+
+
+@pytest.mark.parametrize("raw,field,fragment", [
+    # validation_pluginargs.go
+    (fit_args({"type": "MostAllocated", "resources": [{"name": "cpu", "weight": -1}]}), f"{FIT}.resources[0].weight", "Invalid value: -1"),
+    (fit_args({"type": "Balanced"}), f"{FIT}.type", 'Unsupported value: "Balanced": supported values: "LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"'),
+    (fit_args({"resources": [{"name": "cpu"}]}), f"{FIT}.type", 'Unsupported value: ""'),
+    (fit_args({"type": RTCR}), f"{FIT}.requestedToCapacityRatio", "Required value: must be specified when type is RequestedToCapacityRatio"),
+    (fit_args({"type": RTCR, "requestedToCapacityRatio": {"shape": []}}), f"{FIT}.requestedToCapacityRatio.shape", "Required value: at least one point must be specified"),
+    (fit_args({"type": RTCR, "requestedToCapacityRatio": {"shape": [{"utilization": 50, "score": 1}, {"utilization": 50, "score": 2}]}}),
+     f"{FIT}.requestedToCapacityRatio.shape[1].utilization", "Invalid value: 50: values must be sorted in increasing order"),
+    (fit_args({"type": RTCR, "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 1}, {"utilization": 101, "score": 2}]}}),
+     f"{FIT}.requestedToCapacityRatio.shape[1].utilization", "Invalid value: 101: not in valid range [0, 100]"),
+    (fit_args({"type": RTCR, "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 11}]}}),
+     f"{FIT}.requestedToCapacityRatio.shape[0].score", "Invalid value: 11: not in valid range [0, 10]"),
+    (fit_args({"type": "LeastAllocated", "requestedToCapacityRatio": {"shape": []}}), f"{FIT}.requestedToCapacityRatio",
+     "Forbidden: must be nil when type is not RequestedToCapacityRatio"),
+    (fit_args({"type": "LeastAllocated", "resources": [{"name": "cpu"}, {"name": "cpu"}]}), f"{FIT}.resources[1].name", 'Duplicate value: "cpu"'),
+    (fit_args({"type": "LeastAllocated", "resources": [{"weight": 2}]}), f"{FIT}.resources[0].name", "Required value"),
+    (profile(pluginConfig=[{"name": "NodeResourcesFit", "args": {"ignoredResources": ["x"]}}]),
+     "profiles[0].pluginConfig[0].args.ignoredResources", "Tessera does not support ignoredResources"),
+    # validation.go
+    (v1(profiles=[{"schedulerName": "a"}, {"schedulerName": "a"}]), "profiles[1].schedulerName", 'Duplicate value: "a"'),
+    (v1(profiles=[{"schedulerName": "a"}, {}]), "profiles[1].schedulerName", "Required value"),
+    (profile(schedulerName=""), "profiles[0].schedulerName", "Required value"),
+    (v1(percentageOfNodesToScore=101), "percentageOfNodesToScore", "Invalid value: 101: not in valid range [0-100]"),
+    (profile(percentageOfNodesToScore=-1), "profiles[0].percentageOfNodesToScore", "Invalid value: -1: not in valid range [0-100]"),
+    (v1(podInitialBackoffSeconds=0), "podInitialBackoffSeconds", "Invalid value: 0: must be greater than 0"),
+    (v1(podInitialBackoffSeconds=5, podMaxBackoffSeconds=4), "podMaxBackoffSeconds", "must be greater than or equal to PodInitialBackoffSeconds"),
+    (v1(parallelism=0), "parallelism", "should be an integer value greater than zero"),
+    (v1(extenders=[{"urlPrefix": "http://x"}]), "extenders", "Forbidden"),
+    (profile(pluginConfig=[{"name": "Coscheduling"}, {"name": "Coscheduling"}]), "profiles[0].pluginConfig[1]", 'Duplicate value: "Coscheduling"'),
+    # leader election (component-base ValidateLeaderElectionConfiguration + client-go NewLeaderElector)
+    (v1(leaderElection={"leaseDuration": "10s", "renewDeadline": "10s"}), "leaderElection.leaseDuration", "Invalid value: 10s: must be greater than `RenewDeadline`"),
+    (v1(leaderElection={"leaseDuration": "60s", "renewDeadline": "10s", "retryPeriod": "9s"}), "leaderElection.renewDeadline", "must be greater than retryPeriod*JitterFactor"),
+    (v1(leaderElection={"retryPeriod": "0s"}), "leaderElection.retryPeriod", "Invalid value: 0s: must be greater than zero"),
+    (v1(leaderElection={"leaseDuration": 15}), "leaderElection.leaseDuration", "must be a duration string"),
+    (v1(leaderElection={"leaseDuration": "15 seconds"}), "leaderElection.leaseDuration", 'Invalid value: "15 seconds"'),
+    (v1(leaderElection={"resourceLock": "configmaps"}), "leaderElection.resourceLock", 'resourceLock value must be "leases"'),
+    (v1(leaderElection={"leaderElect": "yes please"}), "leaderElection.leaderElect", "must be true or false"),
+    # client connection
+    (v1(clientConnection={"burst": -1}), "clientConnection.burst", "Invalid value: -1: must be non-negative"),
+    (v1(clientConnection={"qps": -5}), "clientConnection.qps", "must be non-negative"),
+    (v1(clientConnection={"qps": "fast"}), "clientConnection.qps", "must be a number"),
+    # plugins
+    (profile(plugins={"score": {"enabled": [{"name": "ImageLocality"}]}}), "profiles[0].plugins.score.enabled[0].name",
+     'Unsupported value: "ImageLocality": supported values: "TaintToleration", "NodeAffinity", "NodeResourcesFit", "TesseraDevices", "TesseraFragmentation"'),
+    (profile(plugins={"score": {"enabled": [{"name": "NodeName"}]}}), "profiles[0].plugins.score.enabled[0].name", "Unsupported value"),
+    (profile(plugins={"multiPoint": {"enabled": [{"name": "NodePorts"}]}}), "profiles[0].plugins.multiPoint.enabled[0].name", "Unsupported value"),
+    (profile(plugins={"filter": {"enabled": [{"name": "VolumeZone"}]}}), "profiles[0].plugins.filter.enabled[0].name", "Unsupported value"),
+    (profile(plugins={"score": {"enabled": [{"name": "NodeAffinity"}, {"name": "NodeAffinity"}]}}),
+     "profiles[0].plugins.score.enabled[1].name", 'Duplicate value: "NodeAffinity"'),
+    (profile(plugins={"score": {"enabled": [{"name": "NodeAffinity", "weight": -2}]}}), "profiles[0].plugins.score.enabled[0].weight", "Invalid value: -2"),
+    (profile(plugins={"score": {"enabled": [{"weight": 2}]}}), "profiles[0].plugins.score.enabled[0].name", "Required value"),
+    (profile(plugins={"scores": {}}), "profiles[0].plugins.scores", "unknown field"),
+    # pluginConfig
+    (profile(pluginConfig=[{"name": "InterPodAffinity", "args": {}}]), "profiles[0].pluginConfig[0].name",
+     'Unsupported value: "InterPodAffinity": supported values: "NodeResourcesFit", "Coscheduling", "TesseraDevices"'),
+    (profile(pluginConfig=[{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": -1}}]),
+     "profiles[0].pluginConfig[0].args.permitWaitingTimeSeconds", "Invalid value: -1"),
+    (profile(pluginConfig=[{"name": "Coscheduling", "args": {"kind": "NodeResourcesFitArgs"}}]),
+     "profiles[0].pluginConfig[0].args.kind", "has to match plugin args"),
+    (profile(pluginConfig=[{"name": "TesseraDevices", "args": {"allocationGate": 1}}]),
+     "profiles[0].pluginConfig[0].args.allocationGate", "must be true or false"),
+    (profile(pluginConfig=[{"name": "TesseraDevices", "args": ["x"]}]), "profiles[0].pluginConfig[0].args", "must be a mapping"),
+    # shape of the document
+    (v1(profile=[]), "profile", "unknown field; known fields:"),
+    (v1(plugins={}), "plugins", "in v1 plugins belong to profiles[].plugins"),
+    (v1(profiles={"schedulerName": "x"}), "profiles", "must be a list"),
+    ({"kind": KIND}, "apiVersion", "Required value"),
+    (v1(apiVersion="kubescheduler.config.k8s.io/v2"), "apiVersion", 'Unsupported value: "kubescheduler.config.k8s.io/v2"'),
+    (v1(kind="KubeProxyConfiguration"), "kind", 'Unsupported value: "KubeProxyConfiguration": supported values: "KubeSchedulerConfiguration"'),
+    (v1(percentageOfNodesToScore="50%"), "percentageOfNodesToScore", 'Invalid value: "50%": must be an integer'),
+    (v1(percentageOfNodesToScore=True), "percentageOfNodesToScore", "must be an integer"),
+])
+def test_validation_names_the_field(raw: dict[str, Any], field: str, fragment: str) -> None:
+    err = error(raw)
+    assert err.field == field, str(err)
+    assert fragment in err.message, str(err)
+    assert str(err) == f"cfg.yaml: {field}: {err.message}"
+
+
+@pytest.mark.parametrize("raw,fragment", [
+    (None, "empty"),
+    ([1, 2], "expected a KubeSchedulerConfiguration mapping, not a list"),
+    ("apiVersion", "not a string"),
+])
+def test_not_a_mapping(raw: object, fragment: str) -> None:
+    err = error(raw)
+    assert err.field == ""
+    assert fragment in str(err)
+
+
+# --- files --------------------------------------------------------------------------------------
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "cfg.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "nope.yaml")
+    assert str(info.value) == f"{tmp_path / 'nope.yaml'}: no such file"
+
+
+def test_directory(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(tmp_path)
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("apiVersion: [unclosed\n", "invalid YAML at line 2"),
+    ("a: b: c\n", "invalid YAML at line 1, column 5"),
+    ("---\napiVersion: x\n---\nkind: y\n", "expected a single document"),
+    (f"apiVersion: {V1}\nkind: {KIND}\nkind: {KIND}\n", "found duplicate key 'kind'"),
+    ("", "empty"),
+    ("- 1\n", "not a list"),
+])
+def test_bad_yaml_is_one_line(tmp_path: Path, text: str, fragment: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert fragment in str(info.value)
+    assert "\n" not in str(info.value)
+    assert str(info.value).startswith(f"{path}: ")
+
+
+def test_field_error_from_file(tmp_path: Path) -> None:
+    path = write(tmp_path, f"apiVersion: {V1}\nkind: {KIND}\nprofiles:\n- percentageOfNodesToScore: 200\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(str(path))
+    assert info.value.field == "profiles[0].percentageOfNodesToScore"
+    assert str(info.value) == f"{path}: profiles[0].percentageOfNodesToScore: Invalid value: 200: not in valid range [0-100]"
+
+
+def test_yaml_merge_keys_still_work(tmp_path: Path) -> None:
+    text = (f"apiVersion: {V1}\nkind: {KIND}\nprofiles:\n- &base\n  schedulerName: a\n"
+            "- <<: *base\n  schedulerName: b\n  percentageOfNodesToScore: 10\n")
+    cfg = load_config(write(tmp_path, text))
+    assert [p.scheduler_name for p in cfg.profiles] == ["a", "b"]
+
+
+def test_config_error_message_is_flattened() -> None:
+    err = ConfigError("f.yaml", "a.b", "first line\nsecond line")
+    assert str(err) == "f.yaml: a.b: first line second line"
+    assert err.field == "a.b"
+
+
+# --- the models ---------------------------------------------------------------------------------
+
+
+def test_models_are_frozen_and_hashable() -> None:
+    cfg = load_config(None)
+    with pytest.raises(pydantic.ValidationError):
+        cfg.profiles[0].scheduler_name = "x"
+    assert hash(cfg) == hash(load_config(None))
+
+
+def test_score_weights_mapping() -> None:
+    sw = ScoreWeights([("NodeResourcesFit", 2), ("TesseraDevices", 1)])
+    assert "NodeResourcesFit" in sw and "NodeAffinity" not in sw
+    assert sw["NodeResourcesFit"] == 2 and sw.weight("NodeAffinity") == 0
+    assert list(sw.items()) == [("NodeResourcesFit", 2), ("TesseraDevices", 1)]
+    assert sw == {"TesseraDevices": 1, "NodeResourcesFit": 2}
+    assert hash(sw) == hash(ScoreWeights({"NodeResourcesFit": 2, "TesseraDevices": 1}))
+    # plain mappings are accepted when validating, weights must be >= 1
+    assert Profile.model_validate({"score_weights": {"NodeResourcesFit": 3}}).score_weights == ScoreWeights({"NodeResourcesFit": 3})
+    with pytest.raises(pydantic.ValidationError):
+        Profile.model_validate({"score_weights": {"NodeResourcesFit": 0}})
