@@ -13,6 +13,7 @@ the next cycle can run while the Binding is in flight.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -82,7 +83,7 @@ class Scheduler:
         events, notices = self.state.apply(event_type, obj)
         self._sync_queue(obj, before, now)
         for event in events:
-            self.queue.move(now, lambda entry, event=event: self._worth_retrying(entry, event))
+            self.queue.move(now, functools.partial(self._worth_retrying, event=event))
         return notices
 
     def _pending_snapshot(self, obj: JSON) -> Pod | None:
@@ -107,7 +108,7 @@ class Scheduler:
         if uid not in self.queue or before is None or _scheduling_inputs(before) != _scheduling_inputs(pod):
             self.queue.add(uid, pod.priority, pod.gang.key if pod.gang else "", now)
 
-    def _worth_retrying(self, entry: QueuedPod, event: ClusterEvent) -> bool:
+    def _worth_retrying(self, entry: QueuedPod, *, event: ClusterEvent) -> bool:
         """Requeue hints: may this event make this pod schedulable?"""
         rejectors = entry.rejectors
         if not rejectors:
@@ -179,10 +180,21 @@ class Scheduler:
         filtered: dict[str, str] | None = {} if self.explain else None
         start = self.next_start
         processed = 0
+        cache = runtime.node_cache(ctx)
+        filter_cached = runtime.filter_cached
+        class_generation = self.state.classes.generation
+        plans = ctx.plans
         for i in range(num_nodes):
             info = nodes[order[(start + i) % num_nodes]]
             processed += 1
-            rejected = runtime.run_filters(ctx, info)
+            entry = cache.get(info.name)  # the hot path: an unchanged node is a lookup
+            if entry is not None and entry.generation == info.generation \
+                    and entry.class_generation == class_generation:
+                rejected = entry.rejected
+                if entry.plan is not None:
+                    plans[info.name] = entry.plan
+            else:
+                rejected = filter_cached(ctx, info, cache)
             if rejected is None:
                 feasible.append(info)
                 if len(feasible) >= to_find:
@@ -202,7 +214,7 @@ class Scheduler:
         if len(feasible) == 1 and not self.explain:
             chosen = feasible[0]
         else:
-            totals, per_plugin = runtime.score_nodes(ctx, feasible)
+            totals, per_plugin = runtime.score_nodes(ctx, feasible, cache)
             chosen = self._select(feasible, totals)
             if self.explain:
                 scores = {}
@@ -214,17 +226,10 @@ class Scheduler:
         return Attempt(pod, chosen.name, annotations, scores=scores, filtered=filtered)
 
     def _select(self, feasible: list[NodeInfo], totals: list[int]) -> NodeInfo:
-        """Highest total; ties broken uniformly at random (reservoir sampling, as selectHost)."""
-        best = 0
-        ties = 1
-        for i in range(1, len(feasible)):
-            if totals[i] > totals[best]:
-                best, ties = i, 1
-            elif totals[i] == totals[best]:
-                ties += 1
-                if self.rng.randrange(ties) == 0:
-                    best = i
-        return feasible[best]
+        """Highest total; ties broken uniformly at random (as selectHost's reservoir sampling)."""
+        top = max(totals)
+        ties = [i for i, total in enumerate(totals) if total == top]
+        return feasible[ties[0] if len(ties) == 1 else self.rng.choice(ties)]
 
     def _reserve(self, pod: Pod, info: NodeInfo, plan: DevicePlan | None, now: float) -> dict[str, str]:
         """Assume the pod on the node with its devices; returns the Binding annotations."""

@@ -41,6 +41,7 @@ class PodContext:
     prefilter_error: str | None = None
     plans: dict[str, DevicePlan] = field(default_factory=dict)
     empty_request: bool = False
+    shape: tuple[object, ...] = ()  # everything Filter and Score read from the pod (cache key)
 
 
 def prepare(pod: Pod, classes: ClassRegistry) -> PodContext:
@@ -69,4 +70,21 @@ def prepare(pod: Pod, classes: ClassRegistry) -> PodContext:
     # Fit's fast path: a pod that requests nothing only needs a pod slot.
     order = {CPU: 0, MEMORY: 1, EPHEMERAL_STORAGE: 2}
     plain.sort(key=lambda item: (order.get(item[0], 3), item[0]))
-    return PodContext(pod, tuple(plain), tuple(requests), error, empty_request=not plain)
+    return PodContext(pod, tuple(plain), tuple(requests), error, empty_request=not plain, shape=_shape(pod))
+
+
+def _shape(pod: Pod) -> tuple[object, ...]:
+    """Pods with equal shapes get equal Filter results and raw scores on an unchanged node.
+
+    Batch jobs submit many identical pods, so per-node results are cached under this key and only
+    recomputed for nodes whose generation moved (see ProfileRuntime).
+    """
+    return (
+        tuple(sorted(pod.requests.items())),
+        tuple(sorted(pod.scoring_requests.items())),
+        tuple((c.name, tuple(sorted(c.requests.items()))) for c in pod.containers),
+        tuple(sorted(pod.node_selector.items())),
+        pod.required_terms,
+        pod.preferred_terms,
+        pod.tolerations,
+    )

@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from scheduler.api.config import Profile
-from scheduler.core.framework import MAX_NODE_SCORE, PodContext
+from scheduler.core.framework import MAX_NODE_SCORE, DevicePlan, PodContext
 from scheduler.core.plugins import fit, node_affinity, node_unschedulable, taints
 from scheduler.core.plugins.devices import NAME as DEVICES, DevicePlanner
 from scheduler.core.state import ClusterState, NodeInfo
 
 FilterFn = Callable[[PodContext, NodeInfo], "tuple[str, ...] | None"]
 ScoreFn = Callable[[PodContext, NodeInfo], int]
+Rejection = tuple[str, tuple[str, ...]] | None
+_CACHED_SHAPES = 64
+
+
+class CacheEntry:
+    """One node's Filter result (and device plan) and raw scores for one pod shape."""
+
+    __slots__ = ("generation", "class_generation", "rejected", "plan", "raw", "fixed")
+
+    def __init__(self, generation: int, class_generation: int, rejected: Rejection, plan: DevicePlan | None) -> None:
+        self.generation = generation
+        self.class_generation = class_generation
+        self.rejected = rejected
+        self.plan = plan
+        self.raw: tuple[int, ...] | None = None  # raw score per active plugin
+        self.fixed = 0  # weighted sum of the plugins that need no normalisation
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +50,17 @@ def _has_devices(ctx: PodContext) -> bool:
 
 
 class ProfileRuntime:
+    """Runs one profile's plugins, caching per-node results by pod shape and node generation.
+
+    A node's generation moves whenever anything placed on it, its object or its devices change,
+    and the class registry has a generation of its own; a cached Filter result or raw score is
+    reused only while both are unchanged, so caching never changes a decision.
+    """
+
     def __init__(self, profile: Profile, state: ClusterState) -> None:
         self.profile = profile
+        self.state = state
+        self._cache: OrderedDict[tuple[object, ...], dict[str, CacheEntry]] = OrderedDict()
         self.devices = DevicePlanner(state)
         # Upstream filter order: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity,
         # NodeResourcesFit; device classes come last because they are the most expensive.
@@ -58,7 +84,7 @@ class ProfileRuntime:
                 fn, normalize, applies = available[name]
                 self.scores.append(ScorePlugin(name, weight, fn, normalize, applies))
 
-    def run_filters(self, ctx: PodContext, info: NodeInfo) -> tuple[str, tuple[str, ...]] | None:
+    def run_filters(self, ctx: PodContext, info: NodeInfo) -> Rejection:
         """(plugin, reasons) of the first plugin that rejects the node, or None if it passes."""
         for name, fn in self.filters:
             reasons = fn(ctx, info)
@@ -66,23 +92,56 @@ class ProfileRuntime:
                 return name, reasons
         return None
 
-    def score_nodes(self, ctx: PodContext, nodes: list[NodeInfo]) -> tuple[list[int], dict[str, list[int]]]:
-        """Weighted totals per node, plus each plugin's normalised 0..100 scores (for --explain)."""
-        totals = [0] * len(nodes)
-        per_plugin: dict[str, list[int]] = {}
-        for plugin in self.scores:
-            if plugin.applies(ctx):
-                raw = [plugin.score(ctx, info) for info in nodes]
-            elif plugin.normalize == "reverse":
-                raw = [0] * len(nodes)
-            else:
-                per_plugin[plugin.name] = [0] * len(nodes)
-                continue
+    def node_cache(self, ctx: PodContext) -> dict[str, CacheEntry]:
+        cache = self._cache.get(ctx.shape)
+        if cache is None:
+            cache = self._cache[ctx.shape] = {}
+            if len(self._cache) > _CACHED_SHAPES:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(ctx.shape)
+        return cache
+
+    def filter_cached(self, ctx: PodContext, info: NodeInfo, cache: dict[str, CacheEntry]) -> Rejection:
+        entry = cache.get(info.name)
+        class_generation = self.state.classes.generation
+        if entry is None or entry.generation != info.generation or entry.class_generation != class_generation:
+            rejected = self.run_filters(ctx, info)
+            cache[info.name] = CacheEntry(info.generation, class_generation, rejected, ctx.plans.get(info.name))
+            return rejected
+        if entry.plan is not None:
+            ctx.plans[info.name] = entry.plan
+        return entry.rejected
+
+    def score_nodes(self, ctx: PodContext, nodes: list[NodeInfo],
+                    cache: dict[str, CacheEntry]) -> tuple[list[int], dict[str, list[int]]]:
+        """Weighted totals per node, plus each plugin's normalised 0..100 scores (for --explain).
+
+        Raw scores are cached in the node's filter entry (filter_cached has just validated it);
+        only plugins that normalise over the feasible set do per-cycle work beyond a lookup.
+        """
+        active = [p for p in self.scores if p.applies(ctx) or p.normalize == "reverse"]
+        applies = [p.applies(ctx) for p in active]
+        fixed = [(i, p.weight) for i, p in enumerate(active) if not p.normalize]
+        totals: list[int] = []
+        raws: list[tuple[int, ...]] = []
+        for info in nodes:
+            entry = cache[info.name]
+            raw = entry.raw
+            if raw is None:
+                raw = entry.raw = tuple(p.score(ctx, info) if a else 0 for p, a in zip(active, applies))
+                entry.fixed = sum(raw[i] * weight for i, weight in fixed)
+            totals.append(entry.fixed)
+            raws.append(raw)
+        per_plugin: dict[str, list[int]] = {p.name: [0] * len(nodes) for p in self.scores}
+        for i, plugin in enumerate(active):
+            column = [raw[i] for raw in raws]
             if plugin.normalize:
-                raw = normalize(raw, reverse=plugin.normalize == "reverse")
-            per_plugin[plugin.name] = raw
-            for i, value in enumerate(raw):
-                totals[i] += value * plugin.weight
+                column = normalize(column, reverse=plugin.normalize == "reverse")
+                weight = plugin.weight
+                for j, value in enumerate(column):
+                    totals[j] += value * weight
+            per_plugin[plugin.name] = column
         return totals, per_plugin
 
 

@@ -183,7 +183,7 @@ class SchedulingQueue:
     def backoff_duration(self, entry: QueuedPod) -> float:
         if entry.attempts == 0:
             return 0.0
-        return min(self.initial_backoff * 2 ** min(entry.attempts - 1, 30), self.max_backoff)
+        return float(min(self.initial_backoff * (1 << min(entry.attempts - 1, 30)), self.max_backoff))
 
     def _requeue(self, entry: QueuedPod, now: float) -> None:
         self.unschedulable.pop(entry.uid, None)

@@ -386,8 +386,8 @@ class ClusterState:
         info = self.nodes[placement.node]
         info.pods.discard(uid)
         info.broken.discard(uid)
-        for name, amount in placement.requests.items():
-            left = info.requested.get(name, 0) - amount
+        for name, requested in placement.requests.items():
+            left = info.requested.get(name, 0) - requested
             if left:
                 info.requested[name] = left
             else:

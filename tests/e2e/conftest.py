@@ -62,25 +62,30 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if config.option.collectonly or not any(_is_e2e(item) for item in session.items):
         return
     build = os.environ.get("TESSERA_E2E_BUILD", "1") != "0"
+    result: ControlPlaneBinaries | str
+    try:
+        result = find_binaries(build=False)
+    except BinariesNotFound as err:
+        result = f"control-plane binaries unavailable: {err}"
+        if build and not os.environ.get("KUBEBUILDER_ASSETS"):
+            result = _build(config)
+    config.stash[_BINARIES] = result
+
+
+def _build(config: pytest.Config) -> ControlPlaneBinaries | str:
     reporter: Any = config.pluginmanager.get_plugin("terminalreporter")
     log_path = default_bin_dir().parent / "build.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    if reporter is not None:
+        reporter.write_line(
+            "building etcd/kube-apiserver/kube-scheduler/kube-controller-manager for the e2e "
+            f"tests (one-off, several minutes); log: {log_path}"
+        )
     try:
-        try:
-            result: ControlPlaneBinaries | str = find_binaries(build=False)
-        except BinariesNotFound:
-            if not build:
-                raise
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            if reporter is not None:
-                reporter.write_line(
-                    "building etcd/kube-apiserver/kube-scheduler/kube-controller-manager for the "
-                    f"e2e tests (one-off, several minutes); log: {log_path}"
-                )
-            with open(log_path, "ab") as log:
-                result = find_binaries(build=True, build_log=log)
-    except BinariesNotFound as err:
-        result = f"control-plane binaries unavailable: {err} (build log: {log_path})"
-    config.stash[_BINARIES] = result
+        with open(log_path, "ab") as log:
+            return find_binaries(build=True, build_log=log)
+    except (BinariesNotFound, OSError) as err:
+        return f"control-plane binaries unavailable: {err} (build log: {log_path})"
 
 
 @pytest.fixture(scope="session")

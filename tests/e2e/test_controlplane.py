@@ -26,7 +26,7 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 def _message(err: ApiException) -> str:
-    return str(json.loads(err.body).get("message", ""))
+    return str(json.loads(err.body or b"{}").get("message", ""))
 
 
 async def _eventually(check: Any, timeout: float = 30.0, interval: float = 0.2) -> Any:
@@ -74,7 +74,7 @@ async def test_fake_gpu_nodes(control_plane: LocalControlPlane, kube: Any) -> No
     names = await asyncio.to_thread(control_plane.add_fake_gpu_nodes, 2, 4, "V100")
     try:
         assert len(names) == 2
-        v1 = client.CoreV1Api(kube)
+        v1: Any = client.CoreV1Api(kube)
         for name in names:
             node = await v1.read_node(name)
             assert node.status.allocatable["nvidia.com/gpu"] == "4"
@@ -83,7 +83,7 @@ async def test_fake_gpu_nodes(control_plane: LocalControlPlane, kube: Any) -> No
             assert [c.status for c in node.status.conditions if c.type == "Ready"] == ["True"]
             assert not node.spec.taints
 
-        custom = client.CustomObjectsApi(kube)
+        custom: Any = client.CustomObjectsApi(kube)
         found = await custom.list_cluster_custom_object(
             GROUP, VERSION, "extendedresources",
             label_selector=f"tessera.dev/node in ({','.join(names)})",
@@ -137,7 +137,7 @@ def _resource_class(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     ],
 )
 async def test_invalid_resource_class_is_rejected(kube: Any, spec: dict[str, Any], message: str) -> None:
-    custom = client.CustomObjectsApi(kube)
+    custom: Any = client.CustomObjectsApi(kube)
     with pytest.raises(ApiException) as caught:
         await custom.create_cluster_custom_object(GROUP, VERSION, "resourceclasses", _resource_class("bad", spec))
     assert caught.value.status == 422
@@ -145,7 +145,7 @@ async def test_invalid_resource_class_is_rejected(kube: Any, spec: dict[str, Any
 
 
 async def test_resource_class_resource_name_is_immutable(kube: Any) -> None:
-    custom = client.CustomObjectsApi(kube)
+    custom: Any = client.CustomObjectsApi(kube)
     name = "immutable-name"
     good = _resource_class(
         name,
@@ -187,7 +187,7 @@ async def test_resource_class_resource_name_is_immutable(kube: Any) -> None:
 
 
 async def test_podgroup_crd_accepts_upstream_shape(kube: Any, namespace: str) -> None:
-    custom = client.CustomObjectsApi(kube)
+    custom: Any = client.CustomObjectsApi(kube)
     group = {
         "apiVersion": "scheduling.x-k8s.io/v1alpha1",
         "kind": "PodGroup",
@@ -219,11 +219,19 @@ async def test_client_cert_user_without_rbac_is_forbidden(
         assert 'User "alice"' in _message(caught.value)
 
         # Granting a role through RBAC is what makes the difference.
-        await client.RbacAuthorizationV1Api(kube).create_namespaced_role_binding(
+        rbac: Any = client.RbacAuthorizationV1Api(kube)
+        await rbac.create_namespaced_role(
             namespace,
             {
-                "metadata": {"name": "alice-view"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                "metadata": {"name": "pod-reader"},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
+            },
+        )
+        await rbac.create_namespaced_role_binding(
+            namespace,
+            {
+                "metadata": {"name": "alice-pod-reader"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
                 "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}],
             },
         )
@@ -246,7 +254,7 @@ async def test_default_kube_scheduler_binds_pod(
     if control_plane.binaries.kube_scheduler is None:
         pytest.skip("kube-scheduler binary not available (KUBEBUILDER_ASSETS without it)")
     [node] = await asyncio.to_thread(control_plane.add_fake_gpu_nodes, 1, 1, "T4", prefix="kube-scheduler-e2e")
-    v1 = client.CoreV1Api(kube)
+    v1: Any = client.CoreV1Api(kube)
     pod = {
         "metadata": {"name": "plain"},
         "spec": {
@@ -279,7 +287,7 @@ async def test_default_kube_scheduler_binds_pod(
 
 
 async def test_restart_apiserver_keeps_data(control_plane: LocalControlPlane, kube: Any, namespace: str) -> None:
-    v1 = client.CoreV1Api(kube)
+    v1: Any = client.CoreV1Api(kube)
     await v1.create_namespaced_config_map(namespace, {"metadata": {"name": "survivor"}, "data": {"k": "v"}})
     await asyncio.to_thread(control_plane.restart_apiserver)
 

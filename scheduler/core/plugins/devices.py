@@ -86,7 +86,7 @@ class DevicePlanner:
                     key = (left, len(matches.get(device.name, ())), device.name)
                     if best is None or key < best:
                         best, best_device = key, device
-                if best_device is None:
+                if best is None or best_device is None:
                     return f"Insufficient {req.resource_name}"
                 device_use = use.get(best_device.name)
                 if not _busy(device_use) and best_device.name not in shared_extra:

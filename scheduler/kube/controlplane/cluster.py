@@ -167,7 +167,10 @@ class LocalControlPlane:
         self.stop()
 
     def start(self) -> None:
-        """Start etcd and kube-apiserver, install the CRDs and the optional components."""
+        """Start etcd and kube-apiserver, install the CRDs and the optional components.
+        A no-op when already running."""
+        if self._apiserver is not None and self._apiserver.running():
+            return
         began = time.monotonic()
         binaries = self.binaries
         self.directory.mkdir(parents=True, exist_ok=True)

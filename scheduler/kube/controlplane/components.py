@@ -27,12 +27,15 @@ __all__ = [
 # decrements it). namespace: deleting a test namespace actually removes its objects.
 # garbage-collector: ownerReference cascades (Jobs, PodGroups owned by workloads).
 # serviceaccount: the `default` ServiceAccount appears in new namespaces, as in a real cluster.
+# clusterrole-aggregation: fills the aggregated ClusterRoles admin/edit/view, which are empty
+# without it (binding `view` would grant nothing).
 # node-lifecycle is deliberately absent: with no kubelet it would mark every fake node NotReady.
 DEFAULT_CONTROLLERS: tuple[str, ...] = (
     "resourcequota-controller",
     "namespace-controller",
     "garbage-collector-controller",
     "serviceaccount-controller",
+    "clusterrole-aggregation-controller",
 )
 
 

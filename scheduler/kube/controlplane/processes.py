@@ -94,7 +94,8 @@ class ManagedProcess:
         )
 
     def wait_ready(self, probe: Callable[[], bool], timeout: float, interval: float = 0.1) -> None:
-        """Poll ``probe`` until it returns true; raise :class:`ProcessStartError` on exit or timeout."""
+        """Poll ``probe`` until it returns true; raise :class:`ProcessStartError` when the process
+        exits or ``timeout`` passes (the process is then stopped)."""
         deadline = time.monotonic() + timeout
         while True:
             if not self.running():
@@ -105,7 +106,9 @@ class ManagedProcess:
             except Exception:  # noqa: BLE001 - any probe error means "not ready yet"
                 pass
             if time.monotonic() > deadline:
-                raise self._failure(f"was not ready within {timeout:.0f} s")
+                failure = self._failure(f"was not ready within {timeout:.0f} s")
+                self.stop(grace=2.0)  # a half-started component must not linger
+                raise failure
             time.sleep(interval)
 
     def stop(self, grace: float = 10.0) -> None:
