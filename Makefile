@@ -14,11 +14,11 @@ $(STAMP): pyproject.toml
 
 ## The main job on the shipped example: replay the seed-1 TFJob demo under binpack.
 demo: $(STAMP)
-	$(BIN)/tessera simulate examples/tfjob-demo.jsonl --config config/binpack.yaml --summary
+	$(BIN)/tessera simulate examples/tfjob-demo.jsonl --config config/binpack.yaml --output table
 
 ## The whole test suite, including end-to-end tests on a real kube-apiserver + etcd.
 test: $(STAMP) e2e-binaries
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest -q -m 'not e2e'

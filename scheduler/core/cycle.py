@@ -274,6 +274,9 @@ class Scheduler:
             self.queue.group_succeeded(view.key)
             return attempts
         # Not enough: undo every assumption so the group holds nothing between cycles.
+        group_backoff = runtime.profile.coscheduling.pod_group_backoff_seconds
+        if group_backoff > 0:
+            self.queue.back_off_group(view.key, now + group_backoff)
         first = failed[0]
         rejectors = frozenset({coscheduling.NAME}).union(*(a.rejectors for a in failed))
         summary = (f"pod group {view.key} needs {view.minimum} members placed together, "

@@ -47,6 +47,7 @@ class SchedulingQueue:
         self._backoff: list[tuple[float, int, str, int]] = []
         self.unschedulable: dict[str, QueuedPod] = {}
         self.group_failed_at: dict[str, float] = {}
+        self.group_backoff_until: dict[str, float] = {}  # Coscheduling podGroupBackoffSeconds
         self._seq = itertools.count()
         self._move_cycle = 0
 
@@ -140,6 +141,11 @@ class SchedulingQueue:
 
     def group_succeeded(self, group: str) -> None:
         self.group_failed_at.pop(group, None)
+        self.group_backoff_until.pop(group, None)
+
+    def back_off_group(self, group: str, until: float) -> None:
+        """Keep every member of a failed gang out of activeQ until `until`, whatever wakes them."""
+        self.group_backoff_until[group] = until
 
     # --- requeueing --------------------------------------------------------------------------
 
@@ -185,9 +191,15 @@ class SchedulingQueue:
             return 0.0
         return float(min(self.initial_backoff * (1 << min(entry.attempts - 1, 30)), self.max_backoff))
 
+    def _expiry(self, entry: QueuedPod) -> float:
+        expiry = entry.timestamp + self.backoff_duration(entry)
+        if entry.group:
+            expiry = max(expiry, self.group_backoff_until.get(entry.group, expiry))
+        return expiry
+
     def _requeue(self, entry: QueuedPod, now: float) -> None:
         self.unschedulable.pop(entry.uid, None)
-        if entry.timestamp + self.backoff_duration(entry) > now:
+        if self._expiry(entry) > now:
             self._to_backoff(entry)
         else:
             self._push_active(entry)
@@ -195,7 +207,7 @@ class SchedulingQueue:
     def _to_backoff(self, entry: QueuedPod) -> None:
         entry.where = BACKOFF
         entry.version += 1
-        expiry = entry.timestamp + self.backoff_duration(entry)
+        expiry = self._expiry(entry)
         heapq.heappush(self._backoff, (expiry, next(self._seq), entry.uid, entry.version))
 
     def _push_active(self, entry: QueuedPod) -> None:

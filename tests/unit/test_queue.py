@@ -1,0 +1,74 @@
+"""The scheduling queue: ordering, backoff arithmetic, event-driven requeue, the 5-minute flush."""
+
+from __future__ import annotations
+
+from scheduler.core.queue import ACTIVE, BACKOFF, UNSCHEDULABLE, SchedulingQueue
+
+
+def test_priority_then_timestamp_order() -> None:
+    q = SchedulingQueue()
+    q.add("low-old", 0, "", now=1.0)
+    q.add("high", 10, "", now=3.0)
+    q.add("low-new", 0, "", now=2.0)
+    assert [q.pop(5.0), q.pop(5.0), q.pop(5.0), q.pop(5.0)] == ["high", "low-old", "low-new", None]
+
+
+def test_backoff_doubles_from_one_to_ten_seconds() -> None:
+    q = SchedulingQueue(1.0, 10.0)
+    q.add("p", 0, "", now=0.0)
+    durations = []
+    now = 0.0
+    for _ in range(6):
+        assert q.pop(now) == "p"
+        q.error_failure("p", now)
+        entry = q.entries["p"]
+        assert entry.where == BACKOFF
+        durations.append(q.backoff_duration(entry))
+        assert q.pop(now + durations[-1] - 0.001) is None
+        now += durations[-1]
+    assert durations == [1, 2, 4, 8, 10, 10]
+
+
+def test_unschedulable_waits_for_a_helpful_event_then_backs_off() -> None:
+    q = SchedulingQueue(1.0, 10.0)
+    q.add("p", 0, "", now=0.0)
+    assert q.pop(0.0) == "p"
+    q.unschedulable_failure("p", {"NodeResourcesFit"}, now=0.0)
+    assert q.entries["p"].where == UNSCHEDULABLE
+    assert q.pop(100.0) is None  # time alone does not bring it back (before 5 minutes)
+    assert q.move(0.5, lambda e: False) == 0
+    assert q.move(0.5, lambda e: "NodeResourcesFit" in e.rejectors) == 1
+    assert q.entries["p"].where == BACKOFF  # still inside its 1 s backoff
+    assert q.pop(0.9) is None and q.pop(1.0) == "p"
+
+
+def test_event_during_the_attempt_sends_the_pod_to_backoff_not_unschedulable() -> None:
+    q = SchedulingQueue()
+    q.add("p", 0, "", now=0.0)
+    assert q.pop(0.0) == "p"
+    q.move(0.0, lambda e: True)  # something changed while p was in flight
+    q.unschedulable_failure("p", {"NodeResourcesFit"}, now=0.0)
+    assert q.entries["p"].where == BACKOFF
+
+
+def test_five_minute_flush() -> None:
+    q = SchedulingQueue()
+    q.add("p", 0, "", now=0.0)
+    q.pop(0.0)
+    q.unschedulable_failure("p", {"X"}, now=0.0)
+    assert q.flush_unschedulable(299.0) == 0
+    assert q.flush_unschedulable(300.5) == 1
+    assert q.entries["p"].where == ACTIVE
+
+
+def test_gang_uses_group_failure_time_and_group_backoff() -> None:
+    q = SchedulingQueue()
+    q.add("single", 0, "", now=5.0)
+    q.add("g-a", 0, "g", now=1.0)
+    assert q.pop(10.0) == "g-a"
+    q.unschedulable_failure("g-a", {"Coscheduling"}, now=10.0)  # the group failed at t=10
+    q.back_off_group("g", until=30.0)
+    q.move(12.0, lambda e: True)
+    assert q.pop(20.0) == "single"
+    assert q.pop(29.0) is None  # group backoff holds it even though its own backoff ended
+    assert q.pop(30.0) == "g-a"
