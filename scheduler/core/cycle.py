@@ -82,6 +82,8 @@ class Scheduler:
         before = self._pending_snapshot(obj)
         events, notices = self.state.apply(event_type, obj)
         self._sync_queue(obj, before, now)
+        if before is None and obj.get("kind") == "Pod" and event_type != "DELETED":
+            self._observe(obj)
         for event in events:
             self.queue.move(now, functools.partial(self._worth_retrying, event=event))
         return notices
@@ -92,6 +94,14 @@ class Scheduler:
         meta = obj.get("metadata")
         uid = meta.get("uid") if isinstance(meta, dict) else None
         return self.state.pods.get(uid) if isinstance(uid, str) else None
+
+    def _observe(self, obj: JSON) -> None:
+        meta = obj.get("metadata")
+        uid = meta.get("uid") if isinstance(meta, dict) else None
+        pod = self.state.pods.get(uid) if isinstance(uid, str) else None
+        if pod is not None:
+            for runtime in self.profiles.values():
+                runtime.observe(pod)
 
     def _sync_queue(self, obj: JSON, before: Pod | None, now: float) -> None:
         if obj.get("kind") != "Pod":
@@ -182,7 +192,7 @@ class Scheduler:
         processed = 0
         cache = runtime.node_cache(ctx)
         filter_cached = runtime.filter_cached
-        class_generation = self.state.classes.generation
+        class_generation = runtime.generation
         plans = ctx.plans
         for i in range(num_nodes):
             info = nodes[order[(start + i) % num_nodes]]

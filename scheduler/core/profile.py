@@ -10,6 +10,8 @@ from scheduler.api.config import Profile
 from scheduler.core.framework import MAX_NODE_SCORE, DevicePlan, PodContext
 from scheduler.core.plugins import fit, node_affinity, node_unschedulable, taints
 from scheduler.core.plugins.devices import NAME as DEVICES, DevicePlanner
+from scheduler.core.plugins.fragmentation import NAME as FRAGMENTATION, FragmentationScore
+from scheduler.core.objects import Pod
 from scheduler.core.state import ClusterState, NodeInfo
 
 FilterFn = Callable[[PodContext, NodeInfo], "tuple[str, ...] | None"]
@@ -72,17 +74,30 @@ class ProfileRuntime:
             (DEVICES, self.devices.filter_node),
         ]
         fit_score = fit.FitScore(profile.fit)
+        self.fragmentation = FragmentationScore(state) if FRAGMENTATION in profile.score_weights else None
         available: dict[str, tuple[ScoreFn, str, Callable[[PodContext], bool]]] = {
             fit.NAME: (fit_score.score, "", _always),
             node_affinity.NAME: (node_affinity.score, "max", node_affinity.needs_score),
             taints.NAME: (taints.score, "reverse", _always),
             DEVICES: (self.devices.score, "", _has_devices),
         }
+        if self.fragmentation is not None:
+            available[FRAGMENTATION] = (self.fragmentation.score, "minmax-reverse", _always)
         self.scores: list[ScorePlugin] = []
         for name, weight in profile.score_weights.items():
             if name in available:
                 fn, normalize, applies = available[name]
                 self.scores.append(ScorePlugin(name, weight, fn, normalize, applies))
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever cached per-node results may be stale for reasons beyond the node itself."""
+        epoch = self.fragmentation.workload.epoch if self.fragmentation is not None else 0
+        return self.state.classes.generation * 1_000_000 + epoch
+
+    def observe(self, pod: Pod) -> None:
+        if self.fragmentation is not None:
+            self.fragmentation.observe(pod)
 
     def run_filters(self, ctx: PodContext, info: NodeInfo) -> Rejection:
         """(plugin, reasons) of the first plugin that rejects the node, or None if it passes."""
@@ -104,7 +119,7 @@ class ProfileRuntime:
 
     def filter_cached(self, ctx: PodContext, info: NodeInfo, cache: dict[str, CacheEntry]) -> Rejection:
         entry = cache.get(info.name)
-        class_generation = self.state.classes.generation
+        class_generation = self.generation
         if entry is None or entry.generation != info.generation or entry.class_generation != class_generation:
             rejected = self.run_filters(ctx, info)
             cache[info.name] = CacheEntry(info.generation, class_generation, rejected, ctx.plans.get(info.name))
@@ -136,7 +151,9 @@ class ProfileRuntime:
         per_plugin: dict[str, list[int]] = {p.name: [0] * len(nodes) for p in self.scores}
         for i, plugin in enumerate(active):
             column = [raw[i] for raw in raws]
-            if plugin.normalize:
+            if plugin.normalize == "minmax-reverse":
+                column = normalize_min_max_reverse(column)
+            elif plugin.normalize:
                 column = normalize(column, reverse=plugin.normalize == "reverse")
                 weight = plugin.weight
                 for j, value in enumerate(column):
@@ -152,3 +169,11 @@ def normalize(scores: list[int], reverse: bool) -> list[int]:
         return [MAX_NODE_SCORE] * len(scores) if reverse else scores
     out = [MAX_NODE_SCORE * s // highest for s in scores]
     return [MAX_NODE_SCORE - s for s in out] if reverse else out
+
+
+def normalize_min_max_reverse(scores: list[int]) -> list[int]:
+    """Lowest raw value scores 100, highest 0, linear in between (all equal: 100)."""
+    low, high = min(scores, default=0), max(scores, default=0)
+    if high == low:
+        return [MAX_NODE_SCORE] * len(scores)
+    return [MAX_NODE_SCORE * (high - s) // (high - low) for s in scores]

@@ -73,13 +73,12 @@ class Notice:
 class DeviceUse:
     exclusive: set[str] = field(default_factory=set)  # pod uids
     shared: dict[str, Fraction] = field(default_factory=dict)  # pod uid -> amount
+    shared_total: Fraction = Fraction(0)
+    dimension: str = ""  # the sharing dimension of the first shared grant (for utilisation)
 
     @property
     def busy(self) -> bool:
         return bool(self.exclusive or self.shared)
-
-    def shared_total(self) -> Fraction:
-        return sum(self.shared.values(), Fraction(0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,10 +352,10 @@ class ClusterState:
                                   "until the annotation is fixed or the pod is gone",
                                   pod.meta.namespace, pod.uid))
         for by_resource in (devices or {}).values():
-            for entries in by_resource.values():
+            for resource, entries in by_resource.items():
                 for grant in entries:
                     grants.append((grant.device, grant.amount))
-                    notices += self._charge(pod, grant.device, grant.amount)
+                    notices += self._charge(pod, grant.device, grant.amount, resource)
         placement = Placement(node_name, dict(pod.requests), pod.scoring_requests.get(CPU, 0),
                               pod.scoring_requests.get(MEMORY, 0), tuple(grants), broken, assumed)
         self.placements[pod.uid] = placement
@@ -369,13 +368,17 @@ class ClusterState:
         self._refresh_busy_for(device for device, _ in grants)
         return notices
 
-    def _charge(self, pod: Pod, device: str, amount: Fraction | None) -> list[Notice]:
+    def _charge(self, pod: Pod, device: str, amount: Fraction | None, resource: str) -> list[Notice]:
         use = self.device_use.setdefault(device, DeviceUse())
         conflict = bool(use.exclusive) or (amount is None and bool(use.shared))
         if amount is None:
             use.exclusive.add(pod.uid)
         else:
             use.shared[pod.uid] = use.shared.get(pod.uid, Fraction(0)) + amount
+            use.shared_total += amount
+            cls = self.classes.resource_class(resource)
+            if not use.dimension and cls is not None and cls.sharing is not None:
+                use.dimension = cls.sharing.dimension
         if conflict:
             return [Notice("Pod", pod.key, "DeviceConflict",
                            f"device {device} is assigned to more than one pod exclusively", pod.meta.namespace, pod.uid)]
@@ -401,8 +404,8 @@ class ClusterState:
                 continue
             if amount is None:
                 use.exclusive.discard(uid)
-            else:
-                use.shared.pop(uid, None)
+            elif uid in use.shared:
+                use.shared_total -= use.shared.pop(uid)
             if not use.busy:
                 del self.device_use[device]
         self._refresh_busy_for(device for device, _ in placement.grants)

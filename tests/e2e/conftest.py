@@ -155,3 +155,60 @@ async def namespace(kube: Any, request: pytest.FixtureRequest) -> AsyncIterator[
         await v1.delete_namespace(name)
     except (ApiException, OSError) as err:  # e.g. a fault-injection test left the apiserver down
         print(f"namespace {name} cleanup failed: {err}")
+
+
+# --- live scheduling fixtures ----------------------------------------------------------------
+
+
+@pytest_asyncio.fixture
+async def kubectl(control_plane: LocalControlPlane) -> AsyncIterator[Any]:
+    """A small async JSON client (tests/e2e/live.py) with the admin kubeconfig."""
+    from tests.e2e.live import Kube
+
+    client = await Kube.connect(control_plane.kubeconfig)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+def clean_cluster(control_plane: LocalControlPlane) -> LocalControlPlane:
+    """No nodes, devices or classes left over from earlier tests: exact messages and placements."""
+    admin = control_plane.admin
+    for path in ("/api/v1/nodes", "/apis/tessera.dev/v1alpha1/extendedresources",
+                 "/apis/tessera.dev/v1alpha1/resourceclasses"):
+        for item in admin.get(path)["items"]:
+            admin.delete(f"{path}/{item['metadata']['name']}")
+    return control_plane
+
+
+@pytest_asyncio.fixture
+async def tessera(clean_cluster: LocalControlPlane) -> AsyncIterator[Any]:
+    """Start Tessera's live loop in this test's event loop: `loop = await tessera("config/binpack.yaml")`."""
+    import asyncio
+
+    from scheduler.api.config import load_config
+    from scheduler.kube.http import KubeHttp, RateLimiter, connect
+    from scheduler.kube.loop import SchedulerLoop
+
+    running: list[tuple[Any, asyncio.Task[None], list[Any]]] = []
+
+    async def start(config: str = "config/binpack.yaml", seed: int = 0) -> SchedulerLoop:
+        cfg = load_config(config)
+        api, watch_api = await connect(str(clean_cluster.kubeconfig)), await connect(str(clean_cluster.kubeconfig))
+        http = KubeHttp(api, RateLimiter(cfg.client_connection.qps, cfg.client_connection.burst))
+        loop = SchedulerLoop(cfg, http, KubeHttp(watch_api), identity="e2e", seed=seed)
+        task = asyncio.create_task(loop.run())
+        await asyncio.wait_for(loop.informers.wait_synced(), 30)
+        running.append((loop, task, [api, watch_api]))
+        return loop
+
+    yield start
+    for loop, task, clients in running:
+        loop.stop()
+        await loop.binder.drain(5)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        for api in clients:
+            await api.close()

@@ -78,7 +78,7 @@ class DevicePlanner:
                     capacity = device.capacity.get(cls.sharing.dimension)
                     if capacity is None:
                         continue
-                    used = (device_use.shared_total() if device_use is not None else Fraction(0)) \
+                    used = (device_use.shared_total if device_use is not None else Fraction(0)) \
                         + shared_extra.get(device.name, Fraction(0))
                     left = capacity - used - amount
                     if left < 0:

@@ -1,0 +1,391 @@
+"""List+watch informers: the scheduler's only view of the cluster (DESIGN.md §1).
+
+Why our own and not kubernetes-asyncio's ``Watch``:
+
+- The core and ``simulate`` want the apiserver's JSON as-is (see ``http.py``); the typed client
+  would deserialise every Pod into models and back.
+- Recovering from ``410 Gone`` needs control the library does not give: in watch-forever mode it
+  retries a 410 once with the *same* resourceVersion and then raises, and it never tells which
+  objects vanished while we were not watching. client-go's answer (reflector + DeltaFIFO.Replace)
+  is to relist and diff against what was delivered before; we do the same with one small store
+  per informer (key -> last object delivered, shared with the sink, so it costs no copies).
+
+The protocol is client-go's reflector: a paginated LIST (``limit``/``continue``) delivered as
+ADDED events, then a WATCH from the list's resourceVersion with ``allowWatchBookmarks`` and a
+server-side ``timeoutSeconds``. A stream that ends is resumed from the last resourceVersion seen
+(events and BOOKMARKs both advance it); a stream that hangs is cut by the socket read timeout
+(watch timeout + 30 s). ``410 Gone`` — an HTTP 410 on connect or an ERROR event with code 410
+inside a 200 stream — means the history we need is gone: relist, deliver synthetic DELETED
+events (with the last known object, so the core can release what it held) for what vanished,
+ADDED for what is new and MODIFIED for what changed. Everything else is retried with jittered
+exponential backoff; only cancellation ends ``run``. Reads are never rate limited: they are few,
+long-lived, and throttling them would only delay the cache.
+
+A CRD that is not installed (404 on LIST, e.g. no PodGroup CRD) must not hold the scheduler
+back: that kind counts as synced with an empty list, a warning says it is unavailable, and the
+list is retried every 30 s so the kind appears once the CRD is installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+import structlog
+
+from scheduler.kube.http import KubeHttp, Response
+
+__all__ = [
+    "ALL_KINDS",
+    "EXTENDED_RESOURCES",
+    "NODES",
+    "PODS",
+    "POD_GROUPS",
+    "RESOURCE_CLASSES",
+    "EventSink",
+    "Informer",
+    "InformerSet",
+    "InformerStats",
+    "ResourceKind",
+]
+
+log = structlog.get_logger("tessera.informers")
+
+EventSink = Callable[[str, dict[str, Any]], None]
+"""(type "ADDED"|"MODIFIED"|"DELETED", full object with kind and apiVersion). Called in order from
+the informer's task; it must not mutate the object (the informer keeps it for a later DELETED)."""
+
+# Module-level so tests can shrink them.
+BACKOFF_INITIAL = 0.5
+BACKOFF_MAX = 30.0
+UNAVAILABLE_RETRY_SECONDS = 30.0
+READ_TIMEOUT_MARGIN = 30.0
+LIST_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    kind: str
+    api_version: str
+    path: str  # the cluster-wide list path
+
+
+NODES = ResourceKind("Node", "v1", "/api/v1/nodes")
+PODS = ResourceKind("Pod", "v1", "/api/v1/pods")
+EXTENDED_RESOURCES = ResourceKind(
+    "ExtendedResource", "tessera.dev/v1alpha1", "/apis/tessera.dev/v1alpha1/extendedresources")
+RESOURCE_CLASSES = ResourceKind(
+    "ResourceClass", "tessera.dev/v1alpha1", "/apis/tessera.dev/v1alpha1/resourceclasses")
+POD_GROUPS = ResourceKind(
+    "PodGroup", "scheduling.x-k8s.io/v1alpha1", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups")
+ALL_KINDS: tuple[ResourceKind, ...] = (NODES, PODS, EXTENDED_RESOURCES, RESOURCE_CLASSES, POD_GROUPS)
+
+
+@dataclass
+class InformerStats:
+    lists: int = 0    # complete LISTs delivered (the first one included)
+    relists: int = 0  # LISTs forced by 410 Gone (or a resource that went missing)
+    watches: int = 0  # watch streams opened with HTTP 200
+    events: int = 0   # events delivered to the sink, synthetic ones included
+    errors: int = 0   # failures that were retried (transport, HTTP, JSON, sink)
+
+
+class _Expired(Exception):
+    """Our resourceVersion (or continue token) is too old: only a relist can catch up."""
+
+
+class _Unavailable(Exception):
+    """404 on LIST: the resource is not served (typically a CRD that is not installed)."""
+
+
+class _HttpError(Exception):
+    def __init__(self, status: object, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+
+
+def _key(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("name"):
+        raise ValueError("object without metadata.name")
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
+
+
+def _meta(obj: dict[str, Any], field: str) -> str:
+    meta = obj.get("metadata")
+    value = meta.get(field) if isinstance(meta, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """Newline-delimited chunks of a watch stream.
+
+    Not ``content.readline()``: aiohttp caps a line at its buffer high-water mark (128-512 KiB
+    depending on the version) and a Node or Pod can legitimately be larger (objects go up to
+    ~1.5 MiB), which would turn into an endless error/retry loop on that one object.
+    """
+    buffer = bytearray()
+    while chunk := await response.content.readany():
+        buffer += chunk
+        start = 0
+        while (end := buffer.find(b"\n", start)) >= 0:
+            yield bytes(buffer[start:end])
+            start = end + 1
+        del buffer[:start]
+    if buffer.strip():
+        yield bytes(buffer)  # a truncated last event: the JSON decoder will say so
+
+
+class Informer:
+    """List+watch of one resource kind into a synchronous sink; see the module docstring."""
+
+    def __init__(self, http: KubeHttp, kind: ResourceKind, sink: EventSink, *, page_size: int = 500,
+                 watch_timeout_seconds: int = 300, label_selector: str | None = None,
+                 field_selector: str | None = None) -> None:
+        self.http = http
+        self.kind = kind
+        self.sink = sink
+        self.page_size = page_size
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self._selectors: list[tuple[str, str]] = []
+        if label_selector:
+            self._selectors.append(("labelSelector", label_selector))
+        if field_selector:
+            self._selectors.append(("fieldSelector", field_selector))
+        self.synced = asyncio.Event()
+        self.stats = InformerStats()
+        self.available = True
+        self.resource_version = ""
+        self._store: dict[str, dict[str, Any]] = {}
+        self._failures = 0          # consecutive failures, for the backoff
+        self._watched_since_list = False  # a watch delivered data since the last LIST
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    # --- main loop --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List, then watch, forever; only cancellation ends it."""
+        must_list = True
+        while True:
+            try:
+                if must_list:
+                    await self._list()
+                    must_list = False
+                await self._watch()
+                continue  # the server ended the watch (timeoutSeconds): resume from our RV
+            except asyncio.CancelledError:
+                raise
+            except _Expired as err:
+                must_list = True
+                self.stats.relists += 1
+                log.info("informer.relist", kind=self.kind.kind, reason=str(err),
+                         resource_version=self.resource_version)
+                if self._watched_since_list:
+                    continue
+                pause = self._backoff()  # a fresh list's RV expired at once: do not spin
+            except _Unavailable as err:
+                must_list = True
+                pause = UNAVAILABLE_RETRY_SECONDS
+                self._mark_unavailable(str(err))
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, _HttpError) as err:
+                # Transport, HTTP or JSON trouble: resume the watch from our RV (or redo the
+                # list if it was the list that failed).
+                self.stats.errors += 1
+                pause = self._backoff()
+                log.warning("informer.error", kind=self.kind.kind, reason=_describe(err),
+                            relist=must_list, retry_in=round(pause, 2))
+            except Exception as err:  # a bug or something unforeseen: trust nothing, relist
+                self.stats.errors += 1
+                must_list = True
+                pause = self._backoff()
+                log.exception("informer.error", kind=self.kind.kind, reason=_describe(err),
+                              relist=True, retry_in=round(pause, 2))
+            await asyncio.sleep(pause)
+
+    def _backoff(self) -> float:
+        delay = min(BACKOFF_MAX, BACKOFF_INITIAL * (1 << min(self._failures, 16)))
+        self._failures += 1
+        return delay * random.uniform(0.5, 1.0)
+
+    def _mark_unavailable(self, reason: str) -> None:
+        if self.available:
+            self.available = False
+            log.warning("informer.unavailable", kind=self.kind.kind, reason=reason,
+                        message=f"{self.kind.kind} is not served by the apiserver; treating it as "
+                                f"empty and retrying every {UNAVAILABLE_RETRY_SECONDS:g} s")
+        self._replace({})  # whatever we had is gone with the resource
+        self.synced.set()
+
+    # --- list ---------------------------------------------------------------------------------
+
+    async def _list(self) -> None:
+        """A complete (paginated) LIST, delivered as a diff against what the sink has seen."""
+        listed: dict[str, dict[str, Any]] = {}
+        token = ""
+        while True:
+            query = [("limit", str(self.page_size)), *self._selectors]
+            if token:
+                query.append(("continue", token))
+            response = await self.http.request("GET", self.kind.path, query=query,
+                                               timeout=LIST_TIMEOUT, limited=False)
+            _raise_for_status(response)
+            doc = response.json()
+            for item in doc.get("items") or ():
+                item["kind"] = self.kind.kind
+                item["apiVersion"] = self.kind.api_version
+                key = self._checked_key(item)
+                if key is not None:
+                    listed[key] = item
+            meta = doc.get("metadata") or {}
+            token = meta.get("continue") or ""
+            if not token:
+                resource_version = str(meta["resourceVersion"])
+                break
+        self._replace(listed)
+        self.resource_version = resource_version
+        self.stats.lists += 1
+        self._watched_since_list = False
+        if not self.available:
+            self.available = True
+            log.info("informer.available", kind=self.kind.kind)
+        if not self.synced.is_set():
+            self.synced.set()
+            log.info("informer.synced", kind=self.kind.kind, objects=len(self._store),
+                     resource_version=resource_version)
+
+    def _replace(self, listed: dict[str, dict[str, Any]]) -> None:
+        """Make the store equal `listed`, telling the sink only what changed."""
+        for key in [key for key in self._store if key not in listed]:
+            self._emit("DELETED", self._store.pop(key))
+        for key, obj in listed.items():
+            old = self._store.get(key)
+            if old is None:
+                self._store[key] = obj
+                self._emit("ADDED", obj)
+            elif _meta(old, "uid") != _meta(obj, "uid"):  # deleted and recreated in the gap
+                self._store[key] = obj
+                self._emit("DELETED", old)
+                self._emit("ADDED", obj)
+            elif _meta(old, "resourceVersion") != _meta(obj, "resourceVersion"):
+                self._store[key] = obj
+                self._emit("MODIFIED", obj)
+
+    # --- watch --------------------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        query = [("watch", "true"), ("resourceVersion", self.resource_version),
+                 ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(self.watch_timeout_seconds)),
+                 *self._selectors]
+        started = time.monotonic()
+        async with self.http.stream(self.kind.path, query,
+                                    read_timeout=self.watch_timeout_seconds + READ_TIMEOUT_MARGIN) as response:
+            if response.status == 404:  # the resource went away: let a LIST decide what it means
+                raise _Expired("watch answered 404 Not Found")
+            if response.status != 200:
+                _raise_for_status(Response(response.status, await response.read()))
+            self.stats.watches += 1
+            received = False
+            async for line in _lines(response):
+                if not line.strip():
+                    continue
+                self._on_watch_event(orjson.loads(line))
+                if not received:  # a healthy watch: forget past failures
+                    received = self._watched_since_list = True
+                    self._failures = 0
+        if not received and time.monotonic() - started < 1.0:
+            raise _HttpError(200, "watch closed at once without data")
+        self._failures = 0
+
+    def _on_watch_event(self, event: Any) -> None:
+        if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+            raise ValueError("watch line is not an event")
+        event_type, obj = event.get("type"), event["object"]
+        if event_type == "ERROR":
+            code = obj.get("code")
+            message = str(obj.get("message") or obj.get("reason") or "watch error")
+            if code == 410 or obj.get("reason") in ("Expired", "Gone"):
+                raise _Expired(message)
+            raise _HttpError(code, message)
+        resource_version = _meta(obj, "resourceVersion")
+        if event_type in ("ADDED", "MODIFIED", "DELETED"):
+            obj.setdefault("kind", self.kind.kind)
+            obj.setdefault("apiVersion", self.kind.api_version)
+            key = self._checked_key(obj)
+            if key is None:
+                pass
+            elif event_type == "DELETED":
+                self._store.pop(key, None)
+                self._emit(event_type, obj)
+            else:
+                self._store[key] = obj
+                self._emit(event_type, obj)
+        elif event_type != "BOOKMARK":
+            log.warning("informer.unknown_event", kind=self.kind.kind, type=event_type)
+        if resource_version:
+            self.resource_version = resource_version
+
+    def _checked_key(self, obj: dict[str, Any]) -> str | None:
+        """The store key, or None (logged, skipped) for an object without a name: retrying
+        would only fetch the same object again."""
+        try:
+            return _key(obj)
+        except ValueError as err:
+            self.stats.errors += 1
+            log.warning("informer.bad_object", kind=self.kind.kind, reason=str(err))
+            return None
+
+    def _emit(self, event_type: str, obj: dict[str, Any]) -> None:
+        self.stats.events += 1
+        try:
+            self.sink(event_type, obj)
+        except Exception as err:  # the sink's bug must not stop the informer (or lose our place)
+            self.stats.errors += 1
+            log.exception("informer.sink_error", kind=self.kind.kind, type=event_type,
+                          key=_key(obj), reason=_describe(err))
+
+
+def _raise_for_status(response: Response) -> None:
+    if response.ok:
+        return
+    if response.status == 410:
+        raise _Expired(response.message())
+    if response.status == 404:
+        raise _Unavailable(response.message())
+    raise _HttpError(response.status, response.message())
+
+
+def _describe(err: BaseException) -> str:
+    text = str(err)
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+class InformerSet:
+    """One informer per kind, feeding one sink; what the scheduler loop and `record` run."""
+
+    def __init__(self, http: KubeHttp, sink: EventSink, kinds: Sequence[ResourceKind] = ALL_KINDS,
+                 **informer_kwargs: Any) -> None:
+        self.informers = tuple(Informer(http, kind, sink, **informer_kwargs) for kind in kinds)
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            for informer in self.informers:
+                group.create_task(informer.run(), name=f"informer-{informer.kind.kind}")
+
+    async def wait_synced(self) -> None:
+        for informer in self.informers:
+            await informer.synced.wait()
+
+    @property
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.informers)
+
+    def stats(self) -> dict[str, InformerStats]:
+        return {informer.kind.kind: informer.stats for informer in self.informers}

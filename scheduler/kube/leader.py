@@ -1,0 +1,463 @@
+"""Leader election on a `coordination.k8s.io/v1` Lease: client-go's algorithm, in asyncio.
+
+Why a port and not something simpler: Tessera runs as a Deployment with a hot standby, and the
+standby must agree with the leader (and with `kubectl get lease`, and with any Go tool watching the
+same object) on what the Lease means. So this follows client-go's
+`tools/leaderelection/leaderelection.go` and `resourcelock/leaselock.go` step by step:
+
+* **Local observation clock.** A candidate never compares the Lease's `renewTime` with its own
+  wall clock. It remembers *when it last saw the record change* (`observedTime`, read from the
+  monotonic ``clock``) and may take the Lease over only when `observedTime + leaseDurationSeconds`
+  has passed on that clock. Clock skew between hosts is therefore harmless; only a skew *rate*
+  matters (client-go's package doc).
+* **`tryAcquireOrRenew`.** (1) Fast path for the leader: while its own lease is still valid it
+  writes a renewed record straight onto the Lease it last saw (optimistic `resourceVersion`).
+  (2) Otherwise — or when that write failed — GET the Lease, creating it when it is missing.
+  (3) If the record changed since the last GET, adopt it and restart the observation clock.
+  (4) A non-empty holder that is someone else and still valid on our clock: give up for now.
+  (5) PUT the new record with the `resourceVersion` just read; `409 Conflict` means another
+  candidate won the race. A leader keeps `acquireTime` and `leaseTransitions`; a new holder
+  sets `acquireTime` to now and increments `leaseTransitions`.
+* **Loops.** Campaigning retries every ``retry_period`` jittered by client-go's `JitterFactor`
+  1.2 (`wait.JitterUntil`, sliding: the wait is `retry_period * (1 + 1.2 * rand)` after each
+  attempt). Leading renews every ``retry_period``; each renewal may retry every
+  ``retry_period`` for at most ``renew_deadline`` (`wait.PollImmediateUntil` under a
+  `RenewDeadline` context) before the leader steps down.
+* **Release** (client-go `ReleaseOnCancel`, which kube-scheduler enables): the holder writes
+  `holderIdentity: ""`, `leaseDurationSeconds: 1`, `acquireTime = renewTime = now`, keeping
+  `leaseTransitions`. An empty holder lets every candidate take over at its next attempt instead
+  of waiting a whole lease duration.
+* Requests time out after `max(1 s, renew_deadline / 2)`, like the dedicated client of
+  `resourcelock.NewFromKubeconfig`, so one hung request cannot use up the renew deadline.
+
+Where this deliberately differs from client-go, and why:
+
+* `run()` does not return when leadership is lost. client-go's `Run` returns and callers
+  usually exit the process; Tessera keeps its informer cache warm, calls `on_stopped_leading`,
+  and campaigns again. Because every write is conditional on `resourceVersion`, re-acquiring
+  can never overwrite a leader elected in the meantime.
+* `on_stopped_leading` is called only after `on_started_leading` was (client-go also calls it
+  when `Run` exits without ever leading).
+* "Did the record change?" compares the Lease spec as the apiserver returns it (microsecond
+  `MicroTime`s). client-go compares a JSON rendering whose timestamps have whole-second
+  precision, so two renewals within one second look unchanged to it; ours never miss one.
+* `release()` re-reads the Lease once if its conditional write conflicts (our last renewal may
+  have landed after we stopped listening) and still only clears the Lease if it names us.
+* `is_leader` is true between `on_started_leading` and `on_stopped_leading`; client-go's
+  `IsLeader()` (the last observed holder is us) is `observed_holder == identity`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+import structlog
+
+from scheduler.kube.http import KubeHttp, Response
+
+log = structlog.get_logger("tessera.leader")
+
+JITTER_FACTOR = 1.2
+"""client-go `leaderelection.JitterFactor`: acquire retries wait `retry_period * (1 + 1.2 * rand)`."""
+
+DEFAULT_LEASE_DURATION = 15.0
+DEFAULT_RENEW_DEADLINE = 10.0
+DEFAULT_RETRY_PERIOD = 2.0
+"""component-base `RecommendedDefaultLeaderElectionConfiguration` (and kube-scheduler's defaults)."""
+
+DEFAULT_NAMESPACE = "kube-system"
+DEFAULT_LEASE_NAME = "tessera"
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+
+
+def default_identity() -> str:
+    """`<hostname>_<uuid4>`, as kube-scheduler builds it: the uuid keeps two processes on one
+    host (or a restarted pod that kept its name) from believing they are the same holder."""
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+def micro_time(moment: datetime) -> str:
+    """A `metav1.MicroTime` string: RFC 3339, UTC, always six fractional digits."""
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    """client-go's `LeaderElectionRecord`, with the Lease's timestamps kept as the strings sent."""
+
+    holder_identity: str = ""
+    lease_duration_seconds: int = 0
+    acquire_time: str | None = None
+    renew_time: str | None = None
+    leader_transitions: int = 0
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> _Record:
+        def as_int(value: Any) -> int:
+            return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+        def as_time(value: Any) -> str | None:
+            return value if isinstance(value, str) else None
+
+        holder = spec.get("holderIdentity")
+        return cls(
+            holder_identity=holder if isinstance(holder, str) else "",
+            lease_duration_seconds=as_int(spec.get("leaseDurationSeconds")),
+            acquire_time=as_time(spec.get("acquireTime")),
+            renew_time=as_time(spec.get("renewTime")),
+            leader_transitions=as_int(spec.get("leaseTransitions")),
+        )
+
+    def to_spec(self) -> dict[str, Any]:
+        """`LeaderElectionRecordToLeaseSpec`: the whole spec is replaced, holder even when empty."""
+        return {
+            "holderIdentity": self.holder_identity,
+            "leaseDurationSeconds": self.lease_duration_seconds,
+            "acquireTime": self.acquire_time,
+            "renewTime": self.renew_time,
+            "leaseTransitions": self.leader_transitions,
+        }
+
+
+class LeaderElector:
+    """Campaign for, hold and release one Lease. See the module docstring for the algorithm.
+
+    ``on_started_leading`` / ``on_stopped_leading`` are plain callables run on the event loop:
+    they must not block (start or cancel tasks, flip flags). An exception they raise is logged
+    and does not stop the election. ``on_new_leader`` gets every newly observed holder identity
+    ("" after a release), like client-go's `OnNewLeader`.
+    """
+
+    def __init__(self, http: KubeHttp, *, namespace: str = DEFAULT_NAMESPACE, name: str = DEFAULT_LEASE_NAME,
+                 identity: str, lease_duration: float = DEFAULT_LEASE_DURATION,
+                 renew_deadline: float = DEFAULT_RENEW_DEADLINE, retry_period: float = DEFAULT_RETRY_PERIOD,
+                 clock: Callable[[], float] = time.monotonic,
+                 on_started_leading: Callable[[], None] | None = None,
+                 on_stopped_leading: Callable[[], None] | None = None,
+                 on_new_leader: Callable[[str], None] | None = None,
+                 wall_clock: Callable[[], datetime] = _utc_now,
+                 rng: random.Random | None = None) -> None:
+        # client-go NewLeaderElector's validation, plus: the Lease stores whole seconds, so a
+        # duration under one second would be written as 0 (= expired at once).
+        if lease_duration < 1:
+            raise ValueError("leaseDuration must be at least 1 second (the Lease stores whole seconds)")
+        if lease_duration <= renew_deadline:
+            raise ValueError("leaseDuration must be greater than renewDeadline")
+        if renew_deadline <= JITTER_FACTOR * retry_period:
+            raise ValueError("renewDeadline must be greater than retryPeriod*JitterFactor")
+        if renew_deadline <= 0:
+            raise ValueError("renewDeadline must be greater than zero")
+        if retry_period <= 0:
+            raise ValueError("retryPeriod must be greater than zero")
+        if not identity:
+            raise ValueError("Lock identity is empty")
+        if not namespace or not name:
+            raise ValueError("the Lease needs a namespace and a name")
+        self.http = http
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration = float(lease_duration)
+        self.renew_deadline = float(renew_deadline)
+        self.retry_period = float(retry_period)
+        self.request_timeout = max(1.0, self.renew_deadline / 2)
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._rng = rng or random.Random()
+        self._on_started_leading = on_started_leading
+        self._on_stopped_leading = on_stopped_leading
+        self._on_new_leader = on_new_leader
+
+        self._observed = _Record()
+        self._observed_raw: dict[str, Any] | None = None  # spec of the last GET
+        self._observed_time = 0.0
+        self._lease: dict[str, Any] | None = None  # last Lease read or written (carries resourceVersion)
+        self._reported_leader = ""
+        self._leading = False
+        self._run_task: asyncio.Task[None] | None = None
+
+    # --- public state ------------------------------------------------------------------------
+
+    @property
+    def description(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_leader(self) -> bool:
+        """True between `on_started_leading` and `on_stopped_leading`: act on the cluster only then."""
+        return self._leading
+
+    @property
+    def observed_holder(self) -> str:
+        """The last holder identity seen on the Lease ("" = nobody / released); for logs and metrics."""
+        return self._observed.holder_identity
+
+    def check(self, max_tolerable_expired: float = 20.0) -> bool:
+        """client-go `Check` (kube-scheduler's healthz watchdog uses 20 s): False when we lead but
+        have not renewed for longer than the lease duration plus the tolerance, i.e. the renew
+        loop is wedged and someone else may already lead. A standby is always fine."""
+        if not self._leading:
+            return True
+        return self._clock() - self._observed_time <= self.lease_duration + max_tolerable_expired
+
+    # --- campaign ----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Campaign forever: acquire, lead until a renewal misses its deadline, step down, repeat.
+
+        Never returns; raises only `CancelledError`. Cancelling it while leading calls
+        `on_stopped_leading` but leaves the Lease to expire — call `release()` for a fast handover.
+        """
+        self._run_task = asyncio.current_task()
+        try:
+            while True:
+                await self._acquire()
+                self._start_leading()
+                try:
+                    await self._renew()
+                finally:
+                    self._stop_leading()
+        finally:
+            self._run_task = None
+
+    async def release(self) -> bool:
+        """Give the Lease up if we hold it (graceful shutdown). Returns True when we do not hold it
+        afterwards (released, or it was not ours).
+
+        A `run()` still going in another task is cancelled and awaited first, so it neither keeps
+        scheduling after the release nor re-acquires the freshly emptied Lease.
+        """
+        task = self._run_task
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+        if self._observed.holder_identity != self.identity:
+            return True
+        now = micro_time(self._wall_clock())
+        record = _Record(holder_identity="", lease_duration_seconds=1, acquire_time=now, renew_time=now,
+                         leader_transitions=self._observed.leader_transitions)
+        for _ in range(3):
+            try:
+                response = await self._update(record)
+                if response.ok:
+                    self._set_observed(record)
+                    self._report_transition()
+                    log.info("leader.released", lease=self.description, identity=self.identity)
+                    return True
+                if response.status != 409:
+                    log.error("leader.release_failed", lease=self.description, status=response.status,
+                              message=response.message())
+                    return False
+                # Conflict: our last renewal may have been applied after we stopped waiting for
+                # it. Re-read, and release only if the Lease still names us.
+                current = await self._get()
+                if not current.ok:
+                    return current.status == 404
+                self._lease = current.json()
+                fresh = _Record.from_spec((self._lease or {}).get("spec") or {})
+                if fresh.holder_identity != self.identity:
+                    self._set_observed(fresh)
+                    self._report_transition()
+                    return True
+                record = replace(record, leader_transitions=fresh.leader_transitions)
+            except Exception as err:  # noqa: BLE001 - transport errors: report, never raise on shutdown
+                log.error("leader.release_failed", lease=self.description, error=repr(err))
+                return False
+        return False
+
+    # --- loops -------------------------------------------------------------------------------
+
+    async def _acquire(self) -> None:
+        """`acquire`: `wait.JitterUntil(tryAcquireOrRenew, retryPeriod, JitterFactor, sliding)`."""
+        log.info("leader.acquiring", lease=self.description, identity=self.identity)
+        while True:
+            succeeded = await self._try_acquire_or_renew()
+            self._report_transition()
+            if succeeded:
+                log.info("leader.acquired", lease=self.description, identity=self.identity)
+                return
+            await asyncio.sleep(self.retry_period * (1 + self._rng.random() * JITTER_FACTOR))
+
+    async def _renew(self) -> None:
+        """`renew`: every retry period, `PollImmediateUntil(retryPeriod, tryAcquireOrRenew)` bounded
+        by `renewDeadline`; returns (we step down) when one renewal cannot succeed in time."""
+        while True:
+            renewed = await self._renew_once()
+            self._report_transition()
+            if not renewed:
+                log.warning("leader.lost", lease=self.description, identity=self.identity,
+                            holder=self.observed_holder, reason="failed to renew lease within renewDeadline")
+                return
+            await asyncio.sleep(self.retry_period)
+
+    async def _renew_once(self) -> bool:
+        deadline = self._clock() + self.renew_deadline
+        try:
+            async with asyncio.timeout(self.renew_deadline):
+                while True:
+                    if await self._try_acquire_or_renew():
+                        return True
+                    if self._clock() + self.retry_period >= deadline:
+                        return False
+                    await asyncio.sleep(self.retry_period)
+        except TimeoutError:
+            return False
+
+    def _start_leading(self) -> None:
+        self._leading = True
+        self._call(self._on_started_leading, "on_started_leading")
+
+    def _stop_leading(self) -> None:
+        if not self._leading:
+            return
+        self._leading = False
+        self._call(self._on_stopped_leading, "on_stopped_leading")
+
+    @staticmethod
+    def _call(callback: Callable[[], None] | None, what: str) -> None:
+        if callback is None:
+            return
+        try:
+            callback()
+        except Exception:  # noqa: BLE001 - a broken callback must not end the election
+            log.exception("leader.callback_failed", callback=what)
+
+    def _report_transition(self) -> None:
+        """`maybeReportTransition`: tell `on_new_leader` about a holder we have not reported yet."""
+        holder = self._observed.holder_identity
+        if holder == self._reported_leader:
+            return
+        self._reported_leader = holder
+        log.info("leader.observed", lease=self.description, holder=holder or "<none>",
+                 me=holder == self.identity)
+        if self._on_new_leader is not None:
+            try:
+                self._on_new_leader(holder)
+            except Exception:  # noqa: BLE001
+                log.exception("leader.callback_failed", callback="on_new_leader")
+
+    # --- one attempt -------------------------------------------------------------------------
+
+    async def _try_acquire_or_renew(self) -> bool:
+        """client-go `tryAcquireOrRenew`; API and transport errors count as a failed attempt."""
+        try:
+            return await self._try_acquire_or_renew_unguarded()
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001 - retried by the caller's loop
+            log.warning("leader.attempt_failed", lease=self.description, error=repr(err))
+            return False
+
+    async def _try_acquire_or_renew_unguarded(self) -> bool:
+        now_clock = self._clock()
+        now = micro_time(self._wall_clock())
+        record = _Record(holder_identity=self.identity, lease_duration_seconds=int(self.lease_duration),
+                         acquire_time=now, renew_time=now)
+
+        # 1. Fast path: the leader writes onto the Lease it last saw.
+        if self._observed_is_us() and self._lease_valid(now_clock) and self._lease is not None:
+            fast = replace(record, acquire_time=self._observed.acquire_time,
+                           leader_transitions=self._observed.leader_transitions)
+            response = await self._update(fast)
+            if response.ok:
+                self._set_observed(fast)
+                return True
+            log.info("leader.fast_renew_failed", lease=self.description, status=response.status,
+                     message=response.message())
+
+        # 2. Obtain or create the record.
+        current = await self._get()
+        if current.status == 404:
+            created = await self._create(record)
+            if not created.ok:
+                log.info("leader.create_failed", lease=self.description, status=created.status,
+                         message=created.message())
+                return False
+            self._set_observed(record)
+            return True
+        if not current.ok:
+            log.warning("leader.get_failed", lease=self.description, status=current.status,
+                        message=current.message())
+            return False
+        lease = current.json()
+        if not isinstance(lease, dict):
+            log.warning("leader.get_failed", lease=self.description, message="not a Lease object")
+            return False
+        self._lease = lease
+        spec = lease.get("spec") or {}
+        old = _Record.from_spec(spec)
+
+        # 3. Record obtained: restart our observation clock only when it changed.
+        if spec != self._observed_raw:
+            self._set_observed(old)
+            self._observed_raw = spec
+        if old.holder_identity and self._lease_valid(now_clock) and not self._observed_is_us():
+            return False
+
+        # 4. Keep acquireTime/transitions when we already lead, count a transition otherwise.
+        if self._observed_is_us():
+            record = replace(record, acquire_time=old.acquire_time, leader_transitions=old.leader_transitions)
+        else:
+            record = replace(record, leader_transitions=old.leader_transitions + 1)
+
+        # 5. Conditional write: 409 means someone else updated the Lease since our GET.
+        updated = await self._update(record)
+        if not updated.ok:
+            log.info("leader.update_failed", lease=self.description, status=updated.status,
+                     message=updated.message())
+            return False
+        self._set_observed(record)
+        return True
+
+    def _observed_is_us(self) -> bool:
+        return self._observed.holder_identity == self.identity
+
+    def _lease_valid(self, now_clock: float) -> bool:
+        """`isLeaseValid`: valid until `observedTime + leaseDurationSeconds` on OUR clock."""
+        return self._observed_time + self._observed.lease_duration_seconds > now_clock
+
+    def _set_observed(self, record: _Record) -> None:
+        self._observed = record
+        self._observed_time = self._clock()
+
+    # --- Lease I/O ---------------------------------------------------------------------------
+
+    def _path(self) -> str:
+        return LEASES.format(namespace=self.namespace)
+
+    async def _get(self) -> Response:
+        return await self.http.request("GET", f"{self._path()}/{self.name}", timeout=self.request_timeout,
+                                       limited=False)
+
+    async def _create(self, record: _Record) -> Response:
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace}, "spec": record.to_spec()}
+        response = await self.http.request("POST", self._path(), body=body, timeout=self.request_timeout,
+                                           limited=False)
+        if response.ok:
+            self._lease = response.json()
+        return response
+
+    async def _update(self, record: _Record) -> Response:
+        """PUT the last Lease seen with its spec replaced; its `resourceVersion` makes it conditional."""
+        if self._lease is None:
+            return Response(409, b'{"message":"lease not initialized, call get or create first"}')
+        body = {**self._lease, "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": record.to_spec()}
+        response = await self.http.request("PUT", f"{self._path()}/{self.name}", body=body,
+                                           timeout=self.request_timeout, limited=False)
+        if response.ok:
+            self._lease = response.json()
+        return response

@@ -1,0 +1,232 @@
+"""The live scheduler: informers feed the core, cycles run, bindings go out, Events and statuses follow.
+
+Everything runs in one asyncio event loop. The core is synchronous and never awaits, so applying a
+watch event and running a cycle can never interleave: each cycle sees a consistent state, exactly
+as in `simulate`. Only the leader pops the queue; a standby keeps its cache warm so a handover is
+immediate. Bindings, Events and status patches are written by background tasks and never block a
+cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from scheduler.api.config import SchedulerConfig
+from scheduler.core.cycle import Attempt, Scheduler
+from scheduler.core.state import Notice
+from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.informers import InformerSet
+from scheduler.kube.recorder import EventRecorder, ObjectRef
+from scheduler.kube.status import StatusWriter
+
+log = structlog.get_logger("tessera.loop")
+
+FLUSH_UNSCHEDULABLE_EVERY = 30.0
+CYCLES_BEFORE_YIELD = 16
+
+_API_VERSIONS = {"Pod": "v1", "Node": "v1", "ExtendedResource": "tessera.dev/v1alpha1",
+                 "ResourceClass": "tessera.dev/v1alpha1", "PodGroup": "scheduling.x-k8s.io/v1alpha1"}
+
+
+@dataclass(slots=True)
+class LoopStats:
+    cycles: int = 0
+    scheduled: int = 0
+    unschedulable: int = 0
+    bind_errors: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class SchedulerLoop:
+    def __init__(self, config: SchedulerConfig, http: KubeHttp, watch_http: KubeHttp, *, identity: str,
+                 is_leader: Callable[[], bool] = lambda: True, seed: int | None = None,
+                 hooks: LoopHooks | None = None) -> None:
+        self.config = config
+        self.core = Scheduler(config, seed=random.randrange(2**32) if seed is None else seed)
+        self.informers = InformerSet(watch_http, self._on_event)
+        self.binder = Binder(http, self._on_bound)
+        self.events = EventRecorder(http, controller="tessera", instance=identity)
+        self.statuses = StatusWriter(http)
+        self.is_leader = is_leader
+        self.hooks = hooks or LoopHooks()
+        self.stats = LoopStats()
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._classes_dirty = False
+        self._alive = time.monotonic()
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self.informers.run(), name="informers")
+            group.create_task(self.events.run(), name="events")
+            group.create_task(self.statuses.run(), name="statuses")
+            group.create_task(self._schedule_forever(), name="schedule")
+
+    def stop(self) -> None:
+        """Stop starting new cycles (graceful shutdown); in-flight bindings are drained by the caller."""
+        self._stopping = True
+        self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    @property
+    def healthy(self) -> bool:
+        """The scheduling task has been around within the last minute (it wakes at least every second)."""
+        return time.monotonic() - self._alive < 60.0
+
+    def ready(self) -> tuple[bool, str]:
+        if not self.informers.synced:
+            return False, "informers have not finished their initial list"
+        return True, "ok"
+
+    # --- watch events ------------------------------------------------------------------------
+
+    def _on_event(self, event_type: str, obj: dict[str, Any]) -> None:
+        kind = obj.get("kind")
+        notices = self.core.apply(event_type, obj, time.time())
+        for notice in notices:
+            self._report(notice)
+        if kind in ("ResourceClass", "ExtendedResource"):
+            self._classes_dirty = True
+        elif kind == "Pod" and event_type != "ADDED":
+            meta = obj.get("metadata") or {}
+            if event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName"):
+                self.statuses.pod_gone(str(meta.get("namespace", "")), str(meta.get("name", "")))
+        self.hooks.on_event(event_type, str(kind))
+        self._wake.set()
+
+    def _report(self, notice: Notice) -> None:
+        log.warning("input.invalid", kind=notice.kind, object=notice.key, reason=notice.reason, message=notice.message)
+        if not self.is_leader() or not notice.key:
+            return
+        namespace, _, name = notice.key.rpartition("/")
+        api_version = _API_VERSIONS.get(notice.kind)
+        if api_version is None:
+            return
+        self.events.record(ObjectRef(notice.kind, api_version, name, notice.namespace or namespace, notice.uid),
+                           "Warning", notice.reason, "Validating", notice.message)
+
+    # --- scheduling --------------------------------------------------------------------------
+
+    async def _schedule_forever(self) -> None:
+        last_flush = time.time()
+        while not self._stopping:
+            self._alive = time.monotonic()
+            timeout = 1.0
+            expiry = self.core.queue.next_backoff_expiry()
+            if expiry is not None:
+                timeout = max(0.0, min(timeout, expiry - time.time()))
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            if self._stopping or not self.is_leader() or not self.informers.synced:
+                continue
+            now = time.time()
+            if now - last_flush >= FLUSH_UNSCHEDULABLE_EVERY:
+                self.core.queue.flush_unschedulable(now)
+                last_flush = now
+            if self._classes_dirty:
+                self._classes_dirty = False
+                self._write_class_statuses()
+            await self._run_cycles()
+            self.hooks.on_queue(self.core.queue.counts())
+
+    async def _run_cycles(self) -> None:
+        cycles = 0
+        while not self._stopping and self.is_leader():
+            started = time.perf_counter()
+            attempts = self.core.schedule_next(time.time())
+            if attempts is None:
+                return
+            elapsed = time.perf_counter() - started
+            self.stats.cycles += 1
+            for attempt in attempts:
+                self._handle(attempt, elapsed / max(1, len(attempts)))
+            cycles += 1
+            if cycles % CYCLES_BEFORE_YIELD == 0:
+                await asyncio.sleep(0)  # let informers and binders run
+
+    def _handle(self, attempt: Attempt, seconds: float) -> None:
+        pod = attempt.pod
+        profile = pod.scheduler_name
+        if attempt.node is not None:
+            self.stats.scheduled += 1
+            self.hooks.on_attempt("scheduled", profile, seconds, attempt)
+            self.binder.submit(Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node, attempt.annotations))
+        else:
+            self.stats.unschedulable += 1
+            self.hooks.on_attempt("unschedulable", profile, seconds, attempt)
+            self.events.record(_pod_ref(attempt), "Warning", "FailedScheduling", "Scheduling", attempt.message)
+            self.statuses.pod_unschedulable(pod.meta.namespace, pod.meta.name, attempt.message)
+        if pod.gang is not None and pod.gang.from_podgroup:
+            self._write_group_status(pod.gang.key)
+
+    def _on_bound(self, result: BindResult) -> None:
+        binding = result.binding
+        self.hooks.on_bind(result)
+        if result.outcome is Outcome.BOUND:
+            ref = ObjectRef("Pod", "v1", binding.name, binding.namespace, binding.uid)
+            self.events.record(ref, "Normal", "Scheduled", "Binding",
+                               f"Successfully assigned {binding.namespace}/{binding.name} to {binding.node}")
+            return
+        log.info("binder.failed", pod=f"{binding.namespace}/{binding.name}", node=binding.node,
+                 outcome=result.outcome.value, message=result.message)
+        if result.outcome is Outcome.RETRY:
+            self.stats.bind_errors += 1
+            self.core.binding_failed(binding.uid, time.time())
+            ref = ObjectRef("Pod", "v1", binding.name, binding.namespace, binding.uid)
+            self.events.record(ref, "Warning", "FailedScheduling", "Binding", f"Binding rejected: {result.message}")
+        else:
+            self.core.binding_dropped(binding.uid)
+        self._wake.set()
+
+    def _write_group_status(self, key: str) -> None:
+        state = self.core.state
+        namespace, _, name = key.partition("/")
+        if key not in state.podgroups:
+            return
+        members = state.groups.get(key, set())
+        placed = sum(1 for uid in members if uid in state.placements)
+        minimum = state.podgroups[key].min_member
+        phase = "Scheduled" if placed >= minimum else ("Scheduling" if placed else "Pending")
+        self.statuses.pod_group(namespace, name, phase, placed)
+
+    def _write_class_statuses(self) -> None:
+        state = self.core.state
+        for name in list(state.classes.classes):
+            valid, message, matching = state.class_status(name)
+            self.statuses.resource_class(name, valid, message, matching)
+
+
+class LoopHooks:
+    """Observation points for metrics; the default does nothing."""
+
+    def on_event(self, event_type: str, kind: str) -> None:
+        return None
+
+    def on_attempt(self, result: str, profile: str, seconds: float, attempt: Attempt) -> None:
+        return None
+
+    def on_bind(self, result: BindResult) -> None:
+        return None
+
+    def on_queue(self, counts: dict[str, int]) -> None:
+        return None
+
+
+def _pod_ref(attempt: Attempt) -> ObjectRef:
+    pod = attempt.pod
+    return ObjectRef("Pod", "v1", pod.meta.name, pod.meta.namespace, pod.uid)

@@ -1,0 +1,233 @@
+"""Prometheus metrics: kube-scheduler's names where a metric exists upstream, `tessera_*` otherwise.
+
+Why kube-scheduler's names: dashboards and alerts written for the default scheduler
+(`scheduler_schedule_attempts_total`, `scheduler_pending_pods`, the SLI histogram, …) then work
+for Tessera unchanged, selected by `job`. Names, label names, label values, buckets and help texts
+follow k/k `pkg/scheduler/metrics/metrics.go` and `profile_metrics.go`; help texts carry the
+`[STABLE]` / `[BETA]` / `[ALPHA]` prefix that component-base adds to every registered metric,
+so `# HELP` lines read the same as kube-scheduler's own.
+
+Why a `Metrics` object rather than module-level globals: one private `CollectorRegistry` per
+scheduler instance keeps tests independent (no "Duplicated timeseries" when two loops run in one
+process) and keeps the process/platform collectors of the global registry out of our endpoint;
+the loop calls small typed methods and never touches prometheus objects.
+
+Why the exposed registry filters `*_created` samples: prometheus-client adds a `_created` series
+to every counter and histogram; kube-scheduler (Go client) has none, and we want the same series.
+The filter is per registry, unlike prometheus-client's process-wide `disable_created_metrics()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+
+def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """component-base `metrics.ExponentialBuckets(start, factor, count)`."""
+    return tuple(start * factor**i for i in range(count))
+
+
+AttemptResult = Literal["scheduled", "unschedulable", "error"]
+Queue = Literal["active", "backoff", "unschedulable", "gated"]
+IncomingQueue = Literal["active", "backoff", "unschedulable"]
+DeviceState = Literal["free", "allocated", "shared", "unhealthy"]
+GangResult = Literal["placed", "waiting", "failed"]
+BindingResult = Literal["success", "conflict", "not_found", "error"]
+
+ATTEMPT_RESULTS: tuple[AttemptResult, ...] = ("scheduled", "unschedulable", "error")
+PENDING_QUEUES: tuple[Queue, ...] = ("active", "backoff", "unschedulable", "gated")
+CACHE_TYPES = ("nodes", "pods", "assumed_pods")
+DEVICE_STATES: tuple[DeviceState, ...] = ("free", "allocated", "shared", "unhealthy")
+GANG_RESULTS: tuple[GangResult, ...] = ("placed", "waiting", "failed")
+BINDING_RESULTS: tuple[BindingResult, ...] = ("success", "conflict", "not_found", "error")
+
+SCHEDULING_ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)
+POD_SCHEDULING_SLI_BUCKETS = exponential_buckets(0.01, 2, 20)
+POD_SCHEDULING_ATTEMPTS_BUCKETS = exponential_buckets(1, 2, 5)  # 1, 2, 4, 8, 16
+
+
+def attempts_label(attempts: int) -> str:
+    """k/k `schedule_one.go` `getAttemptsLabel`: the count, capped at "15+" to bound cardinality."""
+    return "15+" if attempts >= 15 else str(attempts)
+
+
+class _WithoutCreated(Collector):
+    """Re-exposes a registry's families without prometheus-client's `*_created` samples."""
+
+    def __init__(self, inner: CollectorRegistry) -> None:
+        self._inner = inner
+
+    def collect(self) -> Iterable[Metric]:
+        for family in self._inner.collect():
+            family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+            yield family
+
+    def describe(self) -> Iterable[Metric]:
+        return self.collect()
+
+
+class Metrics:
+    """Every metric Tessera exports, with one method per thing the scheduler observes.
+
+    ``registry`` is what `/metrics` serves. ``profiles`` pre-creates the per-profile series at 0
+    so rates and absent-series alerts work from the first scrape; ``lease_name`` is the `name`
+    label of client-go's `leader_election_master_status`.
+    """
+
+    def __init__(self, *, profiles: Iterable[str] = (), lease_name: str = "tessera") -> None:
+        self._source = CollectorRegistry()
+        self.registry = CollectorRegistry()
+        self.registry.register(_WithoutCreated(self._source))
+        self.lease_name = lease_name
+        r = self._source
+
+        # --- kube-scheduler (k/k pkg/scheduler/metrics/metrics.go) ---
+        self.schedule_attempts = Counter(
+            "scheduler_schedule_attempts_total",
+            "[STABLE] Number of attempts to schedule pods, by the result. 'unschedulable' means a pod "
+            "could not be scheduled, while 'error' means an internal scheduler problem.",
+            ["result", "profile"], registry=r)
+        self.scheduling_attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "[STABLE] Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            ["result", "profile"], buckets=SCHEDULING_ATTEMPT_BUCKETS, registry=r)
+        self.pending_pods = Gauge(
+            "scheduler_pending_pods",
+            "[STABLE] Number of pending pods, by the queue type. 'active' means number of pods in activeQ; "
+            "'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in "
+            "unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the number "
+            "of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
+            ["queue"], registry=r)
+        self.pod_scheduling_sli_duration = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "[BETA] E2e latency for a pod being scheduled, from the time the pod enters the scheduling "
+            "queue and might involve multiple scheduling attempts.",
+            ["attempts"], buckets=POD_SCHEDULING_SLI_BUCKETS, registry=r)
+        self.pod_scheduling_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            "[STABLE] Number of attempts to successfully schedule a pod.",
+            buckets=POD_SCHEDULING_ATTEMPTS_BUCKETS, registry=r)
+        self.queue_incoming_pods = Counter(
+            "scheduler_queue_incoming_pods_total",
+            "[STABLE] Number of pods added to scheduling queues by event and queue type.",
+            ["queue", "event"], registry=r)
+        self.cache_size = Gauge(
+            "scheduler_scheduler_cache_size",
+            "[ALPHA] Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+            ["type"], registry=r)
+
+        # --- client-go leader election (component-base metrics/prometheus/clientgo/leaderelection) ---
+        self.leader_election_master_status = Gauge(
+            "leader_election_master_status",
+            "[ALPHA] Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
+            "1 indicates master. 'name' is the string used to identify the lease. Please make sure to "
+            "group by name.",
+            ["name"], registry=r)
+
+        # --- Tessera ---
+        self.devices = Gauge(
+            "tessera_devices",
+            "Devices (ExtendedResource objects) known to the scheduler, by state: 'free' is healthy and "
+            "unused, 'allocated' is held whole by pods, 'shared' holds at least one slice of a shared "
+            "class, 'unhealthy' is not Healthy or marked unschedulable.",
+            ["state"], registry=r)
+        self.gang_attempts = Counter(
+            "tessera_gang_attempts_total",
+            "Gang (pod group) placement attempts: 'placed' committed at least minMember pods, 'waiting' "
+            "had fewer than minMember members present, 'failed' could not place minMember and was backed off.",
+            ["result"], registry=r)
+        self.bindings = Counter(
+            "tessera_bindings_total",
+            "Binding requests by outcome: 'conflict' is 409 (bound elsewhere), 'not_found' is 404 (pod "
+            "gone), 'error' is anything retried with backoff.",
+            ["result"], registry=r)
+        self.binding_duration = Histogram(
+            "tessera_binding_duration_seconds",
+            "Latency of one Binding request (POST pods/binding), in seconds.",
+            buckets=SCHEDULING_ATTEMPT_BUCKETS, registry=r)
+        self.leader = Gauge(
+            "tessera_leader",
+            "1 while this instance holds the leader Lease and schedules, 0 while it is a standby.",
+            registry=r)
+        self.informer_relists = Counter(
+            "tessera_informer_relists_total",
+            "Full re-lists by informer kind (the watch expired with 410 Gone or broke).",
+            ["kind"], registry=r)
+        self.informer_synced = Gauge(
+            "tessera_informer_synced",
+            "1 once the informer of this kind has delivered its initial list, else 0.",
+            ["kind"], registry=r)
+
+        for queue in PENDING_QUEUES:
+            self.pending_pods.labels(queue=queue).set(0)
+        for cache_type in CACHE_TYPES:
+            self.cache_size.labels(type=cache_type).set(0)
+        for state in DEVICE_STATES:
+            self.devices.labels(state=state).set(0)
+        for gang_result in GANG_RESULTS:
+            self.gang_attempts.labels(result=gang_result)
+        for binding_result in BINDING_RESULTS:
+            self.bindings.labels(result=binding_result)
+        for profile in profiles:
+            for result in ATTEMPT_RESULTS:
+                self.schedule_attempts.labels(result=result, profile=profile)
+        self.set_leader(False)
+
+    # --- scheduling ----------------------------------------------------------------------------
+
+    def observe_attempt(self, result: AttemptResult, profile: str, seconds: float) -> None:
+        """One scheduling attempt (`PodScheduled` / `PodUnschedulable` / `PodScheduleError`)."""
+        self.schedule_attempts.labels(result=result, profile=profile).inc()
+        self.scheduling_attempt_duration.labels(result=result, profile=profile).observe(seconds)
+
+    def observe_pod_scheduled(self, attempts: int, seconds_since_first_queued: float) -> None:
+        """A pod was bound: the SLI duration (from first entering the queue) and its attempt count."""
+        self.pod_scheduling_sli_duration.labels(attempts=attempts_label(attempts)).observe(seconds_since_first_queued)
+        self.pod_scheduling_attempts.observe(attempts)
+
+    def set_pending(self, counts: Mapping[str, int]) -> None:
+        """`scheduler_pending_pods` for the queues given; queues left out keep their value."""
+        for queue, count in counts.items():
+            self.pending_pods.labels(queue=queue).set(count)
+
+    def pod_incoming(self, queue: IncomingQueue, event: str, count: int = 1) -> None:
+        """Pods entering a queue, by the event that moved them (`PodAdd`, `NodeAdd`,
+        `ScheduleAttemptFailure`, `BackoffComplete`, `UnschedulableTimeout`, …)."""
+        self.queue_incoming_pods.labels(queue=queue, event=event).inc(count)
+
+    def set_cache_size(self, *, nodes: int, pods: int, assumed_pods: int) -> None:
+        self.cache_size.labels(type="nodes").set(nodes)
+        self.cache_size.labels(type="pods").set(pods)
+        self.cache_size.labels(type="assumed_pods").set(assumed_pods)
+
+    # --- devices and gangs ---------------------------------------------------------------------
+
+    def set_devices(self, counts: Mapping[DeviceState, int]) -> None:
+        """Device counts by state; states left out are set to 0 (a full snapshot each time)."""
+        for state in DEVICE_STATES:
+            self.devices.labels(state=state).set(counts.get(state, 0))
+
+    def gang_attempt(self, result: GangResult) -> None:
+        self.gang_attempts.labels(result=result).inc()
+
+    # --- API writes, leadership, informers -----------------------------------------------------
+
+    def observe_binding(self, result: BindingResult, seconds: float) -> None:
+        self.bindings.labels(result=result).inc()
+        self.binding_duration.observe(seconds)
+
+    def set_leader(self, leading: bool) -> None:
+        value = 1 if leading else 0
+        self.leader.set(value)
+        self.leader_election_master_status.labels(name=self.lease_name).set(value)
+
+    def informer_relisted(self, kind: str) -> None:
+        self.informer_relists.labels(kind=kind).inc()
+
+    def set_informer_synced(self, kind: str, synced: bool) -> None:
+        self.informer_synced.labels(kind=kind).set(1 if synced else 0)

@@ -1,0 +1,230 @@
+"""``tessera record``: capture a live cluster's watch events as a ``simulate`` input file.
+
+Why: real situations (a gang that never fits, a fragmented GPU pool) become replay tests only if
+they can be captured exactly as the scheduler saw them. The recorder runs the same informers as
+the scheduler and writes each event as one line ``{"type": ..., "object": ...}`` — the format
+``tessera simulate`` reads — flushed at once, so a recording cut short is still valid.
+
+One ordering choice: until every kind has finished its initial list, events are held back and
+then written kind by kind — nodes, devices, classes and groups before pods — so a replay places
+pending pods against the whole cluster instead of against whichever nodes happened to be listed
+first. After that, events are written in the order they arrive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import IO, Any
+
+import aiohttp
+import orjson
+import structlog
+
+from scheduler.kube.http import KubeHttp, connect
+from scheduler.kube.informers import (
+    ALL_KINDS,
+    EXTENDED_RESOURCES,
+    NODES,
+    POD_GROUPS,
+    PODS,
+    RESOURCE_CLASSES,
+    InformerSet,
+    ResourceKind,
+)
+
+__all__ = ["add_parser", "run"]
+
+PROGRESS_EVERY = 5.0
+_SNAPSHOT_ORDER = (NODES, EXTENDED_RESOURCES, RESOURCE_CLASSES, POD_GROUPS, PODS)
+_BY_NAME = {name: kind for kind in ALL_KINDS
+            for name in (kind.kind.lower(), kind.path.rsplit("/", 1)[-1])}  # "pod" and "pods"
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``record`` on an ``argparse`` subparsers object."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "record",
+        help="capture a live cluster's watch events as JSONL (the simulate input format)",
+        description="Watch nodes, pods, ExtendedResources, ResourceClasses and PodGroups and "
+                    "write every event as one JSON line {\"type\", \"object\"} until interrupted "
+                    "(SIGINT/SIGTERM) or --duration has passed. Progress goes to stderr.",
+    )
+    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG") or None,
+                        help="kubeconfig file (default: $KUBECONFIG, else the in-cluster service account)")
+    parser.add_argument("-o", "--output", required=True, help="output JSONL file ('-' for stdout)")
+    parser.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                        help="stop after this many seconds (default: until interrupted)")
+    parser.add_argument("--kinds", nargs="+", default=None, metavar="KIND",
+                        help="what to record: any of nodes, pods, extendedresources, resourceclasses, "
+                             "podgroups (space or comma separated; default: all)")
+    parser.set_defaults(func=run)
+
+
+def _parse_kinds(values: list[str] | None) -> tuple[ResourceKind, ...]:
+    if not values:
+        return ALL_KINDS
+    names = [name.strip().lower() for value in values for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in _BY_NAME]
+    if unknown:
+        raise ValueError(f"unknown kind(s) {', '.join(unknown)}; choose from "
+                         f"{', '.join(kind.path.rsplit('/', 1)[-1] for kind in ALL_KINDS)}")
+    chosen = {_BY_NAME[name] for name in names}
+    return tuple(kind for kind in ALL_KINDS if kind in chosen)
+
+
+def _say(message: str) -> None:
+    print(f"tessera record: {message}", file=sys.stderr, flush=True)
+
+
+def _configure_logging() -> None:
+    if not structlog.is_configured():
+        structlog.configure(
+            processors=[structlog.processors.add_log_level,
+                        structlog.processors.TimeStamper(fmt="%H:%M:%S"),
+                        structlog.dev.ConsoleRenderer(colors=False)],
+            wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+            logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        )
+
+
+class _Writer:
+    """The sink: one flushed JSON line per event; holds events back until the initial lists are in."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+        self.counts: Counter[str] = Counter()
+        self._held: dict[str, list[bytes]] | None = {}
+
+    def __call__(self, event_type: str, obj: dict[str, Any]) -> None:
+        kind = str(obj.get("kind"))
+        self.counts[kind] += 1
+        line = orjson.dumps({"type": event_type, "object": obj}) + b"\n"
+        if self._held is not None:
+            self._held.setdefault(kind, []).append(line)
+            return
+        self.out.write(line)
+        self.out.flush()
+
+    def release(self) -> None:
+        """Write what was held back, kind by kind (see the module docstring), then stream."""
+        if self._held is None:
+            return
+        held, self._held = self._held, None
+        order = [kind.kind for kind in _SNAPSHOT_ORDER]
+        for kind in sorted(held, key=lambda k: order.index(k) if k in order else len(order)):
+            self.out.writelines(held[kind])
+        self.out.flush()
+
+    def summary(self) -> str:
+        total = sum(self.counts.values())
+        detail = ", ".join(f"{kind} {count}" for kind, count in sorted(self.counts.items()))
+        return f"{total} events" + (f" ({detail})" if detail else "")
+
+
+async def _check_reachable(http: KubeHttp) -> str | None:
+    """None if the apiserver answers with our credentials, else a one-line reason."""
+    try:
+        response = await http.request("GET", "/version", timeout=10.0, limited=False)
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+        return f"cannot reach the apiserver at {http.api.configuration.host}: {str(err) or type(err).__name__}"
+    if response.status in (401, 403):
+        return f"the apiserver at {http.api.configuration.host} rejected our credentials (HTTP {response.status})"
+    return None
+
+
+async def _record(args: argparse.Namespace, kinds: tuple[ResourceKind, ...]) -> int:
+    if args.kubeconfig and not os.access(args.kubeconfig, os.R_OK):
+        _say(f"cannot read kubeconfig {args.kubeconfig}: "
+             f"{'permission denied' if os.path.exists(args.kubeconfig) else 'no such file'}")
+        return 2
+    try:
+        api = await connect(args.kubeconfig)
+    except Exception as err:  # kubeconfig parsing raises many types; all mean the same to a user
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if args.kubeconfig:
+            _say(f"cannot load kubeconfig {args.kubeconfig}: {reason}")
+        else:
+            _say(f"no --kubeconfig or $KUBECONFIG, and no in-cluster service account: {reason}")
+        return 2
+    async with api:
+        http = KubeHttp(api)
+        problem = await _check_reachable(http)
+        if problem is not None:
+            _say(problem)
+            return 1
+        if args.output == "-":
+            return await _record_into(http, kinds, sys.stdout.buffer, args)
+        try:
+            out = open(args.output, "wb")
+        except OSError as err:
+            _say(f"cannot write {args.output}: {err.strerror}")
+            return 2
+        with out:
+            return await _record_into(http, kinds, out, args)
+
+
+async def _record_into(http: KubeHttp, kinds: tuple[ResourceKind, ...], out: IO[bytes],
+                       args: argparse.Namespace) -> int:
+    writer = _Writer(out)
+    informers = InformerSet(http, writer, kinds)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    started = time.monotonic()
+    _say(f"recording {', '.join(kind.kind for kind in kinds)} from {http.api.configuration.host} "
+         f"to {args.output}" + (f" for {args.duration:g} s" if args.duration else " until interrupted"))
+
+    async def release_when_synced() -> None:
+        await informers.wait_synced()
+        writer.release()
+        _say(f"synced: initial lists done, {writer.summary()}")
+
+    async def progress() -> None:
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY)
+            waiting = [i.kind.kind for i in informers.informers if not i.synced.is_set()]
+            note = f"; waiting for the initial list of {', '.join(waiting)}" if waiting else ""
+            _say(f"{time.monotonic() - started:.0f} s: {writer.summary()}{note}")
+
+    tasks = [asyncio.create_task(informers.run(), name="informers"),
+             asyncio.create_task(release_when_synced(), name="release"),
+             asyncio.create_task(progress(), name="progress")]
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=args.duration)
+    except asyncio.TimeoutError:
+        pass
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        writer.release()  # a recording stopped before every kind synced keeps what it has
+    _say(f"wrote {writer.summary()} to {args.output}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point for ``tessera record``; returns the exit status."""
+    try:
+        kinds = _parse_kinds(args.kinds)
+    except ValueError as err:
+        _say(str(err))
+        return 2
+    if args.duration is not None and args.duration <= 0:
+        _say("--duration must be positive")
+        return 2
+    if args.output != "-" and not Path(args.output).parent.is_dir():
+        _say(f"cannot write {args.output}: no such directory")
+        return 2
+    _configure_logging()
+    return asyncio.run(_record(args, kinds))

@@ -1,0 +1,114 @@
+"""Status writes: PodScheduled=False on unschedulable pods, PodGroup phase, ResourceClass status.
+
+Writes are desired-state and coalesced: the loop says what a status should be, a background task
+writes the latest wish per object, skipping writes that would not change anything (the same
+message for the same pod twice is one PATCH, as kube-scheduler's `updatePod` only patches when the
+condition changed). A failed write is retried on the next flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import orjson
+import structlog
+
+from scheduler.kube.http import MERGE_PATCH, STRATEGIC_PATCH, KubeHttp
+from scheduler.kube.recorder import micro_time
+
+log = structlog.get_logger("tessera.status")
+
+_Key = tuple[str, str]  # (path, content type)
+
+
+class StatusWriter:
+    def __init__(self, http: KubeHttp, *, concurrency: int = 8) -> None:
+        self.http = http
+        self._dirty: dict[_Key, dict[str, Any]] = {}
+        self._written: dict[_Key, bytes] = {}
+        self._wake = asyncio.Event()
+        self._concurrency = concurrency
+        self.writes = 0
+
+    def pod_unschedulable(self, namespace: str, name: str, message: str) -> None:
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                     "lastProbeTime": None}
+        self._want((f"/api/v1/namespaces/{namespace}/pods/{name}/status", STRATEGIC_PATCH),
+                   {"status": {"conditions": [condition]}}, stamp=("lastTransitionTime",))
+
+    def pod_gone(self, namespace: str, name: str) -> None:
+        """Forget what we wrote for a pod (it was bound or deleted), so a new one starts clean."""
+        key = (f"/api/v1/namespaces/{namespace}/pods/{name}/status", STRATEGIC_PATCH)
+        self._dirty.pop(key, None)
+        self._written.pop(key, None)
+
+    def pod_group(self, namespace: str, name: str, phase: str, scheduled: int) -> None:
+        path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}/status"
+        self._want((path, MERGE_PATCH), {"status": {"phase": phase, "scheduled": scheduled}})
+
+    def resource_class(self, name: str, valid: bool, message: str, matching: int) -> None:
+        condition = {"type": "Valid", "status": "True" if valid else "False",
+                     "reason": "Valid" if valid else "InvalidSpec", "message": message}
+        path = f"/apis/tessera.dev/v1alpha1/resourceclasses/{name}/status"
+        self._want((path, MERGE_PATCH), {"status": {"matchingDevices": matching, "conditions": [condition]}},
+                   stamp=("lastTransitionTime",))
+
+    def _want(self, key: _Key, body: dict[str, Any], stamp: tuple[str, ...] = ()) -> None:
+        fingerprint = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+        if self._written.get(key) == fingerprint:
+            self._dirty.pop(key, None)
+            return
+        if stamp:
+            for condition in _conditions(body):
+                for field in stamp:
+                    condition[field] = micro_time().split(".")[0] + "Z"
+        body["_fingerprint"] = fingerprint
+        self._dirty[key] = body
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch, self._dirty = self._dirty, {}
+            slots = asyncio.Semaphore(self._concurrency)
+
+            async def write(key: _Key, body: dict[str, Any]) -> None:
+                async with slots:
+                    await self._write(key, body)
+
+            await asyncio.gather(*(write(k, b) for k, b in batch.items()))
+
+    async def _write(self, key: _Key, body: dict[str, Any]) -> None:
+        fingerprint = body.pop("_fingerprint")
+        path, content_type = key
+        try:
+            response = await self.http.request("PATCH", path, body=body, content_type=content_type)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+            log.warning("status.write_failed", path=path, error=str(err))
+            self._retry(key, body, fingerprint)
+            return
+        if response.ok:
+            self._written[key] = fingerprint
+            self.writes += 1
+        elif response.status == 404:
+            self._written.pop(key, None)  # the object is gone (or the CRD has no status): nothing to do
+        else:
+            log.warning("status.rejected", path=path, status=response.status, message=response.message())
+            if response.status >= 500 or response.status == 429:
+                self._retry(key, body, fingerprint)
+
+    def _retry(self, key: _Key, body: dict[str, Any], fingerprint: bytes) -> None:
+        if key not in self._dirty:
+            body["_fingerprint"] = fingerprint
+            self._dirty[key] = body
+            asyncio.get_running_loop().call_later(1.0, self._wake.set)
+
+
+def _conditions(body: dict[str, Any]) -> list[dict[str, Any]]:
+    status = body.get("status")
+    if isinstance(status, dict) and isinstance(status.get("conditions"), list):
+        return [c for c in status["conditions"] if isinstance(c, dict)]
+    return []

@@ -1,0 +1,142 @@
+"""Helpers for end-to-end tests that run Tessera against the real control plane."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from scheduler.kube.http import KubeHttp, Response, connect
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def creatable(obj: dict[str, Any]) -> dict[str, Any]:
+    """A builder object as a user would POST it: no uid, timestamps or status."""
+    out = {k: v for k, v in obj.items() if k != "status"}
+    meta = dict(out["metadata"])
+    for key in ("uid", "creationTimestamp", "resourceVersion"):
+        meta.pop(key, None)
+    out["metadata"] = meta
+    return out
+
+
+class Kube:
+    """A small async client for tests (JSON in, JSON out; raises on unexpected status)."""
+
+    def __init__(self, http: KubeHttp) -> None:
+        self.http = http
+
+    @classmethod
+    async def connect(cls, kubeconfig: Path) -> Kube:
+        return cls(KubeHttp(await connect(str(kubeconfig))))
+
+    async def close(self) -> None:
+        await self.http.api.close()
+
+    async def call(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201),
+                   content_type: str = "application/json") -> Response:
+        response = await self.http.request(method, path, body=body, content_type=content_type, limited=False)
+        if response.status not in ok:
+            raise AssertionError(f"{method} {path}: HTTP {response.status}: {response.message()}")
+        return response
+
+    async def create_pod(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any]:
+        pod = creatable(pod)
+        pod["metadata"]["namespace"] = namespace
+        return (await self.call("POST", f"/api/v1/namespaces/{namespace}/pods", pod)).json()  # type: ignore[no-any-return]
+
+    async def create(self, path: str, obj: dict[str, Any]) -> dict[str, Any]:
+        return (await self.call("POST", path, creatable(obj))).json()  # type: ignore[no-any-return]
+
+    async def pods(self, namespace: str) -> dict[str, dict[str, Any]]:
+        items = (await self.call("GET", f"/api/v1/namespaces/{namespace}/pods")).json()["items"]
+        return {p["metadata"]["name"]: p for p in items}
+
+    async def events(self, namespace: str) -> list[dict[str, Any]]:
+        return (await self.call("GET", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")).json()["items"]  # type: ignore[no-any-return]
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 30.0, interval: float = 0.2) -> Any:
+    """Poll until `check` returns something truthy (and return it); fail with the last value."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
+
+
+async def bound_nodes(kube: Kube, namespace: str) -> dict[str, str]:
+    return {name: p["spec"].get("nodeName", "") for name, p in (await kube.pods(namespace)).items()}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class TesseraProcess:
+    """`python -m scheduler run` as a child process (for kill -9, restart and HA tests)."""
+
+    def __init__(self, kubeconfig: Path, config: Path, log_dir: Path, name: str = "tessera") -> None:
+        self.port = free_port()
+        self.log_path = log_dir / f"{name}-{self.port}.log"
+        self.args = [sys.executable, "-m", "scheduler", "run", "--kubeconfig", str(kubeconfig),
+                     "--config", str(config), "--bind-address", "127.0.0.1", "--port", str(self.port),
+                     "--identity", f"{name}-{self.port}"]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = open(self.log_path, "ab")
+        env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "TESSERA_LOG_FORMAT": "json"}
+        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env,
+                                     start_new_session=True)
+        log.close()
+
+    async def wait_ready(self, timeout: float = 30.0) -> None:
+        import aiohttp
+
+        async def ready() -> bool:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"tessera exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                async with aiohttp.ClientSession() as session:
+                    async with session.get(f"http://127.0.0.1:{self.port}/readyz") as response:
+                        return response.status == 200
+            except aiohttp.ClientError:
+                return False
+
+        await eventually(ready, timeout)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return int(self.proc.returncode)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]

@@ -1,0 +1,147 @@
+"""Tessera's live loop on the real kube-apiserver: the issue's "done when" scenarios."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import orjson
+
+from examples.generate import fragmentation, tfjob_demo
+from scheduler.core import annotations as ann
+from scheduler.sim import builders as b
+from tests.e2e.live import Kube, bound_nodes, eventually
+
+NODES = "/api/v1/nodes"
+ERS = "/apis/tessera.dev/v1alpha1/extendedresources"
+CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
+
+
+async def _create_nodes(kubectl: Kube, control_plane: Any, nodes: list[dict[str, Any]]) -> None:
+    for node in nodes:
+        await kubectl.create(NODES, node)
+        name = node["metadata"]["name"]
+        await kubectl.call("PATCH", f"{NODES}/{name}/status", {"status": node["status"]},
+                           content_type="application/merge-patch+json")
+
+
+async def _replay_objects(kubectl: Kube, control_plane: Any, namespace: str, events: list[dict[str, Any]]) -> None:
+    """Create the objects of an example event stream in order (nodes first, as the stream has them)."""
+    for event in events:
+        obj = event["object"]
+        if obj["kind"] == "Node":
+            await _create_nodes(kubectl, control_plane, [obj])
+        elif obj["kind"] == "Pod":
+            await kubectl.create_pod(namespace, obj)
+
+
+async def test_tfjob_demo_binpacks_workers_and_binds_the_gang(tessera: Any, kubectl: Kube, namespace: str) -> None:
+    await tessera("config/binpack.yaml")
+    await _replay_objects(kubectl, None, namespace, tfjob_demo())
+    placed = await eventually(lambda: _all_bound(kubectl, namespace, 5))
+    workers = [placed[f"tf-smoke-gpu-worker-{i}"] for i in range(4)]
+    assert len(set(workers)) == 1
+    events = await kubectl.events(namespace)
+    scheduled = [e for e in events if e["reason"] == "Scheduled"]
+    assert any(e["note"] == f"Successfully assigned {namespace}/tf-smoke-gpu-ps-0 to {placed['tf-smoke-gpu-ps-0']}"
+               for e in scheduled)
+    assert all(e["reportingController"] == "tessera" for e in scheduled)
+
+
+async def test_fragmentation_binpack_binds_the_two_gpu_pod(tessera: Any, kubectl: Kube, namespace: str) -> None:
+    await tessera("config/binpack.yaml")
+    await _replay_objects(kubectl, None, namespace, fragmentation())
+    await eventually(lambda: _all_bound(kubectl, namespace, 7))
+
+
+async def test_fragmentation_spread_refuses_with_upstream_message(tessera: Any, kubectl: Kube, namespace: str) -> None:
+    await tessera("config/spread.yaml")
+    await _replay_objects(kubectl, None, namespace, fragmentation())
+    message = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+
+    async def refused() -> bool:
+        pod = (await kubectl.pods(namespace))["two-gpu"]
+        conditions = {c["type"]: c for c in pod["status"].get("conditions", [])}
+        cond = conditions.get("PodScheduled")
+        return bool(cond and cond["status"] == "False" and cond["reason"] == "Unschedulable" and cond["message"] == message)
+
+    await eventually(refused)
+    events = await eventually(lambda: _events_for(kubectl, namespace, "two-gpu", "FailedScheduling"))
+    assert events[0]["note"] == message and events[0]["type"] == "Warning"
+    nodes = await bound_nodes(kubectl, namespace)
+    assert collections.Counter(n for p, n in nodes.items() if p != "two-gpu").most_common() in ([("gpu-node-1", 3), ("gpu-node-2", 3)], [("gpu-node-2", 3), ("gpu-node-1", 3)])
+
+
+async def test_gang_that_does_not_fit_binds_nothing_until_a_node_is_added(tessera: Any, kubectl: Kube, namespace: str) -> None:
+    await tessera("config/binpack.yaml")
+    await _create_nodes(kubectl, None, [b.node("g1", gpus=4), b.node("g2", gpus=4)])
+    for i in range(3):
+        await kubectl.create_pod(namespace, b.pod(f"big-{i}", labels=b.gang_labels("big", 3), limits={"nvidia.com/gpu": 4}))
+    await eventually(lambda: _events_for(kubectl, namespace, "big-2", "FailedScheduling"))
+    assert set((await bound_nodes(kubectl, namespace)).values()) == {""}
+    await _create_nodes(kubectl, None, [b.node("g3", gpus=4)])
+    placed = await eventually(lambda: _all_bound(kubectl, namespace, 3))
+    assert sorted(placed.values()) == ["g1", "g2", "g3"]
+
+
+async def test_device_classes_and_memory_sharing_live(tessera: Any, kubectl: Kube, namespace: str) -> None:
+    await tessera("config/binpack.yaml")
+    await _create_nodes(kubectl, None, [b.node("dev-a", gpus=2), b.node("dev-b", gpus=2)])
+    for device in (b.device("dev-a", 0, model="K80", memory="12Gi"), b.device("dev-a", 1, model="P100", memory="16Gi"),
+                   b.device("dev-b", 0, model="V100", memory="16Gi"), b.device("dev-b", 1, model="V100", memory="32Gi")):
+        await kubectl.create(ERS, device)
+    await kubectl.create(CLASSES, b.resource_class("k80", match_labels={"model": "K80"}))
+    await kubectl.create(CLASSES, b.resource_class("big", expressions=[{"key": "memory", "operator": "Gt", "values": ["16Gi"]}]))
+    await kubectl.create(CLASSES, b.resource_class("p100-slice", match_labels={"model": "P100"},
+                                                   sharing={"dimension": "memory", "unit": "1Gi"}))
+    await kubectl.create_pod(namespace, b.pod("k80", limits={"class.tessera.dev/k80": 1}))
+    await kubectl.create_pod(namespace, b.pod("big", limits={"class.tessera.dev/big": 1}))
+    await kubectl.create_pod(namespace, b.pod("s1", limits={"class.tessera.dev/p100-slice": 8}))
+    await kubectl.create_pod(namespace, b.pod("s2", limits={"class.tessera.dev/p100-slice": 8}))
+    placed = await eventually(lambda: _all_bound(kubectl, namespace, 4))
+    assert placed == {"k80": "dev-a", "big": "dev-b", "s1": "dev-a", "s2": "dev-a"}
+    pods = await kubectl.pods(namespace)
+    devices = {name: orjson.loads(p["metadata"]["annotations"][ann.DEVICES]) for name, p in pods.items()}
+    assert all(p["metadata"]["annotations"][ann.PHASE] == "Allocating" for p in pods.values())
+    big = devices["big"]["containers"]["main"]["class.tessera.dev/big"][0]
+    er = (await kubectl.call("GET", f"{ERS}/{big['device']}")).json()
+    assert er["spec"]["capacity"]["memory"] == "32Gi" and big["id"] == er["spec"]["deviceID"]
+    s1 = devices["s1"]["containers"]["main"]["class.tessera.dev/p100-slice"][0]
+    s2 = devices["s2"]["containers"]["main"]["class.tessera.dev/p100-slice"][0]
+    assert s1["device"] == s2["device"] and s1["amount"] == s2["amount"] == "8Gi"
+    await kubectl.create_pod(namespace, b.pod("s3", limits={"class.tessera.dev/p100-slice": 1}))
+    events = await eventually(lambda: _events_for(kubectl, namespace, "s3", "FailedScheduling"))
+    assert "Insufficient class.tessera.dev/p100-slice" in events[0]["note"]
+    status = await eventually(lambda: _class_status(kubectl, "big"))
+    assert status["matchingDevices"] == 1
+
+
+async def test_default_scheduler_and_tessera_share_the_cluster(tessera: Any, kubectl: Kube, namespace: str,
+                                                                 clean_cluster: Any) -> None:
+    clean_cluster.start_kube_scheduler()
+    await tessera("config/binpack.yaml")
+    await _create_nodes(kubectl, None, [b.node("shared-1", gpus=2)])
+    await kubectl.create_pod(namespace, b.pod("mine", limits={"nvidia.com/gpu": 1}))
+    plain = b.pod("theirs", requests={"cpu": "100m"})
+    del plain["spec"]["schedulerName"]
+    await kubectl.create_pod(namespace, plain)
+    await eventually(lambda: _all_bound(kubectl, namespace, 2))
+    events = await kubectl.events(namespace)
+    by_pod = {e["regarding"]["name"]: e.get("reportingController") for e in events if e["reason"] == "Scheduled"}
+    assert by_pod == {"mine": "tessera", "theirs": "default-scheduler"}
+
+
+async def _all_bound(kubectl: Kube, namespace: str, count: int) -> dict[str, str] | None:
+    nodes = await bound_nodes(kubectl, namespace)
+    if len(nodes) == count and all(nodes.values()):
+        return nodes
+    return None
+
+
+async def _events_for(kubectl: Kube, namespace: str, pod: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in await kubectl.events(namespace) if e["regarding"]["name"] == pod and e["reason"] == reason]
+
+
+async def _class_status(kubectl: Kube, name: str) -> dict[str, Any] | None:
+    status = (await kubectl.call("GET", f"{CLASSES}/{name}")).json().get("status")
+    return status if status and "matchingDevices" in status else None

@@ -1,0 +1,719 @@
+"""Property tests: the scheduler core's safety invariants over random clusters and event streams.
+
+Every generated stream (see `strategies.py`) is replayed through `Replay` — the same driver as
+`tessera simulate` — while a wrapper around `Scheduler.schedule_next` inspects every decision the
+moment it is made, and the whole state is inspected again after every event (once the replay has
+drained: every assumption bound, every backoff expired). Invariants:
+
+1. devices: no device is ever handed out to an exclusive holder while anyone holds it, nor shared
+   while held exclusively, nor shared beyond its capacity in the sharing dimension; the core's device
+   ledger equals the one written in the pods' annotations (the single source of truth).
+2. node capacity: a decision never takes a node's resource (cpu, memory, pods, extended resources,
+   device counts shared between plain `nvidia.com/gpu` and class-assigned devices) above allocatable,
+   nor further above it when others already overcommitted it.
+3. gangs: a gang transaction either leaves ≥ min members placed (bound ones included) or places none.
+4. determinism: the same stream twice gives the same attempts (pod, node, annotations, message).
+5. idempotence: every event delivered twice, or a relist of everything at the end, changes nothing.
+6. robustness: no exception escapes `Replay.run` for corrupted objects and garbage events.
+7. device choice: granted devices exist on the chosen node, are healthy and schedulable, match the
+   owning class's selector at decision time, and cover exactly the pod's class requests.
+8. filters: the chosen node exists and passes cordon, taints, nodeSelector and required affinity.
+
+The model side of each check (requests, selectors, tolerations, class ownership) is computed here,
+from the generated specs and raw objects, not by calling the code under test.
+
+Scale with TESSERA_HYPOTHESIS_EXAMPLES=N (examples per property; default keeps the file < 60 s).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import orjson
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from scheduler.api.config import SchedulerConfig, load_config
+from scheduler.api.quantity import parse_quantity
+from scheduler.core import annotations as ann
+from scheduler.core.cycle import Attempt, Scheduler
+from scheduler.core.state import ClusterState
+from scheduler.sim.replay import Replay, WatchEvent
+from tests.property import strategies as S
+from tests.property.strategies import (
+    ClassSpec,
+    ClassVariant,
+    ContainerSpec,
+    Corruption,
+    DeviceSpec,
+    GarbageEvent,
+    NodeSpec,
+    Op,
+    PodGroupSpec,
+    PodSpec,
+    Scenario,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS: dict[str, SchedulerConfig] = {
+    "binpack": load_config(str(ROOT / "config" / "binpack.yaml")),
+    "spread": load_config(str(ROOT / "config" / "spread.yaml")),
+    "default": load_config(None),
+}
+_SCALE = int(os.environ.get("TESSERA_HYPOTHESIS_EXAMPLES", "0") or 0)
+
+
+def _settings(default: int) -> settings:
+    return settings(max_examples=_SCALE or default, deadline=None, database=None, print_blob=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much, HealthCheck.large_base_example])
+
+
+Obj = dict[str, Any]
+
+
+class Violation(AssertionError):
+    pass
+
+
+def check(condition: object, message: str) -> None:
+    if not condition:
+        raise Violation(message)
+
+
+# --- the model: requests, selectors, tolerations, ledgers ---------------------------------------
+
+
+def _qty(text: str) -> Fraction:
+    if text.endswith("m"):
+        return Fraction(text[:-1]) / 1000
+    return S.quantity_bytes(text)
+
+
+def _units(resource: str, text: str) -> int:
+    value = _qty(str(text))
+    return math.ceil(value * 1000) if resource == "cpu" else math.ceil(value)
+
+
+def _container_requests(c: Obj) -> Counter[str]:
+    resources = c.get("resources") or {}
+    out: dict[str, int] = {k: _units(k, v) for k, v in (resources.get("limits") or {}).items()}
+    out.update({k: _units(k, v) for k, v in (resources.get("requests") or {}).items()})
+    return Counter(out)
+
+
+def pod_total(raw: Obj) -> dict[str, int]:
+    """Effective pod requests: apps + sidecars, raised to the largest init step, plus overhead."""
+    spec = raw["spec"]
+    total: Counter[str] = Counter()
+    for c in spec.get("containers") or []:
+        total.update(_container_requests(c))
+    sidecars: Counter[str] = Counter()
+    peak: dict[str, int] = {}
+    for c in spec.get("initContainers") or []:
+        requests = _container_requests(c)
+        if c.get("restartPolicy") == "Always":
+            total.update(requests)
+            sidecars.update(requests)
+            step = Counter(sidecars)
+        else:
+            step = requests + sidecars
+        for k, v in step.items():
+            peak[k] = max(peak.get(k, 0), v)
+    for k, v in peak.items():
+        total[k] = max(total[k], v)
+    for k, v in (spec.get("overhead") or {}).items():
+        total[k] += _units(k, v)
+    return {k: v for k, v in total.items() if v}
+
+
+def terminal(raw: Obj) -> bool:
+    return (raw.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def node_of(raw: Obj) -> str:
+    return str(raw["spec"].get("nodeName") or "")
+
+
+def grants_of(annotations: dict[str, str] | None) -> list[tuple[str, str, str, str, Fraction | None]]:
+    """(container, resource, device id, device name, amount) from a tessera.dev/devices value."""
+    value = (annotations or {}).get(ann.DEVICES)
+    if value is None:
+        return []
+    doc = orjson.loads(value)
+    return [(c, r, e["id"], e["device"], parse_quantity(e["amount"]) if "amount" in e else None)
+            for c, by_resource in doc["containers"].items() for r, entries in by_resource.items() for e in entries]
+
+
+Ledger = dict[str, tuple[set[str], dict[str, Fraction]]]  # device -> (exclusive holders, shared amounts)
+
+
+def ledger_of(holders: Iterable[tuple[str, dict[str, str] | None]]) -> Ledger:
+    ledger: Ledger = {}
+    for uid, annotations in holders:
+        for _, _, _, device, amount in grants_of(annotations):
+            exclusive, shared = ledger.setdefault(device, (set(), {}))
+            if amount is None:
+                exclusive.add(uid)
+            else:
+                shared[uid] = shared.get(uid, Fraction(0)) + amount
+    return ledger
+
+
+def world_holders(world: S.World) -> list[tuple[str, dict[str, str] | None]]:
+    return [(uid, raw["metadata"].get("annotations")) for uid, raw in world.pods.items()
+            if node_of(raw) and not terminal(raw)]
+
+
+def check_device_use(ledger: Ledger, world: S.World, devices: Iterable[str], what: str) -> None:
+    for device in devices:
+        exclusive, shared = ledger.get(device, (set(), {}))
+        check(len(exclusive) <= 1, f"{what}: device {device} held exclusively by {len(exclusive)} pods {sorted(exclusive)}")
+        check(not (exclusive and shared), f"{what}: device {device} held exclusively by {sorted(exclusive)} "
+                                          f"and shared by {sorted(shared)}")
+        spec = world.device_spec.get(device)
+        if shared and spec is not None and device in world.devices:
+            total = sum(shared.values(), Fraction(0))
+            check(total <= spec.mem_gi * S.GI, f"{what}: device {device} shared beyond capacity: "
+                                               f"{total} > {spec.mem_gi}Gi")
+
+
+def class_owners(world: S.World) -> dict[str, tuple[ClassSpec, ClassVariant]]:
+    """resourceName -> owning class: the oldest (creationTimestamp, name) valid class that claims it."""
+    specs = {c.name: c for c in world.s.classes}
+    owners: dict[str, tuple[ClassSpec, ClassVariant]] = {}
+    for name in sorted(world.class_variant, key=lambda n: (specs[n].created, n)):
+        variant = world.class_variant[name]
+        owners.setdefault(S.class_resource(specs[name], variant), (specs[name], variant))
+    return owners
+
+
+def selects(variant: ClassVariant, d: DeviceSpec) -> bool:
+    memory = Fraction(d.mem_gi * S.GI)
+    for op, arg in variant.selector:
+        ok = {
+            "model": lambda: d.model == arg,
+            "in": lambda: d.model in arg,
+            "notin": lambda: d.model not in arg,
+            "gt": lambda: memory > S.quantity_bytes(arg),
+            "lt": lambda: memory < S.quantity_bytes(arg),
+            "nvlink": lambda: d.nvlink == arg,
+        }[op]()
+        if not ok:
+            return False
+    return True
+
+
+def tolerates(kind: str, key: str, value: str, effect: str) -> bool:
+    for t in S.TOLERATIONS[kind]:
+        if t.get("effect") and t["effect"] != effect:
+            continue
+        if t.get("key") and t["key"] != key:
+            continue
+        if t.get("operator") == "Exists" or t.get("value", "") == value:
+            return True
+    return False
+
+
+def node_allocatable(spec: NodeSpec) -> dict[str, int]:
+    alloc = {"cpu": spec.cpu_m, "memory": spec.mem_mi * 2**20, "pods": spec.pods}
+    if spec.gpus is not None:
+        alloc[S.GPU] = spec.gpus
+    if spec.extra:
+        alloc[S.EXTRA] = spec.extra
+    return alloc
+
+
+def node_usage(world: S.World, node: str, txn: dict[str, dict[str, str]]) -> Counter[str]:
+    """What the pods on `node` use per resource: plain requests (class resources excluded), device
+    counts by the devices' resourceName, and the pod count; `txn` adds pods being placed now."""
+    usage: Counter[str] = Counter()
+    holders = world_holders(world) + list(txn.items())
+    for uid, raw in world.pods.items():
+        if terminal(raw):
+            continue
+        if uid in txn:
+            annotations: dict[str, str] | None = txn[uid]
+        elif node_of(raw) == node:
+            annotations = raw["metadata"].get("annotations")
+        else:
+            continue
+        usage["pods"] += 1
+        class_resources = {r for _, r, _, _, _ in grants_of(annotations)}
+        for resource, amount in pod_total(raw).items():
+            if resource not in class_resources:
+                usage[resource] += amount
+    ledger = ledger_of(holders)
+    for name in world.devices:
+        spec = world.device_spec[name]
+        exclusive, shared = ledger.get(name, (set(), {}))
+        if spec.node == node and (exclusive or shared):
+            usage[spec.resource] += 1
+    return usage
+
+
+# --- checks on each decision -------------------------------------------------------------------
+
+
+def check_decision_core(sched: Scheduler, attempts: list[Attempt], ours: set[str]) -> None:
+    """What must hold for any input, judged on the core's own state right after the decision."""
+    state = sched.state
+    placed = [a for a in attempts if a.node is not None]
+    for a in attempts:
+        p = state.placements.get(a.pod.uid)
+        if a.node is None:
+            check(p is None, f"failed attempt for {a.pod.key} left a placement on {p and p.node}")
+        else:
+            check(p is not None and p.assumed and p.node == a.node, f"{a.pod.key} placed on {a.node} but not assumed there")
+    first = attempts[0].pod
+    if first.gang is not None:
+        key = first.gang.key
+        check(all(a.pod.gang is not None and a.pod.gang.key == key for a in attempts),
+              f"one transaction mixes pods of several gangs: {[a.pod.key for a in attempts]}")
+        if placed:
+            members = state.groups.get(key, set())
+            minimum = state.group_min(key, first)
+            count = sum(1 for uid in members if uid in state.placements)
+            check(minimum is not None and count >= minimum,
+                  f"gang {key}: transaction placed {len(placed)} leaving {count} of min {minimum} on nodes (core view)")
+    txn_uids = {a.pod.uid for a in placed}
+    for a in placed:
+        uid = a.pod.uid
+        info = state.nodes.get(a.node)  # type: ignore[arg-type]
+        check(info is not None and info.node is not None, f"{a.pod.key} placed on unknown node {a.node}")
+        assert info is not None and info.node is not None
+        for container, resource, device_id, device, amount in grants_of(a.annotations):
+            d = state.devices.get(device)
+            check(d is not None, f"{a.pod.key}: granted unknown device {device}")
+            assert d is not None
+            check(d.node_name == a.node and d.device_id == device_id and d.schedulable,
+                  f"{a.pod.key}: granted device {device} of node {d.node_name} (schedulable={d.schedulable}) on {a.node}")
+            cls = state.classes.resource_class(resource)
+            check(cls is not None and cls.matches(d), f"{a.pod.key}: device {device} does not match class of {resource}")
+            use = state.device_use.get(device)
+            check(use is not None, f"{a.pod.key}: granted device {device} not charged")
+            assert use is not None and cls is not None
+            others = (use.exclusive | set(use.shared)) - txn_uids
+            if amount is None:
+                check(use.exclusive == {uid} and not use.shared, f"{a.pod.key}: exclusive device {device} "
+                                                                  f"also held by {sorted(others)}")
+            else:
+                check(not use.exclusive and cls.sharing is not None
+                      and sum(use.shared.values(), Fraction(0)) <= d.capacity.get(cls.sharing.dimension, Fraction(0)),
+                      f"{a.pod.key}: shared device {device} over capacity or held exclusively")
+    # capacity, core view: after vs before this transaction
+    by_node: dict[str, list[Attempt]] = defaultdict(list)
+    for a in placed:
+        by_node[a.node].append(a)  # type: ignore[index]
+    for node, atts in by_node.items():
+        info = state.nodes[node]
+        assert info.node is not None
+        alloc = info.node.allocatable
+        here = {a.pod.uid for a in atts}
+        after: Counter[str] = Counter(info.requested)
+        before: Counter[str] = Counter(info.requested)
+        for uid in here:
+            before.subtract(state.placements[uid].requests)
+        for d in info.devices.values():
+            use = state.device_use.get(d.name)
+            if use is not None and use.busy:
+                after[d.resource_name] += 1
+                if (use.exclusive | set(use.shared)) - txn_uids:
+                    before[d.resource_name] += 1
+        after["pods"] = len(info.pods)
+        before["pods"] = len(info.pods) - len(here)
+        wanted = {r for a in atts for r in a.pod.requests if not state.classes.is_class_resource(r)}
+        for r in set(alloc) | wanted:
+            check(after[r] <= alloc.get(r, 0) or after[r] <= before[r],
+                  f"node {node} over capacity in {r} after placing {[a.pod.key for a in atts]}: "
+                  f"{before[r]} -> {after[r]} > allocatable {alloc.get(r, 0)} (core view)")
+
+
+def check_decision_world(world: S.World, attempts: list[Attempt]) -> None:
+    """Independent checks against the apiserver's objects and the generated specs."""
+    placed = [a for a in attempts if a.node is not None]
+    owners = class_owners(world)
+    txn = {a.pod.uid: a.annotations for a in placed}
+    first = attempts[0].pod
+    spec0 = world.spec_of.get(first.uid)
+    if spec0 is not None and spec0.gang is not None and placed:
+        gang, ns = spec0.gang, spec0.namespace
+        key = f"{ns}/{gang[1]}"
+        minimum = gang[2] if gang[0] == "label" else world.pg_min.get(key)
+        check(minimum is not None, f"gang {key} placed although its PodGroup does not exist")
+        members = [uid for uid, raw in world.pods.items()
+                   if not terminal(raw) and world.spec_of[uid].gang == gang and world.spec_of[uid].namespace == ns]
+        count = sum(1 for uid in members if node_of(world.pods[uid]) or uid in txn)
+        check(count >= minimum,  # type: ignore[operator]
+              f"partial gang {key}: transaction placed {[a.pod.key for a in placed]}, so {count} of "
+              f"{len(members)} members are on nodes, min is {minimum}")
+    for a in placed:
+        uid = a.pod.uid
+        raw = world.pods.get(uid)
+        check(raw is not None, f"{a.pod.key} placed but the pod does not exist")
+        assert raw is not None
+        spec = world.spec_of[uid]
+        check(not node_of(raw) and not terminal(raw) and raw["spec"].get("schedulerName") == "tessera"
+              and not raw["spec"].get("schedulingGates") and "deletionTimestamp" not in raw["metadata"],
+              f"{a.pod.key} placed but it is not a pending, ungated, live tessera pod")
+        node = world.node_spec.get(a.node)  # type: ignore[arg-type]
+        check(node is not None, f"{a.pod.key} placed on node {a.node} which does not exist")
+        assert node is not None
+        if node.unschedulable:
+            check(tolerates(spec.toleration, S.UNSCHEDULABLE_TAINT, "", "NoSchedule"),
+                  f"{a.pod.key} placed on cordoned node {a.node}")
+        if node.taint in ("NoSchedule", "NoExecute"):
+            check(tolerates(spec.toleration, S.TAINT_KEY, "gpu", node.taint),
+                  f"{a.pod.key} placed on {a.node} despite taint {node.taint}")
+        for zone in (spec.zone, spec.affinity_zone):
+            check(zone is None or node.zone == zone, f"{a.pod.key} wants zone {zone}, placed in {node.zone}")
+        # devices (invariant 7)
+        expected: dict[tuple[str, str], int] = {}
+        containers = [(f"c{i}", c) for i, c in enumerate(spec.containers)]
+        containers += [(f"init{i}", c) for i, (c, _) in enumerate(spec.inits)]
+        for cname, c in containers:
+            if c.klass and c.count:
+                if c.klass in owners:
+                    expected[(cname, c.klass)] = c.count
+                else:
+                    check(not c.klass.startswith(S.DEFAULT_PREFIX),
+                          f"{a.pod.key} placed although no valid class provides {c.klass}")
+        got: dict[tuple[str, str], list[tuple[str, str, Fraction | None]]] = defaultdict(list)
+        for cname, resource, device_id, device, amount in grants_of(a.annotations):
+            got[(cname, resource)].append((device_id, device, amount))
+        check(set(got) == set(expected), f"{a.pod.key}: granted {sorted(got)} for class requests {sorted(expected)}")
+        for (cname, resource), count in expected.items():
+            cls, variant = owners[resource]
+            grants = got[(cname, resource)]
+            if variant.sharing:
+                want = count * S.SHARING_UNITS[variant.sharing]
+                check(len(grants) == 1 and grants[0][2] == want,
+                      f"{a.pod.key}/{cname}: shared {resource} wants {want} on one device, got {grants}")
+            else:
+                check(len(grants) == count and len({g[1] for g in grants}) == count
+                      and all(g[2] is None for g in grants),
+                      f"{a.pod.key}/{cname}: exclusive {resource} x{count}, got {grants}")
+            for device_id, device, _ in grants:
+                d = world.device_spec.get(device)
+                check(device in world.devices and d is not None, f"{a.pod.key}: device {device} does not exist")
+                assert d is not None
+                check(d.node == a.node, f"{a.pod.key} on {a.node} got device {device} of node {d.node}")
+                check(d.device_id == device_id, f"{a.pod.key}: device {device} id {device_id} != {d.device_id}")
+                check(d.healthy and not d.unschedulable, f"{a.pod.key} got unhealthy/unschedulable device {device}")
+                check(selects(variant, d), f"{a.pod.key} got device {device} ({d}) not selected by class "
+                                           f"{cls.name} {variant}")
+    # invariant 1 at decision time: the devices granted now, against every current holder
+    ledger = ledger_of(world_holders(world) + list(txn.items()))
+    granted = {device for a in placed for _, _, _, device, _ in grants_of(a.annotations)}
+    check_device_use(ledger, world, sorted(granted), f"decision {[a.pod.key for a in placed]}")
+    # invariant 2 at decision time
+    for node in sorted({a.node for a in placed}):  # type: ignore[type-var]
+        alloc = node_allocatable(world.node_spec[node])
+        here = {a.pod.uid: a.annotations for a in placed if a.node == node}
+        before = node_usage(world, node, {})
+        after = node_usage(world, node, here)
+        wanted = {r for uid in here for r in pod_total(world.pods[uid])}
+        for r in sorted(set(alloc) | wanted):
+            check(after[r] <= alloc.get(r, 0) or after[r] <= before[r],
+                  f"node {node} over capacity in {r}: {before[r]} -> {after[r]} > allocatable {alloc.get(r, 0)} "
+                  f"after placing {sorted(world.pods[u]['metadata']['name'] for u in here)}")
+
+
+# --- checks at quiescence ----------------------------------------------------------------------
+
+
+def check_state_consistent(sched: Scheduler) -> None:
+    """The core's derived accounting equals a recomputation from its own placements."""
+    state = sched.state
+    requested: dict[str, Counter[str]] = defaultdict(Counter)
+    pods: dict[str, set[str]] = defaultdict(set)
+    scoring: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    broken: dict[str, set[str]] = defaultdict(set)
+    use: Ledger = {}
+    for uid, p in state.placements.items():
+        check(not p.assumed, f"pod {uid} still assumed after the replay drained")
+        check(uid in state.pods and uid not in state.pending, f"placed pod {uid} unknown or pending")
+        requested[p.node].update(p.requests)
+        pods[p.node].add(uid)
+        scoring[p.node][0] += p.scoring_cpu
+        scoring[p.node][1] += p.scoring_memory
+        if p.broken:
+            broken[p.node].add(uid)
+        for device, amount in p.grants:
+            exclusive, shared = use.setdefault(device, (set(), {}))
+            if amount is None:
+                exclusive.add(uid)
+            else:
+                shared[uid] = shared.get(uid, Fraction(0)) + amount
+    for uid in state.pending:
+        pod = state.pods.get(uid)
+        check(pod is not None and state.is_ours(pod) and not pod.node_name and not pod.terminal,
+              f"pending pod {uid} is not one of ours waiting for a node")
+        check(uid in sched.queue, f"pending pod {pod and pod.key} is not in the scheduling queue (lost forever)")
+    for name, info in state.nodes.items():
+        check(info.pods == pods.get(name, set()), f"node {name}: pods {info.pods} != placements {pods.get(name)}")
+        want = {k: v for k, v in requested.get(name, Counter()).items() if v}
+        check(info.requested == want, f"node {name}: requested {info.requested} != placements {want}")
+        check([info.scoring_cpu, info.scoring_memory] == scoring.get(name, [0, 0]), f"node {name}: scoring sums drift")
+        check(info.broken == broken.get(name, set()), f"node {name}: broken set drifts")
+        devices = {n: d for n, d in state.devices.items() if d.node_name == name}
+        check(info.devices == devices, f"node {name}: device index drifts")
+        busy: Counter[str] = Counter()
+        for d in devices.values():
+            if d.name in use:
+                busy[d.resource_name] += 1
+        check(info.busy == dict(busy), f"node {name}: busy {info.busy} != {dict(busy)}")
+    core = {d: (set(u.exclusive), dict(u.shared)) for d, u in state.device_use.items()}
+    check(core == use, f"device ledger {core} != placements' grants {use}")
+    for d, u in state.device_use.items():
+        cached = getattr(u, "shared_total", None)
+        if cached is not None:
+            cached = cached() if callable(cached) else cached
+            check(cached == sum(u.shared.values(), Fraction(0)),
+                  f"device {d}: cached shared total {cached} != sum of shares {dict(u.shared)}")
+    with_object = [n for n, info in state.nodes.items() if info.node is not None]
+    check(sorted(state.node_order) == sorted(with_object) and len(set(state.node_order)) == len(state.node_order),
+          f"node_order {state.node_order} != nodes with objects {with_object}")
+    for key, members in state.groups.items():
+        for uid in members:
+            pod = state.pods.get(uid)
+            check(pod is not None and pod.gang is not None and pod.gang.key == key and not pod.terminal,
+                  f"group {key} lists {uid} wrongly")
+    for uid, pod in state.pods.items():
+        if pod.gang is not None and not pod.terminal:
+            check(uid in state.groups.get(pod.gang.key, ()), f"{pod.key} missing from its group {pod.gang.key}")
+
+
+def check_state_matches_world(world: S.World, sched: Scheduler) -> None:
+    """The core's view equals the apiserver's objects (valid streams only)."""
+    state = sched.state
+    want_nodes = {uid: node_of(raw) for uid, raw in world.pods.items() if node_of(raw) and not terminal(raw)}
+    have_nodes = {uid: p.node for uid, p in state.placements.items()}
+    check(have_nodes == want_nodes, f"placements {have_nodes} != bound pods {want_nodes}")
+    want_pending = {uid for uid, raw in world.pods.items()
+                    if not node_of(raw) and not terminal(raw) and raw["spec"].get("schedulerName") == "tessera"
+                    and not raw["spec"].get("schedulingGates") and "deletionTimestamp" not in raw["metadata"]}
+    check(state.pending == want_pending, f"pending {sorted(state.pending)} != {sorted(want_pending)}")
+    for uid, p in state.placements.items():
+        check(p.requests == pod_total(world.pods[uid]),
+              f"pod {uid}: charged {p.requests} != requests {pod_total(world.pods[uid])}")
+    ledger = ledger_of(world_holders(world))
+    core = {d: (set(u.exclusive), dict(u.shared)) for d, u in state.device_use.items()}
+    check(core == ledger, f"device ledger {core} != annotations {ledger}")
+    # invariant 1 over what Tessera handed out (input pods may conflict with it later; that is input)
+    ours = ledger_of((uid, a) for uid, a in world_holders(world) if uid in world.tessera_bound)
+    check_device_use(ours, world, sorted(ours), "Tessera's grants")
+
+
+def check_ours_core(sched: Scheduler, ours: set[str]) -> None:
+    """Invariant 1 on the core ledger, over devices some Tessera-placed pod holds (any input)."""
+    state = sched.state
+    for device, use in state.device_use.items():
+        holders = use.exclusive | set(use.shared)
+        mine = holders & ours
+        if not mine:
+            continue
+        mine_exclusive = use.exclusive & ours
+        check(len(mine_exclusive) <= 1, f"device {device} granted exclusively to {sorted(mine_exclusive)}")
+        check(not (mine_exclusive and set(use.shared) & ours), f"device {device} granted exclusive and shared")
+
+
+def fingerprint(state: ClusterState) -> tuple[Any, ...]:
+    return (dict(state.placements), frozenset(state.pending), {n: i.node for n, i in state.nodes.items()},
+            dict(state.devices), dict(state.pods), {k: frozenset(v) for k, v in state.groups.items()})
+
+
+# --- the harness ---------------------------------------------------------------------------------
+
+
+class Harness:
+    def __init__(self, scenario: Scenario, *, valid: bool = True, double: bool = False,
+                 corruptions: Iterable[Corruption] = (), garbage: Iterable[GarbageEvent] = ()) -> None:
+        self.scenario = scenario
+        self.world = S.World(scenario)
+        self.replay = Replay(CONFIGS[scenario.config])
+        self.sched = self.replay.scheduler
+        self.valid = valid
+        self.double = double
+        self.records: list[tuple[Any, ...]] = []
+        self.ours: set[str] = set()
+        self.corruptions: dict[int, list[Corruption]] = defaultdict(list)
+        for c in corruptions:
+            self.corruptions[c.event].append(c)
+        self.garbage: dict[int, list[GarbageEvent]] = defaultdict(list)
+        for g in garbage:
+            self.garbage[g.position].append(g)
+        self.delivered = 0
+        inner = self.sched.schedule_next
+
+        def schedule_next(now: float) -> list[Attempt] | None:
+            result = inner(now)
+            if result:
+                self._decided(result)
+            return result
+
+        self.sched.schedule_next = schedule_next  # type: ignore[method-assign]
+
+    def _decided(self, attempts: list[Attempt]) -> None:
+        for a in attempts:
+            self.records.append((a.pod.key, a.node, tuple(sorted(a.annotations.items())), a.message))
+            self.world.log.append(f"  attempt {a.pod.key} -> {a.node} {a.message}")
+        check_decision_core(self.sched, attempts, self.ours)
+        if self.valid:
+            check_decision_world(self.world, attempts)
+        for a in attempts:
+            if a.node is not None:
+                self.ours.add(a.pod.uid)
+                self.world.bind(a.pod.uid, a.node, a.annotations)
+
+    def deliver(self, d: S.Delivery) -> None:
+        obj = d.object
+        for c in self.corruptions.get(self.delivered, ()):
+            obj = S.corrupt(obj, c)
+            self.world.log.append(f"  (corrupted: {c})")
+        self.delivered += 1
+        obj = copy.deepcopy(obj)
+        if d.direct:
+            before = fingerprint(self.sched.state)
+            self.sched.apply(d.type, obj, self.replay.now)
+            for _ in self.replay.drain():
+                pass
+            if self.valid:
+                check(fingerprint(self.sched.state) == before, "a stale (older resourceVersion) event changed the state")
+        else:
+            if self.double:
+                self.sched.apply(d.type, obj, self.replay.now)
+            for _ in self.replay.run([WatchEvent(d.type, obj)]):
+                pass
+        self.quiescent()
+
+    def quiescent(self) -> None:
+        check_state_consistent(self.sched)
+        check_ours_core(self.sched, self.ours)
+        if self.valid:
+            check_state_matches_world(self.world, self.sched)
+
+    def run(self) -> Harness:
+        try:
+            for i, op in enumerate(self.scenario.ops):
+                for g in self.garbage.get(i, ()):
+                    self.world.log.append(f"{g.type} garbage {str(g.object)[:160]}")
+                    self.deliver(S.Delivery(g.type, g.object, False))
+                for d in self.world.events_for(op):
+                    self.deliver(d)
+        except BaseException as err:
+            err.add_note("event log (delivered events, attempts, bindings):\n  " + "\n  ".join(self.world.log))
+            raise
+        return self
+
+    def relist(self) -> list[tuple[Any, ...]]:
+        """Deliver every current object again as ADDED (an informer relist); returns new attempts."""
+        start = len(self.records)
+        for raw in self.world.current_objects():
+            self.deliver(S.Delivery("ADDED", raw, False))
+        return self.records[start:]
+
+    def final(self, with_time: bool = True) -> dict[str, tuple[str, str | None]]:
+        out = {}
+        for uid, raw in self.world.pods.items():
+            annotations = dict(raw["metadata"].get("annotations") or {})
+            if not with_time:
+                annotations.pop(ann.ASSUME_TIME, None)
+            out[f"{raw['metadata']['namespace']}/{raw['metadata']['name']}#{uid[-4:]}"] = (
+                node_of(raw), orjson.dumps(annotations, option=orjson.OPT_SORT_KEYS).decode())
+        return out
+
+
+# --- explicit regression examples --------------------------------------------------------------
+
+_C = ContainerSpec
+_NODE = NodeSpec(cpu_m=4000, mem_mi=8192, pods=8, gpus=4, zone="a", taint=None, unschedulable=False, extra=0)
+
+
+def _pod(name: str, **kw: Any) -> PodSpec:
+    base: dict[str, Any] = dict(name=name, namespace="default", scheduler="tessera",
+                                containers=(_C(0, 0, False, 1, 0, None, 0),), inits=(), overhead_m=0, zone=None,
+                                affinity_zone=None, toleration="none", gang=None, priority=0, bound_node=None,
+                                claims=(), gated=False)
+    base.update(kw)
+    return PodSpec(**base)
+
+
+# A gang of min 3 with 3 members, one of them gated: both ungated members fit, 2 < 3 placed, and
+# `_schedule_gang` indexes `failed[0]` although no member failed.
+GATED_GANG = Scenario(
+    config="binpack", nodes=((_NODE,),), devices=(), classes=(), podgroups=(),
+    pods=(_pod("p0", gang=("label", "g0", 3)), _pod("p1", gang=("label", "g0", 3)),
+          _pod("p2", gang=("label", "g0", 3), gated=True)),
+    ops=(Op("node+", 0, 0, False), Op("pod+", 2, 0, False), Op("pod+", 0, 0, False), Op("pod+", 1, 0, False)),
+)
+
+
+# --- properties ----------------------------------------------------------------------------------
+
+
+@_settings(250)
+@given(S.scenarios())
+@example(GATED_GANG)
+def test_invariants_hold_after_every_event_and_decision(scenario: Scenario) -> None:
+    Harness(scenario).run()
+
+
+@_settings(100)
+@given(S.scenarios())
+def test_replay_is_deterministic(scenario: Scenario) -> None:
+    first = Harness(scenario, valid=False).run()
+    second = Harness(scenario, valid=False).run()
+    check(first.records == second.records, "the same stream gave different attempts")
+    check(first.final() == second.final(), "the same stream gave different final placements")
+    notices = [[(n.kind, n.key, n.reason, n.message) for n in h.replay.stats.notices] for h in (first, second)]
+    check(notices[0] == notices[1], "the same stream gave different notices")
+
+
+@_settings(100)
+@given(S.scenarios())
+def test_duplicated_events_and_relists_change_nothing(scenario: Scenario) -> None:
+    once = Harness(scenario, valid=False).run()
+    twice = Harness(scenario, valid=False, double=True).run()
+    check(once.final(with_time=False) == twice.final(with_time=False),
+          f"delivering every event twice changed the outcome:\n{once.final(False)}\n!=\n{twice.final(False)}")
+    placed_once = [r[:3] for r in once.records if r[1] is not None]
+    placed_twice = [r[:3] for r in twice.records if r[1] is not None]
+    strip = [tuple((k, v) for k, v in r[2] if k != ann.ASSUME_TIME) for r in placed_once]
+    strip2 = [tuple((k, v) for k, v in r[2] if k != ann.ASSUME_TIME) for r in placed_twice]
+    check([r[:2] for r in placed_once] == [r[:2] for r in placed_twice] and strip == strip2,
+          "delivering every event twice changed the sequence of placements")
+    before = once.final()
+    new = once.relist()
+    check(not [r for r in new if r[1] is not None], f"a relist of unchanged objects placed pods: {new}")
+    check(once.final() == before, "a relist of unchanged objects changed placements")
+
+
+@_settings(250)
+@given(S.scenarios(max_ops=30), st.lists(S.corruptions, max_size=6), st.lists(S.garbage_events, max_size=3))
+def test_corrupted_input_never_crashes_nor_overallocates(scenario: Scenario, corruptions: list[Corruption],
+                                                         garbage: list[GarbageEvent]) -> None:
+    Harness(scenario, valid=False, corruptions=corruptions, garbage=garbage).run()
+
+
+def test_harness_smoke() -> None:
+    """The harness itself: a tiny valid stream binds what fits and the checks run."""
+    scenario = Scenario(
+        config="binpack", nodes=((_NODE,),), devices=(S.DeviceSpec("n0", 0, "V100", 32, S.GPU, False, True, False),),
+        classes=(ClassSpec("c0", S.CREATED[0], (ClassVariant((("model", "V100"),), "1Gi", None),)),),
+        podgroups=(PodGroupSpec("pg0", (2,)),),
+        pods=(_pod("p0", containers=(_C(500, 512, False, 0, 0, "class.tessera.dev/c0", 8),)),
+              _pod("p1", gang=("pg", "pg0")), _pod("p2", gang=("pg", "pg0"))),
+        ops=(Op("node+", 0, 0, False), Op("dev+", 0, 0, False), Op("class+", 0, 0, False), Op("pod+", 0, 0, False),
+             Op("pod+", 1, 0, False), Op("pod+", 2, 0, False), Op("pg+", 0, 0, False), Op("pod_finish", 0, 0, False)),
+    )
+    h = Harness(scenario).run()
+    placed = {r[0]: r[1] for r in h.records if r[1]}
+    assert placed == {"default/p0": "n0", "default/p1": "n0", "default/p2": "n0"}, h.records

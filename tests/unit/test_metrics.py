@@ -1,0 +1,137 @@
+"""Metrics carry kube-scheduler's names, labels, label values and buckets, in a private registry."""
+
+from __future__ import annotations
+
+import math
+
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from scheduler.kube.metrics import Metrics, attempts_label, exponential_buckets
+
+
+def _families(metrics: Metrics) -> dict[str, object]:
+    text = generate_latest(metrics.registry).decode()
+    return {family.name: family for family in text_string_to_metric_families(text)}
+
+
+def _samples(metrics: Metrics) -> list[tuple[str, dict[str, str], float]]:
+    text = generate_latest(metrics.registry).decode()
+    return [(s.name, s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
+
+
+def _value(metrics: Metrics, metric: str, **labels: str) -> float:
+    matches = [v for n, lab, v in _samples(metrics) if n == metric and lab == labels]
+    assert len(matches) == 1, (metric, labels, matches)
+    return matches[0]
+
+
+def _buckets(metrics: Metrics, metric: str, **labels: str) -> list[float]:
+    return [float(lab["le"]) for n, lab, _ in _samples(metrics)
+            if n == f"{metric}_bucket" and {k: v for k, v in lab.items() if k != "le"} == labels]
+
+
+def test_upstream_bucket_layouts() -> None:
+    assert exponential_buckets(0.001, 2, 15)[-1] == 16.384
+    m = Metrics(profiles=["tessera"])
+    m.observe_attempt("scheduled", "tessera", 0.003)
+    m.observe_pod_scheduled(1, 0.5)
+    attempt = _buckets(m, "scheduler_scheduling_attempt_duration_seconds", profile="tessera", result="scheduled")
+    assert attempt[:-1] == [0.001 * 2**i for i in range(15)] and math.isinf(attempt[-1])
+    sli = _buckets(m, "scheduler_pod_scheduling_sli_duration_seconds", attempts="1")
+    assert sli[:-1] == [0.01 * 2**i for i in range(20)] and math.isinf(sli[-1])
+    assert _buckets(m, "scheduler_pod_scheduling_attempts")[:-1] == [1, 2, 4, 8, 16]
+
+
+def test_attempts_label_caps_at_15_plus() -> None:
+    assert [attempts_label(n) for n in (1, 2, 14, 15, 99)] == ["1", "2", "14", "15+", "15+"]
+    m = Metrics()
+    m.observe_pod_scheduled(20, 3.0)
+    m.observe_pod_scheduled(3, 1.0)
+    assert _value(m, "scheduler_pod_scheduling_sli_duration_seconds_count", attempts="15+") == 1
+    assert _value(m, "scheduler_pod_scheduling_sli_duration_seconds_count", attempts="3") == 1
+    assert _value(m, "scheduler_pod_scheduling_attempts_count") == 2
+    assert _value(m, "scheduler_pod_scheduling_attempts_sum") == 23
+
+
+def test_attempts_counted_by_result_and_profile() -> None:
+    m = Metrics(profiles=["tessera"])
+    # Pre-created at zero, so the series exist from the first scrape.
+    assert _value(m, "scheduler_schedule_attempts_total", result="error", profile="tessera") == 0
+    m.observe_attempt("scheduled", "tessera", 0.01)
+    m.observe_attempt("unschedulable", "tessera", 0.02)
+    m.observe_attempt("unschedulable", "tessera", 0.02)
+    assert _value(m, "scheduler_schedule_attempts_total", result="scheduled", profile="tessera") == 1
+    assert _value(m, "scheduler_schedule_attempts_total", result="unschedulable", profile="tessera") == 2
+    assert _value(m, "scheduler_scheduling_attempt_duration_seconds_count",
+                  result="unschedulable", profile="tessera") == 2
+
+
+def test_gauges_and_counters_with_upstream_label_values() -> None:
+    m = Metrics()
+    for queue in ("active", "backoff", "unschedulable", "gated"):
+        assert _value(m, "scheduler_pending_pods", queue=queue) == 0
+    m.set_pending({"active": 3, "unschedulable": 2})
+    assert _value(m, "scheduler_pending_pods", queue="active") == 3
+    assert _value(m, "scheduler_pending_pods", queue="gated") == 0
+
+    m.set_cache_size(nodes=5, pods=40, assumed_pods=2)
+    assert _value(m, "scheduler_scheduler_cache_size", type="assumed_pods") == 2
+    m.pod_incoming("active", "PodAdd")
+    m.pod_incoming("backoff", "ScheduleAttemptFailure", 2)
+    assert _value(m, "scheduler_queue_incoming_pods_total", queue="backoff", event="ScheduleAttemptFailure") == 2
+
+    m.set_devices({"free": 6, "allocated": 2})
+    assert _value(m, "tessera_devices", state="free") == 6
+    assert _value(m, "tessera_devices", state="unhealthy") == 0
+    m.set_devices({"free": 5})
+    assert _value(m, "tessera_devices", state="allocated") == 0  # a full snapshot each time
+
+    m.gang_attempt("placed")
+    m.gang_attempt("failed")
+    assert _value(m, "tessera_gang_attempts_total", result="placed") == 1
+    assert _value(m, "tessera_gang_attempts_total", result="waiting") == 0
+
+    m.observe_binding("success", 0.01)
+    m.observe_binding("conflict", 0.02)
+    assert _value(m, "tessera_bindings_total", result="conflict") == 1
+    assert _value(m, "tessera_bindings_total", result="not_found") == 0
+    assert _value(m, "tessera_binding_duration_seconds_count") == 2
+
+    m.informer_relisted("Pod")
+    m.set_informer_synced("Pod", True)
+    m.set_informer_synced("Node", False)
+    assert _value(m, "tessera_informer_relists_total", kind="Pod") == 1
+    assert _value(m, "tessera_informer_synced", kind="Pod") == 1
+    assert _value(m, "tessera_informer_synced", kind="Node") == 0
+
+
+def test_leader_gauges() -> None:
+    m = Metrics(lease_name="tessera")
+    assert _value(m, "tessera_leader") == 0
+    assert _value(m, "leader_election_master_status", name="tessera") == 0
+    m.set_leader(True)
+    assert _value(m, "tessera_leader") == 1
+    assert _value(m, "leader_election_master_status", name="tessera") == 1
+
+
+def test_exposition_matches_upstream_text() -> None:
+    m = Metrics(profiles=["tessera"])
+    m.observe_attempt("scheduled", "tessera", 0.01)
+    text = generate_latest(m.registry).decode()
+    assert ("# HELP scheduler_schedule_attempts_total [STABLE] Number of attempts to schedule pods, by the "
+            "result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal "
+            "scheduler problem.\n# TYPE scheduler_schedule_attempts_total counter\n") in text
+    assert "# HELP scheduler_pod_scheduling_sli_duration_seconds [BETA] E2e latency" in text
+    assert "# HELP scheduler_scheduler_cache_size [ALPHA] Number of nodes" in text
+    # kube-scheduler exposes no `_created` series; prometheus-client's are filtered out.
+    assert "_created" not in text
+
+
+def test_registries_are_private() -> None:
+    first, second = Metrics(), Metrics()  # no "Duplicated timeseries"
+    first.gang_attempt("placed")
+    assert _value(second, "tessera_gang_attempts_total", result="placed") == 0
+    assert "scheduler_schedule_attempts_total" not in generate_latest(REGISTRY).decode()
+    # ... and nothing but ours: no process/platform collectors.
+    assert all(name.startswith(("scheduler_", "tessera_", "leader_election_")) for name in _families(first))

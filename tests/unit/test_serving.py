@@ -1,0 +1,112 @@
+"""The probe/metrics server: liveness, readiness flips, Prometheus exposition, nothing else."""
+
+from __future__ import annotations
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from scheduler.kube.metrics import Metrics
+from scheduler.kube.serving import DEFAULT_HOST, DEFAULT_PORT, HealthServer, serve
+
+
+class Flags:
+    def __init__(self) -> None:
+        self.alive = True
+        self.synced = False
+        self.reason = "informers have not finished their initial list"
+
+    def healthy(self) -> bool:
+        return self.alive
+
+    def ready(self) -> tuple[bool, str]:
+        return self.synced, "" if self.synced else self.reason
+
+
+async def _get(session: aiohttp.ClientSession, url: str, **headers: str) -> tuple[int, str, str]:
+    async with session.get(url, headers=headers) as response:
+        return response.status, await response.text(), response.headers.get("Content-Type", "")
+
+
+def test_defaults_are_loopback() -> None:
+    assert (DEFAULT_HOST, DEFAULT_PORT) == ("127.0.0.1", 10251)
+
+
+async def test_health_readiness_and_metrics() -> None:
+    flags = Flags()
+    metrics = Metrics(profiles=["tessera"])
+    metrics.observe_attempt("scheduled", "tessera", 0.01)
+    async with serve("127.0.0.1", 0, healthy=flags.healthy, ready=flags.ready, registry=metrics.registry) as server:
+        assert server.port > 0
+        base = server.url
+        async with aiohttp.ClientSession() as session:
+            assert await _get(session, f"{base}/healthz") == (200, "ok", "text/plain; charset=utf-8")
+            assert (await _get(session, f"{base}/livez"))[:2] == (200, "ok")
+
+            status, text, _ = await _get(session, f"{base}/readyz")
+            assert status == 503 and text == "not ready: informers have not finished their initial list"
+            flags.synced = True
+            assert (await _get(session, f"{base}/readyz"))[:2] == (200, "ok")
+            flags.synced, flags.reason = False, "waiting\nfor\tnodes " + "x" * 500
+            status, text, _ = await _get(session, f"{base}/readyz")
+            assert status == 503 and text.startswith("not ready: waiting for nodes x") and "\n" not in text
+            assert len(text) < 250
+
+            flags.alive = False
+            assert (await _get(session, f"{base}/healthz"))[0] == 500
+            assert (await _get(session, f"{base}/livez"))[0] == 500
+
+            status, text, content_type = await _get(session, f"{base}/metrics")
+            assert status == 200 and content_type.startswith("text/plain")
+            families = {f.name: f for f in text_string_to_metric_families(text)}
+            assert {"scheduler_schedule_attempts", "scheduler_pending_pods", "tessera_devices",
+                    "tessera_leader", "scheduler_pod_scheduling_sli_duration_seconds"} <= set(families)
+            sample = next(s for s in families["scheduler_schedule_attempts"].samples
+                          if s.labels.get("result") == "scheduled")
+            assert sample.labels == {"result": "scheduled", "profile": "tessera"} and sample.value == 1
+            pending = {s.labels["queue"] for s in families["scheduler_pending_pods"].samples}
+            assert pending == {"active", "backoff", "unschedulable", "gated"}
+
+            # Prometheus may negotiate OpenMetrics.
+            status, text, content_type = await _get(
+                session, f"{base}/metrics", Accept="application/openmetrics-text; version=1.0.0")
+            assert status == 200 and content_type.startswith("application/openmetrics-text")
+            assert text.rstrip().endswith("# EOF")
+
+            assert (await _get(session, f"{base}/"))[0] == 404
+            assert (await _get(session, f"{base}/configz"))[0] == 404
+    with pytest.raises(RuntimeError):
+        _ = HealthServer(healthy=flags.healthy, ready=flags.ready, registry=metrics.registry).port
+
+
+async def test_failing_checks_leak_nothing() -> None:
+    secret = "token=sk-very-secret"
+
+    def broken_health() -> bool:
+        raise RuntimeError(secret)
+
+    def broken_ready() -> tuple[bool, str]:
+        raise RuntimeError(secret)
+
+    server = HealthServer("127.0.0.1", 0, healthy=broken_health, ready=broken_ready, registry=Metrics().registry)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            status, text, _ = await _get(session, f"{server.url}/healthz")
+            assert status == 500 and secret not in text
+            status, text, _ = await _get(session, f"{server.url}/readyz")
+            assert status == 503 and secret not in text
+    finally:
+        await server.stop()
+    await server.stop()  # idempotent
+
+
+async def test_stop_frees_the_port() -> None:
+    flags = Flags()
+    server = HealthServer("127.0.0.1", 0, healthy=flags.healthy, ready=flags.ready, registry=Metrics().registry)
+    await server.start()
+    port = server.port
+    await server.stop()
+    again = HealthServer("127.0.0.1", port, healthy=flags.healthy, ready=flags.ready, registry=Metrics().registry)
+    async with again:
+        assert again.port == port
