@@ -48,6 +48,8 @@ class Attempt:
     rejectors: frozenset[str] = frozenset()
     scores: dict[str, dict[str, int]] | None = None
     filtered: dict[str, str] | None = None
+    attempts: int = 1  # this attempt included (for the scheduling SLI metrics)
+    queued_at: float = 0.0  # when the pod first entered the queue
 
 
 def num_feasible_nodes_to_find(percentage: int, num_nodes: int) -> int:
@@ -159,14 +161,25 @@ class Scheduler:
             self.queue.remove(uid)
             return []
         runtime = self.profiles[pod.scheduler_name]
+        history = self._history(pod)
         if pod.gang is not None:
-            return self._schedule_gang(pod, runtime, now)
-        attempt = self._attempt(pod, runtime, now)
-        if attempt.node is not None:
-            self.queue.done(uid)
+            attempts = self._schedule_gang(pod, runtime, now)
         else:
-            self.queue.unschedulable_failure(uid, attempt.rejectors, now)
-        return [attempt]
+            attempts = [self._attempt(pod, runtime, now)]
+            if attempts[0].node is not None:
+                self.queue.done(uid)
+            else:
+                self.queue.unschedulable_failure(uid, attempts[0].rejectors, now)
+        for attempt in attempts:
+            failures, queued_at = history.get(attempt.pod.uid, (0, now))
+            attempt.attempts, attempt.queued_at = failures + 1, queued_at
+        return attempts
+
+    def _history(self, pod: Pod) -> dict[str, tuple[int, float]]:
+        """Failed attempts so far and first-queued time of the pod (and its gang siblings)."""
+        uids = self.state.groups.get(pod.gang.key, {pod.uid}) if pod.gang is not None else {pod.uid}
+        entries = self.queue.entries
+        return {uid: (entries[uid].attempts, entries[uid].initial) for uid in uids if uid in entries}
 
     def _attempt(self, pod: Pod, runtime: ProfileRuntime, now: float) -> Attempt:
         """Filter, score and pick a node for one pod; on success the pod is assumed."""

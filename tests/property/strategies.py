@@ -354,7 +354,9 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8) -> Scenario
                       for name in draw(st.lists(st.sampled_from(["pg0", "pg1"]), max_size=2, unique=True)))
     label_gangs = {name: draw(st.integers(1, 4)) for name in draw(st.lists(st.sampled_from(["g0", "g1"]),
                                                                             max_size=2, unique=True))}
-    resources = [f"{DEFAULT_PREFIX}{name}" for name in CLASS_NAMES] + list(CUSTOM_RESOURCES) + [MISSING_CLASS]
+    # mostly resources some version of some class provides; sometimes one nobody provides
+    resources = sorted({class_resource(c, v) for c in classes for v in c.variants})
+    resources = resources * 4 + [f"{DEFAULT_PREFIX}{CLASS_NAMES[0]}", CUSTOM_RESOURCES[0], MISSING_CLASS]
 
     def container(main: bool) -> ContainerSpec:
         klass = draw(st.sampled_from([None] * 5 + [*resources] if main else [None] * 12 + [*resources]))
@@ -370,7 +372,7 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8) -> Scenario
 
     gang_choices: list[tuple[Any, ...] | None] = [None, None]
     gang_choices += [("label", name, minimum) for name, minimum in label_gangs.items()]
-    gang_choices += [("pg", name) for name in ("pg0", "pg1")]
+    gang_choices += [("pg", pg.name) for pg in podgroups for _ in range(2)] + [("pg", "pg9")]
     claimed: set[int] = set()
     pods = []
     for i in range(draw(st.integers(1, max_pods))):
@@ -386,7 +388,7 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8) -> Scenario
                       for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2]))))
         pods.append(PodSpec(
             name=f"p{i}",
-            namespace=draw(st.sampled_from(["default", "default", "default", "team-b"])),
+            namespace=draw(st.sampled_from(["default"] * 7 + ["team-b"])),
             scheduler=draw(st.sampled_from(["tessera", "tessera", "default-scheduler"] if bound
                                            else ["tessera"] * 5 + ["default-scheduler"])),
             containers=(container(True),) + tuple(container(False) for _ in range(draw(st.integers(0, 1)))),

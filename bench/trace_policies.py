@@ -1,0 +1,102 @@
+"""The scheduling policies `bench.trace` compares, each an ordinary Tessera configuration.
+
+Why configurations and not code: the benchmark must measure what a user gets from a config file,
+through `parse_config` and the real plugins. Adding a policy is one `Policy(...)` line in
+`POLICIES`. The NodeResourcesFit variants change only `pluginConfig` (like config/spread.yaml and
+config/binpack.yaml), so the other default score plugins stay on, as they would for a user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.api.config import SchedulerConfig, load_config, parse_config
+
+FIT_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
+
+
+def _v1(profile: dict[str, Any], name: str) -> SchedulerConfig:
+    raw = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "profiles": [{"schedulerName": "tessera", **profile}]}
+    return parse_config(raw, name)
+
+
+def _fit(name: str, strategy_type: str, weights: Sequence[int], extra: dict[str, Any] | None = None) -> SchedulerConfig:
+    strategy: dict[str, Any] = {
+        "type": strategy_type,
+        "resources": [{"name": r, "weight": w} for r, w in zip(FIT_RESOURCES, weights, strict=True)],
+        **(extra or {}),
+    }
+    return _v1({"pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}}]}, name)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    name: str
+    summary: str
+    build: Callable[[], SchedulerConfig]
+
+
+POLICIES: tuple[Policy, ...] = (
+    Policy("tessera-default", "the built-in default configuration (no --config)", lambda: load_config(None)),
+    Policy("least-allocated", "NodeResourcesFit LeastAllocated, cpu/memory/gpu 1/1/1",
+           lambda: _fit("least-allocated", "LeastAllocated", (1, 1, 1))),
+    Policy("most-allocated", "NodeResourcesFit MostAllocated, cpu/memory/gpu 1/1/1",
+           lambda: _fit("most-allocated", "MostAllocated", (1, 1, 1))),
+    Policy("rtcr-binpack", "RequestedToCapacityRatio (0,0)-(100,10), cpu/memory/gpu 1/1/3",
+           lambda: _fit("rtcr-binpack", "RequestedToCapacityRatio", (1, 1, 3), {
+               "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0},
+                                                      {"utilization": 100, "score": 10}]}})),
+    Policy("first-fit", "no score plugins: first feasible node from kube-scheduler's rotating start",
+           lambda: _v1({"plugins": {"score": {"disabled": [{"name": "*"}]}}}, "first-fit")),
+)
+
+BY_NAME = {p.name: p for p in POLICIES}
+
+
+def select(names: str | None) -> list[Policy]:
+    """`--policies a,b` → those policies in the order given; None → all."""
+    if not names:
+        return list(POLICIES)
+    chosen = []
+    for name in (n.strip() for n in names.split(",")):
+        if not name:
+            continue
+        if name not in BY_NAME:
+            raise ValueError(f"unknown policy {name!r}; known: {', '.join(BY_NAME)}")
+        chosen.append(BY_NAME[name])
+    if not chosen:
+        raise ValueError("--policies selected nothing")
+    return chosen
+
+
+def config_for(policy: Policy, score_all_nodes: bool = True) -> SchedulerConfig:
+    """The policy's configuration; by default scoring every feasible node, as FGD's simulator does
+    (`percentageOfNodesToScore: 100`), instead of kube-scheduler's adaptive sample."""
+    config = policy.build()
+    if not score_all_nodes:
+        return config
+    profiles = tuple(p.model_copy(update={"percentage_of_nodes_to_score": None}) for p in config.profiles)
+    return config.model_copy(update={"percentage_of_nodes_to_score": 100, "profiles": profiles})
+
+
+def scoring_fingerprint(config: SchedulerConfig) -> tuple[object, ...]:
+    """What decides placements in a profile (not the config's name or source): two policies with
+    equal fingerprints must produce identical results."""
+    return tuple((p.scheduler_name, tuple(p.score_weights.items()), p.fit, p.devices,
+                  p.percentage_of_nodes_to_score) for p in config.profiles) + (config.percentage_of_nodes_to_score,)
+
+
+def duplicates(policies: Sequence[Policy], score_all_nodes: bool) -> list[tuple[str, str]]:
+    """Pairs of selected policies that resolve to the same scoring (worth a warning)."""
+    seen: dict[tuple[object, ...], str] = {}
+    pairs = []
+    for policy in policies:
+        key = scoring_fingerprint(config_for(policy, score_all_nodes))
+        if key in seen:
+            pairs.append((seen[key], policy.name))
+        else:
+            seen[key] = policy.name
+    return pairs

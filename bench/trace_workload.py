@@ -1,0 +1,264 @@
+"""The Alibaba GPU trace (2023, "openb") as Kubernetes objects, in the FGD paper's arrival order.
+
+Why it looks like this: the point of `bench.trace` is to compare with the numbers published in
+"Beware of Fragmentation" (USENIX ATC'23), so the workload is built the way that paper's simulator
+(hkust-adsl/kubernetes-scheduler-simulator) builds it — see bench/README.md for the file
+references — while every object is an ordinary Node / Pod / ExtendedResource / ResourceClass that
+goes through the same parsing as production input:
+
+- order (`SortClusterPods`): pods sorted by name, then one seeded shuffle;
+- inflation (`tuneUpPods`): random clones of the *name-ordered* trace pods, drawn with the same
+  RNG after the shuffle, are appended until the next clone's GPU request would push the total past
+  ratio × cluster GPUs (a too-large trace is trimmed by random removal, `tuneDownPods`);
+- a whole-GPU pod with no model constraint asks for plain `nvidia.com/gpu: N`; with a constraint,
+  N devices of an exclusive ResourceClass selecting those models; a GPU-sharing pod
+  (`num_gpu == 1`, `gpu_milli < 1000`) asks for `gpu_milli` units of a sharing class over the
+  devices' `gpu-milli` capacity (1000 each), so it takes that slice of ONE device.
+
+Only the seeds match FGD's, not the permutations: FGD uses Go's math/rand, we use Python's.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import random
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scheduler.sim import builders as b
+
+Obj = dict[str, Any]
+
+MILLI = 1000
+GPU_RESOURCE = "nvidia.com/gpu"
+SHARE_DIMENSION = "gpu-milli"
+MODEL_KEY = "model"
+NAMESPACE = "trace"
+SCHEDULER_NAME = "tessera"
+NODE_PODS = 1000
+# Device memory is not in the trace and nothing here selects on it; it is set so the devices look
+# like what a node agent publishes. G2/G3 are undisclosed models.
+MODEL_MEMORY = {"A10": "24Gi", "P100": "16Gi", "T4": "16Gi", "V100M16": "16Gi", "V100M32": "32Gi"}
+DEFAULT_MEMORY = "16Gi"
+
+
+class TraceError(ValueError):
+    """A CSV row the benchmark cannot turn into objects (file, line and column in the message)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceNode:
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpus: int
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class TracePod:
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int
+    gpu_milli: int  # per GPU, 1..1000 when num_gpu > 0
+    gpu_spec: tuple[str, ...]  # allowed models, sorted; empty = any
+
+    @property
+    def total_gpu_milli(self) -> int:
+        """FGD's TotalMilliGpu: what this pod adds to arrived (and, if placed, allocated) demand."""
+        return self.num_gpu * self.gpu_milli
+
+    @property
+    def shared(self) -> bool:
+        return self.num_gpu == 1 and self.gpu_milli < MILLI
+
+    def clone(self, name: str) -> TracePod:
+        return TracePod(name, self.cpu_milli, self.memory_mib, self.num_gpu, self.gpu_milli, self.gpu_spec)
+
+
+# --- CSV -------------------------------------------------------------------------------------
+
+
+def _int(row: dict[str, str], column: str, where: str) -> int:
+    raw = (row.get(column) or "").strip()
+    try:
+        value = int(float(raw)) if raw else 0
+    except ValueError:
+        raise TraceError(f"{where}: column {column}: {raw!r} is not a number") from None
+    if value < 0:
+        raise TraceError(f"{where}: column {column}: {value} is negative")
+    return value
+
+
+def _rows(path: Path, required: Sequence[str]) -> Iterable[tuple[str, dict[str, str]]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in required if c not in (reader.fieldnames or ())]
+        if missing:
+            raise TraceError(f"{path}: missing column(s) {', '.join(missing)}")
+        for number, row in enumerate(reader, start=2):
+            yield f"{path}:{number}", row
+
+
+def read_nodes(path: Path) -> list[TraceNode]:
+    """GPU nodes in name order (the order the FGD simulator adds them, see bench/README.md)."""
+    nodes = []
+    for where, row in _rows(path, ("sn", "cpu_milli", "memory_mib", "gpu", "model")):
+        name = (row["sn"] or "").strip()
+        if not name:
+            raise TraceError(f"{where}: column sn: empty node name")
+        nodes.append(TraceNode(name, _int(row, "cpu_milli", where), _int(row, "memory_mib", where),
+                               _int(row, "gpu", where), (row["model"] or "").strip()))
+    return sorted(nodes, key=lambda n: n.name)
+
+
+def parse_spec(raw: str) -> tuple[str, ...]:
+    return tuple(sorted({m.strip() for m in raw.split("|") if m.strip()}))
+
+
+def read_pods(path: Path) -> list[TracePod]:
+    """Trace pods in name order. gpu_milli > 1000 counts as 1000 (as FGD's pod_csv_to_yaml.py)."""
+    pods = []
+    for where, row in _rows(path, ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")):
+        num_gpu = _int(row, "num_gpu", where)
+        gpu_milli = min(_int(row, "gpu_milli", where), MILLI) if num_gpu else 0
+        if num_gpu and gpu_milli == 0:
+            raise TraceError(f"{where}: num_gpu={num_gpu} but gpu_milli is 0")
+        if num_gpu > 1 and gpu_milli < MILLI:
+            raise TraceError(f"{where}: gpu_milli={gpu_milli} < 1000 is only valid with num_gpu == 1 "
+                             f"(got num_gpu={num_gpu})")
+        pods.append(TracePod((row["name"] or "").strip(), _int(row, "cpu_milli", where),
+                             _int(row, "memory_mib", where), num_gpu, gpu_milli,
+                             parse_spec(row.get("gpu_spec") or "")))
+    return sorted(pods, key=lambda p: p.name)
+
+
+# --- arrival order ---------------------------------------------------------------------------
+
+
+def arrival_sequence(pods: Sequence[TracePod], total_gpus: int, seed: int, ratio: float = 1.3) -> list[TracePod]:
+    """FGD's order: name order, seeded shuffle, then inflate (or trim) to `ratio` × GPU capacity.
+
+    One RNG does both, shuffle first, as FGD's `rand.Seed(seed)` → `SortClusterPods` →
+    `TunePodsByNodeTotalResource`. The stop rule is FGD's own: a clone is appended while
+    `total + clone.gpu_milli <= target` — per-GPU milli, so an 8-GPU clone can overshoot by up to
+    7 GPUs, exactly as there.
+    """
+    rng = random.Random(seed)
+    by_name = sorted(pods, key=lambda p: p.name)
+    order = list(by_name)
+    rng.shuffle(order)
+    if ratio <= 0 or not by_name:
+        return order
+    target = ratio * total_gpus * MILLI
+    total = sum(p.total_gpu_milli for p in order)
+    if total > target:
+        while total > target and order:
+            removed = order.pop(rng.randrange(len(order)))
+            total -= removed.total_gpu_milli
+        return order
+    i = 0
+    while True:
+        source = by_name[rng.randrange(len(by_name))]
+        if total + source.gpu_milli > target:
+            return order
+        total += source.total_gpu_milli
+        order.append(source.clone(f"{source.name}-tuned-{i}"))
+        i += 1
+
+
+# --- Kubernetes objects ----------------------------------------------------------------------
+
+
+def _slug(models: tuple[str, ...]) -> str:
+    text = "-".join(models).lower()
+    text = re.sub(r"[^a-z0-9-]+", "-", text).strip("-")
+    if not text or len(text) > 40:
+        text = hashlib.sha1("|".join(models).encode()).hexdigest()[:12]
+    return text
+
+
+def exclusive_class_name(spec: tuple[str, ...]) -> str:
+    return f"trace-gpu-{_slug(spec)}"
+
+
+def sharing_class_name(spec: tuple[str, ...]) -> str:
+    return f"trace-share-{_slug(spec)}" if spec else "trace-share-any"
+
+
+def class_resource(name: str) -> str:
+    return f"class.tessera.dev/{name}"
+
+
+def _model_selector(spec: tuple[str, ...]) -> list[Obj]:
+    if spec:
+        return [{"key": MODEL_KEY, "operator": "In", "values": list(spec)}]
+    return [{"key": MODEL_KEY, "operator": "Exists"}]
+
+
+def resource_classes(pods: Iterable[TracePod]) -> list[Obj]:
+    """One exclusive class per distinct non-empty gpu_spec of whole-GPU pods, one sharing class
+    per distinct gpu_spec (empty included) of GPU-sharing pods; sorted by name."""
+    exclusive: set[tuple[str, ...]] = set()
+    sharing: set[tuple[str, ...]] = set()
+    for pod in pods:
+        if pod.shared:
+            sharing.add(pod.gpu_spec)
+        elif pod.num_gpu and pod.gpu_spec:
+            exclusive.add(pod.gpu_spec)
+    classes = [b.resource_class(exclusive_class_name(s), expressions=_model_selector(s)) for s in exclusive]
+    classes += [b.resource_class(sharing_class_name(s), expressions=_model_selector(s),
+                                 sharing={"dimension": SHARE_DIMENSION, "unit": "1"}) for s in sharing]
+    return sorted(classes, key=lambda c: str(c["metadata"]["name"]))
+
+
+def node_object(node: TraceNode) -> Obj:
+    return b.node(node.name, cpu=f"{node.cpu_milli}m", memory=f"{node.memory_mib}Mi", gpus=node.gpus,
+                  pods=NODE_PODS, labels={"tessera.dev/gpu-model": node.model} if node.model else None)
+
+
+def device_objects(node: TraceNode) -> list[Obj]:
+    """One ExtendedResource per GPU, with a `gpu-milli: 1000` capacity for the sharing classes."""
+    devices = []
+    for index in range(node.gpus):
+        device = b.device(node.name, index, model=node.model, memory=MODEL_MEMORY.get(node.model, DEFAULT_MEMORY),
+                          resource_name=GPU_RESOURCE)
+        device["spec"]["capacity"][SHARE_DIMENSION] = str(MILLI)
+        devices.append(device)
+    return devices
+
+
+def pod_requests(pod: TracePod) -> dict[str, str | int]:
+    """CPU and memory always (an explicit 0 stays 0, as in FGD's pod YAML), plus the GPU ask."""
+    requests: dict[str, str | int] = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}
+    if pod.shared:
+        requests[class_resource(sharing_class_name(pod.gpu_spec))] = pod.gpu_milli
+    elif pod.num_gpu and pod.gpu_spec:
+        requests[class_resource(exclusive_class_name(pod.gpu_spec))] = pod.num_gpu
+    elif pod.num_gpu:
+        requests[GPU_RESOURCE] = pod.num_gpu
+    return requests
+
+
+def pod_object(pod: TracePod) -> Obj:
+    requests = pod_requests(pod)
+    return b.pod(pod.name, namespace=NAMESPACE, scheduler=SCHEDULER_NAME, requests=requests, limits=requests)
+
+
+def cluster_objects(nodes: Sequence[TraceNode], pods: Iterable[TracePod]) -> list[Obj]:
+    """Everything that exists before the first pod: classes, then each node and its devices."""
+    objects = resource_classes(pods)
+    for node in nodes:
+        objects.append(node_object(node))
+        objects.extend(device_objects(node))
+    return objects
+
+
+def subsample(items: Sequence[Any], step: int) -> list[Any]:
+    """Every `step`-th item (at least one): the `--quick` smoke-test workload."""
+    return list(items[::step]) or list(items[:1])

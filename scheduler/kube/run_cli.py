@@ -1,0 +1,202 @@
+"""`tessera run`: the live scheduler process.
+
+Wires the pieces together — configuration, apiserver clients (one rate-limited for writes, one for
+watches), leader election, the scheduling loop, metrics and the probe endpoint — and owns the
+process lifecycle: SIGTERM stops new cycles, drains in-flight bindings, releases the lease, exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import aiohttp
+import structlog
+
+from scheduler.api.config import ConfigError, SchedulerConfig, load_config
+from scheduler.core.cycle import Attempt
+from scheduler.kube.binder import BindResult
+from scheduler.kube.http import KubeHttp, RateLimiter, connect
+from scheduler.kube.leader import LeaderElector, default_identity
+from scheduler.kube.loop import LoopHooks, SchedulerLoop
+from scheduler.kube.metrics import Metrics
+from scheduler.kube.serving import serve
+
+log = structlog.get_logger("tessera.run")
+
+DRAIN_SECONDS = 10.0
+METRICS_REFRESH_SECONDS = 5.0
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser("run", help="run the scheduler against a Kubernetes cluster")
+    parser.add_argument("--config", help="scheduler configuration (default: built-in GPU binpack profile)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: clientConnection.kubeconfig, then in-cluster)")
+    parser.add_argument("--bind-address", default="127.0.0.1", help="address for /healthz, /readyz, /metrics")
+    parser.add_argument("--port", type=int, default=10251, help="port for /healthz, /readyz, /metrics (0 = any)")
+    parser.add_argument("--identity", help="leader election identity (default: <hostname>_<uuid>)")
+    parser.set_defaults(func=run)
+
+
+def configure_logging() -> None:
+    """JSON logs in a cluster (or TESSERA_LOG_FORMAT=json), readable ones on a terminal."""
+    fmt = os.environ.get("TESSERA_LOG_FORMAT") or ("console" if sys.stderr.isatty() else "json")
+    renderer: Any = structlog.dev.ConsoleRenderer() if fmt == "console" else structlog.processors.JSONRenderer()
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging()
+    try:
+        config = load_config(args.config)
+    except ConfigError as err:
+        print(f"tessera: invalid configuration: {err}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_main(args, config))
+    except _StartupError as err:
+        print(f"tessera: {err}", file=sys.stderr)
+        return 1
+
+
+class _StartupError(Exception):
+    pass
+
+
+async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
+    kubeconfig = args.kubeconfig or config.client_connection.kubeconfig
+    try:
+        api, watch_api = await connect(kubeconfig), await connect(kubeconfig)
+    except Exception as err:  # kubeconfig problems come as many exception types
+        raise _StartupError(f"cannot load Kubernetes credentials ({kubeconfig or 'in-cluster'}): {err}") from None
+    connection = config.client_connection
+    http = KubeHttp(api, RateLimiter(connection.qps, connection.burst))
+    try:
+        version = await http.request("GET", "/version", limited=False, timeout=10)
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+        raise _StartupError(f"cannot reach the apiserver: {err}") from None
+    log.info("tessera.starting", apiserver=api.configuration.host, version=(version.json() or {}).get("gitVersion"),
+             config=config.source, profiles=sorted(config.scheduler_names))
+
+    identity = args.identity or default_identity()
+    metrics = Metrics(profiles=sorted(config.scheduler_names), lease_name=config.leader_election.resource_name)
+    election = config.leader_election
+    elector: LeaderElector | None = None
+    loop_ref: list[SchedulerLoop] = []
+
+    def started() -> None:
+        metrics.set_leader(True)
+        log.info("leader.started", identity=identity)
+        if loop_ref:
+            loop_ref[0].wake()
+
+    def stopped() -> None:
+        metrics.set_leader(False)
+        log.warning("leader.stopped", identity=identity)
+
+    if election.leader_elect:
+        elector = LeaderElector(http, namespace=election.resource_namespace, name=election.resource_name,
+                                identity=identity, lease_duration=election.lease_duration_seconds,
+                                renew_deadline=election.renew_deadline_seconds,
+                                retry_period=election.retry_period_seconds,
+                                on_started_leading=started, on_stopped_leading=stopped)
+    else:
+        metrics.set_leader(True)
+
+    def is_leader() -> bool:
+        return elector.is_leader if elector is not None else True
+
+    loop = SchedulerLoop(config, http, KubeHttp(watch_api), identity=identity, is_leader=is_leader)
+    loop.hooks = MetricsHooks(metrics, loop)
+    loop_ref.append(loop)
+
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+
+    async with serve(args.bind_address, args.port, healthy=lambda: loop.healthy, ready=loop.ready,
+                     registry=metrics.registry) as server:
+        log.info("tessera.serving", url=server.url, identity=identity)
+        tasks = [asyncio.create_task(loop.run(), name="loop"),
+                 asyncio.create_task(_refresh_metrics(loop, metrics), name="metrics")]
+        if elector is not None:
+            tasks.append(asyncio.create_task(elector.run(), name="leader-election"))
+        stopper = asyncio.create_task(stop.wait(), name="signal")
+        done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+        crashed = [t for t in done if t is not stopper and t.exception() is not None]
+        for task in crashed:
+            log.error("tessera.task_failed", task=task.get_name(), error=repr(task.exception()))
+        log.info("tessera.stopping", in_flight=loop.binder.in_flight)
+        loop.stop()
+        await loop.binder.drain(DRAIN_SECONDS)
+        if elector is not None:
+            with contextlib.suppress(Exception):
+                await elector.release()
+        for task in [*tasks, stopper]:
+            task.cancel()
+        await asyncio.gather(*tasks, stopper, return_exceptions=True)
+    await api.close()
+    await watch_api.close()
+    log.info("tessera.stopped")
+    return 1 if crashed else 0
+
+
+class MetricsHooks(LoopHooks):
+    """Feeds the loop's observations into the Prometheus metrics."""
+
+    def __init__(self, metrics: Metrics, loop: SchedulerLoop) -> None:
+        self.metrics = metrics
+        self.loop = loop
+
+    def on_attempt(self, result: str, profile: str, seconds: float, attempt: Attempt) -> None:
+        self.metrics.observe_attempt("scheduled" if result == "scheduled" else "unschedulable", profile, seconds)
+        if result == "scheduled":
+            self.metrics.observe_pod_scheduled(attempt.attempts, max(0.0, time.time() - attempt.queued_at))
+        if attempt.pod.gang is not None:
+            waiting = "sibling pods" in attempt.message or "podgroup" in attempt.message
+            self.metrics.gang_attempt("placed" if result == "scheduled" else "waiting" if waiting else "failed")
+
+    def on_bind(self, result: BindResult) -> None:
+        self.metrics.observe_binding(result.outcome.value, result.seconds)
+
+    def on_queue(self, counts: dict[str, int]) -> None:
+        self.metrics.set_pending({k: v for k, v in counts.items() if k != "inFlight"})
+
+
+async def _refresh_metrics(loop: SchedulerLoop, metrics: Metrics) -> None:
+    """Gauges that are cheap to compute every few seconds but not on every event."""
+    relists: dict[str, int] = {}
+    while True:
+        state = loop.core.state
+        assumed = sum(1 for p in state.placements.values() if p.assumed)
+        metrics.set_cache_size(nodes=len(state.node_order), pods=len(state.pods), assumed_pods=assumed)
+        free = allocated = shared = unhealthy = 0
+        for device in state.devices.values():
+            use = state.device_use.get(device.name)
+            if not device.schedulable:
+                unhealthy += 1
+            elif use is None or not use.busy:
+                free += 1
+            elif use.exclusive:
+                allocated += 1
+            else:
+                shared += 1
+        metrics.set_devices({"free": free, "allocated": allocated, "shared": shared, "unhealthy": unhealthy})
+        for kind, stats in loop.informers.stats().items():
+            for _ in range(stats.relists - relists.get(kind, 0)):
+                metrics.informer_relisted(kind)
+            relists[kind] = stats.relists
+        for informer in loop.informers.informers:
+            metrics.set_informer_synced(informer.kind.kind, informer.synced.is_set())
+        await asyncio.sleep(METRICS_REFRESH_SECONDS)
