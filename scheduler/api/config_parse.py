@@ -727,6 +727,10 @@ def _duration(obj: _Obj, key: str, default_seconds: int) -> int:
     return parsed
 
 
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
 def _leader_election(obj: _Obj, legacy: bool) -> LeaderElectionConfig:
     """Defaults: component-base RecommendedDefaultLeaderElectionConfiguration plus the scheduler's
     lease location (Tessera's own name). Checks: ValidateLeaderElectionConfiguration, the
@@ -753,6 +757,11 @@ def _leader_election(obj: _Obj, legacy: bool) -> LeaderElectionConfig:
                      f"must be greater than retryPeriod*JitterFactor ({_format_duration(retry)}*{_JITTER_FACTOR})")
         if lock != "leases":
             _invalid(obj.at("resourceLock"), lock, 'resourceLock value must be "leases"')
+        # Tessera's own check: the apiserver would refuse the Lease on every retry, forever.
+        if not _DNS_SUBDOMAIN.fullmatch(name) or len(name) > 253:
+            _invalid(obj.at("resourceName"), name, "must be a lowercase RFC 1123 subdomain (a Lease name)")
+        if not _DNS_LABEL.fullmatch(namespace) or len(namespace) > 63:
+            _invalid(obj.at("resourceNamespace"), namespace, "must be a lowercase RFC 1123 label (a namespace)")
     return LeaderElectionConfig(
         leader_elect=elect,
         lease_duration_seconds=lease / _SECOND,

@@ -491,3 +491,13 @@ def test_score_weights_mapping() -> None:
     assert Profile.model_validate({"score_weights": {"NodeResourcesFit": 3}}).score_weights == ScoreWeights({"NodeResourcesFit": 3})
     with pytest.raises(pydantic.ValidationError):
         Profile.model_validate({"score_weights": {"NodeResourcesFit": 0}})
+
+
+def test_lease_name_must_be_a_valid_object_name() -> None:
+    import pytest
+
+    raw = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "leaderElection": {"leaderElect": True, "resourceName": "Not_Valid"}}
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw, "c.yaml")
+    assert str(err.value).startswith("c.yaml: leaderElection.resourceName: Invalid value")

@@ -1,0 +1,141 @@
+"""``tessera record`` against the real apiserver, and its output replayed by ``tessera simulate``:
+the file must be exactly the simulate input format (every line readable), hold objects that
+existed before and appeared during the recording, and stop cleanly on --duration and on SIGINT.
+Start-up failures (unreadable kubeconfig, unreachable apiserver) are one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from scheduler.kube.controlplane import LocalControlPlane
+from scheduler.kube.controlplane.processes import free_port
+from scheduler.kube.http import KubeHttp, connect
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def start_record(*args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "scheduler", "record", *args, cwd=REPO,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+
+async def wait_for_stderr(proc: asyncio.subprocess.Process, pattern: str, seen: list[str], timeout: float = 30.0) -> None:
+    assert proc.stderr is not None
+    async with asyncio.timeout(timeout):
+        while True:
+            line = (await proc.stderr.readline()).decode()
+            assert line, f"record exited before printing {pattern!r}: {''.join(seen)}"
+            seen.append(line)
+            if re.search(pattern, line):
+                return
+
+
+async def finish(proc: asyncio.subprocess.Process, seen: list[str], timeout: float) -> int:
+    async with asyncio.timeout(timeout):
+        _, rest = await proc.communicate()
+    seen.append(rest.decode())
+    assert proc.returncode is not None
+    return proc.returncode
+
+
+def gpu_pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"schedulerName": "tessera",
+                     "containers": [{"name": "c", "image": "busybox",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    events = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    for event in events:
+        assert set(event) == {"type", "object"}
+        assert event["type"] in ("ADDED", "MODIFIED", "DELETED")
+        assert event["object"]["kind"] and event["object"]["apiVersion"]
+    return events
+
+
+async def test_record_then_simulate(control_plane: LocalControlPlane, namespace: str, tmp_path: Path) -> None:
+    prefix = f"rec-{secrets.token_hex(3)}"
+    api = await connect(str(control_plane.kubeconfig))
+    async with api:
+        http = KubeHttp(api)
+        pods_path = f"/api/v1/namespaces/{namespace}/pods"
+        nodes = await asyncio.to_thread(control_plane.add_fake_gpu_nodes, 1, 2, "V100", prefix=f"{prefix}-a")
+        try:
+            assert (await http.request("POST", pods_path, body=gpu_pod("before"))).status == 201
+            out = tmp_path / "events.jsonl"
+            proc = await start_record("--kubeconfig", str(control_plane.kubeconfig), "-o", str(out),
+                                      "--duration", "12")
+            stderr: list[str] = []
+            await wait_for_stderr(proc, r"synced", stderr)
+
+            nodes += await asyncio.to_thread(control_plane.add_fake_gpu_nodes, 1, 2, "V100", prefix=f"{prefix}-b")
+            assert (await http.request("POST", pods_path, body=gpu_pod("after"))).status == 201
+
+            assert await finish(proc, stderr, timeout=60) == 0, "".join(stderr)
+            assert "wrote" in stderr[-1] or "wrote" in "".join(stderr)
+        finally:
+            await asyncio.to_thread(control_plane.remove_fake_gpu_nodes, nodes)
+
+    events = read_events(out)
+    added = {(e["object"]["kind"], e["object"]["metadata"]["name"]) for e in events if e["type"] == "ADDED"}
+    assert {("Node", node) for node in nodes} <= added
+    assert {("Pod", "before"), ("Pod", "after")} <= added
+    assert sum(1 for kind, name in added if kind == "ExtendedResource" and name.startswith(prefix)) == 4
+    # the initial snapshot lists nodes before pods
+    kinds = [e["object"]["kind"] for e in events]
+    assert kinds.index("Node") < kinds.index("Pod")
+
+    sim = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "scheduler", "simulate", str(out), cwd=REPO,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    async with asyncio.timeout(120):
+        stdout, sim_err = await sim.communicate()
+    report = sim_err.decode()
+    assert sim.returncode == 0, report
+    assert f"{out}: line" not in report  # every line was readable
+    placed = {line["pod"]: line["node"] for line in map(orjson.loads, stdout.splitlines())}
+    for pod in ("before", "after"):
+        assert placed.get(f"{namespace}/{pod}") is not None, report
+    for node in nodes:
+        assert node in report  # the node table
+
+
+async def test_record_stops_on_sigint(control_plane: LocalControlPlane, tmp_path: Path) -> None:
+    out = tmp_path / "events.jsonl"
+    proc = await start_record("--kubeconfig", str(control_plane.kubeconfig), "-o", str(out),
+                              "--kinds", "nodes,podgroups")
+    stderr: list[str] = []
+    await wait_for_stderr(proc, r"synced", stderr)
+    proc.send_signal(signal.SIGINT)
+    assert await finish(proc, stderr, timeout=30) == 0, "".join(stderr)
+    assert "Traceback" not in "".join(stderr)
+    kinds = {e["object"]["kind"] for e in read_events(out)}
+    assert kinds <= {"Node", "PodGroup"}
+
+
+async def test_record_start_up_errors(control_plane: LocalControlPlane, tmp_path: Path) -> None:
+    missing = await start_record("--kubeconfig", str(tmp_path / "missing"), "-o", str(tmp_path / "a.jsonl"))
+    seen: list[str] = []
+    assert await finish(missing, seen, timeout=30) == 2
+    assert seen[0].count("\n") == 1 and "cannot read kubeconfig" in seen[0]
+
+    # the real kubeconfig, pointing at a port where nothing listens
+    dead = tmp_path / "dead.kubeconfig"
+    text = control_plane.kubeconfig.read_text()
+    dead.write_text(text.replace(f":{control_plane.apiserver_port}", f":{free_port()}"))
+    unreachable = await start_record("--kubeconfig", str(dead), "-o", str(tmp_path / "b.jsonl"))
+    seen = []
+    assert await finish(unreachable, seen, timeout=30) == 1
+    assert seen[0].count("\n") == 1 and "cannot reach the apiserver" in seen[0], seen
+    assert not os.path.exists(tmp_path / "b.jsonl")
