@@ -238,9 +238,8 @@ class Informer:
                                                timeout=LIST_TIMEOUT, limited=False)
             _raise_for_status(response)
             doc = response.json()
-            for item in doc.get("items") or ():
-                item["kind"] = self.kind.kind
-                item["apiVersion"] = self.kind.api_version
+            for raw in doc.get("items") or ():
+                item = self._prepare(raw)
                 key = self._checked_key(item)
                 if key is not None:
                     listed[key] = item
@@ -316,21 +315,28 @@ class Informer:
             raise _HttpError(code, message)
         resource_version = _meta(obj, "resourceVersion")
         if event_type in ("ADDED", "MODIFIED", "DELETED"):
-            obj.setdefault("kind", self.kind.kind)
-            obj.setdefault("apiVersion", self.kind.api_version)
+            obj = self._prepare(obj)
             key = self._checked_key(obj)
-            if key is None:
-                pass
-            elif event_type == "DELETED":
-                self._store.pop(key, None)
-                self._emit(event_type, obj)
-            else:
-                self._store[key] = obj
+            if key is not None:
+                if event_type == "DELETED":
+                    self._store.pop(key, None)
+                else:
+                    self._store[key] = obj
                 self._emit(event_type, obj)
         elif event_type != "BOOKMARK":
             log.warning("informer.unknown_event", kind=self.kind.kind, type=event_type)
         if resource_version:
             self.resource_version = resource_version
+
+    def _prepare(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """kind/apiVersion filled in (LIST items lack them), and no managedFields: server-side
+        apply bookkeeping is often a third of an object, and nothing downstream reads it."""
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            meta.pop("managedFields", None)
+        if "kind" in obj and "apiVersion" in obj:
+            return obj
+        return {"kind": self.kind.kind, "apiVersion": self.kind.api_version, **obj}
 
     def _checked_key(self, obj: dict[str, Any]) -> str | None:
         """The store key, or None (logged, skipped) for an object without a name: retrying

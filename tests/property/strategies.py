@@ -294,17 +294,30 @@ def pod_raw(spec: PodSpec, uid: str, devices: tuple[DeviceSpec, ...]) -> Obj:
 
 # --- strategies ----------------------------------------------------------------------------------
 
-node_specs = st.builds(
+_fancy_nodes = st.builds(
     NodeSpec,
     cpu_m=st.sampled_from([1000, 2000, 4000, 8000, 16000]),
     mem_mi=st.sampled_from([2048, 4096, 8192, 16384, 65536]),
     pods=st.integers(1, 8),
     gpus=st.one_of(st.none(), st.sampled_from([0, 1, 2, 4, 8])),
     zone=st.sampled_from(ZONES),
-    taint=st.sampled_from([None, None, None, "NoSchedule", "NoExecute", "PreferNoSchedule"]),
-    unschedulable=st.sampled_from([False, False, False, True]),
-    extra=st.sampled_from([0, 0, 1, 2]),
+    taint=st.sampled_from([None, "NoSchedule", "NoExecute", "PreferNoSchedule"]),
+    unschedulable=st.booleans(),
+    extra=st.sampled_from([0, 1, 2]),
 )
+_plain_nodes = st.builds(
+    NodeSpec,
+    cpu_m=st.sampled_from([4000, 8000, 16000]),
+    mem_mi=st.sampled_from([8192, 16384, 65536]),
+    pods=st.integers(3, 10),
+    gpus=st.sampled_from([2, 4, 8]),
+    zone=st.sampled_from(ZONES),
+    taint=st.none(),
+    unschedulable=st.just(False),
+    extra=st.sampled_from([0, 2]),
+)
+# Hypothesis does not draw uniformly, so "rare" features get their own branch instead of weights
+node_specs = st.one_of(_plain_nodes, _fancy_nodes)
 
 
 def _bound_text(gi: int, form: int) -> str:
@@ -352,31 +365,42 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8) -> Scenario
                     for name in class_names)
     podgroups = tuple(PodGroupSpec(name, tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=2))))
                       for name in draw(st.lists(st.sampled_from(["pg0", "pg1"]), max_size=2, unique=True)))
-    label_gangs = {name: draw(st.integers(1, 4)) for name in draw(st.lists(st.sampled_from(["g0", "g1"]),
-                                                                            max_size=2, unique=True))}
-    # mostly resources some version of some class provides; sometimes one nobody provides
-    resources = sorted({class_resource(c, v) for c in classes for v in c.variants})
-    resources = resources * 4 + [f"{DEFAULT_PREFIX}{CLASS_NAMES[0]}", CUSTOM_RESOURCES[0], MISSING_CLASS]
+    label_gangs = draw(st.lists(st.sampled_from(["g0", "g1"]), max_size=2, unique=True))
+    # mostly resources some version of some class provides; rarely one nobody provides
+    provided = sorted({class_resource(c, v) for c in classes for v in c.variants})
+    unprovided = [f"{DEFAULT_PREFIX}{CLASS_NAMES[0]}", CUSTOM_RESOURCES[0], MISSING_CLASS]
 
-    def container(main: bool) -> ContainerSpec:
-        klass = draw(st.sampled_from([None] * 5 + [*resources] if main else [None] * 12 + [*resources]))
+    def klass_for(main: bool) -> str | None:
+        if not provided:
+            return draw(st.sampled_from([None, MISSING_CLASS])) if draw(st.booleans()) and main else None
+        if not draw(st.booleans() if main else st.integers(0, 4).map(lambda x: x == 0)):
+            return None
+        return draw(st.sampled_from(provided)) if draw(st.integers(0, 9)) else draw(st.sampled_from(unprovided))
+
+    def container(main: bool, fancy: bool) -> ContainerSpec:
+        klass = klass_for(main)
+        if not fancy:
+            return ContainerSpec(
+                cpu_m=draw(st.sampled_from([0, 100, 500, 1000])), mem_mi=draw(st.sampled_from([0, 128, 1024])),
+                cpu_in_limits=False, gpu=draw(st.sampled_from([0, 1])) if main else 0, extra=0, klass=klass,
+                count=draw(st.one_of(st.integers(1, 2), st.integers(1, 16))) if klass else 0)
         return ContainerSpec(
-            cpu_m=draw(st.sampled_from([0, 100, 250, 500, 500, 1000, 2000, 4000])),
-            mem_mi=draw(st.sampled_from([0, 128, 512, 512, 1024, 4096, 8192])),
+            cpu_m=draw(st.sampled_from([0, 100, 250, 500, 1000, 2000, 4000])),
+            mem_mi=draw(st.sampled_from([0, 128, 512, 1024, 4096, 8192])),
             cpu_in_limits=draw(st.booleans()),
-            gpu=draw(st.sampled_from([0] * 8 + [1, 1, 2, 4])),
-            extra=draw(st.sampled_from([0] * 6 + [1])),
+            gpu=draw(st.sampled_from([0, 0, 1, 2, 4])),
+            extra=draw(st.sampled_from([0, 1])),
             klass=klass,
             count=draw(st.one_of(st.integers(1, 2), st.integers(1, 16))) if klass else 0,
         )
 
-    gang_choices: list[tuple[Any, ...] | None] = [None, None]
-    gang_choices += [("label", name, minimum) for name, minimum in label_gangs.items()]
-    gang_choices += [("pg", pg.name) for pg in podgroups for _ in range(2)] + [("pg", "pg9")]
+    gang_choices: list[tuple[Any, ...] | None] = [("label", name, 0) for name in label_gangs]
+    gang_choices += [("pg", pg.name) for pg in podgroups]
+    gang_choices += [("pg", "pg9")]  # a PodGroup that never exists
     claimed: set[int] = set()
     pods = []
     for i in range(draw(st.integers(1, max_pods))):
-        bound = draw(st.sampled_from([None, None, None, None, *node_names]))
+        bound = draw(st.sampled_from(node_names)) if draw(st.integers(0, 4)) == 0 else None
         claims: list[tuple[int, int | None]] = []
         if bound is not None:
             local = [j for j, d in enumerate(devices) if d.node == bound and j not in claimed]
@@ -384,25 +408,42 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8) -> Scenario
                 claimed.add(j)
                 shared = draw(st.one_of(st.none(), st.integers(1, devices[j].mem_gi // 2)))
                 claims.append((j, shared))
-        inits = tuple((container(False), draw(st.booleans()))
-                      for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2]))))
+        fancy = draw(st.booleans())
+        gang = draw(st.sampled_from(gang_choices)) if gang_choices and draw(st.booleans()) else None
+        if not fancy:
+            pods.append(PodSpec(
+                name=f"p{i}", namespace="default", scheduler="tessera" if bound is None else "default-scheduler",
+                containers=(container(True, False),), inits=(), overhead_m=0, zone=None, affinity_zone=None,
+                toleration="none", gang=gang, priority=0, bound_node=bound, claims=tuple(claims), gated=False))
+            continue
+        inits = tuple((container(False, True), draw(st.booleans())) for _ in range(draw(st.integers(0, 2))))
         pods.append(PodSpec(
             name=f"p{i}",
-            namespace=draw(st.sampled_from(["default"] * 7 + ["team-b"])),
-            scheduler=draw(st.sampled_from(["tessera", "tessera", "default-scheduler"] if bound
-                                           else ["tessera"] * 5 + ["default-scheduler"])),
-            containers=(container(True),) + tuple(container(False) for _ in range(draw(st.integers(0, 1)))),
+            namespace=draw(st.sampled_from(["default", "team-b"])),
+            scheduler="default-scheduler" if draw(st.integers(0, 3)) == 0 else "tessera",
+            containers=(container(True, True),) + tuple(container(False, True) for _ in range(draw(st.integers(0, 1)))),
             inits=inits,
-            overhead_m=draw(st.sampled_from([0, 0, 0, 100])),
-            zone=draw(st.sampled_from([None, None, None, *ZONES])),
-            affinity_zone=draw(st.sampled_from([None, None, None, None, *ZONES])),
+            overhead_m=draw(st.sampled_from([0, 100])),
+            zone=draw(st.sampled_from([None, *ZONES])),
+            affinity_zone=draw(st.sampled_from([None, *ZONES])),
             toleration=draw(st.sampled_from(list(TOLERATIONS))),
-            gang=draw(st.sampled_from(gang_choices)),
-            priority=draw(st.sampled_from([0, 0, 0, 10, -5])),
+            gang=gang,
+            priority=draw(st.sampled_from([0, 10, -5])),
             bound_node=bound,
             claims=tuple(claims),
-            gated=draw(st.sampled_from([False] * 6 + [True])),
+            gated=draw(st.integers(0, 3)) == 0,
         ))
+
+    # gang minimums mostly reachable: at most the number of members (sometimes one more, so it waits)
+    members = {name: sum(1 for p in pods if p.gang is not None and p.gang[1] == name) for name in ("g0", "g1", "pg0", "pg1")}
+
+    def minimum(name: str) -> int:
+        return draw(st.integers(1, max(1, members[name]) + (1 if draw(st.integers(0, 4)) == 0 else 0)))
+
+    mins = {name: minimum(name) for name in label_gangs}
+    pods = [PodSpec(**{**p.__dict__, "gang": ("label", p.gang[1], mins[p.gang[1]])})
+            if p.gang is not None and p.gang[0] == "label" else p for p in pods]
+    podgroups = tuple(PodGroupSpec(pg.name, tuple(minimum(pg.name) for _ in pg.mins)) for pg in podgroups)
 
     setup: list[Op] = []
     if draw(st.sampled_from([True, True, True, False])):  # most streams start with the cluster in place
@@ -559,7 +600,7 @@ class World:
             return "ADDED" if flag else "MODIFIED"
         return "MODIFIED" if flag else "ADDED"
 
-    def _note(self, d: Delivery, extra: str = "") -> Delivery:
+    def note(self, d: Delivery, extra: str = "") -> None:
         meta = d.object.get("metadata") or {}
         spec = d.object.get("spec") or {}
         status = d.object.get("status") or {}
@@ -570,7 +611,6 @@ class World:
             bits.append(f"uid=..{str(meta.get('uid'))[-4:]} node={spec.get('nodeName', '')!r} "
                         f"phase={status.get('phase')}")
         self.log.append(" ".join(bits) + extra)
-        return d
 
     def current_objects(self) -> list[Obj]:
         out = [self.nodes[k] for k in sorted(self.nodes)] + [self.devices[k] for k in sorted(self.devices)]
@@ -602,7 +642,7 @@ class World:
 
     def events_for(self, op: Op) -> list[Delivery]:
         handler = getattr(self, "_op_" + op.kind.replace("+", "_add").replace("-", "_del"))
-        return [self._note(d) for d in handler(op)]
+        return list(handler(op))
 
     def _node_name(self, op: Op) -> str:
         return NODE_NAMES[op.a % len(self.s.nodes)]

@@ -34,7 +34,8 @@ def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
 def pod(name: str, rv: str, uid: str | None = None, **labels: str) -> dict[str, Any]:
     """A pod as a LIST item: no kind/apiVersion."""
     return {"metadata": {"name": name, "namespace": "ns", "uid": uid or f"uid-{name}",
-                         "resourceVersion": rv, "labels": labels}}
+                         "resourceVersion": rv, "labels": labels,
+                         "managedFields": [{"manager": "kubectl", "fieldsV1": {}}]}}
 
 
 def page(items: list[dict[str, Any]], rv: str, cont: str = "") -> Response:
@@ -166,6 +167,7 @@ async def test_relist_after_410_in_stream_delivers_synthetic_deletes() -> None:
         ("DELETED", "e", "7"), ("ADDED", "e", "10"),                     # same name, new uid
     ]
     assert all(o["kind"] == "Pod" and o["apiVersion"] == "v1" for _, o in sink.events)
+    assert not any("managedFields" in o["metadata"] for _, o in sink.events)
     deleted_b = sink.events[5][1]
     assert deleted_b["metadata"]["uid"] == "uid-b"
     # synced only after the whole first list (both pages) was delivered

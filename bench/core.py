@@ -1,0 +1,212 @@
+"""`python -m bench.core`: how fast the scheduling core decides, from 500 to 5,000 GPU nodes.
+
+Synthetic clusters of N nodes x 8 GPUs (one ExtendedResource per GPU, two GPU models, a class per
+model and a shared class) already carry load — bound pods with plain GPU requests and with device
+annotations, so the ledger is rebuilt from annotations as after a restart — and then 10,000+
+pending pods arrive: CPU-only, 1/2/4/8-GPU, class and shared requests, and gangs of 4. Everything
+goes through `Scheduler.apply` as watch events and `Scheduler.schedule_next`, exactly what the live
+loop runs. Each size runs in its own process so its peak RSS is its own.
+
+Reported per size: decisions/s (scheduling attempts per second of cycle time), p50/p99 cycle
+time, microseconds per decision (to see how cost grows with nodes) and peak RSS. Output:
+`bench/out/core/results.json`, a Markdown table on stdout and `bench/out/core/cycle_time.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import random
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from scheduler.api.config import load_config
+from scheduler.core import annotations as ann
+from scheduler.core.cycle import Scheduler
+from scheduler.sim import builders as b
+
+MODELS = ("A100", "V100")
+OUT = Path(__file__).resolve().parent / "out" / "core"
+
+
+def _device(node: str, index: int, model: str) -> dict[str, Any]:
+    dev = b.device(node, index, model=model, memory="40Gi")
+    dev["spec"]["capacity"]["gpu-milli"] = "1000"
+    return dev
+
+
+def _pending_pod(rng: random.Random, i: int) -> list[dict[str, Any]]:
+    roll = rng.random()
+    cpu = {"cpu": f"{rng.choice([1, 2, 4, 8])}", "memory": f"{rng.choice([4, 8, 16, 32])}Gi"}
+    if roll < 0.05:  # a gang of 4 one-GPU workers
+        labels = b.gang_labels(f"gang-{i}", 4)
+        return [b.pod(f"gang-{i}-{k}", labels=labels, requests=cpu, limits={"nvidia.com/gpu": 1}) for k in range(4)]
+    if roll < 0.30:
+        return [b.pod(f"cpu-{i}", requests=cpu)]
+    if roll < 0.60:
+        return [b.pod(f"gpu1-{i}", requests=cpu, limits={"nvidia.com/gpu": 1})]
+    if roll < 0.70:
+        return [b.pod(f"gpu{n}-{i}", requests=cpu, limits={"nvidia.com/gpu": n}) for n in [rng.choice([2, 4, 8])]]
+    if roll < 0.85:
+        model = rng.choice(MODELS).lower()
+        return [b.pod(f"class-{i}", requests=cpu, limits={f"class.tessera.dev/{model}": rng.choice([1, 1, 2])})]
+    return [b.pod(f"shared-{i}", requests=cpu, limits={"class.tessera.dev/shared": rng.choice([250, 500])})]
+
+
+def build_events(nodes: int, pending: int, bound_per_node: int, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(cluster events incl. existing load, pending pod events)."""
+    rng = random.Random(seed)
+    cluster: list[dict[str, Any]] = []
+    for model in MODELS:
+        cluster.append(b.event("ADDED", b.resource_class(model.lower(), match_labels={"model": model})))
+    cluster.append(b.event("ADDED", b.resource_class("shared", sharing={"dimension": "gpu-milli", "unit": "1"})))
+    for n in range(nodes):
+        name = f"node-{n:05d}"
+        model = MODELS[n % 2]
+        cluster.append(b.event("ADDED", b.node(name, cpu="96", memory="768Gi", gpus=8, labels={"gpu-model": model})))
+        devices = [_device(name, g, model) for g in range(8)]
+        cluster += [b.event("ADDED", d) for d in devices]
+        for k in range(bound_per_node):
+            if k == 0:  # one pod per node holds a device through its annotation
+                d = devices[0]
+                grant = ann.DeviceGrant(d["spec"]["deviceID"], d["metadata"]["name"], None)
+                value = ann.encode_devices({"main": {f"class.tessera.dev/{model.lower()}": (grant,)}})
+                pod = b.pod(f"load-{n}-{k}", node_name=name, phase="Running", requests={"cpu": "2", "memory": "8Gi"},
+                            limits={f"class.tessera.dev/{model.lower()}": 1}, annotations={ann.DEVICES: value})
+            elif k < 3:
+                pod = b.pod(f"load-{n}-{k}", node_name=name, phase="Running", requests={"cpu": "2", "memory": "8Gi"},
+                            limits={"nvidia.com/gpu": 1})
+            else:
+                pod = b.pod(f"load-{n}-{k}", node_name=name, phase="Running", scheduler="default-scheduler",
+                            requests={"cpu": "500m", "memory": "1Gi"})
+            cluster.append(b.event("ADDED", pod))
+    pods: list[dict[str, Any]] = []
+    i = 0
+    while len(pods) < pending:
+        pods += [b.event("ADDED", p) for p in _pending_pod(rng, i)]
+        i += 1
+    return cluster, pods
+
+
+def run_size(nodes: int, pending: int, bound_per_node: int, seed: int) -> dict[str, Any]:
+    cluster, pods = build_events(nodes, pending, bound_per_node, seed)
+    scheduler = Scheduler(load_config(None), seed=seed)
+    start = time.perf_counter()
+    for event in cluster:
+        scheduler.apply(event["type"], event["object"], 0.0)
+    load_seconds = time.perf_counter() - start
+    for event in pods:
+        scheduler.apply(event["type"], event["object"], 0.0)
+    cycle_times: list[float] = []
+    decisions = placed = 0
+    clock = time.perf_counter
+    begin = clock()
+    while True:
+        t0 = clock()
+        attempts = scheduler.schedule_next(0.0)
+        if attempts is None:
+            break
+        cycle_times.append(clock() - t0)
+        decisions += len(attempts)
+        placed += sum(1 for a in attempts if a.node is not None)
+    busy = sum(cycle_times)
+    cycle_times.sort()
+    return {
+        "nodes": nodes,
+        "gpus": nodes * 8,
+        "pods_total": len(scheduler.state.pods),
+        "pending_pods": len(pods),
+        "decisions": decisions,
+        "placed": placed,
+        "decisions_per_second": decisions / busy if busy else 0.0,
+        "wall_seconds": clock() - begin,
+        "us_per_decision": 1e6 * busy / decisions if decisions else 0.0,
+        "cycle_p50_ms": 1000 * cycle_times[len(cycle_times) // 2],
+        "cycle_p99_ms": 1000 * cycle_times[int(len(cycle_times) * 0.99)],
+        "load_events_per_second": len(cluster) / load_seconds,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def _worker(args: tuple[int, int, int, int]) -> dict[str, Any]:
+    return run_size(*args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.core", description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="500,1000,5000", help="node counts (default 500,1000,5000)")
+    parser.add_argument("--pending", type=int, default=10_000, help="pending pods per size (default 10000)")
+    parser.add_argument("--bound-per-node", type=int, default=8,
+                        help="existing pods per node (default 8: 5,000 nodes carry 40,000 + 10,000 pending = 50,000 pods)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per size; medians are reported (default 3)")
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    jobs = [(n, args.pending, args.bound_per_node, 1000 + r) for n in sizes for r in range(args.runs)]
+    results: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1, maxtasksperchild=1) as pool:  # one at a time: timing is not shared with a neighbour
+        for i, result in enumerate(pool.imap(_worker, jobs), start=1):
+            results[result["nodes"]].append(result)
+            print(f"[{i}/{len(jobs)}] {result['nodes']} nodes: {result['decisions_per_second']:.0f} decisions/s, "
+                  f"p99 {result['cycle_p99_ms']:.2f} ms, RSS {result['peak_rss_mib']:.0f} MiB", file=sys.stderr)
+    summary = {str(n): _median(runs) for n, runs in results.items()}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_bytes(orjson.dumps({"sizes": summary, "runs": results}, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+    print(_table(summary))
+    _plot(summary, args.out / "cycle_time.png")
+    return 0
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, v in runs[0].items() if isinstance(v, (int, float))]
+    out: dict[str, Any] = {k: statistics.median(r[k] for r in runs) for k in keys}
+    out["decisions_per_second_min"] = min(r["decisions_per_second"] for r in runs)
+    out["decisions_per_second_max"] = max(r["decisions_per_second"] for r in runs)
+    out["runs"] = len(runs)
+    return out
+
+
+def _table(summary: dict[str, dict[str, Any]]) -> str:
+    base = summary[min(summary, key=int)]
+    lines = ["| nodes | pods (bound + pending) | decisions/s (min-max) | µs/decision (× smallest) | p50 cycle ms | p99 cycle ms | peak RSS MiB |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for n in sorted(summary, key=int):
+        s = summary[n]
+        growth = s["us_per_decision"] / base["us_per_decision"] if base["us_per_decision"] else 0
+        lines.append(f"| {n} | {s['pods_total']:.0f} | {s['decisions_per_second']:.0f} "
+                     f"({s['decisions_per_second_min']:.0f}-{s['decisions_per_second_max']:.0f}) | "
+                     f"{s['us_per_decision']:.0f} (×{growth:.2f}) | {s['cycle_p50_ms']:.2f} | {s['cycle_p99_ms']:.2f} | "
+                     f"{s['peak_rss_mib']:.0f} |")
+    return "\n".join(lines)
+
+
+def _plot(summary: dict[str, dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = sorted(summary, key=int)
+    x = [int(n) for n in sizes]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(x, [summary[n]["decisions_per_second"] for n in sizes], marker="o")
+    left.axhline(1000, color="grey", linestyle="--", label="goal 1,000/s")
+    left.set(xlabel="nodes (x 8 GPUs)", ylabel="decisions / s", title="Core throughput")
+    left.legend()
+    right.plot(x, [summary[n]["cycle_p50_ms"] for n in sizes], marker="o", label="p50")
+    right.plot(x, [summary[n]["cycle_p99_ms"] for n in sizes], marker="o", label="p99")
+    right.set(xlabel="nodes (x 8 GPUs)", ylabel="cycle time (ms)", title="Cycle time")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,204 @@
+"""`python -m bench.trace`: packing quality on the Alibaba 2023 GPU trace, policies side by side.
+
+Why a benchmark and not a test: the numbers are comparisons (our policies against each other and
+against the FGD paper's published ones), read by people; nothing here asserts a threshold.
+Methodology, metric definitions and their sources: bench/README.md.
+
+Runs are independent (one policy × one seed, each with its own Scheduler), so they are spread
+over worker processes (`--jobs`, 2 by default for this 2-core machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.trace_policies import BY_NAME, POLICIES, config_for, duplicates, select
+from bench.trace_report import REFERENCE, markdown_table, plot, policy_results
+from bench.trace_run import RunResult, run_once
+from bench.trace_workload import TraceError, TraceNode, TracePod, arrival_sequence, read_nodes, read_pods, subsample
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TRACE_DIR_ENV = "TESSERA_TRACE_DIR"
+NODES_CSV = "openb_node_list_gpu_node.csv"
+PODS_CSV = "openb_pod_list_default.csv"
+DEFAULT_OUT = REPO_ROOT / "bench" / "out" / "trace"
+QUICK_STEP = 10  # --quick keeps every 10th node and every 10th pod
+
+
+def trace_dir() -> Path:
+    """`../shared/data/alibaba-gpu-v2023/` from the repo root, unless TESSERA_TRACE_DIR says otherwise."""
+    override = os.environ.get(TRACE_DIR_ENV)
+    if override:
+        return Path(override)
+    return (REPO_ROOT / ".." / "shared" / "data" / "alibaba-gpu-v2023").resolve()
+
+
+def parse_seeds(text: str) -> list[int]:
+    """`42-51`, `42`, `42,45,50-51` → seeds in the order given, without repeats."""
+    seeds: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            if "-" in part.lstrip("-"):
+                low, high = part.split("-", 1)
+                span = range(int(low), int(high) + 1)
+                if not span:
+                    raise ValueError
+                seeds.extend(span)
+            else:
+                seeds.append(int(part))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"bad seed list {text!r} (want e.g. 42-51, 42 or 42,45)") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError("no seeds given")
+    return list(dict.fromkeys(seeds))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.trace",
+        description="Packing quality of Tessera policies on the Alibaba GPU trace (FGD paper methodology).")
+    parser.add_argument("--nodes", type=Path, help=f"node CSV (default: <trace dir>/{NODES_CSV}; "
+                        f"trace dir = ${TRACE_DIR_ENV} or ../shared/data/alibaba-gpu-v2023 from the repo root)")
+    parser.add_argument("--pods", type=Path, help=f"pod CSV (default: <trace dir>/{PODS_CSV})")
+    parser.add_argument("--seeds", type=parse_seeds, default=parse_seeds("42-51"),
+                        help="shuffle seeds: 42-51 (default), 42, or 42,45,50-51")
+    parser.add_argument("--policies", help=f"comma-separated subset of: {', '.join(p.name for p in POLICIES)}")
+    parser.add_argument("--inflate", type=float, default=1.3,
+                        help="top the workload up to this multiple of cluster GPU capacity (default 1.3, as FGD)")
+    parser.add_argument("--sample", action="store_true",
+                        help="keep each config's percentageOfNodesToScore (default: score all nodes, as FGD)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"smoke test: first seed only, every {QUICK_STEP}th node and pod")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    return parser
+
+
+# --- workers ---------------------------------------------------------------------------------
+
+_WORKLOAD: dict[str, Any] = {}
+
+
+def _init_worker(nodes: list[TraceNode], pods: list[TracePod], inflate: float, score_all: bool) -> None:
+    _WORKLOAD.update(nodes=nodes, pods=pods, inflate=inflate, score_all=score_all, sequences={})
+
+
+def _sequence(seed: int) -> list[TracePod]:
+    sequences: dict[int, list[TracePod]] = _WORKLOAD["sequences"]
+    if seed not in sequences:
+        total_gpus = sum(n.gpus for n in _WORKLOAD["nodes"])
+        sequences[seed] = arrival_sequence(_WORKLOAD["pods"], total_gpus, seed, _WORKLOAD["inflate"])
+    return sequences[seed]
+
+
+def _run_task(task: tuple[str, int]) -> RunResult:
+    name, seed = task
+    config = config_for(BY_NAME[name], _WORKLOAD["score_all"])
+    return run_once(name, config, seed, _WORKLOAD["nodes"], _sequence(seed))
+
+
+def run_all(tasks: Sequence[tuple[str, int]], jobs: int, init_args: tuple[Any, ...]) -> list[RunResult]:
+    """Run every (policy, seed), reporting each finished run with its pods/s on stderr."""
+    results: list[RunResult] = []
+    start = time.perf_counter()
+
+    def progress(result: RunResult) -> None:
+        results.append(result)
+        done = len(results)
+        elapsed = time.perf_counter() - start
+        eta = elapsed / done * (len(tasks) - done)
+        at_100 = result.metrics.unallocated_gpu_pct_at_100
+        print(f"[{done}/{len(tasks)}] {result.policy:<16} seed {result.seed}: {result.pods} pods, "
+              f"{result.failed} failed, unallocated@100 {'-' if at_100 is None else f'{at_100:.2f} %'}, "
+              f"{result.pods_per_second:.0f} pods/s ({result.elapsed_seconds:.1f} s); "
+              f"elapsed {elapsed:.0f} s, ~{eta:.0f} s left", file=sys.stderr, flush=True)
+
+    if jobs <= 1 or len(tasks) <= 1:
+        _init_worker(*init_args)
+        for task in tasks:
+            progress(_run_task(task))
+        return results
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    with context.Pool(min(jobs, len(tasks)), initializer=_init_worker, initargs=init_args) as pool:
+        for result in pool.imap_unordered(_run_task, tasks, chunksize=1):
+            progress(result)
+    return results
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        policies = select(args.policies)
+    except ValueError as err:
+        print(f"bench.trace: {err}", file=sys.stderr)
+        return 2
+    nodes_path = args.nodes or trace_dir() / NODES_CSV
+    pods_path = args.pods or trace_dir() / PODS_CSV
+    try:
+        nodes, pods = read_nodes(nodes_path), read_pods(pods_path)
+    except (OSError, TraceError) as err:
+        print(f"bench.trace: {err}", file=sys.stderr)
+        return 1
+    seeds: list[int] = args.seeds
+    if args.quick:
+        nodes, pods, seeds = subsample(nodes, QUICK_STEP), subsample(pods, QUICK_STEP), seeds[:1]
+    if not nodes or not pods:
+        print("bench.trace: the node and pod files must each have at least one row", file=sys.stderr)
+        return 1
+    score_all = not args.sample
+    for first, second in duplicates(policies, score_all):
+        print(f"bench.trace: note: {second} resolves to the same scoring as {first}; expect identical results",
+              file=sys.stderr)
+    total_gpus = sum(n.gpus for n in nodes)
+    print(f"bench.trace: {len(nodes)} nodes, {total_gpus} GPUs, {len(pods)} trace pods; "
+          f"{len(policies)} policies x {len(seeds)} seeds, {args.jobs} jobs", file=sys.stderr, flush=True)
+
+    wall_start = time.perf_counter()
+    tasks = [(p.name, seed) for p in policies for seed in seeds]
+    results = run_all(tasks, args.jobs, (nodes, pods, args.inflate, score_all))
+    wall = time.perf_counter() - wall_start
+
+    by_policy = policy_results(results, [p.name for p in policies])
+    default_trace = pods_path.name == PODS_CSV and not args.quick
+    pods_per_seed = {r.seed: r.pods for r in results}
+    document = {
+        "policies": by_policy,
+        "reference": REFERENCE,
+        "workload": {
+            "nodes_csv": str(nodes_path), "pods_csv": str(pods_path),
+            "nodes": len(nodes), "gpus": total_gpus, "trace_pods": len(pods),
+            "pods_per_seed": {str(seed): pods_per_seed[seed] for seed in seeds if seed in pods_per_seed},
+            "seeds": seeds, "inflation_ratio": args.inflate, "quick": args.quick,
+            "percentage_of_nodes_to_score": 100 if score_all else "as configured",
+        },
+        "run": {"wall_seconds": round(wall, 1), "jobs": args.jobs,
+                "policies": {p.name: p.summary for p in policies}},
+    }
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    title = f"{pods_path.name} on {len(nodes)} nodes / {total_gpus} GPUs, {len(seeds)} seed(s)"
+    plot(by_policy, out / "allocation.png", title)
+    print(markdown_table(by_policy, with_reference=default_trace))
+    if not default_trace:
+        print("\n(FGD's published reference rows are for the full default trace and are not shown.)")
+    print(f"\nbench.trace: {len(results)} runs in {wall:.0f} s; wrote {out / 'results.json'} and "
+          f"{out / 'allocation.png'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""`bench.trace` output: results.json for machines, a Markdown table and a PNG plot for people.
+
+Why medians with min–max: ten seeds is few, and one unlucky shuffle should not move the headline;
+the range shows how much the order alone matters. The published FGD reference rows are printed
+beside ours so the comparison is on one screen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.trace_metrics import median_curve, summarize
+from bench.trace_run import RunResult
+
+# "Beware of Fragmentation" (USENIX ATC'23), openb_pod_list_default, unallocated GPU % when the
+# arrived GPU demand reaches 100 % of cluster GPU capacity.
+REFERENCE: dict[str, Any] = {
+    "source": "Weng et al., Beware of Fragmentation, USENIX ATC 2023 (openb_pod_list_default, "
+              "inflated to 1.3x, seeds 42-51)",
+    "workload": "openb_pod_list_default.csv",
+    "unallocated_gpu_pct_at_100": {"FGD": 4.77, "BestFit": 7.09, "DotProd": 9.44, "Random": 13.75},
+}
+
+METRICS = ("unallocated_gpu_pct_at_100", "allocation_pct_at_first_failure", "final_allocation_pct",
+           "pods_per_second")
+
+
+def _run_row(result: RunResult) -> dict[str, Any]:
+    m = result.metrics
+    return {
+        "seed": result.seed,
+        "pods": result.pods,
+        "failed_pods": result.failed,
+        "elapsed_seconds": round(result.elapsed_seconds, 3),
+        "unallocated_gpu_pct_at_100": m.unallocated_gpu_pct_at_100,
+        "allocation_pct_at_first_failure": m.allocation_pct_at_first_failure,
+        "final_allocation_pct": m.final_allocation_pct,
+        "pods_per_second": result.pods_per_second,
+    }
+
+
+def policy_results(results: Sequence[RunResult], order: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per policy (in `order`): each metric's median/min/max over seeds, the runs, the median curve."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in order:
+        runs = sorted((r for r in results if r.policy == name), key=lambda r: r.seed)
+        if not runs:
+            continue
+        rows = [_run_row(r) for r in runs]
+        entry: dict[str, Any] = {metric: summarize(row[metric] for row in rows) for metric in METRICS}
+        entry["failed_pods"] = summarize(float(row["failed_pods"]) for row in rows)
+        curve = median_curve([r.metrics.curve for r in runs])
+        entry["allocation_curve"] = {"arrived_gpu_pct": list(curve), "allocated_gpu_pct_median": list(curve.values())}
+        entry["runs"] = rows
+        out[name] = entry
+    return out
+
+
+def _cell(summary: Mapping[str, float | None], digits: int) -> str:
+    median, low, high = summary["median"], summary["min"], summary["max"]
+    if median is None or low is None or high is None:
+        return "–"
+    if low == high:
+        return f"{median:.{digits}f}"
+    return f"{median:.{digits}f} ({low:.{digits}f}–{high:.{digits}f})"
+
+
+def markdown_table(policies: Mapping[str, Mapping[str, Any]], with_reference: bool = True) -> str:
+    lines = [
+        "| policy | unallocated GPU % at 100 % arrived | allocated GPU % at first failure | final allocated GPU % | pods/s |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, entry in policies.items():
+        lines.append(f"| {name} | {_cell(entry['unallocated_gpu_pct_at_100'], 2)} | "
+                     f"{_cell(entry['allocation_pct_at_first_failure'], 2)} | "
+                     f"{_cell(entry['final_allocation_pct'], 2)} | {_cell(entry['pods_per_second'], 0)} |")
+    if with_reference:
+        for name, value in REFERENCE["unallocated_gpu_pct_at_100"].items():
+            lines.append(f"| *{name} (FGD paper)* | {value:.2f} | – | – | – |")
+    return "\n".join(lines)
+
+
+def plot(policies: Mapping[str, Mapping[str, Any]], path: Path, title: str) -> None:
+    """Allocated GPU % vs arrived GPU demand % (median over seeds), one line per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
+    ax.plot([0, 100, 130], [0, 100, 100], linestyle=":", color="grey", label="ideal")
+    styles = ("-", "--", "-.", (0, (1, 1)), (0, (5, 1, 1, 1, 1, 1)))  # identical curves stay visible
+    for i, (name, entry) in enumerate(policies.items()):
+        curve = entry["allocation_curve"]
+        ax.plot(curve["arrived_gpu_pct"], curve["allocated_gpu_pct_median"], label=name, linewidth=1.6,
+                linestyle=styles[i % len(styles)], color=f"C{i}")
+    ax.axvline(100, linestyle="--", color="grey", alpha=0.6)
+    ax.set_xlabel("arrived GPU demand (% of cluster GPU capacity)")
+    ax.set_ylabel("allocated GPUs (% of capacity, median over seeds)")
+    ax.set_title(title)
+    ax.set_xlim(0, 130)
+    ax.set_ylim(0, 100)
+    ax.grid(linestyle="-.", alpha=0.5)
+    ax.legend(loc="lower right")
+    inset = ax.inset_axes((0.08, 0.5, 0.38, 0.42))  # the region the headline metric lives in
+    inset.plot([80, 100, 130], [80, 100, 100], linestyle=":", color="grey")
+    for i, entry in enumerate(policies.values()):
+        curve = entry["allocation_curve"]
+        inset.plot(curve["arrived_gpu_pct"], curve["allocated_gpu_pct_median"], linewidth=1.2,
+                   linestyle=styles[i % len(styles)], color=f"C{i}")
+    inset.axvline(100, linestyle="--", color="grey", alpha=0.6)
+    inset.set_xlim(80, 130)
+    inset.set_ylim(75, 100)
+    inset.tick_params(labelsize=7)
+    inset.grid(linestyle="-.", alpha=0.4)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)

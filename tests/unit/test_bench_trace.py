@@ -1,0 +1,274 @@
+"""bench.trace: the FGD-style workload, its Kubernetes objects, the metrics, and a --quick smoke run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import trace
+from bench.trace_metrics import Series, fgd_curve, median_curve, run_metrics, summarize
+from bench.trace_policies import POLICIES, Policy, config_for, duplicates, select
+from bench.trace_run import run_once
+from bench.trace_workload import (
+    GPU_RESOURCE,
+    TraceError,
+    TraceNode,
+    TracePod,
+    arrival_sequence,
+    cluster_objects,
+    device_objects,
+    pod_object,
+    pod_requests,
+    read_nodes,
+    read_pods,
+    resource_classes,
+)
+
+NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model\n"
+POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def pod(name: str, num_gpu: int = 1, gpu_milli: int = 1000, spec: tuple[str, ...] = (),
+        cpu: int = 1000, memory: int = 1024) -> TracePod:
+    return TracePod(name, cpu, memory, num_gpu, gpu_milli if num_gpu else 0, spec)
+
+
+# --- CSV -------------------------------------------------------------------------------------
+
+
+def test_csv_rows_become_name_ordered_nodes_and_pods(tmp_path: Path) -> None:
+    nodes = read_nodes(write(tmp_path / "n.csv", NODE_HEADER + "node-b,8000,32768,2,T4\nnode-a,64000,262144,8,G2\n"))
+    assert nodes == [TraceNode("node-a", 64000, 262144, 8, "G2"), TraceNode("node-b", 8000, 32768, 2, "T4")]
+    pods = read_pods(write(tmp_path / "p.csv", POD_HEADER
+                           + "pod-2,6000,12288,1,460,,LS,Running,1,2,1\n"
+                           + "pod-1,12000,16384,2,1000,V100M32|V100M16,LS,Running,0,2,0\n"
+                           + "pod-3,4000,8192,0,0,,BE,Running,3,4,3\n"))
+    assert [p.name for p in pods] == ["pod-1", "pod-2", "pod-3"]
+    assert pods[0].gpu_spec == ("V100M16", "V100M32") and pods[0].total_gpu_milli == 2000
+    assert pods[1].shared and pods[1].total_gpu_milli == 460
+    assert not pods[2].num_gpu and pods[2].total_gpu_milli == 0
+
+
+def test_bad_rows_name_the_file_and_line(tmp_path: Path) -> None:
+    path = write(tmp_path / "p.csv", POD_HEADER + "pod-1,1000,1024,2,500,,LS,Running,0,1,0\n")
+    with pytest.raises(TraceError, match=r"p\.csv:2: gpu_milli=500 < 1000 is only valid with num_gpu == 1"):
+        read_pods(path)
+    with pytest.raises(TraceError, match="missing column"):
+        read_nodes(write(tmp_path / "n.csv", "sn,cpu_milli\nx,1\n"))
+
+
+# --- arrival order: shuffle and inflation ----------------------------------------------------
+
+
+def test_shuffle_is_a_seeded_permutation_of_name_order() -> None:
+    pods = [pod(f"p{i}", num_gpu=0) for i in range(20)]  # CPU-only: no inflation to a GPU target
+    first = arrival_sequence(list(reversed(pods)), total_gpus=4, seed=42, ratio=0)
+    assert sorted(p.name for p in first) == sorted(p.name for p in pods)
+    assert first == arrival_sequence(pods, total_gpus=4, seed=42, ratio=0)  # input order is irrelevant
+    assert first != arrival_sequence(pods, total_gpus=4, seed=43, ratio=0)
+
+
+def test_inflation_appends_clones_until_the_next_would_pass_the_target() -> None:
+    pods = [pod("a"), pod("b", gpu_milli=500), pod("c", gpu_milli=250), pod("d", num_gpu=0)]
+    seq = arrival_sequence(pods, total_gpus=10, seed=7, ratio=1.3)
+    originals, clones = seq[:4], seq[4:]
+    assert sorted(p.name for p in originals) == ["a", "b", "c", "d"]
+    assert clones, "1,750 of 13,000 target milli: clones must be appended"
+    by_name = {p.name: p for p in pods}
+    for i, clone in enumerate(clones):
+        source, _, index = clone.name.rpartition("-tuned-")
+        assert int(index) == i
+        assert clone == by_name[source].clone(clone.name)
+    total = sum(p.total_gpu_milli for p in seq)
+    assert 13_000 - 1000 < total <= 13_000  # stops only when the next clone (≤ 1000 milli) would overshoot
+
+
+def test_inflation_checks_per_gpu_milli_like_fgd_so_multi_gpu_clones_overshoot() -> None:
+    # One 8-GPU pod on 8 GPUs, target 1.3 × 8,000: FGD compares total + 1000 (per-GPU milli), so a
+    # second 8-GPU clone is appended (16,000 milli) and only the third is refused.
+    seq = arrival_sequence([pod("big", num_gpu=8)], total_gpus=8, seed=1, ratio=1.3)
+    assert [p.name for p in seq] == ["big", "big-tuned-0"]
+
+
+def test_a_workload_above_the_target_is_trimmed() -> None:
+    pods = [pod(f"p{i}") for i in range(10)]
+    seq = arrival_sequence(pods, total_gpus=4, seed=3, ratio=1.3)
+    assert sum(p.total_gpu_milli for p in seq) <= 5200 and len(seq) == 5
+
+
+# --- Kubernetes objects ----------------------------------------------------------------------
+
+
+def test_classes_from_gpu_spec_and_sharing() -> None:
+    pods = [pod("whole-any", num_gpu=2), pod("whole-v100", num_gpu=4, spec=("V100M16", "V100M32")),
+            pod("share-any", gpu_milli=300), pod("share-t4", gpu_milli=500, spec=("T4",)),
+            pod("share-any-2", gpu_milli=700), pod("cpu", num_gpu=0)]
+    classes = {c["metadata"]["name"]: c["spec"] for c in resource_classes(pods)}
+    assert classes == {
+        "trace-gpu-v100m16-v100m32": {"selector": {"matchExpressions": [
+            {"key": "model", "operator": "In", "values": ["V100M16", "V100M32"]}]}},
+        "trace-share-any": {"selector": {"matchExpressions": [{"key": "model", "operator": "Exists"}]},
+                            "sharing": {"dimension": "gpu-milli", "unit": "1"}},
+        "trace-share-t4": {"selector": {"matchExpressions": [{"key": "model", "operator": "In", "values": ["T4"]}]},
+                           "sharing": {"dimension": "gpu-milli", "unit": "1"}},
+    }
+    assert pod_requests(pods[0]) == {"cpu": "1000m", "memory": "1024Mi", GPU_RESOURCE: 2}
+    assert pod_requests(pods[1])["class.tessera.dev/trace-gpu-v100m16-v100m32"] == 4
+    assert pod_requests(pods[2])["class.tessera.dev/trace-share-any"] == 300
+    assert pod_requests(pods[3])["class.tessera.dev/trace-share-t4"] == 500
+    assert pod_requests(pods[5]) == {"cpu": "1000m", "memory": "1024Mi"}
+    obj = pod_object(pods[2])
+    assert obj["spec"]["schedulerName"] == "tessera"
+    assert obj["spec"]["containers"][0]["resources"]["limits"]["class.tessera.dev/trace-share-any"] == "300"
+
+
+def test_each_gpu_is_a_device_with_a_gpu_milli_capacity() -> None:
+    devices = device_objects(TraceNode("n1", 8000, 32768, 2, "T4"))
+    assert len(devices) == 2
+    assert {d["spec"]["attributes"]["model"] for d in devices} == {"T4"}
+    assert all(d["spec"]["capacity"]["gpu-milli"] == "1000" for d in devices)
+    assert all(d["spec"]["resourceName"] == GPU_RESOURCE for d in devices)
+
+
+# --- through the core ------------------------------------------------------------------------
+
+
+def test_slices_pack_onto_devices_and_failed_pods_are_dropped() -> None:
+    nodes = [TraceNode("n1", 32000, 65536, 2, "T4")]
+    sequence = [pod("s600", gpu_milli=600), pod("s500", gpu_milli=500), pod("s400", gpu_milli=400),
+                pod("whole"),  # both devices hold slices: no free GPU
+                pod("v100", spec=("V100M32",)),  # no such model here
+                pod("s500b", gpu_milli=500)]  # fits beside s500
+    config = config_for(select("tessera-default")[0])
+    result = run_once("tessera-default", config, 42, nodes, sequence)
+    assert result.failed == 2
+    assert result.metrics.final_allocation_pct == pytest.approx(100.0)
+    assert result.metrics.allocation_pct_at_first_failure == pytest.approx(75.0)
+
+
+def test_every_policy_runs_and_leaves_the_core_ledger_consistent() -> None:
+    nodes = [TraceNode(f"n{i}", 16000, 65536, 4, "T4" if i % 2 else "P100") for i in range(4)]
+    pods = [pod(f"p{i}", num_gpu=(0, 1, 1, 2)[i % 4], gpu_milli=(1000, 300, 1000, 1000)[i % 4],
+                spec=("T4",) if i % 7 == 0 else ()) for i in range(30)]
+    sequence = arrival_sequence(pods, 16, seed=42)
+    for policy in POLICIES:
+        result = run_once(policy.name, config_for(policy), 42, nodes, sequence)  # raises on a ledger mismatch
+        assert result.pods == len(sequence)
+
+
+def test_cluster_objects_are_accepted_by_the_core() -> None:
+    from scheduler.core.cycle import Scheduler
+
+    scheduler = Scheduler(config_for(POLICIES[0]))
+    objects = cluster_objects([TraceNode("n1", 8000, 1024, 2, "T4")], [pod("x", gpu_milli=100, spec=("T4",))])
+    for obj in objects:
+        assert scheduler.apply("ADDED", obj, 0.0) == []
+    assert scheduler.state.class_status("trace-share-t4") == (True, "selector and resourceName are valid", 2)
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+
+def test_fgd_curve_buckets_by_rounded_arrival_and_averages_allocation() -> None:
+    # 10 GPUs = 10,000 milli; 1 % = 100 milli.
+    series = Series(10, arrived_milli=[4_960, 5_040, 5_100, 5_300, 10_000, 10_020],
+                    used_milli=[4_960, 5_000, 5_000, 5_000, 9_000, 9_020])
+    curve = fgd_curve(series, max_pct=101)
+    assert curve[50] == pytest.approx((49.6 + 50.0) / 2)  # 49.6 % and 50.4 % both round to 50
+    assert curve[51] == 50.0
+    assert curve[52] == pytest.approx((50.0 + 50.0) / 2)  # no row at 52: rows at 51 and 53 (±1)
+    assert 55 not in curve  # nothing within ±1
+    assert curve[100] == pytest.approx(90.1)  # (90.0 + 90.2) / 2
+    series.first_failure = 2
+    metrics = run_metrics(series)
+    assert metrics.unallocated_gpu_pct_at_100 == pytest.approx(9.9)
+    assert metrics.allocation_pct_at_first_failure == pytest.approx(50.0)
+    assert metrics.final_allocation_pct == pytest.approx(90.2)
+
+
+def test_no_failure_and_short_arrival_give_none() -> None:
+    metrics = run_metrics(Series(10, [1000, 2000], [1000, 2000]))
+    assert metrics.allocation_pct_at_first_failure is None
+    assert metrics.unallocated_gpu_pct_at_100 is None
+    assert metrics.final_allocation_pct == pytest.approx(20.0)
+
+
+def test_summaries_over_seeds() -> None:
+    assert summarize([3.0, None, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0}
+    assert summarize([None]) == {"median": None, "min": None, "max": None}
+    assert median_curve([{0: 0.0, 1: 1.0}, {0: 0.0, 1: 3.0}, {1: 2.0}]) == {0: 0.0, 1: 2.0}
+
+
+# --- policies and CLI ------------------------------------------------------------------------
+
+
+def test_policies_score_all_nodes_unless_sampling() -> None:
+    names = [p.name for p in POLICIES]
+    assert names == ["tessera-default", "least-allocated", "most-allocated", "rtcr-binpack", "first-fit"]
+    for policy in POLICIES:
+        assert config_for(policy).percentage_of_nodes_to_score == 100
+    least, most = (config_for(p).profiles[0].fit for p in select("least-allocated,most-allocated"))
+    assert (least.type, most.type) == ("LeastAllocated", "MostAllocated")
+    assert [r.weight for r in config_for(select("rtcr-binpack")[0]).profiles[0].fit.resources] == [1, 1, 3]
+    assert len(config_for(select("first-fit")[0]).profiles[0].score_weights) == 0
+    with pytest.raises(ValueError, match="unknown policy 'nope'"):
+        select("nope")
+
+
+def test_duplicate_scoring_is_detected() -> None:
+    same = POLICIES[1].build
+    assert duplicates([Policy("x", "", same), Policy("y", "", same), POLICIES[2]], True) == [("x", "y")]
+
+
+def test_seed_lists() -> None:
+    assert trace.parse_seeds("42-51") == list(range(42, 52))
+    assert trace.parse_seeds("42") == [42]
+    assert trace.parse_seeds("42,45,50-51,42") == [42, 45, 50, 51]
+
+
+def test_trace_dir_is_relative_to_the_repo_and_overridable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(trace.TRACE_DIR_ENV, raising=False)
+    assert trace.trace_dir() == (trace.REPO_ROOT.parent / "shared" / "data" / "alibaba-gpu-v2023").resolve()
+    monkeypatch.setenv(trace.TRACE_DIR_ENV, "/somewhere")
+    assert trace.trace_dir() == Path("/somewhere")
+
+
+def test_quick_smoke_run_writes_json_png_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nodes = write(tmp_path / "nodes.csv", NODE_HEADER + "".join(
+        f"node-{i:02d},{32000 if i % 3 else 96000},131072,{(2, 4, 8)[i % 3]},{'T4' if i % 2 else 'G2'}\n"
+        for i in range(30)))
+    rows = []
+    for i in range(200):
+        num_gpu, milli = [(1, 1000), (1, 450), (0, 0), (2, 1000), (1, 250)][i % 5]
+        rows.append(f"pod-{i:03d},{2000 + 100 * (i % 4)},{4096},{num_gpu},{milli},"
+                    f"{'T4' if i % 11 == 0 else ''},LS,Running,0,1,0\n")
+    pods = write(tmp_path / "pods.csv", POD_HEADER + "".join(rows))
+    out = tmp_path / "out"
+    code = trace.main(["--nodes", str(nodes), "--pods", str(pods), "--quick", "--out", str(out), "--jobs", "2"])
+    assert code == 0
+    document = json.loads((out / "results.json").read_text())
+    assert list(document["policies"]) == [p.name for p in POLICIES]
+    for entry in document["policies"].values():
+        assert set(entry["unallocated_gpu_pct_at_100"]) == {"median", "min", "max"}
+        assert entry["pods_per_second"]["median"] > 0
+        assert len(entry["runs"]) == 1 and entry["runs"][0]["seed"] == 42
+    assert document["workload"]["nodes"] == 3 and document["workload"]["trace_pods"] == 20
+    assert document["reference"]["unallocated_gpu_pct_at_100"]["FGD"] == 4.77
+    assert (out / "allocation.png").read_bytes().startswith(b"\x89PNG")
+    table = capsys.readouterr().out
+    assert "| tessera-default |" in table and "| first-fit |" in table
+
+
+def test_unknown_policy_and_missing_file_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert trace.main(["--policies", "bogus", "--out", str(tmp_path)]) == 2
+    assert trace.main(["--nodes", str(tmp_path / "none.csv"), "--pods", str(tmp_path / "none.csv"),
+                       "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "unknown policy 'bogus'" in err and "none.csv" in err
