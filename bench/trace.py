@@ -120,7 +120,8 @@ def run_all(tasks: Sequence[tuple[str, int]], jobs: int, init_args: tuple[Any, .
         at_100 = result.metrics.unallocated_gpu_pct_at_100
         print(f"[{done}/{len(tasks)}] {result.policy:<16} seed {result.seed}: {result.pods} pods, "
               f"{result.failed} failed, unallocated@100 {'-' if at_100 is None else f'{at_100:.2f} %'}, "
-              f"{result.pods_per_second:.0f} pods/s ({result.elapsed_seconds:.1f} s); "
+              f"{result.pods_per_second:.0f} pods/s ({result.elapsed_seconds:.1f} s wall, "
+              f"{result.pods_per_cpu_second:.0f} pods per CPU-s); "
               f"elapsed {elapsed:.0f} s, ~{eta:.0f} s left", file=sys.stderr, flush=True)
 
     if jobs <= 1 or len(tasks) <= 1:

@@ -34,10 +34,12 @@ def _run_row(result: RunResult) -> dict[str, Any]:
         "pods": result.pods,
         "failed_pods": result.failed,
         "elapsed_seconds": round(result.elapsed_seconds, 3),
+        "cpu_seconds": round(result.cpu_seconds, 3),
         "unallocated_gpu_pct_at_100": m.unallocated_gpu_pct_at_100,
         "allocation_pct_at_first_failure": m.allocation_pct_at_first_failure,
         "final_allocation_pct": m.final_allocation_pct,
         "pods_per_second": result.pods_per_second,
+        "pods_per_cpu_second": result.pods_per_cpu_second,
     }
 
 
@@ -50,6 +52,7 @@ def policy_results(results: Sequence[RunResult], order: Sequence[str]) -> dict[s
             continue
         rows = [_run_row(r) for r in runs]
         entry: dict[str, Any] = {metric: summarize(row[metric] for row in rows) for metric in METRICS}
+        entry["pods_per_cpu_second"] = summarize(row["pods_per_cpu_second"] for row in rows)
         entry["failed_pods"] = summarize(float(row["failed_pods"]) for row in rows)
         curve = median_curve([r.metrics.curve for r in runs])
         entry["allocation_curve"] = {"arrived_gpu_pct": list(curve), "allocated_gpu_pct_median": list(curve.values())}

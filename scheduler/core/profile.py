@@ -17,7 +17,7 @@ from scheduler.core.state import ClusterState, NodeInfo
 FilterFn = Callable[[PodContext, NodeInfo], "tuple[str, ...] | None"]
 ScoreFn = Callable[[PodContext, NodeInfo], int]
 Rejection = tuple[str, tuple[str, ...]] | None
-_CACHED_SHAPES = 64
+_CACHED_SHAPES = 256
 
 
 class CacheEntry:

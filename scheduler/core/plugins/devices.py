@@ -14,6 +14,7 @@ The node score is device-level binpack: how full the matching devices are after 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from fractions import Fraction
 
 from scheduler.core.framework import MAX_NODE_SCORE, DevicePlan, DeviceRequest, PodContext
@@ -21,23 +22,42 @@ from scheduler.core.objects import Device
 from scheduler.core.state import ClusterState, DeviceUse, NodeInfo
 
 NAME = "TesseraDevices"
+_CACHED_REQUESTS = 128
 BROKEN = "node(s) had unreadable device assignments"
 
 
 class DevicePlanner:
     def __init__(self, state: ClusterState) -> None:
         self.state = state
+        # Plans depend only on the device requests and the node (and the class registry), not on
+        # the rest of the pod, so pods that differ in CPU or memory share them.
+        self._plans: OrderedDict[tuple[tuple[str, str, int], ...], dict[str, tuple[int, int, DevicePlan | str]]] = OrderedDict()
 
     def filter_node(self, ctx: PodContext, info: NodeInfo) -> tuple[str, ...] | None:
         if not ctx.device_requests:
             return None
         if info.broken:
             return (BROKEN,)
-        plan = self.plan(ctx.device_requests, info)
+        plan = self._cached_plan(ctx.device_requests, info)
         if isinstance(plan, str):
             return (plan,)
         ctx.plans[info.name] = plan
         return None
+
+    def _cached_plan(self, requests: tuple[DeviceRequest, ...], info: NodeInfo) -> DevicePlan | str:
+        key = tuple((r.container, r.resource_name, r.count) for r in requests)
+        per_node = self._plans.get(key)
+        if per_node is None:
+            per_node = self._plans[key] = {}
+            if len(self._plans) > _CACHED_REQUESTS:
+                self._plans.popitem(last=False)
+        generation = self.state.classes.generation
+        hit = per_node.get(info.name)
+        if hit is not None and hit[0] == info.generation and hit[1] == generation:
+            return hit[2]
+        plan = self.plan(requests, info)
+        per_node[info.name] = (info.generation, generation, plan)
+        return plan
 
     def plan(self, requests: tuple[DeviceRequest, ...], info: NodeInfo) -> DevicePlan | str:
         """A device plan for all requests on this node, or the reason there is none."""

@@ -97,15 +97,17 @@ def most_allocated(weights: Sequence[int]) -> Scorer:
 
 
 def requested_to_capacity_ratio(shape: Sequence[ShapePoint], weights: Sequence[int]) -> Scorer:
+    # The utilisation argument is always an integer in 0..100: tabulate the broken line once.
     raw = broken_linear(shape)
-    full = raw(MAX_UTILIZATION)
+    table = [raw(p) for p in range(MAX_UTILIZATION + 1)]
+    full = table[MAX_UTILIZATION]
 
     def score(requested: list[int], allocatable: list[int]) -> int:
         node_score = weight_sum = 0
         for req, alloc, weight in zip(requested, allocatable, weights):
             if alloc == 0:
                 continue
-            rs = full if req > alloc else raw(req * MAX_UTILIZATION // alloc)
+            rs = full if req > alloc else table[req * MAX_UTILIZATION // alloc]
             if rs > 0:  # resources scoring 0 are dropped from the mean, not averaged in
                 node_score += rs * weight
                 weight_sum += weight
@@ -126,33 +128,61 @@ def build_scorer(strategy: ScoringStrategy) -> Scorer:
 
 
 class FitScore:
-    """Score a node: (requested, allocatable) per configured resource, then the strategy."""
+    """Score a node: (requested, allocatable) per configured resource, then the strategy.
+
+    The node's side of the vectors is cached per node generation and the pod's side per attempt,
+    so a score is a short loop of integer arithmetic.
+    """
 
     def __init__(self, strategy: ScoringStrategy) -> None:
         self.resources = [r.name for r in strategy.resources]
         self.scorer = build_scorer(strategy)
+        self._extended = [is_extended(name) for name in self.resources]
+        self._nodes: dict[str, tuple[int, list[int], list[int]]] = {}
+        self._pod: tuple[PodContext, list[int]] | None = None
 
-    def score(self, ctx: PodContext, info: NodeInfo) -> int:
+    def _node_vectors(self, info: NodeInfo) -> tuple[list[int], list[int]]:
+        cached = self._nodes.get(info.name)
+        if cached is not None and cached[0] == info.generation:
+            return cached[1], cached[2]
         node = info.node
         assert node is not None
-        pod_scoring = ctx.pod.scoring_requests
+        allocatable: list[int] = []
+        requested: list[int] = []
+        for name in self.resources:
+            if name == CPU:
+                alloc, req = node.allocatable.get(CPU, 0), info.scoring_cpu
+            elif name == MEMORY:
+                alloc, req = node.allocatable.get(MEMORY, 0), info.scoring_memory
+            elif name == EPHEMERAL_STORAGE:
+                alloc, req = node.allocatable.get(name, 0), info.requested.get(name, 0)
+            else:
+                alloc, req = info.device_capacity(name), info.used(name)
+            allocatable.append(alloc)
+            requested.append(req)
+        self._nodes[info.name] = (info.generation, allocatable, requested)
+        return allocatable, requested
+
+    def _pod_vector(self, ctx: PodContext) -> list[int]:
+        if self._pod is None or self._pod[0] is not ctx:
+            scoring = ctx.pod.scoring_requests
+            self._pod = (ctx, [scoring.get(name, 0) for name in self.resources])
+        return self._pod[1]
+
+    def score(self, ctx: PodContext, info: NodeInfo) -> int:
+        node_alloc, node_requested = self._node_vectors(info)
+        pod_vector = self._pod_vector(ctx)
         plan = ctx.plans.get(info.name)
         requested: list[int] = []
         allocatable: list[int] = []
-        for name in self.resources:
-            pod_request = pod_scoring.get(name, 0)
+        for i, name in enumerate(self.resources):
+            pod_request = pod_vector[i]
             if plan is not None:
                 pod_request += plan.newly_busy.get(name, 0)
-            if name == CPU:
-                alloc, req = node.allocatable.get(CPU, 0), info.scoring_cpu + pod_request
-            elif name == MEMORY:
-                alloc, req = node.allocatable.get(MEMORY, 0), info.scoring_memory + pod_request
-            elif name == EPHEMERAL_STORAGE:
-                alloc, req = node.allocatable.get(name, 0), info.requested.get(name, 0) + pod_request
-            elif pod_request == 0 and is_extended(name):
-                alloc, req = 0, 0  # unrequested extended resources are skipped
-            else:
-                alloc, req = info.device_capacity(name), info.used(name) + pod_request
-            requested.append(req)
-            allocatable.append(alloc)
+            if pod_request == 0 and self._extended[i]:
+                allocatable.append(0)  # unrequested extended resources are skipped
+                requested.append(0)
+                continue
+            allocatable.append(node_alloc[i])
+            requested.append(node_requested[i] + pod_request)
         return self.scorer(requested, allocatable)
