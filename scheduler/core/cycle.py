@@ -50,6 +50,7 @@ class Attempt:
     filtered: dict[str, str] | None = None
     attempts: int = 1  # this attempt included (for the scheduling SLI metrics)
     queued_at: float = 0.0  # when the pod first entered the queue
+    deferred: bool = False  # placed, but its Binding waits for the node's allocation gate
 
 
 def num_feasible_nodes_to_find(percentage: int, num_nodes: int) -> int:
@@ -76,6 +77,8 @@ class Scheduler:
         self.rng = random.Random(seed)
         self.explain = explain
         self.next_start = 0
+        self.deferred: dict[str, list[Attempt]] = {}  # node -> placed attempts waiting for the gate
+        self._released: list[Attempt] = []
 
     # --- input -------------------------------------------------------------------------------
 
@@ -87,7 +90,10 @@ class Scheduler:
         if before is None and obj.get("kind") == "Pod" and event_type != "DELETED":
             self._observe(obj)
         for event in events:
-            self.queue.move(now, functools.partial(self._worth_retrying, event=event))
+            if event.kind is EventKind.ALLOCATION_DONE:
+                self._release_deferred(event.node)
+            else:
+                self.queue.move(now, functools.partial(self._worth_retrying, event=event))
         return notices
 
     def _pending_snapshot(self, obj: JSON) -> Pod | None:
@@ -137,7 +143,7 @@ class Scheduler:
         if kind in (EventKind.POD_ADDED, EventKind.PODGROUP_CHANGED):
             return (coscheduling.NAME in rejectors and entry.group == event.group
                     and coscheduling.group_ready(self.state, event.group))
-        return True
+        return kind is not EventKind.ALLOCATION_DONE
 
     def _fits_node(self, uid: str, node_name: str) -> bool:
         pod = self.state.pods.get(uid)
@@ -171,9 +177,57 @@ class Scheduler:
             else:
                 self.queue.unschedulable_failure(uid, attempts[0].rejectors, now)
         for attempt in attempts:
+            if attempt.node is not None and attempt.annotations:
+                self._gate(attempt, runtime)
+        for attempt in attempts:
             failures, queued_at = history.get(attempt.pod.uid, (0, now))
             attempt.attempts, attempt.queued_at = failures + 1, queued_at
         return attempts
+
+    # --- the allocation gate (DESIGN.md §2: one Allocating pod per resource name and node) -----
+
+    def _gate(self, attempt: Attempt, runtime: ProfileRuntime) -> None:
+        """Bind now and hold the node's gate, or defer the Binding until the gate opens."""
+        if not runtime.profile.devices.allocation_gate:
+            return
+        assert attempt.node is not None
+        resources = _resources_of(attempt)
+        info = self.state.nodes[attempt.node]
+        waiting = self.deferred.get(attempt.node, ())
+        if info.allocation_blocks(resources) or any(not _resources_of(w).isdisjoint(resources) for w in waiting):
+            attempt.deferred = True
+            self.deferred.setdefault(attempt.node, []).append(attempt)
+        else:
+            self.state.mark_allocating(attempt.pod.uid, attempt.node, resources)
+
+    def _release_deferred(self, node: str) -> None:
+        waiting = self.deferred.get(node)
+        if not waiting:
+            return
+        info = self.state.nodes[node]
+        still: list[Attempt] = []
+        held: set[str] = set()  # resources of pods still waiting: later pods must not overtake them
+        for attempt in waiting:
+            placement = self.state.placements.get(attempt.pod.uid)
+            if placement is None or not placement.assumed or placement.node != node:
+                continue  # deleted, bound by someone else, or forgotten meanwhile
+            resources = _resources_of(attempt)
+            if not held.isdisjoint(resources) or info.allocation_blocks(resources):
+                still.append(attempt)
+                held |= resources
+                continue
+            self.state.mark_allocating(attempt.pod.uid, node, resources)
+            attempt.deferred = False
+            self._released.append(attempt)
+        if still:
+            self.deferred[node] = still
+        else:
+            del self.deferred[node]
+
+    def take_released(self) -> list[Attempt]:
+        """Deferred attempts whose gate has opened: their Bindings can go out now."""
+        released, self._released = self._released, []
+        return released
 
     def _history(self, pod: Pod) -> dict[str, tuple[int, float]]:
         """Failed attempts so far and first-queued time of the pod (and its gang siblings)."""
@@ -320,7 +374,10 @@ class Scheduler:
 
     def binding_failed(self, uid: str, now: float) -> None:
         """A Binding POST failed for a reason worth retrying: release and back off."""
+        node = self.state.node_of(uid)
         self.state.forget(uid)
+        if node is not None:
+            self._release_deferred(node)
         pod = self.state.pods.get(uid)
         if pod is not None and uid in self.state.pending:
             if uid not in self.queue:
@@ -329,9 +386,19 @@ class Scheduler:
 
     def binding_dropped(self, uid: str) -> None:
         """409 already bound / 404 gone: the apiserver's view wins; wait for the watch event."""
+        node = self.state.node_of(uid)
         self.state.forget(uid)
+        if node is not None:
+            self._release_deferred(node)
         self.state.pending.discard(uid)
         self.queue.remove(uid)
+
+
+def _resources_of(attempt: Attempt) -> frozenset[str]:
+    raw = attempt.annotations.get(ann.DEVICES)
+    if raw is None:
+        return frozenset()
+    return frozenset(resource for by_resource in ann.decode_devices(raw).values() for resource in by_resource)
 
 
 def _scheduling_inputs(pod: Pod) -> tuple[object, ...]:

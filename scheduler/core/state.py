@@ -46,6 +46,7 @@ class EventKind(enum.Enum):
     DEVICE_CHANGED = "DeviceChange"
     CLASS_CHANGED = "ResourceClassChange"
     PODGROUP_CHANGED = "PodGroupChange"
+    ALLOCATION_DONE = "AllocationDone"  # a pod on the node left `tessera.dev/phase: Allocating`
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,7 @@ class NodeInfo:
     """One node's object (if known yet) and everything placed on it."""
 
     __slots__ = ("name", "node", "pods", "requested", "scoring_cpu", "scoring_memory",
-                 "devices", "busy", "broken", "generation")
+                 "devices", "busy", "broken", "allocating", "generation")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -110,7 +111,13 @@ class NodeInfo:
         self.devices: dict[str, Device] = {}
         self.busy: dict[str, int] = {}  # device resourceName -> devices in use (any pod)
         self.broken: set[str] = set()  # pods whose device annotation could not be read
+        # pods whose devices the node agent has not handed out yet -> their resource names; a
+        # second pod with a common resource name must not be bound here until they are done
+        self.allocating: dict[str, frozenset[str]] = {}
         self.generation = 0
+
+    def allocation_blocks(self, resources: frozenset[str]) -> bool:
+        return any(not held.isdisjoint(resources) for held in self.allocating.values())
 
     def used(self, resource: str) -> int:
         """Requested amount of a resource, counting devices handed out by class."""
@@ -305,6 +312,7 @@ class ClusterState:
                 if placement is not None:
                     events += self._unplace(uid)
                 notices += self._place(pod, pod.node_name, pod.devices, assumed=False)
+            events += self._update_gate(pod, pod.node_name)
             return events, notices
         if placement is not None and placement.assumed:
             return events, notices  # our Binding is in flight; the assumption stands
@@ -317,6 +325,21 @@ class ClusterState:
         else:
             self.pending.discard(uid)
         return events, notices
+
+    def _update_gate(self, pod: Pod, node_name: str) -> list[ClusterEvent]:
+        """Rebuild this pod's allocation gate entry from its annotations (never from a timer)."""
+        info = self._node_info(node_name)
+        resources = allocating_resources(pod)
+        if resources:
+            info.allocating[pod.uid] = resources
+            return []
+        if info.allocating.pop(pod.uid, None) is not None:
+            return [ClusterEvent(EventKind.ALLOCATION_DONE, node=node_name)]
+        return []
+
+    def mark_allocating(self, uid: str, node_name: str, resources: frozenset[str]) -> None:
+        """Our Binding for an assumed pod is going out: it holds the gate from now on."""
+        self._node_info(node_name).allocating[uid] = resources
 
     def _leave_group(self, pod: Pod) -> None:
         assert pod.gang is not None
@@ -389,6 +412,7 @@ class ClusterState:
         info = self.nodes[placement.node]
         info.pods.discard(uid)
         info.broken.discard(uid)
+        gate_opened = info.allocating.pop(uid, None) is not None
         for name, requested in placement.requests.items():
             left = info.requested.get(name, 0) - requested
             if left:
@@ -409,7 +433,10 @@ class ClusterState:
             if not use.busy:
                 del self.device_use[device]
         self._refresh_busy_for(device for device, _ in placement.grants)
-        return [ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=placement.node)]
+        events = [ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=placement.node)]
+        if gate_opened:
+            events.append(ClusterEvent(EventKind.ALLOCATION_DONE, node=placement.node))
+        return events
 
     def _refresh_busy_for(self, device_names: Iterator[str] | list[str] | tuple[str, ...]) -> None:
         nodes = {self.devices[name].node_name for name in device_names if name in self.devices}
@@ -498,6 +525,17 @@ class ClusterState:
         if old is not None and old.min_member == pg.min_member:
             return [], []
         return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=pg.key)], []
+
+
+def allocating_resources(pod: Pod) -> frozenset[str]:
+    """Resource names a bound pod still waits for the node agent to hand out (empty when done).
+
+    The gate holds while `tessera.dev/phase` is `Allocating` and the pod has not started; it opens
+    on `Allocated`/`Failed`, when the pod runs or ends, or when the pod is gone.
+    """
+    if not pod.allocating or pod.phase != "Pending" or not pod.devices:
+        return frozenset()
+    return frozenset(resource for by_resource in pod.devices.values() for resource in by_resource)
 
 
 def _same_class(a: ResourceClass, b: ResourceClass) -> bool:

@@ -104,7 +104,16 @@ class SchedulerLoop:
             if event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName"):
                 self.statuses.pod_gone(str(meta.get("namespace", "")), str(meta.get("name", "")))
         self.hooks.on_event(event_type, str(kind))
+        self._submit_released()
         self._wake.set()
+
+    def _submit_released(self) -> None:
+        """Bindings the allocation gate held back and has now let through."""
+        for attempt in self.core.take_released():
+            pod = attempt.pod
+            assert attempt.node is not None
+            log.info("binder.gate_released", pod=pod.key, node=attempt.node)
+            self.binder.submit(Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node, attempt.annotations))
 
     def _report(self, notice: Notice) -> None:
         log.warning("input.invalid", kind=notice.kind, object=notice.key, reason=notice.reason, message=notice.message)
@@ -165,7 +174,11 @@ class SchedulerLoop:
         if attempt.node is not None:
             self.stats.scheduled += 1
             self.hooks.on_attempt("scheduled", profile, seconds, attempt)
-            self.binder.submit(Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node, attempt.annotations))
+            if attempt.deferred:  # another pod on the node is still being handed its devices
+                log.info("binder.gate_wait", pod=pod.key, node=attempt.node)
+            else:
+                self.binder.submit(Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node,
+                                           attempt.annotations))
         else:
             self.stats.unschedulable += 1
             self.hooks.on_attempt("unschedulable", profile, seconds, attempt)
@@ -191,6 +204,7 @@ class SchedulerLoop:
             self.events.record(ref, "Warning", "FailedScheduling", "Binding", f"Binding rejected: {result.message}")
         else:
             self.core.binding_dropped(binding.uid)
+        self._submit_released()
         self._wake.set()
 
     def _write_group_status(self, key: str) -> None:

@@ -3,7 +3,9 @@
 Semantics (the same event-driven requeue as the live queue): events are applied in order; after
 each one the scheduler works until no pending pod can make progress — pods the event cannot help
 stay parked — and every successful attempt is written back as the pod update the apiserver would
-send (`spec.nodeName`, merged annotations, `PodScheduled=True`). Time is virtual: it only moves
+send (`spec.nodeName`, merged annotations, `PodScheduled=True`). Unless `agent=False`, the replay
+also plays the node agent and marks device allocations `Allocated` at once, which opens the
+allocation gate for the next pod on that node. Time is virtual: it only moves
 forward to let backoff expire, so the same input always gives the same output.
 """
 
@@ -17,6 +19,7 @@ from typing import Any
 import orjson
 
 from scheduler.api.config import SchedulerConfig
+from scheduler.core import annotations as ann
 from scheduler.core.cycle import Attempt, Scheduler
 from scheduler.core.state import Notice
 
@@ -56,8 +59,9 @@ def read_events(lines: Iterable[bytes | str], errors: list[str]) -> Iterator[Wat
 
 
 class Replay:
-    def __init__(self, config: SchedulerConfig, explain: bool = False, seed: int = 0) -> None:
+    def __init__(self, config: SchedulerConfig, explain: bool = False, seed: int = 0, agent: bool = True) -> None:
         self.scheduler = Scheduler(config, seed=seed, explain=explain)
+        self.agent = agent  # act as the node agent: mark device allocations done right after binding
         self.now = 0.0
         self.pods: dict[str, dict[str, Any]] = {}  # uid -> latest raw object, to write bindings back
         self.stats = ReplayStats()
@@ -83,9 +87,11 @@ class Replay:
                 self.stats.attempts += 1
                 self.stats.final[attempt.pod.key] = attempt
                 yield attempt
-            for attempt in attempts:
-                if attempt.node is not None:
+            ready = [a for a in attempts if a.node is not None and not a.deferred]
+            while ready:
+                for attempt in ready:
                     self._bind(attempt)
+                ready = scheduler.take_released()
 
     def _remember(self, event: WatchEvent) -> None:
         if event.object.get("kind") != "Pod":
@@ -116,6 +122,11 @@ class Replay:
         status["conditions"] = conditions
         self.pods[attempt.pod.uid] = bound
         self.stats.notices += self.scheduler.apply("MODIFIED", bound, self.now)
+        if self.agent and meta.get("annotations", {}).get(ann.PHASE) == ann.PHASE_ALLOCATING:
+            allocated = copy.deepcopy(bound)  # the node agent hands the devices out at once
+            allocated["metadata"]["annotations"][ann.PHASE] = ann.PHASE_ALLOCATED
+            self.pods[attempt.pod.uid] = allocated
+            self.stats.notices += self.scheduler.apply("MODIFIED", allocated, self.now)
 
 
 def attempt_line(attempt: Attempt, explain: bool) -> dict[str, Any]:

@@ -1,0 +1,87 @@
+"""The allocation gate: one pod per node and resource name may wait for the node agent at a time."""
+
+from __future__ import annotations
+
+from scheduler.api.config import parse_config
+from scheduler.core import annotations as ann
+from scheduler.sim import builders as b
+from scheduler.sim.replay import Replay, WatchEvent
+from tests.helpers import config
+
+
+def _cluster() -> list[dict]:  # type: ignore[type-arg]
+    objs = [b.node("n", gpus=4)] + [b.device("n", i) for i in range(4)]
+    objs.append(b.resource_class("v100", match_labels={"model": "V100"}))
+    objs.append(b.resource_class("other", match_labels={"model": "V100"}, resource_name="example.com/other"))
+    return [b.event("ADDED", o) for o in objs]
+
+
+def _replay(agent: bool, gate: bool = True) -> Replay:
+    cfg = config("config/binpack.yaml")
+    if not gate:
+        cfg = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                            "profiles": [{"schedulerName": "tessera", "pluginConfig": [
+                                {"name": "TesseraDevices", "args": {"allocationGate": False}}]}]}, "test")
+    return Replay(cfg, agent=agent)
+
+
+def _pods() -> list[dict]:  # type: ignore[type-arg]
+    pods = [b.pod(f"p{i}", limits={"class.tessera.dev/v100": 1}) for i in range(3)]
+    pods.append(b.pod("q", limits={"example.com/other": 1}))
+    return [b.event("ADDED", p) for p in pods]
+
+
+def test_without_an_agent_only_one_pod_per_resource_name_is_bound() -> None:
+    replay = _replay(agent=False)
+    attempts = list(replay.run(WatchEvent(e["type"], e["object"]) for e in _cluster() + _pods()))
+    placed = {a.pod.meta.name: a for a in attempts if a.node}
+    assert set(placed) == {"p0", "p1", "p2", "q"}  # every pod is placed and holds its device...
+    assert [a.pod.meta.name for a in attempts if a.node and not a.deferred] == ["p0", "q"]  # ...but only these bind
+    state = replay.scheduler.state
+    bound = {p.meta.name for p in state.pods.values() if p.node_name}
+    assert bound == {"p0", "q"}
+    devices = {g.device for a in placed.values() for c in ann.decode_devices(a.annotations[ann.DEVICES]).values()
+               for gs in c.values() for g in gs}
+    assert len(devices) == 4  # deferred pods still hold distinct devices
+
+    # the agent marks p0 Allocated: exactly the next waiting pod with that resource is released
+    pod = replay.pods[state.pod_by_key("default/p0").uid]  # type: ignore[union-attr]
+    pod["metadata"]["annotations"][ann.PHASE] = ann.PHASE_ALLOCATED
+    replay.scheduler.apply("MODIFIED", pod, 0.0)
+    assert [a.pod.meta.name for a in replay.scheduler.take_released()] == ["p1"]
+
+
+def test_gate_opens_when_the_pod_runs_or_goes_away_and_never_on_time_alone() -> None:
+    replay = _replay(agent=False)
+    list(replay.run(WatchEvent(e["type"], e["object"]) for e in _cluster() + _pods()))
+    scheduler = replay.scheduler
+    for now in (60.0, 3600.0):
+        scheduler.queue.flush_unschedulable(now)
+        assert scheduler.schedule_next(now) is None
+        assert scheduler.take_released() == []
+    p0 = replay.pods[scheduler.state.pod_by_key("default/p0").uid]  # type: ignore[union-attr]
+    running = {**p0, "status": {"phase": "Running"}}
+    scheduler.apply("MODIFIED", running, 0.0)
+    assert [a.pod.meta.name for a in scheduler.take_released()] == ["p1"]
+    p1 = scheduler.state.pod_by_key("default/p1")
+    assert p1 is not None
+    # p1's Binding is out (it holds the gate); the pod is deleted before the agent saw it
+    scheduler.apply("DELETED", b.pod("p1", limits={"class.tessera.dev/v100": 1}), 0.0)
+    assert scheduler.state.node_of(p1.uid) is None
+    assert [a.pod.meta.name for a in scheduler.take_released()] == ["p2"]
+
+
+def test_with_the_agent_or_without_the_gate_everything_binds() -> None:
+    for replay in (_replay(agent=True), _replay(agent=False, gate=False)):
+        list(replay.run(WatchEvent(e["type"], e["object"]) for e in _cluster() + _pods()))
+        assert sum(1 for p in replay.scheduler.state.pods.values() if p.node_name) == 4
+
+
+def test_gate_is_rebuilt_from_annotations_after_a_restart() -> None:
+    first = _replay(agent=False)
+    list(first.run(WatchEvent(e["type"], e["object"]) for e in _cluster() + _pods()[:1]))
+    bound_p0 = first.pods[first.scheduler.state.pod_by_key("default/p0").uid]  # type: ignore[union-attr]
+    second = _replay(agent=False)
+    events = _cluster() + [b.event("ADDED", bound_p0)] + _pods()[1:2]
+    attempts = list(second.run(WatchEvent(e["type"], e["object"]) for e in events))
+    assert [(a.pod.meta.name, a.deferred) for a in attempts] == [("p1", True)]
