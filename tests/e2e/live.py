@@ -140,3 +140,46 @@ class TesseraProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
+
+
+class FakeAgent:
+    """Plays the node agent's part of the handoff: marks bound pods' devices `Allocated`.
+
+    Without it (no kubelet calls Allocate in these tests) the allocation gate would rightly keep a
+    second pod with the same resource name on a node from being bound.
+    """
+
+    def __init__(self, kube: Kube, namespace: str) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.allocated: list[str] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> FakeAgent:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                pods = await self.kube.pods(self.namespace)
+            except Exception:  # the apiserver may be restarting in fault tests
+                await asyncio.sleep(0.5)
+                continue
+            for name, pod in pods.items():
+                annotations = pod["metadata"].get("annotations") or {}
+                if pod["spec"].get("nodeName") and annotations.get("tessera.dev/phase") == "Allocating":
+                    patch = {"metadata": {"annotations": {"tessera.dev/phase": "Allocated"}}}
+                    response = await self.kube.http.request(
+                        "PATCH", f"/api/v1/namespaces/{self.namespace}/pods/{name}", body=patch,
+                        content_type="application/merge-patch+json", limited=False)
+                    if response.ok:
+                        self.allocated.append(name)
+                    else:
+                        print(f"fake agent: PATCH {name}: HTTP {response.status}: {response.message()}")
+            await asyncio.sleep(0.2)

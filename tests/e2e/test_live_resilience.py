@@ -13,7 +13,7 @@ import yaml
 
 from scheduler.core import annotations as ann
 from scheduler.sim import builders as b
-from tests.e2e.live import Kube, TesseraProcess, bound_nodes, eventually
+from tests.e2e.live import FakeAgent, Kube, TesseraProcess, bound_nodes, eventually
 from tests.e2e.test_live_scheduling import CLASSES, ERS, _create_nodes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,6 +52,11 @@ def _device_owners(pods: dict[str, dict[str, Any]]) -> collections.Counter[str]:
 
 async def test_kill_and_restart_loses_nothing_and_completes_a_half_bound_gang(
         clean_cluster: Any, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
+    async with FakeAgent(kubectl, namespace):
+        await _kill_and_restart(clean_cluster, kubectl, namespace, tmp_path)
+
+
+async def _kill_and_restart(clean_cluster: Any, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
     config = _write_config(tmp_path, leader=False)
     devices = await _gpu_cluster(kubectl)
     first = TesseraProcess(clean_cluster.kubeconfig, config, tmp_path, "first")
@@ -91,6 +96,11 @@ async def test_kill_and_restart_loses_nothing_and_completes_a_half_bound_gang(
 
 async def test_two_replicas_only_the_leader_binds_and_a_killed_leader_hands_over(
         clean_cluster: Any, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
+    async with FakeAgent(kubectl, namespace):
+        await _two_replicas(clean_cluster, kubectl, namespace, tmp_path)
+
+
+async def _two_replicas(clean_cluster: Any, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
     config = _write_config(tmp_path, leader=True)
     await _gpu_cluster(kubectl, nodes=2, gpus=8)
     replicas = [TesseraProcess(clean_cluster.kubeconfig, config, tmp_path, name) for name in ("a", "b")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import collections
 from typing import Any
 
@@ -10,7 +11,7 @@ import orjson
 from examples.generate import fragmentation, tfjob_demo
 from scheduler.core import annotations as ann
 from scheduler.sim import builders as b
-from tests.e2e.live import Kube, bound_nodes, eventually
+from tests.e2e.live import FakeAgent, Kube, bound_nodes, eventually
 
 NODES = "/api/v1/nodes"
 ERS = "/apis/tessera.dev/v1alpha1/extendedresources"
@@ -98,11 +99,18 @@ async def test_device_classes_and_memory_sharing_live(tessera: Any, kubectl: Kub
     await kubectl.create_pod(namespace, b.pod("big", limits={"class.tessera.dev/big": 1}))
     await kubectl.create_pod(namespace, b.pod("s1", limits={"class.tessera.dev/p100-slice": 8}))
     await kubectl.create_pod(namespace, b.pod("s2", limits={"class.tessera.dev/p100-slice": 8}))
-    placed = await eventually(lambda: _all_bound(kubectl, namespace, 4))
+    await eventually(lambda: _bound_count(kubectl, namespace, 3))
+    await asyncio.sleep(1.0)
+    # s1 and s2 share a resource name on dev-a: the second waits for the node agent (allocation gate)
+    nodes = await bound_nodes(kubectl, namespace)
+    assert sorted(n for p, n in nodes.items() if p.startswith("s")) == ["", "dev-a"]
+    async with FakeAgent(kubectl, namespace) as agent:
+        placed = await eventually(lambda: _all_bound(kubectl, namespace, 4))
+        assert {"k80", "big"} <= set(agent.allocated) or len(agent.allocated) >= 2
     assert placed == {"k80": "dev-a", "big": "dev-b", "s1": "dev-a", "s2": "dev-a"}
     pods = await kubectl.pods(namespace)
     devices = {name: orjson.loads(p["metadata"]["annotations"][ann.DEVICES]) for name, p in pods.items()}
-    assert all(p["metadata"]["annotations"][ann.PHASE] == "Allocating" for p in pods.values())
+    assert all(p["metadata"]["annotations"][ann.PHASE] in ("Allocating", "Allocated") for p in pods.values())
     big = devices["big"]["containers"]["main"]["class.tessera.dev/big"][0]
     er = (await kubectl.call("GET", f"{ERS}/{big['device']}")).json()
     assert er["spec"]["capacity"]["memory"] == "32Gi" and big["id"] == er["spec"]["deviceID"]
@@ -136,6 +144,10 @@ async def _all_bound(kubectl: Kube, namespace: str, count: int) -> dict[str, str
     if len(nodes) == count and all(nodes.values()):
         return nodes
     return None
+
+
+async def _bound_count(kubectl: Kube, namespace: str, count: int) -> bool:
+    return sum(1 for n in (await bound_nodes(kubectl, namespace)).values() if n) == count
 
 
 async def _events_for(kubectl: Kube, namespace: str, pod: str, reason: str) -> list[dict[str, Any]]:

@@ -601,9 +601,9 @@ class World:
         return "MODIFIED" if flag else "ADDED"
 
     def note(self, d: Delivery, extra: str = "") -> None:
-        meta = d.object.get("metadata") or {}
-        spec = d.object.get("spec") or {}
-        status = d.object.get("status") or {}
+        def mapping(value: Any) -> Obj:
+            return value if isinstance(value, dict) else {}
+        meta, spec, status = (mapping(d.object.get(k)) for k in ("metadata", "spec", "status"))
         bits = [d.type + (" (stale, core only)" if d.direct else ""), str(d.object.get("kind")),
                 f"{meta.get('namespace', '') + '/' if meta.get('namespace') else ''}{meta.get('name')}",
                 f"rv={meta.get('resourceVersion')}"]
@@ -633,6 +633,8 @@ class World:
         status = raw.setdefault("status", {})
         status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"] + [
             {"type": "PodScheduled", "status": "True"}]
+        if meta.get("annotations", {}).get(ann.PHASE) == ann.PHASE_ALLOCATING:
+            meta["annotations"][ann.PHASE] = ann.PHASE_ALLOCATED  # the node agent, as Replay plays it
         self.pods[uid] = raw
         self.tessera_bound.add(uid)
         self.log.append(f"  -> Binding {meta.get('namespace')}/{meta['name']} to {node}"

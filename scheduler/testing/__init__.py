@@ -1,0 +1,1 @@
+"""Test support shipped with the scheduler: fault injection and invariant checking."""

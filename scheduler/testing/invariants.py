@@ -1,0 +1,772 @@
+"""Invariant checks over the apiserver's state: what must hold however badly things went.
+
+Why read the apiserver and not the scheduler: the scheduler's cache is exactly what faults corrupt.
+The apiserver is the ground truth a node agent and kubelet act on, so every check here is computed
+from Pods, Nodes, ExtendedResources, ResourceClasses and PodGroups as the apiserver returns them,
+with the core's own parsers (``parse_pod``/``parse_node``/``parse_device``/
+``parse_resource_class``) doing the quantity and request arithmetic, so "over allocatable" means
+the same thing here as in the scheduler (init containers, sidecars, overhead).
+
+Two sources, because some violations leave no trace in the final state:
+
+- :func:`read_view` + :func:`check` — a final LIST: device and node capacity, gangs, pods that
+  should have been bound, and ``Scheduled`` Events that contradict where a pod really is.
+- :class:`ClusterWatcher` — a list+watch of the same kinds for the whole run, straight to the
+  apiserver (never through the fault proxy). It remembers the first node each pod uid was bound
+  to (a later different node is a pod bound twice), when nodes and devices were deleted and every
+  version of every ResourceClass, so :func:`check_history` can tell a binding made on a stale view
+  (to a node or device deleted, or against a class edited, more than ``grace`` seconds before the
+  bind was observed) from an unlucky race. It also runs the capacity checks on its live view after
+  every change, which catches an over-allocation that a later deletion would have hidden.
+
+Every check returns :class:`Violation` records (never raises on bad data): a fault run wants the
+complete list, not the first assertion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import ssl
+import time
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from scheduler.api.quantity import format_quantity
+from scheduler.core import annotations as ann
+from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX, ResourceClass, parse_resource_class
+from scheduler.core.objects import (
+    PODGROUP_LABEL,
+    TERMINAL_PHASES,
+    Device,
+    ObjectError,
+    Pod,
+    parse_device,
+    parse_node,
+    parse_pod,
+)
+from scheduler.core.resources import PODS
+
+__all__ = [
+    "BAD_ANNOTATION",
+    "BOUND_TWICE",
+    "DEVICE_CAPACITY",
+    "GANG_PARTIAL",
+    "INVARIANTS",
+    "NODE_ALLOCATABLE",
+    "SCHEDULER_EXITED",
+    "STALE_BINDING",
+    "UNBOUND",
+    "ApiReader",
+    "ClusterView",
+    "ClusterWatcher",
+    "Violation",
+    "check",
+    "check_capacity",
+    "check_events",
+    "check_gangs",
+    "check_history",
+    "check_unbound",
+    "read_view",
+    "wait_until_bound",
+]
+
+JSON = dict[str, Any]
+
+DEVICE_CAPACITY = "device-capacity"
+NODE_ALLOCATABLE = "node-allocatable"
+GANG_PARTIAL = "gang-partial"
+UNBOUND = "unbound"
+BOUND_TWICE = "bound-twice"
+STALE_BINDING = "stale-binding"
+BAD_ANNOTATION = "bad-annotation"
+SCHEDULER_EXITED = "scheduler-exited"
+INVARIANTS = (DEVICE_CAPACITY, NODE_ALLOCATABLE, GANG_PARTIAL, UNBOUND, BOUND_TWICE, STALE_BINDING,
+              BAD_ANNOTATION, SCHEDULER_EXITED)
+
+PODS_PATH = "/api/v1/pods"
+NODES_PATH = "/api/v1/nodes"
+DEVICES_PATH = "/apis/tessera.dev/v1alpha1/extendedresources"
+CLASSES_PATH = "/apis/tessera.dev/v1alpha1/resourceclasses"
+PODGROUPS_PATH = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
+EVENTS_PATH = "/apis/events.k8s.io/v1/events"
+_GANG_NAME = "pod-group.scheduling.sigs.k8s.io/name"
+_SCHEDULED_PREFIX = "Successfully assigned "
+
+
+@dataclass(frozen=True, order=True)
+class Violation:
+    invariant: str  # one of INVARIANTS
+    subject: str  # the device, node, gang or pod concerned
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.invariant}: {self.subject}: {self.detail}"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"invariant": self.invariant, "subject": self.subject, "detail": self.detail}
+
+
+# --- reading the apiserver ---------------------------------------------------------------------
+
+
+class ApiReader:
+    """Plain JSON GETs and watches against the apiserver, with a bearer token.
+
+    Deliberately not the scheduler's client stack (kubernetes-asyncio + ``KubeHttp``): a bug
+    there must not be able to hide itself from the checker.
+    """
+
+    def __init__(self, server: str, ca: bytes | str | Path, token: str) -> None:
+        self.server = server.rstrip("/")
+        pem = ca if isinstance(ca, bytes) else Path(ca).read_bytes()
+        self._ssl = ssl.create_default_context(cadata=pem.decode())
+        self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                headers=self._headers, connector=aiohttp.TCPConnector(ssl=self._ssl), trust_env=False)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def request(self, method: str, path: str, body: Any = None, *, params: Mapping[str, str] | None = None,
+                      content_type: str = "application/json", timeout: float = 15.0) -> tuple[int, Any]:
+        data = orjson.dumps(body) if body is not None else None
+        headers = {"Content-Type": content_type} if data is not None else None
+        async with self._client().request(method, self.server + path, data=data, params=params, headers=headers,
+                                          timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+            raw = await response.read()
+            return response.status, (orjson.loads(raw) if raw else None)
+
+    async def get(self, path: str, params: Mapping[str, str] | None = None, timeout: float = 30.0) -> JSON:
+        status, doc = await self.request("GET", path, params=params, timeout=timeout)
+        if status != 200 or not isinstance(doc, dict):
+            raise RuntimeError(f"GET {path}: HTTP {status}: {doc!r:.300}")
+        return doc
+
+    async def list(self, path: str) -> tuple[list[JSON], str]:
+        """All items (paginated) and the list's resourceVersion; a missing CRD lists as empty."""
+        items: list[JSON] = []
+        token = ""
+        while True:
+            params = {"limit": "500", **({"continue": token} if token else {})}
+            status, doc = await self.request("GET", path, params=params, timeout=30)
+            if status == 404:
+                return [], ""
+            if status != 200 or not isinstance(doc, dict):
+                raise RuntimeError(f"LIST {path}: HTTP {status}: {doc!r:.300}")
+            items += doc.get("items") or []
+            meta = doc.get("metadata") or {}
+            token = meta.get("continue") or ""
+            if not token:
+                return items, str(meta.get("resourceVersion") or "")
+
+    async def watch(self, path: str, resource_version: str, timeout_seconds: int = 60) -> AsyncIterator[JSON]:
+        params = {"watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
+                  "timeoutSeconds": str(timeout_seconds)}
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=timeout_seconds + 15)
+        async with self._client().get(self.server + path, params=params, timeout=timeout) as response:
+            if response.status != 200:
+                raise _WatchError(response.status, (await response.read())[:300].decode(errors="replace"))
+            buffer = bytearray()
+            while chunk := await response.content.readany():
+                buffer += chunk
+                while (end := buffer.find(b"\n")) >= 0:
+                    line = bytes(buffer[:end])
+                    del buffer[:end + 1]
+                    if line.strip():
+                        yield orjson.loads(line)
+
+
+class _WatchError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"watch: HTTP {status}: {message}")
+        self.status = status
+
+
+@dataclass
+class ClusterView:
+    """The objects the invariants are about, keyed as the scheduler keys them."""
+
+    pods: dict[str, JSON] = field(default_factory=dict)  # uid -> Pod
+    nodes: dict[str, JSON] = field(default_factory=dict)  # name -> Node
+    devices: dict[str, JSON] = field(default_factory=dict)  # name -> ExtendedResource
+    classes: dict[str, JSON] = field(default_factory=dict)  # name -> ResourceClass
+    podgroups: dict[str, JSON] = field(default_factory=dict)  # "ns/name" -> PodGroup
+    events: list[JSON] = field(default_factory=list)  # events.k8s.io/v1 Scheduled events
+
+    def pod_by_key(self) -> dict[str, JSON]:
+        return {_key(p): p for p in self.pods.values()}
+
+
+async def read_view(api: ApiReader, namespaces: Collection[str] | None = None) -> ClusterView:
+    """A LIST of everything the checks need. With ``namespaces``, pods (and Events) outside them
+    are kept only when they are bound to a node of the view: they still use its capacity."""
+    view = ClusterView()
+    nodes, _ = await api.list(NODES_PATH)
+    view.nodes = {n["metadata"]["name"]: n for n in nodes}
+    pods, _ = await api.list(PODS_PATH)
+    for pod in pods:
+        if namespaces is None or pod["metadata"].get("namespace") in namespaces \
+                or (pod.get("spec") or {}).get("nodeName") in view.nodes:
+            view.pods[pod["metadata"]["uid"]] = pod
+    devices, _ = await api.list(DEVICES_PATH)
+    view.devices = {d["metadata"]["name"]: d for d in devices}
+    classes, _ = await api.list(CLASSES_PATH)
+    view.classes = {c["metadata"]["name"]: c for c in classes}
+    groups, _ = await api.list(PODGROUPS_PATH)
+    view.podgroups = {_key(g): g for g in groups}
+    events, _ = await api.list(EVENTS_PATH)
+    view.events = [e for e in events if e.get("reason") == "Scheduled"
+                   and (namespaces is None or e["metadata"].get("namespace") in namespaces)]
+    return view
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+
+
+def _active(pod: Mapping[str, Any]) -> bool:
+    """Bound and not terminal: what holds node capacity and devices (deleting pods still do)."""
+    return bool((pod.get("spec") or {}).get("nodeName")) and \
+        (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
+
+
+# --- capacity ----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Grant:
+    pod: str  # pod key
+    uid: str
+    node: str
+    resource: str
+    container: str
+    device: str
+    device_id: str
+    amount: Fraction | None
+
+
+def _grants(pods: Iterable[JSON], out: list[Violation]) -> list[_Grant]:
+    grants: list[_Grant] = []
+    for pod in pods:
+        if not _active(pod):
+            continue
+        raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(ann.DEVICES)
+        if raw is None:
+            continue
+        key = _key(pod)
+        try:
+            assignment = ann.decode_devices(raw)
+        except ann.AnnotationError as err:
+            out.append(Violation(BAD_ANNOTATION, key, f"{ann.DEVICES} cannot be decoded: {err}"))
+            continue
+        node = pod["spec"]["nodeName"]
+        for container, by_resource in assignment.items():
+            for resource, entries in by_resource.items():
+                for grant in entries:
+                    grants.append(_Grant(key, pod["metadata"]["uid"], node, resource, container, grant.device,
+                                         grant.device_id, grant.amount))
+    return grants
+
+
+def _class_for(resource: str, classes: Mapping[str, JSON]) -> ResourceClass | None:
+    for obj in classes.values():
+        try:
+            cls = parse_resource_class(obj)
+        except ObjectError:
+            continue
+        if cls.resource_name == resource:
+            return cls
+    return None
+
+
+def _device(obj: JSON | None) -> Device | None:
+    if obj is None:
+        return None
+    try:
+        return parse_device(obj)
+    except ObjectError:
+        return None
+
+
+def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None = None) -> list[Violation]:
+    """No device beyond its capacity, no node beyond its allocatable.
+
+    Devices: at most one exclusive holder; shared amounts within the capacity of the class's
+    sharing dimension; never exclusive and shared at once; a device only on its own node.
+    Nodes: per resource, the sum of the requests of the active pods bound to it (class resources
+    excluded) plus, for a device resourceName, the number of that node's devices held through
+    classes, within allocatable; the pod count within ``pods``. ``known_devices`` supplies the
+    last known object of deleted ExtendedResources (their pods still hold them).
+    """
+    out: list[Violation] = []
+    devices = {**(known_devices or {}), **view.devices}
+    grants = _grants(view.pods.values(), out)
+    by_device: dict[str, list[_Grant]] = defaultdict(list)
+    for grant in grants:
+        by_device[grant.device].append(grant)
+    class_resources = {g.resource for g in grants}
+    for obj in view.classes.values():
+        with contextlib.suppress(ObjectError):
+            class_resources.add(parse_resource_class(obj).resource_name)
+
+    for name, held in sorted(by_device.items()):
+        device = _device(devices.get(name))
+        exclusive = [g for g in held if g.amount is None]
+        shared = [g for g in held if g.amount is not None]
+        holders = sorted({g.pod for g in held})
+        if len(exclusive) > 1:
+            out.append(Violation(DEVICE_CAPACITY, name, f"exclusively assigned {len(exclusive)} times: "
+                                 f"{', '.join(sorted(g.pod for g in exclusive))}"))
+        if exclusive and shared:
+            out.append(Violation(DEVICE_CAPACITY, name, f"assigned exclusively and shared at once: {', '.join(holders)}"))
+        if device is not None:
+            wrong = sorted({g.pod for g in held if g.node != device.node_name})
+            if wrong:
+                out.append(Violation(DEVICE_CAPACITY, name, f"device is on node {device.node_name} but pods on "
+                                     f"other nodes hold it: {', '.join(wrong)}"))
+            if shared:
+                cls = _class_for(shared[0].resource, view.classes)
+                dimension = cls.sharing.dimension if cls is not None and cls.sharing is not None else "memory"
+                capacity = device.capacity.get(dimension)
+                total = sum((g.amount for g in shared if g.amount is not None), Fraction(0))
+                if capacity is None or total > capacity:
+                    out.append(Violation(DEVICE_CAPACITY, name, f"shared {format_quantity(total)} of {dimension} > "
+                                         f"capacity {format_quantity(capacity) if capacity is not None else 'none'}: "
+                                         f"{', '.join(holders)}"))
+
+    by_node: dict[str, list[JSON]] = defaultdict(list)
+    for pod in view.pods.values():
+        if _active(pod):
+            by_node[pod["spec"]["nodeName"]].append(pod)
+    busy: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))  # node -> resourceName -> devices
+    for name, held in by_device.items():
+        device = _device(devices.get(name))
+        if device is not None and device.resource_name:
+            busy[device.node_name][device.resource_name].add(name)
+    for node_name, obj in sorted(view.nodes.items()):
+        try:
+            node = parse_node(obj)
+        except ObjectError:
+            continue
+        pods = by_node.get(node_name, [])
+        used: Counter[str] = Counter()
+        for raw in pods:
+            try:
+                pod = parse_pod(raw)
+            except ObjectError:
+                continue
+            for resource, amount in pod.requests.items():
+                if resource not in class_resources and not resource.startswith(DEFAULT_RESOURCE_PREFIX):
+                    used[resource] += amount
+        for resource, names in busy.get(node_name, {}).items():
+            used[resource] += len(names)
+        used[PODS] = len(pods)
+        for resource, amount in sorted(used.items()):
+            allocatable = node.allocatable.get(resource, 0)
+            if amount > allocatable:
+                out.append(Violation(NODE_ALLOCATABLE, node_name, f"{resource}: {amount} used > {allocatable} allocatable "
+                                     f"({len(pods)} pods: {', '.join(sorted(_key(p) for p in pods)[:8])}"
+                                     f"{'…' if len(pods) > 8 else ''})"))
+    return out
+
+
+# --- gangs, pending pods, events ---------------------------------------------------------------
+
+
+def check_gangs(view: ClusterView) -> list[Violation]:
+    """Every gang has at least its minimum bound, or none at all."""
+    members: dict[str, list[Pod]] = defaultdict(list)
+    for raw in view.pods.values():
+        try:
+            pod = parse_pod(raw)
+        except ObjectError:
+            continue
+        if pod.gang is not None and not pod.terminal:
+            members[pod.gang.key].append(pod)
+    out = []
+    for key, pods in sorted(members.items()):
+        first = pods[0].gang
+        assert first is not None
+        if first.from_podgroup:
+            group = view.podgroups.get(key)
+            if group is None:
+                continue  # no PodGroup object: the scheduler must not place any (checked as bound==0 below)
+            minimum = int((group.get("spec") or {}).get("minMember") or 1)
+        else:
+            minimum = Counter(p.gang.min_available for p in pods if p.gang is not None).most_common(1)[0][0] or 1
+        bound = sorted(p.key for p in pods if p.node_name)
+        if 0 < len(bound) < minimum:
+            out.append(Violation(GANG_PARTIAL, key, f"{len(bound)} of {len(pods)} members bound, minimum {minimum}: "
+                                 f"{', '.join(bound)}"))
+    for key, pods in sorted(members.items()):
+        first = pods[0].gang
+        if first is not None and first.from_podgroup and key not in view.podgroups:
+            bound = sorted(p.key for p in pods if p.node_name)
+            if bound:
+                out.append(Violation(GANG_PARTIAL, key, f"bound without a PodGroup object: {', '.join(bound)}"))
+    return out
+
+
+def check_unbound(view: ClusterView, must_bind: Collection[str]) -> list[Violation]:
+    """Every pod the caller knows fits (``namespace/name``) exists and is bound."""
+    pods = view.pod_by_key()
+    out = []
+    for key in sorted(must_bind):
+        pod = pods.get(key)
+        if pod is None:
+            out.append(Violation(UNBOUND, key, "pod is gone"))
+        elif not (pod.get("spec") or {}).get("nodeName"):
+            conditions = (pod.get("status") or {}).get("conditions") or []
+            why = next((c.get("message", "") for c in conditions if c.get("type") == "PodScheduled"), "")
+            out.append(Violation(UNBOUND, key, f"still pending{': ' + why if why else ''}"))
+    return out
+
+
+def check_events(view: ClusterView) -> list[Violation]:
+    """``Scheduled`` Events must agree with each other and with where the pod is."""
+    nodes_by_uid: dict[str, set[str]] = defaultdict(set)
+    names: dict[str, str] = {}
+    for event in view.events:
+        if event.get("reportingController") != "tessera":
+            continue
+        regarding = event.get("regarding") or {}
+        uid = regarding.get("uid") or ""
+        note = str(event.get("note") or "")
+        if not uid or not note.startswith(_SCHEDULED_PREFIX) or " to " not in note:
+            continue
+        nodes_by_uid[uid].add(note.rpartition(" to ")[2])
+        names[uid] = f"{regarding.get('namespace')}/{regarding.get('name')}"
+    out = []
+    for uid, nodes in sorted(nodes_by_uid.items()):
+        pod = view.pods.get(uid)
+        actual = (pod.get("spec") or {}).get("nodeName") if pod is not None else None
+        if len(nodes) > 1:
+            out.append(Violation(BOUND_TWICE, names[uid], f"Scheduled events name {len(nodes)} nodes: {sorted(nodes)}"))
+        elif actual and actual not in nodes:
+            out.append(Violation(BOUND_TWICE, names[uid], f"Scheduled event says {sorted(nodes)[0]} but the pod is "
+                                 f"bound to {actual}"))
+    return out
+
+
+def check(view: ClusterView, *, must_bind: Collection[str] = (), watcher: ClusterWatcher | None = None,
+          grace: float = 5.0) -> list[Violation]:
+    """All final-state checks (and the watcher's, when given), deduplicated and sorted."""
+    found = check_capacity(view, watcher.removed_devices() if watcher is not None else None)
+    found += check_gangs(view) + check_unbound(view, must_bind) + check_events(view)
+    if watcher is not None:
+        found += check_history(watcher, view, grace) + watcher.violations()
+    return sorted(set(found))
+
+
+async def wait_until_bound(api: ApiReader, must_bind: Collection[str], timeout: float,
+                           interval: float = 0.5) -> set[str]:
+    """Poll until every ``namespace/name`` in ``must_bind`` is bound; returns those that are not."""
+    namespaces = {key.partition("/")[0] for key in must_bind}
+    deadline = time.monotonic() + timeout
+    left = set(must_bind)
+    while True:
+        with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, RuntimeError, OSError):
+            bound = set()
+            for namespace in namespaces:
+                items, _ = await api.list(f"/api/v1/namespaces/{namespace}/pods")
+                bound |= {_key(p) for p in items if (p.get("spec") or {}).get("nodeName")}
+            left = set(must_bind) - bound
+        if not left or time.monotonic() >= deadline:
+            return left
+        await asyncio.sleep(interval)
+
+
+# --- the watcher: what happened during the run -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FirstBinding:
+    node: str
+    at: float  # time.monotonic() when the watcher first saw the pod bound
+    key: str
+
+
+_KINDS: tuple[tuple[str, str], ...] = (
+    ("Pod", PODS_PATH), ("Node", NODES_PATH), ("ExtendedResource", DEVICES_PATH),
+    ("ResourceClass", CLASSES_PATH), ("PodGroup", PODGROUPS_PATH),
+)
+PodCallback = Callable[[str, JSON], None]
+
+
+class ClusterWatcher:
+    """List+watch of pods, nodes, devices, classes and pod groups for the length of a run.
+
+    Resilient on purpose (reconnects with backoff, relists on 410): the scenarios restart the
+    apiserver under it. Times are ``time.monotonic()`` of observation; the lag between an
+    apiserver write and its observation is why :func:`check_history` takes a grace period.
+    """
+
+    def __init__(self, api: ApiReader, namespaces: Collection[str] | None = None,
+                 check_interval: float = 0.25) -> None:
+        self.api = api
+        self.namespaces = set(namespaces) if namespaces is not None else None
+        self.check_interval = check_interval
+        self.view = ClusterView()
+        self.first_bound: dict[str, FirstBinding] = {}
+        self.removed: dict[tuple[str, str], tuple[float, JSON]] = {}  # (kind, name) -> (when, last object)
+        self.class_versions: dict[str, list[tuple[float, JSON | None]]] = defaultdict(list)
+        self.started = time.monotonic()
+        self.synced = asyncio.Event()
+        self.errors = 0
+        self._violations: dict[Violation, float] = {}
+        self._callbacks: list[PodCallback] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._dirty = asyncio.Event()
+        self._synced_kinds: set[str] = set()
+
+    def on_pod(self, callback: PodCallback) -> None:
+        """Call ``callback(event_type, pod)`` for every pod event (the fake node agent uses it)."""
+        self._callbacks.append(callback)
+
+    async def start(self, timeout: float = 30.0) -> None:
+        self.started = time.monotonic()
+        self._tasks = [asyncio.create_task(self._run(kind, path), name=f"watch-{kind}") for kind, path in _KINDS]
+        self._tasks.append(asyncio.create_task(self._check_loop(), name="watch-checks"))
+        await asyncio.wait_for(self.synced.wait(), timeout)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        self._run_checks()
+
+    def violations(self) -> list[Violation]:
+        """Pods bound twice and transient capacity violations seen during the run."""
+        return sorted(self._violations)
+
+    def removed_devices(self) -> dict[str, JSON]:
+        return {name: obj for (kind, name), (_, obj) in self.removed.items() if kind == "ExtendedResource"}
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _store(self, kind: str) -> dict[str, JSON]:
+        return {"Pod": self.view.pods, "Node": self.view.nodes, "ExtendedResource": self.view.devices,
+                "ResourceClass": self.view.classes, "PodGroup": self.view.podgroups}[kind]
+
+    @staticmethod
+    def _id(kind: str, obj: JSON) -> str:
+        return str(obj["metadata"]["uid"]) if kind == "Pod" else _key(obj)
+
+    async def _run(self, kind: str, path: str) -> None:
+        delay = 0.2
+        resource_version = ""
+        while True:
+            try:
+                if not resource_version:
+                    items, resource_version = await self.api.list(path)
+                    self._replace(kind, items)
+                    if kind not in self._synced_kinds:
+                        self._synced_kinds.add(kind)
+                        if len(self._synced_kinds) == len(_KINDS):
+                            self.synced.set()
+                    if not resource_version:  # CRD not installed
+                        await asyncio.sleep(5)
+                        continue
+                async for event in self.api.watch(path, resource_version):
+                    delay = 0.2
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        resource_version = "" if obj.get("code") == 410 else resource_version
+                        break
+                    rv = (obj.get("metadata") or {}).get("resourceVersion")
+                    if event.get("type") != "BOOKMARK":
+                        self._apply(kind, str(event.get("type")), obj)
+                    if rv:
+                        resource_version = str(rv)
+            except asyncio.CancelledError:
+                raise
+            except _WatchError as err:
+                self.errors += 1
+                if err.status == 410:
+                    resource_version = ""
+                    continue
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+            except Exception:  # transport trouble, apiserver restarts: retry
+                self.errors += 1
+                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+                delay = min(delay * 2, 2.0)
+
+    def _replace(self, kind: str, items: list[JSON]) -> None:
+        store = self._store(kind)
+        listed = {self._id(kind, obj): obj for obj in items}
+        for ident in [i for i in store if i not in listed]:
+            self._apply(kind, "DELETED", store[ident])
+        for ident, obj in listed.items():
+            old = store.get(ident)
+            if old is None or old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+                self._apply(kind, "MODIFIED" if old is not None else "ADDED", obj)
+
+    def _apply(self, kind: str, event_type: str, obj: JSON) -> None:
+        now = time.monotonic()
+        store = self._store(kind)
+        ident = self._id(kind, obj)
+        name = _key(obj)
+        if event_type == "DELETED":
+            store.pop(ident, None)
+            if kind in ("Node", "ExtendedResource"):
+                self.removed[(kind, name)] = (now, obj)
+            if kind == "ResourceClass":
+                self.class_versions[name].append((now, None))
+        else:
+            if kind == "Pod" and self.namespaces is not None and obj["metadata"].get("namespace") not in self.namespaces:
+                return
+            old = store.get(ident)
+            store[ident] = obj
+            if kind in ("Node", "ExtendedResource"):
+                self.removed.pop((kind, name), None)
+            if kind == "ResourceClass" and (old is None or old.get("spec") != obj.get("spec")):
+                self.class_versions[name].append((now, obj))
+            if kind == "Pod":
+                self._pod_bound(obj, now)
+        if kind == "Pod":
+            for callback in self._callbacks:
+                callback(event_type, obj)
+        self._dirty.set()
+
+    def _pod_bound(self, pod: JSON, now: float) -> None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            return
+        uid = pod["metadata"]["uid"]
+        first = self.first_bound.get(uid)
+        if first is None:
+            self.first_bound[uid] = FirstBinding(node, now, _key(pod))
+        elif first.node != node:
+            self._flag([Violation(BOUND_TWICE, first.key, f"bound to {first.node}, later to {node}")])
+
+    def _flag(self, violations: Iterable[Violation]) -> None:
+        now = time.monotonic()
+        for violation in violations:
+            self._violations.setdefault(violation, now)
+
+    def _run_checks(self) -> None:
+        self._flag(check_capacity(self.view, self.removed_devices()))
+
+    async def _check_loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            self._run_checks()
+            await asyncio.sleep(self.check_interval)
+
+
+def _class_at(watcher: ClusterWatcher, resource: str, at: float, grace: float) -> tuple[ResourceClass | None, str]:
+    """The class serving ``resource`` that had been stable for ``grace`` seconds at ``at``.
+
+    Returns (class, "") when one is known; (None, reason) when the check cannot apply: no class,
+    or a version change within the grace window (the scheduler may legitimately have used either).
+    """
+    for name, versions in watcher.class_versions.items():
+        current: JSON | None = None
+        changed_recently = False
+        for when, obj in versions:
+            if when <= at - grace:
+                current = obj
+            elif when <= at:
+                changed_recently = True
+        candidates = [obj for _, obj in versions if obj is not None]
+        if not candidates:
+            continue
+        try:
+            serves = any(parse_resource_class(obj).resource_name == resource for obj in candidates)
+        except ObjectError:
+            continue
+        if not serves:
+            continue
+        if changed_recently:
+            return None, "changed within the grace period"
+        if current is None:
+            return None, f"ResourceClass {name} did not exist {grace:g}s before the binding"
+        try:
+            return parse_resource_class(current), ""
+        except ObjectError as err:
+            return None, str(err)
+    return None, "no class"
+
+
+def check_history(watcher: ClusterWatcher, view: ClusterView, grace: float = 5.0) -> list[Violation]:
+    """Bindings made on a view stale by more than ``grace`` seconds.
+
+    For each pod still bound at the end: its node and devices must not have been deleted more
+    than ``grace`` before the watcher first saw the pod bound, and each device must match the
+    class it was granted under — selector, and for shared classes ``count × unit`` — as the class
+    stood when the binding was made (skipped when the class changed within the grace window).
+    """
+    out: list[Violation] = []
+    devices = {**watcher.removed_devices(), **watcher.view.devices, **view.devices}
+    for uid, raw in sorted(view.pods.items()):
+        if not _active(raw):
+            continue
+        first = watcher.first_bound.get(uid)
+        if first is None or first.at <= watcher.started:
+            continue  # bound before the run was watched
+        key = _key(raw)
+        node = raw["spec"]["nodeName"]
+        removed = watcher.removed.get(("Node", node))
+        if removed is not None and removed[0] < first.at - grace:
+            out.append(Violation(STALE_BINDING, key, f"bound to node {node} {first.at - removed[0]:.1f}s after it "
+                                 "was deleted"))
+        raw_devices = (raw["metadata"].get("annotations") or {}).get(ann.DEVICES)
+        if raw_devices is None:
+            continue
+        try:
+            pod = parse_pod(raw)
+            assignment = ann.decode_devices(raw_devices)
+        except (ObjectError, ann.AnnotationError):
+            continue  # reported by check_capacity
+        counts = {c.name: c.requests for c in pod.containers}
+        for container, by_resource in assignment.items():
+            for resource, grants in by_resource.items():
+                cls, why = _class_at(watcher, resource, first.at, grace)
+                for grant in grants:
+                    gone = watcher.removed.get(("ExtendedResource", grant.device))
+                    if gone is not None and gone[0] < first.at - grace:
+                        out.append(Violation(STALE_BINDING, key, f"granted device {grant.device} "
+                                             f"{first.at - gone[0]:.1f}s after it was deleted"))
+                        continue
+                    device = _device(devices.get(grant.device))
+                    if device is None:
+                        out.append(Violation(STALE_BINDING, key, f"granted device {grant.device}, which never existed"))
+                        continue
+                    if device.device_id != grant.device_id:
+                        out.append(Violation(STALE_BINDING, key, f"grant of {grant.device} names id {grant.device_id}, "
+                                             f"the device's is {device.device_id}"))
+                    if cls is None:
+                        continue
+                    if not cls.matches(device):
+                        out.append(Violation(STALE_BINDING, key, f"device {grant.device} does not match ResourceClass "
+                                             f"{cls.name} as it stood when the pod was bound"))
+                    count = counts.get(container, {}).get(resource, 0)
+                    if cls.sharing is None and grant.amount is not None:
+                        out.append(Violation(STALE_BINDING, key, f"shared grant on {grant.device} under exclusive "
+                                             f"ResourceClass {cls.name}"))
+                    elif cls.sharing is not None and grant.amount != count * cls.sharing.unit:
+                        want = format_quantity(count * cls.sharing.unit)
+                        got = format_quantity(grant.amount) if grant.amount is not None else "exclusive"
+                        out.append(Violation(STALE_BINDING, key, f"grant on {grant.device} is {got}, ResourceClass "
+                                             f"{cls.name} makes {count} units {want}"))
+    return out

@@ -1,0 +1,298 @@
+"""The fault proxy against a tiny local HTTPS server: relaying, streaming, and each fault type."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from aiohttp import web
+
+from scheduler.kube.controlplane.certs import CertificateAuthority
+from scheduler.kube.http import KubeHttp, connect
+from scheduler.testing.faultproxy import (
+    BIND_500_AFTER,
+    BIND_500_BEFORE,
+    BIND_HANG_AFTER,
+    CUT_CONNECTION,
+    CUT_WATCH,
+    DELAY_REQUEST,
+    DELAY_RESPONSE,
+    FAULT_TYPES,
+    RESET,
+    WATCH_410_EVENT,
+    WATCH_410_STATUS,
+    FaultProxy,
+    FaultProxyThread,
+    Faults,
+)
+
+BIND = "/api/v1/namespaces/ns/pods/p/binding"
+WATCH = "/api/v1/pods?watch=true&resourceVersion=1"
+
+
+@dataclass
+class Upstream:
+    """What the fake apiserver saw."""
+
+    url: str
+    ca_pem: bytes
+    binds: list[dict[str, Any]] = field(default_factory=list)
+    peers: list[Any] = field(default_factory=list)
+    auth: list[str] = field(default_factory=list)
+
+
+@pytest_asyncio.fixture
+async def upstream(tmp_path: Path) -> AsyncIterator[Upstream]:
+    ca = CertificateAuthority.generate("echo-ca")
+    cert, key = ca.issue_serving("echo", ("127.0.0.1",), ("localhost",)).write(tmp_path, "echo")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    seen = Upstream("", ca.cert_pem)
+
+    async def echo(request: web.Request) -> web.Response:
+        seen.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
+        seen.auth.append(request.headers.get("Authorization", ""))
+        body = await request.read()
+        return web.json_response({"method": request.method, "path": request.path_qs, "length": len(body),
+                                  "body": body.decode(errors="replace")[:100]})
+
+    async def bind(request: web.Request) -> web.Response:
+        seen.binds.append(await request.json())
+        return web.json_response({"kind": "Status", "status": "Success", "code": 201}, status=201)
+
+    async def pods(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            return web.json_response({"kind": "PodList", "items": [], "metadata": {"resourceVersion": "1"}})
+        response = web.StreamResponse()
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for i in range(int(request.query.get("events", "1000"))):
+            event = {"type": "ADDED", "object": {"kind": "Pod", "metadata": {"name": f"p{i}", "resourceVersion": str(i + 2)}}}
+            await response.write(json.dumps(event).encode() + b"\n")
+            await asyncio.sleep(0.05)
+        await response.write_eof()
+        return response
+
+    async def version(request: web.Request) -> web.Response:
+        seen.auth.append(request.headers.get("Authorization", ""))
+        return web.json_response({"gitVersion": "v0.0.0-echo"})
+
+    app = web.Application(client_max_size=8 << 20)
+    app.router.add_post(BIND, bind)
+    app.router.add_get("/api/v1/pods", pods)
+    app.router.add_get("/version", version)
+    app.router.add_route("*", "/echo", echo)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    seen.url = f"https://127.0.0.1:{port}"
+    yield seen
+    await runner.cleanup()
+
+
+@pytest_asyncio.fixture
+async def proxy(upstream: Upstream) -> AsyncIterator[FaultProxy]:
+    async with FaultProxy(upstream.url, upstream.ca_pem, seed=7) as running:
+        yield running
+
+
+def _session(proxy: FaultProxy | FaultProxyThread, *, limit: int = 10, timeout: float = 10) -> aiohttp.ClientSession:
+    context = ssl.create_default_context(cadata=proxy.proxy.ca_pem.decode() if isinstance(proxy, FaultProxyThread)
+                                         else proxy.ca_pem.decode())
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context, limit=limit),
+                                 timeout=aiohttp.ClientTimeout(total=timeout), trust_env=False)
+
+
+async def test_relays_requests_bodies_and_keeps_connections_alive(proxy: FaultProxy, upstream: Upstream) -> None:
+    async with _session(proxy, limit=1) as session:
+        for i in range(3):
+            async with session.get(f"{proxy.url}/echo?i={i}", headers={"Authorization": "Bearer t0k"}) as response:
+                assert response.status == 200
+                assert (await response.json())["path"] == f"/echo?i={i}"
+        big = b"x" * (1 << 20)
+        async with session.post(f"{proxy.url}/echo", data=big) as response:
+            assert (await response.json())["length"] == len(big)
+
+        async def chunks() -> AsyncIterator[bytes]:
+            for part in (b"hello ", b"chunked ", b"world"):
+                yield part
+
+        async with session.put(f"{proxy.url}/echo", data=chunks()) as response:  # Transfer-Encoding: chunked
+            got = await response.json()
+            assert (got["method"], got["body"]) == ("PUT", "hello chunked world")
+    assert upstream.auth[:3] == ["Bearer t0k"] * 3
+    assert len(set(map(str, upstream.peers))) == 1  # one client connection -> one upstream connection
+    assert proxy.requests == proxy.forwarded == 5
+    assert sum(proxy.counts.values()) == 0 and set(proxy.counts) == set(FAULT_TYPES)
+
+
+async def test_watch_streams_event_by_event(proxy: FaultProxy) -> None:
+    async with _session(proxy) as session:
+        started = time.monotonic()
+        async with session.get(f"{proxy.url}{WATCH}&events=5") as response:
+            first = await response.content.readline()
+            assert time.monotonic() - started < 0.2  # not buffered until the stream ends
+            assert json.loads(first)["object"]["metadata"]["name"] == "p0"
+            rest = (await response.read()).splitlines()
+        assert len(rest) == 4
+        async with session.get(f"{proxy.url}/echo") as response:  # the connection is reusable after it
+            assert response.status == 200
+
+
+async def test_binding_failures_before_and_after_forwarding(proxy: FaultProxy, upstream: Upstream) -> None:
+    body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"name": "n1"}}
+    async with _session(proxy, timeout=5) as session:
+        proxy.configure(bind_fail_before=1.0)
+        async with session.post(f"{proxy.url}{BIND}", json=body) as response:
+            assert response.status == 500
+            assert "before forwarding" in (await response.json())["message"]
+        assert upstream.binds == []
+
+        proxy.configure(bind_fail_before=0.0, bind_fail_after=1.0)
+        async with session.post(f"{proxy.url}{BIND}", json=body) as response:
+            assert response.status == 500
+            assert "after forwarding" in (await response.json())["message"]
+        assert len(upstream.binds) == 1  # the bind happened although the client saw 500
+
+        proxy.configure(bind_fail_after=0.0, bind_hang_after=1.0, hang_seconds=0.5)
+        started = time.monotonic()
+        with pytest.raises(aiohttp.ClientError):
+            async with session.post(f"{proxy.url}{BIND}", json=body) as response:
+                await response.read()
+        assert 0.4 < time.monotonic() - started < 3
+        assert len(upstream.binds) == 2
+
+        proxy.configure(bind_hang_after=0.0)
+        async with session.post(f"{proxy.url}{BIND}", json=body) as response:
+            assert response.status == 201
+        async with session.post(f"{proxy.url}/echo", json=body) as response:  # only Bindings are hit
+            assert response.status == 200
+    assert len(upstream.binds) == 3
+    assert proxy.bindings_forwarded == 3
+    counts = proxy.counts
+    assert (counts[BIND_500_BEFORE], counts[BIND_500_AFTER], counts[BIND_HANG_AFTER]) == (1, 1, 1)
+
+
+async def test_watch_gone_answers_410_as_status_or_error_event(proxy: FaultProxy) -> None:
+    proxy.configure(watch_gone=1.0)
+    kinds = set()
+    async with _session(proxy) as session:
+        for _ in range(12):
+            async with session.get(f"{proxy.url}{WATCH}") as response:
+                if response.status == 410:
+                    kinds.add("status")
+                    assert (await response.json())["code"] == 410
+                else:
+                    assert response.status == 200
+                    event = json.loads(await response.read())
+                    assert (event["type"], event["object"]["code"]) == ("ERROR", 410)
+                    kinds.add("event")
+        async with session.get(f"{proxy.url}/api/v1/pods") as response:  # a LIST is not a watch
+            assert response.status == 200
+    assert kinds == {"status", "event"}
+    assert proxy.counts[WATCH_410_STATUS] + proxy.counts[WATCH_410_EVENT] == 12
+    assert proxy.forwarded == 1
+
+
+async def test_cut_drops_watch_streams_only_when_asked(proxy: FaultProxy) -> None:
+    async with _session(proxy) as session, session.get(f"{proxy.url}{WATCH}") as response:
+        await response.content.readline()
+        async with _session(proxy) as other:
+            async with other.get(f"{proxy.url}/echo") as plain:
+                assert plain.status == 200
+            assert proxy.cut(watches_only=True) == 1
+            with pytest.raises((aiohttp.ClientError, asyncio.TimeoutError)):
+                while await asyncio.wait_for(response.content.readline(), 5):
+                    pass
+            async with other.get(f"{proxy.url}/echo") as plain:  # its idle connection survived
+                assert plain.status == 200
+            assert proxy.cut(watches_only=False) >= 1  # idle keep-alive connections too
+    counts = proxy.counts
+    assert counts[CUT_WATCH] == 1 and counts[CUT_CONNECTION] >= 1
+
+
+async def test_periodic_cuts(proxy: FaultProxy) -> None:
+    proxy.configure(cut_every=0.3, cut_watches_only=True)
+    async with _session(proxy, timeout=10) as session:
+        started = time.monotonic()
+        with pytest.raises(aiohttp.ClientError):
+            async with session.get(f"{proxy.url}{WATCH}") as response:
+                while await response.content.readline():
+                    pass
+        assert time.monotonic() - started < 2
+    assert proxy.counts[CUT_WATCH] >= 1
+
+
+async def test_reset_and_delays(proxy: FaultProxy) -> None:
+    async with _session(proxy) as session:
+        proxy.configure(reset=1.0)
+        with pytest.raises(aiohttp.ClientError):
+            async with session.get(f"{proxy.url}/echo") as response:
+                await response.read()
+        proxy.configure(reset=0.0, delay_request=1.0, delay_response=1.0, delay_seconds=(0.2, 0.2))
+        started = time.monotonic()
+        async with session.get(f"{proxy.url}/echo") as response:
+            assert response.status == 200
+        assert time.monotonic() - started >= 0.4
+    counts = proxy.counts
+    assert counts[RESET] >= 1  # aiohttp may retry an idempotent request once
+    assert (counts[DELAY_REQUEST], counts[DELAY_RESPONSE]) == (1, 1)
+
+
+async def test_decisions_are_reproducible_with_a_seed(upstream: Upstream) -> None:
+    async def pattern(seed: int) -> list[int]:
+        async with FaultProxy(upstream.url, upstream.ca_pem, seed=seed, faults=Faults(bind_fail_before=0.5)) as p:
+            async with _session(p) as session:
+                out = []
+                for _ in range(16):
+                    async with session.post(f"{p.url}{BIND}", json={"n": 1}) as response:
+                        out.append(response.status)
+                return out
+
+    first, again, other = await pattern(3), await pattern(3), await pattern(4)
+    assert first == again and first != other
+    assert {500, 201} <= set(first)
+
+
+async def test_upstream_down_drops_the_client_instead_of_hanging(tmp_path: Path) -> None:
+    ca = CertificateAuthority.generate("nobody")
+    async with FaultProxy("https://127.0.0.1:1", ca.cert_pem) as p, _session(p, timeout=5) as session:
+        with pytest.raises(aiohttp.ClientError):
+            async with session.get(f"{p.url}/echo") as response:
+                await response.read()
+
+
+async def test_thread_proxy_and_kubeconfig_with_token(upstream: Upstream, tmp_path: Path) -> None:
+    with FaultProxyThread(upstream.url, upstream.ca_pem, seed=1) as proxy:
+        kubeconfig = proxy.write_kubeconfig(tmp_path / "kubeconfig", token="s3cret")
+        api = await connect(str(kubeconfig))
+        try:
+            http = KubeHttp(api)
+            response = await http.request("GET", "/version", limited=False)
+            assert response.json()["gitVersion"] == "v0.0.0-echo"
+            assert upstream.auth[-1] == "Bearer s3cret"
+            proxy.configure(bind_fail_before=1.0)
+            response = await http.request("POST", BIND, body={"kind": "Binding"})
+            assert response.status == 500
+            assert proxy.cut() >= 1
+        finally:
+            await api.close()
+        assert proxy.counts[BIND_500_BEFORE] == 1
+
+
+def test_invalid_fault_configuration_is_refused() -> None:
+    with pytest.raises(ValueError, match="bind_fail_after"):
+        Faults(bind_fail_after=1.5)
+    with pytest.raises(ValueError, match="delay_seconds"):
+        Faults(delay_seconds=(1.0, 0.5))
