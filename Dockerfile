@@ -26,12 +26,13 @@ COPY pyproject.toml README.md ./
 COPY scheduler ./scheduler
 RUN pip wheel --no-cache-dir --no-deps --no-build-isolation --wheel-dir /wheels .
 COPY deploy/requirements.lock /tmp/requirements.lock
-RUN python -m venv /opt/tessera \
-    && /opt/tessera/bin/pip install --no-cache-dir --no-deps --only-binary=:all: -r /tmp/requirements.lock \
-    && /opt/tessera/bin/pip install --no-cache-dir --no-deps /wheels/*.whl \
-    && /opt/tessera/bin/pip check \
+# The venv gets no pip or setuptools of its own: the build stage's pip installs into it.
+RUN python -m venv --without-pip /opt/tessera \
+    && pip --python /opt/tessera/bin/python install --no-cache-dir --no-deps --only-binary=:all: \
+           --requirement /tmp/requirements.lock \
+    && pip --python /opt/tessera/bin/python install --no-cache-dir --no-deps /wheels/*.whl \
+    && pip --python /opt/tessera/bin/python check \
     && /opt/tessera/bin/python -m compileall -q /opt/tessera/lib \
-    && /opt/tessera/bin/pip uninstall --yes pip \
     && /opt/tessera/bin/tessera --version
 
 FROM ${PYTHON_IMAGE}

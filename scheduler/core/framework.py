@@ -6,12 +6,17 @@ classes — happens once per attempt here, so the per-node Filter and Score call
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from scheduler.core.classes import ClassRegistry, ResourceClass
 from scheduler.core.objects import Pod
 from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
+
+if TYPE_CHECKING:
+    from scheduler.core.state import NodeInfo
 
 MAX_NODE_SCORE = 100
 
@@ -42,6 +47,7 @@ class PodContext:
     plans: dict[str, DevicePlan] = field(default_factory=dict)
     empty_request: bool = False
     shape: tuple[object, ...] = ()  # everything Filter and Score read from the pod (cache key)
+    filters: list[tuple[str, Callable[[PodContext, NodeInfo], tuple[str, ...] | None]]] | None = None
 
 
 def prepare(pod: Pod, classes: ClassRegistry) -> PodContext:

@@ -101,7 +101,10 @@ class ProfileRuntime:
 
     def run_filters(self, ctx: PodContext, info: NodeInfo) -> Rejection:
         """(plugin, reasons) of the first plugin that rejects the node, or None if it passes."""
-        for name, fn in self.filters:
+        filters = ctx.filters
+        if filters is None:
+            filters = ctx.filters = [(name, fn) for name, fn in self.filters if _filter_applies(name, ctx)]
+        for name, fn in filters:
             reasons = fn(ctx, info)
             if reasons:
                 return name, reasons
@@ -144,8 +147,11 @@ class ProfileRuntime:
             entry = cache[info.name]
             raw = entry.raw
             if raw is None:
-                raw = entry.raw = tuple(p.score(ctx, info) if a else 0 for p, a in zip(active, applies))
-                entry.fixed = sum(raw[i] * weight for i, weight in fixed)
+                raw = entry.raw = tuple([p.score(ctx, info) if a else 0 for p, a in zip(active, applies)])
+                total = 0
+                for i, weight in fixed:
+                    total += raw[i] * weight
+                entry.fixed = total
             totals.append(entry.fixed)
             raws.append(raw)
         per_plugin: dict[str, list[int]] = {p.name: [0] * len(nodes) for p in self.scores}
@@ -160,6 +166,15 @@ class ProfileRuntime:
                     totals[j] += value * weight
             per_plugin[plugin.name] = column
         return totals, per_plugin
+
+
+def _filter_applies(name: str, ctx: PodContext) -> bool:
+    """Plugins that can only pass for this pod are left out of its per-node loop."""
+    if name == node_affinity.NAME:
+        return node_affinity.needs_filter(ctx)
+    if name == DEVICES:
+        return bool(ctx.device_requests)
+    return True
 
 
 def normalize(scores: list[int], reverse: bool) -> list[int]:

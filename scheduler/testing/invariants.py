@@ -369,10 +369,10 @@ def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None =
         used: Counter[str] = Counter()
         for raw in pods:
             try:
-                pod = parse_pod(raw)
+                parsed = parse_pod(raw)
             except ObjectError:
                 continue
-            for resource, amount in pod.requests.items():
+            for resource, amount in parsed.requests.items():
                 if resource not in class_resources and not resource.startswith(DEFAULT_RESOURCE_PREFIX):
                     used[resource] += amount
         for resource, names in busy.get(node_name, {}).items():
@@ -577,7 +577,7 @@ class ClusterWatcher:
             try:
                 if not resource_version:
                     items, resource_version = await self.api.list(path)
-                    self._replace(kind, items)
+                    self._replace(kind, items, initial=kind not in self._synced_kinds)
                     if kind not in self._synced_kinds:
                         self._synced_kinds.add(kind)
                         if len(self._synced_kinds) == len(_KINDS):
@@ -610,18 +610,21 @@ class ClusterWatcher:
                 await asyncio.sleep(delay * random.uniform(0.8, 1.2))
                 delay = min(delay * 2, 2.0)
 
-    def _replace(self, kind: str, items: list[JSON]) -> None:
+    def _replace(self, kind: str, items: list[JSON], initial: bool = False) -> None:
+        """Make the store equal a LIST. Objects of the initial LIST date from before the run:
+        classes count as existing forever, pods as bound when the watch started."""
         store = self._store(kind)
         listed = {self._id(kind, obj): obj for obj in items}
+        at = self.started if initial else None
         for ident in [i for i in store if i not in listed]:
             self._apply(kind, "DELETED", store[ident])
         for ident, obj in listed.items():
             old = store.get(ident)
             if old is None or old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
-                self._apply(kind, "MODIFIED" if old is not None else "ADDED", obj)
+                self._apply(kind, "MODIFIED" if old is not None else "ADDED", obj, at)
 
-    def _apply(self, kind: str, event_type: str, obj: JSON) -> None:
-        now = time.monotonic()
+    def _apply(self, kind: str, event_type: str, obj: JSON, at: float | None = None) -> None:
+        now = time.monotonic() if at is None else at
         store = self._store(kind)
         ident = self._id(kind, obj)
         name = _key(obj)
@@ -639,7 +642,7 @@ class ClusterWatcher:
             if kind in ("Node", "ExtendedResource"):
                 self.removed.pop((kind, name), None)
             if kind == "ResourceClass" and (old is None or old.get("spec") != obj.get("spec")):
-                self.class_versions[name].append((now, obj))
+                self.class_versions[name].append((float("-inf") if at is not None else now, obj))
             if kind == "Pod":
                 self._pod_bound(obj, now)
         if kind == "Pod":
@@ -741,7 +744,7 @@ def check_history(watcher: ClusterWatcher, view: ClusterView, grace: float = 5.0
         counts = {c.name: c.requests for c in pod.containers}
         for container, by_resource in assignment.items():
             for resource, grants in by_resource.items():
-                cls, why = _class_at(watcher, resource, first.at, grace)
+                cls, _ = _class_at(watcher, resource, first.at, grace)
                 for grant in grants:
                     gone = watcher.removed.get(("ExtendedResource", grant.device))
                     if gone is not None and gone[0] < first.at - grace:

@@ -41,6 +41,9 @@ KNOWN_BUGS = {
     "F3": "DELETED event whose object no longer parses is dropped -> pod/node/device/podgroup stays in the cache",
     "F5": "ResourceClass with resourceName of a plain device-plugin resource (nvidia.com/gpu) silently captures it",
     "F6": "Replay._bind writes back the latest raw pod, crashing on odd status/spec shapes",
+    "F7": "ResourceClass matchLabels with non-string values are str()-ed instead of making the class invalid",
+    "F8": "parse_quantity accepts non-ASCII digits (Python's \\d / Fraction)",
+    "F9": "plain + class requests for the same device resource are checked separately -> GPUs over-allocated",
 }
 
 

@@ -491,7 +491,31 @@ json_values = st.recursive(
                                                                 inner, max_size=3),
     max_leaves=6)
 
-corruptions = st.builds(Corruption, event=st.integers(0, 60), path=st.integers(0, 400), action=st.integers(0, 3),
+# fields the parsers and the simulator read: random damage rarely hits them, so aim at them too
+KNOWN_PATHS: tuple[tuple[Any, ...], ...] = (
+    ("status", "conditions"), ("status", "conditions", 0), ("metadata", "annotations"), ("metadata", "labels"),
+    ("metadata", "annotations", ann.DEVICES), ("metadata", "annotations", ann.PHASE),
+    ("metadata", "labels", GANG_MIN_LABEL), ("metadata", "labels", PODGROUP_LABEL), ("spec", "nodeName"),
+    ("status", "phase"), ("spec", "priority"), ("spec", "containers"), ("spec", "containers", 0),
+    ("spec", "containers", 0, "resources"), ("spec", "containers", 0, "resources", "limits"),
+    ("spec", "containers", 0, "resources", "requests", "cpu"), ("spec", "containers", 0, "resources", "limits", GPU),
+    ("spec", "containers", 0, "name"), ("spec", "containers", 0, "restartPolicy"), ("spec", "schedulerName"),
+    ("spec", "tolerations"), ("spec", "tolerations", 0), ("spec", "nodeSelector"), ("spec", "affinity"),
+    ("spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"),
+    ("spec", "affinity", "nodeAffinity", "preferredDuringSchedulingIgnoredDuringExecution"),
+    ("spec", "overhead"), ("spec", "schedulingGates"), ("spec", "initContainers"), ("metadata", "deletionTimestamp"),
+    ("metadata", "uid"), ("metadata", "name"), ("metadata", "namespace"), ("metadata", "resourceVersion"),
+    ("metadata", "creationTimestamp"), ("metadata",), ("spec",), ("status",), ("kind",),
+    ("spec", "capacity"), ("spec", "capacity", "memory"), ("spec", "attributes"), ("spec", "attributes", "model"),
+    ("spec", "deviceID"), ("spec", "selector"), ("spec", "selector", "matchLabels"),
+    ("spec", "selector", "matchExpressions"), ("spec", "selector", "matchExpressions", 0, "values"),
+    ("spec", "sharing"), ("spec", "sharing", "unit"), ("spec", "sharing", "dimension"), ("spec", "resourceName"),
+    ("spec", "minMember"), ("spec", "scheduleTimeoutSeconds"), ("status", "allocatable"),
+    ("status", "allocatable", "cpu"), ("status", "allocatable", "pods"), ("status", "allocatable", GPU),
+    ("spec", "taints"), ("spec", "taints", 0, "effect"), ("spec", "unschedulable"),
+)
+
+corruptions = st.builds(Corruption, event=st.integers(0, 60), path=st.integers(0, 400), action=st.integers(0, 4),
                         key=st.sampled_from(FIELD_NAMES), value=json_values)
 
 garbage_events = st.builds(
@@ -535,6 +559,28 @@ def corrupt(obj: Obj, c: Corruption) -> Obj:
     paths: list[tuple[Any, Any]] = []
     _paths(obj, paths)
     value = copy.deepcopy(c.value)
+    if c.action == 4:
+        target: Any = obj
+        path = KNOWN_PATHS[c.path % len(KNOWN_PATHS)]
+        for step, nxt in zip(path, path[1:]):
+            child = target[step] if isinstance(target, dict) and step in target else (
+                target[step] if isinstance(target, list) and isinstance(step, int) and step < len(target) else None)
+            if not isinstance(child, (dict, list)) or (isinstance(nxt, int) != isinstance(child, list)):
+                child = [{}] if isinstance(nxt, int) else {}
+                if isinstance(target, list):
+                    target.append(child) if not target else target.__setitem__(min(step, len(target) - 1), child)
+                else:
+                    target[step] = child
+            target = child if not isinstance(child, list) or isinstance(nxt, int) else child
+        last = path[-1]
+        if isinstance(target, list):
+            if target:
+                target[min(last, len(target) - 1)] = value
+            else:
+                target.append(value)
+        else:
+            target[last] = value
+        return obj
     if c.action == 2 or not paths:
         dicts = [obj] + [p[k] for p, k in paths if isinstance(p[k], dict)]
         dicts[c.path % len(dicts)][c.key] = value
@@ -604,8 +650,9 @@ class World:
         def mapping(value: Any) -> Obj:
             return value if isinstance(value, dict) else {}
         meta, spec, status = (mapping(d.object.get(k)) for k in ("metadata", "spec", "status"))
+        namespace = meta.get("namespace")
         bits = [d.type + (" (stale, core only)" if d.direct else ""), str(d.object.get("kind")),
-                f"{meta.get('namespace', '') + '/' if meta.get('namespace') else ''}{meta.get('name')}",
+                f"{namespace}/{meta.get('name')}" if namespace else f"{meta.get('name')}",
                 f"rv={meta.get('resourceVersion')}"]
         if d.object.get("kind") == "Pod":
             bits.append(f"uid=..{str(meta.get('uid'))[-4:]} node={spec.get('nodeName', '')!r} "

@@ -16,6 +16,8 @@ NAME = "TaintToleration"
 def filter_node(ctx: PodContext, info: NodeInfo) -> tuple[str, ...] | None:
     node = info.node
     assert node is not None
+    if not node.taints:
+        return None
     for taint in node.taints:
         if taint.effect == "PreferNoSchedule":
             continue
@@ -27,6 +29,8 @@ def filter_node(ctx: PodContext, info: NodeInfo) -> tuple[str, ...] | None:
 def score(ctx: PodContext, info: NodeInfo) -> int:
     node = info.node
     assert node is not None
+    if not node.taints:
+        return 0
     tolerations = [t for t in ctx.pod.tolerations if t.effect in ("", "PreferNoSchedule")]
     return sum(1 for taint in node.taints if taint.effect == "PreferNoSchedule"
                and not any(t.tolerates(taint) for t in tolerations))

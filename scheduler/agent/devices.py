@@ -1,0 +1,157 @@
+"""Device discovery: the small interface the agent needs, and the file-backed fake backend.
+
+Why an interface at all: the agent must be testable end to end on machines without GPUs (CI, a
+laptop, this repository's e2e tests), and NVML is only one way to find devices. A backend answers
+one question, "which devices are here, and are they healthy?", synchronously (NVML is a blocking C
+library; the agent calls backends in a worker thread).
+
+The fake backend reads a YAML or JSON file on every call, so a test (or a person trying Tessera on
+a laptop) changes the node's devices by editing the file: remove an entry and the device vanishes,
+set `healthy: false` and it turns unhealthy. A file that cannot be read or parsed raises
+`BackendError`; the agent keeps the last good list and logs the error instead of dropping every
+device because of a half-written file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from scheduler.api.quantity import QuantityError, parse_quantity
+
+__all__ = ["BackendError", "DeviceBackend", "DeviceInfo", "FakeBackend", "parse_fake_devices"]
+
+
+class BackendError(Exception):
+    """Discovery failed as a whole (no device list at all); the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """One physical device as a backend sees it (vendor terms, before any Kubernetes naming)."""
+
+    uuid: str
+    model: str  # the vendor's name, e.g. "Tesla V100-SXM2-32GB" (spaces are fine here)
+    memory_bytes: int
+    compute_capability: str | None = None  # "7.0"
+    numa_node: int | None = None
+    pci_bus_id: str | None = None  # "0000:3b:00.0"
+    healthy: bool = True
+    health_reason: str = "DeviceOK"  # CamelCase, goes to the Healthy condition's reason
+    health_message: str = ""
+    vendor: str = "nvidia"
+
+
+class DeviceBackend(Protocol):
+    name: str
+
+    def discover(self) -> list[DeviceInfo]:
+        """All devices of this node, in a stable order; raises `BackendError` when it cannot tell."""
+
+    def close(self) -> None:
+        """Release the backend's resources (NVML shutdown); discovery is not called again."""
+
+
+_FAKE_KEYS = frozenset({"uuid", "model", "memory", "computeCapability", "numaNode", "pciBusID", "healthy",
+                        "vendor", "message"})
+
+
+def parse_fake_devices(doc: Any, source: str = "fake devices") -> list[DeviceInfo]:
+    """Parse the fake backend's document: a list of devices, or `{devices: [...]}`.
+
+    Each device: `uuid` and `model` (strings), `memory` (a quantity such as `32Gi`, or bytes),
+    optional `computeCapability` ("7.0"), `numaNode` (int), `pciBusID`, `vendor` (default nvidia),
+    `healthy` (default true) and `message` (why it is unhealthy). Unknown keys are errors, so a
+    typo (`heathy: false`) does not silently leave a device healthy.
+    """
+    if isinstance(doc, Mapping) and set(doc) == {"devices"}:
+        doc = doc["devices"]
+    if doc is None:
+        return []
+    if not isinstance(doc, list):
+        raise BackendError(f"{source}: expected a list of devices (or {{devices: [...]}}), got {type(doc).__name__}")
+    out: list[DeviceInfo] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(doc):
+        where = f"{source}[{i}]"
+        if not isinstance(raw, Mapping):
+            raise BackendError(f"{where}: expected an object")
+        unknown = sorted(str(k) for k in raw if k not in _FAKE_KEYS)
+        if unknown:
+            raise BackendError(f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(_FAKE_KEYS))})")
+        uuid, model = raw.get("uuid"), raw.get("model")
+        if not isinstance(uuid, str) or not uuid.strip():
+            raise BackendError(f"{where}.uuid: Required value (a non-empty string)")
+        if uuid in seen:
+            raise BackendError(f"{where}.uuid: Duplicate value: {uuid!r}")
+        seen.add(uuid)
+        if not isinstance(model, str) or not model.strip():
+            raise BackendError(f"{where}.model: Required value (a non-empty string)")
+        memory = _memory_bytes(raw.get("memory"), f"{where}.memory")
+        capability = raw.get("computeCapability")
+        if capability is not None:
+            if isinstance(capability, bool) or not isinstance(capability, (str, int, float)):
+                raise BackendError(f"{where}.computeCapability: expected a string such as \"7.0\"")
+            capability = str(capability)
+        numa = raw.get("numaNode")
+        if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int)):
+            raise BackendError(f"{where}.numaNode: expected an integer")
+        bus = raw.get("pciBusID")
+        if bus is not None and not isinstance(bus, str):
+            raise BackendError(f"{where}.pciBusID: expected a string")
+        healthy = raw.get("healthy", True)
+        if not isinstance(healthy, bool):
+            raise BackendError(f"{where}.healthy: expected true or false")
+        vendor = raw.get("vendor", "nvidia")
+        message = raw.get("message", "")
+        if not isinstance(vendor, str) or not isinstance(message, str):
+            raise BackendError(f"{where}: vendor and message must be strings")
+        out.append(DeviceInfo(
+            uuid=uuid.strip(), model=model.strip(), memory_bytes=memory, compute_capability=capability,
+            numa_node=numa, pci_bus_id=bus, healthy=healthy,
+            health_reason="FakeDeviceOK" if healthy else "FakeDeviceUnhealthy",
+            health_message=message or ("" if healthy else "marked unhealthy in the fake device file"),
+            vendor=vendor))
+    return out
+
+
+def _memory_bytes(value: object, where: str) -> int:
+    if value is None:
+        raise BackendError(f"{where}: Required value (a quantity such as 32Gi)")
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise BackendError(f"{where}: expected a quantity such as 32Gi")
+    try:
+        quantity = parse_quantity(value)
+    except QuantityError as err:
+        raise BackendError(f"{where}: {err}") from None
+    if quantity < 0 or quantity.denominator != 1 or quantity > Fraction(2**62):
+        raise BackendError(f"{where}: must be a whole, non-negative number of bytes")
+    return int(quantity)
+
+
+class FakeBackend:
+    """Devices listed in a YAML/JSON file, re-read on every discovery."""
+
+    name = "fake"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def discover(self) -> list[DeviceInfo]:
+        try:
+            text = self.path.read_text()
+        except OSError as err:
+            raise BackendError(f"cannot read {self.path}: {err.strerror or err}") from None
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise BackendError(f"{self.path}: not valid YAML/JSON: {err}") from None
+        return parse_fake_devices(doc, str(self.path))
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,183 @@
+"""Fault injection on the real control plane: Tessera (a subprocess, through the fault proxy)
+keeps every invariant while things break under it.
+
+Each scenario builds its own GPU cluster (V100 nodes for exclusive classes and plain GPUs, T4
+nodes for a memory-shared class), submits a mixed workload (plain, class, shared and CPU-heavy
+pods, label and PodGroup gangs), breaks something while it is being scheduled, then stops the
+faults and checks with ``scheduler.testing.invariants``: no device or node over capacity, gangs
+all-or-nothing, every pod that fits bound, no pod bound twice or on a stale view, and no
+scheduler process that exited on its own. Short versions for CI: about 20-40 s each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from scheduler.kube.controlplane import LocalControlPlane
+from scheduler.testing import FaultRun, RunReport
+from scheduler.testing.faultproxy import Faults
+
+pytestmark = pytest.mark.timeout(150)
+
+RunFactory = Callable[..., FaultRun]
+
+
+@pytest_asyncio.fixture
+async def fault_run(clean_cluster: LocalControlPlane, tmp_path: Path,
+                    request: pytest.FixtureRequest) -> AsyncIterator[RunFactory]:
+    """``async with fault_run(seed=..., replicas=...) as run`` on the session's control plane."""
+    runs: list[FaultRun] = []
+
+    def make(**kwargs: Any) -> FaultRun:
+        run = FaultRun(clean_cluster, tmp_path, name=request.node.name.removeprefix("test_")[:30], **kwargs)
+        runs.append(run)
+        return run
+
+    yield make
+    for run in runs:  # normally closed by its `async with`; this covers a failed start
+        await run.close()
+
+
+def assert_clean(report: RunReport) -> None:
+    print(report.summary())
+    assert report.violations == [], report.summary()
+
+
+async def test_baseline_without_faults(fault_run: RunFactory) -> None:
+    async with fault_run(seed=1) as run:
+        await run.submit(run.wave("a", impossible_gang=True))
+        await run.submit(run.wave("b"))
+        report = await run.finish(bind_timeout=40)
+    assert_clean(report)
+    assert report.bound == report.must_bind
+
+
+def _gang_members(run: FaultRun, prefix: str) -> set[str]:
+    return {key for key in run.bound_keys() if key.startswith(f"{run.namespace}/{prefix}")}
+
+
+async def test_kill9_mid_gang_then_restart_completes_gangs(fault_run: RunFactory) -> None:
+    async with fault_run(seed=11) as run:
+        # Slow, uneven requests spread a gang's Bindings over time, so the kill lands inside one.
+        run.proxy.configure(Faults(delay_request=0.6, delay_seconds=(0.1, 0.8)))
+        await run.submit(run.wave("a", label_gangs=2, podgroup_gangs=1))
+        gangs = ("a-lg0-", "a-lg1-", "a-pg0-")
+        assert await run.wait_for(lambda: any(_gang_members(run, g) for g in gangs), 30)
+        await run.kill(run.replicas[0])
+        at_kill = {g: len(_gang_members(run, g)) for g in gangs}
+        # While it is down, a new gang gets one member bound by hand: the state a crash right
+        # after that member's Binding leaves behind.
+        await run.submit(run.wave("b", plain=0, exclusive=0, big=0, shared=0, cpu_heavy=0, podgroup_gangs=0))
+        await run.bind_by_hand("b-lg0-0", run.cluster.resource(run.cluster.exclusive_class))
+        run.proxy.configure(Faults())
+        await run.add_replica().wait_ready()
+        report = await run.finish()
+    print("gang members bound at the kill:", at_kill)
+    assert_clean(report)
+    assert report.bound == report.must_bind
+
+
+async def test_apiserver_restart_mid_run(fault_run: RunFactory) -> None:
+    async with fault_run(seed=12) as run:
+        await run.submit(run.wave("a", impossible_gang=True))
+        await run.wait_bound(6)
+        later = asyncio.create_task(run.submit(run.wave("b"), pause=0.05))
+        await asyncio.sleep(0.3)  # restart while pods arrive and Bindings are in flight
+        await run.restart_apiserver()
+        await later
+        report = await run.finish()
+    assert_clean(report)
+    assert report.faults["apiserver_restart"] == 1
+
+
+async def test_watch_cuts_every_few_seconds(fault_run: RunFactory) -> None:
+    async with fault_run(seed=13) as run:
+        run.proxy.configure(Faults(cut_every=1.5, cut_watches_only=True))
+        await run.submit(run.wave("a", impossible_gang=True), pause=0.1)
+        await asyncio.sleep(3)
+        run.proxy.configure(Faults(cut_every=2.0, cut_watches_only=False))  # every connection, Bindings too
+        await run.submit(run.wave("b"), pause=0.1)
+        await asyncio.sleep(4)
+        report = await run.finish()
+    assert_clean(report)
+    assert report.faults["cut_watch"] >= 4
+
+
+async def test_410_storm(fault_run: RunFactory) -> None:
+    async with fault_run(seed=14) as run:
+        # Cuts force re-watches; most re-watches are answered 410 Gone: relist after relist.
+        run.proxy.configure(Faults(watch_gone=0.7, cut_every=1.0, cut_watches_only=True))
+        await run.submit(run.wave("a", impossible_gang=True), pause=0.1)
+        await run.submit(run.wave("b"), pause=0.1)
+        await asyncio.sleep(3)
+        report = await run.finish(bind_timeout=90)
+    assert_clean(report)
+    assert report.faults["watch_410_status"] + report.faults["watch_410_event"] >= 5
+
+
+async def test_binding_failures_before_and_after_forwarding(fault_run: RunFactory) -> None:
+    async with fault_run(seed=15) as run:
+        run.proxy.configure(Faults(bind_fail_before=0.1, bind_fail_after=0.1, bind_hang_after=0.05, hang_seconds=2.0))
+        await run.submit(run.wave("a", impossible_gang=True))
+        await run.submit(run.wave("b"))
+        await run.wait_bound(40, timeout=25)
+        report = await run.finish()
+    assert_clean(report)
+    faults = report.faults
+    assert faults["bind_500_before"] and faults["bind_500_after"], faults
+
+
+async def test_two_replicas_with_leader_kills(fault_run: RunFactory) -> None:
+    async with fault_run(seed=16, replicas=2) as run:
+        run.proxy.configure(Faults(bind_fail_after=0.1, delay_request=0.2))
+        leader = await run.leader()
+        await run.submit(run.wave("a"), pause=0.05)
+        await run.wait_bound(6)
+        await run.kill(leader)
+        run.add_replica()  # the replacement comes up as a standby
+        await run.submit(run.wave("b"), pause=0.05)
+        second = await run.leader()
+        assert second is not leader
+        await run.wait_bound(len(run.bound_keys()) + 3)
+        await run.kill(second)
+        report = await run.finish()
+    assert_clean(report)
+    assert report.faults["kill9"] == 2
+
+
+async def test_node_and_device_deletion_while_pods_are_pending(fault_run: RunFactory) -> None:
+    # A slow node agent keeps the allocation gate closed, so Bindings queue up behind it.
+    async with fault_run(seed=17, agent_delay=(0.5, 1.5)) as run:
+        run.proxy.configure(Faults(delay_request=0.3, delay_seconds=(0.05, 0.3)))
+        await run.submit(run.wave("a", impossible_gang=True))
+        await run.submit(run.wave("b"))
+        await asyncio.sleep(1.0)
+        doomed = run.cluster.v100_nodes[:2]
+        for node in doomed:
+            await run.delete_node(node)
+        for device in run.cluster.devices_of(run.cluster.v100_nodes[2])[:3]:
+            await run.delete_device(device)
+        await run.add_nodes("v100", 2)
+        report = await run.finish(bind_timeout=60)
+    assert_clean(report)
+
+
+async def test_resource_class_edited_while_pods_use_it(fault_run: RunFactory) -> None:
+    async with fault_run(seed=18) as run:
+        run.proxy.configure(Faults(bind_fail_after=0.1))
+        await run.submit(run.wave("a", big=2))
+        await run.wait_bound(12)
+        cluster = run.cluster
+        # `big` moves from V100 (memory > 20Gi) to the T4s the shared class is slicing, and the
+        # shared class doubles its unit: old grants keep their devices, new ones follow the edit.
+        await run.edit_class(cluster.big_class, {"selector": {"matchLabels": {"model": "T4"}, "matchExpressions": None}})
+        await run.edit_class(cluster.shared_class, {"sharing": {"dimension": "memory", "unit": "2Gi"}})
+        await run.submit(run.wave("b", plain=1, exclusive=1, big=2, shared=3, label_gangs=1, podgroup_gangs=0))
+        report = await run.finish()
+    assert_clean(report)
