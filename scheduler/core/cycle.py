@@ -24,7 +24,9 @@ from scheduler.core.framework import DevicePlan, PodContext, prepare
 from scheduler.core.objects import JSON, Pod
 from scheduler.core.plugins import coscheduling, fit, node_affinity, node_unschedulable, taints
 from scheduler.core.plugins.devices import NAME as DEVICES
-from scheduler.core.profile import ProfileRuntime
+from scheduler.core import vector
+from scheduler.core.profile import CacheEntry, ProfileRuntime
+from scheduler.core.vector import NodeVectors
 from scheduler.core.queue import QueuedPod, SchedulingQueue
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, NodeInfo, Notice
 
@@ -69,7 +71,7 @@ def fit_error(num_nodes: int, reasons: Counter[str]) -> str:
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfig, seed: int = 0, explain: bool = False) -> None:
+    def __init__(self, config: SchedulerConfig, seed: int = 0, explain: bool = False, vectorized: bool = True) -> None:
         self.config = config
         self.state = ClusterState(config.scheduler_names)
         self.queue = SchedulingQueue(config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds)
@@ -77,6 +79,7 @@ class Scheduler:
         self.rng = random.Random(seed)
         self.explain = explain
         self.next_start = 0
+        self.vectors = NodeVectors(self.state) if vectorized else None
         self.deferred: dict[str, list[Attempt]] = {}  # node -> placed attempts waiting for the gate
         self._released: list[Attempt] = []
 
@@ -250,14 +253,49 @@ class Scheduler:
         if percentage is None:
             percentage = self.config.percentage_of_nodes_to_score
         to_find = num_feasible_nodes_to_find(percentage, num_nodes) if runtime.scores else 1
+        start = self.next_start
+        cache = runtime.node_cache(ctx)
+        vectors = self.vectors if not self.explain and vector.applies(ctx) else None
+        filtered: dict[str, str] | None = {} if self.explain else None
+        if vectors is not None:
+            vectors.sync()
+            device_filter = runtime.devices.filter_node if ctx.device_requests else None
+            result = vector.filter_nodes(vectors, ctx, start, to_find, device_filter)
+            feasible, processed, reasons, rejectors = result.feasible, result.processed, result.reasons, result.rejectors
+        else:
+            feasible, processed, reasons, rejectors = self._filter_each(ctx, runtime, cache, start, to_find, filtered)
+        self.next_start = (start + processed) % num_nodes
+        if not feasible:
+            return Attempt(pod, None, message=fit_error(num_nodes, reasons), rejectors=frozenset(rejectors),
+                           filtered=filtered, scores={} if self.explain else None)
+        scores: dict[str, dict[str, int]] | None = None
+        if len(feasible) == 1 and not self.explain:
+            chosen = feasible[0]
+        elif vectors is not None and runtime.vector_scorable(ctx):
+            chosen = self._select(feasible, runtime.score_vector(vectors, ctx, feasible))
+        else:
+            totals, per_plugin = runtime.score_nodes(ctx, feasible, cache)
+            chosen = self._select(feasible, totals)
+            if self.explain:
+                scores = {}
+                for i, info in enumerate(feasible):
+                    row = {name: values[i] for name, values in per_plugin.items()}
+                    row["total"] = totals[i]
+                    scores[info.name] = row
+        annotations = self._reserve(pod, chosen, ctx.plans.get(chosen.name), now)
+        return Attempt(pod, chosen.name, annotations, scores=scores, filtered=filtered)
+
+    def _filter_each(self, ctx: PodContext, runtime: ProfileRuntime, cache: dict[str, CacheEntry], start: int,
+                     to_find: int, filtered: dict[str, str] | None
+                     ) -> tuple[list[NodeInfo], int, Counter[str], set[str]]:
+        """Filter node by node from `start` (rotating) until `to_find` nodes pass."""
+        order = self.state.node_order
+        num_nodes = len(order)
         nodes = self.state.nodes
         feasible: list[NodeInfo] = []
         reasons: Counter[str] = Counter()
         rejectors: set[str] = set()
-        filtered: dict[str, str] | None = {} if self.explain else None
-        start = self.next_start
         processed = 0
-        cache = runtime.node_cache(ctx)
         filter_cached = runtime.filter_cached
         class_generation = runtime.generation
         plans = ctx.plans
@@ -283,24 +321,7 @@ class Scheduler:
                 reasons[reason] += 1
             if filtered is not None:
                 filtered[info.name] = why[0]
-        self.next_start = (start + processed) % num_nodes
-        if not feasible:
-            return Attempt(pod, None, message=fit_error(num_nodes, reasons), rejectors=frozenset(rejectors),
-                           filtered=filtered, scores={} if self.explain else None)
-        scores: dict[str, dict[str, int]] | None = None
-        if len(feasible) == 1 and not self.explain:
-            chosen = feasible[0]
-        else:
-            totals, per_plugin = runtime.score_nodes(ctx, feasible, cache)
-            chosen = self._select(feasible, totals)
-            if self.explain:
-                scores = {}
-                for i, info in enumerate(feasible):
-                    row = {name: values[i] for name, values in per_plugin.items()}
-                    row["total"] = totals[i]
-                    scores[info.name] = row
-        annotations = self._reserve(pod, chosen, ctx.plans.get(chosen.name), now)
-        return Attempt(pod, chosen.name, annotations, scores=scores, filtered=filtered)
+        return feasible, processed, reasons, rejectors
 
     def _select(self, feasible: list[NodeInfo], totals: list[int]) -> NodeInfo:
         """Highest total; ties broken uniformly at random (as selectHost's reservoir sampling)."""

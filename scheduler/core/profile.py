@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+
+import numpy as np
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -13,6 +15,7 @@ from scheduler.core.plugins.devices import NAME as DEVICES, DevicePlanner
 from scheduler.core.plugins.fragmentation import NAME as FRAGMENTATION, FragmentationScore
 from scheduler.core.objects import Pod
 from scheduler.core.state import ClusterState, NodeInfo
+from scheduler.core.vector import FitVector, NodeVectors, normalize_vector, positions
 
 FilterFn = Callable[[PodContext, NodeInfo], "tuple[str, ...] | None"]
 ScoreFn = Callable[[PodContext, NodeInfo], int]
@@ -74,6 +77,7 @@ class ProfileRuntime:
             (DEVICES, self.devices.filter_node),
         ]
         fit_score = fit.FitScore(profile.fit)
+        self.fit_vector = FitVector(profile.fit)
         self.fragmentation = FragmentationScore(state) if FRAGMENTATION in profile.score_weights else None
         available: dict[str, tuple[ScoreFn, str, Callable[[PodContext], bool]]] = {
             fit.NAME: (fit_score.score, "", _always),
@@ -110,6 +114,25 @@ class ProfileRuntime:
                 return name, reasons
         return None
 
+    def vector_scorable(self, ctx: PodContext) -> bool:
+        """Scores that need nothing per node beyond the vector columns (see score_vector)."""
+        return not ctx.device_requests and not ctx.pod.preferred_terms and self.fragmentation is None
+
+    def score_vector(self, vectors: NodeVectors, ctx: PodContext, feasible: list[NodeInfo]) -> list[int]:
+        """score_nodes' totals for a vector_scorable pod, computed over all feasible nodes at once."""
+        rows = positions(vectors, feasible)
+        totals = np.zeros(len(feasible), np.int64)
+        for plugin in self.scores:
+            if plugin.name == fit.NAME:
+                totals += self.fit_vector.score(vectors, rows, ctx) * plugin.weight
+            elif plugin.name == taints.NAME:
+                raw = np.zeros(len(feasible), np.int64)
+                for i in np.flatnonzero(vectors.soft_taints[rows]).tolist():
+                    raw[i] = taints.score(ctx, feasible[i])
+                totals += normalize_vector(raw, reverse=True) * plugin.weight
+            # NodeAffinity (no preferred terms) and TesseraDevices (no device requests) add 0
+        return [int(total) for total in totals.tolist()]
+
     def node_cache(self, ctx: PodContext) -> dict[str, CacheEntry]:
         cache = self._cache.get(ctx.shape)
         if cache is None:
@@ -143,8 +166,12 @@ class ProfileRuntime:
         fixed = [(i, p.weight) for i, p in enumerate(active) if not p.normalize]
         totals: list[int] = []
         raws: list[tuple[int, ...]] = []
+        generation = self.generation
         for info in nodes:
-            entry = cache[info.name]
+            entry = cache.get(info.name)
+            if entry is None or entry.generation != info.generation or entry.class_generation != generation:
+                # filtered by the vector path: the node passed, and its plan (if any) is in ctx
+                entry = cache[info.name] = CacheEntry(info.generation, generation, None, ctx.plans.get(info.name))
             raw = entry.raw
             if raw is None:
                 raw = entry.raw = tuple([p.score(ctx, info) if a else 0 for p, a in zip(active, applies)])

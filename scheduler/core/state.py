@@ -138,6 +138,8 @@ class ClusterState:
         self.nodes: dict[str, NodeInfo] = {}
         self.node_order: list[str] = []  # nodes with an object, in arrival order (sampling order)
         self._node_index: dict[str, int] = {}
+        self.order_version = 0  # bumped when a node leaves node_order (positions shift)
+        self.dirty: set[str] = set()  # nodes changed since the vector index last looked
         self.pods: dict[str, Pod] = {}
         self.by_key: dict[str, str] = {}  # "<ns>/<name>" -> uid
         self.placements: dict[str, Placement] = {}
@@ -235,7 +237,7 @@ class ClusterState:
                 return [], []
             info.node = None
             self._remove_from_order(node.name)
-            info.generation += 1
+            self._touch(info)
             return [], []
         if self._stale(node.meta.uid, node.meta.resource_version):
             return [], []
@@ -243,7 +245,7 @@ class ClusterState:
             info = self.nodes[node.name] = NodeInfo(node.name)
         old = info.node
         info.node = node
-        info.generation += 1
+        self._touch(info)
         if old is None:
             self._node_index[node.name] = len(self.node_order)
             self.node_order.append(node.name)
@@ -253,7 +255,15 @@ class ClusterState:
             return [ClusterEvent(EventKind.NODE_UPDATED, node=node.name)], []
         return [], []
 
+    def _touch(self, info: NodeInfo) -> None:
+        info.generation += 1
+        self.dirty.add(info.name)
+
+    def node_position(self, name: str) -> int | None:
+        return self._node_index.get(name)
+
     def _remove_from_order(self, name: str) -> None:
+        self.order_version += 1
         index = self._node_index.pop(name)
         self.node_order.pop(index)
         for i in range(index, len(self.node_order)):
@@ -387,7 +397,7 @@ class ClusterState:
             info.requested[name] = info.requested.get(name, 0) + amount
         info.scoring_cpu += placement.scoring_cpu
         info.scoring_memory += placement.scoring_memory
-        info.generation += 1
+        self._touch(info)
         self._refresh_busy_for(device for device, _ in grants)
         return notices
 
@@ -421,7 +431,7 @@ class ClusterState:
                 info.requested.pop(name, None)
         info.scoring_cpu -= placement.scoring_cpu
         info.scoring_memory -= placement.scoring_memory
-        info.generation += 1
+        self._touch(info)
         for device, amount in placement.grants:
             use = self.device_use.get(device)
             if use is None:
@@ -450,7 +460,7 @@ class ClusterState:
             if use is not None and use.busy:
                 busy[device.resource_name] = busy.get(device.resource_name, 0) + 1
         info.busy = busy
-        info.generation += 1
+        self._touch(info)
 
     # --- assume / forget (our own decisions, before the apiserver confirms them) ------------
 

@@ -40,7 +40,7 @@ from scheduler.core import annotations as ann
 from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.kube.controlplane.fakenodes import device_id, extended_resource_name
 from scheduler.kube.controlplane.processes import free_port
-from scheduler.testing.faultproxy import NO_FAULTS, FaultProxyThread
+from scheduler.testing.faultproxy import FAULT_TYPES, NO_FAULTS, FaultProxyThread
 from scheduler.testing.invariants import (
     CLASSES_PATH,
     DEVICES_PATH,
@@ -100,9 +100,11 @@ def write_scheduler_config(path: Path, *, leader_elect: bool, lease_name: str, l
 class SchedulerProcess:
     """``python -m scheduler run`` in its own session (so kill -9 takes the whole group)."""
 
-    def __init__(self, kubeconfig: Path, config: Path, log_dir: Path, name: str) -> None:
+    def __init__(self, kubeconfig: Path, config: Path, log_dir: Path, name: str,
+                 proxy: FaultProxyThread | None = None) -> None:
         self.port = free_port()
         self.name = name
+        self.proxy = proxy  # the fault proxy this replica talks through
         self.identity = f"{name}-{self.port}"
         self.log_path = log_dir / f"{self.identity}.log"
         self.args = [sys.executable, "-m", "scheduler", "run", "--kubeconfig", str(kubeconfig), "--config",
@@ -407,7 +409,8 @@ class FaultRun:
 
     def __init__(self, plane: LocalControlPlane, workdir: Path, *, seed: int = 0, replicas: int = 1,
                  leader_elect: bool | None = None, namespace: str | None = None, name: str = "run",
-                 agent_delay: tuple[float, float] = (0.05, 0.3), v100_nodes: int = 8, t4_nodes: int = 2) -> None:
+                 agent_delay: tuple[float, float] = (0.05, 0.3), v100_nodes: int = 8, t4_nodes: int = 2,
+                 proxy_per_replica: bool = False) -> None:
         self.plane = plane
         self.workdir = workdir
         self.seed = seed
@@ -425,6 +428,8 @@ class FaultRun:
         self.watcher = ClusterWatcher(self.api)
         self.agent = FakeNodeAgent(self.api, self.watcher, random.Random(seed + 1), agent_delay)
         self.proxy = FaultProxyThread(plane.server, plane.ca_file, seed=seed)
+        self.proxies = [self.proxy]
+        self.proxy_per_replica = proxy_per_replica
         self.cluster = Cluster(self.rid)
         self.replicas: list[SchedulerProcess] = []
         self.plans: list[PodPlan] = []
@@ -466,7 +471,8 @@ class FaultRun:
     async def close(self) -> None:
         for replica in self.replicas:
             replica.kill()
-        self.proxy.stop()
+        for proxy in self.proxies:
+            proxy.stop()
         await self.agent.stop()
         await self.watcher.stop()
         if self._own_namespace:
@@ -481,7 +487,15 @@ class FaultRun:
     # --- building blocks for scenarios -------------------------------------------------------
 
     def add_replica(self) -> SchedulerProcess:
-        replica = SchedulerProcess(self.kubeconfig, self.config, self.workdir, next(self._replica_names))
+        """Start one more Tessera; with ``proxy_per_replica`` (after the first) it gets a proxy of
+        its own, so one replica can be cut off while the others are not."""
+        name = next(self._replica_names)
+        proxy, kubeconfig = self.proxy, self.kubeconfig
+        if self.proxy_per_replica and self.replicas:
+            proxy = FaultProxyThread(self.plane.server, self.plane.ca_file, seed=self.seed + len(self.proxies)).start()
+            self.proxies.append(proxy)
+            kubeconfig = proxy.write_kubeconfig(self.workdir / f"{name}-proxy.kubeconfig", self.plane.admin_token)
+        replica = SchedulerProcess(kubeconfig, self.config, self.workdir, name, proxy)
         replica.start()
         self.replicas.append(replica)
         return replica
@@ -542,8 +556,8 @@ class FaultRun:
     def alive_replicas(self) -> list[SchedulerProcess]:
         return [r for r in self.replicas if r.alive()]
 
-    async def leader(self, timeout: float = 20.0) -> SchedulerProcess:
-        """The replica holding the lease (waits for one)."""
+    async def leader(self, timeout: float = 20.0, other_than: SchedulerProcess | None = None) -> SchedulerProcess:
+        """The live replica holding the lease (waits for one, other than ``other_than``)."""
         path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{self.lease_name}"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -551,7 +565,7 @@ class FaultRun:
                 status, doc = await self.api.request("GET", path)
                 holder = (doc or {}).get("spec", {}).get("holderIdentity") if status == 200 else None
                 for replica in self.replicas:
-                    if replica.identity == holder and replica.alive():
+                    if replica.identity == holder and replica.alive() and replica is not other_than:
                         return replica
             await asyncio.sleep(0.2)
         raise RuntimeError(f"no live leader for lease {self.lease_name} within {timeout}s")
@@ -606,11 +620,15 @@ class FaultRun:
 
     @property
     def faults(self) -> dict[str, int]:
-        return {**self.proxy.counts, **self.harness_faults}
+        total: Counter[str] = Counter()
+        for proxy in self.proxies:
+            total.update(proxy.counts)
+        return {**{name: total[name] for name in FAULT_TYPES}, **self.harness_faults}
 
     async def finish(self, bind_timeout: float = 60.0, grace: float = 5.0) -> RunReport:
         """Stop injecting, let the scheduler converge, and check every invariant."""
-        self.proxy.configure(NO_FAULTS)
+        for proxy in self.proxies:
+            proxy.configure(NO_FAULTS)
         self.agent.paused = False
         must = {f"{self.namespace}/{p.name}" for p in self.plans if p.must_bind}
         await wait_until_bound(self.api, must, bind_timeout)

@@ -181,3 +181,27 @@ async def test_resource_class_edited_while_pods_use_it(fault_run: RunFactory) ->
         await run.submit(run.wave("b", plain=1, exclusive=1, big=2, shared=3, label_gangs=1, podgroup_gangs=0))
         report = await run.finish()
     assert_clean(report)
+
+
+async def test_deposed_leader_stops_binding(fault_run: RunFactory) -> None:
+    """A leader cut off from the apiserver (not killed) loses the lease; once it can write again
+    it must not bind what it had decided as leader — the new leader owns those pods now."""
+    async with fault_run(seed=19, replicas=2, proxy_per_replica=True, agent_delay=(1.5, 2.5), v100_nodes=3) as run:
+        leader = await run.leader()
+        assert leader.proxy is not None
+        # Single-device class pods: binpack stacks them, and the slow node agent keeps each
+        # node's allocation gate closed, so the leader holds a queue of deferred Bindings.
+        await run.submit(run.wave("a", plain=0, exclusive=10, big=0, shared=0, cpu_heavy=0, label_gangs=0,
+                                  podgroup_gangs=0))
+        await run.wait_bound(2)
+        leader.proxy.configure(Faults(reset=1.0))  # every new request resets; open watches keep streaming
+        successor = await run.leader(timeout=20, other_than=leader)
+        leader.proxy.configure(Faults())  # it can write again (and its gates keep opening)
+        run.count("partition")
+        await asyncio.sleep(10)
+        report = await run.finish()
+    released = [line for line in leader.log_tail(200_000).splitlines()
+                if "binder.gate_released" in line or "leader.stopped" in line]
+    print("deposed leader:", *released[-12:], sep="\n  ")
+    assert successor is not leader
+    assert_clean(report)

@@ -1,0 +1,327 @@
+"""The node agent process: discovery → ExtendedResources, classes → endpoints, Allocate → pods.
+
+Four loops share one asyncio event loop (so the pod cache Allocate reads is never half-updated):
+
+- devices: discover every few seconds (at most `heartbeat_seconds`, at least every 5 s) and
+  publish on a change, and on every heartbeat anyway (`lastHeartbeatTime`); on API trouble retry
+  with backoff. A failed discovery keeps the last good list: a flaky NVML call must not delete
+  every device of the node;
+- endpoints: whenever classes (watched cluster-wide) or local devices change, re-plan the
+  device-plugin endpoints (`slots.plan_endpoints`) and start / update / stop them;
+- pods: the pods on this node (watch with `fieldSelector=spec.nodeName=<node>`) for Allocate;
+- phase patches: pods whose device entries have all been served get `tessera.dev/phase:
+  Allocated`, retried until it sticks or the pod is gone, so the scheduler's gate opens.
+
+Nothing here ends the process except cancellation (SIGTERM): every loop logs and retries.
+On shutdown the gRPC servers stop and their sockets are removed; ExtendedResources stay (the
+devices are still there; a restarting agent picks them up, and the Node ownerReference cleans up
+after a node that is gone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import structlog
+
+from scheduler.agent.allocate import (
+    Allocation,
+    AllocationError,
+    ServedLedger,
+    container_env,
+    find_allocation,
+    pending_entries,
+)
+from scheduler.agent.deviceplugin.v1beta1 import api_pb2
+from scheduler.agent.devices import BackendError, DeviceBackend, DeviceInfo
+from scheduler.agent.plugin import PluginManager
+from scheduler.agent.publish import Publisher, device_view
+from scheduler.agent.slots import EndpointPlan, plan_endpoints
+from scheduler.core.annotations import PHASE, PHASE_ALLOCATED, PHASE_ALLOCATING
+from scheduler.core.classes import ResourceClass, parse_resource_class
+from scheduler.core.objects import Device, ObjectError
+from scheduler.kube.http import MERGE_PATCH, KubeHttp
+from scheduler.kube.informers import PODS, RESOURCE_CLASSES, Informer
+
+__all__ = ["Agent", "AgentOptions", "DEFAULT_RESOURCE_NAME", "STATE_FILE"]
+
+log = structlog.get_logger("tessera.agent")
+
+DEFAULT_RESOURCE_NAME = "nvidia.com/gpu"
+STATE_FILE = "tessera-agent-state.json"
+DISCOVERY_SECONDS_MAX = 5.0
+BACKOFF_INITIAL = 0.5
+PATCH_RETRY_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    node_name: str
+    device_plugin_dir: Path
+    resource_name: str = DEFAULT_RESOURCE_NAME
+    heartbeat_seconds: float = 30.0
+    cdi: bool = False
+    state_file: Path | None = None  # served-container ledger; None keeps it in memory only
+
+    @property
+    def discovery_seconds(self) -> float:
+        return max(0.05, min(self.heartbeat_seconds, DISCOVERY_SECONDS_MAX))
+
+
+class Agent:
+    def __init__(self, options: AgentOptions, http: KubeHttp, watch_http: KubeHttp, backend: DeviceBackend) -> None:
+        self.options = options
+        self.node_name = options.node_name
+        self.http = http
+        self.backend = backend
+        self.publisher = Publisher(http, options.node_name, options.resource_name)
+        self.ledger = ServedLedger(options.state_file)
+        self.plugins = PluginManager(options.device_plugin_dir, self._allocate)
+        self.pod_informer = Informer(watch_http, PODS, self._on_pod, field_selector=f"spec.nodeName={options.node_name}")
+        self.class_informer = Informer(watch_http, RESOURCE_CLASSES, self._on_class)
+        self.devices: list[DeviceInfo] | None = None  # last good discovery
+        self.views: list[Device] = []  # the devices as the scheduler parses them (for classes)
+        self.classes: dict[str, ResourceClass] = {}
+        self.pods: dict[str, dict[str, Any]] = {}  # uid -> pod
+        self.plans: dict[str, EndpointPlan] = {}
+        self.published = asyncio.Event()  # set after the first successful publish (tests, logs)
+        self._endpoints_dirty = asyncio.Event()
+        self._patch_wake = asyncio.Event()
+        self._to_patch: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name)
+        self._alloc_lock = asyncio.Lock()
+        self._last_discovery_error = ""
+        self._stopped = False
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run until cancelled; then stop the endpoints (sockets removed, ERs left in place)."""
+        log.info("agent.starting", node=self.node_name, backend=self.backend.name,
+                 device_plugin_dir=str(self.options.device_plugin_dir), resource_name=self.options.resource_name,
+                 heartbeat_seconds=self.options.heartbeat_seconds)
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self.pod_informer.run(), name="informer-pods")
+                group.create_task(self.class_informer.run(), name="informer-classes")
+                group.create_task(self._forever("devices", self._device_loop), name="devices")
+                group.create_task(self._forever("endpoints", self._endpoint_loop), name="endpoints")
+                group.create_task(self._forever("patches", self._patch_loop), name="patches")
+        finally:
+            await self.shutdown()
+
+    async def shutdown(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        await self.plugins.stop()
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.backend.close)
+        log.info("agent.stopped", node=self.node_name)
+
+    async def _forever(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
+        """A loop that raised is a bug, not a reason to stop serving the node's GPUs: log, restart."""
+        failures = 0
+        while True:
+            try:
+                await loop()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                failures += 1
+                log.exception("agent.loop_failed", loop=name, restarts=failures)
+                await asyncio.sleep(min(30.0, BACKOFF_INITIAL * 2 ** min(failures, 6)))
+
+    # --- devices -------------------------------------------------------------------------------
+
+    async def discover(self) -> list[DeviceInfo] | None:
+        try:
+            devices = await asyncio.to_thread(self.backend.discover)
+        except BackendError as err:
+            message = str(err)
+            if message != self._last_discovery_error:
+                log.error("agent.discovery_failed", reason=message,
+                          message="keeping the last discovered devices" if self.devices is not None else
+                          "no devices known yet; nothing is published")
+            self._last_discovery_error = message
+            return None
+        if self._last_discovery_error:
+            log.info("agent.discovery_recovered")
+            self._last_discovery_error = ""
+        return devices
+
+    def _set_devices(self, devices: list[DeviceInfo]) -> None:
+        before = {d.uuid: d for d in self.devices or ()}
+        after = {d.uuid: d for d in devices}
+        for uuid in after.keys() - before.keys():
+            log.info("agent.device_found", uuid=uuid, model=after[uuid].model, healthy=after[uuid].healthy)
+        for uuid in before.keys() - after.keys():
+            log.warning("agent.device_vanished", uuid=uuid, model=before[uuid].model)
+        for uuid in before.keys() & after.keys():
+            if before[uuid].healthy != after[uuid].healthy:
+                log.warning("agent.device_health", uuid=uuid, healthy=after[uuid].healthy,
+                            reason=after[uuid].health_reason, message=after[uuid].health_message)
+        self.devices = devices
+        self.views = [device_view(self.node_name, self.options.resource_name, d) for d in devices]
+        self._endpoints_dirty.set()
+
+    async def _device_loop(self) -> None:
+        next_heartbeat = 0.0
+        failures = 0
+        while True:
+            devices = await self.discover()
+            dirty = False
+            if devices is not None and devices != self.devices:
+                self._set_devices(devices)
+                dirty = True
+            now = time.monotonic()
+            if self.devices is not None and (dirty or now >= next_heartbeat):
+                if await self.publisher.sync(self.devices):
+                    failures = 0
+                    next_heartbeat = now + self.options.heartbeat_seconds
+                    self.published.set()
+                else:
+                    failures += 1
+                    next_heartbeat = now + min(self.options.heartbeat_seconds,
+                                               BACKOFF_INITIAL * 2 ** min(failures, 8)) * random.uniform(0.5, 1.0)
+            wait = max(0.0, min(self.options.discovery_seconds, next_heartbeat - time.monotonic()))
+            await asyncio.sleep(wait)
+
+    # --- classes and endpoints -----------------------------------------------------------------
+
+    def _on_class(self, event_type: str, obj: dict[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if event_type == "DELETED":
+            if self.classes.pop(name, None) is not None:
+                self._endpoints_dirty.set()
+            return
+        try:
+            cls = parse_resource_class(obj)
+        except ObjectError as err:
+            log.warning("agent.class_unreadable", resource_class=name, reason=str(err))
+            if self.classes.pop(name, None) is not None:
+                self._endpoints_dirty.set()
+            return
+        if self.classes.get(name) != cls:
+            self.classes[name] = cls
+            self._endpoints_dirty.set()
+
+    async def _endpoint_loop(self) -> None:
+        await self.class_informer.synced.wait()
+        while True:
+            await self._endpoints_dirty.wait()
+            self._endpoints_dirty.clear()
+            if self.devices is None:
+                continue
+            plans = plan_endpoints(self.classes.values(), self.views)
+            if plans != self.plans:
+                self.plans = plans
+                log.info("agent.endpoints", node=self.node_name,
+                         endpoints={r: f"{p.healthy}/{p.slots}" for r, p in sorted(plans.items())})
+            await self.plugins.apply(plans)
+
+    # --- pods and Allocate ---------------------------------------------------------------------
+
+    def _on_pod(self, event_type: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        if not uid:
+            return
+        if event_type == "DELETED":
+            self.pods.pop(uid, None)
+            self._to_patch.pop(uid, None)
+            return
+        self.pods[uid] = obj
+        self._check_complete(obj)
+
+    def _check_complete(self, pod: Mapping[str, Any]) -> None:
+        """Queue the `Allocated` patch for an Allocating pod all of whose entries were served
+        (also after an agent restart, from the ledger)."""
+        meta = pod.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        if (meta.get("annotations") or {}).get(PHASE) != PHASE_ALLOCATING or uid not in self.ledger.pods():
+            return
+        if not pending_entries(pod, self.ledger) and uid not in self._to_patch:
+            self._to_patch[uid] = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            self._patch_wake.set()
+
+    async def _list_pods(self) -> list[dict[str, Any]] | None:
+        """This node's pods straight from the apiserver (the watch may lag the kubelet by a moment)."""
+        try:
+            response = await self.http.request("GET", "/api/v1/pods", limited=False, timeout=10,
+                                               query=[("fieldSelector", f"spec.nodeName={self.node_name}")])
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+            log.warning("agent.list_pods_failed", reason=f"{type(err).__name__}: {err}")
+            return None
+        if not response.ok:
+            log.warning("agent.list_pods_failed", reason=f"HTTP {response.status}: {response.message()}")
+            return None
+        return list(response.json().get("items") or ())
+
+    async def _allocate(self, plan: EndpointPlan, slot_ids: list[str]) -> api_pb2.ContainerAllocateResponse:
+        async with self._alloc_lock:
+            unit = plan.sharing.unit if plan.sharing is not None else None
+            count = len(slot_ids)
+            pods: list[Mapping[str, Any]] = list(self.pods.values())
+            try:
+                allocation = find_allocation(pods, self.node_name, plan.resource_name, count, unit, self.ledger)
+            except AllocationError:
+                fresh = await self._list_pods()
+                if fresh is None:
+                    raise
+                pods = list(fresh)
+                allocation = find_allocation(pods, self.node_name, plan.resource_name, count, unit, self.ledger)
+            self.ledger.add(allocation.key)
+            pod = next((p for p in pods if (p.get("metadata") or {}).get("uid") == allocation.pod_uid), None)
+            if pod is not None:
+                self._check_complete(pod)
+            return self._response(plan, allocation, slot_ids)
+
+    def _response(self, plan: EndpointPlan, allocation: Allocation, slot_ids: list[str]) -> api_pb2.ContainerAllocateResponse:
+        env, annotations, cdi = container_env(
+            allocation, shared_dimension=plan.sharing.dimension if plan.sharing is not None else None,
+            cdi=self.options.cdi)
+        log.info("agent.allocated", pod=allocation.pod_key, container=allocation.container,
+                 resource=allocation.resource_name, slots=slot_ids, devices=allocation.device_ids)
+        return api_pb2.ContainerAllocateResponse(envs=env, annotations=annotations,
+                                                 cdi_devices=[api_pb2.CDIDevice(name=n) for n in cdi])
+
+    async def _patch_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._patch_wake.wait(), PATCH_RETRY_SECONDS)
+            self._patch_wake.clear()
+            for uid, (namespace, name) in list(self._to_patch.items()):
+                if await self._patch_allocated(uid, namespace, name):
+                    self._to_patch.pop(uid, None)
+            if self.pod_informer.synced.is_set():
+                waiting = {uid for uid, pod in self.pods.items()
+                           if ((pod.get("metadata") or {}).get("annotations") or {}).get(PHASE) == PHASE_ALLOCATING}
+                self.ledger.retain(waiting | set(self._to_patch))
+
+    async def _patch_allocated(self, uid: str, namespace: str, name: str) -> bool:
+        """True when done (patched, or the pod is gone or replaced); False to retry later."""
+        body = {"metadata": {"uid": uid, "annotations": {PHASE: PHASE_ALLOCATED}}}
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        try:
+            response = await self.http.request("PATCH", path, body=body, content_type=MERGE_PATCH)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+            log.warning("agent.patch_failed", pod=f"{namespace}/{name}", reason=f"{type(err).__name__}: {err}")
+            return False
+        if response.ok:
+            log.info("agent.pod_allocated", pod=f"{namespace}/{name}", uid=uid)
+            return True
+        if response.status in (404, 409, 422):  # gone, or a new pod with the same name (uid differs)
+            log.info("agent.patch_skipped", pod=f"{namespace}/{name}", status=response.status,
+                     reason=response.message())
+            return True
+        log.warning("agent.patch_failed", pod=f"{namespace}/{name}", status=response.status, reason=response.message())
+        return False

@@ -1,0 +1,289 @@
+"""Which pod a kubelet `Allocate` call is for (reference/devices.md §7.4).
+
+The kubelet's `Allocate(resource R, k slot ids)` names neither pod nor container. The agent finds
+the pod from what the scheduler wrote atomically with the binding:
+
+    the unique pod on this node with `tessera.dev/phase: Allocating` whose `tessera.dev/devices`
+    has a container entry for R, not served yet, worth exactly k slots
+
+(k = number of exclusive grants; a shared grant of N×unit is worth N). Within one pod, the kubelet
+calls Allocate for init containers first, then app containers, in spec order; the first unserved
+matching container in that order is the one. Zero or several candidate pods is an error, never a
+guess: returning someone else's GPUs is worse than failing the pod's admission, and the scheduler's
+allocation gate (no second pod with a common resource name bound to a node while one is
+Allocating) makes several candidates impossible unless annotations were forged.
+
+Served entries are remembered per (pod uid, container, resource) and persisted in a small file in
+the device-plugin directory (the kubelet deletes only sockets there), so an agent restart in the
+middle of a multi-container pod does not hand container B the devices of container A.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Container, Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from scheduler.api.quantity import format_quantity
+from scheduler.core.annotations import (
+    DEVICES,
+    PHASE,
+    PHASE_ALLOCATING,
+    AnnotationError,
+    DeviceGrant,
+    decode_devices,
+)
+
+__all__ = [
+    "Allocation",
+    "AllocationError",
+    "ServedKey",
+    "ServedLedger",
+    "container_env",
+    "container_order",
+    "find_allocation",
+    "grant_units",
+    "pending_entries",
+]
+
+log = structlog.get_logger("tessera.agent.allocate")
+
+ServedKey = tuple[str, str, str]  # (pod uid, container name, resource name)
+_TERMINAL = ("Succeeded", "Failed")
+
+
+class AllocationError(Exception):
+    """No unique pod matches an Allocate call; the message is what the kubelet reports."""
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    pod_uid: str
+    namespace: str
+    pod_name: str
+    container: str
+    resource_name: str
+    grants: tuple[DeviceGrant, ...]
+
+    @property
+    def key(self) -> ServedKey:
+        return (self.pod_uid, self.container, self.resource_name)
+
+    @property
+    def pod_key(self) -> str:
+        return f"{self.namespace}/{self.pod_name}"
+
+    @property
+    def device_ids(self) -> list[str]:
+        """The devices' ids (UUIDs) in grant order, each once."""
+        return list(dict.fromkeys(g.device_id for g in self.grants))
+
+    @property
+    def device_names(self) -> list[str]:
+        return list(dict.fromkeys(g.device for g in self.grants))
+
+
+def grant_units(grants: Iterable[DeviceGrant], unit: Fraction | None) -> int | None:
+    """How many kubelet slots these grants are worth; None if they cannot be a whole number."""
+    total = Fraction(0)
+    for grant in grants:
+        if grant.amount is None:
+            total += 1
+        elif unit is None:
+            return None  # a shared slice, but the class is not shared (any more)
+        else:
+            total += grant.amount / unit
+    return int(total) if total.denominator == 1 else None
+
+
+def container_order(pod: Mapping[str, Any]) -> list[str]:
+    """The kubelet's Allocate order: init containers, then app containers, each in spec order."""
+    spec = pod.get("spec") or {}
+    names: list[str] = []
+    for field in ("initContainers", "containers"):
+        for container in spec.get(field) or ():
+            if isinstance(container, Mapping) and isinstance(container.get("name"), str):
+                names.append(container["name"])
+    return names
+
+
+def _meta(pod: Mapping[str, Any]) -> tuple[str, str, str, Mapping[str, Any]]:
+    meta = pod.get("metadata") or {}
+    return (str(meta.get("uid") or ""), str(meta.get("namespace") or ""), str(meta.get("name") or ""),
+            meta.get("annotations") or {})
+
+
+def _allocating(pod: Mapping[str, Any], node_name: str) -> bool:
+    _, _, _, annotations = _meta(pod)
+    return ((pod.get("spec") or {}).get("nodeName") == node_name
+            and annotations.get(PHASE) == PHASE_ALLOCATING
+            and (pod.get("status") or {}).get("phase") not in _TERMINAL)
+
+
+def find_allocation(pods: Iterable[Mapping[str, Any]], node_name: str, resource_name: str, count: int,
+                    unit: Fraction | None, served: Container[ServedKey]) -> Allocation:
+    """The one container this Allocate call is for; `AllocationError` (with the reasons) otherwise."""
+    candidates: list[Allocation] = []
+    others: list[str] = []
+    for pod in pods:
+        if not _allocating(pod, node_name):
+            continue
+        uid, namespace, name, annotations = _meta(pod)
+        key = f"{namespace}/{name}"
+        raw = annotations.get(DEVICES)
+        if raw is None:
+            others.append(f"{key} has no {DEVICES} annotation")
+            continue
+        try:
+            devices = decode_devices(raw)
+        except AnnotationError as err:
+            others.append(f"{key} has an unreadable {DEVICES} annotation ({err})")
+            continue
+        found: Allocation | None = None
+        unmatched: list[str] = []
+        for container in container_order(pod):
+            grants = devices.get(container, {}).get(resource_name)
+            if not grants or (uid, container, resource_name) in served:
+                continue
+            units = grant_units(grants, unit)
+            if units == count:
+                found = Allocation(uid, namespace, name, container, resource_name, grants)
+                break
+            unmatched.append(f"{container} wants {units if units is not None else 'a non-whole number of'}")
+        if found is not None:
+            candidates.append(found)
+        elif unmatched:
+            others.append(f"{key} ({'; '.join(unmatched)})")
+    if len(candidates) == 1:
+        return candidates[0]
+    request = f"{count} {resource_name}"
+    if not candidates:
+        detail = f"; other pods here waiting for {resource_name}: {', '.join(others)}" if others else ""
+        raise AllocationError(
+            f"no pod on node {node_name} is waiting for {request}: none has {PHASE}={PHASE_ALLOCATING} "
+            f"with an unserved {DEVICES} entry of exactly that size{detail}. Refusing to guess which "
+            f"devices to hand out (was the pod scheduled by Tessera?)")
+    names = ", ".join(f"{c.pod_key} container {c.container}" for c in candidates)
+    raise AllocationError(
+        f"{len(candidates)} pods on node {node_name} match a request for {request}: {names}. "
+        f"Refusing to guess; the scheduler never binds two such pods at once, so their "
+        f"{DEVICES} annotations were probably written by hand")
+
+
+def pending_entries(pod: Mapping[str, Any], served: Container[ServedKey]) -> list[ServedKey]:
+    """The pod's (container, resource) entries the kubelet still has to call Allocate for.
+
+    Entries of containers that are not in the pod spec are ignored: the kubelet will never ask for
+    them, and waiting for them would keep the pod `Allocating` (and the node's gate closed) forever.
+    """
+    uid, _, _, annotations = _meta(pod)
+    raw = annotations.get(DEVICES)
+    if raw is None:
+        return []
+    try:
+        devices = decode_devices(raw)
+    except AnnotationError:
+        return []
+    containers = set(container_order(pod))
+    return [(uid, container, resource) for container, by_resource in devices.items() if container in containers
+            for resource in by_resource if (uid, container, resource) not in served]
+
+
+_ENV_UNSAFE = re.compile(r"[^A-Z0-9_]")
+
+
+def container_env(allocation: Allocation, *, shared_dimension: str | None = None,
+                  cdi: bool = False) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """(environment, container annotations, CDI device names) for one served container.
+
+    `NVIDIA_VISIBLE_DEVICES` with UUIDs is what the NVIDIA container toolkit reads in its legacy
+    and CSV modes; CDI names (`nvidia.com/gpu=<uuid>`) need `nvidia-ctk cdi generate
+    --device-name-strategy=uuid` on the node, hence behind a flag. The TESSERA_* variables tell the
+    workload (and a person debugging it) which ExtendedResources it got and, for shared classes,
+    how big its slice is — the agent does not enforce that size; the application must honour it.
+    """
+    ids = allocation.device_ids
+    env = {
+        "NVIDIA_VISIBLE_DEVICES": ",".join(ids),
+        "TESSERA_DEVICES": ",".join(allocation.device_names),
+        "TESSERA_POD": allocation.pod_key,
+        "TESSERA_CONTAINER": allocation.container,
+    }
+    amounts = [g.amount for g in allocation.grants if g.amount is not None]
+    if amounts and shared_dimension:
+        env[f"TESSERA_SHARED_{_ENV_UNSAFE.sub('_', shared_dimension.upper())}"] = format_quantity(sum(amounts, Fraction(0)))
+    annotations = {"tessera.dev/devices": ",".join(ids)}
+    cdi_names = [f"nvidia.com/gpu={device_id}" for device_id in ids] if cdi else []
+    return env, annotations, cdi_names
+
+
+class ServedLedger:
+    """Served (pod uid, container, resource) entries, kept in memory and in a small JSON file."""
+
+    VERSION = 1
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._served: set[ServedKey] = set()
+        self._warned = False
+        if path is not None:
+            self._load(path)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._served
+
+    def __len__(self) -> int:
+        return len(self._served)
+
+    def add(self, key: ServedKey) -> None:
+        self._served.add(key)
+        self._save()
+
+    def pods(self) -> set[str]:
+        return {uid for uid, _, _ in self._served}
+
+    def retain(self, uids: Container[str]) -> None:
+        """Forget entries of pods that are no longer waiting (Allocated, running, gone)."""
+        kept = {key for key in self._served if key[0] in uids}
+        if kept != self._served:
+            self._served = kept
+            self._save()
+
+    def _load(self, path: Path) -> None:
+        try:
+            doc = json.loads(path.read_text())
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as err:
+            log.warning("ledger.unreadable", path=str(path), reason=str(err),
+                        message="starting with no served containers")
+            return
+        if not isinstance(doc, dict) or doc.get("version") != self.VERSION or not isinstance(doc.get("served"), list):
+            log.warning("ledger.unreadable", path=str(path), reason="unexpected content")
+            return
+        for entry in doc["served"]:
+            if isinstance(entry, list) and len(entry) == 3 and all(isinstance(x, str) for x in entry):
+                self._served.add((entry[0], entry[1], entry[2]))
+        log.info("ledger.loaded", path=str(path), served=len(self._served))
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps({"version": self.VERSION, "served": sorted(map(list, self._served))}))
+            os.replace(tmp, self.path)
+        except OSError as err:
+            if not self._warned:
+                self._warned = True
+                log.warning("ledger.not_saved", path=str(self.path), reason=str(err),
+                            message="served containers are kept in memory only; if the agent restarts "
+                                    "while a pod's containers are being started, two of its containers "
+                                    "with equal requests can no longer be told apart")

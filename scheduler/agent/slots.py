@@ -1,0 +1,110 @@
+"""Which device-plugin endpoints this node serves, and how many slots each advertises.
+
+The kubelet only calls a device plugin's `Allocate` for resource names that a registered plugin
+serves, so every ResourceClass that matches at least one local device needs its own endpoint,
+named after the class's `resourceName` (reference/devices.md §7.1, §7.4). What the endpoint
+advertises are *virtual slots* `<class>-0 … <class>-(n-1)`, not devices: the kubelet picks slot
+ids, the agent ignores them and hands out the devices the scheduler chose. Slots only make the
+kubelet's count right:
+
+- exclusive class: n = matching devices, of which as many are Healthy as matching devices are
+  healthy (the rest are advertised Unhealthy, so node capacity still shows them);
+- sharing class (`spec.sharing`): n = Σ ⌊capacity[dimension] / unit⌋ over matching devices (a pod
+  asking for 8 units of a 1Gi-memory class gets 8 slots), capped at `MAX_SLOTS` because the kubelet
+  keeps and checkpoints every slot id.
+
+Class parsing, validity, resourceName clashes and selector matching are the scheduler core's
+(`ClassRegistry`, `ResourceClass.matches`): the agent must agree with the scheduler exactly about
+which devices a class has, so it runs the same code on the same ExtendedResource JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import structlog
+
+from scheduler.core.classes import ClassRegistry, ResourceClass, Sharing
+from scheduler.core.objects import Device
+
+__all__ = ["MAX_SLOTS", "MAX_SLOT_ID", "EndpointPlan", "plan_endpoints", "slot_ids"]
+
+log = structlog.get_logger("tessera.agent.slots")
+
+MAX_SLOTS = 1024
+MAX_SLOT_ID = 63  # the device-plugin API's limit on Device.ID
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointPlan:
+    class_name: str
+    resource_name: str
+    sharing: Sharing | None
+    devices: tuple[str, ...]  # names of the matching ExtendedResources (for logs)
+    slots: int  # advertised slots
+    healthy: int  # of which Healthy
+    capped: bool = False
+
+    def slot_ids(self) -> list[str]:
+        return slot_ids(self.class_name, self.slots)
+
+
+def slot_prefix(class_name: str) -> str:
+    """The class name, shortened with a hash when `<prefix>-<index>` could pass 63 characters."""
+    room = MAX_SLOT_ID - 1 - len(str(MAX_SLOTS - 1))
+    if len(class_name) <= room:
+        return class_name
+    digest = hashlib.sha256(class_name.encode()).hexdigest()[:8]
+    return f"{class_name[:room - 9].rstrip('.-')}-{digest}"
+
+
+def slot_ids(class_name: str, count: int) -> list[str]:
+    prefix = slot_prefix(class_name)
+    return [f"{prefix}-{i}" for i in range(count)]
+
+
+def _units(device: Device, sharing: Sharing) -> int:
+    capacity = device.capacity.get(sharing.dimension)
+    if capacity is None or capacity <= 0:
+        return 0
+    return math.floor(capacity / sharing.unit)
+
+
+def plan_endpoints(classes: Iterable[ResourceClass], devices: Iterable[Device]) -> dict[str, EndpointPlan]:
+    """resourceName -> endpoint, for every valid class that matches at least one local device.
+
+    Device health here is the agent's own (the status it publishes), not a stale apiserver copy.
+    `spec.unschedulable` does not reduce slots: a cordoned device may still be in use by a pod
+    that the kubelet has to keep admitting on restart.
+    """
+    registry = ClassRegistry()
+    for cls in classes:  # the core's rules: invalid classes and resourceName clashes drop out
+        registry.upsert(cls, ())
+    local = list(devices)
+    plans: dict[str, EndpointPlan] = {}
+    for resource_name, cls in sorted(registry.by_resource.items()):
+        matching = [d for d in local if cls.matches(d)]
+        if not matching:
+            continue
+        if cls.sharing is None:
+            total = len(matching)
+            healthy = sum(1 for d in matching if d.healthy)
+        else:
+            total = sum(_units(d, cls.sharing) for d in matching)
+            healthy = sum(_units(d, cls.sharing) for d in matching if d.healthy)
+            if total == 0:
+                log.warning("slots.no_capacity", resource_class=cls.name, dimension=cls.sharing.dimension,
+                            message=f"matching devices have no {cls.sharing.dimension} capacity of at least one unit")
+                continue
+        capped = total > MAX_SLOTS
+        if capped:
+            log.warning("slots.capped", resource_class=cls.name, slots=total, advertised=MAX_SLOTS,
+                        message=f"{total} slots would be advertised; only {MAX_SLOTS} are (choose a larger sharing unit)")
+        plans[resource_name] = EndpointPlan(
+            class_name=cls.name, resource_name=resource_name, sharing=cls.sharing,
+            devices=tuple(sorted(d.name for d in matching)), slots=min(total, MAX_SLOTS),
+            healthy=min(healthy, MAX_SLOTS), capped=capped)
+    return plans

@@ -1,0 +1,126 @@
+"""`tessera agent`: the node agent, one per GPU node (deploy/agent/daemonset.yaml).
+
+Start-up problems (no credentials, an unusable device-plugin directory, NVML missing, a broken
+fake-device file) are one line on stderr and a non-zero exit, so the DaemonSet's pod shows them in
+its status. After start-up nothing but SIGTERM/SIGINT ends the process: API and kubelet trouble
+is retried (see scheduler/agent/agent.py). SIGTERM stops the device-plugin servers and removes
+their sockets; the ExtendedResources stay published.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from scheduler.agent.agent import DEFAULT_RESOURCE_NAME, STATE_FILE, Agent, AgentOptions
+from scheduler.agent.devices import BackendError, DeviceBackend, FakeBackend
+from scheduler.agent.plugin import socket_dir_ok
+from scheduler.core.classes import validate_resource_name
+from scheduler.kube.http import KubeHttp, RateLimiter, connect
+from scheduler.kube.run_cli import configure_logging
+
+log = structlog.get_logger("tessera.agent")
+
+DEFAULT_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "agent", help="run the node agent: publish this node's GPUs and serve the kubelet device-plugin API")
+    parser.add_argument("--node-name", required=True, help="this node's name (the DaemonSet passes spec.nodeName)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
+    parser.add_argument("--backend", choices=("nvml", "fake"), default="nvml",
+                        help="device discovery: NVML (default) or a file (--fake-devices)")
+    parser.add_argument("--fake-devices", metavar="FILE",
+                        help="YAML/JSON list of devices for --backend fake (re-read every few seconds)")
+    parser.add_argument("--device-plugin-dir", default=DEFAULT_PLUGIN_DIR,
+                        help=f"the kubelet's device-plugin directory (default {DEFAULT_PLUGIN_DIR})")
+    parser.add_argument("--heartbeat-seconds", type=float, default=30.0,
+                        help="how often device status is written (default 30)")
+    parser.add_argument("--resource-name", default=DEFAULT_RESOURCE_NAME,
+                        help=f"spec.resourceName of the published devices (default {DEFAULT_RESOURCE_NAME})")
+    parser.add_argument("--cdi", action="store_true",
+                        help="also return CDI device names nvidia.com/gpu=<uuid> from Allocate "
+                             "(needs `nvidia-ctk cdi generate --device-name-strategy=uuid` on the node)")
+    parser.add_argument("--state-file", help=f"ledger of served containers (default <device-plugin-dir>/{STATE_FILE}; "
+                                             "'' keeps it in memory only)")
+    parser.add_argument("--qps", type=float, default=5.0, help="apiserver write rate limit (default 5)")
+    parser.add_argument("--burst", type=int, default=10, help="apiserver write burst (default 10)")
+    parser.set_defaults(func=run)
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"tessera agent: {message}", file=sys.stderr)
+    return code
+
+
+def make_backend(args: argparse.Namespace) -> DeviceBackend:
+    """The configured backend, checked once so start-up errors surface now, not in a loop."""
+    if args.backend == "fake":
+        if not args.fake_devices:
+            raise BackendError("--backend fake needs --fake-devices FILE")
+        backend: DeviceBackend = FakeBackend(args.fake_devices)
+    else:
+        from scheduler.agent.nvml import NvmlBackend
+
+        backend = NvmlBackend()
+    backend.discover()
+    return backend
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging()
+    if args.heartbeat_seconds <= 0:
+        return _fail("--heartbeat-seconds must be positive")
+    problem = validate_resource_name(args.resource_name)
+    if problem is not None:
+        return _fail(f"--resource-name: {problem}")
+    plugin_dir = Path(args.device_plugin_dir)
+    problem = socket_dir_ok(plugin_dir)
+    if problem is not None:
+        return _fail(problem, 1)
+    try:
+        backend = make_backend(args)
+    except BackendError as err:
+        return _fail(str(err), 1)
+    state_file: Path | None = plugin_dir / STATE_FILE
+    if args.state_file is not None:
+        state_file = Path(args.state_file) if args.state_file else None
+    options = AgentOptions(node_name=args.node_name, device_plugin_dir=plugin_dir, resource_name=args.resource_name,
+                           heartbeat_seconds=args.heartbeat_seconds, cdi=args.cdi, state_file=state_file)
+    try:
+        return asyncio.run(_main(args, options, backend))
+    except _StartupError as err:
+        return _fail(str(err), 1)
+
+
+class _StartupError(Exception):
+    pass
+
+
+async def _main(args: argparse.Namespace, options: AgentOptions, backend: DeviceBackend) -> int:
+    try:
+        api, watch_api = await connect(args.kubeconfig), await connect(args.kubeconfig)
+    except Exception as err:  # kubeconfig problems come as many exception types
+        backend.close()
+        raise _StartupError(f"cannot load Kubernetes credentials ({args.kubeconfig or 'in-cluster'}): {err}") from None
+    agent = Agent(options, KubeHttp(api, RateLimiter(args.qps, args.burst)), KubeHttp(watch_api), backend)
+    task = asyncio.create_task(agent.run(), name="agent")
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    finally:
+        await agent.shutdown()
+        await api.close()
+        await watch_api.close()
+    return 0

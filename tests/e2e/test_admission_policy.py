@@ -1,0 +1,262 @@
+"""The `tessera.dev/*` annotation policy (deploy/admission/annotation-policy.yaml) on the real
+apiserver (issues 4 and 6).
+
+The device ledger lives in pod annotations, so whoever can write them can claim GPUs or make the
+scheduler hand a GPU out twice. These tests act as each kind of caller, with real credentials:
+- a user (client certificate) with edit-like rights on pods in a namespace — and, to show that the
+  policy and not merely RBAC stops them, also with `pods/binding`, `bindings` and `pods/status`
+  rights, which ordinary users never have;
+- the scheduler's ServiceAccount (TokenRequest token), binding through pods/binding;
+- the agent's ServiceAccount with a token bound to a pod on a node, as the kubelet mounts it into
+  the DaemonSet pod there; and with an unbound token;
+- the admin (system:masters), the documented break-glass exemption.
+
+A new ValidatingAdmissionPolicyBinding takes a moment to be enforced: the first check polls with
+dry-run creates (admission runs on dry runs) until it is.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import yaml
+
+from scheduler.kube.controlplane import LocalControlPlane
+from scheduler.kube.controlplane.rest import ApiError, RestClient
+from scheduler.kube.http import MERGE_PATCH
+from scheduler.sim import builders as b
+from tests.e2e.live import creatable
+from tests.e2e.test_deploy import (
+    AGENT_SA,
+    SCHEDULER_SA,
+    SYSTEM_NAMESPACE,
+    agent_token_for_node,
+    call_as,
+    install_deploy,
+    remove_admission_policy,
+    service_account_token,
+)
+
+DEVICES = "tessera.dev/devices"
+PHASE = "tessera.dev/phase"
+POLICY_MESSAGE = "tessera.dev/* annotations are written only by the Tessera scheduler"
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+USER = "alice"
+
+
+@dataclass
+class Setup:
+    plane: LocalControlPlane
+    namespace: str
+    user: RestClient  # alice, client certificate
+    node: str
+    other_node: str
+
+
+def _client(plane: LocalControlPlane, user: str, groups: list[str]) -> RestClient:
+    kubeconfig = plane.kubeconfig_for(user, groups)
+    directory = kubeconfig.parent
+    # RestClient wants files: write the certificate and key the kubeconfig embeds.
+    config = yaml.safe_load(kubeconfig.read_text())
+    creds = config["users"][0]["user"]
+    cert, key = directory / f"{user}.crt", directory / f"{user}.key"
+    cert.write_bytes(base64.b64decode(creds["client-certificate-data"]))
+    key.touch(mode=0o600)
+    key.write_bytes(base64.b64decode(creds["client-key-data"]))
+    return RestClient(plane.server, str(plane.ca_file), cert_file=str(cert), key_file=str(key))
+
+
+@pytest.fixture(scope="module")
+def setup(control_plane: LocalControlPlane) -> Iterator[Setup]:
+    install_deploy(control_plane)
+    admin = control_plane.admin
+    namespace = f"vap-{secrets.token_hex(3)}"
+    admin.create("/api/v1/namespaces", {"metadata": {"name": namespace, "labels": {"tessera.dev/e2e": "true"}}})
+    # Edit-like rights on pods (what the built-in `edit` role gives), plus the rights that let a
+    # caller write annotations through the other doors (binding, status): the policy must hold
+    # even for a user an admin trusted with those.
+    admin.create(f"{RBAC}/namespaces/{namespace}/roles", {
+        "metadata": {"name": "pod-editor"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"],
+                   "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+                  {"apiGroups": [""], "resources": ["pods/binding", "bindings"], "verbs": ["create"]},
+                  {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update", "patch"]}]})
+    admin.create(f"{RBAC}/namespaces/{namespace}/rolebindings", {
+        "metadata": {"name": "pod-editor"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-editor"},
+        "subjects": [{"kind": "User", "name": USER, "apiGroup": "rbac.authorization.k8s.io"}]})
+    nodes = control_plane.add_fake_gpu_nodes(2, 1, "T4", memory="16Gi", prefix="vap-t4")
+    user = _client(control_plane, USER, ["tessera-e2e-users"])
+    try:
+        _wait_until_enforced(user, namespace)
+        yield Setup(control_plane, namespace, user, nodes[0], nodes[1])
+    finally:
+        user.close()
+        admin.delete(f"/api/v1/namespaces/{namespace}")
+        control_plane.remove_fake_gpu_nodes(nodes)
+        admin.request("DELETE", f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods"
+                      "?labelSelector=tessera.dev%2Fe2e-stand-in%3Dtrue&gracePeriodSeconds=0")
+        remove_admission_policy(admin)
+
+
+def _pod(name: str, namespace: str, annotations: dict[str, str] | None = None, node: str = "") -> dict[str, object]:
+    return creatable(b.pod(name, namespace=namespace, annotations=annotations, node_name=node))
+
+
+def _wait_until_enforced(user: RestClient, namespace: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    path = f"/api/v1/namespaces/{namespace}/pods?dryRun=All"
+    while True:
+        try:
+            user.create(path, _pod("probe", namespace, {DEVICES: "{}"}))
+        except ApiError as err:
+            if err.status == 403 and POLICY_MESSAGE in err.message:
+                return
+            if err.status != 403:  # RBAC not there yet answers 403 too, without our message
+                raise
+        if time.monotonic() > deadline:
+            raise AssertionError("the admission policy was not enforced within 30 s")
+        time.sleep(0.2)
+
+
+def _refused_by_policy(err: ApiError, key: str) -> bool:
+    return err.status == 403 and POLICY_MESSAGE in err.message and key in err.message
+
+
+# --- a user ----------------------------------------------------------------------------------------
+
+
+def test_user_cannot_create_a_pod_with_device_annotations(setup: Setup) -> None:
+    ns = setup.namespace
+    with pytest.raises(ApiError) as refused:
+        setup.user.create(f"/api/v1/namespaces/{ns}/pods", _pod("forged", ns, {DEVICES: '{"version":1,"containers":{}}'}))
+    assert _refused_by_policy(refused.value, DEVICES), refused.value.message
+    assert f"{USER} may not change {DEVICES}" in refused.value.message
+    with pytest.raises(ApiError) as phase:
+        setup.user.create(f"/api/v1/namespaces/{ns}/pods", _pod("forged-phase", ns, {PHASE: "Allocated"}))
+    assert _refused_by_policy(phase.value, PHASE)
+
+
+def test_user_can_create_and_annotate_pods_otherwise(setup: Setup) -> None:
+    ns = setup.namespace
+    created = setup.user.create(f"/api/v1/namespaces/{ns}/pods", _pod("plain", ns, {"team": "vision"}))
+    assert created["metadata"]["annotations"] == {"team": "vision"}
+    patched = setup.user.merge_patch(f"/api/v1/namespaces/{ns}/pods/plain",
+                                     {"metadata": {"annotations": {"owner": "alice", "tessera.dev.example/x": "y"}}})
+    assert patched["metadata"]["annotations"]["owner"] == "alice"
+
+
+def test_user_cannot_patch_device_annotations_onto_a_pod(setup: Setup) -> None:
+    ns = setup.namespace
+    setup.user.create(f"/api/v1/namespaces/{ns}/pods", _pod("target", ns))
+    for key, value in ((DEVICES, '{"version":1,"containers":{}}'), (PHASE, "Allocated"), ("tessera.dev/new-key", "x")):
+        with pytest.raises(ApiError) as refused:
+            setup.user.merge_patch(f"/api/v1/namespaces/{ns}/pods/target", {"metadata": {"annotations": {key: value}}})
+        assert _refused_by_policy(refused.value, key), refused.value.message
+        # The same through the status subresource, which keeps metadata changes.
+        with pytest.raises(ApiError) as via_status:
+            setup.user.merge_patch(f"/api/v1/namespaces/{ns}/pods/target/status",
+                                   {"metadata": {"annotations": {key: value}}})
+        assert _refused_by_policy(via_status.value, key), via_status.value.message
+    assert "tessera.dev/devices" not in (setup.plane.admin.get(f"/api/v1/namespaces/{ns}/pods/target")["metadata"]
+                                         .get("annotations") or {})
+
+
+def test_user_cannot_change_or_remove_annotations_tessera_wrote(setup: Setup) -> None:
+    ns = setup.namespace
+    admin = setup.plane.admin
+    # An admin (system:masters, exempt) stands in for a pod that the scheduler bound.
+    admin.create(f"/api/v1/namespaces/{ns}/pods", _pod("bound", ns, {DEVICES: "real", PHASE: "Allocated"}))
+    for patch in ({DEVICES: "mine-now"}, {DEVICES: None}, {PHASE: None}):
+        with pytest.raises(ApiError) as refused:
+            setup.user.merge_patch(f"/api/v1/namespaces/{ns}/pods/bound", {"metadata": {"annotations": patch}})
+        assert _refused_by_policy(refused.value, next(iter(patch))), refused.value.message
+    # Unrelated edits of the same pod are fine: the policy compares only tessera.dev/* keys.
+    setup.user.merge_patch(f"/api/v1/namespaces/{ns}/pods/bound", {"metadata": {"labels": {"a": "b"}}})
+    assert admin.get(f"/api/v1/namespaces/{ns}/pods/bound")["metadata"]["annotations"][DEVICES] == "real"
+
+
+def test_user_cannot_forge_through_a_binding(setup: Setup) -> None:
+    """A Binding's annotations are copied onto the pod: pods/binding and the legacy `bindings`
+    resource are both checked. Without annotations, the user's Binding is allowed (RBAC decides
+    who may bind; the policy only guards the ledger)."""
+    ns = setup.namespace
+    for i, path in enumerate((f"/api/v1/namespaces/{ns}/pods/{{name}}/binding", f"/api/v1/namespaces/{ns}/bindings")):
+        name = f"bind-{i}"
+        setup.user.create(f"/api/v1/namespaces/{ns}/pods", _pod(name, ns))
+        binding = {"apiVersion": "v1", "kind": "Binding",
+                   "metadata": {"name": name, "annotations": {DEVICES: "forged"}},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": setup.node}}
+        with pytest.raises(ApiError) as refused:
+            setup.user.create(path.format(name=name), binding)
+        assert _refused_by_policy(refused.value, DEVICES), refused.value.message
+        binding["metadata"]["annotations"] = {"note": "no ledger keys"}
+        setup.user.create(path.format(name=name), binding)
+        pod = setup.plane.admin.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+        assert pod["spec"]["nodeName"] == setup.node and DEVICES not in pod["metadata"]["annotations"]
+
+
+# --- Tessera's own identities ------------------------------------------------------------------------
+
+
+def test_scheduler_binds_with_device_annotations(setup: Setup) -> None:
+    ns = setup.namespace
+    admin = setup.plane.admin
+    admin.create(f"/api/v1/namespaces/{ns}/pods", _pod("scheduled", ns))
+    token = service_account_token(admin, SYSTEM_NAMESPACE, SCHEDULER_SA)
+    binding = {"apiVersion": "v1", "kind": "Binding",
+               "metadata": {"name": "scheduled", "namespace": ns,
+                            "annotations": {DEVICES: '{"version":1,"containers":{}}', PHASE: "Allocating"}},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": setup.node}}
+    status, body = call_as(setup.plane, token, "POST", f"/api/v1/namespaces/{ns}/pods/scheduled/binding", binding)
+    assert status == 201, body
+    pod = admin.get(f"/api/v1/namespaces/{ns}/pods/scheduled")
+    assert pod["spec"]["nodeName"] == setup.node
+    assert pod["metadata"]["annotations"][PHASE] == "Allocating"
+    # The exemption is for the Binding only: the scheduler may not rewrite the ledger otherwise
+    # (its role has no pods patch, and pods/status writes of the ledger keys are not exempt).
+    status, body = call_as(setup.plane, token, "PATCH", f"/api/v1/namespaces/{ns}/pods/scheduled/status",
+                           {"metadata": {"annotations": {DEVICES: "rewritten"}}}, MERGE_PATCH)
+    assert status == 403 and POLICY_MESSAGE in body, body
+
+
+def test_agent_marks_pods_on_its_node_allocated_and_nothing_else(setup: Setup) -> None:
+    ns = setup.namespace
+    admin = setup.plane.admin
+    admin.create(f"/api/v1/namespaces/{ns}/pods", _pod("here", ns, {DEVICES: "d", PHASE: "Allocating"}, setup.node))
+    admin.create(f"/api/v1/namespaces/{ns}/pods",
+                 _pod("elsewhere", ns, {DEVICES: "d", PHASE: "Allocating"}, setup.other_node))
+    token = agent_token_for_node(admin, setup.node)
+
+    def patch(pod: str, annotations: dict[str, str]) -> tuple[int, str]:
+        return call_as(setup.plane, token, "PATCH", f"/api/v1/namespaces/{ns}/pods/{pod}",
+                       {"metadata": {"annotations": annotations}}, MERGE_PATCH)
+
+    status, body = patch("here", {PHASE: "Allocated"})
+    assert status == 200, body
+    assert admin.get(f"/api/v1/namespaces/{ns}/pods/here")["metadata"]["annotations"][PHASE] == "Allocated"
+    # Not another node's pod, not the device assignment, not a new key.
+    for pod, annotations, key in (("elsewhere", {PHASE: "Allocated"}, PHASE), ("here", {DEVICES: "other"}, DEVICES),
+                                  ("here", {"tessera.dev/extra": "x"}, "tessera.dev/extra")):
+        status, body = patch(pod, annotations)
+        assert status == 403 and POLICY_MESSAGE in body and key in body, (pod, status, body)
+    # A token of the agent's ServiceAccount that is not bound to a pod on a node is refused:
+    # a leaked `kubectl create token tessera-agent` cannot mark any pod.
+    unbound = service_account_token(admin, SYSTEM_NAMESPACE, AGENT_SA)
+    status, body = call_as(setup.plane, unbound, "PATCH", f"/api/v1/namespaces/{ns}/pods/elsewhere",
+                           {"metadata": {"annotations": {PHASE: "Allocated"}}}, MERGE_PATCH)
+    assert status == 403 and POLICY_MESSAGE in body, body
+
+
+def test_system_masters_is_exempt(setup: Setup) -> None:
+    """Break-glass: the admin can repair a corrupt ledger annotation without disabling the policy."""
+    ns = setup.namespace
+    admin = setup.plane.admin
+    admin.create(f"/api/v1/namespaces/{ns}/pods", _pod("repair", ns, {DEVICES: "corrupt"}))
+    repaired = admin.merge_patch(f"/api/v1/namespaces/{ns}/pods/repair", {"metadata": {"annotations": {DEVICES: None}}})
+    assert DEVICES not in (repaired["metadata"].get("annotations") or {})

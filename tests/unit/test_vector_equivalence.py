@@ -1,0 +1,78 @@
+"""The vectorised Filter/Score path decides exactly like the per-node path."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from scheduler.api.config import load_config
+from scheduler.core.cycle import Scheduler
+from scheduler.sim import builders as b
+
+
+def _workload(seed: int) -> list[tuple[str, dict[str, Any]]]:
+    rng = random.Random(seed)
+    events: list[tuple[str, dict[str, Any]]] = []
+    events.append(("ADDED", b.resource_class("a100", match_labels={"model": "A100"})))
+    events.append(("ADDED", b.resource_class("slice", match_labels={"model": "A100"},
+                                             sharing={"dimension": "memory", "unit": "1Gi"})))
+    for n in range(rng.randint(3, 160)):
+        name = f"n{n}"
+        taints = []
+        if rng.random() < 0.1:
+            taints.append({"key": "dedicated", "value": rng.choice(["a", "b"]), "effect": rng.choice(["NoSchedule", "PreferNoSchedule", "NoExecute"])})
+        gpus = rng.choice([0, 4, 8])
+        events.append(("ADDED", b.node(name, cpu=str(rng.choice([8, 32, 96])), memory=f"{rng.choice([32, 256])}Gi", gpus=gpus,
+                                       pods=rng.choice([4, 110]), taints=taints, unschedulable=rng.random() < 0.05)))
+        for g in range(gpus if rng.random() < 0.5 else 0):
+            events.append(("ADDED", b.device(name, g, model=rng.choice(["A100", "V100"]), memory="40Gi")))
+        for k in range(rng.randint(0, 3)):
+            events.append(("ADDED", b.pod(f"bound-{n}-{k}", node_name=name, phase="Running", scheduler="other",
+                                          requests={"cpu": f"{rng.randint(1, 8)}", "memory": f"{rng.randint(1, 16)}Gi"},
+                                          limits={"nvidia.com/gpu": rng.choice([0, 1])} if gpus else None)))
+    for p in range(rng.randint(10, 300)):
+        roll = rng.random()
+        req = {"cpu": f"{rng.choice([100, 500, 1000, 4000])}m", "memory": f"{rng.choice([1, 4, 16])}Gi"}
+        tolerations = [{"key": "dedicated", "operator": "Exists"}] if rng.random() < 0.2 else []
+        extra: dict[str, Any] = {"tolerations": tolerations} if tolerations else {}
+        if roll < 0.05:
+            extra["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 5, "preference": {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1", "n2"]}]}}]}}
+        if roll < 0.3:
+            limits = None
+        elif roll < 0.7:
+            limits = {"nvidia.com/gpu": rng.choice([1, 2, 4, 8])}
+        elif roll < 0.85:
+            limits = {"class.tessera.dev/a100": rng.choice([1, 2])}
+        else:
+            limits = {"class.tessera.dev/slice": rng.choice([4, 10, 20])}
+        events.append(("ADDED", b.pod(f"p{p}", requests=req, limits=limits, spec_extra=extra)))
+    return events
+
+
+def _run(events: list[tuple[str, dict[str, Any]]], config: str | None, vectorized: bool) -> list[tuple[Any, ...]]:
+    scheduler = Scheduler(load_config(config), seed=7, vectorized=vectorized)
+    out = []
+    for kind, obj in events:
+        scheduler.apply(kind, obj, 0.0)
+        while (attempts := scheduler.schedule_next(0.0)) is not None:
+            out += [(a.pod.key, a.node, tuple(sorted(a.annotations.items())), a.message) for a in attempts]
+    return out
+
+
+@pytest.mark.parametrize("config", [None, "config/binpack.yaml", "config/spread.yaml", "config/gpu-cluster.yaml"])
+@pytest.mark.parametrize("seed", range(8))
+def test_vector_path_equals_per_node_path(config: str | None, seed: int) -> None:
+    events = _workload(seed)
+    fast = _run(events, config, vectorized=True)
+    slow = _run(events, config, vectorized=False)
+    assert fast == slow
+
+
+def test_the_workloads_exercise_failures_and_successes() -> None:
+    outcomes = [node for seed in range(8) for _, node, _, _ in _run(_workload(seed), "config/spread.yaml", True)]
+    messages = {m for seed in range(8) for _, node, _, m in _run(_workload(seed), None, True) if node is None}
+    assert any(outcomes) and None in outcomes
+    assert any("Insufficient" in m for m in messages) and any("untolerated taint" in m for m in messages)
