@@ -276,9 +276,9 @@ class PluginManager:
                      message="no ResourceClass with this resourceName matches a local device any more")
             await endpoint.stop()
         for resource, plan in plans.items():
-            endpoint = self.endpoints.get(resource)
-            if endpoint is not None:
-                await endpoint.update(plan)
+            current = self.endpoints.get(resource)
+            if current is not None:
+                await current.update(plan)
                 continue
             endpoint = Endpoint(self.plugin_dir, plan, self.allocate)
             try:

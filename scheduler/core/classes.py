@@ -206,7 +206,8 @@ class ClassRegistry:
         self.by_resource: dict[str, ResourceClass] = {}
         self.clash: dict[str, str] = {}  # class name -> message for classes that lost a name clash
         self.device_classes: dict[str, frozenset[str]] = {}  # device name -> matching class names
-        self.generation = 0
+        self.generation = 0  # moves on any class or device change
+        self.epoch = 0  # moves only when the set of classes (or their specs) changes
 
     def upsert(self, cls: ResourceClass, devices: Iterable[Device]) -> None:
         self.classes[cls.name] = cls
@@ -253,3 +254,4 @@ class ClassRegistry:
         for device in devices:
             self.device_changed(device)
         self.generation += 1
+        self.epoch += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 import numpy as np
+import numpy.typing as npt
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -115,22 +116,29 @@ class ProfileRuntime:
         return None
 
     def vector_scorable(self, ctx: PodContext) -> bool:
-        """Scores that need nothing per node beyond the vector columns (see score_vector)."""
-        return not ctx.device_requests and not ctx.pod.preferred_terms and self.fragmentation is None
+        """Scores that need nothing per node beyond the vector columns and device plans."""
+        return not ctx.pod.preferred_terms and self.fragmentation is None
 
     def score_vector(self, vectors: NodeVectors, ctx: PodContext, feasible: list[NodeInfo]) -> list[int]:
         """score_nodes' totals for a vector_scorable pod, computed over all feasible nodes at once."""
         rows = positions(vectors, feasible)
         totals = np.zeros(len(feasible), np.int64)
+        extra: dict[str, npt.NDArray[np.int64]] | None = None
+        plans = [ctx.plans[info.name] for info in feasible] if ctx.device_requests else []
+        if plans:
+            names = {name for plan in plans for name in plan.newly_busy}
+            extra = {name: np.array([plan.newly_busy.get(name, 0) for plan in plans], np.int64) for name in names}
         for plugin in self.scores:
             if plugin.name == fit.NAME:
-                totals += self.fit_vector.score(vectors, rows, ctx) * plugin.weight
+                totals += self.fit_vector.score(vectors, rows, ctx, extra) * plugin.weight
             elif plugin.name == taints.NAME:
                 raw = np.zeros(len(feasible), np.int64)
                 for i in np.flatnonzero(vectors.soft_taints[rows]).tolist():
                     raw[i] = taints.score(ctx, feasible[i])
                 totals += normalize_vector(raw, reverse=True) * plugin.weight
-            # NodeAffinity (no preferred terms) and TesseraDevices (no device requests) add 0
+            elif plugin.name == DEVICES and plans:
+                totals += np.array([plan.score for plan in plans], np.int64) * plugin.weight
+            # NodeAffinity adds 0 without preferred terms
         return [int(total) for total in totals.tolist()]
 
     def node_cache(self, ctx: PodContext) -> dict[str, CacheEntry]:

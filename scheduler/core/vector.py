@@ -20,6 +20,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
@@ -54,6 +56,11 @@ class NodeVectors:
         self.unschedulable: Bools = np.zeros(capacity, np.bool_)
         self.hard_taints: Bools = np.zeros(capacity, np.bool_)
         self.soft_taints: Bools = np.zeros(capacity, np.bool_)
+        # per valid ResourceClass: free matching devices (exclusive classes) or the largest free
+        # amount on one matching device, rounded up (sharing classes) — a necessary condition
+        # for the device planner, so nodes that cannot pass are never planned
+        self.class_free: dict[str, Ints] = {}
+        self.class_epoch = -1
         self.order_version = -1
 
     def column(self, name: str) -> int:
@@ -73,6 +80,10 @@ class NodeVectors:
     def sync(self) -> None:
         state = self.state
         order = state.node_order
+        if self.class_epoch != state.classes.epoch:
+            self.class_epoch = state.classes.epoch
+            self.class_free = {name: np.zeros(self.alloc.shape[0], np.int64) for name in self._valid_classes()}
+            self.order_version = -1  # refill every row
         if self.order_version != state.order_version or len(order) < self.size:
             self.order_version = state.order_version
             self.size = 0
@@ -107,6 +118,13 @@ class NodeVectors:
             new = np.zeros(capacity, old.dtype)
             new[: old.shape[0]] = old
             setattr(self, attr, new)
+        for name, old_free in list(self.class_free.items()):
+            grown = np.zeros(capacity, np.int64)
+            grown[: old_free.shape[0]] = old_free
+            self.class_free[name] = grown
+
+    def _valid_classes(self) -> list[str]:
+        return [cls.name for cls in self.state.classes.by_resource.values()]
 
     def _fill_row(self, row: int, info: NodeInfo) -> None:
         node = info.node
@@ -127,6 +145,28 @@ class NodeVectors:
         self.unschedulable[row] = node.unschedulable
         self.hard_taints[row] = any(t.effect != "PreferNoSchedule" for t in node.taints)
         self.soft_taints[row] = any(t.effect == "PreferNoSchedule" for t in node.taints)
+        if self.class_free:
+            self._fill_class_row(row, info)
+
+    def _fill_class_row(self, row: int, info: NodeInfo) -> None:
+        classes = self.state.classes
+        uses = self.state.device_use
+        for name, column in self.class_free.items():
+            cls = classes.classes[name]
+            best = 0
+            for device in info.devices.values():
+                if not device.schedulable or name not in classes.device_classes.get(device.name, ()):
+                    continue
+                use = uses.get(device.name)
+                if cls.sharing is None:
+                    if use is None or not use.busy:
+                        best += 1
+                elif use is None or not use.exclusive:
+                    capacity = device.capacity.get(cls.sharing.dimension)
+                    if capacity is not None:
+                        free = capacity - (use.shared_total if use is not None else 0)
+                        best = max(best, math.ceil(free / cls.sharing.unit))
+            column[row] = best
 
     def _fill_column(self, name: str, col: int) -> None:
         order = self.state.node_order
@@ -181,6 +221,8 @@ def filter_nodes(vectors: NodeVectors, ctx: PodContext, start: int, to_find: int
             insufficient.append((name, short))
             fit_fail |= short
     candidates = fit_rows & ~fit_fail
+    if device_filter is not None:
+        candidates = candidates & _devices_possible(vectors, ctx, n)
     rows = np.flatnonzero(candidates)
     rotated = np.concatenate((rows[rows >= start], rows[rows < start])).tolist()
 
@@ -224,10 +266,36 @@ def filter_nodes(vectors: NodeVectors, ctx: PodContext, start: int, to_find: int
             reasons[f"Insufficient {name}"] += count
     if np.any(too_many) or np.any(fit_fail):
         result.rejectors.add(fit.NAME)
+    if device_filter is not None:
+        # the prefilter skipped nodes the planner would refuse; for the message, ask the planner
+        device_reasons = Counter()
+        for row in np.flatnonzero(fit_rows & ~fit_fail).tolist():
+            rejected = device_filter(ctx, nodes[order[row]])  # type: ignore[operator]
+            if rejected:
+                device_reasons[rejected[0]] += 1
     if device_reasons:
         reasons.update(device_reasons)
         result.rejectors.add("TesseraDevices")
     return result
+
+
+def _devices_possible(vectors: NodeVectors, ctx: PodContext, n: int) -> Bools:
+    """Nodes with enough free matching devices (or shared room) for the pod's class requests."""
+    exclusive: dict[str, int] = {}
+    shared: dict[str, int] = {}
+    for req in ctx.device_requests:
+        if req.cls.sharing is None:
+            exclusive[req.cls.name] = exclusive.get(req.cls.name, 0) + req.count
+        else:
+            shared[req.cls.name] = max(shared.get(req.cls.name, 0), req.count)
+    possible = np.ones(n, np.bool_)
+    for needs in (exclusive, shared):
+        for name, need in needs.items():
+            column = vectors.class_free.get(name)
+            if column is None:
+                return np.zeros(n, np.bool_)
+            possible &= column[:n] >= need
+    return possible
 
 
 class FitVector:
@@ -241,13 +309,17 @@ class FitVector:
             raw = broken_linear(strategy.shape)
             self.table = np.array([raw(p) for p in range(101)], np.int64)
 
-    def score(self, vectors: NodeVectors, rows: Ints, ctx: PodContext) -> Ints:
+    def score(self, vectors: NodeVectors, rows: Ints, ctx: PodContext,
+              extra: dict[str, Ints] | None = None) -> Ints:
+        """`extra`: per-node additions to the pod's request (devices a class grant makes busy)."""
         scoring = ctx.pod.scoring_requests
         node_score = np.zeros(len(rows), np.int64)
         weight_sum = np.zeros(len(rows), np.int64)
         for name, weight, extended in self.resources:
-            pod_request = scoring.get(name, 0)
-            if pod_request == 0 and extended:
+            pod_request: int | Ints = scoring.get(name, 0)
+            if extra is not None and name in extra:
+                pod_request = pod_request + extra[name]
+            elif pod_request == 0 and extended:
                 continue
             if name == CPU:
                 alloc, requested = vectors.alloc[rows, 0], vectors.score_cpu[rows] + pod_request
@@ -258,6 +330,8 @@ class FitVector:
                 source = vectors.alloc if name == EPHEMERAL_STORAGE else vectors.score_alloc
                 alloc, requested = source[rows, col], vectors.used[rows, col] + pod_request
             present = alloc != 0
+            if extended and not isinstance(pod_request, int):
+                present &= pod_request != 0  # unrequested extended resources are skipped per node
             safe = np.where(present, alloc, 1)
             if self.type == "LeastAllocated":
                 rs = np.where(requested > alloc, 0, (alloc - requested) * MAX_NODE_SCORE // safe)

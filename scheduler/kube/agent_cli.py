@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +64,6 @@ def _fail(message: str, code: int = 2) -> int:
 def make_backend(args: argparse.Namespace) -> DeviceBackend:
     """The configured backend, checked once so start-up errors surface now, not in a loop."""
     if args.backend == "fake":
-        if not args.fake_devices:
-            raise BackendError("--backend fake needs --fake-devices FILE")
         backend: DeviceBackend = FakeBackend(args.fake_devices)
     else:
         from scheduler.agent.nvml import NvmlBackend
@@ -81,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     problem = validate_resource_name(args.resource_name)
     if problem is not None:
         return _fail(f"--resource-name: {problem}")
+    if args.backend == "fake" and not args.fake_devices:
+        return _fail("--backend fake needs --fake-devices FILE")
     plugin_dir = Path(args.device_plugin_dir)
     problem = socket_dir_ok(plugin_dir)
     if problem is not None:
@@ -124,3 +125,16 @@ async def _main(args: argparse.Namespace, options: AgentOptions, backend: Device
         await api.close()
         await watch_api.close()
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m scheduler.kube.agent_cli --node-name N ...`: the agent without the rest of the CLI
+    (until `tessera agent` is mounted in scheduler/cli.py, and for tests that run it as a process)."""
+    parser = argparse.ArgumentParser(prog="tessera")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["agent", *(sys.argv[1:] if argv is None else argv)])
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,6 +12,7 @@ scheduler process that exited on its own. Short versions for CI: about 20-40 s e
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -152,19 +153,23 @@ async def test_two_replicas_with_leader_kills(fault_run: RunFactory) -> None:
 
 
 async def test_node_and_device_deletion_while_pods_are_pending(fault_run: RunFactory) -> None:
-    # A slow node agent keeps the allocation gate closed, so Bindings queue up behind it.
-    async with fault_run(seed=17, agent_delay=(0.5, 1.5)) as run:
+    """Nodes and devices disappear while pods wait: queued, backing off, or placed with their
+    Binding held behind the allocation gate (a slow node agent keeps gates closed for seconds).
+    Nothing may be bound to a node or device deleted more than the grace period before."""
+    async with fault_run(seed=17, agent_delay=(2.0, 3.0), v100_nodes=6) as run:
         run.proxy.configure(Faults(delay_request=0.3, delay_seconds=(0.05, 0.3)))
-        await run.submit(run.wave("a", impossible_gang=True))
-        await run.submit(run.wave("b"))
-        await asyncio.sleep(1.0)
-        doomed = run.cluster.v100_nodes[:2]
-        for node in doomed:
-            await run.delete_node(node)
-        for device in run.cluster.devices_of(run.cluster.v100_nodes[2])[:3]:
+        await run.submit(run.wave("a", exclusive=6, impossible_gang=True))
+        assert await run.wait_bound(3)
+        # The nodes where pods are being bound have Bindings queued behind their gates.
+        busy = sorted({first.node for first in run.watcher.first_bound.values()
+                       if first.node in run.cluster.v100_nodes})
+        await run.delete_node(busy[0])
+        survivor = busy[1] if len(busy) > 1 else next(n for n in run.cluster.v100_nodes if n != busy[0])
+        for device in run.cluster.devices_of(survivor):
             await run.delete_device(device)
-        await run.add_nodes("v100", 2)
-        report = await run.finish(bind_timeout=60)
+        await run.add_nodes("v100", 3)
+        await run.submit(run.wave("b"))
+        report = await run.finish(bind_timeout=60, grace=3.0)
     assert_clean(report)
 
 
@@ -183,25 +188,60 @@ async def test_resource_class_edited_while_pods_use_it(fault_run: RunFactory) ->
     assert_clean(report)
 
 
+
 async def test_deposed_leader_stops_binding(fault_run: RunFactory) -> None:
-    """A leader cut off from the apiserver (not killed) loses the lease; once it can write again
-    it must not bind what it had decided as leader — the new leader owns those pods now."""
+    """A leader cut off from the apiserver (not killed) loses the lease. Once it can write again it
+    must not bind what it decided while it led: the new leader has been handing out the same
+    devices meanwhile.
+
+    High-priority pods arriving during the failover make the new leader's choices differ from the
+    old one's: it gives them the devices the old leader had planned for its gated pods.
+    """
     async with fault_run(seed=19, replicas=2, proxy_per_replica=True, agent_delay=(1.5, 2.5), v100_nodes=3) as run:
-        leader = await run.leader()
-        assert leader.proxy is not None
-        # Single-device class pods: binpack stacks them, and the slow node agent keeps each
-        # node's allocation gate closed, so the leader holds a queue of deferred Bindings.
-        await run.submit(run.wave("a", plain=0, exclusive=10, big=0, shared=0, cpu_heavy=0, label_gangs=0,
-                                  podgroup_gangs=0))
-        await run.wait_bound(2)
-        leader.proxy.configure(Faults(reset=1.0))  # every new request resets; open watches keep streaming
-        successor = await run.leader(timeout=20, other_than=leader)
-        leader.proxy.configure(Faults())  # it can write again (and its gates keep opening)
-        run.count("partition")
-        await asyncio.sleep(10)
-        report = await run.finish()
-    released = [line for line in leader.log_tail(200_000).splitlines()
-                if "binder.gate_released" in line or "leader.stopped" in line]
-    print("deposed leader:", *released[-12:], sep="\n  ")
-    assert successor is not leader
+        urgent = f"urgent-{run.rid}"
+        await run.api.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": urgent},
+            "value": 100000})
+        try:
+            leader = await run.leader()
+            assert leader.proxy is not None
+            # Single-device class pods: binpack stacks them, and the slow node agent keeps each
+            # node's allocation gate closed, so the leader holds a queue of deferred Bindings.
+            await run.submit(run.wave("a", plain=0, exclusive=8, big=0, shared=0, cpu_heavy=0, label_gangs=0,
+                                      podgroup_gangs=0))
+            await run.wait_bound(2)
+            leader.proxy.configure(Faults(reset=1.0))  # every new request resets; open watches keep streaming
+            run.count("partition")
+            # Between the old leader stepping down (renew deadline) and the standby taking over
+            # (lease duration), urgent pods arrive: the new leader places them first.
+            assert await run.wait_for(lambda: '"leader.stopped"' in leader.log_tail(5000), 20)
+            groups, plans = run.wave("u", plain=0, exclusive=4, big=0, shared=0, cpu_heavy=0, label_gangs=0,
+                                     podgroup_gangs=0)
+            for plan in plans:
+                plan.obj["spec"]["priorityClassName"] = urgent
+            await run.submit((groups, plans))
+            successor = await run.leader(timeout=20, other_than=leader)
+            await asyncio.sleep(1.0)
+            leader.proxy.configure(Faults())  # it can write again, and its gates keep opening
+            await asyncio.sleep(8)
+            report = await run.finish()
+            late = [e for e in report_events(await run.api.list(f"/apis/events.k8s.io/v1/namespaces/{run.namespace}/events"))
+                    if e["reportingInstance"] == leader.identity and e["eventTime"] > _lease_acquired(successor)]
+        finally:
+            await run.api.request("DELETE", f"/apis/scheduling.k8s.io/v1/priorityclasses/{urgent}")
+    print(f"deposed leader {leader.identity} bound {len(late)} pod(s) after {successor.identity} took over:",
+          *[e["note"] for e in late], sep="\n  ")
     assert_clean(report)
+    assert late == []
+
+
+def report_events(listed: tuple[list[dict[str, Any]], str]) -> list[dict[str, Any]]:
+    return [e for e in listed[0] if e.get("reason") == "Scheduled"]
+
+
+def _lease_acquired(replica: Any) -> str:
+    """When ``replica`` became leader, from its own log (RFC 3339, comparable with eventTime)."""
+    for line in replica.log_tail(500_000).splitlines():
+        if '"leader.started"' in line:
+            return str(json.loads(line)["timestamp"])
+    return "9999"

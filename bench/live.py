@@ -1,0 +1,410 @@
+"""`python -m bench.live`: live scheduling throughput, Tessera side by side with kube-scheduler.
+
+Same apiserver, same machine, same run: a LocalControlPlane (etcd + kube-apiserver, nothing else)
+in a temp dir, N fake GPU nodes, and for every round M pods (1 `nvidia.com/gpu` + cpu 100m each)
+scheduled by
+  (a) Tessera (`python -m scheduler run`),
+  (b) the real kube-scheduler of the same Kubernetes version (v1.36.3) with the same
+      configuration file (see `bench/live_procs.py`), and
+  (c) the raw binder (`bench/live_raw.py`): precomputed Bindings POSTed with bounded concurrency
+      and no client rate limit — the ceiling of what the apiserver accepts here.
+(a) and (b) run at equal client settings, both at kube-scheduler's defaults (qps 50, burst 100)
+and both raised (qps/burst 5000 by default).
+
+Method (why pre-created pods): all M pods are created concurrently *before* the scheduler starts,
+so pod creation can never be the bottleneck; then the scheduler process is started and the clock
+runs from its start to the last bind seen by the driver's watch. Between rounds the scheduler is
+stopped and all pods (and Events) are deleted; the node set stays. Rounds alternate: run r goes
+through the (scheduler, settings) list forward for even r and backward for odd r. A warm-up
+create/delete cycle runs first so no round pays for cold apiserver caches.
+
+Outputs: `bench/out/live/results.json`, a Markdown table on stdout, `bench/out/live/throughput.png`;
+progress on stderr. Every child process is stopped on the way out, also on errors and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import resource
+import signal
+import ssl
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+
+from bench.live_cluster import Api, BindWatch, create_pods, delete_pods, node_use
+from bench.live_procs import (
+    Contestant,
+    Profiler,
+    cpu_seconds,
+    find_pid,
+    scheduler_config,
+    start_kube_scheduler,
+    start_raw_binder,
+    start_tessera,
+)
+from bench.live_report import CEILING, markdown_table, plot, profile_summary, round_metrics, summarize
+from scheduler.kube.controlplane import LocalControlPlane, find_binaries
+from scheduler.kube.controlplane.binaries import K8S_VERSION
+from scheduler.kube.controlplane.fakenodes import ER_PATH, FAKE_LABEL
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = REPO_ROOT / "bench" / "out" / "live"
+NAMESPACE = "tessera-bench-live"
+SCHEDULER_NAME = "tessera"  # both schedulers' profile; the pods ask for it
+GPU_MODEL = "A100"
+SCHEDULERS = ("tessera", "kube-scheduler", "raw-binder")
+
+
+@dataclass(frozen=True)
+class Settings:
+    name: str
+    qps: float
+    burst: int
+
+    @property
+    def label(self) -> str:
+        return f"qps {self.qps:g} / burst {self.burst}"
+
+
+def progress(message: str) -> None:
+    print(f"[bench.live {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench.live", description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodes", type=int, default=500, help="fake GPU nodes (default 500)")
+    p.add_argument("--gpus-per-node", type=int, default=16,
+                   help="nvidia.com/gpu per node (default 16: 500 x 16 = 8,000 GPUs for 5,000 one-GPU pods)")
+    p.add_argument("--pods", type=int, default=5000, help="pods per round (default 5,000)")
+    p.add_argument("--runs", type=int, default=3, help="rounds per (scheduler, settings) (default 3)")
+    p.add_argument("--schedulers", default=",".join(SCHEDULERS), help="subset of " + ",".join(SCHEDULERS))
+    p.add_argument("--settings", default="default,raised", help="client settings: default (qps 50/burst 100), raised")
+    p.add_argument("--raised-qps", type=float, default=5000)
+    p.add_argument("--raised-burst", type=int, default=5000)
+    p.add_argument("--binder-concurrency", type=int, default=64, help="raw binder's Bindings in flight (default 64)")
+    p.add_argument("--create-concurrency", type=int, default=64, help="pod creations in flight (default 64)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds per round before it counts as failed")
+    p.add_argument("--with-devices", action="store_true",
+                   help="keep one ExtendedResource per GPU (default: delete them; kube-scheduler does not read them)")
+    p.add_argument("--no-warmup", action="store_true", help="skip the unmeasured create/delete cycle")
+    p.add_argument("--profile", action="store_true",
+                   help="attach py-spy to Tessera in every Tessera round (collapsed stacks in the output dir)")
+    p.add_argument("--quick", action="store_true", help="smoke test: 50 nodes, 300 pods, 1 run")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    p.add_argument("--workdir", type=Path, help="control plane and logs here (default: a temp dir, removed)")
+    return p
+
+
+def plan_rounds(schedulers: Sequence[str], settings: Sequence[Settings], runs: int) -> list[tuple[int, str, Settings | None]]:
+    """(run, scheduler, settings) in execution order: ABBA-style alternation over runs."""
+    base: list[tuple[str, Settings | None]] = []
+    for s in settings:
+        base += [(name, s) for name in schedulers if name != CEILING]
+    if CEILING in schedulers:
+        base.append((CEILING, None))
+    order: list[tuple[int, str, Settings | None]] = []
+    for run in range(runs):
+        seq = base if run % 2 == 0 else list(reversed(base))
+        order += [(run, name, s) for name, s in seq]
+    return order
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, plane: LocalControlPlane, workdir: Path, settings: list[Settings]) -> None:
+        self.args = args
+        self.plane = plane
+        self.workdir = workdir
+        self.settings = settings
+        self.api: Api | None = None
+        self.nodes: list[str] = []
+        self.pod_names = [f"bench-{i:05d}" for i in range(args.pods)]
+        self.running: list[Contestant] = []
+        binaries = plane.binaries
+        self.apiserver_pid = find_pid(binaries.kube_apiserver, f"--secure-port={plane.apiserver_port}")
+        self.etcd_pid = find_pid(binaries.etcd, plane.etcd_url)
+        self.token_file = workdir / "admin.token"
+        self.token_file.write_text(plane.admin_token)
+        self.token_file.chmod(0o600)
+
+    # --- set-up ------------------------------------------------------------------------------
+    async def setup(self) -> dict[str, Any]:
+        self.api = Api(self.plane.server, str(self.plane.ca_file), self.plane.admin_token)
+        await self.api.request("POST", "/api/v1/namespaces",
+                               {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+                               ok=(201, 409))
+        began = time.monotonic()
+        self.nodes = await asyncio.to_thread(self.plane.add_fake_gpu_nodes, self.args.nodes, self.args.gpus_per_node,
+                                             GPU_MODEL, prefix="bench-node", workers=16)
+        if not self.args.with_devices:
+            await self.api.request("DELETE", f"{ER_PATH}?labelSelector={FAKE_LABEL}%3Dtrue", ok=(200, 202, 404),
+                                   timeout=600)
+        info: dict[str, Any] = {"nodes_seconds": round(time.monotonic() - began, 1)}
+        progress(f"{len(self.nodes)} nodes x {self.args.gpus_per_node} GPUs ready in {info['nodes_seconds']} s")
+        if not self.args.no_warmup:
+            began = time.monotonic()
+            await create_pods(self.api, NAMESPACE, self.pod_names, "bench-warmup", self.args.create_concurrency)
+            created = time.monotonic() - began
+            await delete_pods(self.api, NAMESPACE)
+            info["warmup_create_pods_per_second"] = round(len(self.pod_names) / created, 1)
+            progress(f"warm-up: created {len(self.pod_names)} pods at {info['warmup_create_pods_per_second']} pods/s")
+        return info
+
+    # --- one round ---------------------------------------------------------------------------
+    async def round(self, run: int, scheduler: str, settings: Settings | None, index: int) -> dict[str, Any]:
+        assert self.api is not None
+        api = self.api
+        tag = f"r{run}-{index:02d}-{scheduler}-{settings.name if settings else 'unlimited'}"
+        result: dict[str, Any] = {"run": run, "order": index, "scheduler": scheduler,
+                                  "settings": settings.name if settings else "unlimited",
+                                  "qps": settings.qps if settings else None,
+                                  "burst": settings.burst if settings else None, "pods": len(self.pod_names)}
+        await delete_pods(api, NAMESPACE)
+        watch = BindWatch(api, NAMESPACE, frozenset(self.pod_names))
+        await watch.start()
+        began = time.monotonic()
+        created = await create_pods(api, NAMESPACE, self.pod_names, SCHEDULER_NAME, self.args.create_concurrency)
+        result["create_seconds"] = round(time.monotonic() - began, 2)
+        contestant = None
+        profiler = None
+        ready_task = None
+        cpu0 = (cpu_seconds(self.apiserver_pid), cpu_seconds(self.etcd_pid), _self_cpu())
+        start = time.monotonic()
+        try:
+            contestant = await asyncio.to_thread(self._start, scheduler, settings, tag)
+            self.running.append(contestant)
+            if self.args.profile and scheduler == "tessera" and contestant.pid is not None:
+                profiler = Profiler(contestant.pid, self.args.out / f"profile-{tag}.txt")
+            ready_task = asyncio.create_task(_poll_ready(contestant.ready_url)) if contestant.ready_url else None
+            outcome = await self._wait(watch, contestant, start)
+        finally:
+            end = time.monotonic()
+            cpu1 = (cpu_seconds(self.apiserver_pid), cpu_seconds(self.etcd_pid), _self_cpu())
+            sched_cpu = cpu_seconds(contestant.pid) if contestant is not None else None
+            if profiler is not None:
+                path = await asyncio.to_thread(profiler.stop)
+                if path is not None:
+                    result["profile"] = {"file": str(path), **profile_summary(path)}
+            if ready_task is not None:
+                ready_task.cancel()
+                ready = await asyncio.gather(ready_task, return_exceptions=True)
+                result["ready_seconds"] = ready[0] - start if isinstance(ready[0], float) else None
+            if contestant is not None:
+                returncode = contestant.process.returncode()
+                await asyncio.to_thread(contestant.stop, 10.0)
+                self.running.remove(contestant)
+                if returncode not in (None, 0):
+                    result["exit_code"] = returncode
+            await watch.stop()
+        result["outcome"] = outcome
+        result.update(round_metrics(len(self.pod_names), start, created, watch.bound))
+        result["wall_seconds"] = end - start
+        result["scheduler_cpu_seconds"] = sched_cpu
+        result["apiserver_cpu_seconds"] = _delta(cpu0[0], cpu1[0])
+        result["etcd_cpu_seconds"] = _delta(cpu0[1], cpu1[1])
+        result["driver_cpu_seconds"] = _delta(cpu0[2], cpu1[2])
+        result["watch_relists"] = watch.relists
+        use = await node_use(api, NAMESPACE, self.args.gpus_per_node)
+        result.update({"bound": use.bound, "nodes_used": use.nodes_used, "overcommitted_nodes": use.overcommitted,
+                       "all_bound": use.bound == len(self.pod_names) and not use.overcommitted and outcome == "ok"})
+        if contestant is not None and outcome != "ok":
+            result["log_tail"] = contestant.process.log_tail(15)
+        return result
+
+    def _start(self, scheduler: str, settings: Settings | None, tag: str) -> Contestant:
+        kubeconfig = self.plane.kubeconfig
+        if scheduler == CEILING:
+            plan = self.workdir / f"raw-plan-{tag}.json"
+            bindings = [[pod, self.nodes[i % len(self.nodes)]] for i, pod in enumerate(self.pod_names)]
+            plan.write_bytes(orjson.dumps({
+                "server": self.plane.server, "ca_file": str(self.plane.ca_file), "token_file": str(self.token_file),
+                "namespace": NAMESPACE, "concurrency": self.args.binder_concurrency, "bindings": bindings}))
+            return start_raw_binder(self.workdir, plan, tag)
+        assert settings is not None
+        config = scheduler_config(self.workdir / f"config-{settings.name}.yaml", scheduler_name=SCHEDULER_NAME,
+                                  kubeconfig=kubeconfig, qps=settings.qps, burst=settings.burst)
+        if scheduler == "tessera":
+            return start_tessera(self.workdir, config, kubeconfig, tag)
+        binary = self.plane.binaries.kube_scheduler
+        if binary is None:
+            raise FileNotFoundError("kube-scheduler binary is not available")
+        return start_kube_scheduler(binary, self.workdir, config, tag)
+
+    async def _wait(self, watch: BindWatch, contestant: Contestant, start: float) -> str:
+        """Until every pod is bound ("ok"), the process died ("exited"), or the round timed out."""
+        deadline = start + self.args.timeout
+        last_report = start
+        while not watch.done.is_set():
+            now = time.monotonic()
+            if now > deadline:
+                return "timeout"
+            if not contestant.running():
+                if contestant.name == CEILING and contestant.process.returncode() == 0:
+                    # all Bindings accepted; give the watch a moment to see the last ones
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(watch.done.wait(), 10)
+                    return "ok" if watch.done.is_set() else "incomplete"
+                return "exited"
+            if now - last_report >= 10:
+                last_report = now
+                progress(f"  {contestant.name}: {len(watch.bound)}/{len(watch.expected)} bound after {now - start:.0f} s")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(watch.done.wait(), 0.25)
+        return "ok"
+
+    async def close(self) -> None:
+        for contestant in list(self.running):
+            await asyncio.to_thread(contestant.stop, 5.0)
+        self.running.clear()
+        if self.api is not None:
+            await self.api.close()
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _self_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(b - a, 2)
+
+
+async def _poll_ready(url: str | None) -> float:
+    """Monotonic time at which `url` first answered 200 (polled every 50 ms)."""
+    assert url is not None
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # kube-scheduler's self-signed serving cert; only a status code is read
+    async with aiohttp.ClientSession(trust_env=False, connector=aiohttp.TCPConnector(ssl=context)) as session:
+        while True:
+            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                async with session.get(url, timeout=aiohttp.ClientTimeout(total=1)) as response:
+                    if response.status == 200:
+                        return time.monotonic()
+            await asyncio.sleep(0.05)
+
+
+async def _run(args: argparse.Namespace, plane: LocalControlPlane, workdir: Path,
+               settings: list[Settings], schedulers: list[str]) -> dict[str, Any]:
+    bench = Bench(args, plane, workdir, settings)
+    rounds: list[dict[str, Any]] = []
+    try:
+        setup = await bench.setup()
+        order = plan_rounds(schedulers, settings, args.runs)
+        for index, (run, scheduler, s) in enumerate(order):
+            label = s.label if s else "no rate limit"
+            progress(f"round {index + 1}/{len(order)}: run {run + 1}, {scheduler}, {label}")
+            result = await bench.round(run, scheduler, s, index)
+            rounds.append(result)
+            pps = result.get("pods_per_second")
+            progress(f"  -> {result['outcome']}: {result['bound']}/{result['pods']} bound, "
+                     f"{'–' if pps is None else f'{pps:.1f}'} pods/s, first bind after "
+                     f"{result.get('first_bind_seconds', float('nan')):.2f} s, {result['nodes_used']} nodes used, "
+                     f"CPU s sched/apiserver/etcd {result['scheduler_cpu_seconds']}/{result['apiserver_cpu_seconds']}/"
+                     f"{result['etcd_cpu_seconds']}")
+            if "profile" in result and result["profile"].get("samples"):
+                prof = result["profile"]
+                top = ", ".join(f"{e['function']} {e['pct']}%" for e in prof["self"][:5])
+                progress(f"  profile: idle {prof['idle_pct']}%; top self: {top}")
+    finally:
+        await bench.close()
+    return {"setup": setup, "rounds": rounds}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.quick:
+        args.nodes, args.pods, args.runs = 50, 300, 1
+    schedulers = [s.strip() for s in args.schedulers.split(",") if s.strip()]
+    unknown = sorted(set(schedulers) - set(SCHEDULERS))
+    known_settings = {"default": Settings("default", 50, 100),
+                      "raised": Settings("raised", args.raised_qps, args.raised_burst)}
+    settings_names = [s.strip() for s in args.settings.split(",") if s.strip()]
+    if unknown or not schedulers:
+        print(f"unknown scheduler(s) {unknown}; choose from {', '.join(SCHEDULERS)}", file=sys.stderr)
+        return 2
+    if not settings_names or any(s not in known_settings for s in settings_names):
+        print(f"--settings takes a subset of {', '.join(known_settings)}", file=sys.stderr)
+        return 2
+    if args.pods > args.nodes * args.gpus_per_node:
+        print(f"{args.pods} one-GPU pods do not fit on {args.nodes} x {args.gpus_per_node} GPUs", file=sys.stderr)
+        return 2
+    settings = [known_settings[s] for s in settings_names]
+    binaries = find_binaries()
+    if "kube-scheduler" in schedulers and binaries.kube_scheduler is None:
+        print("kube-scheduler binary not found (run hack/build-control-plane.sh)", file=sys.stderr)
+        return 2
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    temp = None
+    if args.workdir is None:
+        temp = tempfile.TemporaryDirectory(prefix="tessera-bench-live-")
+        workdir = Path(temp.name)
+    else:
+        workdir = args.workdir.resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+    plane = LocalControlPlane(workdir / "control-plane", binaries=binaries, with_controller_manager=False)
+    started = time.time()
+    signal.signal(signal.SIGTERM, _terminate)  # run the clean-up below on `kill`, as on Ctrl-C
+    try:
+        progress(f"starting the control plane in {workdir}")
+        plane.start()
+        progress(f"control plane up in {plane.startup_seconds:.1f} s at {plane.server}")
+        data = asyncio.run(_run(args, plane, workdir, settings, schedulers))
+    finally:
+        plane.stop()
+        if temp is not None:
+            temp.cleanup()
+
+    labels = {s.name: s.label for s in settings}
+    summary = summarize(data["rounds"], [s.name for s in settings])
+    results = {
+        "benchmark": "live",
+        "config": {
+            "nodes": args.nodes, "gpus_per_node": args.gpus_per_node, "pods": args.pods, "runs": args.runs,
+            "schedulers": schedulers, "settings": {s.name: {"qps": s.qps, "burst": s.burst} for s in settings},
+            "binder_concurrency": args.binder_concurrency, "create_concurrency": args.create_concurrency,
+            "create_mode": "before-scheduler-start", "with_devices": args.with_devices,
+            "scheduler_name": SCHEDULER_NAME, "scoring": "NodeResourcesFit MostAllocated cpu/memory/nvidia.com/gpu 1/1/1",
+            "kubernetes_version": K8S_VERSION, "timeout_seconds": args.timeout, "quick": args.quick,
+        },
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "wall_seconds": round(time.time() - started, 1),
+        "setup": data["setup"],
+        "summary": summary,
+        "rounds": data["rounds"],
+    }
+    (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    title = (f"Live throughput: {args.pods} pods, {args.nodes} nodes x {args.gpus_per_node} GPUs, "
+             f"{args.runs} run(s), {os.cpu_count()} CPUs, k8s {K8S_VERSION}")
+    plot(summary, labels, args.out / "throughput.png", title)
+    print(f"## {title}\n")
+    print(markdown_table(summary, labels))
+    print(f"\nresults: {args.out / 'results.json'}, plot: {args.out / 'throughput.png'}")
+    failed = [r for r in data["rounds"] if not r.get("all_bound")]
+    if failed:
+        progress(f"{len(failed)} round(s) did not bind every pod: "
+                 + ", ".join(f"run {r['run'] + 1} {r['scheduler']}/{r['settings']} ({r['outcome']})" for r in failed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

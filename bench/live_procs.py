@@ -1,0 +1,192 @@
+"""The contestants of `bench.live` as child processes: Tessera, kube-scheduler and the raw binder,
+plus CPU accounting and the optional py-spy profiler.
+
+Why one configuration file for both schedulers: Tessera reads the `KubeSchedulerConfiguration`
+format, so the fairest "equivalent configuration" is the *same file*. It names one profile (the
+pods' `schedulerName`), NodeResourcesFit `MostAllocated` on cpu/memory/nvidia.com/gpu, and the
+score plugins both schedulers have with kube-scheduler's default weights (NodeResourcesFit 1,
+TaintToleration 3, NodeAffinity 2); every other score plugin is disabled, so kube-scheduler does
+not pay for BalancedAllocation, ImageLocality, InterPodAffinity or PodTopologySpread scores that
+Tessera does not compute. `percentageOfNodesToScore` is left at the adaptive default, which both
+implement the same way. Leader election is off and `clientConnection.qps/burst` are the round's.
+
+Why not `LocalControlPlane.start_kube_scheduler()`: it writes its own configuration (qps 200,
+burst 400, default profile) and cannot take ours, so kube-scheduler is started here from the same
+binary with `--config`, a loopback secure port (for /readyz) and its own cert dir.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.kube.controlplane.processes import ManagedProcess, free_port
+
+__all__ = ["Contestant", "Profiler", "cpu_seconds", "find_pid", "scheduler_config", "start_kube_scheduler",
+           "start_raw_binder", "start_tessera"]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def scheduler_config(path: Path, *, scheduler_name: str, kubeconfig: Path, qps: float, burst: int) -> Path:
+    config: dict[str, Any] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": qps, "burst": burst},
+        "profiles": [{
+            "schedulerName": scheduler_name,
+            "plugins": {"score": {
+                "disabled": [{"name": "*"}],
+                "enabled": [{"name": "NodeResourcesFit", "weight": 1},
+                            {"name": "TaintToleration", "weight": 3},
+                            {"name": "NodeAffinity", "weight": 2}],
+            }},
+            "pluginConfig": [{
+                "name": "NodeResourcesFit",
+                "args": {"scoringStrategy": {
+                    "type": "MostAllocated",
+                    "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1},
+                                  {"name": "nvidia.com/gpu", "weight": 1}],
+                }},
+            }],
+        }],
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of a live process, from /proc (None when unknown or gone)."""
+    if pid is None:
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime (fields 14, 15 of stat)
+
+
+def find_pid(binary: Path, marker: str) -> int | None:
+    """The pid of a running `binary` whose command line contains `marker` (read-only /proc scan;
+    used for the control plane's kube-apiserver and etcd, which LocalControlPlane does not expose)."""
+    target = str(binary)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].decode(errors="replace") == target and any(marker.encode() in a for a in argv):
+            return int(entry.name)
+    return None
+
+
+def _child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    no_proxy = ",".join(filter(None, [env.get("NO_PROXY", ""), "127.0.0.1,localhost"]))
+    env["NO_PROXY"] = env["no_proxy"] = no_proxy
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class Contestant:
+    """One scheduler (or the raw binder) process and where to ask whether it is ready."""
+
+    name: str
+    process: ManagedProcess
+    ready_url: str | None  # None: no readiness endpoint (raw binder)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def running(self) -> bool:
+        return self.process.running()
+
+    def stop(self, grace: float = 10.0) -> None:
+        self.process.stop(grace)
+
+
+def start_tessera(workdir: Path, config: Path, kubeconfig: Path, tag: str) -> Contestant:
+    port = free_port()
+    argv = [sys.executable, "-m", "scheduler", "run", "--config", str(config), "--kubeconfig", str(kubeconfig),
+            "--bind-address", "127.0.0.1", "--port", str(port)]
+    env = _child_env({"TESSERA_LOG_FORMAT": "json", "PYTHONPATH": str(REPO_ROOT)})
+    process = ManagedProcess("tessera", argv, workdir / f"tessera-{tag}.log", env)
+    process.start()
+    return Contestant("tessera", process, f"http://127.0.0.1:{port}/readyz")
+
+
+def start_kube_scheduler(binary: Path, workdir: Path, config: Path, tag: str) -> Contestant:
+    port = free_port()
+    argv = [str(binary), f"--config={config}", "--bind-address=127.0.0.1", f"--secure-port={port}",
+            f"--cert-dir={workdir / 'kube-scheduler-certs'}"]
+    process = ManagedProcess("kube-scheduler", argv, workdir / f"kube-scheduler-{tag}.log", _child_env())
+    process.start()
+    return Contestant("kube-scheduler", process, f"https://127.0.0.1:{port}/readyz")
+
+
+def start_raw_binder(workdir: Path, plan: Path, tag: str) -> Contestant:
+    argv = [sys.executable, "-m", "bench.live_raw", str(plan)]
+    env = _child_env({"PYTHONPATH": str(REPO_ROOT)})
+    process = ManagedProcess("raw-binder", argv, workdir / f"raw-binder-{tag}.log", env)
+    process.start()
+    return Contestant("raw-binder", process, None)
+
+
+def py_spy() -> str | None:
+    beside = Path(sys.executable).parent / "py-spy"
+    if beside.is_file():
+        return str(beside)
+    return shutil.which("py-spy")
+
+
+class Profiler:
+    """`py-spy record` attached to a Tessera process for one round (collapsed stacks, idle
+    samples included, so the share of time spent waiting in the event loop's selector is visible).
+    Stopped with SIGINT, which makes py-spy write its output."""
+
+    def __init__(self, pid: int, output: Path, rate: int = 100) -> None:
+        binary = py_spy()
+        if binary is None:
+            raise FileNotFoundError("py-spy is not installed (.venv/bin/pip install py-spy)")
+        self.output = output
+        self._log = open(output.with_suffix(".log"), "wb")
+        self._popen = subprocess.Popen(
+            [binary, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--idle",
+             "--nonblocking", "--output", str(output)],
+            stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop(self) -> Path | None:
+        if self._popen.poll() is None:
+            self._popen.send_signal(signal.SIGINT)
+            try:
+                self._popen.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._popen.kill()
+                self._popen.wait(timeout=10)
+        self._log.close()
+        return self.output if self.output.is_file() else None
+
+
+def wait_for_exit(contestant: Contestant, timeout: float) -> int | None:
+    """For the raw binder: wait until it exits on its own; its return code (None on timeout)."""
+    deadline = time.monotonic() + timeout
+    while contestant.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return contestant.process.returncode()

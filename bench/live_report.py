@@ -1,0 +1,243 @@
+"""Numbers, table and plot for `bench.live`: per-round metrics, medians over runs, ratios.
+
+Definitions (also in bench/README.md):
+- pods/s = pods / seconds from the scheduler's process start to the last Binding seen by the
+  driver's watch (start-up, informer sync and every bind included);
+- bind-phase pods/s = (pods - 1) / seconds from the first to the last bind seen (start-up excluded);
+- create->bound = driver clock from the pod's POST answer to its nodeName in the watch; pods are all
+  created before the scheduler starts, so this includes the wait for the scheduler;
+- start->bound = from the scheduler's process start to the pod's bind (the queueing time of a
+  pre-created pod);
+- ratios use the medians: Tessera / kube-scheduler at equal settings, Tessera / raw binder.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["percentile", "profile_summary", "markdown_table", "plot", "round_metrics", "summarize"]
+
+SCHEDULERS = ("tessera", "kube-scheduler", "raw-binder")
+CEILING = "raw-binder"
+_METRICS = ("pods_per_second", "bind_phase_pods_per_second", "first_bind_seconds", "ready_seconds",
+            "create_to_bound_p50", "create_to_bound_p99", "start_to_bound_p50", "start_to_bound_p99",
+            "scheduler_cpu_seconds", "apiserver_cpu_seconds", "etcd_cpu_seconds")
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), int(-(-q * len(ordered) // 100))))
+    return ordered[rank - 1]
+
+
+def round_metrics(pods: int, start: float, created: Mapping[str, float],
+                  bound: Mapping[str, tuple[float, str]]) -> dict[str, Any]:
+    times = sorted(t for t, _ in bound.values())
+    out: dict[str, Any] = {"bound_seen": len(bound)}
+    if not times:
+        return out
+    last, first = times[-1], times[0]
+    create_lat = [t - created[name] for name, (t, _) in bound.items() if name in created]
+    start_lat = [t - start for t in times]
+    out.update({
+        "seconds": last - start,
+        "pods_per_second": len(bound) / (last - start) if last > start else None,
+        "bind_phase_pods_per_second": (len(times) - 1) / (last - first) if last > first else None,
+        "first_bind_seconds": first - start,
+        "create_to_bound_p50": percentile(create_lat, 50),
+        "create_to_bound_p99": percentile(create_lat, 99),
+        "start_to_bound_p50": percentile(start_lat, 50),
+        "start_to_bound_p99": percentile(start_lat, 99),
+    })
+    return out
+
+
+def _stats(values: Iterable[float | None]) -> dict[str, float | None]:
+    clean = [v for v in values if v is not None]
+    if not clean:
+        return {"median": None, "min": None, "max": None}
+    return {"median": statistics.median(clean), "min": min(clean), "max": max(clean)}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def summarize(rounds: Sequence[Mapping[str, Any]], settings: Sequence[str]) -> dict[str, Any]:
+    """{settings: {scheduler: {metric: {median,min,max}, runs, all_bound}, ratios: {...}}}; the raw
+    binder has no client settings, so its rounds are the ceiling of every settings group."""
+    out: dict[str, Any] = {}
+    for setting in settings:
+        group: dict[str, Any] = {}
+        for scheduler in SCHEDULERS:
+            chosen = [r for r in rounds if r["scheduler"] == scheduler
+                      and (scheduler == CEILING or r["settings"] == setting)]
+            if not chosen:
+                continue
+            entry: dict[str, Any] = {m: _stats(r.get(m) for r in chosen) for m in _METRICS}
+            entry["runs"] = len(chosen)
+            entry["all_bound"] = all(r.get("all_bound") for r in chosen)
+            group[scheduler] = entry
+        median = {s: group[s]["pods_per_second"]["median"] for s in group}
+        group["ratios"] = {
+            "tessera_vs_kube_scheduler": _ratio(median.get("tessera"), median.get("kube-scheduler")),
+            "tessera_vs_ceiling": _ratio(median.get("tessera"), median.get(CEILING)),
+            "kube_scheduler_vs_ceiling": _ratio(median.get("kube-scheduler"), median.get(CEILING)),
+        }
+        tvk, tvc = group["ratios"]["tessera_vs_kube_scheduler"], group["ratios"]["tessera_vs_ceiling"]
+        group["goals"] = {"tessera_ge_kube_scheduler": None if tvk is None else tvk >= 1.0,
+                          "tessera_ge_80pct_ceiling": None if tvc is None else tvc >= 0.8}
+        out[setting] = group
+    return out
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _cell(stats: Mapping[str, float | None], digits: int = 1) -> str:
+    if stats["median"] is None:
+        return "–"
+    if stats["min"] == stats["max"]:
+        return _num(stats["median"], digits)
+    return f"{_num(stats['median'], digits)} ({_num(stats['min'], digits)}–{_num(stats['max'], digits)})"
+
+
+def markdown_table(summary: Mapping[str, Any], labels: Mapping[str, str]) -> str:
+    lines = [
+        "| settings | scheduler | pods/s | bind-phase pods/s | start→1st bind s | create→bound p50 / p99 s "
+        "| start→bound p50 / p99 s | CPU s sched / apiserver / etcd | runs | all bound |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for setting, group in summary.items():
+        for scheduler in SCHEDULERS:
+            entry = group.get(scheduler)
+            if entry is None:
+                continue
+            label = "unlimited" if scheduler == CEILING else labels.get(setting, setting)
+            med = {m: entry[m]["median"] for m in _METRICS}
+            lines.append(
+                f"| {label} | {scheduler} | {_cell(entry['pods_per_second'])} "
+                f"| {_cell(entry['bind_phase_pods_per_second'])} | {_num(med['first_bind_seconds'], 2)} "
+                f"| {_num(med['create_to_bound_p50'])} / {_num(med['create_to_bound_p99'])} "
+                f"| {_num(med['start_to_bound_p50'])} / {_num(med['start_to_bound_p99'])} "
+                f"| {_num(med['scheduler_cpu_seconds'])} / {_num(med['apiserver_cpu_seconds'])} / "
+                f"{_num(med['etcd_cpu_seconds'])} | {entry['runs']} | {'yes' if entry['all_bound'] else 'NO'} |")
+    lines.append("")
+    lines.append("| settings | Tessera / kube-scheduler (goal ≥ 1.0) | Tessera / raw binder (goal ≥ 0.8) "
+                 "| kube-scheduler / raw binder |")
+    lines.append("|---|---|---|---|")
+    for setting, group in summary.items():
+        r = group["ratios"]
+        lines.append(f"| {labels.get(setting, setting)} | {_num(r['tessera_vs_kube_scheduler'], 2)} "
+                     f"| {_num(r['tessera_vs_ceiling'], 2)} | {_num(r['kube_scheduler_vs_ceiling'], 2)} |")
+    return "\n".join(lines)
+
+
+def plot(summary: Mapping[str, Any], labels: Mapping[str, str], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    settings = list(summary)
+    contestants = [s for s in ("tessera", "kube-scheduler") if any(s in summary[k] for k in settings)]
+    colors = {"tessera": "#1f77b4", "kube-scheduler": "#ff7f0e"}
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    width = 0.8 / max(1, len(contestants))
+    for i, scheduler in enumerate(contestants):
+        xs, heights, low, high = [], [], [], []
+        for j, setting in enumerate(settings):
+            entry = summary[setting].get(scheduler)
+            if entry is None or entry["pods_per_second"]["median"] is None:
+                continue
+            stats = entry["pods_per_second"]
+            xs.append(j + (i - (len(contestants) - 1) / 2) * width)
+            heights.append(stats["median"])
+            low.append(stats["median"] - stats["min"])
+            high.append(stats["max"] - stats["median"])
+        ax.bar(xs, heights, width * 0.95, yerr=[low, high], capsize=4, label=scheduler, color=colors[scheduler])
+        for x, h in zip(xs, heights):
+            ax.annotate(f"{h:.0f}", (x, h), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
+    ceiling = next((summary[k][CEILING]["pods_per_second"] for k in settings if CEILING in summary[k]), None)
+    if ceiling is not None and ceiling["median"] is not None:
+        ax.axhspan(ceiling["min"], ceiling["max"], color="grey", alpha=0.15)
+        ax.axhline(ceiling["median"], color="grey", linestyle="--",
+                   label=f"raw binder (ceiling) {ceiling['median']:.0f} pods/s")
+        ax.axhline(0.8 * ceiling["median"], color="grey", linestyle=":", label="80 % of ceiling")
+    ax.set_xticks(range(len(settings)), [labels.get(s, s) for s in settings])
+    ax.set_ylabel("pods/s (scheduler start → last bind), median, min–max")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _function(frame: str) -> str:
+    """`name (path/file.py:123)` -> `name (path/file.py)`."""
+    head, sep, tail = frame.rpartition(":")
+    return f"{head})" if sep and tail.rstrip(")").isdigit() else frame
+
+
+def _file(function: str) -> str:
+    """`name (path/file.py)` -> `path/file.py`."""
+    return function.rpartition(" (")[2].rstrip(")") or function
+
+
+def _idle(function: str) -> bool:
+    """The event loop waiting for I/O: `EpollSelector.select (selectors.py)` and friends."""
+    name, _, where = function.partition(" (")
+    return where.startswith("selectors.py") and name.rsplit(".", 1)[-1] in ("select", "poll")
+
+
+def profile_summary(collapsed: Path, top: int = 15) -> dict[str, Any]:
+    """Where the main thread's time went, from py-spy's collapsed stacks (`record --format raw
+    --idle`): `idle_pct` waiting in the selector (nothing to do, or waiting for the apiserver);
+    `self` / `inclusive` per function and `self_by_file`, as % of all main-thread samples.
+    Other threads (the resolver's thread pool) are counted apart; stacks py-spy could only read in
+    part (`--nonblocking`) go to `partial_samples`."""
+    self_time: Counter[str] = Counter()
+    by_file: Counter[str] = Counter()
+    total_time: Counter[str] = Counter()
+    samples = idle = other = partial = 0
+    for line in collapsed.read_text(errors="replace").splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = [_function(f) for f in stack.split(";") if f]
+        if not frames:
+            continue
+        if frames[0].startswith("Thread._bootstrap"):
+            other += count
+            continue
+        if not frames[0].startswith("_run_module_as_main"):
+            partial += count
+            continue
+        samples += count
+        if _idle(frames[-1]):
+            idle += count
+            continue
+        self_time[frames[-1]] += count
+        by_file[_file(frames[-1])] += count
+        for name in set(frames):
+            total_time[name] += count
+    if not samples:
+        return {"samples": 0, "other_thread_samples": other, "partial_samples": partial}
+
+    def pct(counter: Counter[str]) -> list[dict[str, Any]]:
+        return [{"function": name, "pct": round(100 * n / samples, 1)} for name, n in counter.most_common(top)]
+
+    return {"samples": samples, "idle_pct": round(100 * idle / samples, 1), "self": pct(self_time),
+            "self_by_file": pct(by_file), "inclusive": pct(total_time), "other_thread_samples": other,
+            "partial_samples": partial}

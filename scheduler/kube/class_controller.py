@@ -1,0 +1,160 @@
+"""Default ResourceClasses: one per distinct device model (seed 2; DESIGN.md §2).
+
+Optional (`TesseraDevices.defaultClassController: true`), and running inside the scheduler process:
+it reads the devices and classes the scheduler's own informers already keep in the core state
+(callbacks, so no second watch), and creates what is missing:
+
+    ResourceClass <sanitised model>   (e.g. Tesla-V100-SXM2-32GB -> tesla-v100-sxm2-32gb)
+      labels:   tessera.dev/managed-by: class-controller
+      spec:     selector.matchLabels {model: <model>}; resourceName defaults to
+                class.tessera.dev/<name>
+
+Rules, and why:
+- create-only. A class that exists under the name is never modified or deleted — whether an admin
+  made it (the admin's definition wins, even with a different selector) or this controller did
+  (an admin may have tuned it since). Nothing is deleted when a model disappears either: pods and
+  quotas may refer to the class, a node that is down for maintenance comes back, and a class
+  matching nothing costs nothing. Deleting a managed class is left to the admin;
+- idempotent: the desired state is a pure function of the devices (`desired_classes`), and a
+  create that races with another replica or a lagging cache gets 409 AlreadyExists, which is fine;
+- only the leader writes (standby replicas keep their caches warm, as for scheduling).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import aiohttp
+import structlog
+
+from scheduler.core.objects import Device
+from scheduler.kube.http import KubeHttp
+
+__all__ = ["MANAGED_BY", "MANAGED_BY_LABEL", "MODEL_ANNOTATION", "DefaultClassController", "class_name_for",
+           "desired_classes", "run"]
+
+log = structlog.get_logger("tessera.class_controller")
+
+RESOURCE_CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
+MANAGED_BY_LABEL = "tessera.dev/managed-by"
+MANAGED_BY = "class-controller"
+MODEL_ANNOTATION = "tessera.dev/model"
+# The name is also the name part of the default resourceName class.tessera.dev/<name>, which
+# Kubernetes limits to 63 characters.
+MAX_NAME = 63
+_NOT_ALNUM = re.compile(r"[^a-z0-9]+")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def class_name_for(model: str) -> str:
+    """The model lowercased, with every run of other characters as one `-` (a DNS label)."""
+    name = _NOT_ALNUM.sub("-", model.lower()).strip("-")
+    if not name:
+        return f"model-{_digest(model)}"
+    if len(name) > MAX_NAME:
+        name = f"{name[:MAX_NAME - 9].rstrip('-')}-{_digest(model)}"
+    return name
+
+
+def desired_classes(devices: Iterable[Device]) -> list[dict[str, Any]]:
+    """One ResourceClass per distinct `model` attribute, sorted by name.
+
+    Two models that sanitise to the same name (they differ only in case or punctuation) each get
+    a hash suffix, so neither takes the other's devices.
+    """
+    models = sorted({d.attributes["model"] for d in devices if d.attributes.get("model")})
+    names: dict[str, list[str]] = {}
+    for model in models:
+        names.setdefault(class_name_for(model), []).append(model)
+    out: list[dict[str, Any]] = []
+    for base, same in names.items():
+        for model in same:
+            name = base if len(same) == 1 else f"{base[:MAX_NAME - 9].rstrip('-')}-{_digest(model)}"
+            out.append({
+                "apiVersion": "tessera.dev/v1alpha1",
+                "kind": "ResourceClass",
+                "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: MANAGED_BY},
+                             "annotations": {MODEL_ANNOTATION: model}},
+                "spec": {"selector": {"matchLabels": {"model": model}}},
+            })
+    return sorted(out, key=lambda obj: str(obj["metadata"]["name"]))
+
+
+class DefaultClassController:
+    def __init__(self, http: KubeHttp, devices: Callable[[], Iterable[Device]], classes: Callable[[], Iterable[str]],
+                 *, is_leader: Callable[[], bool] = lambda: True, ready: Callable[[], bool] = lambda: True,
+                 interval: float = 30.0) -> None:
+        """`devices`: the ExtendedResources the scheduler knows (`state.devices.values()`);
+        `classes`: the names of all existing ResourceClasses (`state.classes.classes`), valid or not;
+        `ready`: whether those caches are synced (creating from an empty cache would be harmless
+        but noisy)."""
+        self.http = http
+        self.devices = devices
+        self.classes = classes
+        self.is_leader = is_leader
+        self.ready = ready
+        self.interval = interval
+        self.created: list[str] = []
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """Reconcile soon (call on ExtendedResource events)."""
+        self._wake.set()
+
+    async def reconcile(self) -> bool:
+        """Create the missing classes; True when nothing is left to retry."""
+        if not self.ready() or not self.is_leader():
+            return True
+        existing = set(self.classes())
+        ok = True
+        for obj in desired_classes(self.devices()):
+            name = obj["metadata"]["name"]
+            if name in existing:
+                continue
+            try:
+                response = await self.http.request("POST", RESOURCE_CLASSES, body=obj)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+                log.warning("class_controller.create_failed", resource_class=name, reason=f"{type(err).__name__}: {err}")
+                ok = False
+                continue
+            if response.ok:
+                self.created.append(name)
+                log.info("class_controller.created", resource_class=name,
+                         model=obj["spec"]["selector"]["matchLabels"]["model"])
+            elif response.status == 409:  # made meanwhile (by an admin, another replica, or us)
+                continue
+            else:
+                log.warning("class_controller.create_failed", resource_class=name, status=response.status,
+                            reason=response.message())
+                ok = False
+        return ok
+
+    async def run(self) -> None:
+        """Reconcile on wake-ups and every `interval` seconds until cancelled; never raises."""
+        failures = 0
+        while True:
+            try:
+                ok = await self.reconcile()
+            except Exception:  # a bug must not take the scheduler down with it
+                log.exception("class_controller.failed")
+                ok = False
+            failures = 0 if ok else failures + 1
+            delay = self.interval if ok else min(self.interval, 0.5 * 2 ** min(failures, 6))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+            self._wake.clear()
+
+
+async def run(http: KubeHttp, devices: Callable[[], Iterable[Device]], classes: Callable[[], Iterable[str]],
+              *, is_leader: Callable[[], bool] = lambda: True, ready: Callable[[], bool] = lambda: True,
+              interval: float = 30.0) -> None:
+    """Run a `DefaultClassController` until cancelled (see the class for the arguments)."""
+    await DefaultClassController(http, devices, classes, is_leader=is_leader, ready=ready, interval=interval).run()

@@ -1,0 +1,158 @@
+"""Allocate matching: which pod and container a kubelet call is for, or a refusal — never a guess."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.agent.allocate import (
+    AllocationError,
+    ServedLedger,
+    container_env,
+    find_allocation,
+    grant_units,
+    pending_entries,
+)
+from scheduler.core.annotations import DeviceGrant, encode_devices
+from scheduler.sim import builders as b
+
+V100 = "class.tessera.dev/v100"
+SLICE = "class.tessera.dev/p100-slice"
+GI = Fraction(2**30)
+
+
+def _grants(*ids: str, amount: Fraction | None = None) -> tuple[DeviceGrant, ...]:
+    return tuple(DeviceGrant(f"GPU-{i}", f"n.gpu-{i}".lower(), amount) for i in ids)
+
+
+def _pod(name: str, assignment: dict[str, dict[str, tuple[DeviceGrant, ...]]], *, phase: str = "Allocating",
+         containers: list[str] | None = None, init: list[str] | None = None, node: str = "n",
+         status: str = "Pending", raw: str | None = None) -> dict[str, Any]:
+    annotations = {"tessera.dev/devices": raw if raw is not None else encode_devices(assignment)}
+    if phase:
+        annotations["tessera.dev/phase"] = phase
+    pod = b.pod(name, namespace="ns", node_name=node, phase=status, annotations=annotations,
+                containers=[b.container(c) for c in (containers or ["main"])],
+                init_containers=[b.container(c) for c in init] if init else None)
+    return pod
+
+
+def _uid(pod: dict[str, Any]) -> str:
+    return str(pod["metadata"]["uid"])
+
+
+def test_unique_pod_gets_its_devices() -> None:
+    pod = _pod("a", {"main": {V100: _grants("1", "2")}})
+    other = _pod("b", {"main": {"class.tessera.dev/t4": _grants("9")}})
+    done = _pod("c", {"main": {V100: _grants("3", "4")}}, phase="Allocated")
+    elsewhere = _pod("d", {"main": {V100: _grants("5", "6")}}, node="m")
+    finished = _pod("e", {"main": {V100: _grants("7", "8")}}, status="Failed")
+    found = find_allocation([other, done, pod, elsewhere, finished], "n", V100, 2, None, set())
+    assert (found.pod_key, found.container, found.device_ids) == ("ns/a", "main", ["GPU-1", "GPU-2"])
+    assert found.key == (_uid(pod), "main", V100)
+
+
+def test_no_match_is_an_error_with_reasons() -> None:
+    pod = _pod("a", {"main": {V100: _grants("1", "2")}})
+    with pytest.raises(AllocationError, match=r"no pod on node n is waiting for 1 class.tessera.dev/v100.*"
+                                              r"ns/a \(main wants 2\).*Refusing to guess"):
+        find_allocation([pod], "n", V100, 1, None, set())
+    with pytest.raises(AllocationError, match="no pod on node n is waiting"):
+        find_allocation([], "n", V100, 1, None, set())
+    broken = _pod("x", {}, raw="{not json")
+    with pytest.raises(AllocationError, match="ns/x has an unreadable tessera.dev/devices"):
+        find_allocation([broken], "n", V100, 1, None, set())
+
+
+def test_served_containers_are_not_served_twice() -> None:
+    pod = _pod("a", {"main": {V100: _grants("1")}})
+    served = {(_uid(pod), "main", V100)}
+    with pytest.raises(AllocationError):
+        find_allocation([pod], "n", V100, 1, None, served)
+
+
+def test_ambiguous_pods_are_refused() -> None:
+    # The scheduler's gate never allows this; forged annotations could.
+    a = _pod("a", {"main": {V100: _grants("1")}})
+    forged = _pod("forged", {"main": {V100: _grants("1")}})
+    with pytest.raises(AllocationError, match=r"2 pods on node n match a request for 1 class.tessera.dev/v100: "
+                                              r"ns/a container main, ns/forged container main. Refusing to guess"):
+        find_allocation([a, forged], "n", V100, 1, None, set())
+    # a different size tells them apart
+    big = _pod("big", {"main": {V100: _grants("2", "3")}})
+    assert find_allocation([a, big], "n", V100, 2, None, set()).pod_key == "ns/big"
+
+
+def test_shared_grants_count_units() -> None:
+    pod = _pod("s", {"main": {SLICE: _grants("1", amount=8 * GI)}})
+    assert grant_units(_grants("1", amount=8 * GI), GI) == 8
+    assert grant_units(_grants("1", amount=GI / 2), GI) is None
+    assert grant_units(_grants("1", amount=GI), None) is None
+    found = find_allocation([pod], "n", SLICE, 8, GI, set())
+    assert found.device_ids == ["GPU-1"]
+    with pytest.raises(AllocationError, match="main wants 8"):
+        find_allocation([pod], "n", SLICE, 1, GI, set())
+    env, _, _ = container_env(found, shared_dimension="memory")
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "GPU-1" and env["TESSERA_SHARED_MEMORY"] == "8Gi"
+
+
+def test_multi_container_and_init_containers_follow_kubelet_order() -> None:
+    pod = _pod("m", {"setup": {V100: _grants("1")}, "trainer": {V100: _grants("2")}, "sidecar": {V100: _grants("3")},
+                     "eval": {V100: _grants("4", "5")}},
+               init=["setup"], containers=["trainer", "sidecar", "eval"])
+    uid = _uid(pod)
+    served: set[tuple[str, str, str]] = set()
+    order = []
+    for count in (1, 1, 1, 2):
+        found = find_allocation([pod], "n", V100, count, None, served)
+        served.add(found.key)
+        order.append((found.container, found.device_ids))
+        remaining = pending_entries(pod, served)
+        assert (uid, found.container, V100) not in remaining
+    assert order == [("setup", ["GPU-1"]), ("trainer", ["GPU-2"]), ("sidecar", ["GPU-3"]), ("eval", ["GPU-4", "GPU-5"])]
+    assert pending_entries(pod, served) == []
+
+
+def test_a_call_for_a_later_container_skips_a_different_size() -> None:
+    pod = _pod("m", {"a": {V100: _grants("1", "2")}, "b": {V100: _grants("3")}}, containers=["a", "b"])
+    assert find_allocation([pod], "n", V100, 1, None, set()).container == "b"
+
+
+def test_pending_entries_cover_every_resource_and_ignore_unknown_containers() -> None:
+    pod = _pod("m", {"main": {V100: _grants("1"), SLICE: _grants("2", amount=GI)}, "ghost": {V100: _grants("3")}})
+    uid = _uid(pod)
+    assert sorted(pending_entries(pod, set())) == [(uid, "main", SLICE), (uid, "main", V100)]
+    assert pending_entries(pod, {(uid, "main", V100)}) == [(uid, "main", SLICE)]
+
+
+def test_container_env_and_cdi() -> None:
+    pod = _pod("a", {"main": {V100: _grants("1", "2")}})
+    found = find_allocation([pod], "n", V100, 2, None, set())
+    env, annotations, cdi = container_env(found, cdi=True)
+    assert env == {"NVIDIA_VISIBLE_DEVICES": "GPU-1,GPU-2", "TESSERA_DEVICES": "n.gpu-1,n.gpu-2",
+                   "TESSERA_POD": "ns/a", "TESSERA_CONTAINER": "main"}
+    assert annotations == {"tessera.dev/devices": "GPU-1,GPU-2"}
+    assert cdi == ["nvidia.com/gpu=GPU-1", "nvidia.com/gpu=GPU-2"]
+    assert container_env(found)[2] == []
+
+
+def test_ledger_survives_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    ledger = ServedLedger(path)
+    ledger.add(("uid-1", "a", V100))
+    ledger.add(("uid-2", "b", V100))
+    again = ServedLedger(path)
+    assert ("uid-1", "a", V100) in again and len(again) == 2 and again.pods() == {"uid-1", "uid-2"}
+    again.retain({"uid-2"})
+    assert ServedLedger(path).pods() == {"uid-2"}
+    path.write_text("garbage")
+    assert len(ServedLedger(path)) == 0  # unreadable: start empty, do not crash
+    memory_only = ServedLedger(None)
+    memory_only.add(("u", "c", V100))
+    assert ("u", "c", V100) in memory_only
+    unwritable = ServedLedger(tmp_path / "missing-dir" / "state.json")
+    unwritable.add(("u", "c", V100))  # logged once, kept in memory
+    assert ("u", "c", V100) in unwritable

@@ -1,0 +1,79 @@
+"""The fake device backend: the file format tests and GPU-less machines describe devices with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scheduler.agent.devices import BackendError, DeviceInfo, FakeBackend, parse_fake_devices
+
+V100 = {"uuid": "GPU-1111", "model": "Tesla V100-SXM2-32GB", "memory": "32Gi", "computeCapability": "7.0",
+        "numaNode": 0, "pciBusID": "0000:3b:00.0"}
+
+
+def test_parses_yaml_list_with_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "devices.yaml"
+    path.write_text("""
+- uuid: GPU-1111
+  model: Tesla V100-SXM2-32GB
+  memory: 32Gi
+  computeCapability: 7.0      # a YAML float: kept as "7.0"
+  numaNode: 1
+  pciBusID: "0000:3b:00.0"
+- {uuid: GPU-2222, model: A100, memory: 85899345920, healthy: false}
+""")
+    devices = FakeBackend(path).discover()
+    assert devices[0] == DeviceInfo(uuid="GPU-1111", model="Tesla V100-SXM2-32GB", memory_bytes=32 * 2**30,
+                                    compute_capability="7.0", numa_node=1, pci_bus_id="0000:3b:00.0",
+                                    healthy=True, health_reason="FakeDeviceOK", health_message="")
+    assert devices[1].memory_bytes == 80 * 2**30 and devices[1].compute_capability is None
+    assert not devices[1].healthy and devices[1].health_reason == "FakeDeviceUnhealthy"
+    assert "fake device file" in devices[1].health_message
+
+
+def test_json_and_devices_key_and_empty(tmp_path: Path) -> None:
+    path = tmp_path / "devices.json"
+    path.write_text('{"devices": [{"uuid": "GPU-1", "model": "T4", "memory": "16Gi", "message": "x"}]}')
+    assert [d.uuid for d in FakeBackend(path).discover()] == ["GPU-1"]
+    path.write_text("")
+    assert FakeBackend(path).discover() == []
+    path.write_text("[]")
+    assert FakeBackend(path).discover() == []
+
+
+def test_file_is_re_read_on_every_discovery(tmp_path: Path) -> None:
+    path = tmp_path / "devices.yaml"
+    backend = FakeBackend(path)
+    path.write_text('[{"uuid": "GPU-1", "model": "T4", "memory": "16Gi"}, {"uuid": "GPU-2", "model": "T4", "memory": "16Gi"}]')
+    assert len(backend.discover()) == 2
+    path.write_text('[{"uuid": "GPU-1", "model": "T4", "memory": "16Gi", "healthy": false}]')
+    [only] = backend.discover()
+    assert only.uuid == "GPU-1" and not only.healthy
+
+
+@pytest.mark.parametrize(("doc", "message"), [
+    ({"a": 1}, "expected a list of devices"),
+    ([{**V100, "heathy": False}], r"unknown field\(s\) heathy"),
+    ([{**V100, "uuid": ""}], r"\[0\]\.uuid: Required value"),
+    ([V100, V100], r"\[1\]\.uuid: Duplicate value"),
+    ([{**V100, "model": None}], r"\.model: Required value"),
+    ([{k: v for k, v in V100.items() if k != "memory"}], r"\.memory: Required value"),
+    ([{**V100, "memory": "32GiB"}], r"\.memory: "),
+    ([{**V100, "memory": "0.5"}], "whole, non-negative"),
+    ([{**V100, "numaNode": "0"}], "numaNode: expected an integer"),
+    ([{**V100, "healthy": "no"}], "healthy: expected true or false"),
+    (["GPU-1"], r"\[0\]: expected an object"),
+])
+def test_errors_name_the_field(doc: object, message: str) -> None:
+    with pytest.raises(BackendError, match=message):
+        parse_fake_devices(doc, "devices.yaml")
+
+
+def test_unreadable_files_are_backend_errors(tmp_path: Path) -> None:
+    with pytest.raises(BackendError, match="cannot read"):
+        FakeBackend(tmp_path / "missing.yaml").discover()
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("[{uuid: GPU-1")
+    with pytest.raises(BackendError, match="not valid YAML"):
+        FakeBackend(broken).discover()
