@@ -12,7 +12,11 @@ import math
 import re
 from fractions import Fraction
 
-__all__ = ["QuantityError", "parse_quantity", "to_milli", "to_value", "format_quantity"]
+__all__ = ["Amount", "QuantityError", "exact", "parse_quantity", "to_milli", "to_value", "format_quantity"]
+
+# An exact amount: an int when the quantity is whole (fast arithmetic in the scheduling loop),
+# a Fraction otherwise. Both compare and add exactly with each other.
+Amount = int | Fraction
 
 
 class QuantityError(ValueError):
@@ -77,6 +81,11 @@ def parse_quantity(value: str | int | float) -> Fraction:
     raise QuantityError(f"{value!r} has an unknown suffix {suffix!r}")
 
 
+def exact(quantity: Fraction) -> Amount:
+    """The same number as an int when it is whole."""
+    return quantity.numerator if quantity.denominator == 1 else quantity
+
+
 def to_value(quantity: Fraction) -> int:
     """`Quantity.Value()`: the integer value, rounded up (away from zero for positives)."""
     return math.ceil(quantity)
@@ -87,10 +96,10 @@ def to_milli(quantity: Fraction) -> int:
     return math.ceil(quantity * 1000)
 
 
-def format_quantity(quantity: Fraction) -> str:
+def format_quantity(quantity: Amount) -> str:
     """A short canonical string (binary suffix when exact, else decimal) for messages and annotations."""
-    if quantity.denominator == 1:
-        whole = quantity.numerator
+    if isinstance(quantity, int) or quantity.denominator == 1:
+        whole = int(quantity)
         for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
             base = _BINARY[suffix]
             if whole != 0 and whole % base == 0:

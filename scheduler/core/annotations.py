@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import orjson
 
-from scheduler.api.quantity import QuantityError, format_quantity, parse_quantity
+from scheduler.api.quantity import Amount, QuantityError, exact, format_quantity, parse_quantity
 
 DEVICES = "tessera.dev/devices"
 PHASE = "tessera.dev/phase"
@@ -32,7 +32,7 @@ class AnnotationError(ValueError):
 class DeviceGrant:
     device_id: str  # ExtendedResource spec.deviceID: what the node agent hands to the runtime
     device: str  # ExtendedResource name: what the ledger charges
-    amount: Fraction | None  # shared slice of the class's sharing dimension; None = exclusive
+    amount: Amount | None  # shared slice of the class's sharing dimension; None = exclusive
 
 
 # container name -> resource name -> grants
@@ -84,10 +84,10 @@ def decode_devices(raw: str) -> dict[str, dict[str, tuple[DeviceGrant, ...]]]:
                 device_id, device = entry.get("id"), entry.get("device")
                 if not isinstance(device_id, str) or not device_id or not isinstance(device, str) or not device:
                     raise AnnotationError(f"{where}: id and device must be non-empty strings")
-                amount: Fraction | None = None
+                amount: Amount | None = None
                 if "amount" in entry:
                     try:
-                        amount = parse_quantity(entry["amount"])
+                        amount = exact(parse_quantity(entry["amount"]))
                     except QuantityError as err:
                         raise AnnotationError(f"{where}.amount: {err}") from None
                     if amount <= 0:

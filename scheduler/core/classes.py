@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from scheduler.api.quantity import QuantityError, format_quantity, parse_quantity
+from scheduler.api.quantity import Amount, QuantityError, exact, format_quantity, parse_quantity
 from scheduler.core.objects import JSON, Device, ObjectError, ObjectMeta, parse_meta
 
 DEFAULT_RESOURCE_PREFIX = "class.tessera.dev/"
@@ -69,7 +69,7 @@ def _quantity_equals(value: Fraction, text: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class Sharing:
     dimension: str
-    unit: Fraction
+    unit: Amount
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +191,7 @@ def _sharing(raw: object, errors: list[str]) -> Sharing | None:
     if unit <= 0:
         errors.append(f"spec.sharing.unit: Invalid value: {format_quantity(unit)}: must be positive")
         return None
-    return Sharing(dimension, unit)
+    return Sharing(dimension, exact(unit))
 
 
 class ClassRegistry:

@@ -261,7 +261,16 @@ class Scheduler:
             vectors.sync()
             device_filter = runtime.devices.filter_node if ctx.device_requests else None
             result = vector.filter_nodes(vectors, ctx, start, to_find, device_filter)
-            feasible, processed, reasons, rejectors = result.feasible, result.processed, result.reasons, result.rejectors
+            self.next_start = (start + result.processed) % num_nodes
+            rows = result.rows
+            if rows and (len(rows) == 1 or runtime.vector_scorable(ctx)):
+                best = 0 if len(rows) == 1 else self._pick(runtime.score_vector(vectors, ctx, rows))
+                chosen = self.state.nodes[self.state.node_order[rows[best]]]
+                annotations = self._reserve(pod, chosen, ctx.plans.get(chosen.name), now)
+                return Attempt(pod, chosen.name, annotations)
+            order = self.state.node_order
+            feasible = [self.state.nodes[order[row]] for row in rows]
+            processed, reasons, rejectors = result.processed, result.reasons, result.rejectors
         else:
             feasible, processed, reasons, rejectors = self._filter_each(ctx, runtime, cache, start, to_find, filtered)
         self.next_start = (start + processed) % num_nodes
@@ -271,8 +280,6 @@ class Scheduler:
         scores: dict[str, dict[str, int]] | None = None
         if len(feasible) == 1 and not self.explain:
             chosen = feasible[0]
-        elif vectors is not None and runtime.vector_scorable(ctx):
-            chosen = self._select(feasible, runtime.score_vector(vectors, ctx, feasible))
         else:
             totals, per_plugin = runtime.score_nodes(ctx, feasible, cache)
             chosen = self._select(feasible, totals)
@@ -324,10 +331,13 @@ class Scheduler:
         return feasible, processed, reasons, rejectors
 
     def _select(self, feasible: list[NodeInfo], totals: list[int]) -> NodeInfo:
-        """Highest total; ties broken uniformly at random (as selectHost's reservoir sampling)."""
+        return feasible[self._pick(totals)]
+
+    def _pick(self, totals: list[int]) -> int:
+        """Index of the highest total; ties broken uniformly at random (as selectHost's reservoir sampling)."""
         top = max(totals)
         ties = [i for i, total in enumerate(totals) if total == top]
-        return feasible[ties[0] if len(ties) == 1 else self.rng.choice(ties)]
+        return ties[0] if len(ties) == 1 else self.rng.choice(ties)
 
     def _reserve(self, pod: Pod, info: NodeInfo, plan: DevicePlan | None, now: float) -> dict[str, str]:
         """Assume the pod on the node with its devices; returns the Binding annotations."""

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from scheduler.api.quantity import Amount
 from scheduler.core.classes import ClassRegistry, ResourceClass
 from scheduler.core.objects import Pod
 from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
@@ -33,7 +33,7 @@ class DeviceRequest:
 class DevicePlan:
     """Devices chosen for a pod on one node: container -> resource -> [(device, shared amount)]."""
 
-    grants: dict[str, dict[str, list[tuple[str, Fraction | None]]]]
+    grants: dict[str, dict[str, list[tuple[str, Amount | None]]]]
     newly_busy: dict[str, int]  # device resourceName -> devices this pod turns from free to busy
     score: int  # TesseraDevices score for this node, 0..100
 

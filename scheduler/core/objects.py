@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from scheduler.api.quantity import QuantityError, parse_quantity, to_milli, to_value
+from scheduler.api.quantity import Amount, QuantityError, exact, parse_quantity, to_milli, to_value
 from scheduler.core import annotations as ann
 from scheduler.core.resources import CPU, Resources, pod_requests, with_scoring_defaults
 
@@ -425,7 +425,7 @@ class Device:
     resource_name: str
     device_id: str
     attributes: dict[str, str]
-    capacity: dict[str, Fraction]
+    capacity: dict[str, Amount]
     unschedulable: bool
     healthy: bool
 
@@ -446,10 +446,10 @@ def parse_device(obj: JSON) -> Device:
     if not node_name:
         raise ObjectError("ExtendedResource.spec.nodeName: Required value")
     resource_name = _str(spec.get("resourceName"), "ExtendedResource.spec.resourceName")
-    capacity: dict[str, Fraction] = {}
+    capacity: dict[str, Amount] = {}
     for key, raw in _mapping(spec.get("capacity"), "ExtendedResource.spec.capacity").items():
         try:
-            capacity[str(key)] = parse_quantity(raw)
+            capacity[str(key)] = exact(parse_quantity(raw))
         except QuantityError as err:
             raise ObjectError(f"ExtendedResource.spec.capacity[{key}]: {err}") from None
     healthy = True

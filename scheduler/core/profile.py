@@ -16,7 +16,7 @@ from scheduler.core.plugins.devices import NAME as DEVICES, DevicePlanner
 from scheduler.core.plugins.fragmentation import NAME as FRAGMENTATION, FragmentationScore
 from scheduler.core.objects import Pod
 from scheduler.core.state import ClusterState, NodeInfo
-from scheduler.core.vector import FitVector, NodeVectors, normalize_vector, positions
+from scheduler.core.vector import FitVector, NodeVectors, normalize_vector
 
 FilterFn = Callable[[PodContext, NodeInfo], "tuple[str, ...] | None"]
 ScoreFn = Callable[[PodContext, NodeInfo], int]
@@ -119,12 +119,13 @@ class ProfileRuntime:
         """Scores that need nothing per node beyond the vector columns and device plans."""
         return not ctx.pod.preferred_terms and self.fragmentation is None
 
-    def score_vector(self, vectors: NodeVectors, ctx: PodContext, feasible: list[NodeInfo]) -> list[int]:
+    def score_vector(self, vectors: NodeVectors, ctx: PodContext, feasible_rows: list[int]) -> list[int]:
         """score_nodes' totals for a vector_scorable pod, computed over all feasible nodes at once."""
-        rows = positions(vectors, feasible)
-        totals = np.zeros(len(feasible), np.int64)
+        order = self.state.node_order
+        rows = np.array(feasible_rows, np.int64)
+        totals = np.zeros(len(rows), np.int64)
         extra: dict[str, npt.NDArray[np.int64]] | None = None
-        plans = [ctx.plans[info.name] for info in feasible] if ctx.device_requests else []
+        plans = [ctx.plans[order[row]] for row in feasible_rows] if ctx.device_requests else []
         if plans:
             names = {name for plan in plans for name in plan.newly_busy}
             extra = {name: np.array([plan.newly_busy.get(name, 0) for plan in plans], np.int64) for name in names}
@@ -132,9 +133,9 @@ class ProfileRuntime:
             if plugin.name == fit.NAME:
                 totals += self.fit_vector.score(vectors, rows, ctx, extra) * plugin.weight
             elif plugin.name == taints.NAME:
-                raw = np.zeros(len(feasible), np.int64)
+                raw = np.zeros(len(rows), np.int64)
                 for i in np.flatnonzero(vectors.soft_taints[rows]).tolist():
-                    raw[i] = taints.score(ctx, feasible[i])
+                    raw[i] = taints.score(ctx, self.state.nodes[order[feasible_rows[i]]])
                 totals += normalize_vector(raw, reverse=True) * plugin.weight
             elif plugin.name == DEVICES and plans:
                 totals += np.array([plan.score for plan in plans], np.int64) * plugin.weight

@@ -17,8 +17,8 @@ import enum
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from fractions import Fraction
 
+from scheduler.api.quantity import Amount
 from scheduler.core.annotations import DeviceAssignment
 from scheduler.core.classes import ClassRegistry, ResourceClass, parse_resource_class
 from scheduler.core.objects import (
@@ -73,8 +73,8 @@ class Notice:
 @dataclass(slots=True)
 class DeviceUse:
     exclusive: set[str] = field(default_factory=set)  # pod uids
-    shared: dict[str, Fraction] = field(default_factory=dict)  # pod uid -> amount
-    shared_total: Fraction = Fraction(0)
+    shared: dict[str, Amount] = field(default_factory=dict)  # pod uid -> amount
+    shared_total: Amount = 0
     dimension: str = ""  # the sharing dimension of the first shared grant (for utilisation)
 
     @property
@@ -90,7 +90,7 @@ class Placement:
     requests: Resources
     scoring_cpu: int
     scoring_memory: int
-    grants: tuple[tuple[str, Fraction | None], ...]  # (device name, shared amount or None)
+    grants: tuple[tuple[str, Amount | None], ...]  # (device name, shared amount or None)
     broken: bool
     assumed: bool
 
@@ -376,7 +376,7 @@ class ClusterState:
                assumed: bool) -> list[Notice]:
         info = self._node_info(node_name)
         notices: list[Notice] = []
-        grants: list[tuple[str, Fraction | None]] = []
+        grants: list[tuple[str, Amount | None]] = []
         broken = pod.device_error is not None
         if broken:
             info.broken.add(pod.uid)
@@ -401,13 +401,13 @@ class ClusterState:
         self._refresh_busy_for(device for device, _ in grants)
         return notices
 
-    def _charge(self, pod: Pod, device: str, amount: Fraction | None, resource: str) -> list[Notice]:
+    def _charge(self, pod: Pod, device: str, amount: Amount | None, resource: str) -> list[Notice]:
         use = self.device_use.setdefault(device, DeviceUse())
         conflict = bool(use.exclusive) or (amount is None and bool(use.shared))
         if amount is None:
             use.exclusive.add(pod.uid)
         else:
-            use.shared[pod.uid] = use.shared.get(pod.uid, Fraction(0)) + amount
+            use.shared[pod.uid] = use.shared.get(pod.uid, 0) + amount
             use.shared_total += amount
             cls = self.classes.resource_class(resource)
             if not use.dimension and cls is not None and cls.sharing is not None:

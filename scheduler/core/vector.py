@@ -17,7 +17,6 @@ arithmetic as upstream. `tests/unit/test_vector_equivalence.py` checks that on r
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import math
@@ -29,6 +28,7 @@ from scheduler.api.config import ScoringStrategy
 from scheduler.core.framework import MAX_NODE_SCORE, PodContext
 from scheduler.core.objects import Taint
 from scheduler.core.plugins import fit, node_unschedulable, taints
+from scheduler.core.plugins.devices import BROKEN
 from scheduler.core.plugins.fit import broken_linear
 from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, is_extended
 from scheduler.core.state import ClusterState, NodeInfo
@@ -180,7 +180,7 @@ class NodeVectors:
 
 @dataclass(slots=True)
 class FilterResult:
-    feasible: list[NodeInfo]
+    rows: list[int]  # feasible nodes' positions in node_order, in visiting order
     processed: int
     reasons: Counter[str] = field(default_factory=Counter)
     rejectors: set[str] = field(default_factory=set)
@@ -224,28 +224,25 @@ def filter_nodes(vectors: NodeVectors, ctx: PodContext, start: int, to_find: int
     if device_filter is not None:
         candidates = candidates & _devices_possible(vectors, ctx, n)
     rows = np.flatnonzero(candidates)
-    rotated = np.concatenate((rows[rows >= start], rows[rows < start])).tolist()
+    rotated = np.concatenate((rows[rows >= start], rows[rows < start]))
 
     result = FilterResult([], n)
     device_reasons: Counter[str] = Counter()
     if device_filter is None:
-        chosen = rotated[:to_find]
-        result.feasible = [nodes[order[row]] for row in chosen]
-        if len(chosen) >= to_find:
-            result.processed = (chosen[-1] - start) % n + 1
+        result.rows = rotated[:to_find].tolist()
+        if len(result.rows) >= to_find:
+            result.processed = (result.rows[-1] - start) % n + 1
     else:
         check = device_filter  # DevicePlanner.filter_node
-        for row in rotated:
-            info = nodes[order[row]]
-            rejected = check(ctx, info)  # type: ignore[operator]
+        for row in rotated.tolist():
+            rejected = check(ctx, nodes[order[row]])  # type: ignore[operator]
             if rejected:
-                device_reasons[rejected[0]] += 1
                 continue
-            result.feasible.append(info)
-            if len(result.feasible) >= to_find:
+            result.rows.append(row)
+            if len(result.rows) >= to_find:
                 result.processed = (row - start) % n + 1
                 break
-    if result.feasible:
+    if result.rows:
         return result
     # Nobody fits: every node was processed; count each node's first failing plugin's reasons.
     reasons = result.reasons
@@ -267,10 +264,17 @@ def filter_nodes(vectors: NodeVectors, ctx: PodContext, start: int, to_find: int
     if np.any(too_many) or np.any(fit_fail):
         result.rejectors.add(fit.NAME)
     if device_filter is not None:
-        # the prefilter skipped nodes the planner would refuse; for the message, ask the planner
-        device_reasons = Counter()
+        # The prefilter skipped nodes the planner would refuse. For the message, their reasons:
+        # with a single device request the planner can only say "unreadable assignments" (broken
+        # node) or "Insufficient <resource>"; otherwise ask the planner itself.
+        single = len(ctx.device_requests) == 1
+        possible = _devices_possible(vectors, ctx, n)
         for row in np.flatnonzero(fit_rows & ~fit_fail).tolist():
-            rejected = device_filter(ctx, nodes[order[row]])  # type: ignore[operator]
+            info = nodes[order[row]]
+            if single and not possible[row]:
+                device_reasons[BROKEN if info.broken else f"Insufficient {ctx.device_requests[0].resource_name}"] += 1
+                continue
+            rejected = device_filter(ctx, info)  # type: ignore[operator]
             if rejected:
                 device_reasons[rejected[0]] += 1
     if device_reasons:
@@ -363,6 +367,3 @@ def normalize_vector(raw: Ints, reverse: bool) -> Ints:
     return MAX_NODE_SCORE - out if reverse else out
 
 
-def positions(vectors: NodeVectors, feasible: Sequence[NodeInfo]) -> Ints:
-    state = vectors.state
-    return np.array([state.node_position(info.name) for info in feasible], np.int64)

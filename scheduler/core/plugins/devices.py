@@ -15,8 +15,8 @@ The node score is device-level binpack: how full the matching devices are after 
 from __future__ import annotations
 
 from collections import OrderedDict
-from fractions import Fraction
 
+from scheduler.api.quantity import Amount
 from scheduler.core.framework import MAX_NODE_SCORE, DevicePlan, DeviceRequest, PodContext
 from scheduler.core.objects import Device
 from scheduler.core.state import ClusterState, DeviceUse, NodeInfo
@@ -64,15 +64,15 @@ class DevicePlanner:
         use = self.state.device_use
         matches = self.state.classes.device_classes
         taken: set[str] = set()  # exclusive within this pod
-        shared_extra: dict[str, Fraction] = {}  # shared amounts within this pod
-        grants: dict[str, dict[str, list[tuple[str, Fraction | None]]]] = {}
+        shared_extra: dict[str, Amount] = {}  # shared amounts within this pod
+        grants: dict[str, dict[str, list[tuple[str, Amount | None]]]] = {}
         newly_busy: dict[str, int] = {}
         scores: list[int] = []
         for req in requests:
             cls = req.cls
             candidates = [d for d in info.devices.values()
                           if d.schedulable and cls.name in matches.get(d.name, ())]
-            chosen: list[tuple[str, Fraction | None]] = []
+            chosen: list[tuple[str, Amount | None]] = []
             if cls.sharing is None:
                 free = [d for d in candidates if d.name not in taken and d.name not in shared_extra
                         and not _busy(use.get(d.name))]
@@ -87,7 +87,7 @@ class DevicePlanner:
                 scores.append(busy_after * MAX_NODE_SCORE // len(candidates))
             else:
                 amount = cls.sharing.unit * req.count
-                best: tuple[Fraction, int, str] | None = None
+                best: tuple[Amount, int, str] | None = None
                 best_device: Device | None = None
                 for device in candidates:
                     if device.name in taken:
@@ -98,8 +98,8 @@ class DevicePlanner:
                     capacity = device.capacity.get(cls.sharing.dimension)
                     if capacity is None:
                         continue
-                    used = (device_use.shared_total if device_use is not None else Fraction(0)) \
-                        + shared_extra.get(device.name, Fraction(0))
+                    used = (device_use.shared_total if device_use is not None else 0) \
+                        + shared_extra.get(device.name, 0)
                     left = capacity - used - amount
                     if left < 0:
                         continue
@@ -111,7 +111,7 @@ class DevicePlanner:
                 device_use = use.get(best_device.name)
                 if not _busy(device_use) and best_device.name not in shared_extra:
                     newly_busy[best_device.resource_name] = newly_busy.get(best_device.resource_name, 0) + 1
-                shared_extra[best_device.name] = shared_extra.get(best_device.name, Fraction(0)) + amount
+                shared_extra[best_device.name] = shared_extra.get(best_device.name, 0) + amount
                 chosen.append((best_device.name, amount))
                 capacity = best_device.capacity[cls.sharing.dimension]
                 scores.append(int((capacity - best[0]) * MAX_NODE_SCORE // capacity) if capacity else 0)

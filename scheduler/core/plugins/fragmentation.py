@@ -14,8 +14,8 @@ shared class grants (their share of the device's sharing dimension).
 
 from __future__ import annotations
 
-from fractions import Fraction
 
+from scheduler.api.quantity import Amount
 from scheduler.core.classes import ResourceClass
 from scheduler.core.framework import DevicePlan, PodContext
 from scheduler.core.objects import Pod
@@ -59,7 +59,7 @@ class FragmentationScore:
         self.resource = resource
         self.workload = WorkloadModel()
         self._before: dict[str, tuple[int, int, float]] = {}  # node -> (generation, epoch, F)
-        self._capacity: dict[str, tuple[int, Fraction | None]] = {}  # class -> (generation, device capacity)
+        self._capacity: dict[str, tuple[int, Amount | None]] = {}  # class -> (generation, device capacity)
 
     def observe(self, pod: Pod) -> None:
         """Count a newly seen pod in the workload mix."""
@@ -77,7 +77,7 @@ class FragmentationScore:
                 fraction += int(amount * cls.sharing.unit * MILLI / capacity)
         self.workload.observe(whole, fraction, pod.requests.get(CPU, 0), pod.requests.get(MEMORY, 0))
 
-    def _typical_capacity(self, cls: ResourceClass) -> Fraction | None:
+    def _typical_capacity(self, cls: ResourceClass) -> Amount | None:
         """The sharing-dimension capacity of a device of the class (the first one found)."""
         assert cls.sharing is not None
         generation = self.state.classes.generation
@@ -157,7 +157,7 @@ class FragmentationScore:
                     capacity = device.capacity.get(dimension)
                     if not capacity:
                         continue
-                    used = use.shared_total if use is not None else Fraction(0)
+                    used = use.shared_total if use is not None else 0
                     before = int((capacity - used) * MILLI / capacity)
                     after = int((capacity - used - amount) * MILLI / capacity)
                     if use is None or not use.busy:
