@@ -59,7 +59,7 @@ class DeviceRequirement:
         return value > self.bound if op == "Gt" else value < self.bound
 
 
-def _quantity_equals(value: Fraction, text: str) -> bool:
+def _quantity_equals(value: Amount, text: str) -> bool:
     try:
         return parse_quantity(text) == value
     except QuantityError:

@@ -259,7 +259,7 @@ class Scheduler:
         filtered: dict[str, str] | None = {} if self.explain else None
         if vectors is not None:
             vectors.sync()
-            device_filter = runtime.devices.filter_node if ctx.device_requests else None
+            device_filter = runtime.devices if ctx.device_requests else None
             result = vector.filter_nodes(vectors, ctx, start, to_find, device_filter)
             self.next_start = (start + result.processed) % num_nodes
             rows = result.rows

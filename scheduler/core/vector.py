@@ -28,7 +28,7 @@ from scheduler.api.config import ScoringStrategy
 from scheduler.core.framework import MAX_NODE_SCORE, PodContext
 from scheduler.core.objects import Taint
 from scheduler.core.plugins import fit, node_unschedulable, taints
-from scheduler.core.plugins.devices import BROKEN
+from scheduler.core.plugins.devices import BROKEN, DevicePlanner
 from scheduler.core.plugins.fit import broken_linear
 from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, is_extended
 from scheduler.core.state import ClusterState, NodeInfo
@@ -193,7 +193,7 @@ def applies(ctx: PodContext) -> bool:
 
 
 def filter_nodes(vectors: NodeVectors, ctx: PodContext, start: int, to_find: int,
-                 device_filter: object | None) -> FilterResult:
+                 device_filter: DevicePlanner | None) -> FilterResult:
     """First `to_find` feasible nodes from `start` (rotating), plus reasons if there are none."""
     n = vectors.size
     nodes = vectors.state.nodes
@@ -233,11 +233,24 @@ def filter_nodes(vectors: NodeVectors, ctx: PodContext, start: int, to_find: int
         if len(result.rows) >= to_find:
             result.processed = (result.rows[-1] - start) % n + 1
     else:
-        check = device_filter  # DevicePlanner.filter_node
+        # DevicePlanner.filter_node, inlined: a cached plan is two dict lookups
+        planner = device_filter
+        per_node = planner.cache_for(ctx.device_requests)
+        generation = vectors.state.classes.generation
+        plans = ctx.plans
         for row in rotated.tolist():
-            rejected = check(ctx, nodes[order[row]])  # type: ignore[operator]
-            if rejected:
+            info = nodes[order[row]]
+            if info.broken:
                 continue
+            hit = per_node.get(info.name)
+            if hit is not None and hit[0] == info.generation and hit[1] == generation:
+                plan = hit[2]
+            else:
+                plan = planner.plan(ctx.device_requests, info)
+                per_node[info.name] = (info.generation, generation, plan)
+            if isinstance(plan, str):
+                continue
+            plans[info.name] = plan
             result.rows.append(row)
             if len(result.rows) >= to_find:
                 result.processed = (row - start) % n + 1
@@ -274,7 +287,7 @@ def filter_nodes(vectors: NodeVectors, ctx: PodContext, start: int, to_find: int
             if single and not possible[row]:
                 device_reasons[BROKEN if info.broken else f"Insufficient {ctx.device_requests[0].resource_name}"] += 1
                 continue
-            rejected = device_filter(ctx, info)  # type: ignore[operator]
+            rejected = device_filter.filter_node(ctx, info)
             if rejected:
                 device_reasons[rejected[0]] += 1
     if device_reasons:

@@ -44,13 +44,18 @@ class DevicePlanner:
         ctx.plans[info.name] = plan
         return None
 
-    def _cached_plan(self, requests: tuple[DeviceRequest, ...], info: NodeInfo) -> DevicePlan | str:
+    def cache_for(self, requests: tuple[DeviceRequest, ...]) -> dict[str, tuple[int, int, DevicePlan | str]]:
+        """The per-node plan cache for these requests: node -> (node generation, class generation, plan)."""
         key = tuple((r.container, r.resource_name, r.count) for r in requests)
         per_node = self._plans.get(key)
         if per_node is None:
             per_node = self._plans[key] = {}
             if len(self._plans) > _CACHED_REQUESTS:
                 self._plans.popitem(last=False)
+        return per_node
+
+    def _cached_plan(self, requests: tuple[DeviceRequest, ...], info: NodeInfo) -> DevicePlan | str:
+        per_node = self.cache_for(requests)
         generation = self.state.classes.generation
         hit = per_node.get(info.name)
         if hit is not None and hit[0] == info.generation and hit[1] == generation:
