@@ -44,7 +44,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from bench.live_cluster import Api, BindWatch, create_pods, delete_pods, node_use
+from bench.live_cluster import GPU, Api, BindWatch, create_pods, delete_pods, node_use
 from bench.live_procs import (
     Contestant,
     Profiler,
@@ -58,7 +58,7 @@ from bench.live_procs import (
 from bench.live_report import CEILING, markdown_table, plot, profile_summary, round_metrics, summarize
 from scheduler.kube.controlplane import LocalControlPlane, find_binaries
 from scheduler.kube.controlplane.binaries import K8S_VERSION
-from scheduler.kube.controlplane.fakenodes import ER_PATH, FAKE_LABEL
+from scheduler.kube.controlplane.fakenodes import FakeGpuNodeSpec, create_fake_gpu_nodes
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = REPO_ROOT / "bench" / "out" / "live"
@@ -146,11 +146,11 @@ class Bench:
                                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
                                ok=(201, 409))
         began = time.monotonic()
-        self.nodes = await asyncio.to_thread(self.plane.add_fake_gpu_nodes, self.args.nodes, self.args.gpus_per_node,
-                                             GPU_MODEL, prefix="bench-node", workers=16)
-        if not self.args.with_devices:
-            await self.api.request("DELETE", f"{ER_PATH}?labelSelector={FAKE_LABEL}%3Dtrue", ok=(200, 202, 404),
-                                   timeout=600)
+        if self.args.with_devices:
+            self.nodes = await asyncio.to_thread(self.plane.add_fake_gpu_nodes, self.args.nodes,
+                                                 self.args.gpus_per_node, GPU_MODEL, prefix="bench-node", workers=16)
+        else:
+            self.nodes = await self._plain_gpu_nodes()
         info: dict[str, Any] = {"nodes_seconds": round(time.monotonic() - began, 1)}
         progress(f"{len(self.nodes)} nodes x {self.args.gpus_per_node} GPUs ready in {info['nodes_seconds']} s")
         if not self.args.no_warmup:
@@ -161,6 +161,25 @@ class Bench:
             info["warmup_create_pods_per_second"] = round(len(self.pod_names) / created, 1)
             progress(f"warm-up: created {len(self.pod_names)} pods at {info['warmup_create_pods_per_second']} pods/s")
         return info
+
+    async def _plain_gpu_nodes(self) -> list[str]:
+        """Fake nodes with `nvidia.com/gpu` allocatable but no ExtendedResource objects: a plain
+        device-plugin cluster, what kube-scheduler sees too. `add_fake_gpu_nodes` always writes one
+        ExtendedResource (two requests) per GPU, 16,000 requests for 500 x 16 GPUs, so the nodes
+        are made by the same module with zero devices and their GPU count is patched in."""
+        assert self.api is not None
+        api, gpus = self.api, str(self.args.gpus_per_node)
+        names = [f"bench-node-{i:03d}" for i in range(self.args.nodes)]
+        spec = FakeGpuNodeSpec(gpus_per_node=0, gpu_model=GPU_MODEL, labels={"nvidia.com/gpu.count": gpus})
+        await asyncio.to_thread(create_fake_gpu_nodes, self.plane.admin, names, spec, 16)
+        patch = {"status": {"capacity": {GPU: gpus}, "allocatable": {GPU: gpus}}}
+
+        async def one(name: str) -> None:
+            await api.request("PATCH", f"/api/v1/nodes/{name}/status", patch,
+                              content_type="application/merge-patch+json")
+
+        await asyncio.gather(*(one(name) for name in names))
+        return names
 
     # --- one round ---------------------------------------------------------------------------
     async def round(self, run: int, scheduler: str, settings: Settings | None, index: int) -> dict[str, Any]:
@@ -180,6 +199,7 @@ class Bench:
         contestant = None
         profiler = None
         ready_task = None
+        load0 = round(os.getloadavg()[0], 2)  # other work on the machine skews every figure; keep a trace
         cpu0 = (cpu_seconds(self.apiserver_pid), cpu_seconds(self.etcd_pid), _self_cpu())
         start = time.monotonic()
         try:
@@ -212,6 +232,9 @@ class Bench:
         result.update(round_metrics(len(self.pod_names), start, created, watch.bound))
         result["wall_seconds"] = end - start
         result["scheduler_cpu_seconds"] = sched_cpu
+        result["scheduler_cpu_ms_per_pod"] = (None if sched_cpu is None or not watch.bound
+                                              else round(1000 * sched_cpu / len(watch.bound), 3))
+        result["loadavg_1m"] = {"start": load0, "end": round(os.getloadavg()[0], 2)}
         result["apiserver_cpu_seconds"] = _delta(cpu0[0], cpu1[0])
         result["etcd_cpu_seconds"] = _delta(cpu0[1], cpu1[1])
         result["driver_cpu_seconds"] = _delta(cpu0[2], cpu1[2])

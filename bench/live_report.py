@@ -25,7 +25,7 @@ SCHEDULERS = ("tessera", "kube-scheduler", "raw-binder")
 CEILING = "raw-binder"
 _METRICS = ("pods_per_second", "bind_phase_pods_per_second", "first_bind_seconds", "ready_seconds",
             "create_to_bound_p50", "create_to_bound_p99", "start_to_bound_p50", "start_to_bound_p99",
-            "scheduler_cpu_seconds", "apiserver_cpu_seconds", "etcd_cpu_seconds")
+            "scheduler_cpu_seconds", "scheduler_cpu_ms_per_pod", "apiserver_cpu_seconds", "etcd_cpu_seconds")
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -113,8 +113,8 @@ def _cell(stats: Mapping[str, float | None], digits: int = 1) -> str:
 def markdown_table(summary: Mapping[str, Any], labels: Mapping[str, str]) -> str:
     lines = [
         "| settings | scheduler | pods/s | bind-phase pods/s | start→1st bind s | create→bound p50 / p99 s "
-        "| start→bound p50 / p99 s | CPU s sched / apiserver / etcd | runs | all bound |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| start→bound p50 / p99 s | sched CPU ms/pod | CPU s sched / apiserver / etcd | runs | all bound |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for setting, group in summary.items():
         for scheduler in SCHEDULERS:
@@ -128,6 +128,7 @@ def markdown_table(summary: Mapping[str, Any], labels: Mapping[str, str]) -> str
                 f"| {_cell(entry['bind_phase_pods_per_second'])} | {_num(med['first_bind_seconds'], 2)} "
                 f"| {_num(med['create_to_bound_p50'])} / {_num(med['create_to_bound_p99'])} "
                 f"| {_num(med['start_to_bound_p50'])} / {_num(med['start_to_bound_p99'])} "
+                f"| {_num(med['scheduler_cpu_ms_per_pod'], 2)} "
                 f"| {_num(med['scheduler_cpu_seconds'])} / {_num(med['apiserver_cpu_seconds'])} / "
                 f"{_num(med['etcd_cpu_seconds'])} | {entry['runs']} | {'yes' if entry['all_bound'] else 'NO'} |")
     lines.append("")
@@ -200,16 +201,36 @@ def _idle(function: str) -> bool:
     return where.startswith("selectors.py") and name.rsplit(".", 1)[-1] in ("select", "poll")
 
 
+# Coarse buckets for a profile, by the first matching frame of a stack (most specific first).
+CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("start-up (imports, config, first LIST)", ("_find_and_load", "load_config", "Informer._list")),
+    ("scheduling cycle (core.schedule_next)", ("Scheduler.schedule_next",)),
+    ("watch events into the core (core.apply)", ("Scheduler.apply",)),
+    ("metrics hooks", ("MetricsHooks.", "_refresh_metrics")),
+    ("binder: POST Binding (HTTP client)", ("Binder._bind",)),
+    ("events: POST Event (HTTP client)", ("EventRecorder.",)),
+    ("status writer", ("StatusWriter.",)),
+    ("informer stream read + JSON decode", ("Informer.",)),
+    ("TLS / socket I/O callbacks", ("sslproto.py", "selector_events.py")),
+)
+_PLUMBING = ("<frozen runpy>", "asyncio/runners.py", "asyncio/base_events.py", "asyncio/events.py",
+             "scheduler/__main__.py", "scheduler/cli.py")
+
+
 def profile_summary(collapsed: Path, top: int = 15) -> dict[str, Any]:
     """Where the main thread's time went, from py-spy's collapsed stacks (`record --format raw
-    --idle`): `idle_pct` waiting in the selector (nothing to do, or waiting for the apiserver);
-    `self` / `inclusive` per function and `self_by_file`, as % of all main-thread samples.
-    Other threads (the resolver's thread pool) are counted apart; stacks py-spy could only read in
-    part (`--nonblocking`) go to `partial_samples`."""
+    --idle`). `idle_pct`: share of main-thread samples waiting in the selector (nothing to do, or
+    waiting for the apiserver). Everything else is a % of the *busy* main-thread samples:
+    `categories` (see CATEGORIES), `self` / `inclusive` per function, `self_by_file`.
+    On a machine with more runnable threads than cores, "busy" includes time spent runnable but
+    not on a CPU, so compare shares, not absolute times. Other threads (aiohttp's thread-pool
+    hops) are counted apart; stacks py-spy read only in part (`--nonblocking`) go to
+    `partial_samples`."""
     self_time: Counter[str] = Counter()
     by_file: Counter[str] = Counter()
     total_time: Counter[str] = Counter()
-    samples = idle = other = partial = 0
+    categories: Counter[str] = Counter()
+    samples = idle = other_busy = other_idle = partial = 0
     for line in collapsed.read_text(errors="replace").splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
@@ -219,7 +240,10 @@ def profile_summary(collapsed: Path, top: int = 15) -> dict[str, Any]:
         if not frames:
             continue
         if frames[0].startswith("Thread._bootstrap"):
-            other += count
+            if frames[-1].startswith("_worker (concurrent/futures/thread.py)"):
+                other_idle += count  # a pool thread waiting for work
+            else:
+                other_busy += count
             continue
         if not frames[0].startswith("_run_module_as_main"):
             partial += count
@@ -231,13 +255,19 @@ def profile_summary(collapsed: Path, top: int = 15) -> dict[str, Any]:
         self_time[frames[-1]] += count
         by_file[_file(frames[-1])] += count
         for name in set(frames):
-            total_time[name] += count
-    if not samples:
-        return {"samples": 0, "other_thread_samples": other, "partial_samples": partial}
+            if not _file(name).startswith(_PLUMBING):
+                total_time[name] += count
+        joined = ";".join(frames)
+        categories[next((label for label, keys in CATEGORIES if any(k in joined for k in keys)), "other")] += count
+    busy = samples - idle
+    if not busy:
+        return {"samples": samples, "idle_pct": 100.0 if samples else None, "partial_samples": partial}
 
-    def pct(counter: Counter[str]) -> list[dict[str, Any]]:
-        return [{"function": name, "pct": round(100 * n / samples, 1)} for name, n in counter.most_common(top)]
+    def pct(counter: Counter[str], n: int = top) -> list[dict[str, Any]]:
+        return [{"function": name, "pct": round(100 * c / busy, 1)} for name, c in counter.most_common(n)]
 
-    return {"samples": samples, "idle_pct": round(100 * idle / samples, 1), "self": pct(self_time),
-            "self_by_file": pct(by_file), "inclusive": pct(total_time), "other_thread_samples": other,
+    return {"samples": samples, "busy_samples": busy, "idle_pct": round(100 * idle / samples, 1),
+            "categories": [{"category": name, "pct": round(100 * c / busy, 1)} for name, c in categories.most_common()],
+            "self": pct(self_time), "self_by_file": pct(by_file), "inclusive": pct(total_time, 25),
+            "other_thread_busy_samples": other_busy, "other_thread_idle_samples": other_idle,
             "partial_samples": partial}

@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=0, help="tie-break seed (default 0)")
     sim.set_defaults(func=_simulate)
 
-    for module in ("scheduler.kube.run_cli", "scheduler.kube.record_cli", "scheduler.kube.devcluster_cli"):
+    for module in ("scheduler.kube.run_cli", "scheduler.kube.record_cli", "scheduler.kube.devcluster_cli",
+                   "scheduler.kube.agent_cli"):
         try:
             mounted = __import__(module, fromlist=["add_parser"])
         except ImportError:

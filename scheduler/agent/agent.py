@@ -38,6 +38,7 @@ from scheduler.agent.allocate import (
     ServedLedger,
     container_env,
     find_allocation,
+    held_devices,
     pending_entries,
 )
 from scheduler.agent.deviceplugin.v1beta1 import api_pb2
@@ -60,6 +61,7 @@ STATE_FILE = "tessera-agent-state.json"
 DISCOVERY_SECONDS_MAX = 5.0
 BACKOFF_INITIAL = 0.5
 PATCH_RETRY_SECONDS = 2.0
+PATCH_BACKOFF_MAX = 60.0
 
 
 @dataclass(frozen=True)
@@ -92,10 +94,11 @@ class Agent:
         self.classes: dict[str, ResourceClass] = {}
         self.pods: dict[str, dict[str, Any]] = {}  # uid -> pod
         self.plans: dict[str, EndpointPlan] = {}
-        self.published = asyncio.Event()  # set after the first successful publish (tests, logs)
+        self.held: frozenset[str] = frozenset()  # devices assigned to non-terminal pods on this node
         self._endpoints_dirty = asyncio.Event()
         self._patch_wake = asyncio.Event()
         self._to_patch: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name)
+        self._patch_backoff: dict[str, tuple[int, float]] = {}  # uid -> (failures, monotonic retry time)
         self._alloc_lock = asyncio.Lock()
         self._last_discovery_error = ""
         self._stopped = False
@@ -187,7 +190,6 @@ class Agent:
                 if await self.publisher.sync(self.devices):
                     failures = 0
                     next_heartbeat = now + self.options.heartbeat_seconds
-                    self.published.set()
                 else:
                     failures += 1
                     next_heartbeat = now + min(self.options.heartbeat_seconds,
@@ -221,7 +223,7 @@ class Agent:
             self._endpoints_dirty.clear()
             if self.devices is None:
                 continue
-            plans = plan_endpoints(self.classes.values(), self.views)
+            plans = plan_endpoints(self.classes.values(), self.views, self.held)
             if plans != self.plans:
                 self.plans = plans
                 log.info("agent.endpoints", node=self.node_name,
@@ -238,9 +240,13 @@ class Agent:
         if event_type == "DELETED":
             self.pods.pop(uid, None)
             self._to_patch.pop(uid, None)
-            return
-        self.pods[uid] = obj
-        self._check_complete(obj)
+        else:
+            self.pods[uid] = obj
+            self._check_complete(obj)
+        held = held_devices(self.pods.values())
+        if held != self.held:
+            self.held = held
+            self._endpoints_dirty.set()
 
     def _check_complete(self, pod: Mapping[str, Any]) -> None:
         """Queue the `Allocated` patch for an Allocating pod all of whose entries were served
@@ -299,9 +305,19 @@ class Agent:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._patch_wake.wait(), PATCH_RETRY_SECONDS)
             self._patch_wake.clear()
+            now = time.monotonic()
             for uid, (namespace, name) in list(self._to_patch.items()):
+                failures, not_before = self._patch_backoff.get(uid, (0, 0.0))
+                if now < not_before:
+                    continue
                 if await self._patch_allocated(uid, namespace, name):
                     self._to_patch.pop(uid, None)
+                    self._patch_backoff.pop(uid, None)
+                else:
+                    delay = min(PATCH_BACKOFF_MAX, PATCH_RETRY_SECONDS * 2 ** min(failures, 8))
+                    self._patch_backoff[uid] = (failures + 1, now + delay)
+            for uid in [u for u in self._patch_backoff if u not in self._to_patch]:
+                del self._patch_backoff[uid]
             if self.pod_informer.synced.is_set():
                 waiting = {uid for uid, pod in self.pods.items()
                            if ((pod.get("metadata") or {}).get("annotations") or {}).get(PHASE) == PHASE_ALLOCATING}
@@ -319,9 +335,11 @@ class Agent:
         if response.ok:
             log.info("agent.pod_allocated", pod=f"{namespace}/{name}", uid=uid)
             return True
-        if response.status in (404, 409, 422):  # gone, or a new pod with the same name (uid differs)
-            log.info("agent.patch_skipped", pod=f"{namespace}/{name}", status=response.status,
-                     reason=response.message())
+        message = response.message()
+        if response.status == 404 or (response.status == 422 and "metadata.uid" in message):
+            # gone, or replaced by a new pod of the same name (its uid is immutable: 422)
+            log.info("agent.patch_skipped", pod=f"{namespace}/{name}", status=response.status, reason=message)
             return True
-        log.warning("agent.patch_failed", pod=f"{namespace}/{name}", status=response.status, reason=response.message())
+        # e.g. 403/422 from an admission policy that does not exempt the agent: keep trying, loudly
+        log.warning("agent.patch_failed", pod=f"{namespace}/{name}", status=response.status, reason=message)
         return False

@@ -50,6 +50,7 @@ __all__ = [
     "container_order",
     "find_allocation",
     "grant_units",
+    "held_devices",
     "pending_entries",
 ]
 
@@ -90,7 +91,7 @@ class Allocation:
         return list(dict.fromkeys(g.device for g in self.grants))
 
 
-def grant_units(grants: Iterable[DeviceGrant], unit: Fraction | None) -> int | None:
+def grant_units(grants: Iterable[DeviceGrant], unit: Fraction | int | None) -> int | None:
     """How many kubelet slots these grants are worth; None if they cannot be a whole number."""
     total = Fraction(0)
     for grant in grants:
@@ -99,7 +100,7 @@ def grant_units(grants: Iterable[DeviceGrant], unit: Fraction | None) -> int | N
         elif unit is None:
             return None  # a shared slice, but the class is not shared (any more)
         else:
-            total += grant.amount / unit
+            total += Fraction(grant.amount) / Fraction(unit)
     return int(total) if total.denominator == 1 else None
 
 
@@ -128,7 +129,7 @@ def _allocating(pod: Mapping[str, Any], node_name: str) -> bool:
 
 
 def find_allocation(pods: Iterable[Mapping[str, Any]], node_name: str, resource_name: str, count: int,
-                    unit: Fraction | None, served: Container[ServedKey]) -> Allocation:
+                    unit: Fraction | int | None, served: Container[ServedKey]) -> Allocation:
     """The one container this Allocate call is for; `AllocationError` (with the reasons) otherwise."""
     candidates: list[Allocation] = []
     others: list[str] = []
@@ -196,6 +197,24 @@ def pending_entries(pod: Mapping[str, Any], served: Container[ServedKey]) -> lis
             for resource in by_resource if (uid, container, resource) not in served]
 
 
+def held_devices(pods: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """Names of the devices (ExtendedResources) assigned to non-terminal pods."""
+    held: set[str] = set()
+    for pod in pods:
+        if (pod.get("status") or {}).get("phase") in _TERMINAL:
+            continue
+        raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(DEVICES)
+        if raw is None:
+            continue
+        try:
+            devices = decode_devices(raw)
+        except AnnotationError:
+            continue
+        held.update(grant.device for by_resource in devices.values() for grants in by_resource.values()
+                    for grant in grants)
+    return frozenset(held)
+
+
 _ENV_UNSAFE = re.compile(r"[^A-Z0-9_]")
 
 
@@ -218,7 +237,7 @@ def container_env(allocation: Allocation, *, shared_dimension: str | None = None
     }
     amounts = [g.amount for g in allocation.grants if g.amount is not None]
     if amounts and shared_dimension:
-        env[f"TESSERA_SHARED_{_ENV_UNSAFE.sub('_', shared_dimension.upper())}"] = format_quantity(sum(amounts, Fraction(0)))
+        env[f"TESSERA_SHARED_{_ENV_UNSAFE.sub('_', shared_dimension.upper())}"] = format_quantity(sum((Fraction(a) for a in amounts), Fraction(0)))
     annotations = {"tessera.dev/devices": ",".join(ids)}
     cdi_names = [f"nvidia.com/gpu={device_id}" for device_id in ids] if cdi else []
     return env, annotations, cdi_names

@@ -116,6 +116,7 @@ class Endpoint:
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._failures = 0
+        self._waiting_logged = False
 
     @property
     def registered(self) -> bool:
@@ -186,10 +187,13 @@ class Endpoint:
                     await self._start_server()
                     self._registered_with = None
                 if kubelet is None:
-                    if self._registered_with is not None:
-                        log.warning("plugin.kubelet_gone", resource=self.plan.resource_name)
+                    if self._registered_with is not None or not self._waiting_logged:
+                        log.warning("plugin.waiting_for_kubelet", resource=self.plan.resource_name,
+                                    socket=str(self.kubelet_socket))
+                        self._waiting_logged = True
                     self._registered_with = None
                     continue
+                self._waiting_logged = False
                 if self._registered_with == kubelet:
                     continue
                 await self.register()

@@ -8,7 +8,10 @@ ids, the agent ignores them and hands out the devices the scheduler chose. Slots
 kubelet's count right:
 
 - exclusive class: n = matching devices, of which as many are Healthy as matching devices are
-  healthy (the rest are advertised Unhealthy, so node capacity still shows them);
+  healthy (the rest are advertised Unhealthy, so node capacity still shows them). A device that
+  went unhealthy while a pod holds it still counts as Healthy: the kubelet keeps that pod's slot
+  allocated, and since slots are not tied to devices, marking one more slot Unhealthy would take
+  a free slot from the next pod the scheduler rightly placed on a healthy device;
 - sharing class (`spec.sharing`): n = Σ ⌊capacity[dimension] / unit⌋ over matching devices (a pod
   asking for 8 units of a 1Gi-memory class gets 8 slots), capped at `MAX_SLOTS` because the kubelet
   keeps and checkpoints every slot id.
@@ -22,8 +25,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 
 import structlog
 
@@ -70,15 +74,17 @@ def _units(device: Device, sharing: Sharing) -> int:
     capacity = device.capacity.get(sharing.dimension)
     if capacity is None or capacity <= 0:
         return 0
-    return math.floor(capacity / sharing.unit)
+    return math.floor(Fraction(capacity) / Fraction(sharing.unit))
 
 
-def plan_endpoints(classes: Iterable[ResourceClass], devices: Iterable[Device]) -> dict[str, EndpointPlan]:
+def plan_endpoints(classes: Iterable[ResourceClass], devices: Iterable[Device],
+                   held: Collection[str] = frozenset()) -> dict[str, EndpointPlan]:
     """resourceName -> endpoint, for every valid class that matches at least one local device.
 
     Device health here is the agent's own (the status it publishes), not a stale apiserver copy.
-    `spec.unschedulable` does not reduce slots: a cordoned device may still be in use by a pod
-    that the kubelet has to keep admitting on restart.
+    `held`: names of devices that non-terminal pods on this node were assigned (their slots count
+    as Healthy, see the module docstring). `spec.unschedulable` does not reduce slots: a cordoned
+    device may still be in use by a pod that the kubelet has to keep admitting on restart.
     """
     registry = ClassRegistry()
     for cls in classes:  # the core's rules: invalid classes and resourceName clashes drop out
@@ -89,12 +95,13 @@ def plan_endpoints(classes: Iterable[ResourceClass], devices: Iterable[Device]) 
         matching = [d for d in local if cls.matches(d)]
         if not matching:
             continue
+        usable = [d for d in matching if d.healthy or d.name in held]
         if cls.sharing is None:
             total = len(matching)
-            healthy = sum(1 for d in matching if d.healthy)
+            healthy = len(usable)
         else:
             total = sum(_units(d, cls.sharing) for d in matching)
-            healthy = sum(_units(d, cls.sharing) for d in matching if d.healthy)
+            healthy = sum(_units(d, cls.sharing) for d in usable)
             if total == 0:
                 log.warning("slots.no_capacity", resource_class=cls.name, dimension=cls.sharing.dimension,
                             message=f"matching devices have no {cls.sharing.dimension} capacity of at least one unit")

@@ -22,6 +22,7 @@ from scheduler.api.config import SchedulerConfig
 from scheduler.core.cycle import Attempt, Scheduler
 from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
+from scheduler.kube.class_controller import DefaultClassController
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.informers import InformerSet
 from scheduler.kube.recorder import EventRecorder, ObjectRef
@@ -62,6 +63,12 @@ class SchedulerLoop:
         self._stopping = False
         self._classes_dirty = False
         self._alive = time.monotonic()
+        self.class_controller: DefaultClassController | None = None
+        if any(p.devices.default_class_controller for p in config.profiles):
+            state = self.core.state
+            self.class_controller = DefaultClassController(
+                http, lambda: list(state.devices.values()), lambda: list(state.classes.classes),
+                is_leader=lambda: self.is_leader(), ready=lambda: self.informers.synced)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -71,6 +78,8 @@ class SchedulerLoop:
             group.create_task(self.events.run(), name="events")
             group.create_task(self.statuses.run(), name="statuses")
             group.create_task(self._schedule_forever(), name="schedule")
+            if self.class_controller is not None:
+                group.create_task(self.class_controller.run(), name="class-controller")
 
     def stop(self) -> None:
         """Stop starting new cycles (graceful shutdown); in-flight bindings are drained by the caller."""
@@ -99,6 +108,8 @@ class SchedulerLoop:
             self._report(notice)
         if kind in ("ResourceClass", "ExtendedResource"):
             self._classes_dirty = True
+            if kind == "ExtendedResource" and self.class_controller is not None:
+                self.class_controller.wake()
         elif kind == "Pod" and event_type != "ADDED":
             meta = obj.get("metadata") or {}
             if event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName"):

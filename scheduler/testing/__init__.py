@@ -438,6 +438,7 @@ class FaultRun:
         self.kubeconfig = workdir / f"{self.rid}-proxy.kubeconfig"
         self.config = workdir / f"{self.rid}-config.yaml"
         self._replica_names = (f"{self.rid}-{i}" for i in range(1000))
+        self._closed = False
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -469,6 +470,11 @@ class FaultRun:
         await asyncio.gather(*(r.wait_ready() for r in self.replicas))
 
     async def close(self) -> None:
+        """Kill the replicas, stop proxies, agent and watcher, delete the namespace and cluster
+        objects. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         for replica in self.replicas:
             replica.kill()
         for proxy in self.proxies:

@@ -348,6 +348,8 @@ class FaultProxy:
         self.requests = 0  # requests received
         self.forwarded = 0  # requests sent to the apiserver
         self.bindings_forwarded = 0
+        self.errors = 0  # connections ended by an unexpected exception (see last_error)
+        self.last_error = ""
         self._counts: Counter[str] = Counter()
         self._lock = threading.Lock()  # counts are read from other threads
         self._connections: dict[int, _Connection] = {}
@@ -473,10 +475,11 @@ class FaultProxy:
             while not conn.closed:
                 if not await self._one_request(conn):
                     break
-        except (_Closed, ConnectionError, OSError, ssl.SSLError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            pass
+        except (_Closed, ConnectionError, OSError, ssl.SSLError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # the peer went away, or we cut it: the connection ends, nothing else
+        except Exception as err:  # a malformed message or a proxy bug ends this connection only
+            self.errors += 1
+            self.last_error = repr(err)
         finally:
             self._connections.pop(conn.ident, None)
             self._tasks.discard(task)

@@ -75,6 +75,7 @@ __all__ = [
     "check_gangs",
     "check_history",
     "check_unbound",
+    "fits_somewhere",
     "read_view",
     "wait_until_bound",
 ]
@@ -259,7 +260,7 @@ class _Grant:
     container: str
     device: str
     device_id: str
-    amount: Fraction | None
+    amount: Fraction | int | None  # an exact quantity (the core keeps whole numbers as int)
 
 
 def _grants(pods: Iterable[JSON], out: list[Violation]) -> list[_Grant]:
@@ -305,6 +306,51 @@ def _device(obj: JSON | None) -> Device | None:
         return None
 
 
+@dataclass
+class _Ledger:
+    """Who holds what, computed from the pods' annotations and requests (not from the scheduler)."""
+
+    devices: dict[str, JSON]  # name -> ExtendedResource (deleted ones included, when known)
+    by_device: dict[str, list[_Grant]]
+    class_resources: set[str]
+    node_pods: dict[str, list[JSON]]
+    node_used: dict[str, Counter[str]]  # node -> resource -> requested (+ devices held through classes)
+
+    def is_class_resource(self, resource: str) -> bool:
+        return resource in self.class_resources or resource.startswith(DEFAULT_RESOURCE_PREFIX)
+
+
+def _ledger(view: ClusterView, known_devices: Mapping[str, JSON] | None, out: list[Violation]) -> _Ledger:
+    devices = {**(known_devices or {}), **view.devices}
+    by_device: dict[str, list[_Grant]] = defaultdict(list)
+    for grant in _grants(view.pods.values(), out):
+        by_device[grant.device].append(grant)
+    class_resources = {g.resource for held in by_device.values() for g in held}
+    for obj in view.classes.values():
+        with contextlib.suppress(ObjectError):
+            class_resources.add(parse_resource_class(obj).resource_name)
+    ledger = _Ledger(devices, by_device, class_resources, defaultdict(list), defaultdict(Counter))
+    for pod in view.pods.values():
+        if not _active(pod):
+            continue
+        node = pod["spec"]["nodeName"]
+        ledger.node_pods[node].append(pod)
+        try:
+            parsed = parse_pod(pod)
+        except ObjectError:
+            continue
+        for resource, amount in parsed.requests.items():
+            if not ledger.is_class_resource(resource):
+                ledger.node_used[node][resource] += amount
+    for name in by_device:
+        device = _device(devices.get(name))
+        if device is not None and device.resource_name:
+            ledger.node_used[device.node_name][device.resource_name] += 1
+    for node, pods in ledger.node_pods.items():
+        ledger.node_used[node][PODS] = len(pods)
+    return ledger
+
+
 def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None = None) -> list[Violation]:
     """No device beyond its capacity, no node beyond its allocatable.
 
@@ -316,18 +362,9 @@ def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None =
     last known object of deleted ExtendedResources (their pods still hold them).
     """
     out: list[Violation] = []
-    devices = {**(known_devices or {}), **view.devices}
-    grants = _grants(view.pods.values(), out)
-    by_device: dict[str, list[_Grant]] = defaultdict(list)
-    for grant in grants:
-        by_device[grant.device].append(grant)
-    class_resources = {g.resource for g in grants}
-    for obj in view.classes.values():
-        with contextlib.suppress(ObjectError):
-            class_resources.add(parse_resource_class(obj).resource_name)
-
-    for name, held in sorted(by_device.items()):
-        device = _device(devices.get(name))
+    ledger = _ledger(view, known_devices, out)
+    for name, held in sorted(ledger.by_device.items()):
+        device = _device(ledger.devices.get(name))
         exclusive = [g for g in held if g.amount is None]
         shared = [g for g in held if g.amount is not None]
         holders = sorted({g.pod for g in held})
@@ -342,49 +379,95 @@ def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None =
                 out.append(Violation(DEVICE_CAPACITY, name, f"device is on node {device.node_name} but pods on "
                                      f"other nodes hold it: {', '.join(wrong)}"))
             if shared:
-                cls = _class_for(shared[0].resource, view.classes)
-                dimension = cls.sharing.dimension if cls is not None and cls.sharing is not None else "memory"
+                dimension = _dimension(shared[0].resource, view)
                 capacity = device.capacity.get(dimension)
                 total = sum((g.amount for g in shared if g.amount is not None), Fraction(0))
                 if capacity is None or total > capacity:
                     out.append(Violation(DEVICE_CAPACITY, name, f"shared {format_quantity(total)} of {dimension} > "
                                          f"capacity {format_quantity(capacity) if capacity is not None else 'none'}: "
                                          f"{', '.join(holders)}"))
-
-    by_node: dict[str, list[JSON]] = defaultdict(list)
-    for pod in view.pods.values():
-        if _active(pod):
-            by_node[pod["spec"]["nodeName"]].append(pod)
-    busy: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))  # node -> resourceName -> devices
-    for name, held in by_device.items():
-        device = _device(devices.get(name))
-        if device is not None and device.resource_name:
-            busy[device.node_name][device.resource_name].add(name)
     for node_name, obj in sorted(view.nodes.items()):
         try:
             node = parse_node(obj)
         except ObjectError:
             continue
-        pods = by_node.get(node_name, [])
-        used: Counter[str] = Counter()
-        for raw in pods:
-            try:
-                parsed = parse_pod(raw)
-            except ObjectError:
-                continue
-            for resource, amount in parsed.requests.items():
-                if resource not in class_resources and not resource.startswith(DEFAULT_RESOURCE_PREFIX):
-                    used[resource] += amount
-        for resource, names in busy.get(node_name, {}).items():
-            used[resource] += len(names)
-        used[PODS] = len(pods)
-        for resource, amount in sorted(used.items()):
+        pods = ledger.node_pods.get(node_name, [])
+        for resource, amount in sorted(ledger.node_used.get(node_name, Counter()).items()):
             allocatable = node.allocatable.get(resource, 0)
             if amount > allocatable:
                 out.append(Violation(NODE_ALLOCATABLE, node_name, f"{resource}: {amount} used > {allocatable} allocatable "
                                      f"({len(pods)} pods: {', '.join(sorted(_key(p) for p in pods)[:8])}"
                                      f"{'…' if len(pods) > 8 else ''})"))
     return out
+
+
+def _dimension(resource: str, view: ClusterView) -> str:
+    cls = _class_for(resource, view.classes)
+    return cls.sharing.dimension if cls is not None and cls.sharing is not None else "memory"
+
+
+def fits_somewhere(raw: JSON, view: ClusterView, ledger: _Ledger | None = None) -> str | None:
+    """A node where the pod fits by the apiserver's state (resources, pod count, node selector,
+    free matching devices, shared room), or None. Tells a scheduler that leaked capacity from a
+    cluster that is really full when a pod stays pending; gangs are judged member by member."""
+    ledger = ledger or _ledger(view, None, [])
+    try:
+        pod = parse_pod(raw)
+    except ObjectError:
+        return None
+    wanted: dict[str, int] = defaultdict(int)  # class resource -> devices (exclusive) or units (shared)
+    per_container: list[tuple[str, int]] = []
+    for container in pod.containers:
+        for resource, amount in container.requests.items():
+            if ledger.is_class_resource(resource) and amount:
+                per_container.append((resource, amount))
+                wanted[resource] += amount
+    plain = {r: a for r, a in pod.requests.items() if not ledger.is_class_resource(r)}
+    holders: dict[str, list[_Grant]] = ledger.by_device
+    for node_name, obj in sorted(view.nodes.items()):
+        try:
+            node = parse_node(obj)
+        except ObjectError:
+            continue
+        if node.unschedulable or any(node.meta.labels.get(k) != v for k, v in pod.node_selector.items()):
+            continue
+        used = ledger.node_used.get(node_name, Counter())
+        if used[PODS] + 1 > node.allocatable.get(PODS, 0):
+            continue
+        if any(used[r] + a > node.allocatable.get(r, 0) for r, a in plain.items() if r != PODS):
+            continue
+        local = [d for d in (_device(o) for o in view.devices.values()) if d is not None and d.node_name == node_name]
+        free = {d.name for d in local if d.schedulable and d.name not in holders}
+        newly: Counter[str] = Counter()
+        ok = True
+        for resource, amount in per_container:
+            cls = _class_for(resource, view.classes)
+            if cls is None:
+                ok = False
+                break
+            matching = [d for d in local if d.schedulable and cls.matches(d)]
+            if cls.sharing is None:
+                chosen = [d for d in matching if d.name in free][:amount]
+                if len(chosen) < amount:
+                    ok = False
+                    break
+                for d in chosen:
+                    free.discard(d.name)
+                    newly[d.resource_name] += 1
+            else:
+                need = amount * cls.sharing.unit
+                room = [d for d in matching if all(g.amount is not None for g in holders.get(d.name, []))
+                        and d.capacity.get(cls.sharing.dimension, 0)
+                        - sum((g.amount or 0 for g in holders.get(d.name, [])), Fraction(0)) >= need]
+                if not room:
+                    ok = False
+                    break
+                if room[0].name in free:
+                    free.discard(room[0].name)
+                    newly[room[0].resource_name] += 1
+        if ok and all(used[r] + n <= node.allocatable.get(r, n) for r, n in newly.items()):
+            return node_name
+    return None
 
 
 # --- gangs, pending pods, events ---------------------------------------------------------------
@@ -427,6 +510,7 @@ def check_gangs(view: ClusterView) -> list[Violation]:
 def check_unbound(view: ClusterView, must_bind: Collection[str]) -> list[Violation]:
     """Every pod the caller knows fits (``namespace/name``) exists and is bound."""
     pods = view.pod_by_key()
+    ledger = _ledger(view, None, [])
     out = []
     for key in sorted(must_bind):
         pod = pods.get(key)
@@ -435,7 +519,9 @@ def check_unbound(view: ClusterView, must_bind: Collection[str]) -> list[Violati
         elif not (pod.get("spec") or {}).get("nodeName"):
             conditions = (pod.get("status") or {}).get("conditions") or []
             why = next((c.get("message", "") for c in conditions if c.get("type") == "PodScheduled"), "")
-            out.append(Violation(UNBOUND, key, f"still pending{': ' + why if why else ''}"))
+            node = fits_somewhere(pod, view, ledger)
+            room = f"fits on {node} by the apiserver's state" if node else "no node has room by the apiserver's state"
+            out.append(Violation(UNBOUND, key, f"still pending ({room}){': ' + why if why else ''}"))
     return out
 
 
@@ -471,7 +557,14 @@ def check(view: ClusterView, *, must_bind: Collection[str] = (), watcher: Cluste
     found = check_capacity(view, watcher.removed_devices() if watcher is not None else None)
     found += check_gangs(view) + check_unbound(view, must_bind) + check_events(view)
     if watcher is not None:
-        found += check_history(watcher, view, grace) + watcher.violations()
+        found += check_history(watcher, view, grace)
+        # A transient violation the final state no longer shows (or shows with other numbers):
+        # report it once per subject, the final state's version first.
+        seen = {(v.invariant, v.subject) for v in found}
+        for violation in watcher.violations():
+            if (violation.invariant, violation.subject) not in seen:
+                seen.add((violation.invariant, violation.subject))
+                found.append(violation)
     return sorted(set(found))
 
 

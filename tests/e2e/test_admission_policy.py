@@ -189,14 +189,14 @@ def test_user_cannot_forge_through_a_binding(setup: Setup) -> None:
     for i, path in enumerate((f"/api/v1/namespaces/{ns}/pods/{{name}}/binding", f"/api/v1/namespaces/{ns}/bindings")):
         name = f"bind-{i}"
         setup.user.create(f"/api/v1/namespaces/{ns}/pods", _pod(name, ns))
-        binding = {"apiVersion": "v1", "kind": "Binding",
-                   "metadata": {"name": name, "annotations": {DEVICES: "forged"}},
-                   "target": {"apiVersion": "v1", "kind": "Node", "name": setup.node}}
+        target = {"apiVersion": "v1", "kind": "Node", "name": setup.node}
+        forged = {"apiVersion": "v1", "kind": "Binding", "target": target,
+                  "metadata": {"name": name, "annotations": {DEVICES: "forged"}}}
         with pytest.raises(ApiError) as refused:
-            setup.user.create(path.format(name=name), binding)
+            setup.user.create(path.format(name=name), forged)
         assert _refused_by_policy(refused.value, DEVICES), refused.value.message
-        binding["metadata"]["annotations"] = {"note": "no ledger keys"}
-        setup.user.create(path.format(name=name), binding)
+        setup.user.create(path.format(name=name), {"apiVersion": "v1", "kind": "Binding", "target": target,
+                                                   "metadata": {"name": name, "annotations": {"note": "no ledger keys"}}})
         pod = setup.plane.admin.get(f"/api/v1/namespaces/{ns}/pods/{name}")
         assert pod["spec"]["nodeName"] == setup.node and DEVICES not in pod["metadata"]["annotations"]
 

@@ -151,8 +151,23 @@ def apply_documents(admin: RestClient, docs: list[Obj], namespace: str | None = 
         except ApiError as err:
             raise AssertionError(f"{obj['kind']} {obj['metadata']['name']} does not apply: {err}") from None
         if obj["kind"] == "CustomResourceDefinition":
-            wait_established(admin, obj)
+            wait_crd_served(admin, obj)
     return applied
+
+
+def wait_crd_served(admin: RestClient, crd: Obj, timeout: float = 60.0) -> None:
+    """Until the CRD is Established (right after a create its `status.conditions` can still be
+    null) and then as controlplane.crds.wait_established: until its resource answers a LIST."""
+    path = f"{CRD_PATH}/{crd['metadata']['name']}"
+    deadline = time.monotonic() + timeout
+    while True:
+        conditions = (admin.get(path).get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError(f"CRD {crd['metadata']['name']} was not Established within {timeout:.0f} s")
+        time.sleep(0.1)
+    wait_established(admin, crd, timeout=max(1.0, deadline - time.monotonic()))
 
 
 def install_deploy(plane: LocalControlPlane) -> list[Obj]:

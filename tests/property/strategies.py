@@ -515,8 +515,15 @@ KNOWN_PATHS: tuple[tuple[Any, ...], ...] = (
     ("spec", "taints"), ("spec", "taints", 0, "effect"), ("spec", "unschedulable"),
 )
 
-corruptions = st.builds(Corruption, event=st.integers(0, 60), path=st.integers(0, 400), action=st.integers(0, 4),
-                        key=st.sampled_from(FIELD_NAMES), value=json_values)
+SMALL_GARBAGE = (None, [], {}, "", "x", ["x"], [None], [{}], 0, -1, True, 1.5, {"x": None}, "1e999999", "-1")
+corruptions = st.one_of(
+    # anywhere: random JSON, a deleted field, a new field, a wrong type
+    st.builds(Corruption, event=st.integers(0, 30), path=st.integers(0, 400), action=st.integers(0, 3),
+              key=st.sampled_from(FIELD_NAMES), value=json_values),
+    # aimed at the fields the parsers and the simulator read
+    st.builds(Corruption, event=st.integers(0, 30), path=st.integers(0, len(KNOWN_PATHS) - 1), action=st.just(4),
+              key=st.just(""), value=st.sampled_from(SMALL_GARBAGE) | json_values),
+)
 
 garbage_events = st.builds(
     GarbageEvent,

@@ -734,7 +734,7 @@ def test_duplicated_events_and_relists_change_nothing(scenario: Scenario) -> Non
 
 
 @_settings(300)
-@given(S.scenarios(max_ops=30), st.lists(S.corruptions, max_size=6), st.lists(S.garbage_events, max_size=3))
+@given(S.scenarios(max_ops=30), st.lists(S.corruptions, max_size=8), st.lists(S.garbage_events, max_size=3))
 @example(*NO_UID)
 def test_corrupted_input_never_crashes_nor_overallocates(scenario: Scenario, corruptions: list[Corruption],
                                                          garbage: list[GarbageEvent]) -> None:

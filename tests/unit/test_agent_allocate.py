@@ -14,6 +14,7 @@ from scheduler.agent.allocate import (
     container_env,
     find_allocation,
     grant_units,
+    held_devices,
     pending_entries,
 )
 from scheduler.core.annotations import DeviceGrant, encode_devices
@@ -156,3 +157,11 @@ def test_ledger_survives_a_restart(tmp_path: Path) -> None:
     unwritable = ServedLedger(tmp_path / "missing-dir" / "state.json")
     unwritable.add(("u", "c", V100))  # logged once, kept in memory
     assert ("u", "c", V100) in unwritable
+
+
+def test_held_devices_come_from_non_terminal_pods() -> None:
+    running = _pod("a", {"main": {V100: _grants("1", "2")}}, phase="Allocated", status="Running")
+    waiting = _pod("b", {"main": {SLICE: _grants("3", amount=GI)}})
+    done = _pod("c", {"main": {V100: _grants("4")}}, phase="Allocated", status="Succeeded")
+    broken = _pod("d", {}, raw="{")
+    assert held_devices([running, waiting, done, broken]) == {"n.gpu-1", "n.gpu-2", "n.gpu-3"}

@@ -72,3 +72,17 @@ def test_slot_ids_fit_the_api_limit() -> None:
     ids = slot_ids("a" * 250, MAX_SLOTS)
     assert all(len(i) <= MAX_SLOT_ID for i in ids) and len(set(ids)) == MAX_SLOTS
     assert slot_ids("a" * 250, 1) != slot_ids("a" * 249 + "b", 1)
+
+
+def test_unhealthy_devices_still_held_by_pods_keep_their_slots_healthy() -> None:
+    """Slots are not tied to devices: the kubelet keeps a held slot allocated, so marking one more
+    slot Unhealthy for a held device would refuse the next pod placed on a healthy device."""
+    devices = _devices(("V100", 32, False), ("V100", 32, True), ("V100", 32, False))
+    classes = _classes(b.resource_class("v100", match_labels={"model": "V100"}),
+                       b.resource_class("slice", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "8Gi"}))
+    free = plan_endpoints(classes, devices)
+    assert (free["class.tessera.dev/v100"].slots, free["class.tessera.dev/v100"].healthy) == (3, 1)
+    assert (free["class.tessera.dev/slice"].slots, free["class.tessera.dev/slice"].healthy) == (12, 4)
+    held = plan_endpoints(classes, devices, held={devices[0].name})
+    assert (held["class.tessera.dev/v100"].slots, held["class.tessera.dev/v100"].healthy) == (3, 2)
+    assert (held["class.tessera.dev/slice"].slots, held["class.tessera.dev/slice"].healthy) == (12, 8)

@@ -229,7 +229,7 @@ def test_entrypoint_is_the_tessera_command_in_exec_form() -> None:
     from scheduler.cli import build_parser
 
     commands = next(a for a in build_parser()._actions if a.dest == "command").choices  # noqa: SLF001
-    assert "run" in commands  # `tessera agent` joins it with the node agent (deploy/agent/)
+    assert commands is not None and "run" in commands  # `tessera agent` joins it with the node agent (deploy/agent/)
 
 
 def test_nothing_is_written_at_run_time() -> None:

@@ -1,4 +1,5 @@
-"""The fault proxy against a tiny local HTTPS server: relaying, streaming, and each fault type."""
+"""The fault proxy against a tiny local HTTPS server (relaying, streaming, each fault type), and the
+invariant checker against hand-made cluster states (it must see every kind of violation)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from scheduler.api.quantity import parse_quantity
+from scheduler.core import annotations as ann
 from scheduler.kube.controlplane.certs import CertificateAuthority
 from scheduler.kube.http import KubeHttp, connect
 from scheduler.testing.faultproxy import (
@@ -34,6 +37,8 @@ from scheduler.testing.faultproxy import (
     FaultProxyThread,
     Faults,
 )
+from scheduler.sim import builders as b
+from scheduler.testing import invariants as inv
 
 BIND = "/api/v1/namespaces/ns/pods/p/binding"
 WATCH = "/api/v1/pods?watch=true&resourceVersion=1"
@@ -296,3 +301,107 @@ def test_invalid_fault_configuration_is_refused() -> None:
         Faults(bind_fail_after=1.5)
     with pytest.raises(ValueError, match="delay_seconds"):
         Faults(delay_seconds=(1.0, 0.5))
+
+
+# --- the invariant checker on hand-made cluster states ------------------------------------------
+# (Here rather than in a file of its own: the checker is the proxy's other half, and a checker
+# that cannot see a violation would make every fault scenario pass.)
+
+
+def _bound(name: str, node: str, grants: dict[str, list[tuple[str, str | None]]] | None = None,
+           **kwargs: Any) -> dict[str, Any]:
+    annotations = {}
+    if grants:
+        annotations[ann.DEVICES] = ann.encode_devices({"main": {
+            resource: tuple(ann.DeviceGrant(f"id-{d}", d, None if a is None else parse_quantity(a))
+                            for d, a in entries) for resource, entries in grants.items()}})
+    return b.pod(name, node_name=node, annotations=annotations, **kwargs)
+
+
+def _view(pods: list[dict[str, Any]], nodes: list[dict[str, Any]] | None = None,
+          devices: list[dict[str, Any]] | None = None, classes: list[dict[str, Any]] | None = None) -> inv.ClusterView:
+    view = inv.ClusterView()
+    view.pods = {p["metadata"]["uid"]: p for p in pods}
+    view.nodes = {n["metadata"]["name"]: n for n in nodes or []}
+    view.devices = {d["metadata"]["name"]: d for d in devices or []}
+    view.classes = {c["metadata"]["name"]: c for c in classes or []}
+    return view
+
+
+def _device(node: str, i: int, model: str = "V100", memory: str = "32Gi") -> dict[str, Any]:
+    device = b.device(node, i, model=model, memory=memory)
+    device["metadata"]["name"] = f"{node}.d{i}"
+    device["spec"]["deviceID"] = f"id-{node}.d{i}"
+    return device
+
+
+def test_checker_sees_double_allocation_mixing_and_shared_overflow() -> None:
+    cls = "class.tessera.dev/v100"
+    shared = b.resource_class("slice", match_labels={"model": "T4"}, sharing={"dimension": "memory", "unit": "1Gi"})
+    devices = [_device("n1", 0), _device("n1", 1), _device("n1", 2, "T4", "16Gi")]
+    pods = [_bound("a", "n1", {cls: [("n1.d0", None)]}), _bound("b", "n1", {cls: [("n1.d0", None)]}),
+            _bound("c", "n1", {cls: [("n1.d1", None)]}),
+            _bound("d", "n1", {"class.tessera.dev/slice": [("n1.d1", "4Gi")]}),
+            _bound("e", "n1", {"class.tessera.dev/slice": [("n1.d2", "10Gi")]}),
+            _bound("f", "n1", {"class.tessera.dev/slice": [("n1.d2", "8Gi")]}),
+            _bound("g", "n2", {cls: [("n1.d2", None)]}, phase="Succeeded")]  # terminal: holds nothing
+    found = inv.check_capacity(_view(pods, [b.node("n1", gpus=8)], devices, [shared]))
+    details = sorted((v.subject, v.detail.split(":")[0]) for v in found)
+    assert details == [("n1.d0", "exclusively assigned 2 times"), ("n1.d1", "assigned exclusively and shared at once"),
+                       ("n1.d2", "shared 18Gi of memory > capacity 16Gi")], found
+    assert {v.invariant for v in found} == {inv.DEVICE_CAPACITY}
+
+
+def test_checker_counts_node_requests_init_containers_and_class_devices() -> None:
+    cls = "class.tessera.dev/v100"
+    devices = [_device("n1", i) for i in range(3)]
+    node = b.node("n1", cpu="8", gpus=2, pods=10)
+    fine = [_bound("class-0", "n1", {cls: [("n1.d0", None)]}, limits={cls: 1}),
+            _bound("plain", "n1", limits={"nvidia.com/gpu": 1}, requests={"cpu": "2"})]
+    assert inv.check_capacity(_view(fine, [node], devices)) == []
+    over_gpu = [*fine, _bound("class-1", "n1", {cls: [("n1.d1", None)]}, limits={cls: 1})]
+    found = inv.check_capacity(_view(over_gpu, [node], devices))
+    assert [(v.invariant, v.detail.split(" (")[0]) for v in found] == [
+        (inv.NODE_ALLOCATABLE, "nvidia.com/gpu: 3 used > 2 allocatable")]
+    # a deleted ExtendedResource's holder still counts, through the device's last known object
+    found = inv.check_capacity(_view(over_gpu, [node], devices[:1]), known_devices={"n1.d1": devices[1]})
+    assert [v.invariant for v in found] == [inv.NODE_ALLOCATABLE]
+    init = b.pod("init", node_name="n1", containers=[b.container("main", requests={"cpu": "1"})],
+                 init_containers=[b.container("setup", requests={"cpu": "7"})])
+    found = inv.check_capacity(_view([*fine, init], [node], devices))
+    assert [v.detail.split(" (")[0] for v in found] == ["cpu: 9000 used > 8000 allocatable"]
+
+
+def test_checker_gangs_unbound_pods_and_contradicting_events() -> None:
+    labels = b.gang_labels("g", 3)
+    pods = [_bound("g0", "n1", labels=labels), _bound("g1", "n1", labels=labels), b.pod("g2", labels=labels),
+            b.pod("lonely"), _bound("ok", "n2")]
+    pods += [b.pod(f"h{i}", labels=b.gang_labels("h", 2)) for i in range(2)]  # none bound: fine
+    view = _view(pods)
+    assert [(v.invariant, v.subject) for v in inv.check_gangs(view)] == [(inv.GANG_PARTIAL, "default/g")]
+    assert [(v.invariant, v.subject) for v in inv.check_unbound(view, ["default/lonely", "default/ok", "default/x"])] \
+        == [(inv.UNBOUND, "default/lonely"), (inv.UNBOUND, "default/x")]
+    ok = view.pod_by_key()["default/ok"]
+    view.events = [{"reason": "Scheduled", "reportingController": "tessera", "note": f"Successfully assigned default/ok to {n}",
+                    "regarding": {"uid": ok["metadata"]["uid"], "namespace": "default", "name": "ok"}} for n in ("n2", "n3")]
+    assert [v.invariant for v in inv.check_events(view)] == [inv.BOUND_TWICE]
+
+
+def test_fits_somewhere_tells_a_full_cluster_from_leaked_capacity() -> None:
+    cls = b.resource_class("v100", match_labels={"model": "V100"})
+    shared = b.resource_class("slice", match_labels={"model": "T4"}, sharing={"dimension": "memory", "unit": "1Gi"})
+    devices = [_device("n1", 0), _device("n1", 1), _device("n1", 2, "T4", "16Gi")]
+    node = b.node("n1", cpu="8", gpus=3)
+    held = [_bound("a", "n1", {"class.tessera.dev/v100": [("n1.d0", None)]}, limits={"class.tessera.dev/v100": 1}),
+            _bound("s", "n1", {"class.tessera.dev/slice": [("n1.d2", "10Gi")]}, limits={"class.tessera.dev/slice": 10})]
+    view = _view(held, [node], devices, [cls, shared])
+    assert inv.fits_somewhere(b.pod("one", limits={"class.tessera.dev/v100": 1}), view) == "n1"
+    assert inv.fits_somewhere(b.pod("two", limits={"class.tessera.dev/v100": 2}), view) is None
+    assert inv.fits_somewhere(b.pod("slice6", limits={"class.tessera.dev/slice": 6}), view) == "n1"
+    assert inv.fits_somewhere(b.pod("slice7", limits={"class.tessera.dev/slice": 7}), view) is None
+    assert inv.fits_somewhere(b.pod("gpu1", limits={"nvidia.com/gpu": 1}), view) == "n1"  # 2 of 3 GPUs held
+    assert inv.fits_somewhere(b.pod("gpu2", limits={"nvidia.com/gpu": 2}), view) is None
+    assert inv.fits_somewhere(b.pod("cpu", requests={"cpu": "9"}), view) is None
+    detail = inv.check_unbound(_view([*held, b.pod("one", limits={"class.tessera.dev/v100": 1})], [node], devices,
+                                     [cls, shared]), ["default/one"])[0].detail
+    assert detail.startswith("still pending (fits on n1 by the apiserver's state)")
