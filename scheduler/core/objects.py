@@ -8,8 +8,7 @@ compares — and so that malformed input fails *here*, with a message, instead o
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from fractions import Fraction
+from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api.quantity import Amount, QuantityError, exact, parse_quantity, to_milli, to_value
@@ -492,12 +491,3 @@ def parse_podgroup(obj: JSON) -> PodGroup:
     if timeout is not None and (not isinstance(timeout, int) or timeout < 0):
         raise ObjectError(f"PodGroup.spec.scheduleTimeoutSeconds: Invalid value: {timeout!r}")
     return PodGroup(meta, minimum, timeout)
-
-
-@dataclass(frozen=True, slots=True)
-class Unparsed:
-    """What we keep of an object that failed to parse: enough to report and to delete it later."""
-
-    meta: ObjectMeta | None
-    error: str
-    extra: dict[str, str] = field(default_factory=dict)
