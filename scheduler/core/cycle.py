@@ -266,7 +266,12 @@ class Scheduler:
             if rows and (len(rows) == 1 or runtime.vector_scorable(ctx)):
                 best = 0 if len(rows) == 1 else self._pick(runtime.score_vector(vectors, ctx, rows))
                 chosen = self.state.nodes[self.state.node_order[rows[best]]]
-                annotations = self._reserve(pod, chosen, ctx.plans.get(chosen.name), now)
+                plan = ctx.plans.get(chosen.name)
+                if plan is None and ctx.device_requests:  # simple exclusive request: plan the winner only
+                    made = runtime.devices.plan(ctx.device_requests, chosen)
+                    assert not isinstance(made, str), made
+                    plan = made
+                annotations = self._reserve(pod, chosen, plan, now)
                 return Attempt(pod, chosen.name, annotations)
             order = self.state.node_order
             feasible = [self.state.nodes[order[row]] for row in rows]

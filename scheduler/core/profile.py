@@ -16,7 +16,7 @@ from scheduler.core.plugins.devices import NAME as DEVICES, DevicePlanner
 from scheduler.core.plugins.fragmentation import NAME as FRAGMENTATION, FragmentationScore
 from scheduler.core.objects import Pod
 from scheduler.core.state import ClusterState, NodeInfo
-from scheduler.core.vector import FitVector, NodeVectors, normalize_vector
+from scheduler.core.vector import FitVector, NodeVectors, normalize_vector, simple_exclusive
 
 FilterFn = Callable[[PodContext, NodeInfo], "tuple[str, ...] | None"]
 ScoreFn = Callable[[PodContext, NodeInfo], int]
@@ -125,10 +125,19 @@ class ProfileRuntime:
         rows = np.array(feasible_rows, np.int64)
         totals = np.zeros(len(rows), np.int64)
         extra: dict[str, npt.NDArray[np.int64]] | None = None
-        plans = [ctx.plans[order[row]] for row in feasible_rows] if ctx.device_requests else []
-        if plans:
+        device_scores: npt.NDArray[np.int64] | None = None
+        simple = simple_exclusive(vectors, ctx) if ctx.device_requests else None
+        if simple is not None:  # see vector.simple_exclusive: no per-node plans were made
+            name, resource, count = simple
+            extra = {resource: np.full(len(rows), count, np.int64)}
+            total = vectors.class_total[name][rows]
+            busy_after = total - vectors.class_free[name][rows] + count
+            device_scores = busy_after * MAX_NODE_SCORE // np.where(total > 0, total, 1)
+        elif ctx.device_requests:
+            plans = [ctx.plans[order[row]] for row in feasible_rows]
             names = {name for plan in plans for name in plan.newly_busy}
             extra = {name: np.array([plan.newly_busy.get(name, 0) for plan in plans], np.int64) for name in names}
+            device_scores = np.array([plan.score for plan in plans], np.int64)
         for plugin in self.scores:
             if plugin.name == fit.NAME:
                 totals += self.fit_vector.score(vectors, rows, ctx, extra) * plugin.weight
@@ -137,8 +146,8 @@ class ProfileRuntime:
                 for i in np.flatnonzero(vectors.soft_taints[rows]).tolist():
                     raw[i] = taints.score(ctx, self.state.nodes[order[feasible_rows[i]]])
                 totals += normalize_vector(raw, reverse=True) * plugin.weight
-            elif plugin.name == DEVICES and plans:
-                totals += np.array([plan.score for plan in plans], np.int64) * plugin.weight
+            elif plugin.name == DEVICES and device_scores is not None:
+                totals += device_scores * plugin.weight
             # NodeAffinity adds 0 without preferred terms
         return [int(total) for total in totals.tolist()]
 

@@ -60,6 +60,9 @@ class NodeVectors:
         # amount on one matching device, rounded up (sharing classes) — a necessary condition
         # for the device planner, so nodes that cannot pass are never planned
         self.class_free: dict[str, Ints] = {}
+        self.class_total: dict[str, Ints] = {}  # matching schedulable devices (exclusive classes)
+        self.class_resources: dict[str, set[str]] = {}  # device resourceNames seen per class
+        self.broken: Bools = np.zeros(capacity, np.bool_)
         self.class_epoch = -1
         self.order_version = -1
 
@@ -83,6 +86,8 @@ class NodeVectors:
         if self.class_epoch != state.classes.epoch:
             self.class_epoch = state.classes.epoch
             self.class_free = {name: np.zeros(self.alloc.shape[0], np.int64) for name in self._valid_classes()}
+            self.class_total = {name: np.zeros(self.alloc.shape[0], np.int64) for name in self._valid_classes()}
+            self.class_resources = {name: set() for name in self._valid_classes()}
             self.order_version = -1  # refill every row
         if self.order_version != state.order_version or len(order) < self.size:
             self.order_version = state.order_version
@@ -113,15 +118,16 @@ class NodeVectors:
             new = np.zeros((capacity, old.shape[1]), np.int64)
             new[: old.shape[0]] = old
             setattr(self, attr, new)
-        for attr in ("score_cpu", "score_memory", "pods_free", "unschedulable", "hard_taints", "soft_taints"):
+        for attr in ("score_cpu", "score_memory", "pods_free", "unschedulable", "hard_taints", "soft_taints", "broken"):
             old = getattr(self, attr)
             new = np.zeros(capacity, old.dtype)
             new[: old.shape[0]] = old
             setattr(self, attr, new)
-        for name, old_free in list(self.class_free.items()):
-            grown = np.zeros(capacity, np.int64)
-            grown[: old_free.shape[0]] = old_free
-            self.class_free[name] = grown
+        for columns in (self.class_free, self.class_total):
+            for name, old_column in list(columns.items()):
+                grown = np.zeros(capacity, np.int64)
+                grown[: old_column.shape[0]] = old_column
+                columns[name] = grown
 
     def _valid_classes(self) -> list[str]:
         return [cls.name for cls in self.state.classes.by_resource.values()]
@@ -145,6 +151,7 @@ class NodeVectors:
         self.unschedulable[row] = node.unschedulable
         self.hard_taints[row] = any(t.effect != "PreferNoSchedule" for t in node.taints)
         self.soft_taints[row] = any(t.effect == "PreferNoSchedule" for t in node.taints)
+        self.broken[row] = bool(info.broken)
         if self.class_free:
             self._fill_class_row(row, info)
 
@@ -153,10 +160,12 @@ class NodeVectors:
         uses = self.state.device_use
         for name, column in self.class_free.items():
             cls = classes.classes[name]
-            best = 0
+            best = total = 0
             for device in info.devices.values():
                 if not device.schedulable or name not in classes.device_classes.get(device.name, ()):
                     continue
+                self.class_resources[name].add(device.resource_name)
+                total += 1
                 use = uses.get(device.name)
                 if cls.sharing is None:
                     if use is None or not use.busy:
@@ -167,6 +176,7 @@ class NodeVectors:
                         free = capacity - (use.shared_total if use is not None else 0)
                         best = max(best, math.ceil(free / cls.sharing.unit))
             column[row] = best
+            self.class_total[name][row] = total
 
     def _fill_column(self, name: str, col: int) -> None:
         order = self.state.node_order
@@ -228,7 +238,21 @@ def filter_nodes(vectors: NodeVectors, ctx: PodContext, start: int, to_find: int
 
     result = FilterResult([], n)
     device_reasons: Counter[str] = Counter()
-    if device_filter is None:
+    simple = simple_exclusive(vectors, ctx) if device_filter is not None else None
+    if simple is not None:
+        # one exclusive class request: the planner's verdict is a function of the columns
+        name, resource, count = simple
+        col = vectors.column(resource)
+        alloc, score_alloc = vectors.alloc[:n, col], vectors.score_alloc[:n, col]
+        advertised = ~((alloc == 0) & (score_alloc > 0))  # the node reports the resource itself
+        room = ~advertised | (vectors.used[:n, col] + count <= alloc)
+        ok = candidates & ~vectors.broken[:n] & (vectors.class_free[name][:n] >= count) & room
+        rows = np.flatnonzero(ok)
+        rotated = np.concatenate((rows[rows >= start], rows[rows < start]))
+        result.rows = rotated[:to_find].tolist()
+        if len(result.rows) >= to_find:
+            result.processed = (result.rows[-1] - start) % n + 1
+    elif device_filter is None:
         result.rows = rotated[:to_find].tolist()
         if len(result.rows) >= to_find:
             result.processed = (result.rows[-1] - start) % n + 1
@@ -294,6 +318,19 @@ def filter_nodes(vectors: NodeVectors, ctx: PodContext, start: int, to_find: int
         reasons.update(device_reasons)
         result.rejectors.add("TesseraDevices")
     return result
+
+
+def simple_exclusive(vectors: NodeVectors, ctx: PodContext) -> tuple[str, str, int] | None:
+    """(class, device resourceName, count) when the pod makes one exclusive class request whose
+    devices all belong to one resourceName — then feasibility, devices made busy and the device
+    score per node follow from the class columns, and only the chosen node needs a real plan."""
+    if len(ctx.device_requests) != 1:
+        return None
+    req = ctx.device_requests[0]
+    resources = vectors.class_resources.get(req.cls.name)
+    if req.cls.sharing is not None or resources is None or len(resources) != 1:
+        return None
+    return req.cls.name, next(iter(resources)), req.count
 
 
 def _devices_possible(vectors: NodeVectors, ctx: PodContext, n: int) -> Bools:
