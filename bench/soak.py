@@ -72,6 +72,7 @@ class RunPlan:
     seed: int
     replicas: int
     waves: list[float]  # submission times
+    agent_delay: tuple[float, float]  # a slow node agent keeps allocation gates closed longer
     steps: list[Step] = field(default_factory=list)
 
     def describe(self) -> str:
@@ -101,6 +102,7 @@ def plan_run(seed: int, seconds: float, exclude: frozenset[str]) -> RunPlan:
     rng = random.Random(seed)
     replicas = rng.choice((1, 1, 2))
     waves = sorted([0.0] + [rng.uniform(2, seconds * 0.6) for _ in range(rng.choice((1, 1, 2)))])
+    agent_delay = rng.choice(((0.05, 0.3), (0.05, 0.3), (1.0, 2.5)))
     kinds = [k for k in ALL_FAULTS if k not in exclude and (replicas > 1 or k not in HA_ONLY)]
     steps = []
     for _ in range(rng.randint(2, 5)):
@@ -108,7 +110,7 @@ def plan_run(seed: int, seconds: float, exclude: frozenset[str]) -> RunPlan:
         at = rng.uniform(0.5, seconds * 0.75)
         duration = rng.uniform(3, 10) if kind in PROXY_FAULTS or kind == "partition" else 0.0
         steps.append(Step(at, kind, duration, _proxy_faults(kind, rng) if kind in PROXY_FAULTS else NO_FAULTS))
-    return RunPlan(seed, replicas, waves, sorted(steps, key=lambda s: s.at))
+    return RunPlan(seed, replicas, waves, agent_delay, sorted(steps, key=lambda s: s.at))
 
 
 def combine(active: list[Faults]) -> Faults:
@@ -139,6 +141,7 @@ class Executor:
         self.rng = random.Random(plan.seed * 7919 + 1)
         self.active: dict[int, Faults] = {}
         self.wave_index = 0
+        self.churned = 0
         self.errors: list[str] = []
 
     def _apply_proxy(self) -> None:
@@ -151,7 +154,7 @@ class Executor:
             actions.append((at, self._wave))
         for i, step in enumerate(self.plan.steps):
             actions.append((step.at, self._make(i, step)))
-        tasks = []
+        tasks = [asyncio.create_task(self._guard(lambda: self._churn(start + seconds * 0.85)))]
         for at, action in sorted(actions, key=lambda a: a[0]):
             delay = start + at - time.monotonic()
             if delay > 0:
@@ -174,7 +177,24 @@ class Executor:
     async def _wave(self) -> None:
         tag = "abc"[self.wave_index % 3] + str(self.wave_index // 3 or "")
         self.wave_index += 1
-        await self.run.submit(self.run.wave(tag, impossible_gang=self.wave_index == 1), pause=0.02)
+        # Paced, so that pods keep arriving while faults come and go.
+        await self.run.submit(self.run.wave(tag, impossible_gang=self.wave_index == 1),
+                              pause=self.rng.uniform(0.05, 0.3))
+
+    async def _churn(self, until: float) -> None:
+        """Workload churn: every few seconds a bound single pod finishes (is deleted) and a new
+        one of a random kind arrives, so there is scheduling to disturb during the whole run."""
+        kinds = ("plain", "exclusive", "big", "shared", "cpu_heavy")
+        while time.monotonic() < until:
+            await asyncio.sleep(self.rng.uniform(1.0, 3.0))
+            ns = f"{self.run.namespace}/"
+            single = sorted(k.removeprefix(ns) for k in self.run.bound_keys()
+                            if any(f"-{kind}-" in k for kind in ("plain", "v100", "big", "slice", "cpu")))
+            for name in self.rng.sample(single, min(len(single), self.rng.randint(1, 2))):
+                await self.run.delete_pod(name)
+                self.churned += 1
+                mix = {kind: 0 for kind in kinds} | {self.rng.choice(kinds): 1}
+                await self.run.submit(self.run.wave(f"r{self.churned}", label_gangs=0, podgroup_gangs=0, **mix))
 
     def _make(self, index: int, step: Step) -> Callable[[], Awaitable[None]]:
         async def act() -> None:
@@ -248,11 +268,12 @@ class Executor:
 async def soak(minutes: float, seed: int, run_seconds: float, max_runs: int, exclude: frozenset[str],
                out: Path, plane_dir: Path) -> dict[str, Any]:
     deadline = time.monotonic() + minutes * 60
-    reports: list[tuple[RunPlan, RunReport, list[str]]] = []
+    reports: list[tuple[RunPlan, RunReport, list[str], int]] = []
     plane = LocalControlPlane(plane_dir / "plane", with_controller_manager=False)
     print(f"starting a local control plane in {plane_dir} ...", flush=True)
     await asyncio.to_thread(plane.start)
     logs = out / "logs"
+    shutil.rmtree(logs, ignore_errors=True)  # logs of an earlier soak would mislead
     try:
         for index in range(max_runs):
             if time.monotonic() + run_seconds + 45 > deadline:
@@ -264,12 +285,13 @@ async def soak(minutes: float, seed: int, run_seconds: float, max_runs: int, exc
             # A wave needs about 11 V100 GPUs: 5 four-GPU nodes per wave keep every pod that
             # should fit comfortably placeable, even after node and device deletions.
             async with FaultRun(plane, workdir, seed=run_seed, replicas=plan.replicas, name=f"soak-{index + 1}",
-                                proxy_per_replica=plan.replicas > 1, v100_nodes=5 * len(plan.waves) + 1) as run:
+                                proxy_per_replica=plan.replicas > 1, v100_nodes=5 * len(plan.waves) + 1,
+                                agent_delay=plan.agent_delay) as run:
                 executor = Executor(run, plan)
                 await executor.play(run_seconds)
                 remaining = max(20.0, deadline - time.monotonic() - 5)
                 report = await run.finish(bind_timeout=min(90.0, remaining), grace=5.0)
-            reports.append((plan, report, executor.errors))
+            reports.append((plan, report, executor.errors, executor.churned))
             print("  " + report.summary().replace("\n", "\n  "), flush=True)
             if report.violations:
                 target = logs / f"run-{index + 1}"
@@ -286,34 +308,39 @@ async def soak(minutes: float, seed: int, run_seconds: float, max_runs: int, exc
     return summarize(reports, minutes, seed, run_seconds)
 
 
-def summarize(reports: list[tuple[RunPlan, RunReport, list[str]]], minutes: float, seed: int,
+def summarize(reports: list[tuple[RunPlan, RunReport, list[str], int]], minutes: float, seed: int,
               run_seconds: float) -> dict[str, Any]:
     faults: Counter[str] = Counter()
     violations: Counter[str] = Counter({name: 0 for name in INVARIANTS})
-    for _, report, _ in reports:
+    for _, report, _, _ in reports:
         faults.update(report.faults)
         violations.update(v.invariant for v in report.violations)
+    # Pods scheduled: every pod ever bound (churned ones included) — the watcher's count.
     return {
         "minutes": minutes, "seed": seed, "run_seconds": run_seconds, "runs": len(reports),
-        "pods": sum(r.pods for _, r, _ in reports), "pods_scheduled": sum(r.bound for _, r, _ in reports),
-        "pods_that_fit": sum(r.must_bind for _, r, _ in reports),
+        "pods_created": sum(len(r.first_bound) + r.pods - r.bound for _, r, _, _ in reports),
+        "pods_scheduled": sum(len(r.first_bound) for _, r, _, _ in reports),
+        "pods_churned": sum(c for _, _, _, c in reports),
+        "pods_left_pending_that_fit": sum(1 for _, r, _, _ in reports for v in r.violations if v.invariant == "unbound"),
         "faults": {k: faults[k] for k in sorted(faults)}, "faults_total": sum(faults.values()),
         "violations": dict(violations), "violations_total": sum(violations.values()),
         "runs_detail": [{**report.as_dict(), "replicas": plan.replicas, "schedule": plan.describe(),
-                         "harness_errors": errors} for plan, report, errors in reports],
+                         "agent_delay": plan.agent_delay, "pods_churned": churned, "harness_errors": errors}
+                        for plan, report, errors, churned in reports],
     }
 
 
 def print_table(result: dict[str, Any]) -> None:
     print()
-    print("| run | seed | replicas | schedule | pods bound/fit | faults | violations |")
-    print("|---|---|---|---|---|---|---|")
+    print("| run | seed | replicas | agent delay | schedule | pods scheduled | faults | violations |")
+    print("|---|---|---|---|---|---|---|---|")
     for i, run in enumerate(result["runs_detail"], 1):
-        print(f"| {i} | {run['seed']} | {run['replicas']} | {run['schedule']} | {run['bound']}/{run['must_bind']} | "
-              f"{sum(run['faults'].values())} | {len(run['violations'])} |")
+        low, high = run["agent_delay"]
+        print(f"| {i} | {run['seed']} | {run['replicas']} | {low:g}-{high:g}s | {run['schedule']} | "
+              f"{run['scheduled']} | {sum(run['faults'].values())} | {len(run['violations'])} |")
     print()
-    print(f"runs: {result['runs']}   pods scheduled: {result['pods_scheduled']} (of {result['pods']} created, "
-          f"{result['pods_that_fit']} fit)   faults injected: {result['faults_total']}   "
+    print(f"runs: {result['runs']}   pods scheduled: {result['pods_scheduled']} (of {result['pods_created']} created; "
+          f"{result['pods_churned']} deleted again as churn)   faults injected: {result['faults_total']}   "
           f"invariant violations: {result['violations_total']}")
     print()
     print("| fault | injected |")

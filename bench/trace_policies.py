@@ -37,6 +37,7 @@ class Policy:
     name: str
     summary: str
     build: Callable[[], SchedulerConfig]
+    default: bool = True  # part of a run without --policies
 
 
 POLICIES: tuple[Policy, ...] = (
@@ -51,15 +52,20 @@ POLICIES: tuple[Policy, ...] = (
                                                       {"utilization": 100, "score": 10}]}})),
     Policy("first-fit", "no score plugins: first feasible node from kube-scheduler's rotating start",
            lambda: _v1({"plugins": {"score": {"disabled": [{"name": "*"}]}}}, "first-fit")),
+    # Opt-in (--policies): the paper's FGD setup, its fragmentation score alone.
+    Policy("fragmentation-only", "TesseraFragmentation as the only score plugin (FGD as in the paper)",
+           lambda: _v1({"plugins": {"score": {"disabled": [{"name": "*"}],
+                                              "enabled": [{"name": "TesseraFragmentation", "weight": 1}]}}},
+                       "fragmentation-only"), default=False),
 )
 
 BY_NAME = {p.name: p for p in POLICIES}
 
 
 def select(names: str | None) -> list[Policy]:
-    """`--policies a,b` → those policies in the order given; None → all."""
+    """`--policies a,b` → those policies in the order given; None → the default set."""
     if not names:
-        return list(POLICIES)
+        return [p for p in POLICIES if p.default]
     chosen = []
     for name in (n.strip() for n in names.split(",")):
         if not name:

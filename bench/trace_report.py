@@ -72,16 +72,18 @@ def _cell(summary: Mapping[str, float | None], digits: int) -> str:
 
 def markdown_table(policies: Mapping[str, Mapping[str, Any]], with_reference: bool = True) -> str:
     lines = [
-        "| policy | unallocated GPU % at 100 % arrived | allocated GPU % at first failure | final allocated GPU % | pods/s |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| policy | unallocated GPU % at 100 % arrived | allocated GPU % at first failure | final allocated GPU % "
+        "| pods/s | pods per CPU-s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, entry in policies.items():
         lines.append(f"| {name} | {_cell(entry['unallocated_gpu_pct_at_100'], 2)} | "
                      f"{_cell(entry['allocation_pct_at_first_failure'], 2)} | "
-                     f"{_cell(entry['final_allocation_pct'], 2)} | {_cell(entry['pods_per_second'], 0)} |")
+                     f"{_cell(entry['final_allocation_pct'], 2)} | {_cell(entry['pods_per_second'], 0)} | "
+                     f"{_cell(entry['pods_per_cpu_second'], 0)} |")
     if with_reference:
         for name, value in REFERENCE["unallocated_gpu_pct_at_100"].items():
-            lines.append(f"| *{name} (FGD paper)* | {value:.2f} | – | – | – |")
+            lines.append(f"| *{name} (FGD paper)* | {value:.2f} | – | – | – | – |")
     return "\n".join(lines)
 
 

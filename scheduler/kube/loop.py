@@ -227,7 +227,7 @@ class SchedulerLoop:
         placed = sum(1 for uid in members if uid in state.placements)
         minimum = state.podgroups[key].min_member
         phase = "Scheduled" if placed >= minimum else ("Scheduling" if placed else "Pending")
-        self.statuses.pod_group(namespace, name, phase, placed)
+        self.statuses.pod_group(namespace, name, phase)
 
     def _write_class_statuses(self) -> None:
         state = self.core.state

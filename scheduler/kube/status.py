@@ -44,9 +44,9 @@ class StatusWriter:
         self._dirty.pop(key, None)
         self._written.pop(key, None)
 
-    def pod_group(self, namespace: str, name: str, phase: str, scheduled: int) -> None:
+    def pod_group(self, namespace: str, name: str, phase: str) -> None:
         path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}/status"
-        self._want((path, MERGE_PATCH), {"status": {"phase": phase, "scheduled": scheduled}})
+        self._want((path, MERGE_PATCH), {"status": {"phase": phase}})
 
     def resource_class(self, name: str, valid: bool, message: str, matching: int) -> None:
         condition = {"type": "Valid", "status": "True" if valid else "False",

@@ -73,6 +73,9 @@ _GANG_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
 _PODGROUP = "scheduling.x-k8s.io/pod-group"
 _PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups"
 _MERGE = "application/merge-patch+json"
+INFORMER_CATCH_UP = 35.0
+"""Seconds an informer may still lag after watch trouble ends: its backoff caps at 30 s
+(scheduler.kube.informers.BACKOFF_MAX), plus a relist."""
 
 
 # --- Tessera as a child process ----------------------------------------------------------------
@@ -384,10 +387,16 @@ class RunReport:
     faults: dict[str, int]
     violations: list[Violation]
     logs: list[str]
+    first_bound: dict[str, str] = field(default_factory=dict)  # pod key -> first node, churned pods too
+
+    @property
+    def scheduled(self) -> int:
+        """Pods of the run that were bound at some point (those deleted later included)."""
+        return len(self.first_bound)
 
     def as_dict(self) -> JSON:
         return {"name": self.name, "seed": self.seed, "seconds": round(self.seconds, 1), "pods": self.pods,
-                "bound": self.bound, "must_bind": self.must_bind, "faults": self.faults,
+                "bound": self.bound, "scheduled": self.scheduled, "must_bind": self.must_bind, "faults": self.faults,
                 "violations": [v.as_dict() for v in self.violations], "logs": self.logs}
 
     def summary(self) -> str:
@@ -434,6 +443,7 @@ class FaultRun:
         self.replicas: list[SchedulerProcess] = []
         self.plans: list[PodPlan] = []
         self.harness_faults: Counter[str] = Counter()
+        self.blind: list[tuple[float, float]] = []
         self.started = time.monotonic()
         self.kubeconfig = workdir / f"{self.rid}-proxy.kubeconfig"
         self.config = workdir / f"{self.rid}-config.yaml"
@@ -581,8 +591,31 @@ class FaultRun:
         self.count("kill9")
 
     async def restart_apiserver(self) -> None:
+        began = time.monotonic()
         await asyncio.to_thread(self.plane.restart_apiserver, 0)
+        self.blind.append((began, time.monotonic() + INFORMER_CATCH_UP))
         self.count("apiserver_restart")
+
+    def blind_windows(self) -> list[tuple[float, float]]:
+        """When Tessera's watches were being disrupted (proxy faults that cut, reset or 410 them,
+        apiserver restarts), each extended by the informers' longest backoff: a change the
+        scheduler missed in such a window is not a stale-view bug (see ``check_history``)."""
+        windows = list(self.blind)
+        for proxy in self.proxies:
+            history = proxy.history
+            for i, (when, faults) in enumerate(history):
+                if faults.disrupts_watches:
+                    end = history[i + 1][0] if i + 1 < len(history) else time.monotonic()
+                    windows.append((when, end + INFORMER_CATCH_UP))
+        return windows
+
+    async def delete_pod(self, name: str) -> None:
+        """Delete one of our pods at once (workload churn frees capacity; it is not a fault)."""
+        await self._call("DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{name}?gracePeriodSeconds=0",
+                         ok=(200, 202, 404))
+        for plan in self.plans:
+            if plan.name == name:
+                plan.must_bind = False
 
     async def delete_node(self, node: str) -> None:
         """Delete a node and its ExtendedResources (pods bound to it stay, as with a real node)."""
@@ -640,16 +673,17 @@ class FaultRun:
         await wait_until_bound(self.api, must, bind_timeout)
         await asyncio.sleep(1.0)  # let stragglers (a gang's last member, events) land
         view = await read_view(self.api)
-        violations = check(view, must_bind=must, watcher=self.watcher, grace=grace)
+        violations = check(view, must_bind=must, watcher=self.watcher, grace=grace, blind=self.blind_windows())
         for replica in self.replicas:
             if not replica.killed and not replica.alive():
                 violations.append(Violation(SCHEDULER_EXITED, replica.identity,
                                             f"exited on its own with {replica.returncode}; log tail:\n"
                                             f"{replica.log_tail(1500)}"))
         ours = [p for p in view.pods.values() if p["metadata"].get("namespace") == self.namespace]
+        first = {f.key: f.node for f in self.watcher.first_bound.values() if f.key.startswith(f"{self.namespace}/")}
         return RunReport(self.name, self.seed, time.monotonic() - self.started, len(ours),
                          sum(1 for p in ours if (p.get("spec") or {}).get("nodeName")), len(must), self.faults,
-                         sorted(violations), [str(r.log_path) for r in self.replicas])
+                         sorted(violations), [str(r.log_path) for r in self.replicas], first)
 
 
 def _held_devices(pod: JSON) -> list[str]:

@@ -37,6 +37,7 @@ import ssl
 import struct
 import tempfile
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -130,6 +131,11 @@ class Faults:
             raise ValueError("Faults.cut_every: must be positive (or None)")
         if self.hang_seconds < 0:
             raise ValueError("Faults.hang_seconds: must be >= 0")
+
+    @property
+    def disrupts_watches(self) -> bool:
+        """Whether these faults can leave a client's watch-fed view behind the apiserver's."""
+        return bool(self.cut_every or self.watch_gone or self.reset)
 
 
 NO_FAULTS = Faults()
@@ -344,6 +350,7 @@ class FaultProxy:
         self.host = host
         self.port = port
         self.faults = faults
+        self.history: list[tuple[float, Faults]] = [(time.monotonic(), faults)]  # every configuration, when
         self.rng = random.Random(seed)
         self.requests = 0  # requests received
         self.forwarded = 0  # requests sent to the apiserver
@@ -385,6 +392,7 @@ class FaultProxy:
         base = faults if faults is not None else self.faults
         updated = dataclasses.replace(base, **changes)  # type: ignore[arg-type]
         self.faults = updated
+        self.history.append((time.monotonic(), updated))
         return updated
 
     def write_kubeconfig(self, path: Path, token: str) -> Path:
@@ -692,6 +700,10 @@ class FaultProxyThread:
     @property
     def faults(self) -> Faults:
         return self.proxy.faults
+
+    @property
+    def history(self) -> list[tuple[float, Faults]]:
+        return self.proxy.history
 
     def configure(self, faults: Faults | None = None, **changes: object) -> Faults:
         return self.proxy.configure(faults, **changes)

@@ -552,12 +552,13 @@ def check_events(view: ClusterView) -> list[Violation]:
 
 
 def check(view: ClusterView, *, must_bind: Collection[str] = (), watcher: ClusterWatcher | None = None,
-          grace: float = 5.0) -> list[Violation]:
-    """All final-state checks (and the watcher's, when given), deduplicated and sorted."""
+          grace: float = 5.0, blind: Iterable[tuple[float, float]] = ()) -> list[Violation]:
+    """All final-state checks (and the watcher's, when given), deduplicated and sorted; ``blind``
+    as for :func:`check_history`."""
     found = check_capacity(view, watcher.removed_devices() if watcher is not None else None)
     found += check_gangs(view) + check_unbound(view, must_bind) + check_events(view)
     if watcher is not None:
-        found += check_history(watcher, view, grace)
+        found += check_history(watcher, view, grace, blind)
         # A transient violation the final state no longer shows (or shows with other numbers):
         # report it once per subject, the final state's version first.
         seen = {(v.invariant, v.subject) for v in found}
@@ -770,48 +771,58 @@ class ClusterWatcher:
             await asyncio.sleep(self.check_interval)
 
 
-def _class_at(watcher: ClusterWatcher, resource: str, at: float, grace: float) -> tuple[ResourceClass | None, str]:
-    """The class serving ``resource`` that had been stable for ``grace`` seconds at ``at``.
+def _class_at(watcher: ClusterWatcher, resource: str, at: float,
+              grace: float) -> tuple[ResourceClass | None, float]:
+    """The class serving ``resource`` as it had stood for ``grace`` seconds at ``at``, and when
+    that version appeared (``-inf`` for classes older than the run).
 
-    Returns (class, "") when one is known; (None, reason) when the check cannot apply: no class,
-    or a version change within the grace window (the scheduler may legitimately have used either).
+    None when the check cannot apply: no class, one created or deleted too recently, or a version
+    change within the grace window (the scheduler may legitimately have used either version).
     """
     for name, versions in watcher.class_versions.items():
         current: JSON | None = None
+        since = float("-inf")
         changed_recently = False
         for when, obj in versions:
             if when <= at - grace:
-                current = obj
+                current, since = obj, when
             elif when <= at:
                 changed_recently = True
         candidates = [obj for _, obj in versions if obj is not None]
-        if not candidates:
-            continue
         try:
             serves = any(parse_resource_class(obj).resource_name == resource for obj in candidates)
         except ObjectError:
             continue
         if not serves:
             continue
-        if changed_recently:
-            return None, "changed within the grace period"
-        if current is None:
-            return None, f"ResourceClass {name} did not exist {grace:g}s before the binding"
+        if changed_recently or current is None:
+            return None, since
         try:
-            return parse_resource_class(current), ""
-        except ObjectError as err:
-            return None, str(err)
-    return None, "no class"
+            return parse_resource_class(current), since
+        except ObjectError:
+            return None, since
+    return None, float("-inf")
 
 
-def check_history(watcher: ClusterWatcher, view: ClusterView, grace: float = 5.0) -> list[Violation]:
+def _blind(windows: Iterable[tuple[float, float]], since: float, until: float) -> bool:
+    """Whether the scheduler's watches were disrupted at some point between a change and a binding
+    (then its view may lag by more than any grace period, by design: informers back off)."""
+    return any(start <= until and end >= since for start, end in windows)
+
+
+def check_history(watcher: ClusterWatcher, view: ClusterView, grace: float = 5.0,
+                  blind: Iterable[tuple[float, float]] = ()) -> list[Violation]:
     """Bindings made on a view stale by more than ``grace`` seconds.
 
     For each pod still bound at the end: its node and devices must not have been deleted more
     than ``grace`` before the watcher first saw the pod bound, and each device must match the
     class it was granted under — selector, and for shared classes ``count × unit`` — as the class
-    stood when the binding was made (skipped when the class changed within the grace window).
+    stood when the binding was made. ``blind`` are (start, end) monotonic windows in which the
+    scheduler's watches were being disrupted (cuts, 410s, resets, apiserver restarts, plus the
+    informers' backoff after them); a change followed by a binding across such a window is not
+    judged: the scheduler could not have known.
     """
+    windows = list(blind)
     out: list[Violation] = []
     devices = {**watcher.removed_devices(), **watcher.view.devices, **view.devices}
     for uid, raw in sorted(view.pods.items()):
@@ -823,7 +834,7 @@ def check_history(watcher: ClusterWatcher, view: ClusterView, grace: float = 5.0
         key = _key(raw)
         node = raw["spec"]["nodeName"]
         removed = watcher.removed.get(("Node", node))
-        if removed is not None and removed[0] < first.at - grace:
+        if removed is not None and removed[0] < first.at - grace and not _blind(windows, removed[0], first.at):
             out.append(Violation(STALE_BINDING, key, f"bound to node {node} {first.at - removed[0]:.1f}s after it "
                                  "was deleted"))
         raw_devices = (raw["metadata"].get("annotations") or {}).get(ann.DEVICES)
@@ -837,12 +848,15 @@ def check_history(watcher: ClusterWatcher, view: ClusterView, grace: float = 5.0
         counts = {c.name: c.requests for c in pod.containers}
         for container, by_resource in assignment.items():
             for resource, grants in by_resource.items():
-                cls, _ = _class_at(watcher, resource, first.at, grace)
+                cls, since = _class_at(watcher, resource, first.at, grace)
+                if cls is not None and _blind(windows, since, first.at):
+                    cls = None
                 for grant in grants:
                     gone = watcher.removed.get(("ExtendedResource", grant.device))
                     if gone is not None and gone[0] < first.at - grace:
-                        out.append(Violation(STALE_BINDING, key, f"granted device {grant.device} "
-                                             f"{first.at - gone[0]:.1f}s after it was deleted"))
+                        if not _blind(windows, gone[0], first.at):
+                            out.append(Violation(STALE_BINDING, key, f"granted device {grant.device} "
+                                                 f"{first.at - gone[0]:.1f}s after it was deleted"))
                         continue
                     device = _device(devices.get(grant.device))
                     if device is None:

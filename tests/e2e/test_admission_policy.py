@@ -45,6 +45,7 @@ from tests.e2e.test_deploy import (
 DEVICES = "tessera.dev/devices"
 PHASE = "tessera.dev/phase"
 POLICY_MESSAGE = "tessera.dev/* annotations are written only by the Tessera scheduler"
+LEDGER = '{"containers":{},"version":1}'  # a well-formed (empty) device assignment
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 USER = "alice"
 
@@ -97,6 +98,9 @@ def setup(control_plane: LocalControlPlane) -> Iterator[Setup]:
         yield Setup(control_plane, namespace, user, nodes[0], nodes[1])
     finally:
         user.close()
+        # Bound pods wait for a kubelet to confirm their deletion: force them out (grace 0), or
+        # they linger with test annotations that later tests' cluster-wide checks would read.
+        admin.request("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0")
         admin.delete(f"/api/v1/namespaces/{namespace}")
         control_plane.remove_fake_gpu_nodes(nodes)
         admin.request("DELETE", f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods"
@@ -171,14 +175,14 @@ def test_user_cannot_change_or_remove_annotations_tessera_wrote(setup: Setup) ->
     ns = setup.namespace
     admin = setup.plane.admin
     # An admin (system:masters, exempt) stands in for a pod that the scheduler bound.
-    admin.create(f"/api/v1/namespaces/{ns}/pods", _pod("bound", ns, {DEVICES: "real", PHASE: "Allocated"}))
+    admin.create(f"/api/v1/namespaces/{ns}/pods", _pod("bound", ns, {DEVICES: LEDGER, PHASE: "Allocated"}))
     for patch in ({DEVICES: "mine-now"}, {DEVICES: None}, {PHASE: None}):
         with pytest.raises(ApiError) as refused:
             setup.user.merge_patch(f"/api/v1/namespaces/{ns}/pods/bound", {"metadata": {"annotations": patch}})
         assert _refused_by_policy(refused.value, next(iter(patch))), refused.value.message
     # Unrelated edits of the same pod are fine: the policy compares only tessera.dev/* keys.
     setup.user.merge_patch(f"/api/v1/namespaces/{ns}/pods/bound", {"metadata": {"labels": {"a": "b"}}})
-    assert admin.get(f"/api/v1/namespaces/{ns}/pods/bound")["metadata"]["annotations"][DEVICES] == "real"
+    assert admin.get(f"/api/v1/namespaces/{ns}/pods/bound")["metadata"]["annotations"][DEVICES] == LEDGER
 
 
 def test_user_cannot_forge_through_a_binding(setup: Setup) -> None:
@@ -211,7 +215,7 @@ def test_scheduler_binds_with_device_annotations(setup: Setup) -> None:
     token = service_account_token(admin, SYSTEM_NAMESPACE, SCHEDULER_SA)
     binding = {"apiVersion": "v1", "kind": "Binding",
                "metadata": {"name": "scheduled", "namespace": ns,
-                            "annotations": {DEVICES: '{"version":1,"containers":{}}', PHASE: "Allocating"}},
+                            "annotations": {DEVICES: LEDGER, PHASE: "Allocating"}},
                "target": {"apiVersion": "v1", "kind": "Node", "name": setup.node}}
     status, body = call_as(setup.plane, token, "POST", f"/api/v1/namespaces/{ns}/pods/scheduled/binding", binding)
     assert status == 201, body
@@ -228,9 +232,9 @@ def test_scheduler_binds_with_device_annotations(setup: Setup) -> None:
 def test_agent_marks_pods_on_its_node_allocated_and_nothing_else(setup: Setup) -> None:
     ns = setup.namespace
     admin = setup.plane.admin
-    admin.create(f"/api/v1/namespaces/{ns}/pods", _pod("here", ns, {DEVICES: "d", PHASE: "Allocating"}, setup.node))
+    admin.create(f"/api/v1/namespaces/{ns}/pods", _pod("here", ns, {DEVICES: LEDGER, PHASE: "Allocating"}, setup.node))
     admin.create(f"/api/v1/namespaces/{ns}/pods",
-                 _pod("elsewhere", ns, {DEVICES: "d", PHASE: "Allocating"}, setup.other_node))
+                 _pod("elsewhere", ns, {DEVICES: LEDGER, PHASE: "Allocating"}, setup.other_node))
     token = agent_token_for_node(admin, setup.node)
 
     def patch(pod: str, annotations: dict[str, str]) -> tuple[int, str]:

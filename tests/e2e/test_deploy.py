@@ -467,6 +467,7 @@ async def test_scheduler_schedules_with_its_service_account(deployed: LocalContr
         code = process.terminate()
         for cls_doc in load_documents(DEPLOY / "examples" / "resourceclasses.yaml"):
             admin.delete(f"/apis/tessera.dev/v1alpha1/resourceclasses/{cls_doc['metadata']['name']}")
+        deployed.remove_fake_gpu_nodes([node])
     assert code == 0, process.log()
     assert marked, "the agent had nothing to mark Allocated"
     log = process.log_path.read_text(errors="replace")

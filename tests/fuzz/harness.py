@@ -138,6 +138,14 @@ def identity(obj: Any) -> tuple[str, ...] | None:
     return kind, name
 
 
+def _pod_uid(obj: Any) -> str | None:
+    """The raw metadata.uid Replay keys its remembered pods by."""
+    if isinstance(obj, dict) and obj.get("kind") == "Pod" and isinstance(obj.get("metadata"), dict):
+        uid = obj["metadata"].get("uid")
+        return uid if isinstance(uid, str) else None
+    return None
+
+
 def check_notice(notice: Any) -> None:
     assert isinstance(notice, Notice), notice
     assert notice.reason in NOTICE_REASONS, notice
@@ -172,6 +180,34 @@ class Harness:
             return attempts
 
         scheduler.schedule_next = schedule_next  # type: ignore[method-assign]
+        if not S.generate_known("F6"):
+            self._forget_rejected_raw_pods()
+
+    def _forget_rejected_raw_pods(self) -> None:
+        """F6 excluded: Replay keeps writing Bindings into the last *accepted* raw pod, as a fixed
+        Replay would (it remembers every raw pod before the core has looked at it)."""
+        replay, scheduler = self.replay, self.replay.scheduler
+        inner_remember, inner_apply = replay._remember, scheduler.apply
+        previous: list[tuple[str | None, Any]] = [(None, None)]
+
+        def remember(event: WatchEvent) -> None:
+            uid = _pod_uid(event.object)
+            previous[0] = (uid, replay.pods.get(uid) if uid is not None else None)
+            inner_remember(event)
+
+        def apply(event_type: Any, obj: Any, now: float) -> list[Notice]:
+            notices = inner_apply(event_type, obj, now)
+            uid, raw = previous[0]
+            if uid is not None and uid == _pod_uid(obj) and any(n.reason == "InvalidObject" for n in notices):
+                if raw is None:
+                    replay.pods.pop(uid, None)
+                else:
+                    replay.pods[uid] = raw
+            previous[0] = (None, None)
+            return notices
+
+        replay._remember = remember  # type: ignore[method-assign]
+        scheduler.apply = apply  # type: ignore[method-assign]
 
     @property
     def state(self) -> ClusterState:
@@ -333,11 +369,13 @@ class Harness:
             "pending": sorted(state.pending),
             "groups": sorted(state.groups),
             "queue": sorted(self.replay.scheduler.queue.entries),
+            "deferred bindings": sorted(self.replay.scheduler.deferred),
         }
         assert not any(leftovers.values()), f"objects left in the cache after deleting everything: " \
             f"{ {k: v for k, v in leftovers.items() if v} }"
         for info in state.nodes.values():
             assert not info.requested and not info.pods and not info.busy and not info.broken, info.name
+            assert not getattr(info, "allocating", None), (info.name, "allocation gate still held")
 
     def finish(self) -> None:
         """The end of every fuzz case: ledger, good pair, ledger again, delete everything."""

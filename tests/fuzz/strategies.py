@@ -21,7 +21,7 @@ import json
 import os
 from typing import Any
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, example, settings
 from hypothesis import strategies as st
 
 from scheduler.core import annotations as ann
@@ -39,9 +39,13 @@ KNOWN_BUGS = {
     "F2": "bound pod that Tessera cannot parse (e.g. min-available label 'x') is not counted -> node over-allocated",
     "F3": "DELETED event whose object no longer parses is dropped -> pod/node/device/podgroup stays in the cache",
     "F5": "ResourceClass with resourceName of a plain device-plugin resource (nvidia.com/gpu) silently captures it",
-    "F6": "Replay._bind writes back the latest raw pod, crashing on odd status/spec shapes",
+    "F6": "Replay._bind writes back the latest raw pod, crashing on odd shapes (conditions, null status/spec/annotations)",
     "F7": "ResourceClass matchLabels with non-string values are str()-ed instead of making the class invalid",
     "F8": "parse_quantity accepts non-ASCII digits (Python's \\d / Fraction)",
+    "C1": "config: an integer too large for a float (clientConnection.qps: 1e400 written out) -> OverflowError",
+    "C2": "config: a mapping with date keys where a scalar is expected -> TypeError while formatting the message",
+    "F10": "pod without metadata.uid is cached and pending under a synthetic uid but never queued: stuck, no message",
+    "F11": "booleans accepted as integers (preferred-affinity weight true == 1)",
     "F9": "plain + class requests for the same device resource are checked separately -> GPUs over-allocated",
 }
 
@@ -49,6 +53,13 @@ KNOWN_BUGS = {
 def generate_known(bug: str) -> bool:
     """Whether the broad properties may generate the trigger of an already reported bug."""
     return KNOWN != "exclude"
+
+
+def known_example(bug: str, *args: Any, **kwargs: Any) -> Any:
+    """An explicit @example that triggers an already reported bug (dropped when excluded)."""
+    if generate_known(bug):
+        return example(*args, **kwargs)
+    return lambda test: test
 
 
 def fuzz_settings(default: int, **extra: Any) -> settings:
@@ -94,27 +105,42 @@ def clean(value: Any) -> Any:
 # --- scalars -----------------------------------------------------------------------------------
 
 GIANT = "x" * 20_000
+GARBAGE = (None, True, False, 0, -1, 1, 2**63, -(2**70), 1.5, -0.0, float("nan"), float("inf"), "", " ", "x", "\u0000",
+           "\u00e9\u6f22\U0001f600", GIANT, "None", "true", "-1", "1e309", [], [None], [1, "a"], {}, {"a": 1},
+           {"": None}, [{"a": [1]}], {"x": {"y": []}})
 unicode_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=24)
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(),
                          st.text(max_size=12), st.just(GIANT))
 json_values = st.recursive(
     json_scalars,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-    max_leaves=6,
+    max_leaves=4,
 )
+# Cheap garbage for most fields (one draw), sometimes a freshly generated JSON value.
+odd_scalars = st.sampled_from(tuple(g for g in GARBAGE if not isinstance(g, (list, dict))))
+odd_values = st.one_of(st.sampled_from(GARBAGE), st.sampled_from(GARBAGE), st.sampled_from(GARBAGE), json_values)
 
 
-def field(valid: st.SearchStrategy[Any], odd: st.SearchStrategy[Any] = json_values,
+@st.composite
+def _weighted(draw: st.DrawFn, valid: st.SearchStrategy[Any], odd: st.SearchStrategy[Any], missing: bool) -> Any:
+    # st.one_of(valid, valid, ..., odd) would not weight: identical branches count once.
+    # Small numbers mean "valid", so Hypothesis shrinks towards valid fields.
+    mode = draw(st.integers(0, 9))
+    if mode < 7:
+        return draw(valid)
+    if mode == 9 and missing:
+        return MISSING
+    return draw(odd)
+
+
+def field(valid: st.SearchStrategy[Any], odd: st.SearchStrategy[Any] = odd_values,
           missing: bool = True) -> st.SearchStrategy[Any]:
-    """Mostly `valid`; sometimes any JSON value; sometimes absent."""
-    options = [valid, valid, valid, valid, odd]
-    if missing:
-        options.append(st.just(MISSING))
-    return st.one_of(*options)
+    """Mostly `valid` (70 %); sometimes any JSON value; sometimes absent."""
+    return _weighted(valid, odd, missing)
 
 
 def odd_names(pool: tuple[str, ...]) -> st.SearchStrategy[Any]:
-    return field(st.sampled_from(pool), st.one_of(unicode_text, st.just(""), st.just(GIANT), json_values))
+    return field(st.sampled_from(pool), st.one_of(unicode_text, st.sampled_from(GARBAGE)))
 
 
 CANONICAL_QUANTITIES = ("0", "1", "2", "4", "100m", "250m", "500m", "1500m", "1Gi", "1.5Gi", "512Mi",
@@ -136,8 +162,7 @@ quantity_text = st.one_of(
 )
 quantity_values = st.one_of(
     st.sampled_from(CANONICAL_QUANTITIES), st.sampled_from(CANONICAL_QUANTITIES), quantity_text,
-    st.integers(-2**80, 2**80), st.floats(), st.booleans(), st.none(), st.lists(st.integers(), max_size=2),
-    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.integers(-2**80, 2**80), st.floats(), st.sampled_from(GARBAGE),
 )
 resource_maps = st.dictionaries(st.sampled_from(RESOURCES) | st.text(max_size=10), quantity_values, max_size=4)
 
@@ -203,7 +228,7 @@ requirement = st.builds(
     build,
     key=field(st.sampled_from(("zone", "kubernetes.io/hostname", "gpu", "metadata.name"))),
     operator=field(st.sampled_from(("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "in", "Bogus", ""))),
-    values=field(st.lists(st.sampled_from(("a", "n0", "v0", "1", "0", "-3", "1.5", "x", "9" * 30)) | json_scalars,
+    values=field(st.lists(st.sampled_from(("a", "n0", "v0", "1", "0", "-3", "1.5", "x", "9" * 30)) | odd_scalars,
                           max_size=3)),
 )
 selector_term = st.builds(build, matchExpressions=field(st.lists(field(requirement), max_size=3)),
@@ -251,9 +276,9 @@ _ODD_CONDITIONS = st.sampled_from(("x", [5], {"a": 1}, ["PodScheduled"], 7))
 def pods(draw: st.DrawFn, namespaces: tuple[str, ...] = NS_POOL, bound_to: tuple[str, ...] = NODE_POOL) -> Obj:
     meta = build(
         name=draw(odd_names(("p0", "p1", "p2", "p3"))),
-        namespace=draw(field(st.sampled_from(namespaces), st.one_of(st.just(""), unicode_text, json_scalars))),
-        uid=draw(field(st.sampled_from(UID_POOL), st.one_of(st.just(""), json_scalars))),
-        resourceVersion=draw(field(st.integers(1, 30).map(str), json_scalars)),
+        namespace=draw(field(st.sampled_from(namespaces), st.one_of(st.just(""), unicode_text, odd_scalars))),
+        uid=draw(field(st.sampled_from(UID_POOL), st.one_of(st.just(""), odd_scalars))),
+        resourceVersion=draw(field(st.integers(1, 30).map(str), odd_scalars)),
         labels=draw(field(pod_labels)),
         annotations=draw(field(pod_annotations)),
         creationTimestamp=draw(field(st.sampled_from(("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z")))),
@@ -291,9 +316,16 @@ def sanitize_pod(obj: Obj) -> Obj:
         if isinstance(tolerations, list):
             spec["tolerations"] = [t for t in tolerations if not isinstance(t, dict) or (
                 isinstance(t.get("key"), str) and t["key"] and t["key"] != GOOD_TAINT_KEY)]
+    meta = obj.get("metadata")
+    if not generate_known("F10") and isinstance(meta, dict) and not meta.get("uid"):
+        meta["uid"] = UID_POOL[0]
     if not generate_known("F6"):
+        if isinstance(meta, dict) and "annotations" in meta and meta["annotations"] is None:
+            del meta["annotations"]
+        if "spec" in obj and obj["spec"] is None:
+            del obj["spec"]
         status = obj.get("status")
-        if status is not None and not isinstance(status, dict):
+        if status is not None and not isinstance(status, dict) or "status" in obj and status is None:
             obj["status"] = {}
         elif isinstance(status, dict):
             conditions = status.get("conditions")
@@ -329,14 +361,14 @@ def nodes(draw: st.DrawFn) -> Obj:
 @st.composite
 def devices(draw: st.DrawFn) -> Obj:
     attributes = st.dictionaries(st.sampled_from(("model", "memory", "index", "vendor")),
-                                 field(st.sampled_from(("V100", "A100", "16Gi", "0", "x")), json_scalars, missing=False),
+                                 field(st.sampled_from(("V100", "A100", "16Gi", "0", "x")), odd_scalars, missing=False),
                                  max_size=3)
     condition = st.builds(build, type=field(st.sampled_from(("Healthy", "Ready"))),
                           status=field(st.sampled_from(("True", "False", "Unknown", "Maybe"))))
     meta = build(name=draw(odd_names(DEVICE_POOL)), uid=draw(field(st.sampled_from(("dev-uid-0", "dev-uid-1")))),
                  resourceVersion=draw(field(st.integers(1, 30).map(str))))
     spec = build(
-        nodeName=draw(field(st.sampled_from(NODE_POOL + ("nowhere",)), st.one_of(st.just(""), json_scalars))),
+        nodeName=draw(field(st.sampled_from(NODE_POOL + ("nowhere",)), st.one_of(st.just(""), odd_scalars))),
         resourceName=draw(field(st.sampled_from(("nvidia.com/gpu", "example.com/fpga", "", "bare")))),
         deviceID=draw(field(st.sampled_from(("GPU-0", "GPU-1", "")))),
         attributes=draw(field(attributes)),
@@ -363,13 +395,13 @@ def class_resource_names() -> tuple[Any, ...]:
 @st.composite
 def resource_classes(draw: st.DrawFn) -> Obj:
     values = st.lists(field(st.sampled_from(("V100", "16Gi", "20Gi", "1e309", "1.5.2", "16GB", "x", "0")),
-                            json_scalars, missing=False), max_size=3)
+                            odd_scalars, missing=False), max_size=3)
     expression = st.builds(
         build, key=field(st.sampled_from(("model", "memory", "index", "missing"))),
         operator=field(st.sampled_from(("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "in", "Bogus"))),
         values=field(values))
     labels = st.dictionaries(st.sampled_from(("model", "vendor", "memory")),
-                             field(st.sampled_from(("V100", "A100", "16Gi")), json_scalars, missing=False), max_size=2)
+                             field(st.sampled_from(("V100", "A100", "16Gi")), odd_scalars, missing=False), max_size=2)
     selector = build(matchLabels=draw(field(labels)), matchExpressions=draw(field(st.lists(field(expression), max_size=3))))
     sharing = build(dimension=draw(field(st.sampled_from(("memory", "cores", "")))), unit=draw(field(quantity_values)))
     meta = build(name=draw(odd_names(CLASS_POOL)),
@@ -428,7 +460,7 @@ def maybe_damaged(draw: st.DrawFn, obj: Obj) -> Obj:
     if isinstance(parent, dict) and draw(st.booleans()):
         del parent[key]
     else:
-        parent[key] = draw(json_values)
+        parent[key] = clean(draw(odd_values))
     return obj
 
 
@@ -444,4 +476,4 @@ def any_objects() -> st.SearchStrategy[Any]:
     """Event objects: mostly cluster objects, sometimes not a JSON object at all (F1)."""
     if generate_known("F1"):
         return st.one_of(cluster_objects, cluster_objects, cluster_objects, json_values)
-    return st.one_of(cluster_objects, json_values.filter(lambda v: isinstance(v, dict)))
+    return st.one_of(cluster_objects, st.dictionaries(st.text(max_size=5), odd_values, max_size=3))

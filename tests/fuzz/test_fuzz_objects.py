@@ -89,15 +89,12 @@ def test_parse_quantity_known_good_values(sign: str, whole: str, dot: str, frac:
         assert parse_quantity(text) == Fraction(3, 2) * 2**30
 
 
-_grammar_inputs = S.quantity_text | st.text(alphabet="0123456789\u0663\uff19.+-eEKMGTPiunmk", max_size=8)
-
-
 @S.fuzz_settings(300)
 @example(value="1_000")
 @example(value="0x10")
-@given(value=_grammar_inputs if S.generate_known("F8") else _grammar_inputs.filter(str.isascii))
+@given(value=(S.quantity_text | st.text(alphabet="0123456789.+-eEKMGTPiunmk \t", max_size=8)).filter(str.isascii))
 def test_parse_quantity_accepts_only_the_upstream_grammar(value: str) -> None:
-    """Kubernetes' ParseQuantity grammar is ASCII (`[0-9]`); anything else must be refused."""
+    """What parses is in Kubernetes' quantity grammar (non-ASCII digits: see F8)."""
     tried()
     try:
         parse_quantity(value)
@@ -127,7 +124,9 @@ def test_decode_devices_raises_only_annotation_error(raw: str) -> None:
             for grant in grants:
                 assert isinstance(grant.device_id, str) and grant.device_id
                 assert isinstance(grant.device, str) and grant.device
-                assert grant.amount is None or (isinstance(grant.amount, Fraction) and grant.amount > 0)
+                amount = grant.amount
+                assert amount is None or (isinstance(amount, (int, Fraction)) and not isinstance(amount, bool)
+                                          and amount > 0)
     # What the scheduler writes for a decoded assignment decodes to the same devices, and amounts
     # are never rounded down (the ledger after a restart must hold at least what was assumed).
     again = ann.decode_devices(ann.encode_devices(assignment))
@@ -150,9 +149,30 @@ def _stream(h: Harness, objects: list[Any], types: list[str]) -> None:
 
 
 _types = st.lists(st.sampled_from(("ADDED", "ADDED", "MODIFIED", "DELETED")), min_size=12, max_size=12)
+_ADDED = ["ADDED"] * 12
+_ADDED_MODIFIED = ["ADDED", "MODIFIED"] + ["ADDED"] * 10
+
+
+def _invalid_later(obj: dict[str, Any], path: str, value: Any) -> list[dict[str, Any]]:
+    """[obj, a later version of obj with `path` set to `value`] (F3: the later one does not parse)."""
+    later = copy.deepcopy(obj)
+    target: Any = later
+    keys = path.split("/")
+    for key in keys[:-1]:
+        target = target.setdefault(key, {})
+    target[keys[-1]] = value
+    return [obj, later]
+
+
+_F3_POD = _invalid_later(b.pod("p0", node_name="n0", phase="Running", requests={"cpu": "1"}),
+                         "metadata/labels", {GANG_NAME_LABEL: "g0", GANG_MIN_LABEL: "x"})
+_F3_NODE = _invalid_later(b.node("n0"), "status/allocatable/memory", "1e999")
+_F3_GROUP = _invalid_later(b.podgroup("g0", 2), "spec/minMember", 0)
+_F5_CLASS = b.resource_class("c0", resource_name="nvidia.com/gpu", match_labels={"model": "none"})
 
 
 @S.fuzz_settings(120)
+@S.known_example("F3", config="binpack", foreign=[], objects=_F3_POD, more_nodes=[], types=_ADDED_MODIFIED)
 @given(config=configs, foreign=foreign_pods(), objects=st.lists(S.pods(), max_size=8), more_nodes=st.lists(S.nodes(), max_size=3),
        types=_types)
 def test_odd_pods(config: str, foreign: list[Any], objects: list[Any], more_nodes: list[Any], types: list[str]) -> None:
@@ -167,6 +187,7 @@ def test_odd_pods(config: str, foreign: list[Any], objects: list[Any], more_node
 
 
 @S.fuzz_settings(100)
+@S.known_example("F3", config="binpack", objects=_F3_NODE, pods=[], types=_ADDED_MODIFIED)
 @given(config=configs, objects=st.lists(S.nodes(), max_size=6), pods=st.lists(S.pods(), max_size=4), types=_types)
 def test_odd_nodes(config: str, objects: list[Any], pods: list[Any], types: list[str]) -> None:
     tried()
@@ -178,6 +199,7 @@ def test_odd_nodes(config: str, objects: list[Any], pods: list[Any], types: list
 
 
 @S.fuzz_settings(100)
+@S.known_example("F5", config="binpack", nodes=[], devices=[], classes=[_F5_CLASS], pods=[], types=_ADDED)
 @given(config=configs, nodes=st.lists(S.nodes(), max_size=3), devices=st.lists(S.devices(), max_size=6),
        classes=st.lists(S.resource_classes(), max_size=3), pods=st.lists(S.pods(), max_size=5), types=_types)
 def test_odd_devices_and_classes(config: str, nodes: list[Any], devices: list[Any], classes: list[Any],
@@ -216,6 +238,7 @@ def _gang_members(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 
 @S.fuzz_settings(120)
+@S.known_example("F3", config="binpack", groups=_F3_GROUP, members=[], others=[], types=_ADDED_MODIFIED)
 @given(config=configs, groups=st.lists(S.podgroups(), max_size=4), members=_gang_members(),
        others=st.lists(S.pods(), max_size=3), types=_types)
 def test_odd_podgroups_and_gangs(config: str, groups: list[Any], members: list[Any], others: list[Any],
@@ -306,6 +329,8 @@ def _reflected(state: ClusterState, obj: dict[str, Any]) -> bool:
 
 
 @S.fuzz_settings(300)
+@S.known_example("F10", config="binpack", obj={"kind": "Pod", "metadata": {"name": "p0", "namespace": "default"},
+                                             "spec": {"schedulerName": "tessera", "containers": []}})
 @given(config=configs, obj=S.cluster_objects)
 def test_every_object_is_taken_or_reported(config: str, obj: dict[str, Any]) -> None:
     """No silent drops: an object is in the cache afterwards, or a Notice says why not; an invalid
@@ -346,7 +371,12 @@ _NOT_A_LIST = st.one_of(st.integers(), st.text(min_size=1, max_size=5), st.dicti
 _NOT_A_STRING = st.one_of(st.integers(), st.lists(st.integers(), max_size=2), st.booleans(), st.floats(),
                           st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
 _NON_STRING_MAP = st.dictionaries(st.sampled_from(("a", "model")), _NOT_A_STRING, min_size=1, max_size=2)
-_NOT_INT = st.one_of(st.text(max_size=4), st.floats(), st.booleans(), st.lists(st.integers(), max_size=1))
+_NOT_INT = st.one_of(st.text(max_size=4), st.floats(), st.lists(st.integers(), max_size=1))  # booleans: see F11
+_TRUTHY_NOT_A_STRING = st.one_of(st.integers(min_value=1), st.lists(st.integers(), min_size=1, max_size=2), st.just(True),
+                                 st.floats(min_value=0.5, max_value=1e9),
+                                 st.dictionaries(st.text(max_size=3), st.integers(), min_size=1, max_size=2))
+_TRUTHY_NOT_A_MAPPING = st.one_of(st.integers(min_value=1), st.text(min_size=1, max_size=5), st.just(True),
+                                  st.lists(st.integers(), min_size=1, max_size=2), st.floats(min_value=0.5, max_value=1e9))
 
 Mutation = tuple[str, Callable[[dict[str, Any], Any], None], st.SearchStrategy[Any], str]
 
@@ -430,7 +460,8 @@ NODE_MUTATIONS: list[Mutation] = [
 ]
 DEVICE_MUTATIONS: list[Mutation] = [
     ("nodeName", _set("spec/nodeName"), _NOT_A_STRING | st.just(""), "ExtendedResource.spec.nodeName"),
-    ("capacity", _set("spec/capacity/memory"), _BAD_QUANTITIES.filter(lambda q: q not in ("-1", "-0.5Gi", -3)),
+    ("capacity", _set("spec/capacity/memory"),  # negative and huge capacities are valid quantities here
+     _BAD_QUANTITIES.filter(lambda q: q not in ("-1", "-0.5Gi", -3, 2**70, "9" * 40)),
      "ExtendedResource.spec.capacity[memory]"),
     ("attributes", _set("spec/attributes"), _NON_STRING_MAP | _NOT_A_MAPPING, "ExtendedResource.spec.attributes"),
     ("conditions", _set("status/conditions"), _NOT_A_LIST, "ExtendedResource.status.conditions"),
@@ -463,34 +494,30 @@ CLASS_MUTATIONS: list[Mutation] = [
      f"{_EXPR}.values"),
     ("Exists with values", _class_expression(lambda op: {"key": "model", "operator": op, "values": ["x"]}),
      st.sampled_from(("Exists", "DoesNotExist")), f"{_EXPR}.values"),
-    ("matchLabels", _set("spec/selector"), (_NOT_A_MAPPING.filter(bool)).map(lambda v: {"matchLabels": v}),
+    ("matchLabels", _set("spec/selector"), _TRUTHY_NOT_A_MAPPING.map(lambda v: {"matchLabels": v}),
      "spec.selector.matchLabels"),
-    ("matchExpressions", _set("spec/selector"), _NOT_A_LIST.map(lambda v: {"matchExpressions": v}),
+    ("matchExpressions", _set("spec/selector"), _TRUTHY_NOT_A_MAPPING.filter(lambda v: not isinstance(v, list)).map(
+        lambda v: {"matchExpressions": v}),
      "spec.selector.matchExpressions"),
-    ("selector", _set("spec/selector"), _NOT_A_MAPPING.filter(bool), "spec.selector"),
+    ("selector", _set("spec/selector"), _NOT_A_MAPPING, "spec.selector"),
     ("resourceName", _set("spec/resourceName"),
      st.sampled_from(("nvidia.tesla.k80", "kubernetes.io/gpu", "a.kubernetes.io/gpu", "k8s.io/x", "foo.k8s.io/y",
                       "Example.com/gpu", "example.com/", "/gpu", "example.com/-x", "example.com/" + "x" * 64,
-                      "exa mple.com/x")) | _NOT_A_STRING.filter(bool), "spec.resourceName"),
-    ("sharing unit", _set("spec/sharing"), (_BAD_QUANTITIES.filter(lambda q: q is not None) | st.sampled_from(
+                      "exa mple.com/x")) | _TRUTHY_NOT_A_STRING, "spec.resourceName"),
+    ("sharing unit", _set("spec/sharing"), (_BAD_QUANTITIES | st.sampled_from(
         ("0", "-1Gi", "0m"))).map(lambda u: {"dimension": "memory", "unit": u}), "spec.sharing.unit"),
-    ("sharing", _set("spec/sharing"), _NOT_A_MAPPING.filter(lambda v: v is not None), "spec.sharing"),
-    ("sharing dimension", _set("spec/sharing"), (_NOT_A_STRING.filter(lambda v: v is not None) | st.just("")).map(
+    ("sharing", _set("spec/sharing"), _NOT_A_MAPPING, "spec.sharing"),
+    ("sharing dimension", _set("spec/sharing"), (_NOT_A_STRING | st.just("")).map(
         lambda d: {"dimension": d, "unit": "1Gi"}), "spec.sharing.dimension"),
 ]
-# F7: matchLabels values that are not strings are silently str()-ed into a selector.
-MATCH_LABELS_NON_STRING: Mutation = (
-    "matchLabels values", _set("spec/selector"), _NON_STRING_MAP.map(lambda v: {"matchLabels": v}),
-    "spec.selector.matchLabels")
-if S.generate_known("F7"):
-    CLASS_MUTATIONS.append(MATCH_LABELS_NON_STRING)
+# matchLabels values that are not strings: see F7.
 PODGROUP_MUTATIONS: list[Mutation] = [
     ("minMember", _set("spec/minMember"), st.sampled_from((0, -1, "2", 2.5, True, None, [2], -(2**40))),
      "PodGroup.spec.minMember"),
     ("timeout", _set("spec/scheduleTimeoutSeconds"), st.sampled_from((-1, "10", 1.5, [1], -(2**40))),
      "PodGroup.spec.scheduleTimeoutSeconds"),
     ("name", _set("metadata/name"), _NOT_A_STRING | st.just(""), "PodGroup.metadata.name"),
-    ("spec", _set("spec"), _NOT_A_MAPPING.filter(lambda v: v is not None), "PodGroup.spec"),
+    ("spec", _set("spec"), _NOT_A_MAPPING, "PodGroup.spec"),
 ]
 
 
@@ -660,21 +687,44 @@ def test_F5_a_class_cannot_silently_capture_a_plain_device_plugin_resource(resou
         f"plain {resource} pod refused ({h.replay.stats.final['default/plain'].message}) and the class is not reported"
 
 
+_F6_SHAPES = {
+    "conditions-string": ("status", {"conditions": "x"}),
+    "conditions-ints": ("status", {"conditions": [5]}),
+    "conditions-map": ("status", {"conditions": {"a": 1}}),
+    "status-null": ("status", None),
+    "spec-null": ("spec", None),
+    "annotations-null": ("metadata", {"name": "p", "namespace": "default", "uid": "u-p", "annotations": None}),
+    "rejected-update": ("spec", "not a pod spec"),  # sent as a later MODIFIED the core rejects
+}
+
+
 @S.fuzz_settings(50)
-@example(conditions="x")
-@example(conditions=[5])
-@given(conditions=st.sampled_from(("x", [5], {"a": 1}, ["PodScheduled"], 7)))
-def test_F6_replay_binding_write_back_survives_odd_pod_status(conditions: Any) -> None:
-    """F6: Replay._bind rebuilds `status.conditions` assuming a list of objects; a pod that parses
-    (the core never reads conditions) but carries another shape crashes `Replay.run` — and with it
-    `tessera simulate` — once it is scheduled."""
+@example(shape="conditions-string")
+@example(shape="annotations-null")
+@example(shape="spec-null")
+@example(shape="rejected-update")
+@given(shape=st.sampled_from(sorted(_F6_SHAPES)))
+def test_F6_replay_binding_write_back_survives_odd_pod_shapes(shape: str) -> None:
+    """F6: Replay._bind writes the Binding back into the latest raw pod assuming apiserver shapes:
+    `status.conditions` a list of objects, `status`/`spec`/`metadata.annotations` objects when
+    present — and it uses the latest raw object even when the core rejected it. The core accepts the
+    null/odd shapes (null means absent; it never reads conditions) and keeps the previous version of
+    a rejected update, so once such a pod is scheduled `Replay.run` — and `tessera simulate` — dies
+    with AttributeError or TypeError."""
     tried()
     h = Harness()
-    h.add(b.node("n"))
     pod = b.pod("p", requests={"cpu": "1"})
-    pod["status"]["conditions"] = conditions
-    h.send("ADDED", pod)
-    assert h.state.node_of(h.state.by_key["default/p"]) == "n"
+    key, value = _F6_SHAPES[shape]
+    if shape == "rejected-update":
+        h.send("ADDED", pod)  # pending: no node yet
+        h.send("MODIFIED", {**pod, key: value})  # InvalidObject; the cache keeps the first version
+        h.add(b.node("n"))
+    else:
+        h.add(b.node("n"))
+        pod[key] = value
+        h.send("ADDED", pod)
+    uid = h.state.by_key["default/p"]
+    assert h.state.node_of(uid) == "n"
 
 
 @S.fuzz_settings(50)
@@ -717,3 +767,45 @@ def test_F8_quantities_with_non_ascii_digits_are_refused(value: str) -> None:
     tried()
     with pytest.raises(QuantityError):
         parse_quantity(value)
+
+
+@S.fuzz_settings(30)
+@example(uid=None)
+@example(uid="")
+@given(uid=st.sampled_from((None, "")))
+def test_F10_a_pod_without_uid_is_scheduled_or_reported(uid: Any) -> None:
+    """F10: `ClusterState` caches a pod without metadata.uid under "Pod/<ns>/<name>" and adds it to
+    `pending`, but `Scheduler._sync_queue` looks the pod up by the raw metadata.uid, finds nothing and
+    never queues it: the pod stays pending forever with no attempt and no message. (The apiserver
+    always sets uid; hand-written or trimmed `simulate` input does not.)"""
+    tried()
+    h = Harness()
+    h.add(b.node("n"))
+    pod = b.pod("p", requests={"cpu": "1"})
+    if uid is None:
+        del pod["metadata"]["uid"]
+    else:
+        pod["metadata"]["uid"] = uid
+    notices = h.send("ADDED", pod)
+    placed = any(a.pod.key == "default/p" and a.node for a in h.attempts)
+    assert placed or notices, "pod without uid: neither scheduled nor reported"
+
+
+@S.fuzz_settings(30)
+@example(kind="weight")
+@example(kind="timeout")
+@given(kind=st.sampled_from(("weight", "timeout")))
+def test_F11_booleans_are_not_integers(kind: str) -> None:
+    """F11: `isinstance(True, int)` holds in Python, so a preferred node-affinity term with
+    `weight: true` is taken as weight 1 and a PodGroup with `scheduleTimeoutSeconds: true` as 1 s;
+    the apiserver (and Pod.spec.priority here) refuse booleans."""
+    tried()
+    h = Harness()
+    if kind == "weight":
+        obj = b.pod("p", spec_extra={"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": True, "preference": {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}}]}}})
+    else:
+        obj = b.podgroup("pg", 2)
+        obj["spec"]["scheduleTimeoutSeconds"] = True
+    notices = h.send("ADDED", obj)
+    assert any(n.reason == "InvalidObject" for n in notices), "a boolean was accepted as an integer"

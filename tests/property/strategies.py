@@ -335,23 +335,32 @@ selector_reqs = st.one_of(
 
 class_variants = st.builds(
     ClassVariant,
-    selector=st.lists(selector_reqs, max_size=2).map(tuple),
-    sharing=st.sampled_from([None, None, *SHARING_UNITS]),
+    # matchLabels is a map: at most one `model` label per selector
+    selector=st.lists(selector_reqs, max_size=2, unique_by=lambda r: r[0] if r[0] == "model" else repr(r)).map(tuple),
+    sharing=st.one_of(st.none(), st.sampled_from(list(SHARING_UNITS))),
     resource=st.sampled_from([None, None, None, *CUSTOM_RESOURCES]),
 )
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8) -> Scenario:
+def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8, focus: bool = False) -> Scenario:
+    """A random cluster and stream. `focus`: plain schedulable nodes that all carry devices, simple
+    classes, pods that mostly ask for devices, more gangs — the device ledger, device choice, the
+    allocation gate and gang transactions get exercised far more often than by the general mix."""
     config = draw(st.sampled_from(CONFIGS))
-    n_nodes = draw(st.integers(1, len(NODE_NAMES)))
+    n_nodes = draw(st.integers(1, 2 if focus else len(NODE_NAMES)))
     node_names = NODE_NAMES[:n_nodes]
-    nodes = tuple(tuple(draw(st.lists(node_specs, min_size=1, max_size=2))) for _ in node_names)
+    nodes = tuple(tuple(draw(st.lists(_plain_nodes if focus else node_specs, min_size=1, max_size=2)))
+                  for _ in node_names)
 
     raw_devices = draw(st.lists(st.tuples(
         st.sampled_from(node_names), st.sampled_from(MODELS), st.sampled_from(DEVICE_MEMORY_GI),
         st.sampled_from([GPU, GPU, GPU, NPU]), st.booleans(),
-        st.sampled_from([True, True, True, False]), st.sampled_from([False, False, False, True])), max_size=8))
+        st.sampled_from([True, True, True, False]), st.sampled_from([False, False, False, True])),
+        min_size=n_nodes if focus else 0, max_size=8))
+    if focus:  # every node gets devices; mostly healthy, schedulable nvidia.com/gpu ones
+        raw_devices = [(node_names[i % n_nodes], model, mem, GPU if i % 4 else resource, nvlink, i % 5 != 4 or ok, i % 7 == 6 and bad)
+                       for i, (_, model, mem, resource, nvlink, ok, bad) in enumerate(raw_devices)]
     per_node: dict[str, int] = {}
     devices = []
     for node, model, mem, resource, nvlink, healthy, unsched in raw_devices:
@@ -359,7 +368,7 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8) -> Scenario
         per_node[node] = index + 1
         devices.append(DeviceSpec(node, index, model, mem, resource, nvlink, healthy, unsched))
 
-    class_names = draw(st.lists(st.sampled_from(CLASS_NAMES), max_size=4, unique=True))
+    class_names = draw(st.lists(st.sampled_from(CLASS_NAMES), min_size=1 if focus else 0, max_size=4, unique=True))
     classes = tuple(ClassSpec(name, draw(st.sampled_from(CREATED)),
                               tuple(draw(st.lists(class_variants, min_size=1, max_size=2))))
                     for name in class_names)
@@ -373,7 +382,8 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8) -> Scenario
     def klass_for(main: bool) -> str | None:
         if not provided:
             return draw(st.sampled_from([None, MISSING_CLASS])) if draw(st.booleans()) and main else None
-        if not draw(st.booleans() if main else st.integers(0, 4).map(lambda x: x == 0)):
+        if not draw(st.booleans() if main and not focus else st.just(True) if main
+                    else st.integers(0, 4).map(lambda x: x == 0)):
             return None
         return draw(st.sampled_from(provided)) if draw(st.integers(0, 9)) else draw(st.sampled_from(unprovided))
 
@@ -383,7 +393,8 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8) -> Scenario
             return ContainerSpec(
                 cpu_m=draw(st.sampled_from([0, 100, 500, 1000])), mem_mi=draw(st.sampled_from([0, 128, 1024])),
                 cpu_in_limits=False, gpu=draw(st.sampled_from([0, 1])) if main else 0, extra=0, klass=klass,
-                count=draw(st.one_of(st.integers(1, 2), st.integers(1, 16))) if klass else 0)
+                count=draw(st.integers(1, 3) if focus else st.one_of(st.integers(1, 2), st.integers(1, 16)))
+                if klass else 0)
         return ContainerSpec(
             cpu_m=draw(st.sampled_from([0, 100, 250, 500, 1000, 2000, 4000])),
             mem_mi=draw(st.sampled_from([0, 128, 512, 1024, 4096, 8192])),
@@ -394,7 +405,7 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8) -> Scenario
             count=draw(st.one_of(st.integers(1, 2), st.integers(1, 16))) if klass else 0,
         )
 
-    gang_choices: list[tuple[Any, ...] | None] = [("label", name, 0) for name in label_gangs]
+    gang_choices: list[tuple[Any, ...]] = [("label", name, 0) for name in label_gangs]
     gang_choices += [("pg", pg.name) for pg in podgroups]
     gang_choices += [("pg", "pg9")]  # a PodGroup that never exists
     claimed: set[int] = set()
@@ -408,8 +419,11 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8) -> Scenario
                 claimed.add(j)
                 shared = draw(st.one_of(st.none(), st.integers(1, devices[j].mem_gi // 2)))
                 claims.append((j, shared))
-        fancy = draw(st.booleans())
-        gang = draw(st.sampled_from(gang_choices)) if gang_choices and draw(st.booleans()) else None
+        fancy = False if focus else draw(st.booleans())
+        gang: tuple[Any, ...] | None = None
+        in_gang: bool = draw(st.booleans())
+        if gang_choices and in_gang:
+            gang = gang_choices[0] if focus else draw(st.sampled_from(gang_choices))
         if not fancy:
             pods.append(PodSpec(
                 name=f"p{i}", namespace="default", scheduler="tessera" if bound is None else "default-scheduler",
@@ -446,7 +460,7 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8) -> Scenario
     podgroups = tuple(PodGroupSpec(pg.name, tuple(minimum(pg.name) for _ in pg.mins)) for pg in podgroups)
 
     setup: list[Op] = []
-    if draw(st.sampled_from([True, True, True, False])):  # most streams start with the cluster in place
+    if focus or draw(st.sampled_from([True, True, True, False])):  # most streams start with the cluster in place
         setup += [Op("node+", i, 0, False) for i in range(n_nodes)]
         setup += [Op("dev+", j, 0, False) for j in range(len(devices))]
         setup += [Op("class+", k, 0, False) for k in range(len(classes))]
@@ -515,7 +529,7 @@ KNOWN_PATHS: tuple[tuple[Any, ...], ...] = (
     ("spec", "taints"), ("spec", "taints", 0, "effect"), ("spec", "unschedulable"),
 )
 
-SMALL_GARBAGE = (None, [], {}, "", "x", ["x"], [None], [{}], 0, -1, True, 1.5, {"x": None}, "1e999999", "-1")
+SMALL_GARBAGE: tuple[Any, ...] = (None, [], {}, "", "x", ["x"], [None], [{}], 0, -1, True, 1.5, {"x": None}, "1e999999", "-1")
 corruptions = st.one_of(
     # anywhere: random JSON, a deleted field, a new field, a wrong type
     st.builds(Corruption, event=st.integers(0, 30), path=st.integers(0, 400), action=st.integers(0, 3),

@@ -210,7 +210,7 @@ def test_summaries_over_seeds() -> None:
 
 
 def test_policies_score_all_nodes_unless_sampling() -> None:
-    names = [p.name for p in POLICIES]
+    names = [p.name for p in POLICIES if p.default]
     assert names == ["tessera-default", "least-allocated", "most-allocated", "rtcr-binpack", "first-fit"]
     for policy in POLICIES:
         assert config_for(policy).percentage_of_nodes_to_score == 100
@@ -218,6 +218,7 @@ def test_policies_score_all_nodes_unless_sampling() -> None:
     assert (least.type, most.type) == ("LeastAllocated", "MostAllocated")
     assert [r.weight for r in config_for(select("rtcr-binpack")[0]).profiles[0].fit.resources] == [1, 1, 3]
     assert len(config_for(select("first-fit")[0]).profiles[0].score_weights) == 0
+    assert dict(config_for(select("fragmentation-only")[0]).profiles[0].score_weights) == {"TesseraFragmentation": 1}
     with pytest.raises(ValueError, match="unknown policy 'nope'"):
         select("nope")
 
@@ -254,7 +255,7 @@ def test_quick_smoke_run_writes_json_png_and_table(tmp_path: Path, capsys: pytes
     code = trace.main(["--nodes", str(nodes), "--pods", str(pods), "--quick", "--out", str(out), "--jobs", "2"])
     assert code == 0
     document = json.loads((out / "results.json").read_text())
-    assert list(document["policies"]) == [p.name for p in POLICIES]
+    assert list(document["policies"]) == [p.name for p in POLICIES if p.default]
     for entry in document["policies"].values():
         assert set(entry["unallocated_gpu_pct_at_100"]) == {"median", "min", "max"}
         assert entry["pods_per_second"]["median"] > 0

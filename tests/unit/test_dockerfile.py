@@ -229,7 +229,21 @@ def test_entrypoint_is_the_tessera_command_in_exec_form() -> None:
     from scheduler.cli import build_parser
 
     commands = next(a for a in build_parser()._actions if a.dest == "command").choices  # noqa: SLF001
-    assert commands is not None and "run" in commands  # `tessera agent` joins it with the node agent (deploy/agent/)
+    assert commands is not None and {"run", "agent"} <= set(commands)
+
+
+def test_manifest_command_lines_are_accepted_by_the_cli() -> None:
+    """The Deployment's and the DaemonSet's args parse with the real `tessera` parser (the
+    kubelet substitutes $(NODE_NAME) from the env before exec)."""
+    from scheduler.cli import build_parser
+
+    run = build_parser().parse_args(container(find("Deployment", "tessera-scheduler"))["args"])
+    assert (run.command, run.bind_address, run.port, run.config) == ("run", "0.0.0.0", 10251, "/etc/tessera/config.yaml")
+    args = [a.replace("$(NODE_NAME)", "gpu-node-1") for a in container(find("DaemonSet", "tessera-agent"))["args"]]
+    agent = build_parser().parse_args(args)
+    assert (agent.command, agent.node_name, agent.backend) == ("agent", "gpu-node-1", "nvml")
+    mounts = {m["mountPath"] for m in container(find("DaemonSet", "tessera-agent"))["volumeMounts"]}
+    assert agent.device_plugin_dir in mounts, "the agent's sockets and state file live on the hostPath"
 
 
 def test_nothing_is_written_at_run_time() -> None:

@@ -38,7 +38,7 @@ def _load(directory: Path) -> list[dict[str, Any]]:
 
 
 def _established(crd: dict[str, Any]) -> bool:
-    conditions = crd.get("status", {}).get("conditions", [])
+    conditions = (crd.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
