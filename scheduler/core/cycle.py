@@ -82,11 +82,13 @@ class Scheduler:
         self.vectors = NodeVectors(self.state) if vectorized else None
         self.deferred: dict[str, list[Attempt]] = {}  # node -> placed attempts waiting for the gate
         self._released: list[Attempt] = []
+        self._now = 0.0  # the latest time the caller passed in (for requeues inside event handling)
 
     # --- input -------------------------------------------------------------------------------
 
     def apply(self, event_type: str, obj: JSON, now: float) -> list[Notice]:
         """Feed one watch event; keeps the queue in step and requeues pods the event may help."""
+        self._now = now
         before = self._pending_snapshot(obj)
         events, notices = self.state.apply(event_type, obj)
         self._sync_queue(obj, before, now)
@@ -162,6 +164,7 @@ class Scheduler:
 
     def schedule_next(self, now: float) -> list[Attempt] | None:
         """Run one cycle (one pod, or one whole gang); None when no pod is ready at `now`."""
+        self._now = now
         uid = self.queue.pop(now)
         if uid is None:
             return None
@@ -214,6 +217,11 @@ class Scheduler:
             placement = self.state.placements.get(attempt.pod.uid)
             if placement is None or not placement.assumed or placement.node != node:
                 continue  # deleted, bound by someone else, or forgotten meanwhile
+            if not self._still_valid(attempt):
+                # the node, a device or its class changed while the Binding waited: decide again
+                self.state.forget(attempt.pod.uid)
+                self._requeue_after_error(attempt.pod.uid, self._now)
+                continue
             resources = _resources_of(attempt)
             if not held.isdisjoint(resources) or info.allocation_blocks(resources):
                 still.append(attempt)
@@ -226,6 +234,52 @@ class Scheduler:
             self.deferred[node] = still
         else:
             del self.deferred[node]
+
+    def _still_valid(self, attempt: Attempt) -> bool:
+        """Would this held placement still be chosen as it is? Node, devices, classes, amounts."""
+        state = self.state
+        assert attempt.node is not None
+        info = state.nodes.get(attempt.node)
+        if info is None or info.node is None:
+            return False
+        containers = {c.name: c for c in attempt.pod.containers}
+        uid = attempt.pod.uid
+        for container, by_resource in ann.decode_devices(attempt.annotations[ann.DEVICES]).items():
+            for resource, grants in by_resource.items():
+                cls = state.classes.resource_class(resource)
+                if cls is None:
+                    return False
+                for grant in grants:
+                    device = state.devices.get(grant.device)
+                    use = state.device_use.get(grant.device)
+                    if device is None or not device.schedulable or device.node_name != attempt.node \
+                            or cls.name not in state.classes.device_classes.get(device.name, ()) or use is None:
+                        return False
+                    if cls.sharing is None:
+                        if grant.amount is not None or use.exclusive != {uid} or use.shared:
+                            return False
+                    else:
+                        count = containers[container].requests.get(resource, 0) if container in containers else 0
+                        capacity = device.capacity.get(cls.sharing.dimension)
+                        if grant.amount != cls.sharing.unit * count or use.exclusive or capacity is None \
+                                or use.shared_total > capacity:
+                            return False
+        return True
+
+    def abandon_deferred(self, now: float) -> None:
+        """Lost the lease: Bindings not sent yet are not ours to send; their pods go back to the queue."""
+        waiting = [a for attempts in self.deferred.values() for a in attempts] + self._released
+        self.deferred = {}
+        self._released = []
+        for attempt in waiting:
+            self.binding_failed(attempt.pod.uid, now)
+
+    def _requeue_after_error(self, uid: str, now: float) -> None:
+        pod = self.state.pods.get(uid)
+        if pod is not None and uid in self.state.pending:
+            if uid not in self.queue:
+                self.queue.add(uid, pod.priority, pod.gang.key if pod.gang else "", now)
+            self.queue.error_failure(uid, now)
 
     def take_released(self) -> list[Attempt]:
         """Deferred attempts whose gate has opened: their Bindings can go out now."""
@@ -260,10 +314,11 @@ class Scheduler:
         if vectors is not None:
             vectors.sync()
             device_filter = runtime.devices if ctx.device_requests else None
-            result = vector.filter_nodes(vectors, ctx, start, to_find, device_filter)
+            scorable = runtime.vector_scorable(ctx)
+            result = vector.filter_nodes(vectors, ctx, start, to_find, device_filter, plans_needed=not scorable)
             self.next_start = (start + result.processed) % num_nodes
             rows = result.rows
-            if rows and (len(rows) == 1 or runtime.vector_scorable(ctx)):
+            if rows and (len(rows) == 1 or scorable):
                 best = 0 if len(rows) == 1 else self._pick(runtime.score_vector(vectors, ctx, rows))
                 chosen = self.state.nodes[self.state.node_order[rows[best]]]
                 plan = ctx.plans.get(chosen.name)
@@ -346,6 +401,8 @@ class Scheduler:
 
     def _reserve(self, pod: Pod, info: NodeInfo, plan: DevicePlan | None, now: float) -> dict[str, str]:
         """Assume the pod on the node with its devices; returns the Binding annotations."""
+        if plan is None and any(self.state.classes.is_class_resource(name) for name in pod.requests):
+            raise AssertionError(f"{pod.key}: placed on {info.name} without a device plan")
         assignment: dict[str, dict[str, tuple[ann.DeviceGrant, ...]]] | None = None
         annotations: dict[str, str] = {}
         if plan is not None:
@@ -412,13 +469,9 @@ class Scheduler:
         """A Binding POST failed for a reason worth retrying: release and back off."""
         node = self.state.node_of(uid)
         self.state.forget(uid)
+        self._requeue_after_error(uid, now)
         if node is not None:
             self._release_deferred(node)
-        pod = self.state.pods.get(uid)
-        if pod is not None and uid in self.state.pending:
-            if uid not in self.queue:
-                self.queue.add(uid, pod.priority, pod.gang.key if pod.gang else "", now)
-            self.queue.error_failure(uid, now)
 
     def binding_dropped(self, uid: str) -> None:
         """409 already bound / 404 gone: the apiserver's view wins; wait for the watch event."""

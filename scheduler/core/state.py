@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scheduler.api.quantity import Amount
 from scheduler.core.annotations import DeviceAssignment
@@ -148,6 +148,7 @@ class ClusterState:
         self.group_first_min: dict[str, int] = {}  # label gangs: min-available of the first member seen
         self.podgroups: dict[str, PodGroup] = {}
         self.devices: dict[str, Device] = {}
+        self._ghosts: set[str] = set()  # deleted ExtendedResources still held by pods
         self.device_use: dict[str, DeviceUse] = {}
         self.classes = ClassRegistry()
         self._tombstones: OrderedDict[str, None] = OrderedDict()
@@ -442,7 +443,14 @@ class ClusterState:
                 use.shared_total -= use.shared.pop(uid)
             if not use.busy:
                 del self.device_use[device]
-        self._refresh_busy_for(device for device, _ in placement.grants)
+        self._refresh_busy_for([device for device, _ in placement.grants])
+        for device, _ in placement.grants:
+            if device in self._ghosts and device not in self.device_use:  # its last holder left
+                self._ghosts.discard(device)
+                ghost = self.devices.pop(device)
+                holder = self._node_info(ghost.node_name)
+                holder.devices.pop(device, None)
+                self._refresh_busy(holder)
         events = [ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=placement.node)]
         if gate_opened:
             events.append(ClusterEvent(EventKind.ALLOCATION_DONE, node=placement.node))
@@ -487,10 +495,18 @@ class ClusterState:
         if event_type == "DELETED":
             if old is None:
                 return [], []
-            del self.devices[device.name]
             info = self._node_info(old.node_name)
-            info.devices.pop(device.name, None)
             self.classes.device_removed(device.name)
+            use = self.device_use.get(device.name)
+            if use is not None and use.busy:
+                # Devices are released when their pods are gone, not when their object is: keep a
+                # cordoned ghost so the node's device count still includes it (DESIGN.md §2).
+                ghost = replace(old, unschedulable=True)
+                self.devices[device.name] = info.devices[device.name] = ghost
+                self._ghosts.add(device.name)
+            else:
+                del self.devices[device.name]
+                info.devices.pop(device.name, None)
             self._refresh_busy(info)
             return [ClusterEvent(EventKind.DEVICE_CHANGED, node=old.node_name)], []
         if self._stale(device.meta.uid, device.meta.resource_version):
@@ -502,6 +518,7 @@ class ClusterState:
             previous.devices.pop(device.name, None)
             self._refresh_busy(previous)
         self.devices[device.name] = device
+        self._ghosts.discard(device.name)
         info = self._node_info(device.node_name)
         info.devices[device.name] = device
         self.classes.device_changed(device)

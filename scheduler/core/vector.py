@@ -203,7 +203,7 @@ def applies(ctx: PodContext) -> bool:
 
 
 def filter_nodes(vectors: NodeVectors, ctx: PodContext, start: int, to_find: int,
-                 device_filter: DevicePlanner | None) -> FilterResult:
+                 device_filter: DevicePlanner | None, plans_needed: bool) -> FilterResult:
     """First `to_find` feasible nodes from `start` (rotating), plus reasons if there are none."""
     n = vectors.size
     nodes = vectors.state.nodes
@@ -238,7 +238,8 @@ def filter_nodes(vectors: NodeVectors, ctx: PodContext, start: int, to_find: int
 
     result = FilterResult([], n)
     device_reasons: Counter[str] = Counter()
-    simple = simple_exclusive(vectors, ctx) if device_filter is not None else None
+    # without per-node plans only vector scoring can score the nodes (plans_needed says otherwise)
+    simple = simple_exclusive(vectors, ctx) if device_filter is not None and not plans_needed else None
     if simple is not None:
         # one exclusive class request: the planner's verdict is a function of the columns
         name, resource, count = simple

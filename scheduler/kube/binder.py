@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import structlog
 
+from scheduler.core.annotations import DEVICES
 from scheduler.kube.http import KubeHttp
 
 log = structlog.get_logger("tessera.binder")
@@ -55,9 +56,10 @@ class BindResult:
 
 class Binder:
     def __init__(self, http: KubeHttp, on_result: Callable[[BindResult], None], *, max_in_flight: int = 64,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, allowed: Callable[[], bool] = lambda: True) -> None:
         self.http = http
         self.on_result = on_result
+        self.allowed = allowed  # checked right before each POST: a deposed leader must not bind
         self.timeout = timeout
         self._slots = asyncio.Semaphore(max_in_flight)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -81,7 +83,11 @@ class Binder:
     async def _bind(self, binding: Binding) -> None:
         start = time.monotonic()
         async with self._slots:
-            outcome, message = await self._post(binding)
+            outcome: Outcome | None
+            if not self.allowed():
+                outcome, message = Outcome.RETRY, "not the leader any more; the Binding was not sent"
+            else:
+                outcome, message = await self._post(binding)
             if outcome is None:
                 outcome, message = await self._resolve(binding, message)
         result = BindResult(binding, outcome, message, time.monotonic() - start)
@@ -128,7 +134,8 @@ class Binder:
                 node = (pod.get("spec") or {}).get("nodeName") or ""
                 if meta.get("uid") != binding.uid:
                     return Outcome.NOT_FOUND, error
-                if node == binding.node:
+                ours = binding.annotations.get(DEVICES)
+                if node == binding.node and (ours is None or (meta.get("annotations") or {}).get(DEVICES) == ours):
                     log.info("binder.bound_despite_error", pod=f"{binding.namespace}/{binding.name}", error=error)
                     return Outcome.BOUND, ""
                 if node:

@@ -53,7 +53,7 @@ class SchedulerLoop:
         self.config = config
         self.core = Scheduler(config, seed=random.randrange(2**32) if seed is None else seed)
         self.informers = InformerSet(watch_http, self._on_event)
-        self.binder = Binder(http, self._on_bound)
+        self.binder = Binder(http, self._on_bound, allowed=lambda: self.is_leader())
         self.events = EventRecorder(http, controller="tessera", instance=identity)
         self.statuses = StatusWriter(http)
         self.is_leader = is_leader
@@ -118,8 +118,15 @@ class SchedulerLoop:
         self._submit_released()
         self._wake.set()
 
+    def lost_leadership(self) -> None:
+        """Another replica leads now: drop every Binding this one has decided but not sent."""
+        self.core.abandon_deferred(time.time())
+
     def _submit_released(self) -> None:
-        """Bindings the allocation gate held back and has now let through."""
+        """Bindings the allocation gate held back and has now let through (only while leading)."""
+        if not self.is_leader():
+            self.core.abandon_deferred(time.time())
+            return
         for attempt in self.core.take_released():
             pod = attempt.pod
             assert attempt.node is not None

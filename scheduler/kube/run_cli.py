@@ -104,6 +104,8 @@ async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
     def stopped() -> None:
         metrics.set_leader(False)
         log.warning("leader.stopped", identity=identity)
+        if loop_ref:
+            loop_ref[0].lost_leadership()
 
     if election.leader_elect:
         elector = LeaderElector(http, namespace=election.resource_namespace, name=election.resource_name,

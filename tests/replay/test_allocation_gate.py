@@ -85,3 +85,47 @@ def test_gate_is_rebuilt_from_annotations_after_a_restart() -> None:
     events = _cluster() + [b.event("ADDED", bound_p0)] + _pods()[1:2]
     attempts = list(second.run(WatchEvent(e["type"], e["object"]) for e in events))
     assert [(a.pod.meta.name, a.deferred) for a in attempts] == [("p1", True)]
+
+
+def _deferred_p1() -> Replay:
+    replay = _replay(agent=False)
+    list(replay.run(WatchEvent(e["type"], e["object"]) for e in _cluster() + _pods()[:2]))
+    assert [a.pod.meta.name for attempts in replay.scheduler.deferred.values() for a in attempts] == ["p1"]
+    return replay
+
+
+def _open_gate(replay: Replay) -> list[str]:
+    state = replay.scheduler.state
+    pod = replay.pods[state.pod_by_key("default/p0").uid]  # type: ignore[union-attr]
+    pod["metadata"]["annotations"][ann.PHASE] = ann.PHASE_ALLOCATED
+    replay.scheduler.apply("MODIFIED", pod, 0.0)
+    return [a.pod.meta.name for a in replay.scheduler.take_released()]
+
+
+def test_a_held_binding_is_decided_again_if_its_device_vanished_meanwhile() -> None:
+    replay = _deferred_p1()
+    state = replay.scheduler.state
+    held = ann.decode_devices(replay.scheduler.deferred["n"][0].annotations[ann.DEVICES])
+    device = held["main"]["class.tessera.dev/v100"][0].device
+    obj = next(b.device("n", i) for i in range(4) if b.device("n", i)["metadata"]["name"] == device)
+    replay.scheduler.apply("DELETED", obj, 0.0)
+    assert _open_gate(replay) == []  # not released with a device that no longer exists
+    p1 = state.pod_by_key("default/p1")
+    assert p1 is not None and p1.uid in state.pending and state.node_of(p1.uid) is None
+
+
+def test_a_held_binding_is_decided_again_if_its_node_vanished_meanwhile() -> None:
+    replay = _deferred_p1()
+    replay.scheduler.apply("DELETED", b.node("n", gpus=4), 0.0)
+    assert _open_gate(replay) == []
+    p1 = replay.scheduler.state.pod_by_key("default/p1")
+    assert p1 is not None and p1.uid in replay.scheduler.state.pending
+
+
+def test_losing_the_lease_abandons_held_bindings() -> None:
+    replay = _deferred_p1()
+    replay.scheduler.abandon_deferred(0.0)
+    assert replay.scheduler.deferred == {}
+    assert _open_gate(replay) == []
+    p1 = replay.scheduler.state.pod_by_key("default/p1")
+    assert p1 is not None and p1.uid in replay.scheduler.state.pending

@@ -161,3 +161,22 @@ def test_class_added_after_pod_wakes_the_pod() -> None:
     assert run.node_of("p") is None
     run.add(b.resource_class("v100", match_labels={"model": "V100"}))
     assert run.node_of("p") == "n"
+
+
+def test_a_deleted_extended_resource_still_counts_while_a_pod_holds_it() -> None:
+    """Devices are released when their pods are gone, not when their object is (fault test finding)."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=2), b.device("n", 0), b.device("n", 1), b.resource_class("v100", match_labels={"model": "V100"}))
+    run.add(b.pod("holder", limits={"class.tessera.dev/v100": 1}))
+    held = orjson.loads(run.last("holder").annotations[ann.DEVICES])["containers"]["main"]["class.tessera.dev/v100"][0]["device"]
+    obj = next(b.device("n", i) for i in range(2) if b.device("n", i)["metadata"]["name"] == held)
+    run.feed(b.event("DELETED", obj))
+    run.add(b.pod("plain-1", limits={"nvidia.com/gpu": 1}), b.pod("plain-2", limits={"nvidia.com/gpu": 1}))
+    assert run.node_of("plain-1") == "n" and run.node_of("plain-2") is None
+    assert run.state.nodes["n"].used("nvidia.com/gpu") == 2
+    # once the holder is gone the ghost goes too, and the GPU count is free again
+    holder = run.state.pod_by_key("default/holder")
+    assert holder is not None
+    run.feed(b.event("DELETED", b.pod("holder", limits={"class.tessera.dev/v100": 1})))
+    assert held not in run.state.devices
+    assert run.node_of("plain-2") == "n"

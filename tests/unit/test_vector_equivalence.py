@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.config import load_config
+from scheduler.api.config import SchedulerConfig, load_config, parse_config
 from scheduler.core.cycle import Scheduler
 from scheduler.sim import builders as b
 
@@ -52,8 +52,19 @@ def _workload(seed: int) -> list[tuple[str, dict[str, Any]]]:
     return events
 
 
+FRAGMENTATION = "fragmentation"  # the built-in profile plus TesseraFragmentation
+
+
+def _config(name: str | None) -> SchedulerConfig:
+    if name != FRAGMENTATION:
+        return load_config(name)
+    return parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                         "profiles": [{"schedulerName": "tessera", "plugins": {"score": {"enabled": [
+                             {"name": "TesseraFragmentation", "weight": 5}]}}}]}, "fragmentation")
+
+
 def _run(events: list[tuple[str, dict[str, Any]]], config: str | None, vectorized: bool) -> list[tuple[Any, ...]]:
-    scheduler = Scheduler(load_config(config), seed=7, vectorized=vectorized)
+    scheduler = Scheduler(_config(config), seed=7, vectorized=vectorized)
     out = []
     for kind, obj in events:
         scheduler.apply(kind, obj, 0.0)
@@ -62,7 +73,8 @@ def _run(events: list[tuple[str, dict[str, Any]]], config: str | None, vectorize
     return out
 
 
-@pytest.mark.parametrize("config", [None, "config/binpack.yaml", "config/spread.yaml", "config/gpu-cluster.yaml"])
+@pytest.mark.parametrize("config", [None, "config/binpack.yaml", "config/spread.yaml", "config/gpu-cluster.yaml",
+                                    FRAGMENTATION])
 @pytest.mark.parametrize("seed", range(8))
 def test_vector_path_equals_per_node_path(config: str | None, seed: int) -> None:
     events = _workload(seed)
