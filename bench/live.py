@@ -49,13 +49,23 @@ from bench.live_procs import (
     Contestant,
     Profiler,
     cpu_seconds,
+    cpu_times,
     find_pid,
     scheduler_config,
     start_kube_scheduler,
     start_raw_binder,
     start_tessera,
 )
-from bench.live_report import CEILING, markdown_table, plot, profile_summary, round_metrics, summarize
+from bench.live_report import (
+    CEILING,
+    UNLIMITED,
+    cprofile_summary,
+    markdown_table,
+    plot,
+    profile_summary,
+    round_metrics,
+    summarize,
+)
 from scheduler.kube.controlplane import LocalControlPlane, find_binaries
 from scheduler.kube.controlplane.binaries import K8S_VERSION
 from scheduler.kube.controlplane.fakenodes import FakeGpuNodeSpec, create_fake_gpu_nodes
@@ -65,7 +75,8 @@ DEFAULT_OUT = REPO_ROOT / "bench" / "out" / "live"
 NAMESPACE = "tessera-bench-live"
 SCHEDULER_NAME = "tessera"  # both schedulers' profile; the pods ask for it
 GPU_MODEL = "A100"
-SCHEDULERS = ("tessera", "kube-scheduler", "raw-binder")
+SCHEDULERS = ("tessera", "kube-scheduler", "raw-binder", "raw-binder+events")
+DEFAULT_SCHEDULERS = SCHEDULERS[:3]
 
 
 @dataclass(frozen=True)
@@ -90,7 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="nvidia.com/gpu per node (default 16: 500 x 16 = 8,000 GPUs for 5,000 one-GPU pods)")
     p.add_argument("--pods", type=int, default=5000, help="pods per round (default 5,000)")
     p.add_argument("--runs", type=int, default=3, help="rounds per (scheduler, settings) (default 3)")
-    p.add_argument("--schedulers", default=",".join(SCHEDULERS), help="subset of " + ",".join(SCHEDULERS))
+    p.add_argument("--schedulers", default=",".join(DEFAULT_SCHEDULERS),
+                   help=f"subset of {','.join(SCHEDULERS)} (default {','.join(DEFAULT_SCHEDULERS)}); "
+                        "raw-binder+events also POSTs one Event per pod, as both schedulers do")
     p.add_argument("--settings", default="default,raised", help="client settings: default (qps 50/burst 100), raised")
     p.add_argument("--raised-qps", type=float, default=5000)
     p.add_argument("--raised-burst", type=int, default=5000)
@@ -100,8 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--with-devices", action="store_true",
                    help="keep one ExtendedResource per GPU (default: delete them; kube-scheduler does not read them)")
     p.add_argument("--no-warmup", action="store_true", help="skip the unmeasured create/delete cycle")
-    p.add_argument("--profile", action="store_true",
-                   help="attach py-spy to Tessera in every Tessera round (collapsed stacks in the output dir)")
+    p.add_argument("--profile", nargs="?", const="py-spy", choices=("py-spy", "cprofile"),
+                   help="profile Tessera in every Tessera round: py-spy (default; wall-clock samples, collapsed "
+                        "stacks) or cprofile (CPU-time attribution, slows Tessera down); files in the output dir")
     p.add_argument("--quick", action="store_true", help="smoke test: 50 nodes, 300 pods, 1 run")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
     p.add_argument("--workdir", type=Path, help="control plane and logs here (default: a temp dir, removed)")
@@ -112,9 +126,8 @@ def plan_rounds(schedulers: Sequence[str], settings: Sequence[Settings], runs: i
     """(run, scheduler, settings) in execution order: ABBA-style alternation over runs."""
     base: list[tuple[str, Settings | None]] = []
     for s in settings:
-        base += [(name, s) for name in schedulers if name != CEILING]
-    if CEILING in schedulers:
-        base.append((CEILING, None))
+        base += [(name, s) for name in schedulers if name not in UNLIMITED]
+    base += [(name, None) for name in schedulers if name in UNLIMITED]
     order: list[tuple[int, str, Settings | None]] = []
     for run in range(runs):
         seq = base if run % 2 == 0 else list(reversed(base))
@@ -205,14 +218,15 @@ class Bench:
         try:
             contestant = await asyncio.to_thread(self._start, scheduler, settings, tag)
             self.running.append(contestant)
-            if self.args.profile and scheduler == "tessera" and contestant.pid is not None:
+            if self.args.profile == "py-spy" and scheduler == "tessera" and contestant.pid is not None:
                 profiler = Profiler(contestant.pid, self.args.out / f"profile-{tag}.txt")
             ready_task = asyncio.create_task(_poll_ready(contestant.ready_url)) if contestant.ready_url else None
             outcome = await self._wait(watch, contestant, start)
         finally:
             end = time.monotonic()
             cpu1 = (cpu_seconds(self.apiserver_pid), cpu_seconds(self.etcd_pid), _self_cpu())
-            sched_cpu = cpu_seconds(contestant.pid) if contestant is not None else None
+            sched_times = cpu_times(contestant.pid) if contestant is not None else None
+            sched_cpu = None if sched_times is None else sum(sched_times)
             if profiler is not None:
                 path = await asyncio.to_thread(profiler.stop)
                 if path is not None:
@@ -228,10 +242,15 @@ class Bench:
                 if returncode not in (None, 0):
                     result["exit_code"] = returncode
             await watch.stop()
+            pstats_file = self.args.out / f"cprofile-{tag}.pstats"
+            if self.args.profile == "cprofile" and scheduler == "tessera" and pstats_file.is_file():
+                result["cprofile"] = {"file": str(pstats_file), **cprofile_summary(pstats_file)}
         result["outcome"] = outcome
         result.update(round_metrics(len(self.pod_names), start, created, watch.bound))
         result["wall_seconds"] = end - start
         result["scheduler_cpu_seconds"] = sched_cpu
+        result["scheduler_cpu_user_seconds"] = None if sched_times is None else round(sched_times[0], 2)
+        result["scheduler_cpu_sys_seconds"] = None if sched_times is None else round(sched_times[1], 2)
         result["scheduler_cpu_ms_per_pod"] = (None if sched_cpu is None or not watch.bound
                                               else round(1000 * sched_cpu / len(watch.bound), 3))
         result["loadavg_1m"] = {"start": load0, "end": round(os.getloadavg()[0], 2)}
@@ -248,18 +267,20 @@ class Bench:
 
     def _start(self, scheduler: str, settings: Settings | None, tag: str) -> Contestant:
         kubeconfig = self.plane.kubeconfig
-        if scheduler == CEILING:
+        if scheduler in UNLIMITED:
             plan = self.workdir / f"raw-plan-{tag}.json"
             bindings = [[pod, self.nodes[i % len(self.nodes)]] for i, pod in enumerate(self.pod_names)]
             plan.write_bytes(orjson.dumps({
                 "server": self.plane.server, "ca_file": str(self.plane.ca_file), "token_file": str(self.token_file),
-                "namespace": NAMESPACE, "concurrency": self.args.binder_concurrency, "bindings": bindings}))
-            return start_raw_binder(self.workdir, plan, tag)
+                "namespace": NAMESPACE, "concurrency": self.args.binder_concurrency,
+                "events": scheduler != CEILING, "bindings": bindings}))
+            return start_raw_binder(self.workdir, plan, tag, scheduler)
         assert settings is not None
         config = scheduler_config(self.workdir / f"config-{settings.name}.yaml", scheduler_name=SCHEDULER_NAME,
                                   kubeconfig=kubeconfig, qps=settings.qps, burst=settings.burst)
         if scheduler == "tessera":
-            return start_tessera(self.workdir, config, kubeconfig, tag)
+            cprofile = self.args.out / f"cprofile-{tag}.pstats" if self.args.profile == "cprofile" else None
+            return start_tessera(self.workdir, config, kubeconfig, tag, cprofile)
         binary = self.plane.binaries.kube_scheduler
         if binary is None:
             raise FileNotFoundError("kube-scheduler binary is not available")
@@ -274,7 +295,7 @@ class Bench:
             if now > deadline:
                 return "timeout"
             if not contestant.running():
-                if contestant.name == CEILING and contestant.process.returncode() == 0:
+                if contestant.name in UNLIMITED and contestant.process.returncode() == 0:
                     # all Bindings accepted; give the watch a moment to see the last ones
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(watch.done.wait(), 10)
@@ -341,6 +362,10 @@ async def _run(args: argparse.Namespace, plane: LocalControlPlane, workdir: Path
                      f"{result.get('first_bind_seconds', float('nan')):.2f} s, {result['nodes_used']} nodes used, "
                      f"CPU s sched/apiserver/etcd {result['scheduler_cpu_seconds']}/{result['apiserver_cpu_seconds']}/"
                      f"{result['etcd_cpu_seconds']}")
+            if "cprofile" in result and result["cprofile"].get("landmarks"):
+                prof = result["cprofile"]
+                marks = ", ".join(f"{m['what']} {m['pct']}%" for m in prof["landmarks"] if m["pct"] >= 1)
+                progress(f"  cProfile: {prof['cpu_seconds']} CPU s; {marks}")
             if "profile" in result and result["profile"].get("samples"):
                 prof = result["profile"]
                 top = ", ".join(f"{e['function']} {e['pct']}%" for e in prof["self"][:5])

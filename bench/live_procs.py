@@ -32,7 +32,7 @@ import yaml
 
 from scheduler.kube.controlplane.processes import ManagedProcess, free_port
 
-__all__ = ["Contestant", "Profiler", "cpu_seconds", "find_pid", "scheduler_config", "start_kube_scheduler",
+__all__ = ["Contestant", "Profiler", "cpu_seconds", "cpu_times", "find_pid", "scheduler_config", "start_kube_scheduler",
            "start_raw_binder", "start_tessera"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -67,8 +67,9 @@ def scheduler_config(path: Path, *, scheduler_name: str, kubeconfig: Path, qps: 
     return path
 
 
-def cpu_seconds(pid: int | None) -> float | None:
-    """User + system CPU time of a live process, from /proc (None when unknown or gone)."""
+def cpu_times(pid: int | None) -> tuple[float, float] | None:
+    """(user, system) CPU seconds of a live process, from /proc (None when unknown or gone).
+    System time matters here: on loopback, a socket write also runs the receiver's TCP path."""
     if pid is None:
         return None
     try:
@@ -76,7 +77,13 @@ def cpu_seconds(pid: int | None) -> float | None:
     except OSError:
         return None
     fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime (fields 14, 15 of stat)
+    return int(fields[11]) / _CLK_TCK, int(fields[12]) / _CLK_TCK  # utime, stime (fields 14, 15 of stat)
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds of a live process (None when unknown or gone)."""
+    times = cpu_times(pid)
+    return None if times is None else times[0] + times[1]
 
 
 def find_pid(binary: Path, marker: str) -> int | None:
@@ -122,9 +129,11 @@ class Contestant:
         self.process.stop(grace)
 
 
-def start_tessera(workdir: Path, config: Path, kubeconfig: Path, tag: str) -> Contestant:
+def start_tessera(workdir: Path, config: Path, kubeconfig: Path, tag: str, cprofile: Path | None = None) -> Contestant:
+    """`python -m scheduler run`, or under `bench.live_cprofile` when `cprofile` names its output."""
     port = free_port()
-    argv = [sys.executable, "-m", "scheduler", "run", "--config", str(config), "--kubeconfig", str(kubeconfig),
+    wrapper = ["-m", "bench.live_cprofile", str(cprofile)] if cprofile is not None else []
+    argv = [sys.executable, *wrapper, "-m", "scheduler", "run", "--config", str(config), "--kubeconfig", str(kubeconfig),
             "--bind-address", "127.0.0.1", "--port", str(port)]
     env = _child_env({"TESSERA_LOG_FORMAT": "json", "PYTHONPATH": str(REPO_ROOT)})
     process = ManagedProcess("tessera", argv, workdir / f"tessera-{tag}.log", env)
@@ -141,12 +150,12 @@ def start_kube_scheduler(binary: Path, workdir: Path, config: Path, tag: str) ->
     return Contestant("kube-scheduler", process, f"https://127.0.0.1:{port}/readyz")
 
 
-def start_raw_binder(workdir: Path, plan: Path, tag: str) -> Contestant:
+def start_raw_binder(workdir: Path, plan: Path, tag: str, name: str = "raw-binder") -> Contestant:
     argv = [sys.executable, "-m", "bench.live_raw", str(plan)]
     env = _child_env({"PYTHONPATH": str(REPO_ROOT)})
     process = ManagedProcess("raw-binder", argv, workdir / f"raw-binder-{tag}.log", env)
     process.start()
-    return Contestant("raw-binder", process, None)
+    return Contestant(name, process, None)
 
 
 def py_spy() -> str | None:

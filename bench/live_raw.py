@@ -5,7 +5,10 @@ nodes, never more pods than GPUs), and this process only POSTs those Bindings, `
 time, with no client-side rate limit, as fast as the apiserver accepts them. It runs as its own
 process, like the two schedulers, so it pays the same start-up and gets its own core share.
 
-Plan: `{"server", "ca_file", "token_file", "namespace", "concurrency", "bindings": [[pod, node], ...]}`.
+Plan: `{"server", "ca_file", "token_file", "namespace", "concurrency", "events", "bindings": [[pod, node], ...]}`.
+With `"events": true` (the `raw-binder+events` contestant) each Binding is followed by one
+`Scheduled` Event (events.k8s.io/v1), the second write per pod both real schedulers make, so the
+apiserver does the same writes as for them.
 Exit status 0 when every Binding got 201, 1 otherwise (the failures are printed).
 """
 
@@ -14,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 import sys
+import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
 import aiohttp
@@ -25,6 +30,7 @@ async def bind_all(plan: dict[str, object]) -> tuple[int, list[str]]:
     namespace = str(plan["namespace"])
     concurrency = int(plan["concurrency"])  # type: ignore[call-overload]
     bindings = [(str(pod), str(node)) for pod, node in plan["bindings"]]  # type: ignore[attr-defined]
+    with_events = bool(plan.get("events"))
     context = ssl.create_default_context(cafile=str(plan["ca_file"]))
     server = str(plan["server"]).rstrip("/")
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json", "Content-Type": "application/json"}
@@ -46,6 +52,8 @@ async def bind_all(plan: dict[str, object]) -> tuple[int, list[str]]:
                         raw = await response.read()
                         if response.status == 201:
                             bound += 1
+                            if with_events:
+                                await _event(session, server, namespace, pod, node, failures)
                             break
                         if response.status in (429, 500, 503, 504) and attempt < 4:
                             await asyncio.sleep(0.1 * (attempt + 1))
@@ -55,6 +63,23 @@ async def bind_all(plan: dict[str, object]) -> tuple[int, list[str]]:
 
         await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(bindings))))))
     return bound, failures
+
+
+async def _event(session: aiohttp.ClientSession, server: str, namespace: str, pod: str, node: str,
+                 failures: list[str]) -> None:
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    body = orjson.dumps({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": f"{pod}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+        "eventTime": now, "reportingController": "raw-binder", "reportingInstance": "raw-binder",
+        "action": "Binding", "reason": "Scheduled", "type": "Normal",
+        "note": f"Successfully assigned {namespace}/{pod} to {node}",
+        "regarding": {"kind": "Pod", "apiVersion": "v1", "name": pod, "namespace": namespace},
+    })
+    async with session.post(f"{server}/apis/events.k8s.io/v1/namespaces/{namespace}/events", data=body) as response:
+        raw = await response.read()
+        if response.status != 201:
+            failures.append(f"event for {pod}: HTTP {response.status} {raw[:200].decode(errors='replace')}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,19 +13,22 @@ Definitions (also in bench/README.md):
 
 from __future__ import annotations
 
+import pstats
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["percentile", "profile_summary", "markdown_table", "plot", "round_metrics", "summarize"]
+__all__ = ["cprofile_summary", "percentile", "profile_summary", "markdown_table", "plot", "round_metrics", "summarize"]
 
-SCHEDULERS = ("tessera", "kube-scheduler", "raw-binder")
+SCHEDULERS = ("tessera", "kube-scheduler", "raw-binder", "raw-binder+events")
 CEILING = "raw-binder"
+UNLIMITED = ("raw-binder", "raw-binder+events")  # no client settings: the same rounds in every group
 _METRICS = ("pods_per_second", "bind_phase_pods_per_second", "first_bind_seconds", "ready_seconds",
             "create_to_bound_p50", "create_to_bound_p99", "start_to_bound_p50", "start_to_bound_p99",
-            "scheduler_cpu_seconds", "scheduler_cpu_ms_per_pod", "apiserver_cpu_seconds", "etcd_cpu_seconds")
+            "scheduler_cpu_seconds", "scheduler_cpu_user_seconds", "scheduler_cpu_sys_seconds",
+            "scheduler_cpu_ms_per_pod", "apiserver_cpu_seconds", "etcd_cpu_seconds")
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -78,7 +81,7 @@ def summarize(rounds: Sequence[Mapping[str, Any]], settings: Sequence[str]) -> d
         group: dict[str, Any] = {}
         for scheduler in SCHEDULERS:
             chosen = [r for r in rounds if r["scheduler"] == scheduler
-                      and (scheduler == CEILING or r["settings"] == setting)]
+                      and (scheduler in UNLIMITED or r["settings"] == setting)]
             if not chosen:
                 continue
             entry: dict[str, Any] = {m: _stats(r.get(m) for r in chosen) for m in _METRICS}
@@ -91,6 +94,9 @@ def summarize(rounds: Sequence[Mapping[str, Any]], settings: Sequence[str]) -> d
             "tessera_vs_ceiling": _ratio(median.get("tessera"), median.get(CEILING)),
             "kube_scheduler_vs_ceiling": _ratio(median.get("kube-scheduler"), median.get(CEILING)),
         }
+        if "raw-binder+events" in median:
+            group["ratios"]["tessera_vs_ceiling_with_events"] = _ratio(median.get("tessera"),
+                                                                       median.get("raw-binder+events"))
         tvk, tvc = group["ratios"]["tessera_vs_kube_scheduler"], group["ratios"]["tessera_vs_ceiling"]
         group["goals"] = {"tessera_ge_kube_scheduler": None if tvk is None else tvk >= 1.0,
                           "tessera_ge_80pct_ceiling": None if tvc is None else tvc >= 0.8}
@@ -121,7 +127,7 @@ def markdown_table(summary: Mapping[str, Any], labels: Mapping[str, str]) -> str
             entry = group.get(scheduler)
             if entry is None:
                 continue
-            label = "unlimited" if scheduler == CEILING else labels.get(setting, setting)
+            label = "unlimited" if scheduler in UNLIMITED else labels.get(setting, setting)
             med = {m: entry[m]["median"] for m in _METRICS}
             lines.append(
                 f"| {label} | {scheduler} | {_cell(entry['pods_per_second'])} "
@@ -131,14 +137,16 @@ def markdown_table(summary: Mapping[str, Any], labels: Mapping[str, str]) -> str
                 f"| {_num(med['scheduler_cpu_ms_per_pod'], 2)} "
                 f"| {_num(med['scheduler_cpu_seconds'])} / {_num(med['apiserver_cpu_seconds'])} / "
                 f"{_num(med['etcd_cpu_seconds'])} | {entry['runs']} | {'yes' if entry['all_bound'] else 'NO'} |")
+    with_events = any("tessera_vs_ceiling_with_events" in g["ratios"] for g in summary.values())
     lines.append("")
     lines.append("| settings | Tessera / kube-scheduler (goal ≥ 1.0) | Tessera / raw binder (goal ≥ 0.8) "
-                 "| kube-scheduler / raw binder |")
-    lines.append("|---|---|---|---|")
+                 "| kube-scheduler / raw binder |" + (" Tessera / raw binder + events |" if with_events else ""))
+    lines.append("|---|---|---|---|" + ("---|" if with_events else ""))
     for setting, group in summary.items():
         r = group["ratios"]
+        extra = f" {_num(r.get('tessera_vs_ceiling_with_events'), 2)} |" if with_events else ""
         lines.append(f"| {labels.get(setting, setting)} | {_num(r['tessera_vs_kube_scheduler'], 2)} "
-                     f"| {_num(r['tessera_vs_ceiling'], 2)} | {_num(r['kube_scheduler_vs_ceiling'], 2)} |")
+                     f"| {_num(r['tessera_vs_ceiling'], 2)} | {_num(r['kube_scheduler_vs_ceiling'], 2)} |{extra}")
     return "\n".join(lines)
 
 
@@ -173,6 +181,11 @@ def plot(summary: Mapping[str, Any], labels: Mapping[str, str], path: Path, titl
         ax.axhline(ceiling["median"], color="grey", linestyle="--",
                    label=f"raw binder (ceiling) {ceiling['median']:.0f} pods/s")
         ax.axhline(0.8 * ceiling["median"], color="grey", linestyle=":", label="80 % of ceiling")
+    with_events = next((summary[k]["raw-binder+events"]["pods_per_second"] for k in settings
+                        if "raw-binder+events" in summary[k]), None)
+    if with_events is not None and with_events["median"] is not None:
+        ax.axhline(with_events["median"], color="green", linestyle="-.",
+                   label=f"raw binder + 1 Event/pod {with_events['median']:.0f} pods/s")
     ax.set_xticks(range(len(settings)), [labels.get(s, s) for s in settings])
     ax.set_ylabel("pods/s (scheduler start → last bind), median, min–max")
     ax.set_title(title, fontsize=10)
@@ -271,3 +284,53 @@ def profile_summary(collapsed: Path, top: int = 15) -> dict[str, Any]:
             "self": pct(self_time), "self_by_file": pct(by_file), "inclusive": pct(total_time, 25),
             "other_thread_busy_samples": other_busy, "other_thread_idle_samples": other_idle,
             "partial_samples": partial}
+
+
+def _short(path: str) -> str:
+    for marker in ("site-packages/", "/lib/python3.11/", "/work/main/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return path
+
+
+# Functions whose cumulative CPU answers "how much went to X" (cProfile counts a coroutine's time
+# only while it runs, so these add up to CPU, not to waiting).
+CPROFILE_KEYS: tuple[tuple[str, str, str], ...] = (
+    ("imports", "<frozen importlib._bootstrap>", "_find_and_load"),
+    ("scheduling cycles", "scheduler/core/cycle.py", "schedule_next"),
+    ("watch events into the core", "scheduler/core/cycle.py", "apply"),
+    ("informer LIST (incl. apply)", "scheduler/kube/informers.py", "_list"),
+    ("informer watch (incl. apply)", "scheduler/kube/informers.py", "_watch"),
+    ("HTTP requests (KubeHttp.request)", "scheduler/kube/http.py", "request"),
+    ("kubernetes_asyncio ApiClient.call_api", "kubernetes_asyncio/client/api_client.py", "__call_api"),
+    ("aiohttp ClientSession._request", "aiohttp/client.py", "_request"),
+    ("binder (_bind)", "scheduler/kube/binder.py", "_bind"),
+    ("event recorder (_write)", "scheduler/kube/recorder.py", "_write"),
+    ("metrics hooks on_attempt", "scheduler/kube/run_cli.py", "on_attempt"),
+    ("queue counts", "scheduler/core/queue.py", "counts"),
+    ("rate limiter acquire", "scheduler/kube/http.py", "acquire"),
+)
+
+
+def cprofile_summary(path: Path, top: int = 20) -> dict[str, Any]:
+    """Top functions by own and by cumulative CPU time (% of the process's profiled CPU) from a
+    `bench.live_cprofile` pstats file, plus the cumulative share of a few landmark functions."""
+    stats = pstats.Stats(str(path))
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    total = float(stats.total_tt)  # type: ignore[attr-defined]
+    if total <= 0:
+        return {"cpu_seconds": 0.0}
+    rows: list[tuple[str, int, float, float]] = [
+        (f"{name} ({_short(file)}:{line})", int(nc), float(tt), float(ct))
+        for (file, line, name), (cc, nc, tt, ct, _) in raw.items()]
+
+    def table(index: int) -> list[dict[str, Any]]:
+        ordered = sorted(rows, key=lambda r: float(r[index]), reverse=True)[:top]
+        return [{"function": r[0], "calls": r[1], "pct": round(100 * float(r[index]) / total, 1)} for r in ordered]
+
+    landmarks = []
+    for label, file_part, name in CPROFILE_KEYS:
+        cum = max((ct for (file, _, fname), (_, _, _, ct, _) in raw.items()
+                   if fname == name and file_part in file), default=0.0)
+        landmarks.append({"what": label, "pct": round(100 * cum / total, 1)})
+    return {"cpu_seconds": round(total, 2), "self": table(2), "cumulative": table(3), "landmarks": landmarks}

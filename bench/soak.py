@@ -286,11 +286,14 @@ async def soak(minutes: float, seed: int, run_seconds: float, max_runs: int, exc
             # should fit comfortably placeable, even after node and device deletions.
             async with FaultRun(plane, workdir, seed=run_seed, replicas=plan.replicas, name=f"soak-{index + 1}",
                                 proxy_per_replica=plan.replicas > 1, v100_nodes=5 * len(plan.waves) + 1,
+                                t4_nodes=len(plan.waves) + 1,
                                 agent_delay=plan.agent_delay) as run:
                 executor = Executor(run, plan)
                 await executor.play(run_seconds)
                 remaining = max(20.0, deadline - time.monotonic() - 5)
-                report = await run.finish(bind_timeout=min(90.0, remaining), grace=5.0)
+                # Churn and class edits can outgrow the cluster: a pod left pending is a violation
+                # only when the apiserver's state has room for it.
+                report = await run.finish(bind_timeout=min(60.0, remaining), grace=5.0, only_if_room=True)
             reports.append((plan, report, executor.errors, executor.churned))
             print("  " + report.summary().replace("\n", "\n  "), flush=True)
             if report.violations:

@@ -72,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pods", type=Path, help=f"pod CSV (default: <trace dir>/{PODS_CSV})")
     parser.add_argument("--seeds", type=parse_seeds, default=parse_seeds("42-51"),
                         help="shuffle seeds: 42-51 (default), 42, or 42,45,50-51")
-    parser.add_argument("--policies", help=f"comma-separated subset of: {', '.join(p.name for p in POLICIES)}")
+    parser.add_argument("--policies", help=f"comma-separated, from: {', '.join(p.name for p in POLICIES)} "
+                        f"(default: {', '.join(p.name for p in POLICIES if p.default)})")
     parser.add_argument("--inflate", type=float, default=1.3,
                         help="top the workload up to this multiple of cluster GPU capacity (default 1.3, as FGD)")
     parser.add_argument("--sample", action="store_true",

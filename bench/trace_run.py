@@ -74,8 +74,19 @@ def run_once(policy: str, config: SchedulerConfig, seed: int, nodes: Sequence[Tr
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     ledger = core_gpu_milli(scheduler)
     if ledger != used:
-        raise LedgerMismatch(f"{policy} seed {seed}: the core holds {ledger} GPU milli, the trace placed {used}")
+        raise LedgerMismatch(f"{policy} seed {seed}: the core holds {ledger} GPU milli, the trace placed {used}"
+                             + _ungranted(scheduler))
     return RunResult(policy, seed, len(sequence), failed, elapsed, cpu, run_metrics(series))
+
+
+def _ungranted(scheduler: Scheduler) -> str:
+    """Placed pods that asked for ResourceClass devices but hold none (the usual culprit)."""
+    state = scheduler.state
+    keys = [state.pods[uid].key for uid, placement in state.placements.items()
+            if not placement.grants and any(state.classes.is_class_resource(r) for r in placement.requests)]
+    if not keys:
+        return ""
+    return f"; placed without their class devices: {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}"
 
 
 def core_gpu_milli(scheduler: Scheduler) -> int:

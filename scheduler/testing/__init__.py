@@ -388,6 +388,7 @@ class RunReport:
     violations: list[Violation]
     logs: list[str]
     first_bound: dict[str, str] = field(default_factory=dict)  # pod key -> first node, churned pods too
+    events: list[str] = field(default_factory=list)  # what the harness did, when
 
     @property
     def scheduled(self) -> int:
@@ -397,13 +398,14 @@ class RunReport:
     def as_dict(self) -> JSON:
         return {"name": self.name, "seed": self.seed, "seconds": round(self.seconds, 1), "pods": self.pods,
                 "bound": self.bound, "scheduled": self.scheduled, "must_bind": self.must_bind, "faults": self.faults,
-                "violations": [v.as_dict() for v in self.violations], "logs": self.logs}
+                "violations": [v.as_dict() for v in self.violations], "logs": self.logs, "events": self.events}
 
     def summary(self) -> str:
         lines = [f"{self.name} (seed {self.seed}): {self.bound}/{self.pods} pods bound in {self.seconds:.0f}s, "
                  f"faults {dict((k, v) for k, v in self.faults.items() if v)}, {len(self.violations)} violation(s)"]
         lines += [f"  {v}" for v in self.violations]
         if self.violations:
+            lines += [f"  harness: {', '.join(self.events)}"] if self.events else []
             lines += [f"  log: {path}" for path in self.logs]
         return "\n".join(lines)
 
@@ -444,6 +446,7 @@ class FaultRun:
         self.plans: list[PodPlan] = []
         self.harness_faults: Counter[str] = Counter()
         self.blind: list[tuple[float, float]] = []
+        self.log: list[str] = []  # what the harness did, with seconds since start (for reports)
         self.started = time.monotonic()
         self.kubeconfig = workdir / f"{self.rid}-proxy.kubeconfig"
         self.config = workdir / f"{self.rid}-config.yaml"
@@ -566,8 +569,9 @@ class FaultRun:
     async def wait_bound(self, at_least: int, timeout: float = 30.0) -> bool:
         return await self.wait_for(lambda: len(self.bound_keys()) >= at_least, timeout)
 
-    def count(self, fault: str, n: int = 1) -> None:
+    def count(self, fault: str, n: int = 1, subject: str = "") -> None:
         self.harness_faults[fault] += n
+        self.log.append(f"{time.monotonic() - self.started:.1f}s {fault} {subject}".rstrip())
 
     def alive_replicas(self) -> list[SchedulerProcess]:
         return [r for r in self.replicas if r.alive()]
@@ -588,7 +592,7 @@ class FaultRun:
 
     async def kill(self, replica: SchedulerProcess) -> None:
         await asyncio.to_thread(replica.kill)
-        self.count("kill9")
+        self.count("kill9", subject=replica.identity)
 
     async def restart_apiserver(self) -> None:
         began = time.monotonic()
@@ -621,15 +625,15 @@ class FaultRun:
         """Delete a node and its ExtendedResources (pods bound to it stay, as with a real node)."""
         await self._call("DELETE", f"{DEVICES_PATH}?labelSelector=tessera.dev%2Fnode%3D{node}", ok=(200, 202, 404))
         await self._call("DELETE", f"{NODES_PATH}/{node}", ok=(200, 202, 404))
-        self.count("node_delete")
+        self.count("node_delete", subject=node)
 
     async def delete_device(self, device: str) -> None:
         await self._call("DELETE", f"{DEVICES_PATH}/{device}", ok=(200, 202, 404))
-        self.count("device_delete")
+        self.count("device_delete", subject=device)
 
     async def edit_class(self, name: str, spec: JSON) -> None:
         await self._call("PATCH", f"{CLASSES_PATH}/{name}", {"spec": spec}, content_type=_MERGE)
-        self.count("class_edit")
+        self.count("class_edit", subject=f"{name} {spec}")
 
     async def add_nodes(self, model: str, count: int) -> list[str]:
         names = await asyncio.to_thread(add_nodes, self.plane, self.cluster, model, count)
@@ -664,8 +668,9 @@ class FaultRun:
             total.update(proxy.counts)
         return {**{name: total[name] for name in FAULT_TYPES}, **self.harness_faults}
 
-    async def finish(self, bind_timeout: float = 60.0, grace: float = 5.0) -> RunReport:
-        """Stop injecting, let the scheduler converge, and check every invariant."""
+    async def finish(self, bind_timeout: float = 60.0, grace: float = 5.0, only_if_room: bool = False) -> RunReport:
+        """Stop injecting, let the scheduler converge, and check every invariant (``only_if_room``:
+        a pending pod is a violation only if the apiserver's state has room for it)."""
         for proxy in self.proxies:
             proxy.configure(NO_FAULTS)
         self.agent.paused = False
@@ -673,7 +678,8 @@ class FaultRun:
         await wait_until_bound(self.api, must, bind_timeout)
         await asyncio.sleep(1.0)  # let stragglers (a gang's last member, events) land
         view = await read_view(self.api)
-        violations = check(view, must_bind=must, watcher=self.watcher, grace=grace, blind=self.blind_windows())
+        violations = check(view, must_bind=must, watcher=self.watcher, grace=grace, blind=self.blind_windows(),
+                           only_if_room=only_if_room)
         for replica in self.replicas:
             if not replica.killed and not replica.alive():
                 violations.append(Violation(SCHEDULER_EXITED, replica.identity,
@@ -683,7 +689,7 @@ class FaultRun:
         first = {f.key: f.node for f in self.watcher.first_bound.values() if f.key.startswith(f"{self.namespace}/")}
         return RunReport(self.name, self.seed, time.monotonic() - self.started, len(ours),
                          sum(1 for p in ours if (p.get("spec") or {}).get("nodeName")), len(must), self.faults,
-                         sorted(violations), [str(r.log_path) for r in self.replicas], first)
+                         sorted(violations), [str(r.log_path) for r in self.replicas], first, list(self.log))
 
 
 def _held_devices(pod: JSON) -> list[str]:

@@ -507,8 +507,13 @@ def check_gangs(view: ClusterView) -> list[Violation]:
     return out
 
 
-def check_unbound(view: ClusterView, must_bind: Collection[str]) -> list[Violation]:
-    """Every pod the caller knows fits (``namespace/name``) exists and is bound."""
+def check_unbound(view: ClusterView, must_bind: Collection[str], only_if_room: bool = False) -> list[Violation]:
+    """Every pod the caller knows fits (``namespace/name``) exists and is bound.
+
+    With ``only_if_room`` a pending pod counts only when it fits on some node by the apiserver's
+    state (:func:`fits_somewhere`): for workloads whose size the caller cannot promise (random
+    churn, class edits that move capacity), that still catches a scheduler that leaked capacity.
+    """
     pods = view.pod_by_key()
     ledger = _ledger(view, None, [])
     out = []
@@ -520,6 +525,8 @@ def check_unbound(view: ClusterView, must_bind: Collection[str]) -> list[Violati
             conditions = (pod.get("status") or {}).get("conditions") or []
             why = next((c.get("message", "") for c in conditions if c.get("type") == "PodScheduled"), "")
             node = fits_somewhere(pod, view, ledger)
+            if node is None and only_if_room:
+                continue
             room = f"fits on {node} by the apiserver's state" if node else "no node has room by the apiserver's state"
             out.append(Violation(UNBOUND, key, f"still pending ({room}){': ' + why if why else ''}"))
     return out
@@ -552,11 +559,11 @@ def check_events(view: ClusterView) -> list[Violation]:
 
 
 def check(view: ClusterView, *, must_bind: Collection[str] = (), watcher: ClusterWatcher | None = None,
-          grace: float = 5.0, blind: Iterable[tuple[float, float]] = ()) -> list[Violation]:
+          grace: float = 5.0, blind: Iterable[tuple[float, float]] = (), only_if_room: bool = False) -> list[Violation]:
     """All final-state checks (and the watcher's, when given), deduplicated and sorted; ``blind``
-    as for :func:`check_history`."""
+    as for :func:`check_history`, ``only_if_room`` as for :func:`check_unbound`."""
     found = check_capacity(view, watcher.removed_devices() if watcher is not None else None)
-    found += check_gangs(view) + check_unbound(view, must_bind) + check_events(view)
+    found += check_gangs(view) + check_unbound(view, must_bind, only_if_room) + check_events(view)
     if watcher is not None:
         found += check_history(watcher, view, grace, blind)
         # A transient violation the final state no longer shows (or shows with other numbers):

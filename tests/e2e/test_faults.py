@@ -6,7 +6,12 @@ nodes for a memory-shared class), submits a mixed workload (plain, class, shared
 pods, label and PodGroup gangs), breaks something while it is being scheduled, then stops the
 faults and checks with ``scheduler.testing.invariants``: no device or node over capacity, gangs
 all-or-nothing, every pod that fits bound, no pod bound twice or on a stale view, and no
-scheduler process that exited on its own. Short versions for CI: about 20-40 s each.
+scheduler process that exited on its own. Short versions for CI: about 10-35 s each, about three
+minutes for the file; the long randomized version is ``python -m bench.soak``.
+
+The last three tests are focused reproductions of scheduler bugs the scenarios found (a deposed
+leader still binding, gated Bindings sent after their node was deleted, a deleted
+ExtendedResource no longer counted against its node); each docstring says what must hold.
 """
 
 from __future__ import annotations
@@ -191,6 +196,9 @@ async def test_resource_class_edited_while_pods_use_it(fault_run: RunFactory) ->
     assert_clean(report)
 
 
+# --- focused reproductions of what the scenarios above found ------------------------------------
+
+
 async def test_deposed_leader_stops_binding(fault_run: RunFactory) -> None:
     """A leader cut off from the apiserver (not killed) loses the lease. Once it can write again it
     must not bind what it decided while it led: the new leader has been handing out the same
@@ -247,9 +255,6 @@ def _lease_acquired(replica: Any) -> str:
         if '"leader.started"' in line:
             return str(json.loads(line)["timestamp"])
     return "9999"
-
-
-# --- focused reproductions of what the scenarios above found ------------------------------------
 
 
 async def test_deleted_extended_resource_still_counts_against_the_node_gpu_count(fault_run: RunFactory) -> None:

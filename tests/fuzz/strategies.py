@@ -24,6 +24,7 @@ from typing import Any
 from hypothesis import HealthCheck, example, settings
 from hypothesis import strategies as st
 
+from scheduler.api.quantity import QuantityError, parse_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.objects import GANG_MIN_LABEL, GANG_NAME_LABEL, PODGROUP_LABEL
 
@@ -39,8 +40,9 @@ KNOWN_BUGS = {
     "F2": "bound pod that Tessera cannot parse (e.g. min-available label 'x') is not counted -> node over-allocated",
     "F3": "DELETED event whose object no longer parses is dropped -> pod/node/device/podgroup stays in the cache",
     "F5": "ResourceClass with resourceName of a plain device-plugin resource (nvidia.com/gpu) silently captures it",
-    "F6": "Replay._bind writes back the latest raw pod, crashing on odd shapes (conditions, null status/spec/annotations)",
+    "F6": "Replay._bind writes back the latest raw pod, crashing on odd shapes (conditions, null status/annotations, rejected updates)",
     "F7": "ResourceClass matchLabels with non-string values are str()-ed instead of making the class invalid",
+    "F12": "bound pods whose requests sum past 2**63 on one node: the numpy node vectors raise OverflowError",
     "F8": "parse_quantity accepts non-ASCII digits (Python's \\d / Fraction)",
     "C1": "config: an integer too large for a float (clientConnection.qps: 1e400 written out) -> OverflowError",
     "C2": "config: a mapping with date keys where a scalar is expected -> TypeError while formatting the message",
@@ -150,10 +152,27 @@ ODD_QUANTITIES = (
     "Infinity", "1_000", "\u0663", "\uff19", "1e60", "1e61", "1e-61", "1e-60", "+.5", ".", "-0", "1E3", "1EB",
     "1GB", "1iB", "1Gi ", "\t1", "9" * 64, "9" * 65, "9" * 19, "9" * 30 + "Ei", "1Ei", "8Ei", "1e18", "1e1.5",
     "--1", "+-1", "1m1", "1n", "1u", "0.5", "1.", ".5Gi", "1e+3", "1e-3", "1E-3", "9999999999999",
-    "4611686018427387904", "4611686018427387905m", "1e-9", "1e-10",
+    "4611686018427387905m", "1e-9", "1e-10",
 )
+# Valid quantities near Tessera's 2**62 cap: two on one node overflow an int64 (F12).
+HUGE_VALID_QUANTITIES = ("4Ei", "3Ei", "2Ei", "4611686018427387904")
+if generate_known("F12"):
+    ODD_QUANTITIES += HUGE_VALID_QUANTITIES
 quantity_regex = st.from_regex(
     r"\A[+-]?[0-9]{1,70}(\.[0-9]{0,8})?([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,4})?\Z", fullmatch=True)
+
+
+def _not_f12(value: Any) -> bool:
+    """False for quantities of 2**49..2**62 (millicores or units): two of them overflow an int64 (F12)."""
+    try:
+        magnitude = abs(parse_quantity(value))
+    except QuantityError:
+        return True
+    return not 2**49 <= magnitude <= 2**62
+
+
+if not generate_known("F12"):
+    quantity_regex = quantity_regex.filter(_not_f12)
 quantity_text = st.one_of(
     st.sampled_from(ODD_QUANTITIES),
     st.text(alphabet="0123456789.+-eEKMGTPiunmk _", max_size=14),
@@ -162,7 +181,8 @@ quantity_text = st.one_of(
 )
 quantity_values = st.one_of(
     st.sampled_from(CANONICAL_QUANTITIES), st.sampled_from(CANONICAL_QUANTITIES), quantity_text,
-    st.integers(-2**80, 2**80), st.floats(), st.sampled_from(GARBAGE),
+    st.integers(-2**80, 2**80) if generate_known("F12") else st.integers(-2**80, 2**80).filter(_not_f12),
+    st.floats(), st.sampled_from(GARBAGE),
 )
 resource_maps = st.dictionaries(st.sampled_from(RESOURCES) | st.text(max_size=10), quantity_values, max_size=4)
 
@@ -322,8 +342,6 @@ def sanitize_pod(obj: Obj) -> Obj:
     if not generate_known("F6"):
         if isinstance(meta, dict) and "annotations" in meta and meta["annotations"] is None:
             del meta["annotations"]
-        if "spec" in obj and obj["spec"] is None:
-            del obj["spec"]
         status = obj.get("status")
         if status is not None and not isinstance(status, dict) or "status" in obj and status is None:
             obj["status"] = {}

@@ -83,7 +83,7 @@ def test_event_streams(config: str, foreign: list[Any], stream: list[Event], pos
     h.finish()
 
 
-@S.fuzz_settings(80)
+@S.fuzz_settings(60)
 @S.known_example("F1", events=[("ADDED", [1])], times=[0.0] * 10)
 @example(events=[("ERROR", {"kind": "Status", "code": 410}), ("BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": "9"}})],
          times=[0.0] * 10)

@@ -706,9 +706,9 @@ BAD_CONDITIONS: tuple[Scenario, list[Corruption], list[GarbageEvent]] = (
 )
 
 
-# --- properties ---
+# --- properties ----------------------------------------------------------------------------------
 
-SCENARIOS = S.scenarios() | S.scenarios(focus=True)-------------------------------------------------------------------------------
+SCENARIOS = S.scenarios() | S.scenarios(focus=True)
 
 
 @_settings(200)
@@ -751,7 +751,8 @@ def test_duplicated_events_and_relists_change_nothing(scenario: Scenario) -> Non
 
 
 @_settings(200)
-@given(S.scenarios(max_ops=30) | S.scenarios(max_ops=30, focus=True), st.lists(S.corruptions, max_size=8), st.lists(S.garbage_events, max_size=3))
+@given(S.scenarios(max_ops=30) | S.scenarios(max_ops=30, focus=True), st.lists(S.corruptions, max_size=8),
+       st.lists(S.garbage_events, max_size=3))
 @example(*NO_UID)
 @example(*BAD_CONDITIONS)
 def test_corrupted_input_never_crashes_nor_overallocates(scenario: Scenario, corruptions: list[Corruption],

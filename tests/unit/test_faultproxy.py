@@ -140,6 +140,7 @@ async def test_relays_requests_bodies_and_keeps_connections_alive(proxy: FaultPr
     assert len(set(map(str, upstream.peers))) == 1  # one client connection -> one upstream connection
     assert proxy.requests == proxy.forwarded == 5
     assert sum(proxy.counts.values()) == 0 and set(proxy.counts) == set(FAULT_TYPES)
+    assert proxy.errors == 0, proxy.last_error
 
 
 async def test_watch_streams_event_by_event(proxy: FaultProxy) -> None:
