@@ -23,7 +23,7 @@ from scheduler.core.cycle import Attempt, Scheduler
 from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
 from scheduler.kube.class_controller import DefaultClassController
-from scheduler.kube.http import KubeHttp
+from scheduler.kube.http import KubeHttp, RateLimiter
 from scheduler.kube.informers import InformerSet
 from scheduler.kube.recorder import EventRecorder, ObjectRef
 from scheduler.kube.status import StatusWriter
@@ -54,7 +54,11 @@ class SchedulerLoop:
         self.core = Scheduler(config, seed=random.randrange(2**32) if seed is None else seed)
         self.informers = InformerSet(watch_http, self._on_event)
         self.binder = Binder(http, self._on_bound, allowed=lambda: self.is_leader())
-        self.events = EventRecorder(http, controller="tessera", instance=identity)
+        # Events get a client of their own with its own token bucket, as kube-scheduler's event
+        # client does, so that recording a pod's Event never takes a Binding's place in the budget.
+        limiter = http.limiter
+        events_http = KubeHttp(http.api, RateLimiter(limiter.qps, limiter.burst) if limiter is not None else None)
+        self.events = EventRecorder(events_http, controller="tessera", instance=identity)
         self.statuses = StatusWriter(http)
         self.is_leader = is_leader
         self.hooks = hooks or LoopHooks()
