@@ -8,6 +8,7 @@ integer views the scheduler needs (`Value()`, `MilliValue()`) round up like upst
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -47,8 +48,20 @@ def parse_quantity(value: str | int | float) -> Fraction:
     """Parse a quantity such as `100m`, `16Gi`, `1.5`, `2e3` into an exact number.
 
     Integers from YAML/JSON are accepted as-is (the apiserver serialises them as strings, but
-    hand-written event files often carry bare numbers).
+    hand-written event files often carry bare numbers). Strings are cached: a cluster repeats a
+    few hundred distinct quantities millions of times, once per watch event of every pod.
     """
+    if isinstance(value, str):
+        return _parse_string(value)
+    return _parse(value)
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_string(value: str) -> Fraction:
+    return _parse(value)
+
+
+def _parse(value: str | int | float) -> Fraction:
     if isinstance(value, bool):
         raise QuantityError(f"quantity must be a string or number, got {value!r}")
     if isinstance(value, int):
