@@ -173,8 +173,8 @@ def plot(summary: Mapping[str, Any], labels: Mapping[str, str], path: Path, titl
             low.append(stats["median"] - stats["min"])
             high.append(stats["max"] - stats["median"])
         ax.bar(xs, heights, width * 0.95, yerr=[low, high], capsize=4, label=scheduler, color=colors[scheduler])
-        for x, h in zip(xs, heights):
-            ax.annotate(f"{h:.0f}", (x, h), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
+        for x, h in zip(xs, heights):  # inside the bar: the whiskers stay readable
+            ax.text(x, h / 2, f"{h:.0f}", ha="center", va="center", color="white", fontsize=8, fontweight="bold")
     ceiling = next((summary[k][CEILING]["pods_per_second"] for k in settings if CEILING in summary[k]), None)
     if ceiling is not None and ceiling["median"] is not None:
         ax.axhspan(ceiling["min"], ceiling["max"], color="grey", alpha=0.15)
