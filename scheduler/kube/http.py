@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -26,29 +26,30 @@ STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 
 
 class RateLimiter:
-    """client-go's token bucket (`flowcontrol.NewTokenBucketRateLimiter(qps, burst)`)."""
+    """client-go's token bucket (`flowcontrol.NewTokenBucketRateLimiter(qps, burst)`).
 
-    def __init__(self, qps: float, burst: int) -> None:
+    Like golang.org/x/time/rate, a caller reserves its token first (the bucket may go negative)
+    and then waits for it, so time spent elsewhere is never lost from the rate.
+    """
+
+    def __init__(self, qps: float, burst: int, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.qps = qps
         self.burst = max(1, burst)
+        self._clock = clock
+        self._sleep = sleep
         self._tokens = float(self.burst)
-        self._last = time.monotonic()
-        self._lock = asyncio.Lock()
+        self._last = clock()
 
     async def acquire(self) -> None:
         if self.qps <= 0:
             return
-        async with self._lock:
-            now = time.monotonic()
-            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
-            self._last = now
-            if self._tokens < 1:
-                wait = (1 - self._tokens) / self.qps
-                await asyncio.sleep(wait)
-                self._last = time.monotonic()
-                self._tokens = 0.0
-            else:
-                self._tokens -= 1
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+        self._last = now
+        self._tokens -= 1
+        if self._tokens < 0:
+            await self._sleep(-self._tokens / self.qps)
 
 
 @dataclass(frozen=True, slots=True)
