@@ -57,6 +57,17 @@ POLICIES: tuple[Policy, ...] = (
            lambda: _v1({"plugins": {"score": {"disabled": [{"name": "*"}],
                                               "enabled": [{"name": "TesseraFragmentation", "weight": 1}]}}},
                        "fragmentation-only"), default=False),
+    Policy("gpu-binpack", "RequestedToCapacityRatio on nvidia.com/gpu only (CPU and memory left out)",
+           lambda: _v1({"pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {
+               "type": "RequestedToCapacityRatio", "resources": [{"name": "nvidia.com/gpu", "weight": 1}],
+               "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0},
+                                                      {"utilization": 100, "score": 10}]}}}}]}, "gpu-binpack"),
+           default=False),
+    Policy("fragmentation-spread", "TesseraFragmentation (weight 5) over NodeResourcesFit LeastAllocated",
+           lambda: _v1({"plugins": {"score": {"enabled": [{"name": "TesseraFragmentation", "weight": 5}]}},
+                        "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {
+                            "type": "LeastAllocated", "resources": [{"name": r, "weight": 1} for r in FIT_RESOURCES]}}}]},
+                       "fragmentation-spread"), default=False),
 )
 
 BY_NAME = {p.name: p for p in POLICIES}
