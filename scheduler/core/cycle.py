@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from scheduler.api.config import Profile, SchedulerConfig
 from scheduler.core import annotations as ann
 from scheduler.core.framework import DevicePlan, PodContext, prepare
-from scheduler.core.objects import JSON, Pod
+from scheduler.core.objects import JSON, Pod, object_uid
 from scheduler.core.plugins import coscheduling, fit, node_affinity, node_unschedulable, taints
 from scheduler.core.plugins.devices import NAME as DEVICES
 from scheduler.core import vector
@@ -104,14 +104,12 @@ class Scheduler:
     def _pending_snapshot(self, obj: JSON) -> Pod | None:
         if obj.get("kind") != "Pod":
             return None
-        meta = obj.get("metadata")
-        uid = meta.get("uid") if isinstance(meta, dict) else None
-        return self.state.pods.get(uid) if isinstance(uid, str) else None
+        uid = object_uid(obj)
+        return self.state.pods.get(uid) if uid is not None else None
 
     def _observe(self, obj: JSON) -> None:
-        meta = obj.get("metadata")
-        uid = meta.get("uid") if isinstance(meta, dict) else None
-        pod = self.state.pods.get(uid) if isinstance(uid, str) else None
+        uid = object_uid(obj)
+        pod = self.state.pods.get(uid) if uid is not None else None
         if pod is not None:
             for runtime in self.profiles.values():
                 runtime.observe(pod)
@@ -119,9 +117,8 @@ class Scheduler:
     def _sync_queue(self, obj: JSON, before: Pod | None, now: float) -> None:
         if obj.get("kind") != "Pod":
             return
-        meta = obj.get("metadata")
-        uid = meta.get("uid") if isinstance(meta, dict) else None
-        if not isinstance(uid, str):
+        uid = object_uid(obj)
+        if uid is None:
             return
         pod = self.state.pods.get(uid)
         if pod is None or uid not in self.state.pending:

@@ -49,6 +49,12 @@ class PodContext:
     shape: tuple[object, ...] = ()  # everything Filter and Score read from the pod (cache key)
     filters: list[tuple[str, Callable[[PodContext, NodeInfo], tuple[str, ...] | None]]] | None = None
 
+    def plain_request(self, name: str) -> int:
+        for resource, amount in self.plain:
+            if resource == name:
+                return amount
+        return 0
+
 
 def prepare(pod: Pod, classes: ClassRegistry) -> PodContext:
     plain: list[tuple[str, int]] = []

@@ -96,6 +96,20 @@ class ObjectMeta:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
 
+def object_uid(obj: JSON) -> str | None:
+    """The uid the state files an object under (parse_meta's fallback for objects without one)."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    uid = meta.get("uid")
+    if isinstance(uid, str) and uid:
+        return uid
+    name, namespace = meta.get("name"), meta.get("namespace") or ""
+    if not isinstance(name, str) or not name or not isinstance(namespace, str):
+        return None
+    return f"{obj.get('kind')}/{namespace}/{name}"
+
+
 def parse_meta(obj: JSON, kind: str) -> ObjectMeta:
     meta = _mapping(obj.get("metadata"), f"{kind}.metadata")
     name = _str(meta.get("name"), f"{kind}.metadata.name")

@@ -28,7 +28,7 @@ from scheduler.api.config import ScoringStrategy
 from scheduler.core.framework import MAX_NODE_SCORE, PodContext
 from scheduler.core.objects import Taint
 from scheduler.core.plugins import fit, node_unschedulable, taints
-from scheduler.core.plugins.devices import BROKEN, DevicePlanner
+from scheduler.core.plugins.devices import BROKEN, DevicePlanner, over_count
 from scheduler.core.plugins.fit import broken_linear
 from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, is_extended
 from scheduler.core.state import ClusterState, NodeInfo
@@ -246,7 +246,8 @@ def filter_nodes(vectors: NodeVectors, ctx: PodContext, start: int, to_find: int
         col = vectors.column(resource)
         alloc, score_alloc = vectors.alloc[:n, col], vectors.score_alloc[:n, col]
         advertised = ~((alloc == 0) & (score_alloc > 0))  # the node reports the resource itself
-        room = ~advertised | (vectors.used[:n, col] + count <= alloc)
+        own = ctx.plain_request(resource)  # the pod's plain request of the same resource shares the count
+        room = ~advertised | (vectors.used[:n, col] + count + own <= alloc)
         ok = candidates & ~vectors.broken[:n] & (vectors.class_free[name][:n] >= count) & room
         rows = np.flatnonzero(ok)
         rotated = np.concatenate((rows[rows >= start], rows[rows < start]))
@@ -273,7 +274,7 @@ def filter_nodes(vectors: NodeVectors, ctx: PodContext, start: int, to_find: int
             else:
                 plan = planner.plan(ctx.device_requests, info)
                 per_node[info.name] = (info.generation, generation, plan)
-            if isinstance(plan, str):
+            if isinstance(plan, str) or over_count(ctx, plan, info) is not None:
                 continue
             plans[info.name] = plan
             result.rows.append(row)

@@ -21,6 +21,7 @@ import orjson
 from scheduler.api.config import SchedulerConfig
 from scheduler.core import annotations as ann
 from scheduler.core.cycle import Attempt, Scheduler
+from scheduler.core.objects import object_uid
 from scheduler.core.state import Notice
 
 
@@ -69,8 +70,9 @@ class Replay:
     def run(self, events: Iterable[WatchEvent]) -> Iterator[Attempt]:
         for event in events:
             self.stats.events += 1
-            self._remember(event)
-            self.stats.notices += self.scheduler.apply(event.type, event.object, self.now)
+            notices = self.scheduler.apply(event.type, event.object, self.now)
+            self.stats.notices += notices
+            self._remember(event, rejected=any(n.reason == "InvalidObject" for n in notices))
             yield from self.drain()
 
     def drain(self) -> Iterator[Attempt]:
@@ -93,16 +95,16 @@ class Replay:
                     self._bind(attempt)
                 ready = scheduler.take_released()
 
-    def _remember(self, event: WatchEvent) -> None:
+    def _remember(self, event: WatchEvent, rejected: bool) -> None:
+        """Keep the last pod object the core accepted: Bindings are applied to that one."""
         if event.object.get("kind") != "Pod":
             return
-        meta = event.object.get("metadata")
-        uid = meta.get("uid") if isinstance(meta, dict) else None
-        if not isinstance(uid, str):
+        uid = object_uid(event.object)
+        if uid is None:
             return
         if event.type == "DELETED":
             self.pods.pop(uid, None)
-        else:
+        elif not rejected:
             self.pods[uid] = event.object
 
     def _bind(self, attempt: Attempt) -> None:
@@ -111,18 +113,21 @@ class Replay:
         if raw is None:
             return
         bound = copy.deepcopy(raw)
-        meta = bound.setdefault("metadata", {})
+        meta = bound["metadata"]  # the core accepted this object, so metadata and spec are objects
         meta.pop("resourceVersion", None)
-        if attempt.annotations:
-            meta["annotations"] = {**(meta.get("annotations") or {}), **attempt.annotations}
-        bound.setdefault("spec", {})["nodeName"] = attempt.node
-        status = bound.setdefault("status", {})
-        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        annotations = meta.get("annotations")
+        meta["annotations"] = {**(annotations if isinstance(annotations, dict) else {}), **attempt.annotations}
+        bound["spec"]["nodeName"] = attempt.node
+        raw_status = bound.get("status")
+        status: dict[str, Any] = raw_status if isinstance(raw_status, dict) else {}
+        old = status.get("conditions")
+        conditions = [c for c in (old if isinstance(old, list) else [])
+                      if isinstance(c, dict) and c.get("type") != "PodScheduled"]
         conditions.append({"type": "PodScheduled", "status": "True"})
-        status["conditions"] = conditions
+        bound["status"] = {**status, "conditions": conditions}
         self.pods[attempt.pod.uid] = bound
         self.stats.notices += self.scheduler.apply("MODIFIED", bound, self.now)
-        if self.agent and meta.get("annotations", {}).get(ann.PHASE) == ann.PHASE_ALLOCATING:
+        if self.agent and meta["annotations"].get(ann.PHASE) == ann.PHASE_ALLOCATING:
             allocated = copy.deepcopy(bound)  # the node agent hands the devices out at once
             allocated["metadata"]["annotations"][ann.PHASE] = ann.PHASE_ALLOCATED
             self.pods[attempt.pod.uid] = allocated

@@ -5,8 +5,9 @@ each with one or two versions) plus a list of operations on it (`Op`). Operation
 watch events *lazily* by `World`, which plays the apiserver: it keeps the current version of every
 object, stamps each event with an increasing resourceVersion, and learns Tessera's Bindings as
 they happen, so a later "pod finished" event carries the `spec.nodeName` and device annotations
-the Binding wrote — exactly what a real watch stream would deliver. Stale (older resourceVersion)
-events go to the core only, never into the simulator's memory of the apiserver.
+the Binding wrote — exactly what a real watch stream would deliver (including the node agent's
+`tessera.dev/phase: Allocated`, which `Replay` plays right after each Binding). Stale (older
+resourceVersion) events go to the core only, never into the simulator's memory of the apiserver.
 
 The universe is deliberately tiny (≤ 4 nodes, ≤ 8 devices, ≤ 4 classes, ≤ 10 pods) so that
 random streams collide often: shared devices, name clashes between classes, full nodes, gangs

@@ -31,10 +31,12 @@ def waiting_message(state: ClusterState, pod: Pod) -> str | None:
     minimum = state.group_min(key, pod)
     if minimum is None:
         return f'podgroup "{key}" not found'
-    members = state.groups.get(key, ())
-    if len(members) < minimum:
+    # members that can count: on a node already, or waiting for one (not gated, not being
+    # deleted, scheduled by us) — otherwise a transaction could be tried that can never commit
+    members = sum(1 for uid in state.groups.get(key, ()) if uid in state.placements or uid in state.pending)
+    if members < minimum:
         return (f"pod {pod.key} cannot find enough sibling pods, "
-                f"current pods number: {len(members)}, minMember of group: {minimum}")
+                f"current pods number: {members}, minMember of group: {minimum}")
     return None
 
 

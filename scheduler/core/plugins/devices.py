@@ -41,6 +41,9 @@ class DevicePlanner:
         plan = self._cached_plan(ctx.device_requests, info)
         if isinstance(plan, str):
             return (plan,)
+        short = over_count(ctx, plan, info)
+        if short is not None:
+            return (short,)
         ctx.plans[info.name] = plan
         return None
 
@@ -130,6 +133,19 @@ class DevicePlanner:
     def score(self, ctx: PodContext, info: NodeInfo) -> int:
         plan = ctx.plans.get(info.name)
         return plan.score if plan is not None else 0
+
+
+def over_count(ctx: PodContext, plan: DevicePlan, info: NodeInfo) -> str | None:
+    """The pod's own plain request of a device resource (e.g. `nvidia.com/gpu: 2`) and the devices
+    its class grants make busy share the node's count; the cached plan only knows the latter."""
+    node = info.node
+    if node is None:
+        return None
+    for resource, count in plan.newly_busy.items():
+        own = ctx.plain_request(resource)
+        if own and resource in node.allocatable and info.used(resource) + count + own > node.allocatable[resource]:
+            return f"Insufficient {resource}"
+    return None
 
 
 def _busy(use: DeviceUse | None) -> bool:
