@@ -159,7 +159,10 @@ def _fmt(value: object) -> str:
         return "null"
     if isinstance(value, (int, float)):
         return repr(value)
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # e.g. a mapping with date or other non-string keys
+        text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -248,7 +251,8 @@ class _Obj:
         value = self.raw(key)
         if value is None:
             return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or abs(value) > 1e300 \
+                or not math.isfinite(value):
             _invalid(self.at(key), value, "must be a number")
         return float(value)
 

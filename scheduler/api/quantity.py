@@ -37,8 +37,8 @@ _DECIMAL = {
     "P": Fraction(10**15),
     "E": Fraction(10**18),
 }
-_NUMBER = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(.*)$")
-_EXPONENT = re.compile(r"^[eE]([+-]?\d+)$")
+_NUMBER = re.compile(r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(.*)$")
+_EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
 # Upstream caps quantities far below this; the cap keeps absurd input from costing memory or time.
 _MAX_EXPONENT = 60
 _MAX_LENGTH = 64

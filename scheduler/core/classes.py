@@ -132,7 +132,10 @@ def _requirements(selector: object, errors: list[str]) -> tuple[DeviceRequiremen
         errors.append("spec.selector.matchLabels: must be a map of strings")
     else:
         for key, value in labels.items():
-            out.append(DeviceRequirement(str(key), "In", (str(value),), None))
+            if not isinstance(key, str) or not isinstance(value, str):
+                errors.append(f"spec.selector.matchLabels[{key}]: Invalid value: {value!r}: must be a string")
+                continue
+            out.append(DeviceRequirement(key, "In", (value,), None))
     expressions = selector.get("matchExpressions") or []
     if not isinstance(expressions, list):
         errors.append("spec.selector.matchExpressions: must be a list")

@@ -89,6 +89,8 @@ class Scheduler:
     def apply(self, event_type: str, obj: JSON, now: float) -> list[Notice]:
         """Feed one watch event; keeps the queue in step and requeues pods the event may help."""
         self._now = now
+        if not isinstance(obj, dict):
+            return self.state.apply(event_type, obj)[1]
         before = self._pending_snapshot(obj)
         events, notices = self.state.apply(event_type, obj)
         self._sync_queue(obj, before, now)

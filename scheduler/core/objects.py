@@ -317,6 +317,7 @@ class Pod:
     devices: ann.DeviceAssignment | None = None
     device_error: str | None = None
     allocating: bool = False
+    label_error: str | None = None  # a label we could not use (reported, the pod still counts)
 
     @property
     def key(self) -> str:
@@ -343,6 +344,18 @@ def _container(raw: object, where: str) -> tuple[Container, bool]:
     return Container(name, requests), sidecar
 
 
+def _gang_label_error(meta: ObjectMeta) -> str | None:
+    raw_min = meta.labels.get(GANG_MIN_LABEL)
+    if not meta.labels.get(GANG_NAME_LABEL) or raw_min is None:
+        return None
+    try:
+        int(raw_min)
+    except ValueError:
+        return (f"Pod.metadata.labels[{GANG_MIN_LABEL}]: Invalid value: {raw_min!r}: must be an integer; "
+                "the pod is scheduled as a single pod, not as a gang member")
+    return None
+
+
 def _gang(meta: ObjectMeta) -> GangRef | None:
     group = meta.labels.get(PODGROUP_LABEL)
     if group:
@@ -354,9 +367,9 @@ def _gang(meta: ObjectMeta) -> GangRef | None:
     try:
         minimum = int(raw_min)
     except ValueError:
-        raise ObjectError(f"Pod.metadata.labels[{GANG_MIN_LABEL}]: Invalid value: {raw_min!r}: must be an integer") from None
+        return None  # as coscheduling v0.18: a min-available that is not an integer >= 1 means "no gang"
     if minimum < 1:
-        return None  # coscheduling treats min-available < 1 as "not a gang member"
+        return None
     return GangRef(f"{meta.namespace}/{name}", minimum, False)
 
 
@@ -385,7 +398,7 @@ def parse_pod(obj: JSON) -> Pod:
     for i, raw in enumerate(_list(affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_where)):
         item = _mapping(raw, f"{pref_where}[{i}]")
         weight = item.get("weight", 0)
-        if not isinstance(weight, int) or not 1 <= weight <= 100:
+        if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
             raise ObjectError(f"{pref_where}[{i}].weight: Invalid value: {weight!r}: must be in the range 1-100")
         preferred.append(PreferredTerm(weight, parse_selector_term(item.get("preference"), f"{pref_where}[{i}].preference")))
     tolerations = []
@@ -423,6 +436,7 @@ def parse_pod(obj: JSON) -> Pod:
         except ann.AnnotationError as err:
             pod.device_error = f"annotation {ann.DEVICES} of pod {meta.key}: {err}"
     pod.allocating = meta.annotations.get(ann.PHASE) == ann.PHASE_ALLOCATING
+    pod.label_error = _gang_label_error(meta)
     return pod
 
 
@@ -502,6 +516,6 @@ def parse_podgroup(obj: JSON) -> PodGroup:
     if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 1:
         raise ObjectError(f"PodGroup.spec.minMember: Invalid value: {minimum!r}: must be an integer >= 1")
     timeout = spec.get("scheduleTimeoutSeconds")
-    if timeout is not None and (not isinstance(timeout, int) or timeout < 0):
+    if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0):
         raise ObjectError(f"PodGroup.spec.scheduleTimeoutSeconds: Invalid value: {timeout!r}")
     return PodGroup(meta, minimum, timeout)

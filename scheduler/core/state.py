@@ -28,6 +28,7 @@ from scheduler.core.objects import (
     ObjectError,
     Pod,
     PodGroup,
+    object_uid,
     parse_device,
     parse_node,
     parse_pod,
@@ -206,8 +207,34 @@ class ClusterState:
             name = str(meta.get("name", ""))
             namespace = str(meta.get("namespace", "") or "")
             key = f"{namespace}/{name}" if namespace else name
-            return [], [Notice(str(kind), key, "InvalidObject", f"{kind} {key}: {err}", namespace,
-                               str(meta.get("uid", "") or ""))]
+            events = self._delete_unreadable(str(kind), obj, name, key) if event_type == "DELETED" else []
+            return events, [Notice(str(kind), key, "InvalidObject", f"{kind} {key}: {err}", namespace,
+                                   str(meta.get("uid", "") or ""))]
+
+    def _delete_unreadable(self, kind: str, obj: JSON, name: str, key: str) -> list[ClusterEvent]:
+        """A DELETED event whose last state does not parse still deletes what we hold under its name."""
+        if kind == "Pod":
+            uid = object_uid(obj)
+            pod = self.pods.get(uid) if uid is not None else None
+            if pod is None:
+                return []
+            self._bury(pod.uid)
+            return self._remove_pod(pod)
+        if kind == "Node":
+            info = self.nodes.get(name)
+            if info is not None and info.node is not None:
+                info.node = None
+                self._remove_from_order(name)
+                self._touch(info)
+            return []
+        if kind == "ExtendedResource":
+            return self._delete_device(name)
+        if kind == "ResourceClass":
+            self.classes.remove(name, self.devices.values())
+            return [ClusterEvent(EventKind.CLASS_CHANGED)]
+        if kind == "PodGroup" and self.podgroups.pop(key, None) is not None:
+            return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=key)]
+        return []
 
     def _stale(self, uid: str, resource_version: str) -> bool:
         if uid in self._tombstones:
@@ -303,6 +330,9 @@ class ClusterState:
                 events += self._remove_pod(self.pods[previous_uid])
         self.pods[uid] = pod
         self.by_key[pod.key] = uid
+        if pod.label_error is not None and (old is None or old.label_error != pod.label_error):
+            notices.append(Notice("Pod", pod.key, "InvalidObject", f"Pod {pod.key}: {pod.label_error}",
+                                  pod.meta.namespace, uid))
         placement = self.placements.get(uid)
         if pod.terminal:
             if placement is not None:
@@ -493,22 +523,7 @@ class ClusterState:
         device = parse_device(obj)
         old = self.devices.get(device.name)
         if event_type == "DELETED":
-            if old is None:
-                return [], []
-            info = self._node_info(old.node_name)
-            self.classes.device_removed(device.name)
-            use = self.device_use.get(device.name)
-            if use is not None and use.busy:
-                # Devices are released when their pods are gone, not when their object is: keep a
-                # cordoned ghost so the node's device count still includes it (DESIGN.md §2).
-                ghost = replace(old, unschedulable=True)
-                self.devices[device.name] = info.devices[device.name] = ghost
-                self._ghosts.add(device.name)
-            else:
-                del self.devices[device.name]
-                info.devices.pop(device.name, None)
-            self._refresh_busy(info)
-            return [ClusterEvent(EventKind.DEVICE_CHANGED, node=old.node_name)], []
+            return self._delete_device(device.name), []
         if self._stale(device.meta.uid, device.meta.resource_version):
             return [], []
         if old == device:
@@ -525,11 +540,36 @@ class ClusterState:
         self._refresh_busy(info)
         return [ClusterEvent(EventKind.DEVICE_CHANGED, node=device.node_name)], []
 
+    def _delete_device(self, name: str) -> list[ClusterEvent]:
+        old = self.devices.get(name)
+        if old is None or name in self._ghosts:
+            return []
+        info = self._node_info(old.node_name)
+        self.classes.device_removed(name)
+        use = self.device_use.get(name)
+        if use is not None and use.busy:
+            # Devices are released when their pods are gone, not when their object is: keep a
+            # cordoned ghost so the node's device count still includes it (DESIGN.md §2).
+            ghost = replace(old, unschedulable=True)
+            self.devices[name] = info.devices[name] = ghost
+            self._ghosts.add(name)
+        else:
+            del self.devices[name]
+            info.devices.pop(name, None)
+        self._refresh_busy(info)
+        return [ClusterEvent(EventKind.DEVICE_CHANGED, node=old.node_name)]
+
     def _on_class(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
         cls = parse_resource_class(obj)
         if event_type == "DELETED":
             self.classes.remove(cls.name, self.devices.values())
             return [ClusterEvent(EventKind.CLASS_CHANGED)], []
+        if cls.error is None and any(info.node is not None and cls.resource_name in info.node.allocatable
+                                     for info in self.nodes.values()):
+            # Nodes already advertise this name through a device plugin: taking it over would turn
+            # every plain request for it into a class request. Refuse, and say so.
+            cls = replace(cls, error=f'spec.resourceName: Invalid value: "{cls.resource_name}": nodes already '
+                                     "advertise this resource through a device plugin; use a name of its own")
         old = self.classes.classes.get(cls.name)
         if old is not None and _same_class(old, cls):
             return [], []

@@ -142,11 +142,11 @@ class NodeVectors:
         self.used[row] = 0
         self.score_alloc[row] = 0
         for name, col in self.columns.items():
-            self.alloc[row, col] = node.allocatable.get(name, 0)
-            self.used[row, col] = info.used(name)
-            self.score_alloc[row, col] = info.device_capacity(name) if is_extended(name) else node.allocatable.get(name, 0)
-        self.score_cpu[row] = info.scoring_cpu
-        self.score_memory[row] = info.scoring_memory
+            self.alloc[row, col] = _int64(node.allocatable.get(name, 0))
+            self.used[row, col] = _int64(info.used(name))
+            self.score_alloc[row, col] = _int64(info.device_capacity(name) if is_extended(name) else node.allocatable.get(name, 0))
+        self.score_cpu[row] = _int64(info.scoring_cpu)
+        self.score_memory[row] = _int64(info.scoring_memory)
         self.pods_free[row] = node.allocatable.get(PODS, 0) - len(info.pods)
         self.unschedulable[row] = node.unschedulable
         self.hard_taints[row] = any(t.effect != "PreferNoSchedule" for t in node.taints)
@@ -183,9 +183,16 @@ class NodeVectors:
         for row in range(min(self.size, len(order))):
             info = self.state.nodes[order[row]]
             assert info.node is not None
-            self.alloc[row, col] = info.node.allocatable.get(name, 0)
-            self.used[row, col] = info.used(name)
-            self.score_alloc[row, col] = info.device_capacity(name) if is_extended(name) else info.node.allocatable.get(name, 0)
+            self.alloc[row, col] = _int64(info.node.allocatable.get(name, 0))
+            self.used[row, col] = _int64(info.used(name))
+            self.score_alloc[row, col] = _int64(info.device_capacity(name) if is_extended(name) else info.node.allocatable.get(name, 0))
+
+
+_SATURATE = 2**55  # absurd amounts saturate here, so that x*100 in scoring cannot overflow int64
+
+
+def _int64(value: int) -> int:
+    return max(-_SATURATE, min(_SATURATE, value))
 
 
 @dataclass(slots=True)

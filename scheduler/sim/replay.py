@@ -97,7 +97,7 @@ class Replay:
 
     def _remember(self, event: WatchEvent, rejected: bool) -> None:
         """Keep the last pod object the core accepted: Bindings are applied to that one."""
-        if event.object.get("kind") != "Pod":
+        if not isinstance(event.object, dict) or event.object.get("kind") != "Pod":
             return
         uid = object_uid(event.object)
         if uid is None:

@@ -25,6 +25,8 @@ from tests.e2e.conftest import (  # noqa: F401 - re-exported fixtures
 )
 from tests.fuzz import tally
 
+__all__ = ["clean_cluster", "control_plane", "control_plane_binaries", "kube", "kubectl", "namespace", "tessera"]
+
 
 def _target(item: pytest.Item) -> str:
     return getattr(item, "originalname", None) or item.name

@@ -253,7 +253,9 @@ class Harness:
         state = self.state
         for attempt in attempts:
             if attempt.node is None:
-                assert attempt.message and (attempt.message.startswith("0/") or attempt.message == NO_NODES), attempt
+                message = attempt.message
+                assert message and (message.startswith("0/") or message == NO_NODES or (
+                    attempt.pod.gang is not None and message.startswith("pod group "))), attempt
                 continue
             pod = attempt.pod
             info = state.nodes.get(attempt.node)
