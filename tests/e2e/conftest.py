@@ -175,12 +175,28 @@ async def kubectl(control_plane: LocalControlPlane) -> AsyncIterator[Any]:
 @pytest.fixture
 def clean_cluster(control_plane: LocalControlPlane) -> LocalControlPlane:
     """No nodes, devices or classes left over from earlier tests: exact messages and placements."""
+    import time
+
+    from scheduler.kube.controlplane import ApiError
+
     admin = control_plane.admin
-    for path in ("/api/v1/nodes", "/apis/tessera.dev/v1alpha1/extendedresources",
-                 "/apis/tessera.dev/v1alpha1/resourceclasses"):
-        for item in admin.get(path)["items"]:
-            admin.delete(f"{path}/{item['metadata']['name']}")
-    return control_plane
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            for path in ("/api/v1/nodes", "/apis/tessera.dev/v1alpha1/extendedresources",
+                         "/apis/tessera.dev/v1alpha1/resourceclasses"):
+                for item in admin.get(path)["items"]:
+                    try:
+                        admin.delete(f"{path}/{item['metadata']['name']}")
+                    except ApiError as err:
+                        if err.status != 404:
+                            raise
+            return control_plane
+        except ApiError as err:
+            # after an apiserver restart in an earlier test, CRD storage answers 429 for a while
+            if err.status not in (429, 500, 503) or time.monotonic() > deadline:
+                raise
+            time.sleep(1)
 
 
 @pytest_asyncio.fixture
