@@ -180,34 +180,6 @@ class Harness:
             return attempts
 
         scheduler.schedule_next = schedule_next  # type: ignore[method-assign]
-        if not S.generate_known("F6"):
-            self._forget_rejected_raw_pods()
-
-    def _forget_rejected_raw_pods(self) -> None:
-        """F6 excluded: Replay keeps writing Bindings into the last *accepted* raw pod, as a fixed
-        Replay would (it remembers every raw pod before the core has looked at it)."""
-        replay, scheduler = self.replay, self.replay.scheduler
-        inner_remember, inner_apply = replay._remember, scheduler.apply
-        previous: list[tuple[str | None, Any]] = [(None, None)]
-
-        def remember(event: WatchEvent) -> None:
-            uid = _pod_uid(event.object)
-            previous[0] = (uid, replay.pods.get(uid) if uid is not None else None)
-            inner_remember(event)
-
-        def apply(event_type: Any, obj: Any, now: float) -> list[Notice]:
-            notices = inner_apply(event_type, obj, now)
-            uid, raw = previous[0]
-            if uid is not None and uid == _pod_uid(obj) and any(n.reason == "InvalidObject" for n in notices):
-                if raw is None:
-                    replay.pods.pop(uid, None)
-                else:
-                    replay.pods[uid] = raw
-            previous[0] = (None, None)
-            return notices
-
-        replay._remember = remember  # type: ignore[method-assign]
-        scheduler.apply = apply  # type: ignore[method-assign]
 
     @property
     def state(self) -> ClusterState:
