@@ -42,10 +42,13 @@ async def test_tfjob_demo_binpacks_workers_and_binds_the_gang(tessera: Any, kube
     placed = await eventually(lambda: _all_bound(kubectl, namespace, 5))
     workers = [placed[f"tf-smoke-gpu-worker-{i}"] for i in range(4)]
     assert len(set(workers)) == 1
-    events = await kubectl.events(namespace)
-    scheduled = [e for e in events if e["reason"] == "Scheduled"]
-    assert any(e["note"] == f"Successfully assigned {namespace}/tf-smoke-gpu-ps-0 to {placed['tf-smoke-gpu-ps-0']}"
-               for e in scheduled)
+    note = f"Successfully assigned {namespace}/tf-smoke-gpu-ps-0 to {placed['tf-smoke-gpu-ps-0']}"
+
+    async def scheduled_events() -> list[dict[str, Any]] | None:  # Events are written asynchronously
+        scheduled = [e for e in await kubectl.events(namespace) if e["reason"] == "Scheduled"]
+        return scheduled if any(e["note"] == note for e in scheduled) else None
+
+    scheduled = await eventually(scheduled_events)
     assert all(e["reportingController"] == "tessera" for e in scheduled)
 
 
@@ -134,9 +137,13 @@ async def test_default_scheduler_and_tessera_share_the_cluster(tessera: Any, kub
     del plain["spec"]["schedulerName"]
     await kubectl.create_pod(namespace, plain)
     await eventually(lambda: _all_bound(kubectl, namespace, 2))
-    events = await kubectl.events(namespace)
-    by_pod = {e["regarding"]["name"]: e.get("reportingController") for e in events if e["reason"] == "Scheduled"}
-    assert by_pod == {"mine": "tessera", "theirs": "default-scheduler"}
+
+    async def scheduled_by() -> dict[str, str] | None:  # Events are written asynchronously
+        events = await kubectl.events(namespace)
+        found = {e["regarding"]["name"]: e.get("reportingController") for e in events if e["reason"] == "Scheduled"}
+        return found if len(found) == 2 else None
+
+    assert await eventually(scheduled_by) == {"mine": "tessera", "theirs": "default-scheduler"}
 
 
 async def _all_bound(kubectl: Kube, namespace: str, count: int) -> dict[str, str] | None:
