@@ -121,8 +121,12 @@ async def _two_replicas(clean_cluster: Any, kubectl: Kube, namespace: str, tmp_p
         for i in range(4):
             await kubectl.create_pod(namespace, b.pod(f"before-{i}", limits={"class.tessera.dev/v100": 1}))
         await eventually(lambda: _count_bound(kubectl, namespace, at_least=4))
-        instances = {e["reportingInstance"] for e in await kubectl.events(namespace) if e["reason"] == "Scheduled"}
-        assert instances == {leader_id}
+        async def reporters(prefix: str, count: int) -> set[str] | None:  # Events are written asynchronously
+            events = [e for e in await kubectl.events(namespace)
+                      if e["reason"] == "Scheduled" and e["regarding"]["name"].startswith(prefix)]
+            return {e["reportingInstance"] for e in events} if len(events) >= count else None
+
+        assert await eventually(lambda: reporters("before-", 4)) == {leader_id}
 
         leader.kill()
         killed_at = asyncio.get_running_loop().time()
@@ -131,9 +135,7 @@ async def _two_replicas(clean_cluster: Any, kubectl: Kube, namespace: str, tmp_p
         await eventually(lambda: _count_bound(kubectl, namespace, at_least=8), timeout=30)
         handover = asyncio.get_running_loop().time() - killed_at
         assert handover < 4 + 1 + 5  # lease duration + retry period + scheduling slack
-        instances = {e["reportingInstance"] for e in await kubectl.events(namespace)
-                     if e["reason"] == "Scheduled" and e["regarding"]["name"].startswith("after-")}
-        assert instances == {standby.args[-1]}
+        assert await eventually(lambda: reporters("after-", 4)) == {standby.args[-1]}
         assert max(_device_owners(await kubectl.pods(namespace)).values()) == 1
     finally:
         for replica in replicas:
