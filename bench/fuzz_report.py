@@ -2,14 +2,14 @@
 
     .venv/bin/python bench/fuzz_report.py                      # 2000 examples per property
     .venv/bin/python bench/fuzz_report.py --examples 500 --jobs 2 --live
-    TESSERA_FUZZ_EXAMPLES=5000 .venv/bin/python bench/fuzz_report.py --known include
+    TESSERA_FUZZ_EXAMPLES=5000 .venv/bin/python bench/fuzz_report.py --known exclude
 
 Every fuzz test is one target. The table lists, per target, how many generated inputs its body ran
 (explicit examples and shrinking runs included; counted by tests/fuzz/tally.py) and whether it
-failed, with the first line of the failure. By default the broad properties do not generate the
-triggers of bugs already reported (`--known exclude`, see `KNOWN_BUGS` in tests/fuzz/strategies.py):
-a long run should measure everything else rather than re-find those. The dedicated `test_F*` /
-`test_C*` tests always run, so the table also says which reported bugs still reproduce.
+failed, with the first line of the failure. With `--known exclude` the broad properties do not
+generate the triggers of the bugs this suite reported (`KNOWN_BUGS` in tests/fuzz/strategies.py), so
+that while one is open a long run measures everything else instead of re-finding it. The dedicated
+`test_F*` / `test_C*` regression tests always run, so the table also says whether those still reproduce.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--examples", type=int, default=int(os.environ.get("TESSERA_FUZZ_EXAMPLES", "0") or 2000),
                         help="examples per property (default: $TESSERA_FUZZ_EXAMPLES or 2000)")
-    parser.add_argument("--known", choices=("exclude", "include"), default="exclude",
-                        help="generate the triggers of already reported bugs in the broad properties (default: no)")
+    parser.add_argument("--known", choices=("include", "exclude"), default="include",
+                        help="exclude: do not generate the triggers of reported bugs in the broad properties")
     parser.add_argument("--jobs", type=int, default=1, help="run the test files in this many processes")
     parser.add_argument("--live", action="store_true", help="also run the live fuzz on the local control plane")
     parser.add_argument("-k", dest="keyword", default="", help="pytest -k expression")
