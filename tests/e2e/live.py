@@ -142,7 +142,25 @@ class TesseraProcess:
         return self.log_path.read_text(errors="replace")[-4000:]
 
 
-class FakeAgent:
+class BackgroundLoop:
+    """A test helper's `_run()` loop as a task for the duration of an `async with` block."""
+
+    _task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> BackgroundLoop:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        raise NotImplementedError  # subclasses define the loop
+
+
+class FakeAgent(BackgroundLoop):
     """Plays the node agent's part of the handoff: marks bound pods' devices `Allocated`.
 
     Without it (no kubelet calls Allocate in these tests) the allocation gate would rightly keep a
@@ -153,16 +171,10 @@ class FakeAgent:
         self.kube = kube
         self.namespace = namespace
         self.allocated: list[str] = []
-        self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> FakeAgent:
-        self._task = asyncio.create_task(self._run())
+        await super().__aenter__()
         return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
 
     async def _run(self) -> None:
         while True:

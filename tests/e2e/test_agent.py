@@ -37,7 +37,7 @@ from scheduler.agent.publish import er_name
 from scheduler.core import annotations as ann
 from scheduler.kube.http import KubeHttp, connect
 from scheduler.sim import builders as b
-from tests.e2e.live import REPO, Kube, eventually
+from tests.e2e.live import REPO, BackgroundLoop, Kube, eventually
 
 NODES = "/api/v1/nodes"
 ERS = "/apis/tessera.dev/v1alpha1/extendedresources"
@@ -260,7 +260,7 @@ async def _sockets(directory: Path, expected: set[str]) -> bool:
 # --- the handoff: scheduler -> annotations -> kubelet Allocate -> container ------------------------
 
 
-class KubeletRunner:
+class KubeletRunner(BackgroundLoop):
     """The kubelet's pod side: admit each pod bound to the node once; publish plugin counts in the
     Node status. Also checks the scheduler's gate as the apiserver shows it: in every (consistent)
     list, at most one pod per resource name on the node is still Allocating."""
@@ -273,16 +273,10 @@ class KubeletRunner:
         self.errors: dict[str, str] = {}
         self.gate_violations: list[str] = []
         self._status: dict[str, tuple[int, int]] = {}
-        self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> KubeletRunner:
-        self._task = asyncio.create_task(self._run())
+        await super().__aenter__()
         return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
 
     async def _run(self) -> None:
         while True:
