@@ -67,7 +67,8 @@ class ProfileRuntime:
         self.profile = profile
         self.state = state
         self._cache: OrderedDict[tuple[object, ...], dict[str, CacheEntry]] = OrderedDict()
-        self.devices = DevicePlanner(state)
+        self.fragmentation = FragmentationScore(state) if FRAGMENTATION in profile.score_weights else None
+        self.devices = DevicePlanner(state, self.fragmentation)
         # Upstream filter order: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity,
         # NodeResourcesFit; device classes come last because they are the most expensive.
         self.filters: list[tuple[str, FilterFn]] = [
@@ -79,7 +80,6 @@ class ProfileRuntime:
         ]
         fit_score = fit.FitScore(profile.fit)
         self.fit_vector = FitVector(profile.fit)
-        self.fragmentation = FragmentationScore(state) if FRAGMENTATION in profile.score_weights else None
         available: dict[str, tuple[ScoreFn, str, Callable[[PodContext], bool]]] = {
             fit.NAME: (fit_score.score, "", _always),
             node_affinity.NAME: (node_affinity.score, "max", node_affinity.needs_score),
@@ -87,7 +87,7 @@ class ProfileRuntime:
             DEVICES: (self.devices.score, "", _has_devices),
         }
         if self.fragmentation is not None:
-            available[FRAGMENTATION] = (self.fragmentation.score, "minmax-reverse", _always)
+            available[FRAGMENTATION] = (self.fragmentation.score, "", _always)
         self.scores: list[ScorePlugin] = []
         for name, weight in profile.score_weights.items():
             if name in available:
@@ -97,8 +97,7 @@ class ProfileRuntime:
     @property
     def generation(self) -> int:
         """Changes whenever cached per-node results may be stale for reasons beyond the node itself."""
-        epoch = self.fragmentation.workload.epoch if self.fragmentation is not None else 0
-        return self.state.classes.generation * 1_000_000 + epoch
+        return self.devices.generation
 
     def observe(self, pod: Pod) -> None:
         if self.fragmentation is not None:
@@ -202,9 +201,7 @@ class ProfileRuntime:
         per_plugin: dict[str, list[int]] = {p.name: [0] * len(nodes) for p in self.scores}
         for i, plugin in enumerate(active):
             column = [raw[i] for raw in raws]
-            if plugin.normalize == "minmax-reverse":
-                column = normalize_min_max_reverse(column)
-            elif plugin.normalize:
+            if plugin.normalize:
                 column = normalize(column, reverse=plugin.normalize == "reverse")
                 weight = plugin.weight
                 for j, value in enumerate(column):
@@ -229,11 +226,3 @@ def normalize(scores: list[int], reverse: bool) -> list[int]:
         return [MAX_NODE_SCORE] * len(scores) if reverse else scores
     out = [MAX_NODE_SCORE * s // highest for s in scores]
     return [MAX_NODE_SCORE - s for s in out] if reverse else out
-
-
-def normalize_min_max_reverse(scores: list[int]) -> list[int]:
-    """Lowest raw value scores 100, highest 0, linear in between (all equal: 100)."""
-    low, high = min(scores, default=0), max(scores, default=0)
-    if high == low:
-        return [MAX_NODE_SCORE] * len(scores)
-    return [MAX_NODE_SCORE * (high - s) // (high - low) for s in scores]

@@ -269,7 +269,7 @@ def filter_nodes(vectors: NodeVectors, ctx: PodContext, start: int, to_find: int
         # DevicePlanner.filter_node, inlined: a cached plan is two dict lookups
         planner = device_filter
         per_node = planner.cache_for(ctx.device_requests)
-        generation = vectors.state.classes.generation
+        generation = planner.generation
         plans = ctx.plans
         for row in rotated.tolist():
             info = nodes[order[row]]

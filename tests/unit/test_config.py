@@ -75,14 +75,13 @@ def resources(*pairs: tuple[str, int]) -> tuple[ResourceWeight, ...]:
 # --- shipped files --------------------------------------------------------------------------------
 
 
-def test_builtin_default_is_gpu_binpack_with_upstream_defaults() -> None:
+def test_builtin_default_is_fragmentation_over_least_allocated_with_upstream_defaults() -> None:
     cfg = load_config(None)
     (prof,) = cfg.profiles
     assert prof.scheduler_name == "tessera"
-    assert list(prof.score_weights.items()) == list(DEFAULT_WEIGHTS.items())
-    assert prof.fit.type == "RequestedToCapacityRatio"
-    assert prof.fit.shape == shape((0, 0), (100, 100))
-    assert prof.fit.resources == resources(("cpu", 1), ("memory", 1), ("nvidia.com/gpu", 3))
+    assert list(prof.score_weights.items()) == list(DEFAULT_WEIGHTS.items()) + [("TesseraFragmentation", 10)]
+    assert prof.fit.type == "LeastAllocated"
+    assert prof.fit.resources == resources(("cpu", 1), ("memory", 1), ("nvidia.com/gpu", 1))
     assert cfg.leader_election.leader_elect and cfg.leader_election.resource_name == "tessera"
     assert (cfg.pod_initial_backoff_seconds, cfg.pod_max_backoff_seconds) == (1, 10)
 

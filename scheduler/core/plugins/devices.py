@@ -15,6 +15,7 @@ The node score is device-level binpack: how full the matching devices are after 
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Protocol
 
 from scheduler.api.quantity import Amount
 from scheduler.core.framework import MAX_NODE_SCORE, DevicePlan, DeviceRequest, PodContext
@@ -26,9 +27,20 @@ _CACHED_REQUESTS = 128
 BROKEN = "node(s) had unreadable device assignments"
 
 
+class SliceChooser(Protocol):
+    """Picks the device for a slice among those it fits on (given fullest first); `epoch` moves
+    whenever its choices may change, so cached plans are redone."""
+
+    @property
+    def epoch(self) -> int: ...
+
+    def choose_slice(self, info: NodeInfo, dimension: str, amount: Amount, options: list[Device]) -> Device: ...
+
+
 class DevicePlanner:
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterState, slice_chooser: SliceChooser | None = None) -> None:
         self.state = state
+        self.slice_chooser = slice_chooser
         # Plans depend only on the device requests and the node (and the class registry), not on
         # the rest of the pod, so pods that differ in CPU or memory share them.
         self._plans: OrderedDict[tuple[tuple[str, str, int], ...], dict[str, tuple[int, int, DevicePlan | str]]] = OrderedDict()
@@ -57,9 +69,15 @@ class DevicePlanner:
                 self._plans.popitem(last=False)
         return per_node
 
+    @property
+    def generation(self) -> int:
+        """What cached plans depend on beyond the node: the class registry and the slice chooser."""
+        epoch = self.slice_chooser.epoch if self.slice_chooser is not None else 0
+        return self.state.classes.generation * 1_000_000 + epoch
+
     def _cached_plan(self, requests: tuple[DeviceRequest, ...], info: NodeInfo) -> DevicePlan | str:
         per_node = self.cache_for(requests)
-        generation = self.state.classes.generation
+        generation = self.generation
         hit = per_node.get(info.name)
         if hit is not None and hit[0] == info.generation and hit[1] == generation:
             return hit[2]
@@ -95,8 +113,7 @@ class DevicePlanner:
                 scores.append(busy_after * MAX_NODE_SCORE // len(candidates))
             else:
                 amount = cls.sharing.unit * req.count
-                best: tuple[Amount, int, str] | None = None
-                best_device: Device | None = None
+                fitting: list[tuple[tuple[Amount, int, str], Device]] = []
                 for device in candidates:
                     if device.name in taken:
                         continue
@@ -111,11 +128,16 @@ class DevicePlanner:
                     left = capacity - used - amount
                     if left < 0:
                         continue
-                    key = (left, len(matches.get(device.name, ())), device.name)
-                    if best is None or key < best:
-                        best, best_device = key, device
-                if best is None or best_device is None:
+                    fitting.append(((left, len(matches.get(device.name, ())), device.name), device))
+                if not fitting:
                     return f"Insufficient {req.resource_name}"
+                fitting.sort(key=lambda item: item[0])
+                best, best_device = fitting[0]
+                if self.slice_chooser is not None and len(fitting) > 1 and not taken and not shared_extra:
+                    # only for a pod's first device request: the chooser sees the node as it is
+                    chosen_device = self.slice_chooser.choose_slice(
+                        info, cls.sharing.dimension, amount, [device for _, device in fitting])
+                    best, best_device = next(item for item in fitting if item[1] is chosen_device)
                 device_use = use.get(best_device.name)
                 if not _busy(device_use) and best_device.name not in shared_extra:
                     newly_busy[best_device.resource_name] = newly_busy.get(best_device.resource_name, 0) + 1
