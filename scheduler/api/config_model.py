@@ -23,6 +23,7 @@ __all__ = [
     "ScoringStrategy",
     "CoschedulingArgs",
     "DeviceArgs",
+    "FragmentationArgs",
     "Profile",
     "LeaderElectionConfig",
     "ClientConnectionConfig",
@@ -170,12 +171,18 @@ class DeviceArgs(_Frozen):
     default_class_controller: bool = False
 
 
+class FragmentationArgs(_Frozen):
+    resource_name: str = "nvidia.com/gpu"  # the device resource whose fragmentation is measured
+    max_task_types: int = Field(default=256, ge=1, le=10_000)  # most popular request shapes kept
+
+
 class Profile(_Frozen):
     scheduler_name: str = Field(default=DEFAULT_SCHEDULER_NAME, min_length=1)
     score_weights: ScoreWeights = DEFAULT_SCORE_WEIGHTS
     fit: ScoringStrategy = ScoringStrategy()
     coscheduling: CoschedulingArgs = CoschedulingArgs()
     devices: DeviceArgs = DeviceArgs()
+    fragmentation: FragmentationArgs = FragmentationArgs()
     # None: use SchedulerConfig.percentage_of_nodes_to_score.
     percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)
 

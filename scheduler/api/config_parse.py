@@ -58,6 +58,7 @@ from scheduler.api.config_model import (
     ConfigError,
     CoschedulingArgs,
     DeviceArgs,
+    FragmentationArgs,
     LeaderElectionConfig,
     Profile,
     ResourceWeight,
@@ -375,6 +376,7 @@ def _v1_profiles(root: _Obj) -> tuple[Profile, ...]:
             fit=args.fit or _DEFAULT_FIT,
             coscheduling=args.coscheduling,
             devices=args.devices,
+            fragmentation=args.fragmentation,
             percentage_of_nodes_to_score=percentage,
         ))
     return tuple(profiles)
@@ -401,6 +403,7 @@ def _legacy_profile(root: _Obj) -> Profile:
         fit=fit,
         coscheduling=args.coscheduling,
         devices=args.devices,
+        fragmentation=args.fragmentation,
     )
 
 
@@ -523,10 +526,12 @@ class _Args:
     fit: ScoringStrategy | None = None
     coscheduling: CoschedulingArgs = CoschedulingArgs()
     devices: DeviceArgs = DeviceArgs()
+    fragmentation: FragmentationArgs = FragmentationArgs()
 
 
 def _plugin_config(owner: _Obj, *, legacy: bool) -> _Args:
-    supported = ("RequestedToCapacityRatio" if legacy else "NodeResourcesFit", "Coscheduling", "TesseraDevices")
+    supported = ("RequestedToCapacityRatio" if legacy else "NodeResourcesFit", "Coscheduling", "TesseraDevices",
+                 "TesseraFragmentation")
     result = _Args()
     seen: set[str] = set()
     for i, raw in enumerate(owner.get_list("pluginConfig")):
@@ -555,18 +560,32 @@ def _plugin_config(owner: _Obj, *, legacy: bool) -> _Args:
                 permit_waiting_time_seconds=_non_negative(args, "permitWaitingTimeSeconds", 60),
                 pod_group_backoff_seconds=_non_negative(args, "podGroupBackoffSeconds", 0),
             )
-        else:
+        elif name == "TesseraDevices":
             result.devices = DeviceArgs(
                 allocation_gate=args.get_bool("allocationGate", True),
                 default_class_controller=args.get_bool("defaultClassController", False),
             )
+        else:
+            result.fragmentation = _fragmentation_args(args)
     return result
+
+
+def _fragmentation_args(args: _Obj) -> FragmentationArgs:
+    default = FragmentationArgs()
+    resource = args.get_str("resourceName", default.resource_name)
+    if not resource.strip():
+        _invalid(args.at("resourceName"), resource, "must be a resource name such as nvidia.com/gpu")
+    limit = args.get_int("maxTaskTypes", default.max_task_types)
+    if not 1 <= limit <= 10_000:
+        _invalid(args.at("maxTaskTypes"), limit, "not in valid range [1-10000]")
+    return FragmentationArgs(resource_name=resource, max_task_types=limit)
 
 
 _ARGS_FIELDS = {
     "NodeResourcesFit": ("apiVersion", "kind", "scoringStrategy"),
     "Coscheduling": ("apiVersion", "kind", "permitWaitingTimeSeconds", "podGroupBackoffSeconds"),
     "TesseraDevices": ("apiVersion", "kind", "allocationGate", "defaultClassController"),
+    "TesseraFragmentation": ("apiVersion", "kind", "resourceName", "maxTaskTypes"),
 }
 _ARGS_IGNORED = {"Coscheduling": ("podGroupRejectPercentage",)}
 _ARGS_HINTS = {"NodeResourcesFit": {

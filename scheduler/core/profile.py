@@ -67,7 +67,9 @@ class ProfileRuntime:
         self.profile = profile
         self.state = state
         self._cache: OrderedDict[tuple[object, ...], dict[str, CacheEntry]] = OrderedDict()
-        self.fragmentation = FragmentationScore(state) if FRAGMENTATION in profile.score_weights else None
+        frag = profile.fragmentation
+        self.fragmentation = (FragmentationScore(state, frag.resource_name, frag.max_task_types)
+                              if FRAGMENTATION in profile.score_weights else None)
         self.devices = DevicePlanner(state, self.fragmentation)
         # Upstream filter order: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity,
         # NodeResourcesFit; device classes come last because they are the most expensive.
@@ -116,7 +118,7 @@ class ProfileRuntime:
 
     def vector_scorable(self, ctx: PodContext) -> bool:
         """Scores that need nothing per node beyond the vector columns and device plans."""
-        return not ctx.pod.preferred_terms and self.fragmentation is None
+        return not ctx.pod.preferred_terms
 
     def score_vector(self, vectors: NodeVectors, ctx: PodContext, feasible_rows: list[int]) -> list[int]:
         """score_nodes' totals for a vector_scorable pod, computed over all feasible nodes at once."""
@@ -147,8 +149,17 @@ class ProfileRuntime:
                 totals += normalize_vector(raw, reverse=True) * plugin.weight
             elif plugin.name == DEVICES and device_scores is not None:
                 totals += device_scores * plugin.weight
+            elif plugin.name == FRAGMENTATION and self.fragmentation is not None:
+                totals += self.fragmentation.score_rows(vectors, ctx, rows, self.generation,
+                                                        self._plan_for(ctx)) * plugin.weight
             # NodeAffinity adds 0 without preferred terms
         return [int(total) for total in totals.tolist()]
+
+    def _plan_for(self, ctx: PodContext) -> Callable[[NodeInfo], DevicePlan | None]:
+        def plan_for(info: NodeInfo) -> DevicePlan | None:
+            plan = self.devices.cached_plan(ctx.device_requests, info)
+            return None if isinstance(plan, str) else plan
+        return plan_for
 
     def node_cache(self, ctx: PodContext) -> dict[str, CacheEntry]:
         cache = self._cache.get(ctx.shape)

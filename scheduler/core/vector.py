@@ -63,6 +63,7 @@ class NodeVectors:
         self.class_total: dict[str, Ints] = {}  # matching schedulable devices (exclusive classes)
         self.class_resources: dict[str, set[str]] = {}  # device resourceNames seen per class
         self.broken: Bools = np.zeros(capacity, np.bool_)
+        self.generation: Ints = np.full(capacity, -1, np.int64)  # NodeInfo.generation the row was filled at
         self.class_epoch = -1
         self.order_version = -1
 
@@ -118,7 +119,8 @@ class NodeVectors:
             new = np.zeros((capacity, old.shape[1]), np.int64)
             new[: old.shape[0]] = old
             setattr(self, attr, new)
-        for attr in ("score_cpu", "score_memory", "pods_free", "unschedulable", "hard_taints", "soft_taints", "broken"):
+        for attr in ("score_cpu", "score_memory", "pods_free", "unschedulable", "hard_taints", "soft_taints", "broken",
+                     "generation"):
             old = getattr(self, attr)
             new = np.zeros(capacity, old.dtype)
             new[: old.shape[0]] = old
@@ -152,6 +154,7 @@ class NodeVectors:
         self.hard_taints[row] = any(t.effect != "PreferNoSchedule" for t in node.taints)
         self.soft_taints[row] = any(t.effect == "PreferNoSchedule" for t in node.taints)
         self.broken[row] = bool(info.broken)
+        self.generation[row] = info.generation
         if self.class_free:
             self._fill_class_row(row, info)
 

@@ -232,13 +232,15 @@ def test_plugin_args_and_durations() -> None:
         clientConnection={"kubeconfig": "/etc/k.conf", "qps": 20.5, "burst": 0},
         profiles=[{"pluginConfig": [
             {"name": "Coscheduling", "args": {"kind": "CoschedulingArgs", "permitWaitingTimeSeconds": 0, "podGroupBackoffSeconds": 5}},
-            {"name": "TesseraDevices", "args": {"allocationGate": False, "defaultClassController": True}}]}]), "t")
+            {"name": "TesseraDevices", "args": {"allocationGate": False, "defaultClassController": True}},
+            {"name": "TesseraFragmentation", "args": {"resourceName": "amd.com/gpu", "maxTaskTypes": 32}}]}]), "t")
     le = cfg.leader_election
     assert (le.lease_duration_seconds, le.renew_deadline_seconds, le.retry_period_seconds) == (90, 60, 1.5)
     assert (cfg.client_connection.kubeconfig, cfg.client_connection.qps, cfg.client_connection.burst) == ("/etc/k.conf", 20.5, 100)
     prof = cfg.profiles[0]
     assert (prof.coscheduling.permit_waiting_time_seconds, prof.coscheduling.pod_group_backoff_seconds) == (0, 5)
     assert not prof.devices.allocation_gate and prof.devices.default_class_controller
+    assert (prof.fragmentation.resource_name, prof.fragmentation.max_task_types) == ("amd.com/gpu", 32)
 
 
 def test_leader_election_off_skips_timing_checks() -> None:
@@ -375,7 +377,13 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
     (profile(plugins={"scores": {}}), "profiles[0].plugins.scores", "unknown field"),
     # pluginConfig
     (profile(pluginConfig=[{"name": "InterPodAffinity", "args": {}}]), "profiles[0].pluginConfig[0].name",
-     'Unsupported value: "InterPodAffinity": supported values: "NodeResourcesFit", "Coscheduling", "TesseraDevices"'),
+     'Unsupported value: "InterPodAffinity": supported values: "NodeResourcesFit", "Coscheduling", "TesseraDevices", "TesseraFragmentation"'),
+    (profile(pluginConfig=[{"name": "TesseraFragmentation", "args": {"maxTaskTypes": 0}}]),
+     "profiles[0].pluginConfig[0].args.maxTaskTypes", "Invalid value: 0: not in valid range [1-10000]"),
+    (profile(pluginConfig=[{"name": "TesseraFragmentation", "args": {"resourceName": " "}}]),
+     "profiles[0].pluginConfig[0].args.resourceName", "must be a resource name"),
+    (profile(pluginConfig=[{"name": "TesseraFragmentation", "args": {"resource": "x"}}]),
+     "profiles[0].pluginConfig[0].args.resource", "unknown field"),
     (profile(pluginConfig=[{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": -1}}]),
      "profiles[0].pluginConfig[0].args.permitWaitingTimeSeconds", "Invalid value: -1"),
     (profile(pluginConfig=[{"name": "Coscheduling", "args": {"kind": "NodeResourcesFitArgs"}}]),

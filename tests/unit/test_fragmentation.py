@@ -147,3 +147,22 @@ def test_cpu_only_pods_go_where_they_strand_no_gpus() -> None:
         run.add(b.pod(f"cpu-{i}", requests={"cpu": "4"}))
         # roomy has 16 cores to spare beyond what its four GPUs' pods need; tight has none
         assert run.node_of(f"cpu-{i}") == "roomy"
+
+
+def test_resource_name_selects_which_devices_are_measured() -> None:
+    cfg = parse_config({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "tessera",
+                      "plugins": {"score": {"enabled": [{"name": "TesseraFragmentation", "weight": 10}]}},
+                      "pluginConfig": [{"name": "TesseraFragmentation", "args": {"resourceName": "amd.com/gpu"}}]}],
+    }, "test")
+    run = Run(cfg)
+    node = b.node("mi300", cpu="8")
+    node["status"]["allocatable"]["amd.com/gpu"] = "2"
+    node["status"]["capacity"]["amd.com/gpu"] = "2"
+    run.add(node, *(b.device("mi300", i, model="MI300", resource_name="amd.com/gpu") for i in range(2)))
+    _others(run, {"amd.com/gpu": 1, "cpu": "8"}, 2)
+    runtime = run.scheduler.profiles["tessera"]
+    assert runtime.fragmentation is not None and runtime.fragmentation.resource == "amd.com/gpu"
+    # CPU for one 8-core pod, two AMD GPUs: one of them is stranded
+    assert runtime.fragmentation.before(run.state.nodes["mi300"]) == 1000

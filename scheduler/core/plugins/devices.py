@@ -50,7 +50,7 @@ class DevicePlanner:
             return None
         if info.broken:
             return (BROKEN,)
-        plan = self._cached_plan(ctx.device_requests, info)
+        plan = self.cached_plan(ctx.device_requests, info)
         if isinstance(plan, str):
             return (plan,)
         short = over_count(ctx, plan, info)
@@ -75,7 +75,7 @@ class DevicePlanner:
         epoch = self.slice_chooser.epoch if self.slice_chooser is not None else 0
         return self.state.classes.generation * 1_000_000 + epoch
 
-    def _cached_plan(self, requests: tuple[DeviceRequest, ...], info: NodeInfo) -> DevicePlan | str:
+    def cached_plan(self, requests: tuple[DeviceRequest, ...], info: NodeInfo) -> DevicePlan | str:
         per_node = self.cache_for(requests)
         generation = self.generation
         hit = per_node.get(info.name)

@@ -36,6 +36,11 @@ over the group's CPU requests.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
 
 from scheduler.api.quantity import Amount
 from scheduler.core.classes import ResourceClass
@@ -43,28 +48,40 @@ from scheduler.core.framework import MAX_NODE_SCORE, DevicePlan, PodContext
 from scheduler.core.objects import Device, Pod
 from scheduler.core.resources import CPU
 from scheduler.core.state import ClusterState, NodeInfo
+from scheduler.core.vector import Ints, NodeVectors
 from scheduler.core.workload import MILLI, TaskShape, WorkloadModel
 
 NAME = "TesseraFragmentation"
 GPU = "nvidia.com/gpu"
 _MEMO_LIMIT = 200_000
+_CACHED_SHAPES = 256
 NEUTRAL = MAX_NODE_SCORE // 2  # no change of fragmentation
 
 Classes = tuple[str, ...]  # sorted class names (a total order, unlike frozensets)
-GpuState = tuple[tuple[int, Classes], ...]  # sorted (free milli, classes the GPU belongs to)
-DeviceView = dict[str, tuple[int, Classes]]  # device name (or a placeholder) -> (free milli, classes)
+GpuSlot = tuple[int, Classes]  # (free milli, classes the GPU belongs to)
+GpuState = tuple[GpuSlot, ...]  # sorted
+DeviceView = dict[str, GpuSlot]  # device name (or a placeholder) -> slot
 
 
 class FragmentationScore:
-    def __init__(self, state: ClusterState, resource: str = GPU) -> None:
+    def __init__(self, state: ClusterState, resource: str = GPU, max_types: int = 256) -> None:
         self.state = state
         self.resource = resource
-        self.workload = WorkloadModel()
-        self._before: dict[str, tuple[int, int, float]] = {}  # node -> (generation, epoch, F)
+        self.workload = WorkloadModel(max_types)
+        self._nodes: dict[str, NodeGpus] = {}
+        self._memo: dict[tuple[object, ...], int] = {}  # score by (GPUs, CPU, pod's changes)
+        self._memo_epoch = -1
         self._capacity: dict[str, tuple[int, Amount | None]] = {}  # class -> (generation, device capacity)
         self._usable: dict[GpuState, tuple[int, tuple[tuple[int, int], ...]]] = {}
         self._usable_epoch = -1
         self._classes: dict[tuple[str, ...], Classes] = {}
+        self._ids: dict[tuple[GpuState, int], int] = {}  # (GPU slots, free CPU) -> id
+        self._tables: dict[tuple[object, ...], Ints] = {}  # pod demand -> score by id, -1 unknown
+        self._row_id: Ints = np.zeros(0, np.int64)
+        self._row_gen: Ints = np.zeros(0, np.int64)
+        self._rows_generation = -1
+        self._rows_order = -1
+        self._scores: OrderedDict[tuple[object, ...], dict[str, tuple[int, int, int]]] = OrderedDict()
 
     @property
     def epoch(self) -> int:
@@ -153,8 +170,12 @@ class FragmentationScore:
         names = tuple(sorted(self.state.classes.device_classes.get(name, ())))
         return self._classes.setdefault(names, names)
 
-    def view(self, info: NodeInfo) -> tuple[int, DeviceView]:
-        """(free CPU, the node's GPUs) before the pod; plain count use takes idle GPUs last-first."""
+    def gpus(self, info: NodeInfo) -> NodeGpus:
+        """The node's free CPU and GPUs before the pod, cached until the node or the classes move."""
+        key = (info.generation, self.state.classes.generation)
+        cached = self._nodes.get(info.name)
+        if cached is not None and cached.key == key:
+            return cached
         node = info.node
         assert node is not None
         alloc = node.allocatable
@@ -162,11 +183,11 @@ class FragmentationScore:
         devices = sorted((d for d in info.devices.values() if d.resource_name == self.resource and d.schedulable),
                          key=lambda d: d.name)
         view: DeviceView = {}
-        if not devices:
+        idle: list[str] = []
+        if not devices:  # a plain count without device objects: anonymous, class-less GPUs
             for i in range(max(0, alloc.get(self.resource, 0) - info.used(self.resource))):
                 view[f"#{i}"] = (MILLI, ())
-            return free_cpu, view
-        idle: list[str] = []
+                idle.append(f"#{i}")
         for device in devices:
             use = self.state.device_use.get(device.name)
             if use is None or not use.busy:
@@ -176,73 +197,207 @@ class FragmentationScore:
                 left = _slice_left(device, use.dimension, use.shared_total)
                 if left > 0:
                     view[device.name] = (left, self._device_classes(device.name))
-        spare = len(idle) - info.requested.get(self.resource, 0)
-        if self.resource in alloc:
-            spare = min(spare, alloc[self.resource] - info.used(self.resource))
-        for name in idle[max(0, spare):]:
-            del view[name]
-        return free_cpu, view
+        # Plain count requests hold no particular GPU: they take idle GPUs in a fixed order of
+        # their slots (widest class set first), so the result depends on the GPUs' slots only,
+        # never on device names — which lets equal nodes share scores (score_rows).
+        idle.sort(key=lambda name: (view[name], name), reverse=True)
+        if devices:
+            spare = len(idle) - info.requested.get(self.resource, 0)
+            if self.resource in alloc:
+                spare = min(spare, alloc[self.resource] - info.used(self.resource))
+            held = max(0, len(idle) - max(0, spare))
+            for name in idle[:held]:
+                del view[name]
+            idle = idle[held:]
+        gpus = NodeGpus(key, free_cpu, view, _state(view), tuple(idle))
+        if len(self._nodes) > 2 * len(self.state.nodes) + 64:  # forget deleted nodes
+            self._nodes.clear()
+        self._nodes[info.name] = gpus
+        return gpus
 
     def before(self, info: NodeInfo) -> float:
-        epoch = self.workload.epoch
-        cached = self._before.get(info.name)
-        if cached is not None and cached[0] == info.generation and cached[1] == epoch:
-            return cached[2]
-        free_cpu, view = self.view(info)
-        value = self.fragmentation(free_cpu, _state(view))
-        self._before[info.name] = (info.generation, epoch, value)
-        return value
+        gpus = self.gpus(info)
+        return self.fragmentation(gpus.free_cpu, gpus.state)
 
     # --- score and device choice ----------------------------------------------------------
 
     def score(self, ctx: PodContext, info: NodeInfo) -> int:
         if not self.workload.types:
             return NEUTRAL
-        free_cpu, view = self.view(info)
+        gpus = self.gpus(info)
         pod = ctx.pod
-        _take_idle(view, pod.requests.get(self.resource, 0))
+        removed: list[GpuSlot] = []
+        added: list[GpuSlot] = []
+        idle = [gpus.devices[name] for name in gpus.idle_order]
         plan = ctx.plans.get(info.name)
         if plan is not None:
-            self._apply_plan(plan, info, view)
-        after = self.fragmentation(free_cpu - pod.requests.get(CPU, 0), _state(view))
-        return sigmoid_score(after - self.before(info))
+            self._slice_changes(plan, info, gpus, removed, added, idle)
+        # Whole GPUs of a class, like plain counts, are modelled by slot, not by the device the
+        # plan names (plain holds are fungible, so the two can disagree): the narrowest idle
+        # GPUs of the class go first, as the planner prefers them.
+        for req in ctx.device_requests:
+            if req.cls.sharing is None:
+                matching = sorted(slot for slot in idle if req.cls.name in slot[1])
+                matching.sort(key=lambda slot: len(slot[1]))
+                for slot in matching[:req.count]:
+                    idle.remove(slot)
+                    removed.append(slot)
+                for slot in idle[:max(0, req.count - len(matching))]:
+                    removed.append(slot)
+                del idle[:max(0, req.count - len(matching))]
+        plain = pod.requests.get(self.resource, 0)
+        removed += idle[:plain]
+        pod_cpu = pod.requests.get(CPU, 0)
+        # equal nodes in equal situations score equally: most cycles end here
+        key = (gpus.state, gpus.free_cpu, pod_cpu, tuple(sorted(removed)), tuple(sorted(added)))
+        if self._memo_epoch != self.workload.epoch or len(self._memo) > _MEMO_LIMIT:
+            self._memo.clear()
+            self._memo_epoch = self.workload.epoch
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        after = list(gpus.state)
+        for slot in removed:
+            after.remove(slot)
+        after += added
+        delta = (self.fragmentation(gpus.free_cpu - pod_cpu, tuple(sorted(after)))
+                 - self.fragmentation(gpus.free_cpu, gpus.state))
+        value = self._memo[key] = sigmoid_score(delta)
+        return value
+
+    def score_nodes(self, ctx: PodContext, infos: list[NodeInfo], generation: int,
+                    plan_for: Callable[[NodeInfo], DevicePlan | None]) -> list[int]:
+        """score() for many nodes, cached per pod demand and node while neither the node nor
+        `generation` (classes and workload epoch) moved: the vector path's way to keep a cycle at
+        a dictionary lookup per unchanged node. `plan_for` supplies device plans the vector
+        filter did not make."""
+        pod = ctx.pod
+        demand = (pod.requests.get(CPU, 0), pod.requests.get(self.resource, 0),
+                  tuple((r.resource_name, r.count) for r in ctx.device_requests))
+        cache = self._scores.get(demand)
+        if cache is None:
+            cache = self._scores[demand] = {}
+            if len(self._scores) > _CACHED_SHAPES:
+                self._scores.popitem(last=False)
+        out: list[int] = []
+        for info in infos:
+            hit = cache.get(info.name)
+            if hit is not None and hit[0] == info.generation and hit[1] == generation:
+                out.append(hit[2])
+                continue
+            if ctx.device_requests and info.name not in ctx.plans:
+                plan = plan_for(info)
+                if plan is not None:
+                    ctx.plans[info.name] = plan
+            value = self.score(ctx, info)
+            cache[info.name] = (info.generation, generation, value)
+            out.append(value)
+        return out
+
+    def score_rows(self, vectors: NodeVectors, ctx: PodContext, rows: Ints, generation: int,
+                   plan_for: Callable[[NodeInfo], DevicePlan | None]) -> Ints:
+        """score_nodes for the vector path. A pod without slices of shared GPUs scores the same
+        on every node with the same GPU slots and free CPU (score() reads nothing else), so each
+        row carries the id of its (slots, CPU) pair and each pod demand a table of scores by id:
+        a cycle is a few array operations plus score() for pairs not seen before."""
+        order = self.state.node_order
+        nodes = self.state.nodes
+        if any(r.cls.sharing is not None for r in ctx.device_requests):
+            infos = [nodes[order[row]] for row in rows.tolist()]
+            return np.array(self.score_nodes(ctx, infos, generation, plan_for), np.int64)
+        ids = self._row_ids(vectors, rows, generation)
+        pod = ctx.pod
+        demand = (pod.requests.get(CPU, 0), pod.requests.get(self.resource, 0),
+                  tuple((r.cls.name, r.count) for r in ctx.device_requests))
+        table = self._tables.get(demand)
+        if table is None or len(table) < len(self._ids):
+            grown = np.full(max(64, 2 * len(self._ids)), -1, np.int64)
+            if table is not None:
+                grown[: len(table)] = table
+            table = self._tables[demand] = grown
+        values = table[ids]
+        missing = np.flatnonzero(values < 0)
+        if missing.size:
+            unknown, first = np.unique(ids[missing], return_index=True)
+            for pair_id, at in zip(unknown.tolist(), first.tolist()):
+                table[pair_id] = self.score(ctx, nodes[order[int(rows[missing[at]])]])
+            values = table[ids]
+        return values
+
+    def _row_ids(self, vectors: NodeVectors, rows: Ints, generation: int) -> Ints:
+        """The (GPU slots, free CPU) id of each row, recomputed for rows whose node moved."""
+        capacity = len(vectors.generation)
+        if (generation != self._rows_generation or vectors.order_version != self._rows_order
+                or len(self._row_gen) < capacity or len(self._ids) > _MEMO_LIMIT):
+            self._rows_generation, self._rows_order = generation, vectors.order_version
+            self._row_gen = np.full(capacity, -1, np.int64)
+            self._row_id = np.zeros(capacity, np.int64)
+            self._ids.clear()
+            self._tables.clear()
+        stale = rows[self._row_gen[rows] != vectors.generation[rows]]
+        if stale.size:
+            order, nodes = self.state.node_order, self.state.nodes
+            for row in stale.tolist():
+                info = nodes[order[row]]
+                gpus = self.gpus(info)
+                self._row_id[row] = self._ids.setdefault((gpus.state, gpus.free_cpu), len(self._ids))
+                self._row_gen[row] = info.generation
+        return self._row_id[rows]
 
     def choose_slice(self, info: NodeInfo, dimension: str, amount: Amount, options: list[Device]) -> Device:
         """Of the devices a slice fits on (best-fit order), the one leaving the least fragmentation."""
         if len(options) < 2 or not self.workload.groups:
             return options[0]
-        free_cpu, view = self.view(info)
+        gpus = self.gpus(info)
         best, best_frag = options[0], None
-        seen: set[tuple[int, Classes]] = set()
+        seen: set[GpuSlot] = set()
         for device in options:
-            current = view.get(device.name)
+            current = gpus.devices.get(device.name)
             if current is None or current in seen:
                 continue  # equal GPUs leave equal fragmentation: the first in best-fit order wins
             seen.add(current)
             use = self.state.device_use.get(device.name)
             used = use.shared_total if use is not None else 0
-            view[device.name] = (_slice_left(device, dimension, used + amount), current[1])
-            frag = self.fragmentation(free_cpu, _state(view))
-            view[device.name] = current
+            after = list(gpus.state)
+            after.remove(current)
+            left = _slice_left(device, dimension, used + amount)
+            if left > 0:
+                after.append((left, current[1]))
+            frag = self.fragmentation(gpus.free_cpu, tuple(sorted(after)))
             if best_frag is None or frag < best_frag:
                 best, best_frag = device, frag
         return best
 
-    def _apply_plan(self, plan: DevicePlan, info: NodeInfo, view: DeviceView) -> None:
+    def _slice_changes(self, plan: DevicePlan, info: NodeInfo, gpus: NodeGpus,
+                       removed: list[GpuSlot], added: list[GpuSlot], idle: list[GpuSlot]) -> None:
+        """What the plan's slices of shared GPUs do: each takes its GPU's slot and leaves a smaller one."""
         for by_resource in plan.grants.values():
             for resource, grants in by_resource.items():
                 cls = self.state.classes.resource_class(resource)
-                dimension = cls.sharing.dimension if cls is not None and cls.sharing is not None else ""
+                if cls is None or cls.sharing is None:
+                    continue
                 for name, amount in grants:
+                    slot = gpus.devices.get(name)
                     device = info.devices.get(name)
-                    if device is None or device.resource_name != self.resource or name not in view:
+                    if slot is None or device is None or amount is None or slot in removed:
                         continue
-                    if amount is None:
-                        del view[name]
-                        continue
+                    if slot in idle:
+                        idle.remove(slot)
+                    removed.append(slot)
                     use = self.state.device_use.get(name)
-                    used = use.shared_total if use is not None else 0
-                    view[name] = (_slice_left(device, dimension, used + amount), view[name][1])
+                    left = _slice_left(device, cls.sharing.dimension,
+                                       (use.shared_total if use is not None else 0) + amount)
+                    if left > 0:
+                        added.append((left, slot[1]))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGpus:
+    key: tuple[int, int]  # (node generation, class registry generation) it was built at
+    free_cpu: int
+    devices: DeviceView
+    state: GpuState
+    idle_order: tuple[str, ...]  # idle GPUs in the order plain count requests take them
 
 
 def sigmoid_score(delta: float) -> int:
@@ -258,15 +413,6 @@ def _slice_left(device: Device, dimension: str, used: Amount) -> int:
     if not capacity:
         return 0
     return max(0, int((capacity - used) * MILLI / capacity))
-
-
-def _take_idle(view: DeviceView, count: int) -> None:
-    """A plain count request takes idle GPUs; which ones does not matter to the measure."""
-    if count <= 0:
-        return
-    idle = [name for name, (free, _) in view.items() if free == MILLI]
-    for name in idle[len(idle) - count:] if count < len(idle) else idle:
-        del view[name]
 
 
 def _state(view: DeviceView) -> GpuState:
