@@ -123,8 +123,9 @@ def test_gpu_cluster_yaml() -> None:
     cfg = load_config(REPO / "config/gpu-cluster.yaml")
     prof = cfg.profiles[0]
     assert prof.score_weights["TesseraDevices"] == 2
-    assert prof.fit.resources[-1] == ResourceWeight(name="nvidia.com/gpu", weight=5)
-    assert prof.coscheduling.pod_group_backoff_seconds == 10
+    assert prof.score_weights["TesseraFragmentation"] == 10
+    assert prof.fit.type == "LeastAllocated" and prof.fit.resources[-1] == ResourceWeight(name="nvidia.com/gpu", weight=1)
+    assert prof.fragmentation.max_task_types == 256
     assert prof.coscheduling.pod_group_backoff_seconds == 10
     assert prof.devices.default_class_controller
     assert cfg.percentage_of_nodes_to_score == 0
