@@ -19,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import structlog
+import uvloop
 
 from scheduler.api.config import ConfigError, SchedulerConfig, load_config
 from scheduler.core.cycle import Attempt
@@ -64,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"tessera: invalid configuration: {err}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(_main(args, config))
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(_main(args, config))
     except _StartupError as err:
         print(f"tessera: {err}", file=sys.stderr)
         return 1
