@@ -14,6 +14,7 @@ from scheduler.core.framework import MAX_NODE_SCORE, DevicePlan, PodContext
 from scheduler.core.plugins import fit, node_affinity, node_unschedulable, taints
 from scheduler.core.plugins.devices import NAME as DEVICES, DevicePlanner
 from scheduler.core.plugins.fragmentation import NAME as FRAGMENTATION, FragmentationScore
+from scheduler.core.plugins.fragmentation_cache import FragmentationCache
 from scheduler.core.objects import Pod
 from scheduler.core.state import ClusterState, NodeInfo
 from scheduler.core.vector import FitVector, NodeVectors, normalize_vector, simple_exclusive
@@ -70,6 +71,7 @@ class ProfileRuntime:
         frag = profile.fragmentation
         self.fragmentation = (FragmentationScore(state, frag.resource_name, frag.max_task_types)
                               if FRAGMENTATION in profile.score_weights else None)
+        self.fragmentation_cache = FragmentationCache(self.fragmentation) if self.fragmentation is not None else None
         self.devices = DevicePlanner(state, self.fragmentation)
         # Upstream filter order: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity,
         # NodeResourcesFit; device classes come last because they are the most expensive.
@@ -149,8 +151,8 @@ class ProfileRuntime:
                 totals += normalize_vector(raw, reverse=True) * plugin.weight
             elif plugin.name == DEVICES and device_scores is not None:
                 totals += device_scores * plugin.weight
-            elif plugin.name == FRAGMENTATION and self.fragmentation is not None:
-                totals += self.fragmentation.score_rows(vectors, ctx, rows, self.generation,
+            elif plugin.name == FRAGMENTATION and self.fragmentation_cache is not None:
+                totals += self.fragmentation_cache.score_rows(vectors, ctx, rows, self.generation,
                                                         self._plan_for(ctx)) * plugin.weight
             # NodeAffinity adds 0 without preferred terms
         return [int(total) for total in totals.tolist()]

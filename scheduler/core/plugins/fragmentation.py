@@ -30,17 +30,13 @@ still checked by NodeResourcesFit.
 Computation: a node's GPUs, as sorted (free milli, classes) pairs, decide for each GPU-demand group
 how many pods of that size they could take; that part is memoised per distinct GPU state (nodes
 share them: every empty 8-GPU node of one model is the same key), the CPU part is a short loop
-over the group's CPU requests.
+over the group's CPU requests. Reusing scores across cycles and nodes: fragmentation_cache.py.
 """
 
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
 
 from scheduler.api.quantity import Amount
 from scheduler.core.classes import ResourceClass
@@ -48,13 +44,11 @@ from scheduler.core.framework import MAX_NODE_SCORE, DevicePlan, PodContext
 from scheduler.core.objects import Device, Pod
 from scheduler.core.resources import CPU
 from scheduler.core.state import ClusterState, NodeInfo
-from scheduler.core.vector import Ints, NodeVectors
 from scheduler.core.workload import MILLI, TaskShape, WorkloadModel
 
 NAME = "TesseraFragmentation"
 GPU = "nvidia.com/gpu"
-_MEMO_LIMIT = 200_000
-_CACHED_SHAPES = 256
+MEMO_LIMIT = 200_000
 NEUTRAL = MAX_NODE_SCORE // 2  # no change of fragmentation
 
 Classes = tuple[str, ...]  # sorted class names (a total order, unlike frozensets)
@@ -75,13 +69,6 @@ class FragmentationScore:
         self._usable: dict[GpuState, tuple[int, tuple[tuple[int, int], ...]]] = {}
         self._usable_epoch = -1
         self._classes: dict[tuple[str, ...], Classes] = {}
-        self._ids: dict[tuple[GpuState, int], int] = {}  # (GPU slots, free CPU) -> id
-        self._tables: dict[tuple[object, ...], Ints] = {}  # pod demand -> score by id, -1 unknown
-        self._row_id: Ints = np.zeros(0, np.int64)
-        self._row_gen: Ints = np.zeros(0, np.int64)
-        self._rows_generation = -1
-        self._rows_order = -1
-        self._scores: OrderedDict[tuple[object, ...], dict[str, tuple[int, int, int]]] = OrderedDict()
 
     @property
     def epoch(self) -> int:
@@ -145,7 +132,7 @@ class FragmentationScore:
 
     def _usable_by_group(self, gpus: GpuState) -> tuple[int, tuple[tuple[int, int], ...]]:
         """(total free milli, [(group, pods of the group the GPUs could take)] for groups that fit)."""
-        if self._usable_epoch != self.workload.epoch or len(self._usable) > _MEMO_LIMIT:
+        if self._usable_epoch != self.workload.epoch or len(self._usable) > MEMO_LIMIT:
             self._usable.clear()
             self._usable_epoch = self.workload.epoch
         hit = self._usable.get(gpus)
@@ -250,7 +237,7 @@ class FragmentationScore:
         pod_cpu = pod.requests.get(CPU, 0)
         # equal nodes in equal situations score equally: most cycles end here
         key = (gpus.state, gpus.free_cpu, pod_cpu, tuple(sorted(removed)), tuple(sorted(added)))
-        if self._memo_epoch != self.workload.epoch or len(self._memo) > _MEMO_LIMIT:
+        if self._memo_epoch != self.workload.epoch or len(self._memo) > MEMO_LIMIT:
             self._memo.clear()
             self._memo_epoch = self.workload.epoch
         hit = self._memo.get(key)
@@ -264,85 +251,6 @@ class FragmentationScore:
                  - self.fragmentation(gpus.free_cpu, gpus.state))
         value = self._memo[key] = sigmoid_score(delta)
         return value
-
-    def score_nodes(self, ctx: PodContext, infos: list[NodeInfo], generation: int,
-                    plan_for: Callable[[NodeInfo], DevicePlan | None]) -> list[int]:
-        """score() for many nodes, cached per pod demand and node while neither the node nor
-        `generation` (classes and workload epoch) moved: the vector path's way to keep a cycle at
-        a dictionary lookup per unchanged node. `plan_for` supplies device plans the vector
-        filter did not make."""
-        pod = ctx.pod
-        demand = (pod.requests.get(CPU, 0), pod.requests.get(self.resource, 0),
-                  tuple((r.resource_name, r.count) for r in ctx.device_requests))
-        cache = self._scores.get(demand)
-        if cache is None:
-            cache = self._scores[demand] = {}
-            if len(self._scores) > _CACHED_SHAPES:
-                self._scores.popitem(last=False)
-        out: list[int] = []
-        for info in infos:
-            hit = cache.get(info.name)
-            if hit is not None and hit[0] == info.generation and hit[1] == generation:
-                out.append(hit[2])
-                continue
-            if ctx.device_requests and info.name not in ctx.plans:
-                plan = plan_for(info)
-                if plan is not None:
-                    ctx.plans[info.name] = plan
-            value = self.score(ctx, info)
-            cache[info.name] = (info.generation, generation, value)
-            out.append(value)
-        return out
-
-    def score_rows(self, vectors: NodeVectors, ctx: PodContext, rows: Ints, generation: int,
-                   plan_for: Callable[[NodeInfo], DevicePlan | None]) -> Ints:
-        """score_nodes for the vector path. A pod without slices of shared GPUs scores the same
-        on every node with the same GPU slots and free CPU (score() reads nothing else), so each
-        row carries the id of its (slots, CPU) pair and each pod demand a table of scores by id:
-        a cycle is a few array operations plus score() for pairs not seen before."""
-        order = self.state.node_order
-        nodes = self.state.nodes
-        if any(r.cls.sharing is not None for r in ctx.device_requests):
-            infos = [nodes[order[row]] for row in rows.tolist()]
-            return np.array(self.score_nodes(ctx, infos, generation, plan_for), np.int64)
-        ids = self._row_ids(vectors, rows, generation)
-        pod = ctx.pod
-        demand = (pod.requests.get(CPU, 0), pod.requests.get(self.resource, 0),
-                  tuple((r.cls.name, r.count) for r in ctx.device_requests))
-        table = self._tables.get(demand)
-        if table is None or len(table) < len(self._ids):
-            grown = np.full(max(64, 2 * len(self._ids)), -1, np.int64)
-            if table is not None:
-                grown[: len(table)] = table
-            table = self._tables[demand] = grown
-        values = table[ids]
-        missing = np.flatnonzero(values < 0)
-        if missing.size:
-            unknown, first = np.unique(ids[missing], return_index=True)
-            for pair_id, at in zip(unknown.tolist(), first.tolist()):
-                table[pair_id] = self.score(ctx, nodes[order[int(rows[missing[at]])]])
-            values = table[ids]
-        return values
-
-    def _row_ids(self, vectors: NodeVectors, rows: Ints, generation: int) -> Ints:
-        """The (GPU slots, free CPU) id of each row, recomputed for rows whose node moved."""
-        capacity = len(vectors.generation)
-        if (generation != self._rows_generation or vectors.order_version != self._rows_order
-                or len(self._row_gen) < capacity or len(self._ids) > _MEMO_LIMIT):
-            self._rows_generation, self._rows_order = generation, vectors.order_version
-            self._row_gen = np.full(capacity, -1, np.int64)
-            self._row_id = np.zeros(capacity, np.int64)
-            self._ids.clear()
-            self._tables.clear()
-        stale = rows[self._row_gen[rows] != vectors.generation[rows]]
-        if stale.size:
-            order, nodes = self.state.node_order, self.state.nodes
-            for row in stale.tolist():
-                info = nodes[order[row]]
-                gpus = self.gpus(info)
-                self._row_id[row] = self._ids.setdefault((gpus.state, gpus.free_cpu), len(self._ids))
-                self._row_gen[row] = info.generation
-        return self._row_id[rows]
 
     def choose_slice(self, info: NodeInfo, dimension: str, amount: Amount, options: list[Device]) -> Device:
         """Of the devices a slice fits on (best-fit order), the one leaving the least fragmentation."""
