@@ -144,9 +144,13 @@ class Scheduler:
             return bool(rejectors & _FREED_PLUGINS)
         if kind in (EventKind.DEVICE_CHANGED, EventKind.CLASS_CHANGED):
             return DEVICES in rejectors or PREFILTER in rejectors
-        if kind in (EventKind.POD_ADDED, EventKind.PODGROUP_CHANGED):
+        if kind is EventKind.POD_ADDED:
             return (coscheduling.NAME in rejectors and entry.group == event.group
                     and coscheduling.group_ready(self.state, event.group))
+        if kind is EventKind.PODGROUP_CHANGED:
+            # even if the gang is still short: the retry replaces a stale "podgroup not found"
+            # (or an old minMember) in the pod's condition and Events with the current reason
+            return coscheduling.NAME in rejectors and entry.group == event.group
         return kind is not EventKind.ALLOCATION_DONE
 
     def _fits_node(self, uid: str, node_name: str) -> bool:

@@ -92,6 +92,17 @@ def test_podgroup_crd_form_waits_for_the_podgroup_object() -> None:
     assert run.node_of("pt-0") == "n1" and run.node_of("pt-1") == "n1"
 
 
+def test_a_podgroup_that_arrives_late_replaces_the_not_found_message() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4))
+    run.add(*[b.pod(f"late-{i}", labels={"scheduling.x-k8s.io/pod-group": "late"}, limits={"nvidia.com/gpu": 1})
+              for i in range(2)])
+    assert 'podgroup "default/late" not found' in run.last("late-0").message
+    run.add(b.podgroup("late", 3))  # still one member short: no placement, but the current reason
+    assert run.node_of("late-0") is None
+    assert "current pods number: 2, minMember of group: 3" in run.last("late-0").message
+
+
 def test_half_bound_gang_is_completed() -> None:
     """After a crash some members are bound: the rest are placed even though the gang is partly there."""
     run = Run(config(BINPACK))
