@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("simulate", help="replay recorded watch events through the scheduler core")
     sim.add_argument("events", help="JSONL file of watch events ('-' for stdin)")
-    sim.add_argument("--config", help="scheduler configuration (default: built-in GPU binpack profile)")
+    sim.add_argument("--config", help="scheduler configuration (default: the built-in GPU profile, fragmentation-aware packing)")
     sim.add_argument("--explain", action="store_true", help="add per-node scores and filter reasons")
     sim.add_argument("-o", "--output", choices=("json", "table"), default="json",
                      help="json: one line per attempt (default); table: where each pod went")

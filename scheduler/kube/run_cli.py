@@ -38,7 +38,7 @@ METRICS_REFRESH_SECONDS = 5.0
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser("run", help="run the scheduler against a Kubernetes cluster")
-    parser.add_argument("--config", help="scheduler configuration (default: built-in GPU binpack profile)")
+    parser.add_argument("--config", help="scheduler configuration (default: the built-in GPU profile, fragmentation-aware packing)")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: clientConnection.kubeconfig, then in-cluster)")
     parser.add_argument("--bind-address", default="127.0.0.1", help="address for /healthz, /readyz, /metrics")
     parser.add_argument("--port", type=int, default=10251, help="port for /healthz, /readyz, /metrics (0 = any)")
