@@ -46,7 +46,7 @@ from typing import Any
 import orjson
 
 from scheduler.kube.controlplane import LocalControlPlane
-from scheduler.testing import FaultRun, RunReport
+from scheduler.testing.faultrun import FaultRun, RunReport
 from scheduler.testing.faultproxy import NO_FAULTS, FaultProxyThread, Faults
 from scheduler.testing.invariants import INVARIANTS
 

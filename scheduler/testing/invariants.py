@@ -62,6 +62,7 @@ __all__ = [
     "GANG_PARTIAL",
     "INVARIANTS",
     "NODE_ALLOCATABLE",
+    "node_usage",
     "SCHEDULER_EXITED",
     "STALE_BINDING",
     "UNBOUND",
@@ -318,6 +319,12 @@ class _Ledger:
 
     def is_class_resource(self, resource: str) -> bool:
         return resource in self.class_resources or resource.startswith(DEFAULT_RESOURCE_PREFIX)
+
+
+def node_usage(view: ClusterView) -> dict[str, Counter[str]]:
+    """Per node, what its active pods use of each resource, counted as the node-allocatable check
+    counts it (class devices under their resourceName)."""
+    return dict(_ledger(view, None, []).node_used)
 
 
 def _ledger(view: ClusterView, known_devices: Mapping[str, JSON] | None, out: list[Violation]) -> _Ledger:

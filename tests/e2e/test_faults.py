@@ -26,7 +26,7 @@ import pytest
 import pytest_asyncio
 
 from scheduler.kube.controlplane import LocalControlPlane
-from scheduler.testing import FaultRun, RunReport
+from scheduler.testing.faultrun import FaultRun, RunReport
 from scheduler.testing.faultproxy import Faults
 
 pytestmark = pytest.mark.timeout(150)
@@ -77,11 +77,15 @@ async def test_kill9_mid_gang_then_restart_completes_gangs(fault_run: RunFactory
         assert await run.wait_for(lambda: any(_gang_members(run, g) for g in gangs), 30)
         await run.kill(run.replicas[0])
         at_kill = {g: len(_gang_members(run, g)) for g in gangs}
+        run.proxy.configure(Faults())
+        # Bindings the dead replica sent are still held by the proxy for up to 0.8 s and land
+        # after that. The hand-made Binding below picks a device that looks free, so it must wait
+        # for them: otherwise the *test* double-assigns a device (it did, in about half the runs).
+        await asyncio.sleep(0.8 + 0.7)
         # While it is down, a new gang gets one member bound by hand: the state a crash right
         # after that member's Binding leaves behind.
         await run.submit(run.wave("b", plain=0, exclusive=0, big=0, shared=0, cpu_heavy=0, podgroup_gangs=0))
         await run.bind_by_hand("b-lg0-0", run.cluster.resource(run.cluster.exclusive_class))
-        run.proxy.configure(Faults())
         await run.add_replica().wait_ready()
         report = await run.finish()
     print("gang members bound at the kill:", at_kill)
