@@ -49,7 +49,8 @@ FILTER_PLUGINS: tuple[str, ...] = (
 )
 # Score plugins and the weight each gets in the default multiPoint set, in upstream order
 # (k/k pkg/scheduler/apis/config/v1/default_plugins.go), Tessera's own plugins last.
-# TesseraFragmentation is a known name but not enabled by default.
+# TesseraFragmentation is not in the default set: a configuration enables it (the built-in
+# scheduler/data/default-config.yaml does, with weight 10).
 SCORE_PLUGINS: Mapping[str, int] = {
     "TaintToleration": 3,
     "NodeAffinity": 2,
