@@ -29,7 +29,8 @@ def _simulate(args: argparse.Namespace) -> int:
         return 2
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `command`, only that subcommand's module is loaded."""
     parser = argparse.ArgumentParser(prog="tessera", description="Kubernetes scheduler for GPU batch work.")
     parser.add_argument("--version", action="version", version=f"tessera {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -43,8 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=0, help="tie-break seed (default 0)")
     sim.set_defaults(func=_simulate)
 
-    for module in ("scheduler.kube.run_cli", "scheduler.kube.record_cli", "scheduler.kube.devcluster_cli",
-                   "scheduler.kube.agent_cli"):
+    for name, (module, summary) in _MOUNTED.items():
+        if command is not None and name != command:
+            # listed in --help, but its module (the Kubernetes client, gRPC, ...) is not imported:
+            # that is most of the start-up time of the other commands
+            sub.add_parser(name, help=summary)
+            continue
         try:
             mounted = __import__(module, fromlist=["add_parser"])
         except ImportError:
@@ -53,8 +58,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# subcommands that live in their own modules: name -> (module, one-line help for `tessera --help`)
+_MOUNTED = {
+    "run": ("scheduler.kube.run_cli", "run the scheduler against a Kubernetes cluster"),
+    "record": ("scheduler.kube.record_cli", "capture a live cluster's watch events as JSONL (the simulate input format)"),
+    "dev-cluster": ("scheduler.kube.devcluster_cli", "run a local etcd + kube-apiserver with fake GPU nodes"),
+    "agent": ("scheduler.kube.agent_cli",
+              "run the node agent: publish this node's GPUs and serve the kubelet device-plugin API"),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = next((word for word in words if not word.startswith("-")), None)
+    args = build_parser(command if command in _MOUNTED or command == "simulate" else None).parse_args(words)
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
