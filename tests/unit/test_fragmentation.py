@@ -165,4 +165,5 @@ def test_resource_name_selects_which_devices_are_measured() -> None:
     runtime = run.scheduler.profiles["tessera"]
     assert runtime.fragmentation is not None and runtime.fragmentation.resource == "amd.com/gpu"
     # CPU for one 8-core pod, two AMD GPUs: one of them is stranded
-    assert runtime.fragmentation.before(run.state.nodes["mi300"]) == 1000
+    gpus = runtime.fragmentation.gpus(run.state.nodes["mi300"])
+    assert runtime.fragmentation.fragmentation(gpus.free_cpu, gpus.state) == 1000

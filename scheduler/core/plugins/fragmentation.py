@@ -202,10 +202,6 @@ class FragmentationScore:
         self._nodes[info.name] = gpus
         return gpus
 
-    def before(self, info: NodeInfo) -> float:
-        gpus = self.gpus(info)
-        return self.fragmentation(gpus.free_cpu, gpus.state)
-
     # --- score and device choice ----------------------------------------------------------
 
     def score(self, ctx: PodContext, info: NodeInfo) -> int:
@@ -224,8 +220,8 @@ class FragmentationScore:
         # GPUs of the class go first, as the planner prefers them.
         for req in ctx.device_requests:
             if req.cls.sharing is None:
-                matching = sorted(slot for slot in idle if req.cls.name in slot[1])
-                matching.sort(key=lambda slot: len(slot[1]))
+                matching = sorted((slot for slot in idle if req.cls.name in slot[1]),
+                                  key=lambda slot: (len(slot[1]), slot))
                 for slot in matching[:req.count]:
                     idle.remove(slot)
                     removed.append(slot)
