@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from scheduler.kube.http import KubeHttp, Response, connect
+from scheduler.testing.faultrun import SchedulerProcess
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -80,66 +76,15 @@ async def bound_nodes(kube: Kube, namespace: str) -> dict[str, str]:
     return {name: p["spec"].get("nodeName", "") for name, p in (await kube.pods(namespace)).items()}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class TesseraProcess:
-    """`python -m scheduler run` as a child process (for kill -9, restart and HA tests)."""
+class TesseraProcess(SchedulerProcess):
+    """`python -m scheduler run` as a child process (for kill -9, restart and HA tests): the fault
+    harness's process wrapper, without a fault proxy."""
 
     def __init__(self, kubeconfig: Path, config: Path, log_dir: Path, name: str = "tessera") -> None:
-        self.port = free_port()
-        self.log_path = log_dir / f"{name}-{self.port}.log"
-        self.args = [sys.executable, "-m", "scheduler", "run", "--kubeconfig", str(kubeconfig),
-                     "--config", str(config), "--bind-address", "127.0.0.1", "--port", str(self.port),
-                     "--identity", f"{name}-{self.port}"]
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        log = open(self.log_path, "ab")
-        env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "TESSERA_LOG_FORMAT": "json"}
-        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env,
-                                     start_new_session=True)
-        log.close()
-
-    async def wait_ready(self, timeout: float = 30.0) -> None:
-        import aiohttp
-
-        async def ready() -> bool:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(f"tessera exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                async with aiohttp.ClientSession() as session:
-                    async with session.get(f"http://127.0.0.1:{self.port}/readyz") as response:
-                        return response.status == 200
-            except aiohttp.ClientError:
-                return False
-
-        await eventually(ready, timeout)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-    def terminate(self, timeout: float = 20.0) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return int(self.proc.returncode)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        super().__init__(kubeconfig, config, log_dir, name)
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
+        return self.log_tail(4000)
 
 
 class BackgroundLoop:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from scheduler.api.quantity import Amount
 from scheduler.core.classes import ResourceClass
@@ -63,11 +64,9 @@ class FragmentationScore:
         self.resource = resource
         self.workload = WorkloadModel(max_types)
         self._nodes: dict[str, NodeGpus] = {}
-        self._memo: dict[tuple[object, ...], int] = {}  # score by (GPUs, CPU, pod's changes)
-        self._memo_epoch = -1
+        self._memo: EpochMemo[tuple[object, ...], int] = EpochMemo()  # score by (GPUs, CPU, pod's changes)
         self._capacity: dict[str, tuple[int, Amount | None]] = {}  # class -> (generation, device capacity)
-        self._usable: dict[GpuState, tuple[int, tuple[tuple[int, int], ...]]] = {}
-        self._usable_epoch = -1
+        self._usable: EpochMemo[GpuState, tuple[int, tuple[tuple[int, int], ...]]] = EpochMemo()
         self._classes: dict[tuple[str, ...], Classes] = {}
 
     @property
@@ -132,10 +131,8 @@ class FragmentationScore:
 
     def _usable_by_group(self, gpus: GpuState) -> tuple[int, tuple[tuple[int, int], ...]]:
         """(total free milli, [(group, pods of the group the GPUs could take)] for groups that fit)."""
-        if self._usable_epoch != self.workload.epoch or len(self._usable) > MEMO_LIMIT:
-            self._usable.clear()
-            self._usable_epoch = self.workload.epoch
-        hit = self._usable.get(gpus)
+        memo = self._usable.table(self.workload.epoch)
+        hit = memo.get(gpus)
         if hit is not None:
             return hit
         total = sum(free for free, _ in gpus)
@@ -148,7 +145,7 @@ class FragmentationScore:
             pods = slots // group.count
             if pods:
                 usable.append((index, pods))
-        result = self._usable[gpus] = (total, tuple(usable))
+        result = memo[gpus] = (total, tuple(usable))
         return result
 
     # --- node views -----------------------------------------------------------------------
@@ -233,10 +230,8 @@ class FragmentationScore:
         pod_cpu = pod.requests.get(CPU, 0)
         # equal nodes in equal situations score equally: most cycles end here
         key = (gpus.state, gpus.free_cpu, pod_cpu, tuple(sorted(removed)), tuple(sorted(added)))
-        if self._memo_epoch != self.workload.epoch or len(self._memo) > MEMO_LIMIT:
-            self._memo.clear()
-            self._memo_epoch = self.workload.epoch
-        hit = self._memo.get(key)
+        memo = self._memo.table(self.workload.epoch)
+        hit = memo.get(key)
         if hit is not None:
             return hit
         after = list(gpus.state)
@@ -245,7 +240,7 @@ class FragmentationScore:
         after += added
         delta = (self.fragmentation(gpus.free_cpu - pod_cpu, tuple(sorted(after)))
                  - self.fragmentation(gpus.free_cpu, gpus.state))
-        value = self._memo[key] = sigmoid_score(delta)
+        value = memo[key] = sigmoid_score(delta)
         return value
 
     def choose_slice(self, info: NodeInfo, dimension: str, amount: Amount, options: list[Device]) -> Device:
@@ -293,6 +288,25 @@ class FragmentationScore:
                                        (use.shared_total if use is not None else 0) + amount)
                     if left > 0:
                         added.append((left, slot[1]))
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class EpochMemo(Generic[K, V]):
+    """A memo valid for one workload epoch: dropped whole when the epoch moves (every entry
+    depends on the task mix) or when it outgrows MEMO_LIMIT."""
+
+    def __init__(self) -> None:
+        self._data: dict[K, V] = {}
+        self._epoch = -1
+
+    def table(self, epoch: int) -> dict[K, V]:
+        if epoch != self._epoch or len(self._data) > MEMO_LIMIT:
+            self._data = {}
+            self._epoch = epoch
+        return self._data
 
 
 @dataclass(frozen=True, slots=True)
