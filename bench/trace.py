@@ -130,7 +130,9 @@ def run_all(tasks: Sequence[tuple[str, int]], jobs: int, init_args: tuple[Any, .
         for task in tasks:
             progress(_run_task(task))
         return results
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    # spawn, not fork: forking a process that runs other threads (gRPC, a test runner, an event
+    # loop's executor) can copy a lock that one of them holds, and the child hangs for ever
+    context = multiprocessing.get_context("spawn")
     with context.Pool(min(jobs, len(tasks)), initializer=_init_worker, initargs=init_args) as pool:
         for result in pool.imap_unordered(_run_task, tasks, chunksize=1):
             progress(result)

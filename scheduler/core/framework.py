@@ -36,6 +36,9 @@ class DevicePlan:
     grants: dict[str, dict[str, list[tuple[str, Amount | None]]]]
     newly_busy: dict[str, int]  # device resourceName -> devices this pod turns from free to busy
     score: int  # TesseraDevices score for this node, 0..100
+    # device resourceNames the plan's devices belong to: the pod *requests* these on this node for
+    # NodeResourcesFit scoring even where it makes no device newly busy (a slice on a used GPU)
+    resources: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)

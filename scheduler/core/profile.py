@@ -17,7 +17,7 @@ from scheduler.core.plugins.fragmentation import NAME as FRAGMENTATION, Fragment
 from scheduler.core.plugins.fragmentation_cache import FragmentationCache
 from scheduler.core.objects import Pod
 from scheduler.core.state import ClusterState, NodeInfo
-from scheduler.core.vector import FitVector, NodeVectors, normalize_vector, simple_exclusive
+from scheduler.core.vector import DeviceDemand, FitVector, NodeVectors, normalize_vector, simple_exclusive
 
 FilterFn = Callable[[PodContext, NodeInfo], "tuple[str, ...] | None"]
 ScoreFn = Callable[[PodContext, NodeInfo], int]
@@ -127,19 +127,21 @@ class ProfileRuntime:
         order = self.state.node_order
         rows = np.array(feasible_rows, np.int64)
         totals = np.zeros(len(rows), np.int64)
-        extra: dict[str, npt.NDArray[np.int64]] | None = None
+        extra: dict[str, DeviceDemand] | None = None
         device_scores: npt.NDArray[np.int64] | None = None
         simple = simple_exclusive(vectors, ctx) if ctx.device_requests else None
         if simple is not None:  # see vector.simple_exclusive: no per-node plans were made
             name, resource, count = simple
-            extra = {resource: np.full(len(rows), count, np.int64)}
+            extra = {resource: DeviceDemand(np.full(len(rows), count, np.int64), np.ones(len(rows), np.bool_))}
             total = vectors.class_total[name][rows]
             busy_after = total - vectors.class_free[name][rows] + count
             device_scores = busy_after * MAX_NODE_SCORE // np.where(total > 0, total, 1)
         elif ctx.device_requests:
             plans = [ctx.plans[order[row]] for row in feasible_rows]
-            names = {name for plan in plans for name in plan.newly_busy}
-            extra = {name: np.array([plan.newly_busy.get(name, 0) for plan in plans], np.int64) for name in names}
+            names = {name for plan in plans for name in plan.resources}
+            extra = {name: DeviceDemand(np.array([plan.newly_busy.get(name, 0) for plan in plans], np.int64),
+                                        np.array([name in plan.resources for plan in plans], np.bool_))
+                     for name in names}
             device_scores = np.array([plan.score for plan in plans], np.int64)
         for plugin in self.scores:
             if plugin.name == fit.NAME:

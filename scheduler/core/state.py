@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from scheduler.api.quantity import Amount
@@ -350,9 +350,13 @@ class ClusterState:
             self.pending.discard(uid)
             if placement is None or placement.assumed or placement.node != pod.node_name or old is None \
                     or old.devices != pod.devices or old.requests != pod.requests:
+                # Swap the old charge for the new one without letting go of a deleted device in
+                # between: the pod may hold it under both (our assumption, then its Binding).
                 if placement is not None:
-                    events += self._unplace(uid)
+                    events += self._unplace(uid, drop_ghosts=False)
                 notices += self._place(pod, pod.node_name, pod.devices, assumed=False)
+                if placement is not None:
+                    self._drop_released_ghosts(device for device, _ in placement.grants)
             events += self._update_gate(pod, pod.node_name)
             return events, notices
         if placement is not None and placement.assumed:
@@ -448,7 +452,7 @@ class ClusterState:
                            f"device {device} is assigned to more than one pod exclusively", pod.meta.namespace, pod.uid)]
         return []
 
-    def _unplace(self, uid: str) -> list[ClusterEvent]:
+    def _unplace(self, uid: str, drop_ghosts: bool = True) -> list[ClusterEvent]:
         placement = self.placements.pop(uid)
         info = self.nodes[placement.node]
         info.pods.discard(uid)
@@ -474,17 +478,22 @@ class ClusterState:
             if not use.busy:
                 del self.device_use[device]
         self._refresh_busy_for([device for device, _ in placement.grants])
-        for device, _ in placement.grants:
-            if device in self._ghosts and device not in self.device_use:  # its last holder left
+        if drop_ghosts:
+            self._drop_released_ghosts(device for device, _ in placement.grants)
+        events = [ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=placement.node)]
+        if gate_opened:
+            events.append(ClusterEvent(EventKind.ALLOCATION_DONE, node=placement.node))
+        return events
+
+    def _drop_released_ghosts(self, device_names: Iterable[str]) -> None:
+        """Forget deleted devices whose last holder has left (until then they still count)."""
+        for device in device_names:
+            if device in self._ghosts and device not in self.device_use:
                 self._ghosts.discard(device)
                 ghost = self.devices.pop(device)
                 holder = self._node_info(ghost.node_name)
                 holder.devices.pop(device, None)
                 self._refresh_busy(holder)
-        events = [ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=placement.node)]
-        if gate_opened:
-            events.append(ClusterEvent(EventKind.ALLOCATION_DONE, node=placement.node))
-        return events
 
     def _refresh_busy_for(self, device_names: Iterator[str] | list[str] | tuple[str, ...]) -> None:
         nodes = {self.devices[name].node_name for name in device_names if name in self.devices}

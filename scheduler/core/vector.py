@@ -364,6 +364,14 @@ def _devices_possible(vectors: NodeVectors, ctx: PodContext, n: int) -> Bools:
     return possible
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceDemand:
+    """Per feasible node, what a pod's device plan adds to one device resourceName for scoring."""
+
+    amount: Ints  # devices the plan turns from free to busy
+    uses: Bools  # the plan's devices belong to the resource (requested even when amount is 0)
+
+
 class FitVector:
     """NodeResourcesFit's score over many nodes at once (the exact integer formulas of fit.py)."""
 
@@ -376,15 +384,16 @@ class FitVector:
             self.table = np.array([raw(p) for p in range(101)], np.int64)
 
     def score(self, vectors: NodeVectors, rows: Ints, ctx: PodContext,
-              extra: dict[str, Ints] | None = None) -> Ints:
-        """`extra`: per-node additions to the pod's request (devices a class grant makes busy)."""
+              extra: dict[str, DeviceDemand] | None = None) -> Ints:
+        """`extra`: per-node additions to the pod's request from its device plans."""
         scoring = ctx.pod.scoring_requests
         node_score = np.zeros(len(rows), np.int64)
         weight_sum = np.zeros(len(rows), np.int64)
         for name, weight, extended in self.resources:
             pod_request: int | Ints = scoring.get(name, 0)
-            if extra is not None and name in extra:
-                pod_request = pod_request + extra[name]
+            demand = extra.get(name) if extra is not None else None
+            if demand is not None:
+                pod_request = pod_request + demand.amount
             elif pod_request == 0 and extended:
                 continue
             if name == CPU:
@@ -396,8 +405,9 @@ class FitVector:
                 source = vectors.alloc if name == EPHEMERAL_STORAGE else vectors.score_alloc
                 alloc, requested = source[rows, col], vectors.used[rows, col] + pod_request
             present = alloc != 0
-            if extended and not isinstance(pod_request, int):
-                present &= pod_request != 0  # unrequested extended resources are skipped per node
+            if extended and demand is not None:
+                # unrequested extended resources are skipped per node
+                present &= (pod_request != 0) | demand.uses
             safe = np.where(present, alloc, 1)
             if self.type == "LeastAllocated":
                 rs = np.where(requested > alloc, 0, (alloc - requested) * MAX_NODE_SCORE // safe)

@@ -3,11 +3,16 @@
 Bindings run concurrently (bounded) while the next cycle runs; the pod is already *assumed* in the
 core, so nothing it holds can be handed out twice meanwhile. Outcomes (DESIGN.md §3):
 - 201: bound; the watch event confirms the assumption.
-- 409 (already bound, being deleted) / 404 (gone): the apiserver's view wins; drop the pod.
-- anything else (5xx, timeouts, resets) is ambiguous — the bind may have happened. We GET the pod
-  before deciding: bound to our node → success; bound elsewhere or gone → drop; still unbound →
-  forget and retry with backoff. Until that is known the assumption (and its devices) is kept,
-  because releasing devices of a pod that *was* bound is how double allocation happens.
+- 404 (gone): nothing can be bound any more; drop the pod.
+- other 4xx (400, 403, 422, ...): the apiserver refused this Binding, so nothing was bound; forget
+  and decide again after backoff.
+- 409, 5xx, 429, timeouts, resets: *ambiguous*. The request may have reached the apiserver, or may
+  still be on its way there (a proxy or a dead connection can deliver it after we gave up). The pod
+  is read back: bound (to our node with our devices, or elsewhere) or gone settles it, and the pod
+  as read is handed to the core, so its state shows the truth before the watch does. A pod read
+  back *unbound* settles nothing — our earlier request can still land — so the same Binding is
+  sent again until an answer is certain. The assumption, and the devices it holds, are never
+  released while a Binding of ours may still bind the pod: that is how double allocation happens.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import asyncio
 import enum
 import random
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import aiohttp
 import structlog
@@ -32,9 +38,15 @@ _TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError,
 
 class Outcome(enum.Enum):
     BOUND = "success"
-    CONFLICT = "conflict"  # bound elsewhere or being deleted: drop
+    CONFLICT = "conflict"  # bound elsewhere or being deleted: our Binding can never land; drop
     NOT_FOUND = "not_found"  # gone: drop
-    RETRY = "error"  # not bound: forget and back off
+    RETRY = "error"  # refused, so not bound: forget and back off
+
+
+# A refusal of these is certain: the apiserver answered and bound nothing. 408 and 429 are not
+# among them (the request may be retried by the server side or still be queued).
+_REFUSED = frozenset({400, 401, 403, 405, 406, 410, 413, 415, 422})
+_RESEND_INITIAL, _RESEND_MAX = 0.2, 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,15 +64,19 @@ class BindResult:
     outcome: Outcome
     message: str
     seconds: float
+    observed: dict[str, Any] | None = None  # the pod as read back after an ambiguous answer
+    sends: int = 1  # POSTs it took (more than one after ambiguous failures)
 
 
 class Binder:
     def __init__(self, http: KubeHttp, on_result: Callable[[BindResult], None], *, max_in_flight: int = 64,
-                 timeout: float = 30.0, allowed: Callable[[], bool] = lambda: True) -> None:
+                 timeout: float = 30.0, allowed: Callable[[], bool] = lambda: True,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self.http = http
         self.on_result = on_result
         self.allowed = allowed  # checked right before each POST: a deposed leader must not bind
         self.timeout = timeout
+        self._sleep = sleep
         self._slots = asyncio.Semaphore(max_in_flight)
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -83,20 +99,43 @@ class Binder:
     async def _bind(self, binding: Binding) -> None:
         start = time.monotonic()
         async with self._slots:
-            outcome: Outcome | None
-            if not self.allowed():
-                outcome, message = Outcome.RETRY, "not the leader any more; the Binding was not sent"
-            else:
-                outcome, message = await self._post(binding)
-            if outcome is None:
-                outcome, message = await self._resolve(binding, message)
-        result = BindResult(binding, outcome, message, time.monotonic() - start)
+            result = await self._settle(binding)
+        result = replace(result, seconds=time.monotonic() - start)
         try:
             self.on_result(result)
         except Exception:  # the callback is ours; a bug there must not kill the binder
             log.exception("binder.callback_failed", pod=f"{binding.namespace}/{binding.name}")
 
+    async def _settle(self, binding: Binding) -> BindResult:
+        """POST, and after an ambiguous answer read back and POST the same Binding again, until the
+        outcome is certain."""
+        delay = _RESEND_INITIAL
+        sends = 0
+        first_error = ""
+        while True:
+            if not self.allowed():
+                message = "not the leader any more; the Binding was not sent"
+                return BindResult(binding, Outcome.RETRY, f"{first_error}; {message}" if first_error else message,
+                                  0.0, sends=sends)
+            sends += 1
+            outcome, message = await self._post(binding)
+            if outcome is not None:
+                return BindResult(binding, outcome, message, 0.0, sends=sends)
+            first_error = first_error or message
+            settled, observed = await self._resolve(binding)
+            if settled is not None:
+                if settled is Outcome.BOUND:
+                    log.info("binder.bound_despite_error", pod=f"{binding.namespace}/{binding.name}",
+                             error=message, sends=sends)
+                return BindResult(binding, settled, "" if settled is Outcome.BOUND else first_error, 0.0,
+                                  observed=observed, sends=sends)
+            log.info("binder.resend", pod=f"{binding.namespace}/{binding.name}", node=binding.node, error=message,
+                     sends=sends)
+            await self._sleep(delay * (1 + random.random() * 0.2))
+            delay = min(delay * 2, _RESEND_MAX)
+
     async def _post(self, binding: Binding) -> tuple[Outcome | None, str]:
+        """A certain outcome, or None and the error when the answer is ambiguous."""
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -111,35 +150,39 @@ class Binder:
             return None, f"{type(err).__name__}: {err}"
         if response.ok:
             return Outcome.BOUND, ""
-        if response.status == 409:
-            return Outcome.CONFLICT, response.message()
         if response.status == 404:
             return Outcome.NOT_FOUND, response.message()
+        if response.status in _REFUSED:
+            return Outcome.RETRY, f"HTTP {response.status}: {response.message()}"
+        # 409 (already bound — perhaps by an earlier request of ours — or being deleted), 5xx, 429
         return None, f"HTTP {response.status}: {response.message()}"
 
-    async def _resolve(self, binding: Binding, error: str) -> tuple[Outcome, str]:
-        """After an ambiguous failure: read the pod until we know whether the bind happened."""
+    async def _resolve(self, binding: Binding) -> tuple[Outcome | None, dict[str, Any] | None]:
+        """Read the pod until a read succeeds: what it settles (None: still unbound) and the pod."""
         path = f"/api/v1/namespaces/{binding.namespace}/pods/{binding.name}"
-        delay = 0.2
+        delay = _RESEND_INITIAL
         while True:
             try:
                 response = await self.http.request("GET", path, timeout=self.timeout, limited=False)
             except _TRANSPORT_ERRORS:
                 response = None
             if response is not None and response.status == 404:
-                return Outcome.NOT_FOUND, error
+                return Outcome.NOT_FOUND, None
             if response is not None and response.ok:
-                pod = response.json() or {}
+                pod = response.json()
+                if not isinstance(pod, dict):
+                    pod = {}
                 meta = pod.get("metadata") or {}
+                if meta.get("uid") != binding.uid:  # a new pod under the old name: ours is gone
+                    return Outcome.NOT_FOUND, None
                 node = (pod.get("spec") or {}).get("nodeName") or ""
-                if meta.get("uid") != binding.uid:
-                    return Outcome.NOT_FOUND, error
                 ours = binding.annotations.get(DEVICES)
                 if node == binding.node and (ours is None or (meta.get("annotations") or {}).get(DEVICES) == ours):
-                    log.info("binder.bound_despite_error", pod=f"{binding.namespace}/{binding.name}", error=error)
-                    return Outcome.BOUND, ""
+                    return Outcome.BOUND, pod
                 if node:
-                    return Outcome.CONFLICT, f"pod is bound to {node}"
-                return Outcome.RETRY, error
-            await asyncio.sleep(delay * (1 + random.random() * 0.2))
-            delay = min(delay * 2, 5.0)
+                    return Outcome.CONFLICT, pod
+                if meta.get("deletionTimestamp"):  # no Binding can land on a pod being deleted
+                    return Outcome.CONFLICT, pod
+                return None, pod
+            await self._sleep(delay * (1 + random.random() * 0.2))
+            delay = min(delay * 2, _RESEND_MAX)

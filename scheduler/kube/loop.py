@@ -106,6 +106,13 @@ class SchedulerLoop:
     # --- watch events ------------------------------------------------------------------------
 
     def _on_event(self, event_type: str, obj: dict[str, Any]) -> None:
+        self._apply(event_type, obj)
+        self.hooks.on_event(event_type, str(obj.get("kind")))
+        self._submit_released()
+        self._wake.set()
+
+    def _apply(self, event_type: str, obj: dict[str, Any]) -> None:
+        """One object state into the core: a watch event, or a pod the binder has just read back."""
         kind = obj.get("kind")
         notices = self.core.apply(event_type, obj, time.time())
         for notice in notices:
@@ -118,9 +125,6 @@ class SchedulerLoop:
             meta = obj.get("metadata") or {}
             if event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName"):
                 self.statuses.pod_gone(str(meta.get("namespace", "")), str(meta.get("name", "")))
-        self.hooks.on_event(event_type, str(kind))
-        self._submit_released()
-        self._wake.set()
 
     def lost_leadership(self) -> None:
         """Another replica leads now: drop every Binding this one has decided but not sent."""
@@ -212,6 +216,10 @@ class SchedulerLoop:
     def _on_bound(self, result: BindResult) -> None:
         binding = result.binding
         self.hooks.on_bind(result)
+        if result.observed is not None:
+            # the pod as read back (bound, or being deleted): the core learns it before the watch
+            # does, so a pod bound elsewhere never leaves its real devices uncounted meanwhile
+            self._apply("MODIFIED", {"apiVersion": "v1", "kind": "Pod", **result.observed})
         if result.outcome is Outcome.BOUND:
             ref = ObjectRef("Pod", "v1", binding.name, binding.namespace, binding.uid)
             self.events.record(ref, "Normal", "Scheduled", "Binding",

@@ -150,7 +150,10 @@ class DevicePlanner:
             if info.node is not None and resource in info.node.allocatable \
                     and info.used(resource) + count > info.node.allocatable[resource]:
                 return f"Insufficient {resource}"
-        return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0)
+        devices = self.state.devices
+        resources = frozenset(devices[name].resource_name for by_resource in grants.values()
+                              for chosen_grants in by_resource.values() for name, _ in chosen_grants)
+        return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0, resources)
 
     def score(self, ctx: PodContext, info: NodeInfo) -> int:
         plan = ctx.plans.get(info.name)

@@ -177,9 +177,11 @@ class FitScore:
         allocatable: list[int] = []
         for i, name in enumerate(self.resources):
             pod_request = pod_vector[i]
+            uses_devices = False
             if plan is not None:
                 pod_request += plan.newly_busy.get(name, 0)
-            if pod_request == 0 and self._extended[i]:
+                uses_devices = name in plan.resources
+            if pod_request == 0 and self._extended[i] and not uses_devices:
                 allocatable.append(0)  # unrequested extended resources are skipped
                 requested.append(0)
                 continue

@@ -1,0 +1,145 @@
+"""An in-memory stand-in for the apiserver's HTTP layer, for unit tests of the live shell.
+
+It answers `KubeHttp.request` calls for the few endpoints the binder, the status writer and the
+event recorder use, with the apiserver's semantics where they matter (a Binding to a bound or
+deleting pod is a 409, to a missing pod a 404; the uid in a Binding is a precondition). Faults
+are scripted per call: answer with a status, fail with a transport error, or *hold* a request —
+the client sees a broken connection while the request is delivered later, as a proxy or a dead
+TCP connection can do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import re
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from scheduler.kube.http import Response
+
+JSON = dict[str, Any]
+_BINDING = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding$")
+_POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$")
+_POD_STATUS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/status$")
+
+
+@dataclass(slots=True)
+class Call:
+    method: str
+    path: str
+    body: Any
+    query: tuple[tuple[str, str], ...]
+    content_type: str
+
+
+@dataclass(slots=True)
+class Fault:
+    """What happens to the next matching call: a status answer, a transport error, or `hold`
+    (the client gets a transport error, the request is applied only when `deliver_held` runs)."""
+
+    method: str
+    path_contains: str
+    status: int = 0
+    error: BaseException | None = None
+    hold: bool = False
+
+
+def _status(code: int, message: str, reason: str = "") -> Response:
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
+            "reason": reason, "code": code}
+    return Response(code, orjson.dumps(body))
+
+
+@dataclass
+class FakeApi:
+    pods: dict[tuple[str, str], JSON] = field(default_factory=dict)
+    faults: deque[Fault] = field(default_factory=deque)
+    calls: list[Call] = field(default_factory=list)
+    held: list[Call] = field(default_factory=list)
+    events: list[JSON] = field(default_factory=list)
+    handlers: list[Callable[[Call], Response | None]] = field(default_factory=list)
+    before: Callable[[str, str], None] | None = None  # runs first on every call: (method, path)
+    resource_version: int = 100
+
+    def add_pod(self, pod: JSON) -> None:
+        self.pods[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = copy.deepcopy(pod)
+
+    def pod(self, namespace: str, name: str) -> JSON:
+        return self.pods[(namespace, name)]
+
+    def fail_next(self, method: str, path_contains: str, *, status: int = 0, error: BaseException | None = None,
+                  hold: bool = False) -> None:
+        self.faults.append(Fault(method, path_contains, status, error, hold))
+
+    def deliver_held(self) -> list[Response]:
+        """The requests a broken connection swallowed reach the server now."""
+        held, self.held = self.held, []
+        return [self._serve(call) for call in held]
+
+    def of(self, method: str, path_contains: str = "") -> list[Call]:
+        return [c for c in self.calls if c.method == method and path_contains in c.path]
+
+    async def request(self, method: str, path: str, *, query: Sequence[tuple[str, str]] = (), body: Any = None,
+                      content_type: str = "application/json", timeout: float = 30.0,
+                      limited: bool = True) -> Response:
+        await asyncio.sleep(0)
+        if self.before is not None:
+            self.before(method, path)
+        call = Call(method, path, copy.deepcopy(body), tuple(query), content_type)
+        self.calls.append(call)
+        for fault in self.faults:
+            if fault.method == method and fault.path_contains in path:
+                self.faults.remove(fault)
+                if fault.hold:
+                    self.held.append(call)
+                    raise aiohttp.ServerDisconnectedError()
+                if fault.error is not None:
+                    raise fault.error
+                return _status(fault.status, f"injected HTTP {fault.status}")
+        return self._serve(call)
+
+    def _serve(self, call: Call) -> Response:
+        for handler in self.handlers:
+            answer = handler(call)
+            if answer is not None:
+                return answer
+        if (m := _BINDING.match(call.path)) and call.method == "POST":
+            return self._bind(m.group(1), m.group(2), call.body)
+        if (m := _POD.match(call.path)) and call.method == "GET":
+            pod = self.pods.get((m.group(1), m.group(2)))
+            if pod is None:
+                return _status(404, f'pods "{m.group(2)}" not found', "NotFound")
+            return Response(200, orjson.dumps(pod))
+        if (m := _POD_STATUS.match(call.path)) and call.method == "PATCH":
+            pod = self.pods.get((m.group(1), m.group(2)))
+            if pod is None:
+                return _status(404, f'pods "{m.group(2)}" not found', "NotFound")
+            return Response(200, orjson.dumps(pod))
+        if call.method == "POST" and call.path.endswith("/events"):
+            self.events.append(call.body)
+            return Response(201, orjson.dumps(call.body))
+        return _status(404, f"no fake route for {call.method} {call.path}", "NotFound")
+
+    def _bind(self, namespace: str, name: str, body: JSON) -> Response:
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            return _status(404, f'pods "{name}" not found', "NotFound")
+        meta = pod["metadata"]
+        if body["metadata"].get("uid") and body["metadata"]["uid"] != meta["uid"]:
+            return _status(409, f"Precondition failed: UID in precondition: {body['metadata']['uid']}, "
+                                f"UID in object meta: {meta['uid']}", "Conflict")
+        if meta.get("deletionTimestamp"):
+            return _status(409, f"pod {name} is being deleted, cannot be assigned to a host", "Conflict")
+        if pod["spec"].get("nodeName"):
+            return _status(409, f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"', "Conflict")
+        pod["spec"]["nodeName"] = body["target"]["name"]
+        meta["annotations"] = {**(meta.get("annotations") or {}), **(body["metadata"].get("annotations") or {})}
+        self.resource_version += 1
+        meta["resourceVersion"] = str(self.resource_version)
+        return Response(201, orjson.dumps({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}))

@@ -1,0 +1,182 @@
+"""The binder against a fake HTTP layer: every outcome, and no release while a Binding may land.
+
+The soak found a V100 given to two pods: a Binding failed with `ServerDisconnectedError`, yet the
+request had reached the apiserver late; the binder had read the pod back (still unbound), reported
+"not bound", the core released the device and gave it to another pod. A read-back that shows the
+pod unbound settles nothing while an earlier request may still land, so the binder now sends the
+same Binding again until the answer is certain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import aiohttp
+import pytest
+
+from scheduler.core import annotations as ann
+from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
+from scheduler.sim import builders as b
+from tests.fakeapi import FakeApi
+
+DEVICES = '{"version":1,"containers":{"main":{"class.tessera.dev/v100":[{"id":"GPU-1","device":"n.gpu-1"}]}}}'
+
+
+def _setup(deliver_on_sleep: bool = False, allowed: Callable[[], bool] = lambda: True
+           ) -> tuple[FakeApi, Binder, list[BindResult], list[float]]:
+    """A fake apiserver with pod default/p, a binder on it whose backoff sleeps are recorded (and,
+    with `deliver_on_sleep`, let held requests reach the server while the binder waits)."""
+    api = FakeApi()
+    api.add_pod(b.pod("p"))
+    results: list[BindResult] = []
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if deliver_on_sleep:
+            api.deliver_held()
+
+    binder = Binder(api, results.append, sleep=sleep, allowed=allowed)  # type: ignore[arg-type]
+    return api, binder, results, sleeps
+
+
+def _binding(node: str = "n") -> Binding:
+    pod = b.pod("p")
+    return Binding(pod["metadata"]["uid"], "default", "p", node, {ann.DEVICES: DEVICES})
+
+
+async def _bind(binder: Binder, binding: Binding | None = None) -> None:
+    binder.submit(binding or _binding())
+    assert await binder.drain(5)
+
+
+async def test_a_created_binding_is_bound_with_its_annotations() -> None:
+    api, binder, results, _ = _setup()
+    await _bind(binder)
+    assert [r.outcome for r in results] == [Outcome.BOUND]
+    pod = api.pod("default", "p")
+    assert pod["spec"]["nodeName"] == "n" and pod["metadata"]["annotations"][ann.DEVICES] == DEVICES
+    body = api.of("POST")[0].body
+    assert body["metadata"]["uid"] == b.pod("p")["metadata"]["uid"] and body["target"]["name"] == "n"
+
+
+async def test_a_request_delivered_after_the_read_back_is_never_reported_unbound() -> None:
+    """The soak's double allocation, replayed without the fault proxy."""
+    api, binder, results, _ = _setup(deliver_on_sleep=True)
+    api.fail_next("POST", "/binding", hold=True)  # connection breaks; the request arrives later
+    await _bind(binder)
+    # read back unbound -> (the held request lands meanwhile) -> same Binding again -> 409 ->
+    # read back: bound to our node with our devices
+    assert [r.outcome for r in results] == [Outcome.BOUND]
+    assert results[0].sends == 2
+    assert [c.method for c in api.calls] == ["POST", "GET", "POST", "GET"]
+    assert api.of("POST")[0].body == api.of("POST")[1].body  # the very same Binding
+    assert results[0].observed is not None and results[0].observed["spec"]["nodeName"] == "n"
+
+
+async def test_an_ambiguous_failure_with_the_pod_still_unbound_sends_the_same_binding_again() -> None:
+    api, binder, results, sleeps = _setup()
+    api.fail_next("POST", "/binding", error=aiohttp.ServerDisconnectedError())
+    api.fail_next("POST", "/binding", status=503)
+    await _bind(binder)
+    assert [r.outcome for r in results] == [Outcome.BOUND]
+    assert results[0].sends == 3 and len(sleeps) == 2 and sleeps[1] > sleeps[0]
+    assert api.pod("default", "p")["spec"]["nodeName"] == "n"
+
+
+async def test_a_binding_that_landed_despite_the_error_is_bound() -> None:
+    api, binder, results, _ = _setup()
+    api.fail_next("POST", "/binding", hold=True)
+    api.before = lambda method, path: api.deliver_held() if method == "GET" else None  # lands before the read
+    await _bind(binder)
+    assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 1)]
+
+
+async def test_conflict_with_another_node_is_dropped_with_the_pod_as_read() -> None:
+    api, binder, results, _ = _setup()
+    api.pod("default", "p")["spec"]["nodeName"] = "elsewhere"
+    await _bind(binder)
+    assert [r.outcome for r in results] == [Outcome.CONFLICT]
+    assert results[0].observed is not None and results[0].observed["spec"]["nodeName"] == "elsewhere"
+
+
+async def test_conflict_on_the_same_node_with_other_devices_is_not_ours() -> None:
+    api, binder, results, _ = _setup()
+    pod = api.pod("default", "p")
+    pod["spec"]["nodeName"] = "n"
+    pod["metadata"]["annotations"] = {ann.DEVICES: DEVICES.replace("GPU-1", "GPU-2")}
+    await _bind(binder)
+    assert [r.outcome for r in results] == [Outcome.CONFLICT]
+
+
+async def test_a_pod_being_deleted_is_dropped() -> None:
+    api, binder, results, _ = _setup()
+    api.pod("default", "p")["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    await _bind(binder)
+    assert [r.outcome for r in results] == [Outcome.CONFLICT]
+    assert len(api.of("POST")) == 1
+
+
+async def test_gone_or_replaced_pods_are_not_found() -> None:
+    api, binder, results, _ = _setup()
+    api.pods.clear()
+    await _bind(binder)
+    api.add_pod({**b.pod("p"), "metadata": {**b.pod("p")["metadata"], "uid": "another"}})
+    await _bind(binder)
+    assert [r.outcome for r in results] == [Outcome.NOT_FOUND, Outcome.NOT_FOUND]
+
+
+async def test_an_ambiguous_failure_then_the_pod_gone_is_not_found() -> None:
+    api, binder, results, _ = _setup()
+    api.fail_next("POST", "/binding", status=500)
+    api.fail_next("GET", "/pods/p", error=aiohttp.ClientConnectionError())
+    api.before = lambda method, path: api.pods.clear() if method == "GET" and not api.faults else None
+    await _bind(binder)
+    assert [r.outcome for r in results] == [Outcome.NOT_FOUND]
+    assert [c.method for c in api.calls] == ["POST", "GET", "GET"]  # the read is retried until it answers
+
+
+@pytest.mark.parametrize("status", [400, 403, 422])
+async def test_a_refusal_is_certain_and_not_read_back(status: int) -> None:
+    api, binder, results, _ = _setup()
+    api.fail_next("POST", "/binding", status=status)
+    await _bind(binder)
+    assert [r.outcome for r in results] == [Outcome.RETRY]
+    assert f"HTTP {status}" in results[0].message
+    assert [c.method for c in api.calls] == ["POST"]
+
+
+@pytest.mark.parametrize("status", [429, 500, 504])
+async def test_throttling_and_server_errors_are_ambiguous(status: int) -> None:
+    api, binder, results, _ = _setup()
+    api.fail_next("POST", "/binding", status=status)
+    await _bind(binder)
+    assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 2)]
+
+
+async def test_a_deposed_leader_sends_nothing_more() -> None:
+    leading = [True]
+    api, binder, results, _ = _setup(allowed=lambda: leading[0])
+    api.fail_next("POST", "/binding", status=500)
+
+    def depose(method: str, path: str) -> None:
+        if method == "GET":
+            leading[0] = False
+
+    api.before = depose
+    await _bind(binder)
+    assert [r.outcome for r in results] == [Outcome.RETRY]
+    assert "not the leader" in results[0].message and "HTTP 500" in results[0].message
+    assert len(api.of("POST")) == 1
+
+
+async def test_a_failing_callback_does_not_break_the_binder() -> None:
+    api = FakeApi()
+    api.add_pod(b.pod("p"))
+
+    def explode(result: BindResult) -> None:
+        raise RuntimeError("bug in the callback")
+
+    binder = Binder(api, explode)  # type: ignore[arg-type]
+    await _bind(binder)
+    assert api.pod("default", "p")["spec"]["nodeName"] == "n"
