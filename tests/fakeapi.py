@@ -110,23 +110,41 @@ class FakeApi:
             if answer is not None:
                 return answer
         if (m := _BINDING.match(call.path)) and call.method == "POST":
-            return self._bind(m.group(1), m.group(2), call.body)
+            return self.bind(m.group(1), m.group(2), call.body)
         if (m := _POD.match(call.path)) and call.method == "GET":
             pod = self.pods.get((m.group(1), m.group(2)))
             if pod is None:
                 return _status(404, f'pods "{m.group(2)}" not found', "NotFound")
             return Response(200, orjson.dumps(pod))
         if (m := _POD_STATUS.match(call.path)) and call.method == "PATCH":
-            pod = self.pods.get((m.group(1), m.group(2)))
-            if pod is None:
-                return _status(404, f'pods "{m.group(2)}" not found', "NotFound")
-            return Response(200, orjson.dumps(pod))
+            return self._patch_status(m.group(1), m.group(2), call.body)
         if call.method == "POST" and call.path.endswith("/events"):
             self.events.append(call.body)
             return Response(201, orjson.dumps(call.body))
         return _status(404, f"no fake route for {call.method} {call.path}", "NotFound")
 
-    def _bind(self, namespace: str, name: str, body: JSON) -> Response:
+    def _patch_status(self, namespace: str, name: str, body: JSON) -> Response:
+        """A strategic merge of status.conditions (by type); metadata.resourceVersion is a precondition."""
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            return _status(404, f'pods "{name}" not found', "NotFound")
+        meta = pod["metadata"]
+        wanted = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and wanted != meta.get("resourceVersion", ""):
+            return _status(409, f'Operation cannot be fulfilled on pods "{name}": the object has been modified; '
+                                "please apply your changes to the latest version and try again", "Conflict")
+        status = pod.setdefault("status", {})
+        for condition in (body.get("status") or {}).get("conditions", []):
+            kept = [c for c in status.get("conditions", []) if c.get("type") != condition.get("type")]
+            status["conditions"] = [*kept, condition]
+        self._bump(pod)
+        return Response(200, orjson.dumps(pod))
+
+    def _bump(self, obj: JSON) -> None:
+        self.resource_version += 1
+        obj["metadata"]["resourceVersion"] = str(self.resource_version)
+
+    def bind(self, namespace: str, name: str, body: JSON) -> Response:
         pod = self.pods.get((namespace, name))
         if pod is None:
             return _status(404, f'pods "{name}" not found', "NotFound")
@@ -140,6 +158,8 @@ class FakeApi:
             return _status(409, f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"', "Conflict")
         pod["spec"]["nodeName"] = body["target"]["name"]
         meta["annotations"] = {**(meta.get("annotations") or {}), **(body["metadata"].get("annotations") or {})}
-        self.resource_version += 1
-        meta["resourceVersion"] = str(self.resource_version)
+        status = pod.setdefault("status", {})
+        status["conditions"] = [*(c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"),
+                                {"type": "PodScheduled", "status": "True"}]
+        self._bump(pod)
         return Response(201, orjson.dumps({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}))

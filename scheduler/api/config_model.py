@@ -169,6 +169,9 @@ class CoschedulingArgs(_Frozen):
 
 class DeviceArgs(_Frozen):
     allocation_gate: bool = True
+    # the gate holds only on nodes whose agent heartbeat (ExtendedResource
+    # status.lastHeartbeatTime) is at most this old: without an agent nothing would ever open it
+    agent_heartbeat_timeout_seconds: int = Field(default=90, ge=1)
     default_class_controller: bool = False
 
 

@@ -563,6 +563,7 @@ def _plugin_config(owner: _Obj, *, legacy: bool) -> _Args:
         elif name == "TesseraDevices":
             result.devices = DeviceArgs(
                 allocation_gate=args.get_bool("allocationGate", True),
+                agent_heartbeat_timeout_seconds=_positive(args, "agentHeartbeatTimeoutSeconds", 90),
                 default_class_controller=args.get_bool("defaultClassController", False),
             )
         else:
@@ -584,7 +585,8 @@ def _fragmentation_args(args: _Obj) -> FragmentationArgs:
 _ARGS_FIELDS = {
     "NodeResourcesFit": ("apiVersion", "kind", "scoringStrategy"),
     "Coscheduling": ("apiVersion", "kind", "permitWaitingTimeSeconds", "podGroupBackoffSeconds"),
-    "TesseraDevices": ("apiVersion", "kind", "allocationGate", "defaultClassController"),
+    "TesseraDevices": ("apiVersion", "kind", "allocationGate", "agentHeartbeatTimeoutSeconds",
+                       "defaultClassController"),
     "TesseraFragmentation": ("apiVersion", "kind", "resourceName", "maxTaskTypes"),
 }
 _ARGS_IGNORED = {"Coscheduling": ("podGroupRejectPercentage",)}
@@ -598,6 +600,13 @@ def _non_negative(obj: _Obj, key: str, default: int) -> int:
     value = obj.get_int(key, default)
     if value < 0:
         _invalid(obj.at(key), value, "must be greater than or equal to 0")
+    return value
+
+
+def _positive(obj: _Obj, key: str, default: int) -> int:
+    value = obj.get_int(key, default)
+    if value < 1:
+        _invalid(obj.at(key), value, "must be greater than 0")
     return value
 
 

@@ -82,6 +82,7 @@ class Scheduler:
         self.vectors = NodeVectors(self.state) if vectorized else None
         self.deferred: dict[str, list[Attempt]] = {}  # node -> placed attempts waiting for the gate
         self._released: list[Attempt] = []
+        self._next_gate_check = 0.0
         self._now = 0.0  # the latest time the caller passed in (for requeues inside event handling)
 
     # --- input -------------------------------------------------------------------------------
@@ -145,8 +146,9 @@ class Scheduler:
         if kind in (EventKind.DEVICE_CHANGED, EventKind.CLASS_CHANGED):
             return DEVICES in rejectors or PREFILTER in rejectors
         if kind is EventKind.POD_ADDED:
-            return (coscheduling.NAME in rejectors and entry.group == event.group
-                    and coscheduling.group_ready(self.state, event.group))
+            # a sibling arrived: retry even while the gang is still short, so that the waiting
+            # members' reason shows the current member count (Coscheduling's Pod/Add hint)
+            return coscheduling.NAME in rejectors and entry.group == event.group
         if kind is EventKind.PODGROUP_CHANGED:
             # even if the gang is still short: the retry replaces a stale "podgroup not found"
             # (or an old minMember) in the pod's condition and Events with the current reason
@@ -168,6 +170,7 @@ class Scheduler:
     def schedule_next(self, now: float) -> list[Attempt] | None:
         """Run one cycle (one pod, or one whole gang); None when no pod is ready at `now`."""
         self._now = now
+        self._open_gates_without_agent(now)
         uid = self.queue.pop(now)
         if uid is None:
             return None
@@ -187,7 +190,7 @@ class Scheduler:
                 self.queue.unschedulable_failure(uid, attempts[0].rejectors, now)
         for attempt in attempts:
             if attempt.node is not None and attempt.annotations:
-                self._gate(attempt, runtime)
+                self._gate(attempt, runtime, now)
         for attempt in attempts:
             failures, queued_at = history.get(attempt.pod.uid, (0, now))
             attempt.attempts, attempt.queued_at = failures + 1, queued_at
@@ -195,19 +198,67 @@ class Scheduler:
 
     # --- the allocation gate (DESIGN.md §2: one Allocating pod per resource name and node) -----
 
-    def _gate(self, attempt: Attempt, runtime: ProfileRuntime) -> None:
-        """Bind now and hold the node's gate, or defer the Binding until the gate opens."""
-        if not runtime.profile.devices.allocation_gate:
-            return
+    def _gate(self, attempt: Attempt, runtime: ProfileRuntime, now: float) -> None:
+        """Bind now and hold the node's gate, or defer the Binding until the gate opens.
+
+        The gate holds only where a node agent is known to serve the node (a fresh heartbeat on
+        its devices): only an agent ever marks an allocation done, so elsewhere it would hold for
+        ever.
+        """
+        args = runtime.profile.devices
         assert attempt.node is not None
-        resources = _resources_of(attempt)
         info = self.state.nodes[attempt.node]
+        if not args.allocation_gate or not info.agent_serves(now, args.agent_heartbeat_timeout_seconds):
+            return
+        resources = _resources_of(attempt)
         waiting = self.deferred.get(attempt.node, ())
-        if info.allocation_blocks(resources) or any(not _resources_of(w).isdisjoint(resources) for w in waiting):
-            attempt.deferred = True
-            self.deferred.setdefault(attempt.node, []).append(attempt)
-        else:
+        holder = info.allocation_holder(resources)
+        ahead = next((w for w in waiting if not _resources_of(w).isdisjoint(resources)), None)
+        if holder is None and ahead is None:
             self.state.mark_allocating(attempt.pod.uid, attempt.node, resources)
+            return
+        attempt.deferred = True
+        blocker = self.state.pods[holder].key if holder is not None and holder in self.state.pods else \
+            ahead.pod.key if ahead is not None else "another pod"
+        attempt.message = (f"assigned to {attempt.node}; the Binding waits until the node agent has allocated "
+                           f"{', '.join(sorted(resources))} to {blocker} (allocation gate)")
+        self.deferred.setdefault(attempt.node, []).append(attempt)
+
+    @property
+    def gated(self) -> int:
+        """Placed pods whose Binding waits for a node's allocation gate."""
+        return sum(len(attempts) for attempts in self.deferred.values())
+
+    def take_touched_groups(self) -> set[str]:
+        """PodGroups whose object or members changed since the last call (their status may have)."""
+        touched, self.state.touched_groups = self.state.touched_groups, set()
+        return {key for key in touched if key in self.state.podgroups}
+
+    def pending_counts(self) -> dict[str, int]:
+        """Pods waiting, by where they wait: the queue's parts and `gated` (placed, Binding held)."""
+        return {**self.queue.counts(), "gated": self.gated}
+
+    def waiting_reason(self, key: str) -> tuple[str, str] | None:
+        """Why the pod `key` still waits and its resourceVersion: ("Unschedulable", rv) while it has
+        no node, ("WaitingForAllocation", rv) while its Binding is held by the gate; None once it
+        is bound, its Binding is out, or it is gone."""
+        pod = self.state.pod_by_key(key)
+        if pod is None:
+            return None
+        if pod.uid in self.state.pending:
+            return "Unschedulable", pod.meta.resource_version
+        node = self.state.node_of(pod.uid)
+        if node is not None and any(a.pod.uid == pod.uid for a in self.deferred.get(node, ())):
+            return "WaitingForAllocation", pod.meta.resource_version
+        return None
+
+    def _open_gates_without_agent(self, now: float) -> None:
+        """Deferred Bindings on nodes whose agent stopped heartbeating go out: nobody would open the gate."""
+        if not self.deferred or now < self._next_gate_check:
+            return
+        self._next_gate_check = now + 1.0
+        for node in list(self.deferred):
+            self._release_deferred(node)
 
     def _release_deferred(self, node: str) -> None:
         waiting = self.deferred.get(node)
@@ -226,12 +277,16 @@ class Scheduler:
                 self._requeue_after_error(attempt.pod.uid, self._now)
                 continue
             resources = _resources_of(attempt)
-            if not held.isdisjoint(resources) or info.allocation_blocks(resources):
+            args = self.profiles[attempt.pod.scheduler_name].profile.devices
+            gated = info.agent_serves(self._now, args.agent_heartbeat_timeout_seconds)
+            if gated and (not held.isdisjoint(resources) or info.allocation_blocks(resources)):
                 still.append(attempt)
                 held |= resources
                 continue
-            self.state.mark_allocating(attempt.pod.uid, node, resources)
+            if gated:
+                self.state.mark_allocating(attempt.pod.uid, node, resources)
             attempt.deferred = False
+            attempt.message = ""
             self._released.append(attempt)
         if still:
             self.deferred[node] = still

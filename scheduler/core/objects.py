@@ -8,7 +8,8 @@ compares — and so that malformed input fails *here*, with a message, instead o
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from scheduler.api.quantity import Amount, QuantityError, exact, parse_quantity, to_milli, to_value
@@ -455,6 +456,8 @@ class Device:
     capacity: dict[str, Amount]
     unschedulable: bool
     healthy: bool
+    # status.lastHeartbeatTime in seconds since the epoch: proof that a node agent serves the node
+    heartbeat: float | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
@@ -463,6 +466,15 @@ class Device:
     @property
     def schedulable(self) -> bool:
         return self.healthy and not self.unschedulable
+
+    def same_spec(self, other: Device) -> bool:
+        """Equal in everything scheduling reads: heartbeats and resourceVersions change nothing."""
+        return self == other or (self.meta.uid == other.meta.uid and self.meta.name == other.meta.name
+                                 and self.meta.labels == other.meta.labels
+                                 and (self.node_name, self.resource_name, self.device_id, self.attributes,
+                                      self.capacity, self.unschedulable, self.healthy)
+                                 == (other.node_name, other.resource_name, other.device_id, other.attributes,
+                                     other.capacity, other.unschedulable, other.healthy))
 
 
 def parse_device(obj: JSON) -> Device:
@@ -495,7 +507,18 @@ def parse_device(obj: JSON) -> Device:
         capacity=capacity,
         unschedulable=bool(spec.get("unschedulable", False)),
         healthy=healthy,
+        heartbeat=_timestamp(status.get("lastHeartbeatTime")),
     )
+
+
+def _timestamp(raw: object) -> float | None:
+    """An RFC 3339 time as seconds since the epoch; None when absent or unreadable (no agent proof)."""
+    if not isinstance(raw, str) or not raw:
+        return None
+    try:
+        return datetime.fromisoformat(raw).timestamp()
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,7 +100,7 @@ class NodeInfo:
     """One node's object (if known yet) and everything placed on it."""
 
     __slots__ = ("name", "node", "pods", "requested", "scoring_cpu", "scoring_memory",
-                 "devices", "busy", "broken", "allocating", "generation")
+                 "devices", "busy", "broken", "allocating", "agent_heartbeat", "generation")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -115,10 +115,19 @@ class NodeInfo:
         # pods whose devices the node agent has not handed out yet -> their resource names; a
         # second pod with a common resource name must not be bound here until they are done
         self.allocating: dict[str, frozenset[str]] = {}
+        self.agent_heartbeat: float | None = None  # the newest heartbeat of the node's devices
         self.generation = 0
 
     def allocation_blocks(self, resources: frozenset[str]) -> bool:
-        return any(not held.isdisjoint(resources) for held in self.allocating.values())
+        return self.allocation_holder(resources) is not None
+
+    def allocation_holder(self, resources: frozenset[str]) -> str | None:
+        """The uid of a pod still waiting for its devices under one of these resource names."""
+        return next((uid for uid, held in self.allocating.items() if not held.isdisjoint(resources)), None)
+
+    def agent_serves(self, now: float, timeout: float) -> bool:
+        """A node agent heartbeated recently (a heartbeat ahead of `now` is clock skew: fresh)."""
+        return self.agent_heartbeat is not None and now - self.agent_heartbeat <= timeout
 
     def used(self, resource: str) -> int:
         """Requested amount of a resource, counting devices handed out by class."""
@@ -146,6 +155,8 @@ class ClusterState:
         self.placements: dict[str, Placement] = {}
         self.pending: set[str] = set()  # our pods without a node (and not assumed)
         self.groups: dict[str, set[str]] = {}  # gang key -> non-terminal member uids
+        self.group_history: dict[str, set[str]] = {}  # gang key -> every member uid not deleted (for status)
+        self.touched_groups: set[str] = set()  # gangs whose members or PodGroup changed (status to write)
         self.group_first_min: dict[str, int] = {}  # label gangs: min-available of the first member seen
         self.podgroups: dict[str, PodGroup] = {}
         self.devices: dict[str, Device] = {}
@@ -330,6 +341,11 @@ class ClusterState:
                 events += self._remove_pod(self.pods[previous_uid])
         self.pods[uid] = pod
         self.by_key[pod.key] = uid
+        if old is not None and old.gang is not None and (pod.gang is None or pod.gang.key != old.gang.key):
+            self._forget_member(old)
+        if pod.gang is not None:
+            self.group_history.setdefault(pod.gang.key, set()).add(uid)
+            self.touched_groups.add(pod.gang.key)
         if pod.label_error is not None and (old is None or old.label_error != pod.label_error):
             notices.append(Notice("Pod", pod.key, "InvalidObject", f"Pod {pod.key}: {pod.label_error}",
                                   pod.meta.namespace, uid))
@@ -405,7 +421,17 @@ class ClusterState:
         self.pending.discard(uid)
         if pod.gang is not None:
             self._leave_group(pod)
+            self._forget_member(pod)
         return events
+
+    def _forget_member(self, pod: Pod) -> None:
+        assert pod.gang is not None
+        self.touched_groups.add(pod.gang.key)
+        members = self.group_history.get(pod.gang.key)
+        if members is not None:
+            members.discard(pod.uid)
+            if not members:
+                del self.group_history[pod.gang.key]
 
     def _place(self, pod: Pod, node_name: str, devices: DeviceAssignment | None,
                assumed: bool) -> list[Notice]:
@@ -535,7 +561,12 @@ class ClusterState:
             return self._delete_device(device.name), []
         if self._stale(device.meta.uid, device.meta.resource_version):
             return [], []
-        if old == device:
+        if device.heartbeat is not None:
+            info = self._node_info(device.node_name)
+            info.agent_heartbeat = max(info.agent_heartbeat or device.heartbeat, device.heartbeat)
+        if old is not None and device.name not in self._ghosts and old.same_spec(device):
+            if old.heartbeat != device.heartbeat:
+                self.devices[device.name] = self._node_info(device.node_name).devices[device.name] = device
             return [], []
         if old is not None and old.node_name != device.node_name:
             previous = self._node_info(old.node_name)
@@ -598,6 +629,7 @@ class ClusterState:
             return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=pg.key)], []
         old = self.podgroups.get(pg.key)
         self.podgroups[pg.key] = pg
+        self.touched_groups.add(pg.key)
         if old is not None and old.min_member == pg.min_member:
             return [], []
         return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=pg.key)], []

@@ -20,13 +20,14 @@ import structlog
 
 from scheduler.api.config import SchedulerConfig
 from scheduler.core.cycle import Attempt, Scheduler
+from scheduler.core.plugins import coscheduling
 from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
 from scheduler.kube.class_controller import DefaultClassController
 from scheduler.kube.http import KubeHttp, RateLimiter
 from scheduler.kube.informers import InformerSet
 from scheduler.kube.recorder import EventRecorder, ObjectRef
-from scheduler.kube.status import StatusWriter
+from scheduler.kube.status import UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusWriter
 
 log = structlog.get_logger("tessera.loop")
 
@@ -59,7 +60,7 @@ class SchedulerLoop:
         limiter = http.limiter
         events_http = KubeHttp(http.api, RateLimiter(limiter.qps, limiter.burst) if limiter is not None else None)
         self.events = EventRecorder(events_http, controller="tessera", instance=identity)
-        self.statuses = StatusWriter(http)
+        self.statuses = StatusWriter(http, self._pod_version)
         self.is_leader = is_leader
         self.hooks = hooks or LoopHooks()
         self.stats = LoopStats()
@@ -121,10 +122,12 @@ class SchedulerLoop:
             self._classes_dirty = True
             if kind == "ExtendedResource" and self.class_controller is not None:
                 self.class_controller.wake()
-        elif kind == "Pod" and event_type != "ADDED":
+        elif kind == "Pod":
             meta = obj.get("metadata") or {}
-            if event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName"):
+            if event_type != "ADDED" and (event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName")):
                 self.statuses.pod_gone(str(meta.get("namespace", "")), str(meta.get("name", "")))
+        for key in self.core.take_touched_groups():
+            self._write_group_status(key)
 
     def lost_leadership(self) -> None:
         """Another replica leads now: drop every Binding this one has decided but not sent."""
@@ -177,7 +180,8 @@ class SchedulerLoop:
                 self._classes_dirty = False
                 self._write_class_statuses()
             await self._run_cycles()
-            self.hooks.on_queue(self.core.queue.counts())
+            self._submit_released()  # gates a cycle opened (e.g. a node's agent went quiet)
+            self.hooks.on_queue(self.core.pending_counts())
 
     async def _run_cycles(self) -> None:
         cycles = 0
@@ -202,6 +206,8 @@ class SchedulerLoop:
             self.hooks.on_attempt("scheduled", profile, seconds, attempt)
             if attempt.deferred:  # another pod on the node is still being handed its devices
                 log.info("binder.gate_wait", pod=pod.key, node=attempt.node)
+                self.events.record(_pod_ref(attempt), "Normal", WAITING_FOR_ALLOCATION, "Binding", attempt.message)
+                self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name, WAITING_FOR_ALLOCATION, attempt.message)
             else:
                 self.binder.submit(Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node,
                                            attempt.annotations))
@@ -209,7 +215,7 @@ class SchedulerLoop:
             self.stats.unschedulable += 1
             self.hooks.on_attempt("unschedulable", profile, seconds, attempt)
             self.events.record(_pod_ref(attempt), "Warning", "FailedScheduling", "Scheduling", attempt.message)
-            self.statuses.pod_unschedulable(pod.meta.namespace, pod.meta.name, attempt.message)
+            self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name, UNSCHEDULABLE, attempt.message)
         if pod.gang is not None and pod.gang.from_podgroup:
             self._write_group_status(pod.gang.key)
 
@@ -238,15 +244,18 @@ class SchedulerLoop:
         self._wake.set()
 
     def _write_group_status(self, key: str) -> None:
-        state = self.core.state
-        namespace, _, name = key.partition("/")
-        if key not in state.podgroups:
+        status = coscheduling.group_status(self.core.state, key)
+        if status is None:
             return
-        members = state.groups.get(key, set())
-        placed = sum(1 for uid in members if uid in state.placements)
-        minimum = state.podgroups[key].min_member
-        phase = "Scheduled" if placed >= minimum else ("Scheduling" if placed else "Pending")
-        self.statuses.pod_group(namespace, name, phase)
+        namespace, _, name = key.partition("/")
+        self.statuses.pod_group(namespace, name, {"phase": status.phase, "scheduled": status.scheduled,
+                                                  "running": status.running, "succeeded": status.succeeded,
+                                                  "failed": status.failed})
+
+    def _pod_version(self, namespace: str, name: str, reason: str) -> str | None:
+        """For the status writer: the pod's resourceVersion while it still waits for `reason`."""
+        waiting = self.core.waiting_reason(f"{namespace}/{name}")
+        return waiting[1] if waiting is not None and waiting[0] == reason else None
 
     def _write_class_statuses(self) -> None:
         state = self.core.state

@@ -1,14 +1,20 @@
-"""Status writes: PodScheduled=False on unschedulable pods, PodGroup phase, ResourceClass status.
+"""Status writes: PodScheduled=False on pods still waiting, PodGroup status, ResourceClass status.
 
 Writes are desired-state and coalesced: the loop says what a status should be, a background task
 writes the latest wish per object, skipping writes that would not change anything (the same
 message for the same pod twice is one PATCH, as kube-scheduler's `updatePod` only patches when the
 condition changed). A failed write is retried on the next flush.
+
+A pod's PodScheduled=False is written only while the pod still waits — asked of the cache at write
+time, not when it was wished — and with the pod's resourceVersion as a precondition: a Binding
+that lands first (it sets PodScheduled=True) turns the late write into a 409 instead of leaving a
+bound pod marked Unschedulable.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -21,19 +27,28 @@ from scheduler.kube.recorder import micro_time
 log = structlog.get_logger("tessera.status")
 
 _Key = tuple[str, str]  # (path, content type)
+UNSCHEDULABLE = "Unschedulable"
+WAITING_FOR_ALLOCATION = "WaitingForAllocation"
+# (namespace, name, reason) -> the resourceVersion to write against while the pod still waits for
+# that reason, or None when it no longer does (bound, assumed, gone)
+PodVersion = Callable[[str, str, str], "str | None"]
 
 
 class StatusWriter:
-    def __init__(self, http: KubeHttp, *, concurrency: int = 8) -> None:
+    def __init__(self, http: KubeHttp, pod_version: PodVersion, *, concurrency: int = 8,
+                 retry_seconds: float = 1.0) -> None:
         self.http = http
+        self.pod_version = pod_version
         self._dirty: dict[_Key, dict[str, Any]] = {}
         self._written: dict[_Key, bytes] = {}
         self._wake = asyncio.Event()
         self._concurrency = concurrency
+        self._retry_seconds = retry_seconds
         self.writes = 0
 
-    def pod_unschedulable(self, namespace: str, name: str, message: str) -> None:
-        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+    def pod_waiting(self, namespace: str, name: str, reason: str, message: str) -> None:
+        """PodScheduled=False with `reason` (Unschedulable, or WaitingForAllocation behind the gate)."""
+        condition = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
                      "lastProbeTime": None}
         self._want((f"/api/v1/namespaces/{namespace}/pods/{name}/status", STRATEGIC_PATCH),
                    {"status": {"conditions": [condition]}}, stamp=("lastTransitionTime",))
@@ -44,9 +59,10 @@ class StatusWriter:
         self._dirty.pop(key, None)
         self._written.pop(key, None)
 
-    def pod_group(self, namespace: str, name: str, phase: str) -> None:
+    def pod_group(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """phase, scheduled, running, succeeded, failed (the scheduler-plugins PodGroup status)."""
         path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}/status"
-        self._want((path, MERGE_PATCH), {"status": {"phase": phase}})
+        self._want((path, MERGE_PATCH), {"status": status})
 
     def resource_class(self, name: str, valid: bool, message: str, matching: int) -> None:
         condition = {"type": "Valid", "status": "True" if valid else "False",
@@ -84,6 +100,13 @@ class StatusWriter:
     async def _write(self, key: _Key, body: dict[str, Any]) -> None:
         fingerprint = body.pop("_fingerprint")
         path, content_type = key
+        pod = _pod_of(path)
+        if pod is not None:
+            reason = _conditions(body)[0]["reason"]
+            version = self.pod_version(pod[0], pod[1], reason)
+            if version is None:
+                return  # no longer waiting for that reason: the wish is stale, drop it
+            body = {**body, "metadata": {"resourceVersion": version}}
         try:
             response = await self.http.request("PATCH", path, body=body, content_type=content_type)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
@@ -95,6 +118,9 @@ class StatusWriter:
             self.writes += 1
         elif response.status == 404:
             self._written.pop(key, None)  # the object is gone (or the CRD has no status): nothing to do
+        elif response.status == 409 and pod is not None:
+            body.pop("metadata")  # the pod changed since our cache saw it: ask the cache again
+            self._retry(key, body, fingerprint)
         else:
             log.warning("status.rejected", path=path, status=response.status, message=response.message())
             if response.status >= 500 or response.status == 429:
@@ -104,7 +130,15 @@ class StatusWriter:
         if key not in self._dirty:
             body["_fingerprint"] = fingerprint
             self._dirty[key] = body
-            asyncio.get_running_loop().call_later(1.0, self._wake.set)
+            asyncio.get_running_loop().call_later(self._retry_seconds, self._wake.set)
+
+
+def _pod_of(path: str) -> tuple[str, str] | None:
+    """(namespace, name) of a pods/{name}/status path."""
+    parts = path.split("/")
+    if len(parts) == 8 and parts[:4] == ["", "api", "v1", "namespaces"] and parts[5] == "pods":
+        return parts[4], parts[6]
+    return None
 
 
 def _conditions(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -91,7 +91,8 @@ def gang_labels(group: str, min_available: int) -> dict[str, str]:
 
 def device(node_name: str, index: int, model: str = "V100", memory: str = "32Gi",
            resource_name: str = "nvidia.com/gpu", attributes: Mapping[str, str] | None = None,
-           healthy: bool = True, unschedulable: bool = False) -> Obj:
+           healthy: bool = True, unschedulable: bool = False, heartbeat: str | None = None) -> Obj:
+    """One ExtendedResource; `heartbeat` (RFC 3339) makes it look served by a node agent."""
     device_id = f"GPU-{uid_for('GPU', node_name, str(index))}"
     name = f"{node_name}.{device_id.lower()}"
     return {
@@ -107,7 +108,8 @@ def device(node_name: str, index: int, model: str = "V100", memory: str = "32Gi"
             "capacity": {"memory": memory},
             "unschedulable": unschedulable,
         },
-        "status": {"conditions": [{"type": "Healthy", "status": "True" if healthy else "False"}]},
+        "status": {"conditions": [{"type": "Healthy", "status": "True" if healthy else "False"}],
+                   **({"lastHeartbeatTime": heartbeat} if heartbeat else {})},
     }
 
 

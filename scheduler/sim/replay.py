@@ -80,6 +80,10 @@ class Replay:
         while True:
             attempts = scheduler.schedule_next(self.now)
             if attempts is None:
+                released = scheduler.take_released()  # a gate may have opened with no pod left to try
+                if released:
+                    self._bind_all(released)
+                    continue
                 expiry = scheduler.queue.next_backoff_expiry()
                 if expiry is None:
                     return
@@ -89,11 +93,14 @@ class Replay:
                 self.stats.attempts += 1
                 self.stats.final[attempt.pod.key] = attempt
                 yield attempt
-            ready = [a for a in attempts if a.node is not None and not a.deferred]
-            while ready:
-                for attempt in ready:
-                    self._bind(attempt)
-                ready = scheduler.take_released()
+            self._bind_all([a for a in attempts if a.node is not None and not a.deferred])
+
+    def _bind_all(self, ready: list[Attempt]) -> None:
+        """Bind these, then whatever the allocation gate lets through as a result."""
+        while ready:
+            for attempt in ready:
+                self._bind(attempt)
+            ready = self.scheduler.take_released()
 
     def _remember(self, event: WatchEvent, rejected: bool) -> None:
         """Keep the last pod object the core accepted: Bindings are applied to that one."""

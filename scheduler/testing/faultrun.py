@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -215,7 +216,7 @@ def add_nodes(plane: LocalControlPlane, cluster: Cluster, model: str, count: int
     memory = "16Gi" if model == "t4" else "32Gi"
     return plane.add_fake_gpu_nodes(count, cluster.gpus_per_node, model.upper(), memory,
                                     prefix=f"{cluster.rid}-{model}", labels={"tessera.dev/fault-run": cluster.rid},
-                                    workers=4)
+                                    workers=4, agent_heartbeat=True)
 
 
 def delete_cluster(plane: LocalControlPlane, rid: str) -> None:
@@ -302,6 +303,9 @@ def wave(cluster: Cluster, tag: str, rng: random.Random, *, plain: int = 2, excl
 # --- the fake node agent ----------------------------------------------------------------------
 
 
+HEARTBEAT_EVERY = 5  # sweeps (seconds) between device heartbeats
+
+
 class FakeNodeAgent:
     """Plays the node agent: marks a bound pod's devices ``Allocated`` shortly after binding.
 
@@ -360,10 +364,25 @@ class FakeNodeAgent:
             self._inflight.discard(uid)
 
     async def _sweep(self) -> None:
+        sweeps = 0
         while True:
+            if sweeps % HEARTBEAT_EVERY == 0:
+                await self._heartbeat()
+            sweeps += 1
             await asyncio.sleep(1.0)
             for obj in list(self.watcher.view.pods.values()):
                 self._seen("MODIFIED", obj)
+
+    async def _heartbeat(self) -> None:
+        """Stamp every device's lastHeartbeatTime, as a running agent does: the scheduler holds
+        the allocation gate only on nodes an agent serves."""
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for name in list(self.watcher.view.devices):
+            try:
+                await self.api.request("PATCH", f"{DEVICES_PATH}/{name}/status",
+                                       {"status": {"lastHeartbeatTime": now}}, content_type=_MERGE, timeout=5)
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                return  # apiserver down: the next sweep tries again
 
 
 # --- one run ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from scheduler.kube.http import KubeHttp, Response, connect
 from scheduler.testing.faultrun import SchedulerProcess
 
 REPO = Path(__file__).resolve().parents[2]
+ERS = "/apis/tessera.dev/v1alpha1/extendedresources"
 
 
 def creatable(obj: dict[str, Any]) -> dict[str, Any]:
@@ -106,25 +107,42 @@ class BackgroundLoop:
 
 
 class FakeAgent(BackgroundLoop):
-    """Plays the node agent's part of the handoff: marks bound pods' devices `Allocated`.
+    """Plays the node agent: heartbeats every ExtendedResource and, while `allocate` is on, marks
+    bound pods' devices `Allocated`.
 
-    Without it (no kubelet calls Allocate in these tests) the allocation gate would rightly keep a
+    Without the heartbeat Tessera holds no allocation gate on a node (no agent would open it); with
+    it but without `Allocated` (no kubelet calls Allocate in these tests) the gate rightly keeps a
     second pod with the same resource name on a node from being bound.
     """
 
-    def __init__(self, kube: Kube, namespace: str) -> None:
+    HEARTBEAT_SECONDS = 2.0
+
+    def __init__(self, kube: Kube, namespace: str, allocate: bool = True) -> None:
         self.kube = kube
         self.namespace = namespace
+        self.allocate = allocate
         self.allocated: list[str] = []
 
     async def __aenter__(self) -> FakeAgent:
+        await self.heartbeat()  # devices count as agent-served before the first pod is placed
         await super().__aenter__()
         return self
 
+    async def heartbeat(self) -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for device in (await self.kube.call("GET", ERS)).json()["items"]:
+            await self.kube.call("PATCH", f"{ERS}/{device['metadata']['name']}/status",
+                                 {"status": {"lastHeartbeatTime": now}}, ok=(200, 404),
+                                 content_type="application/merge-patch+json")
+
     async def _run(self) -> None:
+        next_heartbeat = time.monotonic() + self.HEARTBEAT_SECONDS
         while True:
             try:
-                pods = await self.kube.pods(self.namespace)
+                if time.monotonic() >= next_heartbeat:
+                    await self.heartbeat()
+                    next_heartbeat = time.monotonic() + self.HEARTBEAT_SECONDS
+                pods = await self.kube.pods(self.namespace) if self.allocate else {}
             except Exception:  # the apiserver may be restarting in fault tests
                 await asyncio.sleep(0.5)
                 continue

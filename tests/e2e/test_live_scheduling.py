@@ -98,16 +98,17 @@ async def test_device_classes_and_memory_sharing_live(tessera: Any, kubectl: Kub
     await kubectl.create(CLASSES, b.resource_class("big", expressions=[{"key": "memory", "operator": "Gt", "values": ["16Gi"]}]))
     await kubectl.create(CLASSES, b.resource_class("p100-slice", match_labels={"model": "P100"},
                                                    sharing={"dimension": "memory", "unit": "1Gi"}))
-    await kubectl.create_pod(namespace, b.pod("k80", limits={"class.tessera.dev/k80": 1}))
-    await kubectl.create_pod(namespace, b.pod("big", limits={"class.tessera.dev/big": 1}))
-    await kubectl.create_pod(namespace, b.pod("s1", limits={"class.tessera.dev/p100-slice": 8}))
-    await kubectl.create_pod(namespace, b.pod("s2", limits={"class.tessera.dev/p100-slice": 8}))
-    await eventually(lambda: _bound_count(kubectl, namespace, 3))
-    await asyncio.sleep(1.0)
-    # s1 and s2 share a resource name on dev-a: the second waits for the node agent (allocation gate)
-    nodes = await bound_nodes(kubectl, namespace)
-    assert sorted(n for p, n in nodes.items() if p.startswith("s")) == ["", "dev-a"]
-    async with FakeAgent(kubectl, namespace) as agent:
+    async with FakeAgent(kubectl, namespace, allocate=False) as agent:
+        await kubectl.create_pod(namespace, b.pod("k80", limits={"class.tessera.dev/k80": 1}))
+        await kubectl.create_pod(namespace, b.pod("big", limits={"class.tessera.dev/big": 1}))
+        await kubectl.create_pod(namespace, b.pod("s1", limits={"class.tessera.dev/p100-slice": 8}))
+        await kubectl.create_pod(namespace, b.pod("s2", limits={"class.tessera.dev/p100-slice": 8}))
+        await eventually(lambda: _bound_count(kubectl, namespace, 3))
+        await asyncio.sleep(1.0)
+        # s1 and s2 share a resource name on dev-a: the second waits for the node agent (allocation gate)
+        nodes = await bound_nodes(kubectl, namespace)
+        assert sorted(n for p, n in nodes.items() if p.startswith("s")) == ["", "dev-a"]
+        agent.allocate = True
         placed = await eventually(lambda: _all_bound(kubectl, namespace, 4))
         assert {"k80", "big"} <= set(agent.allocated) or len(agent.allocated) >= 2
     assert placed == {"k80": "dev-a", "big": "dev-b", "s1": "dev-a", "s2": "dev-a"}

@@ -153,7 +153,7 @@ def scheduler_calls(ns: str) -> list[Call]:
              "absent", ns),
         Call("binder.py Binder._post", "POST", f"/api/v1/namespaces/{ns}/pods/absent/binding?dryRun=All",
              "", "pods/binding", "create", "absent", ns, binding),
-        Call("status.py StatusWriter.pod_unschedulable", "PATCH", f"/api/v1/namespaces/{ns}/pods/absent/status",
+        Call("status.py StatusWriter.pod_waiting", "PATCH", f"/api/v1/namespaces/{ns}/pods/absent/status",
              "", "pods/status", "patch", "absent", ns, {"status": {"conditions": []}}, STRATEGIC_PATCH),
         Call("recorder.py EventRecorder._write", "POST", f"/apis/events.k8s.io/v1/namespaces/{ns}/events?dryRun=All",
              "events.k8s.io", "events", "create", "", ns, event),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from scheduler.api.config import parse_config
 from scheduler.core import annotations as ann
 from scheduler.sim import builders as b
@@ -9,8 +11,12 @@ from scheduler.sim.replay import Replay, WatchEvent
 from tests.helpers import config
 
 
-def _cluster() -> list[dict]:  # type: ignore[type-arg]
-    objs = [b.node("n", gpus=4)] + [b.device("n", i) for i in range(4)]
+HEARTBEAT = "2026-01-01T00:00:00Z"  # the node agent's last heartbeat on every device
+HEARTBEAT_AT = datetime.fromisoformat(HEARTBEAT).timestamp()
+
+
+def _cluster(heartbeat: str | None = HEARTBEAT) -> list[dict]:  # type: ignore[type-arg]
+    objs = [b.node("n", gpus=4)] + [b.device("n", i, heartbeat=heartbeat) for i in range(4)]
     objs.append(b.resource_class("v100", match_labels={"model": "V100"}))
     objs.append(b.resource_class("other", match_labels={"model": "V100"}, resource_name="example.com/other"))
     return [b.event("ADDED", o) for o in objs]
@@ -107,7 +113,7 @@ def test_a_held_binding_is_decided_again_if_its_device_vanished_meanwhile() -> N
     state = replay.scheduler.state
     held = ann.decode_devices(replay.scheduler.deferred["n"][0].annotations[ann.DEVICES])
     device = held["main"]["class.tessera.dev/v100"][0].device
-    obj = next(b.device("n", i) for i in range(4) if b.device("n", i)["metadata"]["name"] == device)
+    obj = next(b.device("n", i, heartbeat=HEARTBEAT) for i in range(4) if b.device("n", i)["metadata"]["name"] == device)
     replay.scheduler.apply("DELETED", obj, 0.0)
     assert _open_gate(replay) == []  # not released with a device that no longer exists
     p1 = state.pod_by_key("default/p1")
@@ -129,3 +135,51 @@ def test_losing_the_lease_abandons_held_bindings() -> None:
     assert _open_gate(replay) == []
     p1 = replay.scheduler.state.pod_by_key("default/p1")
     assert p1 is not None and p1.uid in replay.scheduler.state.pending
+
+
+def test_a_held_binding_says_what_it_waits_for_and_counts_as_gated() -> None:
+    replay = _replay(agent=False)
+    attempts = list(replay.run(WatchEvent(e["type"], e["object"]) for e in _cluster() + _pods()))
+    held = {a.pod.meta.name: a.message for a in attempts if a.deferred}
+    assert set(held) == {"p1", "p2"}
+    assert held["p1"] == ("assigned to n; the Binding waits until the node agent has allocated "
+                          "class.tessera.dev/v100 to default/p0 (allocation gate)")
+    assert held["p2"].endswith("to default/p0 (allocation gate)")
+    scheduler = replay.scheduler
+    assert scheduler.pending_counts()["gated"] == 2
+    assert scheduler.waiting_reason("default/p1") == ("WaitingForAllocation", "")
+    assert scheduler.waiting_reason("default/p0") is None  # bound
+    assert _open_gate(replay) == ["p1"]
+    assert scheduler.pending_counts()["gated"] == 1
+
+
+def test_without_an_agent_heartbeat_there_is_no_gate() -> None:
+    """dev-cluster's fake nodes (and any node without an agent): nobody would ever open the gate."""
+    replay = _replay(agent=False)
+    attempts = list(replay.run(WatchEvent(e["type"], e["object"]) for e in _cluster(heartbeat=None) + _pods()))
+    assert [a.pod.meta.name for a in attempts if a.node and not a.deferred] == ["p0", "p1", "p2", "q"]
+    assert replay.scheduler.pending_counts()["gated"] == 0
+
+
+def test_held_bindings_go_out_once_the_agent_stops_heartbeating() -> None:
+    replay = _replay(agent=False)
+    list(replay.run(WatchEvent(e["type"], e["object"]) for e in _cluster() + _pods()[:2]))
+    scheduler = replay.scheduler
+    fresh = HEARTBEAT_AT + 60  # within the default 90 s
+    assert scheduler.schedule_next(fresh) is None and scheduler.take_released() == []
+    stale = HEARTBEAT_AT + 91
+    assert scheduler.schedule_next(stale) is None
+    assert [a.pod.meta.name for a in scheduler.take_released()] == ["p1"]
+    assert scheduler.pending_counts()["gated"] == 0
+
+
+def test_heartbeats_alone_change_nothing_the_cycle_reads() -> None:
+    replay = _replay(agent=False)
+    list(replay.run(WatchEvent(e["type"], e["object"]) for e in _cluster()))
+    scheduler = replay.scheduler
+    generation = scheduler.state.nodes["n"].generation
+    later = b.device("n", 0, heartbeat="2026-01-01T00:00:30Z")
+    later["metadata"]["resourceVersion"] = "7"
+    scheduler.apply("MODIFIED", later, 0.0)
+    assert scheduler.state.nodes["n"].generation == generation
+    assert scheduler.state.nodes["n"].agent_heartbeat == HEARTBEAT_AT + 30

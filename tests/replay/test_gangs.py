@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+
+from scheduler.core.plugins import coscheduling
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run, config
 
@@ -112,3 +115,58 @@ def test_half_bound_gang_is_completed() -> None:
     run.add(b.pod("g-1", labels=labels, limits={"nvidia.com/gpu": 1}),
             b.pod("g-2", labels=labels, limits={"nvidia.com/gpu": 1}))
     assert run.node_of("g-1") == "n1" and run.node_of("g-2") == "n1"
+
+
+def test_a_waiting_member_reason_follows_its_siblings_arrival() -> None:
+    """The first member's message said "current pods number: 1" while two existed."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4), b.podgroup("grow", 3))
+    members = [b.pod(f"grow-{i}", labels={"scheduling.x-k8s.io/pod-group": "grow"}, limits={"nvidia.com/gpu": 1})
+               for i in range(3)]
+    run.add(members[0])
+    assert "current pods number: 1, minMember of group: 3" in run.last("grow-0").message
+    run.add(members[1])
+    assert "current pods number: 2, minMember of group: 3" in run.last("grow-0").message
+    assert "current pods number: 2, minMember of group: 3" in run.last("grow-1").message
+    run.add(members[2])
+    assert [run.node_of(f"grow-{i}") for i in range(3)] == ["n1", "n1", "n1"]
+
+
+def _status(run: Run, key: str = "default/life") -> tuple[str, int, int, int, int]:
+    status = coscheduling.group_status(run.state, key)
+    assert status is not None
+    return status.phase, status.scheduled, status.running, status.succeeded, status.failed
+
+
+def test_podgroup_status_follows_its_members_from_pending_to_finished_and_back() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4), b.podgroup("life", 2))
+    assert _status(run) == ("Pending", 0, 0, 0, 0)
+    labels = {"scheduling.x-k8s.io/pod-group": "life"}
+    members = [b.pod(f"life-{i}", labels=labels, limits={"nvidia.com/gpu": 1}) for i in range(2)]
+    run.add(members[0])
+    assert _status(run) == ("Pending", 0, 0, 0, 0)  # fewer than minMember exist
+    run.add(members[1])
+    assert _status(run) == ("Scheduled", 2, 0, 0, 0)
+    bound = {name: run.replay.pods[run.state.pod_by_key(f"default/{name}").uid] for name in ("life-0", "life-1")}
+
+    def phase(name: str, value: str) -> None:
+        obj = copy.deepcopy(bound[name])
+        obj["status"] = {**obj.get("status", {}), "phase": value}
+        bound[name] = obj
+        run.feed(b.event("MODIFIED", obj))
+
+    phase("life-0", "Running")
+    assert _status(run) == ("Scheduled", 2, 1, 0, 0)
+    phase("life-1", "Running")
+    assert _status(run) == ("Running", 2, 2, 0, 0)
+    phase("life-0", "Succeeded")
+    assert _status(run) == ("Running", 2, 1, 1, 0)  # running + succeeded still reach minMember
+    phase("life-1", "Failed")
+    assert _status(run) == ("Failed", 2, 0, 1, 1)
+    phase("life-1", "Succeeded")  # (not a real transition; shows the Finished rule)
+    assert _status(run) == ("Finished", 2, 0, 2, 0)
+    for name in ("life-0", "life-1"):
+        run.feed(b.event("DELETED", bound[name]))
+    assert _status(run) == ("Pending", 0, 0, 0, 0)  # every member gone
+    assert coscheduling.group_status(run.state, "default/none") is None

@@ -40,14 +40,6 @@ def waiting_message(state: ClusterState, pod: Pod) -> str | None:
     return None
 
 
-def group_ready(state: ClusterState, key: str) -> bool:
-    """Enough members exist (and the PodGroup is known): worth waking the waiting members."""
-    members = state.groups.get(key)
-    if not members:
-        return False
-    return waiting_message(state, state.pods[next(iter(members))]) is None
-
-
 def gang_view(state: ClusterState, pod: Pod) -> GangView | None:
     """The group's bound and pending members, or None when it cannot be tried yet."""
     assert pod.gang is not None
@@ -70,3 +62,47 @@ def placement_order(pod: Pod) -> tuple[int, int, int, str]:
     """Place device-hungry members first, then by CPU and memory, so the CPU-only PS goes last."""
     extended = sum(amount for name, amount in pod.requests.items() if "/" in name)
     return (-extended, -pod.requests.get("cpu", 0), -pod.requests.get("memory", 0), pod.key)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    """A PodGroup's status as the scheduler-plugins PodGroup controller reports it.
+
+    `scheduled` counts members on a node (bound, or assumed while their Binding is in flight);
+    running/succeeded/failed count pod phases. The phase follows the controller's rules
+    (pkg/controllers/podgroup_controller.go): Pending until minMember members exist, Scheduling
+    until minMember are scheduled, then Scheduled, Running once running + succeeded reach
+    minMember, Failed once a member failed and failed + running + succeeded reach minMember,
+    Finished once minMember succeeded; Pending again when every member is gone.
+    """
+
+    phase: str
+    scheduled: int
+    running: int
+    succeeded: int
+    failed: int
+
+
+def group_status(state: ClusterState, key: str) -> GroupStatus | None:
+    """The status of the PodGroup `key`, or None when its PodGroup object is not known."""
+    group = state.podgroups.get(key)
+    if group is None:
+        return None
+    minimum = group.min_member
+    members = [state.pods[uid] for uid in state.group_history.get(key, ()) if uid in state.pods]
+    phases = [pod.phase for pod in members]
+    running, succeeded, failed = phases.count("Running"), phases.count("Succeeded"), phases.count("Failed")
+    scheduled = sum(1 for pod in members if pod.uid in state.placements or pod.terminal)
+    if not members or len(members) < minimum:
+        phase = "Pending"
+    elif succeeded >= minimum:
+        phase = "Finished"
+    elif failed and failed + running + succeeded >= minimum:
+        phase = "Failed"
+    elif running + succeeded >= minimum:
+        phase = "Running"
+    elif scheduled >= minimum:
+        phase = "Scheduled"
+    else:
+        phase = "Scheduling"
+    return GroupStatus(phase, scheduled, running, succeeded, failed)

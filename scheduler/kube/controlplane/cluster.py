@@ -435,9 +435,11 @@ class LocalControlPlane:
         node_memory: str = "256Gi",
         max_pods: int = 110,
         workers: int = 16,
+        agent_heartbeat: bool = False,
     ) -> list[str]:
         """Create ``n`` Ready nodes with ``gpus_per_node`` allocatable ``resource_name`` each and
-        one healthy ExtendedResource per GPU; return the node names.
+        one healthy ExtendedResource per GPU; return the node names. With ``agent_heartbeat`` the
+        devices carry a heartbeat as if a node agent served them (the caller keeps it fresh).
 
         Names are ``<prefix>-NNN`` (prefix defaults to ``<model>-node``) and continue after the
         nodes this plane already made with that prefix, so repeated calls never collide.
@@ -458,6 +460,7 @@ class LocalControlPlane:
             node_memory=node_memory,
             max_pods=max_pods,
             labels=dict(labels or {}),
+            agent_heartbeat=agent_heartbeat,
         )
         began = time.monotonic()
         create_fake_gpu_nodes(self.admin, names, spec, workers)

@@ -88,6 +88,9 @@ class FakeGpuNodeSpec:
     node_memory: str = "256Gi"
     max_pods: int = 110
     labels: Mapping[str, str] = field(default_factory=dict)
+    # stamp status.lastHeartbeatTime as a node agent would; without an agent's heartbeat Tessera
+    # does not hold its allocation gate on the node (nobody would ever open it)
+    agent_heartbeat: bool = False
 
 
 def _now() -> str:
@@ -185,7 +188,7 @@ def _device_objects(
                     "lastTransitionTime": now,
                 }
             ],
-            "lastHeartbeatTime": now,
+            **({"lastHeartbeatTime": now} if spec.agent_heartbeat else {}),
         }
     }
     return obj, status

@@ -1,0 +1,97 @@
+"""The status writer against a fake HTTP layer: coalescing, and no stale PodScheduled=False.
+
+Regression: bound gang members kept `PodScheduled=False` (2 of 24 in a new user's trial). The
+delayed Unschedulable write landed after the Binding, which had set PodScheduled=True. The writer
+now asks the cache at write time whether the pod still waits, and sends the pod's resourceVersion
+as a precondition, so a Binding that lands first turns the late write into a 409.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from scheduler.kube.status import UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusWriter
+from scheduler.sim import builders as b
+from tests.fakeapi import FakeApi
+
+STATUS = "/api/v1/namespaces/default/pods/p/status"
+
+
+def _api() -> FakeApi:
+    api = FakeApi()
+    pod = b.pod("p")
+    pod["metadata"]["resourceVersion"] = "100"
+    api.add_pod(pod)
+    return api
+
+
+async def _flush(writer: StatusWriter, until: Callable[[], bool] = lambda: False, rounds: int = 20) -> None:
+    task = asyncio.create_task(writer.run())
+    for _ in range(rounds):
+        await asyncio.sleep(0.01)
+        if until():
+            break
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+def _condition(api: FakeApi) -> dict[str, str]:
+    return next(c for c in api.pod("default", "p")["status"]["conditions"] if c["type"] == "PodScheduled")
+
+
+async def test_a_waiting_pod_gets_its_condition_with_a_version_precondition() -> None:
+    api = _api()
+    writer = StatusWriter(api, lambda ns, name, reason: "100" if reason == UNSCHEDULABLE else None)  # type: ignore[arg-type]
+    writer.pod_waiting("default", "p", UNSCHEDULABLE, "0/1 nodes are available: 1 Insufficient cpu.")
+    writer.pod_waiting("default", "p", UNSCHEDULABLE, "0/1 nodes are available: 1 Insufficient cpu.")
+    await _flush(writer, lambda: writer.writes > 0)
+    [patch] = api.of("PATCH", "/status")
+    assert patch.body["metadata"] == {"resourceVersion": "100"}
+    condition = _condition(api)
+    assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
+    assert "lastTransitionTime" in condition
+
+
+async def test_a_pod_bound_before_the_write_is_not_marked_unschedulable() -> None:
+    api = _api()
+    waiting = {"p": True}
+    writer = StatusWriter(api, lambda ns, name, reason: "100" if waiting[name] else None)  # type: ignore[arg-type]
+    writer.pod_waiting("default", "p", UNSCHEDULABLE, "0/1 nodes are available: 1 Insufficient cpu.")
+    waiting["p"] = False  # the gang was retried and placed before the writer ran
+    await _flush(writer)
+    assert api.of("PATCH") == []
+
+
+async def test_a_binding_that_lands_first_turns_the_late_write_into_a_conflict() -> None:
+    """The cache has not seen the Binding yet (it still says the pod waits, at the old version)."""
+    api = _api()
+    answers = ["100"]  # what the cache says: the pre-Binding version once, then (watch caught up) bound
+    writer = StatusWriter(api, lambda ns, name, reason: answers.pop() if answers else None,  # type: ignore[arg-type]
+                          retry_seconds=0.01)
+    writer.pod_waiting("default", "p", UNSCHEDULABLE, "0/2 nodes are available: 2 Insufficient cpu.")
+    api.bind("default", "p", {"metadata": {"uid": api.pod("default", "p")["metadata"]["uid"]},
+                               "target": {"name": "n"}})
+    await _flush(writer, rounds=30)
+    assert len(api.of("PATCH")) == 1  # the 409; the retry found the pod bound and wrote nothing
+    condition = _condition(api)
+    assert condition["status"] == "True"
+
+
+async def test_waiting_for_the_allocation_gate_is_its_own_reason() -> None:
+    api = _api()
+    writer = StatusWriter(api, lambda ns, name, reason: "100" if reason == WAITING_FOR_ALLOCATION else None)  # type: ignore[arg-type]
+    writer.pod_waiting("default", "p", WAITING_FOR_ALLOCATION, "assigned to n; the Binding waits ...")
+    await _flush(writer, lambda: writer.writes > 0)
+    assert _condition(api)["reason"] == WAITING_FOR_ALLOCATION
+
+
+async def test_pod_group_status_is_merged_as_wished() -> None:
+    api = FakeApi()
+    writer = StatusWriter(api, lambda ns, name, reason: None)  # type: ignore[arg-type]
+    status = {"phase": "Running", "scheduled": 3, "running": 3, "succeeded": 0, "failed": 0}
+    writer.pod_group("default", "g", status)
+    writer.pod_group("default", "g", status)
+    await _flush(writer, lambda: bool(api.calls))
+    [patch] = api.of("PATCH", "/podgroups/g/status")
+    assert patch.body == {"status": status} and patch.content_type == "application/merge-patch+json"
