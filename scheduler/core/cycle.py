@@ -18,25 +18,18 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 
-from scheduler.api.config import Profile, SchedulerConfig
+from scheduler.api.config import SchedulerConfig
 from scheduler.core import annotations as ann
-from scheduler.core.framework import DevicePlan, PodContext, prepare
+from scheduler.core.framework.cycle_state import prepare
+from scheduler.core.framework.nodetable import NodeTable
+from scheduler.core.framework.runtime import ProfileRuntime
 from scheduler.core.objects import JSON, Pod, object_uid
-from scheduler.core.plugins import coscheduling, fit, node_affinity, node_unschedulable, taints
-from scheduler.core.plugins.devices import NAME as DEVICES
-from scheduler.core import vector
-from scheduler.core.profile import CacheEntry, ProfileRuntime
-from scheduler.core.vector import NodeVectors
 from scheduler.core.queue import QueuedPod, SchedulingQueue
-from scheduler.core.state import ClusterEvent, ClusterState, EventKind, NodeInfo, Notice
+from scheduler.core.state import ClusterEvent, ClusterState, EventKind, Notice
 
 MIN_FEASIBLE_NODES = 100
 MIN_FEASIBLE_PERCENTAGE = 5
 NO_NODES = "no nodes available to schedule pods"
-PREFILTER = "PreFilter"
-
-_NODE_PLUGINS = frozenset({fit.NAME, node_affinity.NAME, taints.NAME, node_unschedulable.NAME, DEVICES})
-_FREED_PLUGINS = frozenset({fit.NAME, DEVICES})
 
 
 @dataclass(slots=True)
@@ -71,15 +64,17 @@ def fit_error(num_nodes: int, reasons: Counter[str]) -> str:
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfig, seed: int = 0, explain: bool = False, vectorized: bool = True) -> None:
+    def __init__(self, config: SchedulerConfig, seed: int = 0, explain: bool = False, batch: bool = True) -> None:
+        """`batch=False` runs every plugin's per-node form only: the reference the batch forms
+        are tested against (the same decisions, slower)."""
         self.config = config
         self.state = ClusterState(config.scheduler_names)
         self.queue = SchedulingQueue(config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds)
-        self.profiles = {p.scheduler_name: ProfileRuntime(p, self.state) for p in config.profiles}
+        table = NodeTable(self.state)
+        self.profiles = {p.scheduler_name: ProfileRuntime(p, self.state, table, batch) for p in config.profiles}
         self.rng = random.Random(seed)
         self.explain = explain
         self.next_start = 0
-        self.vectors = NodeVectors(self.state) if vectorized else None
         self.deferred: dict[str, list[Attempt]] = {}  # node -> placed attempts waiting for the gate
         self._released: list[Attempt] = []
         self._next_gate_check = 0.0
@@ -132,38 +127,13 @@ class Scheduler:
             self.queue.add(uid, pod.priority, pod.gang.key if pod.gang else "", now)
 
     def _worth_retrying(self, entry: QueuedPod, *, event: ClusterEvent) -> bool:
-        """Requeue hints: may this event make this pod schedulable?"""
-        rejectors = entry.rejectors
-        if not rejectors:
-            return True
-        kind = event.kind
-        if kind in (EventKind.NODE_ADDED, EventKind.NODE_UPDATED):
-            if not rejectors & _NODE_PLUGINS:
-                return False
-            return self._fits_node(entry.uid, event.node)
-        if kind is EventKind.ASSIGNED_POD_REMOVED:
-            return bool(rejectors & _FREED_PLUGINS)
-        if kind in (EventKind.DEVICE_CHANGED, EventKind.CLASS_CHANGED):
-            return DEVICES in rejectors or PREFILTER in rejectors
-        if kind is EventKind.POD_ADDED:
-            # a sibling arrived: retry even while the gang is still short, so that the waiting
-            # members' reason shows the current member count (Coscheduling's Pod/Add hint)
-            return coscheduling.NAME in rejectors and entry.group == event.group
-        if kind is EventKind.PODGROUP_CHANGED:
-            # even if the gang is still short: the retry replaces a stale "podgroup not found"
-            # (or an old minMember) in the pod's condition and Events with the current reason
-            return coscheduling.NAME in rejectors and entry.group == event.group
-        return kind is not EventKind.ALLOCATION_DONE
-
-    def _fits_node(self, uid: str, node_name: str) -> bool:
-        pod = self.state.pods.get(uid)
-        info = self.state.nodes.get(node_name)
-        if pod is None or info is None or info.node is None:
-            return False
-        ctx = prepare(pod, self.state.classes)
-        if ctx.prefilter_error is not None:
-            return False
-        return self.profiles[pod.scheduler_name].run_filters(ctx, info) is None
+        """Requeue hints: may this event make this pod schedulable? (asked of the plugins that
+        rejected it, through its profile)"""
+        pod = self.state.pods.get(entry.uid)
+        runtime = self.profiles.get(pod.scheduler_name) if pod is not None else None
+        if runtime is None:
+            runtime = next(iter(self.profiles.values()))
+        return runtime.worth_retrying(entry.uid, entry.rejectors, event)
 
     # --- scheduling --------------------------------------------------------------------------
 
@@ -180,7 +150,7 @@ class Scheduler:
             return []
         runtime = self.profiles[pod.scheduler_name]
         history = self._history(pod)
-        if pod.gang is not None:
+        if pod.gang is not None and runtime.grouping is not None:
             attempts = self._schedule_gang(pod, runtime, now)
         else:
             attempts = [self._attempt(pod, runtime, now)]
@@ -351,105 +321,45 @@ class Scheduler:
         return {uid: (entries[uid].attempts, entries[uid].initial) for uid in uids if uid in entries}
 
     def _attempt(self, pod: Pod, runtime: ProfileRuntime, now: float) -> Attempt:
-        """Filter, score and pick a node for one pod; on success the pod is assumed."""
+        """PreFilter, filter, score and pick a node for one pod; on success the pod is assumed."""
         ctx = prepare(pod, self.state.classes)
-        order = self.state.node_order
-        num_nodes = len(order)
-        if ctx.prefilter_error is not None:
-            return Attempt(pod, None, message=f"0/{num_nodes} nodes are available: {ctx.prefilter_error}.",
-                           rejectors=frozenset({PREFILTER, DEVICES}))
+        num_nodes = len(self.state.node_order)
+        rejected = runtime.pre_filter(ctx)
+        if rejected is not None:
+            plugin, reasons = rejected
+            return Attempt(pod, None, message=f"0/{num_nodes} nodes are available: {reasons[0]}.",
+                           rejectors=frozenset({plugin}))
         if num_nodes == 0:
-            return Attempt(pod, None, message=NO_NODES, rejectors=frozenset({fit.NAME}))
-        profile: Profile = runtime.profile
-        percentage = profile.percentage_of_nodes_to_score
+            return Attempt(pod, None, message=NO_NODES, rejectors=frozenset(p.name for p in runtime.filters))
+        percentage = runtime.profile.percentage_of_nodes_to_score
         if percentage is None:
             percentage = self.config.percentage_of_nodes_to_score
         to_find = num_feasible_nodes_to_find(percentage, num_nodes) if runtime.scores else 1
         start = self.next_start
-        cache = runtime.node_cache(ctx)
-        vectors = self.vectors if not self.explain and vector.applies(ctx) else None
-        filtered: dict[str, str] | None = {} if self.explain else None
-        if vectors is not None:
-            vectors.sync()
-            device_filter = runtime.devices if ctx.device_requests else None
-            scorable = runtime.vector_scorable(ctx)
-            result = vector.filter_nodes(vectors, ctx, start, to_find, device_filter, plans_needed=not scorable)
-            self.next_start = (start + result.processed) % num_nodes
-            rows = result.rows
-            if rows and (len(rows) == 1 or scorable):
-                best = 0 if len(rows) == 1 else self._pick(runtime.score_vector(vectors, ctx, rows))
-                chosen = self.state.nodes[self.state.node_order[rows[best]]]
-                plan = ctx.plans.get(chosen.name)
-                if plan is None and ctx.device_requests:  # simple exclusive request: plan the winner only
-                    made = runtime.devices.plan(ctx.device_requests, chosen)
-                    assert not isinstance(made, str), made
-                    plan = made
-                annotations = self._reserve(pod, chosen, plan, now)
-                return Attempt(pod, chosen.name, annotations)
-            order = self.state.node_order
-            feasible = [self.state.nodes[order[row]] for row in rows]
-            processed, reasons, rejectors = result.processed, result.reasons, result.rejectors
-        else:
-            feasible, processed, reasons, rejectors = self._filter_each(ctx, runtime, cache, start, to_find, filtered)
-        self.next_start = (start + processed) % num_nodes
-        if not feasible:
-            return Attempt(pod, None, message=fit_error(num_nodes, reasons), rejectors=frozenset(rejectors),
+        found = runtime.find_feasible(ctx, start, to_find, self.explain)
+        self.next_start = (start + found.processed) % num_nodes
+        table = runtime.table
+        filtered = ({table.info(row).name: reason for row, reason in found.filtered.items()}
+                    if found.filtered is not None else None)
+        if not found.rows:
+            return Attempt(pod, None, message=fit_error(num_nodes, found.reasons), rejectors=frozenset(found.rejectors),
                            filtered=filtered, scores={} if self.explain else None)
         scores: dict[str, dict[str, int]] | None = None
-        if len(feasible) == 1 and not self.explain:
-            chosen = feasible[0]
+        if len(found.rows) == 1 and not self.explain:
+            best = 0
         else:
-            totals, per_plugin = runtime.score_nodes(ctx, feasible, cache)
-            chosen = self._select(feasible, totals)
-            if self.explain:
+            scored = runtime.score(ctx, found.rows, self.explain)
+            best = self._pick(scored.totals)
+            if scored.per_plugin is not None:
                 scores = {}
-                for i, info in enumerate(feasible):
-                    row = {name: values[i] for name, values in per_plugin.items()}
-                    row["total"] = totals[i]
-                    scores[info.name] = row
-        annotations = self._reserve(pod, chosen, ctx.plans.get(chosen.name), now)
-        return Attempt(pod, chosen.name, annotations, scores=scores, filtered=filtered)
-
-    def _filter_each(self, ctx: PodContext, runtime: ProfileRuntime, cache: dict[str, CacheEntry], start: int,
-                     to_find: int, filtered: dict[str, str] | None
-                     ) -> tuple[list[NodeInfo], int, Counter[str], set[str]]:
-        """Filter node by node from `start` (rotating) until `to_find` nodes pass."""
-        order = self.state.node_order
-        num_nodes = len(order)
-        nodes = self.state.nodes
-        feasible: list[NodeInfo] = []
-        reasons: Counter[str] = Counter()
-        rejectors: set[str] = set()
-        processed = 0
-        filter_cached = runtime.filter_cached
-        class_generation = runtime.generation
-        plans = ctx.plans
-        for i in range(num_nodes):
-            info = nodes[order[(start + i) % num_nodes]]
-            processed += 1
-            entry = cache.get(info.name)  # the hot path: an unchanged node is a lookup
-            if entry is not None and entry.generation == info.generation \
-                    and entry.class_generation == class_generation:
-                rejected = entry.rejected
-                if entry.plan is not None:
-                    plans[info.name] = entry.plan
-            else:
-                rejected = filter_cached(ctx, info, cache)
-            if rejected is None:
-                feasible.append(info)
-                if len(feasible) >= to_find:
-                    break
-                continue
-            plugin, why = rejected
-            rejectors.add(plugin)
-            for reason in why:
-                reasons[reason] += 1
-            if filtered is not None:
-                filtered[info.name] = why[0]
-        return feasible, processed, reasons, rejectors
-
-    def _select(self, feasible: list[NodeInfo], totals: list[int]) -> NodeInfo:
-        return feasible[self._pick(totals)]
+                for i, row in enumerate(found.rows):
+                    line = {name: values[i] for name, values in scored.per_plugin.items()}
+                    line["total"] = scored.totals[i]
+                    scores[table.info(row).name] = line
+        chosen = table.info(found.rows[best])
+        reservation = runtime.reserve(ctx, chosen, now)
+        self.state.assume(pod.uid, chosen.name, reservation.devices)  # type: ignore[arg-type]
+        return Attempt(pod, chosen.name, dict(reservation.annotations), scores=scores, filtered=filtered)
 
     def _pick(self, totals: list[int]) -> int:
         """Index of the highest total; ties broken uniformly at random (as selectHost's reservoir sampling)."""
@@ -457,38 +367,17 @@ class Scheduler:
         ties = [i for i, total in enumerate(totals) if total == top]
         return ties[0] if len(ties) == 1 else self.rng.choice(ties)
 
-    def _reserve(self, pod: Pod, info: NodeInfo, plan: DevicePlan | None, now: float) -> dict[str, str]:
-        """Assume the pod on the node with its devices; returns the Binding annotations."""
-        if plan is None and any(self.state.classes.is_class_resource(name) for name in pod.requests):
-            raise AssertionError(f"{pod.key}: placed on {info.name} without a device plan")
-        assignment: dict[str, dict[str, tuple[ann.DeviceGrant, ...]]] | None = None
-        annotations: dict[str, str] = {}
-        if plan is not None:
-            devices = self.state.devices
-            assignment = {
-                container: {
-                    resource: tuple(ann.DeviceGrant(devices[name].device_id, name, amount) for name, amount in grants)
-                    for resource, grants in by_resource.items()
-                }
-                for container, by_resource in plan.grants.items()
-            }
-            annotations = {
-                ann.DEVICES: ann.encode_devices(assignment),
-                ann.PHASE: ann.PHASE_ALLOCATING,
-                ann.ASSUME_TIME: str(int(now * 1_000_000_000)),
-            }
-        self.state.assume(pod.uid, info.name, assignment)
-        return annotations
-
     def _schedule_gang(self, pod: Pod, runtime: ProfileRuntime, now: float) -> list[Attempt]:
         """Place every pending member on the live state as one transaction: all (≥ min) or nothing."""
-        view = coscheduling.gang_view(self.state, pod)
+        grouping = runtime.grouping
+        assert grouping is not None
+        view = grouping.view(pod)
         if view is None:  # siblings still waiting stay parked; only this pod reports
-            reason = coscheduling.waiting_message(self.state, pod)
-            self.queue.unschedulable_failure(pod.uid, {coscheduling.NAME}, now)
+            reason = grouping.waiting_message(pod)
+            self.queue.unschedulable_failure(pod.uid, {grouping.name}, now)
             message = f"0/{len(self.state.node_order)} nodes are available: {reason}."
-            return [Attempt(pod, None, message=message, rejectors=frozenset({coscheduling.NAME}))]
-        members = sorted(view.pending, key=coscheduling.placement_order)
+            return [Attempt(pod, None, message=message, rejectors=frozenset({grouping.name}))]
+        members = sorted(view.pending, key=grouping.placement_order)
         for member in members:
             self.queue.take(member.uid)
         attempts = [self._attempt(member, self.profiles[member.scheduler_name], now) for member in members]
@@ -498,15 +387,14 @@ class Scheduler:
             for attempt in placed:
                 self.queue.done(attempt.pod.uid)
             for attempt in failed:
-                self.queue.unschedulable_failure(attempt.pod.uid, attempt.rejectors | {coscheduling.NAME}, now)
+                self.queue.unschedulable_failure(attempt.pod.uid, attempt.rejectors | {grouping.name}, now)
             self.queue.group_succeeded(view.key)
             return attempts
         # Not enough: undo every assumption so the group holds nothing between cycles.
-        group_backoff = runtime.profile.coscheduling.pod_group_backoff_seconds
-        if group_backoff > 0:
-            self.queue.back_off_group(view.key, now + group_backoff)
+        if grouping.backoff_seconds > 0:
+            self.queue.back_off_group(view.key, now + grouping.backoff_seconds)
         first = failed[0]
-        rejectors = frozenset({coscheduling.NAME}).union(*(a.rejectors for a in failed))
+        rejectors = frozenset({grouping.name}).union(*(a.rejectors for a in failed))
         summary = (f"pod group {view.key} needs {view.minimum} members placed together, "
                    f"only {len(view.bound) + len(placed)} fit; {first.pod.key}: {first.message}")
         for attempt in attempts:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from scheduler.api.config import SchedulerConfig, parse_config
-from scheduler.core.plugins.fragmentation import FragmentationScore, sigmoid_score
+from scheduler.core.plugins.fragmentation import FragmentationScore, TesseraFragmentation, sigmoid_score
 from scheduler.core.state import ClusterState
 from scheduler.core.workload import TaskShape, WorkloadModel
 from scheduler.sim import builders as b
@@ -162,8 +162,8 @@ def test_resource_name_selects_which_devices_are_measured() -> None:
     node["status"]["capacity"]["amd.com/gpu"] = "2"
     run.add(node, *(b.device("mi300", i, model="MI300", resource_name="amd.com/gpu") for i in range(2)))
     _others(run, {"amd.com/gpu": 1, "cpu": "8"}, 2)
-    runtime = run.scheduler.profiles["tessera"]
-    assert runtime.fragmentation is not None and runtime.fragmentation.resource == "amd.com/gpu"
+    plugin = run.scheduler.profiles["tessera"].find(TesseraFragmentation)
+    assert plugin is not None and plugin.measure.resource == "amd.com/gpu"
     # CPU for one 8-core pod, two AMD GPUs: one of them is stranded
-    gpus = runtime.fragmentation.gpus(run.state.nodes["mi300"])
-    assert runtime.fragmentation.fragmentation(gpus.free_cpu, gpus.state) == 1000
+    gpus = plugin.measure.gpus(run.state.nodes["mi300"])
+    assert plugin.measure.fragmentation(gpus.free_cpu, gpus.state) == 1000

@@ -64,7 +64,7 @@ def _config(name: str | None) -> SchedulerConfig:
 
 
 def _run(events: list[tuple[str, dict[str, Any]]], config: str | None, vectorized: bool) -> list[tuple[Any, ...]]:
-    scheduler = Scheduler(_config(config), seed=7, vectorized=vectorized)
+    scheduler = Scheduler(_config(config), seed=7, batch=vectorized)
     out = []
     for kind, obj in events:
         scheduler.apply(kind, obj, 0.0)

@@ -1,27 +1,53 @@
 """Coscheduling: which pods form a gang, its minimum, and whether enough members exist yet.
 
-Two forms are accepted (DESIGN.md §2): the scheduler-plugins v0.18 labels
-(`pod-group.scheduling.sigs.k8s.io/name` + `/min-available`, minimum frozen from the first member
-seen) and the PodGroup CRD (`scheduling.x-k8s.io/pod-group` label, `spec.minMember`). Placement
-itself is a transaction in the cycle; this module only answers "may the group be tried now".
+Two forms are accepted: the scheduler-plugins v0.18 labels (`pod-group.scheduling.sigs.k8s.io/name`
++ `/min-available`, minimum frozen from the first member seen) and the PodGroup CRD
+(`scheduling.x-k8s.io/pod-group` label, `spec.minMember`). Placement itself is a transaction of the
+cycle (`scheduler/core/gang.py`); this plugin answers "may the group be tried now", orders the
+members, and reports the PodGroup status.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from scheduler.api.config import CoschedulingArgs
+from scheduler.core.framework.handle import Handle
+from scheduler.core.framework.interface import GangView, GroupPlugin, QueueingHint
 from scheduler.core.objects import Pod
-from scheduler.core.state import ClusterState
+from scheduler.core.state import ClusterEvent, ClusterState, EventKind
 
 NAME = "Coscheduling"
 
 
-@dataclass(frozen=True, slots=True)
-class GangView:
-    key: str
-    minimum: int
-    bound: list[Pod]  # members already on a node (bound or assumed)
-    pending: list[Pod]  # members waiting for a node
+class Coscheduling(GroupPlugin):
+    name = NAME
+
+    def __init__(self, handle: Handle, args: CoschedulingArgs) -> None:
+        self.state = handle.state
+        self.backoff_seconds = args.pod_group_backoff_seconds
+
+    def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
+        # a sibling arrived: retry even while the gang is still short, so that the waiting
+        # members' reason shows the current member count; a PodGroup change likewise replaces a
+        # stale "podgroup not found" (or an old minMember)
+        return dict.fromkeys((EventKind.POD_ADDED, EventKind.PODGROUP_CHANGED), self._same_group)
+
+    def _same_group(self, uid: str, event: ClusterEvent) -> bool:
+        pod = self.state.pods.get(uid)
+        return pod is not None and pod.gang is not None and pod.gang.key == event.group
+
+    def waiting_message(self, pod: Pod) -> str | None:
+        return waiting_message(self.state, pod)
+
+    def view(self, pod: Pod) -> GangView | None:
+        return gang_view(self.state, pod)
+
+    def placement_order(self, pod: Pod) -> tuple[int, int, int, str]:
+        """Place device-hungry members first, then by CPU and memory, so the CPU-only PS goes last."""
+        extended = sum(amount for name, amount in pod.requests.items() if "/" in name)
+        return (-extended, -pod.requests.get("cpu", 0), -pod.requests.get("memory", 0), pod.key)
 
 
 def waiting_message(state: ClusterState, pod: Pod) -> str | None:
@@ -56,12 +82,6 @@ def gang_view(state: ClusterState, pod: Pod) -> GangView | None:
         elif uid in state.pending:
             pending.append(member)
     return GangView(key, minimum, bound, pending)
-
-
-def placement_order(pod: Pod) -> tuple[int, int, int, str]:
-    """Place device-hungry members first, then by CPU and memory, so the CPU-only PS goes last."""
-    extended = sum(amount for name, amount in pod.requests.items() if "/" in name)
-    return (-extended, -pod.requests.get("cpu", 0), -pod.requests.get("memory", 0), pod.key)
 
 
 @dataclass(frozen=True, slots=True)

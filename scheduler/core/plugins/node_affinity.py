@@ -2,41 +2,53 @@
 
 Upstream semantics: nodeSelector AND required affinity; terms of the required affinity are ORed,
 expressions within a term ANDed; the score is the sum of matching preferred weights, normalised to
-0..100 over the feasible nodes (helper.DefaultNormalizeScore).
+0..100 over the feasible nodes (helper.DefaultNormalizeScore). Per node only: label matching has
+no column form worth keeping, and the plugin only runs for pods that carry selectors.
 """
 
 from __future__ import annotations
 
-from scheduler.core.framework import PodContext
-from scheduler.core.state import NodeInfo
+from collections.abc import Mapping
+
+from scheduler.core.framework.cycle_state import PodContext
+from scheduler.core.framework.handle import Handle
+from scheduler.core.framework.interface import FilterPlugin, Normalize, QueueingHint, Reasons, ScorePlugin
+from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "NodeAffinity"
 REASON = "node(s) didn't match Pod's node affinity/selector"
 
 
-def filter_node(ctx: PodContext, info: NodeInfo) -> tuple[str, ...] | None:
-    pod = ctx.pod
-    node = info.node
-    assert node is not None
-    labels = node.meta.labels
-    for key, value in pod.node_selector.items():
-        if labels.get(key) != value:
+class NodeAffinity(FilterPlugin, ScorePlugin):
+    name = NAME
+    normalize = Normalize.MAX
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+
+    def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
+        return dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED), self.handle.fits_node)
+
+    def filter_applies(self, ctx: PodContext) -> bool:
+        return bool(ctx.pod.node_selector) or ctx.pod.required_terms is not None
+
+    def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
+        pod = ctx.pod
+        node = info.node
+        assert node is not None
+        labels = node.meta.labels
+        for key, value in pod.node_selector.items():
+            if labels.get(key) != value:
+                return (REASON,)
+        terms = pod.required_terms
+        if terms is not None and not any(term.matches(node.meta.name, labels) for term in terms):
             return (REASON,)
-    terms = pod.required_terms
-    if terms is not None and not any(term.matches(node.meta.name, labels) for term in terms):
-        return (REASON,)
-    return None
+        return None
 
+    def score_applies(self, ctx: PodContext) -> bool:
+        return bool(ctx.pod.preferred_terms)
 
-def score(ctx: PodContext, info: NodeInfo) -> int:
-    node = info.node
-    assert node is not None
-    return sum(p.weight for p in ctx.pod.preferred_terms if p.term.matches(node.meta.name, node.meta.labels))
-
-
-def needs_filter(ctx: PodContext) -> bool:
-    return bool(ctx.pod.node_selector) or ctx.pod.required_terms is not None
-
-
-def needs_score(ctx: PodContext) -> bool:
-    return bool(ctx.pod.preferred_terms)
+    def score(self, ctx: PodContext, info: NodeInfo) -> int:
+        node = info.node
+        assert node is not None
+        return sum(p.weight for p in ctx.pod.preferred_terms if p.term.matches(node.meta.name, node.meta.labels))

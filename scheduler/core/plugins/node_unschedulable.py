@@ -2,18 +2,58 @@
 
 from __future__ import annotations
 
-from scheduler.core.framework import PodContext
+from collections.abc import Mapping
+
+import numpy as np
+
+from scheduler.core.framework.cycle_state import PodContext
+from scheduler.core.framework.handle import Handle
+from scheduler.core.framework.interface import Bools, FilterPlugin, QueueingHint, Reasons, RowVerdict
+from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown
 from scheduler.core.objects import Taint
-from scheduler.core.state import NodeInfo
+from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "NodeUnschedulable"
 REASON = "node(s) were unschedulable"
-_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 
 
-def filter_node(ctx: PodContext, info: NodeInfo) -> tuple[str, ...] | None:
-    node = info.node
-    assert node is not None
-    if node.unschedulable and not any(t.tolerates(_TAINT) for t in ctx.pod.tolerations):
-        return (REASON,)
-    return None
+def tolerates_cordon(ctx: PodContext) -> bool:
+    return any(t.tolerates(TAINT) for t in ctx.pod.tolerations)
+
+
+class CordonColumn(ColumnGroup):
+    """`spec.unschedulable` per node."""
+
+    def __init__(self, table: NodeTable) -> None:
+        self.cordoned: Bools = np.zeros(table.capacity, np.bool_)
+
+    def grow(self, capacity: int) -> None:
+        self.cordoned = grown(self.cordoned, capacity)
+
+    def fill(self, row: int, info: NodeInfo) -> None:
+        assert info.node is not None
+        self.cordoned[row] = info.node.unschedulable
+
+
+class NodeUnschedulable(FilterPlugin):
+    name = NAME
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+
+    def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
+        return dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED), self.handle.fits_node)
+
+    def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
+        node = info.node
+        assert node is not None
+        if node.unschedulable and not tolerates_cordon(ctx):
+            return (REASON,)
+        return None
+
+    def filter_rows(self, table: NodeTable, ctx: PodContext, rows: Bools) -> RowVerdict:
+        if tolerates_cordon(ctx):
+            return RowVerdict(np.zeros(table.size, np.bool_))
+        fails = rows & table.group(CordonColumn).cordoned[: table.size]
+        return RowVerdict(fails, ((REASON, fails),))

@@ -2,35 +2,92 @@
 
 Filter reports the first untolerated taint exactly as upstream prints it
 (`node(s) had untolerated taint {key: value}`); the score counts intolerable PreferNoSchedule
-taints, normalised and reversed so the node with fewest scores 100.
+taints, normalised and reversed so the node with fewest scores 100. Batch form: most nodes have
+no taints at all; the table marks the ones that do, and only those are checked one by one.
 """
 
 from __future__ import annotations
 
-from scheduler.core.framework import PodContext
-from scheduler.core.state import NodeInfo
+from collections.abc import Mapping
+
+import numpy as np
+
+from scheduler.core.framework.cycle_state import PodContext
+from scheduler.core.framework.handle import Handle
+from scheduler.core.framework.interface import (
+    Bools,
+    FilterPlugin,
+    Ints,
+    Normalize,
+    QueueingHint,
+    Reasons,
+    RowVerdict,
+    ScorePlugin,
+)
+from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown
+from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "TaintToleration"
 
 
-def filter_node(ctx: PodContext, info: NodeInfo) -> tuple[str, ...] | None:
-    node = info.node
-    assert node is not None
-    if not node.taints:
+class TaintColumns(ColumnGroup):
+    """Whether a node has hard (NoSchedule/NoExecute) or soft (PreferNoSchedule) taints."""
+
+    def __init__(self, table: NodeTable) -> None:
+        self.hard: Bools = np.zeros(table.capacity, np.bool_)
+        self.soft: Bools = np.zeros(table.capacity, np.bool_)
+
+    def grow(self, capacity: int) -> None:
+        self.hard, self.soft = grown(self.hard, capacity), grown(self.soft, capacity)
+
+    def fill(self, row: int, info: NodeInfo) -> None:
+        assert info.node is not None
+        taints = info.node.taints
+        self.hard[row] = any(t.effect != "PreferNoSchedule" for t in taints)
+        self.soft[row] = any(t.effect == "PreferNoSchedule" for t in taints)
+
+
+class TaintToleration(FilterPlugin, ScorePlugin):
+    name = NAME
+    normalize = Normalize.REVERSE
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+
+    def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
+        return dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED), self.handle.fits_node)
+
+    def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
+        node = info.node
+        assert node is not None
+        for taint in node.taints:
+            if taint.effect == "PreferNoSchedule":
+                continue
+            if not any(t.tolerates(taint) for t in ctx.pod.tolerations):
+                return (f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}",)
         return None
-    for taint in node.taints:
-        if taint.effect == "PreferNoSchedule":
-            continue
-        if not any(t.tolerates(taint) for t in ctx.pod.tolerations):
-            return (f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}",)
-    return None
 
+    def filter_rows(self, table: NodeTable, ctx: PodContext, rows: Bools) -> RowVerdict:
+        fails = np.zeros(table.size, np.bool_)
+        why: dict[int, Reasons] = {}
+        for row in np.flatnonzero(rows & table.group(TaintColumns).hard[: table.size]).tolist():
+            rejected = self.filter(ctx, table.info(row))
+            if rejected:
+                fails[row] = True
+                why[row] = rejected
+        return RowVerdict(fails, explain=why.__getitem__)
 
-def score(ctx: PodContext, info: NodeInfo) -> int:
-    node = info.node
-    assert node is not None
-    if not node.taints:
-        return 0
-    tolerations = [t for t in ctx.pod.tolerations if t.effect in ("", "PreferNoSchedule")]
-    return sum(1 for taint in node.taints if taint.effect == "PreferNoSchedule"
-               and not any(t.tolerates(taint) for t in tolerations))
+    def score(self, ctx: PodContext, info: NodeInfo) -> int:
+        node = info.node
+        assert node is not None
+        if not node.taints:
+            return 0
+        tolerations = [t for t in ctx.pod.tolerations if t.effect in ("", "PreferNoSchedule")]
+        return sum(1 for taint in node.taints if taint.effect == "PreferNoSchedule"
+                   and not any(t.tolerates(taint) for t in tolerations))
+
+    def score_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Ints:
+        raw = np.zeros(len(rows), np.int64)
+        for i in np.flatnonzero(table.group(TaintColumns).soft[rows]).tolist():
+            raw[i] = self.score(ctx, table.info(int(rows[i])))
+        return raw

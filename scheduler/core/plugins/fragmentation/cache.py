@@ -5,7 +5,7 @@ at 5,000 nodes recomputing it for every sampled node on every cycle cost more th
 in the cycle together (53 decisions/s). Two layers:
 - per pod demand and node, valid while the node's generation and the classes/workload `generation`
   are unchanged (`score_nodes`, used for pods with slices of shared GPUs, whose plan matters);
-- for every other pod the score is a pure function of (GPU slots, free CPU, demand), so each vector
+- for every other pod the score is a pure function of (GPU slots, free CPU, demand), so each table
   row carries the id of its (slots, CPU) pair and each demand a table of scores by id
   (`score_rows`): a cycle is a few array operations plus score() for pairs not seen before.
 Both give exactly what score() gives (tests/unit/test_vector_equivalence.py).
@@ -14,15 +14,16 @@ Both give exactly what score() gives (tests/unit/test_vector_equivalence.py).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
 
 import numpy as np
 
-from scheduler.core.framework import DevicePlan, PodContext
-from scheduler.core.plugins.fragmentation import MEMO_LIMIT, FragmentationScore, GpuState
+from scheduler.core.framework.cycle_state import PodContext
+from scheduler.core.framework.interface import Ints
+from scheduler.core.framework.nodecache import NodeCache
+from scheduler.core.framework.nodetable import NodeTable
+from scheduler.core.plugins.fragmentation.measure import MEMO_LIMIT, FragmentationScore, GpuState
 from scheduler.core.resources import CPU
 from scheduler.core.state import NodeInfo
-from scheduler.core.vector import Ints, NodeVectors
 
 _CACHED_DEMANDS = 256
 
@@ -37,79 +38,63 @@ class FragmentationCache:
         self._row_gen: Ints = np.zeros(0, np.int64)
         self._rows_generation = -1
         self._rows_order = -1
-        self._scores: OrderedDict[tuple[object, ...], dict[str, tuple[int, int, int]]] = OrderedDict()
+        self._scores: OrderedDict[tuple[object, ...], NodeCache[int]] = OrderedDict()
 
-    def score_nodes(self, ctx: PodContext, infos: list[NodeInfo], generation: int,
-                    plan_for: Callable[[NodeInfo], DevicePlan | None]) -> list[int]:
+    def score_nodes(self, ctx: PodContext, infos: list[NodeInfo], generation: int) -> list[int]:
         """score() for many nodes, cached per pod demand and node while neither the node nor
-        `generation` (classes and workload epoch) moved: the vector path's way to keep a cycle at
-        a dictionary lookup per unchanged node. `plan_for` supplies device plans the vector
-        filter did not make."""
+        `generation` (classes and workload epoch) moved: a dictionary lookup per unchanged node."""
         pod = ctx.pod
         demand = (pod.requests.get(CPU, 0), pod.requests.get(self.fragmentation.resource, 0),
                   tuple((r.resource_name, r.count) for r in ctx.device_requests))
         cache = self._scores.get(demand)
         if cache is None:
-            cache = self._scores[demand] = {}
+            cache = self._scores[demand] = NodeCache()
             if len(self._scores) > _CACHED_DEMANDS:
                 self._scores.popitem(last=False)
         out: list[int] = []
         for info in infos:
-            hit = cache.get(info.name)
-            if hit is not None and hit[0] == info.generation and hit[1] == generation:
-                out.append(hit[2])
-                continue
-            if ctx.device_requests and info.name not in ctx.plans:
-                plan = plan_for(info)
-                if plan is not None:
-                    ctx.plans[info.name] = plan
-            value = self.fragmentation.score(ctx, info)
-            cache[info.name] = (info.generation, generation, value)
-            out.append(value)
+            hit = cache.get(info, generation)
+            out.append(hit if hit is not None else cache.put(info, generation, self.fragmentation.score(ctx, info)))
         return out
 
-    def score_rows(self, vectors: NodeVectors, ctx: PodContext, rows: Ints, generation: int,
-                   plan_for: Callable[[NodeInfo], DevicePlan | None]) -> Ints:
-        """Scores of the vector rows (see the module docstring)."""
-        order = self.state.node_order
-        nodes = self.state.nodes
+    def score_rows(self, nodes: NodeTable, ctx: PodContext, rows: Ints, generation: int) -> Ints:
+        """Scores of the table rows (see the module docstring)."""
         if any(r.cls.sharing is not None for r in ctx.device_requests):
-            infos = [nodes[order[row]] for row in rows.tolist()]
-            return np.array(self.score_nodes(ctx, infos, generation, plan_for), np.int64)
-        ids = self._row_ids(vectors, rows, generation)
+            infos = [nodes.info(row) for row in rows.tolist()]
+            return np.array(self.score_nodes(ctx, infos, generation), np.int64)
+        ids = self._row_ids(nodes, rows, generation)
         pod = ctx.pod
         demand = (pod.requests.get(CPU, 0), pod.requests.get(self.fragmentation.resource, 0),
                   tuple((r.cls.name, r.count) for r in ctx.device_requests))
-        table = self._tables.get(demand)
-        if table is None or len(table) < len(self._ids):
+        scores = self._tables.get(demand)
+        if scores is None or len(scores) < len(self._ids):
             grown = np.full(max(64, 2 * len(self._ids)), -1, np.int64)
-            if table is not None:
-                grown[: len(table)] = table
-            table = self._tables[demand] = grown
-        values = table[ids]
+            if scores is not None:
+                grown[: len(scores)] = scores
+            scores = self._tables[demand] = grown
+        values = scores[ids]
         missing = np.flatnonzero(values < 0)
         if missing.size:
             unknown, first = np.unique(ids[missing], return_index=True)
             for pair_id, at in zip(unknown.tolist(), first.tolist()):
-                table[pair_id] = self.fragmentation.score(ctx, nodes[order[int(rows[missing[at]])]])
-            values = table[ids]
+                scores[pair_id] = self.fragmentation.score(ctx, nodes.info(int(rows[missing[at]])))
+            values = scores[ids]
         return values
 
-    def _row_ids(self, vectors: NodeVectors, rows: Ints, generation: int) -> Ints:
+    def _row_ids(self, nodes: NodeTable, rows: Ints, generation: int) -> Ints:
         """The (GPU slots, free CPU) id of each row, recomputed for rows whose node moved."""
-        capacity = len(vectors.generation)
-        if (generation != self._rows_generation or vectors.order_version != self._rows_order
+        capacity = len(nodes.generation)
+        if (generation != self._rows_generation or nodes.order_version != self._rows_order
                 or len(self._row_gen) < capacity or len(self._ids) > MEMO_LIMIT):
-            self._rows_generation, self._rows_order = generation, vectors.order_version
+            self._rows_generation, self._rows_order = generation, nodes.order_version
             self._row_gen = np.full(capacity, -1, np.int64)
             self._row_id = np.zeros(capacity, np.int64)
             self._ids.clear()
             self._tables.clear()
-        stale = rows[self._row_gen[rows] != vectors.generation[rows]]
+        stale = rows[self._row_gen[rows] != nodes.generation[rows]]
         if stale.size:
-            order, nodes = self.state.node_order, self.state.nodes
             for row in stale.tolist():
-                info = nodes[order[row]]
+                info = nodes.info(row)
                 gpus = self.fragmentation.gpus(info)
                 self._row_id[row] = self._ids.setdefault((gpus.state, gpus.free_cpu), len(self._ids))
                 self._row_gen[row] = info.generation

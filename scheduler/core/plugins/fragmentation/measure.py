@@ -1,4 +1,4 @@
-"""TesseraFragmentation: place each pod where it fragments the cluster's GPUs least (after FGD, ATC'23).
+"""The fragmentation measure: how much free GPU a node strands for the cluster's workload (FGD, ATC'23).
 
 A node's fragmentation with respect to a task type is the free GPU capacity on it that pods of that
 type could not use. FGD asks whether *one* more pod of the type fits (if not, all free GPU counts,
@@ -30,7 +30,7 @@ still checked by NodeResourcesFit.
 Computation: a node's GPUs, as sorted (free milli, classes) pairs, decide for each GPU-demand group
 how many pods of that size they could take; that part is memoised per distinct GPU state (nodes
 share them: every empty 8-GPU node of one model is the same key), the CPU part is a short loop
-over the group's CPU requests. Reusing scores across cycles and nodes: fragmentation_cache.py.
+over the group's CPU requests. Reusing scores across cycles and nodes: cache.py.
 """
 
 from __future__ import annotations
@@ -41,13 +41,13 @@ from typing import Generic, TypeVar
 
 from scheduler.api.quantity import Amount
 from scheduler.core.classes import ResourceClass
-from scheduler.core.framework import MAX_NODE_SCORE, DevicePlan, PodContext
+from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, DevicePlan, PodContext
+from scheduler.core.framework.nodecache import NodeCache
 from scheduler.core.objects import Device, Pod
 from scheduler.core.resources import CPU
 from scheduler.core.state import ClusterState, NodeInfo
 from scheduler.core.workload import MILLI, TaskShape, WorkloadModel
 
-NAME = "TesseraFragmentation"
 GPU = "nvidia.com/gpu"
 MEMO_LIMIT = 200_000
 NEUTRAL = MAX_NODE_SCORE // 2  # no change of fragmentation
@@ -63,7 +63,7 @@ class FragmentationScore:
         self.state = state
         self.resource = resource
         self.workload = WorkloadModel(max_types)
-        self._nodes: dict[str, NodeGpus] = {}
+        self._nodes: NodeCache[NodeGpus] = NodeCache()
         self._memo: EpochMemo[tuple[object, ...], int] = EpochMemo()  # score by (GPUs, CPU, pod's changes)
         self._capacity: dict[str, tuple[int, Amount | None]] = {}  # class -> (generation, device capacity)
         self._usable: EpochMemo[GpuState, tuple[int, tuple[tuple[int, int], ...]]] = EpochMemo()
@@ -156,9 +156,8 @@ class FragmentationScore:
 
     def gpus(self, info: NodeInfo) -> NodeGpus:
         """The node's free CPU and GPUs before the pod, cached until the node or the classes move."""
-        key = (info.generation, self.state.classes.generation)
-        cached = self._nodes.get(info.name)
-        if cached is not None and cached.key == key:
+        cached = self._nodes.get(info, self.state.classes.generation)
+        if cached is not None:
             return cached
         node = info.node
         assert node is not None
@@ -193,11 +192,10 @@ class FragmentationScore:
             for name in idle[:held]:
                 del view[name]
             idle = idle[held:]
-        gpus = NodeGpus(key, free_cpu, view, _state(view), tuple(idle))
         if len(self._nodes) > 2 * len(self.state.nodes) + 64:  # forget deleted nodes
             self._nodes.clear()
-        self._nodes[info.name] = gpus
-        return gpus
+        return self._nodes.put(info, self.state.classes.generation,
+                               NodeGpus(free_cpu, view, _state(view), tuple(idle)))
 
     # --- score and device choice ----------------------------------------------------------
 
@@ -311,7 +309,6 @@ class EpochMemo(Generic[K, V]):
 
 @dataclass(frozen=True, slots=True)
 class NodeGpus:
-    key: tuple[int, int]  # (node generation, class registry generation) it was built at
     free_cpu: int
     devices: DeviceView
     state: GpuState

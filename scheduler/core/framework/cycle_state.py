@@ -2,21 +2,22 @@
 
 PreFilter work — splitting requests into plain resources and device-class requests, resolving the
 classes — happens once per attempt here, so the per-node Filter and Score calls stay cheap.
+Plugins leave what others read in it: the device plans per node, and per feasible row what the
+pod's devices add to each device resource (`device_demand`), which NodeResourcesFit scores with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
 
 from scheduler.api.quantity import Amount
 from scheduler.core.classes import ClassRegistry, ResourceClass
 from scheduler.core.objects import Pod
 from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
-
-if TYPE_CHECKING:
-    from scheduler.core.state import NodeInfo
 
 MAX_NODE_SCORE = 100
 
@@ -41,6 +42,18 @@ class DevicePlan:
     resources: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceDemand:
+    """Per feasible row, what a pod's devices add to one device resourceName for scoring."""
+
+    amount: npt.NDArray[np.int64]  # devices the pod turns from free to busy
+    uses: npt.NDArray[np.bool_]  # the pod's devices belong to the resource (requested even at 0)
+
+
+# feasible rows -> device resourceName -> what the pod's devices add there
+DemandOf = Callable[[npt.NDArray[np.int64]], dict[str, DeviceDemand]]
+
+
 @dataclass(slots=True)
 class PodContext:
     pod: Pod
@@ -49,8 +62,7 @@ class PodContext:
     prefilter_error: str | None = None
     plans: dict[str, DevicePlan] = field(default_factory=dict)
     empty_request: bool = False
-    shape: tuple[object, ...] = ()  # everything Filter and Score read from the pod (cache key)
-    filters: list[tuple[str, Callable[[PodContext, NodeInfo], tuple[str, ...] | None]]] | None = None
+    device_demand: DemandOf | None = None  # set by the device plugin's batch filter
 
     def plain_request(self, name: str) -> int:
         for resource, amount in self.plain:
@@ -85,21 +97,4 @@ def prepare(pod: Pod, classes: ClassRegistry) -> PodContext:
     # Fit's fast path: a pod that requests nothing only needs a pod slot.
     order = {CPU: 0, MEMORY: 1, EPHEMERAL_STORAGE: 2}
     plain.sort(key=lambda item: (order.get(item[0], 3), item[0]))
-    return PodContext(pod, tuple(plain), tuple(requests), error, empty_request=not plain, shape=_shape(pod))
-
-
-def _shape(pod: Pod) -> tuple[object, ...]:
-    """Pods with equal shapes get equal Filter results and raw scores on an unchanged node.
-
-    Batch jobs submit many identical pods, so per-node results are cached under this key and only
-    recomputed for nodes whose generation moved (see ProfileRuntime).
-    """
-    return (
-        tuple(sorted(pod.requests.items())),
-        tuple(sorted(pod.scoring_requests.items())),
-        tuple((c.name, tuple(sorted(c.requests.items()))) for c in pod.containers),
-        tuple(sorted(pod.node_selector.items())),
-        pod.required_terms,
-        pod.preferred_terms,
-        pod.tolerations,
-    )
+    return PodContext(pod, tuple(plain), tuple(requests), error, empty_request=not plain)

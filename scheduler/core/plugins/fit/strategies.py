@@ -1,9 +1,9 @@
-"""NodeResourcesFit: does the pod fit the node's free resources, and how full does that make it.
+"""NodeResourcesFit's scoring strategies, per node: upstream's integer arithmetic exactly.
 
-Filtering uses actual requests; scoring uses requests with the non-zero CPU/memory defaults, the
-three upstream strategies and upstream's integer arithmetic exactly
-(pkg/scheduler/framework/plugins/noderesources/{fit,least_allocated,most_allocated,
-requested_to_capacity_ratio,resource_allocation}.go and helper/shape_score.go).
+Scoring uses requests with the non-zero CPU/memory defaults and the three upstream strategies
+(pkg/scheduler/framework/plugins/noderesources/{least_allocated,most_allocated,
+requested_to_capacity_ratio,resource_allocation}.go and helper/shape_score.go). The batch form of
+the same formulas is `batch.py`; tests/unit/test_fit_upstream.py runs upstream's own tables.
 """
 
 from __future__ import annotations
@@ -11,36 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from scheduler.api.config import ScoringStrategy, ShapePoint
-from scheduler.core.framework import MAX_NODE_SCORE, PodContext
-from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, is_extended
+from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, PodContext
+from scheduler.core.framework.nodecache import NodeCache
+from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, is_extended
 from scheduler.core.state import NodeInfo
 
-NAME = "NodeResourcesFit"
-TOO_MANY_PODS = "Too many pods"
 MAX_UTILIZATION = 100
 
 # requested, allocatable (parallel lists over the configured resources) -> node score
 Scorer = Callable[[list[int], list[int]], int]
-
-
-def filter_node(ctx: PodContext, info: NodeInfo) -> tuple[str, ...] | None:
-    node = info.node
-    assert node is not None
-    alloc = node.allocatable
-    if len(info.pods) + 1 > alloc.get(PODS, 0):
-        return (TOO_MANY_PODS,)
-    if ctx.empty_request:
-        return None
-    insufficient: list[str] | None = None
-    requested = info.requested
-    busy = info.busy
-    for name, amount in ctx.plain:
-        free = alloc.get(name, 0) - requested.get(name, 0) - busy.get(name, 0)
-        if amount > free:
-            if insufficient is None:
-                insufficient = []
-            insufficient.append(f"Insufficient {name}")
-    return tuple(insufficient) if insufficient else None
 
 
 # --- scoring -------------------------------------------------------------------------------
@@ -138,13 +117,13 @@ class FitScore:
         self.resources = [r.name for r in strategy.resources]
         self.scorer = build_scorer(strategy)
         self._extended = [is_extended(name) for name in self.resources]
-        self._nodes: dict[str, tuple[int, list[int], list[int]]] = {}
+        self._nodes: NodeCache[tuple[list[int], list[int]]] = NodeCache()
         self._pod: tuple[PodContext, list[int]] | None = None
 
     def _node_vectors(self, info: NodeInfo) -> tuple[list[int], list[int]]:
-        cached = self._nodes.get(info.name)
-        if cached is not None and cached[0] == info.generation:
-            return cached[1], cached[2]
+        cached = self._nodes.get(info, 0)
+        if cached is not None:
+            return cached
         node = info.node
         assert node is not None
         allocatable: list[int] = []
@@ -160,8 +139,7 @@ class FitScore:
                 alloc, req = info.device_capacity(name), info.used(name)
             allocatable.append(alloc)
             requested.append(req)
-        self._nodes[info.name] = (info.generation, allocatable, requested)
-        return allocatable, requested
+        return self._nodes.put(info, 0, (allocatable, requested))
 
     def _pod_vector(self, ctx: PodContext) -> list[int]:
         if self._pod is None or self._pod[0] is not ctx:

@@ -1,11 +1,12 @@
-"""TesseraDevices: pick concrete devices for a pod's ResourceClass requests on one node.
+"""The device planner: concrete devices for a pod's ResourceClass requests on one node.
 
 Filter and device choice are one computation: a node is feasible exactly when a plan exists, and
-the plan is kept for Reserve and for scoring. Choice rules (DESIGN.md §3):
+the plan is kept for Reserve and for scoring. Choice rules:
 - exclusive requests take free, healthy, schedulable matching devices, preferring devices that
   match the fewest *other* classes (keep scarce devices for narrow classes), then by name;
 - shared requests (`spec.sharing`) take N×unit of the dimension on ONE device per container,
-  choosing the fullest device that still fits (pack slices), never a device in exclusive use;
+  choosing the fullest device that still fits (pack slices) — or, when another plugin chooses
+  slices (`SliceChooser`, e.g. by fragmentation), its choice — never a device in exclusive use;
 - a device with any shared use is not free for exclusive use, and vice versa;
 - on nodes that advertise the device resourceName (e.g. `nvidia.com/gpu: 4`), plain count requests
   and class-assigned devices share that count, so neither can oversubscribe the other.
@@ -15,18 +16,21 @@ The node score is device-level binpack: how full the matching devices are after 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 from scheduler.api.quantity import Amount
-from scheduler.core.framework import MAX_NODE_SCORE, DevicePlan, DeviceRequest, PodContext
+from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, DevicePlan, DeviceRequest, PodContext
+from scheduler.core.framework.nodecache import NodeCache
 from scheduler.core.objects import Device
 from scheduler.core.state import ClusterState, DeviceUse, NodeInfo
 
-NAME = "TesseraDevices"
 _CACHED_REQUESTS = 128
 BROKEN = "node(s) had unreadable device assignments"
+RequestKey = tuple[tuple[str, str, int], ...]
 
 
+@runtime_checkable
 class SliceChooser(Protocol):
     """Picks the device for a slice among those it fits on (given fullest first); `epoch` moves
     whenever its choices may change, so cached plans are redone."""
@@ -38,12 +42,19 @@ class SliceChooser(Protocol):
 
 
 class DevicePlanner:
-    def __init__(self, state: ClusterState, slice_chooser: SliceChooser | None = None) -> None:
+    def __init__(self, state: ClusterState, slice_chooser: Callable[[], SliceChooser | None] = lambda: None) -> None:
         self.state = state
-        self.slice_chooser = slice_chooser
+        self._find_chooser: Callable[[], SliceChooser | None] | None = slice_chooser  # resolved on first use:
+        self._chooser: SliceChooser | None = None  # the chooser may be built after the planner
         # Plans depend only on the device requests and the node (and the class registry), not on
         # the rest of the pod, so pods that differ in CPU or memory share them.
-        self._plans: OrderedDict[tuple[tuple[str, str, int], ...], dict[str, tuple[int, int, DevicePlan | str]]] = OrderedDict()
+        self._plans: OrderedDict[RequestKey, NodeCache[DevicePlan | str]] = OrderedDict()
+
+    @property
+    def slice_chooser(self) -> SliceChooser | None:
+        if self._find_chooser is not None:
+            self._chooser, self._find_chooser = self._find_chooser(), None
+        return self._chooser
 
     def filter_node(self, ctx: PodContext, info: NodeInfo) -> tuple[str, ...] | None:
         if not ctx.device_requests:
@@ -59,12 +70,12 @@ class DevicePlanner:
         ctx.plans[info.name] = plan
         return None
 
-    def cache_for(self, requests: tuple[DeviceRequest, ...]) -> dict[str, tuple[int, int, DevicePlan | str]]:
-        """The per-node plan cache for these requests: node -> (node generation, class generation, plan)."""
+    def _cache_for(self, requests: tuple[DeviceRequest, ...]) -> NodeCache[DevicePlan | str]:
+        """The per-node plan cache for these requests."""
         key = tuple((r.container, r.resource_name, r.count) for r in requests)
         per_node = self._plans.get(key)
         if per_node is None:
-            per_node = self._plans[key] = {}
+            per_node = self._plans[key] = NodeCache()
             if len(self._plans) > _CACHED_REQUESTS:
                 self._plans.popitem(last=False)
         return per_node
@@ -72,18 +83,17 @@ class DevicePlanner:
     @property
     def generation(self) -> int:
         """What cached plans depend on beyond the node: the class registry and the slice chooser."""
-        epoch = self.slice_chooser.epoch if self.slice_chooser is not None else 0
+        chooser = self.slice_chooser
+        epoch = chooser.epoch if chooser is not None else 0
         return self.state.classes.generation * 1_000_000 + epoch
 
     def cached_plan(self, requests: tuple[DeviceRequest, ...], info: NodeInfo) -> DevicePlan | str:
-        per_node = self.cache_for(requests)
+        cache = self._cache_for(requests)
         generation = self.generation
-        hit = per_node.get(info.name)
-        if hit is not None and hit[0] == info.generation and hit[1] == generation:
-            return hit[2]
-        plan = self.plan(requests, info)
-        per_node[info.name] = (info.generation, generation, plan)
-        return plan
+        hit = cache.get(info, generation)
+        if hit is not None:
+            return hit
+        return cache.put(info, generation, self.plan(requests, info))
 
     def plan(self, requests: tuple[DeviceRequest, ...], info: NodeInfo) -> DevicePlan | str:
         """A device plan for all requests on this node, or the reason there is none."""
@@ -154,10 +164,6 @@ class DevicePlanner:
         resources = frozenset(devices[name].resource_name for by_resource in grants.values()
                               for chosen_grants in by_resource.values() for name, _ in chosen_grants)
         return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0, resources)
-
-    def score(self, ctx: PodContext, info: NodeInfo) -> int:
-        plan = ctx.plans.get(info.name)
-        return plan.score if plan is not None else 0
 
 
 def over_count(ctx: PodContext, plan: DevicePlan, info: NodeInfo) -> str | None:

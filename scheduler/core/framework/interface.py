@@ -1,0 +1,176 @@
+"""The plugin interface: what a scheduling rule implements, once, in its own module.
+
+Modelled on kube-scheduler's framework (`pkg/scheduler/framework/interface.go`): a plugin is a
+named object that implements some extension points. Tessera's points, in the order a cycle runs
+them:
+
+- `pre_filter(ctx)` — reject the pod outright (an unknown ResourceClass, a gang still short);
+- `filter(ctx, node)` — may the pod go to this node; the reasons if not (upstream's messages);
+- `score(ctx, node)` — 0..100 (after the plugin's normalisation), weighted by the profile;
+- `reserve(ctx, node)` — what the chosen node's Binding carries (devices and their annotations);
+- `queueing_hints()` — which cluster events may make a pod this plugin rejected schedulable.
+
+Filter and score have a per-node form and, where a rule is a function of per-node columns, a
+batch form over the whole node table (`BatchFilter.filter_rows`, `BatchScore.score_rows`, in the
+plugin's own module next to the per-node form). The runner uses the batch form whenever a plugin
+has one — for decisions and for `--explain` alike — so what a user is shown is what ran; the
+per-node form is the reference the batch form is tested against.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.core.framework.cycle_state import PodContext
+
+if TYPE_CHECKING:
+    from scheduler.core.framework.nodetable import NodeTable
+    from scheduler.core.objects import Pod
+    from scheduler.core.state import ClusterEvent, EventKind, NodeInfo
+
+Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+Reasons = tuple[str, ...]
+
+
+class Normalize(enum.Enum):
+    """How raw scores become 0..100 over the feasible nodes (upstream's NormalizeScore)."""
+
+    NONE = "none"  # already 0..100
+    MAX = "max"  # helper.DefaultNormalizeScore(MaxNodeScore, false, scores)
+    REVERSE = "reverse"  # helper.DefaultNormalizeScore(MaxNodeScore, true, scores)
+
+
+class Plugin(ABC):  # noqa: B024 - a base with only optional hooks; concrete points are the subclasses
+    """A named rule. Subclass FilterPlugin and/or ScorePlugin (and the batch forms)."""
+
+    name: ClassVar[str]
+
+    def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
+        """Events that may make a pod this plugin rejected schedulable, each with a check."""
+        return {}
+
+    def observe(self, pod: Pod) -> None:
+        """A pod was seen for the first time (plugins that learn the workload count it)."""
+        return None
+
+
+# (pod uid, the event) -> may the event have made the pod schedulable?
+QueueingHint = Callable[[str, "ClusterEvent"], bool]
+
+
+def always(uid: str, event: ClusterEvent) -> bool:
+    """The QueueingHint for events that always deserve a retry."""
+    return True
+
+
+class PreFilterPlugin(Plugin):
+    @abstractmethod
+    def pre_filter(self, ctx: PodContext) -> str | None:
+        """The reason the pod cannot go anywhere now, or None."""
+
+
+class FilterPlugin(Plugin):
+    def filter_applies(self, ctx: PodContext) -> bool:
+        """False when the plugin can only pass this pod (it is then left out of its cycle)."""
+        return True
+
+    @abstractmethod
+    def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
+        """None if the pod may go to the node, else the reasons (upstream's wording)."""
+
+
+@dataclass(slots=True)
+class RowVerdict:
+    """A batch filter's answer over the node table's rows.
+
+    `fails` marks the rows (among those it was asked about) the plugin rejects; `reasons` pairs
+    each reason with the rows it applies to, and `explain(row)` gives the reasons of a failing row
+    no mask covers. With `exact` False the verdict is only a necessary condition: rows it lets
+    through still go through the plugin's per-node `filter`.
+    """
+
+    fails: Bools
+    reasons: Sequence[tuple[str, Bools]] = ()
+    explain: Callable[[int], Reasons] | None = None
+    exact: bool = True
+
+    def reasons_of(self, row: int) -> Reasons:
+        found = tuple(reason for reason, rows in self.reasons if rows[row])
+        if found or self.explain is None:
+            return found
+        return self.explain(row)
+
+
+@runtime_checkable
+class BatchFilter(Protocol):
+    def filter_rows(self, table: NodeTable, ctx: PodContext, rows: Bools) -> RowVerdict:
+        """The verdict for the rows marked in `rows` (other rows' entries are ignored)."""
+
+
+class ScorePlugin(Plugin):
+    normalize: ClassVar[Normalize] = Normalize.NONE
+
+    def score_applies(self, ctx: PodContext) -> bool:
+        """False when the plugin would score every node 0 for this pod."""
+        return True
+
+    @abstractmethod
+    def score(self, ctx: PodContext, info: NodeInfo) -> int:
+        """The raw score of the node for the pod (0..100 unless the plugin normalises)."""
+
+
+@runtime_checkable
+class BatchScore(Protocol):
+    def score_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Ints:
+        """Raw scores of the given rows (feasible nodes, in the order given)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """What a reserve plugin adds to the chosen placement: Binding annotations and the devices
+    the cluster state charges to the pod (container -> resource -> grants)."""
+
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    devices: Mapping[str, Mapping[str, tuple[object, ...]]] | None = None
+
+
+class ReservePlugin(Plugin):
+    @abstractmethod
+    def reserve(self, ctx: PodContext, info: NodeInfo, now: float) -> Reservation:
+        """Fix what the pod gets on the chosen node (e.g. concrete devices)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GangView:
+    """A pod group the cycle may place now: its minimum and its members by where they are."""
+
+    key: str
+    minimum: int
+    bound: list[Pod]  # members already on a node (bound or assumed)
+    pending: list[Pod]  # members waiting for a node
+
+
+class GroupPlugin(Plugin):
+    """The rules of pod groups (gangs): the cycle places a group as one transaction and asks these."""
+
+    backoff_seconds: int = 0  # keep a group that failed placement out of the queue this long
+
+    @abstractmethod
+    def waiting_message(self, pod: Pod) -> str | None:
+        """Why the pod's group cannot be tried yet, or None."""
+
+    @abstractmethod
+    def view(self, pod: Pod) -> GangView | None:
+        """The pod's group, or None when it cannot be tried yet."""
+
+    @abstractmethod
+    def placement_order(self, pod: Pod) -> tuple[int, int, int, str]:
+        """Sort key: members placed first come first."""

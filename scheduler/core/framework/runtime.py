@@ -1,0 +1,267 @@
+"""One profile's plugins, run: PreFilter, Filter over the nodes, Score, Reserve, queueing hints.
+
+Generic: it runs whatever the registry builds for the profile and never names a plugin. Filter
+plugins all run (the chain is fixed, in registry order); score plugins run in the profile's order
+with its weights; a plugin that only scores is built only when the profile scores with it.
+
+Filtering (`find_feasible`) follows upstream's findNodesThatPassFilters: nodes are visited from a
+rotating start until `to_find` pass, and a node's reasons are those of the first plugin in order
+that rejects it. With batch forms on, plugins that have one answer for every node at once; plugins
+without one (or whose batch answer is only a necessary condition) then run per node on the
+survivors, in visiting order, only until enough nodes passed. The result — feasible nodes,
+nodes processed, reasons — is exactly the per-node answer (tests/unit/test_vector_equivalence.py
+runs both), and `--explain` shows this same path.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar, cast
+
+import numpy as np
+
+from scheduler.api.config import Profile
+from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, PodContext, prepare
+from scheduler.core.framework.interface import (
+    BatchFilter,
+    BatchScore,
+    Bools,
+    FilterPlugin,
+    Ints,
+    Normalize,
+    Plugin,
+    GroupPlugin,
+    PreFilterPlugin,
+    QueueingHint,
+    Reasons,
+    Reservation,
+    ReservePlugin,
+    RowVerdict,
+    ScorePlugin,
+)
+from scheduler.core.framework.nodetable import NodeTable
+from scheduler.core.plugins.registry import REGISTRY
+from scheduler.core.state import ClusterEvent, ClusterState, EventKind, NodeInfo
+
+T = TypeVar("T")
+Rejection = tuple[str, Reasons]  # (plugin, reasons)
+
+
+@dataclass(slots=True)
+class Feasible:
+    """What filtering found: feasible rows in visiting order, how many rows it visited, and —
+    when nothing passed, or for --explain — why the others did not."""
+
+    rows: list[int]
+    processed: int
+    reasons: Counter[str] = field(default_factory=Counter)
+    rejectors: set[str] = field(default_factory=set)
+    filtered: dict[int, str] | None = None  # row -> its first reason (explain only)
+
+
+@dataclass(slots=True)
+class Scores:
+    totals: list[int]
+    per_plugin: dict[str, list[int]] | None  # each plugin's 0..100 scores before weight (explain)
+
+
+class ProfileRuntime:
+    def __init__(self, profile: Profile, state: ClusterState, table: NodeTable, batch: bool = True) -> None:
+        self.profile = profile
+        self._state = state
+        self.table = table
+        self.batch = batch
+        self.plugins: dict[str, Plugin] = {}
+        for spec in REGISTRY:
+            only_scores = not issubclass(spec.kind, FilterPlugin | PreFilterPlugin | ReservePlugin | GroupPlugin)
+            if only_scores and spec.name not in profile.score_weights:
+                continue  # a score plugin the profile does not use costs nothing
+            self.plugins[spec.name] = spec.build(self, profile)
+        self.pre_filters = [p for p in self.plugins.values() if isinstance(p, PreFilterPlugin)]
+        self.filters = [p for p in self.plugins.values() if isinstance(p, FilterPlugin)]
+        self.reservers = [p for p in self.plugins.values() if isinstance(p, ReservePlugin)]
+        self.scores: list[tuple[ScorePlugin, int]] = [
+            (plugin, weight) for name, weight in profile.score_weights.items()
+            if isinstance(plugin := self.plugins.get(name), ScorePlugin)]
+        self.grouping = self.find(GroupPlugin)
+        self.hints: dict[str, Mapping[EventKind, QueueingHint]] = {
+            name: plugin.queueing_hints() for name, plugin in self.plugins.items()}
+
+    # --- Handle (what plugins may ask) --------------------------------------------------------
+
+    @property
+    def state(self) -> ClusterState:
+        return self._state
+
+    def find(self, kind: Callable[..., T]) -> T | None:
+        # `kind` may be abstract or a protocol (mypy's type[T] would refuse those): a class at runtime
+        found = next((p for p in self.plugins.values() if isinstance(p, cast(type, kind))), None)
+        return cast(T | None, found)
+
+    def fits_node(self, uid: str, event: ClusterEvent) -> bool:
+        pod = self._state.pods.get(uid)
+        info = self._state.nodes.get(event.node)
+        if pod is None or info is None or info.node is None:
+            return False
+        ctx = prepare(pod, self._state.classes)
+        return self.pre_filter(ctx) is None and self.filter_node(ctx, info) is None
+
+    # --- the cycle's steps ----------------------------------------------------------------
+
+    def observe(self, pod: object) -> None:
+        for plugin in self.plugins.values():
+            plugin.observe(pod)  # type: ignore[arg-type]
+
+    def worth_retrying(self, uid: str, rejectors: frozenset[str], event: ClusterEvent) -> bool:
+        """Requeue hints: may this event make the pod, rejected by these plugins, schedulable?"""
+        if not rejectors:
+            return True
+        for name in rejectors:
+            hint = self.hints.get(name, {}).get(event.kind)
+            if hint is not None and hint(uid, event):
+                return True
+        return False
+
+    def pre_filter(self, ctx: PodContext) -> Rejection | None:
+        for plugin in self.pre_filters:
+            reason = plugin.pre_filter(ctx)
+            if reason is not None:
+                return plugin.name, (reason,)
+        return None
+
+    def filter_node(self, ctx: PodContext, info: NodeInfo) -> Rejection | None:
+        """The first applicable filter that rejects the node, per node (no batch forms)."""
+        for plugin in self.filters:
+            if plugin.filter_applies(ctx):
+                reasons = plugin.filter(ctx, info)
+                if reasons:
+                    return plugin.name, reasons
+        return None
+
+    def find_feasible(self, ctx: PodContext, start: int, to_find: int, explain: bool) -> Feasible:
+        self.table.sync()
+        n = self.table.size
+        applicable = [p for p in self.filters if p.filter_applies(ctx)]
+        verdicts: dict[str, RowVerdict] = {}
+        lazy: list[FilterPlugin] = []
+        alive = np.ones(n, np.bool_)
+        for plugin in applicable:
+            if self.batch and isinstance(plugin, BatchFilter):
+                verdict = plugin.filter_rows(self.table, ctx, alive)
+                alive &= ~verdict.fails
+                verdicts[plugin.name] = verdict
+                if not verdict.exact:
+                    lazy.append(plugin)
+            else:
+                lazy.append(plugin)
+        candidates = np.flatnonzero(alive)
+        rotated = np.concatenate((candidates[candidates >= start], candidates[candidates < start])).tolist()
+        if not lazy:
+            rows = rotated[:to_find]
+        else:
+            rows = []
+            for row in rotated:
+                info = self.table.info(row)
+                if all(not plugin.filter(ctx, info) for plugin in lazy):
+                    rows.append(row)
+                    if len(rows) >= to_find:
+                        break
+        processed = (rows[-1] - start) % n + 1 if len(rows) >= to_find else n
+        found = Feasible(rows, processed)
+        if not rows or explain:
+            visited = np.zeros(n, np.bool_)
+            visited[[(start + i) % n for i in range(processed)]] = True
+            visited[rows] = False
+            self._attribute(ctx, applicable, verdicts, visited, found, explain)
+        return found
+
+    def _attribute(self, ctx: PodContext, applicable: list[FilterPlugin], verdicts: dict[str, RowVerdict],
+                   rows: Bools, found: Feasible, explain: bool) -> None:
+        """Each of `rows` to the first plugin (in order) that rejects it: reasons, rejectors and,
+        for --explain, each row's first reason."""
+        remaining = rows.copy()
+        first: dict[int, str] | None = {} if explain else None
+
+        def reject(plugin: FilterPlugin, row: int, reasons: Reasons) -> None:
+            found.reasons.update(reasons)
+            found.rejectors.add(plugin.name)
+            if first is not None and reasons:
+                first[row] = reasons[0]
+            remaining[row] = False
+
+        for plugin in applicable:
+            verdict = verdicts.get(plugin.name)
+            if verdict is not None:
+                failing = verdict.fails & remaining
+                if failing.any():
+                    found.rejectors.add(plugin.name)
+                    covered = np.zeros(len(failing), np.bool_)
+                    for reason, mask in verdict.reasons:
+                        hit = mask & failing
+                        count = int(np.count_nonzero(hit))
+                        if count:
+                            found.reasons[reason] += count
+                            covered |= hit
+                    if first is not None:
+                        for row in np.flatnonzero(failing).tolist():
+                            first[row] = verdict.reasons_of(row)[0]
+                    for row in np.flatnonzero(failing & ~covered).tolist():
+                        found.reasons.update(verdict.reasons_of(row))
+                    remaining &= ~failing
+                if verdict.exact:
+                    continue
+            for row in np.flatnonzero(remaining).tolist():
+                reasons = plugin.filter(ctx, self.table.info(row))
+                if reasons:
+                    reject(plugin, row, reasons)
+        found.filtered = first
+
+    def score(self, ctx: PodContext, rows: list[int], explain: bool) -> Scores:
+        """Weighted totals per feasible row (and, for --explain, each plugin's normalised scores)."""
+        array = np.array(rows, np.int64)
+        totals = np.zeros(len(rows), np.int64)
+        per_plugin: dict[str, list[int]] | None = {} if explain else None
+        for plugin, weight in self.scores:
+            applies = plugin.score_applies(ctx)
+            if not applies and plugin.normalize is not Normalize.REVERSE:
+                if per_plugin is not None:
+                    per_plugin[plugin.name] = [0] * len(rows)
+                continue
+            if not applies:
+                raw = np.zeros(len(rows), np.int64)
+            elif self.batch and isinstance(plugin, BatchScore):
+                raw = plugin.score_rows(self.table, ctx, array)
+            else:
+                raw = np.array([plugin.score(ctx, self.table.info(row)) for row in rows], np.int64)
+            normalized = normalize(raw, plugin.normalize)
+            totals += normalized * weight
+            if per_plugin is not None:
+                per_plugin[plugin.name] = [int(v) for v in normalized.tolist()]
+        return Scores([int(total) for total in totals.tolist()], per_plugin)
+
+    def reserve(self, ctx: PodContext, info: NodeInfo, now: float) -> Reservation:
+        """Every reserve plugin's part of the placement, merged."""
+        annotations: dict[str, str] = {}
+        devices = None
+        for plugin in self.reservers:
+            made = plugin.reserve(ctx, info, now)
+            annotations.update(made.annotations)
+            devices = made.devices if made.devices is not None else devices
+        return Reservation(annotations, devices)
+
+    def scored(self) -> Iterator[str]:
+        return (plugin.name for plugin, _ in self.scores)
+
+
+def normalize(raw: Ints, how: Normalize) -> Ints:
+    """helper.DefaultNormalizeScore over an array (identity for Normalize.NONE)."""
+    if how is Normalize.NONE:
+        return raw
+    highest = int(raw.max()) if len(raw) else 0
+    reverse = how is Normalize.REVERSE
+    if highest == 0:
+        return np.full(len(raw), MAX_NODE_SCORE, np.int64) if reverse else raw
+    out = MAX_NODE_SCORE * raw // highest
+    return MAX_NODE_SCORE - out if reverse else out

@@ -1,0 +1,153 @@
+"""TesseraDevices: ResourceClass devices — which nodes can give a pod its devices, which devices,
+and how full that leaves them.
+
+- PreFilter: every class the pod asks for exists and is valid (else the class's problem is the
+  pod's reason).
+- Filter: a node passes when the planner finds devices for every request (`planner.py`); batch
+  form: the class columns rule out nodes without enough free matching devices (`columns.py`), and
+  for a single exclusive request decide alone.
+- Score: device-level binpack (how full the matching devices are after the placement).
+- Reserve: the chosen node's plan becomes the `tessera.dev/devices` annotation of the Binding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from scheduler.core import annotations as ann
+from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, DeviceDemand, DevicePlan, PodContext
+from scheduler.core.framework.handle import Handle
+from scheduler.core.framework.interface import (
+    Bools,
+    FilterPlugin,
+    Ints,
+    PreFilterPlugin,
+    QueueingHint,
+    Reasons,
+    Reservation,
+    ReservePlugin,
+    RowVerdict,
+    ScorePlugin,
+    always,
+)
+from scheduler.core.framework.nodetable import NodeTable
+from scheduler.core.framework.resources import ResourceColumns
+from scheduler.core.plugins.devices.columns import ClassColumns, devices_possible, simple_exclusive
+from scheduler.core.plugins.devices.planner import BROKEN, DevicePlanner, SliceChooser
+from scheduler.core.state import EventKind, NodeInfo
+
+NAME = "TesseraDevices"
+
+
+class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin):
+    name = NAME
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+        self.state = handle.state
+        self.planner = DevicePlanner(self.state, lambda: handle.find(SliceChooser))
+
+    def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
+        return {EventKind.NODE_ADDED: self.handle.fits_node, EventKind.NODE_UPDATED: self.handle.fits_node,
+                EventKind.ASSIGNED_POD_REMOVED: always, EventKind.DEVICE_CHANGED: always,
+                EventKind.CLASS_CHANGED: always}
+
+    def pre_filter(self, ctx: PodContext) -> str | None:
+        return ctx.prefilter_error
+
+    # --- filter --------------------------------------------------------------------------------
+
+    def filter_applies(self, ctx: PodContext) -> bool:
+        return bool(ctx.device_requests)
+
+    def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
+        return self.planner.filter_node(ctx, info)
+
+    def filter_rows(self, table: NodeTable, ctx: PodContext, rows: Bools) -> RowVerdict:
+        columns = table.group(ClassColumns)
+        n = table.size
+        possible = devices_possible(columns, ctx, n)
+        single = len(ctx.device_requests) == 1
+
+        def explain(row: int) -> Reasons:
+            info = table.info(row)
+            if single and not possible[row]:
+                return (BROKEN if info.broken else f"Insufficient {ctx.device_requests[0].resource_name}",)
+            return self.filter(ctx, info) or ()
+
+        simple = simple_exclusive(columns, ctx)
+        if simple is None:
+            ctx.device_demand = lambda feasible: self._demand_from_plans(table, ctx, feasible)
+            return RowVerdict(rows & ~possible, explain=explain, exact=False)
+        name, resource, count = simple
+        resources = table.group(ResourceColumns)
+        col = resources.column(resource)
+        alloc, score_alloc = resources.alloc[:n, col], resources.score_alloc[:n, col]
+        advertised = ~((alloc == 0) & (score_alloc > 0))  # the node reports the resource itself
+        own = ctx.plain_request(resource)  # the pod's plain request of the same resource shares the count
+        room = ~advertised | (resources.used[:n, col] + count + own <= alloc)
+        ok = ~columns.broken[:n] & (columns.free[name][:n] >= count) & room
+        ctx.device_demand = lambda feasible: {
+            resource: DeviceDemand(np.full(len(feasible), count, np.int64), np.ones(len(feasible), np.bool_))}
+        return RowVerdict(rows & ~ok, explain=explain)
+
+    def _demand_from_plans(self, table: NodeTable, ctx: PodContext, rows: Ints) -> dict[str, DeviceDemand]:
+        plans = [ctx.plans[table.info(row).name] for row in rows.tolist()]
+        names = {name for plan in plans for name in plan.resources}
+        return {name: DeviceDemand(np.array([plan.newly_busy.get(name, 0) for plan in plans], np.int64),
+                                   np.array([name in plan.resources for plan in plans], np.bool_))
+                for name in names}
+
+    # --- score ---------------------------------------------------------------------------------
+
+    def score_applies(self, ctx: PodContext) -> bool:
+        return bool(ctx.device_requests)
+
+    def score(self, ctx: PodContext, info: NodeInfo) -> int:
+        plan = ctx.plans.get(info.name)
+        return plan.score if plan is not None else 0
+
+    def score_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Ints:
+        columns = table.group(ClassColumns)
+        simple = simple_exclusive(columns, ctx)
+        if simple is not None:  # the columns decided feasibility: no plans were made
+            name, _, count = simple
+            total = columns.total[name][rows]
+            busy_after = total - columns.free[name][rows] + count
+            return busy_after * MAX_NODE_SCORE // np.where(total > 0, total, 1)
+        return np.array([self.score(ctx, table.info(row)) for row in rows.tolist()], np.int64)
+
+    # --- reserve -------------------------------------------------------------------------------
+
+    def reserve(self, ctx: PodContext, info: NodeInfo, now: float) -> Reservation:
+        """The chosen node's devices (planned now if the columns decided the node) and the
+        Binding annotations that carry them."""
+        plan = ctx.plans.get(info.name)
+        if plan is None and ctx.device_requests:
+            made = self.planner.plan(ctx.device_requests, info)
+            assert not isinstance(made, str), made
+            plan = made
+        if plan is None:
+            if any(self.state.classes.is_class_resource(name) for name in ctx.pod.requests):
+                raise AssertionError(f"{ctx.pod.key}: placed on {info.name} without a device plan")
+            return Reservation()
+        return _reservation(self, plan, now)
+
+
+def _reservation(plugin: TesseraDevices, plan: DevicePlan, now: float) -> Reservation:
+    devices = plugin.state.devices
+    assignment = {
+        container: {
+            resource: tuple(ann.DeviceGrant(devices[name].device_id, name, amount) for name, amount in grants)
+            for resource, grants in by_resource.items()
+        }
+        for container, by_resource in plan.grants.items()
+    }
+    annotations = {
+        ann.DEVICES: ann.encode_devices(assignment),
+        ann.PHASE: ann.PHASE_ALLOCATING,
+        ann.ASSUME_TIME: str(int(now * 1_000_000_000)),
+    }
+    return Reservation(annotations, assignment)

@@ -1,0 +1,103 @@
+"""TesseraDevices over the whole node table: per ResourceClass, how many matching devices a node
+has free (or the most room on one device, for sharing classes).
+
+A necessary condition for the planner: a node with too few free matching devices cannot have a
+plan, so it is never planned. For the commonest request — one exclusive class whose devices all
+belong to one resourceName — it is also sufficient, together with the node's count of that
+resource (`simple_exclusive`): feasibility, the devices made busy and the device score then
+follow from the columns, and only the chosen node gets a real plan.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from scheduler.core.framework.cycle_state import PodContext
+from scheduler.core.framework.interface import Bools, Ints
+from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown
+from scheduler.core.state import ClusterState, NodeInfo
+
+
+class ClassColumns(ColumnGroup):
+    def __init__(self, table: NodeTable) -> None:
+        self.state: ClusterState = table.state
+        self.capacity = table.capacity
+        self.free: dict[str, Ints] = {}  # free matching devices, or most units on one device (sharing)
+        self.total: dict[str, Ints] = {}  # matching schedulable devices
+        self.resources: dict[str, set[str]] = {}  # device resourceNames per class
+        self.broken: Bools = np.zeros(table.capacity, np.bool_)
+        self.reset()
+
+    def epoch(self) -> int:
+        """The class registry's epoch: new or changed classes need columns of their own."""
+        return self.state.classes.epoch
+
+    def reset(self) -> None:
+        valid = [cls.name for cls in self.state.classes.by_resource.values()]
+        self.free = {name: np.zeros(self.capacity, np.int64) for name in valid}
+        self.total = {name: np.zeros(self.capacity, np.int64) for name in valid}
+        self.resources = {name: set() for name in valid}
+
+    def grow(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.broken = grown(self.broken, capacity)
+        for columns in (self.free, self.total):
+            for name, column in list(columns.items()):
+                columns[name] = grown(column, capacity)
+
+    def fill(self, row: int, info: NodeInfo) -> None:
+        self.broken[row] = bool(info.broken)
+        classes = self.state.classes
+        uses = self.state.device_use
+        for name, column in self.free.items():
+            cls = classes.classes[name]
+            best = total = 0
+            for device in info.devices.values():
+                if not device.schedulable or name not in classes.device_classes.get(device.name, ()):
+                    continue
+                self.resources[name].add(device.resource_name)
+                total += 1
+                use = uses.get(device.name)
+                if cls.sharing is None:
+                    if use is None or not use.busy:
+                        best += 1
+                elif use is None or not use.exclusive:
+                    capacity = device.capacity.get(cls.sharing.dimension)
+                    if capacity is not None:
+                        free = capacity - (use.shared_total if use is not None else 0)
+                        best = max(best, math.ceil(free / cls.sharing.unit))
+            column[row] = best
+            self.total[name][row] = total
+
+
+def simple_exclusive(columns: ClassColumns, ctx: PodContext) -> tuple[str, str, int] | None:
+    """(class, device resourceName, count) when the pod makes one exclusive class request whose
+    devices all belong to one resourceName (see the module docstring)."""
+    if len(ctx.device_requests) != 1:
+        return None
+    req = ctx.device_requests[0]
+    resources = columns.resources.get(req.cls.name)
+    if req.cls.sharing is not None or resources is None or len(resources) != 1:
+        return None
+    return req.cls.name, next(iter(resources)), req.count
+
+
+def devices_possible(columns: ClassColumns, ctx: PodContext, n: int) -> Bools:
+    """Rows with enough free matching devices (or shared room) for the pod's class requests."""
+    exclusive: dict[str, int] = {}
+    shared: dict[str, int] = {}
+    for req in ctx.device_requests:
+        if req.cls.sharing is None:
+            exclusive[req.cls.name] = exclusive.get(req.cls.name, 0) + req.count
+        else:
+            shared[req.cls.name] = max(shared.get(req.cls.name, 0), req.count)
+    possible = np.ones(n, np.bool_)
+    for needs in (exclusive, shared):
+        for name, need in needs.items():
+            column = columns.free.get(name)
+            if column is None:
+                return np.zeros(n, np.bool_)
+            possible &= column[:n] >= need
+    return possible

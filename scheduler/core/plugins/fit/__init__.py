@@ -1,0 +1,99 @@
+"""NodeResourcesFit: does the pod fit the node's free resources, and how full does that make it.
+
+Filtering uses actual requests (a node's free amount is allocatable minus requests minus devices
+handed out by class, so plain counts and class devices share e.g. `nvidia.com/gpu: 4`); scoring
+uses requests with the non-zero CPU/memory defaults and the configured strategy
+(`strategies.py`, upstream's arithmetic; `batch.py`, the same over the node table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from scheduler.api.config import ScoringStrategy
+from scheduler.core.framework.cycle_state import PodContext
+from scheduler.core.framework.handle import Handle
+from scheduler.core.framework.interface import (
+    Bools,
+    FilterPlugin,
+    Ints,
+    QueueingHint,
+    Reasons,
+    RowVerdict,
+    ScorePlugin,
+    always,
+)
+from scheduler.core.framework.nodetable import NodeTable
+from scheduler.core.framework.resources import ResourceColumns
+from scheduler.core.plugins.fit.batch import FitVector
+from scheduler.core.plugins.fit.strategies import (
+    FitScore,
+    broken_linear,
+    build_scorer,
+    least_allocated,
+    most_allocated,
+    requested_to_capacity_ratio,
+)
+from scheduler.core.resources import PODS
+from scheduler.core.state import EventKind, NodeInfo
+
+__all__ = ["NAME", "TOO_MANY_PODS", "NodeResourcesFit", "FitScore", "broken_linear", "build_scorer",
+           "least_allocated", "most_allocated", "requested_to_capacity_ratio"]
+
+NAME = "NodeResourcesFit"
+TOO_MANY_PODS = "Too many pods"
+
+
+class NodeResourcesFit(FilterPlugin, ScorePlugin):
+    name = NAME
+
+    def __init__(self, handle: Handle, strategy: ScoringStrategy) -> None:
+        self.handle = handle
+        self.per_node = FitScore(strategy)
+        self.batch = FitVector(strategy)
+
+    def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
+        return {EventKind.NODE_ADDED: self.handle.fits_node, EventKind.NODE_UPDATED: self.handle.fits_node,
+                EventKind.ASSIGNED_POD_REMOVED: always}
+
+    def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
+        node = info.node
+        assert node is not None
+        alloc = node.allocatable
+        if len(info.pods) + 1 > alloc.get(PODS, 0):
+            return (TOO_MANY_PODS,)
+        if ctx.empty_request:
+            return None
+        insufficient: list[str] | None = None
+        requested = info.requested
+        busy = info.busy
+        for name, amount in ctx.plain:
+            free = alloc.get(name, 0) - requested.get(name, 0) - busy.get(name, 0)
+            if amount > free:
+                if insufficient is None:
+                    insufficient = []
+                insufficient.append(f"Insufficient {name}")
+        return tuple(insufficient) if insufficient else None
+
+    def filter_rows(self, table: NodeTable, ctx: PodContext, rows: Bools) -> RowVerdict:
+        columns = table.group(ResourceColumns)
+        n = table.size
+        too_many = rows & (columns.pods_free[:n] < 1)
+        fits = rows & ~too_many
+        reasons: list[tuple[str, Bools]] = [(TOO_MANY_PODS, too_many)]
+        fails = too_many.copy()
+        if not ctx.empty_request:
+            for name, amount in ctx.plain:
+                col = columns.column(name)
+                short = fits & ((columns.alloc[:n, col] - columns.used[:n, col]) < amount)
+                reasons.append((f"Insufficient {name}", short))
+                fails |= short
+        return RowVerdict(fails, reasons)
+
+    def score(self, ctx: PodContext, info: NodeInfo) -> int:
+        return self.per_node.score(ctx, info)
+
+    def score_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Ints:
+        extra = ctx.device_demand(rows) if ctx.device_demand is not None else None
+        return self.batch.score(table, rows, ctx, extra)
+
