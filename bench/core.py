@@ -28,7 +28,7 @@ import orjson
 
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
-from scheduler.core.cycle import Scheduler
+from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 
 MODELS = ("A100", "V100")

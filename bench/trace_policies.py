@@ -102,7 +102,7 @@ def config_for(policy: Policy, score_all_nodes: bool = True) -> SchedulerConfig:
 def scoring_fingerprint(config: SchedulerConfig) -> tuple[object, ...]:
     """What decides placements in a profile (not the config's name or source): two policies with
     equal fingerprints must produce identical results."""
-    return tuple((p.scheduler_name, tuple(p.score_weights.items()), p.fit, p.devices, p.fragmentation,
+    return tuple((p.scheduler_name, tuple(p.score_weights.items()), p.plugin_args,
                   p.percentage_of_nodes_to_score) for p in config.profiles) + (config.percentage_of_nodes_to_score,)
 
 

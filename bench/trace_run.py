@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from bench.trace_metrics import RunMetrics, Series, run_metrics
 from bench.trace_workload import GPU_RESOURCE, MILLI, TraceNode, TracePod, cluster_objects, pod_object
 from scheduler.api.config import SchedulerConfig
-from scheduler.core.cycle import Scheduler
+from scheduler.core.scheduler import Scheduler
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.api.config import SchedulerConfig, load_config, parse_config
-from scheduler.core.cycle import Attempt
+from scheduler.core.framework.attempt import Attempt
 from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
 

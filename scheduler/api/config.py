@@ -23,46 +23,28 @@ from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode
 
 from scheduler.api.config_model import (
-    ALL_PLUGINS,
     DEFAULT_SCHEDULER_NAME,
-    DEFAULT_SCORE_WEIGHTS,
-    FILTER_PLUGINS,
-    SCORE_PLUGINS,
     ClientConnectionConfig,
     ConfigError,
-    CoschedulingArgs,
-    DeviceArgs,
-    FragmentationArgs,
     LeaderElectionConfig,
+    PluginArgs,
     Profile,
-    ResourceWeight,
     SchedulerConfig,
     ScoreWeights,
-    ScoringStrategy,
-    ShapePoint,
 )
 from scheduler.api.config_parse import SUPPORTED_API_VERSIONS, parse_config
 
 __all__ = [
-    "ALL_PLUGINS",
     "DEFAULT_SCHEDULER_NAME",
-    "DEFAULT_SCORE_WEIGHTS",
-    "FILTER_PLUGINS",
-    "SCORE_PLUGINS",
     "SUPPORTED_API_VERSIONS",
     "BUILTIN_SOURCE",
     "ClientConnectionConfig",
     "ConfigError",
-    "CoschedulingArgs",
-    "DeviceArgs",
-    "FragmentationArgs",
     "LeaderElectionConfig",
+    "PluginArgs",
     "Profile",
-    "ResourceWeight",
     "SchedulerConfig",
     "ScoreWeights",
-    "ScoringStrategy",
-    "ShapePoint",
     "load_config",
     "parse_config",
 ]

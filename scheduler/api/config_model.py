@@ -10,7 +10,7 @@ consumer reads plain values and nobody can change them after start-up.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, model_validator
 from pydantic_core import core_schema
@@ -18,47 +18,15 @@ from pydantic_core import core_schema
 __all__ = [
     "ConfigError",
     "ScoreWeights",
-    "ShapePoint",
-    "ResourceWeight",
-    "ScoringStrategy",
-    "CoschedulingArgs",
-    "DeviceArgs",
-    "FragmentationArgs",
+    "PluginArgs",
     "Profile",
     "LeaderElectionConfig",
     "ClientConnectionConfig",
     "SchedulerConfig",
-    "FILTER_PLUGINS",
-    "SCORE_PLUGINS",
-    "ALL_PLUGINS",
-    "DEFAULT_SCORE_WEIGHTS",
     "DEFAULT_SCHEDULER_NAME",
 ]
 
 DEFAULT_SCHEDULER_NAME = "tessera"
-
-# Always-on filter plugins (they also implement PreFilter/Permit where relevant).
-FILTER_PLUGINS: tuple[str, ...] = (
-    "NodeUnschedulable",
-    "NodeName",
-    "TaintToleration",
-    "NodeAffinity",
-    "NodeResourcesFit",
-    "Coscheduling",
-    "TesseraDevices",
-)
-# Score plugins and the weight each gets in the default multiPoint set, in upstream order
-# (k/k pkg/scheduler/apis/config/v1/default_plugins.go), Tessera's own plugins last.
-# TesseraFragmentation is not in the default set: a configuration enables it (the built-in
-# scheduler/data/default-config.yaml does, with weight 10).
-SCORE_PLUGINS: Mapping[str, int] = {
-    "TaintToleration": 3,
-    "NodeAffinity": 2,
-    "NodeResourcesFit": 1,
-    "TesseraDevices": 1,
-    "TesseraFragmentation": 1,
-}
-ALL_PLUGINS: tuple[str, ...] = FILTER_PLUGINS + ("TesseraFragmentation",)
 
 
 class ConfigError(Exception):
@@ -120,73 +88,60 @@ class ScoreWeights(Mapping[str, int]):
         )
 
 
-DEFAULT_SCORE_WEIGHTS = ScoreWeights(
-    (name, weight) for name, weight in SCORE_PLUGINS.items() if name != "TesseraFragmentation"
-)
-
-
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class ShapePoint(_Frozen):
-    """One point of the RequestedToCapacityRatio broken line; `score` is on the internal 0..100
-    scale (a v1 file's 0..10 score times 10)."""
+class PluginArgs(Mapping[str, BaseModel]):
+    """Plugin name -> its validated args (each plugin's own frozen model), immutable and hashable.
+    Only args that differ from the plugin's defaults are kept, so equal configurations are equal."""
 
-    utilization: int = Field(ge=0, le=100)
-    score: int = Field(ge=0, le=100)
+    __slots__ = ("_pairs", "_index")
 
+    def __init__(self, pairs: Iterable[tuple[str, BaseModel]] | Mapping[str, BaseModel] = ()) -> None:
+        items = tuple(pairs.items() if isinstance(pairs, Mapping) else pairs)
+        self._pairs: tuple[tuple[str, BaseModel], ...] = tuple(sorted(items, key=lambda item: item[0]))
+        self._index: dict[str, BaseModel] = dict(self._pairs)
 
-class ResourceWeight(_Frozen):
-    name: str = Field(min_length=1)
-    weight: int = Field(ge=1)
+    def __getitem__(self, name: str) -> BaseModel:
+        return self._index[name]
 
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, _ in self._pairs)
 
-ScoringType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
+    def __len__(self) -> int:
+        return len(self._pairs)
 
+    def __hash__(self) -> int:
+        return hash(self._pairs)
 
-class ScoringStrategy(_Frozen):
-    """NodeResourcesFit's scoring strategy (upstream `NodeResourcesFitArgs.scoringStrategy`)."""
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PluginArgs) and self._pairs == other._pairs
 
-    type: ScoringType = "LeastAllocated"
-    resources: tuple[ResourceWeight, ...] = (
-        ResourceWeight(name="cpu", weight=1),
-        ResourceWeight(name="memory", weight=1),
-    )
-    shape: tuple[ShapePoint, ...] = ()
+    def __repr__(self) -> str:
+        return f"PluginArgs({dict(self._pairs)!r})"
 
-    @model_validator(mode="after")
-    def _shape_matches_type(self) -> ScoringStrategy:
-        if (self.type == "RequestedToCapacityRatio") != bool(self.shape):
-            raise ValueError("shape is required for RequestedToCapacityRatio and only for it")
-        return self
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        def validate(value: Any) -> PluginArgs:
+            if isinstance(value, PluginArgs):
+                return value
+            if isinstance(value, Mapping) and all(isinstance(v, BaseModel) for v in value.values()):
+                return cls(value)
+            raise ValueError("expected a mapping of plugin name to its args model")
 
-
-class CoschedulingArgs(_Frozen):
-    permit_waiting_time_seconds: int = Field(default=60, ge=0)
-    pod_group_backoff_seconds: int = Field(default=0, ge=0)
-
-
-class DeviceArgs(_Frozen):
-    allocation_gate: bool = True
-    # the gate holds only on nodes whose agent heartbeat (ExtendedResource
-    # status.lastHeartbeatTime) is at most this old: without an agent nothing would ever open it
-    agent_heartbeat_timeout_seconds: int = Field(default=90, ge=1)
-    default_class_controller: bool = False
-
-
-class FragmentationArgs(_Frozen):
-    resource_name: str = "nvidia.com/gpu"  # the device resource whose fragmentation is measured
-    max_task_types: int = Field(default=256, ge=1, le=10_000)  # most popular request shapes kept
+        return core_schema.no_info_plain_validator_function(
+            validate, serialization=core_schema.plain_serializer_function_ser_schema(dict)
+        )
 
 
 class Profile(_Frozen):
+    """One scheduler profile: which score plugins run with which weight, and the plugins' args
+    (the registry in scheduler/core/plugins/registry.py gives the rest their defaults)."""
+
     scheduler_name: str = Field(default=DEFAULT_SCHEDULER_NAME, min_length=1)
-    score_weights: ScoreWeights = DEFAULT_SCORE_WEIGHTS
-    fit: ScoringStrategy = ScoringStrategy()
-    coscheduling: CoschedulingArgs = CoschedulingArgs()
-    devices: DeviceArgs = DeviceArgs()
-    fragmentation: FragmentationArgs = FragmentationArgs()
+    score_weights: ScoreWeights = ScoreWeights()
+    plugin_args: PluginArgs = PluginArgs()
     # None: use SchedulerConfig.percentage_of_nodes_to_score.
     percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)
 

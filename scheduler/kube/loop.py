@@ -19,7 +19,8 @@ from typing import Any
 import structlog
 
 from scheduler.api.config import SchedulerConfig
-from scheduler.core.cycle import Attempt, Scheduler
+from scheduler.core.framework.attempt import Attempt
+from scheduler.core.scheduler import Scheduler
 from scheduler.core.plugins import coscheduling
 from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
@@ -69,10 +70,9 @@ class SchedulerLoop:
         self._classes_dirty = False
         self._alive = time.monotonic()
         self.class_controller: DefaultClassController | None = None
-        if any(p.devices.default_class_controller for p in config.profiles):
-            state = self.core.state
+        if self.core.default_class_controller:
             self.class_controller = DefaultClassController(
-                http, lambda: list(state.devices.values()), lambda: list(state.classes.classes),
+                http, self.core.devices, self.core.class_names,
                 is_leader=lambda: self.is_leader(), ready=lambda: self.informers.synced)
 
     # --- lifecycle ---------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import structlog
 import uvloop
 
 from scheduler.api.config import ConfigError, SchedulerConfig, load_config
-from scheduler.core.cycle import Attempt
+from scheduler.core.framework.attempt import Attempt
 from scheduler.kube.binder import BindResult
 from scheduler.kube.http import KubeHttp, RateLimiter, connect
 from scheduler.kube.leader import LeaderElector, default_identity

@@ -20,7 +20,8 @@ import orjson
 
 from scheduler.api.config import SchedulerConfig
 from scheduler.core import annotations as ann
-from scheduler.core.cycle import Attempt, Scheduler
+from scheduler.core.framework.attempt import Attempt
+from scheduler.core.scheduler import Scheduler
 from scheduler.core.objects import object_uid
 from scheduler.core.state import Notice
 

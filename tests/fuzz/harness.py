@@ -31,7 +31,8 @@ from hypothesis import strategies as st
 
 from scheduler.api.config import SchedulerConfig, load_config, parse_config
 from scheduler.core import annotations as ann
-from scheduler.core.cycle import NO_NODES, Attempt
+from scheduler.core.cycle import NO_NODES
+from scheduler.core.framework.attempt import Attempt
 from scheduler.core.objects import GANG_MIN_LABEL, GANG_NAME_LABEL
 from scheduler.core.state import ClusterState, Notice
 from scheduler.sim import builders as b
@@ -343,7 +344,7 @@ class Harness:
             "pending": sorted(state.pending),
             "groups": sorted(state.groups),
             "queue": sorted(self.replay.scheduler.queue.entries),
-            "deferred bindings": sorted(self.replay.scheduler.deferred),
+            "deferred bindings": sorted({a.node or "" for a in self.replay.scheduler.held()}),
         }
         assert not any(leftovers.values()), f"objects left in the cache after deleting everything: " \
             f"{ {k: v for k, v in leftovers.items() if v} }"

@@ -25,7 +25,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from scheduler.cli import main as cli_main
-from scheduler.core.cycle import Scheduler
+from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from tests.fuzz import strategies as S
 from tests.fuzz.harness import CONFIGS, GOOD_NODE, REPO, Harness, check_notice, configs, foreign_pods, good_objects

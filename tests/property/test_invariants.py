@@ -50,7 +50,8 @@ from hypothesis import strategies as st
 from scheduler.api.config import SchedulerConfig, load_config
 from scheduler.api.quantity import parse_quantity
 from scheduler.core import annotations as ann
-from scheduler.core.cycle import Attempt, Scheduler
+from scheduler.core.framework.attempt import Attempt
+from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import ClusterState
 from scheduler.sim.replay import Replay, WatchEvent
 from tests.property import strategies as S

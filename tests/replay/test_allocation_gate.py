@@ -96,7 +96,7 @@ def test_gate_is_rebuilt_from_annotations_after_a_restart() -> None:
 def _deferred_p1() -> Replay:
     replay = _replay(agent=False)
     list(replay.run(WatchEvent(e["type"], e["object"]) for e in _cluster() + _pods()[:2]))
-    assert [a.pod.meta.name for attempts in replay.scheduler.deferred.values() for a in attempts] == ["p1"]
+    assert [a.pod.meta.name for a in replay.scheduler.held()] == ["p1"]
     return replay
 
 
@@ -111,7 +111,7 @@ def _open_gate(replay: Replay) -> list[str]:
 def test_a_held_binding_is_decided_again_if_its_device_vanished_meanwhile() -> None:
     replay = _deferred_p1()
     state = replay.scheduler.state
-    held = ann.decode_devices(replay.scheduler.deferred["n"][0].annotations[ann.DEVICES])
+    held = ann.decode_devices(replay.scheduler.held()[0].annotations[ann.DEVICES])
     device = held["main"]["class.tessera.dev/v100"][0].device
     obj = next(b.device("n", i, heartbeat=HEARTBEAT) for i in range(4) if b.device("n", i)["metadata"]["name"] == device)
     replay.scheduler.apply("DELETED", obj, 0.0)
@@ -131,7 +131,7 @@ def test_a_held_binding_is_decided_again_if_its_node_vanished_meanwhile() -> Non
 def test_losing_the_lease_abandons_held_bindings() -> None:
     replay = _deferred_p1()
     replay.scheduler.abandon_deferred(0.0)
-    assert replay.scheduler.deferred == {}
+    assert replay.scheduler.held() == []
     assert _open_gate(replay) == []
     p1 = replay.scheduler.state.pod_by_key("default/p1")
     assert p1 is not None and p1.uid in replay.scheduler.state.pending

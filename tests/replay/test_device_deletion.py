@@ -15,7 +15,8 @@ import copy
 from typing import Any
 
 from scheduler.core import annotations as ann
-from scheduler.core.cycle import Attempt, Scheduler
+from scheduler.core.framework.attempt import Attempt
+from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from tests.helpers import config
 

@@ -11,6 +11,8 @@ from bench import trace
 from bench.trace_metrics import Series, fgd_curve, median_curve, run_metrics, summarize
 from bench.trace_policies import POLICIES, Policy, config_for, duplicates, select
 from bench.trace_run import run_once
+from scheduler.core.plugins.fit.args import ScoringStrategy
+from scheduler.core.plugins.registry import args_of
 from bench.trace_workload import (
     GPU_RESOURCE,
     TraceError,
@@ -164,7 +166,7 @@ def test_every_policy_runs_and_leaves_the_core_ledger_consistent() -> None:
 
 
 def test_cluster_objects_are_accepted_by_the_core() -> None:
-    from scheduler.core.cycle import Scheduler
+    from scheduler.core.scheduler import Scheduler
 
     scheduler = Scheduler(config_for(POLICIES[0]))
     objects = cluster_objects([TraceNode("n1", 8000, 1024, 2, "T4")], [pod("x", gpu_milli=100, spec=("T4",))])
@@ -214,9 +216,9 @@ def test_policies_score_all_nodes_unless_sampling() -> None:
     assert names == ["tessera-default", "least-allocated", "most-allocated", "rtcr-binpack", "first-fit"]
     for policy in POLICIES:
         assert config_for(policy).percentage_of_nodes_to_score == 100
-    least, most = (config_for(p).profiles[0].fit for p in select("least-allocated,most-allocated"))
+    least, most = (args_of(config_for(p).profiles[0], ScoringStrategy) for p in select("least-allocated,most-allocated"))
     assert (least.type, most.type) == ("LeastAllocated", "MostAllocated")
-    assert [r.weight for r in config_for(select("rtcr-binpack")[0]).profiles[0].fit.resources] == [1, 1, 3]
+    assert [r.weight for r in args_of(config_for(select("rtcr-binpack")[0]).profiles[0], ScoringStrategy).resources] == [1, 1, 3]
     assert len(config_for(select("first-fit")[0]).profiles[0].score_weights) == 0
     assert dict(config_for(select("fragmentation-only")[0]).profiles[0].score_weights) == {"TesseraFragmentation": 1}
     with pytest.raises(ValueError, match="unknown policy 'nope'"):

@@ -9,16 +9,12 @@ from typing import Any
 import pydantic
 import pytest
 
-from scheduler.api.config import (
-    ConfigError,
-    Profile,
-    ResourceWeight,
-    SchedulerConfig,
-    ScoreWeights,
-    ShapePoint,
-    load_config,
-    parse_config,
-)
+from scheduler.api.config import ConfigError, Profile, SchedulerConfig, ScoreWeights, load_config, parse_config
+from scheduler.core.plugins.coscheduling import CoschedulingArgs
+from scheduler.core.plugins.devices.args import DeviceArgs
+from scheduler.core.plugins.fit.args import ResourceWeight, ScoringStrategy, ShapePoint
+from scheduler.core.plugins.fragmentation.args import FragmentationArgs
+from scheduler.core.plugins.registry import args_of
 
 REPO = Path(__file__).resolve().parents[2]
 V1 = "kubescheduler.config.k8s.io/v1"
@@ -80,8 +76,8 @@ def test_builtin_default_is_fragmentation_over_least_allocated_with_upstream_def
     (prof,) = cfg.profiles
     assert prof.scheduler_name == "tessera"
     assert list(prof.score_weights.items()) == list(DEFAULT_WEIGHTS.items()) + [("TesseraFragmentation", 10)]
-    assert prof.fit.type == "LeastAllocated"
-    assert prof.fit.resources == resources(("cpu", 1), ("memory", 1), ("nvidia.com/gpu", 1))
+    assert args_of(prof, ScoringStrategy).type == "LeastAllocated"
+    assert args_of(prof, ScoringStrategy).resources == resources(("cpu", 1), ("memory", 1), ("nvidia.com/gpu", 1))
     assert cfg.leader_election.leader_elect and cfg.leader_election.resource_name == "tessera"
     assert (cfg.pod_initial_backoff_seconds, cfg.pod_max_backoff_seconds) == (1, 10)
 
@@ -89,17 +85,17 @@ def test_builtin_default_is_fragmentation_over_least_allocated_with_upstream_def
 def test_binpack_yaml_is_the_seed_demo_in_v1_form() -> None:
     cfg = load_config(REPO / "config/binpack.yaml")
     prof = cfg.profile_for("tessera")
-    assert prof is not None and prof.fit.type == "RequestedToCapacityRatio"
-    assert prof.fit.shape == shape((0, 0), (100, 100))
-    assert prof.fit.resources == resources(("cpu", 1), ("nvidia.com/gpu", 1))
+    assert prof is not None and args_of(prof, ScoringStrategy).type == "RequestedToCapacityRatio"
+    assert args_of(prof, ScoringStrategy).shape == shape((0, 0), (100, 100))
+    assert args_of(prof, ScoringStrategy).resources == resources(("cpu", 1), ("nvidia.com/gpu", 1))
     assert dict(prof.score_weights) == DEFAULT_WEIGHTS
     assert cfg.scheduler_names == frozenset({"tessera"})
 
 
 def test_spread_yaml_is_least_allocated_on_gpus_too() -> None:
     prof = load_config(REPO / "config/spread.yaml").profiles[0]
-    assert prof.fit.type == "LeastAllocated" and prof.fit.shape == ()
-    assert prof.fit.resources == resources(("cpu", 1), ("memory", 1), ("nvidia.com/gpu", 1))
+    assert args_of(prof, ScoringStrategy).type == "LeastAllocated" and args_of(prof, ScoringStrategy).shape == ()
+    assert args_of(prof, ScoringStrategy).resources == resources(("cpu", 1), ("memory", 1), ("nvidia.com/gpu", 1))
 
 
 def test_legacy_yaml_loads_like_the_seed() -> None:
@@ -107,9 +103,9 @@ def test_legacy_yaml_loads_like_the_seed() -> None:
     (prof,) = cfg.profiles
     assert prof.scheduler_name == "tessera"
     assert dict(prof.score_weights) == {**DEFAULT_WEIGHTS, "NodeResourcesFit": 100}
-    assert prof.fit.type == "RequestedToCapacityRatio"
-    assert prof.fit.shape == shape((0, 0), (100, 100))  # legacy scores are already 0..100
-    assert prof.fit.resources == resources(("cpu", 1), ("nvidia.com/gpu", 1))
+    assert args_of(prof, ScoringStrategy).type == "RequestedToCapacityRatio"
+    assert args_of(prof, ScoringStrategy).shape == shape((0, 0), (100, 100))  # legacy scores are already 0..100
+    assert args_of(prof, ScoringStrategy).resources == resources(("cpu", 1), ("nvidia.com/gpu", 1))
     assert not cfg.leader_election.leader_elect
     assert cfg.client_connection.kubeconfig is None
 
@@ -124,10 +120,10 @@ def test_gpu_cluster_yaml() -> None:
     prof = cfg.profiles[0]
     assert prof.score_weights["TesseraDevices"] == 2
     assert prof.score_weights["TesseraFragmentation"] == 10
-    assert prof.fit.type == "LeastAllocated" and prof.fit.resources[-1] == ResourceWeight(name="nvidia.com/gpu", weight=1)
-    assert prof.fragmentation.max_task_types == 256
-    assert prof.coscheduling.pod_group_backoff_seconds == 10
-    assert prof.devices.default_class_controller
+    assert args_of(prof, ScoringStrategy).type == "LeastAllocated" and args_of(prof, ScoringStrategy).resources[-1] == ResourceWeight(name="nvidia.com/gpu", weight=1)
+    assert args_of(prof, FragmentationArgs).max_task_types == 256
+    assert args_of(prof, CoschedulingArgs).pod_group_backoff_seconds == 10
+    assert args_of(prof, DeviceArgs).default_class_controller
     assert cfg.percentage_of_nodes_to_score == 0
     assert cfg.client_connection.qps == 100 and cfg.client_connection.burst == 200
     le = cfg.leader_election
@@ -141,34 +137,35 @@ def test_minimal_file_gets_upstream_defaults() -> None:
     cfg = parse_config(v1(), "min.yaml")
     assert cfg.source == "min.yaml"
     (prof,) = cfg.profiles
-    assert prof == Profile()
+    assert prof.plugin_args == Profile().plugin_args  # every plugin at its defaults
     assert list(prof.score_weights.items()) == list(DEFAULT_WEIGHTS.items())
-    assert prof.fit.type == "LeastAllocated" and prof.fit.resources == resources(("cpu", 1), ("memory", 1))
-    assert prof.coscheduling.permit_waiting_time_seconds == 60 and prof.coscheduling.pod_group_backoff_seconds == 0
-    assert prof.devices.allocation_gate and not prof.devices.default_class_controller
+    assert args_of(prof, ScoringStrategy).type == "LeastAllocated" and args_of(prof, ScoringStrategy).resources == resources(("cpu", 1), ("memory", 1))
+    assert args_of(prof, CoschedulingArgs).permit_waiting_time_seconds == 60 and args_of(prof, CoschedulingArgs).pod_group_backoff_seconds == 0
+    assert args_of(prof, DeviceArgs).allocation_gate and not args_of(prof, DeviceArgs).default_class_controller
     assert prof.percentage_of_nodes_to_score is None
     assert cfg.percentage_of_nodes_to_score == 0
     le = cfg.leader_election
     assert (le.leader_elect, le.lease_duration_seconds, le.renew_deadline_seconds, le.retry_period_seconds) == (True, 15, 10, 2)
     assert (le.resource_namespace, le.resource_name) == ("kube-system", "tessera")
     assert (cfg.client_connection.qps, cfg.client_connection.burst, cfg.client_connection.kubeconfig) == (50, 100, None)
-    assert cfg == SchedulerConfig(source="min.yaml")
+    # everything but the profile (whose defaults come from the plugin registry) is the model's default
+    assert cfg.model_copy(update={"profiles": (Profile(),)}) == SchedulerConfig(source="min.yaml")
 
 
 def test_fit_defaulting_empty_resources_and_zero_weights() -> None:
     prof = parse_config(fit_args({"type": "MostAllocated", "resources": []}), "t").profiles[0]
-    assert prof.fit.resources == resources(("cpu", 1), ("memory", 1))
+    assert args_of(prof, ScoringStrategy).resources == resources(("cpu", 1), ("memory", 1))
     prof = parse_config(fit_args({"type": "MostAllocated", "resources": [
         {"name": "nvidia.com/gpu", "weight": 0}, {"name": "cpu"}]}), "t").profiles[0]
-    assert prof.fit.resources == resources(("nvidia.com/gpu", 1), ("cpu", 1))
+    assert args_of(prof, ScoringStrategy).resources == resources(("nvidia.com/gpu", 1), ("cpu", 1))
     prof = parse_config(profile(pluginConfig=[{"name": "NodeResourcesFit", "args": {}}]), "t").profiles[0]
-    assert prof.fit.type == "LeastAllocated"
+    assert args_of(prof, ScoringStrategy).type == "LeastAllocated"
 
 
 def test_v1_shape_scores_are_scaled_by_ten() -> None:
     prof = parse_config(fit_args({"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
         "shape": [{"utilization": 0, "score": 10}, {"utilization": 50, "score": 3}, {"utilization": 100}]}}), "t").profiles[0]
-    assert prof.fit.shape == shape((0, 100), (50, 30), (100, 0))
+    assert args_of(prof, ScoringStrategy).shape == shape((0, 100), (50, 30), (100, 0))
 
 
 def test_disable_all_then_enable_only_fit() -> None:
@@ -239,9 +236,9 @@ def test_plugin_args_and_durations() -> None:
     assert (le.lease_duration_seconds, le.renew_deadline_seconds, le.retry_period_seconds) == (90, 60, 1.5)
     assert (cfg.client_connection.kubeconfig, cfg.client_connection.qps, cfg.client_connection.burst) == ("/etc/k.conf", 20.5, 100)
     prof = cfg.profiles[0]
-    assert (prof.coscheduling.permit_waiting_time_seconds, prof.coscheduling.pod_group_backoff_seconds) == (0, 5)
-    assert not prof.devices.allocation_gate and prof.devices.default_class_controller
-    assert (prof.fragmentation.resource_name, prof.fragmentation.max_task_types) == ("amd.com/gpu", 32)
+    assert (args_of(prof, CoschedulingArgs).permit_waiting_time_seconds, args_of(prof, CoschedulingArgs).pod_group_backoff_seconds) == (0, 5)
+    assert not args_of(prof, DeviceArgs).allocation_gate and args_of(prof, DeviceArgs).default_class_controller
+    assert (args_of(prof, FragmentationArgs).resource_name, args_of(prof, FragmentationArgs).max_task_types) == ("amd.com/gpu", 32)
 
 
 def test_leader_election_off_skips_timing_checks() -> None:
@@ -252,7 +249,7 @@ def test_leader_election_off_skips_timing_checks() -> None:
 @pytest.mark.parametrize("version", ["v1beta2", "v1beta3"])
 def test_beta_versions_read_as_v1(version: str) -> None:
     raw = {**fit_args({"type": "MostAllocated"}), "apiVersion": f"kubescheduler.config.k8s.io/{version}"}
-    assert parse_config(raw, "t").profiles[0].fit.type == "MostAllocated"
+    assert args_of(parse_config(raw, "t").profiles[0], ScoringStrategy).type == "MostAllocated"
 
 
 def test_ignored_upstream_keys_are_accepted() -> None:
@@ -273,15 +270,15 @@ def test_legacy_args_keys_are_case_insensitive(shape_key: str, map_key: str, poi
     u, s = point_keys
     raw["pluginConfig"][0]["args"] = {shape_key: [{u: 0, s: 0}, {u: 50, s: 80}], map_key: {"nvidia.com/gpu": 3}}
     prof = parse_config(raw, "t").profiles[0]
-    assert prof.fit.shape == shape((0, 0), (50, 80))
-    assert prof.fit.resources == resources(("nvidia.com/gpu", 3))
+    assert args_of(prof, ScoringStrategy).shape == shape((0, 0), (50, 80))
+    assert args_of(prof, ScoringStrategy).resources == resources(("nvidia.com/gpu", 3))
 
 
 def test_legacy_most_allocated_alias_and_scheduler_name() -> None:
     raw = {"apiVersion": "kubescheduler.config.k8s.io/v1alpha1", "kind": KIND, "schedulerName": "gpu",
            "plugins": {"score": {"enabled": [{"name": "NodeResourcesMostAllocated", "weight": 2}]}}}
     prof = parse_config(raw, "t").profiles[0]
-    assert prof.scheduler_name == "gpu" and prof.fit.type == "MostAllocated"
+    assert prof.scheduler_name == "gpu" and args_of(prof, ScoringStrategy).type == "MostAllocated"
     assert prof.score_weights["NodeResourcesFit"] == 2
 
 

@@ -35,8 +35,10 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.config import ConfigError, SchedulerConfig, ShapePoint, parse_config
-from scheduler.core.cycle import Scheduler
+from scheduler.api.config import ConfigError, SchedulerConfig, parse_config
+from scheduler.core.plugins.fit.args import ScoringStrategy, ShapePoint
+from scheduler.core.plugins.registry import args_of
+from scheduler.core.scheduler import Scheduler
 from scheduler.core.framework import prepare
 from scheduler.core.plugins.fit import (
     FitScore,
@@ -104,7 +106,7 @@ def fit_scores_direct(scheduler: Scheduler, incoming: dict[str, Any], nodes: Any
     pod = scheduler.state.pods[incoming["metadata"]["uid"]]
     ctx = prepare(pod, scheduler.state.classes)
     assert ctx.prefilter_error is None
-    scorer = FitScore(scheduler.config.profiles[0].fit)
+    scorer = FitScore(args_of(scheduler.config.profiles[0], ScoringStrategy))
     return {name: scorer.score(ctx, scheduler.state.nodes[name]) for name in node_names(nodes)}
 
 
@@ -131,7 +133,7 @@ VECTOR_ROWS = [r for r in SCORE_ROWS if r.vectors]
 
 @pytest.mark.parametrize("row", VECTOR_ROWS, ids=[r.id for r in VECTOR_ROWS])
 def test_upstream_row_scorer_vectors(row: Row) -> None:
-    scorer = build_scorer(fit_config(row.strategy, row.resources, row.shape).profiles[0].fit)
+    scorer = build_scorer(args_of(fit_config(row.strategy, row.resources, row.shape).profiles[0], ScoringStrategy))
     got = {node: scorer(list(req), list(alloc)) for node, (req, alloc) in row.vectors.items()}
     assert got == {node: row.expected[node] for node in row.vectors}
 
@@ -146,7 +148,7 @@ def test_upstream_weight_validation_rows(row: WeightRow) -> None:
     else:
         # Upstream's internal-API validation rejects weight 0; v1 defaulting turns it into 1 first
         # (SetDefaults_NodeResourcesFitArgs: `if Weight == 0 { Weight = 1 }`).
-        fit = fit_config(row.strategy, row.resources).profiles[0].fit
+        fit = args_of(fit_config(row.strategy, row.resources).profiles[0], ScoringStrategy)
         assert tuple((r.name, r.weight) for r in fit.resources) == row.defaulted
 
 
@@ -154,13 +156,13 @@ def test_upstream_weight_validation_rows(row: WeightRow) -> None:
 def test_resources_not_set_is_defaulted_in_v1(strategy: str) -> None:
     """Stand-in for "[2] Resources not set, pods scheduled with error" of both tables: with the v1
     API an empty resource list becomes cpu:1, memory:1 rather than reaching Score."""
-    fit = fit_config(strategy, []).profiles[0].fit
+    fit = args_of(fit_config(strategy, []).profiles[0], ScoringStrategy)
     assert tuple((r.name, r.weight) for r in fit.resources) == (("cpu", 1), ("memory", 1))
 
 
 def test_shape_is_scaled_to_node_score_range() -> None:
     """requestedToCapacityRatioScorer: Score * (MaxNodeScore / MaxCustomPriorityScore), utilization as is."""
-    fit = fit_config("RequestedToCapacityRatio", [("cpu", 1)], ((0, 10), (100, 0))).profiles[0].fit
+    fit = args_of(fit_config("RequestedToCapacityRatio", [("cpu", 1)], ((0, 10), (100, 0))).profiles[0], ScoringStrategy)
     assert fit.shape == (ShapePoint(utilization=0, score=100), ShapePoint(utilization=100, score=0))
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from scheduler.api.config import SchedulerConfig, load_config, parse_config
-from scheduler.core.cycle import Scheduler
+from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 
 

@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.core.annotations import DeviceAssignment
 from scheduler.core.framework.cycle_state import PodContext
 
 if TYPE_CHECKING:
+    from scheduler.core.framework.attempt import Attempt
     from scheduler.core.framework.nodetable import NodeTable
     from scheduler.core.objects import Pod
     from scheduler.core.state import ClusterEvent, EventKind, NodeInfo
@@ -139,7 +141,41 @@ class Reservation:
     the cluster state charges to the pod (container -> resource -> grants)."""
 
     annotations: Mapping[str, str] = field(default_factory=dict)
-    devices: Mapping[str, Mapping[str, tuple[object, ...]]] | None = None
+    devices: DeviceAssignment | None = None
+
+
+@dataclass(slots=True)
+class Released:
+    """Held Bindings a permit plugin lets go: `allowed` may be sent now; `invalid` ones would not
+    be chosen any more (a device, its class or the node changed meanwhile): decide them again."""
+
+    allowed: list[Attempt] = field(default_factory=list)
+    invalid: list[Attempt] = field(default_factory=list)
+
+    def add(self, other: Released) -> None:
+        self.allowed += other.allowed
+        self.invalid += other.invalid
+
+
+class PermitPlugin(Plugin):
+    """Holds a placed pod's Binding until something outside the cycle happens (upstream's Permit
+    returning Wait). The framework asks it to release on events and periodically."""
+
+    @abstractmethod
+    def permit(self, attempt: Attempt, now: float) -> bool:
+        """True: bind now. False: the plugin holds the Binding (and says why in the attempt)."""
+
+    @abstractmethod
+    def release(self, node: str | None, now: float) -> Released:
+        """Held Bindings on `node` (every node when None) that may go out, or must be redone."""
+
+    @abstractmethod
+    def held(self) -> list[Attempt]:
+        """Every Binding the plugin holds."""
+
+    @abstractmethod
+    def abandon(self) -> list[Attempt]:
+        """Drop every held Binding (this replica no longer leads) and return them."""
 
 
 class ReservePlugin(Plugin):

@@ -22,7 +22,7 @@ from typing import TypeVar, cast
 
 import numpy as np
 
-from scheduler.api.config import Profile
+from scheduler.api.config_model import Profile
 from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, PodContext, prepare
 from scheduler.core.framework.interface import (
     BatchFilter,
@@ -31,6 +31,7 @@ from scheduler.core.framework.interface import (
     FilterPlugin,
     Ints,
     Normalize,
+    PermitPlugin,
     Plugin,
     GroupPlugin,
     PreFilterPlugin,
@@ -78,10 +79,11 @@ class ProfileRuntime:
             only_scores = not issubclass(spec.kind, FilterPlugin | PreFilterPlugin | ReservePlugin | GroupPlugin)
             if only_scores and spec.name not in profile.score_weights:
                 continue  # a score plugin the profile does not use costs nothing
-            self.plugins[spec.name] = spec.build(self, profile)
+            self.plugins[spec.name] = spec.build(self, profile.plugin_args.get(spec.name) or spec.default_args())
         self.pre_filters = [p for p in self.plugins.values() if isinstance(p, PreFilterPlugin)]
         self.filters = [p for p in self.plugins.values() if isinstance(p, FilterPlugin)]
         self.reservers = [p for p in self.plugins.values() if isinstance(p, ReservePlugin)]
+        self.permits = [p for p in self.plugins.values() if isinstance(p, PermitPlugin)]
         self.scores: list[tuple[ScorePlugin, int]] = [
             (plugin, weight) for name, weight in profile.score_weights.items()
             if isinstance(plugin := self.plugins.get(name), ScorePlugin)]

@@ -12,13 +12,30 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from scheduler.api.config import CoschedulingArgs
+from pydantic import BaseModel, ConfigDict, Field
+
+from scheduler.api.config_reader import ArgsReader
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import GangView, GroupPlugin, QueueingHint
 from scheduler.core.objects import Pod
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind
 
 NAME = "Coscheduling"
+ARGS_FIELDS = ("permitWaitingTimeSeconds", "podGroupBackoffSeconds")
+ARGS_IGNORED = ("podGroupRejectPercentage",)
+
+
+class CoschedulingArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # accepted for scheduler-plugins compatibility: gangs never wait at Permit here
+    permit_waiting_time_seconds: int = Field(default=60, ge=0)
+    pod_group_backoff_seconds: int = Field(default=0, ge=0)
+
+
+def parse_args(args: ArgsReader) -> CoschedulingArgs:
+    return CoschedulingArgs(permit_waiting_time_seconds=args.non_negative("permitWaitingTimeSeconds", 60),
+                            pod_group_backoff_seconds=args.non_negative("podGroupBackoffSeconds", 0))
 
 
 class Coscheduling(GroupPlugin):

@@ -1,45 +1,126 @@
-"""Every plugin Tessera has, in one place: its name, how a profile builds it, its default weight.
+"""Every plugin Tessera has, in one place: its name, how a profile builds it, its default weight,
+its arguments (model and parser, in the plugin's own module) and the names the seed's v1alpha1
+configuration files used for it.
 
-The order is the filter order (upstream's: NodeUnschedulable, TaintToleration, NodeAffinity,
-NodeResourcesFit; device classes last because they are the most expensive). Adding a plugin is
-one module under `scheduler/core/plugins/` and one entry here (docs/architecture.md shows how).
+The order is the filter order (upstream's: NodeUnschedulable, NodeName, TaintToleration,
+NodeAffinity, NodeResourcesFit; device classes last because they are the most expensive) and the
+order of upstream's default multiPoint set. Adding a plugin is one module under
+`scheduler/core/plugins/` and one entry here (docs/architecture.md shows how).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
 
-from scheduler.api.config import Profile
+from pydantic import BaseModel, ConfigDict
+
+from scheduler.api.config_model import Profile
+from scheduler.api.config_reader import ArgsReader
 from scheduler.core.framework.handle import Handle
-from scheduler.core.framework.interface import Plugin
+from scheduler.core.framework.interface import Plugin, ScorePlugin
+from scheduler.core.plugins import coscheduling
 from scheduler.core.plugins.coscheduling import Coscheduling
 from scheduler.core.plugins.devices import TesseraDevices
+from scheduler.core.plugins.devices import args as device_args
 from scheduler.core.plugins.fit import NodeResourcesFit
+from scheduler.core.plugins.fit import args as fit_args
 from scheduler.core.plugins.fragmentation import TesseraFragmentation
+from scheduler.core.plugins.fragmentation import args as fragmentation_args
 from scheduler.core.plugins.node_affinity import NodeAffinity
+from scheduler.core.plugins.node_name import NodeName
 from scheduler.core.plugins.node_unschedulable import NodeUnschedulable
 from scheduler.core.plugins.taints import TaintToleration
+
+
+class NoArgs(BaseModel):
+    """The args of a plugin that takes none."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+@dataclass(frozen=True, slots=True)
+class ArgsSpec:
+    """A plugin's `pluginConfig[].args`: the model, its parser, and the keys it knows."""
+
+    model: type[BaseModel]
+    parse: Callable[[ArgsReader], BaseModel]
+    fields: tuple[str, ...]
+    ignored: tuple[str, ...] = ()  # accepted for compatibility, without effect
+    hints: Mapping[str, str] = field(default_factory=dict)  # why a known upstream key is refused
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyForm:
+    """How v1alpha1 (Kubernetes 1.17) files name the plugin: `enable` names switch it on (and
+    pick its args through `resolve`), `disable` names switch it off, `args_name` is the
+    pluginConfig entry read by `parse_args` (keys match case-insensitively, as Go decoded them)."""
+
+    enable: tuple[str, ...] = ()
+    disable: tuple[str, ...] = ()
+    args_name: str | None = None
+    parse_args: Callable[[ArgsReader], BaseModel] | None = None
+    resolve: Callable[[str, BaseModel | None], BaseModel] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class PluginSpec:
     kind: type[Plugin]
-    build: Callable[[Handle, Profile], Plugin]
-    default_weight: int | None  # score weight in the default profile; None: not scored by default
+    build: Callable[[Handle, BaseModel], Plugin]  # (handle, the plugin's args or their defaults)
+    default_weight: int | None = None  # score weight in the default profile; None: not scored by default
+    args: ArgsSpec | None = None
+    legacy: LegacyForm | None = None
 
     @property
     def name(self) -> str:
         return self.kind.name
 
+    @property
+    def scores(self) -> bool:
+        return issubclass(self.kind, ScorePlugin)
+
+    def default_args(self) -> BaseModel:
+        return self.args.model() if self.args is not None else NoArgs()
+
+
+A = TypeVar("A", bound=BaseModel)
+
+
+def _no_args(plugin: Callable[[Handle], Plugin]) -> Callable[[Handle, BaseModel], Plugin]:
+    return lambda handle, args: plugin(handle)
+
+
+def _with(plugin: Callable[[Handle, A], Plugin], model: type[A]) -> Callable[[Handle, BaseModel], Plugin]:
+    def build(handle: Handle, args: BaseModel) -> Plugin:
+        assert isinstance(args, model), f"{model.__name__} expected, got {type(args).__name__}"
+        return plugin(handle, args)
+    return build
+
 
 REGISTRY: tuple[PluginSpec, ...] = (
-    PluginSpec(NodeUnschedulable, lambda handle, profile: NodeUnschedulable(handle), None),
-    PluginSpec(TaintToleration, lambda handle, profile: TaintToleration(handle), 3),
-    PluginSpec(NodeAffinity, lambda handle, profile: NodeAffinity(handle), 2),
-    PluginSpec(NodeResourcesFit, lambda handle, profile: NodeResourcesFit(handle, profile.fit), 1),
-    PluginSpec(Coscheduling, lambda handle, profile: Coscheduling(handle, profile.coscheduling), None),
-    PluginSpec(TesseraDevices, lambda handle, profile: TesseraDevices(handle), 1),
-    PluginSpec(TesseraFragmentation, lambda handle, profile: TesseraFragmentation(handle, profile.fragmentation),
-               None),
+    PluginSpec(NodeUnschedulable, _no_args(NodeUnschedulable)),
+    PluginSpec(NodeName, lambda handle, args: NodeName()),
+    PluginSpec(TaintToleration, _no_args(TaintToleration), 3, legacy=LegacyForm(disable=("TaintTolerationPriority",))),
+    PluginSpec(NodeAffinity, _no_args(NodeAffinity), 2, legacy=LegacyForm(disable=("NodeAffinityPriority",))),
+    PluginSpec(NodeResourcesFit, _with(NodeResourcesFit, fit_args.ScoringStrategy), 1, ArgsSpec(fit_args.ScoringStrategy, fit_args.parse_args, fit_args.FIELDS, hints=fit_args.HINTS),
+               LegacyForm(enable=tuple(fit_args.LEGACY_STRATEGIES),
+                          disable=tuple(fit_args.LEGACY_STRATEGIES) + fit_args.LEGACY_PRIORITIES,
+                          args_name=fit_args.LEGACY_ARGS_NAME, parse_args=fit_args.parse_legacy_args,
+                          resolve=fit_args.resolve_legacy)),
+    PluginSpec(Coscheduling, _with(Coscheduling, coscheduling.CoschedulingArgs),
+               args=ArgsSpec(coscheduling.CoschedulingArgs, coscheduling.parse_args, coscheduling.ARGS_FIELDS,
+                             coscheduling.ARGS_IGNORED)),
+    PluginSpec(TesseraDevices, _with(TesseraDevices, device_args.DeviceArgs), 1, ArgsSpec(device_args.DeviceArgs, device_args.parse_args, device_args.FIELDS)),
+    PluginSpec(TesseraFragmentation, _with(TesseraFragmentation, fragmentation_args.FragmentationArgs),
+               args=ArgsSpec(fragmentation_args.FragmentationArgs, fragmentation_args.parse_args,
+                             fragmentation_args.FIELDS)),
 )
+BY_NAME: Mapping[str, PluginSpec] = {spec.name: spec for spec in REGISTRY}
+
+
+def args_of(profile: Profile, model: type[A]) -> A:
+    """The profile's args of the plugin whose args are a `model` (the defaults when not configured)."""
+    spec = next(s for s in REGISTRY if s.args is not None and s.args.model is model)
+    found = profile.plugin_args.get(spec.name)
+    return found if isinstance(found, model) else model()

@@ -8,6 +8,8 @@ and how full that leaves them.
   for a single exclusive request decide alone.
 - Score: device-level binpack (how full the matching devices are after the placement).
 - Reserve: the chosen node's plan becomes the `tessera.dev/devices` annotation of the Binding.
+- Permit: the allocation gate (`gate.py`) holds a Binding while the node agent is still handing
+  another pod the same resource on that node.
 """
 
 from __future__ import annotations
@@ -17,15 +19,18 @@ from collections.abc import Mapping
 import numpy as np
 
 from scheduler.core import annotations as ann
+from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, DeviceDemand, DevicePlan, PodContext
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import (
     Bools,
     FilterPlugin,
     Ints,
+    PermitPlugin,
     PreFilterPlugin,
     QueueingHint,
     Reasons,
+    Released,
     Reservation,
     ReservePlugin,
     RowVerdict,
@@ -34,20 +39,25 @@ from scheduler.core.framework.interface import (
 )
 from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.framework.resources import ResourceColumns
+from scheduler.core.plugins.devices.args import DeviceArgs
 from scheduler.core.plugins.devices.columns import ClassColumns, devices_possible, simple_exclusive
+from scheduler.core.plugins.devices.gate import AllocationGate
 from scheduler.core.plugins.devices.planner import BROKEN, DevicePlanner, SliceChooser
 from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "TesseraDevices"
 
 
-class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin):
+class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, PermitPlugin):
     name = NAME
 
-    def __init__(self, handle: Handle) -> None:
+    def __init__(self, handle: Handle, args: DeviceArgs) -> None:
         self.handle = handle
         self.state = handle.state
+        self.args = args
+        self.default_class_controller = args.default_class_controller
         self.planner = DevicePlanner(self.state, lambda: handle.find(SliceChooser))
+        self.gate = AllocationGate(self.state, args)
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         return {EventKind.NODE_ADDED: self.handle.fits_node, EventKind.NODE_UPDATED: self.handle.fits_node,
@@ -134,6 +144,21 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin):
                 raise AssertionError(f"{ctx.pod.key}: placed on {info.name} without a device plan")
             return Reservation()
         return _reservation(self, plan, now)
+
+
+    # --- permit (the allocation gate) ---------------------------------------------------------
+
+    def permit(self, attempt: Attempt, now: float) -> bool:
+        return self.gate.permit(attempt, now)
+
+    def release(self, node: str | None, now: float) -> Released:
+        return self.gate.release(node, now)
+
+    def held(self) -> list[Attempt]:
+        return self.gate.held()
+
+    def abandon(self) -> list[Attempt]:
+        return self.gate.abandon()
 
 
 def _reservation(plugin: TesseraDevices, plan: DevicePlan, now: float) -> Reservation:

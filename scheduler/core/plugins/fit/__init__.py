@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from scheduler.api.config import ScoringStrategy
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import (
@@ -25,6 +24,7 @@ from scheduler.core.framework.interface import (
 )
 from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.framework.resources import ResourceColumns
+from scheduler.core.plugins.fit.args import ScoringStrategy
 from scheduler.core.plugins.fit.batch import FitVector
 from scheduler.core.plugins.fit.strategies import (
     FitScore,

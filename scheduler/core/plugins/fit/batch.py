@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler.api.config import ScoringStrategy
+from scheduler.core.plugins.fit.args import ScoringStrategy
 from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, DeviceDemand, PodContext
 from scheduler.core.framework.interface import Ints
 from scheduler.core.framework.nodetable import NodeTable

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from scheduler.api.config import ScoringStrategy, ShapePoint
+from scheduler.core.plugins.fit.args import ScoringStrategy, ShapePoint
 from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, PodContext
 from scheduler.core.framework.nodecache import NodeCache
 from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, is_extended

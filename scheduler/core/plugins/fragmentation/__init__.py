@@ -9,13 +9,13 @@ Batch form: scores are reused across cycles and across equal nodes (`cache.py`).
 
 from __future__ import annotations
 
-from scheduler.api.config import FragmentationArgs
 from scheduler.api.quantity import Amount
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import Ints, ScorePlugin
 from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.objects import Device, Pod
+from scheduler.core.plugins.fragmentation.args import FragmentationArgs
 from scheduler.core.plugins.fragmentation.cache import FragmentationCache
 from scheduler.core.plugins.fragmentation.measure import FragmentationScore, sigmoid_score
 from scheduler.core.state import NodeInfo

@@ -1,0 +1,168 @@
+"""Reading one YAML mapping of a configuration file, with upstream's field.Error wording.
+
+Every getter fails naming the exact field path (`profiles[0].pluginConfig[1].args.maxTaskTypes`)
+in the words upstream's validation uses (`Invalid value: 0: must be greater than 0`). The file
+parser (`config_parse`) and every plugin's args parser (in the plugin's own module) use it, so a
+plugin's arguments are checked where the plugin is written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Collection, Iterable, Mapping
+from typing import NoReturn
+
+class FieldError(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+class Verbatim(str):
+    """A value printed as is in messages (Go prints durations unquoted)."""
+
+
+def fmt(value: object) -> str:
+    if isinstance(value, Verbatim):
+        return str(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # e.g. a mapping with date or other non-string keys
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def invalid(path: str, value: object, detail: str) -> NoReturn:
+    raise FieldError(path, f"Invalid value: {fmt(value)}: {detail}")
+
+
+def required(path: str, detail: str = "") -> NoReturn:
+    raise FieldError(path, f"Required value: {detail}" if detail else "Required value")
+
+
+def unsupported(path: str, value: object, supported: Iterable[str]) -> NoReturn:
+    listed = ", ".join(json.dumps(s) for s in supported)
+    raise FieldError(path, f"Unsupported value: {fmt(value)}: supported values: {listed}")
+
+
+def duplicate(path: str, value: object, detail: str = "") -> NoReturn:
+    raise FieldError(path, f"Duplicate value: {fmt(value)}" + (f": {detail}" if detail else ""))
+
+
+def forbidden(path: str, detail: str) -> NoReturn:
+    raise FieldError(path, f"Forbidden: {detail}")
+
+
+def child(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def type_name(value: object) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return "a string" if isinstance(value, str) else f"{fmt(value)}"
+
+
+class ArgsReader:
+    """A YAML mapping at a field path; getters fail naming that path. With `fold`, keys match
+    case-insensitively (last one wins), as Go's encoding/json does."""
+
+    def __init__(self, raw: object, path: str, *, fold: bool = False) -> None:
+        if not isinstance(raw, dict):
+            invalid(path, raw, f"must be a mapping, not {type_name(raw)}")
+        self.path = path
+        self.fold = fold
+        self._data: dict[str, tuple[str, object]] = {}
+        for key, value in raw.items():
+            if not isinstance(key, str):
+                invalid(child(path, str(key)), key, "field names must be strings")
+            self._data[key.lower() if fold else key] = (key, value)
+
+    def _key(self, key: str) -> str:
+        return key.lower() if self.fold else key
+
+    def at(self, key: str) -> str:
+        """The field path of `key`, spelled as in the file when present."""
+        entry = self._data.get(self._key(key))
+        return child(self.path, entry[0] if entry else key)
+
+    def raw(self, key: str) -> object:
+        """The value, None when absent or null (Go decodes both to the zero value / nil)."""
+        entry = self._data.get(self._key(key))
+        return None if entry is None else entry[1]
+
+    def check_keys(self, known: Collection[str], ignored: Collection[str] = (),
+                   hints: Mapping[str, str] | None = None) -> None:
+        allowed = {self._key(k) for k in (*known, *ignored)}
+        for key, (original, _) in self._data.items():
+            if key not in allowed:
+                hint = (hints or {}).get(original)
+                raise FieldError(child(self.path, original), f"unknown field ({hint})" if hint else
+                                  f"unknown field; known fields: {', '.join(sorted(known))}")
+
+    def get_int(self, key: str, default: int) -> int:
+        value = self.raw(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            invalid(self.at(key), value, "must be an integer")
+        return value
+
+    def get_float(self, key: str, default: float) -> float:
+        value = self.raw(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or abs(value) > 1e300 \
+                or not math.isfinite(value):
+            invalid(self.at(key), value, "must be a number")
+        return float(value)
+
+    def get_bool(self, key: str, default: bool) -> bool:
+        value = self.raw(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            invalid(self.at(key), value, "must be true or false")
+        return value
+
+    def get_str(self, key: str, default: str) -> str:
+        value = self.raw(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            invalid(self.at(key), value, "must be a string")
+        return value
+
+    def get_list(self, key: str) -> list[object]:
+        value = self.raw(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            invalid(self.at(key), value, f"must be a list, not {type_name(value)}")
+        return value
+
+    def get_obj(self, key: str) -> ArgsReader | None:
+        value = self.raw(key)
+        return None if value is None else ArgsReader(value, self.at(key), fold=self.fold)
+
+    def non_negative(self, key: str, default: int) -> int:
+        value = self.get_int(key, default)
+        if value < 0:
+            invalid(self.at(key), value, "must be greater than or equal to 0")
+        return value
+
+    def positive(self, key: str, default: int) -> int:
+        value = self.get_int(key, default)
+        if value < 1:
+            invalid(self.at(key), value, "must be greater than 0")
+        return value

@@ -1,0 +1,50 @@
+"""What every job of the scheduler works on: the cluster state, the queue, the profiles' plugins
+and the Bindings permit plugins have let through. The jobs themselves — taking in events
+(`intake.py`), running cycles (`cycle.py`), handling Binding outcomes (`outcomes.py`) — share one
+Engine; `Scheduler` (`scheduler.py`) is the face the live loop, the replay and the benchmarks use.
+"""
+
+from __future__ import annotations
+
+from scheduler.api.config_model import SchedulerConfig
+from scheduler.core.framework.attempt import Attempt
+from scheduler.core.framework.interface import PermitPlugin
+from scheduler.core.framework.nodetable import NodeTable
+from scheduler.core.framework.runtime import ProfileRuntime
+from scheduler.core.objects import Pod
+from scheduler.core.queue import SchedulingQueue
+from scheduler.core.state import ClusterState
+
+
+class Engine:
+    def __init__(self, config: SchedulerConfig, batch: bool) -> None:
+        self.config = config
+        self.state = ClusterState(config.scheduler_names)
+        self.queue = SchedulingQueue(config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds)
+        table = NodeTable(self.state)
+        self.profiles = {p.scheduler_name: ProfileRuntime(p, self.state, table, batch) for p in config.profiles}
+        self.permits: list[PermitPlugin] = [p for runtime in self.profiles.values() for p in runtime.permits]
+        self.released: list[Attempt] = []  # held Bindings a permit plugin let go, not taken yet
+        self.now = 0.0  # the latest time the caller passed in (for requeues inside event handling)
+
+    def runtime_of(self, pod: Pod | None) -> ProfileRuntime:
+        """The pod's profile (the first profile for a pod the state no longer has)."""
+        runtime = self.profiles.get(pod.scheduler_name) if pod is not None else None
+        return runtime if runtime is not None else next(iter(self.profiles.values()))
+
+    def release(self, node: str | None, now: float) -> None:
+        """Ask the permit plugins what they let through on `node` (every node when None): allowed
+        Bindings wait in `released`; placements that would no longer be chosen are redone."""
+        for permit in self.permits:
+            released = permit.release(node, now)
+            self.released += released.allowed
+            for attempt in released.invalid:
+                self.state.forget(attempt.pod.uid)
+                self.requeue_after_error(attempt.pod.uid, now)
+
+    def requeue_after_error(self, uid: str, now: float) -> None:
+        pod = self.state.pods.get(uid)
+        if pod is not None and uid in self.state.pending:
+            if uid not in self.queue:
+                self.queue.add(uid, pod.priority, pod.gang.key if pod.gang else "", now)
+            self.queue.error_failure(uid, now)

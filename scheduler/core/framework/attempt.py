@@ -1,0 +1,21 @@
+"""One scheduling attempt's outcome: the node and Binding annotations, or why not."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduler.core.objects import Pod
+
+
+@dataclass(slots=True)
+class Attempt:
+    pod: Pod
+    node: str | None
+    annotations: dict[str, str] = field(default_factory=dict)
+    message: str = ""
+    rejectors: frozenset[str] = frozenset()
+    scores: dict[str, dict[str, int]] | None = None
+    filtered: dict[str, str] | None = None
+    attempts: int = 1  # this attempt included (for the scheduling SLI metrics)
+    queued_at: float = 0.0  # when the pod first entered the queue
+    deferred: bool = False  # placed, but a permit plugin holds its Binding (the allocation gate)

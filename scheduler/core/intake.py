@@ -1,0 +1,78 @@
+"""Taking in watch events: the cluster state, the queue in step with it, and requeue hints.
+
+Every event goes to the cluster state, which says what changed (`ClusterEvent`s); a pending pod
+that was added or changed is (re)queued; for every change, pods that failed earlier are asked
+whether it may help them — through the queueing hints of the plugins that rejected them — and a
+node whose agent finished an allocation lets the allocation gate release held Bindings.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from scheduler.core.engine import Engine
+from scheduler.core.objects import JSON, Pod, object_uid
+from scheduler.core.queue import QueuedPod
+from scheduler.core.state import ClusterEvent, EventKind, Notice
+
+
+class Intake:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def apply(self, event_type: str, obj: JSON, now: float) -> list[Notice]:
+        """Feed one watch event; keeps the queue in step and requeues pods the event may help."""
+        engine = self.engine
+        engine.now = now
+        if not isinstance(obj, dict):
+            return engine.state.apply(event_type, obj)[1]
+        before = self._known_pod(obj)
+        events, notices = engine.state.apply(event_type, obj)
+        self._sync_queue(obj, before, now)
+        if before is None and obj.get("kind") == "Pod" and event_type != "DELETED":
+            self._observe(obj)
+        for event in events:
+            if event.kind is EventKind.ALLOCATION_DONE:
+                engine.release(event.node, now)
+            else:
+                engine.queue.move(now, functools.partial(self._worth_retrying, event=event))
+        return notices
+
+    def _known_pod(self, obj: JSON) -> Pod | None:
+        if obj.get("kind") != "Pod":
+            return None
+        uid = object_uid(obj)
+        return self.engine.state.pods.get(uid) if uid is not None else None
+
+    def _observe(self, obj: JSON) -> None:
+        uid = object_uid(obj)
+        pod = self.engine.state.pods.get(uid) if uid is not None else None
+        if pod is not None:
+            for runtime in self.engine.profiles.values():
+                runtime.observe(pod)
+
+    def _sync_queue(self, obj: JSON, before: Pod | None, now: float) -> None:
+        if obj.get("kind") != "Pod":
+            return
+        uid = object_uid(obj)
+        if uid is None:
+            return
+        state, queue = self.engine.state, self.engine.queue
+        pod = state.pods.get(uid)
+        if pod is None or uid not in state.pending:
+            if uid in queue and (pod is None or uid not in state.placements or pod.node_name):
+                queue.remove(uid)
+            return
+        if uid not in queue or before is None or _scheduling_inputs(before) != _scheduling_inputs(pod):
+            queue.add(uid, pod.priority, pod.gang.key if pod.gang else "", now)
+
+    def _worth_retrying(self, entry: QueuedPod, *, event: ClusterEvent) -> bool:
+        """May this event make this pod schedulable? Asked of the plugins that rejected it."""
+        runtime = self.engine.runtime_of(self.engine.state.pods.get(entry.uid))
+        return runtime.worth_retrying(entry.uid, entry.rejectors, event)
+
+
+def _scheduling_inputs(pod: Pod) -> tuple[object, ...]:
+    """What a pod update must change to be worth another try (status and metadata noise is not)."""
+    return (pod.requests, pod.node_selector, pod.required_terms, pod.preferred_terms, pod.tolerations,
+            pod.priority, pod.gang, pod.meta.labels, pod.scheduler_name)

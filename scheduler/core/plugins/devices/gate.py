@@ -1,0 +1,144 @@
+"""The allocation gate: one pod per node and device resource waits for the node agent at a time.
+
+Why: the kubelet's device-plugin Allocate call names devices, not pods. The node agent finds the
+pod it is allocating for as the one pod on the node still `tessera.dev/phase: Allocating` for that
+resource; two such pods at once would be ambiguous. So a second pod asking for a common resource on
+that node is placed — its devices are held — but its Binding waits until the agent marks the first
+one `Allocated` (or it runs, ends or goes away), in placement order per node and resource.
+
+The gate holds only where a node agent is known to serve the node (a fresh heartbeat on its
+devices): only an agent ever opens it, so elsewhere it would hold for ever. When a held Binding is
+released, its placement is checked again (node, devices, classes, amounts); one that would no
+longer be chosen is redone instead of bound. Which pods hold a node's gate is part of the device
+ledger (`ClusterState`, rebuilt from annotations after a restart); the held Bindings live here.
+"""
+
+from __future__ import annotations
+
+from scheduler.core.plugins.devices.args import DeviceArgs
+from scheduler.core import annotations as ann
+from scheduler.core.framework.attempt import Attempt
+from scheduler.core.framework.interface import Released
+from scheduler.core.state import ClusterState
+
+CHECK_EVERY_SECONDS = 1.0  # how often held Bindings are checked against agents going quiet
+
+
+class AllocationGate:
+    def __init__(self, state: ClusterState, args: DeviceArgs) -> None:
+        self.state = state
+        self.enabled = args.allocation_gate
+        self.timeout = float(args.agent_heartbeat_timeout_seconds)
+        self.deferred: dict[str, list[Attempt]] = {}  # node -> held attempts, in placement order
+        self._next_check = 0.0
+
+    def _serves(self, node: str, now: float) -> bool:
+        return self.enabled and self.state.nodes[node].agent_serves(now, self.timeout)
+
+    def permit(self, attempt: Attempt, now: float) -> bool:
+        """Bind now and hold the node's gate, or defer the Binding until the gate opens."""
+        if attempt.node is None or not attempt.annotations or not self._serves(attempt.node, now):
+            return True
+        resources = resources_of(attempt)
+        info = self.state.nodes[attempt.node]
+        holder = info.allocation_holder(resources)
+        ahead = next((w for w in self.deferred.get(attempt.node, ()) if not resources_of(w).isdisjoint(resources)),
+                     None)
+        if holder is None and ahead is None:
+            self.state.mark_allocating(attempt.pod.uid, attempt.node, resources)
+            return True
+        attempt.deferred = True
+        blocker = self.state.pods[holder].key if holder is not None and holder in self.state.pods else \
+            ahead.pod.key if ahead is not None else "another pod"
+        attempt.message = (f"assigned to {attempt.node}; the Binding waits until the node agent has allocated "
+                           f"{', '.join(sorted(resources))} to {blocker} (allocation gate)")
+        self.deferred.setdefault(attempt.node, []).append(attempt)
+        return False
+
+    def release(self, node: str | None, now: float) -> Released:
+        """What the gates of `node` (or, at most once a second, of every node) let through now."""
+        released = Released()
+        if node is not None:
+            self._release_node(node, now, released)
+        elif self.deferred and now >= self._next_check:
+            self._next_check = now + CHECK_EVERY_SECONDS  # agents going quiet open their gates
+            for held_node in list(self.deferred):
+                self._release_node(held_node, now, released)
+        return released
+
+    def _release_node(self, node: str, now: float, released: Released) -> None:
+        waiting = self.deferred.get(node)
+        if not waiting:
+            return
+        info = self.state.nodes[node]
+        gated = self._serves(node, now)
+        still: list[Attempt] = []
+        held: set[str] = set()  # resources of pods still waiting: later pods must not overtake them
+        for attempt in waiting:
+            placement = self.state.placements.get(attempt.pod.uid)
+            if placement is None or not placement.assumed or placement.node != node:
+                continue  # deleted, bound by someone else, or forgotten meanwhile
+            if not self._still_valid(attempt):
+                released.invalid.append(attempt)
+                continue
+            resources = resources_of(attempt)
+            if gated and (not held.isdisjoint(resources) or info.allocation_blocks(resources)):
+                still.append(attempt)
+                held |= resources
+                continue
+            if gated:
+                self.state.mark_allocating(attempt.pod.uid, node, resources)
+            attempt.deferred = False
+            attempt.message = ""
+            released.allowed.append(attempt)
+        if still:
+            self.deferred[node] = still
+        else:
+            del self.deferred[node]
+
+    def _still_valid(self, attempt: Attempt) -> bool:
+        """Would this held placement still be chosen as it is? Node, devices, classes, amounts."""
+        state = self.state
+        assert attempt.node is not None
+        info = state.nodes.get(attempt.node)
+        if info is None or info.node is None:
+            return False
+        containers = {c.name: c for c in attempt.pod.containers}
+        uid = attempt.pod.uid
+        for container, by_resource in ann.decode_devices(attempt.annotations[ann.DEVICES]).items():
+            for resource, grants in by_resource.items():
+                cls = state.classes.resource_class(resource)
+                if cls is None:
+                    return False
+                for grant in grants:
+                    device = state.devices.get(grant.device)
+                    use = state.device_use.get(grant.device)
+                    if device is None or not device.schedulable or device.node_name != attempt.node \
+                            or cls.name not in state.classes.device_classes.get(device.name, ()) or use is None:
+                        return False
+                    if cls.sharing is None:
+                        if grant.amount is not None or use.exclusive != {uid} or use.shared:
+                            return False
+                    else:
+                        count = containers[container].requests.get(resource, 0) if container in containers else 0
+                        capacity = device.capacity.get(cls.sharing.dimension)
+                        if grant.amount != cls.sharing.unit * count or use.exclusive or capacity is None \
+                                or use.shared_total > capacity:
+                            return False
+        return True
+
+    def held(self) -> list[Attempt]:
+        return [attempt for attempts in self.deferred.values() for attempt in attempts]
+
+    def abandon(self) -> list[Attempt]:
+        held = self.held()
+        self.deferred = {}
+        return held
+
+
+def resources_of(attempt: Attempt) -> frozenset[str]:
+    """The resource names an attempt's devices are granted under."""
+    raw = attempt.annotations.get(ann.DEVICES)
+    if raw is None:
+        return frozenset()
+    return frozenset(resource for by_resource in ann.decode_devices(raw).values() for resource in by_resource)

@@ -1,0 +1,171 @@
+"""NodeResourcesFitArgs: the scoring strategy, its defaults and upstream's validation.
+
+v1 (`scoringStrategy`, shape scores 0..10 scaled x10 onto 0..100) follows k/k
+`pkg/scheduler/apis/config/v1/defaults.go` and `validation_pluginargs.go`; the seed's v1alpha1
+form (`RequestedToCapacityRatio` args `functionShape`/`resourceToWeightMap`, scores already
+0..100, keys matched case-insensitively) is read by `parse_legacy_args`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from scheduler.api.config_reader import ArgsReader, duplicate, forbidden, invalid, required, type_name, unsupported
+
+ScoringType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
+SCORING_TYPES: tuple[ScoringType, ...] = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ShapePoint(_Frozen):
+    """One point of the RequestedToCapacityRatio broken line; `score` is on the internal 0..100
+    scale (a v1 file's 0..10 score times 10)."""
+
+    utilization: int = Field(ge=0, le=100)
+    score: int = Field(ge=0, le=100)
+
+
+class ResourceWeight(_Frozen):
+    name: str = Field(min_length=1)
+    weight: int = Field(ge=1)
+
+
+class ScoringStrategy(_Frozen):
+    """NodeResourcesFit's scoring strategy (upstream `NodeResourcesFitArgs.scoringStrategy`)."""
+
+    type: ScoringType = "LeastAllocated"
+    resources: tuple[ResourceWeight, ...] = (
+        ResourceWeight(name="cpu", weight=1),
+        ResourceWeight(name="memory", weight=1),
+    )
+    shape: tuple[ShapePoint, ...] = ()
+
+    @model_validator(mode="after")
+    def _shape_matches_type(self) -> ScoringStrategy:
+        if (self.type == "RequestedToCapacityRatio") != bool(self.shape):
+            raise ValueError("shape is required for RequestedToCapacityRatio and only for it")
+        return self
+
+
+DEFAULT = ScoringStrategy()  # v1 SetDefaults_NodeResourcesFitArgs: LeastAllocated cpu:1 memory:1
+FIELDS = ("scoringStrategy",)
+HINTS = {
+    "ignoredResources": "Tessera does not support ignoredResources",
+    "ignoredResourceGroups": "Tessera does not support ignoredResourceGroups",
+}
+# v1alpha1 (Kubernetes 1.17) score plugin names that were NodeResourcesFit strategies
+LEGACY_STRATEGIES: dict[str, ScoringType] = {
+    "NodeResourcesFit": "LeastAllocated",
+    "NodeResourcesLeastAllocated": "LeastAllocated",
+    "NodeResourcesMostAllocated": "MostAllocated",
+    "RequestedToCapacityRatio": "RequestedToCapacityRatio",
+}
+# the old algorithm-provider priorities of the same rule, as they appear in `disabled` lists
+LEGACY_PRIORITIES = ("LeastRequestedPriority", "MostRequestedPriority", "RequestedToCapacityRatioPriority")
+LEGACY_ARGS_NAME = "RequestedToCapacityRatio"  # the v1alpha1 pluginConfig entry holding the shape
+
+
+def parse_args(args: ArgsReader) -> ScoringStrategy:
+    """NodeResourcesFitArgs: v1 defaulting, then ValidateNodeResourcesFitArgs."""
+    strategy = args.get_obj("scoringStrategy")
+    if strategy is None:
+        return DEFAULT
+    strategy.check_keys(("type", "resources", "requestedToCapacityRatio"))
+    written = strategy.raw("type")
+    kind = next((t for t in SCORING_TYPES if t == written), None)
+    if kind is None:
+        unsupported(strategy.at("type"), "" if written is None else written, SCORING_TYPES)
+    resources = _resources(strategy)
+    ratio = strategy.get_obj("requestedToCapacityRatio")
+    shape: tuple[ShapePoint, ...] = ()
+    if kind == "RequestedToCapacityRatio":
+        if ratio is None:
+            required(strategy.at("requestedToCapacityRatio"), "must be specified when type is RequestedToCapacityRatio")
+        ratio.check_keys(("shape",))
+        shape = _shape(ratio, "shape", max_score=10, scale=10)
+    elif ratio is not None:
+        forbidden(strategy.at("requestedToCapacityRatio"), "must be nil when type is not RequestedToCapacityRatio")
+    return ScoringStrategy(type=kind, resources=resources, shape=shape)
+
+
+def _resources(strategy: ArgsReader) -> tuple[ResourceWeight, ...]:
+    items = strategy.get_list("resources")
+    if not items:
+        return DEFAULT.resources
+    resources: list[ResourceWeight] = []
+    for i, raw in enumerate(items):
+        item = ArgsReader(raw, f"{strategy.at('resources')}[{i}]")
+        item.check_keys(("name", "weight"))
+        name = item.get_str("name", "")
+        if not name:
+            required(item.at("name"))
+        weight = item.get_int("weight", 0) or 1  # v1 defaulting: unset or 0 -> 1
+        if not 0 < weight <= 100:
+            invalid(item.at("weight"), weight, f"resource weight of {name} not in valid range (0, 100]")
+        if any(r.name == name for r in resources):
+            duplicate(item.at("name"), name)
+        resources.append(ResourceWeight(name=name, weight=weight))
+    return tuple(resources)
+
+
+def _shape(owner: ArgsReader, key: str, *, max_score: int, scale: int) -> tuple[ShapePoint, ...]:
+    """validateFunctionShape: non-empty, strictly increasing utilization in [0, 100], score in
+    [0, max_score]; scores are then multiplied by `scale` onto the internal 0..100 scale."""
+    path = owner.at(key)
+    items = owner.get_list(key)
+    if not items:
+        required(path, "at least one point must be specified")
+    points: list[tuple[ArgsReader, int, int]] = []
+    for i, raw in enumerate(items):
+        point = ArgsReader(raw, f"{path}[{i}]", fold=owner.fold)
+        point.check_keys(("utilization", "score"))
+        points.append((point, point.get_int("utilization", 0), point.get_int("score", 0)))
+    for (_, previous, _), (point, utilization, _) in zip(points, points[1:]):
+        if previous >= utilization:
+            invalid(point.at("utilization"), utilization, "values must be sorted in increasing order")
+    for point, utilization, score in points:
+        if not 0 <= utilization <= 100:
+            invalid(point.at("utilization"), utilization, "not in valid range [0, 100]")
+        if not 0 <= score <= max_score:
+            invalid(point.at("score"), score, f"not in valid range [0, {max_score}]")
+    return tuple(ShapePoint(utilization=u, score=s * scale) for _, u, s in points)
+
+
+def parse_legacy_args(args: ArgsReader) -> ScoringStrategy:
+    """Kubernetes 1.17 RequestedToCapacityRatioArgs: scores already 0..100, weights >= 1."""
+    args.check_keys(("functionShape", "resourceToWeightMap"))
+    shape = _shape(args, "functionShape", max_score=100, scale=1)
+    path = args.at("resourceToWeightMap")
+    weights = args.raw("resourceToWeightMap")
+    if not weights:
+        required(path, "at least one resource must be specified")
+    if not isinstance(weights, dict):
+        invalid(path, weights, f"must be a mapping, not {type_name(weights)}")
+    resources: list[ResourceWeight] = []
+    for name, weight in weights.items():
+        item = f"{path}[{name}]"
+        if not isinstance(name, str) or not name:
+            invalid(item, name, "resource names must be non-empty strings")
+        if isinstance(weight, bool) or not isinstance(weight, int):
+            invalid(item, weight, "must be an integer")
+        if weight < 1:
+            invalid(item, weight, f"resource weight of {name} must not be less than 1")
+        resources.append(ResourceWeight(name=name, weight=weight))
+    return ScoringStrategy(type="RequestedToCapacityRatio", resources=tuple(resources), shape=shape)
+
+
+def resolve_legacy(alias: str, configured: BaseModel | None) -> ScoringStrategy:
+    """The strategy a v1alpha1 profile asked for by enabling `alias` (and its pluginConfig args)."""
+    strategy = LEGACY_STRATEGIES[alias]
+    if strategy != "RequestedToCapacityRatio":
+        return ScoringStrategy(type=strategy)
+    if not isinstance(configured, ScoringStrategy):
+        required("pluginConfig", "RequestedToCapacityRatio args (functionshape, resourcetoweightmap) are needed "
+                 "when that plugin is enabled")
+    return configured
+

@@ -1,0 +1,200 @@
+"""The scheduler core: watch events in, decisions out. No I/O, no clock — `now` is passed in.
+
+The live loop, the simulator and the benchmarks all drive it the same way:
+
+    notices = scheduler.apply(event_type, obj, now)      # every watch event
+    attempts = scheduler.schedule_next(now)              # until it returns None
+    ... POST each placed attempt's Binding (or wait for take_released() when it was deferred);
+    ... on a refusal scheduler.binding_failed(uid, now), on 404/409 scheduler.binding_dropped(uid)
+
+A placed attempt is already *assumed* in the state (its resources and devices are held), so the
+next cycle can run while the Binding is in flight. Everything else the shell needs to know — for
+Events, statuses and metrics — it asks through the queries below, never by reading the state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from scheduler.api.config_model import SchedulerConfig
+from scheduler.core.cycle import Cycle
+from scheduler.core.engine import Engine
+from scheduler.core.framework.attempt import Attempt
+from scheduler.core.framework.runtime import ProfileRuntime
+from scheduler.core.intake import Intake
+from scheduler.core.objects import JSON, Device
+from scheduler.core.outcomes import BindingOutcomes
+from scheduler.core.plugins.coscheduling import GroupStatus, group_status
+from scheduler.core.queue import SchedulingQueue
+from scheduler.core.state import ClusterState, Notice
+
+UNSCHEDULABLE = "Unschedulable"
+WAITING_FOR_ALLOCATION = "WaitingForAllocation"
+
+
+@runtime_checkable
+class _CreatesDefaultClasses(Protocol):
+    default_class_controller: bool  # one ResourceClass per GPU model, created by the live shell
+
+
+@dataclass(frozen=True, slots=True)
+class ClassStatus:
+    name: str
+    valid: bool
+    message: str
+    matching_devices: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUsage:
+    name: str
+    resources: dict[str, tuple[int, int]]  # resource -> (in use, allocatable); devices by class count
+    pods: int
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig, seed: int = 0, explain: bool = False, batch: bool = True) -> None:
+        """`batch=False` runs every plugin's per-node form only: the reference the batch forms
+        are tested against (the same decisions, slower)."""
+        self._engine = Engine(config, batch)
+        self._intake = Intake(self._engine)
+        self._cycle = Cycle(self._engine, seed, explain)
+        self._outcomes = BindingOutcomes(self._engine)
+
+    # --- driving it ---------------------------------------------------------------------------
+
+    def apply(self, event_type: str, obj: JSON, now: float) -> list[Notice]:
+        """Feed one watch event; keeps the queue in step and requeues pods the event may help."""
+        return self._intake.apply(event_type, obj, now)
+
+    def schedule_next(self, now: float) -> list[Attempt] | None:
+        """Run one cycle (one pod, or one whole gang); None when no pod is ready at `now`."""
+        return self._cycle.schedule_next(now)
+
+    def binding_failed(self, uid: str, now: float) -> None:
+        """The apiserver refused a Binding (nothing was bound): release and back off."""
+        self._outcomes.failed(uid, now)
+
+    def binding_dropped(self, uid: str) -> None:
+        """409 bound elsewhere / 404 gone: the apiserver's view wins; wait for the watch event."""
+        self._outcomes.dropped(uid)
+
+    def abandon_deferred(self, now: float) -> None:
+        """Lost the lease: Bindings not sent yet are not ours to send; their pods go back to the queue."""
+        self._outcomes.abandon(now)
+
+    def take_released(self) -> list[Attempt]:
+        """Held Bindings a permit plugin (the allocation gate) has let go: send them now."""
+        released, self._engine.released = self._engine.released, []
+        return released
+
+    def flush_unschedulable(self, now: float) -> None:
+        """Pods unschedulable for longer than the queue's timeout get another try."""
+        self._engine.queue.flush_unschedulable(now)
+
+    def next_backoff_expiry(self) -> float | None:
+        """When the next backed-off pod becomes ready (the live loop sleeps until then)."""
+        return self._engine.queue.next_backoff_expiry()
+
+    # --- queries ------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> SchedulerConfig:
+        return self._engine.config
+
+    @property
+    def state(self) -> ClusterState:
+        """The cluster state, for tests and tools that inspect the core's view directly."""
+        return self._engine.state
+
+    @property
+    def queue(self) -> SchedulingQueue:
+        return self._engine.queue
+
+    @property
+    def profiles(self) -> dict[str, ProfileRuntime]:
+        return dict(self._engine.profiles)
+
+    @property
+    def default_class_controller(self) -> bool:
+        """Some profile wants one ResourceClass per GPU model created for it."""
+        return any(isinstance(plugin, _CreatesDefaultClasses) and plugin.default_class_controller
+                   for runtime in self._engine.profiles.values() for plugin in runtime.plugins.values())
+
+    def held(self) -> list[Attempt]:
+        """Placed pods whose Binding a permit plugin holds, in the order they were held."""
+        return [attempt for permit in self._engine.permits for attempt in permit.held()]
+
+    def pending_counts(self) -> dict[str, int]:
+        """Pods waiting, by where they wait: the queue's parts and `gated` (placed, Binding held)."""
+        return {**self._engine.queue.counts(), "gated": len(self.held())}
+
+    def waiting_reason(self, key: str) -> tuple[str, str] | None:
+        """Why the pod `key` still waits and its resourceVersion: ("Unschedulable", rv) while it has
+        no node, ("WaitingForAllocation", rv) while its Binding is held; None once it is bound,
+        its Binding is out, or it is gone."""
+        state = self._engine.state
+        pod = state.pod_by_key(key)
+        if pod is None:
+            return None
+        if pod.uid in state.pending:
+            return UNSCHEDULABLE, pod.meta.resource_version
+        if any(attempt.pod.uid == pod.uid for attempt in self.held()):
+            return WAITING_FOR_ALLOCATION, pod.meta.resource_version
+        return None
+
+    def take_touched_groups(self) -> set[str]:
+        """PodGroups whose object or members changed since the last call (their status may have)."""
+        state = self._engine.state
+        touched, state.touched_groups = state.touched_groups, set()
+        return {key for key in touched if key in state.podgroups}
+
+    def group_status(self, key: str) -> GroupStatus | None:
+        return group_status(self._engine.state, key)
+
+    def class_statuses(self) -> list[ClassStatus]:
+        state = self._engine.state
+        return [ClassStatus(name, *state.class_status(name)) for name in sorted(state.classes.classes)]
+
+    def class_names(self) -> list[str]:
+        return list(self._engine.state.classes.classes)
+
+    def devices(self) -> list[Device]:
+        return list(self._engine.state.devices.values())
+
+    def device_states(self) -> dict[str, int]:
+        """Devices by state: free, allocated (exclusive), shared (slices), unhealthy (or cordoned)."""
+        state = self._engine.state
+        counts = {"free": 0, "allocated": 0, "shared": 0, "unhealthy": 0}
+        for device in state.devices.values():
+            use = state.device_use.get(device.name)
+            if not device.schedulable:
+                counts["unhealthy"] += 1
+            elif use is None or not use.busy:
+                counts["free"] += 1
+            elif use.exclusive:
+                counts["allocated"] += 1
+            else:
+                counts["shared"] += 1
+        return counts
+
+    def cache_sizes(self) -> dict[str, int]:
+        """Nodes, pods and assumed pods (placed, Binding not confirmed) in the cache."""
+        state = self._engine.state
+        assumed = sum(1 for placement in state.placements.values() if placement.assumed)
+        return {"nodes": len(state.node_order), "pods": len(state.pods), "assumed_pods": assumed}
+
+    def node_usage(self, resources: tuple[str, ...]) -> Iterator[NodeUsage]:
+        """Per node in arrival order: in-use and allocatable amounts of `resources`."""
+        for info in self._engine.state.node_infos():
+            assert info.node is not None
+            usage = {name: (info.used(name), info.node.allocatable.get(name, 0)) for name in resources}
+            yield NodeUsage(info.name, usage, len(info.pods))
+
+    def is_pending(self, key: str) -> bool:
+        """The pod exists and waits for a node (not placed, not being deleted)."""
+        state = self._engine.state
+        pod = state.pod_by_key(key)
+        return pod is not None and pod.uid in state.pending
