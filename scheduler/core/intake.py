@@ -35,7 +35,7 @@ class Intake:
             if event.kind is EventKind.ALLOCATION_DONE:
                 engine.release(event.node, now)
             else:
-                engine.queue.move(now, functools.partial(self._worth_retrying, event=event))
+                engine.queue.move(now, functools.partial(self._worth_retrying, event=event), event.kind.value)
         return notices
 
     def _known_pod(self, obj: JSON) -> Pod | None:

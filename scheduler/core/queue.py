@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -50,6 +51,8 @@ class SchedulingQueue:
         self.group_backoff_until: dict[str, float] = {}  # Coscheduling podGroupBackoffSeconds
         self._seq = itertools.count()
         self._move_cycle = 0
+        # pods entering a queue, by (queue, event) — upstream's scheduler_queue_incoming_pods_total
+        self.incoming: Counter[tuple[str, str]] = Counter()
 
     # --- membership --------------------------------------------------------------------------
 
@@ -59,11 +62,12 @@ class SchedulingQueue:
         if entry is None:
             entry = self.entries[uid] = QueuedPod(uid, priority, group, now, now)
             self._push_active(entry)
+            self.incoming[ACTIVE, "PodAdd"] += 1
             return
         changed = entry.priority != priority or entry.group != group
         entry.priority, entry.group = priority, group
         if entry.where == UNSCHEDULABLE or (changed and entry.where == ACTIVE):
-            self._requeue(entry, now)
+            self._requeue(entry, now, "PodUpdate")
 
     def remove(self, uid: str) -> None:
         entry = self.entries.pop(uid, None)
@@ -127,6 +131,7 @@ class SchedulingQueue:
             entry.where = UNSCHEDULABLE
             entry.version += 1
             self.unschedulable[uid] = entry
+        self.incoming[entry.where, "ScheduleAttemptFailure"] += 1
 
     def error_failure(self, uid: str, now: float) -> None:
         """An error (API failure, lost Binding): always retry after backoff."""
@@ -138,6 +143,7 @@ class SchedulingQueue:
         entry.rejectors = frozenset()
         self.unschedulable.pop(uid, None)
         self._to_backoff(entry)
+        self.incoming[BACKOFF, "ScheduleAttemptFailure"] += 1
 
     def group_succeeded(self, group: str) -> None:
         self.group_failed_at.pop(group, None)
@@ -149,12 +155,12 @@ class SchedulingQueue:
 
     # --- requeueing --------------------------------------------------------------------------
 
-    def move(self, now: float, worth: Callable[[QueuedPod], bool]) -> int:
-        """Move unschedulable pods for which `worth` says the event may help; returns how many."""
+    def move(self, now: float, worth: Callable[[QueuedPod], bool], event: str) -> int:
+        """Move unschedulable pods for which `worth` says the `event` may help; returns how many."""
         self._move_cycle += 1
         moved = [entry for entry in self.unschedulable.values() if worth(entry)]
         for entry in moved:
-            self._requeue(entry, now)
+            self._requeue(entry, now, event)
         return len(moved)
 
     def flush_backoff(self, now: float) -> None:
@@ -163,12 +169,13 @@ class SchedulingQueue:
             entry = self.entries.get(uid)
             if entry is not None and entry.version == version and entry.where == BACKOFF:
                 self._push_active(entry)
+                self.incoming[ACTIVE, "BackoffComplete"] += 1
 
     def flush_unschedulable(self, now: float) -> int:
         """Pods unschedulable for longer than 5 minutes get another try (UnschedulableTimeout)."""
         stale = [e for e in self.unschedulable.values() if now - e.timestamp > UNSCHEDULABLE_TIMEOUT]
         for entry in stale:
-            self._requeue(entry, now)
+            self._requeue(entry, now, "UnschedulableTimeout")
         return len(stale)
 
     def next_backoff_expiry(self) -> float | None:
@@ -197,12 +204,13 @@ class SchedulingQueue:
             expiry = max(expiry, self.group_backoff_until.get(entry.group, expiry))
         return expiry
 
-    def _requeue(self, entry: QueuedPod, now: float) -> None:
+    def _requeue(self, entry: QueuedPod, now: float, event: str) -> None:
         self.unschedulable.pop(entry.uid, None)
         if self._expiry(entry) > now:
             self._to_backoff(entry)
         else:
             self._push_active(entry)
+        self.incoming[entry.where, event] += 1
 
     def _to_backoff(self, entry: QueuedPod) -> None:
         entry.where = BACKOFF

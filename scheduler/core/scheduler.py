@@ -14,6 +14,7 @@ Events, statuses and metrics — it asks through the queries below, never by rea
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -90,6 +91,11 @@ class Scheduler:
         released, self._engine.released = self._engine.released, []
         return released
 
+    def take_queue_incoming(self) -> dict[tuple[str, str], int]:
+        """Pods that entered each queue since the last call, by (queue, event)."""
+        incoming, self._engine.queue.incoming = self._engine.queue.incoming, Counter()
+        return dict(incoming)
+
     def flush_unschedulable(self, now: float) -> None:
         """Pods unschedulable for longer than the queue's timeout get another try."""
         self._engine.queue.flush_unschedulable(now)
@@ -148,8 +154,7 @@ class Scheduler:
     def take_touched_groups(self) -> set[str]:
         """PodGroups whose object or members changed since the last call (their status may have)."""
         state = self._engine.state
-        touched, state.touched_groups = state.touched_groups, set()
-        return {key for key in touched if key in state.podgroups}
+        return {key for key in state.take_touched_groups() if key in state.podgroups}
 
     def group_status(self, key: str) -> GroupStatus | None:
         return group_status(self._engine.state, key)

@@ -36,8 +36,8 @@ def test_unschedulable_waits_for_a_helpful_event_then_backs_off() -> None:
     q.unschedulable_failure("p", {"NodeResourcesFit"}, now=0.0)
     assert q.entries["p"].where == UNSCHEDULABLE
     assert q.pop(100.0) is None  # time alone does not bring it back (before 5 minutes)
-    assert q.move(0.5, lambda e: False) == 0
-    assert q.move(0.5, lambda e: "NodeResourcesFit" in e.rejectors) == 1
+    assert q.move(0.5, lambda e: False, "NodeAdd") == 0
+    assert q.move(0.5, lambda e: "NodeResourcesFit" in e.rejectors, "NodeAdd") == 1
     assert q.entries["p"].where == BACKOFF  # still inside its 1 s backoff
     assert q.pop(0.9) is None and q.pop(1.0) == "p"
 
@@ -46,7 +46,7 @@ def test_event_during_the_attempt_sends_the_pod_to_backoff_not_unschedulable() -
     q = SchedulingQueue()
     q.add("p", 0, "", now=0.0)
     assert q.pop(0.0) == "p"
-    q.move(0.0, lambda e: True)  # something changed while p was in flight
+    q.move(0.0, lambda e: True, "NodeAdd")  # something changed while p was in flight
     q.unschedulable_failure("p", {"NodeResourcesFit"}, now=0.0)
     assert q.entries["p"].where == BACKOFF
 
@@ -68,7 +68,27 @@ def test_gang_uses_group_failure_time_and_group_backoff() -> None:
     assert q.pop(10.0) == "g-a"
     q.unschedulable_failure("g-a", {"Coscheduling"}, now=10.0)  # the group failed at t=10
     q.back_off_group("g", until=30.0)
-    q.move(12.0, lambda e: True)
+    q.move(12.0, lambda e: True, "NodeAdd")
     assert q.pop(20.0) == "single"
     assert q.pop(29.0) is None  # group backoff holds it even though its own backoff ended
     assert q.pop(30.0) == "g-a"
+
+
+def test_incoming_counts_say_which_queue_each_pod_entered_and_why() -> None:
+    """scheduler_queue_incoming_pods_total{queue, event} used to read 0: nothing counted."""
+    q = SchedulingQueue(1.0, 10.0)
+    q.add("p", 0, "", now=0.0)
+    assert q.pop(0.0) == "p"
+    q.unschedulable_failure("p", {"NodeResourcesFit"}, now=0.0)
+    q.move(0.5, lambda e: True, "NodeAdd")  # still inside its backoff
+    q.flush_backoff(1.0)
+    assert q.pop(1.0) == "p"
+    q.error_failure("p", now=1.0)
+    q.add("p", 0, "", now=1.5)  # an update to a backed-off pod: counted only when it moves
+    assert dict(q.incoming) == {
+        (ACTIVE, "PodAdd"): 1,
+        (UNSCHEDULABLE, "ScheduleAttemptFailure"): 1,
+        (BACKOFF, "NodeAdd"): 1,
+        (ACTIVE, "BackoffComplete"): 1,
+        (BACKOFF, "ScheduleAttemptFailure"): 1,
+    }

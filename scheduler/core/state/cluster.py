@@ -7,16 +7,15 @@ Why it looks like this:
 - Every pod bound by anyone counts against its node; pods *we* placed but whose Binding has not
   come back yet are "assumed" and count the same way, so the next cycle never hands out the same
   capacity twice.
-- Device charges come only from `tessera.dev/devices` annotations (or our own assumptions), so the
-  ledger after a restart is exactly the ledger before it.
+- Its parts by job: this module keeps the objects and the node accounting; the device ledger
+  (`ledger.py`) who holds which device; the gang index (`gangs.py`) which pods form groups.
 """
 
 from __future__ import annotations
 
-import enum
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import replace
 
 from scheduler.api.quantity import Amount
 from scheduler.core.annotations import DeviceAssignment
@@ -24,7 +23,6 @@ from scheduler.core.classes import ClassRegistry, ResourceClass, parse_resource_
 from scheduler.core.objects import (
     JSON,
     Device,
-    Node,
     ObjectError,
     Pod,
     PodGroup,
@@ -34,112 +32,13 @@ from scheduler.core.objects import (
     parse_pod,
     parse_podgroup,
 )
-from scheduler.core.resources import CPU, MEMORY, Resources
+from scheduler.core.resources import CPU, MEMORY
+from scheduler.core.state.events import ClusterEvent, EventKind, Notice
+from scheduler.core.state.gangs import GangIndex
+from scheduler.core.state.ledger import DeviceLedger, DeviceUse
+from scheduler.core.state.nodes import NodeInfo, Placement
 
 _TOMBSTONES = 200_000
-
-
-class EventKind(enum.Enum):
-    NODE_ADDED = "NodeAdd"
-    NODE_UPDATED = "NodeUpdate"
-    ASSIGNED_POD_REMOVED = "AssignedPodDelete"
-    POD_ADDED = "UnscheduledPodAdd"
-    DEVICE_CHANGED = "DeviceChange"
-    CLASS_CHANGED = "ResourceClassChange"
-    PODGROUP_CHANGED = "PodGroupChange"
-    ALLOCATION_DONE = "AllocationDone"  # a pod on the node left `tessera.dev/phase: Allocating`
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterEvent:
-    """A change that may make waiting pods schedulable (the queue's requeue hints key on it)."""
-
-    kind: EventKind
-    node: str = ""
-    group: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Notice:
-    """Bad or surprising input a person should see: a Warning Event live, a stderr line in replay."""
-
-    kind: str
-    key: str
-    reason: str
-    message: str
-    namespace: str = ""
-    uid: str = ""
-
-
-@dataclass(slots=True)
-class DeviceUse:
-    exclusive: set[str] = field(default_factory=set)  # pod uids
-    shared: dict[str, Amount] = field(default_factory=dict)  # pod uid -> amount
-    shared_total: Amount = 0
-    dimension: str = ""  # the sharing dimension of the first shared grant (for utilisation)
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.exclusive or self.shared)
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """Exactly what a pod charged, so releasing it is the exact inverse even if the pod changes."""
-
-    node: str
-    requests: Resources
-    scoring_cpu: int
-    scoring_memory: int
-    grants: tuple[tuple[str, Amount | None], ...]  # (device name, shared amount or None)
-    broken: bool
-    assumed: bool
-
-
-class NodeInfo:
-    """One node's object (if known yet) and everything placed on it."""
-
-    __slots__ = ("name", "node", "pods", "requested", "scoring_cpu", "scoring_memory",
-                 "devices", "busy", "broken", "allocating", "agent_heartbeat", "generation")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.node: Node | None = None
-        self.pods: set[str] = set()
-        self.requested: Resources = {}
-        self.scoring_cpu = 0
-        self.scoring_memory = 0
-        self.devices: dict[str, Device] = {}
-        self.busy: dict[str, int] = {}  # device resourceName -> devices in use (any pod)
-        self.broken: set[str] = set()  # pods whose device annotation could not be read
-        # pods whose devices the node agent has not handed out yet -> their resource names; a
-        # second pod with a common resource name must not be bound here until they are done
-        self.allocating: dict[str, frozenset[str]] = {}
-        self.agent_heartbeat: float | None = None  # the newest heartbeat of the node's devices
-        self.generation = 0
-
-    def allocation_blocks(self, resources: frozenset[str]) -> bool:
-        return self.allocation_holder(resources) is not None
-
-    def allocation_holder(self, resources: frozenset[str]) -> str | None:
-        """The uid of a pod still waiting for its devices under one of these resource names."""
-        return next((uid for uid, held in self.allocating.items() if not held.isdisjoint(resources)), None)
-
-    def agent_serves(self, now: float, timeout: float) -> bool:
-        """A node agent heartbeated recently (a heartbeat ahead of `now` is clock skew: fresh)."""
-        return self.agent_heartbeat is not None and now - self.agent_heartbeat <= timeout
-
-    def used(self, resource: str) -> int:
-        """Requested amount of a resource, counting devices handed out by class."""
-        return self.requested.get(resource, 0) + self.busy.get(resource, 0)
-
-    def device_capacity(self, resource: str) -> int:
-        """Allocatable of a device resource, or the number of its devices if the node does not say."""
-        assert self.node is not None
-        alloc = self.node.allocatable.get(resource)
-        if alloc is not None:
-            return alloc
-        return sum(1 for d in self.devices.values() if d.resource_name == resource)
 
 
 class ClusterState:
@@ -154,17 +53,35 @@ class ClusterState:
         self.by_key: dict[str, str] = {}  # "<ns>/<name>" -> uid
         self.placements: dict[str, Placement] = {}
         self.pending: set[str] = set()  # our pods without a node (and not assumed)
-        self.groups: dict[str, set[str]] = {}  # gang key -> non-terminal member uids
-        self.group_history: dict[str, set[str]] = {}  # gang key -> every member uid not deleted (for status)
-        self.touched_groups: set[str] = set()  # gangs whose members or PodGroup changed (status to write)
-        self.group_first_min: dict[str, int] = {}  # label gangs: min-available of the first member seen
-        self.podgroups: dict[str, PodGroup] = {}
         self.devices: dict[str, Device] = {}
-        self._ghosts: set[str] = set()  # deleted ExtendedResources still held by pods
-        self.device_use: dict[str, DeviceUse] = {}
         self.classes = ClassRegistry()
+        self.ledger = DeviceLedger(self.devices, self.classes, self._node_info, self._touch)
+        self.gangs = GangIndex()
         self._tombstones: OrderedDict[str, None] = OrderedDict()
         self._resource_versions: dict[str, int] = {}
+
+    # --- the parts' tables, read by the core's plugins --------------------------------------
+
+    @property
+    def device_use(self) -> dict[str, DeviceUse]:
+        return self.ledger.use
+
+    @property
+    def groups(self) -> dict[str, set[str]]:
+        return self.gangs.members
+
+    @property
+    def group_history(self) -> dict[str, set[str]]:
+        return self.gangs.history
+
+    @property
+    def podgroups(self) -> dict[str, PodGroup]:
+        return self.gangs.podgroups
+
+    def take_touched_groups(self) -> set[str]:
+        """Gangs whose members or PodGroup changed since the last call."""
+        touched, self.gangs.touched = self.gangs.touched, set()
+        return touched
 
     # --- public queries ----------------------------------------------------------------------
 
@@ -185,11 +102,7 @@ class ClusterState:
 
     def group_min(self, key: str, pod: Pod) -> int | None:
         """The gang's minimum, or None when its PodGroup object has not been seen."""
-        assert pod.gang is not None
-        if pod.gang.from_podgroup:
-            pg = self.podgroups.get(key)
-            return pg.min_member if pg is not None else None
-        return self.group_first_min.get(key, pod.gang.min_available)
+        return self.gangs.minimum(key, pod)
 
     def class_status(self, name: str) -> tuple[bool, str, int]:
         """(valid, message, matching devices) for a ResourceClass status."""
@@ -243,7 +156,7 @@ class ClusterState:
         if kind == "ResourceClass":
             self.classes.remove(name, self.devices.values())
             return [ClusterEvent(EventKind.CLASS_CHANGED)]
-        if kind == "PodGroup" and self.podgroups.pop(key, None) is not None:
+        if kind == "PodGroup" and self.gangs.podgroup_deleted(key):
             return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=key)]
         return []
 
@@ -334,7 +247,7 @@ class ClusterState:
             if old.key != pod.key:  # same uid, different name: not a real object; keep the first
                 return [], [Notice("Pod", pod.key, "InvalidObject", f"pod uid {uid} reused by {pod.key}")]
             if old.gang is not None and (pod.gang is None or pod.gang.key != old.gang.key):
-                self._leave_group(old)
+                self.gangs.leave(old)
         else:
             previous_uid = self.by_key.get(pod.key)
             if previous_uid is not None and previous_uid in self.pods:  # recreated under the same name
@@ -342,10 +255,9 @@ class ClusterState:
         self.pods[uid] = pod
         self.by_key[pod.key] = uid
         if old is not None and old.gang is not None and (pod.gang is None or pod.gang.key != old.gang.key):
-            self._forget_member(old)
+            self.gangs.forget(old)
         if pod.gang is not None:
-            self.group_history.setdefault(pod.gang.key, set()).add(uid)
-            self.touched_groups.add(pod.gang.key)
+            self.gangs.seen(pod)
         if pod.label_error is not None and (old is None or old.label_error != pod.label_error):
             notices.append(Notice("Pod", pod.key, "InvalidObject", f"Pod {pod.key}: {pod.label_error}",
                                   pod.meta.namespace, uid))
@@ -355,13 +267,10 @@ class ClusterState:
                 events += self._unplace(uid)
             self.pending.discard(uid)
             if pod.gang is not None:
-                self._leave_group(pod)
+                self.gangs.leave(pod)
             return events, notices
         if pod.gang is not None:
-            members = self.groups.setdefault(pod.gang.key, set())
-            if uid not in members and pod.gang.min_available is not None:
-                self.group_first_min.setdefault(pod.gang.key, pod.gang.min_available)
-            members.add(uid)
+            self.gangs.join(pod)
         if pod.node_name:
             self.pending.discard(uid)
             if placement is None or placement.assumed or placement.node != pod.node_name or old is None \
@@ -372,7 +281,7 @@ class ClusterState:
                     events += self._unplace(uid, drop_ghosts=False)
                 notices += self._place(pod, pod.node_name, pod.devices, assumed=False)
                 if placement is not None:
-                    self._drop_released_ghosts(device for device, _ in placement.grants)
+                    self.ledger.drop_released_ghosts(device for device, _ in placement.grants)
             events += self._update_gate(pod, pod.node_name)
             return events, notices
         if placement is not None and placement.assumed:
@@ -389,28 +298,13 @@ class ClusterState:
 
     def _update_gate(self, pod: Pod, node_name: str) -> list[ClusterEvent]:
         """Rebuild this pod's allocation gate entry from its annotations (never from a timer)."""
-        info = self._node_info(node_name)
-        resources = allocating_resources(pod)
-        if resources:
-            info.allocating[pod.uid] = resources
-            return []
-        if info.allocating.pop(pod.uid, None) is not None:
+        if self.ledger.update_allocating(self._node_info(node_name), pod):
             return [ClusterEvent(EventKind.ALLOCATION_DONE, node=node_name)]
         return []
 
     def mark_allocating(self, uid: str, node_name: str, resources: frozenset[str]) -> None:
         """Our Binding for an assumed pod is going out: it holds the gate from now on."""
         self._node_info(node_name).allocating[uid] = resources
-
-    def _leave_group(self, pod: Pod) -> None:
-        assert pod.gang is not None
-        members = self.groups.get(pod.gang.key)
-        if members is None:
-            return
-        members.discard(pod.uid)
-        if not members:
-            del self.groups[pod.gang.key]
-            self.group_first_min.pop(pod.gang.key, None)
 
     def _remove_pod(self, pod: Pod) -> list[ClusterEvent]:
         uid = pod.uid
@@ -420,18 +314,9 @@ class ClusterState:
             del self.by_key[pod.key]
         self.pending.discard(uid)
         if pod.gang is not None:
-            self._leave_group(pod)
-            self._forget_member(pod)
+            self.gangs.leave(pod)
+            self.gangs.forget(pod)
         return events
-
-    def _forget_member(self, pod: Pod) -> None:
-        assert pod.gang is not None
-        self.touched_groups.add(pod.gang.key)
-        members = self.group_history.get(pod.gang.key)
-        if members is not None:
-            members.discard(pod.uid)
-            if not members:
-                del self.group_history[pod.gang.key]
 
     def _place(self, pod: Pod, node_name: str, devices: DeviceAssignment | None,
                assumed: bool) -> list[Notice]:
@@ -449,7 +334,7 @@ class ClusterState:
             for resource, entries in by_resource.items():
                 for grant in entries:
                     grants.append((grant.device, grant.amount))
-                    notices += self._charge(pod, grant.device, grant.amount, resource)
+                    notices += self.ledger.charge(pod, grant.device, grant.amount, resource)
         placement = Placement(node_name, dict(pod.requests), pod.scoring_requests.get(CPU, 0),
                               pod.scoring_requests.get(MEMORY, 0), tuple(grants), broken, assumed)
         self.placements[pod.uid] = placement
@@ -459,24 +344,8 @@ class ClusterState:
         info.scoring_cpu += placement.scoring_cpu
         info.scoring_memory += placement.scoring_memory
         self._touch(info)
-        self._refresh_busy_for(device for device, _ in grants)
+        self.ledger.refresh_for(device for device, _ in grants)
         return notices
-
-    def _charge(self, pod: Pod, device: str, amount: Amount | None, resource: str) -> list[Notice]:
-        use = self.device_use.setdefault(device, DeviceUse())
-        conflict = bool(use.exclusive) or (amount is None and bool(use.shared))
-        if amount is None:
-            use.exclusive.add(pod.uid)
-        else:
-            use.shared[pod.uid] = use.shared.get(pod.uid, 0) + amount
-            use.shared_total += amount
-            cls = self.classes.resource_class(resource)
-            if not use.dimension and cls is not None and cls.sharing is not None:
-                use.dimension = cls.sharing.dimension
-        if conflict:
-            return [Notice("Pod", pod.key, "DeviceConflict",
-                           f"device {device} is assigned to more than one pod exclusively", pod.meta.namespace, pod.uid)]
-        return []
 
     def _unplace(self, uid: str, drop_ghosts: bool = True) -> list[ClusterEvent]:
         placement = self.placements.pop(uid)
@@ -493,47 +362,14 @@ class ClusterState:
         info.scoring_cpu -= placement.scoring_cpu
         info.scoring_memory -= placement.scoring_memory
         self._touch(info)
-        for device, amount in placement.grants:
-            use = self.device_use.get(device)
-            if use is None:
-                continue
-            if amount is None:
-                use.exclusive.discard(uid)
-            elif uid in use.shared:
-                use.shared_total -= use.shared.pop(uid)
-            if not use.busy:
-                del self.device_use[device]
-        self._refresh_busy_for([device for device, _ in placement.grants])
+        self.ledger.uncharge(uid, placement.grants)
+        self.ledger.refresh_for([device for device, _ in placement.grants])
         if drop_ghosts:
-            self._drop_released_ghosts(device for device, _ in placement.grants)
+            self.ledger.drop_released_ghosts(device for device, _ in placement.grants)
         events = [ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=placement.node)]
         if gate_opened:
             events.append(ClusterEvent(EventKind.ALLOCATION_DONE, node=placement.node))
         return events
-
-    def _drop_released_ghosts(self, device_names: Iterable[str]) -> None:
-        """Forget deleted devices whose last holder has left (until then they still count)."""
-        for device in device_names:
-            if device in self._ghosts and device not in self.device_use:
-                self._ghosts.discard(device)
-                ghost = self.devices.pop(device)
-                holder = self._node_info(ghost.node_name)
-                holder.devices.pop(device, None)
-                self._refresh_busy(holder)
-
-    def _refresh_busy_for(self, device_names: Iterator[str] | list[str] | tuple[str, ...]) -> None:
-        nodes = {self.devices[name].node_name for name in device_names if name in self.devices}
-        for node_name in nodes:
-            self._refresh_busy(self._node_info(node_name))
-
-    def _refresh_busy(self, info: NodeInfo) -> None:
-        busy: dict[str, int] = {}
-        for device in info.devices.values():
-            use = self.device_use.get(device.name)
-            if use is not None and use.busy:
-                busy[device.resource_name] = busy.get(device.resource_name, 0) + 1
-        info.busy = busy
-        self._touch(info)
 
     # --- assume / forget (our own decisions, before the apiserver confirms them) ------------
 
@@ -564,40 +400,16 @@ class ClusterState:
         if device.heartbeat is not None:
             info = self._node_info(device.node_name)
             info.agent_heartbeat = max(info.agent_heartbeat or device.heartbeat, device.heartbeat)
-        if old is not None and device.name not in self._ghosts and old.same_spec(device):
+        if old is not None and not self.ledger.is_ghost(device.name) and old.same_spec(device):
             if old.heartbeat != device.heartbeat:
                 self.devices[device.name] = self._node_info(device.node_name).devices[device.name] = device
             return [], []
-        if old is not None and old.node_name != device.node_name:
-            previous = self._node_info(old.node_name)
-            previous.devices.pop(device.name, None)
-            self._refresh_busy(previous)
-        self.devices[device.name] = device
-        self._ghosts.discard(device.name)
-        info = self._node_info(device.node_name)
-        info.devices[device.name] = device
-        self.classes.device_changed(device)
-        self._refresh_busy(info)
+        self.ledger.upsert(device, old)
         return [ClusterEvent(EventKind.DEVICE_CHANGED, node=device.node_name)], []
 
     def _delete_device(self, name: str) -> list[ClusterEvent]:
-        old = self.devices.get(name)
-        if old is None or name in self._ghosts:
-            return []
-        info = self._node_info(old.node_name)
-        self.classes.device_removed(name)
-        use = self.device_use.get(name)
-        if use is not None and use.busy:
-            # Devices are released when their pods are gone, not when their object is: keep a
-            # cordoned ghost so the node's device count still includes it (DESIGN.md §2).
-            ghost = replace(old, unschedulable=True)
-            self.devices[name] = info.devices[name] = ghost
-            self._ghosts.add(name)
-        else:
-            del self.devices[name]
-            info.devices.pop(name, None)
-        self._refresh_busy(info)
-        return [ClusterEvent(EventKind.DEVICE_CHANGED, node=old.node_name)]
+        node = self.ledger.delete(name)
+        return [ClusterEvent(EventKind.DEVICE_CHANGED, node=node)] if node is not None else []
 
     def _on_class(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
         cls = parse_resource_class(obj)
@@ -623,27 +435,13 @@ class ClusterState:
         return [ClusterEvent(EventKind.CLASS_CHANGED)], notices
 
     def _on_podgroup(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
-        pg = parse_podgroup(obj)
+        group = parse_podgroup(obj)
         if event_type == "DELETED":
-            self.podgroups.pop(pg.key, None)
-            return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=pg.key)], []
-        old = self.podgroups.get(pg.key)
-        self.podgroups[pg.key] = pg
-        self.touched_groups.add(pg.key)
-        if old is not None and old.min_member == pg.min_member:
+            self.gangs.podgroup_deleted(group.key)
+            return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=group.key)], []
+        if not self.gangs.podgroup_changed(group):
             return [], []
-        return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=pg.key)], []
-
-
-def allocating_resources(pod: Pod) -> frozenset[str]:
-    """Resource names a bound pod still waits for the node agent to hand out (empty when done).
-
-    The gate holds while `tessera.dev/phase` is `Allocating` and the pod has not started; it opens
-    on `Allocated`/`Failed`, when the pod runs or ends, or when the pod is gone.
-    """
-    if not pod.allocating or pod.phase != "Pending" or not pod.devices:
-        return frozenset()
-    return frozenset(resource for by_resource in pod.devices.values() for resource in by_resource)
+        return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=group.key)], []
 
 
 def _same_class(a: ResourceClass, b: ResourceClass) -> bool:

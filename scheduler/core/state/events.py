@@ -1,0 +1,42 @@
+"""What a change to the cluster state means for waiting pods, and what a person should be told.
+
+`ClusterEvent`s drive requeueing (plugins' queueing hints key on their kind); `Notice`s are bad or
+surprising input — a Warning Event live, a stderr line in a replay.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class EventKind(enum.Enum):
+    NODE_ADDED = "NodeAdd"
+    NODE_UPDATED = "NodeUpdate"
+    ASSIGNED_POD_REMOVED = "AssignedPodDelete"
+    POD_ADDED = "UnscheduledPodAdd"
+    DEVICE_CHANGED = "DeviceChange"
+    CLASS_CHANGED = "ResourceClassChange"
+    PODGROUP_CHANGED = "PodGroupChange"
+    ALLOCATION_DONE = "AllocationDone"  # a pod on the node left `tessera.dev/phase: Allocating`
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    """A change that may make waiting pods schedulable (the queue's requeue hints key on it)."""
+
+    kind: EventKind
+    node: str = ""
+    group: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Bad or surprising input a person should see: a Warning Event live, a stderr line in replay."""
+
+    kind: str
+    key: str
+    reason: str
+    message: str
+    namespace: str = ""
+    uid: str = ""

@@ -1,0 +1,149 @@
+"""The device ledger: which pod holds which device (exclusively, or a slice of it), per node how
+many devices of each resource are busy, deleted devices still held ("ghosts"), and which pods
+still wait for the node agent to hand their devices out (the allocation gate's part of the state).
+
+Charges come only from `tessera.dev/devices` annotations (or our own assumptions), so the ledger
+after a restart is exactly the ledger before it. A deleted ExtendedResource stays counted — as a
+cordoned ghost — until the last pod holding it is gone: devices are released when their pods are,
+not when their objects are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+from scheduler.api.quantity import Amount
+from scheduler.core.classes import ClassRegistry
+from scheduler.core.objects import Device, Pod
+from scheduler.core.state.events import Notice
+from scheduler.core.state.nodes import NodeInfo
+
+
+@dataclass(slots=True)
+class DeviceUse:
+    exclusive: set[str] = field(default_factory=set)  # pod uids
+    shared: dict[str, Amount] = field(default_factory=dict)  # pod uid -> amount
+    shared_total: Amount = 0
+    dimension: str = ""  # the sharing dimension of the first shared grant (for utilisation)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.exclusive or self.shared)
+
+
+class DeviceLedger:
+    def __init__(self, devices: dict[str, Device], classes: ClassRegistry,
+                 node_info: Callable[[str], NodeInfo], touch: Callable[[NodeInfo], None]) -> None:
+        self.devices = devices  # the cache's devices (ghosts included)
+        self.classes = classes
+        self._node_info = node_info
+        self._touch = touch
+        self.use: dict[str, DeviceUse] = {}
+        self.ghosts: set[str] = set()  # deleted ExtendedResources still held by pods
+
+    def charge(self, pod: Pod, device: str, amount: Amount | None, resource: str) -> list[Notice]:
+        use = self.use.setdefault(device, DeviceUse())
+        conflict = bool(use.exclusive) or (amount is None and bool(use.shared))
+        if amount is None:
+            use.exclusive.add(pod.uid)
+        else:
+            use.shared[pod.uid] = use.shared.get(pod.uid, 0) + amount
+            use.shared_total += amount
+            cls = self.classes.resource_class(resource)
+            if not use.dimension and cls is not None and cls.sharing is not None:
+                use.dimension = cls.sharing.dimension
+        if conflict:
+            return [Notice("Pod", pod.key, "DeviceConflict",
+                           f"device {device} is assigned to more than one pod exclusively", pod.meta.namespace, pod.uid)]
+        return []
+
+    def uncharge(self, uid: str, grants: Iterable[tuple[str, Amount | None]]) -> None:
+        for device, amount in grants:
+            use = self.use.get(device)
+            if use is None:
+                continue
+            if amount is None:
+                use.exclusive.discard(uid)
+            elif uid in use.shared:
+                use.shared_total -= use.shared.pop(uid)
+            if not use.busy:
+                del self.use[device]
+
+    def drop_released_ghosts(self, device_names: Iterable[str]) -> None:
+        """Forget deleted devices whose last holder has left (until then they still count)."""
+        for device in device_names:
+            if device in self.ghosts and device not in self.use:
+                self.ghosts.discard(device)
+                ghost = self.devices.pop(device)
+                holder = self._node_info(ghost.node_name)
+                holder.devices.pop(device, None)
+                self.refresh(holder)
+
+    def refresh_for(self, device_names: Iterable[str]) -> None:
+        nodes = {self.devices[name].node_name for name in device_names if name in self.devices}
+        for node_name in nodes:
+            self.refresh(self._node_info(node_name))
+
+    def refresh(self, info: NodeInfo) -> None:
+        """Recount the node's busy devices per resource (what plain count requests share)."""
+        busy: dict[str, int] = {}
+        for device in info.devices.values():
+            use = self.use.get(device.name)
+            if use is not None and use.busy:
+                busy[device.resource_name] = busy.get(device.resource_name, 0) + 1
+        info.busy = busy
+        self._touch(info)
+
+    def upsert(self, device: Device, old: Device | None) -> None:
+        """A new or changed ExtendedResource (a deleted one coming back is no ghost any more)."""
+        if old is not None and old.node_name != device.node_name:
+            previous = self._node_info(old.node_name)
+            previous.devices.pop(device.name, None)
+            self.refresh(previous)
+        self.devices[device.name] = device
+        self.ghosts.discard(device.name)
+        info = self._node_info(device.node_name)
+        info.devices[device.name] = device
+        self.classes.device_changed(device)
+        self.refresh(info)
+
+    def delete(self, name: str) -> str | None:
+        """An ExtendedResource was deleted: its node (None if unknown or already a ghost)."""
+        old = self.devices.get(name)
+        if old is None or name in self.ghosts:
+            return None
+        info = self._node_info(old.node_name)
+        self.classes.device_removed(name)
+        use = self.use.get(name)
+        if use is not None and use.busy:
+            ghost = replace(old, unschedulable=True)
+            self.devices[name] = info.devices[name] = ghost
+            self.ghosts.add(name)
+        else:
+            del self.devices[name]
+            info.devices.pop(name, None)
+        self.refresh(info)
+        return old.node_name
+
+    def is_ghost(self, name: str) -> bool:
+        return name in self.ghosts
+
+    def update_allocating(self, info: NodeInfo, pod: Pod) -> bool:
+        """Track whether a bound pod still waits for the node agent; True when it just stopped."""
+        resources = allocating_resources(pod)
+        if resources:
+            info.allocating[pod.uid] = resources
+            return False
+        return info.allocating.pop(pod.uid, None) is not None
+
+
+def allocating_resources(pod: Pod) -> frozenset[str]:
+    """Resource names a bound pod still waits for the node agent to hand out (empty when done).
+
+    The gate holds while `tessera.dev/phase` is `Allocating` and the pod has not started; it opens
+    on `Allocated`/`Failed`, when the pod runs or ends, or when the pod is gone.
+    """
+    if not pod.allocating or pod.phase != "Pending" or not pod.devices:
+        return frozenset()
+    return frozenset(resource for by_resource in pod.devices.values() for resource in by_resource)

@@ -1,0 +1,68 @@
+"""A node as the scheduler sees it: its object, what is placed on it, and what each pod charged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.api.quantity import Amount
+from scheduler.core.objects import Device, Node
+from scheduler.core.resources import Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Exactly what a pod charged, so releasing it is the exact inverse even if the pod changes."""
+
+    node: str
+    requests: Resources
+    scoring_cpu: int
+    scoring_memory: int
+    grants: tuple[tuple[str, Amount | None], ...]  # (device name, shared amount or None)
+    broken: bool
+    assumed: bool
+
+
+class NodeInfo:
+    """One node's object (if known yet) and everything placed on it."""
+
+    __slots__ = ("name", "node", "pods", "requested", "scoring_cpu", "scoring_memory",
+                 "devices", "busy", "broken", "allocating", "agent_heartbeat", "generation")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.node: Node | None = None
+        self.pods: set[str] = set()
+        self.requested: Resources = {}
+        self.scoring_cpu = 0
+        self.scoring_memory = 0
+        self.devices: dict[str, Device] = {}
+        self.busy: dict[str, int] = {}  # device resourceName -> devices in use (any pod)
+        self.broken: set[str] = set()  # pods whose device annotation could not be read
+        # pods whose devices the node agent has not handed out yet -> their resource names; a
+        # second pod with a common resource name must not be bound here until they are done
+        self.allocating: dict[str, frozenset[str]] = {}
+        self.agent_heartbeat: float | None = None  # the newest heartbeat of the node's devices
+        self.generation = 0
+
+    def allocation_blocks(self, resources: frozenset[str]) -> bool:
+        return self.allocation_holder(resources) is not None
+
+    def allocation_holder(self, resources: frozenset[str]) -> str | None:
+        """The uid of a pod still waiting for its devices under one of these resource names."""
+        return next((uid for uid, held in self.allocating.items() if not held.isdisjoint(resources)), None)
+
+    def agent_serves(self, now: float, timeout: float) -> bool:
+        """A node agent heartbeated recently (a heartbeat ahead of `now` is clock skew: fresh)."""
+        return self.agent_heartbeat is not None and now - self.agent_heartbeat <= timeout
+
+    def used(self, resource: str) -> int:
+        """Requested amount of a resource, counting devices handed out by class."""
+        return self.requested.get(resource, 0) + self.busy.get(resource, 0)
+
+    def device_capacity(self, resource: str) -> int:
+        """Allocatable of a device resource, or the number of its devices if the node does not say."""
+        assert self.node is not None
+        alloc = self.node.allocatable.get(resource)
+        if alloc is not None:
+            return alloc
+        return sum(1 for d in self.devices.values() if d.resource_name == resource)
