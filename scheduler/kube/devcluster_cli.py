@@ -58,7 +58,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--with-controller-manager",
         action="store_true",
-        help="also run kube-controller-manager (resource quota, namespace, GC controllers)",
+        help="also run kube-controller-manager with its default controllers (Deployments, Jobs, "
+        "StatefulSets, DaemonSets, quota, GC, ...) except those that need a kubelet or a cloud",
     )
     parser.set_defaults(func=run)
     return parser

@@ -25,6 +25,7 @@ import pytest_asyncio
 
 from scheduler.kube.controlplane import BinariesNotFound, ControlPlaneBinaries, LocalControlPlane, find_binaries
 from scheduler.kube.controlplane.binaries import default_bin_dir
+from scheduler.kube.controlplane.components import TEST_CONTROLLERS
 
 _E2E_DIR = Path(__file__).resolve().parent
 _BINARIES = pytest.StashKey[ControlPlaneBinaries | str]()
@@ -109,12 +110,14 @@ def control_plane(
 ) -> Iterator[LocalControlPlane]:
     """etcd + kube-apiserver (+ kube-controller-manager when available) with the CRDs installed.
 
+    The controller manager runs ``TEST_CONTROLLERS`` (no workload controllers: see there why).
     The default kube-scheduler is not running; start it with ``start_kube_scheduler()``.
     """
     plane = LocalControlPlane(
         tmp_path_factory.mktemp("control-plane"),
         binaries=control_plane_binaries,
         with_controller_manager=control_plane_binaries.kube_controller_manager is not None,
+        controllers=TEST_CONTROLLERS,
     )
     plane.start()
     try:

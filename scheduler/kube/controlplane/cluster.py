@@ -359,7 +359,13 @@ class LocalControlPlane:
         )
         self._controller_manager = ManagedProcess(
             "kube-controller-manager",
-            components.controller_manager_argv(binary, kubeconfig, self._controllers),
+            components.controller_manager_argv(
+                binary,
+                kubeconfig,
+                self._controllers,
+                ca=(self.ca_file, self._pki / "ca.key"),
+                service_account_key=self._pki / "sa.key",
+            ),
             self.directory / "kube-controller-manager.log",
             _child_env(),
         )

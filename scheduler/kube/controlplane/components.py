@@ -15,6 +15,7 @@ import yaml
 
 __all__ = [
     "DEFAULT_CONTROLLERS",
+    "TEST_CONTROLLERS",
     "ApiserverFiles",
     "apiserver_argv",
     "controller_manager_argv",
@@ -23,14 +24,73 @@ __all__ = [
     "scheduler_argv",
 ]
 
+# The controllers `tessera dev-cluster --with-controller-manager` runs: kube-controller-manager's
+# on-by-default set (v1.36 `--controllers` help), so Jobs, Deployments, StatefulSets, DaemonSets,
+# CronJobs, PDBs, quota, garbage collection and Services behave as a user expects, minus those
+# that need what a local control plane does not have:
+# - a kubelet: node-lifecycle-controller (it would mark every fake node NotReady and evict its
+#   pods), ttl-controller (tunes kubelet caching only), persistentvolume-attach-detach-controller
+#   (attaches volumes to kubelets);
+# - a cloud provider or pod CIDRs: cloud-node-lifecycle-controller, node-route-controller,
+#   service-lb-controller, node-ipam-controller.
+# Controllers behind feature gates that v1.36 leaves off (podgroup-protection,
+# podcertificaterequest-cleaner, the ClusterTrustBundle publisher, resourcepoolstatusrequest and
+# the storage-version ones) are left out too: kube-controller-manager would only skip them.
+DEFAULT_CONTROLLERS: tuple[str, ...] = (
+    # workloads
+    "deployment-controller",
+    "replicaset-controller",
+    "replicationcontroller-controller",
+    "statefulset-controller",
+    "daemonset-controller",
+    "job-controller",
+    "cronjob-controller",
+    "ttl-after-finished-controller",
+    "disruption-controller",
+    "horizontal-pod-autoscaler-controller",
+    # object lifecycle
+    "garbage-collector-controller",
+    "namespace-controller",
+    "pod-garbage-collector-controller",
+    "resourcequota-controller",
+    "taint-eviction-controller",
+    # identity, RBAC, certificates
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "legacy-serviceaccount-token-cleaner-controller",
+    "root-ca-certificate-publisher-controller",
+    "clusterrole-aggregation-controller",
+    "certificatesigningrequest-approving-controller",
+    "certificatesigningrequest-cleaner-controller",
+    "certificatesigningrequest-signing-controller",
+    "validatingadmissionpolicy-status-controller",
+    # Services
+    "endpoints-controller",
+    "endpointslice-controller",
+    "endpointslice-mirroring-controller",
+    "service-cidr-controller",
+    # storage
+    "persistentvolume-binder-controller",
+    "persistentvolume-expander-controller",
+    "persistentvolume-protection-controller",
+    "persistentvolumeclaim-protection-controller",
+    "ephemeral-volume-controller",
+    "volumeattributesclass-protection-controller",
+    # dynamic resource allocation
+    "resourceclaim-controller",
+    "device-taint-eviction-controller",
+)
+
+# The shared end-to-end test plane runs only what its tests rely on: workload controllers there
+# would turn deploy/'s Deployment and DaemonSet (applied by tests/e2e/test_deploy.py) into pods
+# that a test-started kube-scheduler then binds onto other tests' fake nodes.
 # resourcequota: per-class quota tests need status.used maintained (admission alone never
 # decrements it). namespace: deleting a test namespace actually removes its objects.
 # garbage-collector: ownerReference cascades (Jobs, PodGroups owned by workloads).
 # serviceaccount: the `default` ServiceAccount appears in new namespaces, as in a real cluster.
 # clusterrole-aggregation: fills the aggregated ClusterRoles admin/edit/view, which are empty
 # without it (binding `view` would grant nothing).
-# node-lifecycle is deliberately absent: with no kubelet it would mark every fake node NotReady.
-DEFAULT_CONTROLLERS: tuple[str, ...] = (
+TEST_CONTROLLERS: tuple[str, ...] = (
     "resourcequota-controller",
     "namespace-controller",
     "garbage-collector-controller",
@@ -120,16 +180,30 @@ def apiserver_argv(
 
 
 def controller_manager_argv(
-    binary: Path, kubeconfig: Path, controllers: Sequence[str], extra: Sequence[str] = ()
+    binary: Path,
+    kubeconfig: Path,
+    controllers: Sequence[str],
+    *,
+    ca: tuple[Path, Path],
+    service_account_key: Path,
+    extra: Sequence[str] = (),
 ) -> list[str]:
+    """``ca`` is the cluster CA (certificate, key): it signs approved CSRs and is published as
+    ``kube-root-ca.crt``; ``service_account_key`` lets the token controller fill legacy
+    service-account token Secrets, as in a real cluster."""
+    ca_cert, ca_key = ca
     return [
         str(binary),
         f"--kubeconfig={kubeconfig}",
         "--leader-elect=false",
         "--secure-port=0",  # "If 0, don't serve HTTPS at all": no port to pick or clash on
         f"--controllers={','.join(controllers)}",
-        # One identity for all controllers: no token controller runs to mint SA tokens.
+        # One identity (system:masters) for all controllers: no per-controller RBAC to set up.
         "--use-service-account-credentials=false",
+        f"--root-ca-file={ca_cert}",
+        f"--cluster-signing-cert-file={ca_cert}",
+        f"--cluster-signing-key-file={ca_key}",
+        f"--service-account-private-key-file={service_account_key}",
         *extra,
     ]
 
