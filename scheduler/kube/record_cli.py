@@ -6,9 +6,9 @@ the scheduler and writes each event as one line ``{"type": ..., "object": ...}``
 ``tessera simulate`` reads — flushed at once, so a recording cut short is still valid.
 
 One ordering choice: until every kind has finished its initial list, events are held back and
-then written kind by kind — nodes, devices, classes and groups before pods — so a replay places
-pending pods against the whole cluster instead of against whichever nodes happened to be listed
-first. After that, events are written in the order they arrive.
+the snapshot is then written kind by kind — nodes, devices, classes and groups, then the pods bound
+to a node, then the pending pods — so a replay starts from the bound state and places pending pods
+against the whole cluster as it was. After that, events are written in the order they arrive.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from collections.abc import Callable
 from typing import IO, Any
 
 import aiohttp
@@ -80,6 +81,11 @@ def _parse_kinds(values: list[str] | None) -> tuple[ResourceKind, ...]:
     return tuple(kind for kind in ALL_KINDS if kind in chosen)
 
 
+def _bound(pod: dict[str, Any]) -> bool:
+    spec = pod.get("spec")
+    return isinstance(spec, dict) and bool(spec.get("nodeName"))
+
+
 def _say(message: str) -> None:
     print(f"tessera record: {message}", file=sys.stderr, flush=True)
 
@@ -96,31 +102,51 @@ def _configure_logging() -> None:
 
 
 class _Writer:
-    """The sink: one flushed JSON line per event; holds events back until the initial lists are in."""
+    """The sink: one flushed JSON line per event; holds events back until the initial lists are in.
 
-    def __init__(self, out: IO[bytes]) -> None:
+    Held events are kept apart by origin: each kind's initial list (its snapshot) and the watch
+    events that arrived after that kind's list but before every kind was synced. ``listed(kind)``
+    tells which is which: it is true once that kind's initial list has been delivered.
+    """
+
+    def __init__(self, out: IO[bytes], listed: Callable[[str], bool]) -> None:
         self.out = out
         self.counts: Counter[str] = Counter()
-        self._held: dict[str, list[bytes]] | None = {}
+        self._listed = listed
+        self._snapshot: dict[str, list[tuple[dict[str, Any], bytes]]] | None = {}
+        self._held: list[bytes] = []
 
     def __call__(self, event_type: str, obj: dict[str, Any]) -> None:
         kind = str(obj.get("kind"))
         self.counts[kind] += 1
         line = orjson.dumps({"type": event_type, "object": obj}) + b"\n"
-        if self._held is not None:
-            self._held.setdefault(kind, []).append(line)
-            return
-        self.out.write(line)
-        self.out.flush()
+        if self._snapshot is None:
+            self.out.write(line)
+            self.out.flush()
+        elif self._listed(kind):
+            self._held.append(line)
+        else:
+            self._snapshot.setdefault(kind, []).append((obj, line))
 
     def release(self) -> None:
-        """Write what was held back, kind by kind (see the module docstring), then stream."""
-        if self._held is None:
+        """Write the snapshot in the order a replay needs it, then what was held, then stream.
+
+        Kinds go nodes, devices, classes, groups, pods; among the pods, those bound to a node come
+        before pending ones, so a replay counts everything already placed before it places
+        anything (in name order a pending pod could take GPUs a bound pod listed after it holds).
+        Watch events that came in meanwhile follow in their arrival order.
+        """
+        if self._snapshot is None:
             return
-        held, self._held = self._held, None
+        snapshot, self._snapshot = self._snapshot, None
         order = [kind.kind for kind in _SNAPSHOT_ORDER]
-        for kind in sorted(held, key=lambda k: order.index(k) if k in order else len(order)):
-            self.out.writelines(held[kind])
+        for kind in sorted(snapshot, key=lambda k: order.index(k) if k in order else len(order)):
+            entries = snapshot[kind]
+            if kind == PODS.kind:
+                entries = sorted(entries, key=lambda entry: not _bound(entry[0]))  # stable: bound first
+            self.out.writelines(line for _, line in entries)
+        self.out.writelines(self._held)
+        self._held = []
         self.out.flush()
 
     def summary(self) -> str:
@@ -173,8 +199,10 @@ async def _record(args: argparse.Namespace, kinds: tuple[ResourceKind, ...]) -> 
 
 async def _record_into(http: KubeHttp, kinds: tuple[ResourceKind, ...], out: IO[bytes],
                        args: argparse.Namespace) -> int:
-    writer = _Writer(out)
+    listed: dict[str, asyncio.Event] = {}
+    writer = _Writer(out, lambda kind: kind in listed and listed[kind].is_set())
     informers = InformerSet(http, writer, kinds)
+    listed.update((informer.kind.kind, informer.synced) for informer in informers.informers)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

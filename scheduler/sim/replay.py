@@ -19,11 +19,13 @@ from typing import Any
 import orjson
 
 from scheduler.api.config import SchedulerConfig
+from scheduler.api.quantity import format_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.objects import object_uid
-from scheduler.core.state import Notice
+from scheduler.core.resources import CPU
+from scheduler.core.state import NodeInfo, Notice
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +40,8 @@ class ReplayStats:
     attempts: int = 0
     notices: list[Notice] = field(default_factory=list)
     final: dict[str, Attempt] = field(default_factory=dict)  # pod key -> last attempt
+    # node -> what the input's bound pods use beyond its allocatable (the last time it was over)
+    over_capacity: dict[str, str] = field(default_factory=dict)
 
 
 class EventFileError(ValueError):
@@ -74,6 +78,7 @@ class Replay:
             notices = self.scheduler.apply(event.type, event.object, self.now)
             self.stats.notices += notices
             self._remember(event, rejected=any(n.reason == "InvalidObject" for n in notices))
+            self._check_capacity(event)
             yield from self.drain()
 
     def drain(self) -> Iterator[Attempt]:
@@ -102,6 +107,32 @@ class Replay:
             for attempt in ready:
                 self._bind(attempt)
             ready = self.scheduler.take_released()
+
+    def _check_capacity(self, event: WatchEvent) -> None:
+        """Note a node that the input itself over-commits (a pod bound to it, or a node shrunk).
+
+        The scheduler never places beyond allocatable, but pods that arrive already bound count
+        wherever they are: a hand-written file, or a recording that lists a pending pod before
+        bound ones (the replay places it first), ends with more in use than the node has. Such a
+        replay does not show the cluster as it was, so the report must say so.
+        """
+        obj = event.object
+        kind = obj.get("kind")
+        if kind == "Pod":
+            spec = obj.get("spec")
+            name = spec.get("nodeName") if isinstance(spec, dict) else None
+        elif kind == "Node":
+            meta = obj.get("metadata")
+            name = meta.get("name") if isinstance(meta, dict) else None
+        else:
+            return
+        if not isinstance(name, str) or not name:
+            return
+        info = self.scheduler.state.nodes.get(name)
+        if info is not None and info.node is not None:
+            over = _over_capacity(info)
+            if over:
+                self.stats.over_capacity[name] = over
 
     def _remember(self, event: WatchEvent, rejected: bool) -> None:
         """Keep the last pod object the core accepted: Bindings are applied to that one."""
@@ -140,6 +171,21 @@ class Replay:
             allocated["metadata"]["annotations"][ann.PHASE] = ann.PHASE_ALLOCATED
             self.pods[attempt.pod.uid] = allocated
             self.stats.notices += self.scheduler.apply("MODIFIED", allocated, self.now)
+
+
+def _over_capacity(info: NodeInfo) -> str:
+    """"nvidia.com/gpu 6 used > 4 allocatable, ..." for every resource beyond allocatable, or ""."""
+    assert info.node is not None
+    over = []
+    for resource, allocatable in sorted(info.node.allocatable.items()):
+        used = info.used(resource)
+        if used > allocatable:
+            over.append(f"{resource} {_amount(resource, used)} used > {_amount(resource, allocatable)} allocatable")
+    return ", ".join(over)
+
+
+def _amount(resource: str, value: int) -> str:
+    return f"{value / 1000:g}" if resource == CPU else format_quantity(value)
 
 
 def attempt_line(attempt: Attempt, explain: bool) -> dict[str, Any]:

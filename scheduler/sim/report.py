@@ -26,6 +26,10 @@ def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: st
         print(f"tessera: {path}: {error}", file=sys.stderr)
     for notice in replay.stats.notices:
         print(f"tessera: warning: {notice.reason}: {notice.message}", file=sys.stderr)
+    for node, over in replay.stats.over_capacity.items():
+        print(f"tessera: warning: node {node} is over its capacity: {over} (pods in the input are bound "
+              "beyond what the node offers, so this replay does not match the cluster; record bound pods "
+              "before pending ones)", file=sys.stderr)
     table = render_table(replay.scheduler.state, replay.stats)
     print(table, file=sys.stdout if output == "table" else sys.stderr)
     return 0

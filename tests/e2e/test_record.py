@@ -48,11 +48,15 @@ async def finish(proc: asyncio.subprocess.Process, seen: list[str], timeout: flo
     return proc.returncode
 
 
-def gpu_pod(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"schedulerName": "tessera",
-                     "containers": [{"name": "c", "image": "busybox",
-                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+def gpu_pod(name: str, gpus: int = 1, node: str = "") -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"schedulerName": "tessera",
+                 "containers": [{"name": "c", "image": "busybox",
+                                 "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+    if node:
+        pod["spec"]["nodeName"] = node
+    return pod
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
@@ -109,6 +113,51 @@ async def test_record_then_simulate(control_plane: LocalControlPlane, namespace:
         assert placed.get(f"{namespace}/{pod}") is not None, report
     for node in nodes:
         assert node in report  # the node table
+
+
+async def test_full_cluster_with_pending_pods_replays_as_it_was(control_plane: LocalControlPlane, namespace: str,
+                                                               tmp_path: Path) -> None:
+    """Every GPU bound and pods pending whose names sort before the bound ones (the apiserver lists
+    pods by name): the recording starts from the bound state, so the replay keeps every bound pod
+    where it is, over-commits nothing and leaves the pending pods pending (issue 10, part 3.4)."""
+    prefix = f"full-{secrets.token_hex(3)}"
+    out = tmp_path / "events.jsonl"
+    api = await connect(str(control_plane.kubeconfig))
+    async with api:
+        http = KubeHttp(api)
+        pods_path = f"/api/v1/namespaces/{namespace}/pods"
+        nodes = await asyncio.to_thread(control_plane.add_fake_gpu_nodes, 2, 2, "V100", prefix=prefix)
+        try:
+            bound = {f"b-{node}-{i}": node for node in nodes for i in range(2)}
+            for name, node in bound.items():
+                assert (await http.request("POST", pods_path, body=gpu_pod(name, node=node))).status == 201
+            for name, gpus in (("a-pending-0", 1), ("a-pending-1", 2)):
+                assert (await http.request("POST", pods_path, body=gpu_pod(name, gpus))).status == 201
+            proc = await start_record("--kubeconfig", str(control_plane.kubeconfig), "-o", str(out))
+            stderr: list[str] = []
+            await wait_for_stderr(proc, r"synced", stderr)
+            proc.send_signal(signal.SIGINT)
+            assert await finish(proc, stderr, timeout=30) == 0, "".join(stderr)
+        finally:
+            await asyncio.to_thread(control_plane.remove_fake_gpu_nodes, nodes)
+
+    ours = [e["object"]["metadata"]["name"] for e in read_events(out)
+            if e["object"]["kind"] == "Pod" and e["object"]["metadata"].get("namespace") == namespace]
+    assert ours == sorted(bound) + ["a-pending-0", "a-pending-1"]
+
+    sim = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "scheduler", "simulate", str(out), cwd=REPO,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    async with asyncio.timeout(120):
+        stdout, sim_err = await sim.communicate()
+    report = sim_err.decode()
+    assert sim.returncode == 0, report
+    assert "over its capacity" not in report, report
+    final = {line["pod"]: line["node"] for line in map(orjson.loads, stdout.splitlines())}
+    assert final[f"{namespace}/a-pending-0"] is None and final[f"{namespace}/a-pending-1"] is None, report
+    assert not any(key.startswith(f"{namespace}/b-") for key in final)  # bound pods are never re-placed
+    rows = {line.split()[0]: line.split() for line in report.splitlines() if line.startswith(prefix)}
+    assert {node: rows[node][1] for node in nodes} == {node: "2/2" for node in nodes}, report
 
 
 async def test_record_stops_on_sigint(control_plane: LocalControlPlane, tmp_path: Path) -> None:

@@ -1,0 +1,58 @@
+"""A replay whose input over-commits a node says so, once per node, on stderr (issue 10, part 3.4):
+pods that arrive bound count wherever they are, so a file listing a pending pod before the bound
+pods of a full node (or bound pods beyond allocatable) cannot show the cluster as it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from scheduler.sim import builders as b
+from scheduler.sim.report import run_simulation
+from tests.helpers import Run, config
+
+
+def _events() -> list[dict[str, object]]:
+    objects = [b.node("n", gpus=4), b.node("m", gpus=2, cpu="2"),
+               b.pod("aa-pending", limits={"nvidia.com/gpu": 2},  # placed on n before n's bound pods arrive
+                     spec_extra={"nodeSelector": {"kubernetes.io/hostname": "n"}})]
+    objects += [b.pod(f"on-n-{i}", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running") for i in range(4)]
+    objects += [b.pod(f"on-m-{i}", requests={"cpu": "1"}, limits={"nvidia.com/gpu": 1}, node_name="m", phase="Running")
+                for i in range(3)]  # hand-written: three bound pods on a 2-GPU, 2-CPU node
+    return [b.event("ADDED", obj) for obj in objects]
+
+
+def test_over_capacity_is_noted_once_per_node() -> None:
+    run = Run(config())
+    run.feed(*_events())
+    assert run.node_of("aa-pending") == "n"
+    assert run.replay.stats.over_capacity == {
+        "n": "nvidia.com/gpu 6 used > 4 allocatable",
+        "m": "cpu 3 used > 2 allocatable, nvidia.com/gpu 3 used > 2 allocatable",
+    }
+
+
+def test_simulate_prints_one_clear_line_per_over_committed_node(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in _events()))
+    assert run_simulation(str(path), config(), explain=False, output="json", seed=0) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "over its capacity" in line]
+    assert lines == [
+        "tessera: warning: node n is over its capacity: nvidia.com/gpu 6 used > 4 allocatable (pods in the input "
+        "are bound beyond what the node offers, so this replay does not match the cluster; record bound pods "
+        "before pending ones)",
+        "tessera: warning: node m is over its capacity: cpu 3 used > 2 allocatable, nvidia.com/gpu 3 used > 2 "
+        "allocatable (pods in the input are bound beyond what the node offers, so this replay does not match "
+        "the cluster; record bound pods before pending ones)",
+    ]
+
+
+def test_a_node_within_capacity_is_not_reported() -> None:
+    run = Run(config())
+    run.add(b.node("n", gpus=4), b.node("m", gpus=2), b.pod("pending", limits={"nvidia.com/gpu": 2}))
+    run.add(*(b.pod(f"on-n-{i}", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running") for i in range(2)))
+    assert run.state.nodes["n"].used("nvidia.com/gpu") + run.state.nodes["m"].used("nvidia.com/gpu") == 4
+    assert run.replay.stats.over_capacity == {}
