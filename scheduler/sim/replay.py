@@ -116,7 +116,9 @@ class Replay:
         bound ones (the replay places it first), ends with more in use than the node has. Such a
         replay does not show the cluster as it was, so the report must say so.
         """
-        obj = event.object
+        obj: object = event.object
+        if not isinstance(obj, dict):
+            return
         kind = obj.get("kind")
         if kind == "Pod":
             spec = obj.get("spec")
