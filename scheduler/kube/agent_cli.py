@@ -1,8 +1,9 @@
 """`tessera agent`: the node agent, one per GPU node (deploy/agent/daemonset.yaml).
 
-Start-up problems (no credentials, an unusable device-plugin directory, NVML missing, a broken
-fake-device file) are one line on stderr and a non-zero exit, so the DaemonSet's pod shows them in
-its status. After start-up nothing but SIGTERM/SIGINT ends the process: API and kubelet trouble
+Start-up problems (no or unusable kubeconfig, an unreachable apiserver or one that rejects our
+credentials, an unusable device-plugin directory, NVML missing, a broken fake-device file) are one
+line on stderr and a non-zero exit (2 for a kubeconfig problem, as for bad arguments), so the
+DaemonSet's pod shows them in its status. After start-up nothing but SIGTERM/SIGINT ends the process: API and kubelet trouble
 is retried (see scheduler/agent/agent.py). SIGTERM stops the device-plugin servers and removes
 their sockets; the ExtendedResources stay published.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import signal
 import sys
 from collections.abc import Sequence
@@ -23,7 +25,8 @@ from scheduler.agent.agent import DEFAULT_RESOURCE_NAME, STATE_FILE, Agent, Agen
 from scheduler.agent.devices import BackendError, DeviceBackend, FakeBackend
 from scheduler.agent.plugin import socket_dir_ok
 from scheduler.core.classes import validate_resource_name
-from scheduler.kube.http import KubeHttp, RateLimiter, connect
+from scheduler.kube.http import (AGENT_USER_AGENT, ConnectError, KubeconfigError, KubeHttp, RateLimiter,
+                                 check_apiserver, connect, rejected)
 from scheduler.kube.run_cli import configure_logging
 
 log = structlog.get_logger("tessera.agent")
@@ -97,33 +100,32 @@ def run(args: argparse.Namespace) -> int:
                            heartbeat_seconds=args.heartbeat_seconds, cdi=args.cdi, state_file=state_file)
     try:
         return asyncio.run(_main(args, options, backend))
-    except _StartupError as err:
-        return _fail(str(err), 1)
-
-
-class _StartupError(Exception):
-    pass
+    except ConnectError as err:
+        backend.close()  # the agent never started, so it did not close it
+        return _fail(str(err), 2 if isinstance(err, KubeconfigError) else 1)
 
 
 async def _main(args: argparse.Namespace, options: AgentOptions, backend: DeviceBackend) -> int:
-    try:
-        api, watch_api = await connect(args.kubeconfig), await connect(args.kubeconfig)
-    except Exception as err:  # kubeconfig problems come as many exception types
-        backend.close()
-        raise _StartupError(f"cannot load Kubernetes credentials ({args.kubeconfig or 'in-cluster'}): {err}") from None
-    agent = Agent(options, KubeHttp(api, RateLimiter(args.qps, args.burst)), KubeHttp(watch_api), backend)
-    task = asyncio.create_task(agent.run(), name="agent")
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
-    try:
-        await task
-    except asyncio.CancelledError:
-        pass
-    finally:
-        await agent.shutdown()
-        await api.close()
-        await watch_api.close()
+    """Connect (both clients closed on every way out), check the apiserver takes our credentials,
+    then run until SIGTERM/SIGINT. Start-up connection problems raise `ConnectError`."""
+    async with contextlib.AsyncExitStack() as clients:
+        api = await clients.enter_async_context(await connect(args.kubeconfig, user_agent=AGENT_USER_AGENT))
+        watch_api = await clients.enter_async_context(await connect(args.kubeconfig, user_agent=AGENT_USER_AGENT))
+        http = KubeHttp(api, RateLimiter(args.qps, args.burst))
+        response = await check_apiserver(http, args.kubeconfig)
+        if response.status in (401, 403):
+            raise ConnectError(rejected(http, response))
+        agent = Agent(options, http, KubeHttp(watch_api), backend)
+        task = asyncio.create_task(agent.run(), name="agent")
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        finally:
+            await agent.shutdown()
     return 0
 
 

@@ -10,6 +10,7 @@ it is good at: kubeconfig / in-cluster loading, TLS, tokens and their refresh.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -18,7 +19,10 @@ from typing import Any
 
 import aiohttp
 import orjson
+import yaml
 from kubernetes_asyncio import client, config
+
+from scheduler import __version__
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -75,12 +79,110 @@ class Response:
         return self.body.decode(errors="replace")[:300]
 
 
-async def connect(kubeconfig: str | None) -> client.ApiClient:
-    """An authenticated ApiClient from a kubeconfig file, or the in-cluster service account."""
+USER_AGENT = "tessera"
+AGENT_USER_AGENT = "tessera-agent"
+
+
+class ConnectError(Exception):
+    """A start-up problem with the kubeconfig or the apiserver, worded as one line for the user."""
+
+
+class KubeconfigError(ConnectError):
+    """The kubeconfig itself is missing or unusable (the CLIs exit 2 for it, as for bad arguments)."""
+
+
+async def connect(kubeconfig: str | None, *, user_agent: str = USER_AGENT) -> client.ApiClient:
+    """An authenticated ApiClient from a kubeconfig file, or the in-cluster service account.
+
+    Every request carries ``User-Agent: <user_agent>/<version>``: the apiserver names the field
+    manager of each write after it (``metadata.managedFields``, e.g. who wrote a status), and audit
+    logs show it; the library's default would be ``OpenAPI-Generator``. Kubeconfig problems raise
+    `KubeconfigError` with one readable line: the loader's own errors are cryptic (an empty file
+    gives "'NoneType' object does not support item assignment") or come with a stray log line.
+    """
     if kubeconfig:
-        return await config.new_client_from_config(config_file=kubeconfig)
-    config.load_incluster_config()  # type: ignore[no-untyped-call]
-    return client.ApiClient()
+        _check_kubeconfig(kubeconfig)
+        try:
+            api = await config.new_client_from_config(config_file=kubeconfig)
+        except Exception as err:  # the loader raises many types; all mean an unusable file
+            raise KubeconfigError(f"kubeconfig {kubeconfig} is not usable: {_first_line(err)}") from None
+    else:
+        try:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+        except config.ConfigException as err:
+            raise KubeconfigError(f"no kubeconfig given and no in-cluster service account ({_first_line(err)}); "
+                                  "pass --kubeconfig FILE") from None
+        api = client.ApiClient()
+    api.user_agent = f"{user_agent}/{__version__}"
+    return api
+
+
+def _check_kubeconfig(kubeconfig: str) -> None:
+    """Readable, non-empty YAML mappings with a current context, or `KubeconfigError` saying which
+    file is wrong and how. ``kubeconfig`` may list several files, as ``$KUBECONFIG`` does."""
+    paths = [os.path.expanduser(p) for p in kubeconfig.split(os.pathsep) if p]
+    existing = [p for p in paths if os.path.exists(p)]
+    if not existing:
+        raise KubeconfigError(f"cannot read kubeconfig {kubeconfig}: no such file")
+    has_context = False
+    for path in existing:
+        try:
+            with open(path, encoding="utf-8") as stream:
+                doc = yaml.safe_load(stream)
+        except OSError as err:
+            raise KubeconfigError(f"cannot read kubeconfig {path}: {(err.strerror or str(err)).lower()}") from None
+        except UnicodeDecodeError:
+            raise KubeconfigError(f"kubeconfig {path} is not a text file") from None
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(err, "problem", None) or "cannot be parsed"
+            raise KubeconfigError(f"kubeconfig {path} is not valid YAML: {problem}{where}") from None
+        if doc is None:
+            raise KubeconfigError(f"kubeconfig {path} is empty")
+        if not isinstance(doc, dict):
+            raise KubeconfigError(f"kubeconfig {path} is not a kubeconfig (expected a mapping with clusters, "
+                                  "users, contexts and current-context)")
+        has_context = has_context or bool(doc.get("current-context"))
+    if not has_context:
+        raise KubeconfigError(f"kubeconfig {kubeconfig} has no current-context; choose one with "
+                              f"`kubectl config use-context NAME --kubeconfig {kubeconfig}`")
+
+
+async def check_apiserver(http: KubeHttp, kubeconfig: str | None) -> Response:
+    """GET /version once: the answer (any status), or `ConnectError` naming the server when it
+    cannot be reached at all."""
+    host = http.api.configuration.host
+    source = f" (from {kubeconfig})" if kubeconfig else ""
+    try:
+        return await http.request("GET", "/version", timeout=10.0, limited=False)
+    except asyncio.TimeoutError:
+        raise ConnectError(f"cannot reach the apiserver at {host}{source}: no answer within 10 s") from None
+    except (aiohttp.ClientError, OSError) as err:
+        raise ConnectError(f"cannot reach the apiserver at {host}{source}: {_transport_reason(err)}") from None
+
+
+def rejected(http: KubeHttp, response: Response) -> str:
+    """What a 401/403 from the apiserver means for the user, in one line."""
+    host = http.api.configuration.host
+    if response.status == 401:
+        return (f"the apiserver at {host} rejected our credentials (HTTP 401 Unauthorized): check the token "
+                "or client certificate in the kubeconfig")
+    return f"the apiserver at {host} denied access (HTTP {response.status}): {response.message()}"
+
+
+def _transport_reason(err: BaseException) -> str:
+    if isinstance(err, aiohttp.ClientConnectorError):
+        os_error = err.os_error
+        if os_error.errno and os_error.errno > 0:
+            return os.strerror(os_error.errno).lower()  # "connection refused", not "Connect call failed (...)"
+        return os_error.strerror or _first_line(os_error)
+    return _first_line(err)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 class KubeHttp:

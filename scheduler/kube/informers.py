@@ -18,7 +18,8 @@ server-side ``timeoutSeconds``. A stream that ends is resumed from the last reso
 inside a 200 stream — means the history we need is gone: relist, deliver synthetic DELETED
 events (with the last known object, so the core can release what it held) for what vanished,
 ADDED for what is new and MODIFIED for what changed. Everything else is retried with jittered
-exponential backoff; only cancellation ends ``run``. Reads are never rate limited: they are few,
+exponential backoff; only cancellation ends ``run``. A 401 or 403 (bad credentials, missing
+RBAC) is retried the same way but reported once per episode, not per retry (see `Denials`). Reads are never rate limited: they are few,
 long-lived, and throttling them would only delay the cache.
 
 A CRD that is not installed (404 on LIST, e.g. no PodGroup CRD) must not hold the scheduler
@@ -43,6 +44,7 @@ from scheduler.kube.http import KubeHttp, Response
 
 __all__ = [
     "ALL_KINDS",
+    "Denials",
     "EXTENDED_RESOURCES",
     "NODES",
     "PODS",
@@ -107,6 +109,46 @@ class _Unavailable(Exception):
 class _HttpError(Exception):
     def __init__(self, status: object, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class Denials:
+    """The apiserver refusing an InformerSet's credentials (401) or permissions (403).
+
+    Retried like any error, but said once: the first refusal is one error line that says why and
+    what to check; while it lasts the retries are silent (a bad token would otherwise log a warning
+    per kind and retry, forever); when every kind gets through again one info line says so.
+    `reason` is the one-line account /readyz gives meanwhile.
+    """
+
+    def __init__(self) -> None:
+        self._by_kind: dict[str, _HttpError] = {}
+
+    def refused(self, kind: str, err: _HttpError) -> None:
+        first = not self._by_kind
+        self._by_kind[kind] = err
+        if first:
+            log.error("informers.denied", kind=kind, status=err.status, reason=err.message,
+                      message=f"{_denial_text(err)}; retrying with backoff")
+
+    def allowed(self, kind: str) -> None:
+        if self._by_kind.pop(kind, None) is not None and not self._by_kind:
+            log.info("informers.allowed", kind=kind, message="the apiserver accepts our requests again")
+
+    @property
+    def reason(self) -> str | None:
+        if not self._by_kind:
+            return None
+        err = next(iter(self._by_kind.values()))
+        return f"{_denial_text(err)} (kinds: {', '.join(sorted(self._by_kind))})"
+
+
+def _denial_text(err: _HttpError) -> str:
+    if err.status == 401:
+        return ("the apiserver rejected our credentials (HTTP 401 Unauthorized): check the token or client "
+                "certificate in the kubeconfig")
+    return f"the apiserver denied access (HTTP {err.status}): {err.message}"
 
 
 def _key(obj: dict[str, Any]) -> str:
@@ -147,8 +189,9 @@ class Informer:
 
     def __init__(self, http: KubeHttp, kind: ResourceKind, sink: EventSink, *, page_size: int = 500,
                  watch_timeout_seconds: int = 300, label_selector: str | None = None,
-                 field_selector: str | None = None) -> None:
+                 field_selector: str | None = None, denials: Denials | None = None) -> None:
         self.http = http
+        self.denials = denials or Denials()
         self.kind = kind
         self.sink = sink
         self.page_size = page_size
@@ -194,8 +237,17 @@ class Informer:
             except _Unavailable as err:
                 must_list = True
                 pause = UNAVAILABLE_RETRY_SECONDS
+                self.denials.allowed(self.kind.kind)
                 self._mark_unavailable(str(err))
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, _HttpError) as err:
+            except _HttpError as err:
+                self.stats.errors += 1
+                pause = self._backoff()
+                if err.status in (401, 403):
+                    self.denials.refused(self.kind.kind, err)
+                else:
+                    log.warning("informer.error", kind=self.kind.kind, reason=_describe(err),
+                                relist=must_list, retry_in=round(pause, 2))
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as err:
                 # Transport, HTTP or JSON trouble: resume the watch from our RV (or redo the
                 # list if it was the list that failed).
                 self.stats.errors += 1
@@ -248,6 +300,7 @@ class Informer:
             if not token:
                 resource_version = str(meta["resourceVersion"])
                 break
+        self.denials.allowed(self.kind.kind)
         self._replace(listed)
         self.resource_version = resource_version
         self.stats.lists += 1
@@ -290,6 +343,7 @@ class Informer:
                 raise _Expired("watch answered 404 Not Found")
             if response.status != 200:
                 _raise_for_status(Response(response.status, await response.read()))
+            self.denials.allowed(self.kind.kind)
             self.stats.watches += 1
             received = False
             async for line in _lines(response):
@@ -378,7 +432,9 @@ class InformerSet:
 
     def __init__(self, http: KubeHttp, sink: EventSink, kinds: Sequence[ResourceKind] = ALL_KINDS,
                  **informer_kwargs: Any) -> None:
-        self.informers = tuple(Informer(http, kind, sink, **informer_kwargs) for kind in kinds)
+        self.denials = Denials()
+        self.informers = tuple(Informer(http, kind, sink, denials=self.denials, **informer_kwargs)
+                               for kind in kinds)
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
@@ -392,6 +448,11 @@ class InformerSet:
     @property
     def synced(self) -> bool:
         return all(informer.synced.is_set() for informer in self.informers)
+
+    @property
+    def denied(self) -> str | None:
+        """Why the apiserver refuses us (401/403) while it does, in one line; else None."""
+        return self.denials.reason
 
     def stats(self) -> dict[str, InformerStats]:
         return {informer.kind.kind: informer.stats for informer in self.informers}

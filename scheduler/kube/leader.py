@@ -186,6 +186,7 @@ class LeaderElector:
         self._observed_time = 0.0
         self._lease: dict[str, Any] | None = None  # last Lease read or written (carries resourceVersion)
         self._reported_leader = ""
+        self._get_failing: int | None = None  # status of the failed Lease GET last logged
         self._leading = False
         self._run_task: asyncio.Task[None] | None = None
 
@@ -380,6 +381,13 @@ class LeaderElector:
 
         # 2. Obtain or create the record.
         current = await self._get()
+        if not current.ok and current.status != 404:
+            if current.status != self._get_failing:  # once per kind of failure, not every retry period
+                log.warning("leader.get_failed", lease=self.description, status=current.status,
+                            message=current.message())
+            self._get_failing = current.status
+            return False
+        self._get_failing = None
         if current.status == 404:
             created = await self._create(record)
             if not created.ok:
@@ -388,10 +396,6 @@ class LeaderElector:
                 return False
             self._set_observed(record)
             return True
-        if not current.ok:
-            log.warning("leader.get_failed", lease=self.description, status=current.status,
-                        message=current.message())
-            return False
         lease = current.json()
         if not isinstance(lease, dict):
             log.warning("leader.get_failed", lease=self.description, message="not a Lease object")

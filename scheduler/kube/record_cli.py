@@ -25,11 +25,10 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import IO, Any
 
-import aiohttp
 import orjson
 import structlog
 
-from scheduler.kube.http import KubeHttp, connect
+from scheduler.kube.http import ConnectError, KubeHttp, check_apiserver, connect, rejected
 from scheduler.kube.informers import (
     ALL_KINDS,
     EXTENDED_RESOURCES,
@@ -155,36 +154,21 @@ class _Writer:
         return f"{total} events" + (f" ({detail})" if detail else "")
 
 
-async def _check_reachable(http: KubeHttp) -> str | None:
-    """None if the apiserver answers with our credentials, else a one-line reason."""
-    try:
-        response = await http.request("GET", "/version", timeout=10.0, limited=False)
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
-        return f"cannot reach the apiserver at {http.api.configuration.host}: {str(err) or type(err).__name__}"
-    if response.status in (401, 403):
-        return f"the apiserver at {http.api.configuration.host} rejected our credentials (HTTP {response.status})"
-    return None
-
-
 async def _record(args: argparse.Namespace, kinds: tuple[ResourceKind, ...]) -> int:
-    if args.kubeconfig and not os.access(args.kubeconfig, os.R_OK):
-        _say(f"cannot read kubeconfig {args.kubeconfig}: "
-             f"{'permission denied' if os.path.exists(args.kubeconfig) else 'no such file'}")
-        return 2
     try:
         api = await connect(args.kubeconfig)
-    except Exception as err:  # kubeconfig parsing raises many types; all mean the same to a user
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        if args.kubeconfig:
-            _say(f"cannot load kubeconfig {args.kubeconfig}: {reason}")
-        else:
-            _say(f"no --kubeconfig or $KUBECONFIG, and no in-cluster service account: {reason}")
+    except ConnectError as err:
+        _say(str(err))
         return 2
     async with api:
         http = KubeHttp(api)
-        problem = await _check_reachable(http)
-        if problem is not None:
-            _say(problem)
+        try:
+            response = await check_apiserver(http, args.kubeconfig)
+        except ConnectError as err:
+            _say(str(err))
+            return 1
+        if response.status in (401, 403):
+            _say(rejected(http, response))
             return 1
         if args.output == "-":
             return await _record_into(http, kinds, sys.stdout.buffer, args)

@@ -17,14 +17,13 @@ import sys
 import time
 from typing import Any
 
-import aiohttp
 import structlog
 import uvloop
 
 from scheduler.api.config import ConfigError, SchedulerConfig, load_config
 from scheduler.core.framework.attempt import Attempt
 from scheduler.kube.binder import BindResult
-from scheduler.kube.http import KubeHttp, RateLimiter, connect
+from scheduler.kube.http import ConnectError, KubeconfigError, KubeHttp, RateLimiter, check_apiserver, connect
 from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics
@@ -67,30 +66,30 @@ def run(args: argparse.Namespace) -> int:
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             return runner.run(_main(args, config))
-    except _StartupError as err:
+    except ConnectError as err:
         print(f"tessera: {err}", file=sys.stderr)
-        return 1
-
-
-class _StartupError(Exception):
-    pass
+        return 2 if isinstance(err, KubeconfigError) else 1
 
 
 async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
+    """Open the two apiserver clients (closed on every way out, so a failed start-up leaves no
+    "Unclosed client session" behind), check the apiserver answers, run. Kubeconfig and
+    connection problems raise `ConnectError`."""
     kubeconfig = args.kubeconfig or config.client_connection.kubeconfig
-    try:
-        api, watch_api = await connect(kubeconfig), await connect(kubeconfig)
-    except Exception as err:  # kubeconfig problems come as many exception types
-        raise _StartupError(f"cannot load Kubernetes credentials ({kubeconfig or 'in-cluster'}): {err}") from None
-    connection = config.client_connection
-    http = KubeHttp(api, RateLimiter(connection.qps, connection.burst))
-    try:
-        version = await http.request("GET", "/version", limited=False, timeout=10)
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
-        raise _StartupError(f"cannot reach the apiserver: {err}") from None
-    log.info("tessera.starting", apiserver=api.configuration.host, version=(version.json() or {}).get("gitVersion"),
-             config=config.source, profiles=sorted(config.scheduler_names))
+    async with contextlib.AsyncExitStack() as clients:
+        api = await clients.enter_async_context(await connect(kubeconfig))
+        watch_api = await clients.enter_async_context(await connect(kubeconfig))
+        connection = config.client_connection
+        http = KubeHttp(api, RateLimiter(connection.qps, connection.burst))
+        version = await check_apiserver(http, kubeconfig)
+        # 401/403 is not fatal: the informers retry, say why once and /readyz gives the reason.
+        log.info("tessera.starting", apiserver=api.configuration.host,
+                 version=(version.json() or {}).get("gitVersion") if version.ok else None,
+                 config=config.source, profiles=sorted(config.scheduler_names))
+        return await _run(args, config, http, KubeHttp(watch_api))
 
+
+async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp, watch_http: KubeHttp) -> int:
     identity = args.identity or default_identity()
     metrics = Metrics(profiles=sorted(config.scheduler_names), lease_name=config.leader_election.resource_name)
     election = config.leader_election
@@ -121,7 +120,7 @@ async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
     def is_leader() -> bool:
         return elector.is_leader if elector is not None else True
 
-    loop = SchedulerLoop(config, http, KubeHttp(watch_api), identity=identity, is_leader=is_leader)
+    loop = SchedulerLoop(config, http, watch_http, identity=identity, is_leader=is_leader)
     loop.hooks = MetricsHooks(metrics, loop)
     loop_ref.append(loop)
 
@@ -129,7 +128,7 @@ async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
 
-    async with serve(args.bind_address, args.port, healthy=lambda: loop.healthy, ready=loop.ready,
+    async with serve(args.bind_address, args.port, healthy=lambda: loop.healthy, ready=lambda: _ready(loop),
                      registry=metrics.registry) as server:
         log.info("tessera.serving", url=server.url, identity=identity)
         tasks = [asyncio.create_task(loop.run(), name="loop"),
@@ -150,10 +149,17 @@ async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
         for task in [*tasks, stopper]:
             task.cancel()
         await asyncio.gather(*tasks, stopper, return_exceptions=True)
-    await api.close()
-    await watch_api.close()
     log.info("tessera.stopped")
     return 1 if crashed else 0
+
+
+def _ready(loop: SchedulerLoop) -> tuple[bool, str]:
+    """The loop's readiness, with the apiserver's refusal as the reason while it refuses us."""
+    ready, reason = loop.ready()
+    denied = loop.informers.denied
+    if not ready and denied is not None:
+        return False, denied
+    return ready, reason
 
 
 class MetricsHooks(LoopHooks):

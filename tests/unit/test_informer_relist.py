@@ -288,3 +288,53 @@ async def test_informer_set_waits_for_every_kind() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_refused_credentials_are_said_once_for_the_whole_set_and_retried_silently() -> None:
+    """A bad token (401) is retried like any error, but is one error line for all kinds, not a
+    warning per kind and retry; `denied` is the reason /readyz gives; one info line when it ends."""
+    unauthorized = Response(401, b'{"kind":"Status","message":"Unauthorized","reason":"Unauthorized","code":401}')
+    answers = {"/api/v1/pods": deque([unauthorized] * 6 + [page([pod("a", "1")], "5")]),
+               "/api/v1/nodes": deque([unauthorized] * 6 + [page([], "5")])}
+
+    class Http(FakeHttp):
+        async def request(self, method: str, path: str, **kwargs: Any) -> Response:
+            await asyncio.sleep(0)
+            if not answers[path]:
+                await asyncio.Event().wait()
+            return answers[path].popleft()
+
+    informer_set = InformerSet(cast(KubeHttp, Http([], [])), lambda t, o: None, kinds=(informers.NODES, PODS))
+    reasons: list[str | None] = []
+    with capture_logs() as logs:
+        task = asyncio.create_task(informer_set.run())
+        try:
+            async with asyncio.timeout(5):
+                while not informer_set.synced:
+                    reasons.append(informer_set.denied)
+                    await asyncio.sleep(0.001)
+        finally:
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+    assert informer_set.denied is None
+    assert ("the apiserver rejected our credentials (HTTP 401 Unauthorized): check the token or client certificate "
+            "in the kubeconfig (kinds: Node, Pod)") in reasons
+    assert [(e["event"], e["log_level"]) for e in logs if e["log_level"] in ("warning", "error")] == [
+        ("informers.denied", "error")]
+    denied = next(e for e in logs if e["event"] == "informers.denied")
+    assert denied["status"] == 401 and "check the token or client certificate" in denied["message"]
+    assert [e["event"] for e in logs if e["event"] == "informers.allowed"] == ["informers.allowed"]
+
+
+async def test_forbidden_kind_names_what_the_apiserver_said() -> None:
+    forbidden = Response(403, b'{"kind":"Status","message":"pods is forbidden: User \\"x\\" cannot list resource '
+                              b'\\"pods\\"","reason":"Forbidden","code":403}')
+    informer, http, _ = make([forbidden, forbidden, page([], "5")], [])
+    with capture_logs() as logs:
+        await run_until(informer, lambda: informer.synced.is_set())
+    assert [(e["event"], e["log_level"]) for e in logs if e["log_level"] in ("warning", "error")] == [
+        ("informers.denied", "error")]
+    assert next(e for e in logs if e["event"] == "informers.denied")["message"] == (
+        'the apiserver denied access (HTTP 403): pods is forbidden: User "x" cannot list resource "pods"; '
+        "retrying with backoff")

@@ -1,0 +1,84 @@
+"""Kubeconfig and connection problems at start-up: one clear line on stderr, the same in `tessera run`,
+`record` and `agent`, and nothing else — no stray library log line, no traceback, no aiohttp
+"Unclosed client session" (issue 10, part 3.5). The commands run as processes, as a user runs
+them: what they leave on stderr at exit is part of what is tested."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scheduler.kube.controlplane.processes import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+COMMANDS = ("run", "record", "agent")
+PREFIX = {"run": "tessera: ", "record": "tessera record: ", "agent": "tessera agent: "}
+
+
+def _argv(command: str, kubeconfig: Path, tmp_path: Path) -> list[str]:
+    base = [sys.executable, "-m", "scheduler", command, "--kubeconfig", str(kubeconfig)]
+    if command == "run":
+        return [*base, "--port", "0"]
+    if command == "record":
+        return [*base, "-o", str(tmp_path / "out.jsonl"), "--duration", "5"]
+    devices = tmp_path / "devices.yaml"
+    devices.write_text("[]")
+    return [*base, "--node-name", "n", "--backend", "fake", "--fake-devices", str(devices),
+            "--device-plugin-dir", str(tmp_path), "--state-file", ""]
+
+
+def _stderr_of(command: str, kubeconfig: Path, tmp_path: Path) -> tuple[int, list[str]]:
+    done = subprocess.run(_argv(command, kubeconfig, tmp_path), cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+    return done.returncode, done.stderr.splitlines()
+
+
+def _unreachable_kubeconfig(path: Path) -> Path:
+    """A well-formed kubeconfig whose server is a local port nothing listens on."""
+    port = free_port()
+    path.write_text(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {{server: "https://127.0.0.1:{port}", insecure-skip-tls-verify: true}}
+users:
+- name: u
+  user: {{token: abc}}
+contexts:
+- name: x
+  context: {{cluster: c, user: u}}
+current-context: x
+""")
+    return path
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "cannot read kubeconfig {path}: no such file"),
+    ("", "kubeconfig {path} is empty"),
+    ("clusters: [\n", "kubeconfig {path} is not valid YAML: expected the node content, but found '<stream end>' "
+                      "at line 2, column 1"),
+    ("- just\n- a list\n", "kubeconfig {path} is not a kubeconfig (expected a mapping with clusters, users, "
+                           "contexts and current-context)"),
+    ("apiVersion: v1\nkind: Config\n", "kubeconfig {path} has no current-context; choose one with "
+                                       "`kubectl config use-context NAME --kubeconfig {path}`"),
+], ids=["missing", "empty", "garbage", "not-a-mapping", "no-context"])
+def test_unusable_kubeconfig_is_one_line_naming_the_file(command: str, content: str | None, message: str,
+                                                         tmp_path: Path) -> None:
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
+    code, lines = _stderr_of(command, path, tmp_path)
+    assert (code, lines) == (2, [PREFIX[command] + message.format(path=path)])
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_unreachable_apiserver_is_one_line_naming_the_server(command: str, tmp_path: Path) -> None:
+    path = _unreachable_kubeconfig(tmp_path / "kubeconfig")
+    server = path.read_text().split('server: "')[1].split('"')[0]
+    code, lines = _stderr_of(command, path, tmp_path)
+    assert (code, lines) == (1, [f"{PREFIX[command]}cannot reach the apiserver at {server} (from {path}): "
+                                 "connection refused"])
