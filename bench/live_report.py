@@ -219,7 +219,7 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("start-up (imports, config, first LIST)", ("_find_and_load", "load_config", "Informer._list")),
     ("scheduling cycle (core.schedule_next)", ("Scheduler.schedule_next",)),
     ("watch events into the core (core.apply)", ("Scheduler.apply",)),
-    ("metrics hooks", ("MetricsHooks.", "_refresh_metrics")),
+    ("metrics hooks", ("MetricsHooks.", "StateGauges.")),
     ("binder: POST Binding (HTTP client)", ("Binder._bind",)),
     ("events: POST Event (HTTP client)", ("EventRecorder.",)),
     ("status writer", ("StatusWriter.",)),

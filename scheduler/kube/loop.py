@@ -261,7 +261,7 @@ class SchedulerLoop:
         state = self.core.state
         for name in list(state.classes.classes):
             valid, message, matching = state.class_status(name)
-            self.statuses.resource_class(name, valid, message, matching)
+            self.statuses.resource_class(name, valid, message, matching, state.classes.classes[name].resource_name)
 
 
 class LoopHooks:

@@ -19,7 +19,7 @@ The filter is per registry, unlike prometheus-client's process-wide `disable_cre
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -57,18 +57,21 @@ def attempts_label(attempts: int) -> str:
 
 
 class _WithoutCreated(Collector):
-    """Re-exposes a registry's families without prometheus-client's `*_created` samples."""
+    """Re-exposes a registry's families without prometheus-client's `*_created` samples, after
+    running the scrape hook (see `Metrics.on_scrape`)."""
 
-    def __init__(self, inner: CollectorRegistry) -> None:
+    def __init__(self, inner: CollectorRegistry, before: Callable[[], None]) -> None:
         self._inner = inner
+        self._before = before
 
     def collect(self) -> Iterable[Metric]:
+        self._before()
         for family in self._inner.collect():
             family.samples = [s for s in family.samples if not s.name.endswith("_created")]
             yield family
 
     def describe(self) -> Iterable[Metric]:
-        return self.collect()
+        return self._inner.collect()
 
 
 class Metrics:
@@ -81,8 +84,9 @@ class Metrics:
 
     def __init__(self, *, profiles: Iterable[str] = (), lease_name: str = "tessera") -> None:
         self._source = CollectorRegistry()
+        self._scrape_hooks: list[Callable[[], None]] = []
         self.registry = CollectorRegistry()
-        self.registry.register(_WithoutCreated(self._source))
+        self.registry.register(_WithoutCreated(self._source, self._before_scrape))
         self.lease_name = lease_name
         r = self._source
 
@@ -177,6 +181,16 @@ class Metrics:
             for result in ATTEMPT_RESULTS:
                 self.schedule_attempts.labels(result=result, profile=profile)
         self.set_leader(False)
+
+    def on_scrape(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` at the start of every scrape, to set gauges that mirror state (cache size,
+        devices, informer sync) from that state as it is now: a periodic refresh would show a
+        scraper stale values, e.g. informers unsynced and no nodes after /readyz already said ready."""
+        self._scrape_hooks.append(hook)
+
+    def _before_scrape(self) -> None:
+        for hook in self._scrape_hooks:
+            hook()
 
     # --- scheduling ----------------------------------------------------------------------------
 

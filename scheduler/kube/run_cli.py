@@ -32,7 +32,6 @@ from scheduler.kube.serving import serve
 log = structlog.get_logger("tessera.run")
 
 DRAIN_SECONDS = 10.0
-METRICS_REFRESH_SECONDS = 5.0
 
 
 def add_parser(subparsers: Any) -> None:
@@ -122,6 +121,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
 
     loop = SchedulerLoop(config, http, watch_http, identity=identity, is_leader=is_leader)
     loop.hooks = MetricsHooks(metrics, loop)
+    metrics.on_scrape(StateGauges(loop, metrics))
     loop_ref.append(loop)
 
     stop = asyncio.Event()
@@ -131,8 +131,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
     async with serve(args.bind_address, args.port, healthy=lambda: loop.healthy, ready=lambda: _ready(loop),
                      registry=metrics.registry) as server:
         log.info("tessera.serving", url=server.url, identity=identity)
-        tasks = [asyncio.create_task(loop.run(), name="loop"),
-                 asyncio.create_task(_refresh_metrics(loop, metrics), name="metrics")]
+        tasks = [asyncio.create_task(loop.run(), name="loop")]
         if elector is not None:
             tasks.append(asyncio.create_task(elector.run(), name="leader-election"))
         stopper = asyncio.create_task(stop.wait(), name="signal")
@@ -184,11 +183,19 @@ class MetricsHooks(LoopHooks):
         self.metrics.set_pending({k: v for k, v in counts.items() if k != "inFlight"})
 
 
-async def _refresh_metrics(loop: SchedulerLoop, metrics: Metrics) -> None:
-    """Gauges that are cheap to compute every few seconds but not on every event."""
-    relists: dict[str, int] = {}
-    while True:
-        state = loop.core.state
+class StateGauges:
+    """Sets the gauges that mirror the loop's state (cache size, devices by state, informer sync
+    and relists) from that state, on every scrape (`Metrics.on_scrape`): they agree with /readyz
+    the moment it says ready, at no cost between scrapes."""
+
+    def __init__(self, loop: SchedulerLoop, metrics: Metrics) -> None:
+        self.loop = loop
+        self.metrics = metrics
+        self._relists: dict[str, int] = {}
+
+    def __call__(self) -> None:
+        state = self.loop.core.state
+        metrics = self.metrics
         assumed = sum(1 for p in state.placements.values() if p.assumed)
         metrics.set_cache_size(nodes=len(state.node_order), pods=len(state.pods), assumed_pods=assumed)
         free = allocated = shared = unhealthy = 0
@@ -203,10 +210,9 @@ async def _refresh_metrics(loop: SchedulerLoop, metrics: Metrics) -> None:
             else:
                 shared += 1
         metrics.set_devices({"free": free, "allocated": allocated, "shared": shared, "unhealthy": unhealthy})
-        for kind, stats in loop.informers.stats().items():
-            for _ in range(stats.relists - relists.get(kind, 0)):
+        for kind, stats in self.loop.informers.stats().items():
+            for _ in range(stats.relists - self._relists.get(kind, 0)):
                 metrics.informer_relisted(kind)
-            relists[kind] = stats.relists
-        for informer in loop.informers.informers:
+            self._relists[kind] = stats.relists
+        for informer in self.loop.informers.informers:
             metrics.set_informer_synced(informer.kind.kind, informer.synced.is_set())
-        await asyncio.sleep(METRICS_REFRESH_SECONDS)

@@ -64,12 +64,15 @@ class StatusWriter:
         path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}/status"
         self._want((path, MERGE_PATCH), {"status": status})
 
-    def resource_class(self, name: str, valid: bool, message: str, matching: int) -> None:
+    def resource_class(self, name: str, valid: bool, message: str, matching: int, resource_name: str) -> None:
+        """``resource_name`` is the effective one (``spec.resourceName`` or the default
+        ``class.tessera.dev/<name>``): the RESOURCENAME column shows it, so a user sees what pods
+        must ask for even when the spec leaves it out."""
         condition = {"type": "Valid", "status": "True" if valid else "False",
                      "reason": "Valid" if valid else "InvalidSpec", "message": message}
         path = f"/apis/tessera.dev/v1alpha1/resourceclasses/{name}/status"
-        self._want((path, MERGE_PATCH), {"status": {"matchingDevices": matching, "conditions": [condition]}},
-                   stamp=("lastTransitionTime",))
+        status = {"resourceName": resource_name, "matchingDevices": matching, "conditions": [condition]}
+        self._want((path, MERGE_PATCH), {"status": status}, stamp=("lastTransitionTime",))
 
     def _want(self, key: _Key, body: dict[str, Any], stamp: tuple[str, ...] = ()) -> None:
         fingerprint = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)

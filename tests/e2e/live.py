@@ -33,7 +33,8 @@ class Kube:
 
     @classmethod
     async def connect(cls, kubeconfig: Path) -> Kube:
-        return cls(KubeHttp(await connect(str(kubeconfig))))
+        # its own user agent (= field manager): tests check that what Tessera writes says "tessera"
+        return cls(KubeHttp(await connect(str(kubeconfig), user_agent="tessera-e2e")))
 
     async def close(self) -> None:
         await self.http.api.close()

@@ -481,7 +481,9 @@ async def test_agent_process_shuts_down_cleanly_on_sigterm(kubectl: Kube, clean_
             env={**os.environ, "NO_PROXY": "127.0.0.1,localhost", "TESSERA_LOG_FORMAT": "json"})
     try:
         await kubelet.wait_for(lambda: kubelet.status().get("class.tessera.dev/v100") == (1, 1), 30)
-        await eventually(lambda: _ers_with_status(kubectl, "proc-1", 1))
+        [published] = (await eventually(lambda: _ers_with_status(kubectl, "proc-1", 1))).values()
+        managers = {entry["manager"] for entry in published["metadata"].get("managedFields") or ()}
+        assert managers == {"tessera-agent"}  # the field manager of what the agent writes, status included
         assert (directory / "tessera-class.tessera.dev_v100.sock").is_socket()
         proc.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(proc.wait, 20)

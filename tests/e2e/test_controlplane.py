@@ -70,6 +70,24 @@ async def test_crds_are_established(kube: Any) -> None:
         assert established and established[0].status == "True", name
 
 
+async def test_crd_short_names_are_unique_in_discovery(control_plane: LocalControlPlane) -> None:
+    """`kubectl get rc` must keep meaning ReplicationController (issue 10, part 3.6): no short name of
+    our CRDs is used by any other resource the apiserver serves."""
+    admin = control_plane.admin
+    group_versions = ["v1"] + [group["preferredVersion"]["groupVersion"] for group in admin.get("/apis")["groups"]]
+    owners: dict[str, set[str]] = {}
+    for group_version in group_versions:
+        path = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+        for resource in admin.get(path)["resources"]:
+            for short in resource.get("shortNames") or ():
+                owners.setdefault(short, set()).add(f"{resource['name']}.{group_version}")
+    ours = {short: resources for short, resources in owners.items()
+            if any(r.split(".", 1)[1].startswith(("tessera.dev/", "scheduling.x-k8s.io/")) for r in resources)}
+    assert ours == {short: resources for short, resources in ours.items() if len(resources) == 1}
+    assert owners["rc"] == {"replicationcontrollers.v1"}
+    assert owners["rcl"] == {"resourceclasses.tessera.dev/v1alpha1"}
+
+
 async def test_fake_gpu_nodes(control_plane: LocalControlPlane, kube: Any) -> None:
     names = await asyncio.to_thread(control_plane.add_fake_gpu_nodes, 2, 4, "V100")
     try:

@@ -135,3 +135,13 @@ def test_registries_are_private() -> None:
     assert "scheduler_schedule_attempts_total" not in generate_latest(REGISTRY).decode()
     # ... and nothing but ours: no process/platform collectors.
     assert all(name.startswith(("scheduler_", "tessera_", "leader_election_")) for name in _families(first))
+
+
+def test_scrape_hooks_set_gauges_from_the_state_of_that_moment() -> None:
+    """State gauges are set at scrape time, so a scrape never shows values older than itself."""
+    m = Metrics()
+    nodes = [0]
+    m.on_scrape(lambda: m.set_cache_size(nodes=nodes[0], pods=0, assumed_pods=0))
+    assert _value(m, "scheduler_scheduler_cache_size", type="nodes") == 0
+    nodes[0] = 7
+    assert _value(m, "scheduler_scheduler_cache_size", type="nodes") == 7

@@ -1,4 +1,4 @@
-"""The status writer against a fake HTTP layer: coalescing, and no stale PodScheduled=False.
+"""The status writer against a fake HTTP layer: coalescing, no stale PodScheduled=False, class status.
 
 Regression: bound gang members kept `PodScheduled=False` (2 of 24 in a new user's trial). The
 delayed Unschedulable write landed after the Binding, which had set PodScheduled=True. The writer
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from scheduler.kube.http import Response
 from scheduler.kube.status import UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusWriter
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
@@ -95,3 +96,21 @@ async def test_pod_group_status_is_merged_as_wished() -> None:
     await _flush(writer, lambda: bool(api.calls))
     [patch] = api.of("PATCH", "/podgroups/g/status")
     assert patch.body == {"status": status} and patch.content_type == "application/merge-patch+json"
+
+
+async def test_class_status_carries_the_effective_resource_name() -> None:
+    """The RESOURCENAME column (`.status.resourceName`) is never blank for a class that leaves
+    `spec.resourceName` to its default (issue 10, part 3.6)."""
+    api = FakeApi(handlers=[lambda call: Response(200, b"{}") if "/resourceclasses/" in call.path else None])
+    writer = StatusWriter(api, lambda ns, name, reason: None)  # type: ignore[arg-type]
+    writer.resource_class("v100", True, "selector and resourceName are valid", 4, "class.tessera.dev/v100")
+    writer.resource_class("own", False, "spec.selector: broken", 0, "gpu.example.com/own")
+    await _flush(writer, lambda: len(api.of("PATCH")) == 2)
+    patches = {call.path: call for call in api.of("PATCH")}
+    v100 = patches["/apis/tessera.dev/v1alpha1/resourceclasses/v100/status"]
+    assert v100.content_type == "application/merge-patch+json"
+    assert v100.body["status"]["resourceName"] == "class.tessera.dev/v100"
+    assert v100.body["status"]["matchingDevices"] == 4
+    assert [c["status"] for c in v100.body["status"]["conditions"]] == ["True"]
+    own = patches["/apis/tessera.dev/v1alpha1/resourceclasses/own/status"].body["status"]
+    assert own["resourceName"] == "gpu.example.com/own" and own["conditions"][0]["status"] == "False"

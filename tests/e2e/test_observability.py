@@ -1,0 +1,126 @@
+"""What a user sees of a running `tessera run` with kubectl and Prometheus (issue 10, part 3.6):
+
+- `/metrics` agrees with `/readyz` the moment it says ready (informers synced, the nodes and
+  devices counted), instead of lagging a refresh period behind;
+- every write Tessera makes is attributed to field manager `tessera` (`metadata.managedFields`),
+  not the client library's `OpenAPI-Generator`: pod status, class status, Events, the Lease;
+- a ResourceClass status names the effective resourceName, so the RESOURCENAME column of
+  `kubectl get resourceclasses` is filled for classes that leave it to the default.
+"""
+
+from __future__ import annotations
+
+import secrets
+import ssl
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from scheduler.kube.controlplane import LocalControlPlane
+from scheduler.sim import builders as b
+from tests.e2e.live import REPO, Kube, TesseraProcess, eventually
+
+CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
+KINDS = ("ExtendedResource", "Node", "Pod", "PodGroup", "ResourceClass")
+
+
+def _config(tmp_path: Path, lease: str) -> Path:
+    raw = yaml.safe_load((REPO / "config/binpack.yaml").read_text())
+    raw["leaderElection"] = {"leaderElect": True, "leaseDuration": "4s", "renewDeadline": "3s",
+                             "retryPeriod": "1s", "resourceNamespace": "default", "resourceName": lease}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+async def _metrics(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    async with aiohttp.ClientSession(trust_env=False) as session:
+        async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+            text = await response.text()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+async def _printed(plane: LocalControlPlane, path: str) -> dict[str, dict[str, str]]:
+    """The server-side printed table (as kubectl gets it): name -> column -> cell."""
+    headers = {"Authorization": f"Bearer {plane.admin_token}", "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
+    context = ssl.create_default_context(cafile=str(plane.ca_file))
+    async with aiohttp.ClientSession(trust_env=False) as session:
+        async with session.get(plane.server + path, headers=headers, ssl=context) as response:
+            table = await response.json()
+    names = [column["name"] for column in table["columnDefinitions"]]
+    return {row["cells"][0]: dict(zip(names, map(str, row["cells"]))) for row in table["rows"]}
+
+
+def _managers(obj: dict[str, Any], subresource: str = "") -> set[str]:
+    return {entry["manager"] for entry in obj["metadata"].get("managedFields") or ()
+            if entry.get("subresource", "") == subresource}
+
+
+async def test_metrics_agree_with_readyz_as_soon_as_it_says_ready(clean_cluster: LocalControlPlane,
+                                                                   tmp_path: Path) -> None:
+    prefix = f"obs-{secrets.token_hex(3)}"
+    nodes = clean_cluster.add_fake_gpu_nodes(2, 2, "V100", prefix=prefix)
+    proc = TesseraProcess(clean_cluster.kubeconfig, _config(tmp_path, prefix), tmp_path)
+    proc.start()
+    try:
+        await proc.wait_ready()
+        metrics = await _metrics(proc.port)  # the first scrape after /readyz said 200
+    finally:
+        assert proc.terminate() == 0, proc.log()
+        clean_cluster.remove_fake_gpu_nodes(nodes)
+    assert {kind: metrics[("tessera_informer_synced", (("kind", kind),))] for kind in KINDS} == dict.fromkeys(KINDS, 1)
+    assert metrics[("scheduler_scheduler_cache_size", (("type", "nodes"),))] == 2
+    assert metrics[("tessera_devices", (("state", "free"),))] == 4
+
+
+async def test_writes_say_tessera_and_class_status_names_the_resource(clean_cluster: LocalControlPlane, kubectl: Kube,
+                                                                      namespace: str, tmp_path: Path) -> None:
+    lease = f"obs-{secrets.token_hex(3)}"
+    nodes = clean_cluster.add_fake_gpu_nodes(1, 2, "V100", prefix=lease)
+    proc = TesseraProcess(clean_cluster.kubeconfig, _config(tmp_path, lease), tmp_path)
+    proc.start()
+    try:
+        await proc.wait_ready()
+        await kubectl.create(CLASSES, b.resource_class("obs-default", match_labels={"model": "V100"}))
+        await kubectl.create(CLASSES, b.resource_class("obs-named", match_labels={"model": "V100"},
+                                                       resource_name="gpu.example.com/obs-named"))
+        await kubectl.create_pod(namespace, b.pod("too-big", limits={"nvidia.com/gpu": 5}))
+
+        async def class_status(name: str) -> dict[str, Any] | None:
+            obj = (await kubectl.call("GET", f"{CLASSES}/{name}")).json()
+            return obj if (obj.get("status") or {}).get("resourceName") else None
+
+        default = await eventually(lambda: class_status("obs-default"))
+        named = await eventually(lambda: class_status("obs-named"))
+        assert default["status"]["resourceName"] == "class.tessera.dev/obs-default"
+        assert named["status"]["resourceName"] == "gpu.example.com/obs-named"
+        assert default["status"]["matchingDevices"] == 2
+        assert _managers(default, "status") == {"tessera"} and _managers(named, "status") == {"tessera"}
+
+        columns = await _printed(clean_cluster, CLASSES)  # what `kubectl get resourceclasses` shows
+        assert columns["obs-default"]["ResourceName"] == "class.tessera.dev/obs-default"
+        assert columns["obs-named"]["ResourceName"] == "gpu.example.com/obs-named"
+
+        async def unschedulable() -> dict[str, Any] | None:
+            pod = (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/pods/too-big")).json()
+            conditions = pod.get("status", {}).get("conditions") or []
+            return pod if any(c["type"] == "PodScheduled" and c["status"] == "False" for c in conditions) else None
+
+        pod = await eventually(unschedulable)
+        assert _managers(pod, "status") == {"tessera"}
+        assert _managers(pod) == {"tessera-e2e"}  # the test created it
+
+        async def tessera_events() -> list[dict[str, Any]]:
+            return [e for e in await kubectl.events(namespace) if e.get("reportingController") == "tessera"]
+
+        events = await eventually(tessera_events)
+        assert all(_managers(event) == {"tessera"} for event in events)
+        lease_obj = (await kubectl.call("GET", f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{lease}")).json()
+        assert _managers(lease_obj) == {"tessera"}
+    finally:
+        assert proc.terminate() == 0, proc.log()
+        clean_cluster.remove_fake_gpu_nodes(nodes)
