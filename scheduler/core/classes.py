@@ -211,6 +211,7 @@ class ClassRegistry:
         self.device_classes: dict[str, frozenset[str]] = {}  # device name -> matching class names
         self.generation = 0  # moves on any class or device change
         self.epoch = 0  # moves only when the set of classes (or their specs) changes
+        self._slices = _SliceCapacity()
 
     def upsert(self, cls: ResourceClass, devices: Iterable[Device]) -> None:
         self.classes[cls.name] = cls
@@ -224,21 +225,29 @@ class ClassRegistry:
         cls = self.classes.get(name)
         if cls is None:
             return None
-        return cls.error or self.clash.get(name)
+        return cls.error or self.clash.get(name) or self._slices.problem(cls)
 
     def resource_class(self, resource_name: str) -> ResourceClass | None:
-        return self.by_resource.get(resource_name)
+        """The usable class that owns ``resource_name``: None also for a sharing class whose
+        matching devices cannot hold a single slice (see `_SliceCapacity`), so pods asking for it
+        are told why instead of "Insufficient"."""
+        cls = self.by_resource.get(resource_name)
+        if cls is not None and cls.sharing is not None and self._slices.unusable(cls.name):
+            return None
+        return cls
 
     def is_class_resource(self, resource_name: str) -> bool:
         return resource_name in self.by_resource or resource_name.startswith(DEFAULT_RESOURCE_PREFIX)
 
     def device_changed(self, device: Device) -> None:
-        self.device_classes[device.name] = frozenset(
-            cls.name for cls in self.by_resource.values() if cls.matches(device))
+        matching = frozenset(cls.name for cls in self.by_resource.values() if cls.matches(device))
+        self.device_classes[device.name] = matching
+        self._slices.device_changed(device, matching)
         self.generation += 1
 
     def device_removed(self, name: str) -> None:
         self.device_classes.pop(name, None)
+        self._slices.device_removed(name)
         self.generation += 1
 
     def _reindex(self, devices: Iterable[Device]) -> None:
@@ -254,7 +263,56 @@ class ClassRegistry:
                 continue
             self.by_resource[cls.resource_name] = cls
         self.device_classes = {}
+        self._slices = _SliceCapacity(cls for cls in self.by_resource.values() if cls.sharing is not None)
         for device in devices:
             self.device_changed(device)
         self.generation += 1
         self.epoch += 1
+
+
+class _SliceCapacity:
+    """Which matching devices of each sharing class can hold a slice of it.
+
+    A slice is `sharing.unit` of the device capacity named by `sharing.dimension`. A class whose
+    matching devices have no such capacity (or less than one unit), e.g. `dimension: cores` on GPUs
+    that publish only `memory`, can never place a pod: it is reported not valid, naming the
+    dimension and the capacities the devices do have, rather than Valid with matching devices and
+    every pod "Insufficient". A class that matches no device yet stays valid (nothing to judge by).
+    Counts are kept per device event, so the check costs nothing per scheduling attempt.
+    """
+
+    def __init__(self, classes: Iterable[ResourceClass] = ()) -> None:
+        self._classes = {cls.name: cls for cls in classes}
+        self._fits: dict[str, dict[str, bool]] = {name: {} for name in self._classes}  # class -> device -> fits
+        self._fitting: dict[str, int] = dict.fromkeys(self._classes, 0)
+        self._capacities: dict[str, frozenset[str]] = {}  # device -> its capacity names (sharing matches only)
+
+    def device_changed(self, device: Device, matching: frozenset[str]) -> None:
+        self.device_removed(device.name)
+        for name in matching & self._classes.keys():
+            sharing = self._classes[name].sharing
+            assert sharing is not None
+            capacity = device.capacity.get(sharing.dimension)
+            fits = capacity is not None and capacity >= sharing.unit
+            self._fits[name][device.name] = fits
+            self._fitting[name] += fits
+            self._capacities[device.name] = frozenset(device.capacity)
+
+    def device_removed(self, device: str) -> None:
+        if self._capacities.pop(device, None) is None:
+            return
+        for name, fits in self._fits.items():
+            if fits.pop(device, False):
+                self._fitting[name] -= 1
+
+    def unusable(self, name: str) -> bool:
+        return bool(self._fits.get(name)) and not self._fitting.get(name)
+
+    def problem(self, cls: ResourceClass) -> str | None:
+        if cls.sharing is None or not self.unusable(cls.name):
+            return None
+        devices = self._fits[cls.name]
+        names = sorted(set().union(*(self._capacities[d] for d in devices)))
+        return (f'spec.sharing.dimension: Invalid value: "{cls.sharing.dimension}": none of the {len(devices)} '
+                f"matching devices has a {cls.sharing.dimension} capacity of at least one unit "
+                f"({format_quantity(cls.sharing.unit)}); their capacities: {', '.join(names) or 'none'}")

@@ -5,7 +5,8 @@
 - every write Tessera makes is attributed to field manager `tessera` (`metadata.managedFields`),
   not the client library's `OpenAPI-Generator`: pod status, class status, Events, the Lease;
 - a ResourceClass status names the effective resourceName, so the RESOURCENAME column of
-  `kubectl get resourceclasses` is filled for classes that leave it to the default.
+  `kubectl get resourceclasses` is filled for classes that leave it to the default; a sharing
+  class whose devices lack its dimension is `Valid=False` with the reason.
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ async def test_writes_say_tessera_and_class_status_names_the_resource(clean_clus
         await kubectl.create(CLASSES, b.resource_class("obs-default", match_labels={"model": "V100"}))
         await kubectl.create(CLASSES, b.resource_class("obs-named", match_labels={"model": "V100"},
                                                        resource_name="gpu.example.com/obs-named"))
+        await kubectl.create(CLASSES, b.resource_class("obs-cores", match_labels={"model": "V100"},
+                                                       sharing={"dimension": "cores", "unit": "1"}))
         await kubectl.create_pod(namespace, b.pod("too-big", limits={"nvidia.com/gpu": 5}))
 
         async def class_status(name: str) -> dict[str, Any] | None:
@@ -100,6 +103,11 @@ async def test_writes_say_tessera_and_class_status_names_the_resource(clean_clus
         assert named["status"]["resourceName"] == "gpu.example.com/obs-named"
         assert default["status"]["matchingDevices"] == 2
         assert _managers(default, "status") == {"tessera"} and _managers(named, "status") == {"tessera"}
+        cores = (await eventually(lambda: class_status("obs-cores")))["status"]
+        assert [(c["type"], c["status"]) for c in cores["conditions"]] == [("Valid", "False")]
+        assert cores["conditions"][0]["message"] == (
+            'spec.sharing.dimension: Invalid value: "cores": none of the 2 matching devices has a cores capacity '
+            "of at least one unit (1); their capacities: memory")
 
         columns = await _printed(clean_cluster, CLASSES)  # what `kubectl get resourceclasses` shows
         assert columns["obs-default"]["ResourceName"] == "class.tessera.dev/obs-default"
