@@ -130,7 +130,7 @@ class Denials:
         self._by_kind[kind] = err
         if first:
             log.error("informers.denied", kind=kind, status=err.status, reason=err.message,
-                      message=f"{_denial_text(err)}; retrying with backoff")
+                      message=f"{_denial_text(err, [kind])}; retrying with backoff")
 
     def allowed(self, kind: str) -> None:
         if self._by_kind.pop(kind, None) is not None and not self._by_kind:
@@ -140,15 +140,15 @@ class Denials:
     def reason(self) -> str | None:
         if not self._by_kind:
             return None
-        err = next(iter(self._by_kind.values()))
-        return f"{_denial_text(err)} (kinds: {', '.join(sorted(self._by_kind))})"
+        return _denial_text(next(iter(self._by_kind.values())), sorted(self._by_kind))
 
 
-def _denial_text(err: _HttpError) -> str:
+def _denial_text(err: _HttpError, kinds: Sequence[str]) -> str:
+    """One line, most telling part first (/readyz truncates long reasons)."""
     if err.status == 401:
         return ("the apiserver rejected our credentials (HTTP 401 Unauthorized): check the token or client "
                 "certificate in the kubeconfig")
-    return f"the apiserver denied access (HTTP {err.status}): {err.message}"
+    return f"the apiserver denied access to {', '.join(kinds)} (HTTP {err.status}): {err.message}"
 
 
 def _key(obj: dict[str, Any]) -> str:

@@ -319,7 +319,7 @@ async def test_refused_credentials_are_said_once_for_the_whole_set_and_retried_s
                 await task
     assert informer_set.denied is None
     assert ("the apiserver rejected our credentials (HTTP 401 Unauthorized): check the token or client certificate "
-            "in the kubeconfig (kinds: Node, Pod)") in reasons
+            "in the kubeconfig") in reasons
     assert [(e["event"], e["log_level"]) for e in logs if e["log_level"] in ("warning", "error")] == [
         ("informers.denied", "error")]
     denied = next(e for e in logs if e["event"] == "informers.denied")
@@ -336,5 +336,6 @@ async def test_forbidden_kind_names_what_the_apiserver_said() -> None:
     assert [(e["event"], e["log_level"]) for e in logs if e["log_level"] in ("warning", "error")] == [
         ("informers.denied", "error")]
     assert next(e for e in logs if e["event"] == "informers.denied")["message"] == (
-        'the apiserver denied access (HTTP 403): pods is forbidden: User "x" cannot list resource "pods"; '
+        'the apiserver denied access to Pod (HTTP 403): pods is forbidden: User "x" cannot list resource "pods"; '
         "retrying with backoff")
+    assert informer.denials.reason is None  # it got through in the end
