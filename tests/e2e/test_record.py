@@ -30,6 +30,8 @@ async def start_record(*args: str) -> asyncio.subprocess.Process:
 
 
 async def wait_for_stderr(proc: asyncio.subprocess.Process, pattern: str, seen: list[str], timeout: float = 30.0) -> None:
+    """Read stderr lines until one matches. Match record's own lines (`^tessera record: `): its
+    informers log `informer.synced` per kind there too, long before every kind is in."""
     assert proc.stderr is not None
     async with asyncio.timeout(timeout):
         while True:
@@ -81,7 +83,7 @@ async def test_record_then_simulate(control_plane: LocalControlPlane, namespace:
             proc = await start_record("--kubeconfig", str(control_plane.kubeconfig), "-o", str(out),
                                       "--duration", "12")
             stderr: list[str] = []
-            await wait_for_stderr(proc, r"synced", stderr)
+            await wait_for_stderr(proc, r"^tessera record: synced", stderr)
 
             nodes += await asyncio.to_thread(control_plane.add_fake_gpu_nodes, 1, 2, "V100", prefix=f"{prefix}-b")
             assert (await http.request("POST", pods_path, body=gpu_pod("after"))).status == 201
@@ -135,7 +137,7 @@ async def test_full_cluster_with_pending_pods_replays_as_it_was(control_plane: L
                 assert (await http.request("POST", pods_path, body=gpu_pod(name, gpus))).status == 201
             proc = await start_record("--kubeconfig", str(control_plane.kubeconfig), "-o", str(out))
             stderr: list[str] = []
-            await wait_for_stderr(proc, r"synced", stderr)
+            await wait_for_stderr(proc, r"^tessera record: synced", stderr)
             proc.send_signal(signal.SIGINT)
             assert await finish(proc, stderr, timeout=30) == 0, "".join(stderr)
         finally:
@@ -165,7 +167,7 @@ async def test_record_stops_on_sigint(control_plane: LocalControlPlane, tmp_path
     proc = await start_record("--kubeconfig", str(control_plane.kubeconfig), "-o", str(out),
                               "--kinds", "nodes,podgroups")
     stderr: list[str] = []
-    await wait_for_stderr(proc, r"synced", stderr)
+    await wait_for_stderr(proc, r"^tessera record: synced", stderr)
     proc.send_signal(signal.SIGINT)
     assert await finish(proc, stderr, timeout=30) == 0, "".join(stderr)
     assert "Traceback" not in "".join(stderr)
