@@ -422,10 +422,17 @@ async def test_without_nodes_list_it_stays_unready_but_alive(
                 return False
 
         await eventually(serving, 30)
+        denied = "not ready: the apiserver denied access to Node (HTTP 403): nodes is forbidden"
+
+        async def says_why() -> bool:  # once the first LIST of nodes has been refused
+            status, reason = await fetch(base + "/readyz")
+            assert status == 503, (status, reason)
+            return reason.startswith(denied)
+
+        await eventually(says_why, 30)
         for _ in range(10):  # 3 s: the other informers have long synced by then
             status, reason = await fetch(base + "/readyz")
-            assert status == 503 and reason.startswith("not ready: the apiserver denied access to Node (HTTP 403): "
-                                                       "nodes is forbidden"), (status, reason)
+            assert status == 503 and reason.startswith(denied), (status, reason)
             assert (await fetch(base + "/healthz"))[0] == 200
             await asyncio.sleep(0.3)
         assert process.alive()
