@@ -3,9 +3,9 @@
 Start-up problems (no or unusable kubeconfig, an unreachable apiserver or one that rejects our
 credentials, an unusable device-plugin directory, NVML missing, a broken fake-device file) are one
 line on stderr and a non-zero exit (2 for a kubeconfig problem, as for bad arguments), so the
-DaemonSet's pod shows them in its status. After start-up nothing but SIGTERM/SIGINT ends the process: API and kubelet trouble
-is retried (see scheduler/agent/agent.py). SIGTERM stops the device-plugin servers and removes
-their sockets; the ExtendedResources stay published.
+DaemonSet's pod shows them in its status. After start-up nothing but SIGTERM/SIGINT ends the
+process: API and kubelet trouble is retried (see scheduler/agent/agent.py). SIGTERM stops the
+device-plugin servers and removes their sockets; the ExtendedResources stay published.
 """
 
 from __future__ import annotations

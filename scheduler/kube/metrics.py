@@ -71,7 +71,7 @@ class _WithoutCreated(Collector):
             yield family
 
     def describe(self) -> Iterable[Metric]:
-        return self._inner.collect()
+        return self.collect()
 
 
 class Metrics:
