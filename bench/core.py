@@ -120,7 +120,7 @@ def run_size(nodes: int, pending: int, bound_per_node: int, seed: int) -> dict[s
     return {
         "nodes": nodes,
         "gpus": nodes * 8,
-        "pods_total": len(scheduler.state.pods),
+        "pods_total": scheduler.cache_sizes()["pods"],
         "pending_pods": len(pods),
         "decisions": decisions,
         "placed": placed,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from bench.trace_metrics import RunMetrics, Series, run_metrics
 from bench.trace_workload import GPU_RESOURCE, MILLI, TraceNode, TracePod, cluster_objects, pod_object
 from scheduler.api.config import SchedulerConfig
+from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX as CLASS_PREFIX
 from scheduler.core.scheduler import Scheduler
 
 
@@ -81,9 +82,8 @@ def run_once(policy: str, config: SchedulerConfig, seed: int, nodes: Sequence[Tr
 
 def _ungranted(scheduler: Scheduler) -> str:
     """Placed pods that asked for ResourceClass devices but hold none (the usual culprit)."""
-    state = scheduler.state
-    keys = [state.pods[uid].key for uid, placement in state.placements.items()
-            if not placement.grants and any(state.classes.is_class_resource(r) for r in placement.requests)]
+    keys = [placed.key for placed in scheduler.placements()
+            if not placed.grants and any(r.startswith(CLASS_PREFIX) for r in placed.requests)]
     if not keys:
         return ""
     return f"; placed without their class devices: {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}"
@@ -92,8 +92,8 @@ def _ungranted(scheduler: Scheduler) -> str:
 def core_gpu_milli(scheduler: Scheduler) -> int:
     """GPU milli held in the core: plain nvidia.com/gpu counts, exclusive devices, shared slices."""
     total = 0
-    for placement in scheduler.state.placements.values():
-        total += placement.requests.get(GPU_RESOURCE, 0) * MILLI
-        for _device, amount in placement.grants:
+    for placed in scheduler.placements():
+        total += placed.requests.get(GPU_RESOURCE, 0) * MILLI
+        for _device, amount in placed.grants:
             total += MILLI if amount is None else int(amount)
     return total

@@ -19,23 +19,23 @@ Tessera-specific decisions (upstream defines nothing here, or Tessera deliberate
   keys Tessera has no use for are accepted and ignored: `parallelism` (still validated > 0),
   `healthzBindAddress`, `metricsBindAddress`, `enableProfiling`, `enableContentionProfiling`,
   `delayCacheUntilActive`, `percentageOfPlacementsToScore`, `clientConnection.contentType` /
-  `acceptContentTypes`, Coscheduling's `podGroupRejectPercentage`. A non-empty `extenders` list is
-  rejected: ignoring it would silently change placement decisions.
+  `acceptContentTypes`, and the plugin args each plugin declares as ignored (its ArgsSpec). A
+  non-empty `extenders` list is rejected: ignoring it would silently change placement decisions.
 - Tessera's filter chain is fixed. Only `multiPoint` and `score` change anything; `enabled`
   entries at other extension points must name a Tessera plugin (they are no-ops, so
-  scheduler-plugins style configs that enable Coscheduling at queueSort/permit still load) and
+  scheduler-plugins style configs that enable a plugin at queueSort/permit still load) and
   `disabled` entries there are ignored. Disabling a plugin through `multiPoint` removes its score
   only; its filter keeps running.
 - Score plugin weights must be >= 0 (upstream does not check); 0 or absent means 1, as upstream.
-- `pluginConfig` may only name NodeResourcesFit, Coscheduling and TesseraDevices; resource names
-  in a scoring strategy must be non-empty and unique; `clientConnection.qps` must be >= 0
+- `pluginConfig` may only name plugins that take args; each plugin validates its own (the
+  registry's ArgsSpec, parsers in the plugins' modules). `clientConnection.qps` must be >= 0
   (client-go treats a negative QPS as "no rate limit", which Tessera does not offer).
 - The lease defaults to `kube-system/tessera`, not `kube-scheduler`: Tessera runs beside the
   default scheduler and must not compete for its lease.
 - v1beta2 and v1beta3 are read with v1 rules. v1alpha1 is the seed's legacy form: top-level
-  `plugins`/`pluginConfig` for one profile, `RequestedToCapacityRatio` args
-  `functionshape`/`resourcetoweightmap` with scores on 0..100 and keys matched case-insensitively
-  (Go's encoding/json decoded these args), legacy names mapped onto today's plugins.
+  `plugins`/`pluginConfig` for one profile; the names and args it used for a plugin are the
+  plugin's LegacyForm in the registry (pluginConfig keys matched case-insensitively, as Go's
+  encoding/json decoded them).
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ class SchedulingQueue:
         self._backoff: list[tuple[float, int, str, int]] = []
         self.unschedulable: dict[str, QueuedPod] = {}
         self.group_failed_at: dict[str, float] = {}
-        self.group_backoff_until: dict[str, float] = {}  # Coscheduling podGroupBackoffSeconds
+        self.group_backoff_until: dict[str, float] = {}  # a failed group kept out until then
         self._seq = itertools.count()
         self._move_cycle = 0
         # pods entering a queue, by (queue, event) — upstream's scheduler_queue_incoming_pods_total

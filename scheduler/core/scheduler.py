@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from scheduler.api.config_model import SchedulerConfig
+from scheduler.api.quantity import Amount
 from scheduler.core.cycle import Cycle
 from scheduler.core.engine import Engine
 from scheduler.core.framework.attempt import Attempt
@@ -46,6 +47,16 @@ class ClassStatus:
     valid: bool
     message: str
     matching_devices: int
+    resource_name: str  # the effective name pods ask for (the default when the class sets none)
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedPod:
+    key: str
+    node: str
+    requests: dict[str, int]
+    grants: tuple[tuple[str, Amount | None], ...]  # (device, shared amount or None)
+    assumed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +172,8 @@ class Scheduler:
 
     def class_statuses(self) -> list[ClassStatus]:
         state = self._engine.state
-        return [ClassStatus(name, *state.class_status(name)) for name in sorted(state.classes.classes)]
+        return [ClassStatus(name, *state.class_status(name), state.classes.classes[name].resource_name)
+                for name in sorted(state.classes.classes)]
 
     def class_names(self) -> list[str]:
         return list(self._engine.state.classes.classes)
@@ -197,6 +209,23 @@ class Scheduler:
             assert info.node is not None
             usage = {name: (info.used(name), info.node.allocatable.get(name, 0)) for name in resources}
             yield NodeUsage(info.name, usage, len(info.pods))
+
+    def over_capacity(self, node: str) -> list[tuple[str, int, int]]:
+        """(resource, in use, allocatable) for every resource the node has more of in use than it
+        has (possible only through pods bound by others, or a node that shrank)."""
+        info = self._engine.state.nodes.get(node)
+        if info is None or info.node is None:
+            return []
+        return [(resource, info.used(resource), allocatable)
+                for resource, allocatable in sorted(info.node.allocatable.items()) if info.used(resource) > allocatable]
+
+    def placements(self) -> Iterator[PlacedPod]:
+        """Every pod on a node (bound, or assumed while its Binding is out) and what it charged."""
+        state = self._engine.state
+        for uid, placement in state.placements.items():
+            pod = state.pods.get(uid)
+            yield PlacedPod(pod.key if pod is not None else uid, placement.node, dict(placement.requests),
+                            placement.grants, placement.assumed)
 
     def is_pending(self, key: str) -> bool:
         """The pod exists and waits for a node (not placed, not being deleted)."""

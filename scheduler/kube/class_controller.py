@@ -1,6 +1,6 @@
 """Default ResourceClasses: one per distinct device model (seed 2; DESIGN.md §2).
 
-Optional (`TesseraDevices.defaultClassController: true`), and running inside the scheduler process:
+Optional (the device plugin arg `defaultClassController: true`), and running inside the scheduler process:
 it reads the devices and classes the scheduler's own informers already keep in the core state
 (callbacks, so no second watch), and creates what is missing:
 

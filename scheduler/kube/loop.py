@@ -21,7 +21,6 @@ import structlog
 from scheduler.api.config import SchedulerConfig
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
-from scheduler.core.plugins import coscheduling
 from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
 from scheduler.kube.class_controller import DefaultClassController
@@ -162,7 +161,7 @@ class SchedulerLoop:
         while not self._stopping:
             self._alive = time.monotonic()
             timeout = 1.0
-            expiry = self.core.queue.next_backoff_expiry()
+            expiry = self.core.next_backoff_expiry()
             if expiry is not None:
                 timeout = max(0.0, min(timeout, expiry - time.time()))
             try:
@@ -174,14 +173,14 @@ class SchedulerLoop:
                 continue
             now = time.time()
             if now - last_flush >= FLUSH_UNSCHEDULABLE_EVERY:
-                self.core.queue.flush_unschedulable(now)
+                self.core.flush_unschedulable(now)
                 last_flush = now
             if self._classes_dirty:
                 self._classes_dirty = False
                 self._write_class_statuses()
             await self._run_cycles()
             self._submit_released()  # gates a cycle opened (e.g. a node's agent went quiet)
-            self.hooks.on_queue(self.core.pending_counts())
+            self.hooks.on_queue(self.core.pending_counts(), self.core.take_queue_incoming())
 
     async def _run_cycles(self) -> None:
         cycles = 0
@@ -244,7 +243,7 @@ class SchedulerLoop:
         self._wake.set()
 
     def _write_group_status(self, key: str) -> None:
-        status = coscheduling.group_status(self.core.state, key)
+        status = self.core.group_status(key)
         if status is None:
             return
         namespace, _, name = key.partition("/")
@@ -258,10 +257,9 @@ class SchedulerLoop:
         return waiting[1] if waiting is not None and waiting[0] == reason else None
 
     def _write_class_statuses(self) -> None:
-        state = self.core.state
-        for name in list(state.classes.classes):
-            valid, message, matching = state.class_status(name)
-            self.statuses.resource_class(name, valid, message, matching, state.classes.classes[name].resource_name)
+        for status in self.core.class_statuses():
+            self.statuses.resource_class(status.name, status.valid, status.message, status.matching_devices,
+                                         status.resource_name)
 
 
 class LoopHooks:
@@ -276,7 +274,9 @@ class LoopHooks:
     def on_bind(self, result: BindResult) -> None:
         return None
 
-    def on_queue(self, counts: dict[str, int]) -> None:
+    def on_queue(self, counts: dict[str, int], incoming: dict[tuple[str, str], int]) -> None:
+        """`counts`: pods waiting, by queue; `incoming`: pods that entered a queue since the last
+        call, by (queue, event)."""
         return None
 
 

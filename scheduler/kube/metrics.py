@@ -34,7 +34,6 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
 
 AttemptResult = Literal["scheduled", "unschedulable", "error"]
 Queue = Literal["active", "backoff", "unschedulable", "gated"]
-IncomingQueue = Literal["active", "backoff", "unschedulable"]
 DeviceState = Literal["free", "allocated", "shared", "unhealthy"]
 GangResult = Literal["placed", "waiting", "failed"]
 BindingResult = Literal["success", "conflict", "not_found", "error"]
@@ -209,9 +208,9 @@ class Metrics:
         for queue, count in counts.items():
             self.pending_pods.labels(queue=queue).set(count)
 
-    def pod_incoming(self, queue: IncomingQueue, event: str, count: int = 1) -> None:
-        """Pods entering a queue, by the event that moved them (`PodAdd`, `NodeAdd`,
-        `ScheduleAttemptFailure`, `BackoffComplete`, `UnschedulableTimeout`, …)."""
+    def pod_incoming(self, queue: str, event: str, count: int = 1) -> None:
+        """Pods entering a queue (`active`, `backoff`, `unschedulable`), by the event that moved
+        them (`PodAdd`, `NodeAdd`, `ScheduleAttemptFailure`, `BackoffComplete`, `UnschedulableTimeout`, …)."""
         self.queue_incoming_pods.labels(queue=queue, event=event).inc(count)
 
     def set_cache_size(self, *, nodes: int, pods: int, assumed_pods: int) -> None:
@@ -221,7 +220,7 @@ class Metrics:
 
     # --- devices and gangs ---------------------------------------------------------------------
 
-    def set_devices(self, counts: Mapping[DeviceState, int]) -> None:
+    def set_devices(self, counts: Mapping[str, int]) -> None:
         """Device counts by state; states left out are set to 0 (a full snapshot each time)."""
         for state in DEVICE_STATES:
             self.devices.labels(state=state).set(counts.get(state, 0))

@@ -179,8 +179,10 @@ class MetricsHooks(LoopHooks):
     def on_bind(self, result: BindResult) -> None:
         self.metrics.observe_binding(result.outcome.value, result.seconds)
 
-    def on_queue(self, counts: dict[str, int]) -> None:
+    def on_queue(self, counts: dict[str, int], incoming: dict[tuple[str, str], int]) -> None:
         self.metrics.set_pending({k: v for k, v in counts.items() if k != "inFlight"})
+        for (queue, event), count in incoming.items():
+            self.metrics.pod_incoming(queue, event, count)
 
 
 class StateGauges:
@@ -194,22 +196,11 @@ class StateGauges:
         self._relists: dict[str, int] = {}
 
     def __call__(self) -> None:
-        state = self.loop.core.state
+        core = self.loop.core
         metrics = self.metrics
-        assumed = sum(1 for p in state.placements.values() if p.assumed)
-        metrics.set_cache_size(nodes=len(state.node_order), pods=len(state.pods), assumed_pods=assumed)
-        free = allocated = shared = unhealthy = 0
-        for device in state.devices.values():
-            use = state.device_use.get(device.name)
-            if not device.schedulable:
-                unhealthy += 1
-            elif use is None or not use.busy:
-                free += 1
-            elif use.exclusive:
-                allocated += 1
-            else:
-                shared += 1
-        metrics.set_devices({"free": free, "allocated": allocated, "shared": shared, "unhealthy": unhealthy})
+        sizes = core.cache_sizes()
+        metrics.set_cache_size(nodes=sizes["nodes"], pods=sizes["pods"], assumed_pods=sizes["assumed_pods"])
+        metrics.set_devices(core.device_states())
         for kind, stats in self.loop.informers.stats().items():
             for _ in range(stats.relists - self._relists.get(kind, 0)):
                 metrics.informer_relisted(kind)

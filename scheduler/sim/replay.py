@@ -25,7 +25,7 @@ from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.objects import object_uid
 from scheduler.core.resources import CPU
-from scheduler.core.state import NodeInfo, Notice
+from scheduler.core.state import Notice
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,11 +130,10 @@ class Replay:
             return
         if not isinstance(name, str) or not name:
             return
-        info = self.scheduler.state.nodes.get(name)
-        if info is not None and info.node is not None:
-            over = _over_capacity(info)
-            if over:
-                self.stats.over_capacity[name] = over
+        over = ", ".join(f"{resource} {_amount(resource, used)} used > {_amount(resource, allocatable)} allocatable"
+                         for resource, used, allocatable in self.scheduler.over_capacity(name))
+        if over:
+            self.stats.over_capacity[name] = over
 
     def _remember(self, event: WatchEvent, rejected: bool) -> None:
         """Keep the last pod object the core accepted: Bindings are applied to that one."""
@@ -173,17 +172,6 @@ class Replay:
             allocated["metadata"]["annotations"][ann.PHASE] = ann.PHASE_ALLOCATED
             self.pods[attempt.pod.uid] = allocated
             self.stats.notices += self.scheduler.apply("MODIFIED", allocated, self.now)
-
-
-def _over_capacity(info: NodeInfo) -> str:
-    """"nvidia.com/gpu 6 used > 4 allocatable, ..." for every resource beyond allocatable, or ""."""
-    assert info.node is not None
-    over = []
-    for resource, allocatable in sorted(info.node.allocatable.items()):
-        used = info.used(resource)
-        if used > allocatable:
-            over.append(f"{resource} {_amount(resource, used)} used > {_amount(resource, allocatable)} allocatable")
-    return ", ".join(over)
 
 
 def _amount(resource: str, value: int) -> str:

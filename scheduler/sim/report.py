@@ -9,8 +9,12 @@ from typing import IO
 import orjson
 
 from scheduler.api.config import SchedulerConfig
-from scheduler.core.state import ClusterState
+from scheduler.core.resources import CPU
+from scheduler.core.scheduler import Scheduler
 from scheduler.sim.replay import Replay, ReplayStats, attempt_line, read_events
+
+
+GPU = "nvidia.com/gpu"
 
 
 def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: str, seed: int) -> int:
@@ -30,28 +34,27 @@ def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: st
         print(f"tessera: warning: node {node} is over its capacity: {over} (pods in the input are bound "
               "beyond what the node offers, so this replay does not match the cluster; record bound pods "
               "before pending ones)", file=sys.stderr)
-    table = render_table(replay.scheduler.state, replay.stats)
+    table = render_table(replay.scheduler, replay.stats)
     print(table, file=sys.stdout if output == "table" else sys.stderr)
     return 0
 
 
-def render_table(state: ClusterState, stats: ReplayStats) -> str:
+def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
     """Nodes with their GPU/CPU use and the pods on them, then pods that did not get a node."""
     by_node: dict[str, list[str]] = defaultdict(list)
     unscheduled: list[tuple[str, str]] = []
     for key, attempt in sorted(stats.final.items()):
         if attempt.node is not None:
             by_node[attempt.node].append(attempt.pod.meta.name)
-        elif key in state.by_key and state.by_key[key] in state.pending:
+        elif scheduler.is_pending(key):
             unscheduled.append((key, attempt.message))
     rows = [("NODE", "GPU", "CPU", "PODS")]
-    for info in state.node_infos():
-        assert info.node is not None
-        alloc = info.node.allocatable
-        gpus = alloc.get("nvidia.com/gpu", 0)
-        gpu = f"{info.used('nvidia.com/gpu')}/{gpus}" if gpus else "-"
-        cpu = f"{info.requested.get('cpu', 0) / 1000:g}/{alloc.get('cpu', 0) / 1000:g}"
-        rows.append((info.name, gpu, cpu, ", ".join(sorted(by_node.get(info.name, []))) or "-"))
+    for node in scheduler.node_usage((GPU, CPU)):
+        gpu_used, gpus = node.resources[GPU]
+        cpu_used, cpus = node.resources[CPU]
+        gpu = f"{gpu_used}/{gpus}" if gpus else "-"
+        rows.append((node.name, gpu, f"{cpu_used / 1000:g}/{cpus / 1000:g}",
+                     ", ".join(sorted(by_node.get(node.name, []))) or "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = ["  ".join(cell.ljust(widths[i]) if i < 3 else cell for i, cell in enumerate(row)) for row in rows]
     bound = sum(len(pods) for pods in by_node.values())

@@ -3,7 +3,7 @@
 PreFilter work — splitting requests into plain resources and device-class requests, resolving the
 classes — happens once per attempt here, so the per-node Filter and Score calls stay cheap.
 Plugins leave what others read in it: the device plans per node, and per feasible row what the
-pod's devices add to each device resource (`device_demand`), which NodeResourcesFit scores with.
+pod's devices add to each device resource (`device_demand`), which resource scoring reads.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ class DevicePlan:
 
     grants: dict[str, dict[str, list[tuple[str, Amount | None]]]]
     newly_busy: dict[str, int]  # device resourceName -> devices this pod turns from free to busy
-    score: int  # TesseraDevices score for this node, 0..100
+    score: int  # the device plugin's score for this node, 0..100
     # device resourceNames the plan's devices belong to: the pod *requests* these on this node for
-    # NodeResourcesFit scoring even where it makes no device newly busy (a slice on a used GPU)
+    # resource scoring even where it makes no device newly busy (a slice on a used GPU)
     resources: frozenset[str] = frozenset()
 
 
@@ -57,7 +57,7 @@ DemandOf = Callable[[npt.NDArray[np.int64]], dict[str, DeviceDemand]]
 @dataclass(slots=True)
 class PodContext:
     pod: Pod
-    plain: tuple[tuple[str, int], ...]  # requests checked by NodeResourcesFit (no class resources)
+    plain: tuple[tuple[str, int], ...]  # plain resource requests (class resources excluded)
     device_requests: tuple[DeviceRequest, ...]
     prefilter_error: str | None = None
     plans: dict[str, DevicePlan] = field(default_factory=dict)

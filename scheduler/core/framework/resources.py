@@ -1,8 +1,8 @@
 """Node resource columns: allocatable and in-use amounts per resource, for batch plugins.
 
-Generic node accounting rather than one plugin's rule: NodeResourcesFit filters and scores on
-these columns, TesseraDevices checks a device resource's count on them. Rows follow the node
-table; a resource gets its column the first time any node or pod names it.
+Generic node accounting rather than one plugin's rule: the resource fit plugin filters and scores
+on these columns, the device plugin checks a device resource's count on them. Rows follow the
+node table; a resource gets its column the first time any node or pod names it.
 """
 
 from __future__ import annotations
