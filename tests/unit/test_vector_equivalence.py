@@ -1,4 +1,9 @@
-"""The vectorised Filter/Score path decides exactly like the per-node path."""
+"""The batch (vectorised) forms of the plugins decide exactly like their per-node forms.
+
+The runner uses a plugin's batch form whenever it has one, for decisions and for --explain alike;
+`Scheduler(batch=False)` runs the per-node forms only. Both must agree on every placement, every
+message, every per-plugin score and every filtered node's reason, on random clusters.
+"""
 
 from __future__ import annotations
 
@@ -52,29 +57,33 @@ def _workload(seed: int) -> list[tuple[str, dict[str, Any]]]:
     return events
 
 
-FRAGMENTATION = "fragmentation"  # the built-in profile plus TesseraFragmentation
+FRAGMENTATION = "fragmentation"  # upstream's default plugins plus TesseraFragmentation
+GPU_PACKING = "gpu-packing"  # LeastAllocated on cpu/memory plus TesseraGpuPacking
 
 
 def _config(name: str | None) -> SchedulerConfig:
-    if name != FRAGMENTATION:
+    extra = {FRAGMENTATION: "TesseraFragmentation", GPU_PACKING: "TesseraGpuPacking"}.get(name or "")
+    if extra is None:
         return load_config(name)
     return parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                          "profiles": [{"schedulerName": "tessera", "plugins": {"score": {"enabled": [
-                             {"name": "TesseraFragmentation", "weight": 5}]}}}]}, "fragmentation")
+                             {"name": extra, "weight": 5}]}}}]}, str(name))
 
 
-def _run(events: list[tuple[str, dict[str, Any]]], config: str | None, vectorized: bool) -> list[tuple[Any, ...]]:
-    scheduler = Scheduler(_config(config), seed=7, batch=vectorized)
+def _run(events: list[tuple[str, dict[str, Any]]], config: str | None, vectorized: bool,
+         explain: bool = False) -> list[tuple[Any, ...]]:
+    scheduler = Scheduler(_config(config), seed=7, batch=vectorized, explain=explain)
     out = []
     for kind, obj in events:
         scheduler.apply(kind, obj, 0.0)
         while (attempts := scheduler.schedule_next(0.0)) is not None:
-            out += [(a.pod.key, a.node, tuple(sorted(a.annotations.items())), a.message) for a in attempts]
+            out += [(a.pod.key, a.node, tuple(sorted(a.annotations.items())), a.message,
+                     a.scores, a.filtered) for a in attempts]
     return out
 
 
 @pytest.mark.parametrize("config", [None, "config/binpack.yaml", "config/spread.yaml", "config/gpu-cluster.yaml",
-                                    FRAGMENTATION])
+                                    FRAGMENTATION, GPU_PACKING])
 @pytest.mark.parametrize("seed", range(8))
 def test_vector_path_equals_per_node_path(config: str | None, seed: int) -> None:
     events = _workload(seed)
@@ -83,8 +92,17 @@ def test_vector_path_equals_per_node_path(config: str | None, seed: int) -> None
     assert fast == slow
 
 
+@pytest.mark.parametrize("config", [None, "config/gpu-cluster.yaml", GPU_PACKING])
+@pytest.mark.parametrize("seed", range(3))
+def test_explain_shows_the_same_scores_and_reasons_either_way(config: str | None, seed: int) -> None:
+    events = _workload(seed)
+    batch = _run(events, config, vectorized=True, explain=True)
+    assert any(line[4] for line in batch) and any(line[5] for line in batch)  # scores and filtered nodes shown
+    assert batch == _run(events, config, vectorized=False, explain=True)
+
+
 def test_the_workloads_exercise_failures_and_successes() -> None:
-    outcomes = [node for seed in range(8) for _, node, _, _ in _run(_workload(seed), "config/spread.yaml", True)]
-    messages = {m for seed in range(8) for _, node, _, m in _run(_workload(seed), None, True) if node is None}
+    outcomes = [line[1] for seed in range(8) for line in _run(_workload(seed), "config/spread.yaml", True)]
+    messages = {line[3] for seed in range(8) for line in _run(_workload(seed), None, True) if line[1] is None}
     assert any(outcomes) and None in outcomes
     assert any("Insufficient" in m for m in messages) and any("untolerated taint" in m for m in messages)

@@ -28,6 +28,7 @@ from scheduler.core.plugins.fit import NodeResourcesFit
 from scheduler.core.plugins.fit import args as fit_args
 from scheduler.core.plugins.fragmentation import TesseraFragmentation
 from scheduler.core.plugins.fragmentation import args as fragmentation_args
+from scheduler.core.plugins import gpu_packing
 from scheduler.core.plugins.node_affinity import NodeAffinity
 from scheduler.core.plugins.node_name import NodeName
 from scheduler.core.plugins.node_unschedulable import NodeUnschedulable
@@ -115,6 +116,8 @@ REGISTRY: tuple[PluginSpec, ...] = (
     PluginSpec(TesseraFragmentation, _with(TesseraFragmentation, fragmentation_args.FragmentationArgs),
                args=ArgsSpec(fragmentation_args.FragmentationArgs, fragmentation_args.parse_args,
                              fragmentation_args.FIELDS)),
+    PluginSpec(gpu_packing.TesseraGpuPacking, _with(gpu_packing.TesseraGpuPacking, gpu_packing.GpuPackingArgs),
+               args=ArgsSpec(gpu_packing.GpuPackingArgs, gpu_packing.parse_args, gpu_packing.FIELDS)),
 )
 BY_NAME: Mapping[str, PluginSpec] = {spec.name: spec for spec in REGISTRY}
 
