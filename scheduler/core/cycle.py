@@ -80,7 +80,7 @@ class Cycle:
     def _history(self, pod: Pod) -> dict[str, tuple[int, float]]:
         """Failed attempts so far and first-queued time of the pod (and its gang siblings)."""
         state = self.engine.state
-        uids = state.groups.get(pod.gang.key, {pod.uid}) if pod.gang is not None else {pod.uid}
+        uids = state.gangs.members.get(pod.gang.key, {pod.uid}) if pod.gang is not None else {pod.uid}
         entries = self.engine.queue.entries
         return {uid: (entries[uid].attempts, entries[uid].initial) for uid in uids if uid in entries}
 

@@ -165,7 +165,7 @@ class Scheduler:
     def take_touched_groups(self) -> set[str]:
         """PodGroups whose object or members changed since the last call (their status may have)."""
         state = self._engine.state
-        return {key for key in state.take_touched_groups() if key in state.podgroups}
+        return {key for key in state.take_touched_groups() if key in state.gangs.podgroups}
 
     def group_status(self, key: str) -> GroupStatus | None:
         return group_status(self._engine.state, key)
@@ -186,7 +186,7 @@ class Scheduler:
         state = self._engine.state
         counts = {"free": 0, "allocated": 0, "shared": 0, "unhealthy": 0}
         for device in state.devices.values():
-            use = state.device_use.get(device.name)
+            use = state.ledger.use.get(device.name)
             if not device.schedulable:
                 counts["unhealthy"] += 1
             elif use is None or not use.busy:

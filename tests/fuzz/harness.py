@@ -269,7 +269,7 @@ class Harness:
                     device = state.devices.get(grant.device)
                     assert device is not None and device.node_name == attempt.node and device.schedulable, grant
                     assert cls.matches(device), (cls.name, grant)
-                    use = state.device_use[grant.device]
+                    use = state.ledger.use[grant.device]
                     if grant.amount is None:
                         assert use.exclusive == {attempt.pod.uid} and not use.shared, (grant, use)
                     else:
@@ -296,15 +296,15 @@ class Harness:
             assert {k: v for k, v in info.requested.items() if v} == {k: v for k, v in requested[name].items() if v}, name
             assert info.pods == pods[name], name
             busy = Counter(d.resource_name for d in info.devices.values()
-                           if d.name in state.device_use and state.device_use[d.name].busy)
+                           if d.name in state.ledger.use and state.ledger.use[d.name].busy)
             assert info.busy == dict(busy), (name, info.busy, busy)
             for device in info.devices.values():
                 assert state.devices.get(device.name) is device, device.name
         for device in state.devices.values():
             assert state.nodes[device.node_name].devices.get(device.name) is device, device.name
         used = set(exclusive) | set(shared)
-        assert set(state.device_use) == used, (set(state.device_use), used)
-        for name, use in state.device_use.items():
+        assert set(state.ledger.use) == used, (set(state.ledger.use), used)
+        for name, use in state.ledger.use.items():
             assert use.exclusive == exclusive.get(name, set()), name
             assert use.shared == shared.get(name, {}), name
             assert use.shared_total == sum(use.shared.values(), Fraction(0)), name
@@ -338,11 +338,11 @@ class Harness:
             "placements": sorted(state.placements),
             "nodes": list(state.node_order),
             "devices": sorted(state.devices),
-            "device_use": sorted(state.device_use),
+            "device_use": sorted(state.ledger.use),
             "classes": sorted(state.classes.classes),
-            "podgroups": sorted(state.podgroups),
+            "podgroups": sorted(state.gangs.podgroups),
             "pending": sorted(state.pending),
-            "groups": sorted(state.groups),
+            "groups": sorted(state.gangs.members),
             "queue": sorted(self.replay.scheduler.queue.entries),
             "deferred bindings": sorted({a.node or "" for a in self.replay.scheduler.held()}),
         }

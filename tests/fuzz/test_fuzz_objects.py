@@ -324,7 +324,7 @@ def _reflected(state: ClusterState, obj: dict[str, Any]) -> bool:
     if kind == "ResourceClass":
         return name in state.classes.classes
     if kind == "PodGroup":
-        return (f"{namespace}/{name}" if namespace else name) in state.podgroups
+        return (f"{namespace}/{name}" if namespace else name) in state.gangs.podgroups
     return False
 
 
@@ -667,7 +667,7 @@ def test_F3_deleting_an_object_whose_last_version_is_invalid_removes_it(kind: st
     assert not state.placements and not state.pods, "pod still holds its node after deletion"
     assert not state.devices, "a deleted device is still in the cache"
     assert state.node_order == ["n"], "a deleted node is still schedulable"
-    assert not state.podgroups, "a deleted PodGroup is still in the cache"
+    assert not state.gangs.podgroups, "a deleted PodGroup is still in the cache"
 
 
 @S.fuzz_settings(30)

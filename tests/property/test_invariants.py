@@ -292,7 +292,7 @@ def check_decision_core(sched: Scheduler, attempts: list[Attempt], ours: set[str
         check(all(a.pod.gang is not None and a.pod.gang.key == key for a in attempts),
               f"one transaction mixes pods of several gangs: {[a.pod.key for a in attempts]}")
         if placed:
-            members = state.groups.get(key, set())
+            members = state.gangs.members.get(key, set())
             minimum = state.group_min(key, first)
             count = sum(1 for uid in members if uid in state.placements)
             check(minimum is not None and count >= minimum,
@@ -311,7 +311,7 @@ def check_decision_core(sched: Scheduler, attempts: list[Attempt], ours: set[str
                   f"{a.pod.key}: granted device {device} of node {d.node_name} (schedulable={d.schedulable}) on {a.node}")
             cls = state.classes.resource_class(resource)
             check(cls is not None and cls.matches(d), f"{a.pod.key}: device {device} does not match class of {resource}")
-            use = state.device_use.get(device)
+            use = state.ledger.use.get(device)
             check(use is not None, f"{a.pod.key}: granted device {device} not charged")
             assert use is not None and cls is not None
             others = (use.exclusive | set(use.shared)) - txn_uids
@@ -336,7 +336,7 @@ def check_decision_core(sched: Scheduler, attempts: list[Attempt], ours: set[str
         for uid in here:
             before.subtract(state.placements[uid].requests)
         for d in info.devices.values():
-            use = state.device_use.get(d.name)
+            use = state.ledger.use.get(d.name)
             if use is not None and use.busy:
                 after[d.resource_name] += 1
                 if (use.exclusive | set(use.shared)) - txn_uids:
@@ -487,9 +487,9 @@ def check_state_consistent(sched: Scheduler) -> None:
             if dev.name in use:
                 busy[dev.resource_name] += 1
         check(info.busy == dict(busy), f"node {name}: busy {info.busy} != {dict(busy)}")
-    core = {d: (set(u.exclusive), dict(u.shared)) for d, u in state.device_use.items()}
+    core = {d: (set(u.exclusive), dict(u.shared)) for d, u in state.ledger.use.items()}
     check(core == use, f"device ledger {core} != placements' grants {use}")
-    for d, u in state.device_use.items():
+    for d, u in state.ledger.use.items():
         cached = getattr(u, "shared_total", None)
         if cached is not None:
             cached = cached() if callable(cached) else cached
@@ -498,14 +498,14 @@ def check_state_consistent(sched: Scheduler) -> None:
     with_object = [n for n, info in state.nodes.items() if info.node is not None]
     check(sorted(state.node_order) == sorted(with_object) and len(set(state.node_order)) == len(state.node_order),
           f"node_order {state.node_order} != nodes with objects {with_object}")
-    for key, members in state.groups.items():
+    for key, members in state.gangs.members.items():
         for uid in members:
             pod = state.pods.get(uid)
             check(pod is not None and pod.gang is not None and pod.gang.key == key and not pod.terminal,
                   f"group {key} lists {uid} wrongly")
     for uid, pod in state.pods.items():
         if pod.gang is not None and not pod.terminal:
-            check(uid in state.groups.get(pod.gang.key, ()), f"{pod.key} missing from its group {pod.gang.key}")
+            check(uid in state.gangs.members.get(pod.gang.key, ()), f"{pod.key} missing from its group {pod.gang.key}")
 
 
 def check_state_matches_world(world: S.World, sched: Scheduler) -> None:
@@ -522,7 +522,7 @@ def check_state_matches_world(world: S.World, sched: Scheduler) -> None:
         check(p.requests == pod_total(world.pods[uid]),
               f"pod {uid}: charged {p.requests} != requests {pod_total(world.pods[uid])}")
     ledger = ledger_of(world_holders(world))
-    core = {d: (set(u.exclusive), dict(u.shared)) for d, u in state.device_use.items()}
+    core = {d: (set(u.exclusive), dict(u.shared)) for d, u in state.ledger.use.items()}
     check(core == ledger, f"device ledger {core} != annotations {ledger}")
     # invariant 1 over what Tessera handed out (input pods may conflict with it later; that is input)
     ours = ledger_of((uid, a) for uid, a in world_holders(world) if uid in world.tessera_bound)
@@ -532,7 +532,7 @@ def check_state_matches_world(world: S.World, sched: Scheduler) -> None:
 def check_ours_core(sched: Scheduler, ours: set[str]) -> None:
     """Invariant 1 on the core ledger, over devices some Tessera-placed pod holds (any input)."""
     state = sched.state
-    for device, use in state.device_use.items():
+    for device, use in state.ledger.use.items():
         holders = use.exclusive | set(use.shared)
         mine = holders & ours
         if not mine:
@@ -544,7 +544,7 @@ def check_ours_core(sched: Scheduler, ours: set[str]) -> None:
 
 def fingerprint(state: ClusterState) -> tuple[Any, ...]:
     return (dict(state.placements), frozenset(state.pending), {n: i.node for n, i in state.nodes.items()},
-            dict(state.devices), dict(state.pods), {k: frozenset(v) for k, v in state.groups.items()})
+            dict(state.devices), dict(state.pods), {k: frozenset(v) for k, v in state.gangs.members.items()})
 
 
 # --- the harness ---------------------------------------------------------------------------------

@@ -129,7 +129,7 @@ def test_the_slice_takes_the_gpu_that_leaves_the_least_fragmentation_not_the_ful
     _gpu_nodes(run, "n", gpus=2)
     _others(run, {SHARE: 700}, 4)  # the cluster runs 0.7-GPU slices
     run.add(b.pod("first", limits={SHARE: 200}))  # one GPU now has 800 free
-    devices = run.scheduler.state.device_use
+    devices = run.scheduler.state.ledger.use
     assert len([d for d in devices.values() if d.busy]) == 1
     run.add(b.pod("second", limits={SHARE: 300}))
     # best fit would put it on the 800 GPU (500 left: no 0.7 slice fits anywhere but the free

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
@@ -88,12 +88,29 @@ class FilterPlugin(Plugin):
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         """None if the pod may go to the node, else the reasons (upstream's wording)."""
 
+    def node_filter(self, ctx: PodContext) -> Callable[[NodeInfo], Reasons | None]:
+        """`filter` for this attempt's pod, for many nodes in a row: a plugin whose per-node work
+        starts with per-attempt lookups (caches, generations) does them once here."""
+        return lambda info: self.filter(ctx, info)
+
+    def scan(self, ctx: PodContext, rows: Iterable[int], infos: Callable[[int], NodeInfo], want: int) -> list[int]:
+        """The first `want` of `rows` (in order) whose node passes `filter`. The runner's loop
+        over thousands of nodes: a plugin may override it to do its per-node work inline."""
+        check = self.node_filter(ctx)
+        passed: list[int] = []
+        for row in rows:
+            if not check(infos(row)):
+                passed.append(row)
+                if len(passed) >= want:
+                    break
+        return passed
+
 
 @dataclass(slots=True)
 class RowVerdict:
     """A batch filter's answer over the node table's rows.
 
-    `fails` marks the rows (among those it was asked about) the plugin rejects; `reasons` pairs
+    `fails` marks the rows the plugin rejects, a subset of those it was asked about; `reasons` pairs
     each reason with the rows it applies to, and `explain(row)` gives the reasons of a failing row
     no mask covers. With `exact` False the verdict is only a necessary condition: rows it lets
     through still go through the plugin's per-node `filter`.

@@ -16,23 +16,27 @@ V = TypeVar("V")
 
 
 class NodeCache(Generic[V]):
-    __slots__ = ("_entries",)
+    """node name -> (node generation, epoch, value). Loops over thousands of nodes read `entries`
+    directly with the same rule (`hit[0] == info.generation and hit[1] == epoch`): a method call
+    per node costs more than the lookup."""
+
+    __slots__ = ("entries",)
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[int, int, V]] = {}
+        self.entries: dict[str, tuple[int, int, V]] = {}
 
     def get(self, info: NodeInfo, epoch: int) -> V | None:
-        hit = self._entries.get(info.name)
+        hit = self.entries.get(info.name)
         if hit is not None and hit[0] == info.generation and hit[1] == epoch:
             return hit[2]
         return None
 
     def put(self, info: NodeInfo, epoch: int, value: V) -> V:
-        self._entries[info.name] = (info.generation, epoch, value)
+        self.entries[info.name] = (info.generation, epoch, value)
         return value
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.entries)
 
     def clear(self) -> None:
-        self._entries.clear()
+        self.entries.clear()

@@ -16,7 +16,7 @@ runs both), and `--explain` shows this same path.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
@@ -88,6 +88,11 @@ class ProfileRuntime:
             (plugin, weight) for name, weight in profile.score_weights.items()
             if isinstance(plugin := self.plugins.get(name), ScorePlugin)]
         self.grouping = self.find(GroupPlugin)
+        # protocol checks are slow: decided once per plugin, not once per attempt
+        self._batch_filters: dict[str, BatchFilter] = {
+            p.name: p for p in self.filters if batch and isinstance(p, BatchFilter)}
+        self._batch_scores: dict[str, BatchScore] = {
+            p.name: p for p, _ in self.scores if batch and isinstance(p, BatchScore)}
         self.hints: dict[str, Mapping[EventKind, QueueingHint]] = {
             name: plugin.queueing_hints() for name, plugin in self.plugins.items()}
 
@@ -150,31 +155,39 @@ class ProfileRuntime:
         lazy: list[FilterPlugin] = []
         alive = np.ones(n, np.bool_)
         for plugin in applicable:
-            if self.batch and isinstance(plugin, BatchFilter):
-                verdict = plugin.filter_rows(self.table, ctx, alive)
-                alive &= ~verdict.fails
+            batch = self._batch_filters.get(plugin.name)
+            if batch is not None:
+                verdict = batch.filter_rows(self.table, ctx, alive)
+                alive ^= verdict.fails  # a plugin only fails rows it was asked about: XOR removes them
                 verdicts[plugin.name] = verdict
                 if not verdict.exact:
                     lazy.append(plugin)
             else:
                 lazy.append(plugin)
         candidates = np.flatnonzero(alive)
-        rotated = np.concatenate((candidates[candidates >= start], candidates[candidates < start])).tolist()
+        rotated = np.concatenate((candidates[candidates >= start], candidates[candidates < start]))
+        rows: list[int]
         if not lazy:
-            rows = rotated[:to_find]
+            rows = rotated[:to_find].tolist()
         else:
-            rows = []
-            for row in rotated:
-                info = self.table.info(row)
-                if all(not plugin.filter(ctx, info) for plugin in lazy):
-                    rows.append(row)
-                    if len(rows) >= to_find:
-                        break
+            nodes, order = self._state.nodes, self._state.node_order
+
+            def infos(row: int) -> NodeInfo:
+                return nodes[order[row]]
+
+            candidates_left: Iterable[int] = rotated.tolist()
+            for plugin in lazy[:-1]:  # earlier plugins thin the rows lazily; the last one scans them
+                candidates_left = _passing(candidates_left, plugin.node_filter(ctx), infos)
+            rows = lazy[-1].scan(ctx, candidates_left, infos, to_find)
         processed = (rows[-1] - start) % n + 1 if len(rows) >= to_find else n
         found = Feasible(rows, processed)
         if not rows or explain:
-            visited = np.zeros(n, np.bool_)
-            visited[[(start + i) % n for i in range(processed)]] = True
+            visited = np.ones(n, np.bool_)
+            if processed < n:  # the rows from start on, wrapping around: the rest were not visited
+                visited[:] = False
+                end = start + processed
+                visited[start:min(end, n)] = True
+                visited[: max(0, end - n)] = True
             visited[rows] = False
             self._attribute(ctx, applicable, verdicts, visited, found, explain)
         return found
@@ -233,8 +246,8 @@ class ProfileRuntime:
                 continue
             if not applies:
                 raw = np.zeros(len(rows), np.int64)
-            elif self.batch and isinstance(plugin, BatchScore):
-                raw = plugin.score_rows(self.table, ctx, array)
+            elif plugin.name in self._batch_scores:
+                raw = self._batch_scores[plugin.name].score_rows(self.table, ctx, array)
             else:
                 raw = np.array([plugin.score(ctx, self.table.info(row)) for row in rows], np.int64)
             normalized = normalize(raw, plugin.normalize)
@@ -255,6 +268,12 @@ class ProfileRuntime:
 
     def scored(self) -> Iterator[str]:
         return (plugin.name for plugin, _ in self.scores)
+
+
+def _passing(rows: Iterable[int], check: Callable[[NodeInfo], Reasons | None],
+             infos: Callable[[int], NodeInfo]) -> Iterator[int]:
+    """The rows whose node `check` lets through, produced as they are asked for."""
+    return (row for row in rows if not check(infos(row)))
 
 
 def normalize(raw: Ints, how: Normalize) -> Ints:

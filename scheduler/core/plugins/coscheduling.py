@@ -76,7 +76,7 @@ def waiting_message(state: ClusterState, pod: Pod) -> str | None:
         return f'podgroup "{key}" not found'
     # members that can count: on a node already, or waiting for one (not gated, not being
     # deleted, scheduled by us) — otherwise a transaction could be tried that can never commit
-    members = sum(1 for uid in state.groups.get(key, ()) if uid in state.placements or uid in state.pending)
+    members = sum(1 for uid in state.gangs.members.get(key, ()) if uid in state.placements or uid in state.pending)
     if members < minimum:
         return (f"pod {pod.key} cannot find enough sibling pods, "
                 f"current pods number: {members}, minMember of group: {minimum}")
@@ -92,7 +92,7 @@ def gang_view(state: ClusterState, pod: Pod) -> GangView | None:
         return None
     bound: list[Pod] = []
     pending: list[Pod] = []
-    for uid in sorted(state.groups.get(key, ())):
+    for uid in sorted(state.gangs.members.get(key, ())):
         member = state.pods[uid]
         if uid in state.placements:
             bound.append(member)
@@ -122,11 +122,11 @@ class GroupStatus:
 
 def group_status(state: ClusterState, key: str) -> GroupStatus | None:
     """The status of the PodGroup `key`, or None when its PodGroup object is not known."""
-    group = state.podgroups.get(key)
+    group = state.gangs.podgroups.get(key)
     if group is None:
         return None
     minimum = group.min_member
-    members = [state.pods[uid] for uid in state.group_history.get(key, ()) if uid in state.pods]
+    members = [state.pods[uid] for uid in state.gangs.history.get(key, ()) if uid in state.pods]
     phases = [pod.phase for pod in members]
     running, succeeded, failed = phases.count("Running"), phases.count("Succeeded"), phases.count("Failed")
     scheduled = sum(1 for pod in members if pod.uid in state.placements or pod.terminal)

@@ -68,14 +68,15 @@ class TaintToleration(FilterPlugin, ScorePlugin):
         return None
 
     def filter_rows(self, table: NodeTable, ctx: PodContext, rows: Bools) -> RowVerdict:
-        fails = np.zeros(table.size, np.bool_)
+        tainted = rows & table.group(TaintColumns).hard[: table.size]
         why: dict[int, Reasons] = {}
-        for row in np.flatnonzero(rows & table.group(TaintColumns).hard[: table.size]).tolist():
+        for row in np.flatnonzero(tainted).tolist():
             rejected = self.filter(ctx, table.info(row))
             if rejected:
-                fails[row] = True
                 why[row] = rejected
-        return RowVerdict(fails, explain=why.__getitem__)
+            else:
+                tainted[row] = False  # tolerated
+        return RowVerdict(tainted, explain=why.__getitem__)
 
     def score(self, ctx: PodContext, info: NodeInfo) -> int:
         node = info.node

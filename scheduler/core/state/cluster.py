@@ -25,7 +25,6 @@ from scheduler.core.objects import (
     Device,
     ObjectError,
     Pod,
-    PodGroup,
     object_uid,
     parse_device,
     parse_node,
@@ -35,7 +34,7 @@ from scheduler.core.objects import (
 from scheduler.core.resources import CPU, MEMORY
 from scheduler.core.state.events import ClusterEvent, EventKind, Notice
 from scheduler.core.state.gangs import GangIndex
-from scheduler.core.state.ledger import DeviceLedger, DeviceUse
+from scheduler.core.state.ledger import DeviceLedger
 from scheduler.core.state.nodes import NodeInfo, Placement
 
 _TOMBSTONES = 200_000
@@ -59,24 +58,6 @@ class ClusterState:
         self.gangs = GangIndex()
         self._tombstones: OrderedDict[str, None] = OrderedDict()
         self._resource_versions: dict[str, int] = {}
-
-    # --- the parts' tables, read by the core's plugins --------------------------------------
-
-    @property
-    def device_use(self) -> dict[str, DeviceUse]:
-        return self.ledger.use
-
-    @property
-    def groups(self) -> dict[str, set[str]]:
-        return self.gangs.members
-
-    @property
-    def group_history(self) -> dict[str, set[str]]:
-        return self.gangs.history
-
-    @property
-    def podgroups(self) -> dict[str, PodGroup]:
-        return self.gangs.podgroups
 
     def take_touched_groups(self) -> set[str]:
         """Gangs whose members or PodGroup changed since the last call."""

@@ -14,7 +14,7 @@ and how full that leaves them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -58,6 +58,7 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
         self.default_class_controller = args.default_class_controller
         self.planner = DevicePlanner(self.state, lambda: handle.find(SliceChooser))
         self.gate = AllocationGate(self.state, args)
+        self._rows_plans: tuple[PodContext, Ints, list[DevicePlan]] | None = None
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         return {EventKind.NODE_ADDED: self.handle.fits_node, EventKind.NODE_UPDATED: self.handle.fits_node,
@@ -75,6 +76,12 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         return self.planner.filter_node(ctx, info)
 
+    def node_filter(self, ctx: PodContext) -> Callable[[NodeInfo], Reasons | None]:
+        return self.planner.node_filter(ctx)
+
+    def scan(self, ctx: PodContext, rows: Iterable[int], infos: Callable[[int], NodeInfo], want: int) -> list[int]:
+        return self.planner.scan(ctx, rows, infos, want)
+
     def filter_rows(self, table: NodeTable, ctx: PodContext, rows: Bools) -> RowVerdict:
         columns = table.group(ClassColumns)
         n = table.size
@@ -89,7 +96,7 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
 
         simple = simple_exclusive(columns, ctx)
         if simple is None:
-            ctx.device_demand = lambda feasible: self._demand_from_plans(table, ctx, feasible)
+            ctx.device_demand = lambda feasible: _demand_from_plans(self._plans_of(table, ctx, feasible))
             return RowVerdict(rows & ~possible, explain=explain, exact=False)
         name, resource, count = simple
         resources = table.group(ResourceColumns)
@@ -103,12 +110,16 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
             resource: DeviceDemand(np.full(len(feasible), count, np.int64), np.ones(len(feasible), np.bool_))}
         return RowVerdict(rows & ~ok, explain=explain)
 
-    def _demand_from_plans(self, table: NodeTable, ctx: PodContext, rows: Ints) -> dict[str, DeviceDemand]:
-        plans = [ctx.plans[table.info(row).name] for row in rows.tolist()]
-        names = {name for plan in plans for name in plan.resources}
-        return {name: DeviceDemand(np.array([plan.newly_busy.get(name, 0) for plan in plans], np.int64),
-                                   np.array([name in plan.resources for plan in plans], np.bool_))
-                for name in names}
+    def _plans_of(self, table: NodeTable, ctx: PodContext, rows: Ints) -> list[DevicePlan]:
+        """The plans of the feasible rows (the per-node filter made one for each), in row order;
+        resource scoring and this plugin's score both ask for the same rows in one cycle."""
+        memo = self._rows_plans
+        if memo is not None and memo[0] is ctx and memo[1] is rows:
+            return memo[2]
+        nodes, order, plans = table.state.nodes, table.state.node_order, ctx.plans
+        found = [plans[nodes[order[row]].name] for row in rows.tolist()]
+        self._rows_plans = (ctx, rows, found)
+        return found
 
     # --- score ---------------------------------------------------------------------------------
 
@@ -127,7 +138,7 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
             total = columns.total[name][rows]
             busy_after = total - columns.free[name][rows] + count
             return busy_after * MAX_NODE_SCORE // np.where(total > 0, total, 1)
-        return np.array([self.score(ctx, table.info(row)) for row in rows.tolist()], np.int64)
+        return np.array([plan.score for plan in self._plans_of(table, ctx, rows)], np.int64)
 
     # --- reserve -------------------------------------------------------------------------------
 
@@ -159,6 +170,13 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
 
     def abandon(self) -> list[Attempt]:
         return self.gate.abandon()
+
+
+def _demand_from_plans(plans: list[DevicePlan]) -> dict[str, DeviceDemand]:
+    names = {name for plan in plans for name in plan.resources}
+    return {name: DeviceDemand(np.array([plan.newly_busy.get(name, 0) for plan in plans], np.int64),
+                               np.array([name in plan.resources for plan in plans], np.bool_))
+            for name in names}
 
 
 def _reservation(plugin: TesseraDevices, plan: DevicePlan, now: float) -> Reservation:

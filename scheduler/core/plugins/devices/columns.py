@@ -50,7 +50,7 @@ class ClassColumns(ColumnGroup):
     def fill(self, row: int, info: NodeInfo) -> None:
         self.broken[row] = bool(info.broken)
         classes = self.state.classes
-        uses = self.state.device_use
+        uses = self.state.ledger.use
         for name, column in self.free.items():
             cls = classes.classes[name]
             best = total = 0

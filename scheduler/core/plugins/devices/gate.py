@@ -112,7 +112,7 @@ class AllocationGate:
                     return False
                 for grant in grants:
                     device = state.devices.get(grant.device)
-                    use = state.device_use.get(grant.device)
+                    use = state.ledger.use.get(grant.device)
                     if device is None or not device.schedulable or device.node_name != attempt.node \
                             or cls.name not in state.classes.device_classes.get(device.name, ()) or use is None:
                         return False

@@ -16,7 +16,7 @@ The node score is device-level binpack: how full the matching devices are after 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
 from scheduler.api.quantity import Amount
@@ -70,6 +70,58 @@ class DevicePlanner:
         ctx.plans[info.name] = plan
         return None
 
+    def scan(self, ctx: PodContext, rows: Iterable[int], infos: Callable[[int], NodeInfo], want: int) -> list[int]:
+        """filter_node over many rows until `want` pass, inline: one planning loop per attempt
+        is where a pod with slices of shared GPUs spends its cycle."""
+        requests = ctx.device_requests
+        cache = self._cache_for(requests)
+        entries = cache.entries
+        generation = self.generation
+        plans = ctx.plans
+        passed: list[int] = []
+        for row in rows:
+            info = infos(row)
+            if info.broken:
+                continue
+            hit = entries.get(info.name)
+            if hit is not None and hit[0] == info.generation and hit[1] == generation:
+                plan = hit[2]
+            else:
+                plan = cache.put(info, generation, self.plan(requests, info))
+            if isinstance(plan, str) or over_count(ctx, plan, info) is not None:
+                continue
+            plans[info.name] = plan
+            passed.append(row)
+            if len(passed) >= want:
+                break
+        return passed
+
+    def node_filter(self, ctx: PodContext) -> Callable[[NodeInfo], tuple[str, ...] | None]:
+        """filter_node for many nodes of one attempt: the plan cache and its epoch looked up once."""
+        requests = ctx.device_requests
+        cache = self._cache_for(requests)
+        entries = cache.entries
+        generation = self.generation
+        plans = ctx.plans
+
+        def check(info: NodeInfo) -> tuple[str, ...] | None:
+            if info.broken:
+                return (BROKEN,)
+            hit = entries.get(info.name)
+            if hit is not None and hit[0] == info.generation and hit[1] == generation:
+                plan = hit[2]
+            else:
+                plan = cache.put(info, generation, self.plan(requests, info))
+            if isinstance(plan, str):
+                return (plan,)
+            short = over_count(ctx, plan, info)
+            if short is not None:
+                return (short,)
+            plans[info.name] = plan
+            return None
+
+        return check
+
     def _cache_for(self, requests: tuple[DeviceRequest, ...]) -> NodeCache[DevicePlan | str]:
         """The per-node plan cache for these requests."""
         key = tuple((r.container, r.resource_name, r.count) for r in requests)
@@ -97,7 +149,7 @@ class DevicePlanner:
 
     def plan(self, requests: tuple[DeviceRequest, ...], info: NodeInfo) -> DevicePlan | str:
         """A device plan for all requests on this node, or the reason there is none."""
-        use = self.state.device_use
+        use = self.state.ledger.use
         matches = self.state.classes.device_classes
         taken: set[str] = set()  # exclusive within this pod
         shared_extra: dict[str, Amount] = {}  # shared amounts within this pod

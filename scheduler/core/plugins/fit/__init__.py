@@ -79,15 +79,16 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         columns = table.group(ResourceColumns)
         n = table.size
         too_many = rows & (columns.pods_free[:n] < 1)
-        fits = rows & ~too_many
         reasons: list[tuple[str, Bools]] = [(TOO_MANY_PODS, too_many)]
-        fails = too_many.copy()
-        if not ctx.empty_request:
-            for name, amount in ctx.plain:
-                col = columns.column(name)
-                short = fits & ((columns.alloc[:n, col] - columns.used[:n, col]) < amount)
-                reasons.append((f"Insufficient {name}", short))
-                fails |= short
+        if ctx.empty_request:
+            return RowVerdict(too_many, reasons)
+        fits = rows ^ too_many
+        fails = too_many
+        for name, amount in ctx.plain:
+            col = columns.column(name)
+            short = fits & ((columns.alloc[:n, col] - columns.used[:n, col]) < amount)
+            reasons.append((f"Insufficient {name}", short))
+            fails = fails | short
         return RowVerdict(fails, reasons)
 
     def score(self, ctx: PodContext, info: NodeInfo) -> int:

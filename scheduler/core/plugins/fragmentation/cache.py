@@ -52,15 +52,20 @@ class FragmentationCache:
             if len(self._scores) > _CACHED_DEMANDS:
                 self._scores.popitem(last=False)
         out: list[int] = []
+        entries = cache.entries
         for info in infos:
-            hit = cache.get(info, generation)
-            out.append(hit if hit is not None else cache.put(info, generation, self.fragmentation.score(ctx, info)))
+            hit = entries.get(info.name)
+            if hit is not None and hit[0] == info.generation and hit[1] == generation:
+                out.append(hit[2])
+            else:
+                out.append(cache.put(info, generation, self.fragmentation.score(ctx, info)))
         return out
 
     def score_rows(self, nodes: NodeTable, ctx: PodContext, rows: Ints, generation: int) -> Ints:
         """Scores of the table rows (see the module docstring)."""
         if any(r.cls.sharing is not None for r in ctx.device_requests):
-            infos = [nodes.info(row) for row in rows.tolist()]
+            by_name, order = self.state.nodes, self.state.node_order
+            infos = [by_name[order[row]] for row in rows.tolist()]
             return np.array(self.score_nodes(ctx, infos, generation), np.int64)
         ids = self._row_ids(nodes, rows, generation)
         pod = ctx.pod

@@ -156,9 +156,10 @@ class FragmentationScore:
 
     def gpus(self, info: NodeInfo) -> NodeGpus:
         """The node's free CPU and GPUs before the pod, cached until the node or the classes move."""
-        cached = self._nodes.get(info, self.state.classes.generation)
-        if cached is not None:
-            return cached
+        epoch = self.state.classes.generation
+        hit = self._nodes.entries.get(info.name)  # NodeCache's rule, inline: called for thousands of nodes
+        if hit is not None and hit[0] == info.generation and hit[1] == epoch:
+            return hit[2]
         node = info.node
         assert node is not None
         alloc = node.allocatable
@@ -172,7 +173,7 @@ class FragmentationScore:
                 view[f"#{i}"] = (MILLI, ())
                 idle.append(f"#{i}")
         for device in devices:
-            use = self.state.device_use.get(device.name)
+            use = self.state.ledger.use.get(device.name)
             if use is None or not use.busy:
                 idle.append(device.name)
                 view[device.name] = (MILLI, self._device_classes(device.name))
@@ -194,8 +195,7 @@ class FragmentationScore:
             idle = idle[held:]
         if len(self._nodes) > 2 * len(self.state.nodes) + 64:  # forget deleted nodes
             self._nodes.clear()
-        return self._nodes.put(info, self.state.classes.generation,
-                               NodeGpus(free_cpu, view, _state(view), tuple(idle)))
+        return self._nodes.put(info, epoch, NodeGpus(free_cpu, view, _state(view), tuple(idle)))
 
     # --- score and device choice ----------------------------------------------------------
 
@@ -253,7 +253,7 @@ class FragmentationScore:
             if current is None or current in seen:
                 continue  # equal GPUs leave equal fragmentation: the first in best-fit order wins
             seen.add(current)
-            use = self.state.device_use.get(device.name)
+            use = self.state.ledger.use.get(device.name)
             used = use.shared_total if use is not None else 0
             after = list(gpus.state)
             after.remove(current)
@@ -281,7 +281,7 @@ class FragmentationScore:
                     if slot in idle:
                         idle.remove(slot)
                     removed.append(slot)
-                    use = self.state.device_use.get(name)
+                    use = self.state.ledger.use.get(name)
                     left = _slice_left(device, cls.sharing.dimension,
                                        (use.shared_total if use is not None else 0) + amount)
                     if left > 0:
