@@ -65,7 +65,7 @@ class NodeTable:
         self.order_version = -1  # the state's node order this table's rows follow
         self.generation: Ints = np.full(self.capacity, -1, np.int64)  # NodeInfo.generation per row
         self._groups: dict[Callable[..., ColumnGroup], ColumnGroup] = {}
-        self._epochs: dict[Callable[..., ColumnGroup], int] = {}
+        self._epochs: dict[Callable[..., ColumnGroup], int] = {}  # only groups that have epochs
 
     def group(self, factory: Callable[[NodeTable], G]) -> G:
         """The column group `factory` makes (one per factory), filled for every current row."""
@@ -76,7 +76,8 @@ class NodeTable:
             for row in range(self.size):
                 made.fill(row, self.info(row))
             self._groups[factory] = made
-            self._epochs[factory] = made.epoch()
+            if type(made).epoch is not ColumnGroup.epoch:
+                self._epochs[factory] = made.epoch()
             return made
         return cast(G, found)  # keyed by its own factory
 
@@ -87,7 +88,7 @@ class NodeTable:
         """Bring every row in step with the state (new nodes, changed nodes, a new order)."""
         state = self.state
         order = state.node_order
-        stale_groups = [f for f, g in self._groups.items() if g.epoch() != self._epochs[f]]
+        stale_groups = [f for f, epoch in self._epochs.items() if self._groups[f].epoch() != epoch]
         if stale_groups or self.order_version != state.order_version or len(order) < self.size:
             for factory in stale_groups:
                 self._groups[factory].reset()

@@ -85,19 +85,24 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
     def filter_rows(self, table: NodeTable, ctx: PodContext, rows: Bools) -> RowVerdict:
         columns = table.group(ClassColumns)
         n = table.size
-        possible = devices_possible(columns, ctx, n)
         single = len(ctx.device_requests) == 1
+        known: list[Bools] = []  # devices_possible, computed once if asked for
+
+        def possible() -> Bools:
+            if not known:
+                known.append(devices_possible(columns, ctx, n))
+            return known[0]
 
         def explain(row: int) -> Reasons:
             info = table.info(row)
-            if single and not possible[row]:
+            if single and not possible()[row]:
                 return (BROKEN if info.broken else f"Insufficient {ctx.device_requests[0].resource_name}",)
             return self.filter(ctx, info) or ()
 
         simple = simple_exclusive(columns, ctx)
         if simple is None:
             ctx.device_demand = lambda feasible: _demand_from_plans(self._plans_of(table, ctx, feasible))
-            return RowVerdict(rows & ~possible, explain=explain, exact=False)
+            return RowVerdict(rows & ~possible(), explain=explain, exact=False)
         name, resource, count = simple
         resources = table.group(ResourceColumns)
         col = resources.column(resource)

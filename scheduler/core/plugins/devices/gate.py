@@ -22,6 +22,7 @@ from scheduler.core.framework.interface import Released
 from scheduler.core.state import ClusterState
 
 CHECK_EVERY_SECONDS = 1.0  # how often held Bindings are checked against agents going quiet
+NOTHING = Released()  # what a gate holding nothing lets go (never added to)
 
 
 class AllocationGate:
@@ -57,10 +58,12 @@ class AllocationGate:
 
     def release(self, node: str | None, now: float) -> Released:
         """What the gates of `node` (or, at most once a second, of every node) let through now."""
+        if not self.deferred:
+            return NOTHING
         released = Released()
         if node is not None:
             self._release_node(node, now, released)
-        elif self.deferred and now >= self._next_check:
+        elif now >= self._next_check:
             self._next_check = now + CHECK_EVERY_SECONDS  # agents going quiet open their gates
             for held_node in list(self.deferred):
                 self._release_node(held_node, now, released)
