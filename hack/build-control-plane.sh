@@ -5,7 +5,7 @@
 # serves k8s.io/kubernetes and its staging modules. k8s.io/kubernetes requires its staging modules
 # at v0.0.0 and maps them with replace directives that a dependency's go.mod cannot carry, so we
 # build through a wrapper module that replaces each staging module with its published v0.X.Y
-# (DESIGN.md §6). etcd gets its own wrapper so MVS does not raise the apiserver's dependencies.
+# (docs/design.md §6). etcd gets its own wrapper so MVS does not raise the apiserver's dependencies.
 #
 # Output: $TESSERA_K8S_BIN (default ~/.cache/tessera/k8s-<version>/bin), never inside the repo.
 # Idempotent: binaries that already report the pinned version are not rebuilt.

@@ -1,4 +1,4 @@
-"""The node agent (`tessera agent`): the node-side half of device classes (DESIGN.md §2).
+"""The node agent (`tessera agent`): the node-side half of device classes (docs/design.md §2).
 
 One agent runs per GPU node. It closes the loop from a physical GPU to a container:
 

@@ -1,4 +1,4 @@
-"""Publishing devices: one ExtendedResource per device of this node (DESIGN.md §2).
+"""Publishing devices: one ExtendedResource per device of this node (docs/design.md §2).
 
 The object is what the scheduler knows about a device, so its content is decided here, in pure
 functions, and the `Publisher` only reconciles the apiserver towards it:

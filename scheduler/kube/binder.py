@@ -1,7 +1,7 @@
 """Binding pods: POST `pods/{name}/binding` with the device annotations, many at once.
 
 Bindings run concurrently (bounded) while the next cycle runs; the pod is already *assumed* in the
-core, so nothing it holds can be handed out twice meanwhile. Outcomes (DESIGN.md §3):
+core, so nothing it holds can be handed out twice meanwhile. Outcomes (docs/design.md §3):
 - 201: bound; the watch event confirms the assumption.
 - 404 (gone): nothing can be bound any more; drop the pod.
 - other 4xx (400, 403, 422, ...): the apiserver refused this Binding, so nothing was bound; forget

@@ -1,4 +1,4 @@
-"""Default ResourceClasses: one per distinct device model (seed 2; DESIGN.md §2).
+"""Default ResourceClasses: one per distinct device model (seed 2; docs/design.md §2).
 
 Optional (the device plugin arg `defaultClassController: true`), and running inside the scheduler process:
 it reads the devices and classes the scheduler's own informers already keep in the core state

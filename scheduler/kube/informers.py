@@ -1,4 +1,4 @@
-"""List+watch informers: the scheduler's only view of the cluster (DESIGN.md §1).
+"""List+watch informers: the scheduler's only view of the cluster (docs/design.md §1).
 
 Why our own and not kubernetes-asyncio's ``Watch``:
 

@@ -1,4 +1,4 @@
-"""Fixtures for end-to-end tests against a real kube-apiserver + etcd (DESIGN.md §6).
+"""Fixtures for end-to-end tests against a real kube-apiserver + etcd (docs/design.md §6).
 
 Why this shape:
 - One control plane per session (``control_plane``, synchronous): starting it costs seconds, and

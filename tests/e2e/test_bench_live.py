@@ -6,7 +6,7 @@ between rounds and starts schedulers that would race the other tests' schedulers
 `tessera`; it also owns the node set. It runs as a subprocess, exactly as a person runs it, so the
 CLI, the output files and the "every child process is stopped" promise are what is tested.
 
-No timing is asserted (DESIGN.md §7): only that every round bound every pod, without overcommitting
+No timing is asserted (docs/design.md §7): only that every round bound every pod, without overcommitting
 a node, and that the JSON, table and PNG have the documented shape.
 """
 

@@ -1,7 +1,7 @@
 """Where the control-plane binaries come from.
 
 Why this lookup order: ``KUBEBUILDER_ASSETS`` is the envtest convention, so a developer who
-already has ``setup-envtest`` binaries can point at them (DESIGN.md §6). Otherwise we use the
+already has ``setup-envtest`` binaries can point at them (docs/design.md §6). Otherwise we use the
 version-pinned cache that ``hack/build-control-plane.sh`` fills from the Go module proxy (there is
 no other way to get kube-apiserver on these machines), and build it once when it is missing.
 Nothing is ever written inside the repository.

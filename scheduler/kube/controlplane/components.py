@@ -1,8 +1,9 @@
 """Command lines of the control-plane components, and why each flag is there.
 
 Kept apart from the lifecycle code in ``cluster.py`` so the flags, which are the part that breaks
-on a Kubernetes upgrade, are in one short file. Choices follow envtest and kube-scheduler's own
-integration tests (see ``shared/reference/harness.md`` §2-§3).
+on a Kubernetes upgrade, are in one short file. Choices follow envtest (controller-runtime's
+``pkg/internal/testing/controlplane``) and kube-scheduler's own integration tests
+(``test/integration/framework`` in k8s.io/kubernetes).
 """
 
 from __future__ import annotations

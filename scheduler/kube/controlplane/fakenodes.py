@@ -2,7 +2,7 @@
 
 Why: end-to-end tests and benchmarks need clusters of hundreds of GPU nodes on a laptop. A
 scheduler only reads ``status.allocatable``, labels, taints and conditions, so plain API objects
-are enough (DESIGN.md §6). Status must be written through the ``/status`` subresource because
+are enough (docs/design.md §6). Status must be written through the ``/status`` subresource because
 create ignores it. A thread pool with keep-alive connections makes 500 nodes x 8 GPUs (about
 9,000 requests) take well under a minute on a loopback apiserver.
 
