@@ -18,7 +18,7 @@ PodGroup gangs, one gang that can never fit); 2-5 faults drawn from
              ResourceClass edits
 
 then faults stop, the run waits for every pod that fits to be bound and checks the invariants
-(scheduler.testing.invariants). Bounded: no new run starts when the time budget cannot fit it,
+(tessera_testing.invariants). Bounded: no new run starts when the time budget cannot fit it,
 and each run's convergence wait is capped.
 
 Output: a table on stdout (per run and totals: runs, faults injected per type, pods scheduled,
@@ -46,9 +46,9 @@ from typing import Any
 import orjson
 
 from scheduler.kube.controlplane import LocalControlPlane
-from scheduler.testing.faultrun import FaultRun, RunReport
-from scheduler.testing.faultproxy import NO_FAULTS, FaultProxyThread, Faults
-from scheduler.testing.invariants import INVARIANTS
+from tessera_testing.faultrun import FaultRun, RunReport
+from tessera_testing.faultproxy import NO_FAULTS, FaultProxyThread, Faults
+from tessera_testing.invariants import INVARIANTS
 
 OUT = Path(__file__).resolve().parent / "out" / "soak"
 

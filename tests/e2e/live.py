@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.kube.http import KubeHttp, Response, connect
-from scheduler.testing.faultrun import SchedulerProcess
+from tessera_testing.faultrun import SchedulerProcess
 
 REPO = Path(__file__).resolve().parents[2]
 ERS = "/apis/tessera.dev/v1alpha1/extendedresources"

@@ -32,7 +32,7 @@ from scheduler.agent import plugin
 from scheduler.agent.agent import Agent, AgentOptions
 from scheduler.agent.deviceplugin.v1beta1 import api_pb2
 from scheduler.agent.devices import FakeBackend
-from scheduler.agent.fakekubelet import AdmissionError, FakeKubelet
+from tessera_testing.fakekubelet import AdmissionError, FakeKubelet
 from scheduler.agent.publish import er_name
 from scheduler.core import annotations as ann
 from scheduler.kube.http import KubeHttp, connect

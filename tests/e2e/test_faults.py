@@ -4,7 +4,7 @@ keeps every invariant while things break under it.
 Each scenario builds its own GPU cluster (V100 nodes for exclusive classes and plain GPUs, T4
 nodes for a memory-shared class), submits a mixed workload (plain, class, shared and CPU-heavy
 pods, label and PodGroup gangs), breaks something while it is being scheduled, then stops the
-faults and checks with ``scheduler.testing.invariants``: no device or node over capacity, gangs
+faults and checks with ``tessera_testing.invariants``: no device or node over capacity, gangs
 all-or-nothing, every pod that fits bound, no pod bound twice or on a stale view, and no
 scheduler process that exited on its own. Short versions for CI: about 10-35 s each, about three
 minutes for the file; the long randomized version is ``python -m bench.soak``.
@@ -26,8 +26,8 @@ import pytest
 import pytest_asyncio
 
 from scheduler.kube.controlplane import LocalControlPlane
-from scheduler.testing.faultrun import FaultRun, RunReport
-from scheduler.testing.faultproxy import Faults
+from tessera_testing.faultrun import FaultRun, RunReport
+from tessera_testing.faultproxy import Faults
 
 pytestmark = pytest.mark.timeout(150)
 

@@ -15,7 +15,7 @@ import pytest_asyncio
 from scheduler.agent import plugin
 from scheduler.agent.allocate import AllocationError
 from scheduler.agent.deviceplugin.v1beta1 import api_pb2
-from scheduler.agent.fakekubelet import AdmissionError, FakeKubelet
+from tessera_testing.fakekubelet import AdmissionError, FakeKubelet
 from scheduler.agent.plugin import Endpoint, PluginManager, preferred, socket_name
 from scheduler.agent.slots import EndpointPlan
 from scheduler.core.classes import Sharing

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+import zipfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -507,6 +508,48 @@ def test_kustomization_lists_every_manifest() -> None:
     assert crds == list(range(len(crds))), "CRDs first: later documents may use them"
 
 
+# --- what the image installs: the wheel ---------------------------------------------------------------------
+
+
+HARNESS = "tessera_testing"
+
+
+def copy_build_context(context: Path) -> Path:
+    """The Docker build context (per .dockerignore) copied to `context`."""
+    for entry in dockerignore_includes():
+        source, target = REPO / entry, context / entry
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(source, target)
+    return context
+
+
+def test_the_wheel_holds_the_product_and_no_test_harness(tmp_path: Path) -> None:
+    """The wheel the Dockerfile installs, built the same way from the same context: only the
+    `scheduler` package, none of the test harness (the fault proxy and scenario runner, the
+    invariant checks, the fake kubelet), and no product module that imports the harness."""
+    context = copy_build_context(tmp_path / "context")
+    assert not (context / HARNESS).exists()
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-cache-dir", "--no-deps",
+                    "--no-build-isolation", "--wheel-dir", str(tmp_path / "wheels"), str(context)],
+                   check=True, capture_output=True)
+    (wheel,) = (tmp_path / "wheels").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        sources = {name: archive.read(name).decode() for name in names if name.endswith(".py")}
+    assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")} == {"scheduler"}
+    assert "scheduler/cli.py" in names and "scheduler/agent/agent.py" in names
+    harness = [name for name in names if "testing" in name or ("fake" in name and "fakenodes" not in name)]
+    assert harness == [], f"test harness in the wheel: {harness}"
+    for name, source in sources.items():
+        imported = {alias.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {node.module or "" for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)}
+        assert not {m for m in imported if m.split(".")[0] in (HARNESS, "tests", "pytest")}, name
+
+
 # --- rehearsing the build without Docker -----------------------------------------------------------------------
 
 
@@ -519,14 +562,7 @@ def simulate_build(workdir: Path) -> None:
         return subprocess.run([str(a) for a in argv], check=True, text=True, capture_output=True,
                               env=env).stdout
 
-    context = workdir / "context"
-    for entry in dockerignore_includes():
-        source, target = REPO / entry, context / entry
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy2(source, target)
+    context = copy_build_context(workdir / "context")
     python = shutil.which("python3.11") or sys.executable
     build = workdir / "build-venv"
     sh(python, "-m", "venv", build)

@@ -21,7 +21,7 @@ from scheduler.api.quantity import parse_quantity
 from scheduler.core import annotations as ann
 from scheduler.kube.controlplane.certs import CertificateAuthority
 from scheduler.kube.http import KubeHttp, connect
-from scheduler.testing.faultproxy import (
+from tessera_testing.faultproxy import (
     BIND_500_AFTER,
     BIND_500_BEFORE,
     BIND_HANG_AFTER,
@@ -38,7 +38,7 @@ from scheduler.testing.faultproxy import (
     Faults,
 )
 from scheduler.sim import builders as b
-from scheduler.testing import invariants as inv
+from tessera_testing import invariants as inv
 
 BIND = "/api/v1/namespaces/ns/pods/p/binding"
 WATCH = "/api/v1/pods?watch=true&resourceVersion=1"

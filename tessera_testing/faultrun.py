@@ -33,8 +33,8 @@ from scheduler.core import annotations as ann
 from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.kube.controlplane.fakenodes import device_id, extended_resource_name
 from scheduler.kube.controlplane.processes import free_port
-from scheduler.testing.faultproxy import FAULT_TYPES, NO_FAULTS, FaultProxyThread
-from scheduler.testing.invariants import (
+from tessera_testing.faultproxy import FAULT_TYPES, NO_FAULTS, FaultProxyThread
+from tessera_testing.invariants import (
     CLASSES_PATH,
     DEVICES_PATH,
     NODES_PATH,
