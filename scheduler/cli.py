@@ -1,4 +1,4 @@
-"""The `tessera` command line: `simulate`, `run`, `record`, `dev-cluster`.
+"""The `tessera` command line: `simulate`, `run`, `record`, `dev-cluster`, `agent`.
 
 User-facing output is plain text (or JSON lines where a tool reads it); configuration and input
 errors are one line on stderr and a non-zero exit, never a traceback.
@@ -7,6 +7,7 @@ errors are one line on stderr and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
@@ -27,6 +28,13 @@ def _simulate(args: argparse.Namespace) -> int:
     except OSError as err:
         print(f"tessera: cannot read {args.events}: {err.strerror}", file=sys.stderr)
         return 2
+
+
+class CommandUnavailable(Exception):
+    """A subcommand's module does not import (a missing dependency, a broken installation).
+
+    Raised rather than leaving the command out: argparse would then answer "invalid choice" for a
+    command `--help` still lists, which hides the real cause."""
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -51,9 +59,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=summary)
             continue
         try:
-            mounted = __import__(module, fromlist=["add_parser"])
-        except ImportError:
-            continue
+            mounted = importlib.import_module(module)
+        except Exception as err:  # whatever an import raises, the command cannot run: say so, once
+            raise CommandUnavailable(f"cannot load the {name} command ({module}): {type(err).__name__}: {err}") from err
         mounted.add_parser(sub)
     return parser
 
@@ -62,8 +70,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 _MOUNTED = {
     "run": ("scheduler.kube.run_cli", "run the scheduler against a Kubernetes cluster"),
     "record": ("scheduler.kube.record_cli", "capture a live cluster's watch events as JSONL (the simulate input format)"),
-    "dev-cluster": ("scheduler.kube.devcluster_cli", "run a local etcd + kube-apiserver with fake GPU nodes"),
-    "agent": ("scheduler.kube.agent_cli",
+    "dev-cluster": ("scheduler.kube.controlplane.cli", "run a local etcd + kube-apiserver with fake GPU nodes"),
+    "agent": ("scheduler.agent.cli",
               "run the node agent: publish this node's GPUs and serve the kubelet device-plugin API"),
 }
 
@@ -71,7 +79,12 @@ _MOUNTED = {
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     command = next((word for word in words if not word.startswith("-")), None)
-    args = build_parser(command if command in _MOUNTED or command == "simulate" else None).parse_args(words)
+    try:
+        parser = build_parser(command if command in _MOUNTED or command == "simulate" else None)
+    except CommandUnavailable as err:
+        print(f"tessera: {err}", file=sys.stderr)
+        return 1
+    args = parser.parse_args(words)
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

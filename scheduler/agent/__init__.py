@@ -9,6 +9,7 @@ One agent runs per GPU node. It closes the loop from a physical GPU to a contain
   `tessera.dev/devices` annotation, because the kubelet does not say;
 - `plugin`: the kubelet device-plugin API (v1beta1 gRPC over unix sockets);
 - `agent`: the process that ties them together and keeps going through API and kubelet restarts.
+- `cli`: `tessera agent`: start-up checks, one-line start-up errors, signals.
 
 Like `scheduler/kube`, this package talks to the outside world; what it decides is kept in small
 pure functions (`publish`, `slots`, `allocate`) so unit tests can cover it without a cluster.

@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
-import os
 import signal
 import sys
 import time
@@ -28,6 +26,7 @@ from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics
 from scheduler.kube.serving import serve
+from scheduler.logs import configure_logging
 
 log = structlog.get_logger("tessera.run")
 
@@ -42,17 +41,6 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--port", type=int, default=10251, help="port for /healthz, /readyz, /metrics (0 = any)")
     parser.add_argument("--identity", help="leader election identity (default: <hostname>_<uuid>)")
     parser.set_defaults(func=run)
-
-
-def configure_logging() -> None:
-    """JSON logs in a cluster (or TESSERA_LOG_FORMAT=json), readable ones on a terminal."""
-    fmt = os.environ.get("TESSERA_LOG_FORMAT") or ("console" if sys.stderr.isatty() else "json")
-    renderer: Any = structlog.dev.ConsoleRenderer() if fmt == "console" else structlog.processors.JSONRenderer()
-    structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -474,7 +474,7 @@ async def test_agent_process_shuts_down_cleanly_on_sigterm(kubectl: Kube, clean_
     log_path = directory / "agent.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "scheduler.kube.agent_cli", "--node-name", "proc-1",
+            [sys.executable, "-m", "scheduler", "agent", "--node-name", "proc-1",
              "--kubeconfig", str(clean_cluster.kubeconfig), "--backend", "fake", "--fake-devices", str(devices_file),
              "--device-plugin-dir", str(directory), "--heartbeat-seconds", "1"],
             cwd=REPO, stdout=log, stderr=subprocess.STDOUT,

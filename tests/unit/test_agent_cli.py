@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.kube import agent_cli
+from scheduler import cli
+from scheduler.agent import cli as agent_cli
 
 
 @pytest.fixture(autouse=True)
@@ -16,7 +17,7 @@ def _keep_logging(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    code = agent_cli.main(["--node-name", "n", *argv])
+    code = cli.main(["agent", "--node-name", "n", *argv])
     return code, capsys.readouterr().err.strip()
 
 

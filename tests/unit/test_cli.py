@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from scheduler import cli
 from scheduler.cli import _MOUNTED, build_parser
 
 
@@ -29,3 +33,33 @@ def test_simulate_does_not_import_the_kubernetes_client_or_grpc() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2]).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_a_subcommand_whose_module_does_not_import_fails_in_one_line(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, the ImportError was swallowed and the command left out: argparse then answered
+    "invalid choice: 'broken'" (exit 2) for a command that `tessera --help` lists."""
+    (tmp_path / "tessera_broken_command.py").write_text("import a_module_that_is_not_installed\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(cli._MOUNTED, "broken", ("tessera_broken_command", "a command that cannot load"))
+    assert cli.main(["broken", "--flag"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == ("tessera: cannot load the broken command (tessera_broken_command): "
+                            "ModuleNotFoundError: No module named 'a_module_that_is_not_installed'\n")
+    demo = Path(__file__).resolve().parents[2] / "examples" / "tfjob-demo.jsonl"
+    assert cli.main(["simulate", str(demo), "--output", "table"]) == 0  # the other commands still work
+
+
+def test_the_apiserver_layer_does_not_import_the_agent() -> None:
+    """The agent builds on scheduler/kube (its HTTP client, informers); the dependency goes one way
+    only, so the agent CLI lives in the agent package."""
+    kube = Path(__file__).resolve().parents[2] / "scheduler" / "kube"
+    importers = []
+    for path in kube.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        modules |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        if any(m == "scheduler.agent" or m.startswith("scheduler.agent.") for m in modules):
+            importers.append(path.relative_to(kube).as_posix())
+    assert importers == []

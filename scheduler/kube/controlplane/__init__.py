@@ -8,8 +8,8 @@ from ``KUBEBUILDER_ASSETS`` (see :mod:`.binaries`).
 
 Modules: ``binaries`` (finding/building), ``certs`` (CA and certificates), ``processes`` (child
 process handling), ``components`` (command-line flags), ``kubeconfig``, ``rest`` (a small sync
-client), ``crds`` (installing deploy/crds), ``fakenodes`` (GPU nodes without kubelets) and
-``cluster`` (``LocalControlPlane``, which ties them together).
+client), ``crds`` (installing deploy/crds), ``fakenodes`` (GPU nodes without kubelets),
+``cluster`` (``LocalControlPlane``, which ties them together) and ``cli`` (``tessera dev-cluster``).
 """
 
 from .binaries import BinariesNotFound, ControlPlaneBinaries, find_binaries

@@ -21,7 +21,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from .controlplane import BinariesNotFound, LocalControlPlane, ProcessStartError
+from .binaries import BinariesNotFound
+from .cluster import LocalControlPlane
+from .processes import ProcessStartError
 
 __all__ = ["add_parser", "run"]
 

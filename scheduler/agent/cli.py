@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from scheduler.agent.plugin import socket_dir_ok
 from scheduler.core.classes import validate_resource_name
 from scheduler.kube.http import (AGENT_USER_AGENT, ConnectError, KubeconfigError, KubeHttp, RateLimiter,
                                  check_apiserver, connect, rejected)
-from scheduler.kube.run_cli import configure_logging
+from scheduler.logs import configure_logging
 
 log = structlog.get_logger("tessera.agent")
 
@@ -127,16 +126,3 @@ async def _main(args: argparse.Namespace, options: AgentOptions, backend: Device
         finally:
             await agent.shutdown()
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m scheduler.kube.agent_cli --node-name N ...`: the agent without the rest of the CLI
-    (until `tessera agent` is mounted in scheduler/cli.py, and for tests that run it as a process)."""
-    parser = argparse.ArgumentParser(prog="tessera")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["agent", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.func(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
