@@ -1,7 +1,7 @@
 """An in-memory stand-in for the apiserver's HTTP layer, for unit tests of the live shell.
 
 It answers `KubeHttp.request` calls for the few endpoints the binder, the status writer and the
-event recorder use, with the apiserver's semantics where they matter (a Binding to a bound or
+event recorder use (Events are created and merge-patched), with the apiserver's semantics where they matter (a Binding to a bound or
 deleting pod is a 409, to a missing pod a 404; the uid in a Binding is a precondition). Faults
 are scripted per call: answer with a status, fail with a transport error, or *hold* a request —
 the client sees a broken connection while the request is delivered later, as a proxy or a dead
@@ -16,6 +16,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -27,6 +28,8 @@ JSON = dict[str, Any]
 _BINDING = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding$")
 _POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$")
 _POD_STATUS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/status$")
+_EVENTS = re.compile(r"^/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events$")
+_EVENT = re.compile(r"^/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events/([^/]+)$")
 
 
 @dataclass(slots=True)
@@ -36,18 +39,21 @@ class Call:
     body: Any
     query: tuple[tuple[str, str], ...]
     content_type: str
+    limited: bool | None  # the caller's `limited` flag; None through `call_api` (KubeHttp applied it)
 
 
 @dataclass(slots=True)
 class Fault:
-    """What happens to the next matching call: a status answer, a transport error, or `hold`
-    (the client gets a transport error, the request is applied only when `deliver_held` runs)."""
+    """What happens to the next matching call: a status answer, a transport error, `hold` (the
+    client gets a transport error, the request is applied only when `deliver_held` runs) or
+    `stall` (no answer until the caller gives up)."""
 
     method: str
     path_contains: str
     status: int = 0
     error: BaseException | None = None
     hold: bool = False
+    stall: bool = False  # no answer ever: the call waits until it is cancelled
 
 
 def _status(code: int, message: str, reason: str = "") -> Response:
@@ -62,10 +68,13 @@ class FakeApi:
     faults: deque[Fault] = field(default_factory=deque)
     calls: list[Call] = field(default_factory=list)
     held: list[Call] = field(default_factory=list)
-    events: list[JSON] = field(default_factory=list)
+    events: dict[tuple[str, str], JSON] = field(default_factory=dict)  # (namespace, name) -> Event
     handlers: list[Callable[[Call], Response | None]] = field(default_factory=list)
     before: Callable[[str, str], None] | None = None  # runs first on every call: (method, path)
     resource_version: int = 100
+    lists: dict[str, list[JSON]] = field(default_factory=dict)  # cluster-wide list path -> items (pods: `pods`)
+    stalled: int = 0  # calls waiting on a `stall` fault right now
+    configuration: Any = field(default_factory=lambda: SimpleNamespace(host="https://fake-apiserver"))
 
     def add_pod(self, pod: JSON) -> None:
         self.pods[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = copy.deepcopy(pod)
@@ -74,8 +83,8 @@ class FakeApi:
         return self.pods[(namespace, name)]
 
     def fail_next(self, method: str, path_contains: str, *, status: int = 0, error: BaseException | None = None,
-                  hold: bool = False) -> None:
-        self.faults.append(Fault(method, path_contains, status, error, hold))
+                  hold: bool = False, stall: bool = False) -> None:
+        self.faults.append(Fault(method, path_contains, status, error, hold, stall))
 
     def deliver_held(self) -> list[Response]:
         """The requests a broken connection swallowed reach the server now."""
@@ -88,19 +97,42 @@ class FakeApi:
     async def request(self, method: str, path: str, *, query: Sequence[tuple[str, str]] = (), body: Any = None,
                       content_type: str = "application/json", timeout: float = 30.0,
                       limited: bool = True) -> Response:
+        """`KubeHttp.request`'s signature: a FakeApi can stand in for a KubeHttp."""
+        return await self._call(Call(method, path, copy.deepcopy(body), tuple(query), content_type, limited))
+
+    async def call_api(self, path: str, method: str, *, query_params: Sequence[tuple[str, str]],
+                       header_params: dict[str, str], auth_settings: list[str], _preload_content: bool,
+                       _request_timeout: Any, body: Any = None) -> _ClientResponse:
+        """kubernetes-asyncio `ApiClient.call_api`, as `KubeHttp` calls it: a FakeApi can also stand
+        behind a real `KubeHttp` (its rate limiter included). A watch gets a stream that stays open
+        and silent."""
+        if ("watch", "true") in query_params:
+            self.calls.append(Call(method, path, None, tuple(query_params), "", None))
+            return _ClientResponse(200, b"", stream=True)
+        call = Call(method, path, copy.deepcopy(body), tuple(query_params),
+                    header_params.get("Content-Type", "application/json"), None)
+        response = await self._call(call)
+        return _ClientResponse(response.status, response.body)
+
+    async def _call(self, call: Call) -> Response:
         await asyncio.sleep(0)
         if self.before is not None:
-            self.before(method, path)
-        call = Call(method, path, copy.deepcopy(body), tuple(query), content_type)
+            self.before(call.method, call.path)
         self.calls.append(call)
         for fault in self.faults:
-            if fault.method == method and fault.path_contains in path:
+            if fault.method == call.method and fault.path_contains in call.path:
                 self.faults.remove(fault)
                 if fault.hold:
                     self.held.append(call)
                     raise aiohttp.ServerDisconnectedError()
                 if fault.error is not None:
                     raise fault.error
+                if fault.stall:
+                    self.stalled += 1
+                    try:
+                        await asyncio.Event().wait()
+                    finally:
+                        self.stalled -= 1
                 return _status(fault.status, f"injected HTTP {fault.status}")
         return self._serve(call)
 
@@ -116,12 +148,29 @@ class FakeApi:
             if pod is None:
                 return _status(404, f'pods "{m.group(2)}" not found', "NotFound")
             return Response(200, orjson.dumps(pod))
+        if call.method == "GET" and call.path == "/api/v1/pods":
+            return self._list(list(self.pods.values()))
+        if call.method == "GET" and call.path in self.lists:
+            return self._list(self.lists[call.path])
         if (m := _POD_STATUS.match(call.path)) and call.method == "PATCH":
             return self._patch_status(m.group(1), m.group(2), call.body)
-        if call.method == "POST" and call.path.endswith("/events"):
-            self.events.append(call.body)
+        if (m := _EVENTS.match(call.path)) and call.method == "POST":
+            key = (m.group(1), call.body["metadata"]["name"])
+            if key in self.events:
+                return _status(409, f'events.events.k8s.io "{key[1]}" already exists', "AlreadyExists")
+            self.events[key] = call.body
             return Response(201, orjson.dumps(call.body))
+        if (m := _EVENT.match(call.path)) and call.method == "PATCH":
+            event = self.events.get((m.group(1), m.group(2)))
+            if event is None:
+                return _status(404, f'events.events.k8s.io "{m.group(2)}" not found', "NotFound")
+            _merge(event, call.body)
+            return Response(200, orjson.dumps(event))
         return _status(404, f"no fake route for {call.method} {call.path}", "NotFound")
+
+    def _list(self, items: list[JSON]) -> Response:
+        return Response(200, orjson.dumps({"kind": "List", "metadata": {"resourceVersion": str(self.resource_version)},
+                                           "items": items}))
 
     def _patch_status(self, namespace: str, name: str, body: JSON) -> Response:
         """A strategic merge of status.conditions (by type); metadata.resourceVersion is a precondition."""
@@ -163,3 +212,37 @@ class FakeApi:
                                 {"type": "PodScheduled", "status": "True"}]
         self._bump(pod)
         return Response(201, orjson.dumps({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}))
+
+
+def _merge(target: JSON, patch: JSON) -> None:
+    """A JSON merge patch (RFC 7386), in place."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+class _ClientResponse:
+    """What `KubeHttp` reads of an aiohttp response: the status, the body, and a watch's content."""
+
+    def __init__(self, status: int, body: bytes, *, stream: bool = False) -> None:
+        self.status = status
+        self._body = body
+        self.content = _SilentStream() if stream else None
+
+    async def read(self) -> bytes:
+        return self._body
+
+    def release(self) -> None:
+        return None
+
+
+class _SilentStream:
+    """A watch on which nothing ever happens (until the reader is cancelled)."""
+
+    async def readany(self) -> bytes:
+        await asyncio.Event().wait()
+        return b""

@@ -13,6 +13,7 @@ import asyncio
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -26,6 +27,7 @@ log = structlog.get_logger("tessera.events")
 NOTE_LIMIT = 1024  # upstream NoteLengthLimit; longer notes end in " ..."
 SERIES_WINDOW = 6 * 60.0
 _CACHE = 4096
+QUEUE_SIZE = 10_000  # events waiting for the writer; record() drops (and counts) beyond it
 
 
 def micro_time(now: float | None = None) -> str:
@@ -62,14 +64,15 @@ class _Bucket:
 
 class EventRecorder:
     def __init__(self, http: KubeHttp, *, controller: str, instance: str, series_interval: float = 30.0,
-                 burst: int = 25, refill_seconds: float = 300.0) -> None:
+                 burst: int = 25, refill_seconds: float = 300.0, clock: Callable[[], float] = time.time) -> None:
         self.http = http
+        self._clock = clock  # wall clock: it stamps eventTime and series.lastObservedTime
         self.controller = controller
         self.instance = instance
         self.series_interval = series_interval
         self.burst = burst
         self.refill = 1.0 / refill_seconds
-        self._queue: asyncio.Queue[tuple[ObjectRef, str, str, str, str, float]] = asyncio.Queue(maxsize=10_000)
+        self._queue: asyncio.Queue[tuple[ObjectRef, str, str, str, str, float]] = asyncio.Queue(maxsize=QUEUE_SIZE)
         self._series: OrderedDict[tuple[str, str, str], _Series] = OrderedDict()
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self.written = 0
@@ -79,7 +82,7 @@ class EventRecorder:
         if len(note) > NOTE_LIMIT:
             note = note[: NOTE_LIMIT - 4] + " ..."
         try:
-            self._queue.put_nowait((regarding, type_, reason, action, note, time.time()))
+            self._queue.put_nowait((regarding, type_, reason, action, note, self._clock()))
         except asyncio.QueueFull:
             self.dropped += 1
 
