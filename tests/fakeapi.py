@@ -10,7 +10,6 @@ TCP connection can do.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import re
 from collections import deque
@@ -20,6 +19,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
+import anyio
 import orjson
 
 from scheduler.kube.http import Response
@@ -115,7 +115,7 @@ class FakeApi:
         return _ClientResponse(response.status, response.body)
 
     async def _call(self, call: Call) -> Response:
-        await asyncio.sleep(0)
+        await anyio.sleep(0)
         if self.before is not None:
             self.before(call.method, call.path)
         self.calls.append(call)
@@ -130,7 +130,7 @@ class FakeApi:
                 if fault.stall:
                     self.stalled += 1
                     try:
-                        await asyncio.Event().wait()
+                        await anyio.sleep_forever()
                     finally:
                         self.stalled -= 1
                 return _status(fault.status, f"injected HTTP {fault.status}")
@@ -244,5 +244,5 @@ class _SilentStream:
     """A watch on which nothing ever happens (until the reader is cancelled)."""
 
     async def readany(self) -> bytes:
-        await asyncio.Event().wait()
+        await anyio.sleep_forever()
         return b""

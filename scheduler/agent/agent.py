@@ -1,6 +1,7 @@
 """The node agent process: discovery → ExtendedResources, classes → endpoints, Allocate → pods.
 
-Four loops share one asyncio event loop (so the pod cache Allocate reads is never half-updated):
+Four loops share one event loop (so the pod cache Allocate reads is never half-updated), as tasks
+of the task group `Agent.run()` opens, next to the informers and the device-plugin endpoints:
 
 - devices: discover every few seconds (at most `heartbeat_seconds`, at least every 5 s) and
   publish on a change, and on every heartbeat anyway (`lastHeartbeatTime`); on API trouble retry
@@ -20,7 +21,6 @@ after a node that is gone).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import random
 import time
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import anyio
 import structlog
 
 from scheduler.agent.allocate import (
@@ -49,6 +50,7 @@ from scheduler.agent.slots import EndpointPlan, plan_endpoints
 from scheduler.core.annotations import PHASE, PHASE_ALLOCATED, PHASE_ALLOCATING
 from scheduler.core.classes import ResourceClass, parse_resource_class
 from scheduler.core.objects import Device, ObjectError
+from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.http import MERGE_PATCH, KubeHttp
 from scheduler.kube.informers import PODS, RESOURCE_CLASSES, Informer
 
@@ -95,11 +97,11 @@ class Agent:
         self.pods: dict[str, dict[str, Any]] = {}  # uid -> pod
         self.plans: dict[str, EndpointPlan] = {}
         self.held: frozenset[str] = frozenset()  # devices assigned to non-terminal pods on this node
-        self._endpoints_dirty = asyncio.Event()
-        self._patch_wake = asyncio.Event()
+        self._endpoints_dirty = Wakeup()
+        self._patch_wake = Wakeup()
         self._to_patch: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name)
         self._patch_backoff: dict[str, tuple[int, float]] = {}  # uid -> (failures, monotonic retry time)
-        self._alloc_lock = asyncio.Lock()
+        self._alloc_lock = anyio.Lock()
         self._last_discovery_error = ""
         self._stopped = False
 
@@ -111,14 +113,16 @@ class Agent:
                  device_plugin_dir=str(self.options.device_plugin_dir), resource_name=self.options.resource_name,
                  heartbeat_seconds=self.options.heartbeat_seconds)
         try:
-            async with asyncio.TaskGroup() as group:
-                group.create_task(self.pod_informer.run(), name="informer-pods")
-                group.create_task(self.class_informer.run(), name="informer-classes")
-                group.create_task(self._forever("devices", self._device_loop), name="devices")
-                group.create_task(self._forever("endpoints", self._endpoint_loop), name="endpoints")
-                group.create_task(self._forever("patches", self._patch_loop), name="patches")
+            async with anyio.create_task_group() as group:
+                await group.start(self.plugins.run, name="endpoints-host")
+                group.start_soon(self.pod_informer.run, name="informer-pods")
+                group.start_soon(self.class_informer.run, name="informer-classes")
+                group.start_soon(self._forever, "devices", self._device_loop, name="devices")
+                group.start_soon(self._forever, "endpoints", self._endpoint_loop, name="endpoints")
+                group.start_soon(self._forever, "patches", self._patch_loop, name="patches")
         finally:
-            await self.shutdown()
+            with anyio.CancelScope(shield=True):  # cancelled is how it usually ends: clean up anyway
+                await self.shutdown()
 
     async def shutdown(self) -> None:
         if self._stopped:
@@ -126,7 +130,7 @@ class Agent:
         self._stopped = True
         await self.plugins.stop()
         with contextlib.suppress(Exception):
-            await asyncio.to_thread(self.backend.close)
+            await anyio.to_thread.run_sync(self.backend.close)
         log.info("agent.stopped", node=self.node_name)
 
     async def _forever(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
@@ -136,18 +140,16 @@ class Agent:
             try:
                 await loop()
                 return
-            except asyncio.CancelledError:
-                raise
             except Exception:
                 failures += 1
                 log.exception("agent.loop_failed", loop=name, restarts=failures)
-                await asyncio.sleep(min(30.0, BACKOFF_INITIAL * 2 ** min(failures, 6)))
+                await anyio.sleep(min(30.0, BACKOFF_INITIAL * 2 ** min(failures, 6)))
 
     # --- devices -------------------------------------------------------------------------------
 
     async def discover(self) -> list[DeviceInfo] | None:
         try:
-            devices = await asyncio.to_thread(self.backend.discover)
+            devices = await anyio.to_thread.run_sync(self.backend.discover)
         except BackendError as err:
             message = str(err)
             if message != self._last_discovery_error:
@@ -195,7 +197,7 @@ class Agent:
                     next_heartbeat = now + min(self.options.heartbeat_seconds,
                                                BACKOFF_INITIAL * 2 ** min(failures, 8)) * random.uniform(0.5, 1.0)
             wait = max(0.0, min(self.options.discovery_seconds, next_heartbeat - time.monotonic()))
-            await asyncio.sleep(wait)
+            await anyio.sleep(wait)
 
     # --- classes and endpoints -----------------------------------------------------------------
 
@@ -220,7 +222,6 @@ class Agent:
         await self.class_informer.synced.wait()
         while True:
             await self._endpoints_dirty.wait()
-            self._endpoints_dirty.clear()
             if self.devices is None:
                 continue
             plans = plan_endpoints(self.classes.values(), self.views, self.held)
@@ -264,7 +265,7 @@ class Agent:
         try:
             response = await self.http.request("GET", "/api/v1/pods", limited=False, timeout=10,
                                                query=[("fieldSelector", f"spec.nodeName={self.node_name}")])
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
             log.warning("agent.list_pods_failed", reason=f"{type(err).__name__}: {err}")
             return None
         if not response.ok:
@@ -302,9 +303,7 @@ class Agent:
 
     async def _patch_loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._patch_wake.wait(), PATCH_RETRY_SECONDS)
-            self._patch_wake.clear()
+            await self._patch_wake.wait(PATCH_RETRY_SECONDS)
             now = time.monotonic()
             for uid, (namespace, name) in list(self._to_patch.items()):
                 failures, not_before = self._patch_backoff.get(uid, (0, 0.0))
@@ -329,7 +328,7 @@ class Agent:
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         try:
             response = await self.http.request("PATCH", path, body=body, content_type=MERGE_PATCH)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
             log.warning("agent.patch_failed", pod=f"{namespace}/{name}", reason=f"{type(err).__name__}: {err}")
             return False
         if response.ok:

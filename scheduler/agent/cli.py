@@ -11,19 +11,19 @@ device-plugin servers and removes their sockets; the ExtendedResources stay publ
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import structlog
 
 from scheduler.agent.agent import DEFAULT_RESOURCE_NAME, STATE_FILE, Agent, AgentOptions
 from scheduler.agent.devices import BackendError, DeviceBackend, FakeBackend
 from scheduler.agent.plugin import socket_dir_ok
 from scheduler.core.classes import validate_resource_name
+from scheduler.kube.concurrency import stop_on_signal
 from scheduler.kube.http import (AGENT_USER_AGENT, ConnectError, KubeconfigError, KubeHttp, RateLimiter,
                                  check_apiserver, connect, rejected)
 from scheduler.logs import configure_logging
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     options = AgentOptions(node_name=args.node_name, device_plugin_dir=plugin_dir, resource_name=args.resource_name,
                            heartbeat_seconds=args.heartbeat_seconds, cdi=args.cdi, state_file=state_file)
     try:
-        return asyncio.run(_main(args, options, backend))
+        return anyio.run(_main, args, options, backend)
     except ConnectError as err:
         backend.close()  # the agent never started, so it did not close it
         return _fail(str(err), 2 if isinstance(err, KubeconfigError) else 1)
@@ -115,14 +115,7 @@ async def _main(args: argparse.Namespace, options: AgentOptions, backend: Device
         if response.status in (401, 403):
             raise ConnectError(rejected(http, response))
         agent = Agent(options, http, KubeHttp(watch_api), backend)
-        task = asyncio.create_task(agent.run(), name="agent")
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, task.cancel)
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
-        finally:
-            await agent.shutdown()
+        async with anyio.create_task_group() as group:  # a signal cancels it: the agent cleans up and ends
+            await group.start(stop_on_signal, group.cancel_scope.cancel, name="signals")
+            await agent.run()
     return 0

@@ -15,7 +15,9 @@ Protocol, as the kubelet implements it (k8s.io/kubernetes pkg/kubelet/cm/devicem
 A kubelet restart deletes every socket in the directory and re-creates `kubelet.sock`; the plugin
 must then start over from 1 (NVIDIA's plugin watches the directory for the same reason). Each
 endpoint here supervises itself: it notices its socket vanished or `kubelet.sock` was replaced,
-restarts its server and registers again, with backoff while the kubelet is not there.
+restarts its server and registers again, with backoff while the kubelet is not there. An endpoint
+is a task of the `PluginManager`'s task group, so none outlives the agent: however the agent ends,
+every endpoint's streams end, its server stops and its socket is removed.
 
 Why gRPC's asyncio API: the agent is one asyncio process (informers, publishing, Allocate all in
 one loop), and Allocate must read the pod cache the informers fill, without locks across threads.
@@ -23,7 +25,6 @@ one loop), and Allocate must read the pod cache the informers fill, without lock
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import os
@@ -33,8 +34,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import grpc  # type: ignore[import-untyped]
 import structlog
+from anyio.abc import TaskGroup, TaskStatus
 
 from scheduler.agent.allocate import AllocationError
 from scheduler.agent.deviceplugin.v1beta1 import api_pb2
@@ -112,9 +115,10 @@ class Endpoint:
         self._server: Any = None
         self._registered_with: tuple[int, int] | None = None
         self._version = 0
-        self._cond = asyncio.Condition()
+        self._changed = anyio.Event()  # set (and replaced) on a new plan or on stopping: ListAndWatch
         self._stopping = False
-        self._task: asyncio.Task[None] | None = None
+        self._scope: anyio.CancelScope | None = None  # run()'s, while it runs
+        self._ended = anyio.Event()  # run() has cleaned up
         self._failures = 0
         self._waiting_logged = False
 
@@ -124,11 +128,39 @@ class Endpoint:
 
     # --- lifecycle -----------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        if len(str(self.socket_path)) > MAX_SOCKET_PATH:
-            raise OSError(f"socket path {self.socket_path} is longer than {MAX_SOCKET_PATH} bytes")
-        await self._start_server()
-        self._task = asyncio.create_task(self._supervise(), name=f"endpoint-{self.plan.resource_name}")
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve, register and stay registered until `stop()` or cancellation.
+
+        Start it with `await group.start(endpoint.run)`: that returns once the socket is served, or
+        raises why it cannot be. On every way out the ListAndWatch streams end, the server stops and
+        the socket is removed (the kubelet then marks the resource's devices unhealthy and drops
+        them after its grace period)."""
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if len(str(self.socket_path)) > MAX_SOCKET_PATH:
+                    raise OSError(f"socket path {self.socket_path} is longer than {MAX_SOCKET_PATH} bytes")
+                await self._start_server()
+                task_status.started()
+                await self._supervise()
+        finally:
+            self._stopping = True
+            self._notify()
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self._stop_server()
+                except Exception as err:  # noqa: BLE001 - stopping must not take the agent down
+                    log.warning("plugin.stop_failed", resource=self.plan.resource_name, reason=_describe(err))
+            self._ended.set()
+            log.info("plugin.stopped", resource=self.plan.resource_name)
+
+    async def stop(self) -> None:
+        """End `run()` and wait until it has cleaned up."""
+        self._stopping = True
+        self._notify()
+        if self._scope is not None:
+            self._scope.cancel()
+            await self._ended.wait()
 
     async def _start_server(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -148,34 +180,26 @@ class Endpoint:
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
 
-    async def stop(self) -> None:
-        """End ListAndWatch streams, stop serving and remove the socket (the kubelet then marks the
-        resource's devices unhealthy and drops them after its grace period)."""
-        self._stopping = True
-        async with self._cond:
-            self._cond.notify_all()
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        await self._stop_server()
-        log.info("plugin.stopped", resource=self.plan.resource_name)
-
-    async def update(self, plan: EndpointPlan) -> None:
+    def update(self, plan: EndpointPlan) -> None:
         """New slot counts or health: every ListAndWatch stream sends the new list."""
         if plan == self.plan:
             return
         self.plan = plan
-        async with self._cond:
-            self._version += 1
-            self._cond.notify_all()
+        self._version += 1
+        self._notify()
         log.info("plugin.devices_changed", resource=plan.resource_name, slots=plan.slots, healthy=plan.healthy)
+
+    def _notify(self) -> None:
+        """Wake every ListAndWatch stream (a new plan, or stopping)."""
+        self._changed.set()
+        self._changed = anyio.Event()
 
     # --- supervision: registration and kubelet restarts -----------------------------------------
 
     async def _supervise(self) -> None:
         delay = 0.0
         while not self._stopping:
-            await asyncio.sleep(delay)
+            await anyio.sleep(delay)
             delay = SUPERVISE_SECONDS
             try:
                 kubelet = _identity(self.kubelet_socket)
@@ -199,8 +223,6 @@ class Endpoint:
                 await self.register()
                 self._registered_with = kubelet
                 self._failures = 0
-            except asyncio.CancelledError:
-                raise
             except Exception as err:  # registration refused, kubelet not answering, bind failure
                 self._failures += 1
                 delay = min(BACKOFF_MAX, 0.5 * 2 ** min(self._failures, 8)) * random.uniform(0.5, 1.0)
@@ -230,14 +252,12 @@ class Endpoint:
 
     async def ListAndWatch(self, request: api_pb2.Empty, context: Any) -> AsyncIterator[api_pb2.ListAndWatchResponse]:
         sent = -1
-        while True:
-            async with self._cond:
-                await self._cond.wait_for(lambda: self._stopping or self._version != sent)
-                if self._stopping:
-                    return
-                sent = self._version
-                response = self._devices()
-            yield response
+        while not self._stopping:
+            if self._version == sent:
+                await self._changed.wait()
+                continue
+            sent = self._version
+            yield self._devices()
 
     async def GetPreferredAllocation(self, request: api_pb2.PreferredAllocationRequest,
                                      context: Any) -> api_pb2.PreferredAllocationResponse:
@@ -266,14 +286,29 @@ class Endpoint:
 
 
 class PluginManager:
-    """The set of endpoints, made to match the planned resource names."""
+    """The set of endpoints, made to match the planned resource names; `run()` hosts them."""
 
     def __init__(self, plugin_dir: Path, allocate: AllocateFn) -> None:
         self.plugin_dir = plugin_dir
         self.allocate = allocate
         self.endpoints: dict[str, Endpoint] = {}
+        self._group: TaskGroup | None = None
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Host the endpoints until cancelled; cancelling it stops every one of them.
+
+        Start it with `await group.start(manager.run)`: `apply` works once that returns."""
+        async with anyio.create_task_group() as group:
+            self._group = group
+            try:
+                task_status.started()
+                await anyio.sleep_forever()
+            finally:
+                self._group = None
 
     async def apply(self, plans: dict[str, EndpointPlan]) -> None:
+        if self._group is None:
+            raise RuntimeError("the PluginManager is not running: start PluginManager.run() first")
         for resource in [r for r in self.endpoints if r not in plans]:
             endpoint = self.endpoints.pop(resource)
             log.info("plugin.endpoint_removed", resource=resource, resource_class=endpoint.plan.class_name,
@@ -282,22 +317,24 @@ class PluginManager:
         for resource, plan in plans.items():
             current = self.endpoints.get(resource)
             if current is not None:
-                await current.update(plan)
+                current.update(plan)
                 continue
             endpoint = Endpoint(self.plugin_dir, plan, self.allocate)
             try:
-                await endpoint.start()
-            except Exception as err:
+                await self._group.start(endpoint.run, name=f"endpoint-{resource}")
+            except Exception as err:  # it cleaned up after itself; the next plan change tries again
                 log.error("plugin.start_failed", resource=resource, reason=_describe(err))
-                await endpoint.stop()
                 continue
             self.endpoints[resource] = endpoint
             log.info("plugin.endpoint_added", resource=resource, resource_class=plan.class_name,
                      devices=list(plan.devices), slots=plan.slots, healthy=plan.healthy)
 
     async def stop(self) -> None:
+        """Stop every endpoint (all at once) and wait until they are gone."""
         endpoints, self.endpoints = list(self.endpoints.values()), {}
-        await asyncio.gather(*(e.stop() for e in endpoints), return_exceptions=True)
+        async with anyio.create_task_group() as group:
+            for endpoint in endpoints:
+                group.start_soon(endpoint.stop)
 
 
 def _describe(err: BaseException) -> str:

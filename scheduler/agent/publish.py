@@ -21,7 +21,6 @@ the last good device list instead.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -175,7 +174,7 @@ class Publisher:
                     query: Sequence[tuple[str, str]] = ()) -> Response:
         try:
             return await self.http.request(method, path, body=body, content_type=content_type, query=query)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
             raise PublishError(f"{method} {path}: {type(err).__name__}: {err}") from None
 
     async def fetch_node_uid(self) -> str | None:

@@ -1,7 +1,9 @@
 """Binding pods: POST `pods/{name}/binding` with the device annotations, many at once.
 
 Bindings run concurrently (bounded) while the next cycle runs; the pod is already *assumed* in the
-core, so nothing it holds can be handed out twice meanwhile. Outcomes (docs/design.md §3):
+core, so nothing it holds can be handed out twice meanwhile. Each Binding is a task in the task
+group `Binder.run()` hosts, so none outlives the binder: cancelling its owner (the scheduling loop)
+cancels every Binding still in flight. Outcomes (docs/design.md §3):
 - 201: bound; the watch event confirms the assumption.
 - 404 (gone): nothing can be bound any more; drop the pod.
 - other 4xx (400, 403, 422, ...): the apiserver refused this Binding, so nothing was bound; forget
@@ -17,7 +19,6 @@ core, so nothing it holds can be handed out twice meanwhile. Outcomes (docs/desi
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import random
 import time
@@ -26,14 +27,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
+import anyio
 import structlog
+from anyio.abc import TaskGroup, TaskStatus
 
 from scheduler.core.annotations import DEVICES
 from scheduler.kube.http import KubeHttp
 
 log = structlog.get_logger("tessera.binder")
 
-_TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError, OSError)
+_TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, ConnectionError, OSError)
 
 
 class Outcome(enum.Enum):
@@ -71,40 +74,65 @@ class BindResult:
 class Binder:
     def __init__(self, http: KubeHttp, on_result: Callable[[BindResult], None], *, max_in_flight: int = 64,
                  timeout: float = 30.0, allowed: Callable[[], bool] = lambda: True,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> None:
         self.http = http
         self.on_result = on_result
         self.allowed = allowed  # checked right before each POST: a deposed leader must not bind
         self.timeout = timeout
         self._sleep = sleep
-        self._slots = asyncio.Semaphore(max_in_flight)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._slots = anyio.Semaphore(max_in_flight, fast_acquire=True)
+        self._group: TaskGroup | None = None
+        self._in_flight = 0
+        self._idle = anyio.Event()  # set while nothing is in flight
+        self._idle.set()
 
     @property
     def in_flight(self) -> int:
-        return len(self._tasks)
+        return self._in_flight
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Host the Bindings until cancelled; cancelling it cancels every Binding in flight.
+
+        Start it with `await group.start(binder.run)`: `submit` works once that returns."""
+        async with anyio.create_task_group() as group:
+            self._group = group
+            try:
+                task_status.started()
+                await anyio.sleep_forever()
+            finally:
+                self._group = None
 
     def submit(self, binding: Binding) -> None:
-        task = asyncio.get_running_loop().create_task(self._bind(binding), name=f"bind {binding.namespace}/{binding.name}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        """Start sending `binding` (its result goes to `on_result`); needs `run()` going."""
+        if self._group is None:
+            raise RuntimeError("the Binder is not running: start Binder.run() in the owner's task group first")
+        if self._in_flight == 0:
+            self._idle = anyio.Event()
+        self._in_flight += 1
+        self._group.start_soon(self._bind, binding, name=f"bind {binding.namespace}/{binding.name}")
 
     async def drain(self, timeout: float) -> bool:
-        """Wait for in-flight bindings (graceful shutdown); True if all finished."""
-        if not self._tasks:
-            return True
-        done, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
-        return not pending
+        """Wait up to `timeout` seconds until no Binding is in flight, those submitted meanwhile
+        included (graceful shutdown); True if none is left. Nothing is cancelled here."""
+        with anyio.move_on_after(timeout):
+            while self._in_flight:
+                await self._idle.wait()
+        return self._in_flight == 0
 
     async def _bind(self, binding: Binding) -> None:
-        start = time.monotonic()
-        async with self._slots:
-            result = await self._settle(binding)
-        result = replace(result, seconds=time.monotonic() - start)
         try:
-            self.on_result(result)
-        except Exception:  # the callback is ours; a bug there must not kill the binder
-            log.exception("binder.callback_failed", pod=f"{binding.namespace}/{binding.name}")
+            start = time.monotonic()
+            async with self._slots:
+                result = await self._settle(binding)
+            result = replace(result, seconds=time.monotonic() - start)
+            try:
+                self.on_result(result)
+            except Exception:  # the callback is ours; a bug there must not kill the binder
+                log.exception("binder.callback_failed", pod=f"{binding.namespace}/{binding.name}")
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
 
     async def _settle(self, binding: Binding) -> BindResult:
         """POST, and after an ambiguous answer read back and POST the same Binding again, until the

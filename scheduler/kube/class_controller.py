@@ -22,8 +22,6 @@ Rules, and why:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import re
 from collections.abc import Callable, Iterable
@@ -33,10 +31,11 @@ import aiohttp
 import structlog
 
 from scheduler.core.objects import Device
+from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.http import KubeHttp
 
 __all__ = ["MANAGED_BY", "MANAGED_BY_LABEL", "MODEL_ANNOTATION", "DefaultClassController", "class_name_for",
-           "desired_classes", "run"]
+           "desired_classes"]
 
 log = structlog.get_logger("tessera.class_controller")
 
@@ -103,7 +102,7 @@ class DefaultClassController:
         self.ready = ready
         self.interval = interval
         self.created: list[str] = []
-        self._wake = asyncio.Event()
+        self._wake = Wakeup()
 
     def wake(self) -> None:
         """Reconcile soon (call on ExtendedResource events)."""
@@ -121,7 +120,7 @@ class DefaultClassController:
                 continue
             try:
                 response = await self.http.request("POST", RESOURCE_CLASSES, body=obj)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+            except (aiohttp.ClientError, TimeoutError, OSError) as err:
                 log.warning("class_controller.create_failed", resource_class=name, reason=f"{type(err).__name__}: {err}")
                 ok = False
                 continue
@@ -148,13 +147,4 @@ class DefaultClassController:
                 ok = False
             failures = 0 if ok else failures + 1
             delay = self.interval if ok else min(self.interval, 0.5 * 2 ** min(failures, 6))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
-            self._wake.clear()
-
-
-async def run(http: KubeHttp, devices: Callable[[], Iterable[Device]], classes: Callable[[], Iterable[str]],
-              *, is_leader: Callable[[], bool] = lambda: True, ready: Callable[[], bool] = lambda: True,
-              interval: float = 30.0) -> None:
-    """Run a `DefaultClassController` until cancelled (see the class for the arguments)."""
-    await DefaultClassController(http, devices, classes, is_leader=is_leader, ready=ready, interval=interval).run()
+            await self._wake.wait(delay)

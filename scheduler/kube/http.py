@@ -9,7 +9,6 @@ it is good at: kubeconfig / in-cluster loading, TLS, tokens and their refresh.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import anyio
 import orjson
 import yaml
 from kubernetes_asyncio import client, config
@@ -37,7 +37,7 @@ class RateLimiter:
     """
 
     def __init__(self, qps: float, burst: int, *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> None:
         self.qps = qps
         self.burst = max(1, burst)
         self._clock = clock
@@ -156,7 +156,7 @@ async def check_apiserver(http: KubeHttp, kubeconfig: str | None) -> Response:
     source = f" (from {kubeconfig})" if kubeconfig else ""
     try:
         return await http.request("GET", "/version", timeout=10.0, limited=False)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise ConnectError(f"cannot reach the apiserver at {host}{source}: no answer within 10 s") from None
     except (aiohttp.ClientError, OSError) as err:
         raise ConnectError(f"cannot reach the apiserver at {host}{source}: {_transport_reason(err)}") from None
@@ -193,7 +193,7 @@ class KubeHttp:
     async def request(self, method: str, path: str, *, query: Sequence[tuple[str, str]] = (),
                       body: Any = None, content_type: str = "application/json",
                       timeout: float = 30.0, limited: bool = True) -> Response:
-        """One request; transport errors raise `aiohttp.ClientError` / `asyncio.TimeoutError`."""
+        """One request; transport errors raise `aiohttp.ClientError` / `TimeoutError`."""
         if limited and self.limiter is not None:
             await self.limiter.acquire()
         response = await self.api.call_api(

@@ -29,7 +29,6 @@ list is retried every 30 s so the kind appears once the CRD is installed.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import anyio
 import orjson
 import structlog
 
@@ -201,7 +201,7 @@ class Informer:
             self._selectors.append(("labelSelector", label_selector))
         if field_selector:
             self._selectors.append(("fieldSelector", field_selector))
-        self.synced = asyncio.Event()
+        self.synced = anyio.Event()  # set once the first LIST is delivered (never cleared)
         self.stats = InformerStats()
         self.available = True
         self.resource_version = ""
@@ -224,8 +224,6 @@ class Informer:
                     must_list = False
                 await self._watch()
                 continue  # the server ended the watch (timeoutSeconds): resume from our RV
-            except asyncio.CancelledError:
-                raise
             except _Expired as err:
                 must_list = True
                 self.stats.relists += 1
@@ -247,7 +245,7 @@ class Informer:
                 else:
                     log.warning("informer.error", kind=self.kind.kind, reason=_describe(err),
                                 relist=must_list, retry_in=round(pause, 2))
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as err:
+            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:
                 # Transport, HTTP or JSON trouble: resume the watch from our RV (or redo the
                 # list if it was the list that failed).
                 self.stats.errors += 1
@@ -260,7 +258,7 @@ class Informer:
                 pause = self._backoff()
                 log.exception("informer.error", kind=self.kind.kind, reason=_describe(err),
                               relist=True, retry_in=round(pause, 2))
-            await asyncio.sleep(pause)
+            await anyio.sleep(pause)
 
     def _backoff(self) -> float:
         delay = min(BACKOFF_MAX, BACKOFF_INITIAL * (1 << min(self._failures, 16)))
@@ -437,9 +435,10 @@ class InformerSet:
                                for kind in kinds)
 
     async def run(self) -> None:
-        async with asyncio.TaskGroup() as group:
+        """Every informer, until cancelled (cancelling it ends them all)."""
+        async with anyio.create_task_group() as group:
             for informer in self.informers:
-                group.create_task(informer.run(), name=f"informer-{informer.kind.kind}")
+                group.start_soon(informer.run, name=f"informer-{informer.kind.kind}")
 
     async def wait_synced(self) -> None:
         for informer in self.informers:

@@ -1,4 +1,4 @@
-"""Leader election on a `coordination.k8s.io/v1` Lease: client-go's algorithm, in asyncio.
+"""Leader election on a `coordination.k8s.io/v1` Lease: client-go's algorithm, on anyio.
 
 Why a port and not something simpler: Tessera runs as a Deployment with a hot standby, and the
 standby must agree with the leader (and with `kubectl get lease`, and with any Go tool watching the
@@ -49,7 +49,6 @@ Where this deliberately differs from client-go, and why:
 
 from __future__ import annotations
 
-import asyncio
 import random
 import socket
 import time
@@ -59,6 +58,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
+import anyio
 import structlog
 
 from scheduler.kube.http import KubeHttp, Response
@@ -188,7 +188,7 @@ class LeaderElector:
         self._reported_leader = ""
         self._get_failing: int | None = None  # status of the failed Lease GET last logged
         self._leading = False
-        self._run_task: asyncio.Task[None] | None = None
+        self._campaign: tuple[anyio.CancelScope, anyio.Event] | None = None  # run()'s scope, and its end
 
     # --- public state ------------------------------------------------------------------------
 
@@ -217,34 +217,38 @@ class LeaderElector:
     # --- campaign ----------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Campaign forever: acquire, lead until a renewal misses its deadline, step down, repeat.
+        """Campaign: acquire, lead until a renewal misses its deadline, step down, repeat.
 
-        Never returns; raises only `CancelledError`. Cancelling it while leading calls
-        `on_stopped_leading` but leaves the Lease to expire — call `release()` for a fast handover.
+        Returns only when `release()` ends it; otherwise runs until cancelled. Cancelling it while
+        leading calls `on_stopped_leading` but leaves the Lease to expire — call `release()` for a
+        fast handover.
         """
-        self._run_task = asyncio.current_task()
-        try:
-            while True:
-                await self._acquire()
-                self._start_leading()
-                try:
-                    await self._renew()
-                finally:
-                    self._stop_leading()
-        finally:
-            self._run_task = None
+        ended = anyio.Event()
+        with anyio.CancelScope() as scope:
+            self._campaign = (scope, ended)
+            try:
+                while True:
+                    await self._acquire()
+                    self._start_leading()
+                    try:
+                        await self._renew()
+                    finally:
+                        self._stop_leading()
+            finally:
+                self._campaign = None
+                ended.set()
 
     async def release(self) -> bool:
         """Give the Lease up if we hold it (graceful shutdown). Returns True when we do not hold it
         afterwards (released, or it was not ours).
 
-        A `run()` still going in another task is cancelled and awaited first, so it neither keeps
+        A `run()` still going (in another task) is stopped and awaited first, so it neither keeps
         scheduling after the release nor re-acquires the freshly emptied Lease.
         """
-        task = self._run_task
-        if task is not None and task is not asyncio.current_task() and not task.done():
-            task.cancel()
-            await asyncio.wait({task})
+        if self._campaign is not None:
+            scope, ended = self._campaign
+            scope.cancel()
+            await ended.wait()
         if self._observed.holder_identity != self.identity:
             return True
         now = micro_time(self._wall_clock())
@@ -290,7 +294,7 @@ class LeaderElector:
             if succeeded:
                 log.info("leader.acquired", lease=self.description, identity=self.identity)
                 return
-            await asyncio.sleep(self.retry_period * (1 + self._rng.random() * JITTER_FACTOR))
+            await anyio.sleep(self.retry_period * (1 + self._rng.random() * JITTER_FACTOR))
 
     async def _renew(self) -> None:
         """`renew`: every retry period, `PollImmediateUntil(retryPeriod, tryAcquireOrRenew)` bounded
@@ -302,20 +306,18 @@ class LeaderElector:
                 log.warning("leader.lost", lease=self.description, identity=self.identity,
                             holder=self.observed_holder, reason="failed to renew lease within renewDeadline")
                 return
-            await asyncio.sleep(self.retry_period)
+            await anyio.sleep(self.retry_period)
 
     async def _renew_once(self) -> bool:
         deadline = self._clock() + self.renew_deadline
-        try:
-            async with asyncio.timeout(self.renew_deadline):
-                while True:
-                    if await self._try_acquire_or_renew():
-                        return True
-                    if self._clock() + self.retry_period >= deadline:
-                        return False
-                    await asyncio.sleep(self.retry_period)
-        except TimeoutError:
-            return False
+        with anyio.move_on_after(self.renew_deadline):
+            while True:
+                if await self._try_acquire_or_renew():
+                    return True
+                if self._clock() + self.retry_period >= deadline:
+                    return False
+                await anyio.sleep(self.retry_period)
+        return False  # the deadline cut a renewal short
 
     def _start_leading(self) -> None:
         self._leading = True
@@ -356,8 +358,6 @@ class LeaderElector:
         """client-go `tryAcquireOrRenew`; API and transport errors count as a failed attempt."""
         try:
             return await self._try_acquire_or_renew_unguarded()
-        except asyncio.CancelledError:
-            raise
         except Exception as err:  # noqa: BLE001 - retried by the caller's loop
             log.warning("leader.attempt_failed", lease=self.description, error=repr(err))
             return False

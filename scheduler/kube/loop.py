@@ -1,21 +1,22 @@
 """The live scheduler: informers feed the core, cycles run, bindings go out, Events and statuses follow.
 
-Everything runs in one asyncio event loop. The core is synchronous and never awaits, so applying a
-watch event and running a cycle can never interleave: each cycle sees a consistent state, exactly
-as in `simulate`. Only the leader pops the queue; a standby keeps its cache warm so a handover is
+Everything runs in one event loop. The core is synchronous and never awaits, so applying a watch
+event and running a cycle can never interleave: each cycle sees a consistent state, exactly as in
+`simulate`. Only the leader pops the queue; a standby keeps its cache warm so a handover is
 immediate. Bindings, Events and status patches are written by background tasks and never block a
-cycle.
+cycle. All of those tasks live in the task group `SchedulerLoop.run()` opens (the Bindings in the
+binder's, nested in it), so cancelling the loop's owner ends every one of them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import structlog
 
 from scheduler.api.config import SchedulerConfig
@@ -24,6 +25,7 @@ from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
 from scheduler.kube.class_controller import DefaultClassController
+from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.http import KubeHttp, RateLimiter
 from scheduler.kube.informers import InformerSet
 from scheduler.kube.recorder import EventRecorder, ObjectRef
@@ -64,7 +66,7 @@ class SchedulerLoop:
         self.is_leader = is_leader
         self.hooks = hooks or LoopHooks()
         self.stats = LoopStats()
-        self._wake = asyncio.Event()
+        self._wake = Wakeup()
         self._stopping = False
         self._classes_dirty = False
         self._alive = time.monotonic()
@@ -77,13 +79,16 @@ class SchedulerLoop:
     # --- lifecycle ---------------------------------------------------------------------------
 
     async def run(self) -> None:
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self.informers.run(), name="informers")
-            group.create_task(self.events.run(), name="events")
-            group.create_task(self.statuses.run(), name="statuses")
-            group.create_task(self._schedule_forever(), name="schedule")
+        """Run until cancelled (`stop()` only ends the cycles: the rest keeps going while the
+        caller drains the Bindings). The binder is up before anything can submit to it."""
+        async with anyio.create_task_group() as group:
+            await group.start(self.binder.run, name="binder")
+            group.start_soon(self.informers.run, name="informers")
+            group.start_soon(self.events.run, name="events")
+            group.start_soon(self.statuses.run, name="statuses")
+            group.start_soon(self._schedule_forever, name="schedule")
             if self.class_controller is not None:
-                group.create_task(self.class_controller.run(), name="class-controller")
+                group.start_soon(self.class_controller.run, name="class-controller")
 
     def stop(self) -> None:
         """Stop starting new cycles (graceful shutdown); in-flight bindings are drained by the caller."""
@@ -164,11 +169,7 @@ class SchedulerLoop:
             expiry = self.core.next_backoff_expiry()
             if expiry is not None:
                 timeout = max(0.0, min(timeout, expiry - time.time()))
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
-            except TimeoutError:
-                pass
-            self._wake.clear()
+            await self._wake.wait(timeout)
             if self._stopping or not self.is_leader() or not self.informers.synced:
                 continue
             now = time.time()
@@ -195,7 +196,7 @@ class SchedulerLoop:
                 self._handle(attempt, elapsed / max(1, len(attempts)))
             cycles += 1
             if cycles % CYCLES_BEFORE_YIELD == 0:
-                await asyncio.sleep(0)  # let informers and binders run
+                await anyio.sleep(0)  # let informers and binders run
 
     def _handle(self, attempt: Attempt, seconds: float) -> None:
         pod = attempt.pod

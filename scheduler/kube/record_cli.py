@@ -14,20 +14,20 @@ against the whole cluster as it was. After that, events are written in the order
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
-import signal
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any
 
+import anyio
 import orjson
 import structlog
 
+from scheduler.kube.concurrency import stop_on_signal
 from scheduler.kube.http import ConnectError, KubeHttp, check_apiserver, connect, rejected
 from scheduler.kube.informers import (
     ALL_KINDS,
@@ -183,17 +183,12 @@ async def _record(args: argparse.Namespace, kinds: tuple[ResourceKind, ...]) -> 
 
 async def _record_into(http: KubeHttp, kinds: tuple[ResourceKind, ...], out: IO[bytes],
                        args: argparse.Namespace) -> int:
-    listed: dict[str, asyncio.Event] = {}
+    listed: dict[str, anyio.Event] = {}
     writer = _Writer(out, lambda kind: kind in listed and listed[kind].is_set())
     informers = InformerSet(http, writer, kinds)
     listed.update((informer.kind.kind, informer.synced) for informer in informers.informers)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = anyio.Event()
     started = time.monotonic()
-    _say(f"recording {', '.join(kind.kind for kind in kinds)} from {http.api.configuration.host} "
-         f"to {args.output}" + (f" for {args.duration:g} s" if args.duration else " until interrupted"))
 
     async def release_when_synced() -> None:
         await informers.wait_synced()
@@ -202,24 +197,23 @@ async def _record_into(http: KubeHttp, kinds: tuple[ResourceKind, ...], out: IO[
 
     async def progress() -> None:
         while True:
-            await asyncio.sleep(PROGRESS_EVERY)
+            await anyio.sleep(PROGRESS_EVERY)
             waiting = [i.kind.kind for i in informers.informers if not i.synced.is_set()]
             note = f"; waiting for the initial list of {', '.join(waiting)}" if waiting else ""
             _say(f"{time.monotonic() - started:.0f} s: {writer.summary()}{note}")
 
-    tasks = [asyncio.create_task(informers.run(), name="informers"),
-             asyncio.create_task(release_when_synced(), name="release"),
-             asyncio.create_task(progress(), name="progress")]
     try:
-        await asyncio.wait_for(stop.wait(), timeout=args.duration)
-    except asyncio.TimeoutError:
-        pass
+        async with anyio.create_task_group() as group:
+            await group.start(stop_on_signal, stop.set, name="signals")
+            _say(f"recording {', '.join(kind.kind for kind in kinds)} from {http.api.configuration.host} "
+                 f"to {args.output}" + (f" for {args.duration:g} s" if args.duration else " until interrupted"))
+            group.start_soon(informers.run, name="informers")
+            group.start_soon(release_when_synced, name="release")
+            group.start_soon(progress, name="progress")
+            with anyio.move_on_after(args.duration):
+                await stop.wait()
+            group.cancel_scope.cancel()
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         writer.release()  # a recording stopped before every kind synced keeps what it has
     _say(f"wrote {writer.summary()} to {args.output}")
     return 0
@@ -239,4 +233,4 @@ def run(args: argparse.Namespace) -> int:
         _say(f"cannot write {args.output}: no such directory")
         return 2
     _configure_logging()
-    return asyncio.run(_record(args, kinds))
+    return anyio.run(_record, args, kinds)

@@ -4,12 +4,12 @@ Mirrors what kube-scheduler's events library does: the first occurrence of (obje
 is a new Event; repeats within the series window only bump `series.count`, written at most every
 `series_interval` seconds; and each object has a token bucket (client-go's spam filter defaults:
 burst 25, one token per 5 minutes) so a pod retried every 10 s for a day stays a handful of writes.
-Recording never blocks the scheduling loop: events are queued and written by a background task.
+Recording never blocks the scheduling loop: `record()` hands the event over a bounded memory
+stream (dropping, and counting, what does not fit) and `run()` writes them in order.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections import OrderedDict
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import aiohttp
+import anyio
 import structlog
 
 from scheduler.kube.http import MERGE_PATCH, KubeHttp
@@ -54,6 +55,9 @@ class _Series:
     last_write: float
 
 
+_Recorded = tuple[ObjectRef, str, str, str, str, float]  # regarding, type, reason, action, note, when
+
+
 class _Bucket:
     __slots__ = ("tokens", "last")
 
@@ -72,7 +76,8 @@ class EventRecorder:
         self.series_interval = series_interval
         self.burst = burst
         self.refill = 1.0 / refill_seconds
-        self._queue: asyncio.Queue[tuple[ObjectRef, str, str, str, str, float]] = asyncio.Queue(maxsize=QUEUE_SIZE)
+        # closed when run() ends: an event recorded after that is dropped
+        self._send, self._receive = anyio.create_memory_object_stream[_Recorded](QUEUE_SIZE)
         self._series: OrderedDict[tuple[str, str, str], _Series] = OrderedDict()
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self.written = 0
@@ -82,17 +87,18 @@ class EventRecorder:
         if len(note) > NOTE_LIMIT:
             note = note[: NOTE_LIMIT - 4] + " ..."
         try:
-            self._queue.put_nowait((regarding, type_, reason, action, note, self._clock()))
-        except asyncio.QueueFull:
+            self._send.send_nowait((regarding, type_, reason, action, note, self._clock()))
+        except (anyio.WouldBlock, anyio.ClosedResourceError):
             self.dropped += 1
 
     async def run(self) -> None:
-        while True:
-            item = await self._queue.get()
-            try:
-                await self._write(*item)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
-                log.warning("events.write_failed", error=str(err))
+        """Write what is recorded, in order, until cancelled."""
+        with self._send, self._receive:
+            async for item in self._receive:
+                try:
+                    await self._write(*item)
+                except (aiohttp.ClientError, TimeoutError, OSError) as err:
+                    log.warning("events.write_failed", error=str(err))
 
     async def _write(self, ref: ObjectRef, type_: str, reason: str, action: str, note: str, now: float) -> None:
         key = (ref.uid or f"{ref.kind}/{ref.namespace}/{ref.name}", reason, note)

@@ -3,24 +3,26 @@
 Wires the pieces together — configuration, apiserver clients (one rate-limited for writes, one for
 watches), leader election, the scheduling loop, metrics and the probe endpoint — and owns the
 process lifecycle: SIGTERM stops new cycles, drains in-flight bindings, releases the lease, exits 0.
+The loop, the election and the signal handling are tasks of one anyio task group (on the uvloop
+event loop), all ended before the probe endpoint closes and the process exits.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import structlog
-import uvloop
 
 from scheduler.api.config import ConfigError, SchedulerConfig, load_config
 from scheduler.core.framework.attempt import Attempt
 from scheduler.kube.binder import BindResult
+from scheduler.kube.concurrency import stop_on_signal
 from scheduler.kube.http import ConnectError, KubeconfigError, KubeHttp, RateLimiter, check_apiserver, connect
 from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
@@ -51,8 +53,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tessera: invalid configuration: {err}", file=sys.stderr)
         return 2
     try:
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            return runner.run(_main(args, config))
+        return anyio.run(_main, args, config, backend="asyncio", backend_options={"use_uvloop": True})
     except ConnectError as err:
         print(f"tessera: {err}", file=sys.stderr)
         return 2 if isinstance(err, KubeconfigError) else 1
@@ -112,30 +113,36 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
     metrics.on_scrape(StateGauges(loop, metrics))
     loop_ref.append(loop)
 
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    stop = anyio.Event()
+    crashed: list[str] = []
 
+    async def until_stop(name: str, work: Callable[[], Awaitable[None]]) -> None:
+        """A part the process cannot go on without: when it ends (a crash: exit 1), shut down."""
+        try:
+            await work()
+        except Exception as err:
+            log.error("tessera.task_failed", task=name, error=repr(err))
+            crashed.append(name)
+        finally:
+            stop.set()
+
+    # serve() outside the task group: a port that cannot be bound is its own error, not a group's
     async with serve(args.bind_address, args.port, healthy=lambda: loop.healthy, ready=lambda: _ready(loop),
                      registry=metrics.registry) as server:
         log.info("tessera.serving", url=server.url, identity=identity)
-        tasks = [asyncio.create_task(loop.run(), name="loop")]
-        if elector is not None:
-            tasks.append(asyncio.create_task(elector.run(), name="leader-election"))
-        stopper = asyncio.create_task(stop.wait(), name="signal")
-        done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
-        crashed = [t for t in done if t is not stopper and t.exception() is not None]
-        for task in crashed:
-            log.error("tessera.task_failed", task=task.get_name(), error=repr(task.exception()))
-        log.info("tessera.stopping", in_flight=loop.binder.in_flight)
-        loop.stop()
-        await loop.binder.drain(DRAIN_SECONDS)
-        if elector is not None:
-            with contextlib.suppress(Exception):
-                await elector.release()
-        for task in [*tasks, stopper]:
-            task.cancel()
-        await asyncio.gather(*tasks, stopper, return_exceptions=True)
+        async with anyio.create_task_group() as group:
+            await group.start(stop_on_signal, stop.set, name="signals")
+            group.start_soon(until_stop, "loop", loop.run, name="loop")
+            if elector is not None:
+                group.start_soon(until_stop, "leader-election", elector.run, name="leader-election")
+            await stop.wait()
+            log.info("tessera.stopping", in_flight=loop.binder.in_flight)
+            loop.stop()
+            await loop.binder.drain(DRAIN_SECONDS)
+            if elector is not None:
+                with contextlib.suppress(Exception):
+                    await elector.release()
+            group.cancel_scope.cancel()  # the loop (with what the drain did not see through), the signal handlers
     log.info("tessera.stopped")
     return 1 if crashed else 0
 

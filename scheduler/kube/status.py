@@ -3,7 +3,8 @@
 Writes are desired-state and coalesced: the loop says what a status should be, a background task
 writes the latest wish per object, skipping writes that would not change anything (the same
 message for the same pod twice is one PATCH, as kube-scheduler's `updatePod` only patches when the
-condition changed). A failed write is retried on the next flush.
+condition changed). A failed write is retried `retry_seconds` later, or with the next wish if that
+comes first. Each flush writes in a task group of its own, so no write outlives `run()`.
 
 A pod's PodScheduled=False is written only while the pod still waits — asked of the cache at write
 time, not when it was wished — and with the pod's resourceVersion as a precondition: a Binding
@@ -13,14 +14,16 @@ bound pod marked Unschedulable.
 
 from __future__ import annotations
 
-import asyncio
+import math
 from collections.abc import Callable
 from typing import Any
 
 import aiohttp
+import anyio
 import orjson
 import structlog
 
+from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.http import MERGE_PATCH, STRATEGIC_PATCH, KubeHttp
 from scheduler.kube.recorder import micro_time
 
@@ -41,9 +44,10 @@ class StatusWriter:
         self.pod_version = pod_version
         self._dirty: dict[_Key, dict[str, Any]] = {}
         self._written: dict[_Key, bytes] = {}
-        self._wake = asyncio.Event()
+        self._wake = Wakeup()
         self._concurrency = concurrency
         self._retry_seconds = retry_seconds
+        self._retry_at: float | None = None  # when failed writes are due again (anyio.current_time)
         self.writes = 0
 
     def pod_waiting(self, namespace: str, name: str, reason: str, message: str) -> None:
@@ -88,17 +92,22 @@ class StatusWriter:
         self._wake.set()
 
     async def run(self) -> None:
+        """Write what is wished until cancelled, at most `concurrency` writes at a time."""
+        slots = anyio.Semaphore(self._concurrency, fast_acquire=True)
+
+        async def write(key: _Key, body: dict[str, Any]) -> None:
+            async with slots:
+                await self._write(key, body)
+
         while True:
-            await self._wake.wait()
-            self._wake.clear()
+            retry_in = math.inf if self._retry_at is None else self._retry_at - anyio.current_time()
+            await self._wake.wait(retry_in)
+            if self._retry_at is not None and anyio.current_time() >= self._retry_at:
+                self._retry_at = None
             batch, self._dirty = self._dirty, {}
-            slots = asyncio.Semaphore(self._concurrency)
-
-            async def write(key: _Key, body: dict[str, Any]) -> None:
-                async with slots:
-                    await self._write(key, body)
-
-            await asyncio.gather(*(write(k, b) for k, b in batch.items()))
+            async with anyio.create_task_group() as group:
+                for key, body in batch.items():
+                    group.start_soon(write, key, body)
 
     async def _write(self, key: _Key, body: dict[str, Any]) -> None:
         fingerprint = body.pop("_fingerprint")
@@ -112,7 +121,7 @@ class StatusWriter:
             body = {**body, "metadata": {"resourceVersion": version}}
         try:
             response = await self.http.request("PATCH", path, body=body, content_type=content_type)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as err:
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
             log.warning("status.write_failed", path=path, error=str(err))
             self._retry(key, body, fingerprint)
             return
@@ -130,10 +139,11 @@ class StatusWriter:
                 self._retry(key, body, fingerprint)
 
     def _retry(self, key: _Key, body: dict[str, Any], fingerprint: bytes) -> None:
-        if key not in self._dirty:
+        if key not in self._dirty:  # a newer wish for the object replaces the failed one
             body["_fingerprint"] = fingerprint
             self._dirty[key] = body
-            asyncio.get_running_loop().call_later(self._retry_seconds, self._wake.set)
+            if self._retry_at is None:
+                self._retry_at = anyio.current_time() + self._retry_seconds
 
 
 def _pod_of(path: str) -> tuple[str, str] | None:

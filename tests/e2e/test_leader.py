@@ -56,10 +56,14 @@ class Candidate:
 
     async def crash(self) -> None:
         """Cancel `run()` without releasing: the Lease is left to expire."""
-        if self.task is not None:
-            self.task.cancel()
-            await asyncio.gather(self.task, return_exceptions=True)
-            assert self.task.cancelled()
+        if self.task is None:
+            return
+        if self.task.done():  # `release()` ended the campaign: run() returned
+            assert self.task.cancelled() or self.task.exception() is None
+            return
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        assert self.task.cancelled()
 
 
 @pytest_asyncio.fixture

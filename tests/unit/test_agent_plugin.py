@@ -5,10 +5,12 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 import pytest_asyncio
 
@@ -41,6 +43,17 @@ async def kubelet(plugin_dir: Path) -> AsyncIterator[FakeKubelet]:
     await fake.start()
     yield fake
     await fake.stop()
+
+
+@asynccontextmanager
+async def served(endpoint: Endpoint) -> AsyncIterator[Endpoint]:
+    """The endpoint running in a task group of the test's; stopped (and awaited) on the way out."""
+    async with anyio.create_task_group() as group:
+        await group.start(endpoint.run)
+        try:
+            yield endpoint
+        finally:
+            await endpoint.stop()
 
 
 def _plan(name: str = "v100", slots: int = 2, healthy: int = 2, sharing: Sharing | None = None) -> EndpointPlan:
@@ -83,8 +96,7 @@ def test_preferred_allocation_is_deterministic() -> None:
 async def test_registers_serves_options_and_list_and_watch(kubelet: FakeKubelet, plugin_dir: Path) -> None:
     calls = Calls()
     endpoint = Endpoint(plugin_dir, _plan(slots=3, healthy=2), calls)
-    await endpoint.start()
-    try:
+    async with served(endpoint):
         await kubelet.wait_for(lambda: kubelet.status().get("class.tessera.dev/v100") == (3, 2))
         [registration] = kubelet.registrations
         assert registration.version == "v1beta1" and registration.preferred_allocation
@@ -94,7 +106,7 @@ async def test_registers_serves_options_and_list_and_watch(kubelet: FakeKubelet,
         assert conn.options.get_preferred_allocation_available and not conn.options.pre_start_required
 
         # a change is streamed (no re-registration needed)
-        await endpoint.update(_plan(slots=3, healthy=3))
+        endpoint.update(_plan(slots=3, healthy=3))
         await kubelet.wait_for(lambda: kubelet.status()["class.tessera.dev/v100"] == (3, 3))
         assert len(kubelet.registrations) == 1
 
@@ -103,73 +115,74 @@ async def test_registers_serves_options_and_list_and_watch(kubelet: FakeKubelet,
         assert calls.calls == [("class.tessera.dev/v100", ["v100-0", "v100-1"])]  # preferred: lowest slots
         with pytest.raises(AdmissionError, match="Requested: 2, Available: 1"):
             await kubelet.admit(_pod("p2", [("main", {"class.tessera.dev/v100": 2})]))
-    finally:
-        await endpoint.stop()
     assert not endpoint.socket_path.exists()
     await kubelet.wait_for(lambda: "class.tessera.dev/v100" not in kubelet.status())
 
 
 async def test_allocation_error_is_failed_precondition(kubelet: FakeKubelet, plugin_dir: Path) -> None:
     endpoint = Endpoint(plugin_dir, _plan(), Calls(refuse=True))
-    await endpoint.start()
-    try:
+    async with served(endpoint):
         await kubelet.wait_for(lambda: kubelet.status().get("class.tessera.dev/v100") == (2, 2))
         with pytest.raises(AdmissionError, match="FAILED_PRECONDITION: no pod on node n is waiting"):
             await kubelet.admit(_pod("p1", [("main", {"class.tessera.dev/v100": 1})]))
-    finally:
-        await endpoint.stop()
 
 
 async def test_init_container_devices_are_reused_like_the_kubelet(kubelet: FakeKubelet, plugin_dir: Path) -> None:
     calls = Calls()
     endpoint = Endpoint(plugin_dir, _plan(slots=2, healthy=2), calls)
-    await endpoint.start()
-    try:
+    async with served(endpoint):
         await kubelet.wait_for(lambda: kubelet.status().get("class.tessera.dev/v100") == (2, 2))
         pod = _pod("p1", [("main", {"class.tessera.dev/v100": 2})], init=[("setup", {"class.tessera.dev/v100": 1})])
         await kubelet.admit(pod)
         assert [len(ids) for _, ids in calls.calls] == [1, 2]
         assert calls.calls[0][1][0] in calls.calls[1][1]  # the init container's slot is reused
-    finally:
-        await endpoint.stop()
 
 
 async def test_kubelet_restart_and_socket_removal_re_register(kubelet: FakeKubelet, plugin_dir: Path) -> None:
     endpoint = Endpoint(plugin_dir, _plan(), Calls())
-    await endpoint.start()
-    try:
+    async with served(endpoint):
         await kubelet.wait_for(lambda: len(kubelet.registrations) == 1)
         await kubelet.restart()  # deletes our socket and re-creates kubelet.sock
         await kubelet.wait_for(lambda: len(kubelet.registrations) == 2 and "class.tessera.dev/v100" in kubelet.status())
         assert endpoint.socket_path.exists()
         endpoint.socket_path.unlink()  # someone removes the socket: serve again and re-register
         await kubelet.wait_for(lambda: len(kubelet.registrations) == 3 and "class.tessera.dev/v100" in kubelet.status())
-    finally:
-        await endpoint.stop()
 
 
 async def test_waits_for_the_kubelet_and_registers_when_it_appears(plugin_dir: Path) -> None:
     endpoint = Endpoint(plugin_dir, _plan(), Calls())
-    await endpoint.start()
     kubelet = FakeKubelet(plugin_dir)
-    try:
+    async with served(endpoint):
         assert not endpoint.registered
-        # the kubelet's start-up cleanup would delete our socket: the endpoint must recover
-        await kubelet.start()
-        await kubelet.wait_for(lambda: "class.tessera.dev/v100" in kubelet.status())
-    finally:
-        await endpoint.stop()
-        await kubelet.stop()
+        try:
+            # the kubelet's start-up cleanup would delete our socket: the endpoint must recover
+            await kubelet.start()
+            await kubelet.wait_for(lambda: "class.tessera.dev/v100" in kubelet.status())
+        finally:
+            await kubelet.stop()
 
 
 async def test_manager_adds_updates_and_removes_endpoints(kubelet: FakeKubelet, plugin_dir: Path) -> None:
     manager = PluginManager(plugin_dir, Calls())
-    try:
+    async with anyio.create_task_group() as group:
+        await group.start(manager.run)
         await manager.apply({"class.tessera.dev/a": _plan("a"), "class.tessera.dev/b": _plan("b", 8, 8, Sharing("memory", Fraction(2**30)))})
         await kubelet.wait_for(lambda: kubelet.status() == {"class.tessera.dev/a": (2, 2), "class.tessera.dev/b": (8, 8)})
         await manager.apply({"class.tessera.dev/b": _plan("b", 16, 8, Sharing("memory", Fraction(2**30)))})
         await kubelet.wait_for(lambda: kubelet.status() == {"class.tessera.dev/b": (16, 8)})
         assert sorted(p.name for p in plugin_dir.iterdir()) == ["kubelet.sock", "tessera-class.tessera.dev_b.sock"]
-    finally:
         await manager.stop()
+        group.cancel_scope.cancel()
     assert sorted(p.name for p in plugin_dir.iterdir()) == ["kubelet.sock"]
+
+
+async def test_cancelling_the_manager_stops_its_endpoints(kubelet: FakeKubelet, plugin_dir: Path) -> None:
+    """However the agent ends (cancelled, or crashed), no endpoint is left serving."""
+    manager = PluginManager(plugin_dir, Calls())
+    async with anyio.create_task_group() as group:
+        await group.start(manager.run)
+        await manager.apply({"class.tessera.dev/a": _plan("a")})
+        await kubelet.wait_for(lambda: kubelet.status() == {"class.tessera.dev/a": (2, 2)})
+        group.cancel_scope.cancel()
+    assert sorted(p.name for p in plugin_dir.iterdir()) == ["kubelet.sock"]
+    await kubelet.wait_for(lambda: kubelet.status() == {})

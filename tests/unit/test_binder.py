@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import aiohttp
+import anyio
 import pytest
 
 from scheduler.core import annotations as ann
@@ -46,8 +47,12 @@ def _binding(node: str = "n") -> Binding:
 
 
 async def _bind(binder: Binder, binding: Binding | None = None) -> None:
-    binder.submit(binding or _binding())
-    assert await binder.drain(5)
+    """Run the binder for one Binding, until it is settled."""
+    async with anyio.create_task_group() as group:
+        await group.start(binder.run)
+        binder.submit(binding or _binding())
+        assert await binder.drain(5)
+        group.cancel_scope.cancel()
 
 
 async def test_a_created_binding_is_bound_with_its_annotations() -> None:
@@ -180,3 +185,18 @@ async def test_a_failing_callback_does_not_break_the_binder() -> None:
     binder = Binder(api, explode)  # type: ignore[arg-type]
     await _bind(binder)
     assert api.pod("default", "p")["spec"]["nodeName"] == "n"
+
+
+async def test_drain_waits_without_cancelling_and_cancelling_the_owner_ends_every_binding() -> None:
+    api, binder, results, _ = _setup()
+    api.fail_next("POST", "/binding", stall=True)  # no answer, ever
+    async with anyio.create_task_group() as owner:
+        await owner.start(binder.run)
+        binder.submit(_binding())
+        assert binder.in_flight == 1
+        assert not await binder.drain(0.05)  # graceful shutdown gives up waiting...
+        assert api.stalled == 1  # ...and leaves the Binding to its owner
+        owner.cancel_scope.cancel()
+    assert api.stalled == 0 and binder.in_flight == 0 and results == []
+    with pytest.raises(RuntimeError, match="not running"):
+        binder.submit(_binding())  # nothing would own it

@@ -1,0 +1,56 @@
+"""Concurrency pieces the live processes share (`tessera run`, `record`, `agent`), on anyio.
+
+Every long-lived task of those processes runs in an anyio task group owned by the object that
+starts it, so no task outlives its owner: cancelling an owner (shutdown, a lost leadership, a test)
+ends everything it started. Two small helpers recur across the owners:
+
+- `Wakeup`: "something changed, look again", set from synchronous callbacks (watch events, binding
+  results) and awaited by one worker task with an optional timeout. anyio Events cannot be cleared,
+  so the fired one is replaced by a fresh one when the worker wakes;
+- `stop_on_signal`: SIGTERM/SIGINT turned into a call (set a stop Event, cancel a scope), installed
+  before the process starts working, so an early signal is never lost to the default handler.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+from collections.abc import Callable
+
+import anyio
+from anyio.abc import TaskStatus
+
+__all__ = ["Wakeup", "stop_on_signal"]
+
+
+class Wakeup:
+    """A level-triggered wake-up for one waiting task."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self, timeout: float = math.inf) -> bool:
+        """Until `set()` or `timeout` seconds; True (and cleared) if it was set."""
+        with anyio.move_on_after(timeout):
+            await self._event.wait()
+        if not self._event.is_set():
+            return False
+        self._event = anyio.Event()
+        return True
+
+
+async def stop_on_signal(stop: Callable[[], None], *,
+                         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+    """Call `stop` on every SIGTERM and SIGINT until cancelled. Start it with
+    `await group.start(stop_on_signal, ...)`: it reports started once the handlers are installed.
+    The handlers stay while it runs, so a second signal during a graceful shutdown is absorbed."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
+        async for _ in signals:
+            stop()

@@ -1,0 +1,63 @@
+"""The live loop on a fake apiserver: its tasks live and die with it, and Events do not take the
+Bindings' turn.
+
+Regression (structured concurrency): every Binding used to run in a task of its own, created on
+the event loop and owned by nothing. Cancelling the loop's owner (a crashed sibling, a test, a
+shutdown path that gives up) stopped the informers and the cycles but left those Bindings running,
+unowned, until the event loop closed: nothing waited for them and nothing could stop them. The
+Binder now hosts its Bindings in a task group of its own inside the loop's, so they end with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+
+from scheduler.api.config import load_config
+from scheduler.kube.http import KubeHttp, RateLimiter
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.sim import builders as b
+from tests.fakeapi import FakeApi
+
+
+def _cluster() -> FakeApi:
+    """One 4-GPU node and one pending pod that asks for a GPU (the CRDs are not installed: those
+    informers count as synced and empty)."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=4)]
+    api.add_pod(b.pod("p", requests={"nvidia.com/gpu": 1}))
+    return api
+
+
+async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    with anyio.fail_after(seconds):
+        while not condition():
+            await anyio.sleep(0.005)
+
+
+async def test_cancelling_the_loops_owner_cancels_its_bindings() -> None:
+    api = _cluster()
+    api.fail_next("POST", "/binding", stall=True)  # the apiserver never answers this Binding
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await _until(lambda: api.stalled == 1)
+        owner.cancel_scope.cancel()
+    await anyio.sleep(0.05)  # a Binding that outlived its owner would still be waiting now
+    assert api.stalled == 0
+    assert loop.binder.in_flight == 0
+
+
+async def test_events_have_a_token_bucket_of_their_own() -> None:
+    """With the write budget spent on the Binding, the Scheduled Event still goes out at once."""
+    api = _cluster()
+    http = KubeHttp(api, RateLimiter(qps=0.001, burst=1))  # type: ignore[arg-type]
+    loop = SchedulerLoop(load_config(None), http, KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await _until(lambda: any(e["reason"] == "Scheduled" for e in api.events.values()))
+        owner.cancel_scope.cancel()
+    assert api.pod("default", "p")["spec"]["nodeName"] == "n"
+    [event] = api.events.values()
+    assert event["note"] == "Successfully assigned default/p to n"
