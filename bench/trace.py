@@ -17,11 +17,12 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bench.trace_policies import BY_NAME, POLICIES, config_for, duplicates, select
-from bench.trace_report import REFERENCE, markdown_table, plot, policy_results
+from bench.trace_report import SUITE_REFERENCE, REFERENCE, markdown_table, plot, policy_results, suite_plot, suite_table
 from bench.trace_run import RunResult, run_once
 from bench.trace_workload import TraceError, TraceNode, TracePod, arrival_sequence, read_nodes, read_pods, subsample
 
@@ -80,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="keep each config's percentageOfNodesToScore (default: score all nodes, as FGD)")
     parser.add_argument("--quick", action="store_true",
                         help=f"smoke test: first seed only, every {QUICK_STEP}th node and pod")
+    parser.add_argument("--suite", choices=("variants",),
+                        help="run every trace of a suite: `variants` = the default trace and the variants/ folder "
+                             "(gpuspec, gpushare, multigpu, cpu families); one table against the published figures")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
     return parser
@@ -88,28 +92,30 @@ def build_parser() -> argparse.ArgumentParser:
 # --- workers ---------------------------------------------------------------------------------
 
 _WORKLOAD: dict[str, Any] = {}
+Task = tuple[str, str, int]  # (trace, policy, seed)
 
 
-def _init_worker(nodes: list[TraceNode], pods: list[TracePod], inflate: float, score_all: bool) -> None:
-    _WORKLOAD.update(nodes=nodes, pods=pods, inflate=inflate, score_all=score_all, sequences={})
+def _init_worker(nodes: list[TraceNode], traces: dict[str, list[TracePod]], inflate: float,
+                 score_all: bool) -> None:
+    _WORKLOAD.update(nodes=nodes, traces=traces, inflate=inflate, score_all=score_all, sequences={})
 
 
-def _sequence(seed: int) -> list[TracePod]:
-    sequences: dict[int, list[TracePod]] = _WORKLOAD["sequences"]
-    if seed not in sequences:
+def _sequence(trace: str, seed: int) -> list[TracePod]:
+    sequences: dict[tuple[str, int], list[TracePod]] = _WORKLOAD["sequences"]
+    if (trace, seed) not in sequences:
         total_gpus = sum(n.gpus for n in _WORKLOAD["nodes"])
-        sequences[seed] = arrival_sequence(_WORKLOAD["pods"], total_gpus, seed, _WORKLOAD["inflate"])
-    return sequences[seed]
+        sequences[trace, seed] = arrival_sequence(_WORKLOAD["traces"][trace], total_gpus, seed, _WORKLOAD["inflate"])
+    return sequences[trace, seed]
 
 
-def _run_task(task: tuple[str, int]) -> RunResult:
-    name, seed = task
+def _run_task(task: Task) -> RunResult:
+    trace, name, seed = task
     config = config_for(BY_NAME[name], _WORKLOAD["score_all"])
-    return run_once(name, config, seed, _WORKLOAD["nodes"], _sequence(seed))
+    return replace(run_once(name, config, seed, _WORKLOAD["nodes"], _sequence(trace, seed)), trace=trace)
 
 
-def run_all(tasks: Sequence[tuple[str, int]], jobs: int, init_args: tuple[Any, ...]) -> list[RunResult]:
-    """Run every (policy, seed), reporting each finished run with its pods/s on stderr."""
+def run_all(tasks: Sequence[Task], jobs: int, init_args: tuple[Any, ...]) -> list[RunResult]:
+    """Run every (trace, policy, seed), reporting each finished run with its pods/s on stderr."""
     results: list[RunResult] = []
     start = time.perf_counter()
 
@@ -119,7 +125,8 @@ def run_all(tasks: Sequence[tuple[str, int]], jobs: int, init_args: tuple[Any, .
         elapsed = time.perf_counter() - start
         eta = elapsed / done * (len(tasks) - done)
         at_100 = result.metrics.unallocated_gpu_pct_at_100
-        print(f"[{done}/{len(tasks)}] {result.policy:<16} seed {result.seed}: {result.pods} pods, "
+        where = f"{result.trace}: " if len({task[0] for task in tasks}) > 1 else ""
+        print(f"[{done}/{len(tasks)}] {where}{result.policy:<16} seed {result.seed}: {result.pods} pods, "
               f"{result.failed} failed, unallocated@100 {'-' if at_100 is None else f'{at_100:.2f} %'}, "
               f"{result.pods_per_second:.0f} pods/s ({result.elapsed_seconds:.1f} s wall, "
               f"{result.pods_per_cpu_second:.0f} pods per CPU-s); "
@@ -150,16 +157,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench.trace: {err}", file=sys.stderr)
         return 2
     nodes_path = args.nodes or trace_dir() / NODES_CSV
-    pods_path = args.pods or trace_dir() / PODS_CSV
     try:
-        nodes, pods = read_nodes(nodes_path), read_pods(pods_path)
+        traces = suite_traces(args.suite) if args.suite else {_trace_name(args.pods): args.pods or trace_dir() / PODS_CSV}
+        nodes = read_nodes(nodes_path)
+        pods = {name: read_pods(path) for name, path in traces.items()}
     except (OSError, TraceError) as err:
         print(f"bench.trace: {err}", file=sys.stderr)
         return 1
     seeds: list[int] = args.seeds
     if args.quick:
-        nodes, pods, seeds = subsample(nodes, QUICK_STEP), subsample(pods, QUICK_STEP), seeds[:1]
-    if not nodes or not pods:
+        nodes, seeds = subsample(nodes, QUICK_STEP), seeds[:1]
+        pods = {name: subsample(rows, QUICK_STEP) for name, rows in pods.items()}
+    if not nodes or not all(pods.values()):
         print("bench.trace: the node and pod files must each have at least one row", file=sys.stderr)
         return 1
     score_all = not args.sample
@@ -167,41 +176,68 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench.trace: note: {second} resolves to the same scoring as {first}; expect identical results",
               file=sys.stderr)
     total_gpus = sum(n.gpus for n in nodes)
-    print(f"bench.trace: {len(nodes)} nodes, {total_gpus} GPUs, {len(pods)} trace pods; "
+    print(f"bench.trace: {len(nodes)} nodes, {total_gpus} GPUs, {len(pods)} trace(s) of "
+          f"{'/'.join(str(len(rows)) for rows in pods.values())} pods; "
           f"{len(policies)} policies x {len(seeds)} seeds, {args.jobs} jobs", file=sys.stderr, flush=True)
 
     wall_start = time.perf_counter()
-    tasks = [(p.name, seed) for p in policies for seed in seeds]
+    tasks = [(trace, p.name, seed) for trace in pods for p in policies for seed in seeds]
     results = run_all(tasks, args.jobs, (nodes, pods, args.inflate, score_all))
     wall = time.perf_counter() - wall_start
-
-    by_policy = policy_results(results, [p.name for p in policies])
-    default_trace = pods_path.name == PODS_CSV and not args.quick
-    pods_per_seed = {r.seed: r.pods for r in results}
-    document = {
-        "policies": by_policy,
-        "reference": REFERENCE,
-        "workload": {
-            "nodes_csv": str(nodes_path), "pods_csv": str(pods_path),
-            "nodes": len(nodes), "gpus": total_gpus, "trace_pods": len(pods),
-            "pods_per_seed": {str(seed): pods_per_seed[seed] for seed in seeds if seed in pods_per_seed},
-            "seeds": seeds, "inflation_ratio": args.inflate, "quick": args.quick,
-            "percentage_of_nodes_to_score": 100 if score_all else "as configured",
-        },
-        "run": {"wall_seconds": round(wall, 1), "jobs": args.jobs,
-                "policies": {p.name: p.summary for p in policies}},
-    }
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    title = f"{pods_path.name} on {len(nodes)} nodes / {total_gpus} GPUs, {len(seeds)} seed(s)"
-    plot(by_policy, out / "allocation.png", title)
-    print(markdown_table(by_policy, with_reference=default_trace))
-    if not default_trace:
-        print("\n(FGD's published reference rows are for the full default trace and are not shown.)")
-    print(f"\nbench.trace: {len(results)} runs in {wall:.0f} s; wrote {out / 'results.json'} and "
-          f"{out / 'allocation.png'}", file=sys.stderr)
+    run = {"wall_seconds": round(wall, 1), "jobs": args.jobs, "policies": {p.name: p.summary for p in policies}}
+    workload = {"nodes_csv": str(nodes_path), "nodes": len(nodes), "gpus": total_gpus, "seeds": seeds,
+                "inflation_ratio": args.inflate, "quick": args.quick,
+                "percentage_of_nodes_to_score": 100 if score_all else "as configured"}
+    if args.suite:
+        by_trace = {trace: policy_results([r for r in results if r.trace == trace], [p.name for p in policies])
+                    for trace in pods}
+        document: dict[str, Any] = {"suite": args.suite, "traces": by_trace, "reference": SUITE_REFERENCE,
+                                    "workload": {**workload, "pods_csv": {t: str(p) for t, p in traces.items()}},
+                                    "run": run}
+        (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        figure = out / "suite.png"
+        suite_plot(by_trace, figure, f"{args.suite} suite on {len(nodes)} nodes / {total_gpus} GPUs, "
+                                      f"{len(seeds)} seed(s)")
+        print(suite_table(by_trace))
+    else:
+        (name, pods_path), = traces.items()
+        by_policy = policy_results(results, [p.name for p in policies])
+        default_trace = pods_path.name == PODS_CSV and not args.quick
+        pods_per_seed = {r.seed: r.pods for r in results}
+        document = {
+            "policies": by_policy,
+            "reference": REFERENCE,
+            "workload": {**workload, "pods_csv": str(pods_path), "trace_pods": len(pods[name]),
+                         "pods_per_seed": {str(seed): pods_per_seed[seed] for seed in seeds if seed in pods_per_seed}},
+            "run": run,
+        }
+        (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        figure = out / "allocation.png"
+        plot(by_policy, figure, f"{pods_path.name} on {len(nodes)} nodes / {total_gpus} GPUs, {len(seeds)} seed(s)")
+        print(markdown_table(by_policy, with_reference=default_trace))
+        if not default_trace:
+            print("\n(FGD's published reference rows are for the full default trace and are not shown.)")
+    print(f"\nbench.trace: {len(results)} runs in {wall:.0f} s; wrote {out / 'results.json'} and {figure}",
+          file=sys.stderr)
     return 0
+
+
+def _trace_name(pods: Path | None) -> str:
+    return "default" if pods is None else pods.stem.removeprefix("openb_pod_list_")
+
+
+def suite_traces(suite: str) -> dict[str, Path]:
+    """The pod lists of a suite: `variants` is the default trace plus every file of the
+    variants/ folder (their published FGD-artifact figures are in SUITE_REFERENCE)."""
+    if suite != "variants":
+        raise TraceError(f"unknown suite {suite!r} (known: variants)")
+    folder = trace_dir() / "variants"
+    files = sorted(folder.glob("openb_pod_list_*.csv"))
+    if not files:
+        raise TraceError(f"{folder}: no openb_pod_list_*.csv variant files")
+    return {"default": trace_dir() / PODS_CSV, **{_trace_name(path): path for path in files}}
 
 
 if __name__ == "__main__":

@@ -124,3 +124,76 @@ def plot(policies: Mapping[str, Mapping[str, Any]], path: Path, title: str) -> N
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
+
+
+# The FGD paper artifact's published figures for the suite's traces (median of seeds 42-51,
+# unallocated GPU % at 100 % arrived): the default trace from the paper, the variants from
+# ../shared/data/alibaba-gpu-v2023/variants/README.md. Variants the paper did not run have none.
+SUITE_REFERENCE: dict[str, dict[str, float]] = {
+    "default": {"FGD": 4.77, "BestFit": 7.09},
+    "gpuspec10": {"FGD": 5.30, "BestFit": 6.885},
+    "gpuspec20": {"FGD": 5.31, "BestFit": 11.535},
+    "gpushare40": {"FGD": 6.045, "BestFit": 8.53},
+    "gpushare80": {"FGD": 10.91, "BestFit": 13.265},
+    "multigpu20": {"FGD": 4.47, "BestFit": 6.27},
+    "multigpu30": {"FGD": 3.61, "BestFit": 5.47},
+    "cpu050": {"FGD": 5.005, "BestFit": 6.42},
+    "cpu100": {"FGD": 4.79, "BestFit": 6.72},
+}
+
+
+def suite_table(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+    """One row per trace and policy: our median (min–max) beside the published FGD and BestFit."""
+    lines = ["| trace | policy | unallocated GPU % at 100 % arrived | FGD (paper) | BestFit (paper) | vs FGD |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for trace, policies in by_trace.items():
+        reference = SUITE_REFERENCE.get(trace, {})
+        fgd, best_fit = reference.get("FGD"), reference.get("BestFit")
+        for name, entry in policies.items():
+            summary = entry["unallocated_gpu_pct_at_100"]
+            median = summary["median"]
+            delta = f"{median - fgd:+.2f}" if median is not None and fgd is not None else "–"
+            lines.append(f"| {trace} | {name} | {_cell(summary, 2)} | {'–' if fgd is None else f'{fgd:.2f}'} | "
+                         f"{'–' if best_fit is None else f'{best_fit:.2f}'} | {delta} |")
+    return "\n".join(lines)
+
+
+def suite_plot(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]], path: Path, title: str) -> None:
+    """Unallocated GPU % per trace: one bar per policy (median, min–max whiskers), the paper's
+    FGD and BestFit as markers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    traces = list(by_trace)
+    names = list(dict.fromkeys(name for policies in by_trace.values() for name in policies))
+    fig, ax = plt.subplots(figsize=(max(9.0, 0.7 * len(traces) * max(1, len(names))), 5.5), dpi=120)
+    width = 0.8 / max(1, len(names))
+    for i, name in enumerate(names):
+        xs, medians, low, high = [], [], [], []
+        for t, trace in enumerate(traces):
+            summary = by_trace[trace].get(name, {}).get("unallocated_gpu_pct_at_100")
+            if not summary or summary["median"] is None:
+                continue
+            xs.append(t - 0.4 + width * (i + 0.5))
+            medians.append(summary["median"])
+            low.append(summary["median"] - summary["min"])
+            high.append(summary["max"] - summary["median"])
+        ax.bar(xs, medians, width, yerr=[low, high], capsize=2, label=name, color=f"C{i}")
+    for marker, key, color in (("_", "FGD", "black"), ("x", "BestFit", "grey")):
+        points = [(t, SUITE_REFERENCE[trace][key]) for t, trace in enumerate(traces)
+                  if key in SUITE_REFERENCE.get(trace, {})]
+        if points:
+            ax.scatter([p[0] for p in points], [p[1] for p in points], marker=marker, s=300 if marker == "_" else 40,
+                       color=color, zorder=3, label=f"{key} (paper)")
+    ax.set_xticks(range(len(traces)))
+    ax.set_xticklabels(traces, rotation=45, ha="right")
+    ax.set_ylabel("unallocated GPU % at 100 % arrived")
+    ax.set_title(title)
+    ax.grid(axis="y", linestyle="-.", alpha=0.5)
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)

@@ -31,6 +31,7 @@ class RunResult:
     elapsed_seconds: float  # wall clock of the pod loop (what pods/s reports)
     cpu_seconds: float  # this process's CPU time over the same loop: robust to a busy machine
     metrics: RunMetrics
+    trace: str = ""  # the pod list it ran (a suite runs several)
 
     @property
     def pods_per_second(self) -> float:

@@ -275,3 +275,28 @@ def test_unknown_policy_and_missing_file_are_clear_errors(tmp_path: Path, capsys
                        "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "unknown policy 'bogus'" in err and "none.csv" in err
+
+
+def test_the_variants_suite_runs_every_trace_into_one_table_json_and_png(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path / trace.NODES_CSV, NODE_HEADER + "".join(
+        f"node-{i:02d},32000,131072,{(4, 8)[i % 2]},{'T4' if i % 2 else 'G2'}\n" for i in range(6)))
+    rows = "".join(f"pod-{i:03d},2000,4096,{i % 3},{1000 if i % 3 else 0},,LS,Running,0,1,0\n" for i in range(40))
+    write(tmp_path / trace.PODS_CSV, POD_HEADER + rows)
+    (tmp_path / "variants").mkdir()
+    write(tmp_path / "variants" / "openb_pod_list_multigpu20.csv",  # multigpu files have five columns only
+          "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n" + "".join(
+              f"m-{i:03d},1000,2048,{(1, 2, 4)[i % 3]},1000\n" for i in range(30)))
+    write(tmp_path / "variants" / "openb_pod_list_cpu037.csv", POD_HEADER + rows)
+    monkeypatch.setenv(trace.TRACE_DIR_ENV, str(tmp_path))
+    out = tmp_path / "out"
+    assert trace.main(["--suite", "variants", "--policies", "tessera-default,first-fit", "--seeds", "42",
+                       "--jobs", "1", "--out", str(out)]) == 0
+    document = json.loads((out / "results.json").read_text())
+    assert list(document["traces"]) == ["default", "cpu037", "multigpu20"]
+    assert set(document["traces"]["multigpu20"]) == {"tessera-default", "first-fit"}
+    assert document["reference"]["multigpu20"] == {"FGD": 4.47, "BestFit": 6.27}
+    assert (out / "suite.png").read_bytes().startswith(b"\x89PNG")
+    table = capsys.readouterr().out
+    assert "| multigpu20 | tessera-default |" in table and "| 4.47 | 6.27 |" in table
+    assert "| cpu037 | first-fit |" in table  # no published figure: dashes
