@@ -93,36 +93,43 @@ class FilterPlugin(Plugin):
         starts with per-attempt lookups (caches, generations) does them once here."""
         return lambda info: self.filter(ctx, info)
 
-    def scan(self, ctx: PodContext, rows: Iterable[int], infos: Callable[[int], NodeInfo], want: int) -> list[int]:
-        """The first `want` of `rows` (in order) whose node passes `filter`. The runner's loop
-        over thousands of nodes: a plugin may override it to do its per-node work inline."""
+    def scan(self, ctx: PodContext, rows: Iterable[int], infos: Sequence[NodeInfo], want: int) -> list[int]:
+        """The first `want` of `rows` (in order) whose node (`infos[row]`) passes `filter`. The
+        runner's loop over thousands of nodes: a plugin may override it to do its per-node work inline."""
         check = self.node_filter(ctx)
         passed: list[int] = []
         for row in rows:
-            if not check(infos(row)):
+            if not check(infos[row]):
                 passed.append(row)
                 if len(passed) >= want:
                     break
         return passed
 
 
+def _no_reasons() -> Sequence[tuple[str, Bools]]:
+    return ()
+
+
 @dataclass(slots=True)
 class RowVerdict:
     """A batch filter's answer over the node table's rows.
 
-    `fails` marks the rows the plugin rejects, a subset of those it was asked about; `reasons` pairs
-    each reason with the rows it applies to, and `explain(row)` gives the reasons of a failing row
-    no mask covers. With `exact` False the verdict is only a necessary condition: rows it lets
-    through still go through the plugin's per-node `filter`.
+    `fails` marks the rows the plugin rejects, a subset of those it was asked about (None: it
+    rejects none, which saves the runner a pass over the table). `reasons()` pairs each reason
+    with the rows it applies to — a callable, because only a cycle where nothing fits (or
+    --explain) asks — and `explain(row)` gives the reasons of a failing row no mask covers. With
+    `exact` False the verdict is only a necessary condition: rows it lets through still go
+    through the plugin's per-node `filter`.
     """
 
-    fails: Bools
-    reasons: Sequence[tuple[str, Bools]] = ()
+    fails: Bools | None
+    reasons: Callable[[], Sequence[tuple[str, Bools]]] = _no_reasons
     explain: Callable[[int], Reasons] | None = None
     exact: bool = True
 
-    def reasons_of(self, row: int) -> Reasons:
-        found = tuple(reason for reason, rows in self.reasons if rows[row])
+    def reasons_of(self, row: int, masks: Sequence[tuple[str, Bools]]) -> Reasons:
+        """A failing row's reasons, given `masks` = `reasons()` (asked once per verdict)."""
+        found = tuple(reason for reason, rows in masks if rows[row])
         if found or self.explain is None:
             return found
         return self.explain(row)

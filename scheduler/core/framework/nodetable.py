@@ -64,6 +64,9 @@ class NodeTable:
         self.capacity = _INITIAL_ROWS
         self.order_version = -1  # the state's node order this table's rows follow
         self.generation: Ints = np.full(self.capacity, -1, np.int64)  # NodeInfo.generation per row
+        # Each row's NodeInfo (a state keeps one object per node name for the node's lifetime):
+        # the per-node loops index this list instead of two dict lookups per node.
+        self.infos: list[NodeInfo] = []
         self._groups: dict[Callable[..., ColumnGroup], ColumnGroup] = {}
         self._epochs: dict[Callable[..., ColumnGroup], int] = {}  # only groups that have epochs
 
@@ -74,7 +77,7 @@ class NodeTable:
             made = factory(self)
             made.grow(self.capacity)
             for row in range(self.size):
-                made.fill(row, self.info(row))
+                made.fill(row, self.infos[row])
             self._groups[factory] = made
             if type(made).epoch is not ColumnGroup.epoch:
                 self._epochs[factory] = made.epoch()
@@ -82,7 +85,7 @@ class NodeTable:
         return cast(G, found)  # keyed by its own factory
 
     def info(self, row: int) -> NodeInfo:
-        return self.state.nodes[self.state.node_order[row]]
+        return self.infos[row]
 
     def sync(self) -> None:
         """Bring every row in step with the state (new nodes, changed nodes, a new order)."""
@@ -95,6 +98,7 @@ class NodeTable:
                 self._epochs[factory] = self._groups[factory].epoch()
             self.order_version = state.order_version
             self.size = 0  # rows are refilled in order; none counts as filled until then
+            del self.infos[len(order):]
             state.dirty.clear()
             self._ensure(len(order))
             for row in range(len(order)):
@@ -113,7 +117,11 @@ class NodeTable:
         state.dirty.clear()
 
     def _fill(self, row: int) -> None:
-        info = self.info(row)
+        info = self.state.nodes[self.state.node_order[row]]
+        if row < len(self.infos):
+            self.infos[row] = info
+        else:
+            self.infos.append(info)  # rows are filled in order: a new row is the next one
         for group in self._groups.values():
             group.fill(row, info)
         self.generation[row] = info.generation

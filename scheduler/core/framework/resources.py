@@ -2,10 +2,16 @@
 
 Generic node accounting rather than one plugin's rule: the resource fit plugin filters and scores
 on these columns, the device plugin checks a device resource's count on them. Rows follow the
-node table; a resource gets its column the first time any node or pod names it.
+node table; a resource gets its columns the first time any node or pod names it.
+
+Each resource's columns are separate contiguous arrays (not one node × resource matrix): a
+filter reads one resource over every node, and a strided column of a matrix would pull the
+whole matrix through the cache for each resource it reads.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -14,61 +20,71 @@ from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown, in
 from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, is_extended
 from scheduler.core.state import NodeInfo
 
-_INITIAL_WIDTH = 8
+
+@dataclass(slots=True)
+class ResourceColumn:
+    """One resource over the node rows."""
+
+    alloc: Ints  # allocatable
+    score_alloc: Ints  # allocatable for scoring: the device count stands in when not advertised
+    used: Ints  # requested + devices handed out by class
+    free: Ints  # alloc - used, what a pod's request must fit in
+
+    def grow(self, capacity: int) -> None:
+        self.alloc, self.score_alloc = grown(self.alloc, capacity), grown(self.score_alloc, capacity)
+        self.used, self.free = grown(self.used, capacity), grown(self.free, capacity)
 
 
 class ResourceColumns(ColumnGroup):
     def __init__(self, table: NodeTable) -> None:
         self.table = table
-        self.index: dict[str, int] = {CPU: 0, MEMORY: 1, EPHEMERAL_STORAGE: 2}
-        shape = (table.capacity, _INITIAL_WIDTH)
-        self.alloc: Ints = np.zeros(shape, np.int64)
-        self.score_alloc: Ints = np.zeros(shape, np.int64)  # device count stands in when not advertised
-        self.used: Ints = np.zeros(shape, np.int64)  # requested + devices handed out by class
+        self.capacity = table.capacity
+        self.columns: dict[str, ResourceColumn] = {}
         self.score_cpu: Ints = np.zeros(table.capacity, np.int64)  # with upstream's non-zero defaults
         self.score_memory: Ints = np.zeros(table.capacity, np.int64)
         self.pods_free: Ints = np.zeros(table.capacity, np.int64)
+        for name in (CPU, MEMORY, EPHEMERAL_STORAGE):
+            self.of(name)
 
     def grow(self, capacity: int) -> None:
-        for attr in ("alloc", "score_alloc", "used", "score_cpu", "score_memory", "pods_free"):
-            setattr(self, attr, grown(getattr(self, attr), capacity))
+        self.capacity = capacity
+        for column in self.columns.values():
+            column.grow(capacity)
+        self.score_cpu, self.score_memory = grown(self.score_cpu, capacity), grown(self.score_memory, capacity)
+        self.pods_free = grown(self.pods_free, capacity)
 
-    def column(self, name: str) -> int:
-        """The column of resource `name`, added (and filled for every row) on first use."""
-        col = self.index.get(name)
-        if col is None:
-            col = self.index[name] = len(self.index)
-            if col >= self.alloc.shape[1]:
-                for attr in ("alloc", "score_alloc", "used"):
-                    old = getattr(self, attr)
-                    wider = np.zeros((old.shape[0], old.shape[1] * 2), np.int64)
-                    wider[:, : old.shape[1]] = old
-                    setattr(self, attr, wider)
+    def of(self, name: str) -> ResourceColumn:
+        """The columns of resource `name`, added (and filled for every row) on first use."""
+        column = self.columns.get(name)
+        if column is None:
+            column = self.columns[name] = ResourceColumn(*(np.zeros(self.capacity, np.int64) for _ in range(4)))
             for row in range(self.table.size):
-                self._fill_one(row, self.table.info(row), name, col)
-        return col
+                self._fill_one(row, self.table.info(row), name, column)
+        return column
 
     def fill(self, row: int, info: NodeInfo) -> None:
         node = info.node
         assert node is not None
+        columns = self.columns
         for name in node.allocatable.keys() | info.requested.keys() | info.busy.keys():
-            if name != PODS and name not in self.index:
-                self.column(name)
-        alloc, used, score_alloc = self.alloc[row], self.used[row], self.score_alloc[row]  # row views
+            if name != PODS and name not in columns:
+                self.of(name)
         allocatable = node.allocatable
-        for name, col in self.index.items():  # the hot loop of every refill: inline, no call per column
-            value = allocatable.get(name, 0)
-            alloc[col] = int64(value)
-            used[col] = int64(info.used(name))
-            score_alloc[col] = int64(info.device_capacity(name) if is_extended(name) else value)
+        for name, column in columns.items():  # the hot loop of every refill: inline, no call per column
+            alloc = int64(allocatable.get(name, 0))
+            used = int64(info.used(name))
+            column.alloc[row] = alloc
+            column.used[row] = used
+            column.free[row] = alloc - used
+            column.score_alloc[row] = int64(info.device_capacity(name)) if is_extended(name) else alloc
         self.score_cpu[row] = int64(info.scoring_cpu)
         self.score_memory[row] = int64(info.scoring_memory)
-        self.pods_free[row] = node.allocatable.get(PODS, 0) - len(info.pods)
+        self.pods_free[row] = allocatable.get(PODS, 0) - len(info.pods)
 
-    def _fill_one(self, row: int, info: NodeInfo, name: str, col: int) -> None:
+    def _fill_one(self, row: int, info: NodeInfo, name: str, column: ResourceColumn) -> None:
         node = info.node
         assert node is not None
-        allocatable = node.allocatable.get(name, 0)
-        self.alloc[row, col] = int64(allocatable)
-        self.used[row, col] = int64(info.used(name))
-        self.score_alloc[row, col] = int64(info.device_capacity(name) if is_extended(name) else allocatable)
+        alloc = int64(node.allocatable.get(name, 0))
+        used = int64(info.used(name))
+        column.alloc[row], column.used[row], column.free[row] = alloc, used, alloc - used
+        column.score_alloc[row] = int64(info.device_capacity(name)) if is_extended(name) else alloc

@@ -16,8 +16,9 @@ runs both), and `--explain` shows this same path.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TypeVar, cast
 
 import numpy as np
@@ -148,37 +149,36 @@ class ProfileRuntime:
         return None
 
     def find_feasible(self, ctx: PodContext, start: int, to_find: int, explain: bool) -> Feasible:
-        self.table.sync()
-        n = self.table.size
+        table = self.table
+        table.sync()
+        n = table.size
         applicable = [p for p in self.filters if p.filter_applies(ctx)]
         verdicts: dict[str, RowVerdict] = {}
         lazy: list[FilterPlugin] = []
         alive = np.ones(n, np.bool_)
         for plugin in applicable:
             batch = self._batch_filters.get(plugin.name)
-            if batch is not None:
-                verdict = batch.filter_rows(self.table, ctx, alive)
-                alive ^= verdict.fails  # a plugin only fails rows it was asked about: XOR removes them
-                verdicts[plugin.name] = verdict
-                if not verdict.exact:
-                    lazy.append(plugin)
-            else:
+            if batch is None:
                 lazy.append(plugin)
-        candidates = np.flatnonzero(alive)
-        rotated = np.concatenate((candidates[candidates >= start], candidates[candidates < start]))
+                continue
+            verdict = batch.filter_rows(table, ctx, alive)
+            if verdict.fails is not None:
+                alive ^= verdict.fails  # a plugin only fails rows it was asked about: XOR removes them
+            verdicts[plugin.name] = verdict
+            if not verdict.exact:
+                lazy.append(plugin)
+        head = np.flatnonzero(alive[start:])  # visiting order: rows from `start` on, then the rest
+        head += start
         rows: list[int]
-        if not lazy:
-            rows = rotated[:to_find].tolist()
+        if not lazy and len(head) >= to_find:
+            rows = head[:to_find].tolist()
+        elif not lazy:
+            rows = head.tolist() + np.flatnonzero(alive[:start])[: to_find - len(head)].tolist()
         else:
-            nodes, order = self._state.nodes, self._state.node_order
-
-            def infos(row: int) -> NodeInfo:
-                return nodes[order[row]]
-
-            candidates_left: Iterable[int] = rotated.tolist()
+            candidates: Iterable[int] = chain(head.tolist(), np.flatnonzero(alive[:start]).tolist())
             for plugin in lazy[:-1]:  # earlier plugins thin the rows lazily; the last one scans them
-                candidates_left = _passing(candidates_left, plugin.node_filter(ctx), infos)
-            rows = lazy[-1].scan(ctx, candidates_left, infos, to_find)
+                candidates = _passing(candidates, plugin.node_filter(ctx), table.infos)
+            rows = lazy[-1].scan(ctx, candidates, table.infos, to_find)
         processed = (rows[-1] - start) % n + 1 if len(rows) >= to_find else n
         found = Feasible(rows, processed)
         if not rows or explain:
@@ -209,11 +209,12 @@ class ProfileRuntime:
         for plugin in applicable:
             verdict = verdicts.get(plugin.name)
             if verdict is not None:
-                failing = verdict.fails & remaining
-                if failing.any():
+                failing = verdict.fails & remaining if verdict.fails is not None else None
+                if failing is not None and failing.any():
                     found.rejectors.add(plugin.name)
                     covered = np.zeros(len(failing), np.bool_)
-                    for reason, mask in verdict.reasons:
+                    masks = verdict.reasons()
+                    for reason, mask in masks:
                         hit = mask & failing
                         count = int(np.count_nonzero(hit))
                         if count:
@@ -221,9 +222,9 @@ class ProfileRuntime:
                             covered |= hit
                     if first is not None:
                         for row in np.flatnonzero(failing).tolist():
-                            first[row] = verdict.reasons_of(row)[0]
+                            first[row] = verdict.reasons_of(row, masks)[0]
                     for row in np.flatnonzero(failing & ~covered).tolist():
-                        found.reasons.update(verdict.reasons_of(row))
+                        found.reasons.update(verdict.reasons_of(row, masks))
                     remaining &= ~failing
                 if verdict.exact:
                     continue
@@ -271,9 +272,9 @@ class ProfileRuntime:
 
 
 def _passing(rows: Iterable[int], check: Callable[[NodeInfo], Reasons | None],
-             infos: Callable[[int], NodeInfo]) -> Iterator[int]:
+             infos: Sequence[NodeInfo]) -> Iterator[int]:
     """The rows whose node `check` lets through, produced as they are asked for."""
-    return (row for row in rows if not check(infos(row)))
+    return (row for row in rows if not check(infos[row]))
 
 
 def normalize(raw: Ints, how: Normalize) -> Ints:

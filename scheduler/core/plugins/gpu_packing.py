@@ -57,15 +57,14 @@ class TesseraGpuPacking(ScorePlugin):
         return min(info.used(self.resource) + added, capacity) * MAX_NODE_SCORE // capacity
 
     def score_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Ints:
-        columns = table.group(ResourceColumns)
-        col = columns.column(self.resource)
-        capacity = columns.score_alloc[rows, col]
+        column = table.group(ResourceColumns).of(self.resource)
+        capacity = column.score_alloc[rows]
         added: Ints = np.full(len(rows), ctx.plain_request(self.resource), np.int64)
         asks = added > 0
         demand = ctx.device_demand(rows).get(self.resource) if ctx.device_demand is not None else None
         if demand is not None:
             added = added + demand.amount
             asks = asks | demand.uses
-        used = np.minimum(columns.used[rows, col] + added, capacity)
+        used = np.minimum(column.used[rows] + added, capacity)
         score = used * MAX_NODE_SCORE // np.where(capacity > 0, capacity, 1)
         return np.where((capacity > 0) & asks, score, 0)

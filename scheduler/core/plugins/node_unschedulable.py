@@ -53,7 +53,8 @@ class NodeUnschedulable(FilterPlugin):
         return None
 
     def filter_rows(self, table: NodeTable, ctx: PodContext, rows: Bools) -> RowVerdict:
-        if tolerates_cordon(ctx):
-            return RowVerdict(np.zeros(table.size, np.bool_))
-        fails = rows & table.group(CordonColumn).cordoned[: table.size]
-        return RowVerdict(fails, ((REASON, fails),))
+        cordoned = table.group(CordonColumn).cordoned[: table.size]
+        if tolerates_cordon(ctx) or not cordoned.any():
+            return RowVerdict(None)
+        fails = rows & cordoned
+        return RowVerdict(fails, lambda: ((REASON, fails),))

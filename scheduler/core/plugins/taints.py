@@ -68,7 +68,10 @@ class TaintToleration(FilterPlugin, ScorePlugin):
         return None
 
     def filter_rows(self, table: NodeTable, ctx: PodContext, rows: Bools) -> RowVerdict:
-        tainted = rows & table.group(TaintColumns).hard[: table.size]
+        hard = table.group(TaintColumns).hard[: table.size]
+        if not hard.any():
+            return RowVerdict(None)
+        tainted = rows & hard
         why: dict[int, Reasons] = {}
         for row in np.flatnonzero(tainted).tolist():
             rejected = self.filter(ctx, table.info(row))

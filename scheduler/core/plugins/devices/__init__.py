@@ -14,7 +14,7 @@ and how full that leaves them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -79,7 +79,7 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
     def node_filter(self, ctx: PodContext) -> Callable[[NodeInfo], Reasons | None]:
         return self.planner.node_filter(ctx)
 
-    def scan(self, ctx: PodContext, rows: Iterable[int], infos: Callable[[int], NodeInfo], want: int) -> list[int]:
+    def scan(self, ctx: PodContext, rows: Iterable[int], infos: Sequence[NodeInfo], want: int) -> list[int]:
         return self.planner.scan(ctx, rows, infos, want)
 
     def filter_rows(self, table: NodeTable, ctx: PodContext, rows: Bools) -> RowVerdict:
@@ -104,12 +104,11 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
             ctx.device_demand = lambda feasible: _demand_from_plans(self._plans_of(table, ctx, feasible))
             return RowVerdict(rows & ~possible(), explain=explain, exact=False)
         name, resource, count = simple
-        resources = table.group(ResourceColumns)
-        col = resources.column(resource)
-        alloc, score_alloc = resources.alloc[:n, col], resources.score_alloc[:n, col]
+        column = table.group(ResourceColumns).of(resource)
+        alloc, score_alloc = column.alloc[:n], column.score_alloc[:n]
         advertised = ~((alloc == 0) & (score_alloc > 0))  # the node reports the resource itself
         own = ctx.plain_request(resource)  # the pod's plain request of the same resource shares the count
-        room = ~advertised | (resources.used[:n, col] + count + own <= alloc)
+        room = ~advertised | (column.free[:n] >= count + own)
         ok = ~columns.broken[:n] & (columns.free[name][:n] >= count) & room
         ctx.device_demand = lambda feasible: {
             resource: DeviceDemand(np.full(len(feasible), count, np.int64), np.ones(len(feasible), np.bool_))}

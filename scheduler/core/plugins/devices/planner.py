@@ -16,7 +16,7 @@ The node score is device-level binpack: how full the matching devices are after 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 from scheduler.api.quantity import Amount
@@ -70,7 +70,7 @@ class DevicePlanner:
         ctx.plans[info.name] = plan
         return None
 
-    def scan(self, ctx: PodContext, rows: Iterable[int], infos: Callable[[int], NodeInfo], want: int) -> list[int]:
+    def scan(self, ctx: PodContext, rows: Iterable[int], infos: Sequence[NodeInfo], want: int) -> list[int]:
         """filter_node over many rows until `want` pass, inline: one planning loop per attempt
         is where a pod with slices of shared GPUs spends its cycle."""
         requests = ctx.device_requests
@@ -80,7 +80,7 @@ class DevicePlanner:
         plans = ctx.plans
         passed: list[int] = []
         for row in rows:
-            info = infos(row)
+            info = infos[row]
             if info.broken:
                 continue
             hit = entries.get(info.name)

@@ -78,17 +78,18 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
     def filter_rows(self, table: NodeTable, ctx: PodContext, rows: Bools) -> RowVerdict:
         columns = table.group(ResourceColumns)
         n = table.size
-        too_many = rows & (columns.pods_free[:n] < 1)
-        reasons: list[tuple[str, Bools]] = [(TOO_MANY_PODS, too_many)]
-        if ctx.empty_request:
-            return RowVerdict(too_many, reasons)
-        fits = rows ^ too_many
-        fails = too_many
-        for name, amount in ctx.plain:
-            col = columns.column(name)
-            short = fits & ((columns.alloc[:n, col] - columns.used[:n, col]) < amount)
-            reasons.append((f"Insufficient {name}", short))
-            fails = fails | short
+        too_many = columns.pods_free[:n] < 1
+        shortages = [] if ctx.empty_request else [
+            (name, columns.of(name).free[:n] < amount) for name, amount in ctx.plain]
+        fails = too_many.copy()
+        for _, short in shortages:
+            fails |= short
+        fails &= rows
+
+        def reasons() -> list[tuple[str, Bools]]:  # as filter: too many pods, else every shortage
+            fits = ~too_many
+            return [(TOO_MANY_PODS, too_many), *((f"Insufficient {name}", fits & short) for name, short in shortages)]
+
         return RowVerdict(fails, reasons)
 
     def score(self, ctx: PodContext, info: NodeInfo) -> int:

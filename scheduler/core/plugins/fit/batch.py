@@ -44,14 +44,14 @@ class FitVector:
                 pod_request = pod_request + demand.amount
             elif pod_request == 0 and extended:
                 continue
+            column = columns.of(name)
             if name == CPU:
-                alloc, requested = columns.alloc[rows, 0], columns.score_cpu[rows] + pod_request
+                alloc, requested = column.alloc[rows], columns.score_cpu[rows] + pod_request
             elif name == MEMORY:
-                alloc, requested = columns.alloc[rows, 1], columns.score_memory[rows] + pod_request
+                alloc, requested = column.alloc[rows], columns.score_memory[rows] + pod_request
             else:
-                col = columns.column(name)
-                source = columns.alloc if name == EPHEMERAL_STORAGE else columns.score_alloc
-                alloc, requested = source[rows, col], columns.used[rows, col] + pod_request
+                source = column.alloc if name == EPHEMERAL_STORAGE else column.score_alloc
+                alloc, requested = source[rows], column.used[rows] + pod_request
             present = alloc != 0
             if extended and demand is not None:
                 # unrequested extended resources are skipped per node
