@@ -37,12 +37,13 @@ from typing import Any
 import anyio
 import grpc  # type: ignore[import-untyped]
 import structlog
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskStatus
 
 from scheduler.agent.allocate import AllocationError
 from scheduler.agent.deviceplugin.v1beta1 import api_pb2
 from scheduler.agent.deviceplugin.v1beta1 import api_pb2_grpc as _api_pb2_grpc
 from scheduler.agent.slots import EndpointPlan
+from scheduler.kube.concurrency import TaskHost
 
 __all__ = ["API_VERSION", "HEALTHY", "KUBELET_SOCKET", "UNHEALTHY", "Endpoint", "PluginManager",
            "socket_name"]
@@ -292,23 +293,16 @@ class PluginManager:
         self.plugin_dir = plugin_dir
         self.allocate = allocate
         self.endpoints: dict[str, Endpoint] = {}
-        self._group: TaskGroup | None = None
+        self._host = TaskHost("PluginManager")
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Host the endpoints until cancelled; cancelling it stops every one of them.
 
         Start it with `await group.start(manager.run)`: `apply` works once that returns."""
-        async with anyio.create_task_group() as group:
-            self._group = group
-            try:
-                task_status.started()
-                await anyio.sleep_forever()
-            finally:
-                self._group = None
+        await self._host.run(task_status=task_status)
 
     async def apply(self, plans: dict[str, EndpointPlan]) -> None:
-        if self._group is None:
-            raise RuntimeError("the PluginManager is not running: start PluginManager.run() first")
+        group = self._host.group
         for resource in [r for r in self.endpoints if r not in plans]:
             endpoint = self.endpoints.pop(resource)
             log.info("plugin.endpoint_removed", resource=resource, resource_class=endpoint.plan.class_name,
@@ -321,7 +315,7 @@ class PluginManager:
                 continue
             endpoint = Endpoint(self.plugin_dir, plan, self.allocate)
             try:
-                await self._group.start(endpoint.run, name=f"endpoint-{resource}")
+                await group.start(endpoint.run, name=f"endpoint-{resource}")
             except Exception as err:  # it cleaned up after itself; the next plan change tries again
                 log.error("plugin.start_failed", resource=resource, reason=_describe(err))
                 continue

@@ -29,10 +29,11 @@ from typing import Any
 import aiohttp
 import anyio
 import structlog
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskStatus
 
 from scheduler.core.annotations import DEVICES
 from scheduler.kube.http import KubeHttp
+from scheduler.kube.concurrency import TaskHost
 
 log = structlog.get_logger("tessera.binder")
 
@@ -81,7 +82,7 @@ class Binder:
         self.timeout = timeout
         self._sleep = sleep
         self._slots = anyio.Semaphore(max_in_flight, fast_acquire=True)
-        self._group: TaskGroup | None = None
+        self._host = TaskHost("Binder")
         self._in_flight = 0
         self._idle = anyio.Event()  # set while nothing is in flight
         self._idle.set()
@@ -94,22 +95,15 @@ class Binder:
         """Host the Bindings until cancelled; cancelling it cancels every Binding in flight.
 
         Start it with `await group.start(binder.run)`: `submit` works once that returns."""
-        async with anyio.create_task_group() as group:
-            self._group = group
-            try:
-                task_status.started()
-                await anyio.sleep_forever()
-            finally:
-                self._group = None
+        await self._host.run(task_status=task_status)
 
     def submit(self, binding: Binding) -> None:
         """Start sending `binding` (its result goes to `on_result`); needs `run()` going."""
-        if self._group is None:
-            raise RuntimeError("the Binder is not running: start Binder.run() in the owner's task group first")
+        group = self._host.group
         if self._in_flight == 0:
             self._idle = anyio.Event()
         self._in_flight += 1
-        self._group.start_soon(self._bind, binding, name=f"bind {binding.namespace}/{binding.name}")
+        group.start_soon(self._bind, binding, name=f"bind {binding.namespace}/{binding.name}")
 
     async def drain(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds until no Binding is in flight, those submitted meanwhile

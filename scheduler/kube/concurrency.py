@@ -2,8 +2,11 @@
 
 Every long-lived task of those processes runs in an anyio task group owned by the object that
 starts it, so no task outlives its owner: cancelling an owner (shutdown, a lost leadership, a test)
-ends everything it started. Two small helpers recur across the owners:
+ends everything it started. Three small helpers recur across the owners:
 
+- `TaskHost`: the task group of an owner whose tasks are handed to it one by one from outside
+  (Bindings to the Binder, device-plugin endpoints to the PluginManager): it lives while the
+  host's `run()` runs, and cancelling `run()` cancels every task it holds;
 - `Wakeup`: "something changed, look again", set from synchronous callbacks (watch events, binding
   results) and awaited by one worker task with an optional timeout. anyio Events cannot be cleared,
   so the fired one is replaced by a fresh one when the worker wakes;
@@ -18,9 +21,35 @@ import signal
 from collections.abc import Callable
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
-__all__ = ["Wakeup", "stop_on_signal"]
+__all__ = ["TaskHost", "Wakeup", "stop_on_signal"]
+
+
+class TaskHost:
+    """A task group that lives while `run()` runs, for tasks started from outside it."""
+
+    def __init__(self, owner: str) -> None:
+        self._owner = owner
+        self._group: TaskGroup | None = None
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Host tasks until cancelled; cancelling it cancels every task it holds.
+
+        Start it with `await group.start(host.run)`: `group` works once that returns."""
+        async with anyio.create_task_group() as group:
+            self._group = group
+            try:
+                task_status.started()
+                await anyio.sleep_forever()
+            finally:
+                self._group = None
+
+    @property
+    def group(self) -> TaskGroup:
+        if self._group is None:
+            raise RuntimeError(f"the {self._owner} is not running: start {self._owner}.run() in its owner's task group first")
+        return self._group
 
 
 class Wakeup:
