@@ -23,8 +23,9 @@ from typing import Any
 
 from bench.trace_policies import BY_NAME, POLICIES, config_for, duplicates, select
 from bench.trace_report import SUITE_REFERENCE, REFERENCE, markdown_table, plot, policy_results, suite_plot, suite_table
-from bench.trace_run import RunResult, run_once
-from bench.trace_workload import TraceError, TraceNode, TracePod, arrival_sequence, read_nodes, read_pods, subsample
+from bench.trace_run import RunResult, run_offline, run_once
+from bench.trace_workload import (TraceError, TraceNode, TracePod, arrival_sequence, offline_order, read_nodes, read_pods,
+                                  subsample)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRACE_DIR_ENV = "TESSERA_TRACE_DIR"
@@ -100,18 +101,20 @@ def _init_worker(nodes: list[TraceNode], traces: dict[str, list[TracePod]], infl
     _WORKLOAD.update(nodes=nodes, traces=traces, inflate=inflate, score_all=score_all, sequences={})
 
 
-def _sequence(trace: str, seed: int) -> list[TracePod]:
+def _sequence(trace: str, seed: int, offline: bool) -> list[TracePod]:
     sequences: dict[tuple[str, int], list[TracePod]] = _WORKLOAD["sequences"]
+    total_gpus = sum(n.gpus for n in _WORKLOAD["nodes"])
     if (trace, seed) not in sequences:
-        total_gpus = sum(n.gpus for n in _WORKLOAD["nodes"])
         sequences[trace, seed] = arrival_sequence(_WORKLOAD["traces"][trace], total_gpus, seed, _WORKLOAD["inflate"])
-    return sequences[trace, seed]
+    return offline_order(sequences[trace, seed], total_gpus) if offline else sequences[trace, seed]
 
 
 def _run_task(task: Task) -> RunResult:
     trace, name, seed = task
-    config = config_for(BY_NAME[name], _WORKLOAD["score_all"])
-    return replace(run_once(name, config, seed, _WORKLOAD["nodes"], _sequence(trace, seed)), trace=trace)
+    policy = BY_NAME[name]
+    config = config_for(policy, _WORKLOAD["score_all"])
+    run = run_offline if policy.offline else run_once
+    return replace(run(name, config, seed, _WORKLOAD["nodes"], _sequence(trace, seed, policy.offline)), trace=trace)
 
 
 def run_all(tasks: Sequence[Task], jobs: int, init_args: tuple[Any, ...]) -> list[RunResult]:

@@ -38,6 +38,7 @@ class Policy:
     summary: str
     build: Callable[[], SchedulerConfig]
     default: bool = True  # part of a run without --policies
+    offline: bool = False  # placed in offline_order (the arrived pods, largest first), not as they arrive
 
 
 POLICIES: tuple[Policy, ...] = (
@@ -68,6 +69,12 @@ POLICIES: tuple[Policy, ...] = (
                         "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {
                             "type": "LeastAllocated", "resources": [{"name": r, "weight": 1} for r in FIT_RESOURCES]}}}]},
                        "fragmentation-spread"), default=False),
+    # Offline references: the pods that arrived by 100 % known in advance, placed largest first.
+    Policy("offline", "offline reference: the arrived pods known in advance (the fragmentation model sees them "
+           "all first), placed largest first by the built-in default", lambda: load_config(None),
+           default=False, offline=True),
+    Policy("offline-bfd", "offline best-fit decreasing: the arrived pods largest first, MostAllocated cpu/memory/gpu",
+           lambda: _fit("offline-bfd", "MostAllocated", (1, 1, 1)), default=False, offline=True),
 )
 
 BY_NAME = {p.name: p for p in POLICIES}

@@ -81,6 +81,39 @@ def run_once(policy: str, config: SchedulerConfig, seed: int, nodes: Sequence[Tr
     return RunResult(policy, seed, len(sequence), failed, elapsed, cpu, run_metrics(series))
 
 
+def run_offline(policy: str, config: SchedulerConfig, seed: int, nodes: Sequence[TraceNode],
+                pods: Sequence[TracePod]) -> RunResult:
+    """The offline reference: every pod is known (and seen by the workload model) before the first
+    is placed; they are then placed in the order given, each once (a pod that does not fit is
+    dropped, as online). The metric is the final allocation against the pods' whole GPU demand."""
+    scheduler = Scheduler(config, seed=seed)
+    now = 0.0
+    for obj in cluster_objects(nodes, pods):
+        scheduler.apply("ADDED", obj, now)
+    objects = {}
+    for pod in pods:
+        obj = pod_object(pod)
+        objects[pod.name] = obj
+        scheduler.apply("ADDED", obj, now)
+    by_name = {pod.name: pod for pod in pods}
+    used = failed = 0
+    start, cpu_start = time.perf_counter(), time.process_time()
+    while (attempts := scheduler.schedule_next(now)) is not None:
+        for attempt in attempts:
+            if attempt.node is not None:
+                used += by_name[attempt.pod.meta.name].total_gpu_milli
+            else:
+                failed += 1
+                scheduler.apply("DELETED", objects[attempt.pod.meta.name], now)
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    ledger = core_gpu_milli(scheduler)
+    if ledger != used:
+        raise LedgerMismatch(f"{policy} seed {seed}: the core holds {ledger} GPU milli, the trace placed {used}")
+    arrived = sum(pod.total_gpu_milli for pod in pods)
+    series = Series(sum(n.gpus for n in nodes), [arrived], [used])
+    return RunResult(policy, seed, len(pods), failed, elapsed, cpu, run_metrics(series))
+
+
 def _ungranted(scheduler: Scheduler) -> str:
     """Placed pods that asked for ResourceClass devices but hold none (the usual culprit)."""
     keys = [placed.key for placed in scheduler.placements()

@@ -262,3 +262,23 @@ def cluster_objects(nodes: Sequence[TraceNode], pods: Iterable[TracePod]) -> lis
 def subsample(items: Sequence[Any], step: int) -> list[Any]:
     """Every `step`-th item (at least one): the `--quick` smoke-test workload."""
     return list(items[::step]) or list(items[:1])
+
+
+def offline_order(sequence: Sequence[TracePod], total_gpus: int) -> list[TracePod]:
+    """The pods that have arrived when 100 % of the cluster's GPU capacity has, largest first.
+
+    The offline reference: the same arrived pods, known in advance and placed by a classic
+    bin-packing heuristic — decreasing size (GPUs, then GPU milli, CPU, memory; CPU-only pods
+    last), each to the best-fitting node. What it leaves unallocated bounds how much an online
+    policy, which must place each pod as it comes, could still gain.
+    """
+    target = total_gpus * MILLI
+    arrived = 0
+    prefix: list[TracePod] = []
+    for pod in sequence:
+        if arrived >= target:
+            break
+        prefix.append(pod)
+        arrived += pod.total_gpu_milli
+    return sorted(prefix, key=lambda p: (-p.total_gpu_milli, -p.num_gpu, -p.cpu_milli, -p.memory_mib, p.name))
+

@@ -19,11 +19,13 @@ capacity on a node is the same), holding their CPU requests in ascending order w
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 MILLI = 1000
 _REFRESH_GROWTH = 1.25
 _WARM_UP = 64  # refresh on every pod until this many were seen
+PRIOR_GPUS = (2, 4, 8)  # the whole-GPU shapes of the prior (multi-GPU jobs on 8-GPU servers)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -52,8 +54,22 @@ class GpuGroup:
 
 
 class WorkloadModel:
-    def __init__(self, max_types: int = 256) -> None:
+    """The observed task types and their weights, refreshed as pods arrive (see the module doc).
+
+    `prior_pods`: pseudo-counts for whole-GPU shapes of 2, 4 and 8 GPUs (`PRIOR_GPUS`, CPU 0) added
+    to what was observed. Before much work has been seen, the model then still values keeping GPUs
+    of a node together for the multi-GPU jobs a GPU cluster exists for (six 1-GPU pods are packed
+    4+2 on two 4-GPU nodes, not 3+3, so a 2-GPU pod still fits); a few thousand observed pods later
+    the prior weighs nothing against them.
+    `scarcity`: the weight factor of each ResourceClass's types (a type's weight is its pods times
+    the factor of its class; class-less types 1): see `FragmentationScore.scarcity`.
+    """
+
+    def __init__(self, max_types: int = 256, prior_pods: float = 0.0,
+                 scarcity: Callable[[], Mapping[str, float]] | None = None) -> None:
         self.max_types = max_types
+        self.prior_pods = prior_pods
+        self.scarcity = scarcity
         self._counts: dict[TaskShape, int] = {}
         self.total = 0
         self._snapshot_total = 0
@@ -69,11 +85,17 @@ class WorkloadModel:
 
     def _refresh(self) -> None:
         self._snapshot_total = self.total
+        counts: dict[TaskShape, float] = dict(self._counts)
+        if self.prior_pods:
+            for gpus in PRIOR_GPUS:
+                shape = TaskShape(gpus, MILLI, "", 0)
+                counts[shape] = counts.get(shape, 0) + self.prior_pods
+        factors = self.scarcity() if self.scarcity is not None else {}
         # most popular first; equal counts in shape order so the result never depends on arrival
-        ranked = sorted(self._counts.items(), key=lambda item: (-item[1], item[0]))
-        chosen = ranked[:self.max_types]
-        covered = sum(count for _, count in chosen)
-        self.types = tuple(TaskType(shape, count / covered) for shape, count in chosen)
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        weighted = [(shape, count * factors.get(shape.cls, 1.0)) for shape, count in ranked[:self.max_types]]
+        covered = sum(weight for _, weight in weighted)
+        self.types = tuple(TaskType(shape, weight / covered) for shape, weight in weighted)
         self.groups = _groups(self.types)
         self.epoch += 1
 

@@ -57,3 +57,23 @@ def test_fragmentation_binpack_places_two_gpu_pod_and_spread_refuses() -> None:
     assert spread.last("two-gpu").message == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
     per_node = collections.Counter(spread.node_of(f"one-gpu-{i}") for i in range(6))
     assert sorted(per_node.values()) == [3, 3]
+
+
+def test_the_built_in_default_packs_the_tfjob_workers_on_one_node() -> None:
+    """What `tessera simulate examples/tfjob-demo.jsonl` shows without --config (issue: the old
+    default split the workers 2/2 and brought back the seed's fragmentation)."""
+    for seed in range(5):
+        run = Run(config(None), seed=seed)
+        run.feed(*tfjob_demo())
+        nodes = _placements(run, WORKERS + ["tf-smoke-gpu-ps-0"])
+        assert None not in nodes.values()
+        assert len({nodes[w] for w in WORKERS}) == 1, nodes
+
+
+def test_the_built_in_default_places_the_two_gpu_pod_after_six_one_gpu_pods() -> None:
+    for seed in range(5):
+        run = Run(config(None), seed=seed)
+        run.feed(*fragmentation())
+        assert run.node_of("two-gpu") is not None, run.last("two-gpu").message
+        per_node = collections.Counter(run.node_of(f"one-gpu-{i}") for i in range(6))
+        assert sorted(per_node.values()) == [2, 4]

@@ -76,8 +76,11 @@ def test_builtin_default_is_fragmentation_over_least_allocated_with_upstream_def
     (prof,) = cfg.profiles
     assert prof.scheduler_name == "tessera"
     assert list(prof.score_weights.items()) == list(DEFAULT_WEIGHTS.items()) + [("TesseraFragmentation", 10)]
+    # kube-scheduler's own NodeResourcesFit default: LeastAllocated on cpu and memory, GPUs not spread
     assert args_of(prof, ScoringStrategy).type == "LeastAllocated"
-    assert args_of(prof, ScoringStrategy).resources == resources(("cpu", 1), ("memory", 1), ("nvidia.com/gpu", 1))
+    assert args_of(prof, ScoringStrategy).resources == resources(("cpu", 1), ("memory", 1))
+    fragmentation = args_of(prof, FragmentationArgs)
+    assert (fragmentation.multi_gpu_prior, fragmentation.scarcity_exponent) == (1.0, 1.0)
     assert cfg.leader_election.leader_elect and cfg.leader_election.resource_name == "tessera"
     assert (cfg.pod_initial_backoff_seconds, cfg.pod_max_backoff_seconds) == (1, 10)
 
@@ -120,8 +123,10 @@ def test_gpu_cluster_yaml() -> None:
     prof = cfg.profiles[0]
     assert prof.score_weights["TesseraDevices"] == 2
     assert prof.score_weights["TesseraFragmentation"] == 10
-    assert args_of(prof, ScoringStrategy).type == "LeastAllocated" and args_of(prof, ScoringStrategy).resources[-1] == ResourceWeight(name="nvidia.com/gpu", weight=1)
-    assert args_of(prof, FragmentationArgs).max_task_types == 256
+    assert args_of(prof, ScoringStrategy).type == "LeastAllocated"
+    assert args_of(prof, ScoringStrategy).resources == resources(("cpu", 1), ("memory", 1))
+    assert args_of(prof, FragmentationArgs) == FragmentationArgs(resource_name="nvidia.com/gpu", max_task_types=256,
+                                                                 multi_gpu_prior=1, scarcity_exponent=1)
     assert args_of(prof, CoschedulingArgs).pod_group_backoff_seconds == 10
     assert args_of(prof, DeviceArgs).default_class_controller
     assert cfg.percentage_of_nodes_to_score == 0
@@ -506,3 +511,17 @@ def test_lease_name_must_be_a_valid_object_name() -> None:
     with pytest.raises(ConfigError) as err:
         parse_config(raw, "c.yaml")
     assert str(err.value).startswith("c.yaml: leaderElection.resourceName: Invalid value")
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"multiGpuPrior": -1}, "multiGpuPrior: Invalid value: -1: not in valid range [0-1000]"),
+    ({"scarcityExponent": 5}, "scarcityExponent: Invalid value: 5: not in valid range [0-4]"),
+    ({"scarcityExponent": "high"}, "scarcityExponent: Invalid value: \"high\": must be a number"),
+])
+def test_fragmentation_weighting_args_are_validated(args: dict[str, Any], message: str) -> None:
+    raw = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "profiles": [{"schedulerName": "tessera",
+                         "pluginConfig": [{"name": "TesseraFragmentation", "args": args}]}]}
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw, "test")
+    assert message in str(err.value)

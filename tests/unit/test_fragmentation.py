@@ -154,7 +154,8 @@ def test_resource_name_selects_which_devices_are_measured() -> None:
         "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
         "profiles": [{"schedulerName": "tessera",
                       "plugins": {"score": {"enabled": [{"name": "TesseraFragmentation", "weight": 10}]}},
-                      "pluginConfig": [{"name": "TesseraFragmentation", "args": {"resourceName": "amd.com/gpu"}}]}],
+                      "pluginConfig": [{"name": "TesseraFragmentation", "args": {"resourceName": "amd.com/gpu",
+                                                                                 "multiGpuPrior": 0}}]}],
     }, "test")
     run = Run(cfg)
     node = b.node("mi300", cpu="8")
@@ -167,3 +168,61 @@ def test_resource_name_selects_which_devices_are_measured() -> None:
     # CPU for one 8-core pod, two AMD GPUs: one of them is stranded
     gpus = plugin.measure.gpus(run.state.nodes["mi300"])
     assert plugin.measure.fragmentation(gpus.free_cpu, gpus.state) == 1000
+
+
+def test_the_multi_gpu_prior_counts_like_pods_seen_and_fades_as_real_pods_arrive() -> None:
+    model = WorkloadModel(prior_pods=1)
+    one = TaskShape(1, 1000, "", 4000)
+    for _ in range(6):
+        model.observe(one)
+    weights = {t.shape: t.popularity for t in model.types}
+    assert weights[one] == pytest.approx(6 / 9)
+    assert {s.count for s in weights if s != one} == {2, 4, 8}  # whole GPUs, any class, CPU 0
+    assert all(w == pytest.approx(1 / 9) for s, w in weights.items() if s != one)
+    for _ in range(3000):
+        model.observe(one)
+    assert sum(t.popularity for t in model.types if t.shape != one) < 0.002
+    unprimed = WorkloadModel(prior_pods=0)
+    unprimed.observe(one)
+    assert [t.shape for t in unprimed.types] == [one]
+
+
+def test_scarcity_weighs_class_bound_types_by_how_rare_their_gpus_are() -> None:
+    run = Run(_fragmentation_only())
+    for name, model, gpus in (("g2-a", "G2", 4), ("g2-b", "G2", 4), ("g2-c", "G2", 4), ("t4", "T4", 4)):
+        run.add(b.node(name, gpus=gpus), *(b.device(name, i, model=model) for i in range(gpus)))
+    run.add(b.resource_class("t4", match_labels={"model": "T4"}), b.resource_class("any-gpu"))
+    measure = FragmentationScore(run.scheduler.state, scarcity_exponent=1)
+    assert measure.scarcity() == {"t4": 4.0, "any-gpu": 1.0}  # 16 GPUs, 4 of them T4
+    assert FragmentationScore(run.scheduler.state, scarcity_exponent=2).scarcity()["t4"] == 16.0
+    model = WorkloadModel(prior_pods=0, scarcity=measure.scarcity)
+    bound, free = TaskShape(1, 1000, "t4", 1000), TaskShape(1, 1000, "", 1000)
+    model.observe(bound)
+    model.observe(free)
+    assert {t.shape: t.popularity for t in model.types} == {bound: pytest.approx(0.8), free: pytest.approx(0.2)}
+
+
+@pytest.mark.parametrize("exponent, expected", [(1, "g2"), (0, "t4")])
+def test_an_any_gpu_pod_leaves_the_scarce_model_to_the_pods_bound_to_it(exponent: float, expected: str) -> None:
+    cfg = parse_config({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "tessera",
+                      "plugins": {"score": {"enabled": [{"name": "TesseraFragmentation", "weight": 10}]}},
+                      "pluginConfig": [{"name": "TesseraFragmentation", "args": {"scarcityExponent": exponent}}]}],
+    }, "test")
+    run = Run(cfg)
+    # one T4 node among many G2 GPUs; the T4 node has more CPU free, so CPU spreading
+    # (LeastAllocated, the tie-breaker) alone sends the pod there
+    run.add(b.node("g2", gpus=8, cpu="32"), *(b.device("g2", i, model="G2") for i in range(8)))
+    for extra in range(7):
+        run.add(b.node(f"g2-full-{extra}", gpus=8, cpu="32"),
+                *(b.device(f"g2-full-{extra}", i, model="G2") for i in range(8)))
+    run.add(b.node("t4", gpus=8, cpu="96"), *(b.device("t4", i, model="T4") for i in range(8)))
+    run.add(b.resource_class("t4", match_labels={"model": "T4"}))
+    for extra in range(7):  # the other G2 nodes are taken by another scheduler's pods
+        run.add(b.pod(f"fill-{extra}", scheduler="someone-else", node_name=f"g2-full-{extra}",
+                      limits={"nvidia.com/gpu": 8, "cpu": "30"}))
+    _others(run, {"class.tessera.dev/t4": 1, "cpu": "4"}, 2)  # a few pods need T4s
+    _others(run, {"nvidia.com/gpu": 1, "cpu": "4"}, 6)  # most can use any GPU
+    run.add(b.pod("any", limits={"nvidia.com/gpu": 1, "cpu": "4"}))
+    assert run.node_of("any") == expected

@@ -30,7 +30,8 @@ class TesseraFragmentation(ScorePlugin):
 
     def __init__(self, handle: Handle, args: FragmentationArgs) -> None:
         self.state = handle.state
-        self.measure = FragmentationScore(self.state, args.resource_name, args.max_task_types)
+        self.measure = FragmentationScore(self.state, args.resource_name, args.max_task_types,
+                                          args.multi_gpu_prior, args.scarcity_exponent)
         self.cache = FragmentationCache(self.measure)
 
     @property
