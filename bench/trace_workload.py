@@ -117,6 +117,17 @@ def read_nodes(path: Path) -> list[TraceNode]:
     return sorted(nodes, key=lambda n: n.name)
 
 
+def read_lifetimes(path: Path) -> dict[str, tuple[int, int]]:
+    """Trace pod name -> (creation_time, deletion_time) in seconds, for the churn replay."""
+    lifetimes = {}
+    for where, row in _rows(path, ("name", "creation_time", "deletion_time")):
+        created, deleted = _int(row, "creation_time", where), _int(row, "deletion_time", where)
+        if deleted < created:
+            raise TraceError(f"{where}: deletion_time {deleted} is before creation_time {created}")
+        lifetimes[(row["name"] or "").strip()] = (created, deleted)
+    return lifetimes
+
+
 def parse_spec(raw: str) -> tuple[str, ...]:
     return tuple(sorted({m.strip() for m in raw.split("|") if m.strip()}))
 

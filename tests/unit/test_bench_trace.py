@@ -300,3 +300,36 @@ def test_the_variants_suite_runs_every_trace_into_one_table_json_and_png(
     table = capsys.readouterr().out
     assert "| multigpu20 | tessera-default |" in table and "| 4.47 | 6.27 |" in table
     assert "| cpu037 | first-fit |" in table  # no published figure: dashes
+
+
+# --- the offline reference -------------------------------------------------------------------
+
+
+def test_offline_order_is_the_arrived_prefix_largest_first() -> None:
+    from bench.trace_workload import offline_order
+
+    sequence = [pod("a", gpu_milli=500), pod("b", num_gpu=2), pod("cpu", num_gpu=0), pod("c"), pod("late", num_gpu=4)]
+    # two GPUs of capacity: the prefix ends once 2000 milli have arrived (a, b), the rest never counts
+    assert [p.name for p in offline_order(sequence, total_gpus=2)] == ["b", "a"]
+    assert [p.name for p in offline_order(sequence, total_gpus=3)] == ["b", "c", "a", "cpu"]
+
+
+def test_the_offline_reference_sees_every_pod_first_and_places_largest_first() -> None:
+    from bench.trace_run import run_offline
+
+    nodes = [TraceNode("n1", 32000, 65536, 2, "T4"), TraceNode("n2", 32000, 65536, 2, "T4")]
+    # online, in this order, spreading would split the 1-GPU pods and refuse the 2-GPU one; largest first
+    # the 2-GPU pod takes a whole node and the rest fill the other
+    pods = [pod("one-a"), pod("one-b"), pod("two", num_gpu=2)]
+    config = config_for(_offline_policy())
+    result = run_offline("offline", config, 42, nodes, sorted(pods, key=lambda p: -p.total_gpu_milli))
+    assert result.failed == 0
+    assert result.metrics.final_allocation_pct == pytest.approx(100.0)
+
+
+def _offline_policy() -> Policy:
+    from bench.trace_policies import BY_NAME
+
+    policy = BY_NAME["offline"]
+    assert policy.offline and not policy.default
+    return policy
