@@ -77,7 +77,7 @@ def churn_pods(pods_csv: Path, nodes: Sequence[TraceNode], load: float, step: in
         # GPU demand inside the compressed arrival window (every pod running from its arrival,
         # capacity ignored) over the window's GPU capacity: increasing in the factor
         window = span / factor
-        return sum(g * min(life, window - at / factor) for g, at, life in shapes) / (capacity * window)
+        return float(sum(g * min(life, window - at / factor) for g, at, life in shapes)) / (capacity * window)
 
     low, high = 1e-6, 1e9
     if offered(high) < load:

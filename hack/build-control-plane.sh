@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build etcd, kube-apiserver, kube-scheduler and kube-controller-manager from the Go module proxy.
+# Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok from the Go module proxy.
 #
 # Why a script: no Kubernetes release binaries can be downloaded here, but the Go module proxy
 # serves k8s.io/kubernetes and its staging modules. k8s.io/kubernetes requires its staging modules
@@ -89,6 +89,14 @@ import _ "go.etcd.io/etcd/server/v3"
 GO
   go mod tidy >&2
   go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
+fi
+
+# --- kwok: the kubelet stand-in that makes pods on fake nodes run, finish and go away -----------
+# sigs.k8s.io/kwok has no replace directives, so `go install module@version` builds it directly.
+KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
+if ! have kwok "${KWOK_VERSION#v}"; then
+  echo "building kwok $KWOK_VERSION" >&2
+  (cd "$WORK" && GOBIN="$BIN" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
 fi
 
 echo "control plane binaries ready in $BIN ($(( $(date +%s) - start )) s)" >&2

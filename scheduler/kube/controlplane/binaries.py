@@ -29,7 +29,7 @@ __all__ = [
 K8S_VERSION = "v1.36.3"
 
 _REQUIRED = ("etcd", "kube-apiserver")
-_OPTIONAL = ("kube-scheduler", "kube-controller-manager")
+_OPTIONAL = ("kube-scheduler", "kube-controller-manager", "kwok")
 
 
 class BinariesNotFound(RuntimeError):
@@ -42,6 +42,7 @@ class ControlPlaneBinaries:
     kube_apiserver: Path
     kube_scheduler: Path | None
     kube_controller_manager: Path | None
+    kwok: Path | None = None
 
 
 def _repo_root() -> Path:
@@ -76,6 +77,7 @@ def _from_dir(directory: Path, need_all: bool) -> ControlPlaneBinaries | None:
         kube_apiserver=apiserver,
         kube_scheduler=found["kube-scheduler"],
         kube_controller_manager=found["kube-controller-manager"],
+        kwok=found["kwok"],
     )
 
 
@@ -106,10 +108,10 @@ def _run_build(log: IO[bytes] | None) -> Path:
 
 
 def find_binaries(*, build: bool = True, build_log: IO[bytes] | None = None) -> ControlPlaneBinaries:
-    """Locate etcd, kube-apiserver and (if present) kube-scheduler / kube-controller-manager.
+    """Locate etcd, kube-apiserver and (if present) kube-scheduler / kube-controller-manager / kwok.
 
     ``KUBEBUILDER_ASSETS`` wins when set and must hold etcd and kube-apiserver. Otherwise the
-    cache (``default_bin_dir()``) is used; when it lacks any of the four binaries and ``build`` is
+    cache (``default_bin_dir()``) is used; when it lacks any of the five binaries and ``build`` is
     true, ``hack/build-control-plane.sh`` runs (a cold build takes 15-30 minutes; its progress goes
     to ``build_log`` or, by default, to our stderr). Raises :class:`BinariesNotFound` with the
     reason when nothing usable is found.

@@ -63,6 +63,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="also run kube-controller-manager with its default controllers (Deployments, Jobs, "
         "StatefulSets, DaemonSets, quota, GC, ...) except those that need a kubelet or a cloud",
     )
+    parser.add_argument(
+        "--kwok",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run kwok for the fake nodes, so their pods run, finish (after the delay in the "
+        "annotation pod-complete.stage.kwok.x-k8s.io/delay; Job pods after 1s) and go away when "
+        "deleted, as with a kubelet (default: on; --no-kwok leaves bound pods Pending for ever)",
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -95,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         directory,
         with_controller_manager=args.with_controller_manager,
         with_kube_scheduler=args.with_kube_scheduler,
+        with_kwok=args.kwok,
     )
     status = 0
     try:

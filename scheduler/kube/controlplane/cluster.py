@@ -89,6 +89,7 @@ class LocalControlPlane:
         binaries: ControlPlaneBinaries | None = None,
         with_controller_manager: bool = False,
         with_kube_scheduler: bool = False,
+        with_kwok: bool = False,
         controllers: Sequence[str] = components.DEFAULT_CONTROLLERS,
         install_crds: bool = True,
         crd_dir: Path | None = None,
@@ -99,6 +100,7 @@ class LocalControlPlane:
         self._binaries = binaries
         self._with_controller_manager = with_controller_manager
         self._with_kube_scheduler = with_kube_scheduler
+        self._with_kwok = with_kwok
         self._controllers = tuple(controllers)
         self._install_crds = install_crds
         self._crd_dir = crd_dir
@@ -110,6 +112,7 @@ class LocalControlPlane:
         self._apiserver: ManagedProcess | None = None
         self._controller_manager: ManagedProcess | None = None
         self._scheduler: ManagedProcess | None = None
+        self._kwok: ManagedProcess | None = None
         self._admin: RestClient | None = None
         self._node_index: dict[str, int] = {}
         self.admin_token = secrets.token_hex(24)
@@ -150,7 +153,7 @@ class LocalControlPlane:
         return self._admin
 
     def log_files(self) -> dict[str, Path]:
-        procs = (self._etcd, self._apiserver, self._controller_manager, self._scheduler)
+        procs = (self._etcd, self._apiserver, self._controller_manager, self._scheduler, self._kwok)
         return {p.name: p.log_path for p in procs if p is not None}
 
     # ----------------------------------------------------------------------------- lifecycle
@@ -187,6 +190,8 @@ class LocalControlPlane:
                 self.start_controller_manager()
             if self._with_kube_scheduler:
                 self.start_kube_scheduler()
+            if self._with_kwok:
+                self.start_kwok()
         except BaseException:
             self.stop()
             raise
@@ -200,7 +205,7 @@ class LocalControlPlane:
 
     def stop(self, grace: float = 5.0) -> None:
         """Stop every component (SIGTERM, then SIGKILL after ``grace`` s). Safe to call twice."""
-        for proc in (self._scheduler, self._controller_manager, self._apiserver, self._etcd):
+        for proc in (self._kwok, self._scheduler, self._controller_manager, self._apiserver, self._etcd):
             if proc is not None:
                 proc.stop(grace)
         if self._admin is not None:
@@ -209,7 +214,7 @@ class LocalControlPlane:
 
     def dead_components(self) -> list[str]:
         """Names of started components whose process has exited on its own."""
-        procs = (self._etcd, self._apiserver, self._controller_manager, self._scheduler)
+        procs = (self._etcd, self._apiserver, self._controller_manager, self._scheduler, self._kwok)
         return [p.name for p in procs if p is not None and p.pid is not None and not p.running()]
 
     @staticmethod
@@ -422,6 +427,36 @@ class LocalControlPlane:
     def stop_kube_scheduler(self) -> None:
         if self._scheduler is not None:
             self._scheduler.stop()
+
+    # ----------------------------------------------------------------------------- kwok
+    def start_kwok(self) -> None:
+        """Start kwok (idempotent) for the fake nodes: their pods run, complete after the delay
+        in their `pod-complete.stage.kwok.x-k8s.io/delay` annotation (Job pods after 1 s) and are
+        removed when deleted (Stages: scheduler/data/kwok-stages.yaml). Ready when /healthz answers."""
+        binary = self.binaries.kwok
+        if binary is None:
+            raise FileNotFoundError("the kwok binary is not available (hack/build-control-plane.sh builds it)")
+        if self._kwok is not None and self._kwok.running():
+            return
+        kubeconfig = self._client_kubeconfig(self.directory / "kwok.kubeconfig", "kwok", ["system:masters"])
+
+        def attempt() -> None:
+            port = free_port()
+            proc = ManagedProcess(
+                "kwok",
+                components.kwok_argv(binary, kubeconfig, self.directory / "kwok.yaml", port),
+                self.directory / "kwok.log",
+                _child_env(),
+            )
+            self._kwok = proc
+            proc.start()
+            proc.wait_ready(lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"), self._timeout, 0.2)
+
+        self._retry_on_port_clash(attempt)
+
+    def stop_kwok(self) -> None:
+        if self._kwok is not None:
+            self._kwok.stop()
 
     # ----------------------------------------------------------------------------- fake nodes
     def add_fake_gpu_nodes(

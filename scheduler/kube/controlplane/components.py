@@ -21,7 +21,10 @@ __all__ = [
     "apiserver_argv",
     "controller_manager_argv",
     "etcd_argv",
+    "KWOK_NODE_ANNOTATION",
     "has_default_route",
+    "kwok_argv",
+    "kwok_stages",
     "scheduler_argv",
 ]
 
@@ -231,3 +234,41 @@ def scheduler_argv(
         f"--secure-port={port}",
         f"--cert-dir={cert_dir}",
     ]
+
+
+KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")  # kwok's own convention for the nodes it manages
+
+
+def kwok_stages() -> Path:
+    """The Stage set kwok runs with (package data; kwok v0.8.0 ships none)."""
+    return Path(__file__).resolve().parents[2] / "data" / "kwok-stages.yaml"
+
+
+def kwok_argv(binary: Path, kubeconfig: Path, config_path: Path, port: int) -> list[str]:
+    """kwok for the fake nodes: only nodes with kwok's annotation are managed (never a real or
+    another tool's node), their Leases are renewed (``--node-lease-duration-seconds``), and the
+    ``--config`` file holds the Stages (`kwok_stages`) plus the options below. ``port`` serves
+    kwok's /healthz, which tells when it is up.
+    """
+    key, value = KWOK_NODE_ANNOTATION
+    # a KwokConfiguration read from a file is not defaulted: every option kwok needs is spelled
+    # out (the values are kwok v0.8.0's defaults, SetObjectDefaults_KwokConfiguration, except the
+    # selector, the wider pod CIDR and no debugging/profiling handlers)
+    options = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
+               "options": {"manageAllNodes": False,
+                           "manageNodesWithAnnotationSelector": f"{key}={value}",
+                           "cidr": "10.0.0.0/16",
+                           "nodeLeaseDurationSeconds": 40,
+                           "nodeLeaseParallelism": 4,
+                           "nodePlayStageParallelism": 4,
+                           "podPlayStageParallelism": 4,
+                           "podsOnNodeSyncParallelism": 1,
+                           "enablePodsOnNodeSyncListPager": True,
+                           "enablePodsOnNodeSyncStreamWatch": False,
+                           "enableDebuggingHandlers": False,
+                           "enableContentionProfiling": False,
+                           "enableProfilingHandler": False,
+                           "serverAddress": f"127.0.0.1:{port}"}}
+    config_path.write_text(yaml.safe_dump(options, sort_keys=False) + "---\n"
+                           + kwok_stages().read_text(encoding="utf-8"))
+    return [str(binary), f"--kubeconfig={kubeconfig}", f"--config={config_path}"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from .components import KWOK_NODE_ANNOTATION
 from .rest import ApiError, RestClient
 
 __all__ = [
@@ -108,7 +109,11 @@ def _node_objects(name: str, spec: FakeGpuNodeSpec) -> tuple[dict[str, Any], dic
         FAKE_LABEL: "true",
         **spec.labels,
     }
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+    # kwok's annotation: a `tessera dev-cluster --with-kwok` kwok runs this node's pods (and only
+    # this annotation: no kwok taint, so the node advertises exactly what is set here)
+    key, value = KWOK_NODE_ANNOTATION
+    node = {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels, "annotations": {key: value}}}
     resources = {
         "cpu": spec.cpu,
         "memory": spec.node_memory,
