@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bench.trace_run import core_gpu_milli
+from bench.trace_run import check_ledger
 from bench.trace_workload import MILLI, TraceNode, TracePod, cluster_objects, pod_object
 from scheduler.api.config import SchedulerConfig
 from scheduler.core.scheduler import Scheduler
@@ -108,9 +108,7 @@ def replay(policy: str, config: SchedulerConfig, seed: int, nodes: Sequence[Trac
         if not events and pending and scheduler.next_backoff_expiry() is None:
             break  # nothing will ever leave again: the rest can never be placed
     elapsed, cpu_used = time.perf_counter() - wall, time.process_time() - cpu
-    if core_gpu_milli(scheduler) != used:
-        raise AssertionError(f"{policy} seed {seed}: the core holds {core_gpu_milli(scheduler)} GPU milli, "
-                             f"the replay counts {used}")
+    check_ledger(scheduler, used, policy, seed)
     span = window_end - start_time
     allocation = 100.0 * area / (total_milli * span) if span > 0 else 0.0
     waits = [placed_at[i] - pods[i].arrival for i in sorted(placed_at)]

@@ -25,14 +25,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from tessera_testing.invariants import INVARIANTS
+
 REPO = Path(__file__).resolve().parents[1]
 FAULT_FILE = "tests/e2e/test_faults.py"
 # RunReport.summary() prints one "  <invariant>: <subject>: <detail>" line per violation; in junit
 # the lines arrive prefixed ("E   ") in the traceback, or joined by spaces in the message attribute
-_INVARIANTS = ("device-capacity", "node-allocatable", "gang-partial", "unbound", "bound-twice", "stale-binding",
-               "bad-annotation", "scheduler-exited")
-_NEXT = "|".join(_INVARIANTS + ("harness", "log"))
-_VIOLATION = re.compile(rf"\b({'|'.join(_INVARIANTS)}): (.+?)(?=\s+(?:{_NEXT}): |\n|$)")
+_NEXT = "|".join(INVARIANTS + ("harness", "log"))
+_VIOLATION = re.compile(rf"\b({'|'.join(INVARIANTS)}): (.+?)(?=\s+(?:{_NEXT}): |\n|$)")
 
 
 @dataclass

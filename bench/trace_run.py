@@ -74,10 +74,7 @@ def run_once(policy: str, config: SchedulerConfig, seed: int, nodes: Sequence[Tr
         series.arrived_milli.append(arrived)
         series.used_milli.append(used)
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    ledger = core_gpu_milli(scheduler)
-    if ledger != used:
-        raise LedgerMismatch(f"{policy} seed {seed}: the core holds {ledger} GPU milli, the trace placed {used}"
-                             + _ungranted(scheduler))
+    check_ledger(scheduler, used, policy, seed)
     return RunResult(policy, seed, len(sequence), failed, elapsed, cpu, run_metrics(series))
 
 
@@ -106,12 +103,18 @@ def run_offline(policy: str, config: SchedulerConfig, seed: int, nodes: Sequence
                 failed += 1
                 scheduler.apply("DELETED", objects[attempt.pod.meta.name], now)
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    ledger = core_gpu_milli(scheduler)
-    if ledger != used:
-        raise LedgerMismatch(f"{policy} seed {seed}: the core holds {ledger} GPU milli, the trace placed {used}")
+    check_ledger(scheduler, used, policy, seed)
     arrived = sum(pod.total_gpu_milli for pod in pods)
     series = Series(sum(n.gpus for n in nodes), [arrived], [used])
     return RunResult(policy, seed, len(pods), failed, elapsed, cpu, run_metrics(series))
+
+
+def check_ledger(scheduler: Scheduler, used: int, policy: str, seed: int) -> None:
+    """The core must hold exactly the GPU milli the replay counted as placed (see the module doc)."""
+    ledger = core_gpu_milli(scheduler)
+    if ledger != used:
+        raise LedgerMismatch(f"{policy} seed {seed}: the core holds {ledger} GPU milli, the trace placed {used}"
+                             + _ungranted(scheduler))
 
 
 def _ungranted(scheduler: Scheduler) -> str:

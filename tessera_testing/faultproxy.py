@@ -636,29 +636,26 @@ class FaultProxy:
                     client.write(b"\r\n")
                     await client.drain()
                     return True
-                left = size + 2
-                while left:
-                    piece = await upstream.read_some(min(left, _PIECE))
-                    if not piece:
-                        raise _Closed("upstream closed mid-chunk")
-                    client.write(piece)
-                    left -= len(piece)
-                await client.drain()
+                await _copy_exactly(upstream, client, size + 2, "chunk")  # the data and its CRLF
         length = response.content_length
         if length is not None:
-            left = length
-            while left:
-                piece = await upstream.read_some(min(left, _PIECE))
-                if not piece:
-                    raise _Closed("upstream closed mid-body")
-                client.write(piece)
-                left -= len(piece)
-                await client.drain()
+            await _copy_exactly(upstream, client, length, "body")
             return True
         while piece := await upstream.read_some(_PIECE):
             client.write(piece)
             await client.drain()
         return False
+
+
+async def _copy_exactly(upstream: _Reader, client: asyncio.StreamWriter, count: int, what: str) -> None:
+    """Relay exactly `count` bytes; the upstream closing first is an error (a truncated `what`)."""
+    while count:
+        piece = await upstream.read_some(min(count, _PIECE))
+        if not piece:
+            raise _Closed(f"upstream closed mid-{what}")
+        client.write(piece)
+        count -= len(piece)
+        await client.drain()
 
 
 def _status(response: _Message) -> str:

@@ -113,17 +113,13 @@ def control_plane(
     The controller manager runs ``TEST_CONTROLLERS`` (no workload controllers: see there why).
     The default kube-scheduler is not running; start it with ``start_kube_scheduler()``.
     """
-    plane = LocalControlPlane(
+    with LocalControlPlane(
         tmp_path_factory.mktemp("control-plane"),
         binaries=control_plane_binaries,
         with_controller_manager=control_plane_binaries.kube_controller_manager is not None,
         controllers=TEST_CONTROLLERS,
-    )
-    plane.start()
-    try:
+    ) as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
 @pytest_asyncio.fixture

@@ -29,13 +29,9 @@ CONTROLLERS = ("job-controller", "garbage-collector-controller", "namespace-cont
 def kwok_plane(control_plane_binaries: ControlPlaneBinaries,
                tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
     assert control_plane_binaries.kwok is not None, "kwok is built by hack/build-control-plane.sh"
-    plane = LocalControlPlane(tmp_path_factory.mktemp("kwok-plane"), binaries=control_plane_binaries,
-                              with_controller_manager=True, controllers=CONTROLLERS, with_kwok=True)
-    plane.start()
-    try:
+    with LocalControlPlane(tmp_path_factory.mktemp("kwok-plane"), binaries=control_plane_binaries,
+                           with_controller_manager=True, controllers=CONTROLLERS, with_kwok=True) as plane:
         yield plane
-    finally:
-        plane.stop()
 
 
 @pytest_asyncio.fixture

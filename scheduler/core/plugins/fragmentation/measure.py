@@ -64,6 +64,7 @@ class FragmentationScore:
         self.state = state
         self.resource = resource
         self.scarcity_exponent = scarcity_exponent
+        self._scarcity_memo: tuple[int, dict[str, float]] | None = None
         self.workload = WorkloadModel(max_types, prior_pods, self.scarcity if scarcity_exponent else None)
         self._nodes: NodeCache[NodeGpus] = NodeCache()
         self._memo: EpochMemo[tuple[object, ...], int] = EpochMemo()  # score by (GPUs, CPU, pod's changes)
@@ -122,6 +123,9 @@ class FragmentationScore:
         by how much rarer their GPUs are than GPUs in general (on the gpuspec20 trace variant, a
         quarter of GPU pods bound to models: 4.49 % unallocated against 4.96 % unweighted, seeds 3-4).
         """
+        generation = self.state.classes.generation  # moves on any device or class change
+        if self._scarcity_memo is not None and self._scarcity_memo[0] == generation:
+            return self._scarcity_memo[1]  # the warm-up refreshes on every pod: count devices once
         total = 0
         members: dict[str, int] = {}
         for name, device in self.state.devices.items():
@@ -130,7 +134,9 @@ class FragmentationScore:
             total += 1
             for cls in self.state.classes.device_classes.get(name, ()):
                 members[cls] = members.get(cls, 0) + 1
-        return {cls: (total / count) ** self.scarcity_exponent for cls, count in members.items()}
+        factors = {cls: (total / count) ** self.scarcity_exponent for cls, count in members.items()}
+        self._scarcity_memo = (generation, factors)
+        return factors
 
     # --- the measure ----------------------------------------------------------------------
 
