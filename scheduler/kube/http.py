@@ -20,7 +20,9 @@ import aiohttp
 import anyio
 import orjson
 import yaml
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client, config
+from yarl import URL
 
 from scheduler import __version__
 
@@ -114,7 +116,33 @@ async def connect(kubeconfig: str | None, *, user_agent: str = USER_AGENT) -> cl
                                   "pass --kubeconfig FILE") from None
         api = client.ApiClient()
     api.user_agent = f"{user_agent}/{__version__}"
+    _read_proxy_environment_once(api)
     return api
+
+
+def _read_proxy_environment_once(api: client.ApiClient) -> None:
+    """Resolve HTTPS_PROXY/NO_PROXY for the apiserver once and stop aiohttp from doing it per request.
+
+    kubernetes-asyncio opens its session with ``trust_env=True``, so aiohttp looks the proxy up for
+    every request in a worker thread (``asyncio.to_thread(get_env_proxy_for_url)``, a ~/.netrc stat
+    included). At the default client limits each Binding and Event paid that thread hop and its
+    wake-ups (issue 13). The environment does not change under a running process, so the answer for
+    the one server we talk to is fixed at connect time and given to the client explicitly.
+    """
+    rest = api.rest_client
+    if rest.proxy is None:
+        try:
+            proxy, auth = get_env_proxy_for_url(URL(api.configuration.host))
+        except LookupError:  # no proxy for this server (none set, or NO_PROXY matches)
+            pass
+        else:
+            rest.proxy = str(proxy)
+            if auth is not None:
+                rest.proxy_headers = {**(rest.proxy_headers or {}), "Proxy-Authorization": auth.encode()}
+    old = rest.pool_manager
+    rest.pool_manager = aiohttp.ClientSession(connector=old.connector, trust_env=False,
+                                              read_bufsize=2**21)  # kubernetes-asyncio's own buffer size
+    old.detach()  # the connector (TLS context, pool) now belongs to the new session
 
 
 def _check_kubeconfig(kubeconfig: str) -> None:
