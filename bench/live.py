@@ -44,13 +44,14 @@ from typing import Any
 import aiohttp
 import orjson
 
-from bench.live_cluster import GPU, Api, BindWatch, create_pods, delete_pods, node_use
+from bench.live_cluster import GPU, Api, BindWatch, create_pods, delete_pods, node_use, unbound_reasons
 from bench.live_procs import (
     Contestant,
     Profiler,
     cpu_seconds,
     cpu_times,
     find_pid,
+    rss_mib,
     scheduler_config,
     start_kube_scheduler,
     start_raw_binder,
@@ -113,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--with-devices", action="store_true",
                    help="keep one ExtendedResource per GPU (default: delete them; kube-scheduler does not read them)")
     p.add_argument("--no-warmup", action="store_true", help="skip the unmeasured create/delete cycle")
+    p.add_argument("--kwok", action="store_true",
+                   help="kwok manages the fake nodes, as in kube-scheduler's own 5,000-node tests: node Leases are "
+                        "renewed every 40 s and bound pods become Running (a load both schedulers share)")
     p.add_argument("--profile", nargs="?", const="py-spy", choices=("py-spy", "cprofile"),
                    help="profile Tessera in every Tessera round: py-spy (default; wall-clock samples, collapsed "
                         "stacks) or cprofile (CPU-time attribution, slows Tessera down); files in the output dir")
@@ -143,14 +147,20 @@ class Bench:
         self.settings = settings
         self.api: Api | None = None
         self.nodes: list[str] = []
-        self.pod_names = [f"bench-{i:05d}" for i in range(args.pods)]
+        self.pod_names = self.names("warmup")
         self.running: list[Contestant] = []
         binaries = plane.binaries
         self.apiserver_pid = find_pid(binaries.kube_apiserver, f"--secure-port={plane.apiserver_port}")
         self.etcd_pid = find_pid(binaries.etcd, plane.etcd_url)
+        self.kwok_pid = find_pid(binaries.kwok, str(plane.directory)) if binaries.kwok is not None else None
         self.token_file = workdir / "admin.token"
         self.token_file.write_text(plane.admin_token)
         self.token_file.chmod(0o600)
+
+    def names(self, tag: str) -> list[str]:
+        """Pod names of one round: never reused across rounds, so nothing still acting on the last
+        round's pods (kwok's queued stage actions, which address pods by name) can touch a new one."""
+        return [f"bench-{tag}-{i:05d}" for i in range(self.args.pods)]
 
     # --- set-up ------------------------------------------------------------------------------
     async def setup(self) -> dict[str, Any]:
@@ -164,7 +174,7 @@ class Bench:
                                                  self.args.gpus_per_node, GPU_MODEL, prefix="bench-node", workers=16)
         else:
             self.nodes = await self._plain_gpu_nodes()
-        info: dict[str, Any] = {"nodes_seconds": round(time.monotonic() - began, 1)}
+        info: dict[str, Any] = {"nodes_seconds": round(time.monotonic() - began, 1), **self.memory()}
         progress(f"{len(self.nodes)} nodes x {self.args.gpus_per_node} GPUs ready in {info['nodes_seconds']} s")
         if not self.args.no_warmup:
             began = time.monotonic()
@@ -173,7 +183,14 @@ class Bench:
             await delete_pods(self.api, NAMESPACE)
             info["warmup_create_pods_per_second"] = round(len(self.pod_names) / created, 1)
             progress(f"warm-up: created {len(self.pod_names)} pods at {info['warmup_create_pods_per_second']} pods/s")
+        memory = self.memory()
+        progress("memory (RSS MiB): " + ", ".join(f"{k.removesuffix('_rss_mib')} {v}" for k, v in memory.items()))
         return info
+
+    def memory(self) -> dict[str, float | None]:
+        """RSS of the control plane's processes (MiB): where the node count's limit shows first."""
+        pids = {"apiserver": self.apiserver_pid, "etcd": self.etcd_pid, "kwok": self.kwok_pid}
+        return {f"{name}_rss_mib": rss_mib(pid) for name, pid in pids.items() if pid is not None}
 
     async def _plain_gpu_nodes(self) -> list[str]:
         """Fake nodes with `nvidia.com/gpu` allocatable but no ExtendedResource objects: a plain
@@ -204,6 +221,7 @@ class Bench:
                                   "qps": settings.qps if settings else None,
                                   "burst": settings.burst if settings else None, "pods": len(self.pod_names)}
         await delete_pods(api, NAMESPACE)
+        self.pod_names = self.names(f"r{index}")
         watch = BindWatch(api, NAMESPACE, frozenset(self.pod_names))
         await watch.start()
         began = time.monotonic()
@@ -213,7 +231,7 @@ class Bench:
         profiler = None
         ready_task = None
         load0 = round(os.getloadavg()[0], 2)  # other work on the machine skews every figure; keep a trace
-        cpu0 = (cpu_seconds(self.apiserver_pid), cpu_seconds(self.etcd_pid), _self_cpu())
+        cpu0 = (cpu_seconds(self.apiserver_pid), cpu_seconds(self.etcd_pid), _self_cpu(), cpu_seconds(self.kwok_pid))
         start = time.monotonic()
         try:
             contestant = await asyncio.to_thread(self._start, scheduler, settings, tag)
@@ -224,7 +242,9 @@ class Bench:
             outcome = await self._wait(watch, contestant, start)
         finally:
             end = time.monotonic()
-            cpu1 = (cpu_seconds(self.apiserver_pid), cpu_seconds(self.etcd_pid), _self_cpu())
+            cpu1 = (cpu_seconds(self.apiserver_pid), cpu_seconds(self.etcd_pid), _self_cpu(),
+                    cpu_seconds(self.kwok_pid))
+            sched_rss = rss_mib(contestant.pid) if contestant is not None else None
             sched_times = cpu_times(contestant.pid) if contestant is not None else None
             sched_cpu = None if sched_times is None else sum(sched_times)
             if profiler is not None:
@@ -257,12 +277,17 @@ class Bench:
         result["apiserver_cpu_seconds"] = _delta(cpu0[0], cpu1[0])
         result["etcd_cpu_seconds"] = _delta(cpu0[1], cpu1[1])
         result["driver_cpu_seconds"] = _delta(cpu0[2], cpu1[2])
+        result["kwok_cpu_seconds"] = _delta(cpu0[3], cpu1[3])
+        result["scheduler_rss_mib"] = sched_rss
+        result.update(self.memory())
         result["watch_relists"] = watch.relists
         use = await node_use(api, NAMESPACE, self.args.gpus_per_node)
         result.update({"bound": use.bound, "nodes_used": use.nodes_used, "overcommitted_nodes": use.overcommitted,
                        "all_bound": use.bound == len(self.pod_names) and not use.overcommitted and outcome == "ok"})
         if contestant is not None and outcome != "ok":
             result["log_tail"] = contestant.process.log_tail(15)
+            result["unbound_reasons"] = await unbound_reasons(api, NAMESPACE)
+            progress(f"  unbound pods say: {result['unbound_reasons']}")
         return result
 
     def _start(self, scheduler: str, settings: Settings | None, tag: str) -> Contestant:
@@ -407,7 +432,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         workdir = args.workdir.resolve()
         workdir.mkdir(parents=True, exist_ok=True)
-    plane = LocalControlPlane(workdir / "control-plane", binaries=binaries, with_controller_manager=False)
+    if args.kwok and binaries.kwok is None:
+        print("kwok binary not found (run hack/build-control-plane.sh)", file=sys.stderr)
+        return 2
+    plane = LocalControlPlane(workdir / "control-plane", binaries=binaries, with_controller_manager=False,
+                              with_kwok=args.kwok)
     started = time.time()
     signal.signal(signal.SIGTERM, _terminate)  # run the clean-up below on `kill`, as on Ctrl-C
     try:
@@ -428,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "nodes": args.nodes, "gpus_per_node": args.gpus_per_node, "pods": args.pods, "runs": args.runs,
             "schedulers": schedulers, "settings": {s.name: {"qps": s.qps, "burst": s.burst} for s in settings},
             "binder_concurrency": args.binder_concurrency, "create_concurrency": args.create_concurrency,
-            "create_mode": "before-scheduler-start", "with_devices": args.with_devices,
+            "create_mode": "before-scheduler-start", "with_devices": args.with_devices, "kwok": args.kwok,
             "scheduler_name": SCHEDULER_NAME, "scoring": "NodeResourcesFit MostAllocated cpu/memory/nvidia.com/gpu 1/1/1",
             "kubernetes_version": K8S_VERSION, "timeout_seconds": args.timeout, "quick": args.quick,
         },

@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-__all__ = ["Api", "BindWatch", "NodeUse", "create_pods", "delete_pods", "node_use", "pod_object"]
+__all__ = ["Api", "BindWatch", "NodeUse", "create_pods", "delete_pods", "node_use", "pod_object", "unbound_reasons"]
 
 GPU = "nvidia.com/gpu"
 POD_LABEL = "tessera.dev/bench"
@@ -248,3 +248,18 @@ async def node_use(api: Api, namespace: str, gpus_per_node: int) -> NodeUse:
             per_node[node] = per_node.get(node, 0) + 1
     over = sorted(n for n, count in per_node.items() if count > gpus_per_node)
     return NodeUse(sum(per_node.values()), len(per_node), over)
+
+
+async def unbound_reasons(api: Api, namespace: str) -> dict[str, int]:
+    """Why the pods still unbound are: their PodScheduled condition's message, counted (a round
+    that timed out says what the scheduler told the pods)."""
+    pods, _ = await api.list_all(f"/api/v1/namespaces/{namespace}/pods")
+    reasons: dict[str, int] = {}
+    for pod in pods:
+        if (pod.get("spec") or {}).get("nodeName"):
+            continue
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        message = next((str(c.get("message") or c.get("reason") or "") for c in conditions
+                        if c.get("type") == "PodScheduled"), "") or "no PodScheduled condition"
+        reasons[message] = reasons.get(message, 0) + 1
+    return reasons

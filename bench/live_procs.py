@@ -32,8 +32,8 @@ import yaml
 
 from scheduler.kube.controlplane.processes import ManagedProcess, free_port
 
-__all__ = ["Contestant", "Profiler", "cpu_seconds", "cpu_times", "find_pid", "scheduler_config", "start_kube_scheduler",
-           "start_raw_binder", "start_tessera"]
+__all__ = ["Contestant", "Profiler", "cpu_seconds", "cpu_times", "find_pid", "rss_mib", "scheduler_config",
+           "start_kube_scheduler", "start_raw_binder", "start_tessera"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -78,6 +78,19 @@ def cpu_times(pid: int | None) -> tuple[float, float] | None:
         return None
     fields = stat.rsplit(")", 1)[1].split()
     return int(fields[11]) / _CLK_TCK, int(fields[12]) / _CLK_TCK  # utime, stime (fields 14, 15 of stat)
+
+
+def rss_mib(pid: int | None) -> float | None:
+    """Resident memory of a live process in MiB, from /proc (None when unknown or gone)."""
+    if pid is None:
+        return None
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
 
 
 def cpu_seconds(pid: int | None) -> float | None:
