@@ -144,7 +144,8 @@ def table(by_policy: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def plot(by_policy: dict[str, dict[str, Any]], path: Path, title: str) -> None:
+def plot(by_policy: dict[str, dict[str, Any]], path: Path, title: str,
+         xlabel: str = "virtual hours since the first arrival (first seed)") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -158,7 +159,7 @@ def plot(by_policy: dict[str, dict[str, Any]], path: Path, title: str) -> None:
         bottom.plot(hours, [p for _, _, p in timeline], label=name, color=f"C{i}", linewidth=1.3)
     top.set_ylabel("allocated GPUs (% of capacity)")
     bottom.set_ylabel("pending pods")
-    bottom.set_xlabel("virtual hours since the first arrival (first seed)")
+    bottom.set_xlabel(xlabel)
     top.set_title(title)
     for ax in (top, bottom):
         ax.grid(linestyle="-.", alpha=0.5)

@@ -589,7 +589,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args.out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
     title = (f"live replay: {len(plan.pods)} pods, {len(plan.nodes)} nodes, load {args.load}, "
              f"{plan.speed:g}x, {args.runs} run(s)")
-    plot(summary, args.out / "replay_live.png", title)
+    plot(summary, args.out / "replay_live.png", title, xlabel="trace hours since the first arrival (first run)")
     print(f"## {title}\n")
     print(table(summary))
     print(f"\nresults: {args.out / 'results.json'}, plot: {args.out / 'replay_live.png'}")
