@@ -32,7 +32,6 @@ import os
 import platform
 import resource
 import signal
-import ssl
 import sys
 import tempfile
 import time
@@ -41,7 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import orjson
 
 from bench.live_cluster import GPU, Api, BindWatch, create_pods, delete_pods, node_use, unbound_reasons
@@ -51,6 +49,7 @@ from bench.live_procs import (
     cpu_seconds,
     cpu_times,
     find_pid,
+    poll_ready,
     rss_mib,
     scheduler_config,
     start_kube_scheduler,
@@ -238,7 +237,7 @@ class Bench:
             self.running.append(contestant)
             if self.args.profile == "py-spy" and scheduler == "tessera" and contestant.pid is not None:
                 profiler = Profiler(contestant.pid, self.args.out / f"profile-{tag}.txt")
-            ready_task = asyncio.create_task(_poll_ready(contestant.ready_url)) if contestant.ready_url else None
+            ready_task = asyncio.create_task(poll_ready(contestant.ready_url)) if contestant.ready_url else None
             outcome = await self._wait(watch, contestant, start)
         finally:
             end = time.monotonic()
@@ -316,6 +315,8 @@ class Bench:
         deadline = start + self.args.timeout
         last_report = start
         while not watch.done.is_set():
+            if watch.failed:
+                return "watch-failed"
             now = time.monotonic()
             if now > deadline:
                 return "timeout"
@@ -352,21 +353,6 @@ def _self_cpu() -> float:
 
 def _delta(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else round(b - a, 2)
-
-
-async def _poll_ready(url: str | None) -> float:
-    """Monotonic time at which `url` first answered 200 (polled every 50 ms)."""
-    assert url is not None
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE  # kube-scheduler's self-signed serving cert; only a status code is read
-    async with aiohttp.ClientSession(trust_env=False, connector=aiohttp.TCPConnector(ssl=context)) as session:
-        while True:
-            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
-                async with session.get(url, timeout=aiohttp.ClientTimeout(total=1)) as response:
-                    if response.status == 200:
-                        return time.monotonic()
-            await asyncio.sleep(0.05)
 
 
 async def _run(args: argparse.Namespace, plane: LocalControlPlane, workdir: Path,

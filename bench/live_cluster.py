@@ -14,14 +14,15 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import orjson
 
-__all__ = ["Api", "BindWatch", "NodeUse", "create_pods", "delete_pods", "node_use", "pod_object", "unbound_reasons"]
+__all__ = ["Api", "BindWatch", "NodeUse", "PodWatch", "create_pods", "delete_pods", "node_use", "pod_object", "unbound_reasons"]
 
 GPU = "nvidia.com/gpu"
 POD_LABEL = "tessera.dev/bench"
@@ -152,56 +153,61 @@ async def delete_pods(api: Api, namespace: str, concurrency: int = 64, timeout: 
         await asyncio.sleep(0.2)
 
 
-@dataclass
-class BindWatch:
-    """Watches the namespace's pods and notes, for each expected pod, when its `spec.nodeName` was
-    first seen (driver clock) and on which node. `done` is set when all expected pods are bound."""
+class PodWatch:
+    """Watches a namespace's pods (optionally a label selector) and hands every state it sees, with
+    the driver's clock, to `observe`. LIST first, then WATCH from its resourceVersion; a 410 relists
+    (states found by a relist are late by up to the gap: `relists` counts them), other answers and
+    dropped streams are retried after a pause. If the loop dies anyway, `failed` says why, so a
+    benchmark never reports figures from a watch that stopped halfway."""
 
-    api: Api
-    namespace: str
-    expected: frozenset[str]
-    bound: dict[str, tuple[float, str]] = field(default_factory=dict)
-    seen: set[str] = field(default_factory=set)
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    relists: int = 0
-    _task: asyncio.Task[None] | None = None
-    _rv: str = ""
+    def __init__(self, api: Api, namespace: str, observe: Callable[[dict[str, Any], float], None],
+                 selector: str = "") -> None:
+        self.api = api
+        self.namespace = namespace
+        self.observe = observe
+        self.selector = selector
+        self.relists = 0
+        self.failed: str | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._rv = ""
+
+    def _path(self) -> str:
+        query = f"?labelSelector={quote(self.selector)}" if self.selector else ""
+        return f"/api/v1/namespaces/{self.namespace}/pods{query}"
 
     async def start(self) -> None:
         await self._list()
-        self._task = asyncio.create_task(self._run(), name="bind-watch")
+        self._task = asyncio.create_task(self._run(), name="pod-watch")
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def _observe(self, pod: dict[str, Any], now: float) -> None:
-        name = (pod.get("metadata") or {}).get("name")
-        if name not in self.expected:
-            return
-        self.seen.add(name)
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node and name not in self.bound:
-            self.bound[name] = (now, node)
-            if len(self.bound) == len(self.expected):
-                self.done.set()
-
     async def _list(self) -> None:
-        items, self._rv = await self.api.list_all(f"/api/v1/namespaces/{self.namespace}/pods")
+        items, self._rv = await self.api.list_all(self._path())
         now = time.monotonic()
         for pod in items:
-            self._observe(pod, now)
+            self.observe(pod, now)
 
     async def _run(self) -> None:
-        path = f"/api/v1/namespaces/{self.namespace}/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=900"
+        try:
+            await self._watch()
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001 - recorded for the round, which is then not reported as valid
+            self.failed = f"{type(err).__name__}: {err}"
+
+    async def _watch(self) -> None:
+        sep = "&" if self.selector else "?"
+        path = f"{self._path()}{sep}watch=1&allowWatchBookmarks=true&timeoutSeconds=900"
         while True:
             try:
                 async with self.api.stream(f"{path}&resourceVersion={self._rv}") as response:
                     if response.status == 410:
                         raise _Gone
                     if response.status != 200:
-                        await asyncio.sleep(0.2)
+                        await asyncio.sleep(0.5)
                         continue
                     async for line in response.content:
                         if not line.strip():
@@ -218,12 +224,33 @@ class BindWatch:
                         if rv:
                             self._rv = str(rv)
                         if kind in ("ADDED", "MODIFIED"):
-                            self._observe(obj, now)
+                            self.observe(obj, now)
             except _Gone:
-                self.relists += 1  # bind times of pods found by the relist are late by up to the gap
+                self.relists += 1
                 await self._list()
-            except (aiohttp.ClientError, asyncio.TimeoutError):
-                await asyncio.sleep(0.2)
+            except (aiohttp.ClientError, asyncio.TimeoutError, orjson.JSONDecodeError, ValueError):
+                await asyncio.sleep(0.2)  # a dropped or cut stream: resume from the last resourceVersion
+
+
+class BindWatch(PodWatch):
+    """For each expected pod, when its `spec.nodeName` was first seen (driver clock) and on which
+    node. `done` is set when all expected pods are bound."""
+
+    def __init__(self, api: Api, namespace: str, expected: frozenset[str]) -> None:
+        super().__init__(api, namespace, self._on_pod)
+        self.expected = expected
+        self.bound: dict[str, tuple[float, str]] = {}
+        self.done = asyncio.Event()
+
+    def _on_pod(self, pod: dict[str, Any], now: float) -> None:
+        name = (pod.get("metadata") or {}).get("name")
+        if name not in self.expected:
+            return
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and name not in self.bound:
+            self.bound[name] = (now, node)
+            if len(self.bound) == len(self.expected):
+                self.done.set()
 
 
 class _Gone(Exception):

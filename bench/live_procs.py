@@ -17,9 +17,12 @@ binary with `--config`, a loopback secure port (for /readyz) and its own cert di
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -28,11 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import yaml
 
 from scheduler.kube.controlplane.processes import ManagedProcess, free_port
 
-__all__ = ["Contestant", "Profiler", "cpu_seconds", "cpu_times", "find_pid", "rss_mib", "scheduler_config",
+__all__ = ["Contestant", "Profiler", "cpu_seconds", "cpu_times", "find_pid", "poll_ready", "rss_mib", "scheduler_config",
            "start_kube_scheduler", "start_raw_binder", "start_tessera"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +69,21 @@ def scheduler_config(path: Path, *, scheduler_name: str, kubeconfig: Path, qps: 
     }
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
+
+
+async def poll_ready(url: str | None) -> float:
+    """Monotonic time at which `url` first answered 200 (polled every 50 ms)."""
+    assert url is not None
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # kube-scheduler's self-signed serving cert; only a status code is read
+    async with aiohttp.ClientSession(trust_env=False, connector=aiohttp.TCPConnector(ssl=context)) as session:
+        while True:
+            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                async with session.get(url, timeout=aiohttp.ClientTimeout(total=1)) as response:
+                    if response.status == 200:
+                        return time.monotonic()
+            await asyncio.sleep(0.05)
 
 
 def cpu_times(pid: int | None) -> tuple[float, float] | None:

@@ -29,28 +29,32 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import signal
-import ssl
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-import orjson
 import yaml
 
 from bench.churn import churn_pods, percentile, plot
 from bench.churn_run import ChurnPod
-from bench.live_cluster import Api, ApiError, delete_pods
-from bench.live_procs import Contestant, cpu_seconds, find_pid, rss_mib, start_kube_scheduler, start_tessera
+from bench.live_cluster import Api, ApiError, PodWatch, delete_pods
+from bench.live_procs import (
+    Contestant,
+    cpu_seconds,
+    find_pid,
+    poll_ready,
+    rss_mib,
+    start_kube_scheduler,
+    start_tessera,
+)
 from bench.trace import NODES_CSV, PODS_CSV, REPO_ROOT, trace_dir
 from bench.trace_workload import (
     GPU_RESOURCE,
@@ -74,6 +78,7 @@ COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 MODEL_LABEL = "tessera.dev/gpu-model"
 ROUND_LABEL = "tessera.dev/replay-round"
 QPS, BURST = 50.0, 100  # kube-scheduler's default client limits, for both
+READY_TIMEOUT = 60.0
 
 
 def progress(message: str) -> None:
@@ -156,7 +161,7 @@ def whole_gpu_requests(pod: TracePod) -> dict[str, str | int]:
     """kube-scheduler's form: cpu, memory and whole GPUs (a GPU-sharing pod takes one)."""
     requests: dict[str, str | int] = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}
     if pod.num_gpu:
-        requests[GPU_RESOURCE] = max(1, pod.num_gpu)
+        requests[GPU_RESOURCE] = pod.num_gpu
     return requests
 
 
@@ -187,33 +192,11 @@ class PodTimes:
     finished: float | None = None
 
 
-@dataclass
-class RoundWatch:
-    """Watches the round's pods and notes when each is bound and when it finishes."""
+def observer(by_name: dict[str, PodTimes]) -> Callable[[dict[str, Any], float], None]:
+    """For a PodWatch: note when each of the round's pods is first seen bound and terminal."""
 
-    api: Api
-    label: str
-    by_name: dict[str, PodTimes]
-    relists: int = 0
-    _task: asyncio.Task[None] | None = None
-    _rv: str = ""
-
-    async def start(self) -> None:
-        items, self._rv = await self.api.list_all(self._path())
-        for pod in items:
-            self._observe(pod, time.monotonic())
-        self._task = asyncio.create_task(self._run(), name="round-watch")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    def _path(self) -> str:
-        return f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector={ROUND_LABEL}%3D{self.label}"
-
-    def _observe(self, pod: dict[str, Any], now: float) -> None:
-        times = self.by_name.get((pod.get("metadata") or {}).get("name", ""))
+    def observe(pod: dict[str, Any], now: float) -> None:
+        times = by_name.get((pod.get("metadata") or {}).get("name", ""))
         if times is None:
             return
         if times.bound is None and (pod.get("spec") or {}).get("nodeName"):
@@ -221,35 +204,7 @@ class RoundWatch:
         if times.finished is None and (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             times.finished = now
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                path = f"{self._path()}&watch=1&allowWatchBookmarks=true&resourceVersion={self._rv}"
-                async with self.api.stream(path) as response:
-                    if response.status != 200:
-                        await self._relist()
-                        continue
-                    async for line in response.content:
-                        if not line.strip():
-                            continue
-                        now = time.monotonic()
-                        event = orjson.loads(line)
-                        obj = event.get("object") or {}
-                        if event.get("type") == "ERROR":
-                            await self._relist()
-                            break
-                        self._rv = str((obj.get("metadata") or {}).get("resourceVersion") or self._rv)
-                        if event.get("type") in ("ADDED", "MODIFIED"):
-                            self._observe(obj, now)
-            except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ApiError):
-                await asyncio.sleep(0.2)  # a dropped stream: resume from the last resourceVersion
-
-    async def _relist(self) -> None:
-        self.relists += 1  # times of pods found by the relist are late by up to the gap
-        items, self._rv = await self.api.list_all(self._path())
-        now = time.monotonic()
-        for pod in items:
-            self._observe(pod, now)
+    return observe
 
 
 @dataclass
@@ -271,14 +226,20 @@ async def run_round(api: Api, plane: LocalControlPlane, workdir: Path, plan: Pla
     tag = f"r{index}"
     names = [f"{tag}-{i:05d}" for i in range(len(plan.pods))]
     times = {name: PodTimes(i) for i, name in enumerate(names)}
-    watch = RoundWatch(api, tag, times)
-    await watch.start()
-    contestant = await asyncio.to_thread(_start, scheduler, plane, workdir, tag)
-    cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    watch = PodWatch(api, NAMESPACE, observer(times), selector=f"{ROUND_LABEL}={tag}")
+    contestant: Contestant | None = None
     try:
-        await _wait_ready(contestant)
+        await watch.start()
+        contestant = await asyncio.to_thread(_start, scheduler, plane, workdir, tag)
+        cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        assert contestant.ready_url is not None
+        try:
+            await asyncio.wait_for(poll_ready(contestant.ready_url), READY_TIMEOUT)
+        except asyncio.TimeoutError:
+            raise RuntimeError(f"{scheduler} not ready after {READY_TIMEOUT:.0f} s: "
+                               f"{contestant.process.log_tail(10)}") from None
         start = time.monotonic()
-        lags = await _create_on_time(api, plan, names, times, scheduler, start, tag, contestant)
+        lags = await _create_on_time(api, plan, names, times, scheduler, start, tag)
         # the window has passed and every pod exists (the last ones arrive at its very end)
         end = max(start + plan.window / plan.speed, max((t.created or start for t in times.values()), default=start))
         await asyncio.sleep(max(0.0, end - time.monotonic()))
@@ -287,8 +248,11 @@ async def run_round(api: Api, plane: LocalControlPlane, workdir: Path, plan: Pla
         rss = rss_mib(contestant.pid)
         alive = contestant.running()
     finally:
-        await asyncio.to_thread(contestant.stop, 10.0)
+        if contestant is not None:
+            await asyncio.to_thread(contestant.stop, 10.0)
         await watch.stop()
+    if watch.failed:
+        raise RuntimeError(f"the round's pod watch failed ({watch.failed}); its figures would be incomplete")
     control = {name: _delta(cpu0[name], cpu1[name]) for name in pids}
     extra: dict[str, Any] = {"scheduler_rss_mib": rss, "scheduler_alive_at_end": alive}
     if not alive:
@@ -321,27 +285,8 @@ def _start(scheduler: str, plane: LocalControlPlane, workdir: Path, tag: str) ->
     return start_kube_scheduler(binary, workdir, config, tag)
 
 
-async def _wait_ready(contestant: Contestant, timeout: float = 60.0) -> None:
-    """Until the scheduler's /readyz answers 200: arrivals start once both are equally ready."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE  # kube-scheduler's self-signed serving cert; only a status is read
-    deadline = time.monotonic() + timeout
-    async with aiohttp.ClientSession(trust_env=False, connector=aiohttp.TCPConnector(ssl=context)) as session:
-        while time.monotonic() < deadline:
-            if not contestant.running():
-                raise RuntimeError(f"{contestant.name} exited at start-up: {contestant.process.log_tail(10)}")
-            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
-                assert contestant.ready_url is not None
-                async with session.get(contestant.ready_url, timeout=aiohttp.ClientTimeout(total=1)) as response:
-                    if response.status == 200:
-                        return
-            await asyncio.sleep(0.1)
-    raise RuntimeError(f"{contestant.name} not ready after {timeout:.0f} s")
-
-
 async def _create_on_time(api: Api, plan: Plan, names: list[str], times: dict[str, PodTimes], form: str,
-                          start: float, tag: str, contestant: Contestant, concurrency: int = 32) -> list[float]:
+                          start: float, tag: str, concurrency: int = 32) -> list[float]:
     """POST each pod at its arrival time (bounded concurrency); the lags behind schedule (s)."""
     lags: list[float] = []
     slots = asyncio.Semaphore(concurrency)
@@ -374,7 +319,7 @@ async def _create_on_time(api: Api, plan: Plan, names: list[str], times: dict[st
             if now - last_report >= 30:
                 last_report = now
                 bound = sum(1 for t in times.values() if t.bound is not None)
-                progress(f"  {contestant.name}: {i + 1}/{len(plan.pods)} created, {bound} bound, "
+                progress(f"  {form}: {i + 1}/{len(plan.pods)} created, {bound} bound, "
                          f"trace hour {(now - start) * plan.speed / 3600:.1f}")
     return lags
 
@@ -397,12 +342,15 @@ def round_figures(result: RoundResult, plan: Plan, samples: int = 400) -> dict[s
         milli = plan.pods[t.index].pod.total_gpu_milli
         deltas.append((t.created, 0, 1))
         if t.bound is not None and t.bound <= end:
+            bound = max(t.bound, t.created)  # the watch can show the pod before the POST's 201 returns
             placed += 1
-            waits.append(max(0.0, t.bound - t.created) * speed)
-            deltas.append((t.bound, milli, -1))
+            waits.append((bound - t.created) * speed)
+            deltas.append((bound, milli, -1))
             if t.finished is not None and t.finished <= end:
                 finished += 1
-                deltas.append((t.finished, -milli, 0))
+                deltas.append((max(t.finished, bound), -milli, 0))
+        else:
+            waits.append((end - t.created) * speed)  # still waiting: its wait so far, a lower bound
     deltas.sort()
     area, used, pending, last = 0.0, 0, 0, start
     timeline: list[tuple[float, float, int]] = []
@@ -425,16 +373,16 @@ def round_figures(result: RoundResult, plan: Plan, samples: int = 400) -> dict[s
         "pending_p99_s": percentile(waits, 99),
         "created": created, "placed": placed, "finished": finished, "pending_at_end": created - placed,
         "scheduler_cpu_seconds": None if cpu is None else round(cpu, 2),
-        "scheduler_cpu_ms_per_pod": None if cpu is None or not placed else round(1000 * cpu / placed, 2),
+        "scheduler_cpu_ms_per_placed_pod": None if cpu is None or not placed else round(1000 * cpu / placed, 2),
         "control_plane_cpu_seconds": result.control_plane_cpu_seconds,
-        "create_lag_p99_s": round(result.create_lag_p99_s, 3), "watch_relists": result.relists,
+        "create_lag_p99_real_s": round(result.create_lag_p99_s, 3), "watch_relists": result.relists,
         **result.extra, "timeline": timeline,
     }
 
 
 def summarize(rounds: Sequence[dict[str, Any]], schedulers: Sequence[str]) -> dict[str, dict[str, Any]]:
     keys = ("gpu_allocation_pct", "pending_p50_s", "pending_p95_s", "pending_p99_s", "placed", "pending_at_end",
-            "scheduler_cpu_ms_per_pod")
+            "scheduler_cpu_ms_per_placed_pod")
     out: dict[str, dict[str, Any]] = {}
     for name in schedulers:
         mine = [r for r in rounds if r["scheduler"] == name]
@@ -455,12 +403,12 @@ def table(summary: dict[str, dict[str, Any]]) -> str:
         return "–" if value is None else f"{value:,.{digits}f}"
 
     lines = ["| scheduler | GPU allocation % (time-weighted) | pending p50 / p95 / p99 (trace s) | placed | "
-             "pending at end | scheduler CPU ms/pod |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+             "pending at end | scheduler CPU ms per placed pod |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for name, entry in summary.items():
         m = entry["median"]
         lines.append(f"| {name} | {fmt(m['gpu_allocation_pct'], 2)} | {fmt(m['pending_p50_s'])} / "
                      f"{fmt(m['pending_p95_s'])} / {fmt(m['pending_p99_s'])} | {fmt(m['placed'])} | "
-                     f"{fmt(m['pending_at_end'])} | {fmt(m['scheduler_cpu_ms_per_pod'], 2)} |")
+                     f"{fmt(m['pending_at_end'])} | {fmt(m['scheduler_cpu_ms_per_placed_pod'], 2)} |")
     return "\n".join(lines)
 
 
@@ -498,7 +446,7 @@ def plan_order(schedulers: Sequence[str], runs: int) -> list[tuple[int, str]]:
 
 
 async def _run(plane: LocalControlPlane, workdir: Path, plan: Plan, schedulers: list[str],
-               runs: int) -> list[dict[str, Any]]:
+               runs: int, save: Callable[[list[dict[str, Any]]], None]) -> list[dict[str, Any]]:
     api = Api(plane.server, str(plane.ca_file), plane.admin_token)
     binaries = plane.binaries
     pids = {"apiserver": find_pid(binaries.kube_apiserver, f"--secure-port={plane.apiserver_port}"),
@@ -516,9 +464,10 @@ async def _run(plane: LocalControlPlane, workdir: Path, plan: Plan, schedulers: 
             result = await run_round(api, plane, workdir, plan, scheduler, run, index, pids)
             figures = round_figures(result, plan)
             rounds.append(figures)
+            save(rounds)  # a long run keeps what it measured even if a later round fails
             progress(f"  -> {scheduler}: allocation {figures['gpu_allocation_pct']:.2f} %, pending p95 "
                      f"{figures['pending_p95_s'] or 0:.0f} s, placed {figures['placed']}/{figures['created']}, "
-                     f"{figures['scheduler_cpu_ms_per_pod']} ms CPU per pod")
+                     f"{figures['scheduler_cpu_ms_per_placed_pod']} ms CPU per placed pod")
             deleted = await delete_pods(api, NAMESPACE, timeout=600)
             progress(f"  cleaned up {deleted} pods")
     finally:
@@ -565,28 +514,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     plane = LocalControlPlane(workdir / "control-plane", binaries=binaries, with_kwok=True)
     signal.signal(signal.SIGTERM, _terminate)
     started = time.time()
+
+    def save(rounds: list[dict[str, Any]]) -> None:
+        summary = summarize(rounds, schedulers)
+        document = {
+            "benchmark": "replay_live",
+            "workload": {"nodes": len(plan.nodes), "gpus": plan.gpus, "pods": len(plan.pods), "load": args.load,
+                         "arrival_compression": plan.compression, "window_trace_hours": plan.window / 3600,
+                         "speed": plan.speed, "node_step": args.node_step, "pod_step": args.pod_step,
+                         "client_qps": QPS, "client_burst": BURST},
+            "machine": {"cpus": os.cpu_count()},
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "wall_seconds": round(time.time() - started, 1),
+            "summary": {k: {"median": v["median"], "runs": v["runs"]} for k, v in summary.items()},
+            "rounds": rounds,
+        }
+        (args.out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
+
     try:
         plane.start()
         progress(f"control plane with kwok up in {plane.startup_seconds:.1f} s")
-        rounds = asyncio.run(_run(plane, workdir, plan, schedulers, args.runs))
+        rounds = asyncio.run(_run(plane, workdir, plan, schedulers, args.runs, save))
     finally:
         plane.stop()
         if temp is not None:
             temp.cleanup()
     summary = summarize(rounds, schedulers)
-    document = {
-        "benchmark": "replay_live",
-        "workload": {"nodes": len(plan.nodes), "gpus": plan.gpus, "pods": len(plan.pods), "load": args.load,
-                     "arrival_compression": plan.compression, "window_trace_hours": plan.window / 3600,
-                     "speed": plan.speed, "node_step": args.node_step, "pod_step": args.pod_step,
-                     "client_qps": QPS, "client_burst": BURST},
-        "machine": {"cpus": os.cpu_count()},
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "wall_seconds": round(time.time() - started, 1),
-        "summary": {k: {"median": v["median"], "runs": v["runs"]} for k, v in summary.items()},
-        "rounds": rounds,
-    }
-    (args.out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
     title = (f"live replay: {len(plan.pods)} pods, {len(plan.nodes)} nodes, load {args.load}, "
              f"{plan.speed:g}x, {args.runs} run(s)")
     plot(summary, args.out / "replay_live.png", title, xlabel="trace hours since the first arrival (first run)")

@@ -138,7 +138,11 @@ def _read_proxy_environment_once(api: client.ApiClient) -> None:
         else:
             rest.proxy = str(proxy)
             if auth is not None:
+                # aiohttp sends proxy_headers on the CONNECT of an https target; a plain-http target
+                # goes through the proxy as an ordinary request and needs the header on it
                 rest.proxy_headers = {**(rest.proxy_headers or {}), "Proxy-Authorization": auth.encode()}
+                if URL(api.configuration.host).scheme == "http":
+                    api.set_default_header("Proxy-Authorization", auth.encode())
     old = rest.pool_manager
     rest.pool_manager = aiohttp.ClientSession(connector=old.connector, trust_env=False,
                                               read_bufsize=2**21)  # kubernetes-asyncio's own buffer size

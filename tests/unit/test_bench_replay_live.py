@@ -3,6 +3,8 @@ computed from the driver's clock (the live part runs in tests/e2e/test_replay_li
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench import replay_live as rl
@@ -67,26 +69,36 @@ def test_figures_are_in_trace_seconds_and_time_weighted_over_the_window() -> Non
     # (1 GPU x 10 s + 0.5 GPU x 5 s) / (2 GPUs x 10 s)
     assert figures["gpu_allocation_pct"] == pytest.approx(62.5)
     assert (figures["created"], figures["placed"], figures["pending_at_end"]) == (3, 2, 1)
-    assert figures["pending_p99_s"] == pytest.approx(20.0)  # 2 real s x speed 10
-    assert figures["scheduler_cpu_ms_per_pod"] == pytest.approx(1000.0)
+    # waits in trace seconds: a 0, b 2 real s x 10, and c, still waiting at the end, its 5 s so far
+    assert (figures["pending_p50_s"], figures["pending_p99_s"]) == (pytest.approx(20.0), pytest.approx(50.0))
+    assert figures["scheduler_cpu_ms_per_placed_pod"] == pytest.approx(1000.0)
     timeline = figures["timeline"]
     assert timeline[0][0] == 0.0 and timeline[-1][0] <= 100.0
     assert max(p for _, _, p in timeline) == 1  # b until it is bound at 2 s, c from 5 s on
     assert timeline[-1][1:] == (50.0, 1)  # at the end: a runs (1 of 2 GPUs), c waits
 
 
-def test_the_plan_keeps_the_window_and_sorts_arrivals(tmp_path: pytest.TempPathFactory) -> None:
-    csv = tmp_path / "pods.csv"  # type: ignore[operator]
+def test_the_plan_keeps_the_window_and_sorts_arrivals(tmp_path: Path) -> None:
+    csv = tmp_path / "pods.csv"
     csv.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
                    "deletion_time,scheduled_time\n"
+                   "p4,1000,1024,1,1000,,LS,Running,10800,30000,10800\n"
                    "p1,1000,1024,1,1000,,LS,Running,0,3600,0\n"
-                   "p2,1000,1024,1,1000,,LS,Running,1800,20000,1800\n"
                    "p3,1000,1024,1,1000,,LS,Running,7200,20000,7200\n"
-                   "p4,1000,1024,1,1000,,LS,Running,10800,30000,10800\n")
+                   "p2,1000,1024,1,1000,,LS,Running,1800,20000,1800\n")
     full = rl.make_plan(NODES, csv, 0.5, 60.0)
-    assert [p.pod.name for p in full.pods] == sorted(p.pod.name for p in full.pods)
+    assert [p.pod.name for p in full.pods] == ["p1", "p2", "p3", "p4"]  # by arrival, not file order
     assert [p.arrival for p in full.pods] == sorted(p.arrival for p in full.pods)
     cut = rl.make_plan(NODES, csv, 0.5, 60.0, window_hours=full.window / 3600 / 2)
     assert len(cut.pods) < len(full.pods) and cut.window == pytest.approx(full.window / 2)
     with pytest.raises(ValueError):
         rl.make_plan(NODES, csv, 0.5, 0.0)
+
+
+def test_a_bind_seen_before_the_create_returned_never_counts_negative() -> None:
+    pod = TracePod("a", 1000, 1024, 1, 1000, ())
+    plan = _plan([ChurnPod(pod, 0.0, 100.0)], window=100.0)
+    times = [rl.PodTimes(0, created=1001.0, bound=1000.9)]  # the watch event overtook the POST's 201
+    figures = rl.round_figures(rl.RoundResult("tessera", 0, times, 1000.0, 1010.0, 1.0, {}, 0.0, 0), plan)
+    assert figures["pending_p50_s"] == 0.0
+    assert all(p >= 0 for _, _, p in figures["timeline"])

@@ -11,6 +11,7 @@ proxy settings (HTTPS_PROXY / NO_PROXY, as client-go honours them) must still ap
 from __future__ import annotations
 
 import asyncio
+import ssl
 from pathlib import Path
 
 import pytest
@@ -45,11 +46,27 @@ def no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 
 async def test_proxy_from_the_environment_is_kept(tmp_path: Path, no_proxy_env: pytest.MonkeyPatch) -> None:
-    no_proxy_env.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    no_proxy_env.setenv("HTTPS_PROXY", "http://user:secret@proxy.invalid:3128")
     api = await connect(_kubeconfig(tmp_path / "kc", "https://apiserver.invalid:6443"))
     async with api:
         assert api.rest_client.proxy == "http://proxy.invalid:3128"
+        assert api.rest_client.proxy_headers["Proxy-Authorization"].startswith("Basic ")
         assert api.rest_client.pool_manager.trust_env is False
+
+
+async def test_the_session_keeps_kubernetes_asyncios_connector(tmp_path: Path, no_proxy_env: pytest.MonkeyPatch) -> None:
+    """The TLS settings (CA, client certificate, skip-verify) live in the library's connector: the
+    replacement session must use that very connector, not a default one that verifies by default."""
+    path = tmp_path / "kc"
+    _kubeconfig(path, "https://apiserver.invalid:6443")
+    path.write_text(path.read_text().replace('server: "https://apiserver.invalid:6443"',
+                                             'server: "https://apiserver.invalid:6443", insecure-skip-tls-verify: true'))
+    api = await connect(str(path))
+    async with api:
+        connector = api.rest_client.pool_manager.connector
+        assert connector is not None and not connector.closed
+        context = connector._ssl  # type: ignore[attr-defined]
+        assert isinstance(context, ssl.SSLContext) and context.verify_mode == ssl.CERT_NONE
 
 
 async def test_no_proxy_is_honoured(tmp_path: Path, no_proxy_env: pytest.MonkeyPatch) -> None:
