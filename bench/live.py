@@ -31,9 +31,7 @@ import json
 import os
 import platform
 import resource
-import signal
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,6 +44,7 @@ from bench.live_cluster import GPU, Api, BindWatch, create_pods, delete_pods, no
 from bench.live_procs import (
     Contestant,
     Profiler,
+    bench_plane,
     cpu_seconds,
     cpu_times,
     find_pid,
@@ -342,10 +341,6 @@ class Bench:
             await self.api.close()
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def _self_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -410,30 +405,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("kube-scheduler binary not found (run hack/build-control-plane.sh)", file=sys.stderr)
         return 2
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    temp = None
-    if args.workdir is None:
-        temp = tempfile.TemporaryDirectory(prefix="tessera-bench-live-")
-        workdir = Path(temp.name)
-    else:
-        workdir = args.workdir.resolve()
-        workdir.mkdir(parents=True, exist_ok=True)
     if args.kwok and binaries.kwok is None:
         print("kwok binary not found (run hack/build-control-plane.sh)", file=sys.stderr)
         return 2
-    plane = LocalControlPlane(workdir / "control-plane", binaries=binaries, with_controller_manager=False,
-                              with_kwok=args.kwok)
+    args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    signal.signal(signal.SIGTERM, _terminate)  # run the clean-up below on `kill`, as on Ctrl-C
-    try:
-        progress(f"starting the control plane in {workdir}")
-        plane.start()
-        progress(f"control plane up in {plane.startup_seconds:.1f} s at {plane.server}")
+    progress("starting the control plane")
+    with bench_plane(args.workdir, "tessera-bench-live-", binaries, with_controller_manager=False,
+                     with_kwok=args.kwok) as (plane, workdir):
+        progress(f"control plane up in {plane.startup_seconds:.1f} s at {plane.server} (in {workdir})")
         data = asyncio.run(_run(args, plane, workdir, settings, schedulers))
-    finally:
-        plane.stop()
-        if temp is not None:
-            temp.cleanup()
 
     labels = {s.name: s.label for s in settings}
     summary = summarize(data["rounds"], [s.name for s in settings])

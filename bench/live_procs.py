@@ -24,9 +24,10 @@ import shutil
 import signal
 import ssl
 import subprocess
+import tempfile
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,9 +35,10 @@ from typing import Any
 import aiohttp
 import yaml
 
+from scheduler.kube.controlplane import ControlPlaneBinaries, LocalControlPlane
 from scheduler.kube.controlplane.processes import ManagedProcess, free_port
 
-__all__ = ["Contestant", "Profiler", "cpu_seconds", "cpu_times", "find_pid", "poll_ready", "rss_mib", "scheduler_config",
+__all__ = ["Contestant", "Profiler", "bench_plane", "cpu_seconds", "cpu_times", "find_pid", "poll_ready", "rss_mib", "scheduler_config",
            "start_kube_scheduler", "start_raw_binder", "start_tessera"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -97,6 +99,28 @@ def cpu_times(pid: int | None) -> tuple[float, float] | None:
         return None
     fields = stat.rsplit(")", 1)[1].split()
     return int(fields[11]) / _CLK_TCK, int(fields[12]) / _CLK_TCK  # utime, stime (fields 14, 15 of stat)
+
+
+@contextlib.contextmanager
+def bench_plane(workdir: Path | None, prefix: str, binaries: ControlPlaneBinaries,
+                **options: Any) -> Iterator[tuple[LocalControlPlane, Path]]:
+    """A started LocalControlPlane for one benchmark run, in `workdir` (kept) or a temp dir (removed),
+    stopped on every way out — also on `kill`: SIGTERM is turned into SystemExit, as Ctrl-C is."""
+    signal.signal(signal.SIGTERM, _terminate)
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix)))
+        else:
+            path = workdir.resolve()
+            path.mkdir(parents=True, exist_ok=True)
+        plane = LocalControlPlane(path / "control-plane", binaries=binaries, **options)
+        stack.callback(plane.stop)
+        plane.start()
+        yield plane, path
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def rss_mib(pid: int | None) -> float | None:

@@ -31,10 +31,8 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +46,7 @@ from bench.churn_run import ChurnPod
 from bench.live_cluster import Api, ApiError, PodWatch, delete_pods
 from bench.live_procs import (
     Contestant,
+    bench_plane,
     cpu_seconds,
     find_pid,
     poll_ready,
@@ -475,10 +474,6 @@ async def _run(plane: LocalControlPlane, workdir: Path, plan: Plan, schedulers: 
     return rounds
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.quick:
@@ -504,15 +499,6 @@ def main(argv: Sequence[str] | None = None) -> int:
              f"{plan.window / 3600:.1f} trace hours (arrivals compressed {plan.compression:.0f}x to load {args.load}), "
              f"{plan.speed:g} trace s per real s")
     args.out.mkdir(parents=True, exist_ok=True)
-    temp = None
-    if args.workdir is None:
-        temp = tempfile.TemporaryDirectory(prefix="tessera-replay-live-")
-        workdir = Path(temp.name)
-    else:
-        workdir = args.workdir.resolve()
-        workdir.mkdir(parents=True, exist_ok=True)
-    plane = LocalControlPlane(workdir / "control-plane", binaries=binaries, with_kwok=True)
-    signal.signal(signal.SIGTERM, _terminate)
     started = time.time()
 
     def save(rounds: list[dict[str, Any]]) -> None:
@@ -531,14 +517,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         (args.out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
 
-    try:
-        plane.start()
-        progress(f"control plane with kwok up in {plane.startup_seconds:.1f} s")
+    with bench_plane(args.workdir, "tessera-replay-live-", binaries, with_kwok=True) as (plane, workdir):
+        progress(f"control plane with kwok up in {plane.startup_seconds:.1f} s (in {workdir})")
         rounds = asyncio.run(_run(plane, workdir, plan, schedulers, args.runs, save))
-    finally:
-        plane.stop()
-        if temp is not None:
-            temp.cleanup()
     summary = summarize(rounds, schedulers)
     title = (f"live replay: {len(plan.pods)} pods, {len(plan.nodes)} nodes, load {args.load}, "
              f"{plan.speed:g}x, {args.runs} run(s)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from scheduler.api.config import SchedulerConfig, load_config, parse_config
@@ -64,3 +65,22 @@ class Run:
 
     def notices(self) -> list[str]:
         return [f"{n.reason}: {n.message}" for n in self.replay.stats.notices]
+
+
+def write_kubeconfig(path: Path, server: str, *, skip_tls_verify: bool = False) -> Path:
+    """A well-formed kubeconfig with one cluster (`server`), a bearer token `abc`, and its context current."""
+    skip = ", insecure-skip-tls-verify: true" if skip_tls_verify else ""
+    path.write_text(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {{server: "{server}"{skip}}}
+users:
+- name: u
+  user: {{token: abc}}
+contexts:
+- name: x
+  context: {{cluster: c, user: u}}
+current-context: x
+""")
+    return path

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.kube.controlplane.processes import free_port
+from tests.helpers import write_kubeconfig
 
 REPO = Path(__file__).resolve().parents[2]
 COMMANDS = ("run", "record", "agent")
@@ -38,21 +39,7 @@ def _stderr_of(command: str, kubeconfig: Path, tmp_path: Path) -> tuple[int, lis
 
 def _unreachable_kubeconfig(path: Path) -> Path:
     """A well-formed kubeconfig whose server is a local port nothing listens on."""
-    port = free_port()
-    path.write_text(f"""apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {{server: "https://127.0.0.1:{port}", insecure-skip-tls-verify: true}}
-users:
-- name: u
-  user: {{token: abc}}
-contexts:
-- name: x
-  context: {{cluster: c, user: u}}
-current-context: x
-""")
-    return path
+    return write_kubeconfig(path, f"https://127.0.0.1:{free_port()}", skip_tls_verify=True)
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -18,23 +18,11 @@ import pytest
 from aiohttp import web
 
 from scheduler.kube.http import KubeHttp, connect
+from tests.helpers import write_kubeconfig
 
 
 def _kubeconfig(path: Path, server: str) -> str:
-    path.write_text(f"""apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {{server: "{server}"}}
-users:
-- name: u
-  user: {{token: abc}}
-contexts:
-- name: x
-  context: {{cluster: c, user: u}}
-current-context: x
-""")
-    return str(path)
+    return str(write_kubeconfig(path, server))
 
 
 @pytest.fixture
@@ -57,10 +45,7 @@ async def test_proxy_from_the_environment_is_kept(tmp_path: Path, no_proxy_env: 
 async def test_the_session_keeps_kubernetes_asyncios_connector(tmp_path: Path, no_proxy_env: pytest.MonkeyPatch) -> None:
     """The TLS settings (CA, client certificate, skip-verify) live in the library's connector: the
     replacement session must use that very connector, not a default one that verifies by default."""
-    path = tmp_path / "kc"
-    _kubeconfig(path, "https://apiserver.invalid:6443")
-    path.write_text(path.read_text().replace('server: "https://apiserver.invalid:6443"',
-                                             'server: "https://apiserver.invalid:6443", insecure-skip-tls-verify: true'))
+    path = write_kubeconfig(tmp_path / "kc", "https://apiserver.invalid:6443", skip_tls_verify=True)
     api = await connect(str(path))
     async with api:
         connector = api.rest_client.pool_manager.connector
