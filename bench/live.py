@@ -47,7 +47,8 @@ from bench.live_procs import (
     bench_plane,
     cpu_seconds,
     cpu_times,
-    find_pid,
+    control_plane_pids,
+    cpu_delta,
     poll_ready,
     rss_mib,
     scheduler_config,
@@ -147,10 +148,8 @@ class Bench:
         self.nodes: list[str] = []
         self.pod_names = self.names("warmup")
         self.running: list[Contestant] = []
-        binaries = plane.binaries
-        self.apiserver_pid = find_pid(binaries.kube_apiserver, f"--secure-port={plane.apiserver_port}")
-        self.etcd_pid = find_pid(binaries.etcd, plane.etcd_url)
-        self.kwok_pid = find_pid(binaries.kwok, str(plane.directory)) if binaries.kwok is not None else None
+        pids = control_plane_pids(plane)
+        self.apiserver_pid, self.etcd_pid, self.kwok_pid = pids["apiserver"], pids["etcd"], pids["kwok"]
         self.token_file = workdir / "admin.token"
         self.token_file.write_text(plane.admin_token)
         self.token_file.chmod(0o600)
@@ -272,10 +271,10 @@ class Bench:
         result["scheduler_cpu_ms_per_pod"] = (None if sched_cpu is None or not watch.bound
                                               else round(1000 * sched_cpu / len(watch.bound), 3))
         result["loadavg_1m"] = {"start": load0, "end": round(os.getloadavg()[0], 2)}
-        result["apiserver_cpu_seconds"] = _delta(cpu0[0], cpu1[0])
-        result["etcd_cpu_seconds"] = _delta(cpu0[1], cpu1[1])
-        result["driver_cpu_seconds"] = _delta(cpu0[2], cpu1[2])
-        result["kwok_cpu_seconds"] = _delta(cpu0[3], cpu1[3])
+        result["apiserver_cpu_seconds"] = cpu_delta(cpu0[0], cpu1[0])
+        result["etcd_cpu_seconds"] = cpu_delta(cpu0[1], cpu1[1])
+        result["driver_cpu_seconds"] = cpu_delta(cpu0[2], cpu1[2])
+        result["kwok_cpu_seconds"] = cpu_delta(cpu0[3], cpu1[3])
         result["scheduler_rss_mib"] = sched_rss
         result.update(self.memory())
         result["watch_relists"] = watch.relists
@@ -344,10 +343,6 @@ class Bench:
 def _self_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def _delta(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else round(b - a, 2)
 
 
 async def _run(args: argparse.Namespace, plane: LocalControlPlane, workdir: Path,

@@ -38,7 +38,7 @@ import yaml
 from scheduler.kube.controlplane import ControlPlaneBinaries, LocalControlPlane
 from scheduler.kube.controlplane.processes import ManagedProcess, free_port
 
-__all__ = ["Contestant", "Profiler", "bench_plane", "cpu_seconds", "cpu_times", "find_pid", "poll_ready", "rss_mib", "scheduler_config",
+__all__ = ["Contestant", "Profiler", "bench_plane", "control_plane_pids", "cpu_delta", "cpu_seconds", "cpu_times", "find_pid", "poll_ready", "rss_mib", "scheduler_config",
            "start_kube_scheduler", "start_raw_binder", "start_tessera"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -117,6 +117,19 @@ def bench_plane(workdir: Path | None, prefix: str, binaries: ControlPlaneBinarie
         stack.callback(plane.stop)
         plane.start()
         yield plane, path
+
+
+def control_plane_pids(plane: LocalControlPlane) -> dict[str, int | None]:
+    """The pids of the plane's kube-apiserver, etcd and kwok (None where absent), for CPU and RSS."""
+    binaries = plane.binaries
+    return {"apiserver": find_pid(binaries.kube_apiserver, f"--secure-port={plane.apiserver_port}"),
+            "etcd": find_pid(binaries.etcd, plane.etcd_url),
+            "kwok": find_pid(binaries.kwok, str(plane.directory)) if binaries.kwok is not None else None}
+
+
+def cpu_delta(before: float | None, after: float | None) -> float | None:
+    """CPU seconds between two readings (None when either is unknown)."""
+    return None if before is None or after is None else round(after - before, 2)
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -48,7 +48,8 @@ from bench.live_procs import (
     Contestant,
     bench_plane,
     cpu_seconds,
-    find_pid,
+    control_plane_pids,
+    cpu_delta,
     poll_ready,
     rss_mib,
     start_kube_scheduler,
@@ -252,16 +253,12 @@ async def run_round(api: Api, plane: LocalControlPlane, workdir: Path, plan: Pla
         await watch.stop()
     if watch.failed:
         raise RuntimeError(f"the round's pod watch failed ({watch.failed}); its figures would be incomplete")
-    control = {name: _delta(cpu0[name], cpu1[name]) for name in pids}
+    control = {name: cpu_delta(cpu0[name], cpu1[name]) for name in pids}
     extra: dict[str, Any] = {"scheduler_rss_mib": rss, "scheduler_alive_at_end": alive}
     if not alive:
         extra["log_tail"] = contestant.process.log_tail(15)
     return RoundResult(scheduler, run, list(times.values()), start, end, sched_cpu, control,
                        percentile(lags, 99) or 0.0, watch.relists, extra)
-
-
-def _delta(before: float | None, after: float | None) -> float | None:
-    return None if before is None or after is None else round(after - before, 1)
 
 
 def _start(scheduler: str, plane: LocalControlPlane, workdir: Path, tag: str) -> Contestant:
@@ -447,10 +444,7 @@ def plan_order(schedulers: Sequence[str], runs: int) -> list[tuple[int, str]]:
 async def _run(plane: LocalControlPlane, workdir: Path, plan: Plan, schedulers: list[str],
                runs: int, save: Callable[[list[dict[str, Any]]], None]) -> list[dict[str, Any]]:
     api = Api(plane.server, str(plane.ca_file), plane.admin_token)
-    binaries = plane.binaries
-    pids = {"apiserver": find_pid(binaries.kube_apiserver, f"--secure-port={plane.apiserver_port}"),
-            "etcd": find_pid(binaries.etcd, plane.etcd_url),
-            "kwok": find_pid(binaries.kwok, str(plane.directory)) if binaries.kwok is not None else None}
+    pids = control_plane_pids(plane)
     rounds: list[dict[str, Any]] = []
     try:
         began = time.monotonic()
