@@ -45,6 +45,7 @@ from bench.live_procs import (
     Contestant,
     Profiler,
     bench_plane,
+    compile_tessera_bytecode,
     cpu_seconds,
     cpu_times,
     control_plane_pids,
@@ -406,6 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     progress("starting the control plane")
+    compile_tessera_bytecode()
     with bench_plane(args.workdir, "tessera-bench-live-", binaries, with_controller_manager=False,
                      with_kwok=args.kwok) as (plane, workdir):
         progress(f"control plane up in {plane.startup_seconds:.1f} s at {plane.server} (in {workdir})")

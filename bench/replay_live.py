@@ -47,6 +47,7 @@ from bench.live_cluster import Api, ApiError, PodWatch, delete_pods
 from bench.live_procs import (
     Contestant,
     bench_plane,
+    compile_tessera_bytecode,
     cpu_seconds,
     control_plane_pids,
     cpu_delta,
@@ -511,6 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         (args.out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
 
+    compile_tessera_bytecode()
     with bench_plane(args.workdir, "tessera-replay-live-", binaries, with_kwok=True) as (plane, workdir):
         progress(f"control plane with kwok up in {plane.startup_seconds:.1f} s (in {workdir})")
         rounds = asyncio.run(_run(plane, workdir, plan, schedulers, args.runs, save))

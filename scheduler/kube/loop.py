@@ -29,6 +29,7 @@ from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.http import KubeHttp, RateLimiter
 from scheduler.kube.informers import InformerSet
 from scheduler.kube.recorder import EventRecorder, ObjectRef
+from scheduler.kube.startup_gc import collect_after_sync
 from scheduler.kube.status import UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusWriter
 
 log = structlog.get_logger("tessera.loop")
@@ -82,6 +83,7 @@ class SchedulerLoop:
         """Run until cancelled (`stop()` only ends the cycles: the rest keeps going while the
         caller drains the Bindings). The binder is up before anything can submit to it."""
         async with anyio.create_task_group() as group:
+            group.start_soon(collect_after_sync, self.informers.wait_synced, name="startup-gc")
             await group.start(self.binder.run, name="binder")
             group.start_soon(self.informers.run, name="informers")
             group.start_soon(self.events.run, name="events")
