@@ -144,6 +144,8 @@ class Profile(_Frozen):
     plugin_args: PluginArgs = PluginArgs()
     # None: use SchedulerConfig.percentage_of_nodes_to_score.
     percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)
+    # DefaultPreemption (PostFilter) runs unless the profile disables it (postFilter or multiPoint)
+    preemption: bool = True
 
 
 class LeaderElectionConfig(_Frozen):

@@ -202,19 +202,20 @@ def _v1_profiles(root: ArgsReader) -> tuple[Profile, ...]:
         percentage: int | None = None
         if obj.raw("percentageOfNodesToScore") is not None:
             percentage = _percentage(obj, "percentageOfNodesToScore", 0)
-        multi_point, score = _plugins(obj.get_obj("plugins"), legacy=False)
+        multi_point, score, preemption = _plugins(obj.get_obj("plugins"), legacy=False)
         profiles.append(Profile(
             scheduler_name=name,
             score_weights=_score_weights(multi_point, score),
             plugin_args=_plugin_args(_plugin_config(obj, legacy=False)),
             percentage_of_nodes_to_score=percentage,
+            preemption=preemption,
         ))
     return tuple(profiles)
 
 
 def _legacy_profile(root: ArgsReader) -> Profile:
     name = root.get_str("schedulerName", "") or DEFAULT_SCHEDULER_NAME  # v1alpha1: empty -> default
-    multi_point, score = _plugins(root.get_obj("plugins"), legacy=True)
+    multi_point, score, _ = _plugins(root.get_obj("plugins"), legacy=True)
     configured = _plugin_config(root, legacy=True)
     resolved = {spec.name: spec.legacy.resolve for spec in REGISTRY
                 if spec.legacy is not None and spec.legacy.resolve is not None}
@@ -256,14 +257,25 @@ _DEFAULT_MULTI_POINT = tuple(_Plugin(spec.name, spec.default_weight or 0) for sp
                              if not spec.scores or spec.default_weight is not None)
 
 
-def _plugins(obj: ArgsReader | None, *, legacy: bool) -> tuple[_PluginSet, _PluginSet]:
-    """The profile's (multiPoint, score) plugin sets; other extension points are only checked."""
+def _plugins(obj: ArgsReader | None, *, legacy: bool) -> tuple[_PluginSet, _PluginSet, bool]:
+    """The profile's (multiPoint, score) plugin sets and whether DefaultPreemption runs; other
+    extension points are only checked."""
     if obj is None:
-        return _PluginSet(), _PluginSet()
+        return _PluginSet(), _PluginSet(), True
     points = _LEGACY_EXTENSION_POINTS if legacy else _EXTENSION_POINTS + ("multiPoint",)
     obj.check_keys(points)
     sets = {point: _plugin_set(obj.get_obj(point), point, legacy) for point in points}
-    return sets.get("multiPoint", _PluginSet()), sets["score"]
+    multi_point = sets.get("multiPoint", _PluginSet())
+    return multi_point, sets["score"], _enabled(_PREEMPTION, multi_point) and _enabled(_PREEMPTION, sets["postFilter"])
+
+
+_PREEMPTION = "DefaultPreemption"
+
+
+def _enabled(name: str, plugins: _PluginSet) -> bool:
+    """A default plugin stays on unless disabled (by name or "*") and not enabled again."""
+    off = name in plugins.disabled or "*" in plugins.disabled
+    return not off or any(p.name == name for p in plugins.enabled)
 
 
 def _plugin_set(obj: ArgsReader | None, point: str, legacy: bool) -> _PluginSet:

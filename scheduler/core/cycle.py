@@ -14,9 +14,10 @@ from collections import Counter
 
 from scheduler.core.engine import Engine
 from scheduler.core.framework.attempt import Attempt
-from scheduler.core.framework.cycle_state import prepare
+from scheduler.core.framework.cycle_state import PodContext, prepare
 from scheduler.core.framework.runtime import ProfileRuntime
 from scheduler.core.objects import Pod
+from scheduler.core.state.nodes import Hold
 
 MIN_FEASIBLE_NODES = 100
 MIN_FEASIBLE_PERCENTAGE = 5
@@ -62,10 +63,12 @@ class Cycle:
         if pod.gang is not None and runtime.grouping is not None:
             attempts = self._schedule_gang(pod, runtime, now)
         else:
-            attempts = [self._attempt(pod, runtime, now)]
+            held = engine.state.release_hold(uid)
+            attempts = [self._attempt(pod, runtime, now, held.node if held else pod.nominated_node)]
             if attempts[0].node is not None:
                 engine.queue.done(uid)
             else:
+                self._post_filter(runtime, [pod], 1, attempts, {uid: held} if held else {}, now)
                 engine.queue.unschedulable_failure(uid, attempts[0].rejectors, now)
         for attempt in attempts:
             if attempt.node is not None:
@@ -84,8 +87,12 @@ class Cycle:
         entries = self.engine.queue.entries
         return {uid: (entries[uid].attempts, entries[uid].initial) for uid in uids if uid in entries}
 
-    def _attempt(self, pod: Pod, runtime: ProfileRuntime, now: float) -> Attempt:
-        """PreFilter, filter, score and pick a node for one pod; on success the pod is assumed."""
+    def _attempt(self, pod: Pod, runtime: ProfileRuntime, now: float, nominated: str = "") -> Attempt:
+        """PreFilter, filter, score and pick a node for one pod; on success the pod is assumed.
+
+        A nominated pod (its preemption made room there) tries its node first and takes it if it
+        passes the filters, as upstream. Holds of lower-priority nominated pods do not bind this
+        pod: they are lifted for its attempt, and a hold on the node it takes is dropped."""
         state = self.engine.state
         ctx = prepare(pod, state.classes)
         num_nodes = len(state.node_order)
@@ -96,6 +103,35 @@ class Cycle:
                            rejectors=frozenset({plugin}))
         if num_nodes == 0:
             return Attempt(pod, None, message=NO_NODES, rejectors=frozenset(p.name for p in runtime.filters))
+        lifted = self._lift_holds_below(pod.priority)
+        info = state.nodes.get(nominated) if nominated else None
+        if info is not None and info.node is not None and runtime.filter_node(ctx, info) is None:
+            reservation = runtime.reserve(ctx, info, now)
+            state.assume(pod.uid, info.name, reservation.devices)
+            attempt = Attempt(pod, info.name, dict(reservation.annotations))
+        else:
+            attempt = self._search(pod, runtime, ctx, now)
+        self._put_back_holds(lifted, {attempt.node} if attempt.node else set())
+        return attempt
+
+    def _lift_holds_below(self, priority: int) -> dict[str, Hold]:
+        """Release the holds of nominated pods of lower priority (upstream's filters ignore lower-
+        priority nominated pods): this attempt may take their room."""
+        state = self.engine.state
+        lower = [uid for uid, hold in state.holds.items()
+                 if (holder := state.pods.get(uid)) is not None and holder.priority < priority]
+        return {uid: hold for uid in lower if (hold := state.release_hold(uid)) is not None}
+
+    def _put_back_holds(self, lifted: dict[str, Hold], taken: set[str]) -> None:
+        """Holds on nodes this attempt took are gone (their pods will try again); the rest return."""
+        for uid, hold in lifted.items():
+            if hold.node not in taken:
+                self.engine.state.hold(uid, hold.placement)
+
+    def _search(self, pod: Pod, runtime: ProfileRuntime, ctx: PodContext, now: float) -> Attempt:
+        """Filter the sampled nodes, score the feasible ones, pick one, reserve and assume."""
+        state = self.engine.state
+        num_nodes = len(state.node_order)
         percentage = runtime.profile.percentage_of_nodes_to_score
         if percentage is None:
             percentage = self.engine.config.percentage_of_nodes_to_score
@@ -147,7 +183,10 @@ class Cycle:
         members = sorted(view.pending, key=grouping.placement_order)
         for member in members:
             queue.take(member.uid)
-        attempts = [self._attempt(member, engine.profiles[member.scheduler_name], now) for member in members]
+        holds = {m.uid: held for m in members if (held := engine.state.release_hold(m.uid)) is not None}
+        attempts = [self._attempt(member, engine.profiles[member.scheduler_name], now,
+                                  holds[member.uid].node if member.uid in holds else member.nominated_node)
+                    for member in members]
         placed = [a for a in attempts if a.node is not None]
         failed = [a for a in attempts if a.node is None]
         if len(view.bound) + len(placed) >= view.minimum:
@@ -174,4 +213,53 @@ class Cycle:
                 attempt.message = f"{attempt.message} (pod group {view.key}: {len(placed)} of {view.minimum} placed)"
             attempt.rejectors = rejectors
             queue.unschedulable_failure(attempt.pod.uid, rejectors, now)
+        self._post_filter(runtime, members, view.minimum - len(view.bound), attempts, holds, now)
         return attempts
+
+    # --- PostFilter (preemption) -----------------------------------------------------------------
+
+    def _post_filter(self, runtime: ProfileRuntime, pods: list[Pod], minimum: int, attempts: list[Attempt],
+                     holds: dict[str, Hold], now: float) -> None:
+        """Nothing fit: ask the profile's PostFilter (preemption) to make room. On success the
+        victims go on the first attempt (the caller evicts them), each preemptor is nominated to
+        its node and holds its room there; a preemptor still waiting for its earlier victims
+        keeps its holds; otherwise the nominations go and the message says why."""
+        plugin = runtime.post_filter
+        state = self.engine.state
+        if plugin is None or any(runtime.pre_filter(prepare(pod, state.classes)) is not None for pod in pods):
+            self._clear(attempts, holds)  # PreFilter's reasons (an unknown class...) no eviction can help
+            return
+
+        def place(member: Pod) -> str | None:
+            return self._attempt(member, self.engine.profiles[member.scheduler_name], now).node
+
+        nominated = {pod.uid: holds[pod.uid].node if pod.uid in holds else pod.nominated_node for pod in pods}
+        lifted = self._lift_holds_below(min(pod.priority for pod in pods))
+        result = plugin.post_filter(pods, max(1, minimum), nominated, place, now)
+        # upstream clears lower-priority nominations on the nodes a preemption chose
+        self._put_back_holds(lifted, {placement.node for placement in result.holds.values()})
+        for attempt in attempts:
+            attempt.preemption_tried = True
+        if result.victims:
+            for victim in result.victims:
+                state.preempting[victim.uid] = pods[0].uid
+            attempts[0].preempted = result.victims
+            for attempt in attempts:
+                placement = result.holds.get(attempt.pod.uid)
+                if placement is not None:
+                    state.hold(attempt.pod.uid, placement)
+                    attempt.nominated_node = placement.node
+            return
+        for attempt in attempts:
+            attempt.message = f"{attempt.message} preemption: {result.message}"
+        if result.clear:
+            self._clear(attempts, holds)
+        else:
+            for uid, hold in holds.items():
+                state.hold(uid, hold.placement)
+
+    def _clear(self, attempts: list[Attempt], holds: dict[str, Hold]) -> None:
+        """The pods' nominations go (their holds are already released)."""
+        for attempt in attempts:
+            if attempt.pod.nominated_node or attempt.pod.uid in holds:
+                attempt.nominated_node = ""

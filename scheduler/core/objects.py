@@ -334,6 +334,10 @@ class Pod:
     device_error: str | None = None
     allocating: bool = False
     label_error: str | None = None  # a label we could not use (reported, the pod still counts)
+    preempt_never: bool = False  # spec.preemptionPolicy: Never
+    start_time: str = ""  # status.startTime (RFC 3339; "" before the kubelet starts it)
+    nominated_node: str = ""  # status.nominatedNodeName
+    preempted: bool = False  # terminating with DisruptionTarget=True, reason PreemptionByScheduler
 
     @property
     def key(self) -> str:
@@ -453,7 +457,22 @@ def parse_pod(obj: JSON) -> Pod:
             pod.device_error = f"annotation {ann.DEVICES} of pod {meta.key}: {err}"
     pod.allocating = meta.annotations.get(ann.PHASE) == ann.PHASE_ALLOCATING
     pod.label_error = _gang_label_error(meta)
+    policy = _str(spec.get("preemptionPolicy"), "Pod.spec.preemptionPolicy", "PreemptLowerPriority")
+    pod.preempt_never = policy == "Never"
+    pod.start_time = _str(status.get("startTime"), "Pod.status.startTime")
+    pod.nominated_node = _str(status.get("nominatedNodeName"), "Pod.status.nominatedNodeName")
+    pod.preempted = meta.deleting and _preempted_by_scheduler(status)
     return pod
+
+
+def _preempted_by_scheduler(status: JSON) -> bool:
+    """The first DisruptionTarget condition is True with reason PreemptionByScheduler (upstream's
+    podTerminatingByPreemption, with the deletion checked by the caller)."""
+    for raw in _list(status.get("conditions"), "Pod.status.conditions"):
+        condition = _mapping(raw, "Pod.status.conditions[]")
+        if condition.get("type") == "DisruptionTarget":
+            return condition.get("status") == "True" and condition.get("reason") == "PreemptionByScheduler"
+    return False
 
 
 # --- Tessera and scheduler-plugins custom resources ------------------------------------------

@@ -23,7 +23,7 @@ from scheduler.api.quantity import format_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
-from scheduler.core.objects import object_uid
+from scheduler.core.objects import Pod, object_uid
 from scheduler.core.resources import CPU
 from scheduler.core.state import Notice
 
@@ -42,6 +42,7 @@ class ReplayStats:
     final: dict[str, Attempt] = field(default_factory=dict)  # pod key -> last attempt
     # node -> what the input's bound pods use beyond its allocatable (the last time it was over)
     over_capacity: dict[str, str] = field(default_factory=dict)
+    preempted: int = 0  # pods evicted by preemption
 
 
 class EventFileError(ValueError):
@@ -100,6 +101,7 @@ class Replay:
                 self.stats.final[attempt.pod.key] = attempt
                 yield attempt
             self._bind_all([a for a in attempts if a.node is not None and not a.deferred])
+            self._evict([victim for a in attempts for victim in a.preempted])
 
     def _bind_all(self, ready: list[Attempt]) -> None:
         """Bind these, then whatever the allocation gate lets through as a result."""
@@ -107,6 +109,14 @@ class Replay:
             for attempt in ready:
                 self._bind(attempt)
             ready = self.scheduler.take_released()
+
+    def _evict(self, victims: list[Pod]) -> None:
+        """Preemption's victims leave the replayed cluster at once (as if their grace period were 0)."""
+        for victim in victims:
+            raw = self.pods.pop(victim.uid, None)
+            if raw is not None:
+                self.stats.preempted += 1
+                self.stats.notices += self.scheduler.apply("DELETED", raw, self.now)
 
     def _check_capacity(self, event: WatchEvent) -> None:
         """Note a node that the input itself over-commits (a pod bound to it, or a node shrunk).
@@ -186,6 +196,10 @@ def attempt_line(attempt: Attempt, explain: bool) -> dict[str, Any]:
         "annotations": attempt.annotations,
         "message": attempt.message,
     }
+    if attempt.preempted:
+        line["preempted"] = [victim.key for victim in attempt.preempted]
+    if attempt.nominated_node:
+        line["nominatedNodeName"] = attempt.nominated_node
     if explain:
         line["scores"] = attempt.scores or {}
         line["filtered"] = attempt.filtered or {}

@@ -61,7 +61,8 @@ async def test_fragmentation_binpack_binds_the_two_gpu_pod(tessera: Any, kubectl
 async def test_fragmentation_spread_refuses_with_upstream_message(tessera: Any, kubectl: Kube, namespace: str) -> None:
     await tessera("config/spread.yaml")
     await _replay_objects(kubectl, None, namespace, fragmentation())
-    message = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    message = ("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+               " preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
 
     async def refused() -> bool:
         pod = (await kubectl.pods(namespace))["two-gpu"]

@@ -454,11 +454,16 @@ def check_state_consistent(sched: Scheduler) -> None:
     scoring: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     broken: dict[str, set[str]] = defaultdict(set)
     use: Ledger = {}
-    for uid, p in state.placements.items():
-        check(not p.assumed, f"pod {uid} still assumed after the replay drained")
-        check(uid in state.pods and uid not in state.pending, f"placed pod {uid} unknown or pending")
+    for uid, hold in state.holds.items():  # a nominated preemptor's room: charged, not placed
+        check(uid in state.pending, f"hold of {uid}, which is not a pending pod")
+        check(uid not in state.placements, f"pod {uid} both placed and holding room")
+    charged = [*state.placements.items(), *((uid, hold.placement) for uid, hold in state.holds.items())]
+    for uid, p in charged:
+        if uid in state.placements:
+            check(not p.assumed, f"pod {uid} still assumed after the replay drained")
+            check(uid in state.pods and uid not in state.pending, f"placed pod {uid} unknown or pending")
+            pods[p.node].add(uid)
         requested[p.node].update(p.requests)
-        pods[p.node].add(uid)
         scoring[p.node][0] += p.scoring_cpu
         scoring[p.node][1] += p.scoring_memory
         if p.broken:

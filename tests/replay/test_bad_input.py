@@ -41,7 +41,8 @@ def test_absurd_quantities_do_not_overflow_or_overcommit() -> None:
     run.add(b.pod("huge", limits={"nvidia.com/gpu": "9999999999999"}), b.pod("neg", requests={"cpu": "-1"}),
             b.pod("exp", requests={"cpu": "1e999999"}))
     assert run.node_of("huge") is None
-    assert run.last("huge").message == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    assert run.last("huge").message == ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+                                        " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
     assert any("must be greater than or equal to 0" in n for n in run.notices())
     assert any("exponent out of range" in n for n in run.notices())
 

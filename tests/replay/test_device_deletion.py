@@ -71,7 +71,8 @@ def test_a_bound_class_pod_keeps_its_deleted_device_counted_against_the_node() -
 
     late = _schedule(scheduler, b.pod("late", limits={"nvidia.com/gpu": 1}))
     assert late.node is None
-    assert late.message == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    assert late.message == ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+                            " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
 
 
 def test_the_ghost_is_released_when_its_holder_is_gone() -> None:

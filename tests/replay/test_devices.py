@@ -45,7 +45,8 @@ def test_gt_quantity_selects_large_memory_and_refuses_when_taken() -> None:
     placed = sorted(str(run.node_of(f"p{i}")) for i in range(4))
     assert placed == ["None", "a", "b", "b"]  # P100 16Gi, V100 16Gi, V100 32Gi match; K80 12Gi does not
     failed = next(run.last(f"p{i}") for i in range(4) if run.node_of(f"p{i}") is None)
-    assert failed.message == "0/2 nodes are available: 2 Insufficient class.tessera.dev/big."
+    assert failed.message == ("0/2 nodes are available: 2 Insufficient class.tessera.dev/big."
+                              " preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
 
 
 def test_custom_resource_name_and_scarce_devices_are_kept_for_narrow_classes() -> None:
@@ -89,7 +90,8 @@ def test_plain_gpu_count_and_class_devices_share_the_node_count() -> None:
     run.add(b.pod("c1", limits={"class.tessera.dev/v100": 1}), b.pod("c2", limits={"class.tessera.dev/v100": 1}))
     assert run.node_of("plain") == "n" and run.node_of("c1") == "n"
     assert run.node_of("c2") is None
-    assert run.last("c2").message == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    assert run.last("c2").message == ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+                                       " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
 
 
 def test_unhealthy_and_cordoned_devices_are_not_used() -> None:
@@ -129,7 +131,8 @@ def test_broken_annotation_fails_closed_for_that_node_only() -> None:
     run.add(*[b.pod(f"p{i}", limits={"class.tessera.dev/v100": 1}) for i in range(3)])
     assert [run.node_of(f"p{i}") for i in range(3)] == ["good", "good", None]
     assert run.last("p2").message == ("0/2 nodes are available: 1 Insufficient class.tessera.dev/v100, "
-                                      "1 node(s) had unreadable device assignments.")
+                                      "1 node(s) had unreadable device assignments."
+                                      " preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
     # plain pods still use the node
     run.add(b.pod("plain", limits={"nvidia.com/gpu": 1}))
     assert run.node_of("plain") == "bad"

@@ -14,7 +14,9 @@ def test_messages_count_reasons_per_node_sorted_as_strings() -> None:
             b.node("labelled", labels={"zone": "b"}, cpu="1", memory="1Gi"))
     run.add(b.pod("p", requests={"cpu": "2", "memory": "2Gi"}))
     assert run.last("p").message == ("0/4 nodes are available: 1 node(s) had untolerated taint {gpu: yes}, "
-                                     "1 node(s) were unschedulable, 2 Insufficient cpu, 2 Insufficient memory.")
+                                     "1 node(s) were unschedulable, 2 Insufficient cpu, 2 Insufficient memory."
+                                     " preemption: 0/4 nodes are available: 2 No preemption victims found for incoming pod, "
+                                     "2 Preemption is not helpful for scheduling.")
 
 
 def test_tolerations_node_selector_and_required_affinity() -> None:
@@ -26,7 +28,8 @@ def test_tolerations_node_selector_and_required_affinity() -> None:
     assert run.node_of("sel") == "t"
     run.add(b.pod("nosel", spec_extra={"nodeSelector": {"zone": "a"}}))
     assert run.last("nosel").message == ("0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
-                                         "1 node(s) had untolerated taint {gpu: yes}.")
+                                         "1 node(s) had untolerated taint {gpu: yes}."
+                                         " preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
     affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b", "c"]}]}]}}}
     run.add(b.pod("aff", spec_extra={"affinity": affinity, "tolerations": [{"operator": "Exists"}]}))
@@ -68,14 +71,16 @@ def test_init_containers_sidecars_and_overhead_in_fit() -> None:
     assert run.node_of("sidecar") == "n"
     assert run.state.nodes["n"].requested["cpu"] == 4000
     run.add(b.pod("one-more", requests={"cpu": "1m"}))
-    assert run.last("one-more").message == "0/1 nodes are available: 1 Insufficient cpu."
+    assert run.last("one-more").message == ("0/1 nodes are available: 1 Insufficient cpu."
+                                               " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
 
 
 def test_too_many_pods() -> None:
     run = Run(config(BINPACK))
     run.add(b.node("n", pods=2))
     run.add(*[b.pod(f"p{i}") for i in range(3)])
-    assert run.last("p2").message == "0/1 nodes are available: 1 Too many pods."
+    assert run.last("p2").message == ("0/1 nodes are available: 1 Too many pods."
+                                         " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
 
 
 def test_pods_of_other_schedulers_count_and_terminal_pods_free_resources() -> None:

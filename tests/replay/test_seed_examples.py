@@ -54,7 +54,8 @@ def test_fragmentation_binpack_places_two_gpu_pod_and_spread_refuses() -> None:
     spread = Run(config(SPREAD))
     spread.feed(*fragmentation())
     assert spread.node_of("two-gpu") is None
-    assert spread.last("two-gpu").message == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    assert spread.last("two-gpu").message == ("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+                                                " preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
     per_node = collections.Counter(spread.node_of(f"one-gpu-{i}") for i in range(6))
     assert sorted(per_node.values()) == [3, 3]
 

@@ -6,7 +6,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
-    from scheduler.core.state import ClusterEvent, ClusterState
+    from scheduler.core.framework.cycle_state import PodContext
+    from scheduler.core.framework.interface import Reasons, Reservation
+    from scheduler.core.state import ClusterEvent, ClusterState, NodeInfo
 
 T = TypeVar("T")
 
@@ -21,3 +23,12 @@ class Handle(Protocol):
 
     def find(self, kind: Callable[..., T]) -> T | None:
         """Another plugin of this profile that implements `kind` (a protocol), if any."""
+
+    def filter_node(self, ctx: PodContext, info: NodeInfo) -> tuple[str, Reasons] | None:
+        """The first filter plugin that rejects the node for the pod, with its reasons."""
+
+    def resolvable(self, plugin: str) -> bool:
+        """Whether removing pods from a node can resolve this filter plugin's rejection."""
+
+    def reserve(self, ctx: PodContext, info: NodeInfo, now: float) -> Reservation:
+        """What the pod would get on the node (it passed the filters there): devices, annotations."""

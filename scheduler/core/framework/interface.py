@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from scheduler.core.framework.nodetable import NodeTable
     from scheduler.core.objects import Pod
     from scheduler.core.state import ClusterEvent, EventKind, NodeInfo
+    from scheduler.core.state.nodes import Placement
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -80,6 +81,10 @@ class PreFilterPlugin(Plugin):
 
 
 class FilterPlugin(Plugin):
+    # Whether removing pods from a node can resolve this plugin's rejection (upstream: it answers
+    # Unschedulable rather than UnschedulableAndUnresolvable); only such nodes are tried by preemption.
+    preemption_helps: ClassVar[bool] = False
+
     def filter_applies(self, ctx: PodContext) -> bool:
         """False when the plugin can only pass this pod (it is then left out of its cycle)."""
         return True
@@ -200,6 +205,29 @@ class PermitPlugin(Plugin):
     @abstractmethod
     def abandon(self) -> list[Attempt]:
         """Drop every held Binding (this replica no longer leads) and return them."""
+
+
+@dataclass(slots=True)
+class Preemption:
+    """A PostFilter's answer. `victims` empty: no preemption, `message` says why (and `clear`
+    whether the pods' nominations go). Otherwise the victims to evict and, per preemptor, the
+    placement its dry run found (node, requests, devices) to hold while they terminate."""
+
+    victims: list[Pod] = field(default_factory=list)
+    holds: dict[str, Placement] = field(default_factory=dict)  # preemptor uid -> placement to hold
+    message: str = ""
+    clear: bool = False
+
+
+class PostFilterPlugin(Plugin):
+    """Runs when a pod (or a whole gang) found no node: upstream's PostFilter (preemption)."""
+
+    @abstractmethod
+    def post_filter(self, pods: Sequence[Pod], minimum: int, nominated: Mapping[str, str],
+                    place: Callable[[Pod], str | None], now: float) -> Preemption:
+        """Make room for `pods` (one pod, or a gang's pending members of which `minimum` must fit);
+        `nominated`: the pods' current nominations (uid -> node); `place` runs one pod's ordinary
+        attempt on the current state and assumes it where it lands (the gang's dry run)."""
 
 
 class ReservePlugin(Plugin):

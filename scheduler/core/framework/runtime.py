@@ -35,6 +35,7 @@ from scheduler.core.framework.interface import (
     PermitPlugin,
     Plugin,
     GroupPlugin,
+    PostFilterPlugin,
     PreFilterPlugin,
     QueueingHint,
     Reasons,
@@ -77,7 +78,8 @@ class ProfileRuntime:
         self.batch = batch
         self.plugins: dict[str, Plugin] = {}
         for spec in REGISTRY:
-            only_scores = not issubclass(spec.kind, FilterPlugin | PreFilterPlugin | ReservePlugin | GroupPlugin)
+            only_scores = not issubclass(spec.kind, FilterPlugin | PreFilterPlugin | ReservePlugin | GroupPlugin
+                                                    | PostFilterPlugin)
             if only_scores and spec.name not in profile.score_weights:
                 continue  # a score plugin the profile does not use costs nothing
             self.plugins[spec.name] = spec.build(self, profile.plugin_args.get(spec.name) or spec.default_args())
@@ -89,6 +91,7 @@ class ProfileRuntime:
             (plugin, weight) for name, weight in profile.score_weights.items()
             if isinstance(plugin := self.plugins.get(name), ScorePlugin)]
         self.grouping = self.find(GroupPlugin)
+        self.post_filter = self.find(PostFilterPlugin) if profile.preemption else None
         # protocol checks are slow: decided once per plugin, not once per attempt
         self._batch_filters: dict[str, BatchFilter] = {
             p.name: p for p in self.filters if batch and isinstance(p, BatchFilter)}
@@ -147,6 +150,10 @@ class ProfileRuntime:
                 if reasons:
                     return plugin.name, reasons
         return None
+
+    def resolvable(self, plugin: str) -> bool:
+        found = self.plugins.get(plugin)
+        return isinstance(found, FilterPlugin) and found.preemption_helps
 
     def find_feasible(self, ctx: PodContext, start: int, to_find: int, explain: bool) -> Feasible:
         table = self.table

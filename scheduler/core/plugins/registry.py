@@ -29,6 +29,8 @@ from scheduler.core.plugins.fit import args as fit_args
 from scheduler.core.plugins.fragmentation import TesseraFragmentation
 from scheduler.core.plugins.fragmentation import args as fragmentation_args
 from scheduler.core.plugins import gpu_packing
+from scheduler.core.plugins.preemption import DefaultPreemption
+from scheduler.core.plugins.preemption import args as preemption_args
 from scheduler.core.plugins.node_affinity import NodeAffinity
 from scheduler.core.plugins.node_name import NodeName
 from scheduler.core.plugins.node_unschedulable import NodeUnschedulable
@@ -116,6 +118,8 @@ REGISTRY: tuple[PluginSpec, ...] = (
     PluginSpec(TesseraFragmentation, _with(TesseraFragmentation, fragmentation_args.FragmentationArgs),
                args=ArgsSpec(fragmentation_args.FragmentationArgs, fragmentation_args.parse_args,
                              fragmentation_args.FIELDS)),
+    PluginSpec(DefaultPreemption, _with(DefaultPreemption, preemption_args.PreemptionArgs),
+               args=ArgsSpec(preemption_args.PreemptionArgs, preemption_args.parse_args, preemption_args.FIELDS)),
     PluginSpec(gpu_packing.TesseraGpuPacking, _with(gpu_packing.TesseraGpuPacking, gpu_packing.GpuPackingArgs),
                args=ArgsSpec(gpu_packing.GpuPackingArgs, gpu_packing.parse_args, gpu_packing.FIELDS)),
 )

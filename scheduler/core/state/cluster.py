@@ -20,6 +20,7 @@ from dataclasses import replace
 from scheduler.api.quantity import Amount
 from scheduler.core.annotations import DeviceAssignment
 from scheduler.core.classes import ClassRegistry, ResourceClass, parse_resource_class
+from scheduler.core.disruption import DisruptionBudget, parse_disruption_budget
 from scheduler.core.objects import (
     JSON,
     Device,
@@ -35,7 +36,7 @@ from scheduler.core.resources import CPU, MEMORY
 from scheduler.core.state.events import ClusterEvent, EventKind, Notice
 from scheduler.core.state.gangs import GangIndex
 from scheduler.core.state.ledger import DeviceLedger
-from scheduler.core.state.nodes import NodeInfo, Placement
+from scheduler.core.state.nodes import Hold, Lifted, NodeInfo, Placement
 
 _TOMBSTONES = 200_000
 
@@ -56,6 +57,9 @@ class ClusterState:
         self.classes = ClassRegistry()
         self.ledger = DeviceLedger(self.devices, self.classes, self._node_info, self._touch)
         self.gangs = GangIndex()
+        self.holds: dict[str, Hold] = {}  # nominated preemptors' room on their nodes
+        self.preempting: dict[str, str] = {}  # victim uid -> preemptor uid, until the victim is gone
+        self.pdbs: dict[str, DisruptionBudget] = {}
         self._tombstones: OrderedDict[str, None] = OrderedDict()
         self._resource_versions: dict[str, int] = {}
 
@@ -243,6 +247,9 @@ class ClusterState:
             notices.append(Notice("Pod", pod.key, "InvalidObject", f"Pod {pod.key}: {pod.label_error}",
                                   pod.meta.namespace, uid))
         placement = self.placements.get(uid)
+        if uid in self.holds and (pod.terminal or pod.node_name or pod.meta.deleting):
+            self.release_hold(uid)
+            events.append(ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=""))
         if pod.terminal:
             if placement is not None:
                 events += self._unplace(uid)
@@ -290,6 +297,9 @@ class ClusterState:
     def _remove_pod(self, pod: Pod) -> list[ClusterEvent]:
         uid = pod.uid
         events = self._unplace(uid) if uid in self.placements else []
+        self.preempting.pop(uid, None)
+        if self.release_hold(uid) is not None:
+            events.append(ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=""))
         self.pods.pop(uid, None)
         if self.by_key.get(pod.key) == uid:
             del self.by_key[pod.key]
@@ -303,7 +313,6 @@ class ClusterState:
                assumed: bool) -> list[Notice]:
         info = self._node_info(node_name)
         notices: list[Notice] = []
-        grants: list[tuple[str, Amount | None]] = []
         broken = pod.device_error is not None
         if broken:
             info.broken.add(pod.uid)
@@ -314,18 +323,13 @@ class ClusterState:
         for by_resource in (devices or {}).values():
             for resource, entries in by_resource.items():
                 for grant in entries:
-                    grants.append((grant.device, grant.amount))
                     notices += self.ledger.charge(pod, grant.device, grant.amount, resource)
-        placement = Placement(node_name, dict(pod.requests), pod.scoring_requests.get(CPU, 0),
-                              pod.scoring_requests.get(MEMORY, 0), tuple(grants), broken, assumed)
+        placement = placement_of(pod, node_name, devices, broken, assumed)
         self.placements[pod.uid] = placement
         info.pods.add(pod.uid)
-        for name, amount in placement.requests.items():
-            info.requested[name] = info.requested.get(name, 0) + amount
-        info.scoring_cpu += placement.scoring_cpu
-        info.scoring_memory += placement.scoring_memory
+        _charge(info, placement)
         self._touch(info)
-        self.ledger.refresh_for(device for device, _ in grants)
+        self.ledger.refresh_for(device for device, _ in placement.grants)
         return notices
 
     def _unplace(self, uid: str, drop_ghosts: bool = True) -> list[ClusterEvent]:
@@ -334,14 +338,7 @@ class ClusterState:
         info.pods.discard(uid)
         info.broken.discard(uid)
         gate_opened = info.allocating.pop(uid, None) is not None
-        for name, requested in placement.requests.items():
-            left = info.requested.get(name, 0) - requested
-            if left:
-                info.requested[name] = left
-            else:
-                info.requested.pop(name, None)
-        info.scoring_cpu -= placement.scoring_cpu
-        info.scoring_memory -= placement.scoring_memory
+        _discharge(info, placement)
         self._touch(info)
         self.ledger.uncharge(uid, placement.grants)
         self.ledger.refresh_for([device for device, _ in placement.grants])
@@ -368,6 +365,68 @@ class ClusterState:
         pod = self.pods.get(uid)
         if pod is not None and not pod.node_name and self.is_ours(pod) and not pod.terminal:
             self.pending.add(uid)
+
+    # --- what-if: pods lifted off their nodes, nominated pods' holds -------------------------
+
+    def lift(self, uid: str) -> Lifted:
+        """Take a placed pod off its node for a what-if (preemption's dry runs): its charges go,
+        nothing else changes (no events; deleted devices it holds stay ghosts). `restore` puts
+        back exactly what was there, in any order, within the same cycle."""
+        placement = self.placements.pop(uid)
+        info = self.nodes[placement.node]
+        dimensions = self.ledger.dimensions(placement.grants)
+        allocating = info.allocating.pop(uid, None)
+        broken = uid in info.broken
+        info.pods.discard(uid)
+        info.broken.discard(uid)
+        _discharge(info, placement)
+        self.ledger.uncharge(uid, placement.grants)
+        self.ledger.refresh_for([device for device, _ in placement.grants])
+        self._touch(info)
+        return Lifted(uid, placement, allocating, broken, dimensions)
+
+    def restore(self, lifted: Lifted) -> None:
+        placement = lifted.placement
+        info = self.nodes[placement.node]
+        self.placements[lifted.uid] = placement
+        info.pods.add(lifted.uid)
+        if lifted.broken:
+            info.broken.add(lifted.uid)
+        if lifted.allocating is not None:
+            info.allocating[lifted.uid] = lifted.allocating
+        _charge(info, placement)
+        self.ledger.recharge(lifted.uid, placement.grants, lifted.dimensions)
+        self.ledger.refresh_for([device for device, _ in placement.grants])
+        self._touch(info)
+
+    def hold(self, uid: str, placement: Placement) -> None:
+        """Keep a node's room for a nominated preemptor while its victims terminate: the pod's
+        requests and the devices its dry run chose (`placement`, as an assumption made them)
+        count on the node as if it were there, so no pod of its priority or lower takes them. A
+        hold is no placement: no Binding, and the pod stays pending. Its devices may still be
+        held by the terminating victims meanwhile."""
+        self.release_hold(uid)
+        info = self._node_info(placement.node)
+        dimensions = {device: "" for device, _ in placement.grants}
+        self.holds[uid] = Hold(placement)
+        _charge(info, placement)
+        self.ledger.recharge(uid, placement.grants, dimensions)
+        self.ledger.refresh_for([device for device, _ in placement.grants])
+        self._touch(info)
+
+    def release_hold(self, uid: str) -> Hold | None:
+        """Drop the pod's hold (its node's room is free again); the hold, or None."""
+        held = self.holds.pop(uid, None)
+        if held is None:
+            return None
+        placement = held.placement
+        info = self.nodes[placement.node]
+        _discharge(info, placement)
+        self.ledger.uncharge(uid, placement.grants)
+        self.ledger.refresh_for([device for device, _ in placement.grants])
+        self.ledger.drop_released_ghosts(device for device, _ in placement.grants)
+        self._touch(info)
+        return held
 
     # --- devices, classes, pod groups --------------------------------------------------------
 
@@ -425,6 +484,43 @@ class ClusterState:
         return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=group.key)], []
 
 
+def _on_pdb(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
+    """PodDisruptionBudgets only steer preemption's choice of victims: no event requeues a pod."""
+    budget = parse_disruption_budget(obj)
+    if event_type == "DELETED":
+        state.pdbs.pop(budget.key, None)
+    else:
+        state.pdbs[budget.key] = budget
+    return [], []
+
+
+def placement_of(pod: Pod, node_name: str, devices: DeviceAssignment | None, broken: bool = False,
+                 assumed: bool = True) -> Placement:
+    """What placing the pod on the node with these devices charges."""
+    grants = tuple((grant.device, grant.amount) for by_resource in (devices or {}).values()
+                   for entries in by_resource.values() for grant in entries)
+    return Placement(node_name, dict(pod.requests), pod.scoring_requests.get(CPU, 0),
+                     pod.scoring_requests.get(MEMORY, 0), grants, broken, assumed)
+
+
+def _charge(info: NodeInfo, placement: Placement) -> None:
+    for name, amount in placement.requests.items():
+        info.requested[name] = info.requested.get(name, 0) + amount
+    info.scoring_cpu += placement.scoring_cpu
+    info.scoring_memory += placement.scoring_memory
+
+
+def _discharge(info: NodeInfo, placement: Placement) -> None:
+    for name, requested in placement.requests.items():
+        left = info.requested.get(name, 0) - requested
+        if left:
+            info.requested[name] = left
+        else:
+            info.requested.pop(name, None)
+    info.scoring_cpu -= placement.scoring_cpu
+    info.scoring_memory -= placement.scoring_memory
+
+
 def _same_class(a: ResourceClass, b: ResourceClass) -> bool:
     return (a.resource_name, a.requirements, a.sharing, a.error, a.meta.creation_timestamp) == \
         (b.resource_name, b.requirements, b.sharing, b.error, b.meta.creation_timestamp)
@@ -436,4 +532,5 @@ _HANDLERS = {
     "ExtendedResource": ClusterState._on_device,
     "ResourceClass": ClusterState._on_class,
     "PodGroup": ClusterState._on_podgroup,
+    "PodDisruptionBudget": _on_pdb,
 }

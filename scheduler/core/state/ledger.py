@@ -70,6 +70,22 @@ class DeviceLedger:
             if not use.busy:
                 del self.use[device]
 
+    def dimensions(self, grants: Iterable[tuple[str, Amount | None]]) -> dict[str, str]:
+        """The sharing dimension of each granted device (what `uncharge` forgets with the last holder)."""
+        return {device: use.dimension for device, _ in grants if (use := self.use.get(device)) is not None}
+
+    def recharge(self, uid: str, grants: Iterable[tuple[str, Amount | None]], dimensions: dict[str, str]) -> None:
+        """Put a lifted pod's grants back (in any order relative to other lifted pods)."""
+        for device, amount in grants:
+            use = self.use.setdefault(device, DeviceUse())
+            if amount is None:
+                use.exclusive.add(uid)
+            else:
+                use.shared[uid] = use.shared.get(uid, 0) + amount
+                use.shared_total += amount
+            if not use.dimension:
+                use.dimension = dimensions.get(device, "")
+
     def drop_released_ghosts(self, device_names: Iterable[str]) -> None:
         """Forget deleted devices whose last holder has left (until then they still count)."""
         for device in device_names:

@@ -22,6 +22,28 @@ class Placement:
     assumed: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Lifted:
+    """A placed pod taken off its node for a what-if, with what restores it exactly."""
+
+    uid: str
+    placement: Placement
+    allocating: frozenset[str] | None
+    broken: bool
+    dimensions: dict[str, str]  # its shared devices' sharing dimension (the ledger forgets it when idle)
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A nominated preemptor's room on its node: its requests and the devices its dry run chose."""
+
+    placement: Placement
+
+    @property
+    def node(self) -> str:
+        return self.placement.node
+
+
 class NodeInfo:
     """One node's object (if known yet) and everything placed on it."""
 

@@ -50,6 +50,7 @@ NAME = "TesseraDevices"
 
 class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, PermitPlugin):
     name = NAME
+    preemption_helps = True  # devices held by pods come free when they are evicted
 
     def __init__(self, handle: Handle, args: DeviceArgs) -> None:
         self.handle = handle

@@ -46,6 +46,7 @@ TOO_MANY_PODS = "Too many pods"
 
 class NodeResourcesFit(FilterPlugin, ScorePlugin):
     name = NAME
+    preemption_helps = True  # Insufficient <resource>, Too many pods: evicting pods frees them
 
     def __init__(self, handle: Handle, strategy: ScoringStrategy) -> None:
         self.handle = handle

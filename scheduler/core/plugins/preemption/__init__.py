@@ -1,0 +1,322 @@
+"""DefaultPreemption: when a pod (or a whole gang) fits nowhere, evict lower-priority pods so it does.
+
+Single pods follow kube-scheduler's DefaultPreemption (pkg/scheduler/framework/plugins/
+defaultpreemption, pkg/scheduler/framework/preemption; docs/research/preemption-upstream.md):
+- eligible unless `preemptionPolicy: Never`, or a victim of its earlier preemption still
+  terminates on its nominated node;
+- only nodes whose filter rejection removing pods can resolve are tried (`preemption_helps`),
+  from a random offset, until enough candidates are found (minCandidateNodesPercentage/Absolute);
+- on a node: remove every lower-priority unit, check the pod fits, then put units back most
+  important first (PDB-violating ones first) while it still fits: the rest are the victims;
+- node choice: fewest PDB violations, lowest highest-victim priority, smallest priority sum,
+  fewest victims, latest start of the most important victims, then the first found.
+Units instead of pods (victims.py): a gang is never left below its minimum.
+
+Gangs as preemptors run the gang transaction on the cluster without every lower-priority unit; if
+the whole gang (its minimum) then fits, units are put back most important first while every
+member still fits where it was placed. If the gang cannot fit even so, nothing is evicted.
+
+Device requests need no special case: the filters that decide whether the pod fits after the
+evictions are the device plugin's too, so victims are chosen for the devices they free.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from scheduler.core.disruption import split_by_violation
+from scheduler.core.framework.cycle_state import PodContext, prepare
+from scheduler.core.framework.handle import Handle
+from scheduler.core.framework.interface import PostFilterPlugin, Preemption, QueueingHint
+from scheduler.core.objects import Pod
+from scheduler.core.plugins.preemption.args import PreemptionArgs, candidates_to_try
+from scheduler.core.plugins.preemption.victims import Unit, flatten, most_important_first, units_for
+from scheduler.core.state import ClusterState, EventKind, NodeInfo
+from scheduler.core.state.cluster import placement_of
+from scheduler.core.state.nodes import Lifted, Placement
+
+NAME = "DefaultPreemption"
+NEVER = "not eligible due to preemptionPolicy=Never."
+TERMINATING = "not eligible due to a terminating pod on the nominated node."
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+MAX_INT32 = 2**31 - 1
+
+# Runs one pod's ordinary attempt on the current state and assumes it where it lands; the node, or None.
+Place = Callable[[Pod], str | None]
+
+
+@dataclass(slots=True)
+class Candidate:
+    node: str
+    victims: list[Unit]  # most important first
+    pdb_violations: int
+    hold: Placement
+
+
+class DefaultPreemption(PostFilterPlugin):
+    name = NAME
+
+    def __init__(self, handle: Handle, args: PreemptionArgs) -> None:
+        self.handle = handle
+        self.state: ClusterState = handle.state
+        self.args = args
+        self.rng = random.Random(0)
+
+    def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
+        return {}
+
+    # --- eligibility -----------------------------------------------------------------------
+
+    def ineligible(self, pods: Sequence[Pod], nominated: Mapping[str, str]) -> str | None:
+        """upstream's PodEligibleToPreemptOthers, for one pod or every member of a gang
+        (`nominated`: pod uid -> its nominated node)."""
+        if any(pod.preempt_never for pod in pods):
+            return NEVER
+        for pod in pods:
+            node = nominated.get(pod.uid)
+            if node and self._victim_terminating_on(node, pod.priority):
+                return TERMINATING
+        return None
+
+    def _victim_terminating_on(self, node: str, priority: int) -> bool:
+        info = self.state.nodes.get(node)
+        if info is None:
+            return False
+        preempting = self.state.preempting
+        return any((pod := self.state.pods.get(uid)) is not None and pod.priority < priority
+                   and (pod.preempted or uid in preempting) for uid in info.pods)
+
+    # --- PostFilter --------------------------------------------------------------------------
+
+    def post_filter(self, pods: Sequence[Pod], minimum: int, nominated: Mapping[str, str], place: Place,
+                    now: float) -> Preemption:
+        reason = self.ineligible(pods, nominated)
+        if reason is not None:
+            return Preemption(message=reason)
+        if len(pods) == 1 and minimum <= 1 and pods[0].gang is None:
+            return self._preempt_pod(pods[0], now)
+        return self._preempt_gang(pods, minimum, place, now)
+
+    # --- one pod -------------------------------------------------------------------------------
+
+    def _preempt_pod(self, pod: Pod, now: float) -> Preemption:
+        state = self.state
+        ctx = prepare(pod, state.classes)
+        statuses: Counter[str] = Counter()
+        potential: list[NodeInfo] = []
+        for info in state.node_infos():
+            rejected = self.handle.filter_node(ctx, info)
+            if rejected is not None and self.handle.resolvable(rejected[0]):
+                potential.append(info)
+            else:
+                statuses[NOT_HELPFUL] += 1
+        if not potential:
+            return self._no_candidate(statuses)
+        wanted = candidates_to_try(self.args, len(potential))
+        offset = self.rng.randrange(len(potential))
+        fine: list[Candidate] = []
+        violating: list[Candidate] = []
+        for i in range(len(potential)):
+            info = potential[(offset + i) % len(potential)]
+            found = self.victims_on(pod, info, now)
+            if isinstance(found, str):
+                statuses[found] += 1
+                continue
+            (fine if found.pdb_violations == 0 else violating).append(found)
+            if fine and len(fine) + len(violating) >= wanted:
+                break
+        candidates = fine[:wanted] + violating[:wanted]
+        if not candidates:
+            return self._no_candidate(statuses)
+        best = pick_candidate(candidates)
+        return Preemption(flatten(best.victims), {pod.uid: best.hold})
+
+    def _no_candidate(self, statuses: Counter[str]) -> Preemption:
+        total = len(self.state.node_order)
+        parts = sorted(f"{count} {reason}" for reason, count in statuses.items() if count)
+        return Preemption(message=f"0/{total} nodes are available: {', '.join(parts)}.", clear=True)
+
+    def victims_on(self, pod: Pod, info: NodeInfo, now: float) -> Candidate | str:
+        """upstream's SelectVictimsOnNode with units: the candidate, or the node's reason."""
+        state = self.state
+        here = [state.pods[uid] for uid in sorted(info.pods) if uid in state.pods]
+        units = units_for(state, pod.priority, here)
+        if not units:
+            return NO_VICTIMS
+        lifted: dict[str, list[Lifted]] = {}
+        for unit in units:
+            lifted[unit.pods[0].uid] = [state.lift(p.uid) for p in unit.pods if state.node_of(p.uid) == info.name]
+        try:
+            ctx = prepare(pod, state.classes)
+            rejected = self.handle.filter_node(ctx, info)
+            if rejected is not None:
+                return rejected[1][0]
+            ordered = most_important_first(units)
+            violating_pods, _ = split_by_violation(flatten(ordered), state.pdbs.values())
+            breaking = {p.uid for p in violating_pods}
+            violators = [u for u in ordered if any(p.uid in breaking for p in u.pods)]
+            others = [u for u in ordered if not any(p.uid in breaking for p in u.pods)]
+            victims: list[Unit] = []
+            violations = 0
+            for unit in violators + others:
+                for entry in lifted[unit.pods[0].uid]:
+                    state.restore(entry)
+                if self.handle.filter_node(prepare(pod, state.classes), info) is None:
+                    continue  # reprieved
+                lifted[unit.pods[0].uid] = [state.lift(e.uid) for e in lifted[unit.pods[0].uid]]
+                victims.append(unit)
+                if unit in violators:
+                    violations += sum(1 for p in unit.pods if p.uid in breaking)
+            victims = _with_surplus_of_lost_cores(victims, units)
+            ctx = prepare(pod, state.classes)
+            if self.handle.filter_node(ctx, info) is not None:
+                return NOT_HELPFUL  # cannot happen: every victim is off the node again
+            hold = self._trial(pod, ctx, info, now)
+            return Candidate(info.name, most_important_first(victims), violations, hold)
+        finally:
+            for entries in lifted.values():
+                for entry in entries:
+                    if entry.uid not in state.placements:
+                        state.restore(entry)
+
+    # --- a gang ----------------------------------------------------------------------------------
+
+    def _preempt_gang(self, members: Sequence[Pod], minimum: int, place: Place, now: float) -> Preemption:
+        state = self.state
+        priority = min(pod.priority for pod in members)
+        gang = members[0].gang.key if members[0].gang is not None else ""
+        placed = [p for p in state.pods.values() if p.uid in state.placements]
+        units = units_for(state, priority, placed, exclude_gang=gang)
+        if not units:
+            return Preemption(message=f"0/{len(state.node_order)} nodes are available: "
+                                      f"{len(state.node_order)} {NO_VICTIMS}.")
+        lifted: dict[str, list[Lifted]] = {}
+        assumed: list[str] = []
+        try:
+            # Lower priorities first: lift one priority tier more at a time until the gang fits,
+            # so that a gang never displaces a higher tier it could have done without.
+            nodes: dict[str, str] = {}
+            for tier in sorted({unit.priority for unit in units}):
+                for unit in units:
+                    if unit.priority == tier:
+                        lifted[unit.pods[0].uid] = [state.lift(p.uid) for p in unit.pods]
+                self._forget(assumed)
+                nodes = self._place_all(members, place, assumed)
+                if len(nodes) >= minimum:
+                    break
+            if len(nodes) < minimum:
+                return Preemption(message=f"pod group {gang} needs {minimum} members placed together; "
+                                          f"even without every lower-priority pod only {len(nodes)} fit")
+            self._forget(assumed)
+            used = set(nodes.values())
+            relevant = [u for u in units if u.pods[0].uid in lifted
+                        and any(e.placement.node in used for e in lifted[u.pods[0].uid])]
+            for unit in units:
+                if unit not in relevant and unit.pods[0].uid in lifted:
+                    for entry in lifted.pop(unit.pods[0].uid):
+                        state.restore(entry)
+            ordered = most_important_first(relevant)
+            violating_pods, _ = split_by_violation(flatten(ordered), state.pdbs.values())
+            breaking = {p.uid for p in violating_pods}
+            violators = [u for u in ordered if any(p.uid in breaking for p in u.pods)]
+            others = [u for u in ordered if not any(p.uid in breaking for p in u.pods)]
+            victims: list[Unit] = []
+            for unit in violators + others:
+                entries = lifted.pop(unit.pods[0].uid)
+                for entry in entries:
+                    state.restore(entry)
+                if self._still_fits(members, nodes, assumed, now):
+                    continue  # reprieved
+                lifted[unit.pods[0].uid] = [state.lift(e.uid) for e in entries]
+                victims.append(unit)
+            extra = [u for u in _with_surplus_of_lost_cores(victims, units) if u not in victims]
+            for unit in extra:
+                lifted[unit.pods[0].uid] = [state.lift(p.uid) for p in unit.pods if p.uid in state.placements]
+            victims += extra
+            if not self._still_fits(members, nodes, assumed, now):
+                return Preemption(message=f"pod group {gang}: the placement found without lower-priority "
+                                          "pods does not hold")  # cannot happen: all victims are off
+            holds = {uid: state.placements[uid] for uid in assumed}
+            return Preemption(flatten(most_important_first(victims)), holds)
+        finally:
+            self._forget(assumed)
+            for entries in lifted.values():
+                for entry in entries:
+                    if entry.uid not in state.placements:
+                        state.restore(entry)
+
+    def _place_all(self, members: Sequence[Pod], place: Place, assumed: list[str]) -> dict[str, str]:
+        nodes: dict[str, str] = {}
+        for member in members:
+            node = place(member)
+            if node is not None:
+                nodes[member.uid] = node
+                assumed.append(member.uid)
+        return nodes
+
+    def _still_fits(self, members: Sequence[Pod], nodes: dict[str, str], assumed: list[str], now: float) -> bool:
+        """Every placed member passes the filters on its node again, in order, each assumed
+        before the next is checked (so members never count the same room twice). The members
+        stay assumed when True (the caller's `finally` forgets them)."""
+        self._forget(assumed)
+        state = self.state
+        for member in members:
+            node = nodes.get(member.uid)
+            if node is None:
+                continue
+            info = state.nodes[node]
+            ctx = prepare(member, state.classes)
+            if self.handle.filter_node(ctx, info) is not None:
+                self._forget(assumed)
+                return False
+            state.assume(member.uid, node, self.handle.reserve(ctx, info, now).devices)
+            assumed.append(member.uid)
+        return True
+
+    def _trial(self, pod: Pod, ctx: PodContext, info: NodeInfo, now: float) -> Placement:
+        """What placing the pod on the node (it passed the filters) would charge: its hold."""
+        return placement_of(pod, info.name, self.handle.reserve(ctx, info, now).devices)
+
+    def _forget(self, assumed: list[str]) -> None:
+        for uid in reversed(assumed):
+            self.state.forget(uid)
+        assumed.clear()
+
+
+def _with_surplus_of_lost_cores(victims: list[Unit], units: Sequence[Unit]) -> list[Unit]:
+    """A gang whose core is evicted loses its surplus members too (never a running remnant)."""
+    lost = {unit.gang for unit in victims if unit.gang}
+    extra = [u for u in units if not u.gang and u not in victims and u.pods[0].gang is not None
+             and u.pods[0].gang.key in lost]
+    return victims + extra
+
+
+def pick_candidate(candidates: Sequence[Candidate]) -> Candidate:
+    """upstream's pickOneNodeForPreemption: each criterion keeps the best-scoring candidates
+    until one is left; then the first."""
+    def highest(c: Candidate) -> int:
+        return -max(p.priority for u in c.victims for p in u.pods)
+
+    def priority_sum(c: Candidate) -> int:
+        return -sum(p.priority + MAX_INT32 + 1 for p in flatten(c.victims))
+
+    def fewest(c: Candidate) -> int:
+        return -len(flatten(c.victims))
+
+    def latest_start(c: Candidate) -> str:
+        pods = flatten(c.victims)
+        top = max(p.priority for p in pods)
+        return min(p.start_time or "\uffff" for p in pods if p.priority == top)
+
+    left = list(candidates)
+    for score in (lambda c: -c.pdb_violations, highest, priority_sum, fewest, latest_start):
+        if len(left) == 1:
+            break
+        values = [score(c) for c in left]
+        best = max(values)
+        left = [c for c, v in zip(left, values) if v == best]
+    return left[0]

@@ -1,0 +1,89 @@
+"""Victim units: what a preemption evicts together, and which unit is more important.
+
+A unit is one pod, or a gang's core: a gang is never left with 0 < running < minimum. A gang
+with more running members than its minimum gives up its surplus one pod at a time (the
+latest-started first, among the members where the room is needed); beyond the surplus the unit
+is the whole rest of the gang, on every node. Ordering is upstream's workload-aware
+`MoreImportantVictim` (pkg/scheduler/framework/preemption/util.go): higher priority, then a gang
+before a single pod, then the larger unit, then the earlier start; the uid last, so the order is
+deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from scheduler.core.objects import Pod
+from scheduler.core.state import ClusterState
+
+_NOT_STARTED = "\uffff"  # upstream: a pod without startTime counts as started now (the latest)
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    pods: tuple[Pod, ...]  # every pod evicted with the unit, on whichever node
+    priority: int  # the highest of its pods (a unit is eligible only when all are below the preemptor)
+    gang: str  # the gang key of a gang's core, "" for one pod (a surplus member is one pod)
+
+    @property
+    def start(self) -> str:
+        return min((pod.start_time or _NOT_STARTED for pod in self.pods), default=_NOT_STARTED)
+
+    def importance(self) -> tuple[int, int, int, str, str]:
+        """Sort key, most important first."""
+        return (-self.priority, -(2 if self.gang else 1), -len(self.pods), self.start, self.pods[0].uid)
+
+
+def running_members(state: ClusterState, gang: str) -> list[Pod]:
+    """A gang's members on a node: bound, or assumed while their Binding is out."""
+    uids = state.gangs.members.get(gang, set())
+    return [state.pods[uid] for uid in uids if uid in state.placements and uid in state.pods]
+
+
+def units_for(state: ClusterState, preemptor_priority: int, pods: Iterable[Pod], exclude_gang: str = "") -> list[Unit]:
+    """The eligible units among `pods` (the placed pods where the room is needed): strictly lower
+    priority than the preemptor, bound (a pod whose Binding is still out cannot be evicted), and
+    for a gang member either surplus or its gang's whole core, all of whose pods are eligible too."""
+    units: list[Unit] = []
+    by_gang: dict[str, list[Pod]] = {}
+    for pod in pods:
+        if not _evictable(state, pod, preemptor_priority):
+            continue
+        if pod.gang is None:
+            units.append(Unit((pod,), pod.priority, ""))
+        elif pod.gang.key != exclude_gang:
+            by_gang.setdefault(pod.gang.key, []).append(pod)
+    for key, here in sorted(by_gang.items()):
+        members = running_members(state, key)
+        minimum = state.group_min(key, here[0]) or len(members)  # no PodGroup seen: all or nothing
+        surplus = max(0, len(members) - minimum)
+        by_start = sorted(here, key=lambda p: (p.start_time or _NOT_STARTED, p.uid), reverse=True)
+        spare = by_start[:surplus]
+        units += [Unit((pod,), pod.priority, "") for pod in spare]
+        if len(spare) < len(here):
+            core = tuple(sorted((p for p in members if p not in spare), key=lambda p: p.uid))
+            if all(_evictable(state, p, preemptor_priority) for p in core):
+                units.append(Unit(core, max(p.priority for p in core), key))
+    return units
+
+
+def _evictable(state: ClusterState, pod: Pod, preemptor_priority: int) -> bool:
+    placement = state.placements.get(pod.uid)
+    return pod.priority < preemptor_priority and placement is not None and not placement.assumed
+
+
+def most_important_first(units: Iterable[Unit]) -> list[Unit]:
+    return sorted(units, key=Unit.importance)
+
+
+def flatten(units: Sequence[Unit]) -> list[Pod]:
+    """The units' pods, each once, in the units' order."""
+    seen: set[str] = set()
+    out: list[Pod] = []
+    for unit in units:
+        for pod in unit.pods:
+            if pod.uid not in seen:
+                seen.add(pod.uid)
+                out.append(pod)
+    return out

@@ -1,0 +1,294 @@
+"""Preemption (DefaultPreemption): upstream's victim and node choice, gangs, devices, holds.
+
+The tables marked "upstream" are kube-scheduler's own unit tests (default_preemption_test.go at
+008b365; docs/research/preemption-upstream.md section 5) replayed through Tessera: nodes of cpu
+500m / memory 500 / 32 pods, requests S/M/L/VL = 100/200/300/500 (milli-CPU and bytes),
+priorities neg/low/mid/high/vhigh = -100/0/100/1000/10000, start times tN.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.api.config import parse_config
+from scheduler.core.objects import parse_pod
+from scheduler.sim import builders as b
+from tests.helpers import BINPACK, Run, config
+
+NEG, LOW, MID, HIGH, VHIGH = -100, 0, 100, 1000, 10000
+S, M, L, VL = ("100m", "100"), ("200m", "200"), ("300m", "300"), ("500m", "500")
+
+
+def _t(n: int) -> str:
+    return f"2026-01-01T00:00:{n:02d}Z"
+
+
+def _running(name: str, node: str, priority: int, size: tuple[str, str], start: int | None = 0,
+             labels: dict[str, str] | None = None, scheduler: str = "tessera") -> dict[str, Any]:
+    pod = b.pod(name, requests={"cpu": size[0], "memory": size[1]}, priority=priority, node_name=node,
+                phase="Running", labels=labels, scheduler=scheduler)
+    if start is not None:
+        pod["status"]["startTime"] = _t(start)
+    return pod
+
+
+def _cluster(nodes: dict[str, list[tuple[str, int, tuple[str, str], int | None]]], *, labels: dict[str, dict[str, str]] | None = None,
+             cfg: Any = None) -> Run:
+    run = Run(cfg or config(BINPACK))
+    run.add(*(b.node(name, cpu="500m", memory="500", pods=32) for name in nodes))
+    for node, pods in nodes.items():
+        run.add(*(_running(name, node, prio, size, start, (labels or {}).get(name)) for name, prio, size, start in pods))
+    return run
+
+
+def _preemptor(run: Run, name: str, priority: int, size: tuple[str, str], **extra: Any) -> Any:
+    run.add(b.pod(name, requests={"cpu": size[0], "memory": size[1]}, priority=priority, **extra))
+    return next(a for a in run.attempts if a.pod.key == f"default/{name}")
+
+
+def _victims(attempt: Any) -> list[str]:
+    return sorted(v.meta.name for v in attempt.preempted)
+
+
+# --- upstream TestSelectBestCandidate -----------------------------------------------------------
+
+@pytest.mark.parametrize(("nodes", "preemptor", "expected"), [
+    ({"node1": [("p1.1", MID, M, 0), ("p1.2", MID, L, 0)], "node2": [("p2.1", MID, M, 0), ("p2.2", LOW, M, 0)],
+      "node3": [("p3.1", LOW, M, 0), ("p3.2", LOW, M, 0)]}, (HIGH, VL), "node3"),
+    ({"node1": [("p1.1", MID, M, 0), ("p1.2", MID, L, 0)], "node2": [("p2.1", MID, L, 0), ("p2.2", LOW, M, 0)],
+      "node3": [("p3.1", MID, M, 0), ("p3.2", MID, M, 0)]}, (HIGH, VL), "node2"),
+    ({"node1": [("p1.1", MID, S, 0), ("p1.2", NEG, S, 0), ("p1.3", MID, S, 0), ("p1.4", NEG, S, 0)],
+      "node2": [("p2.1", MID, L, 0), ("p2.2", NEG, M, 0)],
+      "node3": [("p3.1", MID, M, 0), ("p3.2", NEG, S, 0), ("p3.3", LOW, S, 0)]}, (HIGH, VL), "node2"),
+    ({"node1": [("p1.1", MID, S, 0), ("p1.2", NEG, S, 0), ("p1.3", NEG, S, 0)],
+      "node2": [("p2.1", MID, L, 0), ("p2.2", NEG, M, 0)],
+      "node3": [("p3.1", MID, M, 0), ("p3.2", NEG, S, 0), ("p3.3", LOW, S, 0)]}, (HIGH, VL), "node2"),
+    ({"node1": [("p1.1", MID, S, 0), ("p1.2", LOW, S, 0), ("p1.3", LOW, S, 0)], "node2": [("p2.1", HIGH, L, 0)],
+      "node3": [("p3.1", MID, M, 0), ("p3.2", LOW, S, 0), ("p3.3", LOW, S, 0), ("p3.4", LOW, M, 0)],
+      "node4": [("p4.1", MID, M, 0), ("p4.2", MID, S, 0), ("p4.3", MID, S, 0), ("p4.4", NEG, S, 0)]},
+     (VHIGH, VL), "node1"),
+    ({"node1": [("p1.1", MID, M, 2), ("p1.2", MID, M, 2)], "node2": [("p2.1", MID, M, 3), ("p2.2", MID, M, 3)],
+      "node3": [("p3.1", MID, M, 1), ("p3.2", MID, M, 1)]}, (HIGH, VL), "node2"),
+    ({"node1": [("p1.1", MID, M, 4), ("p1.2", MID, M, 2)], "node2": [("p2.1", MID, M, 5), ("p2.2", MID, M, 1)],
+      "node3": [("p3.1", MID, M, 3), ("p3.2", MID, M, 6)]}, (HIGH, VL), "node3"),
+    ({"node1": [("p1.1", LOW, M, 4), ("p1.2", MID, M, 2)], "node2": [("p2.1", MID, M, 6), ("p2.2", LOW, M, 1)],
+      "node3": [("p3.1", LOW, M, 3), ("p3.2", MID, M, 5)]}, (HIGH, VL), "node2"),
+], ids=["min-highest-priority", "min-sum", "min-pods", "adjusted-sum", "non-overlapping", "start-per-node",
+        "start-all-pods", "priority-and-start"])
+def test_upstream_select_best_candidate(nodes: Any, preemptor: tuple[int, tuple[str, str]], expected: str) -> None:
+    run = _cluster(nodes)
+    attempt = _preemptor(run, "preemptor", *preemptor)
+    assert attempt.nominated_node == expected
+    assert _victims(attempt) == sorted(name for name, *_ in nodes[expected])
+    assert run.node_of("preemptor") == expected  # the replay evicts the victims; the next cycle binds it
+
+
+# --- upstream TestDryRunPreemption: victims per node ------------------------------------------
+
+def _dry_run(run: Run, name: str, priority: int, size: tuple[str, str], node: str) -> Any:
+    pod = parse_pod(b.pod(name, requests={"cpu": size[0], "memory": size[1]}, priority=priority))
+    runtime = run.scheduler.profiles["tessera"]
+    assert runtime.post_filter is not None
+    return runtime.post_filter.victims_on(pod, run.state.nodes[node], 0.0)
+
+
+def test_upstream_dry_run_medium_preempted_small_low_stays() -> None:
+    run = _cluster({"node1": [("p1.1", LOW, S, None), ("p1.2", MID, L, None)], "node2": [("p2", MID, L, None)]})
+    assert [p.meta.name for u in _dry_run(run, "x", HIGH, L, "node1").victims for p in u.pods] == ["p1.2"]
+    assert [p.meta.name for u in _dry_run(run, "x", HIGH, L, "node2").victims for p in u.pods] == ["p2"]
+
+
+def test_upstream_dry_run_mixed_priorities_and_later_start_first() -> None:
+    run = _cluster({"node1": [("p1.1", MID, S, None), ("p1.2", LOW, S, None), ("p1.3", MID, M, None), ("p1.4", HIGH, S, None)],
+                    "node2": [("p2", HIGH, L, None)]})
+    assert sorted(p.meta.name for u in _dry_run(run, "x", HIGH, L, "node1").victims for p in u.pods) == ["p1.2", "p1.3"]
+    assert _dry_run(run, "x", HIGH, L, "node2") == "No preemption victims found for incoming pod"
+    run = _cluster({"node1": [("p1.1", LOW, S, 5), ("p1.2", LOW, S, 4), ("p1.3", MID, M, 3), ("p1.4", HIGH, S, 2)],
+                    "node2": [("p2", HIGH, L, 1)]})
+    assert sorted(p.meta.name for u in _dry_run(run, "x", HIGH, L, "node1").victims for p in u.pods) == ["p1.1", "p1.3"]
+
+
+@pytest.mark.parametrize(("disrupted", "violations"), [((), 1), (("p2",), 1), (("p1.2",), 0)])
+def test_upstream_dry_run_pdb_violations(disrupted: tuple[str, ...], violations: int) -> None:
+    foo = {"app": "foo"}
+    run = _cluster({"node1": [("p1.1", MID, M, None), ("p1.2", MID, M, None)]}, labels={"p1.1": foo, "p1.2": foo})
+    run.add(_pdb("pdb", foo, allowed=1, disrupted=disrupted))
+    found = _dry_run(run, "x", HIGH, VL, "node1")
+    assert sorted(p.meta.name for u in found.victims for p in u.pods) == ["p1.1", "p1.2"]
+    assert found.pdb_violations == violations
+
+
+def _pdb(name: str, match: dict[str, str], allowed: int, disrupted: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": "default", "uid": b.uid_for("PodDisruptionBudget", "default", name)},
+            "spec": {"selector": {"matchLabels": match}},
+            "status": {"disruptionsAllowed": allowed, "disruptedPods": {p: _t(0) for p in disrupted}}}
+
+
+# --- upstream TestPostFilter: the status strings ----------------------------------------------
+
+def test_upstream_post_filter_messages() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("node1", cpu="500m", memory="500", pods=1))
+    run.add(b.pod("p1", node_name="node1", phase="Running"))
+    tied = _preemptor(run, "tied", 0, ("0", "0"))
+    assert tied.message == ("0/1 nodes are available: 1 Too many pods. preemption: 0/1 nodes are available: "
+                            "1 No preemption victims found for incoming pod.")
+    high = _preemptor(run, "high", HIGH, ("0", "0"))
+    assert high.nominated_node == "node1" and _victims(high) == ["p1"]
+
+    run = Run(config(BINPACK))
+    run.add(b.node("node1", cpu="200m", memory="400"), b.node("node2", cpu="200m", memory="400"))
+    run.add(b.pod("a", node_name="node1", phase="Running"), b.pod("b", node_name="node2", phase="Running"))
+    attempt = _preemptor(run, "big", HIGH, L)
+    assert attempt.message == ("0/2 nodes are available: 2 Insufficient cpu. preemption: "
+                               "0/2 nodes are available: 2 Insufficient cpu.")
+    assert attempt.preempted == [] and attempt.nominated_node is None
+
+
+def test_preemption_policy_never_evicts_nothing() -> None:
+    run = _cluster({"node1": [("low", LOW, VL, 0)]})
+    attempt = _preemptor(run, "polite", HIGH, VL, spec_extra={"preemptionPolicy": "Never"})
+    assert attempt.preempted == []
+    assert attempt.message.endswith(" preemption: not eligible due to preemptionPolicy=Never.")
+    assert run.node_of("low") == "node1"
+
+
+def test_equal_priority_is_never_a_victim_and_other_schedulers_pods_are() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n", cpu="500m", memory="500"))
+    run.add(_running("same", "n", HIGH, M), _running("theirs", "n", LOW, L, scheduler="default-scheduler"))
+    attempt = _preemptor(run, "p", HIGH, L)
+    assert _victims(attempt) == ["theirs"]
+
+
+def test_profile_without_default_preemption_never_preempts() -> None:
+    raw = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "profiles": [{"schedulerName": "tessera", "plugins": {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}}]}
+    cfg = parse_config(raw, "test")
+    assert not cfg.profiles[0].preemption
+    run = _cluster({"node1": [("low", LOW, VL, 0)]}, cfg=cfg)
+    attempt = _preemptor(run, "p", HIGH, VL)
+    assert attempt.preempted == [] and not attempt.preemption_tried
+    assert attempt.message == "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory."
+
+
+# --- nominations and holds ---------------------------------------------------------------------
+
+def test_a_nominated_pod_waits_for_its_victims_and_its_room_is_held() -> None:
+    """Victims that are terminating but not gone: no second wave, and a lower-priority pod cannot
+    take the room; a higher-priority one can (upstream: lower-priority nominations are ignored)."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", cpu="1", memory="1Gi"))
+    run.add(_running("low", "n", LOW, ("1", "1Gi")))
+    run.replay._evict = lambda victims: None  # victims terminate slowly: nothing is deleted yet
+    first = _preemptor(run, "p", MID, ("1", "1Gi"))
+    assert first.nominated_node == "n" and _victims(first) == ["low"]
+    run.scheduler.queue.flush_unschedulable(1e9)
+    retry = list(run.replay.drain())
+    assert retry and all(a.preempted == [] for a in retry)
+    assert retry[-1].message.endswith("preemption: not eligible due to a terminating pod on the nominated node.")
+    run.feed(b.event("DELETED", run.replay.pods[run.state.pod_by_key("default/low").uid]))
+    run.add(b.pod("sneaky", requests={"cpu": "1", "memory": "1Gi"}, priority=LOW))
+    assert run.node_of("p") == "n"
+    assert run.node_of("sneaky") is None
+
+
+def test_a_higher_priority_pod_may_take_a_lower_nominated_pods_room() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n", cpu="1", memory="1Gi"))
+    run.add(_running("low", "n", LOW, ("1", "1Gi")))
+    run.replay._evict = lambda victims: None
+    _preemptor(run, "mid", MID, ("1", "1Gi"))
+    assert "default/mid" in {run.state.pods[uid].key for uid in run.state.holds}
+    # a high-priority pod arrives while low terminates: mid's hold does not stop it, and its
+    # preemption of the same node clears mid's nomination (upstream)
+    high = _preemptor(run, "high", HIGH, ("1", "1Gi"))
+    assert high.nominated_node == "n"
+    assert {run.state.pods[uid].key for uid in run.state.holds} == {"default/high"}
+    run.feed(b.event("DELETED", run.replay.pods[run.state.pod_by_key("default/low").uid]))
+    assert run.node_of("high") == "n"
+    assert run.node_of("mid") is None
+
+
+# --- gangs ----------------------------------------------------------------------------------------
+
+def _gang_member(name: str, group: str, minimum: int, node: str, priority: int, gpus: int, start: int) -> dict[str, Any]:
+    pod = b.pod(name, requests={"nvidia.com/gpu": gpus}, priority=priority, node_name=node, phase="Running",
+                labels=b.gang_labels(group, minimum))
+    pod["status"]["startTime"] = _t(start)
+    return pod
+
+
+def test_a_gang_victim_is_never_left_below_its_minimum() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=4), b.node("b", gpus=4))
+    run.add(*(_gang_member(f"g{i}", "train", 4, "a" if i < 2 else "b", LOW, 2, i) for i in range(4)))
+    attempt = _preemptor(run, "serve", HIGH, ("0", "0"), limits={"nvidia.com/gpu": 2})
+    assert _victims(attempt) == ["g0", "g1", "g2", "g3"]  # the whole gang, also on the other node
+    assert run.node_of("serve") in ("a", "b")
+
+
+def test_a_gangs_surplus_goes_before_its_core() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=4), b.node("b", gpus=4))
+    run.add(*(_gang_member(f"g{i}", "train", 3, "a" if i < 2 else "b", LOW, 2, i) for i in range(4)))
+    attempt = _preemptor(run, "serve", HIGH, ("0", "0"), limits={"nvidia.com/gpu": 2})
+    assert len(attempt.preempted) == 1  # 4 running, minimum 3: one surplus member is enough
+    gang_left = [n for n in ("g0", "g1", "g2", "g3") if run.state.pod_by_key(f"default/{n}") is not None]
+    assert len(gang_left) == 3
+
+
+def test_a_single_pod_goes_before_a_gang_at_equal_priority() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=4))
+    run.add(*(_gang_member(f"g{i}", "train", 2, "a", LOW, 1, i) for i in range(2)))
+    single = b.pod("single", requests={"nvidia.com/gpu": 2}, priority=LOW, node_name="a", phase="Running")
+    single["status"]["startTime"] = _t(0)  # older than the gang: start time does not outrank the kind
+    run.add(single)
+    attempt = _preemptor(run, "serve", HIGH, ("0", "0"), limits={"nvidia.com/gpu": 2})
+    assert _victims(attempt) == ["single"]
+
+
+def test_a_gang_preempts_only_when_the_whole_gang_then_fits() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=8), b.node("b", gpus=8))
+    run.add(_running("low-a", "a", LOW, ("0", "0")), _running("low-b", "b", LOW, ("0", "0")))
+    for pod, node in (("low-a", "a"), ("low-b", "b")):
+        raw = b.pod(pod, limits={"nvidia.com/gpu": 8}, priority=LOW, node_name=node, phase="Running")
+        run.add(raw)
+    big = [b.pod(f"big{i}", limits={"nvidia.com/gpu": 8}, priority=HIGH, labels=b.gang_labels("big", 3)) for i in range(3)]
+    attempts = run.add(*big)
+    assert all(a.preempted == [] for a in attempts)  # 3 x 8 GPUs cannot fit on 2 nodes: evict nothing
+    assert all(a.preemption_tried for a in attempts if a.pod.meta.name == "big2")
+    assert run.node_of("low-a") == "a" and run.node_of("low-b") == "b"
+
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=8), b.node("b", gpus=8), b.node("c", gpus=8))
+    run.add(*(b.pod(f"low-{n}", limits={"nvidia.com/gpu": 8}, priority=LOW, node_name=n, phase="Running") for n in "ab"))
+    run.add(b.pod("mid-c", limits={"nvidia.com/gpu": 8}, priority=MID, node_name="c", phase="Running"))
+    two = [b.pod(f"job{i}", limits={"nvidia.com/gpu": 8}, priority=MID + 1, labels=b.gang_labels("job", 2)) for i in range(2)]
+    attempts = run.add(*two)
+    victims = sorted(v.meta.name for a in attempts for v in a.preempted)
+    assert victims == ["low-a", "low-b"]  # the lowest priority, and only as many as the gang needs
+    assert {run.node_of("job0"), run.node_of("job1")} == {"a", "b"}
+
+
+# --- devices ---------------------------------------------------------------------------------------
+
+def test_victims_are_chosen_for_the_devices_the_preemptor_needs() -> None:
+    """Two pods hold one GPU each on a node with a K80 and a P100: a P100 preemptor evicts the
+    pod on the P100, even though the K80 pod has the lower priority."""
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=2))
+    run.add(b.device("a", 0, model="K80", memory="12Gi"), b.device("a", 1, model="P100", memory="16Gi"))
+    run.add(b.resource_class("k80", match_labels={"model": "K80"}), b.resource_class("p100", match_labels={"model": "P100"}))
+    run.add(b.pod("on-k80", limits={"class.tessera.dev/k80": 1}, priority=NEG))
+    run.add(b.pod("on-p100", limits={"class.tessera.dev/p100": 1}, priority=LOW))
+    assert run.node_of("on-k80") == "a" and run.node_of("on-p100") == "a"
+    attempt = _preemptor(run, "needs-p100", HIGH, ("0", "0"), limits={"class.tessera.dev/p100": 1})
+    assert _victims(attempt) == ["on-p100"]
+    assert run.node_of("needs-p100") == "a"
+    assert run.node_of("on-k80") == "a"
