@@ -154,6 +154,8 @@ class FakeApi:
             return self._list(self.lists[call.path])
         if (m := _POD_STATUS.match(call.path)) and call.method == "PATCH":
             return self._patch_status(m.group(1), m.group(2), call.body)
+        if (m := _POD.match(call.path)) and call.method == "DELETE":
+            return self._delete(m.group(1), m.group(2), call.body)
         if (m := _EVENTS.match(call.path)) and call.method == "POST":
             key = (m.group(1), call.body["metadata"]["name"])
             if key in self.events:
@@ -183,10 +185,25 @@ class FakeApi:
             return _status(409, f'Operation cannot be fulfilled on pods "{name}": the object has been modified; '
                                 "please apply your changes to the latest version and try again", "Conflict")
         status = pod.setdefault("status", {})
+        for key, value in (body.get("status") or {}).items():
+            if key != "conditions":
+                _merge(status, {key: value})
         for condition in (body.get("status") or {}).get("conditions", []):
             kept = [c for c in status.get("conditions", []) if c.get("type") != condition.get("type")]
             status["conditions"] = [*kept, condition]
         self._bump(pod)
+        return Response(200, orjson.dumps(pod))
+
+    def _delete(self, namespace: str, name: str, body: JSON | None) -> Response:
+        """DELETE with DeleteOptions.preconditions.uid; the pod is gone at once (grace period 0)."""
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            return _status(404, f'pods "{name}" not found', "NotFound")
+        wanted = ((body or {}).get("preconditions") or {}).get("uid")
+        if wanted is not None and wanted != pod["metadata"]["uid"]:
+            return _status(409, f"Precondition failed: UID in precondition: {wanted}, "
+                                f"UID in object meta: {pod['metadata']['uid']}", "Conflict")
+        del self.pods[(namespace, name)]
         return Response(200, orjson.dumps(pod))
 
     def _bump(self, obj: JSON) -> None:

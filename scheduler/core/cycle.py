@@ -238,8 +238,7 @@ class Cycle:
         result = plugin.post_filter(pods, max(1, minimum), nominated, place, now)
         # upstream clears lower-priority nominations on the nodes a preemption chose
         self._put_back_holds(lifted, {placement.node for placement in result.holds.values()})
-        for attempt in attempts:
-            attempt.preemption_tried = True
+        attempts[0].preemption_tried = True  # one PostFilter run, for one pod or a whole gang
         if result.victims:
             for victim in result.victims:
                 state.preempting[victim.uid] = pods[0].uid

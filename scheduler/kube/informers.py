@@ -86,7 +86,9 @@ RESOURCE_CLASSES = ResourceKind(
     "ResourceClass", "tessera.dev/v1alpha1", "/apis/tessera.dev/v1alpha1/resourceclasses")
 POD_GROUPS = ResourceKind(
     "PodGroup", "scheduling.x-k8s.io/v1alpha1", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups")
-ALL_KINDS: tuple[ResourceKind, ...] = (NODES, PODS, EXTENDED_RESOURCES, RESOURCE_CLASSES, POD_GROUPS)
+DISRUPTION_BUDGETS = ResourceKind("PodDisruptionBudget", "policy/v1", "/apis/policy/v1/poddisruptionbudgets")
+ALL_KINDS: tuple[ResourceKind, ...] = (NODES, PODS, EXTENDED_RESOURCES, RESOURCE_CLASSES, POD_GROUPS,
+                                       DISRUPTION_BUDGETS)
 
 
 @dataclass

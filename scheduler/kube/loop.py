@@ -21,11 +21,13 @@ import structlog
 
 from scheduler.api.config import SchedulerConfig
 from scheduler.core.framework.attempt import Attempt
+from scheduler.core.objects import Pod
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
 from scheduler.kube.class_controller import DefaultClassController
 from scheduler.kube.concurrency import Wakeup
+from scheduler.kube.evictor import Eviction, Evictor
 from scheduler.kube.http import KubeHttp, RateLimiter
 from scheduler.kube.informers import InformerSet
 from scheduler.kube.recorder import EventRecorder, ObjectRef
@@ -38,7 +40,8 @@ FLUSH_UNSCHEDULABLE_EVERY = 30.0
 CYCLES_BEFORE_YIELD = 16
 
 _API_VERSIONS = {"Pod": "v1", "Node": "v1", "ExtendedResource": "tessera.dev/v1alpha1",
-                 "ResourceClass": "tessera.dev/v1alpha1", "PodGroup": "scheduling.x-k8s.io/v1alpha1"}
+                 "ResourceClass": "tessera.dev/v1alpha1", "PodGroup": "scheduling.x-k8s.io/v1alpha1",
+                 "PodDisruptionBudget": "policy/v1"}
 
 
 @dataclass(slots=True)
@@ -47,6 +50,7 @@ class LoopStats:
     scheduled: int = 0
     unschedulable: int = 0
     bind_errors: int = 0
+    preemptions: int = 0
     started: float = field(default_factory=time.monotonic)
 
 
@@ -64,6 +68,7 @@ class SchedulerLoop:
         events_http = KubeHttp(http.api, RateLimiter(limiter.qps, limiter.burst) if limiter is not None else None)
         self.events = EventRecorder(events_http, controller="tessera", instance=identity)
         self.statuses = StatusWriter(http, self._pod_version)
+        self.evictor = Evictor(http, self._on_evicted)
         self.is_leader = is_leader
         self.hooks = hooks or LoopHooks()
         self.stats = LoopStats()
@@ -88,6 +93,7 @@ class SchedulerLoop:
             group.start_soon(self.informers.run, name="informers")
             group.start_soon(self.events.run, name="events")
             group.start_soon(self.statuses.run, name="statuses")
+            group.start_soon(self.evictor.run, name="evictor")
             group.start_soon(self._schedule_forever, name="schedule")
             if self.class_controller is not None:
                 group.start_soon(self.class_controller.run, name="class-controller")
@@ -217,9 +223,31 @@ class SchedulerLoop:
             self.stats.unschedulable += 1
             self.hooks.on_attempt("unschedulable", profile, seconds, attempt)
             self.events.record(_pod_ref(attempt), "Warning", "FailedScheduling", "Scheduling", attempt.message)
-            self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name, UNSCHEDULABLE, attempt.message)
+            self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name, UNSCHEDULABLE, attempt.message,
+                                      nominated_node=attempt.nominated_node)
+        self._evict(attempt)
         if pod.gang is not None and pod.gang.from_podgroup:
             self._write_group_status(pod.gang.key)
+
+    def _evict(self, attempt: Attempt) -> None:
+        """Preemption chose victims for this pod (or its gang): evict them (once each: a victim
+        already being deleted needs nothing more, as upstream)."""
+        if not attempt.preempted:
+            return
+        self.stats.preemptions += 1
+        node = attempt.nominated_node or ""
+        for victim in attempt.preempted:
+            if victim.meta.deleting:
+                continue
+            self.evictor.submit(Eviction(victim.meta.namespace, victim.meta.name, victim.uid, attempt.pod.uid,
+                                         attempt.pod.scheduler_name, node))
+
+    def _on_evicted(self, eviction: Eviction) -> None:
+        ref = ObjectRef("Pod", "v1", eviction.name, eviction.namespace, eviction.uid)
+        preemptor = self.core.state.pods.get(eviction.preemptor_uid)
+        related = _pod_ref_of(preemptor) if preemptor is not None else None
+        self.events.record(ref, "Normal", "Preempted", "Preempting",
+                           f"Preempted by pod {eviction.preemptor_uid} on node {eviction.node}", related)
 
     def _on_bound(self, result: BindResult) -> None:
         binding = result.binding
@@ -284,5 +312,8 @@ class LoopHooks:
 
 
 def _pod_ref(attempt: Attempt) -> ObjectRef:
-    pod = attempt.pod
+    return _pod_ref_of(attempt.pod)
+
+
+def _pod_ref_of(pod: Pod) -> ObjectRef:
     return ObjectRef("Pod", "v1", pod.meta.name, pod.meta.namespace, pod.uid)

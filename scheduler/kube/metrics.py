@@ -48,6 +48,7 @@ BINDING_RESULTS: tuple[BindingResult, ...] = ("success", "conflict", "not_found"
 SCHEDULING_ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)
 POD_SCHEDULING_SLI_BUCKETS = exponential_buckets(0.01, 2, 20)
 POD_SCHEDULING_ATTEMPTS_BUCKETS = exponential_buckets(1, 2, 5)  # 1, 2, 4, 8, 16
+PREEMPTION_VICTIMS_BUCKETS = exponential_buckets(1, 2, 7)  # 1 .. 64, as metrics.go
 
 
 def attempts_label(attempts: int) -> str:
@@ -119,6 +120,13 @@ class Metrics:
             "scheduler_queue_incoming_pods_total",
             "[STABLE] Number of pods added to scheduling queues by event and queue type.",
             ["queue", "event"], registry=r)
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts_total",
+            "[STABLE] Total preemption attempts in the cluster till now", registry=r)
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "[STABLE] Number of selected preemption victims",
+            buckets=PREEMPTION_VICTIMS_BUCKETS, registry=r)
         self.cache_size = Gauge(
             "scheduler_scheduler_cache_size",
             "[ALPHA] Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
@@ -224,6 +232,12 @@ class Metrics:
         """Device counts by state; states left out are set to 0 (a full snapshot each time)."""
         for state in DEVICE_STATES:
             self.devices.labels(state=state).set(counts.get(state, 0))
+
+    def observe_preemption(self, victims: int) -> None:
+        """One PostFilter (preemption) run; `victims` > 0 when it chose some."""
+        self.preemption_attempts.inc()
+        if victims:
+            self.preemption_victims.observe(victims)
 
     def gang_attempt(self, result: GangResult) -> None:
         self.gang_attempts.labels(result=result).inc()

@@ -55,7 +55,7 @@ class _Series:
     last_write: float
 
 
-_Recorded = tuple[ObjectRef, str, str, str, str, float]  # regarding, type, reason, action, note, when
+_Recorded = tuple[ObjectRef, str, str, str, str, float, "ObjectRef | None"]  # regarding, type, reason, action, note, when, related
 
 
 class _Bucket:
@@ -83,11 +83,12 @@ class EventRecorder:
         self.written = 0
         self.dropped = 0
 
-    def record(self, regarding: ObjectRef, type_: str, reason: str, action: str, note: str) -> None:
+    def record(self, regarding: ObjectRef, type_: str, reason: str, action: str, note: str,
+               related: ObjectRef | None = None) -> None:
         if len(note) > NOTE_LIMIT:
             note = note[: NOTE_LIMIT - 4] + " ..."
         try:
-            self._send.send_nowait((regarding, type_, reason, action, note, self._clock()))
+            self._send.send_nowait((regarding, type_, reason, action, note, self._clock(), related))
         except (anyio.WouldBlock, anyio.ClosedResourceError):
             self.dropped += 1
 
@@ -100,7 +101,8 @@ class EventRecorder:
                 except (aiohttp.ClientError, TimeoutError, OSError) as err:
                     log.warning("events.write_failed", error=str(err))
 
-    async def _write(self, ref: ObjectRef, type_: str, reason: str, action: str, note: str, now: float) -> None:
+    async def _write(self, ref: ObjectRef, type_: str, reason: str, action: str, note: str, now: float,
+                     related: ObjectRef | None = None) -> None:
         key = (ref.uid or f"{ref.kind}/{ref.namespace}/{ref.name}", reason, note)
         series = self._series.get(key)
         if series is not None and now - series.first <= SERIES_WINDOW:
@@ -125,9 +127,10 @@ class EventRecorder:
             "reason": reason,
             "type": type_,
             "note": note,
-            "regarding": {"kind": ref.kind, "apiVersion": ref.api_version, "name": ref.name,
-                          "namespace": ref.namespace or None, "uid": ref.uid or None},
+            "regarding": _reference(ref),
         }
+        if related is not None:
+            body["related"] = _reference(related)
         response = await self.http.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=body)
         if not response.ok:
             log.warning("events.rejected", status=response.status, message=response.message())
@@ -158,3 +161,8 @@ class EventRecorder:
             return False
         bucket.tokens -= 1
         return True
+
+
+def _reference(ref: ObjectRef) -> dict[str, str | None]:
+    return {"kind": ref.kind, "apiVersion": ref.api_version, "name": ref.name,
+            "namespace": ref.namespace or None, "uid": ref.uid or None}

@@ -167,6 +167,8 @@ class MetricsHooks(LoopHooks):
         self.metrics.observe_attempt("scheduled" if result == "scheduled" else "unschedulable", profile, seconds)
         if result == "scheduled":
             self.metrics.observe_pod_scheduled(attempt.attempts, max(0.0, time.time() - attempt.queued_at))
+        if attempt.preemption_tried:
+            self.metrics.observe_preemption(len(attempt.preempted))
         if attempt.pod.gang is not None:
             waiting = "sibling pods" in attempt.message or "podgroup" in attempt.message
             self.metrics.gang_attempt("placed" if result == "scheduled" else "waiting" if waiting else "failed")

@@ -50,12 +50,18 @@ class StatusWriter:
         self._retry_at: float | None = None  # when failed writes are due again (anyio.current_time)
         self.writes = 0
 
-    def pod_waiting(self, namespace: str, name: str, reason: str, message: str) -> None:
-        """PodScheduled=False with `reason` (Unschedulable, or WaitingForAllocation behind the gate)."""
+    def pod_waiting(self, namespace: str, name: str, reason: str, message: str,
+                    nominated_node: str | None = None) -> None:
+        """PodScheduled=False with `reason` (Unschedulable, or WaitingForAllocation behind the gate);
+        with `nominated_node`, also status.nominatedNodeName (a preemption's node; "" clears it),
+        in the same write, as upstream's updatePod."""
         condition = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
                      "lastProbeTime": None}
+        status: dict[str, Any] = {"conditions": [condition]}
+        if nominated_node is not None:
+            status["nominatedNodeName"] = nominated_node or None  # null removes the field
         self._want((f"/api/v1/namespaces/{namespace}/pods/{name}/status", STRATEGIC_PATCH),
-                   {"status": {"conditions": [condition]}}, stamp=("lastTransitionTime",))
+                   {"status": status}, stamp=("lastTransitionTime",))
 
     def pod_gone(self, namespace: str, name: str) -> None:
         """Forget what we wrote for a pod (it was bound or deleted), so a new one starts clean."""

@@ -262,7 +262,7 @@ def test_a_gang_preempts_only_when_the_whole_gang_then_fits() -> None:
     big = [b.pod(f"big{i}", limits={"nvidia.com/gpu": 8}, priority=HIGH, labels=b.gang_labels("big", 3)) for i in range(3)]
     attempts = run.add(*big)
     assert all(a.preempted == [] for a in attempts)  # 3 x 8 GPUs cannot fit on 2 nodes: evict nothing
-    assert all(a.preemption_tried for a in attempts if a.pod.meta.name == "big2")
+    assert any(a.preemption_tried for a in attempts)
     assert run.node_of("low-a") == "a" and run.node_of("low-b") == "b"
 
     run = Run(config(BINPACK))

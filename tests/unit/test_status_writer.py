@@ -114,3 +114,16 @@ async def test_class_status_carries_the_effective_resource_name() -> None:
     assert [c["status"] for c in v100.body["status"]["conditions"]] == ["True"]
     own = patches["/apis/tessera.dev/v1alpha1/resourceclasses/own/status"].body["status"]
     assert own["resourceName"] == "gpu.example.com/own" and own["conditions"][0]["status"] == "False"
+
+
+async def test_a_preemptor_gets_its_nominated_node_with_the_condition_and_loses_it_when_cleared() -> None:
+    api = _api()
+    writer = StatusWriter(api, lambda ns, name, reason: api.pod(ns, name)["metadata"]["resourceVersion"])  # type: ignore[arg-type]
+    writer.pod_waiting("default", "p", UNSCHEDULABLE, "0/1 nodes are available: 1 Insufficient cpu.", nominated_node="n1")
+    await _flush(writer, lambda: writer.writes > 0)
+    assert api.pod("default", "p")["status"]["nominatedNodeName"] == "n1"
+    assert _condition(api)["reason"] == "Unschedulable"
+    writer.pod_waiting("default", "p", UNSCHEDULABLE, "0/1 nodes are available: 1 Insufficient cpu. preemption: "
+                       "0/1 nodes are available: 1 Insufficient cpu.", nominated_node="")
+    await _flush(writer, lambda: writer.writes > 1)
+    assert "nominatedNodeName" not in api.pod("default", "p")["status"]

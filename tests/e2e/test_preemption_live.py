@@ -1,0 +1,112 @@
+"""Preemption on the real control plane, with kwok finishing the victims' deletion as a kubelet
+would: a high-priority gang evicting a low-priority gang whole, a PodDisruptionBudget steering the
+choice (and the default scheduler's pods as victims by their priority alone), a device-class
+preemptor evicting the pod on the right GPU model.
+
+Priorities come from PriorityClasses (the Priority admission plugin refuses a bare spec.priority).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.sim import builders as b
+from tests.e2e.kwok_cluster import cluster, kwok_plane, namespace_named, phase  # noqa: F401
+from tests.e2e.live import Kube, eventually
+
+LOW, HIGH = "tessera-e2e-low", "tessera-e2e-high"
+
+
+async def _priority_classes(kube: Kube) -> None:
+    for name, value in ((LOW, 100), (HIGH, 10000)):
+        await kube.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses",
+                        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                         "metadata": {"name": name}, "value": value}, ok=(201, 409))
+
+
+def _pod(name: str, priority: str, limits: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    pod = b.pod(name, limits=limits, **extra)
+    pod["spec"]["priorityClassName"] = priority
+    return pod
+
+
+async def _gone(kube: Kube, namespace: str, names: list[str]) -> bool:
+    return all([await phase(kube, namespace, name) == "Gone" for name in names])
+
+
+async def _bound(kube: Kube, namespace: str, names: list[str]) -> dict[str, str] | None:
+    pods = await kube.pods(namespace)
+    nodes = {name: pods[name]["spec"].get("nodeName") for name in names if name in pods}
+    return nodes if len(nodes) == len(names) and all(nodes.values()) else None
+
+
+async def _preempted_events(kube: Kube, namespace: str) -> dict[str, str]:
+    return {e["regarding"]["name"]: e["note"] for e in await kube.events(namespace) if e["reason"] == "Preempted"}
+
+
+async def test_a_high_priority_gang_evicts_a_low_priority_gang_whole(cluster: Any) -> None:
+    kube, nodes = cluster
+    await _priority_classes(kube)
+    names = await nodes(2, 4)
+    ns = await namespace_named(kube, "preempt-gangs")
+    low = [_pod(f"low-{i}", LOW, {"nvidia.com/gpu": 2}, labels=b.gang_labels("train", 4)) for i in range(4)]
+    for pod in low:
+        await kube.create_pod(ns, pod)
+    assert await eventually(lambda: _bound(kube, ns, [f"low-{i}" for i in range(4)]), timeout=30)
+    high = [_pod(f"high-{i}", HIGH, {"nvidia.com/gpu": 4}, labels=b.gang_labels("serve", 2)) for i in range(2)]
+    for pod in high:
+        await kube.create_pod(ns, pod)
+    placed = await eventually(lambda: _bound(kube, ns, ["high-0", "high-1"]), timeout=60)
+    assert sorted(placed.values()) == sorted(names)
+    assert await eventually(lambda: _gone(kube, ns, [f"low-{i}" for i in range(4)]), timeout=30)
+    events = await eventually(lambda: _preempted_events(kube, ns), timeout=10)
+    uids = {(await kube.pods(ns))[name]["metadata"]["uid"] for name in ("high-0", "high-1")}
+    assert set(events) == {f"low-{i}" for i in range(4)}  # the whole gang: never 0 < running < 4
+    assert all(any(note.startswith(f"Preempted by pod {uid} on node ") for uid in uids) for note in events.values())
+
+
+async def test_a_pdb_steers_the_victims_and_another_schedulers_pod_is_a_victim_by_priority(cluster: Any) -> None:
+    kube, nodes = cluster
+    await _priority_classes(kube)
+    first, second = await nodes(2, 2)
+    ns = await namespace_named(kube, "preempt-pdb")
+    guarded = _pod("guarded", LOW, {"nvidia.com/gpu": 2}, labels={"app": "db"}, node_name=first)
+    theirs = _pod("theirs", LOW, {"nvidia.com/gpu": 2}, scheduler="default-scheduler", node_name=second)
+    await kube.create_pod(ns, guarded)
+    await kube.create_pod(ns, theirs)
+    await kube.call("POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+                    {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "db"},
+                     "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+
+    async def budget_counted() -> bool:  # the disruption controller has looked at the budget
+        pdb = (await kube.call("GET", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/db")).json()
+        return pdb.get("status", {}).get("observedGeneration") == pdb["metadata"]["generation"]
+
+    await eventually(budget_counted, timeout=30)
+    await kube.create_pod(ns, _pod("urgent", HIGH, {"nvidia.com/gpu": 2}))
+    placed = await eventually(lambda: _bound(kube, ns, ["urgent"]), timeout=60)
+    assert placed == {"urgent": second}
+    assert await eventually(lambda: _gone(kube, ns, ["theirs"]), timeout=30)
+    assert await phase(kube, ns, "guarded") == "Running"
+
+
+async def test_a_class_preemptor_evicts_the_pod_on_the_model_it_needs(cluster: Any) -> None:
+    kube, nodes = cluster
+    await _priority_classes(kube)
+    (a100,) = await nodes(1, 1, "A100")
+    (t4,) = await nodes(1, 1, "T4")
+    ns = await namespace_named(kube, "preempt-class")
+    for name, model in (("a100", "A100"), ("t4", "T4")):
+        await kube.call("POST", "/apis/tessera.dev/v1alpha1/resourceclasses",
+                        b.resource_class(f"e2e-{name}", match_labels={"model": model}), ok=(201, 409))
+    # the A100 holder has the higher of the two low priorities: a count-only choice would evict the T4 pod
+    await kube.create_pod(ns, _pod("on-a100", LOW, {"class.tessera.dev/e2e-a100": 1}))
+    cheap = _pod("on-t4", LOW, {"class.tessera.dev/e2e-t4": 1})
+    await kube.create_pod(ns, cheap)
+    assert await eventually(lambda: _bound(kube, ns, ["on-a100", "on-t4"]), timeout=30)
+    await kube.create_pod(ns, _pod("needs-a100", HIGH, {"class.tessera.dev/e2e-a100": 1}))
+    placed = await eventually(lambda: _bound(kube, ns, ["needs-a100"]), timeout=60)
+    assert placed == {"needs-a100": a100}
+    assert await eventually(lambda: _gone(kube, ns, ["on-a100"]), timeout=30)
+    pods = await kube.pods(ns)
+    assert pods["on-t4"]["spec"]["nodeName"] == t4 and pods["on-t4"]["status"]["phase"] == "Running"
