@@ -55,7 +55,25 @@ def device_classes() -> list[b.Obj]:
     return events
 
 
-EXAMPLES = {"tfjob-demo.jsonl": tfjob_demo, "fragmentation.jsonl": fragmentation, "device-classes.jsonl": device_classes}
+def preemption() -> list[b.Obj]:
+    """Two 8-GPU nodes full of low-priority batch work (a 4 x 2-GPU training gang of minimum 4 and
+    eight 1-GPU jobs), then a high-priority 2 x 4-GPU inference gang: which pods does it evict?"""
+    events = [b.event("ADDED", b.node(f"gpu-node-{i}", gpus=8)) for i in (1, 2)]
+    labels = b.gang_labels("train", 4)
+    for i in range(4):
+        events.append(b.event("ADDED", b.pod(f"train-{i}", labels=labels, priority=100,
+                                             limits={"nvidia.com/gpu": 2})))
+    for i in range(8):
+        events.append(b.event("ADDED", b.pod(f"batch-{i}", priority=100 + i % 2, limits={"nvidia.com/gpu": 1})))
+    serve = b.gang_labels("serve", 2)
+    for i in range(2):
+        events.append(b.event("ADDED", b.pod(f"serve-{i}", labels=serve, priority=1000,
+                                             limits={"nvidia.com/gpu": 4})))
+    return events
+
+
+EXAMPLES = {"tfjob-demo.jsonl": tfjob_demo, "fragmentation.jsonl": fragmentation, "device-classes.jsonl": device_classes,
+            "preemption.jsonl": preemption}
 
 
 def main() -> None:

@@ -42,7 +42,7 @@ class ReplayStats:
     final: dict[str, Attempt] = field(default_factory=dict)  # pod key -> last attempt
     # node -> what the input's bound pods use beyond its allocatable (the last time it was over)
     over_capacity: dict[str, str] = field(default_factory=dict)
-    preempted: int = 0  # pods evicted by preemption
+    evicted: dict[str, str] = field(default_factory=dict)  # pod key -> the preemptor it made room for
 
 
 class EventFileError(ValueError):
@@ -99,9 +99,11 @@ class Replay:
             for attempt in attempts:
                 self.stats.attempts += 1
                 self.stats.final[attempt.pod.key] = attempt
+                self.stats.evicted.pop(attempt.pod.key, None)  # a new pod under an evicted one's name
                 yield attempt
             self._bind_all([a for a in attempts if a.node is not None and not a.deferred])
-            self._evict([victim for a in attempts for victim in a.preempted])
+            for attempt in attempts:
+                self._evict(attempt.preempted, attempt.pod.key)
 
     def _bind_all(self, ready: list[Attempt]) -> None:
         """Bind these, then whatever the allocation gate lets through as a result."""
@@ -110,12 +112,12 @@ class Replay:
                 self._bind(attempt)
             ready = self.scheduler.take_released()
 
-    def _evict(self, victims: list[Pod]) -> None:
+    def _evict(self, victims: list[Pod], preemptor: str) -> None:
         """Preemption's victims leave the replayed cluster at once (as if their grace period were 0)."""
         for victim in victims:
             raw = self.pods.pop(victim.uid, None)
             if raw is not None:
-                self.stats.preempted += 1
+                self.stats.evicted[victim.key] = preemptor
                 self.stats.notices += self.scheduler.apply("DELETED", raw, self.now)
 
     def _check_capacity(self, event: WatchEvent) -> None:

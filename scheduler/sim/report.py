@@ -44,6 +44,8 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
     by_node: dict[str, list[str]] = defaultdict(list)
     unscheduled: list[tuple[str, str]] = []
     for key, attempt in sorted(stats.final.items()):
+        if key in stats.evicted:
+            continue
         if attempt.node is not None:
             by_node[attempt.node].append(attempt.pod.meta.name)
         elif scheduler.is_pending(key):
@@ -59,8 +61,11 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
     lines = ["  ".join(cell.ljust(widths[i]) if i < 3 else cell for i, cell in enumerate(row)) for row in rows]
     bound = sum(len(pods) for pods in by_node.values())
     lines.append("")
+    evicted = f", {len(stats.evicted)} evicted by preemption" if stats.evicted else ""
     lines.append(f"{stats.events} events, {stats.attempts} scheduling attempts: "
-                 f"{bound} pods placed, {len(unscheduled)} unschedulable")
+                 f"{bound} pods placed, {len(unscheduled)} unschedulable{evicted}")
     for key, message in unscheduled:
         lines.append(f"  {key}: {message}")
+    for key, by in sorted(stats.evicted.items()):
+        lines.append(f"  {key}: evicted for {by}")
     return "\n".join(lines)

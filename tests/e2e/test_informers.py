@@ -30,6 +30,7 @@ from scheduler.kube.informers import (
     EXTENDED_RESOURCES,
     NODES,
     POD_GROUPS,
+    DISRUPTION_BUDGETS,
     PODS,
     RESOURCE_CLASSES,
     Informer,
@@ -105,7 +106,7 @@ async def call(http: KubeHttp, method: str, path: str, body: Any = None, *,
 
 def collection(kind: ResourceKind, namespace: str) -> str:
     """Where to create an object of `kind` (namespaced kinds under `namespace`)."""
-    if kind in (PODS, POD_GROUPS):
+    if kind in (PODS, POD_GROUPS, DISRUPTION_BUDGETS):
         base, plural = kind.path.rsplit("/", 1)
         return f"{base}/namespaces/{namespace}/{plural}"
     return kind.path
@@ -118,6 +119,7 @@ def manifest(kind: ResourceKind, name: str, tag: str) -> dict[str, Any]:
         EXTENDED_RESOURCES: {"nodeName": name, "resourceName": "nvidia.com/gpu", "deviceID": f"GPU-{name}"},
         RESOURCE_CLASSES: {"selector": {"matchLabels": {"model": "V100"}}},
         POD_GROUPS: {"minMember": 2},
+        DISRUPTION_BUDGETS: {"minAvailable": 1, "selector": {"matchLabels": {"app": name}}},
     }
     return {"apiVersion": kind.api_version, "kind": kind.kind,
             "metadata": {"name": name, "labels": {LABEL: tag}}, "spec": specs[kind]}

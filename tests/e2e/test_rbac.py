@@ -14,7 +14,7 @@ How each claim is covered:
   scheduler process with its ServiceAccount until it has bound pods, written Events, a
   PodScheduled condition, a PodGroup and a ResourceClass status and held the Lease.
 - **Nothing more**: the complete roles are refused a list of calls that neither component makes
-  (Secrets, other Leases, creating or deleting pods, ...).
+  (Secrets, other Leases, creating pods, ...).
 - **Failure is visible** when a permission is missing, for the two that matter most, with the real
   process: without ``pods/binding create`` nothing is bound, ``tessera_bindings_total{result=
   "error"}`` counts the failures and the pod gets a FailedScheduling Event that says why; without
@@ -44,7 +44,7 @@ from scheduler.agent.publish import EXTENDED_RESOURCES as AGENT_ERS
 from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.kube.controlplane.rest import RestClient
 from scheduler.kube.http import MERGE_PATCH, STRATEGIC_PATCH
-from scheduler.kube.informers import EXTENDED_RESOURCES, NODES, POD_GROUPS, PODS, RESOURCE_CLASSES
+from scheduler.kube.informers import DISRUPTION_BUDGETS, EXTENDED_RESOURCES, NODES, POD_GROUPS, PODS, RESOURCE_CLASSES
 from scheduler.kube.leader import LEASES
 from scheduler.sim import builders as b
 from tests.e2e.live import TesseraProcess, creatable, eventually
@@ -136,7 +136,8 @@ def scheduler_calls(ns: str) -> list[Call]:
     for kind, group, resource in ((NODES, "", "nodes"), (PODS, "", "pods"),
                                   (EXTENDED_RESOURCES, "tessera.dev", "extendedresources"),
                                   (RESOURCE_CLASSES, "tessera.dev", "resourceclasses"),
-                                  (POD_GROUPS, "scheduling.x-k8s.io", "podgroups")):
+                                  (POD_GROUPS, "scheduling.x-k8s.io", "podgroups"),
+                                  (DISRUPTION_BUDGETS, "policy", "poddisruptionbudgets")):
         calls += [Call(f"informers.py {kind.kind} list", "GET", f"{kind.path}?limit=500", group, resource, "list"),
                   Call(f"informers.py {kind.kind} watch", "GET", _watch(kind.path), group, resource, "watch")]
     binding = {"apiVersion": "v1", "kind": "Binding",
@@ -155,6 +156,8 @@ def scheduler_calls(ns: str) -> list[Call]:
              "", "pods/binding", "create", "absent", ns, binding),
         Call("status.py StatusWriter.pod_waiting", "PATCH", f"/api/v1/namespaces/{ns}/pods/absent/status",
              "", "pods/status", "patch", "absent", ns, {"status": {"conditions": []}}, STRATEGIC_PATCH),
+        Call("evictor.py Evictor._evict (delete)", "DELETE", f"/api/v1/namespaces/{ns}/pods/absent", "", "pods",
+             "delete", "absent", ns),
         Call("recorder.py EventRecorder._write", "POST", f"/apis/events.k8s.io/v1/namespaces/{ns}/events?dryRun=All",
              "events.k8s.io", "events", "create", "", ns, event),
         Call("recorder.py EventRecorder._patch_series", "PATCH",
@@ -225,7 +228,6 @@ def never_granted(ns: str) -> list[Call]:
                                          "metadata": {"name": "other", "namespace": SYSTEM_NAMESPACE}}),
         Call("create pods", "POST", f"/api/v1/namespaces/{ns}/pods?dryRun=All", "", "pods", "create", "", ns,
              creatable(b.pod("x", namespace=ns))),
-        Call("delete pods", "DELETE", f"/api/v1/namespaces/{ns}/pods/absent", "", "pods", "delete", "absent", ns),
         Call("evict pods", "POST", f"/api/v1/namespaces/{ns}/pods/absent/eviction", "", "pods/eviction", "create",
              "absent", ns, {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "absent"}}),
         Call("patch nodes", "PATCH", "/api/v1/nodes/absent", "", "nodes", "patch", "absent", "",

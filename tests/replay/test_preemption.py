@@ -183,7 +183,7 @@ def test_a_nominated_pod_waits_for_its_victims_and_its_room_is_held() -> None:
     run = Run(config(BINPACK))
     run.add(b.node("n", cpu="1", memory="1Gi"))
     run.add(_running("low", "n", LOW, ("1", "1Gi")))
-    run.replay._evict = lambda victims: None  # victims terminate slowly: nothing is deleted yet
+    run.replay._evict = lambda victims, preemptor: None  # victims terminate slowly: nothing is deleted yet
     first = _preemptor(run, "p", MID, ("1", "1Gi"))
     assert first.nominated_node == "n" and _victims(first) == ["low"]
     run.scheduler.queue.flush_unschedulable(1e9)
@@ -200,7 +200,7 @@ def test_a_higher_priority_pod_may_take_a_lower_nominated_pods_room() -> None:
     run = Run(config(BINPACK))
     run.add(b.node("n", cpu="1", memory="1Gi"))
     run.add(_running("low", "n", LOW, ("1", "1Gi")))
-    run.replay._evict = lambda victims: None
+    run.replay._evict = lambda victims, preemptor: None
     _preemptor(run, "mid", MID, ("1", "1Gi"))
     assert "default/mid" in {run.state.pods[uid].key for uid in run.state.holds}
     # a high-priority pod arrives while low terminates: mid's hold does not stop it, and its
@@ -292,3 +292,16 @@ def test_victims_are_chosen_for_the_devices_the_preemptor_needs() -> None:
     assert _victims(attempt) == ["on-p100"]
     assert run.node_of("needs-p100") == "a"
     assert run.node_of("on-k80") == "a"
+
+
+def test_the_shipped_preemption_example_evicts_only_the_training_gang() -> None:
+    """examples/preemption.jsonl: an 8-GPU inference gang on two full 8-GPU nodes. Evicting four
+    1-GPU batch pods on one node and the gang's pods there would also make room; the minimal
+    choice is the 4 x 2-GPU training gang alone (whole: minimum 4), both inference pods on its node."""
+    from examples.generate import preemption
+
+    run = Run(config(None))  # the built-in default configuration, as `tessera simulate` without --config
+    run.feed(*preemption())
+    assert sorted(run.replay.stats.evicted) == [f"default/train-{i}" for i in range(4)]
+    assert run.node_of("serve-0") == run.node_of("serve-1") is not None
+    assert all(run.node_of(f"batch-{i}") is not None for i in range(8))

@@ -231,6 +231,14 @@ class DefaultPreemption(PostFilterPlugin):
                     state.restore(entry)
                 if self._still_fits(members, nodes, assumed, now):
                     continue  # reprieved
+                # The gang may fit elsewhere with this unit back (upstream's earlier form re-ran the
+                # gang's scheduling per victim): the placement moves, the unit stays.
+                self._forget(assumed)
+                moved = self._place_all(members, place, assumed)
+                self._forget(assumed)
+                if len(moved) >= minimum:
+                    nodes = moved
+                    continue
                 lifted[unit.pods[0].uid] = [state.lift(e.uid) for e in entries]
                 victims.append(unit)
             extra = [u for u in _with_surplus_of_lost_cores(victims, units) if u not in victims]
