@@ -234,7 +234,8 @@ class Cycle:
             return self._attempt(member, self.engine.profiles[member.scheduler_name], now).node
 
         nominated = {pod.uid: holds[pod.uid].node if pod.uid in holds else pod.nominated_node for pod in pods}
-        lifted = self._lift_holds_below(min(pod.priority for pod in pods))
+        gang = pods[0].gang.key if pods[0].gang is not None and len(pods) > 1 else ""
+        lifted = self._lift_holds_below(state.gang_priority(gang, pods) if gang else pods[0].priority)
         result = plugin.post_filter(pods, max(1, minimum), nominated, place, now)
         # upstream clears lower-priority nominations on the nodes a preemption chose
         self._put_back_holds(lifted, {placement.node for placement in result.holds.values()})

@@ -560,6 +560,7 @@ class PodGroup:
     meta: ObjectMeta
     min_member: int
     schedule_timeout_seconds: int | None
+    priority_class_name: str = ""  # spec.priorityClassName: the gang's priority when set
 
     @property
     def key(self) -> str:
@@ -575,4 +576,19 @@ def parse_podgroup(obj: JSON) -> PodGroup:
     timeout = spec.get("scheduleTimeoutSeconds")
     if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0):
         raise ObjectError(f"PodGroup.spec.scheduleTimeoutSeconds: Invalid value: {timeout!r}")
-    return PodGroup(meta, minimum, timeout)
+    priority_class = _str(spec.get("priorityClassName"), "PodGroup.spec.priorityClassName")
+    return PodGroup(meta, minimum, timeout, priority_class)
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    name: str
+    value: int
+
+
+def parse_priority_class(obj: JSON) -> PriorityClass:
+    meta = parse_meta(obj, "PriorityClass")
+    value = obj.get("value", 0)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ObjectError(f"PriorityClass.value: Invalid value: {value!r}: must be an integer")
+    return PriorityClass(meta.name, value)

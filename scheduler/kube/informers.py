@@ -87,8 +87,9 @@ RESOURCE_CLASSES = ResourceKind(
 POD_GROUPS = ResourceKind(
     "PodGroup", "scheduling.x-k8s.io/v1alpha1", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups")
 DISRUPTION_BUDGETS = ResourceKind("PodDisruptionBudget", "policy/v1", "/apis/policy/v1/poddisruptionbudgets")
+PRIORITY_CLASSES = ResourceKind("PriorityClass", "scheduling.k8s.io/v1", "/apis/scheduling.k8s.io/v1/priorityclasses")
 ALL_KINDS: tuple[ResourceKind, ...] = (NODES, PODS, EXTENDED_RESOURCES, RESOURCE_CLASSES, POD_GROUPS,
-                                       DISRUPTION_BUDGETS)
+                                       DISRUPTION_BUDGETS, PRIORITY_CLASSES)
 
 
 @dataclass

@@ -41,7 +41,7 @@ CYCLES_BEFORE_YIELD = 16
 
 _API_VERSIONS = {"Pod": "v1", "Node": "v1", "ExtendedResource": "tessera.dev/v1alpha1",
                  "ResourceClass": "tessera.dev/v1alpha1", "PodGroup": "scheduling.x-k8s.io/v1alpha1",
-                 "PodDisruptionBudget": "policy/v1"}
+                 "PodDisruptionBudget": "policy/v1", "PriorityClass": "scheduling.k8s.io/v1"}
 
 
 @dataclass(slots=True)

@@ -31,6 +31,7 @@ from scheduler.kube.informers import (
     NODES,
     POD_GROUPS,
     DISRUPTION_BUDGETS,
+    PRIORITY_CLASSES,
     PODS,
     RESOURCE_CLASSES,
     Informer,
@@ -121,6 +122,9 @@ def manifest(kind: ResourceKind, name: str, tag: str) -> dict[str, Any]:
         POD_GROUPS: {"minMember": 2},
         DISRUPTION_BUDGETS: {"minAvailable": 1, "selector": {"matchLabels": {"app": name}}},
     }
+    if kind is PRIORITY_CLASSES:  # no spec: the value is at the top level
+        return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": name, "labels": {LABEL: tag}},
+                "value": 1000}
     return {"apiVersion": kind.api_version, "kind": kind.kind,
             "metadata": {"name": name, "labels": {LABEL: tag}}, "spec": specs[kind]}
 
@@ -131,7 +135,7 @@ async def create_one_of_each(http: KubeHttp, namespace: str, name: str, tag: str
 
 
 async def delete_cluster_scoped(http: KubeHttp, names: Sequence[str]) -> None:
-    for kind in (NODES, EXTENDED_RESOURCES, RESOURCE_CLASSES):
+    for kind in (NODES, EXTENDED_RESOURCES, RESOURCE_CLASSES, PRIORITY_CLASSES):
         for name in names:
             await call(http, "DELETE", f"{kind.path}/{name}", ok=(200, 202, 404))
 

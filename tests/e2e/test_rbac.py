@@ -44,7 +44,15 @@ from scheduler.agent.publish import EXTENDED_RESOURCES as AGENT_ERS
 from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.kube.controlplane.rest import RestClient
 from scheduler.kube.http import MERGE_PATCH, STRATEGIC_PATCH
-from scheduler.kube.informers import DISRUPTION_BUDGETS, EXTENDED_RESOURCES, NODES, POD_GROUPS, PODS, RESOURCE_CLASSES
+from scheduler.kube.informers import (
+    DISRUPTION_BUDGETS,
+    EXTENDED_RESOURCES,
+    NODES,
+    POD_GROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    RESOURCE_CLASSES,
+)
 from scheduler.kube.leader import LEASES
 from scheduler.sim import builders as b
 from tests.e2e.live import TesseraProcess, creatable, eventually
@@ -137,7 +145,8 @@ def scheduler_calls(ns: str) -> list[Call]:
                                   (EXTENDED_RESOURCES, "tessera.dev", "extendedresources"),
                                   (RESOURCE_CLASSES, "tessera.dev", "resourceclasses"),
                                   (POD_GROUPS, "scheduling.x-k8s.io", "podgroups"),
-                                  (DISRUPTION_BUDGETS, "policy", "poddisruptionbudgets")):
+                                  (DISRUPTION_BUDGETS, "policy", "poddisruptionbudgets"),
+                                  (PRIORITY_CLASSES, "scheduling.k8s.io", "priorityclasses")):
         calls += [Call(f"informers.py {kind.kind} list", "GET", f"{kind.path}?limit=500", group, resource, "list"),
                   Call(f"informers.py {kind.kind} watch", "GET", _watch(kind.path), group, resource, "watch")]
     binding = {"apiVersion": "v1", "kind": "Binding",

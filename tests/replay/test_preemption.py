@@ -305,3 +305,29 @@ def test_the_shipped_preemption_example_evicts_only_the_training_gang() -> None:
     assert sorted(run.replay.stats.evicted) == [f"default/train-{i}" for i in range(4)]
     assert run.node_of("serve-0") == run.node_of("serve-1") is not None
     assert all(run.node_of(f"batch-{i}") is not None for i in range(8))
+
+
+def test_a_podgroup_priority_class_gives_its_gang_the_priority_to_preempt() -> None:
+    """Members without a priority of their own (0): the PodGroup's priorityClassName decides."""
+    run = Run(config(BINPACK))
+    run.add({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+             "metadata": {"name": "urgent", "uid": "pc-urgent"}, "value": HIGH})
+    run.add(b.node("a", gpus=4))
+    run.add(*(b.pod(f"low-{i}", limits={"nvidia.com/gpu": 2}, priority=10, node_name="a", phase="Running")
+              for i in range(2)))
+    group = b.podgroup("serve", 2)
+    group["spec"]["priorityClassName"] = "urgent"
+    run.add(group)
+    members = [b.pod(f"serve-{i}", limits={"nvidia.com/gpu": 2},
+                     labels={"scheduling.x-k8s.io/pod-group": "serve"}) for i in range(2)]
+    attempts = run.add(*members)
+    assert sorted(v.meta.name for a in attempts for v in a.preempted) == ["low-0", "low-1"]
+    assert run.node_of("serve-0") == run.node_of("serve-1") == "a"
+    # without the class (deleted), the same gang at priority 0 evicts nothing
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=4))
+    run.add(*(b.pod(f"low-{i}", limits={"nvidia.com/gpu": 2}, priority=10, node_name="a", phase="Running")
+              for i in range(2)))
+    run.add(group)
+    attempts = run.add(*members)
+    assert not [v for a in attempts for v in a.preempted]

@@ -14,7 +14,7 @@ Why it looks like this:
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
 from scheduler.api.quantity import Amount
@@ -31,6 +31,7 @@ from scheduler.core.objects import (
     parse_node,
     parse_pod,
     parse_podgroup,
+    parse_priority_class,
 )
 from scheduler.core.resources import CPU, MEMORY
 from scheduler.core.state.events import ClusterEvent, EventKind, Notice
@@ -60,6 +61,7 @@ class ClusterState:
         self.holds: dict[str, Hold] = {}  # nominated preemptors' room on their nodes
         self.preempting: dict[str, str] = {}  # victim uid -> preemptor uid, until the victim is gone
         self.pdbs: dict[str, DisruptionBudget] = {}
+        self.priority_classes: dict[str, int] = {}  # PriorityClass name -> value (for PodGroups)
         self._tombstones: OrderedDict[str, None] = OrderedDict()
         self._resource_versions: dict[str, int] = {}
 
@@ -84,6 +86,16 @@ class ClusterState:
     def node_of(self, uid: str) -> str | None:
         placement = self.placements.get(uid)
         return placement.node if placement is not None else None
+
+    def gang_priority(self, key: str, members: Iterable[Pod], *, as_victim: bool = False) -> int:
+        """A gang's priority: its PodGroup's `priorityClassName` where set (and the class known),
+        else its members': the lowest when it preempts (no more urgent than its least urgent
+        member), the highest when it is a victim (no member is evicted for an equal priority)."""
+        group = self.gangs.podgroups.get(key)
+        if group is not None and group.priority_class_name in self.priority_classes:
+            return self.priority_classes[group.priority_class_name]
+        priorities = [pod.priority for pod in members]
+        return (max if as_victim else min)(priorities, default=0)
 
     def group_min(self, key: str, pod: Pod) -> int | None:
         """The gang's minimum, or None when its PodGroup object has not been seen."""
@@ -484,6 +496,16 @@ class ClusterState:
         return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=group.key)], []
 
 
+def _on_priority_class(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
+    """PriorityClasses only give PodGroups with `priorityClassName` their priority."""
+    cls = parse_priority_class(obj)
+    if event_type == "DELETED":
+        state.priority_classes.pop(cls.name, None)
+    else:
+        state.priority_classes[cls.name] = cls.value
+    return [], []
+
+
 def _on_pdb(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
     """PodDisruptionBudgets only steer preemption's choice of victims: no event requeues a pod."""
     budget = parse_disruption_budget(obj)
@@ -533,4 +555,5 @@ _HANDLERS = {
     "ResourceClass": ClusterState._on_class,
     "PodGroup": ClusterState._on_podgroup,
     "PodDisruptionBudget": _on_pdb,
+    "PriorityClass": _on_priority_class,
 }

@@ -187,8 +187,8 @@ class DefaultPreemption(PostFilterPlugin):
 
     def _preempt_gang(self, members: Sequence[Pod], minimum: int, place: Place, now: float) -> Preemption:
         state = self.state
-        priority = min(pod.priority for pod in members)
         gang = members[0].gang.key if members[0].gang is not None else ""
+        priority = state.gang_priority(gang, members)
         placed = [p for p in state.pods.values() if p.uid in state.placements]
         units = units_for(state, priority, placed, exclude_gang=gang)
         if not units:
@@ -307,18 +307,17 @@ def pick_candidate(candidates: Sequence[Candidate]) -> Candidate:
     """upstream's pickOneNodeForPreemption: each criterion keeps the best-scoring candidates
     until one is left; then the first."""
     def highest(c: Candidate) -> int:
-        return -max(p.priority for u in c.victims for p in u.pods)
+        return -max(u.priority for u in c.victims)
 
-    def priority_sum(c: Candidate) -> int:
-        return -sum(p.priority + MAX_INT32 + 1 for p in flatten(c.victims))
+    def priority_sum(c: Candidate) -> int:  # per pod, at its unit's priority (a gang member's is its gang's)
+        return -sum((u.priority + MAX_INT32 + 1) * len(u.pods) for u in c.victims)
 
     def fewest(c: Candidate) -> int:
         return -len(flatten(c.victims))
 
     def latest_start(c: Candidate) -> str:
-        pods = flatten(c.victims)
-        top = max(p.priority for p in pods)
-        return min(p.start_time or "\uffff" for p in pods if p.priority == top)
+        top = max(u.priority for u in c.victims)
+        return min(p.start_time or "\uffff" for u in c.victims if u.priority == top for p in u.pods)
 
     left = list(candidates)
     for score in (lambda c: -c.pdb_violations, highest, priority_sum, fewest, latest_start):

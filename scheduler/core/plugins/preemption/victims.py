@@ -43,34 +43,39 @@ def running_members(state: ClusterState, gang: str) -> list[Pod]:
 
 def units_for(state: ClusterState, preemptor_priority: int, pods: Iterable[Pod], exclude_gang: str = "") -> list[Unit]:
     """The eligible units among `pods` (the placed pods where the room is needed): strictly lower
-    priority than the preemptor, bound (a pod whose Binding is still out cannot be evicted), and
-    for a gang member either surplus or its gang's whole core, all of whose pods are eligible too."""
+    priority than the preemptor (a gang member: its gang's priority), bound, and for a gang member
+    either surplus or its gang's whole core, all of whose pods are bound too."""
     units: list[Unit] = []
     by_gang: dict[str, list[Pod]] = {}
     for pod in pods:
-        if not _evictable(state, pod, preemptor_priority):
+        if not _bound(state, pod):
             continue
         if pod.gang is None:
-            units.append(Unit((pod,), pod.priority, ""))
+            if pod.priority < preemptor_priority:
+                units.append(Unit((pod,), pod.priority, ""))
         elif pod.gang.key != exclude_gang:
             by_gang.setdefault(pod.gang.key, []).append(pod)
     for key, here in sorted(by_gang.items()):
         members = running_members(state, key)
+        priority = state.gang_priority(key, members, as_victim=True)  # its members share it
+        if priority >= preemptor_priority:
+            continue
         minimum = state.group_min(key, here[0]) or len(members)  # no PodGroup seen: all or nothing
         surplus = max(0, len(members) - minimum)
         by_start = sorted(here, key=lambda p: (p.start_time or _NOT_STARTED, p.uid), reverse=True)
         spare = by_start[:surplus]
-        units += [Unit((pod,), pod.priority, "") for pod in spare]
+        units += [Unit((pod,), priority, "") for pod in spare]
         if len(spare) < len(here):
             core = tuple(sorted((p for p in members if p not in spare), key=lambda p: p.uid))
-            if all(_evictable(state, p, preemptor_priority) for p in core):
-                units.append(Unit(core, max(p.priority for p in core), key))
+            if all(_bound(state, p) for p in core):
+                units.append(Unit(core, priority, key))
     return units
 
 
-def _evictable(state: ClusterState, pod: Pod, preemptor_priority: int) -> bool:
+def _bound(state: ClusterState, pod: Pod) -> bool:
+    """On a node with its Binding done (a pod whose Binding is still out cannot be evicted)."""
     placement = state.placements.get(pod.uid)
-    return pod.priority < preemptor_priority and placement is not None and not placement.assumed
+    return placement is not None and not placement.assumed
 
 
 def most_important_first(units: Iterable[Unit]) -> list[Unit]:
