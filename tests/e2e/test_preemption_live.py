@@ -8,6 +8,7 @@ Priorities come from PriorityClasses (the Priority admission plugin refuses a ba
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from scheduler.sim import builders as b
@@ -110,3 +111,39 @@ async def test_a_class_preemptor_evicts_the_pod_on_the_model_it_needs(cluster: A
     assert await eventually(lambda: _gone(kube, ns, ["on-a100"]), timeout=30)
     pods = await kube.pods(ns)
     assert pods["on-t4"]["spec"]["nodeName"] == t4 and pods["on-t4"]["status"]["phase"] == "Running"
+
+
+async def test_a_nominated_preemptor_waits_for_its_terminating_victim_without_a_second_wave(
+        tessera: Any, kubectl: Kube, namespace: str) -> None:
+    """On the shared plane there is no kubelet (and no kwok): a deleted bound pod stays
+    Terminating. The preemptor is nominated, keeps its room, evicts nothing more, and is bound the
+    moment its victim is finally gone."""
+    loop = await tessera("config/binpack.yaml")
+    await _priority_classes(kubectl)
+    node = b.node("preempt-node", gpus=2)
+    await kubectl.create("/api/v1/nodes", node)
+    await kubectl.call("PATCH", "/api/v1/nodes/preempt-node/status", {"status": node["status"]},
+                       content_type="application/merge-patch+json")
+    await kubectl.create_pod(namespace, _pod("victim", LOW, {"nvidia.com/gpu": 2}, node_name="preempt-node"))
+    await kubectl.create_pod(namespace, _pod("urgent", HIGH, {"nvidia.com/gpu": 2}))
+
+    async def nominated() -> dict[str, Any] | None:
+        pods = await kubectl.pods(namespace)
+        urgent, victim = pods["urgent"], pods["victim"]
+        terminating = victim["metadata"].get("deletionTimestamp")
+        if urgent["status"].get("nominatedNodeName") == "preempt-node" and terminating:
+            return victim
+        return None
+
+    victim = await eventually(nominated, timeout=30)
+    target = {c["type"]: c for c in victim["status"]["conditions"]}["DisruptionTarget"]
+    assert (target["status"], target["reason"], target["message"]) == (
+        "True", "PreemptionByScheduler", "tessera: preempting to accommodate a higher priority pod")
+    await asyncio.sleep(3)  # the preemptor's retries meanwhile must not evict anything more
+    assert not (await kubectl.pods(namespace))["urgent"]["spec"].get("nodeName")
+    assert list((await _preempted_events(kubectl, namespace))) == ["victim"]
+    assert loop.evictor.evicted == 1
+    await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/victim",
+                       {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
+    placed = await eventually(lambda: _bound(kubectl, namespace, ["urgent"]), timeout=30)
+    assert placed == {"urgent": "preempt-node"}

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from scheduler.core.disruption import split_by_violation
 from scheduler.core.framework.cycle_state import PodContext, prepare
 from scheduler.core.framework.handle import Handle
-from scheduler.core.framework.interface import PostFilterPlugin, Preemption, QueueingHint
+from scheduler.core.framework.interface import PostFilterPlugin, Preemption
 from scheduler.core.objects import Pod
 from scheduler.core.plugins.preemption.args import PreemptionArgs, candidates_to_try
 from scheduler.core.plugins.preemption.victims import Unit, flatten, most_important_first, units_for
-from scheduler.core.state import ClusterState, EventKind, NodeInfo
+from scheduler.core.state import ClusterState, NodeInfo
 from scheduler.core.state.cluster import placement_of
 from scheduler.core.state.nodes import Lifted, Placement
 
@@ -64,10 +64,7 @@ class DefaultPreemption(PostFilterPlugin):
         self.handle = handle
         self.state: ClusterState = handle.state
         self.args = args
-        self.rng = random.Random(0)
-
-    def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
-        return {}
+        self.rng = random.Random(0)  # upstream's random offset into the candidate nodes, seeded
 
     # --- eligibility -----------------------------------------------------------------------
 
