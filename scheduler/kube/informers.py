@@ -37,6 +37,7 @@ from typing import Any
 
 import aiohttp
 import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 import orjson
 import structlog
 
@@ -280,27 +281,39 @@ class Informer:
     # --- list ---------------------------------------------------------------------------------
 
     async def _list(self) -> None:
-        """A complete (paginated) LIST, delivered as a diff against what the sink has seen."""
+        """A complete (paginated) LIST, delivered as a diff against what the sink has seen.
+
+        Pages are fetched one ahead of their intake (`_pages`), so the apiserver encodes the next
+        page while this task hands the last one to the sink. When the sink has seen nothing of this
+        kind (the first list), each page's objects go to it as they arrive: all of them are ADDED
+        anyway, and the sink's work overlaps the apiserver's."""
         listed: dict[str, dict[str, Any]] = {}
-        token = ""
-        while True:
-            query = [("limit", str(self.page_size)), *self._selectors]
-            if token:
-                query.append(("continue", token))
-            response = await self.http.request("GET", self.kind.path, query=query,
-                                               timeout=LIST_TIMEOUT, limited=False)
-            _raise_for_status(response)
-            doc = response.json()
-            for raw in doc.get("items") or ():
-                item = self._prepare(raw)
-                key = self._checked_key(item)
-                if key is not None:
-                    listed[key] = item
-            meta = doc.get("metadata") or {}
-            token = meta.get("continue") or ""
-            if not token:
-                resource_version = str(meta["resourceVersion"])
-                break
+        as_they_come = not self._store
+        failure: BaseException | None = None
+        resource_version = ""
+        send, receive = anyio.create_memory_object_stream[dict[str, Any] | BaseException](1)
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._pages, send)
+            async with receive:
+                async for doc in receive:
+                    if isinstance(doc, BaseException):
+                        failure = doc
+                        break
+                    for raw in doc.get("items") or ():
+                        item = self._prepare(raw)
+                        key = self._checked_key(item)
+                        if key is None:
+                            continue
+                        listed[key] = item
+                        if as_they_come and key not in self._store:
+                            self._store[key] = item
+                            self._emit("ADDED", item)
+                    meta = doc.get("metadata") or {}
+                    if not meta.get("continue"):
+                        resource_version = str(meta["resourceVersion"])
+            group.cancel_scope.cancel()  # a failure stops the fetcher (it has finished otherwise)
+        if failure is not None:
+            raise failure
         self.denials.allowed(self.kind.kind)
         self._replace(listed)
         self.resource_version = resource_version
@@ -313,6 +326,30 @@ class Informer:
             self.synced.set()
             log.info("informer.synced", kind=self.kind.kind, objects=len(self._store),
                      resource_version=resource_version)
+
+    async def _pages(self, send: MemoryObjectSendStream[dict[str, Any] | BaseException]) -> None:
+        """The LIST's pages, decoded, in order; a failure is handed over (and ends the pages) so
+        that `_list` raises it as itself, not wrapped in the task group's exception group."""
+        async with send:
+            token = ""
+            while True:
+                query = [("limit", str(self.page_size)), *self._selectors]
+                if token:
+                    query.append(("continue", token))
+                try:
+                    response = await self.http.request("GET", self.kind.path, query=query,
+                                                       timeout=LIST_TIMEOUT, limited=False)
+                    _raise_for_status(response)
+                    doc = response.json()
+                    token = str((doc.get("metadata") or {}).get("continue") or "")
+                    if not token:
+                        str(doc["metadata"]["resourceVersion"])  # a last page without one is an error here
+                except Exception as err:  # noqa: BLE001 - handed over, raised by _list
+                    await send.send(err)
+                    return
+                await send.send(doc)
+                if not token:
+                    return
 
     def _replace(self, listed: dict[str, dict[str, Any]]) -> None:
         """Make the store equal `listed`, telling the sink only what changed."""

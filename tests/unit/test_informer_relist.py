@@ -339,3 +339,54 @@ async def test_forbidden_kind_names_what_the_apiserver_said() -> None:
         'the apiserver denied access to Pod (HTTP 403): pods is forbidden: User "x" cannot list resource "pods"; '
         "retrying with backoff")
     assert informer.denials.reason is None  # it got through in the end
+
+
+class GatedHttp(FakeHttp):
+    """FakeHttp whose second LIST request waits until `gate` is set."""
+
+    def __init__(self, lists: Sequence[Response | BaseException], watches: Sequence[FakeStream | BaseException]) -> None:
+        super().__init__(lists, watches)
+        self.gate = asyncio.Event()
+        self.waiting = False
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Response:
+        if len(self.list_calls) == 1:
+            self.waiting = True
+            await self.gate.wait()
+        return await super().request(method, path, **kwargs)
+
+
+async def test_the_first_lists_pages_reach_the_sink_while_the_next_page_is_fetched() -> None:
+    """Start-up overlaps the apiserver's encoding of page n+1 with the intake of page n."""
+    pages = [page([pod("a", "1"), pod("b", "2")], "5", cont="tok"), page([pod("c", "3")], "5")]
+    http = GatedHttp(pages, [])
+    sink = Recorder()
+    informer = Informer(cast(KubeHttp, http), PODS, sink, page_size=2)
+    sink.informer = informer
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            while not http.waiting or len(sink.events) < 2:
+                await asyncio.sleep(0.001)
+        assert sink.summary() == [("ADDED", "a", "1"), ("ADDED", "b", "2")]  # page 2 still on its way
+        assert not informer.synced.is_set()
+        http.gate.set()
+        async with asyncio.timeout(5):
+            while not informer.synced.is_set():
+                await asyncio.sleep(0.001)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert sink.summary() == [("ADDED", "a", "1"), ("ADDED", "b", "2"), ("ADDED", "c", "3")]
+
+
+async def test_a_list_failing_on_a_later_page_is_redone_as_a_diff() -> None:
+    first = [page([pod("a", "1"), pod("b", "2")], "5", cont="tok"), OSError("connection reset")]
+    second = [page([pod("b", "4"), pod("c", "3")], "6")]
+    informer, http, sink = make(first + second, [])
+    informer.page_size = 2
+    await run_until(informer, lambda: informer.synced.is_set())
+    # page 1 went to the sink; the retried list is a diff against it: a gone, b changed, c new
+    assert sink.summary() == [("ADDED", "a", "1"), ("ADDED", "b", "2"),
+                              ("DELETED", "a", "1"), ("MODIFIED", "b", "4"), ("ADDED", "c", "3")]
+    assert informer.stats.errors == 1 and informer.resource_version == "6"
