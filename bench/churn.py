@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import statistics
 import sys
 import time
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.churn_run import ChurnPod, ChurnResult, replay
+from bench.pool import run_pool
 from bench.trace import NODES_CSV, PODS_CSV, REPO_ROOT, parse_seeds, trace_dir
 from bench.trace_policies import BY_NAME, config_for, select
 from bench.trace_workload import MILLI, TraceError, TraceNode, read_lifetimes, read_nodes, read_pods, subsample
@@ -198,15 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"never placed {result.never_placed} ({result.elapsed_seconds:.1f} s); elapsed {elapsed:.0f} s, "
               f"~{elapsed / len(results) * (len(tasks) - len(results)):.0f} s left", file=sys.stderr, flush=True)
 
-    if args.jobs <= 1 or len(tasks) <= 1:
-        _init(nodes, pods)
-        for task in tasks:
-            progress(_run(task))
-    else:
-        context = multiprocessing.get_context("spawn")  # see bench.trace: never fork a threaded process
-        with context.Pool(min(args.jobs, len(tasks)), initializer=_init, initargs=(nodes, pods)) as pool:
-            for result in pool.imap_unordered(_run, tasks):
-                progress(result)
+    run_pool(tasks, _run, _init, (nodes, pods), args.jobs, progress)
     by_policy = {name: summary(sorted((r for r in results if r.policy == name), key=lambda r: r.seed))
                  for name in policies}
     out: Path = args.out

@@ -24,7 +24,6 @@ import argparse
 import copy
 import heapq
 import json
-import multiprocessing
 import random
 import statistics
 import sys
@@ -36,6 +35,7 @@ from typing import Any
 
 from bench.churn import churn_pods, percentile
 from bench.churn_run import ChurnPod
+from bench.pool import run_pool
 from bench.trace import NODES_CSV, PODS_CSV, REPO_ROOT, parse_seeds, trace_dir
 from bench.trace_policies import BY_NAME, config_for
 from bench.trace_workload import MILLI, TraceError, TraceNode, TracePod, cluster_objects, pod_object, read_nodes, subsample
@@ -237,10 +237,16 @@ class PreemptReplay:
 
 
 def replay(policy: str, seed: int, nodes: Sequence[TraceNode], jobs: Sequence[Job]) -> PreemptResult:
-    if policy == "per-pod":
-        import scheduler.core.plugins.preemption as plugin
-        plugin.units_for = per_pod_units  # type: ignore[attr-defined]  # this worker process only
-    return PreemptReplay(policy, seed, nodes, jobs).run()
+    if policy != "per-pod":
+        return PreemptReplay(policy, seed, nodes, jobs).run()
+    import scheduler.core.plugins.preemption as plugin
+
+    gang_aware = plugin.units_for  # type: ignore[attr-defined]
+    plugin.units_for = per_pod_units  # type: ignore[attr-defined]  # for this run only
+    try:
+        return PreemptReplay(policy, seed, nodes, jobs).run()
+    finally:
+        plugin.units_for = gang_aware  # type: ignore[attr-defined]
 
 
 _WORKER: dict[str, Any] = {}
@@ -362,16 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{percentile(result.high_pending, 95) or 0:.0f} s ({result.elapsed_seconds:.0f} s); elapsed {elapsed:.0f} s",
               file=sys.stderr, flush=True)
 
-    if args.jobs <= 1 or len(tasks) <= 1:
-        _init(nodes, pods, args.high)
-        for task in tasks:
-            progress(_run(task))
-    else:
-        context = multiprocessing.get_context("spawn")  # a fresh interpreter per worker: per-pod patches stay there
-        with context.Pool(min(args.jobs, len(tasks)), initializer=_init, initargs=(nodes, pods, args.high),
-                          maxtasksperchild=1) as pool:
-            for result in pool.imap_unordered(_run, tasks):
-                progress(result)
+    run_pool(tasks, _run, _init, (nodes, pods, args.high), args.jobs, progress, fresh_workers=True)
     by_policy = {name: summary(sorted((r for r in results if r.policy == name), key=lambda r: r.seed))
                  for name in policies}
     out: Path = args.out

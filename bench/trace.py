@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import sys
 import time
@@ -21,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench.pool import run_pool
 from bench.trace_policies import BY_NAME, POLICIES, config_for, duplicates, select
 from bench.trace_report import SUITE_REFERENCE, REFERENCE, markdown_table, plot, policy_results, suite_plot, suite_table
 from bench.trace_run import RunResult, run_offline, run_once
@@ -135,17 +135,7 @@ def run_all(tasks: Sequence[Task], jobs: int, init_args: tuple[Any, ...]) -> lis
               f"{result.pods_per_cpu_second:.0f} pods per CPU-s); "
               f"elapsed {elapsed:.0f} s, ~{eta:.0f} s left", file=sys.stderr, flush=True)
 
-    if jobs <= 1 or len(tasks) <= 1:
-        _init_worker(*init_args)
-        for task in tasks:
-            progress(_run_task(task))
-        return results
-    # spawn, not fork: forking a process that runs other threads (gRPC, a test runner, an event
-    # loop's executor) can copy a lock that one of them holds, and the child hangs for ever
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(min(jobs, len(tasks)), initializer=_init_worker, initargs=init_args) as pool:
-        for result in pool.imap_unordered(_run_task, tasks, chunksize=1):
-            progress(result)
+    run_pool(tasks, _run_task, _init_worker, init_args, jobs, progress)
     return results
 
 

@@ -152,22 +152,17 @@ class DefaultPreemption(PostFilterPlugin):
             rejected = self.handle.filter_node(ctx, info)
             if rejected is not None:
                 return rejected[1][0]
-            ordered = most_important_first(units)
-            violating_pods, _ = split_by_violation(flatten(ordered), state.pdbs.values())
-            breaking = {p.uid for p in violating_pods}
-            violators = [u for u in ordered if any(p.uid in breaking for p in u.pods)]
-            others = [u for u in ordered if not any(p.uid in breaking for p in u.pods)]
+            order, breaking = reprieve_order(units, state)
             victims: list[Unit] = []
             violations = 0
-            for unit in violators + others:
+            for unit in order:
                 for entry in lifted[unit.pods[0].uid]:
                     state.restore(entry)
                 if self.handle.filter_node(prepare(pod, state.classes), info) is None:
                     continue  # reprieved
                 lifted[unit.pods[0].uid] = [state.lift(e.uid) for e in lifted[unit.pods[0].uid]]
                 victims.append(unit)
-                if unit in violators:
-                    violations += sum(1 for p in unit.pods if p.uid in breaking)
+                violations += sum(1 for p in unit.pods if p.uid in breaking)
             victims = _with_surplus_of_lost_cores(victims, units)
             ctx = prepare(pod, state.classes)
             if self.handle.filter_node(ctx, info) is not None:
@@ -216,13 +211,8 @@ class DefaultPreemption(PostFilterPlugin):
                 if unit not in relevant and unit.pods[0].uid in lifted:
                     for entry in lifted.pop(unit.pods[0].uid):
                         state.restore(entry)
-            ordered = most_important_first(relevant)
-            violating_pods, _ = split_by_violation(flatten(ordered), state.pdbs.values())
-            breaking = {p.uid for p in violating_pods}
-            violators = [u for u in ordered if any(p.uid in breaking for p in u.pods)]
-            others = [u for u in ordered if not any(p.uid in breaking for p in u.pods)]
             victims: list[Unit] = []
-            for unit in violators + others:
+            for unit in reprieve_order(relevant, state)[0]:
                 entries = lifted.pop(unit.pods[0].uid)
                 for entry in entries:
                     state.restore(entry)
@@ -290,6 +280,17 @@ class DefaultPreemption(PostFilterPlugin):
         for uid in reversed(assumed):
             self.state.forget(uid)
         assumed.clear()
+
+
+def reprieve_order(units: Sequence[Unit], state: ClusterState) -> tuple[list[Unit], set[str]]:
+    """The order in which units are put back (upstream's reprieve): those whose eviction would
+    violate a PodDisruptionBudget first, then the rest, each most important first; and the uids
+    of the pods that would violate one."""
+    ordered = most_important_first(units)
+    violating, _ = split_by_violation(flatten(ordered), state.pdbs.values())
+    breaking = {pod.uid for pod in violating}
+    first = [u for u in ordered if any(p.uid in breaking for p in u.pods)]
+    return first + [u for u in ordered if u not in first], breaking
 
 
 def _with_surplus_of_lost_cores(victims: list[Unit], units: Sequence[Unit]) -> list[Unit]:
