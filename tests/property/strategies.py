@@ -709,6 +709,13 @@ class World:
         self.log.append(f"  -> Binding {meta.get('namespace')}/{meta['name']} to {node}"
                         + (f" devices={annotations.get(ann.DEVICES)}" if annotations else ""))
 
+    def evict(self, uid: str) -> None:
+        """A preemption's victim, deleted as the apiserver does once its grace period is over
+        (Replay delivers that DELETED to the core at once; the world forgets the pod the same way)."""
+        raw = self.pods.pop(uid, None)
+        if raw is not None:
+            self.log.append(f"  -> evicted {raw['metadata'].get('namespace')}/{raw['metadata']['name']} (preemption)")
+
     # ops -> events
 
     def events_for(self, op: Op) -> list[Delivery]:

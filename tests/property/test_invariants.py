@@ -596,6 +596,8 @@ class Harness:
             if a.node is not None:
                 self.ours.add(a.pod.uid)
                 self.world.bind(a.pod.uid, a.node, a.annotations)
+            for victim in a.preempted:
+                self.world.evict(victim.uid)
 
     def deliver(self, d: S.Delivery, check_after: bool = True) -> None:
         obj = d.object
