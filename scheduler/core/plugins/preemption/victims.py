@@ -20,7 +20,7 @@ from scheduler.core.state import ClusterState
 _NOT_STARTED = "\uffff"  # upstream: a pod without startTime counts as started now (the latest)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # identity: units are compared and looked up by the thousand
 class Unit:
     pods: tuple[Pod, ...]  # every pod evicted with the unit, on whichever node
     priority: int  # the highest of its pods (a unit is eligible only when all are below the preemptor)
