@@ -37,6 +37,7 @@ from scheduler.kube.status import UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusW
 log = structlog.get_logger("tessera.loop")
 
 FLUSH_UNSCHEDULABLE_EVERY = 30.0
+IDLE_WAKE_SECONDS = 1.0  # the cycles look again at least this often (backoff expiries, flushes)
 CYCLES_BEFORE_YIELD = 16
 
 _API_VERSIONS = {"Pod": "v1", "Node": "v1", "ExtendedResource": "tessera.dev/v1alpha1",
@@ -95,6 +96,7 @@ class SchedulerLoop:
             group.start_soon(self.statuses.run, name="statuses")
             group.start_soon(self.evictor.run, name="evictor")
             group.start_soon(self._schedule_forever, name="schedule")
+            group.start_soon(self._wake_when_synced, name="wake-when-synced")
             if self.class_controller is not None:
                 group.start_soon(self.class_controller.run, name="class-controller")
 
@@ -169,11 +171,18 @@ class SchedulerLoop:
 
     # --- scheduling --------------------------------------------------------------------------
 
+    async def _wake_when_synced(self) -> None:
+        """The cycles start the moment the caches are complete: the informer that completes them
+        may deliver nothing new at that point (its objects went to the core page by page), so no
+        watch event would wake them until the next idle tick."""
+        await self.informers.wait_synced()
+        self._wake.set()
+
     async def _schedule_forever(self) -> None:
         last_flush = time.time()
         while not self._stopping:
             self._alive = time.monotonic()
-            timeout = 1.0
+            timeout = IDLE_WAKE_SECONDS
             expiry = self.core.next_backoff_expiry()
             if expiry is not None:
                 timeout = max(0.0, min(timeout, expiry - time.time()))

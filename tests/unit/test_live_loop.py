@@ -11,11 +11,13 @@ Binder now hosts its Bindings in a task group of its own inside the loop's, so t
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 
 from scheduler.api.config import load_config
 from scheduler.kube.http import KubeHttp, RateLimiter
+from scheduler.kube import loop as loop_module
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
@@ -61,3 +63,17 @@ async def test_events_have_a_token_bucket_of_their_own() -> None:
     assert api.pod("default", "p")["spec"]["nodeName"] == "n"
     [event] = api.events.values()
     assert event["note"] == "Successfully assigned default/p to n"
+
+
+async def test_cycles_start_when_the_caches_are_synced_not_on_the_next_idle_tick(monkeypatch: Any) -> None:
+    """Regression: the informers hand a first list to the core page by page, so the informer that
+    completes the caches may deliver no event at that moment; the cycles slept until their idle
+    tick (1 s: a second added to every start-up). With the tick pushed out of reach, the pod is
+    bound only if sync itself wakes the cycles."""
+    monkeypatch.setattr(loop_module, "IDLE_WAKE_SECONDS", 1e6)
+    api = _cluster()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await _until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")), seconds=5)
+        owner.cancel_scope.cancel()
