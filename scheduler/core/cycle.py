@@ -103,7 +103,7 @@ class Cycle:
                            rejectors=frozenset({plugin}))
         if num_nodes == 0:
             return Attempt(pod, None, message=NO_NODES, rejectors=frozenset(p.name for p in runtime.filters))
-        lifted = self._lift_holds_below(pod.priority)
+        lifted = self._lift_holds_below(self._priority(pod))
         info = state.nodes.get(nominated) if nominated else None
         if info is not None and info.node is not None and runtime.filter_node(ctx, info) is None:
             reservation = runtime.reserve(ctx, info, now)
@@ -114,19 +114,26 @@ class Cycle:
         self._put_back_holds(lifted, {attempt.node} if attempt.node else set())
         return attempt
 
+    def _priority(self, pod: Pod) -> int:
+        """What the pod competes with: its gang's priority (a PodGroup's class) for a member."""
+        if pod.gang is None:
+            return pod.priority
+        state = self.engine.state
+        members = [state.pods[uid] for uid in state.gangs.members.get(pod.gang.key, ()) if uid in state.pods]
+        return state.gang_priority(pod.gang.key, members or [pod])
+
     def _lift_holds_below(self, priority: int) -> dict[str, Hold]:
         """Release the holds of nominated pods of lower priority (upstream's filters ignore lower-
         priority nominated pods): this attempt may take their room."""
         state = self.engine.state
-        lower = [uid for uid, hold in state.holds.items()
-                 if (holder := state.pods.get(uid)) is not None and holder.priority < priority]
+        lower = [uid for uid, hold in state.holds.items() if hold.priority < priority]
         return {uid: hold for uid in lower if (hold := state.release_hold(uid)) is not None}
 
     def _put_back_holds(self, lifted: dict[str, Hold], taken: set[str]) -> None:
         """Holds on nodes this attempt took are gone (their pods will try again); the rest return."""
         for uid, hold in lifted.items():
             if hold.node not in taken:
-                self.engine.state.hold(uid, hold.placement)
+                self.engine.state.hold(uid, hold.placement, hold.priority)
 
     def _search(self, pod: Pod, runtime: ProfileRuntime, ctx: PodContext, now: float) -> Attempt:
         """Filter the sampled nodes, score the feasible ones, pick one, reserve and assume."""
@@ -234,8 +241,8 @@ class Cycle:
             return self._attempt(member, self.engine.profiles[member.scheduler_name], now).node
 
         nominated = {pod.uid: holds[pod.uid].node if pod.uid in holds else pod.nominated_node for pod in pods}
-        gang = pods[0].gang.key if pods[0].gang is not None and len(pods) > 1 else ""
-        lifted = self._lift_holds_below(state.gang_priority(gang, pods) if gang else pods[0].priority)
+        priority = self._priority(pods[0])
+        lifted = self._lift_holds_below(priority)
         result = plugin.post_filter(pods, max(1, minimum), nominated, place, now)
         # upstream clears lower-priority nominations on the nodes a preemption chose
         self._put_back_holds(lifted, {placement.node for placement in result.holds.values()})
@@ -247,7 +254,7 @@ class Cycle:
             for attempt in attempts:
                 placement = result.holds.get(attempt.pod.uid)
                 if placement is not None:
-                    state.hold(attempt.pod.uid, placement)
+                    state.hold(attempt.pod.uid, placement, priority)
                     attempt.nominated_node = placement.node
             return
         for attempt in attempts:
@@ -256,7 +263,7 @@ class Cycle:
             self._clear(attempts, holds)
         else:
             for uid, hold in holds.items():
-                state.hold(uid, hold.placement)
+                state.hold(uid, hold.placement, hold.priority)
 
     def _clear(self, attempts: list[Attempt], holds: dict[str, Hold]) -> None:
         """The pods' nominations go (their holds are already released)."""

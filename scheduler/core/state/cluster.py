@@ -411,7 +411,7 @@ class ClusterState:
         self.ledger.refresh_for([device for device, _ in placement.grants])
         self._touch(info)
 
-    def hold(self, uid: str, placement: Placement) -> None:
+    def hold(self, uid: str, placement: Placement, priority: int) -> None:
         """Keep a node's room for a nominated preemptor while its victims terminate: the pod's
         requests and the devices its dry run chose (`placement`, as an assumption made them)
         count on the node as if it were there, so no pod of its priority or lower takes them. A
@@ -420,7 +420,7 @@ class ClusterState:
         self.release_hold(uid)
         info = self._node_info(placement.node)
         dimensions = {device: "" for device, _ in placement.grants}
-        self.holds[uid] = Hold(placement)
+        self.holds[uid] = Hold(placement, priority)
         _charge(info, placement)
         self.ledger.recharge(uid, placement.grants, dimensions)
         self.ledger.refresh_for([device for device, _ in placement.grants])

@@ -35,9 +35,11 @@ class Lifted:
 
 @dataclass(frozen=True, slots=True)
 class Hold:
-    """A nominated preemptor's room on its node: its requests and the devices its dry run chose."""
+    """A nominated preemptor's room on its node: its requests and the devices its dry run chose,
+    and the priority it preempted with (a gang's, for its members)."""
 
     placement: Placement
+    priority: int
 
     @property
     def node(self) -> str:

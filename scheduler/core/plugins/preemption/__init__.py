@@ -68,14 +68,14 @@ class DefaultPreemption(PostFilterPlugin):
 
     # --- eligibility -----------------------------------------------------------------------
 
-    def ineligible(self, pods: Sequence[Pod], nominated: Mapping[str, str]) -> str | None:
+    def ineligible(self, pods: Sequence[Pod], nominated: Mapping[str, str], priority: int) -> str | None:
         """upstream's PodEligibleToPreemptOthers, for one pod or every member of a gang
-        (`nominated`: pod uid -> its nominated node)."""
+        (`nominated`: pod uid -> its nominated node; `priority`: the pod's, or its gang's)."""
         if any(pod.preempt_never for pod in pods):
             return NEVER
         for pod in pods:
             node = nominated.get(pod.uid)
-            if node and self._victim_terminating_on(node, pod.priority):
+            if node and self._victim_terminating_on(node, priority):
                 return TERMINATING
         return None
 
@@ -91,7 +91,9 @@ class DefaultPreemption(PostFilterPlugin):
 
     def post_filter(self, pods: Sequence[Pod], minimum: int, nominated: Mapping[str, str], place: Place,
                     now: float) -> Preemption:
-        reason = self.ineligible(pods, nominated)
+        gang = pods[0].gang.key if pods[0].gang is not None else ""
+        priority = self.state.gang_priority(gang, pods) if gang else pods[0].priority
+        reason = self.ineligible(pods, nominated, priority)
         if reason is not None:
             return Preemption(message=reason)
         if len(pods) == 1 and minimum <= 1 and pods[0].gang is None:

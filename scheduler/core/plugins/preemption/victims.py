@@ -36,9 +36,15 @@ class Unit:
 
 
 def running_members(state: ClusterState, gang: str) -> list[Pod]:
-    """A gang's members on a node: bound, or assumed while their Binding is out."""
+    """A gang's members on a node that are staying: bound, or assumed while their Binding is out,
+    and not already going (deleted, or a victim of an earlier preemption still terminating)."""
     uids = state.gangs.members.get(gang, set())
-    return [state.pods[uid] for uid in uids if uid in state.placements and uid in state.pods]
+    return [pod for uid in uids if uid in state.placements and (pod := state.pods.get(uid)) is not None
+            and not _going(state, pod)]
+
+
+def _going(state: ClusterState, pod: Pod) -> bool:
+    return pod.meta.deleting or pod.preempted or pod.uid in state.preempting
 
 
 def units_for(state: ClusterState, preemptor_priority: int, pods: Iterable[Pod], exclude_gang: str = "") -> list[Unit]:
@@ -49,6 +55,12 @@ def units_for(state: ClusterState, preemptor_priority: int, pods: Iterable[Pod],
     by_gang: dict[str, list[Pod]] = {}
     for pod in pods:
         if not _bound(state, pod):
+            continue
+        if _going(state, pod):  # already leaving (its gang counts without it): a victim for free, alone
+            priority = pod.priority if pod.gang is None else state.gang_priority(
+                pod.gang.key, [pod, *running_members(state, pod.gang.key)], as_victim=True)
+            if priority < preemptor_priority:
+                units.append(Unit((pod,), priority, ""))
             continue
         if pod.gang is None:
             if pod.priority < preemptor_priority:
