@@ -180,6 +180,10 @@ class FakeApi:
         if pod is None:
             return _status(404, f'pods "{name}" not found', "NotFound")
         meta = pod["metadata"]
+        uid = (body.get("metadata") or {}).get("uid")
+        if uid is not None and uid != meta.get("uid"):
+            return _status(409, f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                                f"{meta.get('uid')}", "Conflict")
         wanted = (body.get("metadata") or {}).get("resourceVersion")
         if wanted is not None and wanted != meta.get("resourceVersion", ""):
             return _status(409, f'Operation cannot be fulfilled on pods "{name}": the object has been modified; '

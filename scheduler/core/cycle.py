@@ -104,15 +104,19 @@ class Cycle:
         if num_nodes == 0:
             return Attempt(pod, None, message=NO_NODES, rejectors=frozenset(p.name for p in runtime.filters))
         lifted = self._lift_holds_below(self._priority(pod))
-        info = state.nodes.get(nominated) if nominated else None
-        if info is not None and info.node is not None and runtime.filter_node(ctx, info) is None:
-            reservation = runtime.reserve(ctx, info, now)
-            state.assume(pod.uid, info.name, reservation.devices)
-            attempt = Attempt(pod, info.name, dict(reservation.annotations))
-        else:
-            attempt = self._search(pod, runtime, ctx, now)
-        self._put_back_holds(lifted, {attempt.node} if attempt.node else set())
-        return attempt
+        taken: set[str] = set()
+        try:
+            info = state.nodes.get(nominated) if nominated else None
+            if info is not None and info.node is not None and runtime.filter_node(ctx, info) is None:
+                reservation = runtime.reserve(ctx, info, now)
+                state.assume(pod.uid, info.name, reservation.devices)
+                attempt = Attempt(pod, info.name, dict(reservation.annotations))
+            else:
+                attempt = self._search(pod, runtime, ctx, now)
+            taken = {attempt.node} if attempt.node else set()
+            return attempt
+        finally:
+            self._put_back_holds(lifted, taken)
 
     def _priority(self, pod: Pod) -> int:
         """What the pod competes with: its gang's priority (a PodGroup's class) for a member."""
@@ -243,9 +247,12 @@ class Cycle:
         nominated = {pod.uid: holds[pod.uid].node if pod.uid in holds else pod.nominated_node for pod in pods}
         priority = self._priority(pods[0])
         lifted = self._lift_holds_below(priority)
-        result = plugin.post_filter(pods, max(1, minimum), nominated, place, now)
-        # upstream clears lower-priority nominations on the nodes a preemption chose
-        self._put_back_holds(lifted, {placement.node for placement in result.holds.values()})
+        chosen: set[str] = set()
+        try:
+            result = plugin.post_filter(pods, max(1, minimum), nominated, place, now)
+            chosen = {placement.node for placement in result.holds.values()}
+        finally:  # upstream clears lower-priority nominations on the nodes a preemption chose
+            self._put_back_holds(lifted, chosen)
         attempts[0].preemption_tried = True  # one PostFilter run, for one pod or a whole gang
         if result.victims:
             for victim in result.victims:

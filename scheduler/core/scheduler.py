@@ -93,6 +93,16 @@ class Scheduler:
         """409 bound elsewhere / 404 gone: the apiserver's view wins; wait for the watch event."""
         self._outcomes.dropped(uid)
 
+    def eviction_failed(self, victim_uid: str, now: float) -> None:
+        """A preemption's victim could not be evicted (the apiserver refused for good): the room
+        its preemptor holds is not coming; the preemptor lets it go and tries again."""
+        state = self._engine.state
+        preemptor = state.preempting.pop(victim_uid, None)
+        if preemptor is None:
+            return
+        state.release_hold(preemptor)
+        self._engine.queue.move(now, lambda entry: entry.uid == preemptor, "EvictionFailed")
+
     def abandon_deferred(self, now: float) -> None:
         """Lost the lease: Bindings not sent yet are not ours to send; their pods go back to the queue."""
         self._outcomes.abandon(now)

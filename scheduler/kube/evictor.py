@@ -5,8 +5,11 @@ recreated under the same name is not evicted by mistake). A victim already gone 
 recreated (409 on the uid), counts as done. Other failures are retried after `retry_seconds`.
 
 Writes go out in the background (at most `concurrency` at a time), so a cycle never waits on the
-apiserver; `on_evicted` is called for each victim that is gone or going (the loop then records the
-upstream `Preempted` Event on the victim).
+apiserver; `on_evicted(eviction, deleted)` is called for each victim that is gone or going (`deleted`: by
+us, and the loop records the upstream `Preempted` Event on the victim; False when it was already
+gone or its name now belongs to a new pod). An eviction the apiserver refuses for good (400, 401,
+403, 405, 422) is given up and reported to `on_failed`. Only the leader evicts (`allowed`): a
+replica that lost its lease drops what it had queued; the new leader decides again.
 """
 
 from __future__ import annotations
@@ -43,10 +46,13 @@ class Eviction:
 
 
 class Evictor:
-    def __init__(self, http: KubeHttp, on_evicted: Callable[[Eviction], None], *, concurrency: int = 8,
-                 retry_seconds: float = 1.0) -> None:
+    def __init__(self, http: KubeHttp, on_evicted: Callable[[Eviction, bool], None],
+                 on_failed: Callable[[Eviction, str], None], *, allowed: Callable[[], bool] = lambda: True,
+                 concurrency: int = 8, retry_seconds: float = 1.0) -> None:
         self.http = http
         self.on_evicted = on_evicted
+        self.on_failed = on_failed
+        self.allowed = allowed
         self._pending: dict[str, Eviction] = {}
         self._wake = Wakeup()
         self._concurrency = concurrency
@@ -74,6 +80,9 @@ class Evictor:
                 self._pending = {**self._retry, **self._pending}
                 self._retry, self._retry_at = {}, None
             batch, self._pending = self._pending, {}
+            if batch and not self.allowed():
+                log.info("evictor.not_leader", dropped=len(batch))
+                continue
             async with anyio.create_task_group() as group:
                 for eviction in batch.values():
                     group.start_soon(evict, eviction)
@@ -82,34 +91,47 @@ class Evictor:
         path = f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}"
         condition = {"type": "DisruptionTarget", "status": "True", "reason": REASON, "message": eviction.message,
                      "lastTransitionTime": micro_time().split(".")[0] + "Z"}
+        patch = {"metadata": {"uid": eviction.uid}, "status": {"conditions": [condition]}}  # uid: a precondition
         try:
-            patched = await self.http.request("PATCH", f"{path}/status", body={"status": {"conditions": [condition]}},
-                                              content_type=STRATEGIC_PATCH)
-            if patched.status == 404:
-                self._done(eviction)
+            patched = await self.http.request("PATCH", f"{path}/status", body=patch, content_type=STRATEGIC_PATCH)
+            if patched.status in (404, 409):  # gone, or the name is a new pod's now
+                self._done(eviction, deleted=False)
                 return
             if not patched.ok:
                 raise _Refused(patched.status, patched.message())
             deleted = await self.http.request("DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions",
                                                                    "preconditions": {"uid": eviction.uid}})
             if deleted.ok or deleted.status in (404, 409):
-                self._done(eviction)
+                self._done(eviction, deleted=deleted.ok)
                 return
             raise _Refused(deleted.status, deleted.message())
-        except (aiohttp.ClientError, TimeoutError, OSError, _Refused) as err:
-            log.warning("evictor.failed", pod=f"{eviction.namespace}/{eviction.name}", error=str(err),
-                        retry_in=self._retry_seconds)
-            self._retry[eviction.uid] = eviction
-            if self._retry_at is None:
-                self._retry_at = anyio.current_time() + self._retry_seconds
+        except _Refused as err:
+            if err.status in _FINAL:
+                log.warning("evictor.refused", pod=f"{eviction.namespace}/{eviction.name}", error=str(err))
+                self.on_failed(eviction, str(err))
+                return
+            self._later(eviction, err)
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            self._later(eviction, err)
 
-    def _done(self, eviction: Eviction) -> None:
-        self.evicted += 1
-        log.info("evictor.evicted", pod=f"{eviction.namespace}/{eviction.name}", node=eviction.node,
-                 preemptor=eviction.preemptor_uid)
-        self.on_evicted(eviction)
+    def _later(self, eviction: Eviction, err: BaseException) -> None:
+        log.warning("evictor.failed", pod=f"{eviction.namespace}/{eviction.name}", error=str(err),
+                    retry_in=self._retry_seconds)
+        self._retry[eviction.uid] = eviction
+        if self._retry_at is None:
+            self._retry_at = anyio.current_time() + self._retry_seconds
+
+    def _done(self, eviction: Eviction, *, deleted: bool) -> None:
+        self.evicted += deleted
+        log.info("evictor.evicted" if deleted else "evictor.already_gone", pod=f"{eviction.namespace}/{eviction.name}",
+                 node=eviction.node, preemptor=eviction.preemptor_uid)
+        self.on_evicted(eviction, deleted)
+
+
+_FINAL = frozenset({400, 401, 403, 405, 422})  # retrying cannot help
 
 
 class _Refused(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}")
+        self.status = status

@@ -77,6 +77,9 @@ class ResourceKind:
     kind: str
     api_version: str
     path: str  # the cluster-wide list path
+    # Scheduling goes on without it: a 403 (RBAC from before the kind was read) counts as empty,
+    # with a warning, instead of keeping the scheduler unready.
+    optional: bool = False
 
 
 NODES = ResourceKind("Node", "v1", "/api/v1/nodes")
@@ -87,8 +90,10 @@ RESOURCE_CLASSES = ResourceKind(
     "ResourceClass", "tessera.dev/v1alpha1", "/apis/tessera.dev/v1alpha1/resourceclasses")
 POD_GROUPS = ResourceKind(
     "PodGroup", "scheduling.x-k8s.io/v1alpha1", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups")
-DISRUPTION_BUDGETS = ResourceKind("PodDisruptionBudget", "policy/v1", "/apis/policy/v1/poddisruptionbudgets")
-PRIORITY_CLASSES = ResourceKind("PriorityClass", "scheduling.k8s.io/v1", "/apis/scheduling.k8s.io/v1/priorityclasses")
+DISRUPTION_BUDGETS = ResourceKind("PodDisruptionBudget", "policy/v1", "/apis/policy/v1/poddisruptionbudgets",
+                                  optional=True)
+PRIORITY_CLASSES = ResourceKind("PriorityClass", "scheduling.k8s.io/v1", "/apis/scheduling.k8s.io/v1/priorityclasses",
+                                optional=True)
 ALL_KINDS: tuple[ResourceKind, ...] = (NODES, PODS, EXTENDED_RESOURCES, RESOURCE_CLASSES, POD_GROUPS,
                                        DISRUPTION_BUDGETS, PRIORITY_CLASSES)
 
@@ -244,7 +249,12 @@ class Informer:
             except _HttpError as err:
                 self.stats.errors += 1
                 pause = self._backoff()
-                if err.status in (401, 403):
+                if err.status == 403 and self.kind.optional:
+                    must_list = True
+                    pause = UNAVAILABLE_RETRY_SECONDS
+                    self._mark_unavailable(str(err), "the scheduler's role may not read it (update its RBAC: "
+                                                     "deploy/rbac/scheduler.yaml)")
+                elif err.status in (401, 403):
                     self.denials.refused(self.kind.kind, err)
                 else:
                     log.warning("informer.error", kind=self.kind.kind, reason=_describe(err),
@@ -269,11 +279,11 @@ class Informer:
         self._failures += 1
         return delay * random.uniform(0.5, 1.0)
 
-    def _mark_unavailable(self, reason: str) -> None:
+    def _mark_unavailable(self, reason: str, why: str = "is not served by the apiserver") -> None:
         if self.available:
             self.available = False
             log.warning("informer.unavailable", kind=self.kind.kind, reason=reason,
-                        message=f"{self.kind.kind} is not served by the apiserver; treating it as "
+                        message=f"{self.kind.kind} {why}; treating it as "
                                 f"empty and retrying every {UNAVAILABLE_RETRY_SECONDS:g} s")
         self._replace({})  # whatever we had is gone with the resource
         self.synced.set()

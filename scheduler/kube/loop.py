@@ -69,7 +69,7 @@ class SchedulerLoop:
         events_http = KubeHttp(http.api, RateLimiter(limiter.qps, limiter.burst) if limiter is not None else None)
         self.events = EventRecorder(events_http, controller="tessera", instance=identity)
         self.statuses = StatusWriter(http, self._pod_version)
-        self.evictor = Evictor(http, self._on_evicted)
+        self.evictor = Evictor(http, self._on_evicted, self._on_eviction_failed, allowed=lambda: self.is_leader())
         self.is_leader = is_leader
         self.hooks = hooks or LoopHooks()
         self.stats = LoopStats()
@@ -251,7 +251,16 @@ class SchedulerLoop:
             self.evictor.submit(Eviction(victim.meta.namespace, victim.meta.name, victim.uid, attempt.pod.uid,
                                          attempt.pod.scheduler_name, node))
 
-    def _on_evicted(self, eviction: Eviction) -> None:
+    def _on_eviction_failed(self, eviction: Eviction, reason: str) -> None:
+        self.core.eviction_failed(eviction.uid, time.time())
+        ref = ObjectRef("Pod", "v1", eviction.name, eviction.namespace, eviction.uid)
+        self.events.record(ref, "Warning", "PreemptionFailed", "Preempting",
+                           f"Could not evict the pod for pod {eviction.preemptor_uid}: {reason}")
+        self._wake.set()
+
+    def _on_evicted(self, eviction: Eviction, deleted: bool) -> None:
+        if not deleted:
+            return  # already gone (or its name is a new pod's): nothing to tell
         ref = ObjectRef("Pod", "v1", eviction.name, eviction.namespace, eviction.uid)
         preemptor = self.core.state.pods.get(eviction.preemptor_uid)
         related = _pod_ref_of(preemptor) if preemptor is not None else None

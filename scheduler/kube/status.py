@@ -44,6 +44,7 @@ class StatusWriter:
         self.pod_version = pod_version
         self._dirty: dict[_Key, dict[str, Any]] = {}
         self._written: dict[_Key, bytes] = {}
+        self._nominated: dict[_Key, str] = {}  # the last nominatedNodeName wished per pod ("" clears)
         self._wake = Wakeup()
         self._concurrency = concurrency
         self._retry_seconds = retry_seconds
@@ -58,16 +59,21 @@ class StatusWriter:
         condition = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
                      "lastProbeTime": None}
         status: dict[str, Any] = {"conditions": [condition]}
+        key = (f"/api/v1/namespaces/{namespace}/pods/{name}/status", STRATEGIC_PATCH)
+        if nominated_node is None:  # "leave it": a nomination wished earlier stays in every later wish
+            nominated_node = self._nominated.get(key)
+        else:
+            self._nominated[key] = nominated_node
         if nominated_node is not None:
             status["nominatedNodeName"] = nominated_node or None  # null removes the field
-        self._want((f"/api/v1/namespaces/{namespace}/pods/{name}/status", STRATEGIC_PATCH),
-                   {"status": status}, stamp=("lastTransitionTime",))
+        self._want(key, {"status": status}, stamp=("lastTransitionTime",))
 
     def pod_gone(self, namespace: str, name: str) -> None:
         """Forget what we wrote for a pod (it was bound or deleted), so a new one starts clean."""
         key = (f"/api/v1/namespaces/{namespace}/pods/{name}/status", STRATEGIC_PATCH)
         self._dirty.pop(key, None)
         self._written.pop(key, None)
+        self._nominated.pop(key, None)
 
     def pod_group(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """phase, scheduled, running, succeeded, failed (the scheduler-plugins PodGroup status)."""

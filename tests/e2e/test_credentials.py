@@ -47,7 +47,7 @@ async def _readyz(port: int) -> tuple[int, str]:
      "not ready: the apiserver rejected our credentials (HTTP 401 Unauthorized): check the token or client "
      "certificate in the kubeconfig"),
     ("no-rbac", "config/binpack.yaml", 403, "not ready: the apiserver denied access to ExtendedResource, Node, Pod, "
-                                             "PodDisruptionBudget, PodGroup, PriorityClass, ResourceClass (HTTP 403): "),
+                                             "PodGroup, ResourceClass (HTTP 403): "),
 ])
 async def test_run_says_once_why_the_apiserver_refuses_it_and_stays_unready(
         control_plane: LocalControlPlane, tmp_path: Path, kind: str, config: str, status: int, reason: str) -> None:

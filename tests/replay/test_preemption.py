@@ -374,3 +374,30 @@ def test_a_podgroup_gangs_hold_and_guard_use_the_gangs_priority() -> None:
     assert not [v for a in later for v in a.preempted]
     assert run.node_of("serve-0") == run.node_of("serve-1") == "a"
     assert run.node_of("mid") is None
+
+
+def test_a_failed_eviction_releases_the_preemptors_hold_and_lets_it_try_again() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("n", cpu="1", memory="1Gi"))
+    run.add(_running("low", "n", LOW, ("1", "1Gi")))
+    run.replay._evict = lambda victims, preemptor: None
+    first = _preemptor(run, "p", MID, ("1", "1Gi"))
+    victim = first.preempted[0]
+    assert run.state.holds and run.state.preempting == {victim.uid: first.pod.uid}
+    run.scheduler.eviction_failed(victim.uid, 1.0)  # e.g. the apiserver refused the DELETE (403)
+    assert not run.state.holds and not run.state.preempting
+    again = list(run.replay.drain())
+    assert [a.pod.meta.name for a in again] == ["p"] and again[0].preempted  # it decides afresh
+
+
+def test_an_unreadable_deleted_budget_or_priority_class_is_still_forgotten() -> None:
+    run = Run(config(BINPACK))
+    pdb = _pdb("db", {"app": "db"}, allowed=0)
+    run.add(pdb, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                  "metadata": {"name": "urgent", "uid": "pc-urgent"}, "value": HIGH})
+    assert run.state.pdbs and run.state.priority_classes
+    broken_pdb = {**pdb, "status": {"disruptionsAllowed": "many"}}
+    broken_class = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                    "metadata": {"name": "urgent", "uid": "pc-urgent"}, "value": "high"}
+    run.feed(b.event("DELETED", broken_pdb), b.event("DELETED", broken_class))
+    assert not run.state.pdbs and not run.state.priority_classes

@@ -16,6 +16,10 @@ def _victim(api: FakeApi, name: str = "victim") -> Eviction:
     return Eviction("default", name, pod["metadata"]["uid"], "preemptor-uid", "tessera", "n1")
 
 
+def _no_failure(eviction: Eviction, reason: str) -> None:
+    raise AssertionError(f"eviction of {eviction.name} given up: {reason}")
+
+
 async def _run(evictor: Evictor, until: Callable[[], bool], rounds: int = 200) -> None:
     task = asyncio.create_task(evictor.run())
     for _ in range(rounds):
@@ -29,15 +33,16 @@ async def _run(evictor: Evictor, until: Callable[[], bool], rounds: int = 200) -
 async def test_the_victim_gets_disruption_target_then_is_deleted_with_its_uid() -> None:
     api = FakeApi()
     eviction = _victim(api)
-    done: list[Eviction] = []
-    evictor = Evictor(api, done.append)  # type: ignore[arg-type]
+    done: list[tuple[Eviction, bool]] = []
+    evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)), _no_failure)  # type: ignore[arg-type]
     evictor.submit(eviction)
     await _run(evictor, lambda: bool(done))
-    assert done == [eviction]
+    assert done == [(eviction, True)]
     calls = [(c.method, c.path) for c in api.calls if c.method in ("PATCH", "DELETE")]
     assert calls == [("PATCH", "/api/v1/namespaces/default/pods/victim/status"),
                      ("DELETE", "/api/v1/namespaces/default/pods/victim")]
     [patch] = api.of("PATCH", "/status")
+    assert patch.body["metadata"] == {"uid": eviction.uid}  # a precondition: never mark a new pod
     [condition] = patch.body["status"]["conditions"]
     assert {k: condition[k] for k in ("type", "status", "reason", "message")} == {
         "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
@@ -52,23 +57,50 @@ async def test_a_victim_already_gone_or_recreated_counts_as_done_and_is_not_dele
     gone = Eviction("default", "gone", "uid-gone", "p", "tessera", "n1")
     recreated = _victim(api, "again")
     api.pods[("default", "again")]["metadata"]["uid"] = "a-new-uid"
-    done: list[Eviction] = []
-    evictor = Evictor(api, done.append)  # type: ignore[arg-type]
+    done: list[tuple[Eviction, bool]] = []
+    evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)), _no_failure)  # type: ignore[arg-type]
     evictor.submit(gone)
     evictor.submit(recreated)
     await _run(evictor, lambda: len(done) == 2)
-    assert sorted(e.name for e in done) == ["again", "gone"]
+    assert sorted((e.name, deleted) for e, deleted in done) == [("again", False), ("gone", False)]
     assert ("default", "again") in api.pods  # the new pod under the old name stays
+    assert not [c for c in api.pod("default", "again")["status"].get("conditions", [])
+                if c["type"] == "DisruptionTarget"]  # and is not marked as a victim
+    assert not api.of("DELETE")
 
 
 async def test_a_failed_delete_is_retried() -> None:
     api = FakeApi()
     eviction = _victim(api)
     api.fail_next("DELETE", "/pods/victim", status=500)
-    done: list[Eviction] = []
-    evictor = Evictor(api, done.append, retry_seconds=0.05)  # type: ignore[arg-type]
+    done: list[tuple[Eviction, bool]] = []
+    evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)), _no_failure,  # type: ignore[arg-type]
+                      retry_seconds=0.05)
     evictor.submit(eviction)
     await _run(evictor, lambda: bool(done))
-    assert done == [eviction]
+    assert done == [(eviction, True)]
     assert len(api.of("DELETE")) == 2
     assert ("default", "victim") not in api.pods
+
+
+async def test_an_eviction_refused_for_good_is_given_up_and_reported() -> None:
+    api = FakeApi()
+    eviction = _victim(api)
+    api.fail_next("DELETE", "/pods/victim", status=403)
+    failed: list[tuple[Eviction, str]] = []
+    evictor = Evictor(api, lambda e, deleted: None, lambda e, reason: failed.append((e, reason)),  # type: ignore[arg-type]
+                      retry_seconds=0.01)
+    evictor.submit(eviction)
+    await _run(evictor, lambda: bool(failed), rounds=30)
+    assert [e for e, _ in failed] == [eviction] and "403" in failed[0][1]
+    assert len(api.of("DELETE")) == 1  # not retried
+
+
+async def test_a_replica_that_is_not_the_leader_evicts_nothing() -> None:
+    api = FakeApi()
+    eviction = _victim(api)
+    evictor = Evictor(api, lambda e, deleted: None, _no_failure, allowed=lambda: False)  # type: ignore[arg-type]
+    evictor.submit(eviction)
+    await _run(evictor, lambda: False, rounds=10)
+    assert not api.of("PATCH") and not api.of("DELETE")
+    assert ("default", "victim") in api.pods

@@ -21,7 +21,7 @@ from structlog.testing import capture_logs
 
 from scheduler.kube import informers
 from scheduler.kube.http import KubeHttp, Response
-from scheduler.kube.informers import PODS, POD_GROUPS, Informer, InformerSet, ResourceKind
+from scheduler.kube.informers import DISRUPTION_BUDGETS, NODES, PODS, POD_GROUPS, Informer, InformerSet, ResourceKind
 
 
 @pytest.fixture(autouse=True)
@@ -390,3 +390,25 @@ async def test_a_list_failing_on_a_later_page_is_redone_as_a_diff() -> None:
     assert sink.summary() == [("ADDED", "a", "1"), ("ADDED", "b", "2"),
                               ("DELETED", "a", "1"), ("MODIFIED", "b", "4"), ("ADDED", "c", "3")]
     assert informer.stats.errors == 1 and informer.resource_version == "6"
+
+
+async def test_an_optional_kind_the_role_may_not_read_counts_as_empty_and_synced() -> None:
+    """PodDisruptionBudgets and PriorityClasses only refine preemption: a scheduler upgraded
+    before its RBAC must go on scheduling (warned), not wait unready for them."""
+    forbidden = Response(403, b'{"kind":"Status","message":"poddisruptionbudgets.policy is forbidden","code":403}')
+    budget = {"metadata": {"name": "db", "namespace": "ns", "uid": "u", "resourceVersion": "3"}}
+    informer, http, sink = make([forbidden, forbidden, page([budget], "3")], [], kind=DISRUPTION_BUDGETS)
+    with capture_logs() as logs:
+        await run_until(informer, lambda: informer.stats.lists == 1)
+    warnings = [entry for entry in logs if entry["event"] == "informer.unavailable"]
+    assert len(warnings) == 1 and "RBAC" in warnings[0]["message"]
+    assert sink.synced_at_delivery == [True]  # synced (empty) while forbidden
+    assert not informer.denials.reason
+    assert informer.available and sink.events[0][1]["kind"] == "PodDisruptionBudget"
+
+
+async def test_a_required_kind_the_role_may_not_read_keeps_the_scheduler_unsynced() -> None:
+    forbidden = Response(403, b'{"kind":"Status","message":"nodes is forbidden","code":403}')
+    informer, http, sink = make([forbidden, forbidden, forbidden], [], kind=NODES)
+    await run_until(informer, lambda: len(http.list_calls) >= 3)
+    assert not informer.synced.is_set() and informer.denials.reason

@@ -127,3 +127,15 @@ async def test_a_preemptor_gets_its_nominated_node_with_the_condition_and_loses_
                        "0/1 nodes are available: 1 Insufficient cpu.", nominated_node="")
     await _flush(writer, lambda: writer.writes > 1)
     assert "nominatedNodeName" not in api.pod("default", "p")["status"]
+
+
+async def test_a_later_wish_without_a_nomination_keeps_the_one_not_yet_written() -> None:
+    """Regression (review): a retry's PodScheduled wish (nomination "leave it") replaced the
+    unwritten wish that carried nominatedNodeName, and the nomination was never written."""
+    api = _api()
+    writer = StatusWriter(api, lambda ns, name, reason: api.pod(ns, name)["metadata"]["resourceVersion"])  # type: ignore[arg-type]
+    writer.pod_waiting("default", "p", UNSCHEDULABLE, "0/1 nodes are available: 1 Insufficient cpu.", nominated_node="n1")
+    writer.pod_waiting("default", "p", UNSCHEDULABLE, "0/1 nodes are available: 1 Insufficient cpu. preemption: "
+                       "not eligible due to a terminating pod on the nominated node.")
+    await _flush(writer, lambda: writer.writes > 0)
+    assert api.pod("default", "p")["status"]["nominatedNodeName"] == "n1"

@@ -155,6 +155,10 @@ class ClusterState:
             return [ClusterEvent(EventKind.CLASS_CHANGED)]
         if kind == "PodGroup" and self.gangs.podgroup_deleted(key):
             return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=key)]
+        if kind == "PodDisruptionBudget":
+            self.pdbs.pop(key, None)
+        if kind == "PriorityClass":
+            self.priority_classes.pop(name, None)
         return []
 
     def _stale(self, uid: str, resource_version: str) -> bool:

@@ -147,9 +147,9 @@ class DefaultPreemption(PostFilterPlugin):
         if not units:
             return NO_VICTIMS
         lifted: dict[str, list[Lifted]] = {}
-        for unit in units:
-            lifted[unit.pods[0].uid] = [state.lift(p.uid) for p in unit.pods if state.node_of(p.uid) == info.name]
         try:
+            for unit in units:
+                lifted[unit.pods[0].uid] = [state.lift(p.uid) for p in unit.pods if state.node_of(p.uid) == info.name]
             ctx = prepare(pod, state.classes)
             rejected = self.handle.filter_node(ctx, info)
             if rejected is not None:
