@@ -45,12 +45,16 @@ class Cycle:
         self.rng = random.Random(seed)
         self.explain = explain
         self.next_start = 0  # the sampled nodes' rotating start (upstream's nextStartNodeIndex)
+        # lower-priority holds dropped because a placement took their node, until that placement
+        # is kept: a gang transaction or a dry run that is undone gives them back
+        self._displaced: dict[str, Hold] = {}
 
     def schedule_next(self, now: float) -> list[Attempt] | None:
         """Run one cycle (one pod, or one whole gang); None when no pod is ready at `now`."""
         engine = self.engine
         engine.now = now
         engine.release(None, now)  # permit plugins may let held Bindings go with time
+        self._displaced = {}
         uid = engine.queue.pop(now)
         if uid is None:
             return None
@@ -136,8 +140,18 @@ class Cycle:
     def _put_back_holds(self, lifted: dict[str, Hold], taken: set[str]) -> None:
         """Holds on nodes this attempt took are gone (their pods will try again); the rest return."""
         for uid, hold in lifted.items():
-            if hold.node not in taken:
+            if hold.node in taken:
+                self._displaced[uid] = hold
+            else:
                 self.engine.state.hold(uid, hold.placement, hold.priority)
+
+    def _give_back_displaced(self, since: dict[str, Hold]) -> None:
+        """The placements that took these holds' nodes were undone: the holds return."""
+        state = self.engine.state
+        for uid, hold in list(self._displaced.items()):
+            if uid not in since and uid in state.pending and uid not in state.holds:
+                state.hold(uid, hold.placement, hold.priority)
+                del self._displaced[uid]
 
     def _search(self, pod: Pod, runtime: ProfileRuntime, ctx: PodContext, now: float) -> Attempt:
         """Filter the sampled nodes, score the feasible ones, pick one, reserve and assume."""
@@ -214,13 +228,15 @@ class Cycle:
         rejectors = frozenset({grouping.name}).union(*(a.rejectors for a in failed))
         summary = (f"pod group {view.key} needs {view.minimum} members placed together, "
                    f"only {len(view.bound) + len(placed)} fit; {first.pod.key}: {first.message}")
+        undone = {id(attempt) for attempt in placed}
+        for attempt in placed:
+            engine.state.forget(attempt.pod.uid)
+            attempt.node = None
+            attempt.annotations = {}
+            attempt.message = summary
+        self._give_back_displaced({})
         for attempt in attempts:
-            if attempt.node is not None:
-                engine.state.forget(attempt.pod.uid)
-                attempt.node = None
-                attempt.annotations = {}
-                attempt.message = summary
-            elif attempt is not first:
+            if id(attempt) not in undone and attempt is not first:
                 attempt.message = f"{attempt.message} (pod group {view.key}: {len(placed)} of {view.minimum} placed)"
             attempt.rejectors = rejectors
             queue.unschedulable_failure(attempt.pod.uid, rejectors, now)
@@ -248,10 +264,12 @@ class Cycle:
         priority = self._priority(pods[0])
         lifted = self._lift_holds_below(priority)
         chosen: set[str] = set()
+        before = dict(self._displaced)
         try:
             result = plugin.post_filter(pods, max(1, minimum), nominated, place, now)
             chosen = {placement.node for placement in result.holds.values()}
         finally:  # upstream clears lower-priority nominations on the nodes a preemption chose
+            self._give_back_displaced(before)  # the dry run's placements are undone
             self._put_back_holds(lifted, chosen)
         attempts[0].preemption_tried = True  # one PostFilter run, for one pod or a whole gang
         if result.victims:

@@ -401,3 +401,27 @@ def test_an_unreadable_deleted_budget_or_priority_class_is_still_forgotten() -> 
                     "metadata": {"name": "urgent", "uid": "pc-urgent"}, "value": "high"}
     run.feed(b.event("DELETED", broken_pdb), b.event("DELETED", broken_class))
     assert not run.state.pdbs and not run.state.priority_classes
+
+
+def test_a_rolled_back_gang_transaction_gives_lower_holds_back() -> None:
+    """Review: a gang member placed on a lower-priority nominee's node dropped its hold, and the
+    transaction that was then undone (the gang did not fit) did not give it back."""
+    from scheduler.core.scheduler import Scheduler
+
+    core = Scheduler(config(BINPACK))
+    core.apply("ADDED", b.node("a", cpu="1", memory="1Gi"), 0.0)
+    core.apply("ADDED", b.node("b", cpu="1", memory="1Gi"), 0.0)
+    low = _running("low", "a", LOW, ("1", "1Gi"))
+    core.apply("ADDED", low, 0.0)
+    core.apply("ADDED", _running("big", "b", VHIGH, ("1", "1Gi")), 0.0)
+    core.apply("ADDED", b.pod("mid", requests={"cpu": "1", "memory": "1Gi"}, priority=MID), 0.0)
+    [first] = core.schedule_next(0.0) or []
+    assert first.nominated_node == "a"
+    mid = first.pod.uid
+    core.apply("DELETED", low, 0.0)  # the victim is gone; mid waits out its backoff
+    for i in range(2):
+        core.apply("ADDED", b.pod(f"g{i}", requests={"cpu": "1", "memory": "1Gi"}, priority=HIGH,
+                                 labels=b.gang_labels("g", 2), spec_extra={"preemptionPolicy": "Never"}), 0.0)
+    attempts = core.schedule_next(0.0) or []
+    assert {a.pod.meta.name for a in attempts} == {"g0", "g1"} and all(a.node is None for a in attempts)
+    assert mid in core.state.holds and core.state.holds[mid].node == "a"
