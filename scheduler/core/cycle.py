@@ -253,8 +253,11 @@ class Cycle:
         keeps its holds; otherwise the nominations go and the message says why."""
         plugin = runtime.post_filter
         state = self.engine.state
-        if plugin is None or any(runtime.pre_filter(prepare(pod, state.classes)) is not None for pod in pods):
-            self._clear(attempts, holds)  # PreFilter's reasons (an unknown class...) no eviction can help
+        if plugin is None or not state.node_order or any(
+                runtime.pre_filter(prepare(pod, state.classes)) is not None for pod in pods):
+            # no nodes at all, or PreFilter's reasons (an unknown class...): no eviction can help
+            # (upstream runs PostFilter on a FitError only)
+            self._clear(attempts, holds)
             return
 
         def place(member: Pod) -> str | None:

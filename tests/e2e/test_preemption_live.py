@@ -122,6 +122,13 @@ async def test_a_nominated_preemptor_waits_for_its_terminating_victim_without_a_
     await _priority_classes(kubectl)
     node = b.node("preempt-node", gpus=2)
     await kubectl.create("/api/v1/nodes", node)
+    try:
+        await _nominated_then_bound(loop, kubectl, namespace, node)
+    finally:  # the shared plane: later tests (test_record.py) record every node there is
+        await kubectl.call("DELETE", "/api/v1/nodes/preempt-node", ok=(200, 404))
+
+
+async def _nominated_then_bound(loop: Any, kubectl: Kube, namespace: str, node: dict[str, Any]) -> None:
     await kubectl.call("PATCH", "/api/v1/nodes/preempt-node/status", {"status": node["status"]},
                        content_type="application/merge-patch+json")
     await kubectl.create_pod(namespace, _pod("victim", LOW, {"nvidia.com/gpu": 2}, node_name="preempt-node"))

@@ -117,11 +117,13 @@ async def test_record_then_simulate(control_plane: LocalControlPlane, namespace:
         assert node in report  # the node table
 
 
-async def test_full_cluster_with_pending_pods_replays_as_it_was(control_plane: LocalControlPlane, namespace: str,
+async def test_full_cluster_with_pending_pods_replays_as_it_was(clean_cluster: LocalControlPlane, namespace: str,
                                                                tmp_path: Path) -> None:
     """Every GPU bound and pods pending whose names sort before the bound ones (the apiserver lists
     pods by name): the recording starts from the bound state, so the replay keeps every bound pod
-    where it is, over-commits nothing and leaves the pending pods pending (issue 10, part 3.4)."""
+    where it is, over-commits nothing and leaves the pending pods pending (issue 10, part 3.4).
+    The plane is cleaned first: a node another test left behind would be recorded too, with room."""
+    control_plane = clean_cluster
     prefix = f"full-{secrets.token_hex(3)}"
     out = tmp_path / "events.jsonl"
     api = await connect(str(control_plane.kubeconfig))
