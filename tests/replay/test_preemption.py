@@ -307,29 +307,36 @@ def test_the_shipped_preemption_example_evicts_only_the_training_gang() -> None:
     assert all(run.node_of(f"batch-{i}") is not None for i in range(8))
 
 
-def test_a_podgroup_priority_class_gives_its_gang_the_priority_to_preempt() -> None:
-    """Members without a priority of their own (0): the PodGroup's priorityClassName decides."""
+def _urgent_podgroup_on_a_full_node(with_class: bool = True) -> Run:
+    """A 4-GPU node full of two priority-10 pods, and a PodGroup `serve` (minimum 2) whose class
+    `urgent` is worth 1000 (`with_class`: the PriorityClass exists)."""
     run = Run(config(BINPACK))
-    run.add({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-             "metadata": {"name": "urgent", "uid": "pc-urgent"}, "value": HIGH})
+    if with_class:
+        run.add({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                 "metadata": {"name": "urgent", "uid": "pc-urgent"}, "value": HIGH})
     run.add(b.node("a", gpus=4))
     run.add(*(b.pod(f"low-{i}", limits={"nvidia.com/gpu": 2}, priority=10, node_name="a", phase="Running")
               for i in range(2)))
     group = b.podgroup("serve", 2)
     group["spec"]["priorityClassName"] = "urgent"
     run.add(group)
-    members = [b.pod(f"serve-{i}", limits={"nvidia.com/gpu": 2},
-                     labels={"scheduling.x-k8s.io/pod-group": "serve"}) for i in range(2)]
-    attempts = run.add(*members)
+    return run
+
+
+def _serve_members() -> list[dict[str, Any]]:
+    return [b.pod(f"serve-{i}", limits={"nvidia.com/gpu": 2}, labels={"scheduling.x-k8s.io/pod-group": "serve"})
+            for i in range(2)]
+
+
+def test_a_podgroup_priority_class_gives_its_gang_the_priority_to_preempt() -> None:
+    """Members without a priority of their own (0): the PodGroup's priorityClassName decides."""
+    run = _urgent_podgroup_on_a_full_node()
+    attempts = run.add(*_serve_members())
     assert sorted(v.meta.name for a in attempts for v in a.preempted) == ["low-0", "low-1"]
     assert run.node_of("serve-0") == run.node_of("serve-1") == "a"
-    # without the class (deleted), the same gang at priority 0 evicts nothing
-    run = Run(config(BINPACK))
-    run.add(b.node("a", gpus=4))
-    run.add(*(b.pod(f"low-{i}", limits={"nvidia.com/gpu": 2}, priority=10, node_name="a", phase="Running")
-              for i in range(2)))
-    run.add(group)
-    attempts = run.add(*members)
+    # without the class, the same gang at its members' priority (0) evicts nothing
+    run = _urgent_podgroup_on_a_full_node(with_class=False)
+    attempts = run.add(*_serve_members())
     assert not [v for a in attempts for v in a.preempted]
 
 
@@ -353,18 +360,9 @@ def test_a_podgroup_gangs_hold_and_guard_use_the_gangs_priority() -> None:
     """Regression (review): a PodGroup gang (members at priority 0, class 1000) was held at its
     pods' priority: a priority-5 pod took its room while its victims terminated, and the gang then
     preempted a second time."""
-    run = Run(config(BINPACK))
-    run.add({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-             "metadata": {"name": "urgent", "uid": "pc-urgent"}, "value": HIGH})
-    run.add(b.node("a", gpus=4))
-    run.add(*(b.pod(f"low-{i}", limits={"nvidia.com/gpu": 2}, priority=10, node_name="a", phase="Running")
-              for i in range(2)))
-    group = b.podgroup("serve", 2)
-    group["spec"]["priorityClassName"] = "urgent"
-    run.add(group)
+    run = _urgent_podgroup_on_a_full_node()
     run.replay._evict = lambda victims, preemptor: None
-    first = run.add(*(b.pod(f"serve-{i}", limits={"nvidia.com/gpu": 2},
-                            labels={"scheduling.x-k8s.io/pod-group": "serve"}) for i in range(2)))
+    first = run.add(*_serve_members())
     assert sorted(v.meta.name for a in first for v in a.preempted) == ["low-0", "low-1"]
     run.add(b.pod("mid", limits={"nvidia.com/gpu": 4}, priority=5))
     for name in ("low-0", "low-1"):
