@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +86,16 @@ contexts:
 current-context: x
 """)
     return path
+
+
+async def run_for_a_while(run: Callable[[], Awaitable[None]], until: Callable[[], bool] = lambda: False,
+                          rounds: int = 20) -> None:
+    """Run a background writer's `run()` until `until()` holds (checked every 10 ms, at most
+    `rounds` times), then cancel it."""
+    task = asyncio.create_task(run())  # type: ignore[arg-type]
+    for _ in range(rounds):
+        await asyncio.sleep(0.01)
+        if until():
+            break
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)

@@ -107,7 +107,7 @@ class Cycle:
                            rejectors=frozenset({plugin}))
         if num_nodes == 0:
             return Attempt(pod, None, message=NO_NODES, rejectors=frozenset(p.name for p in runtime.filters))
-        lifted = self._lift_holds_below(self._priority(pod))
+        lifted = self._lift_holds_below(self._priority(pod)) if state.holds else {}  # holds are rare
         taken: set[str] = set()
         try:
             info = state.nodes.get(nominated) if nominated else None

@@ -351,9 +351,10 @@ class Informer:
                                                        timeout=LIST_TIMEOUT, limited=False)
                     _raise_for_status(response)
                     doc = response.json()
-                    token = str((doc.get("metadata") or {}).get("continue") or "")
-                    if not token:
-                        str(doc["metadata"]["resourceVersion"])  # a last page without one is an error here
+                    meta = doc.get("metadata") or {}
+                    token = str(meta.get("continue") or "")
+                    if not token and "resourceVersion" not in meta:
+                        raise ValueError(f"{self.kind.kind} list: the last page has no metadata.resourceVersion")
                 except Exception as err:  # noqa: BLE001 - handed over, raised by _list
                     await send.send(err)
                     return

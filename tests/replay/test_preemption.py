@@ -177,30 +177,39 @@ def test_profile_without_default_preemption_never_preempts() -> None:
 
 # --- nominations and holds ---------------------------------------------------------------------
 
-def test_a_nominated_pod_waits_for_its_victims_and_its_room_is_held() -> None:
-    """Victims that are terminating but not gone: no second wave, and a lower-priority pod cannot
-    take the room; a higher-priority one can (upstream: lower-priority nominations are ignored)."""
+def _full_node_slow_evictions() -> Run:
+    """One node (1 CPU) full with a priority-0 pod `low`; victims terminate slowly: the replay
+    deletes nothing until a test says so (`_gone`)."""
     run = Run(config(BINPACK))
     run.add(b.node("n", cpu="1", memory="1Gi"))
     run.add(_running("low", "n", LOW, ("1", "1Gi")))
-    run.replay._evict = lambda victims, preemptor: None  # victims terminate slowly: nothing is deleted yet
+    run.replay._evict = lambda victims, preemptor: None
+    return run
+
+
+def _gone(run: Run, name: str) -> None:
+    """The pod's deletion completes: the apiserver's DELETED event."""
+    run.feed(b.event("DELETED", run.replay.pods[run.state.pod_by_key(f"default/{name}").uid]))
+
+
+def test_a_nominated_pod_waits_for_its_victims_and_its_room_is_held() -> None:
+    """Victims that are terminating but not gone: no second wave, and a lower-priority pod cannot
+    take the room; a higher-priority one can (upstream: lower-priority nominations are ignored)."""
+    run = _full_node_slow_evictions()
     first = _preemptor(run, "p", MID, ("1", "1Gi"))
     assert first.nominated_node == "n" and _victims(first) == ["low"]
     run.scheduler.queue.flush_unschedulable(1e9)
     retry = list(run.replay.drain())
     assert retry and all(a.preempted == [] for a in retry)
     assert retry[-1].message.endswith("preemption: not eligible due to a terminating pod on the nominated node.")
-    run.feed(b.event("DELETED", run.replay.pods[run.state.pod_by_key("default/low").uid]))
+    _gone(run, "low")
     run.add(b.pod("sneaky", requests={"cpu": "1", "memory": "1Gi"}, priority=LOW))
     assert run.node_of("p") == "n"
     assert run.node_of("sneaky") is None
 
 
 def test_a_higher_priority_pod_may_take_a_lower_nominated_pods_room() -> None:
-    run = Run(config(BINPACK))
-    run.add(b.node("n", cpu="1", memory="1Gi"))
-    run.add(_running("low", "n", LOW, ("1", "1Gi")))
-    run.replay._evict = lambda victims, preemptor: None
+    run = _full_node_slow_evictions()
     _preemptor(run, "mid", MID, ("1", "1Gi"))
     assert "default/mid" in {run.state.pods[uid].key for uid in run.state.holds}
     # a high-priority pod arrives while low terminates: mid's hold does not stop it, and its
@@ -208,7 +217,7 @@ def test_a_higher_priority_pod_may_take_a_lower_nominated_pods_room() -> None:
     high = _preemptor(run, "high", HIGH, ("1", "1Gi"))
     assert high.nominated_node == "n"
     assert {run.state.pods[uid].key for uid in run.state.holds} == {"default/high"}
-    run.feed(b.event("DELETED", run.replay.pods[run.state.pod_by_key("default/low").uid]))
+    _gone(run, "low")
     assert run.node_of("high") == "n"
     assert run.node_of("mid") is None
 
@@ -366,7 +375,7 @@ def test_a_podgroup_gangs_hold_and_guard_use_the_gangs_priority() -> None:
     assert sorted(v.meta.name for a in first for v in a.preempted) == ["low-0", "low-1"]
     run.add(b.pod("mid", limits={"nvidia.com/gpu": 4}, priority=5))
     for name in ("low-0", "low-1"):
-        run.feed(b.event("DELETED", run.replay.pods[run.state.pod_by_key(f"default/{name}").uid]))
+        _gone(run, name)
     run.scheduler.queue.flush_unschedulable(1e9)
     later = list(run.replay.drain())
     assert not [v for a in later for v in a.preempted]
@@ -375,10 +384,7 @@ def test_a_podgroup_gangs_hold_and_guard_use_the_gangs_priority() -> None:
 
 
 def test_a_failed_eviction_releases_the_preemptors_hold_and_lets_it_try_again() -> None:
-    run = Run(config(BINPACK))
-    run.add(b.node("n", cpu="1", memory="1Gi"))
-    run.add(_running("low", "n", LOW, ("1", "1Gi")))
-    run.replay._evict = lambda victims, preemptor: None
+    run = _full_node_slow_evictions()
     first = _preemptor(run, "p", MID, ("1", "1Gi"))
     victim = first.preempted[0]
     assert run.state.holds and run.state.preempting == {victim.uid: first.pod.uid}

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 from scheduler.kube.evictor import Eviction, Evictor
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
+from tests.helpers import run_for_a_while
 
 
 def _victim(api: FakeApi, name: str = "victim") -> Eviction:
@@ -21,13 +21,7 @@ def _no_failure(eviction: Eviction, reason: str) -> None:
 
 
 async def _run(evictor: Evictor, until: Callable[[], bool], rounds: int = 200) -> None:
-    task = asyncio.create_task(evictor.run())
-    for _ in range(rounds):
-        await asyncio.sleep(0.01)
-        if until():
-            break
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    await run_for_a_while(evictor.run, until, rounds)
 
 
 async def test_the_victim_gets_disruption_target_then_is_deleted_with_its_uid() -> None:

@@ -8,13 +8,13 @@ as a precondition, so a Binding that lands first turns the late write into a 409
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 
 from scheduler.kube.http import Response
 from scheduler.kube.status import UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusWriter
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
+from tests.helpers import run_for_a_while
 
 STATUS = "/api/v1/namespaces/default/pods/p/status"
 
@@ -28,13 +28,7 @@ def _api() -> FakeApi:
 
 
 async def _flush(writer: StatusWriter, until: Callable[[], bool] = lambda: False, rounds: int = 20) -> None:
-    task = asyncio.create_task(writer.run())
-    for _ in range(rounds):
-        await asyncio.sleep(0.01)
-        if until():
-            break
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    await run_for_a_while(writer.run, until, rounds)
 
 
 def _condition(api: FakeApi) -> dict[str, str]:
