@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok from the Go module proxy.
+# Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok and Helm from the Go module proxy.
 #
 # Why a script: no Kubernetes release binaries can be downloaded here, but the Go module proxy
 # serves k8s.io/kubernetes and its staging modules. k8s.io/kubernetes requires its staging modules
@@ -97,6 +97,15 @@ KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 if ! have kwok "${KWOK_VERSION#v}"; then
   echo "building kwok $KWOK_VERSION" >&2
   (cd "$WORK" && GOBIN="$BIN" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
+fi
+
+# --- Helm: renders and lints the chart in deploy/helm (CI checks it against the kustomize tree) ---
+HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+if ! { [ -x "$BIN/helm" ] && "$BIN/helm" version --short 2>/dev/null | grep -q "$HELM_VERSION"; }; then
+  echo "building helm $HELM_VERSION" >&2
+  (cd "$WORK" && GOBIN="$BIN" go install -trimpath \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION")
 fi
 
 echo "control plane binaries ready in $BIN ($(( $(date +%s) - start )) s)" >&2

@@ -3,9 +3,9 @@ nothing but the permissions its ServiceAccount is given there (issue 4, "Tests o
 control plane").
 
 Why this way:
-- The manifests are read from ``deploy/kustomization.yaml``'s ``resources`` (parsed here, no
-  kubectl), so a file that is missing from the kustomization is never installed by a user either,
-  and is caught by tests/unit/test_dockerfile.py.
+- The manifests are read from ``deploy/kustomization.yaml``'s ``resources`` and ``images``
+  (tests/deploy_manifests.py, no kubectl), so a file that is missing from the kustomization is
+  never installed by a user either, and is caught by tests/unit/test_dockerfile.py.
 - Server-side apply against the real apiserver runs the real schema validation, defaulting,
   CEL rules (CRDs and the admission policy compile) and admission of every object. The workloads'
   pod templates are additionally dry-run created as Pods, which runs the Pod validation and the
@@ -43,10 +43,9 @@ from scheduler.kube.controlplane.crds import wait_established
 from scheduler.kube.controlplane.kubeconfig import write_kubeconfig
 from scheduler.kube.controlplane.rest import ApiError, RestClient
 from scheduler.sim import builders as b
+from tests.deploy_manifests import DEPLOY, deploy_documents, load_documents
 from tests.e2e.live import Kube, TesseraProcess, bound_nodes, eventually
 
-REPO = Path(__file__).resolve().parents[2]
-DEPLOY = REPO / "deploy"
 SYSTEM_NAMESPACE = "tessera-system"
 SCHEDULER_SA = "tessera-scheduler"
 AGENT_SA = "tessera-agent"
@@ -60,22 +59,7 @@ CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 Obj = dict[str, Any]
 
 
-# --- reading deploy/ -------------------------------------------------------------------------
-
-
-def load_documents(path: Path) -> list[Obj]:
-    """All non-empty YAML documents of one file."""
-    return [doc for doc in yaml.safe_load_all(path.read_text()) if isinstance(doc, dict)]
-
-
-def kustomization_files() -> list[Path]:
-    """The files listed in deploy/kustomization.yaml `resources`, in order."""
-    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
-    return [DEPLOY / entry for entry in kustomization["resources"]]
-
-
-def deploy_documents() -> list[Obj]:
-    return [doc for path in kustomization_files() for doc in load_documents(path)]
+# --- reading deploy/ (the kustomize tree: tests/deploy_manifests.py) ---------------------------
 
 
 def find(docs: list[Obj], kind: str, name: str) -> Obj:
@@ -319,14 +303,18 @@ def test_workload_pod_templates_pass_pod_validation_and_admission(deployed: Loca
     """No controller turns the Deployment and DaemonSet into pods here: dry-run create their pod
     templates as Pods, which runs Pod validation, Pod Security admission (the namespace's level)
     and the Priority admission (priorityClassName must resolve)."""
-    docs = deploy_documents()
+    dry_run_pod_templates(deployed.admin, deploy_documents())
+
+
+def dry_run_pod_templates(admin: RestClient, docs: list[Obj], namespace: str = SYSTEM_NAMESPACE) -> None:
+    """Dry-run create the scheduler Deployment's and the agent DaemonSet's pod templates as Pods."""
     for kind, name in (("Deployment", "tessera-scheduler"), ("DaemonSet", "tessera-agent")):
         template = find(docs, kind, name)["spec"]["template"]
         pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": f"{name}-dry-run", "namespace": SYSTEM_NAMESPACE,
+               "metadata": {"name": f"{name}-dry-run", "namespace": namespace,
                             "labels": template["metadata"]["labels"]},
                "spec": {**template["spec"], "nodeName": "dry-run-node"}}
-        created = deployed.admin.create(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods?dryRun=All", pod)
+        created = admin.create(f"/api/v1/namespaces/{namespace}/pods?dryRun=All", pod)
         assert created["spec"]["serviceAccountName"] == template["spec"]["serviceAccountName"]
         assert created["spec"]["priority"] >= 2_000_000_000, "critical priority class resolved"
 

@@ -40,7 +40,7 @@ def test_fake_nodes_carry_kwoks_annotation_and_no_taint() -> None:
 
 
 def test_kwok_is_found_next_to_the_control_plane_binaries(tmp_path: Path) -> None:
-    for name in ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok"):
+    for name in ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok", "helm"):
         (tmp_path / name).write_text("#!/bin/sh\n")
         (tmp_path / name).chmod(0o755)
     found = _from_dir(tmp_path, need_all=True)

@@ -29,7 +29,7 @@ __all__ = [
 K8S_VERSION = "v1.36.3"
 
 _REQUIRED = ("etcd", "kube-apiserver")
-_OPTIONAL = ("kube-scheduler", "kube-controller-manager", "kwok")
+_OPTIONAL = ("kube-scheduler", "kube-controller-manager", "kwok", "helm")
 
 
 class BinariesNotFound(RuntimeError):
@@ -43,6 +43,9 @@ class ControlPlaneBinaries:
     kube_scheduler: Path | None
     kube_controller_manager: Path | None
     kwok: Path | None = None
+    # Not a control-plane component: the tests render and lint deploy/helm with it, and the
+    # cache is where every pinned tool of the test suite lives.
+    helm: Path | None = None
 
 
 def _repo_root() -> Path:
@@ -78,6 +81,7 @@ def _from_dir(directory: Path, need_all: bool) -> ControlPlaneBinaries | None:
         kube_scheduler=found["kube-scheduler"],
         kube_controller_manager=found["kube-controller-manager"],
         kwok=found["kwok"],
+        helm=found["helm"],
     )
 
 
@@ -108,10 +112,10 @@ def _run_build(log: IO[bytes] | None) -> Path:
 
 
 def find_binaries(*, build: bool = True, build_log: IO[bytes] | None = None) -> ControlPlaneBinaries:
-    """Locate etcd, kube-apiserver and (if present) kube-scheduler / kube-controller-manager / kwok.
+    """Locate etcd, kube-apiserver and (if present) kube-scheduler / kube-controller-manager / kwok / helm.
 
     ``KUBEBUILDER_ASSETS`` wins when set and must hold etcd and kube-apiserver. Otherwise the
-    cache (``default_bin_dir()``) is used; when it lacks any of the five binaries and ``build`` is
+    cache (``default_bin_dir()``) is used; when it lacks any of the six binaries and ``build`` is
     true, ``hack/build-control-plane.sh`` runs (a cold build takes 15-30 minutes; its progress goes
     to ``build_log`` or, by default, to our stderr). Raises :class:`BinariesNotFound` with the
     reason when nothing usable is found.
