@@ -4,7 +4,8 @@ A cycle pops the next pod, runs its profile's plugins (PreFilter, Filter on the 
 Score, pick with a seeded tie-break, Reserve), assumes the placement in the cluster state — so the
 next cycle can run while the Binding is in flight — and asks the permit plugins whether the
 Binding may go out now. A gang is one transaction: every pending member is placed on the live
-state; if fewer than its minimum fit, every assumption is undone and nothing is held.
+state; if fewer than its minimum fit, every assumption is undone and nothing is held. A gang with
+a topology constraint runs that transaction per candidate domain (see `_place_in_domains`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections import Counter
 from scheduler.core.engine import Engine
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.cycle_state import PodContext, prepare
+from scheduler.core.framework.interface import GangView
+from scheduler.core.framework.placement import Domain, PlacementPlan
 from scheduler.core.framework.runtime import ProfileRuntime
 from scheduler.core.objects import Pod
 from scheduler.core.state.nodes import Hold
@@ -91,7 +94,8 @@ class Cycle:
         entries = self.engine.queue.entries
         return {uid: (entries[uid].attempts, entries[uid].initial) for uid in uids if uid in entries}
 
-    def _attempt(self, pod: Pod, runtime: ProfileRuntime, now: float, nominated: str = "") -> Attempt:
+    def _attempt(self, pod: Pod, runtime: ProfileRuntime, now: float, nominated: str = "",
+                 within: Domain | None = None) -> Attempt:
         """PreFilter, filter, score and pick a node for one pod; on success the pod is assumed.
 
         A nominated pod (its preemption made room there) tries its node first and takes it if it
@@ -99,6 +103,7 @@ class Cycle:
         pod: they are lifted for its attempt, and a hold on the node it takes is dropped."""
         state = self.engine.state
         ctx = prepare(pod, state.classes)
+        ctx.domain = within
         num_nodes = len(state.node_order)
         rejected = runtime.pre_filter(ctx)
         if rejected is not None:
@@ -194,7 +199,8 @@ class Cycle:
         return ties[0] if len(ties) == 1 else self.rng.choice(ties)
 
     def _schedule_gang(self, pod: Pod, runtime: ProfileRuntime, now: float) -> list[Attempt]:
-        """Place every pending member on the live state as one transaction: all (≥ min) or nothing."""
+        """Place every pending member on the live state as one transaction: all (≥ min) or nothing.
+        A gang with a topology constraint is tried domain by domain (the placement plugin's plan)."""
         engine = self.engine
         queue = engine.queue
         grouping = runtime.grouping
@@ -209,9 +215,13 @@ class Cycle:
         for member in members:
             queue.take(member.uid)
         holds = {m.uid: held for m in members if (held := engine.state.release_hold(m.uid)) is not None}
-        attempts = [self._attempt(member, engine.profiles[member.scheduler_name], now,
-                                  holds[member.uid].node if member.uid in holds else member.nominated_node)
-                    for member in members]
+        plan = None
+        if view.topology is not None and runtime.placement is not None:
+            plan = runtime.placement.placements(view, [prepare(m, engine.state.classes) for m in members])
+        if plan is None:
+            attempts = self._transaction(members, holds, None, now)
+        else:
+            attempts = self._place_in_domains(view, plan, members, holds, runtime, now)
         placed = [a for a in attempts if a.node is not None]
         failed = [a for a in attempts if a.node is None]
         if len(view.bound) + len(placed) >= view.minimum:
@@ -230,18 +240,80 @@ class Cycle:
                    f"only {len(view.bound) + len(placed)} fit; {first.pod.key}: {first.message}")
         undone = {id(attempt) for attempt in placed}
         for attempt in placed:
-            engine.state.forget(attempt.pod.uid)
-            attempt.node = None
-            attempt.annotations = {}
             attempt.message = summary
-        self._give_back_displaced({})
+        self._undo(placed)
         for attempt in attempts:
             if id(attempt) not in undone and attempt is not first:
                 attempt.message = f"{attempt.message} (pod group {view.key}: {len(placed)} of {view.minimum} placed)"
             attempt.rejectors = rejectors
             queue.unschedulable_failure(attempt.pod.uid, rejectors, now)
+        if plan is not None and plan.required:
+            # the dry run of preemption knows no domains: evicting for a gang that must stay in
+            # one could free room it may not use
+            for attempt in attempts:
+                attempt.message = f"{attempt.message} preemption: not attempted for a gang with a required topology."
+            self._clear(attempts, holds)
+            return attempts
         self._post_filter(runtime, members, view.minimum - len(view.bound), attempts, holds, now)
         return attempts
+
+    def _transaction(self, members: list[Pod], holds: dict[str, Hold], within: Domain | None, now: float,
+                     give_up_below: int | None = None) -> list[Attempt]:
+        """Each member's attempt in turn on the live state (each assumed where it lands), inside
+        `within` when given; with `give_up_below`, stop once fewer than that many can still fit."""
+        profiles = self.engine.profiles
+        attempts: list[Attempt] = []
+        misses_allowed = len(members) - give_up_below if give_up_below is not None else len(members)
+        for member in members:
+            nominated = holds[member.uid].node if member.uid in holds else member.nominated_node
+            attempt = self._attempt(member, profiles[member.scheduler_name], now, nominated, within)
+            attempts.append(attempt)
+            if attempt.node is None:
+                misses_allowed -= 1
+                if misses_allowed < 0:
+                    break
+        return attempts
+
+    def _undo(self, attempts: list[Attempt]) -> None:
+        """Forget the placements of these attempts (a transaction or trial that is not kept)."""
+        for attempt in attempts:
+            if attempt.node is not None:
+                self.engine.state.forget(attempt.pod.uid)
+                attempt.node = None
+                attempt.annotations = {}
+        self._give_back_displaced({})
+
+    def _place_in_domains(self, view: GangView, plan: PlacementPlan, members: list[Pod], holds: dict[str, Hold],
+                          runtime: ProfileRuntime, now: float) -> list[Attempt]:
+        """Try the gang in the plan's domains, tier by tier: keep the first domain where every
+        pending member fits, else the tier's domain that took the most (at least the minimum);
+        nothing fits anywhere allowed: every member gets the plan's reason."""
+        needed = max(1, view.minimum - len(view.bound))
+        largest = 0
+        for tier in plan.tiers:
+            if tier.domains is None:  # anywhere: the ordinary transaction
+                return self._transaction(members, holds, None, now)
+            largest = max(largest, tier.holds)
+            best: tuple[int, Domain] | None = None
+            for domain in tier.domains:
+                attempts = self._transaction(members, holds, domain, now, needed)
+                count = sum(1 for attempt in attempts if attempt.node is not None)
+                largest = max(largest, count)
+                if count == len(members):
+                    return attempts
+                self._undo(attempts)
+                if count >= needed and (best is None or count > best[0]):
+                    best = (count, domain)
+            if best is not None:
+                attempts = self._transaction(members, holds, best[1], now)
+                if sum(1 for attempt in attempts if attempt.node is not None) >= needed:
+                    return attempts
+                self._undo(attempts)
+        assert runtime.placement is not None
+        reason = plan.no_room(view.key, needed, min(largest, needed - 1))
+        message = f"0/{len(self.engine.state.node_order)} nodes are available: {reason}."
+        return [Attempt(member, None, message=message, rejectors=frozenset({runtime.placement.name}))
+                for member in members]
 
     # --- PostFilter (preemption) -----------------------------------------------------------------
 

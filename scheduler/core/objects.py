@@ -20,6 +20,10 @@ from scheduler.core.resources import CPU, Resources, pod_requests, with_scoring_
 GANG_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 GANG_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
 PODGROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+TOPOLOGY_REQUIRED = "tessera.dev/topology-required"  # on a PodGroup (or a label gang's first member)
+TOPOLOGY_PREFERRED = "tessera.dev/topology-preferred"
+PLUGINS_API = "scheduling.x-k8s.io"  # scheduler-plugins' PodGroup CRD
+WORKLOAD_API = "scheduling.k8s.io"  # upstream's Workload API (v1alpha2, Kubernetes 1.36)
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -308,10 +312,28 @@ class Container:
 
 
 @dataclass(frozen=True, slots=True)
+class GangTopology:
+    """Where a gang's members must (`required`) or should (`preferred`) be together: node label
+    keys naming a topology level ("" = none)."""
+
+    required: str = ""
+    preferred: str = ""
+
+
+def gang_topology(annotations: Mapping[str, str]) -> GangTopology | None:
+    """The `tessera.dev/topology-*` annotations (on a PodGroup, or a label gang's first member)."""
+    required = annotations.get(TOPOLOGY_REQUIRED, "").strip()
+    preferred = annotations.get(TOPOLOGY_PREFERRED, "").strip()
+    return GangTopology(required, preferred) if required or preferred else None
+
+
+@dataclass(frozen=True, slots=True)
 class GangRef:
     key: str  # "<namespace>/<group name>"
     min_available: int | None  # from labels; None when a PodGroup object decides
     from_podgroup: bool
+    api: str = ""  # the PodGroup's API group (PLUGINS_API or WORKLOAD_API); "" for the label form
+    topology: GangTopology | None = None  # the label form's, from the member's annotations
 
 
 @dataclass(slots=True)
@@ -376,10 +398,14 @@ def _gang_label_error(meta: ObjectMeta) -> str | None:
     return None
 
 
-def _gang(meta: ObjectMeta) -> GangRef | None:
+def _gang(meta: ObjectMeta, spec: JSON) -> GangRef | None:
+    scheduling_group = _mapping(spec.get("schedulingGroup"), "Pod.spec.schedulingGroup")
+    workload_group = _str(scheduling_group.get("podGroupName"), "Pod.spec.schedulingGroup.podGroupName")
+    if workload_group:
+        return GangRef(f"{meta.namespace}/{workload_group}", None, True, WORKLOAD_API)
     group = meta.labels.get(PODGROUP_LABEL)
     if group:
-        return GangRef(f"{meta.namespace}/{group}", None, True)
+        return GangRef(f"{meta.namespace}/{group}", None, True, PLUGINS_API)
     name = meta.labels.get(GANG_NAME_LABEL)
     raw_min = meta.labels.get(GANG_MIN_LABEL)
     if not name or raw_min is None:
@@ -390,7 +416,7 @@ def _gang(meta: ObjectMeta) -> GangRef | None:
         return None  # as coscheduling v0.18: a min-available that is not an integer >= 1 means "no gang"
     if minimum < 1:
         return None
-    return GangRef(f"{meta.namespace}/{name}", minimum, False)
+    return GangRef(f"{meta.namespace}/{name}", minimum, False, topology=gang_topology(meta.annotations))
 
 
 def parse_pod(obj: JSON) -> Pod:
@@ -446,7 +472,7 @@ def parse_pod(obj: JSON) -> Pod:
         containers=tuple(c for c, _ in inits) + tuple(apps),
         requests=requests,
         scoring_requests=scoring,
-        gang=_gang(meta),
+        gang=_gang(meta, spec),
         gated=bool(_list(spec.get("schedulingGates"), "Pod.spec.schedulingGates")),
     )
     raw_devices = meta.annotations.get(ann.DEVICES)
@@ -561,6 +587,8 @@ class PodGroup:
     min_member: int
     schedule_timeout_seconds: int | None
     priority_class_name: str = ""  # spec.priorityClassName: the gang's priority when set
+    api: str = PLUGINS_API
+    topology: GangTopology | None = None
 
     @property
     def key(self) -> str:
@@ -568,6 +596,11 @@ class PodGroup:
 
 
 def parse_podgroup(obj: JSON) -> PodGroup:
+    """A PodGroup of either API: scheduler-plugins' (`spec.minMember`, topology from the
+    `tessera.dev/topology-*` annotations) or upstream's Workload API `scheduling.k8s.io/v1alpha2`."""
+    api_version = obj.get("apiVersion")
+    if isinstance(api_version, str) and api_version.startswith(WORKLOAD_API + "/"):
+        return _parse_workload_podgroup(obj)
     meta = parse_meta(obj, "PodGroup")
     spec = _mapping(obj.get("spec"), "PodGroup.spec")
     minimum = spec.get("minMember", 1)
@@ -577,7 +610,30 @@ def parse_podgroup(obj: JSON) -> PodGroup:
     if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0):
         raise ObjectError(f"PodGroup.spec.scheduleTimeoutSeconds: Invalid value: {timeout!r}")
     priority_class = _str(spec.get("priorityClassName"), "PodGroup.spec.priorityClassName")
-    return PodGroup(meta, minimum, timeout, priority_class)
+    return PodGroup(meta, minimum, timeout, priority_class, PLUGINS_API, gang_topology(meta.annotations))
+
+
+def _parse_workload_podgroup(obj: JSON) -> PodGroup:
+    """Upstream's PodGroup: `schedulingPolicy.gang.minCount` (the `basic` policy: no minimum, 1),
+    `schedulingConstraints.topology[0].key` a required domain (the API allows one constraint);
+    the Tessera annotations add a preferred level."""
+    meta = parse_meta(obj, "PodGroup")
+    spec = _mapping(obj.get("spec"), "PodGroup.spec")
+    policy = _mapping(spec.get("schedulingPolicy"), "PodGroup.spec.schedulingPolicy")
+    gang = _mapping(policy.get("gang"), "PodGroup.spec.schedulingPolicy.gang")
+    minimum = gang.get("minCount", 1) if policy.get("gang") is not None else 1
+    if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 1:
+        raise ObjectError(f"PodGroup.spec.schedulingPolicy.gang.minCount: Invalid value: {minimum!r}: "
+                          "must be greater than or equal to 1")
+    constraints = _mapping(spec.get("schedulingConstraints"), "PodGroup.spec.schedulingConstraints")
+    where = "PodGroup.spec.schedulingConstraints.topology"
+    keys = [_str(_mapping(item, f"{where}[{i}]").get("key"), f"{where}[{i}].key")
+            for i, item in enumerate(_list(constraints.get("topology"), where))]
+    annotated = gang_topology(meta.annotations) or GangTopology()
+    required = keys[0] if keys else annotated.required
+    topology = GangTopology(required, annotated.preferred) if required or annotated.preferred else None
+    priority_class = _str(spec.get("priorityClassName"), "PodGroup.spec.priorityClassName")
+    return PodGroup(meta, minimum, None, priority_class, WORKLOAD_API, topology)
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,7 +131,23 @@ def resource_class(name: str, match_labels: Mapping[str, str] | None = None,
             "spec": spec}
 
 
-def podgroup(name: str, min_member: int, namespace: str = "default") -> Obj:
-    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid_for("PodGroup", namespace, name)},
+def podgroup(name: str, min_member: int, namespace: str = "default",
+             annotations: Mapping[str, str] | None = None) -> Obj:
+    meta: Obj = {"name": name, "namespace": namespace, "uid": uid_for("PodGroup", namespace, name)}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": meta,
             "spec": {"minMember": min_member}}
+
+
+def workload_podgroup(name: str, min_count: int | None, namespace: str = "default",
+                      topology_key: str = "") -> Obj:
+    """Upstream's PodGroup (scheduling.k8s.io/v1alpha2): gang policy with `min_count`, or the
+    basic policy when None; `topology_key` a required topology constraint."""
+    policy: Obj = {"gang": {"minCount": min_count}} if min_count is not None else {"basic": {}}
+    spec: Obj = {"schedulingPolicy": policy}
+    if topology_key:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+    return {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid_for("WorkloadPodGroup", namespace, name)},
+            "spec": spec}

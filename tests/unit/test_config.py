@@ -380,7 +380,7 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
     (profile(plugins={"scores": {}}), "profiles[0].plugins.scores", "unknown field"),
     # pluginConfig
     (profile(pluginConfig=[{"name": "InterPodAffinity", "args": {}}]), "profiles[0].pluginConfig[0].name",
-     'Unsupported value: "InterPodAffinity": supported values: "NodeResourcesFit", "Coscheduling", "TesseraDevices", "TesseraFragmentation"'),
+     'Unsupported value: "InterPodAffinity": supported values: "TopologyPlacement", "NodeResourcesFit", "Coscheduling", "TesseraDevices", "TesseraFragmentation"'),
     (profile(pluginConfig=[{"name": "TesseraFragmentation", "args": {"maxTaskTypes": 0}}]),
      "profiles[0].pluginConfig[0].args.maxTaskTypes", "Invalid value: 0: not in valid range [1-10000]"),
     (profile(pluginConfig=[{"name": "TesseraFragmentation", "args": {"resourceName": " "}}]),

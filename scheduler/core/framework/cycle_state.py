@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from scheduler.api.quantity import Amount
 from scheduler.core.classes import ClassRegistry, ResourceClass
+from scheduler.core.framework.placement import Domain
 from scheduler.core.objects import Pod
 from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 
@@ -63,6 +64,7 @@ class PodContext:
     plans: dict[str, DevicePlan] = field(default_factory=dict)
     empty_request: bool = False
     device_demand: DemandOf | None = None  # set by the device plugin's batch filter
+    domain: Domain | None = None  # a gang's topology domain being tried: the attempt stays inside
 
     def plain_request(self, name: str) -> int:
         for resource, amount in self.plain:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 if TYPE_CHECKING:
     from scheduler.core.framework.cycle_state import PodContext
     from scheduler.core.framework.interface import Reasons, Reservation
+    from scheduler.core.framework.nodetable import NodeTable
     from scheduler.core.state import ClusterEvent, ClusterState, NodeInfo
 
 T = TypeVar("T")
@@ -17,6 +18,10 @@ class Handle(Protocol):
     @property
     def state(self) -> ClusterState:
         """The cluster cache (read it; only the framework changes it)."""
+
+    @property
+    def table(self) -> NodeTable:
+        """The node table (batch plugins' columns), rows in the state's node order."""
 
     def fits_node(self, uid: str, event: ClusterEvent) -> bool:
         """QueueingHint for node events: does the pod now pass every filter on `event.node`?"""

@@ -8,6 +8,8 @@ them:
 - `filter(ctx, node)` — may the pod go to this node; the reasons if not (upstream's messages);
 - `score(ctx, node)` — 0..100 (after the plugin's normalisation), weighted by the profile;
 - `reserve(ctx, node)` — what the chosen node's Binding carries (devices and their annotations);
+- `placements(gang)` — for a gang with a topology constraint, the domains its transaction is
+  tried in (upstream's PlacementGenerate);
 - `queueing_hints()` — which cluster events may make a pod this plugin rejected schedulable.
 
 Filter and score have a per-node form and, where a rule is a function of per-node columns, a
@@ -33,8 +35,9 @@ from scheduler.core.framework.cycle_state import PodContext
 
 if TYPE_CHECKING:
     from scheduler.core.framework.attempt import Attempt
+    from scheduler.core.framework.placement import PlacementPlan
     from scheduler.core.framework.nodetable import NodeTable
-    from scheduler.core.objects import Pod
+    from scheduler.core.objects import GangTopology, Pod
     from scheduler.core.state import ClusterEvent, EventKind, NodeInfo
     from scheduler.core.state.nodes import Placement
 
@@ -244,6 +247,7 @@ class GangView:
     minimum: int
     bound: list[Pod]  # members already on a node (bound or assumed)
     pending: list[Pod]  # members waiting for a node
+    topology: GangTopology | None = None  # where the members must (or should) be together
 
 
 class GroupPlugin(Plugin):
@@ -262,3 +266,12 @@ class GroupPlugin(Plugin):
     @abstractmethod
     def placement_order(self, pod: Pod) -> tuple[int, int, int, str]:
         """Sort key: members placed first come first."""
+
+
+class PlacementPlugin(Plugin):
+    """Where a gang with a topology constraint may go as a whole (upstream's PlacementGenerate)."""
+
+    @abstractmethod
+    def placements(self, view: GangView, members: Sequence[PodContext]) -> PlacementPlan | None:
+        """The domains to try the gang's transaction in, or None when the gang has no constraint.
+        `members`: the pending members' contexts, in placement order."""

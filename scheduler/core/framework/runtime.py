@@ -33,6 +33,7 @@ from scheduler.core.framework.interface import (
     Ints,
     Normalize,
     PermitPlugin,
+    PlacementPlugin,
     Plugin,
     GroupPlugin,
     PostFilterPlugin,
@@ -79,7 +80,7 @@ class ProfileRuntime:
         self.plugins: dict[str, Plugin] = {}
         for spec in REGISTRY:
             only_scores = not issubclass(spec.kind, FilterPlugin | PreFilterPlugin | ReservePlugin | GroupPlugin
-                                                    | PostFilterPlugin)
+                                                    | PostFilterPlugin | PlacementPlugin)
             if only_scores and spec.name not in profile.score_weights:
                 continue  # a score plugin the profile does not use costs nothing
             self.plugins[spec.name] = spec.build(self, profile.plugin_args.get(spec.name) or spec.default_args())
@@ -91,6 +92,7 @@ class ProfileRuntime:
             (plugin, weight) for name, weight in profile.score_weights.items()
             if isinstance(plugin := self.plugins.get(name), ScorePlugin)]
         self.grouping = self.find(GroupPlugin)
+        self.placement = self.find(PlacementPlugin)
         self.post_filter = self.find(PostFilterPlugin) if profile.preemption else None
         # protocol checks are slow: decided once per plugin, not once per attempt
         self._batch_filters: dict[str, BatchFilter] = {

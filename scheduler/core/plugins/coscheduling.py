@@ -1,9 +1,12 @@
 """Coscheduling: which pods form a gang, its minimum, and whether enough members exist yet.
 
-Two forms are accepted: the scheduler-plugins v0.18 labels (`pod-group.scheduling.sigs.k8s.io/name`
-+ `/min-available`, minimum frozen from the first member seen) and the PodGroup CRD
-(`scheduling.x-k8s.io/pod-group` label, `spec.minMember`). Placement itself is a transaction of the
-cycle (`scheduler/core/gang.py`); this plugin answers "may the group be tried now", orders the
+Three forms are accepted: the scheduler-plugins v0.18 labels (`pod-group.scheduling.sigs.k8s.io/name`
++ `/min-available`, minimum frozen from the first member seen), the scheduler-plugins PodGroup CRD
+(`scheduling.x-k8s.io/pod-group` label, `spec.minMember`) and upstream's Workload API PodGroup
+(`spec.schedulingGroup.podGroupName`, `spec.schedulingPolicy.gang.minCount`; Kubernetes 1.36
+alpha). The gang's topology constraint comes with its PodGroup (or the label form's first member)
+and is placed by the TopologyPlacement plugin. Placement itself is a transaction of the
+cycle (`scheduler/core/cycle.py`); this plugin answers "may the group be tried now", orders the
 members, and reports the PodGroup status.
 """
 
@@ -98,7 +101,7 @@ def gang_view(state: ClusterState, pod: Pod) -> GangView | None:
             bound.append(member)
         elif uid in state.pending:
             pending.append(member)
-    return GangView(key, minimum, bound, pending)
+    return GangView(key, minimum, bound, pending, state.gangs.topology(key, pod))
 
 
 @dataclass(frozen=True, slots=True)

@@ -492,6 +492,13 @@ class ClusterState:
 
     def _on_podgroup(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
         group = parse_podgroup(obj)
+        known = self.gangs.podgroups.get(group.key)
+        if known is not None and known.api != group.api:  # one name, two APIs: the first one seen stays
+            return [], [] if event_type == "DELETED" else [Notice(
+                "PodGroup", group.key, "DuplicatePodGroup",
+                f"PodGroup {group.key} exists in both {known.api} and {group.api}; "
+                f"members of the {group.api} one wait until the {known.api} one is deleted",
+                group.meta.namespace, group.meta.uid)]
         if event_type == "DELETED":
             self.gangs.podgroup_deleted(group.key)
             return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=group.key)], []

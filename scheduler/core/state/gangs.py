@@ -7,7 +7,7 @@ whose members or PodGroup changed, so the live shell writes only their status.
 
 from __future__ import annotations
 
-from scheduler.core.objects import Pod, PodGroup
+from scheduler.core.objects import GangTopology, Pod, PodGroup
 
 
 class GangIndex:
@@ -15,6 +15,7 @@ class GangIndex:
         self.members: dict[str, set[str]] = {}  # gang key -> non-terminal member uids
         self.history: dict[str, set[str]] = {}  # gang key -> every member uid not deleted (for status)
         self.first_min: dict[str, int] = {}  # label gangs: min-available of the first member seen
+        self.first_topology: dict[str, GangTopology] = {}  # label gangs: the first member's topology
         self.podgroups: dict[str, PodGroup] = {}
         self.touched: set[str] = set()  # gangs whose members or PodGroup changed (status to write)
 
@@ -22,9 +23,24 @@ class GangIndex:
         """The gang's minimum, or None when its PodGroup object has not been seen."""
         assert pod.gang is not None
         if pod.gang.from_podgroup:
-            group = self.podgroups.get(key)
+            group = self.podgroup_of(key, pod)
             return group.min_member if group is not None else None
         return self.first_min.get(key, pod.gang.min_available)
+
+    def podgroup_of(self, key: str, pod: Pod) -> PodGroup | None:
+        """The PodGroup object the member names, of the API it names it in."""
+        assert pod.gang is not None
+        group = self.podgroups.get(key)
+        return group if group is not None and group.api == pod.gang.api else None
+
+    def topology(self, key: str, pod: Pod) -> GangTopology | None:
+        """Where the gang must or should be together: its PodGroup's, or the label form's first
+        member's annotations."""
+        assert pod.gang is not None
+        if pod.gang.from_podgroup:
+            group = self.podgroup_of(key, pod)
+            return group.topology if group is not None else None
+        return self.first_topology.get(key, pod.gang.topology)
 
     def seen(self, pod: Pod) -> None:
         """Any state of a member: it belongs to the group's history (terminal ones included)."""
@@ -38,6 +54,8 @@ class GangIndex:
         members = self.members.setdefault(pod.gang.key, set())
         if pod.uid not in members and pod.gang.min_available is not None:
             self.first_min.setdefault(pod.gang.key, pod.gang.min_available)
+            if pod.gang.topology is not None and not members:
+                self.first_topology.setdefault(pod.gang.key, pod.gang.topology)
         members.add(pod.uid)
 
     def leave(self, pod: Pod) -> None:
@@ -50,6 +68,7 @@ class GangIndex:
         if not members:
             del self.members[pod.gang.key]
             self.first_min.pop(pod.gang.key, None)
+            self.first_topology.pop(pod.gang.key, None)
 
     def forget(self, pod: Pod) -> None:
         """The member is gone (deleted, or moved to another group)."""
@@ -62,11 +81,11 @@ class GangIndex:
                 del self.history[pod.gang.key]
 
     def podgroup_changed(self, group: PodGroup) -> bool:
-        """A PodGroup was added or changed: True when its minimum is new."""
+        """A PodGroup was added or changed: True when what placement reads (minimum, topology) is new."""
         old = self.podgroups.get(group.key)
         self.podgroups[group.key] = group
         self.touched.add(group.key)
-        return old is None or old.min_member != group.min_member
+        return old is None or (old.min_member, old.topology) != (group.min_member, group.topology)
 
     def podgroup_deleted(self, key: str) -> bool:
         return self.podgroups.pop(key, None) is not None

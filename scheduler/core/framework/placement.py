@@ -1,0 +1,60 @@
+"""Where a gang may go as a whole: topology domains and the plan of which to try, in what order.
+
+Upstream's pod-group cycle (Kubernetes 1.36, `schedule_one_podgroup.go`) asks PlacementGenerate
+plugins for candidate node sets ("placements"), runs the whole group's scheduling inside each and
+keeps the best. Tessera's cycle does the same with its gang transaction; these are the shapes the
+placement plugin hands it. A domain restricts every member's attempt through `PodContext.domain`,
+which the placement plugin's own filter enforces, so the nominated-node path and `--explain` see
+the same restriction as the search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    """One topology domain: the nodes under one label value (and its ancestors' values)."""
+
+    level: str  # the level's word in messages ("rack")
+    path: tuple[str, ...]  # label values from the widest configured level down to this one
+    nodes: frozenset[str]
+    mask: npt.NDArray[np.bool_]  # the same nodes as node-table rows (the table's order at plan time)
+
+    @property
+    def name(self) -> str:
+        return "/".join(self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementTier:
+    """Candidate domains of one level, tightest first; `domains` None: anywhere in the cluster.
+
+    `holds`: the most pending members any domain of the level could take by free capacity alone
+    (for the message when none takes enough)."""
+
+    level: str
+    domains: tuple[Domain, ...] | None
+    holds: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementPlan:
+    """The tiers to try in order (a required constraint has one; a preferred one climbs to wider
+    levels and ends with the whole cluster). `refusal`: why no domain can be tried at all (bound
+    members already span two domains, ...), "" otherwise."""
+
+    tiers: tuple[PlacementTier, ...]
+    required: bool
+    refusal: str = ""
+
+    def no_room(self, gang: str, needed: int, largest: int) -> str:
+        """Why the required constraint could not be met: upstream-style, one line."""
+        if self.refusal:
+            return self.refusal
+        level = self.tiers[-1].level if self.tiers else "domain"  # the required (widest) level
+        return f"no {level} has room for {needed} pods of gang {gang} (largest: {largest})"

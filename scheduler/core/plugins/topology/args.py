@@ -1,0 +1,62 @@
+"""TopologyPlacementArgs: the cluster's network topology as ordered node-label levels.
+
+- `levels`: widest first, e.g. block → rack → hostname, each `{nodeLabel: <key>, name: <word>}`,
+  as Kueue's and KAI-Scheduler's `Topology.spec.levels[].nodeLabel`. A gang's topology key names
+  one of these labels; a domain of a level is identified by its own label value *and* its
+  ancestors' (rack "r1" of block "a" is not rack "r1" of block "b"), and "preferred" climbs to the
+  next wider level. A key that is not a configured level is a level of its own (upstream's
+  TopologyPlacementGenerator: the label value alone names the domain). `name` is the word
+  messages use ("no rack has room ..."); by default the key's last segment without a
+  `topology-` prefix.
+- `maxDomainTrials`: at most this many candidate domains per level are tried with the whole gang
+  transaction (tightest first) before the level is given up (default 16), which bounds a gang's
+  cost on large clusters.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from scheduler.api.config_reader import ArgsReader, duplicate, invalid, required
+
+FIELDS = ("levels", "maxDomainTrials")
+
+
+class TopologyLevel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    node_label: str
+    name: str
+
+
+class TopologyPlacementArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    levels: tuple[TopologyLevel, ...] = ()
+    max_domain_trials: int = Field(default=16, ge=1)
+
+
+def level_name(node_label: str) -> str:
+    """The word for a level in messages: `topology.kubernetes.io/rack` → `rack`."""
+    word = node_label.rsplit("/", 1)[-1]
+    return word.removeprefix("topology-") or word
+
+
+def parse_args(args: ArgsReader) -> TopologyPlacementArgs:
+    levels: list[TopologyLevel] = []
+    seen: set[str] = set()
+    path = args.at("levels")
+    for i, raw in enumerate(args.get_list("levels")):
+        item = ArgsReader(raw, f"{path}[{i}]")
+        item.check_keys(("nodeLabel", "name"))
+        label = item.get_str("nodeLabel", "").strip()
+        if not label:
+            required(item.at("nodeLabel"), "a node label key such as topology.kubernetes.io/rack")
+        if label in seen:
+            duplicate(item.at("nodeLabel"), label, "each level is one node label")
+        seen.add(label)
+        levels.append(TopologyLevel(node_label=label, name=item.get_str("name", "") or level_name(label)))
+    trials = args.get_int("maxDomainTrials", 16)
+    if trials < 1:
+        invalid(args.at("maxDomainTrials"), trials, "must be greater than 0")
+    return TopologyPlacementArgs(levels=tuple(levels), max_domain_trials=trials)

@@ -1,0 +1,96 @@
+"""Topology domains over the node table: which domain each node row is in, per level.
+
+A level is a chain of node label keys, widest first (block, rack): a node's domain at the level is
+the tuple of its values for the chain (a node missing one of them is in no domain of that level).
+Paths are interned to small integers per level so that grouping rows into domains, and summing
+their free capacity, are numpy operations on one column instead of label lookups on every node
+for every gang.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.core.framework.interface import Bools, Ints
+from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown
+from scheduler.core.state import NodeInfo
+
+Chain = tuple[str, ...]  # label keys, widest first; the last one is the level's own
+
+
+@dataclass(slots=True)
+class LevelColumn:
+    codes: Ints  # per row: the interned path of the node's domain, -1 when it has none
+    ids: dict[tuple[str, ...], int]
+    paths: list[tuple[str, ...]]
+
+
+class TopologyColumns(ColumnGroup):
+    """Per level chain in use, each row's domain code (levels are added on first use)."""
+
+    def __init__(self, table: NodeTable) -> None:
+        self.table = table
+        self.capacity = table.capacity
+        self.levels: dict[Chain, LevelColumn] = {}
+
+    def grow(self, capacity: int) -> None:
+        self.capacity = capacity
+        for column in self.levels.values():
+            column.codes = grown(column.codes, capacity)
+
+    def fill(self, row: int, info: NodeInfo) -> None:
+        for chain, column in self.levels.items():
+            _fill(column, chain, row, info)
+
+    def of(self, chain: Chain) -> LevelColumn:
+        column = self.levels.get(chain)
+        if column is None:
+            column = self.levels[chain] = LevelColumn(np.full(self.capacity, -1, np.int64), {}, [])
+            for row in range(self.table.size):
+                _fill(column, chain, row, self.table.info(row))
+        return column
+
+
+def _fill(column: LevelColumn, chain: Chain, row: int, info: NodeInfo) -> None:
+    assert info.node is not None
+    labels = info.node.meta.labels
+    if not all(key in labels for key in chain):
+        column.codes[row] = -1
+        return
+    path = tuple(labels[key] for key in chain)
+    code = column.ids.get(path)
+    if code is None:
+        code = column.ids[path] = len(column.paths)
+        column.paths.append(path)
+    column.codes[row] = code
+
+
+@dataclass(frozen=True, slots=True)
+class LevelView:
+    """One level's domains right now: codes per row, and per domain code its free capacity."""
+
+    codes: Ints  # per row (table size)
+    paths: list[tuple[str, ...]]
+    present: Ints  # codes that have at least one node, ascending
+    free: np.ndarray  # (len(paths), resources): summed free capacity per domain code
+
+    def mask(self, code: int) -> Bools:
+        mask: Bools = self.codes == code
+        return mask
+
+
+def level_view(table: NodeTable, chain: Chain, free: list[Ints]) -> LevelView:
+    """The level's domains with their summed free capacity (`free`: one column per resource)."""
+    column = table.group(TopologyColumns).of(chain)
+    codes = column.codes[: table.size]
+    inside = codes >= 0
+    domain_codes = codes[inside]
+    count = len(column.paths)
+    sums = np.zeros((count, len(free)), np.float64)
+    for i, values in enumerate(free):
+        sums[:, i] = np.bincount(domain_codes, weights=np.maximum(values[: table.size][inside], 0),
+                                 minlength=count)
+    present = np.flatnonzero(np.bincount(domain_codes, minlength=count))
+    return LevelView(codes, column.paths, present, sums)
