@@ -1,0 +1,141 @@
+"""The Helm chart on the real kube-apiserver (issue 16): its rendered manifests apply server-side,
+and `helm install` into another namespace gives a scheduler that leads and binds with nothing but
+what the chart grants it.
+
+Why two planes:
+- The default rendering is applied server-side to the session's shared plane, with test_deploy's
+  helpers and field manager: it is the kustomize tree's objects (tests/unit/test_helm_chart.py),
+  so it coexists with what the deploy, RBAC and admission tests apply there.
+- A real `helm install` needs objects no one else owns (Helm refuses to adopt the ClusterRoles the
+  other modules applied), so it runs on a fresh etcd + kube-apiserver (about 6 s) without the
+  CRDs, which the chart's crds/ then installs. It installs into `gpu-sched`, not
+  tessera-system: the namespace is where the chart differs from the tree (the Lease's Role, the
+  admission policy's ServiceAccount names, the ClusterRoleBindings' subjects), and a scheduler
+  run with the chart's ServiceAccount and ConfigMap proves those references hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from scheduler.core import annotations as ann
+from scheduler.kube.controlplane import ControlPlaneBinaries, LocalControlPlane
+from scheduler.kube.controlplane.rest import ApiError
+from scheduler.sim import builders as b
+from tests.deploy_manifests import DEPLOY, helm_binary, helm_template, helm_template_args, key, load_documents, run_helm
+from tests.e2e.live import Kube, TesseraProcess, eventually
+from tests.e2e.test_deploy import (
+    FIELD_MANAGER,
+    SYSTEM_NAMESPACE,
+    Discovery,
+    apply_documents,
+    dry_run_pod_templates,
+    fetch,
+    remove_admission_policy,
+    service_account_token,
+    token_kubeconfig,
+)
+
+NAMESPACE = "gpu-sched"
+CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    return helm_binary()
+
+
+def test_rendered_chart_applies_server_side(control_plane: LocalControlPlane, helm: Path) -> None:
+    admin = control_plane.admin
+    docs = helm_template(helm)  # CRDs first, then Helm's install order
+    # What `--create-namespace` does: a bare namespace (a no-op if the deploy tests made it).
+    admin.apply(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}},
+                field_manager="helm-e2e")
+    try:
+        applied = apply_documents(admin, docs)
+        assert [key(a) for a in applied] == [key(d) for d in docs]
+        discovery = Discovery(admin)
+        for doc in docs:
+            live = admin.get(discovery.url(doc))
+            assert FIELD_MANAGER in {e.get("manager") for e in live["metadata"].get("managedFields", [])}
+        dry_run_pod_templates(admin, docs)
+    finally:
+        remove_admission_policy(admin)
+
+
+@pytest.fixture(scope="module")
+def fresh_plane(control_plane_binaries: ControlPlaneBinaries,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalControlPlane]:
+    with LocalControlPlane(tmp_path_factory.mktemp("helm-plane"), binaries=control_plane_binaries,
+                           install_crds=False) as plane:
+        yield plane
+
+
+async def test_helm_install_in_another_namespace_schedules(fresh_plane: LocalControlPlane, helm: Path,
+                                                           tmp_path: Path) -> None:
+    plane, admin = fresh_plane, fresh_plane.admin
+    installed = run_helm(helm, "install", *helm_template_args(None, tmp_path, NAMESPACE), "--create-namespace",
+                         kubeconfig=plane.kubeconfig)
+    assert installed.returncode == 0, installed.stderr
+    assert "kubectl label namespace gpu-sched pod-security.kubernetes.io/enforce=privileged" in installed.stdout
+
+    # The scheduler as its pod would run: the chart's ServiceAccount, the chart's ConfigMap.
+    token = service_account_token(admin, NAMESPACE, "tessera-scheduler")
+    kubeconfig = token_kubeconfig(plane, tmp_path / "scheduler.kubeconfig", "tessera-scheduler", token)
+    config = tmp_path / "config.yaml"
+    config.write_text(admin.get(f"/api/v1/namespaces/{NAMESPACE}/configmaps/tessera-scheduler-config")
+                      ["data"]["config.yaml"])
+    (node,) = plane.add_fake_gpu_nodes(1, 2, "V100", memory="32Gi", prefix="helm-v100")
+    classes = load_documents(DEPLOY / "examples" / "resourceclasses.yaml")
+    apply_documents(admin, classes)
+
+    process = TesseraProcess(kubeconfig, config, tmp_path, name="helm")
+    process.start()
+    kube = await Kube.connect(plane.kubeconfig)
+    try:
+        await process.wait_ready(30)
+        base = f"http://127.0.0.1:{process.port}"
+
+        async def leading() -> bool:  # the Lease in gpu-sched, granted by the chart's Role
+            _, text = await fetch(base + "/metrics")
+            return bool(re.search(r"^tessera_leader 1(\.0)?$", text, re.M))
+
+        await eventually(leading, 30)
+        lease = admin.get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/tessera")
+        assert lease["spec"]["holderIdentity"] == process.identity
+
+        # A class pod is bound with its devices: RBAC lets the Binding through and the admission
+        # policy accepts its tessera.dev/* annotations from gpu-sched's ServiceAccount.
+        await kube.create_pod("default", b.pod("helm-class", limits={"class.tessera.dev/v100-32g": 1}))
+
+        async def bound() -> dict[str, Any] | None:
+            pod = (await kube.call("GET", "/api/v1/namespaces/default/pods/helm-class")).json()
+            return pod if pod["spec"].get("nodeName") == node else None
+
+        pod = await eventually(bound, 30)
+        devices = orjson.loads(pod["metadata"]["annotations"][ann.DEVICES])
+        assert devices["containers"]["main"]["class.tessera.dev/v100-32g"][0]["id"].startswith("GPU-")
+    finally:
+        await kube.close()
+        code = process.terminate()
+        await asyncio.to_thread(admin.request, "DELETE", "/api/v1/namespaces/default/pods/helm-class?gracePeriodSeconds=0")
+    assert code == 0, process.log()
+    assert "forbidden" not in process.log_path.read_text(errors="replace").lower(), process.log()
+
+    # helm uninstall removes what it installed and keeps the CRDs (Helm's rule for crds/).
+    removed = run_helm(helm, "uninstall", "tessera", "--namespace", NAMESPACE, kubeconfig=plane.kubeconfig)
+    assert removed.returncode == 0, removed.stderr
+    for path in ("/apis/rbac.authorization.k8s.io/v1/clusterroles/tessera-scheduler",
+                 "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/tessera-annotations"):
+        with pytest.raises(ApiError) as gone:
+            admin.get(path)
+        assert gone.value.status == 404
+    assert admin.get(CLASSES)["items"], "the CRDs and their objects stay"
