@@ -193,19 +193,28 @@ class Scheduler:
 
     def device_states(self) -> dict[str, int]:
         """Devices by state: free, allocated (exclusive), shared (slices), unhealthy (or cordoned)."""
-        state = self._engine.state
         counts = {"free": 0, "allocated": 0, "shared": 0, "unhealthy": 0}
+        for (_, device_state), count in self.device_states_by_model().items():
+            counts[device_state] += count
+        return counts
+
+    def device_states_by_model(self) -> dict[tuple[str, str], int]:
+        """Devices by (`model` attribute, "" without one) and state as in `device_states`, which
+        sums these: one classification, so the per-model and total counts always agree."""
+        state = self._engine.state
+        counts: Counter[tuple[str, str]] = Counter()
         for device in state.devices.values():
             use = state.ledger.use.get(device.name)
             if not device.schedulable:
-                counts["unhealthy"] += 1
+                device_state = "unhealthy"
             elif use is None or not use.busy:
-                counts["free"] += 1
+                device_state = "free"
             elif use.exclusive:
-                counts["allocated"] += 1
+                device_state = "allocated"
             else:
-                counts["shared"] += 1
-        return counts
+                device_state = "shared"
+            counts[device.attributes.get("model", ""), device_state] += 1
+        return dict(counts)
 
     def cache_sizes(self) -> dict[str, int]:
         """Nodes, pods and assumed pods (placed, Binding not confirmed) in the cache."""

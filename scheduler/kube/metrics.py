@@ -147,6 +147,11 @@ class Metrics:
             "unused, 'allocated' is held whole by pods, 'shared' holds at least one slice of a shared "
             "class, 'unhealthy' is not Healthy or marked unschedulable.",
             ["state"], registry=r)
+        self.devices_by_model = Gauge(
+            "tessera_devices_by_model",
+            "Devices by their 'model' attribute (empty when they have none) and state, as tessera_devices: "
+            "GPU allocation per model.",
+            ["model", "state"], registry=r)
         self.gang_attempts = Counter(
             "tessera_gang_attempts_total",
             "Gang (pod group) placement attempts: 'placed' committed at least minMember pods, 'waiting' "
@@ -232,6 +237,21 @@ class Metrics:
         """Device counts by state; states left out are set to 0 (a full snapshot each time)."""
         for state in DEVICE_STATES:
             self.devices.labels(state=state).set(counts.get(state, 0))
+
+    def set_devices_by_model(self, counts: Mapping[tuple[str, str], int]) -> None:
+        """Device counts by (model, state), and `tessera_devices` as their sums: a full snapshot.
+
+        Every state of every model present is set (0 included), so a model's allocation ratio has
+        all its series; models no longer present disappear instead of keeping their last values.
+        """
+        self.devices_by_model.clear()
+        totals: dict[str, int] = {}
+        for model in sorted({model for model, _ in counts}):
+            for state in DEVICE_STATES:
+                count = counts.get((model, state), 0)
+                self.devices_by_model.labels(model=model, state=state).set(count)
+                totals[state] = totals.get(state, 0) + count
+        self.set_devices(totals)
 
     def observe_preemption(self, victims: int) -> None:
         """One PostFilter (preemption) run; `victims` > 0 when it chose some."""

@@ -183,9 +183,9 @@ class MetricsHooks(LoopHooks):
 
 
 class StateGauges:
-    """Sets the gauges that mirror the loop's state (cache size, devices by state, informer sync
-    and relists) from that state, on every scrape (`Metrics.on_scrape`): they agree with /readyz
-    the moment it says ready, at no cost between scrapes."""
+    """Sets the gauges that mirror the loop's state (cache size, devices by model and state,
+    informer sync and relists) from that state, on every scrape (`Metrics.on_scrape`): they agree
+    with /readyz the moment it says ready, at no cost between scrapes."""
 
     def __init__(self, loop: SchedulerLoop, metrics: Metrics) -> None:
         self.loop = loop
@@ -197,7 +197,7 @@ class StateGauges:
         metrics = self.metrics
         sizes = core.cache_sizes()
         metrics.set_cache_size(nodes=sizes["nodes"], pods=sizes["pods"], assumed_pods=sizes["assumed_pods"])
-        metrics.set_devices(core.device_states())
+        metrics.set_devices_by_model(core.device_states_by_model())
         for kind, stats in self.loop.informers.stats().items():
             for _ in range(stats.relists - self._relists.get(kind, 0)):
                 metrics.informer_relisted(kind)
