@@ -7,6 +7,12 @@ pending pods arrive: CPU-only, 1/2/4/8-GPU, class and shared requests, and gangs
 goes through `Scheduler.apply` as watch events and `Scheduler.schedule_next`, exactly what the live
 loop runs. Each size runs in its own process so its peak RSS is its own.
 
+`--case topology` instead times gang decisions under a topology (issue 15's cost goal): N nodes
+in racks of 16 and blocks of 8 racks (block → rack → hostname levels), the same existing load,
+then gangs of 64 pods × 4 GPUs with a preferred rack (no rack holds one, so each climbs to a
+block) and gangs with a required block; reported: ms per gang decision (median, max) and whether
+each gang landed inside one block.
+
 Reported per size: decisions/s (scheduling attempts per second of cycle time), p50/p99 cycle
 time, microseconds per decision (to see how cost grows with nodes) and peak RSS. Output:
 `bench/out/core/results.json`, a Markdown table on stdout and `bench/out/core/cycle_time.png`.
@@ -134,8 +140,65 @@ def run_size(nodes: int, pending: int, bound_per_node: int, seed: int) -> dict[s
     }
 
 
+BLOCK_LABEL, RACK_LABEL = "bench.tessera.dev/block", "bench.tessera.dev/rack"
+RACK_NODES, BLOCK_RACKS = 16, 8
+
+
+def topology_config() -> Any:
+    """The default configuration with block → rack → hostname levels."""
+    from scheduler.api.config import parse_config
+
+    raw = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "profiles": [{"schedulerName": "tessera", "pluginConfig": [{"name": "TopologyPlacement", "args": {
+               "levels": [{"nodeLabel": BLOCK_LABEL}, {"nodeLabel": RACK_LABEL},
+                          {"nodeLabel": "kubernetes.io/hostname"}]}}]}]}
+    return parse_config(raw, "bench.core --case topology")
+
+
+def run_topology(nodes: int, gangs: int, bound_per_node: int, seed: int) -> dict[str, Any]:
+    """Gang decisions of 64 pods x 4 GPUs on `nodes` nodes in 3 topology levels."""
+    cluster, _ = build_events(nodes, 0, bound_per_node, seed)
+    for event in cluster:
+        obj = event["object"]
+        if obj["kind"] == "Node":
+            n = int(obj["metadata"]["name"].split("-")[1])
+            rack = n // RACK_NODES
+            obj["metadata"]["labels"].update({BLOCK_LABEL: f"b{rack // BLOCK_RACKS}", RACK_LABEL: f"r{rack % BLOCK_RACKS}"})
+    scheduler = Scheduler(topology_config(), seed=seed)
+    for event in cluster:
+        scheduler.apply(event["type"], event["object"], 0.0)
+    # warm-up: the first cycle builds the node table's columns, whatever the pod (not a gang cost)
+    scheduler.apply("ADDED", b.pod("warm-up", requests={"cpu": "1"}), 0.0)
+    scheduler.schedule_next(0.0)
+    times: list[float] = []
+    inside = 0
+    for g in range(gangs):
+        key = "tessera.dev/topology-preferred" if g % 2 == 0 else "tessera.dev/topology-required"
+        value = RACK_LABEL if g % 2 == 0 else BLOCK_LABEL
+        labels = b.gang_labels(f"topo-{g}", 64)
+        for k in range(64):
+            pod = b.pod(f"topo-{g}-{k}", labels=labels, annotations={key: value},
+                        requests={"cpu": "4", "memory": "16Gi"}, limits={"nvidia.com/gpu": 4})
+            scheduler.apply("ADDED", pod, 0.0)
+        start = time.perf_counter()
+        attempts = scheduler.schedule_next(0.0)
+        times.append(time.perf_counter() - start)
+        assert attempts is not None and len(attempts) == 64
+        placed = [a.node for a in attempts if a.node is not None]
+        blocks = {int(node.split("-")[1]) // (RACK_NODES * BLOCK_RACKS) for node in placed}
+        inside += len(placed) == 64 and len(blocks) == 1
+    times.sort()
+    return {"nodes": nodes, "gangs": gangs, "gangs_inside_one_block": inside,
+            "gang_ms_p50": 1000 * times[len(times) // 2], "gang_ms_max": 1000 * times[-1],
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
 def _worker(args: tuple[int, int, int, int]) -> dict[str, Any]:
     return run_size(*args)
+
+
+def _topology_worker(args: tuple[int, int, int, int]) -> dict[str, Any]:
+    return run_topology(*args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,8 +209,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="existing pods per node (default 8: 5,000 nodes carry 40,000 + 10,000 pending = 50,000 pods)")
     parser.add_argument("--runs", type=int, default=3, help="runs per size; medians are reported (default 3)")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--case", choices=("mix", "topology"), default="mix",
+                        help="mix: the pending-pod mix (default); topology: 64-pod gang decisions in 3 levels")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.case == "topology":
+        return _main_topology(sizes, args.runs, args.bound_per_node, args.out)
     jobs = [(n, args.pending, args.bound_per_node, 1000 + r) for n in sizes for r in range(args.runs)]
     results: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
     ctx = multiprocessing.get_context("spawn")
@@ -161,6 +228,27 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "results.json").write_bytes(orjson.dumps({"sizes": summary, "runs": results}, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
     print(_table(summary))
     _plot(summary, args.out / "cycle_time.png")
+    return 0
+
+
+def _main_topology(sizes: list[int], runs: int, bound_per_node: int, out: Path) -> int:
+    jobs = [(n, 10, bound_per_node, 1000 + r) for n in sizes for r in range(runs)]
+    results: dict[int, list[dict[str, Any]]] = {n: [] for n in sizes}
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1, maxtasksperchild=1) as pool:
+        for i, result in enumerate(pool.imap(_topology_worker, jobs), start=1):
+            results[result["nodes"]].append(result)
+            print(f"[{i}/{len(jobs)}] {result['nodes']} nodes: gang decision p50 {result['gang_ms_p50']:.1f} ms, "
+                  f"max {result['gang_ms_max']:.1f} ms, {result['gangs_inside_one_block']}/{result['gangs']} "
+                  "inside one block", file=sys.stderr)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "topology.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+    print("| nodes | gang decision ms p50 (median of runs) | max ms (max of runs) | gangs inside one block |")
+    print("|---:|---:|---:|---:|")
+    for n, found in results.items():
+        print(f"| {n} | {statistics.median(r['gang_ms_p50'] for r in found):.1f} | "
+              f"{max(r['gang_ms_max'] for r in found):.1f} | "
+              f"{sum(r['gangs_inside_one_block'] for r in found)}/{sum(r['gangs'] for r in found)} |")
     return 0
 
 
