@@ -6,7 +6,8 @@
   not the client library's `OpenAPI-Generator`: pod status, class status, Events, the Lease;
 - a ResourceClass status names the effective resourceName, so the RESOURCENAME column of
   `kubectl get resourceclasses` is filled for classes that leave it to the default; a sharing
-  class whose devices lack its dimension is `Valid=False` with the reason.
+  class whose devices lack its dimension is `Valid=False` with the reason;
+- the Grafana dashboard (deploy/grafana) queries only series a running scheduler serves (issue 16).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.sim import builders as b
-from tests.e2e.live import REPO, Kube, TesseraProcess, eventually
+from tests import dashboard
+from tests.e2e.live import REPO, Kube, TesseraProcess, bound_nodes, eventually
 
 CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
 KINDS = ("ExtendedResource", "Node", "Pod", "PodGroup", "ResourceClass")
@@ -132,3 +134,33 @@ async def test_writes_say_tessera_and_class_status_names_the_resource(clean_clus
     finally:
         assert proc.terminate() == 0, proc.log()
         clean_cluster.remove_fake_gpu_nodes(nodes)
+
+
+async def test_every_series_the_dashboard_queries_is_served(clean_cluster: LocalControlPlane, kubectl: Kube,
+                                                            namespace: str, tmp_path: Path) -> None:
+    """Every metric, label and label value in the dashboard's PromQL is in a live /metrics, once
+    the scheduler has led and bound a pod to a GPU (histograms have series only after an
+    observation, and the per-model device series only once a device is known)."""
+    prefix = f"dash-{secrets.token_hex(3)}"
+    nodes = clean_cluster.add_fake_gpu_nodes(1, 2, "V100", prefix=prefix)
+    proc = TesseraProcess(clean_cluster.kubeconfig, _config(tmp_path, prefix), tmp_path)
+    proc.start()
+    try:
+        await proc.wait_ready()
+        await kubectl.create(CLASSES, b.resource_class(prefix, match_labels={"model": "V100"}))
+        await kubectl.create_pod(namespace, b.pod("gpu", limits={f"class.tessera.dev/{prefix}": 1}))
+
+        async def bound() -> bool:
+            return (await bound_nodes(kubectl, namespace)).get("gpu") == nodes[0]
+
+        await eventually(bound)
+        metrics = await _metrics(proc.port)
+    finally:
+        assert proc.terminate() == 0, proc.log()
+        await kubectl.call("DELETE", f"{CLASSES}/{prefix}", ok=(200, 404))
+        clean_cluster.remove_fake_gpu_nodes(nodes)
+    samples: dashboard.Samples = {}
+    for name, labels in metrics:
+        samples.setdefault(name, []).append(dict(labels))
+    assert dashboard.problems(dashboard.load(), samples) == []
+    assert metrics[("tessera_devices_by_model", (("model", "V100"), ("state", "allocated")))] == 1
