@@ -47,8 +47,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sim.add_argument("events", help="JSONL file of watch events ('-' for stdin)")
     sim.add_argument("--config", help="scheduler configuration (default: the built-in GPU profile, fragmentation-aware packing)")
     sim.add_argument("--explain", action="store_true", help="add per-node scores and filter reasons")
-    sim.add_argument("-o", "--output", choices=("json", "table"), default="json",
-                     help="json: one line per attempt (default); table: where each pod went")
+    sim.add_argument("-o", "--output", choices=("json", "table", "html"), default="json",
+                     help="json: one line per attempt (default); table: where each pod went; "
+                          "html: the GPU map page of the end state")
     sim.add_argument("--seed", type=int, default=0, help="tie-break seed (default 0)")
     sim.set_defaults(func=_simulate)
 

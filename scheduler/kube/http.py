@@ -93,7 +93,8 @@ class KubeconfigError(ConnectError):
     """The kubeconfig itself is missing or unusable (the CLIs exit 2 for it, as for bad arguments)."""
 
 
-async def connect(kubeconfig: str | None, *, user_agent: str = USER_AGENT) -> client.ApiClient:
+async def connect(kubeconfig: str | None, *, user_agent: str = USER_AGENT,
+                  context: str | None = None) -> client.ApiClient:
     """An authenticated ApiClient from a kubeconfig file, or the in-cluster service account.
 
     Every request carries ``User-Agent: <user_agent>/<version>``: the apiserver names the field
@@ -101,11 +102,12 @@ async def connect(kubeconfig: str | None, *, user_agent: str = USER_AGENT) -> cl
     logs show it; the library's default would be ``OpenAPI-Generator``. Kubeconfig problems raise
     `KubeconfigError` with one readable line: the loader's own errors are cryptic (an empty file
     gives "'NoneType' object does not support item assignment") or come with a stray log line.
+    `context` picks a kubeconfig context other than the current one (`kubectl --context`).
     """
     if kubeconfig:
-        _check_kubeconfig(kubeconfig)
+        _check_kubeconfig(kubeconfig, need_current=context is None)
         try:
-            api = await config.new_client_from_config(config_file=kubeconfig)
+            api = await config.new_client_from_config(config_file=kubeconfig, context=context)
         except Exception as err:  # the loader raises many types; all mean an unusable file
             raise KubeconfigError(f"kubeconfig {kubeconfig} is not usable: {_first_line(err)}") from None
     else:
@@ -149,7 +151,7 @@ def _read_proxy_environment_once(api: client.ApiClient) -> None:
     old.detach()  # the connector (TLS context, pool) now belongs to the new session
 
 
-def _check_kubeconfig(kubeconfig: str) -> None:
+def _check_kubeconfig(kubeconfig: str, need_current: bool = True) -> None:
     """Readable, non-empty YAML mappings with a current context, or `KubeconfigError` saying which
     file is wrong and how. ``kubeconfig`` may list several files, as ``$KUBECONFIG`` does."""
     paths = [os.path.expanduser(p) for p in kubeconfig.split(os.pathsep) if p]
@@ -176,7 +178,7 @@ def _check_kubeconfig(kubeconfig: str) -> None:
             raise KubeconfigError(f"kubeconfig {path} is not a kubeconfig (expected a mapping with clusters, "
                                   "users, contexts and current-context)")
         has_context = has_context or bool(doc.get("current-context"))
-    if not has_context:
+    if need_current and not has_context:
         raise KubeconfigError(f"kubeconfig {kubeconfig} has no current-context; choose one with "
                               f"`kubectl config use-context NAME --kubeconfig {kubeconfig}`")
 

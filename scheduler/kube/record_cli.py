@@ -29,21 +29,12 @@ import structlog
 
 from scheduler.kube.concurrency import stop_on_signal
 from scheduler.kube.http import ConnectError, KubeHttp, check_apiserver, connect, rejected
-from scheduler.kube.informers import (
-    ALL_KINDS,
-    EXTENDED_RESOURCES,
-    NODES,
-    POD_GROUPS,
-    PODS,
-    RESOURCE_CLASSES,
-    InformerSet,
-    ResourceKind,
-)
+from scheduler.kube.informers import ALL_KINDS, InformerSet, ResourceKind
+from scheduler.sim.snapshot import replay_rank
 
 __all__ = ["add_parser", "run"]
 
 PROGRESS_EVERY = 5.0
-_SNAPSHOT_ORDER = (NODES, EXTENDED_RESOURCES, RESOURCE_CLASSES, POD_GROUPS, PODS)
 _BY_NAME = {name: kind for kind in ALL_KINDS
             for name in (kind.kind.lower(), kind.path.rsplit("/", 1)[-1])}  # "pod" and "pods"
 
@@ -78,11 +69,6 @@ def _parse_kinds(values: list[str] | None) -> tuple[ResourceKind, ...]:
                          f"{', '.join(kind.path.rsplit('/', 1)[-1] for kind in ALL_KINDS)}")
     chosen = {_BY_NAME[name] for name in names}
     return tuple(kind for kind in ALL_KINDS if kind in chosen)
-
-
-def _bound(pod: dict[str, Any]) -> bool:
-    spec = pod.get("spec")
-    return isinstance(spec, dict) and bool(spec.get("nodeName"))
 
 
 def _say(message: str) -> None:
@@ -138,12 +124,8 @@ class _Writer:
         if self._snapshot is None:
             return
         snapshot, self._snapshot = self._snapshot, None
-        order = [kind.kind for kind in _SNAPSHOT_ORDER]
-        for kind in sorted(snapshot, key=lambda k: order.index(k) if k in order else len(order)):
-            entries = snapshot[kind]
-            if kind == PODS.kind:
-                entries = sorted(entries, key=lambda entry: not _bound(entry[0]))  # stable: bound first
-            self.out.writelines(line for _, line in entries)
+        entries = sorted((entry for kind in snapshot.values() for entry in kind), key=lambda entry: replay_rank(entry[0]))
+        self.out.writelines(line for _, line in entries)
         self.out.writelines(self._held)
         self._held = []
         self.out.flush()

@@ -27,7 +27,8 @@ from scheduler.kube.http import ConnectError, KubeconfigError, KubeHttp, RateLim
 from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics
-from scheduler.kube.serving import serve
+from scheduler.kube.gpu_map import GpuMap
+from scheduler.kube.serving import Route, serve
 from scheduler.logs import configure_logging
 
 log = structlog.get_logger("tessera.run")
@@ -42,6 +43,8 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--bind-address", default="127.0.0.1", help="address for /healthz, /readyz, /metrics")
     parser.add_argument("--port", type=int, default=10251, help="port for /healthz, /readyz, /metrics (0 = any)")
     parser.add_argument("--identity", help="leader election identity (default: <hostname>_<uuid>)")
+    parser.add_argument("--gpu-map", action="store_true",
+                        help="also serve a read-only GPU map page at /gpu-map on --bind-address/--port")
     parser.set_defaults(func=run)
 
 
@@ -110,6 +113,11 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
 
     loop = SchedulerLoop(config, http, watch_http, identity=identity, is_leader=is_leader)
     loop.hooks = MetricsHooks(metrics, loop)
+    routes: list[Route] = []
+    if args.gpu_map:
+        gpu_map = GpuMap(loop)
+        loop.hooks = gpu_map.hooks(loop.hooks)
+        routes = gpu_map.routes()
     metrics.on_scrape(StateGauges(loop, metrics))
     loop_ref.append(loop)
 
@@ -128,7 +136,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
 
     # serve() outside the task group: a port that cannot be bound is its own error, not a group's
     async with serve(args.bind_address, args.port, healthy=lambda: loop.healthy, ready=lambda: _ready(loop),
-                     registry=metrics.registry) as server:
+                     registry=metrics.registry, routes=routes) as server:
         log.info("tessera.serving", url=server.url, identity=identity)
         async with anyio.create_task_group() as group:
             await group.start(stop_on_signal, stop.set, name="signals")
@@ -203,4 +211,4 @@ class StateGauges:
                 metrics.informer_relisted(kind)
             self._relists[kind] = stats.relists
         for informer in self.loop.informers.informers:
-            metrics.set_informer_synced(informer.kind.kind, informer.synced.is_set())
+            metrics.set_informer_synced(informer.kind.label, informer.synced.is_set())

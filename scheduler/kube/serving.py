@@ -9,6 +9,8 @@ Why these semantics:
   503 with a one-line reason until then, so a rollout waits for a warm standby.
 * `/metrics` is the Prometheus text exposition of the scheduler's own registry (OpenMetrics when
   the scraper asks for it).
+* `routes` adds read-only pages beside them (`tessera run --gpu-map`: scheduler/kube/gpu_map.py),
+  only when the operator asks for them.
 * Responses carry nothing but those answers: no configuration, no kubeconfig, no tokens, no
   exception texts (a failing check is logged, and answered with a generic reason). A readiness
   reason is our own short sentence, truncated and flattened to one line.
@@ -22,7 +24,7 @@ Port 0 binds a free port; `HealthServer.port` tells which.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
 
@@ -38,6 +40,9 @@ DEFAULT_PORT = 10251
 _MAX_REASON = 200
 _HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Route = tuple[str, Handler]  # an extra GET path served beside the probes (the opt-in GPU map)
+
 
 def _one_line(reason: str) -> str:
     flat = " ".join(reason.split())
@@ -48,12 +53,14 @@ class HealthServer:
     """The probe and metrics endpoint. `start()` binds, `stop()` closes; also an async context manager."""
 
     def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, healthy: Callable[[], bool],
-                 ready: Callable[[], tuple[bool, str]], registry: CollectorRegistry) -> None:
+                 ready: Callable[[], tuple[bool, str]], registry: CollectorRegistry,
+                 routes: Sequence[Route] = ()) -> None:
         self.host = host
         self.requested_port = port
         self._healthy = healthy
         self._ready = ready
         self._registry = registry
+        self._routes = tuple(routes)
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
 
@@ -77,6 +84,8 @@ class HealthServer:
         app.router.add_get("/livez", self._health)
         app.router.add_get("/readyz", self._readiness)
         app.router.add_get("/metrics", self._metrics)
+        for path, handler in self._routes:
+            app.router.add_get(path, handler)
         # No access log: probes hit these paths every few seconds.
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await runner.setup()
@@ -135,9 +144,10 @@ class HealthServer:
 
 @asynccontextmanager
 async def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, healthy: Callable[[], bool],
-                ready: Callable[[], tuple[bool, str]], registry: CollectorRegistry) -> AsyncIterator[HealthServer]:
+                ready: Callable[[], tuple[bool, str]], registry: CollectorRegistry,
+                routes: Sequence[Route] = ()) -> AsyncIterator[HealthServer]:
     """`async with serve(...) as server:` — started on entry (``server.port`` is bound), stopped on exit."""
-    server = HealthServer(host, port, healthy=healthy, ready=ready, registry=registry)
+    server = HealthServer(host, port, healthy=healthy, ready=ready, registry=registry, routes=routes)
     await server.start()
     try:
         yield server

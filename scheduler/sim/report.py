@@ -1,4 +1,5 @@
-"""`tessera simulate` output: JSON lines for tools on stdout, a readable summary for people."""
+"""`tessera simulate` output: JSON lines for tools on stdout, a readable summary for people, or the
+GPU map page of the end state (`--output html`, the page `tessera run --gpu-map` serves)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from scheduler.api.config import SchedulerConfig
 from scheduler.core.resources import CPU
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim.replay import Replay, ReplayStats, attempt_line, read_events
+from scheduler.view.cluster import build_view
+from scheduler.view.decisions import DecisionLog
+from scheduler.view.page import render_page
 
 
 GPU = "nvidia.com/gpu"
@@ -20,11 +24,15 @@ GPU = "nvidia.com/gpu"
 def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: str, seed: int) -> int:
     errors: list[str] = []
     replay = Replay(config, explain=explain, seed=seed)
+    decisions = DecisionLog()
     stream: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")
     with stream:
         for attempt in replay.run(read_events(stream, errors)):
+            decisions.attempt(attempt, replay.now)
             if output == "json":
                 sys.stdout.buffer.write(orjson.dumps(attempt_line(attempt, explain)) + b"\n")
+    if output == "html":
+        sys.stdout.write(render_html(replay, decisions, title=f"Tessera GPU map: {path}"))
     sys.stdout.flush()
     for error in errors:
         print(f"tessera: {path}: {error}", file=sys.stderr)
@@ -37,6 +45,15 @@ def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: st
     table = render_table(replay.scheduler, replay.stats)
     print(table, file=sys.stdout if output == "table" else sys.stderr)
     return 0
+
+
+def render_html(replay: Replay, decisions: DecisionLog, title: str) -> str:
+    """The GPU map page of the replay's end state, with its decisions (virtual time) embedded."""
+    state = replay.scheduler.state
+    decisions.prune(pod.key for uid in state.pending if (pod := state.pods.get(uid)) is not None)
+    view = build_view(replay.scheduler, source="simulate", now=replay.now, reasons=decisions.reasons(),
+                      decisions=decisions.recent())
+    return render_page(view, title=title).html
 
 
 def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:

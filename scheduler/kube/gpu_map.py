@@ -1,0 +1,97 @@
+"""`tessera run --gpu-map`: the GPU map page on the probe port, read from the running loop.
+
+`/gpu-map` is the page (scheduler/view/page.py), `/gpu-map.json` the view model it fetches every
+few seconds, built from the loop's core at request time: the handlers run on the loop's event
+loop between two steps of the synchronous core, so each picture is one consistent state. Recent
+decisions and the reasons pending pods wait come from the loop's hooks (the core keeps neither).
+
+Read-only by construction: two GET routes, no query parameters read, nothing written to the
+cluster; the view carries names, states and the scheduler's own messages — no annotations beyond
+the device assignment, no environment, no configuration, no credentials. Off unless asked for:
+the probe port is often reachable by more than the operator (`--bind-address 0.0.0.0` in the
+Deployment).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import orjson
+from aiohttp import web
+
+from scheduler.core.framework.attempt import Attempt
+from scheduler.kube.binder import BindResult, Outcome
+from scheduler.kube.loop import LoopHooks, SchedulerLoop
+from scheduler.kube.serving import Route
+from scheduler.view.cluster import build_view
+from scheduler.view.decisions import DecisionLog
+from scheduler.view.model import ClusterView, as_dict
+from scheduler.view.page import render_page
+
+PAGE_PATH = "/gpu-map"
+DATA_PATH = "/gpu-map.json"
+_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
+            "X-Frame-Options": "DENY"}
+
+
+class DecisionHooks(LoopHooks):
+    """The loop's hooks, passed on to `inner` (the metrics), with each decision noted in `log`."""
+
+    def __init__(self, inner: LoopHooks, log: DecisionLog, clock: Callable[[], float] = time.time) -> None:
+        self.inner = inner
+        self.log = log
+        self.clock = clock
+
+    def on_event(self, event_type: str, kind: str) -> None:
+        self.inner.on_event(event_type, kind)
+
+    def on_attempt(self, result: str, profile: str, seconds: float, attempt: Attempt) -> None:
+        self.inner.on_attempt(result, profile, seconds, attempt)
+        self.log.attempt(attempt, self.clock())
+
+    def on_bind(self, result: BindResult) -> None:
+        self.inner.on_bind(result)
+        if result.outcome is not Outcome.BOUND:
+            binding = result.binding
+            self.log.binding(f"{binding.namespace}/{binding.name}", binding.node, result.outcome.value,
+                             result.message, self.clock())
+
+    def on_queue(self, counts: dict[str, int], incoming: dict[tuple[str, str], int]) -> None:
+        self.inner.on_queue(counts, incoming)
+
+
+class GpuMap:
+    """The page's routes over one loop. Install `hooks(...)` as the loop's hooks to see decisions."""
+
+    def __init__(self, loop: SchedulerLoop, clock: Callable[[], float] = time.time) -> None:
+        self.loop = loop
+        self.log = DecisionLog()
+        self.clock = clock
+        # the page never changes while the process runs: render it (and its CSP hashes) once
+        page = render_page(source_url=DATA_PATH.lstrip("/"))
+        self._page = page.html.encode()
+        self._page_headers = {**_HEADERS, "Content-Type": "text/html; charset=utf-8",
+                              "Content-Security-Policy": page.content_security_policy}
+
+    def hooks(self, inner: LoopHooks) -> LoopHooks:
+        return DecisionHooks(inner, self.log, self.clock)
+
+    def view(self) -> ClusterView:
+        core = self.loop.core
+        held = core.held()
+        state = core.state
+        self.log.prune([pod.key for uid in state.pending if (pod := state.pods.get(uid)) is not None]
+                       + [attempt.pod.key for attempt in held])
+        return build_view(core, source="live", now=self.clock(), reasons=self.log.reasons(), held=held,
+                          decisions=self.log.recent())
+
+    def routes(self) -> list[Route]:
+        return [(PAGE_PATH, self._serve_page), (DATA_PATH, self._serve_data)]
+
+    async def _serve_page(self, request: web.Request) -> web.Response:
+        return web.Response(body=self._page, headers=self._page_headers)
+
+    async def _serve_data(self, request: web.Request) -> web.Response:
+        body = orjson.dumps(as_dict(self.view()))
+        return web.Response(body=body, headers={**_HEADERS, "Content-Type": "application/json"})

@@ -1,0 +1,98 @@
+"""Read the cluster once: the objects the scheduler watches, listed as they are now.
+
+`kubectl tessera` needs one consistent picture, not a stream: the same kinds the informers watch
+(`informers.ALL_KINDS`), each listed page by page, fed to a fresh core in replay order
+(`scheduler.sim.snapshot`). Nodes and Pods must be readable; every other kind may be missing
+(a CRD not installed) or denied (a user without `tessera-inventory-reader`): the listing goes on
+without it and says so, because GPUs by count and pods without gangs are still worth showing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+
+from scheduler.kube.http import KubeHttp, Response, rejected
+from scheduler.kube.informers import ALL_KINDS, NODES, PODS, ResourceKind
+
+PAGE = 500
+EVENTS = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+
+
+class ListError(Exception):
+    """A kind the picture cannot do without could not be listed; the message says why, in one line."""
+
+
+@dataclass(slots=True)
+class ClusterListing:
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # kinds left out, and why
+
+
+async def list_kind(http: KubeHttp, kind: ResourceKind) -> list[dict[str, Any]] | Response:
+    """Every object of `kind` (with kind and apiVersion set, as a watch event has them), or the
+    apiserver's answer when it did not list them."""
+    items: list[dict[str, Any]] = []
+    token = ""
+    while True:
+        query = [("limit", str(PAGE))] + ([("continue", token)] if token else [])
+        response = await http.request("GET", kind.path, query=query, limited=False)
+        if not response.ok:
+            return response
+        doc = response.json()
+        for item in doc.get("items") or ():
+            item["kind"], item["apiVersion"] = kind.kind, kind.api_version
+            items.append(item)
+        token = (doc.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return items
+
+
+async def list_cluster(http: KubeHttp, kinds: tuple[ResourceKind, ...] = ALL_KINDS) -> ClusterListing:
+    """All `kinds`, listed concurrently; raises `ListError` when Nodes or Pods cannot be read."""
+    results: dict[str, list[dict[str, Any]] | Response] = {}
+
+    async def one(kind: ResourceKind) -> None:
+        results[kind.kind] = await list_kind(http, kind)
+
+    async with anyio.create_task_group() as group:
+        for kind in kinds:
+            group.start_soon(one, kind)
+    listing = ClusterListing()
+    for kind in kinds:
+        result = results[kind.kind]
+        if isinstance(result, list):
+            listing.objects += result
+            continue
+        if kind in (NODES, PODS):
+            reason = rejected(http, result) if result.status in (401, 403) else \
+                f"HTTP {result.status}: {result.message()}"
+            raise ListError(f"cannot list {kind.path.rsplit('/', 1)[-1]}: {reason}")
+        plural = kind.path.rsplit("/", 1)[-1]
+        why = "not served (CRD not installed?)" if result.status == 404 else \
+            f"denied (HTTP {result.status})" if result.status in (401, 403) else f"HTTP {result.status}"
+        listing.warnings.append(f"{plural}: {why}; shown without them")
+    return listing
+
+
+async def pod_events(http: KubeHttp, namespace: str, name: str, uid: str = "") -> list[dict[str, Any]]:
+    """The pod's Events (events.k8s.io/v1), oldest first; [] when they cannot be read."""
+    path = EVENTS.format(namespace=quote(namespace, safe=""))
+    response = await http.request("GET", path, query=[("fieldSelector", f"regarding.name={name}")], limited=False)
+    if not response.ok:
+        return []
+    events = [event for event in response.json().get("items") or ()
+              if (event.get("regarding") or {}).get("kind") == "Pod"
+              and (not uid or (event.get("regarding") or {}).get("uid") in (uid, None, ""))]
+    return sorted(events, key=last_seen)
+
+
+def last_seen(event: Mapping[str, Any]) -> str:
+    """When an Event last happened (RFC 3339): its series' last observation, else its time."""
+    series = event.get("series") or {}
+    return str(series.get("lastObservedTime") or event.get("eventTime") or event.get("deprecatedLastTimestamp")
+               or (event.get("metadata") or {}).get("creationTimestamp") or "")

@@ -1,0 +1,176 @@
+"""The `kubectl-tessera` executable: `kubectl tessera nodes | explain POD | what-if --config FILE`.
+
+One shape for every command: resolve the cluster as kubectl does (`target.py`), list it once
+(`scheduler.kube.snapshot`), compute, print a table or `-o json|yaml`. Errors are one line on
+stderr in kubectl's words (`error: ...`, exit 1; bad arguments or configuration exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import anyio
+
+from scheduler import __version__
+from scheduler.api.config import ConfigError, SchedulerConfig, load_config
+from scheduler.core.scheduler import Scheduler
+from scheduler.kube.http import ConnectError, KubeconfigError, KubeHttp, check_apiserver, connect, rejected
+from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
+from scheduler.kubectl import explain as explaining
+from scheduler.kubectl import whatif
+from scheduler.kubectl.output import FORMATS, dump
+from scheduler.kubectl.reasons import wait_reasons
+from scheduler.kubectl.target import Target, resolve
+from scheduler.sim.snapshot import load
+from scheduler.view.cluster import build_view
+from scheduler.view.model import as_dict
+from scheduler.view.text import render_nodes
+
+USER_AGENT = "kubectl-tessera"
+
+
+class CommandError(Exception):
+    """What went wrong, in one line, and the exit status."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _common(parser: argparse.ArgumentParser, suppress: bool) -> None:
+    """kubectl's connection flags; on the subcommands too, so they may come before or after it."""
+    default: Any = argparse.SUPPRESS if suppress else None
+    parser.add_argument("--kubeconfig", default=default, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    parser.add_argument("--context", default=default, help="the kubeconfig context to use")
+    parser.add_argument("-n", "--namespace", default=default, help="namespace (default: the context's, else default)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kubectl tessera",
+                                     description="Look at Tessera's GPUs, pending pods and decisions (read-only).")
+    parser.add_argument("--version", action="version", version=f"kubectl-tessera {__version__}")
+    _common(parser, suppress=False)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help_: str) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=help_, description=help_)
+        _common(cmd, suppress=True)
+        cmd.add_argument("-o", "--output", choices=FORMATS, default="table", help="table (default), json or yaml")
+        return cmd
+
+    nodes = command("nodes", "every node's GPUs as the scheduler sees them: state, use, holders; a summary line")
+    nodes.add_argument("--config", help="the scheduler's configuration (default: the built-in one); decides "
+                                        "which pending pods are Tessera's")
+    nodes.set_defaults(func=_nodes)
+    exp = command("explain", "why a pod is pending, or where it went and with which devices")
+    exp.add_argument("pod", help="the pod's name (in -n NAMESPACE), or NAMESPACE/NAME")
+    exp.add_argument("--config", help="the configuration to dry-run the pod with (default: the built-in one)")
+    exp.set_defaults(func=_explain)
+    what = command("what-if", "replay the cluster's pending pods under another configuration (a dry run)")
+    what.add_argument("--config", required=True, help="the configuration to try")
+    what.add_argument("-A", "--all-namespaces", action="store_true",
+                      help="show pending pods of every namespace (the default unless -n is given)")
+    what.set_defaults(func=_what_if)
+    return parser
+
+
+def _config(path: str | None) -> SchedulerConfig:
+    try:
+        return load_config(path)
+    except ConfigError as err:
+        raise CommandError(f"invalid configuration: {err}", 2) from None
+
+
+async def _listing(target: Target) -> tuple[KubeHttp, ClusterListing]:
+    """Connect and list the cluster; the client is returned for follow-up reads (closed by the caller)."""
+    api = await connect(target.kubeconfig, user_agent=USER_AGENT, context=target.context)
+    http = KubeHttp(api)
+    try:
+        response = await check_apiserver(http, target.kubeconfig)
+        if response.status in (401, 403):
+            raise CommandError(rejected(http, response))
+        return http, await list_cluster(http)
+    except ListError as err:
+        await api.close()
+        raise CommandError(str(err)) from None
+    except BaseException:
+        await api.close()
+        raise
+
+
+def _warn(listing: ClusterListing) -> None:
+    for warning in listing.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+def _print(doc: dict[str, Any], text: Callable[[], str], fmt: str) -> None:
+    sys.stdout.write(text() + "\n" if fmt == "table" else dump(doc, fmt))
+
+
+async def _nodes(args: argparse.Namespace, target: Target) -> int:
+    config = _config(args.config)
+    http, listing = await _listing(target)
+    await http.api.close()
+    _warn(listing)
+    now = time.time()
+    core = Scheduler(config)
+    load(core, listing.objects, now)
+    view = build_view(core, source="cluster", now=now, reasons=wait_reasons(listing.objects))
+    _print(as_dict(view), lambda: render_nodes(view), args.output)
+    return 0
+
+
+async def _explain(args: argparse.Namespace, target: Target) -> int:
+    config = _config(args.config)
+    namespace, _, name = args.pod.rpartition("/")
+    namespace = namespace or target.namespace
+    http, listing = await _listing(target)
+    try:
+        pod = next((obj for obj in listing.objects if obj.get("kind") == "Pod"
+                    and (obj.get("metadata") or {}).get("namespace") == namespace
+                    and (obj.get("metadata") or {}).get("name") == name), None)
+        uid = str((pod or {}).get("metadata", {}).get("uid") or "")
+        events = await pod_events(http, namespace, name, uid) if pod is not None else []
+    finally:
+        await http.api.close()
+    _warn(listing)
+    now = time.time()
+    result = explaining.explain(listing.objects, f"{namespace}/{name}", config, events, now)
+    if result is None:
+        raise CommandError(f'pods "{name}" not found in namespace "{namespace}"')
+    _print(explaining.as_dict(result), lambda: explaining.render(result, now), args.output)
+    return 0
+
+
+async def _what_if(args: argparse.Namespace, target: Target) -> int:
+    config = _config(args.config)
+    http, listing = await _listing(target)
+    await http.api.close()
+    _warn(listing)
+    namespace = None if args.all_namespaces or args.namespace is None else target.namespace
+    result = whatif.what_if(listing.objects, config, time.time(), namespace)
+    _print(whatif.as_dict(result), lambda: whatif.render(result), args.output)
+    return 0
+
+
+Command = Callable[[argparse.Namespace, Target], Awaitable[int]]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    target = resolve(args.kubeconfig, args.context, args.namespace)
+    func: Command = args.func
+    try:
+        return anyio.run(func, args, target)
+    except CommandError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.status
+    except ConnectError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2 if isinstance(err, KubeconfigError) else 1
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,250 @@
+"""`kubectl tessera explain POD`: why a pod waits, or where it went and with which devices.
+
+Two sources, kept apart in the output: what the scheduler said (the pod's PodScheduled condition,
+its Events) and what the core says now. For the second, the pod is put through a fresh core built
+from the listed cluster — its nodes, devices, classes, groups and bound pods, the pod and its
+pending gang siblings, but no other pending pod — with per-node explanations on: each node's first
+failing filter, or its score. That is the answer to "where would it go if it were next", through
+the very plugins the scheduler runs; nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from scheduler.api.config_model import SchedulerConfig
+from scheduler.api.quantity import format_quantity
+from scheduler.core.objects import Pod
+from scheduler.core.scheduler import Scheduler
+from scheduler.core.state import ClusterState
+from scheduler.kube.snapshot import last_seen
+from scheduler.kubectl.reasons import wait_reason
+from scheduler.sim.snapshot import is_bound, load
+from scheduler.view.cluster import gang_view, gate_timeout
+from scheduler.view.model import GangView
+from scheduler.view.text import age, columns
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    node: str
+    fits: bool
+    detail: str  # the first failing filter's reason, or "score N"
+
+
+@dataclass(frozen=True, slots=True)
+class DryRun:
+    node: str  # where it would go now; "" when nowhere
+    message: str
+    held: bool  # the allocation gate would hold its Binding
+    preempts: tuple[str, ...]  # victims preemption would evict for it
+    nodes: tuple[NodeVerdict, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceLine:
+    container: str
+    resource: str
+    device: str  # ExtendedResource name
+    device_id: str
+    amount: str  # a slice; "" for the whole device
+
+
+@dataclass(frozen=True, slots=True)
+class EventLine:
+    last_seen: str
+    type: str
+    reason: str
+    count: int
+    source: str  # the reporting controller (tessera, kubelet, ...)
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    pod: str
+    scheduler: str
+    ours: bool  # one of the configuration's profiles schedules it
+    phase: str
+    node: str
+    status: str  # the verdict in one line
+    reason: str  # PodScheduled=False reason the scheduler wrote ("" when none)
+    message: str
+    nominated_node: str
+    gang: GangView | None
+    gate: str
+    devices: tuple[DeviceLine, ...]
+    dry_run: DryRun | None
+    events: tuple[EventLine, ...]
+
+
+def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
+            events: Sequence[Mapping[str, Any]], now: float) -> Explanation | None:
+    """The explanation of pod `key` (namespace/name) in the listed cluster; None if it is not there."""
+    raw = next((obj for obj in objects if obj.get("kind") == "Pod" and _key(obj) == key), None)
+    if raw is None:
+        return None
+    core = Scheduler(config)
+    load(core, objects, now)
+    state = core.state
+    pod = state.pod_by_key(key)
+    if pod is None:  # the core refused the object; say what it said
+        return _unreadable(raw, key, events)
+    wait = wait_reason(raw)
+    timeout = gate_timeout(core)
+    info = state.nodes.get(pod.node_name) if pod.node_name else None
+    # the gate holds where a node agent serves the node: only there does "Allocating" keep others out
+    gates = timeout is not None and info is not None and info.agent_serves(now, timeout) and pod.uid in info.allocating
+    ours = state.is_ours(pod)
+    pending = pod.uid in state.pending
+    run = _dry_run(objects, _waiting_with(state, pod), key, config, now) if pending else None
+    return Explanation(
+        pod=key,
+        scheduler=pod.scheduler_name,
+        ours=ours,
+        phase=pod.phase,
+        node=pod.node_name,
+        status=_status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates),
+        reason=wait.reason if wait else "",
+        message=wait.message if wait else "",
+        nominated_node=pod.nominated_node,
+        gang=gang_view(state, pod.gang.key) if pod.gang is not None else None,
+        gate=_gate(state, pod, wait.node if wait else "", gates),
+        devices=_devices(pod),
+        dry_run=run,
+        events=tuple(_event(event) for event in events),
+    )
+
+
+def _waiting_with(state: ClusterState, pod: Pod) -> frozenset[str]:
+    """The pod and its gang's other pending members: a gang is tried as one."""
+    uids = state.gangs.members.get(pod.gang.key, set()) if pod.gang is not None else set()
+    return frozenset({pod.key} | {state.pods[uid].key for uid in uids if uid in state.pending and uid in state.pods})
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _unreadable(raw: Mapping[str, Any], key: str, events: Sequence[Mapping[str, Any]]) -> Explanation:
+    spec = raw.get("spec") or {}
+    return Explanation(key, str(spec.get("schedulerName") or "default-scheduler"), False,
+                       str((raw.get("status") or {}).get("phase") or ""), str(spec.get("nodeName") or ""),
+                       "the scheduler cannot read this pod (see its InvalidObject Event)", "", "", "", None, "", (),
+                       None, tuple(_event(event) for event in events))
+
+
+def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: str, gates: bool) -> str:
+    if pod.terminal:
+        return f"{pod.phase}" + (f" on {pod.node_name}" if pod.node_name else "")
+    if pod.node_name:
+        return f"bound to {pod.node_name}" + (", waiting for the node agent to hand out its devices" if gates else "")
+    if pod.meta.deleting:
+        return "being deleted"
+    if not ours:
+        return (f"not scheduled by Tessera: spec.schedulerName is {pod.scheduler_name} "
+                f"(Tessera's profiles: {', '.join(sorted(state.scheduler_names))})")
+    if pod.gated:
+        return "has spec.schedulingGates: no scheduler considers it until they are removed"
+    if reason == "WaitingForAllocation":
+        return f"assigned to {gate_node or 'a node'}; its Binding waits for the allocation gate"
+    if reason:
+        return f"pending: {reason}"
+    return "pending: not tried yet"
+
+
+def _gate(state: ClusterState, pod: Pod, waiting_on: str, gates: bool) -> str:
+    if waiting_on and not pod.node_name:
+        return f"waits for the allocation gate of {waiting_on} (see Message)"
+    info = state.nodes.get(pod.node_name) if pod.node_name else None
+    resources = info.allocating.get(pod.uid) if info is not None else None
+    if gates and resources:
+        return (f"holds the allocation gate on {pod.node_name} for {', '.join(sorted(resources))}: other pods asking "
+                "for them there wait until the node agent marks this one Allocated")
+    return ""
+
+
+def _devices(pod: Pod) -> tuple[DeviceLine, ...]:
+    return tuple(DeviceLine(container, resource, grant.device, grant.device_id,
+                            format_quantity(grant.amount) if grant.amount is not None else "")
+                 for container, by_resource in sorted((pod.devices or {}).items())
+                 for resource, grants in sorted(by_resource.items()) for grant in grants)
+
+
+def _event(event: Mapping[str, Any]) -> EventLine:
+    series = event.get("series") or {}
+    count = int(series.get("count") or event.get("deprecatedCount") or 1)
+    return EventLine(last_seen(event), str(event.get("type") or ""), str(event.get("reason") or ""), count,
+                     str(event.get("reportingController") or (event.get("deprecatedSource") or {}).get("component")
+                         or ""), str(event.get("note") or ""))
+
+
+def _dry_run(objects: Sequence[dict[str, Any]], pods: frozenset[str], key: str, config: SchedulerConfig,
+             now: float) -> DryRun | None:
+    """Pod `key` (with `pods`, itself and its pending gang siblings) through a fresh core that
+    knows the listed cluster without its other pending pods."""
+    core = Scheduler(config, explain=True)
+    load(core, [obj for obj in objects if obj.get("kind") != "Pod" or is_bound(obj) or _key(obj) in pods], now)
+    while (attempts := core.schedule_next(now)) is not None:
+        for attempt in attempts:
+            if attempt.pod.key != key:
+                continue
+            verdicts = [NodeVerdict(node, True, f"score {line.get('total', 0)}")
+                        for node, line in sorted((attempt.scores or {}).items(),
+                                                 key=lambda item: (-item[1].get("total", 0), item[0]))]
+            verdicts += [NodeVerdict(node, False, reason) for node, reason in sorted((attempt.filtered or {}).items())]
+            return DryRun(attempt.node or "", attempt.message, attempt.deferred,
+                          tuple(victim.key for victim in attempt.preempted), tuple(verdicts))
+    return None
+
+
+def as_dict(explanation: Explanation) -> dict[str, Any]:
+    return asdict(explanation)
+
+
+def render(x: Explanation, now: float) -> str:
+    """The explanation for a terminal: `describe`-style fields, then the dry run and the Events
+    (their age as of `now`)."""
+    gang = ""
+    if x.gang is not None:
+        g = x.gang
+        minimum = "its PodGroup is not known" if g.minimum is None else f"min {g.minimum}"
+        gang = (f"{g.gang}: {g.members} members ({minimum}), {g.placed} placed, {g.pending} waiting; "
+                f"phase {g.phase}" + (f"; {g.message}" if g.message else ""))
+    fields = [("Pod:", x.pod), ("Scheduler:", x.scheduler + ("" if x.ours else " (not a Tessera profile)")),
+              ("Status:", x.status), ("Node:", x.node or "-")]
+    if x.reason:
+        fields += [("Reason:", x.reason), ("Message:", x.message)]
+    if x.nominated_node:
+        fields.append(("Nominated:", f"{x.nominated_node} (preemption made room there)"))
+    fields += [("Gang:", gang or "-"), ("Gate:", x.gate or "-"), ("Devices:", "-" if not x.devices else "")]
+    width = max(len(label) for label, _ in fields)
+    lines = [f"{label.ljust(width)}  {value}".rstrip() for label, value in fields]
+    if x.devices:
+        table = columns([["CONTAINER", "RESOURCE", "DEVICE", "DEVICE ID", "AMOUNT"]]
+                        + [[d.container, d.resource, d.device, d.device_id, d.amount or "whole"] for d in x.devices])
+        lines += ["  " + line for line in table.splitlines()]
+    if x.dry_run is not None:
+        run = x.dry_run
+        if run.node and run.held:
+            verdict = f"would go to {run.node}, its Binding held by the allocation gate: {run.message}"
+        elif run.node:
+            verdict = f"would go to {run.node}"
+        else:
+            verdict = f"would stay pending: {run.message}"
+        if run.preempts:
+            verdict += f"; preemption would evict {', '.join(run.preempts)}"
+        lines += ["", "Dry run through the core, now, as if it were next (nothing is written):", f"  {verdict}"]
+        if run.nodes:
+            table = columns([["NODE", "RESULT"]]
+                            + [[v.node, ("fits, " if v.fits else "") + v.detail] for v in run.nodes])
+            lines += ["  " + line for line in table.splitlines()]
+    lines += ["", "Events:" + (" <none>" if not x.events else "")]
+    if x.events:
+        table = columns([["LAST SEEN", "TYPE", "REASON", "COUNT", "FROM", "MESSAGE"]]
+                        + [[age(e.last_seen, now), e.type, e.reason, str(e.count), e.source, e.message] for e in x.events])
+        lines += ["  " + line for line in table.splitlines()]
+    return "\n".join(lines)

@@ -1,0 +1,102 @@
+"""`kubectl tessera what-if --config FILE`: where the pending pods would go under another configuration.
+
+The listed cluster is replayed exactly as `tessera simulate` replays a recording (`sim/replay.py`,
+in the order `sim/snapshot.py` gives: everything bound first, then the pending pods), with the
+other configuration: the same core, plugins and gang transactions the scheduler would run. The
+replay plays the apiserver for its Bindings and the node agent for allocations, in memory; the
+cluster is only read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from scheduler.api.config_model import SchedulerConfig
+from scheduler.core import annotations as ann
+from scheduler.core.scheduler import Scheduler
+from scheduler.sim.replay import Replay, WatchEvent
+from scheduler.sim.snapshot import load, replay_order
+from scheduler.view.cluster import build_view
+from scheduler.view.text import columns
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    pod: str
+    node: str  # "" when it would stay pending
+    devices: tuple[str, ...]  # ExtendedResource names (a slice's amount after it)
+    held: bool  # placed, Binding held by the allocation gate
+    preempts: tuple[str, ...]  # pods preemption would evict for it
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    config: str
+    outcomes: tuple[Outcome, ...]
+    evicted: tuple[str, ...]
+    before: str  # the GPU summary line now
+    after: str  # and after the replay
+
+    @property
+    def placed(self) -> int:
+        return sum(1 for outcome in self.outcomes if outcome.node)
+
+
+def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: float,
+            namespace: str | None = None) -> WhatIf:
+    """Replay the listed cluster under `config`; outcomes of the pending pods (in `namespace` only,
+    when given: the replay still places every pending pod, as the scheduler would)."""
+    current = Scheduler(config)
+    load(current, objects, now)
+    replay = Replay(config)
+    replay.now = now  # node agents' heartbeats are judged against the real clock
+    for _ in replay.run(WatchEvent("ADDED", obj) for obj in replay_order(objects)):
+        pass
+    outcomes = []
+    for key, attempt in sorted(replay.stats.final.items()):
+        if key in replay.stats.evicted or (namespace is not None and not key.startswith(f"{namespace}/")):
+            continue
+        outcomes.append(Outcome(key, attempt.node or "", _devices(attempt.annotations), attempt.deferred,
+                                tuple(victim.key for victim in attempt.preempted),
+                                "" if attempt.node and not attempt.deferred else attempt.message))
+    return WhatIf(config.source, tuple(outcomes), tuple(sorted(replay.stats.evicted)),
+                  build_view(current, source="cluster", now=now).summary.line(),
+                  build_view(replay.scheduler, source="what-if", now=replay.now).summary.line())
+
+
+def _devices(annotations: dict[str, str]) -> tuple[str, ...]:
+    raw = annotations.get(ann.DEVICES)
+    if raw is None:
+        return ()
+    return tuple(grant.device + (f" ({grant.amount})" if grant.amount is not None else "")
+                 for by_resource in ann.decode_devices(raw).values()
+                 for grants in by_resource.values() for grant in grants)
+
+
+def as_dict(result: WhatIf) -> dict[str, Any]:
+    return {**asdict(result), "placed": result.placed}
+
+
+def render(result: WhatIf) -> str:
+    if not result.outcomes:
+        return f"No pending pods to place (configuration {result.config}; nothing was written).\n\nNow:   {result.before}"
+    rows: list[list[str | None]] = [["POD", "NODE", "DEVICES", "RESULT"]]
+    for o in result.outcomes:
+        if o.node:
+            verdict = "placed, Binding held by the allocation gate" if o.held else "placed"
+            if o.preempts:
+                verdict += f" after evicting {', '.join(o.preempts)}"
+        else:
+            verdict = o.message
+        rows.append([o.pod, o.node, ", ".join(o.devices), verdict])
+    stay = len(result.outcomes) - result.placed
+    lines = [columns(rows), "",
+             f"{len(result.outcomes)} pending pods: {result.placed} would be placed, {stay} would stay pending "
+             f"(configuration {result.config}; a dry run, nothing was written)"]
+    if result.evicted:
+        lines.append(f"Preemption would evict: {', '.join(result.evicted)}")
+    lines += [f"Now:    {result.before}", f"After:  {result.after}"]
+    return "\n".join(lines)

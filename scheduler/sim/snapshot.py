@@ -1,0 +1,42 @@
+"""A listed cluster as the watch events a replay (or a fresh core) takes in.
+
+One rule for every consumer of a cluster listed at one moment — `tessera record`'s snapshot,
+`kubectl tessera`'s read-once core, its what-if replay: nodes, devices, classes and groups first,
+then pods bound to a node, then pending ones. The core then counts everything already placed
+before it places anything: in name order a pending pod could take GPUs a bound pod listed after
+it holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # `tessera record` sorts with this module and never loads the core
+    from scheduler.core.scheduler import Scheduler
+
+KIND_ORDER = ("Node", "ExtendedResource", "ResourceClass", "PodGroup", "Pod")
+
+
+def is_bound(obj: Mapping[str, Any]) -> bool:
+    spec = obj.get("spec")
+    return isinstance(spec, dict) and bool(spec.get("nodeName"))
+
+
+def replay_rank(obj: Mapping[str, Any]) -> tuple[int, bool]:
+    """Sort key: the kind's place in `KIND_ORDER` (other kinds after), pending pods after bound ones."""
+    kind = obj.get("kind")
+    position = KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
+    return position, kind == "Pod" and not is_bound(obj)
+
+
+def replay_order(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The objects in replay order (stable within a rank)."""
+    return sorted(objects, key=replay_rank)
+
+
+def load(scheduler: Scheduler, objects: Iterable[dict[str, Any]], now: float) -> None:
+    """Feed a listed cluster into a core without running a cycle: its state is then exactly the
+    one the live scheduler builds from the same lists (devices, slices, holders, gates)."""
+    for obj in replay_order(objects):
+        scheduler.apply("ADDED", obj, now)

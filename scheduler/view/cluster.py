@@ -1,0 +1,305 @@
+"""Cluster snapshot -> view model: what the core's state says about every node, GPU and waiting pod.
+
+Read from the core's own `ClusterState` (the device ledger, placements, the gang index), never
+recomputed from raw objects, so a GPU shows as held exactly when the scheduler counts it held.
+What the state does not keep is passed in: why a pending pod waits (`reasons`: a live loop's last
+attempt, a listed pod's PodScheduled condition, a replay's final attempt), which placed pods the
+allocation gate holds (`held`, live only) and the recent decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from scheduler.api.quantity import format_quantity
+from scheduler.core.annotations import DEVICES
+from scheduler.core.framework.attempt import Attempt
+from scheduler.core.objects import Device, Pod
+from scheduler.core.plugins.coscheduling import group_status, waiting_message
+from scheduler.core.resources import CPU, is_extended
+from scheduler.core.scheduler import Scheduler
+from scheduler.core.plugins.devices.gate import AllocationGate
+from scheduler.core.state import ClusterState, DeviceUse, NodeInfo
+from scheduler.view import model as m
+
+GPU = "nvidia.com/gpu"  # counted as GPUs on nodes without ExtendedResources
+
+
+@dataclass(frozen=True, slots=True)
+class WaitReason:
+    """Why a pending pod waits, as the scheduler last said it."""
+
+    reason: str  # Unschedulable, WaitingForAllocation, ...
+    message: str
+    node: str = ""  # the node it is assigned to while the allocation gate holds its Binding
+
+
+def build_view(scheduler: Scheduler, *, source: str, now: float,
+               reasons: Mapping[str, WaitReason] | None = None, held: Sequence[Attempt] = (),
+               decisions: Sequence[m.Decision] = ()) -> m.ClusterView:
+    """The view of `scheduler`'s state. `reasons` by pod key; `held`: attempts whose Binding a
+    permit plugin holds (`Scheduler.held()`); `decisions` newest first."""
+    state = scheduler.state
+    waits = dict(reasons or {})
+    for attempt in held:
+        waits[attempt.pod.key] = WaitReason("WaitingForAllocation", attempt.message, attempt.node or "")
+    facts = _Facts(state, frozenset(attempt.pod.uid for attempt in held), gate_timeout(scheduler), now)
+    gate_waiters: dict[str, list[str]] = {}
+    for key, wait in waits.items():
+        pod = state.pod_by_key(key)
+        if wait.node and pod is not None and (pod.uid in state.pending or pod.uid in facts.held):
+            gate_waiters.setdefault(wait.node, []).append(key)
+    infos = sorted((info for info in state.nodes.values() if info.node is not None or info.devices),
+                   key=lambda info: info.name)
+    nodes = tuple(_node(facts, info, sorted(gate_waiters.get(info.name, ()))) for info in infos)
+    pending = _pending(state, waits, facts.held)
+    return m.ClusterView(
+        source=source,
+        generated=now,
+        nodes=nodes,
+        pending=pending,
+        gangs=_gangs(state, pending, facts.held),
+        summary=_summary(nodes),
+        decisions=tuple(decisions),
+        profiles=tuple(sorted(scheduler.config.scheduler_names)),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What one build knows beyond a node: the state, held Bindings, and where the gate holds."""
+
+    state: ClusterState
+    held: frozenset[str]  # pod uids whose Binding the allocation gate holds
+    gate_timeout: float | None  # None: no profile runs the allocation gate
+    now: float
+
+    def gate_holds(self, info: NodeInfo) -> bool:
+        """The allocation gate holds on this node: a node agent serves it (a fresh heartbeat)."""
+        return self.gate_timeout is not None and info.agent_serves(self.now, self.gate_timeout)
+
+
+def gate_timeout(scheduler: Scheduler) -> float | None:
+    """The agent heartbeat timeout of the profiles' allocation gate (None when it is off)."""
+    for runtime in scheduler.profiles.values():
+        for plugin in runtime.plugins.values():
+            gate = getattr(plugin, "gate", None)
+            if isinstance(gate, AllocationGate) and gate.enabled:
+                return gate.timeout
+    return None
+
+
+# --- nodes and GPUs -------------------------------------------------------------------------
+
+
+def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
+    state = facts.state
+    gpus = tuple(_gpus(facts, info))
+    node = info.node
+    notes: list[str] = []
+    if node is None:
+        notes.append("no Node object: only its devices are known")
+    if facts.gate_holds(info):
+        for uid, resources in sorted(info.allocating.items(), key=lambda item: _key(state, item[0])):
+            if uid not in facts.held:
+                notes.append(f"allocation gate held by {_key(state, uid)}: the node agent has not handed out "
+                             f"its {', '.join(sorted(resources))} yet")
+    notes += [f"{key} waits for the allocation gate" for key in gate_waiters]
+    if info.broken:
+        keys = ", ".join(sorted(_key(state, uid) for uid in info.broken))
+        notes.append(f"unreadable {DEVICES} annotation on {keys}: no device scheduling here until it is fixed or gone")
+    allocatable = node.allocatable.get(CPU, 0) if node is not None else 0
+    return m.NodeView(
+        name=info.name,
+        cordoned=node is not None and node.unschedulable,
+        gpus=gpus,
+        gpus_used=sum(1 for gpu in gpus if gpu.state in m.IN_USE),
+        cpu=f"{info.requested.get(CPU, 0) / 1000:g}/{allocatable / 1000:g}",
+        pods=len(info.pods),
+        taints=tuple(f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+                     for t in (node.taints if node is not None else ())),
+        notes=tuple(notes),
+    )
+
+
+def _device_order(device: Device) -> tuple[int, str, str]:
+    index = device.attributes.get("index", "")
+    return (int(index) if index.isdigit() else 1 << 30, device.attributes.get("pciBusID", ""), device.name)
+
+
+def _gpus(facts: _Facts, info: NodeInfo) -> Iterable[m.GpuView]:
+    """The node's GPUs: its devices, then GPUs it only counts (allocatable beyond its devices).
+    Devices its pods hold that have no ExtendedResource (deleted before this core saw them, e.g.
+    after a restart) are ghosts in the counted places; plain count requests (`nvidia.com/gpu: 1`)
+    fill the GPUs no device assignment holds."""
+    state = facts.state
+    devices = sorted(info.devices.values(), key=_device_order)
+    resources = list(dict.fromkeys(device.resource_name for device in devices))
+    allocatable = info.node.allocatable if info.node is not None else {}
+    if GPU in allocatable and GPU not in resources:
+        resources.append(GPU)
+    orphans = _orphans(state, info)
+    index = 0
+    for resource in resources:
+        own = [device for device in devices if device.resource_name == resource]
+        model = own[0].attributes.get("model", "") if own else ""
+        ghosts = orphans if resource == resources[0] else []  # their resource is unknown: the node's first
+        unknown = max(0, allocatable.get(resource, 0) - len(own) - len(ghosts))
+        counted = _counted_holders(state, info, resource)
+        for name in ghosts:
+            yield m.GpuView(index, name, "", resource, "", "", m.GHOST, 1.0,
+                            holders=_holders(facts, info.name, state.ledger.use[name]))
+            index += 1
+        for _ in range(unknown):  # GPUs known only by count: counted requests go here first
+            holder = counted.pop(0) if counted else None
+            yield m.GpuView(index, "", "", resource, model, "", m.COUNTED if holder else m.FREE,
+                            1.0 if holder else 0.0, holders=(holder,) if holder else ())
+            index += 1
+        for device in own:
+            gpu = _device_gpu(facts, device, index)
+            if gpu.state == m.FREE and counted:
+                gpu = m.GpuView(index, device.name, device.device_id, resource, gpu.model, gpu.memory,
+                                m.COUNTED, 1.0, holders=(counted.pop(0),))
+            yield gpu
+            index += 1
+
+
+def _orphans(state: ClusterState, info: NodeInfo) -> list[str]:
+    """Devices granted to the node's pods that no ExtendedResource (nor ghost) describes."""
+    return sorted({device for uid in info.pods if (placement := state.placements.get(uid)) is not None
+                   for device, _ in placement.grants if device not in state.devices and device in state.ledger.use})
+
+
+def _counted_holders(state: ClusterState, info: NodeInfo, resource: str) -> list[m.Holder]:
+    """One holder per GPU the node's pods ask for by count, in pod order."""
+    holders: list[m.Holder] = []
+    for uid in sorted(info.pods, key=lambda uid: _key(state, uid)):
+        placement = state.placements.get(uid)
+        if placement is not None:
+            holders += [m.Holder(_key(state, uid))] * placement.requests.get(resource, 0)
+    return holders
+
+
+def _holders(facts: _Facts, node: str, use: DeviceUse) -> tuple[m.Holder, ...]:
+    state = facts.state
+    whole = [m.Holder(_key(state, uid), status=_status(facts, node, uid)) for uid in use.exclusive]
+    slices = [m.Holder(_key(state, uid), format_quantity(amount), _status(facts, node, uid))
+              for uid, amount in use.shared.items()]
+    return tuple(sorted(whole, key=lambda h: h.pod) + sorted(slices, key=lambda h: h.pod))
+
+
+def _device_gpu(facts: _Facts, device: Device, index: int) -> m.GpuView:
+    state = facts.state
+    use = state.ledger.use.get(device.name)
+    holders = _holders(facts, device.node_name, use) if use is not None else ()
+    fill, used = 0.0, ""
+    if use is not None and use.exclusive:
+        fill = 1.0
+    elif use is not None and use.shared:
+        dimension = use.dimension or "memory"
+        capacity = device.capacity.get(dimension)
+        used = f"{format_quantity(use.shared_total)}/{format_quantity(capacity) if capacity else '?'}"
+        fill = min(1.0, float(use.shared_total / capacity)) if capacity else 1.0
+    if state.ledger.is_ghost(device.name):
+        status = m.GHOST
+    elif not device.healthy:
+        status = m.UNHEALTHY
+    elif device.unschedulable:
+        status = m.CORDONED
+    elif use is not None and not facts.held.isdisjoint((*use.exclusive, *use.shared)):
+        status = m.GATED
+    elif use is not None and use.exclusive:
+        status = m.WHOLE
+    elif use is not None and use.shared:
+        status = m.SLICES
+    else:
+        status = m.FREE
+    memory = device.capacity.get("memory")
+    return m.GpuView(index, device.name, device.device_id, device.resource_name, device.attributes.get("model", ""),
+                     format_quantity(memory) if memory is not None else "", status, fill, used, holders)
+
+
+def _status(facts: _Facts, node: str, uid: str) -> str:
+    if uid in facts.held:
+        return m.HELD
+    placement = facts.state.placements.get(uid)
+    if placement is not None and placement.assumed:
+        return m.BINDING
+    info = facts.state.nodes.get(node)
+    if info is not None and uid in info.allocating and facts.gate_holds(info):
+        return m.ALLOCATING
+    return m.BOUND
+
+
+def _key(state: ClusterState, uid: str) -> str:
+    pod = state.pods.get(uid)
+    return pod.key if pod is not None else uid
+
+
+# --- pending pods and gangs -----------------------------------------------------------------
+
+
+def _wants(pod: Pod) -> str:
+    return ", ".join(f"{amount} {name}" for name, amount in sorted(pod.requests.items()) if is_extended(name) and amount)
+
+
+def _pending(state: ClusterState, waits: Mapping[str, WaitReason], held: frozenset[str]) -> tuple[m.PendingPod, ...]:
+    pods = [state.pods[uid] for uid in state.pending | held if uid in state.pods]
+    out = []
+    for pod in sorted(pods, key=lambda pod: pod.key):
+        wait = waits.get(pod.key)
+        out.append(m.PendingPod(pod.key, pod.priority, _wants(pod), pod.gang.key if pod.gang else "",
+                                wait.reason if wait else "", wait.message if wait else "", wait.node if wait else ""))
+    return tuple(out)
+
+
+def _gangs(state: ClusterState, pending: Sequence[m.PendingPod], held: frozenset[str]) -> tuple[m.GangView, ...]:
+    """Gangs with a member still waiting: how far they are, and why the group cannot go yet."""
+    out = []
+    for key in sorted({p.gang for p in pending if p.gang}):
+        fallback = next((p.message for p in pending if p.gang == key and p.message), "")
+        gang = gang_view(state, key, held, fallback)
+        if gang is not None and gang.pending:
+            out.append(gang)
+    return tuple(out)
+
+
+def gang_view(state: ClusterState, key: str, held: frozenset[str] = frozenset(), message: str = "") -> m.GangView | None:
+    """A gang's progress (None when it has no live member): its minimum, members placed and
+    waiting, its PodGroup phase, and why it cannot be tried yet (or `message`, a member's last
+    reason, when it can)."""
+    members = sorted((state.pods[uid] for uid in state.gangs.members.get(key, ()) if uid in state.pods),
+                     key=lambda pod: pod.key)
+    if not members:
+        return None
+    waiting = [pod for pod in members if pod.uid in state.pending or pod.uid in held]
+    placed = sum(1 for pod in members if pod.uid in state.placements and pod.uid not in held)
+    minimum = state.group_min(key, members[0])
+    status = group_status(state, key)
+    phase = status.phase if status is not None else \
+        "Pending" if minimum is None or len(members) < minimum else "Scheduled" if not waiting else "Scheduling"
+    reason = waiting_message(state, waiting[0]) if waiting else None
+    return m.GangView(key, minimum, len(members), placed, len(waiting), phase, reason or message)
+
+
+def _summary(nodes: Sequence[m.NodeView]) -> m.Summary:
+    """Counts by state; free GPUs of a cordoned node count as unavailable (no new pod goes there)."""
+    gpus = [gpu for node in nodes for gpu in node.gpus]
+    free_by_node = {node.name: sum(1 for gpu in node.gpus if gpu.state == m.FREE)
+                    for node in nodes if not node.cordoned}
+    partial = sum(free_by_node[node.name] for node in nodes
+                  if not node.cordoned and any(gpu.state in m.IN_USE for gpu in node.gpus))
+    largest_node = max(sorted(free_by_node), key=lambda name: free_by_node[name], default="")
+    free = sum(free_by_node.values())
+    return m.Summary(
+        gpus=len(gpus),
+        used=sum(1 for gpu in gpus if gpu.state in m.IN_USE),
+        shared=sum(1 for gpu in gpus if gpu.state == m.SLICES),
+        free=free,
+        unavailable=sum(1 for gpu in gpus if gpu.state in m.UNAVAILABLE)
+        + sum(1 for gpu in gpus if gpu.state == m.FREE) - free,
+        free_on_partial=partial,
+        largest_free=free_by_node.get(largest_node, 0),
+        largest_free_node=largest_node,
+    )

@@ -1,0 +1,57 @@
+"""Recent decisions and the last word on each waiting pod, for the GPU map page.
+
+The core keeps no history: an attempt's message goes into an Event and the pod's PodScheduled
+condition, and the attempt is gone. The page wants both without reading the apiserver back, so the
+live loop (and a replay) hands every attempt here: a bounded list of the newest decisions, and per
+pod the reason it last waited for (dropped once it is placed).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from scheduler.core.framework.attempt import Attempt
+from scheduler.view.cluster import WaitReason
+from scheduler.view.model import Decision
+
+KEEP = 50  # decisions on the page
+UNSCHEDULABLE = "Unschedulable"
+WAITING_FOR_ALLOCATION = "WaitingForAllocation"
+
+
+class DecisionLog:
+    def __init__(self, keep: int = KEEP) -> None:
+        self._recent: deque[Decision] = deque(maxlen=keep)
+        self._waiting: dict[str, WaitReason] = {}  # pod key -> why it waits (until placed or pruned)
+
+    def attempt(self, attempt: Attempt, at: float) -> None:
+        """One scheduling attempt's outcome (placed, held by the gate, or why not)."""
+        key = attempt.pod.key
+        if attempt.node is not None and attempt.deferred:
+            outcome = "held"
+            self._waiting[key] = WaitReason(WAITING_FOR_ALLOCATION, attempt.message, attempt.node)
+        elif attempt.node is not None:
+            outcome = "placed"
+            self._waiting.pop(key, None)
+        else:
+            outcome = "preempting" if attempt.preempted else "unschedulable"
+            self._waiting[key] = WaitReason(UNSCHEDULABLE, attempt.message)
+        self._recent.appendleft(Decision(at, key, outcome, attempt.node or attempt.nominated_node or "",
+                                         attempt.message))
+
+    def binding(self, pod: str, node: str, outcome: str, message: str, at: float) -> None:
+        """A Binding that did not bind (refused, dropped): the page shows it beside the attempts."""
+        self._recent.appendleft(Decision(at, pod, f"binding {outcome}", node, message))
+
+    def recent(self) -> tuple[Decision, ...]:
+        """Newest first."""
+        return tuple(self._recent)
+
+    def reasons(self) -> dict[str, WaitReason]:
+        return dict(self._waiting)
+
+    def prune(self, waiting: Iterable[str]) -> None:
+        """Forget pods that no longer wait (bound by the watch, deleted): the map stays bounded."""
+        keep = set(waiting)
+        self._waiting = {key: reason for key, reason in self._waiting.items() if key in keep}

@@ -1,0 +1,144 @@
+"""The view model: one cluster picture for the terminal, JSON/YAML and the GPU map page.
+
+Plain frozen records of strings and numbers, so `as_dict` is the JSON that `kubectl tessera -o
+json` prints and the page's script reads: one schema, documented here, for every consumer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# GPU states, as the page colours them and `kubectl tessera nodes` names them. One per GPU, the
+# first that applies, in this order: a device that cannot take new work says so even while pods
+# still hold it.
+GHOST = "ghost"  # its ExtendedResource was deleted; pods still hold it, so it still counts
+UNHEALTHY = "unhealthy"  # Healthy=False (or phase Unhealthy/Unknown)
+CORDONED = "cordoned"  # spec.unschedulable on the device
+GATED = "gated"  # assigned to a pod whose Binding the allocation gate holds
+WHOLE = "whole"  # one pod holds the whole device
+SLICES = "slices"  # shared: pods hold slices of its sharing dimension
+COUNTED = "counted"  # in use by a plain count request (e.g. nvidia.com/gpu: 1): the device plugin picks the GPU
+FREE = "free"
+STATES = (FREE, WHOLE, SLICES, COUNTED, GATED, UNHEALTHY, CORDONED, GHOST)
+IN_USE = frozenset({WHOLE, SLICES, COUNTED, GATED})
+UNAVAILABLE = frozenset({GHOST, UNHEALTHY, CORDONED})
+
+# how a holder holds its GPU
+BOUND = "bound"  # bound, its devices handed out (or no node agent involved)
+ALLOCATING = "allocating"  # bound, the node agent has not handed its devices out yet (it holds the gate)
+BINDING = "binding"  # placed by this scheduler, Binding on its way
+HELD = "held"  # placed, Binding held by the allocation gate
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    pod: str  # namespace/name
+    amount: str = ""  # a slice ("8Gi"); "" for a whole device or a counted GPU
+    status: str = BOUND
+
+
+@dataclass(frozen=True, slots=True)
+class GpuView:
+    index: int  # position on its node (devices by attributes.index, PCI bus, then name)
+    device: str  # ExtendedResource name; "" for a GPU the node only counts (no ExtendedResource)
+    device_id: str
+    resource: str  # the device-plugin resource it belongs to (nvidia.com/gpu)
+    model: str
+    memory: str  # capacity.memory ("32Gi"), "" when unknown
+    state: str
+    fill: float  # the share in use: 1 for a whole or counted GPU, the slices' share, 0 when free
+    used: str = ""  # slices: "16Gi/32Gi" (the sharing dimension)
+    holders: tuple[Holder, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    cordoned: bool
+    gpus: tuple[GpuView, ...]
+    gpus_used: int
+    cpu: str  # "12/64" cores requested / allocatable
+    pods: int
+    taints: tuple[str, ...] = ()  # key=value:effect
+    notes: tuple[str, ...] = ()  # the allocation gate, unreadable device annotations, a missing Node object
+
+
+@dataclass(frozen=True, slots=True)
+class PendingPod:
+    pod: str
+    priority: int
+    wants: str  # "2 nvidia.com/gpu, 1 class.tessera.dev/v100"
+    gang: str = ""
+    reason: str = ""  # Unschedulable, WaitingForAllocation, ... ("" before the first attempt)
+    message: str = ""
+    node: str = ""  # where it is assigned while the allocation gate holds its Binding
+
+
+@dataclass(frozen=True, slots=True)
+class GangView:
+    gang: str  # namespace/name
+    minimum: int | None  # None while its PodGroup is not known
+    members: int  # live (non-terminal) members
+    placed: int
+    pending: int
+    phase: str  # the PodGroup status phase (Pending, Scheduling, Scheduled, Running, ...)
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    at: float  # seconds since the epoch (a replay's virtual time for simulate)
+    pod: str
+    outcome: str  # placed, held, unschedulable, preempting, or a Binding's failure
+    node: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    gpus: int
+    used: int  # whole, counted and gated GPUs and shared ones
+    shared: int  # of those, GPUs in slices
+    free: int  # on nodes that take new pods
+    unavailable: int  # unhealthy, cordoned or ghost GPUs, and free ones on cordoned nodes: none takes new work
+    # free GPUs on nodes where some GPU is in use: they cannot take a job that wants a whole node
+    free_on_partial: int
+    largest_free: int  # most free GPUs on one node (the largest job that fits on one node today)
+    largest_free_node: str
+
+    @property
+    def fragmentation(self) -> float:
+        """The share of free GPUs that sit on partly used nodes (0 when nothing is free)."""
+        return self.free_on_partial / self.free if self.free else 0.0
+
+    def line(self) -> str:
+        """One line for a terminal: `GPUs: 16 total, 6 in use (2 shared), ...`."""
+        shared = f" ({self.shared} shared)" if self.shared else ""
+        text = (f"GPUs: {self.gpus} total, {self.used} in use{shared}, {self.free} free, "
+                f"{self.unavailable} unavailable; fragmentation {round(self.fragmentation * 100)} %")
+        if self.free:
+            text += (f" ({self.free_on_partial} of {self.free} free GPUs on partly used nodes; "
+                     f"most free on one node: {self.largest_free}, {self.largest_free_node})")
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    source: str  # "live" (tessera run), "cluster" (kubectl tessera), "simulate"
+    generated: float  # seconds since the epoch (virtual for simulate)
+    nodes: tuple[NodeView, ...]
+    pending: tuple[PendingPod, ...]
+    gangs: tuple[GangView, ...]
+    summary: Summary
+    decisions: tuple[Decision, ...] = ()  # newest first
+    profiles: tuple[str, ...] = field(default=())  # the scheduler names whose pods are pending here
+
+
+def as_dict(view: ClusterView) -> dict[str, Any]:
+    """The JSON form (`-o json`, the page's data): the records as nested objects, plus the
+    summary's derived fragmentation and line, so no consumer recomputes them."""
+    out = asdict(view)
+    out["summary"]["fragmentation"] = round(view.summary.fragmentation, 4)
+    out["summary"]["line"] = view.summary.line()
+    return out

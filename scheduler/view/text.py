@@ -1,0 +1,86 @@
+"""The view model for a terminal: kubectl-style aligned columns.
+
+Upper-case headers, columns separated by three spaces, no trailing blanks, `-` for an empty cell:
+what `kubectl get` prints, so the output reads the same and `awk`/`column` work on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from scheduler.view import model as m
+
+GAP = "   "
+
+
+def columns(rows: Sequence[Sequence[str | None]]) -> str:
+    """Rows (the first one the header) as left-aligned columns; the last column is not padded.
+    An empty cell prints `-`; None leaves it blank (a node's name only on its first GPU row)."""
+    if not rows:
+        return ""
+    cells = [["" if cell is None else cell or "-" for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells if i < len(row)) for i in range(max(len(row) for row in cells))]
+    lines = []
+    for row in cells:
+        padded = [cell.ljust(widths[i]) if i < len(row) - 1 else cell for i, cell in enumerate(row)]
+        lines.append(GAP.join(padded).rstrip())
+    return "\n".join(lines)
+
+
+def holders(gpu: m.GpuView) -> str:
+    """`ns/a (8Gi), ns/b (held)`: who holds the GPU, with slice amounts and non-bound states."""
+    out = []
+    for holder in gpu.holders:
+        notes = [note for note in (holder.amount, "" if holder.status == m.BOUND else holder.status) if note]
+        out.append(f"{holder.pod} ({', '.join(notes)})" if notes else holder.pod)
+    return ", ".join(out)
+
+
+def gpu_use(gpu: m.GpuView) -> str:
+    if gpu.used:
+        return gpu.used
+    return "all" if gpu.fill >= 1.0 else ""
+
+
+def render_nodes(view: m.ClusterView) -> str:
+    """`kubectl tessera nodes`: one row per GPU (the node named on its first), node notes, the
+    pods waiting for the allocation gate, and the summary line."""
+    rows: list[list[str | None]] = [["NODE", "GPU", "MODEL", "MEMORY", "STATE", "USE", "PODS"]]
+    notes: list[str] = []
+    for node in view.nodes:
+        label = node.name + (" (cordoned)" if node.cordoned else "")
+        if not node.gpus:
+            rows.append([label, "", "", "", "", "", ""])
+        for i, gpu in enumerate(node.gpus):
+            rows.append([label if i == 0 else None, str(gpu.index), gpu.model, gpu.memory, gpu.state,
+                         gpu_use(gpu), holders(gpu)])
+        notes += [f"{node.name}: {note}" for note in node.notes]
+    parts = [columns(rows) if view.nodes else "No nodes."]
+    if notes:
+        parts.append("\n".join(notes))
+    parts.append(view.summary.line())
+    return "\n\n".join(parts)
+
+
+def age(timestamp: str, now: float) -> str:
+    """An RFC 3339 time as kubectl's age (`45s`, `3m12s`, `2h`, `5d`); the text itself if unreadable."""
+    try:
+        seconds = int(now - datetime.fromisoformat(timestamp).timestamp())
+    except ValueError:
+        return timestamp
+    seconds = max(0, seconds)
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 120:
+        return f"{seconds}s"
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if hours < 3:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    return f"{days}d" if days < 730 else f"{days // 365}y"
