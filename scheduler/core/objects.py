@@ -589,6 +589,7 @@ class PodGroup:
     priority_class_name: str = ""  # spec.priorityClassName: the gang's priority when set
     api: str = PLUGINS_API
     topology: GangTopology | None = None
+    scheduled: bool = False  # upstream's status condition PodGroupScheduled is True (never regressed)
 
     @property
     def key(self) -> str:
@@ -633,7 +634,10 @@ def _parse_workload_podgroup(obj: JSON) -> PodGroup:
     required = keys[0] if keys else annotated.required
     topology = GangTopology(required, annotated.preferred) if required or annotated.preferred else None
     priority_class = _str(spec.get("priorityClassName"), "PodGroup.spec.priorityClassName")
-    return PodGroup(meta, minimum, None, priority_class, WORKLOAD_API, topology)
+    status = _mapping(obj.get("status"), "PodGroup.status")
+    scheduled = any(isinstance(c, Mapping) and c.get("type") == "PodGroupScheduled" and c.get("status") == "True"
+                    for c in _list(status.get("conditions"), "PodGroup.status.conditions"))
+    return PodGroup(meta, minimum, None, priority_class, WORKLOAD_API, topology, scheduled)
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,9 @@ __all__ = [
     "NODES",
     "PODS",
     "POD_GROUPS",
+    "WORKLOAD_POD_GROUPS",
     "RESOURCE_CLASSES",
+    "SCHEDULER_KINDS",
     "EventSink",
     "Informer",
     "InformerSet",
@@ -80,6 +82,11 @@ class ResourceKind:
     # Scheduling goes on without it: a 403 (RBAC from before the kind was read) counts as empty,
     # with a warning, instead of keeping the scheduler unready.
     optional: bool = False
+    name: str = ""  # how logs, stats and metrics name it when two APIs share the kind; default: kind
+
+    @property
+    def label(self) -> str:
+        return self.name or self.kind
 
 
 NODES = ResourceKind("Node", "v1", "/api/v1/nodes")
@@ -94,8 +101,14 @@ DISRUPTION_BUDGETS = ResourceKind("PodDisruptionBudget", "policy/v1", "/apis/pol
                                   optional=True)
 PRIORITY_CLASSES = ResourceKind("PriorityClass", "scheduling.k8s.io/v1", "/apis/scheduling.k8s.io/v1/priorityclasses",
                                 optional=True)
+# upstream's Workload API (Kubernetes 1.36, alpha, off by default): a 404 while it is not served
+WORKLOAD_POD_GROUPS = ResourceKind("PodGroup", "scheduling.k8s.io/v1alpha2", "/apis/scheduling.k8s.io/v1alpha2/podgroups",
+                                   optional=True, name="PodGroup.scheduling.k8s.io")
 ALL_KINDS: tuple[ResourceKind, ...] = (NODES, PODS, EXTENDED_RESOURCES, RESOURCE_CLASSES, POD_GROUPS,
                                        DISRUPTION_BUDGETS, PRIORITY_CLASSES)
+# what the scheduler watches: everything, upstream PodGroups too (record and snapshots keep to
+# ALL_KINDS, where each kind name is one API)
+SCHEDULER_KINDS: tuple[ResourceKind, ...] = (*ALL_KINDS, WORKLOAD_POD_GROUPS)
 
 
 @dataclass
@@ -236,7 +249,7 @@ class Informer:
             except _Expired as err:
                 must_list = True
                 self.stats.relists += 1
-                log.info("informer.relist", kind=self.kind.kind, reason=str(err),
+                log.info("informer.relist", kind=self.kind.label, reason=str(err),
                          resource_version=self.resource_version)
                 if self._watched_since_list:
                     continue
@@ -244,7 +257,7 @@ class Informer:
             except _Unavailable as err:
                 must_list = True
                 pause = UNAVAILABLE_RETRY_SECONDS
-                self.denials.allowed(self.kind.kind)
+                self.denials.allowed(self.kind.label)
                 self._mark_unavailable(str(err))
             except _HttpError as err:
                 self.stats.errors += 1
@@ -255,22 +268,22 @@ class Informer:
                     self._mark_unavailable(str(err), "the scheduler's role may not read it (update its RBAC: "
                                                      "deploy/rbac/scheduler.yaml)")
                 elif err.status in (401, 403):
-                    self.denials.refused(self.kind.kind, err)
+                    self.denials.refused(self.kind.label, err)
                 else:
-                    log.warning("informer.error", kind=self.kind.kind, reason=_describe(err),
+                    log.warning("informer.error", kind=self.kind.label, reason=_describe(err),
                                 relist=must_list, retry_in=round(pause, 2))
             except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:
                 # Transport, HTTP or JSON trouble: resume the watch from our RV (or redo the
                 # list if it was the list that failed).
                 self.stats.errors += 1
                 pause = self._backoff()
-                log.warning("informer.error", kind=self.kind.kind, reason=_describe(err),
+                log.warning("informer.error", kind=self.kind.label, reason=_describe(err),
                             relist=must_list, retry_in=round(pause, 2))
             except Exception as err:  # a bug or something unforeseen: trust nothing, relist
                 self.stats.errors += 1
                 must_list = True
                 pause = self._backoff()
-                log.exception("informer.error", kind=self.kind.kind, reason=_describe(err),
+                log.exception("informer.error", kind=self.kind.label, reason=_describe(err),
                               relist=True, retry_in=round(pause, 2))
             await anyio.sleep(pause)
 
@@ -282,8 +295,8 @@ class Informer:
     def _mark_unavailable(self, reason: str, why: str = "is not served by the apiserver") -> None:
         if self.available:
             self.available = False
-            log.warning("informer.unavailable", kind=self.kind.kind, reason=reason,
-                        message=f"{self.kind.kind} {why}; treating it as "
+            log.warning("informer.unavailable", kind=self.kind.label, reason=reason,
+                        message=f"{self.kind.label} {why}; treating it as "
                                 f"empty and retrying every {UNAVAILABLE_RETRY_SECONDS:g} s")
         self._replace({})  # whatever we had is gone with the resource
         self.synced.set()
@@ -324,17 +337,17 @@ class Informer:
             group.cancel_scope.cancel()  # a failure stops the fetcher (it has finished otherwise)
         if failure is not None:
             raise failure
-        self.denials.allowed(self.kind.kind)
+        self.denials.allowed(self.kind.label)
         self._replace(listed)
         self.resource_version = resource_version
         self.stats.lists += 1
         self._watched_since_list = False
         if not self.available:
             self.available = True
-            log.info("informer.available", kind=self.kind.kind)
+            log.info("informer.available", kind=self.kind.label)
         if not self.synced.is_set():
             self.synced.set()
-            log.info("informer.synced", kind=self.kind.kind, objects=len(self._store),
+            log.info("informer.synced", kind=self.kind.label, objects=len(self._store),
                      resource_version=resource_version)
 
     async def _pages(self, send: MemoryObjectSendStream[dict[str, Any] | BaseException]) -> None:
@@ -354,7 +367,7 @@ class Informer:
                     meta = doc.get("metadata") or {}
                     token = str(meta.get("continue") or "")
                     if not token and "resourceVersion" not in meta:
-                        raise ValueError(f"{self.kind.kind} list: the last page has no metadata.resourceVersion")
+                        raise ValueError(f"{self.kind.label} list: the last page has no metadata.resourceVersion")
                 except Exception as err:  # noqa: BLE001 - handed over, raised by _list
                     await send.send(err)
                     return
@@ -392,7 +405,7 @@ class Informer:
                 raise _Expired("watch answered 404 Not Found")
             if response.status != 200:
                 _raise_for_status(Response(response.status, await response.read()))
-            self.denials.allowed(self.kind.kind)
+            self.denials.allowed(self.kind.label)
             self.stats.watches += 1
             received = False
             async for line in _lines(response):
@@ -427,7 +440,7 @@ class Informer:
                     self._store[key] = obj
                 self._emit(event_type, obj)
         elif event_type != "BOOKMARK":
-            log.warning("informer.unknown_event", kind=self.kind.kind, type=event_type)
+            log.warning("informer.unknown_event", kind=self.kind.label, type=event_type)
         if resource_version:
             self.resource_version = resource_version
 
@@ -448,7 +461,7 @@ class Informer:
             return _key(obj)
         except ValueError as err:
             self.stats.errors += 1
-            log.warning("informer.bad_object", kind=self.kind.kind, reason=str(err))
+            log.warning("informer.bad_object", kind=self.kind.label, reason=str(err))
             return None
 
     def _emit(self, event_type: str, obj: dict[str, Any]) -> None:
@@ -457,7 +470,7 @@ class Informer:
             self.sink(event_type, obj)
         except Exception as err:  # the sink's bug must not stop the informer (or lose our place)
             self.stats.errors += 1
-            log.exception("informer.sink_error", kind=self.kind.kind, type=event_type,
+            log.exception("informer.sink_error", kind=self.kind.label, type=event_type,
                           key=_key(obj), reason=_describe(err))
 
 
@@ -489,7 +502,7 @@ class InformerSet:
         """Every informer, until cancelled (cancelling it ends them all)."""
         async with anyio.create_task_group() as group:
             for informer in self.informers:
-                group.start_soon(informer.run, name=f"informer-{informer.kind.kind}")
+                group.start_soon(informer.run, name=f"informer-{informer.kind.label}")
 
     async def wait_synced(self) -> None:
         for informer in self.informers:
@@ -505,4 +518,4 @@ class InformerSet:
         return self.denials.reason
 
     def stats(self) -> dict[str, InformerStats]:
-        return {informer.kind.kind: informer.stats for informer in self.informers}
+        return {informer.kind.label: informer.stats for informer in self.informers}

@@ -21,7 +21,7 @@ import structlog
 
 from scheduler.api.config import SchedulerConfig
 from scheduler.core.framework.attempt import Attempt
-from scheduler.core.objects import Pod
+from scheduler.core.objects import WORKLOAD_API, Pod
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
@@ -29,7 +29,7 @@ from scheduler.kube.class_controller import DefaultClassController
 from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.evictor import Eviction, Evictor
 from scheduler.kube.http import KubeHttp, RateLimiter
-from scheduler.kube.informers import InformerSet
+from scheduler.kube.informers import SCHEDULER_KINDS, InformerSet
 from scheduler.kube.recorder import EventRecorder, ObjectRef
 from scheduler.kube.startup_gc import collect_after_sync
 from scheduler.kube.status import UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusWriter
@@ -61,7 +61,7 @@ class SchedulerLoop:
                  hooks: LoopHooks | None = None) -> None:
         self.config = config
         self.core = Scheduler(config, seed=random.randrange(2**32) if seed is None else seed)
-        self.informers = InformerSet(watch_http, self._on_event)
+        self.informers = InformerSet(watch_http, self._on_event, SCHEDULER_KINDS)
         self.binder = Binder(http, self._on_bound, allowed=lambda: self.is_leader())
         # Events get a client of their own with its own token bucket, as kube-scheduler's event
         # client does, so that recording a pod's Event never takes a Binding's place in the budget.
@@ -236,7 +236,7 @@ class SchedulerLoop:
                                       nominated_node=attempt.nominated_node)
         self._evict(attempt)
         if pod.gang is not None and pod.gang.from_podgroup:
-            self._write_group_status(pod.gang.key)
+            self._write_group_status(pod.gang.key, "" if attempt.node is not None else attempt.message)
 
     def _evict(self, attempt: Attempt) -> None:
         """Preemption chose victims for this pod (or its gang): evict them (once each: a victim
@@ -291,11 +291,20 @@ class SchedulerLoop:
         self._submit_released()
         self._wake.set()
 
-    def _write_group_status(self, key: str) -> None:
+    def _write_group_status(self, key: str, failure: str = "") -> None:
+        """scheduler-plugins PodGroups get their phase and counts; upstream (Workload API)
+        PodGroups the PodGroupScheduled condition as kube-scheduler writes it: True once the
+        minimum is placed, False with the failure's message while it is not — never True → False."""
         status = self.core.group_status(key)
         if status is None:
             return
         namespace, _, name = key.partition("/")
+        if status.api == WORKLOAD_API:
+            if status.scheduled >= status.minimum:
+                self.statuses.workload_pod_group(namespace, name, True, "Scheduled", "")
+            elif failure and not status.was_scheduled:
+                self.statuses.workload_pod_group(namespace, name, False, "Unschedulable", failure)
+            return
         self.statuses.pod_group(namespace, name, {"phase": status.phase, "scheduled": status.scheduled,
                                                   "running": status.running, "succeeded": status.succeeded,
                                                   "failed": status.failed})

@@ -52,6 +52,7 @@ from scheduler.kube.informers import (
     PODS,
     PRIORITY_CLASSES,
     RESOURCE_CLASSES,
+    WORKLOAD_POD_GROUPS,
 )
 from scheduler.kube.leader import LEASES
 from scheduler.sim import builders as b
@@ -146,9 +147,10 @@ def scheduler_calls(ns: str) -> list[Call]:
                                   (RESOURCE_CLASSES, "tessera.dev", "resourceclasses"),
                                   (POD_GROUPS, "scheduling.x-k8s.io", "podgroups"),
                                   (DISRUPTION_BUDGETS, "policy", "poddisruptionbudgets"),
-                                  (PRIORITY_CLASSES, "scheduling.k8s.io", "priorityclasses")):
-        calls += [Call(f"informers.py {kind.kind} list", "GET", f"{kind.path}?limit=500", group, resource, "list"),
-                  Call(f"informers.py {kind.kind} watch", "GET", _watch(kind.path), group, resource, "watch")]
+                                  (PRIORITY_CLASSES, "scheduling.k8s.io", "priorityclasses"),
+                                  (WORKLOAD_POD_GROUPS, "scheduling.k8s.io", "podgroups")):
+        calls += [Call(f"informers.py {kind.label} list", "GET", f"{kind.path}?limit=500", group, resource, "list"),
+                  Call(f"informers.py {kind.label} watch", "GET", _watch(kind.path), group, resource, "watch")]
     binding = {"apiVersion": "v1", "kind": "Binding",
                "metadata": {"name": "absent", "namespace": ns, "annotations": {"tessera.dev/phase": "Allocating"}},
                "target": {"apiVersion": "v1", "kind": "Node", "name": "absent-node"}}
@@ -179,6 +181,10 @@ def scheduler_calls(ns: str) -> list[Call]:
              f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/absent/status",
              "scheduling.x-k8s.io", "podgroups/status", "patch", "absent", ns, {"status": {"phase": "Pending"}},
              MERGE_PATCH),
+        Call("status.py StatusWriter.workload_pod_group", "PATCH",
+             f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{ns}/podgroups/absent/status",
+             "scheduling.k8s.io", "podgroups/status", "patch", "absent", ns, {"status": {"conditions": []}},
+             STRATEGIC_PATCH),
         Call("leader.py LeaderElector._get", "GET", f"{leases}/{LEASE_NAME}", "coordination.k8s.io", "leases", "get",
              LEASE_NAME, SYSTEM_NAMESPACE),
         Call("leader.py LeaderElector._create", "POST", f"{leases}?dryRun=All", "coordination.k8s.io", "leases",
@@ -333,7 +339,8 @@ def variants(control_plane: LocalControlPlane, rbac_namespace: str) -> dict[str,
         plan.append(Variant(component, f"{component}: complete role", atoms))
         for atom in atoms:
             rest = [a for a in atoms if a != atom]
-            plan.append(Variant(component, f"{component}: without {atom.verb} {atom.resource}", rest, atom))
+            group = f".{atom.group}" if atom.group else ""
+            plan.append(Variant(component, f"{component}: without {atom.verb} {atom.resource}{group}", rest, atom))
     admin = control_plane.admin
     for index, variant in enumerate(plan):
         _create_variant(admin, ns, index, variant)

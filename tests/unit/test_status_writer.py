@@ -92,6 +92,20 @@ async def test_pod_group_status_is_merged_as_wished() -> None:
     assert patch.body == {"status": status} and patch.content_type == "application/merge-patch+json"
 
 
+async def test_upstream_pod_group_gets_the_podgroupscheduled_condition() -> None:
+    api = FakeApi()
+    writer = StatusWriter(api, lambda ns, name, reason: None)  # type: ignore[arg-type]
+    writer.workload_pod_group("default", "g", False, "Unschedulable", "0/4 nodes are available: no rack has room")
+    await _flush(writer, lambda: bool(api.calls))
+    [patch] = api.of("PATCH", "/apis/scheduling.k8s.io/v1alpha2/namespaces/default/podgroups/g/status")
+    assert patch.content_type == "application/strategic-merge-patch+json"
+    [condition] = patch.body["status"]["conditions"]
+    assert {k: condition[k] for k in ("type", "status", "reason", "message")} == {
+        "type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/4 nodes are available: no rack has room"}
+    assert condition["lastTransitionTime"].endswith("Z")
+
+
 async def test_class_status_carries_the_effective_resource_name() -> None:
     """The RESOURCENAME column (`.status.resourceName`) is never blank for a class that leaves
     `spec.resourceName` to its default (issue 10, part 3.6)."""

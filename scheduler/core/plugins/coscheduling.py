@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scheduler.api.config_reader import ArgsReader
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import GangView, GroupPlugin, QueueingHint
-from scheduler.core.objects import Pod
+from scheduler.core.objects import PLUGINS_API, Pod
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind
 
 NAME = "Coscheduling"
@@ -121,6 +121,9 @@ class GroupStatus:
     running: int
     succeeded: int
     failed: int
+    minimum: int = 1
+    api: str = PLUGINS_API  # which PodGroup API the group is (its status is written in that API's form)
+    was_scheduled: bool = False  # upstream's PodGroupScheduled is already True on the object
 
 
 def group_status(state: ClusterState, key: str) -> GroupStatus | None:
@@ -145,4 +148,4 @@ def group_status(state: ClusterState, key: str) -> GroupStatus | None:
         phase = "Scheduled"
     else:
         phase = "Scheduling"
-    return GroupStatus(phase, scheduled, running, succeeded, failed)
+    return GroupStatus(phase, scheduled, running, succeeded, failed, minimum, group.api, group.scheduled)

@@ -143,6 +143,14 @@ def has_default_route() -> bool:
         return True  # not Linux: let kube-apiserver decide
 
 
+# Upstream's Workload API (scheduling.k8s.io/v1alpha2 Workload and PodGroup, a pod's
+# spec.schedulingGroup) is alpha in 1.36 and off by default: the local control plane turns it on,
+# so Tessera's upstream-PodGroup gangs and kube-scheduler's own gang and topology scheduling can
+# run side by side. Tessera itself works without it (the PodGroup informer sees a 404).
+WORKLOAD_FEATURE_GATES = "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"
+WORKLOAD_API_FLAGS = ("--runtime-config=scheduling.k8s.io/v1alpha2=true", f"--feature-gates={WORKLOAD_FEATURE_GATES}")
+
+
 def apiserver_argv(
     binary: Path,
     files: ApiserverFiles,
@@ -174,6 +182,7 @@ def apiserver_argv(
         # real cluster.
         "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
         "--profiling=false",
+        *WORKLOAD_API_FLAGS,
     ]
     if not has_default_route():
         # Without a default route kube-apiserver cannot pick an advertise address, and a
@@ -233,6 +242,7 @@ def scheduler_argv(
         "--bind-address=127.0.0.1",
         f"--secure-port={port}",
         f"--cert-dir={cert_dir}",
+        f"--feature-gates={WORKLOAD_FEATURE_GATES}",
     ]
 
 
