@@ -41,6 +41,7 @@ class DeviceInfo:
     compute_capability: str | None = None  # "7.0"
     numa_node: int | None = None
     pci_bus_id: str | None = None  # "0000:3b:00.0"
+    nvlink_group: str | None = None  # GPUs joined by NVLink (directly or through NVSwitches) share it
     healthy: bool = True
     health_reason: str = "DeviceOK"  # CamelCase, goes to the Healthy condition's reason
     health_message: str = ""
@@ -57,15 +58,16 @@ class DeviceBackend(Protocol):
         """Release the backend's resources (NVML shutdown); discovery is not called again."""
 
 
-_FAKE_KEYS = frozenset({"uuid", "model", "memory", "computeCapability", "numaNode", "pciBusID", "healthy",
-                        "vendor", "message"})
+_FAKE_KEYS = frozenset({"uuid", "model", "memory", "computeCapability", "numaNode", "nvlinkGroup", "pciBusID",
+                        "healthy", "vendor", "message"})
 
 
 def parse_fake_devices(doc: Any, source: str = "fake devices") -> list[DeviceInfo]:
     """Parse the fake backend's document: a list of devices, or `{devices: [...]}`.
 
     Each device: `uuid` and `model` (strings), `memory` (a quantity such as `32Gi`, or bytes),
-    optional `computeCapability` ("7.0"), `numaNode` (int), `pciBusID`, `vendor` (default nvidia),
+    optional `computeCapability` ("7.0"), `numaNode` (int), `nvlinkGroup` (a name or number shared by
+    the GPUs of one NVLink domain), `pciBusID`, `vendor` (default nvidia),
     `healthy` (default true) and `message` (why it is unhealthy). Unknown keys are errors, so a
     typo (`heathy: false`) does not silently leave a device healthy.
     """
@@ -101,6 +103,9 @@ def parse_fake_devices(doc: Any, source: str = "fake devices") -> list[DeviceInf
         numa = raw.get("numaNode")
         if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int)):
             raise BackendError(f"{where}.numaNode: expected an integer")
+        group = raw.get("nvlinkGroup")
+        if group is not None and (isinstance(group, bool) or not isinstance(group, (str, int)) or not str(group).strip()):
+            raise BackendError(f"{where}.nvlinkGroup: expected a non-empty string or an integer")
         bus = raw.get("pciBusID")
         if bus is not None and not isinstance(bus, str):
             raise BackendError(f"{where}.pciBusID: expected a string")
@@ -113,7 +118,8 @@ def parse_fake_devices(doc: Any, source: str = "fake devices") -> list[DeviceInf
             raise BackendError(f"{where}: vendor and message must be strings")
         out.append(DeviceInfo(
             uuid=uuid.strip(), model=model.strip(), memory_bytes=memory, compute_capability=capability,
-            numa_node=numa, pci_bus_id=bus, healthy=healthy,
+            numa_node=numa, pci_bus_id=bus, nvlink_group=None if group is None else str(group).strip(),
+            healthy=healthy,
             health_reason="FakeDeviceOK" if healthy else "FakeDeviceUnhealthy",
             health_message=message or ("" if healthy else "marked unhealthy in the fake device file"),
             vendor=vendor))

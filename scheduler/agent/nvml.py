@@ -14,6 +14,8 @@ returns what the stub pretends (see tests/unit/test_agent_nvml.py for the list).
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 from typing import Any
 
@@ -119,9 +121,52 @@ class NvmlBackend:
                 continue
             handles[uuid] = handle
             devices.append(self.device_info(handle, uuid))
+        groups = self._nvlink_groups(handles, {d.uuid: d.pci_bus_id for d in devices})
+        devices = [dataclasses.replace(d, nvlink_group=groups.get(d.uuid)) for d in devices]
         self._watch_events(handles)
         self._drain_events()
         return [self._with_xid_health(d) for d in devices]
+
+    def _nvlink_groups(self, handles: dict[str, Any], buses: dict[str, str | None]) -> dict[str, str]:
+        """GPUs joined by active NVLinks — to each other or through the same NVSwitches — form a
+        group, named after its lowest GPU bus id; a GPU without NVLink peers has none. Drivers or
+        boards without NVLink answer "not supported": no groups, nothing else changes."""
+        nvml = self.nvml
+        link_state = getattr(nvml, "nvmlDeviceGetNvLinkState", None)
+        remote_pci = getattr(nvml, "nvmlDeviceGetNvLinkRemotePciInfo", None)
+        if link_state is None or remote_pci is None:
+            return {}
+        parent: dict[str, str] = {}
+
+        def root(bus: str) -> str:
+            while parent.setdefault(bus, bus) != bus:
+                parent[bus] = parent[parent[bus]]
+                bus = parent[bus]
+            return bus
+
+        links = int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))
+        for uuid, handle in handles.items():
+            bus = buses.get(uuid)
+            if bus is None:
+                continue
+            root(bus)
+            for link in range(links):
+                try:
+                    if int(link_state(handle, link)) != 1:
+                        continue
+                    remote = normalise_bus_id(remote_pci(handle, link).busId)
+                except nvml.NVMLError:
+                    break  # no (more) links on this device
+                parent[root(remote)] = root(bus)
+        members: dict[str, list[str]] = {}
+        for uuid, bus in buses.items():
+            if bus is not None and bus in parent:
+                members.setdefault(root(bus), []).append(bus)
+        groups: dict[str, str] = {}
+        for uuid, bus in buses.items():
+            if bus is not None and bus in parent and len(together := members[root(bus)]) > 1:
+                groups[uuid] = min(together)
+        return groups
 
     def device_info(self, handle: Any, uuid: str) -> DeviceInfo:
         """One device's attributes; a failing query makes the device unhealthy, not invisible."""
@@ -219,8 +264,5 @@ class NvmlBackend:
         reason = self._xid_failures.get(device.uuid)
         if reason is None or not device.healthy:
             return device
-        return DeviceInfo(uuid=device.uuid, model=device.model, memory_bytes=device.memory_bytes,
-                          compute_capability=device.compute_capability, numa_node=device.numa_node,
-                          pci_bus_id=device.pci_bus_id, healthy=False, health_reason="XidCriticalError",
-                          health_message=f"{reason}; restart the agent after the GPU has been reset",
-                          vendor=device.vendor)
+        return dataclasses.replace(device, healthy=False, health_reason="XidCriticalError",
+                                   health_message=f"{reason}; restart the agent after the GPU has been reset")

@@ -99,6 +99,8 @@ def build_attributes(device: DeviceInfo) -> dict[str, str]:
         attributes["computeCapability"] = device.compute_capability
     if device.numa_node is not None:
         attributes["numaNode"] = str(device.numa_node)
+    if device.nvlink_group is not None:
+        attributes["nvlinkGroup"] = device.nvlink_group
     if device.pci_bus_id is not None:
         attributes["pciBusID"] = device.pci_bus_id
     return attributes

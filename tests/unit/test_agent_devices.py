@@ -20,13 +20,14 @@ def test_parses_yaml_list_with_defaults(tmp_path: Path) -> None:
   memory: 32Gi
   computeCapability: 7.0      # a YAML float: kept as "7.0"
   numaNode: 1
+  nvlinkGroup: 0              # an integer: kept as "0"
   pciBusID: "0000:3b:00.0"
 - {uuid: GPU-2222, model: A100, memory: 85899345920, healthy: false}
 """)
     devices = FakeBackend(path).discover()
     assert devices[0] == DeviceInfo(uuid="GPU-1111", model="Tesla V100-SXM2-32GB", memory_bytes=32 * 2**30,
                                     compute_capability="7.0", numa_node=1, pci_bus_id="0000:3b:00.0",
-                                    healthy=True, health_reason="FakeDeviceOK", health_message="")
+                                    nvlink_group="0", healthy=True, health_reason="FakeDeviceOK", health_message="")
     assert devices[1].memory_bytes == 80 * 2**30 and devices[1].compute_capability is None
     assert not devices[1].healthy and devices[1].health_reason == "FakeDeviceUnhealthy"
     assert "fake device file" in devices[1].health_message
@@ -63,6 +64,7 @@ def test_file_is_re_read_on_every_discovery(tmp_path: Path) -> None:
     ([{**V100, "memory": "0.5"}], "whole, non-negative"),
     ([{**V100, "numaNode": "0"}], "numaNode: expected an integer"),
     ([{**V100, "healthy": "no"}], "healthy: expected true or false"),
+    ([{**V100, "nvlinkGroup": ""}], "nvlinkGroup: expected a non-empty string or an integer"),
     (["GPU-1"], r"\[0\]: expected an object"),
 ])
 def test_errors_name_the_field(doc: object, message: str) -> None:

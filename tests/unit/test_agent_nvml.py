@@ -196,6 +196,34 @@ def test_init_failure_is_a_clear_backend_error() -> None:
         NvmlBackend(StubNvml([], init_error=9)).discover()
 
 
+class NvLinkStub(StubNvml):
+    """A stub with NVLinks: `links[handle]` lists each active link's remote bus id (a GPU's or an
+    NVSwitch's); links past the list answer "not supported", as NVML does."""
+
+    NVML_NVLINK_MAX_LINKS = 18
+
+    def __init__(self, gpus: list[Gpu], links: dict[int, list[str]]) -> None:
+        super().__init__(gpus)
+        self.links = links
+
+    def nvmlDeviceGetNvLinkState(self, handle: int, link: int) -> int:
+        if link >= len(self.links.get(handle, [])):
+            raise StubError(NOT_SUPPORTED)
+        return 1
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: int, link: int) -> Any:
+        return SimpleNamespace(busId=self.links[handle][link].encode())
+
+
+def test_nvlink_groups_from_direct_links_and_shared_switches() -> None:
+    gpus = [Gpu(f"GPU-{i}", "A100", 80 * 2**30, (8, 0), f"00000000:{i + 1:02X}:00.0", 0) for i in range(5)]
+    links = {0: ["00000000:02:00.0"], 1: ["00000000:01:00.0"],  # GPUs 0 and 1 bridged directly
+             2: ["00000000:F0:00.0"], 3: ["00000000:F0:00.0", "00000000:F1:00.0"],  # 2 and 3 through a switch
+             4: []}  # no NVLink
+    devices = NvmlBackend(NvLinkStub(gpus, links)).discover()
+    assert [d.nvlink_group for d in devices] == ["0000:01:00.0", "0000:01:00.0", "0000:03:00.0", "0000:03:00.0", None]
+
+
 def test_bus_id_normalisation() -> None:
     assert normalise_bus_id(b"00000000:3B:00.0\x00") == "0000:3b:00.0"
     assert normalise_bus_id("0000:3b:00.0") == "0000:3b:00.0"
@@ -211,7 +239,8 @@ def test_stub_names_exist_in_the_real_pynvml() -> None:
                  "nvmlDeviceGetName", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetCudaComputeCapability",
                  "nvmlDeviceGetPciInfo", "nvmlDeviceGetNumaNodeId", "nvmlEventSetCreate", "nvmlDeviceRegisterEvents",
                  "nvmlEventSetWait_v2", "nvmlEventSetFree", "NVMLError", "NVML_ERROR_TIMEOUT",
-                 "nvmlEventTypeXidCriticalError"):
+                 "nvmlEventTypeXidCriticalError", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkRemotePciInfo",
+                 "NVML_NVLINK_MAX_LINKS"):
         assert hasattr(pynvml, name), name
     assert pynvml.NVML_ERROR_TIMEOUT == TIMEOUT and pynvml.nvmlEventTypeXidCriticalError == XID_EVENT
 

@@ -48,6 +48,9 @@ def test_object_spec_labels_and_owner() -> None:
                        "computeCapability": "7.0", "numaNode": "0", "pciBusID": "0000:3b:00.0"},
         "capacity": {"memory": "32Gi"}, "unschedulable": False,
     }
+    linked = build_object("n", "u", "nvidia.com/gpu", DeviceInfo(uuid="GPU-1", model="A100", memory_bytes=0,
+                                                                 nvlink_group="0000:01:00.0"))
+    assert linked["spec"]["attributes"]["nvlinkGroup"] == "0000:01:00.0"
     bare = build_object("n", "u", "nvidia.com/gpu", DeviceInfo(uuid="GPU-1", model="T4", memory_bytes=0))
     assert set(bare["spec"]["attributes"]) == {"model", "vendor", "uuid"}
 

@@ -7,6 +7,9 @@ the plan is kept for Reserve and for scoring. Choice rules:
 - shared requests (`spec.sharing`) take N×unit of the dimension on ONE device per container,
   choosing the fullest device that still fits (pack slices) — or, when another plugin chooses
   slices (`SliceChooser`, e.g. by fragmentation), its choice — never a device in exclusive use;
+- a multi-GPU container takes its GPUs from one NVLink group, else one NUMA node, when the node's
+  devices describe them (`within_one_group`); a node where the request must span groups scores
+  half, so nodes where it fits inside one win;
 - a device with any shared use is not free for exclusive use, and vice versa;
 - on nodes that advertise the device resourceName (e.g. `nvidia.com/gpu: 4`), plain count requests
   and class-assigned devices share that count, so neither can oversubscribe the other.
@@ -26,6 +29,7 @@ from scheduler.core.objects import Device
 from scheduler.core.state import ClusterState, DeviceUse, NodeInfo
 
 _CACHED_REQUESTS = 128
+GROUP_ATTRIBUTES = ("nvlinkGroup", "numaNode")  # device topology inside a node, tightest first
 BROKEN = "node(s) had unreadable device assignments"
 RequestKey = tuple[tuple[str, str, int], ...]
 
@@ -167,12 +171,14 @@ class DevicePlanner:
                 if len(free) < req.count:
                     return f"Insufficient {req.resource_name}"
                 free.sort(key=lambda d: (len(matches.get(d.name, ())), d.name))
-                for device in free[:req.count]:
+                picked, split = within_one_group(free, req.count)
+                for device in picked:
                     taken.add(device.name)
                     chosen.append((device.name, None))
                     newly_busy[device.resource_name] = newly_busy.get(device.resource_name, 0) + 1
                 busy_after = sum(1 for d in candidates if d.name in taken or _busy(use.get(d.name)))
-                scores.append(busy_after * MAX_NODE_SCORE // len(candidates))
+                score = busy_after * MAX_NODE_SCORE // len(candidates)
+                scores.append(score // 2 if split else score)
             else:
                 amount = cls.sharing.unit * req.count
                 fitting: list[tuple[tuple[Amount, int, str], Device]] = []
@@ -216,6 +222,28 @@ class DevicePlanner:
         resources = frozenset(devices[name].resource_name for by_resource in grants.values()
                               for chosen_grants in by_resource.values() for name, _ in chosen_grants)
         return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0, resources)
+
+
+def within_one_group(free: list[Device], count: int) -> tuple[list[Device], bool]:
+    """`count` of the `free` devices (in preference order) for one container — a single GPU too,
+    so that it fills a partly used group before it breaks a whole one: from one NVLink
+    group, else one NUMA node, when the node's devices describe them (`nvlinkGroup`, `numaNode`
+    attributes, published by the node agent) and one has room — the group with the fewest free
+    devices that still holds the request, so larger groups stay whole for larger requests.
+    `split`: the node describes NVLink groups (or only NUMA nodes) and the request had to span
+    two of them (the node then scores half)."""
+    described = False
+    for attribute in GROUP_ATTRIBUTES:
+        groups: dict[str, list[Device]] = {}
+        for device in free:
+            value = device.attributes.get(attribute)
+            if value is not None:
+                groups.setdefault(value, []).append(device)
+        holding = [(len(devices), key) for key, devices in groups.items() if len(devices) >= count]
+        if holding:
+            return groups[min(holding)[1]][:count], described
+        described = described or bool(groups)
+    return free[:count], described and count > 1
 
 
 def over_count(ctx: PodContext, plan: DevicePlan, info: NodeInfo) -> str | None:
