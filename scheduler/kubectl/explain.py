@@ -11,7 +11,7 @@ the very plugins the scheduler runs; nothing is written.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api.config_model import SchedulerConfig
@@ -23,7 +23,7 @@ from scheduler.kube.snapshot import last_seen
 from scheduler.kubectl.reasons import wait_reason
 from scheduler.sim.snapshot import is_bound, load
 from scheduler.view.cluster import gang_view, gate_timeout
-from scheduler.view.model import GangView
+from scheduler.view.model import GangView, plain
 from scheduler.view.text import age, columns
 
 
@@ -202,7 +202,8 @@ def _dry_run(objects: Sequence[dict[str, Any]], pods: frozenset[str], key: str, 
 
 
 def as_dict(explanation: Explanation) -> dict[str, Any]:
-    return asdict(explanation)
+    out: dict[str, Any] = plain(explanation)
+    return out
 
 
 def render(x: Explanation, now: float) -> str:

@@ -10,7 +10,7 @@ cluster is only read.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api.config_model import SchedulerConfig
@@ -19,6 +19,7 @@ from scheduler.core.scheduler import Scheduler
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import load, replay_order
 from scheduler.view.cluster import build_view
+from scheduler.view.model import plain
 from scheduler.view.text import columns
 
 
@@ -77,7 +78,7 @@ def _devices(annotations: dict[str, str]) -> tuple[str, ...]:
 
 
 def as_dict(result: WhatIf) -> dict[str, Any]:
-    return {**asdict(result), "placed": result.placed}
+    return {**plain(result), "placed": result.placed}
 
 
 def render(result: WhatIf) -> str:

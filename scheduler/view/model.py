@@ -6,8 +6,10 @@ json` prints and the page's script reads: one schema, documented here, for every
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 # GPU states, as the page colours them and `kubectl tessera nodes` names them. One per GPU, the
 # first that applies, in this order: a device that cannot take new work says so even while pods
@@ -135,10 +137,15 @@ class ClusterView:
     profiles: tuple[str, ...] = field(default=())  # the scheduler names whose pods are pending here
 
 
+def plain(record: Any) -> Any:
+    """A record (nested dataclasses) as plain JSON values: dicts, lists, strings and numbers."""
+    return orjson.loads(orjson.dumps(record))
+
+
 def as_dict(view: ClusterView) -> dict[str, Any]:
     """The JSON form (`-o json`, the page's data): the records as nested objects, plus the
     summary's derived fragmentation and line, so no consumer recomputes them."""
-    out = asdict(view)
+    out: dict[str, Any] = plain(view)
     out["summary"]["fragmentation"] = round(view.summary.fragmentation, 4)
     out["summary"]["line"] = view.summary.line()
     return out

@@ -227,3 +227,22 @@ async def tessera(clean_cluster: LocalControlPlane) -> AsyncIterator[Any]:
         await asyncio.gather(task, return_exceptions=True)
         for api in clients:
             await api.close()
+
+
+# --- a real browser (the GPU map page) ----------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Chromium for the GPU map's browser test (Debian's package; `.ci/run` installs it), found
+    as the control-plane binaries are: missing skips locally but FAILS when CI=true."""
+    import shutil
+
+    names = ("chromium", "chromium-browser", "google-chrome")
+    path = os.environ.get("TESSERA_CHROMIUM") or next((found for name in names if (found := shutil.which(name))), None)
+    if path is None:
+        message = "chromium not found (apt-get install chromium, or set TESSERA_CHROMIUM)"
+        if _in_ci():
+            pytest.fail(f"CI=true and {message}", pytrace=False)
+        pytest.skip(message)
+    return path

@@ -1,0 +1,142 @@
+"""The GPU map page in a real browser (issue 16): `tessera run --gpu-map` on the real apiserver,
+loaded by headless Chromium, which runs the page's script and fetches its data; the test reads the
+resulting DOM. And the same page from `tessera simulate --output html`, opened as a file.
+
+Set TESSERA_GPU_MAP_SCREENSHOT=PATH to also save the live page as a PNG (docs/gpu-map.png is one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+from scheduler.kube.controlplane import LocalControlPlane
+from tests.e2e import gpu_scenario
+from tests.e2e.browser import Element, dump_dom, screenshot, table_rows
+from tests.e2e.live import REPO, Kube, TesseraProcess, eventually
+
+
+def _config(tmp_path: Path) -> Path:
+    raw = yaml.safe_load((REPO / "config/binpack.yaml").read_text())
+    raw["leaderElection"] = {"leaderElect": False}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _states(page: Element, node: str) -> list[str]:
+    box = page.find("div", data_node=node)
+    return [gpu.attrs["data-state"] for gpu in box.find_all("span") if "data-state" in gpu.attrs]
+
+
+def _holders(page: Element, node: str, state: str) -> list[str]:
+    box = page.find("div", data_node=node)
+    return [gpu.attrs["data-holders"] for gpu in box.find_all("span", data_state=state)]
+
+
+async def test_the_live_page_shows_every_gpu_state_pending_pods_and_gangs(
+        clean_cluster: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path, chromium: str) -> None:
+    proc = TesseraProcess(clean_cluster.kubeconfig, _config(tmp_path), tmp_path)
+    proc.args.append("--gpu-map")
+    proc.start()
+    try:
+        await proc.wait_ready()
+        await gpu_scenario.create_cluster(kubectl)
+        scenario = await gpu_scenario.create_workload(kubectl, namespace)
+        url = f"http://127.0.0.1:{proc.port}/gpu-map"
+
+        async def rendered() -> Element | None:
+            page = await dump_dom(chromium, url)
+            pending = page.find("div", id="pending")
+            rows = table_rows(pending) if pending.find_all("tbody") else []
+            done = "data-rendered" in page.find("body").attrs and any(row[0] == scenario.key("alloc-2") for row in rows)
+            return page if done else None
+
+        page = await eventually(rendered, timeout=60, interval=1)
+        if os.environ.get("TESSERA_GPU_MAP_SCREENSHOT"):
+            await screenshot(chromium, url, Path(os.environ["TESSERA_GPU_MAP_SCREENSHOT"]))
+    finally:
+        assert proc.terminate() == 0, proc.log()
+
+    assert [box.attrs["data-node"] for box in page.find_all("div") if "data-node" in box.attrs] == list(gpu_scenario.NODES)
+    assert sorted(_states(page, "map-n0")) == ["free", "slices", "whole", "whole"]
+    assert _holders(page, "map-n0", "slices") == [f"{scenario.key('infer-a')} {scenario.key('infer-b')}"]
+    sliced = page.find("div", data_node="map-n0").find("span", data_state="slices")
+    fill = sliced.children[0]  # 20Gi of 32Gi in use: the fill bar is 63 % high
+    assert fill.classes() == {"fill"} and fill.attrs["style"] == "height: 63%;" and "20Gi/32Gi" in sliced.attrs["title"]
+    n1 = _states(page, "map-n1")
+    assert sorted(n1[:2]) == ["counted", "ghost"] and n1[2:] == ["cordoned", "unhealthy"]  # GPUs 2, 3 by index
+    assert _holders(page, "map-n1", "ghost") == [scenario.key("ghostly")]
+    assert sorted(_states(page, "map-n2")) == ["free", "free", "gated", "whole"]
+    assert _holders(page, "map-n2", "gated") == [scenario.key("alloc-2")]  # its devices held, its Binding not sent
+    assert f"{scenario.key('alloc-2')} waits for the allocation gate" in page.find("div", data_node="map-n2").text
+
+    pending = {row[0]: row for row in table_rows(page.find("div", id="pending"))}
+    assert set(pending) == {scenario.key(p) for p in ("alloc-2", "too-big", "wave-0", "wave-1")}
+    assert pending[scenario.key("too-big")][3] == "Unschedulable"
+    assert "3 Insufficient nvidia.com/gpu" in pending[scenario.key("too-big")][5]
+    assert pending[scenario.key("alloc-2")][3:5] == ["WaitingForAllocation", "map-n2"]
+    gangs = table_rows(page.find("div", id="gangs"))
+    assert [row[:6] for row in gangs] == [[scenario.key("wave"), "Pending", "2", "3", "0", "2"]]
+    summary = page.find("p", id="summary").text
+    assert summary.startswith("GPUs: 12 total, 6 in use (1 shared), 3 free, 3 unavailable")
+    decisions = table_rows(page.find("div", id="decisions"))
+    assert {row[1] for row in decisions} >= {scenario.key("train"), scenario.key("too-big")}
+
+
+async def test_the_data_endpoint_is_read_only_and_the_page_locked_down(
+        clean_cluster: LocalControlPlane, tmp_path: Path) -> None:
+    proc = TesseraProcess(clean_cluster.kubeconfig, _config(tmp_path), tmp_path)
+    proc.args.append("--gpu-map")
+    proc.start()
+    try:
+        await proc.wait_ready()
+        base = f"http://127.0.0.1:{proc.port}"
+        async with aiohttp.ClientSession(trust_env=False) as session:
+            async with session.get(base + "/gpu-map") as response:
+                assert response.status == 200
+                policy = response.headers["Content-Security-Policy"]
+            async with session.get(base + "/gpu-map.json") as response:
+                view: dict[str, Any] = await response.json()
+            for method in ("POST", "PUT", "DELETE", "PATCH"):
+                async with session.request(method, base + "/gpu-map.json") as response:
+                    assert response.status == 405
+    finally:
+        assert proc.terminate() == 0, proc.log()
+    assert policy.startswith("default-src 'none'; script-src 'sha256-") and "connect-src 'self'" in policy
+    assert view["source"] == "live" and set(view) >= {"nodes", "pending", "gangs", "decisions", "summary"}
+
+
+async def test_without_the_flag_there_is_no_page(clean_cluster: LocalControlPlane, tmp_path: Path) -> None:
+    proc = TesseraProcess(clean_cluster.kubeconfig, _config(tmp_path), tmp_path)
+    proc.start()
+    try:
+        await proc.wait_ready()
+        async with aiohttp.ClientSession(trust_env=False) as session:
+            for path in ("/gpu-map", "/gpu-map.json"):
+                async with session.get(f"http://127.0.0.1:{proc.port}{path}") as response:
+                    assert response.status == 404
+    finally:
+        assert proc.terminate() == 0, proc.log()
+
+
+async def test_a_simulate_run_as_a_page_in_the_browser(tmp_path: Path, chromium: str) -> None:
+    page_file = tmp_path / "map.html"
+    with page_file.open("wb") as out:
+        done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "scheduler", "simulate",
+                                                       "examples/device-classes.jsonl", "--output", "html"],
+                                       stdout=out, stderr=subprocess.PIPE, cwd=REPO, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    page = await dump_dom(chromium, page_file.as_uri())
+    assert page.find("body").attrs.get("data-rendered") is not None
+    assert sorted(_states(page, "node-a")) == ["slices", "whole"] and sorted(_states(page, "node-b")) == ["free", "whole"]
+    assert _holders(page, "node-a", "slices") == ["default/slice-a default/slice-b"]
+    assert "tessera simulate" in page.find("p", id="meta").text
+    assert [row[1:3] for row in table_rows(page.find("div", id="decisions"))][-1] == ["default/wants-k80", "placed"]

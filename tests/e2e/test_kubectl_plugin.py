@@ -1,0 +1,147 @@
+"""`kubectl tessera` against the real apiserver (issue 16): the installed `kubectl-tessera`
+executable (what `kubectl tessera ...` runs) reads a cluster Tessera is scheduling and shows its
+GPUs, explains pods, and replays the pending ones under another configuration."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from scheduler.kube.controlplane import LocalControlPlane
+from scheduler.kubectl.cli import USER_AGENT
+from tests.e2e import gpu_scenario
+from tests.e2e.gpu_scenario import Scenario
+from tests.e2e.live import REPO, Kube
+
+PLUGIN = Path(sys.executable).parent / "kubectl-tessera"  # the package's console script
+
+
+async def _plugin(plane: LocalControlPlane, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        str(PLUGIN), *args, "--kubeconfig", str(plane.kubeconfig), cwd=REPO,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def _ok(plane: LocalControlPlane, *args: str) -> str:
+    status, out, err = await _plugin(plane, *args)
+    assert status == 0, err
+    return out
+
+
+@pytest.fixture
+async def scenario(tessera: Any, kubectl: Kube, namespace: str) -> Scenario:
+    await tessera("config/binpack.yaml")
+    await gpu_scenario.create_cluster(kubectl)
+    return await gpu_scenario.create_workload(kubectl, namespace)
+
+
+def _gpus(view: dict[str, Any], node: str) -> list[dict[str, Any]]:
+    return next(n for n in view["nodes"] if n["name"] == node)["gpus"]
+
+
+async def test_nodes_shows_every_gpu_as_the_core_sees_it(clean_cluster: LocalControlPlane, scenario: Scenario) -> None:
+    assert PLUGIN.exists(), "kubectl-tessera is not installed with the package (pyproject [project.scripts])"
+    view = orjson.loads(await _ok(clean_cluster, "nodes", "-o", "json"))
+    assert [n["name"] for n in view["nodes"]] == list(gpu_scenario.NODES)
+
+    n0 = _gpus(view, "map-n0")
+    assert sorted(g["state"] for g in n0) == ["free", "slices", "whole", "whole"]
+    sliced = next(g for g in n0 if g["state"] == "slices")
+    assert [(h["pod"], h["amount"]) for h in sliced["holders"]] == [(scenario.key("infer-a"), "8Gi"),
+                                                                   (scenario.key("infer-b"), "12Gi")]
+    assert (sliced["used"], sliced["fill"], sliced["model"]) == ("20Gi/32Gi", 0.625, "V100")
+    assert {h["pod"] for g in n0 if g["state"] == "whole" for h in g["holders"]} == {scenario.key("train")}
+
+    # a fresh core never saw ghostly's device: the annotation names it, no object does (a ghost)
+    n1 = _gpus(view, "map-n1")
+    assert [g["state"] for g in n1] == ["ghost", "counted", "cordoned", "unhealthy"]
+    assert (n1[0]["device"], n1[0]["holders"][0]["pod"]) == (scenario.ghost, scenario.key("ghostly"))
+    assert n1[1]["holders"][0]["pod"] == scenario.key("plain")
+
+    n2 = next(n for n in view["nodes"] if n["name"] == "map-n2")
+    assert sorted(g["state"] for g in n2["gpus"]) == ["free", "free", "free", "whole"]
+    assert [h for g in n2["gpus"] for h in g["holders"]] == [
+        {"pod": scenario.key("alloc-1"), "amount": "", "status": "allocating"}]
+    assert f"{scenario.key('alloc-2')} waits for the allocation gate" in n2["notes"]
+
+    pending = {p["pod"]: p for p in view["pending"]}
+    assert set(pending) == {scenario.key(p) for p in ("alloc-2", "too-big", "wave-0", "wave-1")}
+    assert (pending[scenario.key("alloc-2")]["reason"], pending[scenario.key("alloc-2")]["node"]) == \
+        ("WaitingForAllocation", "map-n2")
+    assert "3 Insufficient nvidia.com/gpu" in pending[scenario.key("too-big")]["message"]
+    assert [(g["gang"], g["minimum"], g["members"]) for g in view["gangs"]] == [(scenario.key("wave"), 3, 2)]
+    assert {k: view["summary"][k] for k in ("gpus", "used", "shared", "free", "unavailable")} == \
+        {"gpus": 12, "used": 5, "shared": 1, "free": 4, "unavailable": 3}
+
+    table = await _ok(clean_cluster, "nodes")
+    assert table.splitlines()[0].split() == ["NODE", "GPU", "MODEL", "MEMORY", "STATE", "USE", "PODS"]
+    assert table.rstrip().endswith("most free on one node: 3, map-n2)")
+    as_yaml = yaml.safe_load(await _ok(clean_cluster, "nodes", "-o", "yaml"))
+    # the same document, read a moment later (Tessera may have written a gang member's reason since)
+    assert (as_yaml["nodes"], as_yaml["summary"]) == (view["nodes"], view["summary"])
+
+
+async def test_explain_says_why_a_pod_waits_or_where_it_went(clean_cluster: LocalControlPlane,
+                                                             scenario: Scenario) -> None:
+    text = await _ok(clean_cluster, "explain", "too-big", "-n", scenario.namespace)
+    assert "Status:     pending: Unschedulable" in text
+    assert "0/3 nodes are available: 3 Insufficient nvidia.com/gpu." in text
+    for node in gpu_scenario.NODES:  # the dry run's per-node reason
+        assert f"  {node}   Insufficient nvidia.com/gpu" in text
+    assert "FailedScheduling" in text and "tessera" in text  # its Event
+
+    bound = orjson.loads(await _ok(clean_cluster, "explain", f"{scenario.namespace}/infer-a", "-o", "json"))
+    assert (bound["node"], bound["status"], bound["dry_run"]) == ("map-n0", "bound to map-n0", None)
+    assert [(d["resource"], d["amount"]) for d in bound["devices"]] == [(gpu_scenario.SHARED, "8Gi")]
+    assert any(e["reason"] == "Scheduled" for e in bound["events"])
+
+    held = yaml.safe_load(await _ok(clean_cluster, "explain", "alloc-2", "-n", scenario.namespace, "-o", "yaml"))
+    assert held["reason"] == "WaitingForAllocation" and held["gate"].startswith("waits for the allocation gate of map-n2")
+    assert (held["dry_run"]["node"], held["dry_run"]["held"]) == ("map-n2", True)
+    holder = orjson.loads(await _ok(clean_cluster, "explain", "alloc-1", "-n", scenario.namespace, "-o", "json"))
+    assert holder["gate"].startswith("holds the allocation gate on map-n2")
+
+    gang = orjson.loads(await _ok(clean_cluster, "explain", "wave-0", "-n", scenario.namespace, "-o", "json"))
+    assert (gang["gang"]["gang"], gang["gang"]["minimum"], gang["gang"]["members"]) == (scenario.key("wave"), 3, 2)
+    assert "cannot find enough sibling pods" in gang["dry_run"]["message"]
+
+    status, _, err = await _plugin(clean_cluster, "explain", "nope", "-n", scenario.namespace)
+    assert (status, err) == (1, f'error: pods "nope" not found in namespace "{scenario.namespace}"\n')
+
+
+async def test_what_if_replays_the_pending_pods_and_writes_nothing(clean_cluster: LocalControlPlane, kubectl: Kube,
+                                                                  scenario: Scenario) -> None:
+    result = orjson.loads(await _ok(clean_cluster, "what-if", "--config", "config/spread.yaml",
+                                    "-n", scenario.namespace, "-o", "json"))
+    outcomes = {o["pod"]: o for o in result["outcomes"]}
+    assert set(outcomes) == {scenario.key(p) for p in ("alloc-2", "too-big", "wave-0", "wave-1")}
+    assert outcomes[scenario.key("too-big")]["node"] == ""
+    assert (outcomes[scenario.key("alloc-2")]["node"], outcomes[scenario.key("alloc-2")]["held"]) == ("map-n2", True)
+    assert result["config"] == "config/spread.yaml" and result["placed"] == 1
+    text = await _ok(clean_cluster, "what-if", "--config", "config/spread.yaml")
+    assert "4 pending pods: 1 would be placed, 3 would stay pending" in text
+    # every write names its field manager after the client's user agent: none is the plugin's
+    # (Tessera itself keeps writing meanwhile, so resourceVersions prove nothing)
+    for path in (f"/api/v1/namespaces/{scenario.namespace}/pods", "/api/v1/nodes", gpu_scenario.ERS,
+                 gpu_scenario.CLASSES, f"/apis/events.k8s.io/v1/namespaces/{scenario.namespace}/events"):
+        for obj in (await kubectl.call("GET", path)).json()["items"]:
+            managers = {entry["manager"] for entry in obj["metadata"].get("managedFields") or ()}
+            assert USER_AGENT not in managers, (path, obj["metadata"]["name"], managers)
+
+
+async def test_kubectl_flags_and_errors(clean_cluster: LocalControlPlane, tmp_path: Path) -> None:
+    context = yaml.safe_load(clean_cluster.kubeconfig.read_text())["current-context"]
+    assert (await _plugin(clean_cluster, "--context", context, "nodes"))[0] == 0
+    status, _, err = await _plugin(clean_cluster, "nodes", "--context", "no-such-context")
+    assert status == 2 and err.startswith("error: kubeconfig ") and "no-such-context" in err
+    status, _, err = await _plugin(clean_cluster, "what-if", "--config", str(tmp_path / "missing.yaml"))
+    assert (status, err) == (2, f"error: invalid configuration: {tmp_path / 'missing.yaml'}: no such file\n")

@@ -1,0 +1,130 @@
+"""The GPU map page: self-contained, locked down by its CSP, data that cannot break out of its
+script block; served read-only behind `--gpu-map`; written by `tessera simulate --output html`."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from scheduler import cli
+from scheduler.core.framework.attempt import Attempt
+from scheduler.core.scheduler import Scheduler
+from scheduler.kube.binder import Binding, BindResult, Outcome
+from scheduler.kube.gpu_map import DATA_PATH, PAGE_PATH, GpuMap
+from scheduler.kube.loop import LoopHooks
+from scheduler.kube.metrics import Metrics
+from scheduler.kube.serving import serve
+from scheduler.sim import builders as b
+from scheduler.sim.snapshot import load
+from scheduler.view import model as m
+from scheduler.view.page import embed_json, render_page
+from tests.helpers import config
+
+REPO = Path(__file__).resolve().parents[2]
+_DATA = re.compile(r'<script id="gpu-map-data" type="application/json">(.*?)</script>', re.S)
+
+
+def _core() -> Scheduler:
+    core = Scheduler(config())
+    load(core, [b.node("gpu-1", gpus=2), b.device("gpu-1", 0), b.device("gpu-1", 1),
+                b.pod("evil</script><script>alert(1)</script>", node_name="gpu-1", limits={"nvidia.com/gpu": 1}),
+                b.pod("waiting", limits={"nvidia.com/gpu": 4})], 0.0)
+    return core
+
+
+def _view() -> m.ClusterView:
+    from scheduler.view.cluster import build_view
+
+    return build_view(_core(), source="simulate", now=0.0)
+
+
+def _inline(page: str, tag: str) -> str:
+    return re.findall(rf"<{tag}>(.*?)</{tag}>", page, re.S)[-1]
+
+
+def test_the_static_page_embeds_the_view_and_nothing_from_outside() -> None:
+    view = _view()
+    page = render_page(view, title="Tessera <GPU> map")
+    data = _DATA.search(page.html)
+    assert data is not None and orjson.loads(data.group(1)) == m.as_dict(view)
+    assert "</script><script>alert" not in page.html  # the pod name stays inside the JSON string
+    assert "<title>Tessera &lt;GPU&gt; map</title>" in page.html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page.html)  # no CDN, no remote asset
+    assert 'data-source=""' in page.html  # a static file fetches nothing
+
+
+def test_the_content_security_policy_allows_exactly_the_inline_script_and_style() -> None:
+    page = render_page(source_url="gpu-map.json")
+    for tag, directive in (("script", "script-src"), ("style", "style-src")):
+        digest = base64.b64encode(hashlib.sha256(_inline(page.html, tag).encode()).digest()).decode()
+        assert f"{directive} 'sha256-{digest}';" in page.content_security_policy
+    assert page.content_security_policy.startswith("default-src 'none';")
+    assert "connect-src 'self'" in page.content_security_policy and "unsafe" not in page.content_security_policy
+    assert 'data-source="gpu-map.json"' in page.html and _DATA.search(page.html).group(1) == ""  # type: ignore[union-attr]
+
+
+def test_embedded_json_escapes_what_could_close_its_script_block() -> None:
+    text = embed_json({"message": "</script> & <b>"})
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert orjson.loads(text) == {"message": "</script> & <b>"}
+
+
+def test_simulate_writes_the_page_of_the_end_state(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["simulate", str(REPO / "examples/device-classes.jsonl"), "--output", "html"]) == 0
+    out = capsys.readouterr()
+    data = _DATA.search(out.out)
+    assert data is not None and out.out.startswith("<!doctype html>")
+    view = orjson.loads(data.group(1))
+    assert view["source"] == "simulate" and [n["name"] for n in view["nodes"]] == ["node-a", "node-b"]
+    assert {d["outcome"] for d in view["decisions"]} == {"placed"}
+    assert "4 pods placed" in out.err  # the summary table goes to stderr, as with the JSON lines
+
+
+class _Inner(LoopHooks):
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def on_attempt(self, result: str, profile: str, seconds: float, attempt: Attempt) -> None:
+        self.calls.append(result)
+
+    def on_bind(self, result: BindResult) -> None:
+        self.calls.append(result.outcome.value)
+
+
+async def test_the_live_page_and_its_data_are_get_only_and_locked_down() -> None:
+    core = _core()
+    loop: Any = SimpleNamespace(core=core)
+    gpu_map = GpuMap(loop, clock=lambda: 42.0)
+    inner = _Inner()
+    hooks = gpu_map.hooks(inner)
+    waiting = core.state.pod_by_key("default/waiting")
+    assert waiting is not None
+    hooks.on_attempt("unschedulable", "tessera", 0.1, Attempt(waiting, None, message="0/1 nodes are available"))
+    hooks.on_bind(BindResult(Binding("uid", "default", "other", "gpu-1", {}), Outcome.RETRY, "denied", 0.1))
+    assert inner.calls == ["unschedulable", "error"]  # the metrics still see everything
+    metrics = Metrics(profiles=["tessera"])
+    async with serve("127.0.0.1", 0, healthy=lambda: True, ready=lambda: (True, ""), registry=metrics.registry,
+                     routes=gpu_map.routes()) as server, aiohttp.ClientSession() as session:
+        async with session.get(server.url + PAGE_PATH) as response:
+            assert response.status == 200 and response.content_type == "text/html"
+            assert response.headers["Content-Security-Policy"] == render_page(source_url="gpu-map.json").content_security_policy
+            assert response.headers["X-Frame-Options"] == "DENY"
+        async with session.get(server.url + DATA_PATH) as response:
+            view = await response.json()
+        async with session.post(server.url + DATA_PATH) as response:
+            assert response.status == 405
+    assert view["source"] == "live" and view["generated"] == 42.0
+    assert [(p["pod"], p["reason"], p["message"]) for p in view["pending"]] == \
+        [("default/waiting", "Unschedulable", "0/1 nodes are available")]
+    assert [(d["pod"], d["outcome"]) for d in view["decisions"]] == \
+        [("default/other", "binding error"), ("default/waiting", "unschedulable")]
+    gpus = view["nodes"][0]["gpus"]
+    assert [g["state"] for g in gpus] == ["counted", "free"]

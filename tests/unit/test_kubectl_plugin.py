@@ -1,0 +1,187 @@
+"""`kubectl tessera` without a cluster: its terminal output, -o json|yaml, explain's dry run and
+reasons, what-if's replay, and the kubectl-style flags and kubeconfig resolution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from scheduler.core import annotations as ann
+from scheduler.kubectl import explain as explaining
+from scheduler.kubectl import whatif
+from scheduler.kubectl.cli import build_parser
+from scheduler.kubectl.output import dump
+from scheduler.kubectl.reasons import wait_reason, wait_reasons
+from scheduler.kubectl.target import resolve
+from scheduler.sim import builders as b
+from scheduler.view import model as m
+from scheduler.view.text import age, columns, render_nodes
+from tests.helpers import BINPACK, SPREAD, config
+
+
+def test_columns_align_like_kubectl() -> None:
+    assert columns([["NAME", "GPU", "PODS"], ["a-long-name", "", "x, y"], [None, "3", ""]]) == (
+        "NAME          GPU   PODS\n"
+        "a-long-name   -     x, y\n"
+        "              3     -")
+
+
+def _view() -> m.ClusterView:
+    gpus = (m.GpuView(0, "n.gpu-0", "GPU-0", "nvidia.com/gpu", "A100", "80Gi", m.SLICES, 0.25, "20Gi/80Gi",
+                      (m.Holder("ns/a", "10Gi"), m.Holder("ns/b", "10Gi", m.BINDING))),
+            m.GpuView(1, "n.gpu-1", "GPU-1", "nvidia.com/gpu", "A100", "80Gi", m.WHOLE, 1.0,
+                      holders=(m.Holder("ns/c", status=m.ALLOCATING),)),
+            m.GpuView(2, "n.gpu-2", "GPU-2", "nvidia.com/gpu", "A100", "80Gi", m.FREE, 0.0))
+    nodes = (m.NodeView("gpu-node-1", False, gpus, 2, "2/64", 3, notes=("ns/d waits for the allocation gate",)),
+             m.NodeView("cpu-node", True, (), 0, "0/8", 0))
+    summary = m.Summary(gpus=3, used=2, shared=1, free=1, unavailable=0, free_on_partial=1, largest_free=1,
+                        largest_free_node="gpu-node-1")
+    return m.ClusterView("cluster", 0.0, nodes, (), (), summary)
+
+
+def test_nodes_table_one_row_per_gpu_then_notes_and_the_summary() -> None:
+    assert render_nodes(_view()) == """\
+NODE                  GPU   MODEL   MEMORY   STATE    USE         PODS
+gpu-node-1            0     A100    80Gi     slices   20Gi/80Gi   ns/a (10Gi), ns/b (10Gi, binding)
+                      1     A100    80Gi     whole    all         ns/c (allocating)
+                      2     A100    80Gi     free     -           -
+cpu-node (cordoned)   -     -       -        -        -           -
+
+gpu-node-1: ns/d waits for the allocation gate
+
+GPUs: 3 total, 2 in use (1 shared), 1 free, 0 unavailable; fragmentation 100 % \
+(1 of 1 free GPUs on partly used nodes; most free on one node: 1, gpu-node-1)"""
+
+
+def test_json_and_yaml_carry_the_whole_view_with_the_derived_summary() -> None:
+    doc = m.as_dict(_view())
+    assert orjson.loads(dump(doc, "json")) == yaml.safe_load(dump(doc, "yaml")) == doc
+    assert doc["summary"]["fragmentation"] == 1.0 and doc["summary"]["line"].startswith("GPUs: 3 total")
+    assert doc["nodes"][0]["gpus"][0]["holders"][1] == {"pod": "ns/b", "amount": "10Gi", "status": "binding"}
+    assert dump(doc, "json").endswith("}\n")
+
+
+def test_ages_read_like_kubectl() -> None:
+    now = 1_000_000.0
+    stamp = "1970-01-12T13:46:40+00:00"  # = now
+    assert [age(stamp, now + s) for s in (5, 150, 1800, 4 * 3600 + 60, 30 * 3600, 3 * 86400)] == \
+        ["5s", "2m30s", "30m", "4h1m", "30h", "3d"]
+    assert age("not a time", now) == "not a time"
+
+
+# --- reasons, explain, what-if ----------------------------------------------------------------
+
+
+def _condition(reason: str, message: str) -> dict[str, Any]:
+    pod = b.pod("p")
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": reason, "message": message}]
+    return pod
+
+
+def test_wait_reasons_come_from_the_pods_condition_and_name_the_gate_node() -> None:
+    held = _condition("WaitingForAllocation", "assigned to gpu-3; the Binding waits until the node agent ...")
+    assert wait_reason(held) is not None and wait_reason(held).node == "gpu-3"  # type: ignore[union-attr]
+    assert wait_reason(_condition("Unschedulable", "0/1 nodes are available")).node == ""  # type: ignore[union-attr]
+    bound = _condition("Unschedulable", "stale")
+    bound["spec"]["nodeName"] = "n"
+    assert wait_reasons([held, bound, b.node("n")]) == {"default/p": wait_reason(held)}
+
+
+def _cluster() -> list[dict[str, Any]]:
+    """Two 4-GPU nodes; n1 runs a 1-GPU pod; `next` (1 GPU) and `huge` (8 GPUs) are pending."""
+    return [b.node("n1", gpus=4), b.node("n2", gpus=4),
+            b.pod("running", node_name="n1", limits={"nvidia.com/gpu": 1}, phase="Running"),
+            b.pod("next", limits={"nvidia.com/gpu": 1}), b.pod("huge", limits={"nvidia.com/gpu": 8})]
+
+
+def test_explain_dry_runs_the_pod_with_per_node_reasons() -> None:
+    objs = _cluster()
+    objs[-1]["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                         "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}]
+    events = [{"type": "Warning", "reason": "FailedScheduling", "note": "0/2 nodes ...", "reportingController": "tessera",
+               "eventTime": "2026-01-01T00:00:00.000000Z", "series": {"count": 3}, "regarding": {"kind": "Pod"}}]
+    result = explaining.explain(objs, "default/huge", config(BINPACK), events, 0.0)
+    assert result is not None and result.dry_run is not None
+    assert (result.status, result.reason, result.ours) == ("pending: Unschedulable", "Unschedulable", True)
+    assert result.dry_run.node == "" and result.dry_run.nodes == (
+        explaining.NodeVerdict("n1", False, "Insufficient nvidia.com/gpu"),
+        explaining.NodeVerdict("n2", False, "Insufficient nvidia.com/gpu"))
+    assert result.events == (explaining.EventLine("2026-01-01T00:00:00.000000Z", "Warning", "FailedScheduling", 3,
+                                                  "tessera", "0/2 nodes ..."),)
+    text = explaining.render(result, 0.0)
+    assert "Status:     pending: Unschedulable\n" in text
+    assert "  NODE   RESULT\n  n1     Insufficient nvidia.com/gpu\n  n2     Insufficient nvidia.com/gpu" in text
+    assert "FailedScheduling   3       tessera" in text
+    fits = explaining.explain(objs, "default/next", config(BINPACK), [], 0.0)
+    assert fits is not None and fits.dry_run is not None and fits.dry_run.node == "n1"  # binpack: the used node
+    assert [v.node for v in fits.dry_run.nodes if v.fits] == ["n1", "n2"]  # best score first
+    assert orjson.loads(dump(explaining.as_dict(fits), "json"))["dry_run"]["node"] == "n1"
+
+
+def test_explain_a_bound_pod_shows_its_devices_and_no_dry_run() -> None:
+    grant = ann.DeviceGrant("GPU-1", "n1.gpu-1", None)
+    pod = b.pod("trainer", node_name="n1", limits={"class.tessera.dev/v100": 1},
+                annotations={ann.DEVICES: ann.encode_devices({"main": {"class.tessera.dev/v100": (grant,)}})})
+    result = explaining.explain([b.node("n1", gpus=1), pod], "default/trainer", config(BINPACK), [], 0.0)
+    assert result is not None
+    assert (result.status, result.dry_run, result.gate) == ("bound to n1", None, "")
+    assert result.devices == (explaining.DeviceLine("main", "class.tessera.dev/v100", "n1.gpu-1", "GPU-1", ""),)
+    assert explaining.explain([], "default/missing", config(BINPACK), [], 0.0) is None
+
+
+def test_explain_a_pod_of_another_scheduler() -> None:
+    objs = [b.node("n1"), b.pod("theirs", scheduler="default-scheduler")]
+    result = explaining.explain(objs, "default/theirs", config(BINPACK), [], 0.0)
+    assert result is not None and not result.ours and result.dry_run is None
+    assert result.status == "not scheduled by Tessera: spec.schedulerName is default-scheduler (Tessera's profiles: tessera)"
+
+
+def test_what_if_replays_the_pending_pods_under_the_other_configuration() -> None:
+    packed = whatif.what_if(_cluster(), config(BINPACK), 0.0)
+    spread = whatif.what_if(_cluster(), config(SPREAD), 0.0)
+    assert [(o.pod, o.node) for o in packed.outcomes] == [("default/huge", ""), ("default/next", "n1")]
+    assert [(o.pod, o.node) for o in spread.outcomes] == [("default/huge", ""), ("default/next", "n2")]
+    assert spread.before.startswith("GPUs: 8 total, 1 in use") and spread.after.startswith("GPUs: 8 total, 2 in use")
+    text = whatif.render(spread)
+    assert text.splitlines()[:3] == [
+        "POD            NODE   DEVICES   RESULT",
+        "default/huge   -      -         0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes "
+        "are available: 2 No preemption victims found for incoming pod.",
+        "default/next   n2     -         placed"]
+    assert "2 pending pods: 1 would be placed, 1 would stay pending (configuration config/spread.yaml" in text
+    assert [o["pod"] for o in whatif.as_dict(whatif.what_if(_cluster(), config(SPREAD), 0.0, "other"))["outcomes"]] == []
+
+
+# --- flags and kubeconfig -----------------------------------------------------------------------
+
+
+def test_connection_flags_go_before_or_after_the_command() -> None:
+    parser = build_parser()
+    before = parser.parse_args(["--context", "c", "-n", "ns", "explain", "p", "-o", "yaml"])
+    after = parser.parse_args(["explain", "p", "--context", "c", "--namespace", "ns", "-o", "yaml"])
+    assert (before.context, before.namespace, before.output) == (after.context, after.namespace, after.output) == \
+        ("c", "ns", "yaml")
+    assert parser.parse_args(["nodes"]).namespace is None
+    with pytest.raises(SystemExit):
+        parser.parse_args(["what-if"])  # --config is required
+
+
+def test_kubeconfig_context_and_namespace_resolve_as_kubectl_does(tmp_path: Path) -> None:
+    config_file = tmp_path / "config"
+    config_file.write_text(yaml.safe_dump({
+        "current-context": "dev", "contexts": [
+            {"name": "dev", "context": {"cluster": "c", "user": "u", "namespace": "team-a"}},
+            {"name": "prod", "context": {"cluster": "c", "user": "u"}}]}))
+    env = {"KUBECONFIG": str(config_file)}
+    assert resolve(None, None, None, env).namespace == "team-a"
+    assert resolve(None, "prod", None, env).namespace == "default"
+    assert resolve(None, None, "x", env).namespace == "x"
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    (home / ".kube" / "config").write_text(config_file.read_text())
+    assert resolve(None, None, None, {}, home).kubeconfig == str(home / ".kube" / "config")
+    assert resolve("/given", None, "n", env, home).kubeconfig == "/given"

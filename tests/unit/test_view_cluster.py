@@ -1,0 +1,169 @@
+"""The view model shows the core's own state: every GPU state, its holders, pending pods and gangs.
+
+One replayed cluster holds each state at once: whole and sliced GPUs, a GPU used by a plain count
+request, a cordoned and an unhealthy device, a deleted device still held (a ghost), a node whose
+agent holds the allocation gate (one pod allocating, one Binding held), an unschedulable pod and a
+gang short of members. A fresh core fed the same objects as a listing (what `kubectl tessera`
+does) must show the same picture, the ghost included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.core.scheduler import Scheduler
+from scheduler.sim import builders as b
+from scheduler.sim.replay import Replay, WatchEvent
+from scheduler.sim.snapshot import load, replay_order
+from scheduler.view import model as m
+from scheduler.view.cluster import WaitReason, build_view
+from scheduler.view.decisions import DecisionLog
+from tests.helpers import config
+
+WHOLE = "class.tessera.dev/v100"
+SHARED = "class.tessera.dev/v100-shared"
+HEARTBEAT = "2026-01-01T00:00:00Z"
+
+
+def _pinned(name: str, node: str, limits: dict[str, str | int], **extra: Any) -> dict[str, Any]:
+    return b.pod(name, limits=limits, spec_extra={"nodeSelector": {"kubernetes.io/hostname": node}}, **extra)
+
+
+def _cluster() -> list[dict[str, Any]]:
+    objs = [b.node(name, gpus=4) for name in ("a", "b", "c")]
+    objs += [b.device("a", i) for i in range(4)]
+    objs += [b.device("b", i, unschedulable=i == 2, healthy=i != 3) for i in range(4)]
+    objs += [b.device("c", i, heartbeat=HEARTBEAT) for i in range(4)]  # a node agent serves c
+    objs += [b.resource_class("v100", match_labels={"model": "V100"}),
+             b.resource_class("v100-shared", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "1Gi"})]
+    objs += [_pinned("train", "a", {WHOLE: 2}), _pinned("s1", "a", {SHARED: 8}), _pinned("s2", "a", {SHARED: 12}),
+             _pinned("plain", "b", {"nvidia.com/gpu": 1}), _pinned("doomed", "b", {WHOLE: 1}),
+             _pinned("g1", "c", {WHOLE: 1}), _pinned("g2", "c", {WHOLE: 1}),
+             b.pod("big", limits={"nvidia.com/gpu": 5})]
+    objs += [b.pod(f"w-{i}", limits={WHOLE: 1}, labels=b.gang_labels("w", 3)) for i in range(2)]
+    return objs
+
+
+class _Run:
+    """The cluster replayed without a node agent (c's gate stays shut), then doomed's device deleted."""
+
+    def __init__(self) -> None:
+        self.replay = Replay(config(), agent=False)
+        self.log = DecisionLog()
+        for attempt in self.replay.run(WatchEvent("ADDED", obj) for obj in _cluster()):
+            self.log.attempt(attempt, self.replay.now)
+        self.ghost = next(g for g in self.gpus("b") if g.holders and g.holders[0].pod == "default/doomed").device
+        device = next(obj for obj in _cluster() if obj["kind"] == "ExtendedResource"
+                      and obj["metadata"]["name"] == self.ghost)
+        list(self.replay.run([WatchEvent("DELETED", device)]))
+
+    def view(self) -> m.ClusterView:
+        core = self.replay.scheduler
+        return build_view(core, source="simulate", now=self.replay.now, reasons=self.log.reasons(),
+                          held=core.held(), decisions=self.log.recent())
+
+    def gpus(self, node: str) -> tuple[m.GpuView, ...]:
+        return next(n for n in self.view().nodes if n.name == node).gpus
+
+    def listed(self) -> list[dict[str, Any]]:
+        """The cluster as a listing would give it now: current pod objects, no deleted device."""
+        pods = list(self.replay.pods.values())
+        return [obj for obj in _cluster() if obj["kind"] != "Pod" and obj["metadata"]["name"] != self.ghost] + pods
+
+
+@pytest.fixture(scope="module")
+def run() -> _Run:
+    return _Run()
+
+
+def _states(gpus: tuple[m.GpuView, ...]) -> list[str]:
+    return [gpu.state for gpu in gpus]
+
+
+def test_whole_and_sliced_gpus_with_their_holders_and_fill(run: _Run) -> None:
+    gpus = run.gpus("a")
+    assert sorted(_states(gpus)) == ["free", "slices", "whole", "whole"]
+    whole = [g for g in gpus if g.state == m.WHOLE]
+    assert {h.pod for g in whole for h in g.holders} == {"default/train"} and all(g.fill == 1.0 for g in whole)
+    sliced = next(g for g in gpus if g.state == m.SLICES)
+    assert sliced.holders == (m.Holder("default/s1", "8Gi"), m.Holder("default/s2", "12Gi"))
+    assert (sliced.used, sliced.fill, sliced.model, sliced.memory) == ("20Gi/32Gi", 0.625, "V100", "32Gi")
+    assert [g.index for g in gpus] == [0, 1, 2, 3]
+
+
+def test_counted_cordoned_unhealthy_and_a_deleted_device_still_held(run: _Run) -> None:
+    gpus = run.gpus("b")
+    ghost = next(g for g in gpus if g.device == run.ghost)
+    assert ghost.state == m.GHOST and ghost.holders == (m.Holder("default/doomed"),)
+    assert _states(gpus)[2:] == ["cordoned", "unhealthy"]  # by the devices' index attribute
+    counted = next(g for g in gpus if g.state == m.COUNTED)
+    assert counted.holders == (m.Holder("default/plain"),) and counted.device  # a free device takes the count
+
+
+def test_the_allocation_gate_where_an_agent_serves_the_node(run: _Run) -> None:
+    node = next(n for n in run.view().nodes if n.name == "c")
+    holders = {h.pod: (g.state, h.status) for g in node.gpus for h in g.holders}
+    assert holders == {"default/g1": (m.WHOLE, m.ALLOCATING), "default/g2": (m.GATED, m.HELD)}
+    assert node.notes == ("allocation gate held by default/g1: the node agent has not handed out its "
+                          f"{WHOLE} yet", "default/g2 waits for the allocation gate")
+    # no agent on a: its pods are simply bound, whatever their phase annotation says
+    assert {h.status for g in run.gpus("a") for h in g.holders} == {m.BOUND}
+
+
+def test_pending_pods_gangs_and_the_summary(run: _Run) -> None:
+    view = run.view()
+    pending = {p.pod: p for p in view.pending}
+    assert set(pending) == {"default/big", "default/g2", "default/w-0", "default/w-1"}
+    assert pending["default/big"].reason == "Unschedulable" and "Insufficient nvidia.com/gpu" in pending["default/big"].message
+    assert pending["default/big"].wants == "5 nvidia.com/gpu"
+    assert (pending["default/g2"].reason, pending["default/g2"].node) == ("WaitingForAllocation", "c")
+    assert view.gangs == (m.GangView("default/w", 3, 2, 0, 2, "Pending",
+                                     "pod default/w-0 cannot find enough sibling pods, current pods number: 2, "
+                                     "minMember of group: 3"),)
+    assert view.summary == m.Summary(gpus=12, used=6, shared=1, free=3, unavailable=3, free_on_partial=3,
+                                      largest_free=2, largest_free_node="c")
+    assert view.summary.fragmentation == 1.0
+    assert view.decisions[0].pod in pending  # newest first
+    assert len(view.decisions) == run.replay.stats.attempts
+
+
+def test_a_listed_cluster_in_a_fresh_core_shows_the_same_gpus(run: _Run) -> None:
+    """What `kubectl tessera nodes` builds: the listing in replay order, no cycle run. The deleted
+    device is no ExtendedResource any more, yet its holder's annotation names it: a ghost still."""
+    core = Scheduler(config())
+    load(core, run.listed(), run.replay.now)
+    fresh = build_view(core, source="cluster", now=run.replay.now)
+    assert [(n.name, _states(n.gpus)) for n in fresh.nodes if n.name != "c"] == \
+        [(n.name, _states(n.gpus)) for n in run.view().nodes if n.name != "c"]
+    ghost = next(g for g in next(n for n in fresh.nodes if n.name == "b").gpus if g.state == m.GHOST)
+    assert (ghost.device, ghost.holders) == (run.ghost, (m.Holder("default/doomed"),))
+    # c: g2's Binding was only ever held in the replay's memory; listed, g2 is simply pending
+    assert _states(next(n for n in fresh.nodes if n.name == "c").gpus).count(m.FREE) == 3
+
+
+def test_nodes_without_extended_resources_count_their_gpus() -> None:
+    core = Scheduler(config())
+    load(core, [b.node("n", gpus=2), b.pod("p", node_name="n", limits={"nvidia.com/gpu": 1}),
+                b.node("cpu-only")], 0.0)
+    view = build_view(core, source="cluster", now=0.0, reasons={"default/x": WaitReason("Unschedulable", "no")})
+    gpus = next(n for n in view.nodes if n.name == "n").gpus
+    assert [(g.device, g.state, g.holders) for g in gpus] == [("", m.COUNTED, (m.Holder("default/p"),)),
+                                                             ("", m.FREE, ())]
+    assert next(n for n in view.nodes if n.name == "cpu-only").gpus == ()
+    assert view.pending == ()  # a reason for a pod the core does not have is not shown
+
+
+def test_a_cordoned_nodes_free_gpus_are_unavailable() -> None:
+    core = Scheduler(config())
+    load(core, [b.node("n", gpus=2, unschedulable=True), b.node("m", gpus=2)], 0.0)
+    summary = build_view(core, source="cluster", now=0.0).summary
+    assert (summary.free, summary.unavailable, summary.largest_free_node) == (2, 2, "m")
+
+
+def test_replay_order_puts_bound_pods_before_pending_ones() -> None:
+    objs = [b.pod("pending"), b.pod("bound", node_name="n"), b.node("n"), b.device("n", 0),
+            b.resource_class("c"), b.podgroup("g", 1)]
+    assert [o["metadata"]["name"] for o in replay_order(objs)] == \
+        ["n", "n." + b.device("n", 0)["spec"]["deviceID"].lower(), "c", "g", "bound", "pending"]
