@@ -1,10 +1,13 @@
 """Read the cluster once: the objects the scheduler watches, listed as they are now.
 
-`kubectl tessera` needs one consistent picture, not a stream: the same kinds the informers watch
-(`informers.ALL_KINDS`), each listed page by page, fed to a fresh core in replay order
-(`scheduler.sim.snapshot`). Nodes and Pods must be readable; every other kind may be missing
-(a CRD not installed) or denied (a user without `tessera-inventory-reader`): the listing goes on
-without it and says so, because GPUs by count and pods without gangs are still worth showing.
+`kubectl tessera` needs one consistent picture, not a stream: the same kinds the scheduler
+watches (`informers.SCHEDULER_KINDS`), each listed page by page, fed to a fresh core in replay
+order (`scheduler.sim.snapshot`). Nodes and Pods must be readable. Tessera's own kinds may be
+missing (a CRD not installed) or denied (a user without `tessera-inventory-reader`): the listing
+goes on without them and says so, because GPUs by count and pods without gangs are still worth
+showing. The scheduler's optional kinds (PodDisruptionBudgets, PriorityClasses, the alpha
+Workload API's PodGroups) only steer preemption and gang priority; many users may not list them,
+or the API is off, so they are left out silently, as the scheduler itself does.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from urllib.parse import quote
 import anyio
 
 from scheduler.kube.http import KubeHttp, Response, rejected
-from scheduler.kube.informers import ALL_KINDS, NODES, PODS, ResourceKind
+from scheduler.kube.informers import NODES, PODS, SCHEDULER_KINDS, ResourceKind
 
 PAGE = 500
 EVENTS = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
@@ -52,21 +55,23 @@ async def list_kind(http: KubeHttp, kind: ResourceKind) -> list[dict[str, Any]] 
             return items
 
 
-async def list_cluster(http: KubeHttp, kinds: tuple[ResourceKind, ...] = ALL_KINDS) -> ClusterListing:
+async def list_cluster(http: KubeHttp, kinds: tuple[ResourceKind, ...] = SCHEDULER_KINDS) -> ClusterListing:
     """All `kinds`, listed concurrently; raises `ListError` when Nodes or Pods cannot be read."""
     results: dict[str, list[dict[str, Any]] | Response] = {}
 
     async def one(kind: ResourceKind) -> None:
-        results[kind.kind] = await list_kind(http, kind)
+        results[kind.label] = await list_kind(http, kind)
 
     async with anyio.create_task_group() as group:
         for kind in kinds:
             group.start_soon(one, kind)
     listing = ClusterListing()
     for kind in kinds:
-        result = results[kind.kind]
+        result = results[kind.label]
         if isinstance(result, list):
             listing.objects += result
+            continue
+        if kind.optional:
             continue
         if kind in (NODES, PODS):
             reason = rejected(http, result) if result.status in (401, 403) else \
