@@ -22,7 +22,7 @@ from scheduler.core.state import ClusterState
 from scheduler.kube.snapshot import last_seen
 from scheduler.kubectl.reasons import wait_reason
 from scheduler.sim.snapshot import is_bound, load
-from scheduler.view.cluster import gang_view, gate_timeout
+from scheduler.view.cluster import gang_view, gate_holds
 from scheduler.view.model import GangView, plain
 from scheduler.view.text import age, columns
 
@@ -93,10 +93,9 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
     if pod is None:  # the core refused the object; say what it said
         return _unreadable(raw, key, events)
     wait = wait_reason(raw)
-    timeout = gate_timeout(core)
     info = state.nodes.get(pod.node_name) if pod.node_name else None
-    # the gate holds where a node agent serves the node: only there does "Allocating" keep others out
-    gates = timeout is not None and info is not None and info.agent_serves(now, timeout) and pod.uid in info.allocating
+    # only where the gate holds does an "Allocating" pod keep others out
+    gates = info is not None and pod.uid in info.allocating and gate_holds(core, info.name, now)
     ours = state.is_ours(pod)
     pending = pod.uid in state.pending
     run = _dry_run(objects, _waiting_with(state, pod), key, config, now) if pending else None
@@ -131,10 +130,11 @@ def _key(obj: Mapping[str, Any]) -> str:
 
 def _unreadable(raw: Mapping[str, Any], key: str, events: Sequence[Mapping[str, Any]]) -> Explanation:
     spec = raw.get("spec") or {}
-    return Explanation(key, str(spec.get("schedulerName") or "default-scheduler"), False,
-                       str((raw.get("status") or {}).get("phase") or ""), str(spec.get("nodeName") or ""),
-                       "the scheduler cannot read this pod (see its InvalidObject Event)", "", "", "", None, "", (),
-                       None, tuple(_event(event) for event in events))
+    return Explanation(pod=key, scheduler=str(spec.get("schedulerName") or "default-scheduler"), ours=False,
+                       phase=str((raw.get("status") or {}).get("phase") or ""), node=str(spec.get("nodeName") or ""),
+                       status="the scheduler cannot read this pod (see its InvalidObject Event)", reason="",
+                       message="", nominated_node="", gang=None, gate="", devices=(), dry_run=None,
+                       events=tuple(_event(event) for event in events))
 
 
 def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: str, gates: bool) -> str:

@@ -90,6 +90,13 @@ def gate_timeout(scheduler: Scheduler) -> float | None:
     return None
 
 
+def gate_holds(scheduler: Scheduler, node: str, now: float) -> bool:
+    """The allocation gate holds on `node`: a profile runs it and a node agent serves the node."""
+    info = scheduler.state.nodes.get(node)
+    timeout = gate_timeout(scheduler)
+    return info is not None and timeout is not None and info.agent_serves(now, timeout)
+
+
 # --- nodes and GPUs -------------------------------------------------------------------------
 
 

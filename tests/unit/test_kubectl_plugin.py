@@ -221,3 +221,18 @@ async def test_the_cluster_is_listed_page_by_page_and_what_cannot_be_read_is_sai
     assert listing.warnings == ["extendedresources: denied (HTTP 403); shown without them"]
     with pytest.raises(ListError, match="^cannot list pods: the apiserver at https://apiserver denied access"):
         await list_cluster(_Lists({}, {PODS.path: 403}))  # type: ignore[arg-type]
+
+
+def test_explain_dry_runs_a_gang_member_with_its_pending_siblings() -> None:
+    gang = [b.pod(f"w-{i}", limits={"nvidia.com/gpu": 2}, labels=b.gang_labels("w", 2)) for i in range(2)]
+    objs = [b.node("n1", gpus=4), *gang, b.pod("other", limits={"nvidia.com/gpu": 4})]
+    result = explaining.explain(objs, "default/w-1", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None and result.gang is not None
+    assert result.dry_run.node == "n1"  # placed with w-0 as one transaction; `other` is not in the dry run
+    assert (result.gang.members, result.gang.minimum, result.gang.pending) == (2, 2, 2)
+
+
+def test_explain_a_pod_the_scheduler_cannot_read() -> None:
+    bad = b.pod("bad", spec_extra={"priority": "high"})
+    result = explaining.explain([b.node("n1"), bad], "default/bad", config(BINPACK), [], 0.0)
+    assert result is not None and result.status == "the scheduler cannot read this pod (see its InvalidObject Event)"
