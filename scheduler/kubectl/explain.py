@@ -17,7 +17,7 @@ from typing import Any
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.api.quantity import format_quantity
 from scheduler.core.objects import Pod
-from scheduler.core.scheduler import Scheduler
+from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.state import ClusterState
 from scheduler.kube.snapshot import last_seen
 from scheduler.kubectl.reasons import wait_reason
@@ -149,7 +149,7 @@ def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: s
                 f"(Tessera's profiles: {', '.join(sorted(state.scheduler_names))})")
     if pod.gated:
         return "has spec.schedulingGates: no scheduler considers it until they are removed"
-    if reason == "WaitingForAllocation":
+    if reason == WAITING_FOR_ALLOCATION:
         return f"assigned to {gate_node or 'a node'}; its Binding waits for the allocation gate"
     if reason:
         return f"pending: {reason}"

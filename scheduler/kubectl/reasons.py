@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from scheduler.core.scheduler import WAITING_FOR_ALLOCATION
 from scheduler.view.cluster import WaitReason
 
 _ASSIGNED = re.compile(r"^assigned to (?P<node>[^;\s]+);")
@@ -34,7 +35,7 @@ def wait_reason(pod: Mapping[str, Any]) -> WaitReason | None:
         return None
     message = str(condition.get("message") or "")
     reason = str(condition.get("reason") or "")
-    match = _ASSIGNED.match(message) if reason == "WaitingForAllocation" else None
+    match = _ASSIGNED.match(message) if reason == WAITING_FOR_ALLOCATION else None
     return WaitReason(reason, message, match.group("node") if match else "")
 
 

@@ -18,7 +18,7 @@ from scheduler.core.framework.attempt import Attempt
 from scheduler.core.objects import Device, Pod
 from scheduler.core.plugins.coscheduling import group_status, waiting_message
 from scheduler.core.resources import CPU, is_extended
-from scheduler.core.scheduler import Scheduler
+from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.plugins.devices.gate import AllocationGate
 from scheduler.core.state import ClusterState, DeviceUse, NodeInfo
 from scheduler.view import model as m
@@ -43,7 +43,7 @@ def build_view(scheduler: Scheduler, *, source: str, now: float,
     state = scheduler.state
     waits = dict(reasons or {})
     for attempt in held:
-        waits[attempt.pod.key] = WaitReason("WaitingForAllocation", attempt.message, attempt.node or "")
+        waits[attempt.pod.key] = WaitReason(WAITING_FOR_ALLOCATION, attempt.message, attempt.node or "")
     facts = _Facts(state, frozenset(attempt.pod.uid for attempt in held), gate_timeout(scheduler), now)
     gate_waiters: dict[str, list[str]] = {}
     for key, wait in waits.items():

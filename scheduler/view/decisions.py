@@ -12,12 +12,11 @@ from collections import deque
 from collections.abc import Iterable
 
 from scheduler.core.framework.attempt import Attempt
+from scheduler.core.scheduler import UNSCHEDULABLE, WAITING_FOR_ALLOCATION
 from scheduler.view.cluster import WaitReason
 from scheduler.view.model import Decision
 
 KEEP = 50  # decisions on the page
-UNSCHEDULABLE = "Unschedulable"
-WAITING_FOR_ALLOCATION = "WaitingForAllocation"
 
 
 class DecisionLog:
