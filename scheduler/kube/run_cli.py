@@ -27,7 +27,6 @@ from scheduler.kube.http import ConnectError, KubeconfigError, KubeHttp, RateLim
 from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics
-from scheduler.kube.gpu_map import GpuMap
 from scheduler.kube.serving import Route, serve
 from scheduler.logs import configure_logging
 
@@ -115,6 +114,9 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
     loop.hooks = MetricsHooks(metrics, loop)
     routes: list[Route] = []
     if args.gpu_map:
+        # imported only when asked for: the page's view model is not on the way to the first Binding
+        from scheduler.kube.gpu_map import GpuMap
+
         gpu_map = GpuMap(loop)
         loop.hooks = gpu_map.hooks(loop.hooks)
         routes = gpu_map.routes()
