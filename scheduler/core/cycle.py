@@ -286,33 +286,52 @@ class Cycle:
     def _place_in_domains(self, view: GangView, plan: PlacementPlan, members: list[Pod], holds: dict[str, Hold],
                           runtime: ProfileRuntime, now: float) -> list[Attempt]:
         """Try the gang in the plan's domains, tier by tier: keep the first domain where every
-        pending member fits, else the tier's domain that took the most (at least the minimum);
-        nothing fits anywhere allowed: every member gets the plan's reason."""
+        pending member fits, else the tier's domain that took the most (at least the minimum).
+        When nothing fits anywhere allowed, every member gets the plan's reason with the first
+        failure of the domain that came closest, and the rejectors of every trial (so the events
+        that may help — a class, a device, a node — bring the gang back)."""
+        state = self.engine.state
+        num_nodes = len(state.node_order)
+        for member in members:  # no domain helps a pod its PreFilter refuses: say that, as usual
+            refused = self.engine.profiles[member.scheduler_name].pre_filter(prepare(member, state.classes))
+            if refused is not None:
+                plugin, reasons = refused
+                return [Attempt(m, None, message=f"0/{num_nodes} nodes are available: {reasons[0]}.",
+                                rejectors=frozenset({plugin})) for m in members]
         needed = max(1, view.minimum - len(view.bound))
         largest = 0
+        closest: tuple[int, Domain, Attempt] | None = None  # the trial that placed the most: its first failure
+        rejectors: set[str] = set()
         for tier in plan.tiers:
             if tier.domains is None:  # anywhere: the ordinary transaction
                 return self._transaction(members, holds, None, now)
             largest = max(largest, tier.holds)
-            best: tuple[int, Domain] | None = None
-            for domain in tier.domains:
+            partial: list[tuple[int, int, Domain]] = []  # (-placed, order, domain) of trials that reached the minimum
+            for order, domain in enumerate(tier.domains):
                 attempts = self._transaction(members, holds, domain, now, needed)
                 count = sum(1 for attempt in attempts if attempt.node is not None)
-                largest = max(largest, count)
                 if count == len(members):
                     return attempts
+                failed = next(a for a in attempts if a.node is None)
+                rejectors.update(failed.rejectors)
+                if closest is None or count > closest[0]:
+                    closest = (count, domain, failed)
+                largest = max(largest, count)
                 self._undo(attempts)
-                if count >= needed and (best is None or count > best[0]):
-                    best = (count, domain)
-            if best is not None:
-                attempts = self._transaction(members, holds, best[1], now)
+                if count >= needed:
+                    partial.append((-count, order, domain))
+            for _, _, domain in sorted(partial):  # a re-run draws new tie-breaks: the next one may do
+                attempts = self._transaction(members, holds, domain, now)
                 if sum(1 for attempt in attempts if attempt.node is not None) >= needed:
                     return attempts
                 self._undo(attempts)
         assert runtime.placement is not None
         reason = plan.no_room(view.key, needed, min(largest, needed - 1))
-        message = f"0/{len(self.engine.state.node_order)} nodes are available: {reason}."
-        return [Attempt(member, None, message=message, rejectors=frozenset({runtime.placement.name}))
+        message = f"0/{num_nodes} nodes are available: {reason}."
+        if closest is not None:
+            _, domain, failed = closest
+            message += f" Closest: {domain.level} {domain.name}, where {failed.pod.key} did not fit: {failed.message}"
+        return [Attempt(member, None, message=message, rejectors=frozenset({runtime.placement.name, *rejectors}))
                 for member in members]
 
     # --- PostFilter (preemption) -----------------------------------------------------------------

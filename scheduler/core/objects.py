@@ -589,7 +589,7 @@ class PodGroup:
     priority_class_name: str = ""  # spec.priorityClassName: the gang's priority when set
     api: str = PLUGINS_API
     topology: GangTopology | None = None
-    scheduled: bool = False  # upstream's status condition PodGroupScheduled is True (never regressed)
+    scheduled_condition: str = ""  # upstream's PodGroupScheduled status on the object: "True", "False" or ""
 
     @property
     def key(self) -> str:
@@ -635,8 +635,8 @@ def _parse_workload_podgroup(obj: JSON) -> PodGroup:
     topology = GangTopology(required, annotated.preferred) if required or annotated.preferred else None
     priority_class = _str(spec.get("priorityClassName"), "PodGroup.spec.priorityClassName")
     status = _mapping(obj.get("status"), "PodGroup.status")
-    scheduled = any(isinstance(c, Mapping) and c.get("type") == "PodGroupScheduled" and c.get("status") == "True"
-                    for c in _list(status.get("conditions"), "PodGroup.status.conditions"))
+    scheduled = next((str(c.get("status", "")) for c in _list(status.get("conditions"), "PodGroup.status.conditions")
+                      if isinstance(c, Mapping) and c.get("type") == "PodGroupScheduled"), "")
     return PodGroup(meta, minimum, None, priority_class, WORKLOAD_API, topology, scheduled)
 
 

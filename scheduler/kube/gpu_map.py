@@ -31,6 +31,8 @@ from scheduler.view.page import render_page
 
 PAGE_PATH = "/gpu-map"
 DATA_PATH = "/gpu-map.json"
+PRUNE_EVERY = 30.0  # seconds between drops of reasons of pods that no longer wait
+FRESH_FOR = 1.0  # seconds a built view answers further requests (the page asks every 3 s)
 _HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
             "X-Frame-Options": "DENY"}
 
@@ -38,10 +40,13 @@ _HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store", "R
 class DecisionHooks(LoopHooks):
     """The loop's hooks, passed on to `inner` (the metrics), with each decision noted in `log`."""
 
-    def __init__(self, inner: LoopHooks, log: DecisionLog, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, inner: LoopHooks, log: DecisionLog, clock: Callable[[], float] = time.time,
+                 prune: Callable[[], None] = lambda: None) -> None:
         self.inner = inner
         self.log = log
         self.clock = clock
+        self.prune = prune
+        self._pruned_at = clock()
 
     def on_event(self, event_type: str, kind: str) -> None:
         self.inner.on_event(event_type, kind)
@@ -59,6 +64,11 @@ class DecisionHooks(LoopHooks):
 
     def on_queue(self, counts: dict[str, int], incoming: dict[tuple[str, str], int]) -> None:
         self.inner.on_queue(counts, incoming)
+        # pods deleted while they waited leave their reason behind: drop those now and then, also
+        # when nobody looks at the page
+        if self.clock() - self._pruned_at >= PRUNE_EVERY:
+            self._pruned_at = self.clock()
+            self.prune()
 
 
 class GpuMap:
@@ -73,17 +83,22 @@ class GpuMap:
         self._page = page.html.encode()
         self._page_headers = {**_HEADERS, "Content-Type": "text/html; charset=utf-8",
                               "Content-Security-Policy": page.content_security_policy}
+        self._data: tuple[float, bytes] | None = None  # (built at, body) of the last /gpu-map.json
 
     def hooks(self, inner: LoopHooks) -> LoopHooks:
-        return DecisionHooks(inner, self.log, self.clock)
+        return DecisionHooks(inner, self.log, self.clock, self._prune)
 
-    def view(self) -> ClusterView:
+    def _prune(self) -> None:
+        """Keep the wait reasons of pods that still wait (pending, or their Binding held)."""
         core = self.loop.core
-        held = core.held()
         state = core.state
         self.log.prune([pod.key for uid in state.pending if (pod := state.pods.get(uid)) is not None]
-                       + [attempt.pod.key for attempt in held])
-        return build_view(core, source="live", now=self.clock(), reasons=self.log.reasons(), held=held,
+                       + [attempt.pod.key for attempt in core.held()])
+
+    def view(self) -> ClusterView:
+        self._prune()
+        core = self.loop.core
+        return build_view(core, source="live", now=self.clock(), reasons=self.log.reasons(), held=core.held(),
                           decisions=self.log.recent())
 
     def routes(self) -> list[Route]:
@@ -93,5 +108,9 @@ class GpuMap:
         return web.Response(body=self._page, headers=self._page_headers)
 
     async def _serve_data(self, request: web.Request) -> web.Response:
-        body = orjson.dumps(as_dict(self.view()))
-        return web.Response(body=body, headers={**_HEADERS, "Content-Type": "application/json"})
+        # the view is built on the scheduler's event loop: many viewers (or a script polling the
+        # unauthenticated port) share one build per FRESH_FOR seconds instead of one each
+        now = self.clock()
+        if self._data is None or now - self._data[0] >= FRESH_FOR:
+            self._data = (now, orjson.dumps(as_dict(self.view())))
+        return web.Response(body=self._data[1], headers={**_HEADERS, "Content-Type": "application/json"})

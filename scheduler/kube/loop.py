@@ -69,6 +69,7 @@ class SchedulerLoop:
         events_http = KubeHttp(http.api, RateLimiter(limiter.qps, limiter.burst) if limiter is not None else None)
         self.events = EventRecorder(events_http, controller="tessera", instance=identity)
         self.statuses = StatusWriter(http, self._pod_version)
+        self._groups_scheduled: set[str] = set()  # upstream PodGroups this process wished PodGroupScheduled=True
         self.evictor = Evictor(http, self._on_evicted, self._on_eviction_failed, allowed=lambda: self.is_leader())
         self.is_leader = is_leader
         self.hooks = hooks or LoopHooks()
@@ -294,16 +295,22 @@ class SchedulerLoop:
     def _write_group_status(self, key: str, failure: str = "") -> None:
         """scheduler-plugins PodGroups get their phase and counts; upstream (Workload API)
         PodGroups the PodGroupScheduled condition as kube-scheduler writes it: True once the
-        minimum is placed, False with the failure's message while it is not — never True → False."""
+        minimum is placed, False with the failure's message while it is not — never True → False
+        (neither what the object says nor what this process already wished: the watch may not
+        have echoed it yet), and a new lastTransitionTime only when the status changes."""
         status = self.core.group_status(key)
         if status is None:
             return
         namespace, _, name = key.partition("/")
         if status.api == WORKLOAD_API:
+            if status.condition == "True" or key in self._groups_scheduled:
+                return
             if status.scheduled >= status.minimum:
-                self.statuses.workload_pod_group(namespace, name, True, "Scheduled", "")
-            elif failure and not status.was_scheduled:
-                self.statuses.workload_pod_group(namespace, name, False, "Unschedulable", failure)
+                self._groups_scheduled.add(key)
+                self.statuses.workload_pod_group(namespace, name, True, "Scheduled", "", transition=True)
+            elif failure:
+                self.statuses.workload_pod_group(namespace, name, False, "Unschedulable", failure,
+                                                 transition=status.condition != "False")
             return
         self.statuses.pod_group(namespace, name, {"phase": status.phase, "scheduled": status.scheduled,
                                                   "running": status.running, "succeeded": status.succeeded,

@@ -5,9 +5,10 @@ watches (`informers.SCHEDULER_KINDS`), each listed page by page, fed to a fresh 
 order (`scheduler.sim.snapshot`). Nodes and Pods must be readable. Tessera's own kinds may be
 missing (a CRD not installed) or denied (a user without `tessera-inventory-reader`): the listing
 goes on without them and says so, because GPUs by count and pods without gangs are still worth
-showing. The scheduler's optional kinds (PodDisruptionBudgets, PriorityClasses, the alpha
-Workload API's PodGroups) only steer preemption and gang priority; many users may not list them,
-or the API is off, so they are left out silently, as the scheduler itself does.
+showing. The scheduler's optional kinds are left out silently where they are not served or not
+readable: PodDisruptionBudgets and PriorityClasses only steer preemption and gang priority. The
+alpha Workload API's PodGroups define gangs, so a refusal to list them (the API is on, the user
+may not read them) is said: without them their members show as `podgroup ... not found`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from urllib.parse import quote
 import anyio
 
 from scheduler.kube.http import KubeHttp, Response, rejected
-from scheduler.kube.informers import NODES, PODS, SCHEDULER_KINDS, ResourceKind
+from scheduler.kube.informers import NODES, PODS, SCHEDULER_KINDS, WORKLOAD_POD_GROUPS, ResourceKind
 
 PAGE = 500
 EVENTS = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
@@ -72,6 +73,9 @@ async def list_cluster(http: KubeHttp, kinds: tuple[ResourceKind, ...] = SCHEDUL
             listing.objects += result
             continue
         if kind.optional:
+            if kind is WORKLOAD_POD_GROUPS and result.status in (401, 403):
+                listing.warnings.append(f"podgroups.scheduling.k8s.io: denied (HTTP {result.status}); members of "
+                                        "upstream PodGroups show as waiting for their podgroup")
             continue
         if kind in (NODES, PODS):
             reason = rejected(http, result) if result.status in (401, 403) else \

@@ -80,13 +80,17 @@ class StatusWriter:
         path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}/status"
         self._want((path, MERGE_PATCH), {"status": status})
 
-    def workload_pod_group(self, namespace: str, name: str, scheduled: bool, reason: str, message: str) -> None:
+    def workload_pod_group(self, namespace: str, name: str, scheduled: bool, reason: str, message: str, *,
+                           transition: bool) -> None:
         """Upstream's PodGroupScheduled condition on a Workload API PodGroup (a strategic merge
-        patch keyed by condition type, as kube-scheduler's updatePodGroupCondition)."""
+        patch keyed by condition type, as kube-scheduler's updatePodGroupCondition). With
+        `transition` the status changes and lastTransitionTime is stamped; without, the patch
+        leaves the object's lastTransitionTime as it is (only reason and message move)."""
         condition = {"type": "PodGroupScheduled", "status": "True" if scheduled else "False", "reason": reason,
                      "message": message}
         path = f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups/{name}/status"
-        self._want((path, STRATEGIC_PATCH), {"status": {"conditions": [condition]}}, stamp=("lastTransitionTime",))
+        self._want((path, STRATEGIC_PATCH), {"status": {"conditions": [condition]}},
+                   stamp=("lastTransitionTime",) if transition else ())
 
     def resource_class(self, name: str, valid: bool, message: str, matching: int, resource_name: str) -> None:
         """``resource_name`` is the effective one (``spec.resourceName`` or the default

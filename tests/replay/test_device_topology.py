@@ -71,3 +71,14 @@ def test_the_node_where_the_request_fits_inside_one_group_wins() -> None:
     run.add(b.pod("pair", limits={GPU: 2}))
     assert run.node_of("pair") == "whole"
     assert len(set(_groups_of(run, "pair", "nvlinkGroup"))) == 1
+
+
+def test_a_single_gpu_takes_a_gpu_without_nvlink_peers_before_breaking_a_group() -> None:
+    run = _run()
+    _node(run, "n", [{"nvlinkGroup": "x"}] * 4 + [{}])
+    run.add(b.pod("one", limits={GPU: 1}))
+    attempt = run.last("one")
+    grant = orjson.loads(attempt.annotations[ann.DEVICES])["containers"]["main"][GPU][0]
+    assert "nvlinkGroup" not in run.state.devices[grant["device"]].attributes
+    run.add(b.pod("four", limits={GPU: 4}))
+    assert _groups_of(run, "four", "nvlinkGroup") == ["x"] * 4

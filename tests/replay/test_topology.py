@@ -9,6 +9,7 @@ import yaml
 
 from scheduler.api.config import SchedulerConfig, parse_config
 from scheduler.api.config_model import ConfigError
+from scheduler.core.objects import GangTopology
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run
 
@@ -104,8 +105,10 @@ def test_preferred_ends_anywhere_but_required_caps_the_climb() -> None:
 
 
 def test_bound_members_pin_the_domain() -> None:
+    """The bound member's rack a/r1 has more room than b/r2, the tightest rack that fits: pinning,
+    not tightness, must send the rest to a/r1."""
     run = Run(topology_config())
-    run.add(*rack_nodes({("a", "r1"): 2, ("b", "r2"): 4}))
+    run.add(*rack_nodes({("a", "r1"): 3, ("b", "r2"): 1}))
     labels = b.gang_labels("g", 3)
     ann = {"tessera.dev/topology-required": RACK}
     run.add(b.pod("g-0", labels=labels, annotations=ann, limits={"nvidia.com/gpu": 2},
@@ -168,3 +171,77 @@ def test_bad_topology_args_are_refused_with_the_field(args: dict[str, Any], erro
     with pytest.raises(ConfigError) as raised:
         topology_config(**args)
     assert error in str(raised.value)
+
+
+def test_a_required_gang_reports_its_real_reason_and_is_retried_when_the_class_appears() -> None:
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2}))
+    labels = b.gang_labels("g", 2)
+    ann = {"tessera.dev/topology-required": RACK}
+    run.add(*[b.pod(f"g-{i}", labels=labels, annotations=ann, limits={"class.tessera.dev/v100": 1}) for i in range(2)])
+    assert 'no ResourceClass provides "class.tessera.dev/v100"' in run.last("g-0").message
+    run.add(b.resource_class("v100", match_labels={"model": "V100"}))
+    run.add(*[b.device(f"a-r1-{n}", i) for n in range(2) for i in range(4)])
+    assert run.node_of("g-0") is not None and run.node_of("g-1") is not None
+
+
+def test_the_room_check_never_refuses_a_domain_where_the_minimum_fits() -> None:
+    """Members of 8, 1 and 1 GPUs, minimum 2, one rack of 4 GPUs: the two small ones fit there."""
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 1}))
+    labels = b.gang_labels("g", 2)
+    ann = {"tessera.dev/topology-required": RACK}
+    run.add(*[b.pod(f"g-{i}", labels=labels, annotations=ann, limits={"nvidia.com/gpu": gpus})
+              for i, gpus in enumerate((8, 1, 1))])
+    assert [run.node_of(f"g-{i}") for i in range(3)] == [None, "a-r1-0", "a-r1-0"]
+
+
+def test_class_gpus_count_in_the_room_check_and_the_order() -> None:
+    """Two CPU-only racks are tighter by CPU; with one trial per level the GPU rack must be first."""
+    run = Run(topology_config(maxDomainTrials=1))
+    run.add(*[b.node(f"cpu-{rack}", cpu="8", labels={BLOCK: "a", RACK: rack}) for rack in ("c1", "c2")])
+    run.add(b.node("gpu-0", cpu="64", gpus=4, labels={BLOCK: "a", RACK: "g1"}))
+    run.add(b.resource_class("v100", match_labels={"model": "V100"}))
+    run.add(*[b.device("gpu-0", i) for i in range(4)])
+    labels = b.gang_labels("g", 2)
+    ann = {"tessera.dev/topology-required": RACK}
+    run.add(*[b.pod(f"g-{i}", labels=labels, annotations=ann, requests={"cpu": "1"},
+                    limits={"class.tessera.dev/v100": 2}) for i in range(2)])
+    assert run.node_of("g-0") == run.node_of("g-1") == "gpu-0"
+
+
+def test_one_name_in_both_podgroup_apis_places_neither_until_one_is_deleted() -> None:
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2}))
+    run.add(b.podgroup("g", 3))
+    run.add(b.workload_podgroup("g", 1))
+    assert any("DuplicatePodGroup" in notice for notice in run.notices())
+    run.add(b.pod("p-0", labels={"scheduling.x-k8s.io/pod-group": "g"}, limits={"nvidia.com/gpu": 1}))
+    run.add(*[b.pod(f"w-{i}", limits={"nvidia.com/gpu": 1}, spec_extra={"schedulingGroup": {"podGroupName": "g"}})
+              for i in range(2)])
+    assert [run.node_of(n) for n in ("p-0", "w-0", "w-1")] == [None, None, None]
+    assert "exists in both scheduling.x-k8s.io and scheduling.k8s.io" in run.last("w-0").message
+    run.feed(b.event("DELETED", b.podgroup("g", 3)))  # the upstream one is left: its members go
+    assert run.node_of("w-0") is not None and run.node_of("w-1") is not None and run.node_of("p-0") is None
+
+
+def test_a_label_gangs_topology_is_its_first_members_whichever_pod_is_tried() -> None:
+    """g-0 (first, no annotation) and g-1 (required rack, higher priority, so tried first): the gang
+    has no constraint and spreads over the two racks."""
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 1, ("b", "r1"): 1}))
+    labels = b.gang_labels("g", 2)
+    run.add(b.pod("g-0", labels=labels, limits={"nvidia.com/gpu": 4}),
+            b.pod("g-1", labels=labels, annotations={"tessera.dev/topology-required": RACK}, priority=10,
+                  limits={"nvidia.com/gpu": 4}))
+    assert run.node_of("g-0") is not None and run.node_of("g-1") is not None
+
+
+def test_a_preferred_rack_inside_a_required_key_that_is_not_a_level() -> None:
+    """required zone (not a configured level) + preferred rack: racks inside the zone first."""
+    run = Run(topology_config())
+    plugin = run.replay.scheduler._engine.profiles["tessera"].placement
+    chains = [chain for chain, _ in plugin._climb(GangTopology(required="example.com/zone", preferred=RACK))]
+    assert chains == [(BLOCK, RACK, "example.com/zone"), (BLOCK, "example.com/zone"), ("example.com/zone",)]
+    unconfigured = [chain for chain, _ in plugin._climb(GangTopology(required=RACK, preferred="example.com/nvl"))]
+    assert unconfigured == [(BLOCK, RACK, "example.com/nvl"), (BLOCK, RACK)]

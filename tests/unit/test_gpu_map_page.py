@@ -128,3 +128,36 @@ async def test_the_live_page_and_its_data_are_get_only_and_locked_down() -> None
         [("default/other", "binding error"), ("default/waiting", "unschedulable")]
     gpus = view["nodes"][0]["gpus"]
     assert [g["state"] for g in gpus] == ["counted", "free"]
+
+
+def test_reasons_of_pods_deleted_while_waiting_are_dropped_without_a_viewer() -> None:
+    """Regression: the wait reasons were pruned only when the page was fetched, so with nobody
+    looking they grew with every pod that ever waited."""
+    core = _core()
+    now = [0.0]
+    gpu_map = GpuMap(SimpleNamespace(core=core), clock=lambda: now[0])  # type: ignore[arg-type]
+    hooks = gpu_map.hooks(_Inner())
+    waiting = core.state.pod_by_key("default/waiting")
+    assert waiting is not None
+    hooks.on_attempt("unschedulable", "tessera", 0.1, Attempt(waiting, None, message="0/1 nodes are available"))
+    core.apply("DELETED", b.pod("waiting", limits={"nvidia.com/gpu": 8}), 1.0)
+    hooks.on_queue({}, {})
+    assert "default/waiting" in gpu_map.log.reasons()  # not yet: pruning is periodic
+    now[0] = 31.0
+    hooks.on_queue({}, {})
+    assert gpu_map.log.reasons() == {}
+
+
+async def test_the_data_is_built_once_per_second_for_all_viewers() -> None:
+    core = _core()
+    now = [0.0]
+    gpu_map = GpuMap(SimpleNamespace(core=core), clock=lambda: now[0])  # type: ignore[arg-type]
+    builds = []
+    original = gpu_map.view
+    gpu_map.view = lambda: builds.append(1) or original()  # type: ignore[method-assign]
+    request: Any = None
+    first = await gpu_map._serve_data(request)
+    second = await gpu_map._serve_data(request)
+    now[0] = 1.5
+    await gpu_map._serve_data(request)
+    assert first.body == second.body and len(builds) == 2

@@ -77,3 +77,42 @@ async def test_cycles_start_when_the_caches_are_synced_not_on_the_next_idle_tick
         owner.start_soon(loop.run)
         await _until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")), seconds=5)
         owner.cancel_scope.cancel()
+
+
+def _workload_group_wishes(loop: SchedulerLoop) -> list[dict[str, Any]]:
+    return [body["status"]["conditions"][0] for (path, _), body in loop.statuses._dirty.items()
+            if "/apis/scheduling.k8s.io/v1alpha2/" in path]
+
+
+def test_podgroupscheduled_never_goes_from_true_to_false_and_stamps_only_transitions() -> None:
+    """Regression: a gang placed (True wished), then a member's Binding failed and the next gang
+    cycle failed before the watch echoed True: False was written over True. And every message
+    change restamped lastTransitionTime."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    core = loop.core
+    core.apply("ADDED", b.node("n", gpus=4), 0.0)
+    core.apply("ADDED", b.workload_podgroup("g", 2), 0.0)
+    for i in range(2):
+        core.apply("ADDED", b.pod(f"g-{i}", limits={"nvidia.com/gpu": 1},
+                                  spec_extra={"schedulingGroup": {"podGroupName": "g"}}), 0.0)
+    loop._write_group_status("default/g", "0/1 nodes are available: no rack has room")
+    [refused] = _workload_group_wishes(loop)
+    assert refused["status"] == "False" and "lastTransitionTime" in refused
+    stamped = b.workload_podgroup("g", 2)
+    stamped["status"] = {"conditions": [{"type": "PodGroupScheduled", "status": "False"}]}
+    core.apply("MODIFIED", stamped, 0.0)  # the watch echoes False: a new message keeps the time
+    loop._write_group_status("default/g", "0/1 nodes are available: something else")
+    [again] = _workload_group_wishes(loop)
+    assert again["message"].endswith("something else") and "lastTransitionTime" not in again
+    assert core.schedule_next(0.0)  # the gang is placed: True is wished
+    loop._write_group_status("default/g")
+    [placed] = _workload_group_wishes(loop)
+    assert placed["status"] == "True"
+    for i in range(2):  # the members' Bindings failed (before the watch echoed True): pending again
+        pod = core.state.pod_by_key(f"default/g-{i}")
+        assert pod is not None
+        core.binding_failed(pod.uid, 0.0)
+    assert core.group_status("default/g").scheduled == 0  # type: ignore[union-attr]
+    loop._write_group_status("default/g", "0/1 nodes are available: no room any more")
+    assert [c["status"] for c in _workload_group_wishes(loop)] == ["True"]

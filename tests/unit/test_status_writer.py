@@ -95,7 +95,8 @@ async def test_pod_group_status_is_merged_as_wished() -> None:
 async def test_upstream_pod_group_gets_the_podgroupscheduled_condition() -> None:
     api = FakeApi()
     writer = StatusWriter(api, lambda ns, name, reason: None)  # type: ignore[arg-type]
-    writer.workload_pod_group("default", "g", False, "Unschedulable", "0/4 nodes are available: no rack has room")
+    writer.workload_pod_group("default", "g", False, "Unschedulable", "0/4 nodes are available: no rack has room",
+                              transition=True)
     await _flush(writer, lambda: bool(api.calls))
     [patch] = api.of("PATCH", "/apis/scheduling.k8s.io/v1alpha2/namespaces/default/podgroups/g/status")
     assert patch.content_type == "application/strategic-merge-patch+json"

@@ -74,16 +74,28 @@ def waiting_message(state: ClusterState, pod: Pod) -> str | None:
     """Why this member's group cannot be tried yet (PreFilter), or None when it can."""
     assert pod.gang is not None
     key = pod.gang.key
+    ambiguous = state.gangs.ambiguous(key)
+    if ambiguous is not None:
+        return ambiguous
     minimum = state.group_min(key, pod)
     if minimum is None:
         return f'podgroup "{key}" not found'
     # members that can count: on a node already, or waiting for one (not gated, not being
     # deleted, scheduled by us) — otherwise a transaction could be tried that can never commit
-    members = sum(1 for uid in state.gangs.members.get(key, ()) if uid in state.placements or uid in state.pending)
+    members = sum(1 for uid in same_group(state, pod) if uid in state.placements or uid in state.pending)
     if members < minimum:
         return (f"pod {pod.key} cannot find enough sibling pods, "
                 f"current pods number: {members}, minMember of group: {minimum}")
     return None
+
+
+def same_group(state: ClusterState, pod: Pod) -> list[str]:
+    """The members of the pod's gang: pods naming the same group in the same form (a label gang
+    or a PodGroup of one API), so that a name used by two forms never merges two gangs."""
+    assert pod.gang is not None
+    api = pod.gang.api
+    return [uid for uid in state.gangs.members.get(pod.gang.key, ())
+            if (member := state.pods.get(uid)) is not None and member.gang is not None and member.gang.api == api]
 
 
 def gang_view(state: ClusterState, pod: Pod) -> GangView | None:
@@ -95,7 +107,7 @@ def gang_view(state: ClusterState, pod: Pod) -> GangView | None:
         return None
     bound: list[Pod] = []
     pending: list[Pod] = []
-    for uid in sorted(state.gangs.members.get(key, ())):
+    for uid in sorted(same_group(state, pod)):
         member = state.pods[uid]
         if uid in state.placements:
             bound.append(member)
@@ -123,7 +135,7 @@ class GroupStatus:
     failed: int
     minimum: int = 1
     api: str = PLUGINS_API  # which PodGroup API the group is (its status is written in that API's form)
-    was_scheduled: bool = False  # upstream's PodGroupScheduled is already True on the object
+    condition: str = ""  # upstream's PodGroupScheduled status on the object ("True", "False", "")
 
 
 def group_status(state: ClusterState, key: str) -> GroupStatus | None:
@@ -148,4 +160,4 @@ def group_status(state: ClusterState, key: str) -> GroupStatus | None:
         phase = "Scheduled"
     else:
         phase = "Scheduling"
-    return GroupStatus(phase, scheduled, running, succeeded, failed, minimum, group.api, group.scheduled)
+    return GroupStatus(phase, scheduled, running, succeeded, failed, minimum, group.api, group.scheduled_condition)

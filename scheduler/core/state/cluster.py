@@ -153,7 +153,7 @@ class ClusterState:
         if kind == "ResourceClass":
             self.classes.remove(name, self.devices.values())
             return [ClusterEvent(EventKind.CLASS_CHANGED)]
-        if kind == "PodGroup" and self.gangs.podgroup_deleted(key):
+        if kind == "PodGroup" and self.gangs.podgroup_deleted(key, str(obj.get("apiVersion", "")).split("/")[0]):
             return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=key)]
         if kind == "PodDisruptionBudget":
             self.pdbs.pop(key, None)
@@ -492,19 +492,19 @@ class ClusterState:
 
     def _on_podgroup(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
         group = parse_podgroup(obj)
-        known = self.gangs.podgroups.get(group.key)
-        if known is not None and known.api != group.api:  # one name, two APIs: the first one seen stays
-            return [], [] if event_type == "DELETED" else [Notice(
-                "PodGroup", group.key, "DuplicatePodGroup",
-                f"PodGroup {group.key} exists in both {known.api} and {group.api}; "
-                f"members of the {group.api} one wait until the {known.api} one is deleted",
-                group.meta.namespace, group.meta.uid)]
         if event_type == "DELETED":
-            self.gangs.podgroup_deleted(group.key)
+            if not self.gangs.podgroup_deleted(group.key, group.api):
+                return [], []
             return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=group.key)], []
+        first_clash = group.key not in self.gangs.shadowed
         if not self.gangs.podgroup_changed(group):
             return [], []
-        return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=group.key)], []
+        notices = []
+        reason = self.gangs.ambiguous(group.key)
+        if reason is not None and first_clash:
+            notices.append(Notice("PodGroup", group.key, "DuplicatePodGroup", reason, group.meta.namespace,
+                                  group.meta.uid))
+        return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=group.key)], notices
 
 
 def _on_priority_class(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:

@@ -15,8 +15,12 @@ class GangIndex:
         self.members: dict[str, set[str]] = {}  # gang key -> non-terminal member uids
         self.history: dict[str, set[str]] = {}  # gang key -> every member uid not deleted (for status)
         self.first_min: dict[str, int] = {}  # label gangs: min-available of the first member seen
-        self.first_topology: dict[str, GangTopology] = {}  # label gangs: the first member's topology
+        # label gangs: the first member's topology (None: it had none), as its min-available
+        self.first_topology: dict[str, GangTopology | None] = {}
         self.podgroups: dict[str, PodGroup] = {}
+        # the same namespace/name in the other PodGroup API, seen second: the name is ambiguous, so
+        # neither gang is placed until one of the two is deleted (the other then takes its place)
+        self.shadowed: dict[str, PodGroup] = {}
         self.touched: set[str] = set()  # gangs whose members or PodGroup changed (status to write)
 
     def minimum(self, key: str, pod: Pod) -> int | None:
@@ -40,7 +44,7 @@ class GangIndex:
         if pod.gang.from_podgroup:
             group = self.podgroup_of(key, pod)
             return group.topology if group is not None else None
-        return self.first_topology.get(key, pod.gang.topology)
+        return self.first_topology[key] if key in self.first_topology else pod.gang.topology
 
     def seen(self, pod: Pod) -> None:
         """Any state of a member: it belongs to the group's history (terminal ones included)."""
@@ -54,8 +58,7 @@ class GangIndex:
         members = self.members.setdefault(pod.gang.key, set())
         if pod.uid not in members and pod.gang.min_available is not None:
             self.first_min.setdefault(pod.gang.key, pod.gang.min_available)
-            if pod.gang.topology is not None and not members:
-                self.first_topology.setdefault(pod.gang.key, pod.gang.topology)
+            self.first_topology.setdefault(pod.gang.key, pod.gang.topology)
         members.add(pod.uid)
 
     def leave(self, pod: Pod) -> None:
@@ -81,11 +84,37 @@ class GangIndex:
                 del self.history[pod.gang.key]
 
     def podgroup_changed(self, group: PodGroup) -> bool:
-        """A PodGroup was added or changed: True when what placement reads (minimum, topology) is new."""
+        """A PodGroup was added or changed: True when what placement reads (minimum, topology,
+        or which API owns the name) is new."""
         old = self.podgroups.get(group.key)
-        self.podgroups[group.key] = group
         self.touched.add(group.key)
+        if old is not None and old.api != group.api:
+            new = group.key not in self.shadowed
+            self.shadowed[group.key] = group
+            return new
+        self.podgroups[group.key] = group
         return old is None or (old.min_member, old.topology) != (group.min_member, group.topology)
 
-    def podgroup_deleted(self, key: str) -> bool:
-        return self.podgroups.pop(key, None) is not None
+    def podgroup_deleted(self, key: str, api: str) -> bool:
+        """The PodGroup `key` of `api` is gone: True when a gang's PodGroup changed (a shadowed
+        one of the other API then becomes the gang's)."""
+        shadow = self.shadowed.get(key)
+        if shadow is not None and shadow.api == api:
+            del self.shadowed[key]
+        else:
+            group = self.podgroups.get(key)
+            if group is None or group.api != api:
+                return False
+            del self.podgroups[key]
+            if shadow is not None:
+                self.podgroups[key] = self.shadowed.pop(key)
+        self.touched.add(key)
+        return True
+
+    def ambiguous(self, key: str) -> str | None:
+        """Why the gang `key` cannot be placed while its name exists in both PodGroup APIs."""
+        shadow = self.shadowed.get(key)
+        if shadow is None:
+            return None
+        return (f'PodGroup "{key}" exists in both {self.podgroups[key].api} and {shadow.api}; '
+                "its members wait until one of them is deleted")

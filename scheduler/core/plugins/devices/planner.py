@@ -234,15 +234,15 @@ def within_one_group(free: list[Device], count: int) -> tuple[list[Device], bool
     two of them (the node then scores half)."""
     described = False
     for attribute in GROUP_ATTRIBUTES:
+        if not any(attribute in device.attributes for device in free):
+            continue
         groups: dict[str, list[Device]] = {}
-        for device in free:
-            value = device.attributes.get(attribute)
-            if value is not None:
-                groups.setdefault(value, []).append(device)
+        for device in free:  # a device without the attribute is a group of its own (no peers)
+            groups.setdefault(device.attributes.get(attribute, "\0" + device.name), []).append(device)
         holding = [(len(devices), key) for key, devices in groups.items() if len(devices) >= count]
         if holding:
             return groups[min(holding)[1]][:count], described
-        described = described or bool(groups)
+        described = True
     return free[:count], described and count > 1
 
 

@@ -30,6 +30,7 @@ from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import (
     Bools,
+    Ints,
     FilterPlugin,
     GangView,
     PlacementPlugin,
@@ -41,6 +42,7 @@ from scheduler.core.framework.interface import (
 from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.framework.placement import Domain, PlacementPlan, PlacementTier
 from scheduler.core.framework.resources import ResourceColumns
+from scheduler.core.plugins.devices.columns import ClassColumns
 from scheduler.core.objects import GangTopology
 from scheduler.core.plugins.topology.args import TopologyPlacementArgs, level_name
 from scheduler.core.plugins.topology.domains import Chain, LevelView, level_view
@@ -64,8 +66,10 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
         self.words = {level.node_label: level.name for level in args.levels}
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
-        # a node's labels or capacity, or a member leaving, may open a domain
-        return dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED, EventKind.ASSIGNED_POD_REMOVED), always)
+        # a node's labels or capacity, a pod leaving, or devices and classes (the room check counts
+        # free class devices) may open a domain
+        return dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED, EventKind.ASSIGNED_POD_REMOVED,
+                              EventKind.DEVICE_CHANGED, EventKind.CLASS_CHANGED), always)
 
     # --- Filter: keep the attempt inside the domain being tried -------------------------------
 
@@ -94,59 +98,65 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
         table: NodeTable = self.handle.table
         table.sync()
         needed = max(1, view.minimum - len(view.bound))
-        resources = _resources(members)
-        columns = table.group(ResourceColumns)
-        free = [columns.of(name).free for name in resources]
-        demand = np.array([[ctx.plain_request(name) for name in resources] for ctx in members], np.float64)
-        cumulative = np.cumsum(demand, axis=0) if len(resources) else np.zeros((len(members), 0))
+        free, demand = _demand(table, members)
+        # the k smallest requests of each resource, summed: no k members can need less, so a domain
+        # is refused only when no `needed` of them can fit (a necessary condition, never too strict)
+        smallest = np.cumsum(np.sort(demand, axis=0), axis=0) if demand.shape[1] else demand
         bound_rows = [row for pod in view.bound
                       if (node := self.handle.state.node_of(pod.uid)) is not None
                       and (row := self.handle.state.node_position(node)) is not None]
         tiers: list[PlacementTier] = []
-        for chain in self._climb(topology):
+        for chain, word in self._climb(topology):
             level = level_view(table, chain, free)
-            word = self.words.get(chain[-1], level_name(chain[-1]))
             codes = level.present
             if bound_rows:
                 pinned = {int(level.codes[row]) for row in bound_rows}
                 if -1 in pinned or len(pinned) > 1:
-                    if topology.required and chain[-1] == topology.required:
+                    if topology.required and chain == self._chain(topology.required):
                         spread = ("a member's node has no label " + chain[-1] if -1 in pinned
                                   else f"more than 1 {word} found for pod group {view.key}: "
                                   + ", ".join(sorted("/".join(level.paths[c]) for c in pinned)))
                         return PlacementPlan((PlacementTier(word, ()),), True, spread)
                     continue  # the bound members are not together at this level: climb
                 codes = np.array(sorted(pinned), np.int64)
-            tiers.append(self._tier(table, level, word, codes, cumulative, needed))
+            tiers.append(self._tier(table, level, word, codes, smallest, needed))
         if not topology.required:
             tiers.append(PlacementTier("", None))
         return PlacementPlan(tuple(tiers), bool(topology.required))
 
-    def _climb(self, topology: GangTopology) -> list[Chain]:
-        """The levels to try, narrowest first: the preferred level up to the required one (or the
-        widest configured level); a key that is not a configured level stands alone."""
+    def _climb(self, topology: GangTopology) -> list[tuple[Chain, str]]:
+        """The levels to try, narrowest first, each with its word for messages: the preferred
+        level, then its wider configured levels, up to the required level (or the widest
+        configured one), then the required level itself. A key that is not a configured level
+        stands alone; combined with the other key it narrows its domains (a preferred rack inside
+        a required zone: the nodes sharing both values)."""
         required, preferred = topology.required, topology.preferred
-        chains: list[Chain] = []
+        chains: list[tuple[Chain, str]] = []
         if preferred and preferred != required:
-            if preferred in self.labels:
-                top = self.labels.index(required) if required in self.labels else 0
-                at = self.labels.index(preferred)
-                if not required or required in self.labels and top < at:
-                    chains = [self.labels[: i + 1] for i in range(at, top - 1, -1)]
-            elif not required:
-                chains = [(preferred,)]
-        if required and (not chains or chains[-1][-1] != required):
-            chains.append(self._chain(required))
+            top = self.labels.index(required) if required in self.labels else -1
+            if preferred in self.labels and self.labels.index(preferred) > top:
+                extra = (required,) if required and required not in self.labels else ()
+                for i in range(self.labels.index(preferred), top, -1):
+                    chain = self.labels[: i + 1]
+                    chains.append((chain + extra, self._word(chain[-1])))
+            elif preferred not in self.labels:
+                chains.append(((*self._chain(required), preferred) if required else (preferred,),
+                               self._word(preferred)))
+        if required:
+            chains.append((self._chain(required), self._word(required)))
         return chains
 
     def _chain(self, key: str) -> Chain:
         return self.labels[: self.labels.index(key) + 1] if key in self.labels else (key,)
 
+    def _word(self, key: str) -> str:
+        return self.words.get(key) or level_name(key)
+
     def _tier(self, table: NodeTable, level: LevelView, word: str, codes: np.ndarray,
-              cumulative: np.ndarray, needed: int) -> PlacementTier:
-        """The level's domains that can hold `needed` members by free capacity, tightest first."""
+              smallest: np.ndarray, needed: int) -> PlacementTier:
+        """The level's domains that may hold `needed` members by free capacity, tightest first."""
         free = level.free[codes]
-        fits = (cumulative[None, :, :] <= free[:, None, :] + 1e-9).all(axis=2).sum(axis=1)
+        fits = (smallest[None, :, :] <= free[:, None, :] + 1e-9).all(axis=2).sum(axis=1)
         short = fits < needed
         holds = int(fits[short].max()) if short.any() else 0
         eligible = np.flatnonzero(~short)
@@ -159,6 +169,29 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
             nodes = frozenset(table.infos[row].name for row in np.flatnonzero(mask).tolist())
             domains.append(Domain(word, level.paths[code], nodes, mask))
         return PlacementTier(word, tuple(domains), holds)
+
+
+def _demand(table: NodeTable, members: Sequence[PodContext]) -> tuple[list[Ints], np.ndarray]:
+    """Per resource the gang asks for: each row's free amount, and each member's request
+    (members × resources). Resources: extended ones first (the scarce ones decide tightness),
+    then exclusive ResourceClass devices (free matching devices per node), CPU, memory, the rest.
+    Shared (sliced) class requests are left out: their room is not additive over devices."""
+    names = _resources(members)
+    columns = table.group(ResourceColumns)
+    free: list[Ints] = [columns.of(name).free for name in names]
+    rows: list[list[float]] = [[float(ctx.plain_request(name)) for name in names] for ctx in members]
+    classes = sorted({req.cls.name for ctx in members for req in ctx.device_requests if req.cls.sharing is None})
+    if classes:
+        class_columns = table.group(ClassColumns)
+        for name in classes:
+            free.insert(0, class_columns.free.get(name, np.zeros(table.capacity, np.int64)))
+        for ctx, row in zip(members, rows):
+            counts = {name: 0 for name in classes}
+            for req in ctx.device_requests:
+                if req.cls.sharing is None:
+                    counts[req.cls.name] += req.count
+            row[:0] = [float(counts[name]) for name in reversed(classes)]
+    return free, np.array(rows, np.float64).reshape(len(members), len(free))
 
 
 def _resources(members: Sequence[PodContext]) -> list[str]:
