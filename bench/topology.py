@@ -92,12 +92,13 @@ class Gang:
 Unit = TracePod | Gang
 
 
-def units(pods: Sequence[TracePod], seed: int) -> list[Unit]:
+def units(pods: Sequence[TracePod], seed: int, gang_every: int = GANG_EVERY) -> list[Unit]:
+    """The pods in order, a gang of 8–64 GPUs (drawn from the seed) after every `gang_every`-th."""
     rng = random.Random(seed * 7919)
     out: list[Unit] = []
     for i, pod in enumerate(pods):
         out.append(pod)
-        if (i + 1) % GANG_EVERY == 0:
+        if (i + 1) % gang_every == 0:
             out.append(Gang(f"gang-{i}", rng.choice(GANG_GPUS)))
     return out
 

@@ -34,3 +34,20 @@ def test_required_rack_gangs_stay_in_one_rack_and_no_topology_runs(tmp_path: Pat
     assert required.gangs_placed > 0 and required.gangs_in_one_rack == required.gangs_placed
     assert required.racks_spanned == required.gangs_placed
     assert plain.gangs_placed >= required.gangs_placed
+
+
+def test_live_workload_is_whole_gpu_pods_and_upstream_podgroups_cut_at_the_load() -> None:
+    from bench import topology_live
+    from bench.trace_workload import TracePod
+
+    pods = [TracePod(f"p{i}", 1000, 1024, 1, 1000, ()) for i in range(50)]
+    pods += [TracePod("slice", 1000, 1024, 1, 500, ()), TracePod("model", 1000, 1024, 1, 1000, ("V100",))]
+    work = topology_live.workload(64, pods, seed=1, load=2.0, gang_every=5)
+    demand = sum(u.gpus if isinstance(u, topology.Gang) else u.num_gpu for u in work)
+    assert demand <= 128 and all(getattr(u, "name", "") not in ("slice", "model") for u in work)
+    gang = next(u for u in work if isinstance(u, topology.Gang))
+    group, members = topology_live._objects(gang, 7, "tessera", "ns")
+    assert group is not None and group["spec"]["schedulingConstraints"] == {"topology": [{"key": topology.RACK}]}
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": gang.members}}
+    assert len(members) == gang.members and all(
+        m["spec"]["schedulingGroup"] == {"podGroupName": "g7"} and m["spec"]["schedulerName"] == "tessera" for m in members)
