@@ -596,11 +596,16 @@ class PodGroup:
         return self.meta.key
 
 
+def podgroup_api(obj: JSON) -> str:
+    """Which API a PodGroup object is of: upstream's by its apiVersion, else scheduler-plugins'."""
+    api_version = obj.get("apiVersion")
+    return WORKLOAD_API if isinstance(api_version, str) and api_version.startswith(WORKLOAD_API + "/") else PLUGINS_API
+
+
 def parse_podgroup(obj: JSON) -> PodGroup:
     """A PodGroup of either API: scheduler-plugins' (`spec.minMember`, topology from the
     `tessera.dev/topology-*` annotations) or upstream's Workload API `scheduling.k8s.io/v1alpha2`."""
-    api_version = obj.get("apiVersion")
-    if isinstance(api_version, str) and api_version.startswith(WORKLOAD_API + "/"):
+    if podgroup_api(obj) == WORKLOAD_API:
         return _parse_workload_podgroup(obj)
     meta = parse_meta(obj, "PodGroup")
     spec = _mapping(obj.get("spec"), "PodGroup.spec")

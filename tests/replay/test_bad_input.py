@@ -109,3 +109,14 @@ def test_simulate_cli_reports_bad_lines_and_bad_config(tmp_path: Path) -> None:
     assert out.returncode != 0
     assert "percentageOfNodesToScore" in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_an_unreadable_podgroup_deleted_without_api_version_removes_the_one_held_under_its_name() -> None:
+    """Found by the fuzz harness: the DELETED event's last state (minMember 0, no apiVersion) does
+    not parse; what is held under that name (a scheduler-plugins PodGroup) must still go."""
+    run = Run(config(BINPACK))
+    run.add(b.podgroup("g1", 1, namespace="team-a"))
+    broken = b.podgroup("g1", 0, namespace="team-a")
+    broken["apiVersion"] = None
+    run.feed(b.event("DELETED", broken))
+    assert run.state.gangs.podgroups == {}

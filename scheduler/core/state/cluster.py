@@ -31,6 +31,7 @@ from scheduler.core.objects import (
     parse_node,
     parse_pod,
     parse_podgroup,
+    podgroup_api,
     parse_priority_class,
 )
 from scheduler.core.resources import CPU, MEMORY
@@ -153,7 +154,7 @@ class ClusterState:
         if kind == "ResourceClass":
             self.classes.remove(name, self.devices.values())
             return [ClusterEvent(EventKind.CLASS_CHANGED)]
-        if kind == "PodGroup" and self.gangs.podgroup_deleted(key, str(obj.get("apiVersion", "")).split("/")[0]):
+        if kind == "PodGroup" and self.gangs.podgroup_deleted(key, podgroup_api(obj)):
             return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=key)]
         if kind == "PodDisruptionBudget":
             self.pdbs.pop(key, None)
