@@ -12,8 +12,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import ssl
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,23 @@ def _config(tmp_path: Path, lease: str) -> Path:
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
+
+
+@contextlib.asynccontextmanager
+async def _running(plane: LocalControlPlane, tmp_path: Path, stem: str,
+                   nodes: int = 1) -> AsyncIterator[tuple[TesseraProcess, list[str], str]]:
+    """A ready `tessera run` process (its own Lease, named `<stem>-<random>`) on `nodes` fresh fake
+    nodes of 2 V100s; yields (process, node names, that name); stops it and removes the nodes."""
+    prefix = f"{stem}-{secrets.token_hex(3)}"
+    names = plane.add_fake_gpu_nodes(nodes, 2, "V100", prefix=prefix)
+    proc = TesseraProcess(plane.kubeconfig, _config(tmp_path, prefix), tmp_path)
+    proc.start()
+    try:
+        await proc.wait_ready()
+        yield proc, names, prefix
+    finally:
+        assert proc.terminate() == 0, proc.log()
+        plane.remove_fake_gpu_nodes(names)
 
 
 async def _metrics(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -65,16 +84,8 @@ def _managers(obj: dict[str, Any], subresource: str = "") -> set[str]:
 
 async def test_metrics_agree_with_readyz_as_soon_as_it_says_ready(clean_cluster: LocalControlPlane,
                                                                    tmp_path: Path) -> None:
-    prefix = f"obs-{secrets.token_hex(3)}"
-    nodes = clean_cluster.add_fake_gpu_nodes(2, 2, "V100", prefix=prefix)
-    proc = TesseraProcess(clean_cluster.kubeconfig, _config(tmp_path, prefix), tmp_path)
-    proc.start()
-    try:
-        await proc.wait_ready()
+    async with _running(clean_cluster, tmp_path, "obs", nodes=2) as (proc, _, _):
         metrics = await _metrics(proc.port)  # the first scrape after /readyz said 200
-    finally:
-        assert proc.terminate() == 0, proc.log()
-        clean_cluster.remove_fake_gpu_nodes(nodes)
     assert {kind: metrics[("tessera_informer_synced", (("kind", kind),))] for kind in KINDS} == dict.fromkeys(KINDS, 1)
     assert metrics[("scheduler_scheduler_cache_size", (("type", "nodes"),))] == 2
     assert metrics[("tessera_devices", (("state", "free"),))] == 4
@@ -82,12 +93,7 @@ async def test_metrics_agree_with_readyz_as_soon_as_it_says_ready(clean_cluster:
 
 async def test_writes_say_tessera_and_class_status_names_the_resource(clean_cluster: LocalControlPlane, kubectl: Kube,
                                                                       namespace: str, tmp_path: Path) -> None:
-    lease = f"obs-{secrets.token_hex(3)}"
-    nodes = clean_cluster.add_fake_gpu_nodes(1, 2, "V100", prefix=lease)
-    proc = TesseraProcess(clean_cluster.kubeconfig, _config(tmp_path, lease), tmp_path)
-    proc.start()
-    try:
-        await proc.wait_ready()
+    async with _running(clean_cluster, tmp_path, "obs") as (_, _, lease):
         await kubectl.create(CLASSES, b.resource_class("obs-default", match_labels={"model": "V100"}))
         await kubectl.create(CLASSES, b.resource_class("obs-named", match_labels={"model": "V100"},
                                                        resource_name="gpu.example.com/obs-named"))
@@ -131,9 +137,6 @@ async def test_writes_say_tessera_and_class_status_names_the_resource(clean_clus
         assert all(_managers(event) == {"tessera"} for event in events)
         lease_obj = (await kubectl.call("GET", f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{lease}")).json()
         assert _managers(lease_obj) == {"tessera"}
-    finally:
-        assert proc.terminate() == 0, proc.log()
-        clean_cluster.remove_fake_gpu_nodes(nodes)
 
 
 async def test_every_series_the_dashboard_queries_is_served(clean_cluster: LocalControlPlane, kubectl: Kube,
@@ -141,24 +144,18 @@ async def test_every_series_the_dashboard_queries_is_served(clean_cluster: Local
     """Every metric, label and label value in the dashboard's PromQL is in a live /metrics, once
     the scheduler has led and bound a pod to a GPU (histograms have series only after an
     observation, and the per-model device series only once a device is known)."""
-    prefix = f"dash-{secrets.token_hex(3)}"
-    nodes = clean_cluster.add_fake_gpu_nodes(1, 2, "V100", prefix=prefix)
-    proc = TesseraProcess(clean_cluster.kubeconfig, _config(tmp_path, prefix), tmp_path)
-    proc.start()
-    try:
-        await proc.wait_ready()
-        await kubectl.create(CLASSES, b.resource_class(prefix, match_labels={"model": "V100"}))
-        await kubectl.create_pod(namespace, b.pod("gpu", limits={f"class.tessera.dev/{prefix}": 1}))
+    async with _running(clean_cluster, tmp_path, "dash") as (proc, nodes, prefix):
+        try:
+            await kubectl.create(CLASSES, b.resource_class(prefix, match_labels={"model": "V100"}))
+            await kubectl.create_pod(namespace, b.pod("gpu", limits={f"class.tessera.dev/{prefix}": 1}))
 
-        async def bound() -> bool:
-            return (await bound_nodes(kubectl, namespace)).get("gpu") == nodes[0]
+            async def bound() -> bool:
+                return (await bound_nodes(kubectl, namespace)).get("gpu") == nodes[0]
 
-        await eventually(bound)
-        metrics = await _metrics(proc.port)
-    finally:
-        assert proc.terminate() == 0, proc.log()
-        await kubectl.call("DELETE", f"{CLASSES}/{prefix}", ok=(200, 404))
-        clean_cluster.remove_fake_gpu_nodes(nodes)
+            await eventually(bound)
+            metrics = await _metrics(proc.port)
+        finally:
+            await kubectl.call("DELETE", f"{CLASSES}/{prefix}", ok=(200, 404))
     samples: dashboard.Samples = {}
     for name, labels in metrics:
         samples.setdefault(name, []).append(dict(labels))

@@ -26,7 +26,6 @@ import pytest
 import yaml
 
 from scheduler.api.config import load_config
-from scheduler.kube.controlplane.binaries import _from_dir
 from tests.deploy_manifests import CHART, deploy_documents, find, helm_binary, helm_template, helm_template_error, key, run_helm
 
 Obj = dict[str, Any]
@@ -96,16 +95,6 @@ def test_the_config_hash_is_the_rendered_configuration(rendered: list[Obj]) -> N
     annotations = find(rendered, "Deployment", "tessera-scheduler")["spec"]["template"]["metadata"]["annotations"]
     text = _config_text(rendered)
     assert annotations[CHECKSUM] == hashlib.sha256(text.rstrip("\n").encode()).hexdigest()
-
-
-def test_helm_is_found_next_to_the_control_plane_binaries(tmp_path: Path) -> None:
-    for name in ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok", "helm"):
-        (tmp_path / name).write_text("#!/bin/sh\n")
-        (tmp_path / name).chmod(0o755)
-    found = _from_dir(tmp_path, need_all=True)
-    assert found is not None and found.helm == tmp_path / "helm"
-    (tmp_path / "helm").unlink()
-    assert _from_dir(tmp_path, need_all=True) is None  # a cache without helm is rebuilt (CI builds it)
 
 
 # --- values ------------------------------------------------------------------------------------------
