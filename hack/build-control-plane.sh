@@ -28,6 +28,10 @@ have() { [ -x "$BIN/$1" ] && "$BIN/$1" --version 2>/dev/null | grep -q "$2"; }
 components=(kube-apiserver kube-scheduler kube-controller-manager)
 missing=()
 for c in "${components[@]}"; do have "$c" "$K8S_VERSION" || missing+=("$c"); done
+# kubectl only on request (WITH_KUBECTL=1): the tests do not need it, a person trying the dev cluster may
+if [ "${WITH_KUBECTL:-0}" = 1 ] && ! { [ -x "$BIN/kubectl" ] && "$BIN/kubectl" version --client 2>/dev/null | grep -q "$K8S_VERSION"; }; then
+  missing+=(kubectl)
+fi
 
 k8s_mod_file() { go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p'; }
 
@@ -48,7 +52,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
     grep -E '=> \./staging/src/' "$upstream_mod" | awk -v v="$staging_version" '{print "\t" $1 " => " $1 " " v}'
     echo ")"
   } > go.mod
-  cat > tools.go <<'GO'
+  kubectl_import=""
+  if [[ " ${missing[*]} " == *" kubectl "* ]]; then kubectl_import='	_ "k8s.io/kubernetes/cmd/kubectl"'; fi
+  cat > tools.go <<GO
 //go:build tools
 
 package tools
@@ -57,6 +63,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+${kubectl_import}
 )
 GO
   go mod tidy >&2

@@ -242,8 +242,8 @@ class Cycle:
         for attempt in placed:
             attempt.message = summary
         self._undo(placed)
-        for attempt in attempts:
-            if id(attempt) not in undone and attempt is not first:
+        for attempt in attempts:  # every member that found no node says its gang's state
+            if id(attempt) not in undone:
                 attempt.message = f"{attempt.message} (pod group {view.key}: {len(placed)} of {view.minimum} placed)"
             attempt.rejectors = rejectors
             queue.unschedulable_failure(attempt.pod.uid, rejectors, now)

@@ -221,6 +221,7 @@ class SchedulerLoop:
         profile = pod.scheduler_name
         if attempt.node is not None:
             self.stats.scheduled += 1
+            log.debug("cycle.scheduled", pod=pod.key, node=attempt.node, attempts=attempt.attempts)
             self.hooks.on_attempt("scheduled", profile, seconds, attempt)
             if attempt.deferred:  # another pod on the node is still being handed its devices
                 log.info("binder.gate_wait", pod=pod.key, node=attempt.node)
@@ -231,6 +232,7 @@ class SchedulerLoop:
                                            attempt.annotations))
         else:
             self.stats.unschedulable += 1
+            log.debug("cycle.unschedulable", pod=pod.key, message=attempt.message, attempts=attempt.attempts)
             self.hooks.on_attempt("unschedulable", profile, seconds, attempt)
             self.events.record(_pod_ref(attempt), "Warning", "FailedScheduling", "Scheduling", attempt.message)
             self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name, UNSCHEDULABLE, attempt.message,

@@ -183,3 +183,15 @@ def test_a_deleted_extended_resource_still_counts_while_a_pod_holds_it() -> None
     run.feed(b.event("DELETED", b.pod("holder", limits={"class.tessera.dev/v100": 1})))
     assert held not in run.state.devices
     assert run.node_of("plain-2") == "n"
+
+
+def test_device_counts_show_gpus_held_by_plain_count_requests_as_allocated() -> None:
+    """A new user's trial: 12 GPUs held by `nvidia.com/gpu: 4` pods, yet the metrics said all 32
+    free. A count request takes the GPUs a node counts beyond its devices first, then its devices."""
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=4), b.node("b", gpus=5))  # b counts one GPU it has no device for
+    run.add(*[b.device(node, i) for node in ("a", "b") for i in range(4)])
+    run.add(b.pod("three", node_name="a", phase="Running", limits={"nvidia.com/gpu": 3}),
+            b.pod("two", node_name="b", phase="Running", limits={"nvidia.com/gpu": 2}))
+    assert run.scheduler.device_states() == {"free": 4, "allocated": 4, "shared": 0, "unhealthy": 0}
+    assert run.scheduler.device_states_by_model() == {("V100", "free"): 4, ("V100", "allocated"): 4}

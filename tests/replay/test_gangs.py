@@ -170,3 +170,14 @@ def test_podgroup_status_follows_its_members_from_pending_to_finished_and_back()
         run.feed(b.event("DELETED", bound[name]))
     assert _status(run) == ("Pending", 0, 0, 0, 0)  # every member gone
     assert coscheduling.group_status(run.state, "default/none") is None
+
+
+def test_every_member_without_a_node_says_its_gangs_state() -> None:
+    """A new user's trial: the member that failed first said only "4 Insufficient nvidia.com/gpu"
+    while its siblings named the gang; now each member that found no node says it."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4), b.node("n2", gpus=4))
+    run.add(*_gang("big", 3, 4))
+    messages = [run.last(f"big-{i}").message for i in range(3)]
+    own = [m for m in messages if "needs 3 members placed together" not in m]
+    assert own and all("(pod group default/big: 2 of 3 placed)" in m for m in own), messages

@@ -123,7 +123,8 @@ def test_another_namespace_moves_every_reference_to_it(helm: Path, tmp_path: Pat
 def test_values_reach_the_objects(helm: Path) -> None:
     values = {
         "image": {"repository": "registry.example.com/tessera", "tag": "9.9.9", "pullPolicy": "Always"},
-        "scheduler": {"replicas": 3, "resources": {"requests": {"cpu": "1"}}, "tolerations": [{"operator": "Exists"}]},
+        "scheduler": {"replicas": 3, "resources": {"requests": {"cpu": "1"}}, "tolerations": [{"operator": "Exists"}],
+                      "extraArgs": ["--gpu-map"]},
         "leaderElection": {"resourceName": "tessera-gpu", "leaseDuration": "60s"},
         "schedulerConfig": {"podMaxBackoffSeconds": 60},
         "agent": {"nodeSelector": {"gpu": "yes"}, "runtimeClassName": "nvidia", "backend": "fake",
@@ -136,6 +137,7 @@ def test_values_reach_the_objects(helm: Path) -> None:
     assert scheduler["image"] == agent["image"] == "registry.example.com/tessera:9.9.9"
     assert scheduler["imagePullPolicy"] == "Always"
     assert deployment["spec"]["replicas"] == 3
+    assert scheduler["args"][-1] == "--gpu-map"
     assert scheduler["resources"]["requests"] == {"cpu": "1", "memory": "256Mi"}  # values merge over defaults
     assert deployment["spec"]["template"]["spec"]["tolerations"] == [{"operator": "Exists"}]
     config = yaml.safe_load(_config_text(docs))

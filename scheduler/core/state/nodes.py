@@ -83,6 +83,15 @@ class NodeInfo:
         """Requested amount of a resource, counting devices handed out by class."""
         return self.requested.get(resource, 0) + self.busy.get(resource, 0)
 
+    def counted_on_devices(self, resource: str) -> int:
+        """How many of the node's free devices of `resource` plain count requests (`nvidia.com/gpu:
+        N`, no device named) occupy: those requests take the GPUs the node counts but describes
+        with no ExtendedResource first, the rest fall on its devices (the device plugin, not
+        Tessera, picks which; `kubectl tessera` and the metrics show it the same way)."""
+        devices = sum(1 for d in self.devices.values() if d.resource_name == resource)
+        described_only_by_count = max(0, self.device_capacity(resource) - devices) if self.node is not None else 0
+        return max(0, self.requested.get(resource, 0) - described_only_by_count)
+
     def device_capacity(self, resource: str) -> int:
         """Allocatable of a device resource, or the number of its devices if the node does not say."""
         assert self.node is not None
