@@ -33,7 +33,7 @@ from scheduler.api.config import SchedulerConfig, load_config, parse_config
 from scheduler.core import annotations as ann
 from scheduler.core.cycle import NO_NODES
 from scheduler.core.framework.attempt import Attempt
-from scheduler.core.objects import GANG_MIN_LABEL, GANG_NAME_LABEL
+from scheduler.core.objects import GANG_MIN_LABEL, GANG_NAME_LABEL, podgroup_api
 from scheduler.core.state import ClusterState, Notice
 from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
@@ -42,7 +42,7 @@ from tests.fuzz import strategies as S
 REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 NOTICE_REASONS = frozenset({"InvalidEvent", "UnknownKind", "InvalidObject", "BrokenDeviceAnnotation",
-                            "DeviceConflict", "InvalidResourceClass"})
+                            "DeviceConflict", "InvalidResourceClass", "DuplicatePodGroup"})
 MAX_CYCLES_PER_EVENT = 5_000
 
 CONFIGS: dict[str, SchedulerConfig] = {
@@ -55,6 +55,11 @@ CONFIGS: dict[str, SchedulerConfig] = {
                       "plugins": {"score": {"enabled": [{"name": "TesseraFragmentation", "weight": 2}]}},
                       "pluginConfig": [{"name": "Coscheduling", "args": {"podGroupBackoffSeconds": 3}}]}],
     }, "fuzz-fragmentation"),
+    "topology": parse_config({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "tessera", "pluginConfig": [{"name": "TopologyPlacement", "args": {
+            "levels": [{"nodeLabel": S.BLOCK_LABEL}, {"nodeLabel": S.RACK_LABEL}], "maxDomainTrials": 2}}]}],
+    }, "fuzz-topology"),
 }
 configs = st.sampled_from(sorted(CONFIGS))
 
@@ -87,7 +92,9 @@ TRACKED_ALLOCATABLE = {"cpu": 4000, "memory": 8 * 2**30, "nvidia.com/gpu": 2, "p
 
 
 def tracked_nodes() -> list[dict[str, Any]]:
-    return [b.node(name, cpu="4", memory="8Gi", gpus=2, pods=10) for name in S.TRACKED_NODES]
+    """Valid nodes in two blocks with the same rack name (rack r0 of block b0 and of b1)."""
+    return [b.node(name, cpu="4", memory="8Gi", gpus=2, pods=10, labels={S.BLOCK_LABEL: f"b{i}", S.RACK_LABEL: "r0"})
+            for i, name in enumerate(S.TRACKED_NODES)]
 
 
 @dataclass
@@ -134,8 +141,8 @@ def identity(obj: Any) -> tuple[str, ...] | None:
     name, namespace, uid = repr(meta.get("name")), repr(meta.get("namespace")), repr(meta.get("uid"))
     if kind in ("Pod", "Node"):
         return kind, name, namespace, uid
-    if kind == "PodGroup":
-        return kind, name, namespace
+    if kind == "PodGroup":  # one name in each PodGroup API is two objects
+        return kind, podgroup_api(obj), name, namespace
     return kind, name
 
 
@@ -258,6 +265,34 @@ class Harness:
             raw = attempt.annotations.get(ann.DEVICES)
             if raw is not None:
                 self._check_grants(attempt, ann.decode_devices(raw))
+        self._check_topology(attempts)
+
+    def _check_topology(self, attempts: list[Attempt]) -> None:
+        """A gang with a required topology key is placed inside one domain: on nodes that all carry
+        the key with one value and, when the key is a configured level, the same values of its
+        ancestors (rack r0 of block b0 is not rack r0 of block b1)."""
+        state = self.state
+        args = self.config.profiles[0].plugin_args.get("TopologyPlacement")
+        levels = [level.node_label for level in getattr(args, "levels", ())]
+        for attempt in attempts:
+            pod = attempt.pod
+            if attempt.node is None or pod.gang is None:
+                continue
+            topology = state.gangs.topology(pod.gang.key, pod)
+            if topology is None or not topology.required:
+                continue
+            key = topology.required
+            chain = levels[: levels.index(key) + 1] if key in levels else [key]
+            domains = set()
+            for uid in state.gangs.members.get(pod.gang.key, ()):
+                member = state.pods.get(uid)
+                node = state.node_of(uid)
+                if member is None or member.gang is None or member.gang.api != pod.gang.api or node is None:
+                    continue
+                info = state.nodes.get(node)
+                labels = info.node.meta.labels if info is not None and info.node is not None else {}
+                domains.add(tuple(labels.get(label) for label in chain))
+            assert len(domains) == 1 and None not in next(iter(domains)), (pod.gang.key, topology, domains)
 
     def _check_grants(self, attempt: Attempt, assignment: dict[str, dict[str, tuple[ann.DeviceGrant, ...]]]) -> None:
         state = self.state

@@ -82,6 +82,9 @@ NODE_UID_POOL = tuple(f"node-uid-{i}" for i in range(4))
 DEVICE_POOL = ("n0.gpu-0", "n0.gpu-1", "n1.gpu-0", "n2.gpu-0", "nx.gpu-0")
 CLASS_POOL = ("c0", "c1", "c2", "c3")
 GROUP_POOL = ("g0", "g1")
+BLOCK_LABEL, RACK_LABEL = "fuzz.tessera.dev/block", "fuzz.tessera.dev/rack"
+# topology keys a gang may name: the configured levels, a key no node has, a key that is not a level
+TOPOLOGY_KEYS = (RACK_LABEL, BLOCK_LABEL, "fuzz.tessera.dev/absent", "kubernetes.io/hostname")
 GOOD_TAINT_KEY = "fuzz.example.com/good"
 
 RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage", "nvidia.com/gpu", "example.com/fpga", "hugepages-2Mi",
@@ -433,13 +436,31 @@ def resource_classes(draw: st.DrawFn) -> Obj:
     return draw(maybe_damaged(obj))
 
 
+topology_annotations = st.fixed_dictionaries({}, optional={
+    "tessera.dev/topology-required": field(st.sampled_from(TOPOLOGY_KEYS)),
+    "tessera.dev/topology-preferred": field(st.sampled_from(TOPOLOGY_KEYS)),
+})
+
+
 @st.composite
 def podgroups(draw: st.DrawFn) -> Obj:
-    spec = build(minMember=draw(field(st.sampled_from((1, 2, 3, 0, -1, 10**12, "2", 2.5, True, None)))),
-                 scheduleTimeoutSeconds=draw(st.just(MISSING) | field(st.integers(-5, 100))))
-    meta = build(name=draw(odd_names(GROUP_POOL)), namespace=draw(field(st.sampled_from(NS_POOL))))
-    obj = build(apiVersion="scheduling.x-k8s.io/v1alpha1", kind="PodGroup",
-                metadata=draw(field(st.just(meta), missing=False)), spec=draw(field(st.just(spec))))
+    """A scheduler-plugins PodGroup or an upstream Workload API one, either with topology."""
+    meta = build(name=draw(odd_names(GROUP_POOL)), namespace=draw(field(st.sampled_from(NS_POOL))),
+                 annotations=draw(st.just(MISSING) | field(topology_annotations)))
+    if draw(st.booleans()):
+        spec = build(minMember=draw(field(st.sampled_from((1, 2, 3, 0, -1, 10**12, "2", 2.5, True, None)))),
+                     scheduleTimeoutSeconds=draw(st.just(MISSING) | field(st.integers(-5, 100))))
+        obj = build(apiVersion="scheduling.x-k8s.io/v1alpha1", kind="PodGroup",
+                    metadata=draw(field(st.just(meta), missing=False)), spec=draw(field(st.just(spec))))
+    else:
+        gang = build(minCount=draw(field(st.sampled_from((1, 2, 3, 0, -1, "2", None)))))
+        policy = draw(st.sampled_from(({"gang": gang}, {"basic": {}}, {})))
+        constraints = build(topology=draw(field(st.lists(
+            st.builds(build, key=field(st.sampled_from(TOPOLOGY_KEYS))), max_size=2))))
+        spec = build(schedulingPolicy=draw(field(st.just(policy))),
+                     schedulingConstraints=draw(st.just(MISSING) | field(st.just(constraints))))
+        obj = build(apiVersion="scheduling.k8s.io/v1alpha2", kind="PodGroup",
+                    metadata=draw(field(st.just(meta), missing=False)), spec=draw(field(st.just(spec))))
     return draw(maybe_damaged(obj))
 
 

@@ -224,15 +224,18 @@ _gang_pod_labels = st.fixed_dictionaries({
 def _gang_members(draw: st.DrawFn) -> list[dict[str, Any]]:
     out = []
     for i in range(draw(st.integers(1, 5))):
-        form = draw(st.sampled_from(("labels", "podgroup", "both")))
+        form = draw(st.sampled_from(("labels", "podgroup", "both", "workload")))
         labels: dict[str, str] = {}
         if form in ("labels", "both"):
             labels.update(draw(_gang_pod_labels))  # min-available may differ per member
         if form in ("podgroup", "both"):
             labels["scheduling.x-k8s.io/pod-group"] = draw(st.sampled_from(S.GROUP_POOL))
+        extra = {"schedulingGroup": {"podGroupName": draw(st.sampled_from(S.GROUP_POOL))}} if form == "workload" else None
         pod = b.pod(f"m{i}", namespace=draw(st.sampled_from(S.NS_POOL)), labels=labels,
+                    annotations=draw(S.topology_annotations),  # the label form's topology (first member)
                     requests={"cpu": draw(st.sampled_from(("1", "2", "3500m")))},
-                    limits={"nvidia.com/gpu": draw(st.integers(0, 2))} if draw(st.booleans()) else None)
+                    limits={"nvidia.com/gpu": draw(st.integers(0, 2))} if draw(st.booleans()) else None,
+                    spec_extra=extra)
         out.append(pod)
     return out
 
@@ -243,8 +246,9 @@ def _gang_members(draw: st.DrawFn) -> list[dict[str, Any]]:
        others=st.lists(S.pods(), max_size=3), types=_types)
 def test_odd_podgroups_and_gangs(config: str, groups: list[Any], members: list[Any], others: list[Any],
                                  types: list[str]) -> None:
-    """minMember 0/-1/huge/non-int, label and PodGroup forms mixed, min-available differing per member:
-    no crash; every gang is placed all-or-nothing (checked per attempt by the harness) and every
+    """minMember 0/-1/huge/non-int, label, PodGroup and Workload API forms mixed (one name in both
+    APIs, topology constraints on levels, absent keys and keys that are not levels, under a
+    topology configuration too), min-available differing per member: no crash; every gang is placed all-or-nothing (checked per attempt by the harness) and every
     waiting member has a message."""
     tried()
     h = Harness(CONFIGS[config])
