@@ -245,3 +245,15 @@ def test_a_preferred_rack_inside_a_required_key_that_is_not_a_level() -> None:
     assert chains == [(BLOCK, RACK, "example.com/zone"), (BLOCK, "example.com/zone"), ("example.com/zone",)]
     unconfigured = [chain for chain, _ in plugin._climb(GangTopology(required=RACK, preferred="example.com/nvl"))]
     assert unconfigured == [(BLOCK, RACK, "example.com/nvl"), (BLOCK, RACK)]
+
+
+def test_largest_counts_members_per_node_not_free_gpus_summed() -> None:
+    """A new user's trial: rack r1 with 7 free GPUs on one node and 2 on another said "largest: 2"
+    for 4-GPU members, where only one fits (a node's free GPUs cannot be pooled)."""
+    run = Run(topology_config())
+    run.add(b.node("r1-a", gpus=8, labels={BLOCK: "a", RACK: "r1"}), b.node("r1-b", gpus=2, labels={BLOCK: "a", RACK: "r1"}))
+    run.add(b.pod("filler", node_name="r1-a", phase="Running", limits={"nvidia.com/gpu": 1}))
+    labels = b.gang_labels("g", 5)
+    ann = {"tessera.dev/topology-required": RACK}
+    run.add(*[b.pod(f"g-{i}", labels=labels, annotations=ann, limits={"nvidia.com/gpu": 4}) for i in range(5)])
+    assert "no rack has room for 5 pods of gang default/g (largest: 1)." in run.last("g-0").message

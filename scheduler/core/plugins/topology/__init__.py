@@ -102,6 +102,7 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
         # the k smallest requests of each resource, summed: no k members can need less, so a domain
         # is refused only when no `needed` of them can fit (a necessary condition, never too strict)
         smallest = np.cumsum(np.sort(demand, axis=0), axis=0) if demand.shape[1] else demand
+        slots = _slots(table, free, demand, len(members))
         bound_rows = [row for pod in view.bound
                       if (node := self.handle.state.node_of(pod.uid)) is not None
                       and (row := self.handle.state.node_position(node)) is not None]
@@ -119,7 +120,7 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
                         return PlacementPlan((PlacementTier(word, ()),), True, spread)
                     continue  # the bound members are not together at this level: climb
                 codes = np.array(sorted(pinned), np.int64)
-            tiers.append(self._tier(table, level, word, codes, smallest, needed))
+            tiers.append(self._tier(table, level, word, codes, smallest, slots, needed))
         if not topology.required:
             tiers.append(PlacementTier("", None))
         return PlacementPlan(tuple(tiers), bool(topology.required))
@@ -153,10 +154,13 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
         return self.words.get(key) or level_name(key)
 
     def _tier(self, table: NodeTable, level: LevelView, word: str, codes: np.ndarray,
-              smallest: np.ndarray, needed: int) -> PlacementTier:
+              smallest: np.ndarray, slots: Ints, needed: int) -> PlacementTier:
         """The level's domains that may hold `needed` members by free capacity, tightest first."""
         free = level.free[codes]
         fits = (smallest[None, :, :] <= free[:, None, :] + 1e-9).all(axis=2).sum(axis=1)
+        inside = level.codes >= 0  # and no more than the members each node can take, summed
+        per_domain = np.bincount(level.codes[inside], weights=slots[inside], minlength=len(level.paths))
+        fits = np.minimum(fits, per_domain[codes].astype(np.int64))
         short = fits < needed
         holds = int(fits[short].max()) if short.any() else 0
         eligible = np.flatnonzero(~short)
@@ -169,6 +173,17 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
             nodes = frozenset(table.infos[row].name for row in np.flatnonzero(mask).tolist())
             domains.append(Domain(word, level.paths[code], nodes, mask))
         return PlacementTier(word, tuple(domains), holds)
+
+
+def _slots(table: NodeTable, free: list[Ints], demand: np.ndarray, members: int) -> Ints:
+    """Per node row, the most members it can take: its free amount of each resource over the
+    smallest member's request of it (a node's free GPUs cannot be pooled with another's)."""
+    slots = np.full(table.size, members, np.int64)
+    if demand.shape[1]:
+        for column, need in zip(free, demand.min(axis=0).tolist()):
+            if need > 0:
+                slots = np.minimum(slots, np.maximum(column[: table.size], 0) // int(need))
+    return slots
 
 
 def _demand(table: NodeTable, members: Sequence[PodContext]) -> tuple[list[Ints], np.ndarray]:
