@@ -8,6 +8,8 @@ message naming the problem and the class gets a `Valid=False` condition.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -209,6 +211,7 @@ class ClassRegistry:
         self.by_resource: dict[str, ResourceClass] = {}
         self.clash: dict[str, str] = {}  # class name -> message for classes that lost a name clash
         self.device_classes: dict[str, frozenset[str]] = {}  # device name -> matching class names
+        self.matching: Counter[str] = Counter()  # class name -> devices it matches (any health)
         self.generation = 0  # moves on any class or device change
         self.epoch = 0  # moves only when the set of classes (or their specs) changes
         self._slices = _SliceCapacity()
@@ -241,12 +244,14 @@ class ClassRegistry:
 
     def device_changed(self, device: Device) -> None:
         matching = frozenset(cls.name for cls in self.by_resource.values() if cls.matches(device))
+        self.matching.subtract(self.device_classes.get(device.name, ()))
+        self.matching.update(matching)
         self.device_classes[device.name] = matching
         self._slices.device_changed(device, matching)
         self.generation += 1
 
     def device_removed(self, name: str) -> None:
-        self.device_classes.pop(name, None)
+        self.matching.subtract(self.device_classes.pop(name, ()))
         self._slices.device_removed(name)
         self.generation += 1
 
@@ -263,6 +268,7 @@ class ClassRegistry:
                 continue
             self.by_resource[cls.resource_name] = cls
         self.device_classes = {}
+        self.matching = Counter()
         self._slices = _SliceCapacity(cls for cls in self.by_resource.values() if cls.sharing is not None)
         for device in devices:
             self.device_changed(device)

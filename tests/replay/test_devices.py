@@ -195,3 +195,15 @@ def test_device_counts_show_gpus_held_by_plain_count_requests_as_allocated() -> 
             b.pod("two", node_name="b", phase="Running", limits={"nvidia.com/gpu": 2}))
     assert run.scheduler.device_states() == {"free": 4, "allocated": 4, "shared": 0, "unhealthy": 0}
     assert run.scheduler.device_states_by_model() == {("V100", "free"): 4, ("V100", "allocated"): 4}
+
+
+def test_a_class_that_matches_no_device_says_so_and_is_retried_when_one_appears() -> None:
+    """A new user's trial: a class for A100s on a V100-only cluster read "4 Insufficient
+    class.tessera.dev/a100-80g", as if the A100s were busy."""
+    run = Run(config(BINPACK))
+    _cluster(run)
+    run.add(b.resource_class("a100-80g", match_labels={"model": "A100"}))
+    run.add(b.pod("wants-a100", limits={"class.tessera.dev/a100-80g": 1}))
+    assert run.last("wants-a100").message == "0/2 nodes are available: ResourceClass a100-80g matches no device in the cluster."
+    run.add(b.node("c", gpus=1), b.device("c", 0, model="A100", memory="80Gi"))
+    assert run.node_of("wants-a100") == "c"

@@ -92,6 +92,9 @@ def prepare(pod: Pod, classes: ClassRegistry) -> PodContext:
             else:
                 error = f'no ResourceClass provides "{name}"'
             break
+        if classes.matching[cls.name] <= 0:  # not "Insufficient": no node could ever have one
+            error = f"ResourceClass {cls.name} matches no device in the cluster"
+            break
         for container in pod.containers:
             count = container.requests.get(name, 0)
             if count:
