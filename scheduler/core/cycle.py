@@ -216,9 +216,15 @@ class Cycle:
             queue.take(member.uid)
         holds = {m.uid: held for m in members if (held := engine.state.release_hold(m.uid)) is not None}
         plan = None
+        refused: list[Attempt] | None = None
         if view.topology is not None and runtime.placement is not None:
-            plan = runtime.placement.placements(view, [prepare(m, engine.state.classes) for m in members])
-        if plan is None:
+            contexts = [prepare(m, engine.state.classes) for m in members]
+            refused = self._refused_before_nodes(members, contexts)
+            if refused is None:  # no domain helps a pod its PreFilter refuses: no plan for it
+                plan = runtime.placement.placements(view, contexts)
+        if refused is not None:
+            attempts = refused
+        elif plan is None:
             attempts = self._transaction(members, holds, None, now)
         else:
             attempts = self._place_in_domains(view, plan, members, holds, runtime, now)
@@ -283,6 +289,17 @@ class Cycle:
                 attempt.annotations = {}
         self._give_back_displaced({})
 
+    def _refused_before_nodes(self, members: list[Pod], contexts: list[PodContext]) -> list[Attempt] | None:
+        """A member its PreFilter refuses (an unknown class...) fails the whole gang with that
+        reason, as the ordinary transaction would say it; None when every member passes."""
+        for member, ctx in zip(members, contexts):
+            refused = self.engine.profiles[member.scheduler_name].pre_filter(ctx)
+            if refused is not None:
+                plugin, reasons = refused
+                message = f"0/{len(self.engine.state.node_order)} nodes are available: {reasons[0]}."
+                return [Attempt(m, None, message=message, rejectors=frozenset({plugin})) for m in members]
+        return None
+
     def _place_in_domains(self, view: GangView, plan: PlacementPlan, members: list[Pod], holds: dict[str, Hold],
                           runtime: ProfileRuntime, now: float) -> list[Attempt]:
         """Try the gang in the plan's domains, tier by tier: keep the first domain where every
@@ -290,14 +307,7 @@ class Cycle:
         When nothing fits anywhere allowed, every member gets the plan's reason with the first
         failure of the domain that came closest, and the rejectors of every trial (so the events
         that may help — a class, a device, a node — bring the gang back)."""
-        state = self.engine.state
-        num_nodes = len(state.node_order)
-        for member in members:  # no domain helps a pod its PreFilter refuses: say that, as usual
-            refused = self.engine.profiles[member.scheduler_name].pre_filter(prepare(member, state.classes))
-            if refused is not None:
-                plugin, reasons = refused
-                return [Attempt(m, None, message=f"0/{num_nodes} nodes are available: {reasons[0]}.",
-                                rejectors=frozenset({plugin})) for m in members]
+        num_nodes = len(self.engine.state.node_order)
         needed = max(1, view.minimum - len(view.bound))
         largest = 0
         closest: tuple[int, Domain, Attempt] | None = None  # the trial that placed the most: its first failure
