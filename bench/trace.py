@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.pool import run_pool
+from bench.trace_metrics import summarize
 from bench.trace_policies import BY_NAME, POLICIES, config_for, duplicates, select
 from bench.trace_report import SUITE_REFERENCE, REFERENCE, markdown_table, plot, policy_results, suite_plot, suite_table
 from bench.trace_run import RunResult, run_offline, run_once
+from bench.trace_slices import slice_reference
 from bench.trace_workload import (TraceError, TraceNode, TracePod, arrival_sequence, offline_order, read_nodes, read_pods,
                                   subsample)
 
@@ -186,14 +188,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.suite:
         by_trace = {trace: policy_results([r for r in results if r.trace == trace], [p.name for p in policies])
                     for trace in pods}
-        document: dict[str, Any] = {"suite": args.suite, "traces": by_trace, "reference": SUITE_REFERENCE,
+        slices = {trace: slice_summaries(rows, total_gpus, seeds, args.inflate) for trace, rows in pods.items()}
+        document: dict[str, Any] = {"suite": args.suite, "traces": by_trace, "slice_reference": slices,
+                                    "reference": SUITE_REFERENCE,
                                     "workload": {**workload, "pods_csv": {t: str(p) for t, p in traces.items()}},
                                     "run": run}
         (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
         figure = out / "suite.png"
-        suite_plot(by_trace, figure, f"{args.suite} suite on {len(nodes)} nodes / {total_gpus} GPUs, "
+        suite_plot(by_trace, slices, figure, f"{args.suite} suite on {len(nodes)} nodes / {total_gpus} GPUs, "
                                       f"{len(seeds)} seed(s)")
-        print(suite_table(by_trace))
+        print(suite_table(by_trace, slices))
     else:
         (name, pods_path), = traces.items()
         by_policy = policy_results(results, [p.name for p in policies])
@@ -215,6 +219,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\nbench.trace: {len(results)} runs in {wall:.0f} s; wrote {out / 'results.json'} and {figure}",
           file=sys.stderr)
     return 0
+
+
+def slice_summaries(pods: Sequence[TracePod], total_gpus: int, seeds: Sequence[int],
+                    inflate: float) -> dict[str, dict[str, float | None]]:
+    """The slice-packing reference (`bench/trace_slices.py`) of one trace, median (min–max) over
+    the same arrival orders the policies ran."""
+    per_seed = [slice_reference(arrival_sequence(pods, total_gpus, seed, inflate), total_gpus) for seed in seeds]
+    return {key: summarize(row[key] for row in per_seed) for key in per_seed[0]} if per_seed else {}
 
 
 def _trace_name(pods: Path | None) -> str:

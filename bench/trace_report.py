@@ -142,25 +142,35 @@ SUITE_REFERENCE: dict[str, dict[str, float]] = {
 }
 
 
-def suite_table(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
-    """One row per trace and policy: our median (min–max) beside the published FGD and BestFit."""
-    lines = ["| trace | policy | unallocated GPU % at 100 % arrived | FGD (paper) | BestFit (paper) | vs FGD |",
-             "| --- | --- | ---: | ---: | ---: | ---: |"]
+SLICE_COLUMNS = {"online_best_fit": "slices alone: online best fit",
+                 "offline_best_fit_decreasing": "slices alone: offline BFD"}
+
+
+def suite_table(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                slices: Mapping[str, Mapping[str, Mapping[str, float | None]]]) -> str:
+    """One row per trace and policy: our median (min–max) beside the published FGD and BestFit,
+    and the trace's slice-packing reference (`bench/trace_slices.py`)."""
+    lines = ["| trace | policy | unallocated GPU % at 100 % arrived | FGD (paper) | BestFit (paper) | vs FGD | "
+             + " | ".join(SLICE_COLUMNS.values()) + " |",
+             "| --- | --- | ---: | ---: | ---: | ---: |" + " ---: |" * len(SLICE_COLUMNS)]
     for trace, policies in by_trace.items():
         reference = SUITE_REFERENCE.get(trace, {})
         fgd, best_fit = reference.get("FGD"), reference.get("BestFit")
+        packing = slices.get(trace, {})
+        slice_cells = " | ".join(_cell(packing[key], 2) if key in packing else "–" for key in SLICE_COLUMNS)
         for name, entry in policies.items():
             summary = entry["unallocated_gpu_pct_at_100"]
             median = summary["median"]
             delta = f"{median - fgd:+.2f}" if median is not None and fgd is not None else "–"
             lines.append(f"| {trace} | {name} | {_cell(summary, 2)} | {'–' if fgd is None else f'{fgd:.2f}'} | "
-                         f"{'–' if best_fit is None else f'{best_fit:.2f}'} | {delta} |")
+                         f"{'–' if best_fit is None else f'{best_fit:.2f}'} | {delta} | {slice_cells} |")
     return "\n".join(lines)
 
 
-def suite_plot(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]], path: Path, title: str) -> None:
+def suite_plot(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]],
+               slices: Mapping[str, Mapping[str, Mapping[str, float | None]]], path: Path, title: str) -> None:
     """Unallocated GPU % per trace: one bar per policy (median, min–max whiskers), the paper's
-    FGD and BestFit as markers."""
+    FGD and BestFit and the slice-packing references as markers."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -187,6 +197,12 @@ def suite_plot(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]], path: Pa
         if points:
             ax.scatter([p[0] for p in points], [p[1] for p in points], marker=marker, s=300 if marker == "_" else 40,
                        color=color, zorder=3, label=f"{key} (paper)")
+    for marker, key, color in (("v", "online_best_fit", "C3"), ("^", "offline_best_fit_decreasing", "C2")):
+        marks = {t: slices.get(trace, {}).get(key, {}).get("median") for t, trace in enumerate(traces)}
+        shown = {t: median for t, median in marks.items() if median is not None}
+        if shown:
+            ax.scatter(list(shown), list(shown.values()), marker=marker, s=40, color=color, zorder=3,
+                       label=SLICE_COLUMNS[key])
     ax.set_xticks(range(len(traces)))
     ax.set_xticklabels(traces, rotation=45, ha="right")
     ax.set_ylabel("unallocated GPU % at 100 % arrived")

@@ -283,6 +283,13 @@ def offline_order(sequence: Sequence[TracePod], total_gpus: int) -> list[TracePo
     last), each to the best-fitting node. What it leaves unallocated bounds how much an online
     policy, which must place each pod as it comes, could still gain.
     """
+    return sorted(arrived_prefix(sequence, total_gpus),
+                  key=lambda p: (-p.total_gpu_milli, -p.num_gpu, -p.cpu_milli, -p.memory_mib, p.name))
+
+
+def arrived_prefix(sequence: Sequence[TracePod], total_gpus: int) -> list[TracePod]:
+    """The pods that have arrived when their GPU demand first reaches 100 % of the cluster's
+    GPU capacity: the population the headline metric is measured on."""
     target = total_gpus * MILLI
     arrived = 0
     prefix: list[TracePod] = []
@@ -291,5 +298,5 @@ def offline_order(sequence: Sequence[TracePod], total_gpus: int) -> list[TracePo
             break
         prefix.append(pod)
         arrived += pod.total_gpu_milli
-    return sorted(prefix, key=lambda p: (-p.total_gpu_milli, -p.num_gpu, -p.cpu_milli, -p.memory_mib, p.name))
+    return prefix
 

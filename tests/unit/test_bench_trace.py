@@ -333,3 +333,61 @@ def _offline_policy() -> Policy:
     policy = BY_NAME["offline"]
     assert policy.offline and not policy.default
     return policy
+
+
+# --- the slice-packing reference -------------------------------------------------------------
+
+
+def test_best_fit_packs_each_slice_onto_the_fullest_device_that_holds_it() -> None:
+    from bench.trace_slices import best_fit_waste
+
+    # online: 320 opens a device (680 left), 470 joins it (210), 650 and 530 open their own
+    assert best_fit_waste([320, 470, 650, 530]) == 210 + 350 + 470
+    # decreasing: 650 (350 left), 530 (470), 470 fills the 470 exactly, 320 joins the 650 (30)
+    assert best_fit_waste([650, 530, 470, 320]) == 30
+    assert best_fit_waste([810, 160, 810]) == 30 + 190  # the 160 only helps one 810
+    assert best_fit_waste([]) == 0
+    with pytest.raises(ValueError, match="does not fit"):
+        best_fit_waste([1200])
+
+
+def test_slice_reference_counts_only_the_shared_pods_that_arrived_by_100_percent() -> None:
+    from bench.trace_slices import slice_reference
+
+    sequence = [pod("s1", gpu_milli=810), pod("whole", num_gpu=1), pod("s2", gpu_milli=650),
+                pod("s3", gpu_milli=320), pod("whole-2", num_gpu=1), pod("late", gpu_milli=500)]
+    reference = slice_reference(sequence, total_gpus=3)  # demand reaches 3,000 with whole-2: late is not counted
+    # 810 (190 left), 650 (350), 320 joins the 650 (30): 220 of 3,000 milli
+    assert reference["online_best_fit"] == pytest.approx(100 * 220 / 3000)
+    assert reference["offline_best_fit_decreasing"] == pytest.approx(100 * 220 / 3000)
+    assert slice_reference([pod("s", gpu_milli=320), pod("t", gpu_milli=650)], total_gpus=1) == {
+        "online_best_fit": pytest.approx(3.0), "offline_best_fit_decreasing": pytest.approx(3.0)}
+
+
+def test_the_suite_reports_the_slice_reference_per_trace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path / trace.NODES_CSV, NODE_HEADER + "".join(f"node-{i},32000,131072,4,G2\n" for i in range(2)))
+    rows = "".join(f"pod-{i:03d},1000,2048,1,{(320, 470, 650)[i % 3]},,LS,Running,0,1,0\n" for i in range(30))
+    write(tmp_path / trace.PODS_CSV, POD_HEADER + rows)
+    (tmp_path / "variants").mkdir()
+    write(tmp_path / "variants" / "openb_pod_list_gpushare40.csv", POD_HEADER + rows)
+    monkeypatch.setenv(trace.TRACE_DIR_ENV, str(tmp_path))
+    out = tmp_path / "out"
+    assert trace.main(["--suite", "variants", "--policies", "first-fit", "--seeds", "1,2", "--jobs", "1",
+                       "--out", str(out)]) == 0
+    document = json.loads((out / "results.json").read_text())
+    total_gpus = 8
+    expected = [slice_reference_of(read_pods(tmp_path / trace.PODS_CSV), total_gpus, seed) for seed in (1, 2)]
+    reference = document["slice_reference"]["gpushare40"]
+    assert reference["online_best_fit"]["min"] == pytest.approx(min(e["online_best_fit"] for e in expected))
+    assert reference["offline_best_fit_decreasing"]["max"] == pytest.approx(
+        max(e["offline_best_fit_decreasing"] for e in expected))
+    table = capsys.readouterr().out
+    assert "slices alone: online best fit | slices alone: offline BFD |" in table
+    assert table.count("| gpushare40 | first-fit |") == 1
+
+
+def slice_reference_of(pods: list[TracePod], total_gpus: int, seed: int) -> dict[str, float]:
+    from bench.trace_slices import slice_reference
+
+    return slice_reference(arrival_sequence(pods, total_gpus, seed), total_gpus)
