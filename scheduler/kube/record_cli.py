@@ -29,14 +29,40 @@ import structlog
 
 from scheduler.kube.concurrency import stop_on_signal
 from scheduler.kube.http import ConnectError, KubeHttp, check_apiserver, connect, rejected
-from scheduler.kube.informers import ALL_KINDS, InformerSet, ResourceKind
+from scheduler.kube.informers import SCHEDULER_KINDS, InformerSet, ResourceKind
 from scheduler.sim.snapshot import replay_rank
 
 __all__ = ["add_parser", "run"]
 
 PROGRESS_EVERY = 5.0
-_BY_NAME = {name: kind for kind in ALL_KINDS
-            for name in (kind.kind.lower(), kind.path.rsplit("/", 1)[-1])}  # "pod" and "pods"
+
+
+def _names(kind: ResourceKind) -> tuple[str, ...]:
+    """What --kinds accepts for a kind, as kubectl does: "pod", "pods", and for a named API group
+    "podgroups.scheduling.x-k8s.io" too (the short names select every API that has the kind)."""
+    plural = kind.path.rsplit("/", 1)[-1]
+    group = kind.api_version.rpartition("/")[0]
+    return (kind.kind.lower(), plural) + ((f"{plural}.{group}", f"{kind.kind.lower()}.{group}") if group else ())
+
+
+def _kinds_by_name() -> dict[str, tuple[ResourceKind, ...]]:
+    by_name: dict[str, tuple[ResourceKind, ...]] = {}
+    for kind in SCHEDULER_KINDS:
+        for name in _names(kind):
+            by_name[name] = (*by_name.get(name, ()), kind)
+    return by_name
+
+
+_BY_NAME = _kinds_by_name()
+# The same kind in two API groups (the two PodGroup APIs): told apart by apiVersion's group.
+_LABELS = {(kind.api_version, kind.kind): kind.label for kind in SCHEDULER_KINDS}
+
+
+def kind_label(obj: dict[str, Any]) -> str:
+    """The recorded kind an object belongs to (`ResourceKind.label`): its kind, qualified by
+    the API group where two APIs share it."""
+    kind = str(obj.get("kind"))
+    return _LABELS.get((str(obj.get("apiVersion")), kind), kind)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -55,20 +81,22 @@ def add_parser(subparsers: Any) -> None:
                         help="stop after this many seconds (default: until interrupted)")
     parser.add_argument("--kinds", nargs="+", default=None, metavar="KIND",
                         help="what to record: any of nodes, pods, extendedresources, resourceclasses, "
-                             "podgroups (space or comma separated; default: all)")
+                             "podgroups (both APIs; podgroups.scheduling.x-k8s.io or podgroups.scheduling.k8s.io "
+                             "for one), poddisruptionbudgets, priorityclasses (space or comma separated; "
+                             "default: all, as the scheduler watches them)")
     parser.set_defaults(func=run)
 
 
 def _parse_kinds(values: list[str] | None) -> tuple[ResourceKind, ...]:
     if not values:
-        return ALL_KINDS
+        return SCHEDULER_KINDS
     names = [name.strip().lower() for value in values for name in value.split(",") if name.strip()]
     unknown = [name for name in names if name not in _BY_NAME]
     if unknown:
-        raise ValueError(f"unknown kind(s) {', '.join(unknown)}; choose from "
-                         f"{', '.join(kind.path.rsplit('/', 1)[-1] for kind in ALL_KINDS)}")
-    chosen = {_BY_NAME[name] for name in names}
-    return tuple(kind for kind in ALL_KINDS if kind in chosen)
+        known = dict.fromkeys(kind.path.rsplit("/", 1)[-1] for kind in SCHEDULER_KINDS)
+        raise ValueError(f"unknown kind(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+    chosen = {kind for name in names for kind in _BY_NAME[name]}
+    return tuple(kind for kind in SCHEDULER_KINDS if kind in chosen)
 
 
 def _say(message: str) -> None:
@@ -102,7 +130,7 @@ class _Writer:
         self._held: list[bytes] = []
 
     def __call__(self, event_type: str, obj: dict[str, Any]) -> None:
-        kind = str(obj.get("kind"))
+        kind = kind_label(obj)
         self.counts[kind] += 1
         line = orjson.dumps({"type": event_type, "object": obj}) + b"\n"
         if self._snapshot is None:
@@ -168,7 +196,7 @@ async def _record_into(http: KubeHttp, kinds: tuple[ResourceKind, ...], out: IO[
     listed: dict[str, anyio.Event] = {}
     writer = _Writer(out, lambda kind: kind in listed and listed[kind].is_set())
     informers = InformerSet(http, writer, kinds)
-    listed.update((informer.kind.kind, informer.synced) for informer in informers.informers)
+    listed.update((informer.kind.label, informer.synced) for informer in informers.informers)
     stop = anyio.Event()
     started = time.monotonic()
 
@@ -180,14 +208,14 @@ async def _record_into(http: KubeHttp, kinds: tuple[ResourceKind, ...], out: IO[
     async def progress() -> None:
         while True:
             await anyio.sleep(PROGRESS_EVERY)
-            waiting = [i.kind.kind for i in informers.informers if not i.synced.is_set()]
+            waiting = [i.kind.label for i in informers.informers if not i.synced.is_set()]
             note = f"; waiting for the initial list of {', '.join(waiting)}" if waiting else ""
             _say(f"{time.monotonic() - started:.0f} s: {writer.summary()}{note}")
 
     try:
         async with anyio.create_task_group() as group:
             await group.start(stop_on_signal, stop.set, name="signals")
-            _say(f"recording {', '.join(kind.kind for kind in kinds)} from {http.api.configuration.host} "
+            _say(f"recording {', '.join(kind.label for kind in kinds)} from {http.api.configuration.host} "
                  f"to {args.output}" + (f" for {args.duration:g} s" if args.duration else " until interrupted"))
             group.start_soon(informers.run, name="informers")
             group.start_soon(release_when_synced, name="release")

@@ -79,6 +79,12 @@ async def test_record_then_simulate(control_plane: LocalControlPlane, namespace:
         nodes = await asyncio.to_thread(control_plane.add_fake_gpu_nodes, 1, 2, "V100", prefix=f"{prefix}-a")
         try:
             assert (await http.request("POST", pods_path, body=gpu_pod("before"))).status == 201
+            # upstream's Workload API PodGroup (served by the test control plane): recorded as its
+            # own kind next to scheduler-plugins' PodGroup
+            group = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "wl"},
+                     "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}}}
+            groups_path = f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups"
+            assert (await http.request("POST", groups_path, body=group)).status == 201
             out = tmp_path / "events.jsonl"
             proc = await start_record("--kubeconfig", str(control_plane.kubeconfig), "-o", str(out),
                                       "--duration", "12")
@@ -97,6 +103,9 @@ async def test_record_then_simulate(control_plane: LocalControlPlane, namespace:
     added = {(e["object"]["kind"], e["object"]["metadata"]["name"]) for e in events if e["type"] == "ADDED"}
     assert {("Node", node) for node in nodes} <= added
     assert {("Pod", "before"), ("Pod", "after")} <= added
+    assert any(e["object"]["apiVersion"] == "scheduling.k8s.io/v1alpha2" and e["object"]["metadata"]["name"] == "wl"
+               for e in events)
+    assert "PodGroup.scheduling.k8s.io" in "".join(stderr)  # named in the progress lines
     assert sum(1 for kind, name in added if kind == "ExtendedResource" and name.startswith(prefix)) == 4
     # the initial snapshot lists nodes before pods
     kinds = [e["object"]["kind"] for e in events]

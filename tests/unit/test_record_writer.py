@@ -10,6 +10,7 @@ import io
 from typing import Any
 
 import orjson
+import pytest
 
 from scheduler.kube.record_cli import _Writer
 from scheduler.sim import builders as b
@@ -66,3 +67,40 @@ def test_recording_of_a_full_cluster_replays_to_the_same_placements() -> None:
         assert all(run.node_of(f"bound-{node}-{i}") == node for i in range(4))
     assert run.node_of("aa-pending") is None and run.node_of("zz-pending") is None
     assert "Insufficient nvidia.com/gpu" in run.last("aa-pending").message
+
+
+# --- both PodGroup APIs (issue 15's follow-up: upstream PodGroups were not recorded) -----------
+
+
+def test_kinds_name_both_podgroup_apis_or_one_by_its_group() -> None:
+    from scheduler.kube.informers import POD_GROUPS, SCHEDULER_KINDS, WORKLOAD_POD_GROUPS
+    from scheduler.kube.record_cli import _parse_kinds
+
+    assert _parse_kinds(None) == SCHEDULER_KINDS  # what the scheduler watches, upstream PodGroups too
+    assert _parse_kinds(["podgroups"]) == (POD_GROUPS, WORKLOAD_POD_GROUPS)
+    assert _parse_kinds(["podgroups.scheduling.k8s.io"]) == (WORKLOAD_POD_GROUPS,)
+    assert _parse_kinds(["pods,PodGroup.scheduling.x-k8s.io"])[1:] == (POD_GROUPS,)
+    with pytest.raises(ValueError, match="unknown kind\\(s\\) gangs; choose from nodes, pods"):
+        _parse_kinds(["gangs"])
+
+
+def test_an_upstream_podgroup_is_its_own_kind_until_its_list_is_in_and_replays_as_a_gang() -> None:
+    """The two PodGroup APIs share the kind name: an upstream PodGroup listed while only the
+    scheduler-plugins list is in belongs to the snapshot (before the pods), not to the held watch
+    events after them — else its gang's pods replay before their group exists."""
+    out = io.BytesIO()
+    writer = _Writer(out, lambda kind: kind == "PodGroup")  # only the scheduler-plugins list is in
+    pods = [b.pod(f"wl-{i}", limits={"nvidia.com/gpu": 2}, spec_extra={"schedulingGroup": {"podGroupName": "wl"}})
+            for i in range(2)]
+    writer("ADDED", b.node("n1", gpus=4))
+    for pod in pods:
+        writer("ADDED", pod)
+    writer("ADDED", b.workload_podgroup("wl", 2))
+    writer.release()
+    events = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    kinds = [e["object"]["kind"] for e in events]
+    assert kinds.index("PodGroup") < kinds.index("Pod")
+    assert "PodGroup.scheduling.k8s.io 1" in writer.summary()
+    run = Run(config())
+    run.feed(*events)
+    assert {run.node_of("wl-0"), run.node_of("wl-1")} == {"n1"}
