@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench import trace_analogues
 from bench.pool import run_pool
 from bench.trace_metrics import summarize
 from bench.trace_policies import BY_NAME, POLICIES, config_for, duplicates, select
@@ -35,6 +36,13 @@ NODES_CSV = "openb_node_list_gpu_node.csv"
 PODS_CSV = "openb_pod_list_default.csv"
 DEFAULT_OUT = REPO_ROOT / "bench" / "out" / "trace"
 QUICK_STEP = 10  # --quick keeps every 10th node and every 10th pod
+
+
+SUITES = ("variants", "analogues")
+SUITE_PUBLISHED: dict[str, dict[str, dict[str, float]]] = {
+    "variants": SUITE_REFERENCE,
+    "analogues": {f"{name}x": figures for name, figures in trace_analogues.PUBLISHED.items()},
+}
 
 
 def trace_dir() -> Path:
@@ -84,9 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="keep each config's percentageOfNodesToScore (default: score all nodes, as FGD)")
     parser.add_argument("--quick", action="store_true",
                         help=f"smoke test: first seed only, every {QUICK_STEP}th node and pod")
-    parser.add_argument("--suite", choices=("variants",),
+    parser.add_argument("--suite", choices=SUITES,
                         help="run every trace of a suite: `variants` = the default trace and the variants/ folder "
-                             "(gpuspec, gpushare, multigpu, cpu families); one table against the published figures")
+                             "(gpuspec, gpushare, multigpu, cpu families); `analogues` = the eight FGD-artifact "
+                             "variants that folder lacks, rebuilt by their families' rules (bench/trace_analogues.py); "
+                             "one table against the published figures")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
     return parser
@@ -153,9 +163,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     nodes_path = args.nodes or trace_dir() / NODES_CSV
     try:
-        traces = suite_traces(args.suite) if args.suite else {_trace_name(args.pods): args.pods or trace_dir() / PODS_CSV}
         nodes = read_nodes(nodes_path)
-        pods = {name: read_pods(path) for name, path in traces.items()}
+        if args.suite:
+            traces, pods = suite_pods(args.suite)
+        else:
+            traces = {_trace_name(args.pods): str(args.pods or trace_dir() / PODS_CSV)}
+            pods = {name: read_pods(Path(path)) for name, path in traces.items()}
     except (OSError, TraceError) as err:
         print(f"bench.trace: {err}", file=sys.stderr)
         return 1
@@ -189,17 +202,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         by_trace = {trace: policy_results([r for r in results if r.trace == trace], [p.name for p in policies])
                     for trace in pods}
         slices = {trace: slice_summaries(rows, total_gpus, seeds, args.inflate) for trace, rows in pods.items()}
+        published = SUITE_PUBLISHED[args.suite]
         document: dict[str, Any] = {"suite": args.suite, "traces": by_trace, "slice_reference": slices,
-                                    "reference": SUITE_REFERENCE,
-                                    "workload": {**workload, "pods_csv": {t: str(p) for t, p in traces.items()}},
+                                    "reference": published, "workload": {**workload, "pods_csv": traces},
                                     "run": run}
         (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
         figure = out / "suite.png"
-        suite_plot(by_trace, slices, figure, f"{args.suite} suite on {len(nodes)} nodes / {total_gpus} GPUs, "
+        suite_plot(by_trace, slices, published, figure, f"{args.suite} suite on {len(nodes)} nodes / {total_gpus} GPUs, "
                                       f"{len(seeds)} seed(s)")
-        print(suite_table(by_trace, slices))
+        print(suite_table(by_trace, slices, published))
     else:
-        (name, pods_path), = traces.items()
+        (name, pods_file), = traces.items()
+        pods_path = Path(pods_file)
         by_policy = policy_results(results, [p.name for p in policies])
         default_trace = pods_path.name == PODS_CSV and not args.quick
         pods_per_seed = {r.seed: r.pods for r in results}
@@ -234,7 +248,7 @@ def _trace_name(pods: Path | None) -> str:
 
 
 def suite_traces(suite: str) -> dict[str, Path]:
-    """The pod lists of a suite: `variants` is the default trace plus every file of the
+    """The pod lists of the `variants` suite: the default trace plus every file of the
     variants/ folder (their published FGD-artifact figures are in SUITE_REFERENCE)."""
     if suite != "variants":
         raise TraceError(f"unknown suite {suite!r} (known: variants)")
@@ -243,6 +257,17 @@ def suite_traces(suite: str) -> dict[str, Path]:
     if not files:
         raise TraceError(f"{folder}: no openb_pod_list_*.csv variant files")
     return {"default": trace_dir() / PODS_CSV, **{_trace_name(path): path for path in files}}
+
+
+def suite_pods(suite: str) -> tuple[dict[str, str], dict[str, list[TracePod]]]:
+    """Each trace of a suite: where it comes from (a file, or how it was built) and its pods."""
+    if suite == "analogues":
+        default, gpuspec20 = trace_dir() / PODS_CSV, trace_dir() / "variants" / "openb_pod_list_gpuspec20.csv"
+        built = trace_analogues.build(read_pods(default), read_pods(gpuspec20))
+        source = f"built by bench/trace_analogues.py from {default} and {gpuspec20}"
+        return {name: source for name in built}, built
+    paths = suite_traces(suite)
+    return {name: str(path) for name, path in paths.items()}, {name: read_pods(path) for name, path in paths.items()}
 
 
 if __name__ == "__main__":

@@ -147,14 +147,15 @@ SLICE_COLUMNS = {"online_best_fit": "slices alone: online best fit",
 
 
 def suite_table(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]],
-                slices: Mapping[str, Mapping[str, Mapping[str, float | None]]]) -> str:
+                slices: Mapping[str, Mapping[str, Mapping[str, float | None]]],
+                published: Mapping[str, Mapping[str, float]]) -> str:
     """One row per trace and policy: our median (min–max) beside the published FGD and BestFit,
     and the trace's slice-packing reference (`bench/trace_slices.py`)."""
     lines = ["| trace | policy | unallocated GPU % at 100 % arrived | FGD (paper) | BestFit (paper) | vs FGD | "
              + " | ".join(SLICE_COLUMNS.values()) + " |",
              "| --- | --- | ---: | ---: | ---: | ---: |" + " ---: |" * len(SLICE_COLUMNS)]
     for trace, policies in by_trace.items():
-        reference = SUITE_REFERENCE.get(trace, {})
+        reference = published.get(trace, {})
         fgd, best_fit = reference.get("FGD"), reference.get("BestFit")
         packing = slices.get(trace, {})
         slice_cells = " | ".join(_cell(packing[key], 2) if key in packing else "–" for key in SLICE_COLUMNS)
@@ -168,7 +169,8 @@ def suite_table(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]],
 
 
 def suite_plot(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]],
-               slices: Mapping[str, Mapping[str, Mapping[str, float | None]]], path: Path, title: str) -> None:
+               slices: Mapping[str, Mapping[str, Mapping[str, float | None]]],
+               published: Mapping[str, Mapping[str, float]], path: Path, title: str) -> None:
     """Unallocated GPU % per trace: one bar per policy (median, min–max whiskers), the paper's
     FGD and BestFit and the slice-packing references as markers."""
     import matplotlib
@@ -192,8 +194,8 @@ def suite_plot(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]],
             high.append(summary["max"] - summary["median"])
         ax.bar(xs, medians, width, yerr=[low, high], capsize=2, label=name, color=f"C{i}")
     for marker, key, color in (("_", "FGD", "black"), ("x", "BestFit", "grey")):
-        points = [(t, SUITE_REFERENCE[trace][key]) for t, trace in enumerate(traces)
-                  if key in SUITE_REFERENCE.get(trace, {})]
+        points = [(t, published[trace][key]) for t, trace in enumerate(traces)
+                  if key in published.get(trace, {})]
         if points:
             ax.scatter([p[0] for p in points], [p[1] for p in points], marker=marker, s=300 if marker == "_" else 40,
                        color=color, zorder=3, label=f"{key} (paper)")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -391,3 +393,86 @@ def slice_reference_of(pods: list[TracePod], total_gpus: int, seed: int) -> dict
     from bench.trace_slices import slice_reference
 
     return slice_reference(arrival_sequence(pods, total_gpus, seed), total_gpus)
+
+
+# --- analogues of the artifact's variants we lack ---------------------------------------------
+
+
+def _mix() -> list[TracePod]:
+    """A small default-like mix: CPU-only, whole 1-GPU, sharing and multi-GPU pods."""
+    return ([pod(f"c{i}", num_gpu=0, cpu=4000 + i) for i in range(10)]
+            + [pod(f"g{i}") for i in range(40)]
+            + [pod(f"s{i}", gpu_milli=(320, 470, 810)[i % 3]) for i in range(30)]
+            + [pod(f"m{i}", num_gpu=(2, 4, 8)[i % 3]) for i in range(3)])
+
+
+def test_cpu_analogue_keeps_the_gpu_pods_and_draws_cpu_only_pods_to_the_share() -> None:
+    import random
+
+    from bench.trace_analogues import cpu_variant
+
+    base = _mix()
+    pods = cpu_variant(base, 25.0, random.Random(1))
+    gpu_pods = [p for p in pods if p.num_gpu]
+    cpu_pods = [p for p in pods if not p.num_gpu]
+    assert sorted((p.num_gpu, p.gpu_milli) for p in gpu_pods) == sorted((p.num_gpu, p.gpu_milli) for p in base if p.num_gpu)
+    assert len(cpu_pods) == round(73 * 25 / 75)  # 24 of 97 pods
+    assert {p.cpu_milli for p in cpu_pods} <= {p.cpu_milli for p in base if not p.num_gpu}
+    assert len({p.name for p in pods}) == len(pods)
+
+
+def test_multigpu_and_gpushare_analogues_reach_their_share_of_gpu_demand() -> None:
+    import random
+
+    from bench.trace_analogues import gpushare_variant, multigpu_variant
+
+    def share(pods: list[TracePod], keep: Any) -> float:
+        return sum(p.total_gpu_milli for p in pods if keep(p)) / sum(p.total_gpu_milli for p in pods)
+
+    base = _mix()
+    multi = multigpu_variant(base, 40.0, random.Random(1))
+    assert share(multi, lambda p: p.num_gpu > 1) >= 0.40
+    assert share(multi[:-1], lambda p: p.num_gpu > 1) < 0.40  # stops at the first pod past the share
+    assert len(multi) > len(base) and all(p.num_gpu in (2, 4, 8) for p in multi[len(base):])
+    shared = gpushare_variant(base, 60.0, random.Random(1))
+    assert len(shared) == len(base) and share(shared, lambda p: p.shared) >= 0.60
+    assert sum(1 for p in shared if not p.num_gpu) == 10  # CPU-only pods untouched
+    everything = gpushare_variant(base, 100.0, random.Random(1))
+    assert all(p.shared for p in everything if p.num_gpu)
+
+
+def test_gpuspec_analogue_gives_more_gpu_pods_a_spec_drawn_from_the_existing_ones() -> None:
+    import random
+    from dataclasses import replace
+
+    from bench.trace_analogues import gpuspec_variant
+
+    base = [replace(p, gpu_spec=("T4",) if p.name in ("g0", "g1") else ("G2", "V100M16") if p.name == "s0" else ())
+            for p in _mix()]
+    pods = gpuspec_variant(base, 33.0, random.Random(1))
+    gpu_pods = [p for p in pods if p.num_gpu]
+    with_spec = [p for p in gpu_pods if p.gpu_spec]
+    assert len(with_spec) == math.ceil(0.33 * len(gpu_pods))
+    assert {p.gpu_spec for p in with_spec} == {("T4",), ("G2", "V100M16")}
+    assert [(p.cpu_milli, p.num_gpu, p.gpu_milli) for p in pods] == [(p.cpu_milli, p.num_gpu, p.gpu_milli) for p in base]
+
+
+def test_the_analogues_suite_builds_eight_traces_with_their_published_figures(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path / trace.NODES_CSV, NODE_HEADER + "".join(f"node-{i},64000,262144,8,G2\n" for i in range(3)))
+    rows = "".join(f"pod-{i:03d},2000,4096,{(0, 1, 1, 2)[i % 4]},{(0, 470, 1000, 1000)[i % 4]},,LS,Running,0,1,0\n"
+                   for i in range(24))
+    write(tmp_path / trace.PODS_CSV, POD_HEADER + rows)
+    (tmp_path / "variants").mkdir()
+    spec_rows = rows.replace("pod-001,2000,4096,1,470,,", "pod-001,2000,4096,1,470,G2,")
+    write(tmp_path / "variants" / "openb_pod_list_gpuspec20.csv", POD_HEADER + spec_rows)
+    monkeypatch.setenv(trace.TRACE_DIR_ENV, str(tmp_path))
+    out = tmp_path / "out"
+    assert trace.main(["--suite", "analogues", "--policies", "first-fit", "--seeds", "1", "--jobs", "1",
+                       "--out", str(out)]) == 0
+    document = json.loads((out / "results.json").read_text())
+    assert list(document["traces"]) == ["cpu200x", "cpu250x", "gpushare60x", "gpushare100x", "gpuspec25x",
+                                        "gpuspec33x", "multigpu40x", "multigpu50x"]
+    assert document["reference"]["multigpu50x"] == {"FGD": 2.905, "BestFit": 4.425}
+    assert "built by bench/trace_analogues.py" in document["workload"]["pods_csv"]["cpu250x"]
+    assert "| cpu250x | first-fit |" in capsys.readouterr().out
