@@ -115,3 +115,18 @@ async def test_workload_controllers_create_pods(dev_cluster: Kube) -> None:
 async def _counted(kube: Kube, kind: str, owner: str, count: int) -> list[str] | None:
     pods = await _owned_pods(kube, kind, owner)
     return pods if len(pods) == count else None
+
+
+async def test_an_upstream_podgroup_can_be_deleted(dev_cluster: Kube) -> None:
+    """A new user's `kubectl delete podgroups.scheduling.k8s.io train` hung for good: the
+    apiserver's PodGroupProtection finalizer was never taken off (tests/e2e/test_podgroup_deletion.py)."""
+    groups = f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{NS}/podgroups"
+    await dev_cluster.call("POST", groups, {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                                            "metadata": {"name": "train"},
+                                            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}})
+    await dev_cluster.call("DELETE", f"{groups}/train")
+
+    async def gone() -> bool:
+        return (await dev_cluster.call("GET", f"{groups}/train", ok=(200, 404))).status == 404
+
+    assert await eventually(gone, timeout=30)

@@ -321,6 +321,8 @@ class LocalControlPlane:
                 self.etcd_url,
                 self.apiserver_port,
                 self._extra_apiserver_args,
+                podgroup_protection=self._with_controller_manager
+                and components.PODGROUP_PROTECTION_CONTROLLER in self._controllers,
             )
             self._apiserver = ManagedProcess(
                 "kube-apiserver", argv, self.directory / "kube-apiserver.log", _child_env()

@@ -16,6 +16,7 @@ import yaml
 
 __all__ = [
     "DEFAULT_CONTROLLERS",
+    "PODGROUP_PROTECTION_CONTROLLER",
     "TEST_CONTROLLERS",
     "ApiserverFiles",
     "apiserver_argv",
@@ -37,9 +38,12 @@ __all__ = [
 #   (attaches volumes to kubelets);
 # - a cloud provider or pod CIDRs: cloud-node-lifecycle-controller, node-route-controller,
 #   service-lb-controller, node-ipam-controller.
-# Controllers behind feature gates that v1.36 leaves off (podgroup-protection,
-# podcertificaterequest-cleaner, the ClusterTrustBundle publisher, resourcepoolstatusrequest and
-# the storage-version ones) are left out too: kube-controller-manager would only skip them.
+# Controllers behind feature gates that v1.36 leaves off (podcertificaterequest-cleaner, the
+# ClusterTrustBundle publisher, resourcepoolstatusrequest and the storage-version ones) are left
+# out too: kube-controller-manager would only skip them. podgroup-protection is the exception: the
+# plane turns the Workload API's gates on (WORKLOAD_FEATURE_GATES), so kube-apiserver stamps its
+# finalizer on every upstream PodGroup and only this controller takes it off again.
+PODGROUP_PROTECTION_CONTROLLER = "podgroup-protection-controller"
 DEFAULT_CONTROLLERS: tuple[str, ...] = (
     # workloads
     "deployment-controller",
@@ -58,6 +62,7 @@ DEFAULT_CONTROLLERS: tuple[str, ...] = (
     "pod-garbage-collector-controller",
     "resourcequota-controller",
     "taint-eviction-controller",
+    PODGROUP_PROTECTION_CONTROLLER,
     # identity, RBAC, certificates
     "serviceaccount-controller",
     "serviceaccount-token-controller",
@@ -91,6 +96,8 @@ DEFAULT_CONTROLLERS: tuple[str, ...] = (
 # resourcequota: per-class quota tests need status.used maintained (admission alone never
 # decrements it). namespace: deleting a test namespace actually removes its objects.
 # garbage-collector: ownerReference cascades (Jobs, PodGroups owned by workloads).
+# podgroup-protection: an upstream PodGroup's finalizer comes off once no pod uses the group
+# (without it a test namespace holding one never finishes deleting).
 # serviceaccount: the `default` ServiceAccount appears in new namespaces, as in a real cluster.
 # clusterrole-aggregation: fills the aggregated ClusterRoles admin/edit/view, which are empty
 # without it (binding `view` would grant nothing).
@@ -98,6 +105,7 @@ TEST_CONTROLLERS: tuple[str, ...] = (
     "resourcequota-controller",
     "namespace-controller",
     "garbage-collector-controller",
+    PODGROUP_PROTECTION_CONTROLLER,
     "serviceaccount-controller",
     "clusterrole-aggregation-controller",
 )
@@ -157,7 +165,14 @@ def apiserver_argv(
     etcd_url: str,
     port: int,
     extra: Sequence[str] = (),
+    *,
+    podgroup_protection: bool = True,
 ) -> list[str]:
+    """``podgroup_protection``: keep the PodGroupProtection admission plugin, which puts a
+    finalizer on every upstream PodGroup that only kube-controller-manager's
+    podgroup-protection-controller removes; a plane without that controller turns it off, or no
+    upstream PodGroup could ever be deleted."""
+    disabled = ["ServiceAccount", "TaintNodesByCondition", *(() if podgroup_protection else ("PodGroupProtection",))]
     argv = [
         str(binary),
         f"--etcd-servers={etcd_url}",
@@ -180,7 +195,8 @@ def apiserver_argv(
         # TaintNodesByCondition: it taints every new Node not-ready, and no kubelet clears it.
         # ResourceQuota and Priority stay on: quota and priorityClassName must behave as in a
         # real cluster.
-        "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+        # PodGroupProtection: see the docstring.
+        f"--disable-admission-plugins={','.join(disabled)}",
         "--profiling=false",
         *WORKLOAD_API_FLAGS,
     ]
@@ -217,6 +233,7 @@ def controller_manager_argv(
         f"--cluster-signing-cert-file={ca_cert}",
         f"--cluster-signing-key-file={ca_key}",
         f"--service-account-private-key-file={service_account_key}",
+        f"--feature-gates={WORKLOAD_FEATURE_GATES}",  # the apiserver's: podgroup-protection needs GenericWorkload
         *extra,
     ]
 
