@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -38,7 +39,8 @@ DRAIN_SECONDS = 10.0
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser("run", help="run the scheduler against a Kubernetes cluster")
     parser.add_argument("--config", help="scheduler configuration (default: the built-in GPU profile, fragmentation-aware packing)")
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: clientConnection.kubeconfig, then in-cluster)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: clientConnection.kubeconfig, then $KUBECONFIG, "
+                                             "then in-cluster)")
     parser.add_argument("--bind-address", default="127.0.0.1", help="address for /healthz, /readyz, /metrics")
     parser.add_argument("--port", type=int, default=10251, help="port for /healthz, /readyz, /metrics (0 = any)")
     parser.add_argument("--identity", help="leader election identity (default: <hostname>_<uuid>)")
@@ -61,11 +63,18 @@ def run(args: argparse.Namespace) -> int:
         return 2 if isinstance(err, KubeconfigError) else 1
 
 
+def kubeconfig_path(flag: str | None, config: SchedulerConfig) -> str | None:
+    """--kubeconfig, else the configuration's clientConnection.kubeconfig, else $KUBECONFIG (what
+    `tessera dev-cluster` tells you to export, and what `record` and `kubectl tessera` read), else
+    None: the in-cluster service account."""
+    return flag or config.client_connection.kubeconfig or os.environ.get("KUBECONFIG") or None
+
+
 async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
     """Open the two apiserver clients (closed on every way out, so a failed start-up leaves no
     "Unclosed client session" behind), check the apiserver answers, run. Kubeconfig and
     connection problems raise `ConnectError`."""
-    kubeconfig = args.kubeconfig or config.client_connection.kubeconfig
+    kubeconfig = kubeconfig_path(args.kubeconfig, config)
     async with contextlib.AsyncExitStack() as clients:
         api = await clients.enter_async_context(await connect(kubeconfig))
         watch_api = await clients.enter_async_context(await connect(kubeconfig))

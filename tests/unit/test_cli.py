@@ -63,3 +63,25 @@ def test_the_apiserver_layer_does_not_import_the_agent() -> None:
         if any(m == "scheduler.agent" or m.startswith("scheduler.agent.") for m in modules):
             importers.append(path.relative_to(kube).as_posix())
     assert importers == []
+
+
+def test_run_reads_kubeconfig_from_the_flag_the_configuration_then_the_environment(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A new user exported KUBECONFIG as `tessera dev-cluster` says and `tessera run` answered
+    "no kubeconfig given and no in-cluster service account"; `record` and `kubectl tessera` read it."""
+    from scheduler.api.config import load_config
+    from scheduler.kube.run_cli import kubeconfig_path
+
+    builtin = load_config(None)
+    configured = tmp_path / "config.yaml"
+    configured.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                          "clientConnection:\n  kubeconfig: /from/config\nprofiles:\n- schedulerName: tessera\n")
+    with_path = load_config(configured)
+    monkeypatch.setenv("KUBECONFIG", "/from/env")
+    assert kubeconfig_path("/from/flag", with_path) == "/from/flag"
+    assert kubeconfig_path(None, with_path) == "/from/config"
+    assert kubeconfig_path(None, builtin) == "/from/env"
+    monkeypatch.setenv("KUBECONFIG", "")
+    assert kubeconfig_path(None, builtin) is None  # in-cluster
+    monkeypatch.delenv("KUBECONFIG")
+    assert kubeconfig_path(None, builtin) is None
