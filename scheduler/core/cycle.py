@@ -210,7 +210,7 @@ class Cycle:
             reason = grouping.waiting_message(pod)
             queue.unschedulable_failure(pod.uid, {grouping.name}, now)
             message = f"0/{len(engine.state.node_order)} nodes are available: {reason}."
-            return [Attempt(pod, None, message=message, rejectors=frozenset({grouping.name}))]
+            return [Attempt(pod, None, message=message, rejectors=frozenset({grouping.name}), gang_waiting=True)]
         members = sorted(view.pending, key=grouping.placement_order)
         for member in members:
             queue.take(member.uid)

@@ -212,6 +212,7 @@ class SchedulerLoop:
             self.stats.cycles += 1
             for attempt in attempts:
                 self._handle(attempt, elapsed / max(1, len(attempts)))
+            self.hooks.on_cycle(attempts)
             cycles += 1
             if cycles % CYCLES_BEFORE_YIELD == 0:
                 await anyio.sleep(0)  # let informers and binders run
@@ -336,6 +337,10 @@ class LoopHooks:
         return None
 
     def on_attempt(self, result: str, profile: str, seconds: float, attempt: Attempt) -> None:
+        return None
+
+    def on_cycle(self, attempts: list[Attempt]) -> None:
+        """Once per scheduling cycle, after its attempts (a gang's cycle has one per member)."""
         return None
 
     def on_bind(self, result: BindResult) -> None:

@@ -154,8 +154,9 @@ class Metrics:
             ["model", "state"], registry=r)
         self.gang_attempts = Counter(
             "tessera_gang_attempts_total",
-            "Gang (pod group) placement attempts: 'placed' committed at least minMember pods, 'waiting' "
-            "had fewer than minMember members present, 'failed' could not place minMember and was backed off.",
+            "Gang (pod group) placement attempts, one per scheduling cycle of a gang: 'placed' committed at "
+            "least minMember pods, 'waiting' had fewer than minMember members present (or no PodGroup), "
+            "'failed' could not place minMember and was backed off.",
             ["result"], registry=r)
         self.bindings = Counter(
             "tessera_bindings_total",

@@ -188,9 +188,15 @@ class MetricsHooks(LoopHooks):
             self.metrics.observe_pod_scheduled(attempt.attempts, max(0.0, time.time() - attempt.queued_at))
         if attempt.preemption_tried:
             self.metrics.observe_preemption(len(attempt.preempted))
-        if attempt.pod.gang is not None:
-            waiting = "sibling pods" in attempt.message or "podgroup" in attempt.message
-            self.metrics.gang_attempt("placed" if result == "scheduled" else "waiting" if waiting else "failed")
+
+    def on_cycle(self, attempts: list[Attempt]) -> None:
+        """One gang attempt per cycle of a gang, however many members it tried."""
+        if not attempts or attempts[0].pod.gang is None:
+            return
+        if attempts[0].gang_waiting:
+            self.metrics.gang_attempt("waiting")
+        else:
+            self.metrics.gang_attempt("placed" if any(a.node is not None for a in attempts) else "failed")
 
     def on_bind(self, result: BindResult) -> None:
         self.metrics.observe_binding(result.outcome.value, result.seconds)

@@ -178,3 +178,30 @@ def test_core_counts_devices_by_model_as_it_counts_them_by_state() -> None:
     assert [a.node for a in core.schedule_next(0.0) or []] == ["n1"]
     assert core.device_states_by_model() == {("V100", "allocated"): 1, ("V100", "free"): 1, ("A100", "unhealthy"): 1}
     assert core.device_states() == {"free": 1, "allocated": 1, "shared": 0, "unhealthy": 1}
+
+
+def test_a_gang_cycle_counts_once_whatever_its_member_count() -> None:
+    """A new user saw tessera_gang_attempts_total{result="placed"} 4 after two 2-pod gangs: it was
+    counted per member (and 'waiting' was told from the message text)."""
+    from scheduler.kube.run_cli import MetricsHooks
+    from scheduler.sim import builders as b
+    from tests.helpers import Run
+
+    def member(name: str, group: str) -> dict[str, object]:
+        return b.pod(name, limits={"nvidia.com/gpu": 1}, spec_extra={"schedulingGroup": {"podGroupName": group}})
+
+    run = Run()
+    run.add(b.node("n1", gpus=2), b.workload_podgroup("two", 2), member("two-0", "two"), member("two-1", "two"),
+            b.workload_podgroup("short", 3), member("short-0", "short"),
+            b.workload_podgroup("big", 2), member("big-0", "big"), member("big-1", "big"), b.pod("solo"))
+    m = Metrics(profiles=["tessera"])
+    hooks = MetricsHooks(m, loop=None)  # type: ignore[arg-type]  # on_cycle never looks at the loop
+    hooks.on_cycle([run.last("two-0"), run.last("two-1")])
+    hooks.on_cycle([run.last("short-0")])
+    hooks.on_cycle([run.last("big-0"), run.last("big-1")])
+    hooks.on_cycle([run.last("solo")])  # not a gang
+    hooks.on_cycle([])
+    assert run.node_of("two-0") == "n1" and run.node_of("big-0") is None
+    assert _value(m, "tessera_gang_attempts_total", result="placed") == 1
+    assert _value(m, "tessera_gang_attempts_total", result="waiting") == 1
+    assert _value(m, "tessera_gang_attempts_total", result="failed") == 1

@@ -19,6 +19,7 @@ class Attempt:
     attempts: int = 1  # this attempt included (for the scheduling SLI metrics)
     queued_at: float = 0.0  # when the pod first entered the queue
     deferred: bool = False  # placed, but a permit plugin holds its Binding (the allocation gate)
+    gang_waiting: bool = False  # a gang member whose group cannot be tried yet (too few members, no PodGroup)
     preemption_tried: bool = False  # a PostFilter (preemption) ran for this attempt's pod or gang
     preempted: list[Pod] = field(default_factory=list)  # victims to evict for this pod (or its gang)
     nominated_node: str | None = None  # status.nominatedNodeName to write: None leaves it, "" clears it

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scheduler.api.config_reader import ArgsReader
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import GangView, GroupPlugin, QueueingHint
-from scheduler.core.objects import PLUGINS_API, Pod
+from scheduler.core.objects import PLUGINS_API, WORKLOAD_API, Pod
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind
 
 NAME = "Coscheduling"
@@ -78,12 +78,17 @@ def waiting_message(state: ClusterState, pod: Pod) -> str | None:
     if ambiguous is not None:
         return ambiguous
     minimum = state.group_min(key, pod)
+    upstream = pod.gang.api == WORKLOAD_API  # kube-scheduler's GangScheduling words, else scheduler-plugins'
     if minimum is None:
+        if upstream:
+            return f'waiting for pods\'s pod group "{key.partition("/")[2]}" to appear in scheduling queue'
         return f'podgroup "{key}" not found'
     # members that can count: on a node already, or waiting for one (not gated, not being
     # deleted, scheduled by us) — otherwise a transaction could be tried that can never commit
     members = sum(1 for uid in same_group(state, pod) if uid in state.placements or uid in state.pending)
     if members < minimum:
+        if upstream:
+            return "waiting for minCount pods from a gang to appear in scheduling queue"
         return (f"pod {pod.key} cannot find enough sibling pods, "
                 f"current pods number: {members}, minMember of group: {minimum}")
     return None
