@@ -57,16 +57,24 @@ def render_html(replay: Replay, decisions: DecisionLog, title: str) -> str:
 
 
 def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
-    """Nodes with their GPU/CPU use and the pods on them, then pods that did not get a node."""
+    """Nodes with their GPU/CPU use and every pod on them — those the replay placed and those the
+    input had bound already (a recording of a settled cluster showed nodes in use and no pods) —
+    then pods that did not get a node."""
     by_node: dict[str, list[str]] = defaultdict(list)
     unscheduled: list[tuple[str, str]] = []
+    placed = 0
     for key, attempt in sorted(stats.final.items()):
         if key in stats.evicted:
             continue
         if attempt.node is not None:
-            by_node[attempt.node].append(attempt.pod.meta.name)
+            placed += 1
         elif scheduler.is_pending(key):
             unscheduled.append((key, attempt.message))
+    already_bound = 0
+    for pod in scheduler.placements():
+        by_node[pod.node].append(pod.key.rpartition("/")[2])
+        if pod.key not in stats.final:
+            already_bound += 1
     rows = [("NODE", "GPU", "CPU", "PODS")]
     for node in scheduler.node_usage((GPU, CPU)):
         gpu_used, gpus = node.resources[GPU]
@@ -76,11 +84,11 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
                      ", ".join(sorted(by_node.get(node.name, []))) or "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = ["  ".join(cell.ljust(widths[i]) if i < 3 else cell for i, cell in enumerate(row)) for row in rows]
-    bound = sum(len(pods) for pods in by_node.values())
     lines.append("")
     evicted = f", {len(stats.evicted)} evicted by preemption" if stats.evicted else ""
+    bound = f", {already_bound} bound in the input" if already_bound else ""
     lines.append(f"{stats.events} events, {stats.attempts} scheduling attempts: "
-                 f"{bound} pods placed, {len(unscheduled)} unschedulable{evicted}")
+                 f"{placed} pods placed, {len(unscheduled)} unschedulable{evicted}{bound}")
     for key, message in unscheduled:
         lines.append(f"  {key}: {message}")
     for key, by in sorted(stats.evicted.items()):
