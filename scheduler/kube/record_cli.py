@@ -94,7 +94,8 @@ def _parse_kinds(values: list[str] | None) -> tuple[ResourceKind, ...]:
     unknown = [name for name in names if name not in _BY_NAME]
     if unknown:
         known = dict.fromkeys(kind.path.rsplit("/", 1)[-1] for kind in SCHEDULER_KINDS)
-        raise ValueError(f"unknown kind(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+        raise ValueError(f"unknown kind(s) {', '.join(unknown)}; choose from {', '.join(known)} "
+                         "(or one API's: podgroups.scheduling.k8s.io, podgroups.scheduling.x-k8s.io)")
     chosen = {kind for name in names for kind in _BY_NAME[name]}
     return tuple(kind for kind in SCHEDULER_KINDS if kind in chosen)
 
