@@ -186,6 +186,7 @@ class LocalControlPlane:
             if self._install_crds:
                 names = install_crds(self.admin, self._crd_dir)
                 log.info("installed CRDs: %s", ", ".join(names))
+            log.info("alpha APIs served: scheduling.k8s.io/v1alpha2 (upstream's Workload API: PodGroup, Workload)")
             if self._with_controller_manager:
                 self.start_controller_manager()
             if self._with_kube_scheduler:
