@@ -41,7 +41,7 @@ QUICK_STEP = 10  # --quick keeps every 10th node and every 10th pod
 SUITES = ("variants", "analogues")
 SUITE_PUBLISHED: dict[str, dict[str, dict[str, float]]] = {
     "variants": SUITE_REFERENCE,
-    "analogues": {f"{name}x": figures for name, figures in trace_analogues.PUBLISHED.items()},
+    "analogues": {trace_analogues.analogue(name): figures for name, figures in trace_analogues.PUBLISHED.items()},
 }
 
 
@@ -251,7 +251,7 @@ def suite_traces(suite: str) -> dict[str, Path]:
     """The pod lists of the `variants` suite: the default trace plus every file of the
     variants/ folder (their published FGD-artifact figures are in SUITE_REFERENCE)."""
     if suite != "variants":
-        raise TraceError(f"unknown suite {suite!r} (known: variants)")
+        raise TraceError(f"unknown suite {suite!r} (known: {', '.join(SUITES)})")
     folder = trace_dir() / "variants"
     files = sorted(folder.glob("openb_pod_list_*.csv"))
     if not files:
@@ -264,8 +264,9 @@ def suite_pods(suite: str) -> tuple[dict[str, str], dict[str, list[TracePod]]]:
     if suite == "analogues":
         default, gpuspec20 = trace_dir() / PODS_CSV, trace_dir() / "variants" / "openb_pod_list_gpuspec20.csv"
         built = trace_analogues.build(read_pods(default), read_pods(gpuspec20))
-        source = f"built by bench/trace_analogues.py from {default} and {gpuspec20}"
-        return {name: source for name in built}, built
+        sources = {name: f"built by bench/trace_analogues.py from "
+                         f"{gpuspec20 if name.startswith('gpuspec') else default}" for name in built}
+        return sources, built
     paths = suite_traces(suite)
     return {name: str(path) for name, path in paths.items()}, {name: read_pods(path) for name, path in paths.items()}
 

@@ -11,8 +11,9 @@ family follows in the files we do have (checked against them):
 - `cpuXXX`: the default trace's 7,064 GPU pods unchanged, plus CPU-only pods drawn (with
   replacement) from the default's 1,088 until they are XX.X % of all pods (cpu235: 2,176 of 9,240,
   every shape one of the default's; cpu300: 30.0 %).
-- `multigpuXX`: the default trace plus multi-GPU pods drawn from its 75 until multi-GPU pods carry
-  XX % of the GPU demand (multigpu20: +172 pods, 20.4 %; multigpu30: 30.2 %).
+- `multigpuXX`: the default trace plus multi-GPU pods drawn from its 75 until they add
+  1,000 × (XX / 10 − 1) GPUs of demand (multigpu20 adds exactly 1,000 GPUs in 172 pods, multigpu30
+  exactly 2,000; the multi-GPU share of demand is then 20.4 and 30.2 %, not the name's figure).
 - `gpushareXX`: the default trace with random non-sharing GPU pods replaced by sharing pods drawn
   from its 3,078 until sharing pods carry XX % of the GPU demand (gpushare40: 40.1 %; the pod
   count stays 8,152).
@@ -30,7 +31,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from bench.trace_workload import TracePod
+from bench.trace_workload import MILLI, TracePod
 
 # (FGD, BestFit) unallocated GPU % at 100 % arrived, median of seeds 42-51, from the artifact's
 # expected_results/analysis_allo_discrete.csv (column "100", 100 minus the allocation).
@@ -50,11 +51,6 @@ def _gpu(pod: TracePod) -> int:
     return pod.total_gpu_milli
 
 
-def _share(pods: Sequence[TracePod], keep: Callable[[TracePod], bool]) -> float:
-    total = sum(_gpu(p) for p in pods)
-    return sum(_gpu(p) for p in pods if keep(p)) / total if total else 0.0
-
-
 def _renamed(pods: Sequence[TracePod]) -> list[TracePod]:
     return [pod.clone(f"openb-pod-{i:04d}") for i, pod in enumerate(pods)]
 
@@ -69,8 +65,11 @@ def cpu_variant(default: Sequence[TracePod], percent: float, rng: random.Random)
 def multigpu_variant(default: Sequence[TracePod], percent: float, rng: random.Random) -> list[TracePod]:
     pods = list(default)
     multi = [p for p in default if p.num_gpu > 1]
-    while _share(pods, lambda p: p.num_gpu > 1) < percent / 100:
-        pods.append(rng.choice(multi))
+    wanted, added = round(MILLI * MILLI * (percent / 10 - 1)), 0  # 1,000 GPUs per 10 points above 10
+    while added < wanted:
+        pod = rng.choice(multi)
+        pods.append(pod)
+        added += _gpu(pod)
     return _renamed(pods)
 
 
@@ -79,8 +78,14 @@ def gpushare_variant(default: Sequence[TracePod], percent: float, rng: random.Ra
     shares = [p for p in default if p.shared]
     others = [i for i, p in enumerate(pods) if p.num_gpu and not p.shared]
     rng.shuffle(others)
-    while others and _share(pods, lambda p: p.shared) < percent / 100:
-        pods[others.pop()] = rng.choice(shares)
+    total = sum(_gpu(p) for p in pods)
+    shared = sum(_gpu(p) for p in pods if p.shared)
+    while others and shared < percent / 100 * total:
+        index = others.pop()
+        replacement = rng.choice(shares)
+        total += _gpu(replacement) - _gpu(pods[index])
+        shared += _gpu(replacement)
+        pods[index] = replacement
     return _renamed(pods)
 
 
@@ -98,18 +103,28 @@ def gpuspec_variant(gpuspec20: Sequence[TracePod], percent: float, rng: random.R
     return _renamed(pods)
 
 
-def build(default: Sequence[TracePod], gpuspec20: Sequence[TracePod]) -> dict[str, list[TracePod]]:
-    """Every analogue, in the artifact's order, each from its own seeded draw."""
-    def draw(level: int) -> random.Random:
-        return random.Random(level)
+BUILDERS: dict[str, Callable[[Sequence[TracePod], float, random.Random], list[TracePod]]] = {
+    "cpu": cpu_variant, "gpushare": gpushare_variant, "gpuspec": gpuspec_variant, "multigpu": multigpu_variant}
 
-    return {
-        "cpu200x": cpu_variant(default, 20.0, draw(200)),
-        "cpu250x": cpu_variant(default, 25.0, draw(250)),
-        "gpushare60x": gpushare_variant(default, 60.0, draw(60)),
-        "gpushare100x": gpushare_variant(default, 100.0, draw(100)),
-        "gpuspec25x": gpuspec_variant(gpuspec20, 25.0, draw(25)),
-        "gpuspec33x": gpuspec_variant(gpuspec20, 33.0, draw(33)),
-        "multigpu40x": multigpu_variant(default, 40.0, draw(40)),
-        "multigpu50x": multigpu_variant(default, 50.0, draw(50)),
-    }
+
+def family(name: str) -> tuple[str, float]:
+    """"gpushare60" -> ("gpushare", 60.0); cpu levels are tenths of a per cent ("cpu250": 25 %)."""
+    kind = name.rstrip("0123456789")
+    level = float(name[len(kind):])
+    return kind, level / 10 if kind == "cpu" else level
+
+
+def analogue(name: str) -> str:
+    """The suite's name for the analogue of the artifact's `name` (told apart from a real file)."""
+    return f"{name}x"
+
+
+def build(default: Sequence[TracePod], gpuspec20: Sequence[TracePod]) -> dict[str, list[TracePod]]:
+    """Every analogue of `PUBLISHED`, in its order, each from its own seeded draw (the seed is the
+    level); gpuspec analogues start from gpuspec20, the others from the default trace."""
+    out: dict[str, list[TracePod]] = {}
+    for name in PUBLISHED:
+        kind, level = family(name)
+        source = gpuspec20 if kind == "gpuspec" else default
+        out[analogue(name)] = BUILDERS[kind](source, level, random.Random(int(name[len(kind):])))
+    return out

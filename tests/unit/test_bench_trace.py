@@ -364,6 +364,11 @@ def test_slice_reference_counts_only_the_shared_pods_that_arrived_by_100_percent
     assert reference["offline_best_fit_decreasing"] == pytest.approx(100 * 220 / 3000)
     assert slice_reference([pod("s", gpu_milli=320), pod("t", gpu_milli=650)], total_gpus=1) == {
         "online_best_fit": pytest.approx(3.0), "offline_best_fit_decreasing": pytest.approx(3.0)}
+    # where the order matters: online 320 + 470 share a device (210 left), 650 and 530 open their own;
+    # decreasing, 470 fills the 530's remainder and 320 the 650's (30 left)
+    ordered = [pod("a", gpu_milli=320), pod("b", gpu_milli=470), pod("c", gpu_milli=650), pod("d", gpu_milli=530)]
+    assert slice_reference(ordered, total_gpus=4) == {
+        "online_best_fit": pytest.approx(100 * 1030 / 4000), "offline_best_fit_decreasing": pytest.approx(100 * 30 / 4000)}
 
 
 def test_the_suite_reports_the_slice_reference_per_trace(
@@ -431,9 +436,10 @@ def test_multigpu_and_gpushare_analogues_reach_their_share_of_gpu_demand() -> No
 
     base = _mix()
     multi = multigpu_variant(base, 40.0, random.Random(1))
-    assert share(multi, lambda p: p.num_gpu > 1) >= 0.40
-    assert share(multi[:-1], lambda p: p.num_gpu > 1) < 0.40  # stops at the first pod past the share
-    assert len(multi) > len(base) and all(p.num_gpu in (2, 4, 8) for p in multi[len(base):])
+    added = [p.total_gpu_milli for p in multi[len(base):]]
+    assert sum(added) >= 3_000_000 > sum(added[:-1])  # 1,000 GPUs per 10 points above 10, then stop
+    assert all(p.num_gpu in (2, 4, 8) for p in multi[len(base):])
+    assert [(p.num_gpu, p.cpu_milli) for p in multi[:len(base)]] == [(p.num_gpu, p.cpu_milli) for p in base]
     shared = gpushare_variant(base, 60.0, random.Random(1))
     assert len(shared) == len(base) and share(shared, lambda p: p.shared) >= 0.60
     assert sum(1 for p in shared if not p.num_gpu) == 10  # CPU-only pods untouched
