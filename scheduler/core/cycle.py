@@ -210,7 +210,7 @@ class Cycle:
             reason = grouping.waiting_message(pod)
             queue.unschedulable_failure(pod.uid, {grouping.name}, now)
             message = f"0/{len(engine.state.node_order)} nodes are available: {reason}."
-            return [Attempt(pod, None, message=message, rejectors=frozenset({grouping.name}), gang_waiting=True)]
+            return [Attempt(pod, None, message=message, rejectors=frozenset({grouping.name}), gang_outcome="waiting")]
         members = sorted(view.pending, key=grouping.placement_order)
         for member in members:
             queue.take(member.uid)
@@ -230,7 +230,10 @@ class Cycle:
             attempts = self._place_in_domains(view, plan, members, holds, runtime, now)
         placed = [a for a in attempts if a.node is not None]
         failed = [a for a in attempts if a.node is None]
-        if len(view.bound) + len(placed) >= view.minimum:
+        succeeded = len(view.bound) + len(placed) >= view.minimum
+        for attempt in attempts:
+            attempt.gang_outcome = "placed" if succeeded else "failed"
+        if succeeded:
             for attempt in placed:
                 queue.done(attempt.pod.uid)
             for attempt in failed:

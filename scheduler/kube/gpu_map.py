@@ -55,6 +55,9 @@ class DecisionHooks(LoopHooks):
         self.inner.on_attempt(result, profile, seconds, attempt)
         self.log.attempt(attempt, self.clock())
 
+    def on_cycle(self, attempts: list[Attempt]) -> None:
+        self.inner.on_cycle(attempts)
+
     def on_bind(self, result: BindResult) -> None:
         self.inner.on_bind(result)
         if result.outcome is not Outcome.BOUND:

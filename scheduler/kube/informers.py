@@ -106,8 +106,8 @@ WORKLOAD_POD_GROUPS = ResourceKind("PodGroup", "scheduling.k8s.io/v1alpha2", "/a
                                    optional=True, name="PodGroup.scheduling.k8s.io")
 ALL_KINDS: tuple[ResourceKind, ...] = (NODES, PODS, EXTENDED_RESOURCES, RESOURCE_CLASSES, POD_GROUPS,
                                        DISRUPTION_BUDGETS, PRIORITY_CLASSES)
-# what the scheduler (and `kubectl tessera`'s snapshot) watches: upstream PodGroups too; `tessera
-# record` keeps to ALL_KINDS, where each kind name is one API (its --kinds names them by kind)
+# what the scheduler, `kubectl tessera`'s snapshot and `tessera record` watch: upstream PodGroups too
+# (optional: a 404 while the alpha API is off)
 SCHEDULER_KINDS: tuple[ResourceKind, ...] = (*ALL_KINDS, WORKLOAD_POD_GROUPS)
 
 

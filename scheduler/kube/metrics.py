@@ -26,6 +26,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from scheduler.core.framework.attempt import GangOutcome
+
 
 def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
     """component-base `metrics.ExponentialBuckets(start, factor, count)`."""
@@ -35,7 +37,7 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
 AttemptResult = Literal["scheduled", "unschedulable", "error"]
 Queue = Literal["active", "backoff", "unschedulable", "gated"]
 DeviceState = Literal["free", "allocated", "shared", "unhealthy"]
-GangResult = Literal["placed", "waiting", "failed"]
+GangResult = GangOutcome  # the core's own words for a gang cycle
 BindingResult = Literal["success", "conflict", "not_found", "error"]
 
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = ("scheduled", "unschedulable", "error")

@@ -190,13 +190,11 @@ class MetricsHooks(LoopHooks):
             self.metrics.observe_preemption(len(attempt.preempted))
 
     def on_cycle(self, attempts: list[Attempt]) -> None:
-        """One gang attempt per cycle of a gang, however many members it tried."""
-        if not attempts or attempts[0].pod.gang is None:
-            return
-        if attempts[0].gang_waiting:
-            self.metrics.gang_attempt("waiting")
-        else:
-            self.metrics.gang_attempt("placed" if any(a.node is not None for a in attempts) else "failed")
+        """One gang attempt per cycle of a gang, however many members it tried (a gang-labelled
+        pod in a profile without gang scheduling is a plain pod: no outcome)."""
+        outcome = attempts[0].gang_outcome if attempts else None
+        if outcome is not None:
+            self.metrics.gang_attempt(outcome)
 
     def on_bind(self, result: BindResult) -> None:
         self.metrics.observe_binding(result.outcome.value, result.seconds)

@@ -61,19 +61,15 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
     input had bound already (a recording of a settled cluster showed nodes in use and no pods) —
     then pods that did not get a node."""
     by_node: dict[str, list[str]] = defaultdict(list)
-    unscheduled: list[tuple[str, str]] = []
-    placed = 0
-    for key, attempt in sorted(stats.final.items()):
-        if key in stats.evicted:
-            continue
-        if attempt.node is not None:
-            placed += 1
-        elif scheduler.is_pending(key):
-            unscheduled.append((key, attempt.message))
-    already_bound = 0
+    unscheduled = [(key, attempt.message) for key, attempt in sorted(stats.final.items())
+                   if attempt.node is None and key not in stats.evicted and scheduler.is_pending(key)]
+    placed = already_bound = 0  # of the pods on a node now: placed by this replay, or bound by the input
     for pod in scheduler.placements():
         by_node[pod.node].append(pod.key.rpartition("/")[2])
-        if pod.key not in stats.final:
+        final = stats.final.get(pod.key)
+        if final is not None and final.node == pod.node:
+            placed += 1
+        else:
             already_bound += 1
     rows = [("NODE", "GPU", "CPU", "PODS")]
     for node in scheduler.node_usage((GPU, CPU)):

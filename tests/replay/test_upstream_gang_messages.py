@@ -19,7 +19,7 @@ def test_too_few_members_of_an_upstream_group() -> None:
     assert run.node_of("train-0") is None
     assert run.last("train-0").message == (
         "0/1 nodes are available: waiting for minCount pods from a gang to appear in scheduling queue.")
-    assert run.last("train-0").gang_waiting
+    assert run.last("train-0").gang_outcome == "waiting"
 
 
 def test_a_missing_upstream_group() -> None:
@@ -34,10 +34,19 @@ def test_scheduler_plugins_groups_keep_their_wording() -> None:
     run.add(b.node("n1", gpus=4), b.podgroup("pg", 2),
             b.pod("pg-0", labels={"scheduling.x-k8s.io/pod-group": "pg"}, limits={"nvidia.com/gpu": 1}))
     assert "cannot find enough sibling pods, current pods number: 1, minMember of group: 2" in run.last("pg-0").message
-    assert run.last("pg-0").gang_waiting
+    assert run.last("pg-0").gang_outcome == "waiting"
 
 
 def test_a_gang_cycle_that_tries_its_members_is_not_waiting() -> None:
     run = Run()
     run.add(b.node("n1", gpus=1), b.workload_podgroup("big", 2), _member("big-0", "big"), _member("big-1", "big"))
-    assert run.node_of("big-0") is None and not run.last("big-0").gang_waiting
+    assert run.node_of("big-0") is None and run.last("big-0").gang_outcome == "failed"
+
+
+def test_a_gang_whose_minimum_is_met_by_bound_members_is_placed_even_if_a_pending_one_fails() -> None:
+    run = Run()
+    run.add(b.node("n1", gpus=1), b.workload_podgroup("g", 1),
+            b.pod("g-0", limits={"nvidia.com/gpu": 1}, node_name="n1", phase="Running",
+                  spec_extra={"schedulingGroup": {"podGroupName": "g"}}),
+            _member("g-1", "g"))
+    assert run.node_of("g-1") is None and run.last("g-1").gang_outcome == "placed"

@@ -116,3 +116,29 @@ def test_podgroupscheduled_never_goes_from_true_to_false_and_stamps_only_transit
     assert core.group_status("default/g").scheduled == 0  # type: ignore[union-attr]
     loop._write_group_status("default/g", "0/1 nodes are available: no room any more")
     assert [c["status"] for c in _workload_group_wishes(loop)] == ["True"]
+
+
+async def test_a_gang_cycle_reaches_the_metrics_once_also_through_the_gpu_map_hooks() -> None:
+    """tessera_gang_attempts_total counts gang cycles through `LoopHooks.on_cycle`; the GPU map's
+    DecisionHooks wrap the metrics hooks with --gpu-map and must pass it on."""
+    from prometheus_client import generate_latest
+
+    from scheduler.kube.gpu_map import GpuMap
+    from scheduler.kube.metrics import Metrics
+    from scheduler.kube.run_cli import MetricsHooks
+
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=4)]
+    for i in range(2):
+        api.add_pod(b.pod(f"w-{i}", requests={"nvidia.com/gpu": 1},
+                          labels={"pod-group.scheduling.sigs.k8s.io/name": "w",
+                                  "pod-group.scheduling.sigs.k8s.io/min-available": "2"}))
+    metrics = Metrics(profiles=["tessera"])
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    loop.hooks = GpuMap(loop).hooks(MetricsHooks(metrics, loop))
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await _until(lambda: all(api.pod("default", f"w-{i}")["spec"].get("nodeName") for i in range(2)), seconds=5)
+        owner.cancel_scope.cancel()
+    text = generate_latest(metrics.registry).decode()
+    assert 'tessera_gang_attempts_total{result="placed"} 1.0' in text

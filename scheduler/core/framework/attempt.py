@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from scheduler.core.objects import Pod
+
+# What a gang's cycle came to, on each of its attempts: "placed" — its minimum is met (members
+# already bound count); "waiting" — it cannot be tried yet (too few members, no PodGroup);
+# "failed" — tried, its minimum did not fit, nothing was kept.
+GangOutcome = Literal["placed", "waiting", "failed"]
 
 
 @dataclass(slots=True)
@@ -19,7 +25,7 @@ class Attempt:
     attempts: int = 1  # this attempt included (for the scheduling SLI metrics)
     queued_at: float = 0.0  # when the pod first entered the queue
     deferred: bool = False  # placed, but a permit plugin holds its Binding (the allocation gate)
-    gang_waiting: bool = False  # a gang member whose group cannot be tried yet (too few members, no PodGroup)
+    gang_outcome: GangOutcome | None = None  # set on every attempt of a gang's cycle (see GangOutcome)
     preemption_tried: bool = False  # a PostFilter (preemption) ran for this attempt's pod or gang
     preempted: list[Pod] = field(default_factory=list)  # victims to evict for this pod (or its gang)
     nominated_node: str | None = None  # status.nominatedNodeName to write: None leaves it, "" clears it
