@@ -37,14 +37,13 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
 AttemptResult = Literal["scheduled", "unschedulable", "error"]
 Queue = Literal["active", "backoff", "unschedulable", "gated"]
 DeviceState = Literal["free", "allocated", "shared", "unhealthy"]
-GangResult = GangOutcome  # the core's own words for a gang cycle
 BindingResult = Literal["success", "conflict", "not_found", "error"]
 
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = ("scheduled", "unschedulable", "error")
 PENDING_QUEUES: tuple[Queue, ...] = ("active", "backoff", "unschedulable", "gated")
 CACHE_TYPES = ("nodes", "pods", "assumed_pods")
 DEVICE_STATES: tuple[DeviceState, ...] = ("free", "allocated", "shared", "unhealthy")
-GANG_RESULTS: tuple[GangResult, ...] = ("placed", "waiting", "failed")
+GANG_RESULTS: tuple[GangOutcome, ...] = ("placed", "waiting", "failed")
 BINDING_RESULTS: tuple[BindingResult, ...] = ("success", "conflict", "not_found", "error")
 
 SCHEDULING_ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)
@@ -262,7 +261,7 @@ class Metrics:
         if victims:
             self.preemption_victims.observe(victims)
 
-    def gang_attempt(self, result: GangResult) -> None:
+    def gang_attempt(self, result: GangOutcome) -> None:
         self.gang_attempts.labels(result=result).inc()
 
     # --- API writes, leadership, informers -----------------------------------------------------

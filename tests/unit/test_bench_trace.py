@@ -39,6 +39,21 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def run_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodes: str, pods: str, variants: dict[str, str],
+              *args: str) -> tuple[Path, dict[str, Any]]:
+    """A trace dir of `nodes` and `pods` rows plus `variants/openb_pod_list_<name>.csv` files (full
+    text), `bench.trace` run on it with `args`; the output dir and its results.json."""
+    write(tmp_path / trace.NODES_CSV, NODE_HEADER + nodes)
+    write(tmp_path / trace.PODS_CSV, POD_HEADER + pods)
+    (tmp_path / "variants").mkdir()
+    for name, text in variants.items():
+        write(tmp_path / "variants" / f"openb_pod_list_{name}.csv", text)
+    monkeypatch.setenv(trace.TRACE_DIR_ENV, str(tmp_path))
+    out = tmp_path / "out"
+    assert trace.main([*args, "--jobs", "1", "--out", str(out)]) == 0
+    return out, json.loads((out / "results.json").read_text())
+
+
 def pod(name: str, num_gpu: int = 1, gpu_milli: int = 1000, spec: tuple[str, ...] = (),
         cpu: int = 1000, memory: int = 1024) -> TracePod:
     return TracePod(name, cpu, memory, num_gpu, gpu_milli if num_gpu else 0, spec)
@@ -281,20 +296,12 @@ def test_unknown_policy_and_missing_file_are_clear_errors(tmp_path: Path, capsys
 
 def test_the_variants_suite_runs_every_trace_into_one_table_json_and_png(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    write(tmp_path / trace.NODES_CSV, NODE_HEADER + "".join(
-        f"node-{i:02d},32000,131072,{(4, 8)[i % 2]},{'T4' if i % 2 else 'G2'}\n" for i in range(6)))
+    nodes = "".join(f"node-{i:02d},32000,131072,{(4, 8)[i % 2]},{'T4' if i % 2 else 'G2'}\n" for i in range(6))
     rows = "".join(f"pod-{i:03d},2000,4096,{i % 3},{1000 if i % 3 else 0},,LS,Running,0,1,0\n" for i in range(40))
-    write(tmp_path / trace.PODS_CSV, POD_HEADER + rows)
-    (tmp_path / "variants").mkdir()
-    write(tmp_path / "variants" / "openb_pod_list_multigpu20.csv",  # multigpu files have five columns only
-          "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n" + "".join(
-              f"m-{i:03d},1000,2048,{(1, 2, 4)[i % 3]},1000\n" for i in range(30)))
-    write(tmp_path / "variants" / "openb_pod_list_cpu037.csv", POD_HEADER + rows)
-    monkeypatch.setenv(trace.TRACE_DIR_ENV, str(tmp_path))
-    out = tmp_path / "out"
-    assert trace.main(["--suite", "variants", "--policies", "tessera-default,first-fit", "--seeds", "42",
-                       "--jobs", "1", "--out", str(out)]) == 0
-    document = json.loads((out / "results.json").read_text())
+    multigpu = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n" + "".join(  # multigpu files have five columns only
+        f"m-{i:03d},1000,2048,{(1, 2, 4)[i % 3]},1000\n" for i in range(30))
+    out, document = run_suite(tmp_path, monkeypatch, nodes, rows, {"multigpu20": multigpu, "cpu037": POD_HEADER + rows},
+                              "--suite", "variants", "--policies", "tessera-default,first-fit", "--seeds", "42")
     assert list(document["traces"]) == ["default", "cpu037", "multigpu20"]
     assert set(document["traces"]["multigpu20"]) == {"tessera-default", "first-fit"}
     assert document["reference"]["multigpu20"] == {"FGD": 4.47, "BestFit": 6.27}
@@ -373,16 +380,10 @@ def test_slice_reference_counts_only_the_shared_pods_that_arrived_by_100_percent
 
 def test_the_suite_reports_the_slice_reference_per_trace(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    write(tmp_path / trace.NODES_CSV, NODE_HEADER + "".join(f"node-{i},32000,131072,4,G2\n" for i in range(2)))
+    nodes = "".join(f"node-{i},32000,131072,4,G2\n" for i in range(2))
     rows = "".join(f"pod-{i:03d},1000,2048,1,{(320, 470, 650)[i % 3]},,LS,Running,0,1,0\n" for i in range(30))
-    write(tmp_path / trace.PODS_CSV, POD_HEADER + rows)
-    (tmp_path / "variants").mkdir()
-    write(tmp_path / "variants" / "openb_pod_list_gpushare40.csv", POD_HEADER + rows)
-    monkeypatch.setenv(trace.TRACE_DIR_ENV, str(tmp_path))
-    out = tmp_path / "out"
-    assert trace.main(["--suite", "variants", "--policies", "first-fit", "--seeds", "1,2", "--jobs", "1",
-                       "--out", str(out)]) == 0
-    document = json.loads((out / "results.json").read_text())
+    _, document = run_suite(tmp_path, monkeypatch, nodes, rows, {"gpushare40": POD_HEADER + rows},
+                            "--suite", "variants", "--policies", "first-fit", "--seeds", "1,2")
     total_gpus = 8
     expected = [slice_reference_of(read_pods(tmp_path / trace.PODS_CSV), total_gpus, seed) for seed in (1, 2)]
     reference = document["slice_reference"]["gpushare40"]
@@ -465,18 +466,12 @@ def test_gpuspec_analogue_gives_more_gpu_pods_a_spec_drawn_from_the_existing_one
 
 def test_the_analogues_suite_builds_eight_traces_with_their_published_figures(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    write(tmp_path / trace.NODES_CSV, NODE_HEADER + "".join(f"node-{i},64000,262144,8,G2\n" for i in range(3)))
+    nodes = "".join(f"node-{i},64000,262144,8,G2\n" for i in range(3))
     rows = "".join(f"pod-{i:03d},2000,4096,{(0, 1, 1, 2)[i % 4]},{(0, 470, 1000, 1000)[i % 4]},,LS,Running,0,1,0\n"
                    for i in range(24))
-    write(tmp_path / trace.PODS_CSV, POD_HEADER + rows)
-    (tmp_path / "variants").mkdir()
     spec_rows = rows.replace("pod-001,2000,4096,1,470,,", "pod-001,2000,4096,1,470,G2,")
-    write(tmp_path / "variants" / "openb_pod_list_gpuspec20.csv", POD_HEADER + spec_rows)
-    monkeypatch.setenv(trace.TRACE_DIR_ENV, str(tmp_path))
-    out = tmp_path / "out"
-    assert trace.main(["--suite", "analogues", "--policies", "first-fit", "--seeds", "1", "--jobs", "1",
-                       "--out", str(out)]) == 0
-    document = json.loads((out / "results.json").read_text())
+    _, document = run_suite(tmp_path, monkeypatch, nodes, rows, {"gpuspec20": POD_HEADER + spec_rows},
+                            "--suite", "analogues", "--policies", "first-fit", "--seeds", "1")
     assert list(document["traces"]) == ["cpu200x", "cpu250x", "gpushare60x", "gpushare100x", "gpuspec25x",
                                         "gpuspec33x", "multigpu40x", "multigpu50x"]
     assert document["reference"]["multigpu50x"] == {"FGD": 2.905, "BestFit": 4.425}
