@@ -45,6 +45,11 @@ async def test_a_group_is_protected_while_a_pod_uses_it_and_deleted_after(contro
         created = (await kube.call("POST", groups, _group("train"))).json()
         assert FINALIZER in created["metadata"].get("finalizers", [])  # the plane runs the controller
         await kube.call("POST", f"/api/v1/namespaces/{namespace}/pods", _member("train-0", "train"))
+        # The controller asks only its pod informer whether a pod uses the group (upstream
+        # hasActivePods reads the index, never the apiserver): a DELETE sent before that informer
+        # has seen the new pod lets the group go. CI hit this once on a loaded machine; give the
+        # informer time to catch up, as any real deletion comes long after the pods were made.
+        await asyncio.sleep(2)
         await kube.call("DELETE", f"{groups}/train")
         await asyncio.sleep(2)  # the controller has had its chance: the pod still uses the group
         held = (await kube.call("GET", f"{groups}/train")).json()
