@@ -19,7 +19,7 @@ capacity on a node is the same), holding their CPU requests in ascending order w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 MILLI = 1000
@@ -61,12 +61,12 @@ class WorkloadModel:
     of a node together for the multi-GPU jobs a GPU cluster exists for (six 1-GPU pods are packed
     4+2 on two 4-GPU nodes, not 3+3, so a 2-GPU pod still fits); a few thousand observed pods later
     the prior weighs nothing against them.
-    `scarcity`: the weight factor of each ResourceClass's types (a type's weight is its pods times
-    the factor of its class; class-less types 1): see `FragmentationScore.scarcity`.
+    `scarcity`: the weight factor of task types (a type's weight is its pods times its factor;
+    types it gives none, 1): see `FragmentationScore.scarcity`.
     """
 
     def __init__(self, max_types: int = 256, prior_pods: float = 0.0,
-                 scarcity: Callable[[], Mapping[str, float]] | None = None) -> None:
+                 scarcity: Callable[[Sequence[TaskShape]], Mapping[TaskShape, float]] | None = None) -> None:
         self.max_types = max_types
         self.prior_pods = prior_pods
         self.scarcity = scarcity
@@ -90,10 +90,10 @@ class WorkloadModel:
             for gpus in PRIOR_GPUS:
                 shape = TaskShape(gpus, MILLI, "", 0)
                 counts[shape] = counts.get(shape, 0) + self.prior_pods
-        factors = self.scarcity() if self.scarcity is not None else {}
         # most popular first; equal counts in shape order so the result never depends on arrival
-        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-        weighted = [(shape, count * factors.get(shape.cls, 1.0)) for shape, count in ranked[:self.max_types]]
+        ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:self.max_types]
+        factors = self.scarcity([shape for shape, _ in ranked]) if self.scarcity is not None else {}
+        weighted = [(shape, count * factors.get(shape, 1.0)) for shape, count in ranked]
         covered = sum(weight for _, weight in weighted)
         self.types = tuple(TaskType(shape, weight / covered) for shape, weight in weighted)
         self.groups = _groups(self.types)

@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 
 from scheduler.api.config import SchedulerConfig, parse_config
+from scheduler.core.framework.cycle_state import prepare
+from scheduler.core.objects import parse_pod
 from scheduler.core.plugins.fragmentation import FragmentationScore, TesseraFragmentation, sigmoid_score
 from scheduler.core.state import ClusterState
 from scheduler.core.workload import TaskShape, WorkloadModel
@@ -193,13 +195,53 @@ def test_scarcity_weighs_class_bound_types_by_how_rare_their_gpus_are() -> None:
         run.add(b.node(name, gpus=gpus), *(b.device(name, i, model=model) for i in range(gpus)))
     run.add(b.resource_class("t4", match_labels={"model": "T4"}), b.resource_class("any-gpu"))
     measure = FragmentationScore(run.scheduler.state, scarcity_exponent=1)
-    assert measure.scarcity() == {"t4": 4.0, "any-gpu": 1.0}  # 16 GPUs, 4 of them T4
-    assert FragmentationScore(run.scheduler.state, scarcity_exponent=2).scarcity()["t4"] == 16.0
-    model = WorkloadModel(prior_pods=0, scarcity=measure.scarcity)
     bound, free = TaskShape(1, 1000, "t4", 1000), TaskShape(1, 1000, "", 1000)
+    anywhere = TaskShape(1, 1000, "any-gpu", 1000)
+    # 16 GPUs, 4 of them T4
+    assert measure.scarcity([bound, free, anywhere]) == {bound: 4.0, free: 1.0, anywhere: 1.0}
+    assert FragmentationScore(run.scheduler.state, scarcity_exponent=2).scarcity([bound])[bound] == 16.0
+    model = WorkloadModel(prior_pods=0, scarcity=measure.scarcity)
     model.observe(bound)
     model.observe(free)
     assert {t.shape: t.popularity for t in model.types} == {bound: pytest.approx(0.8), free: pytest.approx(0.2)}
+
+
+def test_scarcity_weighs_a_type_by_the_gpus_of_the_nodes_that_could_take_one_pod() -> None:
+    """20 servers of 96 cores and one of 128, 8 GPUs each: an 8-GPU pod asking 120 cores fits
+    only the big one (168 GPUs, 8 of them serve it); 64 cores fit every server; a 3-GPU pod of 100
+    cores fits the big one only; a type nothing can take (9 GPUs) keeps its pod count (factor 1)."""
+    run = Run(_fragmentation_only())
+    run.add(*(b.node(f"small-{i}", gpus=8, cpu="96") for i in range(20)), b.node("big", gpus=8, cpu="128"))
+    measure = FragmentationScore(run.scheduler.state, scarcity_exponent=1)
+    wide, narrow = TaskShape(8, 1000, "", 120_000), TaskShape(8, 1000, "", 64_000)
+    three, never, cpu_only = TaskShape(3, 1000, "", 100_000), TaskShape(9, 1000, "", 0), TaskShape(0, 0, "", 1000)
+    assert measure.scarcity([wide, narrow, three, never, cpu_only]) == {wide: 21.0, narrow: 1.0, three: 21.0}
+    run.add(b.node("big-2", gpus=8, cpu="128"))  # a new node is counted at the next refresh
+    assert measure.scarcity([wide])[wide] == pytest.approx(176 / 16)
+
+
+def test_small_pods_keep_off_the_only_node_a_big_cpu_gang_member_fits() -> None:
+    """Seen: 2,000 one-GPU pods of 4 cores, 2 eight-GPU pods of 120 cores. By pod count alone the
+    big type is 0.1 % of the mix, and a one-GPU pod on the one server it fits costs it next to
+    nothing (a score point at most); weighed by how few GPUs can serve it (21×), the same
+    placement scores 4 points lower than on a 96-core server (40 at the default weight, more than
+    LeastAllocated's difference between the two) (multigpu20 trace variant: LeastAllocated
+    sent small pods to the 128-core servers first, and on seeds where the big pods came late they
+    all failed)."""
+    run = Run(_fragmentation_only())
+    run.add(*(b.node(f"small-{i}", gpus=8, cpu="96") for i in range(20)), b.node("big", gpus=8, cpu="128"))
+    state = run.scheduler.state
+    scores = {}
+    for exponent in (0, 1):
+        measure = FragmentationScore(state, prior_pods=0, scarcity_exponent=exponent)
+        for _ in range(2):
+            measure.workload.observe(TaskShape(8, 1000, "", 120_000))
+        for _ in range(2000):
+            measure.workload.observe(TaskShape(1, 1000, "", 4000))
+        ctx = prepare(parse_pod(b.pod("one", requests={"cpu": "4", "nvidia.com/gpu": 1})), state.classes)
+        scores[exponent] = {name: measure.score(ctx, state.nodes[name]) for name in ("small-0", "big")}
+    assert scores[0]["small-0"] - scores[0]["big"] <= 1
+    assert scores[1]["small-0"] - scores[1]["big"] >= 3  # x10 in the default profile
 
 
 @pytest.mark.parametrize("exponent, expected", [(1, "g2"), (0, "t4")])

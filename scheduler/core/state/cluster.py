@@ -50,6 +50,7 @@ class ClusterState:
         self.node_order: list[str] = []  # nodes with an object, in arrival order (sampling order)
         self._node_index: dict[str, int] = {}
         self.order_version = 0  # bumped when a node leaves node_order (positions shift)
+        self.capacity_version = 0  # bumped when a node comes, goes or changes its allocatable
         self.dirty: set[str] = set()  # nodes changed since the vector index last looked
         self.pods: dict[str, Pod] = {}
         self.by_key: dict[str, str] = {}  # "<ns>/<name>" -> uid
@@ -192,6 +193,7 @@ class ClusterState:
             info.node = None
             self._remove_from_order(node.name)
             self._touch(info)
+            self.capacity_version += 1
             return [], []
         if self._stale(node.meta.uid, node.meta.resource_version):
             return [], []
@@ -200,6 +202,8 @@ class ClusterState:
         old = info.node
         info.node = node
         self._touch(info)
+        if old is None or old.allocatable != node.allocatable:
+            self.capacity_version += 1
         if old is None:
             self._node_index[node.name] = len(self.node_order)
             self.node_order.append(node.name)

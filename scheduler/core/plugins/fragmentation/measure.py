@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Generic, TypeVar
 
 from scheduler.api.quantity import Amount
@@ -64,7 +65,7 @@ class FragmentationScore:
         self.state = state
         self.resource = resource
         self.scarcity_exponent = scarcity_exponent
-        self._scarcity_memo: tuple[int, dict[str, float]] | None = None
+        self._profiles: tuple[tuple[int, int], NodeProfiles] | None = None
         self.workload = WorkloadModel(max_types, prior_pods, self.scarcity if scarcity_exponent else None)
         self._nodes: NodeCache[NodeGpus] = NodeCache()
         self._memo: EpochMemo[tuple[object, ...], int] = EpochMemo()  # score by (GPUs, CPU, pod's changes)
@@ -114,29 +115,63 @@ class FragmentationScore:
         self._capacity[cls.name] = (generation, capacity)
         return capacity
 
-    def scarcity(self) -> dict[str, float]:
-        """Per ResourceClass: (all GPUs / the class's GPUs) ** exponent, read at each workload refresh.
+    def scarcity(self, shapes: Sequence[TaskShape]) -> dict[TaskShape, float]:
+        """Per GPU task type: (all GPUs / the GPUs that could ever serve it) ** exponent, read at
+        each workload refresh. A GPU could serve a type when its node, empty, could take one pod
+        of it: enough allocatable CPU, enough GPUs (of the type's class, if it has one).
 
-        Why: the measure rewards a pod that may use any GPU for landing where it removes free GPU
-        that *other* types could not use — but by a few milli-GPU, which CPU spreading outweighs, so
-        any-GPU pods fill the scarce models that class-bound pods wait for. A class's types weigh
-        by how much rarer their GPUs are than GPUs in general (on the gpuspec20 trace variant, a
-        quarter of GPU pods bound to models: 4.49 % unallocated against 4.96 % unweighted, seeds 3-4).
+        Why: the measure weighs a type by its pods, so a rare type that few nodes can serve weighs
+        next to nothing, and pods that could go anywhere fill those nodes first — the type then
+        fails for good and its GPUs stay unused. Two cases the trace variants show:
+        - pods bound to a GPU model (a quarter of GPU pods bound to models, gpuspec20: 4.49 %
+          unallocated against 4.96 % unweighted, seeds 3-4);
+        - 8-GPU pods asking 120 cores, which only the 39 servers of 128 cores can take (1,213
+          nodes, most of 96): with LeastAllocated preferring the node with the most CPU free,
+          small pods went there first, and on seeds where the big pods came late they all failed
+          (multigpu20, seeds 3-8: 3.75-5.33 % by pod count alone, ... weighted).
         """
-        generation = self.state.classes.generation  # moves on any device or class change
-        if self._scarcity_memo is not None and self._scarcity_memo[0] == generation:
-            return self._scarcity_memo[1]  # the warm-up refreshes on every pod: count devices once
-        total = 0
-        members: dict[str, int] = {}
-        for name, device in self.state.devices.items():
-            if device.resource_name != self.resource:
+        table = self._scarcity_table()
+        factors: dict[TaskShape, float] = {}
+        total = table.total
+        for shape in shapes:
+            if not shape.count or not total:
                 continue
-            total += 1
-            for cls in self.state.classes.device_classes.get(name, ()):
-                members[cls] = members.get(cls, 0) + 1
-        factors = {cls: (total / count) ** self.scarcity_exponent for cls, count in members.items()}
-        self._scarcity_memo = (generation, factors)
+            serving = sum((per_class.get(shape.cls, 0) if shape.cls else gpus) * nodes
+                          for cpu, gpus, per_class, nodes in table.profiles
+                          if cpu >= shape.cpu and (per_class.get(shape.cls, 0) if shape.cls else gpus) >= shape.count)
+            if serving:
+                factors[shape] = (total / serving) ** self.scarcity_exponent
         return factors
+
+    def _scarcity_table(self) -> NodeProfiles:
+        """The nodes' capacity grouped into profiles, kept until a node or a device class changes
+        (the warm-up refreshes the workload on every pod: count the nodes once)."""
+        key = (self.state.capacity_version, self.state.classes.generation)
+        if self._profiles is not None and self._profiles[0] == key:
+            return self._profiles[1]
+        counts: dict[tuple[int, int, tuple[tuple[str, int], ...]], int] = {}
+        total = 0
+        for info in self.state.nodes.values():
+            node = info.node
+            if node is None:
+                continue
+            per_class: dict[str, int] = {}
+            devices = 0
+            for device in info.devices.values():
+                if device.resource_name != self.resource:
+                    continue
+                devices += 1
+                for cls in self.state.classes.device_classes.get(device.name, ()):
+                    per_class[cls] = per_class.get(cls, 0) + 1
+            gpus = devices or node.allocatable.get(self.resource, 0)
+            if not gpus:
+                continue
+            total += gpus
+            profile = (node.allocatable.get(CPU, 0), gpus, tuple(sorted(per_class.items())))
+            counts[profile] = counts.get(profile, 0) + 1
+        table = NodeProfiles(total, tuple((cpu, gpus, dict(classes), n) for (cpu, gpus, classes), n in counts.items()))
+        self._profiles = (key, table)
+        return table
 
     # --- the measure ----------------------------------------------------------------------
 
@@ -332,6 +367,15 @@ class EpochMemo(Generic[K, V]):
             self._data = {}
             self._epoch = epoch
         return self._data
+
+
+@dataclass(frozen=True, slots=True)
+class NodeProfiles:
+    """The cluster's GPU nodes by capacity: all their GPUs, and per distinct (allocatable CPU,
+    GPUs, GPUs per class) how many nodes have it."""
+
+    total: int
+    profiles: tuple[tuple[int, int, dict[str, int], int], ...]
 
 
 @dataclass(frozen=True, slots=True)
