@@ -4,8 +4,9 @@
 - `maxTaskTypes`: the most popular request shapes kept as task types (default 256).
 - `multiGpuPrior`: pseudo-count of pods per whole-GPU shape of 2, 4 and 8 GPUs added to the
   observed mix (default 1; 0 = only what was observed). Why: see `WorkloadModel`.
-- `scarcityExponent`: a ResourceClass's task types weigh (all GPUs / the class's GPUs) to this
-  power (default 1; 0 = by pod count alone). Why: see `FragmentationScore.scarcity`.
+- `scarcityExponent`: a task type weighs (all GPUs / the GPUs on nodes that could take one of its
+  pods: enough CPU, enough GPUs of its class) to this power (default 1; 0 = by pod count alone).
+  Why: see `FragmentationScore.scarcity`.
 """
 
 from __future__ import annotations
