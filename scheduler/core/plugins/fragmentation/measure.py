@@ -36,8 +36,8 @@ over the group's CPU requests. Reusing scores across cycles and nodes: cache.py.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from scheduler.api.quantity import Amount
@@ -138,9 +138,11 @@ class FragmentationScore:
         for shape in shapes:
             if not shape.count or not total:
                 continue
-            serving = sum((per_class.get(shape.cls, 0) if shape.cls else gpus) * nodes
-                          for cpu, gpus, per_class, nodes in table.profiles
-                          if cpu >= shape.cpu and (per_class.get(shape.cls, 0) if shape.cls else gpus) >= shape.count)
+            serving = 0
+            for cpu, gpus, per_class, nodes in table.profiles:
+                usable = per_class.get(shape.cls, 0) if shape.cls else gpus
+                if cpu >= shape.cpu and usable >= shape.count:
+                    serving += usable * nodes
             if serving:
                 factors[shape] = (total / serving) ** self.scarcity_exponent
         return factors
