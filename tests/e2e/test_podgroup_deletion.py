@@ -16,6 +16,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from scheduler.api.quantity import parse_quantity
 from scheduler.kube.controlplane import ControlPlaneBinaries, LocalControlPlane
 from tests.e2e.live import Kube, eventually
 
@@ -37,6 +38,38 @@ async def _gone(kube: Kube, path: str) -> bool:
     return (await kube.call("GET", path, ok=(200, 404))).status == 404
 
 
+async def _controller_manager_holds_pods(kube: Kube, namespace: str, count: int) -> None:
+    """Wait until kube-controller-manager's shared pod informer holds `count` pods of `namespace`.
+
+    The podgroup-protection controller asks only that informer whether a pod uses a group
+    (upstream `hasActivePods` reads its index, never the apiserver), so a DELETE the informer has
+    not caught up with lets a used group go. After an apiserver outage (earlier tests stop and
+    restart the shared one) client-go's reflector backs off up to 30 s before it lists again: the
+    informer trailed by 21 s after test_leader's outage, and CI failed here twice, once behind a 2 s
+    pause (12 s outage, then that pause: the group went 2 of 2 times). So no pause is safe.
+    The resourcequota controller counts pods from the same shared informer: a quota status
+    computed for our latest `hard` says what the informer held then, and changing `hard` makes the
+    controller compute it again.
+    """
+    quotas = f"/api/v1/namespaces/{namespace}/resourcequotas"
+    await kube.call("POST", quotas, {"apiVersion": "v1", "kind": "ResourceQuota",
+                                     "metadata": {"name": "informer-probe"}, "spec": {"hard": {"pods": "1000"}}})
+    for hard in range(1000, 1100):
+        if hard > 1000:
+            await kube.call("PATCH", f"{quotas}/informer-probe", {"spec": {"hard": {"pods": str(hard)}}},
+                            content_type="application/merge-patch+json")
+
+        async def computed(limit: int = hard) -> dict[str, Any] | None:
+            status: dict[str, Any] = (await kube.call("GET", f"{quotas}/informer-probe")).json().get("status", {})
+            return status if parse_quantity(status.get("hard", {}).get("pods", 0)) == limit else None
+
+        used = parse_quantity((await eventually(computed, timeout=120))["used"]["pods"])  # "1000" reads "1k"
+        if used == count:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"kube-controller-manager's pod informer never held {count} pod(s) of {namespace}")
+
+
 async def test_a_group_is_protected_while_a_pod_uses_it_and_deleted_after(control_plane: LocalControlPlane,
                                                                           namespace: str) -> None:
     kube = await Kube.connect(control_plane.kubeconfig)
@@ -45,11 +78,7 @@ async def test_a_group_is_protected_while_a_pod_uses_it_and_deleted_after(contro
         created = (await kube.call("POST", groups, _group("train"))).json()
         assert FINALIZER in created["metadata"].get("finalizers", [])  # the plane runs the controller
         await kube.call("POST", f"/api/v1/namespaces/{namespace}/pods", _member("train-0", "train"))
-        # The controller asks only its pod informer whether a pod uses the group (upstream
-        # hasActivePods reads the index, never the apiserver): a DELETE sent before that informer
-        # has seen the new pod lets the group go. CI hit this once on a loaded machine; give the
-        # informer time to catch up, as any real deletion comes long after the pods were made.
-        await asyncio.sleep(2)
+        await _controller_manager_holds_pods(kube, namespace, 1)
         await kube.call("DELETE", f"{groups}/train")
         await asyncio.sleep(2)  # the controller has had its chance: the pod still uses the group
         held = (await kube.call("GET", f"{groups}/train")).json()
