@@ -315,9 +315,8 @@ class SchedulerLoop:
                 self.statuses.workload_pod_group(namespace, name, False, "Unschedulable", failure,
                                                  transition=status.condition != "False")
             return
-        self.statuses.pod_group(namespace, name, {"phase": status.phase, "scheduled": status.scheduled,
-                                                  "running": status.running, "succeeded": status.succeeded,
-                                                  "failed": status.failed})
+        self.statuses.pod_group(namespace, name, {"phase": status.phase, "running": status.running,
+                                                  "succeeded": status.succeeded, "failed": status.failed})
 
     def _pod_version(self, namespace: str, name: str, reason: str) -> str | None:
         """For the status writer: the pod's resourceVersion while it still waits for `reason`."""

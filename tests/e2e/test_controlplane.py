@@ -142,6 +142,10 @@ def _resource_class(name: str, spec: dict[str, Any]) -> dict[str, Any]:
             {"selector": {"matchExpressions": [{"key": "memory", "operator": "Gt", "values": ["lots"]}]}},
             "must be a quantity",
         ),
+        (  # kubectl apply shows only this: name the value (a new user's 10GiB got no hint)
+            {"selector": {"matchExpressions": [{"key": "memory", "operator": "Gt", "values": ["10GiB"]}]}},
+            '"10GiB" is not a quantity: the value of Gt and Lt must be a quantity such as 16Gi or 7 (suffixes Ki, Mi',
+        ),
         (
             {"selector": {"matchExpressions": [{"key": "model", "operator": "Exists", "values": ["x"]}]}},
             "take no values",

@@ -341,7 +341,7 @@ TFJOB_CRD_STUB: Obj = {
 def test_examples_apply(deployed: LocalControlPlane, namespace: str) -> None:
     admin = deployed.admin
     examples = {path.name: load_documents(path) for path in sorted((DEPLOY / "examples").glob("*.yaml"))}
-    assert set(examples) >= {"tfjob-seed1.yaml", "resourceclasses.yaml", "shared-class.yaml", "quota.yaml", "pod.yaml"}
+    assert set(examples) >= {"gang-job.yaml", "tfjob-seed1.yaml", "resourceclasses.yaml", "shared-class.yaml", "quota.yaml", "pod.yaml"}
     apply_documents(admin, [TFJOB_CRD_STUB])
     classes = [doc for docs in examples.values() for doc in docs if doc["kind"] == "ResourceClass"]
     try:
@@ -439,8 +439,7 @@ async def test_scheduler_schedules_with_its_service_account(deployed: LocalContr
         events = await eventually(lambda: _scheduled_events(kubectl, namespace, expected), 20)
         assert all(e["reportingController"] == "tessera" for e in events)
         await eventually(lambda: _unschedulable(kubectl, namespace, "too-big"), 20)
-        # (status.py also writes `scheduled`, which this CRD's schema does not have: pruned.)
-        await eventually(lambda: _podgroup_phase(kubectl, namespace, "pg", "Scheduled"), 20)
+        await eventually(lambda: _podgroup_phase(kubectl, namespace, "pg", "Scheduling"), 20)  # bound, not running
         cls = await eventually(lambda: _class_matching(kubectl, "v100-32g"), 20)
         assert cls["status"]["matchingDevices"] == 4
 

@@ -9,11 +9,16 @@ Stages in scheduler/data/kwok-stages.yaml) is shared with the other kwok test fi
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from scheduler.sim import builders as b
 from tests.e2e.kwok_cluster import COMPLETE_DELAY, cluster, is_, kwok_plane, namespace_named, phase  # noqa: F401
 from tests.e2e.live import eventually
+
+DEPLOY_EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 
 
 async def test_a_pod_runs_then_succeeds_after_the_delay_in_its_annotation(cluster: Any) -> None:
@@ -75,3 +80,26 @@ async def test_a_bound_pod_that_is_deleted_goes_away_and_its_gpus_are_reused(clu
     assert await eventually(lambda: is_(phase(kube, ns, "first"), "Gone"), timeout=30)
     assert await eventually(lambda: is_(phase(kube, ns, "second"), "Running"), timeout=30)
     assert (await kube.pods(ns))["second"]["spec"]["nodeName"] == node
+
+
+async def test_the_shipped_gang_job_example_starts_together_and_finishes(cluster: Any) -> None:
+    """deploy/examples/gang-job.yaml as a user applies it (a new user found no gang example that
+    runs without Kubeflow): the four workers are placed together on one node, run, succeed, and
+    the PodGroup's status follows scheduler-plugins' to Finished."""
+    kube, nodes = cluster
+    await nodes(2, 4)
+    ns = await namespace_named(kube, "kwok-gang-example")
+    group, job = yaml.safe_load_all((DEPLOY_EXAMPLES / "gang-job.yaml").read_text())
+    job["spec"]["template"]["metadata"]["annotations"][COMPLETE_DELAY] = "3s"  # the example's 30 s, shortened
+    await kube.call("POST", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups", group)
+    await kube.call("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", job)
+
+    async def finished() -> Any:
+        status = (await kube.call("GET", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/train"))
+        return status.json().get("status") if status.json().get("status", {}).get("phase") == "Finished" else None
+
+    status = await eventually(finished, timeout=90, interval=0.5)
+    assert (status["succeeded"], status["failed"]) == (4, 0)
+    pods = await kube.pods(ns)
+    assert len(pods) == 4 and len({p["spec"]["nodeName"] for p in pods.values()}) == 1
+    assert all(p["status"]["phase"] == "Succeeded" for p in pods.values())

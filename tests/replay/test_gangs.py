@@ -147,7 +147,7 @@ def test_podgroup_status_follows_its_members_from_pending_to_finished_and_back()
     run.add(members[0])
     assert _status(run) == ("Pending", 0, 0, 0, 0)  # fewer than minMember exist
     run.add(members[1])
-    assert _status(run) == ("Scheduled", 2, 0, 0, 0)
+    assert _status(run) == ("Scheduling", 2, 0, 0, 0)  # placed, not running: upstream has no "Scheduled"
     bound = {name: run.replay.pods[run.state.pod_by_key(f"default/{name}").uid] for name in ("life-0", "life-1")}
 
     def phase(name: str, value: str) -> None:
@@ -157,7 +157,7 @@ def test_podgroup_status_follows_its_members_from_pending_to_finished_and_back()
         run.feed(b.event("MODIFIED", obj))
 
     phase("life-0", "Running")
-    assert _status(run) == ("Scheduled", 2, 1, 0, 0)
+    assert _status(run) == ("Scheduling", 2, 1, 0, 0)
     phase("life-1", "Running")
     assert _status(run) == ("Running", 2, 2, 0, 0)
     phase("life-0", "Succeeded")

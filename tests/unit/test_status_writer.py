@@ -84,7 +84,7 @@ async def test_waiting_for_the_allocation_gate_is_its_own_reason() -> None:
 async def test_pod_group_status_is_merged_as_wished() -> None:
     api = FakeApi()
     writer = StatusWriter(api, lambda ns, name, reason: None)  # type: ignore[arg-type]
-    status = {"phase": "Running", "scheduled": 3, "running": 3, "succeeded": 0, "failed": 0}
+    status = {"phase": "Running", "running": 3, "succeeded": 0, "failed": 0}
     writer.pod_group("default", "g", status)
     writer.pod_group("default", "g", status)
     await _flush(writer, lambda: bool(api.calls))

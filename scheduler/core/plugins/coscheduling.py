@@ -125,12 +125,14 @@ def gang_view(state: ClusterState, pod: Pod) -> GangView | None:
 class GroupStatus:
     """A PodGroup's status as the scheduler-plugins PodGroup controller reports it.
 
-    `scheduled` counts members on a node (bound, or assumed while their Binding is in flight);
     running/succeeded/failed count pod phases. The phase follows the controller's rules
-    (pkg/controllers/podgroup_controller.go): Pending until minMember members exist, Scheduling
-    until minMember are scheduled, then Scheduled, Running once running + succeeded reach
-    minMember, Failed once a member failed and failed + running + succeeded reach minMember,
-    Finished once minMember succeeded; Pending again when every member is gone.
+    (pkg/controllers/podgroup_controller.go): Pending until minMember members exist, then
+    Scheduling, Running once running + succeeded reach minMember, Failed once a member failed and
+    failed + running + succeeded reach minMember, Finished once minMember succeeded; Pending again
+    when fewer than minMember members exist. Today's controller and CRD have no `Scheduled` phase
+    and no `scheduled` count (older releases had both; the CRD we ship, like upstream's, would
+    prune the count). `scheduled` (members on a node: bound, or assumed while their Binding is in
+    flight) is kept for the upstream Workload API's PodGroupScheduled condition.
     """
 
     phase: str
@@ -161,8 +163,6 @@ def group_status(state: ClusterState, key: str) -> GroupStatus | None:
         phase = "Failed"
     elif running + succeeded >= minimum:
         phase = "Running"
-    elif scheduled >= minimum:
-        phase = "Scheduled"
     else:
         phase = "Scheduling"
     return GroupStatus(phase, scheduled, running, succeeded, failed, minimum, group.api, group.scheduled_condition)
