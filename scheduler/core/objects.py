@@ -590,10 +590,15 @@ class PodGroup:
     api: str = PLUGINS_API
     topology: GangTopology | None = None
     scheduled_condition: str = ""  # upstream's PodGroupScheduled status on the object: "True", "False" or ""
+    final_phase: str = ""  # a scheduler-plugins status.phase after which nothing changes it: Finished or Failed
 
     @property
     def key(self) -> str:
         return self.meta.key
+
+
+# scheduler-plugins' PodGroup controller stops reconciling a group in these phases (its status stays as it is)
+FINAL_GROUP_PHASES = ("Finished", "Failed")
 
 
 def podgroup_api(obj: JSON) -> str:
@@ -616,7 +621,11 @@ def parse_podgroup(obj: JSON) -> PodGroup:
     if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0):
         raise ObjectError(f"PodGroup.spec.scheduleTimeoutSeconds: Invalid value: {timeout!r}")
     priority_class = _str(spec.get("priorityClassName"), "PodGroup.spec.priorityClassName")
-    return PodGroup(meta, minimum, timeout, priority_class, PLUGINS_API, gang_topology(meta.annotations))
+    status = obj.get("status")
+    phase = status.get("phase") if isinstance(status, dict) else None  # a status is the writer's, never refused
+    final = phase if phase in FINAL_GROUP_PHASES else ""
+    return PodGroup(meta, minimum, timeout, priority_class, PLUGINS_API, gang_topology(meta.annotations),
+                    final_phase=final)
 
 
 def _parse_workload_podgroup(obj: JSON) -> PodGroup:

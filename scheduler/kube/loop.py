@@ -315,6 +315,8 @@ class SchedulerLoop:
                 self.statuses.workload_pod_group(namespace, name, False, "Unschedulable", failure,
                                                  transition=status.condition != "False")
             return
+        if status.final:
+            return
         self.statuses.pod_group(namespace, name, {"phase": status.phase, "running": status.running,
                                                   "succeeded": status.succeeded, "failed": status.failed})
 

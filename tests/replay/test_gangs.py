@@ -168,8 +168,26 @@ def test_podgroup_status_follows_its_members_from_pending_to_finished_and_back()
     assert _status(run) == ("Finished", 2, 0, 2, 0)
     for name in ("life-0", "life-1"):
         run.feed(b.event("DELETED", bound[name]))
-    assert _status(run) == ("Pending", 0, 0, 0, 0)  # every member gone
+    assert _status(run) == ("Pending", 0, 0, 0, 0)  # every member gone, and the object never said Finished
     assert coscheduling.group_status(run.state, "default/none") is None
+
+
+def test_a_finished_or_failed_podgroup_keeps_its_phase_as_upstreams_controller_does() -> None:
+    """scheduler-plugins' controller returns early for a group whose phase is Finished or Failed.
+    Tessera rewrote the phase from the live members: once a finished Job's pods were deleted, its
+    group went back to Pending."""
+    for final in ("Finished", "Failed"):
+        run = Run(config(BINPACK))
+        group = b.podgroup("done", 1)
+        run.add(b.node("n1", gpus=4), group, b.pod("done-0", labels={"scheduling.x-k8s.io/pod-group": "done"},
+                                                   limits={"nvidia.com/gpu": 1}))
+        run.feed(b.event("MODIFIED", {**group, "status": {"phase": final, "succeeded": 1}}))
+        run.feed(b.event("DELETED", run.replay.pods[run.state.pod_by_key("default/done-0").uid]))
+        status = coscheduling.group_status(run.state, "default/done")
+        assert status is not None and (status.phase, status.final) == (final, True)
+    run.feed(b.event("MODIFIED", {**group, "status": {"phase": "Running"}}))  # a status that is not final
+    status = coscheduling.group_status(run.state, "default/done")
+    assert status is not None and (status.phase, status.final) == ("Pending", False)
 
 
 def test_every_member_without_a_node_says_its_gangs_state() -> None:

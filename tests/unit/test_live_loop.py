@@ -142,3 +142,18 @@ async def test_a_gang_cycle_reaches_the_metrics_once_also_through_the_gpu_map_ho
         owner.cancel_scope.cancel()
     text = generate_latest(metrics.registry).decode()
     assert 'tessera_gang_attempts_total{result="placed"} 1.0' in text
+
+
+def test_a_finished_plugins_podgroup_gets_no_more_status_writes() -> None:
+    """As scheduler-plugins' controller: Finished and Failed are final. Tessera wrote Pending over
+    Finished once a finished Job's pods were gone."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    group = b.podgroup("g", 1)
+    loop.core.apply("ADDED", group, 0.0)
+    loop._write_group_status("default/g")
+    assert [body["status"]["phase"] for body in loop.statuses._dirty.values()] == ["Pending"]
+    loop.statuses._dirty.clear()  # written
+    loop.core.apply("MODIFIED", {**group, "status": {"phase": "Finished", "succeeded": 1}}, 0.0)
+    loop._write_group_status("default/g")  # its members are gone: the live count says Pending
+    assert loop.statuses._dirty == {}

@@ -129,7 +129,8 @@ class GroupStatus:
     (pkg/controllers/podgroup_controller.go): Pending until minMember members exist, then
     Scheduling, Running once running + succeeded reach minMember, Failed once a member failed and
     failed + running + succeeded reach minMember, Finished once minMember succeeded; Pending again
-    when fewer than minMember members exist. Today's controller and CRD have no `Scheduled` phase
+    when fewer than minMember members exist — until the object's phase is Finished or Failed: the
+    controller stops there, so do we (`final`: nothing is written any more). Today's controller and CRD have no `Scheduled` phase
     and no `scheduled` count (older releases had both; the CRD we ship, like upstream's, would
     prune the count). `scheduled` (members on a node: bound, or assumed while their Binding is in
     flight) is kept for the upstream Workload API's PodGroupScheduled condition.
@@ -143,6 +144,7 @@ class GroupStatus:
     minimum: int = 1
     api: str = PLUGINS_API  # which PodGroup API the group is (its status is written in that API's form)
     condition: str = ""  # upstream's PodGroupScheduled status on the object ("True", "False", "")
+    final: bool = False  # the object's phase is final (Finished/Failed): write nothing
 
 
 def group_status(state: ClusterState, key: str) -> GroupStatus | None:
@@ -155,7 +157,10 @@ def group_status(state: ClusterState, key: str) -> GroupStatus | None:
     phases = [pod.phase for pod in members]
     running, succeeded, failed = phases.count("Running"), phases.count("Succeeded"), phases.count("Failed")
     scheduled = sum(1 for pod in members if pod.uid in state.placements or pod.terminal)
-    if not members or len(members) < minimum:
+    final = bool(group.final_phase)
+    if final:
+        phase = group.final_phase
+    elif not members or len(members) < minimum:
         phase = "Pending"
     elif succeeded >= minimum:
         phase = "Finished"
@@ -165,4 +170,5 @@ def group_status(state: ClusterState, key: str) -> GroupStatus | None:
         phase = "Running"
     else:
         phase = "Scheduling"
-    return GroupStatus(phase, scheduled, running, succeeded, failed, minimum, group.api, group.scheduled_condition)
+    return GroupStatus(phase, scheduled, running, succeeded, failed, minimum, group.api, group.scheduled_condition,
+                       final)
