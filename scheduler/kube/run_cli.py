@@ -46,8 +46,11 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--config", help="scheduler configuration (default: the built-in GPU profile, fragmentation-aware packing)")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: clientConnection.kubeconfig, then $KUBECONFIG, "
                                              "then in-cluster)")
-    parser.add_argument("--bind-address", default="127.0.0.1", help="address for /healthz, /readyz, /metrics (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=10251, help="port for /healthz, /readyz, /metrics (default 10251; 0 = any free port, logged in serving.started)")
+    parser.add_argument("--bind-address", default="127.0.0.1",
+                        help="address for /healthz, /readyz, /metrics (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=10251,
+                        help="port for /healthz, /readyz, /metrics (default 10251; 0 = any free port, "
+                             "logged in serving.started)")
     parser.add_argument("--identity", help="leader election identity (default: <hostname>_<uuid>)")
     parser.add_argument("--gpu-map", action="store_true",
                         help="also serve a read-only GPU map page at /gpu-map on --bind-address/--port")

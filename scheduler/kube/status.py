@@ -76,7 +76,7 @@ class StatusWriter:
         self._nominated.pop(key, None)
 
     def pod_group(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        """phase, scheduled, running, succeeded, failed (the scheduler-plugins PodGroup status)."""
+        """phase, running, succeeded, failed (the scheduler-plugins PodGroup status)."""
         path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}/status"
         self._want((path, MERGE_PATCH), {"status": status})
 

@@ -341,7 +341,8 @@ TFJOB_CRD_STUB: Obj = {
 def test_examples_apply(deployed: LocalControlPlane, namespace: str) -> None:
     admin = deployed.admin
     examples = {path.name: load_documents(path) for path in sorted((DEPLOY / "examples").glob("*.yaml"))}
-    assert set(examples) >= {"gang-job.yaml", "tfjob-seed1.yaml", "resourceclasses.yaml", "shared-class.yaml", "quota.yaml", "pod.yaml"}
+    assert set(examples) >= {"gang-job.yaml", "tfjob-seed1.yaml", "resourceclasses.yaml", "shared-class.yaml",
+                             "quota.yaml", "pod.yaml"}
     apply_documents(admin, [TFJOB_CRD_STUB])
     classes = [doc for docs in examples.values() for doc in docs if doc["kind"] == "ResourceClass"]
     try:

@@ -95,8 +95,9 @@ async def test_the_shipped_gang_job_example_starts_together_and_finishes(cluster
     await kube.call("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", job)
 
     async def finished() -> Any:
-        status = (await kube.call("GET", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/train"))
-        return status.json().get("status") if status.json().get("status", {}).get("phase") == "Finished" else None
+        group = (await kube.call("GET", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/train")).json()
+        status = group.get("status", {})
+        return status if status.get("phase") == "Finished" else None
 
     status = await eventually(finished, timeout=90, interval=0.5)
     assert (status["succeeded"], status["failed"]) == (4, 0)

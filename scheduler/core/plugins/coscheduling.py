@@ -130,9 +130,9 @@ class GroupStatus:
     Scheduling, Running once running + succeeded reach minMember, Failed once a member failed and
     failed + running + succeeded reach minMember, Finished once minMember succeeded; Pending again
     when fewer than minMember members exist — until the object's phase is Finished or Failed: the
-    controller stops there, so do we (`final`: nothing is written any more). Today's controller and CRD have no `Scheduled` phase
-    and no `scheduled` count (older releases had both; the CRD we ship, like upstream's, would
-    prune the count). `scheduled` (members on a node: bound, or assumed while their Binding is in
+    controller stops there, so do we (`final`: nothing is written any more). Today's controller
+    and CRD have no `Scheduled` phase and no `scheduled` count (older releases had both; the CRD we
+    ship, like upstream's, would prune the count). `scheduled` (members on a node: bound, or assumed while their Binding is in
     flight) is kept for the upstream Workload API's PodGroupScheduled condition.
     """
 
