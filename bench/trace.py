@@ -23,12 +23,13 @@ from typing import Any
 from bench import trace_analogues
 from bench.pool import run_pool
 from bench.trace_metrics import summarize
-from bench.trace_policies import BY_NAME, POLICIES, config_for, duplicates, select
+from bench.trace_policies import BY_NAME, POLICIES, Policy, config_for, duplicates, from_file, select
 from bench.trace_report import SUITE_REFERENCE, REFERENCE, markdown_table, plot, policy_results, suite_plot, suite_table
 from bench.trace_run import RunResult, run_offline, run_once
 from bench.trace_slices import slice_reference
 from bench.trace_workload import (TraceError, TraceNode, TracePod, arrival_sequence, offline_order, read_nodes, read_pods,
                                   subsample)
+from scheduler.api.config import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TRACE_DIR_ENV = "TESSERA_TRACE_DIR"
@@ -97,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "(gpuspec, gpushare, multigpu, cpu families); `analogues` = the eight FGD-artifact "
                              "variants that folder lacks, rebuilt by their families' rules (bench/trace_analogues.py); "
                              "one table against the published figures")
+    parser.add_argument("--config", type=Path, action="append", default=[], metavar="FILE",
+                        help="also run this KubeSchedulerConfiguration file as a policy named after the file "
+                             "(repeatable; e.g. a candidate default beside --policies tessera-default); "
+                             "without --policies only the files run")
+    parser.add_argument("--traces", help="with --suite: only these traces, comma-separated (e.g. gpuspec20,multigpu30)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
     return parser
@@ -109,8 +115,10 @@ Task = tuple[str, str, int]  # (trace, policy, seed)
 
 
 def _init_worker(nodes: list[TraceNode], traces: dict[str, list[TracePod]], inflate: float,
-                 score_all: bool) -> None:
-    _WORKLOAD.update(nodes=nodes, traces=traces, inflate=inflate, score_all=score_all, sequences={})
+                 score_all: bool, files: dict[str, Path]) -> None:
+    """`files`: the --config policies by name (workers are spawned: they rebuild them from the path)."""
+    _WORKLOAD.update(nodes=nodes, traces=traces, inflate=inflate, score_all=score_all, sequences={},
+                     files={name: from_file(path) for name, path in files.items()})
 
 
 def _sequence(trace: str, seed: int, offline: bool) -> list[TracePod]:
@@ -123,7 +131,7 @@ def _sequence(trace: str, seed: int, offline: bool) -> list[TracePod]:
 
 def _run_task(task: Task) -> RunResult:
     trace, name, seed = task
-    policy = BY_NAME[name]
+    policy = _WORKLOAD["files"].get(name) or BY_NAME[name]
     config = config_for(policy, _WORKLOAD["score_all"])
     run = run_offline if policy.offline else run_once
     return replace(run(name, config, seed, _WORKLOAD["nodes"], _sequence(trace, seed, policy.offline)), trace=trace)
@@ -157,8 +165,8 @@ def run_all(tasks: Sequence[Task], jobs: int, init_args: tuple[Any, ...]) -> lis
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        policies = select(args.policies)
-    except ValueError as err:
+        policies = config_policies(args.policies, args.config)
+    except (ValueError, ConfigError) as err:
         print(f"bench.trace: {err}", file=sys.stderr)
         return 2
     nodes_path = args.nodes or trace_dir() / NODES_CSV
@@ -166,6 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         nodes = read_nodes(nodes_path)
         if args.suite:
             traces, pods = suite_pods(args.suite)
+            if args.traces:
+                traces, pods = only(traces, pods, args.traces)
+        elif args.traces:
+            raise TraceError("--traces selects traces of a --suite; give a single trace with --pods")
         else:
             traces = {_trace_name(args.pods): str(args.pods or trace_dir() / PODS_CSV)}
             pods = {name: read_pods(Path(path)) for name, path in traces.items()}
@@ -190,7 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     wall_start = time.perf_counter()
     tasks = [(trace, p.name, seed) for trace in pods for p in policies for seed in seeds]
-    results = run_all(tasks, args.jobs, (nodes, pods, args.inflate, score_all))
+    files = {p.name: p.path for p in policies if p.path is not None}
+    results = run_all(tasks, args.jobs, (nodes, pods, args.inflate, score_all, files))
     wall = time.perf_counter() - wall_start
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -233,6 +246,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\nbench.trace: {len(results)} runs in {wall:.0f} s; wrote {out / 'results.json'} and {figure}",
           file=sys.stderr)
     return 0
+
+
+def config_policies(names: str | None, files: Sequence[Path]) -> list[Policy]:
+    """`--policies` and `--config`: the named policies (the default set when neither is given),
+    then one per file, each file read now so that a bad one stops the run before it starts."""
+    policies = select(names) if names or not files else []
+    for path in files:
+        policy = from_file(path)
+        if policy.name in BY_NAME or policy.name in {p.name for p in policies}:
+            raise ValueError(f"--config {path}: a policy named {policy.name!r} is already selected; rename the file")
+        policy.build()
+        policies.append(policy)
+    return policies
+
+
+def only(traces: dict[str, str], pods: dict[str, list[TracePod]],
+         names: str) -> tuple[dict[str, str], dict[str, list[TracePod]]]:
+    """The suite's traces named in `--traces`, in the suite's order."""
+    wanted = [name.strip() for name in names.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in pods]
+    if unknown or not wanted:
+        raise TraceError(f"--traces: unknown trace(s) {', '.join(unknown) or '(none given)'}; "
+                         f"this suite has {', '.join(pods)}")
+    return ({name: source for name, source in traces.items() if name in wanted},
+            {name: rows for name, rows in pods.items() if name in wanted})
 
 
 def slice_summaries(pods: Sequence[TracePod], total_gpus: int, seeds: Sequence[int],

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 from scheduler.api.config import SchedulerConfig, load_config, parse_config
@@ -39,6 +41,7 @@ class Policy:
     build: Callable[[], SchedulerConfig]
     default: bool = True  # part of a run without --policies
     offline: bool = False  # placed in offline_order (the arrived pods, largest first), not as they arrive
+    path: Path | None = None  # a --config file's policy: workers rebuild it from the file
 
 
 POLICIES: tuple[Policy, ...] = (
@@ -78,6 +81,12 @@ POLICIES: tuple[Policy, ...] = (
 )
 
 BY_NAME = {p.name: p for p in POLICIES}
+
+
+def from_file(path: Path) -> Policy:
+    """A configuration file as a policy (`--config`), named after the file: a candidate default is
+    measured exactly as `tessera run --config FILE` would place pods, beside the built-in one."""
+    return Policy(path.stem, f"configuration file {path}", partial(load_config, path), path=path)
 
 
 def select(names: str | None) -> list[Policy]:

@@ -311,6 +311,52 @@ def test_the_variants_suite_runs_every_trace_into_one_table_json_and_png(
     assert "| cpu037 | first-fit |" in table  # no published figure: dashes
 
 
+def test_a_config_file_runs_as_a_policy_on_the_chosen_traces_of_a_suite(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    nodes = "".join(f"node-{i:02d},32000,131072,{(4, 8)[i % 2]},{'T4' if i % 2 else 'G2'}\n" for i in range(6))
+    rows = "".join(f"pod-{i:03d},2000,4096,{i % 3},{1000 if i % 3 else 0},,LS,Running,0,1,0\n" for i in range(40))
+    unscored = write(tmp_path / "unscored.yaml", "apiVersion: kubescheduler.config.k8s.io/v1\n"
+                     "kind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: tessera\n"
+                     "  plugins:\n    score:\n      disabled:\n      - name: '*'\n")
+    _, document = run_suite(tmp_path, monkeypatch, nodes, rows, {"cpu037": POD_HEADER + rows, "cpu050": POD_HEADER + rows},
+                            "--suite", "variants", "--traces", "cpu050,default", "--policies", "first-fit",
+                            "--config", str(unscored), "--seeds", "42,43")
+    assert list(document["traces"]) == ["default", "cpu050"]  # the suite's order, cpu037 left out
+    for policies in document["traces"].values():
+        assert list(policies) == ["first-fit", "unscored"]
+        # the file is first-fit's configuration: the workers ran it, run for run the same placements
+        assert [run["unallocated_gpu_pct_at_100"] for run in policies["unscored"]["runs"]] == \
+            [run["unallocated_gpu_pct_at_100"] for run in policies["first-fit"]["runs"]]
+    assert document["run"]["policies"]["unscored"] == f"configuration file {unscored}"
+    captured = capsys.readouterr()
+    assert "unscored resolves to the same scoring as first-fit" in captured.err
+    assert "| cpu050 | unscored |" in captured.out
+
+
+def test_bad_config_files_and_trace_names_are_clear_errors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = write(tmp_path / "bad.yaml", "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                "profiles:\n- schedulerName: tessera\n  plugins:\n    score:\n      enabled:\n"
+                "      - name: NoSuchPlugin\n")
+    clash = write(tmp_path / "first-fit.yaml", "apiVersion: kubescheduler.config.k8s.io/v1\n"
+                  "kind: KubeSchedulerConfiguration\n")
+    assert trace.main(["--config", str(tmp_path / "missing.yaml"), "--out", str(tmp_path)]) == 2
+    assert trace.main(["--config", str(bad), "--out", str(tmp_path)]) == 2
+    assert trace.main(["--policies", "first-fit", "--config", str(clash), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "missing.yaml" in err and "NoSuchPlugin" in err and "a policy named 'first-fit' is already selected" in err
+    monkeypatch.setenv(trace.TRACE_DIR_ENV, str(tmp_path))
+    write(tmp_path / trace.NODES_CSV, NODE_HEADER + "node-00,32000,131072,4,T4\n")
+    write(tmp_path / trace.PODS_CSV, POD_HEADER + "pod-000,2000,4096,1,1000,,LS,Running,0,1,0\n")
+    (tmp_path / "variants").mkdir()
+    write(tmp_path / "variants" / "openb_pod_list_cpu037.csv", POD_HEADER + "pod-000,2000,4096,1,1000,,LS,Running,0,1,0\n")
+    assert trace.main(["--suite", "variants", "--traces", "gpuspec99", "--out", str(tmp_path / "o")]) == 1
+    assert trace.main(["--traces", "default", "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "unknown trace(s) gpuspec99; this suite has default, cpu037" in err
+    assert "--traces selects traces of a --suite" in err
+
+
 # --- the offline reference -------------------------------------------------------------------
 
 
