@@ -255,7 +255,8 @@ def config_policies(names: str | None, files: Sequence[Path]) -> list[Policy]:
     for path in files:
         policy = from_file(path)
         if policy.name in BY_NAME or policy.name in {p.name for p in policies}:
-            raise ValueError(f"--config {path}: a policy named {policy.name!r} is already selected; rename the file")
+            taken = "a built-in policy has" if policy.name in BY_NAME else "another --config file has"
+            raise ValueError(f"--config {path}: {taken} the name {policy.name!r}; rename the file")
         policy.build()
         policies.append(policy)
     return policies

@@ -342,9 +342,13 @@ def test_bad_config_files_and_trace_names_are_clear_errors(
                   "kind: KubeSchedulerConfiguration\n")
     assert trace.main(["--config", str(tmp_path / "missing.yaml"), "--out", str(tmp_path)]) == 2
     assert trace.main(["--config", str(bad), "--out", str(tmp_path)]) == 2
-    assert trace.main(["--policies", "first-fit", "--config", str(clash), "--out", str(tmp_path)]) == 2
+    assert trace.main(["--config", str(clash), "--out", str(tmp_path)]) == 2
+    (tmp_path / "other").mkdir()
+    twin = write(tmp_path / "other" / "bad.yaml", clash.read_text())
+    assert trace.main(["--config", str(twin), "--config", str(twin), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "missing.yaml" in err and "NoSuchPlugin" in err and "a policy named 'first-fit' is already selected" in err
+    assert "missing.yaml" in err and "NoSuchPlugin" in err
+    assert "a built-in policy has the name 'first-fit'" in err and "another --config file has the name 'bad'" in err
     monkeypatch.setenv(trace.TRACE_DIR_ENV, str(tmp_path))
     write(tmp_path / trace.NODES_CSV, NODE_HEADER + "node-00,32000,131072,4,T4\n")
     write(tmp_path / trace.PODS_CSV, POD_HEADER + "pod-000,2000,4096,1,1000,,LS,Running,0,1,0\n")
