@@ -318,7 +318,8 @@ def test_a_config_file_runs_as_a_policy_on_the_chosen_traces_of_a_suite(
     unscored = write(tmp_path / "unscored.yaml", "apiVersion: kubescheduler.config.k8s.io/v1\n"
                      "kind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: tessera\n"
                      "  plugins:\n    score:\n      disabled:\n      - name: '*'\n")
-    _, document = run_suite(tmp_path, monkeypatch, nodes, rows, {"cpu037": POD_HEADER + rows, "cpu050": POD_HEADER + rows},
+    variants = {"cpu037": POD_HEADER + rows, "cpu050": POD_HEADER + rows}
+    _, document = run_suite(tmp_path, monkeypatch, nodes, rows, variants,
                             "--suite", "variants", "--traces", "cpu050,default", "--policies", "first-fit",
                             "--config", str(unscored), "--seeds", "42,43")
     assert list(document["traces"]) == ["default", "cpu050"]  # the suite's order, cpu037 left out
@@ -351,9 +352,10 @@ def test_bad_config_files_and_trace_names_are_clear_errors(
     assert "a built-in policy has the name 'first-fit'" in err and "another --config file has the name 'bad'" in err
     monkeypatch.setenv(trace.TRACE_DIR_ENV, str(tmp_path))
     write(tmp_path / trace.NODES_CSV, NODE_HEADER + "node-00,32000,131072,4,T4\n")
-    write(tmp_path / trace.PODS_CSV, POD_HEADER + "pod-000,2000,4096,1,1000,,LS,Running,0,1,0\n")
+    one_pod = POD_HEADER + "pod-000,2000,4096,1,1000,,LS,Running,0,1,0\n"
+    write(tmp_path / trace.PODS_CSV, one_pod)
     (tmp_path / "variants").mkdir()
-    write(tmp_path / "variants" / "openb_pod_list_cpu037.csv", POD_HEADER + "pod-000,2000,4096,1,1000,,LS,Running,0,1,0\n")
+    write(tmp_path / "variants" / "openb_pod_list_cpu037.csv", one_pod)
     assert trace.main(["--suite", "variants", "--traces", "gpuspec99", "--out", str(tmp_path / "o")]) == 1
     assert trace.main(["--traces", "default", "--out", str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err

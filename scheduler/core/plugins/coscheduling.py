@@ -132,8 +132,9 @@ class GroupStatus:
     when fewer than minMember members exist — until the object's phase is Finished or Failed: the
     controller stops there, so do we (`final`: nothing is written any more). Today's controller
     and CRD have no `Scheduled` phase and no `scheduled` count (older releases had both; the CRD we
-    ship, like upstream's, would prune the count). `scheduled` (members on a node: bound, or assumed while their Binding is in
-    flight) is kept for the upstream Workload API's PodGroupScheduled condition.
+    ship, like upstream's, would prune the count). `scheduled` (members on a node: bound, or
+    assumed while their Binding is in flight) is kept for the upstream Workload API's
+    PodGroupScheduled condition.
     """
 
     phase: str
