@@ -6,6 +6,9 @@ files stay byte-identical across runs and match what `tessera record` would capt
 
 from __future__ import annotations
 
+import argparse
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
@@ -76,10 +79,24 @@ EXAMPLES = {"tfjob-demo.jsonl": tfjob_demo, "fragmentation.jsonl": fragmentation
             "preemption.jsonl": preemption}
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m examples.generate", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=HERE, help="directory to write into (default: examples/)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 naming each file that differs from what would be written")
+    args = parser.parse_args(argv)
+    stale = []
     for name, build in EXAMPLES.items():
-        (HERE / name).write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in build()))
+        content = b"".join(orjson.dumps(e) + b"\n" for e in build())
+        path = args.out / name
+        if not args.check:
+            path.write_bytes(content)
+        elif not path.is_file() or path.read_bytes() != content:
+            stale.append(name)
+    for name in stale:
+        print(f"{args.out / name}: differs from what `python -m examples.generate` builds", file=sys.stderr)
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
