@@ -109,7 +109,7 @@ def _node_objects(name: str, spec: FakeGpuNodeSpec) -> tuple[dict[str, Any], dic
         FAKE_LABEL: "true",
         **spec.labels,
     }
-    # kwok's annotation: a `tessera dev-cluster --with-kwok` kwok runs this node's pods (and only
+    # kwok's annotation: the kwok of `tessera dev-cluster` (on unless --no-kwok) runs this node's pods (and only
     # this annotation: no kwok taint, so the node advertises exactly what is set here)
     key, value = KWOK_NODE_ANNOTATION
     node = {"apiVersion": "v1", "kind": "Node",
