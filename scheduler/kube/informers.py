@@ -83,14 +83,18 @@ class ResourceKind:
     # with a warning, instead of keeping the scheduler unready.
     optional: bool = False
     name: str = ""  # how logs, stats and metrics name it when two APIs share the kind; default: kind
+    # Served by every apiserver (a GA built-in API): a 404 on its list is a transient error (a proxy
+    # or load balancer in a bad moment), never "not served" — treating it as empty would delete
+    # every object (for Pods: free every running pod's GPUs). Only CRDs and alpha APIs can be absent.
+    builtin: bool = False
 
     @property
     def label(self) -> str:
         return self.name or self.kind
 
 
-NODES = ResourceKind("Node", "v1", "/api/v1/nodes")
-PODS = ResourceKind("Pod", "v1", "/api/v1/pods")
+NODES = ResourceKind("Node", "v1", "/api/v1/nodes", builtin=True)
+PODS = ResourceKind("Pod", "v1", "/api/v1/pods", builtin=True)
 EXTENDED_RESOURCES = ResourceKind(
     "ExtendedResource", "tessera.dev/v1alpha1", "/apis/tessera.dev/v1alpha1/extendedresources")
 RESOURCE_CLASSES = ResourceKind(
@@ -98,9 +102,9 @@ RESOURCE_CLASSES = ResourceKind(
 POD_GROUPS = ResourceKind(
     "PodGroup", "scheduling.x-k8s.io/v1alpha1", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups")
 DISRUPTION_BUDGETS = ResourceKind("PodDisruptionBudget", "policy/v1", "/apis/policy/v1/poddisruptionbudgets",
-                                  optional=True)
+                                  optional=True, builtin=True)
 PRIORITY_CLASSES = ResourceKind("PriorityClass", "scheduling.k8s.io/v1", "/apis/scheduling.k8s.io/v1/priorityclasses",
-                                optional=True)
+                                optional=True, builtin=True)
 # upstream's Workload API (Kubernetes 1.36, alpha, off by default): a 404 while it is not served
 WORKLOAD_POD_GROUPS = ResourceKind("PodGroup", "scheduling.k8s.io/v1alpha2", "/apis/scheduling.k8s.io/v1alpha2/podgroups",
                                    optional=True, name="PodGroup.scheduling.k8s.io")
@@ -362,7 +366,7 @@ class Informer:
                 try:
                     response = await self.http.request("GET", self.kind.path, query=query,
                                                        timeout=LIST_TIMEOUT, limited=False)
-                    _raise_for_status(response)
+                    _raise_for_status(response, self.kind)
                     doc = response.json()
                     meta = doc.get("metadata") or {}
                     token = str(meta.get("continue") or "")
@@ -404,7 +408,7 @@ class Informer:
             if response.status == 404:  # the resource went away: let a LIST decide what it means
                 raise _Expired("watch answered 404 Not Found")
             if response.status != 200:
-                _raise_for_status(Response(response.status, await response.read()))
+                _raise_for_status(Response(response.status, await response.read()), self.kind)
             self.denials.allowed(self.kind.label)
             self.stats.watches += 1
             received = False
@@ -474,12 +478,12 @@ class Informer:
                           key=_key(obj), reason=_describe(err))
 
 
-def _raise_for_status(response: Response) -> None:
+def _raise_for_status(response: Response, kind: ResourceKind) -> None:
     if response.ok:
         return
     if response.status == 410:
         raise _Expired(response.message())
-    if response.status == 404:
+    if response.status == 404 and not kind.builtin:
         raise _Unavailable(response.message())
     raise _HttpError(response.status, response.message())
 

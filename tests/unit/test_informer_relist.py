@@ -412,3 +412,22 @@ async def test_a_required_kind_the_role_may_not_read_keeps_the_scheduler_unsynce
     informer, http, sink = make([forbidden, forbidden, forbidden], [], kind=NODES)
     await run_until(informer, lambda: len(http.list_calls) >= 3)
     assert not informer.synced.is_set() and informer.denials.reason
+
+
+@pytest.mark.parametrize("kind", [PODS, NODES, DISRUPTION_BUDGETS])
+async def test_a_404_on_a_built_in_kinds_relist_is_a_transient_error_not_a_deletion(kind: ResourceKind) -> None:
+    """A built-in kind is always served, so a 404 on its LIST (a proxy or load balancer in a bad
+    moment) says nothing about the objects. It used to mark the kind unavailable and send DELETED
+    for everything: for Pods that released every running pod's GPUs, and the core's tombstones kept
+    the pods out when the next LIST brought them back (found in review: double allocation)."""
+    not_found = Response(404, b'{"kind":"Status","message":"the server could not find the requested resource","code":404}')
+    a = pod("a", "1")
+    informer, http, sink = make([page([a], "5"), not_found, page([a], "5")],
+                                [FakeStream(event("ERROR", GONE))], kind=kind)
+    with capture_logs() as logs:
+        await run_until(informer, lambda: informer.stats.lists == 2)
+    assert [t for t, _, _ in sink.summary()] == ["ADDED"], sink.summary()  # no DELETED, no second ADDED
+    assert informer.available
+    assert not [entry for entry in logs if entry["event"] == "informer.unavailable"]
+    errors = [entry for entry in logs if entry["event"] == "informer.error"]
+    assert errors and "404" in errors[0]["reason"]
