@@ -7,7 +7,8 @@ cancels every Binding still in flight. Outcomes (docs/design.md §3):
 - 201: bound; the watch event confirms the assumption.
 - 404 (gone): nothing can be bound any more; drop the pod.
 - other 4xx (400, 403, 422, ...): the apiserver refused this Binding, so nothing was bound; forget
-  and decide again after backoff.
+  and decide again after backoff — unless an earlier send of the same Binding was ambiguous: the
+  refusal answers for its own request only, so it is treated like an ambiguous answer.
 - 409, 5xx, 429, timeouts, resets: *ambiguous*. The request may have reached the apiserver, or may
   still be on its way there (a proxy or a dead connection can deliver it after we gave up). The pod
   is read back: bound (to our node with our devices, or elsewhere) or gone settles it, and the pod
@@ -141,6 +142,12 @@ class Binder:
                                   0.0, sends=sends)
             sends += 1
             outcome, message = await self._post(binding)
+            if outcome is Outcome.RETRY and first_error:
+                # This request was refused, but an earlier one of ours may still land: no more
+                # certain than an error. Read back and send again, holding the devices meanwhile.
+                log.warning("binder.refused_after_ambiguous", pod=f"{binding.namespace}/{binding.name}",
+                            node=binding.node, error=message, earlier_error=first_error, sends=sends)
+                outcome = None
             if outcome is not None:
                 return BindResult(binding, outcome, message, 0.0, sends=sends)
             first_error = first_error or message

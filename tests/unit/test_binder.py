@@ -159,6 +159,34 @@ async def test_throttling_and_server_errors_are_ambiguous(status: int) -> None:
     assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 2)]
 
 
+async def test_a_refusal_after_an_ambiguous_send_settles_nothing() -> None:
+    """A refusal answers for its own request only: an earlier one of ours may still be on its way
+    and land. Reporting it (the core then frees the devices) gave one GPU to two pods when the
+    earlier request landed after a new pod had been given them (found in review)."""
+    api, binder, results, _ = _setup()
+    api.fail_next("POST", "/binding", hold=True)   # the connection dies; the request is still on its way
+    api.fail_next("POST", "/binding", status=403)  # the resend is refused (a token or webhook blip)
+
+    def land_after_the_refusal(method: str, path: str) -> None:
+        if method == "GET" and len(api.of("POST")) == 2:
+            api.deliver_held()
+
+    api.before = land_after_the_refusal
+    await _bind(binder)
+    assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 2)]
+    assert [c.method for c in api.calls] == ["POST", "GET", "POST", "GET"]
+    assert api.pod("default", "p")["spec"]["nodeName"] == "n"
+
+
+async def test_a_refusal_after_an_ambiguous_send_is_sent_again_until_certain() -> None:
+    api, binder, results, sleeps = _setup()
+    api.fail_next("POST", "/binding", status=503)
+    api.fail_next("POST", "/binding", status=403)
+    await _bind(binder)
+    assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 3)]
+    assert len(sleeps) == 2
+
+
 async def test_a_deposed_leader_sends_nothing_more() -> None:
     leading = [True]
     api, binder, results, _ = _setup(allowed=lambda: leading[0])
