@@ -164,14 +164,32 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
                 group.start_soon(until_stop, "leader-election", elector.run, name="leader-election")
             await stop.wait()
             log.info("tessera.stopping", in_flight=loop.binder.in_flight)
-            loop.stop()
-            await loop.binder.drain(DRAIN_SECONDS)
-            if elector is not None:
-                with contextlib.suppress(Exception):
-                    await elector.release()
+            await step_down(loop.stop, loop.binder.drain, lambda: loop.binder.in_flight,
+                            elector.release if elector is not None else None)
             group.cancel_scope.cancel()  # the loop (with what the drain did not see through), the signal handlers
     log.info("tessera.stopped")
     return 1 if crashed else 0
+
+
+async def step_down(stop: Callable[[], None], drain: Callable[[float], Awaitable[bool]], in_flight: Callable[[], int],
+                    release: Callable[[], Awaitable[None]] | None, *, drain_seconds: float = DRAIN_SECONDS) -> None:
+    """Stop deciding, let the Bindings in flight settle, then hand the Lease over — only if none is
+    left. A Binding still out may land after a successor has given its pod's devices to another
+    pod; the Lease is then left to expire, so the successor waits `leaseDuration` (by then the
+    apiserver has answered or dropped the request) instead of taking over at once."""
+    stop()
+    drained = await drain(drain_seconds)
+    if release is None:
+        return
+    if not drained:
+        log.warning("leader.release_skipped", in_flight=in_flight(),
+                    message=f"Bindings still in flight after {drain_seconds:g} s: the Lease is left to expire "
+                            "instead of being handed over")
+        return
+    try:
+        await release()
+    except Exception as err:  # shutting down either way; the Lease then expires
+        log.warning("leader.release_failed", error=repr(err))
 
 
 def _ready(loop: SchedulerLoop) -> tuple[bool, str]:
