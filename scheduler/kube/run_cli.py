@@ -172,7 +172,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
 
 
 async def step_down(stop: Callable[[], None], drain: Callable[[float], Awaitable[bool]], in_flight: Callable[[], int],
-                    release: Callable[[], Awaitable[None]] | None, *, drain_seconds: float = DRAIN_SECONDS) -> None:
+                    release: Callable[[], Awaitable[object]] | None, *, drain_seconds: float = DRAIN_SECONDS) -> None:
     """Stop deciding, let the Bindings in flight settle, then hand the Lease over — only if none is
     left. A Binding still out may land after a successor has given its pod's devices to another
     pod; the Lease is then left to expire, so the successor waits `leaseDuration` (by then the
