@@ -28,7 +28,7 @@ from scheduler.kube.http import ConnectError, KubeconfigError, KubeHttp, RateLim
 from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics
-from scheduler.kube.serving import Route, serve
+from scheduler.kube.serving import Route, ServeError, serve
 from scheduler.logs import configure_logging
 
 log = structlog.get_logger("tessera.run")
@@ -48,13 +48,23 @@ def add_parser(subparsers: Any) -> None:
                                              "then in-cluster)")
     parser.add_argument("--bind-address", default="127.0.0.1",
                         help="address for /healthz, /readyz, /metrics (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=10251,
+    parser.add_argument("--port", type=_port, default=10251,
                         help="port for /healthz, /readyz, /metrics (default 10251; 0 = any free port, "
                              "logged in serving.started)")
     parser.add_argument("--identity", help="leader election identity (default: <hostname>_<uuid>)")
     parser.add_argument("--gpu-map", action="store_true",
                         help="also serve a read-only GPU map page at /gpu-map on --bind-address/--port")
     parser.set_defaults(func=run)
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be 0-65535, not {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0-65535, not {port}")
+    return port
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
     except ConnectError as err:
         print(f"tessera: {err}", file=sys.stderr)
         return 2 if isinstance(err, KubeconfigError) else 1
+    except ServeError as err:
+        print(f"tessera: {err}", file=sys.stderr)
+        return 1
 
 
 def kubeconfig_path(flag: str | None, config: SchedulerConfig) -> str | None:

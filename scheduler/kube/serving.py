@@ -44,6 +44,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Route = tuple[str, Handler]  # an extra GET path served beside the probes (the opt-in GPU map)
 
 
+class ServeError(Exception):
+    """The probe/metrics address cannot be served (port taken, address not ours, unknown host):
+    a start-up error, worded as one line for the user."""
+
+
 def _one_line(reason: str) -> str:
     flat = " ".join(reason.split())
     return flat[:_MAX_REASON]
@@ -92,6 +97,13 @@ class HealthServer:
         try:
             site = web.TCPSite(runner, self.host, self.requested_port)
             await site.start()
+        except OSError as err:  # socket.gaierror included: an unknown host name
+            await runner.cleanup()
+            reason = err.strerror or str(err)
+            if "] " in reason and reason.startswith("[Errno"):
+                reason = reason.split("] ", 1)[1]
+            raise ServeError(f"cannot serve /healthz, /readyz and /metrics on {self.host}:{self.requested_port}: "
+                             f"{reason} (choose another --port, 0 for any free one, or --bind-address)") from None
         except BaseException:
             await runner.cleanup()
             raise

@@ -85,3 +85,12 @@ def test_run_reads_kubeconfig_from_the_flag_the_configuration_then_the_environme
     assert kubeconfig_path(None, builtin) is None  # in-cluster
     monkeypatch.delenv("KUBECONFIG")
     assert kubeconfig_path(None, builtin) is None
+
+
+@pytest.mark.parametrize("port", ["-5", "99999"])
+def test_run_refuses_a_port_out_of_range(port: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--port 99999` used to be served on 99999 - 65536 and `--port -5` ended in a traceback."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run", "--port", port])
+    assert exit_info.value.code == 2
+    assert "--port: must be 0-65535" in capsys.readouterr().err

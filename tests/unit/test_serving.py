@@ -7,7 +7,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.kube.metrics import Metrics
-from scheduler.kube.serving import DEFAULT_HOST, DEFAULT_PORT, HealthServer, serve
+from scheduler.kube.serving import DEFAULT_HOST, DEFAULT_PORT, HealthServer, ServeError, serve
 
 
 class Flags:
@@ -110,3 +110,22 @@ async def test_stop_frees_the_port() -> None:
     again = HealthServer("127.0.0.1", port, healthy=flags.healthy, ready=flags.ready, registry=Metrics().registry)
     async with again:
         assert again.port == port
+
+
+@pytest.mark.parametrize("host, taken, expected", [
+    ("127.0.0.1", True, "address already in use"),
+    ("notahost.invalid", False, "cannot serve /healthz, /readyz and /metrics on notahost.invalid:"),
+])
+async def test_an_address_that_cannot_be_served_is_one_clear_error(host: str, taken: bool, expected: str) -> None:
+    """A new user started a second scheduler on the default port and got a 41-line traceback
+    from uvloop's create_server; start-up errors are one line."""
+    flags = Flags()
+    first = HealthServer("127.0.0.1", 0, healthy=flags.healthy, ready=flags.ready, registry=Metrics().registry)
+    async with first:
+        port = first.port if taken else 0
+        second = HealthServer(host, port, healthy=flags.healthy, ready=flags.ready, registry=Metrics().registry)
+        with pytest.raises(ServeError) as error:
+            await second.start()
+    message = str(error.value)
+    assert expected in message and "\n" not in message
+    assert "--port" in message and "--bind-address" in message

@@ -10,7 +10,9 @@ Progress goes to stderr.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -18,8 +20,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import Any
+
+from scheduler.api.quantity import QuantityError, parse_quantity
 
 from .binaries import BinariesNotFound
 from .cluster import LocalControlPlane
@@ -45,8 +49,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--dir",
         type=Path,
         default=None,
-        help="working directory for certificates, etcd data, logs and the kubeconfig "
-        "(default: a temporary directory removed on exit)",
+        help="working directory for certificates, etcd data, logs and the kubeconfig; one "
+        "dev-cluster at a time (default: a temporary directory, removed on a clean exit and kept "
+        "for inspection after a failure)",
     )
     parser.add_argument("--nodes", type=int, default=0, help="number of fake GPU nodes (default 0)")
     parser.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per fake node (default 8)")
@@ -84,15 +89,72 @@ def _configure_logging() -> None:
         logger.setLevel(logging.INFO)
 
 
+class DirectoryInUse(Exception):
+    def __init__(self, directory: Path, holder: str) -> None:
+        super().__init__(f"{directory} is in use by another dev-cluster (pid {holder}); stop it first "
+                         "or pick another --dir")
+
+
+class DirectoryLock:
+    """An exclusive lock on a dev-cluster directory (`dev-cluster.lock` in it, holding the pid).
+
+    Why: a second dev-cluster on the same --dir rewrites the running one's certificates, etcd data
+    and kubeconfig under it (its apiserver reloads the new CA, and every client of it gets 401).
+    flock(2) goes with the process, so a killed dev-cluster never leaves the directory locked."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / "dev-cluster.lock"
+        self._fd = -1
+
+    def __enter__(self) -> DirectoryLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise DirectoryInUse(self.path.parent, holder) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        os.close(self._fd)  # closing the descriptor releases the lock
+
+
+def _argument_error(args: argparse.Namespace) -> str | None:
+    if args.nodes < 0 or args.gpus_per_node < 0:
+        return "--nodes and --gpus-per-node must not be negative"
+    try:
+        memory = parse_quantity(args.gpu_memory)
+    except QuantityError as err:
+        return f"--gpu-memory {args.gpu_memory!r} is not a quantity ({err}); e.g. 32Gi"
+    if memory <= 0:
+        return f"--gpu-memory {args.gpu_memory!r} must be positive; e.g. 32Gi"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the dev cluster until SIGINT/SIGTERM. Returns the process exit status."""
     _configure_logging()
-    if args.nodes < 0 or args.gpus_per_node < 0:
-        print("dev-cluster: --nodes and --gpus-per-node must not be negative", file=sys.stderr)
+    problem = _argument_error(args)
+    if problem is not None:
+        print(f"dev-cluster: {problem}", file=sys.stderr)
         return 2
     temporary = args.dir is None
     directory = Path(tempfile.mkdtemp(prefix="tessera-dev-")) if temporary else Path(args.dir)
+    try:
+        with DirectoryLock(directory):
+            return _run_locked(args, directory, temporary)
+    except DirectoryInUse as err:
+        print(f"dev-cluster: {err}", file=sys.stderr)
+        return 2
 
+
+def _run_locked(args: argparse.Namespace, directory: Path, temporary: bool) -> int:
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

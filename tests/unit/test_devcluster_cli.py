@@ -1,0 +1,57 @@
+"""`tessera dev-cluster` argument and directory checks that must happen before anything starts.
+
+A new user ran the README's command twice on the same --dir: the second one rewrote the first's
+certificates, etcd data and kubeconfig under it, and the running `tessera run` got 401 on every
+call. A bad --gpu-memory was found only by the apiserver after the whole plane had started."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from scheduler.kube.controlplane import cli
+
+
+def _args(directory: Path | None, **overrides: object) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["dev-cluster", *(["--dir", str(directory)] if directory else [])])
+    for key, value in overrides.items():
+        setattr(args, key, value)
+    return args
+
+
+class NoPlane:
+    """Fails the test if the command gets as far as starting a control plane."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise AssertionError("the control plane was started")
+
+
+def test_a_directory_in_use_by_another_dev_cluster_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(cli, "LocalControlPlane", NoPlane)
+    (tmp_path / "kubeconfig").write_text("the running cluster's")
+    with cli.DirectoryLock(tmp_path):  # what the running dev-cluster holds
+        assert cli.run(_args(tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path} is in use by another dev-cluster (pid " in err and "--dir" in err
+    assert (tmp_path / "kubeconfig").read_text() == "the running cluster's"
+
+
+def test_the_lock_goes_with_its_holder(tmp_path: Path) -> None:
+    with cli.DirectoryLock(tmp_path):
+        pass
+    with cli.DirectoryLock(tmp_path):  # released: a later dev-cluster may use the directory
+        pass
+
+
+@pytest.mark.parametrize("memory", ["32GiB", "lots", "-1Gi"])
+def test_a_bad_gpu_memory_is_refused_before_anything_starts(memory: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(cli, "LocalControlPlane", NoPlane)
+    assert cli.run(_args(tmp_path, gpu_memory=memory)) == 2
+    assert f"--gpu-memory {memory!r}" in capsys.readouterr().err
