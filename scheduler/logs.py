@@ -1,4 +1,4 @@
-"""Structured logging for the long-running processes, `tessera run` and `tessera agent`.
+"""Structured logging for the long-running processes: `tessera run`, `tessera agent`, `tessera record`.
 
 One place, so the scheduler and the node agent log alike (and the agent does not import the
 scheduler's run command to get it): JSON lines in a cluster, where a log pipeline reads them, and
@@ -20,13 +20,18 @@ import structlog
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
-def configure_logging() -> None:
-    """JSON logs in a cluster (or TESSERA_LOG_FORMAT=json), readable ones on a terminal."""
-    fmt = os.environ.get("TESSERA_LOG_FORMAT") or ("console" if sys.stderr.isatty() else "json")
-    renderer: Any = structlog.dev.ConsoleRenderer() if fmt == "console" else structlog.processors.JSONRenderer()
+def configure_logging(default_format: str | None = None, timestamps: str = "iso") -> None:
+    """JSON logs in a cluster (or TESSERA_LOG_FORMAT=json), readable ones on a terminal.
+
+    `default_format` replaces the terminal guess for commands a person runs and reads (`tessera
+    record`: readable lines even when stderr goes to a file); the environment still decides."""
+    tty = sys.stderr.isatty()
+    fmt = os.environ.get("TESSERA_LOG_FORMAT") or default_format or ("console" if tty else "json")
+    renderer: Any = (structlog.dev.ConsoleRenderer(colors=tty) if fmt == "console"
+                     else structlog.processors.JSONRenderer())
     level = LEVELS.get(os.environ.get("TESSERA_LOG_LEVEL", "info").strip().lower(), logging.INFO)
     structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), renderer],
+        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt=timestamps), renderer],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
     )

@@ -14,7 +14,6 @@ against the whole cluster as it was. After that, events are written in the order
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import time
@@ -25,11 +24,11 @@ from typing import IO, Any
 
 import anyio
 import orjson
-import structlog
 
 from scheduler.kube.concurrency import stop_on_signal
 from scheduler.kube.http import ConnectError, KubeHttp, check_apiserver, connect, rejected
 from scheduler.kube.informers import SCHEDULER_KINDS, InformerSet, ResourceKind
+from scheduler.logs import configure_logging
 from scheduler.sim.snapshot import replay_rank
 
 __all__ = ["add_parser", "run"]
@@ -105,14 +104,9 @@ def _say(message: str) -> None:
 
 
 def _configure_logging() -> None:
-    if not structlog.is_configured():
-        structlog.configure(
-            processors=[structlog.processors.add_log_level,
-                        structlog.processors.TimeStamper(fmt="%H:%M:%S"),
-                        structlog.dev.ConsoleRenderer(colors=False)],
-            wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-            logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        )
+    """Readable lines by default (a person runs `record` and reads its progress), JSON with
+    TESSERA_LOG_FORMAT=json, the level from TESSERA_LOG_LEVEL: as every Tessera process."""
+    configure_logging(default_format="console", timestamps="%H:%M:%S")
 
 
 class _Writer:
