@@ -207,3 +207,23 @@ def test_a_class_that_matches_no_device_says_so_and_is_retried_when_one_appears(
     assert run.last("wants-a100").message == "0/2 nodes are available: ResourceClass a100-80g matches no device in the cluster."
     run.add(b.node("c", gpus=1), b.device("c", 0, model="A100", memory="80Gi"))
     assert run.node_of("wants-a100") == "c"
+
+
+def test_gpus_overcommitted_by_another_scheduler_are_reported() -> None:
+    """A new user's trial: kube-scheduler put a `nvidia.com/gpu: 2` pod on a 4-GPU node where
+    Tessera had given three GPUs by class (kube-scheduler does not count class requests), and
+    nothing said the node now claimed five GPUs. Tessera cannot stop another scheduler, but it says
+    so, once per placement that overcommits, naming the node and the amounts."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=4), *[b.device("n", i) for i in range(4)])
+    run.add(b.resource_class("v100", match_labels={"model": "V100"}))
+    run.add(b.pod("cls", limits={"class.tessera.dev/v100": 3}))
+    assert run.node_of("cls") == "n" and not run.notices()
+    run.add(b.pod("one", node_name="n", phase="Running", limits={"nvidia.com/gpu": 1},
+                  spec_extra={"schedulerName": "default-scheduler"}))
+    assert not run.notices()  # exactly full: 4 of 4
+    run.add(b.pod("plain", node_name="n", phase="Running", limits={"nvidia.com/gpu": 2},
+                  spec_extra={"schedulerName": "default-scheduler"}))
+    assert run.notices() == ["GPUsOvercommitted: node n has 6 nvidia.com/gpu in use but only 4 allocatable "
+                             "(pods of other schedulers count plain nvidia.com/gpu requests; the GPUs Tessera's "
+                             "classes hand out are the same GPUs): schedule every GPU pod on this node with Tessera"]

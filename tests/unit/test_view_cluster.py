@@ -167,3 +167,17 @@ def test_replay_order_puts_bound_pods_before_pending_ones() -> None:
             b.resource_class("c"), b.podgroup("g", 1)]
     assert [o["metadata"]["name"] for o in replay_order(objs)] == \
         ["n", "n." + b.device("n", 0)["spec"]["deviceID"].lower(), "c", "g", "bound", "pending"]
+
+
+def test_a_node_overcommitted_by_another_scheduler_says_so() -> None:
+    """A new user's trial: 5 GPUs claimed on a 4-GPU node (kube-scheduler's `nvidia.com/gpu: 2`
+    pod next to Tessera's class pod holding 3) and `kubectl tessera nodes` showed no note."""
+    replay = Replay(config(), agent=False)
+    objs = [b.node("n", gpus=4), *[b.device("n", i) for i in range(4)],
+            b.resource_class("v100", match_labels={"model": "V100"}), _pinned("cls", "n", {WHOLE: 3}),
+            b.pod("plain", node_name="n", phase="Running", limits={"nvidia.com/gpu": 2},
+                  spec_extra={"schedulerName": "default-scheduler"})]
+    list(replay.run(WatchEvent("ADDED", obj) for obj in objs))
+    [node] = build_view(replay.scheduler, source="simulate", now=replay.now).nodes
+    assert "nvidia.com/gpu overcommitted: 5 in use, 4 allocatable (pods of other schedulers hold GPUs that " \
+           "Tessera's classes gave out)" in node.notes

@@ -349,9 +349,23 @@ class ClusterState:
         self.placements[pod.uid] = placement
         info.pods.add(pod.uid)
         _charge(info, placement)
+        if not assumed:
+            notices += self._overcommit_notices(pod, info, placement)
         self._touch(info)
         self.ledger.refresh_for(device for device, _ in placement.grants)
         return notices
+
+    def _overcommit_notices(self, pod: Pod, info: NodeInfo, placement: Placement) -> list[Notice]:
+        """A bound pod that takes its node's device resource past what the node has: another
+        scheduler put it there (kube-scheduler does not count GPUs given out by class)."""
+        touched = set(pod.requests)
+        touched.update(self.devices[device].resource_name for device, _ in placement.grants if device in self.devices)
+        return [Notice("Pod", pod.key, "GPUsOvercommitted",
+                       f"node {info.name} has {used} {resource} in use but only {capacity} allocatable (pods of "
+                       f"other schedulers count plain {resource} requests; the GPUs Tessera's classes hand out "
+                       "are the same GPUs): schedule every GPU pod on this node with Tessera",
+                       pod.meta.namespace, pod.uid)
+                for resource, used, capacity in info.overcommitted(touched)]
 
     def _unplace(self, uid: str, drop_ghosts: bool = True) -> list[ClusterEvent]:
         placement = self.placements.pop(uid)

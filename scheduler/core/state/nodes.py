@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from scheduler.api.quantity import Amount
@@ -91,6 +92,21 @@ class NodeInfo:
         devices = sum(1 for d in self.devices.values() if d.resource_name == resource)
         described_only_by_count = max(0, self.device_capacity(resource) - devices) if self.node is not None else 0
         return max(0, self.requested.get(resource, 0) - described_only_by_count)
+
+    def overcommitted(self, resources: Iterable[str]) -> list[tuple[str, int, int]]:
+        """(resource, in use, allocatable) for each of `resources` that this node's devices serve
+        and that more is held of than the node can give. Tessera's own decisions never get here;
+        another scheduler can: it counts plain `nvidia.com/gpu` requests but not the GPUs Tessera's
+        classes hand out, which are the same GPUs."""
+        if self.node is None:
+            return []
+        served = {d.resource_name for d in self.devices.values()}
+        found = []
+        for resource in sorted(served.intersection(resources)):
+            used, capacity = self.used(resource), self.device_capacity(resource)
+            if used > capacity:
+                found.append((resource, used, capacity))
+        return found
 
     def device_capacity(self, resource: str) -> int:
         """Allocatable of a device resource, or the number of its devices if the node does not say."""
