@@ -253,7 +253,8 @@ class Cycle:
         self._undo(placed)
         for attempt in attempts:  # every member that found no node says its gang's state
             if id(attempt) not in undone:
-                attempt.message = f"{attempt.message} (pod group {view.key}: {len(placed)} of {view.minimum} placed)"
+                attempt.message = (f"{attempt.message} (pod group {view.key}: only {len(view.bound) + len(placed)} "
+                                   f"of the {view.minimum} members it needs fit)")
             attempt.rejectors = rejectors
             queue.unschedulable_failure(attempt.pod.uid, rejectors, now)
         if plan is not None and plan.required:

@@ -215,8 +215,9 @@ def _transport_reason(err: BaseException) -> str:
 
 
 def _first_line(err: BaseException) -> str:
+    """The error's first line, without a closing full stop (it is quoted inside our sentence)."""
     text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
+    return text.splitlines()[0].rstrip(".") if text else type(err).__name__
 
 
 class KubeHttp:
