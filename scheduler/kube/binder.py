@@ -8,7 +8,8 @@ cancels every Binding still in flight. Outcomes (docs/design.md §3):
 - 404 (gone): nothing can be bound any more; drop the pod.
 - other 4xx (400, 403, 422, ...): the apiserver refused this Binding, so nothing was bound; forget
   and decide again after backoff — unless an earlier send of the same Binding was ambiguous: the
-  refusal answers for its own request only, so it is treated like an ambiguous answer.
+  refusal answers for its own request only, so it is treated like an ambiguous answer (so is a 404
+  then: a proxy may say it; the read-back decides).
 - 409, 5xx, 429, timeouts, resets: *ambiguous*. The request may have reached the apiserver, or may
   still be on its way there (a proxy or a dead connection can deliver it after we gave up). The pod
   is read back: bound (to our node with our devices, or elsewhere) or gone settles it, and the pod
@@ -16,6 +17,8 @@ cancels every Binding still in flight. Outcomes (docs/design.md §3):
   back *unbound* settles nothing — our earlier request can still land — so the same Binding is
   sent again until an answer is certain. The assumption, and the devices it holds, are never
   released while a Binding of ours may still bind the pod: that is how double allocation happens.
+  A replica that stops leading sends nothing more, but one with a request still out keeps reading
+  the pod back until it is bound or gone.
 """
 
 from __future__ import annotations
@@ -131,35 +134,39 @@ class Binder:
 
     async def _settle(self, binding: Binding) -> BindResult:
         """POST, and after an ambiguous answer read back and POST the same Binding again, until the
-        outcome is certain."""
+        outcome is certain.
+
+        Once a send was ambiguous, nothing but the pod read back (bound, or gone) is certain: a
+        refusal or a 404 of a later send answers for that request only, and a replica that is no
+        longer the leader stops sending but keeps reading back — the earlier request may still
+        land, and the devices it names must stay held until then."""
         delay = _RESEND_INITIAL
         sends = 0
         first_error = ""
+        pod = f"{binding.namespace}/{binding.name}"
         while True:
-            if not self.allowed():
-                message = "not the leader any more; the Binding was not sent"
-                return BindResult(binding, Outcome.RETRY, f"{first_error}; {message}" if first_error else message,
-                                  0.0, sends=sends)
-            sends += 1
-            outcome, message = await self._post(binding)
-            if outcome is Outcome.RETRY and first_error:
-                # This request was refused, but an earlier one of ours may still land: no more
-                # certain than an error. Read back and send again, holding the devices meanwhile.
-                log.warning("binder.refused_after_ambiguous", pod=f"{binding.namespace}/{binding.name}",
-                            node=binding.node, error=message, earlier_error=first_error, sends=sends)
-                outcome = None
-            if outcome is not None:
-                return BindResult(binding, outcome, message, 0.0, sends=sends)
-            first_error = first_error or message
+            if self.allowed():
+                sends += 1
+                outcome, message = await self._post(binding)
+                if first_error and outcome in (Outcome.RETRY, Outcome.NOT_FOUND):
+                    log.warning("binder.uncertain_after_ambiguous", pod=pod, node=binding.node, error=message,
+                                earlier_error=first_error, sends=sends)
+                    outcome = None
+                if outcome is not None:
+                    return BindResult(binding, outcome, message, 0.0, sends=sends)
+                first_error = first_error or message
+            elif not first_error:
+                return BindResult(binding, Outcome.RETRY, "not the leader any more; the Binding was not sent", 0.0,
+                                  sends=sends)
+            else:
+                message = "not the leader any more: no more sends, reading the pod back"
             settled, observed = await self._resolve(binding)
             if settled is not None:
                 if settled is Outcome.BOUND:
-                    log.info("binder.bound_despite_error", pod=f"{binding.namespace}/{binding.name}",
-                             error=message, sends=sends)
+                    log.info("binder.bound_despite_error", pod=pod, error=first_error, sends=sends)
                 return BindResult(binding, settled, "" if settled is Outcome.BOUND else first_error, 0.0,
                                   observed=observed, sends=sends)
-            log.info("binder.resend", pod=f"{binding.namespace}/{binding.name}", node=binding.node, error=message,
-                     sends=sends)
+            log.info("binder.unsettled", pod=pod, node=binding.node, error=message, sends=sends)
             await self._sleep(delay * (1 + random.random() * 0.2))
             delay = min(delay * 2, _RESEND_MAX)
 

@@ -187,20 +187,51 @@ async def test_a_refusal_after_an_ambiguous_send_is_sent_again_until_certain() -
     assert len(sleeps) == 2
 
 
-async def test_a_deposed_leader_sends_nothing_more() -> None:
+async def test_a_deposed_leader_sends_nothing_more_but_holds_on_until_the_pod_is_settled() -> None:
+    """Not the leader any more after an ambiguous send: no more POSTs (a deposed leader must not
+    bind), but the earlier one may still land, so the devices stay held (the pod read back until
+    bound or gone). Reporting "not bound" freed them, and this replica, leading again after the
+    blip, gave them to another pod before the first request landed (found in review)."""
     leading = [True]
     api, binder, results, _ = _setup(allowed=lambda: leading[0])
-    api.fail_next("POST", "/binding", status=500)
+    api.fail_next("POST", "/binding", hold=True)  # the connection breaks; the request is on its way
+    reads = [0]
 
-    def depose(method: str, path: str) -> None:
+    def depose_then_land(method: str, path: str) -> None:
         if method == "GET":
-            leading[0] = False
+            reads[0] += 1
+            leading[0] = False  # the lease could not be renewed in the same blip
+            if reads[0] == 3:
+                api.deliver_held()
 
-    api.before = depose
+    api.before = depose_then_land
     await _bind(binder)
-    assert [r.outcome for r in results] == [Outcome.RETRY]
-    assert "not the leader" in results[0].message and "HTTP 500" in results[0].message
-    assert len(api.of("POST")) == 1
+    assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 1)]
+    assert len(api.of("POST")) == 1 and reads[0] == 3
+    assert api.pod("default", "p")["spec"]["nodeName"] == "n"
+
+
+async def test_a_deposed_leader_that_never_sent_reports_not_sent() -> None:
+    api, binder, results, _ = _setup(allowed=lambda: False)
+    await _bind(binder)
+    assert [(r.outcome, r.sends) for r in results] == [(Outcome.RETRY, 0)]
+    assert "not the leader" in results[0].message and api.calls == []
+
+
+async def test_a_404_after_an_ambiguous_send_is_read_back() -> None:
+    """A 404 from a proxy on the resend said "gone" and freed the devices while the first request
+    could still land (found in review); the read-back decides."""
+    api, binder, results, _ = _setup()
+    api.fail_next("POST", "/binding", hold=True)
+    api.fail_next("POST", "/binding", status=404)
+
+    def land_after_the_404(method: str, path: str) -> None:
+        if method == "GET" and len(api.of("POST")) == 2:
+            api.deliver_held()
+
+    api.before = land_after_the_404
+    await _bind(binder)
+    assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 2)]
 
 
 async def test_a_failing_callback_does_not_break_the_binder() -> None:
