@@ -35,3 +35,10 @@ def configure_logging(default_format: str | None = None, timestamps: str = "iso"
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
     )
+
+
+def describe_error(err: BaseException) -> str:
+    """An error as a log line reads it: `Type: message` (a repr spells out every field of an
+    aiohttp connection key; the message already says what failed)."""
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__

@@ -23,8 +23,10 @@ import anyio
 import orjson
 
 from scheduler.kube.http import Response
+from scheduler.kube.informers import SCHEDULER_KINDS
 
 JSON = dict[str, Any]
+_BUILTIN_LISTS = frozenset(kind.path for kind in SCHEDULER_KINDS if kind.builtin)
 _BINDING = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding$")
 _POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$")
 _POD_STATUS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/status$")
@@ -152,6 +154,8 @@ class FakeApi:
             return self._list(list(self.pods.values()))
         if call.method == "GET" and call.path in self.lists:
             return self._list(self.lists[call.path])
+        if call.method == "GET" and call.path in _BUILTIN_LISTS:  # every apiserver serves these (maybe empty)
+            return self._list([])
         if (m := _POD_STATUS.match(call.path)) and call.method == "PATCH":
             return self._patch_status(m.group(1), m.group(2), call.body)
         if (m := _POD.match(call.path)) and call.method == "DELETE":

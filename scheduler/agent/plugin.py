@@ -44,6 +44,7 @@ from scheduler.agent.deviceplugin.v1beta1 import api_pb2
 from scheduler.agent.deviceplugin.v1beta1 import api_pb2_grpc as _api_pb2_grpc
 from scheduler.agent.slots import EndpointPlan
 from scheduler.kube.concurrency import TaskHost
+from scheduler.logs import describe_error
 
 __all__ = ["API_VERSION", "HEALTHY", "KUBELET_SOCKET", "UNHEALTHY", "Endpoint", "PluginManager",
            "socket_name"]
@@ -334,8 +335,7 @@ class PluginManager:
 def _describe(err: BaseException) -> str:
     if isinstance(err, grpc.aio.AioRpcError):
         return f"{err.code().name}: {err.details()}"
-    text = str(err)
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+    return describe_error(err)
 
 
 def socket_dir_ok(path: Path) -> str | None:

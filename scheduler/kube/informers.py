@@ -42,6 +42,7 @@ import orjson
 import structlog
 
 from scheduler.kube.http import KubeHttp, Response
+from scheduler.logs import describe_error
 
 __all__ = [
     "ALL_KINDS",
@@ -274,20 +275,20 @@ class Informer:
                 elif err.status in (401, 403):
                     self.denials.refused(self.kind.label, err)
                 else:
-                    log.warning("informer.error", kind=self.kind.label, reason=_describe(err),
+                    log.warning("informer.error", kind=self.kind.label, reason=describe_error(err),
                                 relist=must_list, retry_in=round(pause, 2))
             except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:
                 # Transport, HTTP or JSON trouble: resume the watch from our RV (or redo the
                 # list if it was the list that failed).
                 self.stats.errors += 1
                 pause = self._backoff()
-                log.warning("informer.error", kind=self.kind.label, reason=_describe(err),
+                log.warning("informer.error", kind=self.kind.label, reason=describe_error(err),
                             relist=must_list, retry_in=round(pause, 2))
             except Exception as err:  # a bug or something unforeseen: trust nothing, relist
                 self.stats.errors += 1
                 must_list = True
                 pause = self._backoff()
-                log.exception("informer.error", kind=self.kind.label, reason=_describe(err),
+                log.exception("informer.error", kind=self.kind.label, reason=describe_error(err),
                               relist=True, retry_in=round(pause, 2))
             await anyio.sleep(pause)
 
@@ -475,7 +476,7 @@ class Informer:
         except Exception as err:  # the sink's bug must not stop the informer (or lose our place)
             self.stats.errors += 1
             log.exception("informer.sink_error", kind=self.kind.label, type=event_type,
-                          key=_key(obj), reason=_describe(err))
+                          key=_key(obj), reason=describe_error(err))
 
 
 def _raise_for_status(response: Response, kind: ResourceKind) -> None:
@@ -486,11 +487,6 @@ def _raise_for_status(response: Response, kind: ResourceKind) -> None:
     if response.status == 404 and not kind.builtin:
         raise _Unavailable(response.message())
     raise _HttpError(response.status, response.message())
-
-
-def _describe(err: BaseException) -> str:
-    text = str(err)
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 class InformerSet:

@@ -62,6 +62,7 @@ import anyio
 import structlog
 
 from scheduler.kube.http import KubeHttp, Response
+from scheduler.logs import describe_error
 
 log = structlog.get_logger("tessera.leader")
 
@@ -279,7 +280,7 @@ class LeaderElector:
                     return True
                 record = replace(record, leader_transitions=fresh.leader_transitions)
             except Exception as err:  # noqa: BLE001 - transport errors: report, never raise on shutdown
-                log.error("leader.release_failed", lease=self.description, error=repr(err))
+                log.error("leader.release_failed", lease=self.description, error=describe_error(err))
                 return False
         return False
 
@@ -359,7 +360,7 @@ class LeaderElector:
         try:
             return await self._try_acquire_or_renew_unguarded()
         except Exception as err:  # noqa: BLE001 - retried by the caller's loop
-            log.warning("leader.attempt_failed", lease=self.description, error=repr(err))
+            log.warning("leader.attempt_failed", lease=self.description, error=describe_error(err))
             return False
 
     async def _try_acquire_or_renew_unguarded(self) -> bool:

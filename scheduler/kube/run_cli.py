@@ -29,7 +29,7 @@ from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics
 from scheduler.kube.serving import Route, ServeError, serve
-from scheduler.logs import configure_logging
+from scheduler.logs import configure_logging, describe_error
 
 log = structlog.get_logger("tessera.run")
 
@@ -161,7 +161,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
         try:
             await work()
         except Exception as err:
-            log.error("tessera.task_failed", task=name, error=repr(err))
+            log.error("tessera.task_failed", task=name, error=describe_error(err))
             crashed.append(name)
         finally:
             stop.set()
@@ -202,7 +202,7 @@ async def step_down(stop: Callable[[], None], drain: Callable[[float], Awaitable
     try:
         await release()
     except Exception as err:  # shutting down either way; the Lease then expires
-        log.warning("leader.release_failed", error=repr(err))
+        log.warning("leader.release_failed", error=describe_error(err))
 
 
 def _ready(loop: SchedulerLoop) -> tuple[bool, str]:
