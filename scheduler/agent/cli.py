@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,8 @@ def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "agent", help="run the node agent: publish this node's GPUs and serve the kubelet device-plugin API")
     parser.add_argument("--node-name", required=True, help="this node's name (the DaemonSet passes spec.nodeName)")
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then the in-cluster service "
+                                             "account, which the DaemonSet uses)")
     parser.add_argument("--backend", choices=("nvml", "fake"), default="nvml",
                         help="device discovery: NVML (default) or a file (--fake-devices)")
     parser.add_argument("--fake-devices", metavar="FILE",
@@ -107,11 +109,12 @@ def run(args: argparse.Namespace) -> int:
 async def _main(args: argparse.Namespace, options: AgentOptions, backend: DeviceBackend) -> int:
     """Connect (both clients closed on every way out), check the apiserver takes our credentials,
     then run until SIGTERM/SIGINT. Start-up connection problems raise `ConnectError`."""
+    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG") or None
     async with contextlib.AsyncExitStack() as clients:
-        api = await clients.enter_async_context(await connect(args.kubeconfig, user_agent=AGENT_USER_AGENT))
-        watch_api = await clients.enter_async_context(await connect(args.kubeconfig, user_agent=AGENT_USER_AGENT))
+        api = await clients.enter_async_context(await connect(kubeconfig, user_agent=AGENT_USER_AGENT))
+        watch_api = await clients.enter_async_context(await connect(kubeconfig, user_agent=AGENT_USER_AGENT))
         http = KubeHttp(api, RateLimiter(args.qps, args.burst))
-        response = await check_apiserver(http, args.kubeconfig)
+        response = await check_apiserver(http, kubeconfig)
         if response.status in (401, 403):
             raise ConnectError(rejected(http, response))
         agent = Agent(options, http, KubeHttp(watch_api), backend)

@@ -49,3 +49,14 @@ def test_missing_credentials_are_reported(capsys: pytest.CaptureFixture[str], tm
     code, err = _run(capsys, "--device-plugin-dir", str(tmp_path), "--backend", "fake", "--fake-devices", str(devices),
                      "--kubeconfig", str(tmp_path / "no-kubeconfig"))
     assert (code, err) == (2, f"tessera agent: cannot read kubeconfig {tmp_path / 'no-kubeconfig'}: no such file")
+
+
+def test_kubeconfig_from_the_environment(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """As `tessera run`, `record` and `kubectl tessera`: $KUBECONFIG (what `tessera dev-cluster`
+    tells you to export) before the in-cluster service account (a new user's trial)."""
+    devices = tmp_path / "devices.yaml"
+    devices.write_text("[]")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "exported"))
+    code, err = _run(capsys, "--device-plugin-dir", str(tmp_path), "--backend", "fake", "--fake-devices", str(devices))
+    assert (code, err) == (2, f"tessera agent: cannot read kubeconfig {tmp_path / 'exported'}: no such file")
