@@ -148,6 +148,28 @@ async def test_default_scheduler_and_tessera_share_the_cluster(tessera: Any, kub
     assert await eventually(scheduled_by) == {"mine": "tessera", "theirs": "default-scheduler"}
 
 
+async def test_gpus_overcommitted_by_kube_scheduler_get_a_warning(tessera: Any, kubectl: Kube, namespace: str,
+                                                                  clean_cluster: Any) -> None:
+    """kube-scheduler counts `nvidia.com/gpu` requests, not the GPUs Tessera's classes hand out
+    (the same GPUs): it binds a 1-GPU pod to a 2-GPU node whose GPUs Tessera gave by class. Tessera
+    cannot stop it, but the pod gets a Warning that names the node and the amounts (a new user's
+    trial found nothing said so)."""
+    clean_cluster.start_kube_scheduler()
+    await tessera("config/binpack.yaml")
+    await _create_nodes(kubectl, None, [b.node("over-1", gpus=2)])
+    for i in range(2):
+        await kubectl.create(ERS, b.device("over-1", i))
+    await kubectl.create(CLASSES, b.resource_class("over-v100", match_labels={"model": "V100"}))
+    await kubectl.create_pod(namespace, b.pod("mine", limits={"class.tessera.dev/over-v100": 2}))
+    await eventually(lambda: _all_bound(kubectl, namespace, 1))
+    theirs = b.pod("theirs", limits={"nvidia.com/gpu": 1})
+    del theirs["spec"]["schedulerName"]
+    await kubectl.create_pod(namespace, theirs)
+    [event, *_] = await eventually(lambda: _events_for(kubectl, namespace, "theirs", "GPUsOvercommitted"))
+    assert event["type"] == "Warning"
+    assert event["note"].startswith("node over-1 has 3 nvidia.com/gpu in use but only 2 allocatable")
+
+
 async def _all_bound(kubectl: Kube, namespace: str, count: int) -> dict[str, str] | None:
     nodes = await bound_nodes(kubectl, namespace)
     if len(nodes) == count and all(nodes.values()):
