@@ -98,13 +98,15 @@ class NodeInfo:
         and that more is held of than the node can give. Tessera's own decisions never get here;
         another scheduler can: it counts plain `nvidia.com/gpu` requests but not the GPUs Tessera's
         classes hand out, which are the same GPUs."""
-        if self.node is None:
+        if self.node is None or not self.devices:
             return []
-        served = {d.resource_name for d in self.devices.values()}
         found = []
-        for resource in sorted(served.intersection(resources)):
-            used, capacity = self.used(resource), self.device_capacity(resource)
-            if used > capacity:
+        for resource in sorted(resources):
+            used = self.used(resource)
+            if not used:
+                continue
+            capacity = self.device_capacity(resource)
+            if used > capacity and any(d.resource_name == resource for d in self.devices.values()):
                 found.append((resource, used, capacity))
         return found
 
