@@ -242,10 +242,7 @@ class Scheduler:
         """(resource, in use, allocatable) for every resource the node has more of in use than it
         has (possible only through pods bound by others, or a node that shrank)."""
         info = self._engine.state.nodes.get(node)
-        if info is None or info.node is None:
-            return []
-        return [(resource, info.used(resource), allocatable)
-                for resource, allocatable in sorted(info.node.allocatable.items()) if info.used(resource) > allocatable]
+        return info.over_capacity() if info is not None else []
 
     def placements(self) -> Iterator[PlacedPod]:
         """Every pod on a node (bound, or assumed while its Binding is out) and what it charged."""

@@ -116,7 +116,7 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
     if info.broken:
         keys = ", ".join(sorted(_key(state, uid) for uid in info.broken))
         notes.append(f"unreadable {DEVICES} annotation on {keys}: no device scheduling here until it is fixed or gone")
-    for resource, used, capacity in info.overcommitted({device.resource_name for device in info.devices.values()}):
+    for resource, used, capacity in info.over_capacity({device.resource_name for device in info.devices.values()}):
         notes.append(f"{resource} overcommitted: {used} in use, {capacity} allocatable (pods of other schedulers "
                      "hold GPUs that Tessera's classes gave out)")
     allocatable = node.allocatable.get(CPU, 0) if node is not None else 0

@@ -202,16 +202,18 @@ class ClusterState:
         old = info.node
         info.node = node
         self._touch(info)
+        notices: list[Notice] = []
         if old is None or old.allocatable != node.allocatable:
             self.capacity_version += 1
+            notices = self.check_overcommit(info, None)
         if old is None:
             self._node_index[node.name] = len(self.node_order)
             self.node_order.append(node.name)
-            return [ClusterEvent(EventKind.NODE_ADDED, node=node.name)], []
+            return [ClusterEvent(EventKind.NODE_ADDED, node=node.name)], notices
         if (old.allocatable != node.allocatable or old.meta.labels != node.meta.labels
                 or old.taints != node.taints or old.unschedulable != node.unschedulable):
-            return [ClusterEvent(EventKind.NODE_UPDATED, node=node.name)], []
-        return [], []
+            return [ClusterEvent(EventKind.NODE_UPDATED, node=node.name)], notices
+        return [], notices
 
     def _touch(self, info: NodeInfo) -> None:
         info.generation += 1
@@ -349,23 +351,31 @@ class ClusterState:
         self.placements[pod.uid] = placement
         info.pods.add(pod.uid)
         _charge(info, placement)
-        if not assumed:
-            notices += self._overcommit_notices(pod, info, placement)
         self._touch(info)
         self.ledger.refresh_for(device for device, _ in placement.grants)
-        return notices
+        return notices + self.check_overcommit(info, None if assumed else pod)
 
-    def _overcommit_notices(self, pod: Pod, info: NodeInfo, placement: Placement) -> list[Notice]:
-        """A bound pod that takes its node's device resource past what the node has: another
-        scheduler put it there (kube-scheduler does not count GPUs given out by class)."""
-        touched = set(pod.requests)
-        touched.update(self.devices[device].resource_name for device, _ in placement.grants if device in self.devices)
-        return [Notice("Pod", pod.key, "GPUsOvercommitted",
-                       f"node {info.name} has {used} {resource} in use but only {capacity} allocatable (pods of "
+    def check_overcommit(self, info: NodeInfo, pod: Pod | None) -> list[Notice]:
+        """A Warning when a device resource of the node goes over its capacity: once per crossing,
+        on the bound pod that took it over, else (the count found exceeded when the Node or its
+        devices arrive or change, after the pods) on the Node. Another scheduler gets it there:
+        kube-scheduler counts plain `nvidia.com/gpu` requests, not the GPUs Tessera's classes hand
+        out, which are the same GPUs."""
+        if not info.devices and not info.over:
+            return []
+        over = info.over_capacity({device.resource_name for device in info.devices.values()})
+        crossed = [entry for entry in over if entry[0] not in info.over]
+        info.over = frozenset(resource for resource, _, _ in over)
+        notices = []
+        for resource, used, capacity in crossed:
+            message = (f"node {info.name} has {used} {resource} in use but only {capacity} allocatable (pods of "
                        f"other schedulers count plain {resource} requests; the GPUs Tessera's classes hand out "
-                       "are the same GPUs): schedule every GPU pod on this node with Tessera",
-                       pod.meta.namespace, pod.uid)
-                for resource, used, capacity in info.overcommitted(touched)]
+                       "are the same GPUs): schedule every GPU pod on this node with Tessera")
+            if pod is not None:
+                notices.append(Notice("Pod", pod.key, "GPUsOvercommitted", message, pod.meta.namespace, pod.uid))
+            elif info.node is not None:
+                notices.append(Notice("Node", info.name, "GPUsOvercommitted", message, "", info.node.meta.uid))
+        return notices
 
     def _unplace(self, uid: str, drop_ghosts: bool = True) -> list[ClusterEvent]:
         placement = self.placements.pop(uid)
@@ -377,6 +387,7 @@ class ClusterState:
         self._touch(info)
         self.ledger.uncharge(uid, placement.grants)
         self.ledger.refresh_for([device for device, _ in placement.grants])
+        self.check_overcommit(info, None)  # a removal only ends a crossing: nothing to report
         if drop_ghosts:
             self.ledger.drop_released_ghosts(device for device, _ in placement.grants)
         events = [ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=placement.node)]
@@ -480,7 +491,8 @@ class ClusterState:
                 self.devices[device.name] = self._node_info(device.node_name).devices[device.name] = device
             return [], []
         self.ledger.upsert(device, old)
-        return [ClusterEvent(EventKind.DEVICE_CHANGED, node=device.node_name)], []
+        return [ClusterEvent(EventKind.DEVICE_CHANGED, node=device.node_name)], \
+            self.check_overcommit(self._node_info(device.node_name), None)
 
     def _delete_device(self, name: str) -> list[ClusterEvent]:
         node = self.ledger.delete(name)

@@ -51,7 +51,7 @@ class NodeInfo:
     """One node's object (if known yet) and everything placed on it."""
 
     __slots__ = ("name", "node", "pods", "requested", "scoring_cpu", "scoring_memory",
-                 "devices", "busy", "broken", "allocating", "agent_heartbeat", "generation")
+                 "devices", "busy", "broken", "allocating", "agent_heartbeat", "generation", "over")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -67,6 +67,7 @@ class NodeInfo:
         # second pod with a common resource name must not be bound here until they are done
         self.allocating: dict[str, frozenset[str]] = {}
         self.agent_heartbeat: float | None = None  # the newest heartbeat of the node's devices
+        self.over: frozenset[str] = frozenset()  # device resources last found over capacity (reported once)
         self.generation = 0
 
     def allocation_blocks(self, resources: frozenset[str]) -> bool:
@@ -93,20 +94,20 @@ class NodeInfo:
         described_only_by_count = max(0, self.device_capacity(resource) - devices) if self.node is not None else 0
         return max(0, self.requested.get(resource, 0) - described_only_by_count)
 
-    def overcommitted(self, resources: Iterable[str]) -> list[tuple[str, int, int]]:
-        """(resource, in use, allocatable) for each of `resources` that this node's devices serve
-        and that more is held of than the node can give. Tessera's own decisions never get here;
-        another scheduler can: it counts plain `nvidia.com/gpu` requests but not the GPUs Tessera's
-        classes hand out, which are the same GPUs."""
-        if self.node is None or not self.devices:
+    def over_capacity(self, resources: Iterable[str] | None = None) -> list[tuple[str, int, int]]:
+        """(resource, in use, capacity) for each of `resources` (default: everything the node
+        allocates) that more is held of than the node has. Tessera's own decisions never get there;
+        pods bound by another scheduler (which does not count the GPUs Tessera's classes give out)
+        or a node whose allocatable shrank under its pods do."""
+        if self.node is None:
             return []
         found = []
-        for resource in sorted(resources):
+        for resource in sorted(self.node.allocatable if resources is None else resources):
             used = self.used(resource)
             if not used:
                 continue
             capacity = self.device_capacity(resource)
-            if used > capacity and any(d.resource_name == resource for d in self.devices.values()):
+            if used > capacity:
                 found.append((resource, used, capacity))
         return found
 
