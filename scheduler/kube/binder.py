@@ -7,9 +7,9 @@ cancels every Binding still in flight. Outcomes (docs/design.md §3):
 - 201: bound; the watch event confirms the assumption.
 - 404 (gone): nothing can be bound any more; drop the pod.
 - other 4xx (400, 403, 422, ...): the apiserver refused this Binding, so nothing was bound; forget
-  and decide again after backoff — unless an earlier send of the same Binding was ambiguous: the
-  refusal answers for its own request only, so it is treated like an ambiguous answer (so is a 404
-  then: a proxy may say it; the read-back decides).
+  and decide again after backoff — unless an earlier send of the same Binding was ambiguous and its
+  request may still land: the refusal answers for its own request only, so it is treated like an
+  ambiguous answer (so is a 404 then: a proxy may say it; the read-back decides).
 - 409, 5xx, 429, timeouts, resets: *ambiguous*. The request may have reached the apiserver, or may
   still be on its way there (a proxy or a dead connection can deliver it after we gave up). The pod
   is read back: bound (to our node with our devices, or elsewhere) or gone settles it, and the pod
@@ -17,8 +17,9 @@ cancels every Binding still in flight. Outcomes (docs/design.md §3):
   back *unbound* settles nothing — our earlier request can still land — so the same Binding is
   sent again until an answer is certain. The assumption, and the devices it holds, are never
   released while a Binding of ours may still bind the pod: that is how double allocation happens.
-  A replica that stops leading sends nothing more, but one with a request still out keeps reading
-  the pod back until it is bound or gone.
+  A replica that stops leading sends nothing more for it (not even when it leads again), but one
+  with a request still out keeps reading the pod back until it is bound or gone, or until that
+  request can no longer land (our timeout plus the apiserver's request timeout).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class Outcome(enum.Enum):
 # among them (the request may be retried by the server side or still be queued).
 _REFUSED = frozenset({400, 401, 403, 405, 406, 410, 413, 415, 422})
 _RESEND_INITIAL, _RESEND_MAX = 0.2, 5.0
+APISERVER_REQUEST_TIMEOUT = 60.0  # kube-apiserver's --request-timeout default
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +81,18 @@ class BindResult:
 class Binder:
     def __init__(self, http: KubeHttp, on_result: Callable[[BindResult], None], *, max_in_flight: int = 64,
                  timeout: float = 30.0, allowed: Callable[[], bool] = lambda: True,
-                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+                 clock: Callable[[], float] = time.monotonic, late_landing_seconds: float | None = None) -> None:
         self.http = http
         self.on_result = on_result
         self.allowed = allowed  # checked right before each POST: a deposed leader must not bind
         self.timeout = timeout
+        # How long after an ambiguous send its request may still land: our own timeout, then the
+        # apiserver's (kube-apiserver --request-timeout, 60 s by default) to finish it.
+        self.late_landing = timeout + APISERVER_REQUEST_TIMEOUT if late_landing_seconds is None \
+            else late_landing_seconds
         self._sleep = sleep
+        self._clock = clock
         self._slots = anyio.Semaphore(max_in_flight, fast_acquire=True)
         self._host = TaskHost("Binder")
         self._in_flight = 0
@@ -136,29 +144,39 @@ class Binder:
         """POST, and after an ambiguous answer read back and POST the same Binding again, until the
         outcome is certain.
 
-        Once a send was ambiguous, nothing but the pod read back (bound, or gone) is certain: a
-        refusal or a 404 of a later send answers for that request only, and a replica that is no
-        longer the leader stops sending but keeps reading back — the earlier request may still
-        land, and the devices it names must stay held until then."""
+        Until `late_landing` seconds after the last ambiguous send, only the pod read back (bound,
+        or gone) is certain: a refusal or a 404 of a later send answers for that request only. A
+        replica that stops leading sends nothing more for this Binding — not even once it leads
+        again: its devices were chosen before, and another leader may have given them away — but
+        reads back until the earlier request can no longer land; then the pod is decided afresh."""
         delay = _RESEND_INITIAL
         sends = 0
         first_error = ""
+        last_ambiguous: float | None = None  # when the last send whose fate is unknown went out
+        deposed = False
         pod = f"{binding.namespace}/{binding.name}"
         while True:
-            if self.allowed():
+            may_land = last_ambiguous is not None and self._clock() - last_ambiguous < self.late_landing
+            if not deposed and self.allowed():
                 sends += 1
+                sent_at = self._clock()
                 outcome, message = await self._post(binding)
-                if first_error and outcome in (Outcome.RETRY, Outcome.NOT_FOUND):
+                if may_land and outcome in (Outcome.RETRY, Outcome.NOT_FOUND):
                     log.warning("binder.uncertain_after_ambiguous", pod=pod, node=binding.node, error=message,
                                 earlier_error=first_error, sends=sends)
                     outcome = None
+                elif outcome is None:
+                    last_ambiguous = sent_at
                 if outcome is not None:
                     return BindResult(binding, outcome, message, 0.0, sends=sends)
                 first_error = first_error or message
-            elif not first_error:
-                return BindResult(binding, Outcome.RETRY, "not the leader any more; the Binding was not sent", 0.0,
-                                  sends=sends)
             else:
+                deposed = True
+                if not may_land:
+                    message = ("not the leader any more; the Binding was not sent" if not sends else
+                               f"not the leader any more; no earlier Binding landed within {self.late_landing:g} s")
+                    return BindResult(binding, Outcome.RETRY, f"{first_error}; {message}" if first_error else message,
+                                      0.0, sends=sends)
                 message = "not the leader any more: no more sends, reading the pod back"
             settled, observed = await self._resolve(binding)
             if settled is not None:

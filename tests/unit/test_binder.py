@@ -23,10 +23,10 @@ from tests.fakeapi import FakeApi
 DEVICES = '{"version":1,"containers":{"main":{"class.tessera.dev/v100":[{"id":"GPU-1","device":"n.gpu-1"}]}}}'
 
 
-def _setup(deliver_on_sleep: bool = False, allowed: Callable[[], bool] = lambda: True
-           ) -> tuple[FakeApi, Binder, list[BindResult], list[float]]:
-    """A fake apiserver with pod default/p, a binder on it whose backoff sleeps are recorded (and,
-    with `deliver_on_sleep`, let held requests reach the server while the binder waits)."""
+def _setup(deliver_on_sleep: bool = False, allowed: Callable[[], bool] = lambda: True,
+           late_landing: float = 90.0) -> tuple[FakeApi, Binder, list[BindResult], list[float]]:
+    """A fake apiserver with pod default/p, a binder on it whose backoff sleeps are recorded and
+    move its clock (and, with `deliver_on_sleep`, let held requests reach the server meanwhile)."""
     api = FakeApi()
     api.add_pod(b.pod("p"))
     results: list[BindResult] = []
@@ -37,7 +37,8 @@ def _setup(deliver_on_sleep: bool = False, allowed: Callable[[], bool] = lambda:
         if deliver_on_sleep:
             api.deliver_held()
 
-    binder = Binder(api, results.append, sleep=sleep, allowed=allowed)  # type: ignore[arg-type]
+    binder = Binder(api, results.append, sleep=sleep, allowed=allowed,  # type: ignore[arg-type]
+                    clock=lambda: sum(sleeps), late_landing_seconds=late_landing)
     return api, binder, results, sleeps
 
 
@@ -209,6 +210,40 @@ async def test_a_deposed_leader_sends_nothing_more_but_holds_on_until_the_pod_is
     assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 1)]
     assert len(api.of("POST")) == 1 and reads[0] == 3
     assert api.pod("default", "p")["spec"]["nodeName"] == "n"
+
+
+async def test_a_leader_again_never_resends_what_it_decided_before_it_was_deposed() -> None:
+    """Review: leading again after the blip, the binder sent the Binding it had decided before —
+    with devices the other leader may have given away meanwhile. It reads back until an earlier
+    request can no longer land, then reports "not bound" so the pod is decided afresh."""
+    leading = [True]
+    api, binder, results, sleeps = _setup(allowed=lambda: leading[0], late_landing=10.0)
+    api.fail_next("POST", "/binding", status=503)
+    reads = [0]
+
+    def depose_then_lead_again(method: str, path: str) -> None:
+        if method == "GET":
+            reads[0] += 1
+            leading[0] = reads[0] > 2
+
+    api.before = depose_then_lead_again
+    await _bind(binder)
+    assert len(api.of("POST")) == 1
+    assert [r.outcome for r in results] == [Outcome.RETRY]
+    assert "HTTP 503" in results[0].message and "not the leader" in results[0].message
+    assert sum(sleeps) >= 10.0 and not api.pod("default", "p")["spec"].get("nodeName")
+
+
+async def test_a_refusal_long_after_the_last_ambiguous_send_is_certain() -> None:
+    """Review: a timeout, then 403 for good (RBAC revoked, a webhook): it resent forever, holding
+    the devices. Once an earlier request can no longer land, the refusal is taken as it is."""
+    api, binder, results, sleeps = _setup(late_landing=10.0)
+    api.fail_next("POST", "/binding", error=TimeoutError())
+    for _ in range(50):
+        api.fail_next("POST", "/binding", status=403)
+    await _bind(binder)
+    assert [r.outcome for r in results] == [Outcome.RETRY] and "HTTP 403" in results[0].message
+    assert 2 < len(api.of("POST")) < 10 and sum(sleeps) >= 10.0
 
 
 async def test_a_deposed_leader_that_never_sent_reports_not_sent() -> None:
