@@ -24,14 +24,16 @@ def configure_logging(default_format: str | None = None, timestamps: str = "iso"
     """JSON logs in a cluster (or TESSERA_LOG_FORMAT=json), readable ones on a terminal.
 
     `default_format` replaces the terminal guess for commands a person runs and reads (`tessera
-    record`: readable lines even when stderr goes to a file); the environment still decides."""
+    record`: readable lines even when stderr goes to a file); the environment still decides.
+    `timestamps` is the console lines' format; JSON lines always carry ISO 8601 (date and zone)."""
     tty = sys.stderr.isatty()
     fmt = os.environ.get("TESSERA_LOG_FORMAT") or default_format or ("console" if tty else "json")
     renderer: Any = (structlog.dev.ConsoleRenderer(colors=tty) if fmt == "console"
                      else structlog.processors.JSONRenderer())
     level = LEVELS.get(os.environ.get("TESSERA_LOG_LEVEL", "info").strip().lower(), logging.INFO)
     structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt=timestamps), renderer],
+        processors=[structlog.processors.add_log_level,
+                    structlog.processors.TimeStamper(fmt=timestamps if fmt == "console" else "iso"), renderer],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
     )

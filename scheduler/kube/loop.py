@@ -149,8 +149,9 @@ class SchedulerLoop:
         self.core.abandon_deferred(time.time())
 
     def _submit_released(self) -> None:
-        """Bindings the allocation gate held back and has now let through (only while leading)."""
-        if not self.is_leader():
+        """Bindings the allocation gate held back and has now let through (only while leading, and
+        not once stopping: the drain has passed, and a POST cut by the shutdown could still land)."""
+        if self._stopping or not self.is_leader():
             self.core.abandon_deferred(time.time())
             return
         for attempt in self.core.take_released():

@@ -55,3 +55,23 @@ def test_a_bad_gpu_memory_is_refused_before_anything_starts(memory: str, tmp_pat
     monkeypatch.setattr(cli, "LocalControlPlane", NoPlane)
     assert cli.run(_args(tmp_path, gpu_memory=memory)) == 2
     assert f"--gpu-memory {memory!r}" in capsys.readouterr().err
+
+
+def test_a_dir_that_cannot_be_used_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Review: --dir naming a file gave a FileExistsError traceback once the lock came first."""
+    monkeypatch.setattr(cli, "LocalControlPlane", NoPlane)
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    assert cli.run(_args(not_a_dir)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dev-cluster: cannot use --dir {not_a_dir}: ") and err.count("\n") == 1
+
+
+def test_a_free_directory_gets_as_far_as_starting_the_plane(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock taken, the command goes on (and lets go of the lock on the way out)."""
+    monkeypatch.setattr(cli, "LocalControlPlane", NoPlane)
+    with pytest.raises(AssertionError, match="the control plane was started"):
+        cli.run(_args(tmp_path))
+    with cli.DirectoryLock(tmp_path):
+        pass

@@ -157,3 +157,20 @@ def test_a_finished_plugins_podgroup_gets_no_more_status_writes() -> None:
     loop.core.apply("MODIFIED", {**group, "status": {"phase": "Finished", "succeeded": 1}}, 0.0)
     loop._write_group_status("default/g")  # its members are gone: the live count says Pending
     assert loop.statuses._dirty == {}
+
+
+def test_after_stop_released_bindings_are_abandoned_not_sent() -> None:
+    """Review: during graceful shutdown (after the drain, while the Lease is handed over) a watch
+    event could open the allocation gate and send held Bindings, which the cancellation that
+    follows might cut after the POST went out — the race the drain is there to avoid."""
+    api = _cluster()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    calls: list[str] = []
+    loop.core.take_released = lambda: calls.append("take") or []  # type: ignore[method-assign]
+    loop.core.abandon_deferred = lambda now: calls.append("abandon")  # type: ignore[method-assign]
+    loop._submit_released()
+    assert calls == ["take"]
+    loop.stop()
+    calls.clear()
+    loop._submit_released()
+    assert calls == ["abandon"]

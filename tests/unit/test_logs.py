@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -51,3 +52,5 @@ def test_record_logs_readable_lines_unless_told_otherwise(monkeypatch: pytest.Mo
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("{") is json_lines and "informer.error" in line
     assert "\x1b[" not in line  # no colour codes in a redirected stream
+    if json_lines:  # a log pipeline needs the date and zone, not the terminal's clock time
+        assert re.search(r'"timestamp": ?"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d', line), line

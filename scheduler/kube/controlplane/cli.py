@@ -90,6 +90,8 @@ def _configure_logging() -> None:
 
 
 class DirectoryInUse(Exception):
+    """Another dev-cluster holds the directory's lock."""
+
     def __init__(self, directory: Path, holder: str) -> None:
         super().__init__(f"{directory} is in use by another dev-cluster (pid {holder}); stop it first "
                          "or pick another --dir")
@@ -107,21 +109,31 @@ class DirectoryLock:
         self._fd = -1
 
     def __enter__(self) -> DirectoryLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise DirectoryInUse(self.path.parent, holder) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
+        self.acquire()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> None:
+        self.release()
+
+    def acquire(self) -> None:
+        """Take the lock, or raise `DirectoryInUse` (or the OSError of an unusable directory)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+                raise DirectoryInUse(self.path.parent, holder) from None
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def release(self) -> None:
         os.close(self._fd)  # closing the descriptor releases the lock
 
 
@@ -146,12 +158,19 @@ def run(args: argparse.Namespace) -> int:
         return 2
     temporary = args.dir is None
     directory = Path(tempfile.mkdtemp(prefix="tessera-dev-")) if temporary else Path(args.dir)
+    lock = DirectoryLock(directory)
     try:
-        with DirectoryLock(directory):
-            return _run_locked(args, directory, temporary)
+        lock.acquire()
     except DirectoryInUse as err:
         print(f"dev-cluster: {err}", file=sys.stderr)
         return 2
+    except OSError as err:
+        print(f"dev-cluster: cannot use --dir {directory}: {err.strerror or err}", file=sys.stderr)
+        return 2
+    try:
+        return _run_locked(args, directory, temporary)
+    finally:
+        lock.release()
 
 
 def _run_locked(args: argparse.Namespace, directory: Path, temporary: bool) -> int:
