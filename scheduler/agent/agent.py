@@ -53,6 +53,7 @@ from scheduler.core.objects import Device, ObjectError
 from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.http import MERGE_PATCH, KubeHttp
 from scheduler.kube.informers import PODS, RESOURCE_CLASSES, Informer
+from scheduler.logs import describe_error
 
 __all__ = ["Agent", "AgentOptions", "DEFAULT_RESOURCE_NAME", "STATE_FILE"]
 
@@ -266,7 +267,7 @@ class Agent:
             response = await self.http.request("GET", "/api/v1/pods", limited=False, timeout=10,
                                                query=[("fieldSelector", f"spec.nodeName={self.node_name}")])
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
-            log.warning("agent.list_pods_failed", reason=f"{type(err).__name__}: {err}")
+            log.warning("agent.list_pods_failed", reason=describe_error(err))
             return None
         if not response.ok:
             log.warning("agent.list_pods_failed", reason=f"HTTP {response.status}: {response.message()}")
@@ -329,7 +330,7 @@ class Agent:
         try:
             response = await self.http.request("PATCH", path, body=body, content_type=MERGE_PATCH)
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
-            log.warning("agent.patch_failed", pod=f"{namespace}/{name}", reason=f"{type(err).__name__}: {err}")
+            log.warning("agent.patch_failed", pod=f"{namespace}/{name}", reason=describe_error(err))
             return False
         if response.ok:
             log.info("agent.pod_allocated", pod=f"{namespace}/{name}", uid=uid)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from scheduler.agent.plugin import socket_dir_ok
 from scheduler.core.classes import validate_resource_name
 from scheduler.kube.concurrency import stop_on_signal
 from scheduler.kube.http import (AGENT_USER_AGENT, ConnectError, KubeconfigError, KubeHttp, RateLimiter,
-                                 check_apiserver, connect, rejected)
+                                 check_apiserver, connect, kubeconfig_path, rejected)
 from scheduler.logs import configure_logging
 
 log = structlog.get_logger("tessera.agent")
@@ -109,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 async def _main(args: argparse.Namespace, options: AgentOptions, backend: DeviceBackend) -> int:
     """Connect (both clients closed on every way out), check the apiserver takes our credentials,
     then run until SIGTERM/SIGINT. Start-up connection problems raise `ConnectError`."""
-    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG") or None
+    kubeconfig = kubeconfig_path(args.kubeconfig)
     async with contextlib.AsyncExitStack() as clients:
         api = await clients.enter_async_context(await connect(kubeconfig, user_agent=AGENT_USER_AGENT))
         watch_api = await clients.enter_async_context(await connect(kubeconfig, user_agent=AGENT_USER_AGENT))

@@ -35,6 +35,7 @@ from scheduler.agent.devices import DeviceInfo
 from scheduler.api.quantity import format_quantity
 from scheduler.core.objects import Device, parse_device
 from scheduler.kube.http import MERGE_PATCH, KubeHttp, Response
+from scheduler.logs import describe_error
 
 __all__ = [
     "API_VERSION",
@@ -177,7 +178,7 @@ class Publisher:
         try:
             return await self.http.request(method, path, body=body, content_type=content_type, query=query)
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
-            raise PublishError(f"{method} {path}: {type(err).__name__}: {err}") from None
+            raise PublishError(f"{method} {path}: {describe_error(err)}") from None
 
     async def fetch_node_uid(self) -> str | None:
         """The Node's uid (refreshed every sync: a re-created Node has a new one), None if absent."""

@@ -39,6 +39,7 @@ from anyio.abc import TaskStatus
 from scheduler.core.annotations import DEVICES
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.concurrency import TaskHost
+from scheduler.logs import describe_error
 
 log = structlog.get_logger("tessera.binder")
 
@@ -201,7 +202,7 @@ class Binder:
         try:
             response = await self.http.request("POST", path, body=body, timeout=self.timeout)
         except _TRANSPORT_ERRORS as err:
-            return None, f"{type(err).__name__}: {err}"
+            return None, describe_error(err)
         if response.ok:
             return Outcome.BOUND, ""
         if response.status == 404:

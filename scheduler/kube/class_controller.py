@@ -33,6 +33,7 @@ import structlog
 from scheduler.core.objects import Device
 from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.http import KubeHttp
+from scheduler.logs import describe_error
 
 __all__ = ["MANAGED_BY", "MANAGED_BY_LABEL", "MODEL_ANNOTATION", "DefaultClassController", "class_name_for",
            "desired_classes"]
@@ -121,7 +122,7 @@ class DefaultClassController:
             try:
                 response = await self.http.request("POST", RESOURCE_CLASSES, body=obj)
             except (aiohttp.ClientError, TimeoutError, OSError) as err:
-                log.warning("class_controller.create_failed", resource_class=name, reason=f"{type(err).__name__}: {err}")
+                log.warning("class_controller.create_failed", resource_class=name, reason=describe_error(err))
                 ok = False
                 continue
             if response.ok:

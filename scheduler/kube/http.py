@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -91,6 +91,14 @@ class ConnectError(Exception):
 
 class KubeconfigError(ConnectError):
     """The kubeconfig itself is missing or unusable (the CLIs exit 2 for it, as for bad arguments)."""
+
+
+def kubeconfig_path(flag: str | None, configured: str | None = None,
+                    environ: Mapping[str, str] = os.environ) -> str | None:
+    """Which kubeconfig every Tessera command uses: --kubeconfig, else the configuration's
+    (`clientConnection.kubeconfig`, for `tessera run`), else $KUBECONFIG (what `tessera
+    dev-cluster` tells you to export), else None: the in-cluster service account."""
+    return flag or configured or environ.get("KUBECONFIG") or None
 
 
 async def connect(kubeconfig: str | None, *, user_agent: str = USER_AGENT,

@@ -14,7 +14,6 @@ against the whole cluster as it was. After that, events are written in the order
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections import Counter
@@ -26,7 +25,7 @@ import anyio
 import orjson
 
 from scheduler.kube.concurrency import stop_on_signal
-from scheduler.kube.http import ConnectError, KubeHttp, check_apiserver, connect, rejected
+from scheduler.kube.http import ConnectError, KubeHttp, check_apiserver, connect, kubeconfig_path, rejected
 from scheduler.kube.informers import SCHEDULER_KINDS, InformerSet, ResourceKind
 from scheduler.logs import configure_logging
 from scheduler.sim.snapshot import replay_rank
@@ -73,7 +72,7 @@ def add_parser(subparsers: Any) -> None:
                     "write every event as one JSON line {\"type\", \"object\"} until interrupted "
                     "(SIGINT/SIGTERM) or --duration has passed. Progress goes to stderr.",
     )
-    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG") or None,
+    parser.add_argument("--kubeconfig",
                         help="kubeconfig file (default: $KUBECONFIG, else the in-cluster service account)")
     parser.add_argument("-o", "--output", required=True, help="output JSONL file ('-' for stdout)")
     parser.add_argument("--duration", type=float, default=None, metavar="SECONDS",
@@ -160,15 +159,16 @@ class _Writer:
 
 
 async def _record(args: argparse.Namespace, kinds: tuple[ResourceKind, ...]) -> int:
+    kubeconfig = kubeconfig_path(args.kubeconfig)
     try:
-        api = await connect(args.kubeconfig)
+        api = await connect(kubeconfig)
     except ConnectError as err:
         _say(str(err))
         return 2
     async with api:
         http = KubeHttp(api)
         try:
-            response = await check_apiserver(http, args.kubeconfig)
+            response = await check_apiserver(http, kubeconfig)
         except ConnectError as err:
             _say(str(err))
             return 1

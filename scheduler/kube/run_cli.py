@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -24,7 +23,8 @@ from scheduler.api.config import ConfigError, SchedulerConfig, load_config
 from scheduler.core.framework.attempt import Attempt
 from scheduler.kube.binder import BindResult
 from scheduler.kube.concurrency import stop_on_signal
-from scheduler.kube.http import ConnectError, KubeconfigError, KubeHttp, RateLimiter, check_apiserver, connect
+from scheduler.kube.http import (ConnectError, KubeconfigError, KubeHttp, RateLimiter, check_apiserver, connect,
+                                 kubeconfig_path)
 from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics
@@ -84,18 +84,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def kubeconfig_path(flag: str | None, config: SchedulerConfig) -> str | None:
-    """--kubeconfig, else the configuration's clientConnection.kubeconfig, else $KUBECONFIG (what
-    `tessera dev-cluster` tells you to export, and what `record` and `kubectl tessera` read), else
-    None: the in-cluster service account."""
-    return flag or config.client_connection.kubeconfig or os.environ.get("KUBECONFIG") or None
-
-
 async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
     """Open the two apiserver clients (closed on every way out, so a failed start-up leaves no
     "Unclosed client session" behind), check the apiserver answers, run. Kubeconfig and
     connection problems raise `ConnectError`."""
-    kubeconfig = kubeconfig_path(args.kubeconfig, config)
+    kubeconfig = kubeconfig_path(args.kubeconfig, config.client_connection.kubeconfig)
     async with contextlib.AsyncExitStack() as clients:
         api = await clients.enter_async_context(await connect(kubeconfig))
         watch_api = await clients.enter_async_context(await connect(kubeconfig))

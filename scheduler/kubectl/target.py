@@ -15,6 +15,8 @@ from pathlib import Path
 
 import yaml
 
+from scheduler.kube.http import kubeconfig_path
+
 DEFAULT_NAMESPACE = "default"
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -28,7 +30,7 @@ class Target:
 
 def resolve(kubeconfig: str | None, context: str | None, namespace: str | None,
             environ: Mapping[str, str] = os.environ, home: Path | None = None) -> Target:
-    path = kubeconfig or environ.get("KUBECONFIG") or None
+    path = kubeconfig_path(kubeconfig, environ=environ)
     if path is None:
         default = (home or Path.home()) / ".kube" / "config"
         path = str(default) if default.exists() else None

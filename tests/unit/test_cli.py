@@ -70,7 +70,7 @@ def test_run_reads_kubeconfig_from_the_flag_the_configuration_then_the_environme
     """A new user exported KUBECONFIG as `tessera dev-cluster` says and `tessera run` answered
     "no kubeconfig given and no in-cluster service account"; `record` and `kubectl tessera` read it."""
     from scheduler.api.config import load_config
-    from scheduler.kube.run_cli import kubeconfig_path
+    from scheduler.kube.http import kubeconfig_path
 
     builtin = load_config(None)
     configured = tmp_path / "config.yaml"
@@ -78,13 +78,13 @@ def test_run_reads_kubeconfig_from_the_flag_the_configuration_then_the_environme
                           "clientConnection:\n  kubeconfig: /from/config\nprofiles:\n- schedulerName: tessera\n")
     with_path = load_config(configured)
     monkeypatch.setenv("KUBECONFIG", "/from/env")
-    assert kubeconfig_path("/from/flag", with_path) == "/from/flag"
-    assert kubeconfig_path(None, with_path) == "/from/config"
-    assert kubeconfig_path(None, builtin) == "/from/env"
+    assert kubeconfig_path("/from/flag", with_path.client_connection.kubeconfig) == "/from/flag"
+    assert kubeconfig_path(None, with_path.client_connection.kubeconfig) == "/from/config"
+    assert kubeconfig_path(None, builtin.client_connection.kubeconfig) == "/from/env"
     monkeypatch.setenv("KUBECONFIG", "")
-    assert kubeconfig_path(None, builtin) is None  # in-cluster
+    assert kubeconfig_path(None, builtin.client_connection.kubeconfig) is None  # in-cluster
     monkeypatch.delenv("KUBECONFIG")
-    assert kubeconfig_path(None, builtin) is None
+    assert kubeconfig_path(None, builtin.client_connection.kubeconfig) is None
 
 
 @pytest.mark.parametrize("port", ["-5", "99999"])
