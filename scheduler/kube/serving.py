@@ -24,6 +24,8 @@ Port 0 binds a free port; `HealthServer.port` tells which.
 
 from __future__ import annotations
 
+import os
+
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -99,9 +101,8 @@ class HealthServer:
             await site.start()
         except OSError as err:  # socket.gaierror included: an unknown host name
             await runner.cleanup()
-            reason = err.strerror or str(err)
-            if "] " in reason and reason.startswith("[Errno"):
-                reason = reason.split("] ", 1)[1]
+            # the errno's own words: uvloop's strerror repeats the address ("error while attempting to bind ...")
+            reason = os.strerror(err.errno) if err.errno and err.errno > 0 else (err.strerror or str(err))
             raise ServeError(f"cannot serve /healthz, /readyz and /metrics on {self.host}:{self.requested_port}: "
                              f"{reason} (choose another --port, 0 for any free one, or --bind-address)") from None
         except BaseException:

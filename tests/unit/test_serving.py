@@ -113,7 +113,7 @@ async def test_stop_frees_the_port() -> None:
 
 
 @pytest.mark.parametrize("host, taken, expected", [
-    ("127.0.0.1", True, "address already in use"),
+    ("127.0.0.1", True, ": Address already in use (choose another --port"),
     ("192.0.2.1", False, "cannot serve /healthz, /readyz and /metrics on 192.0.2.1:"),  # not ours (TEST-NET-1)
 ])
 async def test_an_address_that_cannot_be_served_is_one_clear_error(host: str, taken: bool, expected: str) -> None:

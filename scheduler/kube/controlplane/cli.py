@@ -158,6 +158,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     temporary = args.dir is None
     directory = Path(tempfile.mkdtemp(prefix="tessera-dev-")) if temporary else Path(args.dir)
+    if directory.exists() and not directory.is_dir():
+        print(f"dev-cluster: cannot use --dir {directory}: it is not a directory", file=sys.stderr)
+        return 2
     lock = DirectoryLock(directory)
     try:
         lock.acquire()
