@@ -47,6 +47,14 @@ def _binding(node: str = "n") -> Binding:
     return Binding(pod["metadata"]["uid"], "default", "p", node, {ann.DEVICES: DEVICES})
 
 
+def _land_held_after_the_second_post(api: FakeApi) -> Callable[[str, str], None]:
+    """The held first request reaches the server at the read-back after the second send's answer."""
+    def land(method: str, path: str) -> None:
+        if method == "GET" and len(api.of("POST")) == 2:
+            api.deliver_held()
+    return land
+
+
 async def _bind(binder: Binder, binding: Binding | None = None) -> None:
     """Run the binder for one Binding, until it is settled."""
     async with anyio.create_task_group() as group:
@@ -168,11 +176,7 @@ async def test_a_refusal_after_an_ambiguous_send_settles_nothing() -> None:
     api.fail_next("POST", "/binding", hold=True)   # the connection dies; the request is still on its way
     api.fail_next("POST", "/binding", status=403)  # the resend is refused (a token or webhook blip)
 
-    def land_after_the_refusal(method: str, path: str) -> None:
-        if method == "GET" and len(api.of("POST")) == 2:
-            api.deliver_held()
-
-    api.before = land_after_the_refusal
+    api.before = _land_held_after_the_second_post(api)
     await _bind(binder)
     assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 2)]
     assert [c.method for c in api.calls] == ["POST", "GET", "POST", "GET"]
@@ -260,11 +264,7 @@ async def test_a_404_after_an_ambiguous_send_is_read_back() -> None:
     api.fail_next("POST", "/binding", hold=True)
     api.fail_next("POST", "/binding", status=404)
 
-    def land_after_the_404(method: str, path: str) -> None:
-        if method == "GET" and len(api.of("POST")) == 2:
-            api.deliver_held()
-
-    api.before = land_after_the_404
+    api.before = _land_held_after_the_second_post(api)
     await _bind(binder)
     assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 2)]
 

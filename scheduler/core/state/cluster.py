@@ -353,7 +353,9 @@ class ClusterState:
         _charge(info, placement)
         self._touch(info)
         self.ledger.refresh_for(device for device, _ in placement.grants)
-        return notices + self.check_overcommit(info, None if assumed else pod)
+        if assumed:  # our own decision: the filters kept it within capacity
+            return notices
+        return notices + self.check_overcommit(info, pod)
 
     def check_overcommit(self, info: NodeInfo, pod: Pod | None) -> list[Notice]:
         """A Warning when a device resource of the node goes over its capacity: once per crossing,
@@ -387,7 +389,8 @@ class ClusterState:
         self._touch(info)
         self.ledger.uncharge(uid, placement.grants)
         self.ledger.refresh_for([device for device, _ in placement.grants])
-        self.check_overcommit(info, None)  # a removal only ends a crossing: nothing to report
+        if info.over:  # a removal can only end a crossing: nothing to report, only to forget
+            self.check_overcommit(info, None)
         if drop_ghosts:
             self.ledger.drop_released_ghosts(device for device, _ in placement.grants)
         events = [ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=placement.node)]
