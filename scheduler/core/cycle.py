@@ -16,7 +16,7 @@ from collections import Counter
 from scheduler.core.engine import Engine
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.cycle_state import PodContext, prepare
-from scheduler.core.framework.interface import GangView
+from scheduler.core.framework.interface import GangView, NodeStatuses
 from scheduler.core.framework.placement import Domain, PlacementPlan
 from scheduler.core.framework.runtime import ProfileRuntime
 from scheduler.core.objects import Pod
@@ -51,6 +51,9 @@ class Cycle:
         # lower-priority holds dropped because a placement took their node, until that placement
         # is kept: a gang transaction or a dry run that is undone gives them back
         self._displaced: dict[str, Hold] = {}
+        # the last failed search's per-node statuses: a single pod's PostFilter reads them
+        # (upstream's NodeToStatusMap) instead of filtering every node again
+        self._failed_search: NodeStatuses | None = None
 
     def schedule_next(self, now: float) -> list[Attempt] | None:
         """Run one cycle (one pod, or one whole gang); None when no pod is ready at `now`."""
@@ -58,6 +61,7 @@ class Cycle:
         engine.now = now
         engine.release(None, now)  # permit plugins may let held Bindings go with time
         self._displaced = {}
+        self._failed_search = None
         uid = engine.queue.pop(now)
         if uid is None:
             return None
@@ -75,7 +79,8 @@ class Cycle:
             if attempts[0].node is not None:
                 engine.queue.done(uid)
             else:
-                self._post_filter(runtime, [pod], 1, attempts, {uid: held} if held else {}, now)
+                self._post_filter(runtime, [pod], 1, attempts, {uid: held} if held else {}, now,
+                                  self._failed_search)
                 engine.queue.unschedulable_failure(uid, attempts[0].rejectors, now)
         for attempt in attempts:
             if attempt.node is not None:
@@ -173,6 +178,7 @@ class Cycle:
         filtered = ({table.info(row).name: reason for row, reason in found.filtered.items()}
                     if found.filtered is not None else None)
         if not found.rows:
+            self._failed_search = found.statuses
             return Attempt(pod, None, message=fit_error(num_nodes, found.reasons), rejectors=frozenset(found.rejectors),
                            filtered=filtered, scores={} if self.explain else None)
         scores: dict[str, dict[str, int]] | None = None
@@ -351,7 +357,7 @@ class Cycle:
     # --- PostFilter (preemption) -----------------------------------------------------------------
 
     def _post_filter(self, runtime: ProfileRuntime, pods: list[Pod], minimum: int, attempts: list[Attempt],
-                     holds: dict[str, Hold], now: float) -> None:
+                     holds: dict[str, Hold], now: float, statuses: NodeStatuses | None = None) -> None:
         """Nothing fit: ask the profile's PostFilter (preemption) to make room. On success the
         victims go on the first attempt (the caller evicts them), each preemptor is nominated to
         its node and holds its room there; a preemptor still waiting for its earlier victims
@@ -374,7 +380,7 @@ class Cycle:
         chosen: set[str] = set()
         before = dict(self._displaced)
         try:
-            result = plugin.post_filter(pods, max(1, minimum), nominated, place, now)
+            result = plugin.post_filter(pods, max(1, minimum), nominated, place, statuses, now)
             chosen = {placement.node for placement in result.holds.values()}
         finally:  # upstream clears lower-priority nominations on the nodes a preemption chose
             self._give_back_displaced(before)  # the dry run's placements are undone

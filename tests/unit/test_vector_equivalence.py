@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from scheduler.api.config import SchedulerConfig, load_config, parse_config
+from scheduler.core.framework.cycle_state import prepare
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 
@@ -106,3 +107,31 @@ def test_the_workloads_exercise_failures_and_successes() -> None:
     messages = {line[3] for seed in range(8) for line in _run(_workload(seed), None, True) if line[1] is None}
     assert any(outcomes) and None in outcomes
     assert any("Insufficient" in m for m in messages) and any("untolerated taint" in m for m in messages)
+
+
+@pytest.mark.parametrize("vectorized", [True, False])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_failed_search_names_each_nodes_first_rejecting_filter(vectorized: bool, seed: int) -> None:
+    """PostFilter (preemption) reads the failed search's statuses instead of filtering again: for
+    every node they must name the plugin the per-node chain stops at."""
+    scheduler = Scheduler(_config(None), seed=7, batch=vectorized)
+    runtime = scheduler.profiles["tessera"]
+    compared = 0
+    for kind, obj in _workload(seed):
+        scheduler.apply(kind, obj, 0.0)
+        while (attempts := scheduler.schedule_next(0.0)) is not None:
+            for attempt in attempts:
+                if attempt.node is not None or "nodes are available" not in attempt.message:
+                    continue
+                ctx = prepare(attempt.pod, scheduler.state.classes)
+                if runtime.pre_filter(ctx) is not None:
+                    continue
+                found = runtime.find_feasible(ctx, 0, 1, explain=False)
+                assert not found.rows and found.statuses is not None
+                names = [info.name for info in found.statuses.nodes]
+                assert names == scheduler.state.node_order
+                for info, index in zip(found.statuses.nodes, found.statuses.rejector.tolist()):
+                    rejected = runtime.filter_node(ctx, info)
+                    assert rejected is not None and found.statuses.plugins[index] == rejected[0]
+                compared += 1
+    assert compared  # the workload has failures to compare

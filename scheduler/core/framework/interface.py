@@ -222,15 +222,27 @@ class Preemption:
     clear: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class NodeStatuses:
+    """Which filter rejected each node in a pod's failed search: upstream's NodeToStatusMap, which
+    PostFilter reads instead of filtering every node again. Row i is `nodes[i]` (the state's node
+    order), first rejected by `plugins[rejector[i]]`; -1 where no filter rejected it."""
+
+    nodes: Sequence[NodeInfo]
+    plugins: Sequence[str]
+    rejector: Ints
+
+
 class PostFilterPlugin(Plugin):
     """Runs when a pod (or a whole gang) found no node: upstream's PostFilter (preemption)."""
 
     @abstractmethod
     def post_filter(self, pods: Sequence[Pod], minimum: int, nominated: Mapping[str, str],
-                    place: Callable[[Pod], str | None], now: float) -> Preemption:
+                    place: Callable[[Pod], str | None], statuses: NodeStatuses | None, now: float) -> Preemption:
         """Make room for `pods` (one pod, or a gang's pending members of which `minimum` must fit);
         `nominated`: the pods' current nominations (uid -> node); `place` runs one pod's ordinary
-        attempt on the current state and assumes it where it lands (the gang's dry run)."""
+        attempt on the current state and assumes it where it lands (the gang's dry run);
+        `statuses`: one pod's failed search, per node (None for a gang, placed member by member)."""
 
 
 class ReservePlugin(Plugin):

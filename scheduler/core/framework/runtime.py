@@ -9,7 +9,8 @@ rotating start until `to_find` pass, and a node's reasons are those of the first
 that rejects it. With batch forms on, plugins that have one answer for every node at once; plugins
 without one (or whose batch answer is only a necessary condition) then run per node on the
 survivors, in visiting order, only until enough nodes passed. The result — feasible nodes,
-nodes processed, reasons — is exactly the per-node answer (tests/unit/test_vector_equivalence.py
+nodes processed, reasons and, when nothing passed, each node's first rejecting plugin (what
+PostFilter reads) — is exactly the per-node answer (tests/unit/test_vector_equivalence.py
 runs both), and `--explain` shows this same path.
 """
 
@@ -31,6 +32,7 @@ from scheduler.core.framework.interface import (
     Bools,
     FilterPlugin,
     Ints,
+    NodeStatuses,
     Normalize,
     PermitPlugin,
     PlacementPlugin,
@@ -63,6 +65,7 @@ class Feasible:
     reasons: Counter[str] = field(default_factory=Counter)
     rejectors: set[str] = field(default_factory=set)
     filtered: dict[int, str] | None = None  # row -> its first reason (explain only)
+    statuses: NodeStatuses | None = None  # each row's first rejecting filter, when nothing passed
 
 
 @dataclass(slots=True)
@@ -207,20 +210,23 @@ class ProfileRuntime:
         for --explain, each row's first reason."""
         remaining = rows.copy()
         first: dict[int, str] | None = {} if explain else None
+        rejector = np.full(len(rows), -1, np.int64)  # row -> index in `applicable` of its first rejector
 
-        def reject(plugin: FilterPlugin, row: int, reasons: Reasons) -> None:
+        def reject(index: int, plugin: FilterPlugin, row: int, reasons: Reasons) -> None:
             found.reasons.update(reasons)
             found.rejectors.add(plugin.name)
             if first is not None and reasons:
                 first[row] = reasons[0]
             remaining[row] = False
+            rejector[row] = index
 
-        for plugin in applicable:
+        for index, plugin in enumerate(applicable):
             verdict = verdicts.get(plugin.name)
             if verdict is not None:
                 failing = verdict.fails & remaining if verdict.fails is not None else None
                 if failing is not None and failing.any():
                     found.rejectors.add(plugin.name)
+                    rejector[failing] = index
                     covered = np.zeros(len(failing), np.bool_)
                     masks = verdict.reasons()
                     for reason, mask in masks:
@@ -240,8 +246,11 @@ class ProfileRuntime:
             for row in np.flatnonzero(remaining).tolist():
                 reasons = plugin.filter(ctx, self.table.info(row))
                 if reasons:
-                    reject(plugin, row, reasons)
+                    reject(index, plugin, row, reasons)
         found.filtered = first
+        if not found.rows:
+            found.statuses = NodeStatuses(tuple(self.table.infos[: self.table.size]),
+                                          tuple(plugin.name for plugin in applicable), rejector)
 
     def score(self, ctx: PodContext, rows: list[int], explain: bool) -> Scores:
         """Weighted totals per feasible row (and, for --explain, each plugin's normalised scores)."""

@@ -27,10 +27,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from scheduler.core.disruption import split_by_violation
 from scheduler.core.framework.cycle_state import PodContext, prepare
 from scheduler.core.framework.handle import Handle
-from scheduler.core.framework.interface import PostFilterPlugin, Preemption
+from scheduler.core.framework.interface import NodeStatuses, PostFilterPlugin, Preemption
 from scheduler.core.objects import Pod
 from scheduler.core.plugins.preemption.args import PreemptionArgs, candidates_to_try
 from scheduler.core.plugins.preemption.victims import Unit, flatten, most_important_first, units_for
@@ -90,29 +92,24 @@ class DefaultPreemption(PostFilterPlugin):
     # --- PostFilter --------------------------------------------------------------------------
 
     def post_filter(self, pods: Sequence[Pod], minimum: int, nominated: Mapping[str, str], place: Place,
-                    now: float) -> Preemption:
+                    statuses: NodeStatuses | None, now: float) -> Preemption:
         gang = pods[0].gang.key if pods[0].gang is not None else ""
         priority = self.state.gang_priority(gang, pods) if gang else pods[0].priority
         reason = self.ineligible(pods, nominated, priority)
         if reason is not None:
             return Preemption(message=reason)
         if len(pods) == 1 and minimum <= 1 and pods[0].gang is None:
-            return self._preempt_pod(pods[0], now)
+            if statuses is None:
+                raise ValueError("a single pod's PostFilter needs its failed search's per-node statuses")
+            return self._preempt_pod(pods[0], statuses, now)
         return self._preempt_gang(pods, minimum, place, now)
 
     # --- one pod -------------------------------------------------------------------------------
 
-    def _preempt_pod(self, pod: Pod, now: float) -> Preemption:
-        state = self.state
-        ctx = prepare(pod, state.classes)
+    def _preempt_pod(self, pod: Pod, failed: NodeStatuses, now: float) -> Preemption:
         statuses: Counter[str] = Counter()
-        potential: list[NodeInfo] = []
-        for info in state.node_infos():
-            rejected = self.handle.filter_node(ctx, info)
-            if rejected is not None and self.handle.resolvable(rejected[0]):
-                potential.append(info)
-            else:
-                statuses[NOT_HELPFUL] += 1
+        potential = self.might_help(failed)
+        statuses[NOT_HELPFUL] = len(failed.nodes) - len(potential)
         if not potential:
             return self._no_candidate(statuses)
         wanted = candidates_to_try(self.args, len(potential))
@@ -134,6 +131,13 @@ class DefaultPreemption(PostFilterPlugin):
         best = pick_candidate(candidates)
         return Preemption(flatten(best.victims), {pod.uid: best.hold})
 
+    def might_help(self, failed: NodeStatuses) -> list[NodeInfo]:
+        """upstream's nodesWherePreemptionMightHelp: the nodes whose first rejecting filter is one
+        that removing pods can resolve (not a taint, a selector, an unschedulable node...)."""
+        helps = np.array([self.handle.resolvable(name) for name in failed.plugins] + [False], np.bool_)
+        rows = np.flatnonzero(helps[failed.rejector])  # -1 (not rejected) reads the trailing False
+        return [failed.nodes[row] for row in rows.tolist()]
+
     def _no_candidate(self, statuses: Counter[str]) -> Preemption:
         total = len(self.state.node_order)
         parts = sorted(f"{count} {reason}" for reason, count in statuses.items() if count)
@@ -142,7 +146,11 @@ class DefaultPreemption(PostFilterPlugin):
     def victims_on(self, pod: Pod, info: NodeInfo, now: float) -> Candidate | str:
         """upstream's SelectVictimsOnNode with units: the candidate, or the node's reason."""
         state = self.state
-        here = [state.pods[uid] for uid in sorted(info.pods) if uid in state.pods]
+        pods = state.pods
+        if not any((placed := pods.get(uid)) is not None and (placed.gang is not None or placed.priority < pod.priority)
+                   for uid in info.pods):
+            return NO_VICTIMS  # units_for would find none: a victim is below the pod, or in a gang
+        here = [pods[uid] for uid in sorted(info.pods) if uid in pods]
         units = units_for(state, pod.priority, here)
         if not units:
             return NO_VICTIMS
