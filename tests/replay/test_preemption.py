@@ -429,3 +429,38 @@ def test_a_rolled_back_gang_transaction_gives_lower_holds_back() -> None:
     attempts = core.schedule_next(0.0) or []
     assert {a.pod.meta.name for a in attempts} == {"g0", "g1"} and all(a.node is None for a in attempts)
     assert mid in core.state.holds and core.state.holds[mid].node == "a"
+
+
+def _batch_gang_above_its_class(run: Run, labelled: bool) -> list[dict[str, Any]]:
+    """Node `a` (4 GPUs) full of two priority-HIGH pods; with `labelled`, members of PodGroup
+    `train` whose class `batch` is worth LOW: as victims they count at LOW, not HIGH."""
+    run.add({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+             "metadata": {"name": "batch", "uid": "pc-batch"}, "value": LOW})
+    group = b.podgroup("train", 2)
+    group["spec"]["priorityClassName"] = "batch"
+    run.add(b.node("a", gpus=4), group)
+    pods = [b.pod(f"t-{i}", limits={"nvidia.com/gpu": 2}, priority=HIGH, node_name="a", phase="Running",
+                  labels={"scheduling.x-k8s.io/pod-group": "train"} if labelled else None) for i in range(2)]
+    run.add(*pods)
+    return pods
+
+
+def test_a_gang_whose_class_is_below_its_members_own_priority_is_preempted_at_its_class() -> None:
+    """The members' own priority (HIGH) is above the preemptor's (MID); their gang's is not."""
+    run = Run(config(BINPACK))
+    _batch_gang_above_its_class(run, labelled=True)
+    attempt = _preemptor(run, "serve", MID, ("0", "0"), limits={"nvidia.com/gpu": 2})
+    assert _victims(attempt) == ["t-0", "t-1"]
+
+
+def test_a_running_pod_that_joins_a_gang_becomes_a_victim_at_the_gangs_priority() -> None:
+    run = Run(config(BINPACK))
+    pods = _batch_gang_above_its_class(run, labelled=False)
+    first = _preemptor(run, "early", MID, ("0", "0"), limits={"nvidia.com/gpu": 2})
+    assert not first.preempted and "1 No preemption victims found for incoming pod" in first.message
+    for pod in pods:  # the same running pods, now labelled into the gang
+        pod["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "train"}
+        pod["metadata"]["resourceVersion"] = "2"
+    attempts = run.feed(*(b.event("MODIFIED", pod) for pod in pods))
+    attempts += [_preemptor(run, "late", MID, ("0", "0"), limits={"nvidia.com/gpu": 2})]
+    assert sorted(v.meta.name for a in attempts for v in a.preempted) == ["t-0", "t-1"]

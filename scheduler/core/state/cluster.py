@@ -270,6 +270,8 @@ class ClusterState:
             notices.append(Notice("Pod", pod.key, "InvalidObject", f"Pod {pod.key}: {pod.label_error}",
                                   pod.meta.namespace, uid))
         placement = self.placements.get(uid)
+        if placement is not None and old is not None and _gang_key(old) != _gang_key(pod):
+            self._touch(self.nodes[placement.node])  # its node's possible preemption victims changed
         if uid in self.holds and (pod.terminal or pod.node_name or pod.meta.deleting):
             self.release_hold(uid)
             events.append(ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=""))
@@ -568,6 +570,10 @@ def placement_of(pod: Pod, node_name: str, devices: DeviceAssignment | None, bro
                    for entries in by_resource.values() for grant in entries)
     return Placement(node_name, dict(pod.requests), pod.scoring_requests.get(CPU, 0),
                      pod.scoring_requests.get(MEMORY, 0), grants, broken, assumed)
+
+
+def _gang_key(pod: Pod) -> str | None:
+    return pod.gang.key if pod.gang is not None else None
 
 
 def _charge(info: NodeInfo, placement: Placement) -> None:

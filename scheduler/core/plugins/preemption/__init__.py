@@ -4,8 +4,10 @@ Single pods follow kube-scheduler's DefaultPreemption (pkg/scheduler/framework/p
 defaultpreemption, pkg/scheduler/framework/preemption; docs/research/preemption-upstream.md):
 - eligible unless `preemptionPolicy: Never`, or a victim of its earlier preemption still
   terminates on its nominated node;
-- only nodes whose filter rejection removing pods can resolve are tried (`preemption_helps`),
-  from a random offset, until enough candidates are found (minCandidateNodesPercentage/Absolute);
+- only nodes whose filter rejection removing pods can resolve are tried (`preemption_helps`;
+  read from the failed search's per-node statuses, as upstream, not filtered again), from a
+  random offset, until enough candidates are found (minCandidateNodesPercentage/Absolute); a
+  node without a pod below the preemptor (floor.py) has no victims and is not searched;
 - on a node: remove every lower-priority unit, check the pod fits, then put units back most
   important first (PDB-violating ones first) while it still fits: the rest are the victims;
 - node choice: fewest PDB violations, lowest highest-victim priority, smallest priority sum,
@@ -32,8 +34,9 @@ import numpy as np
 from scheduler.core.disruption import split_by_violation
 from scheduler.core.framework.cycle_state import PodContext, prepare
 from scheduler.core.framework.handle import Handle
-from scheduler.core.framework.interface import NodeStatuses, PostFilterPlugin, Preemption
+from scheduler.core.framework.interface import Ints, NodeStatuses, PostFilterPlugin, Preemption
 from scheduler.core.objects import Pod
+from scheduler.core.plugins.preemption.floor import VictimFloor
 from scheduler.core.plugins.preemption.args import PreemptionArgs, candidates_to_try
 from scheduler.core.plugins.preemption.victims import Unit, flatten, most_important_first, units_for
 from scheduler.core.state import ClusterState, NodeInfo
@@ -110,15 +113,19 @@ class DefaultPreemption(PostFilterPlugin):
         statuses: Counter[str] = Counter()
         potential = self.might_help(failed)
         statuses[NOT_HELPFUL] = len(failed.nodes) - len(potential)
-        if not potential:
+        if not len(potential):
             return self._no_candidate(statuses)
         wanted = candidates_to_try(self.args, len(potential))
         offset = self.rng.randrange(len(potential))
+        table = self.handle.table
+        table.sync()
+        rotated = np.roll(potential, -offset)  # upstream's random offset into the potential nodes
+        below = table.group(VictimFloor).lowest[rotated] < pod.priority
+        statuses[NO_VICTIMS] = int(np.count_nonzero(~below))  # no pod there could be a victim
         fine: list[Candidate] = []
         violating: list[Candidate] = []
-        for i in range(len(potential)):
-            info = potential[(offset + i) % len(potential)]
-            found = self.victims_on(pod, info, now)
+        for row in rotated[below].tolist():
+            found = self.victims_on(pod, failed.nodes[row], now)
             if isinstance(found, str):
                 statuses[found] += 1
                 continue
@@ -131,12 +138,11 @@ class DefaultPreemption(PostFilterPlugin):
         best = pick_candidate(candidates)
         return Preemption(flatten(best.victims), {pod.uid: best.hold})
 
-    def might_help(self, failed: NodeStatuses) -> list[NodeInfo]:
-        """upstream's nodesWherePreemptionMightHelp: the nodes whose first rejecting filter is one
-        that removing pods can resolve (not a taint, a selector, an unschedulable node...)."""
+    def might_help(self, failed: NodeStatuses) -> Ints:
+        """upstream's nodesWherePreemptionMightHelp: the rows of the nodes whose first rejecting
+        filter is one that removing pods can resolve (not a taint, a selector, a cordon...)."""
         helps = np.array([self.handle.resolvable(name) for name in failed.plugins] + [False], np.bool_)
-        rows = np.flatnonzero(helps[failed.rejector])  # -1 (not rejected) reads the trailing False
-        return [failed.nodes[row] for row in rows.tolist()]
+        return np.flatnonzero(helps[failed.rejector])  # -1 (not rejected) reads the trailing False
 
     def _no_candidate(self, statuses: Counter[str]) -> Preemption:
         total = len(self.state.node_order)
@@ -146,11 +152,7 @@ class DefaultPreemption(PostFilterPlugin):
     def victims_on(self, pod: Pod, info: NodeInfo, now: float) -> Candidate | str:
         """upstream's SelectVictimsOnNode with units: the candidate, or the node's reason."""
         state = self.state
-        pods = state.pods
-        if not any((placed := pods.get(uid)) is not None and (placed.gang is not None or placed.priority < pod.priority)
-                   for uid in info.pods):
-            return NO_VICTIMS  # units_for would find none: a victim is below the pod, or in a gang
-        here = [pods[uid] for uid in sorted(info.pods) if uid in pods]
+        here = [state.pods[uid] for uid in sorted(info.pods) if uid in state.pods]
         units = units_for(state, pod.priority, here)
         if not units:
             return NO_VICTIMS
