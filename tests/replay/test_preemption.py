@@ -464,3 +464,24 @@ def test_a_running_pod_that_joins_a_gang_becomes_a_victim_at_the_gangs_priority(
     attempts = run.feed(*(b.event("MODIFIED", pod) for pod in pods))
     attempts += [_preemptor(run, "late", MID, ("0", "0"), limits={"nvidia.com/gpu": 2})]
     assert sorted(v.meta.name for a in attempts for v in a.preempted) == ["t-0", "t-1"]
+
+
+def test_a_running_pods_new_priority_is_what_preemption_weighs() -> None:
+    """The apiserver keeps spec.priority fixed, but a replayed stream may change it: the node's
+    victims follow the pod object as it is now (the victim floor is refreshed)."""
+    run = _cluster({"node1": [("p1", HIGH, L, 0), ("p2", HIGH, M, 0)]})
+    early = _preemptor(run, "early", MID, VL)
+    assert not early.preempted and "1 No preemption victims found for incoming pod" in early.message
+    lowered = _running("p1", "node1", LOW, L)
+    lowered["metadata"]["resourceVersion"] = "2"
+    attempts = run.feed(b.event("MODIFIED", lowered))
+    attempts += [_preemptor(run, "late", MID, L)]
+    assert sorted(v.meta.name for a in attempts for v in a.preempted) == ["p1"]
+
+
+def test_an_absurd_priority_on_a_running_pod_does_not_break_the_cycle() -> None:
+    run = _cluster({"node1": [("p1", HIGH, L, 0)]})
+    _preemptor(run, "early", MID, VL)  # the victim floor exists from here on
+    run.add(_running("odd", "node1", -2**70, S))
+    attempt = _preemptor(run, "late", MID, M)
+    assert _victims(attempt) == ["odd"]

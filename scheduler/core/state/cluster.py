@@ -270,7 +270,7 @@ class ClusterState:
             notices.append(Notice("Pod", pod.key, "InvalidObject", f"Pod {pod.key}: {pod.label_error}",
                                   pod.meta.namespace, uid))
         placement = self.placements.get(uid)
-        if placement is not None and old is not None and _gang_key(old) != _gang_key(pod):
+        if placement is not None and old is not None and _as_victim(old) != _as_victim(pod):
             self._touch(self.nodes[placement.node])  # its node's possible preemption victims changed
         if uid in self.holds and (pod.terminal or pod.node_name or pod.meta.deleting):
             self.release_hold(uid)
@@ -572,8 +572,10 @@ def placement_of(pod: Pod, node_name: str, devices: DeviceAssignment | None, bro
                      pod.scoring_requests.get(MEMORY, 0), grants, broken, assumed)
 
 
-def _gang_key(pod: Pod) -> str | None:
-    return pod.gang.key if pod.gang is not None else None
+def _as_victim(pod: Pod) -> tuple[str | None, int]:
+    """What makes a placed pod a possible preemption victim (the apiserver keeps spec.priority
+    fixed; a replayed stream need not)."""
+    return pod.gang.key if pod.gang is not None else None, pod.priority
 
 
 def _charge(info: NodeInfo, placement: Placement) -> None:

@@ -37,4 +37,4 @@ class VictimFloor(ColumnGroup):
             pod = self.state.pods.get(uid)
             if pod is not None:
                 lowest = min(lowest, int(LOWEST) if pod.gang is not None else pod.priority)
-        self.lowest[row] = lowest
+        self.lowest[row] = max(int(LOWEST), lowest)  # below int64 (not a real priority): searched
