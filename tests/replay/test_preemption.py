@@ -485,3 +485,31 @@ def test_an_absurd_priority_on_a_running_pod_does_not_break_the_cycle() -> None:
     run.add(_running("odd", "node1", -2**70, S))
     attempt = _preemptor(run, "late", MID, M)
     assert _victims(attempt) == ["odd"]
+
+
+@pytest.mark.parametrize("change", ["podgroup-names-a-class", "class-value-drops"])
+def test_a_gangs_priority_lowered_by_its_podgroup_or_class_makes_it_a_victim(change: str) -> None:
+    """The gang (members at HIGH) is out of a MID pod's reach until its PodGroup's class, or that
+    class's value, puts it below MID: preemption then sees it (the victim floor follows)."""
+    run = Run(config(BINPACK))
+    value = VHIGH if change == "class-value-drops" else LOW
+    priority_class = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                      "metadata": {"name": "batch", "uid": "pc-batch", "resourceVersion": "1"}, "value": value}
+    group = b.podgroup("train", 2)
+    if change == "class-value-drops":
+        group["spec"]["priorityClassName"] = "batch"
+    run.add(priority_class, b.node("a", gpus=4), group)
+    run.add(*(b.pod(f"t-{i}", limits={"nvidia.com/gpu": 2}, priority=HIGH, node_name="a", phase="Running",
+                    labels={"scheduling.x-k8s.io/pod-group": "train"}) for i in range(2)))
+    early = _preemptor(run, "early", MID, ("0", "0"), limits={"nvidia.com/gpu": 2})
+    assert not early.preempted and "1 No preemption victims found for incoming pod" in early.message
+    if change == "class-value-drops":
+        priority_class["value"] = LOW
+        priority_class["metadata"]["resourceVersion"] = "2"
+        attempts = run.feed(b.event("MODIFIED", priority_class))
+    else:
+        group["spec"]["priorityClassName"] = "batch"
+        group["metadata"]["resourceVersion"] = "2"
+        attempts = run.feed(b.event("MODIFIED", group))
+    attempts += [_preemptor(run, "late", MID, ("0", "0"), limits={"nvidia.com/gpu": 2})]
+    assert sorted(v.meta.name for a in attempts for v in a.preempted) == ["t-0", "t-1"]

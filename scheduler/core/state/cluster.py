@@ -51,6 +51,7 @@ class ClusterState:
         self._node_index: dict[str, int] = {}
         self.order_version = 0  # bumped when a node leaves node_order (positions shift)
         self.capacity_version = 0  # bumped when a node comes, goes or changes its allocatable
+        self.victim_priority_version = 0  # bumped when a PodGroup's class or a class's value changes
         self.dirty: set[str] = set()  # nodes changed since the vector index last looked
         self.pods: dict[str, Pod] = {}
         self.by_key: dict[str, str] = {}  # "<ns>/<name>" -> uid
@@ -93,9 +94,9 @@ class ClusterState:
         """A gang's priority: its PodGroup's `priorityClassName` where set (and the class known),
         else its members': the lowest when it preempts (no more urgent than its least urgent
         member), the highest when it is a victim (no member is evicted for an equal priority)."""
-        group = self.gangs.podgroups.get(key)
-        if group is not None and group.priority_class_name in self.priority_classes:
-            return self.priority_classes[group.priority_class_name]
+        fixed = self.class_priority(key)
+        if fixed is not None:
+            return fixed
         priorities = [pod.priority for pod in members]
         return (max if as_victim else min)(priorities, default=0)
 
@@ -122,17 +123,38 @@ class ClusterState:
         handler = _HANDLERS.get(str(kind))
         if handler is None:
             return [], [Notice(str(kind), "", "UnknownKind", f"ignoring object of unknown kind {kind!r}")]
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        assert isinstance(meta, dict)
+        name = str(meta.get("name", ""))
+        namespace = str(meta.get("namespace", "") or "")
+        key = f"{namespace}/{name}" if namespace else name
+        fixed = self._fixed_priority(str(kind), key)
         try:
             return handler(self, event_type, obj)
         except ObjectError as err:
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-            assert isinstance(meta, dict)
-            name = str(meta.get("name", ""))
-            namespace = str(meta.get("namespace", "") or "")
-            key = f"{namespace}/{name}" if namespace else name
             events = self._delete_unreadable(str(kind), obj, name, key) if event_type == "DELETED" else []
             return events, [Notice(str(kind), key, "InvalidObject", f"{kind} {key}: {err}", namespace,
                                    str(meta.get("uid", "") or ""))]
+        finally:
+            if fixed is not _NOT_FIXING and self._fixed_priority(str(kind), key) != fixed:
+                self.victim_priority_version += 1
+
+    def class_priority(self, gang: str) -> int | None:
+        """The priority a gang's PodGroup fixes through its `priorityClassName` (None: not set, or
+        the class not known; the members' priorities decide then)."""
+        group = self.gangs.podgroups.get(gang)
+        if group is None:
+            return None
+        return self.priority_classes.get(group.priority_class_name) if group.priority_class_name else None
+
+    def _fixed_priority(self, kind: str, key: str) -> int | None | object:
+        """What an event of this kind may change in the priorities gangs have as victims (a
+        PodGroup's class, a class's value); _NOT_FIXING for other kinds."""
+        if kind == "PodGroup":
+            return self.class_priority(key)
+        if kind == "PriorityClass":
+            return self.priority_classes.get(key)
+        return _NOT_FIXING
 
     def _delete_unreadable(self, kind: str, obj: JSON, name: str, key: str) -> list[ClusterEvent]:
         """A DELETED event whose last state does not parse still deletes what we hold under its name."""
@@ -600,6 +622,8 @@ def _same_class(a: ResourceClass, b: ResourceClass) -> bool:
     return (a.resource_name, a.requirements, a.sharing, a.error, a.meta.creation_timestamp) == \
         (b.resource_name, b.requirements, b.sharing, b.error, b.meta.creation_timestamp)
 
+
+_NOT_FIXING = object()  # an event kind that fixes no gang's priority
 
 _HANDLERS = {
     "Node": ClusterState._on_node,

@@ -193,7 +193,9 @@ class DefaultPreemption(PostFilterPlugin):
         state = self.state
         gang = members[0].gang.key if members[0].gang is not None else ""
         priority = state.gang_priority(gang, members)
-        placed = [p for p in state.pods.values() if p.uid in state.placements]
+        reachable = self._nodes_below(priority)
+        placed = [pod for uid, pod in state.pods.items()
+                  if (at := state.placements.get(uid)) is not None and at.node in reachable]
         units = units_for(state, priority, placed, exclude_gang=gang)
         if not units:
             return Preemption(message=f"0/{len(state.node_order)} nodes are available: "
@@ -255,6 +257,14 @@ class DefaultPreemption(PostFilterPlugin):
                 for entry in entries:
                     if entry.uid not in state.placements:
                         state.restore(entry)
+
+    def _nodes_below(self, priority: int) -> set[str]:
+        """The nodes where some placed pod could be a victim of this priority (the victim floor):
+        the only ones whose pods can make a unit."""
+        table = self.handle.table
+        table.sync()
+        rows = np.flatnonzero(table.group(VictimFloor).lowest[: table.size] < priority)
+        return {table.infos[row].name for row in rows.tolist()}
 
     def _place_all(self, members: Sequence[Pod], place: Place, assumed: list[str]) -> dict[str, str]:
         nodes: dict[str, str] = {}

@@ -5,8 +5,10 @@ a lower priority at all (every batch pod of one tier failing at once). Asking ea
 which of its pods could be victims costs more than the rest of the cycle; a column answers for
 every node at once, and only the nodes below the preemptor are searched.
 
-A gang member counts as the lowest priority: its unit is its gang's priority (a PodGroup's
-class may be below the member's own), so its node is always searched.
+A pod counts at its own priority; a gang member at its gang's as a victim
+(`ClusterState.gang_priority`): the class its PodGroup names, else the highest of its running
+members' — never below the member's own, so the member's own is the floor then. The column's
+epoch follows `ClusterState.victim_priority_version` (PodGroup classes and class values).
 """
 
 from __future__ import annotations
@@ -22,19 +24,25 @@ HIGHEST = np.iinfo(np.int64).max  # no pod on the node: nothing to evict
 
 
 class VictimFloor(ColumnGroup):
-    """Per row, the lowest priority among the node's placed pods (LOWEST with a gang member)."""
+    """Per row, the lowest priority any placed pod of the node has as a victim (a lower bound)."""
 
     def __init__(self, table: NodeTable) -> None:
         self.state: ClusterState = table.state
         self.lowest: Ints = np.full(table.capacity, HIGHEST, np.int64)
 
+    def epoch(self) -> int:
+        return self.state.victim_priority_version
+
     def grow(self, capacity: int) -> None:
         self.lowest = grown(self.lowest, capacity)
 
     def fill(self, row: int, info: NodeInfo) -> None:
+        state = self.state
         lowest = int(HIGHEST)
         for uid in info.pods:
-            pod = self.state.pods.get(uid)
-            if pod is not None:
-                lowest = min(lowest, int(LOWEST) if pod.gang is not None else pod.priority)
+            pod = state.pods.get(uid)
+            if pod is None:
+                continue
+            fixed = state.class_priority(pod.gang.key) if pod.gang is not None else None
+            lowest = min(lowest, pod.priority if fixed is None else fixed)
         self.lowest[row] = max(int(LOWEST), lowest)  # below int64 (not a real priority): searched
