@@ -193,9 +193,8 @@ class DefaultPreemption(PostFilterPlugin):
         state = self.state
         gang = members[0].gang.key if members[0].gang is not None else ""
         priority = state.gang_priority(gang, members)
-        reachable = self._nodes_below(priority)
-        placed = [pod for uid, pod in state.pods.items()
-                  if (at := state.placements.get(uid)) is not None and at.node in reachable]
+        placed = [pod for info in self._nodes_below(priority) for uid in sorted(info.pods)
+                  if (pod := state.pods.get(uid)) is not None]
         units = units_for(state, priority, placed, exclude_gang=gang)
         if not units:
             return Preemption(message=f"0/{len(state.node_order)} nodes are available: "
@@ -258,13 +257,15 @@ class DefaultPreemption(PostFilterPlugin):
                     if entry.uid not in state.placements:
                         state.restore(entry)
 
-    def _nodes_below(self, priority: int) -> set[str]:
-        """The nodes where some placed pod could be a victim of this priority (the victim floor):
-        the only ones whose pods can make a unit."""
+    def _nodes_below(self, priority: int) -> list[NodeInfo]:
+        """The nodes where some placed pod could be a victim of this priority (the victim floor),
+        in table order: the only ones whose pods can make a unit. Reading their pods instead of
+        every pod in the cluster is what keeps a failed gang cheap on a full cluster (no victim
+        anywhere: no work)."""
         table = self.handle.table
         table.sync()
         rows = np.flatnonzero(table.group(VictimFloor).lowest[: table.size] < priority)
-        return {table.infos[row].name for row in rows.tolist()}
+        return [table.infos[row] for row in rows.tolist()]
 
     def _place_all(self, members: Sequence[Pod], place: Place, assumed: list[str]) -> dict[str, str]:
         nodes: dict[str, str] = {}
