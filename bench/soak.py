@@ -8,7 +8,9 @@ finds a violation can be replayed with the same seed.
 Each run, on a LocalControlPlane this script starts itself in a temp dir (loopback only): a fresh
 cluster of fake GPU nodes and classes and a fresh namespace; Tessera replicas as subprocesses
 behind the fault proxy; 2-3 waves of mixed pods (plain, class, shared, CPU-heavy, label and
-PodGroup gangs, one gang that can never fit); 2-5 faults drawn from
+PodGroup gangs, one gang that can never fit) at priority 0, and one urgent wave (whole-node pods at
+priority 1000, for two thirds of the V100 nodes) that lands only by preempting them, so that
+evictions, nominations and the preemptor's Binding meet the faults too; 2-5 faults drawn from
 
     proxy:   watch cuts, all-connection cuts, 410 storms, Binding failures (500 before/after
              forwarding, hangs), delays, connection resets
@@ -17,8 +19,10 @@ PodGroup gangs, one gang that can never fit); 2-5 faults drawn from
     cluster: apiserver restart (etcd keeps its data), node deletion, ExtendedResource deletion,
              ResourceClass edits
 
-then faults stop, the run waits for every pod that fits to be bound and checks the invariants
-(tessera_testing.invariants). Bounded: no new run starts when the time budget cannot fit it,
+then faults stop, the run waits for every pod that fits to be bound (a pod gone to preemption is
+no longer expected; an urgent pod must be bound when the apiserver's state has room for it) and
+checks the invariants (tessera_testing.invariants): a preemption must never leave a GPU to two
+pods (a victim still counts until it is gone) nor a gang below its minimum. Bounded: no new run starts when the time budget cannot fit it,
 and each run's convergence wait is capped.
 
 Output: a table on stdout (per run and totals: runs, faults injected per type, pods scheduled,
@@ -74,9 +78,13 @@ class RunPlan:
     waves: list[float]  # submission times
     agent_delay: tuple[float, float]  # a slow node agent keeps allocation gates closed longer
     steps: list[Step] = field(default_factory=list)
+    urgent: float | None = None  # when the urgent (preempting) wave arrives
 
     def describe(self) -> str:
-        return ", ".join(f"{s.kind}@{s.at:.0f}s" for s in self.steps)
+        parts = [(s.at, f"{s.kind}@{s.at:.0f}s") for s in self.steps]
+        if self.urgent is not None:
+            parts.append((self.urgent, f"urgent@{self.urgent:.0f}s"))
+        return ", ".join(text for _, text in sorted(parts))
 
 
 def _proxy_faults(kind: str, rng: random.Random) -> Faults:
@@ -110,7 +118,8 @@ def plan_run(seed: int, seconds: float, exclude: frozenset[str]) -> RunPlan:
         at = rng.uniform(0.5, seconds * 0.75)
         duration = rng.uniform(3, 10) if kind in PROXY_FAULTS or kind == "partition" else 0.0
         steps.append(Step(at, kind, duration, _proxy_faults(kind, rng) if kind in PROXY_FAULTS else NO_FAULTS))
-    return RunPlan(seed, replicas, waves, agent_delay, sorted(steps, key=lambda s: s.at))
+    urgent = rng.uniform(max(waves) + 1, seconds * 0.8)  # drawn last: the rest of a seed's schedule is as before
+    return RunPlan(seed, replicas, waves, agent_delay, sorted(steps, key=lambda s: s.at), urgent)
 
 
 def combine(active: list[Faults]) -> Faults:
@@ -154,6 +163,8 @@ class Executor:
             actions.append((at, self._wave))
         for i, step in enumerate(self.plan.steps):
             actions.append((step.at, self._make(i, step)))
+        if self.plan.urgent is not None:
+            actions.append((self.plan.urgent, self._urgent))
         tasks = [asyncio.create_task(self._guard(lambda: self._churn(start + seconds * 0.85)))]
         for at, action in sorted(actions, key=lambda a: a[0]):
             delay = start + at - time.monotonic()
@@ -180,6 +191,11 @@ class Executor:
         # Paced, so that pods keep arriving while faults come and go.
         await self.run.submit(self.run.wave(tag, impossible_gang=self.wave_index == 1),
                               pause=self.rng.uniform(0.05, 0.3))
+
+    async def _urgent(self) -> None:
+        """Whole-node pods of a higher priority for two thirds of the V100 nodes: the waves are
+        spread over the nodes by then, so most of these land only by preempting."""
+        await self.run.submit_urgent("u", max(2, len(self.run.cluster.v100_nodes) * 2 // 3))
 
     async def _churn(self, until: float) -> None:
         """Workload churn: every few seconds a bound single pod finishes (is deleted) and a new
@@ -324,6 +340,7 @@ def summarize(reports: list[tuple[RunPlan, RunReport, list[str], int]], minutes:
         "pods_created": sum(len(r.first_bound) + r.pods - r.bound for _, r, _, _ in reports),
         "pods_scheduled": sum(len(r.first_bound) for _, r, _, _ in reports),
         "pods_churned": sum(c for _, _, _, c in reports),
+        "pods_evicted": sum(r.evicted for _, r, _, _ in reports),
         "pods_left_pending_that_fit": sum(1 for _, r, _, _ in reports for v in r.violations if v.invariant == "unbound"),
         "faults": {k: faults[k] for k in sorted(faults)}, "faults_total": sum(faults.values()),
         "violations": dict(violations), "violations_total": sum(violations.values()),
@@ -335,15 +352,15 @@ def summarize(reports: list[tuple[RunPlan, RunReport, list[str], int]], minutes:
 
 def print_table(result: dict[str, Any]) -> None:
     print()
-    print("| run | seed | replicas | agent delay | schedule | pods scheduled | faults | violations |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| run | seed | replicas | agent delay | schedule | pods scheduled | evicted | faults | violations |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for i, run in enumerate(result["runs_detail"], 1):
         low, high = run["agent_delay"]
         print(f"| {i} | {run['seed']} | {run['replicas']} | {low:g}-{high:g}s | {run['schedule']} | "
-              f"{run['scheduled']} | {sum(run['faults'].values())} | {len(run['violations'])} |")
+              f"{run['scheduled']} | {run['evicted']} | {sum(run['faults'].values())} | {len(run['violations'])} |")
     print()
     print(f"runs: {result['runs']}   pods scheduled: {result['pods_scheduled']} (of {result['pods_created']} created; "
-          f"{result['pods_churned']} deleted again as churn)   faults injected: {result['faults_total']}   "
+          f"{result['pods_churned']} deleted again as churn, {result['pods_evicted']} evicted by preemption)   faults injected: {result['faults_total']}   "
           f"invariant violations: {result['violations_total']}")
     print()
     print("| fault | injected |")

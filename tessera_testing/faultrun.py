@@ -2,8 +2,8 @@
 
 :class:`FaultRun`: a GPU cluster of fake nodes (V100 nodes for exclusive classes and plain
 ``nvidia.com/gpu`` pods, T4 nodes for a memory-shared class), a mixed workload (plain, class,
-shared, CPU-heavy pods with init containers, label and PodGroup gangs), a fake node agent that
-completes device allocations (``tessera.dev/phase: Allocated``, which opens the scheduler's
+shared, CPU-heavy pods with init containers, label and PodGroup gangs; whole-node pods of a higher
+priority that can only land by preempting), a fake node agent that completes device allocations (``tessera.dev/phase: Allocated``, which opens the scheduler's
 allocation gate), Tessera replicas as subprocesses talking through the fault proxy, and the final
 report with every violation found.
 """
@@ -43,6 +43,8 @@ from tessera_testing.invariants import (
     ClusterWatcher,
     Violation,
     check,
+    check_unbound,
+    fits_somewhere,
     node_usage,
     read_view,
     wait_until_bound,
@@ -55,6 +57,8 @@ __all__ = [
     "PodPlan",
     "RunReport",
     "SchedulerProcess",
+    "URGENT_CLASS",
+    "urgent_wave",
     "write_scheduler_config",
 ]
 
@@ -67,6 +71,9 @@ _GANG_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
 _PODGROUP = "scheduling.x-k8s.io/pod-group"
 _PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups"
 _MERGE = "application/merge-patch+json"
+_PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+URGENT_CLASS = "tessera-fault-urgent"
+"""The PriorityClass of urgent pods (value 1000; every other pod of a run has priority 0)."""
 INFORMER_CATCH_UP = 35.0
 """Seconds an informer may still lag after watch trouble ends: its backoff caps at 30 s
 (scheduler.kube.informers.BACKOFF_MAX), plus a relist."""
@@ -235,6 +242,9 @@ def delete_cluster(plane: LocalControlPlane, rid: str) -> None:
 class PodPlan:
     obj: JSON
     must_bind: bool  # the workload is sized so that this pod fits once faults stop
+    # not waited for: bound at the end unless the apiserver's state has no room for it (an urgent
+    # pod's room depends on what preemption could free, which the harness does not predict)
+    if_room: bool = False
 
     @property
     def name(self) -> str:
@@ -242,7 +252,8 @@ class PodPlan:
 
 
 def pod(name: str, limits: dict[str, str] | None = None, *, cpu: str = "1", labels: dict[str, str] | None = None,
-        node_selector: dict[str, str] | None = None, init_cpu: str | None = None) -> JSON:
+        node_selector: dict[str, str] | None = None, init_cpu: str | None = None,
+        priority_class: str | None = None) -> JSON:
     container: JSON = {"name": "main", "image": "busybox",
                        "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}, **({"limits": limits} if limits else {})}}
     spec: JSON = {"schedulerName": SCHEDULER_NAME, "terminationGracePeriodSeconds": 0, "containers": [container]}
@@ -250,6 +261,8 @@ def pod(name: str, limits: dict[str, str] | None = None, *, cpu: str = "1", labe
         spec["initContainers"] = [{"name": "setup", "image": "busybox", "resources": {"requests": {"cpu": init_cpu}}}]
     if node_selector:
         spec["nodeSelector"] = node_selector
+    if priority_class:
+        spec["priorityClassName"] = priority_class
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}}, "spec": spec}
 
 
@@ -298,6 +311,14 @@ def wave(cluster: Cluster, tag: str, rng: random.Random, *, plain: int = 2, excl
             plans.append(PodPlan(pod(f"{tag}-huge-{i}", {"nvidia.com/gpu": str(cluster.gpus_per_node * 2)},
                                      labels=labels), False))
     return groups, plans
+
+
+def urgent_wave(cluster: Cluster, tag: str, count: int) -> tuple[list[JSON], list[PodPlan]]:
+    """``count`` whole-V100-node pods of :data:`URGENT_CLASS`: on a cluster the earlier waves
+    have spread over, each lands only by preempting (victims: whole gangs or single pods)."""
+    plans = [PodPlan(pod(f"{tag}-urgent-{i}", {"nvidia.com/gpu": str(cluster.gpus_per_node)}, node_selector=_V100,
+                         priority_class=URGENT_CLASS), False, if_room=True) for i in range(count)]
+    return [], plans
 
 
 # --- the fake node agent ----------------------------------------------------------------------
@@ -401,6 +422,8 @@ class RunReport:
     logs: list[str]
     first_bound: dict[str, str] = field(default_factory=dict)  # pod key -> first node, churned pods too
     events: list[str] = field(default_factory=list)  # what the harness did, when
+    evicted: int = 0  # pods gone while urgent pods were about: preemption's victims
+
 
     @property
     def scheduled(self) -> int:
@@ -410,11 +433,13 @@ class RunReport:
     def as_dict(self) -> JSON:
         return {"name": self.name, "seed": self.seed, "seconds": round(self.seconds, 1), "pods": self.pods,
                 "bound": self.bound, "scheduled": self.scheduled, "must_bind": self.must_bind, "faults": self.faults,
-                "violations": [v.as_dict() for v in self.violations], "logs": self.logs, "events": self.events}
+                "violations": [v.as_dict() for v in self.violations], "logs": self.logs, "events": self.events,
+                "evicted": self.evicted}
 
     def summary(self) -> str:
         lines = [f"{self.name} (seed {self.seed}): {self.bound}/{self.pods} pods bound in {self.seconds:.0f}s, "
-                 f"faults {dict((k, v) for k, v in self.faults.items() if v)}, {len(self.violations)} violation(s)"]
+                 f"faults {dict((k, v) for k, v in self.faults.items() if v)}, "
+                 f"{self.evicted} evicted by preemption, {len(self.violations)} violation(s)"]
         lines += [f"  {v}" for v in self.violations]
         if self.violations:
             lines += [f"  harness: {', '.join(self.events)}"] if self.events else []
@@ -460,6 +485,7 @@ class FaultRun:
         self.blind: list[tuple[float, float]] = []
         self.log: list[str] = []  # what the harness did, with seconds since start (for reports)
         self.started = time.monotonic()
+        self.urgent = False  # urgent pods were submitted: lower-priority pods may be preempted
         self.kubeconfig = workdir / f"{self.rid}-proxy.kubeconfig"
         self.config = workdir / f"{self.rid}-config.yaml"
         self._replica_names = (f"{self.rid}-{i}" for i in range(1000))
@@ -565,6 +591,26 @@ class FaultRun:
             self.plans.append(plan)
             if pause:
                 await asyncio.sleep(pause)
+
+    async def submit_urgent(self, tag: str, count: int) -> None:
+        """Create :data:`URGENT_CLASS` (once per control plane) and ``count`` urgent pods."""
+        await self._call("POST", _PRIORITY_CLASSES, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                                     "metadata": {"name": URGENT_CLASS}, "value": 1000},
+                         ok=(200, 201, 409))
+        self.urgent = True
+        batch = urgent_wave(self.cluster, tag, count)
+        # The Priority admission plugin reads classes from its own informer: a pod naming a class
+        # created a moment ago is refused (403) until the class reaches it. A dry run finds out.
+        probe = batch[1][0].obj
+        for _ in range(50):
+            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                status, _doc = await self.api.request("POST", f"/api/v1/namespaces/{self.namespace}/pods?dryRun=All",
+                                                      probe)
+                if status != 403:
+                    break
+            await asyncio.sleep(0.2)
+        await self.submit(batch)
+        self.log.append(f"{time.monotonic() - self.started:.1f}s urgent wave of {count} pods")  # workload, not a fault
 
     def bound_keys(self) -> set[str]:
         return {first.key for first in self.watcher.first_bound.values()
@@ -692,11 +738,17 @@ class FaultRun:
             proxy.configure(NO_FAULTS)
         self.agent.paused = False
         must = {f"{self.namespace}/{p.name}" for p in self.plans if p.must_bind}
-        await wait_until_bound(self.api, must, bind_timeout)
+        evicted = await self._wait_bound(must, bind_timeout, only_if_room)
+        room = {f"{self.namespace}/{p.name}" for p in self.plans if p.if_room}
+        await self._settle(room, timeout=30.0)
         await asyncio.sleep(1.0)  # let stragglers (a gang's last member, events) land
         view = await read_view(self.api)
+        if self.urgent:  # a preemption that finished while urgent pods settled took its victims too
+            evicted |= must - set(view.pod_by_key())
+        must -= evicted
         violations = check(view, must_bind=must, watcher=self.watcher, grace=grace, blind=self.blind_windows(),
                            only_if_room=only_if_room)
+        violations = sorted(set(violations) | set(check_unbound(view, room, only_if_room=True)))
         for replica in self.replicas:
             if not replica.killed and not replica.alive():
                 violations.append(Violation(SCHEDULER_EXITED, replica.identity,
@@ -706,7 +758,54 @@ class FaultRun:
         first = {f.key: f.node for f in self.watcher.first_bound.values() if f.key.startswith(f"{self.namespace}/")}
         return RunReport(self.name, self.seed, time.monotonic() - self.started, len(ours),
                          sum(1 for p in ours if (p.get("spec") or {}).get("nodeName")), len(must), self.faults,
-                         sorted(violations), [str(r.log_path) for r in self.replicas], first, list(self.log))
+                         sorted(violations), [str(r.log_path) for r in self.replicas], first, list(self.log),
+                         evicted=len(evicted))
+
+    async def _wait_bound(self, must: set[str], timeout: float, only_if_room: bool) -> set[str]:
+        """Wait until every pod of ``must`` is bound (``only_if_room``: or the apiserver's state
+        has room for none of those left, which nothing changes once faults have stopped); returns
+        those that are gone while urgent pods were about (the harness deletes only through
+        :meth:`delete_pod`, which takes a pod off ``must``, so a gone pod is a preemption's
+        victim): they are no longer expected."""
+        deadline = time.monotonic() + timeout
+        evicted: set[str] = set()
+        while True:
+            left = await wait_until_bound(self.api, must - evicted, min(5.0, max(0.0, deadline - time.monotonic())))
+            if left and self.urgent:
+                items, _ = await self.api.list(f"/api/v1/namespaces/{self.namespace}/pods")
+                present = {f"{self.namespace}/{p['metadata']['name']}" for p in items}
+                evicted |= left - present
+                left -= evicted
+            if not left or time.monotonic() >= deadline:
+                return evicted
+            if only_if_room:
+                view = await read_view(self.api)
+                pods = view.pod_by_key()
+                if not any((p := pods.get(key)) is not None and fits_somewhere(p, view) is not None for key in left):
+                    return evicted
+
+    async def _settle(self, keys: set[str], timeout: float, quiet: float = 8.0) -> None:
+        """Wait (bounded) until every pod of ``keys`` is bound, or those pending have had neither
+        room by the apiserver's state nor a nominated node for ``quiet`` seconds. A preemptor lands
+        a moment after its victims are gone; a leader killed between two evictions leaves the rest
+        to its successor, which takes over within the lease's duration (4 s here)."""
+        deadline = time.monotonic() + timeout
+        calm_since: float | None = None
+        while keys and time.monotonic() < deadline:
+            view = await read_view(self.api)
+            pods = view.pod_by_key()
+            pending = [p for key in keys if (p := pods.get(key)) is not None and not (p.get("spec") or {}).get("nodeName")]
+            if not pending:
+                return
+            now = time.monotonic()
+            if any((p.get("status") or {}).get("nominatedNodeName") or fits_somewhere(p, view) is not None
+                   for p in pending):
+                calm_since = None
+            elif calm_since is None:
+                calm_since = now
+            elif now - calm_since >= quiet:
+                return
+            await asyncio.sleep(0.5)
 
 
 def _held_devices(pod: JSON) -> list[str]:

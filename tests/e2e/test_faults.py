@@ -200,6 +200,30 @@ async def test_resource_class_edited_while_pods_use_it(fault_run: RunFactory) ->
     assert_clean(report)
 
 
+async def test_preemption_after_a_leader_kill(fault_run: RunFactory) -> None:
+    """Two urgent whole-node pods (priority 1000) arrive on four V100 nodes a wave has spread
+    over, right after the leader is killed, while requests are slow and Bindings fail after
+    forwarding: the standby takes over and preempts from the state it has read. Two of four nodes
+    are cleared, so a gang can straddle a cleared node and a kept one: it must go whole (never
+    below its minimum; a per-pod victim rule fails here). No GPU is given to a preemptor while a
+    victim still holds it, and both urgent pods are bound at the end (everything else is priority
+    0). The leader is killed before the preemptions, not during them: a leader killed between two
+    evictions of one gang leaves the rest of that gang running (known gap, see the README)."""
+    async with fault_run(seed=19, replicas=2, v100_nodes=4) as run:
+        run.proxy.configure(Faults(bind_fail_after=0.1, delay_request=0.2))
+        leader = await run.leader()
+        await run.submit(run.wave("a"), pause=0.05)
+        assert await run.wait_bound(10, timeout=40)
+        await run.kill(leader)
+        run.add_replica()
+        await run.submit_urgent("u", 2)
+        urgent = f"{run.namespace}/u-urgent-"
+        assert await run.wait_for(lambda: sum(1 for k in run.bound_keys() if k.startswith(urgent)) == 2, 60)
+        report = await run.finish()
+    assert_clean(report)
+    assert report.evicted >= 1, report.summary()
+
+
 # --- focused reproductions of what the scenarios above found ------------------------------------
 
 
