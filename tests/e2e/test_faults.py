@@ -3,11 +3,12 @@ keeps every invariant while things break under it.
 
 Each scenario builds its own GPU cluster (V100 nodes for exclusive classes and plain GPUs, T4
 nodes for a memory-shared class), submits a mixed workload (plain, class, shared and CPU-heavy
-pods, label and PodGroup gangs), breaks something while it is being scheduled, then stops the
-faults and checks with ``tessera_testing.invariants``: no device or node over capacity, gangs
-all-or-nothing, every pod that fits bound, no pod bound twice or on a stale view, and no
-scheduler process that exited on its own. Short versions for CI: about 10-35 s each, about three
-minutes for the file; the long randomized version is ``python -m bench.soak``.
+pods, label and PodGroup gangs; in one scenario urgent pods that preempt them), breaks something
+while it is being scheduled, then stops the faults and checks with ``tessera_testing.invariants``:
+no device or node over capacity, gangs all-or-nothing, every pod that fits bound, no pod bound
+twice or on a stale view, and no scheduler process that exited on its own. Short versions for
+CI: about 10-35 s each, two to three minutes for the file; the long randomized version is
+``python -m bench.soak``.
 
 The last three tests are focused reproductions of scheduler bugs the scenarios found (a deposed
 leader still binding, gated Bindings sent after their node was deleted, a deleted
