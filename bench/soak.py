@@ -282,7 +282,7 @@ class Executor:
 
 
 async def soak(minutes: float, seed: int, run_seconds: float, max_runs: int, exclude: frozenset[str],
-               out: Path, plane_dir: Path) -> dict[str, Any]:
+               out: Path, plane_dir: Path, replay: int | None = None) -> dict[str, Any]:
     deadline = time.monotonic() + minutes * 60
     reports: list[tuple[RunPlan, RunReport, list[str], int]] = []
     plane = LocalControlPlane(plane_dir / "plane", with_controller_manager=False)
@@ -294,7 +294,7 @@ async def soak(minutes: float, seed: int, run_seconds: float, max_runs: int, exc
         for index in range(max_runs):
             if time.monotonic() + run_seconds + 45 > deadline:
                 break
-            run_seed = seed * 1000 + index
+            run_seed = seed * 1000 + index if replay is None else replay
             plan = plan_run(run_seed, run_seconds, exclude)
             print(f"run {index + 1} (seed {run_seed}, {plan.replicas} replica(s)): {plan.describe()}", flush=True)
             workdir = plane_dir / f"run-{index + 1}"
@@ -381,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="seed of the fault schedules (default 1)")
     parser.add_argument("--run-seconds", type=float, default=30.0, help="fault phase of each run (default 30)")
     parser.add_argument("--max-runs", type=int, default=1000, help="stop after this many runs")
+    parser.add_argument("--replay", type=int, metavar="RUN_SEED",
+                        help="run the plan of this run seed (as printed per run) --max-runs times")
     parser.add_argument("--exclude", default="", help=f"comma-separated fault kinds to leave out ({', '.join(ALL_FAULTS)})")
     parser.add_argument("--out", type=Path, default=OUT, help="output directory (default bench/out/soak)")
     args = parser.parse_args(argv)
@@ -392,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tessera-soak-") as tmp:
         result = asyncio.run(soak(args.minutes, args.seed, args.run_seconds, args.max_runs, exclude, args.out,
-                                  Path(tmp)))
+                                  Path(tmp), args.replay))
     result["excluded"] = sorted(exclude)
     (args.out / "results.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
     print_table(result)

@@ -140,27 +140,21 @@ def _device_order(device: Device) -> tuple[int, str, str]:
 
 def _gpus(facts: _Facts, info: NodeInfo) -> Iterable[m.GpuView]:
     """The node's GPUs: its devices, then GPUs it only counts (allocatable beyond its devices).
-    Devices its pods hold that have no ExtendedResource (deleted before this core saw them, e.g.
-    after a restart) are ghosts in the counted places; plain count requests (`nvidia.com/gpu: 1`)
-    fill the GPUs no device assignment holds."""
+    Devices its pods hold that have no ExtendedResource any more are the ledger's ghosts (also
+    when deleted before this core saw them, e.g. after a restart: they have no index and come
+    last); plain count requests (`nvidia.com/gpu: 1`) fill the GPUs no device assignment holds."""
     state = facts.state
     devices = sorted(info.devices.values(), key=_device_order)
     resources = list(dict.fromkeys(device.resource_name for device in devices))
     allocatable = info.node.allocatable if info.node is not None else {}
     if GPU in allocatable and GPU not in resources:
         resources.append(GPU)
-    orphans = _orphans(state, info)
     index = 0
     for resource in resources:
         own = [device for device in devices if device.resource_name == resource]
         model = own[0].attributes.get("model", "") if own else ""
-        ghosts = orphans if resource == resources[0] else []  # their resource is unknown: the node's first
-        unknown = max(0, allocatable.get(resource, 0) - len(own) - len(ghosts))
+        unknown = max(0, allocatable.get(resource, 0) - len(own))
         counted = _counted_holders(state, info, resource)
-        for name in ghosts:
-            yield m.GpuView(index, name, "", resource, "", "", m.GHOST, 1.0,
-                            holders=_holders(facts, info.name, state.ledger.use[name]))
-            index += 1
         for _ in range(unknown):  # GPUs known only by count: counted requests go here first
             holder = counted.pop(0) if counted else None
             yield m.GpuView(index, "", "", resource, model, "", m.COUNTED if holder else m.FREE,
@@ -173,12 +167,6 @@ def _gpus(facts: _Facts, info: NodeInfo) -> Iterable[m.GpuView]:
                                 m.COUNTED, 1.0, holders=(counted.pop(0),))
             yield gpu
             index += 1
-
-
-def _orphans(state: ClusterState, info: NodeInfo) -> list[str]:
-    """Devices granted to the node's pods that no ExtendedResource (nor ghost) describes."""
-    return sorted({device for uid in info.pods if (placement := state.placements.get(uid)) is not None
-                   for device, _ in placement.grants if device not in state.devices and device in state.ledger.use})
 
 
 def _counted_holders(state: ClusterState, info: NodeInfo, resource: str) -> list[m.Holder]:

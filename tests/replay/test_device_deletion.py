@@ -105,3 +105,38 @@ def test_a_bound_pod_seen_before_its_device_counts_once_the_device_arrives() -> 
     assert _used_gpus(scheduler) == 1
     assert _schedule(scheduler, b.pod("three", limits={"nvidia.com/gpu": 3})).node == "n"
     assert _schedule(scheduler, b.pod("one-more", limits={"nvidia.com/gpu": 1})).node is None
+
+
+def _holder_of(index: int) -> dict[str, Any]:
+    device = b.device("n", index)
+    grant = {"main": {CLASS: (ann.DeviceGrant(device["spec"]["deviceID"], device["metadata"]["name"], None),)}}
+    return b.pod("holder", limits={CLASS: 1}, node_name="n",
+                 annotations={ann.DEVICES: ann.encode_devices(grant), ann.PHASE: ann.PHASE_ALLOCATED})
+
+
+def test_a_bound_pod_naming_a_device_deleted_before_its_holder_was_seen_still_counts() -> None:
+    """Found by bench.soak (`node-allocatable: v100-010: nvidia.com/gpu: 5 used > 4`): a replica
+    that took over after a kill saw device D deleted while it knew no holder of D (so D was simply
+    forgotten), and then the Binding of D's holder, made by the killed leader, came back through
+    the watch. The holder still has the GPU: it must count against the node, as a ghost, until
+    the holder is gone."""
+    scheduler = _scheduler()
+    scheduler.apply("DELETED", b.device("n", 0), 0.0)
+    holder = _holder_of(0)
+    scheduler.apply("ADDED", holder, 0.0)
+    assert _used_gpus(scheduler) == 1
+    assert _schedule(scheduler, b.pod("four", limits={"nvidia.com/gpu": 4})).node is None
+    scheduler.apply("DELETED", holder, 0.0)
+    assert _used_gpus(scheduler) == 0
+    assert sorted(scheduler.state.devices) == sorted(b.device("n", i)["metadata"]["name"] for i in range(1, 4))
+
+
+def test_a_bound_pod_naming_a_device_never_seen_counts_on_its_node() -> None:
+    """A replica that starts after D was deleted lists the holder naming a device it never saw."""
+    scheduler = Scheduler(config("config/binpack.yaml"))
+    for obj in [b.node("n", gpus=4), *(b.device("n", i) for i in range(1, 4)),
+                b.resource_class("v100", match_labels={"model": "V100"}), _holder_of(0)]:
+        scheduler.apply("ADDED", obj, 0.0)
+    assert _used_gpus(scheduler) == 1
+    assert _schedule(scheduler, b.pod("four", limits={"nvidia.com/gpu": 4})).node is None
+    assert _schedule(scheduler, b.pod("three", limits={"nvidia.com/gpu": 3})).node == "n"

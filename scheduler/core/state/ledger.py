@@ -10,12 +10,13 @@ not when their objects are.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from scheduler.api.quantity import Amount
 from scheduler.core.classes import ClassRegistry
-from scheduler.core.objects import Device, Pod
+from scheduler.core.objects import Device, ObjectMeta, Pod
 from scheduler.core.state.events import Notice
 from scheduler.core.state.nodes import NodeInfo
 
@@ -57,6 +58,23 @@ class DeviceLedger:
             return [Notice("Pod", pod.key, "DeviceConflict",
                            f"device {device} is assigned to more than one pod exclusively", pod.meta.namespace, pod.uid)]
         return []
+
+    def hold_unseen(self, name: str, info: NodeInfo) -> None:
+        """A pod on `info`'s node holds device `name`, which the cache does not have: deleted
+        before its holder was seen (a successor replica seeing the deletion before the killed
+        leader's Binding), or before this replica started. The pod still has the GPU, so it
+        stays counted against the node, as a ghost of the node's device resource (the one its
+        other devices carry, else the cluster's), until its last holder is gone."""
+        if name in self.devices:
+            return
+        names = Counter(device.resource_name for device in info.devices.values()) or \
+            Counter(device.resource_name for device in self.devices.values())
+        if not names:
+            return  # no device anywhere: nothing a plain count request could be told apart from
+        meta = ObjectMeta(name, "", "", "", {}, {}, "", True)
+        ghost = Device(meta, info.name, names.most_common(1)[0][0], "", {}, {}, unschedulable=True, healthy=False)
+        self.devices[name] = info.devices[name] = ghost
+        self.ghosts.add(name)
 
     def uncharge(self, uid: str, grants: Iterable[tuple[str, Amount | None]]) -> None:
         for device, amount in grants:
