@@ -489,8 +489,8 @@ def check_state_consistent(sched: Scheduler) -> None:
         check(info.devices == devices, f"node {name}: device index drifts")
         busy: Counter[str] = Counter()
         for dev in devices.values():
-            if dev.name in use:
-                busy[dev.resource_name] += 1
+            if dev.name in use:  # a held device no ExtendedResource named yet counts as a GPU
+                busy[dev.resource_name or "nvidia.com/gpu"] += 1
         check(info.busy == dict(busy), f"node {name}: busy {info.busy} != {dict(busy)}")
     core = {d: (set(u.exclusive), dict(u.shared)) for d, u in state.ledger.use.items()}
     check(core == use, f"device ledger {core} != placements' grants {use}")

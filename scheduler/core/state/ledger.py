@@ -21,6 +21,11 @@ from scheduler.core.state.events import Notice
 from scheduler.core.state.nodes import NodeInfo
 
 
+UNSEEN_RESOURCE = "nvidia.com/gpu"
+"""What a held device that no ExtendedResource ever described counts against while its node has
+no device to name its resource (the device plugin's GPU resource, what such nodes advertise)."""
+
+
 @dataclass(slots=True)
 class DeviceUse:
     exclusive: set[str] = field(default_factory=set)  # pod uids
@@ -62,17 +67,18 @@ class DeviceLedger:
     def hold_unseen(self, name: str, info: NodeInfo) -> None:
         """A pod on `info`'s node holds device `name`, which the cache does not have: deleted
         before its holder was seen (a successor replica seeing the deletion before the killed
-        leader's Binding), or before this replica started. The pod still has the GPU, so it
-        stays counted against the node, as a ghost of the node's device resource (the one its
-        other devices carry, else the cluster's), until its last holder is gone."""
+        leader's Binding), or before this replica started (its pods can be listed before its
+        ExtendedResources). The pod still has the GPU, so it stays counted against the node, as a
+        ghost of the node's device resource (the one its other devices carry, else the cluster's;
+        unnamed until a device of the node arrives, counted as UNSEEN_RESOURCE meanwhile), until
+        its last holder is gone."""
         if name in self.devices:
             return
-        names = Counter(device.resource_name for device in info.devices.values()) or \
-            Counter(device.resource_name for device in self.devices.values())
-        if not names:
-            return  # no device anywhere: nothing a plain count request could be told apart from
+        names = Counter(device.resource_name for device in info.devices.values() if device.resource_name) or \
+            Counter(device.resource_name for device in self.devices.values() if device.resource_name)
+        resource_name = names.most_common(1)[0][0] if names else ""  # named when a device of the node arrives
         meta = ObjectMeta(name, "", "", "", {}, {}, "", True)
-        ghost = Device(meta, info.name, names.most_common(1)[0][0], "", {}, {}, unschedulable=True, healthy=False)
+        ghost = Device(meta, info.name, resource_name, "", {}, {}, unschedulable=True, healthy=False)
         self.devices[name] = info.devices[name] = ghost
         self.ghosts.add(name)
 
@@ -125,7 +131,8 @@ class DeviceLedger:
         for device in info.devices.values():
             use = self.use.get(device.name)
             if use is not None and use.busy:
-                busy[device.resource_name] = busy.get(device.resource_name, 0) + 1
+                resource = device.resource_name or UNSEEN_RESOURCE
+                busy[resource] = busy.get(resource, 0) + 1
         info.busy = busy
         self._touch(info)
 
@@ -139,6 +146,9 @@ class DeviceLedger:
         self.ghosts.discard(device.name)
         info = self._node_info(device.node_name)
         info.devices[device.name] = device
+        for name, held in list(info.devices.items()):  # ghosts made before any device of the node was known
+            if not held.resource_name and name in self.ghosts:
+                self.devices[name] = info.devices[name] = replace(held, resource_name=device.resource_name)
         self.classes.device_changed(device)
         self.refresh(info)
 
