@@ -748,7 +748,8 @@ class FaultRun:
         must -= evicted
         violations = check(view, must_bind=must, watcher=self.watcher, grace=grace, blind=self.blind_windows(),
                            only_if_room=only_if_room)
-        violations = sorted(set(violations) | set(check_unbound(view, room, only_if_room=True)))
+        violations = sorted(set(violations) | set(check_unbound(view, room, only_if_room=True,
+                                                                  known_devices=self.watcher.removed_devices())))
         for replica in self.replicas:
             if not replica.killed and not replica.alive():
                 violations.append(Violation(SCHEDULER_EXITED, replica.identity,
@@ -781,7 +782,9 @@ class FaultRun:
             if only_if_room:
                 view = await read_view(self.api)
                 pods = view.pod_by_key()
-                if not any((p := pods.get(key)) is not None and fits_somewhere(p, view) is not None for key in left):
+                removed = self.watcher.removed_devices()
+                if not any((p := pods.get(key)) is not None and fits_somewhere(p, view, known_devices=removed) is not None
+                           for key in left):
                     return evicted
 
     async def _settle(self, keys: set[str], timeout: float, quiet: float = 8.0) -> None:
@@ -798,8 +801,9 @@ class FaultRun:
             if not pending:
                 return
             now = time.monotonic()
-            if any((p.get("status") or {}).get("nominatedNodeName") or fits_somewhere(p, view) is not None
-                   for p in pending):
+            removed = self.watcher.removed_devices()
+            if any((p.get("status") or {}).get("nominatedNodeName")
+                   or fits_somewhere(p, view, known_devices=removed) is not None for p in pending):
                 calm_since = None
             elif calm_since is None:
                 calm_since = now

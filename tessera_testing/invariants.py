@@ -413,11 +413,13 @@ def _dimension(resource: str, view: ClusterView) -> str:
     return cls.sharing.dimension if cls is not None and cls.sharing is not None else "memory"
 
 
-def fits_somewhere(raw: JSON, view: ClusterView, ledger: _Ledger | None = None) -> str | None:
+def fits_somewhere(raw: JSON, view: ClusterView, ledger: _Ledger | None = None,
+                   known_devices: Mapping[str, JSON] | None = None) -> str | None:
     """A node where the pod fits by the apiserver's state (resources, pod count, node selector,
     free matching devices, shared room), or None. Tells a scheduler that leaked capacity from a
-    cluster that is really full when a pod stays pending; gangs are judged member by member."""
-    ledger = ledger or _ledger(view, None, [])
+    cluster that is really full when a pod stays pending; gangs are judged member by member.
+    ``known_devices``: deleted ExtendedResources (the watcher's), whose holders still count."""
+    ledger = ledger or _ledger(view, known_devices, [])
     try:
         pod = parse_pod(raw)
     except ObjectError:
@@ -514,7 +516,8 @@ def check_gangs(view: ClusterView) -> list[Violation]:
     return out
 
 
-def check_unbound(view: ClusterView, must_bind: Collection[str], only_if_room: bool = False) -> list[Violation]:
+def check_unbound(view: ClusterView, must_bind: Collection[str], only_if_room: bool = False,
+                  known_devices: Mapping[str, JSON] | None = None) -> list[Violation]:
     """Every pod the caller knows fits (``namespace/name``) exists and is bound.
 
     With ``only_if_room`` a pending pod counts only when it fits on some node by the apiserver's
@@ -522,7 +525,7 @@ def check_unbound(view: ClusterView, must_bind: Collection[str], only_if_room: b
     churn, class edits that move capacity), that still catches a scheduler that leaked capacity.
     """
     pods = view.pod_by_key()
-    ledger = _ledger(view, None, [])
+    ledger = _ledger(view, known_devices, [])
     out = []
     for key in sorted(must_bind):
         pod = pods.get(key)
@@ -569,8 +572,9 @@ def check(view: ClusterView, *, must_bind: Collection[str] = (), watcher: Cluste
           grace: float = 5.0, blind: Iterable[tuple[float, float]] = (), only_if_room: bool = False) -> list[Violation]:
     """All final-state checks (and the watcher's, when given), deduplicated and sorted; ``blind``
     as for :func:`check_history`, ``only_if_room`` as for :func:`check_unbound`."""
-    found = check_capacity(view, watcher.removed_devices() if watcher is not None else None)
-    found += check_gangs(view) + check_unbound(view, must_bind, only_if_room) + check_events(view)
+    removed = watcher.removed_devices() if watcher is not None else None
+    found = check_capacity(view, removed)
+    found += check_gangs(view) + check_unbound(view, must_bind, only_if_room, removed) + check_events(view)
     if watcher is not None:
         found += check_history(watcher, view, grace, blind)
         # A transient violation the final state no longer shows (or shows with other numbers):

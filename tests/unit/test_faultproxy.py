@@ -406,3 +406,18 @@ def test_fits_somewhere_tells_a_full_cluster_from_leaked_capacity() -> None:
     detail = inv.check_unbound(_view([*held, b.pod("one", limits={"class.tessera.dev/v100": 1})], [node], devices,
                                      [cls, shared]), ["default/one"])[0].detail
     assert detail.startswith("still pending (fits on n1 by the apiserver's state)")
+
+
+def test_fits_somewhere_counts_a_held_device_that_was_deleted() -> None:
+    """A pod keeps a GPU whose ExtendedResource is gone (the scheduler counts it as a ghost): the
+    harness must not see room there either, or a correct refusal reads as leaked capacity."""
+    cls = b.resource_class("v100", match_labels={"model": "V100"})
+    devices = [_device("n1", 0), _device("n1", 1)]
+    node = b.node("n1", cpu="8", gpus=2)
+    held = [_bound("a", "n1", {"class.tessera.dev/v100": [("n1.d0", None)]}, limits={"class.tessera.dev/v100": 1})]
+    view = _view(held, [node], devices[1:], [cls])  # n1.d0 deleted, still held by a
+    removed = {"n1.d0": devices[0]}
+    assert inv.fits_somewhere(b.pod("gpu2", limits={"nvidia.com/gpu": 2}), view, known_devices=removed) is None
+    assert inv.fits_somewhere(b.pod("gpu1", limits={"nvidia.com/gpu": 1}), view, known_devices=removed) == "n1"
+    pending = _view([*held, b.pod("gpu2", limits={"nvidia.com/gpu": 2})], [node], devices[1:], [cls])
+    assert inv.check_unbound(pending, ["default/gpu2"], only_if_room=True, known_devices=removed) == []
