@@ -134,15 +134,17 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
 
 
 def _device_order(device: Device) -> tuple[int, str, str]:
+    """By the devices' index; a held device no ExtendedResource ever described (a ghost without a
+    deviceID) first, as the node's GPUs it counts are; other devices without an index last."""
     index = device.attributes.get("index", "")
-    return (int(index) if index.isdigit() else 1 << 30, device.attributes.get("pciBusID", ""), device.name)
+    position = int(index) if index.isdigit() else (-1 if not device.device_id else 1 << 30)
+    return (position, device.attributes.get("pciBusID", ""), device.name)
 
 
 def _gpus(facts: _Facts, info: NodeInfo) -> Iterable[m.GpuView]:
     """The node's GPUs: its devices, then GPUs it only counts (allocatable beyond its devices).
     Devices its pods hold that have no ExtendedResource any more are the ledger's ghosts (also
-    when deleted before this core saw them, e.g. after a restart: they have no index and come
-    last); plain count requests (`nvidia.com/gpu: 1`) fill the GPUs no device assignment holds."""
+    when deleted before this core saw them, e.g. after a restart); plain count requests (`nvidia.com/gpu: 1`) fill the GPUs no device assignment holds."""
     state = facts.state
     devices = sorted(info.devices.values(), key=_device_order)
     resources = list(dict.fromkeys(device.resource_name for device in devices))

@@ -131,13 +131,12 @@ def test_pending_pods_gangs_and_the_summary(run: _Run) -> None:
 
 def test_a_listed_cluster_in_a_fresh_core_shows_the_same_gpus(run: _Run) -> None:
     """What `kubectl tessera nodes` builds: the listing in replay order, no cycle run. The deleted
-    device is no ExtendedResource any more, yet its holder's annotation names it: a ghost still
-    (listed last: a device never seen has no index)."""
+    device is no ExtendedResource any more, yet its holder's annotation names it: a ghost still."""
     core = Scheduler(config())
     load(core, run.listed(), run.replay.now)
     fresh = build_view(core, source="cluster", now=run.replay.now)
-    assert [(n.name, sorted(_states(n.gpus))) for n in fresh.nodes if n.name != "c"] == \
-        [(n.name, sorted(_states(n.gpus))) for n in run.view().nodes if n.name != "c"]
+    assert [(n.name, _states(n.gpus)) for n in fresh.nodes if n.name != "c"] == \
+        [(n.name, _states(n.gpus)) for n in run.view().nodes if n.name != "c"]
     ghost = next(g for g in next(n for n in fresh.nodes if n.name == "b").gpus if g.state == m.GHOST)
     assert (ghost.device, ghost.holders) == (run.ghost, (m.Holder("default/doomed"),))
     # c: g2's Binding was only ever held in the replay's memory; listed, g2 is simply pending
