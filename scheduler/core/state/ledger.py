@@ -69,13 +69,12 @@ class DeviceLedger:
         before its holder was seen (a successor replica seeing the deletion before the killed
         leader's Binding), or before this replica started (its pods can be listed before its
         ExtendedResources). The pod still has the GPU, so it stays counted against the node, as a
-        ghost of the node's device resource (the one its other devices carry, else the cluster's;
-        unnamed until a device of the node arrives, counted as UNSEEN_RESOURCE meanwhile), until
-        its last holder is gone."""
+        ghost of the node's device resource (the one its other devices carry; unnamed until a
+        device of the node arrives, counted as UNSEEN_RESOURCE meanwhile), until its last holder
+        is gone. Only the node's devices are read: at start-up every held device may be unseen."""
         if name in self.devices:
             return
-        names = Counter(device.resource_name for device in info.devices.values() if device.resource_name) or \
-            Counter(device.resource_name for device in self.devices.values() if device.resource_name)
+        names = Counter(device.resource_name for device in info.devices.values() if device.resource_name)
         resource_name = names.most_common(1)[0][0] if names else ""  # named when a device of the node arrives
         meta = ObjectMeta(name, "", "", "", {}, {}, "", True)
         ghost = Device(meta, info.name, resource_name, "", {}, {}, unschedulable=True, healthy=False)
