@@ -22,8 +22,8 @@ evictions, nominations and the preemptor's Binding meet the faults too; 2-5 faul
 then faults stop, the run waits for every pod that fits to be bound (a pod gone to preemption is
 no longer expected; an urgent pod must be bound when the apiserver's state has room for it) and
 checks the invariants (tessera_testing.invariants): a preemption must never leave a GPU to two
-pods (a victim still counts until it is gone) nor a gang below its minimum. Bounded: no new run starts when the time budget cannot fit it,
-and each run's convergence wait is capped.
+pods (a victim still counts until it is gone) nor a gang below its minimum. Bounded: no new run
+starts when the time budget cannot fit it, and each run's convergence wait is capped.
 
 Output: a table on stdout (per run and totals: runs, faults injected per type, pods scheduled,
 violations per invariant) and `bench/out/soak/results.json`; the Tessera logs of runs with
@@ -360,7 +360,8 @@ def print_table(result: dict[str, Any]) -> None:
               f"{run['scheduled']} | {run['evicted']} | {sum(run['faults'].values())} | {len(run['violations'])} |")
     print()
     print(f"runs: {result['runs']}   pods scheduled: {result['pods_scheduled']} (of {result['pods_created']} created; "
-          f"{result['pods_churned']} deleted again as churn, {result['pods_evicted']} evicted by preemption)   faults injected: {result['faults_total']}   "
+          f"{result['pods_churned']} deleted again as churn, {result['pods_evicted']} evicted by preemption)   "
+          f"faults injected: {result['faults_total']}   "
           f"invariant violations: {result['violations_total']}")
     print()
     print("| fault | injected |")

@@ -3,8 +3,8 @@
 :class:`FaultRun`: a GPU cluster of fake nodes (V100 nodes for exclusive classes and plain
 ``nvidia.com/gpu`` pods, T4 nodes for a memory-shared class), a mixed workload (plain, class,
 shared, CPU-heavy pods with init containers, label and PodGroup gangs; whole-node pods of a higher
-priority that can only land by preempting), a fake node agent that completes device allocations (``tessera.dev/phase: Allocated``, which opens the scheduler's
-allocation gate), Tessera replicas as subprocesses talking through the fault proxy, and the final
+priority that can only land by preempting), a fake node agent that completes device allocations
+(``tessera.dev/phase: Allocated``, which opens the scheduler's allocation gate), Tessera replicas as subprocesses talking through the fault proxy, and the final
 report with every violation found.
 """
 
@@ -42,10 +42,11 @@ from tessera_testing.invariants import (
     ApiReader,
     ClusterWatcher,
     Violation,
+    ClusterView,
     check,
     check_unbound,
-    fits_somewhere,
     node_usage,
+    pending_with_room,
     read_view,
     wait_until_bound,
 )
@@ -424,7 +425,6 @@ class RunReport:
     events: list[str] = field(default_factory=list)  # what the harness did, when
     evicted: int = 0  # pods gone while urgent pods were about: preemption's victims
 
-
     @property
     def scheduled(self) -> int:
         """Pods of the run that were bound at some point (those deleted later included)."""
@@ -743,13 +743,12 @@ class FaultRun:
         await self._settle(room, timeout=30.0)
         await asyncio.sleep(1.0)  # let stragglers (a gang's last member, events) land
         view = await read_view(self.api)
-        if self.urgent:  # a preemption that finished while urgent pods settled took its victims too
-            evicted |= must - set(view.pod_by_key())
+        evicted |= self._evicted(must, view)  # a preemption that ended while urgent pods settled
         must -= evicted
         violations = check(view, must_bind=must, watcher=self.watcher, grace=grace, blind=self.blind_windows(),
                            only_if_room=only_if_room)
-        violations = sorted(set(violations) | set(check_unbound(view, room, only_if_room=True,
-                                                                  known_devices=self.watcher.removed_devices())))
+        removed = self.watcher.removed_devices()
+        violations = sorted(set(violations) | set(check_unbound(view, room, only_if_room=True, known_devices=removed)))
         for replica in self.replicas:
             if not replica.killed and not replica.alive():
                 violations.append(Violation(SCHEDULER_EXITED, replica.identity,
@@ -772,20 +771,20 @@ class FaultRun:
         evicted: set[str] = set()
         while True:
             left = await wait_until_bound(self.api, must - evicted, min(5.0, max(0.0, deadline - time.monotonic())))
-            if left and self.urgent:
-                items, _ = await self.api.list(f"/api/v1/namespaces/{self.namespace}/pods")
-                present = {f"{self.namespace}/{p['metadata']['name']}" for p in items}
-                evicted |= left - present
-                left -= evicted
+            if not left:
+                return evicted
+            view = await read_view(self.api)
+            evicted |= self._evicted(left, view)
+            left -= evicted
             if not left or time.monotonic() >= deadline:
                 return evicted
-            if only_if_room:
-                view = await read_view(self.api)
-                pods = view.pod_by_key()
-                removed = self.watcher.removed_devices()
-                if not any((p := pods.get(key)) is not None and fits_somewhere(p, view, known_devices=removed) is not None
-                           for key in left):
-                    return evicted
+            if only_if_room and not pending_with_room(view, left, self.watcher.removed_devices()):
+                return evicted
+
+    def _evicted(self, keys: set[str], view: ClusterView) -> set[str]:
+        """The pods of ``keys`` that are gone while urgent pods were about (preemption's victims;
+        the harness's own deletions go through :meth:`delete_pod`, which takes them off ``must``)."""
+        return keys - set(view.pod_by_key()) if self.urgent else set()
 
     async def _settle(self, keys: set[str], timeout: float, quiet: float = 8.0) -> None:
         """Wait (bounded) until every pod of ``keys`` is bound, or those pending have had neither
@@ -801,9 +800,8 @@ class FaultRun:
             if not pending:
                 return
             now = time.monotonic()
-            removed = self.watcher.removed_devices()
-            if any((p.get("status") or {}).get("nominatedNodeName")
-                   or fits_somewhere(p, view, known_devices=removed) is not None for p in pending):
+            if any((p.get("status") or {}).get("nominatedNodeName") for p in pending) \
+                    or pending_with_room(view, keys, self.watcher.removed_devices()):
                 calm_since = None
             elif calm_since is None:
                 calm_since = now

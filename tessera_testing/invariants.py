@@ -77,6 +77,7 @@ __all__ = [
     "check_history",
     "check_unbound",
     "fits_somewhere",
+    "pending_with_room",
     "read_view",
     "wait_until_bound",
 ]
@@ -514,6 +515,16 @@ def check_gangs(view: ClusterView) -> list[Violation]:
             if bound:
                 out.append(Violation(GANG_PARTIAL, key, f"bound without a PodGroup object: {', '.join(bound)}"))
     return out
+
+
+def pending_with_room(view: ClusterView, keys: Iterable[str],
+                      known_devices: Mapping[str, JSON] | None = None) -> list[str]:
+    """The pods of ``keys`` (``namespace/name``) that exist, are not bound, and fit somewhere by
+    the apiserver's state (one ledger for all of them; ``known_devices`` as for fits_somewhere)."""
+    pods = view.pod_by_key()
+    ledger = _ledger(view, known_devices, [])
+    return [key for key in sorted(keys) if (pod := pods.get(key)) is not None
+            and not (pod.get("spec") or {}).get("nodeName") and fits_somewhere(pod, view, ledger) is not None]
 
 
 def check_unbound(view: ClusterView, must_bind: Collection[str], only_if_room: bool = False,

@@ -144,7 +144,8 @@ def _device_order(device: Device) -> tuple[int, str, str]:
 def _gpus(facts: _Facts, info: NodeInfo) -> Iterable[m.GpuView]:
     """The node's GPUs: its devices, then GPUs it only counts (allocatable beyond its devices).
     Devices its pods hold that have no ExtendedResource any more are the ledger's ghosts (also
-    when deleted before this core saw them, e.g. after a restart); plain count requests (`nvidia.com/gpu: 1`) fill the GPUs no device assignment holds."""
+    when deleted before this core saw them, e.g. after a restart); plain count requests
+    (`nvidia.com/gpu: 1`) fill the GPUs no device assignment holds."""
     state = facts.state
     devices = sorted(info.devices.values(), key=_device_order)
     resources = list(dict.fromkeys(device.resource_name for device in devices))

@@ -145,8 +145,9 @@ class DeviceLedger:
         self.ghosts.discard(device.name)
         info = self._node_info(device.node_name)
         info.devices[device.name] = device
-        for name, held in list(info.devices.items()):  # ghosts made before any device of the node was known
-            if not held.resource_name and name in self.ghosts:
+        for name in self.ghosts & info.devices.keys():  # ghosts made before any device of the node was known
+            held = info.devices[name]
+            if not held.resource_name:
                 self.devices[name] = info.devices[name] = replace(held, resource_name=device.resource_name)
         self.classes.device_changed(device)
         self.refresh(info)
