@@ -58,6 +58,7 @@ __all__ = [
     "CUT_WATCH",
     "DELAY_REQUEST",
     "DELAY_RESPONSE",
+    "DELETE_500_BEFORE",
     "FAULT_TYPES",
     "RESET",
     "WATCH_410_EVENT",
@@ -75,15 +76,17 @@ RESET = "reset"
 BIND_500_BEFORE = "bind_500_before"
 BIND_500_AFTER = "bind_500_after"
 BIND_HANG_AFTER = "bind_hang_after"
+DELETE_500_BEFORE = "delete_500_before"
 WATCH_410_STATUS = "watch_410_status"
 WATCH_410_EVENT = "watch_410_event"
 CUT_WATCH = "cut_watch"
 CUT_CONNECTION = "cut_connection"
 FAULT_TYPES = (DELAY_REQUEST, DELAY_RESPONSE, RESET, BIND_500_BEFORE, BIND_500_AFTER, BIND_HANG_AFTER,
-               WATCH_410_STATUS, WATCH_410_EVENT, CUT_WATCH, CUT_CONNECTION)
+               DELETE_500_BEFORE, WATCH_410_STATUS, WATCH_410_EVENT, CUT_WATCH, CUT_CONNECTION)
 """Every fault type the proxy counts (the keys of :attr:`FaultProxy.counts`)."""
 
 _BINDING = re.compile(r"^/api/v1/namespaces/[^/]+/pods/[^/]+/binding/?$")
+_POD = re.compile(r"^/api/v1/namespaces/[^/]+/pods/[^/]+/?$")
 _HEAD_LIMIT = 1 << 20  # request/response heads; the apiserver's own limit is similar
 _BODY_LIMIT = 64 << 20  # request bodies are buffered (they are small: objects, patches, bindings)
 _PIECE = 64 << 10
@@ -104,7 +107,9 @@ class Faults:
     are exclusive and tried in that order. ``watch_gone`` answers a watch with ``410 Gone`` — as
     an HTTP status or as an ERROR event in a 200 stream, half and half — instead of forwarding it.
     ``cut_every`` cuts connections every that many seconds (only those streaming a watch when
-    ``cut_watches_only``).
+    ``cut_watches_only``). ``pod_deletes_before_failing`` (None: off) forwards that many pod
+    DELETEs from the moment it is configured, then answers every further one with 500 without
+    forwarding it: a replica whose evictions stop part-way.
     """
 
     delay_request: float = 0.0
@@ -118,6 +123,7 @@ class Faults:
     watch_gone: float = 0.0
     cut_every: float | None = None
     cut_watches_only: bool = True
+    pod_deletes_before_failing: int | None = None
 
     def __post_init__(self) -> None:
         for name in _PROBABILITIES:
@@ -131,6 +137,8 @@ class Faults:
             raise ValueError("Faults.cut_every: must be positive (or None)")
         if self.hang_seconds < 0:
             raise ValueError("Faults.hang_seconds: must be >= 0")
+        if self.pod_deletes_before_failing is not None and self.pod_deletes_before_failing < 0:
+            raise ValueError("Faults.pod_deletes_before_failing: must be >= 0 (or None)")
 
     @property
     def disrupts_watches(self) -> bool:
@@ -355,6 +363,7 @@ class FaultProxy:
         self.requests = 0  # requests received
         self.forwarded = 0  # requests sent to the apiserver
         self.bindings_forwarded = 0
+        self.pod_deletes_forwarded = 0  # since the last configure()
         self.errors = 0  # connections ended by an unexpected exception (see last_error)
         self.last_error = ""
         self._counts: Counter[str] = Counter()
@@ -392,6 +401,7 @@ class FaultProxy:
         base = faults if faults is not None else self.faults
         updated = dataclasses.replace(base, **changes)  # type: ignore[arg-type]
         self.faults = updated
+        self.pod_deletes_forwarded = 0
         self.history.append((time.monotonic(), updated))
         return updated
 
@@ -538,6 +548,14 @@ class FaultProxy:
                 500, "InternalError", "fault proxy: injected error before forwarding")))
             await client.drain()
             return not request.wants_close()
+        if method == "DELETE" and _POD.match(url.path) and faults.pod_deletes_before_failing is not None:
+            if self.pod_deletes_forwarded >= faults.pod_deletes_before_failing:
+                self._count(DELETE_500_BEFORE)
+                client.write(_response(500, "Internal Server Error", _status_body(
+                    500, "InternalError", "fault proxy: injected error before forwarding")))
+                await client.drain()
+                return not request.wants_close()
+            self.pod_deletes_forwarded += 1
         after: str | None = None
         if binding:
             if self._roll(faults.bind_fail_after):

@@ -677,7 +677,7 @@ class FaultRun:
                          ok=(200, 202, 404))
         for plan in self.plans:
             if plan.name == name:
-                plan.must_bind = False
+                plan.must_bind = plan.if_room = False
 
     async def delete_node(self, node: str) -> None:
         """Delete a node and its ExtendedResources (pods bound to it stay, as with a real node)."""

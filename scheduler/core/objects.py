@@ -360,6 +360,7 @@ class Pod:
     start_time: str = ""  # status.startTime (RFC 3339; "" before the kubelet starts it)
     nominated_node: str = ""  # status.nominatedNodeName
     preempted: bool = False  # terminating with DisruptionTarget=True, reason PreemptionByScheduler
+    preemption_mark: PreemptionMark | None = None  # that condition, terminating or not
 
     @property
     def key(self) -> str:
@@ -487,18 +488,32 @@ def parse_pod(obj: JSON) -> Pod:
     pod.preempt_never = policy == "Never"
     pod.start_time = _str(status.get("startTime"), "Pod.status.startTime")
     pod.nominated_node = _str(status.get("nominatedNodeName"), "Pod.status.nominatedNodeName")
-    pod.preempted = meta.deleting and _preempted_by_scheduler(status)
+    pod.preemption_mark = _preemption_mark(status)
+    pod.preempted = meta.deleting and pod.preemption_mark is not None
     return pod
 
 
-def _preempted_by_scheduler(status: JSON) -> bool:
-    """The first DisruptionTarget condition is True with reason PreemptionByScheduler (upstream's
-    podTerminatingByPreemption, with the deletion checked by the caller)."""
-    for raw in _list(status.get("conditions"), "Pod.status.conditions"):
-        condition = _mapping(raw, "Pod.status.conditions[]")
-        if condition.get("type") == "DisruptionTarget":
-            return condition.get("status") == "True" and condition.get("reason") == "PreemptionByScheduler"
-    return False
+@dataclass(frozen=True, slots=True)
+class PreemptionMark:
+    """A scheduler chose this pod as a preemption victim and wrote it on the pod (before deleting it)."""
+
+    scheduler: str  # the preemptor's schedulerName: the prefix of upstream's condition message
+    since: float | None  # lastTransitionTime, seconds since the epoch (None: absent or unreadable)
+
+
+def _preemption_mark(status: JSON) -> PreemptionMark | None:
+    """The first DisruptionTarget condition, when True with reason PreemptionByScheduler
+    (upstream's podTerminatingByPreemption reads the same, with the deletion checked apart).
+    Conditions of an odd shape are not a reason to refuse the pod: they only mean no mark."""
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, Mapping) and condition.get("type") == "DisruptionTarget":
+            if condition.get("status") != "True" or condition.get("reason") != "PreemptionByScheduler":
+                return None
+            message = condition.get("message")
+            scheduler = message.partition(": ")[0] if isinstance(message, str) and ": " in message else ""
+            return PreemptionMark(scheduler, _timestamp(condition.get("lastTransitionTime")))
+    return None
 
 
 # --- Tessera and scheduler-plugins custom resources ------------------------------------------

@@ -29,6 +29,7 @@ from scheduler.core.intake import Intake
 from scheduler.core.objects import JSON, Device
 from scheduler.core.outcomes import BindingOutcomes
 from scheduler.core.plugins.coscheduling import GroupStatus, group_status
+from scheduler.core.plugins.preemption.unfinished import UnfinishedEviction, unfinished_gang_evictions
 from scheduler.core.queue import SchedulingQueue
 from scheduler.core.state import ClusterState, Notice
 
@@ -98,10 +99,20 @@ class Scheduler:
         its preemptor holds is not coming; the preemptor lets it go and tries again."""
         state = self._engine.state
         preemptor = state.preempting.pop(victim_uid, None)
-        if preemptor is None:
+        if not preemptor:  # not ours, or finishing a gang's eviction (tried again on the next round)
             return
         state.release_hold(preemptor)
         self._engine.queue.move(now, lambda entry: entry.uid == preemptor, "EvictionFailed")
+
+    def finish_gang_evictions(self, now: float) -> list[UnfinishedEviction]:
+        """Gangs left below their minimum by an eviction that stopped half-way (a replica that led
+        before died between two DELETEs): their marked members, to evict now. Each is handed out
+        once (it counts as being evicted until it is gone or `eviction_failed`)."""
+        state = self._engine.state
+        unfinished = unfinished_gang_evictions(state, now)
+        for item in unfinished:
+            state.preempting[item.pod.uid] = ""
+        return unfinished
 
     def abandon_deferred(self, now: float) -> None:
         """Lost the lease: Bindings not sent yet are not ours to send; their pods go back to the queue."""

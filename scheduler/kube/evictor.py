@@ -4,19 +4,28 @@ preemptor's next cycle know why it goes), then DELETE with the victim's uid as p
 recreated under the same name is not evicted by mistake). A victim already gone (404), or
 recreated (409 on the uid), counts as done. Other failures are retried after `retry_seconds`.
 
+One preemption's victims are marked *all* before any is deleted: the apiserver deletes one pod per
+request, and a leader that dies between two DELETEs of a gang would otherwise leave no trace of
+the rest of its decision. With every mark written first, the next leader finds the gang's marked
+members still running and finishes the eviction (`plugins/preemption/unfinished.py`). A victim
+that cannot be marked for good (400, 401, 403, 405, 422) fails the whole preemption: nothing of it
+is deleted, every victim is reported to `on_failed` (the marks already written go stale; the
+disruption controller turns them False after 2 min).
+
 Writes go out in the background (at most `concurrency` at a time), so a cycle never waits on the
 apiserver; `on_evicted(eviction, deleted)` is called for each victim that is gone or going (`deleted`: by
 us, and the loop records the upstream `Preempted` Event on the victim; False when it was already
-gone or its name now belongs to a new pod). An eviction the apiserver refuses for good (400, 401,
-403, 405, 422) is given up and reported to `on_failed`. Only the leader evicts (`allowed`): a
-replica that lost its lease drops what it had queued; the new leader decides again.
+gone or its name now belongs to a new pod). A DELETE refused for good is reported to `on_failed`.
+Only the leader evicts (`allowed`): a replica that lost its lease drops what it had queued; the
+new leader decides again.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
 
 import aiohttp
 import anyio
@@ -36,13 +45,28 @@ class Eviction:
     namespace: str
     name: str
     uid: str
-    preemptor_uid: str
+    preemptor_uid: str  # "" when finishing a gang's eviction begun by another replica
     preemptor_scheduler: str  # the preemptor's schedulerName, the condition message's prefix
     node: str  # where the room is made
+    finishing_gang: str = ""  # the gang whose half-done eviction this finishes
 
     @property
     def message(self) -> str:
         return f"{self.preemptor_scheduler}: preempting to accommodate a higher priority pod"
+
+
+class _Step(Enum):
+    MARK = "mark"
+    DELETE = "delete"
+
+
+@dataclass(slots=True, eq=False)
+class _Preemption:
+    """One preemption's victims: none is deleted before all are marked (or gone)."""
+
+    evictions: list[Eviction]
+    unmarked: set[str] = field(default_factory=set)
+    failed: bool = False
 
 
 class Evictor:
@@ -53,25 +77,33 @@ class Evictor:
         self.on_evicted = on_evicted
         self.on_failed = on_failed
         self.allowed = allowed
-        self._pending: dict[str, Eviction] = {}
+        self._pending: dict[str, tuple[_Step, Eviction]] = {}
+        self._preemptions: dict[str, _Preemption] = {}  # victim uid -> its preemption, until done
         self._wake = Wakeup()
         self._concurrency = concurrency
         self._retry_seconds = retry_seconds
-        self._retry: dict[str, Eviction] = {}
+        self._retry: dict[str, tuple[_Step, Eviction]] = {}
         self._retry_at: float | None = None
         self.evicted = 0
 
-    def submit(self, eviction: Eviction) -> None:
-        self._pending[eviction.uid] = eviction
+    def submit(self, evictions: Sequence[Eviction]) -> None:
+        """One preemption's victims (a victim another preemption is already evicting stays there)."""
+        fresh = [eviction for eviction in evictions if eviction.uid not in self._preemptions]
+        if not fresh:
+            return
+        preemption = _Preemption(fresh, {eviction.uid for eviction in fresh})
+        for eviction in fresh:
+            self._preemptions[eviction.uid] = preemption
+            self._pending[eviction.uid] = (_Step.MARK, eviction)
         self._wake.set()
 
     async def run(self) -> None:
         """Evict what is submitted until cancelled."""
         slots = anyio.Semaphore(self._concurrency, fast_acquire=True)
 
-        async def evict(eviction: Eviction) -> None:
+        async def write(step: _Step, eviction: Eviction) -> None:
             async with slots:
-                await self._evict(eviction)
+                await (self._mark(eviction) if step is _Step.MARK else self._delete(eviction))
 
         while True:
             wait = math.inf if self._retry_at is None else self._retry_at - anyio.current_time()
@@ -82,49 +114,85 @@ class Evictor:
             batch, self._pending = self._pending, {}
             if batch and not self.allowed():
                 log.info("evictor.not_leader", dropped=len(batch))
+                self._preemptions.clear()
+                self._retry, self._retry_at = {}, None
                 continue
             async with anyio.create_task_group() as group:
-                for eviction in batch.values():
-                    group.start_soon(evict, eviction)
+                for step, eviction in batch.values():
+                    group.start_soon(write, step, eviction)
 
-    async def _evict(self, eviction: Eviction) -> None:
-        path = f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}"
+    async def _mark(self, eviction: Eviction) -> None:
+        path = f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}/status"
         condition = {"type": "DisruptionTarget", "status": "True", "reason": REASON, "message": eviction.message,
                      "lastTransitionTime": micro_time().split(".")[0] + "Z"}
         patch = {"metadata": {"uid": eviction.uid}, "status": {"conditions": [condition]}}  # uid: a precondition
         try:
-            patched = await self.http.request("PATCH", f"{path}/status", body=patch, content_type=STRATEGIC_PATCH)
-            if patched.status in (404, 409):  # gone, or the name is a new pod's now
-                self._done(eviction, deleted=False)
+            patched = await self.http.request("PATCH", path, body=patch, content_type=STRATEGIC_PATCH)
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            self._later(_Step.MARK, eviction, err)
+            return
+        preemption = self._preemptions.get(eviction.uid)
+        if preemption is None or preemption.failed:
+            return  # given up meanwhile (another victim's mark was refused, or leadership was lost)
+        if patched.status in (404, 409):  # gone, or the name is a new pod's now: nothing to delete
+            preemption.evictions.remove(eviction)
+            self._done(eviction, deleted=False)
+        elif not patched.ok:
+            if patched.status not in _FINAL:
+                self._later(_Step.MARK, eviction, _Refused(patched.status, patched.message()))
                 return
-            if not patched.ok:
-                raise _Refused(patched.status, patched.message())
+            self._fail(preemption, str(_Refused(patched.status, patched.message())))
+            return
+        preemption.unmarked.discard(eviction.uid)
+        if not preemption.unmarked:
+            for victim in preemption.evictions:
+                self._pending[victim.uid] = (_Step.DELETE, victim)
+            self._wake.set()
+
+    async def _delete(self, eviction: Eviction) -> None:
+        path = f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}"
+        try:
             deleted = await self.http.request("DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions",
                                                                    "preconditions": {"uid": eviction.uid}})
-            if deleted.ok or deleted.status in (404, 409):
-                self._done(eviction, deleted=deleted.ok)
-                return
-            raise _Refused(deleted.status, deleted.message())
-        except _Refused as err:
-            if err.status in _FINAL:
-                log.warning("evictor.refused", pod=f"{eviction.namespace}/{eviction.name}", error=str(err))
-                self.on_failed(eviction, str(err))
-                return
-            self._later(eviction, err)
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
-            self._later(eviction, err)
+            self._later(_Step.DELETE, eviction, err)
+            return
+        if eviction.uid not in self._preemptions:
+            return  # leadership was lost meanwhile
+        if deleted.ok or deleted.status in (404, 409):
+            self._done(eviction, deleted=deleted.ok)
+        elif deleted.status in _FINAL:
+            refused = str(_Refused(deleted.status, deleted.message()))
+            log.warning("evictor.refused", pod=f"{eviction.namespace}/{eviction.name}", error=refused)
+            del self._preemptions[eviction.uid]
+            self.on_failed(eviction, refused)
+        else:
+            self._later(_Step.DELETE, eviction, _Refused(deleted.status, deleted.message()))
 
-    def _later(self, eviction: Eviction, err: BaseException) -> None:
-        log.warning("evictor.failed", pod=f"{eviction.namespace}/{eviction.name}", error=str(err),
+    def _fail(self, preemption: _Preemption, reason: str) -> None:
+        """A victim cannot be marked: none of this preemption's victims is deleted."""
+        preemption.failed = True
+        for eviction in preemption.evictions:
+            log.warning("evictor.refused", pod=f"{eviction.namespace}/{eviction.name}", error=reason)
+            self._preemptions.pop(eviction.uid, None)
+            self._pending.pop(eviction.uid, None)
+            self._retry.pop(eviction.uid, None)
+            self.on_failed(eviction, reason)
+
+    def _later(self, step: _Step, eviction: Eviction, err: BaseException) -> None:
+        if eviction.uid not in self._preemptions:
+            return
+        log.warning("evictor.failed", pod=f"{eviction.namespace}/{eviction.name}", step=step.value, error=str(err),
                     retry_in=self._retry_seconds)
-        self._retry[eviction.uid] = eviction
+        self._retry[eviction.uid] = (step, eviction)
         if self._retry_at is None:
             self._retry_at = anyio.current_time() + self._retry_seconds
 
     def _done(self, eviction: Eviction, *, deleted: bool) -> None:
+        self._preemptions.pop(eviction.uid, None)
         self.evicted += deleted
         log.info("evictor.evicted" if deleted else "evictor.already_gone", pod=f"{eviction.namespace}/{eviction.name}",
-                 node=eviction.node, preemptor=eviction.preemptor_uid)
+                 node=eviction.node, preemptor=eviction.preemptor_uid, finishing_gang=eviction.finishing_gang)
         self.on_evicted(eviction, deleted)
 
 

@@ -37,6 +37,7 @@ from scheduler.kube.status import UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusW
 log = structlog.get_logger("tessera.loop")
 
 FLUSH_UNSCHEDULABLE_EVERY = 30.0
+FINISH_GANG_EVICTIONS_EVERY = 5.0  # a refused finishing eviction is tried again this often, not in a loop
 IDLE_WAKE_SECONDS = 1.0  # the cycles look again at least this often (backoff expiries, flushes)
 CYCLES_BEFORE_YIELD = 16
 
@@ -182,6 +183,7 @@ class SchedulerLoop:
 
     async def _schedule_forever(self) -> None:
         last_flush = time.time()
+        last_finish = 0.0
         while not self._stopping:
             self._alive = time.monotonic()
             timeout = IDLE_WAKE_SECONDS
@@ -195,6 +197,9 @@ class SchedulerLoop:
             if now - last_flush >= FLUSH_UNSCHEDULABLE_EVERY:
                 self.core.flush_unschedulable(now)
                 last_flush = now
+            if now - last_finish >= FINISH_GANG_EVICTIONS_EVERY:
+                self._finish_gang_evictions(now)
+                last_finish = now
             if self._classes_dirty:
                 self._classes_dirty = False
                 self._write_class_statuses()
@@ -250,23 +255,35 @@ class SchedulerLoop:
             return
         self.stats.preemptions += 1
         node = attempt.nominated_node or ""
-        for victim in attempt.preempted:
-            if victim.meta.deleting:
-                continue
-            self.evictor.submit(Eviction(victim.meta.namespace, victim.meta.name, victim.uid, attempt.pod.uid,
-                                         attempt.pod.scheduler_name, node))
+        self.evictor.submit([Eviction(victim.meta.namespace, victim.meta.name, victim.uid, attempt.pod.uid,
+                                      attempt.pod.scheduler_name, node)
+                             for victim in attempt.preempted if not victim.meta.deleting])
+
+    def _finish_gang_evictions(self, now: float) -> None:
+        """A replica that led before died half-way through a gang's eviction: finish it."""
+        for item in self.core.finish_gang_evictions(now):
+            pod = item.pod
+            log.warning("evictor.finishing_gang", gang=item.gang, pod=pod.key, node=item.node)
+            self.evictor.submit([Eviction(pod.meta.namespace, pod.meta.name, pod.uid, "", item.scheduler, item.node,
+                                          finishing_gang=item.gang)])
 
     def _on_eviction_failed(self, eviction: Eviction, reason: str) -> None:
         self.core.eviction_failed(eviction.uid, time.time())
         ref = ObjectRef("Pod", "v1", eviction.name, eviction.namespace, eviction.uid)
+        wanted_by = f"gang {eviction.finishing_gang}" if eviction.finishing_gang else f"pod {eviction.preemptor_uid}"
         self.events.record(ref, "Warning", "PreemptionFailed", "Preempting",
-                           f"Could not evict the pod for pod {eviction.preemptor_uid}: {reason}")
+                           f"Could not evict the pod for {wanted_by}: {reason}")
         self._wake.set()
 
     def _on_evicted(self, eviction: Eviction, deleted: bool) -> None:
         if not deleted:
             return  # already gone (or its name is a new pod's): nothing to tell
         ref = ObjectRef("Pod", "v1", eviction.name, eviction.namespace, eviction.uid)
+        if eviction.finishing_gang:
+            self.events.record(ref, "Normal", "Preempted", "Preempting",
+                               f"Preempted to finish the eviction of gang {eviction.finishing_gang}, which an "
+                               f"earlier leader began: the gang was below its minimum")
+            return
         preemptor = self.core.state.pods.get(eviction.preemptor_uid)
         related = _pod_ref_of(preemptor) if preemptor is not None else None
         self.events.record(ref, "Normal", "Preempted", "Preempting",

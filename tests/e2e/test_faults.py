@@ -225,6 +225,39 @@ async def test_preemption_after_a_leader_kill(fault_run: RunFactory) -> None:
     assert report.evicted >= 1, report.summary()
 
 
+async def test_a_leader_killed_between_two_evictions_of_a_gang(fault_run: RunFactory) -> None:
+    """Five 3-member gangs (minimum 3) fill four 4-GPU V100 nodes; an urgent whole-node pod arrives. The
+    leader's proxy lets one pod DELETE through and fails the rest, so its evictions stop after the
+    first victim, and it is killed there; then the urgent pod is deleted (its job cancelled), so
+    the successor has no preemption of its own to run. The gang that lost a member must not keep
+    running below its minimum: the successor finishes its eviction from the marks the leader
+    wrote on every victim before its first DELETE. Without that, the remnant runs on (gang-partial;
+    before, this was a known gap: the successor re-decided only for a preemptor still waiting)."""
+    async with fault_run(seed=23, replicas=2, proxy_per_replica=True, v100_nodes=4) as run:
+        leader = await run.leader()
+        assert leader.proxy is not None
+        await run.submit(run.wave("a", plain=0, exclusive=0, big=0, shared=0, cpu_heavy=0, label_gangs=5,
+                                  podgroup_gangs=0))
+        assert await run.wait_bound(15, timeout=40)
+        members = run.bound_keys()
+        leader.proxy.configure(Faults(pod_deletes_before_failing=1))
+        await run.submit_urgent("u", 1)
+        assert await run.wait_for(lambda: bool(members - set(run.watcher.view.pod_by_key())), 30)
+        await run.kill(leader)
+        await run.delete_pod("u-urgent-0")
+        [first] = members - set(run.watcher.view.pod_by_key())
+        gang = {key for key in members if key.rsplit("-", 1)[0] == first.rsplit("-", 1)[0]}
+        await run.leader(timeout=30, other_than=leader)
+        assert await run.wait_for(lambda: not gang & set(run.watcher.view.pod_by_key()), 30), \
+            f"{sorted(gang & set(run.watcher.view.pod_by_key()))} still running without {first}"
+        report = await run.finish()
+        events = (await run.api.request("GET", f"/apis/events.k8s.io/v1/namespaces/{run.namespace}/events"))[1]
+    assert_clean(report)
+    finished = {e["regarding"]["name"] for e in events["items"]
+                if e["reason"] == "Preempted" and "to finish the eviction" in e["note"]}
+    assert {key.partition("/")[2] for key in gang} - {first.partition("/")[2]} <= finished, finished
+
+
 # --- focused reproductions of what the scenarios above found ------------------------------------
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from scheduler.kube.http import STRATEGIC_PATCH
+from scheduler.kube.recorder import micro_time
 from scheduler.sim import builders as b
 from tests.e2e.kwok_cluster import cluster, kwok_plane, namespace_named, phase  # noqa: F401
 from tests.e2e.live import Kube, eventually
@@ -64,6 +66,36 @@ async def test_a_high_priority_gang_evicts_a_low_priority_gang_whole(cluster: An
     uids = {(await kube.pods(ns))[name]["metadata"]["uid"] for name in ("high-0", "high-1")}
     assert set(events) == {f"low-{i}" for i in range(4)}  # the whole gang: never 0 < running < 4
     assert all(any(note.startswith(f"Preempted by pod {uid} on node ") for uid in uids) for note in events.values())
+
+
+async def test_a_gang_eviction_that_a_dead_leader_left_half_done_is_finished(cluster: Any) -> None:
+    """As a leader leaves it when it dies between two DELETEs: every victim of gang `train`
+    (minimum 4) marked, one deleted. The leader now running finds the gang below its minimum and
+    evicts the three marked members left. Gang `keep` was marked too but nothing of it was
+    deleted (a leader that died before its first DELETE): it stays whole and running."""
+    kube, nodes = cluster
+    await _priority_classes(kube)
+    await nodes(3, 4)
+    ns = await namespace_named(kube, "preempt-unfinished")
+    train, keep = [f"train-{i}" for i in range(4)], ["keep-0", "keep-1"]
+    for name in train:
+        await kube.create_pod(ns, _pod(name, LOW, {"nvidia.com/gpu": 2}, labels=b.gang_labels("train", 4)))
+    for name in keep:
+        await kube.create_pod(ns, _pod(name, LOW, {"nvidia.com/gpu": 2}, labels=b.gang_labels("keep", 2)))
+    assert await eventually(lambda: _bound(kube, ns, train + keep), timeout=30)
+    condition = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                 "message": "tessera: preempting to accommodate a higher priority pod",
+                 "lastTransitionTime": micro_time().split(".")[0] + "Z"}
+    for name in train + keep:
+        await kube.call("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status", {"status": {"conditions": [condition]}},
+                        content_type=STRATEGIC_PATCH)
+    await kube.call("DELETE", f"/api/v1/namespaces/{ns}/pods/train-0")
+    assert await eventually(lambda: _gone(kube, ns, train), timeout=30)
+    events = await eventually(lambda: _preempted_events(kube, ns), timeout=10)
+    assert events == {name: "Preempted to finish the eviction of gang " + ns + "/train, which an earlier leader "
+                      "began: the gang was below its minimum" for name in train[1:]}
+    pods = await kube.pods(ns)
+    assert sorted(pods) == keep and all(not pod["metadata"].get("deletionTimestamp") for pod in pods.values())
 
 
 async def test_a_pdb_steers_the_victims_and_another_schedulers_pod_is_a_victim_by_priority(cluster: Any) -> None:

@@ -1,4 +1,4 @@
-"""Preemption's evictions against a fake HTTP layer: condition first, then a uid-guarded DELETE."""
+"""Preemption's evictions against a fake HTTP layer: every victim's condition first, then uid-guarded DELETEs."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ async def test_the_victim_gets_disruption_target_then_is_deleted_with_its_uid() 
     eviction = _victim(api)
     done: list[tuple[Eviction, bool]] = []
     evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)), _no_failure)  # type: ignore[arg-type]
-    evictor.submit(eviction)
+    evictor.submit([eviction])
     await _run(evictor, lambda: bool(done))
     assert done == [(eviction, True)]
     calls = [(c.method, c.path) for c in api.calls if c.method in ("PATCH", "DELETE")]
@@ -53,8 +53,7 @@ async def test_a_victim_already_gone_or_recreated_counts_as_done_and_is_not_dele
     api.pods[("default", "again")]["metadata"]["uid"] = "a-new-uid"
     done: list[tuple[Eviction, bool]] = []
     evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)), _no_failure)  # type: ignore[arg-type]
-    evictor.submit(gone)
-    evictor.submit(recreated)
+    evictor.submit([gone, recreated])
     await _run(evictor, lambda: len(done) == 2)
     assert sorted((e.name, deleted) for e, deleted in done) == [("again", False), ("gone", False)]
     assert ("default", "again") in api.pods  # the new pod under the old name stays
@@ -70,7 +69,7 @@ async def test_a_failed_delete_is_retried() -> None:
     done: list[tuple[Eviction, bool]] = []
     evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)), _no_failure,  # type: ignore[arg-type]
                       retry_seconds=0.05)
-    evictor.submit(eviction)
+    evictor.submit([eviction])
     await _run(evictor, lambda: bool(done))
     assert done == [(eviction, True)]
     assert len(api.of("DELETE")) == 2
@@ -84,7 +83,7 @@ async def test_an_eviction_refused_for_good_is_given_up_and_reported() -> None:
     failed: list[tuple[Eviction, str]] = []
     evictor = Evictor(api, lambda e, deleted: None, lambda e, reason: failed.append((e, reason)),  # type: ignore[arg-type]
                       retry_seconds=0.01)
-    evictor.submit(eviction)
+    evictor.submit([eviction])
     await _run(evictor, lambda: bool(failed), rounds=30)
     assert [e for e, _ in failed] == [eviction] and "403" in failed[0][1]
     assert len(api.of("DELETE")) == 1  # not retried
@@ -94,7 +93,64 @@ async def test_a_replica_that_is_not_the_leader_evicts_nothing() -> None:
     api = FakeApi()
     eviction = _victim(api)
     evictor = Evictor(api, lambda e, deleted: None, _no_failure, allowed=lambda: False)  # type: ignore[arg-type]
-    evictor.submit(eviction)
+    evictor.submit([eviction])
     await _run(evictor, lambda: False, rounds=10)
     assert not api.of("PATCH") and not api.of("DELETE")
     assert ("default", "victim") in api.pods
+
+
+async def test_every_victim_of_a_preemption_is_marked_before_any_is_deleted() -> None:
+    """The marks are the decision written down: a replica that dies between two DELETEs leaves
+    them on every victim still running, and the next leader finishes the gang from them."""
+    api = FakeApi()
+    evictions = [_victim(api, f"member-{i}") for i in range(12)]  # more than the 8 writes at a time
+    done: list[tuple[Eviction, bool]] = []
+    evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)), _no_failure)  # type: ignore[arg-type]
+    evictor.submit(evictions)
+    await _run(evictor, lambda: len(done) == 12)
+    methods = [c.method for c in api.calls if c.method in ("PATCH", "DELETE")]
+    assert methods == ["PATCH"] * 12 + ["DELETE"] * 12
+    assert not [name for _, name in api.pods if name.startswith("member-")]
+
+
+async def test_a_victim_that_cannot_be_marked_keeps_the_whole_preemption_from_deleting() -> None:
+    api = FakeApi()
+    evictions = [_victim(api, f"member-{i}") for i in range(3)]
+    api.fail_next("PATCH", "/pods/member-1/status", status=403)
+    failed: list[tuple[Eviction, str]] = []
+    evictor = Evictor(api, lambda e, deleted: None, lambda e, reason: failed.append((e, reason)),  # type: ignore[arg-type]
+                      retry_seconds=0.01)
+    evictor.submit(evictions)
+    await _run(evictor, lambda: len(failed) == 3, rounds=50)
+    assert sorted(e.name for e, _ in failed) == ["member-0", "member-1", "member-2"]
+    assert all("403" in reason for _, reason in failed)
+    assert not api.of("DELETE")  # the gang stays whole
+    await _run(evictor, lambda: False, rounds=5)
+    assert not api.of("DELETE")
+
+
+async def test_a_mark_that_fails_for_now_is_retried_and_the_deletes_wait_for_it() -> None:
+    api = FakeApi()
+    evictions = [_victim(api, f"member-{i}") for i in range(2)]
+    api.fail_next("PATCH", "/pods/member-0/status", status=500)
+    done: list[tuple[Eviction, bool]] = []
+    evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)), _no_failure,  # type: ignore[arg-type]
+                      retry_seconds=0.05)
+    evictor.submit(evictions)
+    await _run(evictor, lambda: len(done) == 2)
+    methods = [(c.method, c.path.rsplit("/pods/", 1)[1]) for c in api.calls if c.method in ("PATCH", "DELETE")]
+    first_delete = next(i for i, (method, _) in enumerate(methods) if method == "DELETE")
+    assert methods[:first_delete].count(("PATCH", "member-0/status")) == 2  # the retry, before any DELETE
+    assert len(api.of("DELETE")) == 2
+
+
+async def test_a_victim_already_being_evicted_is_not_taken_into_a_second_preemption() -> None:
+    api = FakeApi()
+    first, second = _victim(api, "shared"), _victim(api, "other")
+    done: list[tuple[Eviction, bool]] = []
+    evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)), _no_failure)  # type: ignore[arg-type]
+    evictor.submit([first])
+    evictor.submit([first, second])
+    await _run(evictor, lambda: len(done) == 2)
+    assert sorted(e.name for e, _ in done) == ["other", "shared"]
+    assert len(api.of("DELETE")) == 2

@@ -53,6 +53,7 @@ class Upstream:
     binds: list[dict[str, Any]] = field(default_factory=list)
     peers: list[Any] = field(default_factory=list)
     auth: list[str] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
 
 
 @pytest_asyncio.fixture
@@ -87,6 +88,10 @@ async def upstream(tmp_path: Path) -> AsyncIterator[Upstream]:
         await response.write_eof()
         return response
 
+    async def delete_pod(request: web.Request) -> web.Response:
+        seen.deletes.append(request.path)
+        return web.json_response({"kind": "Pod", "metadata": {"name": request.match_info["name"]}})
+
     async def version(request: web.Request) -> web.Response:
         seen.auth.append(request.headers.get("Authorization", ""))
         return web.json_response({"gitVersion": "v0.0.0-echo"})
@@ -95,6 +100,7 @@ async def upstream(tmp_path: Path) -> AsyncIterator[Upstream]:
     app.router.add_post(BIND, bind)
     app.router.add_get("/api/v1/pods", pods)
     app.router.add_get("/version", version)
+    app.router.add_delete("/api/v1/namespaces/{namespace}/pods/{name}", delete_pod)
     app.router.add_route("*", "/echo", echo)
     runner = web.AppRunner(app)
     await runner.setup()
@@ -156,6 +162,25 @@ async def test_watch_streams_event_by_event(proxy: FaultProxy) -> None:
         assert len(rest) == 4
         async with session.get(f"{proxy.url}/echo") as response:  # the connection is reusable after it
             assert response.status == 200
+
+
+async def test_pod_deletes_fail_after_a_number_forwarded(proxy: FaultProxy, upstream: Upstream) -> None:
+    """An evictor whose DELETEs stop part-way: the first goes through, the next ones never reach
+    the apiserver; other DELETEs are not touched, and configuring again starts a new count."""
+    async with _session(proxy, timeout=5) as session:
+        proxy.configure(pod_deletes_before_failing=1)
+        statuses = []
+        for name in ("a", "b", "c"):
+            async with session.delete(f"{proxy.url}/api/v1/namespaces/ns/pods/{name}") as response:
+                statuses.append(response.status)
+        assert statuses == [200, 500, 500]
+        assert upstream.deletes == ["/api/v1/namespaces/ns/pods/a"]
+        async with session.delete(f"{proxy.url}/echo") as response:
+            assert response.status == 200
+        proxy.configure(pod_deletes_before_failing=None)
+        async with session.delete(f"{proxy.url}/api/v1/namespaces/ns/pods/b") as response:
+            assert response.status == 200
+    assert proxy.counts["delete_500_before"] == 2
 
 
 async def test_binding_failures_before_and_after_forwarding(proxy: FaultProxy, upstream: Upstream) -> None:

@@ -19,6 +19,7 @@ from scheduler.api.config import load_config
 from scheduler.kube.http import KubeHttp, RateLimiter
 from scheduler.kube import loop as loop_module
 from scheduler.kube.loop import SchedulerLoop
+from scheduler.kube.recorder import micro_time
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
 
@@ -174,3 +175,32 @@ def test_after_stop_released_bindings_are_abandoned_not_sent() -> None:
     calls.clear()
     loop._submit_released()
     assert calls == ["abandon"]
+
+
+def _marked_member(name: str, group: str, node: str) -> dict[str, Any]:
+    """A running gang member (minimum 3) that a Tessera leader marked as a preemption victim just now."""
+    pod = b.pod(name, requests={"cpu": "1"}, node_name=node, phase="Running", labels=b.gang_labels(group, 3))
+    pod["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                                    "message": "tessera: preempting to accommodate a higher priority pod",
+                                    "lastTransitionTime": micro_time().split(".")[0] + "Z"}]
+    return pod
+
+
+async def test_the_leader_finishes_a_gang_eviction_an_earlier_leader_left_half_done() -> None:
+    """Gang `broken` lost one of its three members to a leader that died before the other two
+    DELETEs: they are evicted, with an Event that says why. Gang `whole` was marked but nothing
+    was deleted: it keeps running."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n1"), b.node("n2")]
+    for pod in (_marked_member("broken-1", "broken", "n1"), _marked_member("broken-2", "broken", "n2"),
+                *(_marked_member(f"whole-{i}", "whole", "n2") for i in range(3))):
+        api.add_pod(pod)
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await _until(lambda: sum(e["reason"] == "Preempted" for e in api.events.values()) == 2)
+        owner.cancel_scope.cancel()
+    assert sorted(name for _, name in api.pods) == ["whole-0", "whole-1", "whole-2"]
+    notes = sorted(e["note"] for e in api.events.values() if e["reason"] == "Preempted")
+    assert notes == ["Preempted to finish the eviction of gang default/broken, which an earlier leader began: "
+                     "the gang was below its minimum"] * 2

@@ -62,7 +62,8 @@ class ClusterState:
         self.ledger = DeviceLedger(self.devices, self.classes, self._node_info, self._touch)
         self.gangs = GangIndex()
         self.holds: dict[str, Hold] = {}  # nominated preemptors' room on their nodes
-        self.preempting: dict[str, str] = {}  # victim uid -> preemptor uid, until the victim is gone
+        self.preempting: dict[str, str] = {}  # victim uid -> preemptor uid ("": finishing a gang), until gone
+        self.marked: set[str] = set()  # gang members one of our profiles marked as preemption victims
         self.pdbs: dict[str, DisruptionBudget] = {}
         self.priority_classes: dict[str, int] = {}  # PriorityClass name -> value (for PodGroups)
         self._tombstones: OrderedDict[str, None] = OrderedDict()
@@ -284,6 +285,11 @@ class ClusterState:
                 events += self._remove_pod(self.pods[previous_uid])
         self.pods[uid] = pod
         self.by_key[pod.key] = uid
+        mark = pod.preemption_mark
+        if pod.gang is not None and mark is not None and mark.scheduler in self.scheduler_names:
+            self.marked.add(uid)
+        else:
+            self.marked.discard(uid)
         if old is not None and old.gang is not None and (pod.gang is None or pod.gang.key != old.gang.key):
             self.gangs.forget(old)
         if pod.gang is not None:
@@ -345,6 +351,7 @@ class ClusterState:
         uid = pod.uid
         events = self._unplace(uid) if uid in self.placements else []
         self.preempting.pop(uid, None)
+        self.marked.discard(uid)
         if self.release_hold(uid) is not None:
             events.append(ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=""))
         self.pods.pop(uid, None)
