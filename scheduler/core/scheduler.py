@@ -114,6 +114,11 @@ class Scheduler:
             state.preempting[item.pod.uid] = ""
         return unfinished
 
+    def abandon_evictions(self) -> None:
+        """Lost the lease: the evictions not yet written are dropped, so their victims no longer
+        count as going (a later term decides, or finishes a gang, afresh)."""
+        self._engine.state.preempting.clear()
+
     def abandon_deferred(self, now: float) -> None:
         """Lost the lease: Bindings not sent yet are not ours to send; their pods go back to the queue."""
         self._outcomes.abandon(now)

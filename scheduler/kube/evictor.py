@@ -67,12 +67,13 @@ class _Preemption:
     evictions: list[Eviction]
     unmarked: set[str] = field(default_factory=set)
     failed: bool = False
+    first_marked: float | None = None  # when the first of the current round of marks was written
 
 
 class Evictor:
     def __init__(self, http: KubeHttp, on_evicted: Callable[[Eviction, bool], None],
                  on_failed: Callable[[Eviction, str], None], *, allowed: Callable[[], bool] = lambda: True,
-                 concurrency: int = 8, retry_seconds: float = 1.0) -> None:
+                 concurrency: int = 8, retry_seconds: float = 1.0, remark_after: float = 60.0) -> None:
         self.http = http
         self.on_evicted = on_evicted
         self.on_failed = on_failed
@@ -82,20 +83,31 @@ class Evictor:
         self._wake = Wakeup()
         self._concurrency = concurrency
         self._retry_seconds = retry_seconds
+        self._remark_after = remark_after
         self._retry: dict[str, tuple[_Step, Eviction]] = {}
         self._retry_at: float | None = None
         self.evicted = 0
 
     def submit(self, evictions: Sequence[Eviction]) -> None:
-        """One preemption's victims (a victim another preemption is already evicting stays there)."""
+        """One preemption's victims (a victim another preemption is already evicting stays there).
+        A victim that finishes a gang's eviction already carries its mark: it is only deleted
+        (marking it again would restart the mark's 2-minute clock at every try)."""
         fresh = [eviction for eviction in evictions if eviction.uid not in self._preemptions]
         if not fresh:
             return
-        preemption = _Preemption(fresh, {eviction.uid for eviction in fresh})
+        preemption = _Preemption(fresh, {eviction.uid for eviction in fresh if not eviction.finishing_gang})
         for eviction in fresh:
             self._preemptions[eviction.uid] = preemption
-            self._pending[eviction.uid] = (_Step.MARK, eviction)
+            self._pending[eviction.uid] = (_Step.DELETE if eviction.finishing_gang else _Step.MARK, eviction)
         self._wake.set()
+
+    def abandon(self) -> None:
+        """The lease is lost: nothing queued or being retried is ours to write any more, and a later
+        term may be handed the same victims again."""
+        self._pending, self._retry, self._retry_at = {}, {}, None
+        for preemption in set(self._preemptions.values()):
+            preemption.failed = True  # a write still out finds it given up
+        self._preemptions.clear()
 
     async def run(self) -> None:
         """Evict what is submitted until cancelled."""
@@ -114,8 +126,7 @@ class Evictor:
             batch, self._pending = self._pending, {}
             if batch and not self.allowed():
                 log.info("evictor.not_leader", dropped=len(batch))
-                self._preemptions.clear()
-                self._retry, self._retry_at = {}, None
+                self.abandon()
                 continue
             async with anyio.create_task_group() as group:
                 for step, eviction in batch.values():
@@ -143,11 +154,20 @@ class Evictor:
                 return
             self._fail(preemption, str(_Refused(patched.status, patched.message())))
             return
+        now = anyio.current_time()
         preemption.unmarked.discard(eviction.uid)
-        if not preemption.unmarked:
-            for victim in preemption.evictions:
-                self._pending[victim.uid] = (_Step.DELETE, victim)
-            self._wake.set()
+        if preemption.first_marked is None:
+            preemption.first_marked = now
+        if preemption.unmarked:
+            return
+        remark = now - preemption.first_marked > self._remark_after
+        if remark:  # marks this old may be stale before the DELETEs land: write them all again
+            log.info("evictor.remarking", victims=len(preemption.evictions))
+            preemption.unmarked = {victim.uid for victim in preemption.evictions}
+            preemption.first_marked = None
+        for victim in preemption.evictions:
+            self._pending[victim.uid] = (_Step.MARK if remark else _Step.DELETE, victim)
+        self._wake.set()
 
     async def _delete(self, eviction: Eviction) -> None:
         path = f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}"

@@ -78,6 +78,7 @@ class SchedulerLoop:
         self._wake = Wakeup()
         self._stopping = False
         self._classes_dirty = False
+        self._finish_due = 0.0  # the next look for half-done gang evictions (at once when leading)
         self._alive = time.monotonic()
         self.class_controller: DefaultClassController | None = None
         if self.core.default_class_controller:
@@ -146,8 +147,13 @@ class SchedulerLoop:
             self._write_group_status(key)
 
     def lost_leadership(self) -> None:
-        """Another replica leads now: drop every Binding this one has decided but not sent."""
+        """Another replica leads now: drop every Binding this one has decided but not sent, and
+        every eviction not yet written (the core stops counting those victims as going); a later
+        term looks for half-done gang evictions at once."""
         self.core.abandon_deferred(time.time())
+        self.evictor.abandon()
+        self.core.abandon_evictions()
+        self._finish_due = 0.0
 
     def _submit_released(self) -> None:
         """Bindings the allocation gate held back and has now let through (only while leading, and
@@ -183,7 +189,6 @@ class SchedulerLoop:
 
     async def _schedule_forever(self) -> None:
         last_flush = time.time()
-        last_finish = 0.0
         while not self._stopping:
             self._alive = time.monotonic()
             timeout = IDLE_WAKE_SECONDS
@@ -197,9 +202,9 @@ class SchedulerLoop:
             if now - last_flush >= FLUSH_UNSCHEDULABLE_EVERY:
                 self.core.flush_unschedulable(now)
                 last_flush = now
-            if now - last_finish >= FINISH_GANG_EVICTIONS_EVERY:
+            if now >= self._finish_due:
                 self._finish_gang_evictions(now)
-                last_finish = now
+                self._finish_due = now + FINISH_GANG_EVICTIONS_EVERY
             if self._classes_dirty:
                 self._classes_dirty = False
                 self._write_class_statuses()

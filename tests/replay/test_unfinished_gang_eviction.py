@@ -76,12 +76,21 @@ def test_another_schedulers_marks_and_unreadable_times_are_left_alone() -> None:
     assert _finish(run) == []
 
 
-def test_only_marked_members_go_and_a_member_that_left_is_not_counted() -> None:
-    """Four of minimum 3 were running; the dead leader marked two and deleted one: the unmarked
-    member and the marked one are two, below three, so the marked one goes (the decision);
-    the unmarked one is left to its owner."""
+def test_a_gang_with_an_unmarked_running_member_is_left_alone() -> None:
+    """Every running member of a gang the dead leader was evicting is marked (its decision takes
+    a gang's core whole, and all marks are written before the first DELETE). An unmarked one means
+    the marks are left from a preemption that failed before its DELETEs, and the gang is below its
+    minimum for another reason (a member completed): not ours to finish."""
     run = _cluster(_member("train-1", "n1", marked_by="tessera"), _member("train-2", "n2"))
-    assert _finish(run) == ["train-1"]
+    assert _finish(run) == []
+
+
+def test_a_member_that_completed_does_not_count_as_running() -> None:
+    run = _cluster(_member("train-1", "n1", marked_by="tessera"), _member("train-2", "n2", marked_by="tessera"))
+    done = _member("train-3", "n2")
+    done["status"]["phase"] = "Succeeded"
+    run.add(done)
+    assert _finish(run) == ["train-1", "train-2"]
 
 
 def test_a_mark_that_is_cleared_or_whose_pod_is_deleted_is_forgotten() -> None:

@@ -154,3 +154,55 @@ async def test_a_victim_already_being_evicted_is_not_taken_into_a_second_preempt
     await _run(evictor, lambda: len(done) == 2)
     assert sorted(e.name for e, _ in done) == ["other", "shared"]
     assert len(api.of("DELETE")) == 2
+
+
+async def test_finishing_a_gangs_eviction_deletes_without_marking_again() -> None:
+    """The pod carries the earlier leader's mark; writing it again would restart its 2-minute
+    clock, so a DELETE refused for good would be retried forever."""
+    api = FakeApi()
+    victim = _victim(api)
+    finishing = Eviction("default", "victim", victim.uid, "", "tessera", "n1", finishing_gang="default/train")
+    done: list[tuple[Eviction, bool]] = []
+    evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)), _no_failure)  # type: ignore[arg-type]
+    evictor.submit([finishing])
+    await _run(evictor, lambda: bool(done))
+    assert done == [(finishing, True)]
+    assert not api.of("PATCH") and len(api.of("DELETE")) == 1
+
+
+async def test_marks_written_too_long_before_the_deletes_are_written_again() -> None:
+    """One victim's mark kept failing: the others' marks have aged meanwhile (the disruption
+    controller turns them False after 2 min, and a successor would not finish from them), so all
+    are written again before the first DELETE."""
+    api = FakeApi()
+    evictions = [_victim(api, f"member-{i}") for i in range(2)]
+    api.fail_next("PATCH", "/pods/member-1/status", status=500)
+    done: list[tuple[Eviction, bool]] = []
+    evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)), _no_failure,  # type: ignore[arg-type]
+                      retry_seconds=0.1, remark_after=0.05)
+    evictor.submit(evictions)
+    await _run(evictor, lambda: len(done) == 2)
+    patches = [c.path.rsplit("/pods/", 1)[1] for c in api.of("PATCH")]
+    assert patches.count("member-0/status") == 2 and patches.count("member-1/status") == 3
+    first_delete = next(i for i, c in enumerate(api.calls) if c.method == "DELETE")
+    assert all(c.method != "PATCH" for c in api.calls[first_delete:])
+
+
+async def test_a_replica_that_lost_the_lease_forgets_its_evictions_and_can_evict_again_later() -> None:
+    api = FakeApi()
+    eviction = _victim(api)
+    leading = [True]
+    api.fail_next("DELETE", "/pods/victim", status=500)
+    done: list[tuple[Eviction, bool]] = []
+    evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)), _no_failure,  # type: ignore[arg-type]
+                      allowed=lambda: leading[0], retry_seconds=0.05)
+    evictor.submit([eviction])
+    await _run(evictor, lambda: len(api.of("DELETE")) == 1)
+    leading[0] = False
+    evictor.abandon()
+    await _run(evictor, lambda: False, rounds=15)
+    assert len(api.of("DELETE")) == 1 and not done  # the retry was dropped with the lease
+    leading[0] = True
+    evictor.submit([eviction])  # the next term decides the same victim again: it goes out
+    await _run(evictor, lambda: bool(done))
+    assert done == [(eviction, True)]

@@ -10,12 +10,14 @@ Binder now hosts its Bindings in a task group of its own inside the loop's, so t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 
 from scheduler.api.config import load_config
+from scheduler.kube.evictor import Eviction
 from scheduler.kube.http import KubeHttp, RateLimiter
 from scheduler.kube import loop as loop_module
 from scheduler.kube.loop import SchedulerLoop
@@ -204,3 +206,23 @@ async def test_the_leader_finishes_a_gang_eviction_an_earlier_leader_left_half_d
     notes = sorted(e["note"] for e in api.events.values() if e["reason"] == "Preempted")
     assert notes == ["Preempted to finish the eviction of gang default/broken, which an earlier leader began: "
                      "the gang was below its minimum"] * 2
+
+
+def test_a_replica_that_loses_the_lease_forgets_the_evictions_it_had_under_way() -> None:
+    """Review: the evictor dropped its queue with the lease but the core still counted those
+    victims as being evicted, so a later term of the same replica neither finished their gang
+    nor saw them as running (and the evictor skipped them as already under way)."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    for obj in (b.node("n1"), b.node("n2"), _marked_member("broken-1", "broken", "n1"),
+                _marked_member("broken-2", "broken", "n2")):
+        loop._apply("ADDED", obj)
+    first = loop.core.finish_gang_evictions(time.time())
+    loop._finish_gang_evictions(time.time())  # nothing left to hand out: all under way
+    assert [item.pod.meta.name for item in first] == ["broken-1", "broken-2"]
+    loop.evictor.submit([Eviction("default", "broken-1", first[0].pod.uid, "", "tessera", "n1",
+                                  finishing_gang="default/broken")])
+    loop.lost_leadership()
+    assert not loop.evictor._pending
+    again = loop.core.finish_gang_evictions(time.time())  # the next term finishes the gang itself
+    assert [item.pod.meta.name for item in again] == ["broken-1", "broken-2"]

@@ -4,12 +4,14 @@ Why: the apiserver deletes one pod per request, so evicting a gang is several wr
 leader can die between two of them, leaving the rest of the gang running below its minimum —
 the state "gangs are never broken" rules out. The evictor marks every victim of a preemption
 (the `DisruptionTarget` condition, reason `PreemptionByScheduler`) before it deletes any, so the
-marks on the pods are the dead leader's whole decision. A gang with such marks whose running
-members are fewer than its minimum (0 < running < minimum) lost members to that decision: its
-marked members still running are evicted too.
+marks on the pods are the dead leader's whole decision. A gang whose running members are fewer
+than its minimum (0 < running < minimum) and all carry such a mark lost members to that decision
+(beyond its surplus, a gang goes whole, so every member was marked): they are evicted too.
 
 Left alone: a gang still at its minimum (nothing acted on the decision yet; the next leader decides
-again), marks of another scheduler, marks older than upstream's `stalePodDisruptionTimeout`
+again), a gang with an unmarked member running (marks left by a preemption that failed before its
+DELETEs, on a gang below its minimum for another reason, e.g. a member completed), marks of another
+scheduler, marks older than upstream's `stalePodDisruptionTimeout`
 (the disruption controller turns them False after 2 min: the pod was not deleted, the decision is
 void) or without a readable time, and gangs whose minimum is unknown.
 """
@@ -47,8 +49,9 @@ def unfinished_gang_evictions(state: ClusterState, now: float) -> list[Unfinishe
     unfinished: list[UnfinishedEviction] = []
     for key, marked in sorted(by_gang.items()):
         minimum = state.group_min(key, marked[0])
-        if minimum is None or not 0 < len(running_members(state, key)) < minimum:
-            continue
+        running = running_members(state, key)
+        if minimum is None or not 0 < len(running) < minimum or len(running) != len(marked):
+            continue  # at its minimum, or an unmarked member runs: not a half-done eviction
         for pod in marked:
             assert pod.preemption_mark is not None
             unfinished.append(UnfinishedEviction(pod, state.placements[pod.uid].node, key, pod.preemption_mark.scheduler))
