@@ -129,7 +129,7 @@ def combine(active: list[Faults]) -> Faults:
     values: dict[str, Any] = {}
     for f in dataclasses.fields(Faults):
         items = [getattr(a, f.name) for a in active]
-        if f.name == "cut_every":
+        if f.name in ("cut_every", "pod_deletes_before_failing"):  # None: off; the smallest is the strongest
             present = [x for x in items if x is not None]
             values[f.name] = min(present) if present else None
         elif f.name == "cut_watches_only":
