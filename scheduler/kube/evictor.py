@@ -47,7 +47,7 @@ class Eviction:
     uid: str
     preemptor_uid: str  # "" when finishing a gang's eviction begun by another replica
     preemptor_scheduler: str  # the preemptor's schedulerName, the condition message's prefix
-    node: str  # where the room is made
+    node: str  # where the victim runs (the room it makes)
     finishing_gang: str = ""  # the gang whose half-done eviction this finishes
 
     @property

@@ -259,9 +259,10 @@ class SchedulerLoop:
         if not attempt.preempted:
             return
         self.stats.preemptions += 1
-        node = attempt.nominated_node or ""
+        # each victim's own node: upstream's Event names the candidate node, where its victims run;
+        # a gang's victims may run on several nodes, the one its first member is nominated to among them
         self.evictor.submit([Eviction(victim.meta.namespace, victim.meta.name, victim.uid, attempt.pod.uid,
-                                      attempt.pod.scheduler_name, node)
+                                      attempt.pod.scheduler_name, victim.node_name)
                              for victim in attempt.preempted if not victim.meta.deleting])
 
     def _finish_gang_evictions(self, now: float) -> None:

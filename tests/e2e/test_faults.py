@@ -3,7 +3,8 @@ keeps every invariant while things break under it.
 
 Each scenario builds its own GPU cluster (V100 nodes for exclusive classes and plain GPUs, T4
 nodes for a memory-shared class), submits a mixed workload (plain, class, shared and CPU-heavy
-pods, label and PodGroup gangs; in one scenario urgent pods that preempt them), breaks something
+pods, label and PodGroup gangs; in two scenarios urgent pods that preempt them, one with the leader
+killed between two evictions of a gang), breaks something
 while it is being scheduled, then stops the faults and checks with ``tessera_testing.invariants``:
 no device or node over capacity, gangs all-or-nothing, every pod that fits bound, no pod bound
 twice or on a stale view, and no scheduler process that exited on its own. Short versions for

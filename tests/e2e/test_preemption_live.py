@@ -55,7 +55,7 @@ async def test_a_high_priority_gang_evicts_a_low_priority_gang_whole(cluster: An
     low = [_pod(f"low-{i}", LOW, {"nvidia.com/gpu": 2}, labels=b.gang_labels("train", 4)) for i in range(4)]
     for pod in low:
         await kube.create_pod(ns, pod)
-    assert await eventually(lambda: _bound(kube, ns, [f"low-{i}" for i in range(4)]), timeout=30)
+    low_nodes = await eventually(lambda: _bound(kube, ns, [f"low-{i}" for i in range(4)]), timeout=30)
     high = [_pod(f"high-{i}", HIGH, {"nvidia.com/gpu": 4}, labels=b.gang_labels("serve", 2)) for i in range(2)]
     for pod in high:
         await kube.create_pod(ns, pod)
@@ -65,7 +65,9 @@ async def test_a_high_priority_gang_evicts_a_low_priority_gang_whole(cluster: An
     events = await eventually(lambda: _preempted_events(kube, ns), timeout=10)
     uids = {(await kube.pods(ns))[name]["metadata"]["uid"] for name in ("high-0", "high-1")}
     assert set(events) == {f"low-{i}" for i in range(4)}  # the whole gang: never 0 < running < 4
-    assert all(any(note.startswith(f"Preempted by pod {uid} on node ") for uid in uids) for note in events.values())
+    # each victim's Event names the node it ran on (upstream's candidate node), whichever member took its room
+    assert all(any(note == f"Preempted by pod {uid} on node {low_nodes[name]}" for uid in uids)
+               for name, note in events.items())
 
 
 async def test_a_gang_eviction_that_a_dead_leader_left_half_done_is_finished(cluster: Any) -> None:
