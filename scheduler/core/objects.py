@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from scheduler.api.quantity import Amount, QuantityError, exact, parse_quantity, to_milli, to_value
@@ -587,13 +587,15 @@ def parse_device(obj: JSON) -> Device:
 
 
 def _timestamp(raw: object) -> float | None:
-    """An RFC 3339 time as seconds since the epoch; None when absent or unreadable (no agent proof)."""
+    """An RFC 3339 time as seconds since the epoch; None when absent or unreadable (no agent proof).
+    A time without a zone is UTC, as Kubernetes writes them (never the machine's local zone)."""
     if not isinstance(raw, str) or not raw:
         return None
     try:
-        return datetime.fromisoformat(raw).timestamp()
+        parsed = datetime.fromisoformat(raw)
     except ValueError:
         return None
+    return (parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)).timestamp()
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,12 @@ scheduler, and gangs still at their minimum are left alone.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import pytest
+
+from scheduler.core.objects import parse_pod
 from scheduler.sim import builders as b
 from tests.helpers import Run
 
@@ -110,3 +114,16 @@ def test_a_finishing_eviction_refused_for_good_is_tried_again_later() -> None:
     assert pod is not None
     run.scheduler.eviction_failed(pod.uid, NOW)
     assert _finish(run) == ["train-1"]
+
+
+def test_a_mark_time_without_a_zone_is_utc_whatever_the_machines_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Review: a zone-less RFC 3339 time was read in the machine's local zone, so the core's
+    answer depended on where it ran. Kubernetes times are UTC."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        mark = parse_pod(_member("train-1", "n1", marked_by="tessera", at="2027-01-15T07:59:30")).preemption_mark
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert mark is not None and mark.since == NOW - 30
