@@ -9,8 +9,8 @@ request, and a leader that dies between two DELETEs of a gang would otherwise le
 the rest of its decision. With every mark written first, the next leader finds the gang's marked
 members still running and finishes the eviction (`plugins/preemption/unfinished.py`). A victim
 that cannot be marked for good (400, 401, 403, 405, 422) fails the whole preemption: nothing of it
-is deleted, every victim is reported to `on_failed` (the marks already written go stale; the
-disruption controller turns them False after 2 min).
+is deleted, every victim is reported to `on_failed`, and the marks already written are withdrawn
+(set False, best effort: the disruption controller would after 2 min).
 
 Writes go out in the background (at most `concurrency` at a time), so a cycle never waits on the
 apiserver; `on_evicted(eviction, deleted)` is called for each victim that is gone or going (`deleted`: by
@@ -58,6 +58,7 @@ class Eviction:
 class _Step(Enum):
     MARK = "mark"
     DELETE = "delete"
+    WITHDRAW = "withdraw"  # a failed preemption's marks set False (best effort, once)
 
 
 @dataclass(slots=True, eq=False)
@@ -68,6 +69,7 @@ class _Preemption:
     unmarked: set[str] = field(default_factory=set)
     failed: bool = False
     first_marked: float | None = None  # when the first of the current round of marks was written
+    written: set[str] = field(default_factory=set)  # victims whose mark reached the apiserver
 
 
 class Evictor:
@@ -115,7 +117,12 @@ class Evictor:
 
         async def write(step: _Step, eviction: Eviction) -> None:
             async with slots:
-                await (self._mark(eviction) if step is _Step.MARK else self._delete(eviction))
+                if step is _Step.MARK:
+                    await self._mark(eviction)
+                elif step is _Step.DELETE:
+                    await self._delete(eviction)
+                else:
+                    await self._withdraw(eviction)
 
         while True:
             wait = math.inf if self._retry_at is None else self._retry_at - anyio.current_time()
@@ -137,14 +144,21 @@ class Evictor:
         condition = {"type": "DisruptionTarget", "status": "True", "reason": REASON, "message": eviction.message,
                      "lastTransitionTime": micro_time().split(".")[0] + "Z"}
         patch = {"metadata": {"uid": eviction.uid}, "status": {"conditions": [condition]}}  # uid: a precondition
+        preemption = self._preemptions.get(eviction.uid)
         try:
             patched = await self.http.request("PATCH", path, body=patch, content_type=STRATEGIC_PATCH)
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
             self._later(_Step.MARK, eviction, err)
             return
-        preemption = self._preemptions.get(eviction.uid)
-        if preemption is None or preemption.failed:
-            return  # given up meanwhile (another victim's mark was refused, or leadership was lost)
+        if preemption is None:
+            return
+        if preemption.failed:  # given up meanwhile (another victim's mark was refused, or the lease lost)
+            if patched.ok:
+                self._pending[eviction.uid] = (_Step.WITHDRAW, eviction)
+                self._wake.set()
+            return
+        if patched.ok:
+            preemption.written.add(eviction.uid)
         if patched.status in (404, 409):  # gone, or the name is a new pod's now: nothing to delete
             preemption.evictions.remove(eviction)
             self._done(eviction, deleted=False)
@@ -190,14 +204,33 @@ class Evictor:
             self._later(_Step.DELETE, eviction, _Refused(deleted.status, deleted.message()))
 
     def _fail(self, preemption: _Preemption, reason: str) -> None:
-        """A victim cannot be marked: none of this preemption's victims is deleted."""
+        """A victim cannot be marked: none of this preemption's victims is deleted, and the marks
+        already written are withdrawn (a later leader must not finish a gang from them)."""
         preemption.failed = True
         for eviction in preemption.evictions:
             log.warning("evictor.refused", pod=f"{eviction.namespace}/{eviction.name}", error=reason)
             self._preemptions.pop(eviction.uid, None)
             self._pending.pop(eviction.uid, None)
             self._retry.pop(eviction.uid, None)
+            if eviction.uid in preemption.written:
+                self._pending[eviction.uid] = (_Step.WITHDRAW, eviction)
             self.on_failed(eviction, reason)
+        self._wake.set()
+
+    async def _withdraw(self, eviction: Eviction) -> None:
+        """The condition set False, as upstream's disruption controller does to a stale one. Not
+        retried: a withdrawal that does not get through leaves a mark that controller turns False
+        after 2 min, and that the finishing rule ignores from then on."""
+        path = f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}/status"
+        condition = {"type": "DisruptionTarget", "status": "False", "reason": None, "message": None,
+                     "lastTransitionTime": micro_time().split(".")[0] + "Z"}
+        patch = {"metadata": {"uid": eviction.uid}, "status": {"conditions": [condition]}}
+        try:
+            answer = await self.http.request("PATCH", path, body=patch, content_type=STRATEGIC_PATCH)
+            outcome = "ok" if answer.ok else f"HTTP {answer.status}"
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            outcome = str(err)
+        log.info("evictor.mark_withdrawn", pod=f"{eviction.namespace}/{eviction.name}", outcome=outcome)
 
     def _later(self, step: _Step, eviction: Eviction, err: BaseException) -> None:
         if eviction.uid not in self._preemptions:

@@ -128,6 +128,14 @@ async def test_a_victim_that_cannot_be_marked_keeps_the_whole_preemption_from_de
     await _run(evictor, lambda: False, rounds=5)
     assert not api.of("DELETE")
 
+    def disruption(name: str) -> list[str]:
+        return [c["status"] for c in api.pod("default", name)["status"].get("conditions", [])
+                if c["type"] == "DisruptionTarget"]
+
+    # the marks already written are withdrawn (as the disruption controller would after 2 min):
+    # a leader must not finish this gang from them if a member later completes
+    assert (disruption("member-0"), disruption("member-1"), disruption("member-2")) == (["False"], [], ["False"])
+
 
 async def test_a_mark_that_fails_for_now_is_retried_and_the_deletes_wait_for_it() -> None:
     api = FakeApi()
