@@ -214,3 +214,33 @@ async def test_a_replica_that_lost_the_lease_forgets_its_evictions_and_can_evict
     evictor.submit([eviction])  # the next term decides the same victim again: it goes out
     await _run(evictor, lambda: bool(done))
     assert done == [(eviction, True)]
+
+
+async def test_a_victim_gone_while_the_others_are_marked_does_not_hold_them_back() -> None:
+    api = FakeApi()
+    evictions = [_victim(api, f"member-{i}") for i in range(3)]
+    del api.pods[("default", "member-1")]  # deleted by its owner meanwhile: 404 on its mark
+    done: list[tuple[Eviction, bool]] = []
+    evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)), _no_failure)  # type: ignore[arg-type]
+    evictor.submit(evictions)
+    await _run(evictor, lambda: len(done) == 3)
+    assert sorted((e.name, deleted) for e, deleted in done) == [("member-0", True), ("member-1", False),
+                                                                 ("member-2", True)]
+    assert sorted(c.path.rsplit("/", 1)[1] for c in api.of("DELETE")) == ["member-0", "member-2"]
+
+
+async def test_a_delete_refused_for_good_fails_that_victim_alone() -> None:
+    """The others go (the finishing rule then tries the refused member again while its mark is
+    fresh and its gang below its minimum)."""
+    api = FakeApi()
+    evictions = [_victim(api, f"member-{i}") for i in range(3)]
+    api.fail_next("DELETE", "/pods/member-1", status=403)
+    done: list[tuple[Eviction, bool]] = []
+    failed: list[tuple[Eviction, str]] = []
+    evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)),  # type: ignore[arg-type]
+                      lambda e, reason: failed.append((e, reason)))
+    evictor.submit(evictions)
+    await _run(evictor, lambda: len(done) + len(failed) == 3)
+    assert sorted(e.name for e, _ in done) == ["member-0", "member-2"] and [e.name for e, _ in failed] == ["member-1"]
+    assert [c["status"] for c in api.pod("default", "member-1")["status"]["conditions"]
+            if c["type"] == "DisruptionTarget"] == ["True"]  # still marked: its gang can be finished
