@@ -32,7 +32,7 @@ import anyio
 import structlog
 
 from scheduler.kube.concurrency import Wakeup
-from scheduler.kube.http import STRATEGIC_PATCH, KubeHttp
+from scheduler.kube.http import STRATEGIC_PATCH, KubeHttp, Response
 from scheduler.kube.recorder import micro_time
 
 log = structlog.get_logger("tessera.evictor")
@@ -139,14 +139,21 @@ class Evictor:
                 for step, eviction in batch.values():
                     group.start_soon(write, step, eviction)
 
-    async def _mark(self, eviction: Eviction) -> None:
-        path = f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}/status"
-        condition = {"type": "DisruptionTarget", "status": "True", "reason": REASON, "message": eviction.message,
+    async def _set_condition(self, eviction: Eviction, marked: bool) -> Response:
+        """The victim's DisruptionTarget condition: True with upstream's reason and message, or
+        False without them (null deletes them in a strategic merge); the uid is a precondition, so
+        a new pod under the same name is never marked."""
+        condition = {"type": "DisruptionTarget", "status": "True" if marked else "False",
+                     "reason": REASON if marked else None, "message": eviction.message if marked else None,
                      "lastTransitionTime": micro_time().split(".")[0] + "Z"}
-        patch = {"metadata": {"uid": eviction.uid}, "status": {"conditions": [condition]}}  # uid: a precondition
+        return await self.http.request("PATCH", f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}/status",
+                                       body={"metadata": {"uid": eviction.uid}, "status": {"conditions": [condition]}},
+                                       content_type=STRATEGIC_PATCH)
+
+    async def _mark(self, eviction: Eviction) -> None:
         preemption = self._preemptions.get(eviction.uid)
         try:
-            patched = await self.http.request("PATCH", path, body=patch, content_type=STRATEGIC_PATCH)
+            patched = await self._set_condition(eviction, marked=True)
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
             self._later(_Step.MARK, eviction, err)
             return
@@ -221,12 +228,8 @@ class Evictor:
         """The condition set False, as upstream's disruption controller does to a stale one. Not
         retried: a withdrawal that does not get through leaves a mark that controller turns False
         after 2 min, and that the finishing rule ignores from then on."""
-        path = f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}/status"
-        condition = {"type": "DisruptionTarget", "status": "False", "reason": None, "message": None,
-                     "lastTransitionTime": micro_time().split(".")[0] + "Z"}
-        patch = {"metadata": {"uid": eviction.uid}, "status": {"conditions": [condition]}}
         try:
-            answer = await self.http.request("PATCH", path, body=patch, content_type=STRATEGIC_PATCH)
+            answer = await self._set_condition(eviction, marked=False)
             outcome = "ok" if answer.ok else f"HTTP {answer.status}"
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
             outcome = str(err)
