@@ -11,9 +11,9 @@ than its minimum (0 < running < minimum) and all carry such a mark lost members 
 Left alone: a gang still at its minimum (nothing acted on the decision yet; the next leader decides
 again), a gang with an unmarked member running (marks left by a preemption that failed before its
 DELETEs, on a gang below its minimum for another reason, e.g. a member completed), marks of another
-scheduler, marks older than upstream's `stalePodDisruptionTimeout`
-(the disruption controller turns them False after 2 min: the pod was not deleted, the decision is
-void) or without a readable time, and gangs whose minimum is unknown.
+scheduler, marks older than upstream's `stalePodDisruptionTimeout` (the disruption controller
+turns them False after 2 min: the pod was not deleted, the decision is void) or without a readable
+time, and gangs whose minimum is unknown.
 """
 
 from __future__ import annotations
