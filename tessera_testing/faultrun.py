@@ -4,8 +4,8 @@
 ``nvidia.com/gpu`` pods, T4 nodes for a memory-shared class), a mixed workload (plain, class,
 shared, CPU-heavy pods with init containers, label and PodGroup gangs; whole-node pods of a higher
 priority that can only land by preempting), a fake node agent that completes device allocations
-(``tessera.dev/phase: Allocated``, which opens the scheduler's allocation gate), Tessera replicas as subprocesses talking through the fault proxy, and the final
-report with every violation found.
+(``tessera.dev/phase: Allocated``, which opens the scheduler's allocation gate), Tessera replicas
+as subprocesses talking through the fault proxy, and the final report with every violation found.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from tessera_testing.invariants import (
     NODES_PATH,
     SCHEDULER_EXITED,
     ApiReader,
+    ClusterView,
     ClusterWatcher,
     Violation,
-    ClusterView,
     check,
     check_unbound,
     node_usage,

@@ -259,8 +259,8 @@ class SchedulerLoop:
         if not attempt.preempted:
             return
         self.stats.preemptions += 1
-        # each victim's own node: upstream's Event names the candidate node, where its victims run;
-        # a gang's victims may run on several nodes, the one its first member is nominated to among them
+        # each victim's own node: upstream's Event names the candidate node, which is where all of
+        # its victims run; a gang's victims may run on nodes other than the preemptor's nomination
         self.evictor.submit([Eviction(victim.meta.namespace, victim.meta.name, victim.uid, attempt.pod.uid,
                                       attempt.pod.scheduler_name, victim.node_name)
                              for victim in attempt.preempted if not victim.meta.deleting])
