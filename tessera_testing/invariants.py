@@ -483,8 +483,8 @@ def fits_somewhere(raw: JSON, view: ClusterView, ledger: _Ledger | None = None,
 # --- gangs, pending pods, events ---------------------------------------------------------------
 
 
-def check_gangs(view: ClusterView) -> list[Violation]:
-    """Every gang has at least its minimum bound, or none at all."""
+def _gang_members(view: ClusterView) -> dict[str, list[Pod]]:
+    """The live (non-terminal) members of each gang, by gang key."""
     members: dict[str, list[Pod]] = defaultdict(list)
     for raw in view.pods.values():
         try:
@@ -493,17 +493,47 @@ def check_gangs(view: ClusterView) -> list[Violation]:
             continue
         if pod.gang is not None and not pod.terminal:
             members[pod.gang.key].append(pod)
+    return members
+
+
+def _gang_minimum(key: str, pods: list[Pod], view: ClusterView) -> int | None:
+    """The gang's minimum: its PodGroup's minMember, or the members' label; None when the gang
+    names a PodGroup that does not exist."""
+    first = pods[0].gang
+    assert first is not None
+    if first.from_podgroup:
+        group = view.podgroups.get(key)
+        return None if group is None else int((group.get("spec") or {}).get("minMember") or 1)
+    return Counter(p.gang.min_available for p in pods if p.gang is not None).most_common(1)[0][0] or 1
+
+
+def _out_of_reach(view: ClusterView, ledger: _Ledger) -> set[str]:
+    """Pending gang members (``namespace/name``) whose gang cannot reach its minimum even if every
+    pending member that fits alone were placed: only a whole gang is placed, so their staying
+    pending is a correct refusal, not leaked capacity (members are judged one by one, as
+    :func:`fits_somewhere` judges any pod)."""
+    out: set[str] = set()
+    raw = view.pod_by_key()
+    for key, pods in _gang_members(view).items():
+        pending = [p for p in pods if not p.node_name]
+        if not pending:
+            continue
+        minimum = _gang_minimum(key, pods, view)
+        placeable = sum(1 for p in pods if p.node_name) + sum(
+            1 for p in pending if fits_somewhere(raw[p.key], view, ledger) is not None)
+        if minimum is None or placeable < minimum:
+            out.update(p.key for p in pending)
+    return out
+
+
+def check_gangs(view: ClusterView) -> list[Violation]:
+    """Every gang has at least its minimum bound, or none at all."""
+    members = _gang_members(view)
     out = []
     for key, pods in sorted(members.items()):
-        first = pods[0].gang
-        assert first is not None
-        if first.from_podgroup:
-            group = view.podgroups.get(key)
-            if group is None:
-                continue  # no PodGroup object: the scheduler must not place any (checked as bound==0 below)
-            minimum = int((group.get("spec") or {}).get("minMember") or 1)
-        else:
-            minimum = Counter(p.gang.min_available for p in pods if p.gang is not None).most_common(1)[0][0] or 1
+        minimum = _gang_minimum(key, pods, view)
+        if minimum is None:
+            continue  # no PodGroup object: the scheduler must not place any (checked as bound==0 below)
         bound = sorted(p.key for p in pods if p.node_name)
         if 0 < len(bound) < minimum:
             out.append(Violation(GANG_PARTIAL, key, f"{len(bound)} of {len(pods)} members bound, minimum {minimum}: "
@@ -523,7 +553,8 @@ def pending_with_room(view: ClusterView, keys: Iterable[str],
     the apiserver's state (one ledger for all of them; ``known_devices`` as for fits_somewhere)."""
     pods = view.pod_by_key()
     ledger = _ledger(view, known_devices, [])
-    return [key for key in sorted(keys) if (pod := pods.get(key)) is not None
+    blocked = _out_of_reach(view, ledger)
+    return [key for key in sorted(keys) if (pod := pods.get(key)) is not None and key not in blocked
             and not (pod.get("spec") or {}).get("nodeName") and fits_somewhere(pod, view, ledger) is not None]
 
 
@@ -537,6 +568,7 @@ def check_unbound(view: ClusterView, must_bind: Collection[str], only_if_room: b
     """
     pods = view.pod_by_key()
     ledger = _ledger(view, known_devices, [])
+    blocked = _out_of_reach(view, ledger) if only_if_room else set()
     out = []
     for key in sorted(must_bind):
         pod = pods.get(key)
@@ -546,7 +578,7 @@ def check_unbound(view: ClusterView, must_bind: Collection[str], only_if_room: b
             conditions = (pod.get("status") or {}).get("conditions") or []
             why = next((c.get("message", "") for c in conditions if c.get("type") == "PodScheduled"), "")
             node = fits_somewhere(pod, view, ledger)
-            if node is None and only_if_room:
+            if only_if_room and (node is None or key in blocked):
                 continue
             room = f"fits on {node} by the apiserver's state" if node else "no node has room by the apiserver's state"
             out.append(Violation(UNBOUND, key, f"still pending ({room}){': ' + why if why else ''}"))

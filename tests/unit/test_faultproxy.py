@@ -448,3 +448,30 @@ def test_fits_somewhere_counts_a_held_device_that_was_deleted() -> None:
     assert inv.fits_somewhere(b.pod("gpu1", limits={"nvidia.com/gpu": 1}), view, known_devices=removed) == "n1"
     pending = _view([*held, b.pod("gpu2", limits={"nvidia.com/gpu": 2})], [node], devices[1:], [cls])
     assert inv.check_unbound(pending, ["default/gpu2"], only_if_room=True, known_devices=removed) == []
+
+
+def test_a_gang_member_with_room_does_not_count_when_the_gang_cannot_reach_its_minimum() -> None:
+    """Only the whole gang can be placed: a pending member that fits alone, beside one that fits
+    nowhere, is a correct refusal, not leaked capacity (soak run seed 23009 read it as one)."""
+    cls = b.resource_class("v100", match_labels={"model": "V100"})
+    devices = [_device("n1", 0)]
+    node = b.node("n1", cpu="8", gpus=1)
+    labels = b.gang_labels("g", 2)
+    small = b.pod("g-ps", labels=labels, requests={"cpu": "1"})
+    big = b.pod("g-w0", labels=labels, limits={"class.tessera.dev/v100": 2})
+    view = _view([small, big], [node], devices, [cls])
+    keys = ["default/g-ps", "default/g-w0"]
+    assert inv.fits_somewhere(small, view) == "n1" and inv.fits_somewhere(big, view) is None
+    assert inv.check_unbound(view, keys, only_if_room=True) == []
+    assert inv.pending_with_room(view, keys) == []
+    # without only_if_room every member the caller promised still counts
+    assert [v.subject for v in inv.check_unbound(view, keys)] == keys
+    # a gang that can reach its minimum keeps its members that fit
+    fits = b.pod("g-w0", labels=labels, limits={"class.tessera.dev/v100": 1})
+    view = _view([small, fits], [node], devices, [cls])
+    assert [v.subject for v in inv.check_unbound(view, keys, only_if_room=True)] == keys
+    assert inv.pending_with_room(view, keys) == keys
+    # members already bound count toward the minimum
+    view = _view([_bound("g-w0", "n1", {"class.tessera.dev/v100": [("n1.d0", None)]}, labels=labels,
+                         limits={"class.tessera.dev/v100": 1}), small], [node], devices, [cls])
+    assert inv.pending_with_room(view, ["default/g-ps"]) == ["default/g-ps"]
