@@ -4,6 +4,7 @@ invariant checker against hand-made cluster states (it must see every kind of vi
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import ssl
 import time
@@ -253,6 +254,29 @@ async def test_cut_drops_watch_streams_only_when_asked(proxy: FaultProxy) -> Non
             assert proxy.cut(watches_only=False) >= 1  # idle keep-alive connections too
     counts = proxy.counts
     assert counts[CUT_WATCH] == 1 and counts[CUT_CONNECTION] >= 1
+
+
+async def test_closing_mid_stream_leaves_no_orphan_relay(upstream: Upstream) -> None:
+    """Soak seed 29: "Task exception was never retrieved ... _relay_body ... connection closed".
+    A connection's task cancelled while it relayed a response body (proxy closed, or a cut) left
+    the body-copying task running on its own; it then failed on the closed upstream, unobserved."""
+    loop = asyncio.get_running_loop()
+    orphans: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: orphans.append(context))
+    try:
+        running = FaultProxy(upstream.url, upstream.ca_pem, seed=7)
+        await running.start()
+        async with _session(running) as session, session.get(f"{running.url}{WATCH}") as response:
+            await response.content.readline()
+            await running.close()
+        for _ in range(5):
+            await asyncio.sleep(0.05)
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(previous)
+    assert [c.get("message") for c in orphans] == []
 
 
 async def test_periodic_cuts(proxy: FaultProxy) -> None:
