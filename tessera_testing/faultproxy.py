@@ -632,10 +632,11 @@ class FaultProxy:
                 await asyncio.gather(relay, return_exceptions=True)
                 return False
             keep = relay.result()
-        finally:
+        finally:  # also when this relay itself is cancelled (a cut): neither task outlives it
             conn.watching = False
             monitor.cancel()
-            await asyncio.gather(monitor, return_exceptions=True)
+            relay.cancel()
+            await asyncio.gather(monitor, relay, return_exceptions=True)
         if not keep or response.wants_close():
             conn.drop_upstream()
             return False

@@ -17,9 +17,11 @@ cancels every Binding still in flight. Outcomes (docs/design.md §3):
   back *unbound* settles nothing — our earlier request can still land — so the same Binding is
   sent again until an answer is certain. The assumption, and the devices it holds, are never
   released while a Binding of ours may still bind the pod: that is how double allocation happens.
-  A replica that stops leading sends nothing more for it (not even when it leads again), but one
-  with a request still out keeps reading the pod back until it is bound or gone, or until that
-  request can no longer land (our timeout plus the apiserver's request timeout).
+  A replica that stops leading sends nothing more for it, but one with a request still out keeps
+  reading the pod back until it is bound or gone, or until that request can no longer land (our
+  timeout plus the apiserver's request timeout). Leading again in a new term it never sends it
+  again (another leader may have given its devices away meanwhile); leading again in the *same*
+  term (the Lease kept naming us: nobody else led in between) it goes on sending.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from __future__ import annotations
 import enum
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -81,12 +83,14 @@ class BindResult:
 
 class Binder:
     def __init__(self, http: KubeHttp, on_result: Callable[[BindResult], None], *, max_in_flight: int = 64,
-                 timeout: float = 30.0, allowed: Callable[[], bool] = lambda: True,
+                 timeout: float = 30.0, term: Callable[[], Hashable | None] = lambda: 0,
                  sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
                  clock: Callable[[], float] = time.monotonic, late_landing_seconds: float | None = None) -> None:
         self.http = http
         self.on_result = on_result
-        self.allowed = allowed  # checked right before each POST: a deposed leader must not bind
+        # The leadership term we are in (None: not leading), read when a Binding is submitted and
+        # right before each POST: only the term that decided a Binding may send it.
+        self.term = term
         self.timeout = timeout
         # How long after an ambiguous send its request may still land: our own timeout, then the
         # apiserver's (kube-apiserver --request-timeout, 60 s by default) to finish it.
@@ -116,7 +120,7 @@ class Binder:
         if self._in_flight == 0:
             self._idle = anyio.Event()
         self._in_flight += 1
-        group.start_soon(self._bind, binding, name=f"bind {binding.namespace}/{binding.name}")
+        group.start_soon(self._bind, binding, self.term(), name=f"bind {binding.namespace}/{binding.name}")
 
     async def drain(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds until no Binding is in flight, those submitted meanwhile
@@ -126,11 +130,11 @@ class Binder:
                 await self._idle.wait()
         return self._in_flight == 0
 
-    async def _bind(self, binding: Binding) -> None:
+    async def _bind(self, binding: Binding, term: Hashable | None) -> None:
         try:
             start = time.monotonic()
             async with self._slots:
-                result = await self._settle(binding)
+                result = await self._settle(binding, term)
             result = replace(result, seconds=time.monotonic() - start)
             try:
                 self.on_result(result)
@@ -141,24 +145,29 @@ class Binder:
             if self._in_flight == 0:
                 self._idle.set()
 
-    async def _settle(self, binding: Binding) -> BindResult:
+    async def _settle(self, binding: Binding, term: Hashable | None) -> BindResult:
         """POST, and after an ambiguous answer read back and POST the same Binding again, until the
         outcome is certain.
 
         Until `late_landing` seconds after the last ambiguous send, only the pod read back (bound,
         or gone) is certain: a refusal or a 404 of a later send answers for that request only. A
-        replica that stops leading sends nothing more for this Binding — not even once it leads
-        again: its devices were chosen before, and another leader may have given them away — but
-        reads back until the earlier request can no longer land; then the pod is decided afresh."""
+        replica not leading sends nothing for this Binding, and once a term other than `term` (the
+        one it was decided in) has begun it never sends it again — its devices were chosen before,
+        and another leader may have given them away — but reads back until the earlier request
+        can no longer land; then the pod is decided afresh. Back in `term` itself (the lease
+        lapsed and came back with nobody else holding it), nothing can have been given away: it
+        sends again rather than hold the pod and its devices for the whole window."""
         delay = _RESEND_INITIAL
         sends = 0
         first_error = ""
         last_ambiguous: float | None = None  # when the last send whose fate is unknown went out
-        deposed = False
+        deposed = term is None
         pod = f"{binding.namespace}/{binding.name}"
         while True:
             may_land = last_ambiguous is not None and self._clock() - last_ambiguous < self.late_landing
-            if not deposed and self.allowed():
+            current = self.term()
+            deposed = deposed or (current is not None and current != term)
+            if not deposed and current is not None:
                 sends += 1
                 sent_at = self._clock()
                 outcome, message = await self._post(binding)
@@ -172,7 +181,6 @@ class Binder:
                     return BindResult(binding, outcome, message, 0.0, sends=sends)
                 first_error = first_error or message
             else:
-                deposed = True
                 if not may_land:
                     message = ("not the leader any more; the Binding was not sent" if not sends else
                                f"not the leader any more; no earlier Binding landed within {self.late_landing:g} s")

@@ -189,6 +189,7 @@ class LeaderElector:
         self._reported_leader = ""
         self._get_failing: int | None = None  # status of the failed Lease GET last logged
         self._leading = False
+        self._term: tuple[int, str | None] = (0, None)
         self._campaign: tuple[anyio.CancelScope, anyio.Event] | None = None  # run()'s scope, and its end
 
     # --- public state ------------------------------------------------------------------------
@@ -201,6 +202,15 @@ class LeaderElector:
     def is_leader(self) -> bool:
         """True between `on_started_leading` and `on_stopped_leading`: act on the cluster only then."""
         return self._leading
+
+    @property
+    def term(self) -> tuple[int, str | None] | None:
+        """Which unbroken leadership this replica is in: the Lease's (leaseTransitions, acquireTime)
+        when it took the lead, None when not leading. A lease that lapsed and was renewed again
+        with nobody else holding it in between keeps both (we write our own record back), so the
+        term is the same; any other holder in between changes them. Work decided in one term (a
+        Binding sent into an uncertain answer) may go on in that term only."""
+        return self._term if self._leading else None
 
     @property
     def observed_holder(self) -> str:
@@ -321,6 +331,7 @@ class LeaderElector:
         return False  # the deadline cut a renewal short
 
     def _start_leading(self) -> None:
+        self._term = (self._observed.leader_transitions, self._observed.acquire_time)
         self._leading = True
         self._call(self._on_started_leading, "on_started_leading")
 

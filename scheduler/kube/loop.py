@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,12 +58,17 @@ class LoopStats:
 
 class SchedulerLoop:
     def __init__(self, config: SchedulerConfig, http: KubeHttp, watch_http: KubeHttp, *, identity: str,
-                 is_leader: Callable[[], bool] = lambda: True, seed: int | None = None,
+                 is_leader: Callable[[], bool] = lambda: True,
+                 leader_term: Callable[[], Hashable | None] | None = None, seed: int | None = None,
                  hooks: LoopHooks | None = None) -> None:
         self.config = config
+        self.is_leader = is_leader
         self.core = Scheduler(config, seed=random.randrange(2**32) if seed is None else seed)
         self.informers = InformerSet(watch_http, self._on_event, SCHEDULER_KINDS)
-        self.binder = Binder(http, self._on_bound, allowed=lambda: self.is_leader())
+        # `leader_term`: which leadership term this replica is in (None: not leading); without
+        # one, leading is a single term. The binder lets only a Binding's own term send it.
+        self.leader_term: Callable[[], Hashable | None] = leader_term or (lambda: 0 if self.is_leader() else None)
+        self.binder = Binder(http, self._on_bound, term=lambda: self.leader_term())
         # Events get a client of their own with its own token bucket, as kube-scheduler's event
         # client does, so that recording a pod's Event never takes a Binding's place in the budget.
         limiter = http.limiter
@@ -72,7 +77,6 @@ class SchedulerLoop:
         self.statuses = StatusWriter(http, self._pod_version)
         self._groups_scheduled: set[str] = set()  # upstream PodGroups this process wished PodGroupScheduled=True
         self.evictor = Evictor(http, self._on_evicted, self._on_eviction_failed, allowed=lambda: self.is_leader())
-        self.is_leader = is_leader
         self.hooks = hooks or LoopHooks()
         self.stats = LoopStats()
         self._wake = Wakeup()

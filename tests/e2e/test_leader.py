@@ -137,6 +137,7 @@ async def test_release_hands_over_at_the_next_retry(http: KubeHttp, lease: str) 
     a.start()
     try:
         await _eventually(lambda: a.leading, 10, "a leads")
+        a_term = a.elector.term
         b.start()
         await asyncio.sleep(1.0)
         assert not b.leading
@@ -151,6 +152,7 @@ async def test_release_hands_over_at_the_next_retry(http: KubeHttp, lease: str) 
         spec = await _spec(http, lease)
         assert spec["holderIdentity"] == b.elector.identity
         assert spec["leaseTransitions"] == 1
+        assert b.elector.term == (1, spec["acquireTime"]) and b.elector.term != a_term
         assert spec["leaseDurationSeconds"] == int(LEASE_DURATION)
         assert b.leaders == [a.elector.identity, b.elector.identity]
         assert await a.elector.release()  # not ours any more: nothing to do
@@ -187,6 +189,7 @@ async def test_crash_without_release_waits_for_the_lease_to_expire(http: KubeHtt
     a.start()
     try:
         await _eventually(lambda: a.leading, 10, "a leads")
+        a_term = a.elector.term
         b.start()
         await asyncio.sleep(1.0)
         await a.crash()
@@ -200,6 +203,7 @@ async def test_crash_without_release_waits_for_the_lease_to_expire(http: KubeHtt
         spec = await _spec(http, lease)
         assert spec["holderIdentity"] == b.elector.identity
         assert spec["leaseTransitions"] == 1
+        assert b.elector.term == (1, spec["acquireTime"]) and b.elector.term != a_term
     finally:
         await a.crash()
         await b.crash()
@@ -236,6 +240,8 @@ async def test_leader_that_cannot_renew_steps_down_and_comes_back(
     try:
         await _eventually(lambda: a.leading, 10, "a leads")
         before = await _spec(http, lease)
+        term = a.elector.term
+        assert term == (before["leaseTransitions"], before["acquireTime"])
         await asyncio.to_thread(control_plane.stop_apiserver, 0)
         apiserver_down = True
         # One renewal may retry for renewDeadline after the retry period: then a steps down.
@@ -244,6 +250,7 @@ async def test_leader_that_cannot_renew_steps_down_and_comes_back(
         # from when the apiserver's stop returned: not from the first failed renewal
         assert took >= RENEW_DEADLINE - RETRY_PERIOD - 0.2
         assert not a.leading and a.task is not None and not a.task.done()  # still campaigning
+        assert a.elector.term is None
 
         await asyncio.to_thread(control_plane.start_apiserver)
         apiserver_down = False
@@ -254,6 +261,7 @@ async def test_leader_that_cannot_renew_steps_down_and_comes_back(
         assert spec["leaseTransitions"] == before["leaseTransitions"]
         assert spec["acquireTime"] == before["acquireTime"]
         assert spec["renewTime"] > before["renewTime"]
+        assert a.elector.term == term  # the same term: work decided before the lapse may go on
     finally:
         await a.crash()
         if apiserver_down:

@@ -23,7 +23,7 @@ from tests.fakeapi import FakeApi
 DEVICES = '{"version":1,"containers":{"main":{"class.tessera.dev/v100":[{"id":"GPU-1","device":"n.gpu-1"}]}}}'
 
 
-def _setup(deliver_on_sleep: bool = False, allowed: Callable[[], bool] = lambda: True,
+def _setup(deliver_on_sleep: bool = False, term: Callable[[], object | None] = lambda: 1,
            late_landing: float = 90.0) -> tuple[FakeApi, Binder, list[BindResult], list[float]]:
     """A fake apiserver with pod default/p, a binder on it whose backoff sleeps are recorded and
     move its clock (and, with `deliver_on_sleep`, let held requests reach the server meanwhile)."""
@@ -37,7 +37,7 @@ def _setup(deliver_on_sleep: bool = False, allowed: Callable[[], bool] = lambda:
         if deliver_on_sleep:
             api.deliver_held()
 
-    binder = Binder(api, results.append, sleep=sleep, allowed=allowed,  # type: ignore[arg-type]
+    binder = Binder(api, results.append, sleep=sleep, term=term,  # type: ignore[arg-type]
                     clock=lambda: sum(sleeps), late_landing_seconds=late_landing)
     return api, binder, results, sleeps
 
@@ -198,7 +198,7 @@ async def test_a_deposed_leader_sends_nothing_more_but_holds_on_until_the_pod_is
     bound or gone). Reporting "not bound" freed them, and this replica, leading again after the
     blip, gave them to another pod before the first request landed (found in review)."""
     leading = [True]
-    api, binder, results, _ = _setup(allowed=lambda: leading[0])
+    api, binder, results, _ = _setup(term=lambda: 1 if leading[0] else None)
     api.fail_next("POST", "/binding", hold=True)  # the connection breaks; the request is on its way
     reads = [0]
 
@@ -219,16 +219,16 @@ async def test_a_deposed_leader_sends_nothing_more_but_holds_on_until_the_pod_is
 async def test_a_leader_again_never_resends_what_it_decided_before_it_was_deposed() -> None:
     """Review: leading again after the blip, the binder sent the Binding it had decided before —
     with devices the other leader may have given away meanwhile. It reads back until an earlier
-    request can no longer land, then reports "not bound" so the pod is decided afresh."""
-    leading = [True]
-    api, binder, results, sleeps = _setup(allowed=lambda: leading[0], late_landing=10.0)
-    api.fail_next("POST", "/binding", status=503)
+    request can no longer land, then reports "not bound" so the pod is decided afresh. (Another
+    leader held the lease in between: a new term.)"""
     reads = [0]
+    api, binder, results, sleeps = _setup(term=lambda: 1 if reads[0] == 0 else 2 if reads[0] > 2 else None,
+                                          late_landing=10.0)
+    api.fail_next("POST", "/binding", status=503)
 
     def depose_then_lead_again(method: str, path: str) -> None:
         if method == "GET":
             reads[0] += 1
-            leading[0] = reads[0] > 2
 
     api.before = depose_then_lead_again
     await _bind(binder)
@@ -236,6 +236,34 @@ async def test_a_leader_again_never_resends_what_it_decided_before_it_was_depose
     assert [r.outcome for r in results] == [Outcome.RETRY]
     assert "HTTP 503" in results[0].message and "not the leader" in results[0].message
     assert sum(sleeps) >= 10.0 and not api.pod("default", "p")["spec"].get("nodeName")
+
+
+async def test_leading_again_in_the_same_term_sends_the_binding_again() -> None:
+    """Soak seed 29000: the leader's lease lapsed for two seconds during a partition and came back
+    with nobody else having held it; its ambiguous Binding then waited out the whole late-landing
+    window (90 s), the pod pending and its devices held. Leading again in the same term (the Lease
+    still names us, no transition), no other leader can have given the devices away: send again."""
+    reads = [0]
+    api, binder, results, sleeps = _setup(term=lambda: None if 0 < reads[0] <= 2 else 7, late_landing=60.0)
+    api.fail_next("POST", "/binding", status=503)
+
+    def count_reads(method: str, path: str) -> None:
+        if method == "GET":
+            reads[0] += 1
+
+    api.before = count_reads
+    await _bind(binder)
+    assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 2)]
+    assert api.pod("default", "p")["spec"]["nodeName"] == "n" and sum(sleeps) < 5.0
+
+
+async def test_a_binding_submitted_when_not_leading_is_never_sent() -> None:
+    """The term is taken when the Binding is submitted: a replica that decided while leading but
+    whose first send finds another term never sends it."""
+    terms = iter([1, 2])
+    api, binder, results, _ = _setup(term=lambda: next(terms, 2), late_landing=0.0)
+    await _bind(binder)
+    assert [(r.outcome, r.sends) for r in results] == [(Outcome.RETRY, 0)] and api.of("POST") == []
 
 
 async def test_a_refusal_long_after_the_last_ambiguous_send_is_certain() -> None:
@@ -251,7 +279,7 @@ async def test_a_refusal_long_after_the_last_ambiguous_send_is_certain() -> None
 
 
 async def test_a_deposed_leader_that_never_sent_reports_not_sent() -> None:
-    api, binder, results, _ = _setup(allowed=lambda: False)
+    api, binder, results, _ = _setup(term=lambda: None)
     await _bind(binder)
     assert [(r.outcome, r.sends) for r in results] == [(Outcome.RETRY, 0)]
     assert "not the leader" in results[0].message and api.calls == []

@@ -226,3 +226,32 @@ def test_a_replica_that_loses_the_lease_forgets_the_evictions_it_had_under_way()
     assert not loop.evictor._pending
     again = loop.core.finish_gang_evictions(time.time())  # the next term finishes the gang itself
     assert [item.pod.meta.name for item in again] == ["broken-1", "broken-2"]
+
+
+async def test_a_lease_that_lapses_and_comes_back_in_the_same_term_binds_without_waiting() -> None:
+    """Soak seed 29000: a partition cost the leader its lease for two seconds; it took it back with
+    nobody else having held it, but its Binding sent into the partition (an ambiguous answer)
+    then waited out the whole late-landing window (90 s): the pod pending, its slice held. In the
+    same term the loop goes on sending; a new term still never would (tests/unit/test_binder.py)."""
+    api = _cluster()
+    api.fail_next("POST", "/binding", status=503)
+    term: list[int | None] = [1]
+    reads = [0]
+
+    def lapse_during_the_read_back(method: str, path: str) -> None:
+        if method == "GET" and path.endswith("/pods/p"):
+            reads[0] += 1
+            if reads[0] == 1:  # the lease lapses while the pod is read back after the 503
+                term[0] = None
+                loop.lost_leadership()
+            elif reads[0] == 3:  # and comes back: the Lease still names us, no transition
+                term[0] = 1
+
+    api.before = lapse_during_the_read_back
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test",  # type: ignore[arg-type]
+                         is_leader=lambda: term[0] is not None, leader_term=lambda: term[0])
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await _until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")), seconds=10.0)
+        owner.cancel_scope.cancel()
+    assert reads[0] >= 3 and len(api.of("POST", "/binding")) == 2
