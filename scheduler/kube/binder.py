@@ -19,7 +19,7 @@ cancels every Binding still in flight. Outcomes (docs/design.md §3):
   released while a Binding of ours may still bind the pod: that is how double allocation happens.
   A replica that stops leading sends nothing more for it, but one with a request still out keeps
   reading the pod back until it is bound or gone, or until that request can no longer land (our
-  timeout plus the apiserver's request timeout). Leading again in a new term it never sends it
+  timeout plus the apiserver's request timeout; one last read then decides). Leading again in a new term it never sends it
   again (another leader may have given its devices away meanwhile); leading again in the *same*
   term (the Lease kept naming us: nobody else led in between) it goes on sending.
 """
@@ -161,7 +161,7 @@ class Binder:
         sends = 0
         first_error = ""
         last_ambiguous: float | None = None  # when the last send whose fate is unknown went out
-        deposed = term is None
+        deposed = False  # once another term has begun, for good
         pod = f"{binding.namespace}/{binding.name}"
         while True:
             may_land = last_ambiguous is not None and self._clock() - last_ambiguous < self.late_landing
@@ -182,6 +182,10 @@ class Binder:
                 first_error = first_error or message
             else:
                 if not may_land:
+                    if sends:  # the last read may predate a request that landed just before the window closed
+                        settled, observed = await self._resolve(binding)
+                        if settled is not None:
+                            return _read_back(binding, settled, observed, first_error, sends)
                     message = ("not the leader any more; the Binding was not sent" if not sends else
                                f"not the leader any more; no earlier Binding landed within {self.late_landing:g} s")
                     return BindResult(binding, Outcome.RETRY, f"{first_error}; {message}" if first_error else message,
@@ -189,10 +193,7 @@ class Binder:
                 message = "not the leader any more: no more sends, reading the pod back"
             settled, observed = await self._resolve(binding)
             if settled is not None:
-                if settled is Outcome.BOUND:
-                    log.info("binder.bound_despite_error", pod=pod, error=first_error, sends=sends)
-                return BindResult(binding, settled, "" if settled is Outcome.BOUND else first_error, 0.0,
-                                  observed=observed, sends=sends)
+                return _read_back(binding, settled, observed, first_error, sends)
             log.info("binder.unsettled", pod=pod, node=binding.node, error=message, sends=sends)
             await self._sleep(delay * (1 + random.random() * 0.2))
             delay = min(delay * 2, _RESEND_MAX)
@@ -249,3 +250,13 @@ class Binder:
                 return None, pod
             await self._sleep(delay * (1 + random.random() * 0.2))
             delay = min(delay * 2, _RESEND_MAX)
+
+
+def _read_back(binding: Binding, settled: Outcome, observed: dict[str, Any] | None, first_error: str,
+               sends: int) -> BindResult:
+    """The result a read-back settled: bound (despite the earlier error), bound elsewhere, or gone."""
+    if settled is Outcome.BOUND:
+        log.info("binder.bound_despite_error", pod=f"{binding.namespace}/{binding.name}", error=first_error,
+                 sends=sends)
+    return BindResult(binding, settled, "" if settled is Outcome.BOUND else first_error, 0.0,
+                      observed=observed, sends=sends)

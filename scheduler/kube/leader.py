@@ -53,7 +53,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -189,7 +189,8 @@ class LeaderElector:
         self._reported_leader = ""
         self._get_failing: int | None = None  # status of the failed Lease GET last logged
         self._leading = False
-        self._term: tuple[int, str | None] = (0, None)
+        self._term: Hashable = None
+        self._acquired_at: str | None = None  # the acquireTime this process wrote when it last took the lead
         self._campaign: tuple[anyio.CancelScope, anyio.Event] | None = None  # run()'s scope, and its end
 
     # --- public state ------------------------------------------------------------------------
@@ -204,12 +205,16 @@ class LeaderElector:
         return self._leading
 
     @property
-    def term(self) -> tuple[int, str | None] | None:
-        """Which unbroken leadership this replica is in: the Lease's (leaseTransitions, acquireTime)
-        when it took the lead, None when not leading. A lease that lapsed and was renewed again
-        with nobody else holding it in between keeps both (we write our own record back), so the
-        term is the same; any other holder in between changes them. Work decided in one term (a
-        Binding sent into an uncertain answer) may go on in that term only."""
+    def term(self) -> Hashable | None:
+        """Which unbroken leadership this replica is in (None when not leading); work decided in
+        one term (a Binding sent into an uncertain answer) may go on in that term only.
+
+        It is the Lease's (leaseTransitions, acquireTime) when we took the lead: a Lease that
+        lapsed and came back to us with nobody else holding it in between keeps both (we write our
+        own record back), so the term is the same; any other holder in between writes new ones.
+        A Lease that names our identity with an acquireTime this process did not write (another
+        process with the same --identity, a Lease restored from a backup) starts a term of its
+        own every time: nothing proves it continues ours."""
         return self._term if self._leading else None
 
     @property
@@ -331,7 +336,9 @@ class LeaderElector:
         return False  # the deadline cut a renewal short
 
     def _start_leading(self) -> None:
-        self._term = (self._observed.leader_transitions, self._observed.acquire_time)
+        acquired = self._observed.acquire_time
+        ours = acquired is not None and acquired == self._acquired_at
+        self._term = (self._observed.leader_transitions, acquired) if ours else object()
         self._leading = True
         self._call(self._on_started_leading, "on_started_leading")
 
@@ -407,6 +414,7 @@ class LeaderElector:
                          message=created.message())
                 return False
             self._set_observed(record)
+            self._acquired_at = record.acquire_time
             return True
         lease = current.json()
         if not isinstance(lease, dict):
@@ -424,7 +432,8 @@ class LeaderElector:
             return False
 
         # 4. Keep acquireTime/transitions when we already lead, count a transition otherwise.
-        if self._observed_is_us():
+        fresh = not self._observed_is_us()
+        if not fresh:
             record = replace(record, acquire_time=old.acquire_time, leader_transitions=old.leader_transitions)
         else:
             record = replace(record, leader_transitions=old.leader_transitions + 1)
@@ -436,6 +445,8 @@ class LeaderElector:
                      message=updated.message())
             return False
         self._set_observed(record)
+        if fresh:
+            self._acquired_at = record.acquire_time
         return True
 
     def _observed_is_us(self) -> bool:

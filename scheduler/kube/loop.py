@@ -58,16 +58,16 @@ class LoopStats:
 
 class SchedulerLoop:
     def __init__(self, config: SchedulerConfig, http: KubeHttp, watch_http: KubeHttp, *, identity: str,
-                 is_leader: Callable[[], bool] = lambda: True,
-                 leader_term: Callable[[], Hashable | None] | None = None, seed: int | None = None,
+                 leader_term: Callable[[], Hashable | None] = lambda: 0, seed: int | None = None,
                  hooks: LoopHooks | None = None) -> None:
         self.config = config
-        self.is_leader = is_leader
+        # `leader_term`: which leadership term this replica is in, None when not leading (the
+        # elector's `term`; without leader election, one term for ever). Only the leader acts on
+        # the cluster, and the binder lets only a Binding's own term send it.
+        self.leader_term = leader_term
+        self.is_leader: Callable[[], bool] = lambda: self.leader_term() is not None
         self.core = Scheduler(config, seed=random.randrange(2**32) if seed is None else seed)
         self.informers = InformerSet(watch_http, self._on_event, SCHEDULER_KINDS)
-        # `leader_term`: which leadership term this replica is in (None: not leading); without
-        # one, leading is a single term. The binder lets only a Binding's own term send it.
-        self.leader_term: Callable[[], Hashable | None] = leader_term or (lambda: 0 if self.is_leader() else None)
         self.binder = Binder(http, self._on_bound, term=lambda: self.leader_term())
         # Events get a client of their own with its own token bucket, as kube-scheduler's event
         # client does, so that recording a pod's Event never takes a Binding's place in the budget.

@@ -130,11 +130,8 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
     else:
         metrics.set_leader(True)
 
-    def is_leader() -> bool:
-        return elector.is_leader if elector is not None else True
-
-    loop = SchedulerLoop(config, http, watch_http, identity=identity, is_leader=is_leader,
-                         leader_term=(lambda: elector.term) if elector is not None else None)
+    loop = SchedulerLoop(config, http, watch_http, identity=identity,
+                         leader_term=(lambda: elector.term) if elector is not None else lambda: 0)
     loop.hooks = MetricsHooks(metrics, loop)
     routes: list[Route] = []
     if args.gpu_map:

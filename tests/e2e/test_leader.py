@@ -232,6 +232,28 @@ async def test_remote_timestamps_are_not_trusted(http: KubeHttp, lease: str, ren
         await b.crash()
 
 
+async def test_a_lease_naming_us_that_we_did_not_write_starts_a_term_of_its_own(http: KubeHttp, lease: str) -> None:
+    """Review: a Lease that names our identity (another process started with the same
+    --identity, a Lease restored from a backup) is taken over as ours, as client-go does, but
+    its term is not the record's (transitions, acquireTime): nothing proves our work continues."""
+    a = Candidate(http, lease, "a")
+    body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": lease, "namespace": NAMESPACE},
+            "spec": {"holderIdentity": a.elector.identity, "leaseDurationSeconds": int(LEASE_DURATION),
+                     "acquireTime": "2026-01-01T00:00:00.000000Z", "renewTime": "2026-01-01T00:00:00.000000Z",
+                     "leaseTransitions": 5}}
+    created = await http.request("POST", LEASES, body=body, limited=False)
+    assert created.ok, created.message()
+    a.start()
+    try:
+        await _eventually(lambda: a.leading, 10, "a leads on the record naming it")
+        spec = await _spec(http, lease)
+        assert (spec["leaseTransitions"], spec["acquireTime"]) == (5, "2026-01-01T00:00:00.000000Z")
+        assert a.elector.term is not None and a.elector.term != (5, "2026-01-01T00:00:00.000000Z")
+    finally:
+        await a.crash()
+
+
 async def test_leader_that_cannot_renew_steps_down_and_comes_back(
         control_plane: LocalControlPlane, http: KubeHttp, lease: str) -> None:
     a = Candidate(http, lease, "a")

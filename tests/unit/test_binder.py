@@ -257,13 +257,51 @@ async def test_leading_again_in_the_same_term_sends_the_binding_again() -> None:
     assert api.pod("default", "p")["spec"]["nodeName"] == "n" and sum(sleeps) < 5.0
 
 
-async def test_a_binding_submitted_when_not_leading_is_never_sent() -> None:
+async def test_a_binding_whose_term_ended_before_its_first_send_is_never_sent() -> None:
     """The term is taken when the Binding is submitted: a replica that decided while leading but
     whose first send finds another term never sends it."""
     terms = iter([1, 2])
     api, binder, results, _ = _setup(term=lambda: next(terms, 2), late_landing=0.0)
     await _bind(binder)
     assert [(r.outcome, r.sends) for r in results] == [(Outcome.RETRY, 0)] and api.of("POST") == []
+
+
+async def test_once_another_term_began_the_binding_is_never_sent_again() -> None:
+    """Another term is final, even if a later read showed the first one's value again."""
+    reads = [0]
+    api, binder, results, _ = _setup(term=lambda: {0: 1, 1: 2}.get(reads[0], 1), late_landing=10.0)
+    api.fail_next("POST", "/binding", status=503)
+
+    def count_reads(method: str, path: str) -> None:
+        if method == "GET":
+            reads[0] += 1
+
+    api.before = count_reads
+    await _bind(binder)
+    assert len(api.of("POST")) == 1 and [r.outcome for r in results] == [Outcome.RETRY]
+
+
+async def test_a_request_that_lands_as_the_window_closes_is_bound_not_released() -> None:
+    """Review: not leading, the binder read the pod back every few seconds and, once an earlier
+    request could no longer land, reported "not bound" from the last read, which could predate a
+    request that landed just before the window closed: its devices were released while the pod
+    was bound. One more read decides."""
+    api = FakeApi()
+    api.add_pod(b.pod("p"))
+    results: list[BindResult] = []
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if sum(sleeps) >= 10.0:  # the last wait before the window closes: the held request lands
+            api.deliver_held()
+
+    binder = Binder(api, results.append, sleep=sleep, term=lambda: None if sleeps else 1,  # type: ignore[arg-type]
+                    clock=lambda: sum(sleeps), late_landing_seconds=10.0)
+    api.fail_next("POST", "/binding", hold=True)
+    await _bind(binder)
+    assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 1)]
+    assert api.pod("default", "p")["spec"]["nodeName"] == "n"
 
 
 async def test_a_refusal_long_after_the_last_ambiguous_send_is_certain() -> None:

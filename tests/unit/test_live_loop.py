@@ -249,7 +249,7 @@ async def test_a_lease_that_lapses_and_comes_back_in_the_same_term_binds_without
 
     api.before = lapse_during_the_read_back
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test",  # type: ignore[arg-type]
-                         is_leader=lambda: term[0] is not None, leader_term=lambda: term[0])
+                         leader_term=lambda: term[0])
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
         await _until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")), seconds=10.0)
