@@ -24,9 +24,11 @@ DEVICES = '{"version":1,"containers":{"main":{"class.tessera.dev/v100":[{"id":"G
 
 
 def _setup(deliver_on_sleep: bool = False, term: Callable[[], object | None] = lambda: 1,
-           late_landing: float = 90.0) -> tuple[FakeApi, Binder, list[BindResult], list[float]]:
+           late_landing: float = 90.0,
+           deliver_after: float | None = None) -> tuple[FakeApi, Binder, list[BindResult], list[float]]:
     """A fake apiserver with pod default/p, a binder on it whose backoff sleeps are recorded and
-    move its clock (and, with `deliver_on_sleep`, let held requests reach the server meanwhile)."""
+    move its clock (and, with `deliver_on_sleep`, let held requests reach the server meanwhile;
+    with `deliver_after`, once that much time has been slept)."""
     api = FakeApi()
     api.add_pod(b.pod("p"))
     results: list[BindResult] = []
@@ -34,7 +36,7 @@ def _setup(deliver_on_sleep: bool = False, term: Callable[[], object | None] = l
 
     async def sleep(seconds: float) -> None:
         sleeps.append(seconds)
-        if deliver_on_sleep:
+        if deliver_on_sleep or (deliver_after is not None and sum(sleeps) >= deliver_after):
             api.deliver_held()
 
     binder = Binder(api, results.append, sleep=sleep, term=term,  # type: ignore[arg-type]
@@ -53,6 +55,27 @@ def _land_held_after_the_second_post(api: FakeApi) -> Callable[[str, str], None]
         if method == "GET" and len(api.of("POST")) == 2:
             api.deliver_held()
     return land
+
+
+def _after_a_503(term_at: Callable[[int], object | None], late_landing: float, *, held: bool = False,
+                 deliver_after: float | None = None) -> tuple[FakeApi, Binder, list[BindResult], list[float]]:
+    """A binder whose first POST gets an ambiguous 503 (or, `held`, a broken connection while the
+    request is on its way) and whose leadership term is ``term_at(reads)``, ``reads`` being the
+    pod reads so far (0 at submit and the first send)."""
+    reads = [0]
+    api, binder, results, sleeps = _setup(term=lambda: term_at(reads[0]), late_landing=late_landing,
+                                          deliver_after=deliver_after)
+    if held:
+        api.fail_next("POST", "/binding", hold=True)
+    else:
+        api.fail_next("POST", "/binding", status=503)
+
+    def count_reads(method: str, path: str) -> None:
+        if method == "GET":
+            reads[0] += 1
+
+    api.before = count_reads
+    return api, binder, results, sleeps
 
 
 async def _bind(binder: Binder, binding: Binding | None = None) -> None:
@@ -221,16 +244,8 @@ async def test_a_leader_again_never_resends_what_it_decided_before_it_was_depose
     with devices the other leader may have given away meanwhile. It reads back until an earlier
     request can no longer land, then reports "not bound" so the pod is decided afresh. (Another
     leader held the lease in between: a new term.)"""
-    reads = [0]
-    api, binder, results, sleeps = _setup(term=lambda: 1 if reads[0] == 0 else 2 if reads[0] > 2 else None,
-                                          late_landing=10.0)
-    api.fail_next("POST", "/binding", status=503)
-
-    def depose_then_lead_again(method: str, path: str) -> None:
-        if method == "GET":
-            reads[0] += 1
-
-    api.before = depose_then_lead_again
+    api, binder, results, sleeps = _after_a_503(lambda reads: 1 if reads == 0 else 2 if reads > 2 else None,
+                                                late_landing=10.0)
     await _bind(binder)
     assert len(api.of("POST")) == 1
     assert [r.outcome for r in results] == [Outcome.RETRY]
@@ -243,15 +258,7 @@ async def test_leading_again_in_the_same_term_sends_the_binding_again() -> None:
     with nobody else having held it; its ambiguous Binding then waited out the whole late-landing
     window (90 s), the pod pending and its devices held. Leading again in the same term (the Lease
     still names us, no transition), no other leader can have given the devices away: send again."""
-    reads = [0]
-    api, binder, results, sleeps = _setup(term=lambda: None if 0 < reads[0] <= 2 else 7, late_landing=60.0)
-    api.fail_next("POST", "/binding", status=503)
-
-    def count_reads(method: str, path: str) -> None:
-        if method == "GET":
-            reads[0] += 1
-
-    api.before = count_reads
+    api, binder, results, sleeps = _after_a_503(lambda reads: None if 0 < reads <= 2 else 7, late_landing=60.0)
     await _bind(binder)
     assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 2)]
     assert api.pod("default", "p")["spec"]["nodeName"] == "n" and sum(sleeps) < 5.0
@@ -268,15 +275,7 @@ async def test_a_binding_whose_term_ended_before_its_first_send_is_never_sent() 
 
 async def test_once_another_term_began_the_binding_is_never_sent_again() -> None:
     """Another term is final, even if a later read showed the first one's value again."""
-    reads = [0]
-    api, binder, results, _ = _setup(term=lambda: {0: 1, 1: 2}.get(reads[0], 1), late_landing=10.0)
-    api.fail_next("POST", "/binding", status=503)
-
-    def count_reads(method: str, path: str) -> None:
-        if method == "GET":
-            reads[0] += 1
-
-    api.before = count_reads
+    api, binder, results, _ = _after_a_503(lambda reads: {0: 1, 1: 2}.get(reads, 1), late_landing=10.0)
     await _bind(binder)
     assert len(api.of("POST")) == 1 and [r.outcome for r in results] == [Outcome.RETRY]
 
@@ -286,19 +285,9 @@ async def test_a_request_that_lands_as_the_window_closes_is_bound_not_released()
     request could no longer land, reported "not bound" from the last read, which could predate a
     request that landed just before the window closed: its devices were released while the pod
     was bound. One more read decides."""
-    api = FakeApi()
-    api.add_pod(b.pod("p"))
-    results: list[BindResult] = []
-    sleeps: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        sleeps.append(seconds)
-        if sum(sleeps) >= 10.0:  # the last wait before the window closes: the held request lands
-            api.deliver_held()
-
-    binder = Binder(api, results.append, sleep=sleep, term=lambda: None if sleeps else 1,  # type: ignore[arg-type]
-                    clock=lambda: sum(sleeps), late_landing_seconds=10.0)
-    api.fail_next("POST", "/binding", hold=True)
+    # not leading from the first read on; the held request lands during the last wait
+    api, binder, results, _ = _after_a_503(lambda reads: None if reads else 1, late_landing=10.0, held=True,
+                                           deliver_after=10.0)
     await _bind(binder)
     assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 1)]
     assert api.pod("default", "p")["spec"]["nodeName"] == "n"
