@@ -19,9 +19,10 @@ cancels every Binding still in flight. Outcomes (docs/design.md §3):
   released while a Binding of ours may still bind the pod: that is how double allocation happens.
   A replica that stops leading sends nothing more for it, but one with a request still out keeps
   reading the pod back until it is bound or gone, or until that request can no longer land (our
-  timeout plus the apiserver's request timeout; one last read then decides). Leading again in a new term it never sends it
-  again (another leader may have given its devices away meanwhile); leading again in the *same*
-  term (the Lease kept naming us: nobody else led in between) it goes on sending.
+  timeout plus the apiserver's request timeout; one last read then decides). Leading again in a
+  new term it never sends it again (another leader may have given its devices away meanwhile);
+  leading again in the *same* term (the Lease kept naming us: nobody else led in between) it goes
+  on sending.
 """
 
 from __future__ import annotations
