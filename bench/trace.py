@@ -22,6 +22,7 @@ from typing import Any
 
 from bench import trace_analogues
 from bench.pool import run_pool
+from bench.trace_fgd import run_fgd
 from bench.trace_metrics import summarize
 from bench.trace_policies import BY_NAME, POLICIES, Policy, config_for, duplicates, from_file, select
 from bench.trace_report import SUITE_REFERENCE, REFERENCE, markdown_table, plot, policy_results, suite_plot, suite_table
@@ -132,6 +133,9 @@ def _sequence(trace: str, seed: int, offline: bool) -> list[TracePod]:
 def _run_task(task: Task) -> RunResult:
     trace, name, seed = task
     policy = _WORKLOAD["files"].get(name) or BY_NAME[name]
+    if policy.build is None:
+        sequence = _sequence(trace, seed, offline=False)
+        return replace(run_fgd(name, seed, _WORKLOAD["nodes"], sequence, _WORKLOAD["traces"][trace]), trace=trace)
     config = config_for(policy, _WORKLOAD["score_all"])
     run = run_offline if policy.offline else run_once
     return replace(run(name, config, seed, _WORKLOAD["nodes"], _sequence(trace, seed, policy.offline)), trace=trace)

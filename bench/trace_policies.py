@@ -14,6 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench.trace_fgd import POLICY_NAME as FGD_POLICY
 from scheduler.api.config import SchedulerConfig, load_config, parse_config
 
 FIT_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
@@ -38,7 +39,7 @@ def _fit(name: str, strategy_type: str, weights: Sequence[int], extra: dict[str,
 class Policy:
     name: str
     summary: str
-    build: Callable[[], SchedulerConfig]
+    build: Callable[[], SchedulerConfig] | None  # None: not Tessera (`fgd`, replayed by bench/trace_fgd.py)
     default: bool = True  # part of a run without --policies
     offline: bool = False  # placed in offline_order (the arrived pods, largest first), not as they arrive
     path: Path | None = None  # a --config file's policy: workers rebuild it from the file
@@ -78,6 +79,9 @@ POLICIES: tuple[Policy, ...] = (
            default=False, offline=True),
     Policy("offline-bfd", "offline best-fit decreasing: the arrived pods largest first, MostAllocated cpu/memory/gpu",
            lambda: _fit("offline-bfd", "MostAllocated", (1, 1, 1)), default=False, offline=True),
+    # Not Tessera: FGD itself, for a side-by-side figure on pod lists without a published one.
+    Policy(FGD_POLICY, "FGD replayed (bench/trace_fgd.py): the artifact's fragmentation score alone, every pod shape typical",
+           None, default=False),
 )
 
 BY_NAME = {p.name: p for p in POLICIES}
@@ -108,6 +112,8 @@ def select(names: str | None) -> list[Policy]:
 def config_for(policy: Policy, score_all_nodes: bool = True) -> SchedulerConfig:
     """The policy's configuration; by default scoring every feasible node, as FGD's simulator does
     (`percentageOfNodesToScore: 100`), instead of kube-scheduler's adaptive sample."""
+    if policy.build is None:
+        raise ValueError(f"{policy.name} is not a Tessera configuration")
     config = policy.build()
     if not score_all_nodes:
         return config
@@ -127,6 +133,8 @@ def duplicates(policies: Sequence[Policy], score_all_nodes: bool) -> list[tuple[
     seen: dict[tuple[object, ...], str] = {}
     pairs = []
     for policy in policies:
+        if policy.build is None:
+            continue
         key = scoring_fingerprint(config_for(policy, score_all_nodes))
         if key in seen:
             pairs.append((seen[key], policy.name))

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.trace_fgd import POLICY_NAME as FGD_POLICY
 from bench.trace_metrics import median_curve, summarize
 from bench.trace_run import RunResult
 
@@ -150,22 +151,32 @@ def suite_table(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]],
                 slices: Mapping[str, Mapping[str, Mapping[str, float | None]]],
                 published: Mapping[str, Mapping[str, float]]) -> str:
     """One row per trace and policy: our median (min–max) beside the published FGD and BestFit,
-    and the trace's slice-packing reference (`bench/trace_slices.py`)."""
-    lines = ["| trace | policy | unallocated GPU % at 100 % arrived | FGD (paper) | BestFit (paper) | vs FGD | "
-             + " | ".join(SLICE_COLUMNS.values()) + " |",
-             "| --- | --- | ---: | ---: | ---: | ---: |" + " ---: |" * len(SLICE_COLUMNS)]
+    and the trace's slice-packing reference (`bench/trace_slices.py`). When FGD itself was replayed
+    (policy `fgd`), each row also gets its difference to that replay on the same pod list."""
+    replayed = any(FGD_POLICY in policies for policies in by_trace.values())
+    extra = " vs FGD replayed |" if replayed else ""
+    lines = ["| trace | policy | unallocated GPU % at 100 % arrived | FGD (paper) | BestFit (paper) | vs FGD |"
+             + extra + " " + " | ".join(SLICE_COLUMNS.values()) + " |",
+             "| --- | --- | ---: | ---: | ---: | ---: |" + " ---: |" * (len(SLICE_COLUMNS) + replayed)]
     for trace, policies in by_trace.items():
         reference = published.get(trace, {})
         fgd, best_fit = reference.get("FGD"), reference.get("BestFit")
+        fgd_here = policies.get(FGD_POLICY, {}).get("unallocated_gpu_pct_at_100", {}).get("median")
         packing = slices.get(trace, {})
         slice_cells = " | ".join(_cell(packing[key], 2) if key in packing else "–" for key in SLICE_COLUMNS)
         for name, entry in policies.items():
             summary = entry["unallocated_gpu_pct_at_100"]
             median = summary["median"]
-            delta = f"{median - fgd:+.2f}" if median is not None and fgd is not None else "–"
-            lines.append(f"| {trace} | {name} | {_cell(summary, 2)} | {'–' if fgd is None else f'{fgd:.2f}'} | "
-                         f"{'–' if best_fit is None else f'{best_fit:.2f}'} | {delta} | {slice_cells} |")
+            cells = [_cell(summary, 2), "–" if fgd is None else f"{fgd:.2f}",
+                     "–" if best_fit is None else f"{best_fit:.2f}", _difference(median, fgd)]
+            if replayed:
+                cells.append(_difference(median, fgd_here))
+            lines.append(f"| {trace} | {name} | {' | '.join(cells)} | {slice_cells} |")
     return "\n".join(lines)
+
+
+def _difference(median: float | None, reference: float | None) -> str:
+    return f"{median - reference:+.2f}" if median is not None and reference is not None else "–"
 
 
 def suite_plot(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]],
