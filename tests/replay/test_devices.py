@@ -157,6 +157,19 @@ def test_invalid_and_clashing_classes_give_messages() -> None:
     assert run.state.class_status("two")[0] is False
 
 
+def test_a_class_warning_names_the_class_by_uid_so_kubectl_describe_shows_it() -> None:
+    """kubectl describe lists the Events whose `regarding.uid` is the object's: an Event without
+    the uid shows in `kubectl get events` only (new-user trial finding)."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=1), b.device("n", 0))
+    bad = b.resource_class("bad", expressions=[{"key": "memory", "operator": "Gt", "values": ["10GiB"]}])
+    one = b.resource_class("one", match_labels={"model": "V100"}, resource_name="x.io/gpu", created="2026-01-01T00:00:00Z")
+    two = b.resource_class("two", match_labels={"model": "V100"}, resource_name="x.io/gpu", created="2026-01-02T00:00:00Z")
+    run.add(bad, one, two)
+    uids = {(n.key, n.uid) for n in run.replay.stats.notices if n.reason == "InvalidResourceClass"}
+    assert uids == {(o["metadata"]["name"], o["metadata"]["uid"]) for o in (bad, two)}
+
+
 def test_class_added_after_pod_wakes_the_pod() -> None:
     run = Run(config(BINPACK))
     run.add(b.node("n", gpus=1), b.device("n", 0))

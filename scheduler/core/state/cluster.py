@@ -553,7 +553,8 @@ class ClusterState:
             error = self.classes.error_of(name)
             if error is not None and (name == cls.name or name in self.classes.clash):
                 notices.append(Notice("ResourceClass", name, "InvalidResourceClass",
-                                      f"ResourceClass {name} is not valid: {error}"))
+                                      f"ResourceClass {name} is not valid: {error}", "",
+                                      self.classes.classes[name].meta.uid))
         return [ClusterEvent(EventKind.CLASS_CHANGED)], notices
 
     def _on_podgroup(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
