@@ -16,8 +16,8 @@ What it reproduces, from `hkust-adsl/kubernetes-scheduler-simulator` (bench/READ
   `--pod-popularity-threshold 95` (keep the most frequent shapes up to 95 % of the pods). With that
   cut no multi-GPU shape is typical on the default trace (44 8-GPU pods in 8,152), nothing keeps
   8-GPU nodes whole, and the replay leaves 10.24 % unallocated (seeds 42–44) against the published
-  4.77; with every shape it leaves 5.10. The published runs cannot have cut there, so the replay
-  keeps every shape (calibration on five traces: bench/README.md);
+  4.77; with every shape it leaves 5.10. The published figures match the replay with every shape,
+  not with the cut, so the replay keeps every shape (the calibration: bench/README.md);
 - a node's fragmentation (`NodeGpuShareFragAmountScore`): per typical pod, weighted by its share,
   all of the node's unallocated GPU milli when the shape cannot run there (CPU-only shapes, another
   model, too little CPU, not enough GPUs with its milli left), otherwise the milli of the GPUs that
