@@ -117,6 +117,15 @@ async def test_writes_say_tessera_and_class_status_names_the_resource(clean_clus
             'spec.sharing.dimension: Invalid value: "cores": none of the 2 matching devices has a cores capacity '
             "of at least one unit (1); their capacities: memory")
 
+        async def class_warning() -> dict[str, Any] | None:  # in "default": the class is cluster-scoped
+            return next((e for e in await kubectl.events("default") if e["reason"] == "InvalidResourceClass"
+                         and e["regarding"]["name"] == "obs-cores"), None)
+
+        warning = await eventually(class_warning)
+        # kubectl describe finds an object's Events by regarding.uid
+        cores_uid = (await kubectl.call("GET", f"{CLASSES}/obs-cores")).json()["metadata"]["uid"]
+        assert warning["regarding"]["uid"] == cores_uid and warning["type"] == "Warning"
+
         columns = await _printed(clean_cluster, CLASSES)  # what `kubectl get resourceclasses` shows
         assert columns["obs-default"]["ResourceName"] == "class.tessera.dev/obs-default"
         assert columns["obs-named"]["ResourceName"] == "gpu.example.com/obs-named"
