@@ -139,9 +139,8 @@ def run(task: tuple[str, int]) -> TopologyRun:
             obj["metadata"]["labels"].update({BLOCK: block, RACK: rack})
         scheduler.apply("ADDED", obj, 0.0)
     series = Series(total_gpus, [], [])
-    arrived = used = 0
     gangs = placed_gangs = in_one_rack = spanned = 0
-    for index, unit in enumerate(sequence):
+    for unit in sequence:
         objects = gang_pods(unit, policy) if isinstance(unit, Gang) else [pod_object(unit)]
         milli = unit.gpus * MILLI if isinstance(unit, Gang) else unit.total_gpu_milli
         for obj in objects:
@@ -149,22 +148,18 @@ def run(task: tuple[str, int]) -> TopologyRun:
         nodes_of: dict[str, str] = {}
         while (attempts := scheduler.schedule_next(0.0)) is not None:
             nodes_of.update({a.pod.meta.name: a.node for a in attempts if a.node is not None})
-        arrived += milli
-        if len(nodes_of) == len(objects):
-            used += milli
+        placed = len(nodes_of) == len(objects)
+        series.record(milli, placed)
+        if placed:
             if isinstance(unit, Gang):
                 placed_gangs += 1
                 count = len({where[node] for node in nodes_of.values()})
                 spanned += count
                 in_one_rack += count == 1
         else:
-            if series.first_failure is None:
-                series.first_failure = index
             for obj in objects:
                 scheduler.apply("DELETED", obj, 0.0)
         gangs += isinstance(unit, Gang)
-        series.arrived_milli.append(arrived)
-        series.used_milli.append(used)
     metrics = run_metrics(series)
     return TopologyRun(policy, seed, gangs, placed_gangs, in_one_rack, spanned, metrics.unallocated_gpu_pct_at_100)
 

@@ -121,7 +121,7 @@ def run_scheduler(api: RestClient, scheduler: str, seed: int, work: list[Unit], 
     api.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
                 ok=(201, 409))
     series = Series(total_gpus, [], [])
-    arrived = used = gangs = placed_gangs = timeouts = 0
+    gangs = placed_gangs = timeouts = 0
     refused: list[int] = []
     start = time.monotonic()
     for index, unit in enumerate(work):
@@ -139,21 +139,16 @@ def run_scheduler(api: RestClient, scheduler: str, seed: int, work: list[Unit], 
                 break
             time.sleep(POLL)
         milli = unit.gpus * MILLI if isinstance(unit, Gang) else unit.total_gpu_milli
-        arrived += milli
         gangs += isinstance(unit, Gang)
+        series.record(milli, outcome)
         if outcome:
-            used += milli
             placed_gangs += isinstance(unit, Gang)
         else:
-            if series.first_failure is None:
-                series.first_failure = index
             refused.append(index)
             for name in names:
                 api.request("DELETE", f"{PODS.format(ns=namespace)}/{name}?gracePeriodSeconds=0", ok=(200, 404))
             if group is not None:
                 api.delete(f"{PODGROUPS.format(ns=namespace)}/{group['metadata']['name']}")
-        series.arrived_milli.append(arrived)
-        series.used_milli.append(used)
         if index % 20 == 0:
             print(f"  {scheduler}: {index + 1}/{len(work)} units, {placed_gangs}/{gangs} gangs placed",
                   file=sys.stderr, flush=True)

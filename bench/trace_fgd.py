@@ -140,9 +140,8 @@ class FgdCluster:
             ok &= (self.gpu == MILLI).sum(axis=1) >= pod.num_gpu
         return np.flatnonzero(ok)
 
-    def candidates(self, pod: TracePod, nodes: IntArray) -> tuple[IntArray, IntArray, IntArray]:
-        """The states a placement could leave: (node, GPU slot taken or -1, GPU milli after) per
-        candidate. A sharing pod has one per GPU it fits on (GPUs with equal milli left give equal
+    def candidates(self, pod: TracePod, nodes: IntArray) -> tuple[IntArray, IntArray]:
+        """The states a placement could leave: (node, GPU milli after) per candidate. A sharing pod has one per GPU it fits on (GPUs with equal milli left give equal
         states: only the first is kept); others one per node."""
         gpu = self.gpu[nodes]
         if pod.shared:
@@ -151,19 +150,19 @@ class FgdCluster:
             rows, slots = np.nonzero(fits & ~same_earlier)
             after = gpu[rows].copy()
             after[np.arange(len(rows)), slots] -= pod.gpu_milli
-            return nodes[rows], slots, after
+            return nodes[rows], after
         after = gpu.copy()
         if pod.num_gpu:
             free = after == MILLI
             take = free & (np.cumsum(free, axis=1) <= pod.num_gpu)  # the first N fully free GPUs
             after[take] = 0
-        return nodes, np.full(len(nodes), -1, dtype=np.int64), after
+        return nodes, after
 
     def place(self, pod: TracePod, rng: np.random.Generator) -> bool:
         nodes = self.feasible(pod)
         if not len(nodes):
             return False
-        cand_nodes, slots, after = self.candidates(pod, nodes)
+        cand_nodes, after = self.candidates(pod, nodes)
         cpu_after = self.cpu[cand_nodes] - pod.cpu_milli
         frag_after = self.frag.fragment(after, cpu_after, self.model[cand_nodes])
         delta = (self.current[cand_nodes] - frag_after) / 1000
@@ -181,25 +180,20 @@ class FgdCluster:
 
 
 def run_fgd(policy: str, seed: int, nodes: Sequence[TraceNode], sequence: Sequence[TracePod],
-            trace_pods: Sequence[TracePod], popularity: float = EVERY_SHAPE) -> RunResult:
+            trace_pods: Sequence[TracePod]) -> RunResult:
     """One FGD replay of `sequence`, typical pods taken from the trace's own pod list."""
     models = sorted({n.model for n in nodes})
-    cluster = FgdCluster(nodes, FragmentModel.build(typical_shapes(trace_pods, popularity), models))
+    cluster = FgdCluster(nodes, FragmentModel.build(typical_shapes(trace_pods), models))
     rng = np.random.default_rng(seed)
     series = Series(sum(n.gpus for n in nodes), [], [])
-    arrived = used = failed = 0
+    failed = 0
     start, cpu_start = time.perf_counter(), time.process_time()
-    for index, pod in enumerate(sequence):
-        arrived += pod.total_gpu_milli
-        if cluster.place(pod, rng):
-            used += pod.total_gpu_milli
-        else:
-            failed += 1
-            if series.first_failure is None:
-                series.first_failure = index
-        series.arrived_milli.append(arrived)
-        series.used_milli.append(used)
+    for pod in sequence:
+        placed = cluster.place(pod, rng)
+        series.record(pod.total_gpu_milli, placed)
+        failed += not placed
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    used = series.used_milli[-1] if sequence else 0
     held = int((MILLI * np.array([n.gpus for n in nodes]) - cluster.gpu.sum(axis=1)).sum())
     if held != used:
         raise AssertionError(f"{policy} seed {seed}: the replay's GPUs hold {held} milli, the trace placed {used}")

@@ -31,6 +31,15 @@ class Series:
     used_milli: list[int]
     first_failure: int | None = None  # index of the first pod that could not be placed
 
+    def record(self, demand: int, placed: bool) -> None:
+        """One more pod of `demand` GPU milli arrived (placed or not): FGD's row after every pod."""
+        arrived = (self.arrived_milli[-1] if self.arrived_milli else 0) + demand
+        used = (self.used_milli[-1] if self.used_milli else 0) + (demand if placed else 0)
+        if not placed and self.first_failure is None:
+            self.first_failure = len(self.arrived_milli)
+        self.arrived_milli.append(arrived)
+        self.used_milli.append(used)
+
 
 def fgd_curve(series: Series, max_pct: int = MAX_ARRIVAL_PCT) -> dict[int, float]:
     """Allocated GPU % per whole percent of arrived demand (FGD's merge_alloc_discrete)."""

@@ -55,26 +55,20 @@ def run_once(policy: str, config: SchedulerConfig, seed: int, nodes: Sequence[Tr
         if notices:
             raise ValueError(f"cluster object rejected: {notices[0].message}")
     series = Series(sum(n.gpus for n in nodes), [], [])
-    arrived = used = failed = 0
+    failed = 0
     start, cpu_start = time.perf_counter(), time.process_time()
-    for index, pod in enumerate(sequence):
+    for pod in sequence:
         obj = pod_object(pod)
         scheduler.apply("ADDED", obj, now)
         placed = False
         while (attempts := scheduler.schedule_next(now)) is not None:
             placed = placed or any(a.node is not None for a in attempts)
-        arrived += pod.total_gpu_milli
-        if placed:
-            used += pod.total_gpu_milli
-        else:
+        series.record(pod.total_gpu_milli, placed)
+        if not placed:
             failed += 1
-            if series.first_failure is None:
-                series.first_failure = index
             scheduler.apply("DELETED", obj, now)
-        series.arrived_milli.append(arrived)
-        series.used_milli.append(used)
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    check_ledger(scheduler, used, policy, seed)
+    check_ledger(scheduler, series.used_milli[-1] if sequence else 0, policy, seed)
     return RunResult(policy, seed, len(sequence), failed, elapsed, cpu, run_metrics(series))
 
 

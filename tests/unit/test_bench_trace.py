@@ -520,3 +520,12 @@ def test_the_analogues_suite_builds_eight_traces_with_their_published_figures(
     assert document["reference"]["multigpu50x"] == {"FGD": 2.905, "BestFit": 4.425}
     assert "built by bench/trace_analogues.py" in document["workload"]["pods_csv"]["cpu250x"]
     assert "| cpu250x | first-fit |" in capsys.readouterr().out
+
+
+def test_a_series_records_arrived_and_placed_demand_cumulatively_and_the_first_failure() -> None:
+    series = Series(4, [], [])
+    for demand, placed in ((1000, True), (500, False), (2000, True), (1000, False)):
+        series.record(demand, placed)
+    assert series.arrived_milli == [1000, 1500, 3500, 4500]
+    assert series.used_milli == [1000, 1000, 3000, 3000]
+    assert series.first_failure == 1
