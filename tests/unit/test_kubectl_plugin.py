@@ -232,6 +232,20 @@ def test_explain_dry_runs_a_gang_member_with_its_pending_siblings() -> None:
     assert (result.gang.members, result.gang.minimum, result.gang.pending) == (2, 2, 2)
 
 
+def test_explain_says_a_gang_member_that_fits_alone_waits_for_its_gang() -> None:
+    gang = [b.pod(f"w-{i}", limits={"nvidia.com/gpu": 2}, labels=b.gang_labels("w", 3)) for i in range(3)]
+    result = explaining.explain([b.node("n1", gpus=4), b.node("n2", gpus=1), *gang], "default/w-1",
+                                config(BINPACK), [], 0.0)
+    assert result is not None
+    text = explaining.render(result, 0.0)
+    assert "would stay pending: pod group default/w needs 3 members placed together, only 2 fit" in text
+    assert "On its own it would fit 1 of 2 nodes (below), but a gang is placed whole or not at all." in text
+    # a pod that fits nowhere gets no such line
+    alone = explaining.explain([b.node("n2", gpus=1), b.pod("big", limits={"nvidia.com/gpu": 2})], "default/big",
+                               config(BINPACK), [], 0.0)
+    assert alone is not None and "On its own" not in explaining.render(alone, 0.0)
+
+
 def test_explain_a_pod_the_scheduler_cannot_read() -> None:
     bad = b.pod("bad", spec_extra={"priority": "high"})
     result = explaining.explain([b.node("n1"), bad], "default/bad", config(BINPACK), [], 0.0)
