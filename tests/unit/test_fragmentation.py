@@ -268,3 +268,15 @@ def test_an_any_gpu_pod_leaves_the_scarce_model_to_the_pods_bound_to_it(exponent
     _others(run, {"nvidia.com/gpu": 1, "cpu": "4"}, 6)  # most can use any GPU
     run.add(b.pod("any", limits={"nvidia.com/gpu": 1, "cpu": "4"}))
     assert run.node_of("any") == expected
+
+
+def test_a_remembered_fragmentation_follows_the_workload_as_it_changes() -> None:
+    """The measure is memoised per (free CPU, GPUs); a new task mix must not be answered from
+    the old mix's values."""
+    one, two = TaskShape(1, 1000, "", 0), TaskShape(2, 1000, "", 0)
+    gpus = ((1000, ()), (1000, ()), (1000, ()))  # three free GPUs
+    measure = _measure(one)
+    assert measure.fragmentation(8000, gpus) == 0  # 1-GPU pods use all three
+    measure.workload.observe(two)  # half the pods now want two GPUs: one of the three is stranded for them
+    assert measure.fragmentation(8000, gpus) == pytest.approx(0.5 * 1000)
+    assert measure.fragmentation(8000, gpus) == _measure(one, two).fragmentation(8000, gpus)
