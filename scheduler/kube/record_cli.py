@@ -6,9 +6,9 @@ the scheduler and writes each event as one line ``{"type": ..., "object": ...}``
 ``tessera simulate`` reads — flushed at once, so a recording cut short is still valid.
 
 One ordering choice: until every kind has finished its initial list, events are held back and
-the snapshot is then written kind by kind — nodes, devices, classes and groups, then the pods bound
-to a node, then the pending pods — so a replay starts from the bound state and places pending pods
-against the whole cluster as it was. After that, events are written in the order they arrive.
+the snapshot is then written kind by kind — nodes, devices, classes, groups, PriorityClasses and
+PodDisruptionBudgets, then the pods bound to a node, then the pending pods — so a replay starts
+from the bound state and places (or preempts for) pending pods against the whole cluster as it was. After that, events are written in the order they arrive.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def add_parser(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "record",
         help="capture a live cluster's watch events as JSONL (the simulate input format)",
-        description="Watch nodes, pods, ExtendedResources, ResourceClasses and PodGroups and "
+        description="Watch what the scheduler watches (nodes, pods, ExtendedResources, ResourceClasses, "
+                    "PodGroups of both APIs, PodDisruptionBudgets, PriorityClasses; --kinds narrows it) and "
                     "write every event as one JSON line {\"type\", \"object\"} until interrupted "
                     "(SIGINT/SIGTERM) or --duration has passed. Progress goes to stderr.",
     )
@@ -138,8 +139,9 @@ class _Writer:
     def release(self) -> None:
         """Write the snapshot in the order a replay needs it, then what was held, then stream.
 
-        Kinds go nodes, devices, classes, groups, pods; among the pods, those bound to a node come
-        before pending ones, so a replay counts everything already placed before it places
+        Kinds go nodes, devices, classes, groups, PriorityClasses, PodDisruptionBudgets, pods (a
+        replay tries a pending pod at once: a budget listed after it would protect no one from its
+        preemption); among the pods, those bound to a node come before pending ones, so a replay counts everything already placed before it places
         anything (in name order a pending pod could take GPUs a bound pod listed after it holds).
         Watch events that came in meanwhile follow in their arrival order.
         """
@@ -155,7 +157,7 @@ class _Writer:
     def summary(self) -> str:
         total = sum(self.counts.values())
         detail = ", ".join(f"{kind} {count}" for kind, count in sorted(self.counts.items()))
-        return f"{total} events" + (f" ({detail})" if detail else "")
+        return f"{total} event{'' if total == 1 else 's'}" + (f" ({detail})" if detail else "")
 
 
 async def _record(args: argparse.Namespace, kinds: tuple[ResourceKind, ...]) -> int:

@@ -26,6 +26,7 @@ from scheduler.core.scheduler import Scheduler
 from scheduler.core.objects import Pod, object_uid
 from scheduler.core.resources import CPU
 from scheduler.core.state import Notice
+from scheduler.sim.snapshot import is_bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,9 @@ class ReplayStats:
     final: dict[str, Attempt] = field(default_factory=dict)  # pod key -> last attempt
     # node -> what the input's bound pods use beyond its allocatable (the last time it was over)
     over_capacity: dict[str, str] = field(default_factory=dict)
+    # node -> why, when the input bound a pod where this replay had placed others (a recording made
+    # while the live scheduler worked, which decided otherwise): "binds A there, where ... placed B"
+    diverged: dict[str, str] = field(default_factory=dict)
     evicted: dict[str, str] = field(default_factory=dict)  # pod key -> the preemptor it made room for
 
 
@@ -76,10 +80,13 @@ class Replay:
     def run(self, events: Iterable[WatchEvent]) -> Iterator[Attempt]:
         for event in events:
             self.stats.events += 1
+            live_binding = self._is_live_binding(event)
             notices = self.scheduler.apply(event.type, event.object, self.now)
-            self.stats.notices += notices
             self._remember(event, rejected=any(n.reason == "InvalidObject" for n in notices))
-            self._check_capacity(event)
+            if self._check_capacity(event, live_binding):
+                # the core's live guess (another scheduler's pods) is wrong here: the report says why
+                notices = [n for n in notices if n.reason != "GPUsOvercommitted"]
+            self.stats.notices += notices
             yield from self.drain()
 
     def drain(self) -> Iterator[Attempt]:
@@ -120,17 +127,30 @@ class Replay:
                 self.stats.evicted[victim.key] = preemptor
                 self.stats.notices += self.scheduler.apply("DELETED", raw, self.now)
 
-    def _check_capacity(self, event: WatchEvent) -> None:
-        """Note a node that the input itself over-commits (a pod bound to it, or a node shrunk).
+    def _is_live_binding(self, event: WatchEvent) -> bool:
+        """The input binds a pod it had shown pending: a Binding made live while it was recorded."""
+        obj: object = event.object
+        if event.type != "MODIFIED" or not isinstance(obj, dict) or obj.get("kind") != "Pod" or not is_bound(obj):
+            return False
+        uid = object_uid(obj)
+        before = self.pods.get(uid) if uid is not None else None
+        return before is not None and not is_bound(before)
+
+    def _check_capacity(self, event: WatchEvent, live_binding: bool) -> bool:
+        """Note a node that the input itself over-commits (a pod bound to it, or a node shrunk);
+        true when a `live_binding` landed on the replay's own placements (`ReplayStats.diverged`).
 
         The scheduler never places beyond allocatable, but pods that arrive already bound count
         wherever they are: a hand-written file, or a recording that lists a pending pod before
-        bound ones (the replay places it first), ends with more in use than the node has. Such a
-        replay does not show the cluster as it was, so the report must say so.
+        bound ones (the replay places it first), ends with more in use than the node has. So does
+        a recording made while the live scheduler worked: its Bindings are replayed as facts, and
+        where the replay had decided otherwise (another queue order, other timing) they land on
+        GPUs the replay gave away. Such a replay does not show the cluster as it was, so the report
+        must say so — and which of the two it was.
         """
         obj: object = event.object
         if not isinstance(obj, dict):
-            return
+            return False
         kind = obj.get("kind")
         if kind == "Pod":
             spec = obj.get("spec")
@@ -139,13 +159,24 @@ class Replay:
             meta = obj.get("metadata")
             name = meta.get("name") if isinstance(meta, dict) else None
         else:
-            return
+            return False
         if not isinstance(name, str) or not name:
-            return
+            return False
         over = ", ".join(f"{resource} {_amount(resource, used)} used > {_amount(resource, allocatable)} allocatable"
                          for resource, used, allocatable in self.scheduler.over_capacity(name))
-        if over:
-            self.stats.over_capacity[name] = over
+        if not over:
+            return False
+        self.stats.over_capacity[name] = over
+        if not live_binding:
+            return False
+        uid = object_uid(obj)
+        placed = sorted(attempt.pod.key for attempt in self.stats.final.values()
+                        if attempt.node == name and attempt.pod.uid != uid and attempt.pod.uid in self.pods)
+        pod = self.scheduler.state.pods.get(uid) if uid is not None else None
+        if not placed or pod is None:
+            return False
+        self.stats.diverged[name] = f"binds {pod.key} there, where this replay had placed {', '.join(placed)}"
+        return True
 
     def _remember(self, event: WatchEvent, rejected: bool) -> None:
         """Keep the last pod object the core accepted: Bindings are applied to that one."""

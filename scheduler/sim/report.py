@@ -39,9 +39,12 @@ def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: st
     for notice in replay.stats.notices:
         print(f"tessera: warning: {notice.reason}: {notice.message}", file=sys.stderr)
     for node, over in replay.stats.over_capacity.items():
-        print(f"tessera: warning: node {node} is over its capacity: {over} (pods in the input are bound "
-              "beyond what the node offers, so this replay does not match the cluster; record bound pods "
-              "before pending ones)", file=sys.stderr)
+        diverged = replay.stats.diverged.get(node)
+        why = (f"the recording {diverged}: the live scheduler decided otherwise, and from here on the replay "
+               "does not match the cluster" if diverged else
+               "pods in the input are bound beyond what the node offers, so this replay does not match the "
+               "cluster; record bound pods before pending ones")
+        print(f"tessera: warning: node {node} is over its capacity: {over} ({why})", file=sys.stderr)
     table = render_table(replay.scheduler, replay.stats)
     print(table, file=sys.stdout if output == "table" else sys.stderr)
     return 0
@@ -83,10 +86,14 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
     lines.append("")
     evicted = f", {len(stats.evicted)} evicted by preemption" if stats.evicted else ""
     bound = f", {already_bound} bound in the input" if already_bound else ""
-    lines.append(f"{stats.events} events, {stats.attempts} scheduling attempts: "
-                 f"{placed} pods placed, {len(unscheduled)} unschedulable{evicted}{bound}")
+    lines.append(f"{_count(stats.events, 'event')}, {_count(stats.attempts, 'scheduling attempt')}: "
+                 f"{_count(placed, 'pod')} placed, {len(unscheduled)} unschedulable{evicted}{bound}")
     for key, message in unscheduled:
         lines.append(f"  {key}: {message}")
     for key, by in sorted(stats.evicted.items()):
         lines.append(f"  {key}: evicted for {by}")
     return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

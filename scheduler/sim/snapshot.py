@@ -1,10 +1,10 @@
 """A listed cluster as the watch events a replay (or a fresh core) takes in.
 
 One rule for every consumer of a cluster listed at one moment — `tessera record`'s snapshot,
-`kubectl tessera`'s read-once core, its what-if replay: nodes, devices, classes and groups first,
-then pods bound to a node, then pending ones. The core then counts everything already placed
-before it places anything: in name order a pending pod could take GPUs a bound pod listed after
-it holds.
+`kubectl tessera`'s read-once core, its what-if replay: nodes, devices, classes, groups,
+PriorityClasses and PodDisruptionBudgets first, then pods bound to a node, then pending ones. The
+core then counts everything already placed before it places anything: in name order a pending pod
+could take GPUs a bound pod listed after it holds.
 """
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # `tessera record` sorts with this module and never loads the core
     from scheduler.core.scheduler import Scheduler
 
-KIND_ORDER = ("Node", "ExtendedResource", "ResourceClass", "PodGroup", "Pod")
+# Everything a placement or a preemption reads comes before the pods: a pending pod is tried as
+# soon as it is replayed, so a PodDisruptionBudget or PriorityClass listed after it (listings come
+# kind by kind, these last) would not protect or rank anyone in its preemption.
+KIND_ORDER = ("Node", "ExtendedResource", "ResourceClass", "PodGroup", "PriorityClass", "PodDisruptionBudget", "Pod")
 
 
 def is_bound(obj: Mapping[str, Any]) -> bool:

@@ -56,3 +56,28 @@ def test_a_node_within_capacity_is_not_reported() -> None:
     run.add(*(b.pod(f"on-n-{i}", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running") for i in range(2)))
     assert run.state.nodes["n"].used("nvidia.com/gpu") + run.state.nodes["m"].used("nvidia.com/gpu") == 4
     assert run.replay.stats.over_capacity == {}
+
+
+def _diverging_recording() -> list[dict[str, object]]:
+    """A new user's trial: recorded while the live scheduler worked. big-0 is deleted, the live
+    scheduler binds wants-8 to the freed node; the replay, trying wants-3 first, had put it there."""
+    big = b.pod("big-0", limits={"nvidia.com/gpu": 8}, node_name="n", phase="Running")
+    wants3 = b.pod("wants-3", limits={"nvidia.com/gpu": 3}, created="2026-01-01T00:00:01Z")
+    wants8 = b.pod("wants-8", limits={"nvidia.com/gpu": 8}, created="2026-01-01T00:00:02Z")
+    bound8 = b.pod("wants-8", limits={"nvidia.com/gpu": 8}, created="2026-01-01T00:00:02Z", node_name="n", phase="Running")
+    devices = [b.event("ADDED", b.device("n", i)) for i in range(8)]  # a node agent's: the core checks overcommit
+    return [b.event("ADDED", b.node("n", gpus=8)), *devices, b.event("ADDED", big), b.event("ADDED", wants3),
+            b.event("ADDED", wants8), b.event("DELETED", big), b.event("MODIFIED", bound8)]
+
+
+def test_a_recording_that_binds_where_the_replay_placed_another_pod_says_the_replay_diverged(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in _diverging_recording()))
+    assert run_simulation(str(path), config(), explain=False, output="json", seed=0) == 0
+    err = capsys.readouterr().err
+    assert "tessera: warning: node n is over its capacity: nvidia.com/gpu 11 used > 8 allocatable (the recording " \
+           "binds default/wants-8 there, where this replay had placed default/wants-3: the live scheduler decided " \
+           "otherwise, and from here on the replay does not match the cluster)" in err.splitlines()
+    # every pod is Tessera's: the live warning that blames other schedulers would mislead here
+    assert "GPUsOvercommitted" not in err and "record bound pods before pending ones" not in err

@@ -26,7 +26,7 @@ def test_bound_pods_are_listed_beside_the_ones_the_replay_placed(tmp_path: Path,
     table = capsys.readouterr().out
     node_row = next(line for line in table.splitlines() if line.startswith("n1"))
     assert node_row.split()[1] == "3/4" and node_row.endswith("new, running")
-    assert "1 pods placed, 1 unschedulable, 1 bound in the input" in table
+    assert "1 pod placed, 1 unschedulable, 1 bound in the input" in table
 
 
 def test_counts_follow_the_end_state(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

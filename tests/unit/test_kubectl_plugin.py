@@ -17,6 +17,7 @@ from scheduler.kube.informers import EXTENDED_RESOURCES, NODES, PODS, PRIORITY_C
 from scheduler.kube.snapshot import ListError, list_cluster
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import whatif
+from scheduler.sim.snapshot import replay_order
 from scheduler.kubectl.cli import build_parser
 from scheduler.kubectl.output import dump
 from scheduler.kubectl.reasons import wait_reason, wait_reasons
@@ -244,6 +245,28 @@ def test_explain_says_a_gang_member_that_fits_alone_waits_for_its_gang() -> None
     alone = explaining.explain([b.node("n2", gpus=1), b.pod("big", limits={"nvidia.com/gpu": 2})], "default/big",
                                config(BINPACK), [], 0.0)
     assert alone is not None and "On its own" not in explaining.render(alone, 0.0)
+
+
+def test_what_if_knows_the_disruption_budgets_before_it_preempts() -> None:
+    """A new user's trial: `tessera record` listed PodDisruptionBudgets (and PriorityClasses) after
+    the pending pods, so the replay preempted the pod a budget protects; the live scheduler took the
+    other one. Listings come kind by kind, budgets last: the replay must read them first."""
+    def low(name: str, node: str, app: str, priority: int) -> dict[str, Any]:
+        return b.pod(name, node_name=node, phase="Running", limits={"nvidia.com/gpu": 8}, labels={"app": app},
+                     spec_extra={"priority": priority})
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+              "metadata": {"name": "keep", "namespace": "default", "uid": b.uid_for("PodDisruptionBudget", "default", "keep")},
+              "spec": {"selector": {"matchLabels": {"app": "keep"}}}, "status": {"disruptionsAllowed": 0}}
+    high_class = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"},
+                  "value": 1000}
+    listing = [b.node("n1", gpus=8), b.node("n2", gpus=8), low("a-kept", "n1", "keep", 100), low("b-other", "n2", "other", 200),
+               b.pod("high", limits={"nvidia.com/gpu": 8}, spec_extra={"priority": 1000, "priorityClassName": "high"}),
+               budget, high_class]
+    result = whatif.what_if(listing, config(BINPACK), 0.0)
+    # without the budget the lower-priority a-kept would go (upstream's victim order); with it, b-other
+    assert [(o.pod, o.node) for o in result.outcomes] == [("default/high", "n2")]
+    assert result.evicted == ("default/b-other",)
+    assert replay_order(listing)[2:4] == [high_class, budget]  # after nodes, before every pod
 
 
 def test_explain_a_pod_the_scheduler_cannot_read() -> None:

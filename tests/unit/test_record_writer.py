@@ -69,6 +69,28 @@ def test_recording_of_a_full_cluster_replays_to_the_same_placements() -> None:
     assert "Insufficient nvidia.com/gpu" in run.last("aa-pending").message
 
 
+def test_a_recording_replays_preemption_with_the_budgets_it_recorded() -> None:
+    """A new user's trial: the budget was written after the pending pod, so the replay preempted
+    the pod it protects where the live scheduler had taken the other one."""
+    def low(name: str, node: str, app: str, priority: int) -> dict[str, Any]:
+        return b.pod(name, node_name=node, phase="Running", limits={"nvidia.com/gpu": 8}, labels={"app": app},
+                     spec_extra={"priority": priority})
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+              "metadata": {"name": "keep", "namespace": "default", "uid": b.uid_for("PodDisruptionBudget", "default", "keep")},
+              "spec": {"selector": {"matchLabels": {"app": "keep"}}}, "status": {"disruptionsAllowed": 0}}
+    # listed as the informers deliver them: nodes, pods, then the budget
+    objects = [b.node("n1", gpus=8), b.node("n2", gpus=8), low("a-kept", "n1", "keep", 100),
+               low("b-other", "n2", "other", 200), b.pod("high", limits={"nvidia.com/gpu": 8}, spec_extra={"priority": 1000}),
+               budget]
+    errors: list[str] = []
+    run = Run(config())
+    run.feed(*({"type": e.type, "object": e.object}
+               for e in read_events(_record(objects, set(), []).splitlines(), errors)))
+    assert errors == []
+    assert run.node_of("a-kept") == "n1"  # the budget protects it, though its priority is the lower
+    assert run.node_of("high") == "n2" and run.replay.stats.evicted == {"default/b-other": "default/high"}
+
+
 # --- both PodGroup APIs (issue 15's follow-up: upstream PodGroups were not recorded) -----------
 
 
