@@ -199,4 +199,4 @@ def test_every_member_without_a_node_says_its_gangs_state() -> None:
     messages = [run.last(f"big-{i}").message for i in range(3)]
     own = [m for m in messages if "needs 3 members placed together" not in m]
     # "2 of 3 placed" read as if two pods were placed; none is while the gang is short (trial)
-    assert own and all("(pod group default/big: only 2 of the 3 members it needs fit)" in m for m in own), messages
+    assert own and all(" pod group default/big: only 2 of the 3 members it needs fit. " in m for m in own), messages

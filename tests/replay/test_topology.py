@@ -66,8 +66,11 @@ def test_rack_values_repeated_across_blocks_are_different_racks() -> None:
     run.add(*rack_nodes({("a", "r1"): 1, ("b", "r1"): 1}))
     run.add(*gang("g", 4, 2, required=RACK))
     assert all(run.node_of(f"g-{i}") is None for i in range(4))
-    assert run.last("g-0").message.startswith(
-        "0/2 nodes are available: no rack has room for 4 pods of gang default/g (largest: 2).")
+    # the whole message: a new user's trial read "(largest: 2)" and then "only 0 of the 4 members it
+    # needs fit" as a contradiction, and "fit) preemption:" lacked the full stop upstream puts there
+    assert run.last("g-0").message == (
+        "0/2 nodes are available: no rack has room for 4 pods of gang default/g (largest: 2). "
+        "preemption: not attempted for a gang with a required topology.")
     # with the rack key alone (no configured ancestors) the value "r1" is one domain: upstream's rule
     plain = Run(topology_config(levels=[]))
     plain.add(*rack_nodes({("a", "r1"): 1, ("b", "r1"): 1}))
