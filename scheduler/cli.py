@@ -18,6 +18,11 @@ from scheduler.api.config import ConfigError, load_config
 def _simulate(args: argparse.Namespace) -> int:
     from scheduler.sim.report import run_simulation
 
+    if args.explain and args.output != "json":
+        print(f"tessera: --explain adds per-node scores to the JSON lines of -o json; -o {args.output} does not "
+              "show them", file=sys.stderr)
+        return 2
+
     try:
         config = load_config(args.config)
     except ConfigError as err:
@@ -46,7 +51,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="replay recorded watch events through the scheduler core")
     sim.add_argument("events", help="JSONL file of watch events ('-' for stdin)")
     sim.add_argument("--config", help="scheduler configuration (default: the built-in GPU profile, fragmentation-aware packing)")
-    sim.add_argument("--explain", action="store_true", help="add per-node scores and filter reasons")
+    sim.add_argument("--explain", action="store_true", help="add per-node scores and filter reasons (-o json)")
     sim.add_argument("-o", "--output", choices=("json", "table", "html"), default="json",
                      help="json: one line per attempt (default); table: where each pod went; "
                           "html: the GPU map page of the end state")

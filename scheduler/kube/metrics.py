@@ -89,6 +89,7 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.registry.register(_WithoutCreated(self._source, self._before_scrape))
         self.lease_name = lease_name
+        self._relists: dict[str, int] = {}  # kind -> relists counted so far
         r = self._source
 
         # --- kube-scheduler (k/k pkg/scheduler/metrics/metrics.go) ---
@@ -275,8 +276,12 @@ class Metrics:
         self.leader.set(value)
         self.leader_election_master_status.labels(name=self.lease_name).set(value)
 
-    def informer_relisted(self, kind: str) -> None:
-        self.informer_relists.labels(kind=kind).inc()
+    def count_relists(self, kind: str, total: int) -> None:
+        """The counter follows the informer's running total of relists; a kind that never
+        relisted is exported at 0, so queries on it find a series from the start."""
+        counted = self._relists.get(kind, 0)
+        self.informer_relists.labels(kind=kind).inc(max(0, total - counted))
+        self._relists[kind] = max(total, counted)
 
     def set_informer_synced(self, kind: str, synced: bool) -> None:
         self.informer_synced.labels(kind=kind).set(1 if synced else 0)

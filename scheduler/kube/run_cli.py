@@ -243,7 +243,6 @@ class StateGauges:
     def __init__(self, loop: SchedulerLoop, metrics: Metrics) -> None:
         self.loop = loop
         self.metrics = metrics
-        self._relists: dict[str, int] = {}
 
     def __call__(self) -> None:
         core = self.loop.core
@@ -252,8 +251,6 @@ class StateGauges:
         metrics.set_cache_size(nodes=sizes["nodes"], pods=sizes["pods"], assumed_pods=sizes["assumed_pods"])
         metrics.set_devices_by_model(core.device_states_by_model())
         for kind, stats in self.loop.informers.stats().items():
-            for _ in range(stats.relists - self._relists.get(kind, 0)):
-                metrics.informer_relisted(kind)
-            self._relists[kind] = stats.relists
+            metrics.count_relists(kind, stats.relists)
         for informer in self.loop.informers.informers:
             metrics.set_informer_synced(informer.kind.label, informer.synced.is_set())

@@ -94,3 +94,12 @@ def test_run_refuses_a_port_out_of_range(port: str, capsys: pytest.CaptureFixtur
         cli.main(["run", "--port", port])
     assert exit_info.value.code == 2
     assert "--port: must be 0-65535" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("output", ["table", "html"])
+def test_simulate_refuses_explain_where_the_output_cannot_show_it(output: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A new user's trial: `--explain -o table` printed the plain table, exit 0, and said nothing."""
+    assert cli.main(["simulate", "examples/fragmentation.jsonl", "--explain", "-o", output]) == 2
+    assert capsys.readouterr().err == (f"tessera: --explain adds per-node scores to the JSON lines of -o json; "
+                                       f"-o {output} does not show them\n")

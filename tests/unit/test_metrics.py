@@ -98,10 +98,17 @@ def test_gauges_and_counters_with_upstream_label_values() -> None:
     assert _value(m, "tessera_bindings_total", result="not_found") == 0
     assert _value(m, "tessera_binding_duration_seconds_count") == 2
 
-    m.informer_relisted("Pod")
+    m.count_relists("Pod", 1)
+    m.count_relists("Node", 0)
     m.set_informer_synced("Pod", True)
     m.set_informer_synced("Node", False)
     assert _value(m, "tessera_informer_relists_total", kind="Pod") == 1
+    # a kind that never relisted shows 0, not nothing (a new user's trial: a PromQL query on the
+    # counter returned no series until the first relist)
+    assert _value(m, "tessera_informer_relists_total", kind="Node") == 0
+    m.count_relists("Pod", 1)  # the informers' running total, read at each scrape
+    m.count_relists("Pod", 3)
+    assert _value(m, "tessera_informer_relists_total", kind="Pod") == 3
     assert _value(m, "tessera_informer_synced", kind="Pod") == 1
     assert _value(m, "tessera_informer_synced", kind="Node") == 0
 
