@@ -34,7 +34,9 @@ class DecisionLog:
             outcome = "placed"
             self._waiting.pop(key, None)
         else:
-            outcome = "preempting" if attempt.preempted else "unschedulable"
+            # a gang's victims ride on its first member's attempt; every member nominated to the
+            # room they leave is preempting too
+            outcome = "preempting" if attempt.preempted or attempt.nominated_node else "unschedulable"
             self._waiting[key] = WaitReason(UNSCHEDULABLE, attempt.message)
         self._recent.appendleft(Decision(at, key, outcome, attempt.node or attempt.nominated_node or "",
                                          attempt.message))

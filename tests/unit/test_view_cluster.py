@@ -181,3 +181,16 @@ def test_a_node_overcommitted_by_another_scheduler_says_so() -> None:
     [node] = build_view(replay.scheduler, source="simulate", now=replay.now).nodes
     assert "nvidia.com/gpu overcommitted: 5 in use, 4 allocatable (pods of other schedulers hold GPUs that " \
            "Tessera's classes gave out)" in node.notes
+
+
+def test_a_gang_member_nominated_by_its_gangs_preemption_is_shown_preempting_not_unschedulable() -> None:
+    """A new user's trial (`examples/preemption.jsonl -o html`): serve-1 read "unschedulable" with a
+    node beside it — the node its gang's preemption made room on."""
+    from examples.generate import preemption
+
+    replay, log = Replay(config()), DecisionLog()
+    for attempt in replay.run(WatchEvent(e["type"], e["object"]) for e in preemption()):
+        log.attempt(attempt, replay.now)
+    with_node = [(d.pod, d.outcome) for d in log.recent() if d.node and d.outcome != "placed"]
+    assert with_node and all(outcome == "preempting" for _, outcome in with_node), with_node
+    assert {pod for pod, _ in with_node} == {"default/serve-0", "default/serve-1"}
