@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from examples.generate import preemption
+
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
@@ -186,8 +188,6 @@ def test_a_node_overcommitted_by_another_scheduler_says_so() -> None:
 def test_a_gang_member_nominated_by_its_gangs_preemption_is_shown_preempting_not_unschedulable() -> None:
     """A new user's trial (`examples/preemption.jsonl -o html`): serve-1 read "unschedulable" with a
     node beside it — the node its gang's preemption made room on."""
-    from examples.generate import preemption
-
     replay, log = Replay(config()), DecisionLog()
     for attempt in replay.run(WatchEvent(e["type"], e["object"]) for e in preemption()):
         log.attempt(attempt, replay.now)
