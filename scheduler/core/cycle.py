@@ -260,8 +260,9 @@ class Cycle:
         topology_says = plan is not None and plan.required  # "no rack has room for N pods of gang ..."
         for attempt in attempts:  # every member that found no node says its gang's state
             if id(attempt) not in undone and not topology_says:
-                attempt.message = (f"{attempt.message} pod group {view.key}: only {len(view.bound) + len(placed)} "
-                                   f"of the {view.minimum} members it needs fit.")
+                stop = "" if attempt.message.endswith(".") else "."  # NO_NODES, upstream's, has none
+                attempt.message = (f"{attempt.message}{stop} pod group {view.key}: only "
+                                   f"{len(view.bound) + len(placed)} of the {view.minimum} members it needs fit.")
             attempt.rejectors = rejectors
             queue.unschedulable_failure(attempt.pod.uid, rejectors, now)
         if plan is not None and plan.required:

@@ -8,7 +8,8 @@ the scheduler and writes each event as one line ``{"type": ..., "object": ...}``
 One ordering choice: until every kind has finished its initial list, events are held back and
 the snapshot is then written kind by kind — nodes, devices, classes, groups, PriorityClasses and
 PodDisruptionBudgets, then the pods bound to a node, then the pending pods — so a replay starts
-from the bound state and places (or preempts for) pending pods against the whole cluster as it was. After that, events are written in the order they arrive.
+from the bound state and places (or preempts for) pending pods against the whole cluster as it
+was. After that, events are written in the order they arrive.
 """
 
 from __future__ import annotations
@@ -141,8 +142,9 @@ class _Writer:
 
         Kinds go nodes, devices, classes, groups, PriorityClasses, PodDisruptionBudgets, pods (a
         replay tries a pending pod at once: a budget listed after it would protect no one from its
-        preemption); among the pods, those bound to a node come before pending ones, so a replay counts everything already placed before it places
-        anything (in name order a pending pod could take GPUs a bound pod listed after it holds).
+        preemption); among the pods, those bound to a node come before pending ones, so a replay
+        counts everything already placed before it places anything (in name order a pending pod
+        could take GPUs a bound pod listed after it holds).
         Watch events that came in meanwhile follow in their arrival order.
         """
         if self._snapshot is None:

@@ -241,9 +241,9 @@ def render(x: Explanation, now: float) -> str:
         lines += ["", "Dry run through the core, now, as if it were next (nothing is written):", f"  {verdict}"]
         fitting = sum(1 for v in run.nodes if v.fits)
         if not run.node and fitting and x.gang is not None:
-            # the table is the pod on its own; without this it reads as a contradiction
-            lines.append(f"  On its own it would fit {fitting} of {len(run.nodes)} nodes (below), "
-                         "but a gang is placed whole or not at all.")
+            # the table is this member's attempt in its gang's dry run; without this it reads as a contradiction
+            lines.append(f"  With its gang's members tried before it in place, it would fit {fitting} of "
+                         f"{len(run.nodes)} nodes (below), but a gang is placed whole or not at all.")
         if run.nodes:
             table = columns([["NODE", "RESULT"]]
                             + [[v.node, ("fits, " if v.fits else "") + v.detail] for v in run.nodes])

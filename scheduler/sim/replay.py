@@ -75,6 +75,8 @@ class Replay:
         self.agent = agent  # act as the node agent: mark device allocations done right after binding
         self.now = 0.0
         self.pods: dict[str, dict[str, Any]] = {}  # uid -> latest raw object, to write bindings back
+        self.placed: dict[str, str] = {}  # uid -> node, for pods this replay bound (until the input moves them)
+        self._evicted: set[str] = set()  # uids this replay's preemptions evicted
         self.stats = ReplayStats()
 
     def run(self, events: Iterable[WatchEvent]) -> Iterator[Attempt]:
@@ -87,6 +89,7 @@ class Replay:
                 # the core's live guess (another scheduler's pods) is wrong here: the report says why
                 notices = [n for n in notices if n.reason != "GPUsOvercommitted"]
             self.stats.notices += notices
+            self._input_placed(event)
             yield from self.drain()
 
     def drain(self) -> Iterator[Attempt]:
@@ -123,18 +126,42 @@ class Replay:
         """Preemption's victims leave the replayed cluster at once (as if their grace period were 0)."""
         for victim in victims:
             raw = self.pods.pop(victim.uid, None)
+            self.placed.pop(victim.uid, None)
             if raw is not None:
+                self._evicted.add(victim.uid)
                 self.stats.evicted[victim.key] = preemptor
                 self.stats.notices += self.scheduler.apply("DELETED", raw, self.now)
 
     def _is_live_binding(self, event: WatchEvent) -> bool:
-        """The input binds a pod it had shown pending: a Binding made live while it was recorded."""
+        """The input binds one of Tessera's pods that it had shown pending, where this replay
+        decided otherwise: left it pending, bound it to another node, or evicted it. That is a
+        Binding the live scheduler made while the cluster was recorded."""
         obj: object = event.object
         if event.type != "MODIFIED" or not isinstance(obj, dict) or obj.get("kind") != "Pod" or not is_bound(obj):
             return False
+        spec: dict[str, Any] = obj["spec"]
+        node: str = spec["nodeName"]
+        if spec.get("schedulerName", "default-scheduler") not in self.scheduler.state.scheduler_names:
+            return False  # another scheduler's Binding: the core's own warning is the right one
         uid = object_uid(obj)
-        before = self.pods.get(uid) if uid is not None else None
+        if uid is None:
+            return False
+        if uid in self._evicted:
+            return True
+        if uid in self.placed:
+            return self.placed[uid] != node
+        before = self.pods.get(uid)
         return before is not None and not is_bound(before)
+
+    def _input_placed(self, event: WatchEvent) -> None:
+        """A pod the input binds, or deletes, is no longer this replay's placement."""
+        obj: object = event.object
+        if not isinstance(obj, dict) or obj.get("kind") != "Pod":
+            return
+        uid = object_uid(obj)
+        if uid is not None and (event.type == "DELETED" or is_bound(obj)):
+            self.placed.pop(uid, None)
+            self._evicted.discard(uid)
 
     def _check_capacity(self, event: WatchEvent, live_binding: bool) -> bool:
         """Note a node that the input itself over-commits (a pod bound to it, or a node shrunk);
@@ -169,10 +196,11 @@ class Replay:
         self.stats.over_capacity[name] = over
         if not live_binding:
             return False
+        pods = self.scheduler.state.pods
         uid = object_uid(obj)
-        placed = sorted(attempt.pod.key for attempt in self.stats.final.values()
-                        if attempt.node == name and attempt.pod.uid != uid and attempt.pod.uid in self.pods)
-        pod = self.scheduler.state.pods.get(uid) if uid is not None else None
+        placed = sorted(pods[other].key for other, node in self.placed.items()
+                        if node == name and other != uid and other in pods)
+        pod = pods.get(uid) if uid is not None else None
         if not placed or pod is None:
             return False
         self.stats.diverged[name] = f"binds {pod.key} there, where this replay had placed {', '.join(placed)}"
@@ -209,6 +237,7 @@ class Replay:
         conditions.append({"type": "PodScheduled", "status": "True"})
         bound["status"] = {**status, "conditions": conditions}
         self.pods[attempt.pod.uid] = bound
+        self.placed[attempt.pod.uid] = bound["spec"]["nodeName"]
         self.stats.notices += self.scheduler.apply("MODIFIED", bound, self.now)
         if self.agent and meta["annotations"].get(ann.PHASE) == ann.PHASE_ALLOCATING:
             allocated = copy.deepcopy(bound)  # the node agent hands the devices out at once

@@ -37,14 +37,17 @@ class WaitReason:
 
 def build_view(scheduler: Scheduler, *, source: str, now: float,
                reasons: Mapping[str, WaitReason] | None = None, held: Sequence[Attempt] = (),
-               decisions: Sequence[m.Decision] = ()) -> m.ClusterView:
+               decisions: Sequence[m.Decision] = (), diverged: Mapping[str, str] | None = None) -> m.ClusterView:
     """The view of `scheduler`'s state. `reasons` by pod key; `held`: attempts whose Binding a
-    permit plugin holds (`Scheduler.held()`); `decisions` newest first."""
+    permit plugin holds (`Scheduler.held()`); `decisions` newest first; `diverged`: a replay's
+    nodes where a recorded Binding landed on its own placements (`ReplayStats.diverged`), whose
+    overcommit is that and not another scheduler's."""
     state = scheduler.state
     waits = dict(reasons or {})
     for attempt in held:
         waits[attempt.pod.key] = WaitReason(WAITING_FOR_ALLOCATION, attempt.message, attempt.node or "")
-    facts = _Facts(state, frozenset(attempt.pod.uid for attempt in held), gate_timeout(scheduler), now)
+    facts = _Facts(state, frozenset(attempt.pod.uid for attempt in held), gate_timeout(scheduler), now,
+                   dict(diverged or {}))
     gate_waiters: dict[str, list[str]] = {}
     for key, wait in waits.items():
         pod = state.pod_by_key(key)
@@ -74,6 +77,7 @@ class _Facts:
     held: frozenset[str]  # pod uids whose Binding the allocation gate holds
     gate_timeout: float | None  # None: no profile runs the allocation gate
     now: float
+    diverged: dict[str, str]  # node -> "binds A there, where this replay had placed B"
 
     def gate_holds(self, info: NodeInfo) -> bool:
         """The allocation gate holds on this node: a node agent serves it (a fresh heartbeat)."""
@@ -116,9 +120,10 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
     if info.broken:
         keys = ", ".join(sorted(_key(state, uid) for uid in info.broken))
         notes.append(f"unreadable {DEVICES} annotation on {keys}: no device scheduling here until it is fixed or gone")
+    why = (f"the recording {facts.diverged[info.name]}: the replay diverged from the cluster here"
+           if info.name in facts.diverged else "pods of other schedulers hold GPUs that Tessera's classes gave out")
     for resource, used, capacity in info.over_capacity({device.resource_name for device in info.devices.values()}):
-        notes.append(f"{resource} overcommitted: {used} in use, {capacity} allocatable (pods of other schedulers "
-                     "hold GPUs that Tessera's classes gave out)")
+        notes.append(f"{resource} overcommitted: {used} in use, {capacity} allocatable ({why})")
     allocatable = node.allocatable.get(CPU, 0) if node is not None else 0
     return m.NodeView(
         name=info.name,

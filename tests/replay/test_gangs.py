@@ -200,3 +200,12 @@ def test_every_member_without_a_node_says_its_gangs_state() -> None:
     own = [m for m in messages if "needs 3 members placed together" not in m]
     # "2 of 3 placed" read as if two pods were placed; none is while the gang is short (trial)
     assert own and all(" pod group default/big: only 2 of the 3 members it needs fit. " in m for m in own), messages
+
+
+def test_a_gang_on_a_cluster_without_nodes_says_both_sentences() -> None:
+    """A review: upstream's "no nodes available to schedule pods" has no full stop, and the gang's
+    note was glued onto it."""
+    run = Run(config(BINPACK))
+    run.add(*_gang("g", 2, 1))
+    assert run.last("g-0").message.startswith(
+        "no nodes available to schedule pods. pod group default/g: only 0 of the 2 members it needs fit.")

@@ -10,7 +10,9 @@ import orjson
 import pytest
 
 from scheduler.sim import builders as b
+from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.report import run_simulation
+from scheduler.view.cluster import build_view
 from tests.helpers import Run, config
 
 
@@ -81,3 +83,54 @@ def test_a_recording_that_binds_where_the_replay_placed_another_pod_says_the_rep
            "otherwise, and from here on the replay does not match the cluster)" in err.splitlines()
     # every pod is Tessera's: the live warning that blames other schedulers would mislead here
     assert "GPUsOvercommitted" not in err and "record bound pods before pending ones" not in err
+
+
+def _simulate(tmp_path: Path, events: list[dict[str, object]], capsys: pytest.CaptureFixture[str]) -> list[str]:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
+    assert run_simulation(str(path), config(), explain=False, output="json", seed=0) == 0
+    return capsys.readouterr().err.splitlines()
+
+
+def test_a_recorded_binding_to_another_node_than_the_replays_is_the_replay_diverging(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The usual divergence (a review): the replay had bound both pods, to the other nodes."""
+    nodes = [b.event("ADDED", obj) for name in ("n1", "n2")
+             for obj in (b.node(name, gpus=4), *(b.device(name, i) for i in range(4)))]
+    p = b.pod("p", limits={"nvidia.com/gpu": 4})
+    q = b.pod("q", limits={"nvidia.com/gpu": 4})
+    run = Run(config())
+    run.feed(*nodes, b.event("ADDED", p), b.event("ADDED", q))
+    live = {"p": run.node_of("q"), "q": run.node_of("p")}  # the live scheduler chose the other way round
+    assert set(live.values()) == {"n1", "n2"}
+    recorded = [b.event("MODIFIED", b.pod(name, limits={"nvidia.com/gpu": 4}, node_name=live[name], phase="Running"))
+                for name in ("p", "q")]
+    err = _simulate(tmp_path, [*nodes, b.event("ADDED", p), b.event("ADDED", q), *recorded], capsys)
+    over = [line for line in err if "over its capacity" in line]
+    assert over and all("where this replay had placed" in line for line in over), err
+    assert not any("GPUsOvercommitted" in line or "record bound pods" in line for line in err), err
+
+
+def test_another_schedulers_binding_keeps_the_overcommit_warning(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Not a divergence (a review): kube-scheduler binds a plain-GPU pod where Tessera's class
+    pod holds every GPU; the warning that names other schedulers is the right one."""
+    events = [b.event("ADDED", b.node("n", gpus=8)), *(b.event("ADDED", b.device("n", i)) for i in range(8)),
+              b.event("ADDED", b.resource_class("v100", match_labels={"model": "V100"})),
+              b.event("ADDED", b.pod("t", limits={"class.tessera.dev/v100": 8})),
+              b.event("ADDED", b.pod("o", scheduler="default-scheduler", limits={"nvidia.com/gpu": 1})),
+              b.event("MODIFIED", b.pod("o", scheduler="default-scheduler", limits={"nvidia.com/gpu": 1},
+                                        node_name="n", phase="Running"))]
+    err = _simulate(tmp_path, events, capsys)
+    assert any("GPUsOvercommitted" in line and "pods of other schedulers" in line for line in err), err
+    assert not any("where this replay had placed" in line for line in err), err
+
+
+def test_the_gpu_map_of_a_diverged_replay_says_so_on_the_node() -> None:
+    """A review: stderr said the replay diverged while the page's node note still blamed other schedulers."""
+    replay = Replay(config())
+    list(replay.run(WatchEvent(str(e["type"]), e["object"]) for e in _diverging_recording()))  # type: ignore[arg-type]
+    [node] = build_view(replay.scheduler, source="simulate", now=replay.now, diverged=replay.stats.diverged).nodes
+    assert node.notes == ("nvidia.com/gpu overcommitted: 11 in use, 8 allocatable (the recording binds "
+                          "default/wants-8 there, where this replay had placed default/wants-3: the replay "
+                          "diverged from the cluster here)",)

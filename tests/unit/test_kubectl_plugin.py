@@ -240,11 +240,13 @@ def test_explain_says_a_gang_member_that_fits_alone_waits_for_its_gang() -> None
     assert result is not None
     text = explaining.render(result, 0.0)
     assert "would stay pending: pod group default/w needs 3 members placed together, only 2 fit" in text
-    assert "On its own it would fit 1 of 2 nodes (below), but a gang is placed whole or not at all." in text
-    # a pod that fits nowhere gets no such line
-    alone = explaining.explain([b.node("n2", gpus=1), b.pod("big", limits={"nvidia.com/gpu": 2})], "default/big",
-                               config(BINPACK), [], 0.0)
-    assert alone is not None and "On its own" not in explaining.render(alone, 0.0)
+    assert ("With its gang's members tried before it in place, it would fit 1 of 2 nodes (below), but a gang is "
+            "placed whole or not at all.") in text
+    # the member that found no node gets no such line
+    last = explaining.explain([b.node("n1", gpus=4), b.node("n2", gpus=1), *gang], "default/w-2", config(BINPACK),
+                              [], 0.0)
+    assert last is not None and last.dry_run is not None and not any(v.fits for v in last.dry_run.nodes)
+    assert "it would fit" not in explaining.render(last, 0.0)
 
 
 def test_what_if_knows_the_disruption_budgets_before_it_preempts() -> None:

@@ -91,6 +91,25 @@ def test_a_recording_replays_preemption_with_the_budgets_it_recorded() -> None:
     assert run.node_of("high") == "n2" and run.replay.stats.evicted == {"default/b-other": "default/high"}
 
 
+def test_a_recording_replays_a_gangs_priority_from_the_class_it_recorded() -> None:
+    """A review: PriorityClasses were written after the pods too. A gang's PodGroup names a
+    low class; the pending pod is tried at once, and must see the gang at that class's priority."""
+    group = b.podgroup("train", 2)
+    group["spec"]["priorityClassName"] = "batch"
+    batch = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "batch", "uid": "pc"},
+             "value": 10}
+    members = [b.pod(f"t-{i}", limits={"nvidia.com/gpu": 2}, priority=1000, node_name="a", phase="Running",
+                     labels={"scheduling.x-k8s.io/pod-group": "train"}) for i in range(2)]
+    objects = [b.node("a", gpus=4), group, *members, b.pod("mid", limits={"nvidia.com/gpu": 2}, priority=100), batch]
+    errors: list[str] = []
+    run = Run(config())
+    run.feed(*({"type": e.type, "object": e.object}
+               for e in read_events(_record(objects, set(), []).splitlines(), errors)))
+    assert errors == []
+    assert run.node_of("mid") == "a"
+    assert run.replay.stats.evicted == {"default/t-0": "default/mid", "default/t-1": "default/mid"}
+
+
 # --- both PodGroup APIs (issue 15's follow-up: upstream PodGroups were not recorded) -----------
 
 
