@@ -16,6 +16,21 @@ BINPACK = "config/binpack.yaml"
 SPREAD = "config/spread.yaml"
 
 
+def budget_protected_cluster() -> list[dict[str, Any]]:
+    """Two full 8-GPU nodes: `a-kept` (priority 100) under a PodDisruptionBudget that allows no
+    disruption, `b-other` (priority 200) under none, and the pending 8-GPU `high` (priority 1000).
+    Upstream's victim order takes the lower-priority `a-kept` unless the budget is known; the
+    budget comes last, as a listing delivers it (kind by kind, budgets after pods)."""
+    def running(name: str, node: str, app: str, priority: int) -> dict[str, Any]:
+        return b.pod(name, node_name=node, phase="Running", limits={"nvidia.com/gpu": 8}, labels={"app": app},
+                     priority=priority)
+    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+              "metadata": {"name": "keep", "namespace": "default", "uid": b.uid_for("PodDisruptionBudget", "default", "keep")},
+              "spec": {"selector": {"matchLabels": {"app": "keep"}}}, "status": {"disruptionsAllowed": 0}}
+    return [b.node("n1", gpus=8), b.node("n2", gpus=8), running("a-kept", "n1", "keep", 100),
+            running("b-other", "n2", "other", 200), b.pod("high", limits={"nvidia.com/gpu": 8}, priority=1000), budget]
+
+
 def config(path: str | None = BINPACK) -> SchedulerConfig:
     return load_config(path)
 

@@ -25,7 +25,7 @@ from scheduler.kubectl.target import resolve
 from scheduler.sim import builders as b
 from scheduler.view import model as m
 from scheduler.view.text import age, columns, render_nodes
-from tests.helpers import BINPACK, SPREAD, config
+from tests.helpers import BINPACK, SPREAD, budget_protected_cluster, config
 
 
 def test_columns_align_like_kubectl() -> None:
@@ -253,22 +253,14 @@ def test_what_if_knows_the_disruption_budgets_before_it_preempts() -> None:
     """A new user's trial: `tessera record` listed PodDisruptionBudgets (and PriorityClasses) after
     the pending pods, so the replay preempted the pod a budget protects; the live scheduler took the
     other one. Listings come kind by kind, budgets last: the replay must read them first."""
-    def low(name: str, node: str, app: str, priority: int) -> dict[str, Any]:
-        return b.pod(name, node_name=node, phase="Running", limits={"nvidia.com/gpu": 8}, labels={"app": app},
-                     spec_extra={"priority": priority})
-    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-              "metadata": {"name": "keep", "namespace": "default", "uid": b.uid_for("PodDisruptionBudget", "default", "keep")},
-              "spec": {"selector": {"matchLabels": {"app": "keep"}}}, "status": {"disruptionsAllowed": 0}}
     high_class = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"},
                   "value": 1000}
-    listing = [b.node("n1", gpus=8), b.node("n2", gpus=8), low("a-kept", "n1", "keep", 100), low("b-other", "n2", "other", 200),
-               b.pod("high", limits={"nvidia.com/gpu": 8}, spec_extra={"priority": 1000, "priorityClassName": "high"}),
-               budget, high_class]
+    listing = [*budget_protected_cluster(), high_class]
     result = whatif.what_if(listing, config(BINPACK), 0.0)
     # without the budget the lower-priority a-kept would go (upstream's victim order); with it, b-other
     assert [(o.pod, o.node) for o in result.outcomes] == [("default/high", "n2")]
     assert result.evicted == ("default/b-other",)
-    assert replay_order(listing)[2:4] == [high_class, budget]  # after nodes, before every pod
+    assert [o["kind"] for o in replay_order(listing)[2:4]] == ["PriorityClass", "PodDisruptionBudget"]
 
 
 def test_explain_a_pod_the_scheduler_cannot_read() -> None:

@@ -15,7 +15,7 @@ import pytest
 from scheduler.kube.record_cli import _Writer
 from scheduler.sim import builders as b
 from scheduler.sim.replay import read_events
-from tests.helpers import Run, config
+from tests.helpers import Run, budget_protected_cluster, config
 
 
 def _cluster() -> list[dict[str, Any]]:
@@ -72,16 +72,7 @@ def test_recording_of_a_full_cluster_replays_to_the_same_placements() -> None:
 def test_a_recording_replays_preemption_with_the_budgets_it_recorded() -> None:
     """A new user's trial: the budget was written after the pending pod, so the replay preempted
     the pod it protects where the live scheduler had taken the other one."""
-    def low(name: str, node: str, app: str, priority: int) -> dict[str, Any]:
-        return b.pod(name, node_name=node, phase="Running", limits={"nvidia.com/gpu": 8}, labels={"app": app},
-                     spec_extra={"priority": priority})
-    budget = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-              "metadata": {"name": "keep", "namespace": "default", "uid": b.uid_for("PodDisruptionBudget", "default", "keep")},
-              "spec": {"selector": {"matchLabels": {"app": "keep"}}}, "status": {"disruptionsAllowed": 0}}
-    # listed as the informers deliver them: nodes, pods, then the budget
-    objects = [b.node("n1", gpus=8), b.node("n2", gpus=8), low("a-kept", "n1", "keep", 100),
-               low("b-other", "n2", "other", 200), b.pod("high", limits={"nvidia.com/gpu": 8}, spec_extra={"priority": 1000}),
-               budget]
+    objects = budget_protected_cluster()  # listed as the informers deliver them: the budget last
     errors: list[str] = []
     run = Run(config())
     run.feed(*({"type": e.type, "object": e.object}
