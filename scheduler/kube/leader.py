@@ -42,7 +42,14 @@ Where this deliberately differs from client-go, and why:
   `MicroTime`s). client-go compares a JSON rendering whose timestamps have whole-second
   precision, so two renewals within one second look unchanged to it; ours never miss one.
 * `release()` re-reads the Lease once if its conditional write conflicts (our last renewal may
-  have landed after we stopped listening) and still only clears the Lease if it names us.
+  have landed after we stopped listening) and still only clears the Lease if it is ours.
+* A Lease is ours when it holds a record this process wrote (or sent: a write whose answer was
+  lost may have landed), not merely when it names our identity. client-go takes a valid Lease
+  naming its identity as its own, so two processes started with the same `--identity` both
+  lead, each renewing over the other, and both schedule: two pods on one GPU. Here a record
+  naming us that we did not write is another holder's: a standby waits for it to expire (a
+  restarted process with a fixed identity waits one lease duration, like any failover), a leader
+  that meets one steps down at once, and both say why in one error line.
 * `is_leader` is true between `on_started_leading` and `on_stopped_leading`; client-go's
   `IsLeader()` (the last observed holder is us) is `observed_holder == identity`.
 """
@@ -50,6 +57,7 @@ Where this deliberately differs from client-go, and why:
 from __future__ import annotations
 
 import random
+from collections import deque
 import socket
 import time
 import uuid
@@ -67,6 +75,7 @@ from scheduler.logs import describe_error
 log = structlog.get_logger("tessera.leader")
 
 JITTER_FACTOR = 1.2
+SENT_KEPT = 8  # our last writes remembered: the Lease holds one of them while it is ours
 """client-go `leaderelection.JitterFactor`: acquire retries wait `retry_period * (1 + 1.2 * rand)`."""
 
 DEFAULT_LEASE_DURATION = 15.0
@@ -191,6 +200,8 @@ class LeaderElector:
         self._leading = False
         self._term: Hashable = None
         self._acquired_at: str | None = None  # the acquireTime this process wrote when it last took the lead
+        self._sent: deque[_Record] = deque(maxlen=SENT_KEPT)  # records this process wrote or tried to
+        self._impostor_said = False  # the duplicate-identity error is logged once per episode
         self._campaign: tuple[anyio.CancelScope, anyio.Event] | None = None  # run()'s scope, and its end
 
     # --- public state ------------------------------------------------------------------------
@@ -212,9 +223,9 @@ class LeaderElector:
         It is the Lease's (leaseTransitions, acquireTime) when we took the lead: a Lease that
         lapsed and came back to us with nobody else holding it in between keeps both (we write our
         own record back), so the term is the same; any other holder in between writes new ones.
-        A Lease that names our identity with an acquireTime this process did not write (another
-        process with the same --identity, a Lease restored from a backup) starts a term of its
-        own every time: nothing proves it continues ours."""
+        A Lease that names our identity in a record this process did not write (another process
+        with the same --identity, a Lease restored from a backup) is not ours: it is waited out,
+        and taking over after it writes a new transition, so a new term."""
         return self._term if self._leading else None
 
     @property
@@ -265,7 +276,7 @@ class LeaderElector:
             scope, ended = self._campaign
             scope.cancel()
             await ended.wait()
-        if self._observed.holder_identity != self.identity:
+        if not self._observed_is_us():
             return True
         now = micro_time(self._wall_clock())
         record = _Record(holder_identity="", lease_duration_seconds=1, acquire_time=now, renew_time=now,
@@ -289,7 +300,7 @@ class LeaderElector:
                     return current.status == 404
                 self._lease = current.json()
                 fresh = _Record.from_spec((self._lease or {}).get("spec") or {})
-                if fresh.holder_identity != self.identity:
+                if fresh.holder_identity != self.identity or fresh not in self._sent:
                     self._set_observed(fresh)
                     self._report_transition()
                     return True
@@ -330,6 +341,8 @@ class LeaderElector:
             while True:
                 if await self._try_acquire_or_renew():
                     return True
+                if self._usurped():  # another process leads under our name: stop now, not at the deadline
+                    return False
                 if self._clock() + self.retry_period >= deadline:
                     return False
                 await anyio.sleep(self.retry_period)
@@ -428,6 +441,12 @@ class LeaderElector:
         if spec != self._observed_raw:
             self._set_observed(old)
             self._observed_raw = spec
+        if self._usurped() and not self._impostor_said:
+            self._impostor_said = True
+            log.error("leader.identity_in_use", lease=self.description, identity=self.identity,
+                      message=f"the Lease names this replica's identity {self.identity!r} in a record it did not "
+                              "write: another process runs with the same --identity (give every replica its own); "
+                              "this one does not lead until that record expires")
         if old.holder_identity and self._lease_valid(now_clock) and not self._observed_is_us():
             return False
 
@@ -447,10 +466,17 @@ class LeaderElector:
         self._set_observed(record)
         if fresh:
             self._acquired_at = record.acquire_time
+            self._impostor_said = False
         return True
 
     def _observed_is_us(self) -> bool:
-        return self._observed.holder_identity == self.identity
+        """The Lease holds a record of ours: our identity *and* written (or sent) by this process."""
+        return self._observed.holder_identity == self.identity and self._observed in self._sent
+
+    def _usurped(self) -> bool:
+        """The Lease names our identity in a record this process never wrote: another process
+        runs with the same --identity."""
+        return self._observed.holder_identity == self.identity and self._observed not in self._sent
 
     def _lease_valid(self, now_clock: float) -> bool:
         """`isLeaseValid`: valid until `observedTime + leaseDurationSeconds` on OUR clock."""
@@ -470,6 +496,7 @@ class LeaderElector:
                                        limited=False)
 
     async def _create(self, record: _Record) -> Response:
+        self._sent.append(record)
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace}, "spec": record.to_spec()}
         response = await self.http.request("POST", self._path(), body=body, timeout=self.request_timeout,
@@ -482,6 +509,7 @@ class LeaderElector:
         """PUT the last Lease seen with its spec replaced; its `resourceVersion` makes it conditional."""
         if self._lease is None:
             return Response(409, b'{"message":"lease not initialized, call get or create first"}')
+        self._sent.append(record)
         body = {**self._lease, "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": record.to_spec()}
         response = await self.http.request("PUT", f"{self._path()}/{self.name}", body=body,
                                            timeout=self.request_timeout, limited=False)

@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                                         "which pending pods are Tessera's")
     nodes.set_defaults(func=_nodes)
     exp = command("explain", "why a pod is pending, or where it went and with which devices")
-    exp.add_argument("pod", help="the pod's name (in -n NAMESPACE), or NAMESPACE/NAME")
+    exp.add_argument("pod", help="the pod's name (in -n NAMESPACE), pod/NAME, or NAMESPACE/NAME")
     exp.add_argument("--config", help="the configuration to dry-run the pod with (default: the built-in one)")
     exp.set_defaults(func=_explain)
     what = command("what-if", "replay the cluster's pending pods under another configuration (a dry run)")
@@ -124,10 +124,23 @@ async def _nodes(args: argparse.Namespace, target: Target) -> int:
     return 0
 
 
+POD_TYPES = ("pod", "pods", "po")  # kubectl's TYPE/NAME for a pod
+
+
+def pod_reference(text: str, flag: str | None, default: str) -> tuple[str, str]:
+    """(namespace, name) of `explain`'s argument: NAME, kubectl's `pod/NAME`, or NAMESPACE/NAME;
+    a NAMESPACE/NAME that contradicts -n is an error rather than one of the two silently winning."""
+    prefix, _, name = text.rpartition("/")
+    if not prefix or prefix.lower() in POD_TYPES:
+        return flag or default, name
+    if flag is not None and flag != prefix:
+        raise CommandError(f"{text} names namespace {prefix!r} but -n gives {flag!r}: use one of the two")
+    return prefix, name
+
+
 async def _explain(args: argparse.Namespace, target: Target) -> int:
     config = _config(args.config)
-    namespace, _, name = args.pod.rpartition("/")
-    namespace = namespace or target.namespace
+    namespace, name = pod_reference(args.pod, args.namespace, target.namespace)
     http, listing = await _listing(target)
     try:
         pod = next((obj for obj in listing.objects if obj.get("kind") == "Pod"

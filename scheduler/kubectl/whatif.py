@@ -40,6 +40,7 @@ class WhatIf:
     evicted: tuple[str, ...]
     before: str  # the GPU summary line now
     after: str  # and after the replay
+    hidden: int = 0  # pending pods replayed in other namespaces than -n's (not listed)
 
     @property
     def placed(self) -> int:
@@ -57,15 +58,19 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     for _ in replay.run(WatchEvent("ADDED", obj) for obj in replay_order(objects)):
         pass
     outcomes = []
+    hidden = 0
     for key, attempt in sorted(replay.stats.final.items()):
-        if key in replay.stats.evicted or (namespace is not None and not key.startswith(f"{namespace}/")):
+        if key in replay.stats.evicted:
+            continue
+        if namespace is not None and not key.startswith(f"{namespace}/"):
+            hidden += 1
             continue
         outcomes.append(Outcome(key, attempt.node or "", _devices(attempt.annotations), attempt.deferred,
                                 tuple(victim.key for victim in attempt.preempted),
                                 "" if attempt.node and not attempt.deferred else attempt.message))
     return WhatIf(config.source, tuple(outcomes), tuple(sorted(replay.stats.evicted)),
                   build_view(current, source="cluster", now=now).summary.line(),
-                  build_view(replay.scheduler, source="what-if", now=replay.now).summary.line())
+                  build_view(replay.scheduler, source="what-if", now=replay.now).summary.line(), hidden)
 
 
 def _devices(annotations: dict[str, str]) -> tuple[str, ...]:
@@ -82,8 +87,11 @@ def as_dict(result: WhatIf) -> dict[str, Any]:
 
 
 def render(result: WhatIf) -> str:
+    elsewhere = (f"; {result.hidden} pending in other namespaces, replayed but not listed: -A lists them"
+                 if result.hidden else "")
     if not result.outcomes:
-        return f"No pending pods to place (configuration {result.config}; nothing was written).\n\nNow:   {result.before}"
+        return (f"No pending pods to place (configuration {result.config}; nothing was "
+                f"written{elsewhere}).\n\nNow:   {result.before}")
     rows: list[list[str | None]] = [["POD", "NODE", "DEVICES", "RESULT"]]
     for o in result.outcomes:
         if o.node:
@@ -96,7 +104,7 @@ def render(result: WhatIf) -> str:
     stay = len(result.outcomes) - result.placed
     lines = [columns(rows), "",
              f"{len(result.outcomes)} pending pods: {result.placed} would be placed, {stay} would stay pending "
-             f"(configuration {result.config}; a dry run, nothing was written)"]
+             f"(configuration {result.config}; a dry run, nothing was written{elsewhere})"]
     if result.evicted:
         lines.append(f"Preemption would evict: {', '.join(result.evicted)}")
     lines += [f"Now:    {result.before}", f"After:  {result.after}"]

@@ -232,10 +232,12 @@ async def test_remote_timestamps_are_not_trusted(http: KubeHttp, lease: str, ren
         await b.crash()
 
 
-async def test_a_lease_naming_us_that_we_did_not_write_starts_a_term_of_its_own(http: KubeHttp, lease: str) -> None:
+async def test_a_lease_naming_us_that_we_did_not_write_is_waited_out_then_a_new_term(http: KubeHttp,
+                                                                                     lease: str) -> None:
     """Review: a Lease that names our identity (another process started with the same
-    --identity, a Lease restored from a backup) is taken over as ours, as client-go does, but
-    its term is not the record's (transitions, acquireTime): nothing proves our work continues."""
+    --identity, a Lease restored from a backup) is not ours: client-go takes it over at once,
+    Tessera waits until it expires on its own clock and then takes over as a new holder (a new
+    transition and acquireTime: a new term)."""
     a = Candidate(http, lease, "a")
     body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": lease, "namespace": NAMESPACE},
@@ -246,12 +248,36 @@ async def test_a_lease_naming_us_that_we_did_not_write_starts_a_term_of_its_own(
     assert created.ok, created.message()
     a.start()
     try:
-        await _eventually(lambda: a.leading, 10, "a leads on the record naming it")
+        waited = await _eventually(lambda: a.leading, 10, "a leads once the record naming it expired")
+        assert waited >= LEASE_DURATION - RETRY_PERIOD, waited
         spec = await _spec(http, lease)
-        assert (spec["leaseTransitions"], spec["acquireTime"]) == (5, "2026-01-01T00:00:00.000000Z")
-        assert a.elector.term is not None and a.elector.term != (5, "2026-01-01T00:00:00.000000Z")
+        assert spec["leaseTransitions"] == 6 and spec["acquireTime"] != "2026-01-01T00:00:00.000000Z"
+        assert a.elector.term is not None
     finally:
         await a.crash()
+
+
+async def test_two_processes_with_one_identity_never_lead_together(http: KubeHttp, lease: str) -> None:
+    """A new user's trial: two replicas started with the same --identity both logged
+    leader.acquired and both scheduled (client-go's rule: a Lease naming you is yours). The one
+    that did not write the Lease's record must stay a standby while the other renews it."""
+    a = Candidate(http, lease, "a")
+    twin = Candidate(http, lease, "twin")
+    twin.elector.identity = a.elector.identity
+    a.start()
+    try:
+        await _eventually(lambda: a.leading, 10, "a leads")
+        twin.start()
+        both = 0
+        for _ in range(int(4 * LEASE_DURATION / 0.05)):  # four lease durations, sampled
+            both += a.leading and twin.leading
+            await asyncio.sleep(0.05)
+        assert both == 0 and a.leading and not twin.leading and twin.started == 0
+        await a.crash()  # the holder goes away without a release: the twin takes over after expiry
+        await _eventually(lambda: twin.leading, 3 * LEASE_DURATION, "the twin leads after the record expired")
+    finally:
+        await a.crash()
+        await twin.crash()
 
 
 async def test_leader_that_cannot_renew_steps_down_and_comes_back(

@@ -18,7 +18,7 @@ from scheduler.kube.snapshot import ListError, list_cluster
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import whatif
 from scheduler.sim.snapshot import replay_order
-from scheduler.kubectl.cli import build_parser
+from scheduler.kubectl.cli import CommandError, build_parser, pod_reference
 from scheduler.kubectl.output import dump
 from scheduler.kubectl.reasons import wait_reason, wait_reasons
 from scheduler.kubectl.target import resolve
@@ -158,7 +158,12 @@ def test_what_if_replays_the_pending_pods_under_the_other_configuration() -> Non
         "are available: 2 No preemption victims found for incoming pod.",
         "default/next   n2     -         placed"]
     assert "2 pending pods: 1 would be placed, 1 would stay pending (configuration config/spread.yaml" in text
-    assert [o["pod"] for o in whatif.as_dict(whatif.what_if(_cluster(), config(SPREAD), 0.0, "other"))["outcomes"]] == []
+    elsewhere = whatif.what_if(_cluster(), config(SPREAD), 0.0, "other")
+    assert [o["pod"] for o in whatif.as_dict(elsewhere)["outcomes"]] == []
+    # a new user's trial: "No pending pods" with -n, while pods waited in another namespace
+    assert whatif.render(elsewhere).startswith(
+        "No pending pods to place (configuration config/spread.yaml; nothing was written; 2 pending in other "
+        "namespaces, replayed but not listed: -A lists them).")
 
 
 # --- flags and kubeconfig -----------------------------------------------------------------------
@@ -267,3 +272,15 @@ def test_explain_a_pod_the_scheduler_cannot_read() -> None:
     bad = b.pod("bad", spec_extra={"priority": "high"})
     result = explaining.explain([b.node("n1"), bad], "default/bad", config(BINPACK), [], 0.0)
     assert result is not None and result.status == "the scheduler cannot read this pod (see its InvalidObject Event)"
+
+
+def test_explain_takes_kubectls_pod_slash_name_and_refuses_two_namespaces() -> None:
+    """A new user's trial: `explain pod/too-big -n research` looked in namespace "pod", and
+    `explain default/too-big -n research` silently ignored -n."""
+    assert pod_reference("pod/too-big", "research", "default") == ("research", "too-big")
+    assert pod_reference("pods/too-big", None, "team") == ("team", "too-big")
+    assert pod_reference("too-big", None, "team") == ("team", "too-big")
+    assert pod_reference("research/too-big", None, "default") == ("research", "too-big")
+    assert pod_reference("research/too-big", "research", "default") == ("research", "too-big")
+    with pytest.raises(CommandError, match="^default/too-big names namespace 'default' but -n gives 'research'"):
+        pod_reference("default/too-big", "research", "default")
