@@ -101,7 +101,10 @@ class GpuMap:
     def view(self) -> ClusterView:
         self._prune()
         core = self.loop.core
-        return build_view(core, source="live", now=self.clock(), reasons=self.log.reasons(), held=core.held(),
+        # a standby's page must not pass for the leader's: it decides nothing, so its pending
+        # pods have no reasons of its own and its decisions list stays empty
+        source = "live" if self.loop.is_leader() else "standby"
+        return build_view(core, source=source, now=self.clock(), reasons=self.log.reasons(), held=core.held(),
                           decisions=self.log.recent())
 
     def routes(self) -> list[Route]:

@@ -127,7 +127,7 @@ class Summary:
 
 @dataclass(frozen=True, slots=True)
 class ClusterView:
-    source: str  # "live" (tessera run), "cluster" (kubectl tessera), "simulate"
+    source: str  # "live" (tessera run, leading), "standby" (tessera run, not leading), "cluster" (kubectl tessera), "simulate"
     generated: float  # seconds since the epoch (virtual for simulate)
     nodes: tuple[NodeView, ...]
     pending: tuple[PendingPod, ...]

@@ -101,7 +101,8 @@ class _Inner(LoopHooks):
 
 async def test_the_live_page_and_its_data_are_get_only_and_locked_down() -> None:
     core = _core()
-    loop: Any = SimpleNamespace(core=core)
+    leading = [True]
+    loop: Any = SimpleNamespace(core=core, is_leader=lambda: leading[0])
     gpu_map = GpuMap(loop, clock=lambda: 42.0)
     inner = _Inner()
     hooks = gpu_map.hooks(inner)
@@ -128,6 +129,9 @@ async def test_the_live_page_and_its_data_are_get_only_and_locked_down() -> None
         [("default/other", "binding error"), ("default/waiting", "unschedulable")]
     gpus = view["nodes"][0]["gpus"]
     assert [g["state"] for g in gpus] == ["counted", "free"]
+    # a new user's trial: a standby's page looked like the leader's, its pending pods "not tried yet"
+    leading[0] = False
+    assert gpu_map.view().source == "standby"
 
 
 def test_reasons_of_pods_deleted_while_waiting_are_dropped_without_a_viewer() -> None:
@@ -135,7 +139,7 @@ def test_reasons_of_pods_deleted_while_waiting_are_dropped_without_a_viewer() ->
     looking they grew with every pod that ever waited."""
     core = _core()
     now = [0.0]
-    gpu_map = GpuMap(SimpleNamespace(core=core), clock=lambda: now[0])  # type: ignore[arg-type]
+    gpu_map = GpuMap(SimpleNamespace(core=core, is_leader=lambda: True), clock=lambda: now[0])  # type: ignore[arg-type]
     hooks = gpu_map.hooks(_Inner())
     waiting = core.state.pod_by_key("default/waiting")
     assert waiting is not None
@@ -151,7 +155,7 @@ def test_reasons_of_pods_deleted_while_waiting_are_dropped_without_a_viewer() ->
 async def test_the_data_is_built_once_per_second_for_all_viewers() -> None:
     core = _core()
     now = [0.0]
-    gpu_map = GpuMap(SimpleNamespace(core=core), clock=lambda: now[0])  # type: ignore[arg-type]
+    gpu_map = GpuMap(SimpleNamespace(core=core, is_leader=lambda: True), clock=lambda: now[0])  # type: ignore[arg-type]
     builds = []
     original = gpu_map.view
     gpu_map.view = lambda: builds.append(1) or original()  # type: ignore[method-assign]

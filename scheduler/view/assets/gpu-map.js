@@ -72,7 +72,8 @@
   }
 
   function render(view) {
-    var origin = {live: "live scheduler", cluster: "listed cluster", simulate: "tessera simulate"}[view.source] || view.source;
+    var origin = {live: "live scheduler (leader)", standby: "standby replica: a warm cache, no decisions (the leader's page has them)",
+                  cluster: "listed cluster", simulate: "tessera simulate"}[view.source] || view.source;
     document.getElementById("meta").textContent = origin + " · " + when(view.generated, view.source) +
       (view.profiles.length ? " · profiles " + view.profiles.join(", ") : "");
     document.getElementById("summary").textContent = view.summary.line;
@@ -80,7 +81,8 @@
     if (!view.nodes.length) { nodes = el("p", {className: "empty", text: "No nodes."}); }
     replace("nodes", nodes);
     replace("pending", table(["Pod", "Wants", "Gang", "Reason", "Node", "Message"], view.pending.map(function (p) {
-      return [p.pod, p.wants, p.gang, p.reason || "not tried yet", p.node, p.message];
+      return [p.pod, p.wants, p.gang, p.reason || (view.source === "standby" ? "the leader decides" : "not tried yet"),
+              p.node, p.message];
     }), "No pending pods."));
     replace("gangs", table(["Gang", "Phase", "Members", "Minimum", "Placed", "Waiting", "Why"], view.gangs.map(function (g) {
       return [g.gang, g.phase, g.members, g.minimum === null ? "PodGroup not found" : g.minimum, g.placed, g.pending, g.message];
