@@ -213,7 +213,11 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{result.gangs_arrived} gangs placed, {result.gangs_in_one_rack} in one rack, unallocated "
               f"{result.unallocated_gpu_pct_at_100}%", file=sys.stderr, flush=True)
 
-    directory = trace_dir()
+    try:
+        directory = trace_dir()
+    except FileNotFoundError as err:
+        print(f"bench.topology: {err}", file=sys.stderr)
+        return 2
     run_pool(tasks, run, _init, (directory / NODES_CSV, directory / PODS_CSV), args.jobs, done)
     results.sort(key=lambda r: (POLICIES.index(r.policy), r.seed))
     args.out.mkdir(parents=True, exist_ok=True)

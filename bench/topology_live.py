@@ -171,7 +171,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None, help="keep the control plane and logs here")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    directory = trace_dir()
+    try:
+        directory = trace_dir()
+    except FileNotFoundError as err:
+        print(f"bench.topology_live: {err}", file=sys.stderr)
+        return 2
     nodes = [n for n in read_nodes(directory / NODES_CSV) if n.gpus == 8][: args.nodes]
     where = racks(nodes)
     total_gpus = sum(n.gpus for n in nodes)

@@ -48,11 +48,15 @@ SUITE_PUBLISHED: dict[str, dict[str, dict[str, float]]] = {
 
 
 def trace_dir() -> Path:
-    """`../shared/data/alibaba-gpu-v2023/` from the repo root, unless TESSERA_TRACE_DIR says otherwise."""
+    """`../shared/data/alibaba-gpu-v2023/` from the repo root, unless TESSERA_TRACE_DIR says otherwise.
+    A directory that is not there is an error that says how to point at the right one (a new
+    user's trial got only "[Errno 2] No such file or directory: …/openb_node_list_gpu_node.csv")."""
     override = os.environ.get(TRACE_DIR_ENV)
-    if override:
-        return Path(override)
-    return (REPO_ROOT / ".." / "shared" / "data" / "alibaba-gpu-v2023").resolve()
+    directory = Path(override) if override else (REPO_ROOT / ".." / "shared" / "data" / "alibaba-gpu-v2023").resolve()
+    if not directory.is_dir():
+        raise FileNotFoundError(f"no trace directory {directory}: set ${TRACE_DIR_ENV} to the folder holding "
+                                f"{NODES_CSV} and {PODS_CSV}")
+    return directory
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -173,8 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, ConfigError) as err:
         print(f"bench.trace: {err}", file=sys.stderr)
         return 2
-    nodes_path = args.nodes or trace_dir() / NODES_CSV
     try:
+        nodes_path = args.nodes or trace_dir() / NODES_CSV
         nodes = read_nodes(nodes_path)
         if args.suite:
             traces, pods = suite_pods(args.suite)

@@ -244,11 +244,19 @@ def test_seed_lists() -> None:
     assert trace.parse_seeds("42,45,50-51,42") == [42, 45, 50, 51]
 
 
-def test_trace_dir_is_relative_to_the_repo_and_overridable(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_trace_dir_is_relative_to_the_repo_and_overridable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    shared = tmp_path / "shared" / "data" / "alibaba-gpu-v2023"
+    shared.mkdir(parents=True)
+    monkeypatch.setattr(trace, "REPO_ROOT", tmp_path / "repo")
     monkeypatch.delenv(trace.TRACE_DIR_ENV, raising=False)
-    assert trace.trace_dir() == (trace.REPO_ROOT.parent / "shared" / "data" / "alibaba-gpu-v2023").resolve()
-    monkeypatch.setenv(trace.TRACE_DIR_ENV, "/somewhere")
-    assert trace.trace_dir() == Path("/somewhere")
+    assert trace.trace_dir() == shared.resolve()
+    monkeypatch.setenv(trace.TRACE_DIR_ENV, str(tmp_path))
+    assert trace.trace_dir() == tmp_path
+    # a new user's trial: a missing folder said only "No such file or directory: …csv"
+    monkeypatch.setenv(trace.TRACE_DIR_ENV, str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match=r"set \$TESSERA_TRACE_DIR to the folder holding "
+                                                r"openb_node_list_gpu_node.csv and openb_pod_list_default.csv"):
+        trace.trace_dir()
 
 
 def test_quick_smoke_run_writes_json_png_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
