@@ -57,10 +57,10 @@ Where this deliberately differs from client-go, and why:
 from __future__ import annotations
 
 import random
-from collections import deque
 import socket
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -75,8 +75,8 @@ from scheduler.logs import describe_error
 log = structlog.get_logger("tessera.leader")
 
 JITTER_FACTOR = 1.2
-SENT_KEPT = 8  # our last writes remembered: the Lease holds one of them while it is ours
 """client-go `leaderelection.JitterFactor`: acquire retries wait `retry_period * (1 + 1.2 * rand)`."""
+SENT_KEPT = 8  # our last writes remembered: the Lease holds one of them while it is ours
 
 DEFAULT_LEASE_DURATION = 15.0
 DEFAULT_RENEW_DEADLINE = 10.0
