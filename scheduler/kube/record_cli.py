@@ -30,6 +30,7 @@ from scheduler.kube.http import ConnectError, KubeHttp, check_apiserver, connect
 from scheduler.kube.informers import SCHEDULER_KINDS, InformerSet, ResourceKind
 from scheduler.logs import configure_logging
 from scheduler.sim.snapshot import replay_rank
+from scheduler.view.text import count
 
 __all__ = ["add_parser", "run"]
 
@@ -159,7 +160,7 @@ class _Writer:
     def summary(self) -> str:
         total = sum(self.counts.values())
         detail = ", ".join(f"{kind} {count}" for kind, count in sorted(self.counts.items()))
-        return f"{total} event{'' if total == 1 else 's'}" + (f" ({detail})" if detail else "")
+        return count(total, "event") + (f" ({detail})" if detail else "")
 
 
 async def _record(args: argparse.Namespace, kinds: tuple[ResourceKind, ...]) -> int:

@@ -75,7 +75,7 @@ class Replay:
         self.agent = agent  # act as the node agent: mark device allocations done right after binding
         self.now = 0.0
         self.pods: dict[str, dict[str, Any]] = {}  # uid -> latest raw object, to write bindings back
-        self.placed: dict[str, str] = {}  # uid -> node, for pods this replay bound (until the input moves them)
+        self._placed: dict[str, str] = {}  # uid -> node, for pods this replay bound (until the input moves them)
         self._evicted: set[str] = set()  # uids this replay's preemptions evicted
         self.stats = ReplayStats()
 
@@ -126,7 +126,7 @@ class Replay:
         """Preemption's victims leave the replayed cluster at once (as if their grace period were 0)."""
         for victim in victims:
             raw = self.pods.pop(victim.uid, None)
-            self.placed.pop(victim.uid, None)
+            self._placed.pop(victim.uid, None)
             if raw is not None:
                 self._evicted.add(victim.uid)
                 self.stats.evicted[victim.key] = preemptor
@@ -148,8 +148,8 @@ class Replay:
             return False
         if uid in self._evicted:
             return True
-        if uid in self.placed:
-            return self.placed[uid] != node
+        if uid in self._placed:
+            return self._placed[uid] != node
         before = self.pods.get(uid)
         return before is not None and not is_bound(before)
 
@@ -160,7 +160,7 @@ class Replay:
             return
         uid = object_uid(obj)
         if uid is not None and (event.type == "DELETED" or is_bound(obj)):
-            self.placed.pop(uid, None)
+            self._placed.pop(uid, None)
             self._evicted.discard(uid)
 
     def _check_capacity(self, event: WatchEvent, live_binding: bool) -> bool:
@@ -198,7 +198,7 @@ class Replay:
             return False
         pods = self.scheduler.state.pods
         uid = object_uid(obj)
-        placed = sorted(pods[other].key for other, node in self.placed.items()
+        placed = sorted(pods[other].key for other, node in self._placed.items()
                         if node == name and other != uid and other in pods)
         pod = pods.get(uid) if uid is not None else None
         if not placed or pod is None:
@@ -237,7 +237,7 @@ class Replay:
         conditions.append({"type": "PodScheduled", "status": "True"})
         bound["status"] = {**status, "conditions": conditions}
         self.pods[attempt.pod.uid] = bound
-        self.placed[attempt.pod.uid] = bound["spec"]["nodeName"]
+        self._placed[attempt.pod.uid] = bound["spec"]["nodeName"]
         self.stats.notices += self.scheduler.apply("MODIFIED", bound, self.now)
         if self.agent and meta["annotations"].get(ann.PHASE) == ann.PHASE_ALLOCATING:
             allocated = copy.deepcopy(bound)  # the node agent hands the devices out at once

@@ -16,6 +16,7 @@ from scheduler.sim.replay import Replay, ReplayStats, attempt_line, read_events
 from scheduler.view.cluster import build_view
 from scheduler.view.decisions import DecisionLog
 from scheduler.view.page import render_page
+from scheduler.view.text import count
 
 
 GPU = "nvidia.com/gpu"
@@ -86,14 +87,10 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
     lines.append("")
     evicted = f", {len(stats.evicted)} evicted by preemption" if stats.evicted else ""
     bound = f", {already_bound} bound in the input" if already_bound else ""
-    lines.append(f"{_count(stats.events, 'event')}, {_count(stats.attempts, 'scheduling attempt')}: "
-                 f"{_count(placed, 'pod')} placed, {len(unscheduled)} unschedulable{evicted}{bound}")
+    lines.append(f"{count(stats.events, 'event')}, {count(stats.attempts, 'scheduling attempt')}: "
+                 f"{count(placed, 'pod')} placed, {len(unscheduled)} unschedulable{evicted}{bound}")
     for key, message in unscheduled:
         lines.append(f"  {key}: {message}")
     for key, by in sorted(stats.evicted.items()):
         lines.append(f"  {key}: evicted for {by}")
     return "\n".join(lines)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -14,6 +14,11 @@ from scheduler.view import model as m
 GAP = "   "
 
 
+def count(n: int, noun: str) -> str:
+    """`1 event`, `2 events`: a count with its noun, for summary lines."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def columns(rows: Sequence[Sequence[str | None]]) -> str:
     """Rows (the first one the header) as left-aligned columns; the last column is not padded.
     An empty cell prints `-`; None leaves it blank (a node's name only on its first GPU row)."""
