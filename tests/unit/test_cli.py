@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import gc
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +50,30 @@ def test_a_subcommand_whose_module_does_not_import_fails_in_one_line(
                             "ModuleNotFoundError: No module named 'a_module_that_is_not_installed'\n")
     demo = Path(__file__).resolve().parents[2] / "examples" / "tfjob-demo.jsonl"
     assert cli.main(["simulate", str(demo), "--output", "table"]) == 0  # the other commands still work
+
+
+def test_a_commands_module_is_imported_with_the_collector_off_and_then_frozen(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The imports of `tessera run` build ~10^5 long-lived objects; collector passes over them
+    cost a tenth of the start-up's import time (scheduler/cli.py)."""
+    (tmp_path / "tessera_probe_command.py").write_text(
+        "import gc\n"
+        "collector_on_at_import = gc.isenabled()\n"
+        "kept = [{'object': i} for i in range(1000)]\n"
+        "def add_parser(sub):\n"
+        "    sub.add_parser('probe').set_defaults(func=lambda args: 0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(cli._MOUNTED, "probe", ("tessera_probe_command", "a command that records the collector"))
+    gc.unfreeze()
+    try:
+        assert cli.main(["probe"]) == 0
+        probe = sys.modules["tessera_probe_command"]
+        assert probe.collector_on_at_import is False
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= len(probe.kept)
+    finally:
+        gc.unfreeze()
+        sys.modules.pop("tessera_probe_command", None)
 
 
 def test_the_apiserver_layer_does_not_import_the_agent() -> None:

@@ -1,0 +1,42 @@
+"""`tessera simulate`: replay recorded watch events through the scheduler core."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from scheduler.api.config import ConfigError, load_config
+from scheduler.sim.report import run_simulation
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``simulate`` on an ``argparse`` subparsers object."""
+    sim: argparse.ArgumentParser = subparsers.add_parser(
+        "simulate", help="replay recorded watch events through the scheduler core")
+    sim.add_argument("events", help="JSONL file of watch events ('-' for stdin)")
+    sim.add_argument("--config", help="scheduler configuration (default: the built-in GPU profile, fragmentation-aware packing)")
+    sim.add_argument("--explain", action="store_true", help="add per-node scores and filter reasons (-o json)")
+    sim.add_argument("-o", "--output", choices=("json", "table", "html"), default="json",
+                     help="json: one line per attempt (default); table: where each pod went; "
+                          "html: the GPU map page of the end state")
+    sim.add_argument("--seed", type=int, default=0, help="tie-break seed (default 0)")
+    sim.set_defaults(func=_simulate)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    if args.explain and args.output != "json":
+        print(f"tessera: --explain adds per-node scores to the JSON lines of -o json; -o {args.output} does not "
+              "show them", file=sys.stderr)
+        return 2
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as err:
+        print(f"tessera: invalid configuration: {err}", file=sys.stderr)
+        return 2
+    try:
+        return run_simulation(args.events, config, explain=args.explain, output=args.output, seed=args.seed)
+    except OSError as err:
+        print(f"tessera: cannot read {args.events}: {err.strerror}", file=sys.stderr)
+        return 2
