@@ -60,6 +60,9 @@ S = TypeVar("S", bound=np.generic)
 class NodeTable:
     def __init__(self, state: ClusterState) -> None:
         self.state = state
+        # Rows filled so far. While rows are being filled (a new group, a refill, new nodes) it
+        # counts only those done, so a column a group adds on the way (a resource first named by
+        # this row's node) fills the rows before it and leaves the rest to the pass: each row once.
         self.size = 0
         self.capacity = _INITIAL_ROWS
         self.order_version = -1  # the state's node order this table's rows follow
@@ -74,10 +77,15 @@ class NodeTable:
         """The column group `factory` makes (one per factory), filled for every current row."""
         found = self._groups.get(factory)
         if found is None:
-            made = factory(self)
-            made.grow(self.capacity)
-            for row in range(self.size):
-                made.fill(row, self.infos[row])
+            rows, self.size = self.size, 0  # the new group has filled no row yet (see `size`)
+            try:
+                made = factory(self)
+                made.grow(self.capacity)
+                for row in range(rows):
+                    made.fill(row, self.infos[row])
+                    self.size = row + 1
+            finally:
+                self.size = rows
             self._groups[factory] = made
             if type(made).epoch is not ColumnGroup.epoch:
                 self._epochs[factory] = made.epoch()
@@ -103,13 +111,13 @@ class NodeTable:
             self._ensure(len(order))
             for row in range(len(order)):
                 self._fill(row)
-            self.size = len(order)
+                self.size = row + 1
             return
         if len(order) > self.size:
             self._ensure(len(order))
             for row in range(self.size, len(order)):
                 self._fill(row)
-            self.size = len(order)
+                self.size = row + 1
         for name in state.dirty:
             position = state.node_position(name)
             if position is not None:

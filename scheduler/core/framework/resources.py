@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.core.framework.interface import Ints
-from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown, int64
+from scheduler.core.framework.nodetable import SATURATE, ColumnGroup, NodeTable, grown, int64
 from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, is_extended
 from scheduler.core.state import NodeInfo
 
@@ -29,6 +29,7 @@ class ResourceColumn:
     score_alloc: Ints  # allocatable for scoring: the device count stands in when not advertised
     used: Ints  # requested + devices handed out by class
     free: Ints  # alloc - used, what a pod's request must fit in
+    extended: bool  # an extended resource: its scoring allocatable may come from the devices
 
     def grow(self, capacity: int) -> None:
         self.alloc, self.score_alloc = grown(self.alloc, capacity), grown(self.score_alloc, capacity)
@@ -57,7 +58,8 @@ class ResourceColumns(ColumnGroup):
         """The columns of resource `name`, added (and filled for every row) on first use."""
         column = self.columns.get(name)
         if column is None:
-            column = self.columns[name] = ResourceColumn(*(np.zeros(self.capacity, np.int64) for _ in range(4)))
+            alloc, score_alloc, used, free = (np.zeros(self.capacity, np.int64) for _ in range(4))
+            column = self.columns[name] = ResourceColumn(alloc, score_alloc, used, free, is_extended(name))
             for row in range(self.table.size):
                 self._fill_one(row, self.table.info(row), name, column)
         return column
@@ -66,17 +68,23 @@ class ResourceColumns(ColumnGroup):
         node = info.node
         assert node is not None
         columns = self.columns
-        for name in node.allocatable.keys() | info.requested.keys() | info.busy.keys():
-            if name != PODS and name not in columns:
-                self.of(name)
-        allocatable = node.allocatable
-        for name, column in columns.items():  # the hot loop of every refill: inline, no call per column
-            alloc = int64(allocatable.get(name, 0))
-            used = int64(info.used(name))
+        allocatable, requested, busy = node.allocatable, info.requested, info.busy
+        for named in (allocatable, requested, busy):
+            for name in named:
+                if name not in columns and name != PODS:
+                    self.of(name)
+        # The hot loop of every refill (and of the first cycle's fill of every node): inline, no
+        # call per column but for amounts out of the columns' range.
+        for name, column in columns.items():
+            alloc = allocatable.get(name, 0)
+            used = requested.get(name, 0) + busy.get(name, 0)  # NodeInfo.used
+            if not (-SATURATE <= alloc <= SATURATE and -SATURATE <= used <= SATURATE):
+                alloc, used = int64(alloc), int64(used)
             column.alloc[row] = alloc
             column.used[row] = used
             column.free[row] = alloc - used
-            column.score_alloc[row] = int64(info.device_capacity(name)) if is_extended(name) else alloc
+            column.score_alloc[row] = (int64(info.device_capacity(name)) if column.extended and name not in allocatable
+                                       else alloc)
         self.score_cpu[row] = int64(info.scoring_cpu)
         self.score_memory[row] = int64(info.scoring_memory)
         self.pods_free[row] = allocatable.get(PODS, 0) - len(info.pods)
@@ -87,4 +95,4 @@ class ResourceColumns(ColumnGroup):
         alloc = int64(node.allocatable.get(name, 0))
         used = int64(info.used(name))
         column.alloc[row], column.used[row], column.free[row] = alloc, used, alloc - used
-        column.score_alloc[row] = int64(info.device_capacity(name)) if is_extended(name) else alloc
+        column.score_alloc[row] = int64(info.device_capacity(name)) if column.extended else alloc
