@@ -37,15 +37,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=summary)
             continue
         try:
-            mounted = _import_with_collector_paused(module)
+            mounted = import_with_collector_paused(module)
         except Exception as err:  # whatever an import raises, the command cannot run: say so, once
             raise CommandUnavailable(f"cannot load the {name} command ({module}): {type(err).__name__}: {err}") from err
         mounted.add_parser(sub)
     return parser
 
 
-def _import_with_collector_paused(module: str) -> ModuleType:
-    """Import a command's module with the cyclic garbage collector off, then freeze what it built.
+def import_with_collector_paused(module: str) -> ModuleType:
+    """Import a command's module with the cyclic garbage collector off, then freeze what it built
+    (`tessera`'s commands and `kubectl tessera`).
 
     A command's imports (numpy, pydantic and the configuration models, the Kubernetes client's
     generated classes, aiohttp) create some hundred thousand objects, none of them garbage, and the

@@ -6,3 +6,11 @@ command lists the cluster once (`scheduler.kube.snapshot`), feeds the lists to a
 exactly as the live scheduler's informers do, and renders the shared view model
 (`scheduler.view`). Nothing is written to the cluster.
 """
+
+from scheduler.cli import import_with_collector_paused
+
+
+def main() -> int:
+    """The `kubectl-tessera` executable: the plugin's module imported the way `tessera` imports
+    its commands (with the collector paused), then run."""
+    return int(import_with_collector_paused("scheduler.kubectl.cli").main())

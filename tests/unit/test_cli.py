@@ -76,6 +76,33 @@ def test_a_commands_module_is_imported_with_the_collector_off_and_then_frozen(
         sys.modules.pop("tessera_probe_command", None)
 
 
+def test_the_kubectl_plugin_is_imported_with_the_collector_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kubectl-tessera` (pyproject's console script) enters through `scheduler.kubectl.main`,
+    which imports the plugin's module the same way."""
+    import scheduler.kubectl
+
+    seen: list[tuple[str, bool]] = []
+
+    class Plugin:
+        @staticmethod
+        def main() -> int:
+            return 0
+
+    def import_module(name: str) -> Plugin:
+        seen.append((name, gc.isenabled()))
+        return Plugin()
+
+    monkeypatch.setattr(cli.importlib, "import_module", import_module)
+    try:
+        assert scheduler.kubectl.main() == 0
+    finally:
+        gc.unfreeze()
+    assert seen == [("scheduler.kubectl.cli", False)]
+    assert gc.isenabled()
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert 'kubectl-tessera = "scheduler.kubectl:main"' in pyproject
+
+
 def test_the_apiserver_layer_does_not_import_the_agent() -> None:
     """The agent builds on scheduler/kube (its HTTP client, informers); the dependency goes one way
     only, so the agent CLI lives in the agent package."""
