@@ -356,7 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tasks = [(policy, seed) for policy in policies for seed in seeds]
     print(f"bench.preempt: {len(nodes)} nodes, {sum(n.gpus for n in nodes)} GPUs, {len(pods)} trace pods "
           f"({args.high:.0%} of GPU pods high priority), load {args.load} (arrivals compressed {factor:.0f}x); "
-          f"{len(tasks)} runs, {args.jobs} jobs", file=sys.stderr, flush=True)
+          f"{len(tasks)} runs, {args.jobs} jobs; each run reports when it finishes "
+          f"({'about 2 minutes each' if args.quick else 'several minutes each'})", file=sys.stderr, flush=True)
     results: list[PreemptResult] = []
     start = time.perf_counter()
 

@@ -104,6 +104,7 @@ async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
 
 async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp, watch_http: KubeHttp) -> int:
     identity = args.identity or default_identity()
+    stop = anyio.Event()  # set by a signal or a crashed task: the process is shutting down
     metrics = Metrics(profiles=sorted(config.scheduler_names), lease_name=config.leader_election.resource_name)
     election = config.leader_election
     elector: LeaderElector | None = None
@@ -117,7 +118,10 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
 
     def stopped() -> None:
         metrics.set_leader(False)
-        log.warning("leader.stopped", identity=identity)
+        if stop.is_set():  # shutting down: stepping down is the plan, not a lost lease
+            log.info("leader.stopped", identity=identity, reason="shutdown")
+        else:
+            log.warning("leader.stopped", identity=identity)
         if loop_ref:
             loop_ref[0].lost_leadership()
 
@@ -144,7 +148,6 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
     metrics.on_scrape(StateGauges(loop, metrics))
     loop_ref.append(loop)
 
-    stop = anyio.Event()
     crashed: list[str] = []
 
     async def until_stop(name: str, work: Callable[[], Awaitable[None]]) -> None:

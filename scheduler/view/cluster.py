@@ -183,7 +183,7 @@ def _counted_holders(state: ClusterState, info: NodeInfo, resource: str) -> list
     for uid in sorted(info.pods, key=lambda uid: _key(state, uid)):
         placement = state.placements.get(uid)
         if placement is not None:
-            holders += [m.Holder(_key(state, uid))] * placement.requests.get(resource, 0)
+            holders += [m.Holder(_key(state, uid), status=_bound_status(state, uid))] * placement.requests.get(resource, 0)
     return holders
 
 
@@ -235,7 +235,14 @@ def _status(facts: _Facts, node: str, uid: str) -> str:
     info = facts.state.nodes.get(node)
     if info is not None and uid in info.allocating and facts.gate_holds(info):
         return m.ALLOCATING
-    return m.BOUND
+    return _bound_status(facts.state, uid)
+
+
+def _bound_status(state: ClusterState, uid: str) -> str:
+    """A bound pod that is being deleted still holds its GPUs: say so, or a pod waiting for them
+    reads "Insufficient" beside GPUs that look taken for good (a new user's trial)."""
+    pod = state.pods.get(uid)
+    return m.TERMINATING if pod is not None and pod.meta.deleting else m.BOUND
 
 
 def _key(state: ClusterState, uid: str) -> str:

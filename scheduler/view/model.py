@@ -31,6 +31,7 @@ BOUND = "bound"  # bound, its devices handed out (or no node agent involved)
 ALLOCATING = "allocating"  # bound, the node agent has not handed its devices out yet (it holds the gate)
 BINDING = "binding"  # placed by this scheduler, Binding on its way
 HELD = "held"  # placed, Binding held by the allocation gate
+TERMINATING = "terminating"  # bound and being deleted (a finalizer, a grace period): its GPUs free when it is gone
 
 
 @dataclass(frozen=True, slots=True)

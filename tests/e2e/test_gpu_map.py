@@ -139,4 +139,6 @@ async def test_a_simulate_run_as_a_page_in_the_browser(tmp_path: Path, chromium:
     assert sorted(_states(page, "node-a")) == ["slices", "whole"] and sorted(_states(page, "node-b")) == ["free", "whole"]
     assert _holders(page, "node-a", "slices") == ["default/slice-a default/slice-b"]
     assert "tessera simulate" in page.find("p", id="meta").text
+    meta = {name: page.find("div", data_node=name).find("div", **{"class": "node-meta"}).text for name in ("node-a", "node-b")}
+    assert meta == {"node-a": "2/2 GPUs · CPU 0/32 · 3 pods", "node-b": "1/2 GPUs · CPU 0/32 · 1 pod"}  # a trial read "1 pods"
     assert [row[1:3] for row in table_rows(page.find("div", id="decisions"))][-1] == ["default/wants-k80", "placed"]

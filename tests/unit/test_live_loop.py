@@ -15,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import structlog
+import structlog.testing
 
 from scheduler.api.config import load_config
 from scheduler.kube.evictor import Eviction
@@ -76,10 +78,15 @@ async def test_cycles_start_when_the_caches_are_synced_not_on_the_next_idle_tick
     monkeypatch.setattr(loop_module, "IDLE_WAKE_SECONDS", 1e6)
     api = _cluster()
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
-    async with anyio.create_task_group() as owner:
-        owner.start_soon(loop.run)
-        await _until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")), seconds=5)
-        owner.cancel_scope.cancel()
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await _until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")), seconds=5)
+            owner.cancel_scope.cancel()
+    # one line says the start-up is over (a trial found only one informer.synced line per kind)
+    events = [entry["event"] for entry in logs]
+    assert events.count("tessera.ready") == 1 and events.count("informer.synced") >= 2
+    assert max(i for i, event in enumerate(events) if event == "informer.synced") < events.index("tessera.ready")
 
 
 def _workload_group_wishes(loop: SchedulerLoop) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ import pytest
 
 from examples.generate import preemption
 
+from scheduler.core import annotations as ann
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
@@ -194,3 +195,26 @@ def test_a_gang_member_nominated_by_its_gangs_preemption_is_shown_preempting_not
     with_node = [(d.pod, d.outcome) for d in log.recent() if d.node and d.outcome != "placed"]
     assert with_node and all(outcome == "preempting" for _, outcome in with_node), with_node
     assert {pod for pod, _ in with_node} == {"default/serve-0", "default/serve-1"}
+
+
+def test_a_bound_pod_being_deleted_holds_its_gpus_as_terminating() -> None:
+    """A new user's trial: a pod kept by a finalizer looked like any holder in `kubectl tessera
+    nodes`, while the pod waiting for its GPUs read only "Insufficient nvidia.com/gpu"."""
+    devices = [b.device("n", i) for i in range(2)]
+
+    def holding(name: str, device: dict[str, Any]) -> dict[str, Any]:
+        grant = ann.DeviceGrant(device["spec"]["deviceID"], device["metadata"]["name"], None)
+        return b.pod(name, node_name="n", phase="Running", limits={WHOLE: 1},
+                     annotations={ann.DEVICES: ann.encode_devices({"main": {WHOLE: (grant,)}})})
+
+    leaving = holding("leaving", devices[0])
+    leaving["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["example.com/keep"])
+    counted = b.pod("counted", node_name="n", phase="Running", limits={"nvidia.com/gpu": 1})
+    counted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    core = Scheduler(config())
+    load(core, [b.node("n", gpus=3), *devices, b.resource_class("v100", match_labels={"model": "V100"}),
+                leaving, counted, holding("staying", devices[1])], 0.0)
+    [node] = build_view(core, source="cluster", now=0.0).nodes
+    holders = sorted((h for g in node.gpus for h in g.holders), key=lambda h: h.pod)
+    assert holders == [m.Holder("default/counted", status=m.TERMINATING),
+                       m.Holder("default/leaving", status=m.TERMINATING), m.Holder("default/staying")]

@@ -51,7 +51,7 @@
   function node(n) {
     var name = el("div", {className: "node-name", text: n.name});
     if (n.cordoned) { name.appendChild(el("span", {className: "badge", text: "cordoned"})); }
-    var meta = n.gpus_used + "/" + n.gpus.length + " GPUs · CPU " + n.cpu + " · " + n.pods + " pods";
+    var meta = n.gpus_used + "/" + n.gpus.length + " GPUs · CPU " + n.cpu + " · " + n.pods + (n.pods === 1 ? " pod" : " pods");
     var box = el("div", {className: "node" + (n.cordoned ? " cordoned" : ""), "data-node": n.name}, [
       name, el("div", {className: "node-meta", text: meta}),
       el("div", {className: "gpus"}, n.gpus.map(gpu))]);
