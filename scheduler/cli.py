@@ -8,13 +8,11 @@ module, and only the module of the command being run is imported.
 from __future__ import annotations
 
 import argparse
-import gc
-import importlib
 import sys
 from collections.abc import Sequence
-from types import ModuleType
 
 from scheduler import __version__
+from scheduler.paused_import import import_with_collector_paused
 
 
 class CommandUnavailable(Exception):
@@ -42,27 +40,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             raise CommandUnavailable(f"cannot load the {name} command ({module}): {type(err).__name__}: {err}") from err
         mounted.add_parser(sub)
     return parser
-
-
-def import_with_collector_paused(module: str) -> ModuleType:
-    """Import a command's module with the cyclic garbage collector off, then freeze what it built
-    (`tessera`'s commands and `kubectl tessera`).
-
-    A command's imports (numpy, pydantic and the configuration models, the Kubernetes client's
-    generated classes, aiohttp) create some hundred thousand objects, none of them garbage, and the
-    collector's passes over the growing heap cost about a tenth of the import time (`tessera run`'s
-    imports: 1.50 -> 1.33 s, median of 8 alternating runs on the CI machine). Everything imported
-    lives as long as the process, so it is frozen out of later passes, as `startup_gc` does with
-    the caches after the first sync.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return importlib.import_module(module)
-    finally:
-        gc.freeze()
-        if was_enabled:
-            gc.enable()
 
 
 # subcommands that live in their own modules: name -> (module, one-line help for `tessera --help`)

@@ -104,7 +104,6 @@ async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
 
 async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp, watch_http: KubeHttp) -> int:
     identity = args.identity or default_identity()
-    stop = anyio.Event()  # set by a signal or a crashed task: the process is shutting down
     metrics = Metrics(profiles=sorted(config.scheduler_names), lease_name=config.leader_election.resource_name)
     election = config.leader_election
     elector: LeaderElector | None = None
@@ -116,9 +115,11 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
         if loop_ref:
             loop_ref[0].wake()
 
+    stepping_down = False  # the shutdown gives the Lease up: leading stops by plan, not by a loss
+
     def stopped() -> None:
         metrics.set_leader(False)
-        if stop.is_set():  # shutting down: stepping down is the plan, not a lost lease
+        if stepping_down:
             log.info("leader.stopped", identity=identity, reason="shutdown")
         else:
             log.warning("leader.stopped", identity=identity)
@@ -148,7 +149,14 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
     metrics.on_scrape(StateGauges(loop, metrics))
     loop_ref.append(loop)
 
+    stop = anyio.Event()  # set by a signal or a crashed task: the process is shutting down
     crashed: list[str] = []
+
+    async def release_lease() -> None:
+        nonlocal stepping_down
+        stepping_down = True
+        assert elector is not None
+        await elector.release()
 
     async def until_stop(name: str, work: Callable[[], Awaitable[None]]) -> None:
         """A part the process cannot go on without: when it ends (a crash: exit 1), shut down."""
@@ -172,7 +180,8 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
             await stop.wait()
             log.info("tessera.stopping", in_flight=loop.binder.in_flight)
             await step_down(loop.stop, loop.binder.drain, lambda: loop.binder.in_flight,
-                            elector.release if elector is not None else None)
+                            release_lease if elector is not None else None)
+            stepping_down = True  # a Lease left to expire (Bindings in flight) ends with the cancel
             group.cancel_scope.cancel()  # the loop (with what the drain did not see through), the signal handlers
     log.info("tessera.stopped")
     return 1 if crashed else 0

@@ -7,7 +7,7 @@ exactly as the live scheduler's informers do, and renders the shared view model
 (`scheduler.view`). Nothing is written to the cluster.
 """
 
-from scheduler.cli import import_with_collector_paused
+from scheduler.paused_import import import_with_collector_paused
 
 
 def main() -> int:

@@ -240,7 +240,9 @@ def _status(facts: _Facts, node: str, uid: str) -> str:
 
 def _bound_status(state: ClusterState, uid: str) -> str:
     """A bound pod that is being deleted still holds its GPUs: say so, or a pod waiting for them
-    reads "Insufficient" beside GPUs that look taken for good (a new user's trial)."""
+    reads "Insufficient" beside GPUs that look taken for good (a new user's trial). `_status`
+    asks this last: a pod deleted while it holds a node's allocation gate still shows
+    `allocating`, the state that blocks the node's other pods."""
     pod = state.pods.get(uid)
     return m.TERMINATING if pod is not None and pod.meta.deleting else m.BOUND
 

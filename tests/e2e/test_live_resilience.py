@@ -156,7 +156,7 @@ async def _two_replicas(clean_cluster: Any, kubectl: Kube, namespace: str, tmp_p
         assert max(_device_owners(await kubectl.pods(namespace)).values()) == 1
         # a graceful stop: stepping down is the plan, not a warning (a new user's trial read one)
         assert standby.terminate() == 0, standby.log()
-        stops = [orjson.loads(line) for line in standby.log().splitlines() if '"leader.stopped"' in line]
+        stops = [orjson.loads(line) for line in standby.log_path.read_text().splitlines() if '"leader.stopped"' in line]
         assert [(s["level"], s.get("reason")) for s in stops] == [("info", "shutdown")], standby.log()
     finally:
         for replica in replicas:

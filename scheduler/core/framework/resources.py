@@ -73,8 +73,10 @@ class ResourceColumns(ColumnGroup):
             for name in named:
                 if name not in columns and name != PODS:
                     self.of(name)
-        # The hot loop of every refill (and of the first cycle's fill of every node): inline, no
-        # call per column but for amounts out of the columns' range.
+        # The hot loop of every refill (and of the first cycle's fill of every node): inline, with
+        # calls only for amounts out of the columns' range and for a device resource the node
+        # does not list (its scoring allocatable is then its device count: `device_capacity`,
+        # which for a listed one is the allocatable, as `_fill_one` reads it).
         for name, column in columns.items():
             alloc = allocatable.get(name, 0)
             used = requested.get(name, 0) + busy.get(name, 0)  # NodeInfo.used
