@@ -17,6 +17,7 @@ from typing import Any
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.api.quantity import format_quantity
 from scheduler.core.objects import Pod
+from scheduler.core.resources import is_extended
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.state import ClusterState
 from scheduler.kube.snapshot import last_seen
@@ -77,6 +78,7 @@ class Explanation:
     gate: str
     devices: tuple[DeviceLine, ...]
     dry_run: DryRun | None
+    terminating: tuple[str, ...]  # "ns/name on node (what it holds)": bound pods being deleted that hold devices
     events: tuple[EventLine, ...]
 
 
@@ -113,8 +115,29 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         gate=_gate(state, pod, wait.node if wait else "", gates),
         devices=_devices(pod),
         dry_run=run,
+        terminating=_terminating(state) if run is not None and not run.node and _wants_devices(pod) else (),
         events=tuple(_event(event) for event in events),
     )
+
+
+def _wants_devices(pod: Pod) -> bool:
+    return any(is_extended(name) and amount for name, amount in pod.requests.items())
+
+
+def _terminating(state: ClusterState) -> tuple[str, ...]:
+    """Bound pods being deleted (a finalizer, a grace period) that still hold extended resources:
+    a pod that waits for GPUs reads "Insufficient" until they are gone, with no other hint (a new
+    user's trial)."""
+    found = []
+    for pod in state.pods.values():
+        placement = state.placements.get(pod.uid)
+        if not pod.meta.deleting or pod.terminal or placement is None:
+            continue
+        held = ", ".join(f"{amount} {name}" for name, amount in sorted(placement.requests.items())
+                         if is_extended(name) and amount)
+        if held:
+            found.append(f"{pod.key} on {placement.node} ({held})")
+    return tuple(sorted(found))
 
 
 def _waiting_with(state: ClusterState, pod: Pod) -> frozenset[str]:
@@ -133,7 +156,7 @@ def _unreadable(raw: Mapping[str, Any], key: str, events: Sequence[Mapping[str, 
     return Explanation(pod=key, scheduler=str(spec.get("schedulerName") or "default-scheduler"), ours=False,
                        phase=str((raw.get("status") or {}).get("phase") or ""), node=str(spec.get("nodeName") or ""),
                        status="the scheduler cannot read this pod (see its InvalidObject Event)", reason="",
-                       message="", nominated_node="", gang=None, gate="", devices=(), dry_run=None,
+                       message="", nominated_node="", gang=None, gate="", devices=(), dry_run=None, terminating=(),
                        events=tuple(_event(event) for event in events))
 
 
@@ -248,6 +271,9 @@ def render(x: Explanation, now: float) -> str:
             table = columns([["NODE", "RESULT"]]
                             + [[v.node, ("fits, " if v.fits else "") + v.detail] for v in run.nodes])
             lines += ["  " + line for line in table.splitlines()]
+        if x.terminating:
+            lines.append("  Pods being deleted still hold devices (freed when they are gone): "
+                         + "; ".join(x.terminating))
     lines += ["", "Events:" + (" <none>" if not x.events else "")]
     if x.events:
         table = columns([["LAST SEEN", "TYPE", "REASON", "COUNT", "FROM", "MESSAGE"]]

@@ -127,6 +127,22 @@ def test_explain_dry_runs_the_pod_with_per_node_reasons() -> None:
     assert orjson.loads(dump(explaining.as_dict(fits), "json"))["dry_run"]["node"] == "n1"
 
 
+def test_explain_names_the_pods_being_deleted_that_still_hold_gpus() -> None:
+    """A new user's trial: a pod kept by a finalizer held all GPUs and the waiting pod read only
+    "Insufficient nvidia.com/gpu"."""
+    keeper = b.pod("keeper", node_name="n1", limits={"nvidia.com/gpu": 4}, phase="Running")
+    keeper["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["example.com/keep"])
+    objs = [b.node("n1", gpus=4), keeper, b.pod("waiter", limits={"nvidia.com/gpu": 4}),
+            b.pod("cpu-only", requests={"cpu": "64"})]
+    result = explaining.explain(objs, "default/waiter", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None and result.dry_run.node == ""
+    assert result.terminating == ("default/keeper on n1 (4 nvidia.com/gpu)",)
+    assert ("  Pods being deleted still hold devices (freed when they are gone): default/keeper on n1 "
+            "(4 nvidia.com/gpu)") in explaining.render(result, 0.0)
+    cpu = explaining.explain(objs, "default/cpu-only", config(BINPACK), [], 0.0)
+    assert cpu is not None and cpu.terminating == ()  # it waits for CPU, not for the GPUs
+
+
 def test_explain_a_bound_pod_shows_its_devices_and_no_dry_run() -> None:
     grant = ann.DeviceGrant("GPU-1", "n1.gpu-1", None)
     pod = b.pod("trainer", node_name="n1", limits={"class.tessera.dev/v100": 1},
