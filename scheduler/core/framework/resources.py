@@ -55,7 +55,8 @@ class ResourceColumns(ColumnGroup):
         self.pods_free = grown(self.pods_free, capacity)
 
     def of(self, name: str) -> ResourceColumn:
-        """The columns of resource `name`, added (and filled for every row) on first use."""
+        """The columns of resource `name`, added on first use and filled for the rows filled so
+        far (`NodeTable.size`: during a pass, the rest are filled by the pass itself)."""
         column = self.columns.get(name)
         if column is None:
             alloc, score_alloc, used, free = (np.zeros(self.capacity, np.int64) for _ in range(4))
