@@ -14,6 +14,7 @@ built-in default (`scheduler/data/default-config.yaml`) used when no `--config` 
 from __future__ import annotations
 
 import os
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ __all__ = [
     "SchedulerConfig",
     "ScoreWeights",
     "load_config",
+    "load_config_or_report",
     "parse_config",
 ]
 
@@ -73,6 +75,16 @@ def load_config(path: str | os.PathLike[str] | None) -> SchedulerConfig:
         except OSError as err:
             raise ConfigError(source, "", f"cannot be read: {err.strerror or err}") from None
     return parse_config(_load_yaml(text, source), source)
+
+
+def load_config_or_report(path: str | None) -> SchedulerConfig | None:
+    """For the `tessera` commands: the configuration, or None once one line on stderr says why it
+    is invalid (the command then exits 2, as for bad arguments)."""
+    try:
+        return load_config(path)
+    except ConfigError as err:
+        print(f"tessera: invalid configuration: {err}", file=sys.stderr)
+        return None
 
 
 class _StrictLoader(yaml.SafeLoader):

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import structlog
 
-from scheduler.api.config import ConfigError, SchedulerConfig, load_config
+from scheduler.api.config import SchedulerConfig, load_config_or_report
 from scheduler.core.framework.attempt import Attempt
 from scheduler.kube.binder import BindResult
 from scheduler.kube.concurrency import stop_on_signal
@@ -69,10 +69,8 @@ def _port(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     configure_logging()
-    try:
-        config = load_config(args.config)
-    except ConfigError as err:
-        print(f"tessera: invalid configuration: {err}", file=sys.stderr)
+    config = load_config_or_report(args.config)
+    if config is None:
         return 2
     try:
         return anyio.run(_main, args, config, backend="asyncio", backend_options={"use_uvloop": True})

@@ -17,13 +17,12 @@ from typing import Any
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.api.quantity import format_quantity
 from scheduler.core.objects import Pod
-from scheduler.core.resources import is_extended
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.state import ClusterState
 from scheduler.kube.snapshot import last_seen
 from scheduler.kubectl.reasons import wait_reason
 from scheduler.sim.snapshot import is_bound, load
-from scheduler.view.cluster import gang_view, gate_holds
+from scheduler.view.cluster import extended_amounts, gang_view, gate_holds
 from scheduler.view.model import GangView, plain
 from scheduler.view.text import age, columns
 
@@ -115,13 +114,9 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         gate=_gate(state, pod, wait.node if wait else "", gates),
         devices=_devices(pod),
         dry_run=run,
-        terminating=_terminating(state) if run is not None and not run.node and _wants_devices(pod) else (),
+        terminating=_terminating(state) if run is not None and not run.node and extended_amounts(pod.requests) else (),
         events=tuple(_event(event) for event in events),
     )
-
-
-def _wants_devices(pod: Pod) -> bool:
-    return any(is_extended(name) and amount for name, amount in pod.requests.items())
 
 
 def _terminating(state: ClusterState) -> tuple[str, ...]:
@@ -133,8 +128,7 @@ def _terminating(state: ClusterState) -> tuple[str, ...]:
         placement = state.placements.get(pod.uid)
         if not pod.meta.deleting or pod.terminal or placement is None:
             continue
-        held = ", ".join(f"{amount} {name}" for name, amount in sorted(placement.requests.items())
-                         if is_extended(name) and amount)
+        held = extended_amounts(placement.requests)
         if held:
             found.append(f"{pod.key} on {placement.node} ({held})")
     return tuple(sorted(found))

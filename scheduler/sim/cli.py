@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from scheduler.api.config import ConfigError, load_config
+from scheduler.api.config import load_config_or_report
 from scheduler.sim.report import run_simulation
 
 
@@ -30,10 +30,8 @@ def _simulate(args: argparse.Namespace) -> int:
               "show them", file=sys.stderr)
         return 2
 
-    try:
-        config = load_config(args.config)
-    except ConfigError as err:
-        print(f"tessera: invalid configuration: {err}", file=sys.stderr)
+    config = load_config_or_report(args.config)
+    if config is None:
         return 2
     try:
         return run_simulation(args.events, config, explain=args.explain, output=args.output, seed=args.seed)

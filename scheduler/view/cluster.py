@@ -255,8 +255,10 @@ def _key(state: ClusterState, uid: str) -> str:
 # --- pending pods and gangs -----------------------------------------------------------------
 
 
-def _wants(pod: Pod) -> str:
-    return ", ".join(f"{amount} {name}" for name, amount in sorted(pod.requests.items()) if is_extended(name) and amount)
+def extended_amounts(requests: Mapping[str, int]) -> str:
+    """`4 nvidia.com/gpu, 1 class.tessera.dev/v100`: the device resources of a request, for a
+    pending pod's wants or a holder's share; "" when it asks for none."""
+    return ", ".join(f"{amount} {name}" for name, amount in sorted(requests.items()) if is_extended(name) and amount)
 
 
 def _pending(state: ClusterState, waits: Mapping[str, WaitReason], held: frozenset[str]) -> tuple[m.PendingPod, ...]:
@@ -264,7 +266,7 @@ def _pending(state: ClusterState, waits: Mapping[str, WaitReason], held: frozens
     out = []
     for pod in sorted(pods, key=lambda pod: pod.key):
         wait = waits.get(pod.key)
-        out.append(m.PendingPod(pod.key, pod.priority, _wants(pod), pod.gang.key if pod.gang else "",
+        out.append(m.PendingPod(pod.key, pod.priority, extended_amounts(pod.requests), pod.gang.key if pod.gang else "",
                                 wait.reason if wait else "", wait.message if wait else "", wait.node if wait else ""))
     return tuple(out)
 
