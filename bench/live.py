@@ -58,6 +58,7 @@ from bench.live_procs import (
     start_tessera,
 )
 from bench.live_report import (
+    BASELINE,
     CEILING,
     UNLIMITED,
     cprofile_summary,
@@ -76,8 +77,8 @@ DEFAULT_OUT = REPO_ROOT / "bench" / "out" / "live"
 NAMESPACE = "tessera-bench-live"
 SCHEDULER_NAME = "tessera"  # both schedulers' profile; the pods ask for it
 GPU_MODEL = "A100"
-SCHEDULERS = ("tessera", "kube-scheduler", "raw-binder", "raw-binder+events")
-DEFAULT_SCHEDULERS = SCHEDULERS[:3]
+SCHEDULERS = ("tessera", BASELINE, "kube-scheduler", "raw-binder", "raw-binder+events")
+DEFAULT_SCHEDULERS = ("tessera", "kube-scheduler", "raw-binder")
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="smoke test: 50 nodes, 300 pods, 1 run")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
     p.add_argument("--workdir", type=Path, help="control plane and logs here (default: a temp dir, removed)")
+    p.add_argument("--baseline-tree", type=Path,
+                   help=f"another checkout of Tessera (e.g. `git worktree add /tmp/base HEAD~1`) run as the "
+                        f"{BASELINE} contestant: a before/after in the same rounds; adds it to --schedulers")
     return p
 
 
@@ -304,6 +308,8 @@ class Bench:
         if scheduler == "tessera":
             cprofile = self.args.out / f"cprofile-{tag}.pstats" if self.args.profile == "cprofile" else None
             return start_tessera(self.workdir, config, kubeconfig, tag, cprofile)
+        if scheduler == BASELINE:
+            return start_tessera(self.workdir, config, kubeconfig, tag, tree=self.args.baseline_tree, name=BASELINE)
         binary = self.plane.binaries.kube_scheduler
         if binary is None:
             raise FileNotFoundError("kube-scheduler binary is not available")
@@ -382,6 +388,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         args.nodes, args.pods, args.runs = 50, 300, 1
     schedulers = [s.strip() for s in args.schedulers.split(",") if s.strip()]
+    if args.baseline_tree is not None:
+        if not (args.baseline_tree / "scheduler" / "__main__.py").is_file():
+            print(f"--baseline-tree {args.baseline_tree}: not a Tessera checkout (no scheduler/__main__.py)",
+                  file=sys.stderr)
+            return 2
+        args.baseline_tree = args.baseline_tree.resolve()
+        if BASELINE not in schedulers:
+            schedulers.insert(schedulers.index("tessera") + 1 if "tessera" in schedulers else 0, BASELINE)
+    elif BASELINE in schedulers:
+        print(f"{BASELINE} runs the checkout given with --baseline-tree", file=sys.stderr)
+        return 2
     unknown = sorted(set(schedulers) - set(SCHEDULERS))
     known_settings = {"default": Settings("default", 50, 100),
                       "raised": Settings("raised", args.raised_qps, args.raised_burst)}
@@ -408,6 +425,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.time()
     progress("starting the control plane")
     compile_tessera_bytecode()
+    if args.baseline_tree is not None:
+        compile_tessera_bytecode(args.baseline_tree.resolve())
     with bench_plane(args.workdir, "tessera-bench-live-", binaries, with_controller_manager=False,
                      with_kwok=args.kwok) as (plane, workdir):
         progress(f"control plane up in {plane.startup_seconds:.1f} s at {plane.server} (in {workdir})")

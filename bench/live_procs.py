@@ -199,24 +199,27 @@ class Contestant:
         self.process.stop(grace)
 
 
-def compile_tessera_bytecode() -> None:
+def compile_tessera_bytecode(tree: Path = REPO_ROOT) -> None:
     """Compile Tessera's modules once, before any round: a deployed Tessera starts from compiled
     bytecode (the image runs compileall), but a machine with PYTHONDONTWRITEBYTECODE set (this one)
     would compile ~70 modules again at every start, about 0.1 s that lands in "start -> first
     Binding". The .pyc files go where Python looks for them (__pycache__, git-ignored)."""
-    compileall.compile_dir(REPO_ROOT / "scheduler", quiet=1)
+    compileall.compile_dir(tree / "scheduler", quiet=1)
 
 
-def start_tessera(workdir: Path, config: Path, kubeconfig: Path, tag: str, cprofile: Path | None = None) -> Contestant:
-    """`python -m scheduler run`, or under `bench.live_cprofile` when `cprofile` names its output."""
+def start_tessera(workdir: Path, config: Path, kubeconfig: Path, tag: str, cprofile: Path | None = None, *,
+                  tree: Path = REPO_ROOT, name: str = "tessera") -> Contestant:
+    """`python -m scheduler run` from `tree` (another checkout for a before/after comparison; `-P`
+    keeps the current directory off the import path), or under `bench.live_cprofile` when
+    `cprofile` names its output."""
     port = free_port()
     wrapper = ["-m", "bench.live_cprofile", str(cprofile)] if cprofile is not None else []
-    argv = [sys.executable, *wrapper, "-m", "scheduler", "run", "--config", str(config), "--kubeconfig", str(kubeconfig),
-            "--bind-address", "127.0.0.1", "--port", str(port)]
-    env = _child_env({"TESSERA_LOG_FORMAT": "json", "PYTHONPATH": str(REPO_ROOT)})
-    process = ManagedProcess("tessera", argv, workdir / f"tessera-{tag}.log", env)
+    argv = [sys.executable, "-P", *wrapper, "-m", "scheduler", "run", "--config", str(config),
+            "--kubeconfig", str(kubeconfig), "--bind-address", "127.0.0.1", "--port", str(port)]
+    env = _child_env({"TESSERA_LOG_FORMAT": "json", "PYTHONPATH": str(tree)})
+    process = ManagedProcess(name, argv, workdir / f"{name}-{tag}.log", env)
     process.start()
-    return Contestant("tessera", process, f"http://127.0.0.1:{port}/readyz")
+    return Contestant(name, process, f"http://127.0.0.1:{port}/readyz")
 
 
 def start_kube_scheduler(binary: Path, workdir: Path, config: Path, tag: str) -> Contestant:

@@ -20,9 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cprofile_summary", "percentile", "profile_summary", "markdown_table", "plot", "round_metrics", "summarize"]
+__all__ = ["BASELINE", "cprofile_summary", "percentile", "profile_summary", "markdown_table", "plot", "round_metrics", "summarize"]
 
-SCHEDULERS = ("tessera", "kube-scheduler", "raw-binder", "raw-binder+events")
+BASELINE = "tessera-baseline"  # Tessera from another tree (--baseline-tree): a before/after side by side
+SCHEDULERS = ("tessera", BASELINE, "kube-scheduler", "raw-binder", "raw-binder+events")
 CEILING = "raw-binder"
 UNLIMITED = ("raw-binder", "raw-binder+events")  # no client settings: the same rounds in every group
 _METRICS = ("pods_per_second", "bind_phase_pods_per_second", "first_bind_seconds", "ready_seconds",
@@ -94,6 +95,12 @@ def summarize(rounds: Sequence[Mapping[str, Any]], settings: Sequence[str]) -> d
             "tessera_vs_ceiling": _ratio(median.get("tessera"), median.get(CEILING)),
             "kube_scheduler_vs_ceiling": _ratio(median.get("kube-scheduler"), median.get(CEILING)),
         }
+        if BASELINE in median:
+            group["ratios"]["tessera_vs_baseline"] = _ratio(median.get("tessera"), median.get(BASELINE))
+            group["first_bind_ratios"] = {
+                name: _ratio(group[name]["first_bind_seconds"]["median"],
+                             group["kube-scheduler"]["first_bind_seconds"]["median"] if "kube-scheduler" in group else None)
+                for name in ("tessera", BASELINE)}
         if "raw-binder+events" in median:
             group["ratios"]["tessera_vs_ceiling_with_events"] = _ratio(median.get("tessera"),
                                                                        median.get("raw-binder+events"))
@@ -138,13 +145,20 @@ def markdown_table(summary: Mapping[str, Any], labels: Mapping[str, str]) -> str
                 f"| {_num(med['scheduler_cpu_seconds'])} / {_num(med['apiserver_cpu_seconds'])} / "
                 f"{_num(med['etcd_cpu_seconds'])} | {entry['runs']} | {'yes' if entry['all_bound'] else 'NO'} |")
     with_events = any("tessera_vs_ceiling_with_events" in g["ratios"] for g in summary.values())
+    with_baseline = any("tessera_vs_baseline" in g["ratios"] for g in summary.values())
     lines.append("")
     lines.append("| settings | Tessera / kube-scheduler (goal ≥ 1.0) | Tessera / raw binder (goal ≥ 0.8) "
-                 "| kube-scheduler / raw binder |" + (" Tessera / raw binder + events |" if with_events else ""))
-    lines.append("|---|---|---|---|" + ("---|" if with_events else ""))
+                 "| kube-scheduler / raw binder |" + (" Tessera / raw binder + events |" if with_events else "")
+                 + (" Tessera / baseline | start→1st bind / kube-scheduler's: Tessera, baseline |"
+                    if with_baseline else ""))
+    lines.append("|---|---|---|---|" + ("---|" if with_events else "") + ("---|---|" if with_baseline else ""))
     for setting, group in summary.items():
         r = group["ratios"]
         extra = f" {_num(r.get('tessera_vs_ceiling_with_events'), 2)} |" if with_events else ""
+        if with_baseline:
+            first = group.get("first_bind_ratios", {})
+            extra += (f" {_num(r.get('tessera_vs_baseline'), 2)} | {_num(first.get('tessera'), 2)}, "
+                      f"{_num(first.get(BASELINE), 2)} |")
         lines.append(f"| {labels.get(setting, setting)} | {_num(r['tessera_vs_kube_scheduler'], 2)} "
                      f"| {_num(r['tessera_vs_ceiling'], 2)} | {_num(r['kube_scheduler_vs_ceiling'], 2)} |{extra}")
     return "\n".join(lines)
@@ -157,8 +171,8 @@ def plot(summary: Mapping[str, Any], labels: Mapping[str, str], path: Path, titl
     import matplotlib.pyplot as plt
 
     settings = list(summary)
-    contestants = [s for s in ("tessera", "kube-scheduler") if any(s in summary[k] for k in settings)]
-    colors = {"tessera": "#1f77b4", "kube-scheduler": "#ff7f0e"}
+    contestants = [s for s in ("tessera", BASELINE, "kube-scheduler") if any(s in summary[k] for k in settings)]
+    colors = {"tessera": "#1f77b4", BASELINE: "#9ecae1", "kube-scheduler": "#ff7f0e"}
     fig, ax = plt.subplots(figsize=(8, 4.8))
     width = 0.8 / max(1, len(contestants))
     for i, scheduler in enumerate(contestants):

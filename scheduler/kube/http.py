@@ -21,10 +21,13 @@ import anyio
 import orjson
 import yaml
 from aiohttp.helpers import get_env_proxy_for_url
-from kubernetes_asyncio import client, config
 from yarl import URL
 
 from scheduler import __version__
+from scheduler.kube.lean_client import import_connection_parts
+
+import_connection_parts()  # before the library's first import: its generated client stays unimported
+from kubernetes_asyncio import client, config
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
