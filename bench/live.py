@@ -60,6 +60,7 @@ from bench.live_procs import (
 from bench.live_report import (
     BASELINE,
     CEILING,
+    SCHEDULERS,
     UNLIMITED,
     cprofile_summary,
     markdown_table,
@@ -77,7 +78,6 @@ DEFAULT_OUT = REPO_ROOT / "bench" / "out" / "live"
 NAMESPACE = "tessera-bench-live"
 SCHEDULER_NAME = "tessera"  # both schedulers' profile; the pods ask for it
 GPU_MODEL = "A100"
-SCHEDULERS = ("tessera", BASELINE, "kube-scheduler", "raw-binder", "raw-binder+events")
 DEFAULT_SCHEDULERS = ("tessera", "kube-scheduler", "raw-binder")
 
 
@@ -426,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress("starting the control plane")
     compile_tessera_bytecode()
     if args.baseline_tree is not None:
-        compile_tessera_bytecode(args.baseline_tree.resolve())
+        compile_tessera_bytecode(args.baseline_tree)
     with bench_plane(args.workdir, "tessera-bench-live-", binaries, with_controller_manager=False,
                      with_kwok=args.kwok) as (plane, workdir):
         progress(f"control plane up in {plane.startup_seconds:.1f} s at {plane.server} (in {workdir})")

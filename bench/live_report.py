@@ -97,10 +97,9 @@ def summarize(rounds: Sequence[Mapping[str, Any]], settings: Sequence[str]) -> d
         }
         if BASELINE in median:
             group["ratios"]["tessera_vs_baseline"] = _ratio(median.get("tessera"), median.get(BASELINE))
-            group["first_bind_ratios"] = {
-                name: _ratio(group[name]["first_bind_seconds"]["median"],
-                             group["kube-scheduler"]["first_bind_seconds"]["median"] if "kube-scheduler" in group else None)
-                for name in ("tessera", BASELINE)}
+            first_bind = {name: group[name]["first_bind_seconds"]["median"] for name in SCHEDULERS if name in group}
+            group["first_bind_ratios"] = {name: _ratio(first_bind.get(name), first_bind.get("kube-scheduler"))
+                                          for name in ("tessera", BASELINE)}
         if "raw-binder+events" in median:
             group["ratios"]["tessera_vs_ceiling_with_events"] = _ratio(median.get("tessera"),
                                                                        median.get("raw-binder+events"))
@@ -149,8 +148,8 @@ def markdown_table(summary: Mapping[str, Any], labels: Mapping[str, str]) -> str
     lines.append("")
     lines.append("| settings | Tessera / kube-scheduler (goal ≥ 1.0) | Tessera / raw binder (goal ≥ 0.8) "
                  "| kube-scheduler / raw binder |" + (" Tessera / raw binder + events |" if with_events else "")
-                 + (" Tessera / baseline | start→1st bind / kube-scheduler's: Tessera, baseline |"
-                    if with_baseline else ""))
+                 + (" Tessera / baseline (pods/s, higher is better) | start→1st bind / kube-scheduler's: "
+                    "Tessera, baseline (lower is better) |" if with_baseline else ""))
     lines.append("|---|---|---|---|" + ("---|" if with_events else "") + ("---|---|" if with_baseline else ""))
     for setting, group in summary.items():
         r = group["ratios"]

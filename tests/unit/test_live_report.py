@@ -24,6 +24,17 @@ def test_the_baseline_tree_is_compared_with_tessera_and_kube_scheduler() -> None
     assert table.splitlines()[-1].endswith("| 2.10 | 1.38, 2.62 |")
 
 
+def test_a_baseline_without_tessera_or_kube_scheduler_reports_what_it_can() -> None:
+    """`--schedulers kube-scheduler --baseline-tree X` ran every round and then lost them all to
+    a KeyError in the summary, before results.json was written."""
+    group = summarize([_round(BASELINE, 100.0, 2.0), _round("kube-scheduler", 150.0, 0.8)], ["raised"])["raised"]
+    assert group["ratios"]["tessera_vs_baseline"] is None
+    assert group["first_bind_ratios"] == {"tessera": None, BASELINE: 2.5}
+    alone = summarize([_round(BASELINE, 100.0, 2.0)], ["raised"])["raised"]
+    assert alone["first_bind_ratios"] == {"tessera": None, BASELINE: None}
+    assert "| raised | tessera-baseline | 100.0 |" in markdown_table({"raised": alone}, {"raised": "raised"})
+
+
 def test_without_a_baseline_the_tables_keep_their_columns() -> None:
     group = summarize([_round("tessera", 200.0, 1.0), _round("kube-scheduler", 100.0, 0.5)], ["raised"])["raised"]
     assert "tessera_vs_baseline" not in group["ratios"]
