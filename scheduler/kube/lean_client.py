@@ -3,8 +3,9 @@
 Tessera uses kubernetes-asyncio for what it is good at: kubeconfig and in-cluster loading, TLS,
 tokens and their refresh (`scheduler.kube.http`); it reads and writes the apiserver's JSON itself.
 But any import of the library runs its package ``__init__``, which imports the whole generated
-client: some 840 modules of OpenAPI models and API classes that Tessera never touches, about a
-third of `tessera run`'s imports (bench/README.md, "Start-up, fourth pass").
+client: some 840 modules of OpenAPI models and API classes that Tessera never touches, a sixth of
+`tessera run`'s import time on an idle machine and more beside a busy apiserver (bench/README.md,
+"Start-up, fourth pass").
 
 `import_connection_parts` puts the packages ``kubernetes_asyncio.client`` and
 ``kubernetes_asyncio.client.models`` into ``sys.modules`` without running their ``__init__``,
@@ -24,7 +25,7 @@ import importlib.util
 import sys
 import threading
 from importlib.abc import Loader
-from types import ModuleType
+from importlib.machinery import ModuleSpec
 
 __all__ = ["import_connection_parts"]
 
@@ -43,7 +44,7 @@ def import_connection_parts() -> None:
     if ROOT in sys.modules:
         return
     try:
-        root_spec = _package_spec(ROOT)
+        root_spec, root_loader = _package_spec(ROOT)
         root = importlib.util.module_from_spec(root_spec)
         sys.modules[ROOT] = root  # its __init__ runs last, once the client package is in place
         for name in _DEFERRED_PACKAGES:
@@ -54,23 +55,18 @@ def import_connection_parts() -> None:
         # what the real client/__init__ exports and the kubeconfig / in-cluster loaders import by name
         vars(client).update(ApiClient=sys.modules[f"{CLIENT}.api_client"].ApiClient,
                             Configuration=sys.modules[f"{CLIENT}.configuration"].Configuration)
-        _loader(root_spec).exec_module(root)
+        root_loader.exec_module(root)
     except BaseException:
         for name in [name for name in sys.modules if name == ROOT or name.startswith(f"{ROOT}.")]:
             del sys.modules[name]
         raise
 
 
-def _package_spec(name: str) -> importlib.machinery.ModuleSpec:
+def _package_spec(name: str) -> tuple[ModuleSpec, Loader]:
     spec = importlib.util.find_spec(name)
     if spec is None or spec.loader is None or spec.submodule_search_locations is None:
         raise ImportError(f"{name} is not an importable package", name=name)
-    return spec
-
-
-def _loader(spec: importlib.machinery.ModuleSpec) -> Loader:
-    assert spec.loader is not None  # checked by _package_spec
-    return spec.loader
+    return spec, spec.loader
 
 
 def _install_deferred_package(name: str) -> None:
@@ -81,9 +77,8 @@ def _install_deferred_package(name: str) -> None:
     `warnings` and unittest) are simply missing, as on any module: they must not cost the full
     load. A failed ``__init__`` keeps the hook, so the next access tries again, as the next
     import of a module that failed to import would."""
-    spec = _package_spec(name)
+    spec, loader = _package_spec(name)
     package = importlib.util.module_from_spec(spec)
-    loader = _loader(spec)
     running: list[bool] = []  # non-empty while the __init__ runs (in the thread holding the lock)
 
     def run_init(attribute: str) -> object:
