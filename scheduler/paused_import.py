@@ -1,7 +1,7 @@
 """Importing a command's module with the cyclic garbage collector paused.
 
-A command's imports (numpy, pydantic and the configuration models, kubernetes-asyncio's generated
-classes, aiohttp) create nearly two hundred thousand objects that live as long as the process, and
+A command's imports (numpy, pydantic and the configuration models, aiohttp, kubernetes-asyncio's
+connection parts) create nearly two hundred thousand objects that live as long as the process, and
 the collector's passes over that growing heap cost a large share of the import time (`tessera
 run`'s imports: bench/README.md, "Start-up, third pass"). About 1 % of them is garbage; it is
 frozen with the rest, which costs less than the full collection that would find it. Frozen objects

@@ -79,20 +79,21 @@ def _install_deferred_package(name: str) -> None:
     import of a module that failed to import would."""
     spec, loader = _package_spec(name)
     package = importlib.util.module_from_spec(spec)
-    running: list[bool] = []  # non-empty while the __init__ runs (in the thread holding the lock)
+    running = False  # while the __init__ runs (in the thread holding the lock)
 
     def run_init(attribute: str) -> object:
+        nonlocal running
         if attribute.startswith("__") and attribute.endswith("__") and attribute != "__all__":
             raise AttributeError(f"module {name!r} has no attribute {attribute!r}")
         with _INIT_LOCK:
             if vars(package).get("__getattr__") is run_init:
                 if running:  # asked by the __init__ itself: not there yet, as in any partial module
                     raise AttributeError(f"partially initialized module {name!r} has no attribute {attribute!r}")
-                running.append(True)
+                running = True
                 try:
                     loader.exec_module(package)
                 finally:
-                    running.clear()
+                    running = False
                 del vars(package)["__getattr__"]
         return getattr(package, attribute)
 
