@@ -209,8 +209,10 @@ async def test_preemption_after_a_leader_kill(fault_run: RunFactory) -> None:
     are cleared, so a gang can straddle a cleared node and a kept one: it must go whole (never
     below its minimum; a per-pod victim rule fails here). No GPU is given to a preemptor while a
     victim still holds it, and both urgent pods are bound at the end (everything else is priority
-    0). The leader is killed before the preemptions, not during them: a leader killed between two
-    evictions of one gang leaves the rest of that gang running (known gap, see the README)."""
+    0). The leader is killed before the preemptions, not during them (a leader killed between two
+    evictions of one gang is the next test). The kill can also fall between a gang's Bindings: the
+    standby then finds the gang below its minimum, evicts its running members, and must not bind
+    the pending one next to them (a CI run once did: `gang-partial`, 1 of 1 members bound)."""
     async with fault_run(seed=19, replicas=2, v100_nodes=4) as run:
         run.proxy.configure(Faults(bind_fail_after=0.1, delay_request=0.2))
         leader = await run.leader()

@@ -240,6 +240,28 @@ def test_a_gang_victim_is_never_left_below_its_minimum() -> None:
     assert run.node_of("serve") in ("a", "b")
 
 
+def test_a_gang_whose_running_members_are_victims_is_not_completed_meanwhile() -> None:
+    """A gang below its minimum (two of three running, the third pending: a leader died between
+    its Bindings) is evicted as its running core; its pending member must not then be bound next
+    to the leaving members, which would leave it alone below the minimum once they are gone
+    (CI, test_preemption_after_a_leader_kill: `gang-partial`, 1 of 1 members bound)."""
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=4), b.node("b", gpus=4))
+    run.add(b.pod("busy", requests={"nvidia.com/gpu": 3}, priority=HIGH, node_name="b", phase="Running"))
+    run.add(*(_gang_member(f"g{i}", "train", 3, "a", LOW, 1, i) for i in range(2)))
+    run.replay._evict = lambda victims, preemptor: None  # victims terminate slowly
+    attempt = _preemptor(run, "urgent", HIGH, ("0", "0"), limits={"nvidia.com/gpu": 4})
+    assert _victims(attempt) == ["g0", "g1"] and attempt.nominated_node == "a"
+    run.add(b.pod("g2", requests={"nvidia.com/gpu": 1}, priority=LOW, labels=b.gang_labels("train", 3)))
+    assert run.node_of("g2") is None  # b has room for it, but its gang's other members are leaving
+    _gone(run, "g0")
+    _gone(run, "g1")
+    run.scheduler.queue.flush_unschedulable(1e9)
+    list(run.replay.drain())
+    assert run.node_of("g2") is None
+    assert run.node_of("urgent") == "a"
+
+
 def test_a_gangs_surplus_goes_before_its_core() -> None:
     run = Run(config(BINPACK))
     run.add(b.node("a", gpus=4), b.node("b", gpus=4))

@@ -83,9 +83,7 @@ def waiting_message(state: ClusterState, pod: Pod) -> str | None:
         if upstream:
             return f'waiting for pods\'s pod group "{key.partition("/")[2]}" to appear in scheduling queue'
         return f'podgroup "{key}" not found'
-    # members that can count: on a node already, or waiting for one (not gated, not being
-    # deleted, scheduled by us) — otherwise a transaction could be tried that can never commit
-    members = sum(1 for uid in same_group(state, pod) if uid in state.placements or uid in state.pending)
+    members = len(counted_members(state, pod))
     if members < minimum:
         if upstream:
             return "waiting for minCount pods from a gang to appear in scheduling queue"
@@ -112,13 +110,20 @@ def gang_view(state: ClusterState, pod: Pod) -> GangView | None:
         return None
     bound: list[Pod] = []
     pending: list[Pod] = []
-    for uid in sorted(same_group(state, pod)):
-        member = state.pods[uid]
-        if uid in state.placements:
-            bound.append(member)
-        elif uid in state.pending:
-            pending.append(member)
+    for member in counted_members(state, pod):
+        (bound if member.uid in state.placements else pending).append(member)
     return GangView(key, minimum, bound, pending, state.gangs.topology(key, pod))
+
+
+def counted_members(state: ClusterState, pod: Pod) -> list[Pod]:
+    """The members that count toward the group's minimum, in uid order: on a node and staying, or
+    waiting for one (not gated, not being deleted, scheduled by us). A member that is leaving (deleted,
+    or a preemption's victim) does not: counting it could complete a gang that is being evicted,
+    leaving the new members alone below the minimum once it is gone; and a transaction could be
+    tried that can never commit."""
+    members = (state.pods[uid] for uid in sorted(same_group(state, pod)))
+    return [member for member in members
+            if (member.uid in state.placements and not state.leaving(member)) or member.uid in state.pending]
 
 
 @dataclass(frozen=True, slots=True)

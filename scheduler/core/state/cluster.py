@@ -91,6 +91,11 @@ class ClusterState:
         placement = self.placements.get(uid)
         return placement.node if placement is not None else None
 
+    def leaving(self, pod: Pod) -> bool:
+        """Deleted, or a preemption's victim not yet gone: it still holds its room, but no longer
+        counts as one of its gang's members (a gang is neither completed nor kept whole by it)."""
+        return pod.meta.deleting or pod.preempted or pod.uid in self.preempting
+
     def gang_priority(self, key: str, members: Iterable[Pod], *, as_victim: bool = False) -> int:
         """A gang's priority: its PodGroup's `priorityClassName` where set (and the class known),
         else its members': the lowest when it preempts (no more urgent than its least urgent

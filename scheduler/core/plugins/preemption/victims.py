@@ -40,11 +40,7 @@ def running_members(state: ClusterState, gang: str) -> list[Pod]:
     and not already going (deleted, or a victim of an earlier preemption still terminating)."""
     uids = state.gangs.members.get(gang, set())
     return [pod for uid in uids if uid in state.placements and (pod := state.pods.get(uid)) is not None
-            and not _going(state, pod)]
-
-
-def _going(state: ClusterState, pod: Pod) -> bool:
-    return pod.meta.deleting or pod.preempted or pod.uid in state.preempting
+            and not state.leaving(pod)]
 
 
 def units_for(state: ClusterState, preemptor_priority: int, pods: Iterable[Pod], exclude_gang: str = "") -> list[Unit]:
@@ -56,7 +52,7 @@ def units_for(state: ClusterState, preemptor_priority: int, pods: Iterable[Pod],
     for pod in pods:
         if not _bound(state, pod):
             continue
-        if _going(state, pod):  # already leaving (its gang counts without it): a victim for free, alone
+        if state.leaving(pod):  # already leaving (its gang counts without it): a victim for free, alone
             priority = pod.priority if pod.gang is None else state.gang_priority(
                 pod.gang.key, [pod, *running_members(state, pod.gang.key)], as_victim=True)
             if priority < preemptor_priority:
