@@ -3,8 +3,8 @@ same Node from the lean protobuf objects as from the apiserver's JSON, for every
 (labels, annotations, taints of each effect, unschedulable, allocatable quantities in their
 written forms, creation and deletion timestamps), across pages, and through the informer.
 
-When `parse_node` starts reading a new field, set it on a node here: the comparison then fails
-until `nodes.proto` declares it (regenerate with scheduler/kube/kubeproto/generate.sh).
+If `parse_node` starts reading a field `nodes.proto` does not declare, the comparison here fails:
+declare the field and regenerate (scheduler/kube/kubeproto/generate.sh).
 """
 
 from __future__ import annotations
