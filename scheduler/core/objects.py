@@ -283,9 +283,6 @@ class Node:
 
 
 def parse_node(obj: JSON) -> Node:
-    """The Node's scheduling fields. The live scheduler lists Nodes as protobuf and decodes only
-    what this reads: a new field read here must be declared in scheduler/kube/kubeproto/nodes.proto
-    too (tests/e2e/test_node_list_protobuf.py fails until it is)."""
     meta = parse_meta(obj, "Node")
     spec = _mapping(obj.get("spec"), "Node.spec")
     status = _mapping(obj.get("status"), "Node.status")
