@@ -97,8 +97,8 @@ class FakeApi:
         return [c for c in self.calls if c.method == method and path_contains in c.path]
 
     async def request(self, method: str, path: str, *, query: Sequence[tuple[str, str]] = (), body: Any = None,
-                      content_type: str = "application/json", accept: str = "application/json",
-                      timeout: float = 30.0, limited: bool = True) -> Response:
+                      content_type: str = "application/json", timeout: float = 30.0,
+                      limited: bool = True) -> Response:
         """`KubeHttp.request`'s signature: a FakeApi can stand in for a KubeHttp."""
         return await self._call(Call(method, path, copy.deepcopy(body), tuple(query), content_type, limited))
 
@@ -257,7 +257,6 @@ class _ClientResponse:
         self.status = status
         self._body = body
         self.content = _SilentStream() if stream else None
-        self.content_type = "application/json"
 
     async def read(self) -> bytes:
         return self._body

@@ -65,7 +65,6 @@ class RateLimiter:
 class Response:
     status: int
     body: bytes
-    content_type: str = "application/json"  # the media type, without parameters
 
     def json(self) -> Any:
         return orjson.loads(self.body) if self.body else None
@@ -239,20 +238,20 @@ class KubeHttp:
 
     async def request(self, method: str, path: str, *, query: Sequence[tuple[str, str]] = (),
                       body: Any = None, content_type: str = "application/json",
-                      accept: str = "application/json", timeout: float = 30.0,
-                      limited: bool = True) -> Response:
+                      timeout: float = 30.0, limited: bool = True) -> Response:
         """One request; transport errors raise `aiohttp.ClientError` / `TimeoutError`."""
         if limited and self.limiter is not None:
             await self.limiter.acquire()
         response = await self.api.call_api(
-            path, method, query_params=list(query), header_params={"Content-Type": content_type, "Accept": accept},
+            path, method, query_params=list(query), header_params={"Content-Type": content_type,
+                                                                   "Accept": "application/json"},
             body=body, auth_settings=["BearerToken"], _preload_content=False,
             _request_timeout=timeout)
         try:
             data = await response.read()
         finally:
             response.release()
-        return Response(response.status, data, response.content_type)
+        return Response(response.status, data)
 
     @asynccontextmanager
     async def stream(self, path: str, query: Sequence[tuple[str, str]], read_timeout: float) -> AsyncIterator[aiohttp.ClientResponse]:

@@ -42,8 +42,6 @@ import orjson
 import structlog
 
 from scheduler.kube.http import KubeHttp, Response
-from scheduler.kube.kubeproto.node_list import ACCEPT as PROTOBUF_ACCEPT
-from scheduler.kube.kubeproto.node_list import PROTOBUF, decode_node_list
 from scheduler.logs import describe_error
 
 __all__ = [
@@ -90,16 +88,13 @@ class ResourceKind:
     # or load balancer in a bad moment), never "not served" — treating it as empty would delete
     # every object (for Pods: free every running pod's GPUs). Only CRDs and alpha APIs can be absent.
     builtin: bool = False
-    # Decodes a LIST page the apiserver sent as protobuf into the JSON-shaped objects a lean
-    # informer delivers (only the fields the scheduler reads); None: the kind is listed as JSON.
-    protobuf_list: Callable[[bytes], dict[str, Any]] | None = None
 
     @property
     def label(self) -> str:
         return self.name or self.kind
 
 
-NODES = ResourceKind("Node", "v1", "/api/v1/nodes", builtin=True, protobuf_list=decode_node_list)
+NODES = ResourceKind("Node", "v1", "/api/v1/nodes", builtin=True)
 PODS = ResourceKind("Pod", "v1", "/api/v1/pods", builtin=True)
 EXTENDED_RESOURCES = ResourceKind(
     "ExtendedResource", "tessera.dev/v1alpha1", "/apis/tessera.dev/v1alpha1/extendedresources")
@@ -221,7 +216,7 @@ class Informer:
 
     def __init__(self, http: KubeHttp, kind: ResourceKind, sink: EventSink, *, page_size: int = 500,
                  watch_timeout_seconds: int = 300, label_selector: str | None = None,
-                 field_selector: str | None = None, denials: Denials | None = None, lean_lists: bool = False) -> None:
+                 field_selector: str | None = None, denials: Denials | None = None) -> None:
         self.http = http
         self.denials = denials or Denials()
         self.kind = kind
@@ -240,10 +235,6 @@ class Informer:
         self._store: dict[str, dict[str, Any]] = {}
         self._failures = 0          # consecutive failures, for the backoff
         self._watched_since_list = False  # a watch delivered data since the last LIST
-        # `lean_lists`: LIST as protobuf where the kind can be decoded so (objects then carry only
-        # what the scheduler reads: for `tessera run`, never for `tessera record`)
-        self._protobuf_list = kind.protobuf_list if lean_lists else None
-        self._list_accept = PROTOBUF_ACCEPT if self._protobuf_list is not None else "application/json"
 
     def __len__(self) -> int:
         return len(self._store)
@@ -374,10 +365,10 @@ class Informer:
                 if token:
                     query.append(("continue", token))
                 try:
-                    response = await self.http.request("GET", self.kind.path, query=query, timeout=LIST_TIMEOUT,
-                                                       limited=False, accept=self._list_accept)
+                    response = await self.http.request("GET", self.kind.path, query=query,
+                                                       timeout=LIST_TIMEOUT, limited=False)
                     _raise_for_status(response, self.kind)
-                    doc = self._decode(response)
+                    doc = response.json()
                     meta = doc.get("metadata") or {}
                     token = str(meta.get("continue") or "")
                     if not token and "resourceVersion" not in meta:
@@ -388,12 +379,6 @@ class Informer:
                 await send.send(doc)
                 if not token:
                     return
-
-    def _decode(self, response: Response) -> Any:
-        """A LIST page: protobuf when asked for and sent (a server may answer JSON instead)."""
-        if self._protobuf_list is not None and response.content_type == PROTOBUF:
-            return self._protobuf_list(response.body)
-        return response.json()
 
     def _replace(self, listed: dict[str, dict[str, Any]]) -> None:
         """Make the store equal `listed`, telling the sink only what changed."""

@@ -67,7 +67,7 @@ class SchedulerLoop:
         self.leader_term = leader_term
         self.is_leader: Callable[[], bool] = lambda: self.leader_term() is not None
         self.core = Scheduler(config, seed=random.randrange(2**32) if seed is None else seed)
-        self.informers = InformerSet(watch_http, self._on_event, SCHEDULER_KINDS, lean_lists=True)
+        self.informers = InformerSet(watch_http, self._on_event, SCHEDULER_KINDS)
         self.binder = Binder(http, self._on_bound, term=lambda: self.leader_term())
         # Events get a client of their own with its own token bucket, as kube-scheduler's event
         # client does, so that recording a pod's Event never takes a Binding's place in the budget.

@@ -223,8 +223,7 @@ class _Lists:
         self.items, self.status = items, status
         self.api = SimpleNamespace(configuration=SimpleNamespace(host="https://apiserver"))
 
-    async def request(self, method: str, path: str, *, query: Any = (), limited: bool = True,
-                      accept: str = "application/json") -> Response:
+    async def request(self, method: str, path: str, *, query: Any = (), limited: bool = True) -> Response:
         if path in self.status:
             return Response(self.status[path], orjson.dumps({"message": "no"}))
         start = int(dict(query).get("continue", "0"))

@@ -1,1 +1,0 @@
-"""The apiserver's protobuf encoding, for the few reads where its size matters (see node_list.py)."""
