@@ -5,11 +5,15 @@
 - no eviction when the preemptor cannot fit: after its victims are gone, the preemptor (or the
   gang's minimum) is placed in the very next cycles (where the preemption nominated it, when the
   victims go at once; when they go one by one, a nominated node is only the first one tried);
-- the core's accounting, holds included, stays equal to a recomputation from its placements.
+- the core's accounting, holds included, stays equal to a recomputation from its placements;
+- a gang's late members (pending, arriving after the preemption, while its victims terminate or
+  once they are gone) are placed only where the gang then reaches its minimum without members
+  that are leaving: never a new remnant below the minimum.
 
 The cluster: up to 4 nodes of 8 GPUs, filled with running pods of random priority and GPU count,
-some in gangs (label form, random minimum); then a single pod or a gang of higher or random
-priority asks for GPUs. Victims are deleted by the replay at once (grace period 0); in a second
+some in gangs (label form, random minimum, possibly above the members running: a gang a leader
+left half-bound); then a single pod or a gang of higher or random priority asks for GPUs, and
+then the gangs' late members (one GPU each) arrive. Victims are deleted by the replay at once (grace period 0); in a second
 mode they are left terminating, and the preemptor must wait without a second wave.
 """
 
@@ -49,6 +53,7 @@ class Case:
     preemptor_priority: int
     preemptor_min: int
     slow_victims: bool
+    late: tuple[tuple[str, int], ...] = ()  # pending members per gang, arriving after the preemptor
 
 
 @st.composite
@@ -65,10 +70,11 @@ def cases(draw: st.DrawFn) -> Case:
         gang = draw(st.sampled_from([None, None, "ga", "gb"]))
         running.append(Running(f"r{i}", node, gpus, draw(st.sampled_from(PRIORITIES)), gang, draw(st.integers(0, 50))))
     sizes = Counter(r.gang for r in running if r.gang)
-    minimums = tuple((g, draw(st.integers(1, n))) for g, n in sorted(sizes.items()))
+    late = tuple((g, draw(st.integers(0, 2))) for g in sorted(sizes))
+    minimums = tuple((g, draw(st.integers(1, n + dict(late)[g]))) for g, n in sorted(sizes.items()))
     preemptors = draw(st.sampled_from([1, 1, 2, 3]))
     return Case(nodes, tuple(running), minimums, preemptors, draw(st.integers(1, 8)),
-                draw(st.sampled_from(PRIORITIES)), draw(st.integers(1, preemptors)), draw(st.booleans()))
+                draw(st.sampled_from(PRIORITIES)), draw(st.integers(1, preemptors)), draw(st.booleans()), late)
 
 
 def _start(case: Case) -> Run:
@@ -82,6 +88,25 @@ def _start(case: Case) -> Run:
         pod["status"]["startTime"] = f"2026-01-01T00:00:{r.start:02d}Z"
         run.add(pod)
     return run
+
+
+def _late_members(case: Case) -> list[dict[str, Any]]:
+    """The gangs' pending members: the lowest priority, so they never preempt themselves."""
+    minimum = dict(case.minimums)
+    return [b.pod(f"late-{gang}-{i}", requests={"nvidia.com/gpu": 1}, priority=PRIORITIES[0],
+                  labels=b.gang_labels(gang, minimum[gang])) for gang, count in case.late for i in range(count)]
+
+
+def _no_new_remnant(run: Run, case: Case) -> None:
+    """A gang with a late member placed has its minimum placed, none of them leaving."""
+    minimum = dict(case.minimums)
+    state = run.state
+    for gang, count in case.late:
+        if not any(run.node_of(f"late-{gang}-{i}") for i in range(count)):
+            continue
+        staying = [uid for uid in state.gangs.members.get(f"default/{gang}", ())
+                   if uid in state.placements and not state.leaving(state.pods[uid])]
+        assert len(staying) >= minimum[gang], (gang, len(staying), minimum[gang])
 
 
 def _gang_counts(run: Run) -> dict[str, int]:
@@ -124,6 +149,8 @@ def test_preemption_keeps_its_promises(case: Case) -> None:
         left = sum(1 for r in members if r.name not in names)
         assert left == 0 or left >= minimum[gang.split("/")[1]] or before < minimum[gang.split("/")[1]], \
             (gang, left, before)
+    run.add(*_late_members(case))  # while the victims terminate (slow), or once they are gone
+    _no_new_remnant(run, case)
     if not victims:
         return
     nominated = {a.pod.meta.name: a.nominated_node for a in attempts if a.nominated_node}
@@ -144,4 +171,5 @@ def test_preemption_keeps_its_promises(case: Case) -> None:
         for name, node in nominated.items():
             assert placed[name] == node, (name, node, placed)
     check_state_consistent(run.scheduler)
+    _no_new_remnant(run, case)
     assert not run.state.holds
