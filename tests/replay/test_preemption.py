@@ -254,6 +254,7 @@ def test_a_gang_whose_running_members_are_victims_is_not_completed_meanwhile() -
     assert _victims(attempt) == ["g0", "g1"] and attempt.nominated_node == "a"
     run.add(b.pod("g2", requests={"nvidia.com/gpu": 1}, priority=LOW, labels=b.gang_labels("train", 3)))
     assert run.node_of("g2") is None  # b has room for it, but its gang's other members are leaving
+    assert "cannot find enough sibling pods, current pods number: 1, minMember of group: 3" in run.last("g2").message
     _gone(run, "g0")
     _gone(run, "g1")
     run.scheduler.queue.flush_unschedulable(1e9)
