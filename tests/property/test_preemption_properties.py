@@ -125,9 +125,21 @@ SURPLUS_ELSEWHERE = Case(
     slow_victims=False)
 
 
+# Found by this test (a CI run of test_faults.py met it live): a half-bound gang's running member
+# was evicted, and its late member was placed counting the leaving one toward the minimum (1 of 2
+# left once the victim was gone).
+LEAVING_MEMBER_COUNTED = Case(
+    nodes=2,
+    running=(Running("r0", 1, 1, -10, None, 0), Running("r1", 0, 1, -10, None, 0), Running("r2", 0, 4, -10, None, 0),
+             Running("r3", 0, 2, -10, None, 0), Running("r4", 1, 1, 0, None, 0), Running("r5", 0, 1, -10, "ga", 0)),
+    minimums=(("ga", 2),), preemptors=1, preemptor_gpus=8, preemptor_priority=0, preemptor_min=1,
+    slow_victims=True, late=(("ga", 1),))
+
+
 @_settings(400)
 @given(cases())
 @example(SURPLUS_ELSEWHERE)
+@example(LEAVING_MEMBER_COUNTED)
 def test_preemption_keeps_its_promises(case: Case) -> None:
     run = _start(case)
     minimum = dict(case.minimums)
