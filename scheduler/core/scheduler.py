@@ -30,7 +30,7 @@ from scheduler.core.objects import JSON, Device
 from scheduler.core.outcomes import BindingOutcomes
 from scheduler.core.plugins.coscheduling import GroupStatus, group_status
 from scheduler.core.plugins.preemption.unfinished import UnfinishedEviction, unfinished_gang_evictions
-from scheduler.core.queue import SchedulingQueue
+from scheduler.core.queue import QueuedPod, SchedulingQueue
 from scheduler.core.state import ClusterState, Notice
 
 UNSCHEDULABLE = "Unschedulable"
@@ -99,10 +99,25 @@ class Scheduler:
         its preemptor holds is not coming; the preemptor lets it go and tries again."""
         state = self._engine.state
         preemptor = state.preempting.pop(victim_uid, None)
-        if not preemptor:  # not ours, or finishing a gang's eviction (tried again on the next round)
+        if preemptor is None:
             return
-        state.release_hold(preemptor)
-        self._engine.queue.move(now, lambda entry: entry.uid == preemptor, "EvictionFailed")
+        if preemptor:  # "": finishing a gang's eviction (tried again on the next round)
+            state.release_hold(preemptor)
+        self._stay(victim_uid, now, "EvictionFailed", preemptor)
+
+    def _stay(self, victim_uid: str, now: float, event: str, preemptor: str = "") -> None:
+        """A victim that no longer goes counts as its gang's member again: the gang's pending
+        members (parked while it was leaving) are tried again, with the preemptor if any."""
+        state = self._engine.state
+        victim = state.pods.get(victim_uid)
+        gang = victim.gang.key if victim is not None and victim.gang is not None else None
+
+        def worth(entry: QueuedPod) -> bool:
+            pod = state.pods.get(entry.uid)
+            return entry.uid == preemptor or (gang is not None and pod is not None and pod.gang is not None
+                                              and pod.gang.key == gang)
+
+        self._engine.queue.move(now, worth, event)
 
     def finish_gang_evictions(self, now: float) -> list[UnfinishedEviction]:
         """Gangs left below their minimum by an eviction that stopped half-way (a replica that led
@@ -114,10 +129,13 @@ class Scheduler:
             state.preempting[item.pod.uid] = ""
         return unfinished
 
-    def abandon_evictions(self) -> None:
+    def abandon_evictions(self, now: float) -> None:
         """Lost the lease: the evictions not yet written are dropped, so their victims no longer
         count as going (a later term decides, or finishes a gang, afresh)."""
+        victims = list(self._engine.state.preempting)
         self._engine.state.preempting.clear()
+        for uid in victims:
+            self._stay(uid, now, "EvictionAbandoned")
 
     def abandon_deferred(self, now: float) -> None:
         """Lost the lease: Bindings not sent yet are not ours to send; their pods go back to the queue."""

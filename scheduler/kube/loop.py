@@ -156,7 +156,7 @@ class SchedulerLoop:
         term looks for half-done gang evictions at once."""
         self.core.abandon_deferred(time.time())
         self.evictor.abandon()
-        self.core.abandon_evictions()
+        self.core.abandon_evictions(time.time())
         self._finish_due = 0.0
 
     def _submit_released(self) -> None:

@@ -263,6 +263,29 @@ def test_a_gang_whose_running_members_are_victims_is_not_completed_meanwhile() -
     assert run.node_of("urgent") == "a"
 
 
+@pytest.mark.parametrize("how", ["failed", "abandoned"])
+def test_an_eviction_that_does_not_happen_lets_the_gangs_pending_member_complete_it(how: str) -> None:
+    """The same gang, its eviction refused for good (or dropped with the lease) after the
+    preemptor went away: its members stay, so its pending member is tried again at once (not
+    after the 5-minute flush)."""
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=4), b.node("b", gpus=4))
+    run.add(b.pod("busy", requests={"nvidia.com/gpu": 3}, priority=HIGH, node_name="b", phase="Running"))
+    run.add(*(_gang_member(f"g{i}", "train", 3, "a", LOW, 1, i) for i in range(2)))
+    run.replay._evict = lambda victims, preemptor: None
+    attempt = _preemptor(run, "urgent", HIGH, ("0", "0"), limits={"nvidia.com/gpu": 4})
+    run.add(b.pod("g2", requests={"nvidia.com/gpu": 1}, priority=LOW, labels=b.gang_labels("train", 3)))
+    assert run.node_of("g2") is None
+    _gone(run, "urgent")
+    if how == "failed":  # e.g. a 422 on a victim's mark fails the whole preemption
+        for victim in attempt.preempted:
+            run.scheduler.eviction_failed(victim.uid, 1.0)
+    else:  # the lease is lost before the evictions are written: a later term decides afresh
+        run.scheduler.abandon_evictions(1.0)
+    list(run.replay.drain())
+    assert run.node_of("g2") == "b" and run.node_of("g0") == run.node_of("g1") == "a"
+
+
 def test_a_gangs_surplus_goes_before_its_core() -> None:
     run = Run(config(BINPACK))
     run.add(b.node("a", gpus=4), b.node("b", gpus=4))
