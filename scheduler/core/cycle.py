@@ -216,7 +216,13 @@ class Cycle:
             reason = grouping.waiting_message(pod)
             queue.unschedulable_failure(pod.uid, {grouping.name}, now)
             message = f"0/{len(engine.state.node_order)} nodes are available: {reason}."
-            return [Attempt(pod, None, message=message, rejectors=frozenset({grouping.name}), gang_outcome="waiting")]
+            attempt = Attempt(pod, None, message=message, rejectors=frozenset({grouping.name}), gang_outcome="waiting")
+            # A gang that lost members (e.g. its running ones are being evicted) holds no room
+            # while it waits: a member that preempted for itself gives its room and nomination up.
+            siblings = engine.state.gangs.members.get(pod.gang.key, ()) if pod.gang is not None else ()
+            released = {uid: hold for uid in (pod.uid, *siblings) if (hold := engine.state.release_hold(uid)) is not None}
+            self._clear([attempt], released)
+            return [attempt]
         members = sorted(view.pending, key=grouping.placement_order)
         for member in members:
             queue.take(member.uid)

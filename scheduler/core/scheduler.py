@@ -15,7 +15,7 @@ Events, statuses and metrics — it asks through the queries below, never by rea
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -103,19 +103,18 @@ class Scheduler:
             return
         if preemptor:  # "": finishing a gang's eviction (tried again on the next round)
             state.release_hold(preemptor)
-        self._stay(victim_uid, now, "EvictionFailed", preemptor)
+        self._stay((victim_uid,), now, "EvictionFailed", preemptor)
 
-    def _stay(self, victim_uid: str, now: float, event: str, preemptor: str = "") -> None:
-        """A victim that no longer goes counts as its gang's member again: the gang's pending
-        members (parked while it was leaving) are tried again, with the preemptor if any."""
+    def _stay(self, victim_uids: Iterable[str], now: float, event: str, preemptor: str = "") -> None:
+        """Victims that no longer go count as their gangs' members again: the gangs' pending
+        members (parked while they were leaving) are tried again, with the preemptor if any."""
         state = self._engine.state
-        victim = state.pods.get(victim_uid)
-        gang = victim.gang.key if victim is not None and victim.gang is not None else None
+        gangs = {victim.gang.key for uid in victim_uids
+                 if (victim := state.pods.get(uid)) is not None and victim.gang is not None}
 
         def worth(entry: QueuedPod) -> bool:
             pod = state.pods.get(entry.uid)
-            return entry.uid == preemptor or (gang is not None and pod is not None and pod.gang is not None
-                                              and pod.gang.key == gang)
+            return entry.uid == preemptor or (pod is not None and pod.gang is not None and pod.gang.key in gangs)
 
         self._engine.queue.move(now, worth, event)
 
@@ -134,8 +133,7 @@ class Scheduler:
         count as going (a later term decides, or finishes a gang, afresh)."""
         victims = list(self._engine.state.preempting)
         self._engine.state.preempting.clear()
-        for uid in victims:
-            self._stay(uid, now, "EvictionAbandoned")
+        self._stay(victims, now, "EvictionAbandoned")
 
     def abandon_deferred(self, now: float) -> None:
         """Lost the lease: Bindings not sent yet are not ours to send; their pods go back to the queue."""

@@ -263,6 +263,29 @@ def test_a_gang_whose_running_members_are_victims_is_not_completed_meanwhile() -
     assert run.node_of("urgent") == "a"
 
 
+def test_a_gang_member_parked_while_its_gang_is_evicted_gives_its_held_room_back() -> None:
+    """g2 preempted for itself and holds room on b; then its gang's running members become an
+    urgent pod's victims, so g2 waits for siblings: it must not keep b's room (found in review:
+    the room stayed held for good, and `y` never got it)."""
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=4), b.node("b", gpus=4))
+    run.add(b.pod("busy", requests={"nvidia.com/gpu": 2}, priority=HIGH, node_name="b", phase="Running"))
+    run.add(b.pod("x", requests={"nvidia.com/gpu": 2}, priority=NEG, node_name="b", phase="Running"))
+    run.add(*(_gang_member(f"g{i}", "train", 3, "a", LOW, 2, i) for i in range(2)))
+    run.replay._evict = lambda victims, preemptor: None
+    run.add(b.pod("g2", requests={"nvidia.com/gpu": 2}, priority=LOW, labels=b.gang_labels("train", 3)))
+    assert _victims(run.last("g2")) == ["x"]
+    assert _victims(_preemptor(run, "urgent", HIGH, ("0", "0"), limits={"nvidia.com/gpu": 4})) == ["g0", "g1"]
+    _gone(run, "x")
+    assert run.last("g2").nominated_node == ""  # its nomination goes with the hold
+    run.add(b.pod("y", requests={"nvidia.com/gpu": 2}, priority=LOW))
+    _gone(run, "g0")
+    _gone(run, "g1")
+    run.scheduler.queue.flush_unschedulable(1e9)
+    list(run.replay.drain())
+    assert run.node_of("y") == "b" and run.node_of("g2") is None and not run.state.holds
+
+
 @pytest.mark.parametrize("how", ["failed", "abandoned"])
 def test_an_eviction_that_does_not_happen_lets_the_gangs_pending_member_complete_it(how: str) -> None:
     """The same gang, its eviction refused for good (or dropped with the lease) after the
