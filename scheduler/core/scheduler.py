@@ -96,16 +96,17 @@ class Scheduler:
 
     def eviction_failed(self, victim_uid: str, now: float) -> None:
         """A preemption's victim could not be evicted (the apiserver refused for good): the room
-        its preemptor holds is not coming; the preemptor lets it go and tries again."""
+        its preemptor holds is not coming; the preemptor lets it go and tries again, and so do
+        the victim's gang's pending members."""
         state = self._engine.state
         preemptor = state.preempting.pop(victim_uid, None)
         if preemptor is None:
             return
         if preemptor:  # "": finishing a gang's eviction (tried again on the next round)
             state.release_hold(preemptor)
-        self._stay((victim_uid,), now, "EvictionFailed", preemptor)
+        self._retry_gangs_of((victim_uid,), now, "EvictionFailed", preemptor)
 
-    def _stay(self, victim_uids: Iterable[str], now: float, event: str, preemptor: str = "") -> None:
+    def _retry_gangs_of(self, victim_uids: Iterable[str], now: float, event: str, preemptor: str = "") -> None:
         """Victims that no longer go count as their gangs' members again: the gangs' pending
         members (parked while they were leaving) are tried again, with the preemptor if any."""
         state = self._engine.state
@@ -133,7 +134,7 @@ class Scheduler:
         count as going (a later term decides, or finishes a gang, afresh)."""
         victims = list(self._engine.state.preempting)
         self._engine.state.preempting.clear()
-        self._stay(victims, now, "EvictionAbandoned")
+        self._retry_gangs_of(victims, now, "EvictionAbandoned")
 
     def abandon_deferred(self, now: float) -> None:
         """Lost the lease: Bindings not sent yet are not ours to send; their pods go back to the queue."""
