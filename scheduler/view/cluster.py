@@ -283,7 +283,8 @@ def _gangs(state: ClusterState, pending: Sequence[m.PendingPod], held: frozenset
 
 
 def gang_view(state: ClusterState, key: str, held: frozenset[str] = frozenset(), message: str = "") -> m.GangView | None:
-    """A gang's progress (None when it has no live member): its minimum, members placed and
+    """A gang's progress (None when it has no live member): its minimum, members placed, leaving
+    (as the scheduler counts them: a deleted member or a victim no longer completes the gang) and
     waiting, its PodGroup phase, and why it cannot be tried yet (or `message`, a member's last
     reason, when it can)."""
     members = sorted((state.pods[uid] for uid in state.gangs.members.get(key, ()) if uid in state.pods),
@@ -291,13 +292,15 @@ def gang_view(state: ClusterState, key: str, held: frozenset[str] = frozenset(),
     if not members:
         return None
     waiting = [pod for pod in members if pod.uid in state.pending or pod.uid in held]
-    placed = sum(1 for pod in members if pod.uid in state.placements and pod.uid not in held)
+    on_node = [pod for pod in members if pod.uid in state.placements and pod.uid not in held]
+    leaving = sum(1 for pod in on_node if state.leaving(pod))
     minimum = state.group_min(key, members[0])
     status = group_status(state, key)
     phase = status.phase if status is not None else \
         "Pending" if minimum is None or len(members) < minimum else "Scheduled" if not waiting else "Scheduling"
     reason = waiting_message(state, waiting[0]) if waiting else None
-    return m.GangView(key, minimum, len(members), placed, len(waiting), phase, reason or message)
+    return m.GangView(key, minimum, len(members), len(on_node) - leaving, leaving, len(waiting), phase,
+                      reason or message)
 
 
 def _summary(nodes: Sequence[m.NodeView]) -> m.Summary:

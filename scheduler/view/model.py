@@ -83,7 +83,8 @@ class GangView:
     gang: str  # namespace/name
     minimum: int | None  # None while its PodGroup is not known
     members: int  # live (non-terminal) members
-    placed: int
+    placed: int  # on a node and staying
+    leaving: int  # on a node but deleted or a preemption's victim: no longer counted toward the minimum
     pending: int
     phase: str  # the PodGroup status phase (Pending, Scheduling, Scheduled, Running, ...)
     message: str = ""

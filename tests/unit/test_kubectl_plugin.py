@@ -270,6 +270,16 @@ def test_explain_says_a_gang_member_that_fits_alone_waits_for_its_gang() -> None
     assert "it would fit" not in explaining.render(last, 0.0)
 
 
+def test_explain_counts_a_deleted_gang_member_as_leaving_not_placed() -> None:
+    gang = [b.pod(f"w-{i}", node_name="n1", phase="Running", limits={"nvidia.com/gpu": 1},
+                  labels=b.gang_labels("w", 3)) for i in range(3)]
+    gang[0]["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["example.com/keep"])
+    late = b.pod("w-3", limits={"nvidia.com/gpu": 1}, labels=b.gang_labels("w", 3))
+    result = explaining.explain([b.node("n1", gpus=4), *gang, late], "default/w-3", config(BINPACK), [], 0.0)
+    assert result is not None
+    assert "default/w: 4 members (min 3), 2 placed, 1 leaving, 1 waiting;" in explaining.render(result, 0.0)
+
+
 def test_what_if_knows_the_disruption_budgets_before_it_preempts() -> None:
     """A new user's trial: `tessera record` listed PodDisruptionBudgets (and PriorityClasses) after
     the pending pods, so the replay preempted the pod a budget protects; the live scheduler took the

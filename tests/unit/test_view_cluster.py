@@ -122,7 +122,7 @@ def test_pending_pods_gangs_and_the_summary(run: _Run) -> None:
     assert pending["default/big"].reason == "Unschedulable" and "Insufficient nvidia.com/gpu" in pending["default/big"].message
     assert pending["default/big"].wants == "5 nvidia.com/gpu"
     assert (pending["default/g2"].reason, pending["default/g2"].node) == ("WaitingForAllocation", "c")
-    assert view.gangs == (m.GangView("default/w", 3, 2, 0, 2, "Pending",
+    assert view.gangs == (m.GangView("default/w", 3, 2, 0, 0, 2, "Pending",
                                      "pod default/w-0 cannot find enough sibling pods, current pods number: 2, "
                                      "minMember of group: 3"),)
     assert view.summary == m.Summary(gpus=12, used=6, shared=1, free=3, unavailable=3, free_on_partial=3,
@@ -218,3 +218,17 @@ def test_a_bound_pod_being_deleted_holds_its_gpus_as_terminating() -> None:
     holders = sorted((h for g in node.gpus for h in g.holders), key=lambda h: h.pod)
     assert holders == [m.Holder("default/counted", status=m.TERMINATING),
                        m.Holder("default/leaving", status=m.TERMINATING), m.Holder("default/staying")]
+
+
+def test_a_gang_member_being_deleted_is_shown_leaving_not_placed() -> None:
+    """The GPU map and `kubectl tessera explain` counted a gang's terminating member as placed: a
+    gang of three with one member deleted read "3 placed" while the scheduler (which does not count
+    a leaving member toward the minimum) kept its new member waiting for a sibling."""
+    gang = [b.pod(f"w-{i}", node_name="n", phase="Running", limits={"nvidia.com/gpu": 1},
+                  labels=b.gang_labels("w", 3)) for i in range(3)]
+    gang[0]["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["example.com/keep"])
+    late = b.pod("w-3", limits={"nvidia.com/gpu": 1}, labels=b.gang_labels("w", 3))
+    core = Scheduler(config())
+    load(core, [b.node("n", gpus=4), *gang, late], 0.0)
+    [view] = build_view(core, source="cluster", now=0.0).gangs
+    assert (view.members, view.placed, view.leaving, view.pending) == (4, 2, 1, 1)

@@ -84,8 +84,8 @@
       return [p.pod, p.wants, p.gang, p.reason || (view.source === "standby" ? "the leader decides" : "not tried yet"),
               p.node, p.message];
     }), "No pending pods."));
-    replace("gangs", table(["Gang", "Phase", "Members", "Minimum", "Placed", "Waiting", "Why"], view.gangs.map(function (g) {
-      return [g.gang, g.phase, g.members, g.minimum === null ? "PodGroup not found" : g.minimum, g.placed, g.pending, g.message];
+    replace("gangs", table(["Gang", "Phase", "Members", "Minimum", "Placed", "Leaving", "Waiting", "Why"], view.gangs.map(function (g) {
+      return [g.gang, g.phase, g.members, g.minimum === null ? "PodGroup not found" : g.minimum, g.placed, g.leaving, g.pending, g.message];
     }), "No gang is waiting."));
     replace("decisions", table(["When", "Pod", "Outcome", "Node", "Message"], view.decisions.map(function (d) {
       return [when(d.at, view.source), d.pod, d.outcome, d.node, d.message];
