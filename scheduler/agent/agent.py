@@ -9,9 +9,14 @@ of the task group `Agent.run()` opens, next to the informers and the device-plug
   every device of the node;
 - endpoints: whenever classes (watched cluster-wide) or local devices change, re-plan the
   device-plugin endpoints (`slots.plan_endpoints`) and start / update / stop them;
-- pods: the pods on this node (watch with `fieldSelector=spec.nodeName=<node>`) for Allocate;
-- phase patches: pods whose device entries have all been served get `tessera.dev/phase:
-  Allocated`, retried until it sticks or the pod is gone, so the scheduler's gate opens.
+- pods: the pods on this node (watch with `fieldSelector=spec.nodeName=<node>`): which devices
+  pods hold (endpoint health) and which pods are done allocating. Allocate itself reads the node's
+  pods from the apiserver at every call: a watch can lag by a reconnect or a hung connection, and a
+  lagging cache can name a pod that is gone (its GPUs given to the caller by the scheduler) as the
+  one match;
+- phase patches: pods whose device entries have all been served, or that have started, get
+  `tessera.dev/phase: Allocated`, retried until it sticks or the pod is gone, so the scheduler's
+  gate opens.
 
 Nothing here ends the process except cancellation (SIGTERM): every loop logs and retries.
 On shutdown the gRPC servers stop and their sockets are removed; ExtendedResources stay (the
@@ -37,6 +42,7 @@ from scheduler.agent.allocate import (
     Allocation,
     AllocationError,
     ServedLedger,
+    allocating,
     container_env,
     find_allocation,
     held_devices,
@@ -65,6 +71,7 @@ DISCOVERY_SECONDS_MAX = 5.0
 BACKOFF_INITIAL = 0.5
 PATCH_RETRY_SECONDS = 2.0
 PATCH_BACKOFF_MAX = 60.0
+LIST_RETRY_DELAYS = (0.0, 0.25, 1.0)  # Allocate's reads of the node's pods: tries, and the wait before each
 
 
 @dataclass(frozen=True)
@@ -221,6 +228,7 @@ class Agent:
 
     async def _endpoint_loop(self) -> None:
         await self.class_informer.synced.wait()
+        await self.pod_informer.synced.wait()  # which unhealthy devices pods still hold (`held`)
         while True:
             await self._endpoints_dirty.wait()
             if self.devices is None:
@@ -252,41 +260,46 @@ class Agent:
 
     def _check_complete(self, pod: Mapping[str, Any]) -> None:
         """Queue the `Allocated` patch for an Allocating pod all of whose entries were served
-        (also after an agent restart, from the ledger)."""
+        (also after an agent restart, from the ledger), or that has started: the kubelet made every
+        Allocate call for it before that, and a pod left `Allocating` (its patch lost with a ledger
+        that did not survive a restart) would read as allocating for its whole life."""
         meta = pod.get("metadata") or {}
         uid = str(meta.get("uid") or "")
-        if (meta.get("annotations") or {}).get(PHASE) != PHASE_ALLOCATING or uid not in self.ledger.pods():
+        if (meta.get("annotations") or {}).get(PHASE) != PHASE_ALLOCATING or uid in self._to_patch:
             return
-        if not pending_entries(pod, self.ledger) and uid not in self._to_patch:
+        started = (pod.get("status") or {}).get("phase") in ("Running", "Succeeded")
+        if started or (uid in self.ledger.pods() and not pending_entries(pod, self.ledger)):
             self._to_patch[uid] = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
             self._patch_wake.set()
 
-    async def _list_pods(self) -> list[dict[str, Any]] | None:
-        """This node's pods straight from the apiserver (the watch may lag the kubelet by a moment)."""
-        try:
-            response = await self.http.request("GET", "/api/v1/pods", limited=False, timeout=10,
-                                               query=[("fieldSelector", f"spec.nodeName={self.node_name}")])
-        except (aiohttp.ClientError, TimeoutError, OSError) as err:
-            log.warning("agent.list_pods_failed", reason=describe_error(err))
-            return None
-        if not response.ok:
-            log.warning("agent.list_pods_failed", reason=f"HTTP {response.status}: {response.message()}")
-            return None
-        return list(response.json().get("items") or ())
+    async def _node_pods(self) -> list[dict[str, Any]]:
+        """This node's pods from the apiserver (a consistent read, newer than any watch event we
+        have), tried `len(LIST_RETRY_DELAYS)` times; `AllocationError` when it cannot be read: the
+        pod's admission fails, which the scheduler recovers from, where a guess could not be."""
+        reason = ""
+        for delay in LIST_RETRY_DELAYS:
+            await anyio.sleep(delay)
+            try:
+                response = await self.http.request("GET", "/api/v1/pods", limited=False, timeout=10,
+                                                   query=[("fieldSelector", f"spec.nodeName={self.node_name}")])
+            except (aiohttp.ClientError, TimeoutError, OSError) as err:
+                reason = describe_error(err)
+                continue
+            if response.ok:
+                return list(response.json().get("items") or ())
+            reason = f"HTTP {response.status}: {response.message()}"
+        log.warning("agent.list_pods_failed", reason=reason, tries=len(LIST_RETRY_DELAYS))
+        raise AllocationError(f"cannot read the pods of node {self.node_name} from the apiserver ({reason}); "
+                              f"refusing to guess which pod this call is for")
 
     async def _allocate(self, plan: EndpointPlan, slot_ids: list[str]) -> api_pb2.ContainerAllocateResponse:
         async with self._alloc_lock:
             unit = plan.sharing.unit if plan.sharing is not None else None
-            count = len(slot_ids)
-            pods: list[Mapping[str, Any]] = list(self.pods.values())
-            try:
-                allocation = find_allocation(pods, self.node_name, plan.resource_name, count, unit, self.ledger)
-            except AllocationError:
-                fresh = await self._list_pods()
-                if fresh is None:
-                    raise
-                pods = list(fresh)
-                allocation = find_allocation(pods, self.node_name, plan.resource_name, count, unit, self.ledger)
+            pods = await self._node_pods()
+            # what the apiserver no longer has waiting (gone, started, Allocated) never waits again
+            self.ledger.retain({str((pod.get("metadata") or {}).get("uid") or "") for pod in pods
+                                if allocating(pod, self.node_name)})
+            allocation = find_allocation(pods, self.node_name, plan.resource_name, len(slot_ids), unit, self.ledger)
             self.ledger.add(allocation.key)
             pod = next((p for p in pods if (p.get("metadata") or {}).get("uid") == allocation.pod_uid), None)
             if pod is not None:
@@ -319,9 +332,11 @@ class Agent:
             for uid in [u for u in self._patch_backoff if u not in self._to_patch]:
                 del self._patch_backoff[uid]
             if self.pod_informer.synced.is_set():
-                waiting = {uid for uid, pod in self.pods.items()
-                           if ((pod.get("metadata") or {}).get("annotations") or {}).get(PHASE) == PHASE_ALLOCATING}
-                self.ledger.retain(waiting | set(self._to_patch))
+                # forget the pods the watch shows done; keep those it has not shown (yet): a pod served
+                # from the apiserver's answer may reach the watch later, and its deletion is seen by
+                # the next Allocate's read
+                done = {uid for uid, pod in self.pods.items() if not allocating(pod, self.node_name)}
+                self.ledger.retain({uid for uid in self.ledger.pods() if uid not in done or uid in self._to_patch})
 
     async def _patch_allocated(self, uid: str, namespace: str, name: str) -> bool:
         """True when done (patched, or the pod is gone or replaced); False to retry later."""

@@ -3,15 +3,16 @@
 The kubelet's `Allocate(resource R, k slot ids)` names neither pod nor container. The agent finds
 the pod from what the scheduler wrote atomically with the binding:
 
-    the unique pod on this node with `tessera.dev/phase: Allocating` whose `tessera.dev/devices`
-    has a container entry for R, not served yet, worth exactly k slots
+    the unique pod on this node, still Pending, with `tessera.dev/phase: Allocating` whose
+    `tessera.dev/devices` has a container entry for R, not served yet, worth exactly k slots
 
 (k = number of exclusive grants; a shared grant of N×unit is worth N). Within one pod, the kubelet
 calls Allocate for init containers first, then app containers, in spec order; the first unserved
 matching container in that order is the one. Zero or several candidate pods is an error, never a
 guess: returning someone else's GPUs is worse than failing the pod's admission, and the scheduler's
 allocation gate (no second pod with a common resource name bound to a node while one is
-Allocating) makes several candidates impossible unless annotations were forged.
+Allocating) makes several candidates impossible unless annotations were forged. So is a pending pod
+that Tessera did not place asking for k of R (a rival): the call may be its own.
 
 Served entries are remembered per (pod uid, container, resource) and persisted in a small file in
 the device-plugin directory (the kubelet deletes only sockets there), so an agent restart in the
@@ -44,6 +45,7 @@ from scheduler.core.annotations import (
 __all__ = [
     "Allocation",
     "AllocationError",
+    "allocating",
     "ServedKey",
     "ServedLedger",
     "container_env",
@@ -121,11 +123,46 @@ def _meta(pod: Mapping[str, Any]) -> tuple[str, str, str, Mapping[str, Any]]:
             meta.get("annotations") or {})
 
 
-def _allocating(pod: Mapping[str, Any], node_name: str) -> bool:
-    _, _, _, annotations = _meta(pod)
+def _admitting(pod: Mapping[str, Any], node_name: str) -> bool:
+    """On this node and still Pending: the kubelet makes every Allocate call for a pod before any
+    of its containers starts, so a pod that has left Pending (running, or finished) is never the
+    caller — whatever its phase annotation says (its `Allocated` patch may have been lost). The
+    scheduler's allocation gate opens on the same rule."""
     return ((pod.get("spec") or {}).get("nodeName") == node_name
-            and annotations.get(PHASE) == PHASE_ALLOCATING
-            and (pod.get("status") or {}).get("phase") not in _TERMINAL)
+            and (pod.get("status") or {}).get("phase") in (None, "", "Pending"))
+
+
+def allocating(pod: Mapping[str, Any], node_name: str) -> bool:
+    """Waiting for Allocate calls: Allocating, on this node and still Pending."""
+    _, _, _, annotations = _meta(pod)
+    return _admitting(pod, node_name) and annotations.get(PHASE) == PHASE_ALLOCATING
+
+
+def _rival(pod: Mapping[str, Any], node_name: str, resource_name: str, count: int) -> str | None:
+    """The container of a pod Tessera did not place (no readable devices annotation) that asks
+    for exactly `count` of `resource_name` and may be the one this call is for, or None. Such a pod
+    got on the node without Tessera (`spec.nodeName` set at creation, another scheduler); serving it
+    a waiting pod's devices would fail that pod's admission and leave its devices, which the
+    scheduler then frees, in the stray pod's hands."""
+    if not _admitting(pod, node_name):
+        return None
+    raw = _meta(pod)[3].get(DEVICES)
+    if raw is not None:
+        try:
+            decode_devices(raw)
+            return None
+        except AnnotationError:
+            pass
+    spec = pod.get("spec") or {}
+    for field in ("initContainers", "containers"):
+        for container in spec.get(field) or ():
+            if not isinstance(container, Mapping):
+                continue
+            resources = container.get("resources") or {}
+            asked = (resources.get("limits") or {}).get(resource_name, (resources.get("requests") or {}).get(resource_name))
+            if str(asked) == str(count):
+                return str(container.get("name") or "")
+    return None
 
 
 def find_allocation(pods: Iterable[Mapping[str, Any]], node_name: str, resource_name: str, count: int,
@@ -133,8 +170,12 @@ def find_allocation(pods: Iterable[Mapping[str, Any]], node_name: str, resource_
     """The one container this Allocate call is for; `AllocationError` (with the reasons) otherwise."""
     candidates: list[Allocation] = []
     others: list[str] = []
+    rivals: list[str] = []
     for pod in pods:
-        if not _allocating(pod, node_name):
+        if (rival := _rival(pod, node_name, resource_name, count)) is not None:
+            _, namespace, name, _ = _meta(pod)
+            rivals.append(f"{namespace}/{name} (container {rival})")
+        if not allocating(pod, node_name):
             continue
         uid, namespace, name, annotations = _meta(pod)
         key = f"{namespace}/{name}"
@@ -162,9 +203,16 @@ def find_allocation(pods: Iterable[Mapping[str, Any]], node_name: str, resource_
             candidates.append(found)
         elif unmatched:
             others.append(f"{key} ({'; '.join(unmatched)})")
+    request = f"{count} {resource_name}"
+    if rivals:
+        waiting = f"; the call may be for {', '.join(f'{c.pod_key} container {c.container}' for c in candidates)}" \
+            if candidates else ""
+        raise AllocationError(
+            f"{', '.join(rivals)} also asks for {request} but was not placed by Tessera (it has no readable "
+            f"{DEVICES} annotation){waiting}. Refusing to guess which pod this call is for: pods asking for "
+            f"{resource_name} must be scheduled by Tessera")
     if len(candidates) == 1:
         return candidates[0]
-    request = f"{count} {resource_name}"
     if not candidates:
         detail = f"; other pods here waiting for {resource_name}: {', '.join(others)}" if others else ""
         raise AllocationError(

@@ -67,6 +67,7 @@ class NvmlBackend:
         self._events: Any = None  # NVML event set, None when events are not supported
         self._registered: set[str] = set()  # UUIDs registered for Xid events
         self._xid_failures: dict[str, str] = {}  # UUID -> why it is unhealthy (sticky)
+        self._known: dict[str, DeviceInfo] = {}  # UUID -> its last successful query
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -169,14 +170,17 @@ class NvmlBackend:
         return groups
 
     def device_info(self, handle: Any, uuid: str) -> DeviceInfo:
-        """One device's attributes; a failing query makes the device unhealthy, not invisible."""
+        """One device's attributes; a failing query makes the device unhealthy, not invisible, and
+        keeps the attributes it last answered with: a lost GPU that turned into model "unknown"
+        would stop matching its class, and its slot would leave the device plugin while a pod holds it."""
         nvml = self.nvml
         try:
             model = _text(nvml.nvmlDeviceGetName(handle))
             memory = int(nvml.nvmlDeviceGetMemoryInfo(handle).total)
         except nvml.NVMLError as err:
-            return DeviceInfo(uuid=uuid, model="unknown", memory_bytes=0, healthy=False,
-                              health_reason="NVMLQueryFailed", health_message=f"NVML query failed: {err}")
+            known = self._known.get(uuid) or DeviceInfo(uuid=uuid, model="unknown", memory_bytes=0)
+            return dataclasses.replace(known, healthy=False, health_reason="NVMLQueryFailed",
+                                       health_message=f"NVML query failed: {err}")
         capability: str | None = None
         try:
             major, minor = nvml.nvmlDeviceGetCudaComputeCapability(handle)
@@ -188,9 +192,11 @@ class NvmlBackend:
             bus = normalise_bus_id(nvml.nvmlDeviceGetPciInfo(handle).busId)
         except nvml.NVMLError as err:
             log.info("nvml.no_pci_info", uuid=uuid, reason=str(err))
-        return DeviceInfo(uuid=uuid, model=model, memory_bytes=memory, compute_capability=capability,
+        info = DeviceInfo(uuid=uuid, model=model, memory_bytes=memory, compute_capability=capability,
                           numa_node=self._numa_node(handle, bus), pci_bus_id=bus, healthy=True,
                           health_reason="NVMLOK", health_message="")
+        self._known[uuid] = info
+        return info
 
     def _numa_node(self, handle: Any, bus: str | None) -> int | None:
         """NVML's answer where the driver has it (R530+), else the kernel's; -1 means "none"."""

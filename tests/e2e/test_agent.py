@@ -429,8 +429,8 @@ async def test_forged_or_unscheduled_pods_get_an_error_not_a_guess(
                                              r"1 class.tessera.dev/v100: .*forged-a.*forged-b.*Refusing to guess"):
         await node.kubelet.admit(a)
     stray = await kubectl.create_pod(namespace, b.pod("stray", node_name="forge-1", limits={v100: 2}))
-    with pytest.raises(AdmissionError, match=r"FAILED_PRECONDITION: no pod on node forge-1 is waiting for 2 "
-                                             r"class.tessera.dev/v100"):
+    with pytest.raises(AdmissionError, match=r"FAILED_PRECONDITION: .*/stray \(container main\) also asks for 2 "
+                                             r"class.tessera.dev/v100 but was not placed by Tessera"):
         await node.kubelet.admit(stray)
     pods = await kubectl.pods(namespace)
     assert pods["forged-a"]["metadata"]["annotations"][ann.PHASE] == ann.PHASE_ALLOCATING  # nothing was served

@@ -87,6 +87,42 @@ def test_ambiguous_pods_are_refused() -> None:
     assert find_allocation([a, big], "n", V100, 2, None, set()).pod_key == "ns/big"
 
 
+def test_a_running_pod_still_marked_allocating_is_no_candidate() -> None:
+    """A review found the agent still answering for a pod whose containers had started (so every
+    Allocate call for it had been made) but whose `Allocated` patch never came (a ledger lost with
+    an agent restart): the scheduler's gate lets the next pod in once a pod leaves Pending, and that
+    pod's Allocate was then answered with the running pod's GPUs — or, with both seen, refused."""
+    running = _pod("running", {"main": {V100: _grants("1")}}, status="Running")
+    new = _pod("new", {"main": {V100: _grants("2")}})
+    with pytest.raises(AllocationError, match="no pod on node n is waiting"):
+        find_allocation([running], "n", V100, 1, None, set())
+    assert find_allocation([running, new], "n", V100, 1, None, set()).pod_key == "ns/new"
+    unset = _pod("unset", {"main": {V100: _grants("3")}})
+    del unset["status"]["phase"]  # as a pod may be read before the apiserver's defaulting is seen
+    assert find_allocation([unset], "n", V100, 1, None, set()).pod_key == "ns/unset"
+
+
+def test_a_pending_pod_tessera_did_not_place_that_asks_the_same_makes_the_call_ambiguous() -> None:
+    """A pod bound without Tessera (created with `spec.nodeName`, or by another scheduler) asking
+    for a class resource: its Allocate call was answered with the devices of the Tessera pod waiting
+    for the same amount, which then failed admission, and the scheduler gave those devices (still in
+    the stray pod's hands) to the next pod. Either call may be the stray's: refuse rather than guess."""
+    waiting = _pod("waiting", {"main": {V100: _grants("1")}})
+    stray = b.pod("stray", namespace="ns", node_name="n", limits={V100: 1})
+    with pytest.raises(AllocationError, match=r"ns/stray \(container main\) also asks for 1 "
+                                              r"class.tessera.dev/v100 but was not placed by Tessera"):
+        find_allocation([waiting, stray], "n", V100, 1, None, set())
+    with pytest.raises(AllocationError, match="ns/stray"):
+        find_allocation([stray], "n", V100, 1, None, set())
+    # a stray of another size, already running, or in an init container of another size is no rival
+    other_size = b.pod("two", namespace="ns", node_name="n", limits={V100: 2})
+    started = b.pod("started", namespace="ns", node_name="n", limits={V100: 1}, phase="Running")
+    assert find_allocation([waiting, other_size, started], "n", V100, 1, None, set()).pod_key == "ns/waiting"
+    # a Tessera pod whose Allocate calls are all made (Allocated) is none either
+    allocated = _pod("allocated", {"main": {V100: _grants("4")}}, phase="Allocated")
+    assert find_allocation([waiting, allocated], "n", V100, 1, None, set()).pod_key == "ns/waiting"
+
+
 def test_shared_grants_count_units() -> None:
     pod = _pod("s", {"main": {SLICE: _grants("1", amount=8 * GI)}})
     assert grant_units(_grants("1", amount=8 * GI), GI) == 8

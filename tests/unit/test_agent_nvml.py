@@ -153,6 +153,21 @@ def test_lost_gpu_is_unhealthy_not_invisible() -> None:
     assert lost.health_reason == "NVMLQueryFailed" and str(GPU_IS_LOST) in lost.health_message
 
 
+def test_a_gpu_lost_after_discovery_keeps_its_model_and_memory() -> None:
+    """A review found a GPU whose queries began to fail published as model "unknown" with no
+    memory: it stopped matching its class, so its slot vanished from the device plugin while a pod
+    held it (and the ExtendedResource's spec flipped between the two models). Only health changes."""
+    gpus = _two_gpus()
+    backend = NvmlBackend(StubNvml(gpus))
+    before = backend.discover()[1]
+    gpus[1].lost = True
+    after = backend.discover()[1]
+    assert (after.model, after.memory_bytes, after.pci_bus_id) == (before.model, before.memory_bytes, before.pci_bus_id)
+    assert not after.healthy and after.health_reason == "NVMLQueryFailed" and str(GPU_IS_LOST) in after.health_message
+    gpus[1].lost = False
+    assert backend.discover()[1] == before
+
+
 def test_critical_xid_marks_the_device_unhealthy_until_restart() -> None:
     stub = StubNvml(_two_gpus())
     backend = NvmlBackend(stub)

@@ -1,0 +1,167 @@
+"""The node agent's Allocate path against a fake HTTP layer: which pods it trusts, what it remembers.
+
+The kubelet's Allocate call names no pod; the agent finds it among this node's pods. These tests
+come from a review that found three ways for that to hand one GPU to two pods: answering from a
+watch cache that lags the apiserver, forgetting a served container of a pod the watch had not shown
+yet, and endpoints planned before the pod watch said which unhealthy devices are still held.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.agent import agent as agent_module
+from scheduler.agent.agent import Agent, AgentOptions
+from scheduler.agent.allocate import AllocationError
+from scheduler.agent.slots import EndpointPlan
+from scheduler.core import annotations as ann
+from scheduler.kube.http import Response
+from scheduler.sim import builders as b
+from tests.fakeapi import Call, FakeApi
+from tests.helpers import run_for_a_while
+
+V100 = "class.tessera.dev/v100"
+PLAN = EndpointPlan(class_name="v100", resource_name=V100, sharing=None, devices=("n.gpu-0", "n.gpu-1"),
+                    slots=2, healthy=2)
+
+
+def _pod(name: str, device: str, *, containers: tuple[str, ...] = ("main",), phase: str = ann.PHASE_ALLOCATING,
+         status: str = "Pending") -> dict[str, Any]:
+    assignment = {c: {V100: (ann.DeviceGrant(f"GPU-{device}-{c}", f"n.gpu-{device}-{c}", None),)} for c in containers}
+    return b.pod(name, namespace="ns", node_name="n", phase=status,
+                 containers=[b.container(c, limits={V100: 1}) for c in containers],
+                 annotations={ann.DEVICES: ann.encode_devices(assignment), ann.PHASE: phase})
+
+
+def _uid(pod: dict[str, Any]) -> str:
+    return str(pod["metadata"]["uid"])
+
+
+def _patch_pod(api: FakeApi) -> None:
+    """Merge patches of a pod's metadata (the agent's `Allocated` patch), with the uid precondition."""
+
+    def handle(call: Call) -> Response | None:
+        parts = call.path.split("/")
+        if call.method != "PATCH" or len(parts) != 7 or parts[5] != "pods":
+            return None
+        pod = api.pods.get((parts[4], parts[6]))
+        if pod is None:
+            return Response(404, b'{"message": "not found"}')
+        pod["metadata"]["annotations"].update(call.body["metadata"]["annotations"])
+        return Response(200, b"{}")
+
+    api.handlers.append(handle)
+
+
+@pytest.fixture
+def api() -> FakeApi:
+    api = FakeApi()
+    _patch_pod(api)
+    return api
+
+
+@pytest.fixture
+def agent(api: FakeApi, tmp_path: Path) -> Agent:
+    agent = Agent(AgentOptions(node_name="n", device_plugin_dir=tmp_path), api, api, backend=None)  # type: ignore[arg-type]
+    agent.pod_informer.synced.set()
+    return agent
+
+
+async def _allocate(agent: Agent) -> str:
+    """One kubelet Allocate call for one V100; the pod/container it was answered for."""
+    response = await agent._allocate(PLAN, ["v100-0"])
+    return f"{response.envs['TESSERA_POD']}/{response.envs['TESSERA_CONTAINER']}"
+
+
+async def _patch_loop_pass(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(agent_module, "PATCH_RETRY_SECONDS", 0.01)
+    await run_for_a_while(agent._patch_loop, rounds=5)
+
+
+async def test_allocate_answers_from_the_apiserver_not_from_a_lagging_watch(api: FakeApi, agent: Agent) -> None:
+    """S was deleted (its GPU freed, P bound with another); the watch has not said so yet. The one
+    match in the cache was S: P was handed S's GPU, which the scheduler gives to the next pod."""
+    agent._on_pod("ADDED", _pod("s", "0"))
+    api.add_pod(_pod("p", "1"))
+    assert await _allocate(agent) == "ns/p/main"
+
+
+async def test_allocate_refuses_when_the_apiserver_cannot_be_read(api: FakeApi, agent: Agent,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(agent_module, "LIST_RETRY_DELAYS", (0.0, 0.01, 0.01))
+    agent._on_pod("ADDED", _pod("p", "1"))  # even a cache that has the pod is not trusted alone
+    api.add_pod(_pod("p", "1"))
+    for _ in range(3):
+        api.fail_next("GET", "/api/v1/pods", error=OSError("connection refused"))
+    with pytest.raises(AllocationError, match="cannot read the pods of node n from the apiserver.*connection refused"):
+        await _allocate(agent)
+    assert len(api.of("GET", "/api/v1/pods")) == 3 and len(agent.ledger) == 0
+    api.fail_next("GET", "/api/v1/pods", status=500)  # one failure is retried
+    assert await _allocate(agent) == "ns/p/main"
+
+
+async def test_a_served_container_of_a_pod_the_watch_has_not_shown_is_remembered(
+        api: FakeApi, agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ledger was pruned to the pods the watch showed Allocating: a pod not in the cache yet
+    lost its served container a, and the call for b was answered with a's GPU again."""
+    api.add_pod(_pod("two", "0", containers=("a", "b")))
+    assert await _allocate(agent) == "ns/two/a"
+    await _patch_loop_pass(agent, monkeypatch)
+    assert await _allocate(agent) == "ns/two/b"
+
+
+async def test_served_entries_go_once_the_pod_is_done(api: FakeApi, agent: Agent,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries are forgotten when the watch shows the pod past Allocating, or when the apiserver no
+    longer has it waiting (read at the next Allocate) — not before."""
+    done, gone = _pod("done", "0"), _pod("gone", "1")
+    api.add_pod(done)
+    assert await _allocate(agent) == "ns/done/main"
+    await _patch_loop_pass(agent, monkeypatch)  # patched Allocated; the watch has not shown it
+    assert api.pod("ns", "done")["metadata"]["annotations"][ann.PHASE] == ann.PHASE_ALLOCATED
+    assert _uid(done) in agent.ledger.pods()
+    agent._on_pod("MODIFIED", api.pod("ns", "done"))
+    await _patch_loop_pass(agent, monkeypatch)
+    assert _uid(done) not in agent.ledger.pods()
+
+    api.add_pod(gone)
+    assert await _allocate(agent) == "ns/gone/main"
+    del api.pods[("ns", "gone")]
+    api.add_pod(_pod("next", "2"))
+    assert await _allocate(agent) == "ns/next/main"
+    assert agent.ledger.pods() == {_uid(api.pod("ns", "next"))}
+
+
+async def test_a_pod_running_with_its_allocated_patch_lost_is_marked_allocated(api: FakeApi, agent: Agent,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent restart without its ledger between the last Allocate and the patch left the pod
+    `Allocating` for life: it has started, so every Allocate call for it was made."""
+    running = _pod("running", "0", status="Running")
+    api.add_pod(running)
+    agent._on_pod("ADDED", running)
+    await _patch_loop_pass(agent, monkeypatch)
+    assert api.pod("ns", "running")["metadata"]["annotations"][ann.PHASE] == ann.PHASE_ALLOCATED
+
+
+async def test_endpoints_wait_for_the_pod_watch(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Until the pods are listed the agent does not know which unhealthy devices pods still hold
+    (their slots stay Healthy so the kubelet keeps admitting those pods): no plan before that."""
+    applied: list[dict[str, EndpointPlan]] = []
+
+    async def apply(plans: dict[str, EndpointPlan]) -> None:
+        applied.append(plans)
+
+    monkeypatch.setattr(agent.plugins, "apply", apply)
+    agent.pod_informer.synced = type(agent.pod_informer.synced)()  # not synced yet
+    agent.class_informer.synced.set()
+    agent.devices, agent.views = [], []
+    agent._endpoints_dirty.set()
+    await run_for_a_while(agent._endpoint_loop, rounds=5)
+    assert applied == []
+    agent.pod_informer.synced.set()
+    agent._endpoints_dirty.set()
+    await run_for_a_while(agent._endpoint_loop, until=lambda: bool(applied), rounds=20)
+    assert applied == [{}]
