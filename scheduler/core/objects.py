@@ -533,6 +533,9 @@ class Device:
     healthy: bool
     # status.lastHeartbeatTime in seconds since the epoch: proof that a node agent serves the node
     heartbeat: float | None = field(default=None, compare=False)
+    # another ExtendedResource of the node names the same deviceID (set by the ledger, not read from
+    # the object): the node agent hands GPUs out by deviceID, so neither is given to a pod
+    duplicate: bool = False
 
     @property
     def name(self) -> str:
@@ -540,7 +543,7 @@ class Device:
 
     @property
     def schedulable(self) -> bool:
-        return self.healthy and not self.unschedulable
+        return self.healthy and not self.unschedulable and not self.duplicate
 
     def same_spec(self, other: Device) -> bool:
         """Equal in everything scheduling reads: heartbeats and resourceVersions change nothing."""

@@ -120,6 +120,12 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
     if info.broken:
         keys = ", ".join(sorted(_key(state, uid) for uid in info.broken))
         notes.append(f"unreadable {DEVICES} annotation on {keys}: no device scheduling here until it is fixed or gone")
+    duplicates: dict[str, list[str]] = {}
+    for device in info.devices.values():
+        if device.duplicate:
+            duplicates.setdefault(device.device_id, []).append(device.name)
+    notes += [f"{', '.join(sorted(names))} name the same deviceID {device_id}: none is given to a pod until one is gone"
+              for device_id, names in sorted(duplicates.items())]
     why = (f"the recording {facts.diverged[info.name]}: the replay diverged from the cluster here"
            if info.name in facts.diverged else "pods of other schedulers hold GPUs that Tessera's classes gave out")
     for resource, used, capacity in info.over_capacity({device.resource_name for device in info.devices.values()}):
@@ -211,8 +217,8 @@ def _device_gpu(facts: _Facts, device: Device, index: int) -> m.GpuView:
         status = m.GHOST
     elif not device.healthy:
         status = m.UNHEALTHY
-    elif device.unschedulable:
-        status = m.CORDONED
+    elif device.unschedulable or (device.duplicate and use is None):
+        status = m.CORDONED  # not given out: an admin's cordon, or one GPU under two names (a note says which)
     elif use is not None and not facts.held.isdisjoint((*use.exclusive, *use.shared)):
         status = m.GATED
     elif use is not None and use.exclusive:

@@ -47,6 +47,26 @@ def test_absurd_quantities_do_not_overflow_or_overcommit() -> None:
     assert any("exponent out of range" in n for n in run.notices())
 
 
+def test_a_tiny_sharing_unit_or_a_huge_device_capacity_does_not_crash_the_cycle() -> None:
+    """A review found both raising OverflowError in every cycle of every device pod (the free
+    slices of a class were written into an int64 column as ceil(free / unit)), which ended the live
+    loop — again after every restart, until the object was fixed."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=1), b.device("n", 0),
+            b.resource_class("slice", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "1n"}),
+            b.resource_class("v100", match_labels={"model": "V100"}))
+    run.add(b.pod("p", limits={"class.tessera.dev/v100": 1}))  # another class's pod: crashed as well
+    assert run.node_of("p") == "n"
+
+    huge = Run(config(BINPACK))
+    device = b.device("n", 0)
+    device["spec"]["capacity"] = {"memory": "100Ei"}
+    huge.add(b.node("n", gpus=1), device,
+             b.resource_class("slice", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "1"}))
+    huge.add(b.pod("p", limits={"class.tessera.dev/slice": 1}))
+    assert huge.node_of("p") == "n"
+
+
 def test_repeated_and_out_of_order_events_are_idempotent() -> None:
     run = Run(config(BINPACK))
     node = b.node("n", gpus=2)

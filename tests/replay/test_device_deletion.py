@@ -18,7 +18,8 @@ from scheduler.core import annotations as ann
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
-from tests.helpers import config
+from scheduler.view.cluster import build_view
+from tests.helpers import BINPACK, Run, config
 
 CLASS = "class.tessera.dev/v100"
 
@@ -161,3 +162,81 @@ def test_a_holder_on_a_node_without_any_device_left_counts_as_a_gpu() -> None:
         scheduler.apply("ADDED", obj, 0.0)
     assert _used_gpus(scheduler) == 1
     assert _schedule(scheduler, b.pod("four", limits={"nvidia.com/gpu": 4})).node is None
+
+
+# --- one physical GPU under two names, or moving node (from a review of the ledger) -------------
+
+def _device_of(run: Run, pod: str) -> tuple[str, str]:
+    attempt = run.last(pod)
+    assert attempt.node is not None, attempt.message
+    containers = ann.decode_devices(attempt.annotations[ann.DEVICES])
+    grant = next(g for by_resource in containers.values() for grants in by_resource.values() for g in grants)
+    return grant.device, grant.device_id
+
+
+def _renamed(device: dict[str, Any], name: str) -> dict[str, Any]:
+    again = copy.deepcopy(device)
+    again["metadata"].update(name=name, uid=f"{name}-uid")
+    return again
+
+
+def test_one_device_id_under_two_names_is_given_to_no_pod() -> None:
+    """The ledger is keyed by object name; the node agent hands out GPUs by deviceID. Two objects
+    naming one GPU (a hand-made one, a change of the agent's naming: it creates new names before it
+    deletes old ones) gave that GPU to two pods. Neither can be trusted: both wait, and it is said."""
+    run = Run(config(BINPACK))
+    d0 = b.device("n", 0)
+    run.add(b.node("n", gpus=3), d0, _renamed(d0, "n.renamed"), b.device("n", 1),
+            b.resource_class("v100", match_labels={"model": "V100"}))
+    run.add(b.pod("p", limits={CLASS: 1}), b.pod("q", limits={CLASS: 1}))
+    placed = [_device_of(run, name)[1] for name in ("p", "q") if run.node_of(name) is not None]
+    assert placed == [b.device("n", 1)["spec"]["deviceID"]]
+    assert any(f"deviceID {d0['spec']['deviceID']}" in n and "n.renamed" in n for n in run.notices())
+    [node] = build_view(run.scheduler, source="simulate", now=0.0).nodes
+    assert f"{d0['metadata']['name']}, n.renamed name the same deviceID {d0['spec']['deviceID']}: none is given " \
+           "to a pod until one is gone" in node.notes
+
+
+def test_a_held_device_published_again_under_a_new_name_is_not_handed_out_again() -> None:
+    run = Run(config(BINPACK))
+    devices = [b.device("n", i) for i in range(2)]
+    run.add(b.node("n", gpus=2), *devices, b.resource_class("v100", match_labels={"model": "V100"}))
+    run.add(b.pod("p", limits={CLASS: 1}))
+    held_name, held_id = _device_of(run, "p")
+    old = next(d for d in devices if d["metadata"]["name"] == held_name)
+    run.feed(b.event("ADDED", _renamed(old, "n.0-renamed")), b.event("DELETED", old))  # sorts first
+    run.add(b.pod("q", limits={CLASS: 1}))
+    assert _device_of(run, "q")[1] != held_id  # q gets the other GPU
+    run.add(b.pod("r", limits={CLASS: 1}))
+    assert run.node_of("r") is None  # the renamed one is p's until p is gone
+
+
+def test_a_held_device_moving_to_another_node_keeps_counting_where_its_holder_runs() -> None:
+    run = Run(config(BINPACK))
+    device = b.device("a", 0)
+    run.add(b.node("a", gpus=1), b.node("b", gpus=1), device, b.resource_class("v100", match_labels={"model": "V100"}))
+    run.add(b.pod("p", limits={CLASS: 1}))
+    assert run.node_of("p") == "a"
+    moved = copy.deepcopy(device)
+    moved["spec"]["nodeName"] = "b"
+    moved["metadata"]["uid"] = "new-uid"
+    run.feed(b.event("DELETED", device), b.event("ADDED", moved))
+    run.add(b.pod("q", limits={"nvidia.com/gpu": 1}, spec_extra={"nodeSelector": {"kubernetes.io/hostname": "a"}}))
+    assert run.node_of("q") is None  # a's only GPU is p's
+    assert any("DeviceMovedWhileHeld" in n or "now names node b" in n for n in run.notices())
+    finished = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    finished["status"]["phase"] = "Succeeded"
+    run.feed(b.event("MODIFIED", finished))  # released: the object is taken in where it now is
+    name = device["metadata"]["name"]
+    assert run.state.devices[name].node_name == "b" and not run.state.ledger.is_ghost(name)
+    assert run.node_of("q") == "a"  # a's GPU is free again (q was retried on the release)
+
+
+def test_a_late_deleted_event_of_an_older_device_object_does_not_remove_its_successor() -> None:
+    run = Run(config(BINPACK))
+    device = b.device("n", 0)
+    run.add(b.node("n", gpus=1), device, b.resource_class("v100", match_labels={"model": "V100"}))
+    again = copy.deepcopy(device)
+    again["metadata"]["uid"] = "uid-2"
+    run.feed(b.event("ADDED", again), b.event("DELETED", device))
+    assert device["metadata"]["name"] in run.state.devices

@@ -520,6 +520,10 @@ class ClusterState:
         device = parse_device(obj)
         old = self.devices.get(device.name)
         if event_type == "DELETED":
+            if self.ledger.forget_moved(device):
+                return [], []
+            if old is not None and device.meta.uid and old.meta.uid and old.meta.uid != device.meta.uid:
+                return [], []  # a predecessor's late deletion: its successor stays
             return self._delete_device(device.name), []
         if self._stale(device.meta.uid, device.meta.resource_version):
             return [], []
@@ -528,11 +532,12 @@ class ClusterState:
             info.agent_heartbeat = max(info.agent_heartbeat or device.heartbeat, device.heartbeat)
         if old is not None and not self.ledger.is_ghost(device.name) and old.same_spec(device):
             if old.heartbeat != device.heartbeat:
+                device = replace(device, duplicate=old.duplicate)
                 self.devices[device.name] = self._node_info(device.node_name).devices[device.name] = device
             return [], []
-        self.ledger.upsert(device, old)
+        notices = self.ledger.upsert(device, old)
         return [ClusterEvent(EventKind.DEVICE_CHANGED, node=device.node_name)], \
-            self.check_overcommit(self._node_info(device.node_name), None)
+            notices + self.check_overcommit(self._node_info(device.node_name), None)
 
     def _delete_device(self, name: str) -> list[ClusterEvent]:
         node = self.ledger.delete(name)

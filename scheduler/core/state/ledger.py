@@ -47,6 +47,7 @@ class DeviceLedger:
         self._touch = touch
         self.use: dict[str, DeviceUse] = {}
         self.ghosts: set[str] = set()  # deleted ExtendedResources still held by pods
+        self.moved: dict[str, Device] = {}  # name -> its object on another node, taken in once released
 
     def charge(self, pod: Pod, device: str, amount: Amount | None, resource: str) -> list[Notice]:
         use = self.use.setdefault(device, DeviceUse())
@@ -117,7 +118,10 @@ class DeviceLedger:
                 ghost = self.devices.pop(device)
                 holder = self._node_info(ghost.node_name)
                 holder.devices.pop(device, None)
+                self.mark_duplicates(holder)
                 self.refresh(holder)
+                if (moved := self.moved.pop(device, None)) is not None:
+                    self.upsert(moved, None)
 
     def refresh_for(self, device_names: Iterable[str]) -> None:
         nodes = {self.devices[name].node_name for name in device_names if name in self.devices}
@@ -135,11 +139,28 @@ class DeviceLedger:
         info.busy = busy
         self._touch(info)
 
-    def upsert(self, device: Device, old: Device | None) -> None:
-        """A new or changed ExtendedResource (a deleted one coming back is no ghost any more)."""
+    def upsert(self, device: Device, old: Device | None) -> list[Notice]:
+        """A new or changed ExtendedResource (a deleted one coming back is no ghost any more).
+
+        A held device's name appearing on another node (its `spec.nodeName` edited, or deleted and
+        created again there) does not move while held: the holder still has the GPU where it runs,
+        so it stays counted there, as a ghost, and the object is taken in once the holder is gone."""
+        if old is not None and old.node_name != device.node_name and (use := self.use.get(device.name)) and use.busy:
+            first = device.name not in self.moved
+            self.moved[device.name] = device
+            if device.name not in self.ghosts:
+                self.delete(device.name)
+            if not first:
+                return []
+            return [Notice("ExtendedResource", device.name, "DeviceMovedWhileHeld",
+                           f"ExtendedResource {device.name} now names node {device.node_name}, but a pod on node "
+                           f"{old.node_name} holds it: it counts on {old.node_name} until released, then on "
+                           f"{device.node_name}", "", device.meta.uid)]
+        self.moved.pop(device.name, None)
         if old is not None and old.node_name != device.node_name:
             previous = self._node_info(old.node_name)
             previous.devices.pop(device.name, None)
+            self.mark_duplicates(previous)
             self.refresh(previous)
         self.devices[device.name] = device
         self.ghosts.discard(device.name)
@@ -150,7 +171,34 @@ class DeviceLedger:
             if not held.resource_name:
                 self.devices[name] = info.devices[name] = replace(held, resource_name=device.resource_name)
         self.classes.device_changed(device)
+        notices = self.mark_duplicates(info)
         self.refresh(info)
+        return notices
+
+    def mark_duplicates(self, info: NodeInfo) -> list[Notice]:
+        """Mark the node's devices that share a deviceID with another of its ExtendedResources
+        (a ghost still held included): the node agent hands GPUs out by deviceID, so one GPU under
+        two names would go to two pods. Neither is given out until one is gone; a Warning on each
+        device that becomes a duplicate says why."""
+        by_id: dict[str, list[str]] = {}
+        for name, device in info.devices.items():
+            if device.device_id:
+                by_id.setdefault(device.device_id, []).append(name)
+        notices: list[Notice] = []
+        for name, device in list(info.devices.items()):
+            names = by_id.get(device.device_id, ()) if device.device_id else ()
+            duplicate = len(names) > 1
+            if duplicate == device.duplicate:
+                continue
+            self.devices[name] = info.devices[name] = replace(device, duplicate=duplicate)
+            if duplicate and name not in self.ghosts:
+                others = ", ".join(sorted(n for n in names if n != name))
+                notices.append(Notice(
+                    "ExtendedResource", name, "DuplicateDeviceID",
+                    f"ExtendedResource {name} names deviceID {device.device_id}, as {others} on node "
+                    f"{info.name} does: neither is given to a pod until one of them is deleted (or, held "
+                    f"by a pod, released)", "", device.meta.uid))
+        return notices
 
     def delete(self, name: str) -> str | None:
         """An ExtendedResource was deleted: its node (None if unknown or already a ghost)."""
@@ -167,8 +215,18 @@ class DeviceLedger:
         else:
             del self.devices[name]
             info.devices.pop(name, None)
+            self.mark_duplicates(info)
         self.refresh(info)
         return old.node_name
+
+    def forget_moved(self, device: Device) -> bool:
+        """The deletion of an object waiting in `moved`: it is not taken in (True), and the held
+        ghost it waited behind stays as it is."""
+        waiting = self.moved.get(device.name)
+        if waiting is None or (device.meta.uid and waiting.meta.uid != device.meta.uid):
+            return False
+        del self.moved[device.name]
+        return True
 
     def is_ghost(self, name: str) -> bool:
         return name in self.ghosts

@@ -20,6 +20,12 @@ from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown
 from scheduler.core.state import ClusterState, NodeInfo
 
 
+# A column holds int64: a tiny unit or a huge capacity would overflow it. No pod asks for more
+# than 2**62 of anything (larger quantities are refused when pods are read), so more room than
+# that is as good as that.
+UNITS_MAX = 2**62
+
+
 class ClassColumns(ColumnGroup):
     def __init__(self, table: NodeTable) -> None:
         self.state: ClusterState = table.state
@@ -67,7 +73,7 @@ class ClassColumns(ColumnGroup):
                     capacity = device.capacity.get(cls.sharing.dimension)
                     if capacity is not None:
                         free = capacity - (use.shared_total if use is not None else 0)
-                        best = max(best, math.ceil(free / cls.sharing.unit))
+                        best = max(best, min(UNITS_MAX, math.ceil(free / cls.sharing.unit)))
             column[row] = best
             self.total[name][row] = total
 
