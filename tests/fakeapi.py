@@ -58,9 +58,11 @@ class Fault:
     stall: bool = False  # no answer ever: the call waits until it is cancelled
 
 
-def _status(code: int, message: str, reason: str = "") -> Response:
-    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
-            "reason": reason, "code": code}
+def _status(code: int, message: str, reason: str = "", details: JSON | None = None) -> Response:
+    body: JSON = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
+                  "reason": reason, "code": code}
+    if details is not None:
+        body["details"] = details
     return Response(code, orjson.dumps(body))
 
 
@@ -95,6 +97,9 @@ class FakeApi:
 
     def of(self, method: str, path_contains: str = "") -> list[Call]:
         return [c for c in self.calls if c.method == method and path_contains in c.path]
+
+    async def acquire(self) -> None:
+        """`KubeHttp.acquire`: no rate limit here."""
 
     async def request(self, method: str, path: str, *, query: Sequence[tuple[str, str]] = (), body: Any = None,
                       content_type: str = "application/json", timeout: float = 30.0,
@@ -148,7 +153,7 @@ class FakeApi:
         if (m := _POD.match(call.path)) and call.method == "GET":
             pod = self.pods.get((m.group(1), m.group(2)))
             if pod is None:
-                return _status(404, f'pods "{m.group(2)}" not found', "NotFound")
+                return _status(404, f'pods "{m.group(2)}" not found', "NotFound", {"name": m.group(2), "kind": "pods"})
             return Response(200, orjson.dumps(pod))
         if call.method == "GET" and call.path == "/api/v1/pods":
             return self._list(list(self.pods.values()))

@@ -5,17 +5,20 @@ core, so nothing it holds can be handed out twice meanwhile. Each Binding is a t
 group `Binder.run()` hosts, so none outlives the binder: cancelling its owner (the scheduling loop)
 cancels every Binding still in flight. Outcomes (docs/design.md §3):
 - 201: bound; the watch event confirms the assumption.
-- 404 (gone): nothing can be bound any more; drop the pod.
+- 404: read back (a proxy or load balancer may say it of a pod that exists); the apiserver's own
+  NotFound for the pod drops it.
 - other 4xx (400, 403, 422, ...): the apiserver refused this Binding, so nothing was bound; forget
   and decide again after backoff — unless an earlier send of the same Binding was ambiguous and its
   request may still land: the refusal answers for its own request only, so it is treated like an
-  ambiguous answer (so is a 404 then: a proxy may say it; the read-back decides).
+  ambiguous answer.
 - 409, 5xx, 429, timeouts, resets: *ambiguous*. The request may have reached the apiserver, or may
   still be on its way there (a proxy or a dead connection can deliver it after we gave up). The pod
   is read back: bound (to our node with our devices, or elsewhere) or gone settles it, and the pod
   as read is handed to the core, so its state shows the truth before the watch does. A pod read
   back *unbound* settles nothing — our earlier request can still land — so the same Binding is
-  sent again until an answer is certain. The assumption, and the devices it holds, are never
+  sent again until an answer is certain. Only the apiserver's answers settle a read: a 404 that is
+  not its NotFound Status for the pod, or a 200 that is not a Pod, is a failed read. The
+  assumption, and the devices it holds, are never
   released while a Binding of ours may still bind the pod: that is how double allocation happens.
   A replica that stops leading sends nothing more for it, but one with a request still out keeps
   reading the pod back until it is bound or gone, or until that request can no longer land (our
@@ -40,7 +43,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from scheduler.core.annotations import DEVICES
-from scheduler.kube.http import KubeHttp
+from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.concurrency import TaskHost
 from scheduler.logs import describe_error
 
@@ -165,6 +168,9 @@ class Binder:
         deposed = False  # once another term has begun, for good
         pod = f"{binding.namespace}/{binding.name}"
         while True:
+            if not deposed and self.term() is not None:
+                # the write token first: a replica deposed while it waited for one must not send
+                await self.http.acquire()
             may_land = last_ambiguous is not None and self._clock() - last_ambiguous < self.late_landing
             current = self.term()
             deposed = deposed or (current is not None and current != term)
@@ -210,16 +216,15 @@ class Binder:
         }
         path = f"/api/v1/namespaces/{binding.namespace}/pods/{binding.name}/binding"
         try:
-            response = await self.http.request("POST", path, body=body, timeout=self.timeout)
+            response = await self.http.request("POST", path, body=body, timeout=self.timeout, limited=False)
         except _TRANSPORT_ERRORS as err:
             return None, describe_error(err)
         if response.ok:
             return Outcome.BOUND, ""
-        if response.status == 404:
-            return Outcome.NOT_FOUND, response.message()
         if response.status in _REFUSED:
             return Outcome.RETRY, f"HTTP {response.status}: {response.message()}"
-        # 409 (already bound — perhaps by an earlier request of ours — or being deleted), 5xx, 429
+        # 404 (the read-back tells gone from a proxy's word), 409 (already bound — perhaps by an
+        # earlier request of ours — or being deleted), 5xx, 429
         return None, f"HTTP {response.status}: {response.message()}"
 
     async def _resolve(self, binding: Binding) -> tuple[Outcome | None, dict[str, Any] | None]:
@@ -231,13 +236,11 @@ class Binder:
                 response = await self.http.request("GET", path, timeout=self.timeout, limited=False)
             except _TRANSPORT_ERRORS:
                 response = None
-            if response is not None and response.status == 404:
+            if response is not None and response.status == 404 and _pod_not_found(response, binding.name):
                 return Outcome.NOT_FOUND, None
-            if response is not None and response.ok:
-                pod = response.json()
-                if not isinstance(pod, dict):
-                    pod = {}
-                meta = pod.get("metadata") or {}
+            pod = _pod(response) if response is not None and response.ok else None
+            if pod is not None:
+                meta = pod["metadata"]
                 if meta.get("uid") != binding.uid:  # a new pod under the old name: ours is gone
                     return Outcome.NOT_FOUND, None
                 node = (pod.get("spec") or {}).get("nodeName") or ""
@@ -251,6 +254,29 @@ class Binder:
                 return None, pod
             await self._sleep(delay * (1 + random.random() * 0.2))
             delay = min(delay * 2, _RESEND_MAX)
+
+
+def _pod_not_found(response: Response, name: str) -> bool:
+    """The apiserver's NotFound Status for pod `name` (a proxy's 404 is not that)."""
+    try:
+        status = response.json()
+    except ValueError:
+        return False
+    details = status.get("details") if isinstance(status, dict) else None
+    return (isinstance(details, dict) and status.get("kind") == "Status" and status.get("reason") == "NotFound"
+            and details.get("name") == name)
+
+
+def _pod(response: Response) -> dict[str, Any] | None:
+    """The Pod a 200 carries; None when it is not one (a proxy's page, an empty body)."""
+    try:
+        pod = response.json()
+    except ValueError:
+        return None
+    if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod" or not isinstance(pod.get("metadata"), dict) \
+            or not pod["metadata"].get("uid"):
+        return None
+    return pod
 
 
 def _read_back(binding: Binding, settled: Outcome, observed: dict[str, Any] | None, first_error: str,

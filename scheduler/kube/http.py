@@ -236,6 +236,12 @@ class KubeHttp:
         self.api = api
         self.limiter = limiter
 
+    async def acquire(self) -> None:
+        """Wait for a write token now (then send with `limited=False`): for a caller that must
+        check something — its leadership — after the wait and right before the request."""
+        if self.limiter is not None:
+            await self.limiter.acquire()
+
     async def request(self, method: str, path: str, *, query: Sequence[tuple[str, str]] = (),
                       body: Any = None, content_type: str = "application/json",
                       timeout: float = 30.0, limited: bool = True) -> Response:

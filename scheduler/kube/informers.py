@@ -245,10 +245,12 @@ class Informer:
         """List, then watch, forever; only cancellation ends it."""
         must_list = True
         while True:
+            listing = must_list
             try:
                 if must_list:
                     await self._list()
                     must_list = False
+                listing = False
                 await self._watch()
                 continue  # the server ended the watch (timeoutSeconds): resume from our RV
             except _Expired as err:
@@ -256,9 +258,9 @@ class Informer:
                 self.stats.relists += 1
                 log.info("informer.relist", kind=self.kind.label, reason=str(err),
                          resource_version=self.resource_version)
-                if self._watched_since_list:
+                if self._watched_since_list and not listing:
                     continue
-                pause = self._backoff()  # a fresh list's RV expired at once: do not spin
+                pause = self._backoff()  # a fresh list's RV expired at once, or the LIST itself got 410: do not spin
             except _Unavailable as err:
                 must_list = True
                 pause = UNAVAILABLE_RETRY_SECONDS

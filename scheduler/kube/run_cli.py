@@ -178,7 +178,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
             await stop.wait()
             log.info("tessera.stopping", in_flight=loop.binder.in_flight)
             await step_down(loop.stop, loop.binder.drain, lambda: loop.binder.in_flight,
-                            release_lease if elector is not None else None)
+                            release_lease if elector is not None else None, crashed=bool(crashed))
             stepping_down = True  # a Lease left to expire (Bindings in flight) ends with the cancel
             group.cancel_scope.cancel()  # the loop (with what the drain did not see through), the signal handlers
     log.info("tessera.stopped")
@@ -186,14 +186,22 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
 
 
 async def step_down(stop: Callable[[], None], drain: Callable[[float], Awaitable[bool]], in_flight: Callable[[], int],
-                    release: Callable[[], Awaitable[object]] | None, *, drain_seconds: float = DRAIN_SECONDS) -> None:
+                    release: Callable[[], Awaitable[object]] | None, *, drain_seconds: float = DRAIN_SECONDS,
+                    crashed: bool = False) -> None:
     """Stop deciding, let the Bindings in flight settle, then hand the Lease over — only if none is
     left. A Binding still out may land after a successor has given its pod's devices to another
     pod; the Lease is then left to expire, so the successor waits `leaseDuration` (by then the
-    apiserver has answered or dropped the request) instead of taking over at once."""
+    apiserver has answered or dropped the request) instead of taking over at once. After a crash
+    it is left to expire too: the crashed loop's Bindings were cancelled mid-request, so none
+    counts as in flight, yet any may still land."""
     stop()
     drained = await drain(drain_seconds)
     if release is None:
+        return
+    if crashed:
+        log.warning("leader.release_skipped", in_flight=in_flight(),
+                    message="a part of the scheduler crashed, cutting any Binding it had out: the Lease is "
+                            "left to expire instead of being handed over")
         return
     if not drained:
         log.warning("leader.release_skipped", in_flight=in_flight(),

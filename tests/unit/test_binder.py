@@ -17,8 +17,9 @@ import pytest
 
 from scheduler.core import annotations as ann
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
+from scheduler.kube.http import KubeHttp, RateLimiter, Response
 from scheduler.sim import builders as b
-from tests.fakeapi import FakeApi
+from tests.fakeapi import Call, FakeApi
 
 DEVICES = '{"version":1,"containers":{"main":{"class.tessera.dev/v100":[{"id":"GPU-1","device":"n.gpu-1"}]}}}'
 
@@ -349,3 +350,71 @@ async def test_drain_waits_without_cancelling_and_cancelling_the_owner_ends_ever
     assert api.stalled == 0 and binder.in_flight == 0 and results == []
     with pytest.raises(RuntimeError, match="not running"):
         binder.submit(_binding())  # nothing would own it
+
+
+# --- answers that are not the apiserver's (from a review of the live shell) ---------------------
+
+async def test_a_404_on_the_first_send_is_read_back() -> None:
+    """A 404 that is not the apiserver's (a proxy, a load balancer) dropped a pod that still
+    existed: nothing brought it back until the pod changed."""
+    api, binder, results, _ = _setup()
+    api.fail_next("POST", "/binding", status=404)
+    await _bind(binder)
+    assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 2)]
+
+
+@pytest.mark.parametrize("answer", [
+    Response(404, b'{"kind":"Status","code":404,"message":"not found"}'),  # no NotFound naming the pod
+    Response(404, b"<html>404 Not Found</html>"),
+    Response(200, b""),
+    Response(200, b"<html>502 Bad Gateway</html>"),
+    Response(200, b'{"kind":"Status","status":"Success"}'),
+], ids=["proxy-404-json", "proxy-404-html", "empty-200", "html-200", "not-a-pod-200"])
+async def test_a_read_back_that_is_not_the_apiservers_answer_settles_nothing(answer: Response) -> None:
+    """After a cut send, such an answer read as "gone" (or, not JSON, crashed the loop) while the
+    cut request could still land: the devices were freed and given to another pod. It is a failed
+    read: read again."""
+    api, binder, results, _ = _setup()
+    api.fail_next("POST", "/binding", hold=True)
+    answered = [False]
+
+    def once(call: Call) -> Response | None:
+        if call.method == "GET" and not answered[0]:
+            answered[0] = True
+            api.deliver_held()  # the cut request lands meanwhile
+            return answer
+        return None
+
+    api.handlers.append(once)
+    await _bind(binder)
+    assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 1)]
+
+
+async def test_a_real_not_found_is_trusted() -> None:
+    api, binder, results, _ = _setup()
+    api.fail_next("POST", "/binding", hold=True)
+    api.pods.clear()
+    await _bind(binder)
+    assert [r.outcome for r in results] == [Outcome.NOT_FOUND]
+
+
+async def test_no_binding_is_sent_by_a_replica_deposed_while_it_waited_for_a_token() -> None:
+    """The term was read before the rate limiter's wait: a replica deposed during the wait (seconds
+    when Bindings, status writes and evictions drain the bucket) still sent what it had decided."""
+    api = FakeApi()
+    api.add_pod(b.pod("p"))
+    term: list[object | None] = ["A"]
+    sent_in: list[object | None] = []
+
+    async def throttled(seconds: float) -> None:  # the bucket is empty; the Lease is lost meanwhile
+        term[0] = None
+        await anyio.sleep(0)
+
+    limiter = RateLimiter(qps=1.0, burst=1, sleep=throttled)
+    limiter._tokens = 0.0  # drained by the writes before this one
+    api.before = lambda method, path: sent_in.append(term[0]) if method == "POST" else None
+    results: list[BindResult] = []
+    binder = Binder(KubeHttp(api, limiter), results.append, term=lambda: term[0],  # type: ignore[arg-type]
+                    late_landing_seconds=0.0)
+    await _bind(binder)
+    assert sent_in == [] and [r.outcome for r in results] == [Outcome.RETRY]

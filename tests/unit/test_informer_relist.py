@@ -431,3 +431,22 @@ async def test_a_404_on_a_built_in_kinds_relist_is_a_transient_error_not_a_delet
     assert not [entry for entry in logs if entry["event"] == "informer.unavailable"]
     errors = [entry for entry in logs if entry["event"] == "informer.error"]
     assert errors and "404" in errors[0]["reason"]
+
+
+async def test_a_list_answered_410_is_retried_after_a_pause_even_after_a_watch_delivered_data() -> None:
+    """A relist that itself got 410 (an expired continue token, a proxy) was redone at once, over
+    and over, when the watch before it had delivered data (found in review)."""
+    gone = Response(410, orjson.dumps(GONE))
+    stream = FakeStream(event("MODIFIED", watched(pod("a", "6"))) + event("ERROR", GONE))
+    informer, http, sink = make([page([pod("a", "1")], "5"), gone, gone, gone, page([pod("a", "6")], "12")],
+                                [stream])
+    pauses: list[float] = []
+    backoff = informer._backoff
+
+    def recorded() -> float:
+        pauses.append(backoff())
+        return pauses[-1]
+
+    informer._backoff = recorded  # type: ignore[method-assign]
+    await run_until(informer, lambda: informer.stats.lists == 2)
+    assert len(http.list_calls) == 5 and len(pauses) == 3  # one pause per refused LIST

@@ -61,3 +61,15 @@ async def test_a_failing_release_does_not_break_the_shutdown() -> None:
         await step_down(calls.stop, calls.drain, calls.in_flight, broken, drain_seconds=10)
     assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["leader.release_failed"]
 
+
+
+async def test_after_a_crash_the_lease_is_left_to_expire_even_with_nothing_in_flight() -> None:
+    """A crashed loop's task group cancels its Bindings mid-request and counts them out, so the
+    drain found nothing in flight and the Lease was handed over at once, while the cut requests
+    could still land (found in review)."""
+    calls = Calls(drained=True)
+    with capture_logs() as logs:
+        await step_down(calls.stop, calls.drain, calls.in_flight, calls.release, drain_seconds=10, crashed=True)
+    assert calls.seen == ["stop", "drain 10"]
+    [entry] = [e for e in logs if e["event"] == "leader.release_skipped"]
+    assert "crashed" in entry["message"]
