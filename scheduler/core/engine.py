@@ -6,14 +6,17 @@ Engine; `Scheduler` (`scheduler.py`) is the face the live loop, the replay and t
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterable
+
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.interface import PermitPlugin
 from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.framework.runtime import ProfileRuntime
 from scheduler.core.objects import Pod
-from scheduler.core.queue import SchedulingQueue
-from scheduler.core.state import ClusterState
+from scheduler.core.queue import QueuedPod, SchedulingQueue
+from scheduler.core.state import ClusterEvent, ClusterState, EventKind
 
 
 class Engine:
@@ -32,6 +35,21 @@ class Engine:
         runtime = self.profiles.get(pod.scheduler_name) if pod is not None else None
         return runtime if runtime is not None else next(iter(self.profiles.values()))
 
+    def take(self, events: Iterable[ClusterEvent], now: float) -> None:
+        """Act on what changed in the cluster state: a node whose agent finished an allocation
+        lets the allocation gate release held Bindings; for anything else, pods that failed
+        earlier are asked whether it may help them (the queueing hints of the plugins that
+        rejected them). Whatever the change came from: a watch event, or a Binding that did not land."""
+        for event in events:
+            if event.kind is EventKind.ALLOCATION_DONE:
+                self.release(event.node, now)
+            else:
+                self.queue.move(now, functools.partial(self._worth_retrying, event=event), event.kind.value)
+
+    def _worth_retrying(self, entry: QueuedPod, *, event: ClusterEvent) -> bool:
+        runtime = self.runtime_of(self.state.pods.get(entry.uid))
+        return runtime.worth_retrying(entry.uid, entry.rejectors, event)
+
     def release(self, node: str | None, now: float) -> None:
         """Ask the permit plugins what they let through on `node` (every node when None): allowed
         Bindings wait in `released`; placements that would no longer be chosen are redone."""
@@ -39,8 +57,9 @@ class Engine:
             released = permit.release(node, now)
             self.released += released.allowed
             for attempt in released.invalid:
-                self.state.forget(attempt.pod.uid)
+                freed = self.state.forget(attempt.pod.uid)
                 self.requeue_after_error(attempt.pod.uid, now)
+                self.take(freed, now)
 
     def requeue_after_error(self, uid: str, now: float) -> None:
         pod = self.state.pods.get(uid)

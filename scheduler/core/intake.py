@@ -8,12 +8,9 @@ node whose agent finished an allocation lets the allocation gate release held Bi
 
 from __future__ import annotations
 
-import functools
-
 from scheduler.core.engine import Engine
 from scheduler.core.objects import JSON, Pod, object_uid
-from scheduler.core.queue import QueuedPod
-from scheduler.core.state import ClusterEvent, EventKind, Notice
+from scheduler.core.state import Notice
 
 
 class Intake:
@@ -31,11 +28,7 @@ class Intake:
         self._sync_queue(obj, before, now)
         if before is None and obj.get("kind") == "Pod" and event_type != "DELETED":
             self._observe(obj)
-        for event in events:
-            if event.kind is EventKind.ALLOCATION_DONE:
-                engine.release(event.node, now)
-            else:
-                engine.queue.move(now, functools.partial(self._worth_retrying, event=event), event.kind.value)
+        engine.take(events, now)
         return notices
 
     def _known_pod(self, obj: JSON) -> Pod | None:
@@ -65,11 +58,6 @@ class Intake:
             return
         if uid not in queue or before is None or _scheduling_inputs(before) != _scheduling_inputs(pod):
             queue.add(uid, pod.priority, pod.gang.key if pod.gang else "", now)
-
-    def _worth_retrying(self, entry: QueuedPod, *, event: ClusterEvent) -> bool:
-        """May this event make this pod schedulable? Asked of the plugins that rejected it."""
-        runtime = self.engine.runtime_of(self.engine.state.pods.get(entry.uid))
-        return runtime.worth_retrying(entry.uid, entry.rejectors, event)
 
 
 def _scheduling_inputs(pod: Pod) -> tuple[object, ...]:

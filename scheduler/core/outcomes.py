@@ -18,20 +18,22 @@ class BindingOutcomes:
         """The Binding was refused (nothing bound): release and back off."""
         engine = self.engine
         node = engine.state.node_of(uid)
-        engine.state.forget(uid)
+        freed = engine.state.forget(uid)
         engine.requeue_after_error(uid, now)
         if node is not None:
             engine.release(node, engine.now)
+        engine.take(freed, now)  # the room wakes the pods waiting for it, as kube-scheduler's AssignedPodDelete
 
     def dropped(self, uid: str) -> None:
         """409 bound elsewhere / 404 gone: the apiserver's view wins; wait for the watch event."""
         engine = self.engine
         node = engine.state.node_of(uid)
-        engine.state.forget(uid)
+        freed = engine.state.forget(uid)
         if node is not None:
             engine.release(node, engine.now)
         engine.state.pending.discard(uid)
         engine.queue.remove(uid)
+        engine.take(freed, engine.now)
 
     def abandon(self, now: float) -> None:
         """Lost the lease: Bindings not sent yet are not ours to send; their pods go back to the queue."""

@@ -442,15 +442,16 @@ class ClusterState:
         self.pending.discard(uid)
         self._place(pod, node_name, devices, assumed=True)
 
-    def forget(self, uid: str) -> None:
-        """Undo an assumption (failed Binding or discarded gang transaction)."""
+    def forget(self, uid: str) -> list[ClusterEvent]:
+        """Undo an assumption (failed Binding or discarded gang transaction): what that frees."""
         placement = self.placements.get(uid)
         if placement is None or not placement.assumed:
-            return
-        self._unplace(uid)
+            return []
+        freed = self._unplace(uid)
         pod = self.pods.get(uid)
         if pod is not None and not pod.node_name and self.is_ours(pod) and not pod.terminal:
             self.pending.add(uid)
+        return freed
 
     # --- what-if: pods lifted off their nodes, nominated pods' holds -------------------------
 
