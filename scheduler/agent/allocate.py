@@ -212,6 +212,7 @@ def find_allocation(pods: Iterable[Mapping[str, Any]], node_name: str, resource_
             f"{DEVICES} annotation){waiting}. Refusing to guess which pod this call is for: pods asking for "
             f"{resource_name} must be scheduled by Tessera")
     if len(candidates) == 1:
+        _refuse_held_devices(pods, node_name, candidates[0])
         return candidates[0]
     if not candidates:
         detail = f"; other pods here waiting for {resource_name}: {', '.join(others)}" if others else ""
@@ -224,6 +225,32 @@ def find_allocation(pods: Iterable[Mapping[str, Any]], node_name: str, resource_
         f"{len(candidates)} pods on node {node_name} match a request for {request}: {names}. "
         f"Refusing to guess; the scheduler never binds two such pods at once, so their "
         f"{DEVICES} annotations were probably written by hand")
+
+
+def _refuse_held_devices(pods: Iterable[Mapping[str, Any]], node_name: str, allocation: Allocation) -> None:
+    """`AllocationError` when another live pod on the node holds one of the allocation's GPUs
+    (by UUID, what is handed out) in a way that excludes it: either side whole. The scheduler
+    never assigns that; this catches what it cannot see — a deposed leader's Binding that landed
+    after its successor gave the same GPU away, one GPU published under two names."""
+    wanted = {grant.device_id: grant.amount is None for grant in allocation.grants}
+    for pod in pods:
+        uid, namespace, name, annotations = _meta(pod)
+        if uid == allocation.pod_uid or (pod.get("spec") or {}).get("nodeName") != node_name \
+                or (pod.get("status") or {}).get("phase") in _TERMINAL or DEVICES not in annotations:
+            continue
+        try:
+            devices = decode_devices(annotations[DEVICES])
+        except AnnotationError:
+            continue
+        for by_resource in devices.values():
+            for grants in by_resource.values():
+                for grant in grants:
+                    whole = wanted.get(grant.device_id)
+                    if whole is not None and (whole or grant.amount is None):
+                        raise AllocationError(
+                            f"device {grant.device_id} is also assigned to {namespace}/{name}, which is still on "
+                            f"node {node_name}: refusing to hand it to {allocation.pod_key} as well (one GPU for two "
+                            f"pods; see the scheduler's DeviceConflict Events)")
 
 
 def pending_entries(pod: Mapping[str, Any], served: Container[ServedKey]) -> list[ServedKey]:

@@ -123,6 +123,25 @@ def test_a_pending_pod_tessera_did_not_place_that_asks_the_same_makes_the_call_a
     assert find_allocation([waiting, allocated], "n", V100, 1, None, set()).pod_key == "ns/waiting"
 
 
+def test_a_device_another_live_pod_holds_is_not_handed_out() -> None:
+    """The last line of defence for whatever the scheduler side gets wrong (a deposed leader's
+    Binding landing after its successor gave the same GPU away; one GPU under two names): a GPU
+    whose UUID another pod on the node still holds exclusively, or a whole GPU another pod has a
+    slice of, is refused. Slices of one GPU for two pods are fine."""
+    holder = _pod("holder", {"main": {V100: _grants("1", "2")}}, phase="Allocated", status="Running")
+    late = _pod("late", {"main": {V100: _grants("2")}})
+    with pytest.raises(AllocationError, match=r"GPU-2 .*also assigned to ns/holder"):
+        find_allocation([holder, late], "n", V100, 1, None, set())
+    gone = _pod("gone", {"main": {V100: _grants("2")}}, phase="Allocated", status="Succeeded")
+    assert find_allocation([gone, late], "n", V100, 1, None, set()).pod_key == "ns/late"
+    slice_a = _pod("slice-a", {"main": {SLICE: _grants("3", amount=8 * GI)}}, phase="Allocated", status="Running")
+    slice_b = _pod("slice-b", {"main": {SLICE: _grants("3", amount=8 * GI)}})
+    assert find_allocation([slice_a, slice_b], "n", SLICE, 8, GI, set()).pod_key == "ns/slice-b"
+    whole = _pod("whole", {"main": {V100: _grants("3")}})
+    with pytest.raises(AllocationError, match=r"GPU-3 .*also assigned to ns/slice-a"):
+        find_allocation([slice_a, whole], "n", V100, 1, None, set())
+
+
 def test_shared_grants_count_units() -> None:
     pod = _pod("s", {"main": {SLICE: _grants("1", amount=8 * GI)}})
     assert grant_units(_grants("1", amount=8 * GI), GI) == 8
