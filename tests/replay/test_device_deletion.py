@@ -240,3 +240,19 @@ def test_a_late_deleted_event_of_an_older_device_object_does_not_remove_its_succ
     again["metadata"]["uid"] = "uid-2"
     run.feed(b.event("ADDED", again), b.event("DELETED", device))
     assert device["metadata"]["name"] in run.state.devices
+
+
+def test_a_dropped_ghost_no_longer_counts_as_a_matching_device() -> None:
+    """A class change while a ghost was held re-indexed the ghost; dropping it later left it in
+    the class's matching devices (a class status saying 1 matching device of none)."""
+    run = Run(config(BINPACK))
+    device = b.device("n", 0)
+    run.add(b.node("n", gpus=1), device, b.resource_class("v100", match_labels={"model": "V100"}))
+    run.add(b.pod("p", limits={CLASS: 1}))
+    run.feed(b.event("DELETED", device))
+    run.add(b.resource_class("other", match_labels={"model": "V100"}))  # a class change while the ghost is held
+    finished = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    finished["status"]["phase"] = "Succeeded"
+    run.feed(b.event("MODIFIED", finished))
+    assert not run.state.devices
+    assert {s.name: s.matching_devices for s in run.scheduler.class_statuses()} == {"other": 0, "v100": 0}

@@ -115,6 +115,7 @@ class DeviceLedger:
         for device in device_names:
             if device in self.ghosts and device not in self.use:
                 self.ghosts.discard(device)
+                self.classes.device_removed(device)  # a class change since its deletion indexed it again
                 ghost = self.devices.pop(device)
                 holder = self._node_info(ghost.node_name)
                 holder.devices.pop(device, None)
