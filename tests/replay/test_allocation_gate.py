@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime
 
 from scheduler.api.config import parse_config
@@ -183,3 +184,17 @@ def test_heartbeats_alone_change_nothing_the_cycle_reads() -> None:
     scheduler.apply("MODIFIED", later, 0.0)
     assert scheduler.state.nodes["n"].generation == generation
     assert scheduler.state.nodes["n"].agent_heartbeat == HEARTBEAT_AT + 30
+
+
+def test_a_holder_being_deleted_does_not_hold_the_gate_for_ever() -> None:
+    """A kubelet that died leaves the gate's holder Terminating (phase Pending, Allocating) for
+    good while the node agent, its own container, keeps heartbeating: the held pods stayed assumed
+    there, their devices held, neither bound nor decided again (found in review). Nothing is
+    handed to a pod being deleted any more: the gate opens (the held placement is checked again
+    before it goes out, as for any release)."""
+    replay = _deferred_p1()
+    scheduler, state = replay.scheduler, replay.scheduler.state
+    p0 = copy.deepcopy(replay.pods[state.pod_by_key("default/p0").uid])  # type: ignore[union-attr]
+    p0["metadata"].update(deletionTimestamp="2026-01-01T00:01:00Z", resourceVersion="9000")
+    scheduler.apply("MODIFIED", p0, 20.0)
+    assert scheduler.held() == [] and [a.pod.meta.name for a in scheduler.take_released()] == ["p1"]

@@ -245,8 +245,10 @@ def allocating_resources(pod: Pod) -> frozenset[str]:
     """Resource names a bound pod still waits for the node agent to hand out (empty when done).
 
     The gate holds while `tessera.dev/phase` is `Allocating` and the pod has not started; it opens
-    on `Allocated`/`Failed`, when the pod runs or ends, or when the pod is gone.
+    on `Allocated`/`Failed`, when the pod runs or ends, when it is being deleted (nothing is handed
+    to it any more; a pod whose kubelet died stays Terminating for good and would hold the gate
+    with it), or when the pod is gone.
     """
-    if not pod.allocating or pod.phase != "Pending" or not pod.devices:
+    if not pod.allocating or pod.phase != "Pending" or not pod.devices or pod.meta.deleting:
         return frozenset()
     return frozenset(resource for by_resource in pod.devices.values() for resource in by_resource)
