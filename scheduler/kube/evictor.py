@@ -16,8 +16,8 @@ Writes go out in the background (at most `concurrency` at a time), so a cycle ne
 apiserver; `on_evicted(eviction, deleted)` is called for each victim that is gone or going (`deleted`: by
 us, and the loop records the upstream `Preempted` Event on the victim; False when it was already
 gone or its name now belongs to a new pod). A DELETE refused for good is reported to `on_failed`.
-Only the leader evicts (`allowed`): a replica that lost its lease drops what it had queued; the
-new leader decides again.
+Only the leader evicts (`allowed`, read right before each request, after its write token): a
+replica that lost its lease drops what it had queued; the new leader decides again.
 """
 
 from __future__ import annotations
@@ -117,6 +117,11 @@ class Evictor:
 
         async def write(step: _Step, eviction: Eviction) -> None:
             async with slots:
+                # the write token, then leadership and the eviction still ours, right before the request:
+                # a write that waited for a slot or a token past a lost lease must not go out
+                await self.http.acquire()
+                if not self.allowed() or (step is not _Step.WITHDRAW and eviction.uid not in self._preemptions):
+                    return
                 if step is _Step.MARK:
                     await self._mark(eviction)
                 elif step is _Step.DELETE:
@@ -148,7 +153,7 @@ class Evictor:
                      "lastTransitionTime": micro_time().split(".")[0] + "Z"}
         return await self.http.request("PATCH", f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}/status",
                                        body={"metadata": {"uid": eviction.uid}, "status": {"conditions": [condition]}},
-                                       content_type=STRATEGIC_PATCH)
+                                       content_type=STRATEGIC_PATCH, limited=False)
 
     async def _mark(self, eviction: Eviction) -> None:
         preemption = self._preemptions.get(eviction.uid)
@@ -194,7 +199,8 @@ class Evictor:
         path = f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}"
         try:
             deleted = await self.http.request("DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions",
-                                                                   "preconditions": {"uid": eviction.uid}})
+                                                                   "preconditions": {"uid": eviction.uid}},
+                                              limited=False)
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
             self._later(_Step.DELETE, eviction, err)
             return

@@ -201,6 +201,8 @@ class LeaderElector:
         self._term: Hashable = None
         self._acquired_at: str | None = None  # the acquireTime this process wrote when it last took the lead
         self._sent: deque[_Record] = deque(maxlen=SENT_KEPT)  # records this process wrote or tried to
+        self._confirmed: _Record | None = None  # the last record of ours the apiserver took
+        self._confirmed_sent = 0.0  # our clock before that write went out
         self._impostor_said = False  # the duplicate-identity error is logged once per episode
         self._campaign: tuple[anyio.CancelScope, anyio.Event] | None = None  # run()'s scope, and its end
 
@@ -212,8 +214,14 @@ class LeaderElector:
 
     @property
     def is_leader(self) -> bool:
-        """True between `on_started_leading` and `on_stopped_leading`: act on the cluster only then."""
-        return self._leading
+        """True between `on_started_leading` and `on_stopped_leading` while our last successful
+        write went out less than `renew_deadline` ago (our clock): act on the cluster only then.
+
+        The time bound is what keeps a paused process (a GC pause, SIGSTOP, a starved VM) from
+        acting when it wakes, before its renew loop has run: a successor takes over no earlier
+        than `lease_duration` after it saw that write, and `renew_deadline` is shorter. Measured
+        from the send, not the answer: an answer read late proves nothing about now."""
+        return self._leading and self._clock() - self._confirmed_sent < self.renew_deadline
 
     @property
     def term(self) -> Hashable | None:
@@ -226,7 +234,7 @@ class LeaderElector:
         A Lease that names our identity in a record this process did not write (another process
         with the same --identity, a Lease restored from a backup) is not ours: it is waited out,
         and taking over after it writes a new transition, so a new term."""
-        return self._term if self._leading else None
+        return self._term if self.is_leader else None
 
     @property
     def observed_holder(self) -> str:
@@ -341,7 +349,7 @@ class LeaderElector:
             while True:
                 if await self._try_acquire_or_renew():
                     return True
-                if self._usurped():  # another process leads under our name: stop now, not at the deadline
+                if self._usurped() or self._taken():  # someone else leads: stop now, not at the deadline
                     return False
                 if self._clock() + self.retry_period >= deadline:
                     return False
@@ -406,7 +414,7 @@ class LeaderElector:
                            leader_transitions=self._observed.leader_transitions)
             response = await self._update(fast)
             if response.ok:
-                self._set_observed(fast)
+                self._confirm(fast, now_clock)
                 return True
             log.info("leader.fast_renew_failed", lease=self.description, status=response.status,
                      message=response.message())
@@ -421,12 +429,14 @@ class LeaderElector:
             return False
         self._get_failing = None
         if current.status == 404:
+            if self._taken():  # deleted by hand under a holder we saw: it may lead still; wait it out
+                return False
             created = await self._create(record)
             if not created.ok:
                 log.info("leader.create_failed", lease=self.description, status=created.status,
                          message=created.message())
                 return False
-            self._set_observed(record)
+            self._confirm(record, now_clock)
             self._acquired_at = record.acquire_time
             return True
         lease = current.json()
@@ -463,20 +473,36 @@ class LeaderElector:
             log.info("leader.update_failed", lease=self.description, status=updated.status,
                      message=updated.message())
             return False
-        self._set_observed(record)
+        self._confirm(record, now_clock)
         if fresh:
             self._acquired_at = record.acquire_time
             self._impostor_said = False
         return True
 
+    def _ours(self, record: _Record) -> bool:
+        """Written (or sent) by this process: among our last writes, or the last one taken (failed
+        writes must not push the record the Lease holds out of our memory)."""
+        return record in self._sent or record == self._confirmed
+
     def _observed_is_us(self) -> bool:
         """The Lease holds a record of ours: our identity *and* written (or sent) by this process."""
-        return self._observed.holder_identity == self.identity and self._observed in self._sent
+        return self._observed.holder_identity == self.identity and self._ours(self._observed)
 
     def _usurped(self) -> bool:
         """The Lease names our identity in a record this process never wrote: another process
         runs with the same --identity."""
-        return self._observed.holder_identity == self.identity and self._observed not in self._sent
+        return self._observed.holder_identity == self.identity and not self._ours(self._observed)
+
+    def _taken(self) -> bool:
+        """The last record seen names another holder and has not expired on our clock."""
+        holder = self._observed.holder_identity
+        return bool(holder) and holder != self.identity and self._lease_valid(self._clock())
+
+    def _confirm(self, record: _Record, sent_at: float) -> None:
+        """The apiserver took `record`, sent no earlier than `sent_at` (our clock)."""
+        self._set_observed(record)
+        self._confirmed = record
+        self._confirmed_sent = sent_at
 
     def _lease_valid(self, now_clock: float) -> bool:
         """`isLeaseValid`: valid until `observedTime + leaseDurationSeconds` on OUR clock."""

@@ -147,8 +147,9 @@ class SchedulerLoop:
             meta = obj.get("metadata") or {}
             if event_type != "ADDED" and (event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName")):
                 self.statuses.pod_gone(str(meta.get("namespace", "")), str(meta.get("name", "")))
-        for key in self.core.take_touched_groups():
-            self._write_group_status(key)
+        if self.is_leader():  # a standby's touched groups wait: written once it leads, on its first event
+            for key in self.core.take_touched_groups():
+                self._write_group_status(key)
 
     def lost_leadership(self) -> None:
         """Another replica leads now: drop every Binding this one has decided but not sent, and

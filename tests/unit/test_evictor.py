@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
 
 from scheduler.kube.evictor import Eviction, Evictor
+from scheduler.kube.http import Response
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
 from tests.helpers import run_for_a_while
@@ -244,3 +249,49 @@ async def test_a_delete_refused_for_good_fails_that_victim_alone() -> None:
     assert sorted(e.name for e, _ in done) == ["member-0", "member-2"] and [e.name for e, _ in failed] == ["member-1"]
     assert [c["status"] for c in api.pod("default", "member-1")["status"]["conditions"]
             if c["type"] == "DisruptionTarget"] == ["True"]  # still marked: its gang can be finished
+
+
+class _HoldFirst(FakeApi):
+    """Holds the first request of `method` until `release` is set; records what is sent after `lost`."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__()
+        self.method = method
+        self.release = anyio.Event()
+        self.holding = anyio.Event()
+        self.held_once = False
+        self.lost = False
+        self.after_loss: list[tuple[str, str]] = []
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Response:  # type: ignore[override]
+        if self.lost:
+            self.after_loss.append((method, path))
+        if method == self.method and not self.held_once:
+            self.held_once = True
+            self.holding.set()
+            await self.release.wait()
+        return await super().request(method, path, **kwargs)
+
+
+@pytest.mark.parametrize("step", ["PATCH", "DELETE"])
+async def test_no_eviction_write_is_sent_after_the_lease_is_lost(step: str) -> None:
+    """Leadership was checked once per batch; writes then waited for a slot (and the rate
+    limiter) and went out after the lease was lost: a deposed leader deleted victims, or left
+    marks a later leader could finish a gang from (found in review)."""
+    api = _HoldFirst(step)
+    victims = [_victim(api, "v1"), _victim(api, "v2")]
+    leading = [True]
+    evictor = Evictor(api, lambda e, deleted: None, lambda e, reason: None, allowed=lambda: leading[0],  # type: ignore[arg-type]
+                      concurrency=1)
+    evictor.submit(victims)
+    async with anyio.create_task_group() as group:
+        group.start_soon(evictor.run)
+        with anyio.fail_after(5):
+            await api.holding.wait()  # the first write of `step` is out
+        leading[0] = False
+        evictor.abandon()  # what the loop's lost_leadership() does
+        api.lost = True
+        api.release.set()
+        await anyio.sleep(0.2)
+        group.cancel_scope.cancel()
+    assert api.after_loss == []

@@ -262,3 +262,16 @@ async def test_a_lease_that_lapses_and_comes_back_in_the_same_term_binds_without
         await _until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")), seconds=10.0)
         owner.cancel_scope.cancel()
     assert reads[0] >= 3 and len(api.of("POST", "/binding")) == 2
+
+
+def test_a_standby_writes_no_podgroup_status() -> None:
+    """Only the leader acts on the cluster: a standby wrote PodGroup status from its own cache
+    (found in review), fighting the leader's with counts that lack the leader's decisions."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="standby",  # type: ignore[arg-type]
+                         leader_term=lambda: None)
+    loop._on_event("ADDED", b.node("n", gpus=4))
+    loop._on_event("ADDED", b.podgroup("g", 2))
+    for i in range(2):
+        loop._on_event("ADDED", b.pod(f"g-{i}", limits={"nvidia.com/gpu": 1}, labels=b.gang_labels("g", 2)))
+    assert not loop.statuses._dirty

@@ -1,0 +1,81 @@
+"""An in-memory coordination.k8s.io Lease endpoint with resourceVersion semantics (conditional PUT,
+409 on a stale resourceVersion or a second create), for leader election unit tests; hooks fail a
+request before it is applied or run after it is applied, before its answer is returned."""
+from __future__ import annotations
+
+import copy
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+from scheduler.kube.http import Response
+
+
+class Clock:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class LeaseServer:
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.rv = 1
+        # hook(method, who) -> awaited after the request is applied, before the answer is returned
+        self.after: Callable[[str, str, Response], Awaitable[None]] | None = None
+        self.fail: Callable[[str, str], Response | None] | None = None  # before applying
+
+    def client(self, who: str) -> LeaseClient:
+        return LeaseClient(self, who)
+
+    def _apply(self, method: str, body: Any) -> Response:
+        if method == "GET":
+            if self.lease is None:
+                return Response(404, b'{"kind":"Status","reason":"NotFound","code":404}')
+            return Response(200, orjson.dumps(self.lease))
+        if method == "POST":
+            if self.lease is not None:
+                return Response(409, b'{"kind":"Status","reason":"AlreadyExists","code":409}')
+            self.rv += 1
+            self.lease = copy.deepcopy(body)
+            self.lease["metadata"]["resourceVersion"] = str(self.rv)
+            return Response(201, orjson.dumps(self.lease))
+        if method == "PUT":
+            if self.lease is None:
+                return Response(404, b'{"kind":"Status","reason":"NotFound","code":404}')
+            if body["metadata"].get("resourceVersion") != self.lease["metadata"]["resourceVersion"]:
+                return Response(409, b'{"kind":"Status","reason":"Conflict","code":409}')
+            self.rv += 1
+            self.lease = copy.deepcopy(body)
+            self.lease["metadata"]["resourceVersion"] = str(self.rv)
+            return Response(200, orjson.dumps(self.lease))
+        raise AssertionError(method)
+
+    @property
+    def holder(self) -> str | None:
+        return None if self.lease is None else self.lease["spec"]["holderIdentity"]
+
+
+class LeaseClient:
+    def __init__(self, server: LeaseServer, who: str) -> None:
+        self.server = server
+        self.who = who
+
+    async def acquire(self) -> None:
+        pass
+
+    async def request(self, method: str, path: str, *, query: Any = (), body: Any = None,
+                      content_type: str = "application/json", timeout: float = 30.0,
+                      limited: bool = True) -> Response:
+        s = self.server
+        if s.fail is not None:
+            early = s.fail(method, self.who)
+            if early is not None:
+                return early
+        response = s._apply(method, copy.deepcopy(body))
+        if s.after is not None:
+            await s.after(method, self.who, response)
+        return response
