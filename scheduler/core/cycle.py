@@ -117,7 +117,7 @@ class Cycle:
                            rejectors=frozenset({plugin}))
         if num_nodes == 0:
             return Attempt(pod, None, message=NO_NODES, rejectors=frozenset(p.name for p in runtime.filters))
-        lifted = self._lift_holds_below(self._priority(pod)) if state.holds else {}  # holds are rare
+        lifted = self._lift_holds_below(state.competing_priority(pod)) if state.holds else {}  # holds are rare
         taken: set[str] = set()
         try:
             info = state.nodes.get(nominated) if nominated else None
@@ -131,14 +131,6 @@ class Cycle:
             return attempt
         finally:
             self._put_back_holds(lifted, taken)
-
-    def _priority(self, pod: Pod) -> int:
-        """What the pod competes with: its gang's priority (a PodGroup's class) for a member."""
-        if pod.gang is None:
-            return pod.priority
-        state = self.engine.state
-        members = [state.pods[uid] for uid in state.gangs.members.get(pod.gang.key, ()) if uid in state.pods]
-        return state.gang_priority(pod.gang.key, members or [pod])
 
     def _lift_holds_below(self, priority: int) -> dict[str, Hold]:
         """Release the holds of nominated pods of lower priority (upstream's filters ignore lower-
@@ -383,7 +375,7 @@ class Cycle:
             return self._attempt(member, self.engine.profiles[member.scheduler_name], now).node
 
         nominated = {pod.uid: holds[pod.uid].node if pod.uid in holds else pod.nominated_node for pod in pods}
-        priority = self._priority(pods[0])
+        priority = self.engine.state.competing_priority(pods[0])
         lifted = self._lift_holds_below(priority)
         chosen: set[str] = set()
         before = dict(self._displaced)

@@ -582,3 +582,23 @@ def test_a_gangs_priority_lowered_by_its_podgroup_or_class_makes_it_a_victim(cha
         attempts = run.feed(b.event("MODIFIED", group))
     attempts += [_preemptor(run, "late", MID, ("0", "0"), limits={"nvidia.com/gpu": 2})]
     assert sorted(v.meta.name for a in attempts for v in a.preempted) == ["t-0", "t-1"]
+
+
+def _half_bound_mixed_priority_gang() -> tuple[Run, list[Any]]:
+    """g-0 (priority 10) runs on n1; g-1 (priority 1000) arrives for a full n2 where `mid` (500) runs."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4), b.node("n2", gpus=4))
+    run.add(_gang_member("g-0", "g", 2, "n1", 10, 4, 0))
+    run.add(b.pod("mid", requests={"nvidia.com/gpu": 4}, priority=500, node_name="n2", phase="Running"))
+    run.replay._evict = lambda victims, preemptor: None  # victims terminate slowly
+    attempts = run.add(b.pod("g-1", requests={"nvidia.com/gpu": 4}, priority=1000, labels=b.gang_labels("g", 2)))
+    return run, attempts
+
+
+def test_a_half_bound_gang_preempts_at_its_least_urgent_members_priority() -> None:
+    """The cycle took the gang's priority over every member (10, g-0 bound included), the
+    preemption over the pending ones only (1000): it evicted `mid` (500) and held the room at 10,
+    so a priority-20 pod could take it (found in review). One rule now (competing_priority)."""
+    run, attempts = _half_bound_mixed_priority_gang()
+    assert [v.meta.name for a in attempts for v in a.preempted] == []
+    assert run.node_of("mid") == "n2"

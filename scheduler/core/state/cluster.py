@@ -106,6 +106,16 @@ class ClusterState:
         priorities = [pod.priority for pod in members]
         return (max if as_victim else min)(priorities, default=0)
 
+    def competing_priority(self, pod: Pod) -> int:
+        """What the pod competes with, in a cycle and as a preemptor (the one rule both use): its
+        own priority, or for a gang member its gang's — over every live member, bound ones
+        included, so a half-bound gang preempts no more urgently than its least urgent member and
+        holds the room it made at that same priority."""
+        if pod.gang is None:
+            return pod.priority
+        members = [self.pods[uid] for uid in self.gangs.members.get(pod.gang.key, ()) if uid in self.pods]
+        return self.gang_priority(pod.gang.key, members or [pod])
+
     def group_min(self, key: str, pod: Pod) -> int | None:
         """The gang's minimum, or None when its PodGroup object has not been seen."""
         return self.gangs.minimum(key, pod)

@@ -96,8 +96,7 @@ class DefaultPreemption(PostFilterPlugin):
 
     def post_filter(self, pods: Sequence[Pod], minimum: int, nominated: Mapping[str, str], place: Place,
                     statuses: NodeStatuses | None, now: float) -> Preemption:
-        gang = pods[0].gang.key if pods[0].gang is not None else ""
-        priority = self.state.gang_priority(gang, pods) if gang else pods[0].priority
+        priority = self.state.competing_priority(pods[0])
         reason = self.ineligible(pods, nominated, priority)
         if reason is not None:
             return Preemption(message=reason)
@@ -192,7 +191,7 @@ class DefaultPreemption(PostFilterPlugin):
     def _preempt_gang(self, members: Sequence[Pod], minimum: int, place: Place, now: float) -> Preemption:
         state = self.state
         gang = members[0].gang.key if members[0].gang is not None else ""
-        priority = state.gang_priority(gang, members)
+        priority = state.competing_priority(members[0])
         placed = [pod for info in self._nodes_below(priority) for uid in sorted(info.pods)
                   if (pod := state.pods.get(uid)) is not None]
         units = units_for(state, priority, placed, exclude_gang=gang)
