@@ -8,6 +8,7 @@ Binding through once a pod there stops holding it.
 from __future__ import annotations
 
 from scheduler.core.engine import Engine
+from scheduler.core.objects import Pod
 
 
 class BindingOutcomes:
@@ -17,12 +18,27 @@ class BindingOutcomes:
     def failed(self, uid: str, now: float) -> None:
         """The Binding was refused (nothing bound): release and back off."""
         engine = self.engine
-        node = engine.state.node_of(uid)
-        freed = engine.state.forget(uid)
+        state = engine.state
+        node = state.node_of(uid)
+        placement = state.placements.get(uid)
+        pod = state.pods.get(uid)
+        freed = state.forget(uid)
+        if placement is not None and pod is not None and self._gang_placed_without(pod):
+            # its gang has members on nodes: the room stays the member's (as a nominated
+            # preemptor's), or a pod of its priority takes it and the gang stays below its minimum
+            state.hold(uid, placement, state.competing_priority(pod))
+            freed = []
         engine.requeue_after_error(uid, now)
         if node is not None:
             engine.release(node, engine.now)
         engine.take(freed, now)  # the room wakes the pods waiting for it, as kube-scheduler's AssignedPodDelete
+
+    def _gang_placed_without(self, pod: Pod) -> bool:
+        """Another member of the pod's gang is on a node (bound, or its Binding on the way)."""
+        state = self.engine.state
+        if pod.gang is None:
+            return False
+        return any(uid != pod.uid and uid in state.placements for uid in state.gangs.members.get(pod.gang.key, ()))
 
     def dropped(self, uid: str) -> None:
         """409 bound elsewhere / 404 gone: the apiserver's view wins; wait for the watch event."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from scheduler.core.plugins import coscheduling
 from scheduler.sim import builders as b
@@ -209,3 +210,33 @@ def test_a_gang_on_a_cluster_without_nodes_says_both_sentences() -> None:
     run.add(*_gang("g", 2, 1))
     assert run.last("g-0").message.startswith(
         "no nodes available to schedule pods. pod group default/g: only 0 of the 2 members it needs fit.")
+
+
+def test_a_refused_binding_of_one_member_keeps_the_gangs_room_for_it() -> None:
+    """g-0's Binding landed, g-1's was refused (a webhook blip): g-1's room was freed and woken
+    for `other` (same priority, waiting), which took it; g stayed at 1 bound of minimum 2 for good,
+    as g-1 cannot preempt an equal priority (found in review). The room is held for the member
+    while its gang has others placed, as a nominated preemptor's is."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4))
+    labels = b.gang_labels("g", 2)
+    real_bind = run.replay._bind
+    in_flight: list[str] = []
+
+    def bind(attempt: Any) -> None:
+        if attempt.pod.meta.name == "g-1" and not in_flight:
+            in_flight.append(attempt.pod.uid)  # its Binding is still out
+            return
+        real_bind(attempt)
+
+    run.replay._bind = bind  # type: ignore[method-assign]
+    run.add(b.pod("g-0", limits={"nvidia.com/gpu": 2}, labels=labels),
+            b.pod("g-1", limits={"nvidia.com/gpu": 2}, labels=labels))
+    assert run.node_of("g-0") == "n1" and run.node_of("g-1") == "n1"
+    run.add(b.pod("other", limits={"nvidia.com/gpu": 2}))
+    assert run.node_of("other") is None
+    run.scheduler.binding_failed(in_flight[0], run.replay.now)
+    list(run.replay.drain())
+    run.scheduler.queue.flush_unschedulable(1e9)
+    list(run.replay.drain())
+    assert (run.node_of("g-1"), run.node_of("other")) == ("n1", None)
