@@ -84,7 +84,7 @@ async def test_the_live_page_shows_every_gpu_state_pending_pods_and_gangs(
     assert "3 Insufficient nvidia.com/gpu" in pending[scenario.key("too-big")][5]
     assert pending[scenario.key("alloc-2")][3:5] == ["WaitingForAllocation", "map-n2"]
     gangs = table_rows(page.find("div", id="gangs"))
-    assert [row[:6] for row in gangs] == [[scenario.key("wave"), "Pending", "2", "3", "0", "2"]]
+    assert [row[:7] for row in gangs] == [[scenario.key("wave"), "Pending", "2", "3", "0", "0", "2"]]  # ..., placed, leaving, waiting
     summary = page.find("p", id="summary").text
     assert summary.startswith("GPUs: 12 total, 6 in use (1 shared), 3 free, 3 unavailable")
     decisions = table_rows(page.find("div", id="decisions"))
