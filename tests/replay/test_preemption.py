@@ -602,3 +602,19 @@ def test_a_half_bound_gang_preempts_at_its_least_urgent_members_priority() -> No
     run, attempts = _half_bound_mixed_priority_gang()
     assert [v.meta.name for a in attempts for v in a.preempted] == []
     assert run.node_of("mid") == "n2"
+
+
+def test_a_gang_preemptor_takes_one_surplus_member_where_the_room_is_needed() -> None:
+    """Victim gang v (minimum 2) runs one member on each of big (8 GPUs), s1 and s2. A preemptor
+    needing big evicted v-0 alone as a plain pod but the whole gang as a gang: its surplus was the
+    latest-started member anywhere (v-2), so v-0 was in the core, and the core took the surplus
+    with it (found in review). The surplus is chosen among the members where the room is needed."""
+    def victims(gang: bool) -> list[str]:
+        run = Run(config(BINPACK))
+        run.add(b.node("big", gpus=8), b.node("s1", gpus=4), b.node("s2", gpus=4))
+        run.add(_gang_member("v-0", "v", 2, "big", 0, 8, 0), _gang_member("v-1", "v", 2, "s1", 0, 4, 1),
+                _gang_member("v-2", "v", 2, "s2", 0, 4, 2))
+        labels = b.gang_labels("p", 1) if gang else None
+        attempts = run.add(b.pod("p-0", requests={"nvidia.com/gpu": 8}, priority=1000, labels=labels))
+        return sorted(v.meta.name for a in attempts for v in a.preempted)
+    assert victims(gang=True) == victims(gang=False) == ["v-0"]

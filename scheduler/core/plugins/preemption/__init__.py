@@ -217,6 +217,22 @@ class DefaultPreemption(PostFilterPlugin):
                                           f"even without every lower-priority pod only {len(nodes)} fit")
             self._forget(assumed)
             used = set(nodes.values())
+            # The units again, from the nodes the gang uses only: a victim gang's surplus is then
+            # chosen among its members where the room is needed (as for one pod), not as the
+            # latest-started anywhere — which put a needed member in the core, and the core took
+            # the whole gang with it. Every eligible pod there is lifted: the gang fits as before.
+            for entries in lifted.values():
+                for entry in entries:
+                    if entry.uid not in state.placements:
+                        state.restore(entry)
+            here = [pod for node in sorted(used) for uid in sorted(state.nodes[node].pods)
+                    if (pod := state.pods.get(uid)) is not None]
+            units = units_for(state, priority, here, exclude_gang=gang)
+            lifted = {unit.pods[0].uid: [state.lift(p.uid) for p in unit.pods] for unit in units}
+            if not self._still_fits(members, nodes, assumed, now):
+                return Preemption(message=f"pod group {gang}: the placement found without lower-priority "
+                                          "pods does not hold")  # cannot happen: a superset is off its nodes
+            self._forget(assumed)
             relevant = [u for u in units if u.pods[0].uid in lifted
                         and any(e.placement.node in used for e in lifted[u.pods[0].uid])]
             for unit in units:
