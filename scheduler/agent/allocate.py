@@ -146,7 +146,8 @@ def _rival(pod: Mapping[str, Any], node_name: str, resource_name: str, count: in
     scheduler then frees, in the stray pod's hands."""
     if not _admitting(pod, node_name):
         return None
-    raw = _meta(pod)[3].get(DEVICES)
+    _, _, _, annotations = _meta(pod)
+    raw = annotations.get(DEVICES)
     if raw is not None:
         try:
             decode_devices(raw)

@@ -18,8 +18,8 @@ cancels every Binding still in flight. Outcomes (docs/design.md §3):
   back *unbound* settles nothing — our earlier request can still land — so the same Binding is
   sent again until an answer is certain. Only the apiserver's answers settle a read: a 404 that is
   not its NotFound Status for the pod, or a 200 that is not a Pod, is a failed read. The
-  assumption, and the devices it holds, are never
-  released while a Binding of ours may still bind the pod: that is how double allocation happens.
+  assumption, and the devices it holds, are never released while a Binding of ours may still bind
+  the pod: that is how double allocation happens.
   A replica that stops leading sends nothing more for it, but one with a request still out keeps
   reading the pod back until it is bound or gone, or until that request can no longer land (our
   timeout plus the apiserver's request timeout; one last read then decides). Leading again in a
