@@ -110,6 +110,7 @@ class ObjectMeta:
     annotations: dict[str, str]
     creation_timestamp: str
     deleting: bool
+    generation: int = 0  # metadata.generation: which spec a status describes (observedGeneration)
 
     @property
     def key(self) -> str:
@@ -146,6 +147,7 @@ def parse_meta(obj: JSON, kind: str) -> ObjectMeta:
         annotations=_str_map(meta.get("annotations"), f"{kind}.metadata.annotations"),
         creation_timestamp=_str(meta.get("creationTimestamp"), f"{kind}.metadata.creationTimestamp"),
         deleting=meta.get("deletionTimestamp") is not None,
+        generation=generation if isinstance(generation := meta.get("generation"), int) and generation >= 0 else 0,
     )
 
 

@@ -49,6 +49,7 @@ class ClassStatus:
     message: str
     matching_devices: int
     resource_name: str  # the effective name pods ask for (the default when the class sets none)
+    generation: int  # the class's metadata.generation the status describes
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,8 +216,9 @@ class Scheduler:
 
     def class_statuses(self) -> list[ClassStatus]:
         state = self._engine.state
-        return [ClassStatus(name, *state.class_status(name), state.classes.classes[name].resource_name)
-                for name in sorted(state.classes.classes)]
+        classes = state.classes.classes
+        return [ClassStatus(name, *state.class_status(name), classes[name].resource_name, classes[name].meta.generation)
+                for name in sorted(classes)]
 
     def class_names(self) -> list[str]:
         return list(self._engine.state.classes.classes)

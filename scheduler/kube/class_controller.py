@@ -14,7 +14,9 @@ Rules, and why:
   made it (the admin's definition wins, even with a different selector) or this controller did
   (an admin may have tuned it since). Nothing is deleted when a model disappears either: pods and
   quotas may refer to the class, a node that is down for maintenance comes back, and a class
-  matching nothing costs nothing. Deleting a managed class is left to the admin;
+  matching nothing costs nothing. A class deleted while devices of its model remain is created
+  again (the controller keeps no memory of what it made, so it cannot tell an admin's delete from
+  a missing class); retiring one means turning the controller off (README);
 - idempotent: the desired state is a pure function of the devices (`desired_classes`), and a
   create that races with another replica or a lagging cache gets 409 AlreadyExists, which is fine;
 - only the leader writes (standby replicas keep their caches warm, as for scheduling).

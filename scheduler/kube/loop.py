@@ -21,7 +21,7 @@ import structlog
 
 from scheduler.api.config import SchedulerConfig
 from scheduler.core.framework.attempt import Attempt
-from scheduler.core.objects import WORKLOAD_API, Pod
+from scheduler.core.objects import WORKLOAD_API, Pod, podgroup_api
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
@@ -74,7 +74,7 @@ class SchedulerLoop:
         limiter = http.limiter
         events_http = KubeHttp(http.api, RateLimiter(limiter.qps, limiter.burst) if limiter is not None else None)
         self.events = EventRecorder(events_http, controller="tessera", instance=identity)
-        self.statuses = StatusWriter(http, self._pod_version)
+        self.statuses = StatusWriter(http, self._pod_version, allowed=lambda: self.is_leader())
         self._groups_scheduled: set[str] = set()  # upstream PodGroups this process wished PodGroupScheduled=True
         self.evictor = Evictor(http, self._on_evicted, self._on_eviction_failed, allowed=lambda: self.is_leader())
         self.hooks = hooks or LoopHooks()
@@ -147,16 +147,34 @@ class SchedulerLoop:
             meta = obj.get("metadata") or {}
             if event_type != "ADDED" and (event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName")):
                 self.statuses.pod_gone(str(meta.get("namespace", "")), str(meta.get("name", "")))
+        if event_type == "DELETED" and kind in ("ResourceClass", "PodGroup"):
+            self._forget_status(str(kind), obj)
         if self.is_leader():  # a standby's touched groups wait: written once it leads, on its first event
             for key in self.core.take_touched_groups():
                 self._write_group_status(key)
 
+    def _forget_status(self, kind: str, obj: dict[str, Any]) -> None:
+        """A deleted ResourceClass or PodGroup: nothing of its status is kept, so one created
+        again under the name gets its own."""
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict):
+            return
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        if kind == "ResourceClass":
+            self.statuses.resource_class_gone(name)
+            return
+        self._groups_scheduled.discard(f"{namespace}/{name}")
+        self.statuses.podgroup_gone(namespace, name, podgroup_api(obj))
+
     def lost_leadership(self) -> None:
-        """Another replica leads now: drop every Binding this one has decided but not sent, and
-        every eviction not yet written (the core stops counting those victims as going); a later
+        """Another replica leads now: drop every Binding this one has decided but not sent, every
+        eviction and status not yet written (and what it remembers of statuses written: the next
+        leader may change them), and the core stops counting those victims as going; a later
         term looks for half-done gang evictions at once."""
         self.core.abandon_deferred(time.time())
         self.evictor.abandon()
+        self.statuses.reset()
+        self._groups_scheduled.clear()
         self.core.abandon_evictions(time.time())
         self._finish_due = 0.0
 
@@ -177,7 +195,7 @@ class SchedulerLoop:
         if not self.is_leader() or not notice.key:
             return
         namespace, _, name = notice.key.rpartition("/")
-        api_version = _API_VERSIONS.get(notice.kind)
+        api_version = notice.api_version or _API_VERSIONS.get(notice.kind)
         if api_version is None:
             return
         self.events.record(ObjectRef(notice.kind, api_version, name, notice.namespace or namespace, notice.uid),
@@ -359,7 +377,7 @@ class SchedulerLoop:
     def _write_class_statuses(self) -> None:
         for status in self.core.class_statuses():
             self.statuses.resource_class(status.name, status.valid, status.message, status.matching_devices,
-                                         status.resource_name)
+                                         status.resource_name, generation=status.generation)
 
 
 class LoopHooks:

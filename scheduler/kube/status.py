@@ -3,8 +3,16 @@
 Writes are desired-state and coalesced: the loop says what a status should be, a background task
 writes the latest wish per object, skipping writes that would not change anything (the same
 message for the same pod twice is one PATCH, as kube-scheduler's `updatePod` only patches when the
-condition changed). A failed write is retried `retry_seconds` later, or with the next wish if that
-comes first. Each flush writes in a task group of its own, so no write outlives `run()`.
+condition changed; a wish is compared with the write in flight, if any, else the last one written).
+A failed write is retried `retry_seconds` later, or with the next wish if that comes first. Each
+flush writes in a task group of its own, so no write outlives `run()`.
+
+A condition's lastTransitionTime moves only when its status does (upstream
+`podutil.UpdatePodCondition`, API conventions): a new message under the same status keeps the time
+first written. What is remembered per object is forgotten when the object goes (`forget`), also
+while a write to it is in flight, so a new object of the same name starts clean; and all of it when
+the replica stops leading (`reset`): only the leader writes (`allowed`, asked at write time), and a
+later term cannot trust what it wrote before another leader's term.
 
 A pod's PodScheduled=False is written only while the pod still waits — asked of the cache at write
 time, not when it was wished — and with the pod's resourceVersion as a precondition: a Binding
@@ -23,13 +31,17 @@ import anyio
 import orjson
 import structlog
 
+from scheduler.core.objects import WORKLOAD_API
 from scheduler.kube.concurrency import Wakeup
-from scheduler.kube.http import MERGE_PATCH, STRATEGIC_PATCH, KubeHttp
+from scheduler.kube.http import MERGE_PATCH, STRATEGIC_PATCH, KubeHttp, Response
 from scheduler.kube.recorder import micro_time
 
 log = structlog.get_logger("tessera.status")
 
 _Key = tuple[str, str]  # (path, content type)
+_PLUGINS_PODGROUP = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}/status"
+_WORKLOAD_PODGROUP = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups/{name}/status"
+_CLASS = "/apis/tessera.dev/v1alpha1/resourceclasses/{name}/status"
 UNSCHEDULABLE = "Unschedulable"
 WAITING_FOR_ALLOCATION = "WaitingForAllocation"
 # (namespace, name, reason) -> the resourceVersion to write against while the pod still waits for
@@ -39,11 +51,14 @@ PodVersion = Callable[[str, str, str], "str | None"]
 
 class StatusWriter:
     def __init__(self, http: KubeHttp, pod_version: PodVersion, *, concurrency: int = 8,
-                 retry_seconds: float = 1.0) -> None:
+                 retry_seconds: float = 1.0, allowed: Callable[[], bool] = lambda: True) -> None:
         self.http = http
         self.pod_version = pod_version
+        self.allowed = allowed
         self._dirty: dict[_Key, dict[str, Any]] = {}
         self._written: dict[_Key, bytes] = {}
+        self._inflight: dict[_Key, tuple[bytes, object]] = {}  # fingerprint and a token per write
+        self._since: dict[tuple[_Key, str], tuple[str, str]] = {}  # (key, type) -> (status, transition time)
         self._nominated: dict[_Key, str] = {}  # the last nominatedNodeName wished per pod ("" clears)
         self._wake = Wakeup()
         self._concurrency = concurrency
@@ -70,14 +85,43 @@ class StatusWriter:
 
     def pod_gone(self, namespace: str, name: str) -> None:
         """Forget what we wrote for a pod (it was bound or deleted), so a new one starts clean."""
-        key = (f"/api/v1/namespaces/{namespace}/pods/{name}/status", STRATEGIC_PATCH)
-        self._dirty.pop(key, None)
-        self._written.pop(key, None)
-        self._nominated.pop(key, None)
+        self.forget(f"/api/v1/namespaces/{namespace}/pods/{name}/status")
+
+    def podgroup_gone(self, namespace: str, name: str, api: str) -> None:
+        path = (_WORKLOAD_PODGROUP if api == WORKLOAD_API else _PLUGINS_PODGROUP).format(namespace=namespace, name=name)
+        self.forget(path)
+
+    def resource_class_gone(self, name: str) -> None:
+        self.forget(_CLASS.format(name=name))
+
+    def forget(self, path: str) -> None:
+        """The object at `path` is gone: drop its wish and everything remembered of it (a write in
+        flight to it is not recorded as written when it returns)."""
+        for key in [key for key in (*self._dirty, *self._written, *self._inflight, *self._nominated) if key[0] == path]:
+            self._dirty.pop(key, None)
+            self._written.pop(key, None)
+            self._inflight.pop(key, None)
+            self._nominated.pop(key, None)
+        for since in [since for since in self._since if since[0][0] == path]:
+            del self._since[since]
+
+    def reset(self) -> None:
+        """The replica stopped leading: no wish is written, nothing written is trusted any more."""
+        self._dirty.clear()
+        self._written.clear()
+        self._inflight.clear()
+        self._nominated.clear()
+        self._since.clear()
+        self._retry_at = None
+
+    def remembered(self) -> int:
+        """Objects the writer keeps something for (bounded by the objects that exist)."""
+        return len({key[0] for key in (*self._dirty, *self._written, *self._inflight, *self._nominated)}
+                   | {since[0][0] for since in self._since})
 
     def pod_group(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """phase, running, succeeded, failed (the scheduler-plugins PodGroup status)."""
-        path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}/status"
+        path = _PLUGINS_PODGROUP.format(namespace=namespace, name=name)
         self._want((path, MERGE_PATCH), {"status": status})
 
     def workload_pod_group(self, namespace: str, name: str, scheduled: bool, reason: str, message: str, *,
@@ -88,29 +132,37 @@ class StatusWriter:
         leaves the object's lastTransitionTime as it is (only reason and message move)."""
         condition = {"type": "PodGroupScheduled", "status": "True" if scheduled else "False", "reason": reason,
                      "message": message}
-        path = f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups/{name}/status"
+        path = _WORKLOAD_PODGROUP.format(namespace=namespace, name=name)
         self._want((path, STRATEGIC_PATCH), {"status": {"conditions": [condition]}},
                    stamp=("lastTransitionTime",) if transition else ())
 
-    def resource_class(self, name: str, valid: bool, message: str, matching: int, resource_name: str) -> None:
+    def resource_class(self, name: str, valid: bool, message: str, matching: int, resource_name: str, *,
+                       generation: int) -> None:
         """``resource_name`` is the effective one (``spec.resourceName`` or the default
         ``class.tessera.dev/<name>``): the RESOURCENAME column shows it, so a user sees what pods
-        must ask for even when the spec leaves it out."""
+        must ask for even when the spec leaves it out. ``generation``: the spec's
+        metadata.generation the status describes (status and condition observedGeneration)."""
         condition = {"type": "Valid", "status": "True" if valid else "False",
-                     "reason": "Valid" if valid else "InvalidSpec", "message": message}
-        path = f"/apis/tessera.dev/v1alpha1/resourceclasses/{name}/status"
-        status = {"resourceName": resource_name, "matchingDevices": matching, "conditions": [condition]}
+                     "reason": "Valid" if valid else "InvalidSpec", "message": message,
+                     "observedGeneration": generation}
+        path = _CLASS.format(name=name)
+        status = {"resourceName": resource_name, "matchingDevices": matching, "observedGeneration": generation,
+                  "conditions": [condition]}
         self._want((path, MERGE_PATCH), {"status": status}, stamp=("lastTransitionTime",))
 
     def _want(self, key: _Key, body: dict[str, Any], stamp: tuple[str, ...] = ()) -> None:
         fingerprint = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-        if self._written.get(key) == fingerprint:
+        inflight = self._inflight.get(key)
+        if (inflight[0] if inflight is not None else self._written.get(key)) == fingerprint:
             self._dirty.pop(key, None)
             return
-        if stamp:
-            for condition in _conditions(body):
-                for field in stamp:
-                    condition[field] = micro_time().split(".")[0] + "Z"
+        for condition in _conditions(body):
+            for field in stamp:
+                since = (key, str(condition.get("type")))
+                known = self._since.get(since)
+                if known is None or known[0] != condition.get("status"):
+                    known = self._since[since] = (str(condition.get("status")), micro_time().split(".")[0] + "Z")
+                condition[field] = known[1]
         body["_fingerprint"] = fingerprint
         self._dirty[key] = body
         self._wake.set()
@@ -136,6 +188,8 @@ class StatusWriter:
     async def _write(self, key: _Key, body: dict[str, Any]) -> None:
         fingerprint = body.pop("_fingerprint")
         path, content_type = key
+        if not self.allowed():
+            return  # not leading (any more): the leader writes statuses
         pod = _pod_of(path)
         if pod is not None:
             reason = _conditions(body)[0]["reason"]
@@ -143,10 +197,21 @@ class StatusWriter:
             if version is None:
                 return  # no longer waiting for that reason: the wish is stale, drop it
             body = {**body, "metadata": {"resourceVersion": version}}
+        token = object()
+        self._inflight[key] = (fingerprint, token)
+        response: Response | None = None
         try:
             response = await self.http.request("PATCH", path, body=body, content_type=content_type)
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
             log.warning("status.write_failed", path=path, error=str(err))
+        finally:  # also when cancelled: a write that never returned must not hold back its wish
+            current = self._inflight.get(key)
+            forgotten = current is None or current[1] is not token  # forget()/reset() ran meanwhile
+            if not forgotten:
+                del self._inflight[key]
+        if forgotten:
+            return
+        if response is None:
             self._retry(key, body, fingerprint)
             return
         if response.ok:

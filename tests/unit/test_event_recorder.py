@@ -87,31 +87,81 @@ async def test_the_first_occurrence_is_an_event_naming_the_object_and_who_report
     assert recorder.written == 3 and recorder.dropped == 0  # the marker included
 
 
-async def test_repeats_become_one_series_patched_at_most_every_interval() -> None:
+async def test_repeats_become_one_series_patched_at_once_then_at_most_every_interval() -> None:
+    """client-go tools/events: the first repeat is patched at once, later ones counted and the
+    count written every refresh interval."""
     api, clock = FakeApi(), Clock()
     recorder = _recorder(api, clock, series_interval=30.0)
     async with running(recorder, api) as settle:
-        for offset in (0, 10, 20):  # the first is created; two repeats within the interval: counted only
+        for offset in (0, 10, 20):  # created; the first repeat patched; the second only counted
             clock.now = T0 + offset
             recorder.record(POD, "Warning", "FailedScheduling", "Scheduling", NOTE)
         await settle()
-        assert [method for method, _ in _writes(api)] == ["POST"]
-        clock.now = T0 + 35  # the interval since the last write has passed: one PATCH with the count
-        recorder.record(POD, "Warning", "FailedScheduling", "Scheduling", NOTE)
-        clock.now = T0 + 45
-        recorder.record(POD, "Warning", "FailedScheduling", "Scheduling", NOTE)
-        clock.now = T0 + 75
-        recorder.record(POD, "Warning", "FailedScheduling", "Scheduling", NOTE)
+        assert [method for method, _ in _writes(api)] == ["POST", "PATCH"]
+        for offset in (35, 45, 75):  # 35: 25 s after the last write, counted; 45 and 75 written
+            clock.now = T0 + offset
+            recorder.record(POD, "Warning", "FailedScheduling", "Scheduling", NOTE)
         await settle()
     writes = _writes(api)
-    assert [method for method, _ in writes] == ["POST", "PATCH", "PATCH"]
+    assert [method for method, _ in writes] == ["POST", "PATCH", "PATCH", "PATCH"]
     assert [body for _, body in writes[1:]] == [
-        {"series": {"count": 4, "lastObservedTime": micro_time(T0 + 35)}},
+        {"series": {"count": 2, "lastObservedTime": micro_time(T0 + 10)}},
+        {"series": {"count": 5, "lastObservedTime": micro_time(T0 + 45)}},
         {"series": {"count": 6, "lastObservedTime": micro_time(T0 + 75)}}]
     name = writes[0][1]["metadata"]["name"]
     assert all(c.path == f"{EVENTS}/{name}" and c.content_type == "application/merge-patch+json"
                for c in api.of("PATCH"))
     assert api.events[("default", name)]["series"] == {"count": 6, "lastObservedTime": micro_time(T0 + 75)}
+
+
+async def test_a_pod_failing_every_10_s_for_a_day_is_about_fifty_writes() -> None:
+    """Regression (review): the window ran from the series' first Event, so a pod failing for a
+    day made a new Event every 6 minutes and a series PATCH every 30 s (234 Events and 2,802
+    PATCHes). The window runs from the last observation and a live series is written every
+    30 minutes (upstream finishTime and refreshTime)."""
+    api, clock = FakeApi(), Clock()
+    recorder = _recorder(api, clock)
+    async with running(recorder, api) as settle:
+        for i in range(8640):
+            clock.now = T0 + 10 * i
+            recorder.record(POD, "Warning", "FailedScheduling", "Scheduling", NOTE)
+            if i % 1000 == 999:
+                await settle()
+        await settle()
+    writes = _writes(api)
+    assert [method for method, _ in writes].count("POST") == 1
+    assert len(writes) <= 1 + 1 + 48  # the Event, its first repeat, a count every 30 minutes
+
+
+async def test_an_ended_series_gets_its_final_count_and_a_later_occurrence_a_new_event() -> None:
+    api, clock = FakeApi(), Clock()
+    recorder = _recorder(api, clock)
+    async with running(recorder, api) as settle:
+        for offset in (0, 10, 20, 30):
+            clock.now = T0 + offset
+            recorder.record(POD, "Warning", "FailedScheduling", "Scheduling", NOTE)
+        await settle()
+        clock.now = T0 + 30 + SERIES_WINDOW + 1  # not observed for the window: the series has ended
+        recorder.record(OTHER, "Warning", "FailedScheduling", "Scheduling", NOTE)
+        await settle()
+        recorder.record(POD, "Warning", "FailedScheduling", "Scheduling", NOTE)
+        await settle()
+    writes = _writes(api)
+    assert [method for method, _ in writes] == ["POST", "PATCH", "POST", "PATCH", "POST"]
+    assert writes[3][1] == {"series": {"count": 4, "lastObservedTime": micro_time(T0 + 30)}}
+    assert writes[4][1]["regarding"]["name"] == "p"
+
+
+async def test_a_note_is_cut_to_1024_bytes_not_characters() -> None:
+    """Regression (review): upstream's NoteLengthLimit counts bytes; a non-ASCII note cut at 1024
+    characters was 2,045 bytes and the apiserver refused the Event."""
+    api, clock = FakeApi(), Clock()
+    recorder = _recorder(api, clock)
+    async with running(recorder, api) as settle:
+        recorder.record(POD, "Warning", "InvalidObject", "Validating", "model " + "\u00c4" * 1500)
+        await settle()
+    [(_, body)] = _writes(api)
+    assert len(body["note"].encode()) <= NOTE_LIMIT and body["note"].endswith("\u00c4 ...")
 
 
 async def test_a_repeat_after_the_series_window_and_another_reason_or_note_are_new_events() -> None:

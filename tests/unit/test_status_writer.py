@@ -112,8 +112,8 @@ async def test_class_status_carries_the_effective_resource_name() -> None:
     `spec.resourceName` to its default (issue 10, part 3.6)."""
     api = FakeApi(handlers=[lambda call: Response(200, b"{}") if "/resourceclasses/" in call.path else None])
     writer = StatusWriter(api, lambda ns, name, reason: None)  # type: ignore[arg-type]
-    writer.resource_class("v100", True, "selector and resourceName are valid", 4, "class.tessera.dev/v100")
-    writer.resource_class("own", False, "spec.selector: broken", 0, "gpu.example.com/own")
+    writer.resource_class("v100", True, "selector and resourceName are valid", 4, "class.tessera.dev/v100", generation=1)
+    writer.resource_class("own", False, "spec.selector: broken", 0, "gpu.example.com/own", generation=1)
     await _flush(writer, lambda: len(api.of("PATCH")) == 2)
     patches = {call.path: call for call in api.of("PATCH")}
     v100 = patches["/apis/tessera.dev/v1alpha1/resourceclasses/v100/status"]

@@ -150,7 +150,7 @@ class ClusterState:
         except ObjectError as err:
             events = self._delete_unreadable(str(kind), obj, name, key) if event_type == "DELETED" else []
             return events, [Notice(str(kind), key, "InvalidObject", f"{kind} {key}: {err}", namespace,
-                                   str(meta.get("uid", "") or ""))]
+                                   str(meta.get("uid", "") or ""), str(obj.get("apiVersion") or ""))]
         finally:
             if fixed is not _NOT_FIXING and self._fixed_priority(str(kind), key) != fixed:
                 self.victim_priority_version += 1
@@ -591,7 +591,7 @@ class ClusterState:
         reason = self.gangs.ambiguous(group.key)
         if reason is not None and first_clash:
             notices.append(Notice("PodGroup", group.key, "DuplicatePodGroup", reason, group.meta.namespace,
-                                  group.meta.uid))
+                                  group.meta.uid, str(obj.get("apiVersion") or "")))
         return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=group.key)], notices
 
 

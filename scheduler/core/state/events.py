@@ -40,3 +40,4 @@ class Notice:
     message: str
     namespace: str = ""
     uid: str = ""
+    api_version: str = ""  # the object's apiVersion where its kind alone does not say (two PodGroup APIs)
