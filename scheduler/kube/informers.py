@@ -318,7 +318,9 @@ class Informer:
         kind (the first list), each page's objects go to it as they arrive: all of them are ADDED
         anyway, and the sink's work overlaps the apiserver's."""
         listed: dict[str, dict[str, Any]] = {}
-        as_they_come = not self._store
+        # only before the first sync: afterwards the sink schedules between pages, and half a list
+        # (a pod bound elsewhere on a later page not yet counted) could give its GPU away
+        as_they_come = not self._store and not self.synced.is_set()
         failure: BaseException | None = None
         resource_version = ""
         send, receive = anyio.create_memory_object_stream[dict[str, Any] | BaseException](1)
@@ -330,6 +332,10 @@ class Informer:
                         failure = doc
                         break
                     for raw in doc.get("items") or ():
+                        if not isinstance(raw, dict):  # unreadable: skipped, as client-go does
+                            self.stats.errors += 1
+                            log.warning("informer.unreadable_item", kind=self.kind.label, item=str(raw)[:200])
+                            continue
                         item = self._prepare(raw)
                         key = self._checked_key(item)
                         if key is None:
@@ -383,17 +389,16 @@ class Informer:
                     return
 
     def _replace(self, listed: dict[str, dict[str, Any]]) -> None:
-        """Make the store equal `listed`, telling the sink only what changed."""
-        for key in [key for key in self._store if key not in listed]:
+        """Make the store equal `listed`, telling the sink only what changed: every deletion first
+        (objects gone, and the old incarnation of one deleted and created again in the gap), so
+        the devices they held are free before anything listed can be seen taking them."""
+        for key in [key for key, old in self._store.items()
+                    if key not in listed or _meta(old, "uid") != _meta(listed[key], "uid")]:
             self._emit("DELETED", self._store.pop(key))
         for key, obj in listed.items():
             old = self._store.get(key)
             if old is None:
                 self._store[key] = obj
-                self._emit("ADDED", obj)
-            elif _meta(old, "uid") != _meta(obj, "uid"):  # deleted and recreated in the gap
-                self._store[key] = obj
-                self._emit("DELETED", old)
                 self._emit("ADDED", obj)
             elif _meta(old, "resourceVersion") != _meta(obj, "resourceVersion"):
                 self._store[key] = obj
@@ -428,7 +433,11 @@ class Informer:
 
     def _on_watch_event(self, event: Any) -> None:
         if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
-            raise ValueError("watch line is not an event")
+            # well-formed JSON but no event: skipped, as client-go's watch handler does (the
+            # server would replay it at every reconnect from this resourceVersion)
+            self.stats.errors += 1
+            log.warning("informer.unreadable_event", kind=self.kind.label, line=str(event)[:200])
+            return
         event_type, obj = event.get("type"), event["object"]
         if event_type == "ERROR":
             code = obj.get("code")

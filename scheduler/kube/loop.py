@@ -218,7 +218,7 @@ class SchedulerLoop:
             self._alive = time.monotonic()
             timeout = IDLE_WAKE_SECONDS
             expiry = self.core.next_backoff_expiry()
-            if expiry is not None:
+            if expiry is not None and self.is_leader() and self.informers.synced:  # only cycles clear it
                 timeout = max(0.0, min(timeout, expiry - time.time()))
             await self._wake.wait(timeout)
             if self._stopping or not self.is_leader() or not self.informers.synced:

@@ -18,12 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+import aiohttp
 import anyio
 
 from scheduler.kube.http import KubeHttp, Response, rejected
 from scheduler.kube.informers import NODES, PODS, SCHEDULER_KINDS, WORKLOAD_POD_GROUPS, ResourceKind
+from scheduler.logs import describe_error
 
 PAGE = 500
+EXPIRED_RESTARTS = 3  # lists started again after a continue token expired, before giving up
 EVENTS = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
 
 
@@ -39,18 +42,25 @@ class ClusterListing:
 
 async def list_kind(http: KubeHttp, kind: ResourceKind) -> list[dict[str, Any]] | Response:
     """Every object of `kind` (with kind and apiVersion set, as a watch event has them), or the
-    apiserver's answer when it did not list them."""
+    apiserver's answer when it did not list them. A continue token that expired (410 on a later
+    page) restarts the list from the start, a few times, as client-go's pager does."""
+    restarts = 0
     items: list[dict[str, Any]] = []
     token = ""
     while True:
         query = [("limit", str(PAGE))] + ([("continue", token)] if token else [])
         response = await http.request("GET", kind.path, query=query, limited=False)
+        if response.status == 410 and token and restarts < EXPIRED_RESTARTS:
+            restarts += 1
+            items, token = [], ""
+            continue
         if not response.ok:
             return response
         doc = response.json()
         for item in doc.get("items") or ():
-            item["kind"], item["apiVersion"] = kind.kind, kind.api_version
-            items.append(item)
+            if isinstance(item, dict):
+                item["kind"], item["apiVersion"] = kind.kind, kind.api_version
+                items.append(item)
         token = (doc.get("metadata") or {}).get("continue") or ""
         if not token:
             return items
@@ -58,10 +68,13 @@ async def list_kind(http: KubeHttp, kind: ResourceKind) -> list[dict[str, Any]] 
 
 async def list_cluster(http: KubeHttp, kinds: tuple[ResourceKind, ...] = SCHEDULER_KINDS) -> ClusterListing:
     """All `kinds`, listed concurrently; raises `ListError` when Nodes or Pods cannot be read."""
-    results: dict[str, list[dict[str, Any]] | Response] = {}
+    results: dict[str, list[dict[str, Any]] | Response | str] = {}  # str: the request failed, why
 
     async def one(kind: ResourceKind) -> None:
-        results[kind.label] = await list_kind(http, kind)
+        try:
+            results[kind.label] = await list_kind(http, kind)
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:  # said below, in one line
+            results[kind.label] = describe_error(err)
 
     async with anyio.create_task_group() as group:
         for kind in kinds:
@@ -73,17 +86,19 @@ async def list_cluster(http: KubeHttp, kinds: tuple[ResourceKind, ...] = SCHEDUL
             listing.objects += result
             continue
         if kind.optional:
-            if kind is WORKLOAD_POD_GROUPS and result.status in (401, 403):
+            if isinstance(result, str):
+                listing.warnings.append(f"{kind.path.rsplit('/', 1)[-1]}: {result}; shown without them")
+            elif kind is WORKLOAD_POD_GROUPS and result.status in (401, 403):
                 listing.warnings.append(f"podgroups.scheduling.k8s.io: denied (HTTP {result.status}); members of "
                                         "upstream PodGroups show as waiting for their podgroup")
             continue
         if kind in (NODES, PODS):
-            reason = rejected(http, result) if result.status in (401, 403) else \
-                f"HTTP {result.status}: {result.message()}"
+            reason = result if isinstance(result, str) else rejected(http, result) \
+                if result.status in (401, 403) else f"HTTP {result.status}: {result.message()}"
             raise ListError(f"cannot list {kind.path.rsplit('/', 1)[-1]}: {reason}")
         plural = kind.path.rsplit("/", 1)[-1]
-        why = "not served (CRD not installed?)" if result.status == 404 else \
-            f"denied (HTTP {result.status})" if result.status in (401, 403) else f"HTTP {result.status}"
+        why = result if isinstance(result, str) else "not served (CRD not installed?)" if result.status == 404 \
+            else f"denied (HTTP {result.status})" if result.status in (401, 403) else f"HTTP {result.status}"
         listing.warnings.append(f"{plural}: {why}; shown without them")
     return listing
 

@@ -163,8 +163,9 @@ async def test_relist_after_410_in_stream_delivers_synthetic_deletes() -> None:
         ("ADDED", "a", "1"), ("ADDED", "b", "2"), ("ADDED", "c", "3"),   # first list, 2 pages
         ("MODIFIED", "b", "6"), ("ADDED", "e", "7"),                     # watch
         ("DELETED", "b", "6"),                                           # synthetic, last known object
+        ("DELETED", "e", "7"),                                           # same name, new uid: deletions first
         ("MODIFIED", "c", "8"), ("ADDED", "d", "9"),                     # a unchanged: nothing
-        ("DELETED", "e", "7"), ("ADDED", "e", "10"),                     # same name, new uid
+        ("ADDED", "e", "10"),
     ]
     assert all(o["kind"] == "Pod" and o["apiVersion"] == "v1" for _, o in sink.events)
     assert not any("managedFields" in o["metadata"] for _, o in sink.events)

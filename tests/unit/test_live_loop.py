@@ -275,3 +275,39 @@ def test_a_standby_writes_no_podgroup_status() -> None:
     for i in range(2):
         loop._on_event("ADDED", b.pod(f"g-{i}", limits={"nvidia.com/gpu": 1}, labels=b.gang_labels("g", 2)))
     assert not loop.statuses._dirty
+
+
+async def test_a_standby_with_an_expired_backoff_entry_does_not_busy_loop() -> None:
+    """Regression (review): the scheduling task slept until the next backoff expiry, which only a
+    leader's cycle clears; a replica that lost the lease with a pod in backoff woke with timeout
+    0 for ever (about 30,000 wake-ups a second)."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n")]  # no GPU yet: p is unschedulable
+    api.add_pod(b.pod("p", requests={"nvidia.com/gpu": 1}))
+    term: list[int | None] = [1]
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test",  # type: ignore[arg-type]
+                         leader_term=lambda: term[0])
+    waits: list[float] = []
+    real_wait = loop._wake.wait
+
+    async def counting_wait(timeout: float = float("inf")) -> bool:
+        waits.append(timeout)
+        return await real_wait(timeout)
+
+    loop._wake.wait = counting_wait  # type: ignore[method-assign]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        with anyio.fail_after(5):
+            while loop.stats.unschedulable < 1:
+                await anyio.sleep(0.01)
+        term[0] = None  # another replica leads from now on
+        loop.lost_leadership()
+        loop._on_event("MODIFIED", b.node("n", gpus=4))  # a node change that may help p: into backoff
+        expiry = loop.core.next_backoff_expiry()
+        assert expiry is not None
+        await anyio.sleep(max(0.0, expiry - time.time()) + 0.1)
+        before = len(waits)
+        await anyio.sleep(1.0)
+        spins = len(waits) - before
+        owner.cancel_scope.cancel()
+    assert spins <= 5, f"{spins} wake-ups in a second on a standby"
