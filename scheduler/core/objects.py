@@ -15,7 +15,7 @@ from typing import Any
 
 from scheduler.api.quantity import Amount, QuantityError, exact, parse_quantity, to_milli, to_value
 from scheduler.core import annotations as ann
-from scheduler.core.resources import CPU, Resources, pod_requests, with_scoring_defaults
+from scheduler.core.resources import CPU, Resources, is_pod_level, node_scoring_defaults, pod_requests, with_scoring_defaults
 
 GANG_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 GANG_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
@@ -352,6 +352,7 @@ class Pod:
     containers: tuple[Container, ...]  # init containers first (kubelet order), then app containers
     requests: Resources  # pod total (fit and accounting)
     scoring_requests: Resources  # with the non-zero CPU/memory defaults (scoring only)
+    node_scoring_requests: Resources  # what it adds to its node's scoring totals (NonZeroRequested)
     gang: GangRef | None
     gated: bool
     devices: ann.DeviceAssignment | None = None
@@ -387,6 +388,17 @@ def _container(raw: object, where: str) -> tuple[Container, bool]:
         requests.setdefault(res, amount)
     sidecar = item.get("restartPolicy") == "Always"
     return Container(name, requests), sidecar
+
+
+def _pod_level_requests(spec: JSON) -> Resources:
+    """`spec.resources` requests (limits standing in for unset requests, as the apiserver
+    defaults them) of the resources that may be set at pod level; others are ignored, as upstream."""
+    resources = _mapping(spec.get("resources"), "Pod.spec.resources")
+    requests = parse_resource_list(resources.get("requests"), "Pod.spec.resources.requests")
+    limits = parse_resource_list(resources.get("limits"), "Pod.spec.resources.limits")
+    for name, amount in limits.items():
+        requests.setdefault(name, amount)
+    return {name: amount for name, amount in requests.items() if is_pod_level(name)}
 
 
 def _gang_label_error(meta: ObjectMeta) -> str | None:
@@ -429,11 +441,19 @@ def parse_pod(obj: JSON) -> Pod:
     inits = [_container(c, f"Pod.spec.initContainers[{i}]") for i, c in enumerate(_list(spec.get("initContainers"), "Pod.spec.initContainers"))]
     apps = [_container(c, f"Pod.spec.containers[{i}]")[0] for i, c in enumerate(_list(spec.get("containers"), "Pod.spec.containers"))]
     overhead = parse_resource_list(spec.get("overhead"), "Pod.spec.overhead")
-    requests = pod_requests((c.requests for c in apps), ((c.requests, s) for c, s in inits), overhead)
+    pod_level = _pod_level_requests(spec)
+    requests = pod_requests((c.requests for c in apps), ((c.requests, s) for c, s in inits), overhead, pod_level)
     scoring = pod_requests(
         (with_scoring_defaults(c.requests) for c in apps),
         ((with_scoring_defaults(c.requests), s) for c, s in inits),
-        overhead,
+        overhead, pod_level,
+    )
+    named = {*pod_level, *(name for c in apps for name in c.requests), *(name for c, _ in inits for name in c.requests)}
+    defaults = node_scoring_defaults(named, bool(pod_level))
+    on_node = scoring if len(defaults) == 2 else pod_requests(
+        (with_scoring_defaults(c.requests, defaults) for c in apps),
+        ((with_scoring_defaults(c.requests, defaults), s) for c, s in inits),
+        overhead, pod_level,
     )
     affinity = _mapping(_mapping(spec.get("affinity"), "Pod.spec.affinity").get("nodeAffinity"), "Pod.spec.affinity.nodeAffinity")
     required: tuple[SelectorTerm, ...] | None = None
@@ -475,6 +495,7 @@ def parse_pod(obj: JSON) -> Pod:
         containers=tuple(c for c, _ in inits) + tuple(apps),
         requests=requests,
         scoring_requests=scoring,
+        node_scoring_requests=on_node,
         gang=_gang(meta, spec),
         gated=bool(_list(spec.get("schedulingGates"), "Pod.spec.schedulingGates")),
     )

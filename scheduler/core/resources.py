@@ -3,7 +3,9 @@
 Requests are kept as plain `dict[str, int]` in the units upstream compares in: CPU in millicores,
 every other resource in whole units (`Quantity.Value()`, rounded up). The pod total follows
 `resourcehelper.PodRequests`: the sum of app containers and restartable (sidecar) init containers,
-raised to the largest init-container step, plus `spec.overhead`.
+raised to the largest init-container step, then pod-level requests (`spec.resources`, the
+PodLevelResources feature, on by default since 1.34) in place of the containers' total for the
+resources they name (cpu, memory, hugepages-*), plus `spec.overhead`.
 """
 
 from __future__ import annotations
@@ -37,6 +39,17 @@ def is_extended(name: str) -> bool:
     return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
 
 
+def is_scalar(name: str) -> bool:
+    """Upstream IsScalarResourceName: extended, hugepages, prefixed native (`*kubernetes.io/*`)
+    and attachable-volumes resources; NodeResourcesFit skips one the pod does not request."""
+    return is_extended(name) or "kubernetes.io/" in name or name.startswith("attachable-volumes-")
+
+
+def is_pod_level(name: str) -> bool:
+    """A resource `spec.resources` may set (upstream IsSupportedPodLevelResource)."""
+    return name in (CPU, MEMORY) or name.startswith("hugepages-")
+
+
 def add_into(total: Resources, other: Mapping[str, int]) -> None:
     for name, amount in other.items():
         total[name] = total.get(name, 0) + amount
@@ -52,8 +65,11 @@ def pod_requests(
     containers: Iterable[Mapping[str, int]],
     init_containers: Iterable[tuple[Mapping[str, int], bool]],
     overhead: Mapping[str, int],
+    pod_level: Mapping[str, int] | None = None,
 ) -> Resources:
-    """Total a pod's requests; `init_containers` pairs each request map with "is a sidecar"."""
+    """Total a pod's requests; `init_containers` pairs each request map with "is a sidecar";
+    `pod_level`: the pod-level requests (only resources `is_pod_level` accepts), which replace
+    the containers' total for what they name."""
     total: Resources = {}
     for requests in containers:
         add_into(total, requests)
@@ -69,13 +85,27 @@ def pod_requests(
             add_into(step, sidecars)
         max_into(init_peak, step)
     max_into(total, init_peak)
+    total.update(pod_level or {})
     add_into(total, overhead)
     return {name: amount for name, amount in total.items() if amount != 0}
 
 
-def with_scoring_defaults(requests: Mapping[str, int]) -> Resources:
-    """A container's requests with the non-zero CPU/memory defaults used only for scoring."""
+def with_scoring_defaults(requests: Mapping[str, int], defaults: Iterable[str] = (CPU, MEMORY)) -> Resources:
+    """A container's requests with the non-zero CPU/memory defaults used only for scoring (only
+    for the resources in `defaults`: see `node_scoring_defaults`)."""
     filled = dict(requests)
-    filled.setdefault(CPU, DEFAULT_MILLI_CPU_REQUEST)
-    filled.setdefault(MEMORY, DEFAULT_MEMORY_REQUEST)
+    if CPU in defaults:
+        filled.setdefault(CPU, DEFAULT_MILLI_CPU_REQUEST)
+    if MEMORY in defaults:
+        filled.setdefault(MEMORY, DEFAULT_MEMORY_REQUEST)
     return filled
+
+
+def node_scoring_defaults(named: Iterable[str], pod_level_set: bool) -> tuple[str, ...]:
+    """Which scoring defaults a pod on a node gets per container (upstream framework
+    getNonMissingContainerRequests): both without pod-level requests; with them, only for a
+    resource that neither the pod level nor any container names (`named`)."""
+    if not pod_level_set:
+        return (CPU, MEMORY)
+    present = set(named)
+    return tuple(name for name in (CPU, MEMORY) if name not in present)

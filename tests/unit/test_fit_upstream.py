@@ -257,3 +257,20 @@ def test_reference_worked_example_vectors() -> None:
     assert per_resource == [0, 0, 2]
     naive = sum(s * w for s, w in zip(per_resource, weights)) / sum(weights)
     assert round(naive) == 1
+
+
+@pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated"])
+@pytest.mark.parametrize("name", ["pods", "example.kubernetes.io/slots"])
+def test_an_unrequested_pods_or_prefixed_native_resource_is_not_scored(strategy: str, name: str) -> None:
+    """Regression (review): upstream skips `pods` always (never a scalar resource of a node) and
+    any unrequested scalar resource (IsScalarResourceName includes `*kubernetes.io/*`); Tessera
+    averaged them in. 16 CPU / 64Gi on 32 CPU / 128Gi: cpu 50, memory 50 -> 50."""
+    cfg = fit_config(strategy, (("cpu", 1), ("memory", 1), (name, 1)))
+    extra = {} if name == "pods" else {name: "10"}
+    core = Scheduler(cfg, explain=True)
+    for obj in (b.node("n1", extra=extra), b.node("n2", extra=extra),
+                b.pod("p", requests={"cpu": "16", "memory": "64Gi"})):
+        core.apply("ADDED", obj, 0.0)
+    attempts = core.schedule_next(0.0)
+    assert attempts is not None
+    assert attempts[0].scores["n1"]["NodeResourcesFit"] == 50

@@ -620,8 +620,8 @@ def placement_of(pod: Pod, node_name: str, devices: DeviceAssignment | None, bro
     """What placing the pod on the node with these devices charges."""
     grants = tuple((grant.device, grant.amount) for by_resource in (devices or {}).values()
                    for entries in by_resource.values() for grant in entries)
-    return Placement(node_name, dict(pod.requests), pod.scoring_requests.get(CPU, 0),
-                     pod.scoring_requests.get(MEMORY, 0), grants, broken, assumed)
+    return Placement(node_name, dict(pod.requests), pod.node_scoring_requests.get(CPU, 0),
+                     pod.node_scoring_requests.get(MEMORY, 0), grants, broken, assumed)
 
 
 def _as_victim(pod: Pod) -> tuple[str | None, int]:

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scheduler.api.config_reader import ArgsReader, duplicate, forbidden, invalid, required, type_name, unsupported
+from scheduler.core.resources import PODS
 
 ScoringType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
 SCORING_TYPES: tuple[ScoringType, ...] = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
@@ -44,6 +45,12 @@ class ScoringStrategy(_Frozen):
         ResourceWeight(name="memory", weight=1),
     )
     shape: tuple[ShapePoint, ...] = ()
+
+    @property
+    def scored(self) -> tuple[ResourceWeight, ...]:
+        """The resources a score can count: upstream never scores `pods` (a node's pod count is
+        not among its scalar resources, so it always reads as zero allocatable and is skipped)."""
+        return tuple(resource for resource in self.resources if resource.name != PODS)
 
     @model_validator(mode="after")
     def _shape_matches_type(self) -> ScoringStrategy:

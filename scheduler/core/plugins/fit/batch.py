@@ -16,7 +16,7 @@ from scheduler.core.framework.interface import Ints
 from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.framework.resources import ResourceColumns
 from scheduler.core.plugins.fit.strategies import broken_linear
-from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, is_extended
+from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, is_scalar
 
 
 class FitVector:
@@ -24,7 +24,7 @@ class FitVector:
 
     def __init__(self, strategy: ScoringStrategy) -> None:
         self.type = strategy.type
-        self.resources = [(r.name, r.weight, is_extended(r.name)) for r in strategy.resources]
+        self.resources = [(r.name, r.weight, is_scalar(r.name)) for r in strategy.scored]
         self.table: Ints | None = None
         if strategy.type == "RequestedToCapacityRatio":
             raw = broken_linear(strategy.shape)

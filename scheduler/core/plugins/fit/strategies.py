@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from scheduler.core.plugins.fit.args import ScoringStrategy, ShapePoint
 from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, PodContext
 from scheduler.core.framework.nodecache import NodeCache
-from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, is_extended
+from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, is_scalar
 from scheduler.core.state import NodeInfo
 
 MAX_UTILIZATION = 100
@@ -98,7 +98,7 @@ def requested_to_capacity_ratio(shape: Sequence[ShapePoint], weights: Sequence[i
 
 
 def build_scorer(strategy: ScoringStrategy) -> Scorer:
-    weights = [r.weight for r in strategy.resources]
+    weights = [r.weight for r in strategy.scored]
     if strategy.type == "LeastAllocated":
         return least_allocated(weights)
     if strategy.type == "MostAllocated":
@@ -114,9 +114,9 @@ class FitScore:
     """
 
     def __init__(self, strategy: ScoringStrategy) -> None:
-        self.resources = [r.name for r in strategy.resources]
+        self.resources = [r.name for r in strategy.scored]
         self.scorer = build_scorer(strategy)
-        self._extended = [is_extended(name) for name in self.resources]
+        self._extended = [is_scalar(name) for name in self.resources]
         self._nodes: NodeCache[tuple[list[int], list[int]]] = NodeCache()
         self._pod: tuple[PodContext, list[int]] | None = None
 
@@ -160,7 +160,7 @@ class FitScore:
                 pod_request += plan.newly_busy.get(name, 0)
                 uses_devices = name in plan.resources
             if pod_request == 0 and self._extended[i] and not uses_devices:
-                allocatable.append(0)  # unrequested extended resources are skipped
+                allocatable.append(0)  # unrequested scalar resources are skipped
                 requested.append(0)
                 continue
             allocatable.append(node_alloc[i])

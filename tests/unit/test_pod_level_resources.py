@@ -1,0 +1,72 @@
+"""Pod-level requests (`spec.resources`, PodLevelResources: beta and on by default since 1.34):
+upstream `resourcehelper.PodRequests` puts them in place of the containers' total for cpu,
+memory and hugepages-*, in the filter, in scoring, and in what a bound pod counts on its node.
+Regression (review): Tessera ignored them, so a 4-CPU pod fitted a 2-CPU node and a bound pod
+with pod-level requests counted as nothing."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from scheduler.core.framework.attempt import Attempt
+from scheduler.core.objects import parse_pod
+from scheduler.core.resources import DEFAULT_MEMORY_REQUEST
+from scheduler.core.scheduler import Scheduler
+from scheduler.sim import builders as b
+from tests.helpers import fit_config
+
+FIT = "NodeResourcesFit"
+POD_LEVEL = {"resources": {"requests": {"cpu": "4", "memory": "8Gi"}}}
+GI = 1024 ** 3
+
+
+def _attempt(*objs: dict[str, Any]) -> Attempt:
+    core = Scheduler(fit_config({"type": "LeastAllocated"}), explain=True)
+    for obj in objs:
+        core.apply("ADDED", copy.deepcopy(obj), 0.0)
+    attempts = core.schedule_next(0.0)
+    assert attempts is not None and len(attempts) == 1
+    return attempts[0]
+
+
+def test_pod_level_requests_are_filtered_on() -> None:
+    attempt = _attempt(b.node("small", cpu="2", memory="4Gi"), b.pod("p", spec_extra=POD_LEVEL))
+    assert attempt.node is None
+    assert "Insufficient cpu" in attempt.message and "Insufficient memory" in attempt.message
+
+
+def test_pod_level_requests_are_scored_on() -> None:
+    # LeastAllocated on an empty 32 CPU / 128Gi node: cpu (32000-4000)*100//32000 = 87,
+    # memory (128-8)*100//128 = 93, (87 + 93) // 2 = 90 (the 100m/200Mi defaults would give 99)
+    attempt = _attempt(b.node("n1"), b.node("n2"), b.pod("p", spec_extra=POD_LEVEL))
+    assert attempt.scores["n1"][FIT] == 90
+
+
+def test_a_bound_pods_pod_level_requests_count_on_its_node() -> None:
+    attempt = _attempt(b.node("n1"), b.pod("running", node_name="n1", phase="Running",
+                                           spec_extra={"resources": {"requests": {"cpu": "16"}}}),
+                       b.pod("p", requests={"cpu": "20"}))
+    assert attempt.node is None and "Insufficient cpu" in attempt.message
+
+
+def test_pod_level_values_replace_only_what_they_name_and_limits_stand_in_for_requests() -> None:
+    pod = parse_pod(b.pod("p", requests={"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": 1},
+                          spec_extra={"resources": {"limits": {"cpu": "3"}, "requests": {"ephemeral-storage": "9Gi"}},
+                                      "overhead": {"cpu": "250m"}}))
+    # cpu from the pod level (its limit, as the apiserver defaults the request) plus overhead;
+    # memory and the GPU from the container; ephemeral-storage cannot be set at pod level
+    assert pod.requests == {"cpu": 3250, "memory": GI, "nvidia.com/gpu": 1}
+
+
+def test_a_bound_pod_with_pod_level_requests_gets_scoring_defaults_only_for_what_nothing_names() -> None:
+    """Upstream getNonMissingContainerRequests: with pod-level requests set, a container's missing
+    cpu/memory is defaulted only when neither the pod level nor any container names it."""
+    both_missing = parse_pod(b.pod("p", spec_extra={"resources": {"requests": {"cpu": "2"}}}))
+    assert both_missing.node_scoring_requests == {"cpu": 2000, "memory": DEFAULT_MEMORY_REQUEST}
+    named_elsewhere = parse_pod(b.pod("q", spec_extra={
+        "resources": {"requests": {"cpu": "2"}},
+        "initContainers": [{"name": "init", "resources": {"requests": {"memory": "64Mi"}}}]}))
+    assert named_elsewhere.node_scoring_requests == {"cpu": 2000, "memory": 64 * 1024 * 1024}
+    # the pod being placed still gets the per-container defaults (calculatePodResourceRequest)
+    assert named_elsewhere.scoring_requests["memory"] == DEFAULT_MEMORY_REQUEST
