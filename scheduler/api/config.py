@@ -14,6 +14,7 @@ built-in default (`scheduler/data/default-config.yaml`) used when no `--config` 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from importlib import resources
 from pathlib import Path
@@ -110,6 +111,10 @@ def _construct_mapping(loader: _StrictLoader, node: MappingNode) -> dict[Any, An
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+# go-yaml (kube-scheduler's decoder) reads `1e3` as a float; YAML 1.1's resolver wants a dot
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float",
+                                    re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)$"),
+                                    list("-+0123456789."))
 
 
 def _load_yaml(text: str, source: str) -> object:
@@ -122,3 +127,5 @@ def _load_yaml(text: str, source: str) -> object:
         raise ConfigError(source, "", f"invalid YAML{where}: {what}") from None
     except yaml.YAMLError as err:
         raise ConfigError(source, "", f"invalid YAML: {err}") from None
+    except (ValueError, RecursionError) as err:  # an integer beyond int()'s digit limit, absurd nesting
+        raise ConfigError(source, "", f"invalid YAML: {str(err) or type(err).__name__}") from None

@@ -24,8 +24,13 @@ Tessera-specific decisions (upstream defines nothing here, or Tessera deliberate
 - Tessera's filter chain is fixed. Only `multiPoint` and `score` change anything; `enabled`
   entries at other extension points must name a Tessera plugin (they are no-ops, so
   scheduler-plugins style configs that enable a plugin at queueSort/permit still load) and
-  `disabled` entries there are ignored. Disabling a plugin through `multiPoint` removes its score
-  only; its filter keeps running.
+  `disabled` entries there are ignored, except that `filter`/`preFilter` may not disable one of
+  Tessera's filters by name (a Forbidden error: the file expects a filter off that stays on;
+  `"*"` there is accepted and changes nothing). Disabling a plugin through `multiPoint` removes
+  its score only; its filter keeps running.
+- DefaultPreemption runs unless disabled: `postFilter.enabled` naming it wins, else
+  `postFilter.disabled` (by name or `"*"`) turns it off, else the multiPoint set decides
+  (expandMultiPointPlugins); v1alpha1's `disablePreemption: true` turns it off.
 - Score plugin weights must be >= 0 (upstream does not check); 0 or absent means 1, as upstream.
 - `pluginConfig` may only name plugins that take args; each plugin validates its own (the
   registry's ArgsSpec, parsers in the plugins' modules). `clientConnection.qps` must be >= 0
@@ -84,9 +89,8 @@ _IGNORED_TOP = ("healthzBindAddress", "metricsBindAddress", "enableProfiling",
                 "enableContentionProfiling")
 _V1_TOP = _COMMON_TOP + ("profiles", "parallelism", "extenders")
 _V1_IGNORED_TOP = _IGNORED_TOP + ("delayCacheUntilActive", "percentageOfPlacementsToScore")
-_LEGACY_TOP = _COMMON_TOP + ("schedulerName", "plugins", "pluginConfig", "algorithmSource")
-_LEGACY_IGNORED_TOP = _IGNORED_TOP + ("hardPodAffinitySymmetricWeight", "disablePreemption",
-                                      "bindTimeoutSeconds")
+_LEGACY_TOP = _COMMON_TOP + ("schedulerName", "plugins", "pluginConfig", "algorithmSource", "disablePreemption")
+_LEGACY_IGNORED_TOP = _IGNORED_TOP + ("hardPodAffinitySymmetricWeight", "bindTimeoutSeconds")
 _V1_HINTS = {
     "plugins": "in v1 plugins belong to profiles[].plugins (top-level plugins is the v1alpha1 form)",
     "pluginConfig": "in v1 pluginConfig belongs to profiles[].pluginConfig",
@@ -102,6 +106,7 @@ _LEGACY_EXTENSION_POINTS = tuple(p for p in _EXTENSION_POINTS if p != "preEnqueu
 # module knows no plugin by name.
 _SCORE_PLUGINS = tuple(spec.name for spec in REGISTRY if spec.scores)
 _ALL_PLUGINS = tuple(spec.name for spec in REGISTRY)
+_FILTER_PLUGINS = frozenset(spec.name for spec in REGISTRY if spec.filters)
 _LEGACY_ENABLE_ALIASES = {alias: spec.name for spec in REGISTRY if spec.legacy for alias in spec.legacy.enable}
 _LEGACY_DISABLE_ALIASES = {alias: spec.name for spec in REGISTRY if spec.legacy for alias in spec.legacy.disable}
 _MAX_INT32 = 2**31 - 1
@@ -215,7 +220,7 @@ def _v1_profiles(root: ArgsReader) -> tuple[Profile, ...]:
 
 def _legacy_profile(root: ArgsReader) -> Profile:
     name = root.get_str("schedulerName", "") or DEFAULT_SCHEDULER_NAME  # v1alpha1: empty -> default
-    multi_point, score, _ = _plugins(root.get_obj("plugins"), legacy=True)
+    multi_point, score, preemption = _plugins(root.get_obj("plugins"), legacy=True)
     configured = _plugin_config(root, legacy=True)
     resolved = {spec.name: spec.legacy.resolve for spec in REGISTRY
                 if spec.legacy is not None and spec.legacy.resolve is not None}
@@ -227,6 +232,7 @@ def _legacy_profile(root: ArgsReader) -> Profile:
         scheduler_name=name,
         score_weights=_score_weights(multi_point, score),
         plugin_args=_plugin_args(args),
+        preemption=preemption and not root.get_bool("disablePreemption", False),
     )
 
 
@@ -266,7 +272,14 @@ def _plugins(obj: ArgsReader | None, *, legacy: bool) -> tuple[_PluginSet, _Plug
     obj.check_keys(points)
     sets = {point: _plugin_set(obj.get_obj(point), point, legacy) for point in points}
     multi_point = sets.get("multiPoint", _PluginSet())
-    return multi_point, sets["score"], _enabled(_PREEMPTION, multi_point) and _enabled(_PREEMPTION, sets["postFilter"])
+    post_filter = sets["postFilter"]
+    if any(p.name == _PREEMPTION for p in post_filter.enabled):
+        preemption = True
+    elif _PREEMPTION in post_filter.disabled or "*" in post_filter.disabled:
+        preemption = False
+    else:
+        preemption = _enabled(_PREEMPTION, multi_point)
+    return multi_point, sets["score"], preemption
 
 
 _PREEMPTION = "DefaultPreemption"
@@ -304,6 +317,9 @@ def _plugin_set(obj: ArgsReader | None, point: str, legacy: bool) -> _PluginSet:
         item = ArgsReader(raw, f"{obj.at('disabled')}[{j}]")
         item.check_keys(("name", "weight"))
         written = _plugin_name(item)
+        if point in ("filter", "preFilter") and written in _FILTER_PLUGINS:
+            forbidden(item.at("name"), f"{written}'s filter always runs in Tessera (the filter chain is fixed); "
+                                       "to drop its score, disable it under plugins.score")
         disabled.add(_LEGACY_DISABLE_ALIASES.get(written, written) if legacy else written)
     return _PluginSet(tuple(enabled), frozenset(disabled))
 
@@ -482,6 +498,8 @@ def _leader_election(obj: ArgsReader, legacy: bool) -> LeaderElectionConfig:
         if renew <= int(_JITTER_FACTOR * retry):
             invalid(obj.at("renewDeadline"), _format_duration(renew),
                      f"must be greater than retryPeriod*JitterFactor ({_format_duration(retry)}*{_JITTER_FACTOR})")
+        if lease < _SECOND:  # Tessera's own check: the Lease stores whole seconds (0 is refused)
+            invalid(obj.at("leaseDuration"), _format_duration(lease), "must be at least 1s (the Lease stores whole seconds)")
         if lock != "leases":
             invalid(obj.at("resourceLock"), lock, 'resourceLock value must be "leases"')
         # Tessera's own check: the apiserver would refuse the Lease on every retry, forever.

@@ -384,7 +384,7 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
     (profile(pluginConfig=[{"name": "TesseraFragmentation", "args": {"maxTaskTypes": 0}}]),
      "profiles[0].pluginConfig[0].args.maxTaskTypes", "Invalid value: 0: not in valid range [1-10000]"),
     (profile(pluginConfig=[{"name": "TesseraFragmentation", "args": {"resourceName": " "}}]),
-     "profiles[0].pluginConfig[0].args.resourceName", "must be a resource name"),
+     "profiles[0].pluginConfig[0].args.resourceName", "must be a fully qualified extended resource name"),
     (profile(pluginConfig=[{"name": "TesseraFragmentation", "args": {"resource": "x"}}]),
      "profiles[0].pluginConfig[0].args.resource", "unknown field"),
     (profile(pluginConfig=[{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": -1}}]),
@@ -525,3 +525,61 @@ def test_fragmentation_weighting_args_are_validated(args: dict[str, Any], messag
     with pytest.raises(ConfigError) as err:
         parse_config(raw, "test")
     assert message in str(err.value)
+
+
+# --- review findings (each a failing test first) ----------------------------------------------
+
+def test_legacy_disable_preemption_turns_preemption_off() -> None:
+    """v1alpha1 DisablePreemption "disables the pod preemption feature"; it was accepted and ignored."""
+    raw = {"apiVersion": "kubescheduler.config.k8s.io/v1alpha1", "kind": KIND, "disablePreemption": True}
+    assert parse_config(raw, "seed.yaml").profiles[0].preemption is False
+    raw["disablePreemption"] = False
+    assert parse_config(raw, "seed.yaml").profiles[0].preemption is True
+
+
+@pytest.mark.parametrize("multi_point_disabled", ["DefaultPreemption", "*"])
+def test_preemption_enabled_at_post_filter_wins_over_a_multi_point_disable(multi_point_disabled: str) -> None:
+    """Upstream expandMultiPointPlugins: a plugin enabled at a specific extension point runs there."""
+    raw = profile(plugins={"multiPoint": {"disabled": [{"name": multi_point_disabled}]},
+                           "postFilter": {"enabled": [{"name": "DefaultPreemption"}]}})
+    assert parse_config(raw, "t.yaml").profiles[0].preemption is True
+    raw = profile(plugins={"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}})
+    assert parse_config(raw, "t.yaml").profiles[0].preemption is False
+
+
+@pytest.mark.parametrize("body", [
+    "percentageOfNodesToScore: " + "1" * 5000 + "\n",  # beyond int()'s digit limit: ValueError
+    "profiles: " + "[" * 3000 + "]" * 3000 + "\n",      # PyYAML's recursive composer: RecursionError
+])
+def test_absurd_yaml_is_one_line_not_a_traceback(tmp_path: Path, body: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(f"apiVersion: {V1}\nkind: {KIND}\n" + body)
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_config(path)
+
+
+def test_a_lease_shorter_than_a_second_is_refused() -> None:
+    """The Lease stores whole seconds (the apiserver refuses 0); the elector raised at start-up."""
+    election = {"leaseDuration": "900ms", "renewDeadline": "500ms", "retryPeriod": "100ms"}
+    assert error(v1(leaderElection=election)).field == "leaderElection.leaseDuration"
+
+
+def test_a_float_written_with_an_exponent_is_a_number_as_in_go_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(f"apiVersion: {V1}\nkind: {KIND}\nclientConnection:\n  qps: 1e3\n  burst: 2000\n")
+    assert load_config(path).client_connection.qps == 1000.0
+
+
+@pytest.mark.parametrize("point", ["filter", "preFilter"])
+def test_disabling_one_of_tesseras_filters_is_refused_not_ignored(point: str) -> None:
+    """Tessera's filter chain is fixed: a file that disables a filter by name expects it off."""
+    err = error(profile(plugins={point: {"disabled": [{"name": "TaintToleration"}]}}))
+    assert err.field == f"profiles[0].plugins.{point}.disabled[0].name" and "Forbidden" in str(err)
+    parse_config(profile(plugins={point: {"disabled": [{"name": "*"}]}}), "t.yaml")  # still loads
+
+
+@pytest.mark.parametrize("plugin", ["TesseraGpuPacking", "TesseraFragmentation"])
+@pytest.mark.parametrize("name", ["gpu", " nvidia.com/gpu", "kubernetes.io/gpu"])
+def test_a_device_resource_name_must_be_an_extended_resource(plugin: str, name: str) -> None:
+    err = error(profile(pluginConfig=[{"name": plugin, "args": {"resourceName": name}}]))
+    assert err.field.endswith("args.resourceName")

@@ -15,6 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from scheduler.api.config_reader import ArgsReader, invalid
+from scheduler.core.classes import validate_resource_name
 from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, PodContext
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import Ints, ScorePlugin
@@ -34,8 +35,8 @@ class GpuPackingArgs(BaseModel):
 
 def parse_args(args: ArgsReader) -> GpuPackingArgs:
     resource = args.get_str("resourceName", GpuPackingArgs().resource_name)
-    if "/" not in resource:
-        invalid(args.at("resourceName"), resource, "must be an extended resource name such as nvidia.com/gpu")
+    if (problem := validate_resource_name(resource)) is not None:
+        invalid(args.at("resourceName"), resource, problem)
     return GpuPackingArgs(resource_name=resource)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.api.config_reader import ArgsReader, invalid
+from scheduler.core.classes import validate_resource_name
 
 FIELDS = ("resourceName", "maxTaskTypes", "multiGpuPrior", "scarcityExponent")
 MAX_PRIOR = 1_000.0
@@ -32,8 +33,8 @@ class FragmentationArgs(BaseModel):
 def parse_args(args: ArgsReader) -> FragmentationArgs:
     default = FragmentationArgs()
     resource = args.get_str("resourceName", default.resource_name)
-    if not resource.strip():
-        invalid(args.at("resourceName"), resource, "must be a resource name such as nvidia.com/gpu")
+    if (problem := validate_resource_name(resource)) is not None:
+        invalid(args.at("resourceName"), resource, problem)
     limit = args.get_int("maxTaskTypes", default.max_task_types)
     if not 1 <= limit <= 10_000:
         invalid(args.at("maxTaskTypes"), limit, "not in valid range [1-10000]")
