@@ -225,7 +225,14 @@ class Cycle:
             contexts = [prepare(m, engine.state.classes) for m in members]
             refused = self._refused_before_nodes(members, contexts)
             if refused is None:  # no domain helps a pod its PreFilter refuses: no plan for it
-                plan = runtime.placement.placements(view, contexts)
+                # the room is counted as the members' own attempts will find it: without the
+                # holds of lower-priority nominated pods, which those attempts lift
+                lifted = self._lift_holds_below(engine.state.competing_priority(members[0])) \
+                    if engine.state.holds else {}
+                try:
+                    plan = runtime.placement.placements(view, contexts)
+                finally:
+                    self._put_back_holds(lifted, set())
         if refused is not None:
             attempts = refused
         elif plan is None:
@@ -313,20 +320,27 @@ class Cycle:
     def _place_in_domains(self, view: GangView, plan: PlacementPlan, members: list[Pod], holds: dict[str, Hold],
                           runtime: ProfileRuntime, now: float) -> list[Attempt]:
         """Try the gang in the plan's domains, tier by tier: keep the first domain where every
-        pending member fits, else the tier's domain that took the most (at least the minimum).
-        When nothing fits anywhere allowed, every member gets the plan's reason with the first
-        failure of the domain that came closest, and the rejectors of every trial (so the events
-        that may help — a class, a device, a node — bring the gang back)."""
+        pending member fits. Only when no tier (nor "anywhere", where allowed) takes every member
+        does a domain that took the most (at least the minimum) do, narrowest first among equals:
+        a preferred level gives way to a wider one that holds the whole gang (Kueue's preferred
+        topology). When nothing fits anywhere allowed, every member gets the plan's reason with
+        the first failure of the domain that came closest, and the rejectors of every trial (so
+        the events that may help — a class, a device, a node — bring the gang back)."""
         num_nodes = len(self.engine.state.node_order)
         needed = max(1, view.minimum - len(view.bound))
         largest = 0
         closest: tuple[int, Domain, Attempt] | None = None  # the trial that placed the most: its first failure
         rejectors: set[str] = set()
-        for tier in plan.tiers:
-            if tier.domains is None:  # anywhere: the ordinary transaction
-                return self._transaction(members, holds, None, now)
+        partial: list[tuple[int, int, int, Domain]] = []  # (-placed, tier, order, domain) of trials that reached the minimum
+        anywhere = bool(plan.tiers) and plan.tiers[-1].domains is None
+        for index, tier in enumerate(plan.tiers):
+            if tier.domains is None:  # anywhere: the ordinary transaction, if it places every member
+                attempts = self._transaction(members, holds, None, now)
+                if not partial or all(attempt.node is not None for attempt in attempts):
+                    return attempts
+                self._undo(attempts)
+                break
             largest = max(largest, tier.holds)
-            partial: list[tuple[int, int, Domain]] = []  # (-placed, order, domain) of trials that reached the minimum
             for order, domain in enumerate(tier.domains):
                 attempts = self._transaction(members, holds, domain, now, needed)
                 count = sum(1 for attempt in attempts if attempt.node is not None)
@@ -339,12 +353,14 @@ class Cycle:
                 largest = max(largest, count)
                 self._undo(attempts)
                 if count >= needed:
-                    partial.append((-count, order, domain))
-            for _, _, domain in sorted(partial):  # a re-run draws new tie-breaks: the next one may do
-                attempts = self._transaction(members, holds, domain, now)
-                if sum(1 for attempt in attempts if attempt.node is not None) >= needed:
-                    return attempts
-                self._undo(attempts)
+                    partial.append((-count, index, order, domain))
+        for _, _, _, domain in sorted(partial):  # a re-run draws new tie-breaks: the next one may do
+            attempts = self._transaction(members, holds, domain, now)
+            if sum(1 for attempt in attempts if attempt.node is not None) >= needed:
+                return attempts
+            self._undo(attempts)
+        if anywhere:
+            return self._transaction(members, holds, None, now)
         assert runtime.placement is not None
         reason = plan.no_room(view.key, needed, min(largest, needed - 1))
         message = f"0/{num_nodes} nodes are available: {reason}."

@@ -10,6 +10,7 @@ import yaml
 from scheduler.api.config import SchedulerConfig, parse_config
 from scheduler.api.config_model import ConfigError
 from scheduler.core.objects import GangTopology
+from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run
 
@@ -260,3 +261,91 @@ def test_largest_counts_members_per_node_not_free_gpus_summed() -> None:
     ann = {"tessera.dev/topology-required": RACK}
     run.add(*[b.pod(f"g-{i}", labels=labels, annotations=ann, limits={"nvidia.com/gpu": 4}) for i in range(5)])
     assert "no rack has room for 5 pods of gang default/g (largest: 1)." in run.last("g-0").message
+
+
+# --- review findings (each a failing test first) ----------------------------------------------
+
+def _with_a_lower_priority_hold(core: Scheduler) -> None:
+    """a-r1-0 (4 GPUs, block a, rack r1) held by `low` (priority 5), nominated there after
+    preempting `v`, which is gone now."""
+    core.apply("ADDED", b.node("a-r1-0", gpus=4, labels={BLOCK: "a", RACK: "r1"}), 0.0)
+    victim = b.pod("v", limits={"nvidia.com/gpu": 4}, priority=0, node_name="a-r1-0", phase="Running")
+    core.apply("ADDED", victim, 0.0)
+    core.apply("ADDED", b.pod("low", limits={"nvidia.com/gpu": 4}, priority=5), 0.0)
+    [first] = core.schedule_next(0.0) or []
+    assert first.nominated_node == "a-r1-0" and core.state.holds
+    core.apply("DELETED", victim, 0.0)
+
+
+def _place_all(core: Scheduler) -> dict[str, str | None]:
+    placed: dict[str, str | None] = {}
+    while (attempts := core.schedule_next(0.0)) is not None:
+        placed.update({a.pod.meta.name: a.node for a in attempts})
+    return placed
+
+
+@pytest.mark.parametrize("key", ["tessera.dev/topology-required", "tessera.dev/topology-preferred"])
+def test_a_lower_priority_hold_does_not_shut_a_gang_out_of_a_domain_it_fits(key: str) -> None:
+    """Regression (review): the room check counted the hold of a lower-priority nominated pod,
+    which each member's own attempt lifts (as upstream): a required-rack gang was refused, a
+    preferred one spread over two blocks, though rack r1 held both members."""
+    core = Scheduler(topology_config())
+    core.apply("ADDED", b.node("a-r2-0", gpus=4, labels={BLOCK: "a", RACK: "r2"}), 0.0)
+    core.apply("ADDED", b.node("b-r3-0", gpus=4, labels={BLOCK: "b", RACK: "r3"}), 0.0)
+    for name, node in (("f2", "a-r2-0"), ("f3", "b-r3-0")):
+        core.apply("ADDED", b.pod(name, limits={"nvidia.com/gpu": 2}, priority=1000, node_name=node,
+                                 phase="Running"), 0.0)
+    _with_a_lower_priority_hold(core)
+    for i in range(2):
+        core.apply("ADDED", b.pod(f"g-{i}", limits={"nvidia.com/gpu": 2}, priority=100,
+                                 labels=b.gang_labels("g", 2), annotations={key: RACK}), 0.0)
+    placed = _place_all(core)
+    assert (placed["g-0"], placed["g-1"]) == ("a-r1-0", "a-r1-0")
+
+
+def test_a_preferred_level_gives_way_to_a_wider_one_that_holds_every_member() -> None:
+    """Regression (review): a rack that took the minimum (2 of 4) was kept and the other two
+    members parked as unschedulable, though block a holds all four (Kueue: the whole pod set)."""
+    core = Scheduler(topology_config())
+    for node in rack_nodes({("a", "r1"): 1, ("a", "r2"): 1, ("b", "r3"): 1}, gpus=4):
+        core.apply("ADDED", node, 0.0)
+    core.apply("ADDED", b.podgroup("pg", 2, annotations={"tessera.dev/topology-preferred": RACK}), 0.0)
+    for i in range(4):
+        core.apply("ADDED", b.pod(f"pg-{i}", labels={"scheduling.x-k8s.io/pod-group": "pg"},
+                                 limits={"nvidia.com/gpu": 2}), 0.0)
+    placed = _place_all(core)
+    assert None not in placed.values()
+    assert {node.split("-")[0] for node in placed.values() if node} == {"a"}
+
+
+def test_a_required_key_no_node_carries_says_so_instead_of_no_room() -> None:
+    """Regression (review): a typo read as a lack of room ("no rak has room ... (largest: 0)")."""
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2}))
+    run.add(*gang("g", 2, 1, required="example.com/rak"))
+    assert run.node_of("g-0") is None
+    assert "no node has the label example.com/rak of the required rak level" in run.last("g-0").message
+
+
+def test_a_member_node_missing_a_wider_levels_label_is_named() -> None:
+    """Regression (review): n0 has the rack label but not the block label the configured rack
+    level needs; the refusal blamed the rack label."""
+    run = Run(topology_config())
+    run.add(b.node("n0", gpus=4, labels={RACK: "r1"}), *rack_nodes({("a", "r1"): 1}))
+    labels, annotations = b.gang_labels("g", 2), {"tessera.dev/topology-required": RACK}
+    run.add(b.pod("g-0", labels=labels, annotations=annotations, limits={"nvidia.com/gpu": 1}, node_name="n0",
+                  phase="Running"))
+    run.add(b.pod("g-1", labels=labels, annotations=annotations, limits={"nvidia.com/gpu": 1}))
+    assert f"a member's node has no label {BLOCK}" in run.last("g-1").message
+
+
+@pytest.mark.parametrize(("levels", "field"), [
+    ([{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": RACK}], "levels[0].nodeLabel"),
+    ([{"nodeLabel": "example.com/rack zone"}], "levels[0].nodeLabel"),
+])
+def test_levels_are_validated_as_kueue_validates_a_topology(levels: list[dict[str, str]], field: str) -> None:
+    """Regression (review): hostname above other levels made every rack one node; a nodeLabel
+    that is no label key matched nothing."""
+    with pytest.raises(ConfigError) as info:
+        topology_config(levels=levels)
+    assert info.value.field.endswith(field)

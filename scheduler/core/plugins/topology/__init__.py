@@ -110,11 +110,17 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
         for chain, word in self._climb(topology):
             level = level_view(table, chain, free)
             codes = level.present
+            if topology.required and chain == self._chain(topology.required) and not len(codes):
+                # a key no node carries (a typo, a level's name instead of its label) is not a
+                # lack of room (Kueue: "no requested topology level")
+                return PlacementPlan((PlacementTier(word, ()),), True,
+                                     f"no node has the label{'s' if len(chain) > 1 else ''} "
+                                     f"{', '.join(chain)} of the required {word} level")
             if bound_rows:
                 pinned = {int(level.codes[row]) for row in bound_rows}
                 if -1 in pinned or len(pinned) > 1:
                     if topology.required and chain == self._chain(topology.required):
-                        spread = ("a member's node has no label " + chain[-1] if -1 in pinned
+                        spread = (f"a member's node has no label {self._missing(chain, view)}" if -1 in pinned
                                   else f"more than 1 {word} found for pod group {view.key}: "
                                   + ", ".join(sorted("/".join(level.paths[c]) for c in pinned)))
                         return PlacementPlan((PlacementTier(word, ()),), True, spread)
@@ -124,6 +130,18 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
         if not topology.required:
             tiers.append(PlacementTier("", None))
         return PlacementPlan(tuple(tiers), bool(topology.required))
+
+    def _missing(self, chain: Chain, view: GangView) -> str:
+        """The first label of `chain` (a level and its wider configured levels) that a bound
+        member's node lacks: a node is in a level's domain only with all of them."""
+        state = self.handle.state
+        for pod in view.bound:
+            info = state.nodes.get(state.node_of(pod.uid) or "")
+            labels = info.node.meta.labels if info is not None and info.node is not None else {}
+            for label in chain:
+                if label not in labels:
+                    return label
+        return chain[-1]
 
     def _climb(self, topology: GangTopology) -> list[tuple[Chain, str]]:
         """The levels to try, narrowest first, each with its word for messages: the preferred

@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.api.config_reader import ArgsReader, duplicate, invalid, required
@@ -42,6 +44,22 @@ def level_name(node_label: str) -> str:
     return word.removeprefix("topology-") or word
 
 
+HOSTNAME = "kubernetes.io/hostname"
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why `key` is not a Kubernetes label key ([prefix/]name), or None."""
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and (not _DNS_SUBDOMAIN.fullmatch(prefix) or len(prefix) > 253):
+        return "prefix part must be a lowercase DNS subdomain (a label key such as topology.kubernetes.io/zone)"
+    if not _LABEL_NAME.fullmatch(name) or len(name) > 63:
+        return ("name part must be at most 63 characters of alphanumerics, '-', '_' or '.', starting and "
+                "ending with an alphanumeric (a label key such as topology.kubernetes.io/zone)")
+    return None
+
+
 def parse_args(args: ArgsReader) -> TopologyPlacementArgs:
     levels: list[TopologyLevel] = []
     seen: set[str] = set()
@@ -52,8 +70,13 @@ def parse_args(args: ArgsReader) -> TopologyPlacementArgs:
         label = item.get_str("nodeLabel", "").strip()
         if not label:
             required(item.at("nodeLabel"), "a node label key such as topology.kubernetes.io/rack")
+        if (problem := label_key_problem(label)) is not None:
+            invalid(item.at("nodeLabel"), label, problem)
         if label in seen:
             duplicate(item.at("nodeLabel"), label, "each level is one node label")
+        if levels and levels[-1].node_label == HOSTNAME:  # as Kueue's Topology validation
+            invalid(path + f"[{i - 1}].nodeLabel", HOSTNAME,
+                    "the kubernetes.io/hostname label can only be used at the lowest level of topology")
         seen.add(label)
         levels.append(TopologyLevel(node_label=label, name=item.get_str("name", "") or level_name(label)))
     trials = args.get_int("maxDomainTrials", 16)
