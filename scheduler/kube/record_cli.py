@@ -15,6 +15,7 @@ was. After that, events are written in the order they arrive.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections import Counter
@@ -35,6 +36,7 @@ from scheduler.view.text import count
 __all__ = ["add_parser", "run"]
 
 PROGRESS_EVERY = 5.0
+DENIAL_POLL = 0.5  # how soon a refused list stops the recording
 
 
 def _names(kind: ResourceKind) -> tuple[str, ...]:
@@ -92,6 +94,8 @@ def _parse_kinds(values: list[str] | None) -> tuple[ResourceKind, ...]:
     if not values:
         return SCHEDULER_KINDS
     names = [name.strip().lower() for value in values for name in value.split(",") if name.strip()]
+    if not names:
+        raise ValueError("--kinds names no kind; leave it out to record every kind")
     unknown = [name for name in names if name not in _BY_NAME]
     if unknown:
         known = dict.fromkeys(kind.path.rsplit("/", 1)[-1] for kind in SCHEDULER_KINDS)
@@ -119,20 +123,31 @@ class _Writer:
     tells which is which: it is true once that kind's initial list has been delivered.
     """
 
-    def __init__(self, out: IO[bytes], listed: Callable[[str], bool]) -> None:
+    def __init__(self, out: IO[bytes], listed: Callable[[str], bool], failed: Callable[[], None]) -> None:
         self.out = out
         self.counts: Counter[str] = Counter()
         self._listed = listed
+        self._failed = failed
         self._snapshot: dict[str, list[tuple[dict[str, Any], bytes]]] | None = {}
         self._held: list[bytes] = []
+        self.error: OSError | None = None  # the output could not be written (full disk, closed pipe)
+
+    def _write(self, lines: list[bytes]) -> None:
+        if self.error is not None:
+            return
+        try:
+            self.out.writelines(lines)
+            self.out.flush()
+        except OSError as err:
+            self.error = err
+            self._failed()
 
     def __call__(self, event_type: str, obj: dict[str, Any]) -> None:
         kind = kind_label(obj)
         self.counts[kind] += 1
         line = orjson.dumps({"type": event_type, "object": obj}) + b"\n"
         if self._snapshot is None:
-            self.out.write(line)
-            self.out.flush()
+            self._write([line])
         elif self._listed(kind):
             self._held.append(line)
         else:
@@ -152,10 +167,8 @@ class _Writer:
             return
         snapshot, self._snapshot = self._snapshot, None
         entries = sorted((entry for kind in snapshot.values() for entry in kind), key=lambda entry: replay_rank(entry[0]))
-        self.out.writelines(line for _, line in entries)
-        self.out.writelines(self._held)
-        self._held = []
-        self.out.flush()
+        held, self._held = self._held, []
+        self._write([line for _, line in entries] + held)
 
     def summary(self) -> str:
         total = sum(self.counts.values())
@@ -194,16 +207,24 @@ async def _record(args: argparse.Namespace, kinds: tuple[ResourceKind, ...]) -> 
 async def _record_into(http: KubeHttp, kinds: tuple[ResourceKind, ...], out: IO[bytes],
                        args: argparse.Namespace) -> int:
     listed: dict[str, anyio.Event] = {}
-    writer = _Writer(out, lambda kind: kind in listed and listed[kind].is_set())
+    stop = anyio.Event()
+    writer = _Writer(out, lambda kind: kind in listed and listed[kind].is_set(), stop.set)
     informers = InformerSet(http, writer, kinds)
     listed.update((informer.kind.label, informer.synced) for informer in informers.informers)
-    stop = anyio.Event()
     started = time.monotonic()
+    denied: list[str] = []
 
     async def release_when_synced() -> None:
         await informers.wait_synced()
         writer.release()
         _say(f"synced: initial lists done, {writer.summary()}")
+
+    async def stop_when_denied() -> None:
+        """A refused list would be retried for ever and the recording lack that kind: stop."""
+        while (reason := informers.denials.reason) is None:
+            await anyio.sleep(DENIAL_POLL)
+        denied.append(reason)
+        stop.set()
 
     async def progress() -> None:
         while True:
@@ -216,16 +237,32 @@ async def _record_into(http: KubeHttp, kinds: tuple[ResourceKind, ...], out: IO[
         async with anyio.create_task_group() as group:
             await group.start(stop_on_signal, stop.set, name="signals")
             _say(f"recording {', '.join(kind.label for kind in kinds)} from {http.api.configuration.host} "
-                 f"to {args.output}" + (f" for {args.duration:g} s" if args.duration else " until interrupted"))
+                 f"to {'stdout' if args.output == '-' else args.output}" + (f" for {args.duration:g} s" if args.duration else " until interrupted"))
             group.start_soon(informers.run, name="informers")
             group.start_soon(release_when_synced, name="release")
             group.start_soon(progress, name="progress")
+            group.start_soon(stop_when_denied, name="denials")
             with anyio.move_on_after(args.duration):
                 await stop.wait()
             group.cancel_scope.cancel()
     finally:
         writer.release()  # a recording stopped before every kind synced keeps what it has
-    _say(f"wrote {writer.summary()} to {args.output}")
+    where = "stdout" if args.output == "-" else args.output
+    if isinstance(writer.error, BrokenPipeError):  # the reader went away (`| head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())  # and no second error at exit's flush
+        return 0
+    if writer.error is not None:
+        _say(f"cannot write {where}: {writer.error.strerror or writer.error}")
+        return 1
+    if denied:
+        _say(f"{denied[0]}; stopped (wrote {writer.summary()} to {where}, without that kind)")
+        return 1
+    if not informers.synced:
+        waiting = [i.kind.label for i in informers.informers if not i.synced.is_set()]
+        _say(f"stopped before the initial list of {', '.join(waiting)} was complete: {where} is an "
+             f"incomplete snapshot ({writer.summary()})")
+        return 1
+    _say(f"wrote {writer.summary()} to {where}")
     return 0
 
 
@@ -236,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         _say(str(err))
         return 2
-    if args.duration is not None and args.duration <= 0:
+    if args.duration is not None and not args.duration > 0:  # also NaN
         _say("--duration must be positive")
         return 2
     if args.output != "-" and not Path(args.output).parent.is_dir():

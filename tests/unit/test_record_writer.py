@@ -29,7 +29,7 @@ def _cluster() -> list[dict[str, Any]]:
 
 def _record(objects: list[dict[str, Any]], listed_kinds: set[str], later: list[tuple[str, dict[str, Any]]]) -> bytes:
     out = io.BytesIO()
-    writer = _Writer(out, lambda kind: kind in listed_kinds)
+    writer = _Writer(out, lambda kind: kind in listed_kinds, lambda: None)
     for obj in objects:  # the initial lists, pods first as they may arrive
         if obj["kind"] == "Pod":
             writer("ADDED", obj)
@@ -121,7 +121,7 @@ def test_an_upstream_podgroup_is_its_own_kind_until_its_list_is_in_and_replays_a
     scheduler-plugins list is in belongs to the snapshot (before the pods), not to the held watch
     events after them — else its gang's pods replay before their group exists."""
     out = io.BytesIO()
-    writer = _Writer(out, lambda kind: kind == "PodGroup")  # only the scheduler-plugins list is in
+    writer = _Writer(out, lambda kind: kind == "PodGroup", lambda: None)  # only the scheduler-plugins list is in
     pods = [b.pod(f"wl-{i}", limits={"nvidia.com/gpu": 2}, spec_extra={"schedulingGroup": {"podGroupName": "wl"}})
             for i in range(2)]
     writer("ADDED", b.node("n1", gpus=4))
