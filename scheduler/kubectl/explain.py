@@ -10,7 +10,7 @@ the very plugins the scheduler runs; nothing is written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,11 +88,12 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
     if raw is None:
         return None
     core = Scheduler(config)
-    load(core, objects, now)
+    notices = load(core, objects, now)
     state = core.state
     pod = state.pod_by_key(key)
     if pod is None:  # the core refused the object; say what it said
-        return _unreadable(raw, key, events)
+        said = next((n.message for n in notices if n.kind == "Pod" and n.key == key), "")
+        return _unreadable(raw, key, events, said, state.scheduler_names)
     wait = wait_reason(raw)
     info = state.nodes.get(pod.node_name) if pod.node_name else None
     # only where the gate holds does an "Allocating" pod keep others out
@@ -145,11 +146,16 @@ def _key(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def _unreadable(raw: Mapping[str, Any], key: str, events: Sequence[Mapping[str, Any]]) -> Explanation:
-    spec = raw.get("spec") or {}
-    return Explanation(pod=key, scheduler=str(spec.get("schedulerName") or "default-scheduler"), ours=False,
-                       phase=str((raw.get("status") or {}).get("phase") or ""), node=str(spec.get("nodeName") or ""),
-                       status="the scheduler cannot read this pod (see its InvalidObject Event)", reason="",
+def _unreadable(raw: Mapping[str, Any], key: str, events: Sequence[Mapping[str, Any]], said: str,
+                profiles: Iterable[str]) -> Explanation:
+    spec = raw.get("spec") if isinstance(raw.get("spec"), Mapping) else {}
+    status = raw.get("status") if isinstance(raw.get("status"), Mapping) else {}
+    assert isinstance(spec, Mapping) and isinstance(status, Mapping)
+    scheduler = str(spec.get("schedulerName") or "default-scheduler")
+    return Explanation(pod=key, scheduler=scheduler, ours=scheduler in profiles,
+                       phase=str(status.get("phase") or ""), node=str(spec.get("nodeName") or ""),
+                       status=f"the scheduler cannot read this pod: {said}" if said else
+                       "the scheduler cannot read this pod (see its InvalidObject Event)", reason="",
                        message="", nominated_node="", gang=None, gate="", devices=(), dry_run=None, terminating=(),
                        events=tuple(_event(event) for event in events))
 

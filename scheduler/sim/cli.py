@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -35,6 +36,9 @@ def _simulate(args: argparse.Namespace) -> int:
         return 2
     try:
         return run_simulation(args.events, config, explain=args.explain, output=args.output, seed=args.seed)
+    except BrokenPipeError:  # the reader of stdout went away (`| head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 0
     except OSError as err:
         print(f"tessera: cannot read {args.events}: {err.strerror}", file=sys.stderr)
         return 2

@@ -49,6 +49,9 @@ class ReplayStats:
     evicted: dict[str, str] = field(default_factory=dict)  # pod key -> the preemptor it made room for
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
 class EventFileError(ValueError):
     """A line of an events file that is not a watch event."""
 
@@ -56,6 +59,8 @@ class EventFileError(ValueError):
 def read_events(lines: Iterable[bytes | str], errors: list[str]) -> Iterator[WatchEvent]:
     """Parse JSONL watch events; unreadable lines are reported in `errors` and skipped."""
     for number, line in enumerate(lines, start=1):
+        if number == 1 and isinstance(line, bytes) and line.startswith(_UTF8_BOM):
+            line = line[len(_UTF8_BOM):]  # a byte-order mark some editors write
         if not line.strip():
             continue
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import IO
 
 import orjson
@@ -12,7 +13,7 @@ import orjson
 from scheduler.api.config import SchedulerConfig
 from scheduler.core.resources import CPU
 from scheduler.core.scheduler import Scheduler
-from scheduler.sim.replay import Replay, ReplayStats, attempt_line, read_events
+from scheduler.sim.replay import Replay, ReplayStats, WatchEvent, attempt_line, read_events
 from scheduler.view.cluster import build_view
 from scheduler.view.decisions import DecisionLog
 from scheduler.view.page import render_page
@@ -22,21 +23,39 @@ from scheduler.view.text import count
 GPU = "nvidia.com/gpu"
 
 
+MAX_LINE_ERRORS = 10  # unreadable lines listed one by one; the rest are counted
+
+
 def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: str, seed: int) -> int:
+    """Replay `path` and report; 2 (one line) when it holds no watch event at all."""
     errors: list[str] = []
     replay = Replay(config, explain=explain, seed=seed)
     decisions = DecisionLog()
+    events = 0
     stream: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")
+
+    def counted(lines: IO[bytes]) -> Iterator[WatchEvent]:
+        nonlocal events
+        for event in read_events(lines, errors):
+            events += 1
+            yield event
+
     with stream:
-        for attempt in replay.run(read_events(stream, errors)):
+        for attempt in replay.run(counted(stream)):
             decisions.attempt(attempt, replay.now)
             if output == "json":
                 sys.stdout.buffer.write(orjson.dumps(attempt_line(attempt, explain)) + b"\n")
+    if not events and errors:  # not an events file at all (YAML, pretty-printed JSON, gzip, ...)
+        print(f"tessera: {path} contains no watch events ({errors[0]}); expected one JSON watch event per line, "
+              'as `tessera record` writes: {"type": "ADDED", "object": {...}}', file=sys.stderr)
+        return 2
     if output == "html":
         sys.stdout.write(render_html(replay, decisions, title=f"Tessera GPU map: {path}"))
     sys.stdout.flush()
-    for error in errors:
+    for error in errors[:MAX_LINE_ERRORS]:
         print(f"tessera: {path}: {error}", file=sys.stderr)
+    if len(errors) > MAX_LINE_ERRORS:
+        print(f"tessera: {path}: {len(errors) - MAX_LINE_ERRORS} more unreadable lines", file=sys.stderr)
     for notice in replay.stats.notices:
         print(f"tessera: warning: {notice.reason}: {notice.message}", file=sys.stderr)
     for node, over in replay.stats.over_capacity.items():

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # `tessera record` sorts with this module and never loads the core
     from scheduler.core.scheduler import Scheduler
+    from scheduler.core.state import Notice
 
 # Everything a placement or a preemption reads comes before the pods: a pending pod is tried as
 # soon as it is replayed, so a PodDisruptionBudget or PriorityClass listed after it (listings come
@@ -38,8 +39,11 @@ def replay_order(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(objects, key=replay_rank)
 
 
-def load(scheduler: Scheduler, objects: Iterable[dict[str, Any]], now: float) -> None:
+def load(scheduler: Scheduler, objects: Iterable[dict[str, Any]], now: float) -> list[Notice]:
     """Feed a listed cluster into a core without running a cycle: its state is then exactly the
-    one the live scheduler builds from the same lists (devices, slices, holders, gates)."""
+    one the live scheduler builds from the same lists (devices, slices, holders, gates). Returns
+    what the core said of the objects (an unreadable pod's reason, ...)."""
+    notices: list[Notice] = []
     for obj in replay_order(objects):
-        scheduler.apply("ADDED", obj, now)
+        notices += scheduler.apply("ADDED", obj, now)
+    return notices

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +141,43 @@ def test_an_unreadable_podgroup_deleted_without_api_version_removes_the_one_held
     broken["apiVersion"] = None
     run.feed(b.event("DELETED", broken))
     assert run.state.gangs.podgroups == {}
+
+
+def _simulate(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "scheduler", "simulate", *argv], capture_output=True, text=True)
+
+
+def test_simulate_of_a_file_without_watch_events_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Regression (review): a YAML manifest or pretty-printed JSON gave one error per line (228 for
+    the demo, pretty-printed), an empty table and exit 0."""
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text(json.dumps([b.event("ADDED", b.node("n", gpus=1))], indent=2))
+    for path in (pretty, Path("deploy/examples/gang-job.yaml")):
+        out = _simulate(str(path))
+        assert out.returncode == 2
+        assert out.stderr.count("\n") == 1 and "contains no watch events" in out.stderr, out.stderr
+
+
+def test_simulate_lists_the_first_unreadable_lines_and_counts_the_rest(tmp_path: Path) -> None:
+    events = tmp_path / "e.jsonl"
+    events.write_bytes(b"\n".join([orjson.dumps(b.event("ADDED", b.node("n", gpus=1)))] + [b"{oops"] * 25) + b"\n")
+    out = _simulate(str(events))
+    assert out.returncode == 0
+    assert out.stderr.count("not JSON") == 10 and "15 more unreadable lines" in out.stderr
+
+
+def test_simulate_reads_past_a_byte_order_mark(tmp_path: Path) -> None:
+    events = tmp_path / "e.jsonl"
+    events.write_bytes(b"\xef\xbb\xbf" + orjson.dumps(b.event("ADDED", b.node("n", gpus=1))) + b"\n"
+                       + orjson.dumps(b.event("ADDED", b.pod("p", limits={"nvidia.com/gpu": 1}))) + b"\n")
+    out = _simulate(str(events))
+    assert out.returncode == 0 and orjson.loads(out.stdout.splitlines()[0])["node"] == "n", out.stderr
+
+
+def test_simulate_into_a_closed_pipe_ends_quietly() -> None:
+    """Regression (review): `simulate X | head -1` said `cannot read X: Broken pipe`."""
+    out = subprocess.run(["bash", "-c", f"set -o pipefail; {sys.executable} -m scheduler simulate "
+                          "examples/preemption.jsonl | true"],  # the reader is gone before the first line
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "cannot read" not in out.stderr and "Traceback" not in out.stderr and "Exception" not in out.stderr

@@ -297,7 +297,11 @@ def test_what_if_knows_the_disruption_budgets_before_it_preempts() -> None:
 def test_explain_a_pod_the_scheduler_cannot_read() -> None:
     bad = b.pod("bad", spec_extra={"priority": "high"})
     result = explaining.explain([b.node("n1"), bad], "default/bad", config(BINPACK), [], 0.0)
-    assert result is not None and result.status == "the scheduler cannot read this pod (see its InvalidObject Event)"
+    assert result is not None
+    # regression (review): the core's own reason, and the pod is still one of Tessera's profiles'
+    assert result.status == ("the scheduler cannot read this pod: Pod default/bad: Pod.spec.priority: "
+                             "Invalid value: 'high': must be an integer")
+    assert result.scheduler == "tessera" and result.ours
 
 
 def test_explain_takes_kubectls_pod_slash_name_and_refuses_two_namespaces() -> None:
