@@ -338,9 +338,9 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
      f"{FIT}.requestedToCapacityRatio.shape[1].utilization", "Invalid value: 101: not in valid range [0, 100]"),
     (fit_args({"type": RTCR, "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 11}]}}),
      f"{FIT}.requestedToCapacityRatio.shape[0].score", "Invalid value: 11: not in valid range [0, 10]"),
-    (fit_args({"type": "LeastAllocated", "requestedToCapacityRatio": {"shape": []}}), f"{FIT}.requestedToCapacityRatio",
-     "Forbidden: must be nil when type is not RequestedToCapacityRatio"),
-    (fit_args({"type": "LeastAllocated", "resources": [{"name": "cpu"}, {"name": "cpu"}]}), f"{FIT}.resources[1].name", 'Duplicate value: "cpu"'),
+    # upstream validates a shape given with another type (then ignores it)
+    (fit_args({"type": "LeastAllocated", "requestedToCapacityRatio": {"shape": []}}),
+     f"{FIT}.requestedToCapacityRatio.shape", "Required value: at least one point must be specified"),
     (fit_args({"type": "LeastAllocated", "resources": [{"weight": 2}]}), f"{FIT}.resources[0].name", "Required value"),
     (profile(pluginConfig=[{"name": "NodeResourcesFit", "args": {"ignoredResources": ["x"]}}]),
      "profiles[0].pluginConfig[0].args.ignoredResources", "Tessera does not support ignoredResources"),
@@ -583,3 +583,12 @@ def test_disabling_one_of_tesseras_filters_is_refused_not_ignored(point: str) ->
 def test_a_device_resource_name_must_be_an_extended_resource(plugin: str, name: str) -> None:
     err = error(profile(pluginConfig=[{"name": plugin, "args": {"resourceName": name}}]))
     assert err.field.endswith("args.resourceName")
+
+
+def test_fit_args_upstream_accepts_duplicate_resources_and_a_shape_with_another_type() -> None:
+    """Regression (review): ValidateNodeResourcesFitArgs has no duplicate check (each entry counts)
+    and validates requestedToCapacityRatio only when it is set, whatever the type."""
+    raw = fit_args({"type": "LeastAllocated", "resources": [{"name": "cpu"}, {"name": "cpu"}, {"name": "memory"}],
+                    "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}})
+    strategy = args_of(parse_config(raw, "t.yaml").profiles[0], ScoringStrategy)
+    assert [r.name for r in strategy.resources] == ["cpu", "cpu", "memory"] and strategy.shape == ()

@@ -274,3 +274,12 @@ def test_an_unrequested_pods_or_prefixed_native_resource_is_not_scored(strategy:
     attempts = core.schedule_next(0.0)
     assert attempts is not None
     assert attempts[0].scores["n1"]["NodeResourcesFit"] == 50
+
+
+def test_a_resource_listed_twice_counts_once_per_entry_as_upstream() -> None:
+    """16 CPU / 32Gi on 32 CPU / 128Gi, LeastAllocated [cpu, cpu, memory]: (50 + 50 + 75) // 3 = 58."""
+    core = Scheduler(fit_config("LeastAllocated", (("cpu", 1), ("cpu", 1), ("memory", 1))), explain=True)
+    for obj in (b.node("n1"), b.node("n2"), b.pod("p", requests={"cpu": "16", "memory": "32Gi"})):
+        core.apply("ADDED", obj, 0.0)
+    attempts = core.schedule_next(0.0)
+    assert attempts is not None and attempts[0].scores["n1"]["NodeResourcesFit"] == 58

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from scheduler.api.config_reader import ArgsReader, duplicate, forbidden, invalid, required, type_name, unsupported
+from scheduler.api.config_reader import ArgsReader, invalid, required, type_name, unsupported
 from scheduler.core.resources import PODS
 
 ScoringType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
@@ -95,8 +95,9 @@ def parse_args(args: ArgsReader) -> ScoringStrategy:
             required(strategy.at("requestedToCapacityRatio"), "must be specified when type is RequestedToCapacityRatio")
         ratio.check_keys(("shape",))
         shape = _shape(ratio, "shape", max_score=10, scale=10)
-    elif ratio is not None:
-        forbidden(strategy.at("requestedToCapacityRatio"), "must be nil when type is not RequestedToCapacityRatio")
+    elif ratio is not None:  # upstream validates a shape given with another type, then ignores it
+        ratio.check_keys(("shape",))
+        _shape(ratio, "shape", max_score=10, scale=10)
     return ScoringStrategy(type=kind, resources=resources, shape=shape)
 
 
@@ -114,8 +115,6 @@ def _resources(strategy: ArgsReader) -> tuple[ResourceWeight, ...]:
         weight = item.get_int("weight", 0) or 1  # v1 defaulting: unset or 0 -> 1
         if not 0 < weight <= 100:
             invalid(item.at("weight"), weight, f"resource weight of {name} not in valid range (0, 100]")
-        if any(r.name == name for r in resources):
-            duplicate(item.at("name"), name)
         resources.append(ResourceWeight(name=name, weight=weight))
     return tuple(resources)
 
