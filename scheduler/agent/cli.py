@@ -35,10 +35,13 @@ DEFAULT_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "agent", help="run the node agent: publish this node's GPUs and serve the kubelet device-plugin API")
+        "agent", help="run the node agent: publish this node's GPUs and serve the kubelet device-plugin API",
+        description="Publish this node's GPUs as ExtendedResources (NVML, or a fake device file), serve the "
+                    "kubelet's device-plugin API and hand each pod the GPUs the scheduler chose for it "
+                    "(the tessera.dev/devices annotation); runs as a DaemonSet.")
     parser.add_argument("--node-name", required=True, help="this node's name (the DaemonSet passes spec.nodeName)")
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then the in-cluster service "
-                                             "account, which the DaemonSet uses)")
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the "
+                                             "in-cluster service account, which the DaemonSet uses)")
     parser.add_argument("--backend", choices=("nvml", "fake"), default="nvml",
                         help="device discovery: NVML (default) or a file (--fake-devices)")
     parser.add_argument("--fake-devices", metavar="FILE",

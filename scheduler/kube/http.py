@@ -9,11 +9,13 @@ it is good at: kubeconfig / in-cluster loading, TLS, tokens and their refresh.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -97,11 +99,16 @@ class KubeconfigError(ConnectError):
 
 
 def kubeconfig_path(flag: str | None, configured: str | None = None,
-                    environ: Mapping[str, str] = os.environ) -> str | None:
+                    environ: Mapping[str, str] = os.environ, home: Path | None = None) -> str | None:
     """Which kubeconfig every Tessera command uses: --kubeconfig, else the configuration's
     (`clientConnection.kubeconfig`, for `tessera run`), else $KUBECONFIG (what `tessera
-    dev-cluster` tells you to export), else None: the in-cluster service account."""
-    return flag or configured or environ.get("KUBECONFIG") or None
+    dev-cluster` tells you to export), else ~/.kube/config when it exists (as kubectl), else
+    None: the in-cluster service account."""
+    chosen = flag or configured or environ.get("KUBECONFIG")
+    if chosen:
+        return chosen
+    default = (home or Path.home()) / ".kube" / "config"
+    return str(default) if default.is_file() else None
 
 
 async def connect(kubeconfig: str | None, *, user_agent: str = USER_AGENT,
@@ -117,16 +124,20 @@ async def connect(kubeconfig: str | None, *, user_agent: str = USER_AGENT,
     """
     if kubeconfig:
         _check_kubeconfig(kubeconfig, need_current=context is None)
+        loader_log = logging.getLogger("kubernetes_asyncio.config.kube_config")
+        quiet, loader_log.disabled = loader_log.disabled, True  # it logs what it then raises: said once, below
         try:
             api = await config.new_client_from_config(config_file=kubeconfig, context=context)
         except Exception as err:  # the loader raises many types; all mean an unusable file
             raise KubeconfigError(f"kubeconfig {kubeconfig} is not usable: {_first_line(err)}") from None
+        finally:
+            loader_log.disabled = quiet
     else:
         try:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
         except config.ConfigException as err:
-            raise KubeconfigError(f"no kubeconfig given and no in-cluster service account ({_first_line(err)}); "
-                                  "pass --kubeconfig FILE") from None
+            raise KubeconfigError(f"no kubeconfig given (--kubeconfig, $KUBECONFIG, ~/.kube/config) and no in-cluster "
+                                  f"service account ({_first_line(err)}); pass --kubeconfig FILE") from None
         api = client.ApiClient()
     api.user_agent = f"{user_agent}/{__version__}"
     _read_proxy_environment_once(api)

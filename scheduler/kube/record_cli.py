@@ -78,7 +78,7 @@ def add_parser(subparsers: Any) -> None:
                     "(SIGINT/SIGTERM) or --duration has passed. Progress goes to stderr.",
     )
     parser.add_argument("--kubeconfig",
-                        help="kubeconfig file (default: $KUBECONFIG, else the in-cluster service account)")
+                        help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, else the in-cluster service account)")
     parser.add_argument("-o", "--output", required=True, help="output JSONL file ('-' for stdout)")
     parser.add_argument("--duration", type=float, default=None, metavar="SECONDS",
                         help="stop after this many seconds (default: until interrupted)")

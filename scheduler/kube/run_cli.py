@@ -45,7 +45,7 @@ def add_parser(subparsers: Any) -> None:
                     "per decision); probes and Prometheus metrics are served on --bind-address:--port.")
     parser.add_argument("--config", help="scheduler configuration (default: the built-in GPU profile, fragmentation-aware packing)")
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: clientConnection.kubeconfig, then $KUBECONFIG, "
-                                             "then in-cluster)")
+                                             "then ~/.kube/config, then in-cluster)")
     parser.add_argument("--bind-address", default="127.0.0.1",
                         help="address for /healthz, /readyz, /metrics (default 127.0.0.1)")
     parser.add_argument("--port", type=_port, default=10251,

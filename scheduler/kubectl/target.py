@@ -30,10 +30,7 @@ class Target:
 
 def resolve(kubeconfig: str | None, context: str | None, namespace: str | None,
             environ: Mapping[str, str] = os.environ, home: Path | None = None) -> Target:
-    path = kubeconfig_path(kubeconfig, environ=environ)
-    if path is None:
-        default = (home or Path.home()) / ".kube" / "config"
-        path = str(default) if default.exists() else None
+    path = kubeconfig_path(kubeconfig, environ=environ, home=home)
     return Target(path, context, namespace or _context_namespace(path, context) or DEFAULT_NAMESPACE)
 
 

@@ -20,7 +20,7 @@ from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import load, replay_order
 from scheduler.view.cluster import build_view
 from scheduler.view.model import plain
-from scheduler.view.text import columns
+from scheduler.view.text import columns, count
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +103,7 @@ def render(result: WhatIf) -> str:
         rows.append([o.pod, o.node, ", ".join(o.devices), verdict])
     stay = len(result.outcomes) - result.placed
     lines = [columns(rows), "",
-             f"{len(result.outcomes)} pending pods: {result.placed} would be placed, {stay} would stay pending "
+             f"{count(len(result.outcomes), 'pending pod')}: {result.placed} would be placed, {stay} would stay pending "
              f"(configuration {result.config}; a dry run, nothing was written{elsewhere})"]
     if result.evicted:
         lines.append(f"Preemption would evict: {', '.join(result.evicted)}")

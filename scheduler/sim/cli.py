@@ -14,7 +14,10 @@ from scheduler.sim.report import run_simulation
 def add_parser(subparsers: Any) -> None:
     """Register ``simulate`` on an ``argparse`` subparsers object."""
     sim: argparse.ArgumentParser = subparsers.add_parser(
-        "simulate", help="replay recorded watch events through the scheduler core")
+        "simulate", help="replay recorded watch events through the scheduler core",
+        description="Replay a JSONL file of watch events (as `tessera record` writes, or the shipped examples/) "
+                    "through the same scheduler core the live scheduler runs, and show every decision: "
+                    "one JSON line per attempt, a table of where each pod went, or the GPU map page.")
     sim.add_argument("events", help="JSONL file of watch events ('-' for stdin)")
     sim.add_argument("--config", help="scheduler configuration (default: the built-in GPU profile, fragmentation-aware packing)")
     sim.add_argument("--explain", action="store_true", help="add per-node scores and filter reasons (-o json)")

@@ -69,3 +69,36 @@ def test_unreachable_apiserver_is_one_line_naming_the_server(command: str, tmp_p
     code, lines = _stderr_of(command, path, tmp_path)
     assert (code, lines) == (1, [f"{PREFIX[command]}cannot reach the apiserver at {server} (from {path}): "
                                  "connection refused"])
+
+
+def test_a_missing_exec_credential_plugin_is_one_line(tmp_path: Path) -> None:
+    """Regression (review): the kubeconfig loader logged the error itself before raising it (a
+    stray line for GKE/EKS users whose auth plugin is not installed)."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(f"""apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {{server: "https://127.0.0.1:{free_port()}", insecure-skip-tls-verify: true}}
+users:
+- name: u
+  user:
+    exec: {{apiVersion: client.authentication.k8s.io/v1beta1, command: /nonexistent/gke-gcloud-auth-plugin}}
+contexts:
+- name: ctx
+  context: {{cluster: c, user: u}}
+current-context: ctx
+""")
+    code, lines = _stderr_of("record", path, tmp_path)
+    assert len(lines) == 1 and lines[0].startswith(f"tessera record: kubeconfig {path} is not usable: "), lines
+
+
+def test_the_kubeconfig_is_the_flag_then_the_environment_then_the_users_kube_config(tmp_path: Path) -> None:
+    """As kubectl: ~/.kube/config when nothing else names one (record said 'no kubeconfig given')."""
+    from scheduler.kube.http import kubeconfig_path
+    assert kubeconfig_path(None, environ={}, home=tmp_path) is None
+    (tmp_path / ".kube").mkdir()
+    (tmp_path / ".kube" / "config").write_text("apiVersion: v1\n")
+    assert kubeconfig_path(None, environ={}, home=tmp_path) == str(tmp_path / ".kube" / "config")
+    assert kubeconfig_path(None, environ={"KUBECONFIG": "/k"}, home=tmp_path) == "/k"
+    assert kubeconfig_path("/flag", environ={"KUBECONFIG": "/k"}, home=tmp_path) == "/flag"
