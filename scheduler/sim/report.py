@@ -4,6 +4,7 @@ GPU map page of the end state (`--output html`, the page `tessera run --gpu-map`
 from __future__ import annotations
 
 import sys
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import IO
@@ -24,6 +25,9 @@ GPU = "nvidia.com/gpu"
 
 
 MAX_LINE_ERRORS = 10  # unreadable lines listed one by one; the rest are counted
+MAX_LISTED_UNSCHEDULABLE = 20  # beyond this many, unschedulable pods are grouped by message
+PROGRESS_EVERY = 5.0  # seconds between progress lines of a long replay
+PROGRESS_CHECK = 500  # events between looks at the clock
 
 
 def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: str, seed: int) -> int:
@@ -34,10 +38,16 @@ def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: st
     events = 0
     stream: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")
 
+    said = time.monotonic()
+
     def counted(lines: IO[bytes]) -> Iterator[WatchEvent]:
-        nonlocal events
+        nonlocal events, said
         for event in read_events(lines, errors):
             events += 1
+            if events % PROGRESS_CHECK == 0 and time.monotonic() - said >= PROGRESS_EVERY:
+                said = time.monotonic()  # a long replay says how far it got (stderr: stdout is the output)
+                print(f"tessera: {path}: {count(events, 'event')} replayed, "
+                      f"{count(replay.stats.attempts, 'scheduling attempt')} so far", file=sys.stderr, flush=True)
             yield event
 
     with stream:
@@ -108,8 +118,15 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
     bound = f", {already_bound} bound in the input" if already_bound else ""
     lines.append(f"{count(stats.events, 'event')}, {count(stats.attempts, 'scheduling attempt')}: "
                  f"{count(placed, 'pod')} placed, {len(unscheduled)} unschedulable{evicted}{bound}")
-    for key, message in unscheduled:
-        lines.append(f"  {key}: {message}")
+    if len(unscheduled) <= MAX_LISTED_UNSCHEDULABLE:
+        lines += [f"  {key}: {message}" for key, message in unscheduled]
+    else:  # thousands of lines would bury the table: one per distinct reason, most common first
+        by_message: dict[str, list[str]] = defaultdict(list)
+        for key, message in unscheduled:
+            by_message[message].append(key)
+        for message, keys in sorted(by_message.items(), key=lambda item: (-len(item[1]), item[0])):
+            more = f", ... {len(keys) - 3} more" if len(keys) > 3 else ""
+            lines.append(f"  {count(len(keys), 'pod')} ({', '.join(keys[:3])}{more}): {message}")
     for key, by in sorted(stats.evicted.items()):
         lines.append(f"  {key}: evicted for {by}")
     return "\n".join(lines)
