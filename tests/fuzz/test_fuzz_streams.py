@@ -158,8 +158,9 @@ _F6_LINES = [(orjson.dumps(b.event("ADDED", b.node("n"))), "event"),
 @S.known_example("F6", lines=_F6_LINES, good_last=False)
 @given(lines=st.lists(jsonl_lines(), max_size=12), good_last=st.booleans())
 def test_simulate_on_random_jsonl(lines: list[tuple[bytes, str]], good_last: bool) -> None:
-    """`tessera simulate` (in process): exit 0, every unreadable line reported on stderr by number,
-    one JSON decision per stdout line, and the good pod at the end is placed."""
+    """`tessera simulate` (in process): exit 0 with the first unreadable lines reported on stderr
+    by number (the rest counted), or — when no line is a watch event — exit 2 with one line; one
+    JSON decision per stdout line, and the good pod at the end is placed."""
     tried()
     body = [line for line, _ in lines]
     cluster, good = good_objects()
@@ -171,17 +172,31 @@ def test_simulate_on_random_jsonl(lines: list[tuple[bytes, str]], good_last: boo
         code, stdout, stderr = _run_cli(["simulate", handle.name])
     finally:
         os.unlink(handle.name)
-    assert code == 0, stderr
     assert "Traceback" not in stderr
+    unreadable: list[str] = []
+    events = 0
     for number, line in enumerate(body, start=1):
+        if number == 1:
+            line = line.removeprefix(b"\xef\xbb\xbf")
         if not line.strip():
             continue
         if not _is_json(line):
-            assert f"line {number}: not JSON" in stderr, (number, line)
+            unreadable.append(f"line {number}: not JSON")
+            continue
+        doc = orjson.loads(line)
+        if isinstance(doc, dict) and isinstance(doc.get("type"), str) and isinstance(doc.get("object"), dict):
+            events += 1
         else:
-            doc = orjson.loads(line)
-            if not (isinstance(doc, dict) and isinstance(doc.get("type"), str) and isinstance(doc.get("object"), dict)):
-                assert f"line {number}: not a watch event" in stderr, (number, line)
+            unreadable.append(f"line {number}: not a watch event")
+    if not events and unreadable:
+        assert code == 2 and stdout == "", stderr
+        assert stderr.count("\n") == 1 and "contains no watch events" in stderr and unreadable[0] in stderr, stderr
+        return
+    assert code == 0, stderr
+    for said in unreadable[:10]:
+        assert said in stderr, (said, stderr)
+    if len(unreadable) > 10:
+        assert f"{len(unreadable) - 10} more unreadable lines" in stderr
     decisions = [orjson.loads(line) for line in stdout.splitlines()]
     assert all(set(d) == {"pod", "node", "annotations", "message"} for d in decisions)
     if good_last:
