@@ -146,8 +146,9 @@ class Replay:
             return False
         spec: dict[str, Any] = obj["spec"]
         node: str = spec["nodeName"]
-        if spec.get("schedulerName", "default-scheduler") not in self.scheduler.state.scheduler_names:
-            return False  # another scheduler's Binding: the core's own warning is the right one
+        scheduler_name = spec.get("schedulerName", "default-scheduler")
+        if not isinstance(scheduler_name, str) or scheduler_name not in self.scheduler.state.scheduler_names:
+            return False  # another scheduler's Binding (or an unreadable pod): the core's own warning is the right one
         uid = object_uid(obj)
         if uid is None:
             return False

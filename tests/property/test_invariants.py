@@ -423,8 +423,12 @@ def check_decision_world(world: S.World, attempts: list[Attempt], known: frozens
                 check(d.healthy and not d.unschedulable, f"{a.pod.key} got unhealthy/unschedulable device {device}")
                 check(selects(variant, d), f"{a.pod.key} got device {device} ({d}) not selected by class "
                                            f"{cls.name} {variant}")
-    # invariant 1 at decision time: the devices granted now, against every current holder
-    ledger = ledger_of(world_holders(world) + list(txn.items()))
+    # invariant 1 at decision time: the devices granted now, against every current holder the core
+    # has been told about. A holder whose ADDED is still in flight (a pod deleted and created again
+    # under its name, the new one holding the GPU; the core ran a cycle between the two events) is a
+    # race the core cannot see, as in invariant 2 below: the node agent's Allocate refuses it.
+    seen = [(uid, annotations) for uid, annotations in world_holders(world) if not known or uid in known]
+    ledger = ledger_of(seen + list(txn.items()))
     granted = {device for a in placed for _, _, _, device, _ in grants_of(a.annotations)}
     check_device_use(ledger, world, sorted(granted), f"decision {[a.pod.key for a in placed]}")
     # invariant 2 at decision time

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -181,3 +182,14 @@ def test_simulate_into_a_closed_pipe_ends_quietly() -> None:
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "cannot read" not in out.stderr and "Traceback" not in out.stderr and "Exception" not in out.stderr
+
+
+def test_a_bound_pod_whose_scheduler_name_is_not_a_string_does_not_crash_the_replay() -> None:
+    """Found by the property tests (corrupted input): the replay's check for the live scheduler's
+    Bindings looked schedulerName up in a set and raised on a list."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=1), b.pod("p", limits={"nvidia.com/gpu": 1}))
+    bound = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    bound["spec"]["schedulerName"] = []
+    run.feed(b.event("MODIFIED", bound))
+    assert any("InvalidObject" in notice for notice in run.notices())

@@ -256,3 +256,83 @@ def test_a_dropped_ghost_no_longer_counts_as_a_matching_device() -> None:
     run.feed(b.event("MODIFIED", finished))
     assert not run.state.devices
     assert {s.name: s.matching_devices for s in run.scheduler.class_statuses()} == {"other": 0, "v100": 0}
+
+
+# --- a held GPU's identity is its deviceID (review findings, each a failing test first) ---------
+
+def _held_ids(annotations: dict[str, str]) -> set[str]:
+    decoded = ann.decode_devices(annotations[ann.DEVICES])
+    return {grant.device_id for by_resource in decoded.values() for grants in by_resource.values() for grant in grants}
+
+
+def test_after_a_restart_a_held_gpu_published_under_a_new_name_is_not_handed_out() -> None:
+    """Live, the new name of a held GPU (same deviceID) is a duplicate of the held ghost; rebuilt
+    from the holder's annotation after a restart, the ghost had no deviceID and the GPU went to a
+    second pod."""
+    device, other = b.device("n", 0), b.device("n", 1)
+    cls, node = b.resource_class("v100", match_labels={"model": "V100"}), b.node("n", gpus=2)
+    renamed = copy.deepcopy(device)
+    renamed["metadata"]["name"], renamed["metadata"]["uid"] = "n.0-renamed", "uid-renamed"
+    run = Run(config(BINPACK))
+    run.add(node, device, cls, b.pod("p", limits={CLASS: 1}))
+    run.feed(b.event("ADDED", renamed), b.event("DELETED", device), b.event("ADDED", other))
+    bound = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    held = _held_ids(bound["metadata"]["annotations"])
+    for order in ((node, renamed, other, cls, bound), (node, bound, renamed, other, cls)):  # either listing first
+        fresh = Scheduler(config(BINPACK))
+        for obj in order:
+            fresh.apply("ADDED", obj, 0.0)
+        fresh.apply("ADDED", b.pod("r", limits={CLASS: 1}), 0.0)
+        [attempt] = fresh.schedule_next(0.0) or []
+        assert attempt.node == "n" and not _held_ids(attempt.annotations) & held
+
+
+def test_after_a_restart_a_held_device_listed_on_another_node_counts_where_its_holder_runs() -> None:
+    device = b.device("a", 0)
+    cls = b.resource_class("v100", match_labels={"model": "V100"})
+    node_a, node_b = b.node("a", gpus=1), b.node("b", gpus=1)
+    run = Run(config(BINPACK))
+    run.add(node_a, node_b, device, cls, b.pod("p", limits={CLASS: 1}))
+    assert run.node_of("p") == "a"
+    moved = copy.deepcopy(device)
+    moved["spec"]["nodeName"], moved["metadata"]["uid"] = "b", "new-uid"
+    run.feed(b.event("DELETED", device), b.event("ADDED", moved))
+    assert run.state.nodes["a"].used("nvidia.com/gpu") == 1
+    bound = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    fresh = Scheduler(config(BINPACK))
+    for obj in (node_a, node_b, moved, cls, bound):  # the device is listed before its holder
+        fresh.apply("ADDED", obj, 0.0)
+    assert fresh.state.nodes["a"].used("nvidia.com/gpu") == 1
+    fresh.apply("ADDED", b.pod("q", limits={"nvidia.com/gpu": 1},
+                               spec_extra={"nodeSelector": {"kubernetes.io/hostname": "a"}}), 0.0)
+    assert (fresh.schedule_next(0.0) or [])[0].node is None
+    fresh.apply("DELETED", bound, 0.0)  # released: the object is taken in where it is now
+    name = device["metadata"]["name"]
+    assert fresh.state.devices[name].node_name == "b" and name not in fresh.state.nodes["a"].devices
+
+
+def test_a_held_gpu_is_not_handed_out_again_after_its_object_changes_its_device_id() -> None:
+    """The ledger charges by ExtendedResource name, the node agent hands GPUs out by deviceID: a
+    held object that comes to name another GPU keeps counting as the one its holder has."""
+    run = Run(config(BINPACK))
+    first = b.device("n", 0)
+    run.add(b.node("n", gpus=2), first, b.resource_class("v100", match_labels={"model": "V100"}))
+    run.add(b.pod("p", limits={CLASS: 1}))
+    held = _held_ids(run.last("p").annotations)
+    changed = copy.deepcopy(first)
+    changed["spec"]["deviceID"] = "GPU-other"
+    again = copy.deepcopy(first)
+    again["metadata"]["name"], again["metadata"]["uid"] = "n.second", "uid-second"
+    run.feed(b.event("MODIFIED", changed), b.event("ADDED", again))
+    assert any("DeviceIDChangedWhileHeld" in notice for notice in run.notices())
+    run.add(b.pod("q", limits={CLASS: 1}))
+    assert run.last("q").node is None or not _held_ids(run.last("q").annotations) & held
+    bound = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    fresh = Scheduler(config(BINPACK))  # a restart after the change: the same objects, listed afresh
+    for obj in (b.node("n", gpus=2), changed, again, b.resource_class("v100", match_labels={"model": "V100"}), bound):
+        fresh.apply("ADDED", obj, 0.0)
+    fresh.apply("ADDED", b.pod("r", limits={CLASS: 1}), 0.0)
+    [attempt] = fresh.schedule_next(0.0) or []
+    assert attempt.node is None or not _held_ids(attempt.annotations) & held
+    run.feed(b.event("DELETED", bound))
+    assert run.state.devices[first["metadata"]["name"]].device_id == "GPU-other"  # taken in once released

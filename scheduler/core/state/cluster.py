@@ -392,7 +392,7 @@ class ClusterState:
         for by_resource in (devices or {}).values():
             for resource, entries in by_resource.items():
                 for grant in entries:
-                    self.ledger.hold_unseen(grant.device, info)
+                    self.ledger.hold_unseen(grant.device, grant.device_id, info)
                     notices += self.ledger.charge(pod, grant.device, grant.amount, resource)
         placement = placement_of(pod, node_name, devices, broken, assumed)
         self.placements[pod.uid] = placement

@@ -65,22 +65,37 @@ class DeviceLedger:
                            f"device {device} is assigned to more than one pod exclusively", pod.meta.namespace, pod.uid)]
         return []
 
-    def hold_unseen(self, name: str, info: NodeInfo) -> None:
-        """A pod on `info`'s node holds device `name`, which the cache does not have: deleted
-        before its holder was seen (a successor replica seeing the deletion before the killed
-        leader's Binding), or before this replica started (its pods can be listed before its
-        ExtendedResources). The pod still has the GPU, so it stays counted against the node, as a
-        ghost of the node's device resource (the one its other devices carry; unnamed until a
-        device of the node arrives, counted as UNSEEN_RESOURCE meanwhile), until its last holder
-        is gone. Only the node's devices are read: at start-up every held device may be unseen."""
-        if name in self.devices:
+    def hold_unseen(self, name: str, device_id: str, info: NodeInfo) -> None:
+        """A pod on `info`'s node holds device `name` (the GPU `device_id`), which the cache does
+        not have there: deleted before its holder was seen (a successor replica seeing the
+        deletion before the killed leader's Binding), or before this replica started (its pods can
+        be listed before its ExtendedResources), or listed on another node (it moved while held,
+        before this replica started, or naming another deviceID now). The pod still has the GPU, so it stays counted against the
+        node, as a ghost of the node's device resource (the one its other devices carry; unnamed
+        until a device of the node arrives, counted as UNSEEN_RESOURCE meanwhile) that names the
+        GPU the holder has — another name for that GPU is then a duplicate — until its last holder
+        is gone; an object listed elsewhere waits in `moved` until then, as on the live path
+        (`upsert`). Only the node's devices are read: at start-up every held device may be unseen."""
+        known = self.devices.get(name)
+        if known is not None and (name in self.ghosts or ((use := self.use.get(name)) is not None and use.busy)
+                                  or (known.node_name == info.name and known.device_id in ("", device_id))):
             return
+        if known is not None:  # elsewhere, or naming another GPU now: parked until the holder is gone
+            self.moved[name] = known
+            self.classes.device_removed(name)
+            elsewhere = self._node_info(known.node_name)
+            elsewhere.devices.pop(name, None)
+            self.mark_duplicates(elsewhere)
+            self.refresh(elsewhere)
         names = Counter(device.resource_name for device in info.devices.values() if device.resource_name)
         resource_name = names.most_common(1)[0][0] if names else ""  # named when a device of the node arrives
+        if known is not None:
+            resource_name = known.resource_name
         meta = ObjectMeta(name, "", "", "", {}, {}, "", True)
-        ghost = Device(meta, info.name, resource_name, "", {}, {}, unschedulable=True, healthy=False)
+        ghost = Device(meta, info.name, resource_name, device_id, {}, {}, unschedulable=True, healthy=False)
         self.devices[name] = info.devices[name] = ghost
         self.ghosts.add(name)
+        self.mark_duplicates(info)
 
     def uncharge(self, uid: str, grants: Iterable[tuple[str, Amount | None]]) -> None:
         for device, amount in grants:
@@ -145,18 +160,26 @@ class DeviceLedger:
 
         A held device's name appearing on another node (its `spec.nodeName` edited, or deleted and
         created again there) does not move while held: the holder still has the GPU where it runs,
-        so it stays counted there, as a ghost, and the object is taken in once the holder is gone."""
-        if old is not None and old.node_name != device.node_name and (use := self.use.get(device.name)) and use.busy:
+        so it stays counted there, as a ghost, and the object is taken in once the holder is gone.
+        The same for a held device whose deviceID changes: the holder has the GPU it was given, so
+        the ghost keeps naming that one (another name for it is a duplicate) until released."""
+        if old is not None and (old.node_name != device.node_name or old.device_id != device.device_id) \
+                and (use := self.use.get(device.name)) and use.busy:
             first = device.name not in self.moved
             self.moved[device.name] = device
             if device.name not in self.ghosts:
                 self.delete(device.name)
             if not first:
                 return []
-            return [Notice("ExtendedResource", device.name, "DeviceMovedWhileHeld",
-                           f"ExtendedResource {device.name} now names node {device.node_name}, but a pod on node "
-                           f"{old.node_name} holds it: it counts on {old.node_name} until released, then on "
-                           f"{device.node_name}", "", device.meta.uid)]
+            if old.node_name != device.node_name:
+                return [Notice("ExtendedResource", device.name, "DeviceMovedWhileHeld",
+                               f"ExtendedResource {device.name} now names node {device.node_name}, but a pod on node "
+                               f"{old.node_name} holds it: it counts on {old.node_name} until released, then on "
+                               f"{device.node_name}", "", device.meta.uid)]
+            return [Notice("ExtendedResource", device.name, "DeviceIDChangedWhileHeld",
+                           f"ExtendedResource {device.name} now names deviceID {device.device_id}, but a pod holds "
+                           f"it as {old.device_id}: it stays that GPU, given to no other pod, until released",
+                           "", device.meta.uid)]
         self.moved.pop(device.name, None)
         if old is not None and old.node_name != device.node_name:
             previous = self._node_info(old.node_name)
