@@ -240,6 +240,7 @@ class SchedulerLoop:
     async def _run_cycles(self) -> None:
         cycles = 0
         while not self._stopping and self.is_leader():
+            self._alive = time.monotonic()  # a long backlog is work, not a hang (/healthz)
             started = time.perf_counter()
             attempts = self.core.schedule_next(time.time())
             if attempts is None:

@@ -11,6 +11,7 @@ Binder now hosts its Bindings in a task group of its own inside the loop's, so t
 from __future__ import annotations
 
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -311,3 +312,35 @@ async def test_a_standby_with_an_expired_backoff_entry_does_not_busy_loop() -> N
         spins = len(waits) - before
         owner.cancel_scope.cancel()
     assert spins <= 5, f"{spins} wake-ups in a second on a standby"
+
+
+async def test_a_leader_busy_with_a_backlog_stays_live(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (review): liveness was stamped only between bursts of cycles, so a leader busy
+    with a backlog for a minute answered 500 on /healthz and its probe restarted it mid-burst."""
+    clock = [time.monotonic()]
+    fake_time = types.SimpleNamespace(time=time.time, perf_counter=time.perf_counter, monotonic=lambda: clock[0])
+    monkeypatch.setattr(loop_module, "time", fake_time)
+
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    for i in range(100):  # a backlog: none fits, each cycle takes (simulated) 1 s
+        api.add_pod(b.pod(f"p{i}", requests={"nvidia.com/gpu": 2}))
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    seen: list[bool] = []
+    original = loop.core.schedule_next
+
+    def slow_cycle(now: float) -> Any:
+        attempts = original(now)
+        if attempts is not None:
+            clock[0] += 1.0  # this cycle took a second of real work
+            seen.append(loop.healthy)
+        return attempts
+
+    loop.core.schedule_next = slow_cycle  # type: ignore[method-assign]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        with anyio.fail_after(20):
+            while len(seen) < 100:
+                await anyio.sleep(0.01)
+        owner.cancel_scope.cancel()
+    assert all(seen), f"/healthz turned 500 after {seen.index(False)} s of uninterrupted scheduling"
