@@ -145,10 +145,12 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
 
 
 def _device_order(device: Device) -> tuple[int, str, str]:
-    """By the devices' index; a held device no ExtendedResource ever described (a ghost without a
-    deviceID) first, as the node's GPUs it counts are; other devices without an index last."""
+    """By the devices' index; a held device no ExtendedResource described to this process (a ghost
+    known only from its holder's annotation: no attributes, no capacity) first, as the node's
+    GPUs it counts are; other devices without an index last."""
     index = device.attributes.get("index", "")
-    position = int(index) if index.isdigit() else (-1 if not device.device_id else 1 << 30)
+    described = bool(device.device_id) and bool(device.attributes or device.capacity)
+    position = int(index) if index.isdigit() else (1 << 30 if described else -1)
     return (position, device.attributes.get("pciBusID", ""), device.name)
 
 
