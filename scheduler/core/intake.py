@@ -53,8 +53,8 @@ class Intake:
         state, queue = self.engine.state, self.engine.queue
         pod = state.pods.get(uid)
         if pod is None or uid not in state.pending:
-            if uid in queue and (pod is None or uid not in state.placements or pod.node_name):
-                queue.remove(uid)
+            if pod is None or uid not in state.placements or pod.node_name:
+                queue.remove(uid)  # gone or bound: also what the queue kept while its Binding was out
             return
         if uid not in queue or before is None or _scheduling_inputs(before) != _scheduling_inputs(pod):
             queue.add(uid, pod.priority, pod.gang.key if pod.gang else "", now)

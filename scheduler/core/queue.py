@@ -53,6 +53,9 @@ class SchedulingQueue:
         self._move_cycle = 0
         # pods entering a queue, by (queue, event) — upstream's scheduler_queue_incoming_pods_total
         self.incoming: Counter[tuple[str, str]] = Counter()
+        # placed pods whose Binding is not confirmed yet: a refused one comes back with its history
+        # (attempts, first-queued time), as upstream keeps the QueuedPodInfo through binding
+        self._placed: dict[str, QueuedPod] = {}
 
     # --- membership --------------------------------------------------------------------------
 
@@ -60,6 +63,12 @@ class SchedulingQueue:
         """A new pending pod, or an update to one (an update revives an unschedulable pod)."""
         entry = self.entries.get(uid)
         if entry is None:
+            placed = self._placed.pop(uid, None)
+            if placed is not None:  # its Binding failed: back with its history (the caller backs it off)
+                placed.priority, placed.group, placed.where = priority, group, ACTIVE
+                self.entries[uid] = placed
+                self._push_active(placed)
+                return
             entry = self.entries[uid] = QueuedPod(uid, priority, group, now, now)
             self._push_active(entry)
             self.incoming[ACTIVE, "PodAdd"] += 1
@@ -70,6 +79,8 @@ class SchedulingQueue:
             self._requeue(entry, now, "PodUpdate")
 
     def remove(self, uid: str) -> None:
+        """The pod is gone or bound: nothing is kept for it."""
+        self._placed.pop(uid, None)
         entry = self.entries.pop(uid, None)
         if entry is not None:
             entry.version += 1  # invalidates heap entries lazily
@@ -112,8 +123,12 @@ class SchedulingQueue:
     # --- outcomes ----------------------------------------------------------------------------
 
     def done(self, uid: str) -> None:
-        """Scheduled: the pod leaves the queue (bind failures come back through `failed`)."""
+        """Scheduled: the pod leaves the queue; its history is kept until its Binding is confirmed
+        (`remove`) or refused (`add` brings it back)."""
+        entry = self.entries.get(uid)
         self.remove(uid)
+        if entry is not None:
+            self._placed[uid] = entry
 
     def unschedulable_failure(self, uid: str, rejectors: Iterable[str], now: float) -> None:
         """The pod did not fit: park it until an event may help (or back off if one already came)."""

@@ -92,3 +92,37 @@ def test_incoming_counts_say_which_queue_each_pod_entered_and_why() -> None:
         (ACTIVE, "BackoffComplete"): 1,
         (BACKOFF, "ScheduleAttemptFailure"): 1,
     }
+
+
+def test_repeated_binding_failures_back_off_exponentially_and_keep_the_pods_history() -> None:
+    """Regression (review): a placed pod left the queue, so a refused Binding re-added it as new:
+    1 s of backoff every time (a Binding a webhook keeps refusing was retried every second), its
+    attempts and first-queued time (the scheduling SLI) lost. Upstream keeps the QueuedPodInfo."""
+    from scheduler.core.scheduler import Scheduler
+    from scheduler.sim import builders as b
+    from tests.helpers import config
+
+    core = Scheduler(config())
+    core.apply("ADDED", b.node("n1", gpus=1), 0.0)
+    core.apply("ADDED", b.pod("p", limits={"nvidia.com/gpu": 1}), 0.0)
+    now, waits = 0.0, []
+    for attempt_number in range(1, 6):
+        [attempt] = core.schedule_next(now) or []
+        assert attempt.node == "n1" and attempt.attempts == attempt_number and attempt.queued_at == 0.0
+        core.binding_failed(attempt.pod.uid, now)
+        expiry = core.next_backoff_expiry()
+        assert expiry is not None
+        waits.append(expiry - now)
+        now = expiry
+    assert waits == [1, 2, 4, 8, 10]
+    assert core.pending_counts()["active"] + core.pending_counts()["backoff"] == 1
+
+
+def test_a_placed_pods_queue_history_is_dropped_once_bound_or_deleted() -> None:
+    queue = SchedulingQueue()
+    queue.add("u", 0, "", 0.0)
+    assert queue.pop(0.0) == "u"
+    queue.done("u")
+    queue.remove("u")  # bound (or deleted): nothing is kept for it
+    queue.add("u", 0, "", 5.0)
+    assert queue.entries["u"].initial == 5.0
