@@ -53,7 +53,8 @@ class DecisionHooks(LoopHooks):
 
     def on_attempt(self, result: str, profile: str, seconds: float, attempt: Attempt) -> None:
         self.inner.on_attempt(result, profile, seconds, attempt)
-        self.log.attempt(attempt, self.clock())
+        if result != "error":  # a failed Binding is logged by on_bind, with its reason
+            self.log.attempt(attempt, self.clock())
 
     def on_cycle(self, attempts: list[Attempt]) -> None:
         self.inner.on_cycle(attempts)

@@ -76,6 +76,8 @@ class SchedulerLoop:
         self.events = EventRecorder(events_http, controller="tessera", instance=identity)
         self.statuses = StatusWriter(http, self._pod_version, allowed=lambda: self.is_leader())
         self._groups_scheduled: set[str] = set()  # upstream PodGroups this process wished PodGroupScheduled=True
+        # pods placed whose Binding has not answered yet: (profile, cycle seconds, the attempt)
+        self._binding_attempts: dict[str, tuple[str, float, Attempt]] = {}
         self.evictor = Evictor(http, self._on_evicted, self._on_eviction_failed, allowed=lambda: self.is_leader())
         self.hooks = hooks or LoopHooks()
         self.stats = LoopStats()
@@ -147,6 +149,8 @@ class SchedulerLoop:
             meta = obj.get("metadata") or {}
             if event_type != "ADDED" and (event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName")):
                 self.statuses.pod_gone(str(meta.get("namespace", "")), str(meta.get("name", "")))
+            if event_type == "DELETED":  # a held Binding that will never be sent
+                self._binding_attempts.pop(str(meta.get("uid", "")), None)
         if event_type == "DELETED" and kind in ("ResourceClass", "PodGroup"):
             self._forget_status(str(kind), obj)
         if self.is_leader():  # a standby's touched groups wait: written once it leads, on its first event
@@ -175,6 +179,7 @@ class SchedulerLoop:
         self.evictor.abandon()
         self.statuses.reset()
         self._groups_scheduled.clear()
+        self._binding_attempts.clear()
         self.core.abandon_evictions(time.time())
         self._finish_due = 0.0
 
@@ -260,7 +265,9 @@ class SchedulerLoop:
         if attempt.node is not None:
             self.stats.scheduled += 1
             log.debug("cycle.scheduled", pod=pod.key, node=attempt.node, attempts=attempt.attempts)
-            self.hooks.on_attempt("scheduled", profile, seconds, attempt)
+            # counted once its Binding lands ("scheduled") or fails ("error"), as upstream's
+            # binding cycle counts it, with the Binding's time in the attempt's duration
+            self._binding_attempts[pod.uid] = (profile, seconds, attempt)
             if attempt.deferred:  # another pod on the node is still being handed its devices
                 log.info("binder.gate_wait", pod=pod.key, node=attempt.node)
                 self.events.record(_pod_ref(attempt), "Normal", WAITING_FOR_ALLOCATION, "Binding", attempt.message)
@@ -324,6 +331,11 @@ class SchedulerLoop:
     def _on_bound(self, result: BindResult) -> None:
         binding = result.binding
         self.hooks.on_bind(result)
+        decided = self._binding_attempts.pop(binding.uid, None)
+        if decided is not None:
+            profile, seconds, attempt = decided
+            outcome = "scheduled" if result.outcome is Outcome.BOUND else "error"
+            self.hooks.on_attempt(outcome, profile, seconds + result.seconds, attempt)
         if result.observed is not None:
             # the pod as read back (bound, or being deleted): the core learns it before the watch
             # does, so a pod bound elsewhere never leaves its real devices uncounted meanwhile
@@ -388,6 +400,8 @@ class LoopHooks:
         return None
 
     def on_attempt(self, result: str, profile: str, seconds: float, attempt: Attempt) -> None:
+        """`result`: "unschedulable" when the cycle placed nothing; "scheduled" / "error" once the
+        Binding of a placed pod landed / failed (`seconds` then includes the Binding's)."""
         return None
 
     def on_cycle(self, attempts: list[Attempt]) -> None:

@@ -14,7 +14,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import structlog
@@ -231,7 +231,9 @@ class MetricsHooks(LoopHooks):
         self.loop = loop
 
     def on_attempt(self, result: str, profile: str, seconds: float, attempt: Attempt) -> None:
-        self.metrics.observe_attempt("scheduled" if result == "scheduled" else "unschedulable", profile, seconds)
+        outcome: Literal["scheduled", "unschedulable", "error"] = \
+            "scheduled" if result == "scheduled" else "error" if result == "error" else "unschedulable"
+        self.metrics.observe_attempt(outcome, profile, seconds)
         if result == "scheduled":
             self.metrics.observe_pod_scheduled(attempt.attempts, max(0.0, time.time() - attempt.queued_at))
         if attempt.preemption_tried:
