@@ -39,6 +39,7 @@ log = structlog.get_logger("tessera.serving")
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 10251
+KEEPALIVE_SECONDS = 30.0  # an idle or half-sent connection is closed after this long
 _MAX_REASON = 200
 _HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
 
@@ -93,8 +94,12 @@ class HealthServer:
         app.router.add_get("/metrics", self._metrics)
         for path, handler in self._routes:
             app.router.add_get(path, handler)
-        # No access log: probes hit these paths every few seconds.
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+        # No access log: probes hit these paths every few seconds. An idle or half-sent connection
+        # is dropped after KEEPALIVE_SECONDS (aiohttp's default is an hour, and every one held is a
+        # file descriptor the scheduler's own apiserver connections need; kube-scheduler's server
+        # gives a request's headers 32 s).
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0,
+                               keepalive_timeout=KEEPALIVE_SECONDS)
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.host, self.requested_port)
@@ -150,7 +155,10 @@ class HealthServer:
                             headers=_HEADERS)
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        try:
+            encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        except (TypeError, ValueError):  # an Accept header prometheus_client cannot read: the text format
+            encoder, content_type = choose_encoder("")
         body = encoder(self._registry)
         return web.Response(body=body, headers={**_HEADERS, "Content-Type": content_type})
 

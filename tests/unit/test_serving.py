@@ -129,3 +129,32 @@ async def test_an_address_that_cannot_be_served_is_one_clear_error(host: str, ta
     message = str(error.value)
     assert expected in message and "\n" not in message
     assert "--port" in message and "--bind-address" in message
+
+
+async def test_an_accept_header_the_metrics_library_cannot_read_gets_the_text_format() -> None:
+    """Regression (review): choose_encoder raised on `version=abc`: a 500 and a logged traceback
+    per request, for anyone who can reach the port."""
+    async with serve("127.0.0.1", 0, healthy=lambda: True, ready=lambda: (True, ""),
+                     registry=Metrics().registry) as server:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{server.url}/metrics",
+                                   headers={"Accept": "application/openmetrics-text; version=abc"}) as response:
+                assert response.status == 200
+                assert response.headers["Content-Type"].startswith("text/plain")
+
+
+async def test_a_half_sent_request_is_dropped_within_half_a_minute() -> None:
+    """Regression (review): aiohttp's default keeps an idle or half-sent connection for an hour,
+    each a file descriptor the scheduler's apiserver connections need (kube-scheduler's server
+    gives headers 32 s)."""
+    import asyncio
+    import socket
+
+    async with serve("127.0.0.1", 0, healthy=lambda: True, ready=lambda: (True, ""),
+                     registry=Metrics().registry) as server:
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # and never the blank line
+        await asyncio.sleep(0.2)
+        [handler] = server._runner.server.connections  # type: ignore[union-attr]
+        sock.close()
+        assert handler.keepalive_timeout <= 32
