@@ -180,6 +180,9 @@ class SchedulerLoop:
         self.statuses.reset()
         self._groups_scheduled.clear()
         self._binding_attempts.clear()
+        # the queue gauges are the leader's (kube-scheduler exits on losing the lease, so its
+        # series go away): a standby's would freeze at its last leading values
+        self.hooks.on_queue(dict.fromkeys(self.core.pending_counts(), 0), {})
         self.core.abandon_evictions(time.time())
         self._finish_due = 0.0
 

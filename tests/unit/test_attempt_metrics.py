@@ -113,3 +113,35 @@ def test_a_refused_binding_is_not_a_second_podadd_into_activeq() -> None:
     assert core.take_queue_incoming() == {("active", "PodAdd"): 1}
     core.binding_failed(pod["metadata"]["uid"], 5.0)
     assert core.take_queue_incoming() == {("backoff", "ScheduleAttemptFailure"): 1}
+
+
+def _pending(m: Metrics) -> dict[str, float]:
+    return {s.labels["queue"]: s.value
+            for f in text_string_to_metric_families(generate_latest(m.registry).decode())
+            for s in f.samples if s.name == "scheduler_pending_pods"}
+
+
+async def test_pending_pods_do_not_stay_frozen_on_a_replica_that_lost_the_lease() -> None:
+    """Regression (review): the queue gauges froze at the last leader values on a replica that
+    lost the lease (kube-scheduler exits then, so its series go away): alerts by job fired for ever."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    pod = b.pod("big", requests={"nvidia.com/gpu": 2})  # never fits
+    api.add_pod(pod)
+    term: list[object] = [1]
+    metrics = Metrics(profiles=["tessera"])
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t",  # type: ignore[arg-type]
+                         leader_term=lambda: term[0])
+    loop.hooks = MetricsHooks(metrics, loop)
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        with anyio.fail_after(10):
+            while _pending(metrics)["unschedulable"] != 1:
+                await anyio.sleep(0.01)
+        term[0] = None  # another replica leads now
+        loop.lost_leadership()
+        loop._on_event("DELETED", pod)  # the watch: the pod is gone, nothing is pending anywhere
+        await anyio.sleep(1.5)  # > IDLE_WAKE_SECONDS
+        owner.cancel_scope.cancel()
+    assert not loop.core.state.pending
+    assert _pending(metrics)["unschedulable"] == 0, f"standby still exports {_pending(metrics)}"
