@@ -135,3 +135,26 @@ def test_a_failed_search_names_each_nodes_first_rejecting_filter(vectorized: boo
                     assert rejected is not None and found.statuses.plugins[index] == rejected[0]
                 compared += 1
     assert compared  # the workload has failures to compare
+
+
+def _grouped_cluster(count: int) -> list[dict[str, Any]]:
+    objs: list[dict[str, Any]] = [b.resource_class("gpu", match_labels={"model": "V100"}),
+                                  b.node("split", gpus=4), b.node("whole", gpus=6)]
+    objs += [b.device("split", i, attributes={"nvlinkGroup": "ab"[i // 2]}) for i in range(4)]  # groups of 2
+    objs += [b.device("whole", i, attributes={"nvlinkGroup": "w"}) for i in range(6)]           # one of 6
+    return objs + [b.pod("trio", limits={"class.tessera.dev/gpu": count})]
+
+
+@pytest.mark.parametrize("config_path", [None, "config/gpu-cluster.yaml", "config/binpack.yaml"])
+def test_a_request_spanning_two_nvlink_groups_scores_half_on_both_paths(config_path: str | None) -> None:
+    """Regression (review): the columns' device score had no split halving, so the batch path put
+    a 3-GPU request across two NVLink groups of `split` (75) while the per-node path chose
+    `whole` (split 37 < whole 50)."""
+    decided = []
+    for batch in (True, False):
+        core = Scheduler(load_config(config_path), seed=7, batch=batch, explain=True)
+        for obj in _grouped_cluster(3):
+            core.apply("ADDED", obj, 0.0)
+        [attempt] = core.schedule_next(0.0) or []
+        decided.append((attempt.node, attempt.scores["split"]["TesseraDevices"]))
+    assert decided[0] == decided[1] and decided[0][1] == 37

@@ -142,7 +142,11 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
             name, _, count = simple
             total = columns.total[name][rows]
             busy_after = total - columns.free[name][rows] + count
-            return busy_after * MAX_NODE_SCORE // np.where(total > 0, total, 1)
+            score = busy_after * MAX_NODE_SCORE // np.where(total > 0, total, 1)
+            if count > 1:  # spanning two NVLink groups (NUMA nodes) halves it, as the planner does
+                largest = columns.largest_group[name][rows]
+                score = np.where((largest >= 0) & (largest < count), score // 2, score)
+            return score
         return np.array([plan.score for plan in self._plans_of(table, ctx, rows)], np.int64)
 
     # --- reserve -------------------------------------------------------------------------------

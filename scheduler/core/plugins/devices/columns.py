@@ -11,12 +11,15 @@ follow from the columns, and only the chosen node gets a real plan.
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.interface import Bools, Ints
 from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown
+from scheduler.core.objects import Device
+from scheduler.core.plugins.devices.planner import GROUP_ATTRIBUTES
 from scheduler.core.state import ClusterState, NodeInfo
 
 
@@ -32,6 +35,10 @@ class ClassColumns(ColumnGroup):
         self.capacity = table.capacity
         self.free: dict[str, Ints] = {}  # free matching devices, or most units on one device (sharing)
         self.total: dict[str, Ints] = {}  # matching schedulable devices
+        # exclusive classes: the most free matching devices in one NVLink group or NUMA node (the
+        # largest of either; -1 when the free devices describe neither): a request of more spans
+        # two groups and the planner halves the node's score (`within_one_group`)
+        self.largest_group: dict[str, Ints] = {}
         self.resources: dict[str, set[str]] = {}  # device resourceNames per class
         self.broken: Bools = np.zeros(table.capacity, np.bool_)
         self.reset()
@@ -44,12 +51,13 @@ class ClassColumns(ColumnGroup):
         valid = [cls.name for cls in self.state.classes.by_resource.values()]
         self.free = {name: np.zeros(self.capacity, np.int64) for name in valid}
         self.total = {name: np.zeros(self.capacity, np.int64) for name in valid}
+        self.largest_group = {name: np.full(self.capacity, -1, np.int64) for name in valid}
         self.resources = {name: set() for name in valid}
 
     def grow(self, capacity: int) -> None:
         self.capacity = capacity
         self.broken = grown(self.broken, capacity)
-        for columns in (self.free, self.total):
+        for columns in (self.free, self.total, self.largest_group):
             for name, column in list(columns.items()):
                 columns[name] = grown(column, capacity)
 
@@ -60,6 +68,7 @@ class ClassColumns(ColumnGroup):
         for name, column in self.free.items():
             cls = classes.classes[name]
             best = total = 0
+            free: list[Device] = []  # exclusive classes: the free matching devices
             for device in info.devices.values():
                 if not device.schedulable or name not in classes.device_classes.get(device.name, ()):
                     continue
@@ -69,13 +78,26 @@ class ClassColumns(ColumnGroup):
                 if cls.sharing is None:
                     if use is None or not use.busy:
                         best += 1
+                        free.append(device)
                 elif use is None or not use.exclusive:
                     capacity = device.capacity.get(cls.sharing.dimension)
                     if capacity is not None:
-                        free = capacity - (use.shared_total if use is not None else 0)
-                        best = max(best, min(UNITS_MAX, math.ceil(free / cls.sharing.unit)))
+                        room = capacity - (use.shared_total if use is not None else 0)
+                        best = max(best, min(UNITS_MAX, math.ceil(room / cls.sharing.unit)))
             column[row] = best
             self.total[name][row] = total
+            self.largest_group[name][row] = largest_group(free)
+
+
+def largest_group(free: list[Device]) -> int:
+    """The most of `free` in one NVLink group or NUMA node (a device without the attribute is a
+    group of its own), over the attributes any of them carries; -1 when none carries one."""
+    largest = -1
+    for attribute in GROUP_ATTRIBUTES:
+        sizes = Counter(device.attributes[attribute] for device in free if attribute in device.attributes)
+        if sizes:
+            largest = max(largest, max(sizes.values()), 1)
+    return largest
 
 
 def simple_exclusive(columns: ClassColumns, ctx: PodContext) -> tuple[str, str, int] | None:
