@@ -24,12 +24,24 @@ class Intake:
         if not isinstance(obj, dict):
             return engine.state.apply(event_type, obj)[1]
         before = self._known_pod(obj)
+        named = self._named_pod(obj)  # the uid the pod's name had: a new uid replaces it
         events, notices = engine.state.apply(event_type, obj)
+        if named is not None and named not in engine.state.pods:
+            engine.queue.remove(named)
         self._sync_queue(obj, before, now)
         if before is None and obj.get("kind") == "Pod" and event_type != "DELETED":
             self._observe(obj)
         engine.take(events, now)
         return notices
+
+    def _named_pod(self, obj: JSON) -> str | None:
+        """The uid the state files the pod's namespace/name under, if any."""
+        if obj.get("kind") != "Pod":
+            return None
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict):
+            return None
+        return self.engine.state.by_key.get(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
 
     def _known_pod(self, obj: JSON) -> Pod | None:
         if obj.get("kind") != "Pod":

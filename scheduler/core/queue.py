@@ -56,6 +56,7 @@ class SchedulingQueue:
         # placed pods whose Binding is not confirmed yet: a refused one comes back with its history
         # (attempts, first-queued time), as upstream keeps the QueuedPodInfo through binding
         self._placed: dict[str, QueuedPod] = {}
+        self._group_entries: Counter[str] = Counter()  # gang key -> its members queued: its state goes with the last
 
     # --- membership --------------------------------------------------------------------------
 
@@ -67,13 +68,22 @@ class SchedulingQueue:
             if placed is not None:  # its Binding failed: back with its history (the caller backs it off)
                 placed.priority, placed.group, placed.where = priority, group, ACTIVE
                 self.entries[uid] = placed
+                self._group_entries[group] += 1
                 self._push_active(placed)
                 return
             entry = self.entries[uid] = QueuedPod(uid, priority, group, now, now)
+            self._group_entries[group] += 1
+            if group and self.group_backoff_until.get(group, now) > now:  # its gang failed recently
+                self._to_backoff(entry)
+                self.incoming[BACKOFF, "PodAdd"] += 1
+                return
             self._push_active(entry)
             self.incoming[ACTIVE, "PodAdd"] += 1
             return
         changed = entry.priority != priority or entry.group != group
+        if entry.group != group:
+            self._leave_group(entry.group)
+            self._group_entries[group] += 1
         entry.priority, entry.group = priority, group
         if entry.where == UNSCHEDULABLE or (changed and entry.where == ACTIVE):
             self._requeue(entry, now, "PodUpdate")
@@ -85,6 +95,17 @@ class SchedulingQueue:
         if entry is not None:
             entry.version += 1  # invalidates heap entries lazily
             self.unschedulable.pop(uid, None)
+            self._leave_group(entry.group)
+
+    def _leave_group(self, group: str) -> None:
+        """One member fewer queued; with the last, what the queue kept for its gang goes too."""
+        if not group:
+            return
+        self._group_entries[group] -= 1
+        if self._group_entries[group] <= 0:
+            del self._group_entries[group]
+            self.group_failed_at.pop(group, None)
+            self.group_backoff_until.pop(group, None)
 
     def __contains__(self, uid: str) -> bool:
         return uid in self.entries

@@ -31,7 +31,7 @@ from scheduler.core.outcomes import BindingOutcomes
 from scheduler.core.plugins.coscheduling import GroupStatus, group_status
 from scheduler.core.plugins.preemption.unfinished import UnfinishedEviction, unfinished_gang_evictions
 from scheduler.core.queue import QueuedPod, SchedulingQueue
-from scheduler.core.state import ClusterState, Notice
+from scheduler.core.state import ClusterEvent, ClusterState, EventKind, Notice
 
 UNSCHEDULABLE = "Unschedulable"
 WAITING_FOR_ALLOCATION = "WaitingForAllocation"
@@ -85,7 +85,23 @@ class Scheduler:
 
     def schedule_next(self, now: float) -> list[Attempt] | None:
         """Run one cycle (one pod, or one whole gang); None when no pod is ready at `now`."""
-        return self._cycle.schedule_next(now)
+        state = self._engine.state
+        held = {uid: hold.node for uid, hold in state.holds.items()} if state.holds else {}
+        attempts = self._cycle.schedule_next(now)
+        if held:
+            self._holds_given_back(held, now)
+        return attempts
+
+    def _holds_given_back(self, held: dict[str, str], now: float) -> None:
+        """Room a cycle (or a failed eviction) stopped holding for a nominated pod — not taken by
+        that pod itself — is free again: an AssignedPodDelete for the pods it kept out, as a deleted
+        pod's room is (upstream treats forgetting a pod's cached room so)."""
+        state = self._engine.state
+        nodes = {node for uid, node in held.items()
+                 if (hold := state.holds.get(uid)) is None or hold.node != node}
+        nodes -= {node for uid, node in held.items() if state.node_of(uid) == node}
+        if nodes:
+            self._engine.take([ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=node) for node in sorted(nodes)], now)
 
     def binding_failed(self, uid: str, now: float) -> None:
         """The apiserver refused a Binding (nothing was bound): release and back off."""
@@ -104,7 +120,9 @@ class Scheduler:
         if preemptor is None:
             return
         if preemptor:  # "": finishing a gang's eviction (tried again on the next round)
-            state.release_hold(preemptor)
+            hold = state.release_hold(preemptor)
+            if hold is not None:
+                self._holds_given_back({preemptor: hold.node}, now)
         self._retry_gangs_of((victim_uid,), now, "EvictionFailed", preemptor)
 
     def _retry_gangs_of(self, victim_uids: Iterable[str], now: float, event: str, preemptor: str = "") -> None:

@@ -126,3 +126,61 @@ def test_a_placed_pods_queue_history_is_dropped_once_bound_or_deleted() -> None:
     queue.remove("u")  # bound (or deleted): nothing is kept for it
     queue.add("u", 0, "", 5.0)
     assert queue.entries["u"].initial == 5.0
+
+
+def test_a_pod_created_again_under_its_name_leaves_no_old_entry_behind() -> None:
+    """Regression (review): the state dropped the old uid of a name seen again with a new uid
+    (no DELETED in between), the queue kept it: one pod counted twice, a ghost entry parked."""
+    from scheduler.core.scheduler import Scheduler
+    from scheduler.sim import builders as b
+    from tests.helpers import config
+
+    core = Scheduler(config())
+    core.apply("ADDED", b.node("n1", gpus=1), 0.0)
+    old = b.pod("worker", limits={"nvidia.com/gpu": 4})  # never fits: parked unschedulable
+    core.apply("ADDED", old, 0.0)
+    assert (core.schedule_next(0.0) or [])[0].node is None
+    new = b.pod("worker", limits={"nvidia.com/gpu": 4})
+    new["metadata"]["uid"] = "new-uid"
+    core.apply("MODIFIED", new, 10.0)
+    assert set(core.state.pods) == {"new-uid"} and set(core.queue.entries) == {"new-uid"}
+
+
+def test_nothing_is_kept_for_a_gang_whose_pods_are_all_gone() -> None:
+    """Regression (review): group_failed_at and group_backoff_until grew by one per failed gang."""
+    queue = SchedulingQueue()
+    for i in range(50):
+        queue.add(f"u{i}", 0, f"ns/g{i}", 0.0)
+        assert queue.pop(0.0) == f"u{i}"
+        queue.unschedulable_failure(f"u{i}", {"Coscheduling"}, 0.0)
+        queue.back_off_group(f"ns/g{i}", 30.0)
+        queue.remove(f"u{i}")
+    assert queue.group_failed_at == {} and queue.group_backoff_until == {}
+
+
+def test_a_gang_member_arriving_during_its_groups_backoff_waits_it_out() -> None:
+    """Regression (review): a new member went straight to activeQ and its cycle re-ran the whole
+    (certain to fail) transaction, pulling its siblings out of backoff; scheduler-plugins refuses
+    every member while the group is backed off ("podGroup ... failed recently")."""
+    from scheduler.api.config import parse_config
+    from scheduler.core.scheduler import Scheduler
+    from scheduler.sim import builders as b
+
+    config = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                           "profiles": [{"schedulerName": "tessera", "pluginConfig": [
+                               {"name": "Coscheduling", "args": {"podGroupBackoffSeconds": 30}}]}]}, "test")
+    core = Scheduler(config)
+    core.apply("ADDED", b.node("n1", gpus=2), 0.0)  # room for one 2-GPU member of the two needed
+
+    def member(i: int) -> dict[str, object]:
+        return b.pod(f"g-{i}", labels=b.gang_labels("g", 2), limits={"nvidia.com/gpu": 2})
+
+    for i in range(2):
+        core.apply("ADDED", member(i), 0.0)
+    while core.schedule_next(0.0) is not None:
+        pass
+    assert core.queue.group_backoff_until == {"default/g": 30.0}
+    core.apply("ADDED", member(2), 5.0)
+    assert core.schedule_next(5.0) is None  # nobody is tried before the group's backoff ends
+    tried = [a.pod.meta.name for a in core.schedule_next(30.0) or []]
+    assert sorted(tried) == ["g-0", "g-1", "g-2"]
