@@ -305,6 +305,16 @@ class Scheduler:
             yield PlacedPod(pod.key if pod is not None else uid, placement.node, dict(placement.requests),
                             placement.grants, placement.assumed)
 
+    def waiting_for_others(self) -> dict[str, int]:
+        """Pods without a node that no profile of this configuration schedules, by schedulerName
+        (a replay with a configuration whose profiles the input's pods do not name places none)."""
+        state = self._engine.state
+        waiting: dict[str, int] = {}
+        for pod in state.pods.values():
+            if not pod.node_name and not pod.terminal and not pod.meta.deleting and not state.is_ours(pod):
+                waiting[pod.scheduler_name] = waiting.get(pod.scheduler_name, 0) + 1
+        return waiting
+
     def is_pending(self, key: str) -> bool:
         """The pod exists and waits for a node (not placed, not being deleted)."""
         state = self._engine.state

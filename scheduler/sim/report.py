@@ -129,4 +129,9 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
             lines.append(f"  {count(len(keys), 'pod')} ({', '.join(keys[:3])}{more}): {message}")
     for key, by in sorted(stats.evicted.items()):
         lines.append(f"  {key}: evicted for {by}")
+    others = scheduler.waiting_for_others()
+    if others:  # a configuration whose profiles the pods do not name schedules none of them
+        names = ", ".join(f"{name} ({number})" for name, number in sorted(others.items()))
+        lines.append(f"{count(sum(others.values()), 'pod')} without a node left to other schedulers: "
+                     f"{names}; this configuration's profiles: {', '.join(sorted(scheduler.config.scheduler_names))}")
     return "\n".join(lines)

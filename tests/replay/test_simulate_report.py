@@ -47,3 +47,15 @@ def test_a_long_replay_says_how_far_it_got(tmp_path: Path, capsys: pytest.Captur
     progress = [line for line in capsys.readouterr().err.splitlines() if "replayed" in line]
     assert progress[0].startswith(f"tessera: {tmp_path / 'e.jsonl'}: 10 events replayed, ")
     assert progress[0].endswith("scheduling attempts so far")
+
+
+def test_pods_no_profile_schedules_are_counted_with_the_profiles(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression (review): a --config whose profiles the pods do not name gave '0 scheduling
+    attempts' and no hint why."""
+    events = tmp_path / "e.jsonl"
+    events.write_bytes(orjson.dumps(b.event("ADDED", b.node("n", gpus=1))) + b"\n"
+                       + orjson.dumps(b.event("ADDED", b.pod("p", scheduler="gpu-batch"))) + b"\n")
+    report.run_simulation(str(events), load_config(None), explain=False, output="table", seed=0)
+    assert capsys.readouterr().out.splitlines()[-1] == \
+        "1 pod without a node left to other schedulers: gpu-batch (1); this configuration's profiles: tessera"
