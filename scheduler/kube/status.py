@@ -9,7 +9,7 @@ flush writes in a task group of its own, so no write outlives `run()`.
 
 A condition's lastTransitionTime moves only when its status does (upstream
 `podutil.UpdatePodCondition`, API conventions): a new message under the same status keeps the time
-first written. What is remembered per object is forgotten when the object goes (`forget`), also
+first written. What is remembered per object is forgotten when the object goes (`pod_gone`, ...), also
 while a write to it is in flight, so a new object of the same name starts clean; and all of it when
 the replica stops leading (`reset`): only the leader writes (`allowed`, asked at write time), and a
 later term cannot trust what it wrote before another leader's term.
@@ -42,6 +42,7 @@ _Key = tuple[str, str]  # (path, content type)
 _PLUGINS_PODGROUP = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}/status"
 _WORKLOAD_PODGROUP = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups/{name}/status"
 _CLASS = "/apis/tessera.dev/v1alpha1/resourceclasses/{name}/status"
+_CONDITION_TYPES = ("PodScheduled", "PodGroupScheduled", "Valid")  # the conditions this writer stamps
 UNSCHEDULABLE = "Unschedulable"
 WAITING_FOR_ALLOCATION = "WaitingForAllocation"
 # (namespace, name, reason) -> the resourceVersion to write against while the pod still waits for
@@ -85,25 +86,26 @@ class StatusWriter:
 
     def pod_gone(self, namespace: str, name: str) -> None:
         """Forget what we wrote for a pod (it was bound or deleted), so a new one starts clean."""
-        self.forget(f"/api/v1/namespaces/{namespace}/pods/{name}/status")
+        self._forget((f"/api/v1/namespaces/{namespace}/pods/{name}/status", STRATEGIC_PATCH))
 
     def podgroup_gone(self, namespace: str, name: str, api: str) -> None:
-        path = (_WORKLOAD_PODGROUP if api == WORKLOAD_API else _PLUGINS_PODGROUP).format(namespace=namespace, name=name)
-        self.forget(path)
+        if api == WORKLOAD_API:
+            self._forget((_WORKLOAD_PODGROUP.format(namespace=namespace, name=name), STRATEGIC_PATCH))
+        else:
+            self._forget((_PLUGINS_PODGROUP.format(namespace=namespace, name=name), MERGE_PATCH))
 
     def resource_class_gone(self, name: str) -> None:
-        self.forget(_CLASS.format(name=name))
+        self._forget((_CLASS.format(name=name), MERGE_PATCH))
 
-    def forget(self, path: str) -> None:
-        """The object at `path` is gone: drop its wish and everything remembered of it (a write in
-        flight to it is not recorded as written when it returns)."""
-        for key in [key for key in (*self._dirty, *self._written, *self._inflight, *self._nominated) if key[0] == path]:
-            self._dirty.pop(key, None)
-            self._written.pop(key, None)
-            self._inflight.pop(key, None)
-            self._nominated.pop(key, None)
-        for since in [since for since in self._since if since[0][0] == path]:
-            del self._since[since]
+    def _forget(self, key: _Key) -> None:
+        """The object is gone: drop its wish and everything remembered of it (a write in flight to
+        it is not recorded as written when it returns)."""
+        self._dirty.pop(key, None)
+        self._written.pop(key, None)
+        self._inflight.pop(key, None)
+        self._nominated.pop(key, None)
+        for condition_type in _CONDITION_TYPES:
+            self._since.pop((key, condition_type), None)
 
     def reset(self) -> None:
         """The replica stopped leading: no wish is written, nothing written is trusted any more."""
@@ -113,11 +115,6 @@ class StatusWriter:
         self._nominated.clear()
         self._since.clear()
         self._retry_at = None
-
-    def remembered(self) -> int:
-        """Objects the writer keeps something for (bounded by the objects that exist)."""
-        return len({key[0] for key in (*self._dirty, *self._written, *self._inflight, *self._nominated)}
-                   | {since[0][0] for since in self._since})
 
     def pod_group(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """phase, running, succeeded, failed (the scheduler-plugins PodGroup status)."""
@@ -206,7 +203,7 @@ class StatusWriter:
             log.warning("status.write_failed", path=path, error=str(err))
         finally:  # also when cancelled: a write that never returned must not hold back its wish
             current = self._inflight.get(key)
-            forgotten = current is None or current[1] is not token  # forget()/reset() ran meanwhile
+            forgotten = current is None or current[1] is not token  # _forget()/reset() ran meanwhile
             if not forgotten:
                 del self._inflight[key]
         if forgotten:
