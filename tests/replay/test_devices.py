@@ -284,35 +284,3 @@ def test_a_node_found_overcommitted_when_it_arrives_after_its_pods_is_named() ->
     run.add(b.node("n", gpus=4))
     assert run.notices() == [_overcommit_message("n", 5, 4)]
     assert (run.replay.stats.notices[-1].kind, run.replay.stats.notices[-1].key) == ("Node", "n")
-
-
-def _class_valid(objects: list[dict[str, object]]) -> bool:
-    from scheduler.core.scheduler import Scheduler
-    core = Scheduler(config(BINPACK))
-    for obj in objects:
-        core.apply("ADDED", obj, 0.0)
-    return core.state.classes.error_of("gpu") is None
-
-
-def test_a_class_taking_a_name_nodes_advertise_is_refused_whichever_came_first() -> None:
-    """Regression (review): the check ran only when the class changed, so the listing order of a
-    restart decided whether the class was valid."""
-    name = "example.com/gpu"
-    cls = b.resource_class("gpu", match_labels={"model": "V100"}, resource_name=name)
-    node, device = b.node("n", extra={name: "4"}), b.device("n", 0)
-    assert not _class_valid([node, device, cls])
-    assert not _class_valid([cls, node, device])
-    assert _class_valid([cls, b.node("n"), device])  # nothing advertises it
-
-
-def test_a_class_refused_for_an_advertised_name_is_valid_again_once_no_node_advertises_it() -> None:
-    name = "example.com/gpu"
-    run = Run(config(BINPACK))
-    run.add(b.resource_class("gpu", match_labels={"model": "V100"}, resource_name=name),
-            b.node("n", extra={name: "1"}), b.device("n", 0))
-    assert run.state.classes.error_of("gpu") is not None
-    assert any("InvalidResourceClass" in notice for notice in run.notices())
-    run.feed(b.event("MODIFIED", b.node("n")))  # the device plugin is gone
-    assert run.state.classes.error_of("gpu") is None
-    run.add(b.pod("ours", limits={name: 1}))
-    assert run.node_of("ours") == "n"

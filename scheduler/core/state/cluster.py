@@ -13,7 +13,7 @@ Why it looks like this:
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
@@ -59,8 +59,6 @@ class ClusterState:
         self.pending: set[str] = set()  # our pods without a node (and not assumed)
         self.devices: dict[str, Device] = {}
         self.classes = ClassRegistry()
-        self._class_specs: dict[str, ResourceClass] = {}  # each class as its object says, before `_admitted`
-        self._advertised: Counter[str] = Counter()  # allocatable name -> nodes advertising it
         self.ledger = DeviceLedger(self.devices, self.classes, self._node_info, self._touch)
         self.gangs = GangIndex()
         self.holds: dict[str, Hold] = {}  # nominated preemptors' room on their nodes
@@ -230,13 +228,11 @@ class ClusterState:
         if event_type == "DELETED":
             if info is None or info.node is None or info.node.meta.uid != node.meta.uid:
                 return [], []
-            gone = set(info.node.allocatable)
-            self._advertised.subtract(gone)
             info.node = None
             self._remove_from_order(node.name)
             self._touch(info)
             self.capacity_version += 1
-            return self._readmit_classes(gone)
+            return [], []
         if self._stale(node.meta.uid, node.meta.resource_version):
             return [], []
         if info is None:
@@ -245,23 +241,17 @@ class ClusterState:
         info.node = node
         self._touch(info)
         notices: list[Notice] = []
-        events: list[ClusterEvent] = []
         if old is None or old.allocatable != node.allocatable:
             self.capacity_version += 1
             notices = self.check_overcommit(info, None)
-            before = set(old.allocatable) if old is not None else set()
-            self._advertised.subtract(before)
-            self._advertised.update(node.allocatable.keys())
-            events, readmitted = self._readmit_classes(before ^ set(node.allocatable))
-            notices += readmitted
         if old is None:
             self._node_index[node.name] = len(self.node_order)
             self.node_order.append(node.name)
-            return [ClusterEvent(EventKind.NODE_ADDED, node=node.name), *events], notices
+            return [ClusterEvent(EventKind.NODE_ADDED, node=node.name)], notices
         if (old.allocatable != node.allocatable or old.meta.labels != node.meta.labels
                 or old.taints != node.taints or old.unschedulable != node.unschedulable):
-            return [ClusterEvent(EventKind.NODE_UPDATED, node=node.name), *events], notices
-        return events, notices
+            return [ClusterEvent(EventKind.NODE_UPDATED, node=node.name)], notices
+        return [], notices
 
     def _touch(self, info: NodeInfo) -> None:
         info.generation += 1
@@ -564,36 +554,17 @@ class ClusterState:
         node = self.ledger.delete(name)
         return [ClusterEvent(EventKind.DEVICE_CHANGED, node=node)] if node is not None else []
 
-    def _admitted(self, cls: ResourceClass) -> ResourceClass:
-        """Nodes already advertising the class's resourceName through a device plugin make it
-        invalid: taking it over would turn every plain request for it into a class request. The
-        verdict follows the nodes (`_readmit_classes`), whichever came first."""
-        if cls.error is None and self._advertised[cls.resource_name] > 0:
-            return replace(cls, error=f'spec.resourceName: Invalid value: "{cls.resource_name}": nodes already '
-                                      "advertise this resource through a device plugin; use a name of its own")
-        return cls
-
-    def _readmit_classes(self, names: set[str]) -> tuple[list[ClusterEvent], list[Notice]]:
-        """Nodes began or stopped advertising `names`: classes claiming one are judged again."""
-        events: list[ClusterEvent] = []
-        notices: list[Notice] = []
-        for spec in list(self._class_specs.values()):
-            if spec.resource_name in names:
-                changed, said = self._put_class(self._admitted(spec))
-                events += changed
-                notices += said
-        return events, notices
-
     def _on_class(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
         cls = parse_resource_class(obj)
         if event_type == "DELETED":
-            self._class_specs.pop(cls.name, None)
             self.classes.remove(cls.name, self.devices.values())
             return [ClusterEvent(EventKind.CLASS_CHANGED)], []
-        self._class_specs[cls.name] = cls
-        return self._put_class(self._admitted(cls))
-
-    def _put_class(self, cls: ResourceClass) -> tuple[list[ClusterEvent], list[Notice]]:
+        if cls.error is None and any(info.node is not None and cls.resource_name in info.node.allocatable
+                                     for info in self.nodes.values()):
+            # Nodes already advertise this name through a device plugin: taking it over would turn
+            # every plain request for it into a class request. Refuse, and say so.
+            cls = replace(cls, error=f'spec.resourceName: Invalid value: "{cls.resource_name}": nodes already '
+                                     "advertise this resource through a device plugin; use a name of its own")
         old = self.classes.classes.get(cls.name)
         if old is not None and _same_class(old, cls):
             return [], []
