@@ -284,3 +284,41 @@ def test_a_node_found_overcommitted_when_it_arrives_after_its_pods_is_named() ->
     run.add(b.node("n", gpus=4))
     assert run.notices() == [_overcommit_message("n", 5, 4)]
     assert (run.replay.stats.notices[-1].kind, run.replay.stats.notices[-1].key) == ("Node", "n")
+
+
+def _class_error(objects: list[dict[str, object]]) -> str | None:
+    from scheduler.core.scheduler import Scheduler
+    core = Scheduler(config(BINPACK))
+    for obj in objects:
+        core.apply("ADDED", obj, 0.0)
+    return core.state.classes.error_of("gpu")
+
+
+def test_the_class_names_tesseras_agent_advertises_never_refuse_the_class_whatever_the_order() -> None:
+    """Regression: Tessera's agent advertises each class's resourceName on its Node (the device
+    plugin's count); a replica that listed the Nodes before the ResourceClasses (a restart: the
+    informers list concurrently) refused every such class as 'advertised by a device plugin'."""
+    name = "class.tessera.dev/gpu"
+    cls = b.resource_class("gpu", match_labels={"model": "V100"})
+    node, device = b.node("n", extra={name: "4"}), b.device("n", 0)
+    for order in ((node, device, cls), (cls, node, device), (node, cls, device), (device, node, cls)):
+        assert _class_error(list(order)) is None, order
+
+
+def test_a_class_taking_a_name_another_device_plugin_advertises_is_refused_whichever_came_first() -> None:
+    """A node no Tessera agent serves (no ExtendedResource) advertising the name: refused, in any
+    order (the verdict used to depend on whether the class or the node came first), and valid
+    again once no such node advertises it."""
+    name = "example.com/gpu"
+    cls = b.resource_class("gpu", match_labels={"model": "V100"}, resource_name=name)
+    foreign, served = b.node("plain", extra={name: "4"}), b.node("n")
+    device = b.device("n", 0)
+    for order in ((foreign, served, device, cls), (cls, served, device, foreign)):
+        assert _class_error(list(order)) is not None, order
+    run = Run(config(BINPACK))
+    run.add(cls, foreign, served, device)
+    assert run.state.classes.error_of("gpu") is not None
+    run.feed(b.event("MODIFIED", b.node("plain")))  # that device plugin is gone
+    assert run.state.classes.error_of("gpu") is None
+    run.add(b.pod("ours", limits={name: 1}))
+    assert run.node_of("ours") == "n"

@@ -13,7 +13,7 @@ Why it looks like this:
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
@@ -59,6 +59,11 @@ class ClusterState:
         self.pending: set[str] = set()  # our pods without a node (and not assumed)
         self.devices: dict[str, Device] = {}
         self.classes = ClassRegistry()
+        self._class_specs: dict[str, ResourceClass] = {}  # each class as its object says, before `_admitted`
+        # names nodes advertise that no Tessera agent serves (a node with no ExtendedResource: the
+        # agent advertises the class names of its node itself): name -> such nodes, node -> its names
+        self._foreign: Counter[str] = Counter()
+        self._foreign_of: dict[str, frozenset[str]] = {}
         self.ledger = DeviceLedger(self.devices, self.classes, self._node_info, self._touch)
         self.gangs = GangIndex()
         self.holds: dict[str, Hold] = {}  # nominated preemptors' room on their nodes
@@ -232,7 +237,7 @@ class ClusterState:
             self._remove_from_order(node.name)
             self._touch(info)
             self.capacity_version += 1
-            return [], []
+            return self._recount_foreign(node.name), []
         if self._stale(node.meta.uid, node.meta.resource_version):
             return [], []
         if info is None:
@@ -244,14 +249,15 @@ class ClusterState:
         if old is None or old.allocatable != node.allocatable:
             self.capacity_version += 1
             notices = self.check_overcommit(info, None)
+        classes = self._recount_foreign(node.name)
         if old is None:
             self._node_index[node.name] = len(self.node_order)
             self.node_order.append(node.name)
-            return [ClusterEvent(EventKind.NODE_ADDED, node=node.name)], notices
+            return [ClusterEvent(EventKind.NODE_ADDED, node=node.name), *classes], notices
         if (old.allocatable != node.allocatable or old.meta.labels != node.meta.labels
                 or old.taints != node.taints or old.unschedulable != node.unschedulable):
-            return [ClusterEvent(EventKind.NODE_UPDATED, node=node.name)], notices
-        return [], notices
+            return [ClusterEvent(EventKind.NODE_UPDATED, node=node.name), *classes], notices
+        return classes, notices
 
     def _touch(self, info: NodeInfo) -> None:
         info.generation += 1
@@ -547,24 +553,58 @@ class ClusterState:
                 self.devices[device.name] = self._node_info(device.node_name).devices[device.name] = device
             return [], []
         notices = self.ledger.upsert(device, old)
-        return [ClusterEvent(EventKind.DEVICE_CHANGED, node=device.node_name)], \
+        classes = self._recount_foreign(device.node_name)
+        if old is not None and old.node_name != device.node_name:
+            classes += self._recount_foreign(old.node_name)
+        return [ClusterEvent(EventKind.DEVICE_CHANGED, node=device.node_name), *classes], \
             notices + self.check_overcommit(self._node_info(device.node_name), None)
 
     def _delete_device(self, name: str) -> list[ClusterEvent]:
         node = self.ledger.delete(name)
-        return [ClusterEvent(EventKind.DEVICE_CHANGED, node=node)] if node is not None else []
+        return [ClusterEvent(EventKind.DEVICE_CHANGED, node=node), *self._recount_foreign(node)] \
+            if node is not None else []
+
+    def _recount_foreign(self, node_name: str) -> list[ClusterEvent]:
+        """The names `node_name` advertises count against classes only while no Tessera agent
+        serves it (no ExtendedResource of the node is known): what the agent advertises is the
+        classes' own. Classes whose name a change affects are judged again (`_admitted`)."""
+        info = self.nodes.get(node_name)
+        now = frozenset(info.node.allocatable) if info is not None and info.node is not None and not info.devices \
+            else frozenset()
+        was = self._foreign_of.get(node_name, frozenset())
+        if now == was:
+            return []
+        self._foreign.subtract(was)
+        self._foreign.update(now)
+        if now:
+            self._foreign_of[node_name] = now
+        else:
+            self._foreign_of.pop(node_name, None)
+        events: list[ClusterEvent] = []
+        for spec in list(self._class_specs.values()):
+            if spec.resource_name in was ^ now:
+                events += self._put_class(self._admitted(spec))[0]
+        return events
+
+    def _admitted(self, cls: ResourceClass) -> ResourceClass:
+        """Nodes advertising the class's resourceName through another device plugin make it
+        invalid: taking it over would turn every plain request for it into a class request. The
+        verdict follows the nodes (`_recount_foreign`), whichever came first."""
+        if cls.error is None and self._foreign[cls.resource_name] > 0:
+            return replace(cls, error=f'spec.resourceName: Invalid value: "{cls.resource_name}": nodes already '
+                                      "advertise this resource through a device plugin; use a name of its own")
+        return cls
 
     def _on_class(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
         cls = parse_resource_class(obj)
         if event_type == "DELETED":
+            self._class_specs.pop(cls.name, None)
             self.classes.remove(cls.name, self.devices.values())
             return [ClusterEvent(EventKind.CLASS_CHANGED)], []
-        if cls.error is None and any(info.node is not None and cls.resource_name in info.node.allocatable
-                                     for info in self.nodes.values()):
-            # Nodes already advertise this name through a device plugin: taking it over would turn
-            # every plain request for it into a class request. Refuse, and say so.
-            cls = replace(cls, error=f'spec.resourceName: Invalid value: "{cls.resource_name}": nodes already '
-                                     "advertise this resource through a device plugin; use a name of its own")
+        self._class_specs[cls.name] = cls
+        return self._put_class(self._admitted(cls))
+
+    def _put_class(self, cls: ResourceClass) -> tuple[list[ClusterEvent], list[Notice]]:
         old = self.classes.classes.get(cls.name)
         if old is not None and _same_class(old, cls):
             return [], []
