@@ -95,7 +95,7 @@ class Cycle:
     def _history(self, pod: Pod) -> dict[str, tuple[int, float]]:
         """Failed attempts so far and first-queued time of the pod (and its gang siblings)."""
         state = self.engine.state
-        uids = state.gangs.members.get(pod.gang.key, {pod.uid}) if pod.gang is not None else {pod.uid}
+        uids = (state.gang_uids(pod) or [pod.uid]) if pod.gang is not None else [pod.uid]
         entries = self.engine.queue.entries
         return {uid: (entries[uid].attempts, entries[uid].initial) for uid in uids if uid in entries}
 
@@ -211,7 +211,7 @@ class Cycle:
             attempt = Attempt(pod, None, message=message, rejectors=frozenset({grouping.name}), gang_outcome="waiting")
             # A gang that lost members (e.g. its running ones are being evicted) holds no room
             # while it waits: a member that preempted for itself gives its room and nomination up.
-            siblings = engine.state.gangs.members.get(pod.gang.key, ()) if pod.gang is not None else ()
+            siblings = engine.state.gang_uids(pod) if pod.gang is not None else []
             released = {uid: hold for uid in (pod.uid, *siblings) if (hold := engine.state.release_hold(uid)) is not None}
             self._clear([attempt], released)
             return [attempt]

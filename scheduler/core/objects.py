@@ -634,6 +634,8 @@ class PodGroup:
     topology: GangTopology | None = None
     scheduled_condition: str = ""  # upstream's PodGroupScheduled status on the object: "True", "False" or ""
     final_phase: str = ""  # a scheduler-plugins status.phase after which nothing changes it: Finished or Failed
+    # scheduler-plugins' spec.minResources: what the cluster must have free before any member is tried
+    min_resources: Resources = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -658,17 +660,22 @@ def parse_podgroup(obj: JSON) -> PodGroup:
     meta = parse_meta(obj, "PodGroup")
     spec = _mapping(obj.get("spec"), "PodGroup.spec")
     minimum = spec.get("minMember", 1)
-    if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 1:
-        raise ObjectError(f"PodGroup.spec.minMember: Invalid value: {minimum!r}: must be an integer >= 1")
+    if not isinstance(minimum, int) or isinstance(minimum, bool):
+        raise ObjectError(f"PodGroup.spec.minMember: Invalid value: {minimum!r}: must be an integer")
+    # scheduler-plugins' CRD sets no minimum and its Coscheduling lets every member of a group
+    # with minMember <= 0 through (PreFilter `len(pods) < minMember` and Permit never hold it):
+    # such a group asks for no gang, which is what a minimum of one means here
+    minimum = max(minimum, 1)
     timeout = spec.get("scheduleTimeoutSeconds")
     if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0):
         raise ObjectError(f"PodGroup.spec.scheduleTimeoutSeconds: Invalid value: {timeout!r}")
     priority_class = _str(spec.get("priorityClassName"), "PodGroup.spec.priorityClassName")
+    min_resources = parse_resource_list(spec.get("minResources"), "PodGroup.spec.minResources")
     status = obj.get("status")
     phase = status.get("phase") if isinstance(status, dict) else None  # a status is the writer's, never refused
     final = phase if phase in FINAL_GROUP_PHASES else ""
     return PodGroup(meta, minimum, timeout, priority_class, PLUGINS_API, gang_topology(meta.annotations),
-                    final_phase=final)
+                    final_phase=final, min_resources=min_resources)
 
 
 def _parse_workload_podgroup(obj: JSON) -> PodGroup:

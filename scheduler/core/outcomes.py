@@ -38,7 +38,7 @@ class BindingOutcomes:
         state = self.engine.state
         if pod.gang is None:
             return False
-        return any(uid != pod.uid and uid in state.placements for uid in state.gangs.members.get(pod.gang.key, ()))
+        return any(uid != pod.uid and uid in state.placements for uid in state.gang_uids(pod))
 
     def dropped(self, uid: str) -> None:
         """409 bound elsewhere / 404 gone: the apiserver's view wins; wait for the watch event."""

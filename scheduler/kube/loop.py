@@ -21,7 +21,7 @@ import structlog
 
 from scheduler.api.config import SchedulerConfig
 from scheduler.core.framework.attempt import Attempt
-from scheduler.core.objects import WORKLOAD_API, Pod, podgroup_api
+from scheduler.core.objects import FINAL_GROUP_PHASES, WORKLOAD_API, Pod, podgroup_api
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
@@ -75,7 +75,10 @@ class SchedulerLoop:
         events_http = KubeHttp(http.api, RateLimiter(limiter.qps, limiter.burst) if limiter is not None else None)
         self.events = EventRecorder(events_http, controller="tessera", instance=identity)
         self.statuses = StatusWriter(http, self._pod_version, allowed=lambda: self.is_leader())
-        self._groups_scheduled: set[str] = set()  # upstream PodGroups this process wished PodGroupScheduled=True
+        # PodGroups whose status this process already settled (upstream ones PodGroupScheduled=True,
+        # scheduler-plugins ones Finished or Failed): nothing is written over it, even before the
+        # watch echoes it back
+        self._groups_settled: set[str] = set()
         # pods placed whose Binding has not answered yet: (profile, cycle seconds, the attempt)
         self._binding_attempts: dict[str, tuple[str, float, Attempt]] = {}
         self.evictor = Evictor(http, self._on_evicted, self._on_eviction_failed, allowed=lambda: self.is_leader())
@@ -167,7 +170,7 @@ class SchedulerLoop:
         if kind == "ResourceClass":
             self.statuses.resource_class_gone(name)
             return
-        self._groups_scheduled.discard(f"{namespace}/{name}")
+        self._groups_settled.discard(f"{namespace}/{name}")
         self.statuses.podgroup_gone(namespace, name, podgroup_api(obj))
 
     def lost_leadership(self) -> None:
@@ -178,7 +181,7 @@ class SchedulerLoop:
         self.core.abandon_deferred(time.time())
         self.evictor.abandon()
         self.statuses.reset()
-        self._groups_scheduled.clear()
+        self._groups_settled.clear()
         self._binding_attempts.clear()
         # the queue gauges are the leader's (kube-scheduler exits on losing the lease, so its
         # series go away): a standby's would freeze at its last leading values
@@ -371,17 +374,19 @@ class SchedulerLoop:
             return
         namespace, _, name = key.partition("/")
         if status.api == WORKLOAD_API:
-            if status.condition == "True" or key in self._groups_scheduled:
+            if status.condition == "True" or key in self._groups_settled:
                 return
             if status.scheduled >= status.minimum:
-                self._groups_scheduled.add(key)
+                self._groups_settled.add(key)
                 self.statuses.workload_pod_group(namespace, name, True, "Scheduled", "", transition=True)
             elif failure:
                 self.statuses.workload_pod_group(namespace, name, False, "Unschedulable", failure,
                                                  transition=status.condition != "False")
             return
-        if status.final:
+        if status.final or key in self._groups_settled:
             return
+        if status.phase in FINAL_GROUP_PHASES:
+            self._groups_settled.add(key)
         self.statuses.pod_group(namespace, name, {"phase": status.phase, "running": status.running,
                                                   "succeeded": status.succeeded, "failed": status.failed})
 

@@ -222,7 +222,12 @@ async def test_podgroup_crd_accepts_upstream_shape(kube: Any, namespace: str) ->
         "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "tfjob", status, _content_type=MERGE_PATCH
     )
     assert updated["status"]["phase"] == "Pending"
-    bad = {**group, "metadata": {"name": "zero"}, "spec": {"minMember": 0}}
+    # as upstream's CRD (manifests/coscheduling/crd.yaml): minMember has no minimum, a group of 0
+    # asks for no gang; a value that is not an integer is refused
+    zero = {**group, "metadata": {"name": "zero"}, "spec": {"minMember": 0}}
+    created = await custom.create_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", zero)
+    assert created["spec"]["minMember"] == 0
+    bad = {**group, "metadata": {"name": "bad"}, "spec": {"minMember": "two"}}
     with pytest.raises(ApiException) as caught:
         await custom.create_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", bad)
     assert caught.value.status == 422

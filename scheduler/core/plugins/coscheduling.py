@@ -52,11 +52,24 @@ class Coscheduling(GroupPlugin):
         # a sibling arrived: retry even while the gang is still short, so that the waiting
         # members' reason shows the current member count; a PodGroup change likewise replaces a
         # stale "podgroup not found" (or an old minMember)
-        return dict.fromkeys((EventKind.POD_ADDED, EventKind.PODGROUP_CHANGED), self._same_group)
+        # stale "podgroup not found" (or an old minMember); room made anywhere may close a
+        # PodGroup's minResources gap
+        hints: dict[EventKind, QueueingHint] = dict.fromkeys((EventKind.POD_ADDED, EventKind.PODGROUP_CHANGED),
+                                                             self._same_group)
+        hints.update(dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED, EventKind.ASSIGNED_POD_REMOVED),
+                                   self._needs_resources))
+        return hints
 
     def _same_group(self, uid: str, event: ClusterEvent) -> bool:
         pod = self.state.pods.get(uid)
         return pod is not None and pod.gang is not None and pod.gang.key == event.group
+
+    def _needs_resources(self, uid: str, event: ClusterEvent) -> bool:
+        pod = self.state.pods.get(uid)
+        if pod is None or pod.gang is None:
+            return False
+        group = self.state.gangs.podgroup_of(pod.gang.key, pod)
+        return group is not None and bool(group.min_resources)
 
     def waiting_message(self, pod: Pod) -> str | None:
         return waiting_message(self.state, pod)
@@ -89,16 +102,49 @@ def waiting_message(state: ClusterState, pod: Pod) -> str | None:
             return "waiting for minCount pods from a gang to appear in scheduling queue"
         return (f"pod {pod.key} cannot find enough sibling pods, "
                 f"current pods number: {members}, minMember of group: {minimum}")
-    return None
+    group = state.gangs.podgroup_of(key, pod)
+    return resource_gap(state, pod, group.min_resources, group.min_member) if group is not None else None
+
+
+def resource_gap(state: ClusterState, pod: Pod, min_resources: Mapping[str, int], min_member: int) -> str | None:
+    """scheduler-plugins' minResources check (PodGroupManager.PreFilter, CheckClusterResource):
+    the group waits until the nodes' free resources together cover `minResources` and `pods:
+    minMember`, counting what the group's own members hold as free. Free is a node's allocatable
+    less everything requested on it (negative on an overcommitted node, as upstream's sum)."""
+    if not min_resources:
+        return None
+    wanted = {**min_resources, "pods": min_member}
+    own = {uid for uid in state.gang_uids(pod) if uid in state.placements}
+    for info in state.node_infos():
+        if info.node is None:
+            continue
+        mine = [state.pods[uid] for uid in info.pods & own]
+        for name in list(wanted):
+            if name == "pods":
+                free = info.node.allocatable.get("pods", 0) - (len(info.pods) - len(mine))
+            else:
+                free = (info.node.allocatable.get(name, 0) - info.used(name)
+                        + sum(member.requests.get(name, 0) for member in mine))
+            wanted[name] -= free
+            if wanted[name] <= 0:
+                del wanted[name]
+        if not wanted:
+            return None
+    gap = " ".join(f"{name}:{_quantity(name, amount)}" for name, amount in sorted(wanted.items()))
+    return f"resource gap: map[{gap}]"
+
+
+def _quantity(name: str, amount: int) -> str:
+    """An amount in scheduler units as a Kubernetes quantity (CPU is counted in millicores)."""
+    if name == "cpu" and amount % 1000:
+        return f"{amount}m"
+    return str(amount // 1000 if name == "cpu" else amount)
 
 
 def same_group(state: ClusterState, pod: Pod) -> list[str]:
     """The members of the pod's gang: pods naming the same group in the same form (a label gang
     or a PodGroup of one API), so that a name used by two forms never merges two gangs."""
-    assert pod.gang is not None
-    api = pod.gang.api
-    return [uid for uid in state.gangs.members.get(pod.gang.key, ())
-            if (member := state.pods.get(uid)) is not None and member.gang is not None and member.gang.api == api]
+    return state.gang_uids(pod)
 
 
 def gang_view(state: ClusterState, pod: Pod) -> GangView | None:
@@ -159,7 +205,10 @@ def group_status(state: ClusterState, key: str) -> GroupStatus | None:
     if group is None:
         return None
     minimum = group.min_member
-    members = [state.pods[uid] for uid in state.gangs.history.get(key, ()) if uid in state.pods]
+    # only the pods naming this PodGroup: a label gang of the same name is another group
+    # (scheduler-plugins' controller lists the group's pods by its label)
+    members = [pod for uid in state.gangs.history.get(key, ()) if (pod := state.pods.get(uid)) is not None
+               and pod.gang is not None and pod.gang.api == group.api]
     phases = [pod.phase for pod in members]
     running, succeeded, failed = phases.count("Running"), phases.count("Succeeded"), phases.count("Failed")
     scheduled = sum(1 for pod in members if pod.uid in state.placements or pod.terminal)

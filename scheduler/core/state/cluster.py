@@ -118,8 +118,16 @@ class ClusterState:
         holds the room it made at that same priority."""
         if pod.gang is None:
             return pod.priority
-        members = [self.pods[uid] for uid in self.gangs.members.get(pod.gang.key, ()) if uid in self.pods]
+        members = [self.pods[uid] for uid in self.gang_uids(pod)]
         return self.gang_priority(pod.gang.key, members or [pod])
+
+    def gang_uids(self, pod: Pod) -> list[str]:
+        """The live members of the pod's gang: pods naming the same group in the same form (a label
+        gang or a PodGroup of one API), so that a name used by two forms never merges two gangs."""
+        assert pod.gang is not None
+        api = pod.gang.api
+        return [uid for uid in self.gangs.members.get(pod.gang.key, ())
+                if (member := self.pods.get(uid)) is not None and member.gang is not None and member.gang.api == api]
 
     def group_min(self, key: str, pod: Pod) -> int | None:
         """The gang's minimum, or None when its PodGroup object has not been seen."""

@@ -84,8 +84,8 @@ class GangIndex:
                 del self.history[pod.gang.key]
 
     def podgroup_changed(self, group: PodGroup) -> bool:
-        """A PodGroup was added or changed: True when what placement reads (minimum, topology,
-        or which API owns the name) is new."""
+        """A PodGroup was added or changed: True when what placement reads (minimum, minimum
+        resources, topology, or which API owns the name) is new."""
         old = self.podgroups.get(group.key)
         self.touched.add(group.key)
         if old is not None and old.api != group.api:
@@ -93,7 +93,8 @@ class GangIndex:
             self.shadowed[group.key] = group
             return new
         self.podgroups[group.key] = group
-        return old is None or (old.min_member, old.topology) != (group.min_member, group.topology)
+        return old is None or ((old.min_member, old.topology, old.min_resources)
+                               != (group.min_member, group.topology, group.min_resources))
 
     def podgroup_deleted(self, key: str, api: str) -> bool:
         """The PodGroup `key` of `api` is gone: True when a gang's PodGroup changed (a shadowed
