@@ -406,6 +406,13 @@ class Cycle:
             for victim in result.victims:
                 state.preempting[victim.uid] = pods[0].uid
             attempts[0].preempted = result.victims
+            # upstream's prepareCandidate clears lower-priority nominations on the chosen nodes: such
+            # a pod is nominated nowhere now, and its next try may preempt elsewhere at once
+            for uid, hold in lifted.items():
+                displaced = state.pods.get(uid)
+                if hold.node in chosen and displaced is not None and uid not in state.holds:
+                    displaced.nominated_node = ""
+                    attempts[0].nominations_cleared.append(displaced)
             for attempt in attempts:
                 placement = result.holds.get(attempt.pod.uid)
                 if placement is not None:

@@ -289,6 +289,8 @@ class SchedulerLoop:
             self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name, UNSCHEDULABLE, attempt.message,
                                       nominated_node=attempt.nominated_node)
         self._evict(attempt)
+        for displaced in attempt.nominations_cleared:
+            self.statuses.pod_nomination_cleared(displaced.meta.namespace, displaced.meta.name)
         if pod.gang is not None and pod.gang.from_podgroup:
             self._write_group_status(pod.gang.key, "" if attempt.node is not None else attempt.message)
 
@@ -390,10 +392,11 @@ class SchedulerLoop:
         self.statuses.pod_group(namespace, name, {"phase": status.phase, "running": status.running,
                                                   "succeeded": status.succeeded, "failed": status.failed})
 
-    def _pod_version(self, namespace: str, name: str, reason: str) -> str | None:
-        """For the status writer: the pod's resourceVersion while it still waits for `reason`."""
+    def _pod_version(self, namespace: str, name: str, reason: str | None) -> str | None:
+        """For the status writer: the pod's resourceVersion while it still waits for `reason`
+        (None: for any reason)."""
         waiting = self.core.waiting_reason(f"{namespace}/{name}")
-        return waiting[1] if waiting is not None and waiting[0] == reason else None
+        return waiting[1] if waiting is not None and reason in (None, waiting[0]) else None
 
     def _write_class_statuses(self) -> None:
         for status in self.core.class_statuses():

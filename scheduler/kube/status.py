@@ -46,8 +46,8 @@ _CONDITION_TYPES = ("PodScheduled", "PodGroupScheduled", "Valid")  # the conditi
 UNSCHEDULABLE = "Unschedulable"
 WAITING_FOR_ALLOCATION = "WaitingForAllocation"
 # (namespace, name, reason) -> the resourceVersion to write against while the pod still waits for
-# that reason, or None when it no longer does (bound, assumed, gone)
-PodVersion = Callable[[str, str, str], "str | None"]
+# that reason (None: for any reason), or None when it no longer does (bound, assumed, gone)
+PodVersion = Callable[[str, str, "str | None"], "str | None"]
 
 
 class StatusWriter:
@@ -82,6 +82,17 @@ class StatusWriter:
             self._nominated[key] = nominated_node
         if nominated_node is not None:
             status["nominatedNodeName"] = nominated_node or None  # null removes the field
+        self._want(key, {"status": status}, stamp=("lastTransitionTime",))
+
+    def pod_nomination_cleared(self, namespace: str, name: str) -> None:
+        """status.nominatedNodeName removed: a higher-priority pod's preemption chose the node this
+        pod was nominated to (upstream's prepareCandidate clears such lower-priority nominations).
+        A condition wished and not yet written is kept in the same write."""
+        key = (f"/api/v1/namespaces/{namespace}/pods/{name}/status", STRATEGIC_PATCH)
+        self._nominated[key] = ""
+        pending = self._dirty.get(key)
+        status = {k: v for k, v in pending["status"].items()} if pending is not None else {}
+        status["nominatedNodeName"] = None
         self._want(key, {"status": status}, stamp=("lastTransitionTime",))
 
     def pod_gone(self, namespace: str, name: str) -> None:
@@ -189,7 +200,8 @@ class StatusWriter:
             return  # not leading (any more): the leader writes statuses
         pod = _pod_of(path)
         if pod is not None:
-            reason = _conditions(body)[0]["reason"]
+            conditions = _conditions(body)
+            reason = conditions[0]["reason"] if conditions else None  # None: a nomination cleared alone
             version = self.pod_version(pod[0], pod[1], reason)
             if version is None:
                 return  # no longer waiting for that reason: the wish is stale, drop it

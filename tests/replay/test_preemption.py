@@ -104,7 +104,7 @@ def test_upstream_dry_run_mixed_priorities_and_later_start_first() -> None:
     run = _cluster({"node1": [("p1.1", MID, S, None), ("p1.2", LOW, S, None), ("p1.3", MID, M, None), ("p1.4", HIGH, S, None)],
                     "node2": [("p2", HIGH, L, None)]})
     assert sorted(p.meta.name for u in _dry_run(run, "x", HIGH, L, "node1").victims for p in u.pods) == ["p1.2", "p1.3"]
-    assert _dry_run(run, "x", HIGH, L, "node2") == "No preemption victims found for incoming pod"
+    assert _dry_run(run, "x", HIGH, L, "node2") == ("No preemption victims found for incoming pod",)
     run = _cluster({"node1": [("p1.1", LOW, S, 5), ("p1.2", LOW, S, 4), ("p1.3", MID, M, 3), ("p1.4", HIGH, S, 2)],
                     "node2": [("p2", HIGH, L, 1)]})
     assert sorted(p.meta.name for u in _dry_run(run, "x", HIGH, L, "node1").victims for p in u.pods) == ["p1.1", "p1.3"]

@@ -148,3 +148,32 @@ async def test_a_later_wish_without_a_nomination_keeps_the_one_not_yet_written()
                        "not eligible due to a terminating pod on the nominated node.")
     await _flush(writer, lambda: writer.writes > 0)
     assert api.pod("default", "p")["status"]["nominatedNodeName"] == "n1"
+
+
+async def test_a_nomination_cleared_by_a_higher_preemptor_is_removed_and_stays_removed() -> None:
+    """upstream's prepareCandidate clears the nominatedNodeName of lower-priority pods nominated to
+    the node a preemption chose: written at once (without a condition of its own), and a later
+    wish that leaves the nomination as it is must not bring the old node back."""
+    api = _api()
+    writer = StatusWriter(api, lambda ns, name, reason: api.pod(ns, name)["metadata"]["resourceVersion"])  # type: ignore[arg-type]
+    writer.pod_waiting("default", "p", UNSCHEDULABLE, "0/1 nodes are available: 1 Insufficient cpu.", nominated_node="n1")
+    await _flush(writer, lambda: writer.writes > 0)
+    assert api.pod("default", "p")["status"]["nominatedNodeName"] == "n1"
+    writer.pod_nomination_cleared("default", "p")
+    await _flush(writer, lambda: writer.writes > 1)
+    assert "nominatedNodeName" not in api.pod("default", "p")["status"]
+    assert _condition(api)["reason"] == "Unschedulable"  # the condition written before is kept
+    writer.pod_waiting("default", "p", UNSCHEDULABLE, "0/1 nodes are available: 1 Too many pods.")
+    await _flush(writer, lambda: writer.writes > 2)
+    assert "nominatedNodeName" not in api.pod("default", "p")["status"]
+
+
+async def test_a_cleared_nomination_joins_a_condition_not_yet_written() -> None:
+    api = _api()
+    writer = StatusWriter(api, lambda ns, name, reason: api.pod(ns, name)["metadata"]["resourceVersion"])  # type: ignore[arg-type]
+    writer.pod_waiting("default", "p", UNSCHEDULABLE, "0/1 nodes are available: 1 Too many pods.", nominated_node="n1")
+    writer.pod_nomination_cleared("default", "p")
+    await _flush(writer, lambda: writer.writes > 0)
+    [patch] = api.of("PATCH", "/status")
+    assert patch.body["status"]["nominatedNodeName"] is None
+    assert _condition(api)["message"] == "0/1 nodes are available: 1 Too many pods."

@@ -29,3 +29,5 @@ class Attempt:
     preemption_tried: bool = False  # a PostFilter (preemption) ran for this attempt's pod or gang
     preempted: list[Pod] = field(default_factory=list)  # victims to evict for this pod (or its gang)
     nominated_node: str | None = None  # status.nominatedNodeName to write: None leaves it, "" clears it
+    # lower-priority pods nominated to the node this pod's preemption chose: their nominations go
+    nominations_cleared: list[Pod] = field(default_factory=list)

@@ -90,7 +90,7 @@ class ResourceColumns(ColumnGroup):
                                        else alloc)
         self.score_cpu[row] = int64(info.scoring_cpu)
         self.score_memory[row] = int64(info.scoring_memory)
-        self.pods_free[row] = allocatable.get(PODS, 0) - len(info.pods)
+        self.pods_free[row] = allocatable.get(PODS, 0) - len(info.pods) - info.held
 
     def _fill_one(self, row: int, info: NodeInfo, name: str, column: ResourceColumn) -> None:
         node = info.node

@@ -520,6 +520,7 @@ class ClusterState:
         info = self._node_info(placement.node)
         dimensions = {device: "" for device, _ in placement.grants}
         self.holds[uid] = Hold(placement, priority)
+        info.held += 1
         _charge(info, placement)
         self.ledger.recharge(uid, placement.grants, dimensions)
         self.ledger.refresh_for([device for device, _ in placement.grants])
@@ -532,6 +533,7 @@ class ClusterState:
             return None
         placement = held.placement
         info = self.nodes[placement.node]
+        info.held -= 1
         _discharge(info, placement)
         self.ledger.uncharge(uid, placement.grants)
         self.ledger.refresh_for([device for device, _ in placement.grants])

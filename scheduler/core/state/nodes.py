@@ -50,13 +50,16 @@ class Hold:
 class NodeInfo:
     """One node's object (if known yet) and everything placed on it."""
 
-    __slots__ = ("name", "node", "pods", "requested", "scoring_cpu", "scoring_memory",
+    __slots__ = ("name", "node", "pods", "held", "requested", "scoring_cpu", "scoring_memory",
                  "devices", "busy", "broken", "allocating", "agent_heartbeat", "generation", "over")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.node: Node | None = None
         self.pods: set[str] = set()
+        # holds of nominated preemptors here: each takes a pod slot, as upstream's filters add
+        # the nominated pods of equal or higher priority to the node before "Too many pods"
+        self.held = 0
         self.requested: Resources = {}
         self.scoring_cpu = 0
         self.scoring_memory = 0

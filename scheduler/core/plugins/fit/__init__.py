@@ -61,7 +61,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         node = info.node
         assert node is not None
         alloc = node.allocatable
-        if len(info.pods) + 1 > alloc.get(PODS, 0):
+        if len(info.pods) + info.held + 1 > alloc.get(PODS, 0):
             return (TOO_MANY_PODS,)
         if ctx.empty_request:
             return None

@@ -73,16 +73,34 @@ class DefaultPreemption(PostFilterPlugin):
 
     # --- eligibility -----------------------------------------------------------------------
 
-    def ineligible(self, pods: Sequence[Pod], nominated: Mapping[str, str], priority: int) -> str | None:
+    def ineligible(self, pods: Sequence[Pod], nominated: Mapping[str, str], priority: int,
+                   statuses: NodeStatuses | None = None) -> str | None:
         """upstream's PodEligibleToPreemptOthers, for one pod or every member of a gang
-        (`nominated`: pod uid -> its nominated node; `priority`: the pod's, or its gang's)."""
+        (`nominated`: pod uid -> its nominated node; `priority`: the pod's, or its gang's;
+        `statuses`: one pod's failed search). A nominated node that is gone, or that the search
+        rejected for a reason evictions cannot resolve (tainted, cordoned since), no longer
+        holds the pod back: it may preempt elsewhere at once."""
         if any(pod.preempt_never for pod in pods):
             return NEVER
         for pod in pods:
             node = nominated.get(pod.uid)
-            if node and self._victim_terminating_on(node, priority):
+            if node and not self._unresolvable(node, statuses) and self._victim_terminating_on(node, priority):
                 return TERMINATING
         return None
+
+    def _unresolvable(self, node: str, statuses: NodeStatuses | None) -> bool:
+        """The node has no Node object any more, or the failed search's first rejecting filter
+        there is one that removing pods cannot resolve (upstream's UnschedulableAndUnresolvable)."""
+        info = self.state.nodes.get(node)
+        if info is None or info.node is None:
+            return True
+        if statuses is None:
+            return False
+        row = next((i for i, candidate in enumerate(statuses.nodes) if candidate is info), None)
+        if row is None:
+            return False
+        rejector = int(statuses.rejector[row])
+        return rejector >= 0 and not self.handle.resolvable(statuses.plugins[rejector])
 
     def _victim_terminating_on(self, node: str, priority: int) -> bool:
         info = self.state.nodes.get(node)
@@ -97,7 +115,7 @@ class DefaultPreemption(PostFilterPlugin):
     def post_filter(self, pods: Sequence[Pod], minimum: int, nominated: Mapping[str, str], place: Place,
                     statuses: NodeStatuses | None, now: float) -> Preemption:
         priority = self.state.competing_priority(pods[0])
-        reason = self.ineligible(pods, nominated, priority)
+        reason = self.ineligible(pods, nominated, priority, statuses)
         if reason is not None:
             return Preemption(message=reason)
         if len(pods) == 1 and minimum <= 1 and pods[0].gang is None:
@@ -125,8 +143,8 @@ class DefaultPreemption(PostFilterPlugin):
         violating: list[Candidate] = []
         for row in rotated[below].tolist():
             found = self.victims_on(pod, failed.nodes[row], now)
-            if isinstance(found, str):
-                statuses[found] += 1
+            if isinstance(found, tuple):
+                statuses.update(found)  # every reason of the node's rejecting filter, as FitError counts them
                 continue
             (fine if found.pdb_violations == 0 else violating).append(found)
             if fine and len(fine) + len(violating) >= wanted:
@@ -148,13 +166,13 @@ class DefaultPreemption(PostFilterPlugin):
         parts = sorted(f"{count} {reason}" for reason, count in statuses.items() if count)
         return Preemption(message=f"0/{total} nodes are available: {', '.join(parts)}.", clear=True)
 
-    def victims_on(self, pod: Pod, info: NodeInfo, now: float) -> Candidate | str:
-        """upstream's SelectVictimsOnNode with units: the candidate, or the node's reason."""
+    def victims_on(self, pod: Pod, info: NodeInfo, now: float) -> Candidate | tuple[str, ...]:
+        """upstream's SelectVictimsOnNode with units: the candidate, or the node's reasons."""
         state = self.state
         here = [state.pods[uid] for uid in sorted(info.pods) if uid in state.pods]
         units = units_for(state, pod.priority, here)
         if not units:
-            return NO_VICTIMS
+            return (NO_VICTIMS,)
         lifted: dict[str, list[Lifted]] = {}
         try:
             for unit in units:
@@ -162,7 +180,7 @@ class DefaultPreemption(PostFilterPlugin):
             ctx = prepare(pod, state.classes)
             rejected = self.handle.filter_node(ctx, info)
             if rejected is not None:
-                return rejected[1][0]
+                return tuple(rejected[1])
             order, breaking = reprieve_order(units, state)
             victims: list[Unit] = []
             violations = 0
@@ -177,7 +195,7 @@ class DefaultPreemption(PostFilterPlugin):
             victims = _with_surplus_of_lost_cores(victims, units)
             ctx = prepare(pod, state.classes)
             if self.handle.filter_node(ctx, info) is not None:
-                return NOT_HELPFUL  # cannot happen: every victim is off the node again
+                return (NOT_HELPFUL,)  # cannot happen: every victim is off the node again
             hold = self._trial(pod, ctx, info, now)
             return Candidate(info.name, most_important_first(victims), violations, hold)
         finally:
