@@ -133,9 +133,15 @@ def test_broken_annotation_fails_closed_for_that_node_only() -> None:
     assert run.last("p2").message == ("0/2 nodes are available: 1 Insufficient class.tessera.dev/v100, "
                                       "1 node(s) had unreadable device assignments."
                                       " preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
-    # plain pods still use the node
+    # which GPUs "old" holds is unknown: plain count requests of the node's devices are kept off
+    # it too (they would land on a device the agent picks, maybe the one "old" holds); pods
+    # asking for no GPU still use the node
     run.add(b.pod("plain", limits={"nvidia.com/gpu": 1}))
-    assert run.node_of("plain") == "bad"
+    assert run.node_of("plain") is None
+    assert "2 Insufficient nvidia.com/gpu" in run.last("plain").message
+    run.add(b.pod("cpu-only", requests={"cpu": "1"},
+                  spec_extra={"nodeSelector": {"kubernetes.io/hostname": "bad"}}))
+    assert run.node_of("cpu-only") == "bad"
 
 
 def test_invalid_and_clashing_classes_give_messages() -> None:

@@ -88,6 +88,10 @@ class ResourceColumns(ColumnGroup):
             column.free[row] = alloc - used
             column.score_alloc[row] = (int64(info.device_capacity(name)) if column.extended and name not in allocatable
                                        else alloc)
+        if info.broken:  # rare: a pod's device annotation is unreadable (NodeInfo.hides_devices_of)
+            for name, column in columns.items():
+                if info.hides_devices_of(name):
+                    column.free[row] = min(column.free[row], 0)
         self.score_cpu[row] = int64(info.scoring_cpu)
         self.score_memory[row] = int64(info.scoring_memory)
         self.pods_free[row] = allocatable.get(PODS, 0) - len(info.pods) - info.held
@@ -97,5 +101,6 @@ class ResourceColumns(ColumnGroup):
         assert node is not None
         alloc = int64(node.allocatable.get(name, 0))
         used = int64(info.used(name))
-        column.alloc[row], column.used[row], column.free[row] = alloc, used, alloc - used
+        free = min(alloc - used, 0) if info.hides_devices_of(name) else alloc - used
+        column.alloc[row], column.used[row], column.free[row] = alloc, used, free
         column.score_alloc[row] = int64(info.device_capacity(name)) if column.extended else alloc

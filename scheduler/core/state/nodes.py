@@ -88,6 +88,13 @@ class NodeInfo:
         """Requested amount of a resource, counting devices handed out by class."""
         return self.requested.get(resource, 0) + self.busy.get(resource, 0)
 
+    def hides_devices_of(self, resource: str) -> bool:
+        """A pod here has a device annotation that cannot be read, and the node has devices of
+        `resource`: which of them that pod holds is unknown, so none counts as free — for plain
+        count requests (`nvidia.com/gpu: 1`) as for class requests — until the annotation is fixed
+        or the pod is gone (fail closed: counting them free could give a held GPU twice)."""
+        return bool(self.broken) and any(device.resource_name == resource for device in self.devices.values())
+
     def counted_on_devices(self, resource: str) -> int:
         """How many of the node's free devices of `resource` plain count requests (`nvidia.com/gpu:
         N`, no device named) occupy: those requests take the GPUs the node counts but describes

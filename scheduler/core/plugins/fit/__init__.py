@@ -70,6 +70,8 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         busy = info.busy
         for name, amount in ctx.plain:
             free = alloc.get(name, 0) - requested.get(name, 0) - busy.get(name, 0)
+            if info.broken and info.hides_devices_of(name):
+                free = min(free, 0)
             if amount > free:
                 if insufficient is None:
                     insufficient = []
