@@ -27,6 +27,7 @@ after a node that is gone).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -106,6 +107,7 @@ class Agent:
         self.plans: dict[str, EndpointPlan] = {}
         self.held: frozenset[str] = frozenset()  # devices assigned to non-terminal pods on this node
         self._endpoints_dirty = Wakeup()
+        self._slots_given: dict[str, dict[str, str]] = {}  # resource -> slot id -> pod uid (Allocate)
         self._patch_wake = Wakeup()
         self._to_patch: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name)
         self._patch_backoff: dict[str, tuple[int, float]] = {}  # uid -> (failures, monotonic retry time)
@@ -233,7 +235,8 @@ class Agent:
             await self._endpoints_dirty.wait()
             if self.devices is None:
                 continue
-            plans = plan_endpoints(self.classes.values(), self.views, self.held)
+            plans = {resource: dataclasses.replace(plan, in_use=self._slots_in_use(resource))
+                     for resource, plan in plan_endpoints(self.classes.values(), self.views, self.held).items()}
             if plans != self.plans:
                 self.plans = plans
                 log.info("agent.endpoints", node=self.node_name,
@@ -257,6 +260,16 @@ class Agent:
         if held != self.held:
             self.held = held
             self._endpoints_dirty.set()
+
+    def _slots_in_use(self, resource: str) -> frozenset[str]:
+        """The slot ids of `resource` that Allocate gave to pods still on the node, not terminal
+        (kept in memory: after an agent restart, health falls back to slot order)."""
+        given = self._slots_given.get(resource, {})
+        for slot, uid in list(given.items()):
+            pod = self.pods.get(uid)
+            if pod is None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                del given[slot]
+        return frozenset(given)
 
     def _check_complete(self, pod: Mapping[str, Any]) -> None:
         """Queue the `Allocated` patch for an Allocating pod all of whose entries were served
@@ -301,6 +314,9 @@ class Agent:
                                 if allocating(pod, self.node_name)})
             allocation = find_allocation(pods, self.node_name, plan.resource_name, len(slot_ids), unit, self.ledger)
             self.ledger.add(allocation.key)
+            given = self._slots_given.setdefault(plan.resource_name, {})
+            given.update(dict.fromkeys(slot_ids, allocation.pod_uid))
+            self._endpoints_dirty.set()  # which slots are in use changed
             pod = next((p for p in pods if (p.get("metadata") or {}).get("uid") == allocation.pod_uid), None)
             if pod is not None:
                 self._check_complete(pod)

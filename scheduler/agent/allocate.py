@@ -74,6 +74,9 @@ class Allocation:
     container: str
     resource_name: str
     grants: tuple[DeviceGrant, ...]
+    # every grant of the container, all its resources: a container asking for two classes gets one
+    # Allocate call per class, and the kubelet keeps the first value of an env key across them
+    container_grants: tuple[DeviceGrant, ...] = ()
 
     @property
     def key(self) -> ServedKey:
@@ -91,6 +94,15 @@ class Allocation:
     @property
     def device_names(self) -> list[str]:
         return list(dict.fromkeys(g.device for g in self.grants))
+
+    @property
+    def container_device_ids(self) -> list[str]:
+        """The ids of every device the container holds, this call's first (its own if unknown)."""
+        return list(dict.fromkeys(g.device_id for g in (*self.grants, *self.container_grants)))
+
+    @property
+    def container_device_names(self) -> list[str]:
+        return list(dict.fromkeys(g.device for g in (*self.grants, *self.container_grants)))
 
 
 def grant_units(grants: Iterable[DeviceGrant], unit: Fraction | int | None) -> int | None:
@@ -197,7 +209,8 @@ def find_allocation(pods: Iterable[Mapping[str, Any]], node_name: str, resource_
                 continue
             units = grant_units(grants, unit)
             if units == count:
-                found = Allocation(uid, namespace, name, container, resource_name, grants)
+                everything = tuple(g for held in devices.get(container, {}).values() for g in held)
+                found = Allocation(uid, namespace, name, container, resource_name, grants, everything)
                 break
             unmatched.append(f"{container} wants {units if units is not None else 'a non-whole number of'}")
         if found is not None:
@@ -232,7 +245,8 @@ def _refuse_held_devices(pods: Iterable[Mapping[str, Any]], node_name: str, allo
     """`AllocationError` when another live pod on the node holds one of the allocation's GPUs
     (by UUID, what is handed out) in a way that excludes it: either side whole. The scheduler
     never assigns that; this catches what it cannot see — a deposed leader's Binding that landed
-    after its successor gave the same GPU away, one GPU published under two names."""
+    after its successor gave the same GPU away, one GPU published under two names. A live pod
+    whose annotation cannot be read may hold any of them: refused too (fail closed)."""
     wanted = {grant.device_id: grant.amount is None for grant in allocation.grants}
     for pod in pods:
         uid, namespace, name, annotations = _meta(pod)
@@ -241,8 +255,11 @@ def _refuse_held_devices(pods: Iterable[Mapping[str, Any]], node_name: str, allo
             continue
         try:
             devices = decode_devices(annotations[DEVICES])
-        except AnnotationError:
-            continue
+        except AnnotationError as err:  # fail closed: it may hold one of these GPUs
+            raise AllocationError(
+                f"{namespace}/{name}, still on node {node_name}, has an unreadable {DEVICES} annotation ({err}): "
+                f"which GPUs it holds is unknown, so none is handed to {allocation.pod_key} until that "
+                "annotation is fixed or the pod is gone") from None
         for by_resource in devices.values():
             for grants in by_resource.values():
                 for grant in grants:
@@ -304,10 +321,13 @@ def container_env(allocation: Allocation, *, shared_dimension: str | None = None
     workload (and a person debugging it) which ExtendedResources it got and, for shared classes,
     how big its slice is — the agent does not enforce that size; the application must honour it.
     """
-    ids = allocation.device_ids
+    # the container's devices of every resource, so that whichever of its Allocate answers the
+    # kubelet keeps (the first value of a key wins) names all of them; CDI names, which the kubelet
+    # merges, stay this call's own
+    ids = allocation.container_device_ids
     env = {
         "NVIDIA_VISIBLE_DEVICES": ",".join(ids),
-        "TESSERA_DEVICES": ",".join(allocation.device_names),
+        "TESSERA_DEVICES": ",".join(allocation.container_device_names),
         "TESSERA_POD": allocation.pod_key,
         "TESSERA_CONTAINER": allocation.container,
     }
@@ -315,7 +335,7 @@ def container_env(allocation: Allocation, *, shared_dimension: str | None = None
     if amounts and shared_dimension:
         env[f"TESSERA_SHARED_{_ENV_UNSAFE.sub('_', shared_dimension.upper())}"] = format_quantity(sum((Fraction(a) for a in amounts), Fraction(0)))
     annotations = {"tessera.dev/devices": ",".join(ids)}
-    cdi_names = [f"nvidia.com/gpu={device_id}" for device_id in ids] if cdi else []
+    cdi_names = [f"nvidia.com/gpu={device_id}" for device_id in allocation.device_ids] if cdi else []
     return env, annotations, cdi_names
 
 

@@ -68,6 +68,7 @@ class NvmlBackend:
         self._registered: set[str] = set()  # UUIDs registered for Xid events
         self._xid_failures: dict[str, str] = {}  # UUID -> why it is unhealthy (sticky)
         self._known: dict[str, DeviceInfo] = {}  # UUID -> its last successful query
+        self._uuid_at: dict[int, str] = {}  # index -> the UUID found there last (a lost GPU keeps it)
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -116,10 +117,20 @@ class NvmlBackend:
                 handle = nvml.nvmlDeviceGetHandleByIndex(index)
                 uuid = _text(nvml.nvmlDeviceGetUUID(handle))
             except nvml.NVMLError as err:
-                # Without a UUID there is nothing to publish: the device's ExtendedResource is
-                # removed as vanished (pods that hold it stay charged by the scheduler). Say so.
-                log.error("nvml.device_unreadable", index=index, reason=str(err))
+                # A GPU fallen off the bus (NVML_ERROR_GPU_IS_LOST) has no handle: the one seen at
+                # this index before is published unhealthy, not deleted — a pod holding it keeps
+                # its slot, and its object keeps an admin's spec.unschedulable. One never seen
+                # has nothing to publish.
+                lost = self._known.get(self._uuid_at.get(index, ""))
+                log.error("nvml.device_unreadable", index=index, reason=str(err),
+                          uuid=lost.uuid if lost is not None else None)
+                if lost is not None:
+                    devices.append(dataclasses.replace(
+                        lost, healthy=False, health_reason="NVMLDeviceLost",
+                        health_message=f"NVML cannot reach GPU {index} ({err}): fallen off the bus or otherwise "
+                                       "inaccessible; reset the GPU or reboot the node"))
                 continue
+            self._uuid_at[index] = uuid
             handles[uuid] = handle
             devices.append(self.device_info(handle, uuid))
         groups = self._nvlink_groups(handles, {d.uuid: d.pci_bus_id for d in devices})

@@ -245,9 +245,9 @@ class Endpoint:
 
     def _devices(self) -> api_pb2.ListAndWatchResponse:
         plan = self.plan
+        unhealthy = plan.unhealthy_slots()
         return api_pb2.ListAndWatchResponse(devices=[
-            api_pb2.Device(ID=slot, health=HEALTHY if i < plan.healthy else UNHEALTHY)
-            for i, slot in enumerate(plan.slot_ids())])
+            api_pb2.Device(ID=slot, health=UNHEALTHY if slot in unhealthy else HEALTHY) for slot in plan.slot_ids()])
 
     async def GetDevicePluginOptions(self, request: api_pb2.Empty, context: Any) -> api_pb2.DevicePluginOptions:
         return api_pb2.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)

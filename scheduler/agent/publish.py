@@ -56,6 +56,7 @@ log = structlog.get_logger("tessera.agent.publish")
 API_VERSION = "tessera.dev/v1alpha1"
 EXTENDED_RESOURCES = "/apis/tessera.dev/v1alpha1/extendedresources"
 NODE_LABEL = "tessera.dev/node"
+_MAX_LABEL = 63  # a label value's longest (apimachinery IsValidLabelValue)
 _MAX_NAME = 253
 _MIB = 1024 * 1024
 _INVALID = re.compile(r"[^a-z0-9-]+")
@@ -78,6 +79,16 @@ def er_name(node_name: str, device_id: str) -> str:
         keep = _MAX_NAME - len(suffix) - 1
         name = f"{name[:keep].rstrip('.-')}-{suffix}"
     return name
+
+
+def node_label_value(node_name: str) -> str:
+    """The `tessera.dev/node` label value: the node name, or for a name longer than a label value
+    may be (63; node names go to 253) its start and a digest of the whole name. The label only
+    narrows the agent's LIST; `spec.nodeName` says whose device it is."""
+    if len(node_name) <= _MAX_LABEL:
+        return node_name
+    suffix = _digest(node_name)
+    return f"{node_name[:_MAX_LABEL - len(suffix) - 1].rstrip('.-_')}-{suffix}"
 
 
 def model_attribute(model: str) -> str:
@@ -129,7 +140,7 @@ def build_object(node_name: str, node_uid: str, resource_name: str, device: Devi
         "kind": "ExtendedResource",
         "metadata": {
             "name": er_name(node_name, device.uuid),
-            "labels": {NODE_LABEL: node_name},
+            "labels": {NODE_LABEL: node_label_value(node_name)},
             "ownerReferences": [owner_reference(node_name, node_uid)],
         },
         "spec": build_spec(node_name, resource_name, device),
@@ -192,7 +203,7 @@ class Publisher:
 
     async def list_objects(self) -> dict[str, dict[str, Any]]:
         response = await self._call("GET", EXTENDED_RESOURCES,
-                                    query=[("labelSelector", f"{NODE_LABEL}={self.node_name}")])
+                                    query=[("labelSelector", f"{NODE_LABEL}={node_label_value(self.node_name)}")])
         if not response.ok:
             raise PublishError(f"LIST extendedresources: HTTP {response.status}: {response.message()}")
         return {item["metadata"]["name"]: item for item in response.json().get("items") or ()

@@ -51,9 +51,22 @@ class EndpointPlan:
     slots: int  # advertised slots
     healthy: int  # of which Healthy
     capped: bool = False
+    # slot ids the kubelet gave to pods still on the node (Allocate told us): when some slots
+    # must be advertised Unhealthy, these are the last to be, since the kubelet ties health to
+    # the slot id and would refuse to re-admit such a pod ("previously allocated devices are no
+    # longer healthy") for a GPU failure that is not its own
+    in_use: frozenset[str] = frozenset()
 
     def slot_ids(self) -> list[str]:
         return slot_ids(self.class_name, self.slots)
+
+    def unhealthy_slots(self) -> set[str]:
+        """Which slots to advertise Unhealthy (`slots - healthy` of them): free ones first, from
+        the highest index down, then in-use ones the same way."""
+        ids = self.slot_ids()
+        count = max(0, self.slots - self.healthy)
+        ordered = [i for i in reversed(ids) if i not in self.in_use] + [i for i in reversed(ids) if i in self.in_use]
+        return set(ordered[:count])
 
 
 def slot_prefix(class_name: str) -> str:

@@ -142,6 +142,18 @@ def test_a_device_another_live_pod_holds_is_not_handed_out() -> None:
         find_allocation([slice_a, whole], "n", V100, 1, None, set())
 
 
+def test_a_live_pod_with_an_unreadable_annotation_blocks_every_allocation_on_its_node() -> None:
+    """Fail closed (review): a pod still on the node whose devices annotation cannot be read may
+    hold any GPU there; handing one out could give it to two pods. Once it is gone, it is fine."""
+    late = _pod("late", {"main": {V100: _grants("2")}})
+    unreadable = _pod("unreadable", {"main": {V100: _grants("1")}}, phase="Allocated", status="Running")
+    unreadable["metadata"]["annotations"]["tessera.dev/devices"] = '{"containers":{},"version":2}'
+    with pytest.raises(AllocationError, match=r"ns/unreadable, still on node n, has an unreadable"):
+        find_allocation([unreadable, late], "n", V100, 1, None, set())
+    unreadable["status"]["phase"] = "Succeeded"
+    assert find_allocation([unreadable, late], "n", V100, 1, None, set()).pod_key == "ns/late"
+
+
 def test_shared_grants_count_units() -> None:
     pod = _pod("s", {"main": {SLICE: _grants("1", amount=8 * GI)}})
     assert grant_units(_grants("1", amount=8 * GI), GI) == 8
