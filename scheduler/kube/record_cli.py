@@ -15,7 +15,6 @@ was. After that, events are written in the order they arrive.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections import Counter
@@ -26,6 +25,7 @@ from typing import IO, Any
 import anyio
 import orjson
 
+from scheduler.closed_pipe import reader_gone
 from scheduler.kube.concurrency import stop_on_signal
 from scheduler.kube.http import ConnectError, KubeHttp, check_apiserver, connect, kubeconfig_path, rejected
 from scheduler.kube.informers import SCHEDULER_KINDS, InformerSet, ResourceKind
@@ -249,8 +249,7 @@ async def _record_into(http: KubeHttp, kinds: tuple[ResourceKind, ...], out: IO[
         writer.release()  # a recording stopped before every kind synced keeps what it has
     where = "stdout" if args.output == "-" else args.output
     if isinstance(writer.error, BrokenPipeError):  # the reader went away (`| head`): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())  # and no second error at exit's flush
-        return 0
+        return reader_gone(out)
     if writer.error is not None:
         _say(f"cannot write {where}: {writer.error.strerror or writer.error}")
         return 1

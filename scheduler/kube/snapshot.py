@@ -106,10 +106,14 @@ async def list_cluster(http: KubeHttp, kinds: tuple[ResourceKind, ...] = SCHEDUL
 async def pod_events(http: KubeHttp, namespace: str, name: str, uid: str = "") -> list[dict[str, Any]]:
     """The pod's Events (events.k8s.io/v1), oldest first; [] when they cannot be read."""
     path = EVENTS.format(namespace=quote(namespace, safe=""))
-    response = await http.request("GET", path, query=[("fieldSelector", f"regarding.name={name}")], limited=False)
-    if not response.ok:
+    try:
+        response = await http.request("GET", path, query=[("fieldSelector", f"regarding.name={name}")], limited=False)
+        if not response.ok:
+            return []
+        items = response.json().get("items") or ()
+    except (aiohttp.ClientError, TimeoutError, OSError, ValueError):  # the listing is shown without them
         return []
-    events = [event for event in response.json().get("items") or ()
+    events = [event for event in items
               if (event.get("regarding") or {}).get("kind") == "Pod"
               and (not uid or (event.get("regarding") or {}).get("uid") in (uid, None, ""))]
     return sorted(events, key=last_seen)

@@ -17,6 +17,7 @@ import anyio
 
 from scheduler import __version__
 from scheduler.api.config import ConfigError, SchedulerConfig, load_config
+from scheduler.closed_pipe import reader_gone
 from scheduler.core.scheduler import Scheduler
 from scheduler.kube.http import ConnectError, KubeconfigError, KubeHttp, check_apiserver, connect, rejected
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
@@ -185,5 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConnectError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2 if isinstance(err, KubeconfigError) else 1
+    except BrokenPipeError:  # the reader of stdout went away (`| head`): stop quietly
+        return reader_gone()
     except KeyboardInterrupt:
         return 130

@@ -39,8 +39,9 @@ class DryRun:
     node: str  # where it would go now; "" when nowhere
     message: str
     held: bool  # the allocation gate would hold its Binding
-    preempts: tuple[str, ...]  # victims preemption would evict for it
+    preempts: tuple[str, ...]  # victims preemption would evict for it (or for its gang)
     nodes: tuple[NodeVerdict, ...]
+    nominated: str = ""  # where its (or its gang's) preemption makes room for it
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,8 +220,10 @@ def _dry_run(objects: Sequence[dict[str, Any]], pods: frozenset[str], key: str, 
                         for node, line in sorted((attempt.scores or {}).items(),
                                                  key=lambda item: (-item[1].get("total", 0), item[0]))]
             verdicts += [NodeVerdict(node, False, reason) for node, reason in sorted((attempt.filtered or {}).items())]
+            # a gang's victims ride on its first member's attempt; every member is nominated
+            victims = attempt.preempted or [victim for other in attempts for victim in other.preempted]
             return DryRun(attempt.node or "", attempt.message, attempt.deferred,
-                          tuple(victim.key for victim in attempt.preempted), tuple(verdicts))
+                          tuple(victim.key for victim in victims), tuple(verdicts), attempt.nominated_node or "")
     return None
 
 
@@ -258,6 +261,8 @@ def render(x: Explanation, now: float) -> str:
             verdict = f"would go to {run.node}, its Binding held by the allocation gate: {run.message}"
         elif run.node:
             verdict = f"would go to {run.node}"
+        elif run.nominated:
+            verdict = f"would stay pending, nominated to {run.nominated} (preemption makes room there): {run.message}"
         else:
             verdict = f"would stay pending: {run.message}"
         if run.preempts:

@@ -1,8 +1,9 @@
 """`kubectl tessera what-if --config FILE`: where the pending pods would go under another configuration.
 
-The listed cluster is replayed exactly as `tessera simulate` replays a recording (`sim/replay.py`,
-in the order `sim/snapshot.py` gives: everything bound first, then the pending pods), with the
-other configuration: the same core, plugins and gang transactions the scheduler would run. The
+The listed cluster is replayed as `tessera simulate` replays a recording (`sim/replay.py`, in the
+order `sim/snapshot.py` gives: everything bound first, then the pending pods), except that every
+object is taken in before the first decision, as the pending pods wait together in the cluster
+(the queue tries the highest priority first), with the other configuration: the same core, plugins and gang transactions the scheduler would run. The
 replay plays the apiserver for its Bindings and the node agent for allocations, in memory; the
 cluster is only read.
 """
@@ -55,7 +56,7 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     load(current, objects, now)
     replay = Replay(config)
     replay.now = now  # node agents' heartbeats are judged against the real clock
-    for _ in replay.run(WatchEvent("ADDED", obj) for obj in replay_order(objects)):
+    for _ in replay.run_listing(WatchEvent("ADDED", obj) for obj in replay_order(objects)):
         pass
     outcomes = []
     hidden = 0

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
 from scheduler.api.config import load_config_or_report
+from scheduler.closed_pipe import reader_gone
 from scheduler.sim.report import run_simulation
 
 
@@ -40,8 +40,7 @@ def _simulate(args: argparse.Namespace) -> int:
     try:
         return run_simulation(args.events, config, explain=args.explain, output=args.output, seed=args.seed)
     except BrokenPipeError:  # the reader of stdout went away (`| head`): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
-        return 0
+        return reader_gone()
     except OSError as err:
         print(f"tessera: cannot read {args.events}: {err.strerror}", file=sys.stderr)
         return 2

@@ -85,17 +85,29 @@ class Replay:
         self.stats = ReplayStats()
 
     def run(self, events: Iterable[WatchEvent]) -> Iterator[Attempt]:
+        """Each event as it came, the scheduler deciding after each (a recording's timeline)."""
         for event in events:
-            self.stats.events += 1
-            live_binding = self._is_live_binding(event)
-            notices = self.scheduler.apply(event.type, event.object, self.now)
-            self._remember(event, rejected=any(n.reason == "InvalidObject" for n in notices))
-            if self._check_capacity(event, live_binding):
-                # the core's live guess (another scheduler's pods) is wrong here: the report says why
-                notices = [n for n in notices if n.reason != "GPUsOvercommitted"]
-            self.stats.notices += notices
-            self._input_placed(event)
+            self.take(event)
             yield from self.drain()
+
+    def run_listing(self, events: Iterable[WatchEvent]) -> Iterator[Attempt]:
+        """Every event first, then the scheduler decides: a listing's pending pods wait together,
+        in the queue's order (priority first), as they do in the cluster it was listed from."""
+        for event in events:
+            self.take(event)
+        yield from self.drain()
+
+    def take(self, event: WatchEvent) -> None:
+        """One watch event into the core, without scheduling."""
+        self.stats.events += 1
+        live_binding = self._is_live_binding(event)
+        notices = self.scheduler.apply(event.type, event.object, self.now)
+        self._remember(event, rejected=any(n.reason == "InvalidObject" for n in notices))
+        if self._check_capacity(event, live_binding):
+            # the core's live guess (another scheduler's pods) is wrong here: the report says why
+            notices = [n for n in notices if n.reason != "GPUsOvercommitted"]
+        self.stats.notices += notices
+        self._input_placed(event)
 
     def drain(self) -> Iterator[Attempt]:
         scheduler = self.scheduler

@@ -150,7 +150,7 @@ def _device_order(device: Device) -> tuple[int, str, str]:
     GPUs it counts are; other devices without an index last."""
     index = device.attributes.get("index", "")
     described = bool(device.device_id) and bool(device.attributes or device.capacity)
-    position = int(index) if index.isdigit() else (1 << 30 if described else -1)
+    position = int(index) if index.isdecimal() and index.isascii() else (1 << 30 if described else -1)
     return (position, device.attributes.get("pciBusID", ""), device.name)
 
 
@@ -170,7 +170,7 @@ def _gpus(facts: _Facts, info: NodeInfo) -> Iterable[m.GpuView]:
         own = [device for device in devices if device.resource_name == resource]
         model = own[0].attributes.get("model", "") if own else ""
         unknown = max(0, allocatable.get(resource, 0) - len(own))
-        counted = _counted_holders(state, info, resource)
+        counted = _counted_holders(facts, info, resource)
         for _ in range(unknown):  # GPUs known only by count: counted requests go here first
             holder = counted.pop(0) if counted else None
             yield m.GpuView(index, "", "", resource, model, "", m.COUNTED if holder else m.FREE,
@@ -185,13 +185,18 @@ def _gpus(facts: _Facts, info: NodeInfo) -> Iterable[m.GpuView]:
             index += 1
 
 
-def _counted_holders(state: ClusterState, info: NodeInfo, resource: str) -> list[m.Holder]:
-    """One holder per GPU the node's pods ask for by count, in pod order."""
+def _counted_holders(facts: _Facts, info: NodeInfo, resource: str) -> list[m.Holder]:
+    """One holder per GPU the node's pods ask for by count, in pod order, then the GPUs held for
+    nominated preemptors (the core counts those as taken: no pod of their priority or lower
+    gets them)."""
+    state = facts.state
     holders: list[m.Holder] = []
     for uid in sorted(info.pods, key=lambda uid: _key(state, uid)):
         placement = state.placements.get(uid)
         if placement is not None:
-            holders += [m.Holder(_key(state, uid), status=_bound_status(state, uid))] * placement.requests.get(resource, 0)
+            holders += [m.Holder(_key(state, uid), status=_status(facts, info.name, uid))] * placement.requests.get(resource, 0)
+    for uid in sorted((uid for uid, hold in state.holds.items() if hold.node == info.name), key=lambda uid: _key(state, uid)):
+        holders += [m.Holder(_key(state, uid), status=m.NOMINATED)] * state.holds[uid].placement.requests.get(resource, 0)
     return holders
 
 
@@ -237,6 +242,8 @@ def _device_gpu(facts: _Facts, device: Device, index: int) -> m.GpuView:
 def _status(facts: _Facts, node: str, uid: str) -> str:
     if uid in facts.held:
         return m.HELD
+    if uid in facts.state.holds:
+        return m.NOMINATED
     placement = facts.state.placements.get(uid)
     if placement is not None and placement.assumed:
         return m.BINDING

@@ -32,6 +32,7 @@ ALLOCATING = "allocating"  # bound, the node agent has not handed its devices ou
 BINDING = "binding"  # placed by this scheduler, Binding on its way
 HELD = "held"  # placed, Binding held by the allocation gate
 TERMINATING = "terminating"  # bound and being deleted (a finalizer, a grace period): its GPUs free when it is gone
+NOMINATED = "nominated"  # pending preemptor: its room is held here while its victims terminate
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,256 @@
+"""`kubectl tessera` (scheduler/kubectl/) and the cluster view / GPU map (scheduler/view/): cases a review found.
+
+Each failed before its fix, for the reason its docstring gives.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import aiohttp
+import pytest
+
+from scheduler.core import annotations as ann
+from scheduler.core.scheduler import Scheduler
+from scheduler.kube.snapshot import ClusterListing
+from scheduler.kubectl import cli
+from scheduler.kubectl import explain as explaining
+from scheduler.kubectl import whatif
+from scheduler.sim import builders as b
+from scheduler.sim.snapshot import load
+from scheduler.view import model as m
+from scheduler.view.cluster import build_view
+from tests.helpers import config
+
+REPO = Path(__file__).resolve().parents[2]
+V100 = "class.tessera.dev/v100"
+
+
+def _drain(core: Scheduler, now: float = 0.0) -> list[Any]:
+    out = []
+    while (attempts := core.schedule_next(now)) is not None:
+        out += attempts
+    return out
+
+
+def _node_gpus(view: m.ClusterView, name: str) -> tuple[m.GpuView, ...]:
+    return next(node for node in view.nodes if node.name == name).gpus
+
+
+# --- the GPU map: what the core holds for a nominated preemptor ------------------------------------
+
+
+def test_gpu_map_shows_gpus_a_nominated_preemptor_holds_as_free() -> None:
+    """The live page (`build_view` over the running core) shows GPUs as free that the core has
+    reserved for a nominated preemptor (`ClusterState.holds`: charged into `NodeInfo.requested`
+    and counted by the metrics' `counted_on_devices`), and refuses to give to a lower-priority
+    pod. A platform engineer sees "2 free" on n1 next to a 1-GPU pod that is "Insufficient
+    nvidia.com/gpu" there. `_counted_holders` only walks `info.pods` (placements), never holds."""
+    core = Scheduler(config())
+    load(core, [b.node("n1", gpus=4),
+                b.pod("victim", node_name="n1", phase="Running", limits={"nvidia.com/gpu": 2}, priority=0),
+                b.pod("boss", limits={"nvidia.com/gpu": 4}, priority=1000)], 0.0)
+    [boss] = _drain(core)
+    assert boss.node is None and boss.nominated_node == "n1" and [v.key for v in boss.preempted] == ["default/victim"]
+    # the victim is still terminating: the core holds the node's room for boss meanwhile
+    core.apply("ADDED", b.pod("small", limits={"nvidia.com/gpu": 1}, priority=0), 1.0)
+    [small] = _drain(core, 1.0)
+    assert small.node is None and "Insufficient nvidia.com/gpu" in small.message  # the core: nothing free on n1
+
+    view = build_view(core, source="live", now=1.0, held=core.held())
+    free = [gpu.index for gpu in _node_gpus(view, "n1") if gpu.state == m.FREE]
+    assert free == [], (f"the map shows GPUs {free} of n1 free (summary: {view.summary.line()}) while the core "
+                        "refuses a 1-GPU pod there: they are held for the nominated default/boss")
+    assert view.summary.free == 0
+
+
+def test_gpu_map_marks_a_nominated_preemptors_held_device_as_bound() -> None:
+    """A device the core holds for a nominated (still pending) preemptor is listed with that pod as
+    an ordinary *bound* holder (`_status` falls through to `_bound_status`), next to the victim
+    that really holds it: "default/boss, default/victim" on one whole GPU, while default/boss is
+    also in the pending list. The holder status should say it is not bound (nominated / held
+    for preemption), as `binding`, `held` and `terminating` do."""
+    d0, d1 = b.device("n1", 0), b.device("n1", 1)
+    grant = ann.DeviceGrant(d0["spec"]["deviceID"], d0["metadata"]["name"], None)
+    victim = b.pod("victim", node_name="n1", phase="Running", limits={V100: 1}, priority=0,
+                   annotations={ann.DEVICES: ann.encode_devices({"main": {V100: (grant,)}})})
+    core = Scheduler(config())
+    load(core, [b.node("n1", gpus=2), d0, d1, b.resource_class("v100", match_labels={"model": "V100"}), victim,
+                b.pod("boss", limits={V100: 2}, priority=1000)], 0.0)
+    [boss] = _drain(core)
+    assert boss.node is None and boss.nominated_node == "n1"  # pending, nominated
+
+    view = build_view(core, source="live", now=0.0, held=core.held())
+    assert "default/boss" in {p.pod for p in view.pending}
+    statuses = {h.status for gpu in _node_gpus(view, "n1") for h in gpu.holders if h.pod == "default/boss"}
+    assert statuses and m.BOUND not in statuses, \
+        f"pending default/boss is shown holding n1's GPUs as {statuses}: it is nominated, not bound"
+
+
+# --- the GPU map: a counted GPU's holder while its Binding is out ------------------------------------
+
+
+def test_counted_gpu_holder_is_marked_binding_like_a_device_holder() -> None:
+    """README: a holder is marked `binding` on the live page while its Binding is on its way.
+    For a device holder `_status` does that; for a plain `nvidia.com/gpu` request
+    (`_counted_holders`) only `_bound_status` is asked, so an assumed pod (Binding out, e.g. an
+    ambiguous answer being read back for up to 90 s) reads as bound."""
+    core = Scheduler(config())
+    load(core, [b.node("n1", gpus=2), b.device("n1", 0), b.resource_class("v100", match_labels={"model": "V100"}),
+                b.pod("plain", limits={"nvidia.com/gpu": 1}), b.pod("cls", limits={V100: 1})], 0.0)
+    _drain(core)
+    assert all(placement.assumed for placement in core.state.placements.values())
+    holders = {h.pod: h.status for gpu in _node_gpus(build_view(core, source="live", now=0.0), "n1")
+               for h in gpu.holders}
+    assert holders["default/cls"] == m.BINDING  # a device holder: said
+    assert holders["default/plain"] == m.BINDING, f"counted holder shown as {holders['default/plain']!r}"
+
+
+# --- malformed ExtendedResources -------------------------------------------------------------------
+
+
+def test_a_device_index_that_isdigit_but_is_no_integer_does_not_crash_the_view() -> None:
+    """`_device_order` tests `index.isdigit()` and then calls `int(index)`: a superscript digit
+    (`"²"`, isdigit() is True, int() raises) in an ExtendedResource's `attributes.index` — an
+    object the core accepts — makes `kubectl tessera nodes` print a traceback and `/gpu-map.json`
+    answer 500. `str.isdecimal()` is the test int() agrees with."""
+    device = b.device("n1", 0)
+    device["spec"]["attributes"]["index"] = "²"
+    core = Scheduler(config())
+    notices = load(core, [b.node("n1", gpus=1), device], 0.0)
+    assert not [n for n in notices if n.reason == "InvalidObject"]  # the core took it
+    view = build_view(core, source="cluster", now=0.0)  # ValueError: invalid literal for int()
+    assert len(_node_gpus(view, "n1")) == 1
+
+
+# --- explain vs the core: a gang's preemption ------------------------------------------------------
+
+
+def test_explain_a_gang_member_says_its_gang_preempts_for_it() -> None:
+    """The core's dry run nominates *every* member of a preempting gang to the room the victims
+    leave (the first member's attempt carries the victims, each member's attempt has
+    `nominated_node`); the GPU map already shows such members as preempting
+    (test_view_cluster.test_a_gang_member_nominated_by_its_gangs_preemption_...). `explain` drops
+    `nominated_node` (DryRun has no field for it), so for the second member it prints only "would
+    stay pending: ... Insufficient nvidia.com/gpu" — no preemption, no node — while the core (and
+    `what-if`, which places both) decides the gang preempts default/low and goes to n1."""
+    gang = [b.pod(f"w-{i}", limits={"nvidia.com/gpu": 2}, labels=b.gang_labels("w", 2), priority=1000)
+            for i in range(2)]
+    objs = [b.node("n1", gpus=4),
+            b.pod("low", node_name="n1", phase="Running", limits={"nvidia.com/gpu": 4}, priority=0), *gang]
+    core = Scheduler(config(), explain=True)
+    load(core, objs, 0.0)
+    decided = {a.pod.key: a for a in _drain(core)}
+    assert decided["default/w-1"].nominated_node == "n1"  # the core: w-1 is nominated to n1
+    assert [(o.pod, o.node) for o in whatif.what_if(objs, config(), 0.0).outcomes] == \
+        [("default/w-0", "n1"), ("default/w-1", "n1")]
+
+    result = explaining.explain(objs, "default/w-1", config(), [], 0.0)
+    assert result is not None and result.dry_run is not None
+    lines = explaining.render(result, 0.0).splitlines()
+    verdict = lines[lines.index("Dry run through the core, now, as if it were next (nothing is written):") + 1]
+    assert "default/low" in verdict or "n1" in verdict, f"explain w-1 says only: {verdict.strip()}"
+
+
+# --- what-if vs the core: pending pods are pending together ----------------------------------------
+
+
+def test_what_if_does_not_evict_a_pending_pod_or_hide_it() -> None:
+    """Both pods are pending now. The core, given the listing, tries the higher-priority one first
+    (PrioritySort): default/b-high goes to n1 and default/a-low stays pending. `what-if` feeds
+    pending pods one at a time and drains the queue after each (Replay.run), so a-low (listed
+    first) is placed, then b-high "preempts" it: the output says "Preemption would evict:
+    default/a-low" — a pod that never ran — and leaves a-low out of the outcomes ("1 pending
+    pod", although two are pending)."""
+    objs = [b.node("n1", gpus=4), b.pod("a-low", limits={"nvidia.com/gpu": 4}, priority=0),
+            b.pod("b-high", limits={"nvidia.com/gpu": 4}, priority=1000)]
+    core = Scheduler(config())
+    load(core, objs, 0.0)
+    assert {a.pod.key: a.node for a in _drain(core)} == {"default/b-high": "n1", "default/a-low": None}
+
+    result = whatif.what_if(objs, config(), 0.0)
+    assert result.evicted == (), f"what-if evicts pending pods: {result.evicted}"
+    assert [(o.pod, o.node) for o in result.outcomes] == [("default/a-low", ""), ("default/b-high", "n1")]
+
+
+# --- the command: a closed stdout, a failed Events read ---------------------------------------------
+
+
+def _kubeconfig(tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(textwrap.dedent("""\
+        apiVersion: v1
+        kind: Config
+        current-context: dev
+        contexts: [{name: dev, context: {cluster: c, user: u}}]
+        clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+        users: [{name: u, user: {token: t}}]
+        """))
+    return path
+
+
+def test_kubectl_tessera_stops_quietly_when_its_reader_goes_away(tmp_path: Path) -> None:
+    """`kubectl tessera nodes | grep -q ...` / `| head` on a large cluster: when the reader closes
+    the pipe, the plugin dies with a BrokenPipeError traceback (cli._print writes with no
+    guard). `tessera simulate` (scheduler/sim/cli.py) and `tessera record` stop quietly in the
+    same case, as kubectl does."""
+    script = textwrap.dedent(f"""\
+        import sys
+        from types import SimpleNamespace
+        from scheduler.sim import builders as b
+        from scheduler.kube.snapshot import ClusterListing
+        import scheduler.kubectl.cli as c
+
+        class Api:
+            async def close(self):
+                pass
+
+        async def listing(target):
+            return SimpleNamespace(api=Api()), ClusterListing([b.node("n%d" % i, gpus=8) for i in range(50)], [])
+
+        c._listing = listing
+        sys.exit(c.main(["nodes", "--kubeconfig", {str(_kubeconfig(tmp_path))!r}]))
+        """)
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before anything is written
+    stderr = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+
+
+async def _close() -> None:
+    return None
+
+
+class _EventsFail:
+    """The client after a good listing: the Events GET breaks (connection reset, timeout)."""
+
+    api = SimpleNamespace(close=_close, configuration=SimpleNamespace(host="https://apiserver"))
+
+    async def request(self, method: str, path: str, **_: Any) -> Any:
+        raise aiohttp.ClientConnectionError("Connection reset by peer")
+
+
+def test_explain_does_not_crash_when_the_events_cannot_be_read(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pod_events` promises "[] when they cannot be read", but only a non-2xx answer gives [];
+    a transport error (aiohttp.ClientError, the 30 s TimeoutError of an unpaged Events list in a
+    busy namespace) escapes `_explain` and `main` as a traceback, after the listing succeeded.
+    Either the explanation without Events or one `error: ...` line (exit 1) is expected."""
+    objs = [b.node("n1", gpus=1), b.pod("p", limits={"nvidia.com/gpu": 1})]
+
+    async def listing(target: Any) -> Any:
+        return _EventsFail(), ClusterListing(list(objs), [])
+
+    monkeypatch.setattr(cli, "_listing", listing)
+    try:
+        status = cli.main(["explain", "p", "--kubeconfig", str(_kubeconfig(tmp_path))])
+    except (aiohttp.ClientError, TimeoutError) as err:
+        pytest.fail(f"kubectl tessera explain crashed with a traceback: {err!r}")
+    assert status in (0, 1)
