@@ -500,6 +500,10 @@ def _leader_election(obj: ArgsReader, legacy: bool) -> LeaderElectionConfig:
                      f"must be greater than retryPeriod*JitterFactor ({_format_duration(retry)}*{_JITTER_FACTOR})")
         if lease < _SECOND:  # Tessera's own check: the Lease stores whole seconds (0 is refused)
             invalid(obj.at("leaseDuration"), _format_duration(lease), "must be at least 1s (the Lease stores whole seconds)")
+        elif lease > renew and lease // _SECOND * _SECOND <= renew:  # Tessera's own: what a successor waits
+            invalid(obj.at("leaseDuration"), _format_duration(lease),
+                    f"must be greater than `RenewDeadline` ({_format_duration(renew)}) in whole seconds: "
+                    "the Lease stores whole seconds, and a successor waits only those")
         if lock != "leases":
             invalid(obj.at("resourceLock"), lock, 'resourceLock value must be "leases"')
         # Tessera's own check: the apiserver would refuse the Lease on every retry, forever.

@@ -76,7 +76,10 @@ log = structlog.get_logger("tessera.leader")
 
 JITTER_FACTOR = 1.2
 """client-go `leaderelection.JitterFactor`: acquire retries wait `retry_period * (1 + 1.2 * rand)`."""
-SENT_KEPT = 8  # our last writes remembered: the Lease holds one of them while it is ours
+# our writes since the last one confirmed (forgotten at each confirmation: the Lease holds one of
+# them or the confirmed one while it is ours); the bound only caps a long run of failed attempts,
+# far more than fit in one renew deadline
+SENT_KEPT = 256
 
 DEFAULT_LEASE_DURATION = 15.0
 DEFAULT_RENEW_DEADLINE = 10.0
@@ -164,8 +167,8 @@ class LeaderElector:
         # duration under one second would be written as 0 (= expired at once).
         if lease_duration < 1:
             raise ValueError("leaseDuration must be at least 1 second (the Lease stores whole seconds)")
-        if lease_duration <= renew_deadline:
-            raise ValueError("leaseDuration must be greater than renewDeadline")
+        if int(lease_duration) <= renew_deadline:  # what a successor waits is the whole seconds on the Lease
+            raise ValueError("leaseDuration must be greater than renewDeadline (in the whole seconds the Lease stores)")
         if renew_deadline <= JITTER_FACTOR * retry_period:
             raise ValueError("renewDeadline must be greater than retryPeriod*JitterFactor")
         if renew_deadline <= 0:
@@ -199,6 +202,7 @@ class LeaderElector:
         self._get_failing: int | None = None  # status of the failed Lease GET last logged
         self._leading = False
         self._term: Hashable = None
+        self._took_over = False  # the last successful attempt acquired the Lease (not a renewal)
         self._acquired_at: str | None = None  # the acquireTime this process wrote when it last took the lead
         self._sent: deque[_Record] = deque(maxlen=SENT_KEPT)  # records this process wrote or tried to
         self._confirmed: _Record | None = None  # the last record of ours the apiserver took
@@ -344,10 +348,20 @@ class LeaderElector:
             await anyio.sleep(self.retry_period)
 
     async def _renew_once(self) -> bool:
+        """One renewal of a leader; False to step down. A renewal that had to take the Lease anew
+        (the record on it was another holder's, or it was gone) ends the term: another replica
+        led in between (this one was paused past its lease), and work decided in the old term must
+        not go on as if nobody had — the next term starts after `on_stopped_leading`."""
         deadline = self._clock() + self.renew_deadline
         with anyio.move_on_after(self.renew_deadline):
             while True:
+                self._took_over = False
                 if await self._try_acquire_or_renew():
+                    if self._took_over:
+                        log.warning("leader.term_interrupted", lease=self.description, identity=self.identity,
+                                    message="another holder's record (or none) was on the Lease: a new term starts")
+                        self._stop_leading()  # at once: nothing of the old term may go out meanwhile
+                        return False
                     return True
                 if self._usurped() or self._taken():  # someone else leads: stop now, not at the deadline
                     return False
@@ -438,6 +452,7 @@ class LeaderElector:
                 return False
             self._confirm(record, now_clock)
             self._acquired_at = record.acquire_time
+            self._took_over = True
             return True
         lease = current.json()
         if not isinstance(lease, dict):
@@ -477,6 +492,7 @@ class LeaderElector:
         if fresh:
             self._acquired_at = record.acquire_time
             self._impostor_said = False
+            self._took_over = True
         return True
 
     def _ours(self, record: _Record) -> bool:
@@ -503,6 +519,7 @@ class LeaderElector:
         self._set_observed(record)
         self._confirmed = record
         self._confirmed_sent = sent_at
+        self._sent.clear()  # writes are conditional: an older one can no longer land after this
 
     def _lease_valid(self, now_clock: float) -> bool:
         """`isLeaseValid`: valid until `observedTime + leaseDurationSeconds` on OUR clock."""

@@ -196,6 +196,9 @@ class StatusWriter:
     async def _write(self, key: _Key, body: dict[str, Any]) -> None:
         fingerprint = body.pop("_fingerprint")
         path, content_type = key
+        # the token first, then the question: a replica deposed while it waited (seconds when
+        # Bindings and evictions drain the bucket) must not write over the new leader's statuses
+        await self.http.acquire()
         if not self.allowed():
             return  # not leading (any more): the leader writes statuses
         pod = _pod_of(path)
@@ -210,7 +213,7 @@ class StatusWriter:
         self._inflight[key] = (fingerprint, token)
         response: Response | None = None
         try:
-            response = await self.http.request("PATCH", path, body=body, content_type=content_type)
+            response = await self.http.request("PATCH", path, body=body, content_type=content_type, limited=False)
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
             log.warning("status.write_failed", path=path, error=str(err))
         finally:  # also when cancelled: a write that never returned must not hold back its wish
