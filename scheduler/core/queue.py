@@ -75,10 +75,10 @@ class SchedulingQueue:
             self._group_entries[group] += 1
             if group and self.group_backoff_until.get(group, now) > now:  # its gang failed recently
                 self._to_backoff(entry)
-                self.incoming[BACKOFF, "PodAdd"] += 1
+                self.incoming[BACKOFF, "UnschedulablePodAdd"] += 1
                 return
             self._push_active(entry)
-            self.incoming[ACTIVE, "PodAdd"] += 1
+            self.incoming[ACTIVE, "UnschedulablePodAdd"] += 1
             return
         changed = entry.priority != priority or entry.group != group
         if entry.group != group:
@@ -86,7 +86,7 @@ class SchedulingQueue:
             self._group_entries[group] += 1
         entry.priority, entry.group = priority, group
         if entry.where == UNSCHEDULABLE or (changed and entry.where == ACTIVE):
-            self._requeue(entry, now, "PodUpdate")
+            self._requeue(entry, now, "UnschedulablePodUpdate")
 
     def remove(self, uid: str) -> None:
         """The pod is gone or bound: nothing is kept for it."""

@@ -207,8 +207,10 @@ class Scheduler:
         return [attempt for permit in self._engine.permits for attempt in permit.held()]
 
     def pending_counts(self) -> dict[str, int]:
-        """Pods waiting, by where they wait: the queue's parts and `gated` (placed, Binding held)."""
-        return {**self._engine.queue.counts(), "gated": len(self.held())}
+        """Pods waiting, by where they wait: the queue's parts and `gated` (held back by their
+        spec.schedulingGates, as upstream counts it, and — Tessera's own — placed with the Binding
+        held by the allocation gate)."""
+        return {**self._engine.queue.counts(), "gated": len(self._engine.state.gated) + len(self.held())}
 
     def waiting_reason(self, key: str) -> tuple[str, str] | None:
         """Why the pod `key` still waits and its resourceVersion: ("Unschedulable", rv) while it has

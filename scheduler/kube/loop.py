@@ -80,7 +80,10 @@ class SchedulerLoop:
         # watch echoes it back
         self._groups_settled: set[str] = set()
         # pods placed whose Binding has not answered yet: (profile, cycle seconds, the attempt)
-        self._binding_attempts: dict[str, tuple[str, float, Attempt]] = {}
+        # (profile, the cycle's seconds, the attempt, when it was decided: monotonic clock), so the
+        # attempt's duration runs to the Binding's answer, a wait at the allocation gate included,
+        # as upstream's runs through WaitOnPermit and bind
+        self._binding_attempts: dict[str, tuple[str, float, Attempt, float]] = {}
         self.evictor = Evictor(http, self._on_evicted, self._on_eviction_failed, allowed=lambda: self.is_leader())
         self.hooks = hooks or LoopHooks()
         self.stats = LoopStats()
@@ -126,6 +129,8 @@ class SchedulerLoop:
         return time.monotonic() - self._alive < 60.0
 
     def ready(self) -> tuple[bool, str]:
+        if self._stopping:  # as kube-scheduler's shutdown check: not ready from SIGTERM on
+            return False, "shutting down"
         if not self.informers.synced:
             return False, "informers have not finished their initial list"
         return True, "ok"
@@ -273,7 +278,7 @@ class SchedulerLoop:
             log.debug("cycle.scheduled", pod=pod.key, node=attempt.node, attempts=attempt.attempts)
             # counted once its Binding lands ("scheduled") or fails ("error"), as upstream's
             # binding cycle counts it, with the Binding's time in the attempt's duration
-            self._binding_attempts[pod.uid] = (profile, seconds, attempt)
+            self._binding_attempts[pod.uid] = (profile, seconds, attempt, time.monotonic())
             if attempt.deferred:  # another pod on the node is still being handed its devices
                 log.info("binder.gate_wait", pod=pod.key, node=attempt.node)
                 self.events.record(_pod_ref(attempt), "Normal", WAITING_FOR_ALLOCATION, "Binding", attempt.message)
@@ -341,9 +346,9 @@ class SchedulerLoop:
         self.hooks.on_bind(result)
         decided = self._binding_attempts.pop(binding.uid, None)
         if decided is not None:
-            profile, seconds, attempt = decided
+            profile, seconds, attempt, decided_at = decided
             outcome = "scheduled" if result.outcome is Outcome.BOUND else "error"
-            self.hooks.on_attempt(outcome, profile, seconds + result.seconds, attempt)
+            self.hooks.on_attempt(outcome, profile, seconds + (time.monotonic() - decided_at), attempt)
         if result.observed is not None:
             # the pod as read back (bound, or being deleted): the core learns it before the watch
             # does, so a pod bound elsewhere never leaves its real devices uncounted meanwhile

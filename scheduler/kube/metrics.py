@@ -130,7 +130,7 @@ class Metrics:
             "[STABLE] Number of selected preemption victims",
             buckets=PREEMPTION_VICTIMS_BUCKETS, registry=r)
         self.cache_size = Gauge(
-            "scheduler_scheduler_cache_size",
+            "scheduler_cache_size",
             "[ALPHA] Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
             ["type"], registry=r)
 
@@ -226,7 +226,7 @@ class Metrics:
 
     def pod_incoming(self, queue: str, event: str, count: int = 1) -> None:
         """Pods entering a queue (`active`, `backoff`, `unschedulable`), by the event that moved
-        them (`PodAdd`, `NodeAdd`, `ScheduleAttemptFailure`, `BackoffComplete`, `UnschedulableTimeout`, …)."""
+        them (`UnschedulablePodAdd`, `NodeAdd`, `ScheduleAttemptFailure`, `BackoffComplete`, `UnschedulableTimeout`, …)."""
         self.queue_incoming_pods.labels(queue=queue, event=event).inc(count)
 
     def set_cache_size(self, *, nodes: int, pods: int, assumed_pods: int) -> None:

@@ -87,7 +87,7 @@ async def test_metrics_agree_with_readyz_as_soon_as_it_says_ready(clean_cluster:
     async with _running(clean_cluster, tmp_path, "obs", nodes=2) as (proc, _, _):
         metrics = await _metrics(proc.port)  # the first scrape after /readyz said 200
     assert {kind: metrics[("tessera_informer_synced", (("kind", kind),))] for kind in KINDS} == dict.fromkeys(KINDS, 1)
-    assert metrics[("scheduler_scheduler_cache_size", (("type", "nodes"),))] == 2
+    assert metrics[("scheduler_cache_size", (("type", "nodes"),))] == 2
     assert metrics[("tessera_devices", (("state", "free"),))] == 4
 
 

@@ -110,7 +110,7 @@ def test_a_refused_binding_is_not_a_second_podadd_into_activeq() -> None:
     core.apply("ADDED", pod, 0.0)
     [attempt] = core.schedule_next(0.0) or []
     assert attempt.node == "n"
-    assert core.take_queue_incoming() == {("active", "PodAdd"): 1}
+    assert core.take_queue_incoming() == {("active", "UnschedulablePodAdd"): 1}
     core.binding_failed(pod["metadata"]["uid"], 5.0)
     assert core.take_queue_incoming() == {("backoff", "ScheduleAttemptFailure"): 1}
 

@@ -76,8 +76,8 @@ def test_gauges_and_counters_with_upstream_label_values() -> None:
     assert _value(m, "scheduler_pending_pods", queue="gated") == 0
 
     m.set_cache_size(nodes=5, pods=40, assumed_pods=2)
-    assert _value(m, "scheduler_scheduler_cache_size", type="assumed_pods") == 2
-    m.pod_incoming("active", "PodAdd")
+    assert _value(m, "scheduler_cache_size", type="assumed_pods") == 2
+    m.pod_incoming("active", "UnschedulablePodAdd")
     m.pod_incoming("backoff", "ScheduleAttemptFailure", 2)
     assert _value(m, "scheduler_queue_incoming_pods_total", queue="backoff", event="ScheduleAttemptFailure") == 2
 
@@ -130,7 +130,7 @@ def test_exposition_matches_upstream_text() -> None:
             "result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal "
             "scheduler problem.\n# TYPE scheduler_schedule_attempts_total counter\n") in text
     assert "# HELP scheduler_pod_scheduling_sli_duration_seconds [BETA] E2e latency" in text
-    assert "# HELP scheduler_scheduler_cache_size [ALPHA] Number of nodes" in text
+    assert "# HELP scheduler_cache_size [ALPHA] Number of nodes" in text
     # kube-scheduler exposes no `_created` series; prometheus-client's are filtered out.
     assert "_created" not in text
 
@@ -149,9 +149,9 @@ def test_scrape_hooks_set_gauges_from_the_state_of_that_moment() -> None:
     m = Metrics()
     nodes = [0]
     m.on_scrape(lambda: m.set_cache_size(nodes=nodes[0], pods=0, assumed_pods=0))
-    assert _value(m, "scheduler_scheduler_cache_size", type="nodes") == 0
+    assert _value(m, "scheduler_cache_size", type="nodes") == 0
     nodes[0] = 7
-    assert _value(m, "scheduler_scheduler_cache_size", type="nodes") == 7
+    assert _value(m, "scheduler_cache_size", type="nodes") == 7
 
 
 def test_devices_by_model_and_their_totals_are_one_snapshot() -> None:

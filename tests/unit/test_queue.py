@@ -86,7 +86,7 @@ def test_incoming_counts_say_which_queue_each_pod_entered_and_why() -> None:
     q.error_failure("p", now=1.0)
     q.add("p", 0, "", now=1.5)  # an update to a backed-off pod: counted only when it moves
     assert dict(q.incoming) == {
-        (ACTIVE, "PodAdd"): 1,
+        (ACTIVE, "UnschedulablePodAdd"): 1,
         (UNSCHEDULABLE, "ScheduleAttemptFailure"): 1,
         (BACKOFF, "NodeAdd"): 1,
         (ACTIVE, "BackoffComplete"): 1,

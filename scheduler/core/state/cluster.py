@@ -57,6 +57,7 @@ class ClusterState:
         self.by_key: dict[str, str] = {}  # "<ns>/<name>" -> uid
         self.placements: dict[str, Placement] = {}
         self.pending: set[str] = set()  # our pods without a node (and not assumed)
+        self.gated: set[str] = set()  # our pods without a node held back by spec.schedulingGates
         self.devices: dict[str, Device] = {}
         self.classes = ClassRegistry()
         self._class_specs: dict[str, ResourceClass] = {}  # each class as its object says, before `_admitted`
@@ -336,6 +337,7 @@ class ClusterState:
             if placement is not None:
                 events += self._unplace(uid)
             self.pending.discard(uid)
+            self.gated.discard(uid)
             if pod.gang is not None:
                 self.gangs.leave(pod)
             return events, notices
@@ -343,6 +345,7 @@ class ClusterState:
             self.gangs.join(pod)
         if pod.node_name:
             self.pending.discard(uid)
+            self.gated.discard(uid)
             if placement is None or placement.assumed or placement.node != pod.node_name or old is None \
                     or old.devices != pod.devices or old.requests != pod.requests:
                 # Swap the old charge for the new one without letting go of a deleted device in
@@ -358,7 +361,12 @@ class ClusterState:
             return events, notices  # our Binding is in flight; the assumption stands
         if placement is not None:  # a pod cannot lose its node; treat as a fresh object
             events += self._unplace(uid)
-        if self.is_ours(pod) and not pod.meta.deleting and not pod.gated:
+        waiting = self.is_ours(pod) and not pod.meta.deleting
+        if waiting and pod.gated:
+            self.gated.add(uid)  # counted as upstream's scheduler_pending_pods{queue="gated"}
+        else:
+            self.gated.discard(uid)
+        if waiting and not pod.gated:
             if uid not in self.pending:
                 self.pending.add(uid)
                 events.append(ClusterEvent(EventKind.POD_ADDED, group=pod.gang.key if pod.gang else ""))
@@ -387,6 +395,7 @@ class ClusterState:
         if self.by_key.get(pod.key) == uid:
             del self.by_key[pod.key]
         self.pending.discard(uid)
+        self.gated.discard(uid)
         if pod.gang is not None:
             self.gangs.leave(pod)
             self.gangs.forget(pod)

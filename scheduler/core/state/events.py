@@ -14,7 +14,7 @@ class EventKind(enum.Enum):
     NODE_ADDED = "NodeAdd"
     NODE_UPDATED = "NodeUpdate"
     ASSIGNED_POD_REMOVED = "AssignedPodDelete"
-    POD_ADDED = "UnscheduledPodAdd"
+    POD_ADDED = "UnschedulablePodAdd"
     DEVICE_CHANGED = "DeviceChange"
     CLASS_CHANGED = "ResourceClassChange"
     PODGROUP_CHANGED = "PodGroupChange"

@@ -1,0 +1,146 @@
+"""The Prometheus metrics and probes against kube-scheduler v1.36.3 (the version the project
+builds and pins; source read from the k8s.io/kubernetes@v1.36.3 module): cases a review found,
+each failing before its fix for the reason its docstring gives."""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timezone
+from pathlib import Path
+
+import anyio
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from scheduler.api.config import load_config
+from scheduler.core import annotations as ann
+from scheduler.core.scheduler import Scheduler
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.kube.metrics import Metrics
+from scheduler.kube.run_cli import MetricsHooks, _ready
+from scheduler.sim import builders as b
+from tests.fakeapi import FakeApi
+
+BINPACK = str(Path(__file__).resolve().parents[2] / "config" / "binpack.yaml")
+
+
+def _samples(metrics: Metrics) -> list[tuple[str, dict[str, str], float]]:
+    text = generate_latest(metrics.registry).decode()
+    return [(s.name, s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples]
+
+
+def _value(metrics: Metrics, name: str, **labels: str) -> float:
+    return sum(v for n, lab, v in _samples(metrics) if n == name and lab == labels)
+
+
+# --- names and label values --------------------------------------------------------------------
+
+
+def test_cache_size_gauge_has_v1_36_name_scheduler_cache_size() -> None:
+    """v1.36.3 pkg/scheduler/metrics/metrics.go: CacheSize is Subsystem "scheduler", Name
+    "cache_size" -> `scheduler_cache_size{type}` (test/instrumentation/documentation lists
+    `scheduler_cache_size` too). Tessera exports `scheduler_scheduler_cache_size` (the pre-rename
+    name), so a query or alert written for kube-scheduler v1.36 finds nothing."""
+    m = Metrics()
+    m.set_cache_size(nodes=3, pods=5, assumed_pods=1)
+    names = {n for n, _, _ in _samples(m)}
+    assert "scheduler_scheduler_cache_size" not in names
+    assert _value(m, "scheduler_cache_size", type="nodes") == 3
+
+
+def test_queue_incoming_event_label_of_a_new_pod_is_unschedulable_pod_add() -> None:
+    """v1.36.3 backend/queue/scheduling_queue.go `PriorityQueue.Add` records
+    `queue_incoming_pods_total{queue="active", event=framework.EventUnscheduledPodAdd.Label()}`,
+    i.e. event="UnschedulablePodAdd" (ClusterEvent.Label() = Resource + ActionType; the queue's
+    own test expects exactly that string). Tessera records event="PodAdd" (and "PodUpdate" for
+    an update, upstream "UnschedulablePodUpdate"; "UnscheduledPodAdd" for a gang sibling's move)."""
+    core = Scheduler(load_config(None))
+    core.apply("ADDED", b.node("n", gpus=1), 0.0)
+    core.apply("ADDED", b.pod("p", requests={"nvidia.com/gpu": 1}), 0.0)
+    incoming = core.take_queue_incoming()
+    assert incoming == {("active", "UnschedulablePodAdd"): 1}, incoming
+
+
+# --- what is counted, and when -----------------------------------------------------------------
+
+
+def test_a_pod_with_scheduling_gates_counts_as_pending_gated() -> None:
+    """Upstream's `scheduler_pending_pods{queue="gated"}` is "the number of unschedulable pods
+    that the scheduler never attempted to schedule because they are gated" (help text Tessera
+    copies): a pod of ours with spec.schedulingGates is held by the SchedulingGates PreEnqueue
+    plugin in unschedulablePods and counted by gatedRecorder (backend/queue/unschedulable_pods.go
+    addOrUpdate). Tessera drops gated pods before the queue (state/cluster.py: `not pod.gated`),
+    so they are counted nowhere."""
+    core = Scheduler(load_config(None))
+    core.apply("ADDED", b.node("n", gpus=1), 0.0)
+    core.apply("ADDED", b.pod("g", requests={"nvidia.com/gpu": 1},
+                              spec_extra={"schedulingGates": [{"name": "example.com/wait"}]}), 0.0)
+    assert core.pending_counts()["gated"] == 1, core.pending_counts()
+
+
+async def test_attempt_duration_includes_the_time_the_binding_waited_at_the_allocation_gate() -> None:
+    """Upstream measures `scheduling_attempt_duration_seconds{result="scheduled"}` from `start`
+    (taken in ScheduleOne before the scheduling cycle) to the end of bind, so the time a pod
+    waits in WaitOnPermit is in it (schedule_one.go bindingCycle: PodScheduled(profile,
+    SinceInSeconds(start))). Tessera's allocation gate is a permit plugin holding the Binding, but
+    the loop adds only the cycle's share and the Binding request (`seconds + result.seconds`), so
+    a pod held 0.6 s at the gate reports a few milliseconds."""
+    heartbeat = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=2)]
+    api.lists["/apis/tessera.dev/v1alpha1/extendedresources"] = [
+        b.device("n", i, heartbeat=heartbeat) for i in range(2)]
+    api.lists["/apis/tessera.dev/v1alpha1/resourceclasses"] = [b.resource_class("v100", match_labels={"model": "V100"})]
+    api.add_pod(b.pod("p0", limits={"class.tessera.dev/v100": 1}))
+    api.add_pod(b.pod("p1", limits={"class.tessera.dev/v100": 1}))
+    metrics = Metrics(profiles=["tessera"])
+    loop = SchedulerLoop(load_config(BINPACK), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    loop.hooks = MetricsHooks(metrics, loop)
+    held_for = 0.6
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        with anyio.fail_after(10):
+            while not (api.pod("default", "p0")["spec"].get("nodeName") and loop.core.pending_counts()["gated"] == 1):
+                await anyio.sleep(0.01)
+            assert not api.pod("default", "p1")["spec"].get("nodeName")  # held by the gate
+            await anyio.sleep(held_for)
+            p0 = copy.deepcopy(api.pod("default", "p0"))
+            p0.setdefault("metadata", {}).setdefault("annotations", {})[ann.PHASE] = ann.PHASE_ALLOCATED
+            loop._on_event("MODIFIED", {"apiVersion": "v1", "kind": "Pod", **p0})  # the agent allocated p0
+            while not api.pod("default", "p1")["spec"].get("nodeName"):
+                await anyio.sleep(0.01)
+            await anyio.sleep(0.05)
+        owner.cancel_scope.cancel()
+    count = _value(metrics, "scheduler_scheduling_attempt_duration_seconds_count", result="scheduled",
+                   profile="tessera")
+    total = _value(metrics, "scheduler_scheduling_attempt_duration_seconds_sum", result="scheduled",
+                   profile="tessera")
+    assert count == 2
+    assert total >= held_for, f"two scheduled attempts sum to {total:.4f}s; p1 alone waited {held_for}s at the gate"
+
+
+# --- probes ------------------------------------------------------------------------------------
+
+
+async def test_readyz_fails_once_graceful_shutdown_has_begun() -> None:
+    """kube-scheduler's /readyz carries `healthz.NewShutdownHealthz(ctx.Done())`
+    (cmd/kube-scheduler/app/server.go): from SIGTERM on it answers not ready, so endpoints and
+    rollouts stop counting on the replica while it drains. Tessera's readiness (run_cli._ready ->
+    SchedulerLoop.ready) only looks at the informers: after `loop.stop()` (the first step of
+    step_down, while /readyz is still served during the up-to-10 s drain) it still answers ready."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        with anyio.fail_after(10):
+            while not loop.informers.synced:
+                await anyio.sleep(0.01)
+        assert _ready(loop)[0] is True
+        loop.stop()  # SIGTERM: step_down() begins
+        await anyio.sleep(0.05)
+        ready = _ready(loop)
+        owner.cancel_scope.cancel()
+    assert ready[0] is False, f"/readyz still answers ready while shutting down: {ready}"
+
