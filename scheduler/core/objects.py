@@ -8,6 +8,7 @@ compares — and so that malformed input fails *here*, with a message, instead o
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -161,8 +162,13 @@ class Requirement:
     key: str
     operator: str
     values: tuple[str, ...]
+    # why upstream's labels.NewRequirement refuses it (a value that is no label value, a Gt/Lt
+    # value that is no int64): the apiserver accepts such a pod, and the term matches nothing
+    invalid: str = ""
 
     def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.invalid:
+            return False
         op = self.operator
         if op == "In":
             return labels.get(self.key) in self.values
@@ -173,13 +179,32 @@ class Requirement:
         if op == "DoesNotExist":
             return self.key not in labels
         value = labels.get(self.key)
-        if value is None:
-            return False
-        try:
-            left, right = int(value), int(self.values[0])
-        except ValueError:
-            return False
+        left, right = (_int64(value) if value is not None else None), _int64(self.values[0])
+        if left is None or right is None:
+            return False  # labels/selector.go: a label strconv.ParseInt cannot read never matches
         return left > right if op == "Gt" else left < right
+
+
+_INT64 = re.compile(r"[+-]?[0-9]+")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def _int64(text: str) -> int | None:
+    """Go's strconv.ParseInt(text, 10, 64): decimal digits with an optional sign, in range."""
+    if not _INT64.fullmatch(text):
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
+
+
+def _requirement_error(op: str, values: tuple[str, ...]) -> str:
+    """What labels.NewRequirement would refuse in these values ("" when nothing)."""
+    if op in ("Gt", "Lt") and _int64(values[0]) is None:
+        return f"for 'Gt', 'Lt' operators, the value must be an integer: {values[0]!r}"
+    for value in values:
+        if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+            return f"invalid label value: {value!r}"
+    return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,16 +239,13 @@ def _requirements(value: object, where: str, fields: bool) -> tuple[Requirement,
             raise ObjectError(f"{where}[{i}].values: Required value: must be specified when `operator` is 'In' or 'NotIn'")
         if op in ("Exists", "DoesNotExist") and values:
             raise ObjectError(f"{where}[{i}].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
-        if op in ("Gt", "Lt"):
-            if len(values) != 1:
-                raise ObjectError(f"{where}[{i}].values: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'")
-            try:
-                int(values[0])
-            except ValueError:
-                raise ObjectError(f"{where}[{i}].values[0]: Invalid value: {values[0]!r}: must be an integer") from None
+        if op in ("Gt", "Lt") and len(values) != 1:
+            raise ObjectError(f"{where}[{i}].values: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'")
         if fields and key != "metadata.name":
             raise ObjectError(f'{where}[{i}].key: Invalid value: "{key}": not a supported field selector key')
-        out.append(Requirement(key, op, values))
+        # what the apiserver takes but the scheduler cannot parse only disables its term (upstream's
+        # LazyErrorNodeSelector); what the apiserver itself refuses above refuses the object
+        out.append(Requirement(key, op, values, "" if fields else _requirement_error(op, values)))
     return tuple(out)
 
 
@@ -266,7 +288,9 @@ class Toleration:
             return False
         if self.operator == "Exists":
             return True
-        return self.value == taint.value  # operator Equal (or empty)
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return False  # Lt/Gt need the alpha TaintTolerationComparisonOperators gate (off in 1.36); others match nothing
 
 
 # --- nodes -----------------------------------------------------------------------------------
@@ -448,7 +472,10 @@ def parse_pod(obj: JSON) -> Pod:
         ((with_scoring_defaults(c.requests), s) for c, s in inits),
         overhead, pod_level,
     )
-    named = {*pod_level, *(name for c in apps for name in c.requests), *(name for c, _ in inits for name in c.requests)}
+    # what the pod's requests name (overhead included: upstream's getNonMissingContainerRequests
+    # looks at PodRequests, which adds it) — a resource named there gets no scoring default
+    named = {*pod_level, *overhead, *(name for c in apps for name in c.requests),
+             *(name for c, _ in inits for name in c.requests)}
     defaults = node_scoring_defaults(named, bool(pod_level))
     on_node = scoring if len(defaults) == 2 else pod_requests(
         (with_scoring_defaults(c.requests, defaults) for c in apps),

@@ -431,8 +431,6 @@ POD_MUTATIONS: list[Mutation] = [
      st.sampled_from(("in", "Bogus", "", "EXISTS")) | _NOT_A_STRING, f"{_TERMS}.operator"),
     ("Gt values", _expr(lambda values: {"operator": "Gt", "values": values}),
      st.sampled_from(([], ["1", "2"], ["1", "2", "3"])), f"{_TERMS}.values"),
-    ("Gt integer", _expr(lambda value: {"operator": "Lt", "values": [value]}),
-     st.sampled_from(("1.5", "x", "1Gi", "", "1e3")), f"{_TERMS}.values[0]"),
     ("weight", _set("spec/affinity"), (st.integers().filter(lambda w: not 1 <= w <= 100) | _NOT_INT).map(
         lambda w: {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
             {"weight": w, "preference": {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}}]}}),

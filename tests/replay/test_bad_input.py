@@ -44,7 +44,7 @@ def test_absurd_quantities_do_not_overflow_or_overcommit() -> None:
             b.pod("exp", requests={"cpu": "1e999999"}))
     assert run.node_of("huge") is None
     assert run.last("huge").message == ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
-                                        " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
+                                        " preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
     assert any("must be greater than or equal to 0" in n for n in run.notices())
     assert any("exponent out of range" in n for n in run.notices())
 

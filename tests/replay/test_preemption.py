@@ -143,8 +143,11 @@ def test_upstream_post_filter_messages() -> None:
     run.add(b.node("node1", cpu="200m", memory="400"), b.node("node2", cpu="200m", memory="400"))
     run.add(b.pod("a", node_name="node1", phase="Running"), b.pod("b", node_name="node2", phase="Running"))
     attempt = _preemptor(run, "big", HIGH, L)
+    # upstream's unit test injects Unschedulable statuses ("2 Insufficient cpu" from the dry run);
+    # its real Fit filter answers UnschedulableAndUnresolvable for a request above the node's
+    # allocatable (fit.go InsufficientResource.Unresolvable), as Tessera's does: no node is tried
     assert attempt.message == ("0/2 nodes are available: 2 Insufficient cpu. preemption: "
-                               "0/2 nodes are available: 2 Insufficient cpu.")
+                               "0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
     assert attempt.preempted == [] and attempt.nominated_node is None
 
 

@@ -13,7 +13,7 @@ from scheduler.sim import builders as b
 from scheduler.sim import report
 
 REASON = ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: "
-          "1 No preemption victims found for incoming pod.")
+          "1 Preemption is not helpful for scheduling.")
 
 def _events(path: Path, pods: int) -> Path:
     lines = [orjson.dumps(b.event("ADDED", b.node("n", gpus=1)))]

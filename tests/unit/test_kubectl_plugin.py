@@ -171,7 +171,7 @@ def test_what_if_replays_the_pending_pods_under_the_other_configuration() -> Non
     assert text.splitlines()[:3] == [
         "POD            NODE   DEVICES   RESULT",
         "default/huge   -      -         0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes "
-        "are available: 2 No preemption victims found for incoming pod.",
+        "are available: 2 Preemption is not helpful for scheduling.",
         "default/next   n2     -         placed"]
     assert "2 pending pods: 1 would be placed, 1 would stay pending (configuration config/spread.yaml" in text
     elsewhere = whatif.what_if(_cluster(), config(SPREAD), 0.0, "other")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from scheduler.core.framework.cycle_state import PodContext
-    from scheduler.core.framework.interface import Reasons, Reservation
+    from scheduler.core.framework.interface import Bools, Ints, Reasons, Reservation
     from scheduler.core.framework.nodetable import NodeTable
     from scheduler.core.state import ClusterEvent, ClusterState, NodeInfo
 
@@ -34,6 +34,9 @@ class Handle(Protocol):
 
     def resolvable(self, plugin: str) -> bool:
         """Whether removing pods from a node can resolve this filter plugin's rejection."""
+
+    def unresolvable_rows(self, plugin: str, ctx: PodContext, rows: Ints) -> Bools:
+        """Of these rows, rejected by `plugin`, those no eviction can resolve for this pod."""
 
     def reserve(self, ctx: PodContext, info: NodeInfo, now: float) -> Reservation:
         """What the pod would get on the node (it passed the filters there): devices, annotations."""

@@ -92,6 +92,12 @@ class FilterPlugin(Plugin):
         """False when the plugin can only pass this pod (it is then left out of its cycle)."""
         return True
 
+    def unresolvable_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Bools:
+        """Of these node rows (each rejected by this plugin), those where no eviction could make
+        the pod fit, although the plugin's rejections usually can be resolved (upstream: this
+        node's status is UnschedulableAndUnresolvable). None by default."""
+        return np.zeros(len(rows), np.bool_)
+
     @abstractmethod
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         """None if the pod may go to the node, else the reasons (upstream's wording)."""

@@ -160,6 +160,12 @@ class ProfileRuntime:
         found = self.plugins.get(plugin)
         return isinstance(found, FilterPlugin) and found.preemption_helps
 
+    def unresolvable_rows(self, plugin: str, ctx: PodContext, rows: Ints) -> Bools:
+        found = self.plugins.get(plugin)
+        if not isinstance(found, FilterPlugin):
+            return np.ones(len(rows), np.bool_)
+        return found.unresolvable_rows(self.table, ctx, rows)
+
     def find_feasible(self, ctx: PodContext, start: int, to_find: int, explain: bool) -> Feasible:
         table = self.table
         table.sync()

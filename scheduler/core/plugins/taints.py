@@ -1,7 +1,7 @@
 """TaintToleration: NoSchedule/NoExecute taints filter; untolerated PreferNoSchedule taints score.
 
-Filter reports the first untolerated taint exactly as upstream prints it
-(`node(s) had untolerated taint {key: value}`); the score counts intolerable PreferNoSchedule
+Filter reports an untolerated taint as upstream v1.36 does (`node(s) had untolerated taint(s)`:
+which taint is only logged there; the message stopped naming it in kubernetes#134740); the score counts intolerable PreferNoSchedule
 taints, normalised and reversed so the node with fewest scores 100. Batch form: most nodes have
 no taints at all; the table marks the ones that do, and only those are checked one by one.
 """
@@ -28,6 +28,7 @@ from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown
 from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "TaintToleration"
+UNTOLERATED = "node(s) had untolerated taint(s)"
 
 
 class TaintColumns(ColumnGroup):
@@ -64,7 +65,7 @@ class TaintToleration(FilterPlugin, ScorePlugin):
             if taint.effect == "PreferNoSchedule":
                 continue
             if not any(t.tolerates(taint) for t in ctx.pod.tolerations):
-                return (f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}",)
+                return (UNTOLERATED,)
         return None
 
     def filter_rows(self, table: NodeTable, ctx: PodContext, rows: Bools) -> RowVerdict:

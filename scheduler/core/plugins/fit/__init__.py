@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
+
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import (
@@ -61,11 +63,10 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         node = info.node
         assert node is not None
         alloc = node.allocatable
-        if len(info.pods) + info.held + 1 > alloc.get(PODS, 0):
-            return (TOO_MANY_PODS,)
+        # upstream's fitsRequest: "Too many pods" and then every resource short, all reported
+        insufficient: list[str] | None = [TOO_MANY_PODS] if len(info.pods) + info.held + 1 > alloc.get(PODS, 0) else None
         if ctx.empty_request:
-            return None
-        insufficient: list[str] | None = None
+            return tuple(insufficient) if insufficient else None
         requested = info.requested
         busy = info.busy
         for name, amount in ctx.plain:
@@ -89,11 +90,20 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
             fails |= short
         fails &= rows
 
-        def reasons() -> list[tuple[str, Bools]]:  # as filter: too many pods, else every shortage
-            fits = ~too_many
-            return [(TOO_MANY_PODS, too_many), *((f"Insufficient {name}", fits & short) for name, short in shortages)]
+        def reasons() -> list[tuple[str, Bools]]:  # as filter: too many pods and every shortage
+            return [(TOO_MANY_PODS, too_many), *((f"Insufficient {name}", short) for name, short in shortages)]
 
         return RowVerdict(fails, reasons)
+
+    def unresolvable_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Bools:
+        """upstream's InsufficientResource.Unresolvable: the pod asks for more of a resource than
+        the node has at all (its allocatable), so no eviction can make room there."""
+        columns = table.group(ResourceColumns)
+        beyond = np.zeros(len(rows), np.bool_)
+        if not ctx.empty_request:
+            for name, amount in ctx.plain:
+                beyond |= columns.of(name).alloc[rows] < amount
+        return beyond
 
     def score(self, ctx: PodContext, info: NodeInfo) -> int:
         return self.per_node.score(ctx, info)

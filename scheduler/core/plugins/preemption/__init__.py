@@ -84,11 +84,11 @@ class DefaultPreemption(PostFilterPlugin):
             return NEVER
         for pod in pods:
             node = nominated.get(pod.uid)
-            if node and not self._unresolvable(node, statuses) and self._victim_terminating_on(node, priority):
+            if node and not self._unresolvable(node, statuses, pod) and self._victim_terminating_on(node, priority):
                 return TERMINATING
         return None
 
-    def _unresolvable(self, node: str, statuses: NodeStatuses | None) -> bool:
+    def _unresolvable(self, node: str, statuses: NodeStatuses | None, pod: Pod) -> bool:
         """The node has no Node object any more, or the failed search's first rejecting filter
         there is one that removing pods cannot resolve (upstream's UnschedulableAndUnresolvable)."""
         info = self.state.nodes.get(node)
@@ -100,7 +100,12 @@ class DefaultPreemption(PostFilterPlugin):
         if row is None:
             return False
         rejector = int(statuses.rejector[row])
-        return rejector >= 0 and not self.handle.resolvable(statuses.plugins[rejector])
+        if rejector < 0:
+            return False
+        plugin = statuses.plugins[rejector]
+        if not self.handle.resolvable(plugin):
+            return True
+        return bool(self.handle.unresolvable_rows(plugin, prepare(pod, self.state.classes), np.array([row]))[0])
 
     def _victim_terminating_on(self, node: str, priority: int) -> bool:
         info = self.state.nodes.get(node)
@@ -128,7 +133,7 @@ class DefaultPreemption(PostFilterPlugin):
 
     def _preempt_pod(self, pod: Pod, failed: NodeStatuses, now: float) -> Preemption:
         statuses: Counter[str] = Counter()
-        potential = self.might_help(failed)
+        potential = self.might_help(failed, prepare(pod, self.state.classes))
         statuses[NOT_HELPFUL] = len(failed.nodes) - len(potential)
         if not len(potential):
             return self._no_candidate(statuses)
@@ -155,11 +160,20 @@ class DefaultPreemption(PostFilterPlugin):
         best = pick_candidate(candidates)
         return Preemption(flatten(best.victims), {pod.uid: best.hold})
 
-    def might_help(self, failed: NodeStatuses) -> Ints:
+    def might_help(self, failed: NodeStatuses, ctx: PodContext) -> Ints:
         """upstream's nodesWherePreemptionMightHelp: the rows of the nodes whose first rejecting
-        filter is one that removing pods can resolve (not a taint, a selector, a cordon...)."""
+        filter is one that removing pods can resolve (not a taint, a selector, a cordon...), and
+        can there (not a request larger than the node's allocatable)."""
         helps = np.array([self.handle.resolvable(name) for name in failed.plugins] + [False], np.bool_)
-        return np.flatnonzero(helps[failed.rejector])  # -1 (not rejected) reads the trailing False
+        rows = np.flatnonzero(helps[failed.rejector])  # -1 (not rejected) reads the trailing False
+        if not len(rows):
+            return rows
+        keep = np.ones(len(rows), np.bool_)
+        by_plugin = failed.rejector[rows]
+        for index in np.unique(by_plugin).tolist():
+            mine = by_plugin == index
+            keep[mine] = ~self.handle.unresolvable_rows(failed.plugins[index], ctx, rows[mine])
+        return rows[keep]
 
     def _no_candidate(self, statuses: Counter[str]) -> Preemption:
         total = len(self.state.node_order)
