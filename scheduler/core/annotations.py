@@ -62,7 +62,8 @@ def decode_devices(raw: str) -> dict[str, dict[str, tuple[DeviceGrant, ...]]]:
         raise AnnotationError(f"not valid JSON: {err}") from None
     if not isinstance(doc, dict):
         raise AnnotationError("must be a JSON object")
-    if doc.get("version") != VERSION:
+    version = doc.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version != VERSION:
         raise AnnotationError(f"unsupported version {doc.get('version')!r} (want {VERSION})")
     containers = doc.get("containers")
     if not isinstance(containers, dict):

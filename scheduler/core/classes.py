@@ -81,6 +81,9 @@ class ResourceClass:
     requirements: tuple[DeviceRequirement, ...]
     sharing: Sharing | None
     error: str | None  # why the class is not Valid; None when it is
+    # its resourceName is another device plugin's (nodes advertise it): pods asking for that name
+    # are plain requests, not the class's, while it is refused for that
+    name_taken: bool = False
 
     @property
     def name(self) -> str:
@@ -209,6 +212,7 @@ class ClassRegistry:
     def __init__(self) -> None:
         self.classes: dict[str, ResourceClass] = {}
         self.by_resource: dict[str, ResourceClass] = {}
+        self.claimed: frozenset[str] = frozenset()  # resourceNames of every class, valid or not (not name_taken)
         self.clash: dict[str, str] = {}  # class name -> message for classes that lost a name clash
         self.device_classes: dict[str, frozenset[str]] = {}  # device name -> matching class names
         self.matching: Counter[str] = Counter()  # class name -> devices it matches (any health)
@@ -240,7 +244,10 @@ class ClassRegistry:
         return cls
 
     def is_class_resource(self, resource_name: str) -> bool:
-        return resource_name in self.by_resource or resource_name.startswith(DEFAULT_RESOURCE_PREFIX)
+        """A request for this name is a class request: a class owns it — an invalid one too, so
+        its pods are told what is wrong with it (and never bound as if it were a plain count) —
+        or it has the default class prefix."""
+        return resource_name in self.claimed or resource_name.startswith(DEFAULT_RESOURCE_PREFIX)
 
     def device_changed(self, device: Device) -> None:
         matching = frozenset(cls.name for cls in self.by_resource.values() if cls.matches(device))
@@ -257,6 +264,7 @@ class ClassRegistry:
 
     def _reindex(self, devices: Iterable[Device]) -> None:
         self.by_resource = {}
+        self.claimed = frozenset(cls.resource_name for cls in self.classes.values() if not cls.name_taken)
         self.clash = {}
         for cls in sorted(self.classes.values(), key=lambda c: (c.meta.creation_timestamp, c.name)):
             if cls.error is not None:

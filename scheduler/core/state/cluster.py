@@ -611,7 +611,8 @@ class ClusterState:
         verdict follows the nodes (`_recount_foreign`), whichever came first."""
         if cls.error is None and self._foreign[cls.resource_name] > 0:
             return replace(cls, error=f'spec.resourceName: Invalid value: "{cls.resource_name}": nodes already '
-                                      "advertise this resource through a device plugin; use a name of its own")
+                                      "advertise this resource through a device plugin; use a name of its own",
+                           name_taken=True)
         return cls
 
     def _on_class(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:

@@ -90,14 +90,15 @@ class ClassColumns(ColumnGroup):
 
 
 def largest_group(free: list[Device]) -> int:
-    """The most of `free` in one NVLink group or NUMA node (a device without the attribute is a
-    group of its own), over the attributes any of them carries; -1 when none carries one."""
-    largest = -1
+    """The most of `free` in one group of the first grouping attribute any of them carries (NVLink
+    group, else NUMA node; a device without it is a group of its own); -1 when none carries one.
+    The planner (`within_one_group`) calls a request split when that attribute's groups cannot
+    hold it, even if a NUMA node could: both forms must score alike."""
     for attribute in GROUP_ATTRIBUTES:
         sizes = Counter(device.attributes[attribute] for device in free if attribute in device.attributes)
         if sizes:
-            largest = max(largest, max(sizes.values()), 1)
-    return largest
+            return max(max(sizes.values()), 1)
+    return -1
 
 
 def simple_exclusive(columns: ClassColumns, ctx: PodContext) -> tuple[str, str, int] | None:

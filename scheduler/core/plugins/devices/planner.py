@@ -160,10 +160,15 @@ class DevicePlanner:
         grants: dict[str, dict[str, list[tuple[str, Amount | None]]]] = {}
         newly_busy: dict[str, int] = {}
         scores: list[int] = []
-        for req in requests:
+        # the most constrained request first — whole devices before slices, then the fewest
+        # devices to choose from — so that a request with more choice never takes the only
+        # device another one of the pod can use (a feasible plan is then found greedily)
+        choices = [[d for d in info.devices.values() if d.schedulable and req.cls.name in matches.get(d.name, ())]
+                   for req in requests]
+        order = sorted(range(len(requests)), key=lambda i: (requests[i].cls.sharing is not None, len(choices[i])))
+        for index in order:
+            req, candidates = requests[index], choices[index]
             cls = req.cls
-            candidates = [d for d in info.devices.values()
-                          if d.schedulable and cls.name in matches.get(d.name, ())]
             chosen: list[tuple[str, Amount | None]] = []
             if cls.sharing is None:
                 free = [d for d in candidates if d.name not in taken and d.name not in shared_extra
