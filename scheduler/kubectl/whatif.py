@@ -92,7 +92,7 @@ def render(result: WhatIf) -> str:
                  if result.hidden else "")
     if not result.outcomes:
         return (f"No pending pods to place (configuration {result.config}; nothing was "
-                f"written{elsewhere}).\n\nNow:   {result.before}")
+                f"written{elsewhere}).\n\nNow:    {result.before}")
     rows: list[list[str | None]] = [["POD", "NODE", "DEVICES", "RESULT"]]
     for o in result.outcomes:
         if o.node:

@@ -55,8 +55,9 @@ def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: st
             decisions.attempt(attempt, replay.now)
             if output == "json":
                 sys.stdout.buffer.write(orjson.dumps(attempt_line(attempt, explain)) + b"\n")
-    if not events and errors:  # not an events file at all (YAML, pretty-printed JSON, gzip, ...)
-        print(f"tessera: {path} contains no watch events ({errors[0]}); expected one JSON watch event per line, "
+    if not events:  # not an events file at all (YAML, pretty-printed JSON, gzip, ...), or empty
+        why = errors[0] if errors else "it is empty"
+        print(f"tessera: {path} contains no watch events ({why}); expected one JSON watch event per line, "
               'as `tessera record` writes: {"type": "ADDED", "object": {...}}', file=sys.stderr)
         return 2
     if output == "html":

@@ -61,6 +61,8 @@ def render_nodes(view: m.ClusterView) -> str:
             rows.append([label if i == 0 else None, str(gpu.index), gpu.model, gpu.memory, gpu.state,
                          gpu_use(gpu), holders(gpu)])
         notes += [f"{node.name}: {note}" for note in node.notes]
+        if node.taints:  # as the page: its free GPUs are free only to pods that tolerate these
+            notes.append(f"{node.name}: taints: {', '.join(node.taints)}")
     parts = [columns(rows) if view.nodes else "No nodes."]
     if notes:
         parts.append("\n".join(notes))

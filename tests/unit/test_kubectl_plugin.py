@@ -3,6 +3,7 @@ reasons, what-if's replay, and the kubectl-style flags and kubeconfig resolution
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -60,6 +61,15 @@ gpu-node-1: ns/d waits for the allocation gate
 
 GPUs: 3 total, 2 in use (1 shared), 1 free, 0 unavailable; fragmentation 100 % \
 (1 of 1 free GPUs on partly used nodes; most free on one node: 1, gpu-node-1)"""
+
+
+def test_a_tainted_node_is_noted_under_the_table() -> None:
+    """New-user trial: a tainted node's GPUs read as plainly free; the page notes the taints, the
+    text view now too (they are free only to pods that tolerate them)."""
+    view = _view()
+    tainted = replace(view.nodes[0], taints=("dedicated=team-a:NoSchedule",))
+    text = render_nodes(replace(view, nodes=(tainted, view.nodes[1])))
+    assert "gpu-node-1: taints: dedicated=team-a:NoSchedule" in text.split("\n\n")[1].splitlines()
 
 
 def test_json_and_yaml_carry_the_whole_view_with_the_derived_summary() -> None:

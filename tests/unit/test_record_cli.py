@@ -99,3 +99,20 @@ def test_a_duration_that_is_not_positive_is_refused_before_connecting(
 def test_kinds_that_name_nothing_are_refused(kinds: list[str]) -> None:
     with pytest.raises(ValueError, match="names no kind"):
         record_cli._parse_kinds(kinds)
+
+
+def test_simulate_of_an_empty_input_says_so_and_fails(tmp_path: Path) -> None:
+    """New-user trial: `tessera record ... 2>/dev/null | tessera simulate -` with a record that
+    failed at once fed simulate nothing, and it printed an empty table and exited 0."""
+    import subprocess
+    import sys
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    done = subprocess.run([sys.executable, "-m", "scheduler", "simulate", str(empty), "--output", "table"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"tessera: {empty} contains no watch events (it is empty); expected one JSON watch event per line, "
+        'as `tessera record` writes: {"type": "ADDED", "object": {...}}']
+    assert done.stdout == ""

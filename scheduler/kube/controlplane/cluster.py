@@ -27,6 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from scheduler.view.text import count
+
 from . import components
 from .binaries import ControlPlaneBinaries, find_binaries
 from .certs import CertificateAuthority, generate_service_account_key
@@ -509,8 +511,8 @@ class LocalControlPlane:
         began = time.monotonic()
         create_fake_gpu_nodes(self.admin, names, spec, workers)
         log.info(
-            "created %d fake nodes with %d %s GPUs each in %.1f s",
-            n,
+            "created %s with %d %s GPUs each in %.1f s",
+            count(n, "fake node"),
             gpus_per_node,
             gpu_model,
             time.monotonic() - began,
