@@ -117,12 +117,33 @@ class ProfileRuntime:
         return cast(T | None, found)
 
     def fits_node(self, uid: str, event: ClusterEvent) -> bool:
-        pod = self._state.pods.get(uid)
-        info = self._state.nodes.get(event.node)
+        """May the pod go to the node now — as it is, or (when this profile preempts and the pod
+        may) once the node's lower-priority pods are gone? Upstream's node hints check each
+        plugin's own rule, so a node untainted, uncordoned, labelled or grown brings back a pod
+        that can preempt there although pods still stand in its way."""
+        state = self._state
+        pod = state.pods.get(uid)
+        info = state.nodes.get(event.node)
         if pod is None or info is None or info.node is None:
             return False
-        ctx = prepare(pod, self._state.classes)
-        return self.pre_filter(ctx) is None and self.filter_node(ctx, info) is None
+        ctx = prepare(pod, state.classes)
+        if self.pre_filter(ctx) is not None:
+            return False
+        if self.filter_node(ctx, info) is None:
+            return True
+        if self.post_filter is None or pod.preempt_never:
+            return False
+        priority = state.competing_priority(pod)
+        lower = [other for other in sorted(info.pods) if other in state.placements
+                 and (placed := state.pods.get(other)) is not None and placed.priority < priority]
+        if not lower:
+            return False
+        lifted = [state.lift(other) for other in lower]
+        try:
+            return self.filter_node(prepare(pod, state.classes), info) is None
+        finally:
+            for entry in lifted:
+                state.restore(entry)
 
     # --- the cycle's steps ----------------------------------------------------------------
 

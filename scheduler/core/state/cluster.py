@@ -350,11 +350,15 @@ class ClusterState:
                     or old.devices != pod.devices or old.requests != pod.requests:
                 # Swap the old charge for the new one without letting go of a deleted device in
                 # between: the pod may hold it under both (our assumption, then its Binding).
-                if placement is not None:
-                    events += self._unplace(uid, drop_ghosts=False)
+                swapped = self._unplace(uid, drop_ghosts=False) if placement is not None else []
                 notices += self._place(pod, pod.node_name, pod.devices, assumed=False)
                 if placement is not None:
                     self.ledger.drop_released_ghosts(device for device, _ in placement.grants)
+                    # a swap that frees nothing (our Binding confirmed, requests grown) is no
+                    # removal: it must not wake every pod parked for room (upstream's Fit
+                    # registers pod deletion and scale-down only)
+                    events += [event for event in swapped if event.kind is not EventKind.ASSIGNED_POD_REMOVED
+                               or _frees(placement, self.placements[uid])]
             events += self._update_gate(pod, pod.node_name)
             return events, notices
         if placement is not None and placement.assumed:
@@ -706,6 +710,13 @@ def _discharge(info: NodeInfo, placement: Placement) -> None:
             info.requested.pop(name, None)
     info.scoring_cpu -= placement.scoring_cpu
     info.scoring_memory -= placement.scoring_memory
+
+
+def _frees(old: Placement, new: Placement) -> bool:
+    """Whether replacing `old` by `new` gives anything back: another node, less of a resource, a
+    device (or part of one) no longer held, or an unreadable device annotation fixed."""
+    return (old.node != new.node or any(amount > new.requests.get(name, 0) for name, amount in old.requests.items())
+            or bool(set(old.grants) - set(new.grants)) or (old.broken and not new.broken))
 
 
 def _same_class(a: ResourceClass, b: ResourceClass) -> bool:

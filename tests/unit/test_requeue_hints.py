@@ -1,0 +1,170 @@
+"""Requeueing: cluster events that may make a parked pod schedulable, and events that may not (cases a review found).
+
+Each failed before its fix, for the reason its docstring gives. The core
+is driven directly (Scheduler.apply + schedule_next) and the clock is never moved past the
+5-minute UnschedulableTimeout flush: a pod that an event should bring back must be tried again
+within its backoff (at most 10 s here), and one it should not must stay parked.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from scheduler.core.framework.attempt import Attempt
+from scheduler.core.queue import UNSCHEDULABLE
+from scheduler.core.scheduler import Scheduler
+from scheduler.sim import builders as b
+from tests.helpers import BINPACK, config
+
+LOW, HIGH = 0, 1000
+BACKOFF_AT_MOST = 11.0  # > podMaxBackoffSeconds (10 s), far below the 300 s flush
+
+
+class Core:
+    """The scheduler core and a virtual clock; the shell's evictions never happen by themselves."""
+
+    def __init__(self) -> None:
+        self.scheduler = Scheduler(config(BINPACK))
+        self.now = 0.0
+
+    def apply(self, event_type: str, *objects: dict[str, Any]) -> None:
+        for obj in objects:
+            self.scheduler.apply(event_type, obj, self.now)
+
+    def run(self) -> list[Attempt]:
+        attempts: list[Attempt] = []
+        while (made := self.scheduler.schedule_next(self.now)) is not None:
+            attempts += made
+        return attempts
+
+    def later(self, seconds: float) -> list[Attempt]:
+        self.now += seconds
+        return self.run()
+
+    def where(self, name: str) -> str | None:
+        pod = self.scheduler.state.pod_by_key(f"default/{name}")
+        assert pod is not None, name
+        entry = self.scheduler.queue.entries.get(pod.uid)
+        return entry.where if entry is not None else None
+
+
+def _of(attempts: list[Attempt], name: str) -> list[Attempt]:
+    return [a for a in attempts if a.pod.meta.name == name]
+
+
+# --- 1. a node change that makes preemption possible is filtered by "fits now, as it is" ----------
+
+def _node(case: str, *, before: bool) -> dict[str, Any]:
+    """Node `n` before and after the change of `case`."""
+    if case == "uncordoned":
+        return b.node("n", cpu="4", memory="8Gi", unschedulable=before)
+    if case == "untainted":
+        return b.node("n", cpu="4", memory="8Gi",
+                      taints=[{"key": "maintenance", "effect": "NoSchedule"}] if before else None)
+    if case == "labelled":
+        return b.node("n", cpu="4", memory="8Gi", labels=None if before else {"pool": "train"})
+    assert case == "grown"
+    return b.node("n", cpu="2" if before else "5", memory="8Gi")
+
+
+@pytest.mark.parametrize("case", ["uncordoned", "untainted", "labelled", "grown"])
+def test_node_change_that_lets_a_preemptor_preempt_there_requeues_it(case: str) -> None:
+    """A high-priority pod is parked: node `n` is cordoned / tainted / lacks the selected label /
+    has less CPU allocatable than the pod asks (each `UnschedulableAndUnresolvable`, so
+    preemption was "not helpful"). Then `n` changes so that only a low-priority pod on it stands
+    in the way: evicting it would make room, and a retry nominates `n` (the 5-minute flush shows
+    it does).
+
+    Upstream requeues the pod on that node event: each plugin's hint checks only its own rule —
+    nodeunschedulable.isSchedulableAfterNodeChange (`originalNode.Spec.Unschedulable &&
+    !modifiedNode.Spec.Unschedulable` -> Queue), tainttoleration.isSchedulableAfterNodeChange
+    (`wasUntolerated && !isUntolerated`), nodeaffinity.isSchedulableAfterNodeChange (unmatched ->
+    matched), noderesources fit.go isSchedulableAfterNodeChange (`isFit` against an *empty*
+    NodeInfo of the new node, plus `haveAnyRequestedResourcesIncreased`). Tessera's hints for
+    these plugins are all `handle.fits_node` (runtime.py), which runs every filter against the
+    node with its current pods: NodeResourcesFit still says "Insufficient cpu", so the pod stays
+    parked until the 5-minute flush, although the room could be made now."""
+    core = Core()
+    core.apply("ADDED", _node(case, before=True))
+    core.apply("ADDED", b.pod("low", requests={"cpu": "2" if case == "grown" else "4"}, node_name="n",
+                              phase="Running", priority=LOW))
+    spec = {"nodeSelector": {"pool": "train"}} if case == "labelled" else None
+    core.apply("ADDED", b.pod("p", requests={"cpu": "4" if case == "grown" else "2"}, priority=HIGH,
+                              spec_extra=spec))
+    first = _of(core.run(), "p")
+    assert first and first[0].node is None and not first[0].preempted, first
+    assert core.where("p") == UNSCHEDULABLE
+
+    core.apply("MODIFIED", _node(case, before=False))
+
+    retry = _of(core.later(BACKOFF_AT_MOST), "p")
+    assert retry, f"node {case}: p stays parked ({core.where('p')}) until the 5-minute flush"
+    assert retry[0].nominated_node == "n" and [v.meta.name for v in retry[0].preempted] == ["low"]
+
+
+# --- 2. the preemptor's own hold counts against it in the hint --------------------------------
+
+def test_node_growth_requeues_a_nominated_pod_its_own_hold_would_not_let_fit() -> None:
+    """`p` preempted `low` on `n` (4 CPU) and holds 2 CPU there while `low` terminates slowly.
+    Then `n` grows to 7 CPU: `low`'s 4 plus `p`'s 2 fit, and p's next attempt (which releases
+    its own hold first, cycle.py `release_hold(uid)` before `_attempt`) lands on `n`.
+
+    The NodeUpdate is not offered to p: `handle.fits_node` filters `n` with p's own hold still
+    charged on it (4 + 2 held + 2 asked > 7), so p stays parked until its victim is gone or the
+    5-minute flush. Upstream's fit hint checks the pod against the node's allocatable alone
+    (fit.go `isFit`: `framework.NewNodeInfo(); SetNode(node)`), and its filters never count a
+    pod's own nomination against it (addGENominatedPods skips `pod.UID`). The same check also
+    counts lower-priority holds that the attempt itself lifts (`_lift_holds_below`)."""
+    core = Core()
+    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"))
+    low = b.pod("low", requests={"cpu": "4"}, node_name="n", phase="Running", priority=LOW)
+    core.apply("ADDED", low)
+    core.apply("ADDED", b.pod("p", requests={"cpu": "2"}, priority=HIGH))
+    first = _of(core.run(), "p")
+    assert first[0].nominated_node == "n" and [v.meta.name for v in first[0].preempted] == ["low"]
+    terminating = copy.deepcopy(low)
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
+    core.apply("MODIFIED", terminating)  # the eviction went out; the victim is still there
+    assert core.where("p") == UNSCHEDULABLE
+
+    core.apply("MODIFIED", b.node("n", cpu="7", memory="8Gi"))
+
+    retry = _of(core.later(BACKOFF_AT_MOST), "p")
+    assert retry and retry[0].node == "n", f"p stays parked ({core.where('p')}) although it fits n now"
+
+
+# --- 3. storms: events that free nothing wake every pod rejected for resources -----------------
+
+@pytest.mark.parametrize("change", ["binding confirmed", "requests grown"])
+def test_a_bound_pod_update_that_frees_nothing_does_not_requeue(change: str) -> None:
+    """`big` asks for more CPU than any node has: parked, rejected by NodeResourcesFit. Another
+    pod `q` is placed on `n`; then the watch brings `q` back bound (our own Binding confirmed),
+    or a bound pod's requests grow (an in-place resize up). Neither frees anything.
+
+    ClusterState._on_pod swaps the pod's charge for the bound one through `_unplace`, which emits
+    `AssignedPodDelete` for `n`; NodeResourcesFit's hint for it is `always`, so `big` (and every
+    pod parked by Fit, TesseraDevices, TopologyPlacement or a minResources gang) goes to backoff
+    and is retried on every Binding the scheduler makes — a retry storm on a busy cluster.
+    Upstream: a confirmed Binding is an AssignedPodAdd, which NodeResourcesFit does not register
+    (fit.go EventsToRegister: Pod `Delete | UpdatePodScaleDown`), and a resize only requeues on
+    a scale-down of a resource the pod asks for (`isSchedulableAfterPodScaleDown`)."""
+    core = Core()
+    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"))
+    core.apply("ADDED", b.pod("big", requests={"cpu": "8"}))
+    core.run()
+    assert core.where("big") == UNSCHEDULABLE
+    if change == "binding confirmed":
+        core.apply("ADDED", b.pod("q", requests={"cpu": "1"}))
+        placed = _of(core.run(), "q")
+        assert placed and placed[0].node == "n"
+        assert core.where("big") == UNSCHEDULABLE
+        core.apply("MODIFIED", b.pod("q", requests={"cpu": "1"}, node_name="n"))
+    else:
+        core.apply("ADDED", b.pod("q", requests={"cpu": "1"}, node_name="n", phase="Running"))
+        assert core.where("big") == UNSCHEDULABLE
+        core.apply("MODIFIED", b.pod("q", requests={"cpu": "2"}, node_name="n", phase="Running"))
+
+    assert core.where("big") == UNSCHEDULABLE, core.scheduler.take_queue_incoming()
