@@ -417,7 +417,7 @@ class Cycle:
                 placement = result.holds.get(attempt.pod.uid)
                 if placement is not None:
                     state.hold(attempt.pod.uid, placement, priority)
-                    attempt.nominated_node = placement.node
+                    attempt.nominated_node = attempt.pod.nominated_node = placement.node
             return
         for attempt in attempts:
             attempt.message = f"{attempt.message} preemption: {result.message}"
@@ -432,3 +432,6 @@ class Cycle:
         for attempt in attempts:
             if attempt.pod.nominated_node or attempt.pod.uid in holds:
                 attempt.nominated_node = ""
+                # the core's own view goes at once, as upstream's nominator: the status write
+                # (live) or nothing (a replay) only tells others
+                attempt.pod.nominated_node = ""

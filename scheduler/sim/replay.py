@@ -100,12 +100,17 @@ class Replay:
     def take(self, event: WatchEvent) -> None:
         """One watch event into the core, without scheduling."""
         self.stats.events += 1
+        event = self._keep_binding(event)
         live_binding = self._is_live_binding(event)
+        uid = object_uid(event.object) if isinstance(event.object, dict) else None
+        before = self.scheduler.state.pods.get(uid) if uid is not None else None
         notices = self.scheduler.apply(event.type, event.object, self.now)
-        self._remember(event, rejected=any(n.reason == "InvalidObject" for n in notices))
+        self._remember(event, before)
         if self._check_capacity(event, live_binding):
             # the core's live guess (another scheduler's pods) is wrong here: the report says why
             notices = [n for n in notices if n.reason != "GPUsOvercommitted"]
+        elif live_binding and any(n.reason == "DeviceConflict" for n in notices):
+            self._diverged_on_devices(event.object)
         self.stats.notices += notices
         self._input_placed(event)
 
@@ -167,7 +172,15 @@ class Replay:
         if uid in self._evicted:
             return True
         if uid in self._placed:
-            return self._placed[uid] != node
+            if self._placed[uid] != node:
+                return True
+            ours = self.pods.get(uid)  # the same node: is it the devices this replay gave it?
+            ours_meta = ours.get("metadata") if ours is not None else None
+            theirs_meta = obj.get("metadata")
+            ours_devices = (ours_meta.get("annotations") or {}).get(ann.DEVICES) if isinstance(ours_meta, dict) else None
+            theirs_devices = ((theirs_meta.get("annotations") or {}).get(ann.DEVICES)
+                              if isinstance(theirs_meta, dict) and isinstance(theirs_meta.get("annotations"), dict) else None)
+            return ours_devices is not None and theirs_devices != ours_devices
         before = self.pods.get(uid)
         return before is not None and not is_bound(before)
 
@@ -224,8 +237,45 @@ class Replay:
         self.stats.diverged[name] = f"binds {pod.key} there, where this replay had placed {', '.join(placed)}"
         return True
 
-    def _remember(self, event: WatchEvent, rejected: bool) -> None:
-        """Keep the last pod object the core accepted: Bindings are applied to that one."""
+    def _keep_binding(self, event: WatchEvent) -> WatchEvent:
+        """A recorded update without `spec.nodeName` of a pod this replay bound (a recording made
+        while Tessera was stopped: the pod stayed pending there) keeps the replay's Binding, as
+        the apiserver never clears a pod's node: the update lands on the bound pod."""
+        obj = event.object
+        if (event.type == "DELETED" or not isinstance(obj, dict) or obj.get("kind") != "Pod" or is_bound(obj)
+                or not isinstance(obj.get("spec"), dict)):
+            return event
+        uid = object_uid(obj)
+        node = self._placed.get(uid) if uid is not None else None
+        bound = self.pods.get(uid) if uid is not None else None
+        if node is None or bound is None:
+            return event
+        kept = copy.deepcopy(obj)
+        kept["spec"]["nodeName"] = node
+        meta = kept.get("metadata")
+        if isinstance(meta, dict):
+            ours = bound["metadata"].get("annotations") or {}
+            theirs = meta.get("annotations")
+            meta["annotations"] = {**(theirs if isinstance(theirs, dict) else {}),
+                                   **{k: v for k, v in ours.items() if k.startswith("tessera.dev/")}}
+        return WatchEvent(event.type, kept)
+
+    def _diverged_on_devices(self, obj: dict[str, Any]) -> None:
+        """A recorded Binding landed on GPUs this replay gave other pods of the node (no count is
+        over capacity, but a device is held twice): the live scheduler decided otherwise."""
+        pods = self.scheduler.state.pods
+        uid = object_uid(obj)
+        pod = pods.get(uid) if uid is not None else None
+        node = obj["spec"]["nodeName"]
+        placed = sorted(pods[other].key for other, where in self._placed.items()
+                        if where == node and other != uid and other in pods)
+        if pod is not None and placed:
+            self.stats.diverged[node] = (f"binds {pod.key} there on GPUs this replay had given "
+                                         f"{', '.join(placed)}")
+
+    def _remember(self, event: WatchEvent, before: Pod | None) -> None:
+        """Keep the pod object the core took (it holds a new Pod for it: neither refused as
+        unreadable nor dropped as older than what it had): Bindings are applied to that one."""
         if not isinstance(event.object, dict) or event.object.get("kind") != "Pod":
             return
         uid = object_uid(event.object)
@@ -233,7 +283,9 @@ class Replay:
             return
         if event.type == "DELETED":
             self.pods.pop(uid, None)
-        elif not rejected:
+            return
+        held = self.scheduler.state.pods.get(uid)
+        if held is not None and held is not before:
             self.pods[uid] = event.object
 
     def _bind(self, attempt: Attempt) -> None:

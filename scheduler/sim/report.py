@@ -76,6 +76,10 @@ def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: st
                "pods in the input are bound beyond what the node offers, so this replay does not match the "
                "cluster; record bound pods before pending ones")
         print(f"tessera: warning: node {node} is over its capacity: {over} ({why})", file=sys.stderr)
+    for node, diverged in replay.stats.diverged.items():
+        if node not in replay.stats.over_capacity:  # a device held twice, no count over
+            print(f"tessera: warning: node {node}: the recording {diverged}: the live scheduler decided "
+                  "otherwise, and from here on the replay does not match the cluster", file=sys.stderr)
     table = render_table(replay.scheduler, replay.stats)
     print(table, file=sys.stdout if output == "table" else sys.stderr)
     return 0
