@@ -213,6 +213,8 @@ class ClassRegistry:
         self.classes: dict[str, ResourceClass] = {}
         self.by_resource: dict[str, ResourceClass] = {}
         self.claimed: frozenset[str] = frozenset()  # resourceNames of every class, valid or not (not name_taken)
+        self._device_resources: Counter[str] = Counter()  # devices' own resourceName -> how many devices
+        self._resource_of: dict[str, str] = {}  # device name -> its resourceName
         self.clash: dict[str, str] = {}  # class name -> message for classes that lost a name clash
         self.device_classes: dict[str, frozenset[str]] = {}  # device name -> matching class names
         self.matching: Counter[str] = Counter()  # class name -> devices it matches (any health)
@@ -244,12 +246,16 @@ class ClassRegistry:
         return cls
 
     def is_class_resource(self, resource_name: str) -> bool:
-        """A request for this name is a class request: a class owns it — an invalid one too, so
-        its pods are told what is wrong with it (and never bound as if it were a plain count) —
-        or it has the default class prefix."""
-        return resource_name in self.claimed or resource_name.startswith(DEFAULT_RESOURCE_PREFIX)
+        """A request for this name is a class request: a valid class owns it, or an invalid one
+        does whose name no device carries as its own resource (so its pods are told what is
+        wrong with the class, never bound as if the name were a plain count; a device plugin's
+        own name, `nvidia.com/gpu`, stays a plain count), or it has the default class prefix."""
+        if resource_name in self.by_resource or resource_name.startswith(DEFAULT_RESOURCE_PREFIX):
+            return True
+        return resource_name in self.claimed and self._device_resources[resource_name] <= 0
 
     def device_changed(self, device: Device) -> None:
+        self._count_resource(device.name, device.resource_name)
         matching = frozenset(cls.name for cls in self.by_resource.values() if cls.matches(device))
         self.matching.subtract(self.device_classes.get(device.name, ()))
         self.matching.update(matching)
@@ -258,9 +264,18 @@ class ClassRegistry:
         self.generation += 1
 
     def device_removed(self, name: str) -> None:
+        self._count_resource(name, None)
         self.matching.subtract(self.device_classes.pop(name, ()))
         self._slices.device_removed(name)
         self.generation += 1
+
+    def _count_resource(self, device: str, resource: str | None) -> None:
+        old = self._resource_of.pop(device, None)
+        if old is not None:
+            self._device_resources[old] -= 1
+        if resource is not None:
+            self._resource_of[device] = resource
+            self._device_resources[resource] += 1
 
     def _reindex(self, devices: Iterable[Device]) -> None:
         self.by_resource = {}

@@ -16,6 +16,7 @@ from typing import Any
 
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.api.quantity import format_quantity
+from scheduler.core.framework.cycle_state import prepare
 from scheduler.core.objects import Pod
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.state import ClusterState
@@ -80,6 +81,8 @@ class Explanation:
     dry_run: DryRun | None
     terminating: tuple[str, ...]  # "ns/name on node (what it holds)": bound pods being deleted that hold devices
     events: tuple[EventLine, ...]
+    # "8 nvidia.com/gpu (the most any node offers: 4)": requests larger than any node's allocatable
+    beyond_every_node: tuple[str, ...] = ()
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
@@ -118,7 +121,22 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         dry_run=run,
         terminating=_terminating(state) if run is not None and not run.node and extended_amounts(pod.requests) else (),
         events=tuple(_event(event) for event in events),
+        beyond_every_node=_beyond_every_node(state, pod) if run is not None and not run.node else (),
     )
+
+
+def _beyond_every_node(state: ClusterState, pod: Pod) -> tuple[str, ...]:
+    """The pod's plain requests no node could hold even empty (a new user's trial: "Insufficient"
+    alone does not say the pod can never fit as it is)."""
+    ctx = prepare(pod, state.classes)
+    out = []
+    for name, amount in ctx.plain:
+        most = max((info.node.allocatable.get(name, 0) for info in state.node_infos() if info.node is not None),
+                   default=0)
+        if amount > most:
+            shown = (lambda v: f"{v / 1000:g}") if name == "cpu" else str
+            out.append(f"{shown(amount)} {name} (the most any node offers: {shown(most)})")
+    return tuple(out)
 
 
 def _terminating(state: ClusterState) -> tuple[str, ...]:
@@ -280,6 +298,9 @@ def render(x: Explanation, now: float) -> str:
         if x.terminating:
             lines.append("  Pods being deleted still hold devices (freed when they are gone): "
                          + "; ".join(x.terminating))
+        if x.beyond_every_node:
+            lines.append("  It asks for more than any node has, so it cannot fit anywhere as it is: "
+                         + "; ".join(x.beyond_every_node))
     lines += ["", "Events:" + (" <none>" if not x.events else "")]
     if x.events:
         table = columns([["LAST SEEN", "TYPE", "REASON", "COUNT", "FROM", "MESSAGE"]]

@@ -304,8 +304,12 @@ def gang_view(state: ClusterState, key: str, held: frozenset[str] = frozenset(),
     reason, when it can)."""
     members = sorted((state.pods[uid] for uid in state.gangs.members.get(key, ()) if uid in state.pods),
                      key=lambda pod: pod.key)
-    if not members:
-        return None
+    if not members:  # every member finished: the PodGroup's final word, when it has one
+        status = group_status(state, key)
+        if status is None:
+            return None
+        ended = sum(1 for uid in state.gangs.history.get(key, ()) if uid in state.pods)
+        return m.GangView(key, status.minimum, ended, 0, 0, 0, status.phase, "")
     waiting = [pod for pod in members if pod.uid in state.pending or pod.uid in held]
     on_node = [pod for pod in members if pod.uid in state.placements and pod.uid not in held]
     leaving = sum(1 for pod in on_node if state.leaving(pod))

@@ -138,3 +138,15 @@ def test_decode_refuses_a_version_that_is_not_the_integer_1(version: str) -> Non
     raw = '{"version": %s, "containers": {"main": {"class.tessera.dev/a": [{"id": "GPU-1", "device": "n.gpu-1"}]}}}' % version
     with pytest.raises(ann.AnnotationError):
         ann.decode_devices(raw)
+
+
+def test_an_invalid_class_named_after_the_devices_own_resource_does_not_capture_plain_requests() -> None:
+    """The fuzzer's case (test_every_object_is_taken_or_reported): an invalid class whose
+    resourceName is the devices' own (`nvidia.com/gpu`) must not turn every plain GPU request in
+    the cluster into a request for that broken class."""
+    objects = [b.node("n", gpus=2), b.device("n", 0, model="V100", memory="32Gi"),
+               b.resource_class("broken", resource_name="nvidia.com/gpu",
+                                expressions=[{"key": "memory", "operator": "Gt", "values": ["16GiB"]}]),
+               b.pod("p", limits={"nvidia.com/gpu": 1})]
+    line = _run(objects)["p"]
+    assert line[1] == "n", line[3]

@@ -137,6 +137,28 @@ def test_explain_dry_runs_the_pod_with_per_node_reasons() -> None:
     assert orjson.loads(dump(explaining.as_dict(fits), "json"))["dry_run"]["node"] == "n1"
 
 
+def test_explain_says_when_a_pod_asks_for_more_than_any_node_has() -> None:
+    """New-user trial: an 8-GPU pod on 4-GPU nodes read "2 Insufficient nvidia.com/gpu" and
+    "Preemption is not helpful", and nothing said it can never fit as it is."""
+    result = explaining.explain(_cluster(), "default/huge", config(BINPACK), [], 0.0)
+    assert result is not None and result.beyond_every_node == ("8 nvidia.com/gpu (the most any node offers: 4)",)
+    assert ("  It asks for more than any node has, so it cannot fit anywhere as it is: 8 nvidia.com/gpu "
+            "(the most any node offers: 4)") in explaining.render(result, 0.0)
+    fits = explaining.explain(_cluster(), "default/next", config(BINPACK), [], 0.0)
+    assert fits is not None and fits.beyond_every_node == ()
+
+
+def test_explain_shows_a_finished_gang_with_its_podgroup_phase() -> None:
+    """New-user trial: a Completed member of a finished gang showed `Gang: -` (only live members
+    were counted); its PodGroup's final phase is what there is to say."""
+    members = [b.pod(f"w-{i}", node_name="n1", phase="Succeeded", limits={"nvidia.com/gpu": 1},
+                     labels={"scheduling.x-k8s.io/pod-group": "train"}) for i in range(2)]
+    objs = [b.node("n1", gpus=4), b.podgroup("train", 2), *members]
+    result = explaining.explain(objs, "default/w-0", config(BINPACK), [], 0.0)
+    assert result is not None and result.gang is not None
+    assert (result.gang.gang, result.gang.members, result.gang.phase) == ("default/train", 2, "Finished")
+
+
 def test_explain_names_the_pods_being_deleted_that_still_hold_gpus() -> None:
     """A new user's trial: a pod kept by a finalizer held all GPUs and the waiting pod read only
     "Insufficient nvidia.com/gpu"."""
