@@ -7,17 +7,12 @@ from __future__ import annotations
 
 import copy
 import re
-import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
-import pytest_asyncio
 
-from scheduler.agent import plugin
 from scheduler.agent.agent import Agent, AgentOptions
 from scheduler.agent.deviceplugin.v1beta1 import api_pb2
 from scheduler.agent.devices import DeviceInfo
@@ -30,6 +25,7 @@ from scheduler.sim import builders as b
 from tessera_testing.fakekubelet import FakeKubelet
 from tests.fakeapi import FakeApi
 from tests.unit.test_agent_nvml import GPU_IS_LOST, StubError, StubNvml, _two_gpus
+from tests.unit.test_agent_plugin import _fast_supervision, kubelet, plugin_dir  # noqa: F401 (pytest fixtures)
 
 V100 = "class.tessera.dev/v100"
 T4 = "class.tessera.dev/t4"
@@ -82,23 +78,6 @@ def test_extended_resource_labels_are_valid_for_long_node_names() -> None:
                        DeviceInfo(uuid="GPU-8f1c2d3e-aaaa", model="Tesla V100-SXM2-32GB", memory_bytes=32 * 2**30))
     for key, value in obj["metadata"]["labels"].items():
         assert len(value) <= 63 and LABEL_VALUE.match(value), f"label {key}={value!r} is not a valid label value"
-
-
-@pytest.fixture
-def plugin_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="dp-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest_asyncio.fixture
-async def kubelet(plugin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeKubelet]:
-    monkeypatch.setattr(plugin, "SUPERVISE_SECONDS", 0.05)
-    monkeypatch.setattr(plugin, "STOP_GRACE", 0.1)
-    fake = FakeKubelet(plugin_dir)
-    await fake.start()
-    yield fake
-    await fake.stop()
 
 
 async def _ok(plan: EndpointPlan, ids: list[str]) -> api_pb2.ContainerAllocateResponse:
