@@ -75,7 +75,7 @@ class StatusWriter:
         condition = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
                      "lastProbeTime": None}
         status: dict[str, Any] = {"conditions": [condition]}
-        key = (f"/api/v1/namespaces/{namespace}/pods/{name}/status", STRATEGIC_PATCH)
+        key = _pod_status(namespace, name)
         if nominated_node is None:  # "leave it": a nomination wished earlier stays in every later wish
             nominated_node = self._nominated.get(key)
         else:
@@ -88,7 +88,7 @@ class StatusWriter:
         """status.nominatedNodeName removed: a higher-priority pod's preemption chose the node this
         pod was nominated to (upstream's prepareCandidate clears such lower-priority nominations).
         A condition wished and not yet written is kept in the same write."""
-        key = (f"/api/v1/namespaces/{namespace}/pods/{name}/status", STRATEGIC_PATCH)
+        key = _pod_status(namespace, name)
         self._nominated[key] = ""
         pending = self._dirty.get(key)
         status = {k: v for k, v in pending["status"].items()} if pending is not None else {}
@@ -97,7 +97,7 @@ class StatusWriter:
 
     def pod_gone(self, namespace: str, name: str) -> None:
         """Forget what we wrote for a pod (it was bound or deleted), so a new one starts clean."""
-        self._forget((f"/api/v1/namespaces/{namespace}/pods/{name}/status", STRATEGIC_PATCH))
+        self._forget(_pod_status(namespace, name))
 
     def podgroup_gone(self, namespace: str, name: str, api: str) -> None:
         if api == WORKLOAD_API:
@@ -253,6 +253,11 @@ def _pod_of(path: str) -> tuple[str, str] | None:
     if len(parts) == 8 and parts[:4] == ["", "api", "v1", "namespaces"] and parts[5] == "pods":
         return parts[4], parts[6]
     return None
+
+
+def _pod_status(namespace: str, name: str) -> _Key:
+    """The writer's key for a pod's status: its path and the patch type every pod write uses."""
+    return (f"/api/v1/namespaces/{namespace}/pods/{name}/status", STRATEGIC_PATCH)
 
 
 def _conditions(body: dict[str, Any]) -> list[dict[str, Any]]:

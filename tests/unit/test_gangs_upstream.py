@@ -55,7 +55,7 @@ def test_podgroup_status_counts_only_pods_labelled_with_that_podgroup() -> None:
     gang index's `history`, keyed by namespace/name only, so pods of the *label* form
     (`pod-group.scheduling.sigs.k8s.io/name`) that happen to use the same name count too: the
     PodGroup says Scheduling with 2 scheduled members while its only real member waits ("current
-    pods number: 1") — the scheduler itself (coscheduling.same_group) keeps the two gangs apart."""
+    pods number: 1") — the scheduler itself (ClusterState.gang_uids) keeps the two gangs apart."""
     run = Run(config(BINPACK))
     run.add(b.node("n1", gpus=4), b.podgroup("train", 2))
     run.add(*[b.pod(f"legacy-{i}", labels=b.gang_labels("train", 2), limits={"nvidia.com/gpu": 1})

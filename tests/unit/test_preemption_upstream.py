@@ -42,6 +42,14 @@ def _retry_all(run: Run) -> list[Attempt]:
     return list(run.replay.drain())
 
 
+def _tries_after_node_m(run: Run, name: str) -> list[Attempt]:
+    """Node m (1 CPU, 1Gi) arrives: the attempts of pod `name` it brings, then those of a retry of
+    everything."""
+    before = len(run.attempts)
+    run.add(b.node("m", cpu="1", memory="1Gi"))
+    return [a for a in run.attempts[before:] + _retry_all(run) if a.pod.meta.name == name]
+
+
 def _victims(attempt: Attempt) -> list[str]:
     return sorted(v.meta.name for v in attempt.preempted)
 
@@ -68,9 +76,7 @@ def test_nominated_node_that_became_unresolvable_does_not_block_preempting_elsew
     else:
         run.feed(b.event("DELETED", b.node("n", cpu="1", memory="1Gi")))
     run.add(_running("low2", "m", LOW))  # bound before its node is known: m is full when it arrives
-    before = len(run.attempts)
-    run.add(b.node("m", cpu="1", memory="1Gi"))  # p can preempt there: the node hint requeues it
-    retry = [a for a in run.attempts[before:] + _retry_all(run) if a.pod.meta.name == "p"]
+    retry = _tries_after_node_m(run, "p")  # p can preempt there: the node hint requeues it
     assert retry, "p was not retried"
     # the first retry preempts on m (a later one, while low2 terminates, is rightly not eligible)
     assert "not eligible due to a terminating pod on the nominated node" not in retry[0].message
@@ -103,9 +109,7 @@ def test_lower_priority_nomination_on_the_chosen_node_is_cleared() -> None:
     assert high.nominated_node == "n" and _victims(high) == ["low"]
     assert {run.state.pods[uid].meta.name for uid in run.state.holds} == {"high"}
     run.add(_running("low2", "m", LOW))
-    before = len(run.attempts)
-    run.add(b.node("m", cpu="1", memory="1Gi"))  # mid can preempt there: the node hint requeues it
-    retry = [a for a in run.attempts[before:] + _retry_all(run) if a.pod.meta.name == "mid"]
+    retry = _tries_after_node_m(run, "mid")  # mid can preempt there: the node hint requeues it
     assert retry, "mid was not retried"
     assert "not eligible due to a terminating pod on the nominated node" not in retry[0].message
     assert _victims(retry[0]) == ["low2"] and retry[0].nominated_node == "m"

@@ -141,12 +141,6 @@ def _quantity(name: str, amount: int) -> str:
     return str(amount // 1000 if name == "cpu" else amount)
 
 
-def same_group(state: ClusterState, pod: Pod) -> list[str]:
-    """The members of the pod's gang: pods naming the same group in the same form (a label gang
-    or a PodGroup of one API), so that a name used by two forms never merges two gangs."""
-    return state.gang_uids(pod)
-
-
 def gang_view(state: ClusterState, pod: Pod) -> GangView | None:
     """The group's bound and pending members, or None when it cannot be tried yet."""
     assert pod.gang is not None
@@ -167,7 +161,7 @@ def counted_members(state: ClusterState, pod: Pod) -> list[Pod]:
     or a preemption's victim) does not: counting it could complete a gang that is being evicted,
     leaving the new members alone below the minimum once it is gone; and a transaction could be
     tried that can never commit."""
-    members = (state.pods[uid] for uid in sorted(same_group(state, pod)))
+    members = (state.pods[uid] for uid in sorted(state.gang_uids(pod)))
     return [member for member in members
             if (member.uid in state.placements and not state.leaving(member)) or member.uid in state.pending]
 
