@@ -380,12 +380,12 @@ class Cycle:
         keeps its holds; otherwise the nominations go and the message says why."""
         plugin = runtime.post_filter
         state = self.engine.state
-        if plugin is None or not state.node_order or any(
-                runtime.pre_filter(prepare(pod, state.classes)) is not None for pod in pods):
-            # no nodes at all, or PreFilter's reasons (an unknown class...): no eviction can help
-            # (upstream runs PostFilter on a FitError only)
+        if plugin is None or not state.node_order:  # upstream: no PostFilter, or no nodes (not a FitError)
             self._clear(attempts, holds)
             return
+        refused = next((rejected for pod in pods if (rejected := runtime.pre_filter(prepare(pod, state.classes)))), None)
+        if refused is not None:  # a PreFilter's FitError: PostFilter runs and finds every node unresolvable
+            statuses = runtime.pre_filter_statuses(refused[0])
 
         def place(member: Pod) -> str | None:
             return self._attempt(member, self.engine.profiles[member.scheduler_name], now).node

@@ -155,7 +155,8 @@ def test_invalid_and_clashing_classes_give_messages() -> None:
     assert any("Duplicate value" in n and "ResourceClass one" in n for n in notes)
     run.add(b.pod("p", limits={"class.tessera.dev/bad": 1}), b.pod("q", limits={"class.tessera.dev/none": 1}))
     assert run.last("p").message.startswith("0/1 nodes are available: ResourceClass bad is not valid: ")
-    assert run.last("q").message == '0/1 nodes are available: no ResourceClass provides "class.tessera.dev/none".'
+    assert run.last("q").message == ('0/1 nodes are available: no ResourceClass provides "class.tessera.dev/none". '
+                                     "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
     run.add(b.pod("r", limits={"x.io/gpu": 1}))
     assert run.node_of("r") == "n"  # "one" is older, it owns x.io/gpu
     valid, _, matching = run.state.class_status("one")
@@ -223,7 +224,9 @@ def test_a_class_that_matches_no_device_says_so_and_is_retried_when_one_appears(
     _cluster(run)
     run.add(b.resource_class("a100-80g", match_labels={"model": "A100"}))
     run.add(b.pod("wants-a100", limits={"class.tessera.dev/a100-80g": 1}))
-    assert run.last("wants-a100").message == "0/2 nodes are available: ResourceClass a100-80g matches no device in the cluster."
+    assert run.last("wants-a100").message == (
+        "0/2 nodes are available: ResourceClass a100-80g matches no device in the cluster. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
     run.add(b.node("c", gpus=1), b.device("c", 0, model="A100", memory="80Gi"))
     assert run.node_of("wants-a100") == "c"
 

@@ -30,7 +30,8 @@ def test_a_dimension_no_matching_device_has_makes_the_class_invalid() -> None:
     assert f"InvalidResourceClass: ResourceClass by-cores is not valid: {CORES}" in run.notices()
     run.add(b.pod("p", limits={"class.tessera.dev/by-cores": 1}), b.pod("q", limits={"class.tessera.dev/by-memory": 4}))
     assert run.node_of("p") is None
-    assert run.last("p").message == f"0/1 nodes are available: ResourceClass by-cores is not valid: {CORES}."
+    assert run.last("p").message == (f"0/1 nodes are available: ResourceClass by-cores is not valid: {CORES}. "
+                                     "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
     assert run.node_of("q") == "n"
 
 

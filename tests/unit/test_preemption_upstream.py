@@ -154,3 +154,35 @@ def test_a_nominated_pods_hold_counts_against_the_nodes_pod_limit() -> None:
     assert c.message == ("0/1 nodes are available: 1 Too many pods. "
                          "preemption: 0/1 nodes are available: 1 Too many pods.")
     assert {run.state.pods[uid].meta.name for uid in run.state.holds} == {"a"}
+
+
+# --- PostFilter runs after a PreFilter rejection too ---------------------------------------------
+
+def test_prefilter_rejection_still_runs_postfilter_with_every_node_unresolvable() -> None:
+    """upstream schedule_one.go findNodesThatFitPod: a rejecting PreFilter status is set on every
+    node (`diagnosis.NodeToStatus.SetAbsentNodesStatus(s)`) and a FitError returned; schedulingCycle
+    then runs PostFilter on it like any FitError. DefaultPreemption.PostFilter counts an attempt
+    (`metrics.PreemptionAttempts.Inc()`) and, every node being UnschedulableAndUnresolvable (a
+    class that does not exist: DRA's PreFilter gives that code), says so: "preemption: 0/N nodes
+    are available: N Preemption is not helpful for scheduling.". Tessera skipped PostFilter after
+    a PreFilter rejection: no preemption attempt counted, and the message stopped short."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", cpu="1", memory="1Gi"), b.node("m", cpu="1", memory="1Gi"))
+    run.add(b.pod("q", limits={"class.tessera.dev/none": 1}, priority=HIGH))
+    attempt = run.last("q")
+    assert attempt.message == ('0/2 nodes are available: no ResourceClass provides "class.tessera.dev/none". '
+                               "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
+    assert attempt.preemption_tried and not attempt.preempted
+
+
+def test_prefilter_rejection_of_a_never_preempting_pod_says_it_is_not_eligible() -> None:
+    """upstream DefaultPreemption.PostFilter -> Preempt: PodEligibleToPreemptOthers is asked first,
+    also after a PreFilter rejection; a pod with preemptionPolicy Never gets "preemption: not
+    eligible due to preemptionPolicy=Never."."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", cpu="1", memory="1Gi"))
+    pod = b.pod("q", limits={"class.tessera.dev/none": 1}, priority=HIGH)
+    pod["spec"]["preemptionPolicy"] = "Never"
+    run.add(pod)
+    assert run.last("q").message == ('0/1 nodes are available: no ResourceClass provides "class.tessera.dev/none". '
+                                     "preemption: not eligible due to preemptionPolicy=Never.")

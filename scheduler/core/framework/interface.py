@@ -232,11 +232,15 @@ class Preemption:
 class NodeStatuses:
     """Which filter rejected each node in a pod's failed search: upstream's NodeToStatusMap, which
     PostFilter reads instead of filtering every node again. Row i is `nodes[i]` (the state's node
-    order), first rejected by `plugins[rejector[i]]`; -1 where no filter rejected it."""
+    order), first rejected by `plugins[rejector[i]]`; -1 where no filter rejected it.
+    `pre_filter`: a PreFilter rejected the pod, so every node carries that plugin's
+    UnschedulableAndUnresolvable status (upstream's `SetAbsentNodesStatus` on a PreFilter
+    rejection): no eviction can help anywhere."""
 
     nodes: Sequence[NodeInfo]
     plugins: Sequence[str]
     rejector: Ints
+    pre_filter: bool = False
 
 
 class PostFilterPlugin(Plugin):

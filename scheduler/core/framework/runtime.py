@@ -168,6 +168,13 @@ class ProfileRuntime:
                 return plugin.name, (reason,)
         return None
 
+    def pre_filter_statuses(self, plugin: str) -> NodeStatuses:
+        """Every node rejected by the PreFilter `plugin`: what PostFilter reads after a PreFilter
+        rejection, as upstream hands it a NodeToStatus whose absent nodes all carry that status."""
+        self.table.sync()
+        size = self.table.size
+        return NodeStatuses(tuple(self.table.infos[:size]), (plugin,), np.zeros(size, np.int64), pre_filter=True)
+
     def filter_node(self, ctx: PodContext, info: NodeInfo) -> Rejection | None:
         """The first applicable filter that rejects the node, per node (no batch forms)."""
         for plugin in self.filters:

@@ -96,6 +96,8 @@ class DefaultPreemption(PostFilterPlugin):
             return True
         if statuses is None:
             return False
+        if statuses.pre_filter:
+            return True
         row = next((i for i, candidate in enumerate(statuses.nodes) if candidate is info), None)
         if row is None:
             return False
@@ -123,6 +125,8 @@ class DefaultPreemption(PostFilterPlugin):
         reason = self.ineligible(pods, nominated, priority, statuses)
         if reason is not None:
             return Preemption(message=reason)
+        if statuses is not None and statuses.pre_filter:
+            return self._no_candidate(Counter({NOT_HELPFUL: len(statuses.nodes)}))
         if len(pods) == 1 and minimum <= 1 and pods[0].gang is None:
             if statuses is None:
                 raise ValueError("a single pod's PostFilter needs its failed search's per-node statuses")
