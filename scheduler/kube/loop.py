@@ -73,7 +73,8 @@ class SchedulerLoop:
         # client does, so that recording a pod's Event never takes a Binding's place in the budget.
         limiter = http.limiter
         events_http = KubeHttp(http.api, RateLimiter(limiter.qps, limiter.burst) if limiter is not None else None)
-        self.events = EventRecorder(events_http, controller="tessera", instance=identity)
+        self.events = EventRecorder(events_http, controller="tessera", instance=identity,
+                                    term=lambda: self.leader_term())
         self.statuses = StatusWriter(http, self._pod_version, allowed=lambda: self.is_leader())
         # PodGroups whose status this process already settled (upstream ones PodGroupScheduled=True,
         # scheduler-plugins ones Finished or Failed): nothing is written over it, even before the
@@ -364,7 +365,7 @@ class SchedulerLoop:
             self.stats.bind_errors += 1
             self.core.binding_failed(binding.uid, time.time())
             ref = ObjectRef("Pod", "v1", binding.name, binding.namespace, binding.uid)
-            self.events.record(ref, "Warning", "FailedScheduling", "Binding", f"Binding rejected: {result.message}")
+            self.events.record(ref, "Warning", "FailedScheduling", "Scheduling", f"Binding rejected: {result.message}")
         else:
             self.core.binding_dropped(binding.uid)
         self._submit_released()

@@ -1,29 +1,41 @@
 """Events (events.k8s.io/v1), aggregated so a stuck pod cannot flood the apiserver.
 
-Mirrors what kube-scheduler's events library (client-go `tools/events`) does: the first occurrence
-of (object, reason, note) is a new Event; a repeat observed within 6 minutes of the last one
-(`SERIES_WINDOW`, upstream's finishTime) joins its series: the first repeat is patched at once,
-later ones only counted and the count written every `series_interval` (upstream's refreshTime,
-30 minutes), and once a series has not been observed for the window its final count is written and
-it is forgotten. Each object also has a token bucket for new Events (client-go's spam filter
-defaults: burst 25, one token per 5 minutes), so a pod retried every 10 s for a day stays about
-fifty writes. Notes are cut to upstream's 1024-byte limit (bytes, as the apiserver counts them).
-Recording never blocks the scheduling loop: `record()` hands the event over a bounded memory
-stream (dropping, and counting, what does not fit) and `run()` writes them in order.
+Mirrors what kube-scheduler's events library (client-go `tools/events`, the EventBroadcaster)
+does: the first occurrence of (object, reason, note) is a new Event; a repeat observed within 6
+minutes of the last one (`SERIES_WINDOW`, upstream's finishTime) joins its series: the first repeat
+is patched at once, later ones only counted and the count written every `series_interval`
+(upstream's refreshTime, 30 minutes), and once a series has not been observed for the window its
+final count is written and it is forgotten (upstream's finishSeries; the cache has no other bound,
+so thousands of stuck pods still aggregate). As upstream there is no per-object spam filter: a
+pod's `Scheduled` after many distinct FailedScheduling notes is always written. A series PATCH that
+finds its Event gone (expired, deleted) creates it again with its count (`recordEvent`), and a
+write lost in transport is tried again up to `MAX_TRIES` times about `RETRY_SECONDS` apart
+(`attemptRecording`); a refusal by the apiserver is not retried. Event names are
+`<object>.<random hex>`, or a UUID where that would not be a valid name (GenerateEventName).
+Notes are cut to upstream's 1024-byte limit (bytes, as the apiserver counts them).
+
+Only the leader's Events go out: each occurrence carries the leadership term it was recorded in and
+is written only while that term lasts (asked after the write's rate-limiter token, as the status
+writer does), so a replica that lost the Lease sends nothing its old term decided — kube-scheduler
+exits on losing it. Recording never blocks the scheduling loop: `record()` hands the event over a
+bounded memory stream (dropping, and counting, what does not fit) and `run()` writes them in order.
 """
 
 from __future__ import annotations
 
+import random
+import re
 import time
 import uuid
-from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
 import aiohttp
 import anyio
 import structlog
+from anyio.abc import TaskGroup
 
 from scheduler.kube.http import MERGE_PATCH, KubeHttp
 
@@ -32,8 +44,11 @@ log = structlog.get_logger("tessera.events")
 NOTE_LIMIT = 1024  # upstream NoteLengthLimit; longer notes end in " ..."
 SERIES_WINDOW = 6 * 60.0  # upstream finishTime: a series not observed for this long has ended
 SERIES_REFRESH = 30 * 60.0  # upstream refreshTime: a live series' count is written this often
-_CACHE = 4096
 QUEUE_SIZE = 10_000  # events waiting for the writer; record() drops (and counts) beyond it
+MAX_TRIES = 12  # upstream maxTriesPerEvent: writes lost in transport are tried this often in all
+RETRY_SECONDS = 10.0  # upstream defaultSleepDuration between tries (the first one jittered)
+_NAME_LIMIT = 253
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def micro_time(now: float | None = None) -> str:
@@ -52,71 +67,120 @@ class ObjectRef:
 
 @dataclass(slots=True)
 class _Series:
-    name: str
-    namespace: str
+    body: dict[str, Any]  # the Event as created: what a PATCH that finds it gone creates again
     last_observed: float
     count: int
     written_count: int
     last_write: float
     failed: bool = False  # the last count write failed: the next observation tries again
 
+    @property
+    def name(self) -> str:
+        return str(self.body["metadata"]["name"])
 
-_Recorded = tuple[ObjectRef, str, str, str, str, float, "ObjectRef | None"]  # regarding, type, reason, action, note, when, related
+    @property
+    def namespace(self) -> str:
+        return str(self.body["metadata"]["namespace"])
 
 
-class _Bucket:
-    __slots__ = ("tokens", "last")
-
-    def __init__(self, burst: float, now: float) -> None:
-        self.tokens = burst
-        self.last = now
+@dataclass(slots=True)
+class _Occurrence:
+    regarding: ObjectRef
+    type_: str
+    reason: str
+    action: str
+    note: str
+    when: float
+    related: ObjectRef | None
+    term: Hashable | None  # the leadership term it was recorded in: written only while it lasts
+    tries: int = 0
+    body: dict[str, Any] | None = field(default=None)  # set once made: a retry sends the same Event
 
 
 class EventRecorder:
     def __init__(self, http: KubeHttp, *, controller: str, instance: str, series_interval: float = SERIES_REFRESH,
-                 burst: int = 25, refill_seconds: float = 300.0, clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, term: Callable[[], Hashable | None] = lambda: 0,
+                 retry_seconds: float = RETRY_SECONDS) -> None:
         self.http = http
         self._clock = clock  # wall clock: it stamps eventTime and series.lastObservedTime
         self.controller = controller
         self.instance = instance
         self.series_interval = series_interval
-        self.burst = burst
-        self.refill = 1.0 / refill_seconds
+        self.term = term
+        self.retry_seconds = retry_seconds
         # closed when run() ends: an event recorded after that is dropped
-        self._send, self._receive = anyio.create_memory_object_stream[_Recorded](QUEUE_SIZE)
-        self._series: OrderedDict[tuple[str, str, str], _Series] = OrderedDict()
-        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+        self._send, self._receive = anyio.create_memory_object_stream[_Occurrence](QUEUE_SIZE)
+        self._series: dict[tuple[str, str, str], _Series] = {}
+        self._series_term: Hashable | None = None  # the term the series cache belongs to
         self.written = 0
         self.dropped = 0
         self._next_sweep = 0.0  # when ended series are next looked for (on the recorder's clock)
 
     def record(self, regarding: ObjectRef, type_: str, reason: str, action: str, note: str,
                related: ObjectRef | None = None) -> None:
-        note = truncate_note(note)
+        occurrence = _Occurrence(regarding, type_, reason, action, truncate_note(note), self._clock(), related,
+                                 self.term())
+        self._enqueue(occurrence)
+
+    def _enqueue(self, occurrence: _Occurrence) -> None:
         try:
-            self._send.send_nowait((regarding, type_, reason, action, note, self._clock(), related))
+            self._send.send_nowait(occurrence)
         except (anyio.WouldBlock, anyio.ClosedResourceError):
             self.dropped += 1
 
     async def run(self) -> None:
         """Write what is recorded, in order, until cancelled."""
-        with self._send, self._receive:
-            while True:
-                item: _Recorded | None = None
-                with anyio.move_on_after(SERIES_WINDOW):
+        async with anyio.create_task_group() as retries:
+            with self._send, self._receive:
+                while True:
+                    item: _Occurrence | None = None
+                    with anyio.move_on_after(SERIES_WINDOW):
+                        try:
+                            item = await self._receive.receive()
+                        except anyio.EndOfStream:
+                            return
                     try:
-                        item = await self._receive.receive()
-                    except anyio.EndOfStream:
-                        return
-                try:
-                    if item is not None:
-                        await self._write(*item)
-                    now = self._clock() if item is None else item[5]
-                    if now >= self._next_sweep:
-                        self._next_sweep = now + SERIES_WINDOW
-                        await self._finish_series(now)
-                except (aiohttp.ClientError, TimeoutError, OSError) as err:
-                    log.warning("events.write_failed", error=str(err))
+                        if item is not None:
+                            await self._handle(item, retries)
+                        now = self._clock() if item is None else item.when
+                        if now >= self._next_sweep:
+                            self._next_sweep = now + SERIES_WINDOW
+                            await self._finish_series(now)
+                    except (aiohttp.ClientError, TimeoutError, OSError) as err:
+                        log.warning("events.write_failed", error=str(err))
+
+    async def _handle(self, item: _Occurrence, retries: TaskGroup) -> None:
+        """One occurrence; a new Event lost in transport is tried again later, off the queue's path."""
+        try:
+            await self._write(item)
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            if item.body is None:  # a series count: written again at the next observation or the sweep
+                raise
+            item.tries += 1
+            if item.tries >= MAX_TRIES:
+                self.dropped += 1
+                log.error("events.retry_limit", name=item.body["metadata"]["name"], error=str(err))
+                return
+            # upstream jitters only the first wait, so clients do not all come back at once
+            delay = self.retry_seconds * (random.random() if item.tries == 1 else 1.0)
+            log.warning("events.write_failed", name=item.body["metadata"]["name"], error=str(err), retry_in=delay)
+            retries.start_soon(self._retry, item, delay)
+
+    async def _retry(self, item: _Occurrence, delay: float) -> None:
+        await anyio.sleep(delay)
+        self._enqueue(item)
+
+    async def _leading(self, term: Hashable | None) -> bool:
+        """Wait for a write token, then say whether `term` still leads (a replica deposed while it
+        waited must not write what its old term decided); a new term starts with no series."""
+        if term is None or self.term() != term:
+            return False
+        await self.http.acquire()
+        if self.term() != term:
+            return False
+        if term != self._series_term:
+            self._series, self._series_term = {}, term
+        return True
 
     async def _finish_series(self, now: float) -> None:
         """Series not observed for the window have ended: their final counts are written, and
@@ -124,17 +188,22 @@ class EventRecorder:
         for key, series in list(self._series.items()):
             if now - series.last_observed > SERIES_WINDOW:
                 del self._series[key]
-                if series.count > series.written_count:
+                if series.count > series.written_count and await self._leading(self._series_term):
                     await self._patch_series(series)
 
-    async def _write(self, ref: ObjectRef, type_: str, reason: str, action: str, note: str, now: float,
-                     related: ObjectRef | None = None) -> None:
-        key = (ref.uid or f"{ref.kind}/{ref.namespace}/{ref.name}", reason, note)
+    async def _write(self, item: _Occurrence) -> None:
+        if not await self._leading(item.term):
+            self.dropped += 1
+            return
+        if item.body is not None:  # a retry: the same Event again
+            await self._create(item.body, _key(item), item.when)
+            return
+        now = item.when
+        key = _key(item)
         series = self._series.get(key)
         if series is not None and now - series.last_observed <= SERIES_WINDOW:
             series.count += 1
             series.last_observed = now
-            self._series.move_to_end(key)
             if series.written_count == 1 or series.failed or now - series.last_write >= self.series_interval:
                 await self._patch_series(series)
             return
@@ -142,63 +211,70 @@ class EventRecorder:
             del self._series[key]
             if series.count > series.written_count:
                 await self._patch_series(series)
-        if not self._allow(key[0], now):
-            self.dropped += 1
-            return
+        item.body = self._event(item)
+        await self._create(item.body, key, now)
+
+    def _event(self, item: _Occurrence) -> dict[str, Any]:
+        ref = item.regarding
         namespace = ref.namespace or "default"
-        name = f"{ref.name}.{uuid.uuid4().hex[:16]}"
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "eventTime": micro_time(now),
+            "metadata": {"name": event_name(ref.name), "namespace": namespace},
+            "eventTime": micro_time(item.when),
             "reportingController": self.controller,
             "reportingInstance": self.instance,
-            "action": action,
-            "reason": reason,
-            "type": type_,
-            "note": note,
+            "action": item.action,
+            "reason": item.reason,
+            "type": item.type_,
+            "note": item.note,
             "regarding": _reference(ref),
         }
-        if related is not None:
-            body["related"] = _reference(related)
-        response = await self.http.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=body)
+        if item.related is not None:
+            body["related"] = _reference(item.related)
+        return body
+
+    async def _create(self, body: dict[str, Any], key: tuple[str, str, str], now: float) -> None:
+        namespace = body["metadata"]["namespace"]
+        response = await self.http.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
+                                           body=body, limited=False)
         if not response.ok:
-            log.warning("events.rejected", status=response.status, message=response.message())
+            if response.status != 409:  # AlreadyExists: an earlier try landed after all
+                log.warning("events.rejected", status=response.status, message=response.message())
             return
         self.written += 1
-        self._series[key] = _Series(name, namespace, now, 1, 1, now)
-        if len(self._series) > _CACHE:
-            self._series.popitem(last=False)
+        self._series[key] = _Series(body, now, 1, 1, now)
 
     async def _patch_series(self, series: _Series) -> None:
-        """Write a series' count so far; a failed write is tried again at the next observation,
-        and an Event that is gone (expired, deleted) ends its series: the next occurrence makes
-        a new one."""
+        """Write a series' count so far; a failed write is tried again at the next observation.
+        An Event that is gone (expired, deleted) is created again with its series, as upstream's
+        recordEvent falls back to Create."""
         patch = {"series": {"count": series.count, "lastObservedTime": micro_time(series.last_observed)}}
         path = f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}"
         series.failed = True
-        response = await self.http.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+        response = await self.http.request("PATCH", path, body=patch, content_type=MERGE_PATCH, limited=False)
+        if response.status == 404:
+            response = await self.http.request("POST", f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events",
+                                               body={**series.body, **patch}, limited=False)
         if response.ok:
             series.written_count = series.count
             series.last_write = series.last_observed
             series.failed = False
             self.written += 1
-        elif response.status == 404:
-            self._series = OrderedDict((key, kept) for key, kept in self._series.items() if kept is not series)
 
-    def _allow(self, key: str, now: float) -> bool:
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            bucket = self._buckets[key] = _Bucket(float(self.burst), now)
-            if len(self._buckets) > _CACHE:
-                self._buckets.popitem(last=False)
-        bucket.tokens = min(float(self.burst), bucket.tokens + (now - bucket.last) * self.refill)
-        bucket.last = now
-        if bucket.tokens < 1:
-            return False
-        bucket.tokens -= 1
-        return True
+
+def _key(item: _Occurrence) -> tuple[str, str, str]:
+    ref = item.regarding
+    return (ref.uid or f"{ref.kind}/{ref.namespace}/{ref.name}", item.reason, item.note)
+
+
+def event_name(regarding: str) -> str:
+    """`<object>.<random hex>`, or a UUID where that is not a valid object name (a long object
+    name): upstream's GenerateEventName."""
+    name = f"{regarding}.{uuid.uuid4().hex[:16]}"
+    if len(name) > _NAME_LIMIT or not _DNS_SUBDOMAIN.match(name):
+        return str(uuid.uuid4())
+    return name
 
 
 def truncate_note(note: str) -> str:
