@@ -150,3 +150,17 @@ def test_an_invalid_class_named_after_the_devices_own_resource_does_not_capture_
                b.pod("p", limits={"nvidia.com/gpu": 1})]
     line = _run(objects)["p"]
     assert line[1] == "n", line[3]
+
+
+def test_an_invalid_class_named_after_a_resource_other_device_plugins_advertise_does_not_capture_it() -> None:
+    """The fuzzer's case (test_event_streams, seed-found): a class whose selector is broken and
+    whose resourceName (`nvidia.com/gpu`) nodes not served by Tessera's agent advertise through
+    another device plugin. A *valid* such class is refused for its name and leaves the plain
+    requests alone (`ClusterState._admitted`); the check skipped classes that were already invalid,
+    so the broken class captured every plain `nvidia.com/gpu` request in the cluster."""
+    objects = [b.node("plain", gpus=2),
+               b.resource_class("broken", resource_name="nvidia.com/gpu",
+                                expressions=[{"key": "model", "operator": "In", "values": []}]),
+               b.pod("p", limits={"nvidia.com/gpu": 1})]
+    line = _run(objects)["p"]
+    assert line[1] == "plain", line[3]

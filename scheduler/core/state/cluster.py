@@ -612,12 +612,13 @@ class ClusterState:
     def _admitted(self, cls: ResourceClass) -> ResourceClass:
         """Nodes advertising the class's resourceName through another device plugin make it
         invalid: taking it over would turn every plain request for it into a class request. The
-        verdict follows the nodes (`_recount_foreign`), whichever came first."""
-        if cls.error is None and self._foreign[cls.resource_name] > 0:
-            return replace(cls, error=f'spec.resourceName: Invalid value: "{cls.resource_name}": nodes already '
-                                      "advertise this resource through a device plugin; use a name of its own",
-                           name_taken=True)
-        return cls
+        verdict follows the nodes (`_recount_foreign`), whichever came first. A class already
+        invalid for another reason keeps that reason, but gives the name up all the same."""
+        if self._foreign[cls.resource_name] <= 0:
+            return cls
+        error = cls.error or (f'spec.resourceName: Invalid value: "{cls.resource_name}": nodes already '
+                              "advertise this resource through a device plugin; use a name of its own")
+        return replace(cls, error=error, name_taken=True)
 
     def _on_class(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
         cls = parse_resource_class(obj)
