@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.churn_run import ChurnPod, ChurnResult, replay
+from bench.live_report import percentile
 from bench.pool import run_pool
 from bench.trace import NODES_CSV, PODS_CSV, REPO_ROOT, parse_seeds, trace_dir
 from bench.trace_policies import BY_NAME, config_for, select
@@ -100,15 +101,6 @@ def _init(nodes: list[TraceNode], pods: list[ChurnPod]) -> None:
 def _run(task: tuple[str, int]) -> ChurnResult:
     name, seed = task
     return replay(name, config_for(BY_NAME[name]), seed, _WORKER["nodes"], _WORKER["pods"])
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..100); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))
-    return ordered[rank]
 
 
 def summary(results: Sequence[ChurnResult]) -> dict[str, Any]:

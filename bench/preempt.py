@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.churn import churn_pods, percentile
+from bench.churn import churn_pods
+from bench.live_report import percentile
 from bench.churn_run import ChurnPod
 from bench.pool import run_pool
 from bench.trace import NODES_CSV, PODS_CSV, REPO_ROOT, parse_seeds, trace_dir

@@ -41,7 +41,8 @@ from typing import Any
 
 import yaml
 
-from bench.churn import churn_pods, percentile, plot
+from bench.churn import churn_pods, plot
+from bench.live_report import percentile
 from bench.churn_run import ChurnPod
 from bench.live_cluster import Api, ApiError, PodWatch, delete_pods
 from bench.live_procs import (

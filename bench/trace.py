@@ -237,7 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         pods_path = Path(pods_file)
         by_policy = policy_results(results, [p.name for p in policies])
         default_trace = pods_path.name == PODS_CSV and not args.quick
-        pods_per_seed = {r.seed: r.pods for r in results}
+        # the sequence the online policies ran (the offline reference runs only its arrived prefix)
+        offline = {p.name for p in policies if p.offline}
+        pods_per_seed = {r.seed: r.pods for r in results if r.policy not in offline}
         document = {
             "policies": by_policy,
             "reference": REFERENCE,
@@ -265,6 +267,7 @@ def config_policies(names: str | None, files: Sequence[Path]) -> list[Policy]:
         if policy.name in BY_NAME or policy.name in {p.name for p in policies}:
             taken = "a built-in policy has" if policy.name in BY_NAME else "another --config file has"
             raise ValueError(f"--config {path}: {taken} the name {policy.name!r}; rename the file")
+        assert policy.build is not None  # a file is always a Tessera configuration
         policy.build()
         policies.append(policy)
     return policies

@@ -112,8 +112,9 @@ class FragmentModel:
         runs = (self.allowed[model]
                 & (cpu_left[:, None] >= self.cpu[None, :])
                 & (fitting_gpus[:, self.threshold_of] >= self.count[None, :]))
-        usable = (runs * fitting_milli[:, self.threshold_of]) @ self.share
-        return total * (self.weight_all + self.share.sum()) - usable
+        usable: npt.NDArray[np.float64] = (runs * fitting_milli[:, self.threshold_of]) @ self.share
+        fragmented: npt.NDArray[np.float64] = total * (self.weight_all + self.share.sum()) - usable
+        return fragmented
 
 
 class FgdCluster:
