@@ -18,7 +18,11 @@ server-side ``timeoutSeconds``. A stream that ends is resumed from the last reso
 inside a 200 stream — means the history we need is gone: relist, deliver synthetic DELETED
 events (with the last known object, so the core can release what it held) for what vanished,
 ADDED for what is new and MODIFIED for what changed. Everything else is retried with jittered
-exponential backoff; only cancellation ends ``run``. A 401 or 403 (bad credentials, missing
+exponential backoff; only cancellation ends ``run``. As the reflector, every new list+watch (a 410
+included) comes after that backoff, so a watch that keeps expiring cannot drive back-to-back
+LISTs; each watch asks for a random ``timeoutSeconds`` between 5 and 10 minutes, so informers
+started together (every node's agent) do not reconnect in lock-step; and a paged LIST whose
+continue token expired is finished by one LIST without ``limit`` (client-go's pager). A 401 or 403 (bad credentials, missing
 RBAC) is retried the same way but reported once per episode, not per retry (see `Denials`). Reads are never rate limited: they are few,
 long-lived, and throttling them would only delay the cache.
 
@@ -67,9 +71,13 @@ EventSink = Callable[[str, dict[str, Any]], None]
 """(type "ADDED"|"MODIFIED"|"DELETED", full object with kind and apiVersion). Called in order from
 the informer's task; it must not mutate the object (the informer keeps it for a later DELETED)."""
 
-# Module-level so tests can shrink them.
-BACKOFF_INITIAL = 0.5
+# Module-level so tests can shrink them. The backoff is client-go's reflector's
+# (NewExponentialBackoffManager(800ms, 30s, 2min, 2.0, 1.0)): it doubles from 0.8 s, is jittered up
+# to twice that, and starts again at 0.8 s only after two minutes without one.
+BACKOFF_INITIAL = 0.8
 BACKOFF_MAX = 30.0
+BACKOFF_RESET = 120.0
+MIN_WATCH_TIMEOUT = 300  # reflector's minWatchTimeout: each watch asks for 5-10 min, at random
 UNAVAILABLE_RETRY_SECONDS = 30.0
 READ_TIMEOUT_MARGIN = 30.0
 LIST_TIMEOUT = 60.0
@@ -215,7 +223,7 @@ class Informer:
     """List+watch of one resource kind into a synchronous sink; see the module docstring."""
 
     def __init__(self, http: KubeHttp, kind: ResourceKind, sink: EventSink, *, page_size: int = 500,
-                 watch_timeout_seconds: int = 300, label_selector: str | None = None,
+                 watch_timeout_seconds: int = MIN_WATCH_TIMEOUT, label_selector: str | None = None,
                  field_selector: str | None = None, denials: Denials | None = None) -> None:
         self.http = http
         self.denials = denials or Denials()
@@ -233,8 +241,8 @@ class Informer:
         self.available = True
         self.resource_version = ""
         self._store: dict[str, dict[str, Any]] = {}
-        self._failures = 0          # consecutive failures, for the backoff
-        self._watched_since_list = False  # a watch delivered data since the last LIST
+        self._failures = 0          # backoffs since the last quiet BACKOFF_RESET seconds
+        self._last_backoff = float("-inf")
 
     def __len__(self) -> int:
         return len(self._store)
@@ -245,12 +253,10 @@ class Informer:
         """List, then watch, forever; only cancellation ends it."""
         must_list = True
         while True:
-            listing = must_list
             try:
                 if must_list:
                     await self._list()
                     must_list = False
-                listing = False
                 await self._watch()
                 continue  # the server ended the watch (timeoutSeconds): resume from our RV
             except _Expired as err:
@@ -258,9 +264,7 @@ class Informer:
                 self.stats.relists += 1
                 log.info("informer.relist", kind=self.kind.label, reason=str(err),
                          resource_version=self.resource_version)
-                if self._watched_since_list and not listing:
-                    continue
-                pause = self._backoff()  # a fresh list's RV expired at once, or the LIST itself got 410: do not spin
+                pause = self._backoff()  # the reflector's: a new ListAndWatch only after the backoff
             except _Unavailable as err:
                 must_list = True
                 pause = UNAVAILABLE_RETRY_SECONDS
@@ -295,9 +299,15 @@ class Informer:
             await anyio.sleep(pause)
 
     def _backoff(self) -> float:
+        """The next pause: doubling from BACKOFF_INITIAL up to BACKOFF_MAX, jittered by up to 100 %,
+        back to the start after BACKOFF_RESET seconds without a pause (the reflector's manager)."""
+        now = time.monotonic()
+        if now - self._last_backoff > BACKOFF_RESET:
+            self._failures = 0
+        self._last_backoff = now
         delay = min(BACKOFF_MAX, BACKOFF_INITIAL * (1 << min(self._failures, 16)))
         self._failures += 1
-        return delay * random.uniform(0.5, 1.0)
+        return delay * (1.0 + random.random())
 
     def _mark_unavailable(self, reason: str, why: str = "is not served by the apiserver") -> None:
         if self.available:
@@ -323,14 +333,18 @@ class Informer:
         as_they_come = not self._store and not self.synced.is_set()
         failure: BaseException | None = None
         resource_version = ""
-        send, receive = anyio.create_memory_object_stream[dict[str, Any] | BaseException](1)
+        send, receive = anyio.create_memory_object_stream[_Page](1)
         async with anyio.create_task_group() as group:
             group.start_soon(self._pages, send)
             async with receive:
-                async for doc in receive:
-                    if isinstance(doc, BaseException):
-                        failure = doc
+                async for page in receive:
+                    if isinstance(page, BaseException):
+                        failure = page
                         break
+                    if isinstance(page, _FullList):  # the whole list again: it replaces the pages so far
+                        listed, doc = {}, page.doc
+                    else:
+                        doc = page
                     for raw in doc.get("items") or ():
                         if not isinstance(raw, dict):  # unreadable: skipped, as client-go does
                             self.stats.errors += 1
@@ -354,7 +368,6 @@ class Informer:
         self._replace(listed)
         self.resource_version = resource_version
         self.stats.lists += 1
-        self._watched_since_list = False
         if not self.available:
             self.available = True
             log.info("informer.available", kind=self.kind.label)
@@ -363,7 +376,7 @@ class Informer:
             log.info("informer.synced", kind=self.kind.label, objects=len(self._store),
                      resource_version=resource_version)
 
-    async def _pages(self, send: MemoryObjectSendStream[dict[str, Any] | BaseException]) -> None:
+    async def _pages(self, send: MemoryObjectSendStream[_Page]) -> None:
         """The LIST's pages, decoded, in order; a failure is handed over (and ends the pages) so
         that `_list` raises it as itself, not wrapped in the task group's exception group."""
         async with send:
@@ -375,6 +388,20 @@ class Informer:
                 try:
                     response = await self.http.request("GET", self.kind.path, query=query,
                                                        timeout=LIST_TIMEOUT, limited=False)
+                    if response.status == 410 and token:
+                        # the continue token expired between pages: client-go's pager
+                        # (FullListIfExpired) finishes with one LIST without a limit, which
+                        # replaces the pages so far (a paged LIST slower than the token's life
+                        # would otherwise start over for ever)
+                        log.info("informer.full_list", kind=self.kind.label, reason=response.message())
+                        response = await self.http.request("GET", self.kind.path, query=list(self._selectors),
+                                                           timeout=LIST_TIMEOUT, limited=False)
+                        _raise_for_status(response, self.kind)
+                        whole = response.json()
+                        if "resourceVersion" not in (whole.get("metadata") or {}):
+                            raise ValueError(f"{self.kind.label} list: no metadata.resourceVersion")
+                        await send.send(_FullList(whole))
+                        return
                     _raise_for_status(response, self.kind)
                     doc = response.json()
                     meta = doc.get("metadata") or {}
@@ -407,12 +434,11 @@ class Informer:
     # --- watch --------------------------------------------------------------------------------
 
     async def _watch(self) -> None:
+        timeout = int(self.watch_timeout_seconds * (random.random() + 1.0))  # the reflector's spread
         query = [("watch", "true"), ("resourceVersion", self.resource_version),
-                 ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(self.watch_timeout_seconds)),
-                 *self._selectors]
+                 ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(timeout)), *self._selectors]
         started = time.monotonic()
-        async with self.http.stream(self.kind.path, query,
-                                    read_timeout=self.watch_timeout_seconds + READ_TIMEOUT_MARGIN) as response:
+        async with self.http.stream(self.kind.path, query, read_timeout=timeout + READ_TIMEOUT_MARGIN) as response:
             if response.status == 404:  # the resource went away: let a LIST decide what it means
                 raise _Expired("watch answered 404 Not Found")
             if response.status != 200:
@@ -424,12 +450,9 @@ class Informer:
                 if not line.strip():
                     continue
                 self._on_watch_event(orjson.loads(line))
-                if not received:  # a healthy watch: forget past failures
-                    received = self._watched_since_list = True
-                    self._failures = 0
+                received = True
         if not received and time.monotonic() - started < 1.0:
             raise _HttpError(200, "watch closed at once without data")
-        self._failures = 0
 
     def _on_watch_event(self, event: Any) -> None:
         if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
@@ -488,6 +511,16 @@ class Informer:
             self.stats.errors += 1
             log.exception("informer.sink_error", kind=self.kind.label, type=event_type,
                           key=_key(obj), reason=describe_error(err))
+
+
+@dataclass(frozen=True, slots=True)
+class _FullList:
+    """A LIST without `limit`, sent after a page's continue token expired: all items at once."""
+
+    doc: dict[str, Any]
+
+
+_Page = dict[str, Any] | _FullList | BaseException  # what `_pages` hands `_list`
 
 
 def _raise_for_status(response: Response, kind: ResourceKind) -> None:

@@ -129,12 +129,11 @@ class SchedulerLoop:
         """The scheduling task has been around within the last minute (it wakes at least every second)."""
         return time.monotonic() - self._alive < 60.0
 
-    def ready(self) -> tuple[bool, str]:
-        if self._stopping:  # as kube-scheduler's shutdown check: not ready from SIGTERM on
-            return False, "shutting down"
-        if not self.informers.synced:
-            return False, "informers have not finished their initial list"
-        return True, "ok"
+    @property
+    def stopping(self) -> bool:
+        """`stop()` was called (SIGTERM): /readyz answers not ready from then on, as kube-scheduler's
+        shutdown check."""
+        return self._stopping
 
     # --- watch events ------------------------------------------------------------------------
 

@@ -28,8 +28,9 @@ from scheduler.kube.http import (ConnectError, KubeconfigError, KubeHttp, RateLi
 from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics
-from scheduler.kube.serving import Route, ServeError, serve
+from scheduler.kube.serving import PING, Check, Route, ServeError, serve
 from scheduler.logs import configure_logging, describe_error
+from scheduler.open_files import raise_open_files_limit
 
 log = structlog.get_logger("tessera.run")
 
@@ -68,6 +69,7 @@ def _port(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    raise_open_files_limit()
     configure_logging()
     config = load_config_or_report(args.config)
     if config is None:
@@ -167,7 +169,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
             stop.set()
 
     # serve() outside the task group: a port that cannot be bound is its own error, not a group's
-    async with serve(args.bind_address, args.port, healthy=lambda: loop.healthy, ready=lambda: _ready(loop),
+    async with serve(args.bind_address, args.port, healthz=_healthz_checks(loop), readyz=_readyz_checks(loop),
                      registry=metrics.registry, routes=routes) as server:
         log.info("tessera.serving", url=server.url, identity=identity)
         async with anyio.create_task_group() as group:
@@ -214,13 +216,20 @@ async def step_down(stop: Callable[[], None], drain: Callable[[float], Awaitable
         log.warning("leader.release_failed", error=describe_error(err))
 
 
-def _ready(loop: SchedulerLoop) -> tuple[bool, str]:
-    """The loop's readiness, with the apiserver's refusal as the reason while it refuses us."""
-    ready, reason = loop.ready()
-    denied = loop.informers.denied
-    if not ready and denied is not None:
-        return False, denied
-    return ready, reason
+def _healthz_checks(loop: SchedulerLoop) -> list[Check]:
+    return [PING, ("scheduling-loop", lambda: None if loop.healthy else "the scheduling loop is not running")]
+
+
+def _readyz_checks(loop: SchedulerLoop) -> list[Check]:
+    """kube-scheduler's readiness: `shutdown` from SIGTERM on, and the informers' initial lists
+    (`informer-sync`), with the apiserver's refusal as the reason while it refuses us."""
+    def informers() -> str | None:
+        if loop.informers.synced:
+            return None
+        return loop.informers.denied or "informers have not finished their initial list"
+
+    return [("shutdown", lambda: "the process is shutting down" if loop.stopping else None),
+            ("informer-sync", informers)]
 
 
 class MetricsHooks(LoopHooks):

@@ -1,19 +1,27 @@
 """`/healthz`, `/livez`, `/readyz` and `/metrics` over plain HTTP (aiohttp).
 
-Why these semantics:
+The probes answer as kube-scheduler's (k8s.io/apiserver `healthz.handleRootHealth`): each path runs
+its named checks; all passing is `200 ok` (with `?verbose`, one `[+]<check> ok` line per check and
+`<path> check passed`); any failing is `500` with every check's line, a failing one as
+`[-]<check> failed: reason withheld`, and `<path> check failed`. The reason is withheld because
+these paths are unauthenticated; it goes to the log instead (`probe.failed`, once per change).
+`?exclude=<check>` skips a check, as upstream.
 
-* `/healthz` (and its alias `/livez`) answers "is the process loop alive?" — the kubelet's
-  liveness probe restarts a wedged scheduler. A standby is healthy: losing an election is not a
-  reason to be restarted. Failure is 500, as the healthz handlers of Kubernetes components answer.
-* `/readyz` answers "is the cache complete?" (informers have delivered their initial lists):
-  503 with a one-line reason until then, so a rollout waits for a warm standby.
+Why these checks:
+
+* `/healthz`: `ping` and `scheduling-loop` ("is the process loop alive?") — the kubelet's liveness
+  probe restarts a wedged scheduler. A standby is healthy: losing an election is not a reason to
+  be restarted.
+* `/livez`: `ping` only, as kube-scheduler installs it (no checks).
+* `/readyz`: `shutdown` (not ready from SIGTERM on, as `healthz.NewShutdownHealthz`) and
+  `informer-sync` (the informers have delivered their initial lists, `NewInformerSyncHealthz`),
+  so a rollout waits for a warm standby.
 * `/metrics` is the Prometheus text exposition of the scheduler's own registry (OpenMetrics when
   the scraper asks for it).
 * `routes` adds read-only pages beside them (`tessera run --gpu-map`: scheduler/kube/gpu_map.py),
   only when the operator asks for them.
 * Responses carry nothing but those answers: no configuration, no kubeconfig, no tokens, no
-  exception texts (a failing check is logged, and answered with a generic reason). A readiness
-  reason is our own short sentence, truncated and flattened to one line.
+  exception texts, no apiserver messages.
 
 Why the default bind address is `127.0.0.1:10251`: nothing is exposed beyond the host unless the
 operator asks for it (the Deployment passes `--bind-address 0.0.0.0` so the kubelet and Prometheus
@@ -24,6 +32,8 @@ Port 0 binds a free port; `HealthServer.port` tells which.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -32,6 +42,7 @@ from types import TracebackType
 
 import structlog
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
@@ -40,11 +51,33 @@ log = structlog.get_logger("tessera.serving")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 10251
 KEEPALIVE_SECONDS = 30.0  # an idle or half-sent connection is closed after this long
-_MAX_REASON = 200
 _HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Route = tuple[str, Handler]  # an extra GET path served beside the probes (the opt-in GPU map)
+# a named health check: its name (`[+]name ok`) and why it fails now (None while it passes)
+Check = tuple[str, Callable[[], "str | None"]]
+PING: Check = ("ping", lambda: None)
+
+
+class _RequestErrors(logging.Handler):
+    """aiohttp's server log, into ours: a request it cannot parse (a bad header line, an unknown
+    HTTP version, a URL over its limit) is answered 400 and not logged, as Go's net/http does for
+    kube-scheduler (anyone who reaches the port could otherwise write tracebacks into the log at
+    will); anything else is one structured line, not a raw multi-line traceback."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, HttpProcessingError):
+            return
+        log.error("serving.request_failed", message=record.getMessage(),
+                  error=f"{type(error).__name__}: {error}" if error is not None else None)
+
+
+_SERVER_LOG = logging.getLogger("tessera.serving.http")
+_SERVER_LOG.propagate = False
+_SERVER_LOG.setLevel(logging.WARNING)
+_SERVER_LOG.addHandler(_RequestErrors())
 
 
 class ServeError(Exception):
@@ -52,21 +85,16 @@ class ServeError(Exception):
     a start-up error, worded as one line for the user."""
 
 
-def _one_line(reason: str) -> str:
-    flat = " ".join(reason.split())
-    return flat[:_MAX_REASON]
-
-
 class HealthServer:
     """The probe and metrics endpoint. `start()` binds, `stop()` closes; also an async context manager."""
 
-    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, healthy: Callable[[], bool],
-                 ready: Callable[[], tuple[bool, str]], registry: CollectorRegistry,
-                 routes: Sequence[Route] = ()) -> None:
+    def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, healthz: Sequence[Check],
+                 readyz: Sequence[Check], registry: CollectorRegistry, routes: Sequence[Route] = ()) -> None:
         self.host = host
         self.requested_port = port
-        self._healthy = healthy
-        self._ready = ready
+        self._checks: dict[str, tuple[Check, ...]] = {"healthz": tuple(healthz) or (PING,), "livez": (PING,),
+                                                      "readyz": tuple(readyz) or (PING,)}
+        self._failing: dict[str, str] = {}  # probe -> the failures last logged for it
         self._registry = registry
         self._routes = tuple(routes)
         self._runner: web.AppRunner | None = None
@@ -88,9 +116,8 @@ class HealthServer:
         if self._runner is not None:
             return
         app = web.Application()
-        app.router.add_get("/healthz", self._health)
-        app.router.add_get("/livez", self._health)
-        app.router.add_get("/readyz", self._readiness)
+        for probe in self._checks:
+            app.router.add_get(f"/{probe}", self._probe)
         app.router.add_get("/metrics", self._metrics)
         for path, handler in self._routes:
             app.router.add_get(path, handler)
@@ -99,7 +126,7 @@ class HealthServer:
         # file descriptor the scheduler's own apiserver connections need; kube-scheduler's server
         # gives a request's headers 32 s).
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0,
-                               keepalive_timeout=KEEPALIVE_SECONDS)
+                               keepalive_timeout=KEEPALIVE_SECONDS, logger=_SERVER_LOG)
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.host, self.requested_port)
@@ -133,26 +160,45 @@ class HealthServer:
 
     # --- handlers -----------------------------------------------------------------------------
 
-    async def _health(self, request: web.Request) -> web.Response:
-        try:
-            alive = bool(self._healthy())
-        except Exception:  # noqa: BLE001 - a broken check is a failed check, never a 500 traceback
-            log.exception("serving.health_check_failed")
-            alive = False
-        if alive:
+    async def _probe(self, request: web.Request) -> web.Response:
+        probe = request.path.strip("/")
+        excluded = set(request.query.getall("exclude", []))
+        unknown = set(excluded)
+        lines: list[str] = []
+        failures: list[str] = []
+        for name, check in self._checks[probe]:
+            if name in excluded:
+                unknown.discard(name)
+                lines.append(f"[+]{name} excluded: ok")
+                continue
+            reason = _run(name, check)
+            if reason is None:
+                lines.append(f"[+]{name} ok")
+            else:
+                lines.append(f"[-]{name} failed: reason withheld")
+                failures.append(f"[-]{name} failed: {reason}")
+        if unknown:
+            quoted = ",".join(_go_quoted(name) for name in sorted(unknown))
+            lines.append(f"warn: some health checks cannot be excluded: no matches for {quoted}")
+        self._log_change(probe, failures)
+        if failures:
+            return web.Response(status=500, text="".join(f"{line}\n" for line in lines) + f"{probe} check failed\n",
+                                headers=_HEADERS)
+        if "verbose" not in request.query:
             return web.Response(text="ok", headers=_HEADERS)
-        return web.Response(status=500, text="unhealthy: the scheduling loop is not running", headers=_HEADERS)
+        return web.Response(text="".join(f"{line}\n" for line in lines) + f"{probe} check passed\n", headers=_HEADERS)
 
-    async def _readiness(self, request: web.Request) -> web.Response:
-        try:
-            ready, reason = self._ready()
-        except Exception:  # noqa: BLE001
-            log.exception("serving.readiness_check_failed")
-            ready, reason = False, "readiness check failed"
-        if ready:
-            return web.Response(text="ok", headers=_HEADERS)
-        return web.Response(status=503, text=f"not ready: {_one_line(reason) or 'no reason given'}",
-                            headers=_HEADERS)
+    def _log_change(self, probe: str, failures: list[str]) -> None:
+        """The withheld reasons, in the log: once each time a probe's failures change."""
+        now = "; ".join(failures)
+        if now == self._failing.get(probe, ""):
+            return
+        if now:
+            self._failing[probe] = now
+            log.info("probe.failed", probe=probe, failures=now)
+        else:
+            del self._failing[probe]
+            log.info("probe.passed", probe=probe)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         try:
@@ -164,13 +210,28 @@ class HealthServer:
 
 
 @asynccontextmanager
-async def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, healthy: Callable[[], bool],
-                ready: Callable[[], tuple[bool, str]], registry: CollectorRegistry,
+async def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, healthz: Sequence[Check],
+                readyz: Sequence[Check], registry: CollectorRegistry,
                 routes: Sequence[Route] = ()) -> AsyncIterator[HealthServer]:
     """`async with serve(...) as server:` — started on entry (``server.port`` is bound), stopped on exit."""
-    server = HealthServer(host, port, healthy=healthy, ready=ready, registry=registry, routes=routes)
+    server = HealthServer(host, port, healthz=healthz, readyz=readyz, registry=registry, routes=routes)
     await server.start()
     try:
         yield server
     finally:
         await server.stop()
+
+
+def _run(name: str, check: Callable[[], str | None]) -> str | None:
+    """A check's failure reason; a check that raises has failed (logged, never a 500 traceback)."""
+    try:
+        return check()
+    except Exception:  # noqa: BLE001
+        log.exception("serving.check_raised", check=name)
+        return "the check raised an error"
+
+
+def _go_quoted(name: str) -> str:
+    """Go's %q, which upstream's warning quotes names with (the same for printable names; control
+    characters are escaped either way, never echoed raw)."""
+    return json.dumps(name, ensure_ascii=False)

@@ -18,7 +18,7 @@ How each claim is covered:
 - **Failure is visible** when a permission is missing, for the two that matter most, with the real
   process: without ``pods/binding create`` nothing is bound, ``tessera_bindings_total{result=
   "error"}`` counts the failures and the pod gets a FailedScheduling Event that says why; without
-  ``nodes list`` the process stays unready (``/readyz`` 503) and alive (``/healthz`` 200).
+  ``nodes list`` the process stays unready (``/readyz`` 500, the reason in the log) and alive (``/healthz`` 200).
   Leader election without ``leases get/update`` is covered by the API-call check (the elector's
   first step is that GET).
 - The agent's role is checked the same way against the calls of scheduler/agent/ (its process
@@ -29,6 +29,7 @@ How each claim is covered:
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import secrets
 import time
@@ -440,19 +441,26 @@ async def test_without_nodes_list_it_stays_unready_but_alive(
                 return False
 
         await eventually(serving, 30)
-        denied = "not ready: the apiserver denied access to Node (HTTP 403): nodes is forbidden"
+        denied = "[-]informer-sync failed: the apiserver denied access to Node (HTTP 403): nodes is forbidden"
+
+        def logged() -> list[str]:
+            lines = process.log_path.read_text(errors="replace").splitlines()
+            entries = [json.loads(line) for line in lines if line.startswith("{")]
+            return [e["failures"] for e in entries if e["event"] == "probe.failed" and e["probe"] == "readyz"]
 
         async def says_why() -> bool:  # once the first LIST of nodes has been refused
-            status, reason = await fetch(base + "/readyz")
-            assert status == 503, (status, reason)
-            return reason.startswith(denied)
+            status, body = await fetch(base + "/readyz")
+            assert status == 500, (status, body)
+            return bool(logged()) and logged()[-1].startswith(denied)  # /readyz withholds it, the log has it
 
         await eventually(says_why, 30)
         for _ in range(10):  # 3 s: the other informers have long synced by then
-            status, reason = await fetch(base + "/readyz")
-            assert status == 503 and reason.startswith(denied), (status, reason)
+            status, body = await fetch(base + "/readyz")
+            assert status == 500 and body == "[+]shutdown ok\n[-]informer-sync failed: reason withheld\nreadyz check failed\n", \
+                (status, body)
             assert (await fetch(base + "/healthz"))[0] == 200
             await asyncio.sleep(0.3)
+        assert logged()[-1].startswith(denied)
         assert process.alive()
     finally:
         process.terminate()

@@ -21,7 +21,7 @@ from scheduler.kube.binder import Binding, BindResult, Outcome
 from scheduler.kube.gpu_map import DATA_PATH, PAGE_PATH, GpuMap
 from scheduler.kube.loop import LoopHooks
 from scheduler.kube.metrics import Metrics
-from scheduler.kube.serving import serve
+from scheduler.kube.serving import PING, serve
 from scheduler.sim import builders as b
 from scheduler.sim.snapshot import load
 from scheduler.view import model as m
@@ -112,7 +112,7 @@ async def test_the_live_page_and_its_data_are_get_only_and_locked_down() -> None
     hooks.on_bind(BindResult(Binding("uid", "default", "other", "gpu-1", {}), Outcome.RETRY, "denied", 0.1))
     assert inner.calls == ["unschedulable", "error"]  # the metrics still see everything
     metrics = Metrics(profiles=["tessera"])
-    async with serve("127.0.0.1", 0, healthy=lambda: True, ready=lambda: (True, ""), registry=metrics.registry,
+    async with serve("127.0.0.1", 0, healthz=[PING], readyz=[PING], registry=metrics.registry,
                      routes=gpu_map.routes()) as server, aiohttp.ClientSession() as session:
         async with session.get(server.url + PAGE_PATH) as response:
             assert response.status == 200 and response.content_type == "text/html"

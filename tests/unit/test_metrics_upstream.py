@@ -18,7 +18,7 @@ from scheduler.core.scheduler import Scheduler
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.metrics import Metrics
-from scheduler.kube.run_cli import MetricsHooks, _ready
+from scheduler.kube.run_cli import MetricsHooks, _readyz_checks
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
 
@@ -127,7 +127,7 @@ async def test_readyz_fails_once_graceful_shutdown_has_begun() -> None:
     """kube-scheduler's /readyz carries `healthz.NewShutdownHealthz(ctx.Done())`
     (cmd/kube-scheduler/app/server.go): from SIGTERM on it answers not ready, so endpoints and
     rollouts stop counting on the replica while it drains. Tessera's readiness (run_cli._ready ->
-    SchedulerLoop.ready) only looks at the informers: after `loop.stop()` (the first step of
+    SchedulerLoop.ready) only looked at the informers: after `loop.stop()` (the first step of
     step_down, while /readyz is still served during the up-to-10 s drain) it still answers ready."""
     api = FakeApi()
     api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
@@ -137,10 +137,14 @@ async def test_readyz_fails_once_graceful_shutdown_has_begun() -> None:
         with anyio.fail_after(10):
             while not loop.informers.synced:
                 await anyio.sleep(0.01)
-        assert _ready(loop)[0] is True
+        assert _failing(loop) == []
         loop.stop()  # SIGTERM: step_down() begins
         await anyio.sleep(0.05)
-        ready = _ready(loop)
+        failing = _failing(loop)
         owner.cancel_scope.cancel()
-    assert ready[0] is False, f"/readyz still answers ready while shutting down: {ready}"
+    assert failing == ["shutdown"], f"/readyz still answers ready while shutting down: {failing}"
+
+
+def _failing(loop: SchedulerLoop) -> list[str]:
+    return [name for name, check in _readyz_checks(loop) if check() is not None]
 
