@@ -404,7 +404,11 @@ class Cycle:
         attempts[0].preemption_tried = True  # one PostFilter run, for one pod or a whole gang
         if result.victims:
             for victim in result.victims:
-                state.preempting[victim.uid] = pods[0].uid
+                waited_on = state.node_of(victim.uid)
+                if waited_on is not None and self.engine.reject_waiting(victim.uid, now):
+                    attempts[0].rejected_waiting[victim.uid] = waited_on
+                else:
+                    state.preempting[victim.uid] = pods[0].uid
             attempts[0].preempted = result.victims
             # upstream's prepareCandidate clears lower-priority nominations on the chosen nodes: such
             # a pod is nominated nowhere now, and its next try may preempt elsewhere at once

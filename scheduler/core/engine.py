@@ -27,6 +27,8 @@ class Engine:
         table = NodeTable(self.state)
         self.profiles = {p.scheduler_name: ProfileRuntime(p, self.state, table, batch) for p in config.profiles}
         self.permits: list[PermitPlugin] = [p for runtime in self.profiles.values() for p in runtime.permits]
+        for runtime in self.profiles.values():
+            runtime.every_permit = self.permits
         self.released: list[Attempt] = []  # held Bindings a permit plugin let go, not taken yet
         self.now = 0.0  # the latest time the caller passed in (for requeues inside event handling)
 
@@ -60,6 +62,17 @@ class Engine:
                 freed = self.state.forget(attempt.pod.uid)
                 self.requeue_after_error(attempt.pod.uid, now)
                 self.take(freed, now)
+
+    def reject_waiting(self, uid: str, now: float) -> bool:
+        """A preemption's victim whose Binding a permit plugin holds goes back to the queue in
+        memory, without an API call (upstream's waitingPod.Preempt): its room is free at once.
+        False when no permit plugin holds it (its Binding went out: it is evicted instead)."""
+        if not any(permit.reject(uid) for permit in self.permits):
+            return False
+        freed = self.state.forget(uid)
+        self.requeue_after_error(uid, now)
+        self.take(freed, now)
+        return True
 
     def requeue_after_error(self, uid: str, now: float) -> None:
         pod = self.state.pods.get(uid)

@@ -1,43 +1,56 @@
 """Preemption's evictions, as kube-scheduler's PreemptPod does them: first the victim's
-`DisruptionTarget` condition (reason `PreemptionByScheduler`, so the pod's owners and the
-preemptor's next cycle know why it goes), then DELETE with the victim's uid as precondition (a pod
-recreated under the same name is not evicted by mistake). A victim already gone (404), or
-recreated (409 on the uid), counts as done. Other failures are retried after `retry_seconds`.
+`DisruptionTarget` condition (reason `PreemptionByScheduler`, `observedGeneration` the victim's
+generation, so the pod's owners and the preemptor's next cycle know why it goes), then DELETE with
+the victim's uid as precondition (a pod recreated under the same name is not evicted by mistake).
+A victim already gone (404), or whose name now belongs to a new pod (the apiserver answers the
+uid-guarded write with 409 or 422; a GET then shows another uid), counts as done.
 
-One preemption's victims are marked *all* before any is deleted: the apiserver deletes one pod per
-request, and a leader that dies between two DELETEs of a gang would otherwise leave no trace of
-the rest of its decision. With every mark written first, the next leader finds the gang's marked
-members still running and finishes the eviction (`plugins/preemption/unfinished.py`). A victim
-that cannot be marked for good (400, 401, 403, 405, 422) fails the whole preemption: nothing of it
-is deleted, every victim is reported to `on_failed`, and the marks already written are withdrawn
-(set False, best effort: the disruption controller would after 2 min).
+Each preemption is carried out by a task of its own, as upstream's `prepareCandidateAsync` runs a
+goroutine per preemption: a request that hangs holds back that preemption alone. Within it, every
+victim is marked before any is deleted: the apiserver deletes one pod per request, and a leader
+that dies between two DELETEs of a gang would otherwise leave no trace of the rest of its decision.
+With every mark written first, the next leader finds the gang's marked members still running and
+finishes the eviction (`plugins/preemption/unfinished.py`); marks older than `remark_after` when
+the last one lands are written once more before the DELETEs. A write that fails for now
+(transport, 429, 5xx) is tried again, up to `tries` times in all with upstream's
+`retry.DefaultBackoff` pauses (10 ms, ×5); one refused for good, or still failing, fails that
+victim: a refused mark fails the whole preemption (nothing of it is deleted, every victim is
+reported to `on_failed`, the marks already written are withdrawn, best effort: the disruption
+controller would after 2 min); a refused DELETE fails that victim alone. `on_failed` lets the core
+release the preemptor's room, so it is scheduled again (upstream activates it).
 
-Writes go out in the background (at most `concurrency` at a time), so a cycle never waits on the
-apiserver; `on_evicted(eviction, deleted)` is called for each victim that is gone or going (`deleted`: by
-us, and the loop records the upstream `Preempted` Event on the victim; False when it was already
-gone or its name now belongs to a new pod). A DELETE refused for good is reported to `on_failed`.
-Only the leader evicts (`allowed`, read right before each request, after its write token): a
-replica that lost its lease drops what it had queued; the new leader decides again.
+`on_evicted(eviction, deleted)` is called for each victim that is gone or going (`deleted`: by us,
+and the loop records the upstream `Preempted` Event on the victim; False when it was already gone
+or its name now belongs to a new pod).
+
+Only the leadership term that decided a preemption carries it out: each write waits for a slot
+(`concurrency`) and its rate-limiter token, then asks the term. While the lease lapses (the time
+bound of `LeaderElector.is_leader`, no new term yet) the write waits for it to come back; a
+different term, or `abandon()` (the lease lost), ends the preemption without another write — the
+new term decides again, and its own preemption of the same victims never meets the old one's.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+import random
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 
 import aiohttp
 import anyio
 import structlog
 
-from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.http import STRATEGIC_PATCH, KubeHttp, Response
 from scheduler.kube.recorder import micro_time
 
 log = structlog.get_logger("tessera.evictor")
 
 REASON = "PreemptionByScheduler"
+TRIES = 4  # upstream retry.DefaultBackoff: Steps 4 ...
+FIRST_RETRY = 0.01  # ... Duration 10 ms,
+_BACKOFF_FACTOR, _BACKOFF_JITTER = 5.0, 0.1  # Factor 5, Jitter 0.1
+LAPSE_POLL = 0.1  # how often a write waiting out a lapse of the lease looks again
+_FOR_NOW = frozenset({429})  # and every 5xx: the apiserver may answer differently in a moment
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,219 +62,258 @@ class Eviction:
     preemptor_scheduler: str  # the preemptor's schedulerName, the condition message's prefix
     node: str  # where the victim runs (the room it makes)
     finishing_gang: str = ""  # the gang whose half-done eviction this finishes
+    generation: int = 0  # the victim's metadata.generation: the condition's observedGeneration
 
     @property
     def message(self) -> str:
         return f"{self.preemptor_scheduler}: preempting to accommodate a higher priority pod"
 
-
-class _Step(Enum):
-    MARK = "mark"
-    DELETE = "delete"
-    WITHDRAW = "withdraw"  # a failed preemption's marks set False (best effort, once)
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
 
 @dataclass(slots=True, eq=False)
 class _Preemption:
-    """One preemption's victims: none is deleted before all are marked (or gone)."""
+    """One preemption's victims, carried out by one task in one leadership term."""
 
     evictions: list[Eviction]
-    unmarked: set[str] = field(default_factory=set)
-    failed: bool = False
-    first_marked: float | None = None  # when the first of the current round of marks was written
+    term: Hashable
+    abandoned: bool = False  # the lease was lost: nothing more of it is written
     written: set[str] = field(default_factory=set)  # victims whose mark reached the apiserver
+
+
+class _Gone(Exception):
+    """The victim is gone, or its name belongs to a new pod: nothing to evict."""
+
+
+class _Failed(Exception):
+    """A write refused for good, or still failing after every try."""
+
+
+class _Abandoned(Exception):
+    """The term that decided the preemption is over: no more writes."""
 
 
 class Evictor:
     def __init__(self, http: KubeHttp, on_evicted: Callable[[Eviction, bool], None],
-                 on_failed: Callable[[Eviction, str], None], *, allowed: Callable[[], bool] = lambda: True,
-                 concurrency: int = 8, retry_seconds: float = 1.0, remark_after: float = 60.0) -> None:
+                 on_failed: Callable[[Eviction, str], None], *, term: Callable[[], Hashable | None] = lambda: 0,
+                 concurrency: int = 8, retry_seconds: float = FIRST_RETRY, remark_after: float = 60.0,
+                 tries: int = TRIES) -> None:
         self.http = http
         self.on_evicted = on_evicted
         self.on_failed = on_failed
-        self.allowed = allowed
-        self._pending: dict[str, tuple[_Step, Eviction]] = {}
-        self._preemptions: dict[str, _Preemption] = {}  # victim uid -> its preemption, until done
-        self._wake = Wakeup()
-        self._concurrency = concurrency
-        self._retry_seconds = retry_seconds
+        self.term = term
+        self._retry_seconds = retry_seconds  # the first pause before a write is tried again (then ×5)
         self._remark_after = remark_after
-        self._retry: dict[str, tuple[_Step, Eviction]] = {}
-        self._retry_at: float | None = None
+        self._tries = tries
+        self._slots = anyio.Semaphore(concurrency, fast_acquire=True)
+        self._preemptions: dict[str, _Preemption] = {}  # victim uid -> the live preemption evicting it
+        self._send, self._receive = anyio.create_memory_object_stream[_Preemption](1_000_000)
         self.evicted = 0
 
     def submit(self, evictions: Sequence[Eviction]) -> None:
-        """One preemption's victims (a victim another preemption is already evicting stays there).
-        A victim that finishes a gang's eviction already carries its mark: it is only deleted
-        (marking it again would restart the mark's 2-minute clock at every try)."""
+        """One preemption's victims (a victim another preemption of this term is already evicting
+        stays there). A victim that finishes a gang's eviction already carries its mark: it is only
+        deleted (marking it again would restart the mark's 2-minute clock at every try)."""
+        term = self.term()
         fresh = [eviction for eviction in evictions if eviction.uid not in self._preemptions]
-        if not fresh:
+        if not fresh or term is None:
             return
-        preemption = _Preemption(fresh, {eviction.uid for eviction in fresh if not eviction.finishing_gang})
+        preemption = _Preemption(fresh, term)
         for eviction in fresh:
             self._preemptions[eviction.uid] = preemption
-            self._pending[eviction.uid] = (_Step.DELETE if eviction.finishing_gang else _Step.MARK, eviction)
-        self._wake.set()
+        self._send.send_nowait(preemption)
 
     def abandon(self) -> None:
-        """The lease is lost: nothing queued or being retried is ours to write any more, and a later
-        term may be handed the same victims again."""
-        self._pending, self._retry, self._retry_at = {}, {}, None
+        """The lease is lost: nothing decided so far is ours to write any more, and a later term may
+        be handed the same victims again."""
         for preemption in set(self._preemptions.values()):
-            preemption.failed = True  # a write still out finds it given up
+            preemption.abandoned = True
         self._preemptions.clear()
 
     async def run(self) -> None:
-        """Evict what is submitted until cancelled."""
-        slots = anyio.Semaphore(self._concurrency, fast_acquire=True)
+        """Carry out what is submitted, each preemption in a task of its own, until cancelled."""
+        async with anyio.create_task_group() as group:
+            async for preemption in self._receive:
+                group.start_soon(self._carry_out, preemption, name=f"preemption of {preemption.evictions[0].key}")
 
-        async def write(step: _Step, eviction: Eviction) -> None:
-            async with slots:
-                # the write token, then leadership and the eviction still ours, right before the request:
-                # a write that waited for a slot or a token past a lost lease must not go out
-                await self.http.acquire()
-                if not self.allowed() or (step is not _Step.WITHDRAW and eviction.uid not in self._preemptions):
-                    return
-                if step is _Step.MARK:
-                    await self._mark(eviction)
-                elif step is _Step.DELETE:
-                    await self._delete(eviction)
-                else:
-                    await self._withdraw(eviction)
+    # --- one preemption --------------------------------------------------------------------------
 
-        while True:
-            wait = math.inf if self._retry_at is None else self._retry_at - anyio.current_time()
-            await self._wake.wait(wait)
-            if self._retry_at is not None and anyio.current_time() >= self._retry_at:
-                self._pending = {**self._retry, **self._pending}
-                self._retry, self._retry_at = {}, None
-            batch, self._pending = self._pending, {}
-            if batch and not self.allowed():
-                log.info("evictor.not_leader", dropped=len(batch))
-                self.abandon()
-                continue
+    async def _carry_out(self, preemption: _Preemption) -> None:
+        try:
+            if not await self._mark_all(preemption):
+                return
             async with anyio.create_task_group() as group:
-                for step, eviction in batch.values():
-                    group.start_soon(write, step, eviction)
+                for eviction in list(preemption.evictions):
+                    group.start_soon(self._delete, preemption, eviction)
+        except _Abandoned:  # also from a withdrawal: the new term decides afresh
+            log.info("evictor.abandoned", victims=[e.key for e in preemption.evictions],
+                     message="the leadership term that decided this preemption is over")
+        finally:  # ended without an outcome (abandoned, cancelled): its victims may be decided again
+            for eviction in preemption.evictions:
+                if self._preemptions.get(eviction.uid) is preemption:
+                    del self._preemptions[eviction.uid]
+
+    async def _mark_all(self, preemption: _Preemption) -> bool:
+        """Every victim marked (or found gone), so the DELETEs may go; written once more if the
+        first marks have aged past `remark_after` by the time the last lands. A mark refused for
+        good fails it all: False, after the marks already written are withdrawn."""
+        to_mark = [eviction for eviction in preemption.evictions if not eviction.finishing_gang]
+        for round_ in range(2):
+            started = anyio.current_time()
+            failures: list[str] = []
+            async with anyio.create_task_group() as group:
+                for eviction in to_mark:
+                    group.start_soon(self._mark, preemption, eviction, failures)
+            if preemption.abandoned:
+                raise _Abandoned
+            if failures:
+                self._fail(preemption, failures[0])
+                await self._withdraw(preemption)
+                return False
+            to_mark = [eviction for eviction in to_mark if eviction in preemption.evictions]
+            if round_ or not to_mark or anyio.current_time() - started <= self._remark_after:
+                return True
+            log.info("evictor.remarking", victims=len(to_mark))
+        return True
+
+    async def _mark(self, preemption: _Preemption, eviction: Eviction, failures: list[str]) -> None:
+        try:
+            await self._write(preemption, eviction, "mark", lambda: self._set_condition(eviction, marked=True))
+        except _Gone:
+            preemption.evictions.remove(eviction)
+            self._done(preemption, eviction, deleted=False)
+            return
+        except _Failed as err:
+            failures.append(str(err))
+            return
+        except _Abandoned:  # the preemption knows (`abandoned`): `_mark_all` ends it
+            return
+        preemption.written.add(eviction.uid)
+
+    async def _delete(self, preemption: _Preemption, eviction: Eviction) -> None:
+        path = f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}"
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": eviction.uid}}
+        try:
+            await self._write(preemption, eviction, "delete",
+                              lambda: self.http.request("DELETE", path, body=body, limited=False))
+        except _Gone:
+            self._done(preemption, eviction, deleted=False)
+        except _Abandoned:
+            return
+        except _Failed as err:
+            log.warning("evictor.refused", pod=eviction.key, error=str(err))
+            if self._preemptions.get(eviction.uid) is preemption:
+                del self._preemptions[eviction.uid]
+                self.on_failed(eviction, str(err))
+        else:
+            self._done(preemption, eviction, deleted=True)
+
+    def _fail(self, preemption: _Preemption, reason: str) -> None:
+        """A victim cannot be marked: none of this preemption's victims is deleted."""
+        for eviction in preemption.evictions:
+            log.warning("evictor.refused", pod=eviction.key, error=reason)
+            if self._preemptions.get(eviction.uid) is preemption:
+                del self._preemptions[eviction.uid]
+                self.on_failed(eviction, reason)
+
+    async def _withdraw(self, preemption: _Preemption) -> None:
+        """A failed preemption's marks set False, as upstream's disruption controller does to a
+        stale one (a later leader must not finish a gang from them). Once each, not retried: a
+        withdrawal that does not get through leaves a mark that controller turns False after 2 min,
+        and that the finishing rule ignores from then on."""
+        for eviction in preemption.evictions:
+            if eviction.uid not in preemption.written:
+                continue
+            async with self._slots:
+                await self._in_term(preemption)
+                try:
+                    answer = await self._set_condition(eviction, marked=False)
+                    outcome = "ok" if answer.ok else f"HTTP {answer.status}"
+                except (aiohttp.ClientError, TimeoutError, OSError) as err:
+                    outcome = str(err)
+            log.info("evictor.mark_withdrawn", pod=eviction.key, outcome=outcome)
+
+    # --- one write ---------------------------------------------------------------------------------
+
+    async def _write(self, preemption: _Preemption, eviction: Eviction, step: str,
+                     send: Callable[[], Awaitable[Response]]) -> None:
+        """One step for one victim, in the preemption's term, tried up to `tries` times while it
+        fails for now. Raises `_Gone`, `_Failed` or `_Abandoned`; returns once it is written."""
+        pause = self._retry_seconds
+        for attempt in range(1, self._tries + 1):
+            async with self._slots:
+                await self._in_term(preemption)
+                try:
+                    answer: Response | BaseException = await send()
+                except (aiohttp.ClientError, TimeoutError, OSError) as err:
+                    answer = err
+            if preemption.abandoned:
+                raise _Abandoned
+            if isinstance(answer, Response):
+                if answer.ok:
+                    return
+                if answer.status == 404:
+                    raise _Gone
+                if answer.status in (409, 422) and await self._recreated(eviction):
+                    raise _Gone
+                failure = f"HTTP {answer.status}: {answer.message()}"
+                if answer.status not in _FOR_NOW and answer.status < 500:
+                    raise _Failed(failure)
+            else:
+                failure = f"{type(answer).__name__}: {answer}"
+            if attempt == self._tries:
+                raise _Failed(f"{failure} (after {attempt} tries)")
+            log.warning("evictor.failed", pod=eviction.key, step=step, error=failure, attempt=attempt)
+            await anyio.sleep(pause * (1 + _BACKOFF_JITTER * random.random()))
+            pause *= _BACKOFF_FACTOR
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _in_term(self, preemption: _Preemption) -> None:
+        """The write token, then the term, right before the request: a write that waited for a slot
+        or a token past a lost lease must not go out. A lapse (no term for now) is waited out."""
+        await self.http.acquire()
+        while True:
+            current = self.term()
+            if preemption.abandoned or (current is not None and current != preemption.term):
+                preemption.abandoned = True
+                raise _Abandoned
+            if current is not None:
+                return
+            await anyio.sleep(LAPSE_POLL)
+
+    async def _recreated(self, eviction: Eviction) -> bool:
+        """A write guarded by the victim's uid was refused: is its name now another pod's (or free)?
+        The apiserver answers a uid precondition with 409 on DELETE and 422 on a status PATCH."""
+        try:
+            found = await self.http.request("GET", f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}",
+                                            limited=False)
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return False
+        if found.status == 404:
+            return True
+        body = found.json() if found.ok else None
+        uid = ((body or {}).get("metadata") or {}).get("uid") if isinstance(body, dict) else None
+        return found.ok and uid != eviction.uid
 
     async def _set_condition(self, eviction: Eviction, marked: bool) -> Response:
-        """The victim's DisruptionTarget condition: True with upstream's reason and message, or
-        False without them (null deletes them in a strategic merge); the uid is a precondition, so
-        a new pod under the same name is never marked."""
-        condition = {"type": "DisruptionTarget", "status": "True" if marked else "False",
+        """The victim's DisruptionTarget condition: True with upstream's reason, message and
+        observedGeneration, or False without them (null deletes them in a strategic merge); the
+        uid is a precondition, so a new pod under the same name is never marked."""
+        condition: dict[str, str | int | None] = {"type": "DisruptionTarget", "status": "True" if marked else "False",
                      "reason": REASON if marked else None, "message": eviction.message if marked else None,
                      "lastTransitionTime": micro_time().split(".")[0] + "Z"}
+        if eviction.generation > 0:
+            condition["observedGeneration"] = eviction.generation
         return await self.http.request("PATCH", f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}/status",
                                        body={"metadata": {"uid": eviction.uid}, "status": {"conditions": [condition]}},
                                        content_type=STRATEGIC_PATCH, limited=False)
 
-    async def _mark(self, eviction: Eviction) -> None:
-        preemption = self._preemptions.get(eviction.uid)
-        try:
-            patched = await self._set_condition(eviction, marked=True)
-        except (aiohttp.ClientError, TimeoutError, OSError) as err:
-            self._later(_Step.MARK, eviction, err)
-            return
-        if preemption is None:
-            return
-        if preemption.failed:  # given up meanwhile (another victim's mark was refused, or the lease lost)
-            if patched.ok:
-                self._pending[eviction.uid] = (_Step.WITHDRAW, eviction)
-                self._wake.set()
-            return
-        if patched.ok:
-            preemption.written.add(eviction.uid)
-        if patched.status in (404, 409):  # gone, or the name is a new pod's now: nothing to delete
-            preemption.evictions.remove(eviction)
-            self._done(eviction, deleted=False)
-        elif not patched.ok:
-            if patched.status not in _FINAL:
-                self._later(_Step.MARK, eviction, _Refused(patched.status, patched.message()))
-                return
-            self._fail(preemption, str(_Refused(patched.status, patched.message())))
-            return
-        now = anyio.current_time()
-        preemption.unmarked.discard(eviction.uid)
-        if preemption.first_marked is None:
-            preemption.first_marked = now
-        if preemption.unmarked:
-            return
-        remark = now - preemption.first_marked > self._remark_after
-        if remark:  # marks this old may be stale before the DELETEs land: write them all again
-            log.info("evictor.remarking", victims=len(preemption.evictions))
-            preemption.unmarked = {victim.uid for victim in preemption.evictions}
-            preemption.first_marked = None
-        for victim in preemption.evictions:
-            self._pending[victim.uid] = (_Step.MARK if remark else _Step.DELETE, victim)
-        self._wake.set()
-
-    async def _delete(self, eviction: Eviction) -> None:
-        path = f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}"
-        try:
-            deleted = await self.http.request("DELETE", path, body={"apiVersion": "v1", "kind": "DeleteOptions",
-                                                                   "preconditions": {"uid": eviction.uid}},
-                                              limited=False)
-        except (aiohttp.ClientError, TimeoutError, OSError) as err:
-            self._later(_Step.DELETE, eviction, err)
-            return
-        if eviction.uid not in self._preemptions:
-            return  # leadership was lost meanwhile
-        if deleted.ok or deleted.status in (404, 409):
-            self._done(eviction, deleted=deleted.ok)
-        elif deleted.status in _FINAL:
-            refused = str(_Refused(deleted.status, deleted.message()))
-            log.warning("evictor.refused", pod=f"{eviction.namespace}/{eviction.name}", error=refused)
+    def _done(self, preemption: _Preemption, eviction: Eviction, *, deleted: bool) -> None:
+        if self._preemptions.get(eviction.uid) is preemption:
             del self._preemptions[eviction.uid]
-            self.on_failed(eviction, refused)
-        else:
-            self._later(_Step.DELETE, eviction, _Refused(deleted.status, deleted.message()))
-
-    def _fail(self, preemption: _Preemption, reason: str) -> None:
-        """A victim cannot be marked: none of this preemption's victims is deleted, and the marks
-        already written are withdrawn (a later leader must not finish a gang from them)."""
-        preemption.failed = True
-        for eviction in preemption.evictions:
-            log.warning("evictor.refused", pod=f"{eviction.namespace}/{eviction.name}", error=reason)
-            self._preemptions.pop(eviction.uid, None)
-            self._pending.pop(eviction.uid, None)
-            self._retry.pop(eviction.uid, None)
-            if eviction.uid in preemption.written:
-                self._pending[eviction.uid] = (_Step.WITHDRAW, eviction)
-            self.on_failed(eviction, reason)
-        self._wake.set()
-
-    async def _withdraw(self, eviction: Eviction) -> None:
-        """The condition set False, as upstream's disruption controller does to a stale one. Not
-        retried: a withdrawal that does not get through leaves a mark that controller turns False
-        after 2 min, and that the finishing rule ignores from then on."""
-        try:
-            answer = await self._set_condition(eviction, marked=False)
-            outcome = "ok" if answer.ok else f"HTTP {answer.status}"
-        except (aiohttp.ClientError, TimeoutError, OSError) as err:
-            outcome = str(err)
-        log.info("evictor.mark_withdrawn", pod=f"{eviction.namespace}/{eviction.name}", outcome=outcome)
-
-    def _later(self, step: _Step, eviction: Eviction, err: BaseException) -> None:
-        if eviction.uid not in self._preemptions:
-            return
-        log.warning("evictor.failed", pod=f"{eviction.namespace}/{eviction.name}", step=step.value, error=str(err),
-                    retry_in=self._retry_seconds)
-        self._retry[eviction.uid] = (step, eviction)
-        if self._retry_at is None:
-            self._retry_at = anyio.current_time() + self._retry_seconds
-
-    def _done(self, eviction: Eviction, *, deleted: bool) -> None:
-        self._preemptions.pop(eviction.uid, None)
         self.evicted += deleted
-        log.info("evictor.evicted" if deleted else "evictor.already_gone", pod=f"{eviction.namespace}/{eviction.name}",
+        log.info("evictor.evicted" if deleted else "evictor.already_gone", pod=eviction.key,
                  node=eviction.node, preemptor=eviction.preemptor_uid, finishing_gang=eviction.finishing_gang)
         self.on_evicted(eviction, deleted)
-
-
-_FINAL = frozenset({400, 401, 403, 405, 422})  # retrying cannot help
-
-
-class _Refused(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status

@@ -85,7 +85,7 @@ class SchedulerLoop:
         # attempt's duration runs to the Binding's answer, a wait at the allocation gate included,
         # as upstream's runs through WaitOnPermit and bind
         self._binding_attempts: dict[str, tuple[str, float, Attempt, float]] = {}
-        self.evictor = Evictor(http, self._on_evicted, self._on_eviction_failed, allowed=lambda: self.is_leader())
+        self.evictor = Evictor(http, self._on_evicted, self._on_eviction_failed, term=lambda: self.leader_term())
         self.hooks = hooks or LoopHooks()
         self.stats = LoopStats()
         self._wake = Wakeup()
@@ -305,11 +305,18 @@ class SchedulerLoop:
         if not attempt.preempted:
             return
         self.stats.preemptions += 1
+        for victim in attempt.preempted:
+            node = attempt.rejected_waiting.get(victim.uid)
+            if node is not None:  # held at Permit: back to the queue, no API call (upstream's words)
+                self.events.record(_pod_ref_of(victim), "Normal", "Preempted", "Preempting",
+                                   f"Preempted by pod {attempt.pod.uid} on node {node} (in kube-scheduler memory).",
+                                   _pod_ref_of(attempt.pod))
         # each victim's own node: upstream's Event names the candidate node, which is where all of
         # its victims run; a gang's victims may run on nodes other than the preemptor's nomination
         self.evictor.submit([Eviction(victim.meta.namespace, victim.meta.name, victim.uid, attempt.pod.uid,
-                                      attempt.pod.scheduler_name, victim.node_name)
-                             for victim in attempt.preempted if not victim.meta.deleting])
+                                      attempt.pod.scheduler_name, victim.node_name, generation=victim.meta.generation)
+                             for victim in attempt.preempted
+                             if not victim.meta.deleting and victim.uid not in attempt.rejected_waiting])
 
     def _finish_gang_evictions(self, now: float) -> None:
         """A replica that led before died half-way through a gang's eviction: finish it."""
@@ -317,7 +324,7 @@ class SchedulerLoop:
             pod = item.pod
             log.warning("evictor.finishing_gang", gang=item.gang, pod=pod.key, node=item.node)
             self.evictor.submit([Eviction(pod.meta.namespace, pod.meta.name, pod.uid, "", item.scheduler, item.node,
-                                          finishing_gang=item.gang)])
+                                          finishing_gang=item.gang, generation=pod.meta.generation)])
 
     def _on_eviction_failed(self, eviction: Eviction, reason: str) -> None:
         self.core.eviction_failed(eviction.uid, time.time())

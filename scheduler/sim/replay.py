@@ -134,8 +134,9 @@ class Replay:
                 self.stats.evicted.pop(attempt.pod.key, None)  # a new pod under an evicted one's name
                 yield attempt
             self._bind_all([a for a in attempts if a.node is not None and not a.deferred])
-            for attempt in attempts:
-                self._evict(attempt.preempted, attempt.pod.key)
+            for attempt in attempts:  # victims held at Permit went back to the queue in the core
+                self._evict([victim for victim in attempt.preempted if victim.uid not in attempt.rejected_waiting],
+                            attempt.pod.key)
 
     def _bind_all(self, ready: list[Attempt]) -> None:
         """Bind these, then whatever the allocation gate lets through as a result."""

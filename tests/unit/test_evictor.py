@@ -97,7 +97,7 @@ async def test_an_eviction_refused_for_good_is_given_up_and_reported() -> None:
 async def test_a_replica_that_is_not_the_leader_evicts_nothing() -> None:
     api = FakeApi()
     eviction = _victim(api)
-    evictor = Evictor(api, lambda e, deleted: None, _no_failure, allowed=lambda: False)  # type: ignore[arg-type]
+    evictor = Evictor(api, lambda e, deleted: None, _no_failure, term=lambda: None)  # type: ignore[arg-type]
     evictor.submit([eviction])
     await _run(evictor, lambda: False, rounds=10)
     assert not api.of("PATCH") and not api.of("DELETE")
@@ -208,7 +208,7 @@ async def test_a_replica_that_lost_the_lease_forgets_its_evictions_and_can_evict
     api.fail_next("DELETE", "/pods/victim", status=500)
     done: list[tuple[Eviction, bool]] = []
     evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)), _no_failure,  # type: ignore[arg-type]
-                      allowed=lambda: leading[0], retry_seconds=0.05)
+                      term=lambda: 1 if leading[0] else None, retry_seconds=0.05)
     evictor.submit([eviction])
     await _run(evictor, lambda: len(api.of("DELETE")) == 1)
     leading[0] = False
@@ -281,7 +281,8 @@ async def test_no_eviction_write_is_sent_after_the_lease_is_lost(step: str) -> N
     api = _HoldFirst(step)
     victims = [_victim(api, "v1"), _victim(api, "v2")]
     leading = [True]
-    evictor = Evictor(api, lambda e, deleted: None, lambda e, reason: None, allowed=lambda: leading[0],  # type: ignore[arg-type]
+    evictor = Evictor(api, lambda e, deleted: None, lambda e, reason: None,  # type: ignore[arg-type]
+                      term=lambda: 1 if leading[0] else None,
                       concurrency=1)
     evictor.submit(victims)
     async with anyio.create_task_group() as group:

@@ -231,7 +231,7 @@ def test_a_replica_that_loses_the_lease_forgets_the_evictions_it_had_under_way()
     loop.evictor.submit([Eviction("default", "broken-1", first[0].pod.uid, "", "tessera", "n1",
                                   finishing_gang="default/broken")])
     loop.lost_leadership()
-    assert not loop.evictor._pending
+    assert not loop.evictor._preemptions
     again = loop.core.finish_gang_evictions(time.time())  # the next term finishes the gang itself
     assert [item.pod.meta.name for item in again] == ["broken-1", "broken-2"]
 

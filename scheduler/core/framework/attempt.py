@@ -27,7 +27,10 @@ class Attempt:
     deferred: bool = False  # placed, but a permit plugin holds its Binding (the allocation gate)
     gang_outcome: GangOutcome | None = None  # set on every attempt of a gang's cycle (see GangOutcome)
     preemption_tried: bool = False  # a PostFilter (preemption) ran for this attempt's pod or gang
-    preempted: list[Pod] = field(default_factory=list)  # victims to evict for this pod (or its gang)
+    preempted: list[Pod] = field(default_factory=list)  # victims for this pod (or its gang), all of them
+    # victims that were waiting at Permit (the allocation gate): sent back to the queue in memory,
+    # without an API call, as upstream's waitingPod.Preempt; the rest of `preempted` is evicted
+    rejected_waiting: dict[str, str] = field(default_factory=dict)  # victim uid -> the node it waited on
     nominated_node: str | None = None  # status.nominatedNodeName to write: None leaves it, "" clears it
     # lower-priority pods nominated to the node this pod's preemption chose: their nominations go
     nominations_cleared: list[Pod] = field(default_factory=list)

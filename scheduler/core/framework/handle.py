@@ -26,6 +26,9 @@ class Handle(Protocol):
     def fits_node(self, uid: str, event: ClusterEvent) -> bool:
         """QueueingHint for node events: does the pod now pass every filter on `event.node`?"""
 
+    def waiting(self, uid: str) -> bool:
+        """A permit plugin of any profile holds this pod's Binding (upstream's GetWaitingPod)."""
+
     def find(self, kind: Callable[..., T]) -> T | None:
         """Another plugin of this profile that implements `kind` (a protocol), if any."""
 

@@ -180,6 +180,12 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
     def abandon(self) -> list[Attempt]:
         return self.gate.abandon()
 
+    def waiting(self, uid: str) -> bool:
+        return self.gate.waiting(uid)
+
+    def reject(self, uid: str) -> bool:
+        return self.gate.reject(uid)
+
 
 def _demand_from_plans(plans: list[DevicePlan]) -> dict[str, DeviceDemand]:
     names = {name for plan in plans for name in plan.resources}

@@ -138,6 +138,30 @@ class AllocationGate:
         self.deferred = {}
         return held
 
+    def waiting(self, uid: str) -> bool:
+        """Held here, its placement still the assumed one it was held with (not yet released)."""
+        return self._find(uid) is not None
+
+    def reject(self, uid: str) -> bool:
+        found = self._find(uid)
+        if found is None:
+            return False
+        node, attempt = found
+        waiting = self.deferred[node]
+        waiting.remove(attempt)
+        if not waiting:
+            del self.deferred[node]
+        return True
+
+    def _find(self, uid: str) -> tuple[str, Attempt] | None:
+        placement = self.state.placements.get(uid)
+        if placement is None or not placement.assumed:
+            return None
+        for attempt in self.deferred.get(placement.node, ()):
+            if attempt.pod.uid == uid:
+                return placement.node, attempt
+        return None
+
 
 def resources_of(attempt: Attempt) -> frozenset[str]:
     """The resource names an attempt's devices are granted under."""

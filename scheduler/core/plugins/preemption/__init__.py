@@ -188,7 +188,7 @@ class DefaultPreemption(PostFilterPlugin):
         """upstream's SelectVictimsOnNode with units: the candidate, or the node's reasons."""
         state = self.state
         here = [state.pods[uid] for uid in sorted(info.pods) if uid in state.pods]
-        units = units_for(state, pod.priority, here)
+        units = units_for(state, pod.priority, here, self.handle.waiting)
         if not units:
             return (NO_VICTIMS,)
         lifted: dict[str, list[Lifted]] = {}
@@ -230,7 +230,7 @@ class DefaultPreemption(PostFilterPlugin):
         priority = state.competing_priority(members[0])
         placed = [pod for info in self._nodes_below(priority) for uid in sorted(info.pods)
                   if (pod := state.pods.get(uid)) is not None]
-        units = units_for(state, priority, placed, exclude_gang=gang)
+        units = units_for(state, priority, placed, self.handle.waiting, exclude_gang=gang)
         if not units:
             return Preemption(message=f"0/{len(state.node_order)} nodes are available: "
                                       f"{len(state.node_order)} {NO_VICTIMS}.")
@@ -263,7 +263,7 @@ class DefaultPreemption(PostFilterPlugin):
                         state.restore(entry)
             here = [pod for node in sorted(used) for uid in sorted(state.nodes[node].pods)
                     if (pod := state.pods.get(uid)) is not None]
-            units = units_for(state, priority, here, exclude_gang=gang)
+            units = units_for(state, priority, here, self.handle.waiting, exclude_gang=gang)
             lifted = {unit.pods[0].uid: [state.lift(p.uid) for p in unit.pods] for unit in units}
             if not self._still_fits(members, nodes, assumed, now):
                 return Preemption(message=f"pod group {gang}: the placement found without lower-priority "
