@@ -42,6 +42,8 @@ def fit_error(num_nodes: int, reasons: Counter[str]) -> str:
     return f"0/{num_nodes} nodes are available: {', '.join(parts)}."
 
 
+REQUIRED_TOPOLOGY = "not attempted for a gang with a required topology."  # preemption's dry run knows no domains
+
 class Cycle:
     def __init__(self, engine: Engine, seed: int, explain: bool) -> None:
         self.engine = engine
@@ -248,6 +250,14 @@ class Cycle:
             for attempt in placed:
                 queue.done(attempt.pod.uid)
             for attempt in failed:
+                # the gang has its minimum: a member that fit nowhere is a pod like any other, and
+                # preempts as one (upstream's Coscheduling PostFilter leaves it to DefaultPreemption)
+                if plan is not None and plan.required:
+                    attempt.message = f"{attempt.message} preemption: {REQUIRED_TOPOLOGY}"
+                else:
+                    self._post_filter(runtime, [attempt.pod], 1, [attempt],
+                                      {attempt.pod.uid: holds[attempt.pod.uid]} if attempt.pod.uid in holds else {},
+                                      now)
                 queue.unschedulable_failure(attempt.pod.uid, attempt.rejectors | {grouping.name}, now)
             queue.group_succeeded(view.key)
             return attempts
@@ -274,7 +284,7 @@ class Cycle:
             # the dry run of preemption knows no domains: evicting for a gang that must stay in
             # one could free room it may not use
             for attempt in attempts:
-                attempt.message = f"{attempt.message} preemption: not attempted for a gang with a required topology."
+                attempt.message = f"{attempt.message} preemption: {REQUIRED_TOPOLOGY}"
             self._clear(attempts, holds)
             return attempts
         self._post_filter(runtime, members, view.minimum - len(view.bound), attempts, holds, now)

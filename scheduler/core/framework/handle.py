@@ -26,6 +26,9 @@ class Handle(Protocol):
     def fits_node(self, uid: str, event: ClusterEvent) -> bool:
         """QueueingHint for node events: does the pod now pass every filter on `event.node`?"""
 
+    def usable_rows(self, ctx: PodContext) -> Bools:
+        """The rows no batch filter rules out for the pod now (a superset of where it fits)."""
+
     def waiting(self, uid: str) -> bool:
         """A permit plugin of any profile holds this pod's Binding (upstream's GetWaitingPod)."""
 

@@ -121,6 +121,30 @@ class ProfileRuntime:
     def waiting(self, uid: str) -> bool:
         return any(permit.waiting(uid) for permit in self.every_permit)
 
+    def usable_rows(self, ctx: PodContext) -> Bools:
+        """Batch filters first; a filter without a batch form then checks the rows left, one by
+        one (node affinity: what a gang's selector rules out is most of what a domain lacks)."""
+        table = self.table
+        table.sync()
+        alive = np.ones(table.size, np.bool_)
+        lazy: list[FilterPlugin] = []
+        for plugin in self.filters:
+            if not plugin.filter_applies(ctx):
+                continue
+            batch = self._batch_filters.get(plugin.name)
+            if batch is None:
+                lazy.append(plugin)
+                continue
+            verdict = batch.filter_rows(table, ctx, alive)
+            if verdict.fails is not None:
+                alive ^= verdict.fails  # a plugin only fails rows it was asked about
+        for plugin in lazy:
+            passes = plugin.node_filter(ctx)
+            for row in np.flatnonzero(alive).tolist():
+                if passes(table.infos[row]) is not None:
+                    alive[row] = False
+        return alive
+
     def fits_node(self, uid: str, event: ClusterEvent) -> bool:
         """May the pod go to the node now — as it is, or (when this profile preempts and the pod
         may) once the node's lower-priority pods are gone? Upstream's node hints check each

@@ -19,7 +19,7 @@ from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.interface import Bools, Ints
 from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown
 from scheduler.core.objects import Device
-from scheduler.core.plugins.devices.planner import GROUP_ATTRIBUTES
+from scheduler.core.plugins.devices.planner import described
 from scheduler.core.state import ClusterState, NodeInfo
 
 
@@ -69,9 +69,11 @@ class ClassColumns(ColumnGroup):
             cls = classes.classes[name]
             best = total = 0
             free: list[Device] = []  # exclusive classes: the free matching devices
+            candidates: list[Device] = []  # and all of them, busy or free (which groups they describe)
             for device in info.devices.values():
                 if not device.schedulable or name not in classes.device_classes.get(device.name, ()):
                     continue
+                candidates.append(device)
                 self.resources[name].add(device.resource_name)
                 total += 1
                 use = uses.get(device.name)
@@ -86,19 +88,20 @@ class ClassColumns(ColumnGroup):
                         best = max(best, min(UNITS_MAX, math.ceil(room / cls.sharing.unit)))
             column[row] = best
             self.total[name][row] = total
-            self.largest_group[name][row] = largest_group(free)
+            self.largest_group[name][row] = largest_group(free, described(candidates))
 
 
-def largest_group(free: list[Device]) -> int:
-    """The most of `free` in one group of the first grouping attribute any of them carries (NVLink
-    group, else NUMA node; a device without it is a group of its own); -1 when none carries one.
-    The planner (`within_one_group`) calls a request split when that attribute's groups cannot
-    hold it, even if a NUMA node could: both forms must score alike."""
-    for attribute in GROUP_ATTRIBUTES:
-        sizes = Counter(device.attributes[attribute] for device in free if attribute in device.attributes)
-        if sizes:
-            return max(max(sizes.values()), 1)
-    return -1
+def largest_group(free: list[Device], attributes: tuple[str, ...]) -> int:
+    """The most of `free` in one group of the first grouping attribute the node's devices of the
+    class describe (`attributes`, see the planner's `described`: NVLink group, else NUMA node; a
+    device without it is a group of its own); -1 when they describe none. The planner
+    (`within_one_group`) calls a request split when that attribute's groups cannot hold it, even
+    if a NUMA node could: both forms must score alike."""
+    if not attributes:
+        return -1
+    attribute = attributes[0]
+    sizes = Counter(device.attributes.get(attribute, "\0" + device.name) for device in free)
+    return max(sizes.values()) if sizes else 0
 
 
 def simple_exclusive(columns: ClassColumns, ctx: PodContext) -> tuple[str, str, int] | None:

@@ -175,8 +175,11 @@ class DevicePlanner:
                         and not _busy(use.get(d.name))]
                 if len(free) < req.count:
                     return f"Insufficient {req.resource_name}"
-                free.sort(key=lambda d: (len(matches.get(d.name, ())), d.name))
-                picked, split = within_one_group(free, req.count)
+                def others(device: Device) -> int:  # how many classes could use it (fewest first)
+                    return len(matches.get(device.name, ()))
+
+                free.sort(key=lambda d: (others(d), d.name))
+                picked, split = within_one_group(free, req.count, described(candidates), others)
                 for device in picked:
                     taken.add(device.name)
                     chosen.append((device.name, None))
@@ -229,26 +232,34 @@ class DevicePlanner:
         return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0, resources)
 
 
-def within_one_group(free: list[Device], count: int) -> tuple[list[Device], bool]:
+def described(devices: Iterable[Device]) -> tuple[str, ...]:
+    """The grouping attributes (NVLink group, NUMA node) the node's devices of a class describe:
+    any of them carries it, busy or free (a GPU without NVLink peers carries no `nvlinkGroup`)."""
+    carried = {attribute for device in devices for attribute in GROUP_ATTRIBUTES if attribute in device.attributes}
+    return tuple(attribute for attribute in GROUP_ATTRIBUTES if attribute in carried)
+
+
+def within_one_group(free: list[Device], count: int, attributes: tuple[str, ...],
+                     others: Callable[[Device], int]) -> tuple[list[Device], bool]:
     """`count` of the `free` devices (in preference order) for one container — a single GPU too,
     so that it fills a partly used group before it breaks a whole one: from one NVLink
-    group, else one NUMA node, when the node's devices describe them (`nvlinkGroup`, `numaNode`
-    attributes, published by the node agent) and one has room — the group with the fewest free
-    devices that still holds the request, so larger groups stay whole for larger requests.
-    `split`: the node describes NVLink groups (or only NUMA nodes) and the request had to span
-    two of them (the node then scores half)."""
-    described = False
-    for attribute in GROUP_ATTRIBUTES:
-        if not any(attribute in device.attributes for device in free):
-            continue
+    group, else one NUMA node, when the node's devices describe them (`attributes`, see
+    `described`: published by the node agent) and one has room — the group with the fewest free
+    devices that still holds the request, so larger groups stay whole for larger requests; among
+    those, the one whose best device the fewest other classes can use (`others`; so a group never
+    takes the only device another request of the pod needs), then by name. `split`: the node describes NVLink groups (or only NUMA nodes) and the request had to
+    span two of them (the node then scores half)."""
+    spanned = False
+    for attribute in attributes:
         groups: dict[str, list[Device]] = {}
         for device in free:  # a device without the attribute is a group of its own (no peers)
             groups.setdefault(device.attributes.get(attribute, "\0" + device.name), []).append(device)
-        holding = [(len(devices), key) for key, devices in groups.items() if len(devices) >= count]
+        holding = [(len(devices), min(others(device) for device in devices), key)
+                   for key, devices in groups.items() if len(devices) >= count]
         if holding:
-            return groups[min(holding)[1]][:count], described
-        described = True
-    return free[:count], described and count > 1
+            return groups[min(holding)[2]][:count], spanned
+        spanned = True
+    return free[:count], spanned and count > 1
 
 
 def over_count(ctx: PodContext, plan: DevicePlan, info: NodeInfo) -> str | None:

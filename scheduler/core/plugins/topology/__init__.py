@@ -12,10 +12,12 @@ inside one topology domain. This plugin gives the cycle the domains to try the g
   level's labels belong to none.
 - Members already on a node pin the domain: the rest must join them there (upstream's rule;
   bound members in two domains make a required constraint unplaceable, with upstream's message).
-- Candidates are the domains whose free capacity (summed per resource over their nodes) can hold
-  the members still needed; they are tried tightest first — least free capacity of the gang's
-  resources, extended resources first — so a gang takes the smallest domain it fits in, as KAI's
-  and Kueue's BestFit, and fragmentation scoring places each member inside it. The cycle keeps
+- Candidates are the domains whose free capacity, on the nodes the members can use (the batch
+  filters of each distinct member: selector, affinity, taints, cordon...), can hold the members
+  still needed; they are tried tightest first — fewest members that fit (per node, summed: Kueue's
+  BestFit and LeastFreeCapacity count pods, not free capacity), then least free capacity of the
+  gang's resources, extended resources first — so a gang takes the smallest domain it fits in and
+  fragmentation scoring places each member inside it. The cycle keeps
   the first domain where every pending member fits (upstream's PodGroupPodsCount prefers the
   placement with most pods; among full placements the tightest wins), else the one with most.
 """
@@ -26,7 +28,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from scheduler.core.framework.cycle_state import PodContext
+from scheduler.core.framework.cycle_state import PodContext, prepare
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import (
     Bools,
@@ -102,7 +104,8 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
         # the k smallest requests of each resource, summed: no k members can need less, so a domain
         # is refused only when no `needed` of them can fit (a necessary condition, never too strict)
         smallest = np.cumsum(np.sort(demand, axis=0), axis=0) if demand.shape[1] else demand
-        slots = _slots(table, free, demand, len(members))
+        # nodes no member can use (a selector, a taint, a cordon) hold none of them
+        slots = np.where(self._usable(members), _slots(table, free, demand), 0)
         bound_rows = [row for pod in view.bound
                       if (node := self.handle.state.node_of(pod.uid)) is not None
                       and (row := self.handle.state.node_position(node)) is not None]
@@ -130,6 +133,21 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
         if not topology.required:
             tiers.append(PlacementTier("", None))
         return PlacementPlan(tuple(tiers), bool(topology.required))
+
+    def _usable(self, members: Sequence[PodContext]) -> Bools:
+        """Rows some member's batch filters leave (never too strict: a filter without a batch form
+        rules out nothing), one pass per distinct member form."""
+        state = self.handle.state
+        usable = np.zeros(self.handle.table.size, np.bool_)
+        seen: set[str] = set()
+        for ctx in members:
+            pod = ctx.pod
+            form = repr((sorted(pod.requests.items()), sorted(pod.node_selector.items()), pod.required_terms,
+                         pod.tolerations))
+            if form not in seen:
+                seen.add(form)
+                usable |= self.handle.usable_rows(prepare(pod, state.classes))
+        return usable
 
     def _missing(self, chain: Chain, view: GangView) -> str:
         """The first label of `chain` (a level and its wider configured levels) that a bound
@@ -178,12 +196,14 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
         fits = (smallest[None, :, :] <= free[:, None, :] + 1e-9).all(axis=2).sum(axis=1)
         inside = level.codes >= 0  # and no more than the members each node can take, summed
         per_domain = np.bincount(level.codes[inside], weights=slots[inside], minlength=len(level.paths))
-        fits = np.minimum(fits, per_domain[codes].astype(np.int64))
+        room = per_domain[codes].astype(np.int64)  # members of the smallest request each domain's nodes take
+        fits = np.minimum(fits, room)
         short = fits < needed
         holds = int(fits[short].max()) if short.any() else 0
         eligible = np.flatnonzero(~short)
-        # tightest first: least free capacity of the gang's resources in order; then by name
-        order = sorted(eligible.tolist(), key=lambda i: (*free[i].tolist(), level.paths[int(codes[i])]))
+        # tightest first: fewest members that fit (Kueue's BestFit), then least free capacity of
+        # the gang's resources in order, then by name
+        order = sorted(eligible.tolist(), key=lambda i: (int(room[i]), *free[i].tolist(), level.paths[int(codes[i])]))
         domains = []
         for i in order[: self.max_trials]:
             code = int(codes[i])
@@ -193,10 +213,11 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
         return PlacementTier(word, tuple(domains), holds)
 
 
-def _slots(table: NodeTable, free: list[Ints], demand: np.ndarray, members: int) -> Ints:
-    """Per node row, the most members it can take: its free amount of each resource over the
-    smallest member's request of it (a node's free GPUs cannot be pooled with another's)."""
-    slots = np.full(table.size, members, np.int64)
+def _slots(table: NodeTable, free: list[Ints], demand: np.ndarray) -> Ints:
+    """Per node row, how many members it can take: its free amount of each resource over the
+    smallest member's request of it (a node's free GPUs cannot be pooled with another's); as
+    Kueue's `fillInCounts`, not capped by the gang's size (a member asking for nothing: any)."""
+    slots = np.full(table.size, np.iinfo(np.int32).max, np.int64)
     if demand.shape[1]:
         for column, need in zip(free, demand.min(axis=0).tolist()):
             if need > 0:

@@ -1,0 +1,172 @@
+"""Topology-aware gang placement and device locality inside a node: defects a review found.
+
+Each test failed before its fix, for the reason its docstring gives (what the README, or the
+upstream design it says it follows, promises, and what Tessera did instead).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.core import annotations as ann
+from scheduler.sim import builders as b
+from tests.helpers import BINPACK, Run, config
+from tests.replay.test_topology import BLOCK, RACK, topology_config
+
+REQUIRED = "tessera.dev/topology-required"
+GPU_CLASS = "class.tessera.dev/gpu"
+
+
+def _gang(name: str, size: int, gpus: int, annotations: dict[str, str], minimum: int | None = None,
+          **pod: Any) -> list[dict[str, Any]]:
+    labels = b.gang_labels(name, minimum or size)
+    return [b.pod(f"{name}-{i}", labels=labels, annotations=annotations, limits={"nvidia.com/gpu": gpus}, **pod)
+            for i in range(size)]
+
+
+# --- 1. which rack: "tightest" by summed free GPUs, not by how many members fit (Kueue BestFit) ---
+
+
+def test_the_tightest_rack_is_the_one_that_fits_the_fewest_members_as_kueue_best_fit() -> None:
+    """README ("Which domain"): domains are tried "tightest first ... — the smallest domain it fits
+    in, as KAI's and Kueue's BestFit". Kueue's BestFit (pkg/cache/tas_flavor_snapshot.go,
+    `fillInCounts` + `findBestFitDomainIdx`) measures a domain by how many pods of the pod set fit
+    in it (per node, summed) and takes the domain with the lowest such count that still holds the
+    gang; its LeastFreeCapacity profile sorts by the same count ascending.
+
+    Rack "a": three 4-GPU nodes with 3 free each (9 free GPUs, but only 3 members of 2 GPUs fit).
+    Rack "b": one empty 8-GPU node (8 free GPUs, 4 members fit). A gang of 3 x 2 GPUs: Kueue (both
+    profiles) picks rack a (3 >= 3, the tightest), which leaves the whole 8-GPU node for an 8-GPU
+    job. Tessera sorts by summed free GPUs (8 < 9), takes rack b and breaks the only whole node,
+    leaving rack a's nine free GPUs in 1-GPU crumbs."""
+    run = Run(topology_config())
+    run.add(*[b.node(f"a-{i}", gpus=4, labels={BLOCK: "x", RACK: "a"}) for i in range(3)])
+    run.add(*[b.pod(f"filler-{i}", node_name=f"a-{i}", phase="Running", limits={"nvidia.com/gpu": 1})
+              for i in range(3)])
+    run.add(b.node("b-0", gpus=8, labels={BLOCK: "x", RACK: "b"}))
+    run.add(*_gang("g", 3, 2, {REQUIRED: RACK}))
+    nodes = [run.node_of(f"g-{i}") for i in range(3)]
+    assert None not in nodes
+    assert {node.split("-")[0] for node in nodes if node} == {"a"}, nodes
+
+
+# --- 2. the room check counts nodes the members can never use: hopeless racks use up the trials --
+
+
+def test_racks_the_members_cannot_use_do_not_use_up_the_domain_trials() -> None:
+    """README: candidate domains are those "whose free capacity can hold the members still
+    needed", counted so that "a domain is never skipped where the gang fits"; at most
+    `maxDomainTrials` (16) of them are tried, tightest first. Kueue's TAS counts only the nodes the
+    pod set can use (`fillInCounts`: untolerated NoSchedule taints and, with a hostname level, the
+    node selector exclude a node).
+
+    Tessera's room check sums the free GPUs of every labelled node, also of nodes whose labels the
+    members' nodeSelector refuses. Sixteen V100 racks (2 x 8 free GPUs each: 16, "tighter") come
+    before the one A100 rack (3 x 8 free: 24) that the gang of 2 x 8 GPUs with nodeSelector
+    gpu=a100 fits in; all sixteen trials fail and the gang is refused with "no rack has room for 2
+    pods ... (largest: 0)", although rack a100 holds it. (Taints, cordoned nodes or a class's
+    devices elsewhere do the same; a preferred gang is spread over the cluster instead.)"""
+    run = Run(topology_config())
+    nodes = [b.node(f"v{r:02d}-{i}", gpus=8, labels={BLOCK: "x", RACK: f"v{r:02d}", "gpu": "v100"})
+             for r in range(16) for i in range(2)]
+    nodes += [b.node(f"a100-{i}", gpus=8, labels={BLOCK: "x", RACK: "a100", "gpu": "a100"}) for i in range(3)]
+    run.add(*nodes)
+    run.add(*_gang("g", 2, 8, {REQUIRED: RACK}, spec_extra={"nodeSelector": {"gpu": "a100"}}))
+    placed = {run.node_of("g-0"), run.node_of("g-1")}
+    assert placed <= {"a100-0", "a100-1", "a100-2"}, run.last("g-0").message
+
+
+# --- 3. inside a node: GPUs without NVLink peers are not "one group" -----------------------------
+
+
+def _device_node(run: Run, name: str, groups: list[dict[str, str]]) -> None:
+    run.add(b.node(name, gpus=len(groups)))
+    run.add(*[b.device(name, i, attributes=attributes) for i, attributes in enumerate(groups)])
+
+
+def _load(run: Run, node: str, indexes: tuple[int, ...]) -> None:
+    """A running pod holding the node's devices at `indexes`."""
+    names = sorted((d.name for d in run.state.devices.values() if d.node_name == node),
+                   key=lambda name: int(run.state.devices[name].attributes["index"]))
+    grants = tuple(ann.DeviceGrant(run.state.devices[names[i]].device_id, names[i], None) for i in indexes)
+    run.add(b.pod(f"load-{node}", node_name=node, phase="Running", limits={GPU_CLASS: len(indexes)},
+                  annotations={ann.DEVICES: ann.encode_devices({"main": {GPU_CLASS: grants}})}))
+
+
+def test_two_gpus_without_nvlink_peers_count_as_spanning_groups() -> None:
+    """README ("Inside a node"): the agent publishes `nvlinkGroup` for GPUs joined by NVLink (a GPU
+    without NVLink peers gets none: scheduler/agent/nvml.py); "a node where the request would have
+    to span groups (NVLink groups when the node describes them, even if one NUMA node holds it)
+    scores half"; the planner itself says "a device without it is a group of its own".
+
+    Node "split" describes NVLink groups (GPUs 0-1, group a, busy) and has two free GPUs with no
+    NVLink peers; node "whole" (equally full) has its two free GPUs in NVLink group a. A 2-GPU
+    request spans two groups on "split" (two GPUs with no NVLink between them) and must score half
+    of "whole". Tessera looks for the attribute only on the *free* GPUs: none carries it, so the
+    node counts as undescribed, both nodes score 100 and the pair lands on the unlinked GPUs for
+    some tie-breaks (seeds 1-4), while two free GPUs in *different* groups are halved."""
+    run = Run(config(BINPACK), explain=True)
+    run.add(b.resource_class("gpu", match_labels={"model": "V100"}))
+    _device_node(run, "split", [{"nvlinkGroup": "a"}, {"nvlinkGroup": "a"}, {}, {}])
+    _device_node(run, "whole", [{"nvlinkGroup": "a"}, {"nvlinkGroup": "a"}, {"nvlinkGroup": "b"}, {"nvlinkGroup": "b"}])
+    _load(run, "split", (0, 1))
+    _load(run, "whole", (2, 3))
+    run.add(b.pod("pair", limits={GPU_CLASS: 2}))
+    scores = run.last("pair").scores
+    assert scores is not None
+    assert scores["split"]["TesseraDevices"] * 2 == scores["whole"]["TesseraDevices"], scores
+
+
+# --- 4. the NVLink preference overrides the planner's "never take another request's only GPU" ----
+
+
+def test_an_nvlink_group_choice_does_not_take_the_gpu_another_request_of_the_pod_needs() -> None:
+    """README ("Inside a node"): a pod asking for several classes has "the request with the fewest
+    devices to choose from first, so one request never takes the only GPU another can use"; the
+    planner's contract is "a node is feasible exactly when a plan exists".
+
+    A 4-GPU node with two NVLink pairs: g1 = {GPU 1 (classes x and y), GPU 2 (y)}, g2 = {GPU 0
+    (x), GPU 3 (neither)}. One container asks for x: 1 and y: 2. The plan x -> GPU 0, y -> GPUs 1
+    and 2 exists (and is found when the devices carry no nvlinkGroup). With the groups, x (two
+    choices, as y) goes first and `within_one_group` takes "the group with the fewest free devices"
+    — both of x's candidates are alone in their group, so the tie goes to the group name: g1,
+    GPU 1 — overriding the preference for the device matching the fewest other classes (GPU 0).
+    y is left with GPU 2 alone: "Insufficient class.tessera.dev/y" on a node that holds the pod."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=4))
+    run.add(*[b.device("n", i, attributes={"role": role, "nvlinkGroup": group})
+              for i, (role, group) in enumerate((("x", "g2"), ("xy", "g1"), ("y", "g1"), ("z", "g2")))])
+    run.add(b.resource_class("x", expressions=[{"key": "role", "operator": "In", "values": ["x", "xy"]}]),
+            b.resource_class("y", expressions=[{"key": "role", "operator": "In", "values": ["y", "xy"]}]))
+    run.add(b.pod("p", limits={"class.tessera.dev/x": 1, "class.tessera.dev/y": 2}))
+    assert run.node_of("p") == "n", run.last("p").message
+
+
+# --- 5. a member of a gang whose minimum is already met never preempts ---------------------------
+
+
+def test_a_basic_policy_podgroup_member_preempts_like_a_plain_pod() -> None:
+    """Upstream's Workload API: a PodGroup with the `basic` policy has its pods scheduled "as
+    independent entities ... using the standard Kubernetes behavior" (and TAS with basic policy
+    pins later pods to the domain of those already scheduled); scheduler-plugins' Coscheduling
+    PostFilter likewise lets DefaultPreemption run for a member whose group already has minMember
+    assigned. README ("Priorities and preemption"): "When a pod fits nowhere, the
+    DefaultPreemption PostFilter evicts lower-priority pods to make room, as kube-scheduler's does".
+
+    wl-0 (priority 100) takes n1; wl-1 (priority 100, same basic PodGroup) fits nowhere, and n2
+    holds only `low` (priority 0). A plain pod evicts `low` and takes n2. Tessera's gang path
+    counts wl-0 as bound, calls the gang "placed" (bound >= minimum 1) and marks wl-1
+    unschedulable without ever running PostFilter: no victims, no nomination, no `preemption:`
+    part in its message. The same holds for any gang whose minimum is met (a recreated worker of a
+    running job, the members above minMember) and for a basic PodGroup with a preferred topology."""
+    run = Run()
+    run.add(b.node("n1", gpus=4), b.node("n2", gpus=4))
+    run.add(b.pod("low", node_name="n2", phase="Running", limits={"nvidia.com/gpu": 4}, priority=0))
+    run.add(b.workload_podgroup("wl", None))
+    member = {"schedulingGroup": {"podGroupName": "wl"}}
+    run.add(b.pod("wl-0", limits={"nvidia.com/gpu": 4}, priority=100, spec_extra=member))
+    assert run.node_of("wl-0") == "n1"
+    run.add(b.pod("wl-1", limits={"nvidia.com/gpu": 4}, priority=100, spec_extra=member))
+    tries = [a for a in run.attempts if a.pod.meta.name == "wl-1"]
+    assert [[p.key for p in a.preempted] for a in tries if a.preempted] == [["default/low"]], [a.message for a in tries]
+    assert run.node_of("wl-1") == "n2", tries[-1].message
