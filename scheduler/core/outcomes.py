@@ -21,6 +21,10 @@ class BindingOutcomes:
         state = engine.state
         node = state.node_of(uid)
         placement = state.placements.get(uid)
+        if placement is not None and not placement.assumed:
+            # bound after all (our Binding landed, or another leader's did: the watch shows it):
+            # nothing of ours to undo, as upstream forgets only an assumed pod
+            return
         pod = state.pods.get(uid)
         freed = state.forget(uid)
         if placement is not None and pod is not None and self._gang_placed_without(pod):

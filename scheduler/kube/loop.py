@@ -32,7 +32,7 @@ from scheduler.kube.http import KubeHttp, RateLimiter
 from scheduler.kube.informers import SCHEDULER_KINDS, InformerSet
 from scheduler.kube.recorder import EventRecorder, ObjectRef
 from scheduler.kube.startup_gc import collect_after_sync
-from scheduler.kube.status import UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusWriter
+from scheduler.kube.status import SCHEDULER_ERROR, UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusWriter
 
 log = structlog.get_logger("tessera.loop")
 
@@ -282,7 +282,8 @@ class SchedulerLoop:
             if attempt.deferred:  # another pod on the node is still being handed its devices
                 log.info("binder.gate_wait", pod=pod.key, node=attempt.node)
                 self.events.record(_pod_ref(attempt), "Normal", WAITING_FOR_ALLOCATION, "Binding", attempt.message)
-                self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name, WAITING_FOR_ALLOCATION, attempt.message)
+                self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name, WAITING_FOR_ALLOCATION, attempt.message,
+                                          generation=pod.meta.generation)
             else:
                 self.binder.submit(Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node,
                                            attempt.annotations))
@@ -292,7 +293,7 @@ class SchedulerLoop:
             self.hooks.on_attempt("unschedulable", profile, seconds, attempt)
             self.events.record(_pod_ref(attempt), "Warning", "FailedScheduling", "Scheduling", attempt.message)
             self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name, UNSCHEDULABLE, attempt.message,
-                                      nominated_node=attempt.nominated_node)
+                                      nominated_node=attempt.nominated_node, generation=pod.meta.generation)
         self._evict(attempt)
         for displaced in attempt.nominations_cleared:
             self.statuses.pod_nomination_cleared(displaced.meta.namespace, displaced.meta.name)
@@ -371,7 +372,12 @@ class SchedulerLoop:
             self.stats.bind_errors += 1
             self.core.binding_failed(binding.uid, time.time())
             ref = ObjectRef("Pod", "v1", binding.name, binding.namespace, binding.uid)
-            self.events.record(ref, "Warning", "FailedScheduling", "Scheduling", f"Binding rejected: {result.message}")
+            message = f"Binding rejected: {result.message}"
+            self.events.record(ref, "Warning", "FailedScheduling", "Scheduling", message)
+            # upstream's handleSchedulingFailure: not a rejection, so reason SchedulerError
+            pod = self.core.state.pods.get(binding.uid)
+            self.statuses.pod_waiting(binding.namespace, binding.name, SCHEDULER_ERROR, message,
+                                      generation=pod.meta.generation if pod is not None else 0)
         else:
             self.core.binding_dropped(binding.uid)
         self._submit_released()
@@ -408,7 +414,11 @@ class SchedulerLoop:
         """For the status writer: the pod's resourceVersion while it still waits for `reason`
         (None: for any reason)."""
         waiting = self.core.waiting_reason(f"{namespace}/{name}")
-        return waiting[1] if waiting is not None and reason in (None, waiting[0]) else None
+        if waiting is None:
+            return None
+        # a refused Binding's SchedulerError stands while the pod waits in the queue again
+        wanted = UNSCHEDULABLE if reason == SCHEDULER_ERROR else reason
+        return waiting[1] if wanted in (None, waiting[0]) else None
 
     def _write_class_statuses(self) -> None:
         for status in self.core.class_statuses():

@@ -45,6 +45,7 @@ _CLASS = "/apis/tessera.dev/v1alpha1/resourceclasses/{name}/status"
 _CONDITION_TYPES = ("PodScheduled", "PodGroupScheduled", "Valid")  # the conditions this writer stamps
 UNSCHEDULABLE = "Unschedulable"
 WAITING_FOR_ALLOCATION = "WaitingForAllocation"
+SCHEDULER_ERROR = "SchedulerError"  # upstream's reason for a failure that is not a rejection (a refused Binding)
 # (namespace, name, reason) -> the resourceVersion to write against while the pod still waits for
 # that reason (None: for any reason), or None when it no longer does (bound, assumed, gone)
 PodVersion = Callable[[str, str, "str | None"], "str | None"]
@@ -68,12 +69,16 @@ class StatusWriter:
         self.writes = 0
 
     def pod_waiting(self, namespace: str, name: str, reason: str, message: str,
-                    nominated_node: str | None = None) -> None:
-        """PodScheduled=False with `reason` (Unschedulable, or WaitingForAllocation behind the gate);
-        with `nominated_node`, also status.nominatedNodeName (a preemption's node; "" clears it),
-        in the same write, as upstream's updatePod."""
-        condition = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-                     "lastProbeTime": None}
+                    nominated_node: str | None = None, generation: int = 0) -> None:
+        """PodScheduled=False with `reason` (Unschedulable, WaitingForAllocation behind the gate, or
+        SchedulerError after a refused Binding) and `observedGeneration` the pod's generation (as
+        upstream, PodObservedGenerationTracking being GA); with `nominated_node`, also
+        status.nominatedNodeName (a preemption's node; "" clears it), in the same write, as
+        upstream's updatePod."""
+        condition: dict[str, Any] = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+                                     "lastProbeTime": None}
+        if generation > 0:
+            condition["observedGeneration"] = generation
         status: dict[str, Any] = {"conditions": [condition]}
         key = _pod_status(namespace, name)
         if nominated_node is None:  # "leave it": a nomination wished earlier stays in every later wish

@@ -486,8 +486,8 @@ class ClusterState:
             return []
         freed = self._unplace(uid)
         pod = self.pods.get(uid)
-        if pod is not None and not pod.node_name and self.is_ours(pod) and not pod.terminal:
-            self.pending.add(uid)
+        if pod is not None and not pod.node_name and self.is_ours(pod) and not pod.terminal and not pod.meta.deleting:
+            self.pending.add(uid)  # a pod being deleted is never scheduled again (upstream's skipPodSchedule)
         return freed
 
     # --- what-if: pods lifted off their nodes, nominated pods' holds -------------------------
