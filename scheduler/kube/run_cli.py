@@ -171,7 +171,8 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
     # serve() outside the task group: a port that cannot be bound is its own error, not a group's
     async with serve(args.bind_address, args.port, healthz=_healthz_checks(loop), readyz=_readyz_checks(loop),
                      registry=metrics.registry, routes=routes) as server:
-        log.info("tessera.serving", url=server.url, identity=identity)
+        log.info("tessera.serving", url=server.url, identity=identity,
+                 gpu_map=f"{server.url}/gpu-map" if args.gpu_map else "off (start with --gpu-map)")
         async with anyio.create_task_group() as group:
             await group.start(stop_on_signal, stop.set, name="signals")
             group.start_soon(until_stop, "loop", loop.run, name="loop")

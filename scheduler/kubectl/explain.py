@@ -257,7 +257,7 @@ def render(x: Explanation, now: float) -> str:
     if x.gang is not None:
         g = x.gang
         minimum = "its PodGroup is not known" if g.minimum is None else f"min {g.minimum}"
-        gang = (f"{g.gang}: {g.members} members ({minimum}), {g.placed} placed, "
+        gang = (f"{g.gang}: {g.members} member{'' if g.members == 1 else 's'} ({minimum}), {g.placed} placed, "
                 + (f"{g.leaving} leaving, " if g.leaving else "") + f"{g.pending} waiting; "
                 f"phase {g.phase}" + (f"; {g.message}" if g.message else ""))
     fields = [("Pod:", x.pod), ("Scheduler:", x.scheduler + ("" if x.ours else " (not a Tessera profile)")),

@@ -104,3 +104,40 @@ async def test_the_shipped_gang_job_example_starts_together_and_finishes(cluster
     pods = await kube.pods(ns)
     assert len(pods) == 4 and len({p["spec"]["nodeName"] for p in pods.values()}) == 1
     assert all(p["status"]["phase"] == "Succeeded" for p in pods.values())
+
+
+async def test_the_shipped_preemption_example_evicts_one_batch_worker_for_the_urgent_pod(cluster: Any) -> None:
+    """deploy/examples/preemption-{batch,urgent}.yaml as a user applies them (a new user found no
+    live preemption example): the batch workers fill the GPUs, the urgent pod preempts one of them
+    (DisruptionTarget, a Preempted Event naming the urgent pod), and takes its GPUs once kwok has
+    deleted it; the Job's replacement worker waits."""
+    kube, nodes = cluster
+    await nodes(2, 8)
+    ns = await namespace_named(kube, "kwok-preemption-example")
+    *classes, job = yaml.safe_load_all((DEPLOY_EXAMPLES / "preemption-batch.yaml").read_text())
+    (urgent,) = yaml.safe_load_all((DEPLOY_EXAMPLES / "preemption-urgent.yaml").read_text())
+    for priority_class in classes:  # cluster-scoped: another run on this plane may have made them
+        await kube.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", priority_class, ok=(201, 409))
+    await kube.call("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", job)
+
+    async def workers_running() -> bool:
+        pods = (await kube.pods(ns)).values()
+        return sum(1 for p in pods if p["status"].get("phase") == "Running") == 2  # 2 nodes x 8 GPUs
+
+    await eventually(workers_running, timeout=60, interval=0.5)
+    created = await kube.create_pod(ns, urgent)
+
+    async def urgent_bound() -> str:
+        return str((await kube.pods(ns)).get("urgent", {}).get("spec", {}).get("nodeName") or "")
+
+    node = await eventually(urgent_bound, timeout=60, interval=0.5)
+    preempted = [e for e in await kube.events(ns) if e["reason"] == "Preempted"]
+    assert len(preempted) == 1, preempted
+    assert preempted[0]["note"] == f"Preempted by pod {created['metadata']['uid']} on node {node}"
+    assert preempted[0]["regarding"]["name"].startswith("batch-")
+
+    async def replacement_waits() -> bool:  # the 2 never placed + the Job's replacement for the victim
+        pods = await kube.pods(ns)
+        return len([p for name, p in pods.items() if name.startswith("batch-") and not p["spec"].get("nodeName")]) == 3
+
+    await eventually(replacement_waits, timeout=30, interval=0.5)

@@ -116,8 +116,8 @@ def find_binaries(*, build: bool = True, build_log: IO[bytes] | None = None) -> 
 
     ``KUBEBUILDER_ASSETS`` wins when set and must hold etcd and kube-apiserver. Otherwise the
     cache (``default_bin_dir()``) is used; when it lacks any of the six binaries and ``build`` is
-    true, ``hack/build-control-plane.sh`` runs (a cold build takes 15-30 minutes; its progress goes
-    to ``build_log`` or, by default, to our stderr). Raises :class:`BinariesNotFound` with the
+    true, ``hack/build-control-plane.sh`` runs (a cold build takes about 6 minutes on 2 idle cores,
+    up to 30 on a busy machine; its progress goes to ``build_log`` or, by default, to our stderr). Raises :class:`BinariesNotFound` with the
     reason when nothing usable is found.
     """
     assets = os.environ.get("KUBEBUILDER_ASSETS")
