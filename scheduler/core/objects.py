@@ -189,6 +189,12 @@ _INT64 = re.compile(r"[+-]?[0-9]+")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
 
+def is_label_value(value: str) -> bool:
+    """apimachinery's IsValidLabelValue: at most 63 characters of letters, digits, '-', '_', '.',
+    starting and ending with a letter or digit (or empty)."""
+    return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
+
+
 def _int64(text: str) -> int | None:
     """Go's strconv.ParseInt(text, 10, 64): decimal digits with an optional sign, in range."""
     if not _INT64.fullmatch(text):
@@ -202,7 +208,7 @@ def _requirement_error(op: str, values: tuple[str, ...]) -> str:
     if op in ("Gt", "Lt") and _int64(values[0]) is None:
         return f"for 'Gt', 'Lt' operators, the value must be an integer: {values[0]!r}"
     for value in values:
-        if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+        if not is_label_value(value):
             return f"invalid label value: {value!r}"
     return ""
 

@@ -22,7 +22,7 @@ def test_kwok_manages_only_annotated_nodes_with_our_stages(tmp_path: Path) -> No
     assert options["options"]["manageAllNodes"] is False and options["options"]["serverAddress"] == "127.0.0.1:40123"
     assert options["options"]["nodeLeaseParallelism"] > 0  # not defaulted when read from a file
     assert [s["metadata"]["name"] for s in stages] == ["node-ready", "pod-running", "pod-complete",
-                                                       "pod-complete-job", "pod-delete"]
+                                                       "pod-complete-job", "pod-terminate", "pod-delete"]
     by_name = {s["metadata"]["name"]: s["spec"] for s in stages}
     # no default jitter: kwok replaces a delay by any jitter at or below it
     complete = by_name["pod-complete"]["delay"]

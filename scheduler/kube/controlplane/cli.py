@@ -3,7 +3,7 @@
 Why a CLI command and not a script: a user who wants to see the scheduler work needs a cluster,
 and on machines without Docker/kind the only one available is the local control plane the tests
 use. The command prints ``ready: <kubeconfig>`` on stdout once the plane is up (so scripts can
-wait for that line), keeps running until SIGINT/SIGTERM, and then stops every process it started.
+wait for that line), keeps running until SIGINT/SIGTERM/SIGHUP, and then stops every process it started.
 Progress goes to stderr.
 """
 
@@ -23,6 +23,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from scheduler.core.objects import is_label_value
 from scheduler.api.quantity import QuantityError, parse_quantity
 from scheduler.view.text import count
 
@@ -147,11 +148,14 @@ def _argument_error(args: argparse.Namespace) -> str | None:
         return f"--gpu-memory {args.gpu_memory!r} is not a quantity ({err}); e.g. 32Gi"
     if memory <= 0:
         return f"--gpu-memory {args.gpu_memory!r} must be positive; e.g. 32Gi"
+    if not args.gpu_model or not is_label_value(args.gpu_model):
+        return (f"--gpu-model {args.gpu_model!r} is not a label value (the nodes carry it as one): at most 63 "
+                "letters, digits, '-', '_' or '.', starting and ending with a letter or digit; e.g. A100-80GB")
     return None
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the dev cluster until SIGINT/SIGTERM. Returns the process exit status."""
+    """Run the dev cluster until SIGINT/SIGTERM/SIGHUP. Returns the process exit status."""
     _configure_logging()
     problem = _argument_error(args)
     if problem is not None:
@@ -183,7 +187,8 @@ def _run_locked(args: argparse.Namespace, directory: Path, temporary: bool) -> i
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # SIGHUP too: a closed terminal or SSH session must not leave the plane running
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     plane = LocalControlPlane(
         directory,
         with_controller_manager=args.with_controller_manager,

@@ -271,6 +271,11 @@ def kwok_stages() -> Path:
     return Path(__file__).resolve().parents[2] / "data" / "kwok-stages.yaml"
 
 
+# kwok's pod IPs: clear of the Service range (`--service-cluster-ip-range=10.0.0.0/24`, which must not
+# overlap pods or nodes) and of the fake nodes' InternalIPs (fakenodes.NODE_CIDR)
+POD_CIDR = "10.244.0.0/16"
+
+
 def kwok_argv(binary: Path, kubeconfig: Path, config_path: Path, port: int) -> list[str]:
     """kwok for the fake nodes: only nodes with kwok's annotation are managed (never a real or
     another tool's node), their Leases are renewed (``--node-lease-duration-seconds``), and the
@@ -284,7 +289,7 @@ def kwok_argv(binary: Path, kubeconfig: Path, config_path: Path, port: int) -> l
     options = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
                "options": {"manageAllNodes": False,
                            "manageNodesWithAnnotationSelector": f"{key}={value}",
-                           "cidr": "10.0.0.0/16",
+                           "cidr": POD_CIDR,
                            "nodeLeaseDurationSeconds": 40,
                            "nodeLeaseParallelism": 4,
                            "nodePlayStageParallelism": 4,

@@ -13,8 +13,10 @@ objects and replay fixtures stay stable.
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import re
 import uuid
+import zlib
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -94,6 +96,15 @@ class FakeGpuNodeSpec:
     agent_heartbeat: bool = False
 
 
+NODE_CIDR = ipaddress.ip_network("10.250.0.0/16")  # the fake nodes' InternalIPs (clear of pods and Services)
+
+
+def internal_ip(name: str) -> str:
+    """A fake node's InternalIP, the same for the same name on every run."""
+    hosts = NODE_CIDR.num_addresses - 2
+    return str(NODE_CIDR.network_address + 1 + zlib.crc32(name.encode()) % hosts)
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -126,7 +137,9 @@ def _node_objects(name: str, spec: FakeGpuNodeSpec) -> tuple[dict[str, Any], dic
         "status": {
             "capacity": resources,
             "allocatable": resources,
-            "addresses": [{"type": "Hostname", "address": name}],
+            # an InternalIP as a kubelet reports one: kwok gives each pod it runs this hostIP (and a
+            # hostNetwork pod this podIP)
+            "addresses": [{"type": "InternalIP", "address": internal_ip(name)}, {"type": "Hostname", "address": name}],
             "conditions": [
                 {
                     "type": "Ready",
