@@ -342,12 +342,15 @@ def test_examples_apply(deployed: LocalControlPlane, namespace: str) -> None:
     admin = deployed.admin
     examples = {path.name: load_documents(path) for path in sorted((DEPLOY / "examples").glob("*.yaml"))}
     assert set(examples) >= {"gang-job.yaml", "tfjob-seed1.yaml", "resourceclasses.yaml", "shared-class.yaml",
-                             "quota.yaml", "pod.yaml"}
+                             "quota.yaml", "pod.yaml", "preemption-batch.yaml", "preemption-urgent.yaml"}
     apply_documents(admin, [TFJOB_CRD_STUB])
     classes = [doc for docs in examples.values() for doc in docs if doc["kind"] == "ResourceClass"]
+    # the preemption walk-through fills GPUs on purpose: a namespace of its own, clear of quota.yaml's
+    apart = f"{namespace}-preemption"
+    admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": apart}})
     try:
-        for docs in examples.values():
-            apply_documents(admin, docs, namespace)
+        for name, docs in examples.items():
+            apply_documents(admin, docs, apart if name.startswith("preemption-") else namespace)
         # The TFJob's pod templates are real pod specs: dry-run them as Pods of the namespace.
         tfjob = examples["tfjob-seed1.yaml"][0]
         for role, replica in tfjob["spec"]["tfReplicaSpecs"].items():
@@ -368,6 +371,7 @@ def test_examples_apply(deployed: LocalControlPlane, namespace: str) -> None:
         for cls in classes:
             admin.delete(f"/apis/tessera.dev/v1alpha1/resourceclasses/{cls['metadata']['name']}")
         admin.delete(f"{CRD_PATH}/{TFJOB_CRD}")
+        admin.delete(f"/api/v1/namespaces/{apart}")
 
 
 async def _agent_marks_allocated(deployed: LocalControlPlane, token: str, namespace: str, node: str,

@@ -185,6 +185,8 @@ def test_preemption_keeps_its_promises(case: Case) -> None:
     check_state_consistent(run.scheduler)
     _no_new_remnant(run, case)
     # no stale room: a hold left is a surplus member's own preemption (its gang has its minimum,
-    # so it preempts as a plain pod), waiting for victims that are still terminating
-    waiting_for = set(run.state.preempting.values())
-    assert all(uid in waiting_for for uid in run.state.holds), (run.state.holds, run.state.preempting)
+    # so it preempts as a plain pod), on a node where victims are still terminating (a victim two
+    # preemptors chose is recorded under the later one)
+    terminating_on = {run.state.node_of(uid) for uid in run.state.preempting}
+    assert all(hold.node in terminating_on for hold in run.state.holds.values()), \
+        (run.state.holds, run.state.preempting)
