@@ -371,7 +371,14 @@ def test_examples_apply(deployed: LocalControlPlane, namespace: str) -> None:
         for cls in classes:
             admin.delete(f"/apis/tessera.dev/v1alpha1/resourceclasses/{cls['metadata']['name']}")
         admin.delete(f"{CRD_PATH}/{TFJOB_CRD}")
+        # its pods first and the namespace gone before the next test's scheduler starts: a pending
+        # pod in a terminating namespace would meet a Binding refused as forbidden
+        admin.request("DELETE", f"/api/v1/namespaces/{apart}/pods?gracePeriodSeconds=0", ok=(200, 404))
+        admin.request("DELETE", f"/apis/batch/v1/namespaces/{apart}/jobs?propagationPolicy=Background", ok=(200, 404))
         admin.delete(f"/api/v1/namespaces/{apart}")
+        deadline = time.monotonic() + 60
+        while admin.request_raw("GET", f"/api/v1/namespaces/{apart}")[0] == 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
 
 
 async def _agent_marks_allocated(deployed: LocalControlPlane, token: str, namespace: str, node: str,
