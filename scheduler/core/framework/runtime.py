@@ -126,19 +126,10 @@ class ProfileRuntime:
         one (node affinity: what a gang's selector rules out is most of what a domain lacks)."""
         table = self.table
         table.sync()
-        alive = np.ones(table.size, np.bool_)
-        lazy: list[FilterPlugin] = []
-        for plugin in self.filters:
-            if not plugin.filter_applies(ctx):
-                continue
-            batch = self._batch_filters.get(plugin.name)
-            if batch is None:
-                lazy.append(plugin)
-                continue
-            verdict = batch.filter_rows(table, ctx, alive)
-            if verdict.fails is not None:
-                alive ^= verdict.fails  # a plugin only fails rows it was asked about
+        alive, verdicts, lazy = self._batch_pass(ctx, [p for p in self.filters if p.filter_applies(ctx)])
         for plugin in lazy:
+            if plugin.name in verdicts:
+                continue  # an inexact batch form: its rows left are a superset, which is all this needs
             passes = plugin.node_filter(ctx)
             for row in np.flatnonzero(alive).tolist():
                 if passes(table.infos[row]) is not None:
@@ -228,20 +219,7 @@ class ProfileRuntime:
         table.sync()
         n = table.size
         applicable = [p for p in self.filters if p.filter_applies(ctx)]
-        verdicts: dict[str, RowVerdict] = {}
-        lazy: list[FilterPlugin] = []
-        alive = np.ones(n, np.bool_)
-        for plugin in applicable:
-            batch = self._batch_filters.get(plugin.name)
-            if batch is None:
-                lazy.append(plugin)
-                continue
-            verdict = batch.filter_rows(table, ctx, alive)
-            if verdict.fails is not None:
-                alive ^= verdict.fails  # a plugin only fails rows it was asked about: XOR removes them
-            verdicts[plugin.name] = verdict
-            if not verdict.exact:
-                lazy.append(plugin)
+        alive, verdicts, lazy = self._batch_pass(ctx, applicable)
         head = np.flatnonzero(alive[start:])  # visiting order: rows from `start` on, then the rest
         head += start
         rows: list[int]
@@ -266,6 +244,27 @@ class ProfileRuntime:
             visited[rows] = False
             self._attribute(ctx, applicable, verdicts, visited, found, explain)
         return found
+
+    def _batch_pass(self, ctx: PodContext, applicable: list[FilterPlugin]
+                    ) -> tuple[Bools, dict[str, RowVerdict], list[FilterPlugin]]:
+        """Every applicable batch filter over all rows, in order: the rows left, each batch
+        plugin's verdict, and the plugins that still need their per-node form (no batch form, or
+        an inexact one), in order."""
+        verdicts: dict[str, RowVerdict] = {}
+        lazy: list[FilterPlugin] = []
+        alive = np.ones(self.table.size, np.bool_)
+        for plugin in applicable:
+            batch = self._batch_filters.get(plugin.name)
+            if batch is None:
+                lazy.append(plugin)
+                continue
+            verdict = batch.filter_rows(self.table, ctx, alive)
+            if verdict.fails is not None:
+                alive ^= verdict.fails  # a plugin only fails rows it was asked about: XOR removes them
+            verdicts[plugin.name] = verdict
+            if not verdict.exact:
+                lazy.append(plugin)
+        return alive, verdicts, lazy
 
     def _attribute(self, ctx: PodContext, applicable: list[FilterPlugin], verdicts: dict[str, RowVerdict],
                    rows: Bools, found: Feasible, explain: bool) -> None:
