@@ -421,6 +421,15 @@ def fits_somewhere(raw: JSON, view: ClusterView, ledger: _Ledger | None = None,
     cluster that is really full when a pod stays pending; gangs are judged member by member.
     ``known_devices``: deleted ExtendedResources (the watcher's), whose holders still count."""
     ledger = ledger or _ledger(view, known_devices, [])
+    found = _fit(raw, view, ledger)
+    return found[0] if found is not None else None
+
+
+_Taken = list[tuple[str, str, "Fraction | None"]]  # (device, its resourceName, shared amount or None)
+
+
+def _fit(raw: JSON, view: ClusterView, ledger: _Ledger) -> tuple[str, _Taken] | None:
+    """`fits_somewhere`'s search: the node, and the devices the pod would take there."""
     try:
         pod = parse_pod(raw)
     except ObjectError:
@@ -449,6 +458,7 @@ def fits_somewhere(raw: JSON, view: ClusterView, ledger: _Ledger | None = None,
         local = [d for d in (_device(o) for o in view.devices.values()) if d is not None and d.node_name == node_name]
         free = {d.name for d in local if d.schedulable and d.name not in holders}
         newly: Counter[str] = Counter()
+        taken: _Taken = []
         ok = True
         for resource, amount in per_container:
             cls = _class_for(resource, view.classes)
@@ -464,6 +474,7 @@ def fits_somewhere(raw: JSON, view: ClusterView, ledger: _Ledger | None = None,
                 for d in chosen:
                     free.discard(d.name)
                     newly[d.resource_name] += 1
+                    taken.append((d.name, d.resource_name, None))
             else:
                 need = amount * cls.sharing.unit
                 room = [d for d in matching if all(g.amount is not None for g in holders.get(d.name, []))
@@ -475,9 +486,25 @@ def fits_somewhere(raw: JSON, view: ClusterView, ledger: _Ledger | None = None,
                 if room[0].name in free:
                     free.discard(room[0].name)
                     newly[room[0].resource_name] += 1
+                taken.append((room[0].name, room[0].resource_name, Fraction(need)))
         if ok and all(used[r] + n <= node.allocatable.get(r, n) for r, n in newly.items()):
-            return node_name
+            return node_name, taken
     return None
+
+
+def _take(ledger: _Ledger, raw: JSON, node: str, taken: _Taken) -> None:
+    """What a pod placed on `node` takes, in `ledger`: its plain requests, a pod slot, its devices."""
+    pod = parse_pod(raw)
+    used = ledger.node_used.setdefault(node, Counter())
+    used[PODS] += 1
+    for resource, requested in pod.requests.items():
+        if not ledger.is_class_resource(resource) and resource != PODS:
+            used[resource] += requested
+    for device, resource, share in taken:
+        holders = ledger.by_device.setdefault(device, [])
+        if not holders:
+            used[resource] += 1
+        holders.append(_Grant(pod.key, pod.uid, node, resource, "", device, "", share))
 
 
 # --- gangs, pending pods, events ---------------------------------------------------------------
@@ -508,10 +535,12 @@ def _gang_minimum(key: str, pods: list[Pod], view: ClusterView) -> int | None:
 
 
 def _out_of_reach(view: ClusterView, ledger: _Ledger) -> set[str]:
-    """Pending gang members (``namespace/name``) whose gang cannot reach its minimum even if every
-    pending member that fits alone were placed: only a whole gang is placed, so their staying
-    pending is a correct refusal, not leaked capacity (members are judged one by one, as
-    :func:`fits_somewhere` judges any pod)."""
+    """Pending gang members (``namespace/name``) whose gang cannot reach its minimum even with its
+    pending members placed together, one after another, each taking what it fits in (first fit by
+    the apiserver's state): only a whole gang is placed, so their staying pending is a correct
+    refusal, not leaked capacity. (Judged one by one, three members that each fit alone in the
+    one free device would read as room for all three.) First fit can miss a placement a smarter
+    search would find, so this errs towards calling a gang out of reach."""
     out: set[str] = set()
     raw = view.pod_by_key()
     for key, pods in _gang_members(view).items():
@@ -519,8 +548,15 @@ def _out_of_reach(view: ClusterView, ledger: _Ledger) -> set[str]:
         if not pending:
             continue
         minimum = _gang_minimum(key, pods, view)
-        placeable = sum(1 for p in pods if p.node_name) + sum(
-            1 for p in pending if fits_somewhere(raw[p.key], view, ledger) is not None)
+        trial = _Ledger(ledger.devices, {name: list(held) for name, held in ledger.by_device.items()},
+                        set(ledger.class_resources), ledger.node_pods,
+                        {node: Counter(used) for node, used in ledger.node_used.items()})
+        placeable = sum(1 for p in pods if p.node_name)
+        for p in sorted(pending, key=lambda p: p.key):
+            found = _fit(raw[p.key], view, trial)
+            if found is not None:
+                placeable += 1
+                _take(trial, raw[p.key], *found)
         if minimum is None or placeable < minimum:
             out.update(p.key for p in pending)
     return out

@@ -474,6 +474,29 @@ def test_fits_somewhere_counts_a_held_device_that_was_deleted() -> None:
     assert inv.check_unbound(pending, ["default/gpu2"], only_if_room=True, known_devices=removed) == []
 
 
+def test_gang_members_that_each_fit_alone_in_the_same_device_do_not_count_as_room_for_the_gang() -> None:
+    """Soak run seed 83003: three members of a label gang (one V100-class device each) stayed
+    pending, Tessera saying "only 1 of the 3 members it needs fit", and the check named the same
+    node for all three: each fits alone in its one free device. The gang's members are now placed
+    together, each taking its device, so the gang is out of reach, a correct refusal."""
+    cls = b.resource_class("v100", match_labels={"model": "V100"})
+    devices = [_device("n1", 0), _device("n1", 1)]
+    node = b.node("n1", cpu="8", gpus=2)
+    busy = b.pod("busy", node_name="n1", phase="Running", limits={"class.tessera.dev/v100": 1},
+                 annotations={ann.DEVICES: ann.encode_devices(
+                     {"main": {"class.tessera.dev/v100": (ann.DeviceGrant("id-n1.d0", "n1.d0", None),)}})})
+    labels = b.gang_labels("g", 3)
+    members = [b.pod(f"g-{i}", labels=labels, limits={"class.tessera.dev/v100": 1}) for i in range(3)]
+    view = _view([busy, *members], [node], devices, [cls])
+    keys = [f"default/g-{i}" for i in range(3)]
+    assert all(inv.fits_somewhere(member, view) == "n1" for member in members)  # alone, each fits
+    assert inv.check_unbound(view, keys, only_if_room=True) == []
+    # with room for all three (two more devices) they count again
+    more = [_device("n1", 2), _device("n1", 3)]
+    view = _view([busy, *members], [b.node("n1", cpu="8", gpus=4)], devices + more, [cls])
+    assert [v.subject for v in inv.check_unbound(view, keys, only_if_room=True)] == keys
+
+
 def test_a_gang_member_with_room_does_not_count_when_the_gang_cannot_reach_its_minimum() -> None:
     """Only the whole gang can be placed: a pending member that fits alone, beside one that fits
     nowhere, is a correct refusal, not leaked capacity (soak run seed 23009 read it as one)."""
