@@ -23,6 +23,7 @@ bounded memory stream (dropping, and counting, what does not fit) and `run()` wr
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 import time
@@ -48,6 +49,7 @@ QUEUE_SIZE = 10_000  # events waiting for the writer; record() drops (and counts
 MAX_TRIES = 12  # upstream maxTriesPerEvent: writes lost in transport are tried this often in all
 RETRY_SECONDS = 10.0  # upstream defaultSleepDuration between tries (the first one jittered)
 _NAME_LIMIT = 253
+_INSTANCE_LIMIT = 128  # events.k8s.io/v1 validation: reportingInstance at most 128 characters
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -104,7 +106,7 @@ class EventRecorder:
         self.http = http
         self._clock = clock  # wall clock: it stamps eventTime and series.lastObservedTime
         self.controller = controller
-        self.instance = instance
+        self.instance = _bounded(instance, _INSTANCE_LIMIT)
         self.series_interval = series_interval
         self.term = term
         self.retry_seconds = retry_seconds
@@ -266,6 +268,15 @@ class EventRecorder:
 def _key(item: _Occurrence) -> tuple[str, str, str]:
     ref = item.regarding
     return (ref.uid or f"{ref.kind}/{ref.namespace}/{ref.name}", item.reason, item.note)
+
+
+def _bounded(text: str, limit: int) -> str:
+    """`text`, or (when longer than `limit`) its start and a hash of the whole, `limit` long: a long
+    `--identity` must not get every Event refused, and two long ones stay apart."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{text[: limit - len(digest) - 1]}-{digest}"
 
 
 def event_name(regarding: str) -> str:

@@ -207,3 +207,18 @@ async def test_a_refused_binding_is_reported_with_the_scheduling_action() -> Non
         await loop.events.run()
     [event] = [c.body for c in api.of("POST", "/events")]
     assert (event["reason"], event["action"]) == ("FailedScheduling", "Scheduling")
+
+
+async def test_a_long_identity_still_gives_a_valid_reporting_instance() -> None:
+    """The apiserver refuses an Event whose `reportingInstance` is longer than 128 characters
+    (events.k8s.io/v1 validation). Tessera reports its leader-election identity there, and
+    `--identity` is free text: a long one got every Event refused. It is now cut to 128, with a
+    hash of the whole so two long identities stay apart."""
+    api, clock = FakeApi(), Clock()
+    long_identity = "replica-" + "x" * 200
+    recorder = EventRecorder(KubeHttp(api), controller="tessera", instance=long_identity, clock=clock)  # type: ignore[arg-type]
+    other = EventRecorder(KubeHttp(api), controller="tessera", instance=long_identity + "y", clock=clock)  # type: ignore[arg-type]
+    assert len(recorder.instance) <= 128 and recorder.instance.startswith("replica-xxx")
+    assert recorder.instance != other.instance
+    short = EventRecorder(KubeHttp(api), controller="tessera", instance="tessera-0", clock=clock)  # type: ignore[arg-type]
+    assert short.instance == "tessera-0"
