@@ -492,9 +492,8 @@ def _fit(raw: JSON, view: ClusterView, ledger: _Ledger) -> tuple[str, _Taken] | 
     return None
 
 
-def _take(ledger: _Ledger, raw: JSON, node: str, taken: _Taken) -> None:
+def _take(ledger: _Ledger, pod: Pod, node: str, taken: _Taken) -> None:
     """What a pod placed on `node` takes, in `ledger`: its plain requests, a pod slot, its devices."""
-    pod = parse_pod(raw)
     used = ledger.node_used.setdefault(node, Counter())
     used[PODS] += 1
     for resource, requested in pod.requests.items():
@@ -556,7 +555,7 @@ def _out_of_reach(view: ClusterView, ledger: _Ledger) -> set[str]:
             found = _fit(raw[p.key], view, trial)
             if found is not None:
                 placeable += 1
-                _take(trial, raw[p.key], *found)
+                _take(trial, p, *found)
         if minimum is None or placeable < minimum:
             out.update(p.key for p in pending)
     return out

@@ -36,6 +36,7 @@ from scheduler.api.quantity import format_quantity
 from scheduler.core.objects import Device, parse_device
 from scheduler.kube.http import MERGE_PATCH, KubeHttp, Response
 from scheduler.logs import describe_error
+from scheduler.shortened import shortened
 
 __all__ = [
     "API_VERSION",
@@ -85,10 +86,7 @@ def node_label_value(node_name: str) -> str:
     """The `tessera.dev/node` label value: the node name, or for a name longer than a label value
     may be (63; node names go to 253) its start and a digest of the whole name. The label only
     narrows the agent's LIST; `spec.nodeName` says whose device it is."""
-    if len(node_name) <= _MAX_LABEL:
-        return node_name
-    suffix = _digest(node_name)
-    return f"{node_name[:_MAX_LABEL - len(suffix) - 1].rstrip('.-_')}-{suffix}"
+    return shortened(node_name, _MAX_LABEL, strip=".-_")
 
 
 def model_attribute(model: str) -> str:

@@ -23,7 +23,6 @@ bounded memory stream (dropping, and counting, what does not fit) and `run()` wr
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 import time
@@ -39,6 +38,7 @@ import structlog
 from anyio.abc import TaskGroup
 
 from scheduler.kube.http import MERGE_PATCH, KubeHttp
+from scheduler.shortened import shortened
 
 log = structlog.get_logger("tessera.events")
 
@@ -106,7 +106,7 @@ class EventRecorder:
         self.http = http
         self._clock = clock  # wall clock: it stamps eventTime and series.lastObservedTime
         self.controller = controller
-        self.instance = _bounded(instance, _INSTANCE_LIMIT)
+        self.instance = shortened(instance, _INSTANCE_LIMIT)  # a long --identity must not get every Event refused
         self.series_interval = series_interval
         self.term = term
         self.retry_seconds = retry_seconds
@@ -268,15 +268,6 @@ class EventRecorder:
 def _key(item: _Occurrence) -> tuple[str, str, str]:
     ref = item.regarding
     return (ref.uid or f"{ref.kind}/{ref.namespace}/{ref.name}", item.reason, item.note)
-
-
-def _bounded(text: str, limit: int) -> str:
-    """`text`, or (when longer than `limit`) its start and a hash of the whole, `limit` long: a long
-    `--identity` must not get every Event refused, and two long ones stay apart."""
-    if len(text) <= limit:
-        return text
-    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return f"{text[: limit - len(digest) - 1]}-{digest}"
 
 
 def event_name(regarding: str) -> str:

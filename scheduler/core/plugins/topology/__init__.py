@@ -24,7 +24,7 @@ inside one topology domain. This plugin gives the cycle the domains to try the g
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
@@ -139,11 +139,11 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
         rules out nothing), one pass per distinct member form."""
         state = self.handle.state
         usable = np.zeros(self.handle.table.size, np.bool_)
-        seen: set[str] = set()
+        seen: set[Hashable] = set()
         for ctx in members:
             pod = ctx.pod
-            form = repr((sorted(pod.requests.items()), sorted(pod.node_selector.items()), pod.required_terms,
-                         pod.tolerations))
+            form = (tuple(sorted(pod.requests.items())), tuple(sorted(pod.node_selector.items())),
+                    pod.required_terms, pod.tolerations)
             if form not in seen:
                 seen.add(form)
                 usable |= self.handle.usable_rows(prepare(pod, state.classes))
