@@ -103,8 +103,9 @@ class FakeApi:
 
     async def request(self, method: str, path: str, *, query: Sequence[tuple[str, str]] = (), body: Any = None,
                       content_type: str = "application/json", timeout: float = 30.0,
-                      limited: bool = True) -> Response:
-        """`KubeHttp.request`'s signature: a FakeApi can stand in for a KubeHttp."""
+                      limited: bool = True, resend: Callable[[], bool] | None = None) -> Response:
+        """`KubeHttp.request`'s signature: a FakeApi can stand in for a KubeHttp (its answers carry
+        no Retry-After, so `resend` is never asked)."""
         return await self._call(Call(method, path, copy.deepcopy(body), tuple(query), content_type, limited))
 
     async def call_api(self, path: str, method: str, *, query_params: Sequence[tuple[str, str]],
@@ -261,6 +262,7 @@ class _ClientResponse:
     def __init__(self, status: int, body: bytes, *, stream: bool = False) -> None:
         self.status = status
         self._body = body
+        self.headers: dict[str, str] = {}
         self.content = _SilentStream() if stream else None
 
     async def read(self) -> bytes:

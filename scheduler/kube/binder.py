@@ -177,7 +177,7 @@ class Binder:
             if not deposed and current is not None:
                 sends += 1
                 sent_at = self._clock()
-                outcome, message = await self._post(binding)
+                outcome, message = await self._post(binding, term)
                 if may_land and outcome in (Outcome.RETRY, Outcome.NOT_FOUND):
                     log.warning("binder.uncertain_after_ambiguous", pod=pod, node=binding.node, error=message,
                                 earlier_error=first_error, sends=sends)
@@ -205,8 +205,9 @@ class Binder:
             await self._sleep(delay * (1 + random.random() * 0.2))
             delay = min(delay * 2, _RESEND_MAX)
 
-    async def _post(self, binding: Binding) -> tuple[Outcome | None, str]:
-        """A certain outcome, or None and the error when the answer is ambiguous."""
+    async def _post(self, binding: Binding, term: Hashable | None) -> tuple[Outcome | None, str]:
+        """A certain outcome, or None and the error when the answer is ambiguous. The transport
+        sends it again after a Retry-After only while `term` still leads."""
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -216,7 +217,8 @@ class Binder:
         }
         path = f"/api/v1/namespaces/{binding.namespace}/pods/{binding.name}/binding"
         try:
-            response = await self.http.request("POST", path, body=body, timeout=self.timeout, limited=False)
+            response = await self.http.request("POST", path, body=body, timeout=self.timeout, limited=False,
+                                               resend=lambda: self.term() == term)
         except _TRANSPORT_ERRORS as err:
             return None, describe_error(err)
         if response.ok:

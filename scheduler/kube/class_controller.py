@@ -122,7 +122,7 @@ class DefaultClassController:
             if name in existing:
                 continue
             try:
-                response = await self.http.request("POST", RESOURCE_CLASSES, body=obj)
+                response = await self.http.request("POST", RESOURCE_CLASSES, body=obj, resend=self.is_leader)
             except (aiohttp.ClientError, TimeoutError, OSError) as err:
                 log.warning("class_controller.create_failed", resource_class=name, reason=describe_error(err))
                 ok = False

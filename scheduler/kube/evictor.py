@@ -180,7 +180,7 @@ class Evictor:
 
     async def _mark(self, preemption: _Preemption, eviction: Eviction, failures: list[str]) -> None:
         try:
-            await self._write(preemption, eviction, "mark", lambda: self._set_condition(eviction, marked=True))
+            await self._write(preemption, eviction, "mark", lambda: self._set_condition(preemption, eviction, marked=True))
         except _Gone:
             preemption.evictions.remove(eviction)
             self._done(preemption, eviction, deleted=False)
@@ -197,7 +197,8 @@ class Evictor:
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": eviction.uid}}
         try:
             await self._write(preemption, eviction, "delete",
-                              lambda: self.http.request("DELETE", path, body=body, limited=False))
+                              lambda: self.http.request("DELETE", path, body=body, limited=False,
+                                                                resend=lambda: self._still_in_term(preemption)))
         except _Gone:
             self._done(preemption, eviction, deleted=False)
         except _Abandoned:
@@ -229,7 +230,7 @@ class Evictor:
             async with self._slots:
                 await self._in_term(preemption)
                 try:
-                    answer = await self._set_condition(eviction, marked=False)
+                    answer = await self._set_condition(preemption, eviction, marked=False)
                     outcome = "ok" if answer.ok else f"HTTP {answer.status}"
                 except (aiohttp.ClientError, TimeoutError, OSError) as err:
                     outcome = str(err)
@@ -297,7 +298,12 @@ class Evictor:
         uid = ((body or {}).get("metadata") or {}).get("uid") if isinstance(body, dict) else None
         return found.ok and uid != eviction.uid
 
-    async def _set_condition(self, eviction: Eviction, marked: bool) -> Response:
+    def _still_in_term(self, preemption: _Preemption) -> bool:
+        """May a write of this preemption be sent again after a Retry-After wait? Only while its
+        term leads (a lapse refuses: the write's own retry waits the lapse out in `_in_term`)."""
+        return not preemption.abandoned and self.term() == preemption.term
+
+    async def _set_condition(self, preemption: _Preemption, eviction: Eviction, marked: bool) -> Response:
         """The victim's DisruptionTarget condition: True with upstream's reason, message and
         observedGeneration, or False without them (null deletes them in a strategic merge); the
         uid is a precondition, so a new pod under the same name is never marked."""
@@ -308,7 +314,8 @@ class Evictor:
             condition["observedGeneration"] = eviction.generation
         return await self.http.request("PATCH", f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}/status",
                                        body={"metadata": {"uid": eviction.uid}, "status": {"conditions": [condition]}},
-                                       content_type=STRATEGIC_PATCH, limited=False)
+                                       content_type=STRATEGIC_PATCH, limited=False,
+                                       resend=lambda: self._still_in_term(preemption))
 
     def _done(self, preemption: _Preemption, eviction: Eviction, *, deleted: bool) -> None:
         if self._preemptions.get(eviction.uid) is preemption:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -84,6 +85,15 @@ class Response:
         if isinstance(doc, dict) and isinstance(doc.get("message"), str):
             return str(doc["message"])
         return self.body.decode(errors="replace")[:300]
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """One attempt's answer, with the headers the retry rule reads."""
+
+    status: int
+    body: bytes
+    headers: Mapping[str, str]
 
 
 USER_AGENT = "tessera"
@@ -242,10 +252,30 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0].rstrip(".") if text else type(err).__name__
 
 
+_GO_INTEGER = re.compile(r"[+-]?[0-9]+")
+MAX_RETRIES = 10  # client-go rest.Request's maxRetries for answers carrying Retry-After
+
+
+def retry_after(status: int, headers: Mapping[str, str]) -> float | None:
+    """The seconds a 429 or 5xx answer asks the client to wait before sending again, or None when
+    it asks nothing: client-go's `checkWait` (only an integer `Retry-After`, as `strconv.Atoi`
+    reads it; an HTTP date is not a wait)."""
+    if status != 429 and status < 500:
+        return None
+    value = headers.get("Retry-After", "")
+    if _GO_INTEGER.fullmatch(value) is None:
+        return None
+    return float(max(0, int(value)))  # a negative wait is none (Go's Sleep returns at once)
+
+
 class KubeHttp:
-    def __init__(self, api: client.ApiClient, limiter: RateLimiter | None = None) -> None:
+    def __init__(self, api: client.ApiClient, limiter: RateLimiter | None = None, *,
+                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.api = api
         self.limiter = limiter
+        self._sleep = sleep
+        self._clock = clock
 
     async def acquire(self) -> None:
         """Wait for a write token now (then send with `limited=False`): for a caller that must
@@ -255,10 +285,35 @@ class KubeHttp:
 
     async def request(self, method: str, path: str, *, query: Sequence[tuple[str, str]] = (),
                       body: Any = None, content_type: str = "application/json",
-                      timeout: float = 30.0, limited: bool = True) -> Response:
-        """One request; transport errors raise `aiohttp.ClientError` / `TimeoutError`."""
+                      timeout: float = 30.0, limited: bool = True,
+                      resend: Callable[[], bool] | None = None) -> Response:
+        """One request; transport errors raise `aiohttp.ClientError` / `TimeoutError`.
+
+        An answer of 429 or 5xx with an integer `Retry-After` (the apiserver's priority and fairness,
+        its max-in-flight limit) is sent again after that many seconds, up to `MAX_RETRIES` times,
+        as client-go's REST client does for every request kube-scheduler makes. Each resend of a
+        throttled request takes a write token first (`limited`, or a caller that took one itself and
+        passes `resend`), and then asks `resend`: a write that belongs to a leadership term is not
+        sent again once the term is over. No wait runs past `timeout` from the first send: the
+        caller gets the last answer instead."""
         if limited and self.limiter is not None:
             await self.limiter.acquire()
+        deadline = self._clock() + timeout
+        retries = 0
+        while True:
+            response = await self._send(method, path, query, body, content_type, max(0.001, deadline - self._clock()))
+            wait = retry_after(response.status, response.headers)
+            if wait is None or retries >= MAX_RETRIES or self._clock() + wait >= deadline:
+                return Response(response.status, response.body)
+            await self._sleep(wait)
+            retries += 1
+            if self.limiter is not None and (limited or resend is not None):
+                await self.limiter.acquire()
+            if resend is not None and not resend():
+                return Response(response.status, response.body)
+
+    async def _send(self, method: str, path: str, query: Sequence[tuple[str, str]], body: Any,
+                    content_type: str, timeout: float) -> _Answer:
         response = await self.api.call_api(
             path, method, query_params=list(query), header_params={"Content-Type": content_type,
                                                                    "Accept": "application/json"},
@@ -268,7 +323,7 @@ class KubeHttp:
             data = await response.read()
         finally:
             response.release()
-        return Response(response.status, data)
+        return _Answer(response.status, data, response.headers)
 
     @asynccontextmanager
     async def stream(self, path: str, query: Sequence[tuple[str, str]], read_timeout: float) -> AsyncIterator[aiohttp.ClientResponse]:

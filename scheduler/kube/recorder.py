@@ -184,6 +184,12 @@ class EventRecorder:
             self._series, self._series_term = {}, term
         return True
 
+    def _in_series_term(self) -> Callable[[], bool]:
+        """For a write `_leading` let through: may the transport send it again after a Retry-After
+        wait? Only while the term it was let through in still leads."""
+        term = self._series_term
+        return lambda: term is not None and self.term() == term
+
     async def _finish_series(self, now: float) -> None:
         """Series not observed for the window have ended: their final counts are written, and
         they (and single Events as old) are forgotten."""
@@ -239,7 +245,7 @@ class EventRecorder:
     async def _create(self, body: dict[str, Any], key: tuple[str, str, str], now: float) -> None:
         namespace = body["metadata"]["namespace"]
         response = await self.http.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
-                                           body=body, limited=False)
+                                           body=body, limited=False, resend=self._in_series_term())
         if not response.ok:
             if response.status != 409:  # AlreadyExists: an earlier try landed after all
                 log.warning("events.rejected", status=response.status, message=response.message())
@@ -254,10 +260,12 @@ class EventRecorder:
         patch = {"series": {"count": series.count, "lastObservedTime": micro_time(series.last_observed)}}
         path = f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}"
         series.failed = True
-        response = await self.http.request("PATCH", path, body=patch, content_type=MERGE_PATCH, limited=False)
+        response = await self.http.request("PATCH", path, body=patch, content_type=MERGE_PATCH, limited=False,
+                                           resend=self._in_series_term())
         if response.status == 404:
             response = await self.http.request("POST", f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events",
-                                               body={**series.body, **patch}, limited=False)
+                                               body={**series.body, **patch}, limited=False,
+                                               resend=self._in_series_term())
         if response.ok:
             series.written_count = series.count
             series.last_write = series.last_observed

@@ -218,7 +218,8 @@ class StatusWriter:
         self._inflight[key] = (fingerprint, token)
         response: Response | None = None
         try:
-            response = await self.http.request("PATCH", path, body=body, content_type=content_type, limited=False)
+            response = await self.http.request("PATCH", path, body=body, content_type=content_type, limited=False,
+                                               resend=self.allowed)
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
             log.warning("status.write_failed", path=path, error=str(err))
         finally:  # also when cancelled: a write that never returned must not hold back its wish
