@@ -231,6 +231,13 @@ class Scheduler:
         state = self._engine.state
         return {key for key in state.take_touched_groups() if key in state.gangs.podgroups}
 
+    def touch_all_groups(self) -> None:
+        """Every known PodGroup's status is to be written again: a new leadership term trusts
+        nothing the last one wished or wrote (as scheduler-plugins' controller, whose every
+        term starts from a full list of PodGroups)."""
+        gangs = self._engine.state.gangs
+        gangs.touched.update(gangs.podgroups)
+
     def group_status(self, key: str) -> GroupStatus | None:
         return group_status(self._engine.state, key)
 

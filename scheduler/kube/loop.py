@@ -161,9 +161,18 @@ class SchedulerLoop:
                 self._binding_attempts.pop(str(meta.get("uid", "")), None)
         if event_type == "DELETED" and kind in ("ResourceClass", "PodGroup"):
             self._forget_status(str(kind), obj)
-        if self.is_leader():  # a standby's touched groups wait: written once it leads, on its first event
-            for key in self.core.take_touched_groups():
-                self._write_group_status(key)
+        self._write_touched_groups()
+
+    def _write_touched_groups(self) -> None:
+        """The status of every PodGroup whose object or members changed — only by the leader, and
+        only from a complete cache: before every informer has listed, a group's pods are only the
+        ones seen so far (3 Succeeded and 1 Failed of a job that has a 4th Succeeded one reads as
+        Failed, a final phase), as scheduler-plugins' controller reconciles only once its caches
+        have synced. Until then the groups stay touched and are written once both hold."""
+        if not self.is_leader() or not self.informers.synced:
+            return
+        for key in self.core.take_touched_groups():
+            self._write_group_status(key)
 
     def _forget_status(self, kind: str, obj: dict[str, Any]) -> None:
         """A deleted ResourceClass or PodGroup: nothing of its status is kept, so one created
@@ -182,11 +191,14 @@ class SchedulerLoop:
         """Another replica leads now: drop every Binding this one has decided but not sent, every
         eviction and status not yet written (and what it remembers of statuses written: the next
         leader may change them), and the core stops counting those victims as going; a later
-        term looks for half-done gang evictions at once."""
+        term looks for half-done gang evictions at once and writes every PodGroup's status again
+        (a wish dropped here would otherwise wait for the group's next change, which a finished
+        job never has)."""
         self.core.abandon_deferred(time.time())
         self.evictor.abandon()
         self.statuses.reset()
         self._groups_settled.clear()
+        self.core.touch_all_groups()  # the wishes just dropped: the next term writes every group again
         self._binding_attempts.clear()
         # the queue gauges are the leader's (kube-scheduler exits on losing the lease, so its
         # series go away): a standby's would freeze at its last leading values
@@ -239,6 +251,7 @@ class SchedulerLoop:
             await self._wake.wait(timeout)
             if self._stopping or not self.is_leader() or not self.informers.synced:
                 continue
+            self._write_touched_groups()  # held back until the cache synced or this replica led
             now = time.time()
             if now - last_flush >= FLUSH_UNSCHEDULABLE_EVERY:
                 self.core.flush_unschedulable(now)
@@ -398,10 +411,11 @@ class SchedulerLoop:
                 return
             if status.scheduled >= status.minimum:
                 self._groups_settled.add(key)
-                self.statuses.workload_pod_group(namespace, name, True, "Scheduled", "", transition=True)
+                self.statuses.workload_pod_group(namespace, name, True, "Scheduled", "", transition=True,
+                                                 generation=status.generation)
             elif failure:
                 self.statuses.workload_pod_group(namespace, name, False, "Unschedulable", failure,
-                                                 transition=status.condition != "False")
+                                                 transition=status.condition != "False", generation=status.generation)
             return
         if status.final or key in self._groups_settled:
             return

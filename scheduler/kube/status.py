@@ -138,13 +138,17 @@ class StatusWriter:
         self._want((path, MERGE_PATCH), {"status": status})
 
     def workload_pod_group(self, namespace: str, name: str, scheduled: bool, reason: str, message: str, *,
-                           transition: bool) -> None:
+                           transition: bool, generation: int = 0) -> None:
         """Upstream's PodGroupScheduled condition on a Workload API PodGroup (a strategic merge
         patch keyed by condition type, as kube-scheduler's updatePodGroupCondition). With
         `transition` the status changes and lastTransitionTime is stamped; without, the patch
-        leaves the object's lastTransitionTime as it is (only reason and message move)."""
-        condition = {"type": "PodGroupScheduled", "status": "True" if scheduled else "False", "reason": reason,
-                     "message": message}
+        leaves the object's lastTransitionTime as it is (only reason and message move).
+        `generation`: the PodGroup's metadata.generation, the condition's observedGeneration
+        (upstream sets it on every write)."""
+        condition: dict[str, Any] = {"type": "PodGroupScheduled", "status": "True" if scheduled else "False",
+                                     "reason": reason, "message": message}
+        if generation > 0:
+            condition["observedGeneration"] = generation
         path = _WORKLOAD_PODGROUP.format(namespace=namespace, name=name)
         self._want((path, STRATEGIC_PATCH), {"status": {"conditions": [condition]}},
                    stamp=("lastTransitionTime",) if transition else ())

@@ -75,6 +75,8 @@ def test_a_finished_podgroup_is_not_rewritten_before_the_watch_echoes_it() -> No
     race `_groups_settled` already closes for upstream PodGroups' PodGroupScheduled=True)."""
     api = FakeApi()
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    for informer in loop.informers.informers:  # PodGroup statuses are written from a complete cache only
+        informer.synced.set()
     loop._on_event("ADDED", b.node("n", gpus=4))
     loop._on_event("ADDED", b.podgroup("g", 1))
     pod = b.pod("g-0", labels={PG_LABEL: "g"}, limits={"nvidia.com/gpu": 1}, node_name="n", phase="Succeeded")

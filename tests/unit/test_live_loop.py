@@ -271,6 +271,8 @@ def test_a_standby_writes_no_podgroup_status() -> None:
     api = FakeApi()
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="standby",  # type: ignore[arg-type]
                          leader_term=lambda: None)
+    for informer in loop.informers.informers:  # a complete cache: only leading holds the writes back
+        informer.synced.set()
     loop._on_event("ADDED", b.node("n", gpus=4))
     loop._on_event("ADDED", b.podgroup("g", 2))
     for i in range(2):

@@ -301,3 +301,21 @@ def test_a_warning_about_an_upstream_podgroup_names_its_own_api() -> None:
     loop._on_event("ADDED", bad)
     regarding = loop.events._receive.receive_nowait().regarding
     assert (regarding.uid, regarding.api_version) == (bad["metadata"]["uid"], "scheduling.k8s.io/v1alpha2")
+
+
+async def test_podgroup_status_is_written_once_the_cache_syncs_without_waiting_for_an_event() -> None:
+    """PodGroup statuses wait for a complete cache (tests/unit/test_pgstatus_upstream.py); the
+    ones held back while the informers list are written as soon as they have all synced, not
+    only when some later watch event happens to arrive (a quiet cluster may send none)."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=8)]
+    api.lists["/apis/scheduling.x-k8s.io/v1alpha1/podgroups"] = [b.podgroup("job", 1)]
+    api.add_pod(b.pod("job-0", labels={"scheduling.x-k8s.io/pod-group": "job"}, limits={"nvidia.com/gpu": 1},
+                      node_name="n", phase="Running"))
+    loop = _loop(api)
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await _until(lambda: api.of("PATCH", "/podgroups/job/status"))
+        owner.cancel_scope.cancel()
+    [patch] = api.of("PATCH", "/podgroups/job/status")
+    assert patch.body["status"]["phase"] == "Running"

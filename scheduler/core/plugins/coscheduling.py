@@ -191,6 +191,7 @@ class GroupStatus:
     api: str = PLUGINS_API  # which PodGroup API the group is (its status is written in that API's form)
     condition: str = ""  # upstream's PodGroupScheduled status on the object ("True", "False", "")
     final: bool = False  # the object's phase is final (Finished/Failed): write nothing
+    generation: int = 0  # the PodGroup's metadata.generation (the condition's observedGeneration)
 
 
 def group_status(state: ClusterState, key: str) -> GroupStatus | None:
@@ -220,4 +221,4 @@ def group_status(state: ClusterState, key: str) -> GroupStatus | None:
     else:
         phase = "Scheduling"
     return GroupStatus(phase, scheduled, running, succeeded, failed, minimum, group.api, group.scheduled_condition,
-                       final)
+                       final, group.meta.generation)
