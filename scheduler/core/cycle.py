@@ -266,8 +266,10 @@ class Cycle:
             queue.back_off_group(view.key, now + grouping.backoff_seconds)
         first = failed[0]
         rejectors = frozenset({grouping.name}).union(*(a.rejectors for a in failed))
-        summary = (f"pod group {view.key} needs {view.minimum} members placed together, "
-                   f"only {len(view.bound) + len(placed)} fit; {first.pod.key}: {first.message}")
+        # one sentence for the gang's state on every member (as upstream gives a pod group one
+        # status): the members that fit add why the first one did not, the others their own reason
+        short = f"pod group {view.key}: only {len(view.bound) + len(placed)} of the {view.minimum} members it needs fit"
+        summary = f"{short}; {first.pod.key}: {first.message}"
         undone = {id(attempt) for attempt in placed}
         for attempt in placed:
             attempt.message = summary
@@ -276,8 +278,7 @@ class Cycle:
         for attempt in attempts:  # every member that found no node says its gang's state
             if id(attempt) not in undone and not topology_says:
                 stop = "" if attempt.message.endswith(".") else "."  # NO_NODES, upstream's, has none
-                attempt.message = (f"{attempt.message}{stop} pod group {view.key}: only "
-                                   f"{len(view.bound) + len(placed)} of the {view.minimum} members it needs fit.")
+                attempt.message = f"{attempt.message}{stop} {short}."
             attempt.rejectors = rejectors
             queue.unschedulable_failure(attempt.pod.uid, rejectors, now)
         if plan is not None and plan.required:

@@ -27,6 +27,7 @@ from scheduler.logs import describe_error
 
 PAGE = 500
 EXPIRED_RESTARTS = 3  # lists started again after a continue token expired, before giving up
+LIST_TIMEOUT = 30.0  # seconds for one page
 EVENTS = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
 
 
@@ -49,7 +50,7 @@ async def list_kind(http: KubeHttp, kind: ResourceKind) -> list[dict[str, Any]] 
     token = ""
     while True:
         query = [("limit", str(PAGE))] + ([("continue", token)] if token else [])
-        response = await http.request("GET", kind.path, query=query, limited=False)
+        response = await http.request("GET", kind.path, query=query, timeout=LIST_TIMEOUT, limited=False)
         if response.status == 410 and token and restarts < EXPIRED_RESTARTS:
             restarts += 1
             items, token = [], ""
@@ -73,7 +74,10 @@ async def list_cluster(http: KubeHttp, kinds: tuple[ResourceKind, ...] = SCHEDUL
     async def one(kind: ResourceKind) -> None:
         try:
             results[kind.label] = await list_kind(http, kind)
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:  # said below, in one line
+        except TimeoutError:  # a bare class name ("TimeoutError") would not say which server, or how long
+            results[kind.label] = f"no answer from the apiserver at {http.api.configuration.host} within " \
+                                  f"{LIST_TIMEOUT:g} s"
+        except (aiohttp.ClientError, OSError, ValueError) as err:  # said below, in one line
             results[kind.label] = describe_error(err)
 
     async with anyio.create_task_group() as group:

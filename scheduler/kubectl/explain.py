@@ -3,7 +3,8 @@
 Two sources, kept apart in the output: what the scheduler said (the pod's PodScheduled condition,
 its Events) and what the core says now. For the second, the pod is put through a fresh core built
 from the listed cluster — its nodes, devices, classes, groups and bound pods, the pod and its
-pending gang siblings, but no other pending pod — with per-node explanations on: each node's first
+pending gang siblings, and the pending pods nominated to a node at its priority or higher (whose
+room the scheduler keeps), but no other pending pod — with per-node explanations on: each node's first
 failing filter, or its score. That is the answer to "where would it go if it were next", through
 the very plugins the scheduler runs; nothing is written.
 """
@@ -104,14 +105,16 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
     gates = info is not None and pod.uid in info.allocating and gate_holds(core, info.name, now)
     ours = state.is_ours(pod)
     pending = pod.uid in state.pending
-    run = _dry_run(objects, _waiting_with(state, pod), key, config, now) if pending else None
+    run = _dry_run(objects, _waiting_with(state, pod) | _nominated_before(state, pod), key, config, now) \
+        if pending else None
     return Explanation(
         pod=key,
         scheduler=pod.scheduler_name,
         ours=ours,
         phase=pod.phase,
         node=pod.node_name,
-        status=_status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates),
+        status=_status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates,
+                       _finalizers(raw)),
         reason=wait.reason if wait else "",
         message=wait.message if wait else "",
         nominated_node=pod.nominated_node,
@@ -160,6 +163,18 @@ def _waiting_with(state: ClusterState, pod: Pod) -> frozenset[str]:
     return frozenset({pod.key} | {state.pods[uid].key for uid in uids if uid in state.pending and uid in state.pods})
 
 
+def _nominated_before(state: ClusterState, pod: Pod) -> frozenset[str]:
+    """The other pending pods nominated to a node (status.nominatedNodeName: preemption made room
+    for them) that compete at the pod's priority or higher, with their pending gang siblings.
+    Upstream filters a pod with such pods added to their nodes (framework.go
+    addGENominatedPods); in the dry run they are tried first and hold that room again, so
+    "as if it were next" does not hand the pod room the scheduler keeps for them."""
+    priority = state.competing_priority(pod)
+    nominated = [other for uid in state.pending if (other := state.pods.get(uid)) is not None
+                 and other.uid != pod.uid and other.nominated_node and state.competing_priority(other) >= priority]
+    return frozenset(key for other in nominated for key in _waiting_with(state, other))
+
+
 def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
@@ -179,9 +194,23 @@ def _unreadable(raw: Mapping[str, Any], key: str, events: Sequence[Mapping[str, 
                        events=tuple(_event(event) for event in events))
 
 
-def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: str, gates: bool) -> str:
+def _finalizers(raw: Mapping[str, Any]) -> tuple[str, ...]:
+    meta = raw.get("metadata")
+    names = meta.get("finalizers") if isinstance(meta, Mapping) else None
+    return tuple(str(name) for name in names) if isinstance(names, list) else ()
+
+
+def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: str, gates: bool,
+            finalizers: Sequence[str]) -> str:
     if pod.terminal:
         return f"{pod.phase}" + (f" on {pod.node_name}" if pod.node_name else "")
+    if pod.node_name and pod.meta.deleting:
+        # kubectl's "Terminating": still bound and holding what it holds, but not "bound" as a
+        # running pod is; a preemption victim says so, and a finalizer is what may keep it
+        mark = pod.preemption_mark
+        why = f", preempted by {mark.scheduler or 'a scheduler'}" if pod.preempted and mark is not None else ""
+        kept = f"; finalizers: {', '.join(finalizers)}" if finalizers else ""
+        return f"terminating on {pod.node_name}{why} (being deleted; what it holds is freed when it is gone{kept})"
     if pod.node_name:
         return f"bound to {pod.node_name}" + (", waiting for the node agent to hand out its devices" if gates else "")
     if pod.meta.deleting:
@@ -226,8 +255,8 @@ def _event(event: Mapping[str, Any]) -> EventLine:
 
 def _dry_run(objects: Sequence[dict[str, Any]], pods: frozenset[str], key: str, config: SchedulerConfig,
              now: float) -> DryRun | None:
-    """Pod `key` (with `pods`, itself and its pending gang siblings) through a fresh core that
-    knows the listed cluster without its other pending pods."""
+    """Pod `key` (with `pods`: itself, its pending gang siblings and the nominated pods ahead of
+    it) through a fresh core that knows the listed cluster without its other pending pods."""
     core = Scheduler(config, explain=True)
     load(core, [obj for obj in objects if obj.get("kind") != "Pod" or is_bound(obj) or _key(obj) in pods], now)
     while (attempts := core.schedule_next(now)) is not None:

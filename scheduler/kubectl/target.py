@@ -24,37 +24,47 @@ IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/names
 @dataclass(frozen=True, slots=True)
 class Target:
     kubeconfig: str | None  # None: the in-cluster service account
-    context: str | None  # None: the kubeconfig's current context
+    context: str | None  # the context to use: --context, else the current one kubectl would use; None: none set
     namespace: str
 
 
 def resolve(kubeconfig: str | None, context: str | None, namespace: str | None,
             environ: Mapping[str, str] = os.environ, home: Path | None = None) -> Target:
+    """The context is resolved here and passed to the connection explicitly: with several files
+    kubernetes-asyncio's merger takes the *last* file's current-context, kubectl the first's."""
     path = kubeconfig_path(kubeconfig, environ=environ, home=home)
-    return Target(path, context, namespace or _context_namespace(path, context) or DEFAULT_NAMESPACE)
+    chosen, context_namespace = _context(path, context)
+    return Target(path, chosen, namespace or context_namespace or DEFAULT_NAMESPACE)
 
 
-def _context_namespace(kubeconfig: str | None, context: str | None) -> str | None:
-    """The namespace the chosen context names (the first file defining a name wins, as kubectl
-    merges), or the service account's namespace in a pod; None when nothing says."""
+def _context(kubeconfig: str | None, context: str | None) -> tuple[str | None, str | None]:
+    """The context to use and the namespace it names, merged as client-go merges several files
+    (`clientcmd.ClientConfigLoadingRules.Load`): the first file that sets current-context, or
+    defines a context's name, wins. In a pod: no context, the service account's namespace. None
+    where nothing says; a file that cannot be read or has odd fields is left to the connection,
+    which reports it with its reason."""
     if kubeconfig is None:
         try:
-            return IN_CLUSTER_NAMESPACE.read_text().strip() or None
+            return None, IN_CLUSTER_NAMESPACE.read_text().strip() or None
         except OSError:
-            return None
+            return None, None
     current: str | None = context
     contexts: dict[str, object] = {}
     for part in kubeconfig.split(os.pathsep):
+        if not part:
+            continue
         try:
             doc = yaml.safe_load(Path(os.path.expanduser(part)).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue  # connecting reports an unusable file with its reason
+            continue
         if not isinstance(doc, dict):
             continue
-        current = current or doc.get("current-context") or None
-        for entry in doc.get("contexts") or ():
+        named = doc.get("current-context")
+        current = current or (named if isinstance(named, str) and named else None)
+        entries = doc.get("contexts")
+        for entry in entries if isinstance(entries, list) else ():
             if isinstance(entry, dict) and isinstance(entry.get("name"), str):
                 contexts.setdefault(entry["name"], entry.get("context"))
     chosen = contexts.get(current) if current else None
     namespace = chosen.get("namespace") if isinstance(chosen, dict) else None
-    return namespace if isinstance(namespace, str) and namespace else None
+    return current, namespace if isinstance(namespace, str) and namespace else None

@@ -153,7 +153,7 @@ def test_upstream_podgroup_gang_minimum_is_all_or_nothing() -> None:
     run.add(*[b.pod(f"wl-{i}", limits={"nvidia.com/gpu": 2}, spec_extra={"schedulingGroup": {"podGroupName": "wl"}})
               for i in range(3)])
     assert all(run.node_of(f"wl-{i}") is None for i in range(3))
-    assert "pod group default/wl needs 3 members placed together, only 2 fit" in run.last("wl-0").message
+    assert "pod group default/wl: only 2 of the 3 members it needs fit; " in run.last("wl-0").message
 
 
 def test_a_gang_without_a_constraint_is_placed_as_before() -> None:

@@ -255,7 +255,8 @@ class _Lists:
         self.items, self.status = items, status
         self.api = SimpleNamespace(configuration=SimpleNamespace(host="https://apiserver"))
 
-    async def request(self, method: str, path: str, *, query: Any = (), limited: bool = True) -> Response:
+    async def request(self, method: str, path: str, *, query: Any = (), timeout: float = 30.0,
+                      limited: bool = True) -> Response:
         if path in self.status:
             return Response(self.status[path], orjson.dumps({"message": "no"}))
         start = int(dict(query).get("continue", "0"))
@@ -292,7 +293,7 @@ def test_explain_says_a_gang_member_that_fits_alone_waits_for_its_gang() -> None
                                 config(BINPACK), [], 0.0)
     assert result is not None
     text = explaining.render(result, 0.0)
-    assert "would stay pending: pod group default/w needs 3 members placed together, only 2 fit" in text
+    assert "would stay pending: pod group default/w: only 2 of the 3 members it needs fit; default/w-2: " in text
     assert ("With its gang's members tried before it in place, it would fit 1 of 2 nodes (below), but a gang is "
             "placed whole or not at all.") in text
     # the member that found no node gets no such line
