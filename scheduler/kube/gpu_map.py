@@ -24,7 +24,8 @@ from scheduler.core.framework.attempt import Attempt
 from scheduler.kube.binder import BindResult, Outcome
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.serving import Route
-from scheduler.view.cluster import build_view
+from scheduler.kube.status import SCHEDULER_ERROR
+from scheduler.view.cluster import WaitReason, build_view
 from scheduler.view.decisions import DecisionLog
 from scheduler.view.model import ClusterView, as_dict
 from scheduler.view.page import render_page
@@ -63,14 +64,19 @@ class DecisionHooks(LoopHooks):
         self.inner.on_bind(result)
         if result.outcome is not Outcome.BOUND:
             binding = result.binding
+            # refused: the pod waits in the queue again, its condition SchedulerError with this
+            # message (as the loop writes it); the placed attempt had dropped its last reason
+            waiting = (WaitReason(SCHEDULER_ERROR, f"Binding rejected: {result.message}")
+                       if result.outcome is Outcome.RETRY else None)
             self.log.binding(f"{binding.namespace}/{binding.name}", binding.node, result.outcome.value,
-                             result.message, self.clock())
+                             result.message, self.clock(), waiting)
 
     def on_queue(self, counts: dict[str, int], incoming: dict[tuple[str, str], int]) -> None:
         self.inner.on_queue(counts, incoming)
         # pods deleted while they waited leave their reason behind: drop those now and then, also
         # when nobody looks at the page
-        if self.clock() - self._pruned_at >= PRUNE_EVERY:
+        # abs: a wall clock stepped back (NTP, a resumed VM) must not stop the pruning until it catches up
+        if abs(self.clock() - self._pruned_at) >= PRUNE_EVERY:
             self._pruned_at = self.clock()
             self.prune()
 
@@ -102,11 +108,13 @@ class GpuMap:
     def view(self) -> ClusterView:
         self._prune()
         core = self.loop.core
-        # a standby's page must not pass for the leader's: it decides nothing, so its pending
-        # pods have no reasons of its own and its decisions list stays empty
-        source = "live" if self.loop.is_leader() else "standby"
-        return build_view(core, source=source, now=self.clock(), reasons=self.log.reasons(), held=core.held(),
-                          decisions=self.log.recent())
+        # a standby's page must not pass for the leader's: it decides nothing, so it shows no
+        # reasons and no decisions — also none from a term it led before losing the Lease, which
+        # another replica's decisions have replaced
+        leading = self.loop.is_leader()
+        return build_view(core, source="live" if leading else "standby", now=self.clock(),
+                          reasons=self.log.reasons() if leading else None, held=core.held(),
+                          decisions=self.log.recent() if leading else ())
 
     def routes(self) -> list[Route]:
         return [(PAGE_PATH, self._serve_page), (DATA_PATH, self._serve_data)]
@@ -116,8 +124,9 @@ class GpuMap:
 
     async def _serve_data(self, request: web.Request) -> web.Response:
         # the view is built on the scheduler's event loop: many viewers (or a script polling the
-        # unauthenticated port) share one build per FRESH_FOR seconds instead of one each
+        # unauthenticated port) share one build per FRESH_FOR seconds instead of one each; abs: a
+        # wall clock stepped back rebuilds at once instead of serving one picture until it catches up
         now = self.clock()
-        if self._data is None or now - self._data[0] >= FRESH_FOR:
+        if self._data is None or abs(now - self._data[0]) >= FRESH_FOR:
             self._data = (now, orjson.dumps(as_dict(self.view())))
         return web.Response(body=self._data[1], headers={**_HEADERS, "Content-Type": "application/json"})

@@ -29,7 +29,7 @@ from scheduler.kubectl.target import Target, resolve
 from scheduler.sim.snapshot import load
 from scheduler.view.cluster import build_view
 from scheduler.view.model import as_dict
-from scheduler.view.text import render_nodes
+from scheduler.view.text import escape_terminal, render_nodes
 
 USER_AGENT = "kubectl-tessera"
 
@@ -109,7 +109,9 @@ def _warn(listing: ClusterListing) -> None:
 
 
 def _print(doc: dict[str, Any], text: Callable[[], str], fmt: str) -> None:
-    sys.stdout.write(text() + "\n" if fmt == "table" else dump(doc, fmt))
+    """The document as JSON/YAML, or its text for a terminal, escaped as kubectl's describe writes
+    (its free-text lines too: a pod condition's message, a gang's reason)."""
+    sys.stdout.write(escape_terminal(text()) + "\n" if fmt == "table" else dump(doc, fmt))
 
 
 async def _nodes(args: argparse.Namespace, target: Target) -> int:

@@ -131,11 +131,16 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
     for resource, used, capacity in info.over_capacity({device.resource_name for device in info.devices.values()}):
         notes.append(f"{resource} overcommitted: {used} in use, {capacity} allocatable ({why})")
     allocatable = node.allocatable.get(CPU, 0) if node is not None else 0
+    # as the scheduler counts them: no pod goes to a node without a Node object or a cordoned one,
+    # and none gets a GPU of a resource an unreadable device annotation hides (any may be held)
+    takes_pods = node is not None and not node.unschedulable
     return m.NodeView(
         name=info.name,
         cordoned=node is not None and node.unschedulable,
         gpus=gpus,
         gpus_used=sum(1 for gpu in gpus if gpu.state in m.IN_USE),
+        gpus_free=sum(1 for gpu in gpus
+                      if takes_pods and gpu.state == m.FREE and not info.hides_devices_of(gpu.resource)),
         cpu=f"{info.requested.get(CPU, 0) / 1000:g}/{allocatable / 1000:g}",
         pods=len(info.pods),
         taints=tuple(f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
@@ -287,11 +292,16 @@ def _pending(state: ClusterState, waits: Mapping[str, WaitReason], held: frozens
 
 
 def _gangs(state: ClusterState, pending: Sequence[m.PendingPod], held: frozenset[str]) -> tuple[m.GangView, ...]:
-    """Gangs with a member still waiting: how far they are, and why the group cannot go yet."""
+    """Gangs with a member still waiting: how far they are, and why the group cannot go yet.
+    The pending pods are walked once, not once per gang: this runs on the scheduler's event loop
+    for the live page, where thousands of waiting gangs made it gangs x pending."""
+    messages: dict[str, str] = {}  # gang -> its first waiting member's message ("" if none has one)
+    for p in pending:
+        if p.gang and not messages.get(p.gang):
+            messages[p.gang] = p.message
     out = []
-    for key in sorted({p.gang for p in pending if p.gang}):
-        fallback = next((p.message for p in pending if p.gang == key and p.message), "")
-        gang = gang_view(state, key, held, fallback)
+    for key in sorted(messages):
+        gang = gang_view(state, key, held, messages[key])
         if gang is not None and gang.pending:
             out.append(gang)
     return tuple(out)
@@ -323,14 +333,13 @@ def gang_view(state: ClusterState, key: str, held: frozenset[str] = frozenset(),
 
 
 def _summary(nodes: Sequence[m.NodeView]) -> m.Summary:
-    """Counts by state; free GPUs of a cordoned node count as unavailable (no new pod goes there)."""
+    """Counts by state; free GPUs no new pod can get (`NodeView.gpus_free`: on a cordoned node, a
+    node without a Node object, or hidden by an unreadable device annotation) count as unavailable."""
     gpus = [gpu for node in nodes for gpu in node.gpus]
-    free_by_node = {node.name: sum(1 for gpu in node.gpus if gpu.state == m.FREE)
-                    for node in nodes if not node.cordoned}
-    partial = sum(free_by_node[node.name] for node in nodes
-                  if not node.cordoned and any(gpu.state in m.IN_USE for gpu in node.gpus))
-    largest_node = max(sorted(free_by_node), key=lambda name: free_by_node[name], default="")
-    free = sum(free_by_node.values())
+    free = sum(node.gpus_free for node in nodes)
+    partial = sum(node.gpus_free for node in nodes if any(gpu.state in m.IN_USE for gpu in node.gpus))
+    largest = max(sorted((node for node in nodes if node.gpus_free), key=lambda node: node.name),
+                  key=lambda node: node.gpus_free, default=None)
     return m.Summary(
         gpus=len(gpus),
         used=sum(1 for gpu in gpus if gpu.state in m.IN_USE),
@@ -339,6 +348,6 @@ def _summary(nodes: Sequence[m.NodeView]) -> m.Summary:
         unavailable=sum(1 for gpu in gpus if gpu.state in m.UNAVAILABLE)
         + sum(1 for gpu in gpus if gpu.state == m.FREE) - free,
         free_on_partial=partial,
-        largest_free=free_by_node.get(largest_node, 0),
-        largest_free_node=largest_node,
+        largest_free=largest.gpus_free if largest is not None else 0,
+        largest_free_node=largest.name if largest is not None else "",
     )

@@ -41,9 +41,13 @@ class DecisionLog:
         self._recent.appendleft(Decision(at, key, outcome, attempt.node or attempt.nominated_node or "",
                                          attempt.message))
 
-    def binding(self, pod: str, node: str, outcome: str, message: str, at: float) -> None:
-        """A Binding that did not bind (refused, dropped): the page shows it beside the attempts."""
+    def binding(self, pod: str, node: str, outcome: str, message: str, at: float,
+                waiting: WaitReason | None = None) -> None:
+        """A Binding that did not bind (refused, dropped): the page shows it beside the attempts.
+        `waiting`: why the pod waits in the queue again (a refused Binding), until its next attempt."""
         self._recent.appendleft(Decision(at, pod, f"binding {outcome}", node, message))
+        if waiting is not None:
+            self._waiting[pod] = waiting
 
     def recent(self) -> tuple[Decision, ...]:
         """Newest first."""

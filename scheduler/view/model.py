@@ -66,6 +66,9 @@ class NodeView:
     pods: int
     taints: tuple[str, ...] = ()  # key=value:effect
     notes: tuple[str, ...] = ()  # the allocation gate, unreadable device annotations, a missing Node object
+    # free GPUs a new pod can get here (the summary's free counts these): none on a cordoned node or
+    # one without a Node object, none of a resource an unreadable device annotation hides
+    gpus_free: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +109,8 @@ class Summary:
     used: int  # whole, counted and gated GPUs and shared ones
     shared: int  # of those, GPUs in slices
     free: int  # on nodes that take new pods
-    unavailable: int  # unhealthy, cordoned or ghost GPUs, and free ones on cordoned nodes: none takes new work
+    # unhealthy, cordoned or ghost GPUs, and free ones no new pod gets (NodeView.gpus_free)
+    unavailable: int
     # free GPUs on nodes where some GPU is in use: they cannot take a job that wants a whole node
     free_on_partial: int
     largest_free: int  # most free GPUs on one node (the largest job that fits on one node today)

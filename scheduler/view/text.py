@@ -12,6 +12,15 @@ from datetime import datetime
 from scheduler.view import model as m
 
 GAP = "   "
+_TERMINAL = str.maketrans({"\x1b": "^[", "\r": "\\r"})
+
+
+def escape_terminal(text: str) -> str:
+    """ESC as `^[` and CR as `\\r`, as kubectl's printers write them (cli-runtime's
+    `printers.EscapeTerminal`, kubernetes#101695): a value anyone may set on an object (a device's
+    model, an Event's message) is shown, never sent to the terminal as a control sequence that moves
+    the cursor, rewrites the lines above or sets the window title."""
+    return text.translate(_TERMINAL)
 
 
 def count(n: int, noun: str) -> str:
@@ -21,10 +30,11 @@ def count(n: int, noun: str) -> str:
 
 def columns(rows: Sequence[Sequence[str | None]]) -> str:
     """Rows (the first one the header) as left-aligned columns; the last column is not padded.
-    An empty cell prints `-`; None leaves it blank (a node's name only on its first GPU row)."""
+    An empty cell prints `-`; None leaves it blank (a node's name only on its first GPU row).
+    Cells are terminal-escaped first, so the columns align on what is printed."""
     if not rows:
         return ""
-    cells = [["" if cell is None else cell or "-" for cell in row] for row in rows]
+    cells = [["" if cell is None else escape_terminal(cell) or "-" for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in cells if i < len(row)) for i in range(max(len(row) for row in cells))]
     lines = []
     for row in cells:
