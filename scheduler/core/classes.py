@@ -226,6 +226,16 @@ class ClassRegistry:
         self.classes[cls.name] = cls
         self._reindex(devices)
 
+    def refresh(self, cls: ResourceClass) -> None:
+        """Replace a class by a newer object of the same meaning (only its metadata moved, e.g.
+        `generation` after an equivalent edit): every index points at the new object, nothing is
+        judged again, so no verdict, match or placement moves and `epoch` stays."""
+        old = self.classes[cls.name]
+        self.classes[cls.name] = cls
+        if self.by_resource.get(cls.resource_name) is old:
+            self.by_resource[cls.resource_name] = cls
+        self._slices.refresh(cls)
+
     def remove(self, name: str, devices: Iterable[Device]) -> None:
         if self.classes.pop(name, None) is not None:
             self._reindex(devices)
@@ -326,6 +336,11 @@ class _SliceCapacity:
             self._fits[name][device.name] = fits
             self._fitting[name] += fits
             self._capacities[device.name] = frozenset(device.capacity)
+
+    def refresh(self, cls: ResourceClass) -> None:
+        """A newer object of a class of the same sharing (`ClassRegistry.refresh`)."""
+        if cls.name in self._classes:
+            self._classes[cls.name] = cls
 
     def device_removed(self, device: str) -> None:
         if self._capacities.pop(device, None) is None:

@@ -26,6 +26,7 @@ from scheduler.core.engine import Engine
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.runtime import ProfileRuntime
 from scheduler.core.intake import Intake
+from scheduler.core.classes import ResourceClass
 from scheduler.core.objects import JSON, Device
 from scheduler.core.outcomes import BindingOutcomes
 from scheduler.core.plugins.coscheduling import GroupStatus, group_status
@@ -247,8 +248,9 @@ class Scheduler:
         return [ClassStatus(name, *state.class_status(name), classes[name].resource_name, classes[name].meta.generation)
                 for name in sorted(classes)]
 
-    def class_names(self) -> list[str]:
-        return list(self._engine.state.classes.classes)
+    def resource_classes(self) -> list[ResourceClass]:
+        """Every ResourceClass, valid or not (the default class controller names by them)."""
+        return list(self._engine.state.classes.classes.values())
 
     def devices(self) -> list[Device]:
         return list(self._engine.state.devices.values())

@@ -96,7 +96,7 @@ class SchedulerLoop:
         self.class_controller: DefaultClassController | None = None
         if self.core.default_class_controller:
             self.class_controller = DefaultClassController(
-                http, self.core.devices, self.core.class_names,
+                http, self.core.devices, self.core.resource_classes,
                 is_leader=lambda: self.is_leader(), ready=lambda: self.informers.synced)
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -161,6 +161,8 @@ class SchedulerLoop:
                 self._binding_attempts.pop(str(meta.get("uid", "")), None)
         if event_type == "DELETED" and kind in ("ResourceClass", "PodGroup"):
             self._forget_status(str(kind), obj)
+        elif event_type != "DELETED" and kind in ("ResourceClass", "Pod"):
+            self.statuses.observed(obj)  # the condition times a new term keeps
         self._write_touched_groups()
 
     def _write_touched_groups(self) -> None:

@@ -8,11 +8,14 @@ A failed write is retried `retry_seconds` later, or with the next wish if that c
 flush writes in a task group of its own, so no write outlives `run()`.
 
 A condition's lastTransitionTime moves only when its status does (upstream
-`podutil.UpdatePodCondition`, API conventions): a new message under the same status keeps the time
-first written. What is remembered per object is forgotten when the object goes (`pod_gone`, ...), also
-while a write to it is in flight, so a new object of the same name starts clean; and all of it when
-the replica stops leading (`reset`): only the leader writes (`allowed`, asked at write time), and a
-later term cannot trust what it wrote before another leader's term.
+`podutil.UpdatePodCondition`, `meta.SetStatusCondition`, API conventions): a new message under the
+same status keeps the time first written, also across a restart or a change of leader — the first
+wish of a term takes the time from the condition the watched object shows (`observed`), since a
+patch replaces the condition, time included. What is remembered per object is forgotten when the
+object goes (`pod_gone`, ...), also while a write to it is in flight, so a new object of the same
+name starts clean; and all of what it wrote when the replica stops leading (`reset`): only the
+leader writes (`allowed`, asked at write time), and a later term cannot trust what it wrote before
+another leader's term.
 
 A pod's PodScheduled=False is written only while the pod still waits — asked of the cache at write
 time, not when it was wished — and with the pod's resourceVersion as a precondition: a Binding
@@ -61,6 +64,7 @@ class StatusWriter:
         self._written: dict[_Key, bytes] = {}
         self._inflight: dict[_Key, tuple[bytes, object]] = {}  # fingerprint and a token per write
         self._since: dict[tuple[_Key, str], tuple[str, str]] = {}  # (key, type) -> (status, transition time)
+        self._observed: dict[tuple[_Key, str], tuple[str, str]] = {}  # the same, as the watched object shows it
         self._nominated: dict[_Key, str] = {}  # the last nominatedNodeName wished per pod ("" clears)
         self._wake = Wakeup()
         self._concurrency = concurrency
@@ -122,9 +126,34 @@ class StatusWriter:
         self._nominated.pop(key, None)
         for condition_type in _CONDITION_TYPES:
             self._since.pop((key, condition_type), None)
+            self._observed.pop((key, condition_type), None)
+
+    def observed(self, obj: dict[str, Any]) -> None:
+        """What the watch shows of a pod waiting for a node or of a ResourceClass: the status and
+        lastTransitionTime of the condition this writer stamps on it (none of other kinds). A wish
+        with nothing of its own remembered (a new process, a new term) keeps that time while it
+        keeps that status, as upstream reads the object it updates. Bound pods are left out: the
+        writer is done with them (`pod_gone`)."""
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict):
+            return
+        name = str(meta.get("name") or "")
+        if obj.get("kind") == "Pod" and not (obj.get("spec") or {}).get("nodeName"):
+            since = (_pod_status(str(meta.get("namespace") or ""), name), "PodScheduled")
+        elif obj.get("kind") == "ResourceClass":
+            since = ((_CLASS.format(name=name), MERGE_PATCH), "Valid")
+        else:
+            return
+        shown = next(((c.get("status"), c.get("lastTransitionTime")) for c in _conditions(obj)
+                      if c.get("type") == since[1]), None)
+        if shown is not None and isinstance(shown[0], str) and isinstance(shown[1], str) and shown[1]:
+            self._observed[since] = (shown[0], shown[1])
+        else:
+            self._observed.pop(since, None)
 
     def reset(self) -> None:
-        """The replica stopped leading: no wish is written, nothing written is trusted any more."""
+        """The replica stopped leading: no wish is written, nothing written is trusted any more
+        (what the watch shows, `observed`, stays true: it is the objects' own)."""
         self._dirty.clear()
         self._written.clear()
         self._inflight.clear()
@@ -176,9 +205,10 @@ class StatusWriter:
         for condition in _conditions(body):
             for field in stamp:
                 since = (key, str(condition.get("type")))
-                known = self._since.get(since)
+                known = self._since.get(since) or self._observed.get(since)
                 if known is None or known[0] != condition.get("status"):
-                    known = self._since[since] = (str(condition.get("status")), micro_time().split(".")[0] + "Z")
+                    known = (str(condition.get("status")), micro_time().split(".")[0] + "Z")
+                self._since[since] = known
                 condition[field] = known[1]
         body["_fingerprint"] = fingerprint
         self._dirty[key] = body

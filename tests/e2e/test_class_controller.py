@@ -34,7 +34,7 @@ async def test_one_class_per_model_and_admin_classes_untouched(tessera: Any, kub
     api = await connect(str(clean_cluster.kubeconfig))
     state = loop.core.state
     controller = DefaultClassController(KubeHttp(api), lambda: list(state.devices.values()),
-                                        lambda: list(state.classes.classes), ready=lambda: loop.informers.synced,
+                                        lambda: list(state.classes.classes.values()), ready=lambda: loop.informers.synced,
                                         interval=0.3)
     task = asyncio.create_task(controller.run())
     try:

@@ -6,7 +6,7 @@ from typing import Any
 
 from scheduler.core.classes import parse_resource_class
 from scheduler.core.objects import Device, parse_device
-from scheduler.kube.class_controller import DefaultClassController, class_name_for, desired_classes
+from scheduler.kube.class_controller import DefaultClassController, class_name_for, default_classes
 from scheduler.kube.http import Response
 from scheduler.sim import builders as b
 
@@ -16,7 +16,7 @@ def _devices(*models: str) -> list[Device]:
 
 
 def test_one_class_per_model() -> None:
-    classes = desired_classes(_devices("Tesla-V100-SXM2-32GB", "Tesla-V100-SXM2-32GB", "NVIDIA-A100-80GB-PCIe"))
+    classes = default_classes(_devices("Tesla-V100-SXM2-32GB", "Tesla-V100-SXM2-32GB", "NVIDIA-A100-80GB-PCIe"), ()).create
     assert [c["metadata"]["name"] for c in classes] == ["nvidia-a100-80gb-pcie", "tesla-v100-sxm2-32gb"]
     v100 = classes[1]
     assert v100 == {
@@ -28,7 +28,7 @@ def test_one_class_per_model() -> None:
     cls = parse_resource_class({**v100, "metadata": {**v100["metadata"], "uid": "u"}})
     assert cls.error is None and cls.resource_name == "class.tessera.dev/tesla-v100-sxm2-32gb"
     assert [cls.matches(d) for d in _devices("Tesla-V100-SXM2-32GB", "Tesla-V100-SXM2-16GB")] == [True, False]
-    assert desired_classes([]) == []
+    assert default_classes([], ()) == ([], {})
 
 
 def test_names_are_valid_and_collisions_are_kept_apart() -> None:
@@ -36,7 +36,7 @@ def test_names_are_valid_and_collisions_are_kept_apart() -> None:
     assert class_name_for("___") .startswith("model-")
     long = class_name_for("X" * 100)
     assert len(long) <= 63
-    classes = desired_classes(_devices("Tesla-T4", "TESLA_T4"))
+    classes = default_classes(_devices("Tesla-T4", "TESLA_T4"), ()).create
     names = [c["metadata"]["name"] for c in classes]
     assert len(set(names)) == 2 and all(n.startswith("tesla-t4-") for n in names)
     for obj in classes:
@@ -48,6 +48,9 @@ class FakeHttp:
         self.posts: list[dict[str, Any]] = []
         self.status = status
 
+    async def acquire(self) -> None:
+        return None
+
     async def request(self, method: str, path: str, **kwargs: Any) -> Response:
         assert (method, path) == ("POST", "/apis/tessera.dev/v1alpha1/resourceclasses")
         self.posts.append(kwargs["body"])
@@ -56,12 +59,13 @@ class FakeHttp:
 
 async def test_reconcile_creates_only_what_is_missing_and_is_idempotent() -> None:
     http = FakeHttp()
-    existing = {"tesla-v100-sxm2-32gb"}  # e.g. the admin's own class of that name: left alone
+    # e.g. the admin's own class of that name: left alone
+    existing = [parse_resource_class(b.resource_class("tesla-v100-sxm2-32gb", {"model": "Tesla-V100-SXM2-32GB"}))]
     devices = _devices("Tesla-V100-SXM2-32GB", "Tesla-T4")
     controller = DefaultClassController(http, lambda: devices, lambda: existing)
     assert await controller.reconcile()
     assert [p["metadata"]["name"] for p in http.posts] == ["tesla-t4"]
-    existing.add("tesla-t4")
+    existing.append(parse_resource_class({**http.posts[0], "metadata": {**http.posts[0]["metadata"], "uid": "u"}}))
     assert await controller.reconcile()
     assert len(http.posts) == 1 and controller.created == ["tesla-t4"]
 

@@ -632,6 +632,9 @@ class ClusterState:
     def _put_class(self, cls: ResourceClass) -> tuple[list[ClusterEvent], list[Notice]]:
         old = self.classes.classes.get(cls.name)
         if old is not None and _same_class(old, cls):
+            # an edit that keeps the meaning (`1Gi` -> `1024Mi`, matchLabels -> the same
+            # matchExpressions) still moves metadata.generation, which the status reports
+            self.classes.refresh(cls)
             return [], []
         self.classes.upsert(cls, self.devices.values())
         notices = []
@@ -721,8 +724,10 @@ def _frees(old: Placement, new: Placement) -> bool:
 
 
 def _same_class(a: ResourceClass, b: ResourceClass) -> bool:
-    return (a.resource_name, a.requirements, a.sharing, a.error, a.meta.creation_timestamp) == \
-        (b.resource_name, b.requirements, b.sharing, b.error, b.meta.creation_timestamp)
+    """Whether `b` means what `a` does for every index of the registry: then it replaces `a`
+    without a reindex. `name_taken` counts (it decides `claimed`), also when the error stays."""
+    return (a.resource_name, a.requirements, a.sharing, a.error, a.name_taken, a.meta.creation_timestamp) == \
+        (b.resource_name, b.requirements, b.sharing, b.error, b.name_taken, b.meta.creation_timestamp)
 
 
 _NOT_FIXING = object()  # an event kind that fixes no gang's priority
