@@ -220,6 +220,15 @@ class SelectorTerm:
     expressions: tuple[Requirement, ...]
     fields: tuple[Requirement, ...]
 
+    def named_nodes(self) -> frozenset[str] | None:
+        """The only nodes the term can match by its `metadata.name In` requirements (ANDed: their
+        values intersected), or None when it has none (NodeAffinity's PreFilter)."""
+        names: frozenset[str] | None = None
+        for req in self.fields:
+            if req.operator == "In":
+                names = frozenset(req.values) if names is None else names & frozenset(req.values)
+        return names
+
     def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
         if not self.expressions and not self.fields:
             return False  # an empty term matches nothing (upstream NodeSelectorTerm semantics)

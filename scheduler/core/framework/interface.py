@@ -82,6 +82,12 @@ class PreFilterPlugin(Plugin):
     def pre_filter(self, ctx: PodContext) -> str | None:
         """The reason the pod cannot go anywhere now, or None."""
 
+    def node_names(self, ctx: PodContext) -> frozenset[str] | None:
+        """The only nodes the pod may go to (upstream's PreFilterResult.NodeNames), or None for
+        every node. The nodes left out are not filtered: each reads "node(s) didn't satisfy
+        plugin(s) [...]", a rejection no eviction can resolve."""
+        return None
+
 
 class FilterPlugin(Plugin):
     # Whether removing pods from a node can resolve this plugin's rejection (upstream: it answers

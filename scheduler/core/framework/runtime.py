@@ -219,7 +219,8 @@ class ProfileRuntime:
         table.sync()
         n = table.size
         applicable = [p for p in self.filters if p.filter_applies(ctx)]
-        alive, verdicts, lazy = self._batch_pass(ctx, applicable)
+        narrowing = self._narrowing(ctx)
+        alive, verdicts, lazy = self._batch_pass(ctx, applicable, None if narrowing is None else narrowing.allowed)
         head = np.flatnonzero(alive[start:])  # visiting order: rows from `start` on, then the rest
         head += start
         rows: list[int]
@@ -242,17 +243,35 @@ class ProfileRuntime:
                 visited[start:min(end, n)] = True
                 visited[: max(0, end - n)] = True
             visited[rows] = False
-            self._attribute(ctx, applicable, verdicts, visited, found, explain)
+            self._attribute(ctx, applicable, verdicts, visited, found, explain, narrowing)
         return found
 
-    def _batch_pass(self, ctx: PodContext, applicable: list[FilterPlugin]
+    def _narrowing(self, ctx: PodContext) -> _Narrowing | None:
+        """The rows of the nodes the PreFilters leave (upstream's merged PreFilterResult: the
+        intersection of every plugin's names, nodes that do not exist ignored), or None for all."""
+        allowed: Bools | None = None
+        plugins: list[str] = []
+        for plugin in self.pre_filters:
+            names = plugin.node_names(ctx)
+            if names is None:
+                continue
+            plugins.append(plugin.name)
+            mask = np.zeros(self.table.size, np.bool_)
+            rows = [row for name in names if (row := self._state.node_position(name)) is not None]
+            mask[rows] = True
+            allowed = mask if allowed is None else allowed & mask
+        if allowed is None:
+            return None
+        return _Narrowing(tuple(plugins), allowed, f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(plugins))}]")
+
+    def _batch_pass(self, ctx: PodContext, applicable: list[FilterPlugin], rows: Bools | None = None
                     ) -> tuple[Bools, dict[str, RowVerdict], list[FilterPlugin]]:
-        """Every applicable batch filter over all rows, in order: the rows left, each batch
-        plugin's verdict, and the plugins that still need their per-node form (no batch form, or
-        an inexact one), in order."""
+        """Every applicable batch filter over `rows` (all rows by default), in order: the rows
+        left, each batch plugin's verdict, and the plugins that still need their per-node form (no
+        batch form, or an inexact one), in order."""
         verdicts: dict[str, RowVerdict] = {}
         lazy: list[FilterPlugin] = []
-        alive = np.ones(self.table.size, np.bool_)
+        alive = np.ones(self.table.size, np.bool_) if rows is None else rows.copy()
         for plugin in applicable:
             batch = self._batch_filters.get(plugin.name)
             if batch is None:
@@ -267,12 +286,25 @@ class ProfileRuntime:
         return alive, verdicts, lazy
 
     def _attribute(self, ctx: PodContext, applicable: list[FilterPlugin], verdicts: dict[str, RowVerdict],
-                   rows: Bools, found: Feasible, explain: bool) -> None:
+                   rows: Bools, found: Feasible, explain: bool, narrowing: _Narrowing | None) -> None:
         """Each of `rows` to the first plugin (in order) that rejects it: reasons, rejectors and,
-        for --explain, each row's first reason."""
+        for --explain, each row's first reason. Rows the PreFilters left out come first: no filter
+        ran on them (upstream's absent nodes)."""
         remaining = rows.copy()
         first: dict[int, str] | None = {} if explain else None
         rejector = np.full(len(rows), -1, np.int64)  # row -> index in `applicable` of its first rejector
+        names = tuple(plugin.name for plugin in applicable)
+        if narrowing is not None:
+            names += narrowing.plugins[:1]  # their status's plugin: unresolvable, as NodeAffinity's
+            left_out = remaining & ~narrowing.allowed
+            count = int(np.count_nonzero(left_out))
+            if count:
+                found.reasons[narrowing.reason] += count
+                found.rejectors.update(narrowing.plugins)
+                rejector[left_out] = len(applicable)
+                if first is not None:
+                    first.update(dict.fromkeys(np.flatnonzero(left_out).tolist(), narrowing.reason))
+                remaining &= narrowing.allowed
         # per-row reasons are tallied by their tuple and counted out once at the end: on a full
         # cluster thousands of rows share a handful of tuples, and Counter.update per row dominated
         tally: Counter[Reasons] = Counter()
@@ -317,8 +349,7 @@ class ProfileRuntime:
                 found.reasons[reason] += count
         found.filtered = first
         if not found.rows:
-            found.statuses = NodeStatuses(tuple(self.table.infos[: self.table.size]),
-                                          tuple(plugin.name for plugin in applicable), rejector)
+            found.statuses = NodeStatuses(tuple(self.table.infos[: self.table.size]), names, rejector)
 
     def score(self, ctx: PodContext, rows: list[int], explain: bool) -> Scores:
         """Weighted totals per feasible row (and, for --explain, each plugin's normalised scores)."""
@@ -355,6 +386,16 @@ class ProfileRuntime:
 
     def scored(self) -> Iterator[str]:
         return (plugin.name for plugin, _ in self.scores)
+
+
+@dataclass(frozen=True, slots=True)
+class _Narrowing:
+    """What the PreFilters left of the nodes: the plugins that narrowed, the rows left, and the
+    reason every other row reads."""
+
+    plugins: tuple[str, ...]
+    allowed: Bools
+    reason: str
 
 
 def _passing(rows: Iterable[int], check: Callable[[NodeInfo], Reasons | None],

@@ -4,6 +4,11 @@ Upstream semantics: nodeSelector AND required affinity; terms of the required af
 expressions within a term ANDed; the score is the sum of matching preferred weights, normalised to
 0..100 over the feasible nodes (helper.DefaultNormalizeScore). Per node only: label matching has
 no column form worth keeping, and the plugin only runs for pods that carry selectors.
+
+PreFilter, as upstream's: when every required term names its nodes (`matchFields` `metadata.name
+In`), only those nodes are filtered (`node_names`, upstream's PreFilterResult) and the others read
+"node(s) didn't satisfy plugin(s) [NodeAffinity]"; when the terms leave no name at all the pod is
+refused with "pod affinity terms conflict".
 """
 
 from __future__ import annotations
@@ -12,14 +17,16 @@ from collections.abc import Mapping
 
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
-from scheduler.core.framework.interface import FilterPlugin, Normalize, QueueingHint, Reasons, ScorePlugin
+from scheduler.core.framework.interface import (FilterPlugin, Normalize, PreFilterPlugin, QueueingHint, Reasons,
+                                                ScorePlugin)
 from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "NodeAffinity"
 REASON = "node(s) didn't match Pod's node affinity/selector"
+CONFLICT = "pod affinity terms conflict"  # upstream's errReasonConflict (sic: node affinity terms)
 
 
-class NodeAffinity(FilterPlugin, ScorePlugin):
+class NodeAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
     name = NAME
     normalize = Normalize.MAX
 
@@ -28,6 +35,23 @@ class NodeAffinity(FilterPlugin, ScorePlugin):
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         return dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED), self.handle.fits_node)
+
+    def pre_filter(self, ctx: PodContext) -> str | None:
+        return CONFLICT if self.node_names(ctx) == frozenset() else None
+
+    def node_names(self, ctx: PodContext) -> frozenset[str] | None:
+        """The nodes the required terms name, when every term names some (terms are ORed: one
+        term without names leaves every node to the filters)."""
+        terms = ctx.pod.required_terms
+        if not terms:
+            return None
+        names: set[str] = set()
+        for term in terms:
+            named = term.named_nodes()
+            if named is None:
+                return None
+            names |= named
+        return frozenset(names)
 
     def filter_applies(self, ctx: PodContext) -> bool:
         return bool(ctx.pod.node_selector) or ctx.pod.required_terms is not None
