@@ -44,9 +44,10 @@ from scheduler.agent.allocate import (
     AllocationError,
     ServedLedger,
     allocating,
+    check_local_devices,
     container_env,
     find_allocation,
-    held_devices,
+    held_grants,
     pending_entries,
 )
 from scheduler.agent.deviceplugin.v1beta1 import api_pb2
@@ -54,6 +55,7 @@ from scheduler.agent.devices import BackendError, DeviceBackend, DeviceInfo
 from scheduler.agent.plugin import PluginManager
 from scheduler.agent.publish import Publisher, device_view
 from scheduler.agent.slots import EndpointPlan, plan_endpoints
+from scheduler.api.quantity import Amount
 from scheduler.core.annotations import PHASE, PHASE_ALLOCATED, PHASE_ALLOCATING
 from scheduler.core.classes import ResourceClass, parse_resource_class
 from scheduler.core.objects import Device, ObjectError
@@ -105,7 +107,8 @@ class Agent:
         self.classes: dict[str, ResourceClass] = {}
         self.pods: dict[str, dict[str, Any]] = {}  # uid -> pod
         self.plans: dict[str, EndpointPlan] = {}
-        self.held: frozenset[str] = frozenset()  # devices assigned to non-terminal pods on this node
+        # devices assigned to non-terminal pods on this node, per resource name
+        self.held: dict[str, dict[str, tuple[Amount | None, ...]]] = {}
         self._endpoints_dirty = Wakeup()
         self._slots_given: dict[str, dict[str, str]] = {}  # resource -> slot id -> pod uid (Allocate)
         self._patch_wake = Wakeup()
@@ -235,8 +238,9 @@ class Agent:
             await self._endpoints_dirty.wait()
             if self.devices is None:
                 continue
+            planned = plan_endpoints(self.classes.values(), self.views, self._held_names(), self.held)
             plans = {resource: dataclasses.replace(plan, in_use=self._slots_in_use(resource))
-                     for resource, plan in plan_endpoints(self.classes.values(), self.views, self.held).items()}
+                     for resource, plan in planned.items()}
             if plans != self.plans:
                 self.plans = plans
                 log.info("agent.endpoints", node=self.node_name,
@@ -256,10 +260,13 @@ class Agent:
         else:
             self.pods[uid] = obj
             self._check_complete(obj)
-        held = held_devices(self.pods.values())
+        held = held_grants(self.pods.values())
         if held != self.held:
             self.held = held
             self._endpoints_dirty.set()
+
+    def _held_names(self) -> frozenset[str]:
+        return frozenset(device for by_device in self.held.values() for device in by_device)
 
     def _slots_in_use(self, resource: str) -> frozenset[str]:
         """The slot ids of `resource` that Allocate gave to pods still on the node, not terminal
@@ -313,6 +320,7 @@ class Agent:
             self.ledger.retain({str((pod.get("metadata") or {}).get("uid") or "") for pod in pods
                                 if allocating(pod, self.node_name)})
             allocation = find_allocation(pods, self.node_name, plan.resource_name, len(slot_ids), unit, self.ledger)
+            check_local_devices(allocation, self.node_name, self._local_devices())
             self.ledger.add(allocation.key)
             given = self._slots_given.setdefault(plan.resource_name, {})
             given.update(dict.fromkeys(slot_ids, allocation.pod_uid))
@@ -321,6 +329,12 @@ class Agent:
             if pod is not None:
                 self._check_complete(pod)
             return self._response(plan, allocation, slot_ids)
+
+    def _local_devices(self) -> dict[str, tuple[str, str | None]]:
+        """ExtendedResource name -> (device id, why it is unhealthy or None), from the last good
+        discovery: what Allocate may hand out."""
+        return {view.name: (view.device_id, None if info.healthy else (info.health_message or info.health_reason))
+                for info, view in zip(self.devices or (), self.views, strict=True)}
 
     def _response(self, plan: EndpointPlan, allocation: Allocation, slot_ids: list[str]) -> api_pb2.ContainerAllocateResponse:
         env, annotations, cdi = container_env(

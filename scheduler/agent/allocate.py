@@ -14,6 +14,10 @@ allocation gate (no second pod with a common resource name bound to a node while
 Allocating) makes several candidates impossible unless annotations were forged. So is a pending pod
 that Tessera did not place asking for k of R (a rival): the call may be its own.
 
+Every GPU the answer names must be one the agent discovered on this node, healthy, under the
+UUID the annotation gives (`check_local_devices`): the scheduler charges the grant's `device`, the
+container gets its `id`.
+
 Served entries are remembered per (pod uid, container, resource) and persisted in a small file in
 the device-plugin directory (the kubelet deletes only sockets there), so an agent restart in the
 middle of a multi-container pod does not hand container B the devices of container A.
@@ -32,7 +36,7 @@ from typing import Any
 
 import structlog
 
-from scheduler.api.quantity import format_quantity
+from scheduler.api.quantity import Amount, format_quantity
 from scheduler.core.annotations import (
     DEVICES,
     PHASE,
@@ -48,11 +52,14 @@ __all__ = [
     "allocating",
     "ServedKey",
     "ServedLedger",
+    "check_local_devices",
     "container_env",
     "container_order",
     "find_allocation",
     "grant_units",
+    "HeldGrants",
     "held_devices",
+    "held_grants",
     "pending_entries",
 ]
 
@@ -271,6 +278,37 @@ def _refuse_held_devices(pods: Iterable[Mapping[str, Any]], node_name: str, allo
                             f"pods; see the scheduler's DeviceConflict Events)")
 
 
+def check_local_devices(allocation: Allocation, node_name: str,
+                        local: Mapping[str, tuple[str, str | None]]) -> None:
+    """`AllocationError` unless every device the answer hands out is one this agent discovered on
+    the node, healthy, under the id the annotation gives for it.
+
+    `local`: ExtendedResource name -> (device id, why it is unhealthy or None). The scheduler
+    charges a grant's `device`, the container gets its `id`: an id that is not that device's
+    (another GPU, `all`, a comma list) hands out a GPU the ledger thinks free. A device of another
+    node, one that vanished or one that turned unhealthy since the pod was placed cannot be used;
+    as NVIDIA's device plugin refuses unknown ids and the kubelet never allocates an Unhealthy
+    device, the call fails and with it the pod's admission, which the scheduler recovers from. All
+    of the container's grants are checked: the answer's NVIDIA_VISIBLE_DEVICES names all of them."""
+    for grant in dict.fromkeys((*allocation.grants, *allocation.container_grants)):
+        known = local.get(grant.device)
+        if known is None:
+            raise AllocationError(
+                f"{allocation.pod_key} container {allocation.container} was assigned device {grant.device}, which is "
+                f"not a device of node {node_name} (another node's, or no longer discovered here): refusing to "
+                f"hand out {grant.device_id}")
+        device_id, unhealthy = known
+        if grant.device_id != device_id:
+            raise AllocationError(
+                f"the {DEVICES} annotation of {allocation.pod_key} gives id {grant.device_id} for device {grant.device}, "
+                f"but {grant.device} has device id {device_id}, not {grant.device_id}: refusing to hand out a GPU "
+                "other than the one the scheduler assigned")
+        if unhealthy is not None:
+            raise AllocationError(
+                f"device {grant.device} is unhealthy ({unhealthy}): refusing to hand {device_id} to "
+                f"{allocation.pod_key}; the pod fails admission and its controller can replace it")
+
+
 def pending_entries(pod: Mapping[str, Any], served: Container[ServedKey]) -> list[ServedKey]:
     """The pod's (container, resource) entries the kubelet still has to call Allocate for.
 
@@ -290,9 +328,14 @@ def pending_entries(pod: Mapping[str, Any], served: Container[ServedKey]) -> lis
             for resource in by_resource if (uid, container, resource) not in served]
 
 
-def held_devices(pods: Iterable[Mapping[str, Any]]) -> frozenset[str]:
-    """Names of the devices (ExtendedResources) assigned to non-terminal pods."""
-    held: set[str] = set()
+HeldGrants = Mapping[str, Mapping[str, tuple[Amount | None, ...]]]
+"""resource name -> device name -> the amounts of the grants non-terminal pods hold of that device
+under that resource (None for an exclusive grant)."""
+
+
+def held_grants(pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, tuple[Amount | None, ...]]]:
+    """What non-terminal pods were assigned, per resource name and device (see `HeldGrants`)."""
+    held: dict[str, dict[str, tuple[Amount | None, ...]]] = {}
     for pod in pods:
         if (pod.get("status") or {}).get("phase") in _TERMINAL:
             continue
@@ -303,9 +346,17 @@ def held_devices(pods: Iterable[Mapping[str, Any]]) -> frozenset[str]:
             devices = decode_devices(raw)
         except AnnotationError:
             continue
-        held.update(grant.device for by_resource in devices.values() for grants in by_resource.values()
-                    for grant in grants)
-    return frozenset(held)
+        for by_resource in devices.values():
+            for resource, grants in by_resource.items():
+                by_device = held.setdefault(resource, {})
+                for grant in grants:
+                    by_device[grant.device] = (*by_device.get(grant.device, ()), grant.amount)
+    return held
+
+
+def held_devices(pods: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """Names of the devices (ExtendedResources) assigned to non-terminal pods."""
+    return frozenset(device for by_device in held_grants(pods).values() for device in by_device)
 
 
 _ENV_UNSAFE = re.compile(r"[^A-Z0-9_]")

@@ -14,7 +14,11 @@ kubelet's count right:
   a free slot from the next pod the scheduler rightly placed on a healthy device;
 - sharing class (`spec.sharing`): n = Σ ⌊capacity[dimension] / unit⌋ over matching devices (a pod
   asking for 8 units of a 1Gi-memory class gets 8 slots), capped at `MAX_SLOTS` because the kubelet
-  keeps and checkpoints every slot id.
+  keeps and checkpoints every slot id;
+- either way, a device that pods still hold under the class but that is no longer one of its
+  matching devices here (vanished from discovery, or its class selector changed) keeps the
+  (Healthy) slots those pods were given: the kubelet keeps them allocated, and the scheduler does
+  not count the device free until its pods are gone.
 
 Class parsing, validity, resourceName clashes and selector matching are the scheduler core's
 (`ClassRegistry`, `ResourceClass.matches`): the agent must agree with the scheduler exactly about
@@ -25,12 +29,14 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
 import structlog
 
+from scheduler.agent.allocate import HeldGrants
+from scheduler.api.quantity import Amount
 from scheduler.core.classes import ClassRegistry, ResourceClass, Sharing
 from scheduler.core.objects import Device
 
@@ -90,14 +96,33 @@ def _units(device: Device, sharing: Sharing) -> int:
     return math.floor(Fraction(capacity) / Fraction(sharing.unit))
 
 
+def _kept_elsewhere(held: Mapping[str, tuple[Amount | None, ...]], matching: Collection[str],
+                    sharing: Sharing | None) -> int:
+    """Slots the kubelet keeps allocated to pods for grants of this resource on devices outside
+    `matching` (gone from discovery, or no longer matching the class): one per exclusive grant,
+    amount / unit per shared one."""
+    total = Fraction(0)
+    for device, amounts in held.items():
+        if device in matching:
+            continue
+        for amount in amounts:
+            total += 1 if amount is None or sharing is None else Fraction(amount) / Fraction(sharing.unit)
+    return math.ceil(total)
+
+
 def plan_endpoints(classes: Iterable[ResourceClass], devices: Iterable[Device],
-                   held: Collection[str] = frozenset()) -> dict[str, EndpointPlan]:
+                   held: Collection[str] = frozenset(), held_grants: HeldGrants | None = None) -> dict[str, EndpointPlan]:
     """resourceName -> endpoint, for every valid class that matches at least one local device.
 
     Device health here is the agent's own (the status it publishes), not a stale apiserver copy.
     `held`: names of devices that non-terminal pods on this node were assigned (their slots count
     as Healthy, see the module docstring). `spec.unschedulable` does not reduce slots: a cordoned
     device may still be in use by a pod that the kubelet has to keep admitting on restart.
+    `held_grants`: the same per resource name; grants on devices the class no longer has here (a
+    GPU that vanished, a selector that stopped matching) add Healthy slots. The kubelet keeps
+    those pods' slots allocated (available = healthy - allocated), while the scheduler counts such
+    a device as held, not free: without them the kubelet would have fewer free slots than the
+    scheduler has free devices, and a pod it rightly placed would fail admission.
     """
     registry = ClassRegistry()
     for cls in classes:  # the core's rules: invalid classes and resourceName clashes drop out
@@ -119,6 +144,9 @@ def plan_endpoints(classes: Iterable[ResourceClass], devices: Iterable[Device],
                 log.warning("slots.no_capacity", resource_class=cls.name, dimension=cls.sharing.dimension,
                             message=f"matching devices have no {cls.sharing.dimension} capacity of at least one unit")
                 continue
+        kept = _kept_elsewhere((held_grants or {}).get(resource_name, {}), {d.name for d in matching}, cls.sharing)
+        total += kept
+        healthy += kept
         capped = total > MAX_SLOTS
         if capped:
             log.warning("slots.capped", resource_class=cls.name, slots=total, advertised=MAX_SLOTS,

@@ -18,7 +18,7 @@ from scheduler.agent.deviceplugin.v1beta1 import api_pb2
 from scheduler.agent.devices import DeviceInfo
 from scheduler.agent.nvml import NvmlBackend
 from scheduler.agent.plugin import Endpoint
-from scheduler.agent.publish import build_object
+from scheduler.agent.publish import build_object, device_view
 from scheduler.agent.slots import EndpointPlan
 from scheduler.core import annotations as ann
 from scheduler.sim import builders as b
@@ -47,6 +47,12 @@ def _kubelet_merge(responses: list[api_pb2.ContainerAllocateResponse]) -> dict[s
     return envs
 
 
+def _discover(agent: Agent, *uuids: str) -> None:
+    """The agent discovered these GPUs on node n (Allocate hands out only those)."""
+    agent.devices = [DeviceInfo(uuid=u, model="V100", memory_bytes=2**35) for u in uuids]
+    agent.views = [device_view("n", "nvidia.com/gpu", d) for d in agent.devices]
+
+
 async def test_a_container_with_two_classes_sees_all_its_gpus() -> None:
     """A container asking for two classes (the planner plans per (container, resource), the
     annotation is container -> resource -> grants) gets one Allocate call per resource. Each answer
@@ -56,6 +62,7 @@ async def test_a_container_with_two_classes_sees_all_its_gpus() -> None:
     api = FakeApi()
     with tempfile.TemporaryDirectory() as tmp:
         agent = Agent(AgentOptions(node_name="n", device_plugin_dir=Path(tmp)), api, api, backend=None)  # type: ignore[arg-type]
+        _discover(agent, "GPU-a", "GPU-b")
         assignment = {"main": {V100: (ann.DeviceGrant("GPU-a", "n.gpu-a", None),),
                                T4: (ann.DeviceGrant("GPU-b", "n.gpu-b", None),)}}
         api.add_pod(b.pod("two-classes", namespace="ns", node_name="n",
@@ -125,6 +132,7 @@ async def test_the_agent_plans_the_slots_allocate_gave_to_live_pods_as_in_use() 
     api = FakeApi()
     with tempfile.TemporaryDirectory() as tmp:
         agent = Agent(AgentOptions(node_name="n", device_plugin_dir=Path(tmp)), api, api, backend=None)  # type: ignore[arg-type]
+        _discover(agent, "GPU-a", "GPU-b")
         assignment = {"main": {V100: (ann.DeviceGrant("GPU-a", "n.gpu-a", None),)}}
         pod = b.pod("p2", namespace="ns", node_name="n", containers=[b.container("main", limits={V100: 1})],
                     annotations={ann.DEVICES: ann.encode_devices(assignment), ann.PHASE: ann.PHASE_ALLOCATING})

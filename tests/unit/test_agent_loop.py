@@ -16,6 +16,8 @@ import pytest
 from scheduler.agent import agent as agent_module
 from scheduler.agent.agent import Agent, AgentOptions
 from scheduler.agent.allocate import AllocationError
+from scheduler.agent.devices import DeviceInfo
+from scheduler.agent.publish import device_view
 from scheduler.agent.slots import EndpointPlan
 from scheduler.core import annotations as ann
 from scheduler.kube.http import Response
@@ -67,6 +69,9 @@ def api() -> FakeApi:
 def agent(api: FakeApi, tmp_path: Path) -> Agent:
     agent = Agent(AgentOptions(node_name="n", device_plugin_dir=tmp_path), api, api, backend=None)  # type: ignore[arg-type]
     agent.pod_informer.synced.set()
+    # the GPUs `_pod` assigns, discovered on this node: Allocate hands out only those
+    agent.devices = [DeviceInfo(uuid=f"GPU-{d}-{c}", model="V100", memory_bytes=2**35) for d in "012" for c in ("main", "a", "b")]
+    agent.views = [device_view("n", "nvidia.com/gpu", d) for d in agent.devices]
     return agent
 
 
