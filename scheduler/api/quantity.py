@@ -2,8 +2,9 @@
 
 Why our own parser: quantities arrive as strings from every object we watch (pod requests, node
 allocatable, device capacity, selector values) and must be compared exactly as the apiserver does.
-Floats would turn `0.1` CPU into 99 millicores; `Fraction` keeps every suffix exact, and the two
-integer views the scheduler needs (`Value()`, `MilliValue()`) round up like upstream.
+Floats would turn `0.1` CPU into 99 millicores; `Fraction` keeps every suffix exact. Like upstream's
+`Value()`/`MilliValue()` of a pod's summed requests, the scheduler rounds up once, for the total
+(`scheduler.core.resources.pod_requests`), never per container.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 import re
 from fractions import Fraction
 
-__all__ = ["Amount", "QuantityError", "exact", "parse_quantity", "to_milli", "to_value", "format_quantity"]
+__all__ = ["Amount", "QuantityError", "exact", "parse_quantity", "format_quantity"]
 
 # An exact amount: an int when the quantity is whole (fast arithmetic in the scheduling loop),
 # a Fraction otherwise. Both compare and add exactly with each other.
@@ -97,16 +98,6 @@ def _parse(value: str | int | float) -> Fraction:
 def exact(quantity: Fraction) -> Amount:
     """The same number as an int when it is whole."""
     return quantity.numerator if quantity.denominator == 1 else quantity
-
-
-def to_value(quantity: Fraction) -> int:
-    """`Quantity.Value()`: the integer value, rounded up (away from zero for positives)."""
-    return math.ceil(quantity)
-
-
-def to_milli(quantity: Fraction) -> int:
-    """`Quantity.MilliValue()`: thousandths, rounded up."""
-    return math.ceil(quantity * 1000)
 
 
 def format_quantity(quantity: Amount) -> str:

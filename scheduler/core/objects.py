@@ -8,15 +8,25 @@ compares — and so that malformed input fails *here*, with a message, instead o
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from scheduler.api.quantity import Amount, QuantityError, exact, parse_quantity, to_milli, to_value
+from scheduler.api.quantity import Amount, QuantityError, exact, parse_quantity
 from scheduler.core import annotations as ann
-from scheduler.core.resources import CPU, Resources, is_pod_level, node_scoring_defaults, pod_requests, with_scoring_defaults
+from scheduler.core.resources import (
+    CPU,
+    ExactResources,
+    Resources,
+    is_pod_level,
+    max_into,
+    node_scoring_defaults,
+    pod_requests,
+    with_scoring_defaults,
+)
 
 GANG_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 GANG_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
@@ -73,8 +83,15 @@ def _str(value: object, where: str, default: str = "") -> str:
 
 
 def parse_resource_list(value: object, where: str) -> Resources:
-    """A ResourceList in scheduler units: CPU in millicores, everything else `Value()`."""
-    out: Resources = {}
+    """A ResourceList in scheduler units: CPU in millicores (`MilliValue()`), everything else
+    `Value()`, each rounded up."""
+    return {name: math.ceil(amount) for name, amount in exact_resource_list(value, where).items()}
+
+
+def exact_resource_list(value: object, where: str) -> ExactResources:
+    """A ResourceList in scheduler units, not rounded: what a pod's requests are totalled in
+    before rounding up once (`pod_requests`)."""
+    out: ExactResources = {}
     for name, raw in _mapping(value, where).items():
         try:
             amount = _scheduler_amount(raw, name == CPU) if isinstance(raw, str) else _amount(raw, name == CPU)
@@ -84,18 +101,18 @@ def parse_resource_list(value: object, where: str) -> Resources:
     return out
 
 
-def _amount(raw: Any, milli: bool) -> int:
+def _amount(raw: Any, milli: bool) -> Amount:
     quantity = parse_quantity(raw)
     if quantity < 0:
         raise QuantityError("must be greater than or equal to 0")
-    amount = to_milli(quantity) if milli else to_value(quantity)
+    amount = exact(quantity * 1000 if milli else quantity)
     if amount > 2**62:
         raise QuantityError(f"{raw!r} is too large")
     return amount
 
 
 @functools.lru_cache(maxsize=4096)
-def _scheduler_amount(raw: str, milli: bool) -> int:
+def _scheduler_amount(raw: str, milli: bool) -> Amount:
     """`_amount` for the strings a cluster repeats thousands of times ("64", "256Gi", "100m"):
     exact Fraction parsing is a third of a node's intake, and start-up parses every node."""
     return _amount(raw, milli)
@@ -417,36 +434,105 @@ class Pod:
         return self.phase in TERMINAL_PHASES
 
 
-def _container(raw: object, where: str) -> tuple[Container, bool]:
+# What the kubelet reports of an in-place resize (InPlacePodVerticalScaling, GA since 1.35):
+# the requests it runs with (`status...resources.requests`) and the ones it admitted
+# (`allocatedResources`).
+ResizeStatus = tuple[ExactResources, ExactResources]
+
+
+def _container(raw: object, where: str) -> tuple[Container, ExactResources, bool]:
+    """A container (its requests rounded up: device grants are made per container), its exact
+    requests and whether it is a sidecar (a restartable init container)."""
     item = _mapping(raw, where)
     name = _str(item.get("name"), f"{where}.name")
     resources = _mapping(item.get("resources"), f"{where}.resources")
-    requests = parse_resource_list(resources.get("requests"), f"{where}.resources.requests")
-    limits = parse_resource_list(resources.get("limits"), f"{where}.resources.limits")
+    requests = exact_resource_list(resources.get("requests"), f"{where}.resources.requests")
+    limits = exact_resource_list(resources.get("limits"), f"{where}.resources.limits")
     for res, amount in limits.items():
         requests.setdefault(res, amount)
     sidecar = item.get("restartPolicy") == "Always"
-    return Container(name, requests), sidecar
+    return Container(name, {res: math.ceil(amount) for res, amount in requests.items()}), requests, sidecar
 
 
-def _pod_level_requests(spec: JSON) -> Resources:
+def _counted(container: Container, requests: ExactResources, statuses: Mapping[str, ResizeStatus],
+             infeasible: bool) -> ExactResources:
+    """What an app or sidecar container counts with: its effective requests when the kubelet
+    reports a resize status for it (upstream AggregateContainerRequests, UseStatusResources;
+    plain init containers are never resized and count their spec)."""
+    status = statuses.get(container.name)
+    return requests if status is None else _effective_requests(requests, status, infeasible)
+
+
+def _effective_requests(spec: ExactResources, status: ResizeStatus, infeasible: bool) -> ExactResources:
+    """Upstream determineEffectiveRequests: a resized container (or pod) holds the larger of its
+    spec, actuated and allocated requests until the kubelet is done; with the resize Infeasible
+    the spec is never run, so only actuated and allocated count."""
+    actuated, allocated = status
+    out: ExactResources = {} if infeasible else dict(spec)
+    max_into(out, actuated)
+    max_into(out, allocated)
+    return out
+
+
+def _resize_status(status: JSON, where: str) -> ResizeStatus | None:
+    """A `resources`/`allocatedResources` pair of a pod or container status; None when it has
+    no `resources` (upstream reads the spec then). The kubelet writes these and the apiserver
+    checks their quantities; one that cannot be read counts as absent rather than making the
+    whole (bound) pod unreadable, which would leave what it holds looking free."""
+    if status.get("resources") is None:
+        return None
+    try:
+        resources = _mapping(status.get("resources"), f"{where}.resources")
+        return (exact_resource_list(resources.get("requests"), f"{where}.resources.requests"),
+                exact_resource_list(status.get("allocatedResources"), f"{where}.allocatedResources"))
+    except ObjectError:
+        return None
+
+
+def _container_resize_statuses(status: JSON) -> dict[str, ResizeStatus]:
+    """Container name -> its resize status, from app and init container statuses."""
+    out: dict[str, ResizeStatus] = {}
+    for field_name in ("containerStatuses", "initContainerStatuses"):
+        items = status.get(field_name)
+        for item in items if isinstance(items, list) else ():
+            name = item.get("name") if isinstance(item, Mapping) else None
+            if isinstance(name, str) and (found := _resize_status(item, f"Pod.status.{field_name}")) is not None:
+                out[name] = found
+    return out
+
+
+def _resize_infeasible(status: JSON) -> bool:
+    """Upstream IsPodResizeInfeasible: the first PodResizePending condition has reason Infeasible."""
+    conditions = status.get("conditions")
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, Mapping) and condition.get("type") == "PodResizePending":
+            return condition.get("reason") == "Infeasible"
+    return False
+
+
+def _pod_level_requests(spec: JSON, status: JSON, infeasible: bool) -> ExactResources:
     """`spec.resources` requests (limits standing in for unset requests, as the apiserver
-    defaults them) of the resources that may be set at pod level; others are ignored, as upstream."""
+    defaults them) of the resources that may be set at pod level; others are ignored, as upstream.
+    A pod-level resize in progress (`status.resources`, InPlacePodLevelResourcesVerticalScaling,
+    on since 1.36) counts as upstream's PodRequests does: effective requests of those names."""
     resources = _mapping(spec.get("resources"), "Pod.spec.resources")
-    requests = parse_resource_list(resources.get("requests"), "Pod.spec.resources.requests")
-    limits = parse_resource_list(resources.get("limits"), "Pod.spec.resources.limits")
+    requests = exact_resource_list(resources.get("requests"), "Pod.spec.resources.requests")
+    limits = exact_resource_list(resources.get("limits"), "Pod.spec.resources.limits")
     for name, amount in limits.items():
         requests.setdefault(name, amount)
-    return {name: amount for name, amount in requests.items() if is_pod_level(name)}
+    pod_level = {name: amount for name, amount in requests.items() if is_pod_level(name)}
+    resize = _resize_status(status, "Pod.status") if pod_level else None
+    if resize is None:
+        return pod_level
+    effective = _effective_requests(pod_level, resize, infeasible)
+    return {name: effective.get(name, 0) for name in pod_level}
 
 
 def _gang_label_error(meta: ObjectMeta) -> str | None:
     raw_min = meta.labels.get(GANG_MIN_LABEL)
     if not meta.labels.get(GANG_NAME_LABEL) or raw_min is None:
         return None
-    try:
-        int(raw_min)
-    except ValueError:
+    if _int64(raw_min) is None:  # Go's strconv.Atoi, as coscheduling reads it ("1_0" is no integer)
         return (f"Pod.metadata.labels[{GANG_MIN_LABEL}]: Invalid value: {raw_min!r}: must be an integer; "
                 "the pod is scheduled as a single pod, not as a gang member")
     return None
@@ -464,12 +550,9 @@ def _gang(meta: ObjectMeta, spec: JSON) -> GangRef | None:
     raw_min = meta.labels.get(GANG_MIN_LABEL)
     if not name or raw_min is None:
         return None
-    try:
-        minimum = int(raw_min)
-    except ValueError:
+    minimum = _int64(raw_min)  # strconv.Atoi: Python's int() would also take "1_0" or " 1"
+    if minimum is None or minimum < 1:
         return None  # as coscheduling v0.18: a min-available that is not an integer >= 1 means "no gang"
-    if minimum < 1:
-        return None
     return GangRef(f"{meta.namespace}/{name}", minimum, False, topology=gang_topology(meta.annotations))
 
 
@@ -477,24 +560,31 @@ def parse_pod(obj: JSON) -> Pod:
     meta = parse_meta(obj, "Pod")
     spec = _mapping(obj.get("spec"), "Pod.spec")
     status = _mapping(obj.get("status"), "Pod.status")
-    inits = [_container(c, f"Pod.spec.initContainers[{i}]") for i, c in enumerate(_list(spec.get("initContainers"), "Pod.spec.initContainers"))]
-    apps = [_container(c, f"Pod.spec.containers[{i}]")[0] for i, c in enumerate(_list(spec.get("containers"), "Pod.spec.containers"))]
-    overhead = parse_resource_list(spec.get("overhead"), "Pod.spec.overhead")
-    pod_level = _pod_level_requests(spec)
-    requests = pod_requests((c.requests for c in apps), ((c.requests, s) for c, s in inits), overhead, pod_level)
+    # a bound pod resized in place counts what its containers hold (upstream UseStatusResources)
+    infeasible = _resize_infeasible(status)
+    statuses = _container_resize_statuses(status)
+    init_list = _list(spec.get("initContainers"), "Pod.spec.initContainers")
+    app_list = _list(spec.get("containers"), "Pod.spec.containers")
+    inits = [_container(c, f"Pod.spec.initContainers[{i}]") for i, c in enumerate(init_list)]
+    apps = [_container(c, f"Pod.spec.containers[{i}]") for i, c in enumerate(app_list)]
+    app_requests = [_counted(c, r, statuses, infeasible) for c, r, _ in apps]
+    init_requests = [(_counted(c, r, statuses, infeasible) if s else r, s) for c, r, s in inits]
+    overhead = exact_resource_list(spec.get("overhead"), "Pod.spec.overhead")
+    pod_level = _pod_level_requests(spec, status, infeasible)
+    requests = pod_requests(app_requests, init_requests, overhead, pod_level)
     scoring = pod_requests(
-        (with_scoring_defaults(c.requests) for c in apps),
-        ((with_scoring_defaults(c.requests), s) for c, s in inits),
+        (with_scoring_defaults(r) for r in app_requests),
+        ((with_scoring_defaults(r), s) for r, s in init_requests),
         overhead, pod_level,
     )
     # what the pod's requests name (overhead included: upstream's getNonMissingContainerRequests
     # looks at PodRequests, which adds it) — a resource named there gets no scoring default
-    named = {*pod_level, *overhead, *(name for c in apps for name in c.requests),
-             *(name for c, _ in inits for name in c.requests)}
+    named = {*pod_level, *overhead, *(name for r in app_requests for name in r),
+             *(name for r, _ in init_requests for name in r)}
     defaults = node_scoring_defaults(named, bool(pod_level))
     on_node = scoring if len(defaults) == 2 else pod_requests(
-        (with_scoring_defaults(c.requests, defaults) for c in apps),
-        ((with_scoring_defaults(c.requests, defaults), s) for c, s in inits),
+        (with_scoring_defaults(r, defaults) for r in app_requests),
+        ((with_scoring_defaults(r, defaults), s) for r, s in init_requests),
         overhead, pod_level,
     )
     affinity = _mapping(_mapping(spec.get("affinity"), "Pod.spec.affinity").get("nodeAffinity"), "Pod.spec.affinity.nodeAffinity")
@@ -534,7 +624,7 @@ def parse_pod(obj: JSON) -> Pod:
         required_terms=required,
         preferred_terms=tuple(preferred),
         tolerations=tuple(tolerations),
-        containers=tuple(c for c, _ in inits) + tuple(apps),
+        containers=tuple(c for c, _, _ in (*inits, *apps)),
         requests=requests,
         scoring_requests=scoring,
         node_scoring_requests=on_node,

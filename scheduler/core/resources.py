@@ -5,12 +5,16 @@ every other resource in whole units (`Quantity.Value()`, rounded up). The pod to
 `resourcehelper.PodRequests`: the sum of app containers and restartable (sidecar) init containers,
 raised to the largest init-container step, then pod-level requests (`spec.resources`, the
 PodLevelResources feature, on by default since 1.34) in place of the containers' total for the
-resources they name (cpu, memory, hugepages-*), plus `spec.overhead`.
+resources they name (cpu, memory, hugepages-*), plus `spec.overhead`. As upstream, a pod's
+amounts are added exactly (`Amount`; CPU in exact millicores) and each total is rounded up once.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
+
+from scheduler.api.quantity import Amount
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -23,6 +27,8 @@ DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 Resources = dict[str, int]
+# a ResourceList in the same units before rounding up (upstream adds a pod's Quantities exactly)
+ExactResources = dict[str, Amount]
 
 _NATIVE = frozenset({CPU, MEMORY, EPHEMERAL_STORAGE, PODS})
 
@@ -50,31 +56,33 @@ def is_pod_level(name: str) -> bool:
     return name in (CPU, MEMORY) or name.startswith("hugepages-")
 
 
-def add_into(total: Resources, other: Mapping[str, int]) -> None:
+def add_into(total: ExactResources, other: Mapping[str, Amount]) -> None:
     for name, amount in other.items():
         total[name] = total.get(name, 0) + amount
 
 
-def max_into(total: Resources, other: Mapping[str, int]) -> None:
+def max_into(total: ExactResources, other: Mapping[str, Amount]) -> None:
     for name, amount in other.items():
         if amount > total.get(name, 0):
             total[name] = amount
 
 
 def pod_requests(
-    containers: Iterable[Mapping[str, int]],
-    init_containers: Iterable[tuple[Mapping[str, int], bool]],
-    overhead: Mapping[str, int],
-    pod_level: Mapping[str, int] | None = None,
+    containers: Iterable[Mapping[str, Amount]],
+    init_containers: Iterable[tuple[Mapping[str, Amount], bool]],
+    overhead: Mapping[str, Amount],
+    pod_level: Mapping[str, Amount] | None = None,
 ) -> Resources:
-    """Total a pod's requests; `init_containers` pairs each request map with "is a sidecar";
-    `pod_level`: the pod-level requests (only resources `is_pod_level` accepts), which replace
-    the containers' total for what they name."""
-    total: Resources = {}
+    """Total a pod's exact requests, then round each total up: upstream takes MilliValue() or
+    Value() of the PodRequests sum (framework Resource.Add), so two containers of half a byte are
+    one byte, not two. `init_containers` pairs each request map with "is a sidecar"; `pod_level`:
+    the pod-level requests (only resources `is_pod_level` accepts), which replace the
+    containers' total for what they name."""
+    total: ExactResources = {}
     for requests in containers:
         add_into(total, requests)
-    sidecars: Resources = {}
-    init_peak: Resources = {}
+    sidecars: ExactResources = {}
+    init_peak: ExactResources = {}
     for requests, is_sidecar in init_containers:
         if is_sidecar:
             add_into(total, requests)
@@ -87,10 +95,10 @@ def pod_requests(
     max_into(total, init_peak)
     total.update(pod_level or {})
     add_into(total, overhead)
-    return {name: amount for name, amount in total.items() if amount != 0}
+    return {name: math.ceil(amount) for name, amount in total.items() if amount != 0}
 
 
-def with_scoring_defaults(requests: Mapping[str, int], defaults: Iterable[str] = (CPU, MEMORY)) -> Resources:
+def with_scoring_defaults(requests: Mapping[str, Amount], defaults: Iterable[str] = (CPU, MEMORY)) -> ExactResources:
     """A container's requests with the non-zero CPU/memory defaults used only for scoring (only
     for the resources in `defaults`: see `node_scoring_defaults`)."""
     filled = dict(requests)
