@@ -23,15 +23,13 @@ from aiohttp import web
 from scheduler.core.framework.attempt import Attempt
 from scheduler.kube.binder import BindResult, Outcome
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
-from scheduler.kube.serving import Route
+from scheduler.kube.serving import GPU_MAP_DATA, GPU_MAP_PAGE, Route
 from scheduler.kube.status import SCHEDULER_ERROR
 from scheduler.view.cluster import WaitReason, build_view
 from scheduler.view.decisions import DecisionLog
 from scheduler.view.model import ClusterView, as_dict
 from scheduler.view.page import render_page
 
-PAGE_PATH = "/gpu-map"
-DATA_PATH = "/gpu-map.json"
 PRUNE_EVERY = 30.0  # seconds between drops of reasons of pods that no longer wait
 FRESH_FOR = 1.0  # seconds a built view answers further requests (the page asks every 3 s)
 _HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
@@ -89,7 +87,7 @@ class GpuMap:
         self.log = DecisionLog()
         self.clock = clock
         # the page never changes while the process runs: render it (and its CSP hashes) once
-        page = render_page(source_url=DATA_PATH.lstrip("/"))
+        page = render_page(source_url=GPU_MAP_DATA.lstrip("/"))
         self._page = page.html.encode()
         self._page_headers = {**_HEADERS, "Content-Type": "text/html; charset=utf-8",
                               "Content-Security-Policy": page.content_security_policy}
@@ -117,7 +115,7 @@ class GpuMap:
                           decisions=self.log.recent() if leading else ())
 
     def routes(self) -> list[Route]:
-        return [(PAGE_PATH, self._serve_page), (DATA_PATH, self._serve_data)]
+        return [(GPU_MAP_PAGE, self._serve_page), (GPU_MAP_DATA, self._serve_data)]
 
     async def _serve_page(self, request: web.Request) -> web.Response:
         return web.Response(body=self._page, headers=self._page_headers)

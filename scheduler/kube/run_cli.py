@@ -28,7 +28,7 @@ from scheduler.kube.http import (ConnectError, KubeconfigError, KubeHttp, RateLi
 from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics
-from scheduler.kube.serving import PING, Check, Route, ServeError, serve
+from scheduler.kube.serving import GPU_MAP_DATA, GPU_MAP_PAGE, PING, Check, ServeError, serve, turned_off
 from scheduler.logs import configure_logging, describe_error
 from scheduler.open_files import raise_open_files_limit
 
@@ -138,7 +138,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
     loop = SchedulerLoop(config, http, watch_http, identity=identity,
                          leader_term=(lambda: elector.term) if elector is not None else lambda: 0)
     loop.hooks = MetricsHooks(metrics, loop)
-    routes: list[Route] = []
+    routes = turned_off((GPU_MAP_PAGE, GPU_MAP_DATA), "the GPU map is off: start tessera run with --gpu-map")
     if args.gpu_map:
         # imported only when asked for: the page's view model is not on the way to the first Binding
         from scheduler.kube.gpu_map import GpuMap

@@ -55,9 +55,21 @@ _HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Route = tuple[str, Handler]  # an extra GET path served beside the probes (the opt-in GPU map)
+GPU_MAP_PAGE = "/gpu-map"  # `tessera run --gpu-map` (scheduler/kube/gpu_map.py)
+GPU_MAP_DATA = "/gpu-map.json"
 # a named health check: its name (`[+]name ok`) and why it fails now (None while it passes)
 Check = tuple[str, Callable[[], "str | None"]]
 PING: Check = ("ping", lambda: None)
+
+
+def turned_off(paths: Sequence[str], hint: str) -> list[Route]:
+    """404 on `paths`, with `hint` as the body: a page that is off by default says how to turn it
+    on instead of aiohttp's bare "404: Not Found"."""
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        return web.Response(status=404, text=f"404: {hint}\n", headers=_HEADERS)
+
+    return [(path, answer) for path in paths]
 
 
 class _RequestErrors(logging.Handler):

@@ -122,7 +122,10 @@ async def test_without_the_flag_there_is_no_page(clean_cluster: LocalControlPlan
         async with aiohttp.ClientSession(trust_env=False) as session:
             for path in ("/gpu-map", "/gpu-map.json"):
                 async with session.get(f"http://127.0.0.1:{proc.port}{path}") as response:
+                    # still a 404, but one that says how to turn the page on (a new user's trial
+                    # met a bare "404: Not Found" after the README's command)
                     assert response.status == 404
+                    assert "start tessera run with --gpu-map" in await response.text()
     finally:
         assert proc.terminate() == 0, proc.log()
 

@@ -18,7 +18,8 @@ from scheduler import cli
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
 from scheduler.kube.binder import Binding, BindResult, Outcome
-from scheduler.kube.gpu_map import DATA_PATH, PAGE_PATH, GpuMap
+from scheduler.kube.gpu_map import GpuMap
+from scheduler.kube.serving import GPU_MAP_DATA, GPU_MAP_PAGE
 from scheduler.kube.loop import LoopHooks
 from scheduler.kube.metrics import Metrics
 from scheduler.kube.serving import PING, serve
@@ -114,13 +115,13 @@ async def test_the_live_page_and_its_data_are_get_only_and_locked_down() -> None
     metrics = Metrics(profiles=["tessera"])
     async with serve("127.0.0.1", 0, healthz=[PING], readyz=[PING], registry=metrics.registry,
                      routes=gpu_map.routes()) as server, aiohttp.ClientSession() as session:
-        async with session.get(server.url + PAGE_PATH) as response:
+        async with session.get(server.url + GPU_MAP_PAGE) as response:
             assert response.status == 200 and response.content_type == "text/html"
             assert response.headers["Content-Security-Policy"] == render_page(source_url="gpu-map.json").content_security_policy
             assert response.headers["X-Frame-Options"] == "DENY"
-        async with session.get(server.url + DATA_PATH) as response:
+        async with session.get(server.url + GPU_MAP_DATA) as response:
             view = await response.json()
-        async with session.post(server.url + DATA_PATH) as response:
+        async with session.post(server.url + GPU_MAP_DATA) as response:
             assert response.status == 405
     assert view["source"] == "live" and view["generated"] == 42.0
     assert [(p["pod"], p["reason"], p["message"]) for p in view["pending"]] == \
