@@ -2,7 +2,8 @@
 
 Fragmentation is only meaningful relative to the work that will arrive (FGD, ATC'23): two free
 half-GPUs are no loss if every job wants half a GPU, and a total loss if every job wants a whole
-one. Tessera learns the mix from the pods it sees (every pod ever observed, counted once). A task
+one. Tessera learns the mix from the pods it sees (every pod ever observed, counted once; a pod's shape
+is read again when the classes or devices it depends on change: `recount`). A task
 type is an exact request shape, as FGD's "typical pods": CPU, number of GPUs, milli-GPU per GPU
 and the device class the GPUs must come from ("" = any GPU). All observed shapes count, up to the
 `max_types` most popular (FGD's own runs cut at 95 % of pods; on the Alibaba trace keeping the
@@ -81,6 +82,19 @@ class WorkloadModel:
         self._counts[shape] = self._counts.get(shape, 0) + 1
         self.total += 1
         if self.total <= _WARM_UP or self.total >= self._snapshot_total * _REFRESH_GROWTH:
+            self._refresh()
+
+    def recount(self, moves: Sequence[tuple[TaskShape, TaskShape, int]]) -> None:
+        """Pods counted under one shape that now read as another (old, new, pods): their
+        classes or devices changed. Refreshes the snapshot if anything moved."""
+        for old, new, pods in moves:
+            left = self._counts.get(old, 0) - pods
+            if left > 0:
+                self._counts[old] = left
+            else:
+                self._counts.pop(old, None)
+            self._counts[new] = self._counts.get(new, 0) + pods
+        if moves:
             self._refresh()
 
     def _refresh(self) -> None:

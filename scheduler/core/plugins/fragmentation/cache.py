@@ -33,7 +33,9 @@ class FragmentationCache:
         self.fragmentation = fragmentation
         self.state = fragmentation.state
         self._ids: dict[tuple[GpuState, int], int] = {}  # (GPU slots, free CPU) -> id
-        self._tables: dict[tuple[object, ...], Ints] = {}  # pod demand -> score by id, -1 unknown
+        # pod demand -> score by id, -1 unknown; at most _CACHED_DEMANDS, oldest dropped first
+        # (the tables are as long as the ids, and a generation can see thousands of demands)
+        self._tables: OrderedDict[tuple[object, ...], Ints] = OrderedDict()
         self._row_id: Ints = np.zeros(0, np.int64)
         self._row_gen: Ints = np.zeros(0, np.int64)
         self._rows_generation = -1
@@ -77,6 +79,8 @@ class FragmentationCache:
             if scores is not None:
                 grown[: len(scores)] = scores
             scores = self._tables[demand] = grown
+            if len(self._tables) > _CACHED_DEMANDS:
+                self._tables.popitem(last=False)
         values = scores[ids]
         missing = np.flatnonzero(values < 0)
         if missing.size:

@@ -46,18 +46,24 @@ from scheduler.core.classes import ResourceClass
 from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, DevicePlan, PodContext
 from scheduler.core.framework.nodecache import NodeCache
 from scheduler.core.objects import Device, Pod
-from scheduler.core.resources import CPU
+from scheduler.core.resources import CPU, is_extended
 from scheduler.core.state import ClusterState, NodeInfo
 from scheduler.core.workload import MILLI, TaskShape, WorkloadModel
 
 GPU = "nvidia.com/gpu"
 MEMO_LIMIT = 200_000
+# A node's GPUs are measured one slot each, so a plain count (no device objects) is modelled as at
+# most this many free GPUs: a node status advertising millions of the resource would otherwise
+# stall every cycle building (and sorting) a slot per unit. Far above any real node (8-16 GPUs,
+# a few hundred with time-slicing replicas); beyond it no single placement changes the measure.
+MAX_PLAIN_SLOTS = 1024
 NEUTRAL = MAX_NODE_SCORE // 2  # no change of fragmentation
 
 Classes = tuple[str, ...]  # sorted class names (a total order, unlike frozensets)
 GpuSlot = tuple[int, Classes]  # (free milli, classes the GPU belongs to)
 GpuState = tuple[GpuSlot, ...]  # sorted
 DeviceView = dict[str, GpuSlot]  # device name (or a placeholder) -> slot
+Demand = tuple[int, tuple[tuple[str, int], ...]]  # (CPU, sorted extended resource requests)
 
 
 class FragmentationScore:
@@ -74,22 +80,58 @@ class FragmentationScore:
         self._usable: EpochMemo[GpuState, tuple[int, tuple[tuple[int, int], ...]]] = EpochMemo()
         self._fragmentation: EpochMemo[tuple[int, GpuState], float] = EpochMemo()  # by (free CPU, GPUs)
         self._classes: dict[tuple[str, ...], Classes] = {}
+        self._demands: dict[Demand, tuple[int, TaskShape]] = {}  # demand -> (pods seen, its shape now)
+        self._resolved = -1  # the class generation the demands' shapes were read with
 
     @property
     def epoch(self) -> int:
+        """Moves when the learned workload does (read before scoring: the shapes follow the
+        classes and devices first, see `sync`)."""
+        self.sync()
         return self.workload.epoch
 
     # --- the workload ---------------------------------------------------------------------
 
     def observe(self, pod: Pod) -> None:
         """Count a newly seen pod in the workload mix."""
-        self.workload.observe(self.shape_of(pod))
+        self.sync()
+        demand = _demand(pod)
+        seen = self._demands.get(demand)
+        shape = seen[1] if seen is not None else self.shape_of_demand(demand)
+        self._demands[demand] = (seen[0] + 1 if seen is not None else 1, shape)
+        self.workload.observe(shape)
+
+    def sync(self) -> None:
+        """Re-read the task type of every demand seen so far when a class or device changed.
+
+        Why: what a request means depends on the classes and devices known when it is read — a
+        class request is a CPU-only pod while its class is unknown, a slice has no size while its
+        class has no devices. At start-up the informers list pods and classes concurrently, so
+        reading each pod once, when first seen, made the learned mix (and the placements) depend
+        on which list came back first, and kept it wrong for every pod seen before its class."""
+        generation = self.state.classes.generation
+        if generation == self._resolved:
+            return
+        self._resolved = generation
+        moves: list[tuple[TaskShape, TaskShape, int]] = []
+        for demand, (count, shape) in self._demands.items():
+            now = self.shape_of_demand(demand)
+            if now != shape:
+                self._demands[demand] = (count, now)
+                moves.append((shape, now, count))
+        self.workload.recount(moves)
 
     def shape_of(self, pod: Pod) -> TaskShape:
-        count = pod.requests.get(self.resource, 0)
+        return self.shape_of_demand(_demand(pod))
+
+    def shape_of_demand(self, demand: Demand) -> TaskShape:
+        """The task type of a demand (CPU, extended resource requests) with the classes known now."""
+        cpu, requests = demand
+        found = dict(requests)
+        count = found.get(self.resource, 0)
         milli = MILLI if count else 0
         cls_name = ""
-        for name, amount in sorted(pod.requests.items()):
+        for name, amount in requests:
             cls = self.state.classes.resource_class(name)
             if cls is None:
                 continue
@@ -102,7 +144,7 @@ class FragmentationScore:
             if capacity:
                 count = max(count, 1)
                 milli = min(MILLI, max(1, int(amount * cls.sharing.unit * MILLI / capacity)))
-        return TaskShape(count, milli, cls_name, pod.requests.get(CPU, 0))
+        return TaskShape(count, milli, cls_name, cpu)
 
     def _typical_capacity(self, cls: ResourceClass) -> Amount | None:
         """The sharing-dimension capacity of a device of the class (the first one found)."""
@@ -249,7 +291,7 @@ class FragmentationScore:
         view: DeviceView = {}
         idle: list[str] = []
         if not devices:  # a plain count without device objects: anonymous, class-less GPUs
-            for i in range(max(0, alloc.get(self.resource, 0) - info.used(self.resource))):
+            for i in range(min(MAX_PLAIN_SLOTS, max(0, alloc.get(self.resource, 0) - info.used(self.resource)))):
                 view[f"#{i}"] = (MILLI, ())
                 idle.append(f"#{i}")
         for device in devices:
@@ -347,25 +389,32 @@ class FragmentationScore:
 
     def _slice_changes(self, plan: DevicePlan, info: NodeInfo, gpus: NodeGpus,
                        removed: list[GpuSlot], added: list[GpuSlot], idle: list[GpuSlot]) -> None:
-        """What the plan's slices of shared GPUs do: each takes its GPU's slot and leaves a smaller one."""
+        """What the plan's slices of shared GPUs do: each GPU they use gives up its slot for a
+        smaller one. Summed per device first: a pod whose containers each take a slice puts them
+        on one GPU (what the GPU keeps is what all of them leave) or on several GPUs whose slots
+        may be equal (each GPU changes, not only the first of a value)."""
+        taken: dict[str, tuple[Device, str, Amount]] = {}  # device -> (device, dimension, the pod's amount)
         for by_resource in plan.grants.values():
             for resource, grants in by_resource.items():
                 cls = self.state.classes.resource_class(resource)
                 if cls is None or cls.sharing is None:
                     continue
                 for name, amount in grants:
-                    slot = gpus.devices.get(name)
                     device = info.devices.get(name)
-                    if slot is None or device is None or amount is None or slot in removed:
+                    if name not in gpus.devices or device is None or amount is None:
                         continue
-                    if slot in idle:
-                        idle.remove(slot)
-                    removed.append(slot)
-                    use = self.state.ledger.use.get(name)
-                    left = _slice_left(device, cls.sharing.dimension,
-                                       (use.shared_total if use is not None else 0) + amount)
-                    if left > 0:
-                        added.append((left, slot[1]))
+                    before = taken.get(name)
+                    dimension = before[1] if before is not None else cls.sharing.dimension
+                    taken[name] = (device, dimension, amount + (before[2] if before is not None else 0))
+        for name, (device, dimension, amount) in taken.items():
+            slot = gpus.devices[name]
+            if slot in idle:
+                idle.remove(slot)
+            removed.append(slot)
+            use = self.state.ledger.use.get(name)
+            left = _slice_left(device, dimension, (use.shared_total if use is not None else 0) + amount)
+            if left > 0:
+                added.append((left, slot[1]))
 
 
 K = TypeVar("K")
@@ -402,6 +451,13 @@ class NodeGpus:
     devices: DeviceView
     state: GpuState
     idle_order: tuple[str, ...]  # idle GPUs in the order plain count requests take them
+
+
+def _demand(pod: Pod) -> Demand:
+    """What a pod's task type is read from: its CPU and its extended resource requests (the GPU
+    resource and class resources are among them; memory and the like are not part of a type)."""
+    return (pod.requests.get(CPU, 0),
+            tuple(sorted((name, amount) for name, amount in pod.requests.items() if is_extended(name))))
 
 
 def sigmoid_score(delta: float) -> int:
