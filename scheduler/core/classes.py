@@ -215,6 +215,8 @@ class ClassRegistry:
         self.claimed: frozenset[str] = frozenset()  # resourceNames of every class, valid or not (not name_taken)
         self._device_resources: Counter[str] = Counter()  # devices' own resourceName -> how many devices
         self._resource_of: dict[str, str] = {}  # device name -> its resourceName
+        self._keys_of: dict[str, frozenset[str]] = {}  # device name -> its attribute and capacity names
+        self._key_count: Counter[str] = Counter()  # attribute or capacity name -> devices that have it
         self.clash: dict[str, str] = {}  # class name -> message for classes that lost a name clash
         self.device_classes: dict[str, frozenset[str]] = {}  # device name -> matching class names
         self.matching: Counter[str] = Counter()  # class name -> devices it matches (any health)
@@ -266,6 +268,7 @@ class ClassRegistry:
 
     def device_changed(self, device: Device) -> None:
         self._count_resource(device.name, device.resource_name)
+        self._count_keys(device.name, frozenset(device.attributes) | frozenset(device.capacity))
         matching = frozenset(cls.name for cls in self.by_resource.values() if cls.matches(device))
         self.matching.subtract(self.device_classes.get(device.name, ()))
         self.matching.update(matching)
@@ -275,9 +278,29 @@ class ClassRegistry:
 
     def device_removed(self, name: str) -> None:
         self._count_resource(name, None)
+        self._count_keys(name, frozenset())
         self.matching.subtract(self.device_classes.pop(name, ()))
         self._slices.device_removed(name)
         self.generation += 1
+
+    def _count_keys(self, device: str, keys: frozenset[str]) -> None:
+        self._key_count.subtract(self._keys_of.pop(device, ()))
+        if keys:
+            self._keys_of[device] = keys
+            self._key_count.update(keys)
+
+    def unknown_keys_note(self, cls: ResourceClass) -> str:
+        """` (no device has the attribute "modle")` when the class's selector needs keys no device
+        has (a typo such as `modle` for `model`), else "": why a valid class matches nothing, told
+        to its pods and in its status."""
+        if not self._keys_of:
+            return ""  # no device at all: nothing to tell a typo by
+        keys = sorted({req.key for req in cls.requirements
+                       if req.operator not in ("NotIn", "DoesNotExist") and self._key_count[req.key] <= 0})
+        if not keys:
+            return ""
+        names = ", ".join(f'"{key}"' for key in keys)
+        return f" (no device has the attribute{'s' if len(keys) > 1 else ''} {names})"
 
     def _count_resource(self, device: str, resource: str | None) -> None:
         old = self._resource_of.pop(device, None)

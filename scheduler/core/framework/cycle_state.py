@@ -8,8 +8,9 @@ pod's devices add to each device resource (`device_demand`), which resource scor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from difflib import get_close_matches
 
 import numpy as np
 import numpy.typing as npt
@@ -90,10 +91,10 @@ def prepare(pod: Pod, classes: ClassRegistry) -> PodContext:
             if owner is not None:
                 error = f"ResourceClass {owner.name} is not valid: {classes.error_of(owner.name)}"
             else:
-                error = f'no ResourceClass provides "{name}"'
+                error = f'no ResourceClass provides "{name}"{_did_you_mean(name, classes.by_resource)}'
             break
         if classes.matching[cls.name] <= 0:  # not "Insufficient": no node could ever have one
-            error = f"ResourceClass {cls.name} matches no device in the cluster"
+            error = f"ResourceClass {cls.name} matches no device in the cluster{classes.unknown_keys_note(cls)}"
             break
         for container in pod.containers:
             count = container.requests.get(name, 0)
@@ -103,3 +104,13 @@ def prepare(pod: Pod, classes: ClassRegistry) -> PodContext:
     order = {CPU: 0, MEMORY: 1, EPHEMERAL_STORAGE: 2}
     plain.sort(key=lambda item: (order.get(item[0], 3), item[0]))
     return PodContext(pod, tuple(plain), tuple(requests), error, empty_request=not plain)
+
+
+def _did_you_mean(name: str, provided: Iterable[str]) -> str:
+    """` (did you mean "class.tessera.dev/v100-32g"?)` for a resource name one typo away from one a
+    class provides. Names are compared after their shared prefix (`class.tessera.dev/`), which
+    would otherwise make every class name look close."""
+    prefix, _, base = name.rpartition("/")
+    by_base = {other.rpartition("/")[2]: other for other in provided if other.rpartition("/")[0] == prefix}
+    close = get_close_matches(base, by_base, n=1, cutoff=0.7)
+    return f' (did you mean "{by_base[close[0]]}"?)' if close else ""

@@ -138,7 +138,9 @@ class ClusterState:
         """(valid, message, matching devices) for a ResourceClass status."""
         error = self.classes.error_of(name)
         matching = sum(1 for names in self.classes.device_classes.values() if name in names)
-        return error is None, error or "selector and resourceName are valid", matching
+        cls = self.classes.classes.get(name)
+        why_none = self.classes.unknown_keys_note(cls) if cls is not None and error is None and not matching else ""
+        return error is None, error or f"selector and resourceName are valid{why_none}", matching
 
     # --- events ------------------------------------------------------------------------------
 
