@@ -5,6 +5,8 @@ scheduler's run command to get it): JSON lines in a cluster, where a log pipelin
 readable lines on a terminal. `TESSERA_LOG_FORMAT=json|console` overrides the guess;
 `TESSERA_LOG_LEVEL=debug|info|warning|error` sets the level (default info; debug adds a line per
 scheduling decision, as kube-scheduler's `-v=2`, free when off: filtered loggers drop them).
+Any other value is refused (`LogSettingsError`), as kube-scheduler refuses a log format or
+verbosity it does not know, rather than logging in a way nobody asked for.
 """
 
 from __future__ import annotations
@@ -18,6 +20,12 @@ import structlog
 
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+FORMATS = ("json", "console")
+
+
+class LogSettingsError(ValueError):
+    """TESSERA_LOG_LEVEL or TESSERA_LOG_FORMAT names no level or format: one line for the user,
+    before the command starts (a typo would otherwise log at info, or in JSON, without a word)."""
 
 
 def configure_logging(default_format: str | None = None, timestamps: str = "iso") -> None:
@@ -25,12 +33,13 @@ def configure_logging(default_format: str | None = None, timestamps: str = "iso"
 
     `default_format` replaces the terminal guess for commands a person runs and reads (`tessera
     record`: readable lines even when stderr goes to a file); the environment still decides.
-    `timestamps` is the console lines' format; JSON lines always carry ISO 8601 (date and zone)."""
+    `timestamps` is the console lines' format; JSON lines always carry ISO 8601 (date and zone).
+    An unknown level or format raises `LogSettingsError` (empty counts as unset)."""
     tty = sys.stderr.isatty()
-    fmt = os.environ.get("TESSERA_LOG_FORMAT") or default_format or ("console" if tty else "json")
+    fmt = _setting("TESSERA_LOG_FORMAT", FORMATS, "json or console") or default_format or ("console" if tty else "json")
     renderer: Any = (structlog.dev.ConsoleRenderer(colors=tty) if fmt == "console"
                      else structlog.processors.JSONRenderer())
-    level = LEVELS.get(os.environ.get("TESSERA_LOG_LEVEL", "info").strip().lower(), logging.INFO)
+    level = LEVELS[_setting("TESSERA_LOG_LEVEL", tuple(LEVELS), "debug, info, warning or error") or "info"]
     structlog.configure(
         processors=[structlog.processors.add_log_level,
                     structlog.processors.TimeStamper(fmt=timestamps if fmt == "console" else "iso"), renderer],
@@ -44,3 +53,13 @@ def describe_error(err: BaseException) -> str:
     aiohttp connection key; the message already says what failed)."""
     text = str(err).strip()
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def _setting(name: str, choices: tuple[str, ...], wording: str) -> str:
+    """The environment variable `name`, trimmed and lower-cased ("" when unset or empty); one of
+    `choices` or `LogSettingsError`."""
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower()
+    if value and value not in choices:
+        raise LogSettingsError(f"{name}={raw!r} is not one of {wording}")
+    return value

@@ -26,7 +26,7 @@ from scheduler.core.classes import validate_resource_name
 from scheduler.kube.concurrency import stop_on_signal
 from scheduler.kube.http import (AGENT_USER_AGENT, ConnectError, KubeconfigError, KubeHttp, RateLimiter,
                                  check_apiserver, connect, kubeconfig_path, rejected)
-from scheduler.logs import configure_logging
+from scheduler.logs import LogSettingsError, configure_logging
 
 log = structlog.get_logger("tessera.agent")
 
@@ -80,7 +80,10 @@ def make_backend(args: argparse.Namespace) -> DeviceBackend:
 
 
 def run(args: argparse.Namespace) -> int:
-    configure_logging()
+    try:
+        configure_logging()
+    except LogSettingsError as err:
+        return _fail(str(err))
     if args.heartbeat_seconds <= 0:
         return _fail("--heartbeat-seconds must be positive")
     problem = validate_resource_name(args.resource_name)

@@ -105,6 +105,9 @@ class Binder:
         self._slots = anyio.Semaphore(max_in_flight, fast_acquire=True)
         self._host = TaskHost("Binder")
         self._in_flight = 0
+        # Bindings that ended before their outcome was known (cancelled with the loop, or a bug in
+        # the binder): their POST may still land, so a drain can never call them settled
+        self._cut = 0
         self._idle = anyio.Event()  # set while nothing is in flight
         self._idle.set()
 
@@ -128,23 +131,30 @@ class Binder:
 
     async def drain(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds until no Binding is in flight, those submitted meanwhile
-        included (graceful shutdown); True if none is left. Nothing is cancelled here."""
+        included (graceful shutdown); True if every Binding ever submitted has settled. Nothing is
+        cancelled here. A Binding cut short (the loop crashed and cancelled it mid-request) leaves
+        the flight count too, but its request may still land, so it makes the drain False: the
+        Lease must then be left to expire, not handed over."""
         with anyio.move_on_after(timeout):
             while self._in_flight:
                 await self._idle.wait()
-        return self._in_flight == 0
+        return self._in_flight == 0 and self._cut == 0
 
     async def _bind(self, binding: Binding, term: Hashable | None) -> None:
+        settled = False
         try:
             start = time.monotonic()
             async with self._slots:
                 result = await self._settle(binding, term)
+            settled = True
             result = replace(result, seconds=time.monotonic() - start)
             try:
                 self.on_result(result)
             except Exception:  # the callback is ours; a bug there must not kill the binder
                 log.exception("binder.callback_failed", pod=f"{binding.namespace}/{binding.name}")
         finally:
+            if not settled:
+                self._cut += 1
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()

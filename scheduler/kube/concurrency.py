@@ -78,7 +78,9 @@ async def stop_on_signal(stop: Callable[[], None], *,
                          task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     """Call `stop` on every SIGTERM and SIGINT until cancelled. Start it with
     `await group.start(stop_on_signal, ...)`: it reports started once the handlers are installed.
-    The handlers stay while it runs, so a second signal during a graceful shutdown is absorbed."""
+    The handlers stay while it runs, so a second signal during a graceful shutdown calls `stop`
+    again instead of killing the process (`tessera run` then exits at once with 1, as
+    kube-scheduler; `record` and `agent` absorb it)."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         task_status.started()
         async for _ in signals:

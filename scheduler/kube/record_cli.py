@@ -29,7 +29,7 @@ from scheduler.closed_pipe import reader_gone
 from scheduler.kube.concurrency import stop_on_signal
 from scheduler.kube.http import ConnectError, KubeHttp, check_apiserver, connect, kubeconfig_path, rejected
 from scheduler.kube.informers import SCHEDULER_KINDS, InformerSet, ResourceKind
-from scheduler.logs import configure_logging
+from scheduler.logs import LogSettingsError, configure_logging
 from scheduler.sim.snapshot import replay_rank
 from scheduler.view.text import count
 
@@ -278,5 +278,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output != "-" and not Path(args.output).parent.is_dir():
         _say(f"cannot write {args.output}: no such directory")
         return 2
-    _configure_logging()
+    try:
+        _configure_logging()
+    except LogSettingsError as err:
+        _say(str(err))
+        return 2
     return anyio.run(_record, args, kinds)

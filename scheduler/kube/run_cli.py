@@ -2,7 +2,8 @@
 
 Wires the pieces together — configuration, apiserver clients (one rate-limited for writes, one for
 watches), leader election, the scheduling loop, metrics and the probe endpoint — and owns the
-process lifecycle: SIGTERM stops new cycles, drains in-flight bindings, releases the lease, exits 0.
+process lifecycle: SIGTERM stops new cycles, drains in-flight bindings, releases the lease, exits 0;
+a second SIGTERM/SIGINT exits at once with 1 (the Lease, if not yet released, left to expire).
 The loop, the election and the signal handling are tasks of one anyio task group (on the uvloop
 event loop), all ended before the probe endpoint closes and the process exits.
 """
@@ -29,7 +30,7 @@ from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics
 from scheduler.kube.serving import GPU_MAP_DATA, GPU_MAP_PAGE, PING, Check, ServeError, serve, turned_off
-from scheduler.logs import configure_logging, describe_error
+from scheduler.logs import LogSettingsError, configure_logging, describe_error
 from scheduler.open_files import raise_open_files_limit
 
 log = structlog.get_logger("tessera.run")
@@ -70,7 +71,11 @@ def _port(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     raise_open_files_limit()
-    configure_logging()
+    try:
+        configure_logging()
+    except LogSettingsError as err:
+        print(f"tessera: {err}", file=sys.stderr)
+        return 2
     config = load_config_or_report(args.config)
     if config is None:
         return 2
@@ -151,6 +156,23 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
 
     stop = anyio.Event()  # set by a signal or a crashed task: the process is shutting down
     crashed: list[str] = []
+    forced = anyio.CancelScope()  # cancelled by a second signal: stop waiting for the graceful shutdown
+    signals = 0
+
+    def on_signal() -> None:
+        """The first SIGTERM/SIGINT starts the graceful shutdown; a second one ends it at once with
+        exit 1, as kube-scheduler's (k8s.io/apiserver `SetupSignalHandler`). Whatever the shutdown
+        had not done yet is skipped: a Lease not yet released is left to expire, so Bindings cut
+        here can never land on devices a successor handed out."""
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            stop.set()
+            return
+        if not forced.cancel_called:
+            log.warning("tessera.forced_exit", message="second signal: exiting at once without finishing the "
+                        "graceful shutdown; the Lease, if not released yet, is left to expire")
+        forced.cancel()
 
     async def release_lease() -> None:
         nonlocal stepping_down
@@ -174,18 +196,19 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
         log.info("tessera.serving", url=server.url, identity=identity,
                  gpu_map=f"{server.url}/gpu-map" if args.gpu_map else "off (start with --gpu-map)")
         async with anyio.create_task_group() as group:
-            await group.start(stop_on_signal, stop.set, name="signals")
+            await group.start(stop_on_signal, on_signal, name="signals")
             group.start_soon(until_stop, "loop", loop.run, name="loop")
             if elector is not None:
                 group.start_soon(until_stop, "leader-election", elector.run, name="leader-election")
-            await stop.wait()
-            log.info("tessera.stopping", in_flight=loop.binder.in_flight)
-            await step_down(loop.stop, loop.binder.drain, lambda: loop.binder.in_flight,
-                            release_lease if elector is not None else None, crashed=bool(crashed))
+            with forced:
+                await stop.wait()
+                log.info("tessera.stopping", in_flight=loop.binder.in_flight)
+                await step_down(loop.stop, loop.binder.drain, lambda: loop.binder.in_flight,
+                                release_lease if elector is not None else None, crashed=bool(crashed))
             stepping_down = True  # a Lease left to expire (Bindings in flight) ends with the cancel
             group.cancel_scope.cancel()  # the loop (with what the drain did not see through), the signal handlers
     log.info("tessera.stopped")
-    return 1 if crashed else 0
+    return 1 if crashed or forced.cancel_called else 0
 
 
 async def step_down(stop: Callable[[], None], drain: Callable[[float], Awaitable[bool]], in_flight: Callable[[], int],
@@ -196,7 +219,8 @@ async def step_down(stop: Callable[[], None], drain: Callable[[float], Awaitable
     pod; the Lease is then left to expire, so the successor waits `leaseDuration` (by then the
     apiserver has answered or dropped the request) instead of taking over at once. After a crash
     it is left to expire too: the crashed loop's Bindings were cancelled mid-request, so none
-    counts as in flight, yet any may still land."""
+    counts as in flight, yet any may still land. A crash during the drain is caught by `drain`
+    itself, which never counts a Binding cut short as settled."""
     stop()
     drained = await drain(drain_seconds)
     if release is None:
@@ -207,9 +231,10 @@ async def step_down(stop: Callable[[], None], drain: Callable[[float], Awaitable
                             "left to expire instead of being handed over")
         return
     if not drained:
-        log.warning("leader.release_skipped", in_flight=in_flight(),
-                    message=f"Bindings still in flight after {drain_seconds:g} s: the Lease is left to expire "
-                            "instead of being handed over")
+        left = in_flight()
+        why = f"Bindings still in flight after {drain_seconds:g} s" if left else "a Binding was cut short mid-request"
+        log.warning("leader.release_skipped", in_flight=left,
+                    message=f"{why}: the Lease is left to expire instead of being handed over")
         return
     try:
         await release()
