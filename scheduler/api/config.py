@@ -118,8 +118,21 @@ _StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float",
 
 
 def _load_yaml(text: str, source: str) -> object:
+    """The file's one document. Empty documents (a stray `---`, only comments) are skipped; a
+    second non-empty one is refused rather than ignored, since either could be the one meant."""
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        documents: list[tuple[int, object]] = []
+        loader = _StrictLoader(text)
+        try:
+            while loader.check_node():
+                node = loader.get_node()
+                if node is None:  # not after check_node(); for the type checker
+                    break
+                data = loader.construct_document(node)
+                if data is not None:
+                    documents.append((node.start_mark.line + 1, data))
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -129,3 +142,7 @@ def _load_yaml(text: str, source: str) -> object:
         raise ConfigError(source, "", f"invalid YAML: {err}") from None
     except (ValueError, RecursionError) as err:  # an integer beyond int()'s digit limit, absurd nesting
         raise ConfigError(source, "", f"invalid YAML: {str(err) or type(err).__name__}") from None
+    if len(documents) > 1:
+        raise ConfigError(source, "", f"holds {len(documents)} YAML documents (the second at line {documents[1][0]}); "
+                                      "a configuration file is one KubeSchedulerConfiguration")
+    return documents[0][1] if documents else None

@@ -1,7 +1,7 @@
 """The validated, defaulted configuration Tessera runs with (the output of `config_parse`).
 
 Why a second set of types instead of mirroring `KubeSchedulerConfiguration`: the file format has
-three dialects (v1, v1beta2/3, the seed's v1alpha1), pointer-or-zero defaulting rules and a plugin
+two dialects (v1 and the seed's v1alpha1), pointer-or-zero defaulting rules and a plugin
 merge algorithm. The scheduler core should see none of that. These frozen models hold only the
 resolved answer (which score plugins run with which weight, one scoring strategy, ...) so every
 consumer reads plain values and nobody can change them after start-up.

@@ -14,7 +14,8 @@ the upstream function it follows, so it can be checked line by line:
 
 Tessera-specific decisions (upstream defines nothing here, or Tessera deliberately differs):
 
-- Only the first error is reported (upstream aggregates them), so the message stays one line.
+- Only the first error is reported (upstream aggregates them), so the message stays one line; an
+  error about a value the file left out (a default that clashes with a written one) says so.
 - Unknown keys are errors at every level, like upstream's strict decoding of v1. Known upstream
   keys Tessera has no use for are accepted and ignored: `parallelism` (still validated > 0),
   `healthzBindAddress`, `metricsBindAddress`, `enableProfiling`, `enableContentionProfiling`,
@@ -31,13 +32,18 @@ Tessera-specific decisions (upstream defines nothing here, or Tessera deliberate
 - DefaultPreemption runs unless disabled: `postFilter.enabled` naming it wins, else
   `postFilter.disabled` (by name or `"*"`) turns it off, else the multiPoint set decides
   (expandMultiPointPlugins); v1alpha1's `disablePreemption: true` turns it off.
-- Score plugin weights must be >= 0 (upstream does not check); 0 or absent means 1, as upstream.
+- Score plugin weights must be >= 0 (upstream's validation does not check; its framework's
+  overflow check then fails on the plugin after a negative one: "total score of Score plugins
+  could overflow"); 0 or absent means 1, as upstream.
 - `pluginConfig` may only name plugins that take args; each plugin validates its own (the
   registry's ArgsSpec, parsers in the plugins' modules). `clientConnection.qps` must be >= 0
   (client-go treats a negative QPS as "no rate limit", which Tessera does not offer).
 - The lease defaults to `kube-system/tessera`, not `kube-scheduler`: Tessera runs beside the
   default scheduler and must not compete for its lease.
-- v1beta2 and v1beta3 are read with v1 rules. v1alpha1 is the seed's legacy form: top-level
+- v1beta2 and v1beta3 are refused, as kube-scheduler has refused them since 1.28 and 1.29, with
+  the fix in the message (v1beta2's default score weights differ from v1's, so reading it with v1
+  rules would place pods differently from what the file meant). v1alpha1 is the seed's legacy
+  form (upstream removed it too; Tessera keeps it for the seed's files): top-level
   `plugins`/`pluginConfig` for one profile; the names and args it used for a plugin are the
   plugin's LegacyForm in the registry (pluginConfig keys matched case-insensitively, as Go's
   encoding/json decoded them).
@@ -45,6 +51,7 @@ Tessera-specific decisions (upstream defines nothing here, or Tessera deliberate
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -78,9 +85,16 @@ from scheduler.core.plugins.registry import BY_NAME, REGISTRY, PluginSpec
 __all__ = ["parse_config", "SUPPORTED_API_VERSIONS"]
 
 _GROUP = "kubescheduler.config.k8s.io"
-V1_API_VERSIONS = (f"{_GROUP}/v1", f"{_GROUP}/v1beta3", f"{_GROUP}/v1beta2")
+V1_API_VERSION = f"{_GROUP}/v1"
 LEGACY_API_VERSION = f"{_GROUP}/v1alpha1"
-SUPPORTED_API_VERSIONS = V1_API_VERSIONS + (LEGACY_API_VERSION,)
+SUPPORTED_API_VERSIONS = (V1_API_VERSION, LEGACY_API_VERSION)
+# Versions kube-scheduler removed (its error: `no kind "KubeSchedulerConfiguration" is registered for
+# version ...`): the Kubernetes release that removed each, and what changes when the file says v1.
+_REMOVED_API_VERSIONS = {
+    f"{_GROUP}/v1beta3": ("1.29", ""),
+    f"{_GROUP}/v1beta2": ("1.28", " (its default score weights are TaintToleration 3 and NodeAffinity 2; "
+                                  "v1beta2's were 1 and 1)"),
+}
 KIND = "KubeSchedulerConfiguration"
 
 _COMMON_TOP = ("apiVersion", "kind", "percentageOfNodesToScore", "podInitialBackoffSeconds",
@@ -96,7 +110,7 @@ _V1_HINTS = {
     "pluginConfig": "in v1 pluginConfig belongs to profiles[].pluginConfig",
     "schedulerName": "in v1 the scheduler name is profiles[].schedulerName",
 }
-_LEGACY_HINTS = {"profiles": f"profiles need apiVersion {V1_API_VERSIONS[0]}"}
+_LEGACY_HINTS = {"profiles": f"profiles need apiVersion {V1_API_VERSION}"}
 
 _EXTENSION_POINTS = ("preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore",
                      "score", "reserve", "permit", "preBind", "bind", "postBind")
@@ -136,7 +150,11 @@ def _parse(raw: object, source: str) -> SchedulerConfig:
     root = ArgsReader(raw, "")
     api_version = root.raw("apiVersion")
     if api_version is None:
-        required("apiVersion", f"use {V1_API_VERSIONS[0]}")
+        required("apiVersion", f"use {V1_API_VERSION}")
+    if isinstance(api_version, str) and api_version in _REMOVED_API_VERSIONS:
+        release, changes = _REMOVED_API_VERSIONS[api_version]
+        raise FieldError("apiVersion", f"Unsupported value: {json.dumps(api_version)}: removed in Kubernetes "
+                                       f"{release}, kube-scheduler no longer reads it: use {V1_API_VERSION}{changes}")
     if api_version not in SUPPORTED_API_VERSIONS:
         unsupported("apiVersion", api_version, SUPPORTED_API_VERSIONS)
     kind = root.raw("kind")
@@ -164,7 +182,8 @@ def _parse(raw: object, source: str) -> SchedulerConfig:
         invalid("podInitialBackoffSeconds", initial, "must be greater than 0")
     maximum = root.get_int("podMaxBackoffSeconds", 10)
     if maximum < initial:
-        invalid("podMaxBackoffSeconds", maximum, "must be greater than or equal to PodInitialBackoffSeconds")
+        invalid("podMaxBackoffSeconds", maximum, "must be greater than or equal to PodInitialBackoffSeconds"
+                + _unset_note(root, {"podMaxBackoffSeconds": 10}))
     if not legacy and root.get_list("extenders"):
         forbidden("extenders", "Tessera does not call scheduler extenders")
 
@@ -177,6 +196,18 @@ def _parse(raw: object, source: str) -> SchedulerConfig:
         client_connection=_client_connection(root.get_obj("clientConnection") or ArgsReader({}, "clientConnection")),
         source=source,
     )
+
+
+def _unset_note(obj: ArgsReader, defaults: dict[str, object]) -> str:
+    """For a message about values compared with each other: which of them the file left out (the
+    default it then clashed with), e.g. " (podMaxBackoffSeconds is not set; its default is 10)"."""
+    unset = {key: value for key, value in defaults.items() if obj.raw(key) is None}
+    if not unset:
+        return ""
+    if len(unset) == 1:
+        ((key, value),) = unset.items()
+        return f" ({key} is not set; its default is {value})"
+    return f" ({' and '.join(unset)} are not set; their defaults are {' and '.join(map(str, unset.values()))})"
 
 
 def _percentage(obj: ArgsReader, key: str, default: int) -> int:
@@ -403,6 +434,10 @@ def _plugin_config(owner: ArgsReader, *, legacy: bool) -> dict[str, BaseModel]:
             result[spec.name] = legacy_args(args)
             continue
         args.check_keys(("apiVersion", "kind", *spec.args.fields), spec.args.ignored, spec.args.hints)
+        # upstream decodes the args with the version they name: any other is not registered
+        api_version = args.raw("apiVersion")
+        if not legacy and api_version is not None and api_version != V1_API_VERSION:
+            unsupported(args.at("apiVersion"), api_version, (V1_API_VERSION,))
         kind = args.raw("kind")
         if kind is not None and kind != f"{name}Args":
             invalid(args.at("kind"), kind, f"has to match plugin args ({name}Args)")
@@ -492,18 +527,20 @@ def _leader_election(obj: ArgsReader, legacy: bool) -> LeaderElectionConfig:
         for key, value in (("leaseDuration", lease), ("renewDeadline", renew), ("retryPeriod", retry)):
             if value <= 0:
                 invalid(obj.at(key), _format_duration(value), "must be greater than zero")
+        lease_renew = _unset_note(obj, {"leaseDuration": "15s", "renewDeadline": "10s"})
         if lease <= renew:
             invalid(obj.at("leaseDuration"), _format_duration(lease),
-                     f"must be greater than `RenewDeadline` ({_format_duration(renew)})")
+                     f"must be greater than `RenewDeadline` ({_format_duration(renew)}){lease_renew}")
         if renew <= int(_JITTER_FACTOR * retry):
             invalid(obj.at("renewDeadline"), _format_duration(renew),
-                     f"must be greater than retryPeriod*JitterFactor ({_format_duration(retry)}*{_JITTER_FACTOR})")
+                     f"must be greater than retryPeriod*JitterFactor ({_format_duration(retry)}*{_JITTER_FACTOR})"
+                     + _unset_note(obj, {"renewDeadline": "10s", "retryPeriod": "2s"}))
         if lease < _SECOND:  # Tessera's own check: the Lease stores whole seconds (0 is refused)
             invalid(obj.at("leaseDuration"), _format_duration(lease), "must be at least 1s (the Lease stores whole seconds)")
         elif lease > renew and lease // _SECOND * _SECOND <= renew:  # Tessera's own: what a successor waits
             invalid(obj.at("leaseDuration"), _format_duration(lease),
                     f"must be greater than `RenewDeadline` ({_format_duration(renew)}) in whole seconds: "
-                    "the Lease stores whole seconds, and a successor waits only those")
+                    f"the Lease stores whole seconds, and a successor waits only those{lease_renew}")
         if lock != "leases":
             invalid(obj.at("resourceLock"), lock, 'resourceLock value must be "leases"')
         # Tessera's own check: the apiserver would refuse the Lease on every retry, forever.

@@ -251,12 +251,6 @@ def test_leader_election_off_skips_timing_checks() -> None:
     assert not cfg.leader_election.leader_elect
 
 
-@pytest.mark.parametrize("version", ["v1beta2", "v1beta3"])
-def test_beta_versions_read_as_v1(version: str) -> None:
-    raw = {**fit_args({"type": "MostAllocated"}), "apiVersion": f"kubescheduler.config.k8s.io/{version}"}
-    assert args_of(parse_config(raw, "t").profiles[0], ScoringStrategy).type == "MostAllocated"
-
-
 def test_ignored_upstream_keys_are_accepted() -> None:
     parse_config(v1(parallelism=32, healthzBindAddress="", metricsBindAddress="", enableProfiling=True,
                     enableContentionProfiling=False, extenders=[], delayCacheUntilActive=True), "t")
@@ -338,9 +332,9 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
      f"{FIT}.requestedToCapacityRatio.shape[1].utilization", "Invalid value: 101: not in valid range [0, 100]"),
     (fit_args({"type": RTCR, "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 11}]}}),
      f"{FIT}.requestedToCapacityRatio.shape[0].score", "Invalid value: 11: not in valid range [0, 10]"),
-    # upstream validates a shape given with another type (then ignores it)
+    # upstream refuses a shape given with another type (test_config_review.py)
     (fit_args({"type": "LeastAllocated", "requestedToCapacityRatio": {"shape": []}}),
-     f"{FIT}.requestedToCapacityRatio.shape", "Required value: at least one point must be specified"),
+     f"{FIT}.requestedToCapacityRatio", "Forbidden: must be nil when type is not RequestedToCapacityRatio"),
     (fit_args({"type": "LeastAllocated", "resources": [{"weight": 2}]}), f"{FIT}.resources[0].name", "Required value"),
     (profile(pluginConfig=[{"name": "NodeResourcesFit", "args": {"ignoredResources": ["x"]}}]),
      "profiles[0].pluginConfig[0].args.ignoredResources", "Tessera does not support ignoredResources"),
@@ -445,7 +439,7 @@ def test_directory(tmp_path: Path) -> None:
 @pytest.mark.parametrize("text,fragment", [
     ("apiVersion: [unclosed\n", "invalid YAML at line 2"),
     ("a: b: c\n", "invalid YAML at line 1, column 5"),
-    ("---\napiVersion: x\n---\nkind: y\n", "expected a single document"),
+    ("---\napiVersion: x\n---\nkind: y\n", "holds 2 YAML documents (the second at line 4)"),
     (f"apiVersion: {V1}\nkind: {KIND}\nkind: {KIND}\n", "found duplicate key 'kind'"),
     ("", "empty"),
     ("- 1\n", "not a list"),
@@ -585,10 +579,9 @@ def test_a_device_resource_name_must_be_an_extended_resource(plugin: str, name: 
     assert err.field.endswith("args.resourceName")
 
 
-def test_fit_args_upstream_accepts_duplicate_resources_and_a_shape_with_another_type() -> None:
-    """Regression (review): ValidateNodeResourcesFitArgs has no duplicate check (each entry counts)
-    and validates requestedToCapacityRatio only when it is set, whatever the type."""
-    raw = fit_args({"type": "LeastAllocated", "resources": [{"name": "cpu"}, {"name": "cpu"}, {"name": "memory"}],
-                    "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}})
+def test_fit_args_upstream_accepts_duplicate_resources() -> None:
+    """Regression (review): ValidateNodeResourcesFitArgs has no duplicate check (each entry counts).
+    A shape given with another type is refused, as kube-scheduler does (test_config_review.py)."""
+    raw = fit_args({"type": "LeastAllocated", "resources": [{"name": "cpu"}, {"name": "cpu"}, {"name": "memory"}]})
     strategy = args_of(parse_config(raw, "t.yaml").profiles[0], ScoringStrategy)
     assert [r.name for r in strategy.resources] == ["cpu", "cpu", "memory"] and strategy.shape == ()

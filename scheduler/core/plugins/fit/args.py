@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from scheduler.api.config_reader import ArgsReader, invalid, required, type_name, unsupported
+from scheduler.api.config_reader import ArgsReader, forbidden, invalid, required, type_name, unsupported
 from scheduler.core.resources import PODS
 
 ScoringType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
@@ -95,9 +95,8 @@ def parse_args(args: ArgsReader) -> ScoringStrategy:
             required(strategy.at("requestedToCapacityRatio"), "must be specified when type is RequestedToCapacityRatio")
         ratio.check_keys(("shape",))
         shape = _shape(ratio, "shape", max_score=10, scale=10)
-    elif ratio is not None:  # upstream validates a shape given with another type, then ignores it
-        ratio.check_keys(("shape",))
-        _shape(ratio, "shape", max_score=10, scale=10)
+    elif ratio is not None:  # a shape the strategy would ignore: refused, as kube-scheduler 1.36 does
+        forbidden(strategy.at("requestedToCapacityRatio"), "must be nil when type is not RequestedToCapacityRatio")
     return ScoringStrategy(type=kind, resources=resources, shape=shape)
 
 
