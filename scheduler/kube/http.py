@@ -133,7 +133,7 @@ async def connect(kubeconfig: str | None, *, user_agent: str = USER_AGENT,
     `context` picks a kubeconfig context other than the current one (`kubectl --context`).
     """
     if kubeconfig:
-        _check_kubeconfig(kubeconfig, need_current=context is None)
+        context = context or _check_kubeconfig(kubeconfig, need_current=context is None)
         loader_log = logging.getLogger("kubernetes_asyncio.config.kube_config")
         quiet, loader_log.disabled = loader_log.disabled, True  # it logs what it then raises: said once, below
         try:
@@ -183,14 +183,16 @@ def _read_proxy_environment_once(api: client.ApiClient) -> None:
     old.detach()  # the connector (TLS context, pool) now belongs to the new session
 
 
-def _check_kubeconfig(kubeconfig: str, need_current: bool = True) -> None:
+def _check_kubeconfig(kubeconfig: str, need_current: bool = True) -> str | None:
     """Readable, non-empty YAML mappings with a current context, or `KubeconfigError` saying which
-    file is wrong and how. ``kubeconfig`` may list several files, as ``$KUBECONFIG`` does."""
+    file is wrong and how. ``kubeconfig`` may list several files, as ``$KUBECONFIG`` does. Returns
+    the current-context kubectl would use: the first file's that sets one (client-go's loading
+    rules; kubernetes-asyncio's merger would take the last file's)."""
     paths = [os.path.expanduser(p) for p in kubeconfig.split(os.pathsep) if p]
     existing = [p for p in paths if os.path.exists(p)]
     if not existing:
         raise KubeconfigError(f"cannot read kubeconfig {kubeconfig}: no such file")
-    has_context = False
+    current: str | None = None
     for path in existing:
         try:
             with open(path, encoding="utf-8") as stream:
@@ -209,10 +211,12 @@ def _check_kubeconfig(kubeconfig: str, need_current: bool = True) -> None:
         if not isinstance(doc, dict):
             raise KubeconfigError(f"kubeconfig {path} is not a kubeconfig (expected a mapping with clusters, "
                                   "users, contexts and current-context)")
-        has_context = has_context or bool(doc.get("current-context"))
-    if need_current and not has_context:
+        named = doc.get("current-context")
+        current = current or (named if isinstance(named, str) and named else None)
+    if need_current and current is None:
         raise KubeconfigError(f"kubeconfig {kubeconfig} has no current-context; choose one with "
                               f"`kubectl config use-context NAME --kubeconfig {kubeconfig}`")
+    return current
 
 
 async def check_apiserver(http: KubeHttp, kubeconfig: str | None) -> Response:
