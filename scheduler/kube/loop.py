@@ -313,7 +313,11 @@ class SchedulerLoop:
         for displaced in attempt.nominations_cleared:
             self.statuses.pod_nomination_cleared(displaced.meta.namespace, displaced.meta.name)
         if pod.gang is not None and pod.gang.from_podgroup:
-            self._write_group_status(pod.gang.key, "" if attempt.node is not None else attempt.message)
+            # a group that could not be tried yet (too few members, no PodGroup) was not found
+            # unschedulable: kube-scheduler's GangScheduling PreEnqueue keeps such pods out of
+            # the queue and no pod group cycle writes PodGroupScheduled for them
+            not_placed = attempt.node is None and attempt.gang_outcome != "waiting"
+            self._write_group_status(pod.gang.key, attempt.message if not_placed else "")
 
     def _evict(self, attempt: Attempt) -> None:
         """Preemption chose victims for this pod (or its gang): evict them (once each: a victim
@@ -401,7 +405,8 @@ class SchedulerLoop:
     def _write_group_status(self, key: str, failure: str = "") -> None:
         """scheduler-plugins PodGroups get their phase and counts; upstream (Workload API)
         PodGroups the PodGroupScheduled condition as kube-scheduler writes it: True once the
-        minimum is placed, False with the failure's message while it is not — never True → False
+        minimum is placed, False with the `failure` of a cycle that tried the group and could not
+        place it (none while it only waits for members or its PodGroup) — never True → False
         (neither what the object says nor what this process already wished: the watch may not
         have echoed it yet), and a new lastTransitionTime only when the status changes."""
         status = self.core.group_status(key)

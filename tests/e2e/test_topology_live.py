@@ -64,7 +64,7 @@ async def test_upstream_podgroup_gang_lands_in_one_rack_and_reports_its_conditio
     scheduled = await eventually(lambda: _condition(kubectl, namespace, "fits"))
     assert (scheduled["status"], scheduled["reason"]) == ("True", "Scheduled")
 
-    async def refused() -> dict[str, Any] | None:  # (while members are still being created it says so)
+    async def refused() -> dict[str, Any] | None:  # (none while members are still being created)
         cond = await _condition(kubectl, namespace, "too-big")
         return cond if cond is not None and "no rack has room" in cond["message"] else None
 
