@@ -9,6 +9,7 @@ Priorities come from PriorityClasses (the Priority admission plugin refuses a ba
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 from scheduler.kube.http import STRATEGIC_PATCH
@@ -43,8 +44,12 @@ async def _bound(kube: Kube, namespace: str, names: list[str]) -> dict[str, str]
     return nodes if len(nodes) == len(names) and all(nodes.values()) else None
 
 
-async def _preempted_events(kube: Kube, namespace: str) -> dict[str, str]:
-    return {e["regarding"]["name"]: e["note"] for e in await kube.events(namespace) if e["reason"] == "Preempted"}
+async def _preempted_events(kube: Kube, namespace: str, expected: Iterable[str]) -> dict[str, str]:
+    """Every `Preempted` Event of the namespace, once there is one for each of `expected` (empty
+    until then): the recorder writes them after the DELETEs, so the first ones can be listed
+    before the last one is written."""
+    events = {e["regarding"]["name"]: e["note"] for e in await kube.events(namespace) if e["reason"] == "Preempted"}
+    return events if set(expected) <= events.keys() else {}
 
 
 async def test_a_high_priority_gang_evicts_a_low_priority_gang_whole(cluster: Any) -> None:
@@ -62,7 +67,7 @@ async def test_a_high_priority_gang_evicts_a_low_priority_gang_whole(cluster: An
     placed = await eventually(lambda: _bound(kube, ns, ["high-0", "high-1"]), timeout=60)
     assert sorted(placed.values()) == sorted(names)
     assert await eventually(lambda: _gone(kube, ns, [f"low-{i}" for i in range(4)]), timeout=30)
-    events = await eventually(lambda: _preempted_events(kube, ns), timeout=10)
+    events = await eventually(lambda: _preempted_events(kube, ns, [f"low-{i}" for i in range(4)]), timeout=10)
     uids = {(await kube.pods(ns))[name]["metadata"]["uid"] for name in ("high-0", "high-1")}
     assert set(events) == {f"low-{i}" for i in range(4)}  # the whole gang: never 0 < running < 4
     # each victim's Event names the node it ran on (upstream's candidate node), whichever member took its room
@@ -93,7 +98,7 @@ async def test_a_gang_eviction_that_a_dead_leader_left_half_done_is_finished(clu
                         content_type=STRATEGIC_PATCH)
     await kube.call("DELETE", f"/api/v1/namespaces/{ns}/pods/train-0")
     assert await eventually(lambda: _gone(kube, ns, train), timeout=30)
-    events = await eventually(lambda: _preempted_events(kube, ns), timeout=10)
+    events = await eventually(lambda: _preempted_events(kube, ns, train[1:]), timeout=10)
     assert events == {name: "Preempted to finish the eviction of gang " + ns + "/train, which an earlier leader "
                       "began: the gang was below its minimum" for name in train[1:]}
     pods = await kube.pods(ns)
@@ -182,7 +187,7 @@ async def _nominated_then_bound(loop: Any, kubectl: Kube, namespace: str, node: 
         "True", "PreemptionByScheduler", "tessera: preempting to accommodate a higher priority pod")
     await asyncio.sleep(3)  # the preemptor's retries meanwhile must not evict anything more
     assert not (await kubectl.pods(namespace))["urgent"]["spec"].get("nodeName")
-    assert list((await _preempted_events(kubectl, namespace))) == ["victim"]
+    assert list((await _preempted_events(kubectl, namespace, ["victim"]))) == ["victim"]
     assert loop.evictor.evicted == 1
     await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/victim",
                        {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
