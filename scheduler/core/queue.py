@@ -4,8 +4,13 @@
   last failure time stands in for the pod's, so a large gang that keeps failing does not hold the
   head of the queue forever and does not starve either (scheduler-plugins #949).
 - A pod that failed waits in `unschedulable` until a cluster event that could help it arrives (the
-  caller decides "could help" — the requeue hint), then sits out its backoff (1 s doubling to 10 s),
+  caller decides "could help" — the requeue hint), then sits out its backoff (1 s doubling to 10 s,
+  counted from its consecutive errors, else from its rejections, as upstream's getBackoffTime),
   and comes back after 5 minutes at the latest.
+- When nothing is ready in activeQ, a pod a plugin rejected is taken from backoffQ before its
+  backoff ends (upstream's SchedulerPopFromBackoffQ, on by default since 1.33): an idle scheduler
+  does not sit out a backoff. Pods back after an error, and gangs held by podGroupBackoffSeconds,
+  wait theirs out (upstream's podErrorBackoffQ is never popped early).
 - Time is always passed in: the live loop gives wall-clock seconds, the simulator a virtual clock.
 """
 
@@ -32,7 +37,9 @@ class QueuedPod:
     group: str  # gang key, "" for single pods
     timestamp: float  # when it was (re)queued after its last attempt: the backoff base
     initial: float  # when it first entered the queue (scheduling SLI)
-    attempts: int = 0
+    attempts: int = 0  # failed attempts of every kind (the attempt metrics)
+    rejections: int = 0  # attempts rejected by plugins: upstream's UnschedulableCount
+    errors: int = 0  # errors since the last rejection: upstream's ConsecutiveErrorsCount
     rejectors: frozenset[str] = frozenset()  # plugins that rejected it last time
     where: str = ACTIVE
     version: int = 0
@@ -45,7 +52,10 @@ class SchedulingQueue:
         self.max_backoff = max_backoff
         self.entries: dict[str, QueuedPod] = {}
         self._active: list[tuple[int, float, str, int, str, int]] = []
-        self._backoff: list[tuple[float, int, str, int]] = []
+        # backoffQ in two parts, as upstream's: pods a plugin rejected (popped early when activeQ
+        # is empty; the same expiry goes by priority) and pods that must wait their backoff out
+        self._backoff: list[tuple[float, int, int, str, int]] = []
+        self._backoff_waiting: list[tuple[float, int, int, str, int]] = []
         self.unschedulable: dict[str, QueuedPod] = {}
         self.group_failed_at: dict[str, float] = {}
         self.group_backoff_until: dict[str, float] = {}  # a failed group kept out until then
@@ -116,7 +126,8 @@ class SchedulingQueue:
     # --- popping -----------------------------------------------------------------------------
 
     def pop(self, now: float) -> str | None:
-        """The next pod to try, or None when nothing is ready at `now`."""
+        """The next pod to try, or None when nothing is ready at `now`. With activeQ empty, the
+        pod a plugin rejected whose backoff ends first (upstream's PopFromBackoffQ)."""
         self.flush_backoff(now)
         while self._active:
             _, _, _, _, uid, version = heapq.heappop(self._active)
@@ -125,6 +136,17 @@ class SchedulingQueue:
                 continue
             self._take(entry)
             return uid
+        while self._backoff:
+            item = heapq.heappop(self._backoff)
+            entry = self.entries.get(item[3])
+            if entry is None or entry.version != item[4] or entry.where != BACKOFF:
+                continue
+            if entry.group and self.group_backoff_until.get(entry.group, now) > now:
+                heapq.heappush(self._backoff_waiting, item)  # its gang is kept out: it waits
+                continue
+            self._take(entry)
+            self.incoming[ACTIVE, "PopFromBackoffQ"] += 1
+            return entry.uid
         return None
 
     def take(self, uid: str) -> bool:
@@ -157,6 +179,8 @@ class SchedulingQueue:
         if entry is None:
             return
         entry.attempts += 1
+        entry.rejections += 1
+        entry.errors = 0
         entry.timestamp = now
         entry.rejectors = frozenset(rejectors)
         if entry.group:
@@ -175,6 +199,7 @@ class SchedulingQueue:
         if entry is None:
             return
         entry.attempts += 1
+        entry.errors += 1
         entry.timestamp = now
         entry.rejectors = frozenset()
         self.unschedulable.pop(uid, None)
@@ -200,12 +225,13 @@ class SchedulingQueue:
         return len(moved)
 
     def flush_backoff(self, now: float) -> None:
-        while self._backoff and self._backoff[0][0] <= now:
-            _, _, uid, version = heapq.heappop(self._backoff)
-            entry = self.entries.get(uid)
-            if entry is not None and entry.version == version and entry.where == BACKOFF:
-                self._push_active(entry)
-                self.incoming[ACTIVE, "BackoffComplete"] += 1
+        for heap in (self._backoff, self._backoff_waiting):
+            while heap and heap[0][0] <= now:
+                _, _, _, uid, version = heapq.heappop(heap)
+                entry = self.entries.get(uid)
+                if entry is not None and entry.version == version and entry.where == BACKOFF:
+                    self._push_active(entry)
+                    self.incoming[ACTIVE, "BackoffComplete"] += 1
 
     def flush_unschedulable(self, now: float) -> int:
         """Pods unschedulable for longer than 5 minutes get another try (UnschedulableTimeout)."""
@@ -215,13 +241,16 @@ class SchedulingQueue:
         return len(stale)
 
     def next_backoff_expiry(self) -> float | None:
-        while self._backoff:
-            expiry, _, uid, version = self._backoff[0]
-            entry = self.entries.get(uid)
-            if entry is not None and entry.version == version and entry.where == BACKOFF:
-                return expiry
-            heapq.heappop(self._backoff)
-        return None
+        expiries = []
+        for heap in (self._backoff, self._backoff_waiting):
+            while heap:
+                expiry, _, _, uid, version = heap[0]
+                entry = self.entries.get(uid)
+                if entry is not None and entry.version == version and entry.where == BACKOFF:
+                    expiries.append(expiry)
+                    break
+                heapq.heappop(heap)
+        return min(expiries, default=None)
 
     def counts(self) -> dict[str, int]:
         counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, IN_FLIGHT: 0}
@@ -230,9 +259,13 @@ class SchedulingQueue:
         return counts
 
     def backoff_duration(self, entry: QueuedPod) -> float:
-        if entry.attempts == 0:
+        """Upstream's calculateBackoffDuration of its count: the consecutive errors when there are
+        any, else the rejections (one counter for both made an error after many rejections, or a
+        rejection after errors, wait the maximum)."""
+        count = entry.errors or entry.rejections
+        if count == 0:
             return 0.0
-        return float(min(self.initial_backoff * (1 << min(entry.attempts - 1, 30)), self.max_backoff))
+        return float(min(self.initial_backoff * (1 << min(count - 1, 30)), self.max_backoff))
 
     def _expiry(self, entry: QueuedPod) -> float:
         expiry = entry.timestamp + self.backoff_duration(entry)
@@ -251,8 +284,10 @@ class SchedulingQueue:
     def _to_backoff(self, entry: QueuedPod) -> None:
         entry.where = BACKOFF
         entry.version += 1
-        expiry = self._expiry(entry)
-        heapq.heappush(self._backoff, (expiry, next(self._seq), entry.uid, entry.version))
+        # a plugin's rejection may be popped early; an error (no rejectors) waits, as upstream's
+        # podErrorBackoffQ
+        heap = self._backoff if entry.rejectors else self._backoff_waiting
+        heapq.heappush(heap, (self._expiry(entry), -entry.priority, next(self._seq), entry.uid, entry.version))
 
     def _push_active(self, entry: QueuedPod) -> None:
         entry.where = ACTIVE

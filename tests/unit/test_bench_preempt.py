@@ -26,7 +26,9 @@ def test_a_high_priority_pod_evicts_a_whole_gang_and_the_gang_restarts() -> None
     urgent = preempt.Job("urgent", (_pod("urgent", 2),), preempt.HIGH, 10.0, 5.0)
     result = preempt.replay("tessera", 42, nodes, [gang, filler, urgent])
     assert result.preemptions == 1 and result.broken_gangs == 0
-    assert result.high_pending == [1.0]  # its victims leave at once; it waits out one backoff (1 s)
+    # its victims leave at once; nothing else waits, so it is taken from backoffQ without sitting
+    # out its 1 s backoff (upstream's SchedulerPopFromBackoffQ)
+    assert result.high_pending == [0.0]
     # the single 2-GPU pod is the cheaper victim (one pod, not a 6-pod gang of the same priority)
     assert (result.victims, result.gpus_evicted, result.gpus_gained, result.restarts) == (1, 2.0, 2.0, 1)
 

@@ -39,7 +39,9 @@ def test_unschedulable_waits_for_a_helpful_event_then_backs_off() -> None:
     assert q.move(0.5, lambda e: False, "NodeAdd") == 0
     assert q.move(0.5, lambda e: "NodeResourcesFit" in e.rejectors, "NodeAdd") == 1
     assert q.entries["p"].where == BACKOFF  # still inside its 1 s backoff
-    assert q.pop(0.9) is None and q.pop(1.0) == "p"
+    q.add("other", 0, "", now=0.6)
+    assert q.pop(0.9) == "other"  # a pod ready in activeQ goes first
+    assert q.pop(0.9) == "p"  # then, activeQ empty, the backoff is not waited out (PopFromBackoffQ)
 
 
 def test_event_during_the_attempt_sends_the_pod_to_backoff_not_unschedulable() -> None:
