@@ -20,6 +20,7 @@ from scheduler.core.objects import JSON, Device, ObjectError, ObjectMeta, parse_
 
 DEFAULT_RESOURCE_PREFIX = "class.tessera.dev/"
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+_NANO = 10**9  # quantities are exact to 1n: a sharing unit must be a whole number of them
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -198,6 +199,13 @@ def _sharing(raw: object, errors: list[str]) -> Sharing | None:
         return None
     if unit <= 0:
         errors.append(f"spec.sharing.unit: Invalid value: {format_quantity(unit)}: must be positive")
+        return None
+    if (unit * _NANO).denominator != 1:
+        # A slice's amount travels in the pod's `tessera.dev/devices` annotation as a quantity,
+        # exact to 1n as Kubernetes quantities are: a finer unit would be written rounded up, and
+        # the ledger rebuilt from the annotations would hold more than the planner gave out.
+        errors.append(f'spec.sharing.unit: Invalid value: "{raw.get("unit")}": must be a whole number of '
+                      "nano units (1n, the finest a quantity carries)")
         return None
     return Sharing(dimension, exact(unit))
 
