@@ -53,9 +53,10 @@ class Cycle:
         # lower-priority holds dropped because a placement took their node, until that placement
         # is kept: a gang transaction or a dry run that is undone gives them back
         self._displaced: dict[str, Hold] = {}
-        # the last failed search's per-node statuses: a single pod's PostFilter reads them
-        # (upstream's NodeToStatusMap) instead of filtering every node again
-        self._failed_search: NodeStatuses | None = None
+        # per pod, its last attempt's failed search over every node (not a topology domain): its
+        # PostFilter reads the per-node statuses (upstream's NodeToStatusMap) instead of filtering
+        # every node again — a single pod's, and a gang member's that preempts alone
+        self._failed_searches: dict[str, NodeStatuses] = {}
 
     def schedule_next(self, now: float) -> list[Attempt] | None:
         """Run one cycle (one pod, or one whole gang); None when no pod is ready at `now`."""
@@ -63,7 +64,7 @@ class Cycle:
         engine.now = now
         engine.release(None, now)  # permit plugins may let held Bindings go with time
         self._displaced = {}
-        self._failed_search = None
+        self._failed_searches = {}
         uid = engine.queue.pop(now)
         if uid is None:
             return None
@@ -82,7 +83,7 @@ class Cycle:
                 engine.queue.done(uid)
             else:
                 self._post_filter(runtime, [pod], 1, attempts, {uid: held} if held else {}, now,
-                                  self._failed_search)
+                                  self._failed_searches.get(uid))
                 engine.queue.unschedulable_failure(uid, attempts[0].rejectors, now)
         for attempt in attempts:
             if attempt.node is not None:
@@ -109,6 +110,7 @@ class Cycle:
         passes the filters, as upstream. Holds of lower-priority nominated pods do not bind this
         pod: they are lifted for its attempt, and a hold on the node it takes is dropped."""
         state = self.engine.state
+        self._failed_searches.pop(pod.uid, None)  # an earlier attempt's (undone) search is stale
         ctx = prepare(pod, state.classes)
         ctx.domain = within
         num_nodes = len(state.node_order)
@@ -172,7 +174,9 @@ class Cycle:
         filtered = ({table.info(row).name: reason for row, reason in found.filtered.items()}
                     if found.filtered is not None else None)
         if not found.rows:
-            self._failed_search = found.statuses
+            # a domain's search says nothing about the nodes outside it
+            if ctx.domain is None and found.statuses is not None:
+                self._failed_searches[pod.uid] = found.statuses
             return Attempt(pod, None, message=fit_error(num_nodes, found.reasons), rejectors=frozenset(found.rejectors),
                            filtered=filtered, scores={} if self.explain else None)
         scores: dict[str, dict[str, int]] | None = None
@@ -257,7 +261,7 @@ class Cycle:
                 else:
                     self._post_filter(runtime, [attempt.pod], 1, [attempt],
                                       {attempt.pod.uid: holds[attempt.pod.uid]} if attempt.pod.uid in holds else {},
-                                      now)
+                                      now, self._failed_searches.get(attempt.pod.uid))
                 queue.unschedulable_failure(attempt.pod.uid, attempt.rejectors | {grouping.name}, now)
             queue.group_succeeded(view.key)
             return attempts
@@ -423,11 +427,9 @@ class Cycle:
             attempts[0].preempted = result.victims
             # upstream's prepareCandidate clears lower-priority nominations on the chosen nodes: such
             # a pod is nominated nowhere now, and its next try may preempt elsewhere at once
-            for uid, hold in lifted.items():
-                displaced = state.pods.get(uid)
-                if hold.node in chosen and displaced is not None and uid not in state.holds:
-                    displaced.nominated_node = ""
-                    attempts[0].nominations_cleared.append(displaced)
+            for displaced in self._lower_nominated(chosen, priority, lifted, {pod.uid for pod in pods}):
+                displaced.nominated_node = ""
+                attempts[0].nominations_cleared.append(displaced)
             for attempt in attempts:
                 placement = result.holds.get(attempt.pod.uid)
                 if placement is not None:
@@ -441,6 +443,22 @@ class Cycle:
         else:
             for uid, hold in holds.items():
                 state.hold(uid, hold.placement, hold.priority)
+
+    def _lower_nominated(self, nodes: set[str], priority: int, lifted: dict[str, Hold],
+                         preemptors: set[str]) -> list[Pod]:
+        """upstream's getLowerPriorityNominatedPods for the chosen nodes: the pending pods below
+        `priority` whose hold there this preemption lifted, and those nominated there without a
+        hold — by a leader before this one, or whose hold a higher-priority placement took —
+        as upstream's nominator knows every pod by its `status.nominatedNodeName`."""
+        state = self.engine.state
+        found = [pod for uid, hold in lifted.items()
+                 if hold.node in nodes and (pod := state.pods.get(uid)) is not None and uid not in state.holds]
+        for uid in sorted(state.pending):
+            pod = state.pods.get(uid)
+            if pod is not None and pod.nominated_node in nodes and uid not in lifted and uid not in state.holds \
+                    and uid not in preemptors and state.competing_priority(pod) < priority:
+                found.append(pod)
+        return found
 
     def _clear(self, attempts: list[Attempt], holds: dict[str, Hold]) -> None:
         """The pods' nominations go (their holds are already released)."""

@@ -1,7 +1,9 @@
 """DefaultPreemption: when a pod (or a whole gang) fits nowhere, evict lower-priority pods so it does.
 
-Single pods follow kube-scheduler's DefaultPreemption (pkg/scheduler/framework/plugins/
-defaultpreemption, pkg/scheduler/framework/preemption; docs/research/preemption-upstream.md):
+Single pods, and a gang member preempting alone once its gang has its minimum (at its gang's
+priority, never evicting its own gang), follow kube-scheduler's DefaultPreemption (pkg/scheduler/
+framework/plugins/defaultpreemption, pkg/scheduler/framework/preemption;
+docs/research/preemption-upstream.md):
 - eligible unless `preemptionPolicy: Never`, or a victim of its earlier preemption still
   terminates on its nominated node;
 - only nodes whose filter rejection removing pods can resolve are tried (`preemption_helps`;
@@ -127,7 +129,9 @@ class DefaultPreemption(PostFilterPlugin):
             return Preemption(message=reason)
         if statuses is not None and statuses.pre_filter:
             return self._no_candidate(Counter({NOT_HELPFUL: len(statuses.nodes)}))
-        if len(pods) == 1 and minimum <= 1 and pods[0].gang is None:
+        if len(pods) == 1 and minimum <= 1 and (pods[0].gang is None or statuses is not None):
+            # a gang member alone (its gang has its minimum) preempts as one pod, as upstream's
+            # DefaultPreemption runs per pod; its own gang is never its victim
             if statuses is None:
                 raise ValueError("a single pod's PostFilter needs its failed search's per-node statuses")
             return self._preempt_pod(pods[0], statuses, now)
@@ -146,7 +150,7 @@ class DefaultPreemption(PostFilterPlugin):
         table = self.handle.table
         table.sync()
         rotated = np.roll(potential, -offset)  # upstream's random offset into the potential nodes
-        below = table.group(VictimFloor).lowest[rotated] < pod.priority
+        below = table.group(VictimFloor).lowest[rotated] < self.state.competing_priority(pod)
         statuses[NO_VICTIMS] = int(np.count_nonzero(~below))  # no pod there could be a victim
         fine: list[Candidate] = []
         violating: list[Candidate] = []
@@ -185,10 +189,12 @@ class DefaultPreemption(PostFilterPlugin):
         return Preemption(message=f"0/{total} nodes are available: {', '.join(parts)}.", clear=True)
 
     def victims_on(self, pod: Pod, info: NodeInfo, now: float) -> Candidate | tuple[str, ...]:
-        """upstream's SelectVictimsOnNode with units: the candidate, or the node's reasons."""
+        """upstream's SelectVictimsOnNode with units: the candidate, or the node's reasons. A gang
+        member preempts at its gang's priority, and never evicts its own gang."""
         state = self.state
         here = [state.pods[uid] for uid in sorted(info.pods) if uid in state.pods]
-        units = units_for(state, pod.priority, here, self.handle.waiting)
+        units = units_for(state, state.competing_priority(pod), here, self.handle.waiting,
+                          exclude_gang=pod.gang.key if pod.gang is not None else "")
         if not units:
             return (NO_VICTIMS,)
         lifted: dict[str, list[Lifted]] = {}
