@@ -453,12 +453,10 @@ class Cycle:
         state = self.engine.state
         found = [pod for uid, hold in lifted.items()
                  if hold.node in nodes and (pod := state.pods.get(uid)) is not None and uid not in state.holds]
-        for uid in sorted(state.pending):
-            pod = state.pods.get(uid)
-            if pod is not None and pod.nominated_node in nodes and uid not in lifted and uid not in state.holds \
-                    and uid not in preemptors and state.competing_priority(pod) < priority:
-                found.append(pod)
-        return found
+        nominated = [pod for uid in state.pending if (pod := state.pods.get(uid)) is not None
+                     and pod.nominated_node in nodes and uid not in lifted and uid not in state.holds
+                     and uid not in preemptors and state.competing_priority(pod) < priority]
+        return found + sorted(nominated, key=lambda pod: pod.uid)
 
     def _clear(self, attempts: list[Attempt], holds: dict[str, Hold]) -> None:
         """The pods' nominations go (their holds are already released)."""

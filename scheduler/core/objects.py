@@ -196,7 +196,7 @@ class Requirement:
         if op == "DoesNotExist":
             return self.key not in labels
         value = labels.get(self.key)
-        left, right = (_int64(value) if value is not None else None), _int64(self.values[0])
+        left, right = (go_int64(value) if value is not None else None), go_int64(self.values[0])
         if left is None or right is None:
             return False  # labels/selector.go: a label strconv.ParseInt cannot read never matches
         return left > right if op == "Gt" else left < right
@@ -212,7 +212,7 @@ def is_label_value(value: str) -> bool:
     return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
 
 
-def _int64(text: str) -> int | None:
+def go_int64(text: str) -> int | None:
     """Go's strconv.ParseInt(text, 10, 64): decimal digits with an optional sign, in range."""
     if not _INT64.fullmatch(text):
         return None
@@ -222,7 +222,7 @@ def _int64(text: str) -> int | None:
 
 def _requirement_error(op: str, values: tuple[str, ...]) -> str:
     """What labels.NewRequirement would refuse in these values ("" when nothing)."""
-    if op in ("Gt", "Lt") and _int64(values[0]) is None:
+    if op in ("Gt", "Lt") and go_int64(values[0]) is None:
         return f"for 'Gt', 'Lt' operators, the value must be an integer: {values[0]!r}"
     for value in values:
         if not is_label_value(value):
@@ -532,7 +532,7 @@ def _gang_label_error(meta: ObjectMeta) -> str | None:
     raw_min = meta.labels.get(GANG_MIN_LABEL)
     if not meta.labels.get(GANG_NAME_LABEL) or raw_min is None:
         return None
-    if _int64(raw_min) is None:  # Go's strconv.Atoi, as coscheduling reads it ("1_0" is no integer)
+    if go_int64(raw_min) is None:  # Go's strconv.Atoi, as coscheduling reads it ("1_0" is no integer)
         return (f"Pod.metadata.labels[{GANG_MIN_LABEL}]: Invalid value: {raw_min!r}: must be an integer; "
                 "the pod is scheduled as a single pod, not as a gang member")
     return None
@@ -550,7 +550,7 @@ def _gang(meta: ObjectMeta, spec: JSON) -> GangRef | None:
     raw_min = meta.labels.get(GANG_MIN_LABEL)
     if not name or raw_min is None:
         return None
-    minimum = _int64(raw_min)  # strconv.Atoi: Python's int() would also take "1_0" or " 1"
+    minimum = go_int64(raw_min)  # strconv.Atoi: Python's int() would also take "1_0" or " 1"
     if minimum is None or minimum < 1:
         return None  # as coscheduling v0.18: a min-available that is not an integer >= 1 means "no gang"
     return GangRef(f"{meta.namespace}/{name}", minimum, False, topology=gang_topology(meta.annotations))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -27,6 +26,7 @@ from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
 from scheduler import __version__
+from scheduler.core.objects import go_int64
 from scheduler.kube.lean_client import import_connection_parts
 
 import_connection_parts()  # before the library's first import: its generated client stays unimported
@@ -183,16 +183,15 @@ def _read_proxy_environment_once(api: client.ApiClient) -> None:
     old.detach()  # the connector (TLS context, pool) now belongs to the new session
 
 
-def _check_kubeconfig(kubeconfig: str, need_current: bool = True) -> str | None:
-    """Readable, non-empty YAML mappings with a current context, or `KubeconfigError` saying which
-    file is wrong and how. ``kubeconfig`` may list several files, as ``$KUBECONFIG`` does. Returns
-    the current-context kubectl would use: the first file's that sets one (client-go's loading
-    rules; kubernetes-asyncio's merger would take the last file's)."""
+def read_kubeconfigs(kubeconfig: str) -> list[dict[str, Any]]:
+    """The files of ``kubeconfig`` (several joined by ``:``, as ``$KUBECONFIG``), in order, each a
+    readable, non-empty YAML mapping, or `KubeconfigError` saying which file is wrong and how.
+    Files that do not exist are skipped, as client-go skips them, unless none exists."""
     paths = [os.path.expanduser(p) for p in kubeconfig.split(os.pathsep) if p]
     existing = [p for p in paths if os.path.exists(p)]
     if not existing:
         raise KubeconfigError(f"cannot read kubeconfig {kubeconfig}: no such file")
-    current: str | None = None
+    docs: list[dict[str, Any]] = []
     for path in existing:
         try:
             with open(path, encoding="utf-8") as stream:
@@ -211,8 +210,20 @@ def _check_kubeconfig(kubeconfig: str, need_current: bool = True) -> str | None:
         if not isinstance(doc, dict):
             raise KubeconfigError(f"kubeconfig {path} is not a kubeconfig (expected a mapping with clusters, "
                                   "users, contexts and current-context)")
-        named = doc.get("current-context")
-        current = current or (named if isinstance(named, str) and named else None)
+        docs.append(doc)
+    return docs
+
+
+def first_current_context(docs: Sequence[Mapping[str, Any]]) -> str | None:
+    """The current-context kubectl uses: the first file's that sets one (client-go's loading
+    rules; kubernetes-asyncio's merger would take the last file's)."""
+    return next((named for doc in docs if isinstance(named := doc.get("current-context"), str) and named), None)
+
+
+def _check_kubeconfig(kubeconfig: str, need_current: bool = True) -> str | None:
+    """`read_kubeconfigs`, and a current context unless one is chosen (`need_current` False);
+    returns the current-context kubectl would use."""
+    current = first_current_context(read_kubeconfigs(kubeconfig))
     if need_current and current is None:
         raise KubeconfigError(f"kubeconfig {kubeconfig} has no current-context; choose one with "
                               f"`kubectl config use-context NAME --kubeconfig {kubeconfig}`")
@@ -256,7 +267,6 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0].rstrip(".") if text else type(err).__name__
 
 
-_GO_INTEGER = re.compile(r"[+-]?[0-9]+")
 MAX_RETRIES = 10  # client-go rest.Request's maxRetries for answers carrying Retry-After
 
 
@@ -266,10 +276,10 @@ def retry_after(status: int, headers: Mapping[str, str]) -> float | None:
     reads it; an HTTP date is not a wait)."""
     if status != 429 and status < 500:
         return None
-    value = headers.get("Retry-After", "")
-    if _GO_INTEGER.fullmatch(value) is None:
+    seconds = go_int64(headers.get("Retry-After", ""))
+    if seconds is None:
         return None
-    return float(max(0, int(value)))  # a negative wait is none (Go's Sleep returns at once)
+    return float(max(0, seconds))  # a negative wait is none (Go's Sleep returns at once)
 
 
 class KubeHttp:

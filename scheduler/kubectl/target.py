@@ -13,9 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from scheduler.kube.http import kubeconfig_path
+from scheduler.kube.http import KubeconfigError, first_current_context, kubeconfig_path, read_kubeconfigs
 
 DEFAULT_NAMESPACE = "default"
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -30,8 +28,8 @@ class Target:
 
 def resolve(kubeconfig: str | None, context: str | None, namespace: str | None,
             environ: Mapping[str, str] = os.environ, home: Path | None = None) -> Target:
-    """The context is resolved here and passed to the connection explicitly: with several files
-    kubernetes-asyncio's merger takes the *last* file's current-context, kubectl the first's."""
+    """The context kubectl would use (`--context`, else the first file's current-context) and the
+    namespace it names; the connection resolves the same context (`connect`)."""
     path = kubeconfig_path(kubeconfig, environ=environ, home=home)
     chosen, context_namespace = _context(path, context)
     return Target(path, chosen, namespace or context_namespace or DEFAULT_NAMESPACE)
@@ -48,19 +46,13 @@ def _context(kubeconfig: str | None, context: str | None) -> tuple[str | None, s
             return None, IN_CLUSTER_NAMESPACE.read_text().strip() or None
         except OSError:
             return None, None
-    current: str | None = context
+    try:
+        docs = read_kubeconfigs(kubeconfig)
+    except KubeconfigError:
+        return context, None  # the connection reports it, with its reason
+    current = context or first_current_context(docs)
     contexts: dict[str, object] = {}
-    for part in kubeconfig.split(os.pathsep):
-        if not part:
-            continue
-        try:
-            doc = yaml.safe_load(Path(os.path.expanduser(part)).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
-            continue
-        if not isinstance(doc, dict):
-            continue
-        named = doc.get("current-context")
-        current = current or (named if isinstance(named, str) and named else None)
+    for doc in docs:
         entries = doc.get("contexts")
         for entry in entries if isinstance(entries, list) else ():
             if isinstance(entry, dict) and isinstance(entry.get("name"), str):

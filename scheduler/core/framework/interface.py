@@ -267,7 +267,8 @@ class PostFilterPlugin(Plugin):
         """Make room for `pods` (one pod, or a gang's pending members of which `minimum` must fit);
         `nominated`: the pods' current nominations (uid -> node); `place` runs one pod's ordinary
         attempt on the current state and assumes it where it lands (the gang's dry run);
-        `statuses`: one pod's failed search, per node (None for a gang, placed member by member)."""
+        `statuses`: one pod's failed search over every node, per node — a single pod's, or a gang
+        member's that preempts alone; None for a gang placed member by member (the gang dry run)."""
 
 
 class ReservePlugin(Plugin):

@@ -121,9 +121,6 @@ class FragmentationScore:
                 moves.append((shape, now, count))
         self.workload.recount(moves)
 
-    def shape_of(self, pod: Pod) -> TaskShape:
-        return self.shape_of_demand(_demand(pod))
-
     def shape_of_demand(self, demand: Demand) -> TaskShape:
         """The task type of a demand (CPU, extended resource requests) with the classes known now."""
         cpu, requests = demand
