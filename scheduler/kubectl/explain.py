@@ -84,6 +84,7 @@ class Explanation:
     events: tuple[EventLine, ...]
     # "8 nvidia.com/gpu (the most any node offers: 4)": requests larger than any node's allocatable
     beyond_every_node: tuple[str, ...] = ()
+    beyond_the_cluster: str = ""  # why its gang can never fit the cluster's schedulable nodes, or ""
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
@@ -125,6 +126,7 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         terminating=_terminating(state) if run is not None and not run.node and extended_amounts(pod.requests) else (),
         events=tuple(_event(event) for event in events),
         beyond_every_node=_beyond_every_node(state, pod) if run is not None and not run.node else (),
+        beyond_the_cluster=_beyond_the_cluster(state, pod) if run is not None and not run.node else "",
     )
 
 
@@ -140,6 +142,28 @@ def _beyond_every_node(state: ClusterState, pod: Pod) -> tuple[str, ...]:
             shown = (lambda v: f"{v / 1000:g}") if name == "cpu" else str
             out.append(f"{shown(amount)} {name} (the most any node offers: {shown(most)})")
     return tuple(out)
+
+
+def _beyond_the_cluster(state: ClusterState, pod: Pod) -> str:
+    """Why the pod's gang can never fit as the cluster is: its `minimum` least-asking live members
+    together ask for more of a plain resource than every schedulable node has in all (a new
+    user's trial: "only 4 of the 5 members it needs fit" with every node "fits" did not say it)."""
+    if pod.gang is None:
+        return ""
+    minimum = state.group_min(pod.gang.key, pod)
+    members = [state.pods[uid] for uid in state.gangs.members.get(pod.gang.key, ()) if uid in state.pods]
+    if minimum is None or len(members) < minimum:
+        return ""
+    nodes = [info.node for info in state.node_infos() if info.node is not None and not info.node.unschedulable]
+    asks = [dict(prepare(member, state.classes).plain) for member in members]
+    for name in sorted({name for ask in asks for name in ask}):
+        needed = sum(sorted(ask.get(name, 0) for ask in asks)[:minimum])
+        total = sum(node.allocatable.get(name, 0) for node in nodes)
+        if needed > total:
+            shown = (lambda v: f"{v / 1000:g}") if name == "cpu" else str
+            return (f"Its gang can never fit as the cluster is: its {minimum} members ask for {shown(needed)} {name} "
+                    f"together, and the schedulable nodes have {shown(total)} in all.")
+    return ""
 
 
 def _terminating(state: ClusterState) -> tuple[str, ...]:
@@ -330,6 +354,8 @@ def render(x: Explanation, now: float) -> str:
         if x.beyond_every_node:
             lines.append("  It asks for more than any node has, so it cannot fit anywhere as it is: "
                          + "; ".join(x.beyond_every_node))
+        if x.beyond_the_cluster:
+            lines.append(f"  {x.beyond_the_cluster}")
     lines += ["", "Events:" + (" <none>" if not x.events else "")]
     if x.events:
         table = columns([["LAST SEEN", "TYPE", "REASON", "COUNT", "FROM", "MESSAGE"]]

@@ -347,3 +347,20 @@ def test_explain_takes_kubectls_pod_slash_name_and_refuses_two_namespaces() -> N
     assert pod_reference("research/too-big", "research", "default") == ("research", "too-big")
     with pytest.raises(CommandError, match="^default/too-big names namespace 'default' but -n gives 'research'"):
         pod_reference("default/too-big", "research", "default")
+
+
+def test_explain_says_a_gang_that_asks_for_more_than_the_whole_cluster_can_never_fit() -> None:
+    """A new user's trial: five 8-GPU members of a minMember-5 gang on 4 nodes of 8 GPUs read "only 4
+    of the 5 members it needs fit", and the dry run showed every node "fits" — nothing said the gang
+    can never fit as the cluster is (it asks for 40 GPUs, the cluster has 32)."""
+    gang = [b.pod(f"w-{i}", limits={"nvidia.com/gpu": 8}, labels=b.gang_labels("w", 5)) for i in range(5)]
+    nodes = [b.node(f"n{i}", gpus=8) for i in range(4)]
+    result = explaining.explain([*nodes, *gang], "default/w-0", config(BINPACK), [], 0.0)
+    assert result is not None
+    text = explaining.render(result, 0.0)
+    assert ("Its gang can never fit as the cluster is: its 5 members ask for 40 nvidia.com/gpu together, "
+            "and the schedulable nodes have 32 in all.") in text
+    # a gang that fits the cluster's total gets no such line
+    small = [b.pod(f"s-{i}", limits={"nvidia.com/gpu": 8}, labels=b.gang_labels("s", 4)) for i in range(4)]
+    fits = explaining.explain([*nodes, *small], "default/s-0", config(BINPACK), [], 0.0)
+    assert fits is not None and "can never fit" not in explaining.render(fits, 0.0)
