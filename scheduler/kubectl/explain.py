@@ -19,6 +19,7 @@ from scheduler.api.config_model import SchedulerConfig
 from scheduler.api.quantity import format_quantity
 from scheduler.core.framework.cycle_state import prepare
 from scheduler.core.objects import Pod
+from scheduler.core.plugins.node_affinity import named_nodes
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.state import ClusterState
 from scheduler.kube.snapshot import last_seen
@@ -85,6 +86,7 @@ class Explanation:
     # "8 nvidia.com/gpu (the most any node offers: 4)": requests larger than any node's allocatable
     beyond_every_node: tuple[str, ...] = ()
     beyond_the_cluster: str = ""  # why its gang can never fit the cluster's schedulable nodes, or ""
+    missing_named_nodes: tuple[str, ...] = ()  # nodes its required affinity names by metadata.name that do not exist
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
@@ -127,6 +129,7 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         events=tuple(_event(event) for event in events),
         beyond_every_node=_beyond_every_node(state, pod) if run is not None and not run.node else (),
         beyond_the_cluster=_beyond_the_cluster(state, pod) if run is not None and not run.node else "",
+        missing_named_nodes=_missing_named_nodes(state, pod) if run is not None and not run.node else (),
     )
 
 
@@ -164,6 +167,14 @@ def _beyond_the_cluster(state: ClusterState, pod: Pod) -> str:
             return (f"Its gang can never fit as the cluster is: its {minimum} members ask for {shown(needed)} {name} "
                     f"together, and the schedulable nodes have {shown(total)} in all.")
     return ""
+
+
+def _missing_named_nodes(state: ClusterState, pod: Pod) -> tuple[str, ...]:
+    """The nodes the pod may only go to (NodeAffinity's PreFilter: every required term names them
+    by `metadata.name`) that do not exist: upstream's "didn't satisfy plugin(s) [NodeAffinity]"
+    does not say so (a new user's trial)."""
+    names = named_nodes(pod)
+    return tuple(sorted(name for name in names or () if name not in state.nodes))
 
 
 def _terminating(state: ClusterState) -> tuple[str, ...]:
@@ -356,6 +367,10 @@ def render(x: Explanation, now: float) -> str:
                          + "; ".join(x.beyond_every_node))
         if x.beyond_the_cluster:
             lines.append(f"  {x.beyond_the_cluster}")
+        if x.missing_named_nodes:
+            missing = ", ".join(x.missing_named_nodes)
+            lines.append(f"  It may only go to nodes it names by metadata.name, and {missing} "
+                         f"{'does' if len(x.missing_named_nodes) == 1 else 'do'} not exist.")
     lines += ["", "Events:" + (" <none>" if not x.events else "")]
     if x.events:
         table = columns([["LAST SEEN", "TYPE", "REASON", "COUNT", "FROM", "MESSAGE"]]

@@ -364,3 +364,16 @@ def test_explain_says_a_gang_that_asks_for_more_than_the_whole_cluster_can_never
     small = [b.pod(f"s-{i}", limits={"nvidia.com/gpu": 8}, labels=b.gang_labels("s", 4)) for i in range(4)]
     fits = explaining.explain([*nodes, *small], "default/s-0", config(BINPACK), [], 0.0)
     assert fits is not None and "can never fit" not in explaining.render(fits, 0.0)
+
+
+def test_explain_says_the_nodes_a_pod_is_pinned_to_do_not_exist() -> None:
+    """A new user's trial: a pod pinned by `matchFields metadata.name` to `v100-node-09`, which does
+    not exist, read "4 node(s) didn't satisfy plugin(s) [NodeAffinity]" (upstream's words) and
+    explain gave no hint that the named node is not there."""
+    pinned = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n9", "n1"]}]}]}}}}
+    objs = [b.node("n1", gpus=1), b.node("n2", gpus=8), b.pod("full", limits={"nvidia.com/gpu": 1}, node_name="n1"),
+            b.pod("p", limits={"nvidia.com/gpu": 1}, spec_extra=pinned)]
+    result = explaining.explain(objs, "default/p", config(BINPACK), [], 0.0)
+    assert result is not None
+    assert "It may only go to nodes it names by metadata.name, and n9 does not exist." in explaining.render(result, 0.0)

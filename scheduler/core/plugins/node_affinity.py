@@ -19,6 +19,7 @@ from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import (FilterPlugin, Normalize, PreFilterPlugin, QueueingHint, Reasons,
                                                 ScorePlugin)
+from scheduler.core.objects import Pod
 from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "NodeAffinity"
@@ -40,18 +41,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
         return CONFLICT if self.node_names(ctx) == frozenset() else None
 
     def node_names(self, ctx: PodContext) -> frozenset[str] | None:
-        """The nodes the required terms name, when every term names some (terms are ORed: one
-        term without names leaves every node to the filters)."""
-        terms = ctx.pod.required_terms
-        if not terms:
-            return None
-        names: set[str] = set()
-        for term in terms:
-            named = term.named_nodes()
-            if named is None:
-                return None
-            names |= named
-        return frozenset(names)
+        return named_nodes(ctx.pod)
 
     def filter_applies(self, ctx: PodContext) -> bool:
         return bool(ctx.pod.node_selector) or ctx.pod.required_terms is not None
@@ -76,3 +66,18 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
         node = info.node
         assert node is not None
         return sum(p.weight for p in ctx.pod.preferred_terms if p.term.matches(node.meta.name, node.meta.labels))
+
+
+def named_nodes(pod: Pod) -> frozenset[str] | None:
+    """The nodes the pod's required terms name by `metadata.name`, when every term names some
+    (terms are ORed: one term without names leaves every node to the filters), else None."""
+    terms = pod.required_terms
+    if not terms:
+        return None
+    names: set[str] = set()
+    for term in terms:
+        named = term.named_nodes()
+        if named is None:
+            return None
+        names |= named
+    return frozenset(names)
