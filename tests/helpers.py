@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from scheduler.api.config import SchedulerConfig, load_config, parse_config
 from scheduler.core.framework.attempt import Attempt
+from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
 
@@ -47,6 +49,17 @@ def fit_config(strategy: dict[str, Any], extra_profile: dict[str, Any] | None = 
     raw = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
            "profiles": [profile], **top}
     return parse_config(raw, "test")
+
+
+def least_allocated_attempt(*objs: dict[str, Any]) -> Attempt:
+    """The one attempt of a fresh core (NodeResourcesFit LeastAllocated, explain on) given `objs`
+    as ADDED events at time 0: a pod's requests as the filter and score see them."""
+    core = Scheduler(fit_config({"type": "LeastAllocated"}), explain=True)
+    for obj in objs:
+        core.apply("ADDED", copy.deepcopy(obj), 0.0)
+    attempts = core.schedule_next(0.0)
+    assert attempts is not None and len(attempts) == 1
+    return attempts[0]
 
 
 class Run:

@@ -238,7 +238,7 @@ class Agent:
             await self._endpoints_dirty.wait()
             if self.devices is None:
                 continue
-            planned = plan_endpoints(self.classes.values(), self.views, self._held_names(), self.held)
+            planned = plan_endpoints(self.classes.values(), self.views, self.held)
             plans = {resource: dataclasses.replace(plan, in_use=self._slots_in_use(resource))
                      for resource, plan in planned.items()}
             if plans != self.plans:
@@ -264,9 +264,6 @@ class Agent:
         if held != self.held:
             self.held = held
             self._endpoints_dirty.set()
-
-    def _held_names(self) -> frozenset[str]:
-        return frozenset(device for by_device in self.held.values() for device in by_device)
 
     def _slots_in_use(self, resource: str) -> frozenset[str]:
         """The slot ids of `resource` that Allocate gave to pods still on the node, not terminal

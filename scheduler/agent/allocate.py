@@ -58,7 +58,7 @@ __all__ = [
     "find_allocation",
     "grant_units",
     "HeldGrants",
-    "held_devices",
+    "held_names",
     "held_grants",
     "pending_entries",
 ]
@@ -354,9 +354,9 @@ def held_grants(pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, tuple[
     return held
 
 
-def held_devices(pods: Iterable[Mapping[str, Any]]) -> frozenset[str]:
-    """Names of the devices (ExtendedResources) assigned to non-terminal pods."""
-    return frozenset(device for by_device in held_grants(pods).values() for device in by_device)
+def held_names(held: HeldGrants) -> frozenset[str]:
+    """Names of the devices (ExtendedResources) in `held`, under any resource name."""
+    return frozenset(device for by_device in held.values() for device in by_device)
 
 
 _ENV_UNSAFE = re.compile(r"[^A-Z0-9_]")

@@ -35,7 +35,7 @@ from fractions import Fraction
 
 import structlog
 
-from scheduler.agent.allocate import HeldGrants
+from scheduler.agent.allocate import HeldGrants, held_names
 from scheduler.api.quantity import Amount
 from scheduler.core.classes import ClassRegistry, ResourceClass, Sharing
 from scheduler.core.objects import Device
@@ -111,14 +111,14 @@ def _kept_elsewhere(held: Mapping[str, tuple[Amount | None, ...]], matching: Col
 
 
 def plan_endpoints(classes: Iterable[ResourceClass], devices: Iterable[Device],
-                   held: Collection[str] = frozenset(), held_grants: HeldGrants | None = None) -> dict[str, EndpointPlan]:
+                   held_grants: HeldGrants | None = None) -> dict[str, EndpointPlan]:
     """resourceName -> endpoint, for every valid class that matches at least one local device.
 
     Device health here is the agent's own (the status it publishes), not a stale apiserver copy.
-    `held`: names of devices that non-terminal pods on this node were assigned (their slots count
-    as Healthy, see the module docstring). `spec.unschedulable` does not reduce slots: a cordoned
-    device may still be in use by a pod that the kubelet has to keep admitting on restart.
-    `held_grants`: the same per resource name; grants on devices the class no longer has here (a
+    `held_grants`: what non-terminal pods on this node were assigned, per resource name and
+    device; a held device's slots count as Healthy (see the module docstring), under any resource
+    name. `spec.unschedulable` does not reduce slots: a cordoned device may still be in use by a pod
+    that the kubelet has to keep admitting on restart. Grants on devices the class no longer has here (a
     GPU that vanished, a selector that stopped matching) add Healthy slots. The kubelet keeps
     those pods' slots allocated (available = healthy - allocated), while the scheduler counts such
     a device as held, not free: without them the kubelet would have fewer free slots than the
@@ -128,6 +128,7 @@ def plan_endpoints(classes: Iterable[ResourceClass], devices: Iterable[Device],
     for cls in classes:  # the core's rules: invalid classes and resourceName clashes drop out
         registry.upsert(cls, ())
     local = list(devices)
+    held = held_names(held_grants or {})
     plans: dict[str, EndpointPlan] = {}
     for resource_name, cls in sorted(registry.by_resource.items()):
         matching = [d for d in local if cls.matches(d)]

@@ -14,7 +14,8 @@ from scheduler.agent.allocate import (
     container_env,
     find_allocation,
     grant_units,
-    held_devices,
+    held_grants,
+    held_names,
     pending_entries,
 )
 from scheduler.core.annotations import DeviceGrant, encode_devices
@@ -231,4 +232,4 @@ def test_held_devices_come_from_non_terminal_pods() -> None:
     waiting = _pod("b", {"main": {SLICE: _grants("3", amount=GI)}})
     done = _pod("c", {"main": {V100: _grants("4")}}, phase="Allocated", status="Succeeded")
     broken = _pod("d", {}, raw="{")
-    assert held_devices([running, waiting, done, broken]) == {"n.gpu-1", "n.gpu-2", "n.gpu-3"}
+    assert held_names(held_grants([running, waiting, done, broken])) == {"n.gpu-1", "n.gpu-2", "n.gpu-3"}

@@ -83,6 +83,6 @@ def test_unhealthy_devices_still_held_by_pods_keep_their_slots_healthy() -> None
     free = plan_endpoints(classes, devices)
     assert (free["class.tessera.dev/v100"].slots, free["class.tessera.dev/v100"].healthy) == (3, 1)
     assert (free["class.tessera.dev/slice"].slots, free["class.tessera.dev/slice"].healthy) == (12, 4)
-    held = plan_endpoints(classes, devices, held={devices[0].name})
+    held = plan_endpoints(classes, devices, {"class.tessera.dev/v100": {devices[0].name: (None,)}})
     assert (held["class.tessera.dev/v100"].slots, held["class.tessera.dev/v100"].healthy) == (3, 2)
     assert (held["class.tessera.dev/slice"].slots, held["class.tessera.dev/slice"].healthy) == (12, 8)

@@ -9,22 +9,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from scheduler.core.framework.attempt import Attempt
 from scheduler.core.objects import GANG_MIN_LABEL, GANG_NAME_LABEL, parse_pod
-from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
-from tests.helpers import fit_config
+from tests.helpers import least_allocated_attempt
 
 GI = 1024 ** 3
-
-
-def _attempt(*objs: dict[str, Any]) -> Attempt:
-    core = Scheduler(fit_config({"type": "LeastAllocated"}), explain=True)
-    for obj in objs:
-        core.apply("ADDED", copy.deepcopy(obj), 0.0)
-    attempts = core.schedule_next(0.0)
-    assert attempts is not None and len(attempts) == 1
-    return attempts[0]
 
 
 def _resized(spec: dict[str, str], actuated: dict[str, str], allocated: dict[str, str],
@@ -50,7 +39,7 @@ def test_a_pod_shrinking_in_place_counts_what_its_containers_still_run() -> None
     makes the bound pod unreadable (which would free what it holds)."""
     running = _resized({"cpu": "1", "memory": "1Gi"}, {"cpu": "3", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"})
     assert parse_pod(running).requests == {"cpu": 3000, "memory": GI}
-    attempt = _attempt(b.node("n1", cpu="4"), running, b.pod("p", requests={"cpu": "2"}))
+    attempt = least_allocated_attempt(b.node("n1", cpu="4"), running, b.pod("p", requests={"cpu": "2"}))
     assert attempt.node is None and "Insufficient cpu" in attempt.message
     broken = copy.deepcopy(running)
     broken["status"]["containerStatuses"][0]["resources"] = {"requests": {"cpu": "lots"}}
@@ -63,7 +52,7 @@ def test_an_infeasible_resize_counts_what_the_kubelet_admitted_not_the_spec() ->
     counted the 8-CPU spec of a pod running on 1 CPU, so an 8-CPU node looked full."""
     running = _resized({"cpu": "8"}, {"cpu": "1"}, {"cpu": "1"}, infeasible=True)
     assert parse_pod(running).requests == {"cpu": 1000}
-    attempt = _attempt(b.node("n1", cpu="8"), running, b.pod("p", requests={"cpu": "6"}))
+    attempt = least_allocated_attempt(b.node("n1", cpu="8"), running, b.pod("p", requests={"cpu": "6"}))
     assert attempt.node == "n1"
 
 

@@ -6,32 +6,20 @@ with pod-level requests counted as nothing."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from scheduler.core.framework.attempt import Attempt
 from scheduler.core.objects import parse_pod
 from scheduler.core.resources import DEFAULT_MEMORY_REQUEST
-from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
-from tests.helpers import fit_config
+from tests.helpers import least_allocated_attempt
 
 FIT = "NodeResourcesFit"
 POD_LEVEL = {"resources": {"requests": {"cpu": "4", "memory": "8Gi"}}}
 GI = 1024 ** 3
 
 
-def _attempt(*objs: dict[str, Any]) -> Attempt:
-    core = Scheduler(fit_config({"type": "LeastAllocated"}), explain=True)
-    for obj in objs:
-        core.apply("ADDED", copy.deepcopy(obj), 0.0)
-    attempts = core.schedule_next(0.0)
-    assert attempts is not None and len(attempts) == 1
-    return attempts[0]
-
-
 def test_pod_level_requests_are_filtered_on() -> None:
-    attempt = _attempt(b.node("small", cpu="2", memory="4Gi"), b.pod("p", spec_extra=POD_LEVEL))
+    attempt = least_allocated_attempt(b.node("small", cpu="2", memory="4Gi"), b.pod("p", spec_extra=POD_LEVEL))
     assert attempt.node is None
     assert "Insufficient cpu" in attempt.message and "Insufficient memory" in attempt.message
 
@@ -39,12 +27,12 @@ def test_pod_level_requests_are_filtered_on() -> None:
 def test_pod_level_requests_are_scored_on() -> None:
     # LeastAllocated on an empty 32 CPU / 128Gi node: cpu (32000-4000)*100//32000 = 87,
     # memory (128-8)*100//128 = 93, (87 + 93) // 2 = 90 (the 100m/200Mi defaults would give 99)
-    attempt = _attempt(b.node("n1"), b.node("n2"), b.pod("p", spec_extra=POD_LEVEL))
+    attempt = least_allocated_attempt(b.node("n1"), b.node("n2"), b.pod("p", spec_extra=POD_LEVEL))
     assert attempt.scores["n1"][FIT] == 90
 
 
 def test_a_bound_pods_pod_level_requests_count_on_its_node() -> None:
-    attempt = _attempt(b.node("n1"), b.pod("running", node_name="n1", phase="Running",
+    attempt = least_allocated_attempt(b.node("n1"), b.pod("running", node_name="n1", phase="Running",
                                            spec_extra={"resources": {"requests": {"cpu": "16"}}}),
                        b.pod("p", requests={"cpu": "20"}))
     assert attempt.node is None and "Insufficient cpu" in attempt.message

@@ -59,6 +59,12 @@ def _args() -> argparse.Namespace:
     return argparse.Namespace(identity="me", gpu_map=False, bind_address="127.0.0.1", port=0)
 
 
+async def _run_into(result: list[int], api: FakeApi) -> None:
+    """`tessera run`'s body on the fake apiserver (one client for writes, one for watches); its exit
+    code goes into `result`."""
+    result.append(await run_cli._run(_args(), load_config(None), KubeHttp(api), KubeHttp(api)))  # type: ignore[arg-type]
+
+
 async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
     with anyio.fail_after(seconds):
         while not condition():
@@ -89,11 +95,9 @@ async def test_a_loop_crash_during_the_drain_still_leaves_the_lease_to_expire(mo
     monkeypatch.setattr(run_cli, "SchedulerLoop", CrashesWhileDraining)
     result: list[int] = []
 
-    async def run() -> None:
-        result.append(await run_cli._run(_args(), load_config(None), KubeHttp(api), KubeHttp(api)))  # type: ignore[arg-type]
 
     async with anyio.create_task_group() as group:
-        group.start_soon(run)
+        group.start_soon(_run_into, result, api)
         await _until(lambda: api.stalled == 1 and lease.holder == "me")
         signals.send()
     assert result == [1]
@@ -111,11 +115,9 @@ async def test_a_second_signal_exits_at_once_with_1_and_leaves_the_lease(monkeyp
     monkeypatch.setattr(run_cli, "stop_on_signal", signals)
     result: list[int] = []
 
-    async def run() -> None:
-        result.append(await run_cli._run(_args(), load_config(None), KubeHttp(api), KubeHttp(api)))  # type: ignore[arg-type]
 
     async with anyio.create_task_group() as group:
-        group.start_soon(run)
+        group.start_soon(_run_into, result, api)
         await _until(lambda: api.stalled == 1 and lease.holder == "me")
         signals.send()
         await anyio.sleep(0.1)  # draining: the Binding is still out
