@@ -16,12 +16,16 @@ Tessera-specific decisions (upstream defines nothing here, or Tessera deliberate
 
 - Only the first error is reported (upstream aggregates them), so the message stays one line; an
   error about a value the file left out (a default that clashes with a written one) says so.
-- Unknown keys are errors at every level, like upstream's strict decoding of v1. Known upstream
-  keys Tessera has no use for are accepted and ignored: `parallelism` (still validated > 0),
-  `healthzBindAddress`, `metricsBindAddress`, `enableProfiling`, `enableContentionProfiling`,
-  `delayCacheUntilActive`, `percentageOfPlacementsToScore`, `clientConnection.contentType` /
+- Unknown keys are errors at every level, like upstream's strict decoding of v1 (which has no
+  `healthzBindAddress`, `metricsBindAddress` or `percentageOfPlacementsToScore`; v1alpha1 files
+  keep their bind addresses, ignored). Known upstream keys Tessera has no use for are accepted
+  and ignored: `parallelism` (still validated > 0), `enableProfiling`,
+  `enableContentionProfiling`, `delayCacheUntilActive`, `clientConnection.contentType` /
   `acceptContentTypes`, and the plugin args each plugin declares as ignored (its ArgsSpec). A
   non-empty `extenders` list is rejected: ignoring it would silently change placement decisions.
+- Numbers are decoded as upstream decodes them into its Go types (`config_reader.go_int`): a
+  whole float (`20.0`, `1e3`) is that integer; a fraction, or a number outside the field's
+  int32/int64/float32, is refused at the field. Tessera's own integer args are int64.
 - Tessera's filter chain is fixed. Only `multiPoint` and `score` change anything; `enabled`
   entries at other extension points must name a Tessera plugin (they are no-ops, so
   scheduler-plugins style configs that enable a plugin at queueSort/permit still load) and
@@ -99,13 +103,17 @@ KIND = "KubeSchedulerConfiguration"
 
 _COMMON_TOP = ("apiVersion", "kind", "percentageOfNodesToScore", "podInitialBackoffSeconds",
                "podMaxBackoffSeconds", "leaderElection", "clientConnection")
-_IGNORED_TOP = ("healthzBindAddress", "metricsBindAddress", "enableProfiling",
-                "enableContentionProfiling")
+_IGNORED_TOP = ("enableProfiling", "enableContentionProfiling")
 _V1_TOP = _COMMON_TOP + ("profiles", "parallelism", "extenders")
-_V1_IGNORED_TOP = _IGNORED_TOP + ("delayCacheUntilActive", "percentageOfPlacementsToScore")
+_V1_IGNORED_TOP = _IGNORED_TOP + ("delayCacheUntilActive",)
 _LEGACY_TOP = _COMMON_TOP + ("schedulerName", "plugins", "pluginConfig", "algorithmSource", "disablePreemption")
-_LEGACY_IGNORED_TOP = _IGNORED_TOP + ("hardPodAffinitySymmetricWeight", "bindTimeoutSeconds")
+_LEGACY_IGNORED_TOP = _IGNORED_TOP + ("healthzBindAddress", "metricsBindAddress", "hardPodAffinitySymmetricWeight",
+                                      "bindTimeoutSeconds")
+_BIND_ADDRESS_HINT = ("v1 has no such field, and kube-scheduler refuses it; Tessera serves healthz and metrics "
+                      "on its --bind-address and --port flags")
 _V1_HINTS = {
+    "healthzBindAddress": _BIND_ADDRESS_HINT,
+    "metricsBindAddress": _BIND_ADDRESS_HINT,
     "plugins": "in v1 plugins belong to profiles[].plugins (top-level plugins is the v1alpha1 form)",
     "pluginConfig": "in v1 pluginConfig belongs to profiles[].pluginConfig",
     "schedulerName": "in v1 the scheduler name is profiles[].schedulerName",
@@ -172,7 +180,7 @@ def _parse(raw: object, source: str) -> SchedulerConfig:
         profiles: tuple[Profile, ...] = (_legacy_profile(root),)
     else:
         root.check_keys(_V1_TOP, _V1_IGNORED_TOP, _V1_HINTS)
-        if root.get_int("parallelism", 16) <= 0:
+        if root.get_int("parallelism", 16, "int32") <= 0:
             invalid("parallelism", root.raw("parallelism"), "should be an integer value greater than zero")
         profiles = _v1_profiles(root)
 
@@ -211,7 +219,7 @@ def _unset_note(obj: ArgsReader, defaults: dict[str, object]) -> str:
 
 
 def _percentage(obj: ArgsReader, key: str, default: int) -> int:
-    value = obj.get_int(key, default)
+    value = obj.get_int(key, default, "int32")
     if not 0 <= value <= 100:
         invalid(obj.at(key), value, "not in valid range [0-100]")
     return value
@@ -226,8 +234,7 @@ def _v1_profiles(root: ArgsReader) -> tuple[Profile, ...]:
     seen: dict[str, int] = {}
     for i, raw in enumerate(raw_profiles):
         obj = ArgsReader(raw, f"profiles[{i}]")
-        obj.check_keys(("schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"),
-                       ("percentageOfPlacementsToScore",))
+        obj.check_keys(("schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"))
         # Only a lone profile gets the default name; validation requires a non-empty one.
         name = obj.get_str("schedulerName", DEFAULT_SCHEDULER_NAME if len(raw_profiles) == 1 else "")
         if not name:
@@ -337,7 +344,7 @@ def _plugin_set(obj: ArgsReader | None, point: str, legacy: bool) -> _PluginSet:
         name = _LEGACY_ENABLE_ALIASES.get(written, written) if legacy else written
         if written not in supported:
             unsupported(item.at("name"), written, supported)
-        weight = item.get_int("weight", 0)
+        weight = item.get_int("weight", 0, "int32")
         if not 0 <= weight <= _MAX_INT32:
             invalid(item.at("weight"), weight, f"must be in the range [0, {_MAX_INT32}]")
         if any(p.name == name for p in enabled):
@@ -561,10 +568,10 @@ def _leader_election(obj: ArgsReader, legacy: bool) -> LeaderElectionConfig:
 def _client_connection(obj: ArgsReader) -> ClientConnectionConfig:
     """kube-scheduler's client defaults (qps 0 -> 50, burst 0 -> 100) and component-base checks."""
     obj.check_keys(("kubeconfig", "qps", "burst"), ("contentType", "acceptContentTypes"))
-    qps = obj.get_float("qps", 0.0)
+    qps = obj.get_float("qps", 0.0, "float32")
     if qps < 0:
         invalid(obj.at("qps"), obj.raw("qps"), "must be non-negative")
-    burst = obj.get_int("burst", 0)
+    burst = obj.get_int("burst", 0, "int32")
     if burst < 0:
         invalid(obj.at("burst"), burst, "must be non-negative")
     return ClientConnectionConfig(

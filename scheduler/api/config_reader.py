@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 from collections.abc import Collection, Iterable, Mapping
-from typing import NoReturn
+from typing import Literal, NoReturn
+
+GoInt = Literal["int32", "int64"]
+GoFloat = Literal["float32", "float64"]
+_GO_INT_RANGES: dict[GoInt, tuple[int, int]] = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 
 class FieldError(Exception):
     def __init__(self, field: str, message: str) -> None:
@@ -65,6 +70,23 @@ def child(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
+def go_int(path: str, value: object, go_type: GoInt) -> int:
+    """`value` decoded into a Go `go_type` field as kube-scheduler decodes its file: YAML to JSON
+    (sigs.k8s.io/yaml writes a whole float such as `20.0` or `1e3` as the integer), then
+    encoding/json, which refuses a fraction, a non-number and a number outside the type's range
+    (`json: cannot unmarshal number ... of type int32`)."""
+    if isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, bool) or not isinstance(value, int):
+        invalid(path, value, "must be an integer")
+    else:
+        number = value
+    low, high = _GO_INT_RANGES[go_type]
+    if not low <= number <= high:
+        invalid(path, value, f"out of range of {go_type} [{low}, {high}]")
+    return number
+
+
 def type_name(value: object) -> str:
     if isinstance(value, dict):
         return "a mapping"
@@ -110,21 +132,24 @@ class ArgsReader:
                 raise FieldError(child(self.path, original), f"unknown field ({hint})" if hint else
                                   f"unknown field; known fields: {', '.join(sorted(known))}")
 
-    def get_int(self, key: str, default: int) -> int:
+    def get_int(self, key: str, default: int, go_type: GoInt = "int64") -> int:
+        """An integer field of Go type `go_type` (upstream's, where the field is upstream's;
+        Tessera's own are int64): see `go_int`."""
         value = self.raw(key)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int):
-            invalid(self.at(key), value, "must be an integer")
-        return value
+        return default if value is None else go_int(self.at(key), value, go_type)
 
-    def get_float(self, key: str, default: float) -> float:
+    def get_float(self, key: str, default: float, go_type: GoFloat = "float64") -> float:
         value = self.raw(key)
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, (int, float)) or abs(value) > 1e300 \
                 or not math.isfinite(value):
             invalid(self.at(key), value, "must be a number")
+        if go_type == "float32":
+            try:  # rounds to the nearest float32, as strconv.ParseFloat(s, 32); beyond its range: an error
+                struct.pack("<f", value)
+            except OverflowError:
+                invalid(self.at(key), value, "out of range of float32")
         return float(value)
 
     def get_bool(self, key: str, default: bool) -> bool:

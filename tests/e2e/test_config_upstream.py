@@ -1,8 +1,9 @@
 """Configuration files that kube-scheduler (the pinned binary) refuses are refused by Tessera too,
 at the field upstream names (review of the configuration; see tests/unit/test_config_review.py).
 
-kube-scheduler is run on each file with a kubeconfig pointing nowhere: every case here fails
-while the configuration is decoded, validated or its profiles built, before any connection.
+kube-scheduler is run on each file with a kubeconfig pointing nowhere: every refused case fails
+while the configuration is decoded, validated or its profiles built, before any connection; an
+accepted one gets as far as starting (then retries the unreachable apiserver, and is killed).
 """
 
 from __future__ import annotations
@@ -56,9 +57,43 @@ CASES = {
     "max-backoff-default": ("podInitialBackoffSeconds: 20\n", V1,
                             "podMaxBackoffSeconds: Invalid value: 10: must be greater than or equal to "
                             "PodInitialBackoffSeconds", "podMaxBackoffSeconds"),
+    # numbers outside the Go type of kube-scheduler's field: a decoding error (review of the numbers)
+    "max-backoff-beyond-int64": ("podMaxBackoffSeconds: 9223372036854775808\n", V1,
+                                 "cannot unmarshal number 9223372036854775808 into Go struct field "
+                                 "KubeSchedulerConfiguration.podMaxBackoffSeconds of type int64", "podMaxBackoffSeconds"),
+    "parallelism-beyond-int32": ("parallelism: 2147483648\n", V1, "cannot unmarshal number 2147483648 into Go struct "
+                                 "field KubeSchedulerConfiguration.parallelism of type int32", "parallelism"),
+    "burst-beyond-int32": ("clientConnection: {kubeconfig: KUBECONFIG, burst: 2147483648}\n", V1,
+                           "cannot unmarshal number 2147483648 into Go struct field "
+                           "ClientConnectionConfiguration.clientConnection.burst of type int32", "clientConnection.burst"),
+    "qps-beyond-float32": ("clientConnection: {kubeconfig: KUBECONFIG, qps: 1e39}\n", V1,
+                           "cannot unmarshal number 1e+39 into Go struct field "
+                           "ClientConnectionConfiguration.clientConnection.qps of type float32", "clientConnection.qps"),
+    "min-candidates-beyond-int32": (
+        "profiles:\n- pluginConfig:\n  - name: DefaultPreemption\n    args: {minCandidateNodesAbsolute: 2147483648}\n",
+        V1, "cannot unmarshal number 2147483648 into Go struct field DefaultPreemptionArgs.minCandidateNodesAbsolute "
+            "of type int32", "profiles[0].pluginConfig[0].args.minCandidateNodesAbsolute"),
+    "backoff-fraction": ("podMaxBackoffSeconds: 2.5\n", V1, "cannot unmarshal number 2.5 into Go struct field "
+                         "KubeSchedulerConfiguration.podMaxBackoffSeconds of type int64", "podMaxBackoffSeconds"),
+    # fields kubescheduler.config.k8s.io/v1 does not have
+    "healthz-bind-address": ("healthzBindAddress: 0.0.0.0:10251\n", V1,
+                             'strict decoding error: unknown field \\"healthzBindAddress\\"', "healthzBindAddress"),
+    "metrics-bind-address": ("metricsBindAddress: 0.0.0.0:10251\n", V1,
+                             'strict decoding error: unknown field \\"metricsBindAddress\\"', "metricsBindAddress"),
+    "percentage-of-placements": ("profiles:\n- percentageOfPlacementsToScore: 50\n", V1,
+                                 'strict decoding error: unknown field \\"profiles[0].percentageOfPlacementsToScore\\"',
+                                 "profiles[0].percentageOfPlacementsToScore"),
     "negative-weight": ("profiles:\n- plugins:\n    score:\n      enabled: [{name: TaintToleration, weight: -3}]\n",
                         V1, "total score of Score plugins could overflow", "profiles[0].plugins.score.enabled[0].weight"),
 }
+
+
+def _document(api_version: str, kubeconfig: Path, body: str) -> str:
+    """The file: `body` after a header that points kube-scheduler at `kubeconfig` (a body that
+    sets clientConnection itself writes KUBECONFIG where the path goes)."""
+    header = "" if "clientConnection" in body else f"clientConnection: {{kubeconfig: {kubeconfig}}}\n"
+    return (f"apiVersion: {api_version}\nkind: KubeSchedulerConfiguration\n{header}"
+            f"leaderElection: {{leaderElect: false}}\n{body.replace('KUBECONFIG', str(kubeconfig))}")
 
 
 @pytest.mark.timeout(120)
@@ -72,8 +107,7 @@ def test_kube_scheduler_and_tessera_both_refuse(case: str, control_plane_binarie
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(KUBECONFIG)
     path = tmp_path / "config.yaml"
-    path.write_text(f"apiVersion: {api_version}\nkind: KubeSchedulerConfiguration\n"
-                    f"clientConnection: {{kubeconfig: {kubeconfig}}}\nleaderElection: {{leaderElect: false}}\n{body}")
+    path.write_text(_document(api_version, kubeconfig, body))
 
     proc = subprocess.run([str(binary), f"--config={path}", "--secure-port=0"], capture_output=True, text=True,
                           timeout=60)
@@ -84,3 +118,42 @@ def test_kube_scheduler_and_tessera_both_refuse(case: str, control_plane_binarie
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert info.value.field == field, str(info.value)
+
+
+# Files both read: whole numbers written as floats decode as those integers (sigs.k8s.io/yaml writes
+# them as integers for encoding/json); (file body, what Tessera then holds, read from the config).
+ACCEPTED = {
+    "backoff-as-float": ("podMaxBackoffSeconds: 20.0\n", 20),
+    "backoff-in-exponent-form": ("podMaxBackoffSeconds: 1e3\n", 1000),
+    "largest-int64-backoff": ("podMaxBackoffSeconds: 9223372036854775807\n", 2**63 - 1),
+}
+_STARTED = "Starting Kubernetes Scheduler"  # logged by Run, after the configuration is decoded and validated
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", sorted(ACCEPTED))
+def test_kube_scheduler_and_tessera_both_accept(case: str, control_plane_binaries: ControlPlaneBinaries,
+                                               tmp_path: Path) -> None:
+    binary = control_plane_binaries.kube_scheduler
+    if binary is None:
+        pytest.skip("kube-scheduler binary not available (KUBEBUILDER_ASSETS without it)")
+    body, expected = ACCEPTED[case]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    path = tmp_path / "config.yaml"
+    path.write_text(_document(V1, kubeconfig, body))
+
+    proc = subprocess.Popen([str(binary), f"--config={path}", "--secure-port=0"], stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        lines = []
+        for line in proc.stderr:  # it runs on (retrying the unreachable apiserver) once started
+            lines.append(line)
+            if _STARTED in line or "command failed" in line:
+                break
+    finally:
+        proc.kill()
+        proc.wait()
+    assert lines and _STARTED in lines[-1], "".join(lines)[-2000:]
+
+    assert load_config(path).pod_max_backoff_seconds == expected

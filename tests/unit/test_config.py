@@ -252,8 +252,8 @@ def test_leader_election_off_skips_timing_checks() -> None:
 
 
 def test_ignored_upstream_keys_are_accepted() -> None:
-    parse_config(v1(parallelism=32, healthzBindAddress="", metricsBindAddress="", enableProfiling=True,
-                    enableContentionProfiling=False, extenders=[], delayCacheUntilActive=True), "t")
+    parse_config(v1(parallelism=32, enableProfiling=True, enableContentionProfiling=False, extenders=[],
+                    delayCacheUntilActive=True), "t")
 
 
 # --- legacy v1alpha1 --------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from scheduler.api.config_reader import ArgsReader, forbidden, invalid, required, type_name, unsupported
+from scheduler.api.config_reader import ArgsReader, forbidden, go_int, invalid, required, type_name, unsupported
 from scheduler.core.resources import PODS
 
 ScoringType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
@@ -129,7 +129,8 @@ def _shape(owner: ArgsReader, key: str, *, max_score: int, scale: int) -> tuple[
     for i, raw in enumerate(items):
         point = ArgsReader(raw, f"{path}[{i}]", fold=owner.fold)
         point.check_keys(("utilization", "score"))
-        points.append((point, point.get_int("utilization", 0), point.get_int("score", 0)))
+        points.append((point, point.get_int("utilization", 0, "int32"),
+                       point.get_int("score", 0, "int32")))
     for (_, previous, _), (point, utilization, _) in zip(points, points[1:]):
         if previous >= utilization:
             invalid(point.at("utilization"), utilization, "values must be sorted in increasing order")
@@ -156,8 +157,7 @@ def parse_legacy_args(args: ArgsReader) -> ScoringStrategy:
         item = f"{path}[{name}]"
         if not isinstance(name, str) or not name:
             invalid(item, name, "resource names must be non-empty strings")
-        if isinstance(weight, bool) or not isinstance(weight, int):
-            invalid(item, weight, "must be an integer")
+        weight = go_int(item, weight, "int64")  # 1.17's map[string]int64
         if weight < 1:
             invalid(item, weight, f"resource weight of {name} must not be less than 1")
         resources.append(ResourceWeight(name=name, weight=weight))

@@ -19,8 +19,8 @@ class PreemptionArgs(BaseModel):
 
 
 def parse_args(args: ArgsReader) -> PreemptionArgs:
-    percentage = args.get_int("minCandidateNodesPercentage", 10)
-    absolute = args.get_int("minCandidateNodesAbsolute", 100)
+    percentage = args.get_int("minCandidateNodesPercentage", 10, "int32")
+    absolute = args.get_int("minCandidateNodesAbsolute", 100, "int32")
     if not 0 <= percentage <= 100:
         invalid(args.at("minCandidateNodesPercentage"), percentage, "not in valid range [0, 100]")
     if absolute < 0:
