@@ -210,8 +210,8 @@ class FakeKubelet:
                 self.allocations.setdefault(uid, {}).setdefault(container["name"], {})[resource] = ids
                 self.responses.setdefault(uid, {}).setdefault(container["name"], {})[resource] = \
                     response.container_responses[0]
-                if is_init and container.get("restartPolicy") != "Always":
-                    reusable[resource] = ids
+                if is_init and container.get("restartPolicy") != "Always":  # upstream: Union (pod_devices.go)
+                    reusable[resource] = list(dict.fromkeys([*reusable.get(resource, []), *ids]))
                 else:
                     reusable[resource] = [i for i in reusable.get(resource, []) if i not in ids]
         return self.responses.get(uid, {})

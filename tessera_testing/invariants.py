@@ -43,6 +43,7 @@ import orjson
 from scheduler.api.quantity import format_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX, ResourceClass, parse_resource_class
+from scheduler.core.lifecycle import Phases, always, slice_peak
 from scheduler.core.objects import (
     PODGROUP_LABEL,
     TERMINAL_PHASES,
@@ -263,6 +264,7 @@ class _Grant:
     device: str
     device_id: str
     amount: Fraction | int | None  # an exact quantity (the core keeps whole numbers as int)
+    phases: Phases = frozenset((0,))  # of the pod's life, the container runs in (`lifecycle`)
 
 
 def _grants(pods: Iterable[JSON], out: list[Violation]) -> list[_Grant]:
@@ -280,12 +282,27 @@ def _grants(pods: Iterable[JSON], out: list[Violation]) -> list[_Grant]:
             out.append(Violation(BAD_ANNOTATION, key, f"{ann.DEVICES} cannot be decoded: {err}"))
             continue
         node = pod["spec"]["nodeName"]
+        try:
+            phases = parse_pod(pod).container_phases()
+        except ObjectError:
+            phases = {}
         for container, by_resource in assignment.items():
             for resource, entries in by_resource.items():
                 for grant in entries:
                     grants.append(_Grant(key, pod["metadata"]["uid"], node, resource, container, grant.device,
-                                         grant.device_id, grant.amount))
+                                         grant.device_id, grant.amount, phases.get(container, always(phases))))
     return grants
+
+
+def _shared_total(shared: Iterable[_Grant]) -> Fraction:
+    """What the pods hold of one device through slices: per pod, its slices of one resource name
+    that run at once (a finished init container's room is a later container's), `slice_peak`."""
+    by_pod: dict[str, dict[str, dict[int, Fraction | int]]] = defaultdict(dict)
+    for g in shared:
+        by_phase = by_pod[g.uid].setdefault(g.resource, {})
+        for phase in g.phases:
+            by_phase[phase] = by_phase.get(phase, 0) + (g.amount or 0)
+    return sum((Fraction(slice_peak(held)) for held in by_pod.values()), Fraction(0))
 
 
 def _class_for(resource: str, classes: Mapping[str, JSON]) -> ResourceClass | None:
@@ -376,9 +393,11 @@ def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None =
         exclusive = [g for g in held if g.amount is None]
         shared = [g for g in held if g.amount is not None]
         holders = sorted({g.pod for g in held})
-        if len(exclusive) > 1:
+        overlapping = [(a, b) for i, a in enumerate(exclusive) for b in exclusive[i + 1:]
+                       if a.uid != b.uid or not a.phases.isdisjoint(b.phases)]
+        if overlapping:  # two pods, or two containers of one pod that run at once
             out.append(Violation(DEVICE_CAPACITY, name, f"exclusively assigned {len(exclusive)} times: "
-                                 f"{', '.join(sorted(g.pod for g in exclusive))}"))
+                                 f"{', '.join(sorted(f'{g.pod} ({g.container})' for g in exclusive))}"))
         if exclusive and shared:
             out.append(Violation(DEVICE_CAPACITY, name, f"assigned exclusively and shared at once: {', '.join(holders)}"))
         if device is not None:
@@ -389,7 +408,7 @@ def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None =
             if shared:
                 dimension = _dimension(shared[0].resource, view)
                 capacity = device.capacity.get(dimension)
-                total = sum((g.amount for g in shared if g.amount is not None), Fraction(0))
+                total = _shared_total(shared)
                 if capacity is None or total > capacity:
                     out.append(Violation(DEVICE_CAPACITY, name, f"shared {format_quantity(total)} of {dimension} > "
                                          f"capacity {format_quantity(capacity) if capacity is not None else 'none'}: "

@@ -17,6 +17,7 @@ from typing import Any
 
 from scheduler.api.quantity import Amount, QuantityError, exact, parse_quantity
 from scheduler.core import annotations as ann
+from scheduler.core.lifecycle import APP, INIT, SIDECAR, ContainerKind, Phases, container_phases
 from scheduler.core.resources import (
     CPU,
     ExactResources,
@@ -367,6 +368,7 @@ def parse_node(obj: JSON) -> Node:
 class Container:
     name: str
     requests: Resources  # requests, defaulted from limits the way the apiserver does
+    kind: ContainerKind = APP  # plain init container, sidecar or app container (see lifecycle)
 
 
 @dataclass(frozen=True, slots=True)
@@ -433,6 +435,10 @@ class Pod:
     def terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
 
+    def container_phases(self) -> dict[str, Phases]:
+        """Which phases of the pod's life each container runs in (`lifecycle`)."""
+        return container_phases((c.name, c.kind) for c in self.containers)
+
 
 # What the kubelet reports of an in-place resize (InPlacePodVerticalScaling, GA since 1.35):
 # the requests it runs with (`status...resources.requests`) and the ones it admitted
@@ -440,9 +446,10 @@ class Pod:
 ResizeStatus = tuple[ExactResources, ExactResources]
 
 
-def _container(raw: object, where: str) -> tuple[Container, ExactResources, bool]:
+def _container(raw: object, where: str, init: bool) -> tuple[Container, ExactResources, bool]:
     """A container (its requests rounded up: device grants are made per container), its exact
-    requests and whether it is a sidecar (a restartable init container)."""
+    requests and whether it is a sidecar (a restartable init container); `init`: it is listed
+    in `spec.initContainers`."""
     item = _mapping(raw, where)
     name = _str(item.get("name"), f"{where}.name")
     resources = _mapping(item.get("resources"), f"{where}.resources")
@@ -451,7 +458,8 @@ def _container(raw: object, where: str) -> tuple[Container, ExactResources, bool
     for res, amount in limits.items():
         requests.setdefault(res, amount)
     sidecar = item.get("restartPolicy") == "Always"
-    return Container(name, {res: math.ceil(amount) for res, amount in requests.items()}), requests, sidecar
+    kind = (SIDECAR if sidecar else INIT) if init else APP
+    return Container(name, {res: math.ceil(amount) for res, amount in requests.items()}, kind), requests, sidecar
 
 
 def _counted(container: Container, requests: ExactResources, statuses: Mapping[str, ResizeStatus],
@@ -565,8 +573,8 @@ def parse_pod(obj: JSON) -> Pod:
     statuses = _container_resize_statuses(status)
     init_list = _list(spec.get("initContainers"), "Pod.spec.initContainers")
     app_list = _list(spec.get("containers"), "Pod.spec.containers")
-    inits = [_container(c, f"Pod.spec.initContainers[{i}]") for i, c in enumerate(init_list)]
-    apps = [_container(c, f"Pod.spec.containers[{i}]") for i, c in enumerate(app_list)]
+    inits = [_container(c, f"Pod.spec.initContainers[{i}]", True) for i, c in enumerate(init_list)]
+    apps = [_container(c, f"Pod.spec.containers[{i}]", False) for i, c in enumerate(app_list)]
     app_requests = [_counted(c, r, statuses, infeasible) for c, r, _ in apps]
     init_requests = [(_counted(c, r, statuses, infeasible) if s else r, s) for c, r, s in inits]
     overhead = exact_resource_list(spec.get("overhead"), "Pod.spec.overhead")

@@ -18,6 +18,7 @@ import numpy.typing as npt
 from scheduler.api.quantity import Amount
 from scheduler.core.classes import ClassRegistry, ResourceClass
 from scheduler.core.framework.placement import Domain
+from scheduler.core.lifecycle import Phases, peak
 from scheduler.core.objects import Pod
 from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 
@@ -30,6 +31,9 @@ class DeviceRequest:
     resource_name: str
     count: int
     cls: ResourceClass
+    # the phases of the pod's life the container runs in (`lifecycle`): a request may take
+    # a device its pod's other containers of the same resource name hold in other phases only
+    phases: Phases = frozenset((0,))
 
 
 @dataclass(slots=True)
@@ -67,6 +71,17 @@ class PodContext:
     device_demand: DemandOf | None = None  # set by the device plugin's batch filter
     domain: Domain | None = None  # a gang's topology domain being tried: the attempt stays inside
 
+    def class_needs(self) -> dict[str, int]:
+        """Per exclusive ResourceClass, how many of its devices the pod holds: its containers'
+        requests of it in the phase of the pod's life that asks for the most (`lifecycle.peak`:
+        a finished plain init container's devices are the later containers', as the kubelet
+        reuses them), not their sum."""
+        needs: dict[str, list[tuple[Phases, int]]] = {}
+        for req in self.device_requests:
+            if req.cls.sharing is None:
+                needs.setdefault(req.cls.name, []).append((req.phases, req.count))
+        return {name: peak(counts) for name, counts in needs.items()}
+
     def plain_request(self, name: str) -> int:
         for resource, amount in self.plain:
             if resource == name:
@@ -84,6 +99,7 @@ def prepare(pod: Pod, classes: ClassRegistry) -> PodContext:
         elif name != PODS:
             plain.append((name, amount))
     requests: list[DeviceRequest] = []
+    phases = pod.container_phases()
     for name in sorted(class_names):
         cls = classes.resource_class(name)
         if cls is None:
@@ -99,7 +115,7 @@ def prepare(pod: Pod, classes: ClassRegistry) -> PodContext:
         for container in pod.containers:
             count = container.requests.get(name, 0)
             if count:
-                requests.append(DeviceRequest(container.name, name, count, cls))
+                requests.append(DeviceRequest(container.name, name, count, cls, phases[container.name]))
     # Fit's fast path: a pod that requests nothing only needs a pod slot.
     order = {CPU: 0, MEMORY: 1, EPHEMERAL_STORAGE: 2}
     plain.sort(key=lambda item: (order.get(item[0], 3), item[0]))

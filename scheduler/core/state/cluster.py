@@ -21,6 +21,7 @@ from scheduler.api.quantity import Amount
 from scheduler.core.annotations import DeviceAssignment
 from scheduler.core.classes import ClassRegistry, ResourceClass, parse_resource_class
 from scheduler.core.disruption import DisruptionBudget, parse_disruption_budget
+from scheduler.core.lifecycle import device_holds
 from scheduler.core.objects import (
     JSON,
     Device,
@@ -419,10 +420,11 @@ class ClusterState:
                                   "until the annotation is fixed or the pod is gone",
                                   pod.meta.namespace, pod.uid))
         for by_resource in (devices or {}).values():
-            for resource, entries in by_resource.items():
+            for entries in by_resource.values():
                 for grant in entries:
                     self.ledger.hold_unseen(grant.device, grant.device_id, info)
-                    notices += self.ledger.charge(pod, grant.device, grant.amount, resource)
+        for device, (amount, resource) in _holds(pod, devices).items():
+            notices += self.ledger.charge(pod, device, amount, resource)
         placement = placement_of(pod, node_name, devices, broken, assumed)
         self.placements[pod.uid] = placement
         info.pods.add(pod.uid)
@@ -687,11 +689,21 @@ def _on_pdb(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[Clust
 
 def placement_of(pod: Pod, node_name: str, devices: DeviceAssignment | None, broken: bool = False,
                  assumed: bool = True) -> Placement:
-    """What placing the pod on the node with these devices charges."""
-    grants = tuple((grant.device, grant.amount) for by_resource in (devices or {}).values()
-                   for entries in by_resource.values() for grant in entries)
+    """What placing the pod on the node with these devices charges: each device once, as the
+    pod holds it over its containers' lives (`_holds`)."""
+    grants = tuple((device, amount) for device, (amount, _) in _holds(pod, devices).items())
     return Placement(node_name, dict(pod.requests), pod.node_scoring_requests.get(CPU, 0),
                      pod.node_scoring_requests.get(MEMORY, 0), grants, broken, assumed)
+
+
+def _holds(pod: Pod, devices: DeviceAssignment | None) -> dict[str, tuple[Amount | None, str]]:
+    """device -> (what the pod holds of it, the resource name of its first grant): a device its
+    containers are given in phases of its life that do not meet (a finished init container's,
+    handed on as the kubelet does) is held once (`lifecycle.device_holds`)."""
+    grants = {container: {resource: [(grant.device, grant.amount) for grant in entries]
+                          for resource, entries in by_resource.items()}
+              for container, by_resource in (devices or {}).items()}
+    return device_holds(grants, pod.container_phases())
 
 
 def _as_victim(pod: Pod) -> tuple[str | None, int]:

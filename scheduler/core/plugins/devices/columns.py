@@ -118,12 +118,10 @@ def simple_exclusive(columns: ClassColumns, ctx: PodContext) -> tuple[str, str, 
 
 def devices_possible(columns: ClassColumns, ctx: PodContext, n: int) -> Bools:
     """Rows with enough free matching devices (or shared room) for the pod's class requests."""
-    exclusive: dict[str, int] = {}
+    exclusive = ctx.class_needs()
     shared: dict[str, int] = {}
     for req in ctx.device_requests:
-        if req.cls.sharing is None:
-            exclusive[req.cls.name] = exclusive.get(req.cls.name, 0) + req.count
-        else:
+        if req.cls.sharing is not None:
             shared[req.cls.name] = max(shared.get(req.cls.name, 0), req.count)
     possible = np.ones(n, np.bool_)
     for needs in (exclusive, shared):

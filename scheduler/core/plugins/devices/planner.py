@@ -10,6 +10,10 @@ the plan is kept for Reserve and for scoring. Choice rules:
 - a multi-GPU container takes its GPUs from one NVLink group, else one NUMA node, when the node's
   devices describe them (`within_one_group`); a node where the request must span groups scores
   half, so nodes where it fits inside one win;
+- a container takes first the devices (or, for slices, the room on a device) its pod's finished
+  plain init containers had under the same resource name, as the kubelet hands them on
+  (`devicesToReuse`); a sidecar's or another running container's never (`lifecycle`): a pod
+  with a 1-GPU init container and a 1-GPU app container holds one GPU;
 - a device with any shared use is not free for exclusive use, and vice versa;
 - on nodes that advertise the device resourceName (e.g. `nvidia.com/gpu: 4`), plain count requests
   and class-assigned devices share that count, so neither can oversubscribe the other.
@@ -25,13 +29,14 @@ from typing import Protocol, runtime_checkable
 from scheduler.api.quantity import Amount
 from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, DevicePlan, DeviceRequest, PodContext
 from scheduler.core.framework.nodecache import NodeCache
+from scheduler.core.lifecycle import Phases, slice_peak
 from scheduler.core.objects import Device
 from scheduler.core.state import ClusterState, DeviceUse, NodeInfo
 
 _CACHED_REQUESTS = 128
 GROUP_ATTRIBUTES = ("nvlinkGroup", "numaNode")  # device topology inside a node, tightest first
 BROKEN = "node(s) had unreadable device assignments"
-RequestKey = tuple[tuple[str, str, int], ...]
+RequestKey = tuple[tuple[str, str, int, Phases], ...]
 
 
 @runtime_checkable
@@ -128,7 +133,7 @@ class DevicePlanner:
 
     def _cache_for(self, requests: tuple[DeviceRequest, ...]) -> NodeCache[DevicePlan | str]:
         """The per-node plan cache for these requests."""
-        key = tuple((r.container, r.resource_name, r.count) for r in requests)
+        key = tuple((r.container, r.resource_name, r.count, r.phases) for r in requests)
         per_node = self._plans.get(key)
         if per_node is None:
             per_node = self._plans[key] = NodeCache()
@@ -155,14 +160,18 @@ class DevicePlanner:
         """A device plan for all requests on this node, or the reason there is none."""
         use = self.state.ledger.use
         matches = self.state.classes.device_classes
-        taken: set[str] = set()  # exclusive within this pod
-        shared_extra: dict[str, Amount] = {}  # shared amounts within this pod
+        # the pod's whole devices -> (resource name, phases of its life they are taken in): a
+        # later container of that resource name running in other phases only takes them first
+        # (the kubelet's devicesToReuse), any other request of the pod never
+        whole: dict[str, tuple[str, set[int]]] = {}
+        sliced: dict[str, dict[str, dict[int, Amount]]] = {}  # the pod's slices: device -> resource -> phase -> amount
         grants: dict[str, dict[str, list[tuple[str, Amount | None]]]] = {}
         newly_busy: dict[str, int] = {}
         scores: list[int] = []
         # the most constrained request first — whole devices before slices, then the fewest
         # devices to choose from — so that a request with more choice never takes the only
-        # device another one of the pod can use (a feasible plan is then found greedily)
+        # device another one of the pod can use (a feasible plan is then found greedily); the
+        # requests of one resource name stay in container order (kubelet order), which reuse needs
         choices = [[d for d in info.devices.values() if d.schedulable and req.cls.name in matches.get(d.name, ())]
                    for req in requests]
         order = sorted(range(len(requests)), key=lambda i: (requests[i].cls.sharing is not None, len(choices[i])))
@@ -170,28 +179,37 @@ class DevicePlanner:
             req, candidates = requests[index], choices[index]
             cls = req.cls
             chosen: list[tuple[str, Amount | None]] = []
-            if cls.sharing is None:
-                free = [d for d in candidates if d.name not in taken and d.name not in shared_extra
-                        and not _busy(use.get(d.name))]
-                if len(free) < req.count:
-                    return f"Insufficient {req.resource_name}"
-                def others(device: Device) -> int:  # how many classes could use it (fewest first)
-                    return len(matches.get(device.name, ()))
 
+            def others(device: Device) -> int:  # how many classes could use it (fewest first)
+                return len(matches.get(device.name, ()))
+
+            if cls.sharing is None:
+                reused = sorted((d for d in candidates if (held := whole.get(d.name)) is not None
+                                 and held[0] == req.resource_name and held[1].isdisjoint(req.phases)),
+                                key=lambda d: (others(d), d.name))[:req.count]
+                free = [d for d in candidates if d.name not in whole and d.name not in sliced
+                        and not _busy(use.get(d.name))]
+                need = req.count - len(reused)
+                if len(free) < need:
+                    return f"Insufficient {req.resource_name}"
                 free.sort(key=lambda d: (others(d), d.name))
-                picked, split = within_one_group(free, req.count, described(candidates), others)
+                picked, split = within_one_group(free, need, described(candidates), others) if need else ([], False)
+                for device in reused:
+                    whole[device.name][1].update(req.phases)
+                    chosen.append((device.name, None))
                 for device in picked:
-                    taken.add(device.name)
+                    whole[device.name] = (req.resource_name, set(req.phases))
                     chosen.append((device.name, None))
                     newly_busy[device.resource_name] = newly_busy.get(device.resource_name, 0) + 1
-                busy_after = sum(1 for d in candidates if d.name in taken or _busy(use.get(d.name)))
+                busy_after = sum(1 for d in candidates if d.name in whole or _busy(use.get(d.name)))
                 score = busy_after * MAX_NODE_SCORE // len(candidates)
                 scores.append(score // 2 if split else score)
             else:
                 amount = cls.sharing.unit * req.count
-                fitting: list[tuple[tuple[Amount, int, str], Device]] = []
+                # ((what the pod's hold of the device grows by, room left, others, name), device)
+                fitting: list[tuple[tuple[Amount, Amount, int, str], Device]] = []
                 for device in candidates:
-                    if device.name in taken:
+                    if device.name in whole:
                         continue
                     device_use = use.get(device.name)
                     if device_use is not None and device_use.exclusive:
@@ -199,28 +217,31 @@ class DevicePlanner:
                     capacity = device.capacity.get(cls.sharing.dimension)
                     if capacity is None:
                         continue
-                    used = (device_use.shared_total if device_use is not None else 0) \
-                        + shared_extra.get(device.name, 0)
-                    left = capacity - used - amount
+                    mine = sliced.get(device.name, {})
+                    before = slice_peak(mine)
+                    after = _peak_with(mine, req.resource_name, req.phases, amount)
+                    left = capacity - (device_use.shared_total if device_use is not None else 0) - after
                     if left < 0:
                         continue
-                    fitting.append(((left, len(matches.get(device.name, ())), device.name), device))
+                    fitting.append(((after - before, left, others(device), device.name), device))
                 if not fitting:
                     return f"Insufficient {req.resource_name}"
                 fitting.sort(key=lambda item: item[0])
                 best, best_device = fitting[0]
-                if self.slice_chooser is not None and len(fitting) > 1 and not taken and not shared_extra:
+                if self.slice_chooser is not None and len(fitting) > 1 and not whole and not sliced:
                     # only for a pod's first device request: the chooser sees the node as it is
                     chosen_device = self.slice_chooser.choose_slice(
                         info, cls.sharing.dimension, amount, [device for _, device in fitting])
                     best, best_device = next(item for item in fitting if item[1] is chosen_device)
                 device_use = use.get(best_device.name)
-                if not _busy(device_use) and best_device.name not in shared_extra:
+                if not _busy(device_use) and best_device.name not in sliced:
                     newly_busy[best_device.resource_name] = newly_busy.get(best_device.resource_name, 0) + 1
-                shared_extra[best_device.name] = shared_extra.get(best_device.name, 0) + amount
+                by_phase = sliced.setdefault(best_device.name, {}).setdefault(req.resource_name, {})
+                for phase in req.phases:
+                    by_phase[phase] = by_phase.get(phase, 0) + amount
                 chosen.append((best_device.name, amount))
                 capacity = best_device.capacity[cls.sharing.dimension]
-                scores.append(int((capacity - best[0]) * MAX_NODE_SCORE // capacity) if capacity else 0)
+                scores.append(int((capacity - best[1]) * MAX_NODE_SCORE // capacity) if capacity else 0)
             grants.setdefault(req.container, {}).setdefault(req.resource_name, []).extend(chosen)
         for resource, count in newly_busy.items():
             if info.node is not None and resource in info.node.allocatable \
@@ -273,6 +294,14 @@ def over_count(ctx: PodContext, plan: DevicePlan, info: NodeInfo) -> str | None:
         if own and resource in node.allocatable and info.used(resource) + count + own > node.allocatable[resource]:
             return f"Insufficient {resource}"
     return None
+
+
+def _peak_with(held: dict[str, dict[int, Amount]], resource: str, phases: Iterable[int], amount: Amount) -> Amount:
+    """`slice_peak` of a pod's slices of one device with one more slice of `resource`."""
+    grown = dict(held.get(resource, {}))
+    for phase in phases:
+        grown[phase] = grown.get(phase, 0) + amount
+    return slice_peak({**held, resource: grown})
 
 
 def _busy(use: DeviceUse | None) -> bool:

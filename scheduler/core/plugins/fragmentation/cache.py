@@ -47,7 +47,7 @@ class FragmentationCache:
         `generation` (classes and workload epoch) moved: a dictionary lookup per unchanged node."""
         pod = ctx.pod
         demand = (pod.requests.get(CPU, 0), pod.requests.get(self.fragmentation.resource, 0),
-                  tuple((r.resource_name, r.count) for r in ctx.device_requests))
+                  tuple((r.resource_name, r.count, r.phases) for r in ctx.device_requests))
         cache = self._scores.get(demand)
         if cache is None:
             cache = self._scores[demand] = NodeCache()
@@ -72,7 +72,7 @@ class FragmentationCache:
         ids = self._row_ids(nodes, rows, generation)
         pod = ctx.pod
         demand = (pod.requests.get(CPU, 0), pod.requests.get(self.fragmentation.resource, 0),
-                  tuple((r.cls.name, r.count) for r in ctx.device_requests))
+                  tuple((r.cls.name, r.count, r.phases) for r in ctx.device_requests))
         scores = self._tables.get(demand)
         if scores is None or len(scores) < len(self._ids):
             grown = np.full(max(64, 2 * len(self._ids)), -1, np.int64)

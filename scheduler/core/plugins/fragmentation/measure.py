@@ -37,7 +37,7 @@ memos last one workload epoch. Reusing scores across cycles and nodes: cache.py.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -45,6 +45,7 @@ from scheduler.api.quantity import Amount
 from scheduler.core.classes import ResourceClass
 from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, DevicePlan, PodContext
 from scheduler.core.framework.nodecache import NodeCache
+from scheduler.core.lifecycle import Phases, device_holds
 from scheduler.core.objects import Device, Pod
 from scheduler.core.resources import CPU, is_extended
 from scheduler.core.state import ClusterState, NodeInfo
@@ -328,20 +329,18 @@ class FragmentationScore:
         idle = [gpus.devices[name] for name in gpus.idle_order]
         plan = ctx.plans.get(info.name)
         if plan is not None:
-            self._slice_changes(plan, info, gpus, removed, added, idle)
+            self._slice_changes(plan, pod.container_phases(), info, gpus, removed, added, idle)
         # Whole GPUs of a class, like plain counts, are modelled by slot, not by the device the
         # plan names (plain holds are fungible, so the two can disagree): the narrowest idle
         # GPUs of the class go first, as the planner prefers them.
-        for req in ctx.device_requests:
-            if req.cls.sharing is None:
-                matching = sorted((slot for slot in idle if req.cls.name in slot[1]),
-                                  key=lambda slot: (len(slot[1]), slot))
-                for slot in matching[:req.count]:
-                    idle.remove(slot)
-                    removed.append(slot)
-                for slot in idle[:max(0, req.count - len(matching))]:
-                    removed.append(slot)
-                del idle[:max(0, req.count - len(matching))]
+        for name, count in ctx.class_needs().items():
+            matching = sorted((slot for slot in idle if name in slot[1]), key=lambda slot: (len(slot[1]), slot))
+            for slot in matching[:count]:
+                idle.remove(slot)
+                removed.append(slot)
+            for slot in idle[:max(0, count - len(matching))]:
+                removed.append(slot)
+            del idle[:max(0, count - len(matching))]
         plain = pod.requests.get(self.resource, 0)
         removed += idle[:plain]
         pod_cpu = pod.requests.get(CPU, 0)
@@ -384,25 +383,20 @@ class FragmentationScore:
                 best, best_frag = device, frag
         return best
 
-    def _slice_changes(self, plan: DevicePlan, info: NodeInfo, gpus: NodeGpus,
+    def _slice_changes(self, plan: DevicePlan, phases: Mapping[str, Phases], info: NodeInfo, gpus: NodeGpus,
                        removed: list[GpuSlot], added: list[GpuSlot], idle: list[GpuSlot]) -> None:
         """What the plan's slices of shared GPUs do: each GPU they use gives up its slot for a
-        smaller one. Summed per device first: a pod whose containers each take a slice puts them
-        on one GPU (what the GPU keeps is what all of them leave) or on several GPUs whose slots
+        smaller one. Taken per device as the pod holds it (`lifecycle.device_holds`): a pod whose
+        containers each take a slice puts them on one GPU (what the GPU keeps is what all of them
+        leave; an init container's slice and a later one's overlap) or on several GPUs whose slots
         may be equal (each GPU changes, not only the first of a value)."""
         taken: dict[str, tuple[Device, str, Amount]] = {}  # device -> (device, dimension, the pod's amount)
-        for by_resource in plan.grants.values():
-            for resource, grants in by_resource.items():
-                cls = self.state.classes.resource_class(resource)
-                if cls is None or cls.sharing is None:
-                    continue
-                for name, amount in grants:
-                    device = info.devices.get(name)
-                    if name not in gpus.devices or device is None or amount is None:
-                        continue
-                    before = taken.get(name)
-                    dimension = before[1] if before is not None else cls.sharing.dimension
-                    taken[name] = (device, dimension, amount + (before[2] if before is not None else 0))
+        for name, (amount, resource) in device_holds(plan.grants, phases).items():
+            cls = self.state.classes.resource_class(resource)
+            device = info.devices.get(name)
+            if cls is None or cls.sharing is None or name not in gpus.devices or device is None or amount is None:
+                continue
+            taken[name] = (device, cls.sharing.dimension, amount)
         for name, (device, dimension, amount) in taken.items():
             slot = gpus.devices[name]
             if slot in idle:

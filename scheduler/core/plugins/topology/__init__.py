@@ -240,11 +240,8 @@ def _demand(table: NodeTable, members: Sequence[PodContext]) -> tuple[list[Ints]
         for name in classes:
             free.insert(0, class_columns.free.get(name, np.zeros(table.capacity, np.int64)))
         for ctx, row in zip(members, rows):
-            counts = {name: 0 for name in classes}
-            for req in ctx.device_requests:
-                if req.cls.sharing is None:
-                    counts[req.cls.name] += req.count
-            row[:0] = [float(counts[name]) for name in reversed(classes)]
+            needs = ctx.class_needs()
+            row[:0] = [float(needs.get(name, 0)) for name in reversed(classes)]
     return free, np.array(rows, np.float64).reshape(len(members), len(free))
 
 

@@ -1,0 +1,96 @@
+"""Which of a pod's containers run at the same time, as the kubelet starts them.
+
+The kubelet runs the init containers one at a time in spec order, each plain one to completion
+before the next starts; a sidecar (an init container with `restartPolicy: Always`) keeps running
+from its start until the pod ends; the app containers start together after the last init
+container. A pod therefore lives through *phases*: one per plain init container (it, and the
+sidecars started before it), then the app phase (every sidecar and every app container).
+
+Two containers whose phases do not meet never run together, so a device one had can be the
+other's. That is what the kubelet's device manager does (pkg/kubelet/cm/devicemanager/manager.go
+`Allocate`, `devicesToAllocate`): a finished plain init container's devices go to
+`devicesToReuse` and later containers of the pod asking for the same resource name take them
+first; a sidecar's or an app container's devices leave that set, as they keep running. And it is
+why kube-scheduler's `resourcehelper.PodRequests` charges the larger of each init step and the
+app phase. Container names the pod spec does not have count as running in every phase (what
+such a grant holds, it holds throughout).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+from scheduler.api.quantity import Amount
+
+ContainerKind = Literal["init", "sidecar", "app"]
+INIT: ContainerKind = "init"  # a plain init container: runs to completion before the next starts
+SIDECAR: ContainerKind = "sidecar"  # a restartable init container: runs until the pod ends
+APP: ContainerKind = "app"
+
+Phases = frozenset[int]
+# container -> resource name -> (device name, shared amount or None for the whole device)
+GrantsByContainer = Mapping[str, Mapping[str, Iterable[tuple[str, Amount | None]]]]
+
+
+def container_phases(containers: Iterable[tuple[str, ContainerKind]]) -> dict[str, Phases]:
+    """The phases each container runs in, for the pod's containers in kubelet order (init
+    containers in spec order, then app containers)."""
+    listed = list(containers)
+    app_phase = sum(1 for _, kind in listed if kind == INIT)
+    phases: dict[str, Phases] = {}
+    step = 0
+    for name, kind in listed:
+        if kind == INIT:
+            phases[name] = frozenset((step,))
+            step += 1
+        elif kind == SIDECAR:
+            phases[name] = frozenset(range(step, app_phase + 1))
+        else:
+            phases[name] = frozenset((app_phase,))
+    return phases
+
+
+def always(phases: Mapping[str, Phases]) -> Phases:
+    """Every phase of the pod: where a container the spec does not name counts."""
+    return frozenset(range(max((p for ran in phases.values() for p in ran), default=0) + 1))
+
+
+def peak(needs: Iterable[tuple[Phases, int]]) -> int:
+    """The most that runs at once of needs given with their phases (PodRequests' max)."""
+    per_phase: dict[int, int] = {}
+    for phases, amount in needs:
+        for phase in phases:
+            per_phase[phase] = per_phase.get(phase, 0) + amount
+    return max(per_phase.values(), default=0)
+
+
+def slice_peak(by_phase: Mapping[str, Mapping[int, Amount]]) -> Amount:
+    """What a pod holds of one device through shared slices: per resource name the most its
+    containers' slices there add up to in one phase, summed over resource names (the kubelet
+    reuses a finished container's slots only under the same resource name)."""
+    return sum((max(amounts.values(), default=0) for amounts in by_phase.values()), 0)
+
+
+def device_holds(grants: GrantsByContainer, phases: Mapping[str, Phases]) -> dict[str, tuple[Amount | None, str]]:
+    """What a pod holds of each device over its life, from its per-container grants: device ->
+    (None when any container has it whole, else `slice_peak` of its slices; the resource name
+    of its first grant, whose class names the sharing dimension). A device that two containers
+    are given in phases that do not meet is held once."""
+    every = always(phases)
+    whole: dict[str, str] = {}
+    sliced: dict[str, dict[str, dict[int, Amount]]] = {}
+    first: dict[str, str] = {}
+    for container, by_resource in grants.items():
+        ran = phases.get(container, every)
+        for resource, entries in by_resource.items():
+            for device, amount in entries:
+                first.setdefault(device, resource)
+                if amount is None:
+                    whole[device] = resource
+                    continue
+                by_phase = sliced.setdefault(device, {}).setdefault(resource, {})
+                for phase in ran:
+                    by_phase[phase] = by_phase.get(phase, 0) + amount
+    return {device: (None if device in whole else slice_peak(sliced[device]), resource)
+            for device, resource in first.items()}

@@ -1,0 +1,207 @@
+"""Devices of init containers and sidecars, as the kubelet's device manager hands them out.
+
+Upstream v1.36.3: kube-scheduler charges `resourcehelper.PodRequests` (component-helpers
+resource/helpers.go): max(each plain init container + the sidecars started before it, the app
+containers + all sidecars). The kubelet's device manager (pkg/kubelet/cm/devicemanager/manager.go
+`Allocate`, `devicesToAllocate`) allocates containers in that order, reusing first the devices of
+finished plain init containers (`devicesToReuse`, per resource name); a sidecar's or an app
+container's devices leave that set (they keep running), so no later container gets them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from scheduler.agent.allocate import find_allocation, pending_entries
+from scheduler.api.config import load_config
+from scheduler.core import annotations as ann
+from scheduler.core.scheduler import Scheduler
+from scheduler.sim import builders as b
+from tessera_testing.invariants import ClusterView, check_capacity
+
+GPU = "class.tessera.dev/v100"
+SLICE = "class.tessera.dev/v100-mem"
+
+
+def _scheduler(batch: bool = True) -> Scheduler:
+    return Scheduler(load_config(None), seed=7, batch=batch, explain=True)
+
+
+def _run(scheduler: Scheduler, objects: list[dict[str, Any]]) -> dict[str, tuple[str | None, dict[str, str], str]]:
+    last: dict[str, tuple[str | None, dict[str, str], str]] = {}
+    for obj in objects:
+        scheduler.apply("ADDED", obj, 0.0)
+        while (attempts := scheduler.schedule_next(0.0)) is not None:
+            for a in attempts:
+                last[a.pod.meta.name] = (a.node, dict(a.annotations), a.message)
+    return last
+
+
+def _devices(line: tuple[str | None, dict[str, str], str]) -> dict[str, list[str]]:
+    """container -> device names granted (all resources)."""
+    doc = orjson.loads(line[1][ann.DEVICES])["containers"]
+    return {c: [g["device"] for grants in by_res.values() for g in grants] for c, by_res in doc.items()}
+
+
+def _cluster(gpus: int, sharing: bool = False) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = [b.node("n", gpus=gpus)]
+    objects += [b.device("n", i, memory="8Gi") for i in range(gpus)]
+    objects.append(b.resource_class("v100", match_labels={"model": "V100"}))
+    if sharing:
+        objects.append(b.resource_class("v100-mem", match_labels={"model": "V100"},
+                                        sharing={"dimension": "memory", "unit": "1Gi"}))
+    return objects
+
+
+def _pod(name: str, resource: str, init: int = 0, sidecar: int = 0, app: int = 1,
+         sidecar_first: bool = False) -> dict[str, Any]:
+    inits = []
+    if init:
+        inits.append(b.container("setup", limits={resource: init}))
+    if sidecar:
+        side = b.container("proxy", limits={resource: sidecar}, restart_policy="Always")
+        inits.insert(0 if sidecar_first else len(inits), side)
+    return b.pod(name, containers=[b.container("main", limits={resource: app})], init_containers=inits)
+
+
+def test_plain_extended_resource_init_and_app_count_once() -> None:
+    """`nvidia.com/gpu` (no class): an init container of 1 and an app container of 1 need 1 GPU
+    (PodRequests' max), so the pod fits a 1-GPU node and a second 1-GPU pod then does not."""
+    scheduler = _scheduler()
+    objects = [b.node("n", gpus=1), _pod("p", "nvidia.com/gpu", init=1), _pod("q", "nvidia.com/gpu")]
+    lines = _run(scheduler, objects)
+    assert lines["p"][0] == "n", lines["p"][2]
+    assert lines["q"][0] is None and "Insufficient nvidia.com/gpu" in lines["q"][2], lines["q"]
+
+
+def test_class_init_container_device_is_reused_by_the_app_container() -> None:
+    """A 1-GPU class init container and a 1-GPU app container hold one GPU, as the kubelet
+    reuses the finished init container's device for the app container: the pod fits a 1-GPU
+    node, both containers are assigned that GPU, and no second pod gets it."""
+    scheduler = _scheduler()
+    lines = _run(scheduler, [*_cluster(1), _pod("p", GPU, init=1), _pod("q", GPU)])
+    assert lines["p"][0] == "n", lines["p"][2]
+    granted = _devices(lines["p"])
+    assert granted["setup"] == granted["main"] and len(granted["main"]) == 1, granted
+    assert lines["q"][0] is None and f"Insufficient {GPU}" in lines["q"][2], lines["q"]
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_class_init_container_charge_is_the_larger_of_init_and_app(batch: bool) -> None:
+    """Init 2, app 1 on a 3-GPU node: the pod holds 2 (the app reuses one of the init's GPUs),
+    so a 1-GPU pod still fits and a further one does not — in the batch (columns) and the
+    per-node forms alike."""
+    scheduler = _scheduler(batch)
+    lines = _run(scheduler, [*_cluster(3), _pod("p", GPU, init=2), _pod("q", GPU), _pod("r", GPU)])
+    assert lines["p"][0] == "n", lines["p"][2]
+    granted = _devices(lines["p"])
+    assert set(granted["main"]) <= set(granted["setup"]), granted
+    assert lines["q"][0] == "n", lines["q"][2]
+    assert not set(_devices(lines["q"])["main"]) & set(granted["setup"]), (granted, _devices(lines["q"]))
+    assert lines["r"][0] is None, lines["r"]
+
+
+def test_sidecar_device_is_never_reused() -> None:
+    """Init 1, sidecar 1, app 1: the sidecar reuses the finished init's GPU (kubelet order) and
+    keeps it; the app needs its own: 2 GPUs (PodRequests: max(1, 1+1)). On a 1-GPU node it does
+    not fit; on a 2-GPU node the app's GPU is not the sidecar's."""
+    lines = _run(_scheduler(), [*_cluster(1), _pod("p", GPU, init=1, sidecar=1)])
+    assert lines["p"][0] is None and f"Insufficient {GPU}" in lines["p"][2], lines["p"]
+    lines = _run(_scheduler(), [*_cluster(2), _pod("p", GPU, init=1, sidecar=1), _pod("q", GPU)])
+    assert lines["p"][0] == "n", lines["p"][2]
+    granted = _devices(lines["p"])
+    assert granted["proxy"] != granted["main"], granted
+    assert granted["setup"] == granted["proxy"], granted  # the kubelet's devicesToReuse hands it on
+    assert lines["q"][0] is None, lines["q"]
+
+
+def test_sidecar_started_before_an_init_container_is_held_through_it() -> None:
+    """Sidecar 1 then init 1 then app 1: the sidecar runs beside the init container and the app
+    (PodRequests: max(1+1, 1+1) = 2); the app reuses the init's GPU."""
+    lines = _run(_scheduler(), [*_cluster(2), _pod("p", GPU, init=1, sidecar=1, sidecar_first=True),
+                                _pod("q", GPU)])
+    assert lines["p"][0] == "n", lines["p"][2]
+    granted = _devices(lines["p"])
+    assert granted["setup"] == granted["main"] != granted["proxy"], granted
+    assert lines["q"][0] is None, lines["q"]
+
+
+def test_shared_slices_of_init_and_app_on_one_device_charge_the_larger() -> None:
+    """Slices: init 6Gi and app 6Gi of a 1Gi-unit class on one 8Gi GPU: the init container is
+    done before the app starts, so the pod holds 6Gi (the kubelet holds 6 slots), not 12Gi: it
+    fits, and a pod asking for 2Gi more fits beside it, one asking for 3Gi does not."""
+    scheduler = _scheduler()
+    lines = _run(scheduler, [*_cluster(1, sharing=True), _pod("p", SLICE, init=6, app=6),
+                             _pod("q", SLICE, app=2), _pod("r", SLICE, app=3)])
+    assert lines["p"][0] == "n", lines["p"][2]
+    assert lines["q"][0] == "n", lines["q"][2]
+    assert lines["r"][0] is None, lines["r"]
+    [use] = scheduler.state.ledger.use.values()
+    assert use.shared_total == 8 * 2**30
+
+
+def test_ledger_rebuilt_from_the_annotation_charges_a_reused_device_once() -> None:
+    """A bound pod whose init and app containers name the same GPU (what the planner writes, and
+    what the kubelet gives) is charged once, with no DeviceConflict, and the node's other GPU
+    stays free for another pod."""
+    scheduler = _scheduler()
+    _run(scheduler, _cluster(2))
+    devices = sorted(scheduler.state.devices)
+    grant = [{"id": scheduler.state.devices[devices[0]].device_id, "device": devices[0]}]
+    doc = {"version": 1, "containers": {"setup": {GPU: grant}, "main": {GPU: grant}}}
+    bound = _pod("p", GPU, init=1)
+    bound["spec"]["nodeName"] = "n"
+    bound["metadata"]["annotations"] = {ann.DEVICES: orjson.dumps(doc).decode()}
+    notices = scheduler.apply("ADDED", bound, 0.0)
+    assert not [n for n in notices if n.reason == "DeviceConflict"], notices
+    lines = _run(scheduler, [_pod("q", GPU), _pod("r", GPU)])
+    assert lines["q"][0] == "n", lines["q"][2]
+    assert lines["r"][0] is None, lines["r"]
+
+
+def test_agent_hands_each_container_what_the_scheduler_charged_in_kubelet_order() -> None:
+    """The contract end to end: the planner's annotation for init 1 + sidecar 1 + app 1 (two
+    GPUs), bound, then the kubelet's Allocate calls in its order (init, sidecar, app; one slot
+    each): the agent serves the init container and the sidecar the same GPU (the kubelet hands the
+    finished init's device on), the app the other one — the sidecar's GPU to no later container."""
+    scheduler = _scheduler()
+    lines = _run(scheduler, [*_cluster(2), _pod("p", GPU, init=1, sidecar=1)])
+    node, annotations, message = lines["p"]
+    assert node == "n", message
+    pod = _pod("p", GPU, init=1, sidecar=1)
+    pod["spec"]["nodeName"] = "n"
+    pod["metadata"]["annotations"] = annotations
+    served: set[tuple[str, str, str]] = set()
+    handed: dict[str, list[str]] = {}
+    for container in ("setup", "proxy", "main"):
+        allocation = find_allocation([pod], "n", GPU, 1, None, served)
+        assert allocation.container == container
+        served.add(allocation.key)
+        handed[container] = allocation.device_names
+    assert handed == _devices(lines["p"])
+    assert handed["setup"] == handed["proxy"] != handed["main"], handed
+    assert pending_entries(pod, served) == []
+
+
+def test_invariant_checker_tells_a_handed_on_device_from_a_shared_one() -> None:
+    """The test harness's capacity check (what the e2e and property tests judge by) counts a
+    device the init and app containers of one pod are given once, and still flags one GPU given
+    whole to two containers of a pod that run at once, or to two pods."""
+    def bound(name: str, containers: dict[str, str], init: list[str]) -> dict[str, Any]:
+        grant = lambda device: [{"id": device.upper(), "device": device}]  # noqa: E731
+        doc = {"version": 1, "containers": {c: {GPU: grant(d)} for c, d in containers.items()}}
+        pod = b.pod(name, containers=[b.container(c, limits={GPU: 1}) for c in containers if c not in init],
+                    init_containers=[b.container(c, limits={GPU: 1}) for c in init],
+                    annotations={ann.DEVICES: orjson.dumps(doc).decode()}, node_name="n")
+        return pod
+
+    def violations(*pods: dict[str, Any]) -> list[str]:
+        view = ClusterView(nodes={"n": b.node("n", gpus=2)}, pods={p["metadata"]["uid"]: p for p in pods})
+        return [v.detail for v in check_capacity(view)]
+
+    assert violations(bound("p", {"setup": "d0", "main": "d0"}, ["setup"])) == []
+    assert violations(bound("p", {"main": "d0", "other": "d0"}, []))
+    assert violations(bound("p", {"main": "d0"}, []), bound("q", {"main": "d0"}, []))
