@@ -448,8 +448,9 @@ class Cycle:
                          preemptors: set[str]) -> list[Pod]:
         """upstream's getLowerPriorityNominatedPods for the chosen nodes: the pending pods below
         `priority` whose hold there this preemption lifted, and those nominated there without a
-        hold — by a leader before this one, or whose hold a higher-priority placement took —
-        as upstream's nominator knows every pod by its `status.nominatedNodeName`."""
+        hold — whose hold a higher-priority placement took earlier in this cycle (it comes back
+        after it: nominations.py), or a leader before this one nominated to a node that had no
+        Node object then — as upstream's nominator knows every pod by its `status.nominatedNodeName`."""
         state = self.engine.state
         found = [pod for uid, hold in lifted.items()
                  if hold.node in nodes and (pod := state.pods.get(uid)) is not None and uid not in state.holds]

@@ -7,7 +7,7 @@ Engine; `Scheduler` (`scheduler.py`) is the face the live loop, the replay and t
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.core.framework.attempt import Attempt
@@ -37,18 +37,22 @@ class Engine:
         runtime = self.profiles.get(pod.scheduler_name) if pod is not None else None
         return runtime if runtime is not None else next(iter(self.profiles.values()))
 
-    def take(self, events: Iterable[ClusterEvent], now: float) -> None:
+    def take(self, events: Iterable[ClusterEvent], now: float, spared: Collection[str] = ()) -> None:
         """Act on what changed in the cluster state: a node whose agent finished an allocation
         lets the allocation gate release held Bindings; for anything else, pods that failed
         earlier are asked whether it may help them (the queueing hints of the plugins that
-        rejected them). Whatever the change came from: a watch event, or a Binding that did not land."""
+        rejected them), except the `spared` ones, whom it cannot help (the pods whose own hold
+        it was). Whatever the change came from: a watch event, or a Binding that did not land."""
         for event in events:
             if event.kind is EventKind.ALLOCATION_DONE:
                 self.release(event.node, now)
             else:
-                self.queue.move(now, functools.partial(self._worth_retrying, event=event), event.kind.value)
+                self.queue.move(now, functools.partial(self._worth_retrying, event=event, spared=spared),
+                                event.kind.value)
 
-    def _worth_retrying(self, entry: QueuedPod, *, event: ClusterEvent) -> bool:
+    def _worth_retrying(self, entry: QueuedPod, *, event: ClusterEvent, spared: Collection[str]) -> bool:
+        if entry.uid in spared:
+            return False
         runtime = self.runtime_of(self.state.pods.get(entry.uid))
         return runtime.worth_retrying(entry.uid, entry.rejectors, event)
 

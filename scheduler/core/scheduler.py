@@ -26,6 +26,7 @@ from scheduler.core.engine import Engine
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.runtime import ProfileRuntime
 from scheduler.core.intake import Intake
+from scheduler.core.nominations import hold_nominated
 from scheduler.core.classes import ResourceClass
 from scheduler.core.objects import JSON, Device
 from scheduler.core.outcomes import BindingOutcomes
@@ -87,8 +88,10 @@ class Scheduler:
     def schedule_next(self, now: float) -> list[Attempt] | None:
         """Run one cycle (one pod, or one whole gang); None when no pod is ready at `now`."""
         state = self._engine.state
+        hold_nominated(self._engine, now)  # nominations an earlier leader made, seen since
         held = {uid: hold.node for uid, hold in state.holds.items()} if state.holds else {}
         attempts = self._cycle.schedule_next(now)
+        hold_nominated(self._engine, now)  # a nominated pod whose hold this cycle dropped keeps its room
         if held:
             self._holds_given_back(held, now)
         return attempts
@@ -96,13 +99,16 @@ class Scheduler:
     def _holds_given_back(self, held: dict[str, str], now: float) -> None:
         """Room a cycle (or a failed eviction) stopped holding for a nominated pod — not taken by
         that pod itself — is free again: an AssignedPodDelete for the pods it kept out, as a deleted
-        pod's room is (upstream treats forgetting a pod's cached room so)."""
+        pod's room is (upstream treats forgetting a pod's cached room so). Not for the pods whose
+        room it was: their own hold never kept them out (upstream's addGENominatedPods skips the
+        pod itself), and a pod that just gave its room up failing would only fail again at once."""
         state = self._engine.state
-        nodes = {node for uid, node in held.items()
-                 if (hold := state.holds.get(uid)) is None or hold.node != node}
-        nodes -= {node for uid, node in held.items() if state.node_of(uid) == node}
+        given_back = {uid: node for uid, node in held.items()
+                      if (hold := state.holds.get(uid)) is None or hold.node != node}
+        nodes = set(given_back.values()) - {node for uid, node in held.items() if state.node_of(uid) == node}
         if nodes:
-            self._engine.take([ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=node) for node in sorted(nodes)], now)
+            self._engine.take([ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=node) for node in sorted(nodes)], now,
+                              spared=frozenset(given_back))
 
     def binding_failed(self, uid: str, now: float) -> None:
         """The apiserver refused a Binding (nothing was bound): release and back off."""

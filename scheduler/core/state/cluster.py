@@ -69,6 +69,9 @@ class ClusterState:
         self.ledger = DeviceLedger(self.devices, self.classes, self._node_info, self._touch)
         self.gangs = GangIndex()
         self.holds: dict[str, Hold] = {}  # nominated preemptors' room on their nodes
+        # pods that were nominated to a node (status.nominatedNodeName, or a hold made here): the
+        # ones whose room `nominations.hold_nominated` keeps when they hold none
+        self.nominated: set[str] = set()
         self.preempting: dict[str, str] = {}  # victim uid -> preemptor uid ("": finishing a gang), until gone
         self.marked: set[str] = set()  # gang members one of our profiles marked as preemption victims
         self.pdbs: dict[str, DisruptionBudget] = {}
@@ -318,6 +321,8 @@ class ClusterState:
                 events += self._remove_pod(self.pods[previous_uid])
         self.pods[uid] = pod
         self.by_key[pod.key] = uid
+        if pod.nominated_node:
+            self.nominated.add(uid)
         mark = pod.preemption_mark
         if pod.gang is not None and mark is not None and mark.scheduler in self.scheduler_names:
             self.marked.add(uid)
@@ -396,6 +401,7 @@ class ClusterState:
         events = self._unplace(uid) if uid in self.placements else []
         self.preempting.pop(uid, None)
         self.marked.discard(uid)
+        self.nominated.discard(uid)
         if self.release_hold(uid) is not None:
             events.append(ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=""))
         self.pods.pop(uid, None)
@@ -537,6 +543,7 @@ class ClusterState:
         info = self._node_info(placement.node)
         dimensions = {device: "" for device, _ in placement.grants}
         self.holds[uid] = Hold(placement, priority)
+        self.nominated.add(uid)
         info.held += 1
         _charge(info, placement)
         self.ledger.recharge(uid, placement.grants, dimensions)
