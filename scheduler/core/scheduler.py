@@ -15,7 +15,7 @@ Events, statuses and metrics — it asks through the queries below, never by rea
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -120,28 +120,30 @@ class Scheduler:
 
     def eviction_failed(self, victim_uid: str, now: float) -> None:
         """A preemption's victim could not be evicted (the apiserver refused for good): the room
-        its preemptor holds is not coming; the preemptor lets it go and tries again, and so do
-        the victim's gang's pending members."""
+        every preemptor waiting for it holds is not coming (a victim already leaving can be a
+        later preemptor's too): each lets go and tries again, as upstream activates every
+        preemptor whose PreemptPod failed, and so do the victim's gang's pending members."""
         state = self._engine.state
-        preemptor = state.preempting.pop(victim_uid, None)
-        if preemptor is None:
+        preemptors = state.preempting.pop(victim_uid, None)
+        if preemptors is None:
             return
-        if preemptor:  # "": finishing a gang's eviction (tried again on the next round)
-            hold = state.release_hold(preemptor)
-            if hold is not None:
-                self._holds_given_back({preemptor: hold.node}, now)
-        self._retry_gangs_of((victim_uid,), now, "EvictionFailed", preemptor)
+        released = {preemptor: hold.node for preemptor in sorted(preemptors)
+                    if preemptor and (hold := state.release_hold(preemptor)) is not None}  # "": finishing a gang
+        if released:
+            self._holds_given_back(released, now)
+        self._retry_gangs_of((victim_uid,), now, "EvictionFailed", preemptors)
 
-    def _retry_gangs_of(self, victim_uids: Iterable[str], now: float, event: str, preemptor: str = "") -> None:
+    def _retry_gangs_of(self, victim_uids: Iterable[str], now: float, event: str,
+                        preemptors: Collection[str] = ()) -> None:
         """Victims that no longer go count as their gangs' members again: the gangs' pending
-        members (parked while they were leaving) are tried again, with the preemptor if any."""
+        members (parked while they were leaving) are tried again, with the preemptors if any."""
         state = self._engine.state
         gangs = {victim.gang.key for uid in victim_uids
                  if (victim := state.pods.get(uid)) is not None and victim.gang is not None}
 
         def worth(entry: QueuedPod) -> bool:
             pod = state.pods.get(entry.uid)
-            return entry.uid == preemptor or (pod is not None and pod.gang is not None and pod.gang.key in gangs)
+            return entry.uid in preemptors or (pod is not None and pod.gang is not None and pod.gang.key in gangs)
 
         self._engine.queue.move(now, worth, event)
 
@@ -152,7 +154,7 @@ class Scheduler:
         state = self._engine.state
         unfinished = unfinished_gang_evictions(state, now)
         for item in unfinished:
-            state.preempting[item.pod.uid] = ""
+            state.preempting[item.pod.uid] = {""}
         return unfinished
 
     def abandon_evictions(self, now: float) -> None:

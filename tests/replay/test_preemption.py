@@ -459,11 +459,31 @@ def test_a_failed_eviction_releases_the_preemptors_hold_and_lets_it_try_again() 
     run = _full_node_slow_evictions()
     first = _preemptor(run, "p", MID, ("1", "1Gi"))
     victim = first.preempted[0]
-    assert run.state.holds and run.state.preempting == {victim.uid: first.pod.uid}
+    assert run.state.holds and run.state.preempting == {victim.uid: {first.pod.uid}}
     run.scheduler.eviction_failed(victim.uid, 1.0)  # e.g. the apiserver refused the DELETE (403)
     assert not run.state.holds and not run.state.preempting
     again = list(run.replay.drain())
     assert [a.pod.meta.name for a in again] == ["p"] and again[0].preempted  # it decides afresh
+
+
+def test_a_failed_eviction_of_a_victim_two_preemptors_share_releases_both_holds() -> None:
+    """Two equal-priority pods each preempt the same terminating victim (the second takes it as
+    a victim for free, beside the first's hold). Its eviction is refused for good: the room
+    neither waits for is coming, so both holds go and both are tried again, as upstream's
+    prepareCandidateAsync activates every preemptor whose PreemptPod failed (executor.go: each
+    preemptor's goroutine calls PreemptPod for the shared victim and Activate on its error).
+    Before, `preempting` kept one preemptor per victim (the last): the first kept holding room
+    on the node for a victim that was not going, and waited for the 5-minute flush."""
+    run = _full_node_slow_evictions()
+    first = _preemptor(run, "p", MID, ("400m", "400Mi"))
+    second = _preemptor(run, "q", MID, ("400m", "400Mi"))
+    victim = first.preempted[0]
+    assert [v.uid for v in second.preempted] == [victim.uid]
+    assert set(run.state.holds) == {first.pod.uid, second.pod.uid}
+    run.scheduler.eviction_failed(victim.uid, 1.0)  # e.g. the apiserver refused the DELETE (403)
+    assert not run.state.holds and not run.state.preempting
+    again = list(run.replay.drain())
+    assert sorted(a.pod.meta.name for a in again) == ["p", "q"]  # both decide afresh at once
 
 
 def test_an_unreadable_deleted_budget_or_priority_class_is_still_forgotten() -> None:

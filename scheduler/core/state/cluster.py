@@ -72,7 +72,9 @@ class ClusterState:
         # pods that were nominated to a node (status.nominatedNodeName, or a hold made here): the
         # ones whose room `nominations.hold_nominated` keeps when they hold none
         self.nominated: set[str] = set()
-        self.preempting: dict[str, str] = {}  # victim uid -> preemptor uid ("": finishing a gang), until gone
+        # victim uid -> the preemptors waiting for its room ("": finishing a gang), until gone: a
+        # victim already leaving can be a later preemptor's too, and if it stays, each lets go
+        self.preempting: dict[str, set[str]] = {}
         self.marked: set[str] = set()  # gang members one of our profiles marked as preemption victims
         self.pdbs: dict[str, DisruptionBudget] = {}
         self.priority_classes: dict[str, int] = {}  # PriorityClass name -> value (for PodGroups)
