@@ -1,9 +1,11 @@
 """Binding pods: POST `pods/{name}/binding` with the device annotations, many at once.
 
-Bindings run concurrently (bounded) while the next cycle runs; the pod is already *assumed* in the
-core, so nothing it holds can be handed out twice meanwhile. Each Binding is a task in the task
-group `Binder.run()` hosts, so none outlives the binder: cancelling its owner (the scheduling loop)
-cancels every Binding still in flight. Outcomes (docs/design.md §3):
+Bindings run concurrently while the next cycle runs, at most `max_in_flight` requests at a time (a
+slot is held for one request, not for a Binding's whole life: one waiting between reads or sends
+keeps no other waiting); the pod is already *assumed* in the core, so nothing it holds can be
+handed out twice meanwhile. Each Binding is a task in the task group `Binder.run()` hosts, so none
+outlives the binder: cancelling its owner (the scheduling loop) cancels every Binding still in
+flight. Outcomes (docs/design.md §3):
 - 201: bound; the watch event confirms the assumption.
 - 404: read back (a proxy or load balancer may say it of a pod that exists); the apiserver's own
   NotFound for the pod drops it.
@@ -144,8 +146,7 @@ class Binder:
         settled = False
         try:
             start = time.monotonic()
-            async with self._slots:
-                result = await self._settle(binding, term)
+            result = await self._settle(binding, term)
             settled = True
             result = replace(result, seconds=time.monotonic() - start)
             try:
@@ -178,16 +179,22 @@ class Binder:
         deposed = False  # once another term has begun, for good
         pod = f"{binding.namespace}/{binding.name}"
         while True:
-            if not deposed and self.term() is not None:
-                # the write token first: a replica deposed while it waited for one must not send
-                await self.http.acquire()
-            may_land = last_ambiguous is not None and self._clock() - last_ambiguous < self.late_landing
-            current = self.term()
-            deposed = deposed or (current is not None and current != term)
-            if not deposed and current is not None:
-                sends += 1
-                sent_at = self._clock()
-                outcome, message = await self._post(binding, term)
+            # a slot for this one request, not across the waits between requests: a Binding being
+            # read back (a deposed term's, for up to `late_landing`) must not keep the next
+            # term's Bindings waiting
+            async with self._slots:
+                if not deposed and self.term() is not None:
+                    # the write token first: a replica deposed while it waited for one must not send
+                    await self.http.acquire()
+                may_land = last_ambiguous is not None and self._clock() - last_ambiguous < self.late_landing
+                current = self.term()
+                deposed = deposed or (current is not None and current != term)
+                sending = not deposed and current is not None
+                if sending:
+                    sends += 1
+                    sent_at = self._clock()
+                    outcome, message = await self._post(binding, term)
+            if sending:
                 if may_land and outcome in (Outcome.RETRY, Outcome.NOT_FOUND):
                     log.warning("binder.uncertain_after_ambiguous", pod=pod, node=binding.node, error=message,
                                 earlier_error=first_error, sends=sends)
@@ -245,7 +252,8 @@ class Binder:
         delay = _RESEND_INITIAL
         while True:
             try:
-                response = await self.http.request("GET", path, timeout=self.timeout, limited=False)
+                async with self._slots:
+                    response = await self.http.request("GET", path, timeout=self.timeout, limited=False)
             except _TRANSPORT_ERRORS:
                 response = None
             if response is not None and response.status == 404 and _pod_not_found(response, binding.name):

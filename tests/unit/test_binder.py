@@ -418,3 +418,46 @@ async def test_no_binding_is_sent_by_a_replica_deposed_while_it_waited_for_a_tok
                     late_landing_seconds=0.0)
     await _bind(binder)
     assert sent_in == [] and [r.outcome for r in results] == [Outcome.RETRY]
+
+
+async def test_a_deposed_terms_read_backs_hold_no_slot_from_the_next_terms_bindings() -> None:
+    """A replica deposed with a Binding whose answer was ambiguous reads the pod back until that
+    request can no longer land (90 s by default). Its read-backs waited between reads holding one
+    of the binder's request slots, so once this replica led again in a new term, its new Bindings
+    queued behind them for the whole window (with 64 such Bindings, every slot). A slot is now
+    held for one request at a time: the new term's Binding goes out at once, while the old one
+    is still being read back. (Here one slot: the deposed term's read-back and the new term's
+    POST take turns.)"""
+    api = FakeApi()
+    old, new = b.pod("old"), b.pod("new")
+    api.add_pod(old)
+    api.add_pod(new)
+    api.fail_next("POST", "/old/binding", status=503)  # ambiguous: the old term's request may land
+    term: list[object] = [1]
+    reads = [0]
+
+    def count(method: str, path: str) -> None:
+        if method == "GET":
+            reads[0] += 1
+            term[0] = 2  # another replica led in between: a new term, this Binding is not sent again
+
+    api.before = count
+    results: list[BindResult] = []
+    clock = [0.0]
+
+    async def sleep(seconds: float) -> None:
+        clock[0] += seconds
+        await anyio.sleep(0)
+
+    binder = Binder(api, results.append, max_in_flight=1, term=lambda: term[0],  # type: ignore[arg-type]
+                    sleep=sleep, clock=lambda: clock[0], late_landing_seconds=60.0)
+    async with anyio.create_task_group() as group:
+        await group.start(binder.run)
+        binder.submit(Binding(old["metadata"]["uid"], "default", "old", "n", {ann.DEVICES: DEVICES}))
+        while not reads[0]:
+            await anyio.sleep(0)
+        binder.submit(Binding(new["metadata"]["uid"], "default", "new", "n", {}))
+        assert await binder.drain(5)
+        group.cancel_scope.cancel()
+    assert [(r.binding.name, r.outcome) for r in results] == [("new", Outcome.BOUND), ("old", Outcome.RETRY)]
+    assert clock[0] >= 60.0  # the old Binding was still read back for its whole window
