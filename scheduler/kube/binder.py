@@ -46,7 +46,7 @@ from anyio.abc import TaskStatus
 
 from scheduler.core.annotations import DEVICES
 from scheduler.kube.http import KubeHttp, Response
-from scheduler.kube.concurrency import TaskHost
+from scheduler.kube.concurrency import InFlight, TaskHost
 from scheduler.logs import describe_error
 
 log = structlog.get_logger("tessera.binder")
@@ -106,16 +106,13 @@ class Binder:
         self._clock = clock
         self._slots = anyio.Semaphore(max_in_flight, fast_acquire=True)
         self._host = TaskHost("Binder")
-        self._in_flight = 0
-        # Bindings that ended before their outcome was known (cancelled with the loop, or a bug in
-        # the binder): their POST may still land, so a drain can never call them settled
-        self._cut = 0
-        self._idle = anyio.Event()  # set while nothing is in flight
-        self._idle.set()
+        # Bindings that end before their outcome is known (cancelled with the loop, or a bug in the
+        # binder) count as cut: their POST may still land, so a drain can never call them settled
+        self._flights = InFlight()
 
     @property
     def in_flight(self) -> int:
-        return self._in_flight
+        return self._flights.count
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Host the Bindings until cancelled; cancelling it cancels every Binding in flight.
@@ -126,9 +123,7 @@ class Binder:
     def submit(self, binding: Binding) -> None:
         """Start sending `binding` (its result goes to `on_result`); needs `run()` going."""
         group = self._host.group
-        if self._in_flight == 0:
-            self._idle = anyio.Event()
-        self._in_flight += 1
+        self._flights.started()
         group.start_soon(self._bind, binding, self.term(), name=f"bind {binding.namespace}/{binding.name}")
 
     async def drain(self, timeout: float) -> bool:
@@ -137,10 +132,7 @@ class Binder:
         cancelled here. A Binding cut short (the loop crashed and cancelled it mid-request) leaves
         the flight count too, but its request may still land, so it makes the drain False: the
         Lease must then be left to expire, not handed over."""
-        with anyio.move_on_after(timeout):
-            while self._in_flight:
-                await self._idle.wait()
-        return self._in_flight == 0 and self._cut == 0
+        return await self._flights.drain(timeout)
 
     async def _bind(self, binding: Binding, term: Hashable | None) -> None:
         settled = False
@@ -154,11 +146,7 @@ class Binder:
             except Exception:  # the callback is ours; a bug there must not kill the binder
                 log.exception("binder.callback_failed", pod=f"{binding.namespace}/{binding.name}")
         finally:
-            if not settled:
-                self._cut += 1
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._idle.set()
+            self._flights.ended(settled=settled)
 
     async def _settle(self, binding: Binding, term: Hashable | None) -> BindResult:
         """POST, and after an ambiguous answer read back and POST the same Binding again, until the

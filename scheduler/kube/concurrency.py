@@ -2,11 +2,14 @@
 
 Every long-lived task of those processes runs in an anyio task group owned by the object that
 starts it, so no task outlives its owner: cancelling an owner (shutdown, a lost leadership, a test)
-ends everything it started. Three small helpers recur across the owners:
+ends everything it started. Four small helpers recur across the owners:
 
 - `TaskHost`: the task group of an owner whose tasks are handed to it one by one from outside
   (Bindings to the Binder, device-plugin endpoints to the PluginManager): it lives while the
   host's `run()` runs, and cancelling `run()` cancels every task it holds;
+- `InFlight`: writes of a leadership term still out (Bindings, preemptions), for the graceful
+  shutdown's drain: the Lease is handed over only once each has ended with its outcome known —
+  one cut short mid-request may still land, so it is never counted as drained;
 - `Wakeup`: "something changed, look again", set from synchronous callbacks (watch events, binding
   results) and awaited by one worker task with an optional timeout. anyio Events cannot be cleared,
   so the fired one is replaced by a fresh one when the worker wakes;
@@ -23,7 +26,7 @@ from collections.abc import Callable
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-__all__ = ["TaskHost", "Wakeup", "stop_on_signal"]
+__all__ = ["InFlight", "TaskHost", "Wakeup", "stop_on_signal"]
 
 
 class TaskHost:
@@ -50,6 +53,41 @@ class TaskHost:
         if self._group is None:
             raise RuntimeError(f"the {self._owner} is not running: start {self._owner}.run() in its owner's task group first")
         return self._group
+
+
+class InFlight:
+    """A count of pieces of work under way, and of those cut short (cancelled before their
+    outcome was known), with a drain that waits for the count to reach 0.
+
+    client-go's `ReleaseOnCancel` asks that "all code guarded by this lease has successfully
+    completed" before the Lease is released: `drain` answers whether it has."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.cut = 0
+        self._idle = anyio.Event()  # set while nothing is under way
+        self._idle.set()
+
+    def started(self) -> None:
+        if self.count == 0:
+            self._idle = anyio.Event()
+        self.count += 1
+
+    def ended(self, *, settled: bool) -> None:
+        """One piece ended; `settled`: with its outcome known (False: cut short, may still land)."""
+        if not settled:
+            self.cut += 1
+        self.count -= 1
+        if self.count == 0:
+            self._idle.set()
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds until nothing is under way (pieces started meanwhile
+        included); True if every piece ever started ended settled. Nothing is cancelled here."""
+        with anyio.move_on_after(timeout):
+            while self.count:
+                await self._idle.wait()
+        return self.count == 0 and self.cut == 0
 
 
 class Wakeup:

@@ -28,6 +28,9 @@ Only the leadership term that decided a preemption carries it out: each write wa
 bound of `LeaderElector.is_leader`, no new term yet) the write waits for it to come back; a
 different term, or `abandon()` (the lease lost), ends the preemption without another write — the
 new term decides again, and its own preemption of the same victims never meets the old one's.
+For the same reason the graceful shutdown hands the Lease over only once every preemption
+submitted has ended (`drain`, as the binder's): one cut short mid-request may still land after a
+successor took over, so it leaves the Lease to expire.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import aiohttp
 import anyio
 import structlog
 
+from scheduler.kube.concurrency import InFlight
 from scheduler.kube.http import STRATEGIC_PATCH, KubeHttp, Response
 from scheduler.kube.recorder import micro_time
 
@@ -110,7 +114,12 @@ class Evictor:
         self._slots = anyio.Semaphore(concurrency, fast_acquire=True)
         self._preemptions: dict[str, _Preemption] = {}  # victim uid -> the live preemption evicting it
         self._send, self._receive = anyio.create_memory_object_stream[_Preemption](1_000_000)
+        self._flights = InFlight()  # preemptions submitted and not ended; those cut short mid-way
         self.evicted = 0
+
+    @property
+    def in_flight(self) -> int:
+        return self._flights.count
 
     def submit(self, evictions: Sequence[Eviction]) -> None:
         """One preemption's victims (a victim another preemption of this term is already evicting
@@ -123,7 +132,14 @@ class Evictor:
         preemption = _Preemption(fresh, term)
         for eviction in fresh:
             self._preemptions[eviction.uid] = preemption
+        self._flights.started()
         self._send.send_nowait(preemption)
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds until every preemption submitted has ended (graceful
+        shutdown: the writes go on meanwhile); True if none is left and none was cut short — a
+        write cut mid-request may still land, so the Lease must then be left to expire."""
+        return await self._flights.drain(timeout)
 
     def abandon(self) -> None:
         """The lease is lost: nothing decided so far is ours to write any more, and a later term may
@@ -141,19 +157,22 @@ class Evictor:
     # --- one preemption --------------------------------------------------------------------------
 
     async def _carry_out(self, preemption: _Preemption) -> None:
+        settled = False  # ended with nothing of it still out (False: cancelled, perhaps mid-request)
         try:
-            if not await self._mark_all(preemption):
-                return
-            async with anyio.create_task_group() as group:
-                for eviction in list(preemption.evictions):
-                    group.start_soon(self._delete, preemption, eviction)
+            if await self._mark_all(preemption):
+                async with anyio.create_task_group() as group:
+                    for eviction in list(preemption.evictions):
+                        group.start_soon(self._delete, preemption, eviction)
+            settled = True
         except _Abandoned:  # also from a withdrawal: the new term decides afresh
+            settled = True
             log.info("evictor.abandoned", victims=[e.key for e in preemption.evictions],
                      message="the leadership term that decided this preemption is over")
         finally:  # ended without an outcome (abandoned, cancelled): its victims may be decided again
             for eviction in preemption.evictions:
                 if self._preemptions.get(eviction.uid) is preemption:
                     del self._preemptions[eviction.uid]
+            self._flights.ended(settled=settled)
 
     async def _mark_all(self, preemption: _Preemption) -> bool:
         """Every victim marked (or found gone), so the DELETEs may go; written once more if the

@@ -117,9 +117,23 @@ class SchedulerLoop:
                 group.start_soon(self.class_controller.run, name="class-controller")
 
     def stop(self) -> None:
-        """Stop starting new cycles (graceful shutdown); in-flight bindings are drained by the caller."""
+        """Stop starting new cycles (graceful shutdown); the caller then `drain`s the writes in flight."""
         self._stopping = True
         self._wake.set()
+
+    @property
+    def in_flight(self) -> int:
+        """Bindings and preemptions under way."""
+        return self.binder.in_flight + self.evictor.in_flight
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds in all for the Bindings and the preemptions in flight to end
+        (nothing is cancelled); True if every one ended with its outcome known. Both are writes the
+        Lease guards: one still out, or cut mid-request, may land after a successor took over."""
+        deadline = anyio.current_time() + timeout
+        bound = await self.binder.drain(timeout)
+        evicted = await self.evictor.drain(max(0.0, deadline - anyio.current_time()))
+        return bound and evicted
 
     def wake(self) -> None:
         self._wake.set()

@@ -2,8 +2,9 @@
 
 Wires the pieces together — configuration, apiserver clients (one rate-limited for writes, one for
 watches), leader election, the scheduling loop, metrics and the probe endpoint — and owns the
-process lifecycle: SIGTERM stops new cycles, drains in-flight bindings, releases the lease, exits 0;
-a second SIGTERM/SIGINT exits at once with 1 (the Lease, if not yet released, left to expire).
+process lifecycle: SIGTERM stops new cycles, drains in-flight bindings and evictions, releases the
+lease, exits 0; a second SIGTERM/SIGINT exits at once with 1 (the Lease, if not yet released, left
+to expire).
 The loop, the election and the signal handling are tasks of one anyio task group (on the uvloop
 event loop), all ended before the probe endpoint closes and the process exits.
 """
@@ -202,8 +203,8 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
                 group.start_soon(until_stop, "leader-election", elector.run, name="leader-election")
             with forced:
                 await stop.wait()
-                log.info("tessera.stopping", in_flight=loop.binder.in_flight)
-                await step_down(loop.stop, loop.binder.drain, lambda: loop.binder.in_flight,
+                log.info("tessera.stopping", in_flight=loop.in_flight)
+                await step_down(loop.stop, loop.drain, lambda: loop.in_flight,
                                 release_lease if elector is not None else None, crashed=bool(crashed))
             stepping_down = True  # a Lease left to expire (Bindings in flight) ends with the cancel
             group.cancel_scope.cancel()  # the loop (with what the drain did not see through), the signal handlers
@@ -214,13 +215,15 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
 async def step_down(stop: Callable[[], None], drain: Callable[[float], Awaitable[bool]], in_flight: Callable[[], int],
                     release: Callable[[], Awaitable[object]] | None, *, drain_seconds: float = DRAIN_SECONDS,
                     crashed: bool = False) -> None:
-    """Stop deciding, let the Bindings in flight settle, then hand the Lease over — only if none is
-    left. A Binding still out may land after a successor has given its pod's devices to another
-    pod; the Lease is then left to expire, so the successor waits `leaseDuration` (by then the
-    apiserver has answered or dropped the request) instead of taking over at once. After a crash
-    it is left to expire too: the crashed loop's Bindings were cancelled mid-request, so none
-    counts as in flight, yet any may still land. A crash during the drain is caught by `drain`
-    itself, which never counts a Binding cut short as settled."""
+    """Stop deciding, let the Bindings and evictions in flight settle, then hand the Lease over —
+    only if none is left (client-go's `ReleaseOnCancel`: all code the lease guards must have
+    completed first). A Binding still out may land after a successor has given its pod's devices
+    to another pod, an eviction after the successor decided that preemption afresh; the Lease is
+    then left to expire, so the successor waits `leaseDuration` (by then the apiserver has
+    answered or dropped the request) instead of taking over at once. After a crash it is left to
+    expire too: the crashed loop's writes were cancelled mid-request, so none counts as in flight,
+    yet any may still land. A crash during the drain is caught by `drain` itself, which never
+    counts a write cut short as settled."""
     stop()
     drained = await drain(drain_seconds)
     if release is None:
@@ -232,7 +235,8 @@ async def step_down(stop: Callable[[], None], drain: Callable[[float], Awaitable
         return
     if not drained:
         left = in_flight()
-        why = f"Bindings still in flight after {drain_seconds:g} s" if left else "a Binding was cut short mid-request"
+        why = f"Bindings or evictions still in flight after {drain_seconds:g} s" if left else \
+            "a Binding or an eviction was cut short mid-request"
         log.warning("leader.release_skipped", in_flight=left,
                     message=f"{why}: the Lease is left to expire instead of being handed over")
         return

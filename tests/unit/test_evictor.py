@@ -296,3 +296,23 @@ async def test_no_eviction_write_is_sent_after_the_lease_is_lost(step: str) -> N
         await anyio.sleep(0.2)
         group.cancel_scope.cancel()
     assert api.after_loss == []
+
+
+async def test_drain_waits_for_a_preemption_and_one_cut_short_is_never_drained() -> None:
+    """The graceful shutdown hands the Lease over only once the evictions are done (client-go's
+    `ReleaseOnCancel`: all code the lease guards completes first). A preemption still out is not
+    drained; one cancelled mid-request (the loop crashed) may still land, so it never is."""
+    api = FakeApi()
+    done, cut = _victim(api, "done"), _victim(api, "cut")
+    api.fail_next("DELETE", "/pods/cut", stall=True)
+    evicted: list[str] = []
+    evictor = Evictor(api, lambda e, deleted: evicted.append(e.name), _no_failure)  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(evictor.run)
+        evictor.submit([done])
+        assert await evictor.drain(5) is True and evicted == ["done"]
+        evictor.submit([cut])
+        assert await evictor.drain(0.2) is False and evictor.in_flight == 1  # its DELETE is still out
+        owner.cancel_scope.cancel()  # the loop crashed: its task group cancels the evictor
+    assert evictor.in_flight == 0
+    assert await evictor.drain(1.0) is False

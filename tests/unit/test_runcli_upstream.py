@@ -174,3 +174,36 @@ def test_an_unknown_log_level_or_format_is_one_line_and_exit_2(monkeypatch: pyte
     assert run_cli.run(argparse.Namespace(config=None)) == 2
     choices = "debug, info, warning or error" if name == "TESSERA_LOG_LEVEL" else "json or console"
     assert capsys.readouterr().err.splitlines() == [f"tessera: {name}={value!r} is not one of {choices}"]
+
+
+async def test_an_eviction_still_out_at_shutdown_leaves_the_lease_to_expire(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shutdown drained the Bindings only: a preemption's DELETE still out (or a victim's
+    mark) did not hold the Lease back, so it was handed over at once and the eviction cut with the
+    task group — a request that may still land after the standby took over and decided afresh
+    (over-evicting: it may pick other victims for the same preemptor, and the old term's write
+    meets the new term's preemption, which the evictor promises never happens). client-go's
+    `ReleaseOnCancel` (tools/leaderelection/leaderelection.go): "you must ensure all code guarded
+    by this lease has successfully completed prior to cancelling the context". An eviction is
+    such code: the drain now waits for it as for a Binding, and one still out leaves the Lease."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(b.pod("low", requests={"nvidia.com/gpu": 1}, node_name="n", phase="Running", priority=0))
+    api.add_pod(b.pod("urgent", requests={"nvidia.com/gpu": 1}, priority=1000))
+    api.fail_next("DELETE", "/pods/low", stall=True)  # the victim's DELETE never answers
+    lease = LeaseServer()
+    api.handlers.append(lambda call: lease._apply(call.method, call.body)
+                        if call.path.startswith("/apis/coordination.k8s.io/") else None)
+    signals = Signals()
+    monkeypatch.setattr(run_cli, "stop_on_signal", signals)
+    result: list[int] = []
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(_run_into, result, api)
+        await _until(lambda: api.stalled == 1 and lease.holder == "me")
+        signals.send()
+        await anyio.sleep(0.2)  # draining: the eviction is still out
+        assert lease.holder == "me", "the Lease was handed over while the victim's DELETE may still land"
+        signals.send()  # exit at once: the Lease stays ours, to expire
+        with anyio.fail_after(3):
+            await _until(lambda: bool(result))
+    assert result == [1] and lease.holder == "me"
