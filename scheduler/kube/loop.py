@@ -345,6 +345,10 @@ class SchedulerLoop:
                 self.events.record(_pod_ref_of(victim), "Normal", "Preempted", "Preempting",
                                    f"Preempted by pod {attempt.pod.uid} on node {node} (in kube-scheduler memory).",
                                    _pod_ref_of(attempt.pod))
+                # its binding cycle ends there: upstream's WaitOnPermit error (waitingPod.Preempt)
+                self._end_binding_attempt(victim.uid, Outcome.RETRY)
+                self._binding_error(victim.meta.namespace, victim.meta.name, victim.uid,
+                                    "waiting on permit for pod: preempted")
         # each victim's own node: upstream's Event names the candidate node, which is where all of
         # its victims run; a gang's victims may run on nodes other than the preemptor's nomination
         self.evictor.submit([Eviction(victim.meta.namespace, victim.meta.name, victim.uid, attempt.pod.uid,
@@ -382,14 +386,28 @@ class SchedulerLoop:
         self.events.record(ref, "Normal", "Preempted", "Preempting",
                            f"Preempted by pod {eviction.preemptor_uid} on node {eviction.node}", related)
 
+    def _end_binding_attempt(self, uid: str, outcome: Outcome) -> None:
+        """A placed pod's attempt is over (its Binding answered, or it never went out): counted
+        "scheduled" or "error", as upstream's binding cycle, its duration running until now."""
+        decided = self._binding_attempts.pop(uid, None)
+        if decided is not None:
+            profile, seconds, attempt, decided_at = decided
+            result = "scheduled" if outcome is Outcome.BOUND else "error"
+            self.hooks.on_attempt(result, profile, seconds + (time.monotonic() - decided_at), attempt)
+
+    def _binding_error(self, namespace: str, name: str, uid: str, message: str) -> None:
+        """upstream's handleSchedulingFailure for a binding cycle's error (not a rejection): a
+        FailedScheduling Warning and PodScheduled=False, reason SchedulerError."""
+        self.events.record(ObjectRef("Pod", "v1", name, namespace, uid), "Warning", "FailedScheduling", "Scheduling",
+                           message)
+        pod = self.core.state.pods.get(uid)
+        self.statuses.pod_waiting(namespace, name, SCHEDULER_ERROR, message,
+                                  generation=pod.meta.generation if pod is not None else 0)
+
     def _on_bound(self, result: BindResult) -> None:
         binding = result.binding
         self.hooks.on_bind(result)
-        decided = self._binding_attempts.pop(binding.uid, None)
-        if decided is not None:
-            profile, seconds, attempt, decided_at = decided
-            outcome = "scheduled" if result.outcome is Outcome.BOUND else "error"
-            self.hooks.on_attempt(outcome, profile, seconds + (time.monotonic() - decided_at), attempt)
+        self._end_binding_attempt(binding.uid, result.outcome)
         if result.observed is not None:
             # the pod as read back (bound, or being deleted): the core learns it before the watch
             # does, so a pod bound elsewhere never leaves its real devices uncounted meanwhile
@@ -404,13 +422,7 @@ class SchedulerLoop:
         if result.outcome is Outcome.RETRY:
             self.stats.bind_errors += 1
             self.core.binding_failed(binding.uid, time.time())
-            ref = ObjectRef("Pod", "v1", binding.name, binding.namespace, binding.uid)
-            message = f"Binding rejected: {result.message}"
-            self.events.record(ref, "Warning", "FailedScheduling", "Scheduling", message)
-            # upstream's handleSchedulingFailure: not a rejection, so reason SchedulerError
-            pod = self.core.state.pods.get(binding.uid)
-            self.statuses.pod_waiting(binding.namespace, binding.name, SCHEDULER_ERROR, message,
-                                      generation=pod.meta.generation if pod is not None else 0)
+            self._binding_error(binding.namespace, binding.name, binding.uid, f"Binding rejected: {result.message}")
         else:
             self.core.binding_dropped(binding.uid)
         self._submit_released()

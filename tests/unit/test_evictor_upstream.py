@@ -349,4 +349,33 @@ def test_the_loop_does_not_evict_a_victim_taken_back_in_memory_and_says_so() -> 
     loop.events.record = lambda ref, type_, reason, action, note, related=None: recorded.append((ref.name, note))  # type: ignore[method-assign]
     loop._evict(attempt)
     assert [[e.name for e in batch] for batch in submitted] == [["mid"]]
-    assert recorded == [("low", f"Preempted by pod {preemptor.uid} on node n (in kube-scheduler memory).")]
+    assert recorded == [("low", f"Preempted by pod {preemptor.uid} on node n (in kube-scheduler memory)."),
+                        ("low", "waiting on permit for pod: preempted")]  # its binding cycle's error
+
+
+def test_a_victim_taken_back_at_the_allocation_gate_ends_its_attempt_as_upstreams_binding_cycle_error() -> None:
+    """A victim held at Permit (the allocation gate) and taken back in memory never sends its
+    Binding. Its attempt stayed in the loop's `_binding_attempts` (counted nowhere, until the pod
+    was placed again or deleted) and its status kept saying it waited for the gate. Upstream
+    (executor.go `PreemptPod` → `waitingPod.Preempt`, an Error status; schedule_one.go
+    `bindingCycle`: WaitOnPermit returns "waiting on permit for pod: preempted",
+    `handleBindingCycleError` → `handleSchedulingFailure`): schedule_attempts_total{result="error"}
+    with the attempt's duration, a FailedScheduling Warning and PodScheduled=False SchedulerError
+    with that message."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    preemptor = parse_pod(b.pod("high", limits={"nvidia.com/gpu": 1}, priority=1000))
+    waiting = parse_pod(b.pod("low", limits={"nvidia.com/gpu": 1}))
+    held = Attempt(waiting, "n", deferred=True)
+    loop._binding_attempts[waiting.uid] = ("tessera", 0.5, held, time.monotonic())
+    attempts: list[tuple[str, str, Attempt]] = []
+    loop.hooks.on_attempt = lambda result, profile, seconds, attempt: attempts.append((result, profile, attempt))  # type: ignore[method-assign]
+    loop.evictor.submit = lambda evictions: None  # type: ignore[method-assign,assignment]
+    recorded: list[tuple[str, str, str]] = []
+    loop.events.record = lambda ref, type_, reason, action, note, related=None: recorded.append((ref.name, reason, note))  # type: ignore[method-assign]
+    statuses: list[tuple[str, str, str]] = []
+    loop.statuses.pod_waiting = lambda namespace, name, reason, message, **_: statuses.append((name, reason, message))  # type: ignore[method-assign]
+    loop._evict(Attempt(preemptor, None, preempted=[waiting], rejected_waiting={waiting.uid: "n"}))
+    assert attempts == [("error", "tessera", held)] and waiting.uid not in loop._binding_attempts
+    assert ("low", "FailedScheduling", "waiting on permit for pod: preempted") in recorded
+    assert statuses == [("low", "SchedulerError", "waiting on permit for pod: preempted")]
