@@ -43,6 +43,14 @@ def fit_error(num_nodes: int, reasons: Counter[str]) -> str:
 
 
 REQUIRED_TOPOLOGY = "not attempted for a gang with a required topology."  # preemption's dry run knows no domains
+GROUP_ERROR = "failed to schedule other pod from a pod group: "  # schedule_one_podgroup.go's wrapping
+
+
+def pod_group_error(message: str) -> str:
+    """The error a pod group's cycle failed with, as upstream words it for the group's other
+    members and its PodGroupScheduled condition, given any member's message."""
+    return message if message.startswith(GROUP_ERROR) else f"{GROUP_ERROR}{message}"
+
 
 class Cycle:
     def __init__(self, engine: Engine, seed: int, explain: bool) -> None:
@@ -81,6 +89,9 @@ class Cycle:
             attempts = [self._attempt(pod, runtime, now, held.node if held else pod.nominated_node)]
             if attempts[0].node is not None:
                 engine.queue.done(uid)
+            elif attempts[0].error:  # upstream: no PostFilter after an error, and the nomination goes
+                self._clear(attempts, {uid: held} if held else {})
+                engine.queue.error_failure(uid, now)
             else:
                 self._post_filter(runtime, [pod], 1, attempts, {uid: held} if held else {}, now,
                                   self._failed_searches.get(uid))
@@ -179,6 +190,10 @@ class Cycle:
                 self._failed_searches[pod.uid] = found.statuses
             return Attempt(pod, None, message=fit_error(num_nodes, found.reasons), rejectors=frozenset(found.rejectors),
                            filtered=filtered, scores={} if self.explain else None)
+        if len(found.rows) > 1:  # upstream scores (so runs PreScore) only when more than one node fits
+            error = runtime.pre_score(ctx)
+            if error is not None:
+                return Attempt(pod, None, message=error, error=True, filtered=filtered)
         scores: dict[str, dict[str, int]] | None = None
         if len(found.rows) == 1 and not self.explain:
             best = 0
@@ -245,6 +260,9 @@ class Cycle:
             attempts = self._transaction(members, holds, None, now)
         else:
             attempts = self._place_in_domains(view, plan, members, holds, runtime, now)
+        errored = next((a for a in attempts if a.error), None)
+        if errored is not None:  # only the last attempt of a transaction can be one
+            return self._gang_error(members, attempts, errored, holds, now)
         placed = [a for a in attempts if a.node is not None]
         failed = [a for a in attempts if a.node is None]
         succeeded = len(view.bound) + len(placed) >= view.minimum
@@ -295,6 +313,25 @@ class Cycle:
         self._post_filter(runtime, members, view.minimum - len(view.bound), attempts, holds, now)
         return attempts
 
+    def _gang_error(self, members: list[Pod], attempts: list[Attempt], errored: Attempt, holds: dict[str, Hold],
+                    now: float) -> list[Attempt]:
+        """A member's attempt failed with an error: the gang's cycle fails with it, as upstream's pod
+        group cycle (podGroupSchedulingDefaultAlgorithm stops at the error; every other member gets
+        `failed to schedule other pod from a pod group: <err>`, the erring one its own error; no
+        PostFilter; every member backs off as after an error and loses its nomination)."""
+        self._undo([a for a in attempts if a.node is not None])
+        tried = {a.pod.uid: a for a in attempts}
+        out: list[Attempt] = []
+        for member in members:
+            attempt = tried.get(member.uid) or Attempt(member, None)
+            if attempt is not errored:
+                attempt.message = pod_group_error(errored.message)
+            attempt.error, attempt.rejectors, attempt.gang_outcome = True, frozenset(), "failed"
+            self.engine.queue.error_failure(member.uid, now)
+            out.append(attempt)
+        self._clear(out, holds)
+        return out
+
     def _transaction(self, members: list[Pod], holds: dict[str, Hold], within: Domain | None, now: float,
                      give_up_below: int | None = None) -> list[Attempt]:
         """Each member's attempt in turn on the live state (each assumed where it lands), inside
@@ -306,6 +343,8 @@ class Cycle:
             nominated = holds[member.uid].node if member.uid in holds else member.nominated_node
             attempt = self._attempt(member, profiles[member.scheduler_name], now, nominated, within)
             attempts.append(attempt)
+            if attempt.error:  # the gang's cycle fails with it: the rest are not tried
+                break
             if attempt.node is None:
                 misses_allowed -= 1
                 if misses_allowed < 0:
@@ -351,7 +390,7 @@ class Cycle:
         for index, tier in enumerate(plan.tiers):
             if tier.domains is None:  # anywhere: the ordinary transaction, if it places every member
                 attempts = self._transaction(members, holds, None, now)
-                if not partial or all(attempt.node is not None for attempt in attempts):
+                if not partial or all(attempt.node is not None for attempt in attempts) or _erred(attempts):
                     return attempts
                 self._undo(attempts)
                 break
@@ -359,7 +398,7 @@ class Cycle:
             for order, domain in enumerate(tier.domains):
                 attempts = self._transaction(members, holds, domain, now, needed)
                 count = sum(1 for attempt in attempts if attempt.node is not None)
-                if count == len(members):
+                if count == len(members) or _erred(attempts):  # an error ends the gang's cycle
                     return attempts
                 failed = next(a for a in attempts if a.node is None)
                 rejectors.update(failed.rejectors)
@@ -371,7 +410,7 @@ class Cycle:
                     partial.append((-count, index, order, domain))
         for _, _, _, domain in sorted(partial):  # a re-run draws new tie-breaks: the next one may do
             attempts = self._transaction(members, holds, domain, now)
-            if sum(1 for attempt in attempts if attempt.node is not None) >= needed:
+            if sum(1 for attempt in attempts if attempt.node is not None) >= needed or _erred(attempts):
                 return attempts
             self._undo(attempts)
         if anywhere:
@@ -467,3 +506,8 @@ class Cycle:
                 # the core's own view goes at once, as upstream's nominator: the status write
                 # (live) or nothing (a replay) only tells others
                 attempt.pod.nominated_node = ""
+
+
+def _erred(attempts: list[Attempt]) -> bool:
+    """A member's attempt failed with an error: the gang's cycle ends with it."""
+    return any(attempt.error for attempt in attempts)

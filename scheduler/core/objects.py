@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -180,12 +180,14 @@ class Requirement:
     key: str
     operator: str
     values: tuple[str, ...]
-    # why upstream's labels.NewRequirement refuses it (a value that is no label value, a Gt/Lt
-    # value that is no int64): the apiserver accepts such a pod, and the term matches nothing
-    invalid: str = ""
+    # what upstream's labels.NewRequirement refuses in it (a value that is no label value, a Gt/Lt
+    # value that is no int64), as its field errors below the requirement's path ("values[0]: ...").
+    # The apiserver accepts such a pod: a required term with one matches nothing (upstream's
+    # LazyErrorNodeSelector); a preferred one fails NodeAffinity's PreScore
+    errors: tuple[str, ...] = ()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        if self.invalid:
+        if self.errors:
             return False
         op = self.operator
         if op == "In":
@@ -221,14 +223,64 @@ def go_int64(text: str) -> int | None:
     return number if -(2**63) <= number < 2**63 else None
 
 
-def _requirement_error(op: str, values: tuple[str, ...]) -> str:
-    """What labels.NewRequirement would refuse in these values ("" when nothing)."""
-    if op in ("Gt", "Lt") and go_int64(values[0]) is None:
-        return f"for 'Gt', 'Lt' operators, the value must be an integer: {values[0]!r}"
-    for value in values:
-        if not is_label_value(value):
-            return f"invalid label value: {value!r}"
-    return ""
+_LABEL_VALUE_MESSAGE = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+                        "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value', "
+                        " or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")
+
+
+def label_value_errors(value: str) -> list[str]:
+    """apimachinery's content.IsLabelValue messages (empty when the value is a label value)."""
+    errors = []
+    if len(value.encode()) > 63:
+        errors.append("must be no more than 63 bytes")
+    if _LABEL_VALUE.fullmatch(value) is None:
+        errors.append(_LABEL_VALUE_MESSAGE)
+    return errors
+
+
+_GO_ESCAPES = {"\a": r"\a", "\b": r"\b", "\f": r"\f", "\n": r"\n", "\r": r"\r", "\t": r"\t", "\v": r"\v",
+               "\\": "\\\\", '"': '\\"'}
+
+
+def go_quote(text: str) -> str:
+    """Go's %q of a string (strconv.Quote): printable characters as they are, the usual
+    backslash escapes, other control characters as \\xNN, other runes as \\uXXXX or \\UXXXXXXXX."""
+    out = ['"']
+    for char in text:
+        if char in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[char])
+        elif char == " " or char.isprintable():
+            out.append(char)
+        elif ord(char) < 0x20 or char == "\x7f":
+            out.append(f"\\x{ord(char):02x}")
+        elif ord(char) < 0x10000:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(f"\\U{ord(char):08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def _requirement_errors(key: str, op: str, values: tuple[str, ...]) -> tuple[str, ...]:
+    """labels.NewRequirement's field errors for what pod validation lets through (value counts and
+    keys the apiserver already checked): Gt/Lt values strconv.ParseInt cannot read, then every
+    value that is no label value (its path ends in the key: validateLabelValue's path.Key)."""
+    errors = []
+    if op in ("Gt", "Lt"):
+        errors += [f"values[{i}]: Invalid value: {go_quote(value)}: for 'Gt', 'Lt' operators, the value must be an "
+                   "integer" for i, value in enumerate(values) if go_int64(value) is None]
+    for i, value in enumerate(values):
+        messages = label_value_errors(value)
+        if messages:
+            errors.append(f"values[{i}][{key}]: Invalid value: {go_quote(value)}: {'; '.join(messages)}")
+    return tuple(errors)
+
+
+def aggregate_error(messages: Sequence[str]) -> str:
+    """apimachinery's errors.NewAggregate(...).Error(): one message as it is, several (repeats
+    dropped) as `[a, b]`."""
+    unique = list(dict.fromkeys(messages))
+    return unique[0] if len(unique) == 1 else f"[{', '.join(unique)}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +298,12 @@ class SelectorTerm:
             if req.operator == "In":
                 names = frozenset(req.values) if names is None else names & frozenset(req.values)
         return names
+
+    def parse_errors(self, path: str) -> list[str]:
+        """What component-helpers' newNodeSelectorTerm reports parsing the term at `path` (e.g.
+        "[0]"): its requirements' errors under their paths (matchFields have none: the
+        apiserver refuses every field requirement the parser would)."""
+        return [f"{path}.matchExpressions[{j}].{error}" for j, req in enumerate(self.expressions) for error in req.errors]
 
     def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
         if not self.expressions and not self.fields:
@@ -276,9 +334,9 @@ def _requirements(value: object, where: str, fields: bool) -> tuple[Requirement,
             raise ObjectError(f"{where}[{i}].values: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'")
         if fields and key != "metadata.name":
             raise ObjectError(f'{where}[{i}].key: Invalid value: "{key}": not a supported field selector key')
-        # what the apiserver takes but the scheduler cannot parse only disables its term (upstream's
-        # LazyErrorNodeSelector); what the apiserver itself refuses above refuses the object
-        out.append(Requirement(key, op, values, "" if fields else _requirement_error(op, values)))
+        # what the apiserver takes but the scheduler cannot parse is kept as the requirement's
+        # errors (see Requirement); what the apiserver itself refuses above refuses the object
+        out.append(Requirement(key, op, values, () if fields else _requirement_errors(key, op, values)))
     return tuple(out)
 
 

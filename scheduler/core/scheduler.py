@@ -37,6 +37,7 @@ from scheduler.core.state import ClusterEvent, ClusterState, EventKind, Notice
 
 UNSCHEDULABLE = "Unschedulable"
 WAITING_FOR_ALLOCATION = "WaitingForAllocation"
+SCHEDULER_ERROR = "SchedulerError"  # upstream's reason for a failure that is not a rejection (an error, a refused Binding)
 
 
 @runtime_checkable

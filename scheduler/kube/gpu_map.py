@@ -52,7 +52,7 @@ class DecisionHooks(LoopHooks):
 
     def on_attempt(self, result: str, profile: str, seconds: float, attempt: Attempt) -> None:
         self.inner.on_attempt(result, profile, seconds, attempt)
-        if result != "error":  # a failed Binding is logged by on_bind, with its reason
+        if result != "error" or attempt.error:  # a failed Binding is logged by on_bind, with its reason
             self.log.attempt(attempt, self.clock())
 
     def on_cycle(self, attempts: list[Attempt]) -> None:

@@ -20,6 +20,7 @@ import anyio
 import structlog
 
 from scheduler.api.config import SchedulerConfig
+from scheduler.core.cycle import pod_group_error
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.objects import FINAL_GROUP_PHASES, WORKLOAD_API, Pod, podgroup_api
 from scheduler.core.scheduler import Scheduler
@@ -52,6 +53,7 @@ class LoopStats:
     scheduled: int = 0
     unschedulable: int = 0
     bind_errors: int = 0
+    errors: int = 0  # cycles that failed with an error (SchedulerError), not a rejection
     preemptions: int = 0
     started: float = field(default_factory=time.monotonic)
 
@@ -317,11 +319,18 @@ class SchedulerLoop:
                 self.binder.submit(Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node,
                                            attempt.annotations))
         else:
-            self.stats.unschedulable += 1
-            log.debug("cycle.unschedulable", pod=pod.key, message=attempt.message, attempts=attempt.attempts)
-            self.hooks.on_attempt("unschedulable", profile, seconds, attempt)
+            # upstream's handleSchedulingFailure: an error (not a rejection) reads SchedulerError and
+            # counts as an "error" attempt; either way a FailedScheduling Event carries the message
+            if attempt.error:
+                self.stats.errors += 1
+                log.warning("cycle.error", pod=pod.key, message=attempt.message, attempts=attempt.attempts)
+            else:
+                self.stats.unschedulable += 1
+                log.debug("cycle.unschedulable", pod=pod.key, message=attempt.message, attempts=attempt.attempts)
+            self.hooks.on_attempt("error" if attempt.error else "unschedulable", profile, seconds, attempt)
             self.events.record(_pod_ref(attempt), "Warning", "FailedScheduling", "Scheduling", attempt.message)
-            self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name, UNSCHEDULABLE, attempt.message,
+            self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name,
+                                      SCHEDULER_ERROR if attempt.error else UNSCHEDULABLE, attempt.message,
                                       nominated_node=attempt.nominated_node, generation=pod.meta.generation)
         self._evict(attempt)
         for displaced in attempt.nominations_cleared:
@@ -331,7 +340,10 @@ class SchedulerLoop:
             # unschedulable: kube-scheduler's GangScheduling PreEnqueue keeps such pods out of
             # the queue and no pod group cycle writes PodGroupScheduled for them
             not_placed = attempt.node is None and attempt.gang_outcome != "waiting"
-            self._write_group_status(pod.gang.key, attempt.message if not_placed else "")
+            if attempt.error:  # the group's cycle failed with an error: one message for the group
+                self._write_group_status(pod.gang.key, pod_group_error(attempt.message), SCHEDULER_ERROR)
+            else:
+                self._write_group_status(pod.gang.key, attempt.message if not_placed else "")
 
     def _evict(self, attempt: Attempt) -> None:
         """Preemption chose victims for this pod (or its gang): evict them (once each: a victim
@@ -428,11 +440,12 @@ class SchedulerLoop:
         self._submit_released()
         self._wake.set()
 
-    def _write_group_status(self, key: str, failure: str = "") -> None:
+    def _write_group_status(self, key: str, failure: str = "", reason: str = UNSCHEDULABLE) -> None:
         """scheduler-plugins PodGroups get their phase and counts; upstream (Workload API)
         PodGroups the PodGroupScheduled condition as kube-scheduler writes it: True once the
         minimum is placed, False with the `failure` of a cycle that tried the group and could not
-        place it (none while it only waits for members or its PodGroup) — never True → False
+        place it (`reason` Unschedulable, or SchedulerError for a cycle that failed with an error;
+        none while it only waits for members or its PodGroup) — never True → False
         (neither what the object says nor what this process already wished: the watch may not
         have echoed it yet), and a new lastTransitionTime only when the status changes."""
         status = self.core.group_status(key)
@@ -447,7 +460,7 @@ class SchedulerLoop:
                 self.statuses.workload_pod_group(namespace, name, True, "Scheduled", "", transition=True,
                                                  generation=status.generation)
             elif failure:
-                self.statuses.workload_pod_group(namespace, name, False, "Unschedulable", failure,
+                self.statuses.workload_pod_group(namespace, name, False, reason, failure,
                                                  transition=status.condition != "False", generation=status.generation)
             return
         if status.final or key in self._groups_settled:

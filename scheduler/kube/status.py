@@ -35,6 +35,10 @@ import orjson
 import structlog
 
 from scheduler.core.objects import WORKLOAD_API
+# the PodScheduled reasons, the core's (re-exported: the writer's callers name them from here)
+from scheduler.core.scheduler import SCHEDULER_ERROR as SCHEDULER_ERROR
+from scheduler.core.scheduler import UNSCHEDULABLE as UNSCHEDULABLE
+from scheduler.core.scheduler import WAITING_FOR_ALLOCATION as WAITING_FOR_ALLOCATION
 from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.http import MERGE_PATCH, STRATEGIC_PATCH, KubeHttp, Response
 from scheduler.kube.recorder import micro_time
@@ -46,9 +50,6 @@ _PLUGINS_PODGROUP = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/p
 _WORKLOAD_PODGROUP = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups/{name}/status"
 _CLASS = "/apis/tessera.dev/v1alpha1/resourceclasses/{name}/status"
 _CONDITION_TYPES = ("PodScheduled", "PodGroupScheduled", "Valid")  # the conditions this writer stamps
-UNSCHEDULABLE = "Unschedulable"
-WAITING_FOR_ALLOCATION = "WaitingForAllocation"
-SCHEDULER_ERROR = "SchedulerError"  # upstream's reason for a failure that is not a rejection (a refused Binding)
 # (namespace, name, reason) -> the resourceVersion to write against while the pod still waits for
 # that reason (None: for any reason), or None when it no longer does (bound, assumed, gone)
 PodVersion = Callable[[str, str, "str | None"], "str | None"]

@@ -24,6 +24,7 @@ from scheduler.core import annotations as ann
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.objects import Pod, object_uid
+from scheduler.core.queue import BACKOFF
 from scheduler.core.resources import CPU
 from scheduler.core.state import Notice
 from scheduler.sim.snapshot import is_bound
@@ -115,7 +116,12 @@ class Replay:
         self._input_placed(event)
 
     def drain(self) -> Iterator[Attempt]:
+        """Schedule until no pod can make progress. A pod whose attempt failed with an error (a
+        PreScore error) waits out its backoff and is tried again, as upstream retries it for ever;
+        once only such pods wait, with nothing placed since their errors, a retry would fail the
+        same way, so the replay stops rather than run its clock for ever."""
         scheduler = self.scheduler
+        erred: set[str] = set()  # pods whose last attempt failed with an error, nothing placed since
         while True:
             attempts = scheduler.schedule_next(self.now)
             if attempts is None:
@@ -124,10 +130,14 @@ class Replay:
                     self._bind_all(released)
                     continue
                 expiry = scheduler.queue.next_backoff_expiry()
-                if expiry is None:
+                if expiry is None or self._only_erred_wait(erred):
                     return
                 self.now = max(self.now, expiry)
                 continue
+            if any(attempt.node is not None for attempt in attempts):
+                erred.clear()
+            erred.update(attempt.pod.uid for attempt in attempts if attempt.error)
+            erred.difference_update(attempt.pod.uid for attempt in attempts if not attempt.error)
             for attempt in attempts:
                 self.stats.attempts += 1
                 self.stats.final[attempt.pod.key] = attempt
@@ -137,6 +147,11 @@ class Replay:
             for attempt in attempts:  # victims held at Permit went back to the queue in the core
                 self._evict([victim for victim in attempt.preempted if victim.uid not in attempt.rejected_waiting],
                             attempt.pod.key)
+
+    def _only_erred_wait(self, erred: set[str]) -> bool:
+        """Every pod backing off failed its last attempt with an error, nothing placed since."""
+        backing_off = [uid for uid, entry in self.scheduler.queue.entries.items() if entry.where == BACKOFF]
+        return all(uid in erred for uid in backing_off)
 
     def _bind_all(self, ready: list[Attempt]) -> None:
         """Bind these, then whatever the allocation gate lets through as a result."""

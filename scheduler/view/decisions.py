@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Iterable
 
 from scheduler.core.framework.attempt import Attempt
-from scheduler.core.scheduler import UNSCHEDULABLE, WAITING_FOR_ALLOCATION
+from scheduler.core.scheduler import SCHEDULER_ERROR, UNSCHEDULABLE, WAITING_FOR_ALLOCATION
 from scheduler.view.cluster import WaitReason
 from scheduler.view.model import Decision
 
@@ -33,6 +33,9 @@ class DecisionLog:
         elif attempt.node is not None:
             outcome = "placed"
             self._waiting.pop(key, None)
+        elif attempt.error:  # the cycle failed with an error: the pod backs off, status SchedulerError
+            outcome = "error"
+            self._waiting[key] = WaitReason(SCHEDULER_ERROR, attempt.message)
         else:
             # a gang's victims ride on its first member's attempt; every member nominated to the
             # room they leave is preempting too

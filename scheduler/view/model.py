@@ -98,7 +98,7 @@ class GangView:
 class Decision:
     at: float  # seconds since the epoch (a replay's virtual time for simulate)
     pod: str
-    outcome: str  # placed, held, unschedulable, preempting, or a Binding's failure
+    outcome: str  # placed, held, unschedulable, preempting, error (the cycle failed), or a Binding's failure
     node: str = ""
     message: str = ""
 

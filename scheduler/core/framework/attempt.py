@@ -19,6 +19,10 @@ class Attempt:
     node: str | None
     annotations: dict[str, str] = field(default_factory=dict)
     message: str = ""
+    # the cycle failed with an error, not a rejection (upstream's Error status: a PreScore error):
+    # `message` is the error; no preemption; the pod waits out its error backoff, and its status
+    # reads SchedulerError
+    error: bool = False
     rejectors: frozenset[str] = frozenset()
     scores: dict[str, dict[str, int]] | None = None
     filtered: dict[str, str] | None = None

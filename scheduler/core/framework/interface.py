@@ -6,6 +6,9 @@ them:
 
 - `pre_filter(ctx)` — reject the pod outright (an unknown ResourceClass, a gang still short);
 - `filter(ctx, node)` — may the pod go to this node; the reasons if not (upstream's messages);
+- `pre_score(ctx)` — an error that fails the cycle before scoring (upstream's PreScore returning
+  an Error status: no placement, no preemption, error backoff); asked only when at least two
+  nodes are feasible, as upstream scores nothing for a lone feasible node;
 - `score(ctx, node)` — 0..100 (after the plugin's normalisation), weighted by the profile;
 - `reserve(ctx, node)` — what the chosen node's Binding carries (devices and their annotations);
 - `placements(gang)` — for a gang with a topology constraint, the domains its transaction is
@@ -167,6 +170,12 @@ class ScorePlugin(Plugin):
     def score_applies(self, ctx: PodContext) -> bool:
         """False when the plugin would score every node 0 for this pod."""
         return True
+
+    def pre_score(self, ctx: PodContext) -> str | None:
+        """Why scoring this pod is an error (upstream's PreScore returning an Error status: the
+        apiserver accepted something the plugin cannot read), or None. The runner says which
+        plugin failed, as upstream's RunPreScorePlugins."""
+        return None
 
     @abstractmethod
     def score(self, ctx: PodContext, info: NodeInfo) -> int:

@@ -351,6 +351,16 @@ class ProfileRuntime:
         if not found.rows:
             found.statuses = NodeStatuses(tuple(self.table.infos[: self.table.size]), names, rejector)
 
+    def pre_score(self, ctx: PodContext) -> str | None:
+        """The first score plugin's PreScore error, in upstream's wording (RunPreScorePlugins:
+        `running PreScore plugin "<name>": <err>`), or None. A profile runs PreScore for the
+        plugins it scores with (upstream's default profile enables both points together)."""
+        for plugin, _ in self.scores:
+            error = plugin.pre_score(ctx)
+            if error is not None:
+                return f'running PreScore plugin "{plugin.name}": {error}'
+        return None
+
     def score(self, ctx: PodContext, rows: list[int], explain: bool) -> Scores:
         """Weighted totals per feasible row (and, for --explain, each plugin's normalised scores)."""
         array = np.array(rows, np.int64)

@@ -9,6 +9,11 @@ PreFilter, as upstream's: when every required term names its nodes (`matchFields
 In`), only those nodes are filtered (`node_names`, upstream's PreFilterResult) and the others read
 "node(s) didn't satisfy plugin(s) [NodeAffinity]"; when the terms leave no name at all the pod is
 refused with "pod affinity terms conflict".
+
+PreScore, as upstream's: the apiserver accepts preferred terms whose values the scheduler cannot
+parse (a Gt value that is no integer, an In value that is no label value), and upstream's PreScore
+(NewPreferredSchedulingTerms) fails the cycle with their parse errors — an error, not a rejection.
+A required term with such a value only matches nothing (upstream's LazyErrorNodeSelector).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import (FilterPlugin, Normalize, PreFilterPlugin, QueueingHint, Reasons,
                                                 ScorePlugin)
-from scheduler.core.objects import Pod
+from scheduler.core.objects import Pod, aggregate_error
 from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "NodeAffinity"
@@ -61,6 +66,13 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
 
     def score_applies(self, ctx: PodContext) -> bool:
         return bool(ctx.pod.preferred_terms)
+
+    def pre_score(self, ctx: PodContext) -> str | None:
+        """NewPreferredSchedulingTerms' errors: every term's, under its index (`[0].matchExpressions
+        [0].values[0]: ...`), flattened into one aggregate."""
+        errors = [error for i, preferred in enumerate(ctx.pod.preferred_terms)
+                  for error in preferred.term.parse_errors(f"[{i}]")]
+        return aggregate_error(errors) if errors else None
 
     def score(self, ctx: PodContext, info: NodeInfo) -> int:
         node = info.node
