@@ -405,14 +405,16 @@ def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None =
             if wrong:
                 out.append(Violation(DEVICE_CAPACITY, name, f"device is on node {device.node_name} but pods on "
                                      f"other nodes hold it: {', '.join(wrong)}"))
-            if shared:
-                dimension = _dimension(shared[0].resource, view)
-                capacity = device.capacity.get(dimension)
-                total = _shared_total(shared)
-                if capacity is None or total > capacity:
-                    out.append(Violation(DEVICE_CAPACITY, name, f"shared {format_quantity(total)} of {dimension} > "
-                                         f"capacity {format_quantity(capacity) if capacity is not None else 'none'}: "
-                                         f"{', '.join(holders)}"))
+            if shared:  # each sharing dimension within its own capacity; slices of no known class
+                # count against every dimension beside them (they may be of any), or alone as memory
+                dimensions = {g.resource: _dimension(g.resource, view) for g in shared}
+                for dimension in sorted(set(dimensions.values()) - {""} or {"memory"}):
+                    total = _shared_total(g for g in shared if dimensions[g.resource] in (dimension, ""))
+                    capacity = device.capacity.get(dimension)
+                    if capacity is None or total > capacity:
+                        out.append(Violation(DEVICE_CAPACITY, name, f"shared {format_quantity(total)} of {dimension} "
+                                             f"> capacity {format_quantity(capacity) if capacity is not None else 'none'}"
+                                             f": {', '.join(holders)}"))
     for node_name, obj in sorted(view.nodes.items()):
         try:
             node = parse_node(obj)
@@ -429,8 +431,9 @@ def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None =
 
 
 def _dimension(resource: str, view: ClusterView) -> str:
+    """The sharing dimension of a class's slices; "" when no sharing class owns the name."""
     cls = _class_for(resource, view.classes)
-    return cls.sharing.dimension if cls is not None and cls.sharing is not None else "memory"
+    return cls.sharing.dimension if cls is not None and cls.sharing is not None else ""
 
 
 def fits_somewhere(raw: JSON, view: ClusterView, ledger: _Ledger | None = None,
@@ -444,7 +447,8 @@ def fits_somewhere(raw: JSON, view: ClusterView, ledger: _Ledger | None = None,
     return found[0] if found is not None else None
 
 
-_Taken = list[tuple[str, str, "Fraction | None"]]  # (device, its resourceName, shared amount or None)
+# (device, its resourceName, the class's resourceName, shared amount or None)
+_Taken = list[tuple[str, str, str, "Fraction | None"]]
 
 
 def _fit(raw: JSON, view: ClusterView, ledger: _Ledger) -> tuple[str, _Taken] | None:
@@ -493,19 +497,21 @@ def _fit(raw: JSON, view: ClusterView, ledger: _Ledger) -> tuple[str, _Taken] | 
                 for d in chosen:
                     free.discard(d.name)
                     newly[d.resource_name] += 1
-                    taken.append((d.name, d.resource_name, None))
+                    taken.append((d.name, d.resource_name, resource, None))
             else:
                 need = amount * cls.sharing.unit
+                dimension = cls.sharing.dimension
                 room = [d for d in matching if all(g.amount is not None for g in holders.get(d.name, []))
-                        and d.capacity.get(cls.sharing.dimension, 0)
-                        - sum((g.amount or 0 for g in holders.get(d.name, [])), Fraction(0)) >= need]
+                        and d.capacity.get(dimension, 0)
+                        - sum((g.amount or 0 for g in holders.get(d.name, [])
+                               if _dimension(g.resource, view) in (dimension, "")), Fraction(0)) >= need]
                 if not room:
                     ok = False
                     break
                 if room[0].name in free:
                     free.discard(room[0].name)
                     newly[room[0].resource_name] += 1
-                taken.append((room[0].name, room[0].resource_name, Fraction(need)))
+                taken.append((room[0].name, room[0].resource_name, resource, Fraction(need)))
         if ok and all(used[r] + n <= node.allocatable.get(r, n) for r, n in newly.items()):
             return node_name, taken
     return None
@@ -518,10 +524,10 @@ def _take(ledger: _Ledger, pod: Pod, node: str, taken: _Taken) -> None:
     for resource, requested in pod.requests.items():
         if not ledger.is_class_resource(resource) and resource != PODS:
             used[resource] += requested
-    for device, resource, share in taken:
+    for device, device_resource, resource, share in taken:
         holders = ledger.by_device.setdefault(device, [])
         if not holders:
-            used[resource] += 1
+            used[device_resource] += 1
         holders.append(_Grant(pod.key, pod.uid, node, resource, "", device, "", share))
 
 

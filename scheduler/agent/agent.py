@@ -334,9 +334,9 @@ class Agent:
                 for info, view in zip(self.devices or (), self.views, strict=True)}
 
     def _response(self, plan: EndpointPlan, allocation: Allocation, slot_ids: list[str]) -> api_pb2.ContainerAllocateResponse:
-        env, annotations, cdi = container_env(
-            allocation, shared_dimension=plan.sharing.dimension if plan.sharing is not None else None,
-            cdi=self.options.cdi)
+        dimensions = {other.resource_name: other.sharing.dimension
+                      for other in (*self.plans.values(), plan) if other.sharing is not None}
+        env, annotations, cdi = container_env(allocation, dimensions=dimensions, cdi=self.options.cdi)
         log.info("agent.allocated", pod=allocation.pod_key, container=allocation.container,
                  resource=allocation.resource_name, slots=slot_ids, devices=allocation.device_ids)
         return api_pb2.ContainerAllocateResponse(envs=env, annotations=annotations,

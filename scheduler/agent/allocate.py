@@ -83,9 +83,14 @@ class Allocation:
     container: str
     resource_name: str
     grants: tuple[DeviceGrant, ...]
-    # every grant of the container, all its resources: a container asking for two classes gets one
-    # Allocate call per class, and the kubelet keeps the first value of an env key across them
-    container_grants: tuple[DeviceGrant, ...] = ()
+    # every grant of the container by resource name, all its resources: a container asking for two
+    # classes gets one Allocate call per class, and of an env key the kubelet keeps the value of
+    # whichever answer it reads first (its own map order)
+    container_resources: tuple[tuple[str, tuple[DeviceGrant, ...]], ...] = ()
+
+    @property
+    def container_grants(self) -> tuple[DeviceGrant, ...]:
+        return tuple(grant for _, grants in self.container_resources for grant in grants)
 
     @property
     def key(self) -> ServedKey:
@@ -218,7 +223,7 @@ def find_allocation(pods: Iterable[Mapping[str, Any]], node_name: str, resource_
                 continue
             units = grant_units(grants, unit)
             if units == count:
-                everything = tuple(g for held in devices.get(container, {}).values() for g in held)
+                everything = tuple(devices.get(container, {}).items())
                 found = Allocation(uid, namespace, name, container, resource_name, grants, everything)
                 break
             unmatched.append(f"{container} wants {units if units is not None else 'a non-whole number of'}")
@@ -364,7 +369,7 @@ def held_names(held: HeldGrants) -> frozenset[str]:
 _ENV_UNSAFE = re.compile(r"[^A-Z0-9_]")
 
 
-def container_env(allocation: Allocation, *, shared_dimension: str | None = None,
+def container_env(allocation: Allocation, *, dimensions: Mapping[str, str] | None = None,
                   cdi: bool = False) -> tuple[dict[str, str], dict[str, str], list[str]]:
     """(environment, container annotations, CDI device names) for one served container.
 
@@ -372,7 +377,10 @@ def container_env(allocation: Allocation, *, shared_dimension: str | None = None
     and CSV modes; CDI names (`nvidia.com/gpu=<uuid>`) need `nvidia-ctk cdi generate
     --device-name-strategy=uuid` on the node, hence behind a flag. The TESSERA_* variables tell the
     workload (and a person debugging it) which ExtendedResources it got and, for shared classes,
-    how big its slice is — the agent does not enforce that size; the application must honour it.
+    how big its slice is — the agent does not enforce that size; the application must honour it:
+    `TESSERA_SHARED_<DIMENSION>` per sharing dimension (`dimensions`: resource name -> its class's
+    `sharing.dimension`), the container's slices of the classes that share by it, all resources
+    of the container in every answer, so the kubelet's pick among them changes nothing.
     """
     # the container's devices of every resource, so that whichever of its Allocate answers the
     # kubelet keeps (the first value of a key wins) names all of them; CDI names, which the kubelet
@@ -384,9 +392,14 @@ def container_env(allocation: Allocation, *, shared_dimension: str | None = None
         "TESSERA_POD": allocation.pod_key,
         "TESSERA_CONTAINER": allocation.container,
     }
-    amounts = [g.amount for g in allocation.grants if g.amount is not None]
-    if amounts and shared_dimension:
-        env[f"TESSERA_SHARED_{_ENV_UNSAFE.sub('_', shared_dimension.upper())}"] = format_quantity(sum((Fraction(a) for a in amounts), Fraction(0)))
+    shared: dict[str, Fraction] = {}
+    for resource, grants in allocation.container_resources or ((allocation.resource_name, allocation.grants),):
+        dimension = (dimensions or {}).get(resource)
+        amounts = [Fraction(g.amount) for g in grants if g.amount is not None]
+        if dimension and amounts:
+            shared[dimension] = shared.get(dimension, Fraction(0)) + sum(amounts, Fraction(0))
+    for dimension, amount in sorted(shared.items()):
+        env[f"TESSERA_SHARED_{_ENV_UNSAFE.sub('_', dimension.upper())}"] = format_quantity(amount)
     annotations = {"tessera.dev/devices": ",".join(ids)}
     cdi_names = [f"nvidia.com/gpu={device_id}" for device_id in allocation.device_ids] if cdi else []
     return env, annotations, cdi_names

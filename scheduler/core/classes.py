@@ -256,6 +256,13 @@ class ClassRegistry:
             return None
         return cls.error or self.clash.get(name) or self._slices.problem(cls)
 
+    def sharing_dimension(self, resource_name: str) -> str:
+        """The device capacity slices of ``resource_name`` use (its class's `sharing.dimension`),
+        "" when no class that shares owns the name now (deleted, or no longer sharing): whoever
+        holds such slices, they may be of any dimension."""
+        cls = self.by_resource.get(resource_name)
+        return cls.sharing.dimension if cls is not None and cls.sharing is not None else ""
+
     def resource_class(self, resource_name: str) -> ResourceClass | None:
         """The usable class that owns ``resource_name``: None also for a sharing class whose
         matching devices cannot hold a single slice (see `_SliceCapacity`), so pods asking for it

@@ -31,6 +31,9 @@ APP: ContainerKind = "app"
 Phases = frozenset[int]
 # container -> resource name -> (device name, shared amount or None for the whole device)
 GrantsByContainer = Mapping[str, Mapping[str, Iterable[tuple[str, Amount | None]]]]
+# what a pod holds of a device: (device name, its slices of one resource name or None for the
+# whole device, that resource name)
+DeviceHold = tuple[str, Amount | None, str]
 
 
 def container_phases(containers: Iterable[tuple[str, ContainerKind]]) -> dict[str, Phases]:
@@ -72,11 +75,14 @@ def slice_peak(by_phase: Mapping[str, Mapping[int, Amount]]) -> Amount:
     return sum((max(amounts.values(), default=0) for amounts in by_phase.values()), 0)
 
 
-def device_holds(grants: GrantsByContainer, phases: Mapping[str, Phases]) -> dict[str, tuple[Amount | None, str]]:
-    """What a pod holds of each device over its life, from its per-container grants: device ->
-    (None when any container has it whole, else `slice_peak` of its slices; the resource name
-    of its first grant, whose class names the sharing dimension). A device that two containers
-    are given in phases that do not meet is held once."""
+def device_holds(grants: GrantsByContainer, phases: Mapping[str, Phases]) -> list[DeviceHold]:
+    """What a pod holds of each device over its life, from its per-container grants: a device
+    any container has whole once, `(device, None, the resource name of its first grant)`; a
+    device it has in slices once per resource name, `(device, the most its containers' slices of
+    that name add up to in one phase, resource name)` — per resource name, because each names a
+    class whose `sharing.dimension` says which capacity of the device the slices use (their sum
+    is `slice_peak`). A device that two containers are given in phases that do not meet is held
+    once."""
     every = always(phases)
     whole: dict[str, str] = {}
     sliced: dict[str, dict[str, dict[int, Amount]]] = {}
@@ -92,5 +98,10 @@ def device_holds(grants: GrantsByContainer, phases: Mapping[str, Phases]) -> dic
                 by_phase = sliced.setdefault(device, {}).setdefault(resource, {})
                 for phase in ran:
                     by_phase[phase] = by_phase.get(phase, 0) + amount
-    return {device: (None if device in whole else slice_peak(sliced[device]), resource)
-            for device, resource in first.items()}
+    holds: list[DeviceHold] = []
+    for device, resource in first.items():
+        if device in whole:
+            holds.append((device, None, resource))
+        else:
+            holds += [(device, max(amounts.values(), default=0), name) for name, amounts in sliced[device].items()]
+    return holds

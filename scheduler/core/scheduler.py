@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from scheduler.api.config_model import SchedulerConfig
-from scheduler.api.quantity import Amount
 from scheduler.core.cycle import Cycle
 from scheduler.core.engine import Engine
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.runtime import ProfileRuntime
 from scheduler.core.intake import Intake
+from scheduler.core.lifecycle import DeviceHold
 from scheduler.core.nominations import hold_nominated
 from scheduler.core.classes import ResourceClass
 from scheduler.core.objects import JSON, Device
@@ -60,7 +60,7 @@ class PlacedPod:
     key: str
     node: str
     requests: dict[str, int]
-    grants: tuple[tuple[str, Amount | None], ...]  # (device, shared amount or None)
+    grants: tuple[DeviceHold, ...]  # (device, shared amount or None, resource name)
     assumed: bool
 
 

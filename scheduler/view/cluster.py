@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.api.quantity import format_quantity
+from scheduler.api.quantity import Amount, format_quantity
 from scheduler.core.annotations import DEVICES
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.objects import Device, Pod
@@ -208,9 +208,24 @@ def _counted_holders(facts: _Facts, info: NodeInfo, resource: str) -> list[m.Hol
 def _holders(facts: _Facts, node: str, use: DeviceUse) -> tuple[m.Holder, ...]:
     state = facts.state
     whole = [m.Holder(_key(state, uid), status=_status(facts, node, uid)) for uid in use.exclusive]
-    slices = [m.Holder(_key(state, uid), format_quantity(amount), _status(facts, node, uid))
-              for uid, amount in use.shared.items()]
+    slices = [m.Holder(_key(state, uid), " + ".join(format_quantity(amount) for amount in held.values()),
+                       _status(facts, node, uid))
+              for uid, held in use.shared.items()]
     return tuple(sorted(whole, key=lambda h: h.pod) + sorted(slices, key=lambda h: h.pod))
+
+
+def _slices_used(device: Device, dimensions: Mapping[str, Amount]) -> tuple[str, float]:
+    """A sliced GPU's USE ("4Gi/16Gi"; "cores 10/100, memory 4Gi/16Gi" when classes of several
+    dimensions share it, each of its own capacity) and fill (the fullest dimension's share)."""
+    parts: list[str] = []
+    fill = 0.0
+    for dimension, amount in dimensions.items():
+        capacity = device.capacity.get(dimension)
+        parts.append(f"{format_quantity(amount)}/{format_quantity(capacity) if capacity else '?'}")
+        fill = max(fill, min(1.0, float(amount / capacity)) if capacity else 1.0)
+    if len(parts) > 1:
+        parts = [f"{dimension} {part}" for dimension, part in zip(dimensions, parts, strict=True)]
+    return ", ".join(parts), fill
 
 
 def _device_gpu(facts: _Facts, device: Device, index: int) -> m.GpuView:
@@ -221,10 +236,7 @@ def _device_gpu(facts: _Facts, device: Device, index: int) -> m.GpuView:
     if use is not None and use.exclusive:
         fill = 1.0
     elif use is not None and use.shared:
-        dimension = use.dimension or "memory"
-        capacity = device.capacity.get(dimension)
-        used = f"{format_quantity(use.shared_total)}/{format_quantity(capacity) if capacity else '?'}"
-        fill = min(1.0, float(use.shared_total / capacity)) if capacity else 1.0
+        used, fill = _slices_used(device, state.ledger.shared_dimensions(use))
     if state.ledger.is_ghost(device.name):
         status = m.GHOST
     elif not device.healthy:

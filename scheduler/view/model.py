@@ -52,7 +52,7 @@ class GpuView:
     memory: str  # capacity.memory ("32Gi"), "" when unknown
     state: str
     fill: float  # the share in use: 1 for a whole or counted GPU, the slices' share, 0 when free
-    used: str = ""  # slices: "16Gi/32Gi" (the sharing dimension)
+    used: str = ""  # slices: "16Gi/32Gi" of the sharing dimension ("cores 10/100, memory 16Gi/32Gi" for several)
     holders: tuple[Holder, ...] = ()
 
 

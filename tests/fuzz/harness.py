@@ -247,7 +247,7 @@ class Harness:
             requested = [(r, a) for r, a in pod.requests.items()
                          if a > 0 and r != "pods" and not state.classes.is_class_resource(r)]
             if not S.generate_known("F9"):  # F9: plain + class requests for one device resource
-                device_resources = {state.devices[d].resource_name for d, _ in placement.grants if d in state.devices}
+                device_resources = {state.devices[d].resource_name for d in placement.devices if d in state.devices}
                 requested = [(r, a) for r, a in requested if r not in device_resources]
             for resource, _ in requested:
                 assert info.used(resource) <= alloc.get(resource, 0), \
@@ -309,7 +309,10 @@ class Harness:
                         assert use.exclusive == {attempt.pod.uid} and not use.shared, (grant, use)
                     else:
                         assert cls.sharing is not None and not use.exclusive, (grant, use)
-                        assert use.shared_total <= device.capacity[cls.sharing.dimension], (grant, use)
+                        dimension = cls.sharing.dimension  # each dimension within its own capacity
+                        used = sum((amount for held in use.shared.values() for resource, amount in held.items()
+                                    if state.classes.sharing_dimension(resource) in (dimension, "")), Fraction(0))
+                        assert used <= device.capacity[dimension], (grant, use)
 
     # --- whole-state checks -------------------------------------------------------------------
 
@@ -318,15 +321,16 @@ class Harness:
         requested: dict[str, Counter[str]] = defaultdict(Counter)
         pods: dict[str, set[str]] = defaultdict(set)
         exclusive: dict[str, set[str]] = defaultdict(set)
-        shared: dict[str, dict[str, Fraction]] = defaultdict(dict)
+        shared: dict[str, dict[str, dict[str, Fraction]]] = defaultdict(dict)  # device -> uid -> resource -> amount
         for uid, placement in state.placements.items():
             requested[placement.node].update(placement.requests)
             pods[placement.node].add(uid)
-            for device, amount in placement.grants:
+            for device, amount, resource in placement.grants:
                 if amount is None:
                     exclusive[device].add(uid)
                 else:
-                    shared[device][uid] = shared[device].get(uid, Fraction(0)) + amount
+                    held = shared[device].setdefault(uid, {})
+                    held[resource] = held.get(resource, Fraction(0)) + amount
         for name, info in state.nodes.items():
             assert {k: v for k, v in info.requested.items() if v} == {k: v for k, v in requested[name].items() if v}, name
             assert info.pods == pods[name], name
@@ -342,7 +346,11 @@ class Harness:
         for name, use in state.ledger.use.items():
             assert use.exclusive == exclusive.get(name, set()), name
             assert use.shared == shared.get(name, {}), name
-            assert use.shared_total == sum(use.shared.values(), Fraction(0)), name
+            totals: dict[str, Fraction] = defaultdict(Fraction)
+            for held in use.shared.values():
+                for resource, amount in held.items():
+                    totals[resource] += amount
+            assert use.by_resource == totals, name
         assert not (state.pending & set(state.placements))
 
     def check_good_pair(self) -> None:

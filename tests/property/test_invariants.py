@@ -160,18 +160,20 @@ def grants_of(annotations: dict[str, str] | None) -> list[tuple[str, str, str, s
             for c, by_resource in doc["containers"].items() for r, entries in by_resource.items() for e in entries]
 
 
-Ledger = dict[str, tuple[set[str], dict[str, Fraction]]]  # device -> (exclusive holders, shared amounts)
+# device -> (exclusive holders, pod uid -> resource name -> shared amount)
+Ledger = dict[str, tuple[set[str], dict[str, dict[str, Fraction]]]]
 
 
 def ledger_of(holders: Iterable[tuple[str, dict[str, str] | None]]) -> Ledger:
     ledger: Ledger = {}
     for uid, annotations in holders:
-        for _, _, _, device, amount in grants_of(annotations):
+        for _, resource, _, device, amount in grants_of(annotations):
             exclusive, shared = ledger.setdefault(device, (set(), {}))
             if amount is None:
                 exclusive.add(uid)
             else:
-                shared[uid] = shared.get(uid, Fraction(0)) + amount
+                held = shared.setdefault(uid, {})
+                held[resource] = held.get(resource, Fraction(0)) + amount
     return ledger
 
 
@@ -188,7 +190,7 @@ def check_device_use(ledger: Ledger, world: S.World, devices: Iterable[str], wha
                                           f"and shared by {sorted(shared)}")
         spec = world.device_spec.get(device)
         if shared and spec is not None and device in world.devices:
-            total = sum(shared.values(), Fraction(0))
+            total = sum((amount for held in shared.values() for amount in held.values()), Fraction(0))  # all memory
             check(total <= spec.mem_gi * S.GI, f"{what}: device {device} shared beyond capacity: "
                                                f"{total} > {spec.mem_gi}Gi")
 
@@ -320,7 +322,8 @@ def check_decision_core(sched: Scheduler, attempts: list[Attempt], ours: set[str
                                                                   f"also held by {sorted(others)}")
             else:
                 check(not use.exclusive and cls.sharing is not None
-                      and sum(use.shared.values(), Fraction(0)) <= d.capacity.get(cls.sharing.dimension, Fraction(0)),
+                      and sum((a for held in use.shared.values() for a in held.values()), Fraction(0))
+                      <= d.capacity.get(cls.sharing.dimension, Fraction(0)),  # one dimension (memory) here
                       f"{a.pod.key}: shared device {device} over capacity or held exclusively")
     # capacity, core view: after vs before this transaction
     by_node: dict[str, list[Attempt]] = defaultdict(list)
@@ -472,12 +475,13 @@ def check_state_consistent(sched: Scheduler) -> None:
         scoring[p.node][1] += p.scoring_memory
         if p.broken:
             broken[p.node].add(uid)
-        for device, amount in p.grants:
+        for device, amount, resource in p.grants:
             exclusive, shared = use.setdefault(device, (set(), {}))
             if amount is None:
                 exclusive.add(uid)
             else:
-                shared[uid] = shared.get(uid, Fraction(0)) + amount
+                held = shared.setdefault(uid, {})
+                held[resource] = held.get(resource, Fraction(0)) + amount
     for uid in state.pending:
         pod = state.pods.get(uid)
         check(pod is not None and state.is_ours(pod) and not pod.node_name and not pod.terminal,
@@ -499,11 +503,10 @@ def check_state_consistent(sched: Scheduler) -> None:
     core = {d: (set(u.exclusive), dict(u.shared)) for d, u in state.ledger.use.items()}
     check(core == use, f"device ledger {core} != placements' grants {use}")
     for d, u in state.ledger.use.items():
-        cached = getattr(u, "shared_total", None)
-        if cached is not None:
-            cached = cached() if callable(cached) else cached
-            check(cached == sum(u.shared.values(), Fraction(0)),
-                  f"device {d}: cached shared total {cached} != sum of shares {dict(u.shared)}")
+        totals: Counter[str] = Counter()
+        for held in u.shared.values():
+            totals.update(held)
+        check(u.by_resource == dict(totals), f"device {d}: kept totals {u.by_resource} != sum of shares {dict(u.shared)}")
     with_object = [n for n, info in state.nodes.items() if info.node is not None]
     check(sorted(state.node_order) == sorted(with_object) and len(set(state.node_order)) == len(state.node_order),
           f"node_order {state.node_order} != nodes with objects {with_object}")

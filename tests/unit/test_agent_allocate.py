@@ -164,7 +164,7 @@ def test_shared_grants_count_units() -> None:
     assert found.device_ids == ["GPU-1"]
     with pytest.raises(AllocationError, match="main wants 8"):
         find_allocation([pod], "n", SLICE, 1, GI, set())
-    env, _, _ = container_env(found, shared_dimension="memory")
+    env, _, _ = container_env(found, dimensions={SLICE: "memory"})
     assert env["NVIDIA_VISIBLE_DEVICES"] == "GPU-1" and env["TESSERA_SHARED_MEMORY"] == "8Gi"
 
 

@@ -136,7 +136,7 @@ def test_the_slice_takes_the_gpu_that_leaves_the_least_fragmentation_not_the_ful
     run.add(b.pod("second", limits={SHARE: 300}))
     # best fit would put it on the 800 GPU (500 left: no 0.7 slice fits anywhere but the free
     # GPU); on the free GPU it leaves 800 + 700, room for two more 0.7 slices
-    busy = sorted(d.shared_total for d in devices.values() if d.busy)
+    busy = sorted(run.scheduler.state.ledger.shared_use(d, "gpu-milli") for d in devices.values() if d.busy)
     assert busy == [200, 300]
 
 

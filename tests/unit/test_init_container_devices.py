@@ -140,7 +140,7 @@ def test_shared_slices_of_init_and_app_on_one_device_charge_the_larger() -> None
     assert lines["q"][0] == "n", lines["q"][2]
     assert lines["r"][0] is None, lines["r"]
     [use] = scheduler.state.ledger.use.values()
-    assert use.shared_total == 8 * 2**30
+    assert scheduler.state.ledger.shared_use(use, "memory") == 8 * 2**30
 
 
 def test_ledger_rebuilt_from_the_annotation_charges_a_reused_device_once() -> None:

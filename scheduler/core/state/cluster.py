@@ -17,11 +17,10 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
-from scheduler.api.quantity import Amount
 from scheduler.core.annotations import DeviceAssignment
 from scheduler.core.classes import ClassRegistry, ResourceClass, parse_resource_class
 from scheduler.core.disruption import DisruptionBudget, parse_disruption_budget
-from scheduler.core.lifecycle import device_holds
+from scheduler.core.lifecycle import DeviceHold, device_holds
 from scheduler.core.objects import (
     JSON,
     Device,
@@ -363,7 +362,7 @@ class ClusterState:
                 swapped = self._unplace(uid, drop_ghosts=False) if placement is not None else []
                 notices += self._place(pod, pod.node_name, pod.devices, assumed=False)
                 if placement is not None:
-                    self.ledger.drop_released_ghosts(device for device, _ in placement.grants)
+                    self.ledger.drop_released_ghosts(placement.devices)
                     # a swap that frees nothing (our Binding confirmed, requests grown) is no
                     # removal: it must not wake every pod parked for room (upstream's Fit
                     # registers pod deletion and scale-down only)
@@ -431,14 +430,14 @@ class ClusterState:
             for entries in by_resource.values():
                 for grant in entries:
                     self.ledger.hold_unseen(grant.device, grant.device_id, info)
-        for device, (amount, resource) in _holds(pod, devices).items():
+        for device, amount, resource in _holds(pod, devices):
             notices += self.ledger.charge(pod, device, amount, resource)
         placement = placement_of(pod, node_name, devices, broken, assumed)
         self.placements[pod.uid] = placement
         info.pods.add(pod.uid)
         _charge(info, placement)
         self._touch(info)
-        self.ledger.refresh_for(device for device, _ in placement.grants)
+        self.ledger.refresh_for(placement.devices)
         if assumed:  # our own decision: the filters kept it within capacity
             return notices
         return notices + self.check_overcommit(info, pod)
@@ -474,11 +473,11 @@ class ClusterState:
         _discharge(info, placement)
         self._touch(info)
         self.ledger.uncharge(uid, placement.grants)
-        self.ledger.refresh_for([device for device, _ in placement.grants])
+        self.ledger.refresh_for(placement.devices)
         if info.over:  # a removal can only end a crossing: nothing to report, only to forget
             self.check_overcommit(info, None)
         if drop_ghosts:
-            self.ledger.drop_released_ghosts(device for device, _ in placement.grants)
+            self.ledger.drop_released_ghosts(placement.devices)
         events = [ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=placement.node)]
         if gate_opened:
             events.append(ClusterEvent(EventKind.ALLOCATION_DONE, node=placement.node))
@@ -510,16 +509,15 @@ class ClusterState:
         back exactly what was there, in any order, within the same cycle."""
         placement = self.placements.pop(uid)
         info = self.nodes[placement.node]
-        dimensions = self.ledger.dimensions(placement.grants)
         allocating = info.allocating.pop(uid, None)
         broken = uid in info.broken
         info.pods.discard(uid)
         info.broken.discard(uid)
         _discharge(info, placement)
         self.ledger.uncharge(uid, placement.grants)
-        self.ledger.refresh_for([device for device, _ in placement.grants])
+        self.ledger.refresh_for(placement.devices)
         self._touch(info)
-        return Lifted(uid, placement, allocating, broken, dimensions)
+        return Lifted(uid, placement, allocating, broken)
 
     def restore(self, lifted: Lifted) -> None:
         placement = lifted.placement
@@ -531,8 +529,8 @@ class ClusterState:
         if lifted.allocating is not None:
             info.allocating[lifted.uid] = lifted.allocating
         _charge(info, placement)
-        self.ledger.recharge(lifted.uid, placement.grants, lifted.dimensions)
-        self.ledger.refresh_for([device for device, _ in placement.grants])
+        self.ledger.recharge(lifted.uid, placement.grants)
+        self.ledger.refresh_for(placement.devices)
         self._touch(info)
 
     def hold(self, uid: str, placement: Placement, priority: int) -> None:
@@ -543,13 +541,12 @@ class ClusterState:
         held by the terminating victims meanwhile."""
         self.release_hold(uid)
         info = self._node_info(placement.node)
-        dimensions = {device: "" for device, _ in placement.grants}
         self.holds[uid] = Hold(placement, priority)
         self.nominated.add(uid)
         info.held += 1
         _charge(info, placement)
-        self.ledger.recharge(uid, placement.grants, dimensions)
-        self.ledger.refresh_for([device for device, _ in placement.grants])
+        self.ledger.recharge(uid, placement.grants)
+        self.ledger.refresh_for(placement.devices)
         self._touch(info)
 
     def release_hold(self, uid: str) -> Hold | None:
@@ -562,8 +559,8 @@ class ClusterState:
         info.held -= 1
         _discharge(info, placement)
         self.ledger.uncharge(uid, placement.grants)
-        self.ledger.refresh_for([device for device, _ in placement.grants])
-        self.ledger.drop_released_ghosts(device for device, _ in placement.grants)
+        self.ledger.refresh_for(placement.devices)
+        self.ledger.drop_released_ghosts(placement.devices)
         self._touch(info)
         return held
 
@@ -700,13 +697,13 @@ def placement_of(pod: Pod, node_name: str, devices: DeviceAssignment | None, bro
                  assumed: bool = True) -> Placement:
     """What placing the pod on the node with these devices charges: each device once, as the
     pod holds it over its containers' lives (`_holds`)."""
-    grants = tuple((device, amount) for device, (amount, _) in _holds(pod, devices).items())
+    grants = tuple(_holds(pod, devices))
     return Placement(node_name, dict(pod.requests), pod.node_scoring_requests.get(CPU, 0),
                      pod.node_scoring_requests.get(MEMORY, 0), grants, broken, assumed)
 
 
-def _holds(pod: Pod, devices: DeviceAssignment | None) -> dict[str, tuple[Amount | None, str]]:
-    """device -> (what the pod holds of it, the resource name of its first grant): a device its
+def _holds(pod: Pod, devices: DeviceAssignment | None) -> list[DeviceHold]:
+    """What the pod holds of each device, whole or per resource name in slices: a device its
     containers are given in phases of its life that do not meet (a finished init container's,
     handed on as the kubelet does) is held once (`lifecycle.device_holds`)."""
     grants = {container: {resource: [(grant.device, grant.amount) for grant in entries]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from scheduler.api.quantity import Amount
 from scheduler.core.classes import ClassRegistry
+from scheduler.core.lifecycle import DeviceHold
 from scheduler.core.objects import Device, ObjectMeta, Pod
 from scheduler.core.state.events import Notice
 from scheduler.core.state.nodes import NodeInfo
@@ -28,14 +29,49 @@ no device to name its resource (the device plugin's GPU resource, what such node
 
 @dataclass(slots=True)
 class DeviceUse:
+    """Who holds a device: pods that have it whole, and pods' slices of it per resource name.
+
+    Slices are kept per resource name, not as one total, because each resource name's class says
+    which capacity of the device its slices use (`sharing.dimension`): a GPU can hold a slice of
+    its memory and a slice of its cores at once, each within its own capacity. Which dimension a
+    resource name means is read when asked (`DeviceLedger.shared_use`), from the classes as they
+    are then, so the ledger is the same whether a pod arrived before its class or after (a
+    restart lists them in any order)."""
+
     exclusive: set[str] = field(default_factory=set)  # pod uids
-    shared: dict[str, Amount] = field(default_factory=dict)  # pod uid -> amount
-    shared_total: Amount = 0
-    dimension: str = ""  # the sharing dimension of the first shared grant (for utilisation)
+    shared: dict[str, dict[str, Amount]] = field(default_factory=dict)  # pod uid -> resource name -> slices
+    by_resource: dict[str, Amount] = field(default_factory=dict)  # resource name -> every pod's slices of it
 
     @property
     def busy(self) -> bool:
         return bool(self.exclusive or self.shared)
+
+    def add(self, uid: str, amount: Amount | None, resource: str) -> bool:
+        """Charge a pod's hold; True when it conflicts (a whole device given twice, or whole and
+        in slices)."""
+        conflict = bool(self.exclusive) or (amount is None and bool(self.shared))
+        if amount is None:
+            self.exclusive.add(uid)
+        else:
+            held = self.shared.setdefault(uid, {})
+            held[resource] = held.get(resource, 0) + amount
+            self.by_resource[resource] = self.by_resource.get(resource, 0) + amount
+        return conflict
+
+    def remove(self, uid: str, amount: Amount | None, resource: str) -> None:
+        if amount is None:
+            self.exclusive.discard(uid)
+            return
+        held = self.shared.get(uid)
+        if held is None or resource not in held:
+            return
+        total = self.by_resource[resource] - held.pop(resource)
+        if not held:
+            del self.shared[uid]
+        if any(resource in other for other in self.shared.values()):
+            self.by_resource[resource] = total
+        else:
+            del self.by_resource[resource]
 
 
 class DeviceLedger:
@@ -50,20 +86,27 @@ class DeviceLedger:
         self.moved: dict[str, Device] = {}  # name -> its object on another node, taken in once released
 
     def charge(self, pod: Pod, device: str, amount: Amount | None, resource: str) -> list[Notice]:
-        use = self.use.setdefault(device, DeviceUse())
-        conflict = bool(use.exclusive) or (amount is None and bool(use.shared))
-        if amount is None:
-            use.exclusive.add(pod.uid)
-        else:
-            use.shared[pod.uid] = use.shared.get(pod.uid, 0) + amount
-            use.shared_total += amount
-            cls = self.classes.resource_class(resource)
-            if not use.dimension and cls is not None and cls.sharing is not None:
-                use.dimension = cls.sharing.dimension
-        if conflict:
+        if self.use.setdefault(device, DeviceUse()).add(pod.uid, amount, resource):
             return [Notice("Pod", pod.key, "DeviceConflict",
                            f"device {device} is assigned to more than one pod exclusively", pod.meta.namespace, pod.uid)]
         return []
+
+    def shared_use(self, use: DeviceUse | None, dimension: str) -> Amount:
+        """How much of the device's `dimension` capacity its slices use: the slices of every
+        class that shares by that dimension, and those whose resource name no sharing class owns
+        now (deleted, or changed), which may be of any dimension and so count against each."""
+        if use is None:
+            return 0
+        dimension_of = self.classes.sharing_dimension
+        return sum((amount for resource, amount in use.by_resource.items()
+                    if dimension_of(resource) in (dimension, "")), 0)
+
+    def shared_dimensions(self, use: DeviceUse) -> dict[str, Amount]:
+        """Each dimension the device's slices use, and how much of it (`shared_use`), by name;
+        "" for slices of no known dimension when no slice of a known one is beside them."""
+        named = {self.classes.sharing_dimension(resource) for resource in use.by_resource}
+        dimensions = sorted(named - {""}) or sorted(named)
+        return {dimension: self.shared_use(use, dimension) for dimension in dimensions}
 
     def hold_unseen(self, name: str, device_id: str, info: NodeInfo) -> None:
         """A pod on `info`'s node holds device `name` (the GPU `device_id`), which the cache does
@@ -97,33 +140,19 @@ class DeviceLedger:
         self.ghosts.add(name)
         self.mark_duplicates(info)
 
-    def uncharge(self, uid: str, grants: Iterable[tuple[str, Amount | None]]) -> None:
-        for device, amount in grants:
+    def uncharge(self, uid: str, grants: Iterable[DeviceHold]) -> None:
+        for device, amount, resource in grants:
             use = self.use.get(device)
             if use is None:
                 continue
-            if amount is None:
-                use.exclusive.discard(uid)
-            elif uid in use.shared:
-                use.shared_total -= use.shared.pop(uid)
+            use.remove(uid, amount, resource)
             if not use.busy:
                 del self.use[device]
 
-    def dimensions(self, grants: Iterable[tuple[str, Amount | None]]) -> dict[str, str]:
-        """The sharing dimension of each granted device (what `uncharge` forgets with the last holder)."""
-        return {device: use.dimension for device, _ in grants if (use := self.use.get(device)) is not None}
-
-    def recharge(self, uid: str, grants: Iterable[tuple[str, Amount | None]], dimensions: dict[str, str]) -> None:
+    def recharge(self, uid: str, grants: Iterable[DeviceHold]) -> None:
         """Put a lifted pod's grants back (in any order relative to other lifted pods)."""
-        for device, amount in grants:
-            use = self.use.setdefault(device, DeviceUse())
-            if amount is None:
-                use.exclusive.add(uid)
-            else:
-                use.shared[uid] = use.shared.get(uid, 0) + amount
-                use.shared_total += amount
-            if not use.dimension:
-                use.dimension = dimensions.get(device, "")
+        for device, amount, resource in grants:
+            self.use.setdefault(device, DeviceUse()).add(uid, amount, resource)
 
     def drop_released_ghosts(self, device_names: Iterable[str]) -> None:
         """Forget deleted devices whose last holder has left (until then they still count)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from scheduler.api.quantity import Amount
+from scheduler.core.lifecycle import DeviceHold
 from scheduler.core.objects import Device, Node
 from scheduler.core.resources import Resources
 
@@ -18,9 +18,14 @@ class Placement:
     requests: Resources
     scoring_cpu: int
     scoring_memory: int
-    grants: tuple[tuple[str, Amount | None], ...]  # (device name, shared amount or None)
+    grants: tuple[DeviceHold, ...]  # (device name, shared amount or None, resource name)
     broken: bool
     assumed: bool
+
+    @property
+    def devices(self) -> list[str]:
+        """The devices it holds, each once (a device held in slices of two classes has two grants)."""
+        return list(dict.fromkeys(device for device, _, _ in self.grants))
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +36,6 @@ class Lifted:
     placement: Placement
     allocating: frozenset[str] | None
     broken: bool
-    dimensions: dict[str, str]  # its shared devices' sharing dimension (the ledger forgets it when idle)
 
 
 @dataclass(frozen=True, slots=True)

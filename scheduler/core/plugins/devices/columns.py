@@ -84,7 +84,7 @@ class ClassColumns(ColumnGroup):
                 elif use is None or not use.exclusive:
                     capacity = device.capacity.get(cls.sharing.dimension)
                     if capacity is not None:
-                        room = capacity - (use.shared_total if use is not None else 0)
+                        room = capacity - self.state.ledger.shared_use(use, cls.sharing.dimension)
                         best = max(best, min(UNITS_MAX, math.ceil(room / cls.sharing.unit)))
             column[row] = best
             self.total[name][row] = total

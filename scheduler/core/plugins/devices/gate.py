@@ -126,7 +126,7 @@ class AllocationGate:
                         count = containers[container].requests.get(resource, 0) if container in containers else 0
                         capacity = device.capacity.get(cls.sharing.dimension)
                         if grant.amount != cls.sharing.unit * count or use.exclusive or capacity is None \
-                                or use.shared_total > capacity:
+                                or state.ledger.shared_use(use, cls.sharing.dimension) > capacity:
                             return False
         return True
 

@@ -5,7 +5,8 @@ the plan is kept for Reserve and for scoring. Choice rules:
 - exclusive requests take free, healthy, schedulable matching devices, preferring devices that
   match the fewest *other* classes (keep scarce devices for narrow classes), then by name;
 - shared requests (`spec.sharing`) take N×unit of the dimension on ONE device per container,
-  choosing the fullest device that still fits (pack slices) — or, when another plugin chooses
+  within that dimension's capacity less the slices of it already held (slices of classes that
+  share by another dimension use another capacity of the device), choosing the fullest device that still fits (pack slices) — or, when another plugin chooses
   slices (`SliceChooser`, e.g. by fragmentation), its choice — never a device in exclusive use;
 - a multi-GPU container takes its GPUs from one NVLink group, else one NUMA node, when the node's
   devices describe them (`within_one_group`); a node where the request must span groups scores
@@ -158,8 +159,10 @@ class DevicePlanner:
 
     def plan(self, requests: tuple[DeviceRequest, ...], info: NodeInfo) -> DevicePlan | str:
         """A device plan for all requests on this node, or the reason there is none."""
-        use = self.state.ledger.use
+        ledger = self.state.ledger
+        use = ledger.use
         matches = self.state.classes.device_classes
+        dimension_of = self.state.classes.sharing_dimension
         # the pod's whole devices -> (resource name, phases of its life they are taken in): a
         # later container of that resource name running in other phases only takes them first
         # (the kubelet's devicesToReuse), any other request of the pod never
@@ -206,6 +209,7 @@ class DevicePlanner:
                 scores.append(score // 2 if split else score)
             else:
                 amount = cls.sharing.unit * req.count
+                dimension = cls.sharing.dimension  # each dimension's slices count against its own capacity
                 # ((what the pod's hold of the device grows by, room left, others, name), device)
                 fitting: list[tuple[tuple[Amount, Amount, int, str], Device]] = []
                 for device in candidates:
@@ -214,13 +218,14 @@ class DevicePlanner:
                     device_use = use.get(device.name)
                     if device_use is not None and device_use.exclusive:
                         continue
-                    capacity = device.capacity.get(cls.sharing.dimension)
+                    capacity = device.capacity.get(dimension)
                     if capacity is None:
                         continue
-                    mine = sliced.get(device.name, {})
+                    mine = {resource: held for resource, held in sliced.get(device.name, {}).items()
+                            if dimension_of(resource) == dimension}
                     before = slice_peak(mine)
                     after = _peak_with(mine, req.resource_name, req.phases, amount)
-                    left = capacity - (device_use.shared_total if device_use is not None else 0) - after
+                    left = capacity - ledger.shared_use(device_use, dimension) - after
                     if left < 0:
                         continue
                     fitting.append(((after - before, left, others(device), device.name), device))
@@ -231,7 +236,7 @@ class DevicePlanner:
                 if self.slice_chooser is not None and len(fitting) > 1 and not whole and not sliced:
                     # only for a pod's first device request: the chooser sees the node as it is
                     chosen_device = self.slice_chooser.choose_slice(
-                        info, cls.sharing.dimension, amount, [device for _, device in fitting])
+                        info, dimension, amount, [device for _, device in fitting])
                     best, best_device = next(item for item in fitting if item[1] is chosen_device)
                 device_use = use.get(best_device.name)
                 if not _busy(device_use) and best_device.name not in sliced:
@@ -240,7 +245,7 @@ class DevicePlanner:
                 for phase in req.phases:
                     by_phase[phase] = by_phase.get(phase, 0) + amount
                 chosen.append((best_device.name, amount))
-                capacity = best_device.capacity[cls.sharing.dimension]
+                capacity = best_device.capacity[dimension]
                 scores.append(int((capacity - best[1]) * MAX_NODE_SCORE // capacity) if capacity else 0)
             grants.setdefault(req.container, {}).setdefault(req.resource_name, []).extend(chosen)
         for resource, count in newly_busy.items():

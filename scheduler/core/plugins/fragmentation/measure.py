@@ -24,8 +24,9 @@ device planner's `slice_chooser` hook, so the plan that is scored is the plan th
 
 GPU capacity is counted in milli-GPUs per device of the configured resource (default
 `nvidia.com/gpu`): a free device is 1000, a device in shared use the unused part of its sharing
-dimension, a device in exclusive use nothing. Memory is not part of the measure (as in FGD); it is
-still checked by NodeResourcesFit.
+dimension (of the scarcest one, when classes of several dimensions share it: each dimension is
+used against its own capacity), a device in exclusive use nothing. Memory is not part of the
+measure (as in FGD); it is still checked by NodeResourcesFit.
 
 Computation: a node's GPUs, as sorted (free milli, classes) pairs, decide for each GPU-demand group
 how many pods of that size they could take; that part is memoised per distinct GPU state (nodes
@@ -298,7 +299,7 @@ class FragmentationScore:
                 idle.append(device.name)
                 view[device.name] = (MILLI, self._device_classes(device.name))
             elif not use.exclusive:
-                left = _slice_left(device, use.dimension, use.shared_total)
+                left = _slices_left(device, self.state.ledger.shared_dimensions(use))
                 if left > 0:
                     view[device.name] = (left, self._device_classes(device.name))
         # Plain count requests hold no particular GPU: they take idle GPUs in a fixed order of
@@ -371,11 +372,9 @@ class FragmentationScore:
             if current is None or current in seen:
                 continue  # equal GPUs leave equal fragmentation: the first in best-fit order wins
             seen.add(current)
-            use = self.state.ledger.use.get(device.name)
-            used = use.shared_total if use is not None else 0
             after = list(gpus.state)
             after.remove(current)
-            left = _slice_left(device, dimension, used + amount)
+            left = _slices_left(device, self._used_after(device.name, {dimension: amount}))
             if left > 0:
                 after.append((left, current[1]))
             frag = self.fragmentation(gpus.free_cpu, tuple(sorted(after)))
@@ -390,22 +389,32 @@ class FragmentationScore:
         containers each take a slice puts them on one GPU (what the GPU keeps is what all of them
         leave; an init container's slice and a later one's overlap) or on several GPUs whose slots
         may be equal (each GPU changes, not only the first of a value)."""
-        taken: dict[str, tuple[Device, str, Amount]] = {}  # device -> (device, dimension, the pod's amount)
-        for name, (amount, resource) in device_holds(plan.grants, phases).items():
+        taken: dict[str, tuple[Device, dict[str, Amount]]] = {}  # device -> (device, dimension -> the pod's amount)
+        for name, amount, resource in device_holds(plan.grants, phases):
             cls = self.state.classes.resource_class(resource)
             device = info.devices.get(name)
             if cls is None or cls.sharing is None or name not in gpus.devices or device is None or amount is None:
                 continue
-            taken[name] = (device, cls.sharing.dimension, amount)
-        for name, (device, dimension, amount) in taken.items():
+            added_by = taken.setdefault(name, (device, {}))[1]
+            added_by[cls.sharing.dimension] = added_by.get(cls.sharing.dimension, 0) + amount
+        for name, (device, amounts) in taken.items():
             slot = gpus.devices[name]
             if slot in idle:
                 idle.remove(slot)
             removed.append(slot)
-            use = self.state.ledger.use.get(name)
-            left = _slice_left(device, dimension, (use.shared_total if use is not None else 0) + amount)
+            left = _slices_left(device, self._used_after(name, amounts))
             if left > 0:
                 added.append((left, slot[1]))
+
+    def _used_after(self, name: str, added: Mapping[str, Amount]) -> dict[str, Amount]:
+        """What the device's slices use of each dimension once `added` (dimension -> amount) is
+        on it too: every dimension counts against its own capacity (`DeviceLedger.shared_use`)."""
+        ledger = self.state.ledger
+        use = ledger.use.get(name)
+        dimensions = set(ledger.shared_dimensions(use) if use is not None else ()) | set(added)
+        if len(dimensions) > 1:
+            dimensions.discard("")
+        return {dimension: ledger.shared_use(use, dimension) + added.get(dimension, 0) for dimension in dimensions}
 
 
 K = TypeVar("K")
@@ -457,6 +466,11 @@ def sigmoid_score(delta: float) -> int:
     if x > 700:  # exp overflow: the score is 0 long before
         return 0
     return int(MAX_NODE_SCORE / (1.0 + math.exp(x)))
+
+
+def _slices_left(device: Device, used: Mapping[str, Amount]) -> int:
+    """The milli-GPU a device in shared use has left: that of its scarcest dimension in use."""
+    return min((_slice_left(device, dimension, amount) for dimension, amount in used.items()), default=MILLI)
 
 
 def _slice_left(device: Device, dimension: str, used: Amount) -> int:
