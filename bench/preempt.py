@@ -21,6 +21,7 @@ through the same core, since kube-scheduler itself cannot run this replay), `non
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import heapq
 import json
@@ -28,7 +29,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,7 @@ class PreemptReplay:
             now = min(t for t in (events[0][0] if events else None, backoff) if t is not None)
             if last < window_end:
                 area += self.used * (min(now, window_end) - last)
+            self._advance(last, now)
             last = now
             while events and events[0][0] <= now:
                 _, kind, index, life = heapq.heappop(events)
@@ -177,6 +179,9 @@ class PreemptReplay:
         self.result.allocation_pct = 100.0 * area / (self.total * (window_end - window_start))
         self.result.elapsed_seconds = time.perf_counter() - wall
         return self.result
+
+    def _advance(self, last: float, now: float) -> None:
+        """The virtual clock moves from `last` to `now` (bench.preempt_tail counts where pods wait)."""
 
     def _arrive(self, index: int, now: float) -> None:
         job = self.jobs[index]
@@ -238,17 +243,26 @@ class PreemptReplay:
             self._arrive(index, now)
 
 
-def replay(policy: str, seed: int, nodes: Sequence[TraceNode], jobs: Sequence[Job]) -> PreemptResult:
+@contextlib.contextmanager
+def victim_rule(policy: str) -> Iterator[None]:
+    """The policy's victim units for the runs inside: `per-pod` swaps in kube-scheduler's rule
+    (every pod alone) and restores the gang-aware one after."""
     if policy != "per-pod":
-        return PreemptReplay(policy, seed, nodes, jobs).run()
+        yield
+        return
     import scheduler.core.plugins.preemption as plugin
 
     gang_aware = plugin.units_for  # type: ignore[attr-defined]
     plugin.units_for = per_pod_units  # type: ignore[attr-defined]  # for this run only
     try:
-        return PreemptReplay(policy, seed, nodes, jobs).run()
+        yield
     finally:
         plugin.units_for = gang_aware  # type: ignore[attr-defined]
+
+
+def replay(policy: str, seed: int, nodes: Sequence[TraceNode], jobs: Sequence[Job]) -> PreemptResult:
+    with victim_rule(policy):
+        return PreemptReplay(policy, seed, nodes, jobs).run()
 
 
 _WORKER: dict[str, Any] = {}
