@@ -11,7 +11,8 @@ cluster is only read.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.api.config_model import SchedulerConfig
@@ -42,6 +43,9 @@ class WhatIf:
     before: str  # the GPU summary line now
     after: str  # and after the replay
     hidden: int = 0  # pending pods replayed in other namespaces than -n's (not listed)
+    # pending pods no profile of the configuration schedules, per spec.schedulerName (in -n's namespace)
+    other_schedulers: dict[str, int] = field(default_factory=dict)
+    profiles: tuple[str, ...] = ()  # the configuration's schedulerNames
 
     @property
     def placed(self) -> int:
@@ -69,9 +73,14 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
         outcomes.append(Outcome(key, attempt.node or "", _devices(attempt.annotations), attempt.deferred,
                                 tuple(victim.key for victim in attempt.preempted),
                                 "" if attempt.node and not attempt.deferred else attempt.message))
+    state = current.state
+    others = Counter(pod.scheduler_name for pod in state.pods.values()
+                     if not pod.node_name and not pod.terminal and not pod.meta.deleting and not state.is_ours(pod)
+                     and (namespace is None or pod.meta.namespace == namespace))
     return WhatIf(config.source, tuple(outcomes), tuple(sorted(replay.stats.evicted)),
                   build_view(current, source="cluster", now=now).summary.line(),
-                  build_view(replay.scheduler, source="what-if", now=replay.now).summary.line(), hidden)
+                  build_view(replay.scheduler, source="what-if", now=replay.now).summary.line(), hidden,
+                  dict(sorted(others.items())), tuple(sorted(state.scheduler_names)))
 
 
 def _devices(annotations: dict[str, str]) -> tuple[str, ...]:
@@ -90,9 +99,10 @@ def as_dict(result: WhatIf) -> dict[str, Any]:
 def render(result: WhatIf) -> str:
     elsewhere = (f"; {result.hidden} pending in other namespaces, replayed but not listed: -A lists them"
                  if result.hidden else "")
+    theirs = _other_schedulers(result)
     if not result.outcomes:
         return (f"No pending pods to place (configuration {result.config}; nothing was "
-                f"written{elsewhere}).\n\nNow:    {result.before}")
+                f"written{elsewhere})." + (f"\n{theirs}" if theirs else "") + f"\n\nNow:    {result.before}")
     rows: list[list[str | None]] = [["POD", "NODE", "DEVICES", "RESULT"]]
     for o in result.outcomes:
         if o.node:
@@ -106,7 +116,21 @@ def render(result: WhatIf) -> str:
     lines = [columns(rows), "",
              f"{count(len(result.outcomes), 'pending pod')}: {result.placed} would be placed, {stay} would stay pending "
              f"(configuration {result.config}; a dry run, nothing was written{elsewhere})"]
+    if theirs:
+        lines.append(theirs)
     if result.evicted:
         lines.append(f"Preemption would evict: {', '.join(result.evicted)}")
     lines += [f"Now:    {result.before}", f"After:  {result.after}"]
     return "\n".join(lines)
+
+
+def _other_schedulers(result: WhatIf) -> str:
+    """The pending pods the configuration leaves alone, per schedulerName (a new user's trial:
+    "No pending pods to place" while pods for another schedulerName waited)."""
+    if not result.other_schedulers:
+        return ""
+    names = ", ".join(f"{name}: {n}" for name, n in result.other_schedulers.items())
+    total = sum(result.other_schedulers.values())
+    return (f"{count(total, 'pending pod')} {'is' if total == 1 else 'are'} for other schedulers ({names}): "
+            f"the configuration's profiles schedule only pods whose spec.schedulerName is "
+            f"{' or '.join(result.profiles)}.")

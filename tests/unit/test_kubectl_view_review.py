@@ -254,3 +254,122 @@ def test_explain_does_not_crash_when_the_events_cannot_be_read(tmp_path: Path,
     except (aiohttp.ClientError, TimeoutError) as err:
         pytest.fail(f"kubectl tessera explain crashed with a traceback: {err!r}")
     assert status in (0, 1)
+
+
+# --- explain / what-if: a new user's trial -------------------------------------------------------
+
+
+def _v100_nodes(count: int, unhealthy: int = 0) -> list[dict[str, Any]]:
+    """`count` nodes of 8 V100s (advertised as nvidia.com/gpu: 8, described by ExtendedResources),
+    the first `unhealthy` devices of each node unhealthy; the ResourceClass v100 and its sharing
+    twin v100-1g (1Gi slices of the 32Gi devices)."""
+    objs: list[dict[str, Any]] = [b.resource_class("v100", match_labels={"model": "V100"}),
+                                  b.resource_class("v100-1g", match_labels={"model": "V100"},
+                                                   sharing={"dimension": "memory", "unit": "1Gi"})]
+    for i in range(count):
+        objs.append(b.node(f"n{i}", gpus=8))
+        objs += [b.device(f"n{i}", j, healthy=j >= unhealthy) for j in range(8)]
+    return objs
+
+
+def test_explain_says_a_class_request_asks_for_more_devices_than_any_node_has() -> None:
+    """A new user's trial: `class.tessera.dev/v100-32g: 9` on 8-GPU nodes read only "Insufficient";
+    `_beyond_every_node` looked at plain resources alone. Only the devices a class request may
+    take count: schedulable, healthy ones the class matches (one unhealthy GPU per node: 7)."""
+    objs = [*_v100_nodes(2, unhealthy=1), b.pod("nine", limits={V100: 8}), b.pod("seven", limits={V100: 7}),
+            b.pod("slices", limits={"class.tessera.dev/v100-1g": 33})]
+    result = explaining.explain(objs, "default/nine", config(), [], 0.0)
+    assert result is not None and result.dry_run is not None and result.dry_run.node == ""
+    assert result.beyond_every_node == (f"8 {V100} (the most any node offers: 7)",)
+    assert (f"  It asks for more than any node has, so it cannot fit anywhere as it is: 8 {V100} "
+            "(the most any node offers: 7)") in explaining.render(result, 0.0)
+    fits = explaining.explain(objs, "default/seven", config(), [], 0.0)
+    assert fits is not None and fits.dry_run is not None and fits.dry_run.node and fits.beyond_every_node == ()
+    # a container's slices go on one device: 33 slices of 1Gi never fit a 32Gi GPU
+    sliced = explaining.explain(objs, "default/slices", config(), [], 0.0)
+    assert sliced is not None and sliced.beyond_every_node == (
+        "33 class.tessera.dev/v100-1g in container main (the most one device holds: 32)",)
+
+
+def test_explain_says_a_class_gang_that_asks_for_more_devices_than_the_cluster_has_can_never_fit() -> None:
+    """A new user's trial: a gang of five `class.tessera.dev/v100: 8` members (40 GPUs) on 32 GPUs
+    got no "Its gang can never fit" line: `_beyond_the_cluster` summed plain requests only."""
+    gang = [b.pod(f"w-{i}", limits={V100: 8}, labels=b.gang_labels("w", 5)) for i in range(5)]
+    objs = [*_v100_nodes(4), *gang]
+    line = (f"Its gang can never fit as the cluster is: its 5 members ask for 40 {V100} together, and the "
+            "schedulable nodes' devices of ResourceClass v100 hold 32 in all.")
+    for member in gang:
+        result = explaining.explain(objs, f"default/{member['metadata']['name']}", config(), [], 0.0)
+        assert result is not None and result.beyond_the_cluster == line
+        assert f"  {line}" in explaining.render(result, 0.0)
+    # slices: five members of 8 slices of 1Gi (40Gi) on one node of one healthy 32Gi GPU
+    sliced = [b.pod(f"s-{i}", limits={"class.tessera.dev/v100-1g": 8}, labels=b.gang_labels("s", 5))
+              for i in range(5)]
+    result = explaining.explain([*_v100_nodes(1, unhealthy=7), *sliced], "default/s-0", config(), [], 0.0)
+    assert result is not None and result.beyond_the_cluster == (
+        "Its gang can never fit as the cluster is: its 5 members ask for 40 class.tessera.dev/v100-1g together, "
+        "and the schedulable nodes' devices of ResourceClass v100-1g hold 32 in all.")
+    # a class gang the cluster holds gets no such line
+    small = [b.pod(f"f-{i}", limits={V100: 8}, labels=b.gang_labels("f", 4)) for i in range(4)]
+    fits = explaining.explain([*_v100_nodes(4), *small], "default/f-1", config(), [], 0.0)
+    assert fits is not None and fits.beyond_the_cluster == ""
+
+
+def test_explain_tells_every_member_of_a_gang_that_can_never_fit() -> None:
+    """A new user's trial: of five `nvidia.com/gpu: 8` members (minMember 5) on 32 GPUs, only one
+    was told its gang can never fit; the line depends on the gang, not on the member asked about."""
+    gang = [b.pod(f"w-{i}", limits={"nvidia.com/gpu": 8}, labels={"scheduling.x-k8s.io/pod-group": "w"})
+            for i in range(5)]
+    objs = [*(b.node(f"n{i}", gpus=8) for i in range(4)), b.podgroup("w", 5), *gang]
+    for member in gang:
+        result = explaining.explain(objs, f"default/{member['metadata']['name']}", config(), [], 0.0)
+        assert result is not None
+        assert ("Its gang can never fit as the cluster is: its 5 members ask for 40 nvidia.com/gpu together, "
+                "and the schedulable nodes have 32 in all.") in explaining.render(result, 0.0), member["metadata"]
+
+
+def test_explain_a_finished_preemption_victim_kept_by_a_finalizer_holds_no_devices() -> None:
+    """A new user's trial: a preempted victim, Failed (terminal) but kept by a finalizer, read
+    `Status: Failed on n1` and listed all 8 of its devices, 4 of which the preemptor is listed
+    with: one GPU given to two pods, by the looks of it. The core releases a terminal pod's
+    devices; explain says so, and says the deletion, the finalizer and the preemption."""
+    devices = [b.device("n1", j) for j in range(8)]
+    grants = [ann.DeviceGrant(d["spec"]["deviceID"], d["metadata"]["name"], None) for d in devices]
+    victim = b.pod("victim", node_name="n1", phase="Failed", limits={V100: 8}, priority=0,
+                   annotations={ann.DEVICES: ann.encode_devices({"main": {V100: tuple(grants)}})})
+    victim["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["example.com/keep"])
+    victim["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                                       "message": "tessera: preempting to accommodate a higher priority pod"}]
+    boss = b.pod("boss", node_name="n1", phase="Running", limits={V100: 4}, priority=1000,
+                 annotations={ann.DEVICES: ann.encode_devices({"main": {V100: tuple(grants[:4])}})})
+    objs = [b.node("n1", gpus=8), *devices, b.resource_class("v100", match_labels={"model": "V100"}), victim, boss]
+    result = explaining.explain(objs, "default/victim", config(), [], 0.0)
+    assert result is not None
+    assert result.status == ("Failed on n1, preempted by tessera (being deleted; finalizers: example.com/keep; "
+                             "a finished pod holds no devices)")
+    assert result.devices == () and result.released == 8
+    text = explaining.render(result, 0.0)
+    assert "Devices:    released: the pod is Failed; its annotation names 8, which the scheduler counts free" in text
+    assert "n1.gpu" not in text and "GPU-" not in text
+    held = explaining.explain(objs, "default/boss", config(), [], 0.0)
+    assert held is not None and len(held.devices) == 4 and held.released == 0
+
+
+def test_what_if_says_the_pending_pods_of_other_schedulers() -> None:
+    """A new user's trial: `what-if --config config/binpack.yaml` said "No pending pods to place"
+    while three pods for another schedulerName were pending: nothing said the profile's name must
+    match theirs."""
+    objs = [b.node("n1", gpus=4), b.pod("a", scheduler="default-scheduler", limits={"nvidia.com/gpu": 1}),
+            b.pod("b", scheduler="default-scheduler"), b.pod("c", scheduler="volcano"),
+            b.pod("bound", scheduler="volcano", node_name="n1", phase="Running")]
+    result = whatif.what_if(objs, config(), 0.0)
+    assert result.outcomes == () and result.other_schedulers == {"default-scheduler": 2, "volcano": 1}
+    assert whatif.render(result).splitlines()[:2] == [
+        "No pending pods to place (configuration config/binpack.yaml; nothing was written).",
+        "3 pending pods are for other schedulers (default-scheduler: 2, volcano: 1): the configuration's profiles "
+        "schedule only pods whose spec.schedulerName is tessera."]
+    assert whatif.as_dict(result)["other_schedulers"] == {"default-scheduler": 2, "volcano": 1}
+    # with pods of its own too, the count follows the summary line; -n counts in that namespace only
+    mixed = whatif.what_if([*objs, b.pod("mine", limits={"nvidia.com/gpu": 1})], config(), 0.0)
+    assert "3 pending pods are for other schedulers" in whatif.render(mixed)
+    assert whatif.what_if(objs, config(), 0.0, "other").other_schedulers == {}

@@ -71,14 +71,14 @@ class PodContext:
     device_demand: DemandOf | None = None  # set by the device plugin's batch filter
     domain: Domain | None = None  # a gang's topology domain being tried: the attempt stays inside
 
-    def class_needs(self) -> dict[str, int]:
-        """Per exclusive ResourceClass, how many of its devices the pod holds: its containers'
-        requests of it in the phase of the pod's life that asks for the most (`lifecycle.peak`:
-        a finished plain init container's devices are the later containers', as the kubelet
-        reuses them), not their sum."""
+    def class_needs(self, shared: bool = False) -> dict[str, int]:
+        """Per exclusive ResourceClass (`shared`: per sharing class), how many of its devices (of
+        its slices) the pod holds: its containers' requests of it in the phase of the pod's life
+        that asks for the most (`lifecycle.peak`: a finished plain init container's devices are
+        the later containers', as the kubelet reuses them), not their sum."""
         needs: dict[str, list[tuple[Phases, int]]] = {}
         for req in self.device_requests:
-            if req.cls.sharing is None:
+            if (req.cls.sharing is not None) == shared:
                 needs.setdefault(req.cls.name, []).append((req.phases, req.count))
         return {name: peak(counts) for name, counts in needs.items()}
 

@@ -94,6 +94,14 @@ class ClusterState:
     def is_ours(self, pod: Pod) -> bool:
         return pod.scheduler_name in self.scheduler_names
 
+    def class_devices(self, info: NodeInfo, name: str) -> list[Device]:
+        """The node's devices a request of ResourceClass `name` may take: the schedulable ones
+        (healthy, not cordoned, no duplicate ID) the class matches. The planner chooses among
+        them, the class columns count them, and `kubectl tessera explain` says how many there are."""
+        matches = self.classes.device_classes
+        return [device for device in info.devices.values()
+                if device.schedulable and name in matches.get(device.name, ())]
+
     def pod_by_key(self, key: str) -> Pod | None:
         uid = self.by_key.get(key)
         return self.pods.get(uid) if uid is not None else None

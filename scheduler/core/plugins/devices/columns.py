@@ -67,15 +67,11 @@ class ClassColumns(ColumnGroup):
         uses = self.state.ledger.use
         for name, column in self.free.items():
             cls = classes.classes[name]
-            best = total = 0
+            best = 0
             free: list[Device] = []  # exclusive classes: the free matching devices
-            candidates: list[Device] = []  # and all of them, busy or free (which groups they describe)
-            for device in info.devices.values():
-                if not device.schedulable or name not in classes.device_classes.get(device.name, ()):
-                    continue
-                candidates.append(device)
+            candidates = self.state.class_devices(info, name)  # and all of them, busy or free (their groups)
+            for device in candidates:
                 self.resources[name].add(device.resource_name)
-                total += 1
                 use = uses.get(device.name)
                 if cls.sharing is None:
                     if use is None or not use.busy:
@@ -87,7 +83,7 @@ class ClassColumns(ColumnGroup):
                         room = capacity - self.state.ledger.shared_use(use, cls.sharing.dimension)
                         best = max(best, min(UNITS_MAX, math.ceil(room / cls.sharing.unit)))
             column[row] = best
-            self.total[name][row] = total
+            self.total[name][row] = len(candidates)
             self.largest_group[name][row] = largest_group(free, described(candidates))
 
 

@@ -175,8 +175,7 @@ class DevicePlanner:
         # devices to choose from — so that a request with more choice never takes the only
         # device another one of the pod can use (a feasible plan is then found greedily); the
         # requests of one resource name stay in container order (kubelet order), which reuse needs
-        choices = [[d for d in info.devices.values() if d.schedulable and req.cls.name in matches.get(d.name, ())]
-                   for req in requests]
+        choices = [self.state.class_devices(info, req.cls.name) for req in requests]
         order = sorted(range(len(requests)), key=lambda i: (requests[i].cls.sharing is not None, len(choices[i])))
         for index in order:
             req, candidates = requests[index], choices[index]
