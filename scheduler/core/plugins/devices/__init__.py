@@ -5,7 +5,9 @@ and how full that leaves them.
   pod's reason).
 - Filter: a node passes when the planner finds devices for every request (`planner.py`); batch
   form: the class columns rule out nodes without enough free matching devices (`columns.py`), and
-  for a single exclusive request decide alone.
+  for a single exclusive request decide alone. A node whose devices could not hold the request
+  even with every pod gone rejects it UnschedulableAndUnresolvable (`unresolvable_rows`), as
+  upstream's Fit does a request above the node's allocatable: preemption does not try it.
 - Score: device-level binpack (how full the matching devices are after the placement).
 - Reserve: the chosen node's plan becomes the `tessera.dev/devices` annotation of the Binding.
 - Permit: the allocation gate (`gate.py`) holds a Binding while the node agent is still handing
@@ -114,6 +116,25 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
         ctx.device_demand = lambda feasible: {
             resource: DeviceDemand(np.full(len(feasible), count, np.int64), np.ones(len(feasible), np.bool_))}
         return RowVerdict(rows & ~ok, explain=explain)
+
+    def unresolvable_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Bools:
+        """The rows whose node could not give the pod its devices even with every pod gone
+        (upstream's Fit: a request above the node's allocatable is UnschedulableAndUnresolvable,
+        with the same "Insufficient <resource>" reason): fewer schedulable matching devices
+        than the pod holds at once (`class_needs`), or, for a sharing class, a slice larger than
+        any one of them holds in its dimension. Devices other pods hold stay merely
+        Unschedulable: evicting them frees the devices. Devices matching two of the pod's
+        classes count for both, so a node is never called unresolvable that is not."""
+        columns = table.group(ClassColumns)
+        never = np.zeros(len(rows), np.bool_)
+        for name, need in ctx.class_needs().items():
+            total = columns.total.get(name)
+            never |= total[rows] < need if total is not None else True
+        for req in ctx.device_requests:
+            if req.cls.sharing is not None:
+                most = columns.most_units.get(req.cls.name)
+                never |= most[rows] < req.count if most is not None else True
+        return never
 
     def _plans_of(self, table: NodeTable, ctx: PodContext, rows: Ints) -> list[DevicePlan]:
         """The plans of the feasible rows (the per-node filter made one for each), in row order;

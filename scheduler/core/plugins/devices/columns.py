@@ -35,6 +35,9 @@ class ClassColumns(ColumnGroup):
         self.capacity = table.capacity
         self.free: dict[str, Ints] = {}  # free matching devices, or most units on one device (sharing)
         self.total: dict[str, Ints] = {}  # matching schedulable devices
+        # sharing classes: the most of the class's units one matching schedulable device holds
+        # when no pod uses it (its capacity in the dimension over the unit, rounded down)
+        self.most_units: dict[str, Ints] = {}
         # exclusive classes: the most free matching devices in one NVLink group or NUMA node (the
         # largest of either; -1 when the free devices describe neither): a request of more spans
         # two groups and the planner halves the node's score (`within_one_group`)
@@ -51,13 +54,14 @@ class ClassColumns(ColumnGroup):
         valid = [cls.name for cls in self.state.classes.by_resource.values()]
         self.free = {name: np.zeros(self.capacity, np.int64) for name in valid}
         self.total = {name: np.zeros(self.capacity, np.int64) for name in valid}
+        self.most_units = {name: np.zeros(self.capacity, np.int64) for name in valid}
         self.largest_group = {name: np.full(self.capacity, -1, np.int64) for name in valid}
         self.resources = {name: set() for name in valid}
 
     def grow(self, capacity: int) -> None:
         self.capacity = capacity
         self.broken = grown(self.broken, capacity)
-        for columns in (self.free, self.total, self.largest_group):
+        for columns in (self.free, self.total, self.most_units, self.largest_group):
             for name, column in list(columns.items()):
                 columns[name] = grown(column, capacity)
 
@@ -67,7 +71,7 @@ class ClassColumns(ColumnGroup):
         uses = self.state.ledger.use
         for name, column in self.free.items():
             cls = classes.classes[name]
-            best = 0
+            best = most = 0
             free: list[Device] = []  # exclusive classes: the free matching devices
             candidates = self.state.class_devices(info, name)  # and all of them, busy or free (their groups)
             for device in candidates:
@@ -77,13 +81,17 @@ class ClassColumns(ColumnGroup):
                     if use is None or not use.busy:
                         best += 1
                         free.append(device)
-                elif use is None or not use.exclusive:
+                else:
                     capacity = device.capacity.get(cls.sharing.dimension)
-                    if capacity is not None:
+                    if capacity is None:
+                        continue
+                    most = max(most, min(UNITS_MAX, capacity // cls.sharing.unit))
+                    if use is None or not use.exclusive:
                         room = capacity - self.state.ledger.shared_use(use, cls.sharing.dimension)
                         best = max(best, min(UNITS_MAX, math.ceil(room / cls.sharing.unit)))
             column[row] = best
             self.total[name][row] = len(candidates)
+            self.most_units[name][row] = most
             self.largest_group[name][row] = largest_group(free, described(candidates))
 
 
