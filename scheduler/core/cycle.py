@@ -286,21 +286,21 @@ class Cycle:
         # Not enough: undo every assumption so the group holds nothing between cycles.
         if grouping.backoff_seconds > 0:
             queue.back_off_group(view.key, now + grouping.backoff_seconds)
-        first = failed[0]
         rejectors = frozenset({grouping.name}).union(*(a.rejectors for a in failed))
-        # one sentence for the gang's state on every member (as upstream gives a pod group one
-        # status): the members that fit add why the first one did not, the others their own reason
+        # One format on every member, as upstream gives a pod group one status and words a
+        # member's failure for the group as the group's context and then the member's own error
+        # (schedule_one_podgroup.go): the gang's state, then a member that found no node and why —
+        # its own reasons for such a member, the first one's for the members that fit.
         short = f"pod group {view.key}: only {len(view.bound) + len(placed)} of the {view.minimum} members it needs fit"
-        summary = f"{short}; {first.pod.key}: {first.message}"
-        undone = {id(attempt) for attempt in placed}
-        for attempt in placed:
-            attempt.message = summary
+        why = {id(attempt): f"{attempt.pod.key}: {attempt.message}" for attempt in failed}
+        # with a required topology the failed members' reason already says it ("no rack has room
+        # for N pods of gang ...")
+        topology_says = plan is not None and plan.required
+        for attempt in attempts:
+            if attempt.node is not None or not topology_says:
+                attempt.message = f"{short}; {why.get(id(attempt), why[id(failed[0])])}"
         self._undo(placed)
-        topology_says = plan is not None and plan.required  # "no rack has room for N pods of gang ..."
-        for attempt in attempts:  # every member that found no node says its gang's state
-            if id(attempt) not in undone and not topology_says:
-                stop = "" if attempt.message.endswith(".") else "."  # NO_NODES, upstream's, has none
-                attempt.message = f"{attempt.message}{stop} {short}."
+        for attempt in attempts:
             attempt.rejectors = rejectors
             queue.unschedulable_failure(attempt.pod.uid, rejectors, now)
         if plan is not None and plan.required:
