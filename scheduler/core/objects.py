@@ -32,7 +32,7 @@ from scheduler.core.resources import (
 GANG_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 GANG_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
 PODGROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-TOPOLOGY_REQUIRED = "tessera.dev/topology-required"  # on a PodGroup (or a label gang's first member)
+TOPOLOGY_REQUIRED = "tessera.dev/topology-required"  # on a PodGroup (or a label gang's members)
 TOPOLOGY_PREFERRED = "tessera.dev/topology-preferred"
 PLUGINS_API = "scheduling.x-k8s.io"  # scheduler-plugins' PodGroup CRD
 WORKLOAD_API = "scheduling.k8s.io"  # upstream's Workload API (v1alpha2, Kubernetes 1.36)
@@ -439,7 +439,7 @@ class GangTopology:
 
 
 def gang_topology(annotations: Mapping[str, str]) -> GangTopology | None:
-    """The `tessera.dev/topology-*` annotations (on a PodGroup, or a label gang's first member)."""
+    """The `tessera.dev/topology-*` annotations (on a PodGroup, or a label gang's members: see state/gang_topology.py)."""
     required = annotations.get(TOPOLOGY_REQUIRED, "").strip()
     preferred = annotations.get(TOPOLOGY_PREFERRED, "").strip()
     return GangTopology(required, preferred) if required or preferred else None

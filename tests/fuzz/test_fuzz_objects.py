@@ -232,7 +232,7 @@ def _gang_members(draw: st.DrawFn) -> list[dict[str, Any]]:
             labels["scheduling.x-k8s.io/pod-group"] = draw(st.sampled_from(S.GROUP_POOL))
         extra = {"schedulingGroup": {"podGroupName": draw(st.sampled_from(S.GROUP_POOL))}} if form == "workload" else None
         pod = b.pod(f"m{i}", namespace=draw(st.sampled_from(S.NS_POOL)), labels=labels,
-                    annotations=draw(S.topology_annotations),  # the label form's topology (first member)
+                    annotations=draw(S.topology_annotations),  # the label form's topology (members may differ)
                     requests={"cpu": draw(st.sampled_from(("1", "2", "3500m")))},
                     limits={"nvidia.com/gpu": draw(st.integers(0, 2))} if draw(st.booleans()) else None,
                     spec_extra=extra)

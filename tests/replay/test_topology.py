@@ -229,18 +229,6 @@ def test_one_name_in_both_podgroup_apis_places_neither_until_one_is_deleted() ->
     assert run.node_of("w-0") is not None and run.node_of("w-1") is not None and run.node_of("p-0") is None
 
 
-def test_a_label_gangs_topology_is_its_first_members_whichever_pod_is_tried() -> None:
-    """g-0 (first, no annotation) and g-1 (required rack, higher priority, so tried first): the gang
-    has no constraint and spreads over the two racks."""
-    run = Run(topology_config())
-    run.add(*rack_nodes({("a", "r1"): 1, ("b", "r1"): 1}))
-    labels = b.gang_labels("g", 2)
-    run.add(b.pod("g-0", labels=labels, limits={"nvidia.com/gpu": 4}),
-            b.pod("g-1", labels=labels, annotations={"tessera.dev/topology-required": RACK}, priority=10,
-                  limits={"nvidia.com/gpu": 4}))
-    assert run.node_of("g-0") is not None and run.node_of("g-1") is not None
-
-
 def test_a_preferred_rack_inside_a_required_key_that_is_not_a_level() -> None:
     """required zone (not a configured level) + preferred rack: racks inside the zone first."""
     run = Run(topology_config())

@@ -4,8 +4,8 @@ Three forms are accepted: the scheduler-plugins v0.18 labels (`pod-group.schedul
 + `/min-available`, minimum frozen from the first member seen), the scheduler-plugins PodGroup CRD
 (`scheduling.x-k8s.io/pod-group` label, `spec.minMember`) and upstream's Workload API PodGroup
 (`spec.schedulingGroup.podGroupName`, `spec.schedulingPolicy.gang.minCount`; Kubernetes 1.36
-alpha). The gang's topology constraint comes with its PodGroup (or the label form's first member)
-and is placed by the TopologyPlacement plugin. Placement itself is a transaction of the
+alpha). The gang's topology constraint comes with its PodGroup (or, the label form, its members'
+annotations: they must agree) and is placed by the TopologyPlacement plugin. Placement itself is a transaction of the
 cycle (`scheduler/core/cycle.py`); this plugin answers "may the group be tried now", orders the
 members, and reports the PodGroup status.
 """
@@ -90,6 +90,9 @@ def waiting_message(state: ClusterState, pod: Pod) -> str | None:
     ambiguous = state.gangs.ambiguous(key)
     if ambiguous is not None:
         return ambiguous
+    disagreement = state.gangs.topology_conflict(key)
+    if disagreement is not None:
+        return disagreement
     minimum = state.group_min(key, pod)
     upstream = pod.gang.api == WORKLOAD_API  # kube-scheduler's GangScheduling words, else scheduler-plugins'
     if minimum is None:

@@ -323,7 +323,7 @@ class ClusterState:
             if old.key != pod.key:  # same uid, different name: not a real object; keep the first
                 return [], [Notice("Pod", pod.key, "InvalidObject", f"pod uid {uid} reused by {pod.key}")]
             if old.gang is not None and (pod.gang is None or pod.gang.key != old.gang.key):
-                self.gangs.leave(old)
+                events += self._left(old)
         else:
             previous_uid = self.by_key.get(pod.key)
             if previous_uid is not None and previous_uid in self.pods:  # recreated under the same name
@@ -356,10 +356,14 @@ class ClusterState:
             self.pending.discard(uid)
             self.gated.discard(uid)
             if pod.gang is not None:
-                self.gangs.leave(pod)
+                events += self._left(pod)
             return events, notices
         if pod.gang is not None:
-            self.gangs.join(pod)
+            changed, mismatch = self.gangs.join(pod)
+            if changed:  # its members' topology annotations changed: the gang is tried again
+                events.append(ClusterEvent(EventKind.PODGROUP_CHANGED, group=pod.gang.key))
+            if mismatch is not None:
+                notices.append(Notice("Pod", pod.key, "GangTopologyMismatch", mismatch, pod.meta.namespace, uid))
         if pod.node_name:
             self.pending.discard(uid)
             self.gated.discard(uid)
@@ -395,6 +399,12 @@ class ClusterState:
             self.pending.discard(uid)
         return events, notices
 
+    def _left(self, pod: Pod) -> list[ClusterEvent]:
+        """The member left its gang: the rest are tried again if that changed what their members'
+        topology annotations say (a disagreeing member gone)."""
+        assert pod.gang is not None
+        return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=pod.gang.key)] if self.gangs.leave(pod) else []
+
     def _update_gate(self, pod: Pod, node_name: str) -> list[ClusterEvent]:
         """Rebuild this pod's allocation gate entry from its annotations (never from a timer)."""
         if self.ledger.update_allocating(self._node_info(node_name), pod):
@@ -419,7 +429,7 @@ class ClusterState:
         self.pending.discard(uid)
         self.gated.discard(uid)
         if pod.gang is not None:
-            self.gangs.leave(pod)
+            events += self._left(pod)
             self.gangs.forget(pod)
         return events
 

@@ -8,6 +8,7 @@ whose members or PodGroup changed, so the live shell writes only their status.
 from __future__ import annotations
 
 from scheduler.core.objects import GangTopology, Pod, PodGroup
+from scheduler.core.state.gang_topology import SaidTopology
 
 
 class GangIndex:
@@ -15,8 +16,8 @@ class GangIndex:
         self.members: dict[str, set[str]] = {}  # gang key -> non-terminal member uids
         self.history: dict[str, set[str]] = {}  # gang key -> every member uid not deleted (for status)
         self.first_min: dict[str, int] = {}  # label gangs: min-available of the first member seen
-        # label gangs: the first member's topology (None: it had none), as its min-available
-        self.first_topology: dict[str, GangTopology | None] = {}
+        # label gangs: each live member's topology annotations (a hand-made gang's may differ)
+        self.said_topology: dict[str, SaidTopology] = {}
         self.podgroups: dict[str, PodGroup] = {}
         # the same namespace/name in the other PodGroup API, seen second: the name is ambiguous, so
         # neither gang is placed until one of the two is deleted (the other then takes its place)
@@ -38,13 +39,19 @@ class GangIndex:
         return group if group is not None and group.api == pod.gang.api else None
 
     def topology(self, key: str, pod: Pod) -> GangTopology | None:
-        """Where the gang must or should be together: its PodGroup's, or the label form's first
-        member's annotations."""
+        """Where the gang must or should be together: its PodGroup's, or — the label form — what
+        its live members' annotations say, in whatever order they were seen (`gang_topology`)."""
         assert pod.gang is not None
         if pod.gang.from_podgroup:
             group = self.podgroup_of(key, pod)
             return group.topology if group is not None else None
-        return self.first_topology[key] if key in self.first_topology else pod.gang.topology
+        said = self.said_topology.get(key)
+        return said.verdict()[0] if said is not None else pod.gang.topology
+
+    def topology_conflict(self, key: str) -> str | None:
+        """Why a label gang cannot be placed while its members name different levels, or None."""
+        said = self.said_topology.get(key)
+        return said.verdict()[1] if said is not None else None
 
     def seen(self, pod: Pod) -> None:
         """Any state of a member: it belongs to the group's history (terminal ones included)."""
@@ -52,26 +59,39 @@ class GangIndex:
         self.history.setdefault(pod.gang.key, set()).add(pod.uid)
         self.touched.add(pod.gang.key)
 
-    def join(self, pod: Pod) -> None:
-        """A live (non-terminal) member."""
+    def join(self, pod: Pod) -> tuple[bool, str | None]:
+        """A live (non-terminal) member. Returns whether the gang's topology (or its conflict)
+        changed, and a message when the member's annotations made the members differ."""
         assert pod.gang is not None
-        members = self.members.setdefault(pod.gang.key, set())
+        key = pod.gang.key
+        members = self.members.setdefault(key, set())
         if pod.uid not in members and pod.gang.min_available is not None:
-            self.first_min.setdefault(pod.gang.key, pod.gang.min_available)
-            self.first_topology.setdefault(pod.gang.key, pod.gang.topology)
+            self.first_min.setdefault(key, pod.gang.min_available)
         members.add(pod.uid)
+        if pod.gang.from_podgroup:
+            return False, None
+        said = self.said_topology.setdefault(key, SaidTopology(key))
+        return said.set(pod.uid, pod.key, pod.gang.topology)
 
-    def leave(self, pod: Pod) -> None:
-        """The member ended, or left the group: it no longer counts towards the minimum."""
+    def leave(self, pod: Pod) -> bool:
+        """The member ended, or left the group: it no longer counts towards the minimum, nor
+        speaks for a label gang's topology. True when that changed the gang's topology (or ended
+        a disagreement)."""
         assert pod.gang is not None
-        members = self.members.get(pod.gang.key)
-        if members is None:
-            return
-        members.discard(pod.uid)
-        if not members:
-            del self.members[pod.gang.key]
-            self.first_min.pop(pod.gang.key, None)
-            self.first_topology.pop(pod.gang.key, None)
+        key = pod.gang.key
+        members = self.members.get(key)
+        if members is not None:
+            members.discard(pod.uid)
+            if not members:
+                del self.members[key]
+                self.first_min.pop(key, None)
+        said = self.said_topology.get(key)
+        if said is None:
+            return False
+        changed = said.drop(pod.uid)
+        if not said.members:
+            del self.said_topology[key]
+        return changed
 
     def forget(self, pod: Pod) -> None:
         """The member is gone (deleted, or moved to another group)."""
@@ -119,3 +139,4 @@ class GangIndex:
             return None
         return (f'PodGroup "{key}" exists in both {self.podgroups[key].api} and {shadow.api}; '
                 "its members wait until one of them is deleted")
+
