@@ -270,7 +270,8 @@ class Harness:
     def _check_topology(self, attempts: list[Attempt]) -> None:
         """A gang with a required topology key is placed inside one domain: on nodes that all carry
         the key with one value and, when the key is a configured level, the same values of its
-        ancestors (rack r0 of block b0 is not rack r0 of block b1)."""
+        ancestors (rack r0 of block b0 is not rack r0 of block b1) — a member on a node deleted
+        since by the labels that node had."""
         state = self.state
         args = self.config.profiles[0].plugin_args.get("TopologyPlacement")
         levels = [level.node_label for level in getattr(args, "levels", ())]
@@ -290,7 +291,7 @@ class Harness:
                 if member is None or member.gang is None or member.gang.api != pod.gang.api or node is None:
                     continue
                 info = state.nodes.get(node)
-                labels = info.node.meta.labels if info is not None and info.node is not None else {}
+                labels = info.labels if info is not None else {}  # a deleted node's: the last known
                 domains.add(tuple(labels.get(label) for label in chain))
             assert len(domains) == 1 and None not in next(iter(domains)), (pod.gang.key, topology, domains)
 

@@ -257,7 +257,7 @@ class ClusterState:
         if event_type == "DELETED":
             if info is None or info.node is None or info.node.meta.uid != node.meta.uid:
                 return [], []
-            info.node = None
+            info.deleted_labels, info.node = info.node.meta.labels, None
             self._remove_from_order(node.name)
             self._touch(info)
             self.capacity_version += 1

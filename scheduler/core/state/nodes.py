@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler.core.lifecycle import DeviceHold
@@ -55,7 +55,8 @@ class NodeInfo:
     """One node's object (if known yet) and everything placed on it."""
 
     __slots__ = ("name", "node", "pods", "held", "requested", "scoring_cpu", "scoring_memory",
-                 "devices", "busy", "broken", "allocating", "agent_heartbeat", "generation", "over")
+                 "devices", "busy", "broken", "allocating", "agent_heartbeat", "generation", "over",
+                 "deleted_labels")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -76,6 +77,14 @@ class NodeInfo:
         self.agent_heartbeat: float | None = None  # the newest heartbeat of the node's devices
         self.over: frozenset[str] = frozenset()  # device resources last found over capacity (reported once)
         self.generation = 0
+        # the labels of its Node object when that was deleted: the pods still on it run in the
+        # topology domain those labels named until they are gone (a gang's rest must join them)
+        self.deleted_labels: Mapping[str, str] = {}
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        """The node's labels: its object's, or — deleted while pods remain — the last ones known."""
+        return self.node.meta.labels if self.node is not None else self.deleted_labels
 
     def allocation_blocks(self, resources: frozenset[str]) -> bool:
         return self.allocation_holder(resources) is not None

@@ -12,6 +12,9 @@ inside one topology domain. This plugin gives the cycle the domains to try the g
   level's labels belong to none.
 - Members already on a node pin the domain: the rest must join them there (upstream's rule;
   bound members in two domains make a required constraint unplaceable, with upstream's message).
+  A node deleted under bound members pins by its last known labels (its pods run there until the
+  pod GC removes them); a member bound to a node never seen leaves a required gang unplaceable
+  (upstream: "cannot determine domain for already scheduled pods").
 - Candidates are the domains whose free capacity, on the nodes the members can use (the batch
   filters of each distinct member: selector, affinity, taints, cordon...), can hold the members
   still needed; they are tried tightest first — fewest members that fit (per node, summed: Kueue's
@@ -45,9 +48,9 @@ from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.framework.placement import Domain, PlacementPlan, PlacementTier
 from scheduler.core.framework.resources import ResourceColumns
 from scheduler.core.plugins.devices.columns import ClassColumns
-from scheduler.core.objects import GangTopology
+from scheduler.core.objects import GangTopology, Pod
 from scheduler.core.plugins.topology.args import TopologyPlacementArgs, level_name
-from scheduler.core.plugins.topology.domains import Chain, LevelView, level_view
+from scheduler.core.plugins.topology.domains import Chain, LevelView, level_column, level_view
 from scheduler.core.resources import CPU, MEMORY, is_extended
 from scheduler.core.state import EventKind, NodeInfo
 
@@ -106,26 +109,31 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
         smallest = np.cumsum(np.sort(demand, axis=0), axis=0) if demand.shape[1] else demand
         # nodes no member can use (a selector, a taint, a cordon) hold none of them
         slots = np.where(self._usable(members), _slots(table, free, demand), 0)
-        bound_rows = [row for pod in view.bound
-                      if (node := self.handle.state.node_of(pod.uid)) is not None
-                      and (row := self.handle.state.node_position(node)) is not None]
+        bound = self._bound_nodes(view)
+        unknown = next(((pod, name) for pod, name, info in bound if info is None), None)
         tiers: list[PlacementTier] = []
         for chain, word in self._climb(topology):
+            column = level_column(table, chain)  # a deleted node's domain is interned before the view
+            pinned = {column.code(info.labels, chain) if info is not None else -1 for _, _, info in bound}
             level = level_view(table, chain, free)
             codes = level.present
-            if topology.required and chain == self._chain(topology.required) and not len(codes):
+            at_required = bool(topology.required) and chain == self._chain(topology.required)
+            if at_required and not len(codes):
                 # a key no node carries (a typo, a level's name instead of its label) is not a
                 # lack of room (Kueue: "no requested topology level")
                 return PlacementPlan((PlacementTier(word, ()),), True,
                                      f"no node has the label{'s' if len(chain) > 1 else ''} "
                                      f"{', '.join(chain)} of the required {word} level")
-            if bound_rows:
-                pinned = {int(level.codes[row]) for row in bound_rows}
+            if pinned:
                 if -1 in pinned or len(pinned) > 1:
-                    if topology.required and chain == self._chain(topology.required):
-                        spread = (f"a member's node has no label {self._missing(chain, view)}" if -1 in pinned
-                                  else f"more than 1 {word} found for pod group {view.key}: "
-                                  + ", ".join(sorted("/".join(level.paths[c]) for c in pinned)))
+                    if at_required:
+                        if unknown is not None:  # upstream: "cannot determine domain for already scheduled pods"
+                            spread = f'the node "{unknown[1]}" of member {unknown[0].key} is not known'
+                        elif -1 in pinned:
+                            spread = f"a member's node has no label {self._missing(chain, bound)}"
+                        else:
+                            spread = (f"more than 1 {word} found for pod group {view.key}: "
+                                      + ", ".join(sorted("/".join(level.paths[c]) for c in pinned)))
                         return PlacementPlan((PlacementTier(word, ()),), True, spread)
                     continue  # the bound members are not together at this level: climb
                 codes = np.array(sorted(pinned), np.int64)
@@ -149,13 +157,25 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
                 usable |= self.handle.usable_rows(prepare(pod, state.classes))
         return usable
 
-    def _missing(self, chain: Chain, view: GangView) -> str:
+    def _bound_nodes(self, view: GangView) -> list[tuple[Pod, str, NodeInfo | None]]:
+        """Each bound member, its node's name and the node (None when no Node object of that
+        name was ever seen). A node deleted under its pods still counts, by its last labels: the
+        members there run in that domain until they are gone, and the rest must join them."""
+        state = self.handle.state
+        out: list[tuple[Pod, str, NodeInfo | None]] = []
+        for pod in view.bound:
+            name = state.node_of(pod.uid)
+            if name is not None:
+                info = state.nodes.get(name)
+                known = info is not None and (info.node is not None or bool(info.deleted_labels))
+                out.append((pod, name, info if known else None))
+        return out
+
+    def _missing(self, chain: Chain, bound: list[tuple[Pod, str, NodeInfo | None]]) -> str:
         """The first label of `chain` (a level and its wider configured levels) that a bound
         member's node lacks: a node is in a level's domain only with all of them."""
-        state = self.handle.state
-        for pod in view.bound:
-            info = state.nodes.get(state.node_of(pod.uid) or "")
-            labels = info.node.meta.labels if info is not None and info.node is not None else {}
+        for _, _, info in bound:
+            labels = info.labels if info is not None else {}
             for label in chain:
                 if label not in labels:
                     return label

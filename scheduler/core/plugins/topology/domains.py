@@ -9,6 +9,7 @@ for every gang.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,18 @@ class LevelColumn:
     codes: Ints  # per row: the interned path of the node's domain, -1 when it has none
     ids: dict[tuple[str, ...], int]
     paths: list[tuple[str, ...]]
+
+    def code(self, labels: Mapping[str, str], chain: Chain) -> int:
+        """The interned domain of a node with these labels at the level, -1 when it is in none
+        (a domain no row is in yet, such as a deleted node's, gets a code too)."""
+        if not all(key in labels for key in chain):
+            return -1
+        path = tuple(labels[key] for key in chain)
+        code = self.ids.get(path)
+        if code is None:
+            code = self.ids[path] = len(self.paths)
+            self.paths.append(path)
+        return code
 
 
 class TopologyColumns(ColumnGroup):
@@ -55,16 +68,7 @@ class TopologyColumns(ColumnGroup):
 
 def _fill(column: LevelColumn, chain: Chain, row: int, info: NodeInfo) -> None:
     assert info.node is not None
-    labels = info.node.meta.labels
-    if not all(key in labels for key in chain):
-        column.codes[row] = -1
-        return
-    path = tuple(labels[key] for key in chain)
-    code = column.ids.get(path)
-    if code is None:
-        code = column.ids[path] = len(column.paths)
-        column.paths.append(path)
-    column.codes[row] = code
+    column.codes[row] = column.code(info.node.meta.labels, chain)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +85,13 @@ class LevelView:
         return mask
 
 
+def level_column(table: NodeTable, chain: Chain) -> LevelColumn:
+    return table.group(TopologyColumns).of(chain)
+
+
 def level_view(table: NodeTable, chain: Chain, free: list[Ints]) -> LevelView:
     """The level's domains with their summed free capacity (`free`: one column per resource)."""
-    column = table.group(TopologyColumns).of(chain)
+    column = level_column(table, chain)
     codes = column.codes[: table.size]
     inside = codes >= 0
     domain_codes = codes[inside]
