@@ -83,6 +83,8 @@ def device_holds(grants: GrantsByContainer, phases: Mapping[str, Phases]) -> lis
     class whose `sharing.dimension` says which capacity of the device the slices use (their sum
     is `slice_peak`). A device that two containers are given in phases that do not meet is held
     once."""
+    if len(grants) == 1:  # one container: its grants all run at once (the usual pod)
+        return _one_container_holds(next(iter(grants.values())))
     every = always(phases)
     whole: dict[str, str] = {}
     sliced: dict[str, dict[str, dict[int, Amount]]] = {}
@@ -104,4 +106,26 @@ def device_holds(grants: GrantsByContainer, phases: Mapping[str, Phases]) -> lis
             holds.append((device, None, resource))
         else:
             holds += [(device, max(amounts.values(), default=0), name) for name, amounts in sliced[device].items()]
+    return holds
+
+
+def _one_container_holds(by_resource: Mapping[str, Iterable[tuple[str, Amount | None]]]) -> list[DeviceHold]:
+    """`device_holds` of a pod with one container: nothing is handed on, every slice adds up."""
+    whole: dict[str, str] = {}
+    sliced: dict[str, dict[str, Amount]] = {}
+    first: dict[str, str] = {}
+    for resource, entries in by_resource.items():
+        for device, amount in entries:
+            first.setdefault(device, resource)
+            if amount is None:
+                whole[device] = resource
+            else:
+                by_name = sliced.setdefault(device, {})
+                by_name[resource] = by_name.get(resource, 0) + amount
+    holds: list[DeviceHold] = []
+    for device, resource in first.items():
+        if device in whole:
+            holds.append((device, None, resource))
+        else:
+            holds += [(device, amount, name) for name, amount in sliced[device].items()]
     return holds

@@ -8,7 +8,7 @@ pod's devices add to each device resource (`device_demand`), which resource scor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 
@@ -70,17 +70,25 @@ class PodContext:
     empty_request: bool = False
     device_demand: DemandOf | None = None  # set by the device plugin's batch filter
     domain: Domain | None = None  # a gang's topology domain being tried: the attempt stays inside
+    phases: Mapping[str, Phases] = field(default_factory=dict)  # container -> its phases (`lifecycle`)
+    # class_needs per `shared`, worked out once: scoring asks for every node tried
+    _needs: dict[bool, dict[str, int]] = field(default_factory=dict, repr=False)
 
     def class_needs(self, shared: bool = False) -> dict[str, int]:
         """Per exclusive ResourceClass (`shared`: per sharing class), how many of its devices (of
         its slices) the pod holds: its containers' requests of it in the phase of the pod's life
         that asks for the most (`lifecycle.peak`: a finished plain init container's devices are
-        the later containers', as the kubelet reuses them), not their sum."""
+        the later containers', as the kubelet reuses them), not their sum. Not to be changed by
+        the caller (it is kept for the next one)."""
+        known = self._needs.get(shared)
+        if known is not None:
+            return known
         needs: dict[str, list[tuple[Phases, int]]] = {}
         for req in self.device_requests:
             if (req.cls.sharing is not None) == shared:
                 needs.setdefault(req.cls.name, []).append((req.phases, req.count))
-        return {name: peak(counts) for name, counts in needs.items()}
+        known = self._needs[shared] = {name: peak(counts) for name, counts in needs.items()}
+        return known
 
     def plain_request(self, name: str) -> int:
         for resource, amount in self.plain:
@@ -119,7 +127,7 @@ def prepare(pod: Pod, classes: ClassRegistry) -> PodContext:
     # Fit's fast path: a pod that requests nothing only needs a pod slot.
     order = {CPU: 0, MEMORY: 1, EPHEMERAL_STORAGE: 2}
     plain.sort(key=lambda item: (order.get(item[0], 3), item[0]))
-    return PodContext(pod, tuple(plain), tuple(requests), error, empty_request=not plain)
+    return PodContext(pod, tuple(plain), tuple(requests), error, empty_request=not plain, phases=phases)
 
 
 def _did_you_mean(name: str, provided: Iterable[str]) -> str:

@@ -98,15 +98,28 @@ class DeviceLedger:
         if use is None:
             return 0
         dimension_of = self.classes.sharing_dimension
-        return sum((amount for resource, amount in use.by_resource.items()
-                    if dimension_of(resource) in (dimension, "")), 0)
+        total: Amount = 0
+        for resource, amount in use.by_resource.items():  # a loop: this runs per device per node tried
+            named = dimension_of(resource)
+            if named == dimension or not named:
+                total += amount
+        return total
 
     def shared_dimensions(self, use: DeviceUse) -> dict[str, Amount]:
         """Each dimension the device's slices use, and how much of it (`shared_use`), by name;
         "" for slices of no known dimension when no slice of a known one is beside them."""
-        named = {self.classes.sharing_dimension(resource) for resource in use.by_resource}
-        dimensions = sorted(named - {""}) or sorted(named)
-        return {dimension: self.shared_use(use, dimension) for dimension in dimensions}
+        dimension_of = self.classes.sharing_dimension
+        named: dict[str, Amount] = {}
+        unknown: Amount = 0
+        for resource, amount in use.by_resource.items():
+            dimension = dimension_of(resource)
+            if dimension:
+                named[dimension] = named.get(dimension, 0) + amount
+            else:
+                unknown += amount
+        if not named:
+            return {"": unknown} if use.by_resource else {}
+        return {dimension: named[dimension] + unknown for dimension in sorted(named)}
 
     def hold_unseen(self, name: str, device_id: str, info: NodeInfo) -> None:
         """A pod on `info`'s node holds device `name` (the GPU `device_id`), which the cache does

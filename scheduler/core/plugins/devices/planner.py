@@ -220,10 +220,16 @@ class DevicePlanner:
                     capacity = device.capacity.get(dimension)
                     if capacity is None:
                         continue
-                    mine = {resource: held for resource, held in sliced.get(device.name, {}).items()
-                            if dimension_of(resource) == dimension}
-                    before = slice_peak(mine)
-                    after = _peak_with(mine, req.resource_name, req.phases, amount)
+                    own = sliced.get(device.name)
+                    before: Amount
+                    after: Amount
+                    if own is None:  # the pod's first slice of this device (the usual case)
+                        before, after = 0, amount if req.phases else 0
+                    else:
+                        mine = {resource: by_phase for resource, by_phase in own.items()
+                                if dimension_of(resource) == dimension}
+                        before = slice_peak(mine)
+                        after = _peak_with(mine, req.resource_name, req.phases, amount)
                     left = capacity - ledger.shared_use(device_use, dimension) - after
                     if left < 0:
                         continue

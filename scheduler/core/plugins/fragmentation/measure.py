@@ -330,7 +330,7 @@ class FragmentationScore:
         idle = [gpus.devices[name] for name in gpus.idle_order]
         plan = ctx.plans.get(info.name)
         if plan is not None:
-            self._slice_changes(plan, pod.container_phases(), info, gpus, removed, added, idle)
+            self._slice_changes(plan, ctx.phases, info, gpus, removed, added, idle)
         # Whole GPUs of a class, like plain counts, are modelled by slot, not by the device the
         # plan names (plain holds are fungible, so the two can disagree): the narrowest idle
         # GPUs of the class go first, as the planner prefers them.
@@ -411,10 +411,14 @@ class FragmentationScore:
         on it too: every dimension counts against its own capacity (`DeviceLedger.shared_use`)."""
         ledger = self.state.ledger
         use = ledger.use.get(name)
-        dimensions = set(ledger.shared_dimensions(use) if use is not None else ()) | set(added)
+        if use is None or not use.by_resource:
+            return dict(added)
+        used = ledger.shared_dimensions(use)
+        dimensions = set(used) | set(added)
         if len(dimensions) > 1:
             dimensions.discard("")
-        return {dimension: ledger.shared_use(use, dimension) + added.get(dimension, 0) for dimension in dimensions}
+        return {dimension: (used[dimension] if dimension in used else ledger.shared_use(use, dimension))
+                + added.get(dimension, 0) for dimension in dimensions}
 
 
 K = TypeVar("K")
@@ -470,6 +474,9 @@ def sigmoid_score(delta: float) -> int:
 
 def _slices_left(device: Device, used: Mapping[str, Amount]) -> int:
     """The milli-GPU a device in shared use has left: that of its scarcest dimension in use."""
+    if len(used) == 1:  # one dimension in use (the usual case; this runs per GPU per node tried)
+        for dimension, amount in used.items():
+            return _slice_left(device, dimension, amount)
     return min((_slice_left(device, dimension, amount) for dimension, amount in used.items()), default=MILLI)
 
 
