@@ -7,6 +7,13 @@
   caller decides "could help" — the requeue hint), then sits out its backoff (1 s doubling to 10 s,
   counted from its consecutive errors, else from its rejections, as upstream's getBackoffTime),
   and comes back after 5 minutes at the latest.
+- Backoffs end on whole seconds, as upstream's one-second ordering windows (KEP-5142): the expiry
+  is truncated to its second (the window) and the pod backs off while that window is the current
+  one, so it is ready at the start of the next. Pods whose windows are the same reach activeQ
+  together, and the rejected ones among them pop early by activeQ's order (priority, then
+  timestamp) rather than by which expired first. A gang's podGroupBackoffSeconds hold is not
+  upstream's backoff (scheduler-plugins rejects the gang in PreFilter until an exact expiry): it
+  stays exact, and a member is ready when both its window and its gang's hold are over.
 - When nothing is ready in activeQ, a pod a plugin rejected is taken from backoffQ before its
   backoff ends (upstream's SchedulerPopFromBackoffQ, on by default since 1.33): an idle scheduler
   does not sit out a backoff. Pods back after an error, and gangs held by podGroupBackoffSeconds,
@@ -18,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -28,6 +36,13 @@ UNSCHEDULABLE = "unschedulable"
 IN_FLIGHT = "inFlight"
 
 UNSCHEDULABLE_TIMEOUT = 300.0
+BACKOFF_WINDOW = 1.0  # upstream's backoffQOrderingWindowDuration: backoffs end on whole seconds
+
+Order = tuple[int, float, str]  # activeQ's less function as a sort key: see SchedulingQueue._order
+# a backoff heap's item: (ready at, order within the window, insertion seq, uid, version)
+BackoffItem = tuple[float, Order, int, str, int]
+# podErrorBackoffQ orders by the window only (upstream's lessBackoffCompleted): one order for all
+_BY_WINDOW_ONLY: Order = (0, 0.0, "")
 
 
 @dataclass(slots=True)
@@ -51,11 +66,12 @@ class SchedulingQueue:
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.entries: dict[str, QueuedPod] = {}
-        self._active: list[tuple[int, float, str, int, str, int]] = []
+        self._active: list[tuple[Order, int, str, int]] = []
         # backoffQ in two parts, as upstream's: pods a plugin rejected (popped early when activeQ
-        # is empty; the same expiry goes by priority) and pods that must wait their backoff out
-        self._backoff: list[tuple[float, int, int, str, int]] = []
-        self._backoff_waiting: list[tuple[float, int, int, str, int]] = []
+        # is empty; within one window by activeQ's order) and pods that must wait their backoff
+        # out (by the window only; a gang held by its hold joins them from pop)
+        self._backoff: list[BackoffItem] = []
+        self._backoff_waiting: list[BackoffItem] = []
         self.unschedulable: dict[str, QueuedPod] = {}
         self.group_failed_at: dict[str, float] = {}
         self.group_backoff_until: dict[str, float] = {}  # a failed group kept out until then
@@ -83,7 +99,7 @@ class SchedulingQueue:
                 return
             entry = self.entries[uid] = QueuedPod(uid, priority, group, now, now)
             self._group_entries[group] += 1
-            if group and self.group_backoff_until.get(group, now) > now:  # its gang failed recently
+            if self._ready_at(entry) > now:  # its gang failed recently
                 self._to_backoff(entry)
                 self.incoming[BACKOFF, "UnschedulablePodAdd"] += 1
                 return
@@ -130,7 +146,7 @@ class SchedulingQueue:
         pod a plugin rejected whose backoff ends first (upstream's PopFromBackoffQ)."""
         self.flush_backoff(now)
         while self._active:
-            _, _, _, _, uid, version = heapq.heappop(self._active)
+            _, _, uid, version = heapq.heappop(self._active)
             entry = self.entries.get(uid)
             if entry is None or entry.version != version or entry.where != ACTIVE:
                 continue
@@ -185,13 +201,13 @@ class SchedulingQueue:
         entry.rejectors = frozenset(rejectors)
         if entry.group:
             self.group_failed_at[entry.group] = now
-        if self._move_cycle > entry.move_cycle_at_pop:
-            self._to_backoff(entry)
-        else:
-            entry.where = UNSCHEDULABLE
-            entry.version += 1
-            self.unschedulable[uid] = entry
-        self.incoming[entry.where, "ScheduleAttemptFailure"] += 1
+        if self._move_cycle > entry.move_cycle_at_pop:  # an event during the attempt may have helped
+            self._requeue(entry, now, "ScheduleAttemptFailure")
+            return
+        entry.where = UNSCHEDULABLE
+        entry.version += 1
+        self.unschedulable[uid] = entry
+        self.incoming[UNSCHEDULABLE, "ScheduleAttemptFailure"] += 1
 
     def error_failure(self, uid: str, now: float) -> None:
         """An error (API failure, lost Binding): always retry after backoff."""
@@ -202,9 +218,7 @@ class SchedulingQueue:
         entry.errors += 1
         entry.timestamp = now
         entry.rejectors = frozenset()
-        self.unschedulable.pop(uid, None)
-        self._to_backoff(entry)
-        self.incoming[BACKOFF, "ScheduleAttemptFailure"] += 1
+        self._requeue(entry, now, "ScheduleAttemptFailure")
 
     def group_succeeded(self, group: str) -> None:
         self.group_failed_at.pop(group, None)
@@ -225,6 +239,8 @@ class SchedulingQueue:
         return len(moved)
 
     def flush_backoff(self, now: float) -> None:
+        """Every pod whose backoff is over at `now` to activeQ. Readiness falls on whole seconds
+        (a gang's hold aside), so flushing at any pop is upstream's flush on every whole second."""
         for heap in (self._backoff, self._backoff_waiting):
             while heap and heap[0][0] <= now:
                 _, _, _, uid, version = heapq.heappop(heap)
@@ -241,6 +257,8 @@ class SchedulingQueue:
         return len(stale)
 
     def next_backoff_expiry(self) -> float | None:
+        """When the next backed-off pod is ready: the start of the window after its backoff's,
+        not its exact expiry (a caller sleeping until then would wake early and spin)."""
         expiries = []
         for heap in (self._backoff, self._backoff_waiting):
             while heap:
@@ -258,24 +276,39 @@ class SchedulingQueue:
             counts[entry.where] += 1
         return counts
 
+    @staticmethod
+    def _backoff_count(entry: QueuedPod) -> int:
+        """The consecutive errors when there are any, else the rejections, as upstream's
+        getBackoffTime (one counter for both made an error after many rejections, or a rejection
+        after errors, wait the maximum)."""
+        return entry.errors or entry.rejections
+
     def backoff_duration(self, entry: QueuedPod) -> float:
-        """Upstream's calculateBackoffDuration of its count: the consecutive errors when there are
-        any, else the rejections (one counter for both made an error after many rejections, or a
-        rejection after errors, wait the maximum)."""
-        count = entry.errors or entry.rejections
+        """Upstream's calculateBackoffDuration of the pod's backoff count."""
+        count = self._backoff_count(entry)
         if count == 0:
             return 0.0
         return float(min(self.initial_backoff * (1 << min(count - 1, 30)), self.max_backoff))
 
-    def _expiry(self, entry: QueuedPod) -> float:
-        expiry = entry.timestamp + self.backoff_duration(entry)
+    def _ready_at(self, entry: QueuedPod) -> float:
+        """When the pod stops backing off. Upstream's getBackoffTime truncates the expiry to its
+        one-second window and isPodBackingoff holds the pod while that window is the current one:
+        it is ready at the next window's start. No failure yet, or podMaxBackoff 0, is no backoff
+        (getBackoffTime's zero time). A gang member also waits for its gang's hold, whose exact
+        end is kept: podGroupBackoffSeconds is scheduler-plugins' rejection, not this backoff."""
+        ready = -math.inf
+        if self.max_backoff > 0 and self._backoff_count(entry) > 0:
+            window = math.floor(entry.timestamp + self.backoff_duration(entry))  # Go's Truncate(1 s)
+            ready = window + BACKOFF_WINDOW
         if entry.group:
-            expiry = max(expiry, self.group_backoff_until.get(entry.group, expiry))
-        return expiry
+            ready = max(ready, self.group_backoff_until.get(entry.group, ready))
+        return ready
 
     def _requeue(self, entry: QueuedPod, now: float, event: str) -> None:
+        """To backoffQ while the pod backs off, else to activeQ (upstream's
+        requeuePodWithQueueingStrategy, asking isPodBackingoff)."""
         self.unschedulable.pop(entry.uid, None)
-        if self._expiry(entry) > now:
+        if self._ready_at(entry) > now:
             self._to_backoff(entry)
         else:
             self._push_active(entry)
@@ -284,14 +317,22 @@ class SchedulingQueue:
     def _to_backoff(self, entry: QueuedPod) -> None:
         entry.where = BACKOFF
         entry.version += 1
-        # a plugin's rejection may be popped early; an error (no rejectors) waits, as upstream's
-        # podErrorBackoffQ
-        heap = self._backoff if entry.rejectors else self._backoff_waiting
-        heapq.heappush(heap, (self._expiry(entry), -entry.priority, next(self._seq), entry.uid, entry.version))
+        # a plugin's rejection may be popped early, so within its window it is ordered as activeQ
+        # orders (lessBackoffCompletedWithPriority); an error (no rejectors) waits its backoff out
+        # and is ordered by its window only (podErrorBackoffQ, lessBackoffCompleted)
+        rejected = bool(entry.rejectors)
+        heap = self._backoff if rejected else self._backoff_waiting
+        order = self._order(entry) if rejected else _BY_WINDOW_ONLY
+        heapq.heappush(heap, (self._ready_at(entry), order, next(self._seq), entry.uid, entry.version))
+
+    def _order(self, entry: QueuedPod) -> Order:
+        """activeQ's less function (PrioritySort): the higher priority, then the older timestamp;
+        a gang member's is its gang's last failure (else its first queueing), so the members
+        stay together and a gang that keeps failing yields its place."""
+        sort_time = self.group_failed_at.get(entry.group, entry.initial) if entry.group else entry.timestamp
+        return (-entry.priority, sort_time, entry.group)
 
     def _push_active(self, entry: QueuedPod) -> None:
         entry.where = ACTIVE
         entry.version += 1
-        sort_time = self.group_failed_at.get(entry.group, entry.initial) if entry.group else entry.timestamp
-        heapq.heappush(self._active, (-entry.priority, sort_time, entry.group, next(self._seq),
-                                      entry.uid, entry.version))
+        heapq.heappush(self._active, (self._order(entry), next(self._seq), entry.uid, entry.version))

@@ -98,7 +98,8 @@ def test_an_errored_pod_waits_out_its_error_backoff_and_no_node_event_moves_it()
     assert entry.where == "backoff" and entry.errors == 1 and not entry.rejectors
     core.apply("ADDED", b.node("n3"), 0.1)
     assert core.schedule_next(0.2) is None  # not popped before its backoff ends
-    (again,) = core.schedule_next(1.0) or []
+    assert core.schedule_next(1.5) is None  # 1 s from 0.0 ends in window 1: ready at 2.0
+    (again,) = core.schedule_next(2.0) or []
     assert again.error and again.message == GT_ABC
     assert core.queue.backoff_duration(core.queue.entries[attempt.pod.uid]) == 2.0
 

@@ -14,6 +14,8 @@ def test_priority_then_timestamp_order() -> None:
 
 
 def test_backoff_doubles_from_one_to_ten_seconds() -> None:
+    """The expiry (now + duration) is truncated to its second, and the pod is ready when that
+    second is over (upstream's ordering windows): from whole seconds, a second after the expiry."""
     q = SchedulingQueue(1.0, 10.0)
     q.add("p", 0, "", now=0.0)
     durations = []
@@ -24,8 +26,9 @@ def test_backoff_doubles_from_one_to_ten_seconds() -> None:
         entry = q.entries["p"]
         assert entry.where == BACKOFF
         durations.append(q.backoff_duration(entry))
-        assert q.pop(now + durations[-1] - 0.001) is None
-        now += durations[-1]
+        assert q.next_backoff_expiry() == now + durations[-1] + 1.0
+        assert q.pop(now + durations[-1] + 0.999) is None
+        now += durations[-1] + 1.0
     assert durations == [1, 2, 4, 8, 10, 10]
 
 
@@ -83,10 +86,10 @@ def test_incoming_counts_say_which_queue_each_pod_entered_and_why() -> None:
     assert q.pop(0.0) == "p"
     q.unschedulable_failure("p", {"NodeResourcesFit"}, now=0.0)
     q.move(0.5, lambda e: True, "NodeAdd")  # still inside its backoff
-    q.flush_backoff(1.0)
-    assert q.pop(1.0) == "p"
-    q.error_failure("p", now=1.0)
-    q.add("p", 0, "", now=1.5)  # an update to a backed-off pod: counted only when it moves
+    q.flush_backoff(2.0)  # its backoff's window (1) is over
+    assert q.pop(2.0) == "p"
+    q.error_failure("p", now=2.0)
+    q.add("p", 0, "", now=2.5)  # an update to a backed-off pod: counted only when it moves
     assert dict(q.incoming) == {
         (ACTIVE, "UnschedulablePodAdd"): 1,
         (UNSCHEDULABLE, "ScheduleAttemptFailure"): 1,
@@ -116,7 +119,7 @@ def test_repeated_binding_failures_back_off_exponentially_and_keep_the_pods_hist
         assert expiry is not None
         waits.append(expiry - now)
         now = expiry
-    assert waits == [1, 2, 4, 8, 10]
+    assert waits == [2, 3, 5, 9, 11]  # 1, 2, 4, 8, 10 s, each ending in a window: ready when it is over
     assert core.pending_counts()["active"] + core.pending_counts()["backoff"] == 1
 
 

@@ -96,7 +96,8 @@ def test_errors_and_a_backed_off_gang_still_wait_out_their_backoff() -> None:
     q.unschedulable_failure("m", {"Coscheduling"}, 0.9)
     q.move(1.5, lambda entry: True, "UnschedulablePodAdd")
     assert q.entries["m"].where == BACKOFF
-    assert q.pop(1.5) == "err"  # its own 1 s is over
+    assert q.pop(1.5) is None  # its own 1 s ends in window 1: ready at 2.0
+    assert q.pop(2.0) == "err"
     assert q.pop(2.0) is None  # the gang waits for 30 s
     assert q.pop(30.0) == "m"
 
