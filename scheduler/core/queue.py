@@ -245,9 +245,13 @@ class SchedulingQueue:
             while heap and heap[0][0] <= now:
                 _, _, _, uid, version = heapq.heappop(heap)
                 entry = self.entries.get(uid)
-                if entry is not None and entry.version == version and entry.where == BACKOFF:
-                    self._push_active(entry)
-                    self.incoming[ACTIVE, "BackoffComplete"] += 1
+                if entry is None or entry.version != version or entry.where != BACKOFF:
+                    continue
+                if self._ready_at(entry) > now:  # its gang was held after it came in: it waits for that
+                    self._to_backoff(entry)
+                    continue
+                self._push_active(entry)
+                self.incoming[ACTIVE, "BackoffComplete"] += 1
 
     def flush_unschedulable(self, now: float) -> int:
         """Pods unschedulable for longer than 5 minutes get another try (UnschedulableTimeout)."""

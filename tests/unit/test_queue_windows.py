@@ -137,3 +137,19 @@ def test_a_gang_hold_stays_exact_and_a_later_own_window_still_counts() -> None:
     assert q.entries["s-b"].where == BACKOFF
     q.flush_backoff(12.0)
     assert q.entries["s-b"].where == ACTIVE
+
+
+def test_a_gang_hold_set_after_a_member_entered_backoff_still_keeps_it_out() -> None:
+    """A member waits in backoffQ with its own 1 s backoff (ready at 12.0); then its gang fails
+    and is held until 30.4 (podGroupBackoffSeconds). The flush at 12.0 used the ready time stored
+    when the member entered and let it out early, to be rejected again by the gang's PreFilter;
+    the hold now counts whenever the member would leave backoffQ."""
+    q = SchedulingQueue(1.0, 10.0)
+    q.add("m", 0, "ns/g", 10.3)
+    assert q.take("m")
+    q.error_failure("m", 10.3)
+    q.back_off_group("ns/g", 30.4)
+    assert q.pop(12.0) is None
+    assert q.entries["m"].where == BACKOFF
+    assert q.next_backoff_expiry() == 30.4
+    assert q.pop(30.4) == "m"
