@@ -413,8 +413,8 @@ def render(x: Explanation, now: float) -> str:
         fitting = sum(1 for v in run.nodes if v.fits)
         if not run.node and fitting and x.gang is not None:
             # the table is this member's attempt in its gang's dry run; without this it reads as a contradiction
-            lines.append(f"  With its gang's members tried before it in place, it would fit {fitting} of "
-                         f"{len(run.nodes)} nodes (below), but a gang is placed whole or not at all.")
+            lines.append(f"  Tried in its gang's dry run (any members tried before it in place), it would fit "
+                         f"{fitting} of {len(run.nodes)} nodes (below), but a gang is placed whole or not at all.")
         if run.nodes:
             table = columns([["NODE", "RESULT"]]
                             + [[v.node, ("fits, " if v.fits else "") + v.detail] for v in run.nodes])

@@ -294,8 +294,8 @@ def test_explain_says_a_gang_member_that_fits_alone_waits_for_its_gang() -> None
     assert result is not None
     text = explaining.render(result, 0.0)
     assert "would stay pending: pod group default/w: only 2 of the 3 members it needs fit; default/w-2: " in text
-    assert ("With its gang's members tried before it in place, it would fit 1 of 2 nodes (below), but a gang is "
-            "placed whole or not at all.") in text
+    assert ("Tried in its gang's dry run (any members tried before it in place), it would fit 1 of 2 nodes "
+            "(below), but a gang is placed whole or not at all.") in text
     # the member that found no node gets no such line
     last = explaining.explain([b.node("n1", gpus=4), b.node("n2", gpus=1), *gang], "default/w-2", config(BINPACK),
                               [], 0.0)
