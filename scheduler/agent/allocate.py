@@ -10,8 +10,8 @@ the pod from what the scheduler wrote atomically with the binding:
 calls Allocate for init containers first, then app containers, in spec order; the first unserved
 matching container in that order is the one. A container whose entry names a GPU of a plain init
 container of its pod gets it again: the init container has finished (the kubelet hands its
-devices on, and the scheduler charged them once; see scheduler/core/lifecycle.py). Zero or several candidate pods is an error, never a
-guess: returning someone else's GPUs is worse than failing the pod's admission, and the scheduler's
+devices on, and the scheduler charged them once; see scheduler/core/lifecycle.py). Zero or
+several candidate pods is an error, never a guess: returning someone else's GPUs is worse than failing the pod's admission, and the scheduler's
 allocation gate (no second pod with a common resource name bound to a node while one is
 Allocating) makes several candidates impossible unless annotations were forged. So is a pending pod
 that Tessera did not place asking for k of R (a rival): the call may be its own.

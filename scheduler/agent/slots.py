@@ -89,13 +89,6 @@ def slot_ids(class_name: str, count: int) -> list[str]:
     return [f"{prefix}-{i}" for i in range(count)]
 
 
-def _units(device: Device, sharing: Sharing) -> int:
-    capacity = device.capacity.get(sharing.dimension)
-    if capacity is None or capacity <= 0:
-        return 0
-    return math.floor(Fraction(capacity) / Fraction(sharing.unit))
-
-
 def _kept_elsewhere(held: Mapping[str, tuple[Amount | None, ...]], matching: Collection[str],
                     sharing: Sharing | None) -> int:
     """Slots the kubelet keeps allocated to pods for grants of this resource on devices outside
@@ -139,8 +132,8 @@ def plan_endpoints(classes: Iterable[ResourceClass], devices: Iterable[Device],
             total = len(matching)
             healthy = len(usable)
         else:
-            total = sum(_units(d, cls.sharing) for d in matching)
-            healthy = sum(_units(d, cls.sharing) for d in usable)
+            total = sum(max(0, cls.sharing.slices_on(d)) for d in matching)
+            healthy = sum(max(0, cls.sharing.slices_on(d)) for d in usable)
             if total == 0:
                 log.warning("slots.no_capacity", resource_class=cls.name, dimension=cls.sharing.dimension,
                             message=f"matching devices have no {cls.sharing.dimension} capacity of at least one unit")

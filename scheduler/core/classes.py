@@ -74,6 +74,12 @@ class Sharing:
     dimension: str
     unit: Amount
 
+    def slices_on(self, device: Device) -> int:
+        """How many slices the device holds when nothing runs on it: its capacity in the
+        dimension over the unit, rounded down; 0 when it has no such capacity."""
+        capacity = device.capacity.get(self.dimension)
+        return int(capacity // self.unit) if capacity is not None else 0
+
 
 @dataclass(frozen=True, slots=True)
 class ResourceClass:

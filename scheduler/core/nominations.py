@@ -18,9 +18,9 @@ node are gone — the devices too, since nothing but the device ledger counts a 
 where it would not fit even then, its requests alone (upstream counts a nominated pod whether it
 fits or not). After a cycle, that also gives a nominated pod back the room a higher-priority
 placement took from its hold: upstream's nominator keeps such a pod where it was, and counts it
-against the pods of its priority or lower. The cycles then treat it as the hold its own preemption would have left: lifted for
-pods of a higher priority, dropped (and its nomination cleared) by a higher-priority preemption of
-the node, released for the pod's own attempt. The victims keep what they hold until they are gone:
+against the pods of its priority or lower. The cycles then treat it as the hold its own
+preemption would have left: lifted for pods of a higher priority, dropped (and its nomination
+cleared) by a higher-priority preemption of the node, released for the pod's own attempt. The victims keep what they hold until they are gone:
 the hold is counted beside them, never in their stead, so no device goes to two running pods.
 """
 

@@ -210,9 +210,9 @@ _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
 
 def is_label_value(value: str) -> bool:
-    """apimachinery's IsValidLabelValue: at most 63 characters of letters, digits, '-', '_', '.',
-    starting and ending with a letter or digit (or empty)."""
-    return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
+    """apimachinery's IsValidLabelValue: at most 63 bytes of letters, digits, '-', '_', '.',
+    starting and ending with a letter or digit (or empty); why not: `label_value_errors`."""
+    return not label_value_errors(value)
 
 
 def go_int64(text: str) -> int | None:
@@ -504,10 +504,10 @@ class Pod:
 ResizeStatus = tuple[ExactResources, ExactResources]
 
 
-def _container(raw: object, where: str, init: bool) -> tuple[Container, ExactResources, bool]:
-    """A container (its requests rounded up: device grants are made per container), its exact
-    requests and whether it is a sidecar (a restartable init container); `init`: it is listed
-    in `spec.initContainers`."""
+def _container(raw: object, where: str, init: bool) -> tuple[Container, ExactResources]:
+    """A container (its requests rounded up: device grants are made per container; its kind says
+    whether it is a sidecar, a restartable init container) and its exact requests; `init`: it is
+    listed in `spec.initContainers`."""
     item = _mapping(raw, where)
     name = _str(item.get("name"), f"{where}.name")
     resources = _mapping(item.get("resources"), f"{where}.resources")
@@ -515,9 +515,8 @@ def _container(raw: object, where: str, init: bool) -> tuple[Container, ExactRes
     limits = exact_resource_list(resources.get("limits"), f"{where}.resources.limits")
     for res, amount in limits.items():
         requests.setdefault(res, amount)
-    sidecar = item.get("restartPolicy") == "Always"
-    kind = (SIDECAR if sidecar else INIT) if init else APP
-    return Container(name, {res: math.ceil(amount) for res, amount in requests.items()}, kind), requests, sidecar
+    kind = (SIDECAR if item.get("restartPolicy") == "Always" else INIT) if init else APP
+    return Container(name, {res: math.ceil(amount) for res, amount in requests.items()}, kind), requests
 
 
 def _counted(container: Container, requests: ExactResources, statuses: Mapping[str, ResizeStatus],
@@ -633,8 +632,9 @@ def parse_pod(obj: JSON) -> Pod:
     app_list = _list(spec.get("containers"), "Pod.spec.containers")
     inits = [_container(c, f"Pod.spec.initContainers[{i}]", True) for i, c in enumerate(init_list)]
     apps = [_container(c, f"Pod.spec.containers[{i}]", False) for i, c in enumerate(app_list)]
-    app_requests = [_counted(c, r, statuses, infeasible) for c, r, _ in apps]
-    init_requests = [(_counted(c, r, statuses, infeasible) if s else r, s) for c, r, s in inits]
+    app_requests = [_counted(c, r, statuses, infeasible) for c, r in apps]
+    init_requests = [(_counted(c, r, statuses, infeasible) if c.kind == SIDECAR else r, c.kind == SIDECAR)
+                     for c, r in inits]
     overhead = exact_resource_list(spec.get("overhead"), "Pod.spec.overhead")
     pod_level = _pod_level_requests(spec, status, infeasible)
     requests = pod_requests(app_requests, init_requests, overhead, pod_level)
@@ -690,7 +690,7 @@ def parse_pod(obj: JSON) -> Pod:
         required_terms=required,
         preferred_terms=tuple(preferred),
         tolerations=tuple(tolerations),
-        containers=tuple(c for c, _, _ in (*inits, *apps)),
+        containers=tuple(c for c, _ in (*inits, *apps)),
         requests=requests,
         scoring_requests=scoring,
         node_scoring_requests=on_node,

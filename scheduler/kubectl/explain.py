@@ -20,7 +20,7 @@ from scheduler.api.config_model import SchedulerConfig
 from scheduler.api.quantity import format_quantity
 from scheduler.core.classes import ResourceClass
 from scheduler.core.framework.cycle_state import PodContext, prepare
-from scheduler.core.objects import Device, Pod
+from scheduler.core.objects import Pod
 from scheduler.core.plugins.node_affinity import named_nodes
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.state import ClusterState, NodeInfo
@@ -152,7 +152,7 @@ def _beyond_every_node(state: ClusterState, pod: Pod) -> tuple[str, ...]:
     for req in ctx.device_requests:
         if req.cls.sharing is not None:
             devices = [device for info in infos for device in state.class_devices(info, req.cls.name)]
-            most = max((_slices(device, req.cls) for device in devices), default=0)
+            most = max((req.cls.sharing.slices_on(device) for device in devices), default=0)
             if req.count > most:
                 out.append(f"{req.count} {req.resource_name} in container {req.container} "
                            f"(the most one device holds: {most})")
@@ -207,16 +207,9 @@ def _offers(state: ClusterState, info: NodeInfo, resource: str, cls: ResourceCla
         return info.node.allocatable.get(resource, 0)
     devices = state.class_devices(info, cls.name)
     if cls.sharing is not None:
-        return sum(_slices(device, cls) for device in devices)
+        return sum(cls.sharing.slices_on(device) for device in devices)
     counts = Counter(device.resource_name for device in devices)
     return sum(min(count, info.node.allocatable.get(name, count)) for name, count in counts.items())
-
-
-def _slices(device: Device, cls: ResourceClass) -> int:
-    """How many of the sharing class's slices the device holds when nothing runs on it."""
-    assert cls.sharing is not None
-    capacity = device.capacity.get(cls.sharing.dimension)
-    return int(capacity // cls.sharing.unit) if capacity is not None else 0
 
 
 def _shown(resource: str, amount: int) -> str:

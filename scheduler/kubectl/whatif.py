@@ -10,8 +10,8 @@ cluster is only read.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -5,9 +5,9 @@ Three forms are accepted: the scheduler-plugins v0.18 labels (`pod-group.schedul
 (`scheduling.x-k8s.io/pod-group` label, `spec.minMember`) and upstream's Workload API PodGroup
 (`spec.schedulingGroup.podGroupName`, `spec.schedulingPolicy.gang.minCount`; Kubernetes 1.36
 alpha). The gang's topology constraint comes with its PodGroup (or, the label form, its members'
-annotations: they must agree) and is placed by the TopologyPlacement plugin. Placement itself is a transaction of the
-cycle (`scheduler/core/cycle.py`); this plugin answers "may the group be tried now", orders the
-members, and reports the PodGroup status.
+annotations: they must agree) and is placed by the TopologyPlacement plugin. Placement itself is
+a transaction of the cycle (`scheduler/core/cycle.py`); this plugin answers "may the group be
+tried now", orders the members, and reports the PodGroup status.
 """
 
 from __future__ import annotations

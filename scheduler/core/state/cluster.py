@@ -448,9 +448,9 @@ class ClusterState:
             for entries in by_resource.values():
                 for grant in entries:
                     self.ledger.hold_unseen(grant.device, grant.device_id, info)
-        for device, amount, resource in _holds(pod, devices):
-            notices += self.ledger.charge(pod, device, amount, resource)
         placement = placement_of(pod, node_name, devices, broken, assumed)
+        for device, amount, resource in placement.grants:
+            notices += self.ledger.charge(pod, device, amount, resource)
         self.placements[pod.uid] = placement
         info.pods.add(pod.uid)
         _charge(info, placement)

@@ -139,4 +139,3 @@ class GangIndex:
             return None
         return (f'PodGroup "{key}" exists in both {self.podgroups[key].api} and {shadow.api}; '
                 "its members wait until one of them is deleted")
-

@@ -82,10 +82,10 @@ class ClassColumns(ColumnGroup):
                         best += 1
                         free.append(device)
                 else:
+                    most = max(most, min(UNITS_MAX, cls.sharing.slices_on(device)))
                     capacity = device.capacity.get(cls.sharing.dimension)
                     if capacity is None:
                         continue
-                    most = max(most, min(UNITS_MAX, capacity // cls.sharing.unit))
                     if use is None or not use.exclusive:
                         room = capacity - self.state.ledger.shared_use(use, cls.sharing.dimension)
                         best = max(best, min(UNITS_MAX, math.ceil(room / cls.sharing.unit)))

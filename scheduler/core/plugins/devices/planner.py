@@ -6,8 +6,9 @@ the plan is kept for Reserve and for scoring. Choice rules:
   match the fewest *other* classes (keep scarce devices for narrow classes), then by name;
 - shared requests (`spec.sharing`) take N×unit of the dimension on ONE device per container,
   within that dimension's capacity less the slices of it already held (slices of classes that
-  share by another dimension use another capacity of the device), choosing the fullest device that still fits (pack slices) — or, when another plugin chooses
-  slices (`SliceChooser`, e.g. by fragmentation), its choice — never a device in exclusive use;
+  share by another dimension use another capacity of the device), choosing the fullest device
+  that still fits (pack slices) — or, when another plugin chooses slices (`SliceChooser`, e.g.
+  by fragmentation), its choice — never a device in exclusive use;
 - a multi-GPU container takes its GPUs from one NVLink group, else one NUMA node, when the node's
   devices describe them (`within_one_group`); a node where the request must span groups scores
   half, so nodes where it fits inside one win;

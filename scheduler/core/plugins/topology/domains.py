@@ -86,6 +86,7 @@ class LevelView:
 
 
 def level_column(table: NodeTable, chain: Chain) -> LevelColumn:
+    """The level's domain codes per row, the level added to the table on first use."""
     return table.group(TopologyColumns).of(chain)
 
 
