@@ -323,9 +323,11 @@ class Harness:
         pods: dict[str, set[str]] = defaultdict(set)
         exclusive: dict[str, set[str]] = defaultdict(set)
         shared: dict[str, dict[str, dict[str, Fraction]]] = defaultdict(dict)  # device -> uid -> resource -> amount
-        for uid, placement in state.placements.items():
+        holds = [(uid, hold.placement) for uid, hold in state.holds.items()]  # nominated pods' room: charged
+        for uid, placement in [*state.placements.items(), *holds]:
             requested[placement.node].update(placement.requests)
-            pods[placement.node].add(uid)
+            if uid in state.placements:
+                pods[placement.node].add(uid)
             for device, amount, resource in placement.grants:
                 if amount is None:
                     exclusive[device].add(uid)
@@ -353,6 +355,7 @@ class Harness:
                     totals[resource] += amount
             assert use.by_resource == totals, name
         assert not (state.pending & set(state.placements))
+        assert set(state.holds) <= state.pending, "a hold of a pod that is not pending"
 
     def check_good_pair(self) -> None:
         """The good node, devices, class and pods, added last, are still scheduled."""

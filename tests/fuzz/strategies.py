@@ -324,7 +324,10 @@ def pods(draw: st.DrawFn, namespaces: tuple[str, ...] = NS_POOL, bound_to: tuple
     conditions = _STATUS_CONDITIONS | _ODD_CONDITIONS if generate_known("F6") else _STATUS_CONDITIONS
     status = build(phase=draw(st.sampled_from((MISSING, "Pending", "Pending", "Running", "Succeeded", "Failed",
                                                "Unknown", 3))),
-                   conditions=draw(conditions))
+                   conditions=draw(conditions),
+                   # an earlier leader's preemption, as a new leader lists it
+                   nominatedNodeName=draw(st.sampled_from((MISSING,) * 4 + bound_to + TRACKED_NODES + ("nowhere",))
+                                          | odd_scalars))
     obj = build(apiVersion="v1", kind="Pod", metadata=draw(field(st.just(meta), missing=False)),
                 spec=draw(field(st.just(spec))), status=draw(field(st.just(status))))
     obj = draw(maybe_damaged(obj))

@@ -20,6 +20,7 @@ property: random JSON in random places, deleted fields, wrong types, unknown kin
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 from dataclasses import dataclass
 from fractions import Fraction
@@ -59,6 +60,14 @@ SHARING_UNITS: dict[str, Fraction] = {
     "0.5Gi": Fraction(GI // 2), "1G": Fraction(10**9), "4Gi": Fraction(4 * GI),
 }
 DEVICE_MEMORY_GI = (8, 12, 16, 24, 32, 40, 80)
+# a second sharing dimension: units of `cores` (a GPU publishes both; None: this GPU has no cores)
+CORE_UNITS: dict[str, Fraction] = {"1": Fraction(1), "5": Fraction(5), "10": Fraction(10)}
+DEVICE_CORES = (None, 20, 100)
+
+
+def unit_amount(dimension: str, unit: str) -> Fraction:
+    """One slice of a class sharing by `dimension` with `unit` (memory in bytes, cores in cores)."""
+    return CORE_UNITS[unit] if dimension == "cores" else SHARING_UNITS[unit]
 
 
 def quantity_bytes(text: str) -> Fraction:
@@ -94,11 +103,20 @@ class DeviceSpec:
     nvlink: bool
     healthy: bool
     unschedulable: bool
+    cores: int | None = None  # `cores` capacity beside the memory
 
     def raw(self) -> Obj:
-        return b.device(self.node, self.index, model=self.model, memory=f"{self.mem_gi}Gi",
-                        resource_name=self.resource, attributes={"nvlink": "true"} if self.nvlink else None,
-                        healthy=self.healthy, unschedulable=self.unschedulable)
+        raw = b.device(self.node, self.index, model=self.model, memory=f"{self.mem_gi}Gi",
+                       resource_name=self.resource, attributes={"nvlink": "true"} if self.nvlink else None,
+                       healthy=self.healthy, unschedulable=self.unschedulable)
+        if self.cores is not None:
+            raw["spec"]["capacity"]["cores"] = str(self.cores)
+        return raw
+
+    def capacity(self, dimension: str) -> Fraction:
+        if dimension == "memory":
+            return Fraction(self.mem_gi * GI)
+        return Fraction(self.cores or 0) if dimension == "cores" else Fraction(0)
 
     @functools.cached_property
     def name(self) -> str:
@@ -114,6 +132,7 @@ class ClassVariant:
     selector: tuple[tuple[str, Any], ...]  # ("model", M) ("in", Ms) ("notin", Ms) ("gt", q) ("lt", q) ("nvlink", bool)
     sharing: str | None  # unit text; None: exclusive
     resource: str | None  # custom resourceName; None: class.tessera.dev/<name>
+    dimension: str = "memory"  # sharing.dimension (memory units: SHARING_UNITS, cores: CORE_UNITS)
 
 
 @dataclass(frozen=True)
@@ -156,6 +175,8 @@ class PodSpec:
     bound_node: str | None  # pre-bound by someone (phase Running)
     claims: tuple[tuple[int, int | None], ...]  # (device index, shared Gi or None) in its annotation
     gated: bool
+    nominated: str | None = None  # status.nominatedNodeName (an earlier leader's preemption)
+    deleting: bool = False  # arrives with a deletionTimestamp (a victim still terminating)
 
 
 @dataclass(frozen=True)
@@ -223,7 +244,7 @@ def class_raw(spec: ClassSpec, variant: ClassVariant) -> Obj:
             expressions.append({"key": "nvlink", "operator": "Exists" if arg else "DoesNotExist"})
     return b.resource_class(spec.name, match_labels=labels or None, expressions=expressions or None,
                             resource_name=variant.resource,
-                            sharing={"dimension": "memory", "unit": variant.sharing} if variant.sharing else None,
+                            sharing={"dimension": variant.dimension, "unit": variant.sharing} if variant.sharing else None,
                             created=spec.created)
 
 
@@ -290,6 +311,10 @@ def pod_raw(spec: PodSpec, uid: str, devices: tuple[DeviceSpec, ...]) -> Obj:
                 node_name=spec.bound_node or "", phase="Running" if spec.bound_node else "Pending",
                 priority=spec.priority or None, spec_extra=extra)
     raw["metadata"]["uid"] = uid
+    if spec.nominated:
+        raw["status"]["nominatedNodeName"] = spec.nominated
+    if spec.deleting:
+        raw["metadata"]["deletionTimestamp"] = "2026-01-01T01:00:00Z"
     return raw
 
 
@@ -334,11 +359,14 @@ selector_reqs = st.one_of(
     st.tuples(st.just("nvlink"), st.booleans()),
 )
 
+# (sharing unit, dimension): exclusive, memory slices, or cores slices
+_sharings = st.one_of(st.just((None, "memory")), st.tuples(st.sampled_from(list(SHARING_UNITS)), st.just("memory")),
+                      st.tuples(st.sampled_from(list(CORE_UNITS)), st.just("cores")))
 class_variants = st.builds(
-    ClassVariant,
+    lambda selector, sharing, resource: ClassVariant(selector, sharing[0], resource, sharing[1]),
     # matchLabels is a map: at most one `model` label per selector
     selector=st.lists(selector_reqs, max_size=2, unique_by=lambda r: r[0] if r[0] == "model" else repr(r)).map(tuple),
-    sharing=st.one_of(st.none(), st.sampled_from(list(SHARING_UNITS))),
+    sharing=_sharings,
     resource=st.sampled_from([None, None, None, *CUSTOM_RESOURCES]),
 )
 
@@ -357,17 +385,19 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8, focus: bool
     raw_devices = draw(st.lists(st.tuples(
         st.sampled_from(node_names), st.sampled_from(MODELS), st.sampled_from(DEVICE_MEMORY_GI),
         st.sampled_from([GPU, GPU, GPU, NPU]), st.booleans(),
-        st.sampled_from([True, True, True, False]), st.sampled_from([False, False, False, True])),
+        st.sampled_from([True, True, True, False]), st.sampled_from([False, False, False, True]),
+        st.sampled_from(DEVICE_CORES)),
         min_size=n_nodes if focus else 0, max_size=8))
     if focus:  # every node gets devices; mostly healthy, schedulable nvidia.com/gpu ones
-        raw_devices = [(node_names[i % n_nodes], model, mem, GPU if i % 4 else resource, nvlink, i % 5 != 4 or ok, i % 7 == 6 and bad)
-                       for i, (_, model, mem, resource, nvlink, ok, bad) in enumerate(raw_devices)]
+        raw_devices = [(node_names[i % n_nodes], model, mem, GPU if i % 4 else resource, nvlink, i % 5 != 4 or ok,
+                        i % 7 == 6 and bad, cores)
+                       for i, (_, model, mem, resource, nvlink, ok, bad, cores) in enumerate(raw_devices)]
     per_node: dict[str, int] = {}
     devices = []
-    for node, model, mem, resource, nvlink, healthy, unsched in raw_devices:
+    for node, model, mem, resource, nvlink, healthy, unsched, cores in raw_devices:
         index = per_node.get(node, 0)
         per_node[node] = index + 1
-        devices.append(DeviceSpec(node, index, model, mem, resource, nvlink, healthy, unsched))
+        devices.append(DeviceSpec(node, index, model, mem, resource, nvlink, healthy, unsched, cores))
 
     class_names = draw(st.lists(st.sampled_from(CLASS_NAMES), min_size=1 if focus else 0, max_size=4, unique=True))
     classes = tuple(ClassSpec(name, draw(st.sampled_from(CREATED)),
@@ -388,8 +418,8 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8, focus: bool
             return None
         return draw(st.sampled_from(provided)) if draw(st.integers(0, 9)) else draw(st.sampled_from(unprovided))
 
-    def container(main: bool, fancy: bool) -> ContainerSpec:
-        klass = klass_for(main)
+    def container(main: bool, fancy: bool, klass: str | None = None) -> ContainerSpec:
+        klass = klass or klass_for(main)
         if not fancy:
             return ContainerSpec(
                 cpu_m=draw(st.sampled_from([0, 100, 500, 1000])), mem_mi=draw(st.sampled_from([0, 128, 1024])),
@@ -425,11 +455,23 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8, focus: bool
         in_gang: bool = draw(st.booleans())
         if gang_choices and in_gang:
             gang = gang_choices[0] if focus else draw(st.sampled_from(gang_choices))
+        # a new leader's view: pods another replica's preemption nominated, and its victims, bound
+        # and still terminating (deletionTimestamp set)
+        nominated = draw(st.sampled_from([None, None, None, *NODE_NAMES])) if bound is None else None
+        deleting = bound is not None and draw(st.integers(0, 2)) == 0
         if not fancy:
+            main = container(True, False)
+            # init containers and sidecars asking for class devices: often the main container's
+            # class, so that a finished init container's devices are handed on (or a sidecar's not)
+            inits: tuple[tuple[ContainerSpec, bool], ...] = ()
+            if focus and draw(st.integers(0, 2)) == 0:
+                inits = tuple((container(False, False, main.klass if draw(st.booleans()) else klass_for(True)),
+                               draw(st.booleans())) for _ in range(draw(st.integers(1, 2))))
             pods.append(PodSpec(
                 name=f"p{i}", namespace="default", scheduler="tessera" if bound is None else "default-scheduler",
-                containers=(container(True, False),), inits=(), overhead_m=0, zone=None, affinity_zone=None,
-                toleration="none", gang=gang, priority=0, bound_node=bound, claims=tuple(claims), gated=False))
+                containers=(main,), inits=inits, overhead_m=0, zone=None, affinity_zone=None,
+                toleration="none", gang=gang, priority=10 if nominated else 0, bound_node=bound,
+                claims=tuple(claims), gated=False, nominated=nominated, deleting=deleting))
             continue
         inits = tuple((container(False, True), draw(st.booleans())) for _ in range(draw(st.integers(0, 2))))
         pods.append(PodSpec(
@@ -447,6 +489,8 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8, focus: bool
             bound_node=bound,
             claims=tuple(claims),
             gated=draw(st.integers(0, 3)) == 0,
+            nominated=nominated,
+            deleting=deleting,
         ))
 
     # gang minimums mostly reachable: at most the number of members (sometimes one more, so it waits)
@@ -478,7 +522,7 @@ OP_KINDS = (["pod+"] * 6 + ["pod_finish"] * 2
             + ["node+"] * 2 + ["node-", "node_recreate"]
             + ["dev+"] * 2 + ["dev-", "dev_flip"]
             + ["class+"] * 2 + ["class-"]
-            + ["pg+", "pg-", "dup", "stale"])
+            + ["pg+", "pg-", "dup", "stale", "restart"])
 ops_strategy = st.builds(Op, st.sampled_from(OP_KINDS), st.integers(0, 15), st.integers(0, 7), st.booleans())
 
 
@@ -651,6 +695,9 @@ class World:
         self.spec_of: dict[str, PodSpec] = {}  # uid -> spec
         self.history: dict[str, list[tuple[int, Obj]]] = {}  # uid -> delivered (rv, raw)
         self.tessera_bound: set[str] = set()  # uids Tessera bound
+        # (pod uid, class resource) -> the device capacity its slices use: the sharing dimension
+        # of the class that owned the resource when they were granted (set by the test's harness)
+        self.slice_dimension: dict[tuple[str, str], str] = {}
         self.log: list[str] = []
 
     # helpers
@@ -777,11 +824,9 @@ class World:
         if spec is None or spec.name not in self.devices:
             return []
         if op.b % 2:
-            spec = DeviceSpec(spec.node, spec.index, spec.model, spec.mem_gi, spec.resource, spec.nvlink,
-                              spec.healthy, not spec.unschedulable)
+            spec = dataclasses.replace(spec, unschedulable=not spec.unschedulable)
         else:
-            spec = DeviceSpec(spec.node, spec.index, spec.model, spec.mem_gi, spec.resource, spec.nvlink,
-                              not spec.healthy, spec.unschedulable)
+            spec = dataclasses.replace(spec, healthy=not spec.healthy)
         raw = self._stamp(spec.raw())
         self.devices[spec.name], self.device_spec[spec.name] = raw, spec
         return [Delivery("MODIFIED", raw, False)]
@@ -849,6 +894,8 @@ class World:
         uid = b.uid_for("Pod", spec.namespace, f"{spec.name}#{gen}")
         raw = self._stamp(pod_raw(spec, uid, self.s.devices))
         self.pods[uid] = raw
+        if spec.claims:  # pod_raw writes claimed slices as memory of class.tessera.dev/c0
+            self.slice_dimension[(uid, f"{DEFAULT_PREFIX}c0")] = "memory"
         self.pod_uid[i] = uid
         self.spec_of[uid] = spec
         return [Delivery(self._upsert(False, op.flag), raw, False)]

@@ -160,29 +160,64 @@ def grants_of(annotations: dict[str, str] | None) -> list[tuple[str, str, str, s
             for c, by_resource in doc["containers"].items() for r, entries in by_resource.items() for e in entries]
 
 
+def container_phases(raw: Obj) -> dict[str, frozenset[int]]:
+    """The phases of its life each container of the pod runs in, as the kubelet starts them: one
+    phase per plain init container (run alone, in order), then the app phase; a sidecar
+    (`restartPolicy: Always`) runs from its own start to the end."""
+    spec = raw["spec"]
+    inits = spec.get("initContainers") or []
+    app = sum(1 for c in inits if c.get("restartPolicy") != "Always")
+    phases: dict[str, frozenset[int]] = {}
+    step = 0
+    for c in inits:
+        if c.get("restartPolicy") == "Always":
+            phases[c["name"]] = frozenset(range(step, app + 1))
+        else:
+            phases[c["name"]] = frozenset((step,))
+            step += 1
+    for c in spec.get("containers") or []:
+        phases[c["name"]] = frozenset((app,))
+    return phases
+
+
 # device -> (exclusive holders, pod uid -> resource name -> shared amount)
 Ledger = dict[str, tuple[set[str], dict[str, dict[str, Fraction]]]]
+Holder = tuple[str, dict[str, str] | None, Obj | None]  # uid, annotations, the raw pod (for its phases)
 
 
-def ledger_of(holders: Iterable[tuple[str, dict[str, str] | None]]) -> Ledger:
+def ledger_of(holders: Iterable[Holder]) -> Ledger:
+    """Each device a pod's containers are given counts once per pod: whole if any container has
+    it whole; else per resource name the most its containers' slices add up to in one phase
+    (a finished init container's devices are a later container's)."""
     ledger: Ledger = {}
-    for uid, annotations in holders:
-        for _, resource, _, device, amount in grants_of(annotations):
-            exclusive, shared = ledger.setdefault(device, (set(), {}))
+    for uid, annotations, raw in holders:
+        phases = container_phases(raw) if raw is not None else {}
+        every = frozenset().union(*phases.values()) if phases else frozenset((0,))
+        slices: dict[str, dict[str, dict[int, Fraction]]] = {}  # device -> resource -> phase -> amount
+        for container, resource, _, device, amount in grants_of(annotations):
+            exclusive, _ = ledger.setdefault(device, (set(), {}))
             if amount is None:
                 exclusive.add(uid)
-            else:
-                held = shared.setdefault(uid, {})
-                held[resource] = held.get(resource, Fraction(0)) + amount
+                continue
+            per_phase = slices.setdefault(device, {}).setdefault(resource, {})
+            for phase in phases.get(container, every):
+                per_phase[phase] = per_phase.get(phase, Fraction(0)) + amount
+        for device, by_resource in slices.items():
+            exclusive, shared = ledger[device]
+            if uid not in exclusive:
+                shared[uid] = {r: max(per_phase.values()) for r, per_phase in by_resource.items()}
     return ledger
 
 
-def world_holders(world: S.World) -> list[tuple[str, dict[str, str] | None]]:
-    return [(uid, raw["metadata"].get("annotations")) for uid, raw in world.pods.items()
+def world_holders(world: S.World) -> list[Holder]:
+    return [(uid, raw["metadata"].get("annotations"), raw) for uid, raw in world.pods.items()
             if node_of(raw) and not terminal(raw)]
 
 
 def check_device_use(ledger: Ledger, world: S.World, devices: Iterable[str], what: str) -> None:
+    """At most one exclusive holder, never exclusive and shared at once, and each sharing
+    dimension within the device's capacity of it — a slice counted in the dimension of the class
+    that granted it (an edit of the class since does not move what it holds)."""
     for device in devices:
         exclusive, shared = ledger.get(device, (set(), {}))
         check(len(exclusive) <= 1, f"{what}: device {device} held exclusively by {len(exclusive)} pods {sorted(exclusive)}")
@@ -190,9 +225,28 @@ def check_device_use(ledger: Ledger, world: S.World, devices: Iterable[str], wha
                                           f"and shared by {sorted(shared)}")
         spec = world.device_spec.get(device)
         if shared and spec is not None and device in world.devices:
-            total = sum((amount for held in shared.values() for amount in held.values()), Fraction(0))  # all memory
-            check(total <= spec.mem_gi * S.GI, f"{what}: device {device} shared beyond capacity: "
-                                               f"{total} > {spec.mem_gi}Gi")
+            used: dict[str, Fraction] = defaultdict(Fraction)
+            for uid, held in shared.items():
+                for resource, amount in held.items():
+                    used[world.slice_dimension.get((uid, resource), "memory")] += amount
+            for dimension, total in sorted(used.items()):
+                check(total <= spec.capacity(dimension), f"{what}: device {device} shared beyond its {dimension} "
+                                                         f"capacity: {total} > {spec.capacity(dimension)} {dict(shared)}")
+
+
+def check_one_pod_devices(raw: Obj, annotations: dict[str, str] | None, what: str) -> None:
+    """Two containers of one pod that run at the same time never have one device whole, nor
+    one whole and the other a slice of it."""
+    phases = container_phases(raw)
+    every = frozenset().union(*phases.values())
+    seen: dict[str, list[tuple[str, frozenset[int], bool]]] = defaultdict(list)
+    for container, _, _, device, amount in grants_of(annotations):
+        ran = phases.get(container, every)
+        whole = amount is None
+        for other, other_ran, other_whole in seen[device]:
+            check(other == container or not (whole or other_whole) or ran.isdisjoint(other_ran),
+                  f"{what}: device {device} given to {other} and {container}, which run at once, whole")
+        seen[device].append((container, ran, whole))
 
 
 def class_owners(world: S.World) -> dict[str, tuple[ClassSpec, ClassVariant]]:
@@ -251,7 +305,8 @@ def node_usage(world: S.World, node: str, txn: dict[str, dict[str, str]],
     counts by the devices' resourceName, and the pod count; `txn` adds pods being placed now and
     `exclude` leaves pods out."""
     usage: Counter[str] = Counter()
-    holders = [(uid, ann) for uid, ann in world_holders(world) if uid not in exclude] + list(txn.items())
+    holders = [h for h in world_holders(world) if h[0] not in exclude and h[0] not in txn]
+    holders += [(uid, annotations, world.pods.get(uid)) for uid, annotations in txn.items()]
     for uid, raw in world.pods.items():
         if terminal(raw) or uid in exclude:
             continue
@@ -321,10 +376,14 @@ def check_decision_core(sched: Scheduler, attempts: list[Attempt], ours: set[str
                 check(use.exclusive == {uid} and not use.shared, f"{a.pod.key}: exclusive device {device} "
                                                                   f"also held by {sorted(others)}")
             else:
-                check(not use.exclusive and cls.sharing is not None
-                      and sum((a for held in use.shared.values() for a in held.values()), Fraction(0))
-                      <= d.capacity.get(cls.sharing.dimension, Fraction(0)),  # one dimension (memory) here
-                      f"{a.pod.key}: shared device {device} over capacity or held exclusively")
+                check(not use.exclusive and cls.sharing is not None, f"{a.pod.key}: shared device {device} held "
+                                                                     f"exclusively or by a class that does not share")
+                assert cls.sharing is not None
+                dimension = cls.sharing.dimension  # slices of classes of no known dimension count in each
+                used = sum((amount for held in use.shared.values() for r, amount in held.items()
+                            if state.classes.sharing_dimension(r) in (dimension, "")), Fraction(0))
+                check(used <= d.capacity.get(dimension, Fraction(0)),
+                      f"{a.pod.key}: shared device {device} over its {dimension} capacity (core view)")
     # capacity, core view: after vs before this transaction
     by_node: dict[str, list[Attempt]] = defaultdict(list)
     for a in placed:
@@ -406,11 +465,12 @@ def check_decision_world(world: S.World, attempts: list[Attempt], known: frozens
         for cname, resource, device_id, device, amount in grants_of(a.annotations):
             got[(cname, resource)].append((device_id, device, amount))
         check(set(got) == set(expected), f"{a.pod.key}: granted {sorted(got)} for class requests {sorted(expected)}")
+        check_one_pod_devices(raw, a.annotations, a.pod.key)
         for (cname, resource), count in expected.items():
             cls, variant = owners[resource]
             grants = got[(cname, resource)]
             if variant.sharing:
-                want = count * S.SHARING_UNITS[variant.sharing]
+                want = count * S.unit_amount(variant.dimension, variant.sharing)
                 check(len(grants) == 1 and grants[0][2] == want,
                       f"{a.pod.key}/{cname}: shared {resource} wants {want} on one device, got {grants}")
             else:
@@ -430,8 +490,8 @@ def check_decision_world(world: S.World, attempts: list[Attempt], known: frozens
     # has been told about. A holder whose ADDED is still in flight (a pod deleted and created again
     # under its name, the new one holding the GPU; the core ran a cycle between the two events) is a
     # race the core cannot see, as in invariant 2 below: the node agent's Allocate refuses it.
-    seen = [(uid, annotations) for uid, annotations in world_holders(world) if not known or uid in known]
-    ledger = ledger_of(seen + list(txn.items()))
+    seen = [h for h in world_holders(world) if (not known or h[0] in known) and h[0] not in txn]
+    ledger = ledger_of(seen + [(uid, annotations, world.pods.get(uid)) for uid, annotations in txn.items()])
     granted = {device for a in placed for _, _, _, device, _ in grants_of(a.annotations)}
     check_device_use(ledger, world, sorted(granted), f"decision {[a.pod.key for a in placed]}")
     # invariant 2 at decision time
@@ -534,10 +594,13 @@ def check_state_matches_world(world: S.World, sched: Scheduler) -> None:
         check(p.requests == pod_total(world.pods[uid]),
               f"pod {uid}: charged {p.requests} != requests {pod_total(world.pods[uid])}")
     ledger = ledger_of(world_holders(world))
-    core = {d: (set(u.exclusive), dict(u.shared)) for d, u in state.ledger.use.items()}
+    held = set(state.holds)  # nominated pods' room: charged, but in no annotation yet
+    core = {d: (set(u.exclusive) - held, {uid: v for uid, v in u.shared.items() if uid not in held})
+            for d, u in state.ledger.use.items()}
+    core = {d: use for d, use in core.items() if use[0] or use[1]}
     check(core == ledger, f"device ledger {core} != annotations {ledger}")
     # invariant 1 over what Tessera handed out (input pods may conflict with it later; that is input)
-    ours = ledger_of((uid, a) for uid, a in world_holders(world) if uid in world.tessera_bound)
+    ours = ledger_of(h for h in world_holders(world) if h[0] in world.tessera_bound)
     check_device_use(ours, world, sorted(ours), "Tessera's grants")
 
 
@@ -581,6 +644,9 @@ class Harness:
         for g in garbage:
             self.garbage[g.position].append(g)
         self.delivered = 0
+        self._watch_decisions()
+
+    def _watch_decisions(self) -> None:
         inner = self.sched.schedule_next
 
         def schedule_next(now: float) -> list[Attempt] | None:
@@ -591,6 +657,21 @@ class Harness:
 
         self.sched.schedule_next = schedule_next  # type: ignore[method-assign]
 
+    def restart(self, listing: bool) -> None:
+        """A new leader (or a restarted Tessera): a fresh core fed every current object, as one
+        listing decided on together (`listing`) or one ADDED at a time, at the same clock."""
+        self.world.log.append(f"restart: a fresh core lists {len(self.world.current_objects())} objects"
+                              + (" (decides after the listing)" if listing else ""))
+        now = self.replay.now
+        self.replay = Replay(CONFIGS[self.scenario.config])
+        self.replay.now = now
+        self.sched = self.replay.scheduler
+        self._watch_decisions()
+        events = [WatchEvent("ADDED", copy.deepcopy(raw)) for raw in self.world.current_objects()]
+        for _ in (self.replay.run_listing(events) if listing else self.replay.run(events)):
+            pass
+        self.quiescent()
+
     def _decided(self, attempts: list[Attempt]) -> None:
         for a in attempts:
             self.records.append((a.pod.key, a.node, tuple(sorted(a.annotations.items())), a.message))
@@ -599,9 +680,13 @@ class Harness:
             check_decision_core(self.sched, attempts, self.ours)
         if self.valid:
             check_decision_world(self.world, attempts, frozenset(self.replay.scheduler.state.pods))
+        owners = class_owners(self.world)
         for a in attempts:
             if a.node is not None:
                 self.ours.add(a.pod.uid)
+                for _, resource, _, _, amount in grants_of(a.annotations):
+                    if amount is not None and resource in owners:
+                        self.world.slice_dimension[(a.pod.uid, resource)] = owners[resource][1].dimension
                 self.world.bind(a.pod.uid, a.node, a.annotations)
             for victim in a.preempted:
                 self.world.evict(victim.uid)
@@ -643,6 +728,9 @@ class Harness:
                 for g in self.garbage.get(i, ()):
                     self.world.log.append(f"garbage event: {str(g.object)[:160]}")
                     self.deliver(S.Delivery(g.type, g.object, False))
+                if op.kind == "restart":
+                    self.restart(listing=op.flag)
+                    continue
                 events = self.world.events_for(op)  # the world is already past all of them
                 for k, d in enumerate(events):
                     self.deliver(d, check_after=k == len(events) - 1)
