@@ -657,18 +657,18 @@ class Harness:
 
         self.sched.schedule_next = schedule_next  # type: ignore[method-assign]
 
-    def restart(self, listing: bool) -> None:
-        """A new leader (or a restarted Tessera): a fresh core fed every current object, as one
-        listing decided on together (`listing`) or one ADDED at a time, at the same clock."""
-        self.world.log.append(f"restart: a fresh core lists {len(self.world.current_objects())} objects"
-                              + (" (decides after the listing)" if listing else ""))
+    def restart(self, reverse: bool) -> None:
+        """A new leader (or a restarted Tessera): a fresh core fed every current object as one
+        listing, deciding once it has all of it (a leader waits for its informers' first list), at
+        the same clock; `reverse`: the listing in the opposite order (pods before nodes)."""
+        objects = self.world.current_objects()[::-1 if reverse else 1]
+        self.world.log.append(f"restart: a fresh core lists {len(objects)} objects" + (" in reverse" if reverse else ""))
         now = self.replay.now
         self.replay = Replay(CONFIGS[self.scenario.config])
         self.replay.now = now
         self.sched = self.replay.scheduler
         self._watch_decisions()
-        events = [WatchEvent("ADDED", copy.deepcopy(raw)) for raw in self.world.current_objects()]
-        for _ in (self.replay.run_listing(events) if listing else self.replay.run(events)):
+        for _ in self.replay.run_listing([WatchEvent("ADDED", copy.deepcopy(raw)) for raw in objects]):
             pass
         self.quiescent()
 
@@ -729,7 +729,7 @@ class Harness:
                     self.world.log.append(f"garbage event: {str(g.object)[:160]}")
                     self.deliver(S.Delivery(g.type, g.object, False))
                 if op.kind == "restart":
-                    self.restart(listing=op.flag)
+                    self.restart(reverse=op.flag)
                     continue
                 events = self.world.events_for(op)  # the world is already past all of them
                 for k, d in enumerate(events):
