@@ -129,3 +129,22 @@ def _one_container_holds(by_resource: Mapping[str, Iterable[tuple[str, Amount | 
         else:
             holds += [(device, amount, name) for name, amount in sliced[device].items()]
     return holds
+
+
+def shared_while_running(devices: Mapping[str, Iterable[str]], phases: Mapping[str, Phases]) -> list[tuple[str, str, str]]:
+    """Devices given whole to two containers of one pod that run at the same time, as (device,
+    one container, the other): the kubelet would hand such a GPU to both. Only a hand-written
+    annotation can say so (the planner hands a device on only between phases that do not meet);
+    `devices` maps each container to the devices it has whole."""
+    every = always(phases)
+    holder: dict[str, list[str]] = {}
+    found: list[tuple[str, str, str]] = []
+    for container, names in devices.items():
+        ran = phases.get(container, every)
+        for device in dict.fromkeys(names):
+            earlier = next((other for other in holder.get(device, ()) if not ran.isdisjoint(phases.get(other, every))),
+                           None)
+            if earlier is not None:
+                found.append((device, earlier, container))
+            holder.setdefault(device, []).append(container)
+    return found

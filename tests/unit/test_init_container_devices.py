@@ -205,3 +205,25 @@ def test_invariant_checker_tells_a_handed_on_device_from_a_shared_one() -> None:
     assert violations(bound("p", {"setup": "d0", "main": "d0"}, ["setup"])) == []
     assert violations(bound("p", {"main": "d0", "other": "d0"}, []))
     assert violations(bound("p", {"main": "d0"}, []), bound("q", {"main": "d0"}, []))
+
+
+def test_one_gpu_named_whole_for_two_containers_that_run_together_is_a_device_conflict() -> None:
+    """A bound pod whose annotation (hand-written: the planner never does it) gives one GPU whole
+    to its sidecar and its app container, which run at the same time: the pod is charged the GPU
+    once (no other pod can get it), but the pod is told, with a DeviceConflict Event naming the
+    two containers, since the kubelet would hand that GPU to both. An init container and the app
+    container sharing one (handed on) stays silent: see the test above."""
+    scheduler = _scheduler()
+    _run(scheduler, _cluster(2))
+    devices = sorted(scheduler.state.devices)
+    grant = [{"id": scheduler.state.devices[devices[0]].device_id, "device": devices[0]}]
+    doc = {"version": 1, "containers": {"proxy": {GPU: grant}, "main": {GPU: grant}}}
+    bound = _pod("p", GPU, sidecar=1)
+    bound["spec"]["nodeName"] = "n"
+    bound["metadata"]["annotations"] = {ann.DEVICES: orjson.dumps(doc).decode()}
+    notices = [n for n in scheduler.apply("ADDED", bound, 0.0) if n.reason == "DeviceConflict"]
+    assert len(notices) == 1, notices
+    assert devices[0] in notices[0].message and "proxy" in notices[0].message and "main" in notices[0].message
+    lines = _run(scheduler, [_pod("q", GPU), _pod("r", GPU)])
+    assert lines["q"][0] == "n", lines["q"][2]
+    assert lines["r"][0] is None, lines["r"]

@@ -20,7 +20,7 @@ from dataclasses import replace
 from scheduler.core.annotations import DeviceAssignment
 from scheduler.core.classes import ClassRegistry, ResourceClass, parse_resource_class
 from scheduler.core.disruption import DisruptionBudget, parse_disruption_budget
-from scheduler.core.lifecycle import DeviceHold, device_holds
+from scheduler.core.lifecycle import DeviceHold, device_holds, shared_while_running
 from scheduler.core.objects import (
     JSON,
     Device,
@@ -451,6 +451,13 @@ class ClusterState:
         placement = placement_of(pod, node_name, devices, broken, assumed)
         for device, amount, resource in placement.grants:
             notices += self.ledger.charge(pod, device, amount, resource)
+        whole = {container: [grant.device for entries in by_resource.values() for grant in entries
+                             if grant.amount is None]
+                 for container, by_resource in (devices or {}).items()}
+        for device, first, second in shared_while_running(whole, pod.container_phases()):
+            notices.append(Notice("Pod", pod.key, "DeviceConflict",
+                                  f"device {device} is assigned whole to containers {first} and {second} of the "
+                                  "pod, which run at the same time", pod.meta.namespace, pod.uid))
         self.placements[pod.uid] = placement
         info.pods.add(pod.uid)
         _charge(info, placement)
