@@ -17,6 +17,8 @@ from scheduler.sim.replay import Replay, WatchEvent
 BINPACK = "config/binpack.yaml"
 SPREAD = "config/spread.yaml"
 
+Line = tuple[str | None, dict[str, str], str]  # a pod's last attempt: node, annotations, message
+
 
 def budget_protected_cluster() -> list[dict[str, Any]]:
     """Two full 8-GPU nodes: `a-kept` (priority 100) under a PodDisruptionBudget that allows no
@@ -127,3 +129,15 @@ async def run_for_a_while(run: Callable[[], Awaitable[None]], until: Callable[[]
             break
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+def last_attempts(scheduler: Scheduler, objects: list[dict[str, Any]]) -> dict[str, Line]:
+    """Apply the objects in order (ADDED, at time 0), scheduling until idle after each; each pod's
+    last attempt, by pod name."""
+    last: dict[str, Line] = {}
+    for obj in objects:
+        scheduler.apply("ADDED", obj, 0.0)
+        while (attempts := scheduler.schedule_next(0.0)) is not None:
+            for a in attempts:
+                last[a.pod.meta.name] = (a.node, dict(a.annotations), a.message)
+    return last

@@ -244,7 +244,8 @@ _GO_ESCAPES = {"\a": r"\a", "\b": r"\b", "\f": r"\f", "\n": r"\n", "\r": r"\r", 
 
 def go_quote(text: str) -> str:
     """Go's %q of a string (strconv.Quote): printable characters as they are, the usual
-    backslash escapes, other control characters as \\xNN, other runes as \\uXXXX or \\UXXXXXXXX."""
+    backslash escapes, other control characters as \\x and two hex digits, other runes as \\u and
+    four hex digits, or \\U and eight."""
     out = ['"']
     for char in text:
         if char in _GO_ESCAPES:

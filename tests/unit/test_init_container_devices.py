@@ -20,7 +20,9 @@ from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
+from scheduler.core.state import Notice
 from tessera_testing.invariants import ClusterView, check_capacity
+from tests.helpers import last_attempts
 
 GPU = "class.tessera.dev/v100"
 SLICE = "class.tessera.dev/v100-mem"
@@ -28,16 +30,6 @@ SLICE = "class.tessera.dev/v100-mem"
 
 def _scheduler(batch: bool = True) -> Scheduler:
     return Scheduler(load_config(None), seed=7, batch=batch, explain=True)
-
-
-def _run(scheduler: Scheduler, objects: list[dict[str, Any]]) -> dict[str, tuple[str | None, dict[str, str], str]]:
-    last: dict[str, tuple[str | None, dict[str, str], str]] = {}
-    for obj in objects:
-        scheduler.apply("ADDED", obj, 0.0)
-        while (attempts := scheduler.schedule_next(0.0)) is not None:
-            for a in attempts:
-                last[a.pod.meta.name] = (a.node, dict(a.annotations), a.message)
-    return last
 
 
 def _devices(line: tuple[str | None, dict[str, str], str]) -> dict[str, list[str]]:
@@ -72,7 +64,7 @@ def test_plain_extended_resource_init_and_app_count_once() -> None:
     (PodRequests' max), so the pod fits a 1-GPU node and a second 1-GPU pod then does not."""
     scheduler = _scheduler()
     objects = [b.node("n", gpus=1), _pod("p", "nvidia.com/gpu", init=1), _pod("q", "nvidia.com/gpu")]
-    lines = _run(scheduler, objects)
+    lines = last_attempts(scheduler, objects)
     assert lines["p"][0] == "n", lines["p"][2]
     assert lines["q"][0] is None and "Insufficient nvidia.com/gpu" in lines["q"][2], lines["q"]
 
@@ -82,7 +74,7 @@ def test_class_init_container_device_is_reused_by_the_app_container() -> None:
     reuses the finished init container's device for the app container: the pod fits a 1-GPU
     node, both containers are assigned that GPU, and no second pod gets it."""
     scheduler = _scheduler()
-    lines = _run(scheduler, [*_cluster(1), _pod("p", GPU, init=1), _pod("q", GPU)])
+    lines = last_attempts(scheduler, [*_cluster(1), _pod("p", GPU, init=1), _pod("q", GPU)])
     assert lines["p"][0] == "n", lines["p"][2]
     granted = _devices(lines["p"])
     assert granted["setup"] == granted["main"] and len(granted["main"]) == 1, granted
@@ -95,7 +87,7 @@ def test_class_init_container_charge_is_the_larger_of_init_and_app(batch: bool) 
     so a 1-GPU pod still fits and a further one does not — in the batch (columns) and the
     per-node forms alike."""
     scheduler = _scheduler(batch)
-    lines = _run(scheduler, [*_cluster(3), _pod("p", GPU, init=2), _pod("q", GPU), _pod("r", GPU)])
+    lines = last_attempts(scheduler, [*_cluster(3), _pod("p", GPU, init=2), _pod("q", GPU), _pod("r", GPU)])
     assert lines["p"][0] == "n", lines["p"][2]
     granted = _devices(lines["p"])
     assert set(granted["main"]) <= set(granted["setup"]), granted
@@ -108,9 +100,9 @@ def test_sidecar_device_is_never_reused() -> None:
     """Init 1, sidecar 1, app 1: the sidecar reuses the finished init's GPU (kubelet order) and
     keeps it; the app needs its own: 2 GPUs (PodRequests: max(1, 1+1)). On a 1-GPU node it does
     not fit; on a 2-GPU node the app's GPU is not the sidecar's."""
-    lines = _run(_scheduler(), [*_cluster(1), _pod("p", GPU, init=1, sidecar=1)])
+    lines = last_attempts(_scheduler(), [*_cluster(1), _pod("p", GPU, init=1, sidecar=1)])
     assert lines["p"][0] is None and f"Insufficient {GPU}" in lines["p"][2], lines["p"]
-    lines = _run(_scheduler(), [*_cluster(2), _pod("p", GPU, init=1, sidecar=1), _pod("q", GPU)])
+    lines = last_attempts(_scheduler(), [*_cluster(2), _pod("p", GPU, init=1, sidecar=1), _pod("q", GPU)])
     assert lines["p"][0] == "n", lines["p"][2]
     granted = _devices(lines["p"])
     assert granted["proxy"] != granted["main"], granted
@@ -121,7 +113,7 @@ def test_sidecar_device_is_never_reused() -> None:
 def test_sidecar_started_before_an_init_container_is_held_through_it() -> None:
     """Sidecar 1 then init 1 then app 1: the sidecar runs beside the init container and the app
     (PodRequests: max(1+1, 1+1) = 2); the app reuses the init's GPU."""
-    lines = _run(_scheduler(), [*_cluster(2), _pod("p", GPU, init=1, sidecar=1, sidecar_first=True),
+    lines = last_attempts(_scheduler(), [*_cluster(2), _pod("p", GPU, init=1, sidecar=1, sidecar_first=True),
                                 _pod("q", GPU)])
     assert lines["p"][0] == "n", lines["p"][2]
     granted = _devices(lines["p"])
@@ -134,7 +126,7 @@ def test_shared_slices_of_init_and_app_on_one_device_charge_the_larger() -> None
     done before the app starts, so the pod holds 6Gi (the kubelet holds 6 slots), not 12Gi: it
     fits, and a pod asking for 2Gi more fits beside it, one asking for 3Gi does not."""
     scheduler = _scheduler()
-    lines = _run(scheduler, [*_cluster(1, sharing=True), _pod("p", SLICE, init=6, app=6),
+    lines = last_attempts(scheduler, [*_cluster(1, sharing=True), _pod("p", SLICE, init=6, app=6),
                              _pod("q", SLICE, app=2), _pod("r", SLICE, app=3)])
     assert lines["p"][0] == "n", lines["p"][2]
     assert lines["q"][0] == "n", lines["q"][2]
@@ -148,16 +140,9 @@ def test_ledger_rebuilt_from_the_annotation_charges_a_reused_device_once() -> No
     what the kubelet gives) is charged once, with no DeviceConflict, and the node's other GPU
     stays free for another pod."""
     scheduler = _scheduler()
-    _run(scheduler, _cluster(2))
-    devices = sorted(scheduler.state.devices)
-    grant = [{"id": scheduler.state.devices[devices[0]].device_id, "device": devices[0]}]
-    doc = {"version": 1, "containers": {"setup": {GPU: grant}, "main": {GPU: grant}}}
-    bound = _pod("p", GPU, init=1)
-    bound["spec"]["nodeName"] = "n"
-    bound["metadata"]["annotations"] = {ann.DEVICES: orjson.dumps(doc).decode()}
-    notices = scheduler.apply("ADDED", bound, 0.0)
+    notices = _bound_naming_one_gpu_twice(scheduler, _pod("p", GPU, init=1), "setup", "main")
     assert not [n for n in notices if n.reason == "DeviceConflict"], notices
-    lines = _run(scheduler, [_pod("q", GPU), _pod("r", GPU)])
+    lines = last_attempts(scheduler, [_pod("q", GPU), _pod("r", GPU)])
     assert lines["q"][0] == "n", lines["q"][2]
     assert lines["r"][0] is None, lines["r"]
 
@@ -168,7 +153,7 @@ def test_agent_hands_each_container_what_the_scheduler_charged_in_kubelet_order(
     each): the agent serves the init container and the sidecar the same GPU (the kubelet hands the
     finished init's device on), the app the other one — the sidecar's GPU to no later container."""
     scheduler = _scheduler()
-    lines = _run(scheduler, [*_cluster(2), _pod("p", GPU, init=1, sidecar=1)])
+    lines = last_attempts(scheduler, [*_cluster(2), _pod("p", GPU, init=1, sidecar=1)])
     node, annotations, message = lines["p"]
     assert node == "n", message
     pod = _pod("p", GPU, init=1, sidecar=1)
@@ -214,16 +199,23 @@ def test_one_gpu_named_whole_for_two_containers_that_run_together_is_a_device_co
     two containers, since the kubelet would hand that GPU to both. An init container and the app
     container sharing one (handed on) stays silent: see the test above."""
     scheduler = _scheduler()
-    _run(scheduler, _cluster(2))
-    devices = sorted(scheduler.state.devices)
-    grant = [{"id": scheduler.state.devices[devices[0]].device_id, "device": devices[0]}]
-    doc = {"version": 1, "containers": {"proxy": {GPU: grant}, "main": {GPU: grant}}}
-    bound = _pod("p", GPU, sidecar=1)
-    bound["spec"]["nodeName"] = "n"
-    bound["metadata"]["annotations"] = {ann.DEVICES: orjson.dumps(doc).decode()}
-    notices = [n for n in scheduler.apply("ADDED", bound, 0.0) if n.reason == "DeviceConflict"]
+    notices = [n for n in _bound_naming_one_gpu_twice(scheduler, _pod("p", GPU, sidecar=1), "proxy", "main")
+               if n.reason == "DeviceConflict"]
     assert len(notices) == 1, notices
-    assert devices[0] in notices[0].message and "proxy" in notices[0].message and "main" in notices[0].message
-    lines = _run(scheduler, [_pod("q", GPU), _pod("r", GPU)])
+    first = sorted(scheduler.state.devices)[0]
+    assert first in notices[0].message and "proxy" in notices[0].message and "main" in notices[0].message
+    lines = last_attempts(scheduler, [_pod("q", GPU), _pod("r", GPU)])
     assert lines["q"][0] == "n", lines["q"][2]
     assert lines["r"][0] is None, lines["r"]
+
+
+def _bound_naming_one_gpu_twice(scheduler: Scheduler, pod: dict[str, Any], first: str, second: str) -> list[Notice]:
+    """`pod` bound to node n of a 2-GPU cluster with an annotation giving containers `first` and
+    `second` the cluster's first GPU whole; the notices its arrival raised."""
+    last_attempts(scheduler, _cluster(2))
+    device = sorted(scheduler.state.devices)[0]
+    grant = [{"id": scheduler.state.devices[device].device_id, "device": device}]
+    doc = {"version": 1, "containers": {first: {GPU: grant}, second: {GPU: grant}}}
+    pod["spec"]["nodeName"] = "n"
+    pod["metadata"]["annotations"] = {ann.DEVICES: orjson.dumps(doc).decode()}
+    return scheduler.apply("ADDED", pod, 0.0)

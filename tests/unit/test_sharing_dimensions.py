@@ -22,7 +22,7 @@ from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.view.cluster import build_view
 from tessera_testing.invariants import ClusterView, check_capacity
-from tests.helpers import config
+from tests.helpers import Line, config, last_attempts
 
 MEMORY = "class.tessera.dev/mem"  # unit 1Gi of memory
 CORES = "class.tessera.dev/cores"  # unit 1 core
@@ -54,19 +54,6 @@ def _pod(name: str, limits: dict[str, str | int]) -> dict[str, Any]:
     return b.pod(name, limits=limits)
 
 
-Line = tuple[str | None, dict[str, str], str]
-
-
-def _run(scheduler: Scheduler, objects: list[dict[str, Any]]) -> dict[str, Line]:
-    last: dict[str, Line] = {}
-    for obj in objects:
-        scheduler.apply("ADDED", obj, 0.0)
-        while (attempts := scheduler.schedule_next(0.0)) is not None:
-            for a in attempts:
-                last[a.pod.meta.name] = (a.node, dict(a.annotations), a.message)
-    return last
-
-
 def _bound(name: str, limits: dict[str, str | int], line: Line) -> dict[str, Any]:
     """The pod as the apiserver has it after our Binding (node and annotations)."""
     assert line[0] is not None, line
@@ -79,7 +66,7 @@ def _bound(name: str, limits: dict[str, str | int], line: Line) -> dict[str, Any
 def test_cores_slice_fits_beside_a_memory_slice() -> None:
     """The reproduction: after a 4Gi memory slice, 10 cores were refused with "Insufficient
     class.tessera.dev/cores" (the bytes were taken from the cores)."""
-    lines = _run(_scheduler(), [*_cluster(), _pod("m", {MEMORY: 4}), _pod("c", {CORES: 10})])
+    lines = last_attempts(_scheduler(), [*_cluster(), _pod("m", {MEMORY: 4}), _pod("c", {CORES: 10})])
     assert lines["m"][0] == "n", lines["m"]
     assert lines["c"][0] == "n", lines["c"]
 
@@ -87,24 +74,24 @@ def test_cores_slice_fits_beside_a_memory_slice() -> None:
 def test_each_dimension_fills_to_its_own_capacity_and_no_further() -> None:
     """Both directions: a full 100-core slice leaves all 16Gi of memory (12Gi + 4Gi fit, 1Gi more
     does not), and 16Gi of memory leave all 100 cores (60 + 40 fit, 1 more does not)."""
-    lines = _run(_scheduler(), [*_cluster(), _pod("c1", {CORES: 100}), _pod("m1", {MEMORY: 12}),
+    lines = last_attempts(_scheduler(), [*_cluster(), _pod("c1", {CORES: 100}), _pod("m1", {MEMORY: 12}),
                                 _pod("m2", {MEMORY: 4}), _pod("m3", {MEMORY: 1})])
     assert [lines[p][0] for p in ("c1", "m1", "m2")] == ["n", "n", "n"], lines
     assert lines["m3"][0] is None and f"Insufficient {MEMORY}" in lines["m3"][2], lines["m3"]
-    lines = _run(_scheduler(), [*_cluster(), _pod("m1", {MEMORY: 16}), _pod("c1", {CORES: 60}),
+    lines = last_attempts(_scheduler(), [*_cluster(), _pod("m1", {MEMORY: 16}), _pod("c1", {CORES: 60}),
                                 _pod("c2", {CORES: 40}), _pod("c3", {CORES: 1})])
     assert [lines[p][0] for p in ("m1", "c1", "c2")] == ["n", "n", "n"], lines
     assert lines["c3"][0] is None and f"Insufficient {CORES}" in lines["c3"][2], lines["c3"]
 
 
 def test_a_device_with_slices_of_any_dimension_is_not_free_for_exclusive_use() -> None:
-    lines = _run(_scheduler(), [*_cluster(), _pod("c", {CORES: 1}), _pod("w", {WHOLE: 1})])
+    lines = last_attempts(_scheduler(), [*_cluster(), _pod("c", {CORES: 1}), _pod("w", {WHOLE: 1})])
     assert lines["c"][0] == "n" and lines["w"][0] is None, lines
 
 
 def test_one_pod_with_a_memory_and_a_cores_slice_of_one_gpu() -> None:
     """A container asking both classes gets both slices on the one GPU, each of its dimension."""
-    lines = _run(_scheduler(), [*_cluster(), _pod("both", {MEMORY: 16, CORES: 100})])
+    lines = last_attempts(_scheduler(), [*_cluster(), _pod("both", {MEMORY: 16, CORES: 100})])
     assert lines["both"][0] == "n", lines["both"]
 
 
@@ -113,14 +100,14 @@ def test_ledger_rebuilt_from_annotations_accounts_per_dimension() -> None:
     (pods are listed before the ResourceClasses here): 12Gi of memory and 90 cores held, so 4Gi and
     10 cores still fit, 5Gi or 11 cores do not."""
     first = _scheduler()
-    lines = _run(first, [*_cluster(), _pod("m", {MEMORY: 12}), _pod("c", {CORES: 90})])
+    lines = last_attempts(first, [*_cluster(), _pod("m", {MEMORY: 12}), _pod("c", {CORES: 90})])
     bound = [_bound("m", {MEMORY: 12}, lines["m"]), _bound("c", {CORES: 90}, lines["c"])]
     for order in ([b.node("n", gpus=1), _gpu("n", 0), *bound, *_classes()],
                   [*_classes(), *bound, b.node("n", gpus=1), _gpu("n", 0)]):
-        restarted = _run(_scheduler(), [*order, _pod("m-fits", {MEMORY: 4}), _pod("m-over", {MEMORY: 5})])
+        restarted = last_attempts(_scheduler(), [*order, _pod("m-fits", {MEMORY: 4}), _pod("m-over", {MEMORY: 5})])
         assert restarted["m-fits"][0] == "n", restarted["m-fits"]
         assert restarted["m-over"][0] is None, restarted["m-over"]
-        restarted = _run(_scheduler(), [*order, _pod("c-fits", {CORES: 10}), _pod("c-over", {CORES: 11})])
+        restarted = last_attempts(_scheduler(), [*order, _pod("c-fits", {CORES: 10}), _pod("c-over", {CORES: 11})])
         assert restarted["c-fits"][0] == "n", restarted["c-fits"]
         assert restarted["c-over"][0] is None, restarted["c-over"]
 
@@ -129,7 +116,7 @@ def test_view_shows_the_use_of_each_dimension() -> None:
     """`kubectl tessera nodes` and the GPU map: a GPU with a memory and a cores slice shows both
     dimensions' use, each of its own capacity, and fills by the fuller one."""
     scheduler = _scheduler()
-    _run(scheduler, [*_cluster(), _pod("m", {MEMORY: 4}), _pod("c", {CORES: 75})])
+    last_attempts(scheduler, [*_cluster(), _pod("m", {MEMORY: 4}), _pod("c", {CORES: 75})])
     [node] = build_view(scheduler, source="simulate", now=0.0).nodes
     [gpu] = node.gpus
     assert gpu.used == "cores 75/100, memory 4Gi/16Gi", gpu.used
@@ -140,7 +127,7 @@ def test_invariant_checks_each_dimension_against_its_own_capacity() -> None:
     """The harness's capacity check: 12Gi of memory and 100 cores on a 16Gi/100-core GPU are
     within capacity; 12Gi + 5Gi of memory is not, whatever cores are held beside it."""
     scheduler = _scheduler()
-    lines = _run(scheduler, [*_cluster(), _pod("m", {MEMORY: 12}), _pod("c", {CORES: 100})])
+    lines = last_attempts(scheduler, [*_cluster(), _pod("m", {MEMORY: 12}), _pod("c", {CORES: 100})])
     device = _gpu("n", 0)
     pods = [_bound("m", {MEMORY: 12}, lines["m"]), _bound("c", {CORES: 100}, lines["c"])]
     classes = {c["metadata"]["name"]: c for c in _classes()}
