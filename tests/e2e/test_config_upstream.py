@@ -96,18 +96,29 @@ def _document(api_version: str, kubeconfig: Path, body: str) -> str:
             f"leaderElection: {{leaderElect: false}}\n{body.replace('KUBECONFIG', str(kubeconfig))}")
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_kube_scheduler_and_tessera_both_refuse(case: str, control_plane_binaries: ControlPlaneBinaries,
-                                                tmp_path: Path) -> None:
-    binary = control_plane_binaries.kube_scheduler
-    if binary is None:
+def _kube_scheduler(binaries: ControlPlaneBinaries) -> Path:
+    """The pinned kube-scheduler binary (CI builds it; only a KUBEBUILDER_ASSETS without it skips)."""
+    if binaries.kube_scheduler is None:
         pytest.skip("kube-scheduler binary not available (KUBEBUILDER_ASSETS without it)")
-    body, api_version, upstream, field = CASES[case]
+    return binaries.kube_scheduler
+
+
+def _config_file(tmp_path: Path, api_version: str, body: str) -> Path:
+    """`body` written as a configuration file beside a kubeconfig both schedulers can read."""
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(KUBECONFIG)
     path = tmp_path / "config.yaml"
     path.write_text(_document(api_version, kubeconfig, body))
+    return path
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_kube_scheduler_and_tessera_both_refuse(case: str, control_plane_binaries: ControlPlaneBinaries,
+                                                tmp_path: Path) -> None:
+    binary = _kube_scheduler(control_plane_binaries)
+    body, api_version, upstream, field = CASES[case]
+    path = _config_file(tmp_path, api_version, body)
 
     proc = subprocess.run([str(binary), f"--config={path}", "--secure-port=0"], capture_output=True, text=True,
                           timeout=60)
@@ -134,14 +145,9 @@ _STARTED = "Starting Kubernetes Scheduler"  # logged by Run, after the configura
 @pytest.mark.parametrize("case", sorted(ACCEPTED))
 def test_kube_scheduler_and_tessera_both_accept(case: str, control_plane_binaries: ControlPlaneBinaries,
                                                tmp_path: Path) -> None:
-    binary = control_plane_binaries.kube_scheduler
-    if binary is None:
-        pytest.skip("kube-scheduler binary not available (KUBEBUILDER_ASSETS without it)")
+    binary = _kube_scheduler(control_plane_binaries)
     body, expected = ACCEPTED[case]
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(KUBECONFIG)
-    path = tmp_path / "config.yaml"
-    path.write_text(_document(V1, kubeconfig, body))
+    path = _config_file(tmp_path, V1, body)
 
     proc = subprocess.Popen([str(binary), f"--config={path}", "--secure-port=0"], stderr=subprocess.PIPE, text=True)
     try:

@@ -29,6 +29,11 @@ def _cluster() -> tuple[FakeApi, LeaseServer]:
     api.lists["/api/v1/nodes"] = [b.node("n", gpus=4)]
     api.add_pod(b.pod("p", requests={"nvidia.com/gpu": 1}))
     api.fail_next("POST", "/binding", stall=True)
+    return api, _serve_lease(api)
+
+
+def _serve_lease(api: FakeApi) -> LeaseServer:
+    """A Lease endpoint on `api` (coordination.k8s.io requests go to it)."""
     lease = LeaseServer()
 
     def leases(call: Call) -> Response | None:
@@ -37,7 +42,7 @@ def _cluster() -> tuple[FakeApi, LeaseServer]:
         return lease._apply(call.method, call.body)
 
     api.handlers.append(leases)
-    return api, lease
+    return lease
 
 
 class Signals:
@@ -190,9 +195,7 @@ async def test_an_eviction_still_out_at_shutdown_leaves_the_lease_to_expire(monk
     api.add_pod(b.pod("low", requests={"nvidia.com/gpu": 1}, node_name="n", phase="Running", priority=0))
     api.add_pod(b.pod("urgent", requests={"nvidia.com/gpu": 1}, priority=1000))
     api.fail_next("DELETE", "/pods/low", stall=True)  # the victim's DELETE never answers
-    lease = LeaseServer()
-    api.handlers.append(lambda call: lease._apply(call.method, call.body)
-                        if call.path.startswith("/apis/coordination.k8s.io/") else None)
+    lease = _serve_lease(api)
     signals = Signals()
     monkeypatch.setattr(run_cli, "stop_on_signal", signals)
     result: list[int] = []
