@@ -23,7 +23,7 @@ from aiohttp import web
 from scheduler.core.framework.attempt import Attempt
 from scheduler.kube.binder import BindResult, Outcome
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
-from scheduler.kube.serving import GPU_MAP_DATA, GPU_MAP_PAGE, Route
+from scheduler.kube.serving import GPU_MAP_DATA, GPU_MAP_PAGE, VARY, Route, accepts_gzip, gzipped
 from scheduler.kube.status import SCHEDULER_ERROR
 from scheduler.view.cluster import WaitReason, build_view
 from scheduler.view.decisions import DecisionLog
@@ -92,6 +92,7 @@ class GpuMap:
         self._page_headers = {**_HEADERS, "Content-Type": "text/html; charset=utf-8",
                               "Content-Security-Policy": page.content_security_policy}
         self._data: tuple[float, bytes] | None = None  # (built at, body) of the last /gpu-map.json
+        self._gzipped: bytes | None = None  # that body gzipped, once the first viewer asked for it
 
     def hooks(self, inner: LoopHooks) -> LoopHooks:
         return DecisionHooks(inner, self.log, self.clock, self._prune)
@@ -122,9 +123,16 @@ class GpuMap:
 
     async def _serve_data(self, request: web.Request) -> web.Response:
         # the view is built on the scheduler's event loop: many viewers (or a script polling the
-        # unauthenticated port) share one build per FRESH_FOR seconds instead of one each; abs: a
-        # wall clock stepped back rebuilds at once instead of serving one picture until it catches up
+        # unauthenticated port) share one build per FRESH_FOR seconds instead of one each, and one
+        # compression of it; abs: a wall clock stepped back rebuilds at once instead of serving
+        # one picture until it catches up
         now = self.clock()
         if self._data is None or abs(now - self._data[0]) >= FRESH_FOR:
             self._data = (now, orjson.dumps(as_dict(self.view())))
-        return web.Response(body=self._data[1], headers={**_HEADERS, "Content-Type": "application/json"})
+            self._gzipped = None
+        headers = {**_HEADERS, **VARY, "Content-Type": "application/json"}
+        if accepts_gzip(request.headers.get("Accept-Encoding", "")):
+            if self._gzipped is None:
+                self._gzipped = gzipped(self._data[1])
+            return web.Response(body=self._gzipped, headers={**headers, "Content-Encoding": "gzip"})
+        return web.Response(body=self._data[1], headers=headers)

@@ -136,7 +136,7 @@ async def test_the_data_is_rebuilt_after_the_wall_clock_steps_back() -> None:
     core = _core([b.node("n", gpus=1)])
     now = [3600.0]
     gpu_map = _live(core, [True], now)
-    request: Any = None
+    request: Any = SimpleNamespace(headers={})
     first = await gpu_map._serve_data(request)
     now[0] = 10.0  # the wall clock is corrected by an hour
     second = await gpu_map._serve_data(request)

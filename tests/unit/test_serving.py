@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
+
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.kube.metrics import Metrics
-from scheduler.kube.serving import DEFAULT_HOST, DEFAULT_PORT, PING, Check, HealthServer, ServeError, serve
+from scheduler.kube.serving import (DEFAULT_HOST, DEFAULT_PORT, PING, Check, HealthServer, ServeError, accepts_gzip,
+                                    serve)
 
 
 class Flags:
@@ -84,6 +87,30 @@ async def test_health_readiness_and_metrics() -> None:
             assert (await _get(session, f"{base}/configz"))[0] == 404
     with pytest.raises(RuntimeError):
         _ = HealthServer(healthz=flags.healthz, readyz=flags.readyz, registry=metrics.registry).port
+
+
+@pytest.mark.parametrize(("header", "accepted"), [
+    ("gzip", True), ("GZIP", True), ("x-gzip", True), ("gzip, deflate, br", True), ("deflate, gzip;q=0.5", True),
+    ("*", True), ("br;q=1.0, *", True), ("", False), ("identity", False), ("br", False), ("gzip;q=0", False),
+    ("gzip;q=0.000", False), ("*;q=0", False), ("gzip;q=0, *", False), ("*, gzip;q=0", False),
+    ("gzip;q=nope", False), ("gzip ; q=0.1", True),
+])
+def test_accept_encoding_as_rfc_9110_reads_it(header: str, accepted: bool) -> None:
+    assert accepts_gzip(header) is accepted
+
+
+async def test_metrics_are_gzipped_when_the_scraper_accepts_it() -> None:
+    """As upstream's promhttp handler (Prometheus sends `Accept-Encoding: gzip`)."""
+    metrics = Metrics(profiles=["tessera"])
+    async with serve("127.0.0.1", 0, healthz=[PING], readyz=[PING], registry=metrics.registry) as server, \
+            aiohttp.ClientSession(auto_decompress=False) as session:
+        async with session.get(f"{server.url}/metrics", headers={"Accept-Encoding": "gzip"}) as response:
+            assert response.headers["Content-Encoding"] == "gzip" and response.headers["Vary"] == "Accept-Encoding"
+            text = gzip.decompress(await response.read()).decode()
+        async with session.get(f"{server.url}/metrics", headers={"Accept-Encoding": "identity"}) as response:
+            assert "Content-Encoding" not in response.headers
+            plain = await response.text()
+    assert "scheduler_schedule_attempts" in text and "scheduler_schedule_attempts" in plain
 
 
 async def test_failing_checks_leak_nothing() -> None:
