@@ -50,6 +50,7 @@ __all__ = [
     "load_config",
     "load_config_or_report",
     "parse_config",
+    "parse_config_text",
 ]
 
 BUILTIN_SOURCE = "<built-in default-config.yaml>"
@@ -75,6 +76,11 @@ def load_config(path: str | os.PathLike[str] | None) -> SchedulerConfig:
             raise ConfigError(source, "", "is not UTF-8 text") from None
         except OSError as err:
             raise ConfigError(source, "", f"cannot be read: {err.strerror or err}") from None
+    return parse_config_text(text, source)
+
+
+def parse_config_text(text: str, source: str) -> SchedulerConfig:
+    """A configuration file's text (read from `source`, named in errors), validated and defaulted."""
     return parse_config(_load_yaml(text, source), source)
 
 

@@ -23,6 +23,7 @@ from scheduler.kube.http import ConnectError, KubeconfigError, KubeHttp, check_a
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import whatif
+from scheduler.kubectl.installed import DEFAULT_NAMESPACE, ChosenConfig, installed_config
 from scheduler.kubectl.output import FORMATS, dump
 from scheduler.kubectl.reasons import wait_reasons
 from scheduler.kubectl.target import Target, resolve
@@ -64,12 +65,15 @@ def build_parser() -> argparse.ArgumentParser:
         return cmd
 
     nodes = command("nodes", "every node's GPUs as the scheduler sees them: state, use, holders; a summary line")
-    nodes.add_argument("--config", help="the scheduler's configuration (default: the built-in one); decides "
-                                        "which pending pods are Tessera's")
+    nodes.add_argument("--config", help="the scheduler's configuration (default: the installed one, else the "
+                                        "built-in one); decides which pending pods are Tessera's")
+    _installed(nodes)
     nodes.set_defaults(func=_nodes)
     exp = command("explain", "why a pod is pending, or where it went and with which devices")
     exp.add_argument("pod", help="the pod's name (in -n NAMESPACE), pod/NAME, or NAMESPACE/NAME")
-    exp.add_argument("--config", help="the configuration to dry-run the pod with (default: the built-in one)")
+    exp.add_argument("--config", help="the configuration to dry-run the pod with (default: the installed one, "
+                                      "else the built-in one)")
+    _installed(exp)
     exp.set_defaults(func=_explain)
     what = command("what-if", "replay the cluster's pending pods under another configuration (a dry run)")
     what.add_argument("--config", required=True, help="the configuration to try")
@@ -79,11 +83,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _installed(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--scheduler-namespace", default=DEFAULT_NAMESPACE, metavar="NS",
+                     help="where the installed scheduler's ConfigMap tessera-scheduler-config is, read when "
+                          f"--config is not given (default: {DEFAULT_NAMESPACE})")
+
+
 def _config(path: str | None) -> SchedulerConfig:
     try:
         return load_config(path)
     except ConfigError as err:
         raise CommandError(f"invalid configuration: {err}", 2) from None
+
+
+async def _chosen(args: argparse.Namespace, http: KubeHttp) -> ChosenConfig:
+    """--config FILE when given (read before the cluster is), else the installed configuration."""
+    if args.config is not None:
+        return ChosenConfig(_config(args.config))
+    chosen = await installed_config(http, args.scheduler_namespace)
+    if chosen.warning is not None:
+        print(f"warning: {chosen.warning}", file=sys.stderr)
+    return chosen
 
 
 async def _listing(target: Target) -> tuple[KubeHttp, ClusterListing]:
@@ -115,12 +135,16 @@ def _print(doc: dict[str, Any], text: Callable[[], str], fmt: str) -> None:
 
 
 async def _nodes(args: argparse.Namespace, target: Target) -> int:
-    config = _config(args.config)
+    if args.config is not None:
+        _config(args.config)  # a bad file fails before the cluster is read
     http, listing = await _listing(target)
-    await http.api.close()
+    try:
+        chosen = await _chosen(args, http)
+    finally:
+        await http.api.close()
     _warn(listing)
     now = time.time()
-    core = Scheduler(config)
+    core = Scheduler(chosen.config)
     load(core, listing.objects, now)
     view = build_view(core, source="cluster", now=now, reasons=wait_reasons(listing.objects))
     _print(as_dict(view), lambda: render_nodes(view), args.output)
@@ -142,10 +166,12 @@ def pod_reference(text: str, flag: str | None, default: str) -> tuple[str, str]:
 
 
 async def _explain(args: argparse.Namespace, target: Target) -> int:
-    config = _config(args.config)
+    if args.config is not None:
+        _config(args.config)  # a bad file fails before the cluster is read
     namespace, name = pod_reference(args.pod, args.namespace, target.namespace)
     http, listing = await _listing(target)
     try:
+        chosen = await _chosen(args, http)
         pod = next((obj for obj in listing.objects if obj.get("kind") == "Pod"
                     and (obj.get("metadata") or {}).get("namespace") == namespace
                     and (obj.get("metadata") or {}).get("name") == name), None)
@@ -155,7 +181,7 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
         await http.api.close()
     _warn(listing)
     now = time.time()
-    result = explaining.explain(listing.objects, f"{namespace}/{name}", config, events, now)
+    result = explaining.explain(listing.objects, f"{namespace}/{name}", chosen.config, events, now)
     if result is None:
         raise CommandError(f'pods "{name}" not found in namespace "{namespace}"')
     _print(explaining.as_dict(result), lambda: explaining.render(result, now), args.output)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.api.config import BUILTIN_SOURCE
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.api.quantity import format_quantity
 from scheduler.core.classes import ResourceClass
@@ -90,6 +91,7 @@ class Explanation:
     beyond_the_cluster: str = ""  # why its gang can never fit the cluster's schedulable nodes, or ""
     missing_named_nodes: tuple[str, ...] = ()  # nodes its required affinity names by metadata.name that do not exist
     released: int = 0  # a finished pod's devices its annotation still names: it holds none of them
+    config: str = ""  # the configuration's source: the dry run's profile and which pods are Tessera's
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
@@ -134,6 +136,7 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         beyond_the_cluster=_beyond_the_cluster(state, pod) if run is not None and not run.node else "",
         missing_named_nodes=_missing_named_nodes(state, pod) if run is not None and not run.node else (),
         released=len(_devices(pod)) if pod.terminal else 0,
+        config=config.source,
     )
 
 
@@ -402,7 +405,9 @@ def render(x: Explanation, now: float) -> str:
             verdict = f"would stay pending: {run.message}"
         if run.preempts:
             verdict += f"; preemption would evict {', '.join(run.preempts)}"
-        lines += ["", "Dry run through the core, now, as if it were next (nothing is written):", f"  {verdict}"]
+        config = "the built-in configuration" if x.config in ("", BUILTIN_SOURCE) else f"the configuration {x.config}"
+        lines += ["", f"Dry run through the core with {config}, now, as if it were next (nothing is written):",
+                  f"  {verdict}"]
         fitting = sum(1 for v in run.nodes if v.fits)
         if not run.node and fitting and x.gang is not None:
             # the table is this member's attempt in its gang's dry run; without this it reads as a contradiction

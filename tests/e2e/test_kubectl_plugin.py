@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 import pytest
 import yaml
 
-from scheduler.kube.controlplane import LocalControlPlane
+from scheduler.kube.controlplane import ApiError, LocalControlPlane
 from scheduler.kubectl.cli import USER_AGENT
 from tests.e2e import gpu_scenario
 from tests.e2e.gpu_scenario import Scenario
@@ -35,6 +36,32 @@ async def _ok(plane: LocalControlPlane, *args: str) -> str:
     status, out, err = await _plugin(plane, *args)
     assert status == 0, err
     return out
+
+
+INSTALLED = "/api/v1/namespaces/tessera-system/configmaps/tessera-scheduler-config"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_installed_configuration(control_plane: LocalControlPlane) -> Iterator[None]:
+    """Without --config the plugin reads the installed scheduler's ConfigMap; test_deploy leaves
+    deploy/'s on the session's plane. These tests dry-run with the built-in configuration (or
+    their own ConfigMap): set deploy/'s aside and put it back afterwards."""
+    admin = control_plane.admin
+    try:
+        kept: dict[str, Any] | None = admin.get(INSTALLED)
+    except ApiError as err:
+        if err.status != 404:
+            raise
+        kept = None
+    if kept is not None:
+        admin.delete(INSTALLED)
+    try:
+        yield
+    finally:
+        if kept is not None:
+            kept["metadata"] = {key: kept["metadata"][key] for key in ("name", "namespace", "labels")
+                                if key in kept["metadata"]}
+            admin.request("POST", INSTALLED.rsplit("/", 1)[0], kept)
 
 
 @pytest.fixture
@@ -145,3 +172,41 @@ async def test_kubectl_flags_and_errors(clean_cluster: LocalControlPlane, tmp_pa
     assert status == 2 and err.startswith("error: kubeconfig ") and "no-such-context" in err
     status, _, err = await _plugin(clean_cluster, "what-if", "--config", str(tmp_path / "missing.yaml"))
     assert (status, err) == (2, f"error: invalid configuration: {tmp_path / 'missing.yaml'}: no such file\n")
+
+
+async def test_explain_dry_runs_with_the_installed_configuration(clean_cluster: LocalControlPlane, kubectl: Kube,
+                                                                 scenario: Scenario) -> None:
+    """deploy/ and the chart mount ConfigMap tessera-scheduler-config as the scheduler's
+    configuration; without --config, `explain` and `nodes` use it (the built-in profile would
+    explain decisions the installed scheduler does not make), and say when they cannot."""
+    namespace, config_map = "tessera-system", INSTALLED
+    text = (REPO / "config" / "binpack.yaml").read_text().replace("schedulerName: tessera", "schedulerName: gpu-batch")
+    await kubectl.call("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                      "metadata": {"name": namespace}}, ok=(201, 409))
+    await kubectl.call("POST", f"/api/v1/namespaces/{namespace}/configmaps",
+                       {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "tessera-scheduler-config"},
+                        "data": {"config.yaml": text}})
+    try:
+        out = await _ok(clean_cluster, "explain", "too-big", "-n", scenario.namespace)
+        # the installed profile is gpu-batch: the pod names tessera, which it does not schedule
+        assert "Scheduler:  tessera (not a Tessera profile)" in out
+        explained = orjson.loads(await _ok(clean_cluster, "explain", "too-big", "-n", scenario.namespace, "-o", "json"))
+        assert explained["config"] == f"{namespace}/tessera-scheduler-config"
+        view = orjson.loads(await _ok(clean_cluster, "nodes", "-o", "json"))
+        assert not [p for p in view["pending"] if p["pod"].startswith(f"{scenario.namespace}/")]  # none is its
+        # --config wins; another namespace without the ConfigMap: the built-in one, quietly
+        out = await _ok(clean_cluster, "explain", "too-big", "-n", scenario.namespace, "--config", "config/binpack.yaml")
+        assert "Dry run through the core with the configuration config/binpack.yaml, now" in out
+        status, out, err = await _plugin(clean_cluster, "explain", "too-big", "-n", scenario.namespace,
+                                         "--scheduler-namespace", "elsewhere")
+        assert (status, err) == (0, "")
+        assert "Dry run through the core with the built-in configuration, now" in out
+        await kubectl.call("PUT", config_map, {"apiVersion": "v1", "kind": "ConfigMap",
+                                               "metadata": {"name": "tessera-scheduler-config"},
+                                               "data": {"config.yaml": "profiles: 3\n"}})
+        status, out, err = await _plugin(clean_cluster, "explain", "too-big", "-n", scenario.namespace)
+        assert status == 0 and err.startswith(f"warning: invalid configuration: {namespace}/tessera-scheduler-config: ")
+        assert err.endswith("; the dry run uses the built-in configuration (give --config FILE for another)\n")
+        assert "Dry run through the core with the built-in configuration, now" in out
+    finally:
+        await kubectl.call("DELETE", config_map, ok=(200, 404))

@@ -19,13 +19,16 @@ from scheduler.kube.snapshot import ListError, list_cluster
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import whatif
 from scheduler.sim.snapshot import replay_order
+from scheduler.api.config import BUILTIN_SOURCE
 from scheduler.kubectl.cli import CommandError, build_parser, pod_reference
+from scheduler.kubectl.installed import DEFAULT_NAMESPACE, installed_config
 from scheduler.kubectl.output import dump
 from scheduler.kubectl.reasons import wait_reason, wait_reasons
 from scheduler.kubectl.target import resolve
 from scheduler.sim import builders as b
 from scheduler.view import model as m
 from scheduler.view.text import age, columns, render_nodes
+
 from tests.helpers import BINPACK, SPREAD, budget_protected_cluster, config
 
 
@@ -377,3 +380,61 @@ def test_explain_says_the_nodes_a_pod_is_pinned_to_do_not_exist() -> None:
     result = explaining.explain(objs, "default/p", config(BINPACK), [], 0.0)
     assert result is not None
     assert "It may only go to nodes it names by metadata.name, and n9 does not exist." in explaining.render(result, 0.0)
+
+
+# --- the installed configuration --------------------------------------------------------------
+
+
+class _ConfigMaps:
+    """Answers the GET of one ConfigMap path with `status` and `body`; records the paths asked."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        self.status, self.body, self.paths = status, body, list[str]()
+
+    async def request(self, method: str, path: str, **_: Any) -> Response:
+        assert method == "GET"
+        self.paths.append(path)
+        return Response(self.status, self.body if isinstance(self.body, bytes) else orjson.dumps(self.body))
+
+
+def _config_map(text: str) -> dict[str, Any]:
+    return {"kind": "ConfigMap", "data": {"config.yaml": text}}
+
+
+async def test_explain_and_nodes_use_the_installed_configuration_when_there_is_one() -> None:
+    """A new user's dry run used the built-in profile where the installed scheduler ran another
+    (its weights, its schedulerName): `explain` explained a decision the scheduler would not make."""
+    text = Path(BINPACK).read_text().replace("schedulerName: tessera", "schedulerName: gpu-batch")
+    http = _ConfigMaps(200, _config_map(text))
+    chosen = await installed_config(http, "ops")  # type: ignore[arg-type]
+    assert http.paths == ["/api/v1/namespaces/ops/configmaps/tessera-scheduler-config"]
+    assert chosen.warning is None and chosen.config.source == "ops/tessera-scheduler-config"
+    assert chosen.config.scheduler_names == {"gpu-batch"}
+    objs = [b.node("n1", gpus=2), b.pod("p", scheduler="gpu-batch", limits={"nvidia.com/gpu": 1})]
+    result = explaining.explain(objs, "default/p", chosen.config, [], 0.0)
+    assert result is not None and result.ours and result.config == "ops/tessera-scheduler-config"
+    assert "Dry run through the core with the configuration ops/tessera-scheduler-config, now" in \
+        explaining.render(result, 0.0)
+
+
+@pytest.mark.parametrize(("status", "body", "warning"), [
+    (404, {"kind": "Status"}, None),  # no installed scheduler (a dev-cluster, a hand-run one): quietly built-in
+    (403, {"kind": "Status"}, "configmap tessera-system/tessera-scheduler-config: denied (HTTP 403); the dry run "
+                              "uses the built-in configuration (give --config FILE for another)"),
+    (500, b"<html>", "configmap tessera-system/tessera-scheduler-config: cannot be read (HTTP 500); the dry run "
+                     "uses the built-in configuration (give --config FILE for another)"),
+    (200, b"<html>", "configmap tessera-system/tessera-scheduler-config has no config.yaml; the dry run uses the "
+                     "built-in configuration (give --config FILE for another)"),
+    (200, {"kind": "ConfigMap", "data": {"other.yaml": "x"}}, "configmap tessera-system/tessera-scheduler-config "
+                                                              "has no config.yaml; the dry run uses the built-in "
+                                                              "configuration (give --config FILE for another)"),
+    (200, _config_map("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nnope: 1\n"),
+     "invalid configuration: tessera-system/tessera-scheduler-config: nope: unknown field; known fields: "
+     "apiVersion, clientConnection, extenders, kind, leaderElection, parallelism, percentageOfNodesToScore, "
+     "podInitialBackoffSeconds, podMaxBackoffSeconds, profiles; the dry run uses the built-in configuration "
+     "(give --config FILE for another)"),
+])
+async def test_without_an_installed_configuration_the_built_in_one_is_used(status: int, body: Any,
+                                                                          warning: str | None) -> None:
+    chosen = await installed_config(_ConfigMaps(status, body), DEFAULT_NAMESPACE)  # type: ignore[arg-type]
+    assert chosen.config.source == BUILTIN_SOURCE and chosen.warning == warning

@@ -1,0 +1,62 @@
+"""The configuration the installed scheduler runs with: what `nodes` and `explain` use when no
+`--config` is given.
+
+deploy/ and the Helm chart mount the ConfigMap `tessera-scheduler-config` (key `config.yaml`) in
+the scheduler's namespace as its configuration. A dry run with the built-in profile on a cluster
+whose scheduler runs another one (other weights, another schedulerName, other plugins) explains
+a decision the scheduler would not make, so that file is read when it is there. When it is not
+(no ConfigMap: a scheduler started by hand or by `tessera dev-cluster`) the built-in one is used
+quietly; when it cannot be read or is invalid, the built-in one is used and a warning says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote
+
+import aiohttp
+
+from scheduler.api.config import ConfigError, SchedulerConfig, load_config, parse_config_text
+from scheduler.kube.http import KubeHttp
+
+__all__ = ["CONFIG_KEY", "CONFIG_MAP", "DEFAULT_NAMESPACE", "ChosenConfig", "installed_config"]
+
+CONFIG_MAP = "tessera-scheduler-config"  # deploy/scheduler/configmap.yaml, the chart's scheduler-configmap.yaml
+CONFIG_KEY = "config.yaml"
+DEFAULT_NAMESPACE = "tessera-system"
+
+
+@dataclass(frozen=True, slots=True)
+class ChosenConfig:
+    config: SchedulerConfig  # its `source`: the file, `NAMESPACE/tessera-scheduler-config`, or the built-in one
+    warning: str | None = None  # why the installed configuration was not used, when it should have been
+
+
+async def installed_config(http: KubeHttp, namespace: str) -> ChosenConfig:
+    """The configuration in `namespace`'s `tessera-scheduler-config` ConfigMap, else the built-in one."""
+    where = f"{namespace}/{CONFIG_MAP}"
+    fallback = "the dry run uses the built-in configuration (give --config FILE for another)"
+    try:
+        response = await http.request("GET", f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{CONFIG_MAP}")
+    except (aiohttp.ClientError, TimeoutError, OSError) as err:  # the listing went through: say so, go on
+        return ChosenConfig(load_config(None), f"configmap {where}: cannot be read ({err or type(err).__name__}); "
+                                               f"{fallback}")
+    if response.status == 404:
+        return ChosenConfig(load_config(None))
+    if response.status != 200:
+        why = "denied" if response.status in (401, 403) else "cannot be read"
+        return ChosenConfig(load_config(None),
+                            f"configmap {where}: {why} (HTTP {response.status}); {fallback}")
+    try:
+        body = response.json()
+    except ValueError:  # not the apiserver's JSON (a proxy's page)
+        body = None
+    data = body.get("data") if isinstance(body, dict) else None
+    text = data.get(CONFIG_KEY) if isinstance(data, dict) else None
+    if not isinstance(text, str):
+        return ChosenConfig(load_config(None),
+                            f"configmap {where} has no {CONFIG_KEY}; {fallback}")
+    try:
+        return ChosenConfig(parse_config_text(text, where))
+    except ConfigError as err:
+        return ChosenConfig(load_config(None), f"invalid configuration: {err}; {fallback}")
