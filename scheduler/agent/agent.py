@@ -43,7 +43,6 @@ from scheduler.agent.allocate import (
     Allocation,
     AllocationError,
     ServedLedger,
-    allocating,
     check_local_devices,
     container_env,
     find_allocation,
@@ -110,7 +109,6 @@ class Agent:
         # devices assigned to non-terminal pods on this node, per resource name
         self.held: dict[str, dict[str, tuple[Amount | None, ...]]] = {}
         self._endpoints_dirty = Wakeup()
-        self._slots_given: dict[str, dict[str, str]] = {}  # resource -> slot id -> pod uid (Allocate)
         self._patch_wake = Wakeup()
         self._to_patch: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name)
         self._patch_backoff: dict[str, tuple[int, float]] = {}  # uid -> (failures, monotonic retry time)
@@ -257,8 +255,11 @@ class Agent:
         if event_type == "DELETED":
             self.pods.pop(uid, None)
             self._to_patch.pop(uid, None)
+            self.ledger.forget(uid)
         else:
             self.pods[uid] = obj
+            if _terminal(obj):
+                self.ledger.forget(uid)
             self._check_complete(obj)
         held = held_grants(self.pods.values())
         if held != self.held:
@@ -267,13 +268,8 @@ class Agent:
 
     def _slots_in_use(self, resource: str) -> frozenset[str]:
         """The slot ids of `resource` that Allocate gave to pods still on the node, not terminal
-        (kept in memory: after an agent restart, health falls back to slot order)."""
-        given = self._slots_given.get(resource, {})
-        for slot, uid in list(given.items()):
-            pod = self.pods.get(uid)
-            if pod is None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                del given[slot]
-        return frozenset(given)
+        (from the ledger, so also after an agent restart)."""
+        return self.ledger.slots_in_use(resource, {uid for uid, pod in self.pods.items() if not _terminal(pod)})
 
     def _check_complete(self, pod: Mapping[str, Any]) -> None:
         """Queue the `Allocated` patch for an Allocating pod all of whose entries were served
@@ -313,14 +309,11 @@ class Agent:
         async with self._alloc_lock:
             unit = plan.sharing.unit if plan.sharing is not None else None
             pods = await self._node_pods()
-            # what the apiserver no longer has waiting (gone, started, Allocated) never waits again
-            self.ledger.retain({str((pod.get("metadata") or {}).get("uid") or "") for pod in pods
-                                if allocating(pod, self.node_name)})
+            # what the apiserver no longer has on the node, or has terminal, holds no slot any more
+            self.ledger.retain({str((pod.get("metadata") or {}).get("uid") or "") for pod in pods if not _terminal(pod)})
             allocation = find_allocation(pods, self.node_name, plan.resource_name, len(slot_ids), unit, self.ledger)
             check_local_devices(allocation, self.node_name, self._local_devices())
-            self.ledger.add(allocation.key)
-            given = self._slots_given.setdefault(plan.resource_name, {})
-            given.update(dict.fromkeys(slot_ids, allocation.pod_uid))
+            self.ledger.add(allocation.key, slot_ids)
             self._endpoints_dirty.set()  # which slots are in use changed
             pod = next((p for p in pods if (p.get("metadata") or {}).get("uid") == allocation.pod_uid), None)
             if pod is not None:
@@ -358,12 +351,6 @@ class Agent:
                     self._patch_backoff[uid] = (failures + 1, now + delay)
             for uid in [u for u in self._patch_backoff if u not in self._to_patch]:
                 del self._patch_backoff[uid]
-            if self.pod_informer.synced.is_set():
-                # forget the pods the watch shows done; keep those it has not shown (yet): a pod served
-                # from the apiserver's answer may reach the watch later, and its deletion is seen by
-                # the next Allocate's read
-                done = {uid for uid, pod in self.pods.items() if not allocating(pod, self.node_name)}
-                self.ledger.retain({uid for uid in self.ledger.pods() if uid not in done or uid in self._to_patch})
 
     async def _patch_allocated(self, uid: str, namespace: str, name: str) -> bool:
         """True when done (patched, or the pod is gone or replaced); False to retry later."""
@@ -385,3 +372,8 @@ class Agent:
         # e.g. 403/422 from an admission policy that does not exempt the agent: keep trying, loudly
         log.warning("agent.patch_failed", pod=f"{namespace}/{name}", status=response.status, reason=message)
         return False
+
+
+def _terminal(pod: Mapping[str, Any]) -> bool:
+    """Succeeded or Failed: the kubelet has freed the pod's slots (it allocates only for active pods)."""
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")

@@ -20,9 +20,11 @@ Every GPU the answer names must be one the agent discovered on this node, health
 UUID the annotation gives (`check_local_devices`): the scheduler charges the grant's `device`, the
 container gets its `id`.
 
-Served entries are remembered per (pod uid, container, resource) and persisted in a small file in
-the device-plugin directory (the kubelet deletes only sockets there), so an agent restart in the
-middle of a multi-container pod does not hand container B the devices of container A.
+Served entries are remembered per (pod uid, container, resource), with the slot ids the kubelet
+gave, for as long as the pod is on the node and not terminal, and persisted in a small file in the
+device-plugin directory (the kubelet deletes only sockets there): an agent restart in the middle of
+a multi-container pod does not hand container B the devices of container A, and the slots live pods
+hold stay known (`ServedLedger`).
 """
 
 from __future__ import annotations
@@ -406,13 +408,22 @@ def container_env(allocation: Allocation, *, dimensions: Mapping[str, str] | Non
 
 
 class ServedLedger:
-    """Served (pod uid, container, resource) entries, kept in memory and in a small JSON file."""
+    """Answered Allocate calls, kept in memory and in a small JSON file: (pod uid, container,
+    resource) -> the slot ids the kubelet gave that container.
 
-    VERSION = 1
+    An entry lives as long as its pod is on the node and not terminal, which is as long as the
+    kubelet keeps those slot ids allocated (devicemanager `UpdateAllocatedDevices` frees the
+    devices of pods that are no longer active) and checkpoints them across its own restarts. It
+    tells the agent, also after the agent restarts, which containers were served (a second call
+    for one of them is someone else's) and which slots live pods hold (the last to advertise
+    Unhealthy: the kubelet ties health to the slot id).
+    """
+
+    VERSION = 2  # 1: served keys without slot ids, still read
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        self._served: set[ServedKey] = set()
+        self._served: dict[ServedKey, tuple[str, ...]] = {}
         self._warned = False
         if path is not None:
             self._load(path)
@@ -423,18 +434,30 @@ class ServedLedger:
     def __len__(self) -> int:
         return len(self._served)
 
-    def add(self, key: ServedKey) -> None:
-        self._served.add(key)
+    def add(self, key: ServedKey, slots: Iterable[str] = ()) -> None:
+        self._served[key] = tuple(slots)
         self._save()
 
     def pods(self) -> set[str]:
         return {uid for uid, _, _ in self._served}
 
+    def slots_in_use(self, resource: str, live: Container[str]) -> frozenset[str]:
+        """The slot ids of `resource` the kubelet gave to containers of the `live` pods."""
+        return frozenset(slot for (uid, _, name), slots in self._served.items()
+                         if name == resource and uid in live for slot in slots)
+
     def retain(self, uids: Container[str]) -> None:
-        """Forget entries of pods that are no longer waiting (Allocated, running, gone)."""
-        kept = {key for key in self._served if key[0] in uids}
-        if kept != self._served:
-            self._served = kept
+        """Keep only the entries of these pods (those on the node and not terminal)."""
+        self._drop([key for key in self._served if key[0] not in uids])
+
+    def forget(self, uid: str) -> None:
+        """The pod is gone or terminal: the kubelet has freed its slots."""
+        self._drop([key for key in self._served if key[0] == uid])
+
+    def _drop(self, keys: list[ServedKey]) -> None:
+        if keys:
+            for key in keys:
+                del self._served[key]
             self._save()
 
     def _load(self, path: Path) -> None:
@@ -446,25 +469,30 @@ class ServedLedger:
             log.warning("ledger.unreadable", path=str(path), reason=str(err),
                         message="starting with no served containers")
             return
-        if not isinstance(doc, dict) or doc.get("version") != self.VERSION or not isinstance(doc.get("served"), list):
+        if not isinstance(doc, dict) or doc.get("version") not in (1, self.VERSION) \
+                or not isinstance(doc.get("served"), list):
             log.warning("ledger.unreadable", path=str(path), reason="unexpected content")
             return
         for entry in doc["served"]:
-            if isinstance(entry, list) and len(entry) == 3 and all(isinstance(x, str) for x in entry):
-                self._served.add((entry[0], entry[1], entry[2]))
+            if not isinstance(entry, list) or len(entry) not in (3, 4) or not all(isinstance(x, str) for x in entry[:3]):
+                continue
+            slots = entry[3] if len(entry) == 4 else []
+            if isinstance(slots, list) and all(isinstance(x, str) for x in slots):
+                self._served[(entry[0], entry[1], entry[2])] = tuple(slots)
         log.info("ledger.loaded", path=str(path), served=len(self._served))
 
     def _save(self) -> None:
         if self.path is None:
             return
         tmp = self.path.with_name(self.path.name + ".tmp")
+        served = sorted([*key, list(slots)] for key, slots in self._served.items())
         try:
-            tmp.write_text(json.dumps({"version": self.VERSION, "served": sorted(map(list, self._served))}))
+            tmp.write_text(json.dumps({"version": self.VERSION, "served": served}))
             os.replace(tmp, self.path)
         except OSError as err:
             if not self._warned:
                 self._warned = True
                 log.warning("ledger.not_saved", path=str(self.path), reason=str(err),
-                            message="served containers are kept in memory only; if the agent restarts "
-                                    "while a pod's containers are being started, two of its containers "
-                                    "with equal requests can no longer be told apart")
+                            message="served containers are kept in memory only; if the agent restarts, "
+                                    "two containers of one pod with equal requests can no longer be told "
+                                    "apart, and which slots live pods hold falls back to slot order")

@@ -55,7 +55,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--cdi", action="store_true",
                         help="also return CDI device names nvidia.com/gpu=<uuid> from Allocate "
                              "(needs `nvidia-ctk cdi generate --device-name-strategy=uuid` on the node)")
-    parser.add_argument("--state-file", help=f"ledger of served containers (default <device-plugin-dir>/{STATE_FILE}; "
+    parser.add_argument("--state-file", help=f"ledger of served containers and the slots the kubelet gave them (default <device-plugin-dir>/{STATE_FILE}; "
                                              "'' keeps it in memory only)")
     parser.add_argument("--qps", type=float, default=5.0, help="apiserver write rate limit (default 5)")
     parser.add_argument("--burst", type=int, default=10, help="apiserver write burst (default 10)")

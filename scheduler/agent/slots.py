@@ -57,7 +57,8 @@ class EndpointPlan:
     slots: int  # advertised slots
     healthy: int  # of which Healthy
     capped: bool = False
-    # slot ids the kubelet gave to pods still on the node (Allocate told us): when some slots
+    # slot ids the kubelet gave to pods still on the node (Allocate told us; the ledger keeps them
+    # across agent restarts): when some slots
     # must be advertised Unhealthy, these are the last to be, since the kubelet ties health to
     # the slot id and would refuse to re-admit such a pod ("previously allocated devices are no
     # longer healthy") for a GPU failure that is not its own

@@ -211,12 +211,19 @@ def test_container_env_and_cdi() -> None:
 def test_ledger_survives_a_restart(tmp_path: Path) -> None:
     path = tmp_path / "state.json"
     ledger = ServedLedger(path)
-    ledger.add(("uid-1", "a", V100))
-    ledger.add(("uid-2", "b", V100))
+    ledger.add(("uid-1", "a", V100), ["v100-3"])
+    ledger.add(("uid-2", "b", V100), ["v100-0", "v100-1"])
+    ledger.add(("uid-2", "b", SLICE), ["slice-7"])
     again = ServedLedger(path)
-    assert ("uid-1", "a", V100) in again and len(again) == 2 and again.pods() == {"uid-1", "uid-2"}
+    assert ("uid-1", "a", V100) in again and len(again) == 3 and again.pods() == {"uid-1", "uid-2"}
+    assert again.slots_in_use(V100, {"uid-1", "uid-2"}) == {"v100-0", "v100-1", "v100-3"}
+    assert again.slots_in_use(V100, {"uid-2"}) == {"v100-0", "v100-1"}
+    again.forget("uid-1")
+    assert ServedLedger(path).pods() == {"uid-2"}
     again.retain({"uid-2"})
     assert ServedLedger(path).pods() == {"uid-2"}
+    path.write_text('{"version": 1, "served": [["uid-3", "a", "%s"]]}' % V100)  # before slots were kept
+    assert ("uid-3", "a", V100) in ServedLedger(path) and ServedLedger(path).slots_in_use(V100, {"uid-3"}) == set()
     path.write_text("garbage")
     assert len(ServedLedger(path)) == 0  # unreadable: start empty, do not crash
     memory_only = ServedLedger(None)

@@ -8,6 +8,8 @@ yet, and endpoints planned before the pod watch said which unhealthy devices are
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from scheduler.agent.devices import DeviceInfo
 from scheduler.agent.publish import device_view
 from scheduler.agent.slots import EndpointPlan
 from scheduler.core import annotations as ann
+from scheduler.core.classes import parse_resource_class
 from scheduler.kube.http import Response
 from scheduler.sim import builders as b
 from tests.fakeapi import Call, FakeApi
@@ -118,23 +121,34 @@ async def test_a_served_container_of_a_pod_the_watch_has_not_shown_is_remembered
     assert await _allocate(agent) == "ns/two/b"
 
 
-async def test_served_entries_go_once_the_pod_is_done(api: FakeApi, agent: Agent,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """Entries are forgotten when the watch shows the pod past Allocating, or when the apiserver no
-    longer has it waiting (read at the next Allocate) — not before."""
+async def test_served_entries_go_once_the_pod_is_gone_or_terminal(api: FakeApi, agent: Agent,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries (with the slots the kubelet gave) live as long as the kubelet keeps those slots: while
+    the pod is on the node and not terminal, Allocated and running included. They go when the watch
+    shows the pod terminal or deleted, or when the apiserver no longer has it on the node (read at
+    the next Allocate) — not before."""
     done, gone = _pod("done", "0"), _pod("gone", "1")
     api.add_pod(done)
     assert await _allocate(agent) == "ns/done/main"
     await _patch_loop_pass(agent, monkeypatch)  # patched Allocated; the watch has not shown it
     assert api.pod("ns", "done")["metadata"]["annotations"][ann.PHASE] == ann.PHASE_ALLOCATED
-    assert _uid(done) in agent.ledger.pods()
     agent._on_pod("MODIFIED", api.pod("ns", "done"))
     await _patch_loop_pass(agent, monkeypatch)
+    assert _uid(done) in agent.ledger.pods()  # Allocated: the kubelet still holds its slot
+    finished = copy.deepcopy(api.pod("ns", "done"))
+    finished["status"]["phase"] = "Succeeded"
+    agent._on_pod("MODIFIED", finished)
     assert _uid(done) not in agent.ledger.pods()
 
     api.add_pod(gone)
     assert await _allocate(agent) == "ns/gone/main"
-    del api.pods[("ns", "gone")]
+    agent._on_pod("ADDED", api.pod("ns", "gone"))
+    agent._on_pod("DELETED", api.pods.pop(("ns", "gone")))
+    assert _uid(gone) not in agent.ledger.pods()
+    unseen = _pod("unseen", "2", containers=("a",))
+    api.add_pod(unseen)
+    assert await _allocate(agent) == "ns/unseen/a"
+    del api.pods[("ns", "unseen")]  # deleted; the watch has not said so
     api.add_pod(_pod("next", "2"))
     assert await _allocate(agent) == "ns/next/main"
     assert agent.ledger.pods() == {_uid(api.pod("ns", "next"))}
@@ -170,3 +184,55 @@ async def test_endpoints_wait_for_the_pod_watch(agent: Agent, monkeypatch: pytes
     agent._endpoints_dirty.set()
     await run_for_a_while(agent._endpoint_loop, until=lambda: bool(applied), rounds=20)
     assert applied == [{}]
+
+
+def _restarted(api: FakeApi, options: AgentOptions, devices: list[DeviceInfo]) -> Agent:
+    """A new agent process with the same options (state file) over the same apiserver."""
+    agent = Agent(options, api, api, backend=None)  # type: ignore[arg-type]
+    agent.pod_informer.synced.set()
+    agent.class_informer.synced.set()
+    agent.devices = devices
+    agent.views = [device_view("n", "nvidia.com/gpu", d) for d in devices]
+    return agent
+
+
+async def _applied_plan(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> EndpointPlan:
+    """The V100 endpoint plan the agent's endpoint loop hands to the kubelet endpoints."""
+    applied: list[dict[str, EndpointPlan]] = []
+
+    async def apply(plans: dict[str, EndpointPlan]) -> None:
+        applied.append(plans)
+
+    monkeypatch.setattr(agent.plugins, "apply", apply)
+    agent._endpoints_dirty.set()
+    await run_for_a_while(agent._endpoint_loop, until=lambda: bool(applied), rounds=20)
+    return applied[-1][V100]
+
+
+async def test_slots_the_kubelet_gave_live_pods_survive_an_agent_restart(
+        api: FakeApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kubelet checkpoints the slot ids it gave each container and ties health to the slot id
+    (devicemanager `devicesToAllocate`: "previously allocated devices are no longer healthy";
+    `UpdateAllocatedResourcesStatus` reports them in the pod's status). A restarted agent forgot
+    which slots running pods hold and, when one GPU failed, advertised the slot of a pod on a
+    healthy GPU Unhealthy, instead of a free one."""
+    options = AgentOptions(node_name="n", device_plugin_dir=tmp_path, state_file=tmp_path / agent_module.STATE_FILE)
+    devices = [DeviceInfo(uuid=f"GPU-{d}-main", model="V100", memory_bytes=2**35) for d in "012"]
+    first = _restarted(api, options, devices)
+    pod = _pod("p", "0")
+    api.add_pod(pod)
+    plan = dataclasses.replace(PLAN, slots=3, healthy=3)
+    await first._allocate(plan, ["v100-2"])  # slots 0 and 1 went to pods that have since left
+    running = api.pod("ns", "p")
+    running["status"]["phase"] = "Running"
+
+    devices[2] = dataclasses.replace(devices[2], healthy=False, health_reason="XidCriticalError")
+    agent = _restarted(api, options, devices)
+    agent.classes = {"v100": parse_resource_class(b.resource_class("v100", match_labels={"model": "V100"}))}
+    agent._on_pod("ADDED", running)
+    plan = await _applied_plan(agent, monkeypatch)
+    assert (plan.slots, plan.healthy) == (3, 2)
+    assert plan.unhealthy_slots() == {"v100-1"}  # a free slot, not the one p holds
+
+    agent._on_pod("DELETED", running)  # p is gone: the kubelet frees its slot, so may the agent
+    assert await _applied_plan(agent, monkeypatch) == dataclasses.replace(plan, in_use=frozenset())
