@@ -14,7 +14,8 @@ devices on, and the scheduler charged them once; see scheduler/core/lifecycle.py
 several candidate pods is an error, never a guess: returning someone else's GPUs is worse than failing the pod's admission, and the scheduler's
 allocation gate (no second pod with a common resource name bound to a node while one is
 Allocating) makes several candidates impossible unless annotations were forged. So is a pending pod
-that Tessera did not place asking for k of R (a rival): the call may be its own.
+asking for k of R that Tessera set up no devices for (a rival: placed without Tessera, or carrying
+annotations copied from another pod, which were never served under its uid): the call may be its own.
 
 Every GPU the answer names must be one the agent discovered on this node, healthy, under the
 UUID the annotation gives (`check_local_devices`): the scheduler charges the grant's `device`, the
@@ -29,6 +30,7 @@ hold stay known (`ServedLedger`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -166,31 +168,36 @@ def allocating(pod: Mapping[str, Any], node_name: str) -> bool:
     return _admitting(pod, node_name) and annotations.get(PHASE) == PHASE_ALLOCATING
 
 
-def _rival(pod: Mapping[str, Any], node_name: str, resource_name: str, count: int) -> str | None:
-    """The container of a pod Tessera did not place (no readable devices annotation) that asks
-    for exactly `count` of `resource_name` and may be the one this call is for, or None. Such a pod
-    got on the node without Tessera (`spec.nodeName` set at creation, another scheduler); serving it
-    a waiting pod's devices would fail that pod's admission and leave its devices, which the
-    scheduler then frees, in the stray pod's hands."""
+def _rival(pod: Mapping[str, Any], node_name: str, resource_name: str, count: int,
+           served: Container[ServedKey]) -> str | None:
+    """The container of a pod on this node, still Pending, that asks for exactly `count` of
+    `resource_name` and may be the one this call is for although Tessera set up no devices for it,
+    or None: neither waiting for them (an entry for the container and resource in a readable devices
+    annotation of an Allocating pod) nor served them already (in `served`, under this pod's uid).
+
+    Such a pod got on the node without Tessera (`spec.nodeName` set at creation, another scheduler);
+    annotations copied from a bound Tessera pod (its YAML reused, a template carrying them) do not
+    make it Tessera's: they were served for the original's uid, if ever. Serving it a waiting pod's
+    devices would fail that pod's admission and leave its devices, which the scheduler then frees,
+    in the stray pod's hands."""
     if not _admitting(pod, node_name):
         return None
-    _, _, _, annotations = _meta(pod)
+    uid, _, _, annotations = _meta(pod)
+    waiting: set[str] = set()
     raw = annotations.get(DEVICES)
-    if raw is not None:
-        try:
-            decode_devices(raw)
-            return None
-        except AnnotationError:
-            pass
+    if raw is not None and annotations.get(PHASE) == PHASE_ALLOCATING:
+        with contextlib.suppress(AnnotationError):
+            waiting = {container for container, by_resource in decode_devices(raw).items() if resource_name in by_resource}
     spec = pod.get("spec") or {}
     for field in ("initContainers", "containers"):
         for container in spec.get(field) or ():
             if not isinstance(container, Mapping):
                 continue
+            name = str(container.get("name") or "")
             resources = container.get("resources") or {}
             asked = (resources.get("limits") or {}).get(resource_name, (resources.get("requests") or {}).get(resource_name))
-            if str(asked) == str(count):
-                return str(container.get("name") or "")
+            if str(asked) == str(count) and name not in waiting and (uid, name, resource_name) not in served:
+                return name
     return None
 
 
@@ -201,7 +208,7 @@ def find_allocation(pods: Iterable[Mapping[str, Any]], node_name: str, resource_
     others: list[str] = []
     rivals: list[str] = []
     for pod in pods:
-        if (rival := _rival(pod, node_name, resource_name, count)) is not None:
+        if (rival := _rival(pod, node_name, resource_name, count, served)) is not None:
             _, namespace, name, _ = _meta(pod)
             rivals.append(f"{namespace}/{name} (container {rival})")
         if not allocating(pod, node_name):
@@ -238,9 +245,10 @@ def find_allocation(pods: Iterable[Mapping[str, Any]], node_name: str, resource_
         waiting = f"; the call may be for {', '.join(f'{c.pod_key} container {c.container}' for c in candidates)}" \
             if candidates else ""
         raise AllocationError(
-            f"{', '.join(rivals)} also asks for {request} but was not placed by Tessera (it has no readable "
-            f"{DEVICES} annotation){waiting}. Refusing to guess which pod this call is for: pods asking for "
-            f"{resource_name} must be scheduled by Tessera")
+            f"{', '.join(rivals)} also asks for {request} but Tessera did not set up its devices here (no "
+            f"{DEVICES} entry of its own waiting for this call: placed without Tessera, or annotations copied from "
+            f"another pod){waiting}. Refusing to guess which pod this call is for: pods asking for {resource_name} "
+            "must be scheduled by Tessera")
     if len(candidates) == 1:
         _refuse_held_devices(pods, node_name, candidates[0])
         return candidates[0]

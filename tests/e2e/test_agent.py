@@ -434,7 +434,7 @@ async def test_forged_or_unscheduled_pods_get_an_error_not_a_guess(
         await node.kubelet.admit(a)
     stray = await kubectl.create_pod(namespace, b.pod("stray", node_name="forge-1", limits={v100: 2}))
     with pytest.raises(AdmissionError, match=r"FAILED_PRECONDITION: .*/stray \(container main\) also asks for 2 "
-                                             r"class.tessera.dev/v100 but was not placed by Tessera"):
+                                             r"class.tessera.dev/v100 but Tessera did not set up its devices here"):
         await node.kubelet.admit(stray)
     pods = await kubectl.pods(namespace)
     assert pods["forged-a"]["metadata"]["annotations"][ann.PHASE] == ann.PHASE_ALLOCATING  # nothing was served

@@ -111,7 +111,7 @@ def test_a_pending_pod_tessera_did_not_place_that_asks_the_same_makes_the_call_a
     waiting = _pod("waiting", {"main": {V100: _grants("1")}})
     stray = b.pod("stray", namespace="ns", node_name="n", limits={V100: 1})
     with pytest.raises(AllocationError, match=r"ns/stray \(container main\) also asks for 1 "
-                                              r"class.tessera.dev/v100 but was not placed by Tessera"):
+                                              r"class.tessera.dev/v100 but Tessera did not set up its devices here"):
         find_allocation([waiting, stray], "n", V100, 1, None, set())
     with pytest.raises(AllocationError, match="ns/stray"):
         find_allocation([stray], "n", V100, 1, None, set())
@@ -119,9 +119,33 @@ def test_a_pending_pod_tessera_did_not_place_that_asks_the_same_makes_the_call_a
     other_size = b.pod("two", namespace="ns", node_name="n", limits={V100: 2})
     started = b.pod("started", namespace="ns", node_name="n", limits={V100: 1}, phase="Running")
     assert find_allocation([waiting, other_size, started], "n", V100, 1, None, set()).pod_key == "ns/waiting"
-    # a Tessera pod whose Allocate calls are all made (Allocated) is none either
+    # a Tessera pod whose Allocate calls are all made (Allocated; the ledger has them) is none either
     allocated = _pod("allocated", {"main": {V100: _grants("4")}}, phase="Allocated")
-    assert find_allocation([waiting, allocated], "n", V100, 1, None, set()).pod_key == "ns/waiting"
+    allocated["spec"]["containers"][0]["resources"] = {"limits": {V100: "1"}}
+    served = {(_uid(allocated), "main", V100)}
+    assert find_allocation([waiting, allocated], "n", V100, 1, None, served).pod_key == "ns/waiting"
+
+
+def test_a_pending_pod_with_copied_annotations_makes_the_call_ambiguous() -> None:
+    """A pod whose `tessera.dev/*` annotations were copied from a bound Tessera pod (its YAML reused,
+    a template carrying them) and that got on the node without Tessera (`spec.nodeName`, another
+    scheduler) reads as a Tessera pod whose calls were all made (`Allocated`). Its Allocate call was
+    answered with the devices of the Tessera pod waiting for the same amount: that pod then failed
+    admission (its entry served) and the scheduler freed the devices still in the copy's hands. An
+    annotation the agent never served for this pod's uid proves nothing: the copy is a rival."""
+    waiting = _pod("waiting", {"main": {V100: _grants("1")}})
+    copied = _pod("copied", {"main": {V100: _grants("0")}}, phase="Allocated")  # the original's GPU-0
+    copied["spec"]["containers"][0]["resources"] = {"limits": {V100: "1"}}
+    with pytest.raises(AllocationError, match=r"ns/copied \(container main\) also asks for 1 class.tessera.dev/v100 "
+                                              r"but Tessera did not set up its devices here"):
+        find_allocation([waiting, copied], "n", V100, 1, None, set())
+    with pytest.raises(AllocationError, match="ns/copied"):
+        find_allocation([copied], "n", V100, 1, None, set())
+    # the same in a pod still Allocating whose entries name another container: that one is a rival
+    renamed = _pod("renamed", {"other": {V100: _grants("0")}}, containers=["main", "other"])
+    renamed["spec"]["containers"][0]["resources"] = {"limits": {V100: "1"}}
+    with pytest.raises(AllocationError, match=r"ns/renamed \(container main\) also asks"):
+        find_allocation([waiting, renamed], "n", V100, 1, None, set())
 
 
 def test_a_device_another_live_pod_holds_is_not_handed_out() -> None:

@@ -135,9 +135,8 @@ async def test_served_entries_go_once_the_pod_is_gone_or_terminal(api: FakeApi, 
     agent._on_pod("MODIFIED", api.pod("ns", "done"))
     await _patch_loop_pass(agent, monkeypatch)
     assert _uid(done) in agent.ledger.pods()  # Allocated: the kubelet still holds its slot
-    finished = copy.deepcopy(api.pod("ns", "done"))
-    finished["status"]["phase"] = "Succeeded"
-    agent._on_pod("MODIFIED", finished)
+    api.pod("ns", "done")["status"]["phase"] = "Succeeded"
+    agent._on_pod("MODIFIED", copy.deepcopy(api.pod("ns", "done")))
     assert _uid(done) not in agent.ledger.pods()
 
     api.add_pod(gone)
@@ -236,3 +235,4 @@ async def test_slots_the_kubelet_gave_live_pods_survive_an_agent_restart(
 
     agent._on_pod("DELETED", running)  # p is gone: the kubelet frees its slot, so may the agent
     assert await _applied_plan(agent, monkeypatch) == dataclasses.replace(plan, in_use=frozenset())
+
