@@ -207,6 +207,7 @@ def find_allocation(pods: Iterable[Mapping[str, Any]], node_name: str, resource_
     candidates: list[Allocation] = []
     others: list[str] = []
     rivals: list[str] = []
+    answered: list[str] = []  # containers of this size an earlier call was answered for
     for pod in pods:
         if (rival := _rival(pod, node_name, resource_name, count, served)) is not None:
             _, namespace, name, _ = _meta(pod)
@@ -228,9 +229,13 @@ def find_allocation(pods: Iterable[Mapping[str, Any]], node_name: str, resource_
         unmatched: list[str] = []
         for container in container_order(pod):
             grants = devices.get(container, {}).get(resource_name)
-            if not grants or (uid, container, resource_name) in served:
+            if not grants:
                 continue
             units = grant_units(grants, unit)
+            if (uid, container, resource_name) in served:
+                if units == count:
+                    answered.append(f"{key} container {container}")
+                continue
             if units == count:
                 everything = tuple(devices.get(container, {}).items())
                 found = Allocation(uid, namespace, name, container, resource_name, grants, everything)
@@ -254,9 +259,14 @@ def find_allocation(pods: Iterable[Mapping[str, Any]], node_name: str, resource_
         return candidates[0]
     if not candidates:
         detail = f"; other pods here waiting for {resource_name}: {', '.join(others)}" if others else ""
+        again = (f". An earlier call of this size was answered for {', '.join(answered)}, which is still waiting: "
+                 f"either the kubelet restarted while admitting it, or that call was for a pod the apiserver does not "
+                 f"show on this node — a static pod asking for {resource_name} (the kubelet admits it before it "
+                 f"creates the mirror pod), which got those devices; static pods must not ask for {resource_name}"
+                 ) if answered else ""
         raise AllocationError(
             f"no pod on node {node_name} is waiting for {request}: none has {PHASE}={PHASE_ALLOCATING} "
-            f"with an unserved {DEVICES} entry of exactly that size{detail}. Refusing to guess which "
+            f"with an unserved {DEVICES} entry of exactly that size{detail}{again}. Refusing to guess which "
             f"devices to hand out (was the pod scheduled by Tessera?)")
     names = ", ".join(f"{c.pod_key} container {c.container}" for c in candidates)
     raise AllocationError(

@@ -236,3 +236,30 @@ async def test_slots_the_kubelet_gave_live_pods_survive_an_agent_restart(
     agent._on_pod("DELETED", running)  # p is gone: the kubelet frees its slot, so may the agent
     assert await _applied_plan(agent, monkeypatch) == dataclasses.replace(plan, in_use=frozenset())
 
+
+async def test_a_second_call_for_a_served_container_says_what_took_the_first(api: FakeApi, agent: Agent) -> None:
+    """A static pod asking for a class resource is admitted by the kubelet before its mirror pod
+    exists: its Allocate call names no pod, the apiserver shows none, and the one Tessera pod waiting
+    for that amount is the only match (indistinguishable). That pod's own call then found its entry
+    served and was refused as if no pod were waiting; the message now says what happened."""
+    api.add_pod(_pod("p", "0"))
+    assert await _allocate(agent) == "ns/p/main"  # e.g. the static pod's call
+    with pytest.raises(AllocationError, match=r"An earlier call of this size was answered for ns/p container main, "
+                                              r"which is still waiting: .*a static pod asking for "
+                                              r"class.tessera.dev/v100 \(the kubelet admits it before it creates the "
+                                              r"mirror pod\)"):
+        await agent._allocate(PLAN, ["v100-1"])
+
+
+async def test_a_static_pod_whose_mirror_pod_is_seen_gets_a_clear_refusal(api: FakeApi, agent: Agent) -> None:
+    """Once the mirror pod is in the apiserver (a kubelet restart, a static pod readmitted) it is an
+    ordinary pod Tessera did not set up: its call and the waiting Tessera pod's of the same size are
+    refused, naming it."""
+    mirror = b.pod("gpu-burn-n", namespace="kube-system", node_name="n", limits={V100: 1},
+                   annotations={"kubernetes.io/config.mirror": "5f1d", "kubernetes.io/config.source": "file"})
+    api.add_pod(mirror)
+    api.add_pod(_pod("p", "0"))
+    with pytest.raises(AllocationError, match=r"kube-system/gpu-burn-n \(container main\) also asks for 1 "
+                                              r"class.tessera.dev/v100 but Tessera did not set up its devices here"):
+        await _allocate(agent)
+    assert len(agent.ledger) == 0
