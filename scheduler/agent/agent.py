@@ -256,6 +256,7 @@ class Agent:
             self.pods.pop(uid, None)
             self._to_patch.pop(uid, None)
             self.ledger.forget(uid)
+            _report_deleted_while_running(obj)
         else:
             self.pods[uid] = obj
             if _terminal(obj):
@@ -377,3 +378,25 @@ class Agent:
 def _terminal(pod: Mapping[str, Any]) -> bool:
     """Succeeded or Failed: the kubelet has freed the pod's slots (it allocates only for active pods)."""
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _report_deleted_while_running(pod: Mapping[str, Any]) -> None:
+    """Warn when a pod holding devices was deleted while its last status showed a container
+    running: a force delete (grace 0). The apiserver removed it at once, so the scheduler and the
+    kubelet (its device manager frees the device ids of pods no longer active) count its GPUs free,
+    while the kubelet still kills the containers (at least 2 s grace, longer if a process hangs):
+    a new pod may get those GPUs meanwhile. The agent cannot see containers, only say so. A
+    graceful delete ends with the containers stopped (the kubelet deletes the pod object only then)."""
+    status = pod.get("status") or {}
+    running = any(isinstance(c, Mapping) and "running" in (c.get("state") or {})
+                  for field in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")
+                  for c in status.get(field) or ())
+    if not running or _terminal(pod):
+        return
+    devices = sorted({device for by_device in held_grants([pod]).values() for device in by_device})
+    if not devices:
+        return
+    meta = pod.get("metadata") or {}
+    log.warning("agent.deleted_while_running", pod=f"{meta.get('namespace')}/{meta.get('name')}", devices=devices,
+                message="the pod was deleted while a container of it ran (a force delete): its GPUs count as free "
+                        "to the scheduler and the kubelet now, and may go to a new pod while its processes still run")

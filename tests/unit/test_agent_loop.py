@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from scheduler.agent import agent as agent_module
 from scheduler.agent.agent import Agent, AgentOptions
@@ -263,3 +264,44 @@ async def test_a_static_pod_whose_mirror_pod_is_seen_gets_a_clear_refusal(api: F
                                               r"class.tessera.dev/v100 but Tessera did not set up its devices here"):
         await _allocate(agent)
     assert len(agent.ledger) == 0
+
+
+def _running(pod: dict[str, Any]) -> dict[str, Any]:
+    pod["metadata"]["annotations"][ann.PHASE] = ann.PHASE_ALLOCATED
+    pod["status"] = {"phase": "Running", "containerStatuses": [
+        {"name": "main", "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}
+    return pod
+
+
+async def test_a_gpu_of_a_pod_terminating_gracefully_is_not_handed_out(api: FakeApi, agent: Agent) -> None:
+    """A graceful delete keeps the pod object (deletionTimestamp set) until the kubelet has stopped
+    its containers (the status manager deletes it only then), so the agent still sees who holds the
+    GPU: a pod the scheduler wrongly placed on it meanwhile is refused."""
+    old = _running(_pod("old", "0"))
+    old["metadata"]["deletionTimestamp"] = "2026-01-01T00:01:00Z"
+    api.add_pod(old)
+    new = _pod("new", "0")
+    api.add_pod(new)
+    with pytest.raises(AllocationError, match=r"GPU-0-main is also assigned to ns/old, which is still on node n"):
+        await _allocate(agent)
+
+
+async def test_a_pod_deleted_while_its_containers_ran_is_reported(agent: Agent) -> None:
+    """A force delete (grace 0) removes the pod object at once: the scheduler frees its GPUs, and
+    so does the kubelet (HandlePodRemoves takes it out of the pod manager, so devicemanager
+    UpdateAllocatedDevices frees its device ids), while the kubelet still kills its containers
+    (at least 2 s grace, `minimumGracePeriodInSeconds`; longer if a process hangs). The agent
+    cannot see containers; it says which GPUs may still be in use, from the last status it saw."""
+    pod = _running(_pod("forced", "0"))
+    agent._on_pod("ADDED", pod)
+    with capture_logs() as logs:
+        agent._on_pod("DELETED", pod)
+    [warning] = [e for e in logs if e["event"] == "agent.deleted_while_running"]
+    assert (warning["pod"], warning["devices"], warning["log_level"]) == ("ns/forced", ["n.gpu-0-main"], "warning")
+    finished = _pod("finished", "1")
+    finished["status"] = {"phase": "Running", "containerStatuses": [
+        {"name": "main", "state": {"terminated": {"exitCode": 0}}}]}
+    agent._on_pod("ADDED", finished)
+    with capture_logs() as logs:  # a graceful delete ends with the containers stopped: nothing to say
+        agent._on_pod("DELETED", finished)
+    assert [e for e in logs if e["event"] == "agent.deleted_while_running"] == []
