@@ -136,11 +136,14 @@ class PluginArgs(Mapping[str, BaseModel]):
 
 
 class Profile(_Frozen):
-    """One scheduler profile: which score plugins run with which weight, and the plugins' args
-    (the registry in scheduler/core/plugins/registry.py gives the rest their defaults)."""
+    """One scheduler profile: which score plugins run with which weight, which plugins' PreScore
+    runs, and the plugins' args (the registry in scheduler/core/plugins/registry.py gives the rest
+    their defaults)."""
 
     scheduler_name: str = Field(default=DEFAULT_SCHEDULER_NAME, min_length=1)
     score_weights: ScoreWeights = ScoreWeights()
+    # the plugins whose PreScore runs, in run order: an extension point of its own, as upstream's
+    pre_score: tuple[str, ...] = ()
     plugin_args: PluginArgs = PluginArgs()
     # None: use SchedulerConfig.percentage_of_nodes_to_score.
     percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)

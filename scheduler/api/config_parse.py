@@ -26,13 +26,14 @@ Tessera-specific decisions (upstream defines nothing here, or Tessera deliberate
 - Numbers are decoded as upstream decodes them into its Go types (`config_reader.go_int`): a
   whole float (`20.0`, `1e3`) is that integer; a fraction, or a number outside the field's
   int32/int64/float32, is refused at the field. Tessera's own integer args are int64.
-- Tessera's filter chain is fixed. Only `multiPoint` and `score` change anything; `enabled`
-  entries at other extension points must name a Tessera plugin (they are no-ops, so
+- Tessera's filter chain is fixed. Only `multiPoint`, `preScore` and `score` change anything
+  (each expanded on its own, as upstream: a plugin off under `score` keeps its PreScore);
+  `enabled` entries at other extension points must name a Tessera plugin (they are no-ops, so
   scheduler-plugins style configs that enable a plugin at queueSort/permit still load) and
   `disabled` entries there are ignored, except that `filter`/`preFilter` may not disable one of
   Tessera's filters by name (a Forbidden error: the file expects a filter off that stays on;
   `"*"` there is accepted and changes nothing). Disabling a plugin through `multiPoint` removes
-  its score only; its filter keeps running.
+  its PreScore and score only; its filter keeps running.
 - DefaultPreemption runs unless disabled: `postFilter.enabled` naming it wins, else
   `postFilter.disabled` (by name or `"*"`) turns it off, else the multiPoint set decides
   (expandMultiPointPlugins); v1alpha1's `disablePreemption: true` turns it off.
@@ -127,6 +128,7 @@ _LEGACY_EXTENSION_POINTS = tuple(p for p in _EXTENSION_POINTS if p != "preEnqueu
 # What the registry says about plugins (names, default weights, args, v1alpha1 names): this
 # module knows no plugin by name.
 _SCORE_PLUGINS = tuple(spec.name for spec in REGISTRY if spec.scores)
+_PRE_SCORE_PLUGINS = tuple(spec.name for spec in REGISTRY if spec.pre_scores)
 _ALL_PLUGINS = tuple(spec.name for spec in REGISTRY)
 _FILTER_PLUGINS = frozenset(spec.name for spec in REGISTRY if spec.filters)
 _LEGACY_ENABLE_ALIASES = {alias: spec.name for spec in REGISTRY if spec.legacy for alias in spec.legacy.enable}
@@ -245,32 +247,34 @@ def _v1_profiles(root: ArgsReader) -> tuple[Profile, ...]:
         percentage: int | None = None
         if obj.raw("percentageOfNodesToScore") is not None:
             percentage = _percentage(obj, "percentageOfNodesToScore", 0)
-        multi_point, score, preemption = _plugins(obj.get_obj("plugins"), legacy=False)
+        plugins = _plugins(obj.get_obj("plugins"), legacy=False)
         profiles.append(Profile(
             scheduler_name=name,
-            score_weights=_score_weights(multi_point, score),
+            score_weights=plugins.score_weights(),
+            pre_score=plugins.pre_score_plugins(),
             plugin_args=_plugin_args(_plugin_config(obj, legacy=False)),
             percentage_of_nodes_to_score=percentage,
-            preemption=preemption,
+            preemption=plugins.preemption,
         ))
     return tuple(profiles)
 
 
 def _legacy_profile(root: ArgsReader) -> Profile:
     name = root.get_str("schedulerName", "") or DEFAULT_SCHEDULER_NAME  # v1alpha1: empty -> default
-    multi_point, score, preemption = _plugins(root.get_obj("plugins"), legacy=True)
+    plugins = _plugins(root.get_obj("plugins"), legacy=True)
     configured = _plugin_config(root, legacy=True)
     resolved = {spec.name: spec.legacy.resolve for spec in REGISTRY
                 if spec.legacy is not None and spec.legacy.resolve is not None}
     args = {name: value for name, value in configured.items() if name not in resolved}
-    for entry in score.enabled:  # a legacy name picks the plugin's args (e.g. a scoring strategy)
+    for entry in plugins.score.enabled:  # a legacy name picks the plugin's args (e.g. a scoring strategy)
         if entry.name in resolved:
             args[entry.name] = resolved[entry.name](entry.alias, configured.get(entry.name))
     return Profile(
         scheduler_name=name,
-        score_weights=_score_weights(multi_point, score),
+        score_weights=plugins.score_weights(),
+        pre_score=plugins.pre_score_plugins(),
         plugin_args=_plugin_args(args),
-        preemption=preemption and not root.get_bool("disablePreemption", False),
+        preemption=plugins.preemption and not root.get_bool("disablePreemption", False),
     )
 
 
@@ -301,11 +305,37 @@ _DEFAULT_MULTI_POINT = tuple(_Plugin(spec.name, spec.default_weight or 0) for sp
                              if not spec.scores or spec.default_weight is not None)
 
 
-def _plugins(obj: ArgsReader | None, *, legacy: bool) -> tuple[_PluginSet, _PluginSet, bool]:
-    """The profile's (multiPoint, score) plugin sets and whether DefaultPreemption runs; other
-    extension points are only checked."""
+@dataclass(frozen=True)
+class _ProfilePlugins:
+    """The plugin sets of the extension points that change what Tessera does, and whether
+    DefaultPreemption runs."""
+
+    multi_point: _PluginSet = _PluginSet()
+    pre_score: _PluginSet = _PluginSet()
+    score: _PluginSet = _PluginSet()
+    preemption: bool = True
+
+    def score_weights(self) -> ScoreWeights:
+        """The enabled score plugins in run order with their weights: the order as
+        `expandMultiPointPlugins` builds it; `getScoreWeights` takes the score.enabled weight
+        first, then multiPoint's, and turns 0 into 1."""
+        multi = _merge(_DEFAULT_MULTI_POINT, self.multi_point)
+        weights: dict[str, int] = {}
+        for plugin in (*self.score.enabled, *multi):
+            weights.setdefault(plugin.name, plugin.weight or 1)
+        return ScoreWeights((name, weights[name]) for name in _expand(multi, self.score, _SCORE_PLUGINS))
+
+    def pre_score_plugins(self) -> tuple[str, ...]:
+        """The plugins whose PreScore runs, in run order: a list of its own, built as the score
+        list is, so disabling a plugin under `score` keeps its PreScore and the reverse."""
+        return tuple(_expand(_merge(_DEFAULT_MULTI_POINT, self.multi_point), self.pre_score, _PRE_SCORE_PLUGINS))
+
+
+def _plugins(obj: ArgsReader | None, *, legacy: bool) -> _ProfilePlugins:
+    """The profile's multiPoint, preScore and score plugin sets and whether DefaultPreemption
+    runs; other extension points are only checked."""
     if obj is None:
-        return _PluginSet(), _PluginSet(), True
+        return _ProfilePlugins()
     points = _LEGACY_EXTENSION_POINTS if legacy else _EXTENSION_POINTS + ("multiPoint",)
     obj.check_keys(points)
     sets = {point: _plugin_set(obj.get_obj(point), point, legacy) for point in points}
@@ -317,7 +347,7 @@ def _plugins(obj: ArgsReader | None, *, legacy: bool) -> tuple[_PluginSet, _Plug
         preemption = False
     else:
         preemption = _enabled(_PREEMPTION, multi_point)
-    return multi_point, sets["score"], preemption
+    return _ProfilePlugins(multi_point, sets["preScore"], sets["score"], preemption)
 
 
 _PREEMPTION = "DefaultPreemption"
@@ -387,25 +417,20 @@ def _merge(defaults: tuple[_Plugin, ...], custom: _PluginSet) -> list[_Plugin]:
     return merged
 
 
-def _score_weights(multi_point: _PluginSet, score: _PluginSet) -> ScoreWeights:
-    """The enabled score plugins in run order with their weights, as the framework builds them:
-    `expandMultiPointPlugins` orders score plugins as (score.enabled entries that override a
-    multiPoint one) + (multiPoint-only ones) + (the other score.enabled entries), skipping
-    multiPoint entirely when score disables "*"; `getScoreWeights` takes the score.enabled
-    weight first, then multiPoint's, and turns 0 into 1."""
-    multi = [p for p in _merge(_DEFAULT_MULTI_POINT, multi_point) if p.name in _SCORE_PLUGINS]
-    explicit = [p.name for p in score.enabled]
-    if "*" in score.disabled:
-        order = explicit
-    else:
-        expanded = [p.name for p in multi if p.name not in score.disabled]
-        overrides = {name for name in expanded if name in explicit}
-        order = ([n for n in explicit if n in overrides] + [n for n in expanded if n not in overrides]
-                 + [n for n in explicit if n not in overrides])
-    weights: dict[str, int] = {}
-    for plugin in (*score.enabled, *multi):
-        weights.setdefault(plugin.name, plugin.weight or 1)
-    return ScoreWeights((name, weights[name]) for name in order)
+def _expand(multi: list[_Plugin], point: _PluginSet, implementing: tuple[str, ...]) -> list[str]:
+    """One extension point's plugins in run order, as `expandMultiPointPlugins` builds them from
+    the point's own set and the merged multiPoint set, each point on its own: (the point's
+    enabled entries that override a multiPoint one) + (multiPoint-only ones the point does not
+    disable) + (the point's other enabled entries), skipping multiPoint entirely when the point
+    disables "*". Only plugins implementing the point (`implementing`) take part: other names are
+    no-ops Tessera accepts there."""
+    explicit = [p.name for p in point.enabled if p.name in implementing]
+    if "*" in point.disabled:
+        return explicit
+    expanded = [p.name for p in multi if p.name in implementing and p.name not in point.disabled]
+    overrides = {name for name in expanded if name in explicit}
+    return ([n for n in explicit if n in overrides] + [n for n in expanded if n not in overrides]
+            + [n for n in explicit if n not in overrides])
 
 
 # --- pluginConfig -----------------------------------------------------------------------------

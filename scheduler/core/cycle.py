@@ -191,7 +191,7 @@ class Cycle:
             return Attempt(pod, None, message=fit_error(num_nodes, found.reasons), rejectors=frozenset(found.rejectors),
                            filtered=filtered, scores={} if self.explain else None)
         if len(found.rows) > 1:  # upstream scores (so runs PreScore) only when more than one node fits
-            error = runtime.pre_score(ctx)
+            error = runtime.scoring_error(ctx)
             if error is not None:
                 return Attempt(pod, None, message=error, error=True, filtered=filtered)
         scores: dict[str, dict[str, int]] | None = None

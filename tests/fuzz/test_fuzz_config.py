@@ -74,7 +74,7 @@ durations = st.sampled_from(("15s", "1m30s", "0", "-1s", "1e400s", "abc", "10h",
 plugin_entry = mapping({"name": st.sampled_from(PLUGINS)}, {"weight": ints})
 plugin_set = mapping({}, {"enabled": st.lists(valid_or(plugin_entry), max_size=3),
                           "disabled": st.lists(valid_or(plugin_entry), max_size=2)})
-plugins = mapping({}, {point: plugin_set for point in ("score", "filter", "multiPoint", "queueSort", "permit",
+plugins = mapping({}, {point: plugin_set for point in ("score", "preScore", "filter", "multiPoint", "queueSort", "permit",
                                                         "preEnqueue", "unreserve", "bogusPoint")})
 shape = st.lists(valid_or(mapping({}, {"utilization": ints, "score": ints})), max_size=4)
 fit_args = mapping({}, {"scoringStrategy": mapping(

@@ -8,7 +8,7 @@ them:
 - `filter(ctx, node)` — may the pod go to this node; the reasons if not (upstream's messages);
 - `pre_score(ctx)` — an error that fails the cycle before scoring (upstream's PreScore returning
   an Error status: no placement, no preemption, error backoff); asked only when at least two
-  nodes are feasible, as upstream scores nothing for a lone feasible node;
+  nodes are feasible and the profile scores, as upstream scores nothing for a lone feasible node;
 - `score(ctx, node)` — 0..100 (after the plugin's normalisation), weighted by the profile;
 - `reserve(ctx, node)` — what the chosen node's Binding carries (devices and their annotations);
 - `placements(gang)` — for a gang with a topology constraint, the domains its transaction is
@@ -164,18 +164,25 @@ class BatchFilter(Protocol):
         """The verdict for the rows marked in `rows` (other rows' entries are ignored)."""
 
 
+class PreScorePlugin(Plugin):
+    """Upstream's PreScore point, enabled and disabled apart from Score (`plugins.preScore`), as
+    kube-scheduler builds each extension point's list on its own. A plugin that also scores reads
+    the same in its Score when the profile runs that Score without this PreScore (upstream
+    NodeAffinity's fallback), so the same error then fails the Score instead."""
+
+    @abstractmethod
+    def pre_score(self, ctx: PodContext) -> str | None:
+        """Why scoring this pod is an error (upstream's PreScore returning an Error status: the
+        apiserver accepted something the plugin cannot read), or None. The runner says which
+        plugin failed, as upstream's RunPreScorePlugins."""
+
+
 class ScorePlugin(Plugin):
     normalize: ClassVar[Normalize] = Normalize.NONE
 
     def score_applies(self, ctx: PodContext) -> bool:
         """False when the plugin would score every node 0 for this pod."""
         return True
-
-    def pre_score(self, ctx: PodContext) -> str | None:
-        """Why scoring this pod is an error (upstream's PreScore returning an Error status: the
-        apiserver accepted something the plugin cannot read), or None. The runner says which
-        plugin failed, as upstream's RunPreScorePlugins."""
-        return None
 
     @abstractmethod
     def score(self, ctx: PodContext, info: NodeInfo) -> int:

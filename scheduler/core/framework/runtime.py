@@ -40,6 +40,7 @@ from scheduler.core.framework.interface import (
     GroupPlugin,
     PostFilterPlugin,
     PreFilterPlugin,
+    PreScorePlugin,
     QueueingHint,
     Reasons,
     Reservation,
@@ -84,7 +85,7 @@ class ProfileRuntime:
         for spec in REGISTRY:
             only_scores = not issubclass(spec.kind, FilterPlugin | PreFilterPlugin | ReservePlugin | GroupPlugin
                                                     | PostFilterPlugin | PlacementPlugin)
-            if only_scores and spec.name not in profile.score_weights:
+            if only_scores and spec.name not in profile.score_weights and spec.name not in profile.pre_score:
                 continue  # a score plugin the profile does not use costs nothing
             self.plugins[spec.name] = spec.build(self, profile.plugin_args.get(spec.name) or spec.default_args())
         self.pre_filters = [p for p in self.plugins.values() if isinstance(p, PreFilterPlugin)]
@@ -96,6 +97,8 @@ class ProfileRuntime:
         self.scores: list[tuple[ScorePlugin, int]] = [
             (plugin, weight) for name, weight in profile.score_weights.items()
             if isinstance(plugin := self.plugins.get(name), ScorePlugin)]
+        self.pre_scores = [plugin for name in profile.pre_score
+                           if isinstance(plugin := self.plugins.get(name), PreScorePlugin)]
         self.grouping = self.find(GroupPlugin)
         self.placement = self.find(PlacementPlugin)
         self.post_filter = self.find(PostFilterPlugin) if profile.preemption else None
@@ -351,14 +354,24 @@ class ProfileRuntime:
         if not found.rows:
             found.statuses = NodeStatuses(tuple(self.table.infos[: self.table.size]), names, rejector)
 
-    def pre_score(self, ctx: PodContext) -> str | None:
-        """The first score plugin's PreScore error, in upstream's wording (RunPreScorePlugins:
-        `running PreScore plugin "<name>": <err>`), or None. A profile runs PreScore for the
-        plugins it scores with (upstream's default profile enables both points together)."""
-        for plugin, _ in self.scores:
-            error = plugin.pre_score(ctx)
+    def scoring_error(self, ctx: PodContext) -> str | None:
+        """Why scoring the pod fails, in upstream's words, or None. prioritizeNodes runs the
+        profile's PreScore plugins — its own list, apart from the score list — and stops at the
+        first error (RunPreScorePlugins: `running PreScore plugin "<name>": <err>`); then a score
+        plugin whose PreScore the profile left out reads the pod in its Score instead and fails
+        there (RunScorePlugins: `running Score plugins: plugin "<name>" failed with: <err>`).
+        Neither runs in a profile without score plugins (HasScorePlugins)."""
+        if not self.scores:
+            return None
+        for pre in self.pre_scores:
+            error = pre.pre_score(ctx)
             if error is not None:
-                return f'running PreScore plugin "{plugin.name}": {error}'
+                return f'running PreScore plugin "{pre.name}": {error}'
+        for plugin, _ in self.scores:
+            if isinstance(plugin, PreScorePlugin) and plugin not in self.pre_scores:
+                error = plugin.pre_score(ctx)
+                if error is not None:
+                    return f'running Score plugins: plugin "{plugin.name}" failed with: {error}'
         return None
 
     def score(self, ctx: PodContext, rows: list[int], explain: bool) -> Scores:

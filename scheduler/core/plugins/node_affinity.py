@@ -13,7 +13,9 @@ refused with "pod affinity terms conflict".
 PreScore, as upstream's: the apiserver accepts preferred terms whose values the scheduler cannot
 parse (a Gt value that is no integer, an In value that is no label value), and upstream's PreScore
 (NewPreferredSchedulingTerms) fails the cycle with their parse errors — an error, not a rejection.
-A required term with such a value only matches nothing (upstream's LazyErrorNodeSelector).
+With the PreScore disabled (`plugins.preScore`) and the Score on, the Score parses the terms itself
+(upstream's fallback) and fails with the same errors. A required term with such a value only
+matches nothing (upstream's LazyErrorNodeSelector).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from collections.abc import Mapping
 
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
-from scheduler.core.framework.interface import (FilterPlugin, Normalize, PreFilterPlugin, QueueingHint, Reasons,
-                                                ScorePlugin)
+from scheduler.core.framework.interface import (FilterPlugin, Normalize, PreFilterPlugin, PreScorePlugin,
+                                                QueueingHint, Reasons, ScorePlugin)
 from scheduler.core.objects import Pod, aggregate_error
 from scheduler.core.state import EventKind, NodeInfo
 
@@ -32,7 +34,7 @@ REASON = "node(s) didn't match Pod's node affinity/selector"
 CONFLICT = "pod affinity terms conflict"  # upstream's errReasonConflict (sic: node affinity terms)
 
 
-class NodeAffinity(PreFilterPlugin, FilterPlugin, ScorePlugin):
+class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
     name = NAME
     normalize = Normalize.MAX
 

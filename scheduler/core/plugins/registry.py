@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from scheduler.api.config_model import Profile
 from scheduler.api.config_reader import ArgsReader
 from scheduler.core.framework.handle import Handle
-from scheduler.core.framework.interface import FilterPlugin, Plugin, PreFilterPlugin, ScorePlugin
+from scheduler.core.framework.interface import FilterPlugin, Plugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from scheduler.core.plugins import coscheduling
 from scheduler.core.plugins.coscheduling import Coscheduling
 from scheduler.core.plugins.devices import TesseraDevices
@@ -86,6 +86,10 @@ class PluginSpec:
     @property
     def scores(self) -> bool:
         return issubclass(self.kind, ScorePlugin)
+
+    @property
+    def pre_scores(self) -> bool:
+        return issubclass(self.kind, PreScorePlugin)
 
     @property
     def filters(self) -> bool:
