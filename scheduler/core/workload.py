@@ -5,7 +5,8 @@ half-GPUs are no loss if every job wants half a GPU, and a total loss if every j
 one. Tessera learns the mix from the pods it sees (every pod ever observed, counted once; a pod's shape
 is read again when the classes or devices it depends on change: `recount`). A task
 type is an exact request shape, as FGD's "typical pods": CPU, number of GPUs, milli-GPU per GPU
-and the device class the GPUs must come from ("" = any GPU). All observed shapes count, up to the
+and the device class the GPUs must come from ("" = any GPU); a slice of a sharing class also keeps
+its size in the class's dimension, because it is a different share of GPUs of different capacity. All observed shapes count, up to the
 `max_types` most popular (FGD's own runs cut at 95 % of pods; on the Alibaba trace keeping the
 rare shapes too left fewer GPUs unallocated: 4.55–4.67 % against 4.72–4.81 %, seeds 42–44), their
 popularity normalised to sum to 1.
@@ -23,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from scheduler.api.quantity import Amount
+
 MILLI = 1000
 _REFRESH_GROWTH = 1.25
 _WARM_UP = 64  # refresh on every pod until this many were seen
@@ -32,9 +35,13 @@ PRIOR_GPUS = (2, 4, 8)  # the whole-GPU shapes of the prior (multi-GPU jobs on 8
 @dataclass(frozen=True, slots=True, order=True)
 class TaskShape:
     count: int  # GPUs per pod (0: no GPU)
-    milli: int  # milli-GPU per GPU: 1000 for whole GPUs, less for a slice of one
+    # milli-GPU per GPU: 1000 for whole GPUs; for a slice, its share of the class's smallest GPU
+    # (the most it takes of any: a label and a sort key; the measure sizes it on each GPU, `slice`)
+    milli: int
     cls: str  # ResourceClass the GPUs must come from; "" = any GPU of the resource
     cpu: int  # millicores
+    dimension: str = ""  # a slice: the sharing dimension of its class
+    slice: Amount = 0  # a slice: its size in that dimension (0 for whole GPUs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +52,14 @@ class TaskType:
 
 @dataclass(frozen=True, slots=True)
 class GpuGroup:
-    """The typical types that want `count` GPUs with at least `milli` free each, from `cls`."""
+    """The typical types that want `count` GPUs with at least `milli` free each, from `cls` (a
+    slice: `slice` of each GPU's capacity in `dimension`, a share that differs per GPU)."""
 
     count: int
     milli: int
     cls: str
+    dimension: str
+    slice: Amount
     cpus: tuple[int, ...]  # ascending CPU requests of the group's types
     popularity: tuple[float, ...]  # popularity of the type(s) with cpus[i]
 
@@ -115,12 +125,14 @@ class WorkloadModel:
 
 
 def _groups(types: tuple[TaskType, ...]) -> tuple[GpuGroup, ...]:
-    by_demand: dict[tuple[int, int, str], list[tuple[int, float]]] = {}
+    by_demand: dict[tuple[int, int, str, str, Amount], list[tuple[int, float]]] = {}
     for t in types:
-        if t.shape.count:
-            by_demand.setdefault((t.shape.count, t.shape.milli, t.shape.cls), []).append((t.shape.cpu, t.popularity))
+        shape = t.shape
+        if shape.count:
+            key = (shape.count, shape.milli, shape.cls, shape.dimension, shape.slice)
+            by_demand.setdefault(key, []).append((shape.cpu, t.popularity))
     groups = []
-    for (count, milli, cls), members in sorted(by_demand.items()):
+    for (count, milli, cls, dimension, size), members in sorted(by_demand.items()):
         members.sort()
         cpus: list[int] = []
         own: list[float] = []
@@ -130,5 +142,5 @@ def _groups(types: tuple[TaskType, ...]) -> tuple[GpuGroup, ...]:
             else:
                 cpus.append(cpu)
                 own.append(popularity)
-        groups.append(GpuGroup(count, milli, cls, tuple(cpus), tuple(own)))
+        groups.append(GpuGroup(count, milli, cls, dimension, size, tuple(cpus), tuple(own)))
     return tuple(groups)

@@ -28,7 +28,7 @@ def _measure(*shapes: TaskShape) -> FragmentationScore:
 def test_fragmentation_counts_what_the_task_types_could_not_use() -> None:
     half = TaskShape(count=1, milli=500, cls="", cpu=1000)
     one = TaskShape(count=1, milli=1000, cls="", cpu=1000)
-    gpus = ((300, ()), (600, ()), (1000, ()))  # two partly used GPUs and a free one
+    gpus = ((300, (), ()), (600, (), ()), (1000, (), ()))  # two partly used GPUs and a free one
     # half-GPU pods: one on the 600 slice, two on the free GPU; 100 + 300 left over
     assert _measure(half).fragmentation(8000, gpus) == 400
     # whole-GPU pods: one, on the free GPU; both slices stranded
@@ -42,7 +42,7 @@ def test_fragmentation_counts_what_the_task_types_could_not_use() -> None:
 
 def test_fragmentation_counts_gpus_the_cpu_cannot_feed() -> None:
     one = TaskShape(count=1, milli=1000, cls="", cpu=12000)
-    eight_free = tuple((1000, ()) for _ in range(8))
+    eight_free = tuple((1000, (), ()) for _ in range(8))
     measure = _measure(one)
     assert measure.fragmentation(96000, eight_free) == 0  # CPU for all eight
     assert measure.fragmentation(24000, eight_free) == 6000  # CPU for two: six GPUs stranded
@@ -51,7 +51,7 @@ def test_fragmentation_counts_gpus_the_cpu_cannot_feed() -> None:
 
 def test_fragmentation_respects_device_classes() -> None:
     a100 = TaskShape(count=2, milli=1000, cls="a100", cpu=0)
-    gpus = ((1000, ("a100",)), (1000, ()), (1000, ("a100",)), (1000, ("a100",)))
+    gpus = ((1000, ("a100",), ()), (1000, (), ()), (1000, ("a100",), ()), (1000, ("a100",), ()))
     # one pod of two a100 GPUs fits; the other a100 and the plain GPU are left over
     assert _measure(a100).fragmentation(0, gpus) == 2000
     # a plain request can use any GPU: two pods of two
@@ -274,9 +274,27 @@ def test_a_remembered_fragmentation_follows_the_workload_as_it_changes() -> None
     """The measure is memoised per (free CPU, GPUs); a new task mix must not be answered from
     the old mix's values."""
     one, two = TaskShape(1, 1000, "", 0), TaskShape(2, 1000, "", 0)
-    gpus = ((1000, ()), (1000, ()), (1000, ()))  # three free GPUs
+    gpus = ((1000, (), ()), (1000, (), ()), (1000, (), ()))  # three free GPUs
     measure = _measure(one)
     assert measure.fragmentation(8000, gpus) == 0  # 1-GPU pods use all three
     measure.workload.observe(two)  # half the pods now want two GPUs: one of the three is stranded for them
     assert measure.fragmentation(8000, gpus) == pytest.approx(0.5 * 1000)
     assert measure.fragmentation(8000, gpus) == _measure(one, two).fragmentation(8000, gpus)
+
+
+def test_a_slice_is_measured_on_each_gpu_by_its_own_capacity() -> None:
+    """A 40-unit slice of a class over GPUs of 80 and 40 units: half of the one, all of the other."""
+    gpu80, gpu40 = ("mem",), ("mem",)
+    big, small = (("memory", 80),), (("memory", 40),)
+    one = TaskShape(1, 1000, "mem", 1000, "memory", 40)
+    assert _measure(one).fragmentation(0, ((1000, gpu80, big), (1000, gpu40, small))) == 2000  # no CPU, no pod
+    assert _measure(one).fragmentation(8000, ((1000, gpu80, big), (1000, gpu40, small))) == 0  # 2 + 1 pods
+    assert _measure(one).fragmentation(8000, ((500, gpu80, big), (500, gpu40, small))) == 500  # 1 + 0 pods
+    # CPU for one pod: the one using the most GPU (all of the 40-unit GPU) counts
+    assert _measure(one).fragmentation(1000, ((1000, gpu80, big), (1000, gpu40, small))) == 1000
+    assert _measure(TaskShape(1, 1000, "mem", 1000, "memory", 60)).fragmentation(
+        8000, ((1000, gpu40, small),)) == 1000  # a slice larger than the GPU never fits it
+    # a pod of two such slices takes its GPUs from the largest shares down: the 40-unit GPU's
+    # whole (1000) and half of the 80-unit one (500); the other half is left
+    two = TaskShape(2, 1000, "mem", 1000, "memory", 40)
+    assert _measure(two).fragmentation(8000, ((1000, gpu80, big), (1000, gpu40, small))) == 500

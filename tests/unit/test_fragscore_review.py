@@ -21,11 +21,12 @@ from tests.helpers import Run
 SHARE = "class.tessera.dev/share"
 
 
-def _config() -> SchedulerConfig:
+def _config(**args: Any) -> SchedulerConfig:
     return parse_config({
         "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
         "profiles": [{"schedulerName": "tessera", "plugins": {"score": {
-            "disabled": [{"name": "*"}], "enabled": [{"name": "TesseraFragmentation", "weight": 1}]}}}],
+            "disabled": [{"name": "*"}], "enabled": [{"name": "TesseraFragmentation", "weight": 1}]}},
+            "pluginConfig": [{"name": "TesseraFragmentation", "args": args}]}],
     }, "test")
 
 
@@ -68,9 +69,9 @@ def test_a_pod_with_a_slice_per_container_is_scored_with_every_slice(slices: tup
                 per_device[name] = per_device.get(name, 0) + int(amount or 0)
     measure = _plugin(run).measure
     gpus = measure.gpus(info)
-    classes = gpus.state[0][1]
-    after = tuple(sorted([(1000 - per_device[name], classes) for name in per_device]
-                         + [(1000, classes)] * (2 - len(per_device))))
+    _, classes, sizes = gpus.state[0]
+    after = tuple(sorted([(1000 - per_device[name], classes, sizes) for name in per_device]
+                         + [(1000, classes, sizes)] * (2 - len(per_device))))
     expected = sigmoid_score(measure.fragmentation(gpus.free_cpu, after) - measure.fragmentation(gpus.free_cpu, gpus.state))
     assert _plugin(run).score(ctx, info) == expected
 
@@ -99,7 +100,7 @@ def test_pods_seen_before_their_class_or_devices_are_learned_as_what_they_ask_fo
         return [(t.shape, round(t.popularity, 6)) for t in _plugin(run).measure.workload.types]
 
     in_order = learned(pods_first=False)
-    assert TaskShape(1, 500, "share", 2000) in [shape for shape, _ in in_order]
+    assert TaskShape(1, 500, "share", 2000, "gpu-milli", 500) in [shape for shape, _ in in_order]
     assert learned(pods_first=True) == in_order
 
 
@@ -135,3 +136,37 @@ def test_a_node_advertising_a_huge_plain_gpu_count_is_measured_with_bounded_slot
     assert len(measure.gpus(info).state) <= 4096
     ctx = prepare(parse_pod(b.pod("one", requests={"cpu": "4", "nvidia.com/gpu": 1})), run.state.classes)
     assert 0 <= measure.score(ctx, info) <= MAX_NODE_SCORE
+
+
+MEM = "class.tessera.dev/mem"
+
+
+def _mixed_memory_class(run: Run, *, first: str) -> None:
+    """A sharing class over GPU memory (unit 1Gi) selecting an 80Gi GPU (node `big`) and a 40Gi
+    one (node `small`); `first` is the node whose GPU is added first."""
+    nodes = {"big": "80Gi", "small": "40Gi"}
+    for node in sorted(nodes, key=lambda name: name != first):
+        run.add(b.node(node, gpus=1, cpu="32"), b.device(node, 0, model="A100", memory=nodes[node]))
+    run.add(b.resource_class("mem", match_labels={"model": "A100"}, sharing={"dimension": "memory", "unit": "1Gi"}))
+
+
+@pytest.mark.parametrize("first", ["big", "small"])
+def test_a_slice_is_a_share_of_each_gpu_by_that_gpus_own_capacity(first: str) -> None:
+    """A sharing class over GPUs of different capacity: a 40Gi slice is half of an 80Gi GPU and
+    all of a 40Gi one. The task type's size in milli-GPU was read from the first device of the
+    class found and used for every GPU: with the 80Gi one first, a 40Gi GPU holding 20Gi looked
+    like room for one more 40Gi pod (500 milli free, a 500 milli type), so a 20Gi pod went there
+    and stranded it. Measured per GPU, a 20Gi pod on the 80Gi GPU leaves room for one 40Gi pod
+    (250 milli stranded), on the 40Gi one room for none (500 stranded): it goes to `big`,
+    whichever device was seen first."""
+    run = Run(_config(multiGpuPrior=0))  # only the observed types
+    _mixed_memory_class(run, first=first)
+    run.add(*(b.pod(f"o{i}", scheduler="other", limits={MEM: 40}) for i in range(20)))
+    run.add(b.pod("p", limits={MEM: 20}))
+    assert run.node_of("p") == "big"
+    # The 40Gi type weighs 20/21, the 20Gi one 1/21. Now `big` (80Gi, 20 used, 750 milli free)
+    # takes one 40Gi pod (500 milli there), 250 stranded for that type, or three 20Gi pods (250
+    # each); `small` (40Gi, empty) takes one 40Gi pod or two 20Gi ones (500 each there).
+    measure, nodes = _plugin(run).measure, run.state.nodes
+    assert measure.fragmentation(32_000, measure.gpus(nodes["big"]).state) == pytest.approx(20 / 21 * 250)
+    assert measure.fragmentation(32_000, measure.gpus(nodes["small"]).state) == pytest.approx(0, abs=1e-9)

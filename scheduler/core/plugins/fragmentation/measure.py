@@ -25,7 +25,9 @@ device planner's `slice_chooser` hook, so the plan that is scored is the plan th
 GPU capacity is counted in milli-GPUs per device of the configured resource (default
 `nvidia.com/gpu`): a free device is 1000, a device in shared use the unused part of its sharing
 dimension (of the scarcest one, when classes of several dimensions share it: each dimension is
-used against its own capacity), a device in exclusive use nothing. Memory is not part of the
+used against its own capacity), a device in exclusive use nothing. A slice is sized on each GPU
+by that GPU's own capacity (each slot carries it): a sharing class may select GPUs of different
+sizes, where a 40Gi slice is half of an 80Gi GPU and all of a 40Gi one. Memory is not part of the
 measure (as in FGD); it is still checked by NodeResourcesFit.
 
 Computation: a node's GPUs, as sorted (free milli, classes) pairs, decide for each GPU-demand group
@@ -50,7 +52,7 @@ from scheduler.core.lifecycle import Phases, device_holds
 from scheduler.core.objects import Device, Pod
 from scheduler.core.resources import CPU, is_extended
 from scheduler.core.state import ClusterState, NodeInfo
-from scheduler.core.workload import MILLI, TaskShape, WorkloadModel
+from scheduler.core.workload import MILLI, GpuGroup, TaskShape, WorkloadModel
 
 GPU = "nvidia.com/gpu"
 MEMO_LIMIT = 200_000
@@ -62,7 +64,10 @@ MAX_PLAIN_SLOTS = 1024
 NEUTRAL = MAX_NODE_SCORE // 2  # no change of fragmentation
 
 Classes = tuple[str, ...]  # sorted class names (a total order, unlike frozensets)
-GpuSlot = tuple[int, Classes]  # (free milli, classes the GPU belongs to)
+Sizes = tuple[tuple[str, Amount], ...]  # the GPU's capacity in its sharing classes' dimensions, sorted
+GpuSlot = tuple[int, Classes, Sizes]  # (free milli, classes the GPU belongs to, their dimensions' sizes)
+Runs = tuple[tuple[int, int], ...]  # (pods, milli-GPU each uses), most milli first
+Usable = tuple[int, int, int, Runs]  # (group, pods, milli-GPU each uses or 0 when they differ, runs)
 GpuState = tuple[GpuSlot, ...]  # sorted
 DeviceView = dict[str, GpuSlot]  # device name (or a placeholder) -> slot
 Demand = tuple[int, tuple[tuple[str, int], ...]]  # (CPU, sorted extended resource requests)
@@ -78,10 +83,11 @@ class FragmentationScore:
         self.workload = WorkloadModel(max_types, prior_pods, self.scarcity if scarcity_exponent else None)
         self._nodes: NodeCache[NodeGpus] = NodeCache()
         self._memo: EpochMemo[tuple[object, ...], int] = EpochMemo()  # score by (GPUs, CPU, pod's changes)
-        self._capacity: dict[str, tuple[int, Amount | None]] = {}  # class -> (generation, device capacity)
-        self._usable: EpochMemo[GpuState, tuple[int, tuple[tuple[int, int], ...]]] = EpochMemo()
+        self._capacity: dict[str, tuple[int, Amount | None]] = {}  # class -> (generation, smallest capacity)
+        self._usable: EpochMemo[GpuState, tuple[int, tuple[Usable, ...]]] = EpochMemo()
         self._fragmentation: EpochMemo[tuple[int, GpuState], float] = EpochMemo()  # by (free CPU, GPUs)
         self._classes: dict[tuple[str, ...], Classes] = {}
+        self._sizes: dict[Sizes, Sizes] = {}
         self._demands: dict[Demand, tuple[int, TaskShape]] = {}  # demand -> (pods seen, its shape now)
         self._resolved = -1  # the class generation the demands' shapes were read with
 
@@ -129,7 +135,8 @@ class FragmentationScore:
         found = dict(requests)
         count = found.get(self.resource, 0)
         milli = MILLI if count else 0
-        cls_name = ""
+        cls_name, dimension = "", ""
+        size: Amount = 0
         for name, amount in requests:
             cls = self.state.classes.resource_class(name)
             if cls is None:
@@ -139,24 +146,26 @@ class FragmentationScore:
                 count += int(amount)
                 milli = MILLI
                 continue
-            capacity = self._typical_capacity(cls)
+            capacity = self._smallest_capacity(cls)
             if capacity:
                 count = max(count, 1)
-                milli = min(MILLI, max(1, int(amount * cls.sharing.unit * MILLI / capacity)))
-        return TaskShape(count, milli, cls_name, cpu)
+                dimension, size = cls.sharing.dimension, amount * cls.sharing.unit
+                milli = min(MILLI, max(1, int(size * MILLI / capacity)))
+        return TaskShape(count, milli, cls_name, cpu, dimension, size)
 
-    def _typical_capacity(self, cls: ResourceClass) -> Amount | None:
-        """The sharing-dimension capacity of a device of the class (the first one found)."""
+    def _smallest_capacity(self, cls: ResourceClass) -> Amount | None:
+        """The smallest sharing-dimension capacity among the class's devices (None: none has one)."""
         assert cls.sharing is not None
         generation = self.state.classes.generation
         cached = self._capacity.get(cls.name)
         if cached is not None and cached[0] == generation:
             return cached[1]
-        capacity = next((self.state.devices[d].capacity.get(cls.sharing.dimension)
-                         for d, names in self.state.classes.device_classes.items()
-                         if cls.name in names and d in self.state.devices), None)
-        self._capacity[cls.name] = (generation, capacity)
-        return capacity
+        capacities = [capacity for d, names in self.state.classes.device_classes.items()
+                      if cls.name in names and d in self.state.devices
+                      and (capacity := self.state.devices[d].capacity.get(cls.sharing.dimension))]
+        smallest = min(capacities) if capacities else None
+        self._capacity[cls.name] = (generation, smallest)
+        return smallest
 
     def scarcity(self, shapes: Sequence[TaskShape]) -> dict[TaskShape, float]:
         """Per GPU task type: (all GPUs / the GPUs that could ever serve it) ** exponent, read at
@@ -240,32 +249,42 @@ class FragmentationScore:
             return 0.0
         groups = self.workload.groups
         frag = float(total)
-        for index, pods in usable:
+        for index, pods, per_pod, runs in usable:
             group = groups[index]
-            per_pod = group.count * group.milli
             for cpu, popularity in zip(group.cpus, group.popularity):
                 if cpu > free_cpu:
                     break
                 fitting = pods if cpu <= 0 else min(pods, free_cpu // cpu)
-                frag -= popularity * fitting * per_pod
+                if per_pod:
+                    frag -= popularity * fitting * per_pod
+                else:
+                    frag -= popularity * _most_used(runs, fitting)
         return frag
 
-    def _usable_by_group(self, gpus: GpuState) -> tuple[int, tuple[tuple[int, int], ...]]:
-        """(total free milli, [(group, pods of the group the GPUs could take)] for groups that fit)."""
+    def _usable_by_group(self, gpus: GpuState) -> tuple[int, tuple[Usable, ...]]:
+        """(total free milli, [(group, pods of the group the GPUs could take, the milli-GPU each
+        uses when all use the same (else 0), those pods by the milli-GPU each uses)] for groups
+        that fit)."""
         memo = self._usable.table(self.workload.epoch)
         hit = memo.get(gpus)
         if hit is not None:
             return hit
-        total = sum(free for free, _ in gpus)
-        usable: list[tuple[int, int]] = []
+        total = sum(slot[0] for slot in gpus)
+        usable: list[Usable] = []
         for index, group in enumerate(self.workload.groups):
+            if group.slice:
+                runs = _slice_runs(group, gpus)
+                if runs:
+                    usable.append((index, sum(pods for pods, _ in runs), runs[0][1] if len(runs) == 1 else 0, runs))
+                continue
             slots = 0  # pods of the group's size the GPUs could still take
-            for free, classes in gpus:
+            for free, classes, _ in gpus:
                 if free >= group.milli and (not group.cls or group.cls in classes):
                     slots += free // group.milli
             pods = slots // group.count
             if pods:
-                usable.append((index, pods))
+                per_pod = group.count * group.milli
+                usable.append((index, pods, per_pod, ((pods, per_pod),)))
         result = memo[gpus] = (total, tuple(usable))
         return result
 
@@ -274,6 +293,15 @@ class FragmentationScore:
     def _device_classes(self, name: str) -> Classes:
         names = tuple(sorted(self.state.classes.device_classes.get(name, ())))
         return self._classes.setdefault(names, names)
+
+    def _device_sizes(self, device: Device, classes: Classes) -> Sizes:
+        """The device's capacity in the sharing dimension of each of its classes that shares."""
+        known = self.state.classes.classes
+        dimensions = {cls.sharing.dimension for name in classes
+                      if (cls := known.get(name)) is not None and cls.sharing is not None}
+        sizes = tuple(sorted((dimension, capacity) for dimension in dimensions
+                             if (capacity := device.capacity.get(dimension))))
+        return self._sizes.setdefault(sizes, sizes)
 
     def gpus(self, info: NodeInfo) -> NodeGpus:
         """The node's free CPU and GPUs before the pod, cached until the node or the classes move."""
@@ -291,17 +319,18 @@ class FragmentationScore:
         idle: list[str] = []
         if not devices:  # a plain count without device objects: anonymous, class-less GPUs
             for i in range(min(MAX_PLAIN_SLOTS, max(0, alloc.get(self.resource, 0) - info.used(self.resource)))):
-                view[f"#{i}"] = (MILLI, ())
+                view[f"#{i}"] = (MILLI, (), ())
                 idle.append(f"#{i}")
         for device in devices:
             use = self.state.ledger.use.get(device.name)
+            classes = self._device_classes(device.name)
             if use is None or not use.busy:
                 idle.append(device.name)
-                view[device.name] = (MILLI, self._device_classes(device.name))
+                view[device.name] = (MILLI, classes, self._device_sizes(device, classes))
             elif not use.exclusive:
                 left = _slices_left(device, self.state.ledger.shared_dimensions(use))
                 if left > 0:
-                    view[device.name] = (left, self._device_classes(device.name))
+                    view[device.name] = (left, classes, self._device_sizes(device, classes))
         # Plain count requests hold no particular GPU: they take idle GPUs in a fixed order of
         # their slots (widest class set first), so the result depends on the GPUs' slots only,
         # never on device names — which lets equal nodes share scores (score_rows).
@@ -376,7 +405,7 @@ class FragmentationScore:
             after.remove(current)
             left = _slices_left(device, self._used_after(device.name, {dimension: amount}))
             if left > 0:
-                after.append((left, current[1]))
+                after.append((left, current[1], current[2]))
             frag = self.fragmentation(gpus.free_cpu, tuple(sorted(after)))
             if best_frag is None or frag < best_frag:
                 best, best_frag = device, frag
@@ -404,7 +433,7 @@ class FragmentationScore:
             removed.append(slot)
             left = _slices_left(device, self._used_after(name, amounts))
             if left > 0:
-                added.append((left, slot[1]))
+                added.append((left, slot[1], slot[2]))
 
     def _used_after(self, name: str, added: Mapping[str, Amount]) -> dict[str, Amount]:
         """What the device's slices use of each dimension once `added` (dimension -> amount) is
@@ -470,6 +499,52 @@ def sigmoid_score(delta: float) -> int:
     if x > 700:  # exp overflow: the score is 0 long before
         return 0
     return int(MAX_NODE_SCORE / (1.0 + math.exp(x)))
+
+
+def _slice_runs(group: GpuGroup, gpus: GpuState) -> Runs:
+    """The pods of a slice group the GPUs could take, by the milli-GPU each uses: a slice is
+    `group.slice` of each GPU's own capacity in the group's dimension (none on a GPU smaller than
+    the slice). A pod of several GPUs takes its GPUs from the largest shares down."""
+    shares: dict[Sizes, int] = {}
+    units: dict[int, int] = {}  # milli-GPU per slice -> slices the GPUs hold
+    for free, classes, sizes in gpus:
+        if group.cls not in classes:
+            continue
+        share = shares.get(sizes)
+        if share is None:
+            capacity = next((size for dimension, size in sizes if dimension == group.dimension), 0)
+            share = shares[sizes] = max(1, int(group.slice * MILLI / capacity)) if group.slice <= capacity else 0
+        if share and free >= share:
+            units[share] = units.get(share, 0) + free // share
+    if group.count == 1:  # the usual case: a pod is one slice
+        return tuple((slices, share) for share, slices in sorted(units.items(), reverse=True))
+    runs: list[tuple[int, int]] = []
+    partial, partial_milli = 0, 0  # GPUs of a pod begun on larger shares
+    for share, slices in sorted(units.items(), reverse=True):
+        if partial:
+            taken = min(group.count - partial, slices)
+            partial, partial_milli, slices = partial + taken, partial_milli + taken * share, slices - taken
+            if partial == group.count:
+                runs.append((1, partial_milli))
+                partial, partial_milli = 0, 0
+        pods, partial_new = divmod(slices, group.count)
+        if pods:
+            runs.append((pods, group.count * share))
+        if partial_new:
+            partial, partial_milli = partial_new, partial_new * share
+    return tuple(sorted(runs, key=lambda run: -run[1]))
+
+
+def _most_used(runs: Runs, pods: int) -> int:
+    """The milli-GPU that `pods` of the runs' pods use, those using the most first."""
+    used = 0
+    for run_pods, per_pod in runs:
+        taken = min(run_pods, pods)
+        used += taken * per_pod
+        pods -= taken
+        if not pods:
+            break
+    return used
 
 
 def _slices_left(device: Device, used: Mapping[str, Amount]) -> int:
