@@ -24,9 +24,16 @@ __all__ = [
     "ClientConnectionConfig",
     "SchedulerConfig",
     "DEFAULT_SCHEDULER_NAME",
+    "KUBE_SCHEDULER_NAME",
+    "KUBE_SCHEDULER_LEASE",
 ]
 
 DEFAULT_SCHEDULER_NAME = "tessera"
+# kube-scheduler's own: its profile name (k8s.io/api core/v1 DefaultSchedulerName, what the
+# apiserver gives a pod without spec.schedulerName) and its Lease (pkg/scheduler/apis/config/v1
+# defaults.go: SchedulerDefaultLockObjectNamespace/Name)
+KUBE_SCHEDULER_NAME = "default-scheduler"
+KUBE_SCHEDULER_LEASE = ("kube-system", "kube-scheduler")
 
 
 class ConfigError(Exception):
@@ -195,3 +202,23 @@ class SchedulerConfig(_Frozen):
     @property
     def scheduler_names(self) -> frozenset[str]:
         return frozenset(p.scheduler_name for p in self.profiles)
+
+    def kube_scheduler_clashes(self) -> tuple[str, ...]:
+        """What this configuration takes of kube-scheduler's own: its scheduler name, its Lease.
+
+        Why: kube-scheduler accepts both (they are its defaults), but Tessera runs beside it,
+        where either is a fight — two schedulers binding the same pods, or one keeping the other
+        from ever leading. Second schedulers keep out of the way (the scheduler-plugins chart's
+        `scheduler-plugins-scheduler` without leader election, Volcano's lock named `volcano`);
+        `tessera run` refuses such a file unless Tessera replaces kube-scheduler."""
+        clashes: list[str] = []
+        if KUBE_SCHEDULER_NAME in self.scheduler_names:
+            clashes.append(f'schedulerName "{KUBE_SCHEDULER_NAME}" is kube-scheduler\'s (every pod without '
+                           "spec.schedulerName has it): both schedulers would bind those pods; use a name of Tessera's own "
+                           f"(default {DEFAULT_SCHEDULER_NAME})")
+        election = self.leader_election
+        if election.leader_elect and (election.resource_namespace, election.resource_name) == KUBE_SCHEDULER_LEASE:
+            clashes.append(f"leaderElection's Lease {'/'.join(KUBE_SCHEDULER_LEASE)} is kube-scheduler's: whichever "
+                           "holds it keeps the other from leading, and that one schedules nothing; use a Lease of "
+                           f"Tessera's own (default kube-system/{DEFAULT_SCHEDULER_NAME})")
+        return tuple(clashes)

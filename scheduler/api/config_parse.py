@@ -44,7 +44,9 @@ Tessera-specific decisions (upstream defines nothing here, or Tessera deliberate
   registry's ArgsSpec, parsers in the plugins' modules). `clientConnection.qps` must be >= 0
   (client-go treats a negative QPS as "no rate limit", which Tessera does not offer).
 - The lease defaults to `kube-system/tessera`, not `kube-scheduler`: Tessera runs beside the
-  default scheduler and must not compete for its lease.
+  default scheduler and must not compete for its lease. A file that names kube-scheduler's Lease
+  or `default-scheduler` is still valid here (it is for kube-scheduler); `tessera run` refuses it
+  (`SchedulerConfig.kube_scheduler_clashes`) unless told Tessera replaces kube-scheduler.
 - v1beta2 and v1beta3 are refused, as kube-scheduler has refused them since 1.28 and 1.29, with
   the fix in the message (v1beta2's default score weights differ from v1's, so reading it with v1
   rules would place pods differently from what the file meant). v1alpha1 is the seed's legacy

@@ -55,6 +55,10 @@ def add_parser(subparsers: Any) -> None:
                         help="port for /healthz, /readyz, /metrics (default 10251; 0 = any free port, "
                              "logged in serving.started)")
     parser.add_argument("--identity", help="leader election identity (default: <hostname>_<uuid>)")
+    parser.add_argument("--replace-default-scheduler", action="store_true",
+                        help="Tessera is the cluster's only scheduler: allow the configuration to use kube-scheduler's "
+                             "scheduler name (default-scheduler) or Lease (kube-system/kube-scheduler), refused "
+                             "otherwise because Tessera runs beside kube-scheduler")
     parser.add_argument("--gpu-map", action="store_true",
                         help="also serve a read-only GPU map page at /gpu-map on --bind-address/--port")
     parser.set_defaults(func=run)
@@ -80,6 +84,14 @@ def run(args: argparse.Namespace) -> int:
     config = load_config_or_report(args.config)
     if config is None:
         return 2
+    clashes = config.kube_scheduler_clashes()
+    if clashes and not args.replace_default_scheduler:
+        for clash in clashes:
+            print(f"tessera: refusing to run beside kube-scheduler: {config.source}: {clash}, "
+                  "or pass --replace-default-scheduler if no kube-scheduler runs", file=sys.stderr)
+        return 2
+    if clashes:
+        log.warning("tessera.replacing_kube_scheduler", config=config.source, clashes=list(clashes))
     try:
         return anyio.run(_main, args, config, backend="asyncio", backend_options={"use_uvloop": True})
     except ConnectError as err:

@@ -37,6 +37,9 @@ def _simulate(args: argparse.Namespace) -> int:
     config = load_config_or_report(args.config)
     if config is None:
         return 2
+    for clash in config.kube_scheduler_clashes():  # harmless offline; said because this is how a file is checked
+        print(f"tessera: warning: {config.source}: {clash}; `tessera run` refuses this unless "
+              "--replace-default-scheduler", file=sys.stderr)
     try:
         return run_simulation(args.events, config, explain=args.explain, output=args.output, seed=args.seed)
     except BrokenPipeError:  # the reader of stdout went away (`| head`): stop quietly
