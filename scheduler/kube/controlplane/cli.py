@@ -4,7 +4,8 @@ Why a CLI command and not a script: a user who wants to see the scheduler work n
 and on machines without Docker/kind the only one available is the local control plane the tests
 use. The command prints ``ready: <kubeconfig>`` on stdout once the plane is up (so scripts can
 wait for that line), keeps running until SIGINT/SIGTERM/SIGHUP, and then stops every process it started.
-Progress goes to stderr.
+Killed outright (SIGKILL), it cannot: its processes then die by their parent-death signal
+(``ManagedProcess``). Progress goes to stderr.
 """
 
 from __future__ import annotations

@@ -3,17 +3,25 @@
 Why a wrapper around ``subprocess.Popen``: every component (etcd, kube-apiserver, ...) needs the
 same care — its output in a log file we can quote when it dies at start-up, its own session so a
 signal to the test runner's terminal does not hit it half-way through teardown, SIGTERM then
-SIGKILL on stop, and a port clash detected so the caller can retry on fresh ports.
+SIGKILL on stop, a port clash detected so the caller can retry on fresh ports, and, on Linux, death
+with the process that started it: its own session ties it to nothing else, so a SIGKILLed
+``tessera dev-cluster`` (a crash, an OOM kill; no handler runs) left etcd, kube-apiserver and kwok
+running for good, holding their ports.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import queue
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
 __all__ = ["ManagedProcess", "ProcessStartError", "free_port"]
@@ -27,6 +35,65 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+
+
+def _die_with(parent: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the child SIGKILLed when its parent dies (Linux).
+
+    SIGKILL, not SIGTERM: a plane whose owner died is throw-away (the next dev-cluster removes
+    etcd's data) and must let go of its ports at once. Runs between fork and exec, so it only
+    calls prctl(2) and getppid(2); a parent that died before prctl took effect is caught by the
+    getppid check."""
+    libc = _LIBC
+    if libc is None:
+        return None
+
+    def preexec() -> None:
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+class _Spawner:
+    """The one thread that forks every component, alive as long as this process.
+
+    Why: the parent-death signal fires when the *thread* that forked the child exits, not the
+    process. Components are started from whatever thread calls (``asyncio.to_thread`` in tests
+    and benchmarks, whose worker threads end with their event loop); forking there would kill a
+    session-long kube-apiserver with the first test's loop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: queue.SimpleQueue[tuple[Callable[[], subprocess.Popen[bytes]],
+                                                Future[subprocess.Popen[bytes]]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def popen(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name="controlplane-spawner", daemon=True)
+                self._thread.start()
+        result: Future[subprocess.Popen[bytes]] = Future()
+        self._requests.put((start, result))
+        return result.result()
+
+    def _serve(self) -> None:
+        while True:
+            start, result = self._requests.get()
+            try:
+                result.set_result(start())
+            except BaseException as err:  # noqa: BLE001 - handed to the caller, which raises it
+                result.set_exception(err)
+
+
+_SPAWNER = _Spawner()
 
 
 class ProcessStartError(RuntimeError):
@@ -64,14 +131,15 @@ class ManagedProcess:
         with open(self.log_path, "ab") as log:
             log.write(f"\n=== {time.strftime('%H:%M:%S')} starting {' '.join(self.argv)}\n".encode())
             log.flush()
-            self._popen = subprocess.Popen(
+            self._popen = _SPAWNER.popen(lambda: subprocess.Popen(
                 self.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self._env,
                 start_new_session=True,
-            )
+                preexec_fn=_die_with(os.getpid()),
+            ))
 
     def running(self) -> bool:
         return self._popen is not None and self._popen.poll() is None

@@ -1,0 +1,87 @@
+"""A component of the local control plane lives exactly as long as the process that started it.
+
+ManagedProcess starts each component in its own session, so nothing else ties it to its parent: a
+SIGKILLed dev-cluster (a crash, an OOM kill) left etcd, kube-apiserver and kwok running for good.
+Linux's parent-death signal (prctl PR_SET_PDEATHSIG) ends them; it fires when the *thread* that
+forked exits, so these tests also start a component from a thread that ends at once, as
+``asyncio.to_thread(plane.restart_apiserver)`` does in the e2e tests.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from scheduler.kube.controlplane.processes import ManagedProcess
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _until(check: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return check()
+
+
+@pytest.mark.parametrize("from_thread", [False, True], ids=["main-thread", "short-lived-thread"])
+def test_a_component_dies_with_the_process_that_started_it(tmp_path: Path, from_thread: bool) -> None:
+    parent = textwrap.dedent(f"""
+        import sys, threading, time
+        from pathlib import Path
+        from scheduler.kube.controlplane.processes import ManagedProcess
+        proc = ManagedProcess("sleeper", ["sleep", "300"], Path({str(tmp_path / 'sleep.log')!r}))
+        if {from_thread}:
+            starter = threading.Thread(target=proc.start)
+            starter.start()
+            starter.join()
+        else:
+            proc.start()
+        print(proc.pid, flush=True)
+        time.sleep(300)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    runner = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, env=env)
+    assert runner.stdout is not None
+    child = int(runner.stdout.readline())
+    try:
+        assert _alive(child)
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(30)
+        assert _until(lambda: not _alive(child), 10), "the component outlived its SIGKILLed parent"
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait(30)
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_a_component_started_from_a_thread_outlives_the_thread(tmp_path: Path) -> None:
+    """The parent-death signal fires when the forking thread exits: a component must not die with
+    the worker thread of ``asyncio.to_thread`` that started it."""
+    proc = ManagedProcess("sleeper", ["sleep", "300"], tmp_path / "sleep.log")
+    starter = threading.Thread(target=proc.start)
+    starter.start()
+    starter.join()
+    try:
+        assert not _until(lambda: not proc.running(), 1.0), f"exited with {proc.returncode()}"
+    finally:
+        proc.stop(grace=1.0)
