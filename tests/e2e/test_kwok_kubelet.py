@@ -191,6 +191,58 @@ def test_init_containers_and_sidecars_of_a_running_pod_have_statuses(
     assert "running" in statuses["proxy"]["state"] and statuses["proxy"]["ready"], statuses["proxy"]
 
 
+def _phase(plane: LocalControlPlane, ns: str, name: str) -> str:
+    return str(plane.admin.get(f"/api/v1/namespaces/{ns}/pods/{name}").get("status", {}).get("phase"))
+
+
+def test_an_empty_delay_annotation_is_no_delay_annotation(plane_ns: tuple[LocalControlPlane, str, str]) -> None:
+    """README: a pod with `pod-complete.stage.kwok.x-k8s.io/delay: 30s` succeeds 30 s later; one
+    without it runs until deleted (a Job's pod: after 1 s).
+
+    An empty value — what a chart or kustomize overlay renders for an unset delay — completed the
+    pod at once: kwok's `Exists` holds for "" (kwok v0.8.0 pkg/utils/expression/selector.go
+    `existsValue` tests only for null) and its durationFrom reads "" as "no delay" (0 s,
+    pkg/utils/lifecycle/value_duration_from.go). Empty now means the same as absent.
+    """
+    plane, ns, node = plane_ns
+    plain = _pod("plain", node)
+    plain["metadata"]["annotations"] = {COMPLETE_DELAY: ""}
+    plane.admin.create(f"/api/v1/namespaces/{ns}/pods", plain)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "short"},
+           "spec": {"backoffLimit": 0, "template": {"metadata": {"annotations": {COMPLETE_DELAY: ""}},
+                                                    "spec": _pod("unused", node)["spec"]}}}
+    plane.admin.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job)
+
+    def job_pod_succeeded() -> bool:
+        pods = plane.admin.get(f"/api/v1/namespaces/{ns}/pods?labelSelector=job-name%3Dshort")["items"]
+        return any(p["status"].get("phase") == "Succeeded" for p in pods)
+
+    assert _wait(job_pod_succeeded, 30), "a Job's pod with an empty delay never succeeded"
+    assert _wait(lambda: _phase(plane, ns, "plain") != "Pending", 30), "kwok never ran the pod"
+    time.sleep(2)  # longer than kwok's 1 s default: a pod that completes at all has done so by now
+    assert _phase(plane, ns, "plain") == "Running", "a pod with an empty delay annotation completed"
+
+
+def test_an_unreadable_delay_is_reported_in_a_warning_event(plane_ns: tuple[LocalControlPlane, str, str]) -> None:
+    """A delay kwok cannot read (a bare `30`, `1 minute`) made kwok take its default of 1 s without
+    a word (kwok v0.8.0 value_duration_from.go `defaultValue`): the user who meant 30 s saw the pod
+    finish at once and nothing saying why. The pod still finishes after 1 s (a Job's pods must not
+    hang), with a Warning Event that names the annotation."""
+    plane, ns, node = plane_ns
+    pod = _pod("bare", node)
+    pod["metadata"]["annotations"] = {COMPLETE_DELAY: "30"}
+    plane.admin.create(f"/api/v1/namespaces/{ns}/pods", pod)
+    assert _wait(lambda: _phase(plane, ns, "bare") == "Succeeded", 30), _phase(plane, ns, "bare")
+
+    def warning() -> dict[str, Any] | None:
+        events = plane.admin.get(f"/api/v1/namespaces/{ns}/events?fieldSelector=involvedObject.name%3Dbare")["items"]
+        return next((e for e in events if e["type"] == "Warning"), None)
+
+    event = _wait(warning, 10)
+    assert event, "no Warning Event for an unreadable delay"
+    assert event["reason"] == "InvalidDelay" and COMPLETE_DELAY in event["message"], event
+
+
 # --- tessera dev-cluster ---------------------------------------------------------------------
 
 

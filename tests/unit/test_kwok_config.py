@@ -3,7 +3,9 @@ changes what the fake GPU nodes advertise."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -22,7 +24,8 @@ def test_kwok_manages_only_annotated_nodes_with_our_stages(tmp_path: Path) -> No
     assert options["options"]["manageAllNodes"] is False and options["options"]["serverAddress"] == "127.0.0.1:40123"
     assert options["options"]["nodeLeaseParallelism"] > 0  # not defaulted when read from a file
     assert [s["metadata"]["name"] for s in stages] == ["node-ready", "pod-running", "pod-complete",
-                                                       "pod-complete-job", "pod-terminate", "pod-delete"]
+                                                       "pod-complete-invalid-delay", "pod-complete-job",
+                                                       "pod-terminate", "pod-delete"]
     by_name = {s["metadata"]["name"]: s["spec"] for s in stages}
     # no default jitter: kwok replaces a delay by any jitter at or below it
     complete = by_name["pod-complete"]["delay"]
@@ -51,3 +54,35 @@ def test_optional_tools_are_found_next_to_the_control_plane_binaries(tmp_path: P
     assert _from_dir(tmp_path, need_all=True) is None  # a cache without it is rebuilt (CI builds it)
     partial = _from_dir(tmp_path, need_all=False)
     assert partial is not None and getattr(partial, tool) is None
+
+# Go's time.ParseDuration on these (go/src/time/time_test.go parseDurationTests and a user's typos)
+GO_DURATIONS = ["0", "-0", "+0", "5s", "30s", "-5s", "+5s", "5.0s", "5.s", ".5s", "1.004s", "10ns", "11us",
+                "12\u00b5s", "12\u03bcs", "13ms", "15m", "16h", "3h30m", "10.5s4m", "-2m3.4s", "1h2m3s4ms5us6ns",
+                "0.3333333333333333333h", "2.000s", "2026-12-05T10:00:00Z", "2026-12-05T10:00:00.5+01:00"]
+NOT_GO_DURATIONS = ["", "3", "30", "1.5", "-", "s", ".", "-.", ".s", "+.s", "1d", "30 s", "1 minute", "30sec",
+                    "2026-12-05 10:00:00"]
+
+
+def _delay_patterns(stages: list[dict[str, Any]]) -> dict[str, str]:
+    """The regular expression each pod-complete Stage's selector tests the delay annotation with."""
+    found = {}
+    for stage in stages:
+        for expression in stage["spec"]["selector"]["matchExpressions"]:
+            match = re.search(r'test\("([^"]*)"\)', expression["key"])
+            if match and "pod-complete.stage.kwok.x-k8s.io/delay" in expression["key"]:
+                found[stage["metadata"]["name"]] = match.group(1)
+    return found
+
+
+def test_the_delay_stages_tell_a_go_duration_from_anything_else(tmp_path: Path) -> None:
+    """kwok reads the delay with Go's time.ParseDuration (or as an RFC 3339 time) and takes 1 s
+    for anything else: pod-complete must take exactly those values and pod-complete-invalid-delay
+    the rest, with one pattern between them."""
+    components.kwok_argv(Path("/bin/kwok"), tmp_path / "kc", tmp_path / "kwok.yaml", 40123)
+    _, *stages = yaml.safe_load_all((tmp_path / "kwok.yaml").read_text())
+    patterns = _delay_patterns(stages)
+    assert set(patterns) == {"pod-complete", "pod-complete-invalid-delay"}
+    assert patterns["pod-complete"] == patterns["pod-complete-invalid-delay"]
+    pattern = re.compile(patterns["pod-complete"])
+    assert [v for v in GO_DURATIONS if not pattern.search(v)] == []
+    assert [v for v in NOT_GO_DURATIONS if pattern.search(v)] == []
