@@ -243,6 +243,51 @@ def test_an_unreadable_delay_is_reported_in_a_warning_event(plane_ns: tuple[Loca
     assert event["reason"] == "InvalidDelay" and COMPLETE_DELAY in event["message"], event
 
 
+def test_a_pod_with_a_readiness_gate_is_ready_only_when_its_condition_is_true(
+        plane_ns: tuple[LocalControlPlane, str, str]) -> None:
+    """A kubelet never sets a readiness gate's condition; a pod's Ready is True only when its
+    containers are ready and every gate's condition is True, else False with reason
+    ReadinessGatesNotReady and one message per gate (k8s v1.36.3 pkg/kubelet/status/generate.go
+    `GeneratePodReadyCondition`); it follows the condition as a controller (a load balancer's)
+    sets and changes it. The pod-running Stage set Ready True at once, gates or not: a rollout
+    waiting on the load balancer went ahead before it was ready."""
+    plane, ns, node = plane_ns
+    gate = "example.com/lb-ready"
+    plane.admin.create(f"/api/v1/namespaces/{ns}/pods", _pod("gated", node, readinessGates=[{"conditionType": gate}]))
+    _running(plane, ns, "gated")
+
+    def ready(wanted: tuple[str, str | None, str | None]) -> Callable[[], dict[str, Any] | None]:
+        def check() -> dict[str, Any] | None:
+            pod = plane.admin.get(f"/api/v1/namespaces/{ns}/pods/gated")
+            condition = next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")
+            return condition if (condition["status"], condition.get("reason"), condition.get("message")) == wanted else None
+        return check
+
+    def gate_condition(status: str) -> None:
+        plane.admin.request("PATCH", f"/api/v1/namespaces/{ns}/pods/gated/status",
+                            {"status": {"conditions": [{"type": gate, "status": status}]}},
+                            content_type="application/strategic-merge-patch+json")
+
+    def current() -> dict[str, Any]:
+        return plane.admin.get(f"/api/v1/namespaces/{ns}/pods/gated")["status"]
+
+    missing = ("False", "ReadinessGatesNotReady", f'corresponding condition of pod readiness gate "{gate}" does not exist.')
+    assert _wait(ready(missing), 10), f"Ready with the gate's condition missing: {current()}"
+    gate_condition("False")
+    not_true = ("False", "ReadinessGatesNotReady", f'the status of pod readiness gate "{gate}" is not "True", but False')
+    assert _wait(ready(not_true), 10), f"Ready with the gate's condition False: {current()}"
+    gate_condition("True")
+    assert _wait(ready(("True", None, None)), 10), f"not Ready with the gate's condition True: {current()}"
+    gate_condition("False")
+    assert _wait(ready(not_true), 10), f"still Ready after the gate's condition went False: {current()}"
+    assert _phase(plane, ns, "gated") == "Running"
+    # the Stage that keeps Ready true to the gates does not stop a gated pod from completing
+    short = _pod("gated-short", node, readinessGates=[{"conditionType": gate}])
+    short["metadata"]["annotations"] = {COMPLETE_DELAY: "2s"}
+    plane.admin.create(f"/api/v1/namespaces/{ns}/pods", short)
+    assert _wait(lambda: _phase(plane, ns, "gated-short") == "Succeeded", 30), _phase(plane, ns, "gated-short")
+
+
 # --- tessera dev-cluster ---------------------------------------------------------------------
 
 

@@ -23,7 +23,7 @@ def test_kwok_manages_only_annotated_nodes_with_our_stages(tmp_path: Path) -> No
     assert options["options"]["manageNodesWithAnnotationSelector"] == "kwok.x-k8s.io/node=fake"
     assert options["options"]["manageAllNodes"] is False and options["options"]["serverAddress"] == "127.0.0.1:40123"
     assert options["options"]["nodeLeaseParallelism"] > 0  # not defaulted when read from a file
-    assert [s["metadata"]["name"] for s in stages] == ["node-ready", "pod-running", "pod-complete",
+    assert [s["metadata"]["name"] for s in stages] == ["node-ready", "pod-running", "pod-readiness-gates", "pod-complete",
                                                        "pod-complete-invalid-delay", "pod-complete-job",
                                                        "pod-terminate", "pod-delete"]
     by_name = {s["metadata"]["name"]: s["spec"] for s in stages}
