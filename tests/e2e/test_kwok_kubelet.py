@@ -288,6 +288,40 @@ def test_a_pod_with_a_readiness_gate_is_ready_only_when_its_condition_is_true(
     assert _wait(lambda: _phase(plane, ns, "gated-short") == "Succeeded", 30), _phase(plane, ns, "gated-short")
 
 
+def test_kwoks_lease_keeps_a_node_ready_for_the_node_lifecycle_controller(
+        control_plane_binaries: ControlPlaneBinaries, tmp_path: Path) -> None:
+    """Known: kwok renews each fake node's Lease but never the Ready condition's lastHeartbeatTime.
+    Not a defect: the node lifecycle controller counts a renewed Lease as the node's heartbeat
+    (k8s v1.36.3 pkg/controller/nodelifecycle/node_lifecycle_controller.go tryUpdateNodeHealth:
+    a newer `spec.renewTime` moves probeTimestamp, the clock its grace period runs on), as a
+    kubelet with leases posts its status only every 5 min (nodeStatusReportFrequency); kwok's own
+    heartbeat Stages are for kwok before v0.3 or re-send conditions every 10 min
+    (kustomize/stage/node/heartbeat*). Nothing in Tessera reads a Node's lastHeartbeatTime.
+
+    dev-cluster leaves that controller out (components.DEFAULT_CONTROLLERS); here it runs with a
+    20 s grace period: a node whose Lease stopped would go Unknown, get the unreachable taints and
+    have its pods evicted. It stays Ready well past the grace period, and goes Unknown once kwok
+    stops — the controller was watching."""
+    grace = 20
+    with LocalControlPlane(tmp_path / "plane", binaries=control_plane_binaries, with_controller_manager=True,
+                           controllers=("node-lifecycle-controller",), with_kwok=True,
+                           extra_controller_manager_args=[f"--node-monitor-grace-period={grace}s",
+                                                          "--node-monitor-period=2s"]) as plane:
+        (node,) = plane.add_fake_gpu_nodes(1, 2, "A100")
+
+        def ready() -> tuple[dict[str, Any], dict[str, Any]]:
+            got = plane.admin.get(f"/api/v1/nodes/{node}")
+            return next(c for c in got["status"]["conditions"] if c["type"] == "Ready"), got
+
+        first_heartbeat = ready()[0]["lastHeartbeatTime"]
+        time.sleep(grace * 1.75)
+        condition, seen = ready()
+        assert condition["status"] == "True" and not seen["spec"].get("taints"), f"after {grace * 1.75:.0f} s: {seen}"
+        assert condition["lastHeartbeatTime"] == first_heartbeat  # as said: never renewed, and no harm
+        plane.stop_kwok()
+        assert _wait(lambda: ready()[0]["status"] == "Unknown", grace * 3, 1.0), "the node lifecycle controller never acted"
+
+
 # --- tessera dev-cluster ---------------------------------------------------------------------
 
 

@@ -96,6 +96,7 @@ class LocalControlPlane:
         install_crds: bool = True,
         crd_dir: Path | None = None,
         extra_apiserver_args: Sequence[str] = (),
+        extra_controller_manager_args: Sequence[str] = (),
         start_timeout: float = 90.0,
     ) -> None:
         self.directory = Path(directory).resolve()
@@ -107,6 +108,7 @@ class LocalControlPlane:
         self._install_crds = install_crds
         self._crd_dir = crd_dir
         self._extra_apiserver_args = tuple(extra_apiserver_args)
+        self._extra_controller_manager_args = tuple(extra_controller_manager_args)
         self._timeout = start_timeout
         self._pki = self.directory / "pki"
         self._ca: CertificateAuthority | None = None
@@ -375,6 +377,7 @@ class LocalControlPlane:
                 self._controllers,
                 ca=(self.ca_file, self._pki / "ca.key"),
                 service_account_key=self._pki / "sa.key",
+                extra=self._extra_controller_manager_args,
             ),
             self.directory / "kube-controller-manager.log",
             _child_env(),

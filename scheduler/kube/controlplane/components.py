@@ -33,8 +33,9 @@ __all__ = [
 # on-by-default set (v1.36 `--controllers` help), so Jobs, Deployments, StatefulSets, DaemonSets,
 # CronJobs, PDBs, quota, garbage collection and Services behave as a user expects, minus those
 # that need what a local control plane does not have:
-# - a kubelet: node-lifecycle-controller (it would mark every fake node NotReady and evict its
-#   pods), ttl-controller (tunes kubelet caching only), persistentvolume-attach-detach-controller
+# - a kubelet: node-lifecycle-controller (with --no-kwok nothing renews the fake nodes' Leases, so
+#   it would mark every one Unknown and evict its pods; kwok's renewals alone would keep them Ready,
+#   tests/e2e/test_kwok_kubelet.py), ttl-controller (tunes kubelet caching only), persistentvolume-attach-detach-controller
 #   (attaches volumes to kubelets);
 # - a cloud provider or pod CIDRs: cloud-node-lifecycle-controller, node-route-controller,
 #   service-lb-controller, node-ipam-controller.
