@@ -1,5 +1,6 @@
 """The local control plane, kwok's Stages (scheduler/data/kwok-stages.yaml) and `tessera
-dev-cluster`, as a kubelet and upstream do it: a review found these; each test failed before its fix.
+dev-cluster`, as a kubelet and upstream do it: a review found these; each test failed before its fix,
+except the Lease test, which guards a suspected defect that proved none.
 
 The kwok tests share the kwok plane of tests/e2e/kwok_cluster.py (kube-controller-manager with the
 Job controller, kwok with Tessera's Stages) and bind their pods straight to a fake GPU node
