@@ -125,6 +125,6 @@ def core_gpu_milli(scheduler: Scheduler) -> int:
     total = 0
     for placed in scheduler.placements():
         total += placed.requests.get(GPU_RESOURCE, 0) * MILLI
-        for _device, amount, _resource in placed.grants:
+        for _device, amount, _resource, _dimension in placed.grants:
             total += MILLI if amount is None else int(amount)
     return total

@@ -265,6 +265,7 @@ class _Grant:
     device_id: str
     amount: Fraction | int | None  # an exact quantity (the core keeps whole numbers as int)
     phases: Phases = frozenset((0,))  # of the pod's life, the container runs in (`lifecycle`)
+    dimension: str = ""  # of a slice, as its grant names it ("" when it names none)
 
 
 def _grants(pods: Iterable[JSON], out: list[Violation]) -> list[_Grant]:
@@ -290,7 +291,8 @@ def _grants(pods: Iterable[JSON], out: list[Violation]) -> list[_Grant]:
             for resource, entries in by_resource.items():
                 for grant in entries:
                     grants.append(_Grant(key, pod["metadata"]["uid"], node, resource, container, grant.device,
-                                         grant.device_id, grant.amount, phases.get(container, always(phases))))
+                                         grant.device_id, grant.amount, phases.get(container, always(phases)),
+                                         grant.dimension))
     return grants
 
 
@@ -405,11 +407,12 @@ def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None =
             if wrong:
                 out.append(Violation(DEVICE_CAPACITY, name, f"device is on node {device.node_name} but pods on "
                                      f"other nodes hold it: {', '.join(wrong)}"))
-            if shared:  # each sharing dimension within its own capacity; slices of no known class
-                # count against every dimension beside them (they may be of any), or alone as memory
-                dimensions = {g.resource: _dimension(g.resource, view) for g in shared}
-                for dimension in sorted(set(dimensions.values()) - {""} or {"memory"}):
-                    total = _shared_total(g for g in shared if dimensions[g.resource] in (dimension, ""))
+            if shared:  # each sharing dimension within its own capacity: the one a slice's grant
+                # names, else its class's; slices of neither count against every dimension beside
+                # them (they may be of any), or alone as memory
+                dimensions = [g.dimension or _dimension(g.resource, view) for g in shared]
+                for dimension in sorted(set(dimensions) - {""} or {"memory"}):
+                    total = _shared_total(g for g, of in zip(shared, dimensions, strict=True) if of in (dimension, ""))
                     capacity = device.capacity.get(dimension)
                     if capacity is None or total > capacity:
                         out.append(Violation(DEVICE_CAPACITY, name, f"shared {format_quantity(total)} of {dimension} "

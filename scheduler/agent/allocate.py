@@ -398,9 +398,10 @@ def container_env(allocation: Allocation, *, dimensions: Mapping[str, str] | Non
     --device-name-strategy=uuid` on the node, hence behind a flag. The TESSERA_* variables tell the
     workload (and a person debugging it) which ExtendedResources it got and, for shared classes,
     how big its slice is — the agent does not enforce that size; the application must honour it:
-    `TESSERA_SHARED_<DIMENSION>` per sharing dimension (`dimensions`: resource name -> its class's
-    `sharing.dimension`), the container's slices of the classes that share by it, all resources
-    of the container in every answer, so the kubelet's pick among them changes nothing.
+    `TESSERA_SHARED_<DIMENSION>` per sharing dimension, the container's slices of that dimension
+    (the one each grant names: what the scheduler gave it, also if the class was edited since;
+    for a grant that names none, its class's, `dimensions`: resource name -> `sharing.dimension`),
+    all resources of the container in every answer, so the kubelet's pick among them changes nothing.
     """
     # the container's devices of every resource, so that whichever of its Allocate answers the
     # kubelet keeps (the first value of a key wins) names all of them; CDI names, which the kubelet
@@ -414,10 +415,10 @@ def container_env(allocation: Allocation, *, dimensions: Mapping[str, str] | Non
     }
     shared: dict[str, Fraction] = {}
     for resource, grants in allocation.container_resources or ((allocation.resource_name, allocation.grants),):
-        dimension = (dimensions or {}).get(resource)
-        amounts = [Fraction(g.amount) for g in grants if g.amount is not None]
-        if dimension and amounts:
-            shared[dimension] = shared.get(dimension, Fraction(0)) + sum(amounts, Fraction(0))
+        of_class = (dimensions or {}).get(resource)
+        for grant in grants:
+            if grant.amount is not None and (dimension := grant.dimension or of_class):
+                shared[dimension] = shared.get(dimension, Fraction(0)) + Fraction(grant.amount)
     for dimension, amount in sorted(shared.items()):
         env[f"TESSERA_SHARED_{_ENV_UNSAFE.sub('_', dimension.upper())}"] = format_quantity(amount)
     annotations = {"tessera.dev/devices": ",".join(ids)}

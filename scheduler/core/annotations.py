@@ -32,6 +32,11 @@ class DeviceGrant:
     device_id: str  # ExtendedResource spec.deviceID: what the node agent hands to the runtime
     device: str  # ExtendedResource name: what the ledger charges
     amount: Amount | None  # shared slice of the class's sharing dimension; None = exclusive
+    # the capacity of the device a slice is of (the class's `sharing.dimension` when it was
+    # granted): what the ledger charges it against, also once the class is edited to another
+    # dimension. "" for a whole device, or a slice written before the field existed (its class's
+    # dimension as it is now counts then)
+    dimension: str = ""
 
 
 # container name -> resource name -> grants
@@ -48,6 +53,8 @@ def encode_devices(assignment: DeviceAssignment) -> str:
                 entry = {"id": grant.device_id, "device": grant.device}
                 if grant.amount is not None:
                     entry["amount"] = format_quantity(grant.amount)
+                    if grant.dimension:
+                        entry["dimension"] = grant.dimension
                 entries.append(entry)
             containers[container][resource] = entries
     return orjson.dumps({"version": VERSION, "containers": containers}, option=orjson.OPT_SORT_KEYS).decode()
@@ -92,6 +99,9 @@ def decode_devices(raw: str) -> dict[str, dict[str, tuple[DeviceGrant, ...]]]:
                         raise AnnotationError(f"{where}.amount: {err}") from None
                     if amount <= 0:
                         raise AnnotationError(f"{where}.amount: must be positive")
-                grants.append(DeviceGrant(device_id, device, amount))
+                dimension = entry.get("dimension", "")
+                if "dimension" in entry and (not isinstance(dimension, str) or not dimension or amount is None):
+                    raise AnnotationError(f"{where}.dimension: must be a non-empty string, beside an amount")
+                grants.append(DeviceGrant(device_id, device, amount, dimension))
             out[container][resource] = tuple(grants)
     return out

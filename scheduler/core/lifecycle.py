@@ -29,11 +29,14 @@ SIDECAR: ContainerKind = "sidecar"  # a restartable init container: runs until t
 APP: ContainerKind = "app"
 
 Phases = frozenset[int]
-# container -> resource name -> (device name, shared amount or None for the whole device)
-GrantsByContainer = Mapping[str, Mapping[str, Iterable[tuple[str, Amount | None]]]]
-# what a pod holds of a device: (device name, its slices of one resource name or None for the
-# whole device, that resource name)
-DeviceHold = tuple[str, Amount | None, str]
+# one grant: (device name, shared amount or None for the whole device, the sharing dimension the
+# amount is of — "" for a whole device, or a slice whose annotation does not say)
+Grant = tuple[str, Amount | None, str]
+# container -> resource name -> its grants
+GrantsByContainer = Mapping[str, Mapping[str, Iterable[Grant]]]
+# what a pod holds of a device: (device name, its slices of one resource name in one dimension or
+# None for the whole device, that resource name, that dimension ("" as in `Grant`))
+DeviceHold = tuple[str, Amount | None, str, str]
 
 
 def container_phases(containers: Iterable[tuple[str, ContainerKind]]) -> dict[str, Phases]:
@@ -77,57 +80,59 @@ def slice_peak(by_phase: Mapping[str, Mapping[int, Amount]]) -> Amount:
 
 def device_holds(grants: GrantsByContainer, phases: Mapping[str, Phases]) -> list[DeviceHold]:
     """What a pod holds of each device over its life, from its per-container grants: a device
-    any container has whole once, `(device, None, the resource name of its first grant)`; a
-    device it has in slices once per resource name, `(device, the most its containers' slices of
-    that name add up to in one phase, resource name)` — per resource name, because each names a
-    class whose `sharing.dimension` says which capacity of the device the slices use (their sum
-    is `slice_peak`). A device that two containers are given in phases that do not meet is held
-    once."""
+    any container has whole once, `(device, None, the resource name of its first grant, "")`; a
+    device it has in slices once per resource name and dimension, `(device, the most its
+    containers' slices of that name add up to in one phase, resource name, dimension)` — per
+    resource name, as the kubelet hands slots on (their sum is `slice_peak`), and per dimension,
+    because each slice uses the capacity of the device its grant names (an edit of the class
+    since does not change what the pod was given). A device that two containers are given in
+    phases that do not meet is held once."""
     if len(grants) == 1:  # one container: its grants all run at once (the usual pod)
         return _one_container_holds(next(iter(grants.values())))
     every = always(phases)
     whole: dict[str, str] = {}
-    sliced: dict[str, dict[str, dict[int, Amount]]] = {}
+    sliced: dict[str, dict[tuple[str, str], dict[int, Amount]]] = {}
     first: dict[str, str] = {}
     for container, by_resource in grants.items():
         ran = phases.get(container, every)
         for resource, entries in by_resource.items():
-            for device, amount in entries:
+            for device, amount, dimension in entries:
                 first.setdefault(device, resource)
                 if amount is None:
                     whole[device] = resource
                     continue
-                by_phase = sliced.setdefault(device, {}).setdefault(resource, {})
+                by_phase = sliced.setdefault(device, {}).setdefault((resource, dimension), {})
                 for phase in ran:
                     by_phase[phase] = by_phase.get(phase, 0) + amount
     holds: list[DeviceHold] = []
     for device, resource in first.items():
         if device in whole:
-            holds.append((device, None, resource))
+            holds.append((device, None, resource, ""))
         else:
-            holds += [(device, max(amounts.values(), default=0), name) for name, amounts in sliced[device].items()]
+            holds += [(device, max(amounts.values(), default=0), name, dimension)
+                      for (name, dimension), amounts in sliced[device].items()]
     return holds
 
 
-def _one_container_holds(by_resource: Mapping[str, Iterable[tuple[str, Amount | None]]]) -> list[DeviceHold]:
+def _one_container_holds(by_resource: Mapping[str, Iterable[Grant]]) -> list[DeviceHold]:
     """`device_holds` of a pod with one container: nothing is handed on, every slice adds up."""
     whole: dict[str, str] = {}
-    sliced: dict[str, dict[str, Amount]] = {}
+    sliced: dict[str, dict[tuple[str, str], Amount]] = {}
     first: dict[str, str] = {}
     for resource, entries in by_resource.items():
-        for device, amount in entries:
+        for device, amount, dimension in entries:
             first.setdefault(device, resource)
             if amount is None:
                 whole[device] = resource
             else:
-                by_name = sliced.setdefault(device, {})
-                by_name[resource] = by_name.get(resource, 0) + amount
+                by_kind = sliced.setdefault(device, {})
+                by_kind[resource, dimension] = by_kind.get((resource, dimension), 0) + amount
     holds: list[DeviceHold] = []
     for device, resource in first.items():
         if device in whole:
-            holds.append((device, None, resource))
+            holds.append((device, None, resource, ""))
         else:
-            holds += [(device, amount, name) for name, amount in sliced[device].items()]
+            holds += [(device, amount, name, dimension) for (name, dimension), amount in sliced[device].items()]
     return holds
 
 

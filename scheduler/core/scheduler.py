@@ -60,7 +60,7 @@ class PlacedPod:
     key: str
     node: str
     requests: dict[str, int]
-    grants: tuple[DeviceHold, ...]  # (device, shared amount or None, resource name)
+    grants: tuple[DeviceHold, ...]  # (device, shared amount or None, resource name, dimension)
     assumed: bool
 
 

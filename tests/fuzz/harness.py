@@ -311,8 +311,11 @@ class Harness:
                     else:
                         assert cls.sharing is not None and not use.exclusive, (grant, use)
                         dimension = cls.sharing.dimension  # each dimension within its own capacity
-                        used = sum((amount for held in use.shared.values() for resource, amount in held.items()
-                                    if state.classes.sharing_dimension(resource) in (dimension, "")), Fraction(0))
+                        assert grant.dimension == dimension, grant  # what the slice is of, in its annotation
+                        used = sum((amount for held in use.shared.values()
+                                    for (resource, granted), amount in held.items()
+                                    if (granted or state.classes.sharing_dimension(resource)) in (dimension, "")),
+                                   Fraction(0))
                         assert used <= device.capacity[dimension], (grant, use)
 
     # --- whole-state checks -------------------------------------------------------------------
@@ -322,18 +325,19 @@ class Harness:
         requested: dict[str, Counter[str]] = defaultdict(Counter)
         pods: dict[str, set[str]] = defaultdict(set)
         exclusive: dict[str, set[str]] = defaultdict(set)
-        shared: dict[str, dict[str, dict[str, Fraction]]] = defaultdict(dict)  # device -> uid -> resource -> amount
+        # device -> uid -> (resource, dimension its grant names) -> amount
+        shared: dict[str, dict[str, dict[tuple[str, str], Fraction]]] = defaultdict(dict)
         holds = [(uid, hold.placement) for uid, hold in state.holds.items()]  # nominated pods' room: charged
         for uid, placement in [*state.placements.items(), *holds]:
             requested[placement.node].update(placement.requests)
             if uid in state.placements:
                 pods[placement.node].add(uid)
-            for device, amount, resource in placement.grants:
+            for device, amount, resource, dimension in placement.grants:
                 if amount is None:
                     exclusive[device].add(uid)
                 else:
                     held = shared[device].setdefault(uid, {})
-                    held[resource] = held.get(resource, Fraction(0)) + amount
+                    held[resource, dimension] = held.get((resource, dimension), Fraction(0)) + amount
         for name, info in state.nodes.items():
             assert {k: v for k, v in info.requested.items() if v} == {k: v for k, v in requested[name].items() if v}, name
             assert info.pods == pods[name], name
@@ -349,11 +353,11 @@ class Harness:
         for name, use in state.ledger.use.items():
             assert use.exclusive == exclusive.get(name, set()), name
             assert use.shared == shared.get(name, {}), name
-            totals: dict[str, Fraction] = defaultdict(Fraction)
+            totals: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
             for held in use.shared.values():
-                for resource, amount in held.items():
-                    totals[resource] += amount
-            assert use.by_resource == totals, name
+                for kind, amount in held.items():
+                    totals[kind] += amount
+            assert use.by_kind == totals, name
         assert not (state.pending & set(state.placements))
         assert set(state.holds) <= state.pending, "a hold of a pod that is not pending"
 

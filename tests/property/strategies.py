@@ -517,6 +517,45 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8, focus: bool
     return Scenario(config, nodes, tuple(devices), classes, podgroups, tuple(pods), tuple(setup + ops))
 
 
+@st.composite
+def sharing_scenarios(draw: st.DrawFn) -> Scenario:
+    """Slices of one or two GPUs that publish memory and cores, under classes that are edited
+    back and forth between sharing by memory and by cores while pods hold their slices (each
+    class has a memory and a cores version), with pods finishing, deleted and restarts of the
+    core between the edits: a slice stays of the dimension it was granted in, so neither
+    dimension of a GPU is ever given out beyond its capacity."""
+    devices = tuple(DeviceSpec("n0", i, "V100", draw(st.sampled_from((8, 16, 32))), GPU, False, True, False,
+                               draw(st.sampled_from((20, 100))))
+                    for i in range(draw(st.integers(1, 2))))
+    node = NodeSpec(cpu_m=64000, mem_mi=65536, pods=32, gpus=len(devices), zone="a", taint=None,
+                    unschedulable=False, extra=0)
+    classes = []
+    for name in CLASS_NAMES[:draw(st.integers(2, 3))]:
+        by_memory = ClassVariant((("model", "V100"),), draw(st.sampled_from(["1Gi", "2Gi", "4Gi"])), None, "memory")
+        by_cores = ClassVariant((("model", "V100"),), draw(st.sampled_from(list(CORE_UNITS))), None, "cores")
+        first = draw(st.booleans())
+        classes.append(ClassSpec(name, CREATED[0], (by_memory, by_cores) if first else (by_cores, by_memory)))
+    resources = [class_resource(spec, spec.variants[0]) for spec in classes]
+
+    def container() -> ContainerSpec:
+        return ContainerSpec(cpu_m=100, mem_mi=0, cpu_in_limits=False, gpu=0, extra=0,
+                             klass=draw(st.sampled_from(resources)), count=draw(st.integers(1, 8)))
+
+    pods = []
+    for i in range(draw(st.integers(3, 8))):
+        inits = tuple((container(), draw(st.booleans())) for _ in range(draw(st.sampled_from((0, 0, 1)))))
+        pods.append(PodSpec(name=f"p{i}", namespace="default", scheduler="tessera", containers=(container(),),
+                            inits=inits, overhead_m=0, zone=None, affinity_zone=None, toleration="none", gang=None,
+                            priority=0, bound_node=None, claims=(), gated=False))
+    setup = [Op("node+", 0, 0, False), *(Op("dev+", j, 0, False) for j in range(len(devices))),
+             *(Op("class+", k, 0, False) for k in range(len(classes)))]
+    kinds = ["pod+"] * 4 + ["class+"] * 3 + ["pod_finish", "pod_delete", "restart", "dup"]
+    ops = draw(st.lists(st.builds(Op, st.sampled_from(kinds), st.integers(0, 7), st.integers(0, 1), st.booleans()),
+                        min_size=6, max_size=30))
+    return Scenario(draw(st.sampled_from(CONFIGS)), ((node,),), devices, tuple(classes), (), tuple(pods),
+                    tuple(setup + ops))
+
+
 OP_KINDS = (["pod+"] * 6 + ["pod_finish"] * 2
             + ["pod_delete", "pod_recreate", "pod_touch", "pod_ungate", "pod_deleting", "pod_resize"]
             + ["node+"] * 2 + ["node-", "node_recreate"]

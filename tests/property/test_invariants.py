@@ -160,6 +160,16 @@ def grants_of(annotations: dict[str, str] | None) -> list[tuple[str, str, str, s
             for c, by_resource in doc["containers"].items() for r, entries in by_resource.items() for e in entries]
 
 
+def dimensions_of(annotations: dict[str, str] | None) -> dict[tuple[str, str, str], str]:
+    """(container, resource, device name) -> the dimension its slice's grant names ("" if none)."""
+    value = (annotations or {}).get(ann.DEVICES)
+    if value is None:
+        return {}
+    doc = orjson.loads(value)
+    return {(c, r, e["device"]): e.get("dimension", "") for c, by_resource in doc["containers"].items()
+            for r, entries in by_resource.items() for e in entries if "amount" in e}
+
+
 def container_phases(raw: Obj) -> dict[str, frozenset[int]]:
     """The phases of its life each container of the pod runs in, as the kubelet starts them: one
     phase per plain init container (run alone, in order), then the app phase; a sidecar
@@ -180,32 +190,35 @@ def container_phases(raw: Obj) -> dict[str, frozenset[int]]:
     return phases
 
 
-# device -> (exclusive holders, pod uid -> resource name -> shared amount)
-Ledger = dict[str, tuple[set[str], dict[str, dict[str, Fraction]]]]
+# device -> (exclusive holders, pod uid -> (resource name, dimension its grant names) -> shared amount)
+Ledger = dict[str, tuple[set[str], dict[str, dict[tuple[str, str], Fraction]]]]
 Holder = tuple[str, dict[str, str] | None, Obj | None]  # uid, annotations, the raw pod (for its phases)
 
 
 def ledger_of(holders: Iterable[Holder]) -> Ledger:
     """Each device a pod's containers are given counts once per pod: whole if any container has
-    it whole; else per resource name the most its containers' slices add up to in one phase
-    (a finished init container's devices are a later container's)."""
+    it whole; else per resource name (and the dimension its grants name) the most its
+    containers' slices add up to in one phase (a finished init container's devices are a later
+    container's)."""
     ledger: Ledger = {}
     for uid, annotations, raw in holders:
         phases = container_phases(raw) if raw is not None else {}
         every = frozenset().union(*phases.values()) if phases else frozenset((0,))
-        slices: dict[str, dict[str, dict[int, Fraction]]] = {}  # device -> resource -> phase -> amount
+        slices: dict[str, dict[tuple[str, str], dict[int, Fraction]]] = {}  # device -> kind -> phase -> amount
+        dimensions = dimensions_of(annotations)
         for container, resource, _, device, amount in grants_of(annotations):
             exclusive, _ = ledger.setdefault(device, (set(), {}))
             if amount is None:
                 exclusive.add(uid)
                 continue
-            per_phase = slices.setdefault(device, {}).setdefault(resource, {})
+            kind = (resource, dimensions[container, resource, device])
+            per_phase = slices.setdefault(device, {}).setdefault(kind, {})
             for phase in phases.get(container, every):
                 per_phase[phase] = per_phase.get(phase, Fraction(0)) + amount
         for device, by_resource in slices.items():
             exclusive, shared = ledger[device]
             if uid not in exclusive:
-                shared[uid] = {r: max(per_phase.values()) for r, per_phase in by_resource.items()}
+                shared[uid] = {kind: max(per_phase.values()) for kind, per_phase in by_resource.items()}
     return ledger
 
 
@@ -217,7 +230,8 @@ def world_holders(world: S.World) -> list[Holder]:
 def check_device_use(ledger: Ledger, world: S.World, devices: Iterable[str], what: str) -> None:
     """At most one exclusive holder, never exclusive and shared at once, and each sharing
     dimension within the device's capacity of it — a slice counted in the dimension of the class
-    that granted it (an edit of the class since does not move what it holds)."""
+    that granted it (an edit of the class since does not move what it holds), which is the one
+    its grant names where it names one."""
     for device in devices:
         exclusive, shared = ledger.get(device, (set(), {}))
         check(len(exclusive) <= 1, f"{what}: device {device} held exclusively by {len(exclusive)} pods {sorted(exclusive)}")
@@ -227,8 +241,11 @@ def check_device_use(ledger: Ledger, world: S.World, devices: Iterable[str], wha
         if shared and spec is not None and device in world.devices:
             used: dict[str, Fraction] = defaultdict(Fraction)
             for uid, held in shared.items():
-                for resource, amount in held.items():
-                    used[world.slice_dimension.get((uid, resource), "memory")] += amount
+                for (resource, granted), amount in held.items():
+                    dimension = world.slice_dimension.get((uid, resource), "memory")
+                    check(granted in ("", dimension), f"{what}: {uid}'s slice of {device} names dimension "
+                                                      f"{granted}, but was granted in {dimension}")
+                    used[dimension] += amount
             for dimension, total in sorted(used.items()):
                 check(total <= spec.capacity(dimension), f"{what}: device {device} shared beyond its {dimension} "
                                                          f"capacity: {total} > {spec.capacity(dimension)} {dict(shared)}")
@@ -380,8 +397,8 @@ def check_decision_core(sched: Scheduler, attempts: list[Attempt], ours: set[str
                                                                      f"exclusively or by a class that does not share")
                 assert cls.sharing is not None
                 dimension = cls.sharing.dimension  # slices of classes of no known dimension count in each
-                used = sum((amount for held in use.shared.values() for r, amount in held.items()
-                            if state.classes.sharing_dimension(r) in (dimension, "")), Fraction(0))
+                used = sum((amount for held in use.shared.values() for (r, granted), amount in held.items()
+                            if (granted or state.classes.sharing_dimension(r)) in (dimension, "")), Fraction(0))
                 check(used <= d.capacity.get(dimension, Fraction(0)),
                       f"{a.pod.key}: shared device {device} over its {dimension} capacity (core view)")
     # capacity, core view: after vs before this transaction
@@ -535,13 +552,13 @@ def check_state_consistent(sched: Scheduler) -> None:
         scoring[p.node][1] += p.scoring_memory
         if p.broken:
             broken[p.node].add(uid)
-        for device, amount, resource in p.grants:
+        for device, amount, resource, dimension in p.grants:
             exclusive, shared = use.setdefault(device, (set(), {}))
             if amount is None:
                 exclusive.add(uid)
             else:
                 held = shared.setdefault(uid, {})
-                held[resource] = held.get(resource, Fraction(0)) + amount
+                held[resource, dimension] = held.get((resource, dimension), Fraction(0)) + amount
     for uid in state.pending:
         pod = state.pods.get(uid)
         check(pod is not None and state.is_ours(pod) and not pod.node_name and not pod.terminal,
@@ -563,10 +580,10 @@ def check_state_consistent(sched: Scheduler) -> None:
     core = {d: (set(u.exclusive), dict(u.shared)) for d, u in state.ledger.use.items()}
     check(core == use, f"device ledger {core} != placements' grants {use}")
     for d, u in state.ledger.use.items():
-        totals: Counter[str] = Counter()
+        totals: Counter[tuple[str, str]] = Counter()
         for held in u.shared.values():
             totals.update(held)
-        check(u.by_resource == dict(totals), f"device {d}: kept totals {u.by_resource} != sum of shares {dict(u.shared)}")
+        check(u.by_kind == dict(totals), f"device {d}: kept totals {u.by_kind} != sum of shares {dict(u.shared)}")
     with_object = [n for n, info in state.nodes.items() if info.node is not None]
     check(sorted(state.node_order) == sorted(with_object) and len(set(state.node_order)) == len(state.node_order),
           f"node_order {state.node_order} != nodes with objects {with_object}")
@@ -676,17 +693,18 @@ class Harness:
         for a in attempts:
             self.records.append((a.pod.key, a.node, tuple(sorted(a.annotations.items())), a.message))
             self.world.log.append(f"  attempt {a.pod.key} -> {a.node} {a.message}")
+        owners = class_owners(self.world)
+        for a in attempts:  # what the slices are of: their classes' dimension now, as the checks judge them
+            for _, resource, _, _, amount in grants_of(a.annotations) if a.node is not None else ():
+                if amount is not None and resource in owners:
+                    self.world.slice_dimension[(a.pod.uid, resource)] = owners[resource][1].dimension
         if self.checks:
             check_decision_core(self.sched, attempts, self.ours)
         if self.valid:
             check_decision_world(self.world, attempts, frozenset(self.replay.scheduler.state.pods))
-        owners = class_owners(self.world)
         for a in attempts:
             if a.node is not None:
                 self.ours.add(a.pod.uid)
-                for _, resource, _, _, amount in grants_of(a.annotations):
-                    if amount is not None and resource in owners:
-                        self.world.slice_dimension[(a.pod.uid, resource)] = owners[resource][1].dimension
                 self.world.bind(a.pod.uid, a.node, a.annotations)
             for victim in a.preempted:
                 self.world.evict(victim.uid)
@@ -856,6 +874,13 @@ SCENARIOS = S.scenarios() | S.scenarios(focus=True)
 @example(MIXED_GPU)
 def test_invariants_hold_after_every_event_and_decision(scenario: Scenario) -> None:
     """Invariants 1, 2, 3, 7, 8 at every decision; ledger/queue/world consistency after every event."""
+    Harness(scenario).run()
+
+
+@_settings(150)
+@given(S.sharing_scenarios())
+def test_slices_keep_their_dimension_through_class_edits(scenario: Scenario) -> None:
+    """Invariant 1 per sharing dimension while classes are edited between memory and cores."""
     Harness(scenario).run()
 
 

@@ -65,3 +65,53 @@ def test_a_capacity_below_one_unit_cannot_hold_a_slice() -> None:
     assert (valid, matching) == (False, 1)
     assert message == ('spec.sharing.dimension: Invalid value: "memory": none of the 1 matching devices has a memory '
                        "capacity of at least one unit (8Gi); their capacities: memory")
+
+
+# --- a class's dimension edited while pods hold its slices ----------------------------------------
+
+SLICED = "class.tessera.dev/edited"  # a memory class, edited below to share by cores
+BESIDE = "class.tessera.dev/beside"  # another memory class over the same GPU
+
+
+def _gpu_with_cores() -> dict[str, object]:
+    device = b.device("n", 0, memory="32Gi")
+    device["spec"]["capacity"]["cores"] = "100"
+    return device
+
+
+def _edited(dimension: str, unit: str) -> dict[str, object]:
+    return b.resource_class("edited", match_labels={"model": "V100"}, sharing={"dimension": dimension, "unit": unit})
+
+
+def _beside() -> dict[str, object]:
+    return b.resource_class("beside", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "1Gi"})
+
+
+def test_slices_held_keep_their_dimension_when_their_class_is_edited_to_another() -> None:
+    """24Gi of the GPU's 32Gi of memory is held; the class is then edited to share by cores. The
+    pod still has its 24Gi of memory (the agent gave it that), so another memory class gets at
+    most 8Gi of the GPU, and the cores are not taken by bytes read as cores."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=1), _gpu_with_cores(), _edited("memory", "1Gi"), _beside())
+    run.add(b.pod("p", limits={SLICED: 24}))
+    assert run.node_of("p") == "n"
+    run.feed(b.event("MODIFIED", _edited("cores", "1")))
+    run.add(b.pod("q", limits={BESIDE: 24}), b.pod("r", limits={BESIDE: 8}), b.pod("s", limits={SLICED: 100}))
+    assert run.node_of("q") is None  # 24Gi + 24Gi of 32Gi
+    assert run.node_of("r") == "n"  # the 8Gi left
+    assert run.node_of("s") == "n"  # the cores are all free
+
+
+def test_a_restarted_core_reads_the_dimension_a_slice_was_granted_in() -> None:
+    """The same after a restart: the ledger is rebuilt from the annotations (and the class as it
+    is now), so the dimension a slice was granted in must come from its annotation."""
+    first = Run(config(BINPACK))
+    first.add(b.node("n", gpus=1), _gpu_with_cores(), _edited("memory", "1Gi"), _beside())
+    first.add(b.pod("p", limits={SLICED: 24}))
+    annotations = first.last("p").annotations
+    restarted = Run(config(BINPACK))
+    restarted.add(b.node("n", gpus=1), _gpu_with_cores(), _edited("cores", "1"), _beside(),
+                  b.pod("p", limits={SLICED: 24}, node_name="n", phase="Running", annotations=annotations))
+    restarted.add(b.pod("q", limits={BESIDE: 24}), b.pod("r", limits={BESIDE: 8}))
+    assert restarted.node_of("q") is None
+    assert restarted.node_of("r") == "n"

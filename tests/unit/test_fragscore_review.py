@@ -65,7 +65,7 @@ def test_a_pod_with_a_slice_per_container_is_scored_with_every_slice(slices: tup
     per_device: dict[str, int] = {}
     for by_resource in ctx.plans["n"].grants.values():
         for grants in by_resource.values():
-            for name, amount in grants:
+            for name, amount, _dimension in grants:
                 per_device[name] = per_device.get(name, 0) + int(amount or 0)
     measure = _plugin(run).measure
     gpus = measure.gpus(info)

@@ -13,6 +13,7 @@ import copy
 from typing import Any
 
 import orjson
+import pytest
 
 from scheduler.agent.allocate import container_env, find_allocation
 from scheduler.api.config import load_config
@@ -188,3 +189,76 @@ def test_a_binding_held_at_the_allocation_gate_stays_valid_beside_another_dimens
     retried = [a.pod.key for a in replay.run([WatchEvent("ADDED", other), WatchEvent("MODIFIED", allocated)])]
     assert replay.pods[uids["b"]]["spec"].get("nodeName") == "n", replay.stats.final["default/b"].message
     assert retried == [], "the held Binding was dropped and b scheduled again"
+
+
+def test_agent_tells_a_slice_in_the_dimension_its_grant_names() -> None:
+    """A slice granted as memory stays memory in the container's TESSERA_SHARED_* after its class
+    is edited to share by cores (the scheduler charged it as memory); a grant that names no
+    dimension (written before grants named one) takes its class's."""
+    legacy = "class.tessera.dev/legacy"
+    assignment = {"main": {MEMORY: (ann.DeviceGrant("GPU-1", "n.gpu-1", 4 * GI, "memory"),),
+                           legacy: (ann.DeviceGrant("GPU-1", "n.gpu-1", 20),)}}
+    pod = b.pod("p", namespace="ns", node_name="n",
+                annotations={ann.DEVICES: ann.encode_devices(assignment), ann.PHASE: "Allocating"})
+    allocation = find_allocation([pod], "n", MEMORY, 4, GI, set())
+    env, _, _ = container_env(allocation, dimensions={MEMORY: "cores", legacy: "cores"})
+    assert (env.get("TESSERA_SHARED_MEMORY"), env.get("TESSERA_SHARED_CORES")) == ("4Gi", "20"), env
+
+
+def test_a_slice_names_its_dimension_in_the_annotation() -> None:
+    """The Binding's grant of a slice says which capacity it is of; a whole device's says none;
+    a dimension beside no amount, or not a non-empty string, is refused (the decoder is strict)."""
+    lines = last_attempts(_scheduler(), [*_cluster(), _pod("m", {MEMORY: 2}), _pod("c", {CORES: 10})])
+    for name, resource, dimension in (("m", MEMORY, "memory"), ("c", CORES, "cores")):
+        [grant] = ann.decode_devices(lines[name][1][ann.DEVICES])["main"][resource]
+        assert grant.dimension == dimension
+    for entry in ({"id": "a", "device": "d", "dimension": "memory"},
+                  {"id": "a", "device": "d", "amount": "1Gi", "dimension": ""},
+                  {"id": "a", "device": "d", "amount": "1Gi", "dimension": 3}):
+        with pytest.raises(ann.AnnotationError, match="dimension"):
+            ann.decode_devices(orjson.dumps({"version": 1, "containers": {"main": {MEMORY: [entry]}}}).decode())
+
+
+def test_invariant_checks_a_slice_in_the_dimension_its_grant_names() -> None:
+    """The harness's capacity check reads a slice's dimension from its grant: 12Gi of memory held
+    under a class since edited to share by cores, and 5Gi more of memory beside it, are 17Gi of
+    a 16Gi GPU's memory (read by the class as it is now, they were 12Gi of cores and 5Gi)."""
+    scheduler = _scheduler()
+    lines = last_attempts(scheduler, [*_cluster(), _pod("m", {MEMORY: 12})])
+    device = _gpu("n", 0)
+    held = _bound("m", {MEMORY: 12}, lines["m"])
+    classes = {c["metadata"]["name"]: copy.deepcopy(c) for c in _classes()}
+    classes["mem"]["spec"]["sharing"] = {"dimension": "cores", "unit": "1"}
+    grant = orjson.loads(lines["m"][1][ann.DEVICES])["containers"]["main"][MEMORY][0]
+    beside = "class.tessera.dev/beside"
+    doc = {"version": 1, "containers": {"main": {beside: [{**grant, "amount": "5Gi", "dimension": "memory"}]}}}
+    over = b.pod("over", limits={beside: 5}, node_name="n", annotations={ann.DEVICES: orjson.dumps(doc).decode()})
+    view = ClusterView(nodes={"n": b.node("n", gpus=1)}, devices={device["metadata"]["name"]: device},
+                       classes=classes, pods={p["metadata"]["uid"]: p for p in (held, over)})
+    [violation] = check_capacity(view)
+    assert "shared 17Gi of memory > capacity 16Gi" in violation.detail, violation.detail
+
+
+def test_a_binding_held_at_the_allocation_gate_is_planned_again_when_its_class_changes_dimension() -> None:
+    """`b` waits at the gate behind `a` with a slice of `flex` (unit 1, by memory); `flex` is then
+    edited to share by cores (unit 1 still, so the amount alone looks right). When the gate opens,
+    b's held grant names memory, which its class no longer gives: b is planned again, by cores."""
+    flex = "class.tessera.dev/flex"
+    device = _gpu("n", 0)
+    device["status"] = {"conditions": [{"type": "Healthy", "status": "True"}], "lastHeartbeatTime": "2026-01-01T00:00:00Z"}
+
+    def flex_class(dimension: str) -> dict[str, Any]:
+        return b.resource_class("flex", match_labels={"model": "V100"}, sharing={"dimension": dimension, "unit": "1"})
+
+    replay = Replay(config(), agent=False)
+    list(replay.run(WatchEvent("ADDED", obj) for obj in [b.node("n", gpus=1), device, flex_class("memory"),
+                                                         _pod("a", {flex: 10}), _pod("b", {flex: 10})]))
+    uids = {raw["metadata"]["name"]: uid for uid, raw in replay.pods.items()}
+    assert not replay.pods[uids["b"]]["spec"].get("nodeName"), "b should wait at the gate"
+    allocated = copy.deepcopy(replay.pods[uids["a"]])
+    allocated["metadata"]["annotations"][ann.PHASE] = ann.PHASE_ALLOCATED
+    list(replay.run([WatchEvent("MODIFIED", flex_class("cores")), WatchEvent("MODIFIED", allocated)]))
+    bound = replay.pods[uids["b"]]
+    assert bound["spec"].get("nodeName") == "n", replay.stats.final["default/b"].message
+    [grant] = ann.decode_devices(bound["metadata"]["annotations"][ann.DEVICES])["main"][flex]
+    assert (grant.amount, grant.dimension) == (10, "cores")

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from scheduler.api.quantity import Amount
 from scheduler.core.classes import ClassRegistry, ResourceClass
 from scheduler.core.framework.placement import Domain
-from scheduler.core.lifecycle import Phases, peak
+from scheduler.core.lifecycle import Grant, Phases, peak
 from scheduler.core.objects import Pod
 from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 
@@ -38,9 +38,10 @@ class DeviceRequest:
 
 @dataclass(slots=True)
 class DevicePlan:
-    """Devices chosen for a pod on one node: container -> resource -> [(device, shared amount)]."""
+    """Devices chosen for a pod on one node: container -> resource -> [(device, shared amount,
+    its dimension)]."""
 
-    grants: dict[str, dict[str, list[tuple[str, Amount | None]]]]
+    grants: dict[str, dict[str, list[Grant]]]
     newly_busy: dict[str, int]  # device resourceName -> devices this pod turns from free to busy
     score: int  # the device plugin's score for this node, 0..100
     # device resourceNames the plan's devices belong to: the pod *requests* these on this node for

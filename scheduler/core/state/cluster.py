@@ -449,8 +449,8 @@ class ClusterState:
                 for grant in entries:
                     self.ledger.hold_unseen(grant.device, grant.device_id, info)
         placement = placement_of(pod, node_name, devices, broken, assumed)
-        for device, amount, resource in placement.grants:
-            notices += self.ledger.charge(pod, device, amount, resource)
+        for device, amount, resource, dimension in placement.grants:
+            notices += self.ledger.charge(pod, device, amount, resource, dimension)
         whole = {container: [grant.device for entries in by_resource.values() for grant in entries
                              if grant.amount is None]
                  for container, by_resource in (devices or {}).items()}
@@ -731,7 +731,7 @@ def _holds(pod: Pod, devices: DeviceAssignment | None) -> list[DeviceHold]:
     """What the pod holds of each device, whole or per resource name in slices: a device its
     containers are given in phases of its life that do not meet (a finished init container's,
     handed on as the kubelet does) is held once (`lifecycle.device_holds`)."""
-    grants = {container: {resource: [(grant.device, grant.amount) for grant in entries]
+    grants = {container: {resource: [(grant.device, grant.amount, grant.dimension) for grant in entries]
                           for resource, entries in by_resource.items()}
               for container, by_resource in (devices or {}).items()}
     return device_holds(grants, pod.container_phases())

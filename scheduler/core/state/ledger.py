@@ -27,51 +27,58 @@ UNSEEN_RESOURCE = "nvidia.com/gpu"
 no device to name its resource (the device plugin's GPU resource, what such nodes advertise)."""
 
 
+SliceKind = tuple[str, str]
+"""What a slice is of: (its resource name, the dimension its grant names — "" when it names none)."""
+
+
 @dataclass(slots=True)
 class DeviceUse:
-    """Who holds a device: pods that have it whole, and pods' slices of it per resource name.
+    """Who holds a device: pods that have it whole, and pods' slices of it per kind.
 
-    Slices are kept per resource name, not as one total, because each resource name's class says
-    which capacity of the device its slices use (`sharing.dimension`): a GPU can hold a slice of
-    its memory and a slice of its cores at once, each within its own capacity. Which dimension a
-    resource name means is read when asked (`DeviceLedger.shared_use`), from the classes as they
-    are then, so the ledger is the same whether a pod arrived before its class or after (a
-    restart lists them in any order)."""
+    Slices are kept per resource name and dimension, not as one total, because each uses one
+    capacity of the device: a GPU can hold a slice of its memory and a slice of its cores at
+    once, each within its own capacity. A slice's dimension is the one its grant names (the
+    class's `sharing.dimension` when it was granted: an edit of the class since does not change
+    what the pod was given); for a grant that names none, the one its resource name's class has
+    when asked (`DeviceLedger.shared_use`), so the ledger is the same whether a pod arrived before
+    its class or after (a restart lists them in any order)."""
 
     exclusive: set[str] = field(default_factory=set)  # pod uids
-    shared: dict[str, dict[str, Amount]] = field(default_factory=dict)  # pod uid -> resource name -> slices
-    by_resource: dict[str, Amount] = field(default_factory=dict)  # resource name -> every pod's slices of it
+    shared: dict[str, dict[SliceKind, Amount]] = field(default_factory=dict)  # pod uid -> kind -> slices
+    by_kind: dict[SliceKind, Amount] = field(default_factory=dict)  # kind -> every pod's slices of it
 
     @property
     def busy(self) -> bool:
         return bool(self.exclusive or self.shared)
 
-    def add(self, uid: str, amount: Amount | None, resource: str) -> bool:
+    def add(self, uid: str, amount: Amount | None, resource: str, dimension: str) -> bool:
         """Charge a pod's hold; True when it conflicts (a whole device given twice, or whole and
         in slices)."""
         conflict = bool(self.exclusive) or (amount is None and bool(self.shared))
         if amount is None:
             self.exclusive.add(uid)
         else:
+            kind = (resource, dimension)
             held = self.shared.setdefault(uid, {})
-            held[resource] = held.get(resource, 0) + amount
-            self.by_resource[resource] = self.by_resource.get(resource, 0) + amount
+            held[kind] = held.get(kind, 0) + amount
+            self.by_kind[kind] = self.by_kind.get(kind, 0) + amount
         return conflict
 
-    def remove(self, uid: str, amount: Amount | None, resource: str) -> None:
+    def remove(self, uid: str, amount: Amount | None, resource: str, dimension: str) -> None:
         if amount is None:
             self.exclusive.discard(uid)
             return
+        kind = (resource, dimension)
         held = self.shared.get(uid)
-        if held is None or resource not in held:
+        if held is None or kind not in held:
             return
-        total = self.by_resource[resource] - held.pop(resource)
+        total = self.by_kind[kind] - held.pop(kind)
         if not held:
             del self.shared[uid]
-        if any(resource in other for other in self.shared.values()):
-            self.by_resource[resource] = total
+        if any(kind in other for other in self.shared.values()):
+            self.by_kind[kind] = total
         else:
-            del self.by_resource[resource]
+            del self.by_kind[kind]
 
 
 class DeviceLedger:
@@ -85,22 +92,23 @@ class DeviceLedger:
         self.ghosts: set[str] = set()  # deleted ExtendedResources still held by pods
         self.moved: dict[str, Device] = {}  # name -> its object on another node, taken in once released
 
-    def charge(self, pod: Pod, device: str, amount: Amount | None, resource: str) -> list[Notice]:
-        if self.use.setdefault(device, DeviceUse()).add(pod.uid, amount, resource):
+    def charge(self, pod: Pod, device: str, amount: Amount | None, resource: str, dimension: str) -> list[Notice]:
+        if self.use.setdefault(device, DeviceUse()).add(pod.uid, amount, resource, dimension):
             return [Notice("Pod", pod.key, "DeviceConflict",
                            f"device {device} is assigned to more than one pod exclusively", pod.meta.namespace, pod.uid)]
         return []
 
     def shared_use(self, use: DeviceUse | None, dimension: str) -> Amount:
-        """How much of the device's `dimension` capacity its slices use: the slices of every
-        class that shares by that dimension, and those whose resource name no sharing class owns
-        now (deleted, or changed), which may be of any dimension and so count against each."""
+        """How much of the device's `dimension` capacity its slices use: the slices granted in
+        that dimension; of those whose grant names none, the ones of a class that shares by it
+        now, and those whose resource name no sharing class owns now (deleted, or changed), which
+        may be of any dimension and so count against each."""
         if use is None:
             return 0
         dimension_of = self.classes.sharing_dimension
         total: Amount = 0
-        for resource, amount in use.by_resource.items():  # a loop: this runs per device per node tried
-            named = dimension_of(resource)
+        for (resource, granted), amount in use.by_kind.items():  # a loop: this runs per device per node tried
+            named = granted or dimension_of(resource)
             if named == dimension or not named:
                 total += amount
         return total
@@ -111,14 +119,14 @@ class DeviceLedger:
         dimension_of = self.classes.sharing_dimension
         named: dict[str, Amount] = {}
         unknown: Amount = 0
-        for resource, amount in use.by_resource.items():
-            dimension = dimension_of(resource)
+        for (resource, granted), amount in use.by_kind.items():
+            dimension = granted or dimension_of(resource)
             if dimension:
                 named[dimension] = named.get(dimension, 0) + amount
             else:
                 unknown += amount
         if not named:
-            return {"": unknown} if use.by_resource else {}
+            return {"": unknown} if use.by_kind else {}
         return {dimension: named[dimension] + unknown for dimension in sorted(named)}
 
     def hold_unseen(self, name: str, device_id: str, info: NodeInfo) -> None:
@@ -154,18 +162,18 @@ class DeviceLedger:
         self.mark_duplicates(info)
 
     def uncharge(self, uid: str, grants: Iterable[DeviceHold]) -> None:
-        for device, amount, resource in grants:
+        for device, amount, resource, dimension in grants:
             use = self.use.get(device)
             if use is None:
                 continue
-            use.remove(uid, amount, resource)
+            use.remove(uid, amount, resource, dimension)
             if not use.busy:
                 del self.use[device]
 
     def recharge(self, uid: str, grants: Iterable[DeviceHold]) -> None:
         """Put a lifted pod's grants back (in any order relative to other lifted pods)."""
-        for device, amount, resource in grants:
-            self.use.setdefault(device, DeviceUse()).add(uid, amount, resource)
+        for device, amount, resource, dimension in grants:
+            self.use.setdefault(device, DeviceUse()).add(uid, amount, resource, dimension)
 
     def drop_released_ghosts(self, device_names: Iterable[str]) -> None:
         """Forget deleted devices whose last holder has left (until then they still count)."""

@@ -18,14 +18,14 @@ class Placement:
     requests: Resources
     scoring_cpu: int
     scoring_memory: int
-    grants: tuple[DeviceHold, ...]  # (device name, shared amount or None, resource name)
+    grants: tuple[DeviceHold, ...]  # (device name, shared amount or None, resource name, dimension)
     broken: bool
     assumed: bool
 
     @property
     def devices(self) -> list[str]:
         """The devices it holds, each once (a device held in slices of two classes has two grants)."""
-        return list(dict.fromkeys(device for device, _, _ in self.grants))
+        return list(dict.fromkeys(device for device, *_ in self.grants))
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,7 +219,8 @@ def _reservation(plugin: TesseraDevices, plan: DevicePlan, now: float) -> Reserv
     devices = plugin.state.devices
     assignment = {
         container: {
-            resource: tuple(ann.DeviceGrant(devices[name].device_id, name, amount) for name, amount in grants)
+            resource: tuple(ann.DeviceGrant(devices[name].device_id, name, amount, dimension)
+                            for name, amount, dimension in grants)
             for resource, grants in by_resource.items()
         }
         for container, by_resource in plan.grants.items()

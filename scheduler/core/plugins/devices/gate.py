@@ -125,7 +125,8 @@ class AllocationGate:
                     else:
                         count = containers[container].requests.get(resource, 0) if container in containers else 0
                         capacity = device.capacity.get(cls.sharing.dimension)
-                        if grant.amount != cls.sharing.unit * count or use.exclusive or capacity is None \
+                        if grant.amount != cls.sharing.unit * count or grant.dimension != cls.sharing.dimension \
+                                or use.exclusive or capacity is None \
                                 or state.ledger.shared_use(use, cls.sharing.dimension) > capacity:
                             return False
         return True

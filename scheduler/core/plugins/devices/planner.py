@@ -31,7 +31,7 @@ from typing import Protocol, runtime_checkable
 from scheduler.api.quantity import Amount
 from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, DevicePlan, DeviceRequest, PodContext
 from scheduler.core.framework.nodecache import NodeCache
-from scheduler.core.lifecycle import Phases, slice_peak
+from scheduler.core.lifecycle import Grant, Phases, slice_peak
 from scheduler.core.objects import Device
 from scheduler.core.state import ClusterState, DeviceUse, NodeInfo
 
@@ -169,7 +169,7 @@ class DevicePlanner:
         # (the kubelet's devicesToReuse), any other request of the pod never
         whole: dict[str, tuple[str, set[int]]] = {}
         sliced: dict[str, dict[str, dict[int, Amount]]] = {}  # the pod's slices: device -> resource -> phase -> amount
-        grants: dict[str, dict[str, list[tuple[str, Amount | None]]]] = {}
+        grants: dict[str, dict[str, list[Grant]]] = {}
         newly_busy: dict[str, int] = {}
         scores: list[int] = []
         # the most constrained request first — whole devices before slices, then the fewest
@@ -181,7 +181,7 @@ class DevicePlanner:
         for index in order:
             req, candidates = requests[index], choices[index]
             cls = req.cls
-            chosen: list[tuple[str, Amount | None]] = []
+            chosen: list[Grant] = []
 
             def others(device: Device) -> int:  # how many classes could use it (fewest first)
                 return len(matches.get(device.name, ()))
@@ -199,10 +199,10 @@ class DevicePlanner:
                 picked, split = within_one_group(free, need, described(candidates), others) if need else ([], False)
                 for device in reused:
                     whole[device.name][1].update(req.phases)
-                    chosen.append((device.name, None))
+                    chosen.append((device.name, None, ""))
                 for device in picked:
                     whole[device.name] = (req.resource_name, set(req.phases))
-                    chosen.append((device.name, None))
+                    chosen.append((device.name, None, ""))
                     newly_busy[device.resource_name] = newly_busy.get(device.resource_name, 0) + 1
                 busy_after = sum(1 for d in candidates if d.name in whole or _busy(use.get(d.name)))
                 score = busy_after * MAX_NODE_SCORE // len(candidates)
@@ -250,7 +250,7 @@ class DevicePlanner:
                 by_phase = sliced.setdefault(best_device.name, {}).setdefault(req.resource_name, {})
                 for phase in req.phases:
                     by_phase[phase] = by_phase.get(phase, 0) + amount
-                chosen.append((best_device.name, amount))
+                chosen.append((best_device.name, amount, dimension))
                 capacity = best_device.capacity[dimension]
                 scores.append(int((capacity - best[1]) * MAX_NODE_SCORE // capacity) if capacity else 0)
             grants.setdefault(req.container, {}).setdefault(req.resource_name, []).extend(chosen)
@@ -260,7 +260,7 @@ class DevicePlanner:
                 return f"Insufficient {resource}"
         devices = self.state.devices
         resources = frozenset(devices[name].resource_name for by_resource in grants.values()
-                              for chosen_grants in by_resource.values() for name, _ in chosen_grants)
+                              for chosen_grants in by_resource.values() for name, *_ in chosen_grants)
         return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0, resources)
 
 

@@ -419,13 +419,12 @@ class FragmentationScore:
         leave; an init container's slice and a later one's overlap) or on several GPUs whose slots
         may be equal (each GPU changes, not only the first of a value)."""
         taken: dict[str, tuple[Device, dict[str, Amount]]] = {}  # device -> (device, dimension -> the pod's amount)
-        for name, amount, resource in device_holds(plan.grants, phases):
-            cls = self.state.classes.resource_class(resource)
+        for name, amount, _resource, dimension in device_holds(plan.grants, phases):
             device = info.devices.get(name)
-            if cls is None or cls.sharing is None or name not in gpus.devices or device is None or amount is None:
+            if amount is None or name not in gpus.devices or device is None:
                 continue
             added_by = taken.setdefault(name, (device, {}))[1]
-            added_by[cls.sharing.dimension] = added_by.get(cls.sharing.dimension, 0) + amount
+            added_by[dimension] = added_by.get(dimension, 0) + amount
         for name, (device, amounts) in taken.items():
             slot = gpus.devices[name]
             if slot in idle:
@@ -440,7 +439,7 @@ class FragmentationScore:
         on it too: every dimension counts against its own capacity (`DeviceLedger.shared_use`)."""
         ledger = self.state.ledger
         use = ledger.use.get(name)
-        if use is None or not use.by_resource:
+        if use is None or not use.by_kind:
             return dict(added)
         used = ledger.shared_dimensions(use)
         dimensions = set(used) | set(added)
