@@ -704,6 +704,12 @@ def parse_pod(obj: JSON) -> Pod:
             pod.devices = ann.decode_devices(raw_devices)
         except ann.AnnotationError as err:
             pod.device_error = f"annotation {ann.DEVICES} of pod {meta.key}: {err}"
+    elif pod.node_name and ann.PHASE in meta.annotations:
+        # Tessera's Binding writes the phase with the devices, and nothing removes them: a bound
+        # pod with the one and not the other was given devices that are written nowhere now (a
+        # hand edit, a tool rewriting annotations). It still has them, so they are unknown, not free.
+        pod.device_error = (f"annotation {ann.DEVICES} of pod {meta.key} is missing, but its {ann.PHASE} says "
+                            "Tessera gave it devices: which ones is unknown")
     pod.allocating = meta.annotations.get(ann.PHASE) == ann.PHASE_ALLOCATING
     pod.label_error = _gang_label_error(meta)
     policy = _str(spec.get("preemptionPolicy"), "Pod.spec.preemptionPolicy", "PreemptLowerPriority")

@@ -193,3 +193,47 @@ def test_a_bound_pod_whose_scheduler_name_is_not_a_string_does_not_crash_the_rep
     bound["spec"]["schedulerName"] = []
     run.feed(b.event("MODIFIED", bound))
     assert any("InvalidObject" in notice for notice in run.notices())
+
+
+def _bound_then_stripped(*removed: str) -> tuple[Run, dict[str, object]]:
+    """`p` is bound by Tessera to the node's one GPU and runs; then its devices annotation is
+    removed (a hand edit, a tool that rewrites annotations). Returns the run and p as it is now."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=1), b.device("n", 0), b.resource_class("whole", match_labels={"model": "V100"}))
+    run.add(b.pod("p", limits={"class.tessera.dev/whole": 1}))
+    assert run.node_of("p") == "n"
+    stripped = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    for name in removed:
+        stripped["metadata"]["annotations"].pop(name)
+    stripped["status"]["phase"] = "Running"
+    run.feed(b.event("MODIFIED", stripped))
+    return run, stripped
+
+
+def test_a_bound_pod_whose_devices_annotation_is_removed_keeps_its_node_out_of_device_scheduling() -> None:
+    """The pod still has the GPU it was given, but which one is no longer written anywhere: the
+    node is taken out of device scheduling (fail closed, as for an unreadable annotation) with a
+    Warning saying why, until the annotation is back or the pod is gone — never given twice."""
+    run, stripped = _bound_then_stripped(ann.DEVICES)
+    assert run.state.nodes["n"].broken
+    assert any(n.startswith("BrokenDeviceAnnotation: ") and ann.DEVICES in n and "is missing" in n
+               for n in run.notices()), run.notices()
+    run.add(b.pod("q", limits={"class.tessera.dev/whole": 1}))
+    assert run.node_of("q") is None
+    stripped["status"]["phase"] = "Succeeded"
+    run.feed(b.event("MODIFIED", stripped))
+    assert run.node_of("q") == "n"
+
+
+def test_a_restart_reads_a_stripped_annotation_the_same_way() -> None:
+    """A fresh core listing the stripped pod fails closed the same way: the verdict comes from the
+    pod object alone, whatever order the listing has."""
+    _, stripped = _bound_then_stripped(ann.DEVICES)
+    for order in (1, -1):
+        run = Run(config(BINPACK))
+        objects = [b.node("n", gpus=1), b.device("n", 0), b.resource_class("whole", match_labels={"model": "V100"}),
+                   stripped][::order]
+        run.add(*objects)
+        assert run.state.nodes["n"].broken
+        run.add(b.pod("q", limits={"class.tessera.dev/whole": 1}))
+        assert run.node_of("q") is None
