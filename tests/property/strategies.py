@@ -521,8 +521,8 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8, focus: bool
 def sharing_scenarios(draw: st.DrawFn) -> Scenario:
     """Slices of one or two GPUs that publish memory and cores, under classes that are edited
     back and forth between sharing by memory and by cores while pods hold their slices (each
-    class has a memory and a cores version), with pods finishing, deleted and restarts of the
-    core between the edits: a slice stays of the dimension it was granted in, so neither
+    class has a memory and a cores version), with pods finishing, deleted, their containers
+    (sidecars among them) restarted, and restarts of the core between the edits: a slice stays of the dimension it was granted in, so neither
     dimension of a GPU is ever given out beyond its capacity."""
     devices = tuple(DeviceSpec("n0", i, "V100", draw(st.sampled_from((8, 16, 32))), GPU, False, True, False,
                                draw(st.sampled_from((20, 100))))
@@ -549,7 +549,7 @@ def sharing_scenarios(draw: st.DrawFn) -> Scenario:
                             priority=0, bound_node=None, claims=(), gated=False))
     setup = [Op("node+", 0, 0, False), *(Op("dev+", j, 0, False) for j in range(len(devices))),
              *(Op("class+", k, 0, False) for k in range(len(classes)))]
-    kinds = ["pod+"] * 4 + ["class+"] * 3 + ["pod_finish", "pod_delete", "restart", "dup"]
+    kinds = ["pod+"] * 4 + ["class+"] * 3 + ["pod_finish", "pod_delete", "pod_restart", "restart", "dup"]
     ops = draw(st.lists(st.builds(Op, st.sampled_from(kinds), st.integers(0, 7), st.integers(0, 1), st.booleans()),
                         min_size=6, max_size=30))
     return Scenario(draw(st.sampled_from(CONFIGS)), ((node,),), devices, tuple(classes), (), tuple(pods),
@@ -557,7 +557,7 @@ def sharing_scenarios(draw: st.DrawFn) -> Scenario:
 
 
 OP_KINDS = (["pod+"] * 6 + ["pod_finish"] * 2
-            + ["pod_delete", "pod_recreate", "pod_touch", "pod_ungate", "pod_deleting", "pod_resize"]
+            + ["pod_delete", "pod_recreate", "pod_touch", "pod_ungate", "pod_deleting", "pod_resize", "pod_restart"]
             + ["node+"] * 2 + ["node-", "node_recreate"]
             + ["dev+"] * 2 + ["dev-", "dev_flip"]
             + ["class+"] * 2 + ["class-"]
@@ -976,6 +976,20 @@ class World:
         def change(raw: Obj) -> None:
             key = "labels" if op.b % 2 == 0 else "annotations"
             raw["metadata"].setdefault(key, {})["touched"] = str(self.rv)
+        return self._modify(op, change)
+
+    def _op_pod_restart(self, op: Op) -> list[Delivery]:
+        def change(raw: Obj) -> bool:  # the kubelet restarts a container of a running pod (a sidecar's too)
+            if not raw["spec"].get("nodeName") or raw["status"].get("phase") in ("Succeeded", "Failed"):
+                return False
+            status = raw["status"]
+            status["phase"], status["startTime"] = "Running", "2026-01-01T00:00:00Z"
+            for field, key in (("initContainerStatuses", "initContainers"), ("containerStatuses", "containers")):
+                statuses = status.setdefault(field, [{"name": c["name"], "restartCount": 0}
+                                                     for c in raw["spec"].get(key) or []])
+                for entry in statuses[op.b % max(1, len(statuses)):][:1]:
+                    entry["restartCount"] += 1
+            return True
         return self._modify(op, change)
 
     def _op_pod_ungate(self, op: Op) -> list[Delivery]:
