@@ -194,11 +194,12 @@ class PreemptReplay:
 
     def _placed(self, attempt: Attempt, now: float) -> None:
         """Bound at once, as the apiserver would (a bound pod is what preemption may evict), with
-        its devices handed out (the node agent's `Allocated`)."""
+        its devices handed out (the node agent's `Allocated`, on pods whose Binding gave devices)."""
         name = attempt.pod.meta.name
         obj = self.objects[name] = copy.deepcopy(self.objects[name])
         obj["spec"]["nodeName"] = attempt.node
-        obj["metadata"]["annotations"] = {**attempt.annotations, ann.PHASE: ann.PHASE_ALLOCATED}
+        obj["metadata"]["annotations"] = {**attempt.annotations, ann.PHASE: ann.PHASE_ALLOCATED} \
+            if ann.DEVICES in attempt.annotations else dict(attempt.annotations)
         self.scheduler.apply("MODIFIED", obj, now)
         index, life, milli = self.by_name[name]
         high = self.jobs[index].priority == HIGH
