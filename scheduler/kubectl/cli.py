@@ -33,6 +33,18 @@ from scheduler.view.model import as_dict
 from scheduler.view.text import escape_terminal, render_nodes
 
 USER_AGENT = "kubectl-tessera"
+NODES_LEGEND = """GPU states (the first that applies):
+  ghost       its ExtendedResource is gone, a pod's annotation still names it (counted until the pod ends)
+  unhealthy   the node agent reports it unhealthy
+  cordoned    the device's spec.unschedulable
+  gated       assigned to a pod whose Binding the allocation gate holds (live page only)
+  whole       given whole to one pod
+  slices      shared: USE is the sharing dimension in use of its capacity (4Gi/16Gi)
+  counted     in use by a plain count request (nvidia.com/gpu: N): the device plugin picks which GPU,
+              so the count is drawn on free GPUs of that resource, not on the GPU the pod has
+  free        nothing holds it
+Holders: allocating (the agent has not handed its devices out yet), terminating (being deleted:
+its GPUs are free once it is gone), nominated (room a pending preemptor's preemption made)."""
 
 
 class CommandError(Exception):
@@ -58,13 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
     _common(parser, suppress=False)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def command(name: str, help_: str) -> argparse.ArgumentParser:
-        cmd = sub.add_parser(name, help=help_, description=help_)
+    def command(name: str, help_: str, epilog: str | None = None) -> argparse.ArgumentParser:
+        cmd = sub.add_parser(name, help=help_, description=help_, epilog=epilog,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
         _common(cmd, suppress=True)
         cmd.add_argument("-o", "--output", choices=FORMATS, default="table", help="table (default), json or yaml")
         return cmd
 
-    nodes = command("nodes", "every node's GPUs as the scheduler sees them: state, use, holders; a summary line")
+    nodes = command("nodes", "every node's GPUs as the scheduler sees them: state, use, holders; a summary line",
+                    NODES_LEGEND)
     nodes.add_argument("--config", help="the scheduler's configuration (default: the installed one, else the "
                                         "built-in one); decides which pending pods are Tessera's")
     _installed(nodes)

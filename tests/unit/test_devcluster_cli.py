@@ -75,3 +75,40 @@ def test_a_free_directory_gets_as_far_as_starting_the_plane(tmp_path: Path, monk
         cli.run(_args(tmp_path))
     with cli.DirectoryLock(tmp_path):
         pass
+
+
+class RecordingPlane:
+    """Records the fake nodes asked for, then stops the command as a component failing would."""
+
+    made: list[tuple[int, int, str, str]] = []
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.kubeconfig = "unused"
+
+    def start(self) -> None:
+        pass
+
+    def add_fake_gpu_nodes(self, nodes: int, gpus: int, model: str, memory: str) -> None:
+        RecordingPlane.made.append((nodes, gpus, model, memory))
+        raise RuntimeError("enough")
+
+    def stop(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("given", "memory"), [
+    (["--gpu-model", "T4"], "16Gi"), (["--gpu-model", "a100"], "80Gi"), ([], "32Gi"),
+    (["--gpu-model", "RTX-6000"], "32Gi"), (["--gpu-model", "T4", "--gpu-memory", "15Gi"], "15Gi"),
+])
+def test_fake_gpus_get_their_models_memory_unless_told(given: list[str], memory: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new user's trial: `--gpu-model T4` (which the README asks for the shipped T4 slicing
+    example) made 32Gi T4s, and `--gpu-model A100` 32Gi A100s that the shipped `a100-80g` class
+    (memory Gt 64Gi) does not match: the memory was 32Gi whatever the model."""
+    monkeypatch.setattr(cli, "LocalControlPlane", RecordingPlane)
+    RecordingPlane.made.clear()
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["dev-cluster", "--dir", str(tmp_path), "--nodes", "1", *given])
+    assert cli.run(args) == 1
+    assert RecordingPlane.made == [(1, 8, next(iter(given[1:2]), "V100"), memory)]

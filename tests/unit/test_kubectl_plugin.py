@@ -438,3 +438,15 @@ async def test_without_an_installed_configuration_the_built_in_one_is_used(statu
                                                                           warning: str | None) -> None:
     chosen = await installed_config(_ConfigMaps(status, body), DEFAULT_NAMESPACE)  # type: ignore[arg-type]
     assert chosen.config.source == BUILTIN_SOURCE and chosen.warning == warning
+
+
+def test_nodes_help_explains_every_gpu_state(capsys: pytest.CaptureFixture[str]) -> None:
+    """A new user's trial: `counted` GPUs read as if those exact GPUs were the pod's, and
+    `kubectl tessera nodes --help` said nothing about the states."""
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["nodes", "--help"])
+    legend = capsys.readouterr().out.split("GPU states", 1)[1]
+    for state in m.STATES:
+        assert f"\n  {state} " in legend, state
+    for holder in (m.ALLOCATING, m.TERMINATING, m.NOMINATED):
+        assert holder in legend

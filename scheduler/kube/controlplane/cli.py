@@ -30,6 +30,7 @@ from scheduler.view.text import count
 
 from .binaries import BinariesNotFound
 from .cluster import LocalControlPlane
+from .fakenodes import DEFAULT_GPU_MEMORY, gpu_memory
 from .processes import ProcessStartError
 
 __all__ = ["add_parser", "run"]
@@ -59,7 +60,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--nodes", type=int, default=0, help="number of fake GPU nodes (default 0)")
     parser.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per fake node (default 8)")
     parser.add_argument("--gpu-model", default="V100", help="GPU model attribute (default V100)")
-    parser.add_argument("--gpu-memory", default="32Gi", help="memory per GPU (default 32Gi)")
+    parser.add_argument("--gpu-memory", help="memory per GPU (default: the model's, e.g. T4 16Gi, V100 32Gi, "
+                                              f"A100 and H100 80Gi; {DEFAULT_GPU_MEMORY} for other models)")
     parser.add_argument(
         "--with-kube-scheduler",
         action="store_true",
@@ -158,6 +160,8 @@ def _argument_error(args: argparse.Namespace) -> str | None:
 def run(args: argparse.Namespace) -> int:
     """Run the dev cluster until SIGINT/SIGTERM/SIGHUP. Returns the process exit status."""
     _configure_logging()
+    if args.gpu_memory is None:  # the model's, known once the arguments are read
+        args.gpu_memory = gpu_memory(args.gpu_model)
     problem = _argument_error(args)
     if problem is not None:
         print(f"dev-cluster: {problem}", file=sys.stderr)

@@ -60,6 +60,31 @@ _COMPUTE_CAPABILITY = {
     "H200": "9.0",
     "B200": "10.0",
 }
+# Memory per GPU of each model's common data-centre part (the larger one where there are two:
+# the shipped `a100-80g` example class asks for more than 64Gi), so that `--gpu-model T4` makes
+# 16Gi T4s, as the shipped T4 slicing example expects; any other model gets DEFAULT_GPU_MEMORY.
+_MEMORY = {
+    "K80": "12Gi",
+    "P4": "8Gi",
+    "P100": "16Gi",
+    "V100": "32Gi",
+    "T4": "16Gi",
+    "A10": "24Gi",
+    "A30": "24Gi",
+    "A40": "48Gi",
+    "A100": "80Gi",
+    "L4": "24Gi",
+    "L40S": "48Gi",
+    "H100": "80Gi",
+    "H200": "141Gi",
+    "B200": "180Gi",
+}
+DEFAULT_GPU_MEMORY = "32Gi"
+
+
+def gpu_memory(model: str) -> str:
+    """A fake GPU's memory when none is given: its model's (any case), else DEFAULT_GPU_MEMORY."""
+    return _MEMORY.get(model.upper(), DEFAULT_GPU_MEMORY)
 
 
 def device_id(node: str, index: int) -> str:
