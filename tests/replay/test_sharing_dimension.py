@@ -115,3 +115,21 @@ def test_a_restarted_core_reads_the_dimension_a_slice_was_granted_in() -> None:
     restarted.add(b.pod("q", limits={BESIDE: 24}), b.pod("r", limits={BESIDE: 8}))
     assert restarted.node_of("q") is None
     assert restarted.node_of("r") == "n"
+
+
+def test_editing_the_dimension_of_a_class_whose_slices_are_held_says_so() -> None:
+    """The edit is allowed (new slices are of the new dimension) but not silent: the pods holding
+    slices keep them in the old dimension until they end, and the admin who edited the class would
+    otherwise read a GPU's use in two dimensions without knowing why."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=1), _gpu_with_cores(), _edited("memory", "1Gi"), _beside())
+    run.add(b.pod("p", limits={SLICED: 8}), b.pod("p2", limits={SLICED: 4}), b.pod("q", limits={BESIDE: 4}))
+    assert {run.node_of(name) for name in ("p", "p2", "q")} == {"n"}
+    before = len(run.notices())
+    run.feed(b.event("MODIFIED", _edited("cores", "1")))
+    assert run.notices()[before:] == [
+        "SharingDimensionChanged: ResourceClass edited now shares by cores; 2 pods hold slices of it granted in "
+        "memory (default/p, default/p2): they keep those until they end, new slices are of cores"]
+    run.feed(b.event("MODIFIED", b.resource_class("edited", match_labels={"model": "V100"},
+                                                  sharing={"dimension": "cores", "unit": "2"})))
+    assert len(run.notices()) == before + 1  # another unit, the same dimension: nothing to say

@@ -671,8 +671,8 @@ class ClusterState:
             # matchExpressions) still moves metadata.generation, which the status reports
             self.classes.refresh(cls)
             return [], []
+        notices = self._dimension_changed(old, cls)
         self.classes.upsert(cls, self.devices.values())
-        notices = []
         for name in sorted(self.classes.classes):
             error = self.classes.error_of(name)
             if error is not None and (name == cls.name or name in self.classes.clash):
@@ -680,6 +680,25 @@ class ClusterState:
                                       f"ResourceClass {name} is not valid: {error}", "",
                                       self.classes.classes[name].meta.uid))
         return [ClusterEvent(EventKind.CLASS_CHANGED)], notices
+
+    def _dimension_changed(self, old: ResourceClass | None, cls: ResourceClass) -> list[Notice]:
+        """A Warning when a sharing class moves to another dimension while pods hold slices of it:
+        allowed (new slices are of the new one), but those pods keep what they were given in the
+        old dimension until they end (their grants name it), which an admin reading the GPU's use
+        in two dimensions should be told."""
+        if old is None or old.sharing is None or cls.sharing is None \
+                or old.sharing.dimension == cls.sharing.dimension:
+            return []
+        kind = (old.resource_name, old.sharing.dimension)
+        holders = sorted({pod.key for use in self.ledger.use.values() for uid, held in use.shared.items()
+                          if kind in held and (pod := self.pods.get(uid)) is not None})
+        if not holders:
+            return []
+        return [Notice("ResourceClass", cls.name, "SharingDimensionChanged",
+                       f"ResourceClass {cls.name} now shares by {cls.sharing.dimension}; "
+                       + ("1 pod holds" if len(holders) == 1 else f"{len(holders)} pods hold")
+                       + f" slices of it granted in {old.sharing.dimension} ({', '.join(holders)}): they keep those "
+                       f"until they end, new slices are of {cls.sharing.dimension}", "", cls.meta.uid)]
 
     def _on_podgroup(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
         group = parse_podgroup(obj)
