@@ -20,7 +20,7 @@ import anyio
 import structlog
 
 from scheduler.api.config import SchedulerConfig
-from scheduler.core.cycle import pod_group_error
+from scheduler.core.cycle import pod_group_error, pod_group_unschedulable
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.objects import FINAL_GROUP_PHASES, WORKLOAD_API, Pod, podgroup_api
 from scheduler.core.scheduler import Scheduler
@@ -294,12 +294,30 @@ class SchedulerLoop:
                 return
             elapsed = time.perf_counter() - started
             self.stats.cycles += 1
-            for attempt in attempts:
-                self._handle(attempt, elapsed / max(1, len(attempts)))
+            self._handle_cycle(attempts, elapsed)
             self.hooks.on_cycle(attempts)
             cycles += 1
             if cycles % CYCLES_BEFORE_YIELD == 0:
                 await anyio.sleep(0)  # let informers and binders run
+
+    def _handle_cycle(self, attempts: list[Attempt], seconds: float) -> None:
+        """One cycle's attempts (one pod's, or every member's of a gang: `seconds` shared between
+        them), then the status of the PodGroup the cycle tried, once, from the whole cycle."""
+        for attempt in attempts:
+            self._handle(attempt, seconds / max(1, len(attempts)))
+        gang = attempts[0].pod.gang if attempts else None
+        if gang is None or not gang.from_podgroup:
+            return
+        failed = next((attempt for attempt in attempts if attempt.error), None)
+        if failed is not None:  # the group's cycle failed with an error: one message for the group
+            self._write_group_status(gang.key, pod_group_error(failed.message), SCHEDULER_ERROR)
+            return
+        # a group that could not be tried yet (too few members, no PodGroup) was not found
+        # unschedulable: kube-scheduler's GangScheduling PreEnqueue keeps such pods out of the
+        # queue and no pod group cycle writes PodGroupScheduled for them
+        not_placed = all(attempt.node is None and attempt.gang_outcome != "waiting" for attempt in attempts)
+        self._write_group_status(gang.key, pod_group_unschedulable(any(a.preempted for a in attempts))
+                                 if not_placed else "")
 
     def _handle(self, attempt: Attempt, seconds: float) -> None:
         pod = attempt.pod
@@ -335,15 +353,6 @@ class SchedulerLoop:
         self._evict(attempt)
         for displaced in attempt.nominations_cleared:
             self.statuses.pod_nomination_cleared(displaced.meta.namespace, displaced.meta.name)
-        if pod.gang is not None and pod.gang.from_podgroup:
-            # a group that could not be tried yet (too few members, no PodGroup) was not found
-            # unschedulable: kube-scheduler's GangScheduling PreEnqueue keeps such pods out of
-            # the queue and no pod group cycle writes PodGroupScheduled for them
-            not_placed = attempt.node is None and attempt.gang_outcome != "waiting"
-            if attempt.error:  # the group's cycle failed with an error: one message for the group
-                self._write_group_status(pod.gang.key, pod_group_error(attempt.message), SCHEDULER_ERROR)
-            else:
-                self._write_group_status(pod.gang.key, attempt.message if not_placed else "")
 
     def _evict(self, attempt: Attempt) -> None:
         """Preemption chose victims for this pod (or its gang): evict them (once each: a victim

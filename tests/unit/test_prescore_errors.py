@@ -185,8 +185,7 @@ async def test_a_workload_podgroup_whose_cycle_failed_with_an_error_reads_schedu
     assert [a.error for a in attempts] == [True, True]
     async with anyio.create_task_group() as tasks:
         await tasks.start(loop.binder.run)
-        for attempt in attempts:
-            loop._handle(attempt, 0.0)
+        loop._handle_cycle(attempts, 0.0)
         tasks.cancel_scope.cancel()
     conditions = [c for (path, _), body in loop.statuses._dirty.items() if path.endswith("/podgroups/g/status")
                   for c in body["status"]["conditions"]]

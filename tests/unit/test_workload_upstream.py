@@ -25,8 +25,7 @@ def _cycle(loop: SchedulerLoop) -> list[str | None]:
     """One scheduling cycle, its attempts handled as the live loop does; their gang outcomes."""
     attempts = loop.core.schedule_next(0.0)
     assert attempts is not None
-    for attempt in attempts:
-        loop._handle(attempt, 0.0)
+    loop._handle_cycle(attempts, 0.0)
     return [attempt.gang_outcome for attempt in attempts]
 
 
@@ -56,3 +55,52 @@ def test_a_gang_still_gathering_its_members_gets_no_podgroupscheduled_condition(
     assert _cycle(loop) == ["failed", "failed"]  # two members, one GPU: tried, and does not fit
     [condition] = _group_conditions(loop)
     assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
+
+
+def test_a_gang_that_does_not_fit_is_worded_as_kube_scheduler_words_it() -> None:
+    """PodGroupScheduled=False carried the first member's FitError ("0/1 nodes are available: ...")
+    as its message. kube-scheduler v1.36.3 writes the pod group's status message, not a pod's
+    (pkg/scheduler/schedule_one_podgroup.go submitPodGroupAlgorithmResult: `Message:
+    podGroupResult.status.Message()`), and a group whose members were tried and rejected has the
+    status podGroupSchedulingDefaultAlgorithm starts with, `fwk.NewStatus(fwk.Unschedulable)
+    .WithError(errPodGroupUnschedulable)`, whose Message() is the error's text alone
+    (k8s.io/kube-scheduler framework/interface.go Status.Reasons): "pod group is unschedulable".
+    The members' own reasons stay on the pods (PodScheduled, FailedScheduling Events)."""
+    loop = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
+                         identity="t")
+    for informer in loop.informers.informers:
+        informer.synced.set()
+    loop._on_event("ADDED", b.node("n", gpus=1))
+    loop._on_event("ADDED", b.workload_podgroup("g", 2))
+    loop._on_event("ADDED", _member("g-0", "g"))
+    loop._on_event("ADDED", _member("g-1", "g"))
+    assert _cycle(loop) == ["failed", "failed"]
+    [condition] = _group_conditions(loop)
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "False", "Unschedulable", "pod group is unschedulable")
+
+
+def test_a_gang_waiting_for_its_victims_is_worded_as_kube_scheduler_words_it() -> None:
+    """A gang that fits once lower-priority pods are evicted: kube-scheduler's group status is
+    `fwk.NewStatus(fwk.Unschedulable, "pod group is waiting for preemption to complete")
+    .WithError(errPodGroupUnschedulable)` (schedule_one_podgroup.go podGroupSchedulingDefaultAlgorithm,
+    waitingOnPreemption), the error's text first: "pod group is unschedulable, pod group is waiting
+    for preemption to complete"."""
+    loop = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
+                         identity="t")
+    for informer in loop.informers.informers:
+        informer.synced.set()
+    loop._on_event("ADDED", b.node("n", gpus=2))
+    for i in range(2):
+        loop._on_event("ADDED", b.pod(f"low-{i}", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running"))
+    loop._on_event("ADDED", b.workload_podgroup("g", 2))
+    for i in range(2):
+        loop._on_event("ADDED", b.pod(f"g-{i}", limits={"nvidia.com/gpu": 1}, priority=1000,
+                                      spec_extra={"schedulingGroup": {"podGroupName": "g"}}))
+    attempts = loop.core.schedule_next(0.0)
+    assert attempts is not None
+    loop._handle_cycle(attempts, 0.0)
+    assert attempts[0].preempted, "the gang should preempt the two low pods"
+    [condition] = _group_conditions(loop)
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "False", "Unschedulable", "pod group is unschedulable, pod group is waiting for preemption to complete")
