@@ -179,6 +179,11 @@ class SchedulerLoop:
             self._forget_status(str(kind), obj)
         elif event_type != "DELETED" and kind in ("ResourceClass", "Pod"):
             self.statuses.observed(obj)  # the condition times a new term keeps
+        elif event_type != "DELETED" and kind == "PodGroup" and self.statuses.podgroup_observed(obj):
+            # another status landed after ours (an earlier term's late write): settled or not, the
+            # group is written again (the event touched it)
+            meta = obj.get("metadata") or {}
+            self._groups_settled.discard(f"{meta.get('namespace') or ''}/{meta.get('name') or ''}")
         self._write_touched_groups()
 
     def _write_touched_groups(self) -> None:

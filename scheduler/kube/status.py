@@ -17,6 +17,10 @@ name starts clean; and all of what it wrote when the replica stops leading (`res
 leader writes (`allowed`, asked at write time), and a later term cannot trust what it wrote before
 another leader's term.
 
+A PodGroup's status is also compared with what the watch shows of the group
+(`podgroup_observed`): a status another writer put there after ours — an earlier leader term's
+late PATCH — makes the next wish a write again instead of a no-op.
+
 A pod's PodScheduled=False is written only while the pod still waits — asked of the cache at write
 time, not when it was wished — and with the pod's resourceVersion as a precondition: a Binding
 that lands first (it sets PodScheduled=True) turns the late write into a 409 instead of leaving a
@@ -34,7 +38,7 @@ import anyio
 import orjson
 import structlog
 
-from scheduler.core.objects import WORKLOAD_API
+from scheduler.core.objects import PLUGINS_API, WORKLOAD_API, podgroup_api
 # the PodScheduled reasons, the core's (re-exported: the writer's callers name them from here)
 from scheduler.core.scheduler import SCHEDULER_ERROR as SCHEDULER_ERROR
 from scheduler.core.scheduler import UNSCHEDULABLE as UNSCHEDULABLE
@@ -110,10 +114,29 @@ class StatusWriter:
         self._forget(_pod_status(namespace, name))
 
     def podgroup_gone(self, namespace: str, name: str, api: str) -> None:
-        if api == WORKLOAD_API:
-            self._forget((_WORKLOAD_PODGROUP.format(namespace=namespace, name=name), STRATEGIC_PATCH))
-        else:
-            self._forget((_PLUGINS_PODGROUP.format(namespace=namespace, name=name), MERGE_PATCH))
+        self._forget(_podgroup_key(namespace, name, api))
+
+    def podgroup_observed(self, obj: dict[str, Any]) -> bool:
+        """What the watch shows of a PodGroup: True when its status no longer shows what this
+        writer last wrote to it — another writer's status landed after ours (a late PATCH of an
+        earlier leader's term, this replica's own included) — and the write is then forgotten, so
+        the next wish for the group is written again instead of being skipped as already written.
+        Upstream's writers compare what they compute with the object they read (scheduler-plugins'
+        PodGroup controller, kube-scheduler's updatePodGroupCondition), not with what they wrote.
+        An echo of our own earlier write arriving after a later write reads the same way: one
+        redundant PATCH, never a stale status left standing."""
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict):
+            return False
+        key = _podgroup_key(str(meta.get("namespace") or ""), str(meta.get("name") or ""), podgroup_api(obj))
+        written = self._written.get(key)
+        if written is None:
+            return False
+        status = obj.get("status")
+        if _shows(status if isinstance(status, dict) else {}, orjson.loads(written)["status"]):
+            return False
+        del self._written[key]
+        return True
 
     def resource_class_gone(self, name: str) -> None:
         self._forget((_CLASS.format(name=name), MERGE_PATCH))
@@ -164,8 +187,7 @@ class StatusWriter:
 
     def pod_group(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """phase, running, succeeded, failed (the scheduler-plugins PodGroup status)."""
-        path = _PLUGINS_PODGROUP.format(namespace=namespace, name=name)
-        self._want((path, MERGE_PATCH), {"status": status})
+        self._want(_podgroup_key(namespace, name, PLUGINS_API), {"status": status})
 
     def workload_pod_group(self, namespace: str, name: str, scheduled: bool, reason: str, message: str, *,
                            transition: bool, generation: int = 0) -> None:
@@ -179,8 +201,7 @@ class StatusWriter:
                                      "reason": reason, "message": message}
         if generation > 0:
             condition["observedGeneration"] = generation
-        path = _WORKLOAD_PODGROUP.format(namespace=namespace, name=name)
-        self._want((path, STRATEGIC_PATCH), {"status": {"conditions": [condition]}},
+        self._want(_podgroup_key(namespace, name, WORKLOAD_API), {"status": {"conditions": [condition]}},
                    stamp=("lastTransitionTime",) if transition else ())
 
     def resource_class(self, name: str, valid: bool, message: str, matching: int, resource_name: str, *,
@@ -299,6 +320,29 @@ def _pod_of(path: str) -> tuple[str, str] | None:
 def _pod_status(namespace: str, name: str) -> _Key:
     """The writer's key for a pod's status: its path and the patch type every pod write uses."""
     return (f"/api/v1/namespaces/{namespace}/pods/{name}/status", STRATEGIC_PATCH)
+
+
+def _podgroup_key(namespace: str, name: str, api: str) -> _Key:
+    """The writer's key for a PodGroup's status, in the API the group is of."""
+    if api == WORKLOAD_API:
+        return (_WORKLOAD_PODGROUP.format(namespace=namespace, name=name), STRATEGIC_PATCH)
+    return (_PLUGINS_PODGROUP.format(namespace=namespace, name=name), MERGE_PATCH)
+
+
+def _shows(shown: dict[str, Any], wished: dict[str, Any]) -> bool:
+    """Whether an object's status holds every field of a status written to it (conditions matched
+    by type, each field the write set)."""
+    for field, value in wished.items():
+        if field != "conditions":
+            if shown.get(field) != value:
+                return False
+            continue
+        present = {c.get("type"): c for c in _conditions({"status": shown})}
+        for condition in value:
+            have = present.get(condition.get("type"))
+            if have is None or any(have.get(k) != v for k, v in condition.items()):
+                return False
+    return True
 
 
 def _conditions(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -108,3 +108,81 @@ def test_podgroupscheduled_carries_the_podgroups_generation() -> None:
     loop._write_group_status("default/g", "0/1 nodes are available: no rack has room")
     [wish] = [body for (path, _), body in loop.statuses._dirty.items() if "/podgroups/g/status" in path]
     assert wish["status"]["conditions"][0]["observedGeneration"] == 3
+
+
+def _recording(store: list[dict[str, Any]], name: str) -> Any:
+    def handler(call: Call) -> Response | None:
+        if call.method == "PATCH" and f"/podgroups/{name}/status" in call.path:
+            store.append(call.body["status"])
+            return Response(200, b"{}")
+        return None
+    return handler
+
+
+def _shown(group: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """The PodGroup as the watch shows it once a status was written to it (by anyone)."""
+    return {**group, "status": status}
+
+
+async def test_a_stale_podgroup_phase_written_late_by_an_earlier_term_is_written_over() -> None:
+    """Replica A wished `Scheduling` for a group in its term; its PATCH was still on the wire when
+    it lost the Lease, and landed after this replica (the new leader) had written `Running`. The
+    watch then shows `Scheduling`, and the leader never wrote `Running` again: its writer skips a
+    wish equal to what it last wrote, whatever the object says. scheduler-plugins' controller
+    compares what it computes with the object it reads (pkg/controllers/podgroup_controller.go
+    Reconcile: `r.patchPodGroup(ctx, pg, pgCopy)` from the informer's object, on every PodGroup
+    update), so it writes `Running` again on that update."""
+    written: list[dict[str, Any]] = []
+    loop = _loop(FakeApi(handlers=[_recording(written, "job")]), [1])
+    _synced(loop)
+    loop._on_event("ADDED", b.node("n", gpus=8))
+    group = b.podgroup("job", 1)
+    loop._on_event("ADDED", group)
+    loop._on_event("ADDED", _member("job-0", "job", "Running"))
+    await run_for_a_while(loop.statuses.run, lambda: len(written) == 1)
+    assert [s["phase"] for s in written] == ["Running"]
+    loop._on_event("MODIFIED", _shown(group, {**written[0]}))  # our own echo: nothing to do
+    loop._on_event("MODIFIED", _shown(group, {"phase": "Scheduling", "running": 0, "succeeded": 0, "failed": 0}))
+    await run_for_a_while(loop.statuses.run, lambda: len(written) == 2)
+    assert [s["phase"] for s in written] == ["Running", "Running"]
+
+
+async def test_a_stale_phase_landing_over_a_final_one_is_written_over() -> None:
+    """The same late write landing over `Finished`, which this replica had written (and settled:
+    nothing is written over a final phase before its echo). The object then says `Running` for a
+    job that is done, for good."""
+    written: list[dict[str, Any]] = []
+    loop = _loop(FakeApi(handlers=[_recording(written, "job")]), [1])
+    _synced(loop)
+    loop._on_event("ADDED", b.node("n", gpus=8))
+    group = b.podgroup("job", 1)
+    loop._on_event("ADDED", group)
+    loop._on_event("ADDED", _member("job-0", "job", "Succeeded"))
+    await run_for_a_while(loop.statuses.run, lambda: len(written) == 1)
+    assert [s["phase"] for s in written] == ["Finished"]
+    loop._on_event("MODIFIED", _shown(group, {"phase": "Running", "running": 1, "succeeded": 0, "failed": 0}))
+    await run_for_a_while(loop.statuses.run, lambda: len(written) == 2)
+    assert [s["phase"] for s in written] == ["Finished", "Finished"]
+
+
+async def test_a_stale_podgroupscheduled_false_landing_over_true_is_written_over() -> None:
+    """Upstream's PodGroup: this leader wrote PodGroupScheduled=True; an earlier term's False
+    (Unschedulable) lands after it. kube-scheduler reads the condition from its lister before each
+    write (schedule_one_podgroup.go updatePodGroupCondition: `apimeta.SetStatusCondition` on the
+    object's status) and would write True again at the next pod group cycle; Tessera's group is
+    settled and its members are bound, so no cycle comes: the group read False for good."""
+    written: list[dict[str, Any]] = []
+    loop = _loop(FakeApi(handlers=[_recording(written, "g")]), [1])
+    _synced(loop)
+    loop._on_event("ADDED", b.node("n", gpus=8))
+    group = b.workload_podgroup("g", 1)
+    loop._on_event("ADDED", group)
+    loop._on_event("ADDED", b.pod("g-0", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running",
+                                  spec_extra={"schedulingGroup": {"podGroupName": "g"}}))
+    await run_for_a_while(loop.statuses.run, lambda: len(written) == 1)
+    assert [c["status"] for s in written for c in s["conditions"]] == ["True"]
+    stale = {"type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable",
+             "message": "pod group is unschedulable", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    loop._on_event("MODIFIED", _shown(group, {"conditions": [stale]}))
+    await run_for_a_while(loop.statuses.run, lambda: len(written) == 2)
+    assert [c["status"] for s in written for c in s["conditions"]] == ["True", "True"]
