@@ -472,10 +472,11 @@ class SchedulerLoop:
             if status.scheduled >= status.minimum:
                 self._groups_settled.add(key)
                 self.statuses.workload_pod_group(namespace, name, True, "Scheduled", "", transition=True,
-                                                 generation=status.generation)
+                                                 uid=status.uid, generation=status.generation)
             elif failure:
                 self.statuses.workload_pod_group(namespace, name, False, reason, failure,
-                                                 transition=status.condition != "False", generation=status.generation)
+                                                 transition=status.condition != "False", uid=status.uid,
+                                                 generation=status.generation)
             return
         if status.final or key in self._groups_settled:
             return

@@ -186,22 +186,31 @@ class StatusWriter:
         self._retry_at = None
 
     def pod_group(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        """phase, running, succeeded, failed (the scheduler-plugins PodGroup status)."""
+        """phase, running, succeeded, failed (the scheduler-plugins PodGroup status). No uid
+        precondition (see `_for_object`): a CRD's status subresource copies the stored object's
+        metadata over the patched one (apiextensions-apiserver statusStrategy.PrepareForUpdate),
+        so a uid in the patch is never compared. A late write for a deleted group that lands on
+        its successor is written over: the writer forgot the old group on its DELETED event and
+        always has a phase to write for the new one, after the late write (one write per object
+        at a time)."""
         self._want(_podgroup_key(namespace, name, PLUGINS_API), {"status": status})
 
     def workload_pod_group(self, namespace: str, name: str, scheduled: bool, reason: str, message: str, *,
-                           transition: bool, generation: int = 0) -> None:
+                           transition: bool, uid: str, generation: int = 0) -> None:
         """Upstream's PodGroupScheduled condition on a Workload API PodGroup (a strategic merge
         patch keyed by condition type, as kube-scheduler's updatePodGroupCondition). With
         `transition` the status changes and lastTransitionTime is stamped; without, the patch
         leaves the object's lastTransitionTime as it is (only reason and message move).
         `generation`: the PodGroup's metadata.generation, the condition's observedGeneration
-        (upstream sets it on every write)."""
+        (upstream sets it on every write); `uid` the object's (`_for_object`): a group that has
+        not been tried has no condition to write, so a late one for a deleted group of the name
+        would stand on it."""
         condition: dict[str, Any] = {"type": "PodGroupScheduled", "status": "True" if scheduled else "False",
                                      "reason": reason, "message": message}
         if generation > 0:
             condition["observedGeneration"] = generation
-        self._want(_podgroup_key(namespace, name, WORKLOAD_API), {"status": {"conditions": [condition]}},
+        self._want(_podgroup_key(namespace, name, WORKLOAD_API),
+                   _for_object(uid, {"status": {"conditions": [condition]}}),
                    stamp=("lastTransitionTime",) if transition else ())
 
     def resource_class(self, name: str, valid: bool, message: str, matching: int, resource_name: str, *,
@@ -327,6 +336,14 @@ def _podgroup_key(namespace: str, name: str, api: str) -> _Key:
     if api == WORKLOAD_API:
         return (_WORKLOAD_PODGROUP.format(namespace=namespace, name=name), STRATEGIC_PATCH)
     return (_PLUGINS_PODGROUP.format(namespace=namespace, name=name), MERGE_PATCH)
+
+
+def _for_object(uid: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A status patch that applies only to the object `uid`: a built-in object deleted and created
+    again under its name while the write was on the wire refuses it (the uid is immutable: 422)
+    instead of taking the old object's status, as upstream's preparePatchBytesForPodStatus puts
+    the pod's uid in its patches."""
+    return {"metadata": {"uid": uid}, **body} if uid else body
 
 
 def _shows(shown: dict[str, Any], wished: dict[str, Any]) -> bool:

@@ -96,7 +96,7 @@ async def test_upstream_pod_group_gets_the_podgroupscheduled_condition() -> None
     api = FakeApi()
     writer = StatusWriter(api, lambda ns, name, reason: None)  # type: ignore[arg-type]
     writer.workload_pod_group("default", "g", False, "Unschedulable", "0/4 nodes are available: no rack has room",
-                              transition=True)
+                              transition=True, uid="g-uid")
     await _flush(writer, lambda: bool(api.calls))
     [patch] = api.of("PATCH", "/apis/scheduling.k8s.io/v1alpha2/namespaces/default/podgroups/g/status")
     assert patch.content_type == "application/strategic-merge-patch+json"
@@ -105,6 +105,7 @@ async def test_upstream_pod_group_gets_the_podgroupscheduled_condition() -> None
         "type": "PodGroupScheduled", "status": "False", "reason": "Unschedulable",
         "message": "0/4 nodes are available: no rack has room"}
     assert condition["lastTransitionTime"].endswith("Z")
+    assert patch.body["metadata"] == {"uid": "g-uid"}  # only that object takes it (see the e2e test)
 
 
 async def test_class_status_carries_the_effective_resource_name() -> None:

@@ -195,6 +195,7 @@ class GroupStatus:
     condition: str = ""  # upstream's PodGroupScheduled status on the object ("True", "False", "")
     final: bool = False  # the object's phase is final (Finished/Failed): write nothing
     generation: int = 0  # the PodGroup's metadata.generation (the condition's observedGeneration)
+    uid: str = ""  # the PodGroup object's uid: its status is written to that object only
 
 
 def group_status(state: ClusterState, key: str) -> GroupStatus | None:
@@ -224,4 +225,4 @@ def group_status(state: ClusterState, key: str) -> GroupStatus | None:
     else:
         phase = "Scheduling"
     return GroupStatus(phase, scheduled, running, succeeded, failed, minimum, group.api, group.scheduled_condition,
-                       final, group.meta.generation)
+                       final, group.meta.generation, group.meta.uid)
