@@ -446,9 +446,22 @@ def gang_topology(annotations: Mapping[str, str]) -> GangTopology | None:
     return GangTopology(required, preferred) if required or preferred else None
 
 
+def gang_key(namespace: str, name: str, api: str) -> str:
+    """The key of the gang a PodGroup `name` of `api` (or, `api` "", a label gang) is: "ns/name",
+    and "ns/scheduling.k8s.io/name" for a Workload API group — the two PodGroup APIs name their
+    groups apart (kube-scheduler's GangScheduling and scheduler-plugins' Coscheduling each know
+    only their own), so one name in both is two gangs. Names hold no "/": no key is two groups'."""
+    return f"{namespace}/{WORKLOAD_API}/{name}" if api == WORKLOAD_API else f"{namespace}/{name}"
+
+
+def gang_key_parts(key: str) -> tuple[str, str]:
+    """(namespace, name) of a `gang_key`."""
+    return key.partition("/")[0], key.rpartition("/")[2]
+
+
 @dataclass(frozen=True, slots=True)
 class GangRef:
-    key: str  # "<namespace>/<group name>"
+    key: str  # gang_key: "<namespace>/<group name>", "<namespace>/scheduling.k8s.io/<name>" for a Workload API group
     min_available: int | None  # from labels; None when a PodGroup object decides
     from_podgroup: bool
     api: str = ""  # the PodGroup's API group (PLUGINS_API or WORKLOAD_API); "" for the label form
@@ -608,10 +621,10 @@ def _gang(meta: ObjectMeta, spec: JSON) -> GangRef | None:
     scheduling_group = _mapping(spec.get("schedulingGroup"), "Pod.spec.schedulingGroup")
     workload_group = _str(scheduling_group.get("podGroupName"), "Pod.spec.schedulingGroup.podGroupName")
     if workload_group:
-        return GangRef(f"{meta.namespace}/{workload_group}", None, True, WORKLOAD_API)
+        return GangRef(gang_key(meta.namespace, workload_group, WORKLOAD_API), None, True, WORKLOAD_API)
     group = meta.labels.get(PODGROUP_LABEL)
     if group:
-        return GangRef(f"{meta.namespace}/{group}", None, True, PLUGINS_API)
+        return GangRef(gang_key(meta.namespace, group, PLUGINS_API), None, True, PLUGINS_API)
     name = meta.labels.get(GANG_NAME_LABEL)
     raw_min = meta.labels.get(GANG_MIN_LABEL)
     if not name or raw_min is None:
@@ -619,7 +632,7 @@ def _gang(meta: ObjectMeta, spec: JSON) -> GangRef | None:
     minimum = go_int64(raw_min)  # strconv.Atoi: Python's int() would also take "1_0" or " 1"
     if minimum is None or minimum < 1:
         return None  # as coscheduling v0.18: a min-available that is not an integer >= 1 means "no gang"
-    return GangRef(f"{meta.namespace}/{name}", minimum, False, topology=gang_topology(meta.annotations))
+    return GangRef(gang_key(meta.namespace, name, ""), minimum, False, topology=gang_topology(meta.annotations))
 
 
 def parse_pod(obj: JSON) -> Pod:
@@ -844,7 +857,8 @@ class PodGroup:
 
     @property
     def key(self) -> str:
-        return self.meta.key
+        """The key of the gang this PodGroup is (`gang_key`)."""
+        return gang_key(self.meta.namespace, self.meta.name, self.api)
 
 
 # scheduler-plugins' PodGroup controller stops reconciling a group in these phases (its status stays as it is)

@@ -22,7 +22,7 @@ import structlog
 from scheduler.api.config import SchedulerConfig
 from scheduler.core.cycle import pod_group_error, pod_group_unschedulable
 from scheduler.core.framework.attempt import Attempt
-from scheduler.core.objects import FINAL_GROUP_PHASES, WORKLOAD_API, Pod, podgroup_api
+from scheduler.core.objects import FINAL_GROUP_PHASES, WORKLOAD_API, Pod, gang_key, gang_key_parts, podgroup_api
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
@@ -183,7 +183,8 @@ class SchedulerLoop:
             # another status landed after ours (an earlier term's late write): settled or not, the
             # group is written again (the event touched it)
             meta = obj.get("metadata") or {}
-            self._groups_settled.discard(f"{meta.get('namespace') or ''}/{meta.get('name') or ''}")
+            self._groups_settled.discard(gang_key(str(meta.get("namespace") or ""), str(meta.get("name") or ""),
+                                                  podgroup_api(obj)))
         self._write_touched_groups()
 
     def _write_touched_groups(self) -> None:
@@ -207,7 +208,7 @@ class SchedulerLoop:
         if kind == "ResourceClass":
             self.statuses.resource_class_gone(name)
             return
-        self._groups_settled.discard(f"{namespace}/{name}")
+        self._groups_settled.discard(gang_key(namespace, name, podgroup_api(obj)))
         self.statuses.podgroup_gone(namespace, name, podgroup_api(obj))
 
     def lost_leadership(self) -> None:
@@ -465,7 +466,7 @@ class SchedulerLoop:
         status = self.core.group_status(key)
         if status is None:
             return
-        namespace, _, name = key.partition("/")
+        namespace, name = gang_key_parts(key)
         if status.api == WORKLOAD_API:
             if status.condition == "True" or key in self._groups_settled:
                 return

@@ -153,7 +153,7 @@ def test_upstream_podgroup_gang_minimum_is_all_or_nothing() -> None:
     run.add(*[b.pod(f"wl-{i}", limits={"nvidia.com/gpu": 2}, spec_extra={"schedulingGroup": {"podGroupName": "wl"}})
               for i in range(3)])
     assert all(run.node_of(f"wl-{i}") is None for i in range(3))
-    assert "pod group default/wl: only 2 of the 3 members it needs fit; " in run.last("wl-0").message
+    assert "pod group default/scheduling.k8s.io/wl: only 2 of the 3 members it needs fit; " in run.last("wl-0").message
 
 
 def test_a_gang_without_a_constraint_is_placed_as_before() -> None:
@@ -212,21 +212,6 @@ def test_class_gpus_count_in_the_room_check_and_the_order() -> None:
     run.add(*[b.pod(f"g-{i}", labels=labels, annotations=ann, requests={"cpu": "1"},
                     limits={"class.tessera.dev/v100": 2}) for i in range(2)])
     assert run.node_of("g-0") == run.node_of("g-1") == "gpu-0"
-
-
-def test_one_name_in_both_podgroup_apis_places_neither_until_one_is_deleted() -> None:
-    run = Run(topology_config())
-    run.add(*rack_nodes({("a", "r1"): 2}))
-    run.add(b.podgroup("g", 3))
-    run.add(b.workload_podgroup("g", 1))
-    assert any("DuplicatePodGroup" in notice for notice in run.notices())
-    run.add(b.pod("p-0", labels={"scheduling.x-k8s.io/pod-group": "g"}, limits={"nvidia.com/gpu": 1}))
-    run.add(*[b.pod(f"w-{i}", limits={"nvidia.com/gpu": 1}, spec_extra={"schedulingGroup": {"podGroupName": "g"}})
-              for i in range(2)])
-    assert [run.node_of(n) for n in ("p-0", "w-0", "w-1")] == [None, None, None]
-    assert "exists in both scheduling.x-k8s.io and scheduling.k8s.io" in run.last("w-0").message
-    run.feed(b.event("DELETED", b.podgroup("g", 3)))  # the upstream one is left: its members go
-    assert run.node_of("w-0") is not None and run.node_of("w-1") is not None and run.node_of("p-0") is None
 
 
 def test_a_preferred_rack_inside_a_required_key_that_is_not_a_level() -> None:

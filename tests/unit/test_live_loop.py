@@ -107,25 +107,25 @@ def test_podgroupscheduled_never_goes_from_true_to_false_and_stamps_only_transit
     for i in range(2):
         core.apply("ADDED", b.pod(f"g-{i}", limits={"nvidia.com/gpu": 1},
                                   spec_extra={"schedulingGroup": {"podGroupName": "g"}}), 0.0)
-    loop._write_group_status("default/g", "0/1 nodes are available: no rack has room")
+    loop._write_group_status("default/scheduling.k8s.io/g", "0/1 nodes are available: no rack has room")
     [refused] = _workload_group_wishes(loop)
     assert refused["status"] == "False" and "lastTransitionTime" in refused
     stamped = b.workload_podgroup("g", 2)
     stamped["status"] = {"conditions": [{"type": "PodGroupScheduled", "status": "False"}]}
     core.apply("MODIFIED", stamped, 0.0)  # the watch echoes False: a new message keeps the time
-    loop._write_group_status("default/g", "0/1 nodes are available: something else")
+    loop._write_group_status("default/scheduling.k8s.io/g", "0/1 nodes are available: something else")
     [again] = _workload_group_wishes(loop)
     assert again["message"].endswith("something else") and "lastTransitionTime" not in again
     assert core.schedule_next(0.0)  # the gang is placed: True is wished
-    loop._write_group_status("default/g")
+    loop._write_group_status("default/scheduling.k8s.io/g")
     [placed] = _workload_group_wishes(loop)
     assert placed["status"] == "True"
     for i in range(2):  # the members' Bindings failed (before the watch echoed True): pending again
         pod = core.state.pod_by_key(f"default/g-{i}")
         assert pod is not None
         core.binding_failed(pod.uid, 0.0)
-    assert core.group_status("default/g").scheduled == 0  # type: ignore[union-attr]
-    loop._write_group_status("default/g", "0/1 nodes are available: no room any more")
+    assert core.group_status("default/scheduling.k8s.io/g").scheduled == 0  # type: ignore[union-attr]
+    loop._write_group_status("default/scheduling.k8s.io/g", "0/1 nodes are available: no room any more")
     assert [c["status"] for c in _workload_group_wishes(loop)] == ["True"]
 
 

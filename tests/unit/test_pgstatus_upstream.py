@@ -105,7 +105,7 @@ def test_podgroupscheduled_carries_the_podgroups_generation() -> None:
     for i in range(2):
         loop._on_event("ADDED", b.pod(f"g-{i}", limits={"nvidia.com/gpu": 1},
                                       spec_extra={"schedulingGroup": {"podGroupName": "g"}}))
-    loop._write_group_status("default/g", "0/1 nodes are available: no rack has room")
+    loop._write_group_status("default/scheduling.k8s.io/g", "0/1 nodes are available: no rack has room")
     [wish] = [body for (path, _), body in loop.statuses._dirty.items() if "/podgroups/g/status" in path]
     assert wish["status"]["conditions"][0]["observedGeneration"] == 3
 
@@ -186,3 +186,22 @@ async def test_a_stale_podgroupscheduled_false_landing_over_true_is_written_over
     loop._on_event("MODIFIED", _shown(group, {"conditions": [stale]}))
     await run_for_a_while(loop.statuses.run, lambda: len(written) == 2)
     assert [c["status"] for s in written for c in s["conditions"]] == ["True", "True"]
+
+
+def test_one_name_in_both_podgroup_apis_gets_both_statuses() -> None:
+    """A scheduler-plugins PodGroup `g` with one Running member and a Workload API PodGroup `g`
+    with one bound member: each is its own gang, and each gets its own API's status (the second
+    seen was held back as a duplicate and got none)."""
+    loop = _loop(FakeApi(), [1])
+    _synced(loop)
+    loop._on_event("ADDED", b.node("n", gpus=8))
+    loop._on_event("ADDED", b.podgroup("g", 1))
+    loop._on_event("ADDED", b.workload_podgroup("g", 1))
+    loop._on_event("ADDED", _member("p-0", "g", "Running"))
+    loop._on_event("ADDED", b.pod("w-0", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running",
+                                  spec_extra={"schedulingGroup": {"podGroupName": "g"}}))
+    wishes = {path: body["status"] for (path, _), body in loop.statuses._dirty.items() if "/podgroups/g/" in path}
+    assert wishes["/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/g/status"] == {
+        "phase": "Running", "running": 1, "succeeded": 0, "failed": 0}
+    [condition] = wishes["/apis/scheduling.k8s.io/v1alpha2/namespaces/default/podgroups/g/status"]["conditions"]
+    assert (condition["type"], condition["status"]) == ("PodGroupScheduled", "True")

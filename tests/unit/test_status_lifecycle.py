@@ -154,7 +154,7 @@ def test_a_workload_podgroup_created_again_gets_podgroupscheduled() -> None:
     for pod in first:
         loop._apply("ADDED", pod)
     assert core.schedule_next(0.0)
-    loop._write_group_status("default/g")
+    loop._write_group_status("default/scheduling.k8s.io/g")
     loop.statuses._dirty.clear()  # as if written
     for pod in first:  # the job is done: its pods and PodGroup go; the next run makes "g" again
         loop._apply("DELETED", pod)
@@ -165,7 +165,7 @@ def test_a_workload_podgroup_created_again_gets_podgroupscheduled() -> None:
     for pod in members("b"):
         loop._apply("ADDED", pod)
     assert core.schedule_next(0.0)
-    loop._write_group_status("default/g")
+    loop._write_group_status("default/scheduling.k8s.io/g")
     wishes = [body for (path, _), body in loop.statuses._dirty.items() if "/podgroups/g/" in path]
     assert [c["status"] for c in wishes[0]["status"]["conditions"]] == ["True"]
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scheduler.api.config_reader import ArgsReader
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import GangView, GroupPlugin, QueueingHint
-from scheduler.core.objects import PLUGINS_API, WORKLOAD_API, Pod
+from scheduler.core.objects import PLUGINS_API, WORKLOAD_API, Pod, gang_key_parts
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind
 
 NAME = "Coscheduling"
@@ -87,9 +87,6 @@ def waiting_message(state: ClusterState, pod: Pod) -> str | None:
     """Why this member's group cannot be tried yet (PreFilter), or None when it can."""
     assert pod.gang is not None
     key = pod.gang.key
-    ambiguous = state.gangs.ambiguous(key)
-    if ambiguous is not None:
-        return ambiguous
     disagreement = state.gangs.topology_conflict(key)
     if disagreement is not None:
         return disagreement
@@ -97,7 +94,7 @@ def waiting_message(state: ClusterState, pod: Pod) -> str | None:
     upstream = pod.gang.api == WORKLOAD_API  # kube-scheduler's GangScheduling words, else scheduler-plugins'
     if minimum is None:
         if upstream:
-            return f'waiting for pods\'s pod group "{key.partition("/")[2]}" to appear in scheduling queue'
+            return f'waiting for pods\'s pod group "{gang_key_parts(key)[1]}" to appear in scheduling queue'
         return f'podgroup "{key}" not found'
     members = len(counted_members(state, pod))
     if members < minimum:

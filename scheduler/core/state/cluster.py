@@ -30,6 +30,7 @@ from scheduler.core.objects import (
     parse_device,
     parse_node,
     parse_pod,
+    gang_key,
     parse_podgroup,
     podgroup_api,
     parse_priority_class,
@@ -173,15 +174,17 @@ class ClusterState:
         name = str(meta.get("name", ""))
         namespace = str(meta.get("namespace", "") or "")
         key = f"{namespace}/{name}" if namespace else name
-        fixed = self._fixed_priority(str(kind), key)
+        # what the object is held under: a PodGroup under the key of the gang it is (API included)
+        held = gang_key(namespace, name, podgroup_api(obj)) if kind == "PodGroup" else key
+        fixed = self._fixed_priority(str(kind), held)
         try:
             return handler(self, event_type, obj)
         except ObjectError as err:
-            events = self._delete_unreadable(str(kind), obj, name, key) if event_type == "DELETED" else []
+            events = self._delete_unreadable(str(kind), obj, name, held) if event_type == "DELETED" else []
             return events, [Notice(str(kind), key, "InvalidObject", f"{kind} {key}: {err}", namespace,
                                    str(meta.get("uid", "") or ""), str(obj.get("apiVersion") or ""))]
         finally:
-            if fixed is not _NOT_FIXING and self._fixed_priority(str(kind), key) != fixed:
+            if fixed is not _NOT_FIXING and self._fixed_priority(str(kind), held) != fixed:
                 self.victim_priority_version += 1
 
     def class_priority(self, gang: str) -> int | None:
@@ -222,7 +225,7 @@ class ClusterState:
         if kind == "ResourceClass":
             self.classes.remove(name, self.devices.values())
             return [ClusterEvent(EventKind.CLASS_CHANGED)]
-        if kind == "PodGroup" and self.gangs.podgroup_deleted(key, podgroup_api(obj)):
+        if kind == "PodGroup" and self.gangs.podgroup_deleted(key):
             return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=key)]
         if kind == "PodDisruptionBudget":
             self.pdbs.pop(key, None)
@@ -703,18 +706,12 @@ class ClusterState:
     def _on_podgroup(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
         group = parse_podgroup(obj)
         if event_type == "DELETED":
-            if not self.gangs.podgroup_deleted(group.key, group.api):
+            if not self.gangs.podgroup_deleted(group.key):
                 return [], []
             return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=group.key)], []
-        first_clash = group.key not in self.gangs.shadowed
         if not self.gangs.podgroup_changed(group):
             return [], []
-        notices = []
-        reason = self.gangs.ambiguous(group.key)
-        if reason is not None and first_clash:
-            notices.append(Notice("PodGroup", group.key, "DuplicatePodGroup", reason, group.meta.namespace,
-                                  group.meta.uid, str(obj.get("apiVersion") or "")))
-        return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=group.key)], notices
+        return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=group.key)], []
 
 
 def _on_priority_class(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:

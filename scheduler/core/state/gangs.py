@@ -18,10 +18,7 @@ class GangIndex:
         self.first_min: dict[str, int] = {}  # label gangs: min-available of the first member seen
         # label gangs: each live member's topology annotations (a hand-made gang's may differ)
         self.said_topology: dict[str, SaidTopology] = {}
-        self.podgroups: dict[str, PodGroup] = {}
-        # the same namespace/name in the other PodGroup API, seen second: the name is ambiguous, so
-        # neither gang is placed until one of the two is deleted (the other then takes its place)
-        self.shadowed: dict[str, PodGroup] = {}
+        self.podgroups: dict[str, PodGroup] = {}  # by gang key: the API is part of it (gang_key)
         self.touched: set[str] = set()  # gangs whose members or PodGroup changed (status to write)
 
     def minimum(self, key: str, pod: Pod) -> int | None:
@@ -105,37 +102,16 @@ class GangIndex:
 
     def podgroup_changed(self, group: PodGroup) -> bool:
         """A PodGroup was added or changed: True when what placement reads (minimum, minimum
-        resources, topology, or which API owns the name) is new."""
+        resources, topology) is new."""
         old = self.podgroups.get(group.key)
         self.touched.add(group.key)
-        if old is not None and old.api != group.api:
-            new = group.key not in self.shadowed
-            self.shadowed[group.key] = group
-            return new
         self.podgroups[group.key] = group
         return old is None or ((old.min_member, old.topology, old.min_resources)
                                != (group.min_member, group.topology, group.min_resources))
 
-    def podgroup_deleted(self, key: str, api: str) -> bool:
-        """The PodGroup `key` of `api` is gone: True when a gang's PodGroup changed (a shadowed
-        one of the other API then becomes the gang's)."""
-        shadow = self.shadowed.get(key)
-        if shadow is not None and shadow.api == api:
-            del self.shadowed[key]
-        else:
-            group = self.podgroups.get(key)
-            if group is None or group.api != api:
-                return False
-            del self.podgroups[key]
-            if shadow is not None:
-                self.podgroups[key] = self.shadowed.pop(key)
+    def podgroup_deleted(self, key: str) -> bool:
+        """The PodGroup of the gang `key` is gone: True when the gang had one."""
+        if self.podgroups.pop(key, None) is None:
+            return False
         self.touched.add(key)
         return True
-
-    def ambiguous(self, key: str) -> str | None:
-        """Why the gang `key` cannot be placed while its name exists in both PodGroup APIs."""
-        shadow = self.shadowed.get(key)
-        if shadow is None:
-            return None
-        return (f'PodGroup "{key}" exists in both {self.podgroups[key].api} and {shadow.api}; '
-                "its members wait until one of them is deleted")

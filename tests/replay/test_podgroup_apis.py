@@ -1,0 +1,65 @@
+"""A scheduler-plugins PodGroup `ns/x` and a Workload API PodGroup `ns/x` are two gangs.
+
+The two APIs name their groups independently (a pod joins a scheduler-plugins group by the label
+`scheduling.x-k8s.io/pod-group`, an upstream one by `spec.schedulingGroup.podGroupName`), so the
+same name in both is two groups: kube-scheduler's GangScheduling knows only its own
+(scheduling.k8s.io) PodGroups and scheduler-plugins' Coscheduling only its own. Tessera keyed
+both by `ns/x`: the second one seen was held back ("DuplicatePodGroup") and neither gang was
+placed until one of the objects was deleted — a cluster moving from one API to the other, with
+a job controller creating a group in each under the job's name, scheduled none of those jobs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.sim import builders as b
+from tests.helpers import Run
+
+PLUGINS_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def _plugins_member(name: str, group: str) -> dict[str, Any]:
+    return b.pod(name, labels={PLUGINS_LABEL: group}, limits={"nvidia.com/gpu": 1})
+
+
+def _workload_member(name: str, group: str) -> dict[str, Any]:
+    return b.pod(name, limits={"nvidia.com/gpu": 1}, spec_extra={"schedulingGroup": {"podGroupName": group}})
+
+
+def test_one_name_in_both_apis_is_two_gangs_each_placed_on_its_own() -> None:
+    run = Run()
+    run.add(b.node("n", gpus=4))
+    run.add(b.podgroup("g", 1))
+    run.add(b.workload_podgroup("g", 2))
+    run.add(_plugins_member("p-0", "g"))
+    run.add(*[_workload_member(f"w-{i}", "g") for i in range(2)])
+    assert not any("DuplicatePodGroup" in notice for notice in run.notices())
+    assert [run.node_of(n) for n in ("p-0", "w-0", "w-1")] == ["n", "n", "n"]
+
+
+def test_members_of_one_api_do_not_count_towards_the_other_apis_minimum() -> None:
+    """The scheduler-plugins group needs 3 and has 1 member; the upstream group of the name has 2
+    members and needs 1: those two are no siblings of the first."""
+    run = Run()
+    run.add(b.node("n", gpus=4))
+    run.add(b.podgroup("g", 3))
+    run.add(b.workload_podgroup("g", 1))
+    run.add(_plugins_member("p-0", "g"))
+    run.add(*[_workload_member(f"w-{i}", "g") for i in range(2)])
+    assert run.node_of("p-0") is None
+    assert "current pods number: 1, minMember of group: 3" in run.last("p-0").message
+    assert run.node_of("w-0") == run.node_of("w-1") == "n"
+
+
+def test_deleting_one_apis_group_leaves_the_other_as_it_was() -> None:
+    run = Run()
+    run.add(b.node("n", gpus=4))
+    run.add(b.podgroup("g", 2))
+    run.add(b.workload_podgroup("g", 3))
+    run.add(*[_workload_member(f"w-{i}", "g") for i in range(2)])
+    run.feed(b.event("DELETED", b.podgroup("g", 2)))
+    assert run.node_of("w-0") is None
+    assert "waiting for minCount pods from a gang to appear in scheduling queue" in run.last("w-0").message
+    run.add(_workload_member("w-2", "g"))
+    assert [run.node_of(f"w-{i}") for i in range(3)] == ["n", "n", "n"]
