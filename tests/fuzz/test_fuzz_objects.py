@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from scheduler.api.quantity import QuantityError, parse_quantity
 from scheduler.core import annotations as ann
-from scheduler.core.objects import GANG_MIN_LABEL, GANG_NAME_LABEL
+from scheduler.core.objects import GANG_MIN_LABEL, GANG_NAME_LABEL, gang_key, podgroup_api
 from scheduler.core.state import ClusterState
 from scheduler.sim import builders as b
 from scheduler.sim.replay import WatchEvent
@@ -328,7 +328,7 @@ def _reflected(state: ClusterState, obj: dict[str, Any]) -> bool:
     if kind == "ResourceClass":
         return name in state.classes.classes
     if kind == "PodGroup":
-        return (f"{namespace}/{name}" if namespace else name) in state.gangs.podgroups
+        return gang_key(namespace, str(name), podgroup_api(obj)) in state.gangs.podgroups
     return False
 
 
