@@ -494,6 +494,7 @@ class Pod:
     nominated_node: str = ""  # status.nominatedNodeName
     preempted: bool = False  # terminating with DisruptionTarget=True, reason PreemptionByScheduler
     preemption_mark: PreemptionMark | None = None  # that condition, terminating or not
+    owners: tuple[str, ...] = ()  # metadata.ownerReferences' names (a PodGroup's occupiedBy)
 
     @property
     def key(self) -> str:
@@ -731,7 +732,19 @@ def parse_pod(obj: JSON) -> Pod:
     pod.nominated_node = _str(status.get("nominatedNodeName"), "Pod.status.nominatedNodeName")
     pod.preemption_mark = _preemption_mark(status)
     pod.preempted = meta.deleting and pod.preemption_mark is not None
+    pod.owners = _owner_names(obj)
     return pod
+
+
+def _owner_names(obj: JSON) -> tuple[str, ...]:
+    """The names in metadata.ownerReferences. Only a PodGroup's occupiedBy reads them, so an
+    entry without a name is passed over rather than refusing the pod (the apiserver validates
+    owner references anyway)."""
+    meta = obj.get("metadata")
+    refs = meta.get("ownerReferences") if isinstance(meta, Mapping) else None
+    if not isinstance(refs, list):
+        return ()
+    return tuple(name for ref in refs if isinstance(ref, Mapping) and isinstance(name := ref.get("name"), str) and name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -854,6 +867,7 @@ class PodGroup:
     final_phase: str = ""  # a scheduler-plugins status.phase after which nothing changes it: Finished or Failed
     # scheduler-plugins' spec.minResources: what the cluster must have free before any member is tried
     min_resources: Resources = field(default_factory=dict)
+    occupied_by: str = ""  # a scheduler-plugins status.occupiedBy (the controller sets it once)
 
     @property
     def key(self) -> str:
@@ -893,8 +907,10 @@ def parse_podgroup(obj: JSON) -> PodGroup:
     status = obj.get("status")
     phase = status.get("phase") if isinstance(status, dict) else None  # a status is the writer's, never refused
     final = phase if phase in FINAL_GROUP_PHASES else ""
+    occupied = status.get("occupiedBy") if isinstance(status, dict) else None
     return PodGroup(meta, minimum, timeout, priority_class, PLUGINS_API, gang_topology(meta.annotations),
-                    final_phase=final, min_resources=min_resources)
+                    final_phase=final, min_resources=min_resources,
+                    occupied_by=occupied if isinstance(occupied, str) else "")
 
 
 def _parse_workload_podgroup(obj: JSON) -> PodGroup:

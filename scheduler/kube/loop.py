@@ -483,8 +483,11 @@ class SchedulerLoop:
             return
         if status.phase in FINAL_GROUP_PHASES:
             self._groups_settled.add(key)
-        self.statuses.pod_group(namespace, name, {"phase": status.phase, "running": status.running,
-                                                  "succeeded": status.succeeded, "failed": status.failed})
+        written: dict[str, Any] = {"phase": status.phase, "running": status.running, "succeeded": status.succeeded,
+                                   "failed": status.failed}
+        if status.occupied_by:
+            written["occupiedBy"] = status.occupied_by
+        self.statuses.pod_group(namespace, name, written)
 
     def _pod_version(self, namespace: str, name: str, reason: str | None) -> str | None:
         """For the status writer: the pod's resourceVersion while it still waits for `reason`

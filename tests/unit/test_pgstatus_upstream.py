@@ -205,3 +205,57 @@ def test_one_name_in_both_podgroup_apis_gets_both_statuses() -> None:
         "phase": "Running", "running": 1, "succeeded": 0, "failed": 0}
     [condition] = wishes["/apis/scheduling.k8s.io/v1alpha2/namespaces/default/podgroups/g/status"]["conditions"]
     assert (condition["type"], condition["status"]) == ("PodGroupScheduled", "True")
+
+
+def _owned(pod: dict[str, Any], *owners: str) -> dict[str, Any]:
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": owner,
+                                           "uid": f"{owner}-uid", "controller": True} for owner in owners]
+    return pod
+
+
+def _plugins_wishes(loop: SchedulerLoop, name: str) -> list[dict[str, Any]]:
+    return [body["status"] for (path, _), body in loop.statuses._dirty.items()
+            if f"/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/{name}/status" in path]
+
+
+def test_a_podgroup_with_its_minimum_of_members_is_occupied_by_their_owner() -> None:
+    """scheduler-plugins' PodGroup controller, when a group leaves Pending (its minMember pods
+    exist), sets status.occupiedBy from the first pod's ownerReferences: each
+    "<namespace>/<owner name>", sorted, joined by "," (pkg/controllers/podgroup_controller.go
+    Reconcile -> fillOccupiedObj), and never changes it after. Tessera, which writes that
+    controller's status in its place, never set it: a tool asking which workload holds a group
+    found nothing."""
+    loop = _loop(FakeApi(), [1])
+    _synced(loop)
+    loop._on_event("ADDED", b.node("n", gpus=8))
+    loop._on_event("ADDED", b.podgroup("job", 2))
+    loop._on_event("ADDED", _owned(_member("job-0", "job", "Pending", node=""), "trainer", "launcher"))
+    [pending] = _plugins_wishes(loop, "job")
+    assert pending["phase"] == "Pending" and "occupiedBy" not in pending  # not yet: below minMember
+    loop._on_event("ADDED", _owned(_member("job-1", "job", "Pending", node=""), "trainer", "launcher"))
+    [scheduling] = _plugins_wishes(loop, "job")
+    assert (scheduling["phase"], scheduling["occupiedBy"]) == ("Scheduling", "default/launcher,default/trainer")
+
+
+def test_an_occupied_podgroup_keeps_what_it_shows() -> None:
+    """Once set, the controller never writes occupiedBy again (only from Pending): a group that
+    shows one keeps it, whatever its pods' owners say now."""
+    loop = _loop(FakeApi(), [1])
+    _synced(loop)
+    loop._on_event("ADDED", b.node("n", gpus=8))
+    group = b.podgroup("job", 1)
+    group["status"] = {"phase": "Running", "occupiedBy": "default/first-run"}
+    loop._on_event("ADDED", group)
+    loop._on_event("ADDED", _owned(_member("job-0", "job", "Running"), "second-run"))
+    [status] = _plugins_wishes(loop, "job")
+    assert status["phase"] == "Running" and "occupiedBy" not in status
+
+
+def test_a_member_without_owners_occupies_nothing() -> None:
+    loop = _loop(FakeApi(), [1])
+    _synced(loop)
+    loop._on_event("ADDED", b.node("n", gpus=8))
+    loop._on_event("ADDED", b.podgroup("job", 1))
+    loop._on_event("ADDED", _member("job-0", "job", "Running"))
+    [status] = _plugins_wishes(loop, "job")
+    assert status["phase"] == "Running" and "occupiedBy" not in status

@@ -193,6 +193,7 @@ class GroupStatus:
     final: bool = False  # the object's phase is final (Finished/Failed): write nothing
     generation: int = 0  # the PodGroup's metadata.generation (the condition's observedGeneration)
     uid: str = ""  # the PodGroup object's uid: its status is written to that object only
+    occupied_by: str = ""  # status.occupiedBy to write ("": none; the object has one, or no owner to name)
 
 
 def group_status(state: ClusterState, key: str) -> GroupStatus | None:
@@ -221,5 +222,18 @@ def group_status(state: ClusterState, key: str) -> GroupStatus | None:
         phase = "Running"
     else:
         phase = "Scheduling"
+    occupied = ""
+    if group.api == PLUGINS_API and not group.occupied_by and phase != "Pending":
+        occupied = occupied_by(min(members, key=lambda pod: pod.key))
     return GroupStatus(phase, scheduled, running, succeeded, failed, minimum, group.api, group.scheduled_condition,
-                       final, group.meta.generation, group.meta.uid)
+                       final, group.meta.generation, group.meta.uid, occupied)
+
+
+def occupied_by(pod: Pod) -> str:
+    """scheduler-plugins' occupiedBy, as its PodGroup controller fills it once the group leaves
+    Pending (pkg/controllers/podgroup_controller.go fillOccupiedObj, from the first of the group's
+    pods): each owner as "<namespace>/<owner name>", sorted, joined by ","; "" for a pod without
+    owners. Set once: a group whose object shows one is left as it is (the controller only sets it
+    when leaving Pending). Of the members, the first by name stands for the controller's first
+    listed pod (a cache's order, which it does not define)."""
+    return ",".join(sorted(f"{pod.meta.namespace}/{owner}" for owner in pod.owners))
