@@ -65,10 +65,18 @@ async def test_upstream_podgroup_gang_lands_in_one_rack_and_reports_its_conditio
     assert (scheduled["status"], scheduled["reason"]) == ("True", "Scheduled")
 
     async def refused() -> dict[str, Any] | None:  # (none while members are still being created)
-        cond = await _condition(kubectl, namespace, "too-big")
-        return cond if cond is not None and "no rack has room" in cond["message"] else None
+        return await _condition(kubectl, namespace, "too-big")
 
     cond = await eventually(refused)
-    assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
-    expected = f"0/5 nodes are available: no rack has room for 6 pods of gang {namespace}/too-big (largest: 2)."  # b/r1 is taken
-    assert cond["message"].startswith(expected), cond["message"]
+    # the group's status in kube-scheduler's words; the reason is each member's (PodScheduled)
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", "pod group is unschedulable")
+    expected = (f"0/5 nodes are available: no rack has room for 6 pods of gang "
+                f"{namespace}/scheduling.k8s.io/too-big (largest: 2).")  # b/r1 is taken
+
+    async def member_says() -> str | None:  # its own status write may land after the group's
+        member = (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/pods/too-big-0")).json()
+        said = [c["message"] for c in member["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+        return said[0] if said else None
+
+    message = await eventually(member_says)
+    assert message.startswith(expected), message
