@@ -340,7 +340,7 @@ def _podgroup_key(namespace: str, name: str, api: str) -> _Key:
 
 def _for_object(uid: str, body: dict[str, Any]) -> dict[str, Any]:
     """A status patch that applies only to the object `uid`: a built-in object deleted and created
-    again under its name while the write was on the wire refuses it (the uid is immutable: 422)
+    again under its name while the write was on the wire refuses it (the uid is immutable)
     instead of taking the old object's status, as upstream's preparePatchBytesForPodStatus puts
     the pod's uid in its patches."""
     return {"metadata": {"uid": uid}, **body} if uid else body

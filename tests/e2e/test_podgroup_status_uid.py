@@ -5,9 +5,11 @@ on the wire: the writer forgets the old group's wish on its DELETED event, but c
 request already sent, and a PATCH names the object only by its path. Without a precondition the
 old group's PodGroupScheduled condition lands on the new group (which reads True before it was
 ever tried, and Tessera never writes True -> False; until a cycle tries it Tessera has nothing of
-its own to write over it). The writer now carries the group's uid in its status patches, as upstream's status writers do for pods
-(k8s v1.36.3 pkg/util/pod/pod.go preparePatchBytesForPodStatus: "set uid to make sure the patch
-fails if the pod got recreated"); the apiserver refuses a patch whose uid is not the object's.
+its own to write over it). The writer now carries the group's uid in its status patches, as
+upstream's status writers do for pods
+(k8s v1.36.3 pkg/util/pod/pod.go preparePatchBytesForPodStatus: "only put the uid in the new
+object to ensure it appears in the patch as a precondition"); the apiserver refuses a patch whose
+uid is not the object's.
 (A scheduler-plugins PodGroup is a CRD, whose status subresource copies the stored metadata over
 the patch's, so a uid there is no precondition: its late status is written over instead, see
 StatusWriter.pod_group.)

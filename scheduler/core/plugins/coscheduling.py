@@ -223,7 +223,7 @@ def group_status(state: ClusterState, key: str) -> GroupStatus | None:
     else:
         phase = "Scheduling"
     occupied = ""
-    if group.api == PLUGINS_API and not group.occupied_by and phase != "Pending":
+    if group.api == PLUGINS_API and not group.occupied_by and members and len(members) >= minimum:  # left Pending
         occupied = occupied_by(min(members, key=lambda pod: pod.key))
     return GroupStatus(phase, scheduled, running, succeeded, failed, minimum, group.api, group.scheduled_condition,
                        final, group.meta.generation, group.meta.uid, occupied)
