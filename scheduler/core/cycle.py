@@ -46,20 +46,6 @@ REQUIRED_TOPOLOGY = "not attempted for a gang with a required topology."  # pree
 GROUP_ERROR = "failed to schedule other pod from a pod group: "  # schedule_one_podgroup.go's wrapping
 
 
-# schedule_one_podgroup.go's group statuses for a group that was tried and did not fit: errPodGroupUnschedulable's
-# text, followed (framework Status.Message: the error first, then the reasons) by the reason a group that fits
-# only once its victims are gone carries (waitingOnPreemption)
-GROUP_UNSCHEDULABLE = "pod group is unschedulable"
-GROUP_WAITING_ON_PREEMPTION = "pod group is waiting for preemption to complete"
-
-
-def pod_group_unschedulable(preempting: bool) -> str:
-    """The PodGroupScheduled=False message of a group's cycle that placed nothing: the group's
-    status, not a member's (their reasons stay on the pods), as kube-scheduler's
-    submitPodGroupAlgorithmResult writes it; `preempting` when the cycle chose victims for it."""
-    return f"{GROUP_UNSCHEDULABLE}, {GROUP_WAITING_ON_PREEMPTION}" if preempting else GROUP_UNSCHEDULABLE
-
-
 def pod_group_error(message: str) -> str:
     """The error a pod group's cycle failed with, as upstream words it for the group's other
     members and its PodGroupScheduled condition, given any member's message."""

@@ -868,6 +868,7 @@ class PodGroup:
     # scheduler-plugins' spec.minResources: what the cluster must have free before any member is tried
     min_resources: Resources = field(default_factory=dict)
     occupied_by: str = ""  # a scheduler-plugins status.occupiedBy (the controller sets it once)
+    constraint_key: str = ""  # a Workload API schedulingConstraints.topology key (upstream's placements)
 
     @property
     def key(self) -> str:
@@ -936,7 +937,8 @@ def _parse_workload_podgroup(obj: JSON) -> PodGroup:
     status = _mapping(obj.get("status"), "PodGroup.status")
     scheduled = next((str(c.get("status", "")) for c in _list(status.get("conditions"), "PodGroup.status.conditions")
                       if isinstance(c, Mapping) and c.get("type") == "PodGroupScheduled"), "")
-    return PodGroup(meta, minimum, None, priority_class, WORKLOAD_API, topology, scheduled)
+    return PodGroup(meta, minimum, None, priority_class, WORKLOAD_API, topology, scheduled,
+                    constraint_key=keys[0] if keys else "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from scheduler.core.nominations import hold_nominated
 from scheduler.core.classes import ResourceClass
 from scheduler.core.objects import JSON, Device
 from scheduler.core.outcomes import BindingOutcomes
-from scheduler.core.plugins.coscheduling import GroupStatus, group_status
+from scheduler.core.plugins.coscheduling import GroupStatus, group_status, unschedulable_message
 from scheduler.core.plugins.preemption.unfinished import UnfinishedEviction, unfinished_gang_evictions
 from scheduler.core.queue import QueuedPod, SchedulingQueue
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, Notice
@@ -250,6 +250,10 @@ class Scheduler:
 
     def group_status(self, key: str) -> GroupStatus | None:
         return group_status(self._engine.state, key)
+
+    def group_unschedulable(self, key: str, preempting: bool) -> str:
+        """The PodGroupScheduled=False message of a cycle that tried the group and placed nothing."""
+        return unschedulable_message(self._engine.state, key, preempting)
 
     def class_statuses(self) -> list[ClassStatus]:
         state = self._engine.state

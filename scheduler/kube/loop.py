@@ -20,7 +20,7 @@ import anyio
 import structlog
 
 from scheduler.api.config import SchedulerConfig
-from scheduler.core.cycle import pod_group_error, pod_group_unschedulable
+from scheduler.core.cycle import pod_group_error
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.objects import FINAL_GROUP_PHASES, WORKLOAD_API, Pod, gang_key, gang_key_parts, podgroup_api
 from scheduler.core.scheduler import Scheduler
@@ -322,8 +322,8 @@ class SchedulerLoop:
         # unschedulable: kube-scheduler's GangScheduling PreEnqueue keeps such pods out of the
         # queue and no pod group cycle writes PodGroupScheduled for them
         not_placed = all(attempt.node is None and attempt.gang_outcome != "waiting" for attempt in attempts)
-        self._write_group_status(gang.key, pod_group_unschedulable(any(a.preempted for a in attempts))
-                                 if not_placed else "")
+        preempting = any(attempt.preempted for attempt in attempts)
+        self._write_group_status(gang.key, self.core.group_unschedulable(gang.key, preempting) if not_placed else "")
 
     def _handle(self, attempt: Attempt, seconds: float) -> None:
         pod = attempt.pod

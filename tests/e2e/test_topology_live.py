@@ -68,8 +68,10 @@ async def test_upstream_podgroup_gang_lands_in_one_rack_and_reports_its_conditio
         return await _condition(kubectl, namespace, "too-big")
 
     cond = await eventually(refused)
-    # the group's status in kube-scheduler's words; the reason is each member's (PodScheduled)
-    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", "pod group is unschedulable")
+    # the group's status in kube-scheduler's words (one placement per value of the rack label: "r1"
+    # in both blocks is one value to it); the reason is each member's (PodScheduled)
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "False", "Unschedulable", "0/1 placements are available, first placement status: pod group is unschedulable")
     expected = (f"0/5 nodes are available: no rack has room for 6 pods of gang "
                 f"{namespace}/scheduling.k8s.io/too-big (largest: 2).")  # b/r1 is taken
 

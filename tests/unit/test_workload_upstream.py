@@ -104,3 +104,44 @@ def test_a_gang_waiting_for_its_victims_is_worded_as_kube_scheduler_words_it() -
     [condition] = _group_conditions(loop)
     assert (condition["status"], condition["reason"], condition["message"]) == (
         "False", "Unschedulable", "pod group is unschedulable, pod group is waiting for preemption to complete")
+
+
+def _racked(name: str, rack: str) -> dict[str, Any]:
+    node = b.node(name, gpus=1)
+    node["metadata"].setdefault("labels", {})["example.com/rack"] = rack
+    return node
+
+
+def test_a_gang_with_a_topology_constraint_that_fits_no_domain_is_worded_as_kube_scheduler_words_it() -> None:
+    """A PodGroup with `schedulingConstraints.topology` is placed by kube-scheduler's placement
+    algorithm: one placement per value of the key among the nodes (pkg/scheduler/framework/plugins/
+    topologyaware/topology_placement.go GeneratePlacements), and when none fits the group's status is
+    `0/%d placements are available, first placement status: %v`, the first placement's error
+    (schedule_one_podgroup.go podGroupSchedulingPlacementAlgorithm): here "0/2 placements are
+    available, first placement status: pod group is unschedulable". No node with the key at all:
+    "no feasible placements found" (framework.go RunPlacementGeneratePlugins)."""
+    loop = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
+                         identity="t")
+    for informer in loop.informers.informers:
+        informer.synced.set()
+    for name, rack in (("n1", "r1"), ("n2", "r1"), ("n3", "r2")):
+        loop._on_event("ADDED", _racked(name, rack))
+    loop._on_event("ADDED", b.workload_podgroup("g", 3, topology_key="example.com/rack"))
+    for i in range(3):
+        loop._on_event("ADDED", _member(f"g-{i}", "g"))
+    assert _cycle(loop) == ["failed"] * 3
+    [condition] = _group_conditions(loop)
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "False", "Unschedulable", "0/2 placements are available, first placement status: pod group is unschedulable")
+
+    bare = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
+                         identity="t")
+    for informer in bare.informers.informers:
+        informer.synced.set()
+    bare._on_event("ADDED", b.node("n", gpus=4))
+    bare._on_event("ADDED", b.workload_podgroup("g", 2, topology_key="example.com/rack"))
+    for i in range(2):
+        bare._on_event("ADDED", _member(f"g-{i}", "g"))
+    assert _cycle(bare) == ["failed"] * 2
+    [condition] = _group_conditions(bare)
+    assert condition["message"] == "no feasible placements found"

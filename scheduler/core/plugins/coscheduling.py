@@ -237,3 +237,37 @@ def occupied_by(pod: Pod) -> str:
     when leaving Pending). Of the members, the first by name stands for the controller's first
     listed pod (a cache's order, which it does not define)."""
     return ",".join(sorted(f"{pod.meta.namespace}/{owner}" for owner in pod.owners))
+
+
+# schedule_one_podgroup.go's group statuses for a group that was tried and did not fit: errPodGroupUnschedulable's
+# text, followed (framework Status.Message: the error first, then the reasons) by the reason a group that fits
+# only once its victims are gone carries (waitingOnPreemption)
+GROUP_UNSCHEDULABLE = "pod group is unschedulable"
+GROUP_WAITING_ON_PREEMPTION = "pod group is waiting for preemption to complete"
+NO_PLACEMENTS = "no feasible placements found"  # framework.go RunPlacementGeneratePlugins
+
+
+def unschedulable_message(state: ClusterState, key: str, preempting: bool) -> str:
+    """The PodGroupScheduled=False message of a cycle that tried the group `key` and placed
+    nothing: the group's status, not a member's (their reasons stay on the pods), as
+    kube-scheduler's submitPodGroupAlgorithmResult writes it; `preempting` when the cycle chose
+    victims for it. A group with a `schedulingConstraints.topology` key goes through upstream's
+    placement algorithm: one placement per value of the key among the nodes, only the value of
+    members already on a node if any (topology_placement.go GeneratePlacements), and when none
+    fits `0/N placements are available, first placement status: <its error>`."""
+    if preempting:
+        return f"{GROUP_UNSCHEDULABLE}, {GROUP_WAITING_ON_PREEMPTION}"
+    group = state.gangs.podgroups.get(key)
+    label = group.constraint_key if group is not None else ""
+    if not label:
+        return GROUP_UNSCHEDULABLE
+    domains = {info.node.meta.labels[label] for info in state.node_infos()
+               if info.node is not None and label in info.node.meta.labels}
+    on_nodes = (state.nodes.get(name) for uid in state.gangs.history.get(key, ())
+                if (name := state.node_of(uid)) is not None)
+    held = {info.node.meta.labels.get(label) for info in on_nodes if info is not None and info.node is not None}
+    if len(held) == 1:
+        domains &= held
+    if not domains:
+        return NO_PLACEMENTS
+    return f"0/{len(domains)} placements are available, first placement status: {GROUP_UNSCHEDULABLE}"
