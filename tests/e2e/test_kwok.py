@@ -101,6 +101,8 @@ async def test_the_shipped_gang_job_example_starts_together_and_finishes(cluster
 
     status = await eventually(finished, timeout=90, interval=0.5)
     assert (status["succeeded"], status["failed"]) == (4, 0)
+    # as scheduler-plugins' controller fills it (fillOccupiedObj): the members' owner, the Job
+    assert status["occupiedBy"] == f"{ns}/{job['metadata']['name']}"
     pods = await kube.pods(ns)
     assert len(pods) == 4 and len({p["spec"]["nodeName"] for p in pods.values()}) == 1
     assert all(p["status"]["phase"] == "Succeeded" for p in pods.values())
