@@ -30,6 +30,7 @@ class Engine:
         for runtime in self.profiles.values():
             runtime.every_permit = self.permits
         self.released: list[Attempt] = []  # held Bindings a permit plugin let go, not taken yet
+        self.rejected: list[Attempt] = []  # held Bindings a permit plugin found invalid, not taken yet
         self.now = 0.0  # the latest time the caller passed in (for requeues inside event handling)
 
     def runtime_of(self, pod: Pod | None) -> ProfileRuntime:
@@ -62,6 +63,7 @@ class Engine:
         for permit in self.permits:
             released = permit.release(node, now)
             self.released += released.allowed
+            self.rejected += released.invalid
             for attempt in released.invalid:
                 freed = self.state.forget(attempt.pod.uid)
                 self.requeue_after_error(attempt.pod.uid, now)

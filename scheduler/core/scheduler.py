@@ -174,6 +174,13 @@ class Scheduler:
         released, self._engine.released = self._engine.released, []
         return released
 
+    def take_rejected(self) -> list[Attempt]:
+        """Held Bindings a permit plugin found would no longer be chosen, their pods back in the
+        queue: each attempt ends here, its `message` saying why (upstream's WaitOnPermit returning
+        the plugin's Reject status: the binding cycle ends Unschedulable)."""
+        rejected, self._engine.rejected = self._engine.rejected, []
+        return rejected
+
     def take_queue_incoming(self) -> dict[tuple[str, str], int]:
         """Pods that entered each queue since the last call, by (queue, event)."""
         incoming, self._engine.queue.incoming = self._engine.queue.incoming, Counter()

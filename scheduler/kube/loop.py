@@ -233,6 +233,8 @@ class SchedulerLoop:
     def _submit_released(self) -> None:
         """Bindings the allocation gate held back and has now let through (only while leading, and
         not once stopping: the drain has passed, and a POST cut by the shutdown could still land)."""
+        for rejected in self.core.take_rejected():
+            self._gate_rejected(rejected)
         if self._stopping or not self.is_leader():
             self.core.abandon_deferred(time.time())
             return
@@ -241,6 +243,21 @@ class SchedulerLoop:
             assert attempt.node is not None
             log.info("binder.gate_released", pod=pod.key, node=attempt.node)
             self.binder.submit(Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node, attempt.annotations))
+
+    def _gate_rejected(self, attempt: Attempt) -> None:
+        """A Binding the allocation gate held that would no longer be chosen: its pod is back in
+        the queue, and its attempt ends as upstream's binding cycle ends when a Permit plugin
+        rejects a waiting pod (WaitOnPermit returns the Reject status, handleSchedulingFailure):
+        counted unschedulable, a FailedScheduling Warning and PodScheduled=False Unschedulable
+        with the plugin's message."""
+        pod = attempt.pod
+        log.info("binder.gate_rejected", pod=pod.key, node=attempt.node, message=attempt.message)
+        self._end_binding_attempt(pod.uid, Outcome.RETRY, "unschedulable")
+        if not self.is_leader():
+            return
+        self.events.record(_pod_ref(attempt), "Warning", "FailedScheduling", "Scheduling", attempt.message)
+        self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name, UNSCHEDULABLE, attempt.message,
+                                  generation=pod.meta.generation)
 
     def _report(self, notice: Notice) -> None:
         log.warning("input.invalid", kind=notice.kind, object=notice.key, reason=notice.reason, message=notice.message)
@@ -413,13 +430,14 @@ class SchedulerLoop:
         self.events.record(ref, "Normal", "Preempted", "Preempting",
                            f"Preempted by pod {eviction.preemptor_uid} on node {eviction.node}", related)
 
-    def _end_binding_attempt(self, uid: str, outcome: Outcome) -> None:
+    def _end_binding_attempt(self, uid: str, outcome: Outcome, failed_as: str = "error") -> None:
         """A placed pod's attempt is over (its Binding answered, or it never went out): counted
-        "scheduled" or "error", as upstream's binding cycle, its duration running until now."""
+        "scheduled", else `failed_as` ("error", or "unschedulable" for a Permit rejection), as
+        upstream's binding cycle, its duration running until now."""
         decided = self._binding_attempts.pop(uid, None)
         if decided is not None:
             profile, seconds, attempt, decided_at = decided
-            result = "scheduled" if outcome is Outcome.BOUND else "error"
+            result = "scheduled" if outcome is Outcome.BOUND else failed_as
             self.hooks.on_attempt(result, profile, seconds + (time.monotonic() - decided_at), attempt)
 
     def _binding_error(self, namespace: str, name: str, uid: str, message: str) -> None:

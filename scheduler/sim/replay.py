@@ -124,6 +124,8 @@ class Replay:
         erred: set[str] = set()  # pods whose last attempt failed with an error, nothing placed since
         while True:
             attempts = scheduler.schedule_next(self.now)
+            for rejected in scheduler.take_rejected():  # held Bindings the gate decided again
+                self.stats.final[rejected.pod.key] = rejected
             if attempts is None:
                 released = scheduler.take_released()  # a gate may have opened with no pod left to try
                 if released:

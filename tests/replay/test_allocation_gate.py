@@ -198,3 +198,21 @@ def test_a_holder_being_deleted_does_not_hold_the_gate_for_ever() -> None:
     p0["metadata"].update(deletionTimestamp="2026-01-01T00:01:00Z", resourceVersion="9000")
     scheduler.apply("MODIFIED", p0, 20.0)
     assert scheduler.held() == [] and [a.pod.meta.name for a in scheduler.take_released()] == ["p1"]
+
+
+def test_a_held_binding_decided_again_says_why() -> None:
+    """The gate's redo ended the held attempt in silence: no message said why the pod, which had
+    read "waiting for the allocation gate", was back in the queue. Upstream's Permit plugin
+    rejecting a waiting pod (`waitingPod.Reject`) ends its binding cycle Unschedulable, with the
+    plugin's message."""
+    replay = _deferred_p1()
+    held = ann.decode_devices(replay.scheduler.held()[0].annotations[ann.DEVICES])
+    device = held["main"]["class.tessera.dev/v100"][0].device
+    obj = next(b.device("n", i, heartbeat=HEARTBEAT) for i in range(4) if b.device("n", i)["metadata"]["name"] == device)
+    replay.scheduler.apply("DELETED", obj, 0.0)
+    assert _open_gate(replay) == []
+    [rejected] = replay.scheduler.take_rejected()
+    assert rejected.pod.meta.name == "p1" and rejected.node == "n" and not rejected.deferred
+    assert rejected.message == (f"the allocation gate held its Binding to node n, and device {device} is gone; "
+                                "it is scheduled again")
+    assert replay.scheduler.take_rejected() == []  # taken once

@@ -167,7 +167,7 @@ def test_agent_tells_each_container_its_slices_of_every_dimension_in_every_answe
 
 
 def test_a_binding_held_at_the_allocation_gate_stays_valid_beside_another_dimensions_slice() -> None:
-    """The allocation gate's re-check (`_still_valid`): `a` (10 cores) holds the gate of a node
+    """The allocation gate's re-check (`_invalid_because`): `a` (10 cores) holds the gate of a node
     a node agent serves, `b` (50 cores) waits behind it; meanwhile a pod another leader bound
     shows up with an 8Gi memory slice of the GPU. When `a` is allocated, `b` is still within the
     100 cores — the 8Gi are memory — so its Binding goes out as planned, not dropped and b

@@ -207,7 +207,8 @@ class Reservation:
 @dataclass(slots=True)
 class Released:
     """Held Bindings a permit plugin lets go: `allowed` may be sent now; `invalid` ones would not
-    be chosen any more (a device, its class or the node changed meanwhile): decide them again."""
+    be chosen any more (a device, its class or the node changed meanwhile): decide them again,
+    each with its `message` saying why (upstream's `waitingPod.Reject` message)."""
 
     allowed: list[Attempt] = field(default_factory=list)
     invalid: list[Attempt] = field(default_factory=list)

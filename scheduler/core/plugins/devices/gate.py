@@ -81,7 +81,10 @@ class AllocationGate:
             placement = self.state.placements.get(attempt.pod.uid)
             if placement is None or not placement.assumed or placement.node != node:
                 continue  # deleted, bound by someone else, or forgotten meanwhile
-            if not self._still_valid(attempt):
+            why = self._invalid_because(attempt)
+            if why is not None:
+                attempt.deferred = False
+                attempt.message = f"the allocation gate held its Binding to node {node}, and {why}; it is scheduled again"
                 released.invalid.append(attempt)
                 continue
             resources = resources_of(attempt)
@@ -99,37 +102,43 @@ class AllocationGate:
         else:
             del self.deferred[node]
 
-    def _still_valid(self, attempt: Attempt) -> bool:
-        """Would this held placement still be chosen as it is? Node, devices, classes, amounts."""
+    def _invalid_because(self, attempt: Attempt) -> str | None:
+        """Why this held placement would no longer be chosen as it is (node, devices, classes,
+        amounts), or None while it would."""
         state = self.state
         assert attempt.node is not None
         info = state.nodes.get(attempt.node)
         if info is None or info.node is None:
-            return False
+            return f"node {attempt.node} is gone"
         containers = {c.name: c for c in attempt.pod.containers}
         uid = attempt.pod.uid
         for container, by_resource in ann.decode_devices(attempt.annotations[ann.DEVICES]).items():
             for resource, grants in by_resource.items():
                 cls = state.classes.resource_class(resource)
                 if cls is None:
-                    return False
+                    return f"no valid ResourceClass provides {resource} any more"
                 for grant in grants:
                     device = state.devices.get(grant.device)
                     use = state.ledger.use.get(grant.device)
-                    if device is None or not device.schedulable or device.node_name != attempt.node \
-                            or cls.name not in state.classes.device_classes.get(device.name, ()) or use is None:
-                        return False
+                    if device is None or grant.device in state.ledger.ghosts or use is None:
+                        return f"device {grant.device} is gone"
+                    if not device.schedulable:
+                        return f"device {grant.device} is unschedulable or unhealthy"
+                    if device.node_name != attempt.node:
+                        return f"device {grant.device} is on node {device.node_name} now"
+                    if cls.name not in state.classes.device_classes.get(device.name, ()):
+                        return f"device {grant.device} is no longer of class {cls.name}"
                     if cls.sharing is None:
                         if grant.amount is not None or use.exclusive != {uid} or use.shared:
-                            return False
+                            return f"device {grant.device} is no longer its alone"
                     else:
                         count = containers[container].requests.get(resource, 0) if container in containers else 0
                         capacity = device.capacity.get(cls.sharing.dimension)
                         if grant.amount != cls.sharing.unit * count or grant.dimension != cls.sharing.dimension \
                                 or use.exclusive or capacity is None \
                                 or state.ledger.shared_use(use, cls.sharing.dimension) > capacity:
-                            return False
-        return True
+                            return f"its slice of device {grant.device} no longer fits class {cls.name} or the device"
+        return None
 
     def held(self) -> list[Attempt]:
         return [attempt for attempts in self.deferred.values() for attempt in attempts]
