@@ -110,8 +110,16 @@ fi
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 if ! { [ -x "$BIN/helm" ] && "$BIN/helm" version --short 2>/dev/null | grep -q "$HELM_VERSION"; }; then
   echo "building helm $HELM_VERSION" >&2
+  # As Helm's Makefile: the Kubernetes version `helm template`/`lint` assume without a cluster is
+  # 1.<client-go minor> (v1.20.0 without these flags, below the chart's kubeVersion).
+  HELM_GOMOD="$(cd "$WORK" && go mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')"
+  HELM_KUBE_MINOR="$(sed -n 's/^[[:space:]]*k8s\.io\/client-go v0\.\([0-9]*\)\..*/\1/p' "$HELM_GOMOD")"
+  HELM_KUBE_FLAGS=""
+  for pkg in pkg/chartutil pkg/lint/rules; do
+    HELM_KUBE_FLAGS="$HELM_KUBE_FLAGS -X helm.sh/helm/v3/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/$pkg.k8sVersionMinor=$HELM_KUBE_MINOR"
+  done
   (cd "$WORK" && GOBIN="$BIN" go install -trimpath \
-    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION$HELM_KUBE_FLAGS" \
     "helm.sh/helm/v3/cmd/helm@$HELM_VERSION")
 fi
 

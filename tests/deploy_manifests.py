@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from scheduler.kube.controlplane import BinariesNotFound, find_binaries
-from scheduler.kube.controlplane.binaries import build_script
+from scheduler.kube.controlplane.binaries import K8S_VERSION, build_script
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
@@ -146,19 +146,28 @@ def helm_template_args(values: Obj | None, directory: Path, namespace: str = NAM
     return args
 
 
+def kube_version_args() -> list[str]:
+    """`helm template` renders for the pinned control plane's Kubernetes version. Without it Helm
+    assumes the version compiled into it, which a helm built without the release's ldflags has
+    as v1.20.0, below the chart's `kubeVersion`."""
+    return ["--kube-version", K8S_VERSION]
+
+
 def helm_template(helm: Path, values: Obj | None = None, namespace: str = NAMESPACE) -> list[Obj]:
     """The chart's objects (CRDs included) as `helm install` would create them."""
     with tempfile.TemporaryDirectory() as directory:
-        done = run_helm(helm, "template", *helm_template_args(values, Path(directory), namespace), "--include-crds")
+        done = run_helm(helm, "template", *helm_template_args(values, Path(directory), namespace), "--include-crds",
+                        *kube_version_args())
     if done.returncode != 0:
         raise AssertionError(f"helm template failed ({done.returncode}):\n{done.stderr}")
     return [doc for doc in yaml.safe_load_all(done.stdout) if isinstance(doc, dict)]
 
 
-def helm_template_error(helm: Path, values: Obj) -> str:
+def helm_template_error(helm: Path, values: Obj, namespace: str = NAMESPACE) -> str:
     """The error of a `helm template` that must fail."""
     with tempfile.TemporaryDirectory() as directory:
-        done = run_helm(helm, "template", *helm_template_args(values, Path(directory)))
+        done = run_helm(helm, "template", *helm_template_args(values, Path(directory), namespace),
+                        *kube_version_args())
     if done.returncode == 0:
         raise AssertionError(f"helm template accepted {values}")
     return done.stderr

@@ -29,7 +29,7 @@ from scheduler.core import annotations as ann
 from scheduler.kube.controlplane import ControlPlaneBinaries, LocalControlPlane
 from scheduler.kube.controlplane.rest import ApiError
 from scheduler.sim import builders as b
-from tests.deploy_manifests import DEPLOY, helm_binary, helm_template, helm_template_args, key, load_documents, run_helm
+from tests.deploy_manifests import DEPLOY, find, helm_binary, helm_template, helm_template_args, key, load_documents, run_helm
 from tests.e2e.live import Kube, TesseraProcess, eventually
 from tests.e2e.test_deploy import (
     FIELD_MANAGER,
@@ -139,3 +139,82 @@ async def test_helm_install_in_another_namespace_schedules(fresh_plane: LocalCon
             admin.get(path)
         assert gone.value.status == 404
     assert admin.get(CLASSES)["items"], "the CRDs and their objects stay"
+
+
+RESTRICTED = "gpu-restricted"
+
+
+def test_helm_install_refuses_a_namespace_whose_pod_security_forbids_the_agent(
+        fresh_plane: LocalControlPlane, helm: Path, tmp_path: Path) -> None:
+    """The agent needs Pod Security level `privileged` (root, a hostPath). In a namespace that
+    enforces `restricted` (or `baseline`), `helm install` succeeded and the DaemonSet controller's
+    pod creations were refused, seen only in the DaemonSet's events: the chart reads the
+    namespace's label (Helm's `lookup`) and refuses the install, naming the label to set. With the
+    agent off, the scheduler alone installs there, and its pods meet `restricted` (the apiserver's
+    PodSecurity admission accepts them)."""
+    plane, admin = fresh_plane, fresh_plane.admin
+    admin.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": RESTRICTED, "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+    refused = run_helm(helm, "install", *helm_template_args(None, tmp_path, RESTRICTED), kubeconfig=plane.kubeconfig)
+    assert refused.returncode != 0, refused.stdout
+    assert ("namespace gpu-restricted enforces Pod Security level \"restricted\": the node agent needs "
+            "\"privileged\"") in refused.stderr, refused.stderr
+    assert f"kubectl label namespace {RESTRICTED} pod-security.kubernetes.io/enforce=privileged --overwrite" in refused.stderr
+    with pytest.raises(ApiError) as none:
+        admin.get(f"/apis/apps/v1/namespaces/{RESTRICTED}/deployments/tessera-scheduler")
+    assert none.value.status == 404
+
+    # Why: the apiserver refuses the agent's pods there, and accepts the scheduler's.
+    docs = helm_template(helm, namespace=RESTRICTED)
+
+    def dry_run(kind: str, name: str) -> None:
+        template = find(docs, kind, name)["spec"]["template"]
+        admin.create(f"/api/v1/namespaces/{RESTRICTED}/pods?dryRun=All", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-dry-run", "namespace": RESTRICTED},
+            "spec": {**template["spec"], "nodeName": "dry-run-node"}})
+
+    with pytest.raises(ApiError) as forbidden:
+        dry_run("DaemonSet", "tessera-agent")
+    assert forbidden.value.status == 403 and "violates PodSecurity \"restricted:latest\"" in forbidden.value.message
+    dry_run("Deployment", "tessera-scheduler")
+
+    without_agent = run_helm(helm, "install", *helm_template_args({"agent": {"enabled": False}}, tmp_path, RESTRICTED),
+                             kubeconfig=plane.kubeconfig)
+    try:
+        assert without_agent.returncode == 0, without_agent.stderr
+        assert admin.get(f"/apis/apps/v1/namespaces/{RESTRICTED}/deployments/tessera-scheduler")
+    finally:
+        run_helm(helm, "uninstall", "tessera", "--namespace", RESTRICTED, kubeconfig=plane.kubeconfig)
+
+
+def test_helm_upgrade_rolls_the_scheduler_only_when_its_configuration_changes(
+        fresh_plane: LocalControlPlane, helm: Path, tmp_path: Path) -> None:
+    """The scheduler reads its configuration once, at start-up: a `helm upgrade` that changes it
+    must change the pod template (a rollout), and one that changes nothing must not restart it."""
+    plane, admin = fresh_plane, fresh_plane.admin
+    namespace = "gpu-upgrade"
+    deployment = f"/apis/apps/v1/namespaces/{namespace}/deployments/tessera-scheduler"
+
+    def helm_run(verb: str, values: dict[str, Any] | None) -> None:
+        done = run_helm(helm, verb, *helm_template_args(values, tmp_path, namespace), "--create-namespace",
+                        kubeconfig=plane.kubeconfig)
+        assert done.returncode == 0, done.stderr
+
+    def template() -> tuple[int, dict[str, Any]]:
+        live = admin.get(deployment)
+        return live["metadata"]["generation"], live["spec"]["template"]
+
+    try:
+        helm_run("install", None)
+        generation, installed = template()
+        helm_run("upgrade", None)
+        assert template() == (generation, installed), "an upgrade that changes nothing restarted the scheduler"
+        helm_run("upgrade", {"schedulerConfig": {"podMaxBackoffSeconds": 60}})
+        new_generation, upgraded = template()
+        assert new_generation == generation + 1
+        assert (upgraded["metadata"]["annotations"]["checksum/config"]
+                != installed["metadata"]["annotations"]["checksum/config"])
+        config = admin.get(f"/api/v1/namespaces/{namespace}/configmaps/tessera-scheduler-config")["data"]["config.yaml"]
+        assert "podMaxBackoffSeconds: 60" in config
+    finally:
+        run_helm(helm, "uninstall", "tessera", "--namespace", namespace, kubeconfig=plane.kubeconfig)

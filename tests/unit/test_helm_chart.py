@@ -4,13 +4,15 @@ values reach the objects they name (issue 16).
 Why compare rendered objects: the chart and the tree are two copies of one installation, and a
 rule, a probe or a CRD field changed in one of them only would ship two different schedulers.
 `helm template --include-crds` at default values must give the tree's objects, field for field,
-with three deliberate differences, each checked rather than ignored:
+with four deliberate differences, each checked rather than ignored:
 - no Namespace object: Helm creates the release namespace (`--create-namespace`), and a chart
   cannot own the namespace its release is stored in;
 - the ConfigMap's configuration is compared as YAML data, not text (the chart renders it from
   values, without the tree's comments);
 - the Deployment's pod template carries `checksum/config`, the hash of that configuration, so a
-  `helm upgrade` with a new configuration restarts the scheduler.
+  `helm upgrade` with a new configuration restarts the scheduler;
+- Helm's standard labels (helm.sh/chart, managed-by, instance, version) on every templated object
+  and pod template, never in a selector.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import difflib
 import hashlib
 import json
 import re
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +30,21 @@ import pytest
 import yaml
 
 from scheduler.api.config import load_config
-from tests.deploy_manifests import CHART, deploy_documents, find, helm_binary, helm_template, helm_template_error, key, run_helm
+from tests.deploy_manifests import (
+    CHART,
+    NAMESPACE,
+    RELEASE,
+    deploy_documents,
+    find,
+    helm_binary,
+    helm_template,
+    helm_template_args,
+    helm_template_error,
+    key,
+    kube_version_args,
+    run_helm,
+    values_file,
+)
 
 Obj = dict[str, Any]
 CONFIG_MAP = "tessera-scheduler-config"
@@ -45,6 +63,30 @@ def rendered(helm: Path) -> list[Obj]:
 
 def _config_text(docs: list[Obj]) -> str:
     return str(find(docs, "ConfigMap", CONFIG_MAP)["data"]["config.yaml"])
+
+
+# Helm's standard labels (https://helm.sh/docs/chart_best_practices/labels): on every object the
+# chart templates and on its pod templates, never in a selector; the kustomize tree has none.
+HELM_LABELS = {"helm.sh/chart": "tessera-0.1.0", "app.kubernetes.io/managed-by": "Helm",
+               "app.kubernetes.io/instance": RELEASE, "app.kubernetes.io/version": "0.1.0"}
+
+
+def _label_sets(doc: Obj) -> list[dict[str, str]]:
+    """The object's labels and, for a workload, its pod template's."""
+    found = [doc["metadata"].setdefault("labels", {})]
+    template = doc.get("spec", {}).get("template") if isinstance(doc.get("spec"), dict) else None
+    if isinstance(template, dict) and "metadata" in template:
+        found.append(template["metadata"].setdefault("labels", {}))
+    return found
+
+
+def _without_helm_labels(doc: Obj) -> Obj:
+    doc = json.loads(json.dumps(doc))
+    if doc["kind"] != "CustomResourceDefinition":  # crds/ are copied as they are, not templated
+        for labels in _label_sets(doc):
+            for name, value in HELM_LABELS.items():
+                assert labels.pop(name, None) == value, f"{key(doc)} has no {name}: {value}"
+    return doc
 
 
 def _comparable(doc: Obj) -> Obj:
@@ -87,8 +129,26 @@ def test_default_values_render_exactly_the_kustomize_tree(rendered: list[Obj]) -
     assert set(chart) == set(tree) - set(namespaces), (
         f"only in the chart: {sorted(set(chart) - set(tree))}; only in deploy/: {sorted(set(tree) - set(chart))}")
     for k, doc in chart.items():
-        expected, actual = _comparable(tree[k]), _comparable(doc)
+        expected, actual = _comparable(tree[k]), _comparable(_without_helm_labels(doc))
         assert expected == actual, f"{k} differs between deploy/ and the chart:\n{_diff(expected, actual)}"
+
+
+def test_objects_carry_helms_standard_labels_and_selectors_do_not(helm: Path, rendered: list[Obj]) -> None:
+    """helm.sh/chart, app.kubernetes.io/managed-by and app.kubernetes.io/instance are REC in Helm's
+    best practices (app.kubernetes.io/version OPT): `kubectl get all -l app.kubernetes.io/instance=tessera`
+    found nothing. Selectors keep the tree's two labels: they are immutable, and one must be able
+    to replace the other."""
+    for doc in rendered:
+        _without_helm_labels(doc)  # asserts each label on the object and its pod template
+    for kind, name in (("Deployment", "tessera-scheduler"), ("DaemonSet", "tessera-agent"),
+                       ("PodDisruptionBudget", "tessera-scheduler")):
+        assert set(find(rendered, kind, name)["spec"]["selector"]["matchLabels"]) == {
+            "app.kubernetes.io/name", "app.kubernetes.io/component"}
+    assert set(find(rendered, "Service", "tessera-scheduler-metrics")["spec"]["selector"]) == {
+        "app.kubernetes.io/name", "app.kubernetes.io/component"}
+    # The version label is the image's: an overridden tag is what runs.
+    tagged = helm_template(helm, {"image": {"tag": "0.2.0+build.7"}})
+    assert find(tagged, "Deployment", "tessera-scheduler")["metadata"]["labels"]["app.kubernetes.io/version"] == "0.2.0_build.7"
 
 
 def test_the_config_hash_is_the_rendered_configuration(rendered: list[Obj]) -> None:
@@ -173,3 +233,135 @@ def test_optional_parts_can_be_left_out(helm: Path) -> None:
 ])
 def test_unsafe_values_are_refused(helm: Path, values: Obj, message: str) -> None:
     assert message in helm_template_error(helm, values)
+
+
+# --- refused at install, not in a crash-looping pod ----------------------------------------------
+
+
+def test_a_kubernetes_older_than_1_30_is_refused_by_name(helm: Path, tmp_path: Path) -> None:
+    """deploy/README.md: Kubernetes 1.30 or newer (ValidatingAdmissionPolicy v1). Without Chart.yaml
+    `kubeVersion`, an older cluster got half an install and a mapping error for the policy."""
+    done = run_helm(helm, "template", *helm_template_args(None, tmp_path), "--kube-version", "1.29.9")
+    assert done.returncode != 0
+    assert "chart requires kubeVersion: >=1.30.0-0 which is incompatible with Kubernetes v1.29.9" in done.stderr
+
+
+@pytest.mark.parametrize("version", ["1.30.0", "1.31.4-eks-1234567", "1.36.3"])
+def test_default_values_render_without_a_cluster(helm: Path, tmp_path: Path, version: str) -> None:
+    """`helm template --kube-version` (CI, GitOps) works for any supported version, vendor builds
+    (their versions carry a pre-release suffix) included."""
+    done = run_helm(helm, "template", *helm_template_args(None, tmp_path), "--kube-version", version)
+    assert done.returncode == 0, done.stderr
+    kinds = {d["kind"] for d in yaml.safe_load_all(done.stdout) if isinstance(d, dict)}
+    assert {"Deployment", "DaemonSet", "ValidatingAdmissionPolicy"} <= kinds
+
+
+def _config_of(docs: list[Obj], tmp_path: Path) -> Any:
+    path = tmp_path / "rendered-config.yaml"
+    path.write_text(_config_text(docs))
+    return load_config(str(path))
+
+
+_DEFAULT_SCHEDULER_PROFILES = {"schedulerConfig": {"profiles": [{"schedulerName": "tessera"},
+                                                                {"schedulerName": "default-scheduler"}]}}
+
+
+@pytest.mark.parametrize(("values", "namespace", "message"), [
+    (_DEFAULT_SCHEDULER_PROFILES, "tessera-system",
+     'schedulerConfig.profiles: schedulerName "default-scheduler" is kube-scheduler\'s'),
+    ({"leaderElection": {"resourceName": "kube-scheduler"}}, "kube-system",
+     "leaderElection: the Lease kube-system/kube-scheduler is kube-scheduler's"),
+])
+def test_taking_kube_schedulers_name_or_lease_is_refused_at_install(
+        helm: Path, tmp_path: Path, values: Obj, namespace: str, message: str) -> None:
+    """`tessera run` exits 2 on such a configuration unless --replace-default-scheduler: the chart
+    said nothing and installed a scheduler that crash-looped. It refuses what `tessera run` refuses
+    (the same rule, kube_scheduler_clashes) and names the value that lets it through; with that
+    value (or the flag in extraArgs, as deploy/README.md has it) the scheduler gets the flag."""
+    error = helm_template_error(helm, values, namespace=namespace)
+    assert message in error and "scheduler.replaceDefaultScheduler: true" in error, error
+    for extra in ({"replaceDefaultScheduler": True}, {"extraArgs": ["--replace-default-scheduler"]}):
+        docs = helm_template(helm, {**values, "scheduler": extra}, namespace=namespace)
+        assert _config_of(docs, tmp_path).kube_scheduler_clashes(), "the chart refused what tessera run accepts"
+        args = _containers(docs, "Deployment", "tessera-scheduler")["args"]
+        assert args.count("--replace-default-scheduler") == 1, args
+
+
+def test_the_default_configuration_takes_nothing_of_kube_schedulers(helm: Path, rendered: list[Obj],
+                                                                      tmp_path: Path) -> None:
+    assert _config_of(rendered, tmp_path).kube_scheduler_clashes() == ()
+    assert "--replace-default-scheduler" not in _containers(rendered, "Deployment", "tessera-scheduler")["args"]
+    # Neither the name nor the Lease alone is a clash: kube-system/tessera, or a Lease named
+    # kube-scheduler elsewhere, is Tessera's own.
+    # A profile without a schedulerName is Tessera's (scheduler/api/config_model.py), unlike
+    # kube-scheduler's.
+    for values, namespace in (({}, "kube-system"), ({"leaderElection": {"resourceName": "kube-scheduler"}}, "gpu"),
+                              ({"schedulerConfig": {"profiles": [{"plugins": {}}]}}, "tessera-system")):
+        docs = helm_template(helm, values, namespace=namespace)
+        assert _config_of(docs, tmp_path).kube_scheduler_clashes() == ()
+
+
+@pytest.mark.parametrize("args", [["--port=9000"], ["--port", "9000"], ["--config=/tmp/c.yaml"],
+                                  ["--bind-address=127.0.0.1"]])
+def test_extra_args_cannot_override_the_flags_the_chart_sets(helm: Path, args: list[str]) -> None:
+    """The last flag wins in `tessera run`: --port in extraArgs moved the server off the probes'
+    port (a liveness restart loop), --bind-address=127.0.0.1 hid it from the kubelet."""
+    error = helm_template_error(helm, {"scheduler": {"extraArgs": args}})
+    flag = args[0].split("=")[0]
+    assert f"scheduler.extraArgs: {flag} is set by the chart" in error, error
+
+
+@pytest.mark.parametrize(("values", "where"), [
+    ({"scheduler": {"replicas": "two"}}, "/scheduler/replicas"),
+    ({"scheduler": {"replicas": -1}}, "/scheduler/replicas"),
+    ({"scheduler": {"port": 0}}, "/scheduler/port"),
+    ({"scheduler": {"extraArgs": "--gpu-map"}}, "/scheduler/extraArgs"),
+    ({"logFormat": "text"}, "/logFormat"),
+    ({"agent": {"backend": "nvidia"}}, "/agent/backend"),
+    ({"image": {"repository": ""}}, "/image/repository"),
+    ({"image": {"pullPolicy": "always"}}, "/image/pullPolicy"),
+    ({"leaderElection": {"leaseDuration": 30}}, "/leaderElection/leaseDuration"),
+    ({"scheduler": {"nodeSelector": ["linux"]}}, "/scheduler/nodeSelector"),
+    ({"scheduler": {"tolerations": {"key": "gpu"}}}, "/scheduler/tolerations"),
+    ({"scheduler": {"replica": 3}}, "replica"),
+])
+def test_values_of_the_wrong_shape_are_refused_by_the_schema(helm: Path, values: Obj, where: str) -> None:
+    """Each of these rendered, installed and failed later: a crash-looping pod (`tessera run`'s
+    TESSERA_LOG_FORMAT or `tessera agent --backend` check, probes on port 0), an apiserver error on
+    one object, or (a misspelt key) nothing at all. values.schema.json names the value."""
+    error = helm_template_error(helm, values)
+    assert "values don't meet the specifications of the schema" in error and where in error, error
+
+
+def _notes(helm: Path, tmp_path: Path, values: Obj | None = None) -> str:
+    """NOTES.txt as `helm install` prints it. `helm install --dry-run` needs a cluster and
+    `helm template` leaves NOTES out, so the chart is copied with NOTES.txt as a named template
+    rendered into a YAML string."""
+    tmp_path = Path(tempfile.mkdtemp(dir=tmp_path))
+    chart = tmp_path / "chart"
+    shutil.copytree(CHART, chart)
+    notes = chart / "templates" / "NOTES.txt"
+    (chart / "templates" / "_notes.tpl").write_text('{{- define "test.notes" -}}\n' + notes.read_text() + "{{- end -}}\n")
+    notes.unlink()
+    (chart / "templates" / "notes.yaml").write_text('notes: {{ include "test.notes" . | toJson }}\n')
+    args = ["template", RELEASE, str(chart), "--namespace", NAMESPACE, "--show-only", "templates/notes.yaml",
+            *kube_version_args()]
+    if values:
+        args += ["--values", str(values_file(values, tmp_path))]
+    done = run_helm(helm, *args)
+    assert done.returncode == 0, done.stderr
+    return str(yaml.safe_load(done.stdout)["notes"])
+
+
+def test_notes_name_what_was_installed(helm: Path, tmp_path: Path) -> None:
+    """NOTES.txt said `spec.schedulerName: tessera` and the chart's appVersion whatever the values."""
+    default = _notes(helm, tmp_path)
+    assert "Tessera 0.1.0 is installed" in default and "`spec.schedulerName: tessera`" in default
+    notes = _notes(helm, tmp_path, {"image": {"tag": "0.2.0-rc1"},
+                                    "schedulerConfig": {"profiles": [{"schedulerName": "gpu-batch"},
+                                                                     {"schedulerName": "gpu-train"}]}})
+    assert "Tessera 0.2.0-rc1 is installed" in notes
+    assert "`spec.schedulerName: gpu-batch` or `spec.schedulerName: gpu-train`" in notes
+    assert "schedulerName: tessera" not in notes
+    unnamed = _notes(helm, tmp_path, {"schedulerConfig": {"profiles": [{"plugins": {}}]}})
+    assert "`spec.schedulerName: tessera`" in unnamed

@@ -1,13 +1,27 @@
 {{/*
-Labels of every object. They are the kustomize tree's labels (deploy/), so the chart and the tree
-install the same objects and one can replace the other; the selectors depend on them.
-Usage: include "tessera.labels" "scheduler"  (or "" for objects of no component)
+Selector labels: the kustomize tree's labels (deploy/), so the chart and the tree select the same
+pods and one can replace the other. Selectors are immutable: never add to them.
+Usage: include "tessera.selectorLabels" "scheduler"  (or "" for objects of no component)
 */}}
-{{- define "tessera.labels" -}}
+{{- define "tessera.selectorLabels" -}}
 app.kubernetes.io/name: tessera
 {{- if . }}
 app.kubernetes.io/component: {{ . }}
 {{- end }}
+{{- end }}
+
+{{/*
+Labels of every object and pod template: the selector labels plus Helm's standard labels
+(https://helm.sh/docs/chart_best_practices/labels), which the kustomize tree does not have.
+Usage: include "tessera.labels" (list . "scheduler")
+*/}}
+{{- define "tessera.labels" -}}
+{{- $root := index . 0 }}
+{{- include "tessera.selectorLabels" (index . 1) }}
+helm.sh/chart: {{ printf "%s-%s" $root.Chart.Name $root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/managed-by: {{ $root.Release.Service }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/version: {{ $root.Values.image.tag | default $root.Chart.AppVersion | replace "+" "_" | trunc 63 | trimSuffix "-" | quote }}
 {{- end }}
 
 {{/* The container image: repository:tag, the tag defaulting to the chart's appVersion. */}}
@@ -35,8 +49,59 @@ it). Refuses settings that would run two active schedulers or a Lease the Role d
 {{- if and (gt (int .Values.scheduler.replicas) 1) (not .Values.leaderElection.enabled) }}
 {{- fail "scheduler.replicas > 1 needs leaderElection.enabled: two active schedulers would bind the same GPUs twice" }}
 {{- end }}
+{{- if not (include "tessera.replacesKubeScheduler" .) }}
+{{- range (.Values.schedulerConfig.profiles | default list) }}
+{{- if eq (.schedulerName | default "tessera") "default-scheduler" }}
+{{- fail "schedulerConfig.profiles: schedulerName \"default-scheduler\" is kube-scheduler's (every pod without spec.schedulerName has it): both schedulers would bind those pods and `tessera run` refuses it. Use a name of Tessera's own (default tessera), or set scheduler.replaceDefaultScheduler: true if no kube-scheduler runs in this cluster" }}
+{{- end }}
+{{- end }}
+{{- if and .Values.leaderElection.enabled (eq .Release.Namespace "kube-system") (eq .Values.leaderElection.resourceName "kube-scheduler") }}
+{{- fail "leaderElection: the Lease kube-system/kube-scheduler is kube-scheduler's: whichever holds it keeps the other from leading, and `tessera run` refuses it. Set leaderElection.resourceName to a Lease of Tessera's own (default tessera), or set scheduler.replaceDefaultScheduler: true if no kube-scheduler runs in this cluster" }}
+{{- end }}
+{{- end }}
 {{- $config := deepCopy .Values.schedulerConfig }}
 {{- $election := dict "leaderElect" .Values.leaderElection.enabled "leaseDuration" .Values.leaderElection.leaseDuration "renewDeadline" .Values.leaderElection.renewDeadline "retryPeriod" .Values.leaderElection.retryPeriod "resourceNamespace" .Release.Namespace "resourceName" .Values.leaderElection.resourceName }}
 {{- $_ := set $config "leaderElection" $election }}
 {{- toYaml $config }}
+{{- end }}
+
+{{/*
+"true" when Tessera replaces kube-scheduler: scheduler.replaceDefaultScheduler, or the flag given in
+scheduler.extraArgs (as earlier versions of deploy/README.md said). `tessera run` then accepts
+kube-scheduler's scheduler name and Lease (scheduler/api/config_model.py kube_scheduler_clashes).
+*/}}
+{{- define "tessera.replacesKubeScheduler" -}}
+{{- if or .Values.scheduler.replaceDefaultScheduler (has "--replace-default-scheduler" (.Values.scheduler.extraArgs | default list)) }}true{{ end }}
+{{- end }}
+
+{{/*
+The `tessera run` arguments after the chart's own --config, --bind-address and --port, which
+scheduler.extraArgs must not repeat: the last flag wins, and a second --port or --bind-address
+moves the server away from the probes (a restart loop), a second --config ignores the ConfigMap.
+*/}}
+{{- define "tessera.schedulerExtraArgs" -}}
+{{- $args := .Values.scheduler.extraArgs | default list }}
+{{- range $args }}
+{{- $arg := toString . }}
+{{- range (list "--config" "--bind-address" "--port") }}
+{{- if or (eq $arg .) (hasPrefix (printf "%s=" .) $arg) }}
+{{- fail (printf "scheduler.extraArgs: %s is set by the chart (the ConfigMap, the pod IP and scheduler.port, where the probes and the Service look): use schedulerConfig or scheduler.port" .) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if and .Values.scheduler.replaceDefaultScheduler (not (has "--replace-default-scheduler" $args)) }}
+{{- $args = append $args "--replace-default-scheduler" }}
+{{- end }}
+{{- with $args }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The profiles' scheduler names, as NOTES.txt lists them: `spec.schedulerName: a` or `...: b`. */}}
+{{- define "tessera.schedulerNames" -}}
+{{- $names := list }}
+{{- range (.Values.schedulerConfig.profiles | default list) }}
+{{- $names = append $names (printf "`spec.schedulerName: %s`" (.schedulerName | default "tessera")) }}
+{{- end }}
+{{- join " or " $names }}
 {{- end }}
