@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.api.config import load_config
+from scheduler.api.config import ConfigError, load_config
 from tests.deploy_manifests import (
     CHART,
     NAMESPACE,
@@ -365,3 +365,59 @@ def test_notes_name_what_was_installed(helm: Path, tmp_path: Path) -> None:
     assert "schedulerName: tessera" not in notes
     unnamed = _notes(helm, tmp_path, {"schedulerConfig": {"profiles": [{"plugins": {}}]}})
     assert "`spec.schedulerName: tessera`" in unnamed
+
+
+@pytest.mark.parametrize(("lease", "renew", "retry"), [
+    ("30s", "20s", "4s"),        # the defaults
+    ("1m", "45s", "10s"),
+    ("1m30s", "1m", "5s"),
+    ("30s", "20s", "16s"),       # 20 > 16 * 1.2
+    ("10s", "20s", "4s"),        # leaseDuration <= renewDeadline
+    ("20s", "20s", "4s"),
+    ("30s", "20s", "17s"),       # renewDeadline <= retryPeriod * 1.2 (client-go's JitterFactor)
+    ("30s", "20s", "1m"),
+    ("20500ms", "20s", "4s"),    # the Lease stores whole seconds: 20 <= 20
+    ("900ms", "500ms", "100ms"),  # under a second
+    ("0.5m", "20s", "4s"),
+])
+def test_leader_election_timings_are_refused_at_install_exactly_when_tessera_run_refuses_them(
+        helm: Path, rendered: list[Obj], tmp_path: Path, lease: str, renew: str, retry: str) -> None:
+    """values.yaml states the rule (leaseDuration > renewDeadline > retryPeriod * 1.2); breaking it
+    installed a scheduler whose every start ended in `tessera: invalid configuration` (exit 2)."""
+    config = yaml.safe_load(_config_text(rendered))
+    config["leaderElection"].update(leaseDuration=lease, renewDeadline=renew, retryPeriod=retry)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    try:
+        load_config(str(path))
+        run_refuses = ""
+    except ConfigError as err:
+        run_refuses = str(err)
+    values = {"leaderElection": {"leaseDuration": lease, "renewDeadline": renew, "retryPeriod": retry}}
+    if run_refuses:
+        error = helm_template_error(helm, values)
+        assert "leaderElection: " in error and "leaseDuration > renewDeadline > retryPeriod * 1.2" in error, (run_refuses, error)
+    else:
+        docs = helm_template(helm, values)
+        assert yaml.safe_load(_config_text(docs))["leaderElection"]["leaseDuration"] == lease
+
+
+@pytest.mark.parametrize(("replicas", "min_available", "rendered_pdb"), [
+    (2, 1, True), (2, 2, False), (3, 2, True),
+    (2, "50%", True),    # 1 of 2 must stay: one eviction at a time
+    (2, "51%", False),   # ceil(1.02) = 2 of 2: no eviction ever
+    (2, "100%", False),
+    (3, "60%", True),    # ceil(1.8) = 2 of 3
+    (4, "75%", True),    # 3 of 4
+])
+def test_a_pdb_is_rendered_only_when_it_allows_an_eviction(helm: Path, replicas: int, min_available: int | str,
+                                                          rendered_pdb: bool) -> None:
+    """PDB minAvailable is an int or a percentage of the pods, rounded up (policy/v1; the disruption
+    controller's GetScaledValueFromIntOrPercent(..., roundUp=true)). "100%" rendered a PDB that
+    forbids every eviction (a drain of the node never ends); "50%" must stay accepted."""
+    docs = helm_template(helm, {"scheduler": {"replicas": replicas,
+                                              "podDisruptionBudget": {"minAvailable": min_available}}})
+    pdbs = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert bool(pdbs) == rendered_pdb, pdbs
+    if pdbs:
+        assert pdbs[0]["spec"]["minAvailable"] == min_available

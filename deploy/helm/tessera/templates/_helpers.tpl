@@ -59,6 +59,9 @@ it). Refuses settings that would run two active schedulers or a Lease the Role d
 {{- fail "leaderElection: the Lease kube-system/kube-scheduler is kube-scheduler's: whichever holds it keeps the other from leading, and `tessera run` refuses it. Set leaderElection.resourceName to a Lease of Tessera's own (default tessera), or set scheduler.replaceDefaultScheduler: true if no kube-scheduler runs in this cluster" }}
 {{- end }}
 {{- end }}
+{{- if .Values.leaderElection.enabled }}
+{{- include "tessera.checkLeaderElectionTimings" .Values.leaderElection }}
+{{- end }}
 {{- $config := deepCopy .Values.schedulerConfig }}
 {{- $election := dict "leaderElect" .Values.leaderElection.enabled "leaseDuration" .Values.leaderElection.leaseDuration "renewDeadline" .Values.leaderElection.renewDeadline "retryPeriod" .Values.leaderElection.retryPeriod "resourceNamespace" .Release.Namespace "resourceName" .Values.leaderElection.resourceName }}
 {{- $_ := set $config "leaderElection" $election }}
@@ -104,4 +107,41 @@ moves the server away from the probes (a restart loop), a second --config ignore
 {{- $names = append $names (printf "`spec.schedulerName: %s`" (.schedulerName | default "tessera")) }}
 {{- end }}
 {{- join " or " $names }}
+{{- end }}
+
+{{/*
+A Go duration (values.schema.json's pattern: "30s", "1m30s", "1500ms") in nanoseconds, as a float.
+*/}}
+{{- define "tessera.durationNs" -}}
+{{- $units := dict "ns" 1.0 "us" 1e3 "µs" 1e3 "ms" 1e6 "s" 1e9 "m" 6e10 "h" 3.6e12 }}
+{{- $total := 0.0 }}
+{{- range (regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" (toString .) -1) }}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" . | float64 }}
+{{- $unit := regexReplaceAll "^[0-9]+(\\.[0-9]+)?" . "" }}
+{{- $total = addf $total (mulf $number (get $units $unit)) }}
+{{- end }}
+{{- printf "%f" $total }}
+{{- end }}
+
+{{/*
+The checks `tessera run` makes on leaderElection (scheduler/api/config_parse.py _leader_election),
+so that breaking them fails the install rather than every start of the scheduler.
+*/}}
+{{- define "tessera.checkLeaderElectionTimings" -}}
+{{- $rule := "the rule in values.yaml: leaseDuration > renewDeadline > retryPeriod * 1.2" }}
+{{- $lease := include "tessera.durationNs" .leaseDuration | float64 }}
+{{- $renew := include "tessera.durationNs" .renewDeadline | float64 }}
+{{- $retry := include "tessera.durationNs" .retryPeriod | float64 }}
+{{- if le $lease $renew }}
+{{- fail (printf "leaderElection: leaseDuration %s must be greater than renewDeadline %s (%s)" .leaseDuration .renewDeadline $rule) }}
+{{- end }}
+{{- if le $renew (floor (mulf $retry 1.2)) }}
+{{- fail (printf "leaderElection: renewDeadline %s must be greater than retryPeriod %s * 1.2, client-go's jitter (%s)" .renewDeadline .retryPeriod $rule) }}
+{{- end }}
+{{- if lt $lease 1e9 }}
+{{- fail (printf "leaderElection: leaseDuration %s must be at least 1s: the Lease stores whole seconds (%s)" .leaseDuration $rule) }}
+{{- end }}
+{{- if le (mulf (floor (divf $lease 1e9)) 1e9) $renew }}
+{{- fail (printf "leaderElection: leaseDuration %s must be greater than renewDeadline %s in whole seconds: the Lease stores whole seconds, and a successor waits only those (%s)" .leaseDuration .renewDeadline $rule) }}
+{{- end }}
 {{- end }}
