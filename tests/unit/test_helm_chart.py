@@ -421,3 +421,16 @@ def test_a_pdb_is_rendered_only_when_it_allows_an_eviction(helm: Path, replicas:
     assert bool(pdbs) == rendered_pdb, pdbs
     if pdbs:
         assert pdbs[0]["spec"]["minAvailable"] == min_available
+
+
+def test_the_image_can_be_pinned_by_digest(helm: Path) -> None:
+    """Production installs pin images by digest (a tag can be moved); `image.tag` could only hold
+    a tag, and `image.repository=REPO@sha256:...` rendered REPO@sha256:...:0.1.0, an invalid
+    reference. With image.digest the reference is REPO@DIGEST (the tag, if any, is dropped, as
+    kustomize's `images: digest` does)."""
+    digest = "sha256:" + "0123456789abcdef" * 4
+    docs = helm_template(helm, {"image": {"repository": "registry.example.com/tessera", "digest": digest}})
+    for kind, name in (("Deployment", "tessera-scheduler"), ("DaemonSet", "tessera-agent")):
+        assert _containers(docs, kind, name)["image"] == f"registry.example.com/tessera@{digest}"
+    assert "values don't meet the specifications of the schema" in helm_template_error(
+        helm, {"image": {"digest": "0123abcd"}})

@@ -24,9 +24,13 @@ app.kubernetes.io/instance: {{ $root.Release.Name }}
 app.kubernetes.io/version: {{ $root.Values.image.tag | default $root.Chart.AppVersion | replace "+" "_" | trunc 63 | trimSuffix "-" | quote }}
 {{- end }}
 
-{{/* The container image: repository:tag, the tag defaulting to the chart's appVersion. */}}
+{{/* The container image: repository@digest, else repository:tag (the tag defaulting to the chart's appVersion). */}}
 {{- define "tessera.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
 {{- end }}
 
 {{/* The ServiceAccount usernames the admission policy lets write tessera.dev/* annotations. */}}
