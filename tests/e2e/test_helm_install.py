@@ -17,7 +17,10 @@ Why two planes:
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import shlex
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -218,3 +221,48 @@ def test_helm_upgrade_rolls_the_scheduler_only_when_its_configuration_changes(
         assert "podMaxBackoffSeconds: 60" in config
     finally:
         run_helm(helm, "uninstall", "tessera", "--namespace", namespace, kubeconfig=plane.kubeconfig)
+
+
+def test_an_install_made_with_kubectl_apply_k_moves_to_helm_as_deploy_readme_says(
+        fresh_plane: LocalControlPlane, helm: Path, tmp_path: Path) -> None:
+    """The chart renders the tree's objects so that one can replace the other, but Helm refuses
+    to take over objects it did not create ("invalid ownership metadata"): a team that started
+    with `kubectl apply -k deploy/` had no way to `helm upgrade` later. deploy/README.md's
+    commands (run here with the real kubectl) mark the objects as the release's, and the install
+    then adopts them."""
+    plane, admin = fresh_plane, fresh_plane.admin
+    kubectl = helm.with_name("kubectl")
+    env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig)}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(kubectl), *args], capture_output=True, text=True, env=env, timeout=120, check=False)
+
+    applied = run("apply", "-k", str(DEPLOY))
+    assert applied.returncode == 0, applied.stderr
+    try:
+        refused = run_helm(helm, "install", *helm_template_args(None, tmp_path, SYSTEM_NAMESPACE),
+                           kubeconfig=plane.kubeconfig)
+        assert refused.returncode != 0 and "invalid ownership metadata" in refused.stderr, refused.stderr
+        for command in _readme_commands("kubectl label -k", "kubectl annotate -k"):
+            done = run(*command[1:])
+            assert done.returncode == 0, (command, done.stderr)
+        installed = run_helm(helm, "install", *helm_template_args(None, tmp_path, SYSTEM_NAMESPACE),
+                             kubeconfig=plane.kubeconfig)
+        assert installed.returncode == 0, installed.stderr
+        deployment = admin.get(f"/apis/apps/v1/namespaces/{SYSTEM_NAMESPACE}/deployments/tessera-scheduler")
+        assert deployment["metadata"]["labels"]["app.kubernetes.io/instance"] == "tessera"
+        assert "checksum/config" in deployment["spec"]["template"]["metadata"]["annotations"]
+        # The Namespace (and its Pod Security label) stays, outside the release.
+        namespace = admin.get(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}")
+        assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    finally:
+        run_helm(helm, "uninstall", "tessera", "--namespace", SYSTEM_NAMESPACE, kubeconfig=plane.kubeconfig)
+
+
+def _readme_commands(*prefixes: str) -> list[list[str]]:
+    """The shell commands of deploy/README.md that start with one of `prefixes`, split as the shell
+    would (continuation lines joined), with the chart and tree paths made absolute."""
+    text = (DEPLOY / "README.md").read_text().replace("\\\n", " ")
+    commands = [shlex.split(line) for line in text.splitlines() if line.strip().startswith(prefixes)]
+    assert len(commands) == len(prefixes), f"deploy/README.md lacks one of {prefixes}"
+    return [[str(DEPLOY) if arg in ("deploy/", "deploy") else arg for arg in command] for command in commands]
