@@ -17,10 +17,8 @@ Why two planes:
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import shlex
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +30,7 @@ from scheduler.core import annotations as ann
 from scheduler.kube.controlplane import ControlPlaneBinaries, LocalControlPlane
 from scheduler.kube.controlplane.rest import ApiError
 from scheduler.sim import builders as b
-from tests.deploy_manifests import DEPLOY, find, helm_binary, helm_template, helm_template_args, key, load_documents, run_helm
+from tests.deploy_manifests import DEPLOY, deploy_documents, find, helm_binary, helm_template, helm_template_args, key, load_documents, run_helm
 from tests.e2e.live import Kube, TesseraProcess, eventually
 from tests.e2e.test_deploy import (
     FIELD_MANAGER,
@@ -228,24 +226,24 @@ def test_an_install_made_with_kubectl_apply_k_moves_to_helm_as_deploy_readme_say
     """The chart renders the tree's objects so that one can replace the other, but Helm refuses
     to take over objects it did not create ("invalid ownership metadata"): a team that started
     with `kubectl apply -k deploy/` had no way to `helm upgrade` later. deploy/README.md's
-    commands (run here with the real kubectl) mark the objects as the release's, and the install
-    then adopts them."""
+    `kubectl label -k` / `kubectl annotate -k` commands mark the objects as the release's, and
+    the install then adopts them. No kubectl binary here (tests/deploy_manifests.py): the tree is
+    applied server-side (`kubectl apply --server-side -k deploy/`) and the README's labels and
+    annotations are set with the merge patch `kubectl label/annotate` send, on every object the
+    kustomization lists."""
     plane, admin = fresh_plane, fresh_plane.admin
-    kubectl = helm.with_name("kubectl")
-    env = {**os.environ, "KUBECONFIG": str(plane.kubeconfig)}
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(kubectl), *args], capture_output=True, text=True, env=env, timeout=120, check=False)
-
-    applied = run("apply", "-k", str(DEPLOY))
-    assert applied.returncode == 0, applied.stderr
+    docs = deploy_documents()
+    apply_documents(admin, docs)
     try:
         refused = run_helm(helm, "install", *helm_template_args(None, tmp_path, SYSTEM_NAMESPACE),
                            kubeconfig=plane.kubeconfig)
         assert refused.returncode != 0 and "invalid ownership metadata" in refused.stderr, refused.stderr
-        for command in _readme_commands("kubectl label -k", "kubectl annotate -k"):
-            done = run(*command[1:])
-            assert done.returncode == 0, (command, done.stderr)
+        label, annotate = _readme_commands("kubectl label -k deploy/", "kubectl annotate -k deploy/")
+        metadata = {"labels": _assignments(label), "annotations": _assignments(annotate)}
+        assert metadata["labels"] == {"app.kubernetes.io/managed-by": "Helm"}
+        discovery = Discovery(admin)
+        for doc in docs:
+            admin.merge_patch(discovery.url(doc), {"metadata": metadata})
         installed = run_helm(helm, "install", *helm_template_args(None, tmp_path, SYSTEM_NAMESPACE),
                              kubeconfig=plane.kubeconfig)
         assert installed.returncode == 0, installed.stderr
@@ -260,9 +258,16 @@ def test_an_install_made_with_kubectl_apply_k_moves_to_helm_as_deploy_readme_say
 
 
 def _readme_commands(*prefixes: str) -> list[list[str]]:
-    """The shell commands of deploy/README.md that start with one of `prefixes`, split as the shell
-    would (continuation lines joined), with the chart and tree paths made absolute."""
-    text = (DEPLOY / "README.md").read_text().replace("\\\n", " ")
-    commands = [shlex.split(line) for line in text.splitlines() if line.strip().startswith(prefixes)]
-    assert len(commands) == len(prefixes), f"deploy/README.md lacks one of {prefixes}"
-    return [[str(DEPLOY) if arg in ("deploy/", "deploy") else arg for arg in command] for command in commands]
+    """The shell commands of deploy/README.md that start with each of `prefixes` (one each), split
+    as the shell would."""
+    lines = (DEPLOY / "README.md").read_text().replace("\\\n", " ").splitlines()
+    found = []
+    for prefix in prefixes:
+        (command,) = [shlex.split(line) for line in lines if line.strip().startswith(prefix)]
+        found.append(command)
+    return found
+
+
+def _assignments(command: list[str]) -> dict[str, str]:
+    """The KEY=VALUE arguments of a `kubectl label|annotate` command."""
+    return dict(arg.split("=", 1) for arg in command if "=" in arg and not arg.startswith("-"))
