@@ -365,6 +365,9 @@ def test_notes_name_what_was_installed(helm: Path, tmp_path: Path) -> None:
     assert "schedulerName: tessera" not in notes
     unnamed = _notes(helm, tmp_path, {"schedulerConfig": {"profiles": [{"plugins": {}}]}})
     assert "`spec.schedulerName: tessera`" in unnamed
+    # `profiles: null` drops the chart's list: Tessera's built-in profile, named tessera.
+    none = _notes(helm, tmp_path, {"schedulerConfig": {"profiles": None}})
+    assert "Pods opt in with `spec.schedulerName: tessera`;" in none
 
 
 @pytest.mark.parametrize(("lease", "renew", "retry"), [

@@ -104,13 +104,14 @@ moves the server away from the probes (a restart loop), a second --config ignore
 {{- end }}
 {{- end }}
 
-{{/* The profiles' scheduler names, as NOTES.txt lists them: `spec.schedulerName: a` or `...: b`. */}}
+{{/* The profiles' scheduler names, as NOTES.txt lists them: `spec.schedulerName: a` or `...: b`
+(no profiles: Tessera's built-in one, tessera). */}}
 {{- define "tessera.schedulerNames" -}}
 {{- $names := list }}
 {{- range (.Values.schedulerConfig.profiles | default list) }}
 {{- $names = append $names (printf "`spec.schedulerName: %s`" (.schedulerName | default "tessera")) }}
 {{- end }}
-{{- join " or " $names }}
+{{- join " or " ($names | default (list "`spec.schedulerName: tessera`")) }}
 {{- end }}
 
 {{/*
