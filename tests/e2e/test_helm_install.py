@@ -191,7 +191,8 @@ def test_helm_install_refuses_a_namespace_whose_pod_security_forbids_the_agent(
 def test_helm_upgrade_rolls_the_scheduler_only_when_its_configuration_changes(
         fresh_plane: LocalControlPlane, helm: Path, tmp_path: Path) -> None:
     """The scheduler reads its configuration once, at start-up: a `helm upgrade` that changes it
-    must change the pod template (a rollout), and one that changes nothing must not restart it."""
+    must change the pod template (a rollout), and one that changes nothing must not restart it.
+    Upgrades between one and two replicas (leader election off and on) apply."""
     plane, admin = fresh_plane, fresh_plane.admin
     namespace = "gpu-upgrade"
     deployment = f"/apis/apps/v1/namespaces/{namespace}/deployments/tessera-scheduler"
@@ -217,6 +218,18 @@ def test_helm_upgrade_rolls_the_scheduler_only_when_its_configuration_changes(
                 != installed["metadata"]["annotations"]["checksum/config"])
         config = admin.get(f"/api/v1/namespaces/{namespace}/configmaps/tessera-scheduler-config")["data"]["config.yaml"]
         assert "podMaxBackoffSeconds: 60" in config
+        # One replica without leader election: the strategy becomes Recreate (its rollingUpdate
+        # must go, which the apiserver checks), and the Lease's Role goes; and back again.
+        helm_run("upgrade", {"scheduler": {"replicas": 1}, "leaderElection": {"enabled": False}})
+        assert admin.get(deployment)["spec"]["strategy"] == {"type": "Recreate"}
+        with pytest.raises(ApiError) as gone:
+            admin.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles/tessera-scheduler-leader-election")
+        assert gone.value.status == 404
+        # (Not `upgrade` without values: Helm then reuses the release's last values.)
+        helm_run("upgrade", {"scheduler": {"replicas": 2}, "leaderElection": {"enabled": True}})
+        assert admin.get(deployment)["spec"]["strategy"] == {
+            "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+        assert admin.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles/tessera-scheduler-leader-election")
     finally:
         run_helm(helm, "uninstall", "tessera", "--namespace", namespace, kubeconfig=plane.kubeconfig)
 
