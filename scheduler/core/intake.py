@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from scheduler.core.engine import Engine
 from scheduler.core.objects import JSON, Pod, object_uid
+from scheduler.core.queue import GATES_ELIMINATED, POD_ADDED
 from scheduler.core.state import Notice
 
 
@@ -67,9 +68,14 @@ class Intake:
         if pod is None or uid not in state.pending:
             if pod is None or uid not in state.placements or pod.node_name:
                 queue.remove(uid)  # gone or bound: also what the queue kept while its Binding was out
+            if uid in state.gated and (before is None or not before.gated):
+                queue.gated_arrived()
             return
         if uid not in queue or before is None or _scheduling_inputs(before) != _scheduling_inputs(pod):
-            queue.add(uid, pod.priority, pod.gang.key if pod.gang else "", now)
+            # upstream's event for a pod whose spec.schedulingGates were all removed (the API
+            # refuses adding gates after creation, so a gated `before` means just that)
+            event = GATES_ELIMINATED if before is not None and before.gated else POD_ADDED
+            queue.add(uid, pod.priority, pod.gang.key if pod.gang else "", now, event)
 
 
 def _scheduling_inputs(pod: Pod) -> tuple[object, ...]:

@@ -35,6 +35,13 @@ BACKOFF = "backoff"
 UNSCHEDULABLE = "unschedulable"
 IN_FLIGHT = "inFlight"
 
+# event labels of scheduler_queue_incoming_pods_total for a pod's own arrival: upstream's
+# ClusterEvent.Label() (Resource + ActionType) of EventUnscheduledPodAdd, EventUnscheduledPodUpdate
+# and {UnschedulablePod, UpdatePodSchedulingGatesEliminated} (framework/events.go)
+POD_ADDED = "UnschedulablePodAdd"
+POD_UPDATED = "UnschedulablePodUpdate"
+GATES_ELIMINATED = "UnschedulablePodUpdatePodSchedulingGatesEliminated"
+
 UNSCHEDULABLE_TIMEOUT = 300.0
 BACKOFF_WINDOW = 1.0  # upstream's backoffQOrderingWindowDuration: backoffs end on whole seconds
 
@@ -86,8 +93,9 @@ class SchedulingQueue:
 
     # --- membership --------------------------------------------------------------------------
 
-    def add(self, uid: str, priority: int, group: str, now: float) -> None:
-        """A new pending pod, or an update to one (an update revives an unschedulable pod)."""
+    def add(self, uid: str, priority: int, group: str, now: float, event: str = POD_ADDED) -> None:
+        """A new pending pod, or an update to one (an update revives an unschedulable pod).
+        `event` is what brought a new one in: its creation, or its scheduling gates removed."""
         entry = self.entries.get(uid)
         if entry is None:
             placed = self._placed.pop(uid, None)
@@ -101,10 +109,10 @@ class SchedulingQueue:
             self._group_entries[group] += 1
             if self._ready_at(entry) > now:  # its gang failed recently
                 self._to_backoff(entry)
-                self.incoming[BACKOFF, "UnschedulablePodAdd"] += 1
+                self.incoming[BACKOFF, event] += 1
                 return
             self._push_active(entry)
-            self.incoming[ACTIVE, "UnschedulablePodAdd"] += 1
+            self.incoming[ACTIVE, event] += 1
             return
         changed = entry.priority != priority or entry.group != group
         if entry.group != group:
@@ -112,7 +120,13 @@ class SchedulingQueue:
             self._group_entries[group] += 1
         entry.priority, entry.group = priority, group
         if entry.where == UNSCHEDULABLE or (changed and entry.where == ACTIVE):
-            self._requeue(entry, now, "UnschedulablePodUpdate")
+            self._requeue(entry, now, POD_UPDATED)
+
+    def gated_arrived(self) -> None:
+        """A new pod held back by its spec.schedulingGates: it stays out of the queue (the
+        cluster state keeps it), but upstream's SchedulingGates PreEnqueue parks such a pod in
+        unschedulablePods, which counts it in (addOrUpdate), so it is counted as entering there."""
+        self.incoming[UNSCHEDULABLE, POD_ADDED] += 1
 
     def remove(self, uid: str) -> None:
         """The pod is gone or bound: nothing is kept for it."""

@@ -32,7 +32,7 @@ from scheduler.core.objects import JSON, Device
 from scheduler.core.outcomes import BindingOutcomes
 from scheduler.core.plugins.coscheduling import GroupStatus, group_status, unschedulable_message
 from scheduler.core.plugins.preemption.unfinished import UnfinishedEviction, unfinished_gang_evictions
-from scheduler.core.queue import QueuedPod, SchedulingQueue
+from scheduler.core.queue import IN_FLIGHT, QueuedPod, SchedulingQueue
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, Notice
 
 UNSCHEDULABLE = "Unschedulable"
@@ -228,6 +228,21 @@ class Scheduler:
         spec.schedulingGates, as upstream counts it, and — Tessera's own — placed with the Binding
         held by the allocation gate)."""
         return {**self._engine.queue.counts(), "gated": len(self._engine.state.gated) + len(self.held())}
+
+    def unschedulable_by_plugin(self) -> dict[tuple[str, str], int]:
+        """Pods waiting, by (plugin, profile) for each plugin that rejected their last attempt,
+        and ("SchedulingGates", profile) for pods held by spec.schedulingGates: upstream's
+        unschedulableReasons, counted while the pod is queued (any queue) and not once it is
+        popped for its next attempt; a pod back after an error has no rejectors, as upstream."""
+        state = self._engine.state
+        counts: Counter[tuple[str, str]] = Counter()
+        for entry in self._engine.queue.entries.values():
+            pod = state.pods.get(entry.uid)
+            if pod is not None and entry.where != IN_FLIGHT:
+                counts.update((plugin, pod.scheduler_name) for plugin in entry.rejectors)
+        counts.update(("SchedulingGates", pod.scheduler_name) for uid in state.gated
+                      if (pod := state.pods.get(uid)) is not None)
+        return dict(counts)
 
     def waiting_reason(self, key: str) -> tuple[str, str] | None:
         """Why the pod `key` still waits and its resourceVersion: ("Unschedulable", rv) while it has

@@ -90,6 +90,7 @@ class Metrics:
         self.registry.register(_WithoutCreated(self._source, self._before_scrape))
         self.lease_name = lease_name
         self._relists: dict[str, int] = {}  # kind -> relists counted so far
+        self._unschedulable_seen: set[tuple[str, str]] = set()  # (plugin, profile) series exported
         r = self._source
 
         # --- kube-scheduler (k/k pkg/scheduler/metrics/metrics.go) ---
@@ -129,6 +130,12 @@ class Metrics:
             "scheduler_preemption_victims",
             "[STABLE] Number of selected preemption victims",
             buckets=PREEMPTION_VICTIMS_BUCKETS, registry=r)
+        self.unschedulable_pods = Gauge(
+            "scheduler_unschedulable_pods",
+            "[BETA] The number of unschedulable pods broken down by plugin name. A pod will increment the gauge "
+            "for all plugins that caused it to not schedule and so this metric have meaning only when broken "
+            "down by plugin.",
+            ["plugin", "profile"], registry=r)
         self.cache_size = Gauge(
             "scheduler_cache_size",
             "[ALPHA] Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
@@ -233,6 +240,16 @@ class Metrics:
         self.cache_size.labels(type="nodes").set(nodes)
         self.cache_size.labels(type="pods").set(pods)
         self.cache_size.labels(type="assumed_pods").set(assumed_pods)
+
+    def set_unschedulable_pods(self, counts: Mapping[tuple[str, str], int]) -> None:
+        """Pods waiting by (plugin, profile) of the plugins that rejected them: a full snapshot.
+        A pair seen once keeps its series at 0 when no pod waits for it, as upstream's gauge is
+        decremented, never deleted (an alert on it sees 0, not an absent series)."""
+        for plugin, profile in self._unschedulable_seen - counts.keys():
+            self.unschedulable_pods.labels(plugin=plugin, profile=profile).set(0)
+        for (plugin, profile), count in counts.items():
+            self.unschedulable_pods.labels(plugin=plugin, profile=profile).set(count)
+        self._unschedulable_seen |= counts.keys()
 
     # --- devices and gangs ---------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from scheduler.core.scheduler import Scheduler
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.metrics import Metrics
-from scheduler.kube.run_cli import MetricsHooks, _readyz_checks
+from scheduler.kube.run_cli import MetricsHooks, StateGauges, _readyz_checks
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
 
@@ -148,3 +148,60 @@ async def test_readyz_fails_once_graceful_shutdown_has_begun() -> None:
 def _failing(loop: SchedulerLoop) -> list[str]:
     return [name for name, check in _readyz_checks(loop) if check() is not None]
 
+
+
+def test_a_gated_pod_enters_unschedulable_and_leaves_by_the_gates_eliminated_event() -> None:
+    """v1.36.3 backend/queue: `PriorityQueue.Add` runs the PreEnqueue plugins (SchedulingGates)
+    in moveToActiveQ; a gated pod goes to unschedulablePods, whose addOrUpdate counts
+    `queue_incoming_pods_total{queue="unschedulable", event="UnschedulablePodAdd"}`. Removing
+    the gates is an update that `framework.PodSchedulingPropertiesChange` names
+    {UnschedulablePod, UpdatePodSchedulingGatesEliminated}, whose Label() is
+    "UnschedulablePodUpdatePodSchedulingGatesEliminated"; the pod enters activeQ under it
+    (`PriorityQueue.Update` -> requeuePodWithQueueingStrategy(evt.Label())). Tessera counted
+    nothing for the gated pod and ("active", "UnschedulablePodAdd") when its gates went, as if
+    the pod had just been created."""
+    core = Scheduler(load_config(None))
+    core.apply("ADDED", b.node("n", gpus=1), 0.0)
+    gated = b.pod("g", requests={"nvidia.com/gpu": 1}, spec_extra={"schedulingGates": [{"name": "example.com/wait"}]})
+    core.apply("ADDED", gated, 0.0)
+    assert core.take_queue_incoming() == {("unschedulable", "UnschedulablePodAdd"): 1}
+    ungated = copy.deepcopy(gated)
+    del ungated["spec"]["schedulingGates"]
+    core.apply("MODIFIED", ungated, 1.0)
+    assert core.take_queue_incoming() == {("active", "UnschedulablePodUpdatePodSchedulingGatesEliminated"): 1}
+    assert core.pending_counts()["gated"] == 0 and core.pending_counts()["active"] == 1
+
+
+def test_unschedulable_pods_are_exported_by_the_plugins_that_rejected_them() -> None:
+    """v1.36.3 metrics.go `scheduler_unschedulable_pods{plugin, profile}` (BETA): "The number of
+    unschedulable pods broken down by plugin name". The queue adds one per plugin in a pod's
+    UnschedulablePlugins when the failed pod comes back (scheduling_queue.go
+    AddUnschedulableIfNotPresent), one for the PreEnqueue plugin that gates a pod
+    (runPreEnqueuePlugin: SchedulingGates for spec.schedulingGates), and takes them off when the
+    pod is popped (active_queue.go unlockedMovePodToInFlight) or deleted. The kube-scheduler
+    dashboards' "why are pods pending" panel reads it; Tessera did not export it."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    metrics = Metrics(profiles=["tessera"])
+    metrics.on_scrape(StateGauges(loop, metrics))
+    core = loop.core
+    core.apply("ADDED", b.node("n", gpus=1), 0.0)
+    core.apply("ADDED", b.pod("big", requests={"nvidia.com/gpu": 2}), 0.0)
+    core.apply("ADDED", b.pod("m0", requests={"nvidia.com/gpu": 1}, labels=b.gang_labels("g", 3)), 0.0)
+    core.apply("ADDED", b.pod("g", spec_extra={"schedulingGates": [{"name": "example.com/wait"}]}), 0.0)
+    while core.schedule_next(0.0) is not None:
+        pass
+    name = "scheduler_unschedulable_pods"
+    assert _value(metrics, name, plugin="NodeResourcesFit", profile="tessera") == 1
+    assert _value(metrics, name, plugin="Coscheduling", profile="tessera") == 1
+    assert _value(metrics, name, plugin="SchedulingGates", profile="tessera") == 1
+    core.apply("ADDED", b.node("n2", gpus=2), 1.0)  # "big" fits now: back in activeQ, still counted
+    assert _value(metrics, name, plugin="NodeResourcesFit", profile="tessera") == 1
+    attempts = core.schedule_next(2.0)  # popped (and placed): no longer counted; the series stays at 0
+    assert attempts is not None and attempts[0].pod.meta.name == "big" and attempts[0].node == "n2"
+    assert _value(metrics, name, plugin="NodeResourcesFit", profile="tessera") == 0
+    assert [s for s in _samples(metrics) if s[0] == name and s[1]["plugin"] == "NodeResourcesFit"]
+    text = generate_latest(metrics.registry).decode()
+    assert ("# HELP scheduler_unschedulable_pods [BETA] The number of unschedulable pods broken down by plugin "
+            "name. A pod will increment the gauge for all plugins that caused it to not schedule and so this "
+            "metric have meaning only when broken down by plugin.\n# TYPE scheduler_unschedulable_pods gauge\n") in text
