@@ -225,9 +225,10 @@ class Scheduler:
 
     def pending_counts(self) -> dict[str, int]:
         """Pods waiting, by where they wait: the queue's parts and `gated` (held back by their
-        spec.schedulingGates, as upstream counts it, and — Tessera's own — placed with the Binding
-        held by the allocation gate)."""
-        return {**self._engine.queue.counts(), "gated": len(self._engine.state.gated) + len(self.held())}
+        spec.schedulingGates, as upstream counts it). Not the pods whose Binding a permit plugin
+        holds (`held`): they were placed and wait in the binding cycle, as upstream's WaitOnPermit,
+        which no queue counts."""
+        return {**self._engine.queue.counts(), "gated": len(self._engine.state.gated)}
 
     def unschedulable_by_plugin(self) -> dict[tuple[str, str], int]:
         """Pods waiting, by (plugin, profile) for each plugin that rejected their last attempt,

@@ -161,6 +161,12 @@ class Metrics:
             "Devices by their 'model' attribute (empty when they have none) and state, as tessera_devices: "
             "GPU allocation per model.",
             ["model", "state"], registry=r)
+        self.waiting_for_allocation = Gauge(
+            "tessera_pods_waiting_for_allocation",
+            "Pods placed whose Binding the allocation gate holds until the node agent has allocated the devices "
+            "of an earlier pod on the node (reason WaitingForAllocation). Not in scheduler_pending_pods: like "
+            "kube-scheduler's pods waiting on Permit, they are past the queue.",
+            registry=r)
         self.gang_attempts = Counter(
             "tessera_gang_attempts_total",
             "Gang (pod group) placement attempts, one per scheduling cycle of a gang: 'placed' committed at "
@@ -272,6 +278,9 @@ class Metrics:
                 self.devices_by_model.labels(model=model, state=state).set(count)
                 totals[state] = totals.get(state, 0) + count
         self.set_devices(totals)
+
+    def set_waiting_for_allocation(self, count: int) -> None:
+        self.waiting_for_allocation.set(count)
 
     def observe_preemption(self, victims: int) -> None:
         """One PostFilter (preemption) run; `victims` > 0 when it chose some."""

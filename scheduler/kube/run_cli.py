@@ -308,7 +308,7 @@ class MetricsHooks(LoopHooks):
 
 class StateGauges:
     """Sets the gauges that mirror the loop's state (cache size, devices by model and state,
-    unschedulable pods by plugin, informer sync and relists) from that state, on every scrape (`Metrics.on_scrape`): they agree
+    unschedulable pods by plugin, Bindings held by the allocation gate, informer sync and relists) from that state, on every scrape (`Metrics.on_scrape`): they agree
     with /readyz the moment it says ready, at no cost between scrapes."""
 
     def __init__(self, loop: SchedulerLoop, metrics: Metrics) -> None:
@@ -322,6 +322,7 @@ class StateGauges:
         metrics.set_cache_size(nodes=sizes["nodes"], pods=sizes["pods"], assumed_pods=sizes["assumed_pods"])
         metrics.set_devices_by_model(core.device_states_by_model())
         metrics.set_unschedulable_pods(core.unschedulable_by_plugin())
+        metrics.set_waiting_for_allocation(len(core.held()))
         for kind, stats in self.loop.informers.stats().items():
             metrics.count_relists(kind, stats.relists)
         for informer in self.loop.informers.informers:

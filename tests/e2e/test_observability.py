@@ -151,18 +151,24 @@ async def test_writes_say_tessera_and_class_status_names_the_resource(clean_clus
 async def test_every_series_the_dashboard_queries_is_served(clean_cluster: LocalControlPlane, kubectl: Kube,
                                                             namespace: str, tmp_path: Path) -> None:
     """Every metric, label and label value in the dashboard's PromQL is in a live /metrics, once
-    the scheduler has led and bound a pod to a GPU (histograms have series only after an
-    observation, and the per-model device series only once a device is known)."""
+    the scheduler has led, bound a pod to a GPU and found one that fits nowhere (histograms have
+    series only after an observation, the per-model device series only once a device is known,
+    the unschedulable pods by plugin only once a plugin rejected one)."""
     async with _running(clean_cluster, tmp_path, "dash") as (proc, nodes, prefix):
         try:
             await kubectl.create(CLASSES, b.resource_class(prefix, match_labels={"model": "V100"}))
             await kubectl.create_pod(namespace, b.pod("gpu", limits={f"class.tessera.dev/{prefix}": 1}))
+            # more than a node has: it waits, rejected by a plugin (scheduler_unschedulable_pods)
+            await kubectl.create_pod(namespace, b.pod("too-big", limits={f"class.tessera.dev/{prefix}": 3}))
 
-            async def bound() -> bool:
-                return (await bound_nodes(kubectl, namespace)).get("gpu") == nodes[0]
+            async def bound_and_one_rejected() -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | None:
+                if (await bound_nodes(kubectl, namespace)).get("gpu") != nodes[0]:
+                    return None
+                scraped = await _metrics(proc.port)
+                rejected = sum(v for (name, _), v in scraped.items() if name == "scheduler_unschedulable_pods")
+                return scraped if rejected >= 1 else None
 
-            await eventually(bound)
-            metrics = await _metrics(proc.port)
+            metrics = await eventually(bound_and_one_rejected)
         finally:
             await kubectl.call("DELETE", f"{CLASSES}/{prefix}", ok=(200, 404))
     samples: dashboard.Samples = {}

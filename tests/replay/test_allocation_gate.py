@@ -138,7 +138,7 @@ def test_losing_the_lease_abandons_held_bindings() -> None:
     assert p1 is not None and p1.uid in replay.scheduler.state.pending
 
 
-def test_a_held_binding_says_what_it_waits_for_and_counts_as_gated() -> None:
+def test_a_held_binding_says_what_it_waits_for_and_counts_as_held() -> None:
     replay = _replay(agent=False)
     attempts = list(replay.run(WatchEvent(e["type"], e["object"]) for e in _cluster() + _pods()))
     held = {a.pod.meta.name: a.message for a in attempts if a.deferred}
@@ -147,11 +147,11 @@ def test_a_held_binding_says_what_it_waits_for_and_counts_as_gated() -> None:
                           "class.tessera.dev/v100 to default/p0 (allocation gate)")
     assert held["p2"].endswith("to default/p0 (allocation gate)")
     scheduler = replay.scheduler
-    assert scheduler.pending_counts()["gated"] == 2
+    assert len(scheduler.held()) == 2 and scheduler.pending_counts()["gated"] == 0  # placed: past the queue
     assert scheduler.waiting_reason("default/p1") == ("WaitingForAllocation", "")
     assert scheduler.waiting_reason("default/p0") is None  # bound
     assert _open_gate(replay) == ["p1"]
-    assert scheduler.pending_counts()["gated"] == 1
+    assert len(scheduler.held()) == 1
 
 
 def test_without_an_agent_heartbeat_there_is_no_gate() -> None:
@@ -159,7 +159,7 @@ def test_without_an_agent_heartbeat_there_is_no_gate() -> None:
     replay = _replay(agent=False)
     attempts = list(replay.run(WatchEvent(e["type"], e["object"]) for e in _cluster(heartbeat=None) + _pods()))
     assert [a.pod.meta.name for a in attempts if a.node and not a.deferred] == ["p0", "p1", "p2", "q"]
-    assert replay.scheduler.pending_counts()["gated"] == 0
+    assert replay.scheduler.held() == []
 
 
 def test_held_bindings_go_out_once_the_agent_stops_heartbeating() -> None:
@@ -171,7 +171,7 @@ def test_held_bindings_go_out_once_the_agent_stops_heartbeating() -> None:
     stale = HEARTBEAT_AT + 91
     assert scheduler.schedule_next(stale) is None
     assert [a.pod.meta.name for a in scheduler.take_released()] == ["p1"]
-    assert scheduler.pending_counts()["gated"] == 0
+    assert scheduler.held() == []
 
 
 def test_heartbeats_alone_change_nothing_the_cycle_reads() -> None:

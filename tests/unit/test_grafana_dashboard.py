@@ -21,6 +21,7 @@ def exported_samples() -> dash.Samples:
     m.observe_pod_scheduled(1, 0.5)
     m.observe_binding("success", 0.01)
     m.set_devices_by_model({("A100", "allocated"): 1, ("A100", "free"): 3})
+    m.set_unschedulable_pods({("NodeResourcesFit", "tessera"): 1})
     m.set_leader(True)
     samples: dash.Samples = {}
     for family in text_string_to_metric_families(generate_latest(m.registry).decode()):
@@ -56,6 +57,8 @@ def test_the_dashboard_covers_issue_16() -> None:
         "tessera_gang_attempts_total",  # gang outcomes
         "tessera_bindings_total",  # bind errors
         "tessera_leader",  # leader
+        "scheduler_unschedulable_pods",  # why pods wait
+        "tessera_pods_waiting_for_allocation",  # placed, Binding held by the allocation gate
     } <= queried
 
 

@@ -101,7 +101,7 @@ async def test_attempt_duration_includes_the_time_the_binding_waited_at_the_allo
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
         with anyio.fail_after(10):
-            while not (api.pod("default", "p0")["spec"].get("nodeName") and loop.core.pending_counts()["gated"] == 1):
+            while not (api.pod("default", "p0")["spec"].get("nodeName") and len(loop.core.held()) == 1):
                 await anyio.sleep(0.01)
             assert not api.pod("default", "p1")["spec"].get("nodeName")  # held by the gate
             await anyio.sleep(held_for)
@@ -205,3 +205,37 @@ def test_unschedulable_pods_are_exported_by_the_plugins_that_rejected_them() -> 
     assert ("# HELP scheduler_unschedulable_pods [BETA] The number of unschedulable pods broken down by plugin "
             "name. A pod will increment the gauge for all plugins that caused it to not schedule and so this "
             "metric have meaning only when broken down by plugin.\n# TYPE scheduler_unschedulable_pods gauge\n") in text
+
+
+def test_a_binding_held_at_the_allocation_gate_is_not_a_gated_pending_pod() -> None:
+    """Upstream's `scheduler_pending_pods{queue="gated"}` is "the number of unschedulable pods that
+    the scheduler never attempted to schedule because they are gated" (help text), counted by
+    unschedulablePods' gatedRecorder for pods a PreEnqueue plugin refused. A pod whose Binding a
+    Permit plugin holds was attempted and placed: it is in the binding cycle (WaitOnPermit),
+    in no queue, and kube-scheduler counts it under no `queue` value. Tessera's allocation gate
+    is such a Permit wait, yet its held pods were added to "gated", so an alert or panel on gated
+    pods (pods an external controller has yet to release) mixed in pods that are placed and only
+    wait for the node agent. They have a gauge of their own, tessera_pods_waiting_for_allocation."""
+    heartbeat = "2026-01-01T00:00:00Z"
+    now = datetime.fromisoformat(heartbeat).timestamp()
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(BINPACK), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    metrics = Metrics(profiles=["tessera"])
+    metrics.on_scrape(StateGauges(loop, metrics))
+    core = loop.core
+    for obj in (b.node("n", gpus=2), *(b.device("n", i, heartbeat=heartbeat) for i in range(2)),
+                b.resource_class("v100", match_labels={"model": "V100"})):
+        core.apply("ADDED", obj, now)
+    p0 = b.pod("p0", limits={"class.tessera.dev/v100": 1})
+    core.apply("ADDED", p0, now)
+    [placed] = core.schedule_next(now) or []
+    bound = copy.deepcopy(p0)
+    bound["spec"]["nodeName"] = "n"
+    bound["metadata"]["annotations"] = {**placed.annotations, ann.PHASE: "Allocating"}
+    core.apply("MODIFIED", bound, now)  # bound; the agent has not allocated yet
+    core.apply("ADDED", b.pod("p1", limits={"class.tessera.dev/v100": 1}), now)
+    [held] = core.schedule_next(now) or []
+    assert held.deferred and [a.pod.meta.name for a in core.held()] == ["p1"]
+    MetricsHooks(metrics, loop).on_queue(core.pending_counts(), {})
+    assert _value(metrics, "scheduler_pending_pods", queue="gated") == 0
+    assert _value(metrics, "tessera_pods_waiting_for_allocation") == 1
