@@ -55,8 +55,8 @@ class DecisionHooks(LoopHooks):
         if result != "error" or attempt.error:  # a failed Binding is logged by on_bind, with its reason
             self.log.attempt(attempt, self.clock())
 
-    def on_cycle(self, attempts: list[Attempt]) -> None:
-        self.inner.on_cycle(attempts)
+    def on_cycle(self, attempts: list[Attempt], seconds: float) -> None:
+        self.inner.on_cycle(attempts, seconds)
 
     def on_bind(self, result: BindResult) -> None:
         self.inner.on_bind(result)

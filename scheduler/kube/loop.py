@@ -318,7 +318,7 @@ class SchedulerLoop:
             elapsed = time.perf_counter() - started
             self.stats.cycles += 1
             self._handle_cycle(attempts, elapsed)
-            self.hooks.on_cycle(attempts)
+            self.hooks.on_cycle(attempts, elapsed)
             cycles += 1
             if cycles % CYCLES_BEFORE_YIELD == 0:
                 await anyio.sleep(0)  # let informers and binders run
@@ -534,8 +534,9 @@ class LoopHooks:
         Binding of a placed pod landed / failed (`seconds` then includes the Binding's)."""
         return None
 
-    def on_cycle(self, attempts: list[Attempt]) -> None:
-        """Once per scheduling cycle, after its attempts (a gang's cycle has one per member)."""
+    def on_cycle(self, attempts: list[Attempt], seconds: float) -> None:
+        """Once per scheduling cycle, after its attempts (a gang's cycle has one per member);
+        `seconds`: the cycle's time (filter, score, preemption, reserve), the Bindings not in it."""
         return None
 
     def on_bind(self, result: BindResult) -> None:

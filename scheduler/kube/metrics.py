@@ -103,6 +103,10 @@ class Metrics:
             "scheduler_scheduling_attempt_duration_seconds",
             "[STABLE] Scheduling attempt latency in seconds (scheduling algorithm + binding)",
             ["result", "profile"], buckets=SCHEDULING_ATTEMPT_BUCKETS, registry=r)
+        self.scheduling_algorithm_duration = Histogram(
+            "scheduler_scheduling_algorithm_duration_seconds",
+            "[ALPHA] Scheduling algorithm latency in seconds",
+            buckets=SCHEDULING_ATTEMPT_BUCKETS, registry=r)
         self.pending_pods = Gauge(
             "scheduler_pending_pods",
             "[STABLE] Number of pending pods, by the queue type. 'active' means number of pods in activeQ; "
@@ -136,6 +140,10 @@ class Metrics:
             "for all plugins that caused it to not schedule and so this metric have meaning only when broken "
             "down by plugin.",
             ["plugin", "profile"], registry=r)
+        self.goroutines = Gauge(
+            "scheduler_goroutines",
+            "[BETA] Number of running goroutines split by the work they do such as binding.",
+            ["operation"], registry=r)
         self.cache_size = Gauge(
             "scheduler_cache_size",
             "[ALPHA] Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
@@ -197,6 +205,7 @@ class Metrics:
 
         for queue in PENDING_QUEUES:
             self.pending_pods.labels(queue=queue).set(0)
+        self.goroutines.labels(operation="binding").set(0)
         for cache_type in CACHE_TYPES:
             self.cache_size.labels(type=cache_type).set(0)
         for state in DEVICE_STATES:
@@ -226,6 +235,11 @@ class Metrics:
         """One scheduling attempt (`PodScheduled` / `PodUnschedulable` / `PodScheduleError`)."""
         self.schedule_attempts.labels(result=result, profile=profile).inc()
         self.scheduling_attempt_duration.labels(result=result, profile=profile).observe(seconds)
+
+    def observe_algorithm(self, seconds: float) -> None:
+        """One attempt's scheduling cycle up to its decision (schedule_one.go schedulingAlgorithm:
+        filter, score and a PostFilter run), without its Binding."""
+        self.scheduling_algorithm_duration.observe(seconds)
 
     def observe_pod_scheduled(self, attempts: int, seconds_since_first_queued: float) -> None:
         """A pod was bound: the SLI duration (from first entering the queue) and its attempt count."""
@@ -281,6 +295,12 @@ class Metrics:
 
     def set_waiting_for_allocation(self, count: int) -> None:
         self.waiting_for_allocation.set(count)
+
+    def set_binding(self, count: int) -> None:
+        """`scheduler_goroutines{operation="binding"}`: upstream runs one goroutine per binding
+        cycle, from WaitOnPermit to the end of bind (schedule_one.go runBindingCycle); Tessera's
+        are the Bindings held by the allocation gate and those sent but not answered."""
+        self.goroutines.labels(operation="binding").set(count)
 
     def observe_preemption(self, victims: int) -> None:
         """One PostFilter (preemption) run; `victims` > 0 when it chose some."""

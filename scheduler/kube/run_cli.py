@@ -290,9 +290,12 @@ class MetricsHooks(LoopHooks):
         if attempt.preemption_tried:
             self.metrics.observe_preemption(len(attempt.preempted))
 
-    def on_cycle(self, attempts: list[Attempt]) -> None:
+    def on_cycle(self, attempts: list[Attempt], seconds: float) -> None:
         """One gang attempt per cycle of a gang, however many members it tried (a gang-labelled
-        pod in a profile without gang scheduling is a plain pod: no outcome)."""
+        pod in a profile without gang scheduling is a plain pod: no outcome); the algorithm's
+        time once per attempt, each member of a gang its share of the gang's cycle."""
+        for _ in attempts:
+            self.metrics.observe_algorithm(seconds / len(attempts))
         outcome = attempts[0].gang_outcome if attempts else None
         if outcome is not None:
             self.metrics.gang_attempt(outcome)
@@ -308,7 +311,7 @@ class MetricsHooks(LoopHooks):
 
 class StateGauges:
     """Sets the gauges that mirror the loop's state (cache size, devices by model and state,
-    unschedulable pods by plugin, Bindings held by the allocation gate, informer sync and relists) from that state, on every scrape (`Metrics.on_scrape`): they agree
+    unschedulable pods by plugin, Bindings held or in flight, informer sync and relists) from that state, on every scrape (`Metrics.on_scrape`): they agree
     with /readyz the moment it says ready, at no cost between scrapes."""
 
     def __init__(self, loop: SchedulerLoop, metrics: Metrics) -> None:
@@ -322,7 +325,9 @@ class StateGauges:
         metrics.set_cache_size(nodes=sizes["nodes"], pods=sizes["pods"], assumed_pods=sizes["assumed_pods"])
         metrics.set_devices_by_model(core.device_states_by_model())
         metrics.set_unschedulable_pods(core.unschedulable_by_plugin())
-        metrics.set_waiting_for_allocation(len(core.held()))
+        held = len(core.held())
+        metrics.set_waiting_for_allocation(held)
+        metrics.set_binding(held + self.loop.binder.in_flight)
         for kind, stats in self.loop.informers.stats().items():
             metrics.count_relists(kind, stats.relists)
         for informer in self.loop.informers.informers:

@@ -18,6 +18,7 @@ def exported_samples() -> dash.Samples:
     """Every series a scheduler exports once it has done each kind of thing once."""
     m = Metrics(profiles=["tessera"])
     m.observe_attempt("scheduled", "tessera", 0.01)
+    m.observe_algorithm(0.005)
     m.observe_pod_scheduled(1, 0.5)
     m.observe_binding("success", 0.01)
     m.set_devices_by_model({("A100", "allocated"): 1, ("A100", "free"): 3})
@@ -51,6 +52,7 @@ def test_the_dashboard_covers_issue_16() -> None:
         "scheduler_schedule_attempts_total",  # scheduling rate
         "scheduler_scheduling_attempt_duration_seconds_bucket",  # and latency
         "scheduler_pod_scheduling_sli_duration_seconds_bucket",
+        "scheduler_scheduling_algorithm_duration_seconds_bucket",
         "scheduler_pending_pods",  # pending pods by queue
         "tessera_devices_by_model",  # GPU allocation by model
         "tessera_devices",  # devices by state

@@ -203,11 +203,11 @@ def test_a_gang_cycle_counts_once_whatever_its_member_count() -> None:
             b.workload_podgroup("big", 2), member("big-0", "big"), member("big-1", "big"), b.pod("solo"))
     m = Metrics(profiles=["tessera"])
     hooks = MetricsHooks(m, loop=None)  # type: ignore[arg-type]  # on_cycle never looks at the loop
-    hooks.on_cycle([run.last("two-0"), run.last("two-1")])
-    hooks.on_cycle([run.last("short-0")])
-    hooks.on_cycle([run.last("big-0"), run.last("big-1")])
-    hooks.on_cycle([run.last("solo")])  # not a gang
-    hooks.on_cycle([])
+    hooks.on_cycle([run.last("two-0"), run.last("two-1")], 0.002)
+    hooks.on_cycle([run.last("short-0")], 0.001)
+    hooks.on_cycle([run.last("big-0"), run.last("big-1")], 0.002)
+    hooks.on_cycle([run.last("solo")], 0.001)  # not a gang
+    hooks.on_cycle([], 0.0)
     assert run.node_of("two-0") == "n1" and run.node_of("big-0") is None
     assert _value(m, "tessera_gang_attempts_total", result="placed") == 1
     assert _value(m, "tessera_gang_attempts_total", result="waiting") == 1

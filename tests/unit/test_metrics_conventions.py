@@ -23,6 +23,7 @@ UPSTREAM = {
     "scheduler_schedule_attempts": ("counter", ("result", "profile"), "STABLE", None),
     "scheduler_scheduling_attempt_duration_seconds": ("histogram", ("result", "profile"), "STABLE",
                                                       exponential_buckets(0.001, 2, 15)),
+    "scheduler_scheduling_algorithm_duration_seconds": ("histogram", (), "ALPHA", exponential_buckets(0.001, 2, 15)),
     "scheduler_pending_pods": ("gauge", ("queue",), "STABLE", None),
     "scheduler_pod_scheduling_sli_duration_seconds": ("histogram", ("attempts",), "BETA",
                                                       exponential_buckets(0.01, 2, 20)),
@@ -31,6 +32,7 @@ UPSTREAM = {
     "scheduler_preemption_attempts": ("counter", (), "STABLE", None),
     "scheduler_preemption_victims": ("histogram", (), "STABLE", exponential_buckets(1, 2, 7)),
     "scheduler_unschedulable_pods": ("gauge", ("plugin", "profile"), "BETA", None),
+    "scheduler_goroutines": ("gauge", ("operation",), "BETA", None),
     "scheduler_cache_size": ("gauge", ("type",), "ALPHA", None),
     # client-go leader election, component-base metrics/prometheus/clientgo/leaderelection
     "leader_election_master_status": ("gauge", ("name",), "ALPHA", None),
@@ -41,6 +43,7 @@ def _exercised() -> Metrics:
     """A registry in which every metric has at least one series."""
     m = Metrics(profiles=["tessera"])
     m.observe_attempt("scheduled", "tessera", 0.01)
+    m.observe_algorithm(0.005)
     m.observe_pod_scheduled(1, 0.5)
     m.observe_preemption(2)
     m.pod_incoming("active", "UnschedulablePodAdd")

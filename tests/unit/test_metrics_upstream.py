@@ -15,12 +15,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
 from scheduler.core.scheduler import Scheduler
-from scheduler.kube.http import KubeHttp
+from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.metrics import Metrics
 from scheduler.kube.run_cli import MetricsHooks, StateGauges, _readyz_checks
 from scheduler.sim import builders as b
-from tests.fakeapi import FakeApi
+from tests.fakeapi import Call, FakeApi
 
 BINPACK = str(Path(__file__).resolve().parents[2] / "config" / "binpack.yaml")
 
@@ -239,3 +239,59 @@ def test_a_binding_held_at_the_allocation_gate_is_not_a_gated_pending_pod() -> N
     MetricsHooks(metrics, loop).on_queue(core.pending_counts(), {})
     assert _value(metrics, "scheduler_pending_pods", queue="gated") == 0
     assert _value(metrics, "tessera_pods_waiting_for_allocation") == 1
+    # upstream's binding goroutine runs from WaitOnPermit to bind (schedule_one.go runBindingCycle:
+    # scheduler_goroutines{operation="binding"}): the held Binding is one
+    assert _value(metrics, "scheduler_goroutines", operation="binding") == 1
+
+
+async def test_the_scheduling_algorithm_duration_is_observed_once_per_attempt() -> None:
+    """v1.36.3 metrics.go `scheduler_scheduling_algorithm_duration_seconds` (ALPHA, registered
+    always, buckets ExponentialBuckets(0.001, 2, 15)), observed once per scheduling attempt when
+    schedulingAlgorithm returns (schedule_one.go), whatever its result. kube-prometheus'
+    kubernetes-mixin records `cluster_quantile:scheduler_scheduling_algorithm_duration_seconds:
+    histogram_quantile` from it; Tessera did not export it, so that rule and its panel had no data."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(b.pod("fits", requests={"nvidia.com/gpu": 1}))
+    api.add_pod(b.pod("too-big", requests={"nvidia.com/gpu": 2}))
+    metrics = Metrics(profiles=["tessera"])
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    loop.hooks = MetricsHooks(metrics, loop)
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        with anyio.fail_after(10):
+            while not (api.pod("default", "fits")["spec"].get("nodeName") and loop.stats.unschedulable >= 1):
+                await anyio.sleep(0.01)
+        owner.cancel_scope.cancel()
+    name = "scheduler_scheduling_algorithm_duration_seconds"
+    assert _value(metrics, f"{name}_count") == loop.stats.cycles == 2
+    bounds = sorted(float(lab["le"]) for n, lab, _ in _samples(metrics) if n == f"{name}_bucket")
+    assert bounds[:-1] == [0.001 * 2**i for i in range(15)]
+
+
+async def test_a_binding_in_flight_is_a_binding_goroutine() -> None:
+    """v1.36.3 `scheduler_goroutines{operation="binding"}` (BETA) is up for each binding cycle
+    while it runs (schedule_one.go runBindingCycle): a Binding sent and not answered is one."""
+    class SlowBindApi(FakeApi):
+        async def _call(self, call: Call) -> Response:
+            if call.method == "POST" and call.path.endswith("/binding"):
+                await anyio.sleep(0.5)
+            return await super()._call(call)
+
+    api = SlowBindApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(b.pod("p", requests={"nvidia.com/gpu": 1}))
+    metrics = Metrics(profiles=["tessera"])
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    metrics.on_scrape(StateGauges(loop, metrics))
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        with anyio.fail_after(10):
+            while loop.binder.in_flight == 0:
+                await anyio.sleep(0.01)
+            during = _value(metrics, "scheduler_goroutines", operation="binding")
+            while not api.pod("default", "p")["spec"].get("nodeName") or loop.binder.in_flight:
+                await anyio.sleep(0.01)
+        owner.cancel_scope.cancel()
+    assert during == 1
+    assert _value(metrics, "scheduler_goroutines", operation="binding") == 0
