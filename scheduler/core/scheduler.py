@@ -132,7 +132,8 @@ class Scheduler:
                     if preemptor and (hold := state.release_hold(preemptor)) is not None}  # "": finishing a gang
         if released:
             self._holds_given_back(released, now)
-        self._retry_gangs_of((victim_uid,), now, "EvictionFailed", preemptors)
+        # upstream activates such a preemptor: its queue event is framework.ForceActivate
+        self._retry_gangs_of((victim_uid,), now, "ForceActivate", preemptors)
 
     def _retry_gangs_of(self, victim_uids: Iterable[str], now: float, event: str,
                         preemptors: Collection[str] = ()) -> None:

@@ -295,3 +295,25 @@ async def test_a_binding_in_flight_is_a_binding_goroutine() -> None:
         owner.cancel_scope.cancel()
     assert during == 1
     assert _value(metrics, "scheduler_goroutines", operation="binding") == 0
+
+
+def test_a_preemptor_whose_eviction_failed_comes_back_under_force_activate() -> None:
+    """v1.36.3 framework/preemption/executor.go prepareCandidateAsync: when a victim's PreemptPod
+    fails, the preemptor is `Activate`d; PriorityQueue.activate moves it with the event
+    framework.ForceActivate ("ForceActivate"), the label scheduler_queue_incoming_pods_total
+    carries. Tessera labelled it "EvictionFailed", a value no kube-scheduler query knows."""
+    from tests.helpers import BINPACK as REPLAY_BINPACK
+    from tests.helpers import Run, config
+
+    run = Run(config(REPLAY_BINPACK))
+    run.add(b.node("n", cpu="1", memory="1Gi"))
+    low = b.pod("low", requests={"cpu": "1", "memory": "1Gi"}, priority=0, node_name="n", phase="Running")
+    low["status"]["startTime"] = "2026-01-01T00:00:00Z"
+    run.add(low)
+    run.replay._evict = lambda victims, preemptor: None  # the victim does not go
+    run.add(b.pod("p", requests={"cpu": "1", "memory": "1Gi"}, priority=100))
+    [victim] = next(a for a in run.attempts if a.pod.meta.name == "p").preempted
+    run.scheduler.take_queue_incoming()
+    run.scheduler.eviction_failed(victim.uid, 1.0)
+    incoming = run.scheduler.take_queue_incoming()
+    assert {event for _, event in incoming} == {"ForceActivate"}, incoming
