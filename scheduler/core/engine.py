@@ -49,7 +49,7 @@ class Engine:
                 self.release(event.node, now)
             else:
                 self.queue.move(now, functools.partial(self._worth_retrying, event=event, spared=spared),
-                                event.kind.value)
+                                event.label or event.kind.value)
 
     def _worth_retrying(self, entry: QueuedPod, *, event: ClusterEvent, spared: Collection[str]) -> bool:
         if entry.uid in spared:

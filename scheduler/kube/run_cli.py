@@ -311,8 +311,9 @@ class MetricsHooks(LoopHooks):
 
 class StateGauges:
     """Sets the gauges that mirror the loop's state (cache size, devices by model and state,
-    unschedulable pods by plugin, Bindings held or in flight, informer sync and relists) from that state, on every scrape (`Metrics.on_scrape`): they agree
-    with /readyz the moment it says ready, at no cost between scrapes."""
+    unschedulable pods by plugin, Bindings held or in flight, informer sync and relists) from
+    that state, on every scrape (`Metrics.on_scrape`): they agree with /readyz the moment it says
+    ready, at no cost between scrapes."""
 
     def __init__(self, loop: SchedulerLoop, metrics: Metrics) -> None:
         self.loop = loop

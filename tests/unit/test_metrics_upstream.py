@@ -317,3 +317,22 @@ def test_a_preemptor_whose_eviction_failed_comes_back_under_force_activate() -> 
     run.scheduler.eviction_failed(victim.uid, 1.0)
     incoming = run.scheduler.take_queue_incoming()
     assert {event for _, event in incoming} == {"ForceActivate"}, incoming
+
+
+def test_a_node_update_moves_pods_under_the_label_of_what_changed() -> None:
+    """v1.36.3 framework/events.go NodeSchedulingPropertiesChange turns a node update into one
+    ClusterEvent per changed property, in the order spec.unschedulable (UpdateNodeTaint),
+    allocatable, labels, taints, ...; the queue moves pods under each one's Label(), Resource +
+    ActionType: "NodeUpdateNodeAllocatable", "NodeUpdateNodeTaint", "NodeUpdateNodeLabel". Tessera
+    counted every node update as "NodeUpdate", which kube-scheduler never records."""
+    core = Scheduler(load_config(None))
+    core.apply("ADDED", b.node("n", gpus=1, unschedulable=True), 0.0)
+    core.apply("ADDED", b.pod("big", requests={"nvidia.com/gpu": 2}), 0.0)
+    core.apply("ADDED", b.pod("small", requests={"nvidia.com/gpu": 1}), 0.0)
+    while core.schedule_next(0.0) is not None:
+        pass
+    core.take_queue_incoming()
+    core.apply("MODIFIED", b.node("n", gpus=1), 100.0)  # uncordoned: "small" fits now
+    assert {event for _, event in core.take_queue_incoming()} == {"NodeUpdateNodeTaint"}
+    core.apply("MODIFIED", b.node("n", gpus=2, labels={"zone": "a"}), 200.0)  # "big" fits now
+    assert {event for _, event in core.take_queue_incoming()} == {"NodeUpdateNodeAllocatable"}

@@ -24,6 +24,7 @@ from scheduler.core.lifecycle import DeviceHold, device_holds, shared_while_runn
 from scheduler.core.objects import (
     JSON,
     Device,
+    Node,
     ObjectError,
     Pod,
     object_uid,
@@ -281,10 +282,9 @@ class ClusterState:
             self._node_index[node.name] = len(self.node_order)
             self.node_order.append(node.name)
             return [ClusterEvent(EventKind.NODE_ADDED, node=node.name), *classes], notices
-        if (old.allocatable != node.allocatable or old.meta.labels != node.meta.labels
-                or old.taints != node.taints or old.unschedulable != node.unschedulable):
-            return [ClusterEvent(EventKind.NODE_UPDATED, node=node.name), *classes], notices
-        return classes, notices
+        updates = [ClusterEvent(EventKind.NODE_UPDATED, node=node.name, label=label)
+                   for label in _node_changes(old, node)]
+        return [*updates, *classes], notices
 
     def _touch(self, info: NodeInfo) -> None:
         info.generation += 1
@@ -802,3 +802,14 @@ _HANDLERS = {
     "PodDisruptionBudget": _on_pdb,
     "PriorityClass": _on_priority_class,
 }
+
+
+def _node_changes(old: Node, new: Node) -> list[str]:
+    """What a node update changed that scheduling reads, as upstream's
+    NodeSchedulingPropertiesChange (framework/events.go) names it, in its order: one queue event
+    label per property, Resource + ActionType ("NodeUpdateNodeTaint" also for spec.unschedulable)."""
+    changed = [(old.unschedulable != new.unschedulable, "NodeUpdateNodeTaint"),
+               (old.allocatable != new.allocatable, "NodeUpdateNodeAllocatable"),
+               (old.meta.labels != new.meta.labels, "NodeUpdateNodeLabel"),
+               (old.taints != new.taints, "NodeUpdateNodeTaint")]
+    return list(dict.fromkeys(label for change, label in changed if change))

@@ -28,6 +28,9 @@ class ClusterEvent:
     kind: EventKind
     node: str = ""
     group: str = ""
+    # the queue's event label when it is finer than the kind's (scheduler_queue_incoming_pods_total):
+    # a node update is upstream's Node + the UpdateNodeXYZ action of the property that changed
+    label: str = ""
 
 
 @dataclass(frozen=True, slots=True)
