@@ -291,6 +291,9 @@ class SchedulerLoop:
                 timeout = max(0.0, min(timeout, expiry - time.time()))
             await self._wake.wait(timeout)
             if self._stopping or not self.is_leader() or not self.informers.synced:
+                # pods entering the queue are counted as they come, by a standby too (kube-scheduler's
+                # informers and queue run before it leads); the queue gauges stay the leader's
+                self.hooks.on_queue({}, self.core.take_queue_incoming())
                 continue
             self._write_touched_groups()  # held back until the cache synced or this replica led
             now = time.time()
@@ -543,8 +546,8 @@ class LoopHooks:
         return None
 
     def on_queue(self, counts: dict[str, int], incoming: dict[tuple[str, str], int]) -> None:
-        """`counts`: pods waiting, by queue; `incoming`: pods that entered a queue since the last
-        call, by (queue, event)."""
+        """`counts`: pods waiting, by queue (queues left out: unchanged); `incoming`: pods that
+        entered a queue since the last call, by (queue, event)."""
         return None
 
 

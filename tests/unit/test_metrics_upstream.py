@@ -336,3 +336,28 @@ def test_a_node_update_moves_pods_under_the_label_of_what_changed() -> None:
     assert {event for _, event in core.take_queue_incoming()} == {"NodeUpdateNodeTaint"}
     core.apply("MODIFIED", b.node("n", gpus=2, labels={"zone": "a"}), 200.0)  # "big" fits now
     assert {event for _, event in core.take_queue_incoming()} == {"NodeUpdateNodeAllocatable"}
+
+
+async def test_a_standby_counts_the_pods_entering_its_queue_as_they_come() -> None:
+    """kube-scheduler starts its informers before leader election (cmd/kube-scheduler/app/
+    server.go Run: startInformersAndWaitForSync unless DelayCacheUntilActive), so a standby's
+    event handlers add pods to its queue and count scheduler_queue_incoming_pods_total as they
+    arrive. Tessera's standby kept its core's counts until it led, then added them all at once:
+    after a failover, rate() showed every pod created during the standby's whole life as
+    arriving in one scrape."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(b.pod("p", requests={"nvidia.com/gpu": 1}))
+    metrics = Metrics(profiles=["tessera"])
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t",  # type: ignore[arg-type]
+                         leader_term=lambda: None)
+    loop.hooks = MetricsHooks(metrics, loop)
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        with anyio.fail_after(10):
+            while not loop.informers.synced:
+                await anyio.sleep(0.01)
+        await anyio.sleep(1.5)  # the loop wakes at least every second
+        owner.cancel_scope.cancel()
+    assert _value(metrics, "scheduler_queue_incoming_pods_total", queue="active", event="UnschedulablePodAdd") == 1
+    assert _value(metrics, "scheduler_pending_pods", queue="active") == 0  # the queue gauges stay the leader's
