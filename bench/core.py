@@ -126,7 +126,7 @@ def run_size(nodes: int, pending: int, bound_per_node: int, seed: int) -> dict[s
     return {
         "nodes": nodes,
         "gpus": nodes * 8,
-        "pods_total": scheduler.cache_sizes()["pods"],
+        "pods_total": sum(1 for event in cluster if event["object"]["kind"] == "Pod") + len(pods),  # bound + pending
         "pending_pods": len(pods),
         "decisions": decisions,
         "placed": placed,

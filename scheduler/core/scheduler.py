@@ -327,10 +327,12 @@ class Scheduler:
         return dict(counts)
 
     def cache_sizes(self) -> dict[str, int]:
-        """Nodes, pods and assumed pods (placed, Binding not confirmed) in the cache."""
+        """Nodes, pods and assumed pods (placed, Binding not confirmed) in the cache, as
+        kube-scheduler's cache counts them: its pods are those on nodes (bound, any scheduler's,
+        or assumed) and not finished; pending pods are the queue's (scheduler_pending_pods)."""
         state = self._engine.state
         assumed = sum(1 for placement in state.placements.values() if placement.assumed)
-        return {"nodes": len(state.node_order), "pods": len(state.pods), "assumed_pods": assumed}
+        return {"nodes": len(state.node_order), "pods": len(state.placements), "assumed_pods": assumed}
 
     def node_usage(self, resources: tuple[str, ...]) -> Iterator[NodeUsage]:
         """Per node in arrival order: in-use and allocatable amounts of `resources`."""

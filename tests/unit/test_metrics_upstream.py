@@ -361,3 +361,22 @@ async def test_a_standby_counts_the_pods_entering_its_queue_as_they_come() -> No
         owner.cancel_scope.cancel()
     assert _value(metrics, "scheduler_queue_incoming_pods_total", queue="active", event="UnschedulablePodAdd") == 1
     assert _value(metrics, "scheduler_pending_pods", queue="active") == 0  # the queue gauges stay the leader's
+
+
+def test_cache_size_pods_counts_the_pods_on_nodes_as_kube_schedulers_cache() -> None:
+    """v1.36.3 backend/cache/cache.go updateMetrics: `scheduler_cache_size{type="pods"}` is
+    len(cache.podStates), the pods the cache holds: assigned pods (eventhandlers.go addPod ->
+    addAssignedPodToCache only when assignedPod) and assumed ones; the pod informer leaves out
+    Succeeded and Failed pods (scheduler.go newPodInformer's field selector). Pending pods live in
+    the queue, not the cache. Tessera counted every pod it knew, pending, other schedulers'
+    pending and finished ones included: a batch cluster's thousands of Succeeded pods."""
+    core = Scheduler(load_config(None))
+    core.apply("ADDED", b.node("n", gpus=1), 0.0)
+    core.apply("ADDED", b.pod("pending", requests={"nvidia.com/gpu": 2}), 0.0)
+    core.apply("ADDED", b.pod("others", scheduler="default-scheduler"), 0.0)
+    core.apply("ADDED", b.pod("running", node_name="n", phase="Running"), 0.0)
+    core.apply("ADDED", b.pod("done", node_name="n", phase="Succeeded"), 0.0)
+    core.apply("ADDED", b.pod("fits", requests={"nvidia.com/gpu": 1}), 0.0)
+    while core.schedule_next(0.0) is not None:
+        pass
+    assert core.cache_sizes() == {"nodes": 1, "pods": 2, "assumed_pods": 1}  # "running", and "fits" assumed
