@@ -203,6 +203,9 @@ class LeaderElector:
         self._leading = False
         self._term: Hashable = None
         self._took_over = False  # the last successful attempt acquired the Lease (not a renewal)
+        # renewals whose optimistic write failed and went through GET + update: client-go's
+        # slowpathExercised, exported as leader_election_slowpath_total
+        self.slow_renewals = 0
         self._acquired_at: str | None = None  # the acquireTime this process wrote when it last took the lead
         self._sent: deque[_Record] = deque(maxlen=SENT_KEPT)  # records this process wrote or tried to
         self._confirmed: _Record | None = None  # the last record of ours the apiserver took
@@ -479,6 +482,7 @@ class LeaderElector:
         fresh = not self._observed_is_us()
         if not fresh:
             record = replace(record, acquire_time=old.acquire_time, leader_transitions=old.leader_transitions)
+            self.slow_renewals += 1
         else:
             record = replace(record, leader_transitions=old.leader_transitions + 1)
 

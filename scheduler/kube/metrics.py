@@ -91,6 +91,7 @@ class Metrics:
         self.lease_name = lease_name
         self._relists: dict[str, int] = {}  # kind -> relists counted so far
         self._unschedulable_seen: set[tuple[str, str]] = set()  # (plugin, profile) series exported
+        self._slow_renewals = 0  # slow-path renewals counted so far
         r = self._source
 
         # --- kube-scheduler (k/k pkg/scheduler/metrics/metrics.go) ---
@@ -155,6 +156,12 @@ class Metrics:
             "[ALPHA] Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
             "1 indicates master. 'name' is the string used to identify the lease. Please make sure to "
             "group by name.",
+            ["name"], registry=r)
+
+        self.leader_election_slowpath = Counter(
+            "leader_election_slowpath_total",
+            "[ALPHA] Total number of slow path exercised in renewing leader leases. 'name' is the string used to "
+            "identify the lease. Please make sure to group by name.",
             ["name"], registry=r)
 
         # --- Tessera ---
@@ -321,6 +328,13 @@ class Metrics:
         value = 1 if leading else 0
         self.leader.set(value)
         self.leader_election_master_status.labels(name=self.lease_name).set(value)
+
+    def count_slow_renewals(self, total: int) -> None:
+        """The counter follows the elector's running total; as client-go's, its series appears
+        with the first slow-path renewal."""
+        if total > self._slow_renewals:
+            self.leader_election_slowpath.labels(name=self.lease_name).inc(total - self._slow_renewals)
+            self._slow_renewals = total
 
     def count_relists(self, kind: str, total: int) -> None:
         """The counter follows the informer's running total of relists; a kind that never

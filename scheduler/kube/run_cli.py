@@ -165,6 +165,8 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
         loop.hooks = gpu_map.hooks(loop.hooks)
         routes = gpu_map.routes()
     metrics.on_scrape(StateGauges(loop, metrics))
+    if elector is not None:
+        metrics.on_scrape(count_slow_renewals(elector, metrics))
     loop_ref.append(loop)
 
     stop = anyio.Event()  # set by a signal or a crashed task: the process is shutting down
@@ -307,6 +309,11 @@ class MetricsHooks(LoopHooks):
         self.metrics.set_pending({k: v for k, v in counts.items() if k != "inFlight"})
         for (queue, event), count in incoming.items():
             self.metrics.pod_incoming(queue, event, count)
+
+
+def count_slow_renewals(elector: LeaderElector, metrics: Metrics) -> Callable[[], None]:
+    """The scrape hook that brings leader_election_slowpath_total up to the elector's count."""
+    return lambda: metrics.count_slow_renewals(elector.slow_renewals)
 
 
 class StateGauges:

@@ -115,3 +115,29 @@ async def test_failed_renewals_do_not_make_the_leader_disown_its_own_lease() -> 
     term = a._term
     assert await a._try_acquire_or_renew()
     assert a.term == term
+
+
+async def test_a_renewal_that_takes_the_slow_path_is_counted() -> None:
+    """client-go tryAcquireOrRenew calls metrics.slowpathExercised(name) when the leader's
+    optimistic write fails and it renews through GET + update (leaderelection.go, step 3, when
+    IsLeader): kube-scheduler exports it as `leader_election_slowpath_total{name}` (component-base
+    metrics/prometheus/clientgo/leaderelection). Tessera's elector has both paths but counted none."""
+    from scheduler.kube.metrics import Metrics
+    from scheduler.kube.run_cli import count_slow_renewals
+
+    clock, server = Clock(), LeaseServer()
+    a = _elector(server, "A", clock)
+    metrics = Metrics(lease_name="tessera")
+    metrics.on_scrape(count_slow_renewals(a, metrics))
+    await a._acquire()
+    a._start_leading()
+    assert await a._try_acquire_or_renew()  # the fast path
+    writes = iter([Response(409, b'{"message":"the object has been modified"}')])
+    server.fail = lambda method, who: next(writes, None) if method == "PUT" else None
+    clock.t += 1
+    assert await a._try_acquire_or_renew()  # the optimistic write refused: GET + update
+    from prometheus_client import generate_latest
+    text = generate_latest(metrics.registry).decode()
+    assert 'leader_election_slowpath_total{name="tessera"} 1.0' in text
+    assert "# HELP leader_election_slowpath_total [ALPHA] Total number of slow path exercised in renewing leader " \
+           "leases. 'name' is the string used to identify the lease. Please make sure to group by name." in text

@@ -36,6 +36,7 @@ UPSTREAM = {
     "scheduler_cache_size": ("gauge", ("type",), "ALPHA", None),
     # client-go leader election, component-base metrics/prometheus/clientgo/leaderelection
     "leader_election_master_status": ("gauge", ("name",), "ALPHA", None),
+    "leader_election_slowpath": ("counter", ("name",), "ALPHA", None),
 }
 
 
@@ -53,6 +54,7 @@ def _exercised() -> Metrics:
     m.set_informer_synced("Pod", True)
     m.set_devices_by_model({("A100", "free"): 1})
     m.gang_attempt("placed")
+    m.count_slow_renewals(1)
     return m
 
 
