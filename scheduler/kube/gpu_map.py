@@ -69,6 +69,9 @@ class DecisionHooks(LoopHooks):
             self.log.binding(f"{binding.namespace}/{binding.name}", binding.node, result.outcome.value,
                              result.message, self.clock(), waiting)
 
+    def on_permit_wait(self, result: str, seconds: float) -> None:
+        self.inner.on_permit_wait(result, seconds)
+
     def on_queue(self, counts: dict[str, int], incoming: dict[tuple[str, str], int]) -> None:
         self.inner.on_queue(counts, incoming)
         # pods deleted while they waited leave their reason behind: drop those now and then, also

@@ -87,6 +87,9 @@ class SchedulerLoop:
         # attempt's duration runs to the Binding's answer, a wait at the allocation gate included,
         # as upstream's runs through WaitOnPermit and bind
         self._binding_attempts: dict[str, tuple[str, float, Attempt, float]] = {}
+        # Bindings the allocation gate holds, by pod uid: since when (monotonic clock), for the
+        # permit wait's duration when it ends (upstream's WaitOnPermit)
+        self._held_since: dict[str, float] = {}
         self.evictor = Evictor(http, self._on_evicted, self._on_eviction_failed, term=lambda: self.leader_term())
         self.hooks = hooks or LoopHooks()
         self.stats = LoopStats()
@@ -174,7 +177,9 @@ class SchedulerLoop:
             if event_type != "ADDED" and (event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName")):
                 self.statuses.pod_gone(str(meta.get("namespace", "")), str(meta.get("name", "")))
             if event_type == "DELETED":  # a held Binding that will never be sent
-                self._binding_attempts.pop(str(meta.get("uid", "")), None)
+                uid = str(meta.get("uid", ""))
+                self._binding_attempts.pop(uid, None)
+                self._end_permit_wait(uid, "Unschedulable")  # upstream's deletePod -> RejectWaitingPod
         if event_type == "DELETED" and kind in ("ResourceClass", "PodGroup"):
             self._forget_status(str(kind), obj)
         elif event_type != "DELETED" and kind in ("ResourceClass", "Pod"):
@@ -224,6 +229,7 @@ class SchedulerLoop:
         self._groups_settled.clear()
         self.core.touch_all_groups()  # the wishes just dropped: the next term writes every group again
         self._binding_attempts.clear()
+        self._held_since.clear()
         # the queue gauges are the leader's (kube-scheduler exits on losing the lease, so its
         # series go away): a standby's would freeze at its last leading values
         self.hooks.on_queue(dict.fromkeys(self.core.pending_counts(), 0), {})
@@ -237,12 +243,25 @@ class SchedulerLoop:
             self._gate_rejected(rejected)
         if self._stopping or not self.is_leader():
             self.core.abandon_deferred(time.time())
+            self._held_since.clear()
             return
         for attempt in self.core.take_released():
             pod = attempt.pod
             assert attempt.node is not None
             log.info("binder.gate_released", pod=pod.key, node=attempt.node)
+            self._end_permit_wait(pod.uid, "Success")
             self.binder.submit(Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node, attempt.annotations))
+        if self._held_since:  # the rest left the gate without a Binding: placed anew (a Permit's Reject)
+            still = {attempt.pod.uid for attempt in self.core.held()}
+            for uid in [uid for uid in self._held_since if uid not in still]:
+                self._end_permit_wait(uid, "Unschedulable")
+
+    def _end_permit_wait(self, uid: str, result: str) -> None:
+        """A held Binding's wait is over: let go ("Success"), rejected ("Unschedulable") or
+        preempted ("Error"), as upstream's WaitOnPermit status codes."""
+        since = self._held_since.pop(uid, None)
+        if since is not None:
+            self.hooks.on_permit_wait(result, time.monotonic() - since)
 
     def _gate_rejected(self, attempt: Attempt) -> None:
         """A Binding the allocation gate held that would no longer be chosen: its pod is back in
@@ -356,6 +375,8 @@ class SchedulerLoop:
             self._binding_attempts[pod.uid] = (profile, seconds, attempt, time.monotonic())
             if attempt.deferred:  # another pod on the node is still being handed its devices
                 log.info("binder.gate_wait", pod=pod.key, node=attempt.node)
+                self._end_permit_wait(pod.uid, "Unschedulable")  # an earlier hold redone within these cycles
+                self._held_since[pod.uid] = time.monotonic()
                 self.events.record(_pod_ref(attempt), "Normal", WAITING_FOR_ALLOCATION, "Binding", attempt.message)
                 self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name, WAITING_FOR_ALLOCATION, attempt.message,
                                           generation=pod.meta.generation)
@@ -393,6 +414,7 @@ class SchedulerLoop:
                                    f"Preempted by pod {attempt.pod.uid} on node {node} (in kube-scheduler memory).",
                                    _pod_ref_of(attempt.pod))
                 # its binding cycle ends there: upstream's WaitOnPermit error (waitingPod.Preempt)
+                self._end_permit_wait(victim.uid, "Error")
                 self._end_binding_attempt(victim.uid, Outcome.RETRY)
                 self._binding_error(victim.meta.namespace, victim.meta.name, victim.uid,
                                     "waiting on permit for pod: preempted")
@@ -543,6 +565,11 @@ class LoopHooks:
         return None
 
     def on_bind(self, result: BindResult) -> None:
+        return None
+
+    def on_permit_wait(self, result: str, seconds: float) -> None:
+        """A Binding the allocation gate held is let go or stopped (`result` as upstream's
+        WaitOnPermit status code); `seconds`: how long it was held."""
         return None
 
     def on_queue(self, counts: dict[str, int], incoming: dict[tuple[str, str], int]) -> None:

@@ -145,6 +145,10 @@ class Metrics:
             "scheduler_goroutines",
             "[BETA] Number of running goroutines split by the work they do such as binding.",
             ["operation"], registry=r)
+        self.permit_wait_duration = Histogram(
+            "scheduler_permit_wait_duration_seconds",
+            "[BETA] Duration of waiting on permit.",
+            ["result"], buckets=SCHEDULING_ATTEMPT_BUCKETS, registry=r)
         self.cache_size = Gauge(
             "scheduler_cache_size",
             "[ALPHA] Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
@@ -299,6 +303,11 @@ class Metrics:
                 self.devices_by_model.labels(model=model, state=state).set(count)
                 totals[state] = totals.get(state, 0) + count
         self.set_devices(totals)
+
+    def observe_permit_wait(self, result: str, seconds: float) -> None:
+        """A Binding held by the allocation gate (a Permit wait) was let go or stopped: `result`
+        is WaitOnPermit's status code, "Success", "Unschedulable" or "Error"."""
+        self.permit_wait_duration.labels(result=result).observe(seconds)
 
     def set_waiting_for_allocation(self, count: int) -> None:
         self.waiting_for_allocation.set(count)

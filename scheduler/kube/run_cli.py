@@ -305,6 +305,9 @@ class MetricsHooks(LoopHooks):
     def on_bind(self, result: BindResult) -> None:
         self.metrics.observe_binding(result.outcome.value, result.seconds)
 
+    def on_permit_wait(self, result: str, seconds: float) -> None:
+        self.metrics.observe_permit_wait(result, seconds)
+
     def on_queue(self, counts: dict[str, int], incoming: dict[tuple[str, str], int]) -> None:
         self.metrics.set_pending({k: v for k, v in counts.items() if k != "inFlight"})
         for (queue, event), count in incoming.items():

@@ -32,6 +32,7 @@ UPSTREAM = {
     "scheduler_preemption_attempts": ("counter", (), "STABLE", None),
     "scheduler_preemption_victims": ("histogram", (), "STABLE", exponential_buckets(1, 2, 7)),
     "scheduler_unschedulable_pods": ("gauge", ("plugin", "profile"), "BETA", None),
+    "scheduler_permit_wait_duration_seconds": ("histogram", ("result",), "BETA", exponential_buckets(0.001, 2, 15)),
     "scheduler_goroutines": ("gauge", ("operation",), "BETA", None),
     "scheduler_cache_size": ("gauge", ("type",), "ALPHA", None),
     # client-go leader election, component-base metrics/prometheus/clientgo/leaderelection
@@ -55,6 +56,7 @@ def _exercised() -> Metrics:
     m.set_devices_by_model({("A100", "free"): 1})
     m.gang_attempt("placed")
     m.count_slow_renewals(1)
+    m.observe_permit_wait("Success", 0.2)
     return m
 
 

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import anyio
+import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -380,3 +381,48 @@ def test_cache_size_pods_counts_the_pods_on_nodes_as_kube_schedulers_cache() -> 
     while core.schedule_next(0.0) is not None:
         pass
     assert core.cache_sizes() == {"nodes": 1, "pods": 2, "assumed_pods": 1}  # "running", and "fits" assumed
+
+
+@pytest.mark.parametrize("end", ["allocated", "deleted"])
+async def test_the_wait_at_the_allocation_gate_is_the_permit_wait_duration(end: str) -> None:
+    """v1.36.3 metrics.go `scheduler_permit_wait_duration_seconds{result}` (BETA, buckets
+    ExponentialBuckets(0.001, 2, 15)): framework WaitOnPermit observes, for a pod a Permit plugin
+    made wait, the time until it was allowed or stopped, labelled with the status code
+    ("Success"; "Unschedulable" when rejected or deleted; "Error" when preempted). Tessera's
+    allocation gate is that wait, and its length is what a GPU platform team wants to see (how
+    long Bindings wait for the node agent); it was not exported."""
+    heartbeat = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=2)]
+    api.lists["/apis/tessera.dev/v1alpha1/extendedresources"] = [
+        b.device("n", i, heartbeat=heartbeat) for i in range(2)]
+    api.lists["/apis/tessera.dev/v1alpha1/resourceclasses"] = [b.resource_class("v100", match_labels={"model": "V100"})]
+    api.add_pod(b.pod("p0", limits={"class.tessera.dev/v100": 1}))
+    api.add_pod(b.pod("p1", limits={"class.tessera.dev/v100": 1}))
+    metrics = Metrics(profiles=["tessera"])
+    loop = SchedulerLoop(load_config(BINPACK), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    loop.hooks = MetricsHooks(metrics, loop)
+    held_for = 0.3
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        with anyio.fail_after(10):
+            while not (api.pod("default", "p0")["spec"].get("nodeName") and len(loop.core.held()) == 1):
+                await anyio.sleep(0.01)
+            await anyio.sleep(held_for)
+            if end == "allocated":
+                p0 = copy.deepcopy(api.pod("default", "p0"))
+                p0.setdefault("metadata", {}).setdefault("annotations", {})[ann.PHASE] = ann.PHASE_ALLOCATED
+                loop._on_event("MODIFIED", {"apiVersion": "v1", "kind": "Pod", **p0})  # the agent allocated p0
+                while not api.pod("default", "p1")["spec"].get("nodeName"):
+                    await anyio.sleep(0.01)
+            else:  # upstream's deletePod -> RejectWaitingPod: status Unschedulable
+                loop._on_event("DELETED", {"apiVersion": "v1", "kind": "Pod", **api.pod("default", "p1")})
+                await anyio.sleep(0.05)
+        owner.cancel_scope.cancel()
+    name = "scheduler_permit_wait_duration_seconds"
+    result = "Success" if end == "allocated" else "Unschedulable"
+    assert _value(metrics, f"{name}_count", result=result) == 1  # p1 only: p0 never waited
+    assert _value(metrics, f"{name}_sum", result=result) >= held_for
+    assert sum(v for n, _, v in _samples(metrics) if n == f"{name}_count") == 1
+    bounds = sorted(float(lab["le"]) for n, lab, _ in _samples(metrics) if n == f"{name}_bucket")
+    assert bounds[:-1] == [0.001 * 2**i for i in range(15)]
