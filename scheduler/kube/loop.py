@@ -271,6 +271,7 @@ class SchedulerLoop:
         with the plugin's message."""
         pod = attempt.pod
         log.info("binder.gate_rejected", pod=pod.key, node=attempt.node, message=attempt.message)
+        self._end_permit_wait(pod.uid, "Unschedulable")
         self._end_binding_attempt(pod.uid, Outcome.RETRY, "unschedulable")
         if not self.is_leader():
             return
