@@ -116,6 +116,12 @@ def device_holds(grants: GrantsByContainer, phases: Mapping[str, Phases]) -> lis
 
 def _one_container_holds(by_resource: Mapping[str, Iterable[Grant]]) -> list[DeviceHold]:
     """`device_holds` of a pod with one container: nothing is handed on, every slice adds up."""
+    if len(by_resource) == 1:  # one resource name (the usual case; this runs per pod per node tried)
+        for resource, entries in by_resource.items():
+            grants = entries if isinstance(entries, (list, tuple)) else list(entries)
+            if len(grants) == 1:
+                device, amount, dimension = grants[0]
+                return [(device, amount, resource, "" if amount is None else dimension)]
     whole: dict[str, str] = {}
     sliced: dict[str, dict[tuple[str, str], Amount]] = {}
     first: dict[str, str] = {}

@@ -117,6 +117,9 @@ class DeviceLedger:
         """Each dimension the device's slices use, and how much of it (`shared_use`), by name;
         "" for slices of no known dimension when no slice of a known one is beside them."""
         dimension_of = self.classes.sharing_dimension
+        if len(use.by_kind) == 1:  # slices of one kind (the usual case; this runs per GPU per node tried)
+            for (resource, granted), amount in use.by_kind.items():
+                return {granted or dimension_of(resource): amount}
         named: dict[str, Amount] = {}
         unknown: Amount = 0
         for (resource, granted), amount in use.by_kind.items():

@@ -88,6 +88,7 @@ class FragmentationScore:
         self._fragmentation: EpochMemo[tuple[int, GpuState], float] = EpochMemo()  # by (free CPU, GPUs)
         self._classes: dict[tuple[str, ...], Classes] = {}
         self._sizes: dict[Sizes, Sizes] = {}
+        self._shares: dict[tuple[str, Amount], dict[Sizes, int]] = {}  # a slice's milli-GPU share of a GPU
         self._demands: dict[Demand, tuple[int, TaskShape]] = {}  # demand -> (pods seen, its shape now)
         self._resolved = -1  # the class generation the demands' shapes were read with
 
@@ -273,9 +274,11 @@ class FragmentationScore:
         usable: list[Usable] = []
         for index, group in enumerate(self.workload.groups):
             if group.slice:
-                runs = _slice_runs(group, gpus)
-                if runs:
-                    usable.append((index, sum(pods for pods, _ in runs), runs[0][1] if len(runs) == 1 else 0, runs))
+                runs = _slice_runs(group, gpus, self._shares)
+                if len(runs) == 1:  # one share: the usual case
+                    usable.append((index, runs[0][0], runs[0][1], runs))
+                elif runs:
+                    usable.append((index, sum(pods for pods, _ in runs), 0, runs))
                 continue
             slots = 0  # pods of the group's size the GPUs could still take
             for free, classes, _ in gpus:
@@ -500,22 +503,38 @@ def sigmoid_score(delta: float) -> int:
     return int(MAX_NODE_SCORE / (1.0 + math.exp(x)))
 
 
-def _slice_runs(group: GpuGroup, gpus: GpuState) -> Runs:
+def _slice_runs(group: GpuGroup, gpus: GpuState, shares: dict[tuple[str, Amount], dict[Sizes, int]]) -> Runs:
     """The pods of a slice group the GPUs could take, by the milli-GPU each uses: a slice is
     `group.slice` of each GPU's own capacity in the group's dimension (none on a GPU smaller than
-    the slice). A pod of several GPUs takes its GPUs from the largest shares down."""
-    shares: dict[Sizes, int] = {}
-    units: dict[int, int] = {}  # milli-GPU per slice -> slices the GPUs hold
+    the slice). A pod of several GPUs takes its GPUs from the largest shares down. `shares`
+    caches a slice's share of a GPU by (dimension, slice), then the GPU's sizes.
+
+    This runs per GPU-state and group on every miss of the usable-pods memo: the usual case, a
+    class whose GPUs all have one size (one share), adds up without a dict."""
+    one_share, one_slices = 0, 0  # while every GPU so far gives the same share
+    units: dict[int, int] | None = None  # milli-GPU per slice -> slices the GPUs hold, once shares differ
+    by_sizes = shares.get((group.dimension, group.slice))
+    if by_sizes is None:
+        by_sizes = shares[group.dimension, group.slice] = {}
     for free, classes, sizes in gpus:
         if group.cls not in classes:
             continue
-        share = shares.get(sizes)
+        share = by_sizes.get(sizes)
         if share is None:
             capacity = next((size for dimension, size in sizes if dimension == group.dimension), 0)
-            share = shares[sizes] = max(1, int(group.slice * MILLI / capacity)) if group.slice <= capacity else 0
-        if share and free >= share:
-            units[share] = units.get(share, 0) + free // share
-    if group.count == 1:  # the usual case: a pod is one slice
+            share = by_sizes[sizes] = max(1, int(group.slice * MILLI / capacity)) if group.slice <= capacity else 0
+        if not share or free < share:
+            continue
+        if units is None and share == (one_share or share):
+            one_share, one_slices = share, one_slices + free // share
+            continue
+        if units is None:
+            units = {one_share: one_slices} if one_slices else {}
+        units[share] = units.get(share, 0) + free // share
+    if units is None:
+        pods = one_slices // group.count
+        return ((pods, group.count * one_share),) if pods else ()
+    if group.count == 1:  # a pod is one slice
         return tuple((slices, share) for share, slices in sorted(units.items(), reverse=True))
     runs: list[tuple[int, int]] = []
     partial, partial_milli = 0, 0  # GPUs of a pod begun on larger shares
