@@ -84,7 +84,7 @@ class PendingPod:
 
 @dataclass(frozen=True, slots=True)
 class GangView:
-    gang: str  # namespace/name
+    gang: str  # its gang key (objects.gang_key)
     minimum: int | None  # None while its PodGroup is not known
     members: int  # live (non-terminal) members
     placed: int  # on a node and staying

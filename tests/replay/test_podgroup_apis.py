@@ -27,13 +27,20 @@ def _workload_member(name: str, group: str) -> dict[str, Any]:
     return b.pod(name, limits={"nvidia.com/gpu": 1}, spec_extra={"schedulingGroup": {"podGroupName": group}})
 
 
-def test_one_name_in_both_apis_is_two_gangs_each_placed_on_its_own() -> None:
+def _one_name_in_both_apis(plugins_min: int, workload_min: int) -> Run:
+    """A 4-GPU node, PodGroups `g` in both APIs, one scheduler-plugins member `p-0` and two
+    Workload API members `w-0`, `w-1`."""
     run = Run()
     run.add(b.node("n", gpus=4))
-    run.add(b.podgroup("g", 1))
-    run.add(b.workload_podgroup("g", 2))
+    run.add(b.podgroup("g", plugins_min))
+    run.add(b.workload_podgroup("g", workload_min))
     run.add(_plugins_member("p-0", "g"))
     run.add(*[_workload_member(f"w-{i}", "g") for i in range(2)])
+    return run
+
+
+def test_one_name_in_both_apis_is_two_gangs_each_placed_on_its_own() -> None:
+    run = _one_name_in_both_apis(plugins_min=1, workload_min=2)
     assert not any("DuplicatePodGroup" in notice for notice in run.notices())
     assert [run.node_of(n) for n in ("p-0", "w-0", "w-1")] == ["n", "n", "n"]
 
@@ -41,12 +48,7 @@ def test_one_name_in_both_apis_is_two_gangs_each_placed_on_its_own() -> None:
 def test_members_of_one_api_do_not_count_towards_the_other_apis_minimum() -> None:
     """The scheduler-plugins group needs 3 and has 1 member; the upstream group of the name has 2
     members and needs 1: those two are no siblings of the first."""
-    run = Run()
-    run.add(b.node("n", gpus=4))
-    run.add(b.podgroup("g", 3))
-    run.add(b.workload_podgroup("g", 1))
-    run.add(_plugins_member("p-0", "g"))
-    run.add(*[_workload_member(f"w-{i}", "g") for i in range(2)])
+    run = _one_name_in_both_apis(plugins_min=3, workload_min=1)
     assert run.node_of("p-0") is None
     assert "current pods number: 1, minMember of group: 3" in run.last("p-0").message
     assert run.node_of("w-0") == run.node_of("w-1") == "n"

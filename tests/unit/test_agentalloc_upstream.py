@@ -17,7 +17,7 @@ from scheduler.agent.slots import EndpointPlan
 from scheduler.core import annotations as ann
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
-from tests.helpers import run_for_a_while
+from tests.unit.test_agent_loop import _applied_plan
 
 V100 = "class.tessera.dev/v100"
 LOCAL = [DeviceInfo(uuid=f"GPU-{i}", model="V100", memory_bytes=32 * 2**30) for i in range(3)]  # n.gpu-0 .. n.gpu-2
@@ -111,13 +111,5 @@ async def test_a_held_gpu_that_vanished_keeps_its_slot(tmp_path: Path, monkeypat
     agent._on_class("ADDED", b.resource_class("v100", match_labels={"model": "V100"}))
     agent._on_pod("ADDED", _pod("p0", ("GPU-0", "n.gpu-0"), status="Running", phase=ann.PHASE_ALLOCATED))
     agent._on_pod("ADDED", _pod("p3", ("GPU-3", "n.gpu-3"), status="Running", phase=ann.PHASE_ALLOCATED))
-    applied: list[dict[str, EndpointPlan]] = []
-
-    async def apply(plans: dict[str, EndpointPlan]) -> None:
-        applied.append(plans)
-
-    monkeypatch.setattr(agent.plugins, "apply", apply)
-    agent._endpoints_dirty.set()
-    await run_for_a_while(agent._endpoint_loop, until=lambda: bool(applied), rounds=20)
-    plan = applied[-1][V100]
+    plan = await _applied_plan(agent, monkeypatch)
     assert (plan.slots, plan.healthy) == (4, 4), "kubelet free slots = healthy - 2 in use must be 2 (gpu-1, gpu-2)"

@@ -80,13 +80,9 @@ def test_a_pod_with_scheduling_gates_counts_as_pending_gated() -> None:
     assert core.pending_counts()["gated"] == 1, core.pending_counts()
 
 
-async def test_attempt_duration_includes_the_time_the_binding_waited_at_the_allocation_gate() -> None:
-    """Upstream measures `scheduling_attempt_duration_seconds{result="scheduled"}` from `start`
-    (taken in ScheduleOne before the scheduling cycle) to the end of bind, so the time a pod
-    waits in WaitOnPermit is in it (schedule_one.go bindingCycle: PodScheduled(profile,
-    SinceInSeconds(start))). Tessera's allocation gate is a permit plugin holding the Binding, but
-    the loop adds only the cycle's share and the Binding request (`seconds + result.seconds`), so
-    a pod held 0.6 s at the gate reports a few milliseconds."""
+def _two_pods_at_the_allocation_gate() -> tuple[FakeApi, Metrics, SchedulerLoop]:
+    """A live loop with metrics over one node of two fresh GPUs and two one-GPU pods: the gate
+    holds the second's Binding while the first is being allocated."""
     heartbeat = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     api = FakeApi()
     api.lists["/api/v1/nodes"] = [b.node("n", gpus=2)]
@@ -98,6 +94,17 @@ async def test_attempt_duration_includes_the_time_the_binding_waited_at_the_allo
     metrics = Metrics(profiles=["tessera"])
     loop = SchedulerLoop(load_config(BINPACK), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
     loop.hooks = MetricsHooks(metrics, loop)
+    return api, metrics, loop
+
+
+async def test_attempt_duration_includes_the_time_the_binding_waited_at_the_allocation_gate() -> None:
+    """Upstream measures `scheduling_attempt_duration_seconds{result="scheduled"}` from `start`
+    (taken in ScheduleOne before the scheduling cycle) to the end of bind, so the time a pod
+    waits in WaitOnPermit is in it (schedule_one.go bindingCycle: PodScheduled(profile,
+    SinceInSeconds(start))). Tessera's allocation gate is a permit plugin holding the Binding, but
+    the loop adds only the cycle's share and the Binding request (`seconds + result.seconds`), so
+    a pod held 0.6 s at the gate reports a few milliseconds."""
+    api, metrics, loop = _two_pods_at_the_allocation_gate()
     held_for = 0.6
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
@@ -391,17 +398,7 @@ async def test_the_wait_at_the_allocation_gate_is_the_permit_wait_duration(end: 
     ("Success"; "Unschedulable" when rejected or deleted; "Error" when preempted). Tessera's
     allocation gate is that wait, and its length is what a GPU platform team wants to see (how
     long Bindings wait for the node agent); it was not exported."""
-    heartbeat = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    api = FakeApi()
-    api.lists["/api/v1/nodes"] = [b.node("n", gpus=2)]
-    api.lists["/apis/tessera.dev/v1alpha1/extendedresources"] = [
-        b.device("n", i, heartbeat=heartbeat) for i in range(2)]
-    api.lists["/apis/tessera.dev/v1alpha1/resourceclasses"] = [b.resource_class("v100", match_labels={"model": "V100"})]
-    api.add_pod(b.pod("p0", limits={"class.tessera.dev/v100": 1}))
-    api.add_pod(b.pod("p1", limits={"class.tessera.dev/v100": 1}))
-    metrics = Metrics(profiles=["tessera"])
-    loop = SchedulerLoop(load_config(BINPACK), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
-    loop.hooks = MetricsHooks(metrics, loop)
+    api, metrics, loop = _two_pods_at_the_allocation_gate()
     held_for = 0.3
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)

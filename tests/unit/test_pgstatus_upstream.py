@@ -26,6 +26,14 @@ def _synced(loop: SchedulerLoop) -> None:
         informer.synced.set()
 
 
+def _leading_beside_node_n(api: FakeApi) -> SchedulerLoop:
+    """A synced leader (term 1) whose cluster has the one 8-GPU node `n`."""
+    loop = _loop(api, [1])
+    _synced(loop)
+    loop._on_event("ADDED", b.node("n", gpus=8))
+    return loop
+
+
 def _phases_wished(loop: SchedulerLoop, name: str) -> list[str]:
     return [body["status"]["phase"] for (path, _), body in loop.statuses._dirty.items()
             if f"/podgroups/{name}/status" in path]
@@ -133,9 +141,7 @@ async def test_a_stale_podgroup_phase_written_late_by_an_earlier_term_is_written
     Reconcile: `r.patchPodGroup(ctx, pg, pgCopy)` from the informer's object, on every PodGroup
     update), so it writes `Running` again on that update."""
     written: list[dict[str, Any]] = []
-    loop = _loop(FakeApi(handlers=[_recording(written, "job")]), [1])
-    _synced(loop)
-    loop._on_event("ADDED", b.node("n", gpus=8))
+    loop = _leading_beside_node_n(FakeApi(handlers=[_recording(written, "job")]))
     group = b.podgroup("job", 1)
     loop._on_event("ADDED", group)
     loop._on_event("ADDED", _member("job-0", "job", "Running"))
@@ -152,9 +158,7 @@ async def test_a_stale_phase_landing_over_a_final_one_is_written_over() -> None:
     nothing is written over a final phase before its echo). The object then says `Running` for a
     job that is done, for good."""
     written: list[dict[str, Any]] = []
-    loop = _loop(FakeApi(handlers=[_recording(written, "job")]), [1])
-    _synced(loop)
-    loop._on_event("ADDED", b.node("n", gpus=8))
+    loop = _leading_beside_node_n(FakeApi(handlers=[_recording(written, "job")]))
     group = b.podgroup("job", 1)
     loop._on_event("ADDED", group)
     loop._on_event("ADDED", _member("job-0", "job", "Succeeded"))
@@ -172,9 +176,7 @@ async def test_a_stale_podgroupscheduled_false_landing_over_true_is_written_over
     object's status) and would write True again at the next pod group cycle; Tessera's group is
     settled and its members are bound, so no cycle comes: the group read False for good."""
     written: list[dict[str, Any]] = []
-    loop = _loop(FakeApi(handlers=[_recording(written, "g")]), [1])
-    _synced(loop)
-    loop._on_event("ADDED", b.node("n", gpus=8))
+    loop = _leading_beside_node_n(FakeApi(handlers=[_recording(written, "g")]))
     group = b.workload_podgroup("g", 1)
     loop._on_event("ADDED", group)
     loop._on_event("ADDED", b.pod("g-0", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running",
@@ -192,9 +194,7 @@ def test_one_name_in_both_podgroup_apis_gets_both_statuses() -> None:
     """A scheduler-plugins PodGroup `g` with one Running member and a Workload API PodGroup `g`
     with one bound member: each is its own gang, and each gets its own API's status (the second
     seen was held back as a duplicate and got none)."""
-    loop = _loop(FakeApi(), [1])
-    _synced(loop)
-    loop._on_event("ADDED", b.node("n", gpus=8))
+    loop = _leading_beside_node_n(FakeApi())
     loop._on_event("ADDED", b.podgroup("g", 1))
     loop._on_event("ADDED", b.workload_podgroup("g", 1))
     loop._on_event("ADDED", _member("p-0", "g", "Running"))
@@ -225,9 +225,7 @@ def test_a_podgroup_with_its_minimum_of_members_is_occupied_by_their_owner() -> 
     Reconcile -> fillOccupiedObj), and never changes it after. Tessera, which writes that
     controller's status in its place, never set it: a tool asking which workload holds a group
     found nothing."""
-    loop = _loop(FakeApi(), [1])
-    _synced(loop)
-    loop._on_event("ADDED", b.node("n", gpus=8))
+    loop = _leading_beside_node_n(FakeApi())
     loop._on_event("ADDED", b.podgroup("job", 2))
     loop._on_event("ADDED", _owned(_member("job-0", "job", "Pending", node=""), "trainer", "launcher"))
     [pending] = _plugins_wishes(loop, "job")
@@ -240,9 +238,7 @@ def test_a_podgroup_with_its_minimum_of_members_is_occupied_by_their_owner() -> 
 def test_an_occupied_podgroup_keeps_what_it_shows() -> None:
     """Once set, the controller never writes occupiedBy again (only from Pending): a group that
     shows one keeps it, whatever its pods' owners say now."""
-    loop = _loop(FakeApi(), [1])
-    _synced(loop)
-    loop._on_event("ADDED", b.node("n", gpus=8))
+    loop = _leading_beside_node_n(FakeApi())
     group = b.podgroup("job", 1)
     group["status"] = {"phase": "Running", "occupiedBy": "default/first-run"}
     loop._on_event("ADDED", group)
@@ -252,9 +248,7 @@ def test_an_occupied_podgroup_keeps_what_it_shows() -> None:
 
 
 def test_a_member_without_owners_occupies_nothing() -> None:
-    loop = _loop(FakeApi(), [1])
-    _synced(loop)
-    loop._on_event("ADDED", b.node("n", gpus=8))
+    loop = _leading_beside_node_n(FakeApi())
     loop._on_event("ADDED", b.podgroup("job", 1))
     loop._on_event("ADDED", _member("job-0", "job", "Running"))
     [status] = _plugins_wishes(loop, "job")

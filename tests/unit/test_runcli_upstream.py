@@ -100,7 +100,6 @@ async def test_a_loop_crash_during_the_drain_still_leaves_the_lease_to_expire(mo
     monkeypatch.setattr(run_cli, "SchedulerLoop", CrashesWhileDraining)
     result: list[int] = []
 
-
     async with anyio.create_task_group() as group:
         group.start_soon(_run_into, result, api)
         await _until(lambda: api.stalled == 1 and lease.holder == "me")
@@ -119,7 +118,6 @@ async def test_a_second_signal_exits_at_once_with_1_and_leaves_the_lease(monkeyp
     signals = Signals()
     monkeypatch.setattr(run_cli, "stop_on_signal", signals)
     result: list[int] = []
-
 
     async with anyio.create_task_group() as group:
         group.start_soon(_run_into, result, api)

@@ -12,6 +12,15 @@ from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
 
 
+def _synced_loop() -> SchedulerLoop:
+    """A loop whose informers have all delivered their first LIST (it writes statuses)."""
+    loop = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
+                         identity="t")
+    for informer in loop.informers.informers:
+        informer.synced.set()
+    return loop
+
+
 def _member(name: str, group: str) -> dict[str, Any]:
     return b.pod(name, limits={"nvidia.com/gpu": 1}, spec_extra={"schedulingGroup": {"podGroupName": group}})
 
@@ -42,10 +51,7 @@ def test_a_gang_still_gathering_its_members_gets_no_podgroupscheduled_condition(
     PodGroupReasonUnschedulable), which a group still being created is not: a controller acting on
     it would act on every gang's normal start. Once the gang is complete and does not fit, False
     is written as before."""
-    loop = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
-                         identity="t")
-    for informer in loop.informers.informers:
-        informer.synced.set()
+    loop = _synced_loop()
     loop._on_event("ADDED", b.node("n", gpus=1))
     loop._on_event("ADDED", b.workload_podgroup("g", 2))
     loop._on_event("ADDED", _member("g-0", "g"))
@@ -66,10 +72,7 @@ def test_a_gang_that_does_not_fit_is_worded_as_kube_scheduler_words_it() -> None
     .WithError(errPodGroupUnschedulable)`, whose Message() is the error's text alone
     (k8s.io/kube-scheduler framework/interface.go Status.Reasons): "pod group is unschedulable".
     The members' own reasons stay on the pods (PodScheduled, FailedScheduling Events)."""
-    loop = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
-                         identity="t")
-    for informer in loop.informers.informers:
-        informer.synced.set()
+    loop = _synced_loop()
     loop._on_event("ADDED", b.node("n", gpus=1))
     loop._on_event("ADDED", b.workload_podgroup("g", 2))
     loop._on_event("ADDED", _member("g-0", "g"))
@@ -86,10 +89,7 @@ def test_a_gang_waiting_for_its_victims_is_worded_as_kube_scheduler_words_it() -
     .WithError(errPodGroupUnschedulable)` (schedule_one_podgroup.go podGroupSchedulingDefaultAlgorithm,
     waitingOnPreemption), the error's text first: "pod group is unschedulable, pod group is waiting
     for preemption to complete"."""
-    loop = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
-                         identity="t")
-    for informer in loop.informers.informers:
-        informer.synced.set()
+    loop = _synced_loop()
     loop._on_event("ADDED", b.node("n", gpus=2))
     for i in range(2):
         loop._on_event("ADDED", b.pod(f"low-{i}", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running"))
@@ -120,10 +120,7 @@ def test_a_gang_with_a_topology_constraint_that_fits_no_domain_is_worded_as_kube
     (schedule_one_podgroup.go podGroupSchedulingPlacementAlgorithm): here "0/2 placements are
     available, first placement status: pod group is unschedulable". No node with the key at all:
     "no feasible placements found" (framework.go RunPlacementGeneratePlugins)."""
-    loop = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
-                         identity="t")
-    for informer in loop.informers.informers:
-        informer.synced.set()
+    loop = _synced_loop()
     for name, rack in (("n1", "r1"), ("n2", "r1"), ("n3", "r2")):
         loop._on_event("ADDED", _racked(name, rack))
     loop._on_event("ADDED", b.workload_podgroup("g", 3, topology_key="example.com/rack"))
@@ -134,10 +131,7 @@ def test_a_gang_with_a_topology_constraint_that_fits_no_domain_is_worded_as_kube
     assert (condition["status"], condition["reason"], condition["message"]) == (
         "False", "Unschedulable", "0/2 placements are available, first placement status: pod group is unschedulable")
 
-    bare = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
-                         identity="t")
-    for informer in bare.informers.informers:
-        informer.synced.set()
+    bare = _synced_loop()
     bare._on_event("ADDED", b.node("n", gpus=4))
     bare._on_event("ADDED", b.workload_podgroup("g", 2, topology_key="example.com/rack"))
     for i in range(2):
