@@ -252,6 +252,18 @@ class SchedulingQueue:
             self._requeue(entry, now, event)
         return len(moved)
 
+    def activate(self, uids: Iterable[str], event: str) -> None:
+        """These pods to activeQ now, from unschedulable or backoffQ, whatever is left of their
+        backoff: upstream's PriorityQueue.activate (moveToActiveQ), what `Activate` does for a
+        preemptor whose victim's eviction failed. Pods already in activeQ or in flight stay."""
+        for uid in uids:
+            entry = self.entries.get(uid)
+            if entry is None or entry.where not in (UNSCHEDULABLE, BACKOFF):
+                continue
+            self.unschedulable.pop(uid, None)
+            self._push_active(entry)  # a stale backoff item is skipped by its version
+            self.incoming[ACTIVE, event] += 1
+
     def flush_backoff(self, now: float) -> None:
         """Every pod whose backoff is over at `now` to activeQ. Readiness falls on whole seconds
         (a gang's hold aside), so flushing at any pop is upstream's flush on every whole second."""

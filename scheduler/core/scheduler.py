@@ -15,7 +15,7 @@ Events, statuses and metrics — it asks through the queries below, never by rea
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -132,20 +132,21 @@ class Scheduler:
                     if preemptor and (hold := state.release_hold(preemptor)) is not None}  # "": finishing a gang
         if released:
             self._holds_given_back(released, now)
-        # upstream activates such a preemptor: its queue event is framework.ForceActivate
-        self._retry_gangs_of((victim_uid,), now, "ForceActivate", preemptors)
+        # upstream activates such a preemptor (executor.go prepareCandidateAsync: Activate, past
+        # its backoff); the victim's gang's parked members are retried as a cluster event retries
+        self._engine.queue.activate(sorted(preemptors), "ForceActivate")
+        self._retry_gangs_of((victim_uid,), now, "ForceActivate")
 
-    def _retry_gangs_of(self, victim_uids: Iterable[str], now: float, event: str,
-                        preemptors: Collection[str] = ()) -> None:
+    def _retry_gangs_of(self, victim_uids: Iterable[str], now: float, event: str) -> None:
         """Victims that no longer go count as their gangs' members again: the gangs' pending
-        members (parked while they were leaving) are tried again, with the preemptors if any."""
+        members (parked while they were leaving) are tried again."""
         state = self._engine.state
         gangs = {victim.gang.key for uid in victim_uids
                  if (victim := state.pods.get(uid)) is not None and victim.gang is not None}
 
         def worth(entry: QueuedPod) -> bool:
             pod = state.pods.get(entry.uid)
-            return entry.uid in preemptors or (pod is not None and pod.gang is not None and pod.gang.key in gangs)
+            return pod is not None and pod.gang is not None and pod.gang.key in gangs
 
         self._engine.queue.move(now, worth, event)
 

@@ -641,3 +641,19 @@ def test_a_gang_preemptor_takes_one_surplus_member_where_the_room_is_needed() ->
         attempts = run.add(b.pod("p-0", requests={"nvidia.com/gpu": 8}, priority=1000, labels=labels))
         return sorted(v.meta.name for a in attempts for v in a.preempted)
     assert victims(gang=True) == victims(gang=False) == ["v-0"]
+
+
+def test_a_preemptor_whose_eviction_failed_is_activated_past_its_backoff() -> None:
+    """executor.go prepareCandidateAsync `Activate`s a preemptor whose victim's PreemptPod failed,
+    and PriorityQueue.activate moves it from unschedulablePods or backoffQ straight to activeQ
+    (moveToActiveQ with framework.ForceActivate), whatever is left of its backoff. Tessera moved
+    it as a cluster event does (to backoffQ while it backs off), so a lower-priority pod that came
+    meanwhile went first."""
+    run = _full_node_slow_evictions()
+    first = _preemptor(run, "p", MID, ("1", "1Gi"))
+    victim = first.preempted[0]
+    now = run.replay.now + 0.5  # within p's backoff (it failed at `now - 0.5`)
+    run.scheduler.eviction_failed(victim.uid, now)
+    run.scheduler.apply("ADDED", b.pod("z", requests={"cpu": "1", "memory": "1Gi"}, priority=LOW), now)
+    attempts = run.scheduler.schedule_next(now)
+    assert attempts is not None and [a.pod.meta.name for a in attempts] == ["p"]
