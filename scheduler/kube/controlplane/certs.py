@@ -70,6 +70,29 @@ def _name(common_name: str, organizations: Sequence[str] = ()) -> x509.Name:
     return x509.Name(attributes)
 
 
+def _certificate(subject: x509.Name, public: ec.EllipticCurvePublicKey, issuer: x509.Name,
+                 issuer_public: ec.EllipticCurvePublicKey, *, ca: bool) -> x509.CertificateBuilder:
+    """What the CA and every leaf share: validity from an hour ago, critical basicConstraints and
+    keyUsage (signing certificates only for the CA), SKI and AKI (see the module docstring)."""
+    now = dt.datetime.now(dt.timezone.utc)
+    usage = x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
+                          data_encipherment=False, key_agreement=False, key_cert_sign=ca, crl_sign=ca,
+                          encipher_only=False, decipher_only=False)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(now + (_CA_LIFETIME if ca else _LEAF_LIFETIME))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .add_extension(usage, critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_public), critical=False)
+    )
+
+
 class CertificateAuthority:
     """A self-signed CA that issues serving and client certificates."""
 
@@ -81,37 +104,8 @@ class CertificateAuthority:
     def generate(cls, common_name: str = "tessera-local-ca") -> CertificateAuthority:
         """Make a fresh CA key and self-signed certificate."""
         key = _new_key()
-        public = key.public_key()
-        now = dt.datetime.now(dt.timezone.utc)
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(_name(common_name))
-            .issuer_name(_name(common_name))
-            .public_key(public)
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - _BACKDATE)
-            .not_valid_after(now + _CA_LIFETIME)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(public), critical=False
-            )
-            .sign(key, hashes.SHA256())
-        )
+        name = _name(common_name)
+        cert = _certificate(name, key.public_key(), name, key.public_key(), ca=True).sign(key, hashes.SHA256())
         return cls(key, cert)
 
     @property
@@ -132,38 +126,8 @@ class CertificateAuthority:
         sans: Sequence[x509.GeneralName] = (),
     ) -> KeyPair:
         key = _new_key()
-        public = key.public_key()
-        now = dt.datetime.now(dt.timezone.utc)
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(self.cert.subject)
-            .public_key(public)
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - _BACKDATE)
-            .not_valid_after(now + _LEAF_LIFETIME)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()),
-                critical=False,
-            )
-        )
+        builder = _certificate(subject, key.public_key(), self.cert.subject, self._key.public_key(), ca=False)
+        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
         cert = builder.sign(self._key, hashes.SHA256())
