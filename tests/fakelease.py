@@ -27,6 +27,7 @@ class LeaseServer:
         # hook(method, who) -> awaited after the request is applied, before the answer is returned
         self.after: Callable[[str, str, Response], Awaitable[None]] | None = None
         self.fail: Callable[[str, str], Response | None] | None = None  # before applying
+        self.calls: list[tuple[str, str]] = []  # (who, method) of every request, in order
 
     def client(self, who: str) -> LeaseClient:
         return LeaseClient(self, who)
@@ -71,6 +72,7 @@ class LeaseClient:
                       content_type: str = "application/json", timeout: float = 30.0,
                       limited: bool = True) -> Response:
         s = self.server
+        s.calls.append((self.who, method))
         if s.fail is not None:
             early = s.fail(method, self.who)
             if early is not None:

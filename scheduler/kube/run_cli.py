@@ -28,6 +28,7 @@ from scheduler.kube.concurrency import stop_on_signal
 from scheduler.kube.http import (ConnectError, KubeconfigError, KubeHttp, RateLimiter, check_apiserver, connect,
                                  kubeconfig_path)
 from scheduler.kube.leader import LeaderElector, default_identity
+from scheduler.kube.lone_replica import live_leader
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics
 from scheduler.kube.serving import GPU_MAP_DATA, GPU_MAP_PAGE, PING, Check, ServeError, serve, turned_off
@@ -122,8 +123,19 @@ async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
 
 async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp, watch_http: KubeHttp) -> int:
     identity = args.identity or default_identity()
-    metrics = Metrics(profiles=sorted(config.scheduler_names), lease_name=config.leader_election.resource_name)
     election = config.leader_election
+    if not election.leader_elect:
+        lease = f"{election.resource_namespace}/{election.resource_name}"
+        log.warning("leader_election.disabled", lease=lease,
+                    message="leaderElect is false: this replica schedules without a Lease; run exactly one")
+        holder = await live_leader(http, namespace=election.resource_namespace, name=election.resource_name,
+                                   retry_period=election.retry_period_seconds)
+        if holder is not None:
+            print(f"tessera: refusing to run: leaderElect is false, and {holder} leads through the Lease {lease}: "
+                  "both would schedule the same pods and could give one GPU to two pods. Stop that replica, "
+                  "or run this one with leader election on (it then stands by)", file=sys.stderr)
+            return 2
+    metrics = Metrics(profiles=sorted(config.scheduler_names), lease_name=election.resource_name)
     elector: LeaderElector | None = None
     loop_ref: list[SchedulerLoop] = []
 
