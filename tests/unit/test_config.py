@@ -93,6 +93,9 @@ def test_binpack_yaml_is_the_seed_demo_in_v1_form() -> None:
     assert args_of(prof, ScoringStrategy).resources == resources(("cpu", 1), ("nvidia.com/gpu", 1))
     assert dict(prof.score_weights) == DEFAULT_WEIGHTS
     assert cfg.scheduler_names == frozenset({"tessera"})
+    # The README runs it on the dev cluster: a second `tessera run` there (a new user's trial
+    # started one with the built-in configuration) must stand by, not schedule beside it.
+    assert cfg.leader_election.leader_elect
 
 
 def test_spread_yaml_is_least_allocated_on_gpus_too() -> None:
