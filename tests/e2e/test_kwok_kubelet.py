@@ -31,6 +31,7 @@ from tests.e2e.kwok_cluster import COMPLETE_DELAY, kwok_plane  # noqa: F401 - th
 from tests.e2e.live import REPO
 
 LONG = "1h"  # a delay no test waits for: the pod stays Running
+JITTER_DELAY = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
 
 
 def _wait(check: Callable[[], Any], timeout: float, interval: float = 0.25) -> Any:
@@ -242,6 +243,113 @@ def test_an_unreadable_delay_is_reported_in_a_warning_event(plane_ns: tuple[Loca
     event = _wait(warning, 10)
     assert event, "no Warning Event for an unreadable delay"
     assert event["reason"] == "InvalidDelay" and COMPLETE_DELAY in event["message"], event
+
+
+def test_a_pods_delay_counts_from_its_start_however_often_the_pod_changes(
+        plane_ns: tuple[LocalControlPlane, str, str]) -> None:
+    """README: a pod with `pod-complete.stage.kwok.x-k8s.io/delay: 30s` succeeds 30 s later — later
+    than it started, as a job that runs 30 s.
+
+    kwok computed the delay again, from "now", on every change of the pod: each watch event with a
+    new resourceVersion is matched to a Stage again, its delay read afresh and the queued job
+    replaced (kwok v0.8.0 pkg/kwok/controllers/pod_controller.go `preprocess` → `addStageJob`
+    cancels the pending one; pkg/utils/lifecycle/value_duration_from.go `durationFrom.Get` reads a
+    Go duration as that much from now). A label, an annotation or a condition set while the pod
+    ran started its clock again: an 8 s job touched every 2 s finished 8 s after the last touch,
+    and one touched more often than its delay never finished. The jitter delay is read the same
+    way, and must count from the start too: the second pod's `jitter-delay` (below its delay)
+    replaces the delay.
+
+    Each pod is changed as users and controllers change a running pod, at 2, 4 and 6 s after it
+    was seen Running: `kubectl label`, an annotation patch (what Tessera's node agent does), and a
+    status condition (a controller's). From its start it finishes at ~8 s; counted from the last
+    touch, at ~14 s. The bounds leave 1.5 s below and 3 s above for polling and a busy machine.
+    """
+    plane, ns, node = plane_ns
+    delays = {"timed": {COMPLETE_DELAY: "8s"}, "jittered": {COMPLETE_DELAY: LONG, JITTER_DELAY: "8s"}}
+    for name, annotations in delays.items():
+        pod = _pod(name, node)
+        pod["metadata"]["annotations"] = annotations
+        plane.admin.create(f"/api/v1/namespaces/{ns}/pods", pod)
+    touches: list[Callable[[str], object]] = [
+        lambda name: plane.admin.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
+                                             {"metadata": {"labels": {"touched": "label"}}}),
+        lambda name: plane.admin.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
+                                             {"metadata": {"annotations": {"example.com/touched": "annotation"}}}),
+        lambda name: plane.admin.request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                                         {"status": {"conditions": [{"type": "example.com/Touched",
+                                                                     "status": "True"}]}},
+                                         content_type="application/strategic-merge-patch+json"),
+    ]
+    started: dict[str, float] = {}
+    finished: dict[str, float] = {}
+    touched: dict[str, int] = dict.fromkeys(delays, 0)
+    deadline = time.monotonic() + 60
+    while len(finished) < len(delays) and time.monotonic() < deadline:
+        for name in delays:
+            now = time.monotonic()
+            if name in finished:
+                continue
+            phase = _phase(plane, ns, name)
+            if phase == "Running":
+                started.setdefault(name, now)
+                if touched[name] < len(touches) and now - started[name] >= 2 * (touched[name] + 1):
+                    touches[touched[name]](name)
+                    touched[name] += 1
+            elif phase != "Pending":
+                finished[name] = now
+        time.sleep(0.05)
+    assert set(started) == set(delays), f"kwok ran only {sorted(started)}"
+    ran = {name: round(finished.get(name, deadline) - started[name], 1) for name in delays}
+    assert {name: _phase(plane, ns, name) for name in delays} == dict.fromkeys(delays, "Succeeded"), ran
+    assert touched == dict.fromkeys(delays, len(touches)), f"finished before every touch: {ran}"
+    assert all(6.5 <= seconds <= 11 for seconds in ran.values()), (
+        f"seconds from Running to Succeeded, 8 s wanted (14 s if the last touch restarts the delay): {ran}")
+
+
+def test_a_jobs_pod_and_an_unreadable_delay_finish_one_second_after_the_start_however_often_touched(
+        plane_ns: tuple[LocalControlPlane, str, str]) -> None:
+    """README: a Job's pod without a delay, and a pod whose delay kwok cannot read, succeed after
+    1 s. That second, too, was counted again from every change of the pod (kwok v0.8.0
+    pod_controller.go `preprocess`): a pod changed more often than once a second — by a
+    controller's status updates, an agent's annotations — never finished. Both pods are
+    relabelled every 0.3 s for 4 s after they are seen Running: from the start they finish at
+    ~1 s; counted from the last touch, at ~5 s."""
+    plane, ns, node = plane_ns
+    bare = _pod("bare", node)
+    bare["metadata"]["annotations"] = {COMPLETE_DELAY: "30"}
+    plane.admin.create(f"/api/v1/namespaces/{ns}/pods", bare)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "short"},
+           "spec": {"backoffLimit": 0, "template": {"spec": _pod("unused", node)["spec"]}}}
+    plane.admin.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job)
+
+    def job_pod() -> str | None:
+        pods = plane.admin.get(f"/api/v1/namespaces/{ns}/pods?labelSelector=job-name%3Dshort")["items"]
+        return next((p["metadata"]["name"] for p in pods), None)
+
+    names = ["bare", _wait(job_pod, 30)]
+    assert names[1], "the Job made no pod"
+    started: dict[str, float] = {}
+    finished: dict[str, float] = {}
+    deadline = time.monotonic() + 60
+    while len(finished) < len(names) and time.monotonic() < deadline:
+        for name in names:
+            now = time.monotonic()
+            if name in finished:
+                continue
+            phase = _phase(plane, ns, name)
+            if phase == "Running":
+                if now - started.setdefault(name, now) < 4:
+                    plane.admin.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
+                                            {"metadata": {"labels": {"touched": f"{now:.2f}"}}})
+            elif phase != "Pending":
+                finished[name] = now
+        time.sleep(0.3)
+    assert set(started) == set(names), f"kwok ran only {sorted(started)}"
+    ran = {name: round(finished.get(name, deadline) - started[name], 1) for name in names}
+    assert {name: _phase(plane, ns, name) for name in names} == dict.fromkeys(names, "Succeeded"), ran
+    assert all(seconds <= 2.5 for seconds in ran.values()), (
+        f"seconds from Running to Succeeded, 1 s wanted (5 s if every touch restarts it): {ran}")
 
 
 def test_a_pod_with_a_readiness_gate_is_ready_only_when_its_condition_is_true(

@@ -30,7 +30,7 @@ def test_kwok_manages_only_annotated_nodes_with_our_stages(tmp_path: Path) -> No
     # no default jitter: kwok replaces a delay by any jitter at or below it
     complete = by_name["pod-complete"]["delay"]
     assert "jitterDurationMilliseconds" not in complete
-    assert complete["durationFrom"]["expressionFrom"] == '.metadata.annotations["pod-complete.stage.kwok.x-k8s.io/delay"]'
+    assert 'annotations["pod-complete.stage.kwok.x-k8s.io/delay"]' in complete["durationFrom"]["jq"]["expression"]
     assert by_name["pod-delete"]["next"] == {"delete": True}
     # the node stage only ever writes conditions: never capacity, allocatable or taints
     assert "allocatable" not in by_name["node-ready"]["next"]["statusTemplate"]
@@ -86,3 +86,33 @@ def test_the_delay_stages_tell_a_go_duration_from_anything_else(tmp_path: Path) 
     pattern = re.compile(patterns["pod-complete"])
     assert [v for v in GO_DURATIONS if not pattern.search(v)] == []
     assert [v for v in NOT_GO_DURATIONS if pattern.search(v)] == []
+
+
+def _delay_programs(stages: list[dict[str, Any]]) -> dict[str, str]:
+    """Every jq program a Stage reads a delay with, by Stage and field."""
+    return {f"{stage['metadata']['name']}.{field}": source["jq"]["expression"]
+            for stage in stages for field, source in stage["spec"].get("delay", {}).items() if field.endswith("From")}
+
+
+def test_every_completion_delay_counts_from_the_start_pod_running_records(tmp_path: Path) -> None:
+    """kwok reads a delay again, from now, whenever the pod changes: each completion Stage turns
+    its delay into the instant start + delay with the same jq helpers (one copy per Stage, as kwok
+    has no jq modules: they must not drift apart), and the start they read is the annotation that
+    pod-running writes with Running, in the one status write, to the microsecond."""
+    components.kwok_argv(Path("/bin/kwok"), tmp_path / "kc", tmp_path / "kwok.yaml", 40123)
+    _, *stages = yaml.safe_load_all((tmp_path / "kwok.yaml").read_text())
+    programs = _delay_programs(stages)
+    assert set(programs) == {"pod-complete.durationFrom", "pod-complete.jitterDurationFrom",
+                             "pod-complete-invalid-delay.durationFrom", "pod-complete-job.durationFrom"}
+    helpers = {name: program[:program.index("\nstarted ")] for name, program in programs.items()}
+    assert len(set(helpers.values())) == 1, "the Stages' jq helpers differ"
+    started = 'annotations["pod-running.stage.kwok.x-k8s.io/started-at"], .status.startTime'
+    assert started in helpers["pod-complete.durationFrom"]
+    delay, jitter = programs["pod-complete.durationFrom"], programs["pod-complete.jitterDurationFrom"]
+    assert jitter == delay.replace("kwok.x-k8s.io/delay", "kwok.x-k8s.io/jitter-delay")
+    (running,) = [s["spec"]["next"] for s in stages if s["metadata"]["name"] == "pod-running"]
+    (write,) = running["patches"]
+    assert write["subresource"] == "status" and "root" not in write
+    assert re.search(r"^metadata:\n  annotations:\n    pod-running.stage.kwok.x-k8s.io/started-at: "
+                     r'\{\{ dateInZone "2006-01-02T15:04:05.000000Z07:00" \$now "UTC" \| Quote \}\}$',
+                     write["template"], re.MULTILINE), write["template"]
