@@ -77,8 +77,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--kwok",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="run kwok for the fake nodes, so their pods run, finish (after the delay in the "
-        "annotation pod-complete.stage.kwok.x-k8s.io/delay; Job pods after 1s) and go away when "
+        help="run kwok for the fake nodes, so their pods run, finish (the delay in the annotation "
+        "pod-complete.stage.kwok.x-k8s.io/delay after they started; Job pods after 1s) and go away when "
         "deleted, as with a kubelet (default: on; --no-kwok leaves bound pods Pending for ever)",
     )
     parser.set_defaults(func=run)

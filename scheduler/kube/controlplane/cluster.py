@@ -438,8 +438,8 @@ class LocalControlPlane:
 
     # ----------------------------------------------------------------------------- kwok
     def start_kwok(self) -> None:
-        """Start kwok (idempotent) for the fake nodes: their pods run, complete after the delay
-        in their `pod-complete.stage.kwok.x-k8s.io/delay` annotation (Job pods after 1 s) and are
+        """Start kwok (idempotent) for the fake nodes: their pods run, complete the delay in their
+        `pod-complete.stage.kwok.x-k8s.io/delay` annotation after they started (Job pods 1 s) and are
         removed when deleted (Stages: scheduler/data/kwok-stages.yaml). Ready when /healthz answers."""
         binary = self.binaries.kwok
         if binary is None:
