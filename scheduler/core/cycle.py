@@ -107,11 +107,16 @@ class Cycle:
         return attempts
 
     def _history(self, pod: Pod) -> dict[str, tuple[int, float]]:
-        """Failed attempts so far and first-queued time of the pod (and its gang siblings)."""
+        """Failed attempts so far of the pod (and its gang siblings), and when each first passed
+        PreEnqueue into the queue (the SLI's start: time spent gated is not scheduling time)."""
         state = self.engine.state
         uids = (state.gang_uids(pod) or [pod.uid]) if pod.gang is not None else [pod.uid]
-        entries = self.engine.queue.entries
-        return {uid: (entries[uid].attempts, entries[uid].initial) for uid in uids if uid in entries}
+        history = {}
+        for uid in uids:
+            entry = self.engine.queue.entries.get(uid)
+            if entry is not None:
+                history[uid] = (entry.attempts, entry.initial if entry.admitted is None else entry.admitted)
+        return history
 
     def _attempt(self, pod: Pod, runtime: ProfileRuntime, now: float, nominated: str = "",
                  within: Domain | None = None) -> Attempt:

@@ -29,6 +29,7 @@ class Engine:
         self.permits: list[PermitPlugin] = [p for runtime in self.profiles.values() for p in runtime.permits]
         for runtime in self.profiles.values():
             runtime.every_permit = self.permits
+        self.queue.pre_enqueue = self.gating_plugin
         self.released: list[Attempt] = []  # held Bindings a permit plugin let go, not taken yet
         self.rejected: list[Attempt] = []  # held Bindings a permit plugin found invalid, not taken yet
         self.now = 0.0  # the latest time the caller passed in (for requeues inside event handling)
@@ -52,10 +53,20 @@ class Engine:
                                 event.label or event.kind.value)
 
     def _worth_retrying(self, entry: QueuedPod, *, event: ClusterEvent, spared: Collection[str]) -> bool:
+        """A gated pod listens to its gating plugin's hints only (upstream skips a gated pod for
+        events its GatingPluginEvents do not include); any other, to its rejectors'."""
         if entry.uid in spared:
             return False
         runtime = self.runtime_of(self.state.pods.get(entry.uid))
-        return runtime.worth_retrying(entry.uid, entry.rejectors, event)
+        return runtime.worth_retrying(entry.uid, frozenset({entry.gating}) if entry.gating else entry.rejectors, event)
+
+    def gating_plugin(self, uid: str) -> str | None:
+        """The PreEnqueue plugin of the pod's profile that keeps it out of the queue now, or None."""
+        pod = self.state.pods.get(uid)
+        if pod is None:
+            return None
+        rejected = self.runtime_of(pod).pre_enqueue(pod)
+        return rejected[0] if rejected is not None else None
 
     def release(self, node: str | None, now: float) -> None:
         """Ask the permit plugins what they let through on `node` (every node when None): allowed

@@ -18,6 +18,13 @@
   backoff ends (upstream's SchedulerPopFromBackoffQ, on by default since 1.33): an idle scheduler
   does not sit out a backoff. Pods back after an error, and gangs held by podGroupBackoffSeconds,
   wait theirs out (upstream's podErrorBackoffQ is never popped early).
+- Before a pod enters activeQ or backoffQ the profile's PreEnqueue plugins are asked (upstream's
+  runPreEnqueuePlugins in moveToActiveQ / moveToBackoffQ; not when backoffQ hands a pod to
+  activeQ, as with SchedulerPopFromBackoffQ). A pod one refuses is parked gated among the
+  unschedulable pods, its gating plugin among its rejectors: it is not attempted, counts as
+  `gated`, and only events that plugin's hints accept wake it (not the 5-minute flush, whose
+  wildcard event no gating plugin registers). Pods held by spec.schedulingGates never enter the
+  queue (`gated_arrived`): the cluster state keeps them.
 - Time is always passed in: the live loop gives wall-clock seconds, the simulator a virtual clock.
 """
 
@@ -34,6 +41,7 @@ ACTIVE = "active"
 BACKOFF = "backoff"
 UNSCHEDULABLE = "unschedulable"
 IN_FLIGHT = "inFlight"
+GATED = "gated"  # an unschedulable pod a PreEnqueue plugin keeps out, never attempted since (counts only)
 
 # event labels of scheduler_queue_incoming_pods_total for a pod's own arrival: upstream's
 # ClusterEvent.Label() (Resource + ActionType) of EventUnscheduledPodAdd, EventUnscheduledPodUpdate
@@ -58,11 +66,15 @@ class QueuedPod:
     priority: int
     group: str  # gang key, "" for single pods
     timestamp: float  # when it was (re)queued after its last attempt: the backoff base
-    initial: float  # when it first entered the queue (scheduling SLI)
+    initial: float  # when it first entered the queue (a gang's order until it fails)
+    # when it first passed PreEnqueue (upstream's InitialAttemptTimestamp): the scheduling SLI
+    # counts from here, not from the time it waited gated; None while it never has
+    admitted: float | None = None
     attempts: int = 0  # failed attempts of every kind (the attempt metrics)
     rejections: int = 0  # attempts rejected by plugins: upstream's UnschedulableCount
     errors: int = 0  # errors since the last rejection: upstream's ConsecutiveErrorsCount
     rejectors: frozenset[str] = frozenset()  # plugins that rejected it last time
+    gating: str = ""  # the PreEnqueue plugin that keeps it out (upstream's GatingPlugin), "" if none
     where: str = ACTIVE
     version: int = 0
     move_cycle_at_pop: int = 0
@@ -90,6 +102,9 @@ class SchedulingQueue:
         # (attempts, first-queued time), as upstream keeps the QueuedPodInfo through binding
         self._placed: dict[str, QueuedPod] = {}
         self._group_entries: Counter[str] = Counter()  # gang key -> its members queued: its state goes with the last
+        # the PreEnqueue plugins' verdict on a pod (the profile's: the engine sets it): the gating
+        # plugin, or None when it may enter activeQ / backoffQ
+        self.pre_enqueue: Callable[[str], str | None] = lambda uid: None
 
     # --- membership --------------------------------------------------------------------------
 
@@ -107,6 +122,8 @@ class SchedulingQueue:
                 return
             entry = self.entries[uid] = QueuedPod(uid, priority, group, now, now)
             self._group_entries[group] += 1
+            if not self._admit(entry, now, event):
+                return
             if self._ready_at(entry) > now:  # its gang failed recently
                 self._to_backoff(entry)
                 self.incoming[BACKOFF, event] += 1
@@ -189,6 +206,7 @@ class SchedulingQueue:
 
     def _take(self, entry: QueuedPod) -> None:
         self.unschedulable.pop(entry.uid, None)
+        entry.gating = ""
         entry.where = IN_FLIGHT
         entry.version += 1
         entry.move_cycle_at_pop = self._move_cycle
@@ -252,13 +270,13 @@ class SchedulingQueue:
             self._requeue(entry, now, event)
         return len(moved)
 
-    def activate(self, uids: Iterable[str], event: str) -> None:
+    def activate(self, uids: Iterable[str], now: float, event: str) -> None:
         """These pods to activeQ now, from unschedulable or backoffQ, whatever is left of their
         backoff: upstream's PriorityQueue.activate (moveToActiveQ), what `Activate` does for a
         preemptor whose victim's eviction failed. Pods already in activeQ or in flight stay."""
         for uid in uids:
             entry = self.entries.get(uid)
-            if entry is None or entry.where not in (UNSCHEDULABLE, BACKOFF):
+            if entry is None or entry.where not in (UNSCHEDULABLE, BACKOFF) or not self._admit(entry, now, event):
                 continue
             self.unschedulable.pop(uid, None)
             self._push_active(entry)  # a stale backoff item is skipped by its version
@@ -280,8 +298,10 @@ class SchedulingQueue:
                 self.incoming[ACTIVE, "BackoffComplete"] += 1
 
     def flush_unschedulable(self, now: float) -> int:
-        """Pods unschedulable for longer than 5 minutes get another try (UnschedulableTimeout)."""
-        stale = [e for e in self.unschedulable.values() if now - e.timestamp > UNSCHEDULABLE_TIMEOUT]
+        """Pods unschedulable for longer than 5 minutes get another try (UnschedulableTimeout);
+        not gated ones: the timeout's wildcard event is none their gating plugin registers
+        (upstream's movePodsToActiveOrBackoffQueue skips them)."""
+        stale = [e for e in self.unschedulable.values() if now - e.timestamp > UNSCHEDULABLE_TIMEOUT and not e.gating]
         for entry in stale:
             self._requeue(entry, now, "UnschedulableTimeout")
         return len(stale)
@@ -301,9 +321,11 @@ class SchedulingQueue:
         return min(expiries, default=None)
 
     def counts(self) -> dict[str, int]:
-        counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, IN_FLIGHT: 0}
+        """Pods by where they wait; the unschedulable ones a PreEnqueue plugin gates as `gated`
+        (upstream's unschedulablePods counts them apart: scheduler_pending_pods{queue="gated"})."""
+        counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0, IN_FLIGHT: 0}
         for entry in self.entries.values():
-            counts[entry.where] += 1
+            counts[GATED if entry.gating else entry.where] += 1
         return counts
 
     @staticmethod
@@ -334,10 +356,31 @@ class SchedulingQueue:
             ready = max(ready, self.group_backoff_until.get(entry.group, ready))
         return ready
 
+    def _admit(self, entry: QueuedPod, now: float, event: str) -> bool:
+        """Ask the PreEnqueue plugins before the pod enters activeQ or backoffQ (upstream's
+        runPreEnqueuePlugins). Refused: it is parked gated among the unschedulable pods, its
+        gating plugin added to its rejectors (so that plugin's hints wake it, and
+        scheduler_unschedulable_pods counts it), and counted as entering there (addOrUpdate)."""
+        gating = self.pre_enqueue(entry.uid)
+        if gating is None:
+            entry.gating = ""
+            if entry.admitted is None:
+                entry.admitted = now
+            return True
+        entry.gating = gating
+        entry.rejectors |= {gating}
+        entry.where = UNSCHEDULABLE
+        entry.version += 1
+        self.unschedulable[entry.uid] = entry
+        self.incoming[UNSCHEDULABLE, event] += 1
+        return False
+
     def _requeue(self, entry: QueuedPod, now: float, event: str) -> None:
         """To backoffQ while the pod backs off, else to activeQ (upstream's
-        requeuePodWithQueueingStrategy, asking isPodBackingoff)."""
+        requeuePodWithQueueingStrategy, asking isPodBackingoff) — if its PreEnqueue plugins let it."""
         self.unschedulable.pop(entry.uid, None)
+        if not self._admit(entry, now, event):
+            return
         if self._ready_at(entry) > now:
             self._to_backoff(entry)
         else:

@@ -32,7 +32,7 @@ from scheduler.core.objects import JSON, Device
 from scheduler.core.outcomes import BindingOutcomes
 from scheduler.core.plugins.coscheduling import GroupStatus, group_status, unschedulable_message
 from scheduler.core.plugins.preemption.unfinished import UnfinishedEviction, unfinished_gang_evictions
-from scheduler.core.queue import IN_FLIGHT, QueuedPod, SchedulingQueue
+from scheduler.core.queue import GATED, IN_FLIGHT, QueuedPod, SchedulingQueue
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, Notice
 
 UNSCHEDULABLE = "Unschedulable"
@@ -134,7 +134,7 @@ class Scheduler:
             self._holds_given_back(released, now)
         # upstream activates such a preemptor (executor.go prepareCandidateAsync: Activate, past
         # its backoff); the victim's gang's parked members are retried as a cluster event retries
-        self._engine.queue.activate(sorted(preemptors), "ForceActivate")
+        self._engine.queue.activate(sorted(preemptors), now, "ForceActivate")
         self._retry_gangs_of((victim_uid,), now, "ForceActivate")
 
     def _retry_gangs_of(self, victim_uids: Iterable[str], now: float, event: str) -> None:
@@ -226,11 +226,27 @@ class Scheduler:
         return [attempt for permit in self._engine.permits for attempt in permit.held()]
 
     def pending_counts(self) -> dict[str, int]:
-        """Pods waiting, by where they wait: the queue's parts and `gated` (held back by their
-        spec.schedulingGates, as upstream counts it). Not the pods whose Binding a permit plugin
-        holds (`held`): they were placed and wait in the binding cycle, as upstream's WaitOnPermit,
-        which no queue counts."""
-        return {**self._engine.queue.counts(), "gated": len(self._engine.state.gated)}
+        """Pods waiting, by where they wait: the queue's parts and `gated` — held back by their
+        spec.schedulingGates, or by a PreEnqueue plugin (a Workload API gang still short), both
+        of which upstream counts so. Not the pods whose Binding a permit plugin holds (`held`):
+        they were placed and wait in the binding cycle, as upstream's WaitOnPermit, which no
+        queue counts."""
+        counts = self._engine.queue.counts()
+        counts[GATED] += len(self._engine.state.gated)
+        return counts
+
+    def gated(self) -> dict[str, str]:
+        """Pods the queue keeps out because a PreEnqueue plugin refuses them, by key: "gated by
+        <plugin>: <why>". They are not attempted, so no attempt, Event or condition says it:
+        tools that list why pods wait (explain, what-if, simulate) ask here."""
+        engine = self._engine
+        out: dict[str, str] = {}
+        for entry in engine.queue.entries.values():
+            pod = engine.state.pods.get(entry.uid)
+            rejected = engine.runtime_of(pod).pre_enqueue(pod) if pod is not None and entry.gating else None
+            if pod is not None and rejected is not None:
+                out[pod.key] = f"gated by {rejected[0]}: {rejected[1][0]}"
+        return out
 
     def unschedulable_by_plugin(self) -> dict[tuple[str, str], int]:
         """Pods waiting, by (plugin, profile) for each plugin that rejected their last attempt,

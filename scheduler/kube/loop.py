@@ -359,8 +359,9 @@ class SchedulerLoop:
             self._write_group_status(gang.key, pod_group_error(failed.message), SCHEDULER_ERROR)
             return
         # a group that could not be tried yet (too few members, no PodGroup) was not found
-        # unschedulable: kube-scheduler's GangScheduling PreEnqueue keeps such pods out of the
-        # queue and no pod group cycle writes PodGroupScheduled for them
+        # unschedulable: the core gates such a Workload API group at PreEnqueue (no cycle at all),
+        # as kube-scheduler's GangScheduling does, and a cycle still meets one only when a member
+        # went after the rest passed that gate; no pod group cycle writes PodGroupScheduled for it
         not_placed = all(attempt.node is None and attempt.gang_outcome != "waiting" for attempt in attempts)
         preempting = any(attempt.preempted for attempt in attempts)
         self._write_group_status(gang.key, self.core.group_unschedulable(gang.key, preempting) if not_placed else "")

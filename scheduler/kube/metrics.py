@@ -189,7 +189,8 @@ class Metrics:
         self.gang_attempts = Counter(
             "tessera_gang_attempts_total",
             "Gang (pod group) placement attempts, one per scheduling cycle of a gang: 'placed' committed at "
-            "least minMember pods, 'waiting' had fewer than minMember members present (or no PodGroup), "
+            "least minMember pods, 'waiting' had fewer than minMember members present (or no PodGroup: a "
+            "scheduler-plugins group, rejected in PreFilter; a Workload API group is gated and not tried), "
             "'failed' could not place minMember and was backed off.",
             ["result"], registry=r)
         self.bindings = Counter(

@@ -122,7 +122,7 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         phase=pod.phase,
         node=pod.node_name,
         status=_status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates,
-                       _finalizers(raw)),
+                       _finalizers(raw), core.gated().get(key, "")),
         reason=wait.reason if wait else "",
         message=wait.message if wait else "",
         nominated_node=pod.nominated_node,
@@ -287,7 +287,7 @@ def _finalizers(raw: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: str, gates: bool,
-            finalizers: Sequence[str]) -> str:
+            finalizers: Sequence[str], gated: str) -> str:
     mark = pod.preemption_mark
     # a preemption's victim says so (its DisruptionTarget condition), and a finalizer is what may keep it
     why = f", preempted by {mark.scheduler or 'a scheduler'}" if mark is not None and pod.node_name else ""
@@ -309,6 +309,8 @@ def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: s
                 f"(Tessera's profiles: {', '.join(sorted(state.scheduler_names))})")
     if pod.gated:
         return "has spec.schedulingGates: no scheduler considers it until they are removed"
+    if gated:  # a PreEnqueue plugin's gate writes no condition: say it here
+        return f"pending, not tried: {gated}"
     if reason == WAITING_FOR_ALLOCATION:
         return f"assigned to {gate_node or 'a node'}; its Binding waits for the allocation gate"
     if reason:
@@ -360,7 +362,8 @@ def _dry_run(objects: Sequence[dict[str, Any]], pods: frozenset[str], key: str, 
             victims = attempt.preempted or [victim for other in attempts for victim in other.preempted]
             return DryRun(attempt.node or "", attempt.message, attempt.deferred,
                           tuple(victim.key for victim in victims), tuple(verdicts), attempt.nominated_node or "")
-    return None
+    gated = core.gated().get(key)  # a PreEnqueue plugin keeps it out of the queue: never tried
+    return DryRun("", gated, False, (), ()) if gated is not None else None
 
 
 def as_dict(explanation: Explanation) -> dict[str, Any]:

@@ -62,17 +62,21 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     replay.now = now  # node agents' heartbeats are judged against the real clock
     for _ in replay.run_listing(WatchEvent("ADDED", obj) for obj in replay_order(objects)):
         pass
+    found = {key: Outcome(key, attempt.node or "", _devices(attempt.annotations), attempt.deferred,
+                          tuple(victim.key for victim in attempt.preempted),
+                          "" if attempt.node and not attempt.deferred else attempt.message)
+             for key, attempt in replay.stats.final.items()}
+    # pods a PreEnqueue plugin keeps out are never attempted: their gate says why they stay pending
+    found.update((key, Outcome(key, "", (), False, (), why)) for key, why in replay.scheduler.gated().items())
     outcomes = []
     hidden = 0
-    for key, attempt in sorted(replay.stats.final.items()):
+    for key, outcome in sorted(found.items()):
         if key in replay.stats.evicted:
             continue
         if namespace is not None and not key.startswith(f"{namespace}/"):
             hidden += 1
             continue
-        outcomes.append(Outcome(key, attempt.node or "", _devices(attempt.annotations), attempt.deferred,
-                                tuple(victim.key for victim in attempt.preempted),
-                                "" if attempt.node and not attempt.deferred else attempt.message))
+        outcomes.append(outcome)
     state = current.state
     others = Counter(pod.scheduler_name for pod in state.pods.values()
                      if not pod.node_name and not pod.terminal and not pod.meta.deleting and not state.is_ours(pod)

@@ -99,8 +99,10 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
     input had bound already (a recording of a settled cluster showed nodes in use and no pods) —
     then pods that did not get a node."""
     by_node: dict[str, list[str]] = defaultdict(list)
-    unscheduled = [(key, attempt.message) for key, attempt in sorted(stats.final.items())
-                   if attempt.node is None and key not in stats.evicted and scheduler.is_pending(key)]
+    waiting = {key: attempt.message for key, attempt in stats.final.items() if attempt.node is None}
+    waiting.update(scheduler.gated())  # never attempted: their gate says why they wait
+    unscheduled = [(key, message) for key, message in sorted(waiting.items())
+                   if key not in stats.evicted and scheduler.is_pending(key)]
     placed = already_bound = 0  # of the pods on a node now: placed by this replay, or bound by the input
     for pod in scheduler.placements():
         by_node[pod.node].append(pod.key.rpartition("/")[2])

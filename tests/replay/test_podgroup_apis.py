@@ -62,6 +62,7 @@ def test_deleting_one_apis_group_leaves_the_other_as_it_was() -> None:
     run.add(*[_workload_member(f"w-{i}", "g") for i in range(2)])
     run.feed(b.event("DELETED", b.podgroup("g", 2)))
     assert run.node_of("w-0") is None
-    assert "waiting for minCount pods from a gang to appear in scheduling queue" in run.last("w-0").message
+    assert run.scheduler.gated().get("default/w-0") == (
+        "gated by Coscheduling: waiting for minCount pods from a gang to appear in scheduling queue")
     run.add(_workload_member("w-2", "g"))
     assert [run.node_of(f"w-{i}") for i in range(3)] == ["n", "n", "n"]

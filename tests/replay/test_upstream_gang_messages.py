@@ -14,19 +14,19 @@ def _member(name: str, group: str) -> dict[str, object]:
 
 
 def test_too_few_members_of_an_upstream_group() -> None:
+    """Gated at PreEnqueue, as kube-scheduler: not attempted, the gate says why in its words."""
     run = Run()
-    run.add(b.node("n1", gpus=4), b.workload_podgroup("train", 2), _member("train-0", "train"))
+    assert run.add(b.node("n1", gpus=4), b.workload_podgroup("train", 2), _member("train-0", "train")) == []
     assert run.node_of("train-0") is None
-    assert run.last("train-0").message == (
-        "0/1 nodes are available: waiting for minCount pods from a gang to appear in scheduling queue.")
-    assert run.last("train-0").gang_outcome == "waiting"
+    assert run.scheduler.gated().get("default/train-0") == (
+        "gated by Coscheduling: waiting for minCount pods from a gang to appear in scheduling queue")
 
 
 def test_a_missing_upstream_group() -> None:
     run = Run()
-    run.add(b.node("n1", gpus=4), _member("lost-0", "lost"))
-    assert run.last("lost-0").message == (
-        "0/1 nodes are available: waiting for pods's pod group \"lost\" to appear in scheduling queue.")
+    assert run.add(b.node("n1", gpus=4), _member("lost-0", "lost")) == []
+    assert run.scheduler.gated().get("default/lost-0") == (
+        "gated by Coscheduling: waiting for pods's pod group \"lost\" to appear in scheduling queue")
 
 
 def test_scheduler_plugins_groups_keep_their_wording() -> None:

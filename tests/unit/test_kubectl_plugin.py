@@ -18,6 +18,8 @@ from scheduler.kube.informers import EXTENDED_RESOURCES, NODES, PODS, PRIORITY_C
 from scheduler.kube.snapshot import ListError, list_cluster
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import whatif
+from scheduler.sim.replay import Replay, WatchEvent
+from scheduler.sim.report import render_table
 from scheduler.sim.snapshot import replay_order
 from scheduler.api.config import BUILTIN_SOURCE
 from scheduler.kubectl.cli import CommandError, build_parser, pod_reference
@@ -160,6 +162,37 @@ def test_explain_shows_a_finished_gang_with_its_podgroup_phase() -> None:
     result = explaining.explain(objs, "default/w-0", config(BINPACK), [], 0.0)
     assert result is not None and result.gang is not None
     assert (result.gang.gang, result.gang.members, result.gang.phase) == ("default/train", 2, "Finished")
+
+
+def test_explain_says_why_a_gated_workload_gang_member_waits() -> None:
+    """A Workload API gang member still gathering its siblings is gated at PreEnqueue, as
+    kube-scheduler's GangScheduling gates it: the scheduler writes it no condition and no Event,
+    so explain must say why it waits itself (it read "pending: not tried yet" and had no dry run)."""
+    member = b.pod("w-0", limits={"nvidia.com/gpu": 1}, spec_extra={"schedulingGroup": {"podGroupName": "train"}})
+    objs = [b.node("n1", gpus=4), b.workload_podgroup("train", 2), member]
+    result = explaining.explain(objs, "default/w-0", config(BINPACK), [], 0.0)
+    why = "waiting for minCount pods from a gang to appear in scheduling queue"
+    assert result is not None and result.dry_run is not None
+    assert result.status == f"pending, not tried: gated by Coscheduling: {why}"
+    assert (result.dry_run.node, result.dry_run.message) == ("", f"gated by Coscheduling: {why}")
+    text = explaining.render(result, 0.0)
+    assert f"would stay pending: gated by Coscheduling: {why}" in text
+    assert result.gang is not None and (result.gang.members, result.gang.minimum) == (1, 2)
+
+
+def test_what_if_and_simulate_list_a_gated_workload_gang_member_with_its_reason() -> None:
+    """A gated member is never attempted, so it has no attempt to list: what-if and simulate's
+    table left it out as if it were not pending at all."""
+    member = b.pod("w-0", limits={"nvidia.com/gpu": 1}, spec_extra={"schedulingGroup": {"podGroupName": "train"}})
+    objs = [b.node("n1", gpus=4), b.workload_podgroup("train", 2), member, b.pod("solo", limits={"nvidia.com/gpu": 1})]
+    why = "gated by Coscheduling: waiting for minCount pods from a gang to appear in scheduling queue"
+    result = whatif.what_if(objs, config(BINPACK), 0.0)
+    assert [(o.pod, o.node, o.message) for o in result.outcomes] == [
+        ("default/solo", "n1", ""), ("default/w-0", "", why)]
+    replay = Replay(config(BINPACK))
+    list(replay.run(WatchEvent("ADDED", obj) for obj in objs))
+    table = render_table(replay.scheduler, replay.stats)
+    assert "1 pod placed, 1 unschedulable" in table and f"  default/w-0: {why}" in table
 
 
 def test_explain_names_the_pods_being_deleted_that_still_hold_gpus() -> None:

@@ -199,7 +199,8 @@ def test_a_gang_cycle_counts_once_whatever_its_member_count() -> None:
 
     run = Run()
     run.add(b.node("n1", gpus=2), b.workload_podgroup("two", 2), member("two-0", "two"), member("two-1", "two"),
-            b.workload_podgroup("short", 3), member("short-0", "short"),
+            b.podgroup("short", 3),  # a scheduler-plugins group: rejected in PreFilter, a "waiting" cycle
+            b.pod("short-0", labels={"scheduling.x-k8s.io/pod-group": "short"}, limits={"nvidia.com/gpu": 1}),
             b.workload_podgroup("big", 2), member("big-0", "big"), member("big-1", "big"), b.pod("solo"))
     m = Metrics(profiles=["tessera"])
     hooks = MetricsHooks(m, loop=None)  # type: ignore[arg-type]  # on_cycle never looks at the loop

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
 from scheduler.api.config import load_config
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.loop import SchedulerLoop
+from scheduler.kube.metrics import Metrics
+from scheduler.kube.run_cli import MetricsHooks
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
 
@@ -55,12 +60,60 @@ def test_a_gang_still_gathering_its_members_gets_no_podgroupscheduled_condition(
     loop._on_event("ADDED", b.node("n", gpus=1))
     loop._on_event("ADDED", b.workload_podgroup("g", 2))
     loop._on_event("ADDED", _member("g-0", "g"))
-    assert _cycle(loop) == ["waiting"]
+    assert loop.core.schedule_next(0.0) is None  # gated at PreEnqueue: no cycle at all
     assert _group_conditions(loop) == []
     loop._on_event("ADDED", _member("g-1", "g"))
     assert _cycle(loop) == ["failed", "failed"]  # two members, one GPU: tried, and does not fit
     [condition] = _group_conditions(loop)
     assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
+
+
+def _pod_wishes(loop: SchedulerLoop) -> dict[str, dict[str, Any]]:
+    """The pod statuses the loop wishes written, by pod name."""
+    return {path.split("/")[-2]: body["status"] for (path, _), body in loop.statuses._dirty.items()
+            if "/pods/" in path}
+
+
+def _events_recorded(loop: SchedulerLoop) -> int:
+    return loop.events._send.statistics().current_buffer_used
+
+
+async def test_a_member_of_a_gang_still_gathering_is_not_attempted_so_nothing_is_written_or_counted() -> None:
+    """A Workload API gang with one of its minCount 2 members got, every time that member was
+    popped, a FailedScheduling Event and PodScheduled=False/Unschedulable ("0/1 nodes are
+    available: waiting for minCount pods from a gang to appear in scheduling queue."), counted as
+    an unschedulable scheduling attempt, the pod in scheduler_pending_pods{queue="unschedulable"}.
+    kube-scheduler v1.36.3 gates it in GangScheduling.PreEnqueue: backend/queue/scheduling_queue.go
+    runPreEnqueuePlugins parks it in unschedulablePods as gated (its gatedRecorder:
+    scheduler_pending_pods{queue="gated"}); it is never popped, so schedule_one.go writes no Event,
+    no condition (handleSchedulingFailure never runs) and counts no attempt. Once the gang is
+    complete and tried, a failure is said as before."""
+    metrics = Metrics(profiles=["tessera"])
+    loop = _synced_loop()
+    loop.hooks = MetricsHooks(metrics, loop)
+    loop._on_event("ADDED", b.node("n", gpus=1))
+    loop._on_event("ADDED", b.workload_podgroup("g", 2))
+    loop._on_event("ADDED", _member("g-0", "g"))
+    await loop._run_cycles()
+    loop.hooks.on_queue(loop.core.pending_counts(), loop.core.take_queue_incoming())
+    assert _events_recorded(loop) == 0
+    assert _pod_wishes(loop) == {}
+    assert _metric(metrics, "scheduler_schedule_attempts_total", result="unschedulable", profile="tessera") == 0
+    assert _metric(metrics, "scheduler_pending_pods", queue="gated") == 1
+    assert _metric(metrics, "scheduler_pending_pods", queue="unschedulable") == 0
+    loop._on_event("ADDED", _member("g-1", "g"))
+    await loop._run_cycles()  # complete, tried: two members, one GPU
+    assert _events_recorded(loop) == 2
+    assert {name: status["conditions"][0]["reason"] for name, status in _pod_wishes(loop).items()} == {
+        "g-0": "Unschedulable", "g-1": "Unschedulable"}
+    assert _metric(metrics, "scheduler_schedule_attempts_total", result="unschedulable", profile="tessera") == 2
+
+
+def _metric(metrics: Metrics, name: str, **labels: str) -> float:
+    text = generate_latest(metrics.registry).decode()
+    [value] = [s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == name and s.labels == labels]
+    return value
 
 
 def test_a_gang_that_does_not_fit_is_worded_as_kube_scheduler_words_it() -> None:

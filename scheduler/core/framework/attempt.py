@@ -8,7 +8,8 @@ from typing import Literal
 from scheduler.core.objects import Pod
 
 # What a gang's cycle came to, on each of its attempts: "placed" — its minimum is met (members
-# already bound count); "waiting" — it cannot be tried yet (too few members, no PodGroup);
+# already bound count); "waiting" — it cannot be tried yet (a scheduler-plugins gang with too few
+# members or no PodGroup, rejected in PreFilter: a Workload API gang then waits gated, untried);
 # "failed" — tried, its minimum did not fit, nothing was kept.
 GangOutcome = Literal["placed", "waiting", "failed"]
 
@@ -27,7 +28,7 @@ class Attempt:
     scores: dict[str, dict[str, int]] | None = None
     filtered: dict[str, str] | None = None
     attempts: int = 1  # this attempt included (for the scheduling SLI metrics)
-    queued_at: float = 0.0  # when the pod first entered the queue
+    queued_at: float = 0.0  # when the pod first entered the queue past its PreEnqueue plugins (the SLI start)
     deferred: bool = False  # placed, but a permit plugin holds its Binding (the allocation gate)
     gang_outcome: GangOutcome | None = None  # set on every attempt of a gang's cycle (see GangOutcome)
     preemption_tried: bool = False  # a PostFilter (preemption) ran for this attempt's pod or gang

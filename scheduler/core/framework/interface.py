@@ -4,6 +4,9 @@ Modelled on kube-scheduler's framework (`pkg/scheduler/framework/interface.go`):
 named object that implements some extension points. Tessera's points, in the order a cycle runs
 them:
 
+- `pre_enqueue(pod)` — keep the pod out of the queue until it could be tried at all (upstream's
+  PreEnqueue): it is parked gated, never attempted, until one of the plugin's queueing hints
+  brings it back and the check passes;
 - `pre_filter(ctx)` — reject the pod outright (an unknown ResourceClass, a gang still short);
 - `filter(ctx, node)` — may the pod go to this node; the reasons if not (upstream's messages);
 - `pre_score(ctx)` — an error that fails the cycle before scoring (upstream's PreScore returning
@@ -78,6 +81,19 @@ QueueingHint = Callable[[str, "ClusterEvent"], bool]
 def always(uid: str, event: ClusterEvent) -> bool:
     """The QueueingHint for events that always deserve a retry."""
     return True
+
+
+class PreEnqueuePlugin(Plugin):
+    """Upstream's PreEnqueuePlugin: asked whenever the queue would move a pod into activeQ or
+    backoffQ (kube-scheduler v1.36 backend/queue/scheduling_queue.go runPreEnqueuePlugins, from
+    moveToActiveQ and moveToBackoffQ). A pod it refuses is not attempted: it waits among the
+    unschedulable pods as gated (scheduler_pending_pods{queue="gated"}) with this plugin as its
+    rejector, gets no FailedScheduling Event, no PodScheduled condition and no attempt counted,
+    and only the events this plugin's queueing hints accept bring it back to be asked again."""
+
+    @abstractmethod
+    def pre_enqueue(self, pod: Pod) -> str | None:
+        """Why the pod may not enter the queue yet, or None."""
 
 
 class PreFilterPlugin(Plugin):

@@ -39,6 +39,7 @@ from scheduler.core.framework.interface import (
     Plugin,
     GroupPlugin,
     PostFilterPlugin,
+    PreEnqueuePlugin,
     PreFilterPlugin,
     PreScorePlugin,
     QueueingHint,
@@ -49,6 +50,7 @@ from scheduler.core.framework.interface import (
     ScorePlugin,
 )
 from scheduler.core.framework.nodetable import NodeTable
+from scheduler.core.objects import Pod
 from scheduler.core.plugins.registry import REGISTRY
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, NodeInfo
 
@@ -84,10 +86,11 @@ class ProfileRuntime:
         self.plugins: dict[str, Plugin] = {}
         for spec in REGISTRY:
             only_scores = not issubclass(spec.kind, FilterPlugin | PreFilterPlugin | ReservePlugin | GroupPlugin
-                                                    | PostFilterPlugin | PlacementPlugin)
+                                                    | PostFilterPlugin | PlacementPlugin | PreEnqueuePlugin)
             if only_scores and spec.name not in profile.score_weights and spec.name not in profile.pre_score:
                 continue  # a score plugin the profile does not use costs nothing
             self.plugins[spec.name] = spec.build(self, profile.plugin_args.get(spec.name) or spec.default_args())
+        self.pre_enqueues = [p for p in self.plugins.values() if isinstance(p, PreEnqueuePlugin)]
         self.pre_filters = [p for p in self.plugins.values() if isinstance(p, PreFilterPlugin)]
         self.filters = [p for p in self.plugins.values() if isinstance(p, FilterPlugin)]
         self.reservers = [p for p in self.plugins.values() if isinstance(p, ReservePlugin)]
@@ -183,6 +186,15 @@ class ProfileRuntime:
             if hint is not None and hint(uid, event):
                 return True
         return False
+
+    def pre_enqueue(self, pod: Pod) -> Rejection | None:
+        """The first PreEnqueue plugin that keeps the pod out of the queue, and why; None when
+        every one lets it in (upstream's runPreEnqueuePlugins)."""
+        for plugin in self.pre_enqueues:
+            reason = plugin.pre_enqueue(pod)
+            if reason is not None:
+                return plugin.name, (reason,)
+        return None
 
     def pre_filter(self, ctx: PodContext) -> Rejection | None:
         for plugin in self.pre_filters:

@@ -8,6 +8,16 @@ alpha). The gang's topology constraint comes with its PodGroup (or, the label fo
 annotations: they must agree) and is placed by the TopologyPlacement plugin. Placement itself is
 a transaction of the cycle (`scheduler/core/cycle.py`); this plugin answers "may the group be
 tried now", orders the members, and reports the PodGroup status.
+
+Where "not yet" is answered follows each form's upstream. kube-scheduler's GangScheduling answers
+it for a Workload API PodGroup in PreEnqueue (v1.36 pkg/scheduler/framework/plugins/gangscheduling
+GangScheduling.PreEnqueue: the PodGroup is missing, or fewer than minCount pods exist): such a pod
+is gated, never attempted — no FailedScheduling Event, no PodScheduled condition, no attempt
+counted, scheduler_pending_pods{queue="gated"} — until a sibling or its PodGroup arrives.
+scheduler-plugins' Coscheduling answers it in PreFilter, in every release (v0.18.800's
+lightweight labels, the PodGroup CRD through master: pkg/coscheduling/core/core.go
+PodGroupManager.PreFilter, "cannot find enough sibling pods"): its members are attempted and
+rejected, with the Event and condition such an attempt writes.
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.api.config_reader import ArgsReader
 from scheduler.core.framework.handle import Handle
-from scheduler.core.framework.interface import GangView, GroupPlugin, QueueingHint
+from scheduler.core.framework.interface import GangView, GroupPlugin, PreEnqueuePlugin, QueueingHint
 from scheduler.core.objects import PLUGINS_API, WORKLOAD_API, Pod, gang_key_parts
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind
 
@@ -41,7 +51,7 @@ def parse_args(args: ArgsReader) -> CoschedulingArgs:
                             pod_group_backoff_seconds=args.non_negative("podGroupBackoffSeconds", 0))
 
 
-class Coscheduling(GroupPlugin):
+class Coscheduling(GroupPlugin, PreEnqueuePlugin):
     name = NAME
 
     def __init__(self, handle: Handle, args: CoschedulingArgs) -> None:
@@ -49,11 +59,11 @@ class Coscheduling(GroupPlugin):
         self.backoff_seconds = args.pod_group_backoff_seconds
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
-        # a sibling arrived: retry even while the gang is still short, so that the waiting
-        # members' reason shows the current member count; a PodGroup change likewise replaces a
-        # stale "podgroup not found" (or an old minMember)
-        # stale "podgroup not found" (or an old minMember); room made anywhere may close a
-        # PodGroup's minResources gap
+        # a sibling arrived, or the PodGroup did (upstream GangScheduling's Pod/Add and PodGroup/Add):
+        # a gated member is asked again, and a scheduler-plugins member is retried even while its
+        # gang is still short, so that its reason shows the current member count; a PodGroup change
+        # likewise replaces a stale "podgroup not found" (or an old minMember); room made anywhere
+        # may close a PodGroup's minResources gap
         hints: dict[EventKind, QueueingHint] = dict.fromkeys((EventKind.POD_ADDED, EventKind.PODGROUP_CHANGED),
                                                              self._same_group)
         hints.update(dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED, EventKind.ASSIGNED_POD_REMOVED),
@@ -70,6 +80,14 @@ class Coscheduling(GroupPlugin):
             return False
         group = self.state.gangs.podgroup_of(pod.gang.key, pod)
         return group is not None and bool(group.min_resources)
+
+    def pre_enqueue(self, pod: Pod) -> str | None:
+        """A Workload API gang member waits outside the queue while its group cannot be tried
+        (upstream's GangScheduling PreEnqueue); scheduler-plugins' forms are rejected in PreFilter
+        instead (`waiting_message`, asked by the cycle), as scheduler-plugins does."""
+        if pod.gang is None or pod.gang.api != WORKLOAD_API:
+            return None
+        return waiting_message(self.state, pod)
 
     def waiting_message(self, pod: Pod) -> str | None:
         return waiting_message(self.state, pod)
