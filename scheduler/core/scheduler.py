@@ -249,8 +249,9 @@ class Scheduler:
         return out
 
     def unschedulable_by_plugin(self) -> dict[tuple[str, str], int]:
-        """Pods waiting, by (plugin, profile) for each plugin that rejected their last attempt,
-        and ("SchedulingGates", profile) for pods held by spec.schedulingGates: upstream's
+        """Pods waiting, by (plugin, profile) for each plugin that rejected their last attempt or
+        gates them at PreEnqueue (runPreEnqueuePlugin adds it to the pod's rejectors), and
+        ("SchedulingGates", profile) for pods held by spec.schedulingGates: upstream's
         unschedulableReasons, counted while the pod is queued (any queue) and not once it is
         popped for its next attempt; a pod back after an error has no rejectors, as upstream."""
         state = self._engine.state
