@@ -42,7 +42,7 @@ from tests.fuzz import strategies as S
 REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 NOTICE_REASONS = frozenset({"InvalidEvent", "UnknownKind", "InvalidObject", "BrokenDeviceAnnotation",
-                            "DeviceConflict", "InvalidResourceClass"})
+                            "DeviceConflict", "InvalidResourceClass", "GangTopologyMismatch"})
 MAX_CYCLES_PER_EVENT = 5_000
 
 CONFIGS: dict[str, SchedulerConfig] = {
