@@ -108,6 +108,18 @@ class KubeconfigError(ConnectError):
     """The kubeconfig itself is missing or unusable (the CLIs exit 2 for it, as for bad arguments)."""
 
 
+class ContextNotFound(KubeconfigError):
+    """The context to use (`--context`, else the current-context) is not defined in the kubeconfig.
+
+    `upstream` is client-go's wording (tools/clientcmd validation.go `errContextNotFound`), which
+    the kubectl plugin prints as kubectl does; the message names the file for the other commands,
+    whose lines all do."""
+
+    def __init__(self, kubeconfig: str, context: str) -> None:
+        self.upstream = f"context was not found for specified context: {context}"
+        super().__init__(f"kubeconfig {kubeconfig}: {self.upstream}")
+
+
 def kubeconfig_path(flag: str | None, configured: str | None = None,
                     environ: Mapping[str, str] = os.environ, home: Path | None = None) -> str | None:
     """Which kubeconfig every Tessera command uses: --kubeconfig, else the configuration's
@@ -133,7 +145,7 @@ async def connect(kubeconfig: str | None, *, user_agent: str = USER_AGENT,
     `context` picks a kubeconfig context other than the current one (`kubectl --context`).
     """
     if kubeconfig:
-        context = context or _check_kubeconfig(kubeconfig, need_current=context is None)
+        context = _check_kubeconfig(kubeconfig, context)
         loader_log = logging.getLogger("kubernetes_asyncio.config.kube_config")
         quiet, loader_log.disabled = loader_log.disabled, True  # it logs what it then raises: said once, below
         try:
@@ -220,14 +232,34 @@ def first_current_context(docs: Sequence[Mapping[str, Any]]) -> str | None:
     return next((named for doc in docs if isinstance(named := doc.get("current-context"), str) and named), None)
 
 
-def _check_kubeconfig(kubeconfig: str, need_current: bool = True) -> str | None:
-    """`read_kubeconfigs`, and a current context unless one is chosen (`need_current` False);
-    returns the current-context kubectl would use."""
-    current = first_current_context(read_kubeconfigs(kubeconfig))
-    if need_current and current is None:
+def named_contexts(docs: Sequence[Mapping[str, Any]]) -> dict[str, object] | None:
+    """Each context's name and body, merged as client-go merges several files (the first file
+    that defines a name wins); None when a file's `contexts` is not a list, which the loader then
+    refuses with its own reason."""
+    contexts: dict[str, object] = {}
+    for doc in docs:
+        entries = doc.get("contexts")
+        if entries is not None and not isinstance(entries, list):
+            return None
+        for entry in entries or ():
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                contexts.setdefault(entry["name"], entry.get("context"))
+    return contexts
+
+
+def _check_kubeconfig(kubeconfig: str, chosen: str | None) -> str:
+    """`read_kubeconfigs`, and the context to use: `chosen`, else the current-context kubectl
+    would use, which must exist and be defined (`ContextNotFound`, as client-go's ConfirmUsable;
+    kubernetes-asyncio's loader words it "Invalid kube-config file. Expected object with name")."""
+    docs = read_kubeconfigs(kubeconfig)
+    context = chosen or first_current_context(docs)
+    if context is None:
         raise KubeconfigError(f"kubeconfig {kubeconfig} has no current-context; choose one with "
                               f"`kubectl config use-context NAME --kubeconfig {kubeconfig}`")
-    return current
+    contexts = named_contexts(docs)
+    if contexts is not None and context not in contexts:
+        raise ContextNotFound(kubeconfig, context)
+    return context
 
 
 async def check_apiserver(http: KubeHttp, kubeconfig: str | None) -> Response:

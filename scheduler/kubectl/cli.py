@@ -2,7 +2,8 @@
 
 One shape for every command: resolve the cluster as kubectl does (`target.py`), list it once
 (`scheduler.kube.snapshot`), compute, print a table or `-o json|yaml`. Errors are one line on
-stderr in kubectl's words (`error: ...`, exit 1; bad arguments or configuration exit 2).
+stderr in kubectl's words (`error: ...`, exit 1; bad arguments or configuration exit 2; a context the
+kubeconfig does not define: `Error in configuration: ...`, as kubectl get prints it).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from scheduler import __version__
 from scheduler.api.config import ConfigError, SchedulerConfig, load_config
 from scheduler.closed_pipe import reader_gone
 from scheduler.core.scheduler import Scheduler
-from scheduler.kube.http import ConnectError, KubeconfigError, KubeHttp, check_apiserver, connect, rejected
+from scheduler.kube.http import (ConnectError, ContextNotFound, KubeconfigError, KubeHttp, check_apiserver, connect,
+                                 rejected)
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import whatif
@@ -225,6 +227,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.status
+    except ContextNotFound as err:  # kubectl's line (k8s.io/kubectl pkg/cmd/util/helpers.go checkErr)
+        print(f"Error in configuration: {err.upstream}", file=sys.stderr)
+        return 2
     except ConnectError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2 if isinstance(err, KubeconfigError) else 1

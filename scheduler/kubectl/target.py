@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduler.kube.http import KubeconfigError, first_current_context, kubeconfig_path, read_kubeconfigs
+from scheduler.kube.http import (KubeconfigError, first_current_context, kubeconfig_path, named_contexts,
+                                  read_kubeconfigs)
 
 DEFAULT_NAMESPACE = "default"
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -51,12 +52,6 @@ def _context(kubeconfig: str | None, context: str | None) -> tuple[str | None, s
     except KubeconfigError:
         return context, None  # the connection reports it, with its reason
     current = context or first_current_context(docs)
-    contexts: dict[str, object] = {}
-    for doc in docs:
-        entries = doc.get("contexts")
-        for entry in entries if isinstance(entries, list) else ():
-            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-                contexts.setdefault(entry["name"], entry.get("context"))
-    chosen = contexts.get(current) if current else None
+    chosen = (named_contexts(docs) or {}).get(current) if current else None
     namespace = chosen.get("namespace") if isinstance(chosen, dict) else None
     return current, namespace if isinstance(namespace, str) and namespace else None

@@ -52,7 +52,9 @@ def _unreachable_kubeconfig(path: Path) -> Path:
                            "contexts and current-context)"),
     ("apiVersion: v1\nkind: Config\n", "kubeconfig {path} has no current-context; choose one with "
                                        "`kubectl config use-context NAME --kubeconfig {path}`"),
-], ids=["missing", "empty", "garbage", "not-a-mapping", "no-context"])
+    ("apiVersion: v1\nkind: Config\ncurrent-context: gone\ncontexts: []\n",
+     "kubeconfig {path}: context was not found for specified context: gone"),  # client-go's words
+], ids=["missing", "empty", "garbage", "not-a-mapping", "no-context", "context-not-found"])
 def test_unusable_kubeconfig_is_one_line_naming_the_file(command: str, content: str | None, message: str,
                                                          tmp_path: Path) -> None:
     path = tmp_path / "kubeconfig"

@@ -166,6 +166,21 @@ def test_a_kubeconfig_with_a_malformed_contexts_list_is_one_error_line(tmp_path:
     assert status == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, (status, err)
 
 
+@pytest.mark.parametrize("flags", [["--context", "nope", "nodes"], ["explain", "p", "--context", "nope"]])
+def test_a_context_the_kubeconfig_does_not_define_is_kubectls_line(tmp_path: Path, flags: list[str],
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """`kubectl tessera --context nope nodes` printed kubernetes-asyncio's `Invalid kube-config
+    file. Expected object with name nope in .../contexts list`. `kubectl --context nope get nodes`
+    prints `Error in configuration: context was not found for specified context: nope` (client-go
+    tools/clientcmd validation.go errContextNotFound, found by ConfirmUsable; kubectl's
+    cmdutil.checkErr prefixes clientcmd's configuration errors with `Error in configuration: `,
+    k8s.io/kubectl pkg/cmd/util/helpers.go). Exit 2: the plugin's status for a bad kubeconfig."""
+    kubeconfig = _kubeconfig(tmp_path / "config", "dev", "https://127.0.0.1:1", "team-dev")
+    status = cli.main(["--kubeconfig", str(kubeconfig), *flags])
+    assert (status, capsys.readouterr().err) == (
+        2, "Error in configuration: context was not found for specified context: nope\n")
+
+
 # --- the apiserver does not answer --------------------------------------------------------------
 
 
