@@ -7,11 +7,13 @@ call. A bad --gpu-memory was found only by the apiserver after the whole plane h
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 import pytest
 
 from scheduler.kube.controlplane import cli
+from scheduler.kube.controlplane.fakenodes import fake_nodes
 
 
 def _args(directory: Path | None, **overrides: object) -> argparse.Namespace:
@@ -112,3 +114,20 @@ def test_fake_gpus_get_their_models_memory_unless_told(given: list[str], memory:
     args = parser.parse_args(["dev-cluster", "--dir", str(tmp_path), "--nodes", "1", *given])
     assert cli.run(args) == 1
     assert RecordingPlane.made == [(1, 8, next(iter(given[1:2]), "V100"), memory)]
+
+
+@pytest.mark.parametrize(("nodes", "gpus", "phrase"), [
+    (1, 4, "1 fake node with 4 V100 GPUs"), (1, 1, "1 fake node with 1 V100 GPU"),
+    (2, 4, "2 fake nodes with 4 V100 GPUs each"), (3, 1, "3 fake nodes with 1 V100 GPU each"),
+])
+def test_the_fake_nodes_are_counted_in_plain_english(nodes: int, gpus: int, phrase: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """A new user's trial: `--nodes 1` printed `creating 1 fake node with 4 V100 GPUs each` (and
+    `created ...` the same): "each" of one node. The plane's own `created` line says it the same way."""
+    monkeypatch.setattr(cli, "LocalControlPlane", RecordingPlane)
+    caplog.set_level(logging.INFO, logger="scheduler.kube")
+    args = _args(tmp_path, nodes=nodes, gpus_per_node=gpus)
+    assert cli.run(args) == 1
+    assert f"creating {phrase}" in caplog.messages
+    assert fake_nodes(nodes, gpus, "V100") == phrase

@@ -26,11 +26,10 @@ from typing import Any
 
 from scheduler.core.objects import is_label_value
 from scheduler.api.quantity import QuantityError, parse_quantity
-from scheduler.view.text import count
 
 from .binaries import BinariesNotFound
 from .cluster import LocalControlPlane
-from .fakenodes import DEFAULT_GPU_MEMORY, gpu_memory
+from .fakenodes import DEFAULT_GPU_MEMORY, fake_nodes, gpu_memory
 from .processes import ProcessStartError
 
 __all__ = ["add_parser", "run"]
@@ -205,8 +204,7 @@ def _run_locked(args: argparse.Namespace, directory: Path, temporary: bool) -> i
         log.info("starting control plane in %s", directory)
         plane.start()
         if args.nodes:
-            log.info("creating %s with %d %s GPUs each", count(args.nodes, "fake node"), args.gpus_per_node,
-                     args.gpu_model)
+            log.info("creating %s", fake_nodes(args.nodes, args.gpus_per_node, args.gpu_model))
             plane.add_fake_gpu_nodes(args.nodes, args.gpus_per_node, args.gpu_model, args.gpu_memory)
         log.info("logs: %s", ", ".join(str(p) for p in plane.log_files().values()))
         print(f"ready: {plane.kubeconfig}", flush=True)

@@ -27,13 +27,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from scheduler.view.text import count
-
 from . import components
 from .binaries import ControlPlaneBinaries, find_binaries
 from .certs import CertificateAuthority, generate_service_account_key
 from .crds import install_crds
-from .fakenodes import FakeGpuNodeSpec, create_fake_gpu_nodes, delete_fake_gpu_nodes, sanitise_device_id
+from .fakenodes import FakeGpuNodeSpec, create_fake_gpu_nodes, delete_fake_gpu_nodes, fake_nodes, sanitise_device_id
 from .kubeconfig import write_kubeconfig
 from .processes import ManagedProcess, ProcessStartError, free_port
 from .rest import RestClient
@@ -514,10 +512,8 @@ class LocalControlPlane:
         began = time.monotonic()
         create_fake_gpu_nodes(self.admin, names, spec, workers)
         log.info(
-            "created %s with %d %s GPUs each in %.1f s",
-            count(n, "fake node"),
-            gpus_per_node,
-            gpu_model,
+            "created %s in %.1f s",
+            fake_nodes(n, gpus_per_node, gpu_model),
             time.monotonic() - began,
         )
         return names

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from scheduler.view.text import count
+
 from .components import KWOK_NODE_ANNOTATION
 from .rest import ApiError, RestClient
 
@@ -35,6 +37,7 @@ __all__ = [
     "delete_fake_gpu_nodes",
     "device_id",
     "extended_resource_name",
+    "fake_nodes",
     "sanitise_device_id",
 ]
 
@@ -85,6 +88,12 @@ DEFAULT_GPU_MEMORY = "32Gi"
 def gpu_memory(model: str) -> str:
     """A fake GPU's memory when none is given: its model's (any case), else DEFAULT_GPU_MEMORY."""
     return _MEMORY.get(model.upper(), DEFAULT_GPU_MEMORY)
+
+
+def fake_nodes(n: int, gpus_per_node: int, model: str) -> str:
+    """`2 fake nodes with 4 V100 GPUs each`, `1 fake node with 1 V100 GPU`: what dev-cluster makes,
+    in the lines that say so ("each" of one node read as a slip to a new user)."""
+    return f"{count(n, 'fake node')} with {count(gpus_per_node, f'{model} GPU')}{' each' if n != 1 else ''}"
 
 
 def device_id(node: str, index: int) -> str:
