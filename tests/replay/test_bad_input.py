@@ -37,6 +37,17 @@ def test_malformed_objects_and_quantities_are_reported_and_skipped() -> None:
     assert run.node_of("fine") == "good"
 
 
+def test_an_object_without_a_name_is_named_so_in_its_notice() -> None:
+    """A new user's trial read `InvalidObject: Pod : Pod.metadata.name: Required value`: the
+    object's key, empty, left a stray space before the colon (and a namespaced one `Pod team-a/:`)."""
+    run = Run(config(BINPACK))
+    run.feed({"type": "ADDED", "object": {"kind": "Pod"}},
+             {"type": "ADDED", "object": {"kind": "Pod", "metadata": {"namespace": "team-a"}}})
+    assert run.notices() == [
+        "InvalidObject: Pod without a name: Pod.metadata.name: Required value",
+        "InvalidObject: Pod without a name in namespace team-a: Pod.metadata.name: Required value"]
+
+
 def test_absurd_quantities_do_not_overflow_or_overcommit() -> None:
     run = Run(config(BINPACK))
     run.add(b.node("n", gpus=4))

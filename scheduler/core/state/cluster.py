@@ -182,8 +182,8 @@ class ClusterState:
             return handler(self, event_type, obj)
         except ObjectError as err:
             events = self._delete_unreadable(str(kind), obj, name, held) if event_type == "DELETED" else []
-            return events, [Notice(str(kind), key, "InvalidObject", f"{kind} {key}: {err}", namespace,
-                                   str(meta.get("uid", "") or ""), str(obj.get("apiVersion") or ""))]
+            return events, [Notice(str(kind), key, "InvalidObject", f"{_described(str(kind), namespace, name)}: {err}",
+                                   namespace, str(meta.get("uid", "") or ""), str(obj.get("apiVersion") or ""))]
         finally:
             if fixed is not _NOT_FIXING and self._fixed_priority(str(kind), held) != fixed:
                 self.victim_priority_version += 1
@@ -751,6 +751,14 @@ def _holds(pod: Pod, devices: DeviceAssignment | None) -> list[DeviceHold]:
                           for resource, entries in by_resource.items()}
               for container, by_resource in (devices or {}).items()}
     return device_holds(grants, pod.container_phases())
+
+
+def _described(kind: str, namespace: str, name: str) -> str:
+    """`Pod team-a/train-0` for a notice's message; an object without a name says so (its empty
+    key read `Pod : ...`, `Pod team-a/: ...`)."""
+    if name:
+        return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+    return f"{kind} without a name in namespace {namespace}" if namespace else f"{kind} without a name"
 
 
 def _as_victim(pod: Pod) -> tuple[str | None, int]:
