@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from scheduler.kube.controlplane import cli
+from scheduler.kube.controlplane.binaries import build_script, default_bin_dir
 from scheduler.kube.controlplane.fakenodes import fake_nodes
 
 
@@ -131,3 +133,57 @@ def test_the_fake_nodes_are_counted_in_plain_english(nodes: int, gpus: int, phra
     assert cli.run(args) == 1
     assert f"creating {phrase}" in caplog.messages
     assert fake_nodes(nodes, gpus, "V100") == phrase
+
+
+class StartedPlane:
+    """Starts at once with binaries in `bin_dir`, then reports a component dead (the command stops)."""
+
+    bin_dir = Path()
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        self.kubeconfig = "/tmp/dev/kubeconfig"
+        kubectl = self.bin_dir / "kubectl"
+        self.binaries = SimpleNamespace(kube_apiserver=self.bin_dir / "kube-apiserver",
+                                        kubectl=kubectl if kubectl.exists() else None)
+
+    def start(self) -> None:
+        pass
+
+    def log_files(self) -> dict[str, Path]:
+        return {}
+
+    def dead_components(self) -> list[str]:
+        return ["etcd"]
+
+    def stop(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("has_kubectl", "on_path"), [(True, False), (True, True), (False, False), (False, True)])
+def test_the_start_up_lines_say_where_kubectl_is(has_kubectl: bool, on_path: bool, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """A new user's trial: dev-cluster said `export KUBECONFIG=...` but not where a kubectl was;
+    the README's `WITH_KUBECTL=1` build puts one beside the control-plane binaries, and a user
+    without kubectl on PATH had to find it."""
+    cached, elsewhere = tmp_path / "bin", tmp_path / "path"
+    for directory, present in ((cached, has_kubectl), (elsewhere, on_path)):
+        directory.mkdir()
+        if present:
+            (directory / "kubectl").write_text("#!/bin/sh\n")
+            (directory / "kubectl").chmod(0o755)
+    monkeypatch.setenv("PATH", str(elsewhere))
+    monkeypatch.setattr(StartedPlane, "bin_dir", cached)
+    monkeypatch.setattr(cli, "LocalControlPlane", StartedPlane)
+    caplog.set_level(logging.INFO, logger="scheduler.kube")
+    assert cli.run(_args(tmp_path / "dev")) == 1
+    kubectl = cached / "kubectl"
+    named = f"kubectl beside the control-plane binaries: {kubectl}"
+    expected = {
+        (True, False): [f"{named} (none on PATH: alias kubectl={kubectl})"],
+        (True, True): [named],
+        (False, False): [f"no kubectl on PATH: `WITH_KUBECTL=1 bash {build_script()}` builds kubectl v1.36.3 into "
+                         f"{default_bin_dir()}"],
+        (False, True): [],
+    }[has_kubectl, on_path]
+    assert [m for m in caplog.messages if "kubectl" in m] == expected

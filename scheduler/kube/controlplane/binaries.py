@@ -46,6 +46,9 @@ class ControlPlaneBinaries:
     # Not a control-plane component: the tests render and lint deploy/helm with it, and the
     # cache is where every pinned tool of the test suite lives.
     helm: Path | None = None
+    # Never needed nor built by default (WITH_KUBECTL=1 builds it): dev-cluster names it for a
+    # user who has no kubectl of their own.
+    kubectl: Path | None = None
 
 
 def _repo_root() -> Path:
@@ -82,6 +85,7 @@ def _from_dir(directory: Path, need_all: bool) -> ControlPlaneBinaries | None:
         kube_controller_manager=found["kube-controller-manager"],
         kwok=found["kwok"],
         helm=found["helm"],
+        kubectl=_executable(directory, "kubectl"),
     )
 
 

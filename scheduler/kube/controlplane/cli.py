@@ -27,7 +27,7 @@ from typing import Any
 from scheduler.core.objects import is_label_value
 from scheduler.api.quantity import QuantityError, parse_quantity
 
-from .binaries import BinariesNotFound
+from .binaries import K8S_VERSION, BinariesNotFound, build_script, default_bin_dir
 from .cluster import LocalControlPlane
 from .fakenodes import DEFAULT_GPU_MEMORY, fake_nodes, gpu_memory
 from .processes import ProcessStartError
@@ -185,6 +185,18 @@ def run(args: argparse.Namespace) -> int:
         lock.release()
 
 
+def _say_where_kubectl_is(cached: Path | None) -> None:
+    """Name the kubectl beside the control-plane binaries, or how to build one when the user has
+    none: a new user's trial had the kubeconfig to export but no kubectl to use it with."""
+    on_path = shutil.which("kubectl") is not None
+    if cached is not None:
+        hint = "" if on_path else f" (none on PATH: alias kubectl={cached})"
+        log.info("kubectl beside the control-plane binaries: %s%s", cached, hint)
+    elif not on_path:
+        log.info("no kubectl on PATH: `WITH_KUBECTL=1 bash %s` builds kubectl %s into %s", build_script(),
+                 K8S_VERSION, default_bin_dir())
+
+
 def _run_locked(args: argparse.Namespace, directory: Path, temporary: bool) -> int:
     stop = threading.Event()
 
@@ -209,6 +221,7 @@ def _run_locked(args: argparse.Namespace, directory: Path, temporary: bool) -> i
         log.info("logs: %s", ", ".join(str(p) for p in plane.log_files().values()))
         print(f"ready: {plane.kubeconfig}", flush=True)
         log.info("export KUBECONFIG=%s ; press Ctrl-C to stop", plane.kubeconfig)
+        _say_where_kubectl_is(plane.binaries.kubectl)
         while not stop.wait(1.0):
             dead = plane.dead_components()
             if dead:
