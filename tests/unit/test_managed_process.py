@@ -9,7 +9,9 @@ forked exits, so these tests also start a component from a thread that ends at o
 
 from __future__ import annotations
 
+import datetime
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -85,3 +87,21 @@ def test_a_component_started_from_a_thread_outlives_the_thread(tmp_path: Path) -
         assert not _until(lambda: not proc.running(), 1.0), f"exited with {proc.returncode()}"
     finally:
         proc.stop(grace=1.0)
+
+
+def test_each_start_is_marked_in_the_log_with_its_date_and_time(tmp_path: Path) -> None:
+    """The component logs in dev-cluster's --dir are appended to across runs, each start after a
+    `===` line; a new user's trial found only `=== 06:31:22` there, which cannot tell yesterday's
+    run from today's (and was local time, unmarked). The mark is ISO 8601 in UTC."""
+    log = tmp_path / "echo.log"
+    for _ in range(2):
+        proc = ManagedProcess("echo", ["echo", "hello"], log)
+        before = time.time()
+        proc.start()
+        assert _until(lambda: not proc.running(), 5.0)
+    marks = [line for line in log.read_text().splitlines() if line.startswith("===")]
+    assert len(marks) == 2
+    for mark in marks:
+        assert re.fullmatch(r"=== \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ starting echo hello", mark), mark
+        stamp = datetime.datetime.strptime(mark.split()[1], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+        assert before - 2 <= stamp.timestamp() <= time.time() + 1

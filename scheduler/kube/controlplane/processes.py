@@ -129,7 +129,9 @@ class ManagedProcess:
             return
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            log.write(f"\n=== {time.strftime('%H:%M:%S')} starting {' '.join(self.argv)}\n".encode())
+            # the log is appended to across runs: the date tells them apart (ISO 8601, UTC)
+            log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} starting {' '.join(self.argv)}\n"
+                      .encode())
             log.flush()
             self._popen = _SPAWNER.popen(lambda: subprocess.Popen(
                 self.argv,
