@@ -67,6 +67,7 @@ class Eviction:
     node: str  # where the victim runs (the room it makes)
     finishing_gang: str = ""  # the gang whose half-done eviction this finishes
     generation: int = 0  # the victim's metadata.generation: the condition's observedGeneration
+    preemptor: str = ""  # the preemptor's namespace/name, for the log (its Event names the uid alone, as upstream's)
 
     @property
     def message(self) -> str:
@@ -340,6 +341,7 @@ class Evictor:
         if self._preemptions.get(eviction.uid) is preemption:
             del self._preemptions[eviction.uid]
         self.evicted += deleted
-        log.info("evictor.evicted" if deleted else "evictor.already_gone", pod=eviction.key,
-                 node=eviction.node, preemptor=eviction.preemptor_uid, finishing_gang=eviction.finishing_gang)
+        log.info("evictor.evicted" if deleted else "evictor.already_gone", pod=eviction.key, node=eviction.node,
+                 preemptor=eviction.preemptor, preemptor_uid=eviction.preemptor_uid,
+                 finishing_gang=eviction.finishing_gang)
         self.on_evicted(eviction, deleted)

@@ -423,7 +423,8 @@ class SchedulerLoop:
         # each victim's own node: upstream's Event names the candidate node, which is where all of
         # its victims run; a gang's victims may run on nodes other than the preemptor's nomination
         self.evictor.submit([Eviction(victim.meta.namespace, victim.meta.name, victim.uid, attempt.pod.uid,
-                                      attempt.pod.scheduler_name, victim.node_name, generation=victim.meta.generation)
+                                      attempt.pod.scheduler_name, victim.node_name, generation=victim.meta.generation,
+                                      preemptor=attempt.pod.key)
                              for victim in attempt.preempted
                              if not victim.meta.deleting and victim.uid not in attempt.rejected_waiting])
 

@@ -7,9 +7,14 @@ from typing import Any
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
+from scheduler.api.config import load_config
+from scheduler.core.framework.attempt import Attempt
+from scheduler.core.objects import parse_pod
 from scheduler.kube.evictor import Eviction, Evictor
-from scheduler.kube.http import Response
+from scheduler.kube.http import KubeHttp, Response
+from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
 from tests.helpers import run_for_a_while
@@ -316,3 +321,20 @@ async def test_drain_waits_for_a_preemption_and_one_cut_short_is_never_drained()
         owner.cancel_scope.cancel()  # the loop crashed: its task group cancels the evictor
     assert evictor.in_flight == 0
     assert await evictor.drain(1.0) is False
+
+
+async def test_the_evicted_log_line_names_the_preemptor_by_name_and_uid() -> None:
+    """A new user's trial read `evictor.evicted preemptor=f4e7ea5c-...` and had to look the uid up
+    to learn which pod preempted. The line names it as `namespace/name` too (the uid kept, as the
+    victim's `Preempted` Event gives only it: upstream's `Preempted by pod <uid> on node <node>`)."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    preemptor = parse_pod(b.pod("urgent", namespace="team-a", limits={"nvidia.com/gpu": 1}, priority=1000))
+    victim_pod = b.pod("batch-0", limits={"nvidia.com/gpu": 1}, node_name="n1", phase="Running")
+    api.add_pod(victim_pod)
+    loop._evict(Attempt(preemptor, None, preempted=[parse_pod(victim_pod)]))
+    with capture_logs() as logs:
+        await _run(loop.evictor, lambda: loop.evictor.evicted == 1)
+    [evicted] = [entry for entry in logs if entry["event"] == "evictor.evicted"]
+    assert (evicted["pod"], evicted["node"], evicted["preemptor"], evicted["preemptor_uid"]) == (
+        "default/batch-0", "n1", "team-a/urgent", preemptor.uid)
