@@ -342,7 +342,8 @@ def test_examples_apply(deployed: LocalControlPlane, namespace: str) -> None:
     admin = deployed.admin
     examples = {path.name: load_documents(path) for path in sorted((DEPLOY / "examples").glob("*.yaml"))}
     assert set(examples) >= {"gang-job.yaml", "tfjob-seed1.yaml", "resourceclasses.yaml", "shared-class.yaml",
-                             "quota.yaml", "pod.yaml", "preemption-batch.yaml", "preemption-urgent.yaml"}
+                             "shared-pod.yaml", "quota.yaml", "pod.yaml", "preemption-batch.yaml",
+                             "preemption-urgent.yaml"}
     apply_documents(admin, [TFJOB_CRD_STUB])
     classes = [doc for docs in examples.values() for doc in docs if doc["kind"] == "ResourceClass"]
     # the preemption walk-through fills GPUs on purpose: a namespace of its own, clear of quota.yaml's
