@@ -1,0 +1,181 @@
+"""The GPU views tell the truth about fenced nodes and conflicting grants (a new user's trial).
+
+1. A bound pod whose `tessera.dev/devices` annotation cannot be read (or was stripped while its
+   `tessera.dev/phase` says Tessera gave it devices) fences its node: the core gives none of the
+   node's devices out (`NodeInfo.hides_devices_of`). `kubectl tessera nodes` listed every GPU of
+   such a node as `free` beside a summary of "8 unavailable", and the map drew green tiles.
+2. Grants the core's ledger holds but that no single scheduler would make — one GPU given whole to
+   two pods (`DeviceUse.exclusive` keeps every claimant; the core reports `DeviceConflict`), a grant
+   naming an unhealthy GPU, plain count requests beyond the node's free GPUs — showed as a plain
+   `whole` GPU, or not at all: `pods: 4, gpus_used: 3` with one pod on no GPU.
+
+The cluster is built the way the scheduler builds it: watch events replayed through the core.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from scheduler.core import annotations as ann
+from scheduler.kubectl.cli import NODES_LEGEND
+from scheduler.sim import builders as b
+from scheduler.sim.replay import Replay, WatchEvent
+from scheduler.view import model as m
+from scheduler.view.cluster import build_view
+from scheduler.view.page import render_page
+from scheduler.view.text import render_nodes
+from tests.helpers import config
+
+CLASS = "class.tessera.dev/v100"
+
+
+def _replay(objs: list[dict[str, Any]]) -> Replay:
+    replay = Replay(config(), agent=False)
+    list(replay.run(WatchEvent("ADDED", obj) for obj in objs))
+    return replay
+
+
+def _view(replay: Replay) -> m.ClusterView:
+    return build_view(replay.scheduler, source="simulate", now=replay.now)
+
+
+def _node(view: m.ClusterView, name: str) -> m.NodeView:
+    return next(node for node in view.nodes if node.name == name)
+
+
+def _grant(device: dict[str, Any]) -> str:
+    spec = device["spec"]
+    return ann.encode_devices({"main": {CLASS: (ann.DeviceGrant(spec["deviceID"], device["metadata"]["name"], None),)}})
+
+
+def _bound(name: str, node: str, limits: dict[str, str | int], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return b.pod(name, node_name=node, phase="Running", limits=limits, annotations=annotations)
+
+
+@pytest.mark.parametrize(("edit", "why"), [
+    ("unreadable", "unreadable tessera.dev/devices annotation"),
+    ("stripped", "tessera.dev/devices annotation missing"),
+], ids=["unreadable", "stripped"])
+def test_every_free_gpu_of_a_fenced_node_shows_fenced_with_the_pod_and_why(edit: str, why: str) -> None:
+    """`keeper` holds GPU 0 of f through Tessera; `bad` got a GPU too, then its annotation was
+    edited to `{not json` (or removed). Which GPU `bad` holds is unknown, so the core gives none out:
+    each other GPU of f must read `fenced` naming `bad` and why — in the view, the table, the JSON
+    and the summary alike — while the fully free node beside it stays free."""
+    objs = [b.node("f", gpus=8), *(b.device("f", i) for i in range(8)), b.node("ok", gpus=1), b.device("ok", 0),
+            b.resource_class("v100", match_labels={"model": "V100"}),
+            b.pod("keeper", limits={CLASS: 1}, spec_extra={"nodeSelector": {"kubernetes.io/hostname": "f"}}),
+            b.pod("bad", limits={CLASS: 1}, spec_extra={"nodeSelector": {"kubernetes.io/hostname": "f"}})]
+    replay = _replay(objs)
+    bad = copy.deepcopy(replay.pods[b.uid_for("Pod", "default", "bad")])
+    assert bad["spec"]["nodeName"] == "f"
+    if edit == "unreadable":
+        bad["metadata"]["annotations"][ann.DEVICES] = "{not json"
+    else:
+        del bad["metadata"]["annotations"][ann.DEVICES]
+    list(replay.run([WatchEvent("MODIFIED", bad)]))
+    assert replay.scheduler.state.nodes["f"].broken  # the core fences the node
+
+    view = _view(replay)
+    node = _node(view, "f")
+    states = [gpu.state for gpu in node.gpus]
+    assert states.count(m.WHOLE) == 1 and states.count(m.FENCED) == 7, states
+    for gpu in node.gpus:
+        if gpu.state == m.FENCED:
+            assert gpu.reason == f"default/bad: {why}", gpu.reason
+            assert gpu.holders == () and gpu.fill == 0.0
+    assert node.gpus_free == 0 and node.gpus_unavailable == 7 and node.gpus_used == 1
+    assert [gpu.state for gpu in _node(view, "ok").gpus] == [m.FREE]
+    summary = view.summary
+    assert (summary.used, summary.free, summary.unavailable) == (1, 1, 7)
+    assert f"default/bad: {why}" in "\n".join(node.notes)
+
+    doc = m.as_dict(view)
+    json_node = next(n for n in doc["nodes"] if n["name"] == "f")
+    assert sorted(g["state"] for g in json_node["gpus"]) == [m.FENCED] * 7 + [m.WHOLE]
+    assert json_node["gpus_unavailable"] == 7
+
+    table = render_nodes(view).split("\n\n")[0].splitlines()
+    assert table[0].split() == ["NODE", "GPU", "MODEL", "MEMORY", "STATE", "USE", "PODS", "REASON"]
+    fenced_rows = [row for row in table if " fenced " in row]
+    assert len(fenced_rows) == 7 and all(row.endswith(f"default/bad: {why}") for row in fenced_rows)
+    assert not any(" free " in row for row in table if row.startswith(("f ", " ")) and "default/bad" in row)
+
+
+def _conflict_cluster() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    devices = [b.device("n", i, healthy=i != 3) for i in range(4)]
+    return [b.node("n", gpus=4), *devices, b.resource_class("v100", match_labels={"model": "V100"})], devices
+
+
+def test_a_gpu_claimed_by_two_pods_is_a_conflict_naming_every_claimant() -> None:
+    """Two schedulers bound at once (a rogue one, a restored backup): `a` and `c` both hold GPU 0
+    whole, `d`'s grant names GPU 3, which is unhealthy. The ledger keeps both claimants of GPU 0
+    (and says DeviceConflict); the view showed a plain `whole` GPU and counted nothing."""
+    objs, devices = _conflict_cluster()
+    objs += [_bound(name, "n", {CLASS: 1}, {ann.DEVICES: _grant(devices[i]), ann.PHASE: ann.PHASE_ALLOCATED})
+             for name, i in (("a", 0), ("b", 1), ("c", 0), ("d", 3))]
+    replay = _replay(objs)
+    assert any(notice.reason == "DeviceConflict" for notice in replay.stats.notices)
+    view = _view(replay)
+    gpus = _node(view, "n").gpus
+    assert [gpu.state for gpu in gpus] == [m.CONFLICT, m.WHOLE, m.FREE, m.UNHEALTHY]
+    conflict = gpus[0]
+    assert [h.pod for h in conflict.holders] == ["default/a", "default/c"]
+    assert conflict.reason == "claimed by 2 pods at once: default/a, default/c"
+    unhealthy = gpus[3]
+    assert [h.pod for h in unhealthy.holders] == ["default/d"] and unhealthy.reason == "unhealthy, still held by default/d"
+    assert view.summary.conflicts == 1 and "1 GPU claimed by more than one pod" in view.summary.line()
+    assert _node(view, "n").conflicts == 1
+    table = render_nodes(view)
+    assert "conflict" in table and "claimed by 2 pods at once: default/a, default/c" in table
+    shown = {h.pod for gpu in gpus for h in gpu.holders}
+    assert shown == {"default/a", "default/b", "default/c", "default/d"}
+
+
+def test_plain_count_requests_beyond_the_free_gpus_are_shown_on_a_gpu_not_dropped() -> None:
+    """The trial's `pods: 4, gpus_used: 3`: four bound `nvidia.com/gpu: 1` pods on a 4-GPU node
+    whose GPU 3 is unhealthy. Counted holders go on free GPUs; the fourth had none left and
+    appeared nowhere. It must show on the GPU that is left (the device plugin picks which), marked."""
+    objs, _ = _conflict_cluster()
+    objs += [_bound(name, "n", {"nvidia.com/gpu": 1}) for name in "abcd"]
+    view = _view(_replay(objs))
+    node = _node(view, "n")
+    assert node.pods == 4
+    shown = [h.pod for gpu in node.gpus for h in gpu.holders]
+    assert sorted(shown) == ["default/a", "default/b", "default/c", "default/d"]
+    last = node.gpus[3]
+    assert last.state == m.UNHEALTHY and [h.pod for h in last.holders] == ["default/d"]
+    assert last.reason == "unhealthy, still held by default/d"
+
+
+def test_plain_count_requests_beyond_every_gpu_of_the_node_are_named_in_a_note() -> None:
+    """More counted than the node has GPUs (another scheduler overcommitted it): the rest cannot
+    be drawn on a GPU; a note names them rather than leaving them out."""
+    objs = [b.node("n", gpus=2), b.device("n", 0), b.device("n", 1)]
+    objs += [_bound(name, "n", {"nvidia.com/gpu": 1}) for name in "abc"]
+    node = _node(_view(_replay(objs)), "n")
+    assert sum(len(gpu.holders) for gpu in node.gpus) == 2
+    assert "default/c: 1 nvidia.com/gpu counted beyond the node's GPUs (shown on none)" in node.notes
+
+
+def test_a_grant_naming_a_gpu_that_does_not_exist_is_shown_on_that_gpu_marked() -> None:
+    """`e`'s annotation names an ExtendedResource the cluster never had: the ledger counts it as a
+    ghost of the node (it still holds a GPU); the view shows it there, with its holder and why."""
+    objs, _ = _conflict_cluster()
+    ghost = b.device("n", 9)
+    objs.append(_bound("e", "n", {CLASS: 1}, {ann.DEVICES: _grant(ghost), ann.PHASE: ann.PHASE_ALLOCATED}))
+    gpus = _node(_view(_replay(objs)), "n").gpus
+    held = [gpu for gpu in gpus if gpu.device == ghost["metadata"]["name"]]
+    assert len(held) == 1 and held[0].state == m.GHOST and [h.pod for h in held[0].holders] == ["default/e"]
+    assert held[0].reason == "no ExtendedResource describes it any more, still held by default/e"
+
+
+def test_the_legends_name_every_state() -> None:
+    """The map's legend and `nodes --help` name each state the view can give a GPU."""
+    html = render_page(m.ClusterView("simulate", 0.0, (), (), (), m.Summary(0, 0, 0, 0, 0, 0, 0, "")), title="t").html
+    legend = html.split('class="legend"', 1)[1].split("</ul>", 1)[0]
+    for state in m.STATES:
+        assert f"state-{state}" in legend, state
+        assert f"\n  {state} " in NODES_LEGEND, state
