@@ -35,10 +35,13 @@ from scheduler.view.model import as_dict
 from scheduler.view.text import escape_terminal, render_nodes
 
 USER_AGENT = "kubectl-tessera"
-NODES_LEGEND = """GPU states (the first that applies):
+NODES_LEGEND = """GPU states (the first that applies; REASON says more):
+  conflict    claimed whole by more than one pod (bound outside one scheduler's ledger): REASON names them all
   ghost       its ExtendedResource is gone, a pod's annotation still names it (counted until the pod ends)
   unhealthy   the node agent reports it unhealthy
-  cordoned    the device's spec.unschedulable
+  cordoned    the device's spec.unschedulable, or one GPU under two names
+  fenced      free, but given to no pod: a bound pod's tessera.dev/devices annotation on its node is
+              unreadable or missing (which GPUs it holds is unknown; REASON names it), or no Node object
   gated       assigned to a pod whose Binding the allocation gate holds (live page only)
   whole       given whole to one pod
   slices      shared: USE is the sharing dimension in use of its capacity (4Gi/16Gi)

@@ -9,8 +9,9 @@ allocation gate holds (`held`, live only) and the recent decisions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from scheduler.api.quantity import Amount, format_quantity
 from scheduler.core.annotations import DEVICES
@@ -24,6 +25,7 @@ from scheduler.core.state import ClusterState, DeviceUse, NodeInfo
 from scheduler.view import model as m
 
 GPU = "nvidia.com/gpu"  # counted as GPUs on nodes without ExtendedResources
+NO_NODE = "no Node object: no pod is placed on this node"  # why its free GPUs are fenced
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +108,8 @@ def gate_holds(scheduler: Scheduler, node: str, now: float) -> bool:
 
 def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
     state = facts.state
-    gpus = tuple(_gpus(facts, info))
+    fence = _fence_reason(state, info)
+    gpus, beyond = _gpus(facts, info, fence)
     node = info.node
     notes: list[str] = []
     if node is None:
@@ -117,9 +120,9 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
                 notes.append(f"allocation gate held by {_key(state, uid)}: the node agent has not handed out "
                              f"its {', '.join(sorted(resources))} yet")
     notes += [f"{key} waits for the allocation gate" for key in gate_waiters]
-    if info.broken:
-        keys = ", ".join(sorted(_key(state, uid) for uid in info.broken))
-        notes.append(f"unreadable {DEVICES} annotation on {keys}: no device scheduling here until it is fixed or gone")
+    if fence:
+        notes.append(f"{fence}: which GPUs it holds is unknown, so the node's GPUs are fenced (none is given "
+                     "out) until the annotation is fixed or the pod is gone")
     duplicates: dict[str, list[str]] = {}
     for device in info.devices.values():
         if device.duplicate:
@@ -130,23 +133,38 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
            if info.name in facts.diverged else "pods of other schedulers hold GPUs that Tessera's classes gave out")
     for resource, used, capacity in info.over_capacity({device.resource_name for device in info.devices.values()}):
         notes.append(f"{resource} overcommitted: {used} in use, {capacity} allocatable ({why})")
+    for resource, holders in beyond.items():
+        for pod, count in Counter(holder.pod for holder in holders).items():
+            notes.append(f"{pod}: {count} {resource} counted beyond the node's GPUs (shown on none)")
     allocatable = node.allocatable.get(CPU, 0) if node is not None else 0
-    # as the scheduler counts them: no pod goes to a node without a Node object or a cordoned one,
-    # and none gets a GPU of a resource an unreadable device annotation hides (any may be held)
+    # as the scheduler counts them: no pod goes to a cordoned node but one that tolerates it (a
+    # fenced node's free GPUs, and a node's without a Node object, are already `fenced`, not `free`)
     takes_pods = node is not None and not node.unschedulable
     return m.NodeView(
         name=info.name,
         cordoned=node is not None and node.unschedulable,
         gpus=gpus,
         gpus_used=sum(1 for gpu in gpus if gpu.state in m.IN_USE),
-        gpus_free=sum(1 for gpu in gpus
-                      if takes_pods and gpu.state == m.FREE and not info.hides_devices_of(gpu.resource)),
+        gpus_free=sum(1 for gpu in gpus if takes_pods and gpu.state == m.FREE),
+        gpus_unavailable=sum(1 for gpu in gpus if gpu.state in m.UNAVAILABLE),
+        conflicts=sum(1 for gpu in gpus if gpu.state == m.CONFLICT),
         cpu=f"{info.requested.get(CPU, 0) / 1000:g}/{allocatable / 1000:g}",
         pods=len(info.pods),
         taints=tuple(f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
                      for t in (node.taints if node is not None else ())),
         notes=tuple(notes),
     )
+
+
+def _fence_reason(state: ClusterState, info: NodeInfo) -> str:
+    """Why the node is fenced (`NodeInfo.broken`): each pod whose device annotation cannot be
+    read, and how (`default/bad: unreadable tessera.dev/devices annotation`); "" when it is not."""
+    reasons = []
+    for uid in sorted(info.broken, key=lambda uid: _key(state, uid)):
+        pod = state.pods.get(uid)
+        stripped = pod is not None and DEVICES not in pod.meta.annotations  # its phase says it was given devices
+        reasons.append(f"{_key(state, uid)}: {f'{DEVICES} annotation missing' if stripped else f'unreadable {DEVICES} annotation'}")
+    return "; ".join(reasons)
 
 
 def _device_order(device: Device) -> tuple[int, str, str]:
@@ -159,35 +177,50 @@ def _device_order(device: Device) -> tuple[int, str, str]:
     return (position, device.attributes.get("pciBusID", ""), device.name)
 
 
-def _gpus(facts: _Facts, info: NodeInfo) -> Iterable[m.GpuView]:
-    """The node's GPUs: its devices, then GPUs it only counts (allocatable beyond its devices).
+def _gpus(facts: _Facts, info: NodeInfo, fence: str) -> tuple[tuple[m.GpuView, ...], dict[str, list[m.Holder]]]:
+    """The node's GPUs: its devices, then GPUs it only counts (allocatable beyond its devices),
+    and per resource the counted holders no GPU is left to show (more counted than it has).
     Devices its pods hold that have no ExtendedResource any more are the ledger's ghosts (also
     when deleted before this core saw them, e.g. after a restart); plain count requests
-    (`nvidia.com/gpu: 1`) fill the GPUs no device assignment holds."""
-    state = facts.state
+    (`nvidia.com/gpu: 1`) fill the GPUs no device assignment holds: free ones first, then
+    unhealthy or cordoned ones nobody holds (the device plugin picked one of those: no free one
+    was left). Free GPUs the core gives out to no pod are `fenced`: all of a node without a Node
+    object (no pod is placed there), and those of a resource an unreadable device annotation hides
+    (`fence` says whose, `NodeInfo.hides_devices_of`)."""
     devices = sorted(info.devices.values(), key=_device_order)
     resources = list(dict.fromkeys(device.resource_name for device in devices))
     allocatable = info.node.allocatable if info.node is not None else {}
     if GPU in allocatable and GPU not in resources:
         resources.append(GPU)
-    index = 0
+    gpus: list[m.GpuView] = []
+    beyond: dict[str, list[m.Holder]] = {}
     for resource in resources:
         own = [device for device in devices if device.resource_name == resource]
         model = own[0].attributes.get("model", "") if own else ""
         unknown = max(0, allocatable.get(resource, 0) - len(own))
         counted = _counted_holders(facts, info, resource)
+        why = "; ".join(reason for reason in (NO_NODE if info.node is None else "",
+                                              fence if info.hides_devices_of(resource) else "") if reason)
+        first = len(gpus)
         for _ in range(unknown):  # GPUs known only by count: counted requests go here first
-            holder = counted.pop(0) if counted else None
-            yield m.GpuView(index, "", "", resource, model, "", m.COUNTED if holder else m.FREE,
-                            1.0 if holder else 0.0, holders=(holder,) if holder else ())
-            index += 1
-        for device in own:
-            gpu = _device_gpu(facts, device, index)
+            gpus.append(m.GpuView(len(gpus), "", "", resource, model, "", m.FREE, 0.0))
+        gpus += [_device_gpu(facts, device, index) for index, device in enumerate(own, start=len(gpus))]
+        for i in range(first, len(gpus)):
+            gpu = gpus[i]
             if gpu.state == m.FREE and counted:
-                gpu = m.GpuView(index, device.name, device.device_id, resource, gpu.model, gpu.memory,
-                                m.COUNTED, 1.0, holders=(counted.pop(0),))
-            yield gpu
-            index += 1
+                gpus[i] = replace(gpu, state=m.COUNTED, fill=1.0, holders=(counted.pop(0),))
+            elif gpu.state == m.FREE and why:
+                gpus[i] = replace(gpu, state=m.FENCED, reason=why)
+        for i in range(first, len(gpus)):  # no free GPU left for these: the unavailable ones nobody holds
+            gpu = gpus[i]
+            if counted and gpu.state in (m.UNHEALTHY, m.CORDONED) and not gpu.holders:
+                holder = counted.pop(0)
+                gpus[i] = replace(gpu, fill=1.0, holders=(holder,),
+                                  reason=f"{gpu.state}; {holder.pod}'s {resource} request is counted here: "
+                                         "no free GPU of the node is left for it")
+        if counted:
+            beyond[resource] = counted
+    return tuple(gpus), beyond
 
 
 def _counted_holders(facts: _Facts, info: NodeInfo, resource: str) -> list[m.Holder]:
@@ -237,12 +270,24 @@ def _device_gpu(facts: _Facts, device: Device, index: int) -> m.GpuView:
         fill = 1.0
     elif use is not None and use.shared:
         used, fill = _slices_used(device, state.ledger.shared_dimensions(use))
+    unavailable = ""
     if state.ledger.is_ghost(device.name):
-        status = m.GHOST
+        unavailable = m.GHOST
     elif not device.healthy:
-        status = m.UNHEALTHY
+        unavailable = m.UNHEALTHY
     elif device.unschedulable or (device.duplicate and use is None):
-        status = m.CORDONED  # not given out: an admin's cordon, or one GPU under two names (a note says which)
+        unavailable = m.CORDONED  # not given out: an admin's cordon, or one GPU under two names (a note says which)
+    claimants = list(dict.fromkeys(holder.pod for holder in holders))  # a pod with a whole device and slices once
+    reason = ""
+    if unavailable and holders:  # held anyway: a grant naming it, or its holders from before it changed
+        what = "no ExtendedResource describes it any more" if unavailable == m.GHOST else unavailable
+        reason = f"{what}, still held by {', '.join(claimants)}"
+    if use is not None and use.exclusive and len(claimants) > 1:  # the ledger keeps every claimant (DeviceConflict)
+        status = m.CONFLICT
+        reason = f"claimed by {len(claimants)} pods at once: {', '.join(claimants)}" + \
+            (f"; {unavailable} too" if unavailable else "")
+    elif unavailable:
+        status = unavailable
     elif use is not None and not facts.held.isdisjoint((*use.exclusive, *use.shared)):
         status = m.GATED
     elif use is not None and use.exclusive:
@@ -253,7 +298,7 @@ def _device_gpu(facts: _Facts, device: Device, index: int) -> m.GpuView:
         status = m.FREE
     memory = device.capacity.get("memory")
     return m.GpuView(index, device.name, device.device_id, device.resource_name, device.attributes.get("model", ""),
-                     format_quantity(memory) if memory is not None else "", status, fill, used, holders)
+                     format_quantity(memory) if memory is not None else "", status, fill, used, holders, reason)
 
 
 def _status(facts: _Facts, node: str, uid: str) -> str:
@@ -345,8 +390,9 @@ def gang_view(state: ClusterState, key: str, held: frozenset[str] = frozenset(),
 
 
 def _summary(nodes: Sequence[m.NodeView]) -> m.Summary:
-    """Counts by state; free GPUs no new pod can get (`NodeView.gpus_free`: on a cordoned node, a
-    node without a Node object, or hidden by an unreadable device annotation) count as unavailable."""
+    """Counts by state (fenced GPUs among the unavailable); free GPUs on a cordoned node, which
+    only pods tolerating the cordon get (`NodeView.gpus_free` leaves them out), count as
+    unavailable too."""
     gpus = [gpu for node in nodes for gpu in node.gpus]
     free = sum(node.gpus_free for node in nodes)
     partial = sum(node.gpus_free for node in nodes if any(gpu.state in m.IN_USE for gpu in node.gpus))
@@ -362,4 +408,5 @@ def _summary(nodes: Sequence[m.NodeView]) -> m.Summary:
         free_on_partial=partial,
         largest_free=largest.gpus_free if largest is not None else 0,
         largest_free_node=largest.name if largest is not None else "",
+        conflicts=sum(node.conflicts for node in nodes),
     )

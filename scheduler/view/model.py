@@ -12,19 +12,24 @@ from typing import Any
 import orjson
 
 # GPU states, as the page colours them and `kubectl tessera nodes` names them. One per GPU, the
-# first that applies, in this order: a device that cannot take new work says so even while pods
+# first that applies, in this order: a GPU two pods claim says so above all (something bound
+# outside one scheduler's ledger), then a device that cannot take new work says so even while pods
 # still hold it.
+CONFLICT = "conflict"  # held whole by two or more pods, or whole and in slices at once (the core's DeviceConflict)
 GHOST = "ghost"  # its ExtendedResource was deleted; pods still hold it, so it still counts
 UNHEALTHY = "unhealthy"  # Healthy=False (or phase Unhealthy/Unknown)
-CORDONED = "cordoned"  # spec.unschedulable on the device
+CORDONED = "cordoned"  # spec.unschedulable on the device (or one GPU under two names)
+# free, but the core gives it to no pod: a bound pod's unreadable (or stripped) device annotation
+# hides which of the node's GPUs of that resource it holds, or the node has no Node object
+FENCED = "fenced"
 GATED = "gated"  # assigned to a pod whose Binding the allocation gate holds
 WHOLE = "whole"  # one pod holds the whole device
 SLICES = "slices"  # shared: pods hold slices of its sharing dimension
 COUNTED = "counted"  # in use by a plain count request (e.g. nvidia.com/gpu: 1): the device plugin picks the GPU
 FREE = "free"
-STATES = (FREE, WHOLE, SLICES, COUNTED, GATED, UNHEALTHY, CORDONED, GHOST)
-IN_USE = frozenset({WHOLE, SLICES, COUNTED, GATED})
-UNAVAILABLE = frozenset({GHOST, UNHEALTHY, CORDONED})
+STATES = (FREE, WHOLE, SLICES, COUNTED, GATED, CONFLICT, FENCED, UNHEALTHY, CORDONED, GHOST)
+IN_USE = frozenset({WHOLE, SLICES, COUNTED, GATED, CONFLICT})
+UNAVAILABLE = frozenset({GHOST, UNHEALTHY, CORDONED, FENCED})
 
 # how a holder holds its GPU
 BOUND = "bound"  # bound, its devices handed out (or no node agent involved)
@@ -54,6 +59,9 @@ class GpuView:
     fill: float  # the share in use: 1 for a whole or counted GPU, the slices' share, 0 when free
     used: str = ""  # slices: "16Gi/32Gi" of the sharing dimension ("cores 10/100, memory 16Gi/32Gi" for several)
     holders: tuple[Holder, ...] = ()
+    # why a GPU is not simply what its state says: the pods a conflict names, the pod and annotation
+    # that fence it, the pods still holding an unhealthy, cordoned or deleted one; "" otherwise
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +73,14 @@ class NodeView:
     cpu: str  # "12/64" cores requested / allocatable
     pods: int
     taints: tuple[str, ...] = ()  # key=value:effect
-    notes: tuple[str, ...] = ()  # the allocation gate, unreadable device annotations, a missing Node object
-    # free GPUs a new pod can get here (the summary's free counts these): none on a cordoned node or
-    # one without a Node object, none of a resource an unreadable device annotation hides
+    # the allocation gate, unreadable device annotations, a missing Node object, counted requests
+    # beyond the node's GPUs
+    notes: tuple[str, ...] = ()
+    # free GPUs a new pod can get here (the summary's free counts these): none on a cordoned node
+    # (fenced ones are not free: a node without a Node object, an unreadable device annotation)
     gpus_free: int = 0
+    gpus_unavailable: int = 0  # GPUs in an unavailable state (ghost, unhealthy, cordoned, fenced)
+    conflicts: int = 0  # GPUs in conflict (claimed by more than one pod)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,12 +121,13 @@ class Summary:
     used: int  # whole, counted and gated GPUs and shared ones
     shared: int  # of those, GPUs in slices
     free: int  # on nodes that take new pods
-    # unhealthy, cordoned or ghost GPUs, and free ones no new pod gets (NodeView.gpus_free)
+    # unhealthy, cordoned, ghost or fenced GPUs, and free ones on a cordoned node (NodeView.gpus_free)
     unavailable: int
     # free GPUs on nodes where some GPU is in use: they cannot take a job that wants a whole node
     free_on_partial: int
     largest_free: int  # most free GPUs on one node (the largest job that fits on one node today)
     largest_free_node: str
+    conflicts: int = 0  # of the GPUs in use, those claimed by more than one pod (state conflict)
 
     @property
     def fragmentation(self) -> float:
@@ -124,8 +137,10 @@ class Summary:
     def line(self) -> str:
         """One line for a terminal: `GPUs: 16 total, 6 in use (2 shared), ...`."""
         shared = f" ({self.shared} shared)" if self.shared else ""
+        conflicts = (f", {self.conflicts} GPU{'' if self.conflicts == 1 else 's'} claimed by more than one pod"
+                     if self.conflicts else "")
         text = (f"GPUs: {self.gpus} total, {self.used} in use{shared}, {self.free} free, "
-                f"{self.unavailable} unavailable; fragmentation {round(self.fragmentation * 100)} %")
+                f"{self.unavailable} unavailable{conflicts}; fragmentation {round(self.fragmentation * 100)} %")
         if self.free:
             text += (f" ({self.free_on_partial} of {self.free} free GPUs on partly used nodes; "
                      f"most free on one node: {self.largest_free}, {self.largest_free_node})")

@@ -59,17 +59,18 @@ def gpu_use(gpu: m.GpuView) -> str:
 
 
 def render_nodes(view: m.ClusterView) -> str:
-    """`kubectl tessera nodes`: one row per GPU (the node named on its first), node notes, the
+    """`kubectl tessera nodes`: one row per GPU (the node named on its first; REASON last, as
+    kubectl's MESSAGE: a conflict's claimants, the pod that fences the node), node notes, the
     pods waiting for the allocation gate, and the summary line."""
-    rows: list[list[str | None]] = [["NODE", "GPU", "MODEL", "MEMORY", "STATE", "USE", "PODS"]]
+    rows: list[list[str | None]] = [["NODE", "GPU", "MODEL", "MEMORY", "STATE", "USE", "PODS", "REASON"]]
     notes: list[str] = []
     for node in view.nodes:
         label = node.name + (" (cordoned)" if node.cordoned else "")
         if not node.gpus:
-            rows.append([label, "", "", "", "", "", ""])
+            rows.append([label, "", "", "", "", "", "", ""])
         for i, gpu in enumerate(node.gpus):
             rows.append([label if i == 0 else None, str(gpu.index), gpu.model, gpu.memory, gpu.state,
-                         gpu_use(gpu), holders(gpu)])
+                         gpu_use(gpu), holders(gpu), gpu.reason])
         notes += [f"{node.name}: {note}" for note in node.notes]
         if node.taints:  # as the page: its free GPUs are free only to pods that tolerate these
             notes.append(f"{node.name}: taints: {', '.join(node.taints)}")

@@ -17,10 +17,18 @@ from typing import Any
 import aiohttp
 import yaml
 
+from scheduler.core import annotations as ann
 from scheduler.kube.controlplane import LocalControlPlane
+from scheduler.sim import builders as b
+from scheduler.sim.replay import Replay, WatchEvent
+from scheduler.view.cluster import build_view
+from scheduler.view.page import render_page
 from tests.e2e import gpu_scenario
 from tests.e2e.browser import Element, dump_dom, screenshot, table_rows
 from tests.e2e.live import REPO, Kube, TesseraProcess, eventually
+from tests.helpers import config as scheduler_config
+
+CLASS = "class.tessera.dev/v100"
 
 
 def _config(tmp_path: Path) -> Path:
@@ -145,3 +153,33 @@ async def test_a_simulate_run_as_a_page_in_the_browser(tmp_path: Path, chromium:
     meta = {name: page.find("div", data_node=name).find("div", **{"class": "node-meta"}).text for name in ("node-a", "node-b")}
     assert meta == {"node-a": "2/2 GPUs · CPU 0/32 · 3 pods", "node-b": "1/2 GPUs · CPU 0/32 · 1 pod"}  # a trial read "1 pods"
     assert [row[1:3] for row in table_rows(page.find("div", id="decisions"))][-1] == ["default/wants-k80", "placed"]
+
+
+async def test_the_page_shows_a_fenced_node_and_a_conflict_as_such(tmp_path: Path, chromium: str) -> None:
+    """A new user's trial: a node fenced by a pod's unreadable `tessera.dev/devices` annotation
+    was drawn as green free tiles with "0/2 GPUs", and a GPU two pods held whole as a plain whole
+    one. In the browser: `fenced` tiles naming the pod, a `conflict` tile naming both claimants,
+    the node lines counting them, the legend explaining both."""
+    devices = [b.device("f", 0), b.device("f", 1), b.device("c", 0), b.device("c", 1)]
+    grant = ann.encode_devices({"main": {CLASS: (ann.DeviceGrant(devices[2]["spec"]["deviceID"],
+                                                                 devices[2]["metadata"]["name"], None),)}})
+    objs = [b.node("f", gpus=2), b.node("c", gpus=2), *devices, b.resource_class("v100", match_labels={"model": "V100"}),
+            b.pod("bad", node_name="f", phase="Running", limits={CLASS: 1}, annotations={ann.DEVICES: "{not json"}),
+            *(b.pod(name, node_name="c", phase="Running", limits={CLASS: 1},
+                    annotations={ann.DEVICES: grant, ann.PHASE: ann.PHASE_ALLOCATED}) for name in ("one", "two"))]
+    replay = Replay(scheduler_config(), agent=False)
+    list(replay.run(WatchEvent("ADDED", obj) for obj in objs))
+    page_file = tmp_path / "map.html"
+    page_file.write_text(render_page(build_view(replay.scheduler, source="simulate", now=replay.now), title="t").html)
+    page = await dump_dom(chromium, page_file.as_uri())
+
+    assert _states(page, "f") == ["fenced", "fenced"] and _states(page, "c") == ["conflict", "free"]
+    fenced = page.find("div", data_node="f").find("span", data_state="fenced")
+    assert fenced.attrs["data-reason"] == "default/bad: unreadable tessera.dev/devices annotation"
+    assert "default/bad: unreadable tessera.dev/devices annotation" in fenced.attrs["title"]
+    assert _holders(page, "c", "conflict") == ["default/one default/two"]
+    meta = {name: page.find("div", data_node=name).find("div", **{"class": "node-meta"}).text for name in ("f", "c")}
+    assert meta == {"f": "0/2 GPUs · 2 unavailable · CPU 0/32 · 1 pod", "c": "1/2 GPUs · 1 conflict · CPU 0/32 · 2 pods"}
+    assert "1 GPU claimed by more than one pod" in page.find("p", id="summary").text
+    legend = {item.text.strip() for item in page.find("ul", **{"class": "legend"}).find_all("li")}
+    assert {"conflict (claimed by more than one pod)", "fenced (given to no pod: an unreadable device annotation on its node, or no Node object)"} <= legend

@@ -110,7 +110,7 @@ async def test_nodes_shows_every_gpu_as_the_core_sees_it(clean_cluster: LocalCon
         {"gpus": 12, "used": 5, "shared": 1, "free": 4, "unavailable": 3}
 
     table = await _ok(clean_cluster, "nodes")
-    assert table.splitlines()[0].split() == ["NODE", "GPU", "MODEL", "MEMORY", "STATE", "USE", "PODS"]
+    assert table.splitlines()[0].split() == ["NODE", "GPU", "MODEL", "MEMORY", "STATE", "USE", "PODS", "REASON"]
     assert table.rstrip().endswith("most free on one node: 3, map-n2)")
     as_yaml = yaml.safe_load(await _ok(clean_cluster, "nodes", "-o", "yaml"))
     # the same document, read a moment later (Tessera may have written a gang member's reason since)

@@ -56,11 +56,11 @@ def _view() -> m.ClusterView:
 
 def test_nodes_table_one_row_per_gpu_then_notes_and_the_summary() -> None:
     assert render_nodes(_view()) == """\
-NODE                  GPU   MODEL   MEMORY   STATE    USE         PODS
-gpu-node-1            0     A100    80Gi     slices   20Gi/80Gi   ns/a (10Gi), ns/b (10Gi, binding)
-                      1     A100    80Gi     whole    all         ns/c (allocating)
-                      2     A100    80Gi     free     -           -
-cpu-node (cordoned)   -     -       -        -        -           -
+NODE                  GPU   MODEL   MEMORY   STATE    USE         PODS                                REASON
+gpu-node-1            0     A100    80Gi     slices   20Gi/80Gi   ns/a (10Gi), ns/b (10Gi, binding)   -
+                      1     A100    80Gi     whole    all         ns/c (allocating)                   -
+                      2     A100    80Gi     free     -           -                                   -
+cpu-node (cordoned)   -     -       -        -        -           -                                   -
 
 gpu-node-1: ns/d waits for the allocation gate
 

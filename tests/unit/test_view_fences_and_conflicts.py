@@ -101,7 +101,17 @@ def test_every_free_gpu_of_a_fenced_node_shows_fenced_with_the_pod_and_why(edit:
     assert table[0].split() == ["NODE", "GPU", "MODEL", "MEMORY", "STATE", "USE", "PODS", "REASON"]
     fenced_rows = [row for row in table if " fenced " in row]
     assert len(fenced_rows) == 7 and all(row.endswith(f"default/bad: {why}") for row in fenced_rows)
-    assert not any(" free " in row for row in table if row.startswith(("f ", " ")) and "default/bad" in row)
+    assert not any(" free " in row for row in table[1:9])  # f's rows (ok's come after)
+
+
+def test_free_gpus_of_a_node_without_a_node_object_show_fenced() -> None:
+    """ExtendedResources whose Node is gone: the summary counted their GPUs unavailable (no pod is
+    placed on a node the core has no Node object for) while each row read `free`."""
+    view = _view(_replay([b.device("gone", 0), b.device("gone", 1), b.node("m", gpus=1), b.device("m", 0)]))
+    gone = _node(view, "gone")
+    assert [(gpu.state, gpu.reason) for gpu in gone.gpus] == \
+        [(m.FENCED, "no Node object: no pod is placed on this node")] * 2
+    assert (gone.gpus_free, gone.gpus_unavailable, view.summary.free, view.summary.unavailable) == (0, 2, 1, 2)
 
 
 def _conflict_cluster() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -147,7 +157,8 @@ def test_plain_count_requests_beyond_the_free_gpus_are_shown_on_a_gpu_not_droppe
     assert sorted(shown) == ["default/a", "default/b", "default/c", "default/d"]
     last = node.gpus[3]
     assert last.state == m.UNHEALTHY and [h.pod for h in last.holders] == ["default/d"]
-    assert last.reason == "unhealthy, still held by default/d"
+    assert last.reason == ("unhealthy; default/d's nvidia.com/gpu request is counted here: "
+                           "no free GPU of the node is left for it")
 
 
 def test_plain_count_requests_beyond_every_gpu_of_the_node_are_named_in_a_note() -> None:

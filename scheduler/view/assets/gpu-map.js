@@ -36,9 +36,11 @@
   function gpu(g) {
     var title = ["GPU " + g.index + ": " + g.state, g.model, g.memory, g.device,
                  g.used ? "in use " + g.used : ""].filter(Boolean).join(" · ");
+    if (g.reason) { title += "\n" + g.reason; }
     if (g.holders.length) { title += "\n" + g.holders.map(holderText).join("\n"); }
     var cell = el("span", {className: "gpu state-" + g.state, title: title, "data-gpu": String(g.index),
-                           "data-state": g.state, "data-holders": g.holders.map(function (h) { return h.pod; }).join(" ")});
+                           "data-state": g.state, "data-reason": g.reason,
+                           "data-holders": g.holders.map(function (h) { return h.pod; }).join(" ")});
     if (g.state === "slices" || (g.state === "gated" && g.fill < 1)) {
       var fill = el("span", {className: "fill"});
       fill.style.height = Math.round(g.fill * 100) + "%";
@@ -51,7 +53,10 @@
   function node(n) {
     var name = el("div", {className: "node-name", text: n.name});
     if (n.cordoned) { name.appendChild(el("span", {className: "badge", text: "cordoned"})); }
-    var meta = n.gpus_used + "/" + n.gpus.length + " GPUs · CPU " + n.cpu + " · " + n.pods + (n.pods === 1 ? " pod" : " pods");
+    var meta = n.gpus_used + "/" + n.gpus.length + " GPUs" +
+      (n.gpus_unavailable ? " · " + n.gpus_unavailable + " unavailable" : "") +
+      (n.conflicts ? " · " + n.conflicts + (n.conflicts === 1 ? " conflict" : " conflicts") : "") +
+      " · CPU " + n.cpu + " · " + n.pods + (n.pods === 1 ? " pod" : " pods");
     var box = el("div", {className: "node" + (n.cordoned ? " cordoned" : ""), "data-node": n.name}, [
       name, el("div", {className: "node-meta", text: meta}),
       el("div", {className: "gpus"}, n.gpus.map(gpu))]);
