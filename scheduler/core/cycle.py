@@ -16,11 +16,12 @@ from collections import Counter
 from scheduler.core.engine import Engine
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.cycle_state import PodContext, prepare
-from scheduler.core.framework.interface import GangView, NodeStatuses
+from scheduler.core.framework.interface import GangView, NodeStatuses, Reservation
 from scheduler.core.framework.placement import Domain, PlacementPlan
-from scheduler.core.framework.runtime import ProfileRuntime
+from scheduler.core.framework.runtime import PRE_FILTER_REJECTION, ProfileRuntime
+from scheduler.core.framework.timing import Code
 from scheduler.core.objects import Pod
-from scheduler.core.state.nodes import Hold
+from scheduler.core.state.nodes import Hold, NodeInfo
 
 MIN_FEASIBLE_NODES = 100
 MIN_FEASIBLE_PERCENTAGE = 5
@@ -80,7 +81,17 @@ class Cycle:
         if pod is None or uid not in engine.state.pending:
             engine.queue.remove(uid)
             return []
-        runtime = engine.profiles[pod.scheduler_name]
+        timing = engine.timing
+        timing.sampled = timing.stopwatch.sample()  # this cycle times each plugin (upstream: 10 % of cycles)
+        try:
+            return self._run(pod, engine.profiles[pod.scheduler_name], now)
+        finally:
+            timing.sampled = False
+
+    def _run(self, pod: Pod, runtime: ProfileRuntime, now: float) -> list[Attempt]:
+        """The cycle of a popped pod: its attempt (or its gang's), PostFilter, Permit."""
+        engine = self.engine
+        uid = pod.uid
         history = self._history(pod)
         if pod.gang is not None and runtime.grouping is not None:
             attempts = self._schedule_gang(pod, runtime, now)
@@ -96,11 +107,13 @@ class Cycle:
                 self._post_filter(runtime, [pod], 1, attempts, {uid: held} if held else {}, now,
                                   self._failed_searches.get(uid))
                 engine.queue.unschedulable_failure(uid, attempts[0].rejectors, now)
+        timing = engine.timing
         for attempt in attempts:
             if attempt.node is not None:
-                for permit in engine.runtime_of(attempt.pod).permits:
-                    if not permit.permit(attempt, now):
-                        break
+                permitting = engine.runtime_of(attempt.pod)
+                started = timing.stopwatch.now()
+                allowed = permitting.permit(attempt, now)
+                timing.point("Permit", "Success" if allowed else "Wait", permitting.profile.scheduler_name, started)
         for attempt in attempts:
             failures, queued_at = history.get(attempt.pod.uid, (0, now))
             attempt.attempts, attempt.queued_at = failures + 1, queued_at
@@ -130,7 +143,11 @@ class Cycle:
         ctx = prepare(pod, state.classes)
         ctx.domain = within
         num_nodes = len(state.node_order)
+        timing = self.engine.timing
+        started = timing.stopwatch.now()
         rejected = runtime.pre_filter(ctx)
+        timing.point("PreFilter", "Success" if rejected is None else PRE_FILTER_REJECTION,
+                     runtime.profile.scheduler_name, started)
         if rejected is not None:
             plugin, reasons = rejected
             return Attempt(pod, None, message=f"0/{num_nodes} nodes are available: {reasons[0]}.",
@@ -141,9 +158,8 @@ class Cycle:
         taken: set[str] = set()
         try:
             info = state.nodes.get(nominated) if nominated else None
-            if info is not None and info.node is not None and runtime.filter_node(ctx, info) is None:
-                reservation = runtime.reserve(ctx, info, now)
-                state.assume(pod.uid, info.name, reservation.devices)
+            if info is not None and info.node is not None and self._nominated_fits(runtime, ctx, info):
+                reservation = self._reserve(runtime, ctx, info, now)
                 attempt = Attempt(pod, info.name, dict(reservation.annotations))
             else:
                 attempt = self._search(pod, runtime, ctx, now)
@@ -151,6 +167,24 @@ class Cycle:
             return attempt
         finally:
             self._put_back_holds(lifted, taken)
+
+    def _nominated_fits(self, runtime: ProfileRuntime, ctx: PodContext, info: NodeInfo) -> bool:
+        """Do the filters pass the pod on its nominated node? A Filter run of its own, as
+        upstream's evaluateNominatedNode runs findNodesThatPassFilters on that one node."""
+        timing = self.engine.timing
+        started = timing.stopwatch.now()
+        fits = runtime.filter_node(ctx, info) is None
+        timing.point("Filter", "Success", runtime.profile.scheduler_name, started)
+        return fits
+
+    def _reserve(self, runtime: ProfileRuntime, ctx: PodContext, info: NodeInfo, now: float) -> Reservation:
+        """Reserve: the plugins fix what the pod gets on the node, and the pod is assumed there."""
+        timing = self.engine.timing
+        started = timing.stopwatch.now()
+        reservation = runtime.reserve(ctx, info, now)
+        self.engine.state.assume(ctx.pod.uid, info.name, reservation.devices)
+        timing.point("Reserve", "Success", runtime.profile.scheduler_name, started)
+        return reservation
 
     def _lift_holds_below(self, priority: int) -> dict[str, Hold]:
         """Release the holds of nominated pods of lower priority (upstream's filters ignore lower-
@@ -184,7 +218,12 @@ class Cycle:
             percentage = self.engine.config.percentage_of_nodes_to_score
         to_find = num_feasible_nodes_to_find(percentage, num_nodes) if runtime.scores else 1
         start = self.next_start
+        timing = self.engine.timing
+        profile = runtime.profile.scheduler_name
+        started = timing.stopwatch.now()
         found = runtime.find_feasible(ctx, start, to_find, self.explain)
+        # upstream's Filter point is Success unless a filter errs, nodes rejected or not (findNodesThatPassFilters)
+        timing.point("Filter", "Success", profile, started)
         self.next_start = (start + found.processed) % num_nodes
         table = runtime.table
         filtered = ({table.info(row).name: reason for row, reason in found.filtered.items()}
@@ -196,14 +235,18 @@ class Cycle:
             return Attempt(pod, None, message=fit_error(num_nodes, found.reasons), rejectors=frozenset(found.rejectors),
                            filtered=filtered, scores={} if self.explain else None)
         if len(found.rows) > 1:  # upstream scores (so runs PreScore) only when more than one node fits
+            started = timing.stopwatch.now()
             error = runtime.scoring_error(ctx)
+            timing.point("PreScore", "Success" if error is None else "Error", profile, started)
             if error is not None:
                 return Attempt(pod, None, message=error, error=True, filtered=filtered)
         scores: dict[str, dict[str, int]] | None = None
         if len(found.rows) == 1 and not self.explain:
             best = 0
         else:
+            started = timing.stopwatch.now()
             scored = runtime.score(ctx, found.rows, self.explain)
+            timing.point("Score", "Success", profile, started)
             best = self._pick(scored.totals)
             if scored.per_plugin is not None:
                 scores = {}
@@ -212,8 +255,7 @@ class Cycle:
                     line["total"] = scored.totals[i]
                     scores[table.info(row).name] = line
         chosen = table.info(found.rows[best])
-        reservation = runtime.reserve(ctx, chosen, now)
-        state.assume(pod.uid, chosen.name, reservation.devices)
+        reservation = self._reserve(runtime, ctx, chosen, now)
         return Attempt(pod, chosen.name, dict(reservation.annotations), scores=scores, filtered=filtered)
 
     def _pick(self, totals: list[int]) -> int:
@@ -454,12 +496,20 @@ class Cycle:
         lifted = self._lift_holds_below(priority)
         chosen: set[str] = set()
         before = dict(self._displaced)
+        timing = self.engine.timing
+        started = timing.stopwatch.now()
+        timing.quiet += 1  # a gang's dry run runs ordinary attempts: not extension points of their own
         try:
             result = plugin.post_filter(pods, max(1, minimum), nominated, place, statuses, now)
             chosen = {placement.node for placement in result.holds.values()}
         finally:  # upstream clears lower-priority nominations on the nodes a preemption chose
+            timing.quiet -= 1
             self._give_back_displaced(before)  # the dry run's placements are undone
             self._put_back_holds(lifted, chosen)
+        code: Code = "Success" if result.victims else "Unschedulable"  # upstream: Success names a node
+        if timing.sampled:
+            timing.plugin(plugin.name, "PostFilter", code, started)
+        timing.point("PostFilter", code, runtime.profile.scheduler_name, started)
         attempts[0].preemption_tried = True  # one PostFilter run, for one pod or a whole gang
         if result.victims:
             for victim in result.victims:

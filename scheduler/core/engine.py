@@ -14,18 +14,21 @@ from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.interface import PermitPlugin
 from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.framework.runtime import ProfileRuntime
+from scheduler.core.framework.timing import Stopwatch, Timing
 from scheduler.core.objects import Pod
 from scheduler.core.queue import QueuedPod, SchedulingQueue
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind
 
 
 class Engine:
-    def __init__(self, config: SchedulerConfig, batch: bool) -> None:
+    def __init__(self, config: SchedulerConfig, batch: bool, stopwatch: Stopwatch) -> None:
         self.config = config
         self.state = ClusterState(config.scheduler_names)
         self.queue = SchedulingQueue(config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds)
         table = NodeTable(self.state)
-        self.profiles = {p.scheduler_name: ProfileRuntime(p, self.state, table, batch) for p in config.profiles}
+        self.timing = Timing(stopwatch)
+        self.profiles = {p.scheduler_name: ProfileRuntime(p, self.state, table, self.timing, batch)
+                         for p in config.profiles}
         self.permits: list[PermitPlugin] = [p for runtime in self.profiles.values() for p in runtime.permits]
         for runtime in self.profiles.values():
             runtime.every_permit = self.permits

@@ -24,6 +24,7 @@ from scheduler.core.cycle import Cycle
 from scheduler.core.engine import Engine
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.runtime import ProfileRuntime
+from scheduler.core.framework.timing import NO_STOPWATCH, Stopwatch
 from scheduler.core.intake import Intake
 from scheduler.core.lifecycle import DeviceHold
 from scheduler.core.nominations import hold_nominated
@@ -72,10 +73,12 @@ class NodeUsage:
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfig, seed: int = 0, explain: bool = False, batch: bool = True) -> None:
+    def __init__(self, config: SchedulerConfig, seed: int = 0, explain: bool = False, batch: bool = True,
+                 stopwatch: Stopwatch = NO_STOPWATCH) -> None:
         """`batch=False` runs every plugin's per-node form only: the reference the batch forms
-        are tested against (the same decisions, slower)."""
-        self._engine = Engine(config, batch)
+        are tested against (the same decisions, slower). `stopwatch` is told how long extension
+        points and plugins took (framework/timing.py); the default times nothing."""
+        self._engine = Engine(config, batch, stopwatch)
         self._intake = Intake(self._engine)
         self._cycle = Cycle(self._engine, seed, explain)
         self._outcomes = BindingOutcomes(self._engine)

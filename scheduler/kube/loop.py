@@ -22,6 +22,7 @@ import structlog
 from scheduler.api.config import SchedulerConfig
 from scheduler.core.cycle import pod_group_error
 from scheduler.core.framework.attempt import Attempt
+from scheduler.core.framework.timing import NO_STOPWATCH, Stopwatch
 from scheduler.core.objects import FINAL_GROUP_PHASES, WORKLOAD_API, Pod, gang_key, gang_key_parts, podgroup_api
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import Notice
@@ -61,14 +62,17 @@ class LoopStats:
 class SchedulerLoop:
     def __init__(self, config: SchedulerConfig, http: KubeHttp, watch_http: KubeHttp, *, identity: str,
                  leader_term: Callable[[], Hashable | None] = lambda: 0, seed: int | None = None,
-                 hooks: LoopHooks | None = None) -> None:
+                 hooks: LoopHooks | None = None, stopwatch: Stopwatch = NO_STOPWATCH) -> None:
         self.config = config
         # `leader_term`: which leadership term this replica is in, None when not leading (the
         # elector's `term`; without leader election, one term for ever). Only the leader acts on
         # the cluster, and the binder lets only a Binding's own term send it.
         self.leader_term = leader_term
         self.is_leader: Callable[[], bool] = lambda: self.leader_term() is not None
-        self.core = Scheduler(config, seed=random.randrange(2**32) if seed is None else seed)
+        # `stopwatch`: told how long the core's extension points and plugins take, and the Bindings
+        # (scheduler_framework_extension_point_duration_seconds, scheduler_plugin_execution_duration_seconds)
+        self.stopwatch = stopwatch
+        self.core = Scheduler(config, seed=random.randrange(2**32) if seed is None else seed, stopwatch=stopwatch)
         self.informers = InformerSet(watch_http, self._on_event, SCHEDULER_KINDS)
         self.binder = Binder(http, self._on_bound, term=lambda: self.leader_term())
         # Events get a client of their own with its own token bucket, as kube-scheduler's event
@@ -480,6 +484,10 @@ class SchedulerLoop:
     def _on_bound(self, result: BindResult) -> None:
         binding = result.binding
         self.hooks.on_bind(result)
+        decided = self._binding_attempts.get(binding.uid)
+        if decided is not None:  # Bind: DefaultBinder's status is Success or, for any failure, Error
+            self.stopwatch.extension_point("Bind", "Success" if result.outcome is Outcome.BOUND else "Error",
+                                           decided[0], result.seconds)
         self._end_binding_attempt(binding.uid, result.outcome)
         if result.observed is not None:
             # the pod as read back (bound, or being deleted): the core learns it before the watch

@@ -19,6 +19,7 @@ The filter is per registry, unlike prometheus-client's process-wide `disable_cre
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Literal
 
@@ -27,6 +28,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from scheduler.core.framework.attempt import GangOutcome
+from scheduler.core.framework.timing import Code, ExtensionPoint
 
 
 def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
@@ -50,6 +52,9 @@ SCHEDULING_ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)
 POD_SCHEDULING_SLI_BUCKETS = exponential_buckets(0.01, 2, 20)
 POD_SCHEDULING_ATTEMPTS_BUCKETS = exponential_buckets(1, 2, 5)  # 1, 2, 4, 8, 16
 PREEMPTION_VICTIMS_BUCKETS = exponential_buckets(1, 2, 7)  # 1 .. 64, as metrics.go
+EXTENSION_POINT_BUCKETS = exponential_buckets(0.0001, 2, 12)  # 0.1 ms .. ~200 ms, as metrics.go
+PLUGIN_EXECUTION_BUCKETS = exponential_buckets(0.00001, 1.5, 20)  # 0.01 ms .. ~22 ms, as metrics.go
+PLUGIN_METRICS_SAMPLE_PERCENT = 10  # schedule_one.go pluginMetricsSamplePercent
 
 
 def attempts_label(attempts: int) -> str:
@@ -149,6 +154,14 @@ class Metrics:
             "scheduler_permit_wait_duration_seconds",
             "[BETA] Duration of waiting on permit.",
             ["result"], buckets=SCHEDULING_ATTEMPT_BUCKETS, registry=r)
+        self.framework_extension_point_duration = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "[STABLE] Latency for running all plugins of a specific extension point.",
+            ["extension_point", "status", "profile"], buckets=EXTENSION_POINT_BUCKETS, registry=r)
+        self.plugin_execution_duration = Histogram(
+            "scheduler_plugin_execution_duration_seconds",
+            "[ALPHA] Duration for running a plugin at a specific extension point.",
+            ["plugin", "extension_point", "status"], buckets=PLUGIN_EXECUTION_BUCKETS, registry=r)
         self.cache_size = Gauge(
             "scheduler_cache_size",
             "[ALPHA] Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
@@ -319,6 +332,18 @@ class Metrics:
         are the Bindings held by the allocation gate and those sent but not answered."""
         self.goroutines.labels(operation="binding").set(count)
 
+    def observe_extension_point(self, point: ExtensionPoint, status: Code, profile: str, seconds: float) -> None:
+        """One run of an extension point's plugins (framework.go's Run*Plugins; Filter over the
+        nodes as schedule_one.go findNodesThatPassFilters), `status` its status code."""
+        self.framework_extension_point_duration.labels(extension_point=point, status=status, profile=profile) \
+            .observe(seconds)
+
+    def observe_plugin(self, plugin: str, point: ExtensionPoint, status: Code, seconds: float) -> None:
+        """One plugin's run at an extension point, in a sampled cycle. Filter and Score: Tessera runs
+        a plugin once over all the nodes (its batch form), so one observation is that whole batch,
+        where upstream observes each node's call."""
+        self.plugin_execution_duration.labels(plugin=plugin, extension_point=point, status=status).observe(seconds)
+
     def observe_preemption(self, victims: int) -> None:
         """One PostFilter (preemption) run; `victims` > 0 when it chose some."""
         self.preemption_attempts.inc()
@@ -355,3 +380,32 @@ class Metrics:
 
     def set_informer_synced(self, kind: str, synced: bool) -> None:
         self.informer_synced.labels(kind=kind).set(1 if synced else 0)
+
+
+class MetricsStopwatch:
+    """The core's stopwatch in the live scheduler (`scheduler/core/framework/timing.py`): marks
+    from `time.perf_counter()`, durations into the two framework histograms, and every cycle in
+    `100 / sample_percent` sampled for the per-plugin one — upstream draws 10 % of the cycles at
+    random (schedule_one.go `rand.Intn(100) < pluginMetricsSamplePercent`); an even spread gives
+    the same share without randomness."""
+
+    def __init__(self, metrics: Metrics, sample_percent: int = PLUGIN_METRICS_SAMPLE_PERCENT) -> None:
+        self.metrics = metrics
+        self.sample_percent = sample_percent
+        self._credit = 0  # percent accrued towards the next sampled cycle
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def sample(self) -> bool:
+        self._credit += self.sample_percent
+        if self._credit < 100:
+            return False
+        self._credit -= 100
+        return True
+
+    def extension_point(self, point: ExtensionPoint, status: Code, profile: str, seconds: float) -> None:
+        self.metrics.observe_extension_point(point, status, profile, seconds)
+
+    def plugin(self, plugin: str, point: ExtensionPoint, status: Code, seconds: float) -> None:
+        self.metrics.observe_plugin(plugin, point, status, seconds)

@@ -30,7 +30,7 @@ from scheduler.kube.http import (ConnectError, KubeconfigError, KubeHttp, RateLi
 from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.lone_replica import live_leader
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
-from scheduler.kube.metrics import Metrics
+from scheduler.kube.metrics import Metrics, MetricsStopwatch
 from scheduler.kube.serving import GPU_MAP_DATA, GPU_MAP_PAGE, PING, Check, ServeError, serve, turned_off
 from scheduler.logs import LogSettingsError, configure_logging, describe_error
 from scheduler.open_files import raise_open_files_limit
@@ -166,7 +166,8 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
         metrics.set_leader(True)
 
     loop = SchedulerLoop(config, http, watch_http, identity=identity,
-                         leader_term=(lambda: elector.term) if elector is not None else lambda: 0)
+                         leader_term=(lambda: elector.term) if elector is not None else lambda: 0,
+                         stopwatch=MetricsStopwatch(metrics))
     loop.hooks = MetricsHooks(metrics, loop)
     routes = turned_off((GPU_MAP_PAGE, GPU_MAP_DATA), "the GPU map is off: start tessera run with --gpu-map")
     if args.gpu_map:

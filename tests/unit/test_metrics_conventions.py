@@ -35,6 +35,10 @@ UPSTREAM = {
     "scheduler_permit_wait_duration_seconds": ("histogram", ("result",), "BETA", exponential_buckets(0.001, 2, 15)),
     "scheduler_goroutines": ("gauge", ("operation",), "BETA", None),
     "scheduler_cache_size": ("gauge", ("type",), "ALPHA", None),
+    "scheduler_framework_extension_point_duration_seconds": ("histogram", ("extension_point", "status", "profile"),
+                                                             "STABLE", exponential_buckets(0.0001, 2, 12)),
+    "scheduler_plugin_execution_duration_seconds": ("histogram", ("plugin", "extension_point", "status"), "ALPHA",
+                                                    exponential_buckets(0.00001, 1.5, 20)),
     # client-go leader election, component-base metrics/prometheus/clientgo/leaderelection
     "leader_election_master_status": ("gauge", ("name",), "ALPHA", None),
     "leader_election_slowpath": ("counter", ("name",), "ALPHA", None),
@@ -57,6 +61,8 @@ def _exercised() -> Metrics:
     m.gang_attempt("placed")
     m.count_slow_renewals(1)
     m.observe_permit_wait("Success", 0.2)
+    m.observe_extension_point("Filter", "Success", "tessera", 0.001)
+    m.observe_plugin("NodeResourcesFit", "Filter", "Unschedulable", 0.0001)
     return m
 
 

@@ -25,6 +25,7 @@ from typing import TypeVar, cast
 import numpy as np
 
 from scheduler.api.config_model import Profile
+from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, PodContext, prepare
 from scheduler.core.framework.interface import (
     BatchFilter,
@@ -50,11 +51,14 @@ from scheduler.core.framework.interface import (
     ScorePlugin,
 )
 from scheduler.core.framework.nodetable import NodeTable
+from scheduler.core.framework.timing import Code, Stopwatch, Timing, rejection_code
 from scheduler.core.objects import Pod
 from scheduler.core.plugins.registry import REGISTRY
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, NodeInfo
 
 T = TypeVar("T")
+# Tessera's PreFilter rejections are unresolvable: its PostFilter finds no node eviction helps
+PRE_FILTER_REJECTION: Code = "UnschedulableAndUnresolvable"
 Rejection = tuple[str, Reasons]  # (plugin, reasons)
 
 
@@ -78,8 +82,10 @@ class Scores:
 
 
 class ProfileRuntime:
-    def __init__(self, profile: Profile, state: ClusterState, table: NodeTable, batch: bool = True) -> None:
+    def __init__(self, profile: Profile, state: ClusterState, table: NodeTable, timing: Timing,
+                 batch: bool = True) -> None:
         self.profile = profile
+        self.timing = timing  # per-plugin durations, in the cycles the stopwatch samples
         self._state = state
         self.table = table
         self.batch = batch
@@ -197,8 +203,12 @@ class ProfileRuntime:
         return None
 
     def pre_filter(self, ctx: PodContext) -> Rejection | None:
+        timing = self.timing if self.timing.sampled else None
         for plugin in self.pre_filters:
+            started = timing.stopwatch.now() if timing else 0.0
             reason = plugin.pre_filter(ctx)
+            if timing:
+                timing.plugin(plugin.name, "PreFilter", "Success" if reason is None else PRE_FILTER_REJECTION, started)
             if reason is not None:
                 return plugin.name, (reason,)
         return None
@@ -212,9 +222,14 @@ class ProfileRuntime:
 
     def filter_node(self, ctx: PodContext, info: NodeInfo) -> Rejection | None:
         """The first applicable filter that rejects the node, per node (no batch forms)."""
+        timing = self.timing if self.timing.sampled else None
         for plugin in self.filters:
             if plugin.filter_applies(ctx):
+                started = timing.stopwatch.now() if timing else 0.0
                 reasons = plugin.filter(ctx, info)
+                if timing:
+                    timing.plugin(plugin.name, "Filter", rejection_code(plugin.preemption_helps) if reasons else "Success",
+                                  started)
                 if reasons:
                     return plugin.name, reasons
         return None
@@ -245,9 +260,12 @@ class ProfileRuntime:
             rows = head.tolist() + np.flatnonzero(alive[:start])[: to_find - len(head)].tolist()
         else:
             candidates: Iterable[int] = chain(head.tolist(), np.flatnonzero(alive[:start]).tolist())
-            for plugin in lazy[:-1]:  # earlier plugins thin the rows lazily; the last one scans them
-                candidates = _passing(candidates, plugin.node_filter(ctx), table.infos)
-            rows = lazy[-1].scan(ctx, candidates, table.infos, to_find)
+            if self.timing.sampled:
+                rows = self._timed_scan(ctx, lazy, candidates, to_find)
+            else:
+                for plugin in lazy[:-1]:  # earlier plugins thin the rows lazily; the last one scans them
+                    candidates = _passing(candidates, plugin.node_filter(ctx), table.infos)
+                rows = lazy[-1].scan(ctx, candidates, table.infos, to_find)
         processed = (rows[-1] - start) % n + 1 if len(rows) >= to_find else n
         found = Feasible(rows, processed)
         if not rows or explain:
@@ -260,6 +278,34 @@ class ProfileRuntime:
             visited[rows] = False
             self._attribute(ctx, applicable, verdicts, visited, found, explain, narrowing)
         return found
+
+    def _timed_scan(self, ctx: PodContext, lazy: list[FilterPlugin], candidates: Iterable[int],
+                    to_find: int) -> list[int]:
+        """find_feasible's per-node pass in a sampled cycle: the same rows, and each plugin's share
+        of the pass timed. The earlier plugins' checks run inside the last one's scan, so each is
+        timed row by row and the scan's own time is what is left. A plugin's status: Success
+        when it rejected none of the rows it saw, else its rejection code."""
+        watch = self.timing.stopwatch
+        infos = self.table.infos
+        spent = [0.0] * len(lazy)
+        rejected = [False] * len(lazy)
+        for index, plugin in enumerate(lazy[:-1]):
+            candidates = _passing(candidates, _timed_check(plugin.node_filter(ctx), watch, spent, rejected, index), infos)
+        fed = [0]
+
+        def counted(rows: Iterable[int]) -> Iterator[int]:
+            for row in rows:
+                fed[0] += 1
+                yield row
+
+        started = watch.now()
+        rows = lazy[-1].scan(ctx, counted(candidates), infos, to_find)
+        spent[-1] = watch.now() - started - sum(spent[:-1])
+        rejected[-1] = fed[0] > len(rows)
+        for index, plugin in enumerate(lazy):
+            code = rejection_code(plugin.preemption_helps) if rejected[index] else "Success"
+            watch.plugin(plugin.name, "Filter", code, spent[index])
+        return rows
 
     def _narrowing(self, ctx: PodContext) -> _Narrowing | None:
         """The rows of the nodes the PreFilters leave (upstream's merged PreFilterResult: the
@@ -287,12 +333,18 @@ class ProfileRuntime:
         verdicts: dict[str, RowVerdict] = {}
         lazy: list[FilterPlugin] = []
         alive = np.ones(self.table.size, np.bool_) if rows is None else rows.copy()
+        timing = self.timing if self.timing.sampled else None
         for plugin in applicable:
             batch = self._batch_filters.get(plugin.name)
             if batch is None:
                 lazy.append(plugin)
                 continue
+            started = timing.stopwatch.now() if timing else 0.0
             verdict = batch.filter_rows(self.table, ctx, alive)
+            if timing:  # one observation per batch call (upstream: per node), Success if it failed none
+                failed = verdict.fails is not None and bool(verdict.fails.any())
+                timing.plugin(plugin.name, "Filter", rejection_code(plugin.preemption_helps) if failed else "Success",
+                              started)
             if verdict.fails is not None:
                 alive ^= verdict.fails  # a plugin only fails rows it was asked about: XOR removes them
             verdicts[plugin.name] = verdict
@@ -375,8 +427,12 @@ class ProfileRuntime:
         Neither runs in a profile without score plugins (HasScorePlugins)."""
         if not self.scores:
             return None
+        timing = self.timing if self.timing.sampled else None
         for pre in self.pre_scores:
+            started = timing.stopwatch.now() if timing else 0.0
             error = pre.pre_score(ctx)
+            if timing:
+                timing.plugin(pre.name, "PreScore", "Success" if error is None else "Error", started)
             if error is not None:
                 return f'running PreScore plugin "{pre.name}": {error}'
         for plugin, _ in self.scores:
@@ -391,7 +447,9 @@ class ProfileRuntime:
         array = np.array(rows, np.int64)
         totals = np.zeros(len(rows), np.int64)
         per_plugin: dict[str, list[int]] | None = {} if explain else None
+        timing = self.timing if self.timing.sampled else None
         for plugin, weight in self.scores:
+            started = timing.stopwatch.now() if timing else 0.0
             applies = plugin.score_applies(ctx)
             if not applies and plugin.normalize is not Normalize.REVERSE:
                 if per_plugin is not None:
@@ -404,6 +462,8 @@ class ProfileRuntime:
             else:
                 raw = np.array([plugin.score(ctx, self.table.info(row)) for row in rows], np.int64)
             normalized = normalize(raw, plugin.normalize)
+            if timing and applies:  # one observation per plugin over every node, normalising included
+                timing.plugin(plugin.name, "Score", "Success", started)
             totals += normalized * weight
             if per_plugin is not None:
                 per_plugin[plugin.name] = [int(v) for v in normalized.tolist()]
@@ -413,11 +473,28 @@ class ProfileRuntime:
         """Every reserve plugin's part of the placement, merged."""
         annotations: dict[str, str] = {}
         devices = None
+        timing = self.timing if self.timing.sampled else None
         for plugin in self.reservers:
+            started = timing.stopwatch.now() if timing else 0.0
             made = plugin.reserve(ctx, info, now)
+            if timing:
+                timing.plugin(plugin.name, "Reserve", "Success", started)
             annotations.update(made.annotations)
             devices = made.devices if made.devices is not None else devices
         return Reservation(annotations, devices)
+
+    def permit(self, attempt: Attempt, now: float) -> bool:
+        """May the placed attempt's Binding go out now? Each permit plugin in turn, up to the first
+        that holds it (its status Wait)."""
+        timing = self.timing if self.timing.sampled else None
+        for plugin in self.permits:
+            started = timing.stopwatch.now() if timing else 0.0
+            allowed = plugin.permit(attempt, now)
+            if timing:
+                timing.plugin(plugin.name, "Permit", "Success" if allowed else "Wait", started)
+            if not allowed:
+                return False
+        return True
 
     def scored(self) -> Iterator[str]:
         return (plugin.name for plugin, _ in self.scores)
@@ -431,6 +508,19 @@ class _Narrowing:
     plugins: tuple[str, ...]
     allowed: Bools
     reason: str
+
+
+def _timed_check(check: Callable[[NodeInfo], Reasons | None], watch: Stopwatch, spent: list[float],
+                 rejected: list[bool], index: int) -> Callable[[NodeInfo], Reasons | None]:
+    """`check`, adding the time of each call to `spent[index]` and noting a rejection in `rejected[index]`."""
+    def timed(info: NodeInfo) -> Reasons | None:
+        started = watch.now()
+        reasons = check(info)
+        spent[index] += watch.now() - started
+        if reasons:
+            rejected[index] = True
+        return reasons
+    return timed
 
 
 def _passing(rows: Iterable[int], check: Callable[[NodeInfo], Reasons | None],

@@ -1,0 +1,209 @@
+"""kube-scheduler's framework duration metrics: `scheduler_framework_extension_point_duration_seconds`
+and `scheduler_plugin_execution_duration_seconds` (k/k v1.36.3 pkg/scheduler/metrics/metrics.go),
+recorded where upstream records them (framework/runtime/framework.go Run*Plugins, schedule_one.go
+findNodesThatPassFilters for Filter), per plugin only in sampled cycles (schedule_one.go
+pluginMetricsSamplePercent = 10), with upstream's status codes, and without changing a decision."""
+
+from __future__ import annotations
+
+import anyio
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from scheduler.api.config import load_config
+from scheduler.core.framework.attempt import Attempt
+from scheduler.core.framework.timing import Code, ExtensionPoint
+from scheduler.core.scheduler import Scheduler
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.kube.metrics import Metrics, MetricsStopwatch
+from scheduler.sim import builders as b
+from tests.fakeapi import FakeApi
+
+Point = tuple[ExtensionPoint, Code, str]
+PluginRun = tuple[str, ExtensionPoint, Code]
+
+
+class Recording:
+    """A stopwatch that keeps what it is told; `sampled` decides every cycle's sampling."""
+
+    def __init__(self, sampled: bool) -> None:
+        self.sampled = sampled
+        self.clock = 0.0
+        self.points: list[Point] = []
+        self.plugins: list[PluginRun] = []
+        self.seconds: list[float] = []
+
+    def now(self) -> float:
+        self.clock += 0.001  # every mark a millisecond after the last: durations are positive
+        return self.clock
+
+    def sample(self) -> bool:
+        return self.sampled
+
+    def extension_point(self, point: ExtensionPoint, status: Code, profile: str, seconds: float) -> None:
+        self.points.append((point, status, profile))
+        self.seconds.append(seconds)
+
+    def plugin(self, plugin: str, point: ExtensionPoint, status: Code, seconds: float) -> None:
+        self.plugins.append((plugin, point, status))
+        self.seconds.append(seconds)
+
+
+def _cluster(core: Scheduler) -> None:
+    core.apply("ADDED", b.node("a", gpus=4), 0.0)
+    core.apply("ADDED", b.node("b", gpus=4), 0.0)
+
+
+def _schedule(core: Scheduler, *pods: dict[str, object]) -> list[Attempt]:
+    for pod in pods:
+        core.apply("ADDED", pod, 0.0)
+    attempts: list[Attempt] = []
+    while (made := core.schedule_next(0.0)) is not None:
+        attempts += made
+    return attempts
+
+
+def test_a_placed_pods_cycle_times_each_extension_point_it_runs() -> None:
+    watch = Recording(sampled=False)
+    core = Scheduler(load_config(None), stopwatch=watch)
+    _cluster(core)
+    [attempt] = _schedule(core, b.pod("p", requests={"nvidia.com/gpu": 1}))
+    assert attempt.node is not None
+    # two nodes fit: PreScore and Score run (upstream skips prioritizeNodes for a single fit)
+    assert watch.points == [("PreFilter", "Success", "tessera"), ("Filter", "Success", "tessera"),
+                            ("PreScore", "Success", "tessera"), ("Score", "Success", "tessera"),
+                            ("Reserve", "Success", "tessera"), ("Permit", "Success", "tessera")]
+    assert watch.plugins == [], "a cycle the stopwatch did not sample times no plugin"
+    assert all(seconds > 0 for seconds in watch.seconds)
+
+
+def test_a_pod_that_fits_nowhere_reads_unschedulable_at_its_rejecting_plugins() -> None:
+    watch = Recording(sampled=True)
+    core = Scheduler(load_config(None), stopwatch=watch)
+    _cluster(core)
+    [attempt] = _schedule(core, b.pod("big", requests={"nvidia.com/gpu": 8}))
+    assert attempt.node is None
+    points = [(point, status) for point, status, _ in watch.points]
+    # findNodesThatPassFilters records Success though no node passed; preemption found no victim
+    assert points == [("PreFilter", "Success"), ("Filter", "Success"), ("PostFilter", "Unschedulable")]
+    filters = {(plugin, status) for plugin, point, status in watch.plugins if point == "Filter"}
+    assert ("NodeResourcesFit", "Unschedulable") in filters, filters
+    assert ("NodeUnschedulable", "Success") in filters, filters  # a plugin that rejected no node
+    assert ("DefaultPreemption", "PostFilter", "Unschedulable") in watch.plugins
+    assert not [run for run in watch.plugins if run[1] in ("Score", "Reserve", "Permit")]
+
+
+def test_a_sampled_cycle_times_every_plugin_it_runs() -> None:
+    watch = Recording(sampled=True)
+    core = Scheduler(load_config(None), stopwatch=watch)
+    _cluster(core)
+    _schedule(core, b.pod("p", requests={"nvidia.com/gpu": 1}))
+    points = {point for _, point, _ in watch.plugins}
+    assert points == {"PreFilter", "Filter", "PreScore", "Score", "Reserve"} | (
+        {"Permit"} if core._engine.permits else set())
+    assert ("NodeResourcesFit", "Score", "Success") in watch.plugins
+    assert ("TesseraDevices", "Reserve", "Success") in watch.plugins
+    assert all(status == "Success" for _, _, status in watch.plugins)
+
+
+def test_timing_changes_no_decision() -> None:
+    def placements(stopwatch: Recording | None) -> list[tuple[str, str | None]]:
+        core = Scheduler(load_config(None), seed=7) if stopwatch is None else \
+            Scheduler(load_config(None), seed=7, stopwatch=stopwatch)
+        _cluster(core)
+        pods = [b.pod(f"p{i}", requests={"nvidia.com/gpu": 1 + i % 3}) for i in range(8)]
+        return [(a.pod.key, a.node) for a in _schedule(core, *pods)]
+
+    assert placements(Recording(sampled=True)) == placements(None) == placements(Recording(sampled=False))
+
+
+def test_the_live_stopwatch_samples_one_cycle_in_ten() -> None:
+    watch = MetricsStopwatch(Metrics())
+    drawn = [watch.sample() for _ in range(100)]
+    assert sum(drawn) == 10
+    assert drawn[9] and drawn[19] and not any(drawn[:9])
+
+
+def _families(metrics: Metrics) -> dict[str, list[tuple[str, dict[str, str], float]]]:
+    text = generate_latest(metrics.registry).decode()
+    return {f.name: [(s.name, s.labels, s.value) for s in f.samples] for f in text_string_to_metric_families(text)}
+
+
+def _count(metrics: Metrics, family: str, **labels: str) -> float:
+    return sum(value for name, got, value in _families(metrics).get(family, [])
+               if name == f"{family}_count" and got == labels)
+
+
+async def test_the_live_loop_exports_both_histograms_with_upstream_labels() -> None:
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=4)]
+    api.add_pod(b.pod("p", requests={"nvidia.com/gpu": 1}))
+    api.add_pod(b.pod("big", requests={"nvidia.com/gpu": 8}))
+    metrics = Metrics(profiles=["tessera"])
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t",  # type: ignore[arg-type]
+                         stopwatch=MetricsStopwatch(metrics, sample_percent=100))
+    point = "scheduler_framework_extension_point_duration_seconds"
+    plugin = "scheduler_plugin_execution_duration_seconds"
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        with anyio.fail_after(10):
+            while not (api.pod("default", "p")["spec"].get("nodeName")
+                       and _count(metrics, point, extension_point="Bind", status="Success", profile="tessera")
+                       and _count(metrics, point, extension_point="PostFilter", status="Unschedulable",
+                                  profile="tessera")):
+                await anyio.sleep(0.01)
+        owner.cancel_scope.cancel()
+    for extension_point in ("PreFilter", "Filter", "Reserve", "Permit", "Bind"):
+        assert _count(metrics, point, extension_point=extension_point, status="Success", profile="tessera") >= 1, \
+            extension_point
+    assert _count(metrics, plugin, plugin="NodeResourcesFit", extension_point="Filter", status="Unschedulable") >= 1
+    assert _count(metrics, plugin, plugin="NodeResourcesFit", extension_point="Filter", status="Success") >= 1
+    assert _count(metrics, plugin, plugin="TesseraDevices", extension_point="Reserve", status="Success") == 1
+
+
+async def test_the_live_loop_times_no_plugin_in_an_unsampled_cycle() -> None:
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=4)]
+    api.add_pod(b.pod("p", requests={"nvidia.com/gpu": 1}))
+    metrics = Metrics(profiles=["tessera"])
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t",  # type: ignore[arg-type]
+                         stopwatch=MetricsStopwatch(metrics))  # 10 %: the first cycle is not sampled
+    point = "scheduler_framework_extension_point_duration_seconds"
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        with anyio.fail_after(10):
+            while not _count(metrics, point, extension_point="Bind", status="Success", profile="tessera"):
+                await anyio.sleep(0.01)
+        owner.cancel_scope.cancel()
+    assert _count(metrics, point, extension_point="Filter", status="Success", profile="tessera") == 1
+    assert "scheduler_plugin_execution_duration_seconds" not in {
+        name for name, samples in _families(metrics).items() if samples}
+
+
+def test_the_two_histograms_read_as_kube_schedulers() -> None:
+    """metrics.go: FrameworkExtensionPointDuration (STABLE, ExponentialBuckets(0.0001, 2, 12)) and
+    PluginExecutionDuration (ALPHA, ExponentialBuckets(0.00001, 1.5, 20)), help texts verbatim."""
+    metrics = Metrics()
+    metrics.observe_extension_point("Filter", "Success", "tessera", 0.001)
+    metrics.observe_plugin("NodeResourcesFit", "Filter", "Unschedulable", 0.0001)
+    text = generate_latest(metrics.registry).decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    point = families["scheduler_framework_extension_point_duration_seconds"]
+    plugin = families["scheduler_plugin_execution_duration_seconds"]
+    assert point.documentation == "[STABLE] Latency for running all plugins of a specific extension point."
+    assert plugin.documentation == "[ALPHA] Duration for running a plugin at a specific extension point."
+    assert (point.type, plugin.type) == ("histogram", "histogram")
+
+    def bounds(family_samples: list[tuple[str, dict[str, str], float]]) -> list[str]:
+        return [labels["le"] for name, labels, _ in family_samples if name.endswith("_bucket")]
+
+    samples = _families(metrics)
+    assert bounds(samples["scheduler_framework_extension_point_duration_seconds"]) == [
+        str(0.0001 * 2**i) for i in range(12)] + ["+Inf"]
+    assert bounds(samples["scheduler_plugin_execution_duration_seconds"]) == [
+        str(0.00001 * 1.5**i) for i in range(20)] + ["+Inf"]
+    assert {k: v for k, v in samples["scheduler_framework_extension_point_duration_seconds"][0][1].items()
+            if k != "le"} == {"extension_point": "Filter", "status": "Success", "profile": "tessera"}
+    assert {k: v for k, v in samples["scheduler_plugin_execution_duration_seconds"][0][1].items()
+            if k != "le"} == {"plugin": "NodeResourcesFit", "extension_point": "Filter", "status": "Unschedulable"}
