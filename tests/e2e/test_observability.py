@@ -176,3 +176,8 @@ async def test_every_series_the_dashboard_queries_is_served(clean_cluster: Local
         samples.setdefault(name, []).append(dict(labels))
     assert dashboard.problems(dashboard.load(), samples) == []
     assert metrics[("tessera_devices_by_model", (("model", "V100"), ("state", "allocated")))] == 1
+    # kube-scheduler's framework timings, from the real process: the bound pod's Filter and Bind,
+    # the waiting one's PostFilter (preemption found nothing to evict)
+    points = {(dict(labels)["extension_point"], dict(labels)["status"]) for name, labels in metrics
+              if name == "scheduler_framework_extension_point_duration_seconds_count"}
+    assert {("Filter", "Success"), ("Bind", "Success"), ("PostFilter", "Unschedulable")} <= points, points

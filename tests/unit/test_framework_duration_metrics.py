@@ -207,3 +207,38 @@ def test_the_two_histograms_read_as_kube_schedulers() -> None:
             if k != "le"} == {"extension_point": "Filter", "status": "Success", "profile": "tessera"}
     assert {k: v for k, v in samples["scheduler_plugin_execution_duration_seconds"][0][1].items()
             if k != "le"} == {"plugin": "NodeResourcesFit", "extension_point": "Filter", "status": "Unschedulable"}
+
+
+def test_a_gangs_preemption_dry_run_is_one_postfilter_not_attempts_of_its_own() -> None:
+    """Tessera's gang dry run places members with ordinary attempts; upstream's preemption runs
+    no scheduling cycle, so those add no PreFilter/Filter/Reserve points — only their plugins'
+    Filter runs count, as upstream's dry-run filters do."""
+    watch = Recording(sampled=True)
+    core = Scheduler(load_config(None), stopwatch=watch)
+    core.apply("ADDED", b.node("n", gpus=4), 0.0)
+    core.apply("ADDED", b.pod("low", requests={"nvidia.com/gpu": 4}, node_name="n", phase="Running", priority=0),
+               0.0)
+    labels = b.gang_labels("g", 2)
+    attempts = _schedule(core, *[b.pod(f"g-{i}", labels=labels, requests={"nvidia.com/gpu": 2}, priority=100)
+                                 for i in range(2)])
+    assert [victim.key for victim in attempts[0].preempted] == ["default/low"]
+    points = [(point, status) for point, status, _ in watch.points]
+    assert points.count(("PostFilter", "Success")) == 1
+    assert ("Reserve", "Success") not in points, "the dry run's placements were recorded as Reserve runs"
+    tried = len(attempts)  # the transaction's own attempts: one PreFilter and one Filter each
+    assert points.count(("PreFilter", "Success")) == points.count(("Filter", "Success")) == tried
+    assert ("DefaultPreemption", "PostFilter", "Success") in watch.plugins
+    assert ("NodeResourcesFit", "Filter", "Success") in watch.plugins  # the dry run's filter runs
+
+
+def test_queueing_hints_between_cycles_time_no_plugin() -> None:
+    """A sampled cycle's sampling ends with it: the filters a queueing hint runs on a node event
+    (outside any cycle) are not plugin runs of a scheduling cycle."""
+    watch = Recording(sampled=True)
+    core = Scheduler(load_config(None), stopwatch=watch)
+    core.apply("ADDED", b.node("a", gpus=4), 0.0)
+    [attempt] = _schedule(core, b.pod("big", requests={"nvidia.com/gpu": 8}))
+    assert attempt.node is None and watch.plugins
+    watch.plugins.clear()
+    core.apply("ADDED", b.node("b", gpus=8), 1.0)  # the hint asks the filters whether "big" fits on b
+    assert watch.plugins == []

@@ -259,13 +259,7 @@ class ProfileRuntime:
         elif not lazy:
             rows = head.tolist() + np.flatnonzero(alive[:start])[: to_find - len(head)].tolist()
         else:
-            candidates: Iterable[int] = chain(head.tolist(), np.flatnonzero(alive[:start]).tolist())
-            if self.timing.sampled:
-                rows = self._timed_scan(ctx, lazy, candidates, to_find)
-            else:
-                for plugin in lazy[:-1]:  # earlier plugins thin the rows lazily; the last one scans them
-                    candidates = _passing(candidates, plugin.node_filter(ctx), table.infos)
-                rows = lazy[-1].scan(ctx, candidates, table.infos, to_find)
+            rows = self._scan(ctx, lazy, chain(head.tolist(), np.flatnonzero(alive[:start]).tolist()), to_find)
         processed = (rows[-1] - start) % n + 1 if len(rows) >= to_find else n
         found = Feasible(rows, processed)
         if not rows or explain:
@@ -279,18 +273,22 @@ class ProfileRuntime:
             self._attribute(ctx, applicable, verdicts, visited, found, explain, narrowing)
         return found
 
-    def _timed_scan(self, ctx: PodContext, lazy: list[FilterPlugin], candidates: Iterable[int],
-                    to_find: int) -> list[int]:
-        """find_feasible's per-node pass in a sampled cycle: the same rows, and each plugin's share
-        of the pass timed. The earlier plugins' checks run inside the last one's scan, so each is
-        timed row by row and the scan's own time is what is left. A plugin's status: Success
-        when it rejected none of the rows it saw, else its rejection code."""
-        watch = self.timing.stopwatch
+    def _scan(self, ctx: PodContext, lazy: list[FilterPlugin], candidates: Iterable[int], to_find: int) -> list[int]:
+        """find_feasible's per-node pass: the first `to_find` candidates every plugin in `lazy`
+        passes. Earlier plugins thin the rows lazily; the last one scans them. In a sampled cycle
+        each plugin's share is timed too: the earlier plugins' checks run inside the last one's
+        scan, so each is timed row by row and the scan's own time is what is left; a plugin's
+        status is Success when it rejected none of the rows it saw, else its rejection code."""
         infos = self.table.infos
+        watch = self.timing.stopwatch if self.timing.sampled else None
         spent = [0.0] * len(lazy)
         rejected = [False] * len(lazy)
         for index, plugin in enumerate(lazy[:-1]):
-            candidates = _passing(candidates, _timed_check(plugin.node_filter(ctx), watch, spent, rejected, index), infos)
+            check = plugin.node_filter(ctx)
+            candidates = _passing(candidates, check if watch is None else
+                                  _timed_check(check, watch, spent, rejected, index), infos)
+        if watch is None:
+            return lazy[-1].scan(ctx, candidates, infos, to_find)
         fed = [0]
 
         def counted(rows: Iterable[int]) -> Iterator[int]:
