@@ -133,4 +133,6 @@ def test_the_gpu_map_of_a_diverged_replay_says_so_on_the_node() -> None:
     [node] = build_view(replay.scheduler, source="simulate", now=replay.now, diverged=replay.stats.diverged).nodes
     assert node.notes == ("nvidia.com/gpu overcommitted: 11 in use, 8 allocatable (the recording binds "
                           "default/wants-8 there, where this replay had placed default/wants-3: the replay "
-                          "diverged from the cluster here)",)
+                          "diverged from the cluster here)",
+                          # the views' own note on the plain-count pod shown on no GPU (58b7935)
+                          "default/wants-8: 3 nvidia.com/gpu counted beyond the node's GPUs (shown on none)")

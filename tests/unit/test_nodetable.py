@@ -7,6 +7,7 @@ import numpy as np
 from scheduler.api.config import load_config
 from scheduler.core.engine import Engine
 from scheduler.core.framework.nodetable import NodeTable
+from scheduler.core.framework.timing import NO_STOPWATCH
 from scheduler.core.framework.resources import ResourceColumns
 from scheduler.core.intake import Intake
 from scheduler.sim import builders as b
@@ -28,7 +29,7 @@ def test_a_resource_first_named_half_way_through_a_refill_is_filled_for_the_rows
     in the full refill the new node order causes. Before, a column created during a refill was
     filled for no row at all (the table counted none as filled until the pass ended): n1's row
     kept 0 where a table built from scratch has 2."""
-    engine = Engine(load_config(None), batch=True)
+    engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
     intake = Intake(engine)
     for obj in (b.node("n0"), b.node("n1"), b.device("n1", 0, resource_name=FOO), b.device("n1", 1, resource_name=FOO)):
         intake.apply("ADDED", obj, 0.0)
@@ -48,7 +49,7 @@ def test_a_resource_first_named_half_way_through_a_refill_is_filled_for_the_rows
 def test_a_group_made_after_the_nodes_fills_each_row_once() -> None:
     """The first cycle after start-up makes the resource columns over every node: a column the
     first row names (the GPUs) used to be filled for all rows and then again row by row."""
-    engine = Engine(load_config(None), batch=True)
+    engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
     intake = Intake(engine)
     for i in range(3):
         intake.apply("ADDED", b.node(f"n{i}", gpus=8), 0.0)
