@@ -12,6 +12,7 @@ longer a known device, so it no longer counted against the node's `nvidia.com/gp
 from __future__ import annotations
 
 import copy
+import itertools
 from typing import Any
 
 from scheduler.core import annotations as ann
@@ -336,3 +337,82 @@ def test_a_held_gpu_is_not_handed_out_again_after_its_object_changes_its_device_
     assert attempt.node is None or not _held_ids(attempt.annotations) & held
     run.feed(b.event("DELETED", bound))
     assert run.state.devices[first["metadata"]["name"]].device_id == "GPU-other"  # taken in once released
+
+
+# --- edits of a held device's object --------------------------------------------------------
+
+def test_a_held_gpu_keeps_counting_under_its_resource_name_when_its_object_changes_it() -> None:
+    """Class devices and plain `nvidia.com/gpu` requests share the node's count of the devices'
+    resourceName. A held device whose object came to name another resourceName (edited, or
+    deleted and created again: a node agent restarted with another `--resource-name`) stopped
+    counting against `nvidia.com/gpu` at once, and a plain pod got the GPU its holder still has."""
+    for recreated in (False, True):
+        run = Run(config(BINPACK))
+        devices = [b.device("n", i) for i in range(2)]
+        run.add(b.node("n", gpus=2), *devices, b.resource_class("v100", match_labels={"model": "V100"}))
+        run.add(b.pod("p", limits={CLASS: 1}))
+        held_name, _ = _device_of(run, "p")
+        old = next(d for d in devices if d["metadata"]["name"] == held_name)
+        edited = copy.deepcopy(old)
+        edited["spec"]["resourceName"] = "example.com/gpu"
+        if recreated:
+            edited["metadata"]["uid"] = "uid-again"
+            run.feed(b.event("DELETED", old), b.event("ADDED", edited))
+        else:
+            run.feed(b.event("MODIFIED", edited))
+        assert _used_gpus(run.scheduler) == 1
+        assert any(n.startswith("ResourceNameChangedWhileHeld: ") and held_name in n for n in run.notices())
+        run.add(b.pod("q", limits={"nvidia.com/gpu": 2}))
+        assert run.node_of("q") is None  # one of the two GPUs is p's
+        finished = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+        finished["status"]["phase"] = "Succeeded"
+        run.feed(b.event("MODIFIED", finished))  # released: the object is taken in as it is now
+        assert run.state.devices[held_name].resource_name == "example.com/gpu"
+        assert not run.state.ledger.is_ghost(held_name)
+        assert run.node_of("q") == "n"
+
+
+def test_a_capacity_lowered_below_the_slices_held_leaves_no_room_live_or_after_a_restart() -> None:
+    """Guard (passed at first): slices held over a capacity since lowered are not taken back, and
+    nothing more of the device is given out, by slice or whole, nor to a ledger rebuilt from a LIST
+    in either order."""
+    node, device = b.node("n", gpus=1), b.device("n", 0, memory="16Gi")
+    shared = b.resource_class("s", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "1Gi"})
+    run = Run(config(BINPACK))
+    run.add(node, device, shared, b.resource_class("v100", match_labels={"model": "V100"}),
+            b.pod("p", limits={"class.tessera.dev/s": 12}))
+    lowered = copy.deepcopy(device)
+    lowered["spec"]["capacity"]["memory"] = "8Gi"
+    run.feed(b.event("MODIFIED", lowered))
+    run.add(b.pod("q", limits={"class.tessera.dev/s": 1}), b.pod("r", limits={CLASS: 1}))
+    assert run.node_of("q") is None and run.node_of("r") is None
+    bound = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    for order in ((node, lowered, shared, bound), (node, bound, shared, lowered)):
+        fresh = Scheduler(config(BINPACK))
+        for obj in order:
+            fresh.apply("ADDED", obj, 0.0)
+        fresh.apply("ADDED", b.pod("q", limits={"class.tessera.dev/s": 1}), 0.0)
+        assert (fresh.schedule_next(0.0) or [])[0].node is None
+
+
+def test_a_second_object_naming_a_held_gpu_is_given_to_no_pod_in_any_listing_order() -> None:
+    """Guard (passed at first): another ExtendedResource with the held one's node and deviceID,
+    created while the held one stays, is a duplicate live and in every order a restart lists them."""
+    node, first, other = b.node("n", gpus=2), b.device("n", 0), b.device("n", 1)
+    cls = b.resource_class("v100", match_labels={"model": "V100"})
+    second = _renamed(first, "n.second")
+    run = Run(config(BINPACK))
+    run.add(node, first, cls, b.pod("p", limits={CLASS: 1}))  # p holds `first`, the only GPU yet
+    run.add(second, other, b.pod("q", limits={CLASS: 1}), b.pod("r", limits={CLASS: 1}))
+    assert [_device_of(run, name)[1] for name in ("q", "r") if run.node_of(name)] == [other["spec"]["deviceID"]]
+    bound = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    for listed in itertools.permutations((first, second, other, bound)):
+        fresh = Scheduler(config(BINPACK))
+        for obj in (node, cls, *listed):
+            fresh.apply("ADDED", obj, 0.0)
+        given: set[str] = set()
+        for name in ("q", "r"):
+            fresh.apply("ADDED", b.pod(name, limits={CLASS: 1}), 0.0)
+            [attempt] = fresh.schedule_next(0.0) or []
+            given |= _held_ids(attempt.annotations) if attempt.node else set()
+        assert given == {other["spec"]["deviceID"]}, [obj["metadata"]["name"] for obj in listed]

@@ -215,8 +215,13 @@ class DeviceLedger:
         created again there) does not move while held: the holder still has the GPU where it runs,
         so it stays counted there, as a ghost, and the object is taken in once the holder is gone.
         The same for a held device whose deviceID changes: the holder has the GPU it was given, so
-        the ghost keeps naming that one (another name for it is a duplicate) until released."""
-        if old is not None and (old.node_name != device.node_name or old.device_id != device.device_id) \
+        the ghost keeps naming that one (another name for it is a duplicate) until released. And
+        for one whose resourceName changes (a node agent restarted with another `--resource-name`):
+        the holder was given it as one of the node's devices of the old name, whose count plain
+        requests share, so it keeps counting there. Not for a ghost known only from its holder's
+        annotation (`hold_unseen`): its resourceName was the node's guess, the object says it."""
+        if old is not None and (old.node_name != device.node_name or old.device_id != device.device_id
+                                or (old.resource_name != device.resource_name and not _unseen(old))) \
                 and (use := self.use.get(device.name)) and use.busy:
             first = device.name not in self.moved
             self.moved[device.name] = device
@@ -229,10 +234,15 @@ class DeviceLedger:
                                f"ExtendedResource {device.name} now names node {device.node_name}, but a pod on node "
                                f"{old.node_name} holds it: it counts on {old.node_name} until released, then on "
                                f"{device.node_name}", "", device.meta.uid)]
-            return [Notice("ExtendedResource", device.name, "DeviceIDChangedWhileHeld",
-                           f"ExtendedResource {device.name} now names deviceID {device.device_id}, but a pod holds "
-                           f"it as {old.device_id}: it stays that GPU, given to no other pod, until released",
-                           "", device.meta.uid)]
+            if old.device_id != device.device_id:
+                return [Notice("ExtendedResource", device.name, "DeviceIDChangedWhileHeld",
+                               f"ExtendedResource {device.name} now names deviceID {device.device_id}, but a pod "
+                               f"holds it as {old.device_id}: it stays that GPU, given to no other pod, until released",
+                               "", device.meta.uid)]
+            return [Notice("ExtendedResource", device.name, "ResourceNameChangedWhileHeld",
+                           f"ExtendedResource {device.name} now names resourceName {device.resource_name}, but a pod "
+                           f"holds it as {old.resource_name}: it counts as {old.resource_name} on node "
+                           f"{old.node_name}, given to no other pod, until released", "", device.meta.uid)]
         self.moved.pop(device.name, None)
         if old is not None and old.node_name != device.node_name:
             previous = self._node_info(old.node_name)
@@ -315,6 +325,12 @@ class DeviceLedger:
             info.allocating[pod.uid] = resources
             return False
         return info.allocating.pop(pod.uid, None) is not None
+
+
+def _unseen(device: Device) -> bool:
+    """A ghost made from its holder's annotation alone (`hold_unseen`): no object, so no uid
+    (every object read from the apiserver has one)."""
+    return not device.meta.uid
 
 
 def allocating_resources(pod: Pod) -> frozenset[str]:
