@@ -416,3 +416,29 @@ def test_a_second_object_naming_a_held_gpu_is_given_to_no_pod_in_any_listing_ord
             [attempt] = fresh.schedule_next(0.0) or []
             given |= _held_ids(attempt.annotations) if attempt.node else set()
         assert given == {other["spec"]["deviceID"]}, [obj["metadata"]["name"] for obj in listed]
+
+
+def test_after_a_restart_a_held_gpu_listed_elsewhere_counts_under_its_own_resource_name() -> None:
+    """Test first (found by tests/property/test_device_identity_edits.py): a restart that listed
+    the holder before the devices made the held GPU a ghost named after the first device of its
+    node to arrive (here an NPU), and kept that name when the GPU's own object came, listed on
+    another node: the GPU no longer counted against the node's nvidia.com/gpu, and a plain pod got
+    it. Listed the other way round, it counted."""
+    node_a, node_b = b.node("a", gpus=1), b.node("b", gpus=1, extra={"example.com/npu": "1"})
+    gpu, npu = b.device("b", 0), b.device("b", 1, model="NPU", resource_name="example.com/npu")
+    cls = b.resource_class("v100", match_labels={"model": "V100"})
+    run = Run(config(BINPACK))
+    run.add(node_a, node_b, gpu, npu, cls, b.pod("p", limits={CLASS: 1}))
+    assert run.node_of("p") == "b"
+    moved = copy.deepcopy(gpu)
+    moved["spec"]["nodeName"] = "a"
+    run.feed(b.event("MODIFIED", moved))
+    bound = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    plain = b.pod("q", limits={"nvidia.com/gpu": 1}, spec_extra={"nodeSelector": {"kubernetes.io/hostname": "b"}})
+    for listed in ((moved, npu, bound), (bound, moved, npu), (bound, npu, moved)):
+        fresh = Scheduler(config(BINPACK))
+        for obj in (node_a, node_b, cls, *listed):
+            fresh.apply("ADDED", obj, 0.0)
+        assert fresh.state.nodes["b"].used("nvidia.com/gpu") == 1, [obj["metadata"]["name"] for obj in listed]
+        fresh.apply("ADDED", plain, 0.0)
+        assert (fresh.schedule_next(0.0) or [])[0].node is None  # b's one GPU is p's

@@ -227,6 +227,13 @@ class DeviceLedger:
             self.moved[device.name] = device
             if device.name not in self.ghosts:
                 self.delete(device.name)
+            elif first and _unseen(old) and old.resource_name != device.resource_name:
+                # named after its node's devices (a restart listed the holder first): its own
+                # object, seen now, names what it was counted under, whichever was listed first
+                holder = self._node_info(old.node_name)
+                self.devices[device.name] = holder.devices[device.name] = replace(
+                    old, resource_name=device.resource_name)
+                self.refresh(holder)
             if not first:
                 return []
             if old.node_name != device.node_name:
