@@ -1,0 +1,87 @@
+"""A gang that cannot be placed says so on its PodGroup, not only on its members.
+
+A new user's trial: `kubectl describe pg big` for a scheduler-plugins PodGroup (3 members x 4 GPUs
+on a cluster with 8 GPUs) showed `Phase: Scheduling` and `Events: <none>`; only the members'
+FailedScheduling Events (and `kubectl tessera explain`) said why. A platform engineer looks at the
+PodGroup first. The core now reports, for a gang cycle that tried the group and placed nothing,
+one notice regarding the PodGroup object — the live shell writes it as a Warning Event — whose
+message is the gang's, word for word the one its members' FailedScheduling Events carry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.sim import builders as b
+from tests.helpers import Run
+
+PLUGINS_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def _plugins_member(name: str, group: str, gpus: int = 4) -> dict[str, Any]:
+    return b.pod(name, labels={PLUGINS_LABEL: group}, limits={"nvidia.com/gpu": gpus})
+
+
+def _workload_member(name: str, group: str, gpus: int = 4) -> dict[str, Any]:
+    return b.pod(name, limits={"nvidia.com/gpu": gpus}, spec_extra={"schedulingGroup": {"podGroupName": group}})
+
+
+def _too_big(group: dict[str, Any], member: Any) -> tuple[Run, list[Any]]:
+    """Two 4-GPU nodes, and a gang of three 4-GPU members: the last arrival's cycle tries it."""
+    run = Run()
+    run.add(b.node("n1", gpus=4), b.node("n2", gpus=4), group, member("big-0", "big"), member("big-1", "big"))
+    return run, run.add(member("big-2", "big"))
+
+
+@pytest.mark.parametrize(("group", "member", "key", "api_version"), [
+    (b.podgroup("big", 3), _plugins_member, "default/big", "scheduling.x-k8s.io/v1alpha1"),
+    (b.workload_podgroup("big", 3), _workload_member, "default/scheduling.k8s.io/big", "scheduling.k8s.io/v1alpha2"),
+], ids=["scheduler-plugins", "workload-api"])
+def test_a_gang_that_does_not_fit_is_reported_on_its_podgroup(group: dict[str, Any], member: Any, key: str,
+                                                              api_version: str) -> None:
+    run, cycle = _too_big(group, member)
+    assert {a.pod.meta.name for a in cycle} == {"big-0", "big-1", "big-2"}
+    assert all(a.node is None and a.gang_outcome == "failed" for a in cycle)
+    notice = run.scheduler.group_notice(cycle)
+    assert notice is not None
+    assert (notice.kind, notice.api_version, notice.key, notice.namespace, notice.uid) == (
+        "PodGroup", api_version, key, "default", group["metadata"]["uid"])
+    assert notice.reason == "Unschedulable"
+    # the members' FailedScheduling note, word for word: one text for the group wherever it is read
+    assert {a.message for a in cycle} == {notice.message}
+    assert notice.message.startswith(f"pod group {key}: only 2 of the 3 members it needs fit; ")
+
+
+def test_a_placed_gang_is_not_reported() -> None:
+    run = Run()
+    run.add(b.node("n1", gpus=8), b.podgroup("fits", 2), _plugins_member("fits-0", "fits"))
+    cycle = run.add(_plugins_member("fits-1", "fits"))
+    assert cycle and all(a.node is not None for a in cycle)
+    assert run.scheduler.group_notice(cycle) is None
+
+
+def test_a_gang_still_gathering_members_is_not_reported_as_unschedulable() -> None:
+    """Too few members is Phase Pending (scheduler-plugins' controller says that much); the
+    member's own FailedScheduling Event names the count. Not a gang that cannot be placed."""
+    run = Run()
+    cycle = run.add(b.node("n1", gpus=8), b.podgroup("short", 2), _plugins_member("short-0", "short"))
+    assert [a.gang_outcome for a in cycle] == ["waiting"]
+    assert run.scheduler.group_notice(cycle) is None
+
+
+def test_a_label_gang_has_no_podgroup_to_report_on() -> None:
+    run = Run()
+    labels = {"pod-group.scheduling.sigs.k8s.io/name": "lbl", "pod-group.scheduling.sigs.k8s.io/min-available": "2"}
+    run.add(b.node("n1", gpus=4), b.pod("lbl-0", labels=labels, limits={"nvidia.com/gpu": 4}))
+    cycle = run.add(b.pod("lbl-1", labels=labels, limits={"nvidia.com/gpu": 4}))
+    assert cycle and all(a.node is None and a.gang_outcome == "failed" for a in cycle)
+    assert run.scheduler.group_notice(cycle) is None
+
+
+def test_a_lone_pod_that_does_not_fit_is_not_a_group() -> None:
+    run = Run()
+    cycle = run.add(b.node("n1", gpus=1), b.pod("solo", limits={"nvidia.com/gpu": 2}))
+    assert [a.node for a in cycle] == [None]
+    assert run.scheduler.group_notice(cycle) is None

@@ -1,0 +1,96 @@
+"""The live loop tells a PodGroup that its gang cannot be placed: a Warning Event regarding the
+PodGroup object, on the fake apiserver.
+
+A new user's trial: `kubectl describe pg big` (scheduler-plugins, 3 members x 4 GPUs, 8 GPUs in
+the cluster) showed `Phase: Scheduling` and `Events: <none>`. The Event follows Volcano's for its
+PodGroups (pkg/scheduler/cache/cache.go RecordJobStatusEvent: Warning, reason `Unschedulable`);
+its note is the gang's message, the one its members' FailedScheduling Events carry. A gang
+retried again and again joins one Event's series (the recorder's EventSeries), not a flood.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from scheduler.api.config import load_config
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.sim import builders as b
+from tests.fakeapi import FakeApi
+from tests.helpers import run_for_a_while
+
+PLUGINS_LIST = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
+WORKLOAD_LIST = "/apis/scheduling.k8s.io/v1alpha2/podgroups"
+
+
+def _plugins_member(name: str) -> dict[str, Any]:
+    return b.pod(name, labels={"scheduling.x-k8s.io/pod-group": "big"}, limits={"nvidia.com/gpu": 4})
+
+
+def _workload_member(name: str) -> dict[str, Any]:
+    return b.pod(name, limits={"nvidia.com/gpu": 4}, spec_extra={"schedulingGroup": {"podGroupName": "big"}})
+
+
+def _regarding_podgroups(api: FakeApi) -> list[dict[str, Any]]:
+    return [event for event in api.events.values() if event["regarding"]["kind"] == "PodGroup"]
+
+
+async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    with anyio.fail_after(seconds):
+        while not condition():
+            await anyio.sleep(0.005)
+
+
+@pytest.mark.parametrize(("group", "member", "path", "api_version"), [
+    (b.podgroup("big", 3), _plugins_member, PLUGINS_LIST, "scheduling.x-k8s.io/v1alpha1"),
+    (b.workload_podgroup("big", 3), _workload_member, WORKLOAD_LIST, "scheduling.k8s.io/v1alpha2"),
+], ids=["scheduler-plugins", "workload-api"])
+async def test_a_gang_that_does_not_fit_gets_a_warning_on_its_podgroup(
+        group: dict[str, Any], member: Callable[[str], dict[str, Any]], path: str, api_version: str) -> None:
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n1", gpus=4), b.node("n2", gpus=4)]
+    api.lists[path] = [group]
+    for i in range(3):
+        api.add_pod(member(f"big-{i}"))
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await _until(lambda: bool(_regarding_podgroups(api)))
+        owner.cancel_scope.cancel()
+    [event] = _regarding_podgroups(api)
+    assert event["regarding"] == {"kind": "PodGroup", "apiVersion": api_version, "name": "big",
+                                  "namespace": "default", "uid": group["metadata"]["uid"]}
+    assert (event["type"], event["reason"], event["action"]) == ("Warning", "Unschedulable", "Scheduling")
+    assert event["metadata"]["namespace"] == "default"
+    members = [e for e in api.events.values() if e["reason"] == "FailedScheduling"]
+    assert len(members) == 3
+    assert {e["note"] for e in members} == {event["note"]}  # the members' note, word for word
+    assert event["note"].startswith("pod group default/")
+    assert "only 2 of the 3 members it needs fit" in event["note"]
+
+
+async def test_a_gang_tried_again_joins_one_series_on_its_podgroup() -> None:
+    """Two failed cycles of the same gang, the cluster unchanged: one Event, its series counting 2."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    core = loop.core
+    for obj in (b.node("n1", gpus=4), b.node("n2", gpus=4), b.podgroup("big", 3),
+                *(_plugins_member(f"big-{i}") for i in range(3))):
+        core.apply("ADDED", obj, 0.0)
+    first = core.schedule_next(0.0)
+    assert first and all(a.node is None for a in first)
+    loop._handle_cycle(first, 0.01)
+    core.flush_unschedulable(400.0)  # the 5-minute flush brings the gang back
+    second = core.schedule_next(400.0)
+    assert second and {a.message for a in second} == {a.message for a in first}
+    loop._handle_cycle(second, 0.01)
+    await run_for_a_while(loop.events.run, until=lambda: any(
+        (e.get("series") or {}).get("count") == 2 for e in _regarding_podgroups(api)))
+    [event] = _regarding_podgroups(api)
+    assert event["series"]["count"] == 2
+    assert len(api.of("POST", "/events")) == 4  # the PodGroup's and the three members' first Events
+
