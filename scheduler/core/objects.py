@@ -36,6 +36,8 @@ TOPOLOGY_REQUIRED = "tessera.dev/topology-required"  # on a PodGroup (or a label
 TOPOLOGY_PREFERRED = "tessera.dev/topology-preferred"
 PLUGINS_API = "scheduling.x-k8s.io"  # scheduler-plugins' PodGroup CRD
 WORKLOAD_API = "scheduling.k8s.io"  # upstream's Workload API (v1alpha2, Kubernetes 1.36)
+# the apiVersion of the PodGroups Tessera reads, by API group (what an Event's `regarding` names)
+PODGROUP_API_VERSIONS = {PLUGINS_API: f"{PLUGINS_API}/v1alpha1", WORKLOAD_API: f"{WORKLOAD_API}/v1alpha2"}
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 

@@ -31,7 +31,7 @@ from scheduler.core.nominations import hold_nominated
 from scheduler.core.classes import ResourceClass
 from scheduler.core.objects import JSON, Device
 from scheduler.core.outcomes import BindingOutcomes
-from scheduler.core.plugins.coscheduling import GroupStatus, group_status, unschedulable_message
+from scheduler.core.plugins.coscheduling import GroupStatus, group_status, unschedulable_message, unschedulable_notice
 from scheduler.core.plugins.preemption.unfinished import UnfinishedEviction, unfinished_gang_evictions
 from scheduler.core.queue import GATED, IN_FLIGHT, QueuedPod, SchedulingQueue
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, Notice
@@ -299,6 +299,11 @@ class Scheduler:
     def group_unschedulable(self, key: str, preempting: bool) -> str:
         """The PodGroupScheduled=False message of a cycle that tried the group and placed nothing."""
         return unschedulable_message(self._engine.state, key, preempting)
+
+    def group_notice(self, attempts: list[Attempt]) -> Notice | None:
+        """What the PodGroup of the gang whose cycle made these `attempts` is to be told (a Warning
+        Event live): its gang was tried and did not fit, in its members' words; None otherwise."""
+        return unschedulable_notice(self._engine.state, attempts)
 
     def class_statuses(self) -> list[ClassStatus]:
         state = self._engine.state

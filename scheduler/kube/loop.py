@@ -23,7 +23,8 @@ from scheduler.api.config import SchedulerConfig
 from scheduler.core.cycle import pod_group_error
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.timing import NO_STOPWATCH, Stopwatch
-from scheduler.core.objects import FINAL_GROUP_PHASES, WORKLOAD_API, Pod, gang_key, gang_key_parts, podgroup_api
+from scheduler.core.objects import (FINAL_GROUP_PHASES, PLUGINS_API, PODGROUP_API_VERSIONS, WORKLOAD_API, Pod,
+                                   gang_key, gang_key_parts, podgroup_api)
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
@@ -44,7 +45,7 @@ IDLE_WAKE_SECONDS = 1.0  # the cycles look again at least this often (backoff ex
 CYCLES_BEFORE_YIELD = 16
 
 _API_VERSIONS = {"Pod": "v1", "Node": "v1", "ExtendedResource": "tessera.dev/v1alpha1",
-                 "ResourceClass": "tessera.dev/v1alpha1", "PodGroup": "scheduling.x-k8s.io/v1alpha1",
+                 "ResourceClass": "tessera.dev/v1alpha1", "PodGroup": PODGROUP_API_VERSIONS[PLUGINS_API],
                  "PodDisruptionBudget": "policy/v1", "PriorityClass": "scheduling.k8s.io/v1"}
 
 
@@ -285,6 +286,10 @@ class SchedulerLoop:
 
     def _report(self, notice: Notice) -> None:
         log.warning("input.invalid", kind=notice.kind, object=notice.key, reason=notice.reason, message=notice.message)
+        self._warn(notice, "Validating")
+
+    def _warn(self, notice: Notice, action: str) -> None:
+        """The notice as a Warning Event regarding its object (only by the leader)."""
         if not self.is_leader() or not notice.key:
             return
         namespace, _, name = notice.key.rpartition("/")
@@ -292,7 +297,7 @@ class SchedulerLoop:
         if api_version is None:
             return
         self.events.record(ObjectRef(notice.kind, api_version, name, notice.namespace or namespace, notice.uid),
-                           "Warning", notice.reason, "Validating", notice.message)
+                           "Warning", notice.reason, action, notice.message)
 
     # --- scheduling --------------------------------------------------------------------------
 
@@ -352,9 +357,14 @@ class SchedulerLoop:
 
     def _handle_cycle(self, attempts: list[Attempt], seconds: float) -> None:
         """One cycle's attempts (one pod's, or every member's of a gang: `seconds` shared between
-        them), then the status of the PodGroup the cycle tried, once, from the whole cycle."""
+        them), then the PodGroup the cycle tried, once, from the whole cycle: a Warning when its
+        gang did not fit (`Scheduler.group_notice`), and its status."""
         for attempt in attempts:
             self._handle(attempt, seconds / max(1, len(attempts)))
+        notice = self.core.group_notice(attempts)
+        if notice is not None:  # its gang did not fit: the PodGroup says why, as its members do
+            log.debug("cycle.group_unschedulable", group=notice.key, message=notice.message)
+            self._warn(notice, "Scheduling")
         gang = attempts[0].pod.gang if attempts else None
         if gang is None or not gang.from_podgroup:
             return

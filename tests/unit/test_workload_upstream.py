@@ -103,7 +103,7 @@ async def test_a_member_of_a_gang_still_gathering_is_not_attempted_so_nothing_is
     assert _metric(metrics, "scheduler_pending_pods", queue="unschedulable") == 0
     loop._on_event("ADDED", _member("g-1", "g"))
     await loop._run_cycles()  # complete, tried: two members, one GPU
-    assert _events_recorded(loop) == 2
+    assert _events_recorded(loop) == 3  # each member's FailedScheduling, and the PodGroup's Unschedulable
     assert {name: status["conditions"][0]["reason"] for name, status in _pod_wishes(loop).items()} == {
         "g-0": "Unschedulable", "g-1": "Unschedulable"}
     assert _metric(metrics, "scheduler_schedule_attempts_total", result="unschedulable", profile="tessera") == 2

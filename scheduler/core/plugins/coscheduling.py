@@ -22,16 +22,17 @@ rejected, with the Event and condition such an attempt writes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.api.config_reader import ArgsReader
+from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import GangView, GroupPlugin, PreEnqueuePlugin, QueueingHint
-from scheduler.core.objects import PLUGINS_API, WORKLOAD_API, Pod, gang_key_parts
-from scheduler.core.state import ClusterEvent, ClusterState, EventKind
+from scheduler.core.objects import PLUGINS_API, PODGROUP_API_VERSIONS, WORKLOAD_API, Pod, gang_key_parts
+from scheduler.core.state import ClusterEvent, ClusterState, EventKind, Notice
 
 NAME = "Coscheduling"
 ARGS_FIELDS = ("permitWaitingTimeSeconds", "podGroupBackoffSeconds")
@@ -289,3 +290,29 @@ def unschedulable_message(state: ClusterState, key: str, preempting: bool) -> st
     if not domains:
         return NO_PLACEMENTS
     return f"0/{len(domains)} placements are available, first placement status: {GROUP_UNSCHEDULABLE}"
+
+
+# the reason of the Warning a PodGroup gets when its gang was tried and did not fit: Volcano's for its
+# PodGroups (pkg/scheduler/cache/cache.go RecordJobStatusEvent, scheduling.PodGroupUnschedulableType),
+# and the reason of the Workload API's PodGroupScheduled=False
+GROUP_UNSCHEDULABLE_REASON = "Unschedulable"
+
+
+def unschedulable_notice(state: ClusterState, attempts: Sequence[Attempt]) -> Notice | None:
+    """What the PodGroup of a gang whose cycle placed nothing is told (a Warning Event live), or
+    None: the cycle was not such a gang's, it was placed, it could not be tried yet (too few
+    members: its phase says Pending), it failed with an error, or its gang has no PodGroup object
+    (the label form). scheduler-plugins records nothing on a PodGroup whose gang does not fit (its
+    Coscheduling rejects pods; its controller's only Event is `Timeout`) and kube-scheduler only
+    sets PodGroupScheduled=False with its terse "pod group is unschedulable": a platform engineer
+    describing the PodGroup saw no reason at all. The message is the gang's, the very text of its
+    members' FailedScheduling Events (every member of a failed gang reads it: cycle.py), so one
+    retry after another joins one Event series."""
+    if not attempts or any(a.node is not None or a.error or a.gang_outcome != "failed" for a in attempts):
+        return None
+    gang = attempts[0].pod.gang
+    group = state.gangs.podgroups.get(gang.key) if gang is not None and gang.from_podgroup else None
+    if group is None:
+        return None
+    return Notice("PodGroup", group.key, GROUP_UNSCHEDULABLE_REASON, attempts[0].message, group.meta.namespace,
+                  group.meta.uid, PODGROUP_API_VERSIONS[group.api])

@@ -1,7 +1,8 @@
 """What a change to the cluster state means for waiting pods, and what a person should be told.
 
 `ClusterEvent`s drive requeueing (plugins' queueing hints key on their kind); `Notice`s are bad or
-surprising input — a Warning Event live, a stderr line in a replay.
+surprising input — a Warning Event live, a stderr line in a replay — or a gang that was tried and
+did not fit, told on its PodGroup (`Scheduler.group_notice`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ class ClusterEvent:
 
 @dataclass(frozen=True, slots=True)
 class Notice:
-    """Bad or surprising input a person should see: a Warning Event live, a stderr line in replay."""
+    """What a person should see on an object: bad or surprising input (a Warning Event live, a
+    stderr line in replay), or a PodGroup's gang that did not fit (a Warning Event live)."""
 
     kind: str
     key: str
