@@ -340,8 +340,9 @@ class Metrics:
 
     def observe_plugin(self, plugin: str, point: ExtensionPoint, status: Code, seconds: float) -> None:
         """One plugin's run at an extension point, in a sampled cycle. Filter and Score: Tessera runs
-        a plugin once over all the nodes (its batch form), so one observation is that whole batch,
-        where upstream observes each node's call."""
+        a plugin once over all the nodes of a search (its batch form, or its per-node checks summed:
+        `ProfileRuntime._scan`), so one observation is that whole pass, where upstream observes each
+        node's call."""
         self.plugin_execution_duration.labels(plugin=plugin, extension_point=point, status=status).observe(seconds)
 
     def observe_preemption(self, victims: int) -> None:

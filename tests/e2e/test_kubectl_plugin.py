@@ -19,6 +19,7 @@ from scheduler.kubectl.cli import USER_AGENT
 from tests.e2e import gpu_scenario
 from tests.e2e.gpu_scenario import Scenario
 from tests.e2e.live import REPO, Kube
+from tests.e2e.test_live_scheduling import CLASSES, ERS
 
 PLUGIN = Path(sys.executable).parent / "kubectl-tessera"  # the package's console script
 
@@ -72,7 +73,8 @@ async def scenario(tessera: Any, kubectl: Kube, namespace: str) -> Scenario:
 
 
 def _gpus(view: dict[str, Any], node: str) -> list[dict[str, Any]]:
-    return next(n for n in view["nodes"] if n["name"] == node)["gpus"]
+    gpus: list[dict[str, Any]] = next(n for n in view["nodes"] if n["name"] == node)["gpus"]
+    return gpus
 
 
 async def test_nodes_shows_every_gpu_as_the_core_sees_it(clean_cluster: LocalControlPlane, scenario: Scenario) -> None:
@@ -158,8 +160,8 @@ async def test_what_if_replays_the_pending_pods_and_writes_nothing(clean_cluster
     assert "4 pending pods: 1 would be placed, 3 would stay pending" in text
     # every write names its field manager after the client's user agent: none is the plugin's
     # (Tessera itself keeps writing meanwhile, so resourceVersions prove nothing)
-    for path in (f"/api/v1/namespaces/{scenario.namespace}/pods", "/api/v1/nodes", gpu_scenario.ERS,
-                 gpu_scenario.CLASSES, f"/apis/events.k8s.io/v1/namespaces/{scenario.namespace}/events"):
+    for path in (f"/api/v1/namespaces/{scenario.namespace}/pods", "/api/v1/nodes", ERS,
+                 CLASSES, f"/apis/events.k8s.io/v1/namespaces/{scenario.namespace}/events"):
         for obj in (await kubectl.call("GET", path)).json()["items"]:
             managers = {entry["manager"] for entry in obj["metadata"].get("managedFields") or ()}
             assert USER_AGENT not in managers, (path, obj["metadata"]["name"], managers)

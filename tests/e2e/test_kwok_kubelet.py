@@ -19,9 +19,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -32,9 +32,10 @@ from tests.e2e.live import REPO
 
 LONG = "1h"  # a delay no test waits for: the pod stays Running
 JITTER_DELAY = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
+T = TypeVar("T")
 
 
-def _wait(check: Callable[[], Any], timeout: float, interval: float = 0.25) -> Any:
+def _wait(check: Callable[[], T], timeout: float, interval: float = 0.25) -> T:
     """The first truthy value of ``check()`` within ``timeout`` seconds, else the last value."""
     deadline = time.monotonic() + timeout
     value = check()
@@ -197,6 +198,31 @@ def _phase(plane: LocalControlPlane, ns: str, name: str) -> str:
     return str(plane.admin.get(f"/api/v1/namespaces/{ns}/pods/{name}").get("status", {}).get("phase"))
 
 
+def _seconds_running(plane: LocalControlPlane, ns: str, names: Sequence[str],
+                     touch: Callable[[str, float], object], poll: float) -> dict[str, float]:
+    """Seconds from Running to Succeeded of each pod (to 0.1 s), polled every `poll` s for at most
+    60 s; each poll that finds a pod Running calls `touch(name, seconds it has run)`. Asserts that
+    kwok ran every pod and that every one succeeded."""
+    started: dict[str, float] = {}
+    finished: dict[str, float] = {}
+    deadline = time.monotonic() + 60
+    while len(finished) < len(names) and time.monotonic() < deadline:
+        for name in names:
+            now = time.monotonic()
+            if name in finished:
+                continue
+            phase = _phase(plane, ns, name)
+            if phase == "Running":
+                touch(name, now - started.setdefault(name, now))
+            elif phase != "Pending":
+                finished[name] = now
+        time.sleep(poll)
+    assert set(started) == set(names), f"kwok ran only {sorted(started)}"
+    ran = {name: round(finished.get(name, deadline) - started[name], 1) for name in names}
+    assert {name: _phase(plane, ns, name) for name in names} == dict.fromkeys(names, "Succeeded"), ran
+    return ran
+
+
 def test_an_empty_delay_annotation_is_no_delay_annotation(plane_ns: tuple[LocalControlPlane, str, str]) -> None:
     """README: a pod with `pod-complete.stage.kwok.x-k8s.io/delay: 30s` succeeds 30 s later; one
     without it runs until deleted (a Job's pod: after 1 s).
@@ -281,27 +307,14 @@ def test_a_pods_delay_counts_from_its_start_however_often_the_pod_changes(
                                                                      "status": "True"}]}},
                                          content_type="application/strategic-merge-patch+json"),
     ]
-    started: dict[str, float] = {}
-    finished: dict[str, float] = {}
     touched: dict[str, int] = dict.fromkeys(delays, 0)
-    deadline = time.monotonic() + 60
-    while len(finished) < len(delays) and time.monotonic() < deadline:
-        for name in delays:
-            now = time.monotonic()
-            if name in finished:
-                continue
-            phase = _phase(plane, ns, name)
-            if phase == "Running":
-                started.setdefault(name, now)
-                if touched[name] < len(touches) and now - started[name] >= 2 * (touched[name] + 1):
-                    touches[touched[name]](name)
-                    touched[name] += 1
-            elif phase != "Pending":
-                finished[name] = now
-        time.sleep(0.05)
-    assert set(started) == set(delays), f"kwok ran only {sorted(started)}"
-    ran = {name: round(finished.get(name, deadline) - started[name], 1) for name in delays}
-    assert {name: _phase(plane, ns, name) for name in delays} == dict.fromkeys(delays, "Succeeded"), ran
+
+    def touch_at_2_4_6_seconds(name: str, running: float) -> None:
+        if touched[name] < len(touches) and running >= 2 * (touched[name] + 1):
+            touches[touched[name]](name)
+            touched[name] += 1
+
+    ran = _seconds_running(plane, ns, list(delays), touch_at_2_4_6_seconds, poll=0.05)
     assert touched == dict.fromkeys(delays, len(touches)), f"finished before every touch: {ran}"
     assert all(6.5 <= seconds <= 11 for seconds in ran.values()), (
         f"seconds from Running to Succeeded, 8 s wanted (14 s if the last touch restarts the delay): {ran}")
@@ -327,27 +340,15 @@ def test_a_jobs_pod_and_an_unreadable_delay_finish_one_second_after_the_start_ho
         pods = plane.admin.get(f"/api/v1/namespaces/{ns}/pods?labelSelector=job-name%3Dshort")["items"]
         return next((p["metadata"]["name"] for p in pods), None)
 
-    names = ["bare", _wait(job_pod, 30)]
-    assert names[1], "the Job made no pod"
-    started: dict[str, float] = {}
-    finished: dict[str, float] = {}
-    deadline = time.monotonic() + 60
-    while len(finished) < len(names) and time.monotonic() < deadline:
-        for name in names:
-            now = time.monotonic()
-            if name in finished:
-                continue
-            phase = _phase(plane, ns, name)
-            if phase == "Running":
-                if now - started.setdefault(name, now) < 4:
-                    plane.admin.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
-                                            {"metadata": {"labels": {"touched": f"{now:.2f}"}}})
-            elif phase != "Pending":
-                finished[name] = now
-        time.sleep(0.3)
-    assert set(started) == set(names), f"kwok ran only {sorted(started)}"
-    ran = {name: round(finished.get(name, deadline) - started[name], 1) for name in names}
-    assert {name: _phase(plane, ns, name) for name in names} == dict.fromkeys(names, "Succeeded"), ran
+    job_pod_name = _wait(job_pod, 30)
+    assert job_pod_name, "the Job made no pod"
+
+    def relabel_for_4_seconds(name: str, running: float) -> None:
+        if running < 4:
+            plane.admin.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}",
+                                    {"metadata": {"labels": {"touched": f"{time.monotonic():.2f}"}}})
+
+    ran = _seconds_running(plane, ns, ["bare", job_pod_name], relabel_for_4_seconds, poll=0.3)
     assert all(seconds <= 2.5 for seconds in ran.values()), (
         f"seconds from Running to Succeeded, 1 s wanted (5 s if every touch restarts it): {ran}")
 
@@ -378,7 +379,8 @@ def test_a_pod_with_a_readiness_gate_is_ready_only_when_its_condition_is_true(
                             content_type="application/strategic-merge-patch+json")
 
     def current() -> dict[str, Any]:
-        return plane.admin.get(f"/api/v1/namespaces/{ns}/pods/gated")["status"]
+        status: dict[str, Any] = plane.admin.get(f"/api/v1/namespaces/{ns}/pods/gated")["status"]
+        return status
 
     missing = ("False", "ReadinessGatesNotReady", f'corresponding condition of pod readiness gate "{gate}" does not exist.')
     assert _wait(ready(missing), 10), f"Ready with the gate's condition missing: {current()}"

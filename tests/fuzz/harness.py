@@ -344,18 +344,18 @@ class Harness:
             busy = Counter(d.resource_name for d in info.devices.values()
                            if d.name in state.ledger.use and state.ledger.use[d.name].busy)
             assert info.busy == dict(busy), (name, info.busy, busy)
-            for device in info.devices.values():
-                assert state.devices.get(device.name) is device, device.name
-        for device in state.devices.values():
-            assert state.nodes[device.node_name].devices.get(device.name) is device, device.name
+            for on_node in info.devices.values():
+                assert state.devices.get(on_node.name) is on_node, on_node.name
+        for known in state.devices.values():
+            assert state.nodes[known.node_name].devices.get(known.name) is known, known.name
         used = set(exclusive) | set(shared)
         assert set(state.ledger.use) == used, (set(state.ledger.use), used)
         for name, use in state.ledger.use.items():
             assert use.exclusive == exclusive.get(name, set()), name
             assert use.shared == shared.get(name, {}), name
             totals: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
-            for held in use.shared.values():
-                for kind, amount in held.items():
+            for slices in use.shared.values():
+                for kind, amount in slices.items():
                     totals[kind] += amount
             assert use.by_kind == totals, name
         assert not (state.pending & set(state.placements))

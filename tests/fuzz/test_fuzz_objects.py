@@ -137,7 +137,7 @@ def test_decode_devices_raises_only_annotation_error(raw: str) -> None:
             for old, new in zip(grants, again[container][resource], strict=True):
                 assert (old.device_id, old.device) == (new.device_id, new.device)
                 assert (old.amount is None) == (new.amount is None)
-                assert old.amount is None or new.amount >= old.amount
+                assert old.amount is None or (new.amount is not None and new.amount >= old.amount)
 
 
 # --- odd objects through the replay driver --------------------------------------------------------

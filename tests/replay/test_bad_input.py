@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -206,7 +207,7 @@ def test_a_bound_pod_whose_scheduler_name_is_not_a_string_does_not_crash_the_rep
     assert any("InvalidObject" in notice for notice in run.notices())
 
 
-def _bound_then_stripped(*removed: str) -> tuple[Run, dict[str, object]]:
+def _bound_then_stripped(*removed: str) -> tuple[Run, dict[str, Any]]:
     """`p` is bound by Tessera to the node's one GPU and runs; then its devices annotation is
     removed (a hand edit, a tool that rewrites annotations). Returns the run and p as it is now."""
     run = Run(config(BINPACK))

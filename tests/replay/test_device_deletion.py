@@ -175,6 +175,12 @@ def _device_of(run: Run, pod: str) -> tuple[str, str]:
     return grant.device, grant.device_id
 
 
+def _pod_object(run: Run, name: str) -> dict[str, Any]:
+    """A copy of the pod's object as the replay last saw it: to edit and feed back, or to list
+    in a restart."""
+    return copy.deepcopy(run.replay.pods[run.state.pod_by_key(f"default/{name}").uid])
+
+
 def _renamed(device: dict[str, Any], name: str) -> dict[str, Any]:
     again = copy.deepcopy(device)
     again["metadata"].update(name=name, uid=f"{name}-uid")
@@ -225,7 +231,7 @@ def test_a_held_device_moving_to_another_node_keeps_counting_where_its_holder_ru
     run.add(b.pod("q", limits={"nvidia.com/gpu": 1}, spec_extra={"nodeSelector": {"kubernetes.io/hostname": "a"}}))
     assert run.node_of("q") is None  # a's only GPU is p's
     assert any("DeviceMovedWhileHeld" in n or "now names node b" in n for n in run.notices())
-    finished = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    finished = _pod_object(run, "p")
     finished["status"]["phase"] = "Succeeded"
     run.feed(b.event("MODIFIED", finished))  # released: the object is taken in where it now is
     name = device["metadata"]["name"]
@@ -252,7 +258,7 @@ def test_a_dropped_ghost_no_longer_counts_as_a_matching_device() -> None:
     run.add(b.pod("p", limits={CLASS: 1}))
     run.feed(b.event("DELETED", device))
     run.add(b.resource_class("other", match_labels={"model": "V100"}))  # a class change while the ghost is held
-    finished = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    finished = _pod_object(run, "p")
     finished["status"]["phase"] = "Succeeded"
     run.feed(b.event("MODIFIED", finished))
     assert not run.state.devices
@@ -277,7 +283,7 @@ def test_after_a_restart_a_held_gpu_published_under_a_new_name_is_not_handed_out
     run = Run(config(BINPACK))
     run.add(node, device, cls, b.pod("p", limits={CLASS: 1}))
     run.feed(b.event("ADDED", renamed), b.event("DELETED", device), b.event("ADDED", other))
-    bound = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    bound = _pod_object(run, "p")
     held = _held_ids(bound["metadata"]["annotations"])
     for order in ((node, renamed, other, cls, bound), (node, bound, renamed, other, cls)):  # either listing first
         fresh = Scheduler(config(BINPACK))
@@ -299,7 +305,7 @@ def test_after_a_restart_a_held_device_listed_on_another_node_counts_where_its_h
     moved["spec"]["nodeName"], moved["metadata"]["uid"] = "b", "new-uid"
     run.feed(b.event("DELETED", device), b.event("ADDED", moved))
     assert run.state.nodes["a"].used("nvidia.com/gpu") == 1
-    bound = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    bound = _pod_object(run, "p")
     fresh = Scheduler(config(BINPACK))
     for obj in (node_a, node_b, moved, cls, bound):  # the device is listed before its holder
         fresh.apply("ADDED", obj, 0.0)
@@ -328,7 +334,7 @@ def test_a_held_gpu_is_not_handed_out_again_after_its_object_changes_its_device_
     assert any("DeviceIDChangedWhileHeld" in notice for notice in run.notices())
     run.add(b.pod("q", limits={CLASS: 1}))
     assert run.last("q").node is None or not _held_ids(run.last("q").annotations) & held
-    bound = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    bound = _pod_object(run, "p")
     fresh = Scheduler(config(BINPACK))  # a restart after the change: the same objects, listed afresh
     for obj in (b.node("n", gpus=2), changed, again, b.resource_class("v100", match_labels={"model": "V100"}), bound):
         fresh.apply("ADDED", obj, 0.0)
@@ -364,7 +370,7 @@ def test_a_held_gpu_keeps_counting_under_its_resource_name_when_its_object_chang
         assert any(n.startswith("ResourceNameChangedWhileHeld: ") and held_name in n for n in run.notices())
         run.add(b.pod("q", limits={"nvidia.com/gpu": 2}))
         assert run.node_of("q") is None  # one of the two GPUs is p's
-        finished = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+        finished = _pod_object(run, "p")
         finished["status"]["phase"] = "Succeeded"
         run.feed(b.event("MODIFIED", finished))  # released: the object is taken in as it is now
         assert run.state.devices[held_name].resource_name == "example.com/gpu"
@@ -386,7 +392,7 @@ def test_a_capacity_lowered_below_the_slices_held_leaves_no_room_live_or_after_a
     run.feed(b.event("MODIFIED", lowered))
     run.add(b.pod("q", limits={"class.tessera.dev/s": 1}), b.pod("r", limits={CLASS: 1}))
     assert run.node_of("q") is None and run.node_of("r") is None
-    bound = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    bound = _pod_object(run, "p")
     for order in ((node, lowered, shared, bound), (node, bound, shared, lowered)):
         fresh = Scheduler(config(BINPACK))
         for obj in order:
@@ -405,7 +411,7 @@ def test_a_second_object_naming_a_held_gpu_is_given_to_no_pod_in_any_listing_ord
     run.add(node, first, cls, b.pod("p", limits={CLASS: 1}))  # p holds `first`, the only GPU yet
     run.add(second, other, b.pod("q", limits={CLASS: 1}), b.pod("r", limits={CLASS: 1}))
     assert [_device_of(run, name)[1] for name in ("q", "r") if run.node_of(name)] == [other["spec"]["deviceID"]]
-    bound = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    bound = _pod_object(run, "p")
     for listed in itertools.permutations((first, second, other, bound)):
         fresh = Scheduler(config(BINPACK))
         for obj in (node, cls, *listed):
@@ -433,7 +439,7 @@ def test_after_a_restart_a_held_gpu_listed_elsewhere_counts_under_its_own_resour
     moved = copy.deepcopy(gpu)
     moved["spec"]["nodeName"] = "a"
     run.feed(b.event("MODIFIED", moved))
-    bound = copy.deepcopy(run.replay.pods[run.state.pod_by_key("default/p").uid])
+    bound = _pod_object(run, "p")
     plain = b.pod("q", limits={"nvidia.com/gpu": 1}, spec_extra={"nodeSelector": {"kubernetes.io/hostname": "b"}})
     for listed in ((moved, npu, bound), (bound, moved, npu), (bound, npu, moved)):
         fresh = Scheduler(config(BINPACK))

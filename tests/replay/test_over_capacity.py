@@ -103,7 +103,7 @@ def test_a_recorded_binding_to_another_node_than_the_replays_is_the_replay_diver
     run.feed(*nodes, b.event("ADDED", p), b.event("ADDED", q))
     live = {"p": run.node_of("q"), "q": run.node_of("p")}  # the live scheduler chose the other way round
     assert set(live.values()) == {"n1", "n2"}
-    recorded = [b.event("MODIFIED", b.pod(name, limits={"nvidia.com/gpu": 4}, node_name=live[name], phase="Running"))
+    recorded = [b.event("MODIFIED", b.pod(name, limits={"nvidia.com/gpu": 4}, node_name=str(live[name]), phase="Running"))
                 for name in ("p", "q")]
     err = _simulate(tmp_path, [*nodes, b.event("ADDED", p), b.event("ADDED", q), *recorded], capsys)
     over = [line for line in err if "over its capacity" in line]

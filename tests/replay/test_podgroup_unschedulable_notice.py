@@ -10,14 +10,17 @@ message is the gang's, word for word the one its members' FailedScheduling Event
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from scheduler.core.framework.attempt import Attempt
 from scheduler.sim import builders as b
 from tests.helpers import Run
 
 PLUGINS_LABEL = "scheduling.x-k8s.io/pod-group"
+Member = Callable[[str, str], dict[str, Any]]  # a gang member of the group named, by pod name
 
 
 def _plugins_member(name: str, group: str, gpus: int = 4) -> dict[str, Any]:
@@ -28,7 +31,7 @@ def _workload_member(name: str, group: str, gpus: int = 4) -> dict[str, Any]:
     return b.pod(name, limits={"nvidia.com/gpu": gpus}, spec_extra={"schedulingGroup": {"podGroupName": group}})
 
 
-def _too_big(group: dict[str, Any], member: Any) -> tuple[Run, list[Any]]:
+def _too_big(group: dict[str, Any], member: Member) -> tuple[Run, list[Attempt]]:
     """Two 4-GPU nodes, and a gang of three 4-GPU members: the last arrival's cycle tries it."""
     run = Run()
     run.add(b.node("n1", gpus=4), b.node("n2", gpus=4), group, member("big-0", "big"), member("big-1", "big"))
@@ -39,7 +42,7 @@ def _too_big(group: dict[str, Any], member: Any) -> tuple[Run, list[Any]]:
     (b.podgroup("big", 3), _plugins_member, "default/big", "scheduling.x-k8s.io/v1alpha1"),
     (b.workload_podgroup("big", 3), _workload_member, "default/scheduling.k8s.io/big", "scheduling.k8s.io/v1alpha2"),
 ], ids=["scheduler-plugins", "workload-api"])
-def test_a_gang_that_does_not_fit_is_reported_on_its_podgroup(group: dict[str, Any], member: Any, key: str,
+def test_a_gang_that_does_not_fit_is_reported_on_its_podgroup(group: dict[str, Any], member: Member, key: str,
                                                               api_version: str) -> None:
     run, cycle = _too_big(group, member)
     assert {a.pod.meta.name for a in cycle} == {"big-0", "big-1", "big-2"}

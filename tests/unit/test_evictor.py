@@ -268,7 +268,7 @@ class _HoldFirst(FakeApi):
         self.lost = False
         self.after_loss: list[tuple[str, str]] = []
 
-    async def request(self, method: str, path: str, **kwargs: Any) -> Response:  # type: ignore[override]
+    async def request(self, method: str, path: str, **kwargs: Any) -> Response:
         if self.lost:
             self.after_loss.append((method, path))
         if method == self.method and not self.held_once:

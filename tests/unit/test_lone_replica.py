@@ -111,7 +111,8 @@ async def test_a_lease_that_cannot_be_read_does_not_stop_the_replica() -> None:
 async def test_run_without_leader_election_refuses_beside_a_live_leader(tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """`tessera run`'s own start-up (`run_cli._run`) with a replica leading through a real elector:
-    refused with exit 2 before it lists anything, and the lone replica's warning is logged."""
+    refused with exit 2 before it lists anything (its only requests read the Lease), one line on
+    stderr saying why."""
     from scheduler.api.config import load_config
     from scheduler.kube import run_cli
 

@@ -58,11 +58,11 @@ def test_a_group_made_after_the_nodes_fills_each_row_once() -> None:
     fills: list[int] = []
 
     class Counted(ResourceColumns):
-        def fill(self, row: int, info: object) -> None:  # type: ignore[override]
+        def fill(self, row: int, info: object) -> None:
             fills.append(row)
             super().fill(row, info)  # type: ignore[arg-type]
 
-        def _fill_one(self, row: int, info: object, name: str, column: object) -> None:  # type: ignore[override]
+        def _fill_one(self, row: int, info: object, name: str, column: object) -> None:
             fills.append(row)
             super()._fill_one(row, info, name, column)  # type: ignore[arg-type]
 

@@ -219,7 +219,9 @@ class DeviceLedger:
         for one whose resourceName changes (a node agent restarted with another `--resource-name`):
         the holder was given it as one of the node's devices of the old name, whose count plain
         requests share, so it keeps counting there. Not for a ghost known only from its holder's
-        annotation (`hold_unseen`): its resourceName was the node's guess, the object says it."""
+        annotation (`hold_unseen`): its resourceName was the node's guess, the object says it — the
+        ghost takes the object's resourceName, also when it stays behind for a node or deviceID
+        change."""
         if old is not None and (old.node_name != device.node_name or old.device_id != device.device_id
                                 or (old.resource_name != device.resource_name and not _unseen(old))) \
                 and (use := self.use.get(device.name)) and use.busy:
