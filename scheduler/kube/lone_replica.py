@@ -10,9 +10,10 @@ is exactly that second scheduler, so a replica without election refuses to start
 `renewTime` with this host's wall clock, but by watching the record change on this process's
 monotonic clock. A holder whose record changes renews: it leads. A holder whose record stays the
 same for its `leaseDurationSeconds` is gone (a crash leaves its record behind), as is a released
-(empty) or missing Lease. What this cannot see: a replica with leader election on started *after*
-this one takes the free Lease and schedules beside it; running one replica (or turning election
-on) is still the operator's part, and the start-up warning says so.
+(empty) or missing Lease. A replica with leader election started *after* this one takes the free
+Lease and schedules beside it; this one cannot stop it, so it keeps watching the Lease for its whole
+life and logs an error naming each new leader (`watch_for_a_leader`). Running one replica (or
+turning election on) is still the operator's part, and the start-up warning says so.
 """
 
 from __future__ import annotations
@@ -22,9 +23,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+import structlog
 
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.leader import LEASES
+from scheduler.logs import describe_error
+
+log = structlog.get_logger()
 
 
 async def live_leader(http: KubeHttp, *, namespace: str, name: str, retry_period: float,
@@ -54,3 +59,23 @@ async def _spec(http: KubeHttp, path: str) -> dict[str, Any] | None:
     body = response.json() if response.ok else None
     spec = body.get("spec") if isinstance(body, dict) else None
     return spec if isinstance(spec, dict) else None
+
+
+async def watch_for_a_leader(http: KubeHttp, *, namespace: str, name: str, retry_period: float, every: float) -> None:
+    """Every `every` seconds, for the replica's life: a replica that leads through the Lease is
+    scheduling beside this one; say so once per holder, as an error (an operator must stop one).
+    A failed look is retried at the next; it never ends the replica."""
+    lease = f"{namespace}/{name}"
+    said: str | None = None
+    while True:
+        await anyio.sleep(every)
+        try:
+            holder = await live_leader(http, namespace=namespace, name=name, retry_period=retry_period)
+        except Exception as err:  # noqa: BLE001 - a transport error: look again next time
+            log.warning("leader_election.lease_unreadable", lease=lease, error=describe_error(err))
+            continue
+        if holder is not None and holder != said:
+            log.error("leader_election.rival", lease=lease, holder=holder,
+                      message=f"leaderElect is false, and {holder} now leads through the Lease {lease}: both "
+                              "schedule the same pods and could give one GPU to two pods. Stop one of them")
+        said = holder

@@ -306,8 +306,9 @@ class SchedulerLoop:
         may deliver nothing new at that point (its objects went to the core page by page), so no
         watch event would wake them until the next idle tick."""
         await self.informers.wait_synced()
+        starts = "scheduling starts" if self.is_leader() else "scheduling starts when this replica leads"
         log.info("tessera.ready", kinds=len(self.informers.informers),
-                 message="every informer has listed: the cache is complete and scheduling starts (if leading)")
+                 message=f"every informer has listed: the cache is complete and {starts}")
         self._wake.set()
 
     async def _schedule_forever(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -28,7 +29,7 @@ from scheduler.kube.concurrency import stop_on_signal
 from scheduler.kube.http import (ConnectError, KubeconfigError, KubeHttp, RateLimiter, check_apiserver, connect,
                                  kubeconfig_path)
 from scheduler.kube.leader import LeaderElector, default_identity
-from scheduler.kube.lone_replica import live_leader
+from scheduler.kube.lone_replica import live_leader, watch_for_a_leader
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics, MetricsStopwatch
 from scheduler.kube.serving import GPU_MAP_DATA, GPU_MAP_PAGE, PING, Check, ServeError, serve, turned_off
@@ -161,7 +162,8 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
                                 identity=identity, lease_duration=election.lease_duration_seconds,
                                 renew_deadline=election.renew_deadline_seconds,
                                 retry_period=election.retry_period_seconds,
-                                on_started_leading=started, on_stopped_leading=stopped)
+                                on_started_leading=started, on_stopped_leading=stopped,
+                                on_new_leader=standing_by(identity, f"{election.resource_namespace}/{election.resource_name}"))
     else:
         metrics.set_leader(True)
 
@@ -228,6 +230,11 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
             group.start_soon(until_stop, "loop", loop.run, name="loop")
             if elector is not None:
                 group.start_soon(until_stop, "leader-election", elector.run, name="leader-election")
+            else:
+                group.start_soon(functools.partial(
+                    watch_for_a_leader, http, namespace=election.resource_namespace, name=election.resource_name,
+                    retry_period=election.retry_period_seconds, every=election.lease_duration_seconds),
+                    name="lease-watch")
             with forced:
                 await stop.wait()
                 log.info("tessera.stopping", in_flight=loop.in_flight)
@@ -237,6 +244,17 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
             group.cancel_scope.cancel()  # the loop (with what the drain did not see through), the signal handlers
     log.info("tessera.stopped")
     return 1 if crashed or forced.cancel_called else 0
+
+
+def standing_by(identity: str, lease: str) -> Callable[[str], None]:
+    """The elector's `on_new_leader`: a standby says once per leader that it stands by, and for
+    whom (a new user's trial found a second replica that logged only `leader.observed … me: false`
+    and then "scheduling starts (if leading)")."""
+    def said(holder: str) -> None:
+        if holder and holder != identity:
+            log.info("leader.standing_by", holder=holder, lease=lease,
+                     message=f"{holder} leads: this replica keeps its cache warm and schedules only if it takes over")
+    return said
 
 
 async def step_down(stop: Callable[[], None], drain: Callable[[float], Awaitable[bool]], in_flight: Callable[[], int],

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import pytest
 import structlog
 import structlog.testing
 
@@ -346,3 +347,20 @@ async def test_a_leader_busy_with_a_backlog_stays_live(monkeypatch: pytest.Monke
                 await anyio.sleep(0.01)
         owner.cancel_scope.cancel()
     assert all(seen), f"/healthz turned 500 after {seen.index(False)} s of uninterrupted scheduling"
+
+
+@pytest.mark.parametrize(("leading", "says"), [(True, "scheduling starts"),
+                                                (False, "scheduling starts when this replica leads")])
+async def test_the_ready_line_says_whether_scheduling_starts(leading: bool, says: str) -> None:
+    """A new user's trial: a standby and a replica without leader election both printed "scheduling
+    starts (if leading)"; each now says which it is."""
+    api = _cluster()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test",  # type: ignore[arg-type]
+                         leader_term=lambda: 0 if leading else None)
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await _until(lambda: any(entry["event"] == "tessera.ready" for entry in logs), seconds=5)
+            owner.cancel_scope.cancel()
+    [ready] = [entry for entry in logs if entry["event"] == "tessera.ready"]
+    assert ready["message"] == f"every informer has listed: the cache is complete and {says}"

@@ -138,3 +138,46 @@ async def test_run_without_leader_election_refuses_beside_a_live_leader(tmp_path
     assert ("tessera: refusing to run: leaderElect is false, and replica-a leads through the Lease "
             "kube-system/tessera: both would schedule the same pods and could give one GPU to two pods. "
             "Stop that replica, or run this one with leader election on (it then stands by)\n") in capsys.readouterr().err
+
+
+async def test_a_replica_without_election_says_so_when_another_starts_leading() -> None:
+    """The trial's other order: the replica without election started first (the Lease free), then a
+    replica with election took the Lease and led. The first cannot be stopped by the second; it now
+    watches the Lease for its whole life and logs one error per new holder that renews it."""
+    from structlog.testing import capture_logs
+
+    from scheduler.kube.lone_replica import watch_for_a_leader
+
+    server = LeaseServer()
+    leader = LeaderElector(server.client("replica-a"), namespace="kube-system", name="tessera",  # type: ignore[arg-type]
+                           identity="replica-a", lease_duration=1.0, renew_deadline=0.8, retry_period=0.1)
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: watch_for_a_leader(server.client("lone"), namespace="kube-system",  # type: ignore[arg-type]
+                                                        name="tessera", retry_period=0.1, every=0.2))
+            await anyio.sleep(0.5)
+            assert not [e for e in logs if e["event"] == "leader_election.rival"]  # nobody leads yet
+            group.start_soon(leader.run)
+            with anyio.fail_after(5):
+                while not [e for e in logs if e["event"] == "leader_election.rival"]:
+                    await anyio.sleep(0.05)
+            await anyio.sleep(0.6)  # more looks at the same leader: no second error
+            group.cancel_scope.cancel()
+    rivals = [e for e in logs if e["event"] == "leader_election.rival"]
+    assert len(rivals) == 1 and rivals[0]["log_level"] == "error" and rivals[0]["holder"] == "replica-a"
+    assert rivals[0]["lease"] == "kube-system/tessera"
+
+
+def test_a_standby_says_whom_it_stands_by_for() -> None:
+    """The trial's second replica with leader election logged only `leader.observed … me: false`."""
+    from structlog.testing import capture_logs
+
+    from scheduler.kube.run_cli import standing_by
+
+    said = standing_by("me", "kube-system/tessera")
+    with capture_logs() as logs:
+        for holder in ("replica-a", "me", ""):
+            said(holder)
+    assert [(e["event"], e["holder"]) for e in logs] == [("leader.standing_by", "replica-a")]
+    assert logs[0]["message"] == ("replica-a leads: this replica keeps its cache warm and schedules only if it "
+                                  "takes over")
