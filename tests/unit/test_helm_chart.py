@@ -437,3 +437,15 @@ def test_the_image_can_be_pinned_by_digest(helm: Path) -> None:
         assert _containers(docs, kind, name)["image"] == f"registry.example.com/tessera@{digest}"
     assert "values don't meet the specifications of the schema" in helm_template_error(
         helm, {"image": {"digest": "0123abcd"}})
+
+
+def test_notes_say_when_the_image_has_no_registry(helm: Path, tmp_path: Path) -> None:
+    """A new user's trial: `helm install` with the default values rendered `image: tessera:0.1.0`,
+    which no node can pull (nothing publishes it), and said nothing; the pods sat in
+    ImagePullBackOff. The notes now say so whenever the repository names no registry."""
+    default = _notes(helm, tmp_path)
+    assert ("The image tessera:0.1.0 names no registry: nodes can pull it only if it was loaded onto "
+            "them (kind load, a local build). Build it from the repository's Dockerfile, push it to a "
+            "registry your nodes pull from, and set image.repository (and image.tag or image.digest).") in default
+    pushed = _notes(helm, tmp_path, {"image": {"repository": "registry.example.com/gpu/tessera"}})
+    assert "names no registry" not in pushed
