@@ -191,6 +191,86 @@ def test_a_finished_or_failed_podgroup_keeps_its_phase_as_upstreams_controller_d
     assert status is not None and (status.phase, status.final) == ("Pending", False)
 
 
+class _WrittenGroup:
+    """A scheduler-plugins PodGroup whose status the live shell writes and the watch echoes back:
+    after each change, what `group_status` gives is written to the object (nothing once final,
+    as `SchedulerLoop._write_group_status`) and fed in as the PodGroup's MODIFIED event."""
+
+    def __init__(self, run: Run, name: str, minimum: int) -> None:
+        self.run, self.obj, self.key = run, b.podgroup(name, minimum), f"default/{name}"
+        run.add(self.obj)
+        self.echo()
+
+    def echo(self) -> tuple[str, int, int, int]:
+        status = coscheduling.group_status(self.run.state, self.key)
+        assert status is not None
+        if not status.final:
+            self.obj = {**self.obj, "status": {"phase": status.phase, "running": status.running,
+                                               "succeeded": status.succeeded, "failed": status.failed}}
+            self.run.feed(b.event("MODIFIED", self.obj))
+        return status.phase, status.running, status.succeeded, status.failed
+
+
+def _members_placed(run: Run, group: str, count: int) -> dict[str, dict[str, Any]]:
+    """`count` one-GPU members of the PodGroup `group`, placed; their objects as bound, by name."""
+    run.add(*(b.pod(f"{group}-{i}", labels={"scheduling.x-k8s.io/pod-group": group}, limits={"nvidia.com/gpu": 1})
+              for i in range(count)))
+    return {f"{group}-{i}": run.replay.pods[run.state.pod_by_key(f"default/{group}-{i}").uid] for i in range(count)}
+
+
+def _set_phase(run: Run, bound: dict[str, dict[str, Any]], name: str, value: str) -> None:
+    obj = copy.deepcopy(bound[name])
+    obj["status"] = {**obj.get("status", {}), "phase": value}
+    bound[name] = obj
+    run.feed(b.event("MODIFIED", obj))
+
+
+def test_a_failed_podgroup_keeps_the_counts_it_failed_with_once_its_members_are_gone() -> None:
+    """A new user's trial: the gang Job `train` (backoffLimit 0) had its 4 workers preempted; one
+    went Failed while three still ran, the Job failed and deleted them all. `kubectl get pg train`
+    kept `Failed, running 3, failed 1`. That is what scheduler-plugins' controller shows:
+    Reconcile returns at once for a Failed (or Finished) group, its counts included (they are
+    only recounted, by getCurrentPodStats over the pods listed now, in the same patch as a phase
+    that is not final). Tessera wrote exactly that, but its core reported the counts of the
+    pods left (0, 0, 0) under the final phase: not the status the object has."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=8))
+    group = _WrittenGroup(run, "train", 4)
+    bound = _members_placed(run, "train", 4)
+    for name in bound:
+        _set_phase(run, bound, name, "Running")
+    assert group.echo() == ("Running", 4, 0, 0)
+    _set_phase(run, bound, "train-0", "Failed")  # the first victim's kubelet is done; three are still terminating
+    assert group.echo() == ("Failed", 3, 0, 1)
+    for obj in bound.values():
+        run.feed(b.event("DELETED", obj))
+    assert group.echo() == ("Failed", 3, 0, 1)
+    assert group.obj["status"] == {"phase": "Failed", "running": 3, "succeeded": 0, "failed": 1}
+
+
+def test_a_podgroup_back_in_pending_keeps_its_counts_until_it_has_its_minimum_again() -> None:
+    """scheduler-plugins' Reconcile recounts running/succeeded/failed only outside Pending (its
+    `default:` case): a group whose members drop below minMember goes back to Pending with the
+    counts of the pods left then, and its `case PodGroupPending` leaves them as they are until
+    minMember pods exist again (then Scheduling, and recounted). Tessera recounted in Pending too:
+    running 3 became 0 once the other members were gone, where upstream keeps 3."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=8))
+    group = _WrittenGroup(run, "train", 4)
+    bound = _members_placed(run, "train", 4)
+    for name in bound:
+        _set_phase(run, bound, name, "Running")
+    assert group.echo() == ("Running", 4, 0, 0)
+    run.feed(b.event("DELETED", bound.pop("train-0")))
+    assert group.echo() == ("Pending", 3, 0, 0)  # below minMember: Pending, counted as it leaves Running
+    for name in ("train-1", "train-2"):
+        run.feed(b.event("DELETED", bound.pop(name)))
+    assert group.echo() == ("Pending", 3, 0, 0)
+    run.add(*(b.pod(f"train-{i}", labels={"scheduling.x-k8s.io/pod-group": "train"}, limits={"nvidia.com/gpu": 1})
+              for i in (4, 5, 6)))  # minMember pods again: Scheduling, recounted
+    assert group.echo() == ("Scheduling", 1, 0, 0)
+
+
 def test_every_member_without_a_node_says_its_gangs_state() -> None:
     """A new user's trial: the member that failed first said only "4 Insufficient nvidia.com/gpu"
     while its siblings named the gang; now each member that found no node says it."""

@@ -21,6 +21,8 @@ from tests.helpers import Run
 
 PLUGINS_LABEL = "scheduling.x-k8s.io/pod-group"
 Member = Callable[[str, str], dict[str, Any]]  # a gang member of the group named, by pod name
+NEVER_FITS_12_OF_8 = ("Its gang can never fit as the cluster is: its 3 members ask for 12 nvidia.com/gpu together, "
+                      "and the schedulable nodes have 8 in all.")
 
 
 def _plugins_member(name: str, group: str, gpus: int = 4) -> dict[str, Any]:
@@ -52,9 +54,10 @@ def test_a_gang_that_does_not_fit_is_reported_on_its_podgroup(group: dict[str, A
     assert (notice.kind, notice.api_version, notice.key, notice.namespace, notice.uid) == (
         "PodGroup", api_version, key, "default", group["metadata"]["uid"])
     assert notice.reason == "Unschedulable"
-    # the members' FailedScheduling note, word for word: one text for the group wherever it is read
-    assert {a.message for a in cycle} == {notice.message}
-    assert notice.message.startswith(f"pod group {key}: only 2 of the 3 members it needs fit; ")
+    # the members' FailedScheduling note, word for word, then (12 GPUs asked of 8) that it can never fit
+    (message,) = {a.message for a in cycle}
+    assert message.startswith(f"pod group {key}: only 2 of the 3 members it needs fit; ")
+    assert notice.message == f"{message} {NEVER_FITS_12_OF_8}"
 
 
 def test_a_placed_gang_is_not_reported() -> None:
@@ -88,3 +91,35 @@ def test_a_lone_pod_that_does_not_fit_is_not_a_group() -> None:
     cycle = run.add(b.node("n1", gpus=1), b.pod("solo", limits={"nvidia.com/gpu": 2}))
     assert [a.node for a in cycle] == [None]
     assert run.scheduler.group_notice(cycle) is None
+
+
+def test_a_gang_that_can_never_fit_the_cluster_says_so_on_its_podgroup() -> None:
+    """A new user's trial: 5 members of 8 GPUs each on four 8-GPU nodes. The PodGroup's Event read
+    as "wait for room" ("only 4 of the 5 members it needs fit; ... No preemption victims found"),
+    word for word its members' FailedScheduling (upstream's words, kept), though no amount of
+    waiting places it; `kubectl tessera explain` knew. The PodGroup's Event is Tessera's own: it
+    adds explain's sentence. The members' messages stay as they were."""
+    run = Run()
+    run.add(*(b.node(f"n{i}", gpus=8) for i in range(4)), b.podgroup("train", 5),
+            *(_plugins_member(f"train-{i}", "train", gpus=8) for i in range(4)))
+    cycle = run.add(_plugins_member("train-4", "train", gpus=8))
+    assert cycle and all(a.node is None and a.gang_outcome == "failed" for a in cycle)
+    (message,) = {a.message for a in cycle}
+    assert message.startswith("pod group default/train: only 4 of the 5 members it needs fit; ")
+    assert "never fit" not in message
+    notice = run.scheduler.group_notice(cycle)
+    assert notice is not None
+    assert notice.message == (f"{message} Its gang can never fit as the cluster is: its 5 members ask for "
+                              "40 nvidia.com/gpu together, and the schedulable nodes have 32 in all.")
+
+
+def test_a_gang_that_waits_for_room_is_told_its_members_words_only() -> None:
+    """Room held by a running pod of the same priority (no preemption): the gang would fit an
+    empty cluster, so its PodGroup is told what its members are, nothing more."""
+    run = Run()
+    run.add(b.node("n1", gpus=4), b.node("n2", gpus=4), b.pod("busy", limits={"nvidia.com/gpu": 4}),
+            b.podgroup("wait", 2), _plugins_member("wait-0", "wait"))
+    cycle = run.add(_plugins_member("wait-1", "wait"))
+    assert cycle and all(a.node is None and a.gang_outcome == "failed" for a in cycle)
+    notice = run.scheduler.group_notice(cycle)
+    assert notice is not None and {a.message for a in cycle} == {notice.message}
