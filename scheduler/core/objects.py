@@ -866,7 +866,8 @@ class PodGroup:
     api: str = PLUGINS_API
     topology: GangTopology | None = None
     scheduled_condition: str = ""  # upstream's PodGroupScheduled status on the object: "True", "False" or ""
-    final_phase: str = ""  # a scheduler-plugins status.phase after which nothing changes it: Finished or Failed
+    phase: str = ""  # a scheduler-plugins status.phase ("" before anything wrote one)
+    counts: tuple[int, int, int] = (0, 0, 0)  # a scheduler-plugins status.running, .succeeded, .failed
     # scheduler-plugins' spec.minResources: what the cluster must have free before any member is tried
     min_resources: Resources = field(default_factory=dict)
     occupied_by: str = ""  # a scheduler-plugins status.occupiedBy (the controller sets it once)
@@ -876,6 +877,11 @@ class PodGroup:
     def key(self) -> str:
         """The key of the gang this PodGroup is (`gang_key`)."""
         return gang_key(self.meta.namespace, self.meta.name, self.api)
+
+    @property
+    def final_phase(self) -> str:
+        """The object's phase if it is one after which nothing changes it (Finished, Failed), else ""."""
+        return self.phase if self.phase in FINAL_GROUP_PHASES else ""
 
 
 # scheduler-plugins' PodGroup controller stops reconciling a group in these phases (its status stays as it is)
@@ -907,13 +913,19 @@ def parse_podgroup(obj: JSON) -> PodGroup:
         raise ObjectError(f"PodGroup.spec.scheduleTimeoutSeconds: Invalid value: {timeout!r}")
     priority_class = _str(spec.get("priorityClassName"), "PodGroup.spec.priorityClassName")
     min_resources = parse_resource_list(spec.get("minResources"), "PodGroup.spec.minResources")
-    status = obj.get("status")
-    phase = status.get("phase") if isinstance(status, dict) else None  # a status is the writer's, never refused
-    final = phase if phase in FINAL_GROUP_PHASES else ""
-    occupied = status.get("occupiedBy") if isinstance(status, dict) else None
+    raw_status = obj.get("status")
+    status = raw_status if isinstance(raw_status, dict) else {}  # a status is the writer's, never refused
+    phase = status.get("phase")
+    occupied = status.get("occupiedBy")
+    counts = (_count(status.get("running")), _count(status.get("succeeded")), _count(status.get("failed")))
     return PodGroup(meta, minimum, timeout, priority_class, PLUGINS_API, gang_topology(meta.annotations),
-                    final_phase=final, min_resources=min_resources,
+                    phase=phase if isinstance(phase, str) else "", counts=counts, min_resources=min_resources,
                     occupied_by=occupied if isinstance(occupied, str) else "")
+
+
+def _count(value: object) -> int:
+    """A status count as written (int32), 0 when absent or not one."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _parse_workload_podgroup(obj: JSON) -> PodGroup:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.api.config_reader import ArgsReader
+from scheduler.core.capacity import beyond_the_cluster
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import GangView, GroupPlugin, PreEnqueuePlugin, QueueingHint
@@ -189,12 +190,17 @@ def counted_members(state: ClusterState, pod: Pod) -> list[Pod]:
 class GroupStatus:
     """A PodGroup's status as the scheduler-plugins PodGroup controller reports it.
 
-    running/succeeded/failed count pod phases. The phase follows the controller's rules
-    (pkg/controllers/podgroup_controller.go): Pending until minMember members exist, then
-    Scheduling, Running once running + succeeded reach minMember, Failed once a member failed and
-    failed + running + succeeded reach minMember, Finished once minMember succeeded; Pending again
-    when fewer than minMember members exist — until the object's phase is Finished or Failed: the
-    controller stops there, so do we (`final`: nothing is written any more). Today's controller
+    running/succeeded/failed count the phases of the group's pods that exist now. The phase
+    follows the controller's rules (pkg/controllers/podgroup_controller.go Reconcile): Pending
+    until minMember members exist, then Scheduling, Running once running + succeeded reach
+    minMember, Failed once a member failed and failed + running + succeeded reach minMember,
+    Finished once minMember succeeded; Pending again when fewer than minMember members exist —
+    until the object's phase is Finished or Failed: the controller stops there, so do we
+    (`final`: nothing is written any more). The controller recounts only outside Pending and
+    before a final phase: a final group keeps the counts the object shows (a failed Job's group
+    reads `Failed, running 3, failed 1` once its pods are gone), and so does one whose object is
+    Pending while it has fewer than minMember members (it went back with the counts of the pods
+    left then). Today's controller
     and CRD have no `Scheduled` phase and no `scheduled` count (older releases had both; the CRD we
     ship, like upstream's, would prune the count). `scheduled` (members on a node: bound, or
     assumed while their Binding is in flight) is kept for the upstream Workload API's
@@ -229,9 +235,13 @@ def group_status(state: ClusterState, key: str) -> GroupStatus | None:
     running, succeeded, failed = phases.count("Running"), phases.count("Succeeded"), phases.count("Failed")
     scheduled = sum(1 for pod in members if pod.uid in state.placements or pod.terminal)
     final = bool(group.final_phase)
+    short = len(members) < minimum
+    if final or (short and group.api == PLUGINS_API and group.phase in ("", "Pending")):
+        # the controller recounts only in its `default:` case, never once final nor while Pending
+        running, succeeded, failed = group.counts
     if final:
         phase = group.final_phase
-    elif not members or len(members) < minimum:
+    elif short:
         phase = "Pending"
     elif succeeded >= minimum:
         phase = "Finished"
@@ -307,12 +317,18 @@ def unschedulable_notice(state: ClusterState, attempts: Sequence[Attempt]) -> No
     sets PodGroupScheduled=False with its terse "pod group is unschedulable": a platform engineer
     describing the PodGroup saw no reason at all. The message is the gang's, the very text of its
     members' FailedScheduling Events (every member of a failed gang reads it: cycle.py), so one
-    retry after another joins one Event series."""
+    retry after another joins one Event series. Those stay upstream's words, which read as "wait
+    for room" even for a gang the cluster as it is can never hold (a new user's trial: 5 x 8 GPUs
+    on 32); this Event is Tessera's own, so it adds `kubectl tessera explain`'s sentence then."""
     if not attempts or any(a.node is not None or a.error or a.gang_outcome != "failed" for a in attempts):
         return None
-    gang = attempts[0].pod.gang
-    group = state.gangs.podgroups.get(gang.key) if gang is not None and gang.from_podgroup else None
+    pod = attempts[0].pod
+    group = state.gangs.podgroups.get(pod.gang.key) if pod.gang is not None and pod.gang.from_podgroup else None
     if group is None:
         return None
-    return Notice("PodGroup", group.key, GROUP_UNSCHEDULABLE_REASON, attempts[0].message, group.meta.namespace,
+    message = attempts[0].message
+    never = beyond_the_cluster(state, pod)
+    if never:
+        message = f"{message}{'' if message.endswith('.') else '.'} {never}"
+    return Notice("PodGroup", group.key, GROUP_UNSCHEDULABLE_REASON, message, group.meta.namespace,
                   group.meta.uid, PODGROUP_API_VERSIONS[group.api])

@@ -1,0 +1,97 @@
+"""What the cluster as it is could ever hold, empty: the requests of a pod, or a gang's minimum
+together, beyond every node (or all of them).
+
+Why here: upstream's "Insufficient" and a gang's "only 4 of the 5 members it needs fit" read the
+same whether room frees up later or never will (a new user's trial). `kubectl tessera explain`
+says which, and a gang's PodGroup Event adds it (`coscheduling.unschedulable_notice`): one
+computation for both, pure over the cluster state.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from scheduler.core.classes import ResourceClass
+from scheduler.core.framework.cycle_state import PodContext, prepare
+from scheduler.core.objects import Pod
+from scheduler.core.state import ClusterState, NodeInfo
+
+
+def beyond_every_node(state: ClusterState, pod: Pod) -> tuple[str, ...]:
+    """The pod's requests no node could hold even empty (a new user's trial: "Insufficient"
+    alone does not say the pod can never fit as it is): a plain resource beyond every node's
+    allocatable, more devices of a ResourceClass than any node has that the class may take, or
+    more slices in one container than one matching device holds (a container's slices share one)."""
+    ctx = prepare(pod, state.classes)
+    infos = [info for info in state.node_infos() if info.node is not None]
+    out = []
+    for name, (amount, cls) in _asks(ctx, shared=False).items():
+        most = max((_offers(state, info, name, cls) for info in infos), default=0)
+        if amount > most:
+            out.append(f"{_shown(name, amount)} {name} (the most any node offers: {_shown(name, most)})")
+    for req in ctx.device_requests:
+        if req.cls.sharing is not None:
+            devices = [device for info in infos for device in state.class_devices(info, req.cls.name)]
+            most = max((req.cls.sharing.slices_on(device) for device in devices), default=0)
+            if req.count > most:
+                out.append(f"{req.count} {req.resource_name} in container {req.container} "
+                           f"(the most one device holds: {most})")
+    return tuple(out)
+
+
+def beyond_the_cluster(state: ClusterState, pod: Pod) -> str:
+    """Why the pod's gang can never fit as the cluster is: its `minimum` least-asking live members
+    together ask for more of a plain resource, or of a ResourceClass's devices (or slices), than
+    every schedulable node has in all (a new user's trial: "only 4 of the 5 members it needs fit"
+    with every node "fits" did not say it)."""
+    if pod.gang is None:
+        return ""
+    minimum = state.group_min(pod.gang.key, pod)
+    members = [state.pods[uid] for uid in state.gangs.members.get(pod.gang.key, ()) if uid in state.pods]
+    if minimum is None or len(members) < minimum:
+        return ""
+    infos = [info for info in state.node_infos() if info.node is not None and not info.node.unschedulable]
+    asks = [_asks(prepare(member, state.classes), shared=True) for member in members]
+    providers = {name: cls for ask in asks for name, (_, cls) in ask.items()}
+    for name in sorted(providers):
+        needed = sum(sorted(ask[name][0] if name in ask else 0 for ask in asks)[:minimum])
+        cls = providers[name]
+        total = sum(_offers(state, info, name, cls) for info in infos)
+        if needed > total:
+            have = ("the schedulable nodes have" if cls is None
+                    else f"the schedulable nodes' devices of ResourceClass {cls.name} hold")
+            return (f"Its gang can never fit as the cluster is: its {minimum} members ask for {_shown(name, needed)} "
+                    f"{name} together, and {have} {_shown(name, total)} in all.")
+    return ""
+
+
+def _asks(ctx: PodContext, shared: bool) -> dict[str, tuple[int, ResourceClass | None]]:
+    """What the pod asks for by resource name, with the ResourceClass that provides it (None for
+    a plain resource): its plain requests and the devices of each exclusive class it holds at
+    its peak (`shared`: and the slices of each sharing class)."""
+    asks: dict[str, tuple[int, ResourceClass | None]] = {name: (amount, None) for name, amount in ctx.plain}
+    by_name = {req.cls.name: req.cls for req in ctx.device_requests}
+    for kind in (False, True) if shared else (False,):
+        for name, count in ctx.class_needs(kind).items():
+            asks[by_name[name].resource_name] = (count, by_name[name])
+    return asks
+
+
+def _offers(state: ClusterState, info: NodeInfo, resource: str, cls: ResourceClass | None) -> int:
+    """What the node, empty, offers one pod of `resource`: its allocatable of a plain resource;
+    of a class's, the devices the class may take there (`ClusterState.class_devices`), no more
+    than the node counts of their own resource name (the planner's limit), or for a sharing
+    class the slices they hold."""
+    assert info.node is not None
+    if cls is None:
+        return info.node.allocatable.get(resource, 0)
+    devices = state.class_devices(info, cls.name)
+    if cls.sharing is not None:
+        return sum(cls.sharing.slices_on(device) for device in devices)
+    counts = Counter(device.resource_name for device in devices)
+    return sum(min(count, info.node.allocatable.get(name, count)) for name, count in counts.items())
+
+
+def _shown(resource: str, amount: int) -> str:
+    """An amount as a request is written: CPU in cores (the core counts millicores)."""
+    return f"{amount / 1000:g}" if resource == "cpu" else str(amount)
