@@ -4,7 +4,8 @@ Read from the core's own `ClusterState` (the device ledger, placements, the gang
 recomputed from raw objects, so a GPU shows as held exactly when the scheduler counts it held.
 What the state does not keep is passed in: why a pending pod waits (`reasons`: a live loop's last
 attempt, a listed pod's PodScheduled condition, a replay's final attempt), which placed pods the
-allocation gate holds (`held`, live only) and the recent decisions.
+allocation gate holds (`held`, live only) and the recent decisions. A pod a PreEnqueue plugin
+gates (`Scheduler.gated()`) has no attempt to say why: its gate is read from the core.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from scheduler.view import model as m
 
 GPU = "nvidia.com/gpu"  # counted as GPUs on nodes without ExtendedResources
 NO_NODE = "no Node object: no pod is placed on this node"  # why its free GPUs are fenced
+# a pending pod a PreEnqueue plugin keeps out of the queue (never attempted since): Kubernetes'
+# word for a pod held before scheduling; the message names the gate ("gated by Coscheduling: ...")
+SCHEDULING_GATED = "SchedulingGated"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +47,12 @@ def build_view(scheduler: Scheduler, *, source: str, now: float,
     """The view of `scheduler`'s state. `reasons` by pod key; `held`: attempts whose Binding a
     permit plugin holds (`Scheduler.held()`); `decisions` newest first; `diverged`: a replay's
     nodes where a recorded Binding landed on its own placements (`ReplayStats.diverged`), whose
-    overcommit is that and not another scheduler's."""
+    overcommit is that and not another scheduler's. A pod gated at PreEnqueue reads its gate,
+    not a blank (it is never attempted, so no reason comes for it) nor its last attempt's reason
+    from before its gang lost a member (the gate is why it waits now)."""
     state = scheduler.state
     waits = dict(reasons or {})
+    waits.update((key, WaitReason(SCHEDULING_GATED, why)) for key, why in scheduler.gated().items())
     for attempt in held:
         waits[attempt.pod.key] = WaitReason(WAITING_FOR_ALLOCATION, attempt.message, attempt.node or "")
     facts = _Facts(state, frozenset(attempt.pod.uid for attempt in held), gate_timeout(scheduler), now,

@@ -89,7 +89,7 @@ class PendingPod:
     priority: int
     wants: str  # "2 nvidia.com/gpu, 1 class.tessera.dev/v100"
     gang: str = ""
-    reason: str = ""  # Unschedulable, WaitingForAllocation, ... ("" before the first attempt)
+    reason: str = ""  # Unschedulable, WaitingForAllocation, SchedulingGated, ... ("" before the first attempt)
     message: str = ""
     node: str = ""  # where it is assigned while the allocation gate holds its Binding
 

@@ -23,6 +23,7 @@ from scheduler.sim.snapshot import load, replay_order
 from scheduler.view import model as m
 from scheduler.view.cluster import WaitReason, build_view
 from scheduler.view.decisions import DecisionLog
+from scheduler.kubectl.reasons import wait_reasons
 from tests.helpers import config
 
 WHOLE = "class.tessera.dev/v100"
@@ -232,3 +233,43 @@ def test_a_gang_member_being_deleted_is_shown_leaving_not_placed() -> None:
     load(core, [b.node("n", gpus=4), *gang, late], 0.0)
     [view] = build_view(core, source="cluster", now=0.0).gangs
     assert (view.members, view.placed, view.leaving, view.pending) == (4, 2, 1, 1)
+
+
+def _member(name: str, group: str, gpus: int = 1) -> dict[str, Any]:
+    return b.pod(name, limits={"nvidia.com/gpu": gpus}, spec_extra={"schedulingGroup": {"podGroupName": group}})
+
+
+def test_a_pod_gated_at_preenqueue_shows_its_gate_not_a_blank_or_its_last_attempt() -> None:
+    """A new user's trial: a Workload API gang member still gathering (never attempted: its gate
+    at PreEnqueue keeps it out, as upstream) read `'reason': '', 'message': ''` in /gpu-map.json —
+    "not tried yet" on the page, as if a cycle would get to it. And a member gated again after its
+    gang lost a sibling kept its last attempt's stale Unschedulable. Each reads its gate now, as
+    `kubectl tessera explain` says it; so does `kubectl tessera nodes` from a listing."""
+    replay, log = Replay(config(), agent=False), DecisionLog()
+    objs = [b.node("n", gpus=2), b.workload_podgroup("short", 3), _member("short-0", "short"),
+            _member("short-1", "short"), b.workload_podgroup("big", 2),
+            _member("big-0", "big", gpus=4), _member("big-1", "big", gpus=4), _member("lost-0", "lost")]
+    for attempt in replay.run(WatchEvent("ADDED", obj) for obj in objs):
+        log.attempt(attempt, replay.now)
+    assert log.reasons()["default/big-0"].reason == "Unschedulable"  # tried once complete: too big
+    # a sibling gone, then a node it would fit on: the move runs PreEnqueue, which gates it again
+    for attempt in replay.run([WatchEvent("DELETED", objs[6]), WatchEvent("ADDED", b.node("m", gpus=4))]):
+        log.attempt(attempt, replay.now)
+    gated = replay.scheduler.gated()
+    assert set(gated) == {"default/short-0", "default/short-1", "default/big-0", "default/lost-0"}
+    core = Scheduler(config())
+    listed = [obj for obj in objs if obj["kind"] != "Pod"] + [b.node("m", gpus=4)] + list(replay.pods.values())
+    for obj in listed:  # as the live scheduler wrote it after big-0's attempt
+        if obj["metadata"]["name"] == "big-0":
+            obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                            "message": log.reasons()["default/big-0"].message}]
+    load(core, replay_order(listed), replay.now)
+    assert wait_reasons(listed)["default/big-0"].reason == "Unschedulable"
+    for view in (build_view(replay.scheduler, source="simulate", now=replay.now, reasons=log.reasons()),
+                 build_view(core, source="cluster", now=replay.now, reasons=wait_reasons(listed))):
+        pending = {p.pod: (p.reason, p.message) for p in view.pending}
+        assert pending == {key: ("SchedulingGated", why) for key, why in gated.items()}, view.source
+    assert gated["default/short-0"] == ("gated by Coscheduling: waiting for minCount pods from a gang to "
+                                        "appear in scheduling queue")
+    assert gated["default/lost-0"] == ('gated by Coscheduling: waiting for pods\'s pod group "lost" to appear '
+                                       "in scheduling queue")
