@@ -18,7 +18,7 @@ from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.cycle_state import PodContext, prepare
 from scheduler.core.framework.interface import GangView, NodeStatuses, Reservation
 from scheduler.core.framework.placement import Domain, PlacementPlan
-from scheduler.core.framework.runtime import PRE_FILTER_REJECTION, ProfileRuntime
+from scheduler.core.framework.runtime import PRE_FILTER_REJECTION, ProfileRuntime, Rejection
 from scheduler.core.framework.timing import Code
 from scheduler.core.objects import Pod
 from scheduler.core.state.nodes import Hold, NodeInfo
@@ -143,11 +143,7 @@ class Cycle:
         ctx = prepare(pod, state.classes)
         ctx.domain = within
         num_nodes = len(state.node_order)
-        timing = self.engine.timing
-        started = timing.stopwatch.now()
-        rejected = runtime.pre_filter(ctx)
-        timing.point("PreFilter", "Success" if rejected is None else PRE_FILTER_REJECTION,
-                     runtime.profile.scheduler_name, started)
+        rejected = self._pre_filter(runtime, ctx)
         if rejected is not None:
             plugin, reasons = rejected
             return Attempt(pod, None, message=f"0/{num_nodes} nodes are available: {reasons[0]}.",
@@ -167,6 +163,16 @@ class Cycle:
             return attempt
         finally:
             self._put_back_holds(lifted, taken)
+
+    def _pre_filter(self, runtime: ProfileRuntime, ctx: PodContext) -> Rejection | None:
+        """One PreFilter run, timed as upstream's RunPreFilterPlugins: one extension point, its
+        status the rejecting plugin's code (each plugin too in a sampled cycle, by the runtime)."""
+        timing = self.engine.timing
+        started = timing.stopwatch.now()
+        rejected = runtime.pre_filter(ctx)
+        timing.point("PreFilter", "Success" if rejected is None else PRE_FILTER_REJECTION,
+                     runtime.profile.scheduler_name, started)
+        return rejected
 
     def _nominated_fits(self, runtime: ProfileRuntime, ctx: PodContext, info: NodeInfo) -> bool:
         """Do the filters pass the pod on its nominated node? A Filter run of its own, as
@@ -271,9 +277,16 @@ class Cycle:
         queue = engine.queue
         grouping = runtime.grouping
         assert grouping is not None
+        timing = engine.timing
+        started = timing.stopwatch.now()
         view = grouping.view(pod)
         if view is None:  # siblings still waiting stay parked; only this pod reports
             reason = grouping.waiting_message(pod)
+            # scheduler-plugins' Coscheduling rejects it in PreFilter, UnschedulableAndUnresolvable
+            # (pkg/coscheduling PreFilter), and upstream records that PreFilter run as any other:
+            # the attempt counts one PreFilter observation (a trial's PreFilter count fell short of
+            # its attempts by the gang's "waiting" ones). The plugins before it are not run here.
+            timing.alone(grouping.name, "PreFilter", PRE_FILTER_REJECTION, runtime.profile.scheduler_name, started)
             queue.unschedulable_failure(pod.uid, {grouping.name}, now)
             message = f"0/{len(engine.state.node_order)} nodes are available: {reason}."
             attempt = Attempt(pod, None, message=message, rejectors=frozenset({grouping.name}), gang_outcome="waiting")
@@ -411,7 +424,7 @@ class Cycle:
         """A member its PreFilter refuses (an unknown class...) fails the whole gang with that
         reason, as the ordinary transaction would say it; None when every member passes."""
         for member, ctx in zip(members, contexts):
-            refused = self.engine.profiles[member.scheduler_name].pre_filter(ctx)
+            refused = self._pre_filter(self.engine.profiles[member.scheduler_name], ctx)
             if refused is not None:
                 plugin, reasons = refused
                 message = f"0/{len(self.engine.state.node_order)} nodes are available: {reasons[0]}."
@@ -484,7 +497,8 @@ class Cycle:
         if plugin is None or not state.node_order:  # upstream: no PostFilter, or no nodes (not a FitError)
             self._clear(attempts, holds)
             return
-        refused = next((rejected for pod in pods if (rejected := runtime.pre_filter(prepare(pod, state.classes)))), None)
+        refused = next((rejected for pod in pods
+                        if (rejected := runtime.pre_filter(prepare(pod, state.classes), again=True))), None)
         if refused is not None:  # a PreFilter's FitError: PostFilter runs and finds every node unresolvable
             statuses = runtime.pre_filter_statuses(refused[0])
 
@@ -507,9 +521,7 @@ class Cycle:
             self._give_back_displaced(before)  # the dry run's placements are undone
             self._put_back_holds(lifted, chosen)
         code: Code = "Success" if result.victims else "Unschedulable"  # upstream: Success names a node
-        if timing.sampled:
-            timing.plugin(plugin.name, "PostFilter", code, started)
-        timing.point("PostFilter", code, runtime.profile.scheduler_name, started)
+        timing.alone(plugin.name, "PostFilter", code, runtime.profile.scheduler_name, started)
         attempts[0].preemption_tried = True  # one PostFilter run, for one pod or a whole gang
         if result.victims:
             for victim in result.victims:

@@ -6,7 +6,11 @@ pluginMetricsSamplePercent = 10), with upstream's status codes, and without chan
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import anyio
+import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -19,7 +23,9 @@ from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.metrics import Metrics, MetricsStopwatch
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
+from tests.replay.test_topology import BLOCK, RACK, rack_nodes, topology_config
 
+TOPOLOGY_REQUIRED = "tessera.dev/topology-required"
 Point = tuple[ExtensionPoint, Code, str]
 PluginRun = tuple[str, ExtensionPoint, Code]
 
@@ -242,3 +248,79 @@ def test_queueing_hints_between_cycles_time_no_plugin() -> None:
     watch.plugins.clear()
     core.apply("ADDED", b.node("b", gpus=8), 1.0)  # the hint asks the filters whether "big" fits on b
     assert watch.plugins == []
+
+
+REJECTED: Code = "UnschedulableAndUnresolvable"  # how every PreFilter rejection here reads upstream
+
+
+def _short_gang() -> list[dict[str, Any]]:
+    """scheduler-plugins' label gang, one of three members: Coscheduling's PreFilter rejects it
+    (scheduler-plugins pkg/coscheduling: `framework.NewStatus(framework.UnschedulableAndUnresolvable, ...)`)."""
+    return [b.pod("w-0", requests={"nvidia.com/gpu": 1}, labels=b.gang_labels("w", 3))]
+
+
+def _missing_podgroup() -> list[dict[str, Any]]:
+    return [b.pod("m-0", requests={"nvidia.com/gpu": 1}, labels={"scheduling.x-k8s.io/pod-group": "m"})]
+
+
+def _min_resources_gap() -> list[dict[str, Any]]:
+    group = b.podgroup("r", 1)
+    group["spec"]["minResources"] = {"nvidia.com/gpu": "16"}  # the two nodes have 8
+    return [group, b.pod("r-0", requests={"nvidia.com/gpu": 1}, labels={"scheduling.x-k8s.io/pod-group": "r"})]
+
+
+def _topology_mismatch() -> list[dict[str, Any]]:
+    return [b.pod(f"t-{i}", requests={"nvidia.com/gpu": 1}, labels=b.gang_labels("t", 2),
+                  annotations={TOPOLOGY_REQUIRED: level}) for i, level in enumerate((RACK, BLOCK))]
+
+
+def _unknown_class() -> list[dict[str, Any]]:
+    return [b.pod("c", limits={"class.tessera.dev/nope": 1})]
+
+
+def _topology_gang_with_an_unknown_class() -> list[dict[str, Any]]:
+    """A gang with a topology constraint checks its members' PreFilter before any domain."""
+    return [b.pod(f"u-{i}", limits={"class.tessera.dev/nope" if i else "nvidia.com/gpu": 1},
+                  labels=b.gang_labels("u", 2), annotations={TOPOLOGY_REQUIRED: RACK}) for i in range(2)]
+
+
+def _runs(watch: Recording, first: str) -> list[Code]:
+    """The sampled cycles' PreFilter runs, each the status of its last plugin: a run starts at the
+    profile's first PreFilter plugin, or is Coscheduling's alone (the gang check before any)."""
+    runs: list[list[Code]] = []
+    for plugin, point, status in watch.plugins:
+        if point == "PreFilter":
+            if plugin in (first, "Coscheduling") or not runs:
+                runs.append([])
+            runs[-1].append(status)
+    return [run[-1] for run in runs]
+
+
+@pytest.mark.parametrize("pods", [_short_gang, _missing_podgroup, _min_resources_gap, _topology_mismatch,
+                                  _unknown_class, _topology_gang_with_an_unknown_class])
+def test_every_prefilter_rejection_records_its_prefilter_point_and_plugin(pods: Callable[[], list[dict[str, Any]]]) -> None:
+    """A new user's trial counted 55 attempts but 40 PreFilter observations; the 15 missing were
+    `tessera_gang_attempts_total{result="waiting"}`: a scheduler-plugins gang member rejected for
+    its gang (short, PodGroup missing, minResources gap, members disagreeing on topology) recorded
+    no PreFilter, where upstream runs RunPreFilterPlugins for every popped pod and records the
+    point with the rejecting plugin's code. Every PreFilter run records one point, with its
+    plugins in a sampled cycle, and a PreFilter plugin runs once per run (PostFilter's look at
+    which plugin refused is no run of its own), and no decision changes."""
+    outcomes = []
+    for sampled in (True, False):
+        watch = Recording(sampled=sampled)
+        core = Scheduler(topology_config(), stopwatch=watch)
+        for node in rack_nodes({("b1", "r1"): 1, ("b1", "r2"): 1}):
+            core.apply("ADDED", node, 0.0)
+        attempts = _schedule(core, *pods())
+        assert attempts and all(attempt.node is None for attempt in attempts)
+        outcomes.append([(attempt.pod.key, attempt.message) for attempt in attempts])
+        prefilter = [status for point, status, _ in watch.points if point == "PreFilter"]
+        assert REJECTED in prefilter, watch.points
+        first = core._engine.profiles["tessera"].pre_filters[0].name
+        if sampled:
+            assert _runs(watch, first) == prefilter, (watch.plugins, watch.points)
+        else:
+            assert watch.plugins == []
+        assert len(prefilter) == len(attempts)  # the trial's count: one PreFilter point per attempt
+    assert outcomes[0] == outcomes[1]

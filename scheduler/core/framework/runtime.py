@@ -202,8 +202,11 @@ class ProfileRuntime:
                 return plugin.name, (reason,)
         return None
 
-    def pre_filter(self, ctx: PodContext) -> Rejection | None:
-        timing = self.timing if self.timing.sampled else None
+    def pre_filter(self, ctx: PodContext, *, again: bool = False) -> Rejection | None:
+        """The first PreFilter plugin that rejects the pod, and why; None when every one passes.
+        Each plugin is timed in a sampled cycle, unless `again`: a second look at a run already
+        timed (PostFilter asking which plugin refused the attempt), which upstream does not run."""
+        timing = self.timing if self.timing.sampled and not again else None
         for plugin in self.pre_filters:
             started = timing.stopwatch.now() if timing else 0.0
             reason = plugin.pre_filter(ctx)

@@ -81,6 +81,14 @@ class Timing:
         watch = self.stopwatch
         watch.plugin(plugin, point, status, watch.now() - started)
 
+    def alone(self, plugin: str, point: ExtensionPoint, status: Code, profile: str, started: float) -> None:
+        """An extension point where one plugin ran and decided: the point, and the plugin's run
+        in a sampled cycle (PostFilter's preemption; Coscheduling's PreFilter rejecting a gang
+        the cycle checks before any other plugin runs)."""
+        if self.sampled:
+            self.plugin(plugin, point, status, started)
+        self.point(point, status, profile, started)
+
 
 def rejection_code(preemption_helps: bool) -> Code:
     """A filter's rejection status code: Unschedulable where evicting pods may resolve it, else
