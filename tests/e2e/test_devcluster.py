@@ -3,6 +3,9 @@ user expects are there, so a Deployment gets a ReplicaSet and pods, a Job, State
 DaemonSet get their pods and a PodDisruptionBudget its status (issue 10, part 3.1: a Job showed
 0/4 with no pods). No kubelet runs, so the pods stay Pending; that they exist is the point.
 
+One node of each model the shipped examples ask for (`--gpu-model V100,T4`, as the README's
+command), each carrying its model's label and memory.
+
 The plane is the command's own (a child process, as the README's quick start starts it), not the
 session fixture: the shared test plane runs a smaller controller set on purpose (see
 ``TEST_CONTROLLERS`` in scheduler/kube/controlplane/components.py).
@@ -38,10 +41,11 @@ def _selector(name: str) -> dict[str, Any]:
 
 @pytest_asyncio.fixture
 async def dev_cluster(control_plane_binaries: ControlPlaneBinaries, tmp_path: Path) -> AsyncIterator[Kube]:
-    """`tessera dev-cluster --nodes 1 --with-controller-manager` until the test ends (SIGINT)."""
+    """`tessera dev-cluster --nodes 2 --gpu-model V100,T4 --with-controller-manager` (the README's
+    models, fewer nodes and GPUs) until the test ends (SIGINT)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "scheduler", "dev-cluster", "--dir", str(tmp_path / "dev"), "--nodes", "1",
-        "--gpus-per-node", "2", "--with-controller-manager", cwd=REPO,
+        sys.executable, "-m", "scheduler", "dev-cluster", "--dir", str(tmp_path / "dev"), "--nodes", "2",
+        "--gpu-model", "V100,T4", "--gpus-per-node", "2", "--with-controller-manager", cwd=REPO,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     try:
@@ -98,7 +102,7 @@ async def test_workload_controllers_create_pods(dev_cluster: Kube) -> None:
     assert len(await eventually(lambda: _counted(kube, "ReplicaSet", rs, 2), timeout=60)) == 2
     assert len(await eventually(lambda: _counted(kube, "Job", "train", 3), timeout=60)) == 3
     assert await eventually(lambda: _counted(kube, "StatefulSet", "db", 1), timeout=60) == ["db-0"]
-    assert len(await eventually(lambda: _counted(kube, "DaemonSet", "agent", 1), timeout=60)) == 1
+    assert len(await eventually(lambda: _counted(kube, "DaemonSet", "agent", 2), timeout=60)) == 2  # one a node
 
     async def job_active() -> int:
         return int((await kube.call("GET", f"{batch}/jobs/train")).json().get("status", {}).get("active", 0))
@@ -110,6 +114,19 @@ async def test_workload_controllers_create_pods(dev_cluster: Kube) -> None:
         return int(status.get("expectedPods", 0))
 
     assert await eventually(pdb_expected, timeout=60) == 2
+
+
+async def test_one_cluster_has_every_model_the_examples_need(dev_cluster: Kube) -> None:
+    """A new user's trial: `pod.yaml` needs V100s and `shared-pod.yaml` 16Gi T4s, and dev-cluster
+    made one model, so the examples list meant a restart half-way. `--gpu-model V100,T4` gives the
+    nodes the models in turn, each node its model's label and its GPUs their model's memory."""
+    nodes = (await dev_cluster.call("GET", "/api/v1/nodes")).json()["items"]
+    assert {n["metadata"]["name"]: (n["metadata"]["labels"]["nvidia.com/gpu.product"],
+                                    n["status"]["allocatable"]["nvidia.com/gpu"]) for n in nodes} == {
+        "v100-node-000": ("V100", "2"), "t4-node-000": ("T4", "2")}
+    devices = (await dev_cluster.call("GET", "/apis/tessera.dev/v1alpha1/extendedresources")).json()["items"]
+    assert sorted((d["spec"]["nodeName"], d["spec"]["attributes"]["model"], d["spec"]["capacity"]["memory"])
+                  for d in devices) == [("t4-node-000", "T4", "16Gi")] * 2 + [("v100-node-000", "V100", "32Gi")] * 2
 
 
 async def _counted(kube: Kube, kind: str, owner: str, count: int) -> list[str] | None:

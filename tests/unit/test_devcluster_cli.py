@@ -82,7 +82,8 @@ def test_a_free_directory_gets_as_far_as_starting_the_plane(tmp_path: Path, monk
 
 
 class RecordingPlane:
-    """Records the fake nodes asked for, then stops the command as a component failing would."""
+    """Records the fake nodes asked for, then (once they are made) stops the command as a
+    component failing would."""
 
     made: list[tuple[int, int, str, str]] = []
 
@@ -94,6 +95,8 @@ class RecordingPlane:
 
     def add_fake_gpu_nodes(self, nodes: int, gpus: int, model: str, memory: str) -> None:
         RecordingPlane.made.append((nodes, gpus, model, memory))
+
+    def log_files(self) -> dict[str, Path]:
         raise RuntimeError("enough")
 
     def stop(self) -> None:
@@ -132,7 +135,70 @@ def test_the_fake_nodes_are_counted_in_plain_english(nodes: int, gpus: int, phra
     args = _args(tmp_path, nodes=nodes, gpus_per_node=gpus)
     assert cli.run(args) == 1
     assert f"creating {phrase}" in caplog.messages
-    assert fake_nodes(nodes, gpus, "V100") == phrase
+    assert fake_nodes([(nodes, "V100")], gpus) == phrase
+
+
+def _made(tmp_path: Path, given: list[str]) -> list[tuple[int, int, str, str]]:
+    """The fake nodes `tessera dev-cluster GIVEN` asks its plane for."""
+    RecordingPlane.made.clear()
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    assert cli.run(parser.parse_args(["dev-cluster", "--dir", str(tmp_path), *given])) == 1
+    return RecordingPlane.made
+
+
+@pytest.mark.parametrize(("given", "made"), [
+    (["--nodes", "4", "--gpu-model", "V100,T4"], [(2, 8, "V100", "32Gi"), (2, 8, "T4", "16Gi")]),
+    (["--nodes", "3", "--gpu-model", "V100,T4"], [(2, 8, "V100", "32Gi"), (1, 8, "T4", "16Gi")]),
+    (["--nodes", "5", "--gpu-model", "A100,V100,T4", "--gpus-per-node", "4"],
+     [(2, 4, "A100", "80Gi"), (2, 4, "V100", "32Gi"), (1, 4, "T4", "16Gi")]),
+    (["--nodes", "4", "--gpu-model", "V100,T4", "--gpu-memory", "24Gi"], [(2, 8, "V100", "24Gi"), (2, 8, "T4", "24Gi")]),
+])
+def test_a_list_of_models_goes_round_the_nodes_each_with_its_memory(given: list[str],
+                                                                    made: list[tuple[int, int, str, str]],
+                                                                    tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new user's trial: the shipped examples need V100s (`pod.yaml`) and T4s (`shared-pod.yaml`),
+    and `--gpu-model` took one model, so following them meant restarting dev-cluster (all state
+    lost) half-way. Node i gets model i mod len(list); `--gpu-memory` applies to them all."""
+    monkeypatch.setattr(cli, "LocalControlPlane", RecordingPlane)
+    assert _made(tmp_path, given) == made
+
+
+@pytest.mark.parametrize(("nodes", "phrase"), [
+    (4, "creating 2 fake nodes with 8 V100 GPUs each and 2 with 8 T4 GPUs each"),
+    (3, "creating 2 fake nodes with 8 V100 GPUs each and 1 with 8 T4 GPUs"),
+    (2, "creating 1 fake node with 8 V100 GPUs and 1 with 8 T4 GPUs"),
+])
+def test_the_start_up_line_counts_the_nodes_of_each_model(nodes: int, phrase: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(cli, "LocalControlPlane", RecordingPlane)
+    caplog.set_level(logging.INFO, logger="scheduler.kube")
+    _made(tmp_path, ["--nodes", str(nodes), "--gpu-model", "V100,T4"])
+    assert phrase in caplog.messages
+
+
+@pytest.mark.parametrize(("given", "problem"), [
+    (["--gpu-model", "V100,"], "--gpu-model 'V100,' names '' (each model is a label value on its nodes): at most 63 "
+                               "letters, digits, '-', '_' or '.', starting and ending with a letter or digit; "
+                               "e.g. A100-80GB, or V100,T4 for two"),
+    (["--gpu-model", "V100 T4"], "--gpu-model 'V100 T4' names 'V100 T4' (each model is a label value on its nodes): "
+                                 "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or "
+                                 "digit; e.g. A100-80GB, or V100,T4 for two"),
+    (["--gpu-model", "V100,T4,v100"], "--gpu-model 'V100,T4,v100' names V100 twice"),
+    (["--nodes", "1", "--gpu-model", "V100,T4"], "--nodes 1 leaves T4 without a node: give at least one node per "
+                                                 "model of --gpu-model (2)"),
+])
+def test_a_model_list_that_cannot_be_made_is_refused_before_anything_starts(given: list[str], problem: str,
+                                                                             tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(cli, "LocalControlPlane", NoPlane)
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    assert cli.run(parser.parse_args(["dev-cluster", "--dir", str(tmp_path), *given])) == 2
+    assert capsys.readouterr().err == f"dev-cluster: {problem}\n"
 
 
 class StartedPlane:

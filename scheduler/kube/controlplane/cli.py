@@ -29,7 +29,7 @@ from scheduler.api.quantity import QuantityError, parse_quantity
 
 from .binaries import K8S_VERSION, BinariesNotFound, build_script, default_bin_dir
 from .cluster import LocalControlPlane
-from .fakenodes import DEFAULT_GPU_MEMORY, fake_nodes, gpu_memory
+from .fakenodes import DEFAULT_GPU_MEMORY, fake_nodes, gpu_memory, models_in_turn
 from .processes import ProcessStartError
 
 __all__ = ["add_parser", "run"]
@@ -58,9 +58,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--nodes", type=int, default=0, help="number of fake GPU nodes (default 0)")
     parser.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per fake node (default 8)")
-    parser.add_argument("--gpu-model", default="V100", help="GPU model attribute (default V100)")
-    parser.add_argument("--gpu-memory", help="memory per GPU (default: the model's, e.g. T4 16Gi, V100 32Gi, "
-                                              f"A100 and H100 80Gi; {DEFAULT_GPU_MEMORY} for other models)")
+    parser.add_argument("--gpu-model", default="V100",
+                        help="GPU model of the fake nodes (default V100); a comma-separated list, e.g. V100,T4, "
+                        "gives the nodes the models in turn (with --nodes 4: 2 V100 nodes and 2 T4 nodes)")
+    parser.add_argument("--gpu-memory", help="memory per GPU, for every model (default: each model's, e.g. T4 16Gi, "
+                                              f"V100 32Gi, A100 and H100 80Gi; {DEFAULT_GPU_MEMORY} for other models)")
     parser.add_argument(
         "--with-kube-scheduler",
         action="store_true",
@@ -141,26 +143,41 @@ class DirectoryLock:
         os.close(self._fd)  # closing the descriptor releases the lock
 
 
+def _models(args: argparse.Namespace) -> list[str]:
+    """The models of `--gpu-model`, a comma-separated list."""
+    return str(args.gpu_model).split(",")
+
+
 def _argument_error(args: argparse.Namespace) -> str | None:
     if args.nodes < 0 or args.gpus_per_node < 0:
         return "--nodes and --gpus-per-node must not be negative"
-    try:
-        memory = parse_quantity(args.gpu_memory)
-    except QuantityError as err:
-        return f"--gpu-memory {args.gpu_memory!r} is not a quantity ({err}); e.g. 32Gi"
-    if memory <= 0:
-        return f"--gpu-memory {args.gpu_memory!r} must be positive; e.g. 32Gi"
-    if not args.gpu_model or not is_label_value(args.gpu_model):
-        return (f"--gpu-model {args.gpu_model!r} is not a label value (the nodes carry it as one): at most 63 "
-                "letters, digits, '-', '_' or '.', starting and ending with a letter or digit; e.g. A100-80GB")
+    if args.gpu_memory is not None:
+        try:
+            memory = parse_quantity(args.gpu_memory)
+        except QuantityError as err:
+            return f"--gpu-memory {args.gpu_memory!r} is not a quantity ({err}); e.g. 32Gi"
+        if memory <= 0:
+            return f"--gpu-memory {args.gpu_memory!r} must be positive; e.g. 32Gi"
+    models = _models(args)
+    seen: dict[str, str] = {}
+    for model in models:
+        if not model or not is_label_value(model):
+            return (f"--gpu-model {args.gpu_model!r} names {model!r} (each model is a label value on its nodes): "
+                    "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit; "
+                    "e.g. A100-80GB, or V100,T4 for two")
+        # one case-insensitive name per model: the nodes' names (`v100-node-000`) are lower case
+        if model.lower() in seen:
+            return f"--gpu-model {args.gpu_model!r} names {seen[model.lower()]} twice"
+        seen[model.lower()] = model
+    if 0 < args.nodes < len(models):
+        return (f"--nodes {args.nodes} leaves {models[args.nodes]} without a node: give at least one node per "
+                f"model of --gpu-model ({len(models)})")
     return None
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the dev cluster until SIGINT/SIGTERM/SIGHUP. Returns the process exit status."""
     _configure_logging()
-    if args.gpu_memory is None:  # the model's, known once the arguments are read
-        args.gpu_memory = gpu_memory(args.gpu_model)
     problem = _argument_error(args)
     if problem is not None:
         print(f"dev-cluster: {problem}", file=sys.stderr)
@@ -215,9 +232,11 @@ def _run_locked(args: argparse.Namespace, directory: Path, temporary: bool) -> i
     try:
         log.info("starting control plane in %s", directory)
         plane.start()
-        if args.nodes:
-            log.info("creating %s", fake_nodes(args.nodes, args.gpus_per_node, args.gpu_model))
-            plane.add_fake_gpu_nodes(args.nodes, args.gpus_per_node, args.gpu_model, args.gpu_memory)
+        groups = models_in_turn(args.nodes, _models(args))
+        if groups:
+            log.info("creating %s", fake_nodes(groups, args.gpus_per_node))
+        for nodes, model in groups:  # --gpu-memory, else the model's own
+            plane.add_fake_gpu_nodes(nodes, args.gpus_per_node, model, args.gpu_memory or gpu_memory(model))
         log.info("logs: %s", ", ".join(str(p) for p in plane.log_files().values()))
         print(f"ready: {plane.kubeconfig}", flush=True)
         log.info("export KUBECONFIG=%s ; press Ctrl-C to stop", plane.kubeconfig)

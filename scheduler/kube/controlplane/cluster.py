@@ -513,7 +513,7 @@ class LocalControlPlane:
         create_fake_gpu_nodes(self.admin, names, spec, workers)
         log.info(
             "created %s in %.1f s",
-            fake_nodes(n, gpus_per_node, gpu_model),
+            fake_nodes([(n, gpu_model)], gpus_per_node),
             time.monotonic() - began,
         )
         return names

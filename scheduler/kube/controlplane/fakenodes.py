@@ -38,6 +38,7 @@ __all__ = [
     "device_id",
     "extended_resource_name",
     "fake_nodes",
+    "models_in_turn",
     "sanitise_device_id",
 ]
 
@@ -90,10 +91,24 @@ def gpu_memory(model: str) -> str:
     return _MEMORY.get(model.upper(), DEFAULT_GPU_MEMORY)
 
 
-def fake_nodes(n: int, gpus_per_node: int, model: str) -> str:
-    """`2 fake nodes with 4 V100 GPUs each`, `1 fake node with 1 V100 GPU`: what dev-cluster makes,
-    in the lines that say so ("each" of one node read as a slip to a new user)."""
-    return f"{count(n, 'fake node')} with {count(gpus_per_node, f'{model} GPU')}{' each' if n != 1 else ''}"
+def fake_nodes(groups: Sequence[tuple[int, str]], gpus_per_node: int) -> str:
+    """`2 fake nodes with 4 V100 GPUs each`, `1 fake node with 1 V100 GPU`, `2 fake nodes with 8
+    V100 GPUs each and 1 with 8 T4 GPUs`: what dev-cluster makes, ``groups`` being (nodes, model)
+    pairs, in the lines that say so ("each" of one node read as a slip to a new user)."""
+    return " and ".join(
+        f"{count(n, 'fake node') if i == 0 else n} with {count(gpus_per_node, f'{model} GPU')}"
+        f"{' each' if n != 1 else ''}"
+        for i, (n, model) in enumerate(groups))
+
+
+def models_in_turn(nodes: int, models: Sequence[str]) -> list[tuple[int, str]]:
+    """How many of ``nodes`` get each of ``models`` when node i gets model i mod len(models), as
+    (nodes, model) pairs in the models' order, models left without a node left out.
+
+    Why in turn: one dev-cluster whose nodes carry every model the shipped examples ask for (V100s
+    for `pod.yaml`, T4s for `shared-pod.yaml`), so a user follows them without a restart."""
+    made = [((nodes - i + len(models) - 1) // len(models), model) for i, model in enumerate(models)]
+    return [(n, model) for n, model in made if n > 0]
 
 
 def device_id(node: str, index: int) -> str:
