@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -253,3 +255,31 @@ def test_the_start_up_lines_say_where_kubectl_is(has_kubectl: bool, on_path: boo
         (False, True): [],
     }[has_kubectl, on_path]
     assert [m for m in caplog.messages if "kubectl" in m] == expected
+
+
+def test_a_stop_signal_that_lands_inside_the_wait_ends_it() -> None:
+    """The SIGKILL e2e (`test_a_dev_cluster_that_dies_leaves_no_control_plane_running`) hung once in
+    ~15 runs: the second dev-cluster got SIGINT right after its ready line and never said
+    "stopping". Its handler called `threading.Event.set()`; a Python signal handler runs in the main
+    thread between two bytecodes — possibly inside `Event.wait`, holding the Event's non-reentrant
+    lock — and `set()` then waits for that lock forever. The stop request takes no lock: here the
+    "signal" lands in the middle of the wait itself (as the handler would run there), and the wait
+    must end at once with the request seen."""
+    stop = cli.StopRequest()
+    original = cli.time.sleep
+    landed: list[float] = []
+
+    def sleep_then_signal(seconds: float) -> None:
+        if not landed:
+            landed.append(seconds)
+            stop.request(signal.SIGINT, None)  # the handler, run mid-wait on the waiting thread
+        original(min(seconds, 0.01))
+
+    cli.time.sleep = sleep_then_signal  # type: ignore[assignment]
+    try:
+        began = time.monotonic()
+        assert stop.wait(5.0) and time.monotonic() - began < 1.0
+    finally:
+        cli.time.sleep = original
+    assert stop.signals == [signal.SIGINT]
+    assert not cli.StopRequest().wait(0.05)  # nothing asked: the wait times out

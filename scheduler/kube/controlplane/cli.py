@@ -18,7 +18,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -214,14 +213,37 @@ def _say_where_kubectl_is(cached: Path | None) -> None:
                  K8S_VERSION, default_bin_dir())
 
 
+class StopRequest:
+    """Asked for by a signal handler, waited for by the main thread, without a lock.
+
+    Not a `threading.Event`: a Python signal handler runs in the main thread between two of its
+    bytecodes, possibly inside `Event.wait` while it holds the Event's non-reentrant lock, and
+    `Event.set()` from the handler would then wait for that lock forever (a dev-cluster that got
+    SIGINT just after its ready line once never stopped). Appending to a list takes no lock."""
+
+    POLL_SECONDS = 0.1  # how late a signal delivered to another thread is seen at most
+
+    def __init__(self) -> None:
+        self.signals: list[int] = []
+
+    def request(self, signum: int, frame: FrameType | None) -> None:
+        self.signals.append(signum)
+
+    def wait(self, timeout: float) -> bool:
+        """True as soon as a stop was asked for, False after `timeout` seconds without one."""
+        deadline = time.monotonic() + timeout
+        while not self.signals:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(left, self.POLL_SECONDS))
+        return True
+
+
 def _run_locked(args: argparse.Namespace, directory: Path, temporary: bool) -> int:
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
+    stop = StopRequest()
     # SIGHUP too: a closed terminal or SSH session must not leave the plane running
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    previous = {sig: signal.signal(sig, stop.request) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     plane = LocalControlPlane(
         directory,
         with_controller_manager=args.with_controller_manager,
