@@ -225,6 +225,19 @@ def _set_phase(run: Run, bound: dict[str, dict[str, Any]], name: str, value: str
     run.feed(b.event("MODIFIED", obj))
 
 
+def _running_gang_of_four() -> tuple[Run, _WrittenGroup, dict[str, dict[str, Any]]]:
+    """The PodGroup `train` (minMember 4) with its four members placed and Running, its status
+    as written so far checked on the way."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=8))
+    group = _WrittenGroup(run, "train", 4)
+    bound = _members_placed(run, "train", 4)
+    for name in bound:
+        _set_phase(run, bound, name, "Running")
+    assert group.echo() == ("Running", 4, 0, 0)
+    return run, group, bound
+
+
 def test_a_failed_podgroup_keeps_the_counts_it_failed_with_once_its_members_are_gone() -> None:
     """A new user's trial: the gang Job `train` (backoffLimit 0) had its 4 workers preempted; one
     went Failed while three still ran, the Job failed and deleted them all. `kubectl get pg train`
@@ -233,13 +246,7 @@ def test_a_failed_podgroup_keeps_the_counts_it_failed_with_once_its_members_are_
     only recounted, by getCurrentPodStats over the pods listed now, in the same patch as a phase
     that is not final). Tessera wrote exactly that, but its core reported the counts of the
     pods left (0, 0, 0) under the final phase: not the status the object has."""
-    run = Run(config(BINPACK))
-    run.add(b.node("n1", gpus=8))
-    group = _WrittenGroup(run, "train", 4)
-    bound = _members_placed(run, "train", 4)
-    for name in bound:
-        _set_phase(run, bound, name, "Running")
-    assert group.echo() == ("Running", 4, 0, 0)
+    run, group, bound = _running_gang_of_four()
     _set_phase(run, bound, "train-0", "Failed")  # the first victim's kubelet is done; three are still terminating
     assert group.echo() == ("Failed", 3, 0, 1)
     for obj in bound.values():
@@ -254,13 +261,7 @@ def test_a_podgroup_back_in_pending_keeps_its_counts_until_it_has_its_minimum_ag
     counts of the pods left then, and its `case PodGroupPending` leaves them as they are until
     minMember pods exist again (then Scheduling, and recounted). Tessera recounted in Pending too:
     running 3 became 0 once the other members were gone, where upstream keeps 3."""
-    run = Run(config(BINPACK))
-    run.add(b.node("n1", gpus=8))
-    group = _WrittenGroup(run, "train", 4)
-    bound = _members_placed(run, "train", 4)
-    for name in bound:
-        _set_phase(run, bound, name, "Running")
-    assert group.echo() == ("Running", 4, 0, 0)
+    run, group, bound = _running_gang_of_four()
     run.feed(b.event("DELETED", bound.pop("train-0")))
     assert group.echo() == ("Pending", 3, 0, 0)  # below minMember: Pending, counted as it leaves Running
     for name in ("train-1", "train-2"):
