@@ -246,8 +246,10 @@ class Scheduler:
         out: dict[str, str] = {}
         for entry in engine.queue.entries.values():
             pod = engine.state.pods.get(entry.uid)
-            rejected = engine.runtime_of(pod).pre_enqueue(pod) if pod is not None and entry.gating else None
-            if pod is not None and rejected is not None:
+            if pod is None or not entry.gating:
+                continue
+            rejected = engine.runtime_of(pod).pre_enqueue(pod)  # asked now: the reason as it is now
+            if rejected is not None:
                 out[pod.key] = f"gated by {rejected[0]}: {rejected[1][0]}"
         return out
 

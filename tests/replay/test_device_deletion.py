@@ -181,6 +181,18 @@ def _pod_object(run: Run, name: str) -> dict[str, Any]:
     return copy.deepcopy(run.replay.pods[run.state.pod_by_key(f"default/{name}").uid])
 
 
+def _one_of_two_gpus_held() -> tuple[Run, dict[str, Any]]:
+    """Node n with two V100 devices and their class; pod p holds one: the run and that device's object."""
+    run = Run(config(BINPACK))
+    devices = [b.device("n", i) for i in range(2)]
+    run.add(b.node("n", gpus=2), *devices, b.resource_class("v100", match_labels={"model": "V100"}))
+    run.add(b.pod("p", limits={CLASS: 1}))
+    held_name, held_id = _device_of(run, "p")
+    held = next(d for d in devices if d["metadata"]["name"] == held_name)
+    assert held["spec"]["deviceID"] == held_id
+    return run, held
+
+
 def _renamed(device: dict[str, Any], name: str) -> dict[str, Any]:
     again = copy.deepcopy(device)
     again["metadata"].update(name=name, uid=f"{name}-uid")
@@ -205,12 +217,8 @@ def test_one_device_id_under_two_names_is_given_to_no_pod() -> None:
 
 
 def test_a_held_device_published_again_under_a_new_name_is_not_handed_out_again() -> None:
-    run = Run(config(BINPACK))
-    devices = [b.device("n", i) for i in range(2)]
-    run.add(b.node("n", gpus=2), *devices, b.resource_class("v100", match_labels={"model": "V100"}))
-    run.add(b.pod("p", limits={CLASS: 1}))
-    held_name, held_id = _device_of(run, "p")
-    old = next(d for d in devices if d["metadata"]["name"] == held_name)
+    run, old = _one_of_two_gpus_held()
+    held_id = old["spec"]["deviceID"]
     run.feed(b.event("ADDED", _renamed(old, "n.0-renamed")), b.event("DELETED", old))  # sorts first
     run.add(b.pod("q", limits={CLASS: 1}))
     assert _device_of(run, "q")[1] != held_id  # q gets the other GPU
@@ -353,12 +361,8 @@ def test_a_held_gpu_keeps_counting_under_its_resource_name_when_its_object_chang
     deleted and created again: a node agent restarted with another `--resource-name`) stopped
     counting against `nvidia.com/gpu` at once, and a plain pod got the GPU its holder still has."""
     for recreated in (False, True):
-        run = Run(config(BINPACK))
-        devices = [b.device("n", i) for i in range(2)]
-        run.add(b.node("n", gpus=2), *devices, b.resource_class("v100", match_labels={"model": "V100"}))
-        run.add(b.pod("p", limits={CLASS: 1}))
-        held_name, _ = _device_of(run, "p")
-        old = next(d for d in devices if d["metadata"]["name"] == held_name)
+        run, old = _one_of_two_gpus_held()
+        held_name = old["metadata"]["name"]
         edited = copy.deepcopy(old)
         edited["spec"]["resourceName"] = "example.com/gpu"
         if recreated:
