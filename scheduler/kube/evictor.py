@@ -68,6 +68,7 @@ class Eviction:
     finishing_gang: str = ""  # the gang whose half-done eviction this finishes
     generation: int = 0  # the victim's metadata.generation: the condition's observedGeneration
     preemptor: str = ""  # the preemptor's namespace/name, for the log (its Event names the uid alone, as upstream's)
+    marked_since: float | None = None  # lastTransitionTime of the DisruptionTarget=True mark the victim already carries
 
     @property
     def message(self) -> str:
@@ -86,6 +87,14 @@ class _Preemption:
     term: Hashable
     abandoned: bool = False  # the lease was lost: nothing more of it is written
     written: set[str] = field(default_factory=set)  # victims whose mark reached the apiserver
+    # victim uid -> the lastTransitionTime its mark carries, fixed at the first try: a retry is the
+    # same transition (upstream's UpdatePodCondition moves the time only when the status changes)
+    mark_times: dict[str, str] = field(default_factory=dict)
+
+
+def _now() -> str:
+    """A condition's lastTransitionTime for now (a metav1.Time: whole seconds, UTC)."""
+    return micro_time().split(".")[0] + "Z"
 
 
 class _Gone(Exception):
@@ -196,6 +205,8 @@ class Evictor:
             if round_ or not to_mark or anyio.current_time() - started <= self._remark_after:
                 return True
             log.info("evictor.remarking", victims=len(to_mark))
+            for eviction in to_mark:  # the one deliberate move of a True mark's time: restart its clock
+                preemption.mark_times[eviction.uid] = _now()
         return True
 
     async def _mark(self, preemption: _Preemption, eviction: Eviction, failures: list[str]) -> None:
@@ -326,10 +337,22 @@ class Evictor:
     async def _set_condition(self, preemption: _Preemption, eviction: Eviction, marked: bool) -> Response:
         """The victim's DisruptionTarget condition: True with upstream's reason, message and
         observedGeneration, or False without them (null deletes them in a strategic merge); the
-        uid is a precondition, so a new pod under the same name is never marked."""
+        uid is a precondition, so a new pod under the same name is never marked.
+
+        lastTransitionTime moves only with the status, as upstream's `apipod.UpdatePodCondition`
+        (pkg/api/v1/pod/util.go): a victim already marked True keeps its mark's time, and every
+        try of one mark carries the time of the first. The disruption controller's 2-minute clock
+        and the finishing rule (`unfinished.py`) read that time; only `_mark_all`'s second round
+        restarts it on purpose. A withdrawal (True to False) is a change: now."""
+        if marked:
+            since = eviction.marked_since
+            first = _now() if since is None else micro_time(since).split(".")[0] + "Z"
+            transition = preemption.mark_times.setdefault(eviction.uid, first)
+        else:
+            transition = _now()
         condition: dict[str, str | int | None] = {"type": "DisruptionTarget", "status": "True" if marked else "False",
                      "reason": REASON if marked else None, "message": eviction.message if marked else None,
-                     "lastTransitionTime": micro_time().split(".")[0] + "Z"}
+                     "lastTransitionTime": transition}
         if eviction.generation > 0:
             condition["observedGeneration"] = eviction.generation
         return await self.http.request("PATCH", f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}/status",

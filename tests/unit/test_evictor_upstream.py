@@ -22,6 +22,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+import aiohttp
 import anyio
 import orjson
 import pytest
@@ -34,6 +35,7 @@ from scheduler.core.scheduler import Scheduler
 from scheduler.kube.evictor import Eviction, Evictor
 from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.loop import SchedulerLoop
+from scheduler.kube.recorder import micro_time
 from scheduler.sim import builders as b
 from tests.fakeapi import Call, FakeApi
 from tests.helpers import run_for_a_while
@@ -379,3 +381,47 @@ def test_a_victim_taken_back_at_the_allocation_gate_ends_its_attempt_as_upstream
     assert attempts == [("error", "tessera", held)] and waiting.uid not in loop._binding_attempts
     assert ("low", "FailedScheduling", "waiting on permit for pod: preempted") in recorded
     assert statuses == [("low", "SchedulerError", "waiting on permit for pod: preempted")]
+
+
+# --- 7. marking a victim again keeps the mark's lastTransitionTime ---------------------------------
+
+async def test_a_victim_already_marked_keeps_the_marks_transition_time() -> None:
+    """Upstream `PreemptPod` writes the condition through `apipod.UpdatePodCondition`
+    (pkg/api/v1/pod/util.go:363-386), which keeps the old condition's LastTransitionTime when the
+    status does not change: a victim that already carries DisruptionTarget=True (an earlier
+    preemption's DELETE failed) is marked again without moving the mark's time, so the disruption
+    controller's 2-minute clock and Tessera's own finishing rule, both read from that time, are
+    not restarted."""
+    api = _preemption_cluster()
+    since = "2026-01-01T00:05:00Z"
+    api.pod("default", "low")["status"]["conditions"] = [
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+         "message": "tessera: preempting to accommodate a higher priority pod", "lastTransitionTime": since}]
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t", seed=0)  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        marked = await _until(lambda: bool(api.of("PATCH", "/pods/low/status")), 10.0)
+        owner.cancel_scope.cancel()
+    assert marked, "high did not preempt low"
+    [condition] = [c for call in api.of("PATCH", "/pods/low/status")
+                   for c in call.body["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+    assert condition["status"] == "True" and condition["lastTransitionTime"] == since
+
+
+async def test_a_mark_tried_again_carries_the_time_of_its_first_try(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mark whose answer was lost (the write may have landed) is sent again: the retry is the
+    same transition, so it carries the same lastTransitionTime (upstream computes the condition
+    once per victim, and a retried PATCH of it is the same body)."""
+    clock = iter(range(1_700_000_000, 1_800_000_000, 7))
+    monkeypatch.setattr("scheduler.kube.evictor.micro_time", lambda now=None: micro_time(next(clock)))
+    api = FakeApi()
+    eviction = _victim(api)
+    api.fail_next("PATCH", "/pods/victim/status", error=aiohttp.ServerDisconnectedError())
+    done: list[tuple[Eviction, bool]] = []
+    evictor = Evictor(api, lambda e, deleted: done.append((e, deleted)), _no_failure)  # type: ignore[arg-type]
+    evictor.submit([eviction])
+    await run_for_a_while(evictor.run, lambda: bool(done), 200)
+    assert done == [(eviction, True)]
+    times = [c["lastTransitionTime"] for call in api.of("PATCH", "/pods/victim/status")
+             for c in call.body["status"]["conditions"]]
+    assert len(times) == 2 and times[0] == times[1]
