@@ -371,6 +371,7 @@ class Cycle:
             self._clear(attempts, holds)
             return attempts
         self._post_filter(runtime, members, view.minimum - len(view.bound), attempts, holds, now)
+        attempts[0].preemptor_type = "podgroup"  # upstream's workload-aware preemption: the group preempts
         return attempts
 
     def _gang_error(self, members: list[Pod], attempts: list[Attempt], errored: Attempt, holds: dict[str, Hold],

@@ -68,11 +68,12 @@ class Eviction:
     finishing_gang: str = ""  # the gang whose half-done eviction this finishes
     generation: int = 0  # the victim's metadata.generation: the condition's observedGeneration
     preemptor: str = ""  # the preemptor's namespace/name, for the log (its Event names the uid alone, as upstream's)
+    preemptor_type: str = "pod"  # "podgroup" when a whole gang preempted (upstream's ExecutorPreemptor.Type())
     marked_since: float | None = None  # lastTransitionTime of the DisruptionTarget=True mark the victim already carries
 
     @property
     def message(self) -> str:
-        return f"{self.preemptor_scheduler}: preempting to accommodate a higher priority pod"
+        return f"{self.preemptor_scheduler}: preempting to accommodate a higher priority {self.preemptor_type}"
 
     @property
     def key(self) -> str:

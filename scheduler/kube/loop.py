@@ -439,7 +439,7 @@ class SchedulerLoop:
         # its victims run; a gang's victims may run on nodes other than the preemptor's nomination
         self.evictor.submit([Eviction(victim.meta.namespace, victim.meta.name, victim.uid, attempt.pod.uid,
                                       attempt.pod.scheduler_name, victim.node_name, generation=victim.meta.generation,
-                                      preemptor=attempt.pod.key,
+                                      preemptor=attempt.pod.key, preemptor_type=attempt.preemptor_type,
                                       marked_since=victim.preemption_mark.since if victim.preemption_mark else None)
                              for victim in attempt.preempted
                              if not victim.meta.deleting and victim.uid not in attempt.rejected_waiting])

@@ -425,3 +425,31 @@ async def test_a_mark_tried_again_carries_the_time_of_its_first_try(monkeypatch:
     times = [c["lastTransitionTime"] for call in api.of("PATCH", "/pods/victim/status")
              for c in call.body["status"]["conditions"]]
     assert len(times) == 2 and times[0] == times[1]
+
+
+# --- 8. a whole gang's preemption names a podgroup, as upstream's workload-aware preemption ---------
+
+async def test_a_gangs_victims_are_marked_for_a_higher_priority_podgroup() -> None:
+    """Upstream v1.36 writes the victim's condition message as `"%s: preempting to accommodate a
+    higher priority %s", preemptor.SchedulerName(), preemptor.Type()`
+    (pkg/scheduler/framework/preemption/executor.go:130), where Type() is "pod" for a pod
+    (executor.go:467) and "podgroup" when a whole pod group preempts (executor.go:510,
+    WorkloadAwarePreemption). A gang of two that needs both GPUs, each taken by a low pod, preempts
+    as one: its victims read "podgroup"; a single pod's still read "pod" (test_evictor.py)."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n1", gpus=1), b.node("n2", gpus=1)]
+    for i, node in enumerate(("n1", "n2")):
+        low = b.pod(f"low-{i}", limits={"nvidia.com/gpu": 1}, priority=0, node_name=node, phase="Running")
+        low["status"]["startTime"] = "2026-01-01T00:00:00Z"
+        api.add_pod(low)
+    for i in range(2):
+        api.add_pod(b.pod(f"member-{i}", limits={"nvidia.com/gpu": 1}, priority=1000, labels=b.gang_labels("g", 2)))
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t", seed=0)  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        marked = await _until(lambda: len(api.of("PATCH", "/pods/low-")) >= 2, 10.0)
+        owner.cancel_scope.cancel()
+    assert marked, "the gang did not preempt both low pods"
+    messages = {c["message"] for call in api.of("PATCH", "/pods/low-") for c in call.body["status"]["conditions"]
+                if c["type"] == "DisruptionTarget"}
+    assert messages == {"tessera: preempting to accommodate a higher priority podgroup"}

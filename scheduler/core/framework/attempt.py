@@ -33,6 +33,9 @@ class Attempt:
     gang_outcome: GangOutcome | None = None  # set on every attempt of a gang's cycle (see GangOutcome)
     preemption_tried: bool = False  # a PostFilter (preemption) ran for this attempt's pod or gang
     preempted: list[Pod] = field(default_factory=list)  # victims for this pod (or its gang), all of them
+    # whom the victims make room for, in upstream's words (ExecutorPreemptor.Type(), pkg/scheduler/
+    # framework/preemption/executor.go): "pod", or "podgroup" when a whole gang preempted as one
+    preemptor_type: str = "pod"
     # victims that were waiting at Permit (the allocation gate): sent back to the queue in memory,
     # without an API call, as upstream's waitingPod.Preempt; the rest of `preempted` is evicted
     rejected_waiting: dict[str, str] = field(default_factory=dict)  # victim uid -> the node it waited on
