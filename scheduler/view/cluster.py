@@ -30,6 +30,9 @@ NO_NODE = "no Node object: no pod is placed on this node"  # why its free GPUs a
 # a pending pod a PreEnqueue plugin keeps out of the queue (never attempted since): Kubernetes'
 # word for a pod held before scheduling; the message names the gate ("gated by Coscheduling: ...")
 SCHEDULING_GATED = "SchedulingGated"
+# a pod held by spec.schedulingGates: the PodScheduled=False condition the apiserver gives it at
+# creation (pkg/registry/core/pod/strategy.go applySchedulingGatedCondition), reason SCHEDULING_GATED
+GATES_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +52,14 @@ def build_view(scheduler: Scheduler, *, source: str, now: float,
     nodes where a recorded Binding landed on its own placements (`ReplayStats.diverged`), whose
     overcommit is that and not another scheduler's. A pod gated at PreEnqueue reads its gate,
     not a blank (it is never attempted, so no reason comes for it) nor its last attempt's reason
-    from before its gang lost a member (the gate is why it waits now)."""
+    from before its gang lost a member (the gate is why it waits now). A pod held by
+    spec.schedulingGates is pending too (kube-scheduler's "gated" queue), with the condition the
+    apiserver wrote on it (a replay's pods have none written)."""
     state = scheduler.state
     waits = dict(reasons or {})
     waits.update((key, WaitReason(SCHEDULING_GATED, why)) for key, why in scheduler.gated().items())
+    waits.update((state.pods[uid].key, WaitReason(SCHEDULING_GATED, GATES_MESSAGE)) for uid in state.gated
+                 if uid in state.pods)
     for attempt in held:
         waits[attempt.pod.key] = WaitReason(WAITING_FOR_ALLOCATION, attempt.message, attempt.node or "")
     facts = _Facts(state, frozenset(attempt.pod.uid for attempt in held), gate_timeout(scheduler), now,
@@ -346,7 +353,7 @@ def extended_amounts(requests: Mapping[str, int]) -> str:
 
 
 def _pending(state: ClusterState, waits: Mapping[str, WaitReason], held: frozenset[str]) -> tuple[m.PendingPod, ...]:
-    pods = [state.pods[uid] for uid in state.pending | held if uid in state.pods]
+    pods = [state.pods[uid] for uid in state.pending | state.gated | held if uid in state.pods]
     out = []
     for pod in sorted(pods, key=lambda pod: pod.key):
         wait = waits.get(pod.key)
@@ -374,7 +381,7 @@ def _gangs(state: ClusterState, pending: Sequence[m.PendingPod], held: frozenset
 def gang_view(state: ClusterState, key: str, held: frozenset[str] = frozenset(), message: str = "") -> m.GangView | None:
     """A gang's progress (None when it has no live member): its minimum, members placed, leaving
     (as the scheduler counts them: a deleted member or a victim no longer completes the gang) and
-    waiting, its PodGroup phase, and why it cannot be tried yet (or `message`, a member's last
+    waiting (held by spec.schedulingGates included), its PodGroup phase, and why it cannot be tried yet (or `message`, a member's last
     reason, when it can)."""
     members = sorted((state.pods[uid] for uid in state.gangs.members.get(key, ()) if uid in state.pods),
                      key=lambda pod: pod.key)
@@ -384,14 +391,16 @@ def gang_view(state: ClusterState, key: str, held: frozenset[str] = frozenset(),
             return None
         ended = sum(1 for uid in state.gangs.history.get(key, ()) if uid in state.pods)
         return m.GangView(key, status.minimum, ended, 0, 0, 0, status.phase, "")
-    waiting = [pod for pod in members if pod.uid in state.pending or pod.uid in held]
+    waiting = [pod for pod in members if pod.uid in state.pending or pod.uid in state.gated or pod.uid in held]
     on_node = [pod for pod in members if pod.uid in state.placements and pod.uid not in held]
     leaving = sum(1 for pod in on_node if state.leaving(pod))
     minimum = state.group_min(key, members[0])
     status = group_status(state, key)
     phase = status.phase if status is not None else \
         "Pending" if minimum is None or len(members) < minimum else "Scheduled" if not waiting else "Scheduling"
-    reason = waiting_message(state, waiting[0]) if waiting else None
+    # members held by spec.schedulingGates are never tried: the group's reason is a tried one's, or the gates
+    tried = [pod for pod in waiting if pod.uid not in state.gated]
+    reason = waiting_message(state, tried[0]) if tried else GATES_MESSAGE if waiting else None
     return m.GangView(key, minimum, len(members), len(on_node) - leaving, leaving, len(waiting), phase,
                       reason or message)
 

@@ -273,3 +273,35 @@ def test_a_pod_gated_at_preenqueue_shows_its_gate_not_a_blank_or_its_last_attemp
                                         "appear in scheduling queue")
     assert gated["default/lost-0"] == ('gated by Coscheduling: waiting for pods\'s pod group "lost" to appear '
                                        "in scheduling queue")
+
+
+def test_a_pod_held_by_scheduling_gates_is_pending_with_the_apiservers_reason() -> None:
+    """A pod with spec.schedulingGates is pending to kube-scheduler (scheduler_pending_pods
+    {queue="gated"}), and the apiserver writes it PodScheduled=False, reason SchedulingGated,
+    "Scheduling is blocked due to non-empty scheduling gates" (pkg/registry/core/pod/strategy.go:
+    940-946, applySchedulingGatedCondition). The views listed it nowhere: not among the pending
+    pods, and a gang whose members are all gated (Kueue's admission gate, say) not among the
+    gangs. Both the replayed core and `kubectl tessera`'s listing show it now."""
+    hold = {"schedulingGates": [{"name": "example.com/hold"}]}
+    objs = [b.node("n", gpus=2), b.pod("held", limits={"nvidia.com/gpu": 1}, spec_extra=hold)]
+    objs += [b.pod(f"kept-{i}", limits={"nvidia.com/gpu": 1}, labels=b.gang_labels("kept", 2), spec_extra=hold)
+             for i in range(2)]
+    replay = Replay(config(), agent=False)
+    list(replay.run(WatchEvent("ADDED", obj) for obj in objs))
+    message = "Scheduling is blocked due to non-empty scheduling gates"
+    listed = [obj for obj in objs if obj["kind"] != "Pod"] + list(replay.pods.values())
+    for obj in listed:  # as the apiserver created them
+        if obj["kind"] == "Pod":
+            obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                                            "message": message}]
+    core = Scheduler(config())
+    load(core, replay_order(listed), replay.now)
+    for view in (build_view(replay.scheduler, source="simulate", now=replay.now),
+                 build_view(core, source="cluster", now=replay.now, reasons=wait_reasons(listed))):
+        pending = {p.pod: (p.reason, p.message, p.gang) for p in view.pending}
+        assert pending == {"default/held": ("SchedulingGated", message, ""),
+                           "default/kept-0": ("SchedulingGated", message, "default/kept"),
+                           "default/kept-1": ("SchedulingGated", message, "default/kept")}, view.source
+        [gang] = view.gangs
+        assert (gang.gang, gang.members, gang.placed, gang.pending, gang.message) == \
+            ("default/kept", 2, 0, 2, message), view.source
