@@ -20,7 +20,7 @@ from scheduler.core.framework.interface import GangView, NodeStatuses, Reservati
 from scheduler.core.framework.placement import Domain, PlacementPlan
 from scheduler.core.framework.runtime import PRE_FILTER_REJECTION, ProfileRuntime, Rejection
 from scheduler.core.framework.timing import Code
-from scheduler.core.objects import Pod
+from scheduler.core.objects import Pod, gang_name
 from scheduler.core.state.nodes import Hold, NodeInfo
 
 MIN_FEASIBLE_NODES = 100
@@ -351,7 +351,7 @@ class Cycle:
         # member's failure for the group as the group's context and then the member's own error
         # (schedule_one_podgroup.go): the gang's state, then a member that found no node and why —
         # its own reasons for such a member, the first one's for the members that fit.
-        short = f"pod group {view.key}: only {len(view.bound) + len(placed)} of the {view.minimum} members it needs fit"
+        short = f"pod group {gang_name(view.key)}: only {len(view.bound) + len(placed)} of the {view.minimum} members it needs fit"
         why = {id(attempt): f"{attempt.pod.key}: {attempt.message}" for attempt in failed}
         # with a required topology the failed members' reason already says it ("no rack has room
         # for N pods of gang ...")
@@ -477,7 +477,7 @@ class Cycle:
         if anywhere:
             return self._transaction(members, holds, None, now)
         assert runtime.placement is not None
-        reason = plan.no_room(view.key, needed, min(largest, needed - 1))
+        reason = plan.no_room(gang_name(view.key), needed, min(largest, needed - 1))
         message = f"0/{num_nodes} nodes are available: {reason}."
         if closest is not None:
             _, domain, failed = closest

@@ -449,11 +449,12 @@ def gang_topology(annotations: Mapping[str, str]) -> GangTopology | None:
 
 
 def gang_key(namespace: str, name: str, api: str) -> str:
-    """The key of the gang a PodGroup `name` of `api` (or, `api` "", a label gang) is: "ns/name",
-    and "ns/scheduling.k8s.io/name" for a Workload API group — the two PodGroup APIs name their
-    groups apart (kube-scheduler's GangScheduling and scheduler-plugins' Coscheduling each know
-    only their own), so one name in both is two gangs. Names hold no "/": no key is two groups'."""
-    return f"{namespace}/{WORKLOAD_API}/{name}" if api == WORKLOAD_API else f"{namespace}/{name}"
+    """The key of the gang a PodGroup `name` of `api` is, "ns/<api group>/name", or, `api` "", a
+    label gang's, "ns/name". The three forms name their groups apart (kube-scheduler's
+    GangScheduling and scheduler-plugins' Coscheduling each know only their own PodGroups, and the
+    label form names no object), so one name in two forms is two gangs. Names hold no "/": no key
+    is two groups'. Users read a gang by `gang_name`."""
+    return f"{namespace}/{api}/{name}" if api else f"{namespace}/{name}"
 
 
 def gang_key_parts(key: str) -> tuple[str, str]:
@@ -461,9 +462,17 @@ def gang_key_parts(key: str) -> tuple[str, str]:
     return key.partition("/")[0], key.rpartition("/")[2]
 
 
+def gang_name(key: str) -> str:
+    """A gang as views, Events and messages name it: its key, but "ns/name" for a scheduler-plugins
+    PodGroup, as scheduler-plugins writes it (util.GetPodGroupFullName) and as Tessera always
+    showed it — the API in its key only keeps it apart from a label gang of the same name."""
+    namespace, name = gang_key_parts(key)
+    return f"{namespace}/{name}" if key == gang_key(namespace, name, PLUGINS_API) else key
+
+
 @dataclass(frozen=True, slots=True)
 class GangRef:
-    key: str  # gang_key: "<namespace>/<group name>", "<namespace>/scheduling.k8s.io/<name>" for a Workload API group
+    key: str  # gang_key: "<namespace>/<name>" for the label form, "<namespace>/<api group>/<name>" for a PodGroup
     min_available: int | None  # from labels; None when a PodGroup object decides
     from_podgroup: bool
     api: str = ""  # the PodGroup's API group (PLUGINS_API or WORKLOAD_API); "" for the label form

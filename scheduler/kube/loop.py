@@ -24,7 +24,7 @@ from scheduler.core.cycle import pod_group_error
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.timing import NO_STOPWATCH, Stopwatch
 from scheduler.core.objects import (FINAL_GROUP_PHASES, PLUGINS_API, PODGROUP_API_VERSIONS, WORKLOAD_API, Pod,
-                                   gang_key, gang_key_parts, podgroup_api)
+                                   gang_key, gang_key_parts, gang_name, podgroup_api)
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
@@ -455,7 +455,7 @@ class SchedulerLoop:
     def _on_eviction_failed(self, eviction: Eviction, reason: str) -> None:
         self.core.eviction_failed(eviction.uid, time.time())
         ref = ObjectRef("Pod", "v1", eviction.name, eviction.namespace, eviction.uid)
-        wanted_by = f"gang {eviction.finishing_gang}" if eviction.finishing_gang else f"pod {eviction.preemptor_uid}"
+        wanted_by = f"gang {gang_name(eviction.finishing_gang)}" if eviction.finishing_gang else f"pod {eviction.preemptor_uid}"
         self.events.record(ref, "Warning", "PreemptionFailed", "Preempting",
                            f"Could not evict the pod for {wanted_by}: {reason}")
         self._wake.set()
@@ -466,7 +466,7 @@ class SchedulerLoop:
         ref = ObjectRef("Pod", "v1", eviction.name, eviction.namespace, eviction.uid)
         if eviction.finishing_gang:
             self.events.record(ref, "Normal", "Preempted", "Preempting",
-                               f"Preempted to finish the eviction of gang {eviction.finishing_gang}, which an "
+                               f"Preempted to finish the eviction of gang {gang_name(eviction.finishing_gang)}, which an "
                                f"earlier leader began: the gang was below its minimum")
             return
         preemptor = self.core.state.pods.get(eviction.preemptor_uid)

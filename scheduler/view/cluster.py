@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from scheduler.api.quantity import Amount, format_quantity
 from scheduler.core.annotations import DEVICES
 from scheduler.core.framework.attempt import Attempt
-from scheduler.core.objects import Device, Pod
+from scheduler.core.objects import Device, Pod, gang_name
 from scheduler.core.plugins.coscheduling import group_status, waiting_message
 from scheduler.core.resources import CPU, is_extended
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
@@ -357,7 +357,7 @@ def _pending(state: ClusterState, waits: Mapping[str, WaitReason], held: frozens
     out = []
     for pod in sorted(pods, key=lambda pod: pod.key):
         wait = waits.get(pod.key)
-        out.append(m.PendingPod(pod.key, pod.priority, extended_amounts(pod.requests), pod.gang.key if pod.gang else "",
+        out.append(m.PendingPod(pod.key, pod.priority, extended_amounts(pod.requests), gang_name(pod.gang.key) if pod.gang else "",
                                 wait.reason if wait else "", wait.message if wait else "", wait.node if wait else ""))
     return tuple(out)
 
@@ -366,12 +366,13 @@ def _gangs(state: ClusterState, pending: Sequence[m.PendingPod], held: frozenset
     """Gangs with a member still waiting: how far they are, and why the group cannot go yet.
     The pending pods are walked once, not once per gang: this runs on the scheduler's event loop
     for the live page, where thousands of waiting gangs made it gangs x pending."""
-    messages: dict[str, str] = {}  # gang -> its first waiting member's message ("" if none has one)
+    messages: dict[str, str] = {}  # gang key -> its first waiting member's message ("" if none has one)
     for p in pending:
-        if p.gang and not messages.get(p.gang):
-            messages[p.gang] = p.message
+        pod = state.pod_by_key(p.pod) if p.gang else None
+        if pod is not None and pod.gang is not None and not messages.get(pod.gang.key):
+            messages[pod.gang.key] = p.message
     out = []
-    for key in sorted(messages):
+    for key in sorted(messages, key=lambda key: (gang_name(key), key)):
         gang = gang_view(state, key, held, messages[key])
         if gang is not None and gang.pending:
             out.append(gang)
@@ -390,7 +391,7 @@ def gang_view(state: ClusterState, key: str, held: frozenset[str] = frozenset(),
         if status is None:
             return None
         ended = sum(1 for uid in state.gangs.history.get(key, ()) if uid in state.pods)
-        return m.GangView(key, status.minimum, ended, 0, 0, 0, status.phase, "")
+        return m.GangView(gang_name(key), status.minimum, ended, 0, 0, 0, status.phase, "")
     waiting = [pod for pod in members if pod.uid in state.pending or pod.uid in state.gated or pod.uid in held]
     on_node = [pod for pod in members if pod.uid in state.placements and pod.uid not in held]
     leaving = sum(1 for pod in on_node if state.leaving(pod))
@@ -401,7 +402,7 @@ def gang_view(state: ClusterState, key: str, held: frozenset[str] = frozenset(),
     # members held by spec.schedulingGates are never tried: the group's reason is a tried one's, or the gates
     tried = [pod for pod in waiting if pod.uid not in state.gated]
     reason = waiting_message(state, tried[0]) if tried else GATES_MESSAGE if waiting else None
-    return m.GangView(key, minimum, len(members), len(on_node) - leaving, leaving, len(waiting), phase,
+    return m.GangView(gang_name(key), minimum, len(members), len(on_node) - leaving, leaving, len(waiting), phase,
                       reason or message)
 
 

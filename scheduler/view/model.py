@@ -96,7 +96,7 @@ class PendingPod:
 
 @dataclass(frozen=True, slots=True)
 class GangView:
-    gang: str  # its gang key (objects.gang_key)
+    gang: str  # its name as users read it (objects.gang_name)
     minimum: int | None  # None while its PodGroup is not known
     members: int  # live (non-terminal) members
     placed: int  # on a node and staying

@@ -133,7 +133,7 @@ def test_a_waiting_member_reason_follows_its_siblings_arrival() -> None:
     assert [run.node_of(f"grow-{i}") for i in range(3)] == ["n1", "n1", "n1"]
 
 
-def _status(run: Run, key: str = "default/life") -> tuple[str, int, int, int, int]:
+def _status(run: Run, key: str = "default/scheduling.x-k8s.io/life") -> tuple[str, int, int, int, int]:
     status = coscheduling.group_status(run.state, key)
     assert status is not None
     return status.phase, status.scheduled, status.running, status.succeeded, status.failed
@@ -170,7 +170,7 @@ def test_podgroup_status_follows_its_members_from_pending_to_finished_and_back()
     for name in ("life-0", "life-1"):
         run.feed(b.event("DELETED", bound[name]))
     assert _status(run) == ("Pending", 0, 0, 0, 0)  # every member gone, and the object never said Finished
-    assert coscheduling.group_status(run.state, "default/none") is None
+    assert coscheduling.group_status(run.state, "default/scheduling.x-k8s.io/none") is None
 
 
 def test_a_finished_or_failed_podgroup_keeps_its_phase_as_upstreams_controller_does() -> None:
@@ -184,10 +184,10 @@ def test_a_finished_or_failed_podgroup_keeps_its_phase_as_upstreams_controller_d
                                                    limits={"nvidia.com/gpu": 1}))
         run.feed(b.event("MODIFIED", {**group, "status": {"phase": final, "succeeded": 1}}))
         run.feed(b.event("DELETED", run.replay.pods[run.state.pod_by_key("default/done-0").uid]))
-        status = coscheduling.group_status(run.state, "default/done")
+        status = coscheduling.group_status(run.state, "default/scheduling.x-k8s.io/done")
         assert status is not None and (status.phase, status.final) == (final, True)
     run.feed(b.event("MODIFIED", {**group, "status": {"phase": "Running"}}))  # a status that is not final
-    status = coscheduling.group_status(run.state, "default/done")
+    status = coscheduling.group_status(run.state, "default/scheduling.x-k8s.io/done")
     assert status is not None and (status.phase, status.final) == ("Pending", False)
 
 
@@ -197,7 +197,7 @@ class _WrittenGroup:
     as `SchedulerLoop._write_group_status`) and fed in as the PodGroup's MODIFIED event."""
 
     def __init__(self, run: Run, name: str, minimum: int) -> None:
-        self.run, self.obj, self.key = run, b.podgroup(name, minimum), f"default/{name}"
+        self.run, self.obj, self.key = run, b.podgroup(name, minimum), f"default/scheduling.x-k8s.io/{name}"
         run.add(self.obj)
         self.echo()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.sim import builders as b
+from scheduler.view.cluster import build_view
 from tests.helpers import Run
 
 PLUGINS_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -66,3 +67,31 @@ def test_deleting_one_apis_group_leaves_the_other_as_it_was() -> None:
         "gated by Coscheduling: waiting for minCount pods from a gang to appear in scheduling queue")
     run.add(_workload_member("w-2", "g"))
     assert [run.node_of(f"w-{i}") for i in range(3)] == ["n", "n", "n"]
+
+
+def _label_member(name: str, group: str, min_available: int) -> dict[str, Any]:
+    return b.pod(name, labels=b.gang_labels(group, min_available), limits={"nvidia.com/gpu": 1})
+
+
+def test_a_label_gang_and_a_scheduler_plugins_podgroup_of_one_name_are_two_gangs() -> None:
+    """A label gang (`pod-group.scheduling.sigs.k8s.io/name` + `min-available`) and a
+    scheduler-plugins PodGroup (`scheduling.x-k8s.io/pod-group`) are two ways to form a group,
+    unrelated by name. Tessera keyed both `ns/g`: the label gang's two pods and the PodGroup's two
+    counted as one gang of four, so the PodGroup's minimum of 3 was met by pods that are not its
+    members and all four were placed. The label gang (minimum 2, both there) is placed; the
+    PodGroup's two wait for a third member, in scheduler-plugins' words."""
+    run = Run()
+    run.add(b.node("n", gpus=4))
+    run.add(b.podgroup("g", 3))
+    run.add(*[_plugins_member(f"p-{i}", "g") for i in range(2)])
+    run.add(*[_label_member(f"l-{i}", "g", 2) for i in range(2)])
+    assert [run.node_of(f"l-{i}") for i in range(2)] == ["n", "n"]
+    assert [run.node_of(f"p-{i}") for i in range(2)] == [None, None]
+    assert "current pods number: 2, minMember of group: 3" in run.last("p-0").message
+    assert 'podgroup "default/g"' not in run.last("p-0").message
+    gangs = {pod.gang.key for pod in run.state.pods.values() if pod.gang is not None}
+    assert len(gangs) == 2
+    # each is shown by the name it always had; the waiting one counts its own two members, not four
+    view = build_view(run.scheduler, source="simulate", now=run.replay.now)
+    assert [(g.gang, g.minimum, g.members, g.placed, g.pending) for g in view.gangs] == [("default/g", 3, 2, 0, 2)]
+    assert {p.pod: p.gang for p in view.pending} == {"default/p-0": "default/g", "default/p-1": "default/g"}

@@ -62,7 +62,7 @@ def test_podgroup_status_counts_only_pods_labelled_with_that_podgroup() -> None:
               for i in range(2)])
     run.add(b.pod("crd-0", labels={PG_LABEL: "train"}, limits={"nvidia.com/gpu": 1}))
     assert "current pods number: 1, minMember of group: 2" in run.last("crd-0").message
-    status = coscheduling.group_status(run.state, "default/train")
+    status = coscheduling.group_status(run.state, "default/scheduling.x-k8s.io/train")
     assert status is not None
     assert (status.phase, status.scheduled) == ("Pending", 0)
 

@@ -163,11 +163,11 @@ def test_a_finished_plugins_podgroup_gets_no_more_status_writes() -> None:
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
     group = b.podgroup("g", 1)
     loop.core.apply("ADDED", group, 0.0)
-    loop._write_group_status("default/g")
+    loop._write_group_status("default/scheduling.x-k8s.io/g")
     assert [body["status"]["phase"] for body in loop.statuses._dirty.values()] == ["Pending"]
     loop.statuses._dirty.clear()  # written
     loop.core.apply("MODIFIED", {**group, "status": {"phase": "Finished", "succeeded": 1}}, 0.0)
-    loop._write_group_status("default/g")  # its members are gone: the live count says Pending
+    loop._write_group_status("default/scheduling.x-k8s.io/g")  # its members are gone: the live count says Pending
     assert loop.statuses._dirty == {}
 
 

@@ -32,7 +32,8 @@ from scheduler.core.capacity import beyond_the_cluster
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import GangView, GroupPlugin, PreEnqueuePlugin, QueueingHint
-from scheduler.core.objects import PLUGINS_API, PODGROUP_API_VERSIONS, WORKLOAD_API, Pod, gang_key_parts
+from scheduler.core.objects import (PLUGINS_API, PODGROUP_API_VERSIONS, WORKLOAD_API, Pod, gang_key_parts,
+                                    gang_name)
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, Notice
 
 NAME = "Coscheduling"
@@ -80,7 +81,7 @@ class Coscheduling(GroupPlugin, PreEnqueuePlugin):
         pod = self.state.pods.get(uid)
         if pod is None or pod.gang is None:
             return False
-        group = self.state.gangs.podgroup_of(pod.gang.key, pod)
+        group = self.state.gangs.podgroups.get(pod.gang.key)
         return group is not None and bool(group.min_resources)
 
     def pre_enqueue(self, pod: Pod) -> str | None:
@@ -115,14 +116,14 @@ def waiting_message(state: ClusterState, pod: Pod) -> str | None:
     if minimum is None:
         if upstream:
             return f'waiting for pods\'s pod group "{gang_key_parts(key)[1]}" to appear in scheduling queue'
-        return f'podgroup "{key}" not found'
+        return f'podgroup "{gang_name(key)}" not found'
     members = len(counted_members(state, pod))
     if members < minimum:
         if upstream:
             return "waiting for minCount pods from a gang to appear in scheduling queue"
         return (f"pod {pod.key} cannot find enough sibling pods, "
                 f"current pods number: {members}, minMember of group: {minimum}")
-    group = state.gangs.podgroup_of(key, pod)
+    group = state.gangs.podgroups.get(key)
     return resource_gap(state, pod, group.min_resources, group.min_member) if group is not None else None
 
 
@@ -227,10 +228,9 @@ def group_status(state: ClusterState, key: str) -> GroupStatus | None:
     if group is None:
         return None
     minimum = group.min_member
-    # only the pods naming this PodGroup: a label gang of the same name is another group
-    # (scheduler-plugins' controller lists the group's pods by its label)
-    members = [pod for uid in state.gangs.history.get(key, ()) if (pod := state.pods.get(uid)) is not None
-               and pod.gang is not None and pod.gang.api == group.api]
+    # only the pods naming this PodGroup (scheduler-plugins' controller lists the group's pods by
+    # its label): a label gang of the same name has a key of its own
+    members = [pod for uid in state.gangs.history.get(key, ()) if (pod := state.pods.get(uid)) is not None]
     phases = [pod.phase for pod in members]
     running, succeeded, failed = phases.count("Running"), phases.count("Succeeded"), phases.count("Failed")
     scheduled = sum(1 for pod in members if pod.uid in state.placements or pod.terminal)
@@ -330,5 +330,5 @@ def unschedulable_notice(state: ClusterState, attempts: Sequence[Attempt]) -> No
     never = beyond_the_cluster(state, pod)
     if never:
         message = f"{message}{'' if message.endswith('.') else '.'} {never}"
-    return Notice("PodGroup", group.key, GROUP_UNSCHEDULABLE_REASON, message, group.meta.namespace,
+    return Notice("PodGroup", gang_name(group.key), GROUP_UNSCHEDULABLE_REASON, message, group.meta.namespace,
                   group.meta.uid, PODGROUP_API_VERSIONS[group.api])

@@ -139,11 +139,9 @@ class ClusterState:
 
     def gang_uids(self, pod: Pod) -> list[str]:
         """The live members of the pod's gang: pods naming the same group in the same form (a label
-        gang or a PodGroup of one API), so that a name used by two forms never merges two gangs."""
+        gang or a PodGroup of one API: the form is part of the key, `gang_key`)."""
         assert pod.gang is not None
-        api = pod.gang.api
-        return [uid for uid in self.gangs.members.get(pod.gang.key, ())
-                if (member := self.pods.get(uid)) is not None and member.gang is not None and member.gang.api == api]
+        return [uid for uid in self.gangs.members.get(pod.gang.key, ()) if uid in self.pods]
 
     def group_min(self, key: str, pod: Pod) -> int | None:
         """The gang's minimum, or None when its PodGroup object has not been seen."""

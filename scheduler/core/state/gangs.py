@@ -25,22 +25,16 @@ class GangIndex:
         """The gang's minimum, or None when its PodGroup object has not been seen."""
         assert pod.gang is not None
         if pod.gang.from_podgroup:
-            group = self.podgroup_of(key, pod)
+            group = self.podgroups.get(key)
             return group.min_member if group is not None else None
         return self.first_min.get(key, pod.gang.min_available)
-
-    def podgroup_of(self, key: str, pod: Pod) -> PodGroup | None:
-        """The PodGroup object the member names, of the API it names it in."""
-        assert pod.gang is not None
-        group = self.podgroups.get(key)
-        return group if group is not None and group.api == pod.gang.api else None
 
     def topology(self, key: str, pod: Pod) -> GangTopology | None:
         """Where the gang must or should be together: its PodGroup's, or — the label form — what
         its live members' annotations say, in whatever order they were seen (`gang_topology`)."""
         assert pod.gang is not None
         if pod.gang.from_podgroup:
-            group = self.podgroup_of(key, pod)
+            group = self.podgroups.get(key)
             return group.topology if group is not None else None
         said = self.said_topology.get(key)
         return said.verdict()[0] if said is not None else pod.gang.topology

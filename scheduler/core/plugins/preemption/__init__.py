@@ -37,7 +37,7 @@ from scheduler.core.disruption import split_by_violation
 from scheduler.core.framework.cycle_state import PodContext, prepare
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import Ints, NodeStatuses, PostFilterPlugin, Preemption
-from scheduler.core.objects import Pod
+from scheduler.core.objects import Pod, gang_name
 from scheduler.core.plugins.preemption.floor import VictimFloor
 from scheduler.core.plugins.preemption.args import PreemptionArgs, candidates_to_try
 from scheduler.core.plugins.preemption.victims import Unit, flatten, most_important_first, units_for
@@ -255,7 +255,7 @@ class DefaultPreemption(PostFilterPlugin):
                 if len(nodes) >= minimum:
                     break
             if len(nodes) < minimum:
-                return Preemption(message=f"pod group {gang} needs {minimum} members placed together; "
+                return Preemption(message=f"pod group {gang_name(gang)} needs {minimum} members placed together; "
                                           f"even without every lower-priority pod only {len(nodes)} fit")
             self._forget(assumed)
             used = set(nodes.values())
@@ -272,7 +272,7 @@ class DefaultPreemption(PostFilterPlugin):
             units = units_for(state, priority, here, self.handle.waiting, exclude_gang=gang)
             lifted = {unit.pods[0].uid: [state.lift(p.uid) for p in unit.pods] for unit in units}
             if not self._still_fits(members, nodes, assumed, now):
-                return Preemption(message=f"pod group {gang}: the placement found without lower-priority "
+                return Preemption(message=f"pod group {gang_name(gang)}: the placement found without lower-priority "
                                           "pods does not hold")  # cannot happen: a superset is off its nodes
             self._forget(assumed)
             relevant = [u for u in units if u.pods[0].uid in lifted
@@ -303,7 +303,7 @@ class DefaultPreemption(PostFilterPlugin):
                 lifted[unit.pods[0].uid] = [state.lift(p.uid) for p in unit.pods if p.uid in state.placements]
             victims += extra
             if not self._still_fits(members, nodes, assumed, now):
-                return Preemption(message=f"pod group {gang}: the placement found without lower-priority "
+                return Preemption(message=f"pod group {gang_name(gang)}: the placement found without lower-priority "
                                           "pods does not hold")  # cannot happen: all victims are off
             holds = {uid: state.placements[uid] for uid in assumed}
             return Preemption(flatten(most_important_first(victims)), holds)
