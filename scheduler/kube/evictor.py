@@ -93,9 +93,9 @@ class _Preemption:
     mark_times: dict[str, str] = field(default_factory=dict)
 
 
-def _now() -> str:
-    """A condition's lastTransitionTime for now (a metav1.Time: whole seconds, UTC)."""
-    return micro_time().split(".")[0] + "Z"
+def _transition_time(at: float | None = None) -> str:
+    """A condition's lastTransitionTime (a metav1.Time: whole seconds, UTC), now or `at`."""
+    return micro_time(at).split(".")[0] + "Z"
 
 
 class _Gone(Exception):
@@ -207,7 +207,7 @@ class Evictor:
                 return True
             log.info("evictor.remarking", victims=len(to_mark))
             for eviction in to_mark:  # the one deliberate move of a True mark's time: restart its clock
-                preemption.mark_times[eviction.uid] = _now()
+                preemption.mark_times[eviction.uid] = _transition_time()
         return True
 
     async def _mark(self, preemption: _Preemption, eviction: Eviction, failures: list[str]) -> None:
@@ -345,12 +345,8 @@ class Evictor:
         try of one mark carries the time of the first. The disruption controller's 2-minute clock
         and the finishing rule (`unfinished.py`) read that time; only `_mark_all`'s second round
         restarts it on purpose. A withdrawal (True to False) is a change: now."""
-        if marked:
-            since = eviction.marked_since
-            first = _now() if since is None else micro_time(since).split(".")[0] + "Z"
-            transition = preemption.mark_times.setdefault(eviction.uid, first)
-        else:
-            transition = _now()
+        transition = (preemption.mark_times.setdefault(eviction.uid, _transition_time(eviction.marked_since))
+                      if marked else _transition_time())
         condition: dict[str, str | int | None] = {"type": "DisruptionTarget", "status": "True" if marked else "False",
                      "reason": REASON if marked else None, "message": eviction.message if marked else None,
                      "lastTransitionTime": transition}
