@@ -10,7 +10,7 @@ consumer reads plain values and nobody can change them after start-up.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, model_validator
 from pydantic_core import core_schema
@@ -27,6 +27,8 @@ __all__ = [
     "KUBE_SCHEDULER_NAME",
     "KUBE_SCHEDULER_LEASE",
 ]
+
+V = TypeVar("V")
 
 DEFAULT_SCHEDULER_NAME = "tessera"
 # kube-scheduler's own: its profile name (k8s.io/api core/v1 DefaultSchedulerName, what the
@@ -47,19 +49,19 @@ class ConfigError(Exception):
         super().__init__(f"{source}: {field}: {self.message}" if field else f"{source}: {self.message}")
 
 
-class ScoreWeights(Mapping[str, int]):
-    """Enabled score plugins -> weight, immutable and hashable, iterating in run order."""
+class _FrozenPairs(Mapping[str, V]):
+    """Plugin name -> value, immutable and hashable, iterating in the order of `_pairs` (a frozen
+    configuration model holds these where a dict would be mutable and unhashable)."""
 
     __slots__ = ("_pairs", "_index")
+    _pairs: tuple[tuple[str, V], ...]
+    _index: dict[str, V]
 
-    def __init__(self, pairs: Iterable[tuple[str, int]] | Mapping[str, int] = ()) -> None:
-        items = tuple(pairs.items() if isinstance(pairs, Mapping) else pairs)
-        self._pairs: tuple[tuple[str, int], ...] = tuple((str(n), int(w)) for n, w in items)
-        self._index: dict[str, int] = dict(self._pairs)
-        if len(self._index) != len(self._pairs):
-            raise ValueError("duplicate score plugin name")
+    def _freeze(self, pairs: tuple[tuple[str, V], ...]) -> None:
+        self._pairs = pairs
+        self._index = dict(pairs)
 
-    def __getitem__(self, name: str) -> int:
+    def __getitem__(self, name: str) -> V:
         return self._index[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -70,6 +72,18 @@ class ScoreWeights(Mapping[str, int]):
 
     def __hash__(self) -> int:
         return hash(self._pairs)
+
+
+class ScoreWeights(_FrozenPairs[int]):
+    """Enabled score plugins -> weight, immutable and hashable, iterating in run order."""
+
+    __slots__ = ()
+
+    def __init__(self, pairs: Iterable[tuple[str, int]] | Mapping[str, int] = ()) -> None:
+        items = tuple(pairs.items() if isinstance(pairs, Mapping) else pairs)
+        self._freeze(tuple((str(n), int(w)) for n, w in items))
+        if len(self._index) != len(self._pairs):
+            raise ValueError("duplicate score plugin name")
 
     def __repr__(self) -> str:
         return f"ScoreWeights({dict(self._pairs)!r})"
@@ -99,31 +113,20 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class PluginArgs(Mapping[str, BaseModel]):
+class PluginArgs(_FrozenPairs[BaseModel]):
     """Plugin name -> its validated args (each plugin's own frozen model), immutable and hashable.
     Only args that differ from the plugin's defaults are kept, so equal configurations are equal."""
 
-    __slots__ = ("_pairs", "_index")
+    __slots__ = ()
 
     def __init__(self, pairs: Iterable[tuple[str, BaseModel]] | Mapping[str, BaseModel] = ()) -> None:
         items = tuple(pairs.items() if isinstance(pairs, Mapping) else pairs)
-        self._pairs: tuple[tuple[str, BaseModel], ...] = tuple(sorted(items, key=lambda item: item[0]))
-        self._index: dict[str, BaseModel] = dict(self._pairs)
-
-    def __getitem__(self, name: str) -> BaseModel:
-        return self._index[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return (name for name, _ in self._pairs)
-
-    def __len__(self) -> int:
-        return len(self._pairs)
-
-    def __hash__(self) -> int:
-        return hash(self._pairs)
+        self._freeze(tuple(sorted(items, key=lambda item: item[0])))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PluginArgs) and self._pairs == other._pairs
+
+    __hash__ = _FrozenPairs.__hash__  # a class that defines __eq__ loses the inherited one
 
     def __repr__(self) -> str:
         return f"PluginArgs({dict(self._pairs)!r})"
