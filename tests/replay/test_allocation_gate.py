@@ -129,6 +129,28 @@ def test_a_held_binding_is_decided_again_if_its_node_vanished_meanwhile() -> Non
     assert p1 is not None and p1.uid in replay.scheduler.state.pending
 
 
+def test_a_held_binding_is_decided_again_if_its_node_hides_device_use_meanwhile() -> None:
+    """Found by tests/property/test_bindings_in_flight.py: another actor's pod bound to the node
+    with an unreadable devices annotation holds GPUs no one can name, so the node is excluded from
+    device scheduling (the filter says so) — but the gate let p1's held Binding go there, onto the
+    very GPU that pod had."""
+    replay = _deferred_p1()
+    held = ann.decode_devices(replay.scheduler.held()[0].annotations[ann.DEVICES])
+    grant = held["main"]["class.tessera.dev/v100"][0]
+    unreadable = '{"containers": {"main": {"class.tessera.dev/v100": [{"device": "%s", "id": "%s"}]}}}' % (
+        grant.device, grant.device_id)  # no "version": not readable
+    other = b.pod("other", scheduler="other", limits={"class.tessera.dev/v100": 1}, node_name="n", phase="Running",
+                  annotations={ann.DEVICES: unreadable})
+    notices = replay.scheduler.apply("ADDED", other, 0.0)
+    assert [notice.reason for notice in notices] == ["BrokenDeviceAnnotation"]
+    assert _open_gate(replay) == []  # not released onto a node whose device use is unknown
+    [rejected] = replay.scheduler.take_rejected()
+    assert rejected.message == ("the allocation gate held its Binding to node n, and pod default/other on the node "
+                                "has an unreadable devices annotation; it is scheduled again")
+    p1 = replay.scheduler.state.pod_by_key("default/p1")
+    assert p1 is not None and p1.uid in replay.scheduler.state.pending
+
+
 def test_losing_the_lease_abandons_held_bindings() -> None:
     replay = _deferred_p1()
     replay.scheduler.abandon_deferred(0.0)

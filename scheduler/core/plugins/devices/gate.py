@@ -8,8 +8,9 @@ one `Allocated` (or it runs, ends or goes away), in placement order per node and
 
 The gate holds only where a node agent is known to serve the node (a fresh heartbeat on its
 devices): only an agent ever opens it, so elsewhere it would hold for ever. When a held Binding is
-released, its placement is checked again (node, devices, classes, amounts); one that would no
-longer be chosen is redone instead of bound. Which pods hold a node's gate is part of the device
+released, its placement is checked again (node, devices, classes, amounts, and that no pod there
+has a devices annotation that cannot be read: the node's device use is unknown then); one that
+would no longer be chosen is redone instead of bound. Which pods hold a node's gate is part of the device
 ledger (`ClusterState`, rebuilt from annotations after a restart); the held Bindings live here.
 """
 
@@ -110,6 +111,10 @@ class AllocationGate:
         info = state.nodes.get(attempt.node)
         if info is None or info.node is None:
             return f"node {attempt.node} is gone"
+        if info.broken:  # which GPUs that pod holds is unknown: the devices filter excludes the node (BROKEN)
+            keys = sorted(pod.key for uid in info.broken if (pod := state.pods.get(uid)) is not None)
+            holder = f"pod {keys[0]}" if keys else "a pod"
+            return f"{holder} on the node has an unreadable devices annotation"
         containers = {c.name: c for c in attempt.pod.containers}
         uid = attempt.pod.uid
         for container, by_resource in ann.decode_devices(attempt.annotations[ann.DEVICES]).items():
