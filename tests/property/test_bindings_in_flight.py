@@ -72,7 +72,7 @@ POD_KINDS: tuple[dict[str, int], ...] = ({EXCLUSIVE: 1}, {EXCLUSIVE: 2}, {SHARED
                                          {OTHER: 1}, {"nvidia.com/gpu": 1})
 STEPS = ("pod", "pod", "pod", "gang", "deliver", "cycle", "land", "land", "refuse", "lose",
          "relist", "restart", "lease", "delete", "gone", "recreate", "finish", "foreign", "annotate", "agent",
-         "relabel", "devdel", "tick")
+         "relabel", "devdel", "node", "tick")
 
 
 @dataclass(frozen=True)
@@ -220,6 +220,8 @@ class World:
     def _decided(self, attempt: Attempt) -> None:
         if attempt.preempted:
             event("preemption")
+        if attempt.nominated_node:
+            event("nominated")
         if attempt.deferred:
             event("a Binding held by the allocation gate")
         for victim in attempt.preempted:  # evicted: it terminates, holding its GPUs, until "gone"
@@ -228,6 +230,12 @@ class World:
                     or pod["metadata"].get("deletionTimestamp"):
                 continue
             self._delete(victim.key)
+        pod = self.pods.get(attempt.pod.key)
+        if attempt.nominated_node is not None and pod is not None and pod["metadata"]["uid"] == attempt.pod.uid \
+                and not pod["spec"].get("nodeName"):  # the status writer's nominatedNodeName (a restart reads it)
+            pod = copy.deepcopy(pod)
+            pod["status"]["nominatedNodeName"] = attempt.nominated_node
+            self._put_pod(pod)
         if attempt.node is None:
             return
         if not attempt.deferred:
@@ -288,7 +296,7 @@ class World:
         self.now += 0.5
         self.log.append(f"{step}")
         if self.flights and step.kind in ("relist", "restart", "lease", "recreate", "delete", "relabel", "devdel",
-                                          "foreign", "annotate"):
+                                          "foreign", "annotate", "node"):
             event(f"{step.kind} with a Binding in flight")
         getattr(self, "_step_" + step.kind)(step)
         check_holders(self)
@@ -436,8 +444,15 @@ class World:
         self.deliver(len(self.watch))
 
     def _step_annotate(self, step: Step) -> None:
-        """Someone writes a devices annotation on a pending pod (copied from a bound pod's manifest)."""
-        pod = self._pick(step.a, bound=False)
+        """Someone writes a devices annotation on a pending pod (as if copied from a bound pod's
+        manifest) that the core has not placed, and the core sees it before it decides again. Not
+        on a pod whose Binding is on its way: a Binding that grants no class device does not name
+        one, and one written in that instant is a race no scheduler sees (one the allocation gate
+        holds grants devices, and its annotation replaces the copied one)."""
+        placed = self.core.state.placements
+        pods = [pod for key, pod in sorted(self.pods.items())
+                if not pod["spec"].get("nodeName") and pod["metadata"]["uid"] not in placed]
+        pod = pods[step.a % len(pods)] if pods else None
         if pod is None or not self.devices:
             return
         device = sorted(self.devices.values(), key=lambda d: d["metadata"]["name"])[step.b % len(self.devices)]
@@ -445,6 +460,7 @@ class World:
         pod["metadata"]["annotations"] = {**(pod["metadata"].get("annotations") or {}),
                                           ann.DEVICES: _devices_annotation(EXCLUSIVE, device)}
         self._put_pod(pod)
+        self.deliver(len(self.watch))
 
     def _step_agent(self, step: Step) -> None:
         """The node agent has handed a bound pod its devices."""
@@ -487,6 +503,19 @@ class World:
             again = self._stamp(again)
             self.devices[name] = again
             self._emit("ADDED", again)
+
+    def _step_node(self, step: Step) -> None:
+        """A node deleted (its pods stay until something deletes them), perhaps created again."""
+        name = NODES[step.a % len(NODES)]
+        node = self.nodes.pop(name, None)
+        if node is not None:
+            self._emit("DELETED", node)
+        if node is None or step.b % 2:
+            self.serial += 1
+            again = b.node(name, gpus=GPUS_PER_NODE)
+            again["metadata"]["uid"] = f"node-{name}-{self.serial}"
+            self.nodes[name] = self._stamp(again)
+            self._emit("ADDED", self.nodes[name])
 
     def _step_tick(self, step: Step) -> None:
         self.now += 10 * (1 + step.a)
@@ -580,6 +609,11 @@ EXAMPLES = int(os.environ.get("TESSERA_HYPOTHESIS_EXAMPLES", "0") or 0) or 150
 # actor's pod bound to b with an unreadable devices annotation (on the GPU p1 held); the gate
 # opened and let p1's Binding go to b, whose device use the filter no longer trusts
 @example([Step("pod", 0, 0), Step("pod", 0, 0), Step("land", 0, 0), Step("foreign", 1, 2), Step("agent", 0, 0)])
+# found by this test before the fix: a pending plain `nvidia.com/gpu: 1` pod carrying a devices
+# annotation naming GPU b/0 (written by someone else) was bound with it left in place, and so held
+# the GPU a whole-V100 pod had been given
+@example([Step("pod", 5, 7), Step("annotate", 0, 2), Step("cycle", 1, 0), Step("pod", 0, 0), Step("land", 1, 0),
+          Step("land", 0, 0)])
 def test_bindings_in_flight_never_give_a_gpu_twice(stream: list[Step]) -> None:
     world = World()
     for step in stream:

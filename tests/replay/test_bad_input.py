@@ -249,3 +249,24 @@ def test_a_restart_reads_a_stripped_annotation_the_same_way() -> None:
         assert run.state.nodes["n"].broken
         run.add(b.pod("q", limits={"class.tessera.dev/whole": 1}))
         assert run.node_of("q") is None
+
+
+def test_a_devices_annotation_copied_onto_a_pending_pod_is_overwritten_by_a_binding_that_grants_none() -> None:
+    """Found by tests/property/test_bindings_in_flight.py: a pod created with a `tessera.dev/devices`
+    annotation (a manifest copied from a bound pod's YAML) that asks for no class device — a plain
+    `nvidia.com/gpu: 1` — was bound with that annotation left as it was (a Binding adds annotations,
+    it removes none): bound, the pod held the GPU it names, which the core had given another pod."""
+    run = Run(config(BINPACK))
+    gpus = [b.device("n", i) for i in range(2)]
+    run.add(b.node("n", gpus=2), *gpus, b.resource_class("v100", match_labels={"model": "V100"}))
+    copied = orjson.dumps({"containers": {"main": {"class.tessera.dev/v100": [
+        {"device": gpus[0]["metadata"]["name"], "id": gpus[0]["spec"]["deviceID"]}]}}, "version": 1}).decode()
+    [plain] = run.add(b.pod("plain", limits={"nvidia.com/gpu": 1}, annotations={ann.DEVICES: copied}))
+    assert plain.node == "n" and ann.decode_devices(plain.annotations[ann.DEVICES]) == {}
+    [whole, other] = run.add(*(b.pod(f"whole{i}", limits={"class.tessera.dev/v100": 1}) for i in range(2)))
+    given = {grant.device for attempt in (whole, other) if attempt.node
+             for grant in ann.decode_devices(attempt.annotations[ann.DEVICES])["main"]["class.tessera.dev/v100"]}
+    assert len(given) == 1  # one GPU left beside the plain pod's (its count, not the copied name)
+    assert not [notice for notice in run.notices() if "DeviceConflict" in notice]
+    bound = run.state.pod_by_key("default/plain")
+    assert bound is not None and bound.devices == {}

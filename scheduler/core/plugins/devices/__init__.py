@@ -183,6 +183,11 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
         if plan is None:
             if any(self.state.classes.is_class_resource(name) for name in ctx.pod.requests):
                 raise AssertionError(f"{ctx.pod.key}: placed on {info.name} without a device plan")
+            if ann.DEVICES in ctx.pod.meta.annotations:
+                # a devices annotation the pod came with (a manifest copied from a bound pod): a
+                # Binding adds annotations and removes none, so left alone it would name GPUs the
+                # bound pod then holds, which no one chose for it — it says "none" instead
+                return Reservation({ann.DEVICES: ann.encode_devices({})}, {})
             return Reservation()
         return _reservation(self, plan, now)
 

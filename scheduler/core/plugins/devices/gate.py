@@ -39,9 +39,9 @@ class AllocationGate:
 
     def permit(self, attempt: Attempt, now: float) -> bool:
         """Bind now and hold the node's gate, or defer the Binding until the gate opens."""
-        if attempt.node is None or not attempt.annotations or not self._serves(attempt.node, now):
-            return True
         resources = resources_of(attempt)
+        if attempt.node is None or not resources or not self._serves(attempt.node, now):
+            return True  # no device to hand out (an annotation saying none included): nothing to wait for
         info = self.state.nodes[attempt.node]
         holder = info.allocation_holder(resources)
         ahead = next((w for w in self.deferred.get(attempt.node, ()) if not resources_of(w).isdisjoint(resources)),
@@ -111,10 +111,6 @@ class AllocationGate:
         info = state.nodes.get(attempt.node)
         if info is None or info.node is None:
             return f"node {attempt.node} is gone"
-        if info.broken:  # which GPUs that pod holds is unknown: the devices filter excludes the node (BROKEN)
-            keys = sorted(pod.key for uid in info.broken if (pod := state.pods.get(uid)) is not None)
-            holder = f"pod {keys[0]}" if keys else "a pod"
-            return f"{holder} on the node has an unreadable devices annotation"
         containers = {c.name: c for c in attempt.pod.containers}
         uid = attempt.pod.uid
         for container, by_resource in ann.decode_devices(attempt.annotations[ann.DEVICES]).items():
@@ -143,6 +139,10 @@ class AllocationGate:
                                 or use.exclusive or capacity is None \
                                 or state.ledger.shared_use(use, cls.sharing.dimension) > capacity:
                             return f"its slice of device {grant.device} no longer fits class {cls.name} or the device"
+        if info.broken:  # which GPUs that pod holds is unknown: the devices filter excludes the node (BROKEN)
+            keys = sorted(pod.key for broken in info.broken if (pod := state.pods.get(broken)) is not None)
+            holder = f"pod {keys[0]}" if keys else "a pod"
+            return f"{holder} on the node has an unreadable devices annotation"
         return None
 
     def held(self) -> list[Attempt]:
