@@ -175,7 +175,13 @@ class World:
     def deliver(self, n: int) -> None:
         for _ in range(min(n, len(self.watch))):
             event_type, obj = self.watch.pop(0)
-            self._apply(event_type, obj)
+            self._on_event(event_type, obj)
+
+    def _on_event(self, event_type: str, obj: Obj) -> None:
+        """A watch event, as the live loop takes it: into the core, then the Bindings the
+        allocation gate let go meanwhile are sent at once (`SchedulerLoop._on_event`)."""
+        self._apply(event_type, obj)
+        self._released()
 
     def _apply(self, event_type: str, obj: Obj) -> None:
         store = (obj["kind"], _key(obj))
@@ -191,9 +197,9 @@ class World:
         current = {(obj["kind"], _key(obj)): obj for obj in self._objects()}
         for store, obj in list(self.seen.items()):
             if store not in current:
-                self._apply("DELETED", obj)
+                self._on_event("DELETED", obj)
         for store, obj in current.items():
-            self._apply("MODIFIED" if store in self.seen else "ADDED", obj)
+            self._on_event("MODIFIED" if store in self.seen else "ADDED", obj)
 
     def _objects(self) -> list[Obj]:
         return [*self.nodes.values(), *self.devices.values(), *self.classes, *self.pods.values()]
@@ -371,7 +377,7 @@ class World:
         groups = [list(self.devices.values()), self.classes, list(self.pods.values())]
         listing = list(itertools.permutations(groups))[step.a % 6]
         for obj in [*self.nodes.values(), *(obj for group in listing for obj in group)]:
-            self._apply("ADDED", obj)
+            self._on_event("ADDED", obj)
 
     def _step_lease(self, step: Step) -> None:
         if self.leading:  # lost: held Bindings are dropped, evictions not written are forgotten
@@ -424,6 +430,7 @@ class World:
         """Another actor binds a pod of its own to a GPU no holder has (live pods, Bindings in flight)
         — one the core may hold for a Binding the allocation gate keeps back: the gate must not
         let that Binding go once the pod is seen."""
+        self.deliver(len(self.watch))  # the core has caught up (see below)
         node = NODES[step.a % len(NODES)]
         taken = set(holders(self)[0]) | set(holders(self)[1])
         free = [device for device in sorted(self.devices.values(), key=lambda d: d["metadata"]["name"])
@@ -439,7 +446,7 @@ class World:
                     phase="Running", annotations={ann.DEVICES: annotation})
         pod["metadata"]["uid"] = f"other-{self.serial}"
         self._put_pod(pod, "ADDED")
-        # the core sees it before it decides again: a decision made before the watch showed
+        # the core sees it before it sends another Binding: one sent before the watch showed
         # another actor's pod is a race no cache-based scheduler avoids (a DeviceConflict Warning)
         self.deliver(len(self.watch))
 
@@ -449,6 +456,7 @@ class World:
         on a pod whose Binding is on its way: a Binding that grants no class device does not name
         one, and one written in that instant is a race no scheduler sees (one the allocation gate
         holds grants devices, and its annotation replaces the copied one)."""
+        self.deliver(len(self.watch))
         placed = self.core.state.placements
         pods = [pod for key, pod in sorted(self.pods.items())
                 if not pod["spec"].get("nodeName") and pod["metadata"]["uid"] not in placed]
@@ -469,7 +477,7 @@ class World:
             if pod["spec"].get("nodeName") and annotations.get(ann.PHASE) == ann.PHASE_ALLOCATING:
                 pod = copy.deepcopy(pod)
                 pod["metadata"]["annotations"][ann.PHASE] = ann.PHASE_ALLOCATED
-                if step.a % 2:
+                if step.a % 2 and pod["status"].get("phase") == "Pending":
                     pod["status"]["phase"] = "Running"
                 self._put_pod(pod)
                 return
