@@ -21,16 +21,21 @@ that stay in flight while any other step happens, and settle as the binder settl
   sent but still able to land), and the process restarts (its Bindings land or not, then a new core
   lists everything in one of six orders);
 - pods are deleted (bound ones terminate, holding their GPUs, until gone), recreated under the same
-  name with another uid, finish; preemption victims are slow to go; gangs of two; another actor
-  binds pods of its own to GPUs nobody holds, or writes a devices annotation on a pending pod of
-  ours; devices are relabelled out of their class while held, deleted and created again; the node
-  agent hands allocations out late (the allocation gate holds Bindings meanwhile).
+  name with another uid, finish; preemption victims are slow to go (their nominations written as
+  the status writer does, so a restart reads them); gangs of two; another actor binds pods of its
+  own to GPUs nobody holds (some with an unreadable devices annotation), binds one of our pending
+  pods itself, or writes a devices annotation on a pending pod of ours; devices are relabelled out
+  of their class while held, deleted and created again; ResourceClasses deleted and created again;
+  nodes deleted and created again; the node agent hands allocations out late (the allocation gate
+  holds Bindings meanwhile).
 
 After every step, the model here (which reads only the apiserver's objects and the Bindings in
 flight, never the core) checks: no GPU (node, deviceID) has two whole holders, or a whole holder
 beside a slice, or slices beyond its memory; holders are the live pods bound with their
 annotations *and* every Binding in flight that can still land. The other actor only takes GPUs no
-holder has by that count, so any breach is a decision of the core's.
+holder has by that count, and only once the core has caught up with the watch, so any breach is a
+decision of the core's. Once everything has settled (nothing in flight, the watch caught up), the
+core's device ledger must equal the apiserver's annotations (nothing lost, nothing leaked).
 
 What a restart does not model: a dead process's Binding landing after the new process listed (the
 Lease is left to expire first, README "Leader election"); a new leader deciding before its watch
@@ -72,7 +77,7 @@ POD_KINDS: tuple[dict[str, int], ...] = ({EXCLUSIVE: 1}, {EXCLUSIVE: 2}, {SHARED
                                          {OTHER: 1}, {"nvidia.com/gpu": 1})
 STEPS = ("pod", "pod", "pod", "gang", "deliver", "cycle", "land", "land", "refuse", "lose",
          "relist", "restart", "lease", "delete", "gone", "recreate", "finish", "foreign", "annotate", "agent",
-         "relabel", "devdel", "node", "tick")
+         "relabel", "devdel", "node", "steal", "klass", "tick")
 
 
 @dataclass(frozen=True)
@@ -302,7 +307,7 @@ class World:
         self.now += 0.5
         self.log.append(f"{step}")
         if self.flights and step.kind in ("relist", "restart", "lease", "recreate", "delete", "relabel", "devdel",
-                                          "foreign", "annotate", "node"):
+                                          "foreign", "annotate", "node", "steal", "klass"):
             event(f"{step.kind} with a Binding in flight")
         getattr(self, "_step_" + step.kind)(step)
         check_holders(self)
@@ -449,6 +454,47 @@ class World:
         # the core sees it before it sends another Binding: one sent before the watch showed
         # another actor's pod is a race no cache-based scheduler avoids (a DeviceConflict Warning)
         self.deliver(len(self.watch))
+
+    def _step_steal(self, step: Step) -> None:
+        """Another actor binds one of our pending pods (perhaps one whose Binding is on its way)
+        to a GPU no holder has, with its own devices annotation: our Binding can no longer land
+        (409), and the pod holds what the other actor gave it."""
+        self.deliver(len(self.watch))
+        pod = self._pick(step.a, bound=False)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            return
+        node = NODES[step.b % len(NODES)]
+        whole, sliced = holders(self)
+        free = [device for device in sorted(self.devices.values(), key=lambda d: d["metadata"]["name"])
+                if device["spec"]["nodeName"] == node and (node, device["spec"]["deviceID"]) not in whole
+                and (node, device["spec"]["deviceID"]) not in sliced]
+        if not free:
+            return
+        pod = copy.deepcopy(pod)
+        pod["spec"]["nodeName"] = node
+        pod["metadata"]["annotations"] = {**(pod["metadata"].get("annotations") or {}),
+                                          ann.DEVICES: _devices_annotation(EXCLUSIVE, free[step.b % len(free)])}
+        pod["metadata"]["annotations"].pop(ann.PHASE, None)
+        self._put_pod(pod)
+        self.deliver(len(self.watch))
+
+    def _step_klass(self, step: Step) -> None:
+        """A ResourceClass deleted, or created again (another uid), while pods hold its devices."""
+        name = ("v100", "a100", "s")[step.a % 3]
+        present = [cls for cls in self.classes if cls["metadata"]["name"] == name]
+        if present:
+            self.classes.remove(present[0])
+            self._emit("DELETED", present[0])
+            return
+        self.serial += 1
+        cls = {"v100": b.resource_class("v100", match_labels={"model": "V100"}),
+               "a100": b.resource_class("a100", match_labels={"model": "A100"}),
+               "s": b.resource_class("s", match_labels={"model": "V100"},
+                                     sharing={"dimension": "memory", "unit": "1Gi"})}[name]
+        cls["metadata"]["uid"] = f"class-{name}-{self.serial}"
+        cls = self._stamp(cls)
+        self.classes.append(cls)
+        self._emit("ADDED", cls)
 
     def _step_annotate(self, step: Step) -> None:
         """Someone writes a devices annotation on a pending pod (as if copied from a bound pod's
@@ -634,3 +680,31 @@ def test_bindings_in_flight_never_give_a_gpu_twice(stream: list[Step]) -> None:
         if world.flights:
             world.step(Step("land", 0, i % 3))
         world.deliver(len(world.watch))
+    if not world.flights:
+        event("ledger checked settled")
+        check_settled_ledger(world)
+
+
+def check_settled_ledger(world: World) -> None:
+    """Once nothing is in flight and the watch has caught up, the core's device ledger is the
+    apiserver's: every live bound pod's readable grants are charged to it, and every charge is a
+    live bound pod's, a placement the allocation gate still holds, or a preemptor's hold — no
+    device is lost to a forgotten assumption, none freed while its pod holds it."""
+    state = world.core.state
+    charged = {(device, uid) for device, use in state.ledger.use.items()
+               for uid in (*use.exclusive, *use.shared)}
+    truth: set[tuple[str, str]] = set()
+    for pod in world.pods.values():
+        if not pod["spec"].get("nodeName") or pod["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        value = (pod["metadata"].get("annotations") or {}).get(ann.DEVICES)
+        if value is None or "version" not in orjson.loads(value):
+            continue  # none, or unreadable: the node is out of device scheduling instead
+        for by_resource in orjson.loads(value)["containers"].values():
+            for entries in by_resource.values():
+                truth |= {(entry["device"], pod["metadata"]["uid"]) for entry in entries}
+    missing = truth - charged
+    assert not missing, f"held by live pods but not charged: {sorted(missing)}\n" + "\n".join(world.log)
+    placed = {uid for uid, placement in state.placements.items() if placement.assumed} | set(state.holds)
+    stray = {(device, uid) for device, uid in charged - truth if uid not in placed}
+    assert not stray, f"charged, but no live pod holds them: {sorted(stray)}\n" + "\n".join(world.log)
