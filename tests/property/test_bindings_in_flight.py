@@ -171,6 +171,7 @@ class World:
         pod["metadata"]["annotations"] = {**(pod["metadata"].get("annotations") or {}), **flight.annotations}
         pod["spec"]["nodeName"] = flight.node
         pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+        pod["status"].pop("nominatedNodeName", None)  # ClearingNominatedNodeNameAfterBinding (storage.go)
         self._put_pod(pod)
         self.log.append(f"  landed {flight.key} ({flight.uid}) on {flight.node}")
         return True
