@@ -18,8 +18,9 @@ that stay in flight while any other step happens, and settle as the binder settl
   Replace: keyed by namespace/name, a recreated pod comes as MODIFIED with its new uid, pods gone
   meanwhile as DELETED);
 - leadership is lost and regained (held Bindings abandoned, a deposed term's Bindings no longer
-  sent but still able to land), and the process restarts (its Bindings land or not, then a new core
-  lists everything in one of six orders);
+  sent but still able to land), handed over to the standby replica (its cache kept warm by its own
+  watch; the old leader stays on as the standby), and the process restarts (its Bindings land or
+  not, then a new core lists everything in one of six orders);
 - pods are deleted (bound ones terminate, holding their GPUs, until gone), recreated under the same
   name with another uid, finish; preemption victims are slow to go (their nominations written as
   the status writer does, so a restart reads them); gangs of two; another actor binds pods of its
@@ -77,7 +78,7 @@ POD_KINDS: tuple[dict[str, int], ...] = ({EXCLUSIVE: 1}, {EXCLUSIVE: 2}, {SHARED
                                          {OTHER: 1}, {"nvidia.com/gpu": 1})
 STEPS = ("pod", "pod", "pod", "gang", "deliver", "cycle", "land", "land", "refuse", "lose",
          "relist", "restart", "lease", "delete", "gone", "recreate", "finish", "foreign", "annotate", "agent",
-         "relabel", "devdel", "node", "steal", "klass", "tick")
+         "relabel", "devdel", "node", "steal", "klass", "handover", "tick")
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,10 @@ class World:
     flights: list[Binding] = field(default_factory=list)
     term: int = 1
     leading: bool = True
+    # the other replica: a standby keeping its cache warm from its own watch, leading after a handover
+    standby: Scheduler = field(default_factory=lambda: Scheduler(config(BINPACK)))
+    standby_watch: list[tuple[str, Obj]] = field(default_factory=list)
+    standby_seen: dict[tuple[str, str], Obj] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -133,6 +138,7 @@ class World:
         for obj in [*self.nodes.values(), *self.devices.values(), *self.classes]:
             self._emit("ADDED", obj)
         self.deliver(len(self.watch))
+        self.standby_deliver(len(self.standby_watch))
 
     # --- the apiserver ---------------------------------------------------------------------------
 
@@ -144,6 +150,7 @@ class World:
 
     def _emit(self, event_type: str, obj: Obj) -> None:
         self.watch.append((event_type, copy.deepcopy(obj)))
+        self.standby_watch.append((event_type, copy.deepcopy(obj)))
 
     def _put_pod(self, pod: Obj, event_type: str = "MODIFIED") -> None:
         pod = self._stamp(pod)
@@ -196,6 +203,20 @@ class World:
         else:
             self.seen[store] = obj
         self.core.apply(event_type, copy.deepcopy(obj), self.now)
+
+    def standby_deliver(self, n: int) -> None:
+        """The standby's watch: into its core; it sends nothing (not leading, as the loop's
+        `_submit_released` drops what its gate would let go)."""
+        for _ in range(min(n, len(self.standby_watch))):
+            event_type, obj = self.standby_watch.pop(0)
+            store = (obj["kind"], _key(obj))
+            if event_type == "DELETED":
+                self.standby_seen.pop(store, None)
+            else:
+                self.standby_seen[store] = obj
+            self.standby.apply(event_type, copy.deepcopy(obj), self.now)
+            self.standby.take_rejected()
+            self.standby.abandon_deferred(self.now)
 
     def relist(self) -> None:
         """The watch broke: what it had not delivered is lost; the informers list and diff."""
@@ -308,7 +329,7 @@ class World:
         self.now += 0.5
         self.log.append(f"{step}")
         if self.flights and step.kind in ("relist", "restart", "lease", "recreate", "delete", "relabel", "devdel",
-                                          "foreign", "annotate", "node", "steal", "klass"):
+                                          "foreign", "annotate", "node", "steal", "klass", "handover"):
             event(f"{step.kind} with a Binding in flight")
         getattr(self, "_step_" + step.kind)(step)
         check_holders(self)
@@ -333,6 +354,8 @@ class World:
 
     def _step_deliver(self, step: Step) -> None:
         self.deliver(1 + step.a + 4 * (step.b % 2))
+        if step.b % 3 == 1:
+            self.standby_deliver(len(self.standby_watch))
 
     def _step_cycle(self, step: Step) -> None:
         self.deliver(len(self.watch) if step.a % 2 else step.a % 3)  # the watch caught up, or lags
@@ -384,6 +407,24 @@ class World:
         listing = list(itertools.permutations(groups))[step.a % 6]
         for obj in [*self.nodes.values(), *(obj for group in listing for obj in group)]:
             self._on_event("ADDED", obj)
+
+    def _step_handover(self, step: Step) -> None:
+        """The leader stops leading and its process stays on as the standby; the standby, its cache
+        warm, leads once the old leader's Bindings have landed or not (each one that did not is
+        reported failed to the old core, as its deposed binder does once it can no longer land) and
+        its own watch has caught up."""
+        for i, flight in enumerate(self.flights):
+            if not (flight.landed or ((step.b >> (i % 3)) & 1 and self._land(flight))):
+                self.core.binding_failed(flight.uid, self.now)
+        self.flights.clear()
+        self.core.abandon_deferred(self.now)
+        self.core.abandon_evictions(self.now)
+        self.standby_deliver(len(self.standby_watch))
+        self.core, self.standby = self.standby, self.core
+        self.watch, self.standby_watch = self.standby_watch, self.watch
+        self.seen, self.standby_seen = self.standby_seen, self.seen
+        self.term += 1
+        self.leading = True
 
     def _step_lease(self, step: Step) -> None:
         if self.leading:  # lost: held Bindings are dropped, evictions not written are forgotten
