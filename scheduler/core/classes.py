@@ -287,6 +287,11 @@ class ClassRegistry:
             return True
         return resource_name in self.claimed and self._device_resources[resource_name] <= 0
 
+    def carried(self, resource_name: str) -> bool:
+        """Whether ExtendedResources carry ``resource_name`` as their own resourceName (deleted
+        ones still held not included): a plain request for it is then a count of those devices."""
+        return self._device_resources[resource_name] > 0
+
     def device_changed(self, device: Device) -> None:
         self._count_resource(device.name, device.resource_name)
         self._count_keys(device.name, frozenset(device.attributes) | frozenset(device.capacity))

@@ -62,8 +62,8 @@ def _room(engine: Engine, uid: str, now: float) -> Placement:
         runtime = engine.runtime_of(pod)
         ctx = prepare(pod, state.classes)
         if runtime.pre_filter(ctx) is None and runtime.filter_node(ctx, info) is None:
-            return placement_of(pod, node, runtime.reserve(ctx, info, now).devices)
-        return placement_of(pod, node, None)
+            return placement_of(pod, node, runtime.reserve(ctx, info, now).devices, state.ledger.counted_as)
+        return placement_of(pod, node, None, state.ledger.counted_as)
     finally:
         for placed_before in lifted:
             state.restore(placed_before)

@@ -14,11 +14,11 @@ Why it looks like this:
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
 from scheduler.core.annotations import DeviceAssignment
-from scheduler.core.classes import ClassRegistry, ResourceClass, parse_resource_class
+from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX, ClassRegistry, ResourceClass, parse_resource_class
 from scheduler.core.disruption import DisruptionBudget, parse_disruption_budget
 from scheduler.core.lifecycle import DeviceHold, device_holds, shared_while_running
 from scheduler.core.objects import (
@@ -39,7 +39,7 @@ from scheduler.core.objects import (
 from scheduler.core.resources import CPU, MEMORY
 from scheduler.core.state.events import ClusterEvent, EventKind, Notice
 from scheduler.core.state.gangs import GangIndex
-from scheduler.core.state.ledger import DeviceLedger
+from scheduler.core.state.ledger import DeviceLedger, counted_requests
 from scheduler.core.state.nodes import Hold, Lifted, NodeInfo, Placement
 
 _TOMBSTONES = 200_000
@@ -220,7 +220,7 @@ class ClusterState:
                 self._touch(info)
             return []
         if kind == "ExtendedResource":
-            return self._delete_device(name)
+            return self._delete_device(name)[0]
         if kind == "ResourceClass":
             self.classes.remove(name, self.devices.values())
             return [ClusterEvent(EventKind.CLASS_CHANGED)]
@@ -449,7 +449,7 @@ class ClusterState:
             for entries in by_resource.values():
                 for grant in entries:
                     self.ledger.hold_unseen(grant.device, grant.device_id, info)
-        placement = placement_of(pod, node_name, devices, broken, assumed)
+        placement = placement_of(pod, node_name, devices, self.ledger.counted_as, broken, assumed)
         for device, amount, resource, dimension in placement.grants:
             notices += self.ledger.charge(pod, device, amount, resource, dimension)
         whole = {container: [grant.device for entries in by_resource.values() for grant in entries
@@ -600,7 +600,7 @@ class ClusterState:
                 return [], []
             if old is not None and device.meta.uid and old.meta.uid and old.meta.uid != device.meta.uid:
                 return [], []  # a predecessor's late deletion: its successor stays
-            return self._delete_device(device.name), []
+            return self._delete_device(device.name)
         if self._stale(device.meta.uid, device.meta.resource_version):
             return [], []
         if device.heartbeat is not None:
@@ -611,17 +611,56 @@ class ClusterState:
                 device = replace(device, duplicate=old.duplicate)
                 self.devices[device.name] = self._node_info(device.node_name).devices[device.name] = device
             return [], []
+        nodes = {device.node_name} | ({old.node_name} if old is not None else set())
+        held = self._held_as(nodes)
         notices = self.ledger.upsert(device, old)
-        classes = self._recount_foreign(device.node_name)
+        self._recount_holders(held)
+        classes, judged = self._rejudge_classes({device.resource_name, *((old.resource_name,) if old else ())})
+        classes += self._recount_foreign(device.node_name)
         if old is not None and old.node_name != device.node_name:
             classes += self._recount_foreign(old.node_name)
         return [ClusterEvent(EventKind.DEVICE_CHANGED, node=device.node_name), *classes], \
-            notices + self.check_overcommit(self._node_info(device.node_name), None)
+            notices + judged + self.check_overcommit(self._node_info(device.node_name), None)
 
-    def _delete_device(self, name: str) -> list[ClusterEvent]:
+    def _held_as(self, nodes: Iterable[str]) -> dict[str, str]:
+        """The held devices of these nodes and the resource each counts as (`ledger.counted_as`)."""
+        use, counted_as = self.ledger.use, self.ledger.counted_as
+        return {name: counted_as(name) for node in nodes if (info := self.nodes.get(node)) is not None
+                for name in info.devices if name in use}
+
+    def _recount_holders(self, held: dict[str, str]) -> None:
+        """A held device now counts as another resource (a device the pod was listed before, as
+        after a restart, named by its object): its holders' requests are counted again against
+        it (`counted_requests`), so the request its devices stand for is not counted twice."""
+        counted_as = self.ledger.counted_as
+        holders = {uid for name, was in held.items() if counted_as(name) != was
+                   and (use := self.ledger.use.get(name)) is not None for uid in (*use.exclusive, *use.shared)}
+        for uid in sorted(holders):
+            pod = self.pods.get(uid)
+            hold = self.holds.get(uid)
+            placement = self.placements.get(uid) or (hold.placement if hold is not None else None)
+            if pod is None or placement is None:
+                continue
+            requests = counted_requests(dict(pod.requests), placement.grants, counted_as)
+            if requests == placement.requests:
+                continue
+            recounted = replace(placement, requests=requests)
+            info = self.nodes[placement.node]
+            _discharge(info, placement)
+            _charge(info, recounted)
+            if uid in self.placements:
+                self.placements[uid] = recounted
+            elif hold is not None:
+                self.holds[uid] = replace(hold, placement=recounted)
+            self._touch(info)
+
+    def _delete_device(self, name: str) -> tuple[list[ClusterEvent], list[Notice]]:
+        known = self.devices.get(name)
         node = self.ledger.delete(name)
-        return [ClusterEvent(EventKind.DEVICE_CHANGED, node=node), *self._recount_foreign(node)] \
-            if node is not None else []
+        if node is None or known is None:
+            return [], []
+        classes, judged = self._rejudge_classes({known.resource_name})
+        return [ClusterEvent(EventKind.DEVICE_CHANGED, node=node), *classes, *self._recount_foreign(node)], judged
 
     def _recount_foreign(self, node_name: str) -> list[ClusterEvent]:
         """The names `node_name` advertises count against classes only while no Tessera agent
@@ -646,15 +685,37 @@ class ClusterState:
         return events
 
     def _admitted(self, cls: ResourceClass) -> ResourceClass:
-        """Nodes advertising the class's resourceName through another device plugin make it
-        invalid: taking it over would turn every plain request for it into a class request. The
-        verdict follows the nodes (`_recount_foreign`), whichever came first. A class already
-        invalid for another reason keeps that reason, but gives the name up all the same."""
-        if self._foreign[cls.resource_name] <= 0:
+        """A resourceName that is already a count of GPUs makes the class invalid: nodes
+        advertising it through another device plugin, or ExtendedResources carrying it as their
+        own (`nvidia.com/gpu` of the devices the agent publishes, which the node's device plugin
+        count stands for). Taking it over would turn every plain request for it into a class
+        request — a pod asking for one GPU left waiting beside free GPUs its class does not
+        match — and pods holding GPUs by count would meet pods holding them by name under one
+        count. The verdict follows the nodes and the devices (`_recount_foreign`,
+        `_rejudge_classes`), whichever came first. A class already invalid for another reason
+        keeps that reason, but gives the name up all the same."""
+        name = cls.resource_name
+        if self._foreign[name] > 0:
+            why = "nodes already advertise this resource through a device plugin; use a name of its own"
+        elif self.classes.carried(name):
+            why = ("ExtendedResources carry this resourceName as their own, so a plain request for it is a "
+                   "count of those devices; use a name of its own (without resourceName the class's is "
+                   f"{DEFAULT_RESOURCE_PREFIX}{cls.name})")
+        else:
             return cls
-        error = cls.error or (f'spec.resourceName: Invalid value: "{cls.resource_name}": nodes already '
-                              "advertise this resource through a device plugin; use a name of its own")
-        return replace(cls, error=error, name_taken=True)
+        return replace(cls, error=cls.error or f'spec.resourceName: Invalid value: "{name}": {why}', name_taken=True)
+
+    def _rejudge_classes(self, names: Iterable[str]) -> tuple[list[ClusterEvent], list[Notice]]:
+        """Judge again the classes of these resourceNames (`_admitted`): devices carrying one
+        of them came or went."""
+        events: list[ClusterEvent] = []
+        notices: list[Notice] = []
+        for spec in list(self._class_specs.values()):
+            if spec.resource_name in names:
+                changed, told = self._put_class(self._admitted(spec))
+                events += changed
+                notices += told
+        return events, notices
 
     def _on_class(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
         cls = parse_resource_class(obj)
@@ -732,12 +793,14 @@ def _on_pdb(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[Clust
     return [], []
 
 
-def placement_of(pod: Pod, node_name: str, devices: DeviceAssignment | None, broken: bool = False,
-                 assumed: bool = True) -> Placement:
+def placement_of(pod: Pod, node_name: str, devices: DeviceAssignment | None, counted_as: Callable[[str], str],
+                 broken: bool = False, assumed: bool = True) -> Placement:
     """What placing the pod on the node with these devices charges: each device once, as the
-    pod holds it over its containers' lives (`_holds`)."""
+    pod holds it over its containers' lives (`_holds`), and its requests as counts but for
+    what those devices already count (`counted_requests`; `counted_as` is the ledger's)."""
     grants = tuple(_holds(pod, devices))
-    return Placement(node_name, dict(pod.requests), pod.node_scoring_requests.get(CPU, 0),
+    requests = counted_requests(dict(pod.requests), grants, counted_as)
+    return Placement(node_name, requests, pod.node_scoring_requests.get(CPU, 0),
                      pod.node_scoring_requests.get(MEMORY, 0), grants, broken, assumed)
 
 

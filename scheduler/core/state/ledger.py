@@ -18,6 +18,7 @@ from scheduler.api.quantity import Amount
 from scheduler.core.classes import ClassRegistry
 from scheduler.core.lifecycle import DeviceHold
 from scheduler.core.objects import Device, ObjectMeta, Pod
+from scheduler.core.resources import Resources
 from scheduler.core.state.events import Notice
 from scheduler.core.state.nodes import NodeInfo
 
@@ -197,13 +198,19 @@ class DeviceLedger:
         for node_name in nodes:
             self.refresh(self._node_info(node_name))
 
+    def counted_as(self, name: str) -> str:
+        """The resource a device counts against on its node while held (`refresh`): its own
+        resourceName, or UNSEEN_RESOURCE for a held device no ExtendedResource has named yet."""
+        device = self.devices.get(name)
+        return device.resource_name or UNSEEN_RESOURCE if device is not None else UNSEEN_RESOURCE
+
     def refresh(self, info: NodeInfo) -> None:
         """Recount the node's busy devices per resource (what plain count requests share)."""
         busy: dict[str, int] = {}
         for device in info.devices.values():
             use = self.use.get(device.name)
             if use is not None and use.busy:
-                resource = device.resource_name or UNSEEN_RESOURCE
+                resource = self.counted_as(device.name)
                 busy[resource] = busy.get(resource, 0) + 1
         info.busy = busy
         self._touch(info)
@@ -334,6 +341,43 @@ class DeviceLedger:
             info.allocating[pod.uid] = resources
             return False
         return info.allocating.pop(pod.uid, None) is not None
+
+
+def counted_requests(requests: Resources, grants: Iterable[DeviceHold],
+                     counted_as: Callable[[str], str]) -> Resources:
+    """What a pod's requests charge its node as counts, given the devices it holds (`grants`).
+
+    A pod's `tessera.dev/devices` annotation is what it holds (DESIGN §2): a device it holds
+    counts on its node as busy, under the resource the device counts as (`counted_as`). When the
+    pod's grants name such devices under that very resource name (`nvidia.com/gpu` given by a
+    class that owned the name then, or by an older release), its request of the name is those
+    devices: counting it as well would count each GPU twice — for the pod's whole life, restarts
+    included. So the request goes down by the whole devices it names there; a slice of such a
+    device is a share of it, not a GPU count, so the device counting once covers the request
+    whole. Whatever a request asks beyond the devices named (an annotation naming fewer than the
+    pod asks for) stays a count: the device plugin may have given it (fail closed)."""
+    whole: dict[str, int] = {}
+    sliced: set[str] = set()
+    for device, amount, resource, _ in grants:
+        if resource not in requests or counted_as(device) != resource:
+            continue
+        if amount is None:
+            whole[resource] = whole.get(resource, 0) + 1
+        else:
+            sliced.add(resource)
+    if not whole and not sliced:
+        return requests
+    counted = dict(requests)
+    for resource in sliced:
+        del counted[resource]
+    for resource, devices in whole.items():
+        if resource in counted:
+            left = counted[resource] - devices
+            if left > 0:
+                counted[resource] = left
+            else:
+                del counted[resource]
+    return counted
 
 
 def _unseen(device: Device) -> bool:

@@ -354,7 +354,8 @@ class DefaultPreemption(PostFilterPlugin):
 
     def _trial(self, pod: Pod, ctx: PodContext, info: NodeInfo, now: float) -> Placement:
         """What placing the pod on the node (it passed the filters) would charge: its hold."""
-        return placement_of(pod, info.name, self.handle.reserve(ctx, info, now).devices)
+        return placement_of(pod, info.name, self.handle.reserve(ctx, info, now).devices,
+                            self.state.ledger.counted_as)
 
     def _forget(self, assumed: list[str]) -> None:
         for uid in reversed(assumed):
