@@ -90,6 +90,8 @@ class Explanation:
     missing_named_nodes: tuple[str, ...] = ()  # nodes its required affinity names by metadata.name that do not exist
     released: int = 0  # a finished pod's devices its annotation still names: it holds none of them
     config: str = ""  # the configuration's source: the dry run's profile and which pods are Tessera's
+    # per requested name a ResourceClass owns or claims: which class, and what that makes of it
+    classes: tuple[str, ...] = ()
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
@@ -135,7 +137,34 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         missing_named_nodes=_missing_named_nodes(state, pod) if run is not None and not run.node else (),
         released=len(_devices(pod)) if pod.terminal else 0,
         config=config.source,
+        classes=_classes(state, pod) if run is not None else (),
     )
+
+
+def _classes(state: ClusterState, pod: Pod) -> tuple[str, ...]:
+    """What ResourceClasses make of the pod's requests: a name a class owns is served only by the
+    devices that class matches, whatever the nodes count of it (`nvidia.com/gpu` owned by a class
+    is no longer a count); a name an invalid class claims says why the class is refused and whether
+    the request stays a plain count. A new user's trial: a class on `nvidia.com/gpu` left a plain
+    1-GPU pod "Insufficient" beside free GPUs, and nothing named the class."""
+    registry = state.classes
+    found = []
+    for name in sorted(pod.requests):
+        owner = registry.by_resource.get(name)
+        if owner is not None:
+            matching = registry.matching[owner.name]
+            found.append(f"{name}: a request of ResourceClass {owner.name}, served only by the {matching} "
+                         f"device{'' if matching == 1 else 's'} it matches")
+            continue
+        claimant = next((cls for cls in sorted(registry.classes.values(), key=lambda c: c.name)
+                         if cls.resource_name == name), None)
+        if claimant is None:
+            continue
+        then = ("the pod waits until the class is fixed" if registry.is_class_resource(name)
+                else "the request is a plain count of the node's GPUs")
+        found.append(f"{name}: ResourceClass {claimant.name} names it but is not valid "
+                     f"({registry.error_of(claimant.name)}): {then}")
+    return tuple(found)
 
 
 def _missing_named_nodes(state: ClusterState, pod: Pod) -> tuple[str, ...]:
@@ -338,6 +367,8 @@ def render(x: Explanation, now: float) -> str:
             table = columns([["NODE", "RESULT"]]
                             + [[v.node, ("fits, " if v.fits else "") + v.detail] for v in run.nodes])
             lines += ["  " + line for line in table.splitlines()]
+        if x.classes:
+            lines += [f"  ResourceClasses: {line}" for line in x.classes]
         if x.terminating:
             lines.append("  Pods being deleted still hold devices (freed when they are gone): "
                          + "; ".join(x.terminating))

@@ -378,3 +378,29 @@ def test_what_if_says_the_pending_pods_of_other_schedulers() -> None:
     mixed = whatif.what_if([*objs, b.pod("mine", limits={"nvidia.com/gpu": 1})], config(), 0.0)
     assert "3 pending pods are for other schedulers" in whatif.render(mixed)
     assert whatif.what_if(objs, config(), 0.0, "other").other_schedulers == {}
+
+
+def test_explain_names_the_resource_class_that_owns_or_claims_a_request() -> None:
+    """A new user's trial: with a ResourceClass `any-gpu` on `resourceName: nvidia.com/gpu`, a plain
+    1-GPU pod waited with `Insufficient nvidia.com/gpu` beside 8 free GPUs, and no view named the
+    class. Now such a class is not valid (the devices carry the name) and explain says so, and
+    that the request stays a plain count; a valid class that owns a plain-looking name is named
+    as what serves the request, with how many devices it matches."""
+    gpus = [b.device("n", i, model="T4", memory="16Gi") for i in range(8)]
+    taken = b.resource_class("any-gpu", match_labels={"model": "A100"}, resource_name="nvidia.com/gpu")
+    objs = [b.node("n", gpus=8), *gpus, taken, b.pod("p1", limits={"nvidia.com/gpu": 1})]
+    result = explaining.explain(objs, "default/p1", config(), [], 0.0)
+    assert result is not None and result.dry_run is not None and result.dry_run.node == "n"
+    assert result.classes == (
+        'nvidia.com/gpu: ResourceClass any-gpu names it but is not valid (spec.resourceName: Invalid value: '
+        '"nvidia.com/gpu": ExtendedResources carry this resourceName as their own, so a plain request for it '
+        "is a count of those devices; use a name of its own (without resourceName the class's is "
+        "class.tessera.dev/any-gpu)): the request is a plain count of the node's GPUs",)
+    assert f"  ResourceClasses: {result.classes[0]}" in explaining.render(result, 0.0)
+
+    owned = b.resource_class("t4", match_labels={"model": "T4"}, resource_name="example.com/gpu")
+    objs = [b.node("n", gpus=8), *gpus, owned, b.pod("p9", limits={"example.com/gpu": 9})]
+    result = explaining.explain(objs, "default/p9", config(), [], 0.0)
+    assert result is not None and result.dry_run is not None and result.dry_run.node == ""
+    assert result.classes == ("example.com/gpu: a request of ResourceClass t4, served only by the 8 devices "
+                              "it matches",)
