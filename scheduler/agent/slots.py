@@ -124,7 +124,13 @@ def plan_endpoints(classes: Iterable[ResourceClass], devices: Iterable[Device],
     local = list(devices)
     held = held_names(held_grants or {})
     plans: dict[str, EndpointPlan] = {}
+    # the devices' own resourceName is another device plugin's count (NVIDIA's `nvidia.com/gpu`):
+    # the core refuses a class on it (`ClusterState._admitted`), and an endpoint of that name
+    # would take the kubelet's registration of it over from that plugin
+    carried = {device.resource_name for device in local}
     for resource_name, cls in sorted(registry.by_resource.items()):
+        if resource_name in carried:
+            continue
         matching = [d for d in local if cls.matches(d)]
         if not matching:
             continue

@@ -86,3 +86,14 @@ def test_unhealthy_devices_still_held_by_pods_keep_their_slots_healthy() -> None
     held = plan_endpoints(classes, devices, {"class.tessera.dev/v100": {devices[0].name: (None,)}})
     assert (held["class.tessera.dev/v100"].slots, held["class.tessera.dev/v100"].healthy) == (3, 2)
     assert (held["class.tessera.dev/slice"].slots, held["class.tessera.dev/slice"].healthy) == (12, 8)
+
+
+def test_a_class_on_the_devices_own_resource_name_gets_no_endpoint() -> None:
+    """The core refuses a class whose resourceName the ExtendedResources carry as their own
+    (`nvidia.com/gpu`: the count NVIDIA's device plugin advertises); the agent registering an
+    endpoint under that name would take the kubelet's registration of it over from that plugin."""
+    plans = plan_endpoints(_classes(b.resource_class("any-gpu", match_labels={"model": "V100"},
+                                                     resource_name="nvidia.com/gpu"),
+                                    b.resource_class("v100", match_labels={"model": "V100"})),
+                           _devices(("V100", 32, True)))
+    assert sorted(plans) == ["class.tessera.dev/v100"]
