@@ -184,7 +184,7 @@ def _terminating(state: ClusterState) -> tuple[str, ...]:
         placement = state.placements.get(pod.uid)
         if not pod.meta.deleting or pod.terminal or placement is None:
             continue
-        held = extended_amounts(placement.requests)
+        held = extended_amounts(pod.requests)  # its placement counts the GPUs it holds by name once
         if held:
             found.append(f"{pod.key} on {placement.node} ({held})")
     return tuple(sorted(found))

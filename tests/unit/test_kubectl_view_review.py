@@ -404,3 +404,18 @@ def test_explain_names_the_resource_class_that_owns_or_claims_a_request() -> Non
     assert result is not None and result.dry_run is not None and result.dry_run.node == ""
     assert result.classes == ("example.com/gpu: a request of ResourceClass t4, served only by the 8 devices "
                               "it matches",)
+
+
+def test_explain_lists_a_terminating_pod_holding_gpus_by_name_under_their_own_resource() -> None:
+    """A pod bound with its GPU named under `nvidia.com/gpu` (a class owned the name then) counts
+    that GPU once, not again as a request: being deleted, it still holds it, and explain says so."""
+    device = b.device("n", 0)
+    grant = {"main": {"nvidia.com/gpu": (ann.DeviceGrant(device["spec"]["deviceID"], device["metadata"]["name"],
+                                                         None),)}}
+    keeper = b.pod("keeper", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running",
+                   annotations={ann.DEVICES: ann.encode_devices(grant), ann.PHASE: ann.PHASE_ALLOCATED})
+    keeper["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["example.com/keep"])
+    objs = [b.node("n", gpus=1), device, keeper, b.pod("waiting", limits={"nvidia.com/gpu": 1})]
+    result = explaining.explain(objs, "default/waiting", config(), [], 0.0)
+    assert result is not None and result.dry_run is not None and result.dry_run.node == ""
+    assert result.terminating == ("default/keeper on n (1 nvidia.com/gpu)",)
