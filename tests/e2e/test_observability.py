@@ -7,7 +7,9 @@
 - a ResourceClass status names the effective resourceName, so the RESOURCENAME column of
   `kubectl get resourceclasses` is filled for classes that leave it to the default; a sharing
   class whose devices lack its dimension is `Valid=False` with the reason;
-- the Grafana dashboard (deploy/grafana) queries only series a running scheduler serves (issue 16).
+- the Grafana dashboard (deploy/grafana) queries only series a running scheduler serves (issue 16);
+- a class on the devices' own resourceName (`nvidia.com/gpu`) is `Valid=False` and a plain GPU pod
+  is bound beside it as a count (a new user's trial: it waited `Insufficient` beside free GPUs).
 """
 
 from __future__ import annotations
@@ -181,3 +183,30 @@ async def test_every_series_the_dashboard_queries_is_served(clean_cluster: Local
     points = {(dict(labels)["extension_point"], dict(labels)["status"]) for name, labels in metrics
               if name == "scheduler_framework_extension_point_duration_seconds_count"}
     assert {("Filter", "Success"), ("Bind", "Success"), ("PostFilter", "Unschedulable")} <= points, points
+
+
+async def test_a_class_on_the_devices_own_resource_name_is_refused_and_plain_pods_still_bind(
+        clean_cluster: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
+    async with _running(clean_cluster, tmp_path, "taken") as (_, names, _):
+        await kubectl.create(CLASSES, b.resource_class("taken-any-gpu", match_labels={"model": "A100"},
+                                                       resource_name="nvidia.com/gpu"))
+
+        async def refused() -> dict[str, Any] | None:
+            obj = (await kubectl.call("GET", f"{CLASSES}/taken-any-gpu")).json()
+            conditions = (obj.get("status") or {}).get("conditions") or []
+            return conditions[0] if conditions and conditions[0]["status"] == "False" else None
+
+        valid = await eventually(refused)
+        assert (valid["type"], valid["message"]) == ("Valid", (
+            'spec.resourceName: Invalid value: "nvidia.com/gpu": ExtendedResources carry this resourceName as '
+            "their own, so a plain request for it is a count of those devices; use a name of its own (without "
+            "resourceName the class's is class.tessera.dev/taken-any-gpu)"))
+        await kubectl.create_pod(namespace, b.pod("plain", limits={"nvidia.com/gpu": 1}))
+
+        async def bound() -> dict[str, str] | None:
+            nodes = await bound_nodes(kubectl, namespace)
+            return nodes if nodes.get("plain") else None
+
+        assert (await eventually(bound))["plain"] == names[0]
+        pod = (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/pods/plain")).json()
+        assert "tessera.dev/devices" not in (pod["metadata"].get("annotations") or {})  # a count, not a class's
