@@ -831,9 +831,14 @@ def parse_device(obj: JSON) -> Device:
     capacity: dict[str, Amount] = {}
     for key, raw in _mapping(spec.get("capacity"), "ExtendedResource.spec.capacity").items():
         try:
-            capacity[str(key)] = exact(parse_quantity(raw))
+            amount = exact(parse_quantity(raw))
         except QuantityError as err:
             raise ObjectError(f"ExtendedResource.spec.capacity[{key}]: {err}") from None
+        if amount < 0:  # the CRD's quantity pattern admits a sign; no device has less than nothing
+            # as upstream's ValidateNonnegativeQuantity words it (pkg/apis/core/validation/validation.go)
+            raise ObjectError(f'ExtendedResource.spec.capacity[{key}]: Invalid value: "{raw}": '
+                              "must be greater than or equal to 0")
+        capacity[str(key)] = amount
     healthy = True
     for i, raw in enumerate(_list(status.get("conditions"), "ExtendedResource.status.conditions")):
         cond = _mapping(raw, f"ExtendedResource.status.conditions[{i}]")

@@ -123,7 +123,8 @@ def gate_holds(scheduler: Scheduler, node: str, now: float) -> bool:
 def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
     state = facts.state
     fence = _fence_reason(state, info)
-    gpus, beyond = _gpus(facts, info, fence)
+    gpus, beyond, surplus = _gpus(facts, info, fence)
+    extra = surplus + _second_names(gpus)  # rows that are no GPU of their own: counted once, or not at all
     node = info.node
     notes: list[str] = []
     if node is None:
@@ -137,12 +138,6 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
     if fence:
         notes.append(f"{fence}: which GPUs it holds is unknown, so the node's GPUs are fenced (none is given "
                      "out) until the annotation is fixed or the pod is gone")
-    duplicates: dict[str, list[str]] = {}
-    for device in info.devices.values():
-        if device.duplicate:
-            duplicates.setdefault(device.device_id, []).append(device.name)
-    notes += [f"{', '.join(sorted(names))} name the same deviceID {device_id}: none is given to a pod until one is gone"
-              for device_id, names in sorted(duplicates.items())]
     why = (f"the recording {facts.diverged[info.name]}: the replay diverged from the cluster here"
            if info.name in facts.diverged else "pods of other schedulers hold GPUs that Tessera's classes gave out")
     for resource, used, capacity in info.over_capacity({device.resource_name for device in info.devices.values()}):
@@ -160,7 +155,8 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
         gpus=gpus,
         gpus_used=sum(1 for gpu in gpus if gpu.state in m.IN_USE),
         gpus_free=sum(1 for gpu in gpus if takes_pods and gpu.state == m.FREE),
-        gpus_unavailable=sum(1 for gpu in gpus if gpu.state in m.UNAVAILABLE),
+        gpus_unavailable=sum(1 for gpu in gpus if gpu.state in m.UNAVAILABLE) - extra,
+        gpus_total=len(gpus) - extra,
         conflicts=sum(1 for gpu in gpus if gpu.state == m.CONFLICT),
         cpu=f"{info.requested.get(CPU, 0) / 1000:g}/{allocatable / 1000:g}",
         pods=len(info.pods),
@@ -191,9 +187,25 @@ def _device_order(device: Device) -> tuple[int, str, str]:
     return (position, device.attributes.get("pciBusID", ""), device.name)
 
 
-def _gpus(facts: _Facts, info: NodeInfo, fence: str) -> tuple[tuple[m.GpuView, ...], dict[str, list[m.Holder]]]:
+def _second_names(gpus: Sequence[m.GpuView]) -> int:
+    """Rows that name a GPU another row already names (one deviceID under two ExtendedResources,
+    a held ghost and its new name): one GPU, so counted once — as the row in use, if one is."""
+    names: Counter[str] = Counter()
+    idle: Counter[str] = Counter()
+    for gpu in gpus:
+        if gpu.device and gpu.device_id:
+            names[gpu.device_id] += 1
+            idle[gpu.device_id] += gpu.state not in m.IN_USE
+    return sum(min(count - 1, idle[device_id]) for device_id, count in names.items())
+
+
+def _gpus(facts: _Facts, info: NodeInfo,
+          fence: str) -> tuple[tuple[m.GpuView, ...], dict[str, list[m.Holder]], int]:
     """The node's GPUs: its devices, then GPUs it only counts (allocatable beyond its devices),
-    and per resource the counted holders no GPU is left to show (more counted than it has).
+    per resource the counted holders no GPU is left to show (more counted than it has), and how
+    many free rows are fenced for being beyond the node's count (ExtendedResources describing
+    more GPUs than it allocates, `NodeInfo.surplus_devices`: the core gives out no more than the
+    count, so the last free rows go to no pod; which object is the surplus is unknown).
     Devices its pods hold that have no ExtendedResource any more are the ledger's ghosts (also
     when deleted before this core saw them, e.g. after a restart); plain count requests
     (`nvidia.com/gpu: 1`) fill the GPUs no device assignment holds: free ones first, then
@@ -208,11 +220,13 @@ def _gpus(facts: _Facts, info: NodeInfo, fence: str) -> tuple[tuple[m.GpuView, .
         resources.append(GPU)
     gpus: list[m.GpuView] = []
     beyond: dict[str, list[m.Holder]] = {}
+    surplus = 0
     for resource in resources:
         own = [device for device in devices if device.resource_name == resource]
         model = own[0].attributes.get("model", "") if own else ""
-        unknown = max(0, allocatable.get(resource, 0) - len(own))
+        unknown = max(0, allocatable.get(resource, 0) - info.described(resource))
         counted = _counted_holders(facts, info, resource)
+        taken = info.busy.get(resource, 0) + len(counted)  # GPUs of the node's count in use
         why = "; ".join(reason for reason in (NO_NODE if info.node is None else "",
                                               fence if info.hides_devices_of(resource) else "") if reason)
         first = len(gpus)
@@ -234,7 +248,16 @@ def _gpus(facts: _Facts, info: NodeInfo, fence: str) -> tuple[tuple[m.GpuView, .
                                          "no free GPU of the node is left for it")
         if counted:
             beyond[resource] = counted
-    return tuple(gpus), beyond
+        free = [i for i in range(first, len(gpus)) if gpus[i].state == m.FREE]
+        room = max(0, allocatable[resource] - taken) if resource in allocatable else len(free)
+        for i in free[room:]:
+            count = allocatable[resource]
+            why = (f"the node counts {count} {resource}, all in use: no pod can get this one" if not room else
+                   f"the node counts {count} {resource} but its ExtendedResources describe "
+                   f"{info.described(resource)}: pods get {room} more, shown free on the others")
+            gpus[i] = replace(gpus[i], state=m.FENCED, reason=why)
+            surplus += 1
+    return tuple(gpus), beyond, surplus
 
 
 def _counted_holders(facts: _Facts, info: NodeInfo, resource: str) -> list[m.Holder]:
@@ -290,12 +313,28 @@ def _device_gpu(facts: _Facts, device: Device, index: int) -> m.GpuView:
     elif not device.healthy:
         unavailable = m.UNHEALTHY
     elif device.unschedulable or (device.duplicate and use is None):
-        unavailable = m.CORDONED  # not given out: an admin's cordon, or one GPU under two names (a note says which)
+        unavailable = m.CORDONED  # not given out: an admin's cordon, or one GPU under two names (REASON says so)
     claimants = list(dict.fromkeys(holder.pod for holder in holders))  # a pod with a whole device and slices once
     reason = ""
-    if unavailable and holders:  # held anyway: a grant naming it, or its holders from before it changed
+    moved = state.ledger.moved.get(device.name)
+    if unavailable == m.GHOST and moved is not None and holders:  # its object changed while held (the ledger's `moved`)
+        if moved.node_name != device.node_name:
+            reason = f"moved to node {moved.node_name} while held by {', '.join(claimants)}: it counts here until released"
+        elif moved.device_id != device.device_id:
+            reason = (f"its ExtendedResource now names deviceID {moved.device_id}; held by {', '.join(claimants)} "
+                      "as this GPU until released")
+        else:
+            reason = (f"its ExtendedResource now names resourceName {moved.resource_name}; held by "
+                      f"{', '.join(claimants)} as {device.resource_name} until released")
+    elif unavailable and holders:  # held anyway: a grant naming it, or its holders from before it changed
         what = "no ExtendedResource describes it any more" if unavailable == m.GHOST else unavailable
         reason = f"{what}, still held by {', '.join(claimants)}"
+    elif unavailable == m.CORDONED and device.duplicate:
+        info = state.nodes[device.node_name]
+        others = sorted(name for name, other in info.devices.items()
+                        if other.device_id == device.device_id and name != device.name)
+        reason = (f"deviceID {device.device_id} is also named by {', '.join(others)}: neither is given to a pod "
+                  "until one is gone")
     if use is not None and use.exclusive and len(claimants) > 1:  # the ledger keeps every claimant (DeviceConflict)
         status = m.CONFLICT
         reason = f"claimed by {len(claimants)} pods at once: {', '.join(claimants)}" + \
@@ -409,19 +448,21 @@ def gang_view(state: ClusterState, key: str, held: frozenset[str] = frozenset(),
 def _summary(nodes: Sequence[m.NodeView]) -> m.Summary:
     """Counts by state (fenced GPUs among the unavailable); free GPUs on a cordoned node, which
     only pods tolerating the cordon get (`NodeView.gpus_free` leaves them out), count as
-    unavailable too."""
+    unavailable too. The total is the nodes' GPUs (`NodeView.gpus_total`), not their rows: one
+    GPU under two names is one, and rows beyond a node's count are none; unavailable is the rest."""
     gpus = [gpu for node in nodes for gpu in node.gpus]
     free = sum(node.gpus_free for node in nodes)
     partial = sum(node.gpus_free for node in nodes if any(gpu.state in m.IN_USE for gpu in node.gpus))
     largest = max(sorted((node for node in nodes if node.gpus_free), key=lambda node: node.name),
                   key=lambda node: node.gpus_free, default=None)
+    total = sum(node.gpus_total for node in nodes)
+    used = sum(1 for gpu in gpus if gpu.state in m.IN_USE)
     return m.Summary(
-        gpus=len(gpus),
-        used=sum(1 for gpu in gpus if gpu.state in m.IN_USE),
+        gpus=total,
+        used=used,
         shared=sum(1 for gpu in gpus if gpu.state == m.SLICES),
         free=free,
-        unavailable=sum(1 for gpu in gpus if gpu.state in m.UNAVAILABLE)
-        + sum(1 for gpu in gpus if gpu.state == m.FREE) - free,
+        unavailable=total - used - free,
         free_on_partial=partial,
         largest_free=largest.gpus_free if largest is not None else 0,
         largest_free_node=largest.name if largest is not None else "",

@@ -16,11 +16,14 @@ import orjson
 # outside one scheduler's ledger), then a device that cannot take new work says so even while pods
 # still hold it.
 CONFLICT = "conflict"  # held whole by two or more pods, or whole and in slices at once (the core's DeviceConflict)
-GHOST = "ghost"  # its ExtendedResource was deleted; pods still hold it, so it still counts
+# its ExtendedResource was deleted (or moved, or names another GPU, since it was given); pods
+# still hold it, so it still counts here
+GHOST = "ghost"
 UNHEALTHY = "unhealthy"  # Healthy=False (or phase Unhealthy/Unknown)
 CORDONED = "cordoned"  # spec.unschedulable on the device (or one GPU under two names)
 # free, but the core gives it to no pod: a bound pod's unreadable (or stripped) device annotation
-# hides which of the node's GPUs of that resource it holds, or the node has no Node object
+# hides which of the node's GPUs of that resource it holds, the node has no Node object, or its
+# ExtendedResources describe more GPUs than it allocates and no more of its count is left
 FENCED = "fenced"
 GATED = "gated"  # assigned to a pod whose Binding the allocation gate holds
 WHOLE = "whole"  # one pod holds the whole device
@@ -79,7 +82,11 @@ class NodeView:
     # free GPUs a new pod can get here (the summary's free counts these): none on a cordoned node
     # (fenced ones are not free: a node without a Node object, an unreadable device annotation)
     gpus_free: int = 0
-    gpus_unavailable: int = 0  # GPUs in an unavailable state (ghost, unhealthy, cordoned, fenced)
+    # GPUs in an unavailable state (ghost, unhealthy, cordoned, fenced), a GPU under two names once
+    gpus_unavailable: int = 0
+    # the node's GPUs: its rows, a GPU under two names (DuplicateDeviceID) once, and rows beyond the
+    # node's count (more ExtendedResources than it allocates: fenced) not at all
+    gpus_total: int = 0
     conflicts: int = 0  # GPUs in conflict (claimed by more than one pod)
 
 
@@ -117,7 +124,7 @@ class Decision:
 
 @dataclass(frozen=True, slots=True)
 class Summary:
-    gpus: int
+    gpus: int  # the nodes' GPUs (NodeView.gpus_total): used + free + unavailable
     used: int  # whole, counted and gated GPUs and shared ones
     shared: int  # of those, GPUs in slices
     free: int  # on nodes that take new pods

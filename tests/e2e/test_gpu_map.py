@@ -182,4 +182,4 @@ async def test_the_page_shows_a_fenced_node_and_a_conflict_as_such(tmp_path: Pat
     assert meta == {"f": "0/2 GPUs · 2 unavailable · CPU 0/32 · 1 pod", "c": "1/2 GPUs · 1 conflict · CPU 0/32 · 2 pods"}
     assert "1 GPU claimed by more than one pod" in page.find("p", id="summary").text
     legend = {item.text.strip() for item in page.find("ul", **{"class": "legend"}).find_all("li")}
-    assert {"conflict (claimed by more than one pod)", "fenced (given to no pod: an unreadable device annotation on its node, or no Node object)"} <= legend
+    assert {"conflict (claimed by more than one pod)", "fenced (given to no pod: an unreadable device annotation on its node, no Node object, or beyond the node's GPU count)"} <= legend

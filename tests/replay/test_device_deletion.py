@@ -212,8 +212,9 @@ def test_one_device_id_under_two_names_is_given_to_no_pod() -> None:
     assert placed == [b.device("n", 1)["spec"]["deviceID"]]
     assert any(f"deviceID {d0['spec']['deviceID']}" in n and "n.renamed" in n for n in run.notices())
     [node] = build_view(run.scheduler, source="simulate", now=0.0).nodes
-    assert f"{d0['metadata']['name']}, n.renamed name the same deviceID {d0['spec']['deviceID']}: none is given " \
-           "to a pod until one is gone" in node.notes
+    renamed = next(gpu for gpu in node.gpus if gpu.device == "n.renamed")
+    assert renamed.reason == (f"deviceID {d0['spec']['deviceID']} is also named by {d0['metadata']['name']}: "
+                              "neither is given to a pod until one is gone")
 
 
 def test_a_held_device_published_again_under_a_new_name_is_not_handed_out_again() -> None:

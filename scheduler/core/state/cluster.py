@@ -274,7 +274,7 @@ class ClusterState:
         notices: list[Notice] = []
         if old is None or old.allocatable != node.allocatable:
             self.capacity_version += 1
-            notices = self.check_overcommit(info, None)
+            notices = self.check_overcommit(info, None) + self.check_surplus(info)
         classes = self._recount_foreign(node.name)
         if old is None:
             self._node_index[node.name] = len(self.node_order)
@@ -490,6 +490,23 @@ class ClusterState:
                 notices.append(Notice("Node", info.name, "GPUsOvercommitted", message, "", info.node.meta.uid))
         return notices
 
+    def check_surplus(self, info: NodeInfo) -> list[Notice]:
+        """A Warning on the Node when its ExtendedResources come to describe more GPUs of a
+        resource than it allocates (once per crossing, as `check_overcommit`): which object is
+        the surplus the objects do not say, so none is singled out; the views fence the free GPUs
+        beyond the count (`kubectl tessera nodes`), as the core gives them to no pod."""
+        surplus = info.surplus_devices()
+        crossed = [entry for entry in surplus if entry[0] not in info.surplus]
+        info.surplus = frozenset(resource for resource, _, _ in surplus)
+        if info.node is None:
+            return []
+        return [Notice("Node", info.name, "DevicesBeyondAllocatable",
+                       f"node {info.name} has ExtendedResources for {described} {resource} devices (distinct "
+                       f"deviceIDs) but only {allocatable} {resource} allocatable: pods get at most {allocatable} "
+                       "of them; delete the ExtendedResources no GPU of the node backs (made by hand, or left "
+                       "behind by a node agent)", "", info.node.meta.uid)
+                for resource, described, allocatable in crossed]
+
     def _unplace(self, uid: str, drop_ghosts: bool = True) -> list[ClusterEvent]:
         placement = self.placements.pop(uid)
         info = self.nodes[placement.node]
@@ -504,6 +521,8 @@ class ClusterState:
             self.check_overcommit(info, None)
         if drop_ghosts:
             self.ledger.drop_released_ghosts(placement.devices)
+            if info.surplus:  # a dropped ghost can only end a surplus: nothing to report, only to forget
+                self.check_surplus(info)
         events = [ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=placement.node)]
         if gate_opened:
             events.append(ClusterEvent(EventKind.ALLOCATION_DONE, node=placement.node))
@@ -619,8 +638,11 @@ class ClusterState:
         classes += self._recount_foreign(device.node_name)
         if old is not None and old.node_name != device.node_name:
             classes += self._recount_foreign(old.node_name)
+        info = self._node_info(device.node_name)
+        if old is not None and old.node_name != device.node_name:
+            self.check_surplus(self._node_info(old.node_name))  # fewer there: only to forget
         return [ClusterEvent(EventKind.DEVICE_CHANGED, node=device.node_name), *classes], \
-            notices + judged + self.check_overcommit(self._node_info(device.node_name), None)
+            notices + judged + self.check_overcommit(info, None) + self.check_surplus(info)
 
     def _held_as(self, nodes: Iterable[str]) -> dict[str, str]:
         """The held devices of these nodes and the resource each counts as (`ledger.counted_as`)."""
@@ -659,6 +681,7 @@ class ClusterState:
         node = self.ledger.delete(name)
         if node is None or known is None:
             return [], []
+        self.check_surplus(self._node_info(node))  # fewer devices: nothing to report, only to forget
         classes, judged = self._rejudge_classes({known.resource_name})
         return [ClusterEvent(EventKind.DEVICE_CHANGED, node=node), *classes, *self._recount_foreign(node)], judged
 

@@ -55,7 +55,7 @@ class NodeInfo:
     """One node's object (if known yet) and everything placed on it."""
 
     __slots__ = ("name", "node", "pods", "held", "requested", "scoring_cpu", "scoring_memory",
-                 "devices", "busy", "broken", "allocating", "agent_heartbeat", "generation", "over",
+                 "devices", "busy", "broken", "allocating", "agent_heartbeat", "generation", "over", "surplus",
                  "deleted_labels")
 
     def __init__(self, name: str) -> None:
@@ -76,6 +76,8 @@ class NodeInfo:
         self.allocating: dict[str, frozenset[str]] = {}
         self.agent_heartbeat: float | None = None  # the newest heartbeat of the node's devices
         self.over: frozenset[str] = frozenset()  # device resources last found over capacity (reported once)
+        # device resources with more ExtendedResources (distinct deviceIDs) than allocatable (reported once)
+        self.surplus: frozenset[str] = frozenset()
         self.generation = 0
         # the labels of its Node object when that was deleted: the pods still on it run in the
         # topology domain those labels named until they are gone (a gang's rest must join them)
@@ -132,6 +134,27 @@ class NodeInfo:
             capacity = self.device_capacity(resource)
             if used > capacity:
                 found.append((resource, used, capacity))
+        return found
+
+    def described(self, resource: str) -> int:
+        """How many GPUs of `resource` the node's ExtendedResources describe: distinct deviceIDs
+        (one GPU under two names is one GPU; a held ghost is still one of the node's)."""
+        return len({device.device_id or name for name, device in self.devices.items()
+                    if device.resource_name == resource})
+
+    def surplus_devices(self) -> list[tuple[str, int, int]]:
+        """(resource, GPUs described, allocatable) for each resource the node's ExtendedResources
+        describe more GPUs of than the Node allocates: some object describes no GPU a pod can get
+        (made by hand, left by an agent). The core never gives out more than the count (plain and
+        class requests share it), so the surplus is a GPU that reads free but goes to no pod."""
+        if self.node is None:
+            return []
+        found = []
+        for resource in sorted({device.resource_name for device in self.devices.values() if device.resource_name}):
+            allocatable = self.node.allocatable.get(resource)
+            described = self.described(resource)
+            if allocatable is not None and described > allocatable:
+                found.append((resource, described, allocatable))
         return found
 
     def device_capacity(self, resource: str) -> int:
