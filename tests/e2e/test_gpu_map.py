@@ -183,3 +183,28 @@ async def test_the_page_shows_a_fenced_node_and_a_conflict_as_such(tmp_path: Pat
     assert "1 GPU claimed by more than one pod" in page.find("p", id="summary").text
     legend = {item.text.strip() for item in page.find("ul", **{"class": "legend"}).find_all("li")}
     assert {"conflict (claimed by more than one pod)", "fenced (given to no pod: an unreadable device annotation on its node, no Node object, or beyond the node's GPU count)"} <= legend
+
+
+async def test_the_page_counts_a_gpu_under_two_names_once_and_fences_rows_beyond_the_count(
+        tmp_path: Path, chromium: str) -> None:
+    """A new user's trial: one GPU under two names and an ExtendedResource beyond the node's
+    count were each counted as a GPU of their own. The node line counts the node's GPUs, each row
+    says why it is given to no pod, as `kubectl tessera nodes` does (one view model)."""
+    twice = b.device("d", 0)
+    renamed = {**twice, "metadata": {**twice["metadata"], "name": "d.renamed", "uid": "d-renamed"}}
+    objs = [b.node("d", gpus=2), twice, renamed, b.device("d", 1), b.node("s", gpus=1), b.device("s", 0),
+            b.device("s", 1), b.resource_class("v100", match_labels={"model": "V100"})]
+    replay = Replay(scheduler_config(), agent=False)
+    list(replay.run(WatchEvent("ADDED", obj) for obj in objs))
+    page_file = tmp_path / "map.html"
+    page_file.write_text(render_page(build_view(replay.scheduler, source="simulate", now=replay.now), title="t").html)
+    page = await dump_dom(chromium, page_file.as_uri())
+
+    meta = {name: page.find("div", data_node=name).find("div", **{"class": "node-meta"}).text for name in ("d", "s")}
+    assert meta == {"d": "0/2 GPUs · 1 unavailable · CPU 0/32 · 0 pods", "s": "0/1 GPUs · CPU 0/32 · 0 pods"}  # its fenced row is no GPU of its own
+    cordoned = page.find("div", data_node="d").find("span", data_state="cordoned")
+    assert "is also named by" in cordoned.attrs["data-reason"]
+    fenced = page.find("div", data_node="s").find("span", data_state="fenced")
+    assert fenced.attrs["data-reason"] == ("the node counts 1 nvidia.com/gpu but its ExtendedResources describe 2: "
+                                           "pods get 1 more, shown free on the others")
+    assert page.find("p", id="summary").text.startswith("GPUs: 3 total, 0 in use, 2 free, 1 unavailable")

@@ -53,7 +53,7 @@
   function node(n) {
     var name = el("div", {className: "node-name", text: n.name});
     if (n.cordoned) { name.appendChild(el("span", {className: "badge", text: "cordoned"})); }
-    var meta = n.gpus_used + "/" + n.gpus.length + " GPUs" +
+    var meta = n.gpus_used + "/" + n.gpus_total + " GPUs" +
       (n.gpus_unavailable ? " · " + n.gpus_unavailable + " unavailable" : "") +
       (n.conflicts ? " · " + n.conflicts + (n.conflicts === 1 ? " conflict" : " conflicts") : "") +
       " · CPU " + n.cpu + " · " + n.pods + (n.pods === 1 ? " pod" : " pods");
