@@ -166,6 +166,23 @@ async def test_invalid_resource_class_is_rejected(kube: Any, spec: dict[str, Any
     assert message in _message(caught.value)
 
 
+@pytest.mark.parametrize("memory", ["-16Gi", -1])
+async def test_a_negative_device_capacity_is_rejected(kube: Any, memory: str | int) -> None:
+    """A new user's trial: `capacity: {memory: "-16Gi"}` was created (the quantity pattern admits
+    a sign) and the scheduler handed the device out."""
+    custom: Any = client.CustomObjectsApi(kube)
+    device = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ExtendedResource", "metadata": {"name": "negative"},
+              "spec": {"nodeName": "n", "resourceName": "nvidia.com/gpu", "deviceID": "GPU-negative",
+                       "capacity": {"memory": memory, "cores": 100}}}
+    with pytest.raises(ApiException) as caught:
+        await custom.create_cluster_custom_object(GROUP, VERSION, "extendedresources", device)
+    assert caught.value.status == 422
+    assert "capacity must be greater than or equal to 0" in _message(caught.value)
+    device["spec"]["capacity"] = {"memory": "16Gi", "cores": 0}  # zero and positive quantities stay valid
+    await custom.create_cluster_custom_object(GROUP, VERSION, "extendedresources", device)
+    await custom.delete_cluster_custom_object(GROUP, VERSION, "extendedresources", "negative")
+
+
 async def test_resource_class_resource_name_is_immutable(kube: Any) -> None:
     custom: Any = client.CustomObjectsApi(kube)
     name = "immutable-name"
