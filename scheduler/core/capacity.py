@@ -3,8 +3,9 @@ together, beyond every node (or all of them).
 
 Why here: upstream's "Insufficient" and a gang's "only 4 of the 5 members it needs fit" read the
 same whether room frees up later or never will (a new user's trial). `kubectl tessera explain`
-says which, and a gang's PodGroup Event adds it (`coscheduling.unschedulable_notice`): one
-computation for both, pure over the cluster state.
+says which, and so do a gang's PodGroup Event (`coscheduling.unschedulable_notice`), `kubectl
+tessera what-if` and the GPU map's waiting gangs (`and_never_fits`): one computation for all,
+pure over the cluster state. The pods' own FailedScheduling messages stay upstream's words.
 """
 
 from __future__ import annotations
@@ -39,30 +40,56 @@ def beyond_every_node(state: ClusterState, pod: Pod) -> tuple[str, ...]:
     return tuple(out)
 
 
-def beyond_the_cluster(state: ClusterState, pod: Pod) -> str:
+class ClusterTotals:
+    """What the schedulable nodes offer in all, per resource (and the ResourceClass providing it),
+    each summed once: a view asks for every waiting gang, and that must not be gangs x nodes."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self._infos = [info for info in state.node_infos() if info.node is not None and not info.node.unschedulable]
+        self._totals: dict[tuple[str, str | None], int] = {}
+
+    def of(self, resource: str, cls: ResourceClass | None) -> int:
+        key = (resource, cls.name if cls is not None else None)
+        if key not in self._totals:
+            self._totals[key] = sum(_offers(self.state, info, resource, cls) for info in self._infos)
+        return self._totals[key]
+
+
+def beyond_the_cluster(state: ClusterState, pod: Pod, totals: ClusterTotals | None = None) -> str:
     """Why the pod's gang can never fit as the cluster is: its `minimum` least-asking live members
     together ask for more of a plain resource, or of a ResourceClass's devices (or slices), than
     every schedulable node has in all (a new user's trial: "only 4 of the 5 members it needs fit"
-    with every node "fits" did not say it)."""
+    with every node "fits" did not say it). `totals`: the cluster's, when several gangs ask."""
     if pod.gang is None:
         return ""
     minimum = state.group_min(pod.gang.key, pod)
     members = [state.pods[uid] for uid in state.gangs.members.get(pod.gang.key, ()) if uid in state.pods]
     if minimum is None or len(members) < minimum:
         return ""
-    infos = [info for info in state.node_infos() if info.node is not None and not info.node.unschedulable]
+    totals = totals or ClusterTotals(state)
     asks = [_asks(prepare(member, state.classes), shared=True) for member in members]
     providers = {name: cls for ask in asks for name, (_, cls) in ask.items()}
     for name in sorted(providers):
         needed = sum(sorted(ask[name][0] if name in ask else 0 for ask in asks)[:minimum])
         cls = providers[name]
-        total = sum(_offers(state, info, name, cls) for info in infos)
+        total = totals.of(name, cls)
         if needed > total:
             have = ("the schedulable nodes have" if cls is None
                     else f"the schedulable nodes' devices of ResourceClass {cls.name} hold")
             return (f"Its gang can never fit as the cluster is: its {minimum} members ask for {_shown(name, needed)} "
                     f"{name} together, and {have} {_shown(name, total)} in all.")
     return ""
+
+
+def and_never_fits(message: str, state: ClusterState, pod: Pod, totals: ClusterTotals | None = None) -> str:
+    """`message` (a gang's reason to wait) with `beyond_the_cluster`'s sentence after it, when
+    the pod's gang can never fit: Tessera's own texts (a PodGroup's Event, what-if's result, the
+    GPU map's gangs) say it; "" and no such gang: `message` as it is."""
+    never = beyond_the_cluster(state, pod, totals)
+    if not never or not message:
+        return message or never
+    return f"{message}{'' if message.endswith('.') else '.'} {never}"
 
 
 def _asks(ctx: PodContext, shared: bool) -> dict[str, tuple[int, ResourceClass | None]]:

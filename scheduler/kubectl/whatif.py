@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.core import annotations as ann
+from scheduler.core.capacity import ClusterTotals, and_never_fits
 from scheduler.core.scheduler import Scheduler
+from scheduler.core.state import ClusterState
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import load, replay_order
 from scheduler.view.cluster import build_view
@@ -68,6 +70,7 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
              for key, attempt in replay.stats.final.items()}
     # pods a PreEnqueue plugin keeps out are never attempted: their gate says why they stay pending
     found.update((key, Outcome(key, "", (), False, (), why)) for key, why in replay.scheduler.gated().items())
+    _never_fits(found, replay.scheduler.state)
     outcomes = []
     hidden = 0
     for key, outcome in sorted(found.items()):
@@ -85,6 +88,17 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
                   build_view(current, source="cluster", now=now).summary.line(),
                   build_view(replay.scheduler, source="what-if", now=replay.now).summary.line(), hidden,
                   dict(sorted(others.items())), tuple(sorted(state.scheduler_names)))
+
+
+def _never_fits(found: dict[str, Outcome], state: ClusterState) -> None:
+    """A pod left pending whose gang the cluster can never hold says so after its message, as
+    `kubectl tessera explain` and the PodGroup's Event do (a new user's trial: upstream's "only 4
+    of the 5 members it needs fit" read as if waiting would help)."""
+    totals = ClusterTotals(state)
+    for key, outcome in found.items():
+        pod = state.pod_by_key(key)
+        if not outcome.node and pod is not None:
+            found[key] = replace(outcome, message=and_never_fits(outcome.message, state, pod, totals))
 
 
 def _devices(annotations: dict[str, str]) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from scheduler.api.quantity import Amount, format_quantity
 from scheduler.core.annotations import DEVICES
+from scheduler.core.capacity import ClusterTotals, and_never_fits
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.objects import Device, Pod, gang_name
 from scheduler.core.plugins.coscheduling import group_status, waiting_message
@@ -411,10 +412,13 @@ def _gangs(state: ClusterState, pending: Sequence[m.PendingPod], held: frozenset
         if pod is not None and pod.gang is not None and not messages.get(pod.gang.key):
             messages[pod.gang.key] = p.message
     out = []
+    totals = ClusterTotals(state)
     for key in sorted(messages, key=lambda key: (gang_name(key), key)):
         gang = gang_view(state, key, held, messages[key])
         if gang is not None and gang.pending:
-            out.append(gang)
+            # a gang the cluster can never hold says so (`capacity.and_never_fits`); its pods keep their reason
+            first = next(state.pods[uid] for uid in sorted(state.gangs.members.get(key, ())) if uid in state.pods)
+            out.append(replace(gang, message=and_never_fits(gang.message, state, first, totals)))
     return tuple(out)
 
 

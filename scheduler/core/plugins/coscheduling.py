@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.api.config_reader import ArgsReader
-from scheduler.core.capacity import beyond_the_cluster
+from scheduler.core.capacity import and_never_fits
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import GangView, GroupPlugin, PreEnqueuePlugin, QueueingHint
@@ -326,9 +326,6 @@ def unschedulable_notice(state: ClusterState, attempts: Sequence[Attempt]) -> No
     group = state.gangs.podgroups.get(pod.gang.key) if pod.gang is not None and pod.gang.from_podgroup else None
     if group is None:
         return None
-    message = attempts[0].message
-    never = beyond_the_cluster(state, pod)
-    if never:
-        message = f"{message}{'' if message.endswith('.') else '.'} {never}"
+    message = and_never_fits(attempts[0].message, state, pod)
     return Notice("PodGroup", gang_name(group.key), GROUP_UNSCHEDULABLE_REASON, message, group.meta.namespace,
                   group.meta.uid, PODGROUP_API_VERSIONS[group.api])
