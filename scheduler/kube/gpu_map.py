@@ -22,6 +22,7 @@ from aiohttp import web
 
 from scheduler.core.framework.attempt import Attempt
 from scheduler.kube.binder import BindResult, Outcome
+from scheduler.kube.informers import PODS
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.serving import GPU_MAP_DATA, GPU_MAP_PAGE, VARY, Route, accepts_gzip, gzipped
 from scheduler.kube.status import SCHEDULER_ERROR
@@ -29,6 +30,7 @@ from scheduler.view.cluster import WaitReason, build_view
 from scheduler.view.decisions import DecisionLog
 from scheduler.view.model import ClusterView, as_dict
 from scheduler.view.page import render_page
+from scheduler.view.reasons import wait_reasons
 
 PRUNE_EVERY = 30.0  # seconds between drops of reasons of pods that no longer wait
 FRESH_FOR = 1.0  # seconds a built view answers further requests (the page asks every 3 s)
@@ -111,12 +113,13 @@ class GpuMap:
         self._prune()
         core = self.loop.core
         # a standby's page must not pass for the leader's: it decides nothing, so it shows no
-        # reasons and no decisions — also none from a term it led before losing the Lease, which
-        # another replica's decisions have replaced
+        # decisions — also none from a term it led before losing the Lease, which another
+        # replica's decisions have replaced — and why pods wait as their PodScheduled condition
+        # says (the leader's word, as `kubectl tessera nodes` reads it), not its own old reasons
         leading = self.loop.is_leader()
+        reasons = self.log.reasons() if leading else wait_reasons(self.loop.informers.listed(PODS))
         return build_view(core, source="live" if leading else "standby", now=self.clock(),
-                          reasons=self.log.reasons() if leading else None, held=core.held(),
-                          decisions=self.log.recent() if leading else ())
+                          reasons=reasons, held=core.held(), decisions=self.log.recent() if leading else ())
 
     def routes(self) -> list[Route]:
         return [(GPU_MAP_PAGE, self._serve_page), (GPU_MAP_DATA, self._serve_data)]

@@ -247,6 +247,10 @@ class Informer:
     def __len__(self) -> int:
         return len(self._store)
 
+    def objects(self) -> list[dict[str, Any]]:
+        """The objects as last listed or watched (read, never changed: the sink has them too)."""
+        return list(self._store.values())
+
     # --- main loop --------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -563,3 +567,7 @@ class InformerSet:
 
     def stats(self) -> dict[str, InformerStats]:
         return {informer.kind.label: informer.stats for informer in self.informers}
+
+    def listed(self, kind: ResourceKind) -> list[dict[str, Any]]:
+        """`kind`'s objects as last listed or watched; none when no informer here watches it."""
+        return [obj for informer in self.informers if informer.kind == kind for obj in informer.objects()]

@@ -27,7 +27,7 @@ from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import whatif
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE, ChosenConfig, installed_config
 from scheduler.kubectl.output import FORMATS, dump
-from scheduler.kubectl.reasons import wait_reasons
+from scheduler.view.reasons import wait_reasons
 from scheduler.kubectl.target import Target, resolve
 from scheduler.sim.snapshot import load
 from scheduler.view.cluster import build_view

@@ -104,7 +104,7 @@ class _Inner(LoopHooks):
 async def test_the_live_page_and_its_data_are_get_only_and_locked_down() -> None:
     core = _core()
     leading = [True]
-    loop: Any = SimpleNamespace(core=core, is_leader=lambda: leading[0])
+    loop: Any = SimpleNamespace(core=core, is_leader=lambda: leading[0], informers=SimpleNamespace(listed=lambda kind: []))
     gpu_map = GpuMap(loop, clock=lambda: 42.0)
     inner = _Inner()
     hooks = gpu_map.hooks(inner)

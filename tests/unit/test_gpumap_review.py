@@ -104,7 +104,8 @@ class _Inner(LoopHooks):
 
 
 def _live(core: Scheduler, leading: list[bool], now: list[float]) -> GpuMap:
-    return GpuMap(SimpleNamespace(core=core, is_leader=lambda: leading[0]), clock=lambda: now[0])  # type: ignore[arg-type]
+    loop = SimpleNamespace(core=core, is_leader=lambda: leading[0], informers=SimpleNamespace(listed=lambda kind: []))
+    return GpuMap(loop, clock=lambda: now[0])  # type: ignore[arg-type]
 
 
 def test_a_replica_that_lost_the_lease_shows_no_decisions_or_reasons_of_its_term() -> None:

@@ -25,7 +25,7 @@ from scheduler.api.config import BUILTIN_SOURCE
 from scheduler.kubectl.cli import CommandError, build_parser, pod_reference
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE, installed_config
 from scheduler.kubectl.output import dump
-from scheduler.kubectl.reasons import wait_reason, wait_reasons
+from scheduler.view.reasons import wait_reason, wait_reasons
 from scheduler.kubectl.target import resolve
 from scheduler.sim import builders as b
 from scheduler.view import model as m

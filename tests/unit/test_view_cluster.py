@@ -23,7 +23,7 @@ from scheduler.sim.snapshot import load, replay_order
 from scheduler.view import model as m
 from scheduler.view.cluster import WaitReason, build_view
 from scheduler.view.decisions import DecisionLog
-from scheduler.kubectl.reasons import wait_reasons
+from scheduler.view.reasons import wait_reasons
 from tests.helpers import config
 
 WHOLE = "class.tessera.dev/v100"

@@ -1,7 +1,8 @@
 """Why listed pods wait, as the scheduler wrote it: their `PodScheduled=False` condition.
 
 A live scheduler keeps its last word on each pod in memory and writes it to the pod's condition
-(and an Event). A command that lists the cluster reads it back from there: `reason`
+(and an Event). A command that lists the cluster, and a standby's GPU map (which decides
+nothing itself), read it back from there: `reason`
 (`Unschedulable`, `WaitingForAllocation`), the message, and — for a pod the allocation gate holds —
 the node it is assigned to, which only that message names (`assigned to NODE; the Binding
 waits ...`, `scheduler/core/plugins/devices/gate.py`).
