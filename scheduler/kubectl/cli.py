@@ -12,6 +12,7 @@ import argparse
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -26,12 +27,13 @@ from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import whatif
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE, ChosenConfig, installed_config
+from scheduler.kubectl.leadership import leadership
 from scheduler.kubectl.output import FORMATS, dump
-from scheduler.view.reasons import wait_reasons
 from scheduler.kubectl.target import Target, resolve
 from scheduler.sim.snapshot import load
 from scheduler.view.cluster import build_view
 from scheduler.view.model import as_dict
+from scheduler.view.reasons import wait_reasons
 from scheduler.view.text import escape_terminal, render_nodes
 
 USER_AGENT = "kubectl-tessera"
@@ -197,11 +199,14 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
                     and (obj.get("metadata") or {}).get("name") == name), None)
         uid = str((pod or {}).get("metadata", {}).get("uid") or "")
         events = await pod_events(http, namespace, name, uid) if pod is not None else []
+        _warn(listing)
+        now = time.time()
+        result = explaining.explain(listing.objects, f"{namespace}/{name}", chosen.config, events, now)
+        if result is not None and result.dry_run is not None:  # it waits for Tessera: does a replica lead?
+            result = replace(result, leader=await leadership(http, chosen.config.leader_election,
+                                                             progress=lambda line: print(line, file=sys.stderr)))
     finally:
         await http.api.close()
-    _warn(listing)
-    now = time.time()
-    result = explaining.explain(listing.objects, f"{namespace}/{name}", chosen.config, events, now)
     if result is None:
         raise CommandError(f'pods "{name}" not found in namespace "{namespace}"')
     _print(explaining.as_dict(result), lambda: explaining.render(result, now), args.output)

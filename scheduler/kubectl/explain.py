@@ -1,7 +1,8 @@
 """`kubectl tessera explain POD`: why a pod waits, or where it went and with which devices.
 
 Two sources, kept apart in the output: what the scheduler said (the pod's PodScheduled condition,
-its Events) and what the core says now. For the second, the pod is put through a fresh core built
+its Events) and what the core says now; for a pod that waits, also who schedules now (the Lease:
+`leadership.py`), since a pod "not tried yet" while no replica leads looks like a scheduler bug. For the second, the pod is put through a fresh core built
 from the listed cluster — its nodes, devices, classes, groups and bound pods, the pod and its
 pending gang siblings, and the pending pods nominated to a node at its priority or higher (whose
 room the scheduler keeps), but no other pending pod — with per-node explanations on: each node's first
@@ -24,10 +25,11 @@ from scheduler.core.plugins.node_affinity import named_nodes
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.state import ClusterState
 from scheduler.kube.snapshot import last_seen
-from scheduler.view.reasons import wait_reason
+from scheduler.kubectl.leadership import Leadership
 from scheduler.sim.snapshot import is_bound, load
 from scheduler.view.cluster import extended_amounts, gang_view, gate_holds
 from scheduler.view.model import GangView, plain
+from scheduler.view.reasons import wait_reason
 from scheduler.view.text import age, columns
 
 
@@ -92,6 +94,9 @@ class Explanation:
     config: str = ""  # the configuration's source: the dry run's profile and which pods are Tessera's
     # per requested name a ResourceClass owns or claims: which class, and what that makes of it
     classes: tuple[str, ...] = ()
+    # who schedules while it waits: the configuration's Lease (set by the command, which reads it;
+    # None when the pod does not wait for Tessera or leader election is off)
+    leader: Leadership | None = None
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
@@ -329,7 +334,10 @@ def render(x: Explanation, now: float) -> str:
                 + (f"{g.leaving} leaving, " if g.leaving else "") + f"{g.pending} waiting; "
                 f"phase {g.phase}" + (f"; {g.message}" if g.message else ""))
     fields = [("Pod:", x.pod), ("Scheduler:", x.scheduler + ("" if x.ours else " (not a Tessera profile)")),
-              ("Status:", x.status), ("Node:", x.node or "-")]
+              ("Status:", x.status)]
+    if x.leader is not None:
+        fields.append(("Leader:", x.leader.message))
+    fields.append(("Node:", x.node or "-"))
     if x.reason:
         fields += [("Reason:", x.reason), ("Message:", x.message)]
     if x.nominated_node:

@@ -1,0 +1,179 @@
+"""Who schedules now: the Lease of the scheduler's configuration, read by `kubectl tessera explain`.
+
+A new user's trial: after the leader was killed (the chart's lease is 30 s) a pending pod read
+"pending: not tried yet" beside a dry run that placed it and no Events, and bound ~40 s later
+when a standby took over. Nothing said that no replica led. So `explain` reads the Lease that
+the configuration's `leaderElection` names (the installed ConfigMap's, as for its dry run) and
+says who leads, or that nobody does and when a standby should take over. With `leaderElect:
+false` there is no Lease to read and nothing is said.
+
+Whether a holder still renews is judged as the scheduler judges it where it can
+(`scheduler/kube/leader.py`, `lone_replica.py`): by watching the record change on this process's
+monotonic clock, not by trusting the Lease's `renewTime` against this machine's wall clock. A
+one-shot command cannot wait a whole lease duration, so the wall clock only picks the easy case:
+a `renewTime` within `retryPeriod` (+ `SKEW`) of now reads as a leader that renews (said as
+"about", since the clocks may differ); any other record is watched for `retryPeriod + SKEW`
+seconds (a leader renews every `retryPeriod`), and a holder that renewed meanwhile leads — the
+clocks differ — while one that did not has stopped.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import anyio
+
+from scheduler.api.config_model import LeaderElectionConfig
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.leader import LEASES
+
+__all__ = ["LEADING", "MISSING", "RELEASED", "SKEW", "STOPPED", "UNKNOWN", "Leadership", "leadership"]
+
+SKEW = 2.0  # seconds of clock difference (and apiserver latency) a renewTime is allowed
+POLL = 1.0  # seconds between two reads of a watched Lease
+
+LEADING = "leading"  # a holder renews the Lease
+STOPPED = "stopped"  # a holder is named but does not renew: no replica schedules until a standby takes over
+RELEASED = "released"  # emptied by a holder that stopped gracefully; nobody has taken it yet
+MISSING = "missing"  # no Lease: no replica with leader election has run (or it was deleted)
+UNKNOWN = "unknown"  # the Lease cannot be read
+
+
+@dataclass(frozen=True, slots=True)
+class Leadership:
+    lease: str  # namespace/name
+    state: str  # LEADING, STOPPED, RELEASED, MISSING or UNKNOWN
+    message: str  # the sentence explain prints
+    holder: str = ""
+    age: float | None = None  # seconds since the record's renewTime by this machine's clock (approximate)
+    duration: int = 0  # the record's leaseDurationSeconds
+
+
+async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
+                     now: Callable[[], float] = time.time, clock: Callable[[], float] = time.monotonic,
+                     sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+                     progress: Callable[[str], None] = lambda _: None) -> Leadership | None:
+    """Who leads through the configuration's Lease; None without leader election. `progress`
+    is told before a watch makes the caller wait."""
+    if not election.leader_elect:
+        return None
+    namespace, name = election.resource_namespace, election.resource_name
+    lease = f"{namespace}/{name}"
+    path = f"{LEASES.format(namespace=quote(namespace, safe=''))}/{quote(name, safe='')}"
+    retry = election.retry_period_seconds
+    read = await _read(http, path)
+    if isinstance(read, str):
+        return Leadership(lease, UNKNOWN, f"unknown: the Lease {lease} cannot be read ({read})")
+    if read is None:
+        return Leadership(lease, MISSING, f"none: there is no Lease {lease} (leaderElection in the configuration: a "
+                                          f"running replica creates it): is Tessera running? "
+                                          f"(kubectl -n {namespace} get pods)")
+    seen, age = read, _age(read, now())
+    holder = _holder(seen)
+    duration = _duration(seen, election)
+    if not holder:
+        return _released(lease, namespace, age, retry)
+    if age is not None and -SKEW <= age <= retry + SKEW:
+        return Leadership(lease, LEADING, f"{holder} (the Lease {lease} was renewed about {round(age)} s ago)",
+                          holder, age, duration)
+    window = retry + SKEW
+    progress(f"watching the Lease {lease} for up to {window:g} s: "
+             + (f"{holder} last renewed it about {round(age)} s ago by this machine's clock" if age is not None
+                else f"its renewTime does not say when {holder} last renewed it"))
+    since = clock()
+    while clock() - since < window:
+        await sleep(POLL)
+        current = await _read(http, path)
+        if isinstance(current, str) or current == seen:
+            continue  # a failed read is one look fewer; the record as it was, no renewal yet
+        if current is None:
+            return Leadership(lease, MISSING, f"none: the Lease {lease} was deleted while this command watched it")
+        renewed = _holder(current)
+        if not renewed:
+            return _released(lease, namespace, _age(current, now()), retry)
+        if renewed != holder:
+            said = f"{renewed} (it took the Lease {lease} over from {holder} while this command watched)"
+        else:
+            said = f"{renewed} (it renewed the Lease {lease} while this command watched" + (
+                f"; its renewTime read about {round(age)} s old by this machine's clock: the clocks differ, or a "
+                "renewal came late)" if age is not None else ")")
+        return Leadership(lease, LEADING, said, renewed, _age(current, now()), _duration(current, election))
+    age = _age(seen, now())
+    return Leadership(lease, STOPPED, _stopped(lease, namespace, holder, age, duration, retry, window),
+                      holder, age, duration)
+
+
+def _stopped(lease: str, namespace: str, holder: str, age: float | None, duration: int, retry: float,
+             watched: float) -> str:
+    """No replica schedules: the holder stopped renewing. A standby takes over `duration` after
+    it last saw the record change, which it reads every `retryPeriod` (jittered up to 1.2x): so
+    about `duration - age` plus two retry periods from now."""
+    head = "none: no Tessera replica is scheduling. The Lease"
+    if age is None:
+        return (f"{head} {lease} held by {holder} did not change in {watched:g} s (lease {duration} s): its holder "
+                f"stopped renewing. A standby takes over about {duration} s after the last renewal it saw; until "
+                "then no pod is scheduled.")
+    said = f"{head} {lease} was last renewed by {holder} about {round(age)} s ago (lease {duration} s)"
+    if age >= duration + 2 * retry + SKEW:
+        return f"{said} and no standby has taken it over: is a replica running? (kubectl -n {namespace} get pods)"
+    within = max(1, math.ceil(duration - age + 2 * retry))
+    return (f"{said} and not since: its holder stopped renewing. A standby takes over about {duration} s after the "
+            f"last renewal it saw, within about {within} s; until then no pod is scheduled.")
+
+
+def _released(lease: str, namespace: str, age: float | None, retry: float) -> Leadership:
+    """An emptied Lease (a graceful stop, client-go's ReleaseOnCancel): a standby takes it at
+    its next try, every `retryPeriod` jittered up to 1.2x."""
+    when = f" about {round(age)} s ago" if age is not None else ""
+    if age is not None and age > 1.2 * retry + SKEW:
+        message = (f"none: the Lease {lease} was released{when} (its holder stopped) and no replica has taken it: "
+                   f"is a replica running? (kubectl -n {namespace} get pods)")
+    else:
+        message = (f"none: the Lease {lease} was released{when} (its holder stopped); a standby takes it at its "
+                   f"next try, within about {round(1.2 * retry)} s")
+    return Leadership(lease, RELEASED, message, "", age)
+
+
+async def _read(http: KubeHttp, path: str) -> dict[str, Any] | str | None:
+    """The Lease's spec; None when there is no Lease; why, when it cannot be read."""
+    try:
+        response = await http.request("GET", path, timeout=10.0, limited=False)
+    except (aiohttp.ClientError, TimeoutError, OSError) as err:
+        return str(err) or type(err).__name__
+    if response.status == 404:
+        return None
+    if not response.ok:
+        return f"{'denied, ' if response.status in (401, 403) else ''}HTTP {response.status}"
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    spec = body.get("spec") if isinstance(body, dict) else None
+    return spec if isinstance(spec, dict) else "not a Lease"
+
+
+def _holder(spec: dict[str, Any]) -> str:
+    holder = spec.get("holderIdentity")
+    return holder if isinstance(holder, str) else ""
+
+
+def _duration(spec: dict[str, Any], election: LeaderElectionConfig) -> int:
+    """The record's leaseDurationSeconds (what a standby waits), else the configuration's."""
+    duration = spec.get("leaseDurationSeconds")
+    return duration if isinstance(duration, int) and duration > 0 else int(election.lease_duration_seconds)
+
+
+def _age(spec: dict[str, Any], now: float) -> float | None:
+    """Seconds since the record's renewTime by this machine's clock; None when it has none."""
+    stamp = spec.get("renewTime")
+    try:
+        return now - datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else None
+    except ValueError:
+        return None

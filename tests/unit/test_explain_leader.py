@@ -1,0 +1,173 @@
+"""`kubectl tessera explain` says who schedules while a pod waits: the Lease of the installed
+configuration. A new user's trial: after SIGKILL of the leader (chart lease 30 s) explain said
+"pending: not tried yet", a dry run "would go to v100-node-001" and "Events: <none>"; the pod
+bound ~40 s later, and nothing had said that no replica led."""
+
+from __future__ import annotations
+
+import argparse
+from functools import partial
+from datetime import datetime, timezone
+from types import SimpleNamespace
+from typing import Any
+
+import orjson
+import pytest
+
+from scheduler.api.config import load_config
+from scheduler.api.config_model import LeaderElectionConfig
+from scheduler.kube.http import Response
+from scheduler.kube.snapshot import ClusterListing
+from scheduler.kubectl import cli
+from scheduler.kubectl.leadership import LEADING, MISSING, RELEASED, STOPPED, UNKNOWN, leadership
+from scheduler.kubectl.target import Target
+from scheduler.sim import builders as b
+
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/tessera-system/leases/tessera"
+ELECTION = LeaderElectionConfig(resource_namespace="tessera-system", resource_name="tessera",
+                                lease_duration_seconds=30, renew_deadline_seconds=20, retry_period_seconds=4)
+NOW = 1_800_000_000.0
+
+
+def _lease(holder: str, renewed: float, duration: int = 30, transitions: int = 3) -> dict[str, Any]:
+    stamp = datetime.fromtimestamp(renewed, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {"kind": "Lease", "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration,
+                                      "acquireTime": stamp, "renewTime": stamp, "leaseTransitions": transitions}}
+
+
+class _Api:
+    """Answers GETs by path: a Lease path pops its next answer (the last one stays); the clock
+    moves by the sleeps the watcher takes."""
+
+    def __init__(self, leases: list[tuple[int, Any]], others: dict[str, tuple[int, Any]] | None = None) -> None:
+        self.leases, self.others, self.paths = leases, others or {}, list[str]()
+        self.t = 0.0
+
+    async def request(self, method: str, path: str, **_: Any) -> Response:
+        assert method == "GET"
+        self.paths.append(path)
+        if path == LEASE or path.endswith("/leases/tessera"):
+            status, body = self.leases.pop(0) if len(self.leases) > 1 else self.leases[0]
+        else:
+            status, body = self.others.get(path, (404, {"kind": "Status", "code": 404}))
+        return Response(status, body if isinstance(body, bytes) else orjson.dumps(body))
+
+    def clock(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+
+async def _judge(api: _Api, election: LeaderElectionConfig = ELECTION, now: float = NOW) -> Any:
+    return await leadership(api, election, now=lambda: now + api.t, clock=api.clock, sleep=api.sleep)  # type: ignore[arg-type]
+
+
+async def test_without_leader_election_nothing_is_said_and_nothing_read() -> None:
+    api = _Api([(200, _lease("a", NOW))])
+    assert await _judge(api, LeaderElectionConfig(leader_elect=False)) is None
+    assert api.paths == []
+
+
+async def test_a_holder_that_renewed_just_now_leads() -> None:
+    api = _Api([(200, _lease("tessera-7c9_1f", NOW - 1.2))])
+    found = await _judge(api)
+    assert (found.state, found.holder, api.paths) == (LEADING, "tessera-7c9_1f", [LEASE])  # no watching
+    assert found.message == "tessera-7c9_1f (the Lease tessera-system/tessera was renewed about 1 s ago)"
+
+
+async def test_a_holder_that_stopped_renewing_means_no_replica_schedules() -> None:
+    api = _Api([(200, _lease("tessera-7c9_1f", NOW - 12))])
+    found = await _judge(api)
+    assert found.state == STOPPED and api.t >= ELECTION.retry_period_seconds  # watched before saying so
+    assert found.message == (
+        "none: no Tessera replica is scheduling. The Lease tessera-system/tessera was last renewed by "
+        f"tessera-7c9_1f about {12 + round(api.t)} s ago (lease 30 s) and not since: its holder stopped renewing. A "
+        f"standby takes over about 30 s after the last renewal it saw, within about {30 - 12 - round(api.t) + 8} s; "
+        "until then no pod is scheduled.")
+    late = _Api([(200, _lease("tessera-7c9_1f", NOW - 300))])
+    gone = await _judge(late)
+    assert gone.state == STOPPED and gone.message.endswith(
+        "(lease 30 s) and no standby has taken it over: is a replica running? "
+        "(kubectl -n tessera-system get pods)")
+
+
+async def test_clock_skew_does_not_make_a_live_leader_look_stopped() -> None:
+    """This machine's clock is 100 s ahead: the renewTime reads 100 s old, but the record changes
+    while it is watched, so its holder leads."""
+    api = _Api([(200, _lease("a", NOW - 100)), (200, _lease("a", NOW - 100)), (200, _lease("a", NOW - 96))])
+    found = await _judge(api)
+    assert (found.state, found.holder) == (LEADING, "a")
+    assert found.message == ("a (it renewed the Lease tessera-system/tessera while this command watched; its "
+                             "renewTime read about 100 s old by this machine's clock: the clocks differ, or a "
+                             "renewal came late)")
+    ahead = _Api([(200, _lease("a", NOW + 60)), (200, _lease("a", NOW + 64))])  # and behind: a renewTime to come
+    assert (await _judge(ahead)).state == LEADING and len(ahead.paths) == 2
+
+
+async def test_a_new_holder_taking_over_while_watched_leads() -> None:
+    api = _Api([(200, _lease("old", NOW - 40)), (200, _lease("new", NOW, transitions=4))])
+    found = await _judge(api)
+    assert (found.state, found.holder) == (LEADING, "new")
+
+
+@pytest.mark.parametrize(("answer", "state", "message"), [
+    ((404, {"kind": "Status", "code": 404}), MISSING,
+     "none: there is no Lease tessera-system/tessera (leaderElection in the configuration: a running replica "
+     "creates it): is Tessera running? (kubectl -n tessera-system get pods)"),
+    ((403, {"kind": "Status", "code": 403}), UNKNOWN,
+     "unknown: the Lease tessera-system/tessera cannot be read (denied, HTTP 403)"),
+    ((200, _lease("", NOW - 1, duration=1)), RELEASED,
+     "none: the Lease tessera-system/tessera was released about 1 s ago (its holder stopped); a standby "
+     "takes it at its next try, within about 5 s"),
+    ((200, _lease("", NOW - 60, duration=1)), RELEASED,
+     "none: the Lease tessera-system/tessera was released about 60 s ago (its holder stopped) and no replica "
+     "has taken it: is a replica running? (kubectl -n tessera-system get pods)"),
+])
+async def test_no_lease_a_released_one_or_one_that_cannot_be_read(answer: tuple[int, Any], state: str,
+                                                                   message: str) -> None:
+    found = await _judge(_Api([answer]))
+    assert (found.state, found.message) == (state, message)
+
+
+def _args(pod: str) -> argparse.Namespace:
+    return argparse.Namespace(pod=pod, namespace=None, config=None, scheduler_namespace="tessera-system",
+                              output="table")
+
+
+@pytest.mark.parametrize("elect", [True, False])
+async def test_explain_says_no_replica_schedules_a_pod_not_tried_yet(monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str],
+                                                                     elect: bool) -> None:
+    """The trial itself: the installed configuration's Lease, its holder killed 12 s ago."""
+    text = (f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            f"leaderElection:\n  leaderElect: {str(elect).lower()}\n  leaseDuration: 30s\n  renewDeadline: 20s\n"
+            f"  retryPeriod: 4s\n  resourceNamespace: tessera-system\n  resourceName: tessera\n")
+    api = _Api([(200, _lease("tessera-7c9_1f", NOW - 12))], {
+        "/api/v1/namespaces/tessera-system/configmaps/tessera-scheduler-config":
+            (200, {"kind": "ConfigMap", "data": {"config.yaml": text}})})
+    objs = [b.node("v100-node-001", gpus=4), b.pod("gap-pod", limits={"nvidia.com/gpu": 1}),
+            b.pod("running", node_name="v100-node-001", limits={"nvidia.com/gpu": 1}, phase="Running")]
+
+    async def listing(target: Target) -> tuple[Any, ClusterListing]:
+        async def close() -> None:
+            return None
+        api.api = SimpleNamespace(close=close)  # type: ignore[attr-defined]
+        return api, ClusterListing(objs)
+
+    monkeypatch.setattr(cli, "_listing", listing)
+    monkeypatch.setattr(cli.time, "time", lambda: NOW + api.t)
+    monkeypatch.setattr(cli, "leadership", partial(leadership, now=lambda: NOW + api.t, clock=api.clock,
+                                                   sleep=api.sleep))
+    assert await cli._explain(_args("gap-pod"), Target(None, None, "default")) == 0
+    out = capsys.readouterr()
+    if not elect:
+        assert "Leader:" not in out.out and LEASE not in api.paths
+        return
+    assert "Status:     pending: not tried yet\nLeader:     none: no Tessera replica is scheduling. The Lease " \
+           "tessera-system/tessera was last renewed by tessera-7c9_1f about" in out.out
+    assert "watching the Lease tessera-system/tessera" in out.err  # the wait is said, on stderr
+    # a bound pod: who leads is not its question
+    api.paths.clear()
+    assert await cli._explain(_args("running"), Target(None, None, "default")) == 0
+    assert "Leader:" not in capsys.readouterr().out and LEASE not in api.paths
