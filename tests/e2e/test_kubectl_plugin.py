@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
@@ -213,3 +214,45 @@ async def test_explain_dry_runs_with_the_installed_configuration(clean_cluster: 
         assert "Dry run through the core with the built-in configuration, now" in out
     finally:
         await kubectl.call("DELETE", config_map, ok=(200, 404))
+
+
+async def test_explain_says_whether_a_replica_leads(clean_cluster: LocalControlPlane, kubectl: Kube,
+                                                   scenario: Scenario) -> None:
+    """A new user's trial: after SIGKILL of the leader, explain said "pending: not tried yet" and
+    nothing about the Lease. The built-in configuration's Lease (kube-system/tessera) names a
+    holder that stopped renewing, then one that renews while explain runs."""
+    leases = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+
+    def record(holder: str, ago: float) -> dict[str, Any]:
+        stamp = (datetime.now(timezone.utc) - timedelta(seconds=ago)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return {"holderIdentity": holder, "leaseDurationSeconds": 15, "acquireTime": stamp, "renewTime": stamp,
+                "leaseTransitions": 1}
+
+    await kubectl.call("POST", leases, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                        "metadata": {"name": "tessera"}, "spec": record("tessera-killed", 5)})
+    stop = asyncio.Event()
+
+    async def renew() -> None:
+        while not stop.is_set():
+            lease = (await kubectl.call("GET", f"{leases}/tessera")).json()
+            lease["spec"] = record("tessera-live", 0)
+            await kubectl.call("PUT", f"{leases}/tessera", lease, ok=(200, 409))
+            await asyncio.sleep(0.5)
+
+    try:
+        status, out, err = await _plugin(clean_cluster, "explain", "too-big", "-n", scenario.namespace)
+        assert status == 0, err
+        assert ("Leader:     none: no Tessera replica is scheduling. The Lease kube-system/tessera was last "
+                "renewed by tessera-killed about ") in out
+        assert "watching the Lease kube-system/tessera for up to 4 s" in err
+        renewing = asyncio.create_task(renew())
+        try:
+            out = await _ok(clean_cluster, "explain", "too-big", "-n", scenario.namespace)
+        finally:
+            stop.set()
+            await renewing
+        assert "Leader:     tessera-live (" in out
+        bound = await _ok(clean_cluster, "explain", f"{scenario.namespace}/infer-a")  # not waiting: not asked
+        assert "Leader:" not in bound
+    finally:
+        await kubectl.call("DELETE", f"{leases}/tessera", ok=(200, 404))
