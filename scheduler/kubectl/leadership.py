@@ -88,11 +88,16 @@ async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
              + (f"{holder} last renewed it about {round(age)} s ago by this machine's clock" if age is not None
                 else f"its renewTime does not say when {holder} last renewed it"))
     since = clock()
+    looked, failed = False, ""
     while clock() - since < window:
         await sleep(POLL)
         current = await _read(http, path)
-        if isinstance(current, str) or current == seen:
-            continue  # a failed read is one look fewer; the record as it was, no renewal yet
+        if isinstance(current, str):
+            failed = current  # one look fewer
+            continue
+        looked = True
+        if current == seen:
+            continue  # the record as it was: no renewal yet
         if current is None:
             return Leadership(lease, MISSING, f"none: the Lease {lease} was deleted while this command watched it")
         renewed = _holder(current)
@@ -105,6 +110,10 @@ async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
                 f"; its renewTime read about {round(age)} s old by this machine's clock: the clocks differ, or a "
                 "renewal came late)" if age is not None else ")")
         return Leadership(lease, LEADING, said, renewed, _age(current, now()), _duration(current, election))
+    if not looked:  # the apiserver, not the holder, may be the trouble: nothing says it stopped
+        when = f", renewed about {round(age)} s ago by this machine's clock" if age is not None else ""
+        return Leadership(lease, UNKNOWN, f"unknown: the Lease {lease} (held by {holder}{when}) could not be read "
+                                          f"again to see whether it is renewed ({failed})", holder, age, duration)
     age = _age(seen, now())
     return Leadership(lease, STOPPED, _stopped(lease, namespace, holder, age, duration, retry, window),
                       holder, age, duration)

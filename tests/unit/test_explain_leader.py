@@ -171,3 +171,27 @@ async def test_explain_says_no_replica_schedules_a_pod_not_tried_yet(monkeypatch
     api.paths.clear()
     assert await cli._explain(_args("running"), Target(None, None, "default")) == 0
     assert "Leader:" not in capsys.readouterr().out and LEASE not in api.paths
+
+
+async def test_a_lease_that_cannot_be_read_again_is_not_called_stopped() -> None:
+    """The first read shows an old renewTime; every read while watching fails: nothing says the
+    holder stopped, so explain cannot tell (the apiserver, not the leader, may be the trouble)."""
+    api = _Api([(200, _lease("a", NOW - 20)), (500, b"<html>")])
+    found = await _judge(api)
+    assert (found.state, found.message) == (
+        UNKNOWN, "unknown: the Lease tessera-system/tessera (held by a, renewed about 20 s ago by this machine's "
+                 "clock) could not be read again to see whether it is renewed (HTTP 500)")
+
+
+def test_the_json_form_carries_who_leads() -> None:
+    from dataclasses import replace
+    from scheduler.kubectl import explain as explaining
+    from scheduler.kubectl.leadership import Leadership
+    from tests.helpers import BINPACK, config
+    result = explaining.explain([b.node("n", gpus=1), b.pod("p", limits={"nvidia.com/gpu": 1})], "default/p",
+                                config(BINPACK), [], NOW)
+    assert result is not None and result.dry_run is not None
+    doc = explaining.as_dict(replace(result, leader=Leadership("tessera-system/tessera", STOPPED, "none: ...", "a",
+                                                               18.0, 30)))
+    assert doc["leader"] == {"lease": "tessera-system/tessera", "state": "stopped", "message": "none: ...",
+                             "holder": "a", "age": 18.0, "duration": 30}
