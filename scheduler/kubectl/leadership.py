@@ -32,7 +32,7 @@ import anyio
 
 from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.kube.http import KubeHttp
-from scheduler.kube.leader import LEASES
+from scheduler.kube.leader import JITTER_FACTOR, LEASES
 
 __all__ = ["LEADING", "MISSING", "RELEASED", "SKEW", "STOPPED", "UNKNOWN", "Leadership", "leadership"]
 
@@ -119,34 +119,41 @@ async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
                       holder, age, duration)
 
 
+def _standby_try(retry: float) -> float:
+    """The longest a standby waits between two reads of the Lease: client-go's acquire loop runs
+    every `retryPeriod` jittered by `JitterFactor` (wait.JitterUntil: period + rand * 1.2 * period)."""
+    return retry * (1 + JITTER_FACTOR)
+
+
 def _stopped(lease: str, namespace: str, holder: str, age: float | None, duration: int, retry: float,
              watched: float) -> str:
-    """No replica schedules: the holder stopped renewing. A standby takes over `duration` after
-    it last saw the record change, which it reads every `retryPeriod` (jittered up to 1.2x): so
-    about `duration - age` plus two retry periods from now."""
+    """No replica schedules: the holder stopped renewing. A standby takes over at its first try
+    `duration` after it saw the record last change (isLeaseValid: observedTime + leaseDuration),
+    and it saw that change at its first try after it: so within `duration - age` plus two of its
+    longest waits between tries from now."""
     head = "none: no Tessera replica is scheduling. The Lease"
     if age is None:
         return (f"{head} {lease} held by {holder} did not change in {watched:g} s (lease {duration} s): its holder "
                 f"stopped renewing. A standby takes over about {duration} s after the last renewal it saw; until "
                 "then no pod is scheduled.")
     said = f"{head} {lease} was last renewed by {holder} about {round(age)} s ago (lease {duration} s)"
-    if age >= duration + 2 * retry + SKEW:
+    if age >= duration + 2 * _standby_try(retry) + SKEW:
         return f"{said} and no standby has taken it over: is a replica running? (kubectl -n {namespace} get pods)"
-    within = max(1, math.ceil(duration - age + 2 * retry))
+    within = max(1, math.ceil(duration - age + 2 * _standby_try(retry)))
     return (f"{said} and not since: its holder stopped renewing. A standby takes over about {duration} s after the "
             f"last renewal it saw, within about {within} s; until then no pod is scheduled.")
 
 
 def _released(lease: str, namespace: str, age: float | None, retry: float) -> Leadership:
     """An emptied Lease (a graceful stop, client-go's ReleaseOnCancel): a standby takes it at
-    its next try, every `retryPeriod` jittered up to 1.2x."""
+    its next try (`_standby_try`)."""
     when = f" about {round(age)} s ago" if age is not None else ""
-    if age is not None and age > 1.2 * retry + SKEW:
+    if age is not None and age > _standby_try(retry) + SKEW:
         message = (f"none: the Lease {lease} was released{when} (its holder stopped) and no replica has taken it: "
                    f"is a replica running? (kubectl -n {namespace} get pods)")
     else:
         message = (f"none: the Lease {lease} was released{when} (its holder stopped); a standby takes it at its "
-                   f"next try, within about {round(1.2 * retry)} s")
+                   f"next try, within about {round(_standby_try(retry))} s")
     return Leadership(lease, RELEASED, message, "", age)
 
 
