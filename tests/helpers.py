@@ -13,6 +13,9 @@ from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
+from scheduler.sim.snapshot import load
+from scheduler.view.cluster import build_view
+from scheduler.view.model import ClusterView
 
 BINPACK = "config/binpack.yaml"
 SPREAD = "config/spread.yaml"
@@ -141,3 +144,11 @@ def last_attempts(scheduler: Scheduler, objects: list[dict[str, Any]]) -> dict[s
             for a in attempts:
                 last[a.pod.meta.name] = (a.node, dict(a.annotations), a.message)
     return last
+
+
+def gpu_view(*objs: dict[str, Any]) -> ClusterView:
+    """The view (`kubectl tessera nodes`) of a core fed `objs` as a listing: what
+    `Metrics.set_gpus` counts."""
+    core = Scheduler(config())
+    load(core, list(objs), 0.0)
+    return build_view(core, source="cluster", now=0.0)

@@ -320,40 +320,6 @@ class Scheduler:
     def devices(self) -> list[Device]:
         return list(self._engine.state.devices.values())
 
-    def device_states(self) -> dict[str, int]:
-        """Devices by state: free, allocated (exclusive), shared (slices), unhealthy (or cordoned)."""
-        counts = {"free": 0, "allocated": 0, "shared": 0, "unhealthy": 0}
-        for (_, device_state), count in self.device_states_by_model().items():
-            counts[device_state] += count
-        return counts
-
-    def device_states_by_model(self) -> dict[tuple[str, str], int]:
-        """Devices by (`model` attribute, "" without one) and state as in `device_states`, which
-        sums these: one classification, so the per-model and total counts always agree. Free
-        devices that plain count requests occupy (`NodeInfo.counted_on_devices`) are allocated."""
-        state = self._engine.state
-        counts: Counter[tuple[str, str]] = Counter()
-        counted: dict[tuple[str, str], int] = {}  # (node, resource) -> free devices still to mark in use
-        for device in sorted(state.devices.values(), key=lambda d: d.name):
-            use = state.ledger.use.get(device.name)
-            if not device.schedulable:
-                device_state = "unhealthy"
-            elif use is None or not use.busy:
-                device_state = "free"
-                place = (device.node_name, device.resource_name)
-                if place not in counted:
-                    info = state.nodes.get(device.node_name)
-                    counted[place] = info.counted_on_devices(device.resource_name) if info is not None else 0
-                if counted[place] > 0:
-                    counted[place] -= 1
-                    device_state = "allocated"
-            elif use.exclusive:
-                device_state = "allocated"
-            else:
-                device_state = "shared"
-            counts[device.attributes.get("model", ""), device_state] += 1
-        return dict(counts)
-
     def cache_sizes(self) -> dict[str, int]:
         """Nodes, pods and assumed pods (placed, Binding not confirmed) in the cache, as
         kube-scheduler's cache counts them: its pods are those on nodes (bound, any scheduler's,

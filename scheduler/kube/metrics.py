@@ -20,6 +20,7 @@ The filter is per registry, unlike prometheus-client's process-wide `disable_cre
 from __future__ import annotations
 
 import time
+from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Mapping
 from typing import Literal
 
@@ -29,6 +30,7 @@ from prometheus_client.registry import Collector
 
 from scheduler.core.framework.attempt import GangOutcome
 from scheduler.core.framework.timing import Code, ExtensionPoint
+from scheduler.view import model as view_model
 
 
 def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
@@ -38,13 +40,13 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
 
 AttemptResult = Literal["scheduled", "unschedulable", "error"]
 Queue = Literal["active", "backoff", "unschedulable", "gated"]
-DeviceState = Literal["free", "allocated", "shared", "unhealthy"]
 BindingResult = Literal["success", "conflict", "not_found", "error"]
 
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = ("scheduled", "unschedulable", "error")
 PENDING_QUEUES: tuple[Queue, ...] = ("active", "backoff", "unschedulable", "gated")
 CACHE_TYPES = ("nodes", "pods", "assumed_pods")
-DEVICE_STATES: tuple[DeviceState, ...] = ("free", "allocated", "shared", "unhealthy")
+# the GPU states of `kubectl tessera nodes` and the GPU map, one list for the views and the metric
+GPU_STATES: tuple[str, ...] = view_model.STATES
 GANG_RESULTS: tuple[GangOutcome, ...] = ("placed", "waiting", "failed")
 BINDING_RESULTS: tuple[BindingResult, ...] = ("success", "conflict", "not_found", "error")
 
@@ -184,13 +186,16 @@ class Metrics:
         # --- Tessera ---
         self.devices = Gauge(
             "tessera_devices",
-            "Devices (ExtendedResource objects) known to the scheduler, by state: 'free' is healthy and "
-            "unused, 'allocated' is held whole by pods, 'shared' holds at least one slice of a shared "
-            "class, 'unhealthy' is not Healthy or marked unschedulable.",
+            "GPUs by the state kubectl tessera nodes shows them in (its summary's counts): in use are "
+            "'whole', 'slices' (shared), 'counted' (a plain nvidia.com/gpu request), 'gated' (its Binding "
+            "held by the allocation gate) and 'conflict' (claimed by more than one pod); 'free' takes new "
+            "pods; unavailable are 'fenced' (an unreadable device annotation or no Node object), "
+            "'unhealthy', 'cordoned' (the device's spec.unschedulable, or a free GPU of a cordoned node) "
+            "and 'ghost' (its ExtendedResource deleted, still held).",
             ["state"], registry=r)
         self.devices_by_model = Gauge(
             "tessera_devices_by_model",
-            "Devices by their 'model' attribute (empty when they have none) and state, as tessera_devices: "
+            "GPUs by their 'model' attribute (empty when they have none) and state, as tessera_devices: "
             "GPU allocation per model.",
             ["model", "state"], registry=r)
         self.waiting_for_allocation = Gauge(
@@ -233,7 +238,7 @@ class Metrics:
         self.goroutines.labels(operation="binding").set(0)
         for cache_type in CACHE_TYPES:
             self.cache_size.labels(type=cache_type).set(0)
-        for state in DEVICE_STATES:
+        for state in GPU_STATES:
             self.devices.labels(state=state).set(0)
         for gang_result in GANG_RESULTS:
             self.gang_attempts.labels(result=gang_result)
@@ -298,25 +303,22 @@ class Metrics:
 
     # --- devices and gangs ---------------------------------------------------------------------
 
-    def set_devices(self, counts: Mapping[str, int]) -> None:
-        """Device counts by state; states left out are set to 0 (a full snapshot each time)."""
-        for state in DEVICE_STATES:
-            self.devices.labels(state=state).set(counts.get(state, 0))
-
-    def set_devices_by_model(self, counts: Mapping[tuple[str, str], int]) -> None:
-        """Device counts by (model, state), and `tessera_devices` as their sums: a full snapshot.
-
-        Every state of every model present is set (0 included), so a model's allocation ratio has
-        all its series; models no longer present disappear instead of keeping their last values.
-        """
+    def set_gpus(self, view: view_model.ClusterView) -> None:
+        """`tessera_devices{state}` and `tessera_devices_by_model{model,state}` from the view
+        `kubectl tessera nodes` prints: each GPU in `model.counted_state`, so the metric's states
+        are the view's and its counts the view's summary. A full snapshot: every state of every
+        model present is set (0 included), so a model's allocation ratio has all its series and a
+        resolved conflict reads 0; models no longer present disappear."""
+        counts = Tally((gpu.model, view_model.counted_state(node, gpu)) for node in view.nodes for gpu in node.gpus)
         self.devices_by_model.clear()
-        totals: dict[str, int] = {}
+        totals: Tally[str] = Tally()
         for model in sorted({model for model, _ in counts}):
-            for state in DEVICE_STATES:
-                count = counts.get((model, state), 0)
+            for state in GPU_STATES:
+                count = counts[model, state]
                 self.devices_by_model.labels(model=model, state=state).set(count)
-                totals[state] = totals.get(state, 0) + count
-        self.set_devices(totals)
+                totals[state] += count
+        for state in GPU_STATES:
+            self.devices.labels(state=state).set(totals[state])
 
     def observe_permit_wait(self, result: str, seconds: float) -> None:
         """A Binding held by the allocation gate (a Permit wait) was let go or stopped: `result`

@@ -35,6 +35,7 @@ from scheduler.kube.metrics import Metrics, MetricsStopwatch
 from scheduler.kube.serving import GPU_MAP_DATA, GPU_MAP_PAGE, PING, Check, ServeError, serve, turned_off
 from scheduler.logs import LogSettingsError, configure_logging, describe_error
 from scheduler.open_files import raise_open_files_limit
+from scheduler.view.cluster import build_view
 
 log = structlog.get_logger("tessera.run")
 
@@ -351,25 +352,27 @@ def count_slow_renewals(elector: LeaderElector, metrics: Metrics) -> Callable[[]
 
 
 class StateGauges:
-    """Sets the gauges that mirror the loop's state (cache size, devices by model and state,
+    """Sets the gauges that mirror the loop's state (cache size, GPUs by model and state,
     unschedulable pods by plugin, Bindings held or in flight, informer sync and relists) from
     that state, on every scrape (`Metrics.on_scrape`): they agree with /readyz the moment it says
-    ready, at no cost between scrapes."""
+    ready, at no cost between scrapes. The GPU counts are the view's (`build_view`, as
+    `kubectl tessera nodes` and the GPU map show them), so the metric and the views agree."""
 
-    def __init__(self, loop: SchedulerLoop, metrics: Metrics) -> None:
+    def __init__(self, loop: SchedulerLoop, metrics: Metrics, clock: Callable[[], float] = time.time) -> None:
         self.loop = loop
         self.metrics = metrics
+        self.clock = clock
 
     def __call__(self) -> None:
         core = self.loop.core
         metrics = self.metrics
         sizes = core.cache_sizes()
         metrics.set_cache_size(nodes=sizes["nodes"], pods=sizes["pods"], assumed_pods=sizes["assumed_pods"])
-        metrics.set_devices_by_model(core.device_states_by_model())
+        held = core.held()
+        metrics.set_gpus(build_view(core, source="live", now=self.clock(), held=held))
         metrics.set_unschedulable_pods(core.unschedulable_by_plugin())
-        held = len(core.held())
-        metrics.set_waiting_for_allocation(held)
-        metrics.set_binding(held + self.loop.binder.in_flight)
+        metrics.set_waiting_for_allocation(len(held))
+        metrics.set_binding(len(held) + self.loop.binder.in_flight)
         for kind, stats in self.loop.informers.stats().items():
             metrics.count_relists(kind, stats.relists)
         for informer in self.loop.informers.informers:

@@ -450,12 +450,13 @@ def gang_view(state: ClusterState, key: str, held: frozenset[str] = frozenset(),
 
 
 def _summary(nodes: Sequence[m.NodeView]) -> m.Summary:
-    """Counts by state (fenced GPUs among the unavailable); free GPUs on a cordoned node, which
-    only pods tolerating the cordon get (`NodeView.gpus_free` leaves them out), count as
-    unavailable too. The total is the nodes' GPUs (`NodeView.gpus_total`), not their rows: one
-    GPU under two names is one, and rows beyond a node's count are none; unavailable is the rest."""
+    """Counts by `model.counted_state` (fenced GPUs among the unavailable; free GPUs on a cordoned
+    node, which only pods tolerating the cordon get, cordoned), as `tessera_devices` counts them.
+    The total is the nodes' GPUs (`NodeView.gpus_total`), not their rows: one GPU under two names
+    is one, and rows beyond a node's count are none; unavailable is the rest."""
     gpus = [gpu for node in nodes for gpu in node.gpus]
-    free = sum(node.gpus_free for node in nodes)
+    states = [m.counted_state(node, gpu) for node in nodes for gpu in node.gpus]
+    free = states.count(m.FREE)
     partial = sum(node.gpus_free for node in nodes if any(gpu.state in m.IN_USE for gpu in node.gpus))
     largest = max(sorted((node for node in nodes if node.gpus_free), key=lambda node: node.name),
                   key=lambda node: node.gpus_free, default=None)

@@ -90,6 +90,13 @@ class NodeView:
     conflicts: int = 0  # GPUs in conflict (claimed by more than one pod)
 
 
+def counted_state(node: NodeView, gpu: GpuView) -> str:
+    """The state the summary (and `tessera_devices{state}`) counts a GPU in: its own, but a free
+    GPU of a cordoned node is `cordoned`: no pod goes there but one tolerating the cordon, so it is
+    not free for new work (`NodeView.gpus_free` leaves it out)."""
+    return CORDONED if gpu.state == FREE and node.cordoned else gpu.state
+
+
 @dataclass(frozen=True, slots=True)
 class PendingPod:
     pod: str

@@ -10,27 +10,36 @@
 - the Grafana dashboard (deploy/grafana) queries only series a running scheduler serves (issue 16);
 - a class on the devices' own resourceName (`nvidia.com/gpu`) is `Valid=False` and a plain GPU pod
   is bound beside it as a count (a new user's trial: it waited `Insufficient` beside free GPUs).
+- `tessera_devices{state}` counts the GPUs `kubectl tessera nodes` shows, in its states: a cordoned
+  node's GPUs, an admin-cordoned device, a GPU two pods claim, a fenced node's GPUs (a trial).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
 import ssl
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from scheduler.core import annotations as ann
 from scheduler.kube.controlplane import LocalControlPlane
+from scheduler.kube.http import MERGE_PATCH
 from scheduler.sim import builders as b
 from tests import dashboard
 from tests.e2e.live import REPO, Kube, TesseraProcess, bound_nodes, eventually
 
 CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
+ERS = "/apis/tessera.dev/v1alpha1/extendedresources"
+PLUGIN = Path(sys.executable).parent / "kubectl-tessera"  # the package's console script
 KINDS = ("ExtendedResource", "Node", "Pod", "PodGroup", "ResourceClass")
 
 
@@ -177,7 +186,7 @@ async def test_every_series_the_dashboard_queries_is_served(clean_cluster: Local
     for name, labels in metrics:
         samples.setdefault(name, []).append(dict(labels))
     assert dashboard.problems(dashboard.load(), samples) == []
-    assert metrics[("tessera_devices_by_model", (("model", "V100"), ("state", "allocated")))] == 1
+    assert metrics[("tessera_devices_by_model", (("model", "V100"), ("state", "whole")))] == 1
     # kube-scheduler's framework timings, from the real process: the bound pod's Filter and Bind,
     # the waiting one's PostFilter (preemption found nothing to evict)
     points = {(dict(labels)["extension_point"], dict(labels)["status"]) for name, labels in metrics
@@ -210,3 +219,64 @@ async def test_a_class_on_the_devices_own_resource_name_is_refused_and_plain_pod
         assert (await eventually(bound))["plain"] == names[0]
         pod = (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/pods/plain")).json()
         assert "tessera.dev/devices" not in (pod["metadata"].get("annotations") or {})  # a count, not a class's
+
+
+async def _nodes_view(plane: LocalControlPlane) -> dict[str, Any]:
+    """`kubectl tessera nodes -o json`, the real plugin against the same apiserver."""
+    proc = await asyncio.create_subprocess_exec(str(PLUGIN), "nodes", "-o", "json", "--kubeconfig", str(plane.kubeconfig),
+                                                cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    view: dict[str, Any] = orjson.loads(out)
+    return view
+
+
+async def test_the_device_metric_counts_what_kubectl_tessera_nodes_shows(clean_cluster: LocalControlPlane,
+                                                                         kubectl: Kube, namespace: str,
+                                                                         tmp_path: Path) -> None:
+    """A new user's trial: with a node cordoned and a device patched `spec.unschedulable: true`,
+    /metrics counted the cordoned node's GPUs free and the healthy cordoned device unhealthy, and
+    had no series for a GPU two pods claim or a fenced node. Four nodes of 2 V100s: n0 cordoned;
+    n1's GPU 0 cordoned by an admin; n2's GPU 0 bound to two pods at once; n3 fenced by a bound
+    pod whose device annotation cannot be read. /metrics and `kubectl tessera nodes` must agree."""
+    async with _running(clean_cluster, tmp_path, "agree", nodes=4) as (proc, nodes, prefix):
+        try:
+            await kubectl.create(CLASSES, b.resource_class(prefix, match_labels={"model": "V100"}))
+            resource = f"class.tessera.dev/{prefix}"
+            devices = sorted((d for d in (await kubectl.call("GET", ERS)).json()["items"]
+                              if d["spec"]["nodeName"] in nodes), key=lambda d: (d["spec"]["nodeName"], d["metadata"]["name"]))
+            by_node = {node: [d for d in devices if d["spec"]["nodeName"] == node] for node in nodes}
+            await kubectl.call("PATCH", f"/api/v1/nodes/{nodes[0]}", {"spec": {"unschedulable": True}},
+                               content_type=MERGE_PATCH)
+            await kubectl.call("PATCH", f"{ERS}/{by_node[nodes[1]][0]['metadata']['name']}",
+                               {"spec": {"unschedulable": True}}, content_type=MERGE_PATCH)
+            claimed = by_node[nodes[2]][0]
+            grant = ann.encode_devices({"main": {resource: (
+                ann.DeviceGrant(claimed["spec"]["deviceID"], claimed["metadata"]["name"], None),)}})
+            for name in ("first", "second"):  # both bound to one GPU: something outside one scheduler's ledger
+                await kubectl.create_pod(namespace, b.pod(name, node_name=nodes[2], limits={resource: 1},
+                                                          annotations={ann.DEVICES: grant, ann.PHASE: ann.PHASE_ALLOCATED}))
+            await kubectl.create_pod(namespace, b.pod("unreadable", node_name=nodes[3], limits={resource: 1},
+                                                      annotations={ann.DEVICES: "{not json", ann.PHASE: ann.PHASE_ALLOCATED}))
+            expected = {"free": 2, "cordoned": 3, "conflict": 1, "fenced": 2}
+
+            async def settled() -> dict[str, float] | None:
+                scraped = await _metrics(proc.port)
+                states = {dict(labels)["state"]: v for (name, labels), v in scraped.items() if name == "tessera_devices"}
+                return states if {s: v for s, v in states.items() if v} == expected else None
+
+            states = await eventually(settled)
+            view = await _nodes_view(clean_cluster)
+        finally:
+            await kubectl.call("DELETE", f"{CLASSES}/{prefix}", ok=(200, 404))
+    assert set(states) == {"free", "whole", "slices", "counted", "gated", "conflict", "fenced", "unhealthy",
+                           "cordoned", "ghost"}
+    summary = view["summary"]
+    assert summary["gpus"] == sum(states.values()) == 8
+    assert summary["used"] == sum(states[s] for s in ("whole", "slices", "counted", "gated", "conflict"))
+    assert summary["free"] == states["free"]
+    assert summary["unavailable"] == sum(states[s] for s in ("fenced", "unhealthy", "cordoned", "ghost"))
+    assert summary["conflicts"] == states["conflict"]
+    shown = [(node["name"], gpu["state"]) for node in view["nodes"] for gpu in node["gpus"]]
+    assert sorted(shown) == sorted([(nodes[0], "free"), (nodes[0], "free"), (nodes[1], "cordoned"), (nodes[1], "free"),
+                                    (nodes[2], "conflict"), (nodes[2], "free"), (nodes[3], "fenced"), (nodes[3], "fenced")])

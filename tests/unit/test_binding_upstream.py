@@ -17,6 +17,7 @@ from scheduler.core import annotations as ann
 from scheduler.kube.http import KubeHttp, RateLimiter
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
+from scheduler.view.cluster import build_view
 from tests.fakeapi import FakeApi
 
 V100 = "class.tessera.dev/v100"
@@ -115,7 +116,8 @@ async def test_a_gang_member_bound_by_the_next_leader_keeps_its_gpu_after_our_un
     given = [_devices_of(a.annotations) for a in tried if a.pod.meta.name == "q" and a.node is not None]
     taken = {_devices_of(a.annotations) for a in placed}
     assert not set(given) & taken, f"q was given a GPU a running gang member holds: {given}"
-    assert core.device_states()["free"] == 0, f"GPUs of running pods read free: {core.device_states()}"
+    summary = build_view(core, source="live", now=now).summary
+    assert summary.free == 0, f"GPUs of running pods read free: {summary.line()}"
 
 
 # --- 2. a pod being deleted is scheduled again after its Binding was refused ----------------------

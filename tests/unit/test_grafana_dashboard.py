@@ -9,6 +9,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.kube.metrics import Metrics
+from scheduler.sim import builders as b
+from tests.helpers import gpu_view
 from tests import dashboard as dash
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -21,7 +23,8 @@ def exported_samples() -> dash.Samples:
     m.observe_algorithm(0.005)
     m.observe_pod_scheduled(1, 0.5)
     m.observe_binding("success", 0.01)
-    m.set_devices_by_model({("A100", "allocated"): 1, ("A100", "free"): 3})
+    m.set_gpus(gpu_view(b.node("n", gpus=4), *(b.device("n", i, "A100") for i in range(4)),
+                        b.pod("p", node_name="n", phase="Running", limits={"nvidia.com/gpu": 1})))
     m.set_unschedulable_pods({("NodeResourcesFit", "tessera"): 1})
     m.set_leader(True)
     samples: dash.Samples = {}

@@ -81,12 +81,6 @@ def test_gauges_and_counters_with_upstream_label_values() -> None:
     m.pod_incoming("backoff", "ScheduleAttemptFailure", 2)
     assert _value(m, "scheduler_queue_incoming_pods_total", queue="backoff", event="ScheduleAttemptFailure") == 2
 
-    m.set_devices({"free": 6, "allocated": 2})
-    assert _value(m, "tessera_devices", state="free") == 6
-    assert _value(m, "tessera_devices", state="unhealthy") == 0
-    m.set_devices({"free": 5})
-    assert _value(m, "tessera_devices", state="allocated") == 0  # a full snapshot each time
-
     m.gang_attempt("placed")
     m.gang_attempt("failed")
     assert _value(m, "tessera_gang_attempts_total", result="placed") == 1
@@ -154,37 +148,23 @@ def test_scrape_hooks_set_gauges_from_the_state_of_that_moment() -> None:
     assert _value(m, "scheduler_cache_size", type="nodes") == 7
 
 
-def test_devices_by_model_and_their_totals_are_one_snapshot() -> None:
-    m = Metrics()
-    m.set_devices_by_model({("A100", "allocated"): 3, ("A100", "free"): 1, ("V100", "shared"): 2, ("", "free"): 1})
-    # every state of every model present, 0 included, so ratios per model have all their series
-    assert _value(m, "tessera_devices_by_model", model="A100", state="allocated") == 3
-    assert _value(m, "tessera_devices_by_model", model="A100", state="unhealthy") == 0
-    assert _value(m, "tessera_devices_by_model", model="V100", state="shared") == 2
-    assert _value(m, "tessera_devices_by_model", model="", state="free") == 1
-    assert {s: _value(m, "tessera_devices", state=s) for s in ("free", "allocated", "shared", "unhealthy")} == {
-        "free": 2, "allocated": 3, "shared": 2, "unhealthy": 0}
-    m.set_devices_by_model({("V100", "free"): 2})  # the A100 nodes left: their series go
-    assert {lab["model"] for n, lab, _ in _samples(m) if n == "tessera_devices_by_model"} == {"V100"}
-    assert _value(m, "tessera_devices", state="allocated") == 0
-
-
-def test_core_counts_devices_by_model_as_it_counts_them_by_state() -> None:
-    """The per-model counts come from the same classification as `tessera_devices`."""
-    from pathlib import Path
-
-    from scheduler.api.config import load_config
-    from scheduler.core.scheduler import Scheduler
+def test_gpus_by_model_and_their_totals_are_one_snapshot() -> None:
+    """Per model, every state the views name (0 included, so a model's ratio has all its series);
+    `tessera_devices` sums them."""
     from scheduler.sim import builders as b
+    from tests.helpers import gpu_view
 
-    core = Scheduler(load_config(str(Path(__file__).resolve().parents[2] / "config" / "binpack.yaml")))
-    for obj in (b.node("n1", gpus=2), b.node("n2", gpus=1), b.device("n1", 0, "V100"), b.device("n1", 1, "V100"),
-                b.device("n2", 0, "A100", healthy=False), b.resource_class("v100", {"model": "V100"}),
-                b.pod("p", limits={"class.tessera.dev/v100": 1})):
-        core.apply("ADDED", obj, 0.0)
-    assert [a.node for a in core.schedule_next(0.0) or []] == ["n1"]
-    assert core.device_states_by_model() == {("V100", "allocated"): 1, ("V100", "free"): 1, ("A100", "unhealthy"): 1}
-    assert core.device_states() == {"free": 1, "allocated": 1, "shared": 0, "unhealthy": 1}
+    m = Metrics()
+    m.set_gpus(gpu_view(b.node("n1", gpus=2), b.node("n2", gpus=1), b.node("n3", gpus=1),
+                        b.device("n1", 0, "V100"), b.device("n1", 1, "V100"), b.device("n2", 0, "A100", healthy=False),
+                        b.pod("p", node_name="n1", phase="Running", limits={"nvidia.com/gpu": 1})))
+    assert _value(m, "tessera_devices_by_model", model="V100", state="counted") == 1
+    assert _value(m, "tessera_devices_by_model", model="V100", state="free") == 1
+    assert _value(m, "tessera_devices_by_model", model="A100", state="unhealthy") == 1
+    assert _value(m, "tessera_devices_by_model", model="A100", state="free") == 0
+    assert _value(m, "tessera_devices_by_model", model="", state="free") == 1  # n3 counts a GPU it has no device for
+    assert {s: _value(m, "tessera_devices", state=s) for s in ("free", "counted", "unhealthy", "whole")} == {
+        "free": 2, "counted": 1, "unhealthy": 1, "whole": 0}
 
 
 def test_a_gang_cycle_counts_once_whatever_its_member_count() -> None:

@@ -110,15 +110,6 @@ class NodeInfo:
         or the pod is gone (fail closed: counting them free could give a held GPU twice)."""
         return bool(self.broken) and any(device.resource_name == resource for device in self.devices.values())
 
-    def counted_on_devices(self, resource: str) -> int:
-        """How many of the node's free devices of `resource` plain count requests (`nvidia.com/gpu:
-        N`, no device named) occupy: those requests take the GPUs the node counts but describes
-        with no ExtendedResource first, the rest fall on its devices (the device plugin, not
-        Tessera, picks which; `kubectl tessera` and the metrics show it the same way)."""
-        devices = sum(1 for d in self.devices.values() if d.resource_name == resource)
-        described_only_by_count = max(0, self.device_capacity(resource) - devices) if self.node is not None else 0
-        return max(0, self.requested.get(resource, 0) - described_only_by_count)
-
     def over_capacity(self, resources: Iterable[str] | None = None) -> list[tuple[str, int, int]]:
         """(resource, in use, capacity) for each of `resources` (default: everything the node
         allocates) that more is held of than the node has. Tessera's own decisions never get there;

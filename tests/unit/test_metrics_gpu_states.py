@@ -1,0 +1,117 @@
+"""`tessera_devices{state}` counts the GPUs `kubectl tessera nodes` shows, in the view's states.
+
+A new user's trial, with one ExtendedResource patched `spec.unschedulable: true` and a node
+cordoned: `kubectl tessera nodes` said `32 total, 19 in use (1 shared), 5 free, 8 unavailable`
+while /metrics said free 12 (the cordoned node's GPUs), unhealthy 1 (the healthy cordoned
+device), and had no series at all for a GPU two pods claim or a fenced node's GPUs. The metric
+is now the view's count: one set of states, the summary's numbers.
+
+The cluster is built the way the scheduler builds it: watch events replayed through the core.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from typing import Any
+
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from scheduler.core import annotations as ann
+from scheduler.kube.metrics import Metrics
+from scheduler.sim import builders as b
+from scheduler.sim.replay import Replay, WatchEvent
+from scheduler.view import model as m
+from scheduler.view.cluster import build_view
+from tests.helpers import config
+
+CLASS = "class.tessera.dev/v100"
+SHARED = "class.tessera.dev/v100-shared"
+
+
+def _grant(device: dict[str, Any]) -> str:
+    spec = device["spec"]
+    return ann.encode_devices({"main": {CLASS: (ann.DeviceGrant(spec["deviceID"], device["metadata"]["name"], None),)}})
+
+
+def _bound(name: str, node: str, limits: dict[str, str | int], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return b.pod(name, node_name=node, phase="Running", limits=limits, annotations=annotations)
+
+
+def _pinned(name: str, node: str, limits: dict[str, str | int]) -> dict[str, Any]:
+    return b.pod(name, limits=limits, spec_extra={"nodeSelector": {"kubernetes.io/hostname": node}})
+
+
+def _cluster() -> Replay:
+    """A cordoned node (2 free GPUs), a node with a GPU two pods claim, one held whole, one an
+    admin cordoned (`spec.unschedulable`, healthy) and one unhealthy; a node fenced by a pod
+    whose device annotation cannot be read; a node with a sliced GPU, one counted GPU and a free one."""
+    n = [b.device("n", i, healthy=i != 3, unschedulable=i == 2) for i in range(4)]
+    objs: list[dict[str, Any]] = [
+        b.node("cordoned", gpus=2, unschedulable=True), *(b.device("cordoned", i) for i in range(2)),
+        b.node("n", gpus=4), *n,
+        b.node("f", gpus=2), *(b.device("f", i) for i in range(2)),
+        b.node("s", gpus=3), *(b.device("s", i) for i in range(3)),
+        b.resource_class("v100", match_labels={"model": "V100"}),
+        b.resource_class("v100-shared", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "1Gi"}),
+        _pinned("bad", "f", {CLASS: 1}),
+        _pinned("sliced", "s", {SHARED: 8}), _bound("plain", "s", {"nvidia.com/gpu": 1}),
+    ]
+    objs += [_bound(name, "n", {CLASS: 1}, {ann.DEVICES: _grant(n[i]), ann.PHASE: ann.PHASE_ALLOCATED})
+             for name, i in (("a", 0), ("b", 1), ("c", 0))]
+    replay = Replay(config(), agent=False)
+    list(replay.run(WatchEvent("ADDED", obj) for obj in objs))
+    bad = copy.deepcopy(replay.pods[b.uid_for("Pod", "default", "bad")])
+    assert bad["spec"]["nodeName"] == "f"
+    bad["metadata"]["annotations"][ann.DEVICES] = "{not json"
+    list(replay.run([WatchEvent("MODIFIED", bad)]))
+    return replay
+
+
+def _samples(metrics: Metrics, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    text = generate_latest(metrics.registry).decode()
+    return {tuple(sorted(s.labels.items())): s.value for f in text_string_to_metric_families(text)
+            for s in f.samples if s.name == name}
+
+
+def test_the_metric_counts_the_views_gpu_states_and_agrees_with_its_summary() -> None:
+    replay = _cluster()
+    view = build_view(replay.scheduler, source="simulate", now=replay.now)
+    metrics = Metrics()
+    metrics.set_gpus(view)
+    states = {dict(labels)["state"]: value for labels, value in _samples(metrics, "tessera_devices").items()}
+
+    assert set(states) == set(m.STATES)  # every state the views name, 0 included, and no other
+    assert states == {"free": 1, "whole": 1, "slices": 1, "counted": 1, "gated": 0, "conflict": 1,
+                      "fenced": 2, "unhealthy": 1, "cordoned": 3, "ghost": 0}
+    summary = view.summary
+    assert sum(states.values()) == summary.gpus
+    assert sum(states[s] for s in m.IN_USE) == summary.used
+    assert states[m.SLICES] == summary.shared
+    assert states[m.FREE] == summary.free
+    assert sum(states[s] for s in m.UNAVAILABLE) == summary.unavailable
+    assert states[m.CONFLICT] == summary.conflicts
+    assert summary.line().startswith("GPUs: 11 total, 4 in use (1 shared), 1 free, 6 unavailable, "
+                                     "1 GPU claimed by more than one pod")
+    # per GPU: the state `kubectl tessera nodes` lists, but a free GPU of a cordoned node is cordoned
+    per_gpu = Counter(m.counted_state(node, gpu) for node in view.nodes for gpu in node.gpus)
+    assert {s: int(v) for s, v in states.items() if v} == dict(per_gpu)
+
+    by_model = _samples(metrics, "tessera_devices_by_model")
+    assert {dict(labels)["model"] for labels in by_model} == {"V100"}
+    assert {dict(labels)["state"]: v for labels, v in by_model.items()} == states
+
+
+def test_a_state_that_empties_reads_zero_and_a_model_that_leaves_goes() -> None:
+    """A full snapshot each scrape: a conflict resolved reads 0 (an alert on it clears), not its last value."""
+    replay = _cluster()
+    metrics = Metrics()
+    metrics.set_gpus(build_view(replay.scheduler, source="simulate", now=replay.now))
+    list(replay.run([WatchEvent("DELETED", _bound("c", "n", {CLASS: 1}))]))
+    metrics.set_gpus(build_view(replay.scheduler, source="simulate", now=replay.now))
+    states = {dict(labels)["state"]: value for labels, value in _samples(metrics, "tessera_devices").items()}
+    assert (states["conflict"], states["whole"]) == (0, 2)
+    metrics.set_gpus(build_view(Replay(config(), agent=False).scheduler, source="simulate", now=0.0))
+    assert _samples(metrics, "tessera_devices_by_model") == {}
+    assert set(_samples(metrics, "tessera_devices").values()) == {0}
