@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,10 +188,15 @@ Samples = dict[str, list[dict[str, str]]]
 
 
 def problems(dashboard: Mapping[str, Any], samples: Samples) -> list[str]:
-    """What the dashboard queries and `samples` (sample name -> the label sets of its samples) lacks:
+    """What the dashboard queries and `samples` (sample name -> the label sets of its samples) lacks."""
+    return problems_in(queries(dashboard), samples)
+
+
+def problems_in(exprs: Iterable[str], samples: Samples) -> list[str]:
+    """What PromQL `exprs` (the dashboard's, the chart's alert rules) ask and `samples` lacks:
     a metric, a label (matchers and grouping), or a value an `=` or `=~` matcher wants."""
     found: list[str] = []
-    for expr in queries(dashboard):
+    for expr in exprs:
         query = parse(expr)
         labels_here = set(TARGET_LABELS)
         for selector in query.selectors:

@@ -7,7 +7,8 @@
 - a ResourceClass status names the effective resourceName, so the RESOURCENAME column of
   `kubectl get resourceclasses` is filled for classes that leave it to the default; a sharing
   class whose devices lack its dimension is `Valid=False` with the reason;
-- the Grafana dashboard (deploy/grafana) queries only series a running scheduler serves (issue 16);
+- the Grafana dashboard (deploy/grafana) and the chart's alert rules query only series a running
+  scheduler serves (issue 16);
 - a class on the devices' own resourceName (`nvidia.com/gpu`) is `Valid=False` and a plain GPU pod
   is bound beside it as a count (a new user's trial: it waited `Insufficient` beside free GPUs).
 - `tessera_devices{state}` counts the GPUs `kubectl tessera nodes` shows, in its states: a cordoned
@@ -35,6 +36,7 @@ from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.kube.http import MERGE_PATCH
 from scheduler.sim import builders as b
 from tests import dashboard
+from tests.deploy_manifests import find, helm_binary, helm_template
 from tests.e2e.live import REPO, Kube, TesseraProcess, bound_nodes, eventually
 
 CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
@@ -186,6 +188,11 @@ async def test_every_series_the_dashboard_queries_is_served(clean_cluster: Local
     for name, labels in metrics:
         samples.setdefault(name, []).append(dict(labels))
     assert dashboard.problems(dashboard.load(), samples) == []
+    # the chart's alert rules (monitoring.prometheusRule), as helm renders them
+    rules = find(helm_template(helm_binary(), {"monitoring": {"prometheusRule": {"enabled": True}}}),
+                 "PrometheusRule", "tessera-scheduler")
+    exprs = [rule["expr"] for group in rules["spec"]["groups"] for rule in group["rules"]]
+    assert len(exprs) == 8 and dashboard.problems_in(exprs, samples) == []
     assert metrics[("tessera_devices_by_model", (("model", "V100"), ("state", "whole")))] == 1
     # kube-scheduler's framework timings, from the real process: the bound pod's Filter and Bind,
     # the waiting one's PostFilter (preemption found nothing to evict)

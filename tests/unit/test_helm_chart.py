@@ -30,6 +30,7 @@ import pytest
 import yaml
 
 from scheduler.api.config import ConfigError, load_config
+from tests import dashboard
 from tests.deploy_manifests import (
     CHART,
     NAMESPACE,
@@ -324,6 +325,8 @@ def test_extra_args_cannot_override_the_flags_the_chart_sets(helm: Path, args: l
     ({"scheduler": {"nodeSelector": ["linux"]}}, "/scheduler/nodeSelector"),
     ({"scheduler": {"tolerations": {"key": "gpu"}}}, "/scheduler/tolerations"),
     ({"scheduler": {"replica": 3}}, "replica"),
+    ({"monitoring": {"prometheusRule": {"noLeaderFor": 5}}}, "/monitoring/prometheusRule/noLeaderFor"),
+    ({"monitoring": {"serviceMonitor": {"enable": True}}}, "enable"),
 ])
 def test_values_of_the_wrong_shape_are_refused_by_the_schema(helm: Path, values: Obj, where: str) -> None:
     """Each of these rendered, installed and failed later: a crash-looping pod (`tessera run`'s
@@ -449,3 +452,82 @@ def test_notes_say_when_the_image_has_no_registry(helm: Path, tmp_path: Path) ->
             "registry your nodes pull from, and set image.repository (and image.tag or image.digest).") in default
     pushed = _notes(helm, tmp_path, {"image": {"repository": "registry.example.com/gpu/tessera"}})
     assert "names no registry" not in pushed
+
+
+def test_notes_say_the_metrics_service_reaches_the_standby_too(helm: Path, tmp_path: Path) -> None:
+    """A new user scraped the Service address NOTES gave and read scheduler_pending_pods 0 from
+    the standby while the leader had 4 waiting: NOTES must say to scrape every pod and keep the
+    leader's series (tessera_leader == 1), as the dashboard does, and how to get a ServiceMonitor."""
+    notes = " ".join(_notes(helm, tmp_path).split())
+    assert "tessera-scheduler-metrics.tessera-system:10251" in notes
+    assert "standby" in notes and "scrape every scheduler pod" in notes
+    assert "and on (job, instance) (tessera_leader == 1)" in notes
+    assert "monitoring.serviceMonitor.enabled=true" in notes and "monitoring.prometheusRule.enabled=true" in notes
+    with_monitor = " ".join(_notes(helm, tmp_path, {"monitoring": {"serviceMonitor": {"enabled": True}}}).split())
+    assert "ServiceMonitor tessera-scheduler scrapes every scheduler pod" in with_monitor
+    assert "monitoring.serviceMonitor.enabled=true" not in with_monitor
+
+
+# --- Prometheus Operator: ServiceMonitor and alert rules (a new user's trial) ------------------
+
+MONITORING = {"monitoring": {
+    "serviceMonitor": {"enabled": True, "interval": "15s", "labels": {"release": "kube-prometheus-stack"}},
+    "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}, "noLeaderFor": "3m",
+                       "additionalLabels": {"team": "gpu"}}}}
+ALERTS = {"TesseraNoLeader", "TesseraMultipleLeaders", "TesseraGPUConflict", "TesseraGPUFenced",
+          "TesseraBindingErrors", "TesseraSchedulingErrors", "TesseraPodsUnschedulable", "TesseraPodSchedulingSlow"}
+
+
+def rule_alerts(docs: list[Obj]) -> dict[str, Obj]:
+    rule = find(docs, "PrometheusRule", "tessera-scheduler")
+    return {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
+
+
+def test_service_monitor_and_alert_rules_are_off_by_default_and_render_when_asked(helm: Path,
+                                                                                  rendered: list[Obj]) -> None:
+    assert not {d["kind"] for d in rendered} & {"ServiceMonitor", "PrometheusRule"}
+    docs = helm_template(helm, MONITORING)
+    monitor = find(docs, "ServiceMonitor", "tessera-scheduler")
+    service = find(docs, "Service", "tessera-scheduler-metrics")
+    pods = find(docs, "Deployment", "tessera-scheduler")["spec"]["template"]["metadata"]["labels"]
+    # the ServiceMonitor finds the Service, whose endpoints are every scheduler pod (the standby too)
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert service["spec"]["selector"].items() <= pods.items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "scheme": "http",
+                                             "interval": "15s", "scrapeTimeout": "10s"}]
+    assert [p["name"] for p in service["spec"]["ports"]] == ["metrics"]
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    alerts = rule_alerts(docs)
+    assert set(alerts) == ALERTS
+    assert find(docs, "PrometheusRule", "tessera-scheduler")["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert alerts["TesseraNoLeader"]["for"] == "3m" and alerts["TesseraPodsUnschedulable"]["for"] == "30m"
+    assert all(a["labels"]["team"] == "gpu" and a["labels"]["severity"] in ("warning", "critical") for a in alerts.values())
+    # Prometheus' own templates reach the rule unrendered by Helm
+    assert alerts["TesseraGPUConflict"]["annotations"]["description"].startswith("{{ $value }} GPUs")
+    only_rules = helm_template(helm, {"monitoring": {"prometheusRule": {"enabled": True}}})
+    assert {d["kind"] for d in only_rules} & {"ServiceMonitor", "PrometheusRule"} == {"PrometheusRule"}
+
+
+def test_a_service_monitor_without_the_metrics_service_is_refused(helm: Path) -> None:
+    values = {"monitoring": {"serviceMonitor": {"enabled": True}}, "scheduler": {"metricsService": {"enabled": False}}}
+    assert "monitoring.serviceMonitor.enabled needs scheduler.metricsService.enabled" in helm_template_error(helm, values)
+
+
+def test_every_series_the_alert_rules_query_is_exported(helm: Path) -> None:
+    """promtool is not at hand: the rules' PromQL is read as the dashboard's is, and every metric,
+    label and label value it names must be in the exporter's registry (the real process's /metrics
+    is checked in tests/e2e/test_observability.py). Upstream names where upstream has the metric."""
+    from tests.unit.test_grafana_dashboard import exported_samples
+
+    alerts = rule_alerts(helm_template(helm, MONITORING))
+    exprs = [alert["expr"] for alert in alerts.values()]
+    assert dashboard.problems_in(exprs, exported_samples()) == []
+    selectors = [selector for expr in exprs for selector in dashboard.parse(expr).selectors]
+    assert {s.metric for s in selectors} == {
+        "tessera_leader", "tessera_devices", "tessera_bindings_total", "scheduler_schedule_attempts_total",
+        "scheduler_pending_pods", "scheduler_pod_scheduling_sli_duration_seconds_bucket"}
+    assert all(("job", "=", "tessera-scheduler-metrics") in s.matchers for s in selectors)  # the ServiceMonitor's job
+    # gauges are the leader's: a standby reports pending_pods 0 and the same devices again
+    for name in ("TesseraGPUConflict", "TesseraGPUFenced", "TesseraPodsUnschedulable"):
+        assert "and on (job, instance) (tessera_leader{" in alerts[name]["expr"], name
