@@ -198,6 +198,12 @@ class Metrics:
             "GPUs by their 'model' attribute (empty when they have none) and state, as tessera_devices: "
             "GPU allocation per model.",
             ["model", "state"], registry=r)
+        self.gpus_overcommitted = Gauge(
+            "tessera_gpus_overcommitted",
+            "GPUs held beyond what their nodes have, summed over the nodes (pods of another scheduler "
+            "that does not count the GPUs Tessera's classes gave out, or allocatable shrunk under its "
+            "pods); kubectl tessera nodes notes each node's 'overcommitted: N in use, M allocatable'.",
+            registry=r)
         self.waiting_for_allocation = Gauge(
             "tessera_pods_waiting_for_allocation",
             "Pods placed whose Binding the allocation gate holds until the node agent has allocated the devices "
@@ -304,7 +310,8 @@ class Metrics:
     # --- devices and gangs ---------------------------------------------------------------------
 
     def set_gpus(self, view: view_model.ClusterView) -> None:
-        """`tessera_devices{state}` and `tessera_devices_by_model{model,state}` from the view
+        """`tessera_devices{state}`, `tessera_devices_by_model{model,state}` and
+        `tessera_gpus_overcommitted` from the view
         `kubectl tessera nodes` prints: each GPU in `model.counted_state`, so the metric's states
         are the view's and its counts the view's summary. A full snapshot: every state of every
         model present is set (0 included), so a model's allocation ratio has all its series and a
@@ -319,6 +326,7 @@ class Metrics:
                 totals[state] += count
         for state in GPU_STATES:
             self.devices.labels(state=state).set(totals[state])
+        self.gpus_overcommitted.set(sum(o.used - o.capacity for node in view.nodes for o in node.over_capacity))
 
     def observe_permit_wait(self, result: str, seconds: float) -> None:
         """A Binding held by the allocation gate (a Permit wait) was let go or stopped: `result`

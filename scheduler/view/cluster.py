@@ -141,8 +141,8 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
                      "out) until the annotation is fixed or the pod is gone")
     why = (f"the recording {facts.diverged[info.name]}: the replay diverged from the cluster here"
            if info.name in facts.diverged else "pods of other schedulers hold GPUs that Tessera's classes gave out")
-    for resource, used, capacity in info.over_capacity({device.resource_name for device in info.devices.values()}):
-        notes.append(f"{resource} overcommitted: {used} in use, {capacity} allocatable ({why})")
+    over = tuple(m.OverCapacity(*found) for found in info.over_capacity({d.resource_name for d in info.devices.values()}))
+    notes += [f"{o.resource} overcommitted: {o.used} in use, {o.capacity} allocatable ({why})" for o in over]
     for resource, holders in beyond.items():
         for pod, count in Counter(holder.pod for holder in holders).items():
             notes.append(f"{pod}: {count} {resource} counted beyond the node's GPUs (shown on none)")
@@ -159,6 +159,7 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
         gpus_unavailable=sum(1 for gpu in gpus if gpu.state in m.UNAVAILABLE) - extra,
         gpus_total=len(gpus) - extra,
         conflicts=sum(1 for gpu in gpus if gpu.state == m.CONFLICT),
+        over_capacity=over,
         cpu=f"{info.requested.get(CPU, 0) / 1000:g}/{allocatable / 1000:g}",
         pods=len(info.pods),
         taints=tuple(f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"

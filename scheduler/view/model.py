@@ -68,6 +68,16 @@ class GpuView:
 
 
 @dataclass(frozen=True, slots=True)
+class OverCapacity:
+    """A device resource held beyond what a node has (pods of another scheduler, or allocatable
+    shrunk under its pods): a note says so, `tessera_gpus_overcommitted` counts the excess."""
+
+    resource: str
+    used: int
+    capacity: int
+
+
+@dataclass(frozen=True, slots=True)
 class NodeView:
     name: str
     cordoned: bool
@@ -88,6 +98,7 @@ class NodeView:
     # node's count (more ExtendedResources than it allocates: fenced) not at all
     gpus_total: int = 0
     conflicts: int = 0  # GPUs in conflict (claimed by more than one pod)
+    over_capacity: tuple[OverCapacity, ...] = ()  # its device resources held beyond what it has
 
 
 def counted_state(node: NodeView, gpu: GpuView) -> str:

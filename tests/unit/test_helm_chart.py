@@ -474,7 +474,7 @@ MONITORING = {"monitoring": {
     "serviceMonitor": {"enabled": True, "interval": "15s", "labels": {"release": "kube-prometheus-stack"}},
     "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}, "noLeaderFor": "3m",
                        "additionalLabels": {"team": "gpu"}}}}
-ALERTS = {"TesseraNoLeader", "TesseraMultipleLeaders", "TesseraGPUConflict", "TesseraGPUFenced",
+ALERTS = {"TesseraNoLeader", "TesseraMultipleLeaders", "TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced",
           "TesseraBindingErrors", "TesseraSchedulingErrors", "TesseraPodsUnschedulable", "TesseraPodSchedulingSlow"}
 
 
@@ -525,9 +525,10 @@ def test_every_series_the_alert_rules_query_is_exported(helm: Path) -> None:
     assert dashboard.problems_in(exprs, exported_samples()) == []
     selectors = [selector for expr in exprs for selector in dashboard.parse(expr).selectors]
     assert {s.metric for s in selectors} == {
-        "tessera_leader", "tessera_devices", "tessera_bindings_total", "scheduler_schedule_attempts_total",
+        "tessera_leader", "tessera_devices", "tessera_gpus_overcommitted", "tessera_bindings_total",
+        "scheduler_schedule_attempts_total",
         "scheduler_pending_pods", "scheduler_pod_scheduling_sli_duration_seconds_bucket"}
     assert all(("job", "=", "tessera-scheduler-metrics") in s.matchers for s in selectors)  # the ServiceMonitor's job
     # gauges are the leader's: a standby reports pending_pods 0 and the same devices again
-    for name in ("TesseraGPUConflict", "TesseraGPUFenced", "TesseraPodsUnschedulable"):
+    for name in ("TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced", "TesseraPodsUnschedulable"):
         assert "and on (job, instance) (tessera_leader{" in alerts[name]["expr"], name

@@ -115,3 +115,20 @@ def test_a_state_that_empties_reads_zero_and_a_model_that_leaves_goes() -> None:
     metrics.set_gpus(build_view(Replay(config(), agent=False).scheduler, source="simulate", now=0.0))
     assert _samples(metrics, "tessera_devices_by_model") == {}
     assert set(_samples(metrics, "tessera_devices").values()) == {0}
+
+
+def test_gpus_held_beyond_a_nodes_capacity_are_counted() -> None:
+    """Pods of another scheduler hold 3 GPUs of a 1-GPU node: the view notes it per node
+    ("nvidia.com/gpu overcommitted: 3 in use, 1 allocatable"), and /metrics had nothing for it."""
+    replay = Replay(config(), agent=False)
+    objs = [b.node("o", gpus=1), b.device("o", 0), b.node("ok", gpus=1), b.device("ok", 0),
+            _bound("x", "o", {"nvidia.com/gpu": 2}), _bound("y", "o", {"nvidia.com/gpu": 1})]
+    list(replay.run(WatchEvent("ADDED", obj) for obj in objs))
+    view = build_view(replay.scheduler, source="simulate", now=replay.now)
+    node = next(node for node in view.nodes if node.name == "o")
+    assert node.over_capacity == (m.OverCapacity("nvidia.com/gpu", 3, 1),)
+    assert any("nvidia.com/gpu overcommitted: 3 in use, 1 allocatable" in note for note in node.notes)
+    metrics = Metrics()
+    assert _samples(metrics, "tessera_gpus_overcommitted") == {(): 0}
+    metrics.set_gpus(view)
+    assert _samples(metrics, "tessera_gpus_overcommitted") == {(): 2}
