@@ -267,12 +267,17 @@ async def test_the_device_metric_counts_what_kubectl_tessera_nodes_shows(clean_c
                                                       annotations={ann.DEVICES: "{not json", ann.PHASE: ann.PHASE_ALLOCATED}))
             expected = {"free": 2, "cordoned": 3, "conflict": 1, "fenced": 2}
 
+            seen: list[dict[str, float]] = []
+
             async def settled() -> dict[str, float] | None:
                 scraped = await _metrics(proc.port)
-                states = {dict(labels)["state"]: v for (name, labels), v in scraped.items() if name == "tessera_devices"}
-                return states if {s: v for s, v in states.items() if v} == expected else None
+                seen.append({dict(labels)["state"]: v for (name, labels), v in scraped.items() if name == "tessera_devices"})
+                return seen[-1] if {s: v for s, v in seen[-1].items() if v} == expected else None
 
-            states = await eventually(settled)
+            try:
+                states = await eventually(settled)
+            except AssertionError:
+                raise AssertionError(f"tessera_devices never read {expected}; last scrape: {seen[-1:]}") from None
             view = await _nodes_view(clean_cluster)
         finally:
             await kubectl.call("DELETE", f"{CLASSES}/{prefix}", ok=(200, 404))
