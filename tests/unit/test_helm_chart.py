@@ -22,6 +22,7 @@ import hashlib
 import json
 import re
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -263,8 +264,14 @@ def _config_of(docs: list[Obj], tmp_path: Path) -> Any:
     return load_config(str(path))
 
 
-_DEFAULT_SCHEDULER_PROFILES = {"schedulerConfig": {"profiles": [{"schedulerName": "tessera"},
-                                                                {"schedulerName": "default-scheduler"}]}}
+def _profile(**keys: Any) -> Obj:
+    """A profile the chart accepts: one stating its plugins and pluginConfig (empty: Tessera's
+    built-in defaults), as checkProfilesAreWhole requires."""
+    return {"plugins": {}, "pluginConfig": [], **keys}
+
+
+_DEFAULT_SCHEDULER_PROFILES = {"schedulerConfig": {"profiles": [_profile(schedulerName="tessera"),
+                                                                _profile(schedulerName="default-scheduler")]}}
 
 
 @pytest.mark.parametrize(("values", "namespace", "message"), [
@@ -297,7 +304,7 @@ def test_the_default_configuration_takes_nothing_of_kube_schedulers(helm: Path, 
     # A profile without a schedulerName is Tessera's (scheduler/api/config_model.py), unlike
     # kube-scheduler's.
     for values, namespace in (({}, "kube-system"), ({"leaderElection": {"resourceName": "kube-scheduler"}}, "gpu"),
-                              ({"schedulerConfig": {"profiles": [{"plugins": {}}]}}, "tessera-system")):
+                              ({"schedulerConfig": {"profiles": [_profile()]}}, "tessera-system")):
         docs = helm_template(helm, values, namespace=namespace)
         assert _config_of(docs, tmp_path).kube_scheduler_clashes() == ()
 
@@ -361,12 +368,12 @@ def test_notes_name_what_was_installed(helm: Path, tmp_path: Path) -> None:
     default = _notes(helm, tmp_path)
     assert "Tessera 0.1.0 is installed" in default and "`spec.schedulerName: tessera`" in default
     notes = _notes(helm, tmp_path, {"image": {"tag": "0.2.0-rc1"},
-                                    "schedulerConfig": {"profiles": [{"schedulerName": "gpu-batch"},
-                                                                     {"schedulerName": "gpu-train"}]}})
+                                    "schedulerConfig": {"profiles": [_profile(schedulerName="gpu-batch"),
+                                                                     _profile(schedulerName="gpu-train")]}})
     assert "Tessera 0.2.0-rc1 is installed" in notes
     assert "`spec.schedulerName: gpu-batch` or `spec.schedulerName: gpu-train`" in notes
     assert "schedulerName: tessera" not in notes
-    unnamed = _notes(helm, tmp_path, {"schedulerConfig": {"profiles": [{"plugins": {}}]}})
+    unnamed = _notes(helm, tmp_path, {"schedulerConfig": {"profiles": [_profile()]}})
     assert "`spec.schedulerName: tessera`" in unnamed
     # `profiles: null` drops the chart's list: Tessera's built-in profile, named tessera.
     none = _notes(helm, tmp_path, {"schedulerConfig": {"profiles": None}})
@@ -532,3 +539,140 @@ def test_every_series_the_alert_rules_query_is_exported(helm: Path) -> None:
     # gauges are the leader's: a standby reports pending_pods 0 and the same devices again
     for name in ("TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced", "TesseraPodsUnschedulable"):
         assert "and on (job, instance) (tessera_leader{" in alerts[name]["expr"], name
+
+
+# --- `--set` on a list entry: Helm replaces lists -------------------------------------------------
+
+
+def _helm_set(helm: Path, command: str, *settings: str, values: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`helm template` or `helm lint --strict` of the chart with `--set` (and `-f`) as a user types them."""
+    args = (["template", RELEASE, str(CHART), "--namespace", NAMESPACE, *kube_version_args()] if command == "template"
+            else ["lint", "--strict", str(CHART)])
+    for setting in settings:
+        args += ["--set", setting]
+    if values is not None:
+        args += ["--values", str(values)]
+    return run_helm(helm, *args)
+
+
+@pytest.mark.parametrize("command", ["template", "lint"])
+def test_set_on_a_plugin_entry_is_refused_by_template_and_lint(helm: Path, command: str) -> None:
+    """A new user's trial: `--set ...score.enabled[0].weight=5` rendered `enabled: [{weight: 5}]`
+    (the list replaced, not merged), which `tessera run` refuses (`...enabled[0].name: Required
+    value`, exit 2): the scheduler crash-looped while `helm lint` and the schema said nothing."""
+    done = _helm_set(helm, command, "schedulerConfig.profiles[0].plugins.score.enabled[0].weight=5")
+    assert done.returncode != 0, done.stdout
+    assert "at '/schedulerConfig/profiles/0/plugins/score/enabled/0': missing property 'name'" in done.stdout + done.stderr
+
+
+def test_set_on_a_profile_key_is_refused_with_the_reason(helm: Path) -> None:
+    """`--set schedulerConfig.profiles[0].schedulerName=tessera` rendered a profile of that one key:
+    valid for Tessera, which then ran its built-in weights and args instead of the chart's, with
+    no word said. The chart refuses it (a template check: `helm lint` logs a chart's `fail` as
+    [INFO] and passes) and says what to do instead."""
+    done = _helm_set(helm, "template", "schedulerConfig.profiles[0].schedulerName=tessera")
+    assert done.returncode != 0
+    assert "schedulerConfig.profiles[0] has no plugins or pluginConfig: Helm replaces a list" in done.stderr, done.stderr
+    assert '"Changing one weight"' in done.stderr
+    assert "#### Changing one weight" in (CHART.parents[1] / "README.md").read_text()
+    # a second profile by --set leaves a null first entry: refused by the schema, not by a TypeError
+    done = _helm_set(helm, "template", "schedulerConfig.profiles[1].schedulerName=other")
+    assert done.returncode != 0 and "at '/schedulerConfig/profiles/0': got null, want object" in done.stderr, done.stderr
+
+
+def test_the_readmes_values_file_changes_one_weight_and_nothing_else(helm: Path, rendered: list[Obj],
+                                                                     tmp_path: Path) -> None:
+    """deploy/README.md's recipe (the whole profile in a values file) gives the chart's
+    configuration with that one weight changed: it is the default profile, kept equal here."""
+    recipe = CHART.parent / "values-one-weight.yaml"
+    assert "deploy/helm/values-one-weight.yaml" in (CHART.parents[1] / "README.md").read_text()
+    done = _helm_set(helm, "template", values=recipe)
+    assert done.returncode == 0, done.stderr
+    changed = _config_text([d for d in yaml.safe_load_all(done.stdout) if isinstance(d, dict)])
+    expected = yaml.safe_load(_config_text(rendered))
+    expected["profiles"][0]["plugins"]["score"]["enabled"][1] = {"name": "TesseraDevices", "weight": 5}
+    assert yaml.safe_load(changed) == expected
+    path = tmp_path / "config.yaml"
+    path.write_text(changed)
+    assert dict(load_config(str(path)).profiles[0].score_weights)["TesseraDevices"] == 5
+
+
+def _set(path: str, value: Any) -> Any:
+    """A change to the chart's default scheduler configuration: value at a dotted path (list
+    indices as numbers); `None` deletes the key."""
+    def change(config: Obj) -> None:
+        *parents, last = [int(part) if part.isdigit() else part for part in path.split(".")]
+        for part in parents:
+            config = config[part]
+        if value is None:
+            del config[last]
+        else:
+            config[last] = value
+    return change
+
+
+@pytest.mark.parametrize(("change", "where"), [
+    (_set("profiles.0.plugins.score.enabled.0.name", None), "/schedulerConfig/profiles/0/plugins/score/enabled/0"),
+    (_set("profiles.0.plugins.score.enabled.0.weight", -1), "/schedulerConfig/profiles/0/plugins/score/enabled/0/weight"),
+    (_set("profiles.0.plugins.score.enabled.0.weight", 2**31), "/schedulerConfig/profiles/0/plugins/score/enabled/0/weight"),
+    (_set("profiles.0.plugins.score.enabled.0.weight", "5"), "/schedulerConfig/profiles/0/plugins/score/enabled/0/weight"),
+    (_set("profiles.0.plugins.score.enabled.0.wieght", 5), "/schedulerConfig/profiles/0/plugins/score/enabled/0"),
+    (_set("profiles.0.plugins.score.disabled", [{}]), "/schedulerConfig/profiles/0/plugins/score/disabled/0"),
+    (_set("profiles.0.plugins.scores", {}), "/schedulerConfig/profiles/0/plugins"),
+    (_set("profiles.0.plugins.score.enable", []), "/schedulerConfig/profiles/0/plugins/score"),
+    (_set("profiles.0.pluginConfig.0.name", None), "/schedulerConfig/profiles/0/pluginConfig/0"),
+    (_set("profiles.0.pluginConfig.1.args", 10), "/schedulerConfig/profiles/0/pluginConfig/1/args"),
+    (_set("profiles.0.plugin", {}), "/schedulerConfig/profiles/0"),
+    (_set("profiles.0.schedulerName", ""), "/schedulerConfig/profiles/0/schedulerName"),
+    (_set("profiles.0.percentageOfNodesToScore", 101), "/schedulerConfig/profiles/0/percentageOfNodesToScore"),
+    (_set("percentageOfNodesToScore", 150), "/schedulerConfig/percentageOfNodesToScore"),
+    (_set("podInitialBackoffSeconds", 0), "/schedulerConfig/podInitialBackoffSeconds"),
+    (_set("podMaxBackoffSeconds", 0), "/schedulerConfig/podMaxBackoffSeconds"),
+    (_set("parallelism", 0), "/schedulerConfig/parallelism"),
+    (_set("clientConnection.qps", -1), "/schedulerConfig/clientConnection/qps"),
+    (_set("clientConnection.burts", 10), "/schedulerConfig/clientConnection"),
+    (_set("extenders", [{"urlPrefix": "http://x"}]), "/schedulerConfig/extenders"),
+    (_set("apiVersion", "kubescheduler.config.k8s.io/v1beta3"), "/schedulerConfig/apiVersion"),
+    (_set("kind", "KubeProxyConfiguration"), "/schedulerConfig/kind"),
+    (_set("percentageOfNodeToScore", 50), "/schedulerConfig"),
+])
+def test_the_schema_refuses_scheduler_configurations_tessera_refuses(
+        helm: Path, rendered: list[Obj], tmp_path: Path, change: Any, where: str) -> None:
+    """values.schema.json says of `schedulerConfig` what JSON schema can say of `tessera run`'s
+    checks, so these fail at `helm install`/`lint` rather than in a crash-looping pod. Each case
+    is first shown to be refused by Tessera itself (the schema must not refuse what it runs)."""
+    config = yaml.safe_load(_config_text(rendered))
+    change(config)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError):
+        load_config(str(path))
+    del config["leaderElection"]
+    error = helm_template_error(helm, {"schedulerConfig": config})
+    assert "values don't meet the specifications of the schema" in error and f"at '{where}'" in error, error
+
+
+@pytest.mark.parametrize("change", [
+    _set("profiles.0.plugins.score.enabled.0.weight", 0),       # 0 means 1, as upstream
+    _set("profiles.0.plugins.score.enabled.0.weight", 2**31 - 1),
+    _set("profiles.0.plugins", {}),                             # Tessera's built-in plugins
+    _set("profiles.0.pluginConfig", []),
+    _set("profiles.0.plugins.multiPoint", {"disabled": [{"name": "*"}], "enabled": [{"name": "TesseraDevices"}]}),
+    _set("profiles.0.plugins.filter", {"disabled": [{"name": "*"}]}),
+    _set("profiles.0.percentageOfNodesToScore", 0),
+    _set("percentageOfNodesToScore", 100),
+    _set("parallelism", 16),
+    _set("enableProfiling", False),
+    _set("extenders", []),
+    _set("clientConnection.qps", 0.5),
+])
+def test_the_schema_accepts_what_tessera_accepts(helm: Path, rendered: list[Obj], tmp_path: Path,
+                                                 change: Any) -> None:
+    config = yaml.safe_load(_config_text(rendered))
+    change(config)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    load_config(str(path))
+    del config["leaderElection"]
+    docs = helm_template(helm, {"schedulerConfig": config})
+    assert {k: v for k, v in yaml.safe_load(_config_text(docs)).items() if k != "leaderElection"} == config

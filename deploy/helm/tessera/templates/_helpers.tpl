@@ -63,6 +63,7 @@ it). Refuses settings that would run two active schedulers or a Lease the Role d
 {{- fail "leaderElection: the Lease kube-system/kube-scheduler is kube-scheduler's: whichever holds it keeps the other from leading, and `tessera run` refuses it. Set leaderElection.resourceName to a Lease of Tessera's own (default tessera), or set scheduler.replaceDefaultScheduler: true if no kube-scheduler runs in this cluster" }}
 {{- end }}
 {{- end }}
+{{- include "tessera.checkProfilesAreWhole" . }}
 {{- if .Values.leaderElection.enabled }}
 {{- include "tessera.checkLeaderElectionTimings" .Values.leaderElection }}
 {{- end }}
@@ -148,5 +149,27 @@ so that breaking them fails the install rather than every start of the scheduler
 {{- end }}
 {{- if le (mulf (floor (divf $lease 1e9)) 1e9) $renew }}
 {{- fail (printf "leaderElection: leaseDuration %s must be greater than renewDeadline %s in whole seconds: the Lease stores whole seconds, and a successor waits only those (%s)" .leaseDuration .renewDeadline $rule) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Every profile states both its `plugins` and its `pluginConfig`. Helm replaces a list rather than
+merging it, so `--set schedulerConfig.profiles[0].schedulerName=x` renders a profile holding that
+one key: Tessera accepts it and runs its built-in weights and args instead of the chart's, with
+no word said. (`--set ...enabled[0].weight=5` leaves a plugin entry without a name, which
+values.schema.json refuses.) Empty ones (`plugins: {}`, `pluginConfig: []`) ask for the built-in
+defaults on purpose.
+*/}}
+{{- define "tessera.checkProfilesAreWhole" -}}
+{{- range $i, $profile := (.Values.schedulerConfig.profiles | default list) }}
+{{- $missing := list }}
+{{- range (list "plugins" "pluginConfig") }}
+{{- if not (hasKey $profile .) }}
+{{- $missing = append $missing . }}
+{{- end }}
+{{- end }}
+{{- if $missing }}
+{{- fail (printf "schedulerConfig.profiles[%d] has no %s: Helm replaces a list instead of merging it, so `--set schedulerConfig.profiles[%d]...` keeps only the keys it sets and drops the chart's weights and plugin args. Change a profile in a values file holding the whole profile (deploy/README.md, \"Changing one weight\"); for Tessera's built-in defaults write `plugins: {}` and `pluginConfig: []`" $i (join " or " $missing) $i) }}
+{{- end }}
 {{- end }}
 {{- end }}
