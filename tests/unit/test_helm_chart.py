@@ -20,9 +20,11 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -676,3 +678,24 @@ def test_the_schema_accepts_what_tessera_accepts(helm: Path, rendered: list[Obj]
     del config["leaderElection"]
     docs = helm_template(helm, {"schedulerConfig": config})
     assert {k: v for k, v in yaml.safe_load(_config_text(docs)).items() if k != "leaderElection"} == config
+
+
+def test_a_refused_configuration_is_the_scheduler_pods_termination_message(rendered: list[Obj],
+                                                                           tmp_path: Path) -> None:
+    """A configuration the schema cannot refuse (two profiles of one name, an unknown plugin) ends
+    `tessera run` with exit 2 and one line on stderr. With FallbackToLogsOnError the kubelet makes
+    the log's tail the container's termination message (kuberuntime_container.go
+    convertToKubeContainerStatus: exit code != 0 and no message file), so `kubectl describe pod`
+    shows the line under Last State instead of only `Error`, exit code 2 (the kustomize tree's
+    Deployment says the same: test_default_values_render_exactly_the_kustomize_tree)."""
+    assert _containers(rendered, "Deployment", "tessera-scheduler")["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    config = yaml.safe_load(_config_text(rendered))
+    config["profiles"].append(config["profiles"][0])
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    done = subprocess.run([sys.executable, "-m", "scheduler", "run", f"--config={path}"], capture_output=True,
+                          text=True, env={**os.environ, "TESSERA_LOG_FORMAT": "json"}, timeout=60, check=False)
+    assert done.returncode == 2
+    assert (done.stdout + done.stderr).splitlines() == [
+        f"tessera: invalid configuration: {path}: profiles[1].schedulerName: Duplicate value: \"tessera\": "
+        "already used by profiles[0].schedulerName"]
