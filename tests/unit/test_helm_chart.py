@@ -33,6 +33,7 @@ import pytest
 import yaml
 
 from scheduler.api.config import ConfigError, load_config
+from scheduler.core.plugins.registry import REGISTRY
 from tests import dashboard
 from tests.deploy_manifests import (
     CHART,
@@ -620,6 +621,13 @@ def _set(path: str, value: Any) -> Any:
     (_set("profiles.0.plugins.score.enabled.0.weight", "5"), "/schedulerConfig/profiles/0/plugins/score/enabled/0/weight"),
     (_set("profiles.0.plugins.score.enabled.0.wieght", 5), "/schedulerConfig/profiles/0/plugins/score/enabled/0"),
     (_set("profiles.0.plugins.score.disabled", [{}]), "/schedulerConfig/profiles/0/plugins/score/disabled/0"),
+    (_set("profiles.0.plugins.score.enabled.0.name", "TesseraFragmentaton"),
+     "/schedulerConfig/profiles/0/plugins/score/enabled/0/name"),
+    (_set("profiles.0.plugins.score.enabled.0.name", "Coscheduling"),  # no score
+     "/schedulerConfig/profiles/0/plugins/score/enabled/0/name"),
+    (_set("profiles.0.plugins.queueSort", {"enabled": [{"name": "PrioritySort"}]}),
+     "/schedulerConfig/profiles/0/plugins/queueSort/enabled/0/name"),
+    (_set("profiles.0.pluginConfig.0.name", "NodeAffinity"), "/schedulerConfig/profiles/0/pluginConfig/0/name"),
     (_set("profiles.0.plugins.scores", {}), "/schedulerConfig/profiles/0/plugins"),
     (_set("profiles.0.plugins.score.enable", []), "/schedulerConfig/profiles/0/plugins/score"),
     (_set("profiles.0.pluginConfig.0.name", None), "/schedulerConfig/profiles/0/pluginConfig/0"),
@@ -699,3 +707,12 @@ def test_a_refused_configuration_is_the_scheduler_pods_termination_message(rende
     assert (done.stdout + done.stderr).splitlines() == [
         f"tessera: invalid configuration: {path}: profiles[1].schedulerName: Duplicate value: \"tessera\": "
         "already used by profiles[0].schedulerName"]
+
+
+def test_the_schemas_plugin_names_are_tesseras() -> None:
+    """values.schema.json lists the plugin names `tessera run` accepts (a name it does not know is
+    refused at install); a plugin added to the registry must be added there too."""
+    schema = json.loads((CHART / "values.schema.json").read_text())["definitions"]
+    assert schema["pluginName"]["enum"] == [spec.name for spec in REGISTRY]
+    assert schema["scorePluginName"]["enum"] == [spec.name for spec in REGISTRY if spec.scores]
+    assert schema["argsPluginName"]["enum"] == [spec.name for spec in REGISTRY if spec.args is not None]
