@@ -40,11 +40,14 @@ KUBE_SCHEDULER_LEASE = ("kube-system", "kube-scheduler")
 
 class ConfigError(Exception):
     """A configuration file Tessera cannot run with. `str()` is one line:
-    `<source>: <field path>: <message>` (the field part is left out for whole-file problems)."""
+    `<source>: <field path>: <message>` (the field part is left out for whole-file problems), or
+    for problems in several fields `<source>: [<field>: <message>, ...]` (`field` is then empty and
+    `fields` names them all)."""
 
-    def __init__(self, source: str, field: str, message: str) -> None:
+    def __init__(self, source: str, field: str, message: str, fields: tuple[str, ...] | None = None) -> None:
         self.source = source
         self.field = field
+        self.fields = ((field,) if field else ()) if fields is None else fields
         self.message = " ".join(message.split())  # one line, whatever the message contained
         super().__init__(f"{source}: {field}: {self.message}" if field else f"{source}: {self.message}")
 

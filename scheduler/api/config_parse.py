@@ -14,8 +14,15 @@ the upstream function it follows, so it can be checked line by line:
 
 Tessera-specific decisions (upstream defines nothing here, or Tessera deliberately differs):
 
-- Only the first error is reported (upstream aggregates them), so the message stays one line; an
-  error about a value the file left out (a default that clashes with a written one) says so.
+- Errors are aggregated as upstream's (`utilerrors.NewAggregate`: one error alone, several as
+  "[a, b]", on one line) across the independent top-level fields, in validation.go's order:
+  clientConnection, leaderElection, parallelism, profiles, percentageOfNodesToScore, the backoffs,
+  extenders. Within one of them (a profile list, a leaderElection section) only the first error is
+  reported: each check there reads values an earlier one vouched for. A decoding problem (no or
+  another apiVersion or kind, an unknown top-level key) is reported alone, as upstream's strict
+  decoding fails before validation runs; a value of the wrong type is one more field's error
+  (upstream's decoder would stop at it; Tessera finds it while reading that field). An error about
+  a value the file left out (a default that clashes with a written one) says so.
 - Unknown keys are errors at every level, like upstream's strict decoding of v1 (which has no
   `healthzBindAddress`, `metricsBindAddress` or `percentageOfPlacementsToScore`; v1alpha1 files
   keep their bind addresses, ignored). Known upstream keys Tessera has no use for are accepted
@@ -60,8 +67,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import TypeVar
 
 import pydantic
 from pydantic import BaseModel
@@ -136,6 +145,7 @@ _FILTER_PLUGINS = frozenset(spec.name for spec in REGISTRY if spec.filters)
 _LEGACY_ENABLE_ALIASES = {alias: spec.name for spec in REGISTRY if spec.legacy for alias in spec.legacy.enable}
 _LEGACY_DISABLE_ALIASES = {alias: spec.name for spec in REGISTRY if spec.legacy for alias in spec.legacy.disable}
 _MAX_INT32 = 2**31 - 1
+_T = TypeVar("_T")
 _SECOND = 10**9
 _JITTER_FACTOR = 1.2  # client-go leaderelection.JitterFactor
 
@@ -146,12 +156,45 @@ def parse_config(raw: object, source: str) -> SchedulerConfig:
         return _parse(raw, source)
     except FieldError as err:
         raise ConfigError(source, err.field, err.message) from None
+    except _FieldErrors as err:
+        raise ConfigError(source, "", str(err), tuple(found.field for found in err.errors)) from None
     except pydantic.ValidationError as err:  # a rule the parser missed; still no traceback
         first = err.errors()[0]
         raise ConfigError(source, ".".join(map(str, first["loc"])), first["msg"]) from None
 
 
 # --- top level --------------------------------------------------------------------------------
+
+
+class _FieldErrors(Exception):
+    """Several fields' errors, printed as apimachinery's aggregate prints them: "[a, b]", each
+    distinct message once."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        self.errors = errors
+        messages = list(dict.fromkeys(f"{err.field}: {err.message}" if err.field else err.message for err in errors))
+        super().__init__(messages[0] if len(messages) == 1 else f"[{', '.join(messages)}]")
+
+
+class _Collector:
+    """Reads the independent top-level fields, each on its own: a field's error is kept and the
+    next field read, as validation.go appends every field's errors before returning them."""
+
+    def __init__(self) -> None:
+        self.errors: list[FieldError] = []
+
+    def read(self, read: Callable[[], _T], fallback: _T) -> _T:
+        try:
+            return read()
+        except FieldError as err:
+            self.errors.append(err)
+            return fallback
+
+    def raise_errors(self) -> None:
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise _FieldErrors(self.errors)
 
 
 def _parse(raw: object, source: str) -> SchedulerConfig:
@@ -175,39 +218,77 @@ def _parse(raw: object, source: str) -> SchedulerConfig:
     if kind != KIND:
         unsupported("kind", kind, [KIND])
     legacy = api_version == LEGACY_API_VERSION
-
+    # strict decoding: upstream stops at an unknown field, before any validation
     if legacy:
         root.check_keys(_LEGACY_TOP, _LEGACY_IGNORED_TOP, _LEGACY_HINTS)
-        algorithm = root.get_obj("algorithmSource")
-        if algorithm is not None and algorithm.raw("policy") is not None:
-            forbidden(algorithm.at("policy"), "Tessera does not read scheduling Policy files")
-        profiles: tuple[Profile, ...] = (_legacy_profile(root),)
     else:
         root.check_keys(_V1_TOP, _V1_IGNORED_TOP, _V1_HINTS)
-        if root.get_int("parallelism", 16, "int32") <= 0:
-            invalid("parallelism", root.raw("parallelism"), "should be an integer value greater than zero")
-        profiles = _v1_profiles(root)
 
-    percentage = _percentage(root, "percentageOfNodesToScore", 0)
-    initial = root.get_int("podInitialBackoffSeconds", 1)
-    if initial <= 0:
-        invalid("podInitialBackoffSeconds", initial, "must be greater than 0")
-    maximum = root.get_int("podMaxBackoffSeconds", 10)
-    if maximum < initial:
-        invalid("podMaxBackoffSeconds", maximum, "must be greater than or equal to PodInitialBackoffSeconds"
-                + _unset_note(root, {"podMaxBackoffSeconds": 10}))
-    if not legacy and root.get_list("extenders"):
-        forbidden("extenders", "Tessera does not call scheduler extenders")
+    found = _Collector()
+    no_profiles: tuple[Profile, ...] = ()
+    client_connection = found.read(
+        lambda: _client_connection(root.get_obj("clientConnection") or ArgsReader({}, "clientConnection")), None)
+    leader_election = found.read(
+        lambda: _leader_election(root.get_obj("leaderElection") or ArgsReader({}, "leaderElection"), legacy), None)
+    if legacy:
+        profiles = found.read(lambda: _legacy_profiles(root), no_profiles)
+    else:
+        found.read(lambda: _parallelism(root), None)
+        profiles = found.read(lambda: _v1_profiles(root), no_profiles)
+    percentage = found.read(lambda: _percentage(root, "percentageOfNodesToScore", 0), 0)
+    initial = found.read(lambda: _initial_backoff(root, found), None)
+    maximum = found.read(lambda: _max_backoff(root, initial), 0)
+    if not legacy:
+        found.read(lambda: _no_extenders(root), None)
+    found.raise_errors()
+    assert client_connection is not None and leader_election is not None and initial is not None
 
     return SchedulerConfig(
         profiles=profiles,
         percentage_of_nodes_to_score=percentage,
         pod_initial_backoff_seconds=initial,
         pod_max_backoff_seconds=maximum,
-        leader_election=_leader_election(root.get_obj("leaderElection") or ArgsReader({}, "leaderElection"), legacy),
-        client_connection=_client_connection(root.get_obj("clientConnection") or ArgsReader({}, "clientConnection")),
+        leader_election=leader_election,
+        client_connection=client_connection,
         source=source,
     )
+
+
+def _parallelism(root: ArgsReader) -> None:
+    if root.get_int("parallelism", 16, "int32") <= 0:
+        invalid("parallelism", root.raw("parallelism"), "should be an integer value greater than zero")
+
+
+def _initial_backoff(root: ArgsReader, found: _Collector) -> int:
+    """podInitialBackoffSeconds; when it is a number but not positive, the error is kept in `found`
+    and the number returned, for podMaxBackoffSeconds to be compared with."""
+    initial = root.get_int("podInitialBackoffSeconds", 1)
+    if initial <= 0:
+        found.read(lambda: invalid("podInitialBackoffSeconds", initial, "must be greater than 0"), None)
+    return initial
+
+
+def _max_backoff(root: ArgsReader, initial: int | None) -> int:
+    """podMaxBackoffSeconds, compared with podInitialBackoffSeconds even when that is invalid itself
+    (as validation.go compares them); not when that is not a number."""
+    maximum = root.get_int("podMaxBackoffSeconds", 10)
+    if initial is not None and maximum < initial:
+        invalid("podMaxBackoffSeconds", maximum, "must be greater than or equal to PodInitialBackoffSeconds"
+                + _unset_note(root, {"podMaxBackoffSeconds": 10}))
+    return maximum
+
+
+def _no_extenders(root: ArgsReader) -> None:
+    if root.get_list("extenders"):
+        forbidden("extenders", "Tessera does not call scheduler extenders")
+
+
+def _legacy_profiles(root: ArgsReader) -> tuple[Profile, ...]:
+    """v1alpha1's one profile, from the top-level plugins and pluginConfig."""
+    algorithm = root.get_obj("algorithmSource")
+    if algorithm is not None and algorithm.raw("policy") is not None:
+        forbidden(algorithm.at("policy"), "Tessera does not read scheduling Policy files")
+    return (_legacy_profile(root),)
 
 
 def _unset_note(obj: ArgsReader, defaults: dict[str, object]) -> str:

@@ -130,10 +130,13 @@ def _check_error(err: ConfigError, doc: Any, source: str) -> None:
     assert "\n" not in text and text.startswith(source), text
     assert err.message.strip(), text
     if isinstance(doc, dict) and doc:
-        assert err.field, f"error about a mapping names no field: {text}"
+        # one field, or several fields' problems aggregated ("[a, b]", `field` empty)
+        assert err.fields and err.fields == ((err.field,) if err.field else err.fields), \
+            f"error about a mapping names no field: {text}"
         heads = {str(k) for k in doc} | _FIELD_HEADS  # keys may contain "." themselves (a datetime key)
-        assert any(err.field == h or err.field.startswith((h + ".", h + "[")) for h in heads), \
-            f"field {err.field!r} is not in the document: {text}"
+        for field in err.fields:
+            assert field and any(field == h or field.startswith((h + ".", h + "[")) for h in heads), \
+                f"field {field!r} is not in the document: {text}"
 
 
 @S.fuzz_settings(300)

@@ -588,3 +588,38 @@ def test_fit_args_upstream_accepts_duplicate_resources() -> None:
     raw = fit_args({"type": "LeastAllocated", "resources": [{"name": "cpu"}, {"name": "cpu"}, {"name": "memory"}]})
     strategy = args_of(parse_config(raw, "t.yaml").profiles[0], ScoringStrategy)
     assert [r.name for r in strategy.resources] == ["cpu", "cpu", "memory"] and strategy.shape == ()
+
+
+def test_independent_fields_are_all_reported_in_one_line_as_upstream_aggregates_them() -> None:
+    """A new user's trial: `percentageOfNodesToScore: 150` and `podMaxBackoffSeconds: 0` in one file
+    gave only the first. kube-scheduler's ValidateKubeSchedulerConfiguration
+    (pkg/scheduler/apis/config/validation/validation.go:38-83) appends every field's error and
+    returns `utilerrors.Flatten(utilerrors.NewAggregate(errs))`, whose Error() is one error alone,
+    several as "[a, b]" (apimachinery util/errors aggregate.Error), in validation.go's order:
+    clientConnection, leaderElection, parallelism, profiles, percentageOfNodesToScore, the
+    backoffs, extenders."""
+    err = error(v1(percentageOfNodesToScore=150, podMaxBackoffSeconds=0))
+    assert str(err) == ("cfg.yaml: [percentageOfNodesToScore: Invalid value: 150: not in valid range [0-100], "
+                        "podMaxBackoffSeconds: Invalid value: 0: must be greater than or equal to "
+                        "PodInitialBackoffSeconds]")
+    assert err.field == "" and err.fields == ("percentageOfNodesToScore", "podMaxBackoffSeconds")
+    everything = v1(clientConnection={"qps": -1}, leaderElection={"leaseDuration": "5s"}, parallelism=0,
+                    profiles=[{"schedulerName": "a", "plugins": {"score": {"enabled": [{"weight": 5}]}}}],
+                    percentageOfNodesToScore=-1, podInitialBackoffSeconds=0, extenders=[{"urlPrefix": "x"}])
+    assert [part.split(":")[0] for part in str(error(everything)).removeprefix("cfg.yaml: [").split(", ")
+            if not part.startswith(" ")] == [
+        "clientConnection.qps", "leaderElection.leaseDuration", "parallelism",
+        "profiles[0].plugins.score.enabled[0].name", "percentageOfNodesToScore", "podInitialBackoffSeconds",
+        "extenders"]
+    # one problem: the message as before, without brackets
+    assert str(error(v1(podMaxBackoffSeconds=0))) == (
+        "cfg.yaml: podMaxBackoffSeconds: Invalid value: 0: must be greater than or equal to "
+        "PodInitialBackoffSeconds")
+    # a value of the wrong type is one more error (upstream's decoding would stop at it: Tessera
+    # finds it while reading the field); an unknown field, the apiVersion or the kind is reported
+    # alone, as upstream's strict decoding fails before validation
+    assert str(error(v1(podInitialBackoffSeconds="2", percentageOfNodesToScore=101))) == (
+        'cfg.yaml: [percentageOfNodesToScore: Invalid value: 101: not in valid range [0-100], '
+        'podInitialBackoffSeconds: Invalid value: "2": must be an integer]')
+    assert str(error(v1(percentageOfNodeToScore=50, percentageOfNodesToScore=101))).startswith(
+        "cfg.yaml: percentageOfNodeToScore: ")

@@ -55,8 +55,8 @@ ARGS = "profiles[0].pluginConfig[0].args"
 # (document, the field named, the Go type it overflows)
 OUT_OF_RANGE = {
     "podMaxBackoffSeconds": (v1(podMaxBackoffSeconds=INT64_MAX + 1), "podMaxBackoffSeconds", "int64"),
-    "podInitialBackoffSeconds": (v1(podInitialBackoffSeconds=INT64_MAX + 1, podMaxBackoffSeconds=INT64_MAX + 1),
-                                 "podInitialBackoffSeconds", "int64"),
+    # (podMaxBackoffSeconds is not compared with a podInitialBackoffSeconds that is no int64)
+    "podInitialBackoffSeconds": (v1(podInitialBackoffSeconds=INT64_MAX + 1), "podInitialBackoffSeconds", "int64"),
     "parallelism": (v1(parallelism=INT32_MAX + 1), "parallelism", "int32"),
     "burst": (v1(clientConnection={"burst": INT32_MAX + 1}), "clientConnection.burst", "int32"),
     "minCandidateNodesAbsolute": (plugin_config("DefaultPreemption", {"minCandidateNodesAbsolute": INT32_MAX + 1}),
