@@ -140,6 +140,10 @@ async def test_helm_install_in_another_namespace_schedules(fresh_plane: LocalCon
             admin.get(path)
         assert gone.value.status == 404
     assert admin.get(CLASSES)["items"], "the CRDs and their objects stay"
+    # So do what the release never owned (deploy/README.md says so and how to remove them): the
+    # namespace `--create-namespace` made and the Lease the scheduler process created.
+    assert admin.get(f"/api/v1/namespaces/{NAMESPACE}")["status"]["phase"] == "Active"
+    assert admin.get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/tessera")["metadata"]["name"] == "tessera"
 
 
 RESTRICTED = "gpu-restricted"
