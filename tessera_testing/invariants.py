@@ -50,6 +50,7 @@ from scheduler.core.objects import (
     Device,
     ObjectError,
     Pod,
+    gang_name,
     parse_device,
     parse_node,
     parse_pod,
@@ -209,7 +210,7 @@ class ClusterView:
     nodes: dict[str, JSON] = field(default_factory=dict)  # name -> Node
     devices: dict[str, JSON] = field(default_factory=dict)  # name -> ExtendedResource
     classes: dict[str, JSON] = field(default_factory=dict)  # name -> ResourceClass
-    podgroups: dict[str, JSON] = field(default_factory=dict)  # "ns/name" -> PodGroup
+    podgroups: dict[str, JSON] = field(default_factory=dict)  # "ns/name" (its `gang_name`) -> PodGroup
     events: list[JSON] = field(default_factory=list)  # events.k8s.io/v1 Scheduled events
 
     def pod_by_key(self) -> dict[str, JSON]:
@@ -556,7 +557,7 @@ def _gang_minimum(key: str, pods: list[Pod], view: ClusterView) -> int | None:
     first = pods[0].gang
     assert first is not None
     if first.from_podgroup:
-        group = view.podgroups.get(key)
+        group = view.podgroups.get(gang_name(key))
         return None if group is None else int((group.get("spec") or {}).get("minMember") or 1)
     return Counter(p.gang.min_available for p in pods if p.gang is not None).most_common(1)[0][0] or 1
 
@@ -603,7 +604,7 @@ def check_gangs(view: ClusterView) -> list[Violation]:
                                  f"{', '.join(bound)}"))
     for key, pods in sorted(members.items()):
         first = pods[0].gang
-        if first is not None and first.from_podgroup and key not in view.podgroups:
+        if first is not None and first.from_podgroup and gang_name(key) not in view.podgroups:
             bound = sorted(p.key for p in pods if p.node_name)
             if bound:
                 out.append(Violation(GANG_PARTIAL, key, f"bound without a PodGroup object: {', '.join(bound)}"))

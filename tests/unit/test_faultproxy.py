@@ -439,6 +439,18 @@ def test_checker_gangs_unbound_pods_and_contradicting_events() -> None:
     assert [v.invariant for v in inv.check_events(view)] == [inv.BOUND_TWICE]
 
 
+def test_checker_finds_a_scheduler_plugins_podgroup_by_the_name_its_members_label() -> None:
+    """A member's gang key for a scheduler-plugins PodGroup is "ns/scheduling.x-k8s.io/name" (kept
+    apart from a label gang of the same name); the view holds PodGroups as "ns/name". A whole gang
+    bound beside its PodGroup is no violation, and a partly bound one is judged by its minMember."""
+    members = {"scheduling.x-k8s.io/pod-group": "pg"}
+    view = _view([_bound(f"w{i}", "n1", labels=members) for i in range(2)])
+    view.podgroups = {"default/pg": b.podgroup("pg", 2)}
+    assert inv.check_gangs(view) == []
+    view.podgroups = {"default/pg": b.podgroup("pg", 3)}
+    assert [v.invariant for v in inv.check_gangs(view)] == [inv.GANG_PARTIAL]
+
+
 def test_fits_somewhere_tells_a_full_cluster_from_leaked_capacity() -> None:
     cls = b.resource_class("v100", match_labels={"model": "V100"})
     shared = b.resource_class("slice", match_labels={"model": "T4"}, sharing={"dimension": "memory", "unit": "1Gi"})
