@@ -17,7 +17,8 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
-from scheduler.core.annotations import DeviceAssignment
+from scheduler.api.quantity import Amount, format_quantity
+from scheduler.core.annotations import DEVICES, DeviceAssignment
 from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX, ClassRegistry, ResourceClass, parse_resource_class
 from scheduler.core.disruption import DisruptionBudget, parse_disruption_budget
 from scheduler.core.lifecycle import DeviceHold, device_holds, shared_while_running
@@ -370,10 +371,16 @@ class ClusterState:
             self.gated.discard(uid)
             if placement is None or placement.assumed or placement.node != pod.node_name or old is None \
                     or old.devices != pod.devices or old.requests != pod.requests:
+                # an edit of a bound pod's devices moves no hold: what it held stays held too
+                edited = placement is not None and not placement.assumed and placement.node == pod.node_name \
+                    and old is not None and _devices_edited(old, pod)
+                kept = placement.grants if edited and placement is not None else ()
                 # Swap the old charge for the new one without letting go of a deleted device in
                 # between: the pod may hold it under both (our assumption, then its Binding).
                 swapped = self._unplace(uid, drop_ghosts=False) if placement is not None else []
-                notices += self._place(pod, pod.node_name, pod.devices, assumed=False)
+                notices += self._place(pod, pod.node_name, pod.devices, assumed=False, kept=kept)
+                if edited and old is not None:
+                    notices.append(_edit_notice(old, pod, self.placements[uid]))
                 if placement is not None:
                     self.ledger.drop_released_ghosts(placement.devices)
                     # a swap that frees nothing (our Binding confirmed, requests grown) is no
@@ -435,7 +442,9 @@ class ClusterState:
         return events
 
     def _place(self, pod: Pod, node_name: str, devices: DeviceAssignment | None,
-               assumed: bool) -> list[Notice]:
+               assumed: bool, kept: tuple[DeviceHold, ...] = ()) -> list[Notice]:
+        """Charge the pod on the node for `devices`, and for `kept`: what it held before its
+        devices annotation was edited while bound (`_devices_edited`), which it holds as well."""
         info = self._node_info(node_name)
         notices: list[Notice] = []
         broken = pod.device_error is not None
@@ -450,6 +459,8 @@ class ClusterState:
                 for grant in entries:
                     self.ledger.hold_unseen(grant.device, grant.device_id, info)
         placement = placement_of(pod, node_name, devices, self.ledger.counted_as, broken, assumed)
+        if kept:
+            placement = replace(placement, grants=union_holds(kept, placement.grants))
         for device, amount, resource, dimension in placement.grants:
             notices += self.ledger.charge(pod, device, amount, resource, dimension)
         whole = {container: [grant.device for entries in by_resource.values() for grant in entries
@@ -835,6 +846,57 @@ def _holds(pod: Pod, devices: DeviceAssignment | None) -> list[DeviceHold]:
                           for resource, entries in by_resource.items()}
               for container, by_resource in (devices or {}).items()}
     return device_holds(grants, pod.container_phases())
+
+
+def _devices_edited(old: Pod, pod: Pod) -> bool:
+    """Whether a bound pod's `tessera.dev/devices` says something else now: other devices or
+    amounts, or unreadable (or gone) where it was readable, or the other way. Only the decoded
+    content counts, so the node agent's `tessera.dev/phase` write (Allocating -> Allocated) and
+    a rewrite of the same assignment in other JSON are no edit."""
+    return old.devices != pod.devices or (old.device_error is None) != (pod.device_error is None)
+
+
+def union_holds(before: Iterable[DeviceHold], after: Iterable[DeviceHold]) -> tuple[DeviceHold, ...]:
+    """Every hold either list has, each at its largest: a device whole in either is held whole
+    (a slice beside it would be the pod conflicting with itself), slices of one device, resource
+    name and dimension at the larger amount. Never fewer holds than either list says."""
+    whole: dict[str, DeviceHold] = {}
+    slices: dict[tuple[str, str, str], Amount] = {}
+    for device, amount, resource, dimension in (*before, *after):
+        if amount is None:
+            whole.setdefault(device, (device, None, resource, dimension))
+        else:
+            key = (device, resource, dimension)
+            slices[key] = max(slices.get(key, amount), amount)
+    return (*whole.values(), *((device, amount, resource, dimension)
+                               for (device, resource, dimension), amount in slices.items() if device not in whole))
+
+
+def _grants_text(devices: DeviceAssignment | None) -> str:
+    """An annotation's devices for a message: names, slices with their amounts."""
+    names = [grant.device if grant.amount is None else f"{grant.device} ({format_quantity(grant.amount)}"
+             f"{' ' + grant.dimension if grant.dimension else ''})"
+             for by_resource in (devices or {}).values() for entries in by_resource.values() for grant in entries]
+    return ", ".join(names) if names else "no device"
+
+
+def _annotation_text(pod: Pod) -> str:
+    if pod.device_error is not None:
+        return "nothing readable" if DEVICES in pod.meta.annotations else "nothing (the annotation was removed)"
+    return _grants_text(pod.devices)
+
+
+def _edit_notice(old: Pod, pod: Pod, placement: Placement) -> Notice:
+    """The Warning a bound pod's edited devices annotation gets: what it named, what it names
+    now, and that every device it named while bound stays held (`union_holds`) until it ends."""
+    held = ", ".join(placement.devices) or "no device"
+    return Notice("Pod", pod.key, "DevicesAnnotationChanged",
+                  f"annotation {DEVICES} of pod {pod.key} on node {placement.node} was changed while the pod is "
+                  f"bound: it named {_annotation_text(old)}; it now names {_annotation_text(pod)}. Its containers "
+                  "keep the devices they were given and its node agent may hand out the new ones on a restart, so "
+                  f"every device it named while bound stays held until the pod ends: {held}. Assignments are "
+                  "Tessera's to write; a scheduler restarted before the pod ends knows only the current annotation",
+                  pod.meta.namespace, pod.uid)
 
 
 def _described(kind: str, namespace: str, name: str) -> str:

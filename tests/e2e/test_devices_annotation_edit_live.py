@@ -1,0 +1,74 @@
+"""An edit of a bound pod's `tessera.dev/devices` on the real apiserver moves no hold (a new
+user's dev-cluster trial: `kubectl annotate --overwrite` swapped the GPU a pod's annotation named,
+and the next pod was given the GPU the first one's container still used, silently)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from scheduler.core import annotations as ann
+from scheduler.sim import builders as b
+from tests.e2e.live import FakeAgent, Kube, eventually
+
+NODES = "/api/v1/nodes"
+ERS = "/apis/tessera.dev/v1alpha1/extendedresources"
+CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
+CLASS = "class.tessera.dev/edit-v100"
+
+
+async def _pod(kubectl: Kube, namespace: str, name: str) -> dict[str, Any]:
+    return (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")).json()  # type: ignore[no-any-return]
+
+
+async def _events(kubectl: Kube, namespace: str, pod: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in await kubectl.events(namespace) if e["regarding"]["name"] == pod and e["reason"] == reason]
+
+
+async def test_an_edited_devices_annotation_keeps_both_gpus_held_and_warns(
+        tessera: Any, kubectl: Kube, namespace: str) -> None:
+    await tessera("config/binpack.yaml")
+    node = b.node("edit-1", gpus=2)
+    await kubectl.create(NODES, node)
+    await kubectl.call("PATCH", f"{NODES}/edit-1/status", {"status": node["status"]},
+                       content_type="application/merge-patch+json")
+    devices = [b.device("edit-1", i) for i in range(2)]
+    for device in devices:
+        await kubectl.create(ERS, device)
+    await kubectl.create(CLASSES, b.resource_class("edit-v100", match_labels={"model": "V100"}))
+    async with FakeAgent(kubectl, namespace) as agent:
+        await kubectl.create_pod(namespace, b.pod("longv", limits={CLASS: 1}))
+
+        async def allocated() -> dict[str, Any] | None:  # bound, and the agent's phase write is in
+            pod = await _pod(kubectl, namespace, "longv")
+            annotations = pod["metadata"].get("annotations") or {}
+            return pod if annotations.get(ann.PHASE) == ann.PHASE_ALLOCATED else None
+
+        pod = await eventually(allocated)
+        assert "longv" in agent.allocated
+        doc = orjson.loads(pod["metadata"]["annotations"][ann.DEVICES])
+        [grant] = doc["containers"]["main"][CLASS]
+        other = next(d for d in devices if d["metadata"]["name"] != grant["device"])
+        grant.update(device=other["metadata"]["name"], id=other["spec"]["deviceID"])
+        # kubectl annotate --overwrite, as system:masters (the policy exempts it; dev-cluster has none)
+        await kubectl.call("PATCH", f"/api/v1/namespaces/{namespace}/pods/longv",
+                           {"metadata": {"annotations": {ann.DEVICES: orjson.dumps(doc).decode()}}},
+                           content_type="application/merge-patch+json")
+        [warning] = await eventually(lambda: _events(kubectl, namespace, "longv", "DevicesAnnotationChanged"))
+        assert warning["type"] == "Warning"
+        given = next(d["metadata"]["name"] for d in devices if d is not other)
+        assert f"it named {given}; it now names {other['metadata']['name']}" in warning["note"]
+
+        await kubectl.create_pod(namespace, b.pod("thief", limits={CLASS: 1}))
+        await eventually(lambda: _events(kubectl, namespace, "thief", "FailedScheduling"))
+        assert not (await _pod(kubectl, namespace, "thief"))["spec"].get("nodeName")  # neither GPU is free
+
+        await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/longv?gracePeriodSeconds=0")
+
+        async def thief_bound() -> str:
+            return (await _pod(kubectl, namespace, "thief"))["spec"].get("nodeName", "")
+
+        assert await eventually(thief_bound) == "edit-1"  # both released with their holder
+        # the Binding and the agent's Allocated were no edit: one warning, for the one edit
+        assert len(await _events(kubectl, namespace, "longv", "DevicesAnnotationChanged")) == 1

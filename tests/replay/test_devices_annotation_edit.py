@@ -1,0 +1,171 @@
+"""An edit of a bound pod's `tessera.dev/devices` annotation moves no hold (review finding).
+
+A user's trial on dev-cluster gave one GPU to two pods: `kubectl annotate --overwrite` on a bound
+pod swapped the device its annotation named, the ledger swapped its charge with it, and the next
+pod was given the GPU the first pod's container still used — silently. The container keeps what
+it was given until it ends, and the node agent may hand out what the annotation names now on a
+restart: a bound, live pod holds both versions' devices (the union) until it is gone, and the edit
+is told (a `DevicesAnnotationChanged` Warning; a newly named device someone else holds is the
+ledger's `DeviceConflict`).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from scheduler.core import annotations as ann
+from scheduler.sim import builders as b
+from tests.helpers import BINPACK, Run, config
+
+CLASS = "class.tessera.dev/v100"
+SHARED = "class.tessera.dev/v100-shared"
+
+
+def _run(gpus: int = 3) -> tuple[Run, list[str]]:
+    """Node n with `gpus` V100 devices and their class: the run and the devices' names."""
+    run = Run(config(BINPACK))
+    devices = [b.device("n", i) for i in range(gpus)]
+    run.add(b.node("n", gpus=gpus), *devices, b.resource_class("v100", match_labels={"model": "V100"}),
+            b.resource_class("v100-shared", match_labels={"model": "V100"},
+                             sharing={"dimension": "memory", "unit": "1Gi"}))
+    return run, [d["metadata"]["name"] for d in devices]
+
+
+def _object(run: Run, name: str) -> dict[str, Any]:
+    return copy.deepcopy(run.replay.pods[run.state.pod_by_key(f"default/{name}").uid])
+
+
+def _annotation(run: Run, name: str) -> dict[str, Any]:
+    raw = _object(run, name)["metadata"]["annotations"][ann.DEVICES]
+    doc: dict[str, Any] = ann.orjson.loads(raw)
+    return doc
+
+
+def _edit(run: Run, name: str, value: str | None) -> None:
+    """`kubectl annotate --overwrite` of the pod's devices annotation (None: `tessera.dev/devices-`)."""
+    pod = _object(run, name)
+    annotations = pod["metadata"].setdefault("annotations", {})
+    if value is None:
+        del annotations[ann.DEVICES]
+    else:
+        annotations[ann.DEVICES] = value
+    pod["metadata"]["resourceVersion"] = str(int(pod["metadata"].get("resourceVersion") or "100") + 1)
+    run.feed(b.event("MODIFIED", pod))
+
+
+def _renamed(doc: dict[str, Any], device: str) -> str:
+    """The annotation with its one grant naming `device` (and that device's id) instead."""
+    out = copy.deepcopy(doc)
+    [entries] = [entries for by_resource in out["containers"].values() for entries in by_resource.values()]
+    entries[0]["device"] = device
+    entries[0]["id"] = device.split(".", 1)[1].upper()
+    return ann.orjson.dumps(out).decode()
+
+
+def _holders(run: Run, device: str) -> set[str]:
+    use = run.state.ledger.use.get(device)
+    if use is None:
+        return set()
+    return {run.state.pods[uid].meta.name for uid in (*use.exclusive, *use.shared)}
+
+
+def _held_by(run: Run, name: str) -> list[str]:
+    return [device for device in run.state.ledger.use if name in _holders(run, device)]
+
+
+def _reasons(run: Run, reason: str) -> list[str]:
+    return [n for n in run.notices() if n.startswith(f"{reason}: ")]
+
+
+def test_a_swapped_device_annotation_keeps_the_old_gpu_held_and_says_so() -> None:
+    run, names = _run(gpus=2)
+    run.add(b.pod("longv", limits={CLASS: 1}))
+    [given] = _held_by(run, "longv")
+    assert _reasons(run, "DevicesAnnotationChanged") == []  # our Binding and the agent's Allocated are no edit
+    other = next(name for name in names if name != given)
+    _edit(run, "longv", _renamed(_annotation(run, "longv"), other))
+    assert sorted(_held_by(run, "longv")) == sorted(names)  # the old GPU stays held, the new one too
+    [warning] = _reasons(run, "DevicesAnnotationChanged")
+    assert given in warning and other in warning and "until the pod ends" in warning
+    run.add(b.pod("thief", limits={CLASS: 1}))
+    assert run.node_of("thief") is None  # neither GPU is free
+    run.add(b.pod("plain", limits={"nvidia.com/gpu": 1}))
+    assert run.node_of("plain") is None  # plain requests count both as busy too
+
+
+def test_the_union_lasts_until_the_pod_ends_then_both_are_released() -> None:
+    run, names = _run(gpus=3)
+    run.add(b.pod("longv", limits={CLASS: 1}))
+    [given] = _held_by(run, "longv")
+    second, third = [name for name in names if name != given]
+    doc = _annotation(run, "longv")
+    _edit(run, "longv", _renamed(doc, second))
+    _edit(run, "longv", _renamed(doc, third))  # a second edit: the first two still held
+    assert sorted(_held_by(run, "longv")) == sorted(names)
+    assert len(_reasons(run, "DevicesAnnotationChanged")) == 2
+    _edit(run, "longv", _renamed(doc, third))  # the same content again: no edit, no warning
+    assert len(_reasons(run, "DevicesAnnotationChanged")) == 2
+    done = _object(run, "longv")
+    done["status"]["phase"] = "Succeeded"
+    done["metadata"]["resourceVersion"] = "999"
+    run.feed(b.event("MODIFIED", done))
+    assert _held_by(run, "longv") == [] and run.state.ledger.use == {}
+
+
+def test_a_newly_named_device_another_pod_holds_is_a_device_conflict() -> None:
+    run, names = _run(gpus=2)
+    run.add(b.pod("longv", limits={CLASS: 1}), b.pod("other", limits={CLASS: 1}))
+    [mine], [theirs] = _held_by(run, "longv"), _held_by(run, "other")
+    assert _reasons(run, "DeviceConflict") == []
+    _edit(run, "longv", _renamed(_annotation(run, "longv"), theirs))
+    assert _holders(run, theirs) == {"longv", "other"} and _holders(run, mine) == {"longv"}
+    [conflict] = _reasons(run, "DeviceConflict")
+    assert theirs in conflict
+    run.add(b.pod("thief", limits={CLASS: 1}))
+    assert run.node_of("thief") is None
+
+
+def test_an_unreadable_or_removed_annotation_keeps_the_old_devices_held() -> None:
+    run, names = _run(gpus=2)
+    run.add(b.pod("longv", limits={CLASS: 1}))
+    [given] = _held_by(run, "longv")
+    _edit(run, "longv", "{not json")
+    assert _held_by(run, "longv") == [given]
+    assert _reasons(run, "BrokenDeviceAnnotation")  # the node is fenced, as before
+    [warning] = _reasons(run, "DevicesAnnotationChanged")
+    assert given in warning and "it now names nothing readable" in warning
+    assert "n" in {node for node, info in run.state.nodes.items() if info.broken}
+    _edit(run, "longv", None)  # the annotation removed (the phase says devices were given)
+    assert _held_by(run, "longv") == [given]
+
+
+def test_a_slice_amount_changed_holds_the_larger_one() -> None:
+    run, names = _run(gpus=1)
+    run.add(b.pod("s", limits={SHARED: 8}))
+    [device] = _held_by(run, "s")
+    doc = _annotation(run, "s")
+    [entries] = [entries for by_resource in doc["containers"].values() for entries in by_resource.values()]
+    before = copy.deepcopy(run.state.ledger.use[device].shared)
+    entries[0]["amount"] = "4Gi"  # a smaller claim: the container may still use the 8Gi it was given
+    _edit(run, "s", ann.orjson.dumps(doc).decode())
+    assert run.state.ledger.use[device].shared == before
+    [warning] = _reasons(run, "DevicesAnnotationChanged")
+    assert device in warning
+    entries[0]["amount"] = "16Gi"  # a larger one counts as larger
+    _edit(run, "s", ann.orjson.dumps(doc).decode())
+    [held] = run.state.ledger.use[device].shared.values()
+    assert list(held.values()) == [16 * 1024**3]
+
+
+def test_devices_written_onto_a_pod_bound_without_any_are_an_edit_too() -> None:
+    """A pod another scheduler bound, given a devices annotation by hand: what it names is held
+    (the node agent may hand it out), and it is told like any other edit."""
+    run, names = _run(gpus=2)
+    run.add(b.pod("foreign", scheduler="default-scheduler", node_name="n", phase="Running",
+                  requests={"cpu": "1"}))
+    doc = {"version": ann.VERSION, "containers": {"main": {CLASS: [{"id": "x", "device": names[0]}]}}}
+    _edit(run, "foreign", ann.orjson.dumps(doc).decode())
+    assert _held_by(run, "foreign") == [names[0]]
+    [warning] = _reasons(run, "DevicesAnnotationChanged")
+    assert "it named no device; it now names " + names[0] in warning
