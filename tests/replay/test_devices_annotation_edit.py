@@ -16,6 +16,8 @@ from typing import Any
 
 from scheduler.core import annotations as ann
 from scheduler.sim import builders as b
+from scheduler.view import model as m
+from scheduler.view.cluster import build_view
 from tests.helpers import BINPACK, Run, config
 
 CLASS = "class.tessera.dev/v100"
@@ -54,12 +56,12 @@ def _edit(run: Run, name: str, value: str | None) -> None:
     run.feed(b.event("MODIFIED", pod))
 
 
-def _renamed(doc: dict[str, Any], device: str) -> str:
+def _renamed(run: Run, doc: dict[str, Any], device: str) -> str:
     """The annotation with its one grant naming `device` (and that device's id) instead."""
     out = copy.deepcopy(doc)
     [entries] = [entries for by_resource in out["containers"].values() for entries in by_resource.values()]
     entries[0]["device"] = device
-    entries[0]["id"] = device.split(".", 1)[1].upper()
+    entries[0]["id"] = run.state.devices[device].device_id
     return ann.orjson.dumps(out).decode()
 
 
@@ -74,6 +76,12 @@ def _held_by(run: Run, name: str) -> list[str]:
     return [device for device in run.state.ledger.use if name in _holders(run, device)]
 
 
+def _states(run: Run) -> dict[str, str]:
+    """What `kubectl tessera nodes` shows per GPU of node n (device name -> state)."""
+    [node] = build_view(run.scheduler, source="simulate", now=0.0).nodes
+    return {gpu.device: gpu.state for gpu in node.gpus}
+
+
 def _reasons(run: Run, reason: str) -> list[str]:
     return [n for n in run.notices() if n.startswith(f"{reason}: ")]
 
@@ -84,8 +92,9 @@ def test_a_swapped_device_annotation_keeps_the_old_gpu_held_and_says_so() -> Non
     [given] = _held_by(run, "longv")
     assert _reasons(run, "DevicesAnnotationChanged") == []  # our Binding and the agent's Allocated are no edit
     other = next(name for name in names if name != given)
-    _edit(run, "longv", _renamed(_annotation(run, "longv"), other))
+    _edit(run, "longv", _renamed(run, _annotation(run, "longv"), other))
     assert sorted(_held_by(run, "longv")) == sorted(names)  # the old GPU stays held, the new one too
+    assert _states(run) == {name: m.WHOLE for name in names}  # the user's trial read the old one `free`
     [warning] = _reasons(run, "DevicesAnnotationChanged")
     assert given in warning and other in warning and "until the pod ends" in warning
     run.add(b.pod("thief", limits={CLASS: 1}))
@@ -100,11 +109,11 @@ def test_the_union_lasts_until_the_pod_ends_then_both_are_released() -> None:
     [given] = _held_by(run, "longv")
     second, third = [name for name in names if name != given]
     doc = _annotation(run, "longv")
-    _edit(run, "longv", _renamed(doc, second))
-    _edit(run, "longv", _renamed(doc, third))  # a second edit: the first two still held
+    _edit(run, "longv", _renamed(run, doc, second))
+    _edit(run, "longv", _renamed(run, doc, third))  # a second edit: the first two still held
     assert sorted(_held_by(run, "longv")) == sorted(names)
     assert len(_reasons(run, "DevicesAnnotationChanged")) == 2
-    _edit(run, "longv", _renamed(doc, third))  # the same content again: no edit, no warning
+    _edit(run, "longv", _renamed(run, doc, third))  # the same content again: no edit, no warning
     assert len(_reasons(run, "DevicesAnnotationChanged")) == 2
     done = _object(run, "longv")
     done["status"]["phase"] = "Succeeded"
@@ -118,10 +127,11 @@ def test_a_newly_named_device_another_pod_holds_is_a_device_conflict() -> None:
     run.add(b.pod("longv", limits={CLASS: 1}), b.pod("other", limits={CLASS: 1}))
     [mine], [theirs] = _held_by(run, "longv"), _held_by(run, "other")
     assert _reasons(run, "DeviceConflict") == []
-    _edit(run, "longv", _renamed(_annotation(run, "longv"), theirs))
+    _edit(run, "longv", _renamed(run, _annotation(run, "longv"), theirs))
     assert _holders(run, theirs) == {"longv", "other"} and _holders(run, mine) == {"longv"}
     [conflict] = _reasons(run, "DeviceConflict")
     assert theirs in conflict
+    assert _states(run) == {mine: m.WHOLE, theirs: m.CONFLICT}
     run.add(b.pod("thief", limits={CLASS: 1}))
     assert run.node_of("thief") is None
 
