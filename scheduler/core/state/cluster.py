@@ -888,14 +888,21 @@ def _annotation_text(pod: Pod) -> str:
 
 def _edit_notice(old: Pod, pod: Pod, placement: Placement) -> Notice:
     """The Warning a bound pod's edited devices annotation gets: what it named, what it names
-    now, and that every device it named while bound stays held (`union_holds`) until it ends."""
+    now, and that every device it named while bound stays held (`union_holds`) until it ends.
+
+    Why both: the kubelet's device manager keeps a container's devices in its checkpoint and
+    reuses them when the container restarts (`devicesToAllocate`: "pre-allocated devices", no new
+    Allocate call), so the old ones stay in use; the node agent answers the Allocate calls of
+    containers not started yet (the pod still `Allocating`) from the annotation as it is then,
+    so the new ones may be handed out too; and a scheduler started later counts the new ones."""
     held = ", ".join(placement.devices) or "no device"
     return Notice("Pod", pod.key, "DevicesAnnotationChanged",
                   f"annotation {DEVICES} of pod {pod.key} on node {placement.node} was changed while the pod is "
                   f"bound: it named {_annotation_text(old)}; it now names {_annotation_text(pod)}. Its containers "
-                  "keep the devices they were given and its node agent may hand out the new ones on a restart, so "
-                  f"every device it named while bound stays held until the pod ends: {held}. Assignments are "
-                  "Tessera's to write; a scheduler restarted before the pod ends knows only the current annotation",
+                  "keep the devices they were given, and the node agent serves those not started yet from the "
+                  "annotation as it is now, so every device it named while bound stays held until the pod ends: "
+                  f"{held}. Assignments are Tessera's to write; a scheduler started after this edit knows only "
+                  "the current annotation",
                   pod.meta.namespace, pod.uid)
 
 
