@@ -115,6 +115,12 @@ def test_the_union_lasts_until_the_pod_ends_then_both_are_released() -> None:
     assert len(_reasons(run, "DevicesAnnotationChanged")) == 2
     _edit(run, "longv", _renamed(run, doc, third))  # the same content again: no edit, no warning
     assert len(_reasons(run, "DevicesAnnotationChanged")) == 2
+    resized = _object(run, "longv")  # an in-place resize re-charges the pod: the union stays
+    resized["spec"]["containers"][0]["resources"].setdefault("requests", {})["cpu"] = "2"
+    resized["metadata"]["resourceVersion"] = "998"
+    run.feed(b.event("MODIFIED", resized))
+    assert run.state.placements[run.state.pod_by_key("default/longv").uid].requests.get("cpu") == 2000
+    assert sorted(_held_by(run, "longv")) == sorted(names)
     done = _object(run, "longv")
     done["status"]["phase"] = "Succeeded"
     done["metadata"]["resourceVersion"] = "999"

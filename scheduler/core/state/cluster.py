@@ -371,10 +371,11 @@ class ClusterState:
             self.gated.discard(uid)
             if placement is None or placement.assumed or placement.node != pod.node_name or old is None \
                     or old.devices != pod.devices or old.requests != pod.requests:
-                # an edit of a bound pod's devices moves no hold: what it held stays held too
-                edited = placement is not None and not placement.assumed and placement.node == pod.node_name \
-                    and old is not None and _devices_edited(old, pod)
-                kept = placement.grants if edited and placement is not None else ()
+                # a bound pod keeps what it held: an edit of its devices annotation moves no hold,
+                # and a later change (a resize) keeps what earlier edits left held
+                bound = placement is not None and not placement.assumed and placement.node == pod.node_name
+                kept = placement.grants if bound and placement is not None else ()
+                edited = bound and old is not None and _devices_edited(old, pod)
                 # Swap the old charge for the new one without letting go of a deleted device in
                 # between: the pod may hold it under both (our assumption, then its Binding).
                 swapped = self._unplace(uid, drop_ghosts=False) if placement is not None else []
