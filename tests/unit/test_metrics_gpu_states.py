@@ -46,7 +46,7 @@ def _pinned(name: str, node: str, limits: dict[str, str | int]) -> dict[str, Any
 def _cluster() -> Replay:
     """A cordoned node (2 free GPUs), a node with a GPU two pods claim, one held whole, one an
     admin cordoned (`spec.unschedulable`, healthy) and one unhealthy; a node fenced by a pod
-    whose device annotation cannot be read; a node with a sliced GPU, one counted GPU and a free one."""
+    whose device annotation was made unreadable (the GPU it held stays held); a node with a sliced GPU, one counted GPU and a free one."""
     n = [b.device("n", i, healthy=i != 3, unschedulable=i == 2) for i in range(4)]
     objs: list[dict[str, Any]] = [
         b.node("cordoned", gpus=2, unschedulable=True), *(b.device("cordoned", i) for i in range(2)),
@@ -83,8 +83,10 @@ def test_the_metric_counts_the_views_gpu_states_and_agrees_with_its_summary() ->
     states = {dict(labels)["state"]: value for labels, value in _samples(metrics, "tessera_devices").items()}
 
     assert set(states) == set(m.STATES)  # every state the views name, 0 included, and no other
-    assert states == {"free": 1, "whole": 1, "slices": 1, "counted": 1, "gated": 0, "conflict": 1,
-                      "fenced": 2, "unhealthy": 1, "cordoned": 3, "ghost": 0}
+    # the fenced node's pod held one GPU before its annotation was made unreadable: that GPU stays
+    # held (whole) while the pod lives (an edit moves no hold), the node's other GPU is fenced
+    assert states == {"free": 1, "whole": 2, "slices": 1, "counted": 1, "gated": 0, "conflict": 1,
+                      "fenced": 1, "unhealthy": 1, "cordoned": 3, "ghost": 0}
     summary = view.summary
     assert sum(states.values()) == summary.gpus
     assert sum(states[s] for s in m.IN_USE) == summary.used
@@ -92,7 +94,7 @@ def test_the_metric_counts_the_views_gpu_states_and_agrees_with_its_summary() ->
     assert states[m.FREE] == summary.free
     assert sum(states[s] for s in m.UNAVAILABLE) == summary.unavailable
     assert states[m.CONFLICT] == summary.conflicts
-    assert summary.line().startswith("GPUs: 11 total, 4 in use (1 shared), 1 free, 6 unavailable, "
+    assert summary.line().startswith("GPUs: 11 total, 5 in use (1 shared), 1 free, 5 unavailable, "
                                      "1 GPU claimed by more than one pod")
     # per GPU: the state `kubectl tessera nodes` lists, but a free GPU of a cordoned node is cordoned
     per_gpu = Counter(m.counted_state(node, gpu) for node in view.nodes for gpu in node.gpus)
@@ -111,7 +113,7 @@ def test_a_state_that_empties_reads_zero_and_a_model_that_leaves_goes() -> None:
     list(replay.run([WatchEvent("DELETED", _bound("c", "n", {CLASS: 1}))]))
     metrics.set_gpus(build_view(replay.scheduler, source="simulate", now=replay.now))
     states = {dict(labels)["state"]: value for labels, value in _samples(metrics, "tessera_devices").items()}
-    assert (states["conflict"], states["whole"]) == (0, 2)
+    assert (states["conflict"], states["whole"]) == (0, 3)
     metrics.set_gpus(build_view(Replay(config(), agent=False).scheduler, source="simulate", now=0.0))
     assert _samples(metrics, "tessera_devices_by_model") == {}
     assert set(_samples(metrics, "tessera_devices").values()) == {0}
