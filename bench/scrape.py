@@ -108,12 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     lines = ["| nodes | GPUs | pending | " + " | ".join(f"{name} ms/scrape" for name in trees)
              + (" | current / baseline |" if BASELINE in trees else " |"),
              "|---:|---:|---:|" + "---:|" * len(trees) + ("---:|" if BASELINE in trees else "")]
-    for nodes, by_tree in results.items():
+    for size, by_tree in results.items():
         medians = {name: statistics.median(r["median_seconds"] for r in runs) for name, runs in by_tree.items()}
         ratio = medians[HERE] / medians[BASELINE] if BASELINE in medians else None
-        summary[nodes] = {"median_seconds": medians, "ratio": ratio, "runs": by_tree}
+        summary[size] = {"median_seconds": medians, "ratio": ratio, "runs": by_tree}
         first = by_tree[HERE][0]
-        lines.append(f"| {nodes} | {first['gpus']} | {first['pending']} | "
+        lines.append(f"| {size} | {first['gpus']} | {first['pending']} | "
                      + " | ".join(f"{medians[name] * 1000:.1f}" for name in trees)
                      + (f" | {ratio:.2f}x |" if ratio is not None else " |"))
     OUT.mkdir(parents=True, exist_ok=True)

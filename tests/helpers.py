@@ -14,8 +14,8 @@ from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import load
-from scheduler.view.cluster import build_view
-from scheduler.view.model import ClusterView
+from scheduler.view.cluster import gpu_counts
+from scheduler.view.model import GpuCounts
 
 BINPACK = "config/binpack.yaml"
 SPREAD = "config/spread.yaml"
@@ -146,9 +146,9 @@ def last_attempts(scheduler: Scheduler, objects: list[dict[str, Any]]) -> dict[s
     return last
 
 
-def gpu_view(*objs: dict[str, Any]) -> ClusterView:
-    """The view (`kubectl tessera nodes`) of a core fed `objs` as a listing: what
-    `Metrics.set_gpus` counts."""
+def gpu_counts_of(*objs: dict[str, Any]) -> GpuCounts:
+    """The GPU counts (`gpu_counts`, the numbers of `kubectl tessera nodes`' summary) of a core
+    fed `objs` as a listing: what `Metrics.set_gpus` exports."""
     core = Scheduler(config())
     load(core, list(objs), 0.0)
-    return build_view(core, source="cluster", now=0.0)
+    return gpu_counts(core, now=0.0)

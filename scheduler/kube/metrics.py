@@ -309,24 +309,23 @@ class Metrics:
 
     # --- devices and gangs ---------------------------------------------------------------------
 
-    def set_gpus(self, view: view_model.ClusterView) -> None:
+    def set_gpus(self, counts: view_model.GpuCounts) -> None:
         """`tessera_devices{state}`, `tessera_devices_by_model{model,state}` and
-        `tessera_gpus_overcommitted` from the view
-        `kubectl tessera nodes` prints: each GPU in `model.counted_state`, so the metric's states
-        are the view's and its counts the view's summary. A full snapshot: every state of every
-        model present is set (0 included), so a model's allocation ratio has all its series and a
-        resolved conflict reads 0; models no longer present disappear."""
-        counts = Tally((gpu.model, view_model.counted_state(node, gpu)) for node in view.nodes for gpu in node.gpus)
+        `tessera_gpus_overcommitted` from the GPU counts of `kubectl tessera nodes`' summary
+        (`cluster.gpu_counts`): the metric's states are the view's and they sum to its total. A
+        full snapshot: every state of every model present is set (0 included), so a model's
+        allocation ratio has all its series and a resolved conflict reads 0; models no longer
+        present disappear."""
         self.devices_by_model.clear()
         totals: Tally[str] = Tally()
-        for model in sorted({model for model, _ in counts}):
+        for model in sorted({model for model, _ in counts.states}):
             for state in GPU_STATES:
-                count = counts[model, state]
+                count = counts.states.get((model, state), 0)
                 self.devices_by_model.labels(model=model, state=state).set(count)
                 totals[state] += count
         for state in GPU_STATES:
             self.devices.labels(state=state).set(totals[state])
-        self.gpus_overcommitted.set(sum(o.used - o.capacity for node in view.nodes for o in node.over_capacity))
+        self.gpus_overcommitted.set(counts.overcommitted)
 
     def observe_permit_wait(self, result: str, seconds: float) -> None:
         """A Binding held by the allocation gate (a Permit wait) was let go or stopped: `result`

@@ -35,7 +35,7 @@ from scheduler.kube.metrics import Metrics, MetricsStopwatch
 from scheduler.kube.serving import GPU_MAP_DATA, GPU_MAP_PAGE, PING, Check, ServeError, serve, turned_off
 from scheduler.logs import LogSettingsError, configure_logging, describe_error
 from scheduler.open_files import raise_open_files_limit
-from scheduler.view.cluster import build_view
+from scheduler.view.cluster import gpu_counts
 
 log = structlog.get_logger("tessera.run")
 
@@ -355,8 +355,9 @@ class StateGauges:
     """Sets the gauges that mirror the loop's state (cache size, GPUs by model and state,
     unschedulable pods by plugin, Bindings held or in flight, informer sync and relists) from
     that state, on every scrape (`Metrics.on_scrape`): they agree with /readyz the moment it says
-    ready, at no cost between scrapes. The GPU counts are the view's (`build_view`, as
-    `kubectl tessera nodes` and the GPU map show them), so the metric and the views agree."""
+    ready, at no cost between scrapes. The GPU counts are the view's summary (`gpu_counts`: each
+    GPU classified as `kubectl tessera nodes` and the GPU map show it, without building their
+    view), so the metric and the views agree."""
 
     def __init__(self, loop: SchedulerLoop, metrics: Metrics, clock: Callable[[], float] = time.time) -> None:
         self.loop = loop
@@ -369,7 +370,7 @@ class StateGauges:
         sizes = core.cache_sizes()
         metrics.set_cache_size(nodes=sizes["nodes"], pods=sizes["pods"], assumed_pods=sizes["assumed_pods"])
         held = core.held()
-        metrics.set_gpus(build_view(core, source="live", now=self.clock(), held=held))
+        metrics.set_gpus(gpu_counts(core, now=self.clock(), held=held))
         metrics.set_unschedulable_pods(core.unschedulable_by_plugin())
         metrics.set_waiting_for_allocation(len(held))
         metrics.set_binding(len(held) + self.loop.binder.in_flight)

@@ -11,7 +11,7 @@ gates (`Scheduler.gated()`) has no attempt to say why: its gate is read from the
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from scheduler.api.quantity import Amount, format_quantity
@@ -70,9 +70,12 @@ def build_view(scheduler: Scheduler, *, source: str, now: float,
         pod = state.pod_by_key(key)
         if wait.node and pod is not None and (pod.uid in state.pending or pod.uid in facts.held):
             gate_waiters.setdefault(wait.node, []).append(key)
-    infos = sorted((info for info in state.nodes.values() if info.node is not None or info.devices),
-                   key=lambda info: info.name)
-    nodes = tuple(_node(facts, info, sorted(gate_waiters.get(info.name, ()))) for info in infos)
+    built = [_node(facts, info, sorted(gate_waiters.get(info.name, ())))
+             for info in sorted(_shown_nodes(state), key=lambda info: info.name)]
+    nodes = tuple(node for node, _ in built)
+    counts: Counter[tuple[str, str]] = Counter()
+    for _, node_counts in built:
+        counts.update(node_counts)
     pending = _pending(state, waits, facts.held)
     return m.ClusterView(
         source=source,
@@ -80,7 +83,7 @@ def build_view(scheduler: Scheduler, *, source: str, now: float,
         nodes=nodes,
         pending=pending,
         gangs=_gangs(state, pending, facts.held),
-        summary=_summary(nodes),
+        summary=_summary(nodes, counts),
         decisions=tuple(decisions),
         profiles=tuple(sorted(scheduler.config.scheduler_names)),
     )
@@ -121,11 +124,14 @@ def gate_holds(scheduler: Scheduler, node: str, now: float) -> bool:
 # --- nodes and GPUs -------------------------------------------------------------------------
 
 
-def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
+def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.NodeView, Counter[tuple[str, str]]]:
+    """The node's view, and its GPUs as the summary counts them (`_count`)."""
     state = facts.state
     fence = _fence_reason(state, info)
-    gpus, beyond, surplus = _gpus(facts, info, fence)
-    extra = surplus + _second_names(gpus)  # rows that are no GPU of their own: counted once, or not at all
+    rows = _rows(facts, info, fence)
+    gpus, beyond = _gpus(facts, info, rows)
+    counts: Counter[tuple[str, str]] = Counter()
+    _count(info, rows, counts)
     node = info.node
     notes: list[str] = []
     if node is None:
@@ -141,7 +147,7 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
                      "out) until the annotation is fixed or the pod is gone")
     why = (f"the recording {facts.diverged[info.name]}: the replay diverged from the cluster here"
            if info.name in facts.diverged else "pods of other schedulers hold GPUs that Tessera's classes gave out")
-    over = tuple(m.OverCapacity(*found) for found in info.over_capacity({d.resource_name for d in info.devices.values()}))
+    over = _over_capacity(info)
     notes += [f"{o.resource} overcommitted: {o.used} in use, {o.capacity} allocatable ({why})" for o in over]
     for resource, holders in beyond.items():
         for pod, count in Counter(holder.pod for holder in holders).items():
@@ -150,14 +156,15 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
     # as the scheduler counts them: no pod goes to a cordoned node but one that tolerates it (a
     # fenced node's free GPUs, and a node's without a Node object, are already `fenced`, not `free`)
     takes_pods = node is not None and not node.unschedulable
-    return m.NodeView(
+    view = m.NodeView(
         name=info.name,
         cordoned=node is not None and node.unschedulable,
         gpus=gpus,
         gpus_used=sum(1 for gpu in gpus if gpu.state in m.IN_USE),
         gpus_free=sum(1 for gpu in gpus if takes_pods and gpu.state == m.FREE),
-        gpus_unavailable=sum(1 for gpu in gpus if gpu.state in m.UNAVAILABLE) - extra,
-        gpus_total=len(gpus) - extra,
+        # the rest of its GPUs (free ones of a cordoned node are neither: the summary counts those)
+        gpus_unavailable=sum(counts.values()) - sum(1 for gpu in gpus if gpu.state in m.IN_USE or gpu.state == m.FREE),
+        gpus_total=sum(counts.values()),
         conflicts=sum(1 for gpu in gpus if gpu.state == m.CONFLICT),
         over_capacity=over,
         cpu=f"{info.requested.get(CPU, 0) / 1000:g}/{allocatable / 1000:g}",
@@ -166,11 +173,40 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> m.NodeView:
                      for t in (node.taints if node is not None else ())),
         notes=tuple(notes),
     )
+    return view, counts
+
+
+def _over_capacity(info: NodeInfo) -> tuple[m.OverCapacity, ...]:
+    """The node's device resources held beyond what it has (a note in the view, the metric's count)."""
+    return tuple(m.OverCapacity(*found) for found in info.over_capacity({d.resource_name for d in info.devices.values()}))
+
+
+def gpu_counts(scheduler: Scheduler, *, now: float, held: Sequence[Attempt] = ()) -> m.GpuCounts:
+    """The GPUs by (model, state) as `build_view`'s summary counts them, and those held beyond the
+    nodes' capacity, without building the view: each GPU classified by the same rules (`_rows`),
+    but no holders, reasons, notes, pending pods or gangs. Each /metrics scrape runs this on the
+    scheduler's event loop, where the whole view cost ten times the old per-device count
+    (`python -m bench.scrape`)."""
+    facts = _Facts(scheduler.state, frozenset(attempt.pod.uid for attempt in held), gate_timeout(scheduler), now, {})
+    states: Counter[tuple[str, str]] = Counter()
+    overcommitted = 0
+    for info in _shown_nodes(facts.state):
+        _count(info, _rows(facts, info, _fence_reason(facts.state, info), ordered=False), states)
+        if info.node is not None and info.devices:
+            overcommitted += sum(o.used - o.capacity for o in _over_capacity(info))
+    return m.GpuCounts(dict(states), overcommitted)
+
+
+def _shown_nodes(state: ClusterState) -> Iterator[NodeInfo]:
+    """The nodes the views show: those with a Node object or devices."""
+    return (info for info in state.nodes.values() if info.node is not None or info.devices)
 
 
 def _fence_reason(state: ClusterState, info: NodeInfo) -> str:
     """Why the node is fenced (`NodeInfo.broken`): each pod whose device annotation cannot be
     read, and how (`default/bad: unreadable tessera.dev/devices annotation`); "" when it is not."""
+    if not info.broken:
+        return ""
     reasons = []
     for uid in sorted(info.broken, key=lambda uid: _key(state, uid)):
         pod = state.pods.get(uid)
@@ -189,92 +225,165 @@ def _device_order(device: Device) -> tuple[int, str, str]:
     return (position, device.attributes.get("pciBusID", ""), device.name)
 
 
-def _second_names(gpus: Sequence[m.GpuView]) -> int:
-    """Rows that name a GPU another row already names (one deviceID under two ExtendedResources,
-    a held ghost and its new name): one GPU, so counted once — as the row in use, if one is."""
-    names: Counter[str] = Counter()
-    idle: Counter[str] = Counter()
-    for gpu in gpus:
-        if gpu.device and gpu.device_id:
-            names[gpu.device_id] += 1
-            idle[gpu.device_id] += gpu.state not in m.IN_USE
-    return sum(min(count - 1, idle[device_id]) for device_id, count in names.items())
+@dataclass(slots=True)
+class _Row:
+    """One GPU row of a node as classified (`_rows`), before the view dresses it with holders and
+    reasons (`_gpus`): what the summary and the metric count, decided once for both."""
+
+    device: Device | None  # None: a GPU the node only counts (allocatable beyond its devices)
+    resource: str
+    model: str
+    state: str
+    reason: str = ""  # why a free GPU is fenced
+    counted: int = -1  # the node's counted request of `resource` shown here (its index), -1 for none
+    surplus: bool = False  # fenced for being beyond the node's count: no GPU of its own
 
 
-def _gpus(facts: _Facts, info: NodeInfo,
-          fence: str) -> tuple[tuple[m.GpuView, ...], dict[str, list[m.Holder]], int]:
-    """The node's GPUs: its devices, then GPUs it only counts (allocatable beyond its devices),
-    per resource the counted holders no GPU is left to show (more counted than it has), and how
-    many free rows are fenced for being beyond the node's count (ExtendedResources describing
-    more GPUs than it allocates, `NodeInfo.surplus_devices`: the core gives out no more than the
-    count, so the last free rows go to no pod; which object is the surplus is unknown).
-    Devices its pods hold that have no ExtendedResource any more are the ledger's ghosts (also
-    when deleted before this core saw them, e.g. after a restart); plain count requests
-    (`nvidia.com/gpu: 1`) fill the GPUs no device assignment holds: free ones first, then
-    unhealthy or cordoned ones nobody holds (the device plugin picked one of those: no free one
-    was left). Free GPUs the core gives out to no pod are `fenced`: all of a node without a Node
-    object (no pod is placed there), and those of a resource an unreadable device annotation hides
-    (`fence` says whose, `NodeInfo.hides_devices_of`)."""
-    devices = sorted(info.devices.values(), key=_device_order)
+def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> list[_Row]:
+    """The node's GPU rows and their states: its devices, then GPUs it only counts (allocatable
+    beyond its devices). Devices its pods hold that have no ExtendedResource any more are the
+    ledger's ghosts (also when deleted before this core saw them, e.g. after a restart); plain
+    count requests (`nvidia.com/gpu: 1`) fill the GPUs no device assignment holds: free ones
+    first, then unhealthy or cordoned ones nobody holds (the device plugin picked one of those: no
+    free one was left); more than that are shown on none. Free GPUs the core gives out to no pod
+    are `fenced`: all of a node without a Node object (no pod is placed there), those of a
+    resource an unreadable device annotation hides (`fence` says whose,
+    `NodeInfo.hides_devices_of`), and free rows beyond the node's count (ExtendedResources
+    describing more GPUs than it allocates, `NodeInfo.surplus_devices`: the core gives out no more
+    than the count, so the last free rows go to no pod; which object is the surplus is unknown).
+    Rows in the node's order (`_device_order`), which decides which row is shown as what; with
+    `ordered` False, only when that could change the counts (`_count`): not when a resource's
+    devices share one model and no two name one GPU (a /metrics scrape sorts no more than it must)."""
+    state = facts.state
+    devices = sorted(info.devices.values(), key=_device_order) if ordered else list(info.devices.values())
     resources = list(dict.fromkeys(device.resource_name for device in devices))
     allocatable = info.node.allocatable if info.node is not None else {}
     if GPU in allocatable and GPU not in resources:
         resources.append(GPU)
-    gpus: list[m.GpuView] = []
-    beyond: dict[str, list[m.Holder]] = {}
-    surplus = 0
+    rows: list[_Row] = []
     for resource in resources:
         own = [device for device in devices if device.resource_name == resource]
+        described = info.described(resource)
+        if not ordered and (described < len(own) or len({device.attributes.get("model", "") for device in own}) > 1):
+            own.sort(key=_device_order)
         model = own[0].attributes.get("model", "") if own else ""
-        unknown = max(0, allocatable.get(resource, 0) - info.described(resource))
-        counted = _counted_holders(facts, info, resource)
-        taken = info.busy.get(resource, 0) + len(counted)  # GPUs of the node's count in use
-        why = "; ".join(reason for reason in (NO_NODE if info.node is None else "",
-                                              fence if info.hides_devices_of(resource) else "") if reason)
-        first = len(gpus)
-        for _ in range(unknown):  # GPUs known only by count: counted requests go here first
-            gpus.append(m.GpuView(len(gpus), "", "", resource, model, "", m.FREE, 0.0))
-        gpus += [_device_gpu(facts, device, index) for index, device in enumerate(own, start=len(gpus))]
-        for i in range(first, len(gpus)):
-            gpu = gpus[i]
-            if gpu.state == m.FREE and counted:
-                gpus[i] = replace(gpu, state=m.COUNTED, fill=1.0, holders=(counted.pop(0),))
-            elif gpu.state == m.FREE and why:
-                gpus[i] = replace(gpu, state=m.FENCED, reason=why)
-        for i in range(first, len(gpus)):  # no free GPU left for these: the unavailable ones nobody holds
-            gpu = gpus[i]
-            if counted and gpu.state in (m.UNHEALTHY, m.CORDONED) and not gpu.holders:
-                holder = counted.pop(0)
-                gpus[i] = replace(gpu, fill=1.0, holders=(holder,),
-                                  reason=f"{gpu.state}; {holder.pod}'s {resource} request is counted here: "
-                                         "no free GPU of the node is left for it")
-        if counted:
-            beyond[resource] = counted
-        free = [i for i in range(first, len(gpus)) if gpus[i].state == m.FREE]
+        unknown = max(0, allocatable.get(resource, 0) - described)
+        asked = sum(n for _, n, _ in _counted_requests(state, info, resource))
+        taken = info.busy.get(resource, 0) + asked  # GPUs of the node's count in use
+        why = "" if info.node is not None and not info.broken else \
+            "; ".join(reason for reason in (NO_NODE if info.node is None else "",
+                                            fence if info.hides_devices_of(resource) else "") if reason)
+        # GPUs known only by count first: counted requests go there first
+        mine = [_Row(None, resource, model, m.FREE) for _ in range(unknown)]
+        mine += [_Row(device, resource, device.attributes.get("model", ""), _device_state(facts, device)) for device in own]
+        shown = 0
+        free: list[_Row] = []
+        for row in mine:
+            if row.state != m.FREE:
+                continue
+            if shown < asked:
+                row.state, row.counted = m.COUNTED, shown
+                shown += 1
+            elif why:
+                row.state, row.reason = m.FENCED, why
+            else:
+                free.append(row)
+        for row in mine if shown < asked else ():  # no free GPU left for these: the unavailable ones nobody holds
+            if shown < asked and row.state in (m.UNHEALTHY, m.CORDONED) and not _held(state, row.device):
+                row.counted = shown
+                shown += 1
         room = max(0, allocatable[resource] - taken) if resource in allocatable else len(free)
-        for i in free[room:]:
+        for row in free[room:]:
             count = allocatable[resource]
-            why = (f"the node counts {count} {resource}, all in use: no pod can get this one" if not room else
-                   f"the node counts {count} {resource} but its ExtendedResources describe "
-                   f"{info.described(resource)}: pods get {room} more, shown free on the others")
-            gpus[i] = replace(gpus[i], state=m.FENCED, reason=why)
-            surplus += 1
-    return tuple(gpus), beyond, surplus
+            row.state, row.surplus = m.FENCED, True
+            row.reason = (f"the node counts {count} {resource}, all in use: no pod can get this one" if not room else
+                          f"the node counts {count} {resource} but its ExtendedResources describe "
+                          f"{info.described(resource)}: pods get {room} more, shown free on the others")
+        rows += mine
+    return rows
+
+
+def _held(state: ClusterState, device: Device | None) -> bool:
+    use = state.ledger.use.get(device.name) if device is not None else None
+    return use is not None and use.busy
+
+
+def _count(info: NodeInfo, rows: Sequence[_Row], counts: Counter[tuple[str, str]]) -> None:
+    """Add the node's GPUs to `counts` by (model, `model.counted_as` state), as the summary and the
+    metric count them: not its rows. Rows beyond its count (`_Row.surplus`) are no GPU; one
+    deviceID under two ExtendedResources (or a held ghost and its new name) is one GPU, counted as
+    the row in use if one is, else once in its last row's state."""
+    ids = [row.device.device_id for row in rows if row.device is not None and row.device.device_id]
+    gpus = _one_row_per_gpu(rows) if len(set(ids)) < len(ids) else rows
+    if info.node is not None and info.node.unschedulable:
+        counts.update((row.model, m.counted_as(row.state, True)) for row in gpus if not row.surplus)
+    else:
+        counts.update((row.model, row.state) for row in gpus if not row.surplus)
+
+
+def _one_row_per_gpu(rows: Sequence[_Row]) -> list[_Row]:
+    """The rows without the idle second names of a deviceID (all of them when a row of it is in use)."""
+    names = Counter(row.device.device_id for row in rows if row.device is not None and row.device.device_id)
+    second: Counter[str] = Counter()  # deviceID -> idle rows of it not to count
+    for device_id, count in names.items():
+        if count > 1:
+            idle = sum(1 for row in rows if row.device is not None and row.device.device_id == device_id
+                       and row.state not in m.IN_USE)
+            second[device_id] = min(count - 1, idle)  # all idle: the last one counts
+    kept = []
+    for row in rows:
+        if row.device is not None and second[row.device.device_id] > 0 and row.state not in m.IN_USE:
+            second[row.device.device_id] -= 1
+        else:
+            kept.append(row)
+    return kept
+
+
+def _gpus(facts: _Facts, info: NodeInfo, rows: Sequence[_Row]) -> tuple[tuple[m.GpuView, ...], dict[str, list[m.Holder]]]:
+    """The rows as the view shows them: who holds each GPU and why it is in its state; per
+    resource the counted holders no GPU is left to show (more counted than it has)."""
+    holders = {resource: _counted_holders(facts, info, resource) for resource in dict.fromkeys(row.resource for row in rows)}
+    gpus: list[m.GpuView] = []
+    for index, row in enumerate(rows):
+        if row.device is None:
+            gpu = m.GpuView(index, "", "", row.resource, row.model, "", row.state, 0.0, reason=row.reason)
+        else:
+            gpu = _device_gpu(facts, row.device, index, row.state, row.reason)
+        if row.counted >= 0:
+            holder = holders[row.resource][row.counted]
+            gpu = replace(gpu, fill=1.0, holders=(holder,)) if row.state == m.COUNTED else replace(
+                gpu, fill=1.0, holders=(holder,), reason=f"{gpu.state}; {holder.pod}'s {row.resource} request is "
+                                                         "counted here: no free GPU of the node is left for it")
+        gpus.append(gpu)
+    beyond = {}
+    for resource, counted in holders.items():
+        shown = sum(1 for row in rows if row.resource == resource and row.counted >= 0)
+        if counted[shown:]:
+            beyond[resource] = counted[shown:]
+    return tuple(gpus), beyond
+
+
+def _counted_requests(state: ClusterState, info: NodeInfo, resource: str) -> Iterator[tuple[str, int, bool]]:
+    """(pod uid, GPUs, nominated) for each pod the node's GPUs of `resource` are counted for: its
+    pods asking by count, then the nominated preemptors held here (the core counts those as taken:
+    no pod of their priority or lower gets them)."""
+    for uid in info.pods:
+        placement = state.placements.get(uid)
+        if placement is not None and placement.requests.get(resource, 0):
+            yield uid, placement.requests[resource], False
+    for uid, hold in state.holds.items():
+        if hold.node == info.name and hold.placement.requests.get(resource, 0):
+            yield uid, hold.placement.requests[resource], True
 
 
 def _counted_holders(facts: _Facts, info: NodeInfo, resource: str) -> list[m.Holder]:
-    """One holder per GPU the node's pods ask for by count, in pod order, then the GPUs held for
-    nominated preemptors (the core counts those as taken: no pod of their priority or lower
-    gets them)."""
+    """One holder per GPU counted (`_counted_requests`): the node's pods in pod order, then the
+    nominated preemptors."""
     state = facts.state
-    holders: list[m.Holder] = []
-    for uid in sorted(info.pods, key=lambda uid: _key(state, uid)):
-        placement = state.placements.get(uid)
-        if placement is not None:
-            holders += [m.Holder(_key(state, uid), status=_status(facts, info.name, uid))] * placement.requests.get(resource, 0)
-    for uid in sorted((uid for uid, hold in state.holds.items() if hold.node == info.name), key=lambda uid: _key(state, uid)):
-        holders += [m.Holder(_key(state, uid), status=m.NOMINATED)] * state.holds[uid].placement.requests.get(resource, 0)
-    return holders
+    requests = sorted(_counted_requests(state, info, resource), key=lambda found: (found[2], _key(state, found[0])))
+    return [holder for uid, count, nominated in requests
+            for holder in [m.Holder(_key(state, uid), status=m.NOMINATED if nominated else _status(facts, info.name, uid))]
+            * count]
 
 
 def _holders(facts: _Facts, node: str, use: DeviceUse) -> tuple[m.Holder, ...]:
@@ -300,7 +409,44 @@ def _slices_used(device: Device, dimensions: Mapping[str, Amount]) -> tuple[str,
     return ", ".join(parts), fill
 
 
-def _device_gpu(facts: _Facts, device: Device, index: int) -> m.GpuView:
+def _unavailable(state: ClusterState, device: Device, use: DeviceUse | None) -> str:
+    """Why a device takes no new work, "" when it can: its ExtendedResource is gone (a ghost), it is
+    unhealthy, or cordoned (an admin's spec.unschedulable, or one GPU under two names not held)."""
+    if state.ledger.is_ghost(device.name):
+        return m.GHOST
+    if not device.healthy:
+        return m.UNHEALTHY
+    if device.unschedulable or (device.duplicate and use is None):
+        return m.CORDONED
+    return ""
+
+
+def _device_state(facts: _Facts, device: Device) -> str:
+    """A device's own state (`model.STATES`, the first that applies): claimed whole by more than
+    one pod (the ledger keeps every claimant: DeviceConflict), then unavailable, then how it is held."""
+    state = facts.state
+    name = device.meta.name
+    use = state.ledger.use.get(name)
+    if use is None and device.schedulable and not state.ledger.is_ghost(name):
+        return m.FREE  # most GPUs: the rest of `_unavailable` says the same, slower
+    unavailable = _unavailable(state, device, use)
+    if use is None:
+        return unavailable or m.FREE
+    if use.exclusive and len(use.exclusive) + len(use.shared) > 1 and \
+            len({_key(state, uid) for uid in (*use.exclusive, *use.shared)}) > 1:
+        return m.CONFLICT
+    if unavailable:
+        return unavailable
+    if not facts.held.isdisjoint((*use.exclusive, *use.shared)):
+        return m.GATED
+    if use.exclusive:
+        return m.WHOLE
+    return m.SLICES if use.shared else m.FREE
+
+
+def _device_gpu(facts: _Facts, device: Device, index: int, status: str, fenced: str) -> m.GpuView:
+    """A device's row in its state (`_rows`), with its holders, the share in use and why it is
+    in that state (`fenced`: why a free one is fenced)."""
     state = facts.state
     use = state.ledger.use.get(device.name)
     holders = _holders(facts, device.node_name, use) if use is not None else ()
@@ -309,15 +455,9 @@ def _device_gpu(facts: _Facts, device: Device, index: int) -> m.GpuView:
         fill = 1.0
     elif use is not None and use.shared:
         used, fill = _slices_used(device, state.ledger.shared_dimensions(use))
-    unavailable = ""
-    if state.ledger.is_ghost(device.name):
-        unavailable = m.GHOST
-    elif not device.healthy:
-        unavailable = m.UNHEALTHY
-    elif device.unschedulable or (device.duplicate and use is None):
-        unavailable = m.CORDONED  # not given out: an admin's cordon, or one GPU under two names (REASON says so)
+    unavailable = _unavailable(state, device, use)
     claimants = list(dict.fromkeys(holder.pod for holder in holders))  # a pod with a whole device and slices once
-    reason = ""
+    reason = fenced
     moved = state.ledger.moved.get(device.name)
     if unavailable == m.GHOST and moved is not None and holders:  # its object changed while held (the ledger's `moved`)
         if moved.node_name != device.node_name:
@@ -337,23 +477,13 @@ def _device_gpu(facts: _Facts, device: Device, index: int) -> m.GpuView:
                         if other.device_id == device.device_id and name != device.name)
         reason = (f"deviceID {device.device_id} is also named by {', '.join(others)}: neither is given to a pod "
                   "until one is gone")
-    if use is not None and use.exclusive and len(claimants) > 1:  # the ledger keeps every claimant (DeviceConflict)
-        status = m.CONFLICT
+    if status == m.CONFLICT:
         reason = f"claimed by {len(claimants)} pods at once: {', '.join(claimants)}" + \
             (f"; {unavailable} too" if unavailable else "")
-    elif unavailable:
-        status = unavailable
-    elif use is not None and not facts.held.isdisjoint((*use.exclusive, *use.shared)):
-        status = m.GATED
-    elif use is not None and use.exclusive:
-        status = m.WHOLE
-    elif use is not None and use.shared:
-        status = m.SLICES
-    else:
-        status = m.FREE
     memory = device.capacity.get("memory")
     return m.GpuView(index, device.name, device.device_id, device.resource_name, device.attributes.get("model", ""),
                      format_quantity(memory) if memory is not None else "", status, fill, used, holders, reason)
+
 
 
 def _status(facts: _Facts, node: str, uid: str) -> str:
@@ -450,27 +580,27 @@ def gang_view(state: ClusterState, key: str, held: frozenset[str] = frozenset(),
                       reason or message)
 
 
-def _summary(nodes: Sequence[m.NodeView]) -> m.Summary:
-    """Counts by `model.counted_state` (fenced GPUs among the unavailable; free GPUs on a cordoned
-    node, which only pods tolerating the cordon get, cordoned), as `tessera_devices` counts them.
-    The total is the nodes' GPUs (`NodeView.gpus_total`), not their rows: one GPU under two names
-    is one, and rows beyond a node's count are none; unavailable is the rest."""
-    gpus = [gpu for node in nodes for gpu in node.gpus]
-    states = [m.counted_state(node, gpu) for node in nodes for gpu in node.gpus]
-    free = states.count(m.FREE)
+def _summary(nodes: Sequence[m.NodeView], counts: Mapping[tuple[str, str], int]) -> m.Summary:
+    """The GPU counts of `counts` (`_count`: by `model.counted_as` state, fenced GPUs among the
+    unavailable, free GPUs on a cordoned node cordoned), the very numbers `tessera_devices`
+    exports (`gpu_counts`): the total is the nodes' GPUs, not their rows (one GPU under two names
+    is one, rows beyond a node's count are none); unavailable is the rest."""
+    states: Counter[str] = Counter()
+    for (_, state), count in counts.items():
+        states[state] += count
+    total = sum(states.values())
+    used = sum(states[state] for state in m.IN_USE)
     partial = sum(node.gpus_free for node in nodes if any(gpu.state in m.IN_USE for gpu in node.gpus))
     largest = max(sorted((node for node in nodes if node.gpus_free), key=lambda node: node.name),
                   key=lambda node: node.gpus_free, default=None)
-    total = sum(node.gpus_total for node in nodes)
-    used = sum(1 for gpu in gpus if gpu.state in m.IN_USE)
     return m.Summary(
         gpus=total,
         used=used,
-        shared=sum(1 for gpu in gpus if gpu.state == m.SLICES),
-        free=free,
-        unavailable=total - used - free,
+        shared=states[m.SLICES],
+        free=states[m.FREE],
+        unavailable=total - used - states[m.FREE],
         free_on_partial=partial,
         largest_free=largest.gpus_free if largest is not None else 0,
         largest_free_node=largest.name if largest is not None else "",
-        conflicts=sum(node.conflicts for node in nodes),
+        conflicts=states[m.CONFLICT],
     )

@@ -101,11 +101,27 @@ class NodeView:
     over_capacity: tuple[OverCapacity, ...] = ()  # its device resources held beyond what it has
 
 
-def counted_state(node: NodeView, gpu: GpuView) -> str:
+def counted_as(state: str, node_cordoned: bool) -> str:
     """The state the summary (and `tessera_devices{state}`) counts a GPU in: its own, but a free
     GPU of a cordoned node is `cordoned`: no pod goes there but one tolerating the cordon, so it is
     not free for new work (`NodeView.gpus_free` leaves it out)."""
-    return CORDONED if gpu.state == FREE and node.cordoned else gpu.state
+    return CORDONED if state == FREE and node_cordoned else state
+
+
+def counted_state(node: NodeView, gpu: GpuView) -> str:
+    """`counted_as` for one row of the view."""
+    return counted_as(gpu.state, node.cordoned)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuCounts:
+    """The nodes' GPUs by (model, `counted_as` state), as the summary counts them (a GPU under two
+    names once, rows beyond a node's count not at all), and the GPUs held beyond the nodes'
+    capacity: what `tessera_devices`, `tessera_devices_by_model` and `tessera_gpus_overcommitted`
+    export. `cluster.gpu_counts` builds it without the rest of the view (each /metrics scrape)."""
+
+    states: dict[tuple[str, str], int]
+    overcommitted: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.kube.metrics import Metrics
 from scheduler.sim import builders as b
-from tests.helpers import gpu_view
+from tests.helpers import gpu_counts_of
 from tests import dashboard as dash
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -23,7 +23,7 @@ def exported_samples() -> dash.Samples:
     m.observe_algorithm(0.005)
     m.observe_pod_scheduled(1, 0.5)
     m.observe_binding("success", 0.01)
-    m.set_gpus(gpu_view(b.node("n", gpus=4), *(b.device("n", i, "A100") for i in range(4)),
+    m.set_gpus(gpu_counts_of(b.node("n", gpus=4), *(b.device("n", i, "A100") for i in range(4)),
                         b.pod("p", node_name="n", phase="Running", limits={"nvidia.com/gpu": 1})))
     m.set_unschedulable_pods({("NodeResourcesFit", "tessera"): 1})
     m.set_leader(True)

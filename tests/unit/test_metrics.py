@@ -152,10 +152,10 @@ def test_gpus_by_model_and_their_totals_are_one_snapshot() -> None:
     """Per model, every state the views name (0 included, so a model's ratio has all its series);
     `tessera_devices` sums them."""
     from scheduler.sim import builders as b
-    from tests.helpers import gpu_view
+    from tests.helpers import gpu_counts_of
 
     m = Metrics()
-    m.set_gpus(gpu_view(b.node("n1", gpus=2), b.node("n2", gpus=1), b.node("n3", gpus=1),
+    m.set_gpus(gpu_counts_of(b.node("n1", gpus=2), b.node("n2", gpus=1), b.node("n3", gpus=1),
                         b.device("n1", 0, "V100"), b.device("n1", 1, "V100"), b.device("n2", 0, "A100", healthy=False),
                         b.pod("p", node_name="n1", phase="Running", limits={"nvidia.com/gpu": 1})))
     assert _value(m, "tessera_devices_by_model", model="V100", state="counted") == 1

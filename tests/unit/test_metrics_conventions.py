@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.kube.metrics import Metrics, exponential_buckets
 from scheduler.sim import builders as b
-from tests.helpers import gpu_view
+from tests.helpers import gpu_counts_of
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -59,7 +59,7 @@ def _exercised() -> Metrics:
     m.observe_binding("success", 0.01)
     m.count_relists("Pod", 0)
     m.set_informer_synced("Pod", True)
-    m.set_gpus(gpu_view(b.node("n", gpus=1), b.device("n", 0, "A100")))
+    m.set_gpus(gpu_counts_of(b.node("n", gpus=1), b.device("n", 0, "A100")))
     m.gang_attempt("placed")
     m.count_slow_renewals(1)
     m.observe_permit_wait("Success", 0.2)

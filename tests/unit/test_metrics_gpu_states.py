@@ -23,7 +23,7 @@ from scheduler.kube.metrics import Metrics
 from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.view import model as m
-from scheduler.view.cluster import build_view
+from scheduler.view.cluster import build_view, gpu_counts
 from tests.helpers import config
 
 CLASS = "class.tessera.dev/v100"
@@ -79,7 +79,7 @@ def test_the_metric_counts_the_views_gpu_states_and_agrees_with_its_summary() ->
     replay = _cluster()
     view = build_view(replay.scheduler, source="simulate", now=replay.now)
     metrics = Metrics()
-    metrics.set_gpus(view)
+    metrics.set_gpus(gpu_counts(replay.scheduler, now=replay.now))
     states = {dict(labels)["state"]: value for labels, value in _samples(metrics, "tessera_devices").items()}
 
     assert set(states) == set(m.STATES)  # every state the views name, 0 included, and no other
@@ -109,12 +109,12 @@ def test_a_state_that_empties_reads_zero_and_a_model_that_leaves_goes() -> None:
     """A full snapshot each scrape: a conflict resolved reads 0 (an alert on it clears), not its last value."""
     replay = _cluster()
     metrics = Metrics()
-    metrics.set_gpus(build_view(replay.scheduler, source="simulate", now=replay.now))
+    metrics.set_gpus(gpu_counts(replay.scheduler, now=replay.now))
     list(replay.run([WatchEvent("DELETED", _bound("c", "n", {CLASS: 1}))]))
-    metrics.set_gpus(build_view(replay.scheduler, source="simulate", now=replay.now))
+    metrics.set_gpus(gpu_counts(replay.scheduler, now=replay.now))
     states = {dict(labels)["state"]: value for labels, value in _samples(metrics, "tessera_devices").items()}
     assert (states["conflict"], states["whole"]) == (0, 3)
-    metrics.set_gpus(build_view(Replay(config(), agent=False).scheduler, source="simulate", now=0.0))
+    metrics.set_gpus(gpu_counts(Replay(config(), agent=False).scheduler, now=0.0))
     assert _samples(metrics, "tessera_devices_by_model") == {}
     assert set(_samples(metrics, "tessera_devices").values()) == {0}
 
@@ -132,5 +132,31 @@ def test_gpus_held_beyond_a_nodes_capacity_are_counted() -> None:
     assert any("nvidia.com/gpu overcommitted: 3 in use, 1 allocatable" in note for note in node.notes)
     metrics = Metrics()
     assert _samples(metrics, "tessera_gpus_overcommitted") == {(): 0}
-    metrics.set_gpus(view)
+    metrics.set_gpus(gpu_counts(replay.scheduler, now=replay.now))
     assert _samples(metrics, "tessera_gpus_overcommitted") == {(): 2}
+
+
+def test_a_gpu_under_two_names_counts_once_and_rows_beyond_a_nodes_count_not_at_all() -> None:
+    """The summary counts a node's GPUs (`NodeView.gpus_total`): one deviceID under two
+    ExtendedResource names once, and rows beyond the node's allocatable count not at all. The
+    metric counted rows: its states summed to more GPUs than the summary's total (5 against 4
+    here: the second name's row cordoned, the third ExtendedResource of a 2-GPU node fenced)."""
+    d0 = b.device("dup", 0)
+    renamed = copy.deepcopy(d0)
+    renamed["metadata"].update(name="dup.renamed", uid="dup.renamed-uid")
+    objs = [b.node("dup", gpus=2), d0, renamed, b.device("dup", 1),
+            b.node("over", gpus=2), *(b.device("over", i) for i in range(3))]
+    replay = Replay(config(), agent=False)
+    list(replay.run(WatchEvent("ADDED", obj) for obj in objs))
+    view = build_view(replay.scheduler, source="simulate", now=replay.now)
+    assert len([gpu for node in view.nodes for gpu in node.gpus]) == 6  # rows
+    summary = view.summary
+    assert (summary.gpus, summary.free, summary.unavailable) == (4, 3, 1)
+    metrics = Metrics()
+    metrics.set_gpus(gpu_counts(replay.scheduler, now=replay.now))
+    states = {dict(labels)["state"]: int(value) for labels, value in _samples(metrics, "tessera_devices").items()}
+    assert sum(states.values()) == summary.gpus
+    assert states[m.FREE] == summary.free
+    assert sum(states[s] for s in m.UNAVAILABLE) == summary.unavailable
+    # the duplicate is one GPU (cordoned: neither name is given out); the surplus row is no GPU
+    assert {s: v for s, v in states.items() if v} == {"free": 3, "cordoned": 1}
