@@ -65,6 +65,20 @@ def _preemption_cluster(victim_generation: int | None = None) -> FakeApi:
     return api
 
 
+async def _disruption_mark(api: FakeApi) -> dict[str, Any]:
+    """Run a scheduler loop on `_preemption_cluster` until `high` marks `low`: the one
+    DisruptionTarget condition that mark wrote."""
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t", seed=0)  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        marked = await _until(lambda: bool(api.of("PATCH", "/pods/low/status")), 10.0)
+        owner.cancel_scope.cancel()
+    assert marked, "high did not preempt low"
+    [condition] = [c for call in api.of("PATCH", "/pods/low/status")
+                   for c in call.body["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+    return condition
+
+
 # --- 1. a lapse of is_leader() inside one term loses the eviction for good ------------------------
 
 async def test_a_write_that_meets_a_lapse_of_the_lease_is_not_lost_for_the_rest_of_the_term() -> None:
@@ -235,14 +249,7 @@ async def test_the_disruption_target_condition_carries_the_victims_generation() 
     carry the victim's generation), so a v1.36 client sees a condition that claims to describe
     no generation of the pod."""
     api = _preemption_cluster(victim_generation=3)
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t", seed=0)  # type: ignore[arg-type]
-    async with anyio.create_task_group() as owner:
-        owner.start_soon(loop.run)
-        marked = await _until(lambda: bool(api.of("PATCH", "/pods/low/status")), 10.0)
-        owner.cancel_scope.cancel()
-    assert marked, "high did not preempt low"
-    [condition] = [c for call in api.of("PATCH", "/pods/low/status")
-                   for c in call.body["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+    condition = await _disruption_mark(api)
     assert condition["status"] == "True" and condition["reason"] == "PreemptionByScheduler"
     assert condition.get("observedGeneration") == 3
 
@@ -397,14 +404,7 @@ async def test_a_victim_already_marked_keeps_the_marks_transition_time() -> None
     api.pod("default", "low")["status"]["conditions"] = [
         {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
          "message": "tessera: preempting to accommodate a higher priority pod", "lastTransitionTime": since}]
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t", seed=0)  # type: ignore[arg-type]
-    async with anyio.create_task_group() as owner:
-        owner.start_soon(loop.run)
-        marked = await _until(lambda: bool(api.of("PATCH", "/pods/low/status")), 10.0)
-        owner.cancel_scope.cancel()
-    assert marked, "high did not preempt low"
-    [condition] = [c for call in api.of("PATCH", "/pods/low/status")
-                   for c in call.body["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+    condition = await _disruption_mark(api)
     assert condition["status"] == "True" and condition["lastTransitionTime"] == since
 
 
