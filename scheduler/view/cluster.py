@@ -485,7 +485,6 @@ def _device_gpu(facts: _Facts, device: Device, index: int, status: str, fenced: 
                      format_quantity(memory) if memory is not None else "", status, fill, used, holders, reason)
 
 
-
 def _status(facts: _Facts, node: str, uid: str) -> str:
     if uid in facts.held:
         return m.HELD

@@ -47,10 +47,10 @@ def _node_gpus(view: m.ClusterView, name: str) -> tuple[m.GpuView, ...]:
 
 def test_gpu_map_shows_gpus_a_nominated_preemptor_holds_as_free() -> None:
     """The live page (`build_view` over the running core) shows GPUs as free that the core has
-    reserved for a nominated preemptor (`ClusterState.holds`: charged into `NodeInfo.requested`
-    and counted by the metrics' `counted_on_devices`), and refuses to give to a lower-priority
-    pod. A platform engineer sees "2 free" on n1 next to a 1-GPU pod that is "Insufficient
-    nvidia.com/gpu" there. `_counted_holders` only walks `info.pods` (placements), never holds."""
+    reserved for a nominated preemptor (`ClusterState.holds`: charged into `NodeInfo.requested`),
+    and refuses to give to a lower-priority pod. A platform engineer sees "2 free" on n1 next to
+    a 1-GPU pod that is "Insufficient nvidia.com/gpu" there. (The view's counted holders once
+    walked only `info.pods`, the placements, never the holds.)"""
     core = Scheduler(config())
     load(core, [b.node("n1", gpus=4),
                 b.pod("victim", node_name="n1", phase="Running", limits={"nvidia.com/gpu": 2}, priority=0),
