@@ -1,13 +1,14 @@
 """`kubectl tessera explain POD`: why a pod waits, or where it went and with which devices.
 
 Two sources, kept apart in the output: what the scheduler said (the pod's PodScheduled condition,
-its Events) and what the core says now; for a pod that waits, also who schedules now (the Lease:
-`leadership.py`), since a pod "not tried yet" while no replica leads looks like a scheduler bug. For the second, the pod is put through a fresh core built
+its Events) and what the core says now. For the second, the pod is put through a fresh core built
 from the listed cluster — its nodes, devices, classes, groups and bound pods, the pod and its
 pending gang siblings, and the pending pods nominated to a node at its priority or higher (whose
 room the scheduler keeps), but no other pending pod — with per-node explanations on: each node's first
 failing filter, or its score. That is the answer to "where would it go if it were next", through
-the very plugins the scheduler runs; nothing is written.
+the very plugins the scheduler runs; nothing is written. For a pod that waits, the command also
+says who schedules now (the Lease, `leadership.py`): a pod "not tried yet" while no replica leads
+looks like a scheduler bug.
 """
 
 from __future__ import annotations
