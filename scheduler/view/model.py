@@ -108,11 +108,6 @@ def counted_as(state: str, node_cordoned: bool) -> str:
     return CORDONED if state == FREE and node_cordoned else state
 
 
-def counted_state(node: NodeView, gpu: GpuView) -> str:
-    """`counted_as` for one row of the view."""
-    return counted_as(gpu.state, node.cordoned)
-
-
 @dataclass(frozen=True, slots=True)
 class GpuCounts:
     """The nodes' GPUs by (model, `counted_as` state), as the summary counts them (a GPU under two

@@ -218,7 +218,7 @@ def test_device_counts_show_gpus_held_by_plain_count_requests_as_allocated() -> 
     run.add(b.pod("three", node_name="a", phase="Running", limits={"nvidia.com/gpu": 3}),
             b.pod("two", node_name="b", phase="Running", limits={"nvidia.com/gpu": 2}))
     view = build_view(run.scheduler, source="simulate", now=0.0)
-    assert Counter(m.counted_state(node, gpu) for node in view.nodes for gpu in node.gpus) == {
+    assert Counter(m.counted_as(gpu.state, node.cordoned) for node in view.nodes for gpu in node.gpus) == {
         m.FREE: 4, m.COUNTED: 5}  # b's GPU without a device first: one of b's devices is counted
     assert (view.summary.used, view.summary.free) == (5, 4)
 

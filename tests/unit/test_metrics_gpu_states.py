@@ -97,7 +97,7 @@ def test_the_metric_counts_the_views_gpu_states_and_agrees_with_its_summary() ->
     assert summary.line().startswith("GPUs: 11 total, 5 in use (1 shared), 1 free, 5 unavailable, "
                                      "1 GPU claimed by more than one pod")
     # per GPU: the state `kubectl tessera nodes` lists, but a free GPU of a cordoned node is cordoned
-    per_gpu = Counter(m.counted_state(node, gpu) for node in view.nodes for gpu in node.gpus)
+    per_gpu = Counter(m.counted_as(gpu.state, node.cordoned) for node in view.nodes for gpu in node.gpus)
     assert {s: int(v) for s, v in states.items() if v} == dict(per_gpu)
 
     by_model = _samples(metrics, "tessera_devices_by_model")
