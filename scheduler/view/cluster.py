@@ -298,7 +298,7 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
             row.state, row.surplus = m.FENCED, True
             row.reason = (f"the node counts {count} {resource}, all in use: no pod can get this one" if not room else
                           f"the node counts {count} {resource} but its ExtendedResources describe "
-                          f"{info.described(resource)}: pods get {room} more, shown free on the others")
+                          f"{described}: pods get {room} more, shown free on the others")
         rows += mine
     return rows
 
