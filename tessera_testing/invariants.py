@@ -45,7 +45,6 @@ from scheduler.core import annotations as ann
 from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX, ResourceClass, parse_resource_class
 from scheduler.core.lifecycle import Phases, always, slice_peak
 from scheduler.core.objects import (
-    PODGROUP_LABEL,
     TERMINAL_PHASES,
     Device,
     ObjectError,

@@ -18,7 +18,7 @@ from scheduler.api.quantity import Amount, format_quantity
 from scheduler.core.annotations import DEVICES
 from scheduler.core.capacity import ClusterTotals, and_never_fits
 from scheduler.core.framework.attempt import Attempt
-from scheduler.core.objects import Device, Pod, gang_name
+from scheduler.core.objects import Device, gang_name
 from scheduler.core.plugins.coscheduling import group_status, waiting_message
 from scheduler.core.resources import CPU, is_extended
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler

@@ -15,7 +15,6 @@ from typing import Any
 import orjson
 import pytest
 
-from scheduler.api.config import load_config
 from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.kube.http import Response
 from scheduler.kube.snapshot import ClusterListing
