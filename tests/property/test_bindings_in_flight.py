@@ -197,24 +197,23 @@ class World:
         self._released()
 
     def _apply(self, event_type: str, obj: Obj) -> None:
+        self._into(self.core, self.seen, event_type, obj)
+
+    def _into(self, core: Scheduler, seen: dict[tuple[str, str], Obj], event_type: str, obj: Obj) -> None:
+        """A watch event into one replica's core and what its informers hold (`seen`)."""
         store = (obj["kind"], _key(obj))
         if event_type == "DELETED":
-            self.seen.pop(store, None)
+            seen.pop(store, None)
         else:
-            self.seen[store] = obj
-        self.core.apply(event_type, copy.deepcopy(obj), self.now)
+            seen[store] = obj
+        core.apply(event_type, copy.deepcopy(obj), self.now)
 
     def standby_deliver(self, n: int) -> None:
         """The standby's watch: into its core; it sends nothing (not leading, as the loop's
         `_submit_released` drops what its gate would let go)."""
         for _ in range(min(n, len(self.standby_watch))):
             event_type, obj = self.standby_watch.pop(0)
-            store = (obj["kind"], _key(obj))
-            if event_type == "DELETED":
-                self.standby_seen.pop(store, None)
-            else:
-                self.standby_seen[store] = obj
-            self.standby.apply(event_type, copy.deepcopy(obj), self.now)
+            self._into(self.standby, self.standby_seen, event_type, obj)
             self.standby.take_rejected()
             self.standby.abandon_deferred(self.now)
 
