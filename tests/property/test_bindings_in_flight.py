@@ -65,6 +65,7 @@ from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, config
+from tests.property.test_invariants import grants_of
 
 Obj = dict[str, Any]
 Gpu = tuple[str, str]  # (node, deviceID): what the node agent hands out
@@ -629,12 +630,8 @@ def _devices_annotation(resource: str, device: Obj) -> str:
 
 def _grants(annotations: dict[str, str] | None) -> list[tuple[str, Fraction | None]]:
     """(deviceID, memory slice or None for the whole GPU) from a devices annotation."""
-    value = (annotations or {}).get(ann.DEVICES)
-    if value is None:
-        return []
-    doc = orjson.loads(value)
-    return [(entry["id"], Fraction(parse_quantity(entry["amount"])) if "amount" in entry else None)
-            for by_resource in doc["containers"].values() for entries in by_resource.values() for entry in entries]
+    return [(device_id, Fraction(amount) if amount is not None else None)
+            for _, _, device_id, _, amount in grants_of(annotations)]
 
 
 def holders(world: World) -> tuple[dict[Gpu, set[str]], dict[Gpu, dict[str, Fraction]]]:

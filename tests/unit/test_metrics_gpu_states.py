@@ -25,18 +25,9 @@ from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.view import model as m
 from scheduler.view.cluster import build_view, gpu_counts
 from tests.helpers import config
+from tests.unit.test_view_fences_and_conflicts import CLASS, _bound, _grant
 
-CLASS = "class.tessera.dev/v100"
 SHARED = "class.tessera.dev/v100-shared"
-
-
-def _grant(device: dict[str, Any]) -> str:
-    spec = device["spec"]
-    return ann.encode_devices({"main": {CLASS: (ann.DeviceGrant(spec["deviceID"], device["metadata"]["name"], None),)}})
-
-
-def _bound(name: str, node: str, limits: dict[str, str | int], annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    return b.pod(name, node_name=node, phase="Running", limits=limits, annotations=annotations)
 
 
 def _pinned(name: str, node: str, limits: dict[str, str | int]) -> dict[str, Any]:
