@@ -3,7 +3,9 @@
 `/gpu-map` is the page (scheduler/view/page.py), `/gpu-map.json` the view model it fetches every
 few seconds, built from the loop's core at request time: the handlers run on the loop's event
 loop between two steps of the synchronous core, so each picture is one consistent state. Recent
-decisions and the reasons pending pods wait come from the loop's hooks (the core keeps neither).
+decisions and the reasons pending pods wait come from the loop's hooks (the core keeps neither);
+a standby, which decides nothing, reads the reasons from the pods' PodScheduled conditions
+(`view.reasons`, the leader's word) and shows no decisions.
 
 Read-only by construction: two GET routes, no query parameters read, nothing written to the
 cluster; the view carries names, states and the scheduler's own messages — no annotations beyond
