@@ -96,6 +96,7 @@ from scheduler.api.config_model import (
     SchedulerConfig,
     ScoreWeights,
 )
+from scheduler.core.objects import aggregate_error
 from scheduler.core.plugins.registry import BY_NAME, REGISTRY, PluginSpec
 
 __all__ = ["parse_config", "SUPPORTED_API_VERSIONS"]
@@ -167,13 +168,13 @@ def parse_config(raw: object, source: str) -> SchedulerConfig:
 
 
 class _FieldErrors(Exception):
-    """Several fields' errors, printed as apimachinery's aggregate prints them: "[a, b]", each
-    distinct message once."""
+    """Several fields' errors, printed as apimachinery's aggregate prints them (`aggregate_error`:
+    "[a, b]", each distinct message once)."""
 
     def __init__(self, errors: list[FieldError]) -> None:
         self.errors = errors
-        messages = list(dict.fromkeys(f"{err.field}: {err.message}" if err.field else err.message for err in errors))
-        super().__init__(messages[0] if len(messages) == 1 else f"[{', '.join(messages)}]")
+        super().__init__(aggregate_error([f"{err.field}: {err.message}" if err.field else err.message
+                                          for err in errors]))
 
 
 class _Collector:
