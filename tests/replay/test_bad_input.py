@@ -270,3 +270,20 @@ def test_a_devices_annotation_copied_onto_a_pending_pod_is_overwritten_by_a_bind
     assert not [notice for notice in run.notices() if "DeviceConflict" in notice]
     bound = run.state.pod_by_key("default/plain")
     assert bound is not None and bound.devices == {}
+
+
+def test_a_resource_class_deleted_with_an_unreadable_last_state_does_not_come_back() -> None:
+    """A ResourceClass DELETED event whose last state does not parse removed the class but kept
+    its spec among those judged again when nodes advertising its resourceName come and go: the
+    deleted class came back (as invalid while such a node existed, valid once it left)."""
+    run = Run(config(BINPACK))
+    run.add(b.resource_class("ex", match_labels={"model": "X"}, resource_name="example.com/gpu"))
+    assert "ex" in run.state.classes.classes
+    broken = b.resource_class("ex", match_labels={"model": "X"}, resource_name="example.com/gpu")
+    broken["spec"] = "garbage"
+    run.feed(b.event("DELETED", broken))
+    assert "ex" not in run.state.classes.classes
+    advertising = b.node("other", extra={"example.com/gpu": "1"})
+    run.add(advertising)
+    run.feed(b.event("DELETED", advertising))
+    assert "ex" not in run.state.classes.classes

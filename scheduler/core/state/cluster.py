@@ -223,8 +223,7 @@ class ClusterState:
         if kind == "ExtendedResource":
             return self._delete_device(name)[0]
         if kind == "ResourceClass":
-            self.classes.remove(name, self.devices.values())
-            return [ClusterEvent(EventKind.CLASS_CHANGED)]
+            return self._forget_class(name)
         if kind == "PodGroup" and self.gangs.podgroup_deleted(key):
             return [ClusterEvent(EventKind.PODGROUP_CHANGED, group=key)]
         if kind == "PodDisruptionBudget":
@@ -755,11 +754,16 @@ class ClusterState:
     def _on_class(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
         cls = parse_resource_class(obj)
         if event_type == "DELETED":
-            self._class_specs.pop(cls.name, None)
-            self.classes.remove(cls.name, self.devices.values())
-            return [ClusterEvent(EventKind.CLASS_CHANGED)], []
+            return self._forget_class(cls.name), []
         self._class_specs[cls.name] = cls
         return self._put_class(self._admitted(cls))
+
+    def _forget_class(self, name: str) -> list[ClusterEvent]:
+        """A deleted class goes, its spec with it: a spec left behind would be judged again
+        (`_rejudge_classes`, `_recount_foreign`) and bring the class back."""
+        self._class_specs.pop(name, None)
+        self.classes.remove(name, self.devices.values())
+        return [ClusterEvent(EventKind.CLASS_CHANGED)]
 
     def _put_class(self, cls: ResourceClass) -> tuple[list[ClusterEvent], list[Notice]]:
         old = self.classes.classes.get(cls.name)
