@@ -268,7 +268,7 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
             own.sort(key=_device_order)
         model = own[0].attributes.get("model", "") if own else ""
         unknown = max(0, allocatable.get(resource, 0) - described)
-        asked = sum(n for _, n, _ in _counted_requests(state, info, resource))
+        asked = sum(n for _, n, _ in _count_holders(state, info, resource))
         taken = info.busy.get(resource, 0) + asked  # GPUs of the node's count in use
         why = "" if info.node is not None and not info.broken else \
             "; ".join(reason for reason in (NO_NODE if info.node is None else "",
@@ -363,7 +363,7 @@ def _gpus(facts: _Facts, info: NodeInfo, rows: Sequence[_Row]) -> tuple[tuple[m.
     return tuple(gpus), beyond
 
 
-def _counted_requests(state: ClusterState, info: NodeInfo, resource: str) -> Iterator[tuple[str, int, bool]]:
+def _count_holders(state: ClusterState, info: NodeInfo, resource: str) -> Iterator[tuple[str, int, bool]]:
     """(pod uid, GPUs, nominated) for each pod the node's GPUs of `resource` are counted for: its
     pods asking by count, then the nominated preemptors held here (the core counts those as taken:
     no pod of their priority or lower gets them)."""
@@ -377,10 +377,10 @@ def _counted_requests(state: ClusterState, info: NodeInfo, resource: str) -> Ite
 
 
 def _counted_holders(facts: _Facts, info: NodeInfo, resource: str) -> list[m.Holder]:
-    """One holder per GPU counted (`_counted_requests`): the node's pods in pod order, then the
+    """One holder per GPU counted (`_count_holders`): the node's pods in pod order, then the
     nominated preemptors."""
     state = facts.state
-    requests = sorted(_counted_requests(state, info, resource), key=lambda found: (found[2], _key(state, found[0])))
+    requests = sorted(_count_holders(state, info, resource), key=lambda found: (found[2], _key(state, found[0])))
     return [holder for uid, count, nominated in requests
             for holder in [m.Holder(_key(state, uid), status=m.NOMINATED if nominated else _status(facts, info.name, uid))]
             * count]
