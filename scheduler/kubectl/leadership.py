@@ -138,7 +138,11 @@ def _stopped(lease: str, namespace: str, holder: str, age: float | None, duratio
                 "then no pod is scheduled.")
     said = f"{head} {lease} was last renewed by {holder} about {round(age)} s ago (lease {duration} s)"
     if age >= duration + 2 * _standby_try(retry) + SKEW:
-        return f"{said} and no standby has taken it over: is a replica running? (kubectl -n {namespace} get pods)"
+        # a replica started after the holder stopped judges it from its own first sight of the
+        # record (client-go's observedTime): it stands by a whole lease from its start
+        return (f"{said} and no standby has taken it over yet. A replica started since waits about {duration} s "
+                "from its start before it takes the Lease (it judges the holder from its own first sight); if none "
+                f"was started, is a replica running? (kubectl -n {namespace} get pods)")
     within = max(1, math.ceil(duration - age + 2 * _standby_try(retry)))
     return (f"{said} and not since: its holder stopped renewing. A standby takes over about {duration} s after the "
             f"last renewal it saw, within about {within} s; until then no pod is scheduled.")

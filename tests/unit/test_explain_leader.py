@@ -87,9 +87,12 @@ async def test_a_holder_that_stopped_renewing_means_no_replica_schedules() -> No
         "s; until then no pod is scheduled.")  # a standby reads the Lease every 4-8.8 s (client-go's JitterFactor)
     late = _Api([(200, _lease("tessera-7c9_1f", NOW - 300))])
     gone = await _judge(late)
+    # a new user's trial: a replica started after the holder died stood by for a whole lease (it
+    # judges the holder from its own first sight of the record), while explain said "no standby"
     assert gone.state == STOPPED and gone.message.endswith(
-        "(lease 30 s) and no standby has taken it over: is a replica running? "
-        "(kubectl -n tessera-system get pods)")
+        "(lease 30 s) and no standby has taken it over yet. A replica started since waits about 30 s from its "
+        "start before it takes the Lease (it judges the holder from its own first sight); if none was started, "
+        "is a replica running? (kubectl -n tessera-system get pods)")
 
 
 async def test_clock_skew_does_not_make_a_live_leader_look_stopped() -> None:
