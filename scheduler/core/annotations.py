@@ -15,6 +15,10 @@ import orjson
 from scheduler.api.quantity import Amount, QuantityError, exact, format_quantity, parse_quantity
 
 DEVICES = "tessera.dev/devices"
+# every device the pod was given while bound, in DEVICES's format: written by the scheduler when
+# DEVICES is edited on a bound pod, so a restarted scheduler, a standby and the kubectl plugin hold
+# them all until the pod ends (the containers keep what they were given)
+HELD_DEVICES = "tessera.dev/held-devices"
 PHASE = "tessera.dev/phase"
 ASSUME_TIME = "tessera.dev/assume-time"
 PHASE_ALLOCATING = "Allocating"
@@ -105,3 +109,22 @@ def decode_devices(raw: str) -> dict[str, dict[str, tuple[DeviceGrant, ...]]]:
                 grants.append(DeviceGrant(device_id, device, amount, dimension))
             out[container][resource] = tuple(grants)
     return out
+
+
+def merge_devices(*assignments: DeviceAssignment | None) -> dict[str, dict[str, tuple[DeviceGrant, ...]]]:
+    """Every grant any of the assignments names, per container and resource name: a device named
+    whole anywhere is whole, a slice at the largest amount named for it. What HELD_DEVICES says
+    after an edit: the union of what the pod held and what it names now."""
+    merged: dict[str, dict[str, dict[tuple[str, str, str], DeviceGrant]]] = {}
+    for assignment in assignments:
+        for container, by_resource in (assignment or {}).items():
+            for resource, grants in by_resource.items():
+                entries = merged.setdefault(container, {}).setdefault(resource, {})
+                for grant in grants:
+                    key = (grant.device_id, grant.device, grant.dimension if grant.amount is not None else "")
+                    known = entries.get(key)
+                    if known is None or (known.amount is not None
+                                         and (grant.amount is None or grant.amount > known.amount)):
+                        entries[key] = grant
+    return {container: {resource: tuple(entries.values()) for resource, entries in by_resource.items()}
+            for container, by_resource in merged.items()}

@@ -498,6 +498,8 @@ class Pod:
     gated: bool
     devices: ann.DeviceAssignment | None = None
     device_error: str | None = None
+    held_devices: ann.DeviceAssignment | None = None  # ann.HELD_DEVICES: held as well while bound
+    held_error: str | None = None  # ann.HELD_DEVICES unreadable: fails closed like device_error
     allocating: bool = False
     label_error: str | None = None  # a label we could not use (reported, the pod still counts)
     preempt_never: bool = False  # spec.preemptionPolicy: Never
@@ -735,6 +737,12 @@ def parse_pod(obj: JSON) -> Pod:
         # hand edit, a tool rewriting annotations). It still has them, so they are unknown, not free.
         pod.device_error = (f"annotation {ann.DEVICES} of pod {meta.key} is missing, but its {ann.PHASE} says "
                             "Tessera gave it devices: which ones is unknown")
+    raw_held = meta.annotations.get(ann.HELD_DEVICES)
+    if raw_held is not None:
+        try:
+            pod.held_devices = ann.decode_devices(raw_held)
+        except ann.AnnotationError as err:
+            pod.held_error = f"annotation {ann.HELD_DEVICES} of pod {meta.key}: {err}"
     pod.allocating = meta.annotations.get(ann.PHASE) == ann.PHASE_ALLOCATING
     pod.label_error = _gang_label_error(meta)
     policy = _str(spec.get("preemptionPolicy"), "Pod.spec.preemptionPolicy", "PreemptLowerPriority")

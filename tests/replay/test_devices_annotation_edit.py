@@ -185,3 +185,67 @@ def test_devices_written_onto_a_pod_bound_without_any_are_an_edit_too() -> None:
     assert _held_by(run, "foreign") == [names[0]]
     [warning] = _reasons(run, "DevicesAnnotationChanged")
     assert "it named no device; it now names " + names[0] in warning
+
+
+def _restarted(run: Run, gpus: int, *names: str) -> Run:
+    """A scheduler started after the edits: it lists the node, its devices, the classes and the
+    named pods as the apiserver has them now (nothing carried over in memory)."""
+    fresh, _ = _run(gpus=gpus)
+    fresh.add(*(_object(run, name) for name in names))
+    return fresh
+
+
+def _written_held(run: Run, name: str) -> None:
+    """The live shell's answer to the DevicesAnnotationChanged notice: `tessera.dev/held-devices`
+    set to the union the notice carries (the replay has no writer, so the test writes it)."""
+    [notice] = [n for n in run.replay.stats.notices if n.reason == "DevicesAnnotationChanged"][-1:]
+    pod = _object(run, name)
+    pod["metadata"]["annotations"][ann.HELD_DEVICES] = notice.held_devices
+    pod["metadata"]["resourceVersion"] = str(int(pod["metadata"]["resourceVersion"]) + 1)
+    run.feed(b.event("MODIFIED", pod))
+
+
+def test_a_restart_after_an_edit_keeps_the_original_gpu_held() -> None:
+    """The trial's second half: after the edit, a restarted scheduler read only the current
+    annotation, listed the original GPU free and bound `steal` to it. The held-devices annotation
+    the shell writes on the edit carries the union across the restart."""
+    run, names = _run(gpus=2)
+    run.add(b.pod("cls1", limits={CLASS: 1}))
+    [given] = _held_by(run, "cls1")
+    other = next(name for name in names if name != given)
+    _edit(run, "cls1", _renamed(run, _annotation(run, "cls1"), other))
+    _written_held(run, "cls1")
+    held = ann.decode_devices(_object(run, "cls1")["metadata"]["annotations"][ann.HELD_DEVICES])
+    assert sorted(g.device for by in held.values() for gs in by.values() for g in gs) == sorted(names)
+    fresh = _restarted(run, 2, "cls1")
+    assert sorted(_held_by(fresh, "cls1")) == sorted(names)
+    assert _states(fresh) == {name: m.WHOLE for name in names}  # `kubectl tessera nodes`: both held
+    fresh.add(b.pod("steal", limits={CLASS: 1}))
+    assert fresh.node_of("steal") is None
+
+
+def test_an_unreadable_held_devices_annotation_fences_the_node() -> None:
+    run, names = _run(gpus=2)
+    run.add(b.pod("cls1", limits={CLASS: 1}))
+    pod = _object(run, "cls1")
+    pod["metadata"]["annotations"][ann.HELD_DEVICES] = "{not json"
+    fresh, _ = _run(gpus=2)
+    fresh.add(pod)
+    [broken] = _reasons(fresh, "BrokenDeviceAnnotation")
+    assert ann.HELD_DEVICES in broken
+    assert "n" in {node for node, info in fresh.state.nodes.items() if info.broken}
+    fresh.add(b.pod("steal", limits={CLASS: 1}))
+    assert fresh.node_of("steal") is None
+
+
+def test_two_edits_before_the_write_lands_keep_all_three_gpus_held_across_a_restart() -> None:
+    run, names = _run(gpus=3)
+    run.add(b.pod("cls1", limits={CLASS: 1}))
+    [given] = _held_by(run, "cls1")
+    second, third = [name for name in names if name != given]
+    doc = _annotation(run, "cls1")
+    _edit(run, "cls1", _renamed(run, doc, second))
+    _edit(run, "cls1", _renamed(run, doc, third))  # the first held-devices write has not landed yet
+    _written_held(run, "cls1")  # the last notice's value
+    fresh = _restarted(run, 3, "cls1")
+    assert sorted(_held_by(fresh, "cls1")) == sorted(names)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
 from scheduler.api.quantity import Amount, format_quantity
-from scheduler.core.annotations import DEVICES, DeviceAssignment
+from scheduler.core.annotations import DEVICES, HELD_DEVICES, DeviceAssignment, encode_devices, merge_devices
 from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX, ClassRegistry, ResourceClass, parse_resource_class
 from scheduler.core.disruption import DisruptionBudget, parse_disruption_budget
 from scheduler.core.lifecycle import DeviceHold, device_holds, shared_while_running
@@ -78,6 +78,10 @@ class ClusterState:
         # victim already leaving can be a later preemptor's too, and if it stays, each lets go
         self.preempting: dict[str, set[str]] = {}
         self.marked: set[str] = set()  # gang members one of our profiles marked as preemption victims
+        # bound pods whose devices annotation was edited: every assignment they held while bound
+        # (what DevicesAnnotationChanged asks the shell to write into HELD_DEVICES), kept here so
+        # a second edit before the first write lands loses nothing
+        self.held_assignments: dict[str, DeviceAssignment] = {}
         self.pdbs: dict[str, DisruptionBudget] = {}
         self.priority_classes: dict[str, int] = {}  # PriorityClass name -> value (for PodGroups)
         self._tombstones: OrderedDict[str, None] = OrderedDict()
@@ -352,6 +356,7 @@ class ClusterState:
             self.release_hold(uid)
             events.append(ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=""))
         if pod.terminal:
+            self.held_assignments.pop(uid, None)
             if placement is not None:
                 events += self._unplace(uid)
             self.pending.discard(uid)
@@ -369,7 +374,8 @@ class ClusterState:
             self.pending.discard(uid)
             self.gated.discard(uid)
             if placement is None or placement.assumed or placement.node != pod.node_name or old is None \
-                    or old.devices != pod.devices or old.requests != pod.requests:
+                    or old.devices != pod.devices or old.requests != pod.requests \
+                    or old.held_devices != pod.held_devices or old.held_error != pod.held_error:
                 # a bound pod keeps what it held: an edit of its devices annotation moves no hold,
                 # and a later change (a resize) keeps what earlier edits left held
                 bound = placement is not None and not placement.assumed and placement.node == pod.node_name
@@ -380,7 +386,10 @@ class ClusterState:
                 swapped = self._unplace(uid, drop_ghosts=False) if placement is not None else []
                 notices += self._place(pod, pod.node_name, pod.devices, assumed=False, kept=kept)
                 if edited and old is not None:
-                    notices.append(_edit_notice(old, pod, self.placements[uid]))
+                    held = merge_devices(self.held_assignments.get(uid), old.held_devices, old.devices,
+                                         pod.held_devices, pod.devices)
+                    self.held_assignments[uid] = held
+                    notices.append(_edit_notice(old, pod, self.placements[uid], held))
                 if placement is not None:
                     self.ledger.drop_released_ghosts(placement.devices)
                     # a swap that frees nothing (our Binding confirmed, requests grown) is no
@@ -428,6 +437,7 @@ class ClusterState:
         events = self._unplace(uid) if uid in self.placements else []
         self.preempting.pop(uid, None)
         self.marked.discard(uid)
+        self.held_assignments.pop(uid, None)
         self.nominated.discard(uid)
         if self.release_hold(uid) is not None:
             events.append(ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=""))
@@ -447,20 +457,22 @@ class ClusterState:
         devices annotation was edited while bound (`_devices_edited`), which it holds as well."""
         info = self._node_info(node_name)
         notices: list[Notice] = []
-        broken = pod.device_error is not None
+        errors = [error for error in (pod.device_error, pod.held_error) if error is not None]
+        broken = bool(errors)
         if broken:
             info.broken.add(pod.uid)
             notices.append(Notice("Pod", pod.key, "BrokenDeviceAnnotation",
-                                  f"{pod.device_error}; node {node_name} is excluded from device scheduling "
+                                  f"{'; '.join(errors)}; node {node_name} is excluded from device scheduling "
                                   "until the annotation is fixed or the pod is gone",
                                   pod.meta.namespace, pod.uid))
-        for by_resource in (devices or {}).values():
+        held = pod.held_devices if not assumed else None
+        for by_resource in (*(devices or {}).values(), *(held or {}).values()):
             for entries in by_resource.values():
                 for grant in entries:
                     self.ledger.hold_unseen(grant.device, grant.device_id, info)
         placement = placement_of(pod, node_name, devices, self.ledger.counted_as, broken, assumed)
-        if kept:
-            placement = replace(placement, grants=union_holds(kept, placement.grants))
+        if kept or held:
+            placement = replace(placement, grants=union_holds((*kept, *_holds(pod, held)), placement.grants))
         for device, amount, resource, dimension in placement.grants:
             notices += self.ledger.charge(pod, device, amount, resource, dimension)
         whole = {container: [grant.device for entries in by_resource.values() for grant in entries
@@ -891,7 +903,7 @@ def _annotation_text(pod: Pod) -> str:
     return _grants_text(pod.devices)
 
 
-def _edit_notice(old: Pod, pod: Pod, placement: Placement) -> Notice:
+def _edit_notice(old: Pod, pod: Pod, placement: Placement, held_devices: DeviceAssignment) -> Notice:
     """The Warning a bound pod's edited devices annotation gets: what it named, what it names
     now, and that every device it named while bound stays held (`union_holds`) until it ends.
 
@@ -906,9 +918,10 @@ def _edit_notice(old: Pod, pod: Pod, placement: Placement) -> Notice:
                   f"bound: it named {_annotation_text(old)}; it now names {_annotation_text(pod)}. Its containers "
                   "keep the devices they were given, and the node agent serves those not started yet from the "
                   "annotation as it is now, so every device it named while bound stays held until the pod ends: "
-                  f"{held}. Assignments are Tessera's to write; a scheduler started after this edit knows only "
-                  "the current annotation",
-                  pod.meta.namespace, pod.uid)
+                  f"{held}. Assignments are Tessera's to write; the scheduler records them all in {HELD_DEVICES}, "
+                  "so a scheduler started after this edit holds them too",
+                  pod.meta.namespace, pod.uid,
+                  held_devices=encode_devices(held_devices))
 
 
 def _described(kind: str, namespace: str, name: str) -> str:

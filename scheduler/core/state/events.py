@@ -46,3 +46,6 @@ class Notice:
     namespace: str = ""
     uid: str = ""
     api_version: str = ""  # the object's apiVersion where its kind alone does not say (two PodGroup APIs)
+    # DevicesAnnotationChanged: the `tessera.dev/held-devices` value the live shell writes onto the
+    # pod (every device it held while bound, encoded), so a restarted scheduler holds them all too
+    held_devices: str = ""
