@@ -185,7 +185,8 @@ class FakeApi:
                                            "items": items}))
 
     def _patch_status(self, namespace: str, name: str, body: JSON) -> Response:
-        """A strategic merge of status.conditions (by type); metadata.resourceVersion is a precondition."""
+        """A strategic merge of status.conditions (by type) and metadata.annotations; metadata.uid and
+        metadata.resourceVersion are preconditions."""
         pod = self.pods.get((namespace, name))
         if pod is None:
             return _status(404, f'pods "{name}" not found', "NotFound")
@@ -198,6 +199,13 @@ class FakeApi:
         if wanted is not None and wanted != meta.get("resourceVersion", ""):
             return _status(409, f'Operation cannot be fulfilled on pods "{name}": the object has been modified; '
                                 "please apply your changes to the latest version and try again", "Conflict")
+        # the apiserver keeps metadata.annotations from a status write (podStatusStrategy
+        # .PrepareForUpdate takes only spec, deletionTimestamp and ownerReferences from the old pod)
+        for key, value in ((body.get("metadata") or {}).get("annotations") or {}).items():
+            if value is None:
+                meta.get("annotations", {}).pop(key, None)
+            else:
+                meta.setdefault("annotations", {})[key] = value
         status = pod.setdefault("status", {})
         for key, value in (body.get("status") or {}).items():
             if key != "conditions":

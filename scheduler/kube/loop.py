@@ -35,6 +35,7 @@ from scheduler.kube.http import KubeHttp, RateLimiter
 from scheduler.kube.informers import SCHEDULER_KINDS, InformerSet
 from scheduler.kube.recorder import EventRecorder, ObjectRef
 from scheduler.kube.startup_gc import collect_after_sync
+from scheduler.kube.held import HeldDevicesWriter
 from scheduler.kube.status import SCHEDULER_ERROR, UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusWriter
 
 log = structlog.get_logger("tessera.loop")
@@ -83,6 +84,7 @@ class SchedulerLoop:
         self.events = EventRecorder(events_http, controller="tessera", instance=identity,
                                     term=lambda: self.leader_term())
         self.statuses = StatusWriter(http, self._pod_version, allowed=lambda: self.is_leader())
+        self.held = HeldDevicesWriter(http, allowed=lambda: self.is_leader())
         # PodGroups whose status this process already settled (upstream ones PodGroupScheduled=True,
         # scheduler-plugins ones Finished or Failed): nothing is written over it, even before the
         # watch echoes it back
@@ -120,6 +122,7 @@ class SchedulerLoop:
             group.start_soon(self.informers.run, name="informers")
             group.start_soon(self.events.run, name="events")
             group.start_soon(self.statuses.run, name="statuses")
+            group.start_soon(self.held.run, name="held-devices")
             group.start_soon(self.evictor.run, name="evictor")
             group.start_soon(self._schedule_forever, name="schedule")
             group.start_soon(self._wake_when_synced, name="wake-when-synced")
@@ -183,6 +186,7 @@ class SchedulerLoop:
                 self.statuses.pod_gone(str(meta.get("namespace", "")), str(meta.get("name", "")))
             if event_type == "DELETED":  # a held Binding that will never be sent
                 uid = str(meta.get("uid", ""))
+                self.held.pod_gone(uid)
                 self._binding_attempts.pop(uid, None)
                 self._end_permit_wait(uid, "Unschedulable")  # upstream's deletePod -> RejectWaitingPod
         if event_type == "DELETED" and kind in ("ResourceClass", "PodGroup"):
@@ -287,6 +291,8 @@ class SchedulerLoop:
     def _report(self, notice: Notice) -> None:
         log.warning("input.invalid", kind=notice.kind, object=notice.key, reason=notice.reason, message=notice.message)
         self._warn(notice, "Validating")
+        if notice.held_devices:  # an edited devices annotation: the union goes onto the pod
+            self.held.want(notice.namespace, notice.key.rpartition("/")[2], notice.uid, notice.held_devices)
 
     def _warn(self, notice: Notice, action: str) -> None:
         """The notice as a Warning Event regarding its object (only by the leader)."""

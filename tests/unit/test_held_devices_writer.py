@@ -1,0 +1,95 @@
+"""The live shell writes `tessera.dev/held-devices` when the core reports an edited devices
+annotation (a new user's trial: after `kubectl annotate --overwrite tessera.dev/devices=<another
+GPU>` and a restart, the restarted scheduler read only the current annotation and gave the
+original GPU to a second pod — the union lived only in memory)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import orjson
+
+from scheduler.api.config import load_config
+from scheduler.core import annotations as ann
+from scheduler.kube.http import STRATEGIC_PATCH, KubeHttp
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.sim import builders as b
+from tests.fakeapi import FakeApi
+
+CLASS = "class.tessera.dev/v100"
+
+
+def _assignment(device: str) -> str:
+    return orjson.dumps({"version": ann.VERSION, "containers": {"main": {CLASS: [{"id": f"id-{device}",
+                                                                                  "device": device}]}}}).decode()
+
+
+def _bound() -> dict[str, Any]:
+    return b.pod("cls1", limits={CLASS: 1}, node_name="n", phase="Running",
+                 annotations={ann.DEVICES: _assignment("gpu-a"), ann.PHASE: ann.PHASE_ALLOCATED})
+
+
+def _edited(pod: dict[str, Any], device: str) -> dict[str, Any]:
+    out = copy.deepcopy(pod)
+    out["metadata"]["annotations"][ann.DEVICES] = _assignment(device)
+    out["metadata"]["resourceVersion"] = str(int(out["metadata"].get("resourceVersion") or "100") + 1)
+    return out
+
+
+async def _until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    with anyio.fail_after(seconds):
+        while not condition():
+            await anyio.sleep(0.005)
+
+
+def _held(pod: dict[str, Any]) -> list[str]:
+    held = ann.decode_devices(pod["metadata"]["annotations"][ann.HELD_DEVICES])
+    return sorted(grant.device for by in held.values() for grants in by.values() for grant in grants)
+
+
+async def test_an_edit_is_written_into_held_devices_with_the_uid_as_precondition() -> None:
+    api = FakeApi()
+    pod = _bound()
+    api.add_pod(pod)
+    api.fail_next("PATCH", "/pods/cls1/status", status=500)  # a failed write is tried again
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    loop.held._retry_seconds = 0.01
+    loop._apply("ADDED", b.node("n", gpus=2))
+    loop._apply("ADDED", pod)
+    async with anyio.create_task_group() as group:
+        group.start_soon(loop.held.run)
+        await anyio.sleep(0.02)
+        assert api.of("PATCH", "/pods/cls1/status") == []  # no edit, no write
+        loop._apply("MODIFIED", _edited(pod, "gpu-b"))
+        await _until(lambda: ann.HELD_DEVICES in api.pod("default", "cls1")["metadata"]["annotations"])
+        group.cancel_scope.cancel()
+    *_, call = api.of("PATCH", "/pods/cls1/status")
+    assert call.content_type == STRATEGIC_PATCH
+    assert call.body["metadata"]["uid"] == pod["metadata"]["uid"]
+    assert set(call.body["metadata"]["annotations"]) == {ann.HELD_DEVICES}
+    assert _held(api.pod("default", "cls1")) == ["gpu-a", "gpu-b"]
+    assert len(api.of("PATCH", "/pods/cls1/status")) == 2 and loop.held.writes == 1
+
+
+async def test_a_standby_writes_nothing_until_it_leads() -> None:
+    api = FakeApi()
+    pod = _bound()
+    api.add_pod(pod)
+    leading = False
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    loop.held.allowed = lambda: leading
+    loop.held._retry_seconds = 0.01
+    loop._apply("ADDED", b.node("n", gpus=2))
+    loop._apply("ADDED", pod)
+    async with anyio.create_task_group() as group:
+        group.start_soon(loop.held.run)
+        loop._apply("MODIFIED", _edited(pod, "gpu-b"))
+        await anyio.sleep(0.05)
+        assert api.of("PATCH", "/status") == []
+        leading = True  # it takes over: the edit it saw as a standby is written now
+        await _until(lambda: ann.HELD_DEVICES in api.pod("default", "cls1")["metadata"]["annotations"])
+        group.cancel_scope.cancel()
+    assert _held(api.pod("default", "cls1")) == ["gpu-a", "gpu-b"]
