@@ -6,7 +6,8 @@ scheduler hand a GPU out twice. These tests act as each kind of caller, with rea
 - a user (client certificate) with edit-like rights on pods in a namespace — and, to show that the
   policy and not merely RBAC stops them, also with `pods/binding`, `bindings` and `pods/status`
   rights, which ordinary users never have;
-- the scheduler's ServiceAccount (TokenRequest token), binding through pods/binding;
+- the scheduler's ServiceAccount (TokenRequest token), binding through pods/binding, and recording
+  `tessera.dev/held-devices` through pods/status;
 - the agent's ServiceAccount with a token bound to a pod on a node, as the kubelet mounts it into
   the DaemonSet pod there; and with an unbound token;
 - the admin (system:masters), the documented break-glass exemption.
@@ -28,7 +29,7 @@ import yaml
 
 from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.kube.controlplane.rest import ApiError, RestClient
-from scheduler.kube.http import MERGE_PATCH
+from scheduler.kube.http import MERGE_PATCH, STRATEGIC_PATCH
 from scheduler.sim import builders as b
 from tests.e2e.live import creatable
 from tests.e2e.test_deploy import (
@@ -44,6 +45,7 @@ from tests.e2e.test_deploy import (
 
 DEVICES = "tessera.dev/devices"
 PHASE = "tessera.dev/phase"
+HELD = "tessera.dev/held-devices"
 POLICY_MESSAGE = "tessera.dev/* annotations are written only by the Tessera scheduler"
 LEDGER = '{"containers":{},"version":1}'  # a well-formed (empty) device assignment
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
@@ -227,6 +229,35 @@ def test_scheduler_binds_with_device_annotations(setup: Setup) -> None:
     status, body = call_as(setup.plane, token, "PATCH", f"/api/v1/namespaces/{ns}/pods/scheduled/status",
                            {"metadata": {"annotations": {DEVICES: "rewritten"}}}, MERGE_PATCH)
     assert status == 403 and POLICY_MESSAGE in body, body
+
+
+def test_scheduler_records_held_devices_through_pods_status_and_only_that(setup: Setup) -> None:
+    """After an edit of a bound pod's devices annotation the scheduler writes the union into
+    `tessera.dev/held-devices` through pods/status (scheduler/kube/held.py): the one exemption
+    beside its Binding. It may not remove it, nor change another ledger key in the same write; a
+    user may not write it at all (a forged one would fence or claim GPUs)."""
+    ns = setup.namespace
+    admin = setup.plane.admin
+    admin.create(f"/api/v1/namespaces/{ns}/pods", _pod("edited", ns, {DEVICES: LEDGER, PHASE: "Allocated"}))
+    token = service_account_token(admin, SYSTEM_NAMESPACE, SCHEDULER_SA)
+    path = f"/api/v1/namespaces/{ns}/pods/edited/status"
+    uid = admin.get(f"/api/v1/namespaces/{ns}/pods/edited")["metadata"]["uid"]
+    status, body = call_as(setup.plane, token, "PATCH", path,
+                           {"metadata": {"uid": uid, "annotations": {HELD: LEDGER}}}, STRATEGIC_PATCH)
+    assert status == 200, body
+    # the apiserver keeps metadata.annotations from a pods/status write
+    assert admin.get(f"/api/v1/namespaces/{ns}/pods/edited")["metadata"]["annotations"][HELD] == LEDGER
+    for patch in ({HELD: None}, {HELD: LEDGER + " ", DEVICES: "rewritten"}, {PHASE: "Allocating"}):
+        status, body = call_as(setup.plane, token, "PATCH", path, {"metadata": {"annotations": patch}},
+                               STRATEGIC_PATCH)
+        assert status == 403 and POLICY_MESSAGE in body, (patch, body)
+    status, body = call_as(setup.plane, token, "PATCH", f"/api/v1/namespaces/{ns}/pods/edited",
+                           {"metadata": {"annotations": {HELD: LEDGER + " "}}}, MERGE_PATCH)
+    assert status == 403, body  # only through pods/status (RBAC or the policy refuses the pod itself)
+    with pytest.raises(ApiError) as refused:
+        setup.user.merge_patch(path, {"metadata": {"annotations": {HELD: "forged"}}})
+    assert _refused_by_policy(refused.value, HELD), refused.value.message
+    assert admin.get(f"/api/v1/namespaces/{ns}/pods/edited")["metadata"]["annotations"][HELD] == LEDGER
 
 
 def test_agent_marks_pods_on_its_node_allocated_and_nothing_else(setup: Setup) -> None:
