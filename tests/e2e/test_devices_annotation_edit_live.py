@@ -4,11 +4,18 @@ and the next pod was given the GPU the first one's container still used, silentl
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import orjson
 
+from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
+from scheduler.core.scheduler import Scheduler
+from scheduler.kube.snapshot import list_cluster
+from scheduler.sim.snapshot import load
+from scheduler.view import model as m
+from scheduler.view.cluster import build_view
 from scheduler.sim import builders as b
 from tests.e2e.live import FakeAgent, Kube, eventually
 
@@ -72,3 +79,60 @@ async def test_an_edited_devices_annotation_keeps_both_gpus_held_and_warns(
         assert await eventually(thief_bound) == "edit-1"  # both released with their holder
         # the Binding and the agent's Allocated were no edit: one warning, for the one edit
         assert len(await _events(kubectl, namespace, "longv", "DevicesAnnotationChanged")) == 1
+
+
+async def test_the_union_is_recorded_on_the_pod_and_survives_a_restart(
+        tessera: Any, kubectl: Kube, namespace: str) -> None:
+    """The trial's second half: after the edit, a restarted scheduler listed the original GPU free
+    and bound `steal` to it, and `kubectl tessera nodes` showed it free. The scheduler now writes
+    the union into `tessera.dev/held-devices` (through pods/status: the apiserver keeps the
+    annotation), and a fresh core built from a listing — what `kubectl tessera nodes` and a
+    restarted scheduler build — holds both GPUs."""
+    first = await tessera("config/binpack.yaml")
+    node = b.node("held-1", gpus=2)
+    await kubectl.create(NODES, node)
+    await kubectl.call("PATCH", f"{NODES}/held-1/status", {"status": node["status"]},
+                       content_type="application/merge-patch+json")
+    devices = [b.device("held-1", i) for i in range(2)]
+    for device in devices:
+        await kubectl.create(ERS, device)
+    await kubectl.create(CLASSES, b.resource_class("edit-v100", match_labels={"model": "V100"}))
+    names = sorted(d["metadata"]["name"] for d in devices)
+    async with FakeAgent(kubectl, namespace):
+        await kubectl.create_pod(namespace, b.pod("cls1", limits={CLASS: 1}))
+
+        async def allocated() -> dict[str, Any] | None:
+            pod = await _pod(kubectl, namespace, "cls1")
+            annotations = pod["metadata"].get("annotations") or {}
+            return pod if annotations.get(ann.PHASE) == ann.PHASE_ALLOCATED else None
+
+        pod = await eventually(allocated)
+        doc = orjson.loads(pod["metadata"]["annotations"][ann.DEVICES])
+        [grant] = doc["containers"]["main"][CLASS]
+        other = next(d for d in devices if d["metadata"]["name"] != grant["device"])
+        grant.update(device=other["metadata"]["name"], id=other["spec"]["deviceID"])
+        await kubectl.call("PATCH", f"/api/v1/namespaces/{namespace}/pods/cls1",
+                           {"metadata": {"annotations": {ann.DEVICES: orjson.dumps(doc).decode()}}},
+                           content_type="application/merge-patch+json")
+
+        async def recorded() -> list[str] | None:
+            annotations = (await _pod(kubectl, namespace, "cls1"))["metadata"].get("annotations") or {}
+            raw = annotations.get(ann.HELD_DEVICES)
+            if raw is None:
+                return None
+            return sorted(g.device for by in ann.decode_devices(raw).values() for gs in by.values() for g in gs)
+
+        assert await eventually(recorded) == names
+
+        # `kubectl tessera nodes`' model: a fresh core from a listing of the real cluster
+        listing = await list_cluster(kubectl.http)
+        core = Scheduler(load_config("config/binpack.yaml"))
+        load(core, listing.objects, time.time())
+        [view] = [n for n in build_view(core, source="cluster", now=time.time()).nodes if n.name == "held-1"]
+        assert {gpu.device: gpu.state for gpu in view.gpus} == dict.fromkeys(names, m.WHOLE)
+
+        first.stop()  # the restart: the first scheduler starts no more cycles, a second one lists
+        await tessera("config/binpack.yaml")
+        await kubectl.create_pod(namespace, b.pod("steal", limits={CLASS: 1}))
+        await eventually(lambda: _events(kubectl, namespace, "steal", "FailedScheduling"))
+        assert not (await _pod(kubectl, namespace, "steal"))["spec"].get("nodeName")  # neither GPU is free
