@@ -124,6 +124,23 @@ async def test_helm_install_in_another_namespace_schedules(fresh_plane: LocalCon
         pod = await eventually(bound, 30)
         devices = orjson.loads(pod["metadata"]["annotations"][ann.DEVICES])
         assert devices["containers"]["main"]["class.tessera.dev/v100-32g"][0]["id"].startswith("GPU-")
+        # An edit of its devices annotation (as an admin: system:masters is exempt) is recorded by
+        # the scheduler in tessera.dev/held-devices through pods/status: the chart's policy lets
+        # gpu-sched's ServiceAccount write that key.
+        [grant] = devices["containers"]["main"]["class.tessera.dev/v100-32g"]
+        edited = {**grant, "device": grant["device"] + "-x"}
+        devices["containers"]["main"]["class.tessera.dev/v100-32g"] = [edited]
+        await kube.call("PATCH", "/api/v1/namespaces/default/pods/helm-class",
+                        {"metadata": {"annotations": {ann.DEVICES: orjson.dumps(devices).decode()}}},
+                        content_type="application/merge-patch+json")
+
+        async def held() -> list[str] | None:
+            pod = (await kube.call("GET", "/api/v1/namespaces/default/pods/helm-class")).json()
+            raw = pod["metadata"]["annotations"].get(ann.HELD_DEVICES)
+            return None if raw is None else sorted(g["device"] for g in orjson.loads(raw)["containers"]["main"]
+                                                   ["class.tessera.dev/v100-32g"])
+
+        assert await eventually(held, 30) == sorted([grant["device"], edited["device"]])
     finally:
         await kube.close()
         code = process.terminate()
