@@ -621,6 +621,15 @@ def _pod_level_requests(spec: JSON, status: JSON, infeasible: bool) -> ExactReso
     return {name: effective.get(name, 0) for name in pod_level}
 
 
+def _device_annotation(meta: ObjectMeta, key: str) -> tuple[ann.DeviceAssignment | None, str | None]:
+    """A pod's device assignment under `key` (tessera.dev/devices or tessera.dev/held-devices,
+    one format), or why it cannot be read (the caller fails closed on it)."""
+    try:
+        return ann.decode_devices(meta.annotations[key]), None
+    except ann.AnnotationError as err:
+        return None, f"annotation {key} of pod {meta.key}: {err}"
+
+
 def _gang_label_error(meta: ObjectMeta) -> str | None:
     raw_min = meta.labels.get(GANG_MIN_LABEL)
     if not meta.labels.get(GANG_NAME_LABEL) or raw_min is None:
@@ -725,24 +734,16 @@ def parse_pod(obj: JSON) -> Pod:
         gang=_gang(meta, spec),
         gated=bool(_list(spec.get("schedulingGates"), "Pod.spec.schedulingGates")),
     )
-    raw_devices = meta.annotations.get(ann.DEVICES)
-    if raw_devices is not None:
-        try:
-            pod.devices = ann.decode_devices(raw_devices)
-        except ann.AnnotationError as err:
-            pod.device_error = f"annotation {ann.DEVICES} of pod {meta.key}: {err}"
+    if ann.DEVICES in meta.annotations:
+        pod.devices, pod.device_error = _device_annotation(meta, ann.DEVICES)
     elif pod.node_name and ann.PHASE in meta.annotations:
         # Tessera's Binding writes the phase with the devices, and nothing removes them: a bound
         # pod with the one and not the other was given devices that are written nowhere now (a
         # hand edit, a tool rewriting annotations). It still has them, so they are unknown, not free.
         pod.device_error = (f"annotation {ann.DEVICES} of pod {meta.key} is missing, but its {ann.PHASE} says "
                             "Tessera gave it devices: which ones is unknown")
-    raw_held = meta.annotations.get(ann.HELD_DEVICES)
-    if raw_held is not None:
-        try:
-            pod.held_devices = ann.decode_devices(raw_held)
-        except ann.AnnotationError as err:
-            pod.held_error = f"annotation {ann.HELD_DEVICES} of pod {meta.key}: {err}"
+    if ann.HELD_DEVICES in meta.annotations:
+        pod.held_devices, pod.held_error = _device_annotation(meta, ann.HELD_DEVICES)
     pod.allocating = meta.annotations.get(ann.PHASE) == ann.PHASE_ALLOCATING
     pod.label_error = _gang_label_error(meta)
     policy = _str(spec.get("preemptionPolicy"), "Pod.spec.preemptionPolicy", "PreemptLowerPriority")

@@ -29,6 +29,19 @@ async def _pod(kubectl: Kube, namespace: str, name: str) -> dict[str, Any]:
     return (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")).json()  # type: ignore[no-any-return]
 
 
+async def _two_gpu_node(kubectl: Kube, name: str) -> list[dict[str, Any]]:
+    """A Ready node with two V100 ExtendedResources and the class `edit-v100` selecting them; its devices."""
+    node = b.node(name, gpus=2)
+    await kubectl.create(NODES, node)
+    await kubectl.call("PATCH", f"{NODES}/{name}/status", {"status": node["status"]},
+                       content_type="application/merge-patch+json")
+    devices = [b.device(name, i) for i in range(2)]
+    for device in devices:
+        await kubectl.create(ERS, device)
+    await kubectl.create(CLASSES, b.resource_class("edit-v100", match_labels={"model": "V100"}))
+    return devices
+
+
 async def _events(kubectl: Kube, namespace: str, pod: str, reason: str) -> list[dict[str, Any]]:
     return [e for e in await kubectl.events(namespace) if e["regarding"]["name"] == pod and e["reason"] == reason]
 
@@ -36,14 +49,7 @@ async def _events(kubectl: Kube, namespace: str, pod: str, reason: str) -> list[
 async def test_an_edited_devices_annotation_keeps_both_gpus_held_and_warns(
         tessera: Any, kubectl: Kube, namespace: str) -> None:
     await tessera("config/binpack.yaml")
-    node = b.node("edit-1", gpus=2)
-    await kubectl.create(NODES, node)
-    await kubectl.call("PATCH", f"{NODES}/edit-1/status", {"status": node["status"]},
-                       content_type="application/merge-patch+json")
-    devices = [b.device("edit-1", i) for i in range(2)]
-    for device in devices:
-        await kubectl.create(ERS, device)
-    await kubectl.create(CLASSES, b.resource_class("edit-v100", match_labels={"model": "V100"}))
+    devices = await _two_gpu_node(kubectl, "edit-1")
     async with FakeAgent(kubectl, namespace) as agent:
         await kubectl.create_pod(namespace, b.pod("longv", limits={CLASS: 1}))
 
@@ -89,14 +95,7 @@ async def test_the_union_is_recorded_on_the_pod_and_survives_a_restart(
     annotation), and a fresh core built from a listing — what `kubectl tessera nodes` and a
     restarted scheduler build — holds both GPUs."""
     first = await tessera("config/binpack.yaml")
-    node = b.node("held-1", gpus=2)
-    await kubectl.create(NODES, node)
-    await kubectl.call("PATCH", f"{NODES}/held-1/status", {"status": node["status"]},
-                       content_type="application/merge-patch+json")
-    devices = [b.device("held-1", i) for i in range(2)]
-    for device in devices:
-        await kubectl.create(ERS, device)
-    await kubectl.create(CLASSES, b.resource_class("edit-v100", match_labels={"model": "V100"}))
+    devices = await _two_gpu_node(kubectl, "held-1")
     names = sorted(d["metadata"]["name"] for d in devices)
     async with FakeAgent(kubectl, namespace):
         await kubectl.create_pod(namespace, b.pod("cls1", limits={CLASS: 1}))
