@@ -42,6 +42,21 @@ async def _two_gpu_node(kubectl: Kube, name: str) -> list[dict[str, Any]]:
     return devices
 
 
+async def _name_the_other_gpu(kubectl: Kube, namespace: str, pod: dict[str, Any],
+                              devices: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rewrite the bound pod's devices annotation to name the GPU it was not given, as `kubectl
+    annotate --overwrite` by system:masters does (the policy exempts it; dev-cluster has none).
+    Returns that GPU's ExtendedResource."""
+    doc = orjson.loads(pod["metadata"]["annotations"][ann.DEVICES])
+    [grant] = doc["containers"]["main"][CLASS]
+    other = next(d for d in devices if d["metadata"]["name"] != grant["device"])
+    grant.update(device=other["metadata"]["name"], id=other["spec"]["deviceID"])
+    await kubectl.call("PATCH", f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}",
+                       {"metadata": {"annotations": {ann.DEVICES: orjson.dumps(doc).decode()}}},
+                       content_type="application/merge-patch+json")
+    return other
+
+
 async def _events(kubectl: Kube, namespace: str, pod: str, reason: str) -> list[dict[str, Any]]:
     return [e for e in await kubectl.events(namespace) if e["regarding"]["name"] == pod and e["reason"] == reason]
 
@@ -60,14 +75,7 @@ async def test_an_edited_devices_annotation_keeps_both_gpus_held_and_warns(
 
         pod = await eventually(allocated)
         assert "longv" in agent.allocated
-        doc = orjson.loads(pod["metadata"]["annotations"][ann.DEVICES])
-        [grant] = doc["containers"]["main"][CLASS]
-        other = next(d for d in devices if d["metadata"]["name"] != grant["device"])
-        grant.update(device=other["metadata"]["name"], id=other["spec"]["deviceID"])
-        # kubectl annotate --overwrite, as system:masters (the policy exempts it; dev-cluster has none)
-        await kubectl.call("PATCH", f"/api/v1/namespaces/{namespace}/pods/longv",
-                           {"metadata": {"annotations": {ann.DEVICES: orjson.dumps(doc).decode()}}},
-                           content_type="application/merge-patch+json")
+        other = await _name_the_other_gpu(kubectl, namespace, pod, devices)
         [warning] = await eventually(lambda: _events(kubectl, namespace, "longv", "DevicesAnnotationChanged"))
         assert warning["type"] == "Warning"
         given = next(d["metadata"]["name"] for d in devices if d is not other)
@@ -106,13 +114,7 @@ async def test_the_union_is_recorded_on_the_pod_and_survives_a_restart(
             return pod if annotations.get(ann.PHASE) == ann.PHASE_ALLOCATED else None
 
         pod = await eventually(allocated)
-        doc = orjson.loads(pod["metadata"]["annotations"][ann.DEVICES])
-        [grant] = doc["containers"]["main"][CLASS]
-        other = next(d for d in devices if d["metadata"]["name"] != grant["device"])
-        grant.update(device=other["metadata"]["name"], id=other["spec"]["deviceID"])
-        await kubectl.call("PATCH", f"/api/v1/namespaces/{namespace}/pods/cls1",
-                           {"metadata": {"annotations": {ann.DEVICES: orjson.dumps(doc).decode()}}},
-                           content_type="application/merge-patch+json")
+        await _name_the_other_gpu(kubectl, namespace, pod, devices)
 
         async def recorded() -> list[str] | None:
             annotations = (await _pod(kubectl, namespace, "cls1"))["metadata"].get("annotations") or {}
