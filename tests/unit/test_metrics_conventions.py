@@ -2,7 +2,8 @@
 v1.36.3's definitions (transcribed from k/k pkg/scheduler/metrics/metrics.go, so a drift in type,
 label names, stability or buckets fails here), Tessera's own against Prometheus' naming
 conventions (https://prometheus.io/docs/practices/naming/: base units, the unit as suffix,
-`_total` only on counters), and the README's metrics list against what is exported."""
+`_total` only on counters), and the documented metrics list (docs/running.md, "Probes and metrics")
+against what is exported."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from scheduler.kube.metrics import Metrics, exponential_buckets
 from scheduler.sim import builders as b
 from tests.helpers import gpu_counts_of
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+METRICS_DOC = Path(__file__).resolve().parents[2] / "docs" / "running.md"
 
 # name: (type, label names, stability, buckets or None) as metrics.go InitMetrics defines them
 UPSTREAM = {
@@ -107,9 +108,9 @@ def test_tessera_metrics_follow_the_prometheus_naming_conventions() -> None:
         assert family.documentation and not family.documentation.startswith("["), name
 
 
-def test_the_readme_lists_every_exported_metric() -> None:
-    text = README.read_text()
+def test_the_docs_list_every_exported_metric() -> None:
+    text = METRICS_DOC.read_text()
     listed = set(re.findall(r"`((?:scheduler|tessera|leader_election)_[a-z_]+)(?:\{[^}`]*\})?`", text))
     families = _families(_exercised())
     exposed = {f"{name}_total" if f.type == "counter" else name for name, f in families.items()}
-    assert exposed - listed == set(), "exported but not in the README"
+    assert exposed - listed == set(), "exported but not in docs/running.md"
