@@ -16,7 +16,7 @@ Rules, and why:
   quotas may refer to the class, a node that is down for maintenance comes back, and a class
   matching nothing costs nothing. A class deleted while devices of its model remain is created
   again (the controller keeps no memory of what it made, so it cannot tell an admin's delete from
-  a missing class); retiring one means turning the controller off (README);
+  a missing class); retiring one means turning the controller off (docs/node-agent.md);
 - one default class per model, ever: a model that has one (this controller's label, the model in
   its annotation), under whatever name, gets no other. Names come from the existing classes too,
   since classes are never renamed: a model arriving later whose name a class made for another

@@ -339,7 +339,7 @@ def _amount(resource: str, value: int) -> str:
 
 
 def attempt_line(attempt: Attempt, explain: bool) -> dict[str, Any]:
-    """The stdout record of one attempt (see README: simulate output)."""
+    """The stdout record of one attempt (docs/simulate.md, "Output")."""
     line: dict[str, Any] = {
         "pod": attempt.pod.key,
         "node": attempt.node,

@@ -231,7 +231,7 @@ def test_agent_token_cannot_rewrite_or_delete_another_nodes_devices(live: Live) 
 
 
 def test_users_can_set_the_documented_topology_annotation_on_a_label_gang(live: Live) -> None:
-    """README.md (Topology): for scheduler-plugins' label form of gangs, the topology is given by
+    """docs/topology.md: for scheduler-plugins' label form of gangs, the topology is given by
     "annotations ... on its members `tessera.dev/topology-required: <node label>` and/or
     `tessera.dev/topology-preferred`" (scheduler/core/objects.py _gang reads them from the pod).
     But the admission policy installed by default (deploy/admission/annotation-policy.yaml and the

@@ -89,7 +89,7 @@ def _running(plane: LocalControlPlane, ns: str, name: str) -> dict[str, Any]:
 
 def test_a_deleted_pod_of_a_job_with_a_pod_failure_policy_goes_away(
         plane_ns: tuple[LocalControlPlane, str, str]) -> None:
-    """README: "a deleted pod goes away, so its GPUs are free for the next one"; the Stage file:
+    """docs/dev-cluster.md: "a deleted pod goes away, so its GPUs are free for the next one"; the Stage file:
     pod-delete removes a pod being deleted "as a kubelet confirms the deletion".
 
     A kubelet first stops the containers of a pod being deleted and reports a terminal phase
@@ -224,7 +224,7 @@ def _seconds_running(plane: LocalControlPlane, ns: str, names: Sequence[str],
 
 
 def test_an_empty_delay_annotation_is_no_delay_annotation(plane_ns: tuple[LocalControlPlane, str, str]) -> None:
-    """README: a pod with `pod-complete.stage.kwok.x-k8s.io/delay: 30s` succeeds 30 s later; one
+    """docs/dev-cluster.md: a pod with `pod-complete.stage.kwok.x-k8s.io/delay: 30s` succeeds 30 s later; one
     without it runs until deleted (a Job's pod: after 1 s).
 
     An empty value — what a chart or kustomize overlay renders for an unset delay — completed the
@@ -273,7 +273,7 @@ def test_an_unreadable_delay_is_reported_in_a_warning_event(plane_ns: tuple[Loca
 
 def test_a_pods_delay_counts_from_its_start_however_often_the_pod_changes(
         plane_ns: tuple[LocalControlPlane, str, str]) -> None:
-    """README: a pod with `pod-complete.stage.kwok.x-k8s.io/delay: 30s` succeeds 30 s later — later
+    """docs/dev-cluster.md: a pod with `pod-complete.stage.kwok.x-k8s.io/delay: 30s` succeeds 30 s later — later
     than it started, as a job that runs 30 s.
 
     kwok computed the delay again, from "now", on every change of the pod: each watch event with a
@@ -322,7 +322,7 @@ def test_a_pods_delay_counts_from_its_start_however_often_the_pod_changes(
 
 def test_a_jobs_pod_and_an_unreadable_delay_finish_one_second_after_the_start_however_often_touched(
         plane_ns: tuple[LocalControlPlane, str, str]) -> None:
-    """README: a Job's pod without a delay, and a pod whose delay kwok cannot read, succeed after
+    """docs/dev-cluster.md: a Job's pod without a delay, and a pod whose delay kwok cannot read, succeed after
     1 s. That second, too, was counted again from every change of the pod (kwok v0.8.0
     pod_controller.go `preprocess`): a pod changed more often than once a second — by a
     controller's status updates, an agent's annotations — never finished. Both pods are
@@ -483,7 +483,7 @@ def _start_dev_cluster(directory: Path, err_path: Path) -> subprocess.Popen[byte
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGKILL], ids=["SIGHUP-terminal-closed", "SIGKILL-crash"])
 def test_a_dev_cluster_that_dies_leaves_no_control_plane_running(
         control_plane_binaries: ControlPlaneBinaries, tmp_path: Path, sig: signal.Signals) -> None:
-    """README: dev-cluster "runs until Ctrl-C" and the module docstring says it "then stops every
+    """docs/dev-cluster.md: dev-cluster "runs until Ctrl-C" and the module docstring says it "then stops every
     process it started".
 
     Every component is started in its own session (ManagedProcess, `start_new_session=True`), so

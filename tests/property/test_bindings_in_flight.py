@@ -39,7 +39,7 @@ decision of the core's. Once everything has settled (nothing in flight, the watc
 core's device ledger must equal the apiserver's annotations (nothing lost, nothing leaked).
 
 What a restart does not model: a dead process's Binding landing after the new process listed (the
-Lease is left to expire first, README "Leader election"); a new leader deciding before its watch
+Lease is left to expire first, docs/running.md, "Leader election"); a new leader deciding before its watch
 shows the old leader's last Binding (a window every cache-based scheduler has).
 
 Scale with TESSERA_HYPOTHESIS_EXAMPLES=N (examples per property; default keeps the file short).

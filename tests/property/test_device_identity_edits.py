@@ -15,7 +15,7 @@ The model here reads only annotations and the generated objects:
    slice beside them is);
 3. no decision takes a node's plain `nvidia.com/gpu` requests and the GPUs given out under that
    resourceName (the device's resourceName when it was granted) over the node's 2, nor further
-   over it. A restart reads a held device's resourceName from its object as it is then (README):
+   over it. A restart reads a held device's resourceName from its object as it is then (docs/api.md):
    a GPU held across it counts under that one, and not at all once its object is gone (where the
    core guesses the name).
 """

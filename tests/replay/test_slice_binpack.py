@@ -1,6 +1,6 @@
 """Binpack on NodeResourcesFit alone packs memory slices onto the partly used GPU.
 
-The rule (README, Scoring semantics): a pod whose ResourceClass devices belong to a device resource
+The rule (docs/semantics.md): a pod whose ResourceClass devices belong to a device resource
 (`nvidia.com/gpu`) *requests* that resource on every node where it gets devices, even when its
 slice goes onto a GPU that is already busy and so adds no new busy device. Upstream skips an
 extended resource only when the pod does not request it; a slice pod does, with an added amount

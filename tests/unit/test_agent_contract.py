@@ -157,7 +157,7 @@ def test_a_gpu_whose_handle_cannot_be_read_is_kept_unhealthy_not_deleted() -> No
     GPU falls off the bus. discover() then drops the device altogether: the agent deletes its
     ExtendedResource, its slot leaves the device plugin while a pod may hold it, and when NVML
     answers again the object is re-created with `spec.unschedulable: false` - the admin's cordon
-    gone. docs/design.md: a flaky NVML call must not delete devices; the README: a GPU whose NVML
+    gone. docs/design.md: a flaky NVML call must not delete devices; docs/node-agent.md: a GPU whose NVML
     queries fail "is published unhealthy ... so a pod holding it keeps its slot"."""
     stub = StubNvml(_two_gpus())
     backend = NvmlBackend(stub)

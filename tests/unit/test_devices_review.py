@@ -100,7 +100,7 @@ def test_a_slice_does_not_take_the_only_gpu_a_whole_gpu_request_of_the_pod_can_u
 
 
 def test_a_pod_asking_for_an_invalid_class_with_a_custom_resource_name_gets_the_class_problem() -> None:
-    """README: "A class with an invalid selector ... is not used; pods asking for it get the
+    """docs/api.md: "A class with an invalid selector ... is not used; pods asking for it get the
     reason in their FailedScheduling message". With the default name (class.tessera.dev/...) that
     holds; with `spec.resourceName: gpu.example.com/v100`, `ClassRegistry.is_class_resource` no
     longer knows the name (invalid classes are left out of `by_resource`), so the request is

@@ -68,7 +68,7 @@ def test_podgroup_status_counts_only_pods_labelled_with_that_podgroup() -> None:
 
 
 def test_a_finished_podgroup_is_not_rewritten_before_the_watch_echoes_it() -> None:
-    """README: PodGroup phases follow the scheduler-plugins controller, "`Failed` and `Finished`
+    """docs/running.md: PodGroup phases follow the scheduler-plugins controller, "`Failed` and `Finished`
     are final". Tessera treats a phase as final only once the PodGroup object *read back* says so
     (`PodGroup.final_phase`). Its member succeeded: Tessera wishes Finished; the Job's pod is then
     deleted before the watch has echoed Finished, and Tessera wishes Pending over it (the same

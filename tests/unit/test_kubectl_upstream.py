@@ -158,7 +158,7 @@ def test_a_kubeconfig_with_a_malformed_contexts_list_is_one_error_line(tmp_path:
     is unusable, and the plugin died with `TypeError: 'int' object is not iterable`. kubectl
     refuses such a file with one line (`error: error loading config file ...`, client-go
     tools/clientcmd/loader.go LoadFromFile); the plugin's own rule is `error: ...`, exit 2 for a
-    bad kubeconfig (README, `kubectl tessera`)."""
+    bad kubeconfig (docs/kubectl-tessera.md)."""
     bad = tmp_path / "config"
     bad.write_text("apiVersion: v1\nkind: Config\ncurrent-context: dev\ncontexts: 5\nclusters: []\nusers: []\n")
     status = cli.main(["nodes", "--kubeconfig", str(bad)])

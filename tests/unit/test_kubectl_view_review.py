@@ -96,7 +96,7 @@ def test_gpu_map_marks_a_nominated_preemptors_held_device_as_bound() -> None:
 
 
 def test_counted_gpu_holder_is_marked_binding_like_a_device_holder() -> None:
-    """README: a holder is marked `binding` on the live page while its Binding is on its way.
+    """docs/kubectl-tessera.md: a holder is marked `binding` on the live page while its Binding is on its way.
     For a device holder `_status` does that; for a plain `nvidia.com/gpu` request
     (`_counted_holders`) only `_bound_status` is asked, so an assumed pod (Binding out, e.g. an
     ambiguous answer being read back for up to 90 s) reads as bound."""

@@ -66,7 +66,7 @@ async def test_a_reader_that_went_away_ends_the_recording_quietly(tmp_path: Path
 async def test_a_refused_list_stops_the_recording_with_the_reason(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Regression (review): a 403 on pods was retried for ever (or until --duration, exit 0) and
-    the file had no pods, though the README says record stops with one line."""
+    the file had no pods, though docs/simulate.md says record stops with one line."""
     api = _api()
     for _ in range(50):
         api.fail_next("GET", "/api/v1/pods", status=403)

@@ -52,7 +52,7 @@ def _live_loop(api: FakeApi) -> SchedulerLoop:
 # --- 1. a pod the replay bound loses its node to the next recorded update ----------------------
 
 def test_a_recorded_update_of_a_pod_the_replay_bound_does_not_unbind_it() -> None:
-    """A recording made while Tessera is stopped (the case the README recommends) shows p pending,
+    """A recording made while Tessera is stopped (the case docs/simulate.md recommends) shows p pending,
     then a metadata update of p (a label: a user, a controller). The replay had bound p at its
     ADDED; as the apiserver it must keep p's nodeName (spec.nodeName is immutable once set — the
     live cluster would send the update with the node). The replay instead hands the unbound object
@@ -187,7 +187,7 @@ async def test_a_nomination_the_scheduler_cleared_is_not_followed_afterwards() -
 # --- 6. a recorded Binding on the replay's node but on GPUs it gave away is not called divergence --
 
 def test_a_recorded_binding_onto_gpus_the_replay_gave_another_pod_is_reported_as_divergence() -> None:
-    """README: a recording made while the live scheduler worked "can find a recorded Binding
+    """docs/simulate.md: a recording made while the live scheduler worked "can find a recorded Binding
     landing on GPUs it gave to another pod. It then says so" (the recording binds X there, where
     this replay had placed Y: the live scheduler decided otherwise). `_is_live_binding` compares
     nodes only and `_check_capacity` counts only: a live Binding onto the same node but onto the

@@ -28,7 +28,7 @@ def _gang(name: str, size: int, gpus: int, annotations: dict[str, str], minimum:
 
 
 def test_the_tightest_rack_is_the_one_that_fits_the_fewest_members_as_kueue_best_fit() -> None:
-    """README ("Which domain"): domains are tried "tightest first ... — the smallest domain it fits
+    """docs/topology.md ("Which domain"): domains are tried "tightest first ... — the smallest domain it fits
     in, as KAI's and Kueue's BestFit". Kueue's BestFit (pkg/cache/tas_flavor_snapshot.go,
     `fillInCounts` + `findBestFitDomainIdx`) measures a domain by how many pods of the pod set fit
     in it (per node, summed) and takes the domain with the lowest such count that still holds the
@@ -54,7 +54,7 @@ def test_the_tightest_rack_is_the_one_that_fits_the_fewest_members_as_kueue_best
 
 
 def test_racks_the_members_cannot_use_do_not_use_up_the_domain_trials() -> None:
-    """README: candidate domains are those "whose free capacity can hold the members still
+    """docs/topology.md: candidate domains are those "whose free capacity can hold the members still
     needed", counted so that "a domain is never skipped where the gang fits"; at most
     `maxDomainTrials` (16) of them are tried, tightest first. Kueue's TAS counts only the nodes the
     pod set can use (`fillInCounts`: untolerated NoSchedule taints and, with a hostname level, the
@@ -94,7 +94,7 @@ def _load(run: Run, node: str, indexes: tuple[int, ...]) -> None:
 
 
 def test_two_gpus_without_nvlink_peers_count_as_spanning_groups() -> None:
-    """README ("Inside a node"): the agent publishes `nvlinkGroup` for GPUs joined by NVLink (a GPU
+    """docs/topology.md ("Inside a node"): the agent publishes `nvlinkGroup` for GPUs joined by NVLink (a GPU
     without NVLink peers gets none: scheduler/agent/nvml.py); "a node where the request would have
     to span groups (NVLink groups when the node describes them, even if one NUMA node holds it)
     scores half"; the planner itself says "a device without it is a group of its own".
@@ -121,7 +121,7 @@ def test_two_gpus_without_nvlink_peers_count_as_spanning_groups() -> None:
 
 
 def test_an_nvlink_group_choice_does_not_take_the_gpu_another_request_of_the_pod_needs() -> None:
-    """README ("Inside a node"): a pod asking for several classes has "the request with the fewest
+    """docs/topology.md ("Inside a node"): a pod asking for several classes has "the request with the fewest
     devices to choose from first, so one request never takes the only GPU another can use"; the
     planner's contract is "a node is feasible exactly when a plan exists".
 
@@ -150,7 +150,7 @@ def test_a_basic_policy_podgroup_member_preempts_like_a_plain_pod() -> None:
     independent entities ... using the standard Kubernetes behavior" (and TAS with basic policy
     pins later pods to the domain of those already scheduled); scheduler-plugins' Coscheduling
     PostFilter likewise lets DefaultPreemption run for a member whose group already has minMember
-    assigned. README ("Priorities and preemption"): "When a pod fits nowhere, the
+    assigned. docs/preemption.md: "When a pod fits nowhere, the
     DefaultPreemption PostFilter evicts lower-priority pods to make room, as kube-scheduler's does".
 
     wl-0 (priority 100) takes n1; wl-1 (priority 100, same basic PodGroup) fits nowhere, and n2
