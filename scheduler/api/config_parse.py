@@ -17,8 +17,13 @@ Tessera-specific decisions (upstream defines nothing here, or Tessera deliberate
 - Errors are aggregated as upstream's (`utilerrors.NewAggregate`: one error alone, several as
   "[a, b]", on one line) across the independent top-level fields, in validation.go's order:
   clientConnection, leaderElection, parallelism, profiles, percentageOfNodesToScore, the backoffs,
-  extenders. Within one of them (a profile list, a leaderElection section) only the first error is
-  reported: each check there reads values an earlier one vouched for. A decoding problem (no or
+  extenders; and within each of them too (`Checks`, flattened as upstream's `utilerrors.Flatten`):
+  every profile, in validateKubeSchedulerProfile's order (schedulerName, percentageOfNodesToScore,
+  the plugin sets, each pluginConfig entry with all of its args' errors, then the duplicate name);
+  in leaderElection every ValidateLeaderElectionConfiguration check, then resourceLock. A check
+  that reads a value an earlier one vouched for (client-go's jitter rule, Tessera's whole-seconds
+  rule, a shape's points after its type) runs only when that one passed. An unknown key ends
+  the checks of the mapping holding it (strict decoding stops there). A decoding problem (no or
   another apiVersion or kind, an unknown top-level key) is reported alone, as upstream's strict
   decoding fails before validation runs; a value of the wrong type is one more field's error
   (upstream's decoder would stop at it; Tessera finds it while reading that field). An error about
@@ -67,17 +72,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import TypeVar
 
 import pydantic
 from pydantic import BaseModel
 
 from scheduler.api.config_reader import (
     ArgsReader,
+    Checks,
     FieldError,
+    FieldErrors,
     Verbatim,
     duplicate,
     forbidden,
@@ -96,7 +101,6 @@ from scheduler.api.config_model import (
     SchedulerConfig,
     ScoreWeights,
 )
-from scheduler.core.objects import aggregate_error
 from scheduler.core.plugins.registry import BY_NAME, REGISTRY, PluginSpec
 
 __all__ = ["parse_config", "SUPPORTED_API_VERSIONS"]
@@ -146,7 +150,6 @@ _FILTER_PLUGINS = frozenset(spec.name for spec in REGISTRY if spec.filters)
 _LEGACY_ENABLE_ALIASES = {alias: spec.name for spec in REGISTRY if spec.legacy for alias in spec.legacy.enable}
 _LEGACY_DISABLE_ALIASES = {alias: spec.name for spec in REGISTRY if spec.legacy for alias in spec.legacy.disable}
 _MAX_INT32 = 2**31 - 1
-_T = TypeVar("_T")
 _SECOND = 10**9
 _JITTER_FACTOR = 1.2  # client-go leaderelection.JitterFactor
 
@@ -157,7 +160,7 @@ def parse_config(raw: object, source: str) -> SchedulerConfig:
         return _parse(raw, source)
     except FieldError as err:
         raise ConfigError(source, err.field, err.message) from None
-    except _FieldErrors as err:
+    except FieldErrors as err:
         raise ConfigError(source, "", str(err), tuple(found.field for found in err.errors)) from None
     except pydantic.ValidationError as err:  # a rule the parser missed; still no traceback
         first = err.errors()[0]
@@ -165,37 +168,6 @@ def parse_config(raw: object, source: str) -> SchedulerConfig:
 
 
 # --- top level --------------------------------------------------------------------------------
-
-
-class _FieldErrors(Exception):
-    """Several fields' errors, printed as apimachinery's aggregate prints them (`aggregate_error`:
-    "[a, b]", each distinct message once)."""
-
-    def __init__(self, errors: list[FieldError]) -> None:
-        self.errors = errors
-        super().__init__(aggregate_error([f"{err.field}: {err.message}" if err.field else err.message
-                                          for err in errors]))
-
-
-class _Collector:
-    """Reads the independent top-level fields, each on its own: a field's error is kept and the
-    next field read, as validation.go appends every field's errors before returning them."""
-
-    def __init__(self) -> None:
-        self.errors: list[FieldError] = []
-
-    def read(self, read: Callable[[], _T], fallback: _T) -> _T:
-        try:
-            return read()
-        except FieldError as err:
-            self.errors.append(err)
-            return fallback
-
-    def raise_errors(self) -> None:
-        if len(self.errors) == 1:
-            raise self.errors[0]
-        if self.errors:
-            raise _FieldErrors(self.errors)
 
 
 def _parse(raw: object, source: str) -> SchedulerConfig:
@@ -225,7 +197,7 @@ def _parse(raw: object, source: str) -> SchedulerConfig:
     else:
         root.check_keys(_V1_TOP, _V1_IGNORED_TOP, _V1_HINTS)
 
-    found = _Collector()
+    found = Checks()
     no_profiles: tuple[Profile, ...] = ()
     client_connection = found.read(
         lambda: _client_connection(root.get_obj("clientConnection") or ArgsReader({}, "clientConnection")), None)
@@ -260,12 +232,12 @@ def _parallelism(root: ArgsReader) -> None:
         invalid("parallelism", root.raw("parallelism"), "should be an integer value greater than zero")
 
 
-def _initial_backoff(root: ArgsReader, found: _Collector) -> int:
+def _initial_backoff(root: ArgsReader, found: Checks) -> int:
     """podInitialBackoffSeconds; when it is a number but not positive, the error is kept in `found`
     and the number returned, for podMaxBackoffSeconds to be compared with."""
     initial = root.get_int("podInitialBackoffSeconds", 1)
     if initial <= 0:
-        found.read(lambda: invalid("podInitialBackoffSeconds", initial, "must be greater than 0"), None)
+        found.check(lambda: invalid("podInitialBackoffSeconds", initial, "must be greater than 0"))
     return initial
 
 
@@ -315,38 +287,56 @@ def _percentage(obj: ArgsReader, key: str, default: int) -> int:
 
 
 def _v1_profiles(root: ArgsReader) -> tuple[Profile, ...]:
+    """Every profile, each with all of its errors, in validation.go's order: the profile's own
+    (`validateKubeSchedulerProfile`), then its duplicate name."""
     raw_profiles = root.get_list("profiles") or [{}]  # defaults.go: no profiles -> one default profile
+    found = Checks()
     profiles: list[Profile] = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(raw_profiles):
-        obj = ArgsReader(raw, f"profiles[{i}]")
-        obj.check_keys(("schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"))
-        # Only a lone profile gets the default name; validation requires a non-empty one.
-        name = obj.get_str("schedulerName", DEFAULT_SCHEDULER_NAME if len(raw_profiles) == 1 else "")
-        if not name:
-            required(obj.at("schedulerName"))
-        if name in seen:
-            duplicate(obj.at("schedulerName"), name, f"already used by profiles[{seen[name]}].schedulerName")
-        seen[name] = i
-        percentage: int | None = None
-        if obj.raw("percentageOfNodesToScore") is not None:
-            percentage = _percentage(obj, "percentageOfNodesToScore", 0)
-        plugins = _plugins(obj.get_obj("plugins"), legacy=False)
-        profiles.append(Profile(
-            scheduler_name=name,
-            score_weights=plugins.score_weights(),
-            pre_score=plugins.pre_score_plugins(),
-            plugin_args=_plugin_args(_plugin_config(obj, legacy=False)),
-            percentage_of_nodes_to_score=percentage,
-            preemption=plugins.preemption,
-        ))
+        profile = found.read(lambda: _v1_profile(raw, i, len(raw_profiles) == 1, seen), None)
+        if profile is not None:
+            profiles.append(profile)
+    found.raise_errors()
     return tuple(profiles)
 
 
+def _v1_profile(raw: object, i: int, lone: bool, seen: dict[str, int]) -> Profile:
+    """profiles[i]; `seen` maps the names of the profiles before it to their index."""
+    obj = ArgsReader(raw, f"profiles[{i}]")
+    obj.check_keys(("schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"))
+    found = Checks()
+    # Only a lone profile gets the default name; validation requires a non-empty one.
+    name = found.read(lambda: obj.get_str("schedulerName", DEFAULT_SCHEDULER_NAME if lone else ""), None)
+    if name == "":
+        found.check(lambda: required(obj.at("schedulerName")))
+    percentage: int | None = None
+    if obj.raw("percentageOfNodesToScore") is not None:
+        percentage = found.read(lambda: _percentage(obj, "percentageOfNodesToScore", 0), None)
+    plugins = found.read(lambda: _plugins(obj.get_obj("plugins"), legacy=False), _ProfilePlugins())
+    args: dict[str, BaseModel] = found.read(lambda: _plugin_config(obj, legacy=False), {})
+    if name and name in seen:
+        found.check(lambda: duplicate(obj.at("schedulerName"), name, f"already used by profiles[{seen[name]}].schedulerName"))
+    if name:
+        seen[name] = i
+    found.raise_errors()
+    assert name is not None
+    return Profile(
+        scheduler_name=name,
+        score_weights=plugins.score_weights(),
+        pre_score=plugins.pre_score_plugins(),
+        plugin_args=_plugin_args(args),
+        percentage_of_nodes_to_score=percentage,
+        preemption=plugins.preemption,
+    )
+
+
 def _legacy_profile(root: ArgsReader) -> Profile:
-    name = root.get_str("schedulerName", "") or DEFAULT_SCHEDULER_NAME  # v1alpha1: empty -> default
-    plugins = _plugins(root.get_obj("plugins"), legacy=True)
-    configured = _plugin_config(root, legacy=True)
+    found = Checks()
+    name = found.read(lambda: root.get_str("schedulerName", ""), "") or DEFAULT_SCHEDULER_NAME  # empty -> default
+    plugins = found.read(lambda: _plugins(root.get_obj("plugins"), legacy=True), _ProfilePlugins())
+    configured: dict[str, BaseModel] = found.read(lambda: _plugin_config(root, legacy=True), {})
+    found.raise_errors()
     resolved = {spec.name: spec.legacy.resolve for spec in REGISTRY
                 if spec.legacy is not None and spec.legacy.resolve is not None}
     args = {name: value for name, value in configured.items() if name not in resolved}
@@ -422,7 +412,10 @@ def _plugins(obj: ArgsReader | None, *, legacy: bool) -> _ProfilePlugins:
         return _ProfilePlugins()
     points = _LEGACY_EXTENSION_POINTS if legacy else _EXTENSION_POINTS + ("multiPoint",)
     obj.check_keys(points)
-    sets = {point: _plugin_set(obj.get_obj(point), point, legacy) for point in points}
+    found = Checks()
+    sets = {point: found.read(lambda: _plugin_set(obj.get_obj(point), point, legacy), _PluginSet())
+            for point in points}
+    found.raise_errors()
     multi_point = sets.get("multiPoint", _PluginSet())
     post_filter = sets["postFilter"]
     if any(p.name == _PREEMPTION for p in post_filter.enabled):
@@ -450,30 +443,58 @@ def _plugin_set(obj: ArgsReader | None, point: str, legacy: bool) -> _PluginSet:
     supported: tuple[str, ...] = _SCORE_PLUGINS if point == "score" else _ALL_PLUGINS
     if legacy and point == "score":
         supported += tuple(_LEGACY_ENABLE_ALIASES)
+    found = Checks()
     enabled: list[_Plugin] = []
-    for j, raw in enumerate(obj.get_list("enabled")):
-        item = ArgsReader(raw, f"{obj.at('enabled')}[{j}]")
-        item.check_keys(("name", "weight"))
+    no_entries: list[object] = []
+    for j, raw in enumerate(found.read(lambda: obj.get_list("enabled"), no_entries)):
+        plugin = found.read(lambda: _enabled_plugin(ArgsReader(raw, f"{obj.at('enabled')}[{j}]"), supported, legacy,
+                                                    enabled), None)
+        if plugin is not None:
+            enabled.append(plugin)
+    disabled: set[str] = set()
+    for j, raw in enumerate(found.read(lambda: obj.get_list("disabled"), no_entries)):
+        name = found.read(lambda: _disabled_plugin(ArgsReader(raw, f"{obj.at('disabled')}[{j}]"), point), None)
+        if name is not None:
+            disabled.add(_LEGACY_DISABLE_ALIASES.get(name, name) if legacy else name)
+    found.raise_errors()
+    return _PluginSet(tuple(enabled), frozenset(disabled))
+
+
+def _enabled_plugin(item: ArgsReader, supported: tuple[str, ...], legacy: bool, before: list[_Plugin]) -> _Plugin:
+    """One `enabled` entry (its name and its weight checked on their own); `before` holds the
+    entries before it."""
+    item.check_keys(("name", "weight"))
+    found = Checks()
+
+    def read_name() -> str:
         written = _plugin_name(item)
-        name = _LEGACY_ENABLE_ALIASES.get(written, written) if legacy else written
         if written not in supported:
             unsupported(item.at("name"), written, supported)
+        name = _LEGACY_ENABLE_ALIASES.get(written, written) if legacy else written
+        if any(p.name == name for p in before):
+            duplicate(item.at("name"), written, "a plugin can be enabled once per extension point")
+        return written
+
+    def read_weight() -> int:
         weight = item.get_int("weight", 0, "int32")
         if not 0 <= weight <= _MAX_INT32:
             invalid(item.at("weight"), weight, f"must be in the range [0, {_MAX_INT32}]")
-        if any(p.name == name for p in enabled):
-            duplicate(item.at("name"), written, "a plugin can be enabled once per extension point")
-        enabled.append(_Plugin(name, weight, written))
-    disabled: set[str] = set()
-    for j, raw in enumerate(obj.get_list("disabled")):
-        item = ArgsReader(raw, f"{obj.at('disabled')}[{j}]")
-        item.check_keys(("name", "weight"))
-        written = _plugin_name(item)
-        if point in ("filter", "preFilter") and written in _FILTER_PLUGINS:
-            forbidden(item.at("name"), f"{written}'s filter always runs in Tessera (the filter chain is fixed); "
-                                       "to drop its score, disable it under plugins.score")
-        disabled.add(_LEGACY_DISABLE_ALIASES.get(written, written) if legacy else written)
-    return _PluginSet(tuple(enabled), frozenset(disabled))
+        return weight
+
+    written = found.read(read_name, "")
+    weight = found.read(read_weight, 0)
+    found.raise_errors()
+    return _Plugin(_LEGACY_ENABLE_ALIASES.get(written, written) if legacy else written, weight, written)
+
+
+def _disabled_plugin(item: ArgsReader, point: str) -> str:
+    """One `disabled` entry's name as written."""
+    item.check_keys(("name", "weight"))
+    written = _plugin_name(item)
+    if point in ("filter", "preFilter") and written in _FILTER_PLUGINS:
+        forbidden(item.at("name"), f"{written}'s filter always runs in Tessera (the filter chain is fixed); "
+                                   "to drop its score, disable it under plugins.score")
+    return written
 
 
 def _plugin_name(item: ArgsReader) -> str:
@@ -529,36 +550,56 @@ def _plugin_config(owner: ArgsReader, *, legacy: bool) -> dict[str, BaseModel]:
             continue
         legacy_name = spec.legacy.args_name if legacy and spec.legacy is not None else None
         by_entry[legacy_name or spec.name] = spec
+    found = Checks()
     result: dict[str, BaseModel] = {}
     seen: set[str] = set()
     for i, raw in enumerate(owner.get_list("pluginConfig")):
-        path = f"{owner.at('pluginConfig')}[{i}]"
-        item = ArgsReader(raw, path)
-        item.check_keys(("name", "args"))
-        name = _plugin_name(item)
-        if name in seen:
-            duplicate(path, name)
-        seen.add(name)
-        if name not in by_entry:
-            unsupported(item.at("name"), name, tuple(by_entry))
-        spec = by_entry[name]
-        assert spec.args is not None
-        raw_args = item.raw("args")
-        legacy_args = spec.legacy.parse_args if spec.legacy is not None and name == spec.legacy.args_name else None
-        args = ArgsReader({} if raw_args is None else raw_args, item.at("args"), fold=legacy_args is not None)
-        if legacy_args is not None:
-            result[spec.name] = legacy_args(args)
-            continue
-        args.check_keys(("apiVersion", "kind", *spec.args.fields), spec.args.ignored, spec.args.hints)
-        # upstream decodes the args with the version they name: any other is not registered
-        api_version = args.raw("apiVersion")
-        if not legacy and api_version is not None and api_version != V1_API_VERSION:
-            unsupported(args.at("apiVersion"), api_version, (V1_API_VERSION,))
-        kind = args.raw("kind")
-        if kind is not None and kind != f"{name}Args":
-            invalid(args.at("kind"), kind, f"has to match plugin args ({name}Args)")
-        result[spec.name] = spec.args.parse(args)
+        entry = found.read(lambda: _plugin_config_entry(ArgsReader(raw, f"{owner.at('pluginConfig')}[{i}]"), by_entry,
+                                                        legacy, seen), None)
+        if entry is not None:
+            result[entry[0].name] = entry[1]
+    found.raise_errors()
     return result
+
+
+def _plugin_config_entry(item: ArgsReader, by_entry: dict[str, PluginSpec], legacy: bool,
+                         seen: set[str]) -> tuple[PluginSpec, BaseModel]:
+    """One pluginConfig entry, as validatePluginConfig checks it: a repeated name is an error and
+    the entry's args are still validated; `seen` holds the names before it."""
+    item.check_keys(("name", "args"))
+    name = _plugin_name(item)
+    found = Checks()
+    if name in seen:
+        found.check(lambda: duplicate(item.path, name))
+    seen.add(name)
+    spec = by_entry.get(name)
+    args: BaseModel | None = None
+    if spec is None:
+        found.check(lambda: unsupported(item.at("name"), name, tuple(by_entry)))
+    else:
+        args = found.read(lambda: _plugin_config_args(item, spec, name, legacy), None)
+    found.raise_errors()
+    assert spec is not None and args is not None
+    return spec, args
+
+
+def _plugin_config_args(item: ArgsReader, spec: PluginSpec, name: str, legacy: bool) -> BaseModel:
+    """An entry's args, parsed and validated by the plugin (`name` as the entry wrote it)."""
+    assert spec.args is not None
+    raw_args = item.raw("args")
+    legacy_args = spec.legacy.parse_args if spec.legacy is not None and name == spec.legacy.args_name else None
+    args = ArgsReader({} if raw_args is None else raw_args, item.at("args"), fold=legacy_args is not None)
+    if legacy_args is not None:
+        return legacy_args(args)
+    args.check_keys(("apiVersion", "kind", *spec.args.fields), spec.args.ignored, spec.args.hints)
+    # upstream decodes the args with the version they name: any other is not registered
+    api_version = args.raw("apiVersion")
+    if not legacy and api_version is not None and api_version != V1_API_VERSION:
+        unsupported(args.at("apiVersion"), api_version, (V1_API_VERSION,))
+    kind = args.raw("kind")
+    if kind is not None and kind != f"{name}Args":
+        invalid(args.at("kind"), kind, f"has to match plugin args ({name}Args)")
+    return spec.args.parse(args)
 
 
 # --- leaderElection and clientConnection --------------------------------------------------------
@@ -632,38 +673,27 @@ def _leader_election(obj: ArgsReader, legacy: bool) -> LeaderElectionConfig:
     known = ("leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceLock",
              "resourceName", "resourceNamespace")
     obj.check_keys(known + (("lockObjectName", "lockObjectNamespace") if legacy else ()))
-    elect = obj.get_bool("leaderElect", True)
-    lease = _duration(obj, "leaseDuration", 15)
-    renew = _duration(obj, "renewDeadline", 10)
-    retry = _duration(obj, "retryPeriod", 2)
-    lock = obj.get_str("resourceLock", "") or "leases"
-    namespace = obj.get_str("resourceNamespace", "") or obj.get_str("lockObjectNamespace", "") or "kube-system"
-    name = obj.get_str("resourceName", "") or obj.get_str("lockObjectName", "") or "tessera"
+    found = Checks()
+    elect = found.read(lambda: obj.get_bool("leaderElect", True), True)
+    lease, renew, retry = (found.read(lambda: _duration(obj, key, default), None)
+                           for key, default in (("leaseDuration", 15), ("renewDeadline", 10), ("retryPeriod", 2)))
+    lock = found.read(lambda: obj.get_str("resourceLock", ""), "") or "leases"
+    namespace = (found.read(lambda: obj.get_str("resourceNamespace", "") or obj.get_str("lockObjectNamespace", ""), "")
+                 or "kube-system")
+    name = found.read(lambda: obj.get_str("resourceName", "") or obj.get_str("lockObjectName", ""), "") or "tessera"
+    if elect and lease is not None and renew is not None and retry is not None:
+        found.check(lambda: _lease_timing(obj, lease, renew, retry))
     if elect:
-        for key, value in (("leaseDuration", lease), ("renewDeadline", renew), ("retryPeriod", retry)):
-            if value <= 0:
-                invalid(obj.at(key), _format_duration(value), "must be greater than zero")
-        lease_renew = _unset_note(obj, {"leaseDuration": "15s", "renewDeadline": "10s"})
-        if lease <= renew:
-            invalid(obj.at("leaseDuration"), _format_duration(lease),
-                     f"must be greater than `RenewDeadline` ({_format_duration(renew)}){lease_renew}")
-        if renew <= int(_JITTER_FACTOR * retry):
-            invalid(obj.at("renewDeadline"), _format_duration(renew),
-                     f"must be greater than retryPeriod*JitterFactor ({_format_duration(retry)}*{_JITTER_FACTOR})"
-                     + _unset_note(obj, {"renewDeadline": "10s", "retryPeriod": "2s"}))
-        if lease < _SECOND:  # Tessera's own check: the Lease stores whole seconds (0 is refused)
-            invalid(obj.at("leaseDuration"), _format_duration(lease), "must be at least 1s (the Lease stores whole seconds)")
-        elif lease > renew and lease // _SECOND * _SECOND <= renew:  # Tessera's own: what a successor waits
-            invalid(obj.at("leaseDuration"), _format_duration(lease),
-                    f"must be greater than `RenewDeadline` ({_format_duration(renew)}) in whole seconds: "
-                    f"the Lease stores whole seconds, and a successor waits only those{lease_renew}")
         if lock != "leases":
-            invalid(obj.at("resourceLock"), lock, 'resourceLock value must be "leases"')
-        # Tessera's own check: the apiserver would refuse the Lease on every retry, forever.
+            found.check(lambda: invalid(obj.at("resourceLock"), lock, 'resourceLock value must be "leases"'))
+        # Tessera's own checks: the apiserver would refuse the Lease on every retry, forever.
         if not _DNS_SUBDOMAIN.fullmatch(name) or len(name) > 253:
-            invalid(obj.at("resourceName"), name, "must be a lowercase RFC 1123 subdomain (a Lease name)")
+            found.check(lambda: invalid(obj.at("resourceName"), name, "must be a lowercase RFC 1123 subdomain (a Lease name)"))
         if not _DNS_LABEL.fullmatch(namespace) or len(namespace) > 63:
-            invalid(obj.at("resourceNamespace"), namespace, "must be a lowercase RFC 1123 label (a namespace)")
+            found.check(lambda: invalid(obj.at("resourceNamespace"), namespace,
+                                        "must be a lowercase RFC 1123 label (a namespace)"))
+    found.raise_errors()
+    assert lease is not None and renew is not None and retry is not None
     return LeaderElectionConfig(
         leader_elect=elect,
         lease_duration_seconds=lease / _SECOND,
@@ -674,17 +704,54 @@ def _leader_election(obj: ArgsReader, legacy: bool) -> LeaderElectionConfig:
     )
 
 
+def _lease_timing(obj: ArgsReader, lease: int, renew: int, retry: int) -> None:
+    """The durations' checks (nanoseconds): every one of ValidateLeaderElectionConfiguration's;
+    when they pass, client-go's NewLeaderElector rule and Tessera's own, which read values those
+    vouched for (the first that fails is reported)."""
+    found = Checks()
+    for key, value in (("leaseDuration", lease), ("renewDeadline", renew), ("retryPeriod", retry)):
+        if value <= 0:
+            found.check(lambda: invalid(obj.at(key), _format_duration(value), "must be greater than zero"))
+    lease_renew = _unset_note(obj, {"leaseDuration": "15s", "renewDeadline": "10s"})
+    if lease <= renew:
+        found.check(lambda: invalid(obj.at("leaseDuration"), _format_duration(lease),
+                                    f"must be greater than `RenewDeadline` ({_format_duration(renew)}){lease_renew}"))
+    found.raise_errors()
+    if renew <= int(_JITTER_FACTOR * retry):
+        invalid(obj.at("renewDeadline"), _format_duration(renew),
+                f"must be greater than retryPeriod*JitterFactor ({_format_duration(retry)}*{_JITTER_FACTOR})"
+                + _unset_note(obj, {"renewDeadline": "10s", "retryPeriod": "2s"}))
+    if lease < _SECOND:  # Tessera's own check: the Lease stores whole seconds (0 is refused)
+        invalid(obj.at("leaseDuration"), _format_duration(lease), "must be at least 1s (the Lease stores whole seconds)")
+    if lease // _SECOND * _SECOND <= renew:  # Tessera's own: what a successor waits
+        invalid(obj.at("leaseDuration"), _format_duration(lease),
+                f"must be greater than `RenewDeadline` ({_format_duration(renew)}) in whole seconds: "
+                f"the Lease stores whole seconds, and a successor waits only those{lease_renew}")
+
+
 def _client_connection(obj: ArgsReader) -> ClientConnectionConfig:
     """kube-scheduler's client defaults (qps 0 -> 50, burst 0 -> 100) and component-base checks."""
     obj.check_keys(("kubeconfig", "qps", "burst"), ("contentType", "acceptContentTypes"))
-    qps = obj.get_float("qps", 0.0, "float32")
-    if qps < 0:
-        invalid(obj.at("qps"), obj.raw("qps"), "must be non-negative")
-    burst = obj.get_int("burst", 0, "int32")
-    if burst < 0:
-        invalid(obj.at("burst"), burst, "must be non-negative")
+    found = Checks()
+
+    def read_qps() -> float:
+        qps = obj.get_float("qps", 0.0, "float32")
+        if qps < 0:
+            invalid(obj.at("qps"), obj.raw("qps"), "must be non-negative")
+        return qps
+
+    def read_burst() -> int:
+        burst = obj.get_int("burst", 0, "int32")
+        if burst < 0:
+            invalid(obj.at("burst"), burst, "must be non-negative")
+        return burst
+
+    qps = found.read(read_qps, 0.0)
+    burst = found.read(read_burst, 0)
+    kubeconfig = found.read(lambda: obj.get_str("kubeconfig", ""), "")
+    found.raise_errors()
     return ClientConnectionConfig(
-        kubeconfig=obj.get_str("kubeconfig", "") or None,
+        kubeconfig=kubeconfig or None,
         qps=qps or 50.0,
         burst=burst or 100,
     )

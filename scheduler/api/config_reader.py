@@ -11,18 +11,63 @@ from __future__ import annotations
 import json
 import math
 import struct
-from collections.abc import Collection, Iterable, Mapping
-from typing import Literal, NoReturn
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Literal, NoReturn, TypeVar
+
+from scheduler.core.objects import aggregate_error
 
 GoInt = Literal["int32", "int64"]
 GoFloat = Literal["float32", "float64"]
 _GO_INT_RANGES: dict[GoInt, tuple[int, int]] = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+_T = TypeVar("_T")
+
 
 class FieldError(Exception):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
         self.message = message
+
+
+class FieldErrors(Exception):
+    """Several fields' errors in the order found, printed as apimachinery's aggregate prints them
+    (`aggregate_error`: "[a, b]", each distinct message once)."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        self.errors = errors
+        super().__init__(aggregate_error([f"{err.field}: {err.message}" if err.field else err.message
+                                          for err in errors]))
+
+
+class Checks:
+    """Runs independent checks each on its own and keeps every error, as upstream's validation
+    appends each one to its `field.ErrorList` and flattens the lists into one aggregate
+    (`utilerrors.Flatten`): a check that fails is recorded and the next one runs. A nested
+    `Checks` that raised `FieldErrors` adds all of its errors, in order. Checks that read a value
+    an earlier one vouched for stay inside one call (they run only when it passed)."""
+
+    def __init__(self) -> None:
+        self.errors: list[FieldError] = []
+
+    def read(self, read: Callable[[], _T], fallback: _T) -> _T:
+        """`read()`, or `fallback` after recording why it failed."""
+        try:
+            return read()
+        except FieldError as err:
+            self.errors.append(err)
+        except FieldErrors as errs:
+            self.errors.extend(errs.errors)
+        return fallback
+
+    def check(self, check: Callable[[], object]) -> None:
+        self.read(check, None)
+
+    def raise_errors(self) -> None:
+        """One error as itself (its message as before), several as `FieldErrors`."""
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise FieldErrors(self.errors)
 
 
 class Verbatim(str):

@@ -623,3 +623,67 @@ def test_independent_fields_are_all_reported_in_one_line_as_upstream_aggregates_
         'podInitialBackoffSeconds: Invalid value: "2": must be an integer]')
     assert str(error(v1(percentageOfNodeToScore=50, percentageOfNodesToScore=101))).startswith(
         "cfg.yaml: percentageOfNodeToScore: ")
+
+
+def _parts(err: ConfigError) -> list[str]:
+    """The field paths of an aggregated error, in the order reported."""
+    return list(err.fields)
+
+
+def test_every_error_within_one_field_is_reported_in_upstreams_order() -> None:
+    """Known, not fixed until now: within one top-level field (a profile, leaderElection) only the
+    first error was reported. Upstream's validation appends every error of a field
+    (validation.go:38-83 validateKubeSchedulerProfile/validatePluginConfig; component-base
+    ValidateLeaderElectionConfiguration; validation_pluginargs.go ValidateDefaultPreemptionArgs,
+    ValidateNodeResourcesFitArgs/validateResources) and flattens them into one aggregate."""
+    # two bad plugin args in one profile, and two bad values inside one plugin's args
+    err = error(profile(pluginConfig=[
+        {"name": "DefaultPreemption", "args": {"minCandidateNodesPercentage": 101, "minCandidateNodesAbsolute": -1}},
+        {"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": -1}},
+    ]))
+    assert str(err) == (
+        "cfg.yaml: [profiles[0].pluginConfig[0].args.minCandidateNodesPercentage: Invalid value: 101: "
+        "not in valid range [0, 100], profiles[0].pluginConfig[0].args.minCandidateNodesAbsolute: Invalid value: -1: "
+        "not in valid range [0, inf), profiles[0].pluginConfig[1].args.permitWaitingTimeSeconds: Invalid value: -1: "
+        "must be greater than or equal to 0]")
+    # upstream reports both fields when both are zero
+    assert _parts(error(profile(pluginConfig=[{"name": "DefaultPreemption", "args": {
+        "minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0}}]))) == [
+        "profiles[0].pluginConfig[0].args.minCandidateNodesPercentage",
+        "profiles[0].pluginConfig[0].args.minCandidateNodesAbsolute"]
+    # two bad resource weights in one scoring strategy, after the type (validateResources)
+    err = error(fit_args({"type": "Most", "resources": [{"name": "cpu", "weight": 101},
+                                                        {"name": "memory", "weight": -2}]}))
+    assert _parts(err) == ["profiles[0].pluginConfig[0].args.scoringStrategy.type",
+                           "profiles[0].pluginConfig[0].args.scoringStrategy.resources[0].weight",
+                           "profiles[0].pluginConfig[0].args.scoringStrategy.resources[1].weight"]
+    # two bad score plugin weights
+    err = error(profile(plugins={"score": {"enabled": [{"name": "NodeResourcesFit", "weight": -1},
+                                                       {"name": "TaintToleration", "weight": -3}]}}))
+    assert _parts(err) == ["profiles[0].plugins.score.enabled[0].weight", "profiles[0].plugins.score.enabled[1].weight"]
+    # a profile's errors in validation.go's order: schedulerName, percentage, plugins,
+    # pluginConfig, then the duplicate name; and the next profile's after them
+    err = error(v1(profiles=[
+        {"schedulerName": "a", "percentageOfNodesToScore": 101},
+        {"schedulerName": "a", "percentageOfNodesToScore": -1,
+         "plugins": {"score": {"enabled": [{"name": "Nope"}]}},
+         "pluginConfig": [{"name": "TesseraDevices", "args": {"agentHeartbeatTimeoutSeconds": 0}}]},
+        {"percentageOfNodesToScore": 200},
+    ]))
+    assert _parts(err) == ["profiles[0].percentageOfNodesToScore", "profiles[1].percentageOfNodesToScore",
+                           "profiles[1].plugins.score.enabled[0].name",
+                           "profiles[1].pluginConfig[0].args.agentHeartbeatTimeoutSeconds",
+                           "profiles[1].schedulerName", "profiles[2].schedulerName",
+                           "profiles[2].percentageOfNodesToScore"]
+    # leaderElection: every upstream check (component-base ValidateLeaderElectionConfiguration), then
+    # the resourceLock rule (validation.go:44-48)
+    err = error(v1(leaderElection={"leaseDuration": "0s", "retryPeriod": "-1s", "resourceLock": "endpoints"}))
+    assert str(err) == (
+        "cfg.yaml: [leaderElection.leaseDuration: Invalid value: 0s: must be greater than zero, "
+        "leaderElection.retryPeriod: Invalid value: -1s: must be greater than zero, "
+        "leaderElection.leaseDuration: Invalid value: 0s: must be greater than `RenewDeadline` (10s) "
+        "(renewDeadline is not set; its default is 10s), "
+        'leaderElection.resourceLock: Invalid value: "endpoints": resourceLock value must be "leases"]')
+    # clientConnection: both
+    assert _parts(error(v1(clientConnection={"qps": -1, "burst": -1}))) == ["clientConnection.qps",
+                                                                            "clientConnection.burst"]

@@ -709,6 +709,33 @@ def test_a_refused_configuration_is_the_scheduler_pods_termination_message(rende
         "already used by profiles[0].schedulerName"]
 
 
+@pytest.mark.parametrize("command", [["run"], ["simulate", "-"]])
+def test_every_error_of_a_rendered_configuration_is_on_the_one_line(rendered: list[Obj], tmp_path: Path,
+                                                                   command: list[str]) -> None:
+    """The chart's configuration with two bad weights in one profile's plugins and two bad values in
+    one plugin's args: `tessera run` and `tessera simulate` name all four, in validation.go's order
+    (within a profile: plugins, then pluginConfig; each args' errors in their validator's order),
+    as kube-scheduler's aggregate does; only the first was named before."""
+    config = yaml.safe_load(_config_text(rendered))
+    first = config["profiles"][0]
+    first["plugins"] = {"score": {"enabled": [{"name": "NodeResourcesFit", "weight": -1},
+                                              {"name": "TaintToleration", "weight": -2}]}}
+    first["pluginConfig"] = [{"name": "DefaultPreemption",
+                              "args": {"minCandidateNodesPercentage": 101, "minCandidateNodesAbsolute": -1}}]
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    done = subprocess.run([sys.executable, "-m", "scheduler", *command, f"--config={path}"], capture_output=True,
+                          text=True, env={**os.environ, "TESSERA_LOG_FORMAT": "json"}, input="", timeout=60,
+                          check=False)
+    assert done.returncode == 2
+    assert (done.stdout + done.stderr).splitlines() == [
+        f"tessera: invalid configuration: {path}: ["
+        "profiles[0].plugins.score.enabled[0].weight: Invalid value: -1: must be in the range [0, 2147483647], "
+        "profiles[0].plugins.score.enabled[1].weight: Invalid value: -2: must be in the range [0, 2147483647], "
+        "profiles[0].pluginConfig[0].args.minCandidateNodesPercentage: Invalid value: 101: not in valid range [0, 100], "
+        "profiles[0].pluginConfig[0].args.minCandidateNodesAbsolute: Invalid value: -1: not in valid range [0, inf)]"]
+
+
 def test_the_schemas_plugin_names_are_tesseras() -> None:
     """values.schema.json lists the plugin names `tessera run` accepts (a name it does not know is
     refused at install); a plugin added to the registry must be added there too."""

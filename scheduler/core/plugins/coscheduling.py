@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scheduler.api.config_reader import ArgsReader
+from scheduler.api.config_reader import ArgsReader, Checks
 from scheduler.core.capacity import and_never_fits
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.handle import Handle
@@ -50,8 +50,11 @@ class CoschedulingArgs(BaseModel):
 
 
 def parse_args(args: ArgsReader) -> CoschedulingArgs:
-    return CoschedulingArgs(permit_waiting_time_seconds=args.non_negative("permitWaitingTimeSeconds", 60),
-                            pod_group_backoff_seconds=args.non_negative("podGroupBackoffSeconds", 0))
+    found = Checks()
+    waiting = found.read(lambda: args.non_negative("permitWaitingTimeSeconds", 60), 0)
+    backoff = found.read(lambda: args.non_negative("podGroupBackoffSeconds", 0), 0)
+    found.raise_errors()
+    return CoschedulingArgs(permit_waiting_time_seconds=waiting, pod_group_backoff_seconds=backoff)
 
 
 class Coscheduling(GroupPlugin, PreEnqueuePlugin):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scheduler.api.config_reader import ArgsReader
+from scheduler.api.config_reader import ArgsReader, Checks
 
 FIELDS = ("allocationGate", "agentHeartbeatTimeoutSeconds", "defaultClassController")
 
@@ -20,8 +20,10 @@ class DeviceArgs(BaseModel):
 
 
 def parse_args(args: ArgsReader) -> DeviceArgs:
-    return DeviceArgs(
-        allocation_gate=args.get_bool("allocationGate", True),
-        agent_heartbeat_timeout_seconds=args.positive("agentHeartbeatTimeoutSeconds", 90),
-        default_class_controller=args.get_bool("defaultClassController", False),
-    )
+    found = Checks()
+    gate = found.read(lambda: args.get_bool("allocationGate", True), True)
+    timeout = found.read(lambda: args.positive("agentHeartbeatTimeoutSeconds", 90), 90)
+    controller = found.read(lambda: args.get_bool("defaultClassController", False), False)
+    found.raise_errors()
+    return DeviceArgs(allocation_gate=gate, agent_heartbeat_timeout_seconds=timeout,
+                      default_class_controller=controller)

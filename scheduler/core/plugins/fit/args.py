@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from scheduler.api.config_reader import ArgsReader, forbidden, go_int, invalid, required, type_name, unsupported
+from scheduler.api.config_reader import ArgsReader, Checks, forbidden, go_int, invalid, required, type_name, unsupported
 from scheduler.core.resources import PODS
 
 ScoringType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
@@ -78,44 +78,66 @@ LEGACY_ARGS_NAME = "RequestedToCapacityRatio"  # the v1alpha1 pluginConfig entry
 
 
 def parse_args(args: ArgsReader) -> ScoringStrategy:
-    """NodeResourcesFitArgs: v1 defaulting, then ValidateNodeResourcesFitArgs."""
+    """NodeResourcesFitArgs: v1 defaulting, then ValidateNodeResourcesFitArgs (every error, in
+    its order: the type, the resources, the shape)."""
     strategy = args.get_obj("scoringStrategy")
     if strategy is None:
         return DEFAULT
     strategy.check_keys(("type", "resources", "requestedToCapacityRatio"))
+    found = Checks()
     written = strategy.raw("type")
     kind = next((t for t in SCORING_TYPES if t == written), None)
     if kind is None:
-        unsupported(strategy.at("type"), "" if written is None else written, SCORING_TYPES)
-    resources = _resources(strategy)
+        found.check(lambda: unsupported(strategy.at("type"), "" if written is None else written, SCORING_TYPES))
+    resources = found.read(lambda: _resources(strategy), DEFAULT.resources)
+    shape: tuple[ShapePoint, ...] = found.read(lambda: _ratio_shape(strategy, kind), ())
+    found.raise_errors()
+    assert kind is not None
+    return ScoringStrategy(type=kind, resources=resources, shape=shape)
+
+
+def _ratio_shape(strategy: ArgsReader, kind: ScoringType | None) -> tuple[ShapePoint, ...]:
+    """requestedToCapacityRatio's shape: required for that type, refused with another (a shape the
+    strategy would ignore, as kube-scheduler 1.36 refuses it); nothing to check without a type."""
     ratio = strategy.get_obj("requestedToCapacityRatio")
-    shape: tuple[ShapePoint, ...] = ()
     if kind == "RequestedToCapacityRatio":
         if ratio is None:
             required(strategy.at("requestedToCapacityRatio"), "must be specified when type is RequestedToCapacityRatio")
         ratio.check_keys(("shape",))
-        shape = _shape(ratio, "shape", max_score=10, scale=10)
-    elif ratio is not None:  # a shape the strategy would ignore: refused, as kube-scheduler 1.36 does
+        return _shape(ratio, "shape", max_score=10, scale=10)
+    if ratio is not None and kind is not None:
         forbidden(strategy.at("requestedToCapacityRatio"), "must be nil when type is not RequestedToCapacityRatio")
-    return ScoringStrategy(type=kind, resources=resources, shape=shape)
+    return ()
 
 
 def _resources(strategy: ArgsReader) -> tuple[ResourceWeight, ...]:
     items = strategy.get_list("resources")
     if not items:
         return DEFAULT.resources
-    resources: list[ResourceWeight] = []
-    for i, raw in enumerate(items):
-        item = ArgsReader(raw, f"{strategy.at('resources')}[{i}]")
-        item.check_keys(("name", "weight"))
-        name = item.get_str("name", "")
-        if not name:
-            required(item.at("name"))
+    found = Checks()
+    resources = [found.read(lambda: _resource(ArgsReader(raw, f"{strategy.at('resources')}[{i}]")), None)
+                 for i, raw in enumerate(items)]
+    found.raise_errors()
+    return tuple(resource for resource in resources if resource is not None)
+
+
+def _resource(item: ArgsReader) -> ResourceWeight:
+    item.check_keys(("name", "weight"))
+    found = Checks()
+    name = found.read(lambda: item.get_str("name", ""), None)
+    if name == "":
+        found.check(lambda: required(item.at("name")))
+
+    def read_weight() -> int:
         weight = item.get_int("weight", 0) or 1  # v1 defaulting: unset or 0 -> 1
         if not 0 < weight <= 100:
-            invalid(item.at("weight"), weight, f"resource weight of {name} not in valid range (0, 100]")
-        resources.append(ResourceWeight(name=name, weight=weight))
-    return tuple(resources)
+            invalid(item.at("weight"), weight, f"resource weight of {name or ''} not in valid range (0, 100]")
+        return weight
+
+    weight = found.read(read_weight, 1)
+    found.raise_errors()
+    assert name is not None
+    return ResourceWeight(name=name, weight=weight)
 
 
 def _shape(owner: ArgsReader, key: str, *, max_score: int, scale: int) -> tuple[ShapePoint, ...]:
@@ -131,14 +153,17 @@ def _shape(owner: ArgsReader, key: str, *, max_score: int, scale: int) -> tuple[
         point.check_keys(("utilization", "score"))
         points.append((point, point.get_int("utilization", 0, "int32"),
                        point.get_int("score", 0, "int32")))
+    found = Checks()
     for (_, previous, _), (point, utilization, _) in zip(points, points[1:]):
-        if previous >= utilization:
-            invalid(point.at("utilization"), utilization, "values must be sorted in increasing order")
+        if previous >= utilization:  # the first only, as upstream (it breaks out of the loop)
+            found.check(lambda: invalid(point.at("utilization"), utilization, "values must be sorted in increasing order"))
+            break
     for point, utilization, score in points:
         if not 0 <= utilization <= 100:
-            invalid(point.at("utilization"), utilization, "not in valid range [0, 100]")
+            found.check(lambda: invalid(point.at("utilization"), utilization, "not in valid range [0, 100]"))
         if not 0 <= score <= max_score:
-            invalid(point.at("score"), score, f"not in valid range [0, {max_score}]")
+            found.check(lambda: invalid(point.at("score"), score, f"not in valid range [0, {max_score}]"))
+    found.raise_errors()
     return tuple(ShapePoint(utilization=u, score=s * scale) for _, u, s in points)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scheduler.api.config_reader import ArgsReader, invalid
+from scheduler.api.config_reader import ArgsReader, Checks, invalid
 from scheduler.core.classes import validate_resource_name
 
 FIELDS = ("resourceName", "maxTaskTypes", "multiGpuPrior", "scarcityExponent")
@@ -32,17 +32,30 @@ class FragmentationArgs(BaseModel):
 
 def parse_args(args: ArgsReader) -> FragmentationArgs:
     default = FragmentationArgs()
-    resource = args.get_str("resourceName", default.resource_name)
-    if (problem := validate_resource_name(resource)) is not None:
-        invalid(args.at("resourceName"), resource, problem)
-    limit = args.get_int("maxTaskTypes", default.max_task_types)
-    if not 1 <= limit <= 10_000:
-        invalid(args.at("maxTaskTypes"), limit, "not in valid range [1-10000]")
-    prior = args.get_float("multiGpuPrior", default.multi_gpu_prior)
-    if not 0 <= prior <= MAX_PRIOR:
-        invalid(args.at("multiGpuPrior"), args.raw("multiGpuPrior"), f"not in valid range [0-{MAX_PRIOR:g}]")
-    exponent = args.get_float("scarcityExponent", default.scarcity_exponent)
-    if not 0 <= exponent <= MAX_EXPONENT:
-        invalid(args.at("scarcityExponent"), args.raw("scarcityExponent"), f"not in valid range [0-{MAX_EXPONENT:g}]")
+    found = Checks()
+
+    def read_resource() -> str:
+        resource = args.get_str("resourceName", default.resource_name)
+        if (problem := validate_resource_name(resource)) is not None:
+            invalid(args.at("resourceName"), resource, problem)
+        return resource
+
+    def read_limit() -> int:
+        limit = args.get_int("maxTaskTypes", default.max_task_types)
+        if not 1 <= limit <= 10_000:
+            invalid(args.at("maxTaskTypes"), limit, "not in valid range [1-10000]")
+        return limit
+
+    def read_ranged(key: str, default_value: float, maximum: float) -> float:
+        value = args.get_float(key, default_value)
+        if not 0 <= value <= maximum:
+            invalid(args.at(key), args.raw(key), f"not in valid range [0-{maximum:g}]")
+        return value
+
+    resource = found.read(read_resource, default.resource_name)
+    limit = found.read(read_limit, default.max_task_types)
+    prior = found.read(lambda: read_ranged("multiGpuPrior", default.multi_gpu_prior, MAX_PRIOR), 0.0)
+    exponent = found.read(lambda: read_ranged("scarcityExponent", default.scarcity_exponent, MAX_EXPONENT), 0.0)
+    found.raise_errors()
     return FragmentationArgs(resource_name=resource, max_task_types=limit, multi_gpu_prior=prior,
                              scarcity_exponent=exponent)

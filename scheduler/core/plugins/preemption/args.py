@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from scheduler.api.config_reader import ArgsReader, invalid
+from scheduler.api.config_reader import ArgsReader, Checks, invalid
 
 FIELDS = ("minCandidateNodesPercentage", "minCandidateNodesAbsolute")
 
@@ -19,15 +19,21 @@ class PreemptionArgs(BaseModel):
 
 
 def parse_args(args: ArgsReader) -> PreemptionArgs:
-    percentage = args.get_int("minCandidateNodesPercentage", 10, "int32")
-    absolute = args.get_int("minCandidateNodesAbsolute", 100, "int32")
-    if not 0 <= percentage <= 100:
-        invalid(args.at("minCandidateNodesPercentage"), percentage, "not in valid range [0, 100]")
-    if absolute < 0:
-        invalid(args.at("minCandidateNodesAbsolute"), absolute, "not in valid range [0, inf)")
+    """ValidateDefaultPreemptionArgs, every error in its order."""
+    found = Checks()
+    percentage = found.read(lambda: args.get_int("minCandidateNodesPercentage", 10, "int32"), None)
+    absolute = found.read(lambda: args.get_int("minCandidateNodesAbsolute", 100, "int32"), None)
+    if percentage is not None and not 0 <= percentage <= 100:
+        found.check(lambda: invalid(args.at("minCandidateNodesPercentage"), percentage, "not in valid range [0, 100]"))
+    if absolute is not None and absolute < 0:
+        found.check(lambda: invalid(args.at("minCandidateNodesAbsolute"), absolute, "not in valid range [0, inf)"))
     if percentage == 0 and absolute == 0:
-        invalid(args.at("minCandidateNodesAbsolute"), absolute,
-                "cannot be zero at the same time as minCandidateNodesPercentage")
+        found.check(lambda: invalid(args.at("minCandidateNodesPercentage"), 0,
+                                    "cannot be zero at the same time as minCandidateNodesAbsolute"))
+        found.check(lambda: invalid(args.at("minCandidateNodesAbsolute"), 0,
+                                    "cannot be zero at the same time as minCandidateNodesPercentage"))
+    found.raise_errors()
+    assert percentage is not None and absolute is not None
     return PreemptionArgs(min_candidate_nodes_percentage=percentage, min_candidate_nodes_absolute=absolute)
 
 

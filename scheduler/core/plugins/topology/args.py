@@ -19,7 +19,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scheduler.api.config_reader import ArgsReader, duplicate, invalid, required
+from scheduler.api.config_reader import ArgsReader, Checks, duplicate, invalid, required
 
 FIELDS = ("levels", "maxDomainTrials")
 
@@ -64,7 +64,9 @@ def parse_args(args: ArgsReader) -> TopologyPlacementArgs:
     levels: list[TopologyLevel] = []
     seen: set[str] = set()
     path = args.at("levels")
-    for i, raw in enumerate(args.get_list("levels")):
+    found = Checks()
+
+    def read_level(i: int, raw: object) -> TopologyLevel:
         item = ArgsReader(raw, f"{path}[{i}]")
         item.check_keys(("nodeLabel", "name"))
         label = item.get_str("nodeLabel", "").strip()
@@ -78,8 +80,19 @@ def parse_args(args: ArgsReader) -> TopologyPlacementArgs:
             invalid(path + f"[{i - 1}].nodeLabel", HOSTNAME,
                     "the kubernetes.io/hostname label can only be used at the lowest level of topology")
         seen.add(label)
-        levels.append(TopologyLevel(node_label=label, name=item.get_str("name", "") or level_name(label)))
-    trials = args.get_int("maxDomainTrials", 16)
-    if trials < 1:
-        invalid(args.at("maxDomainTrials"), trials, "must be greater than 0")
+        return TopologyLevel(node_label=label, name=item.get_str("name", "") or level_name(label))
+
+    def read_trials() -> int:
+        trials = args.get_int("maxDomainTrials", 16)
+        if trials < 1:
+            invalid(args.at("maxDomainTrials"), trials, "must be greater than 0")
+        return trials
+
+    no_levels: list[object] = []
+    for i, raw in enumerate(found.read(lambda: args.get_list("levels"), no_levels)):
+        level = found.read(lambda: read_level(i, raw), None)
+        if level is not None:
+            levels.append(level)
+    trials = found.read(read_trials, 16)
+    found.raise_errors()
     return TopologyPlacementArgs(levels=tuple(levels), max_domain_trials=trials)
