@@ -17,7 +17,13 @@ Notes are cut to upstream's 1024-byte limit (bytes, as the apiserver counts them
 Only the leader's Events go out: each occurrence carries the leadership term it was recorded in and
 is written only while that term lasts (asked after the write's rate-limiter token, as the status
 writer does), so a replica that lost the Lease sends nothing its old term decided — kube-scheduler
-exits on losing it. Recording never blocks the scheduling loop: `record()` hands the event over a
+exits on losing it. A clean shutdown while leading is another matter: before the Lease is handed
+over, `flush()` writes what the term had queued (and the series counts not yet written), bounded in
+time (`FLUSH_SECONDS`). Upstream drops them: kube-scheduler's recording to the sink stops with its
+context (client-go tools/events `startRecordingEvents`) and its OnStoppedLeading exits at once;
+`Broadcaster.Shutdown` only hands queued events to watchers. Tessera writes them, as an operator
+reading `kubectl describe pod` after a rollout expects the last decisions to be there; they are
+the term's own writes, sent while it still holds the Lease. Recording never blocks the scheduling loop: `record()` hands the event over a
 bounded memory stream (dropping, and counting, what does not fit) and `run()` writes them in order.
 """
 
@@ -48,6 +54,7 @@ SERIES_REFRESH = 30 * 60.0  # upstream refreshTime: a live series' count is writ
 QUEUE_SIZE = 10_000  # events waiting for the writer; record() drops (and counts) beyond it
 MAX_TRIES = 12  # upstream maxTriesPerEvent: writes lost in transport are tried this often in all
 RETRY_SECONDS = 10.0  # upstream defaultSleepDuration between tries (the first one jittered)
+FLUSH_SECONDS = 5.0  # at a clean shutdown: the most the queued Events may add to it (a pod's grace is 30 s)
 _NAME_LIMIT = 253
 _INSTANCE_LIMIT = 128  # events.k8s.io/v1 validation: reportingInstance at most 128 characters
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -111,7 +118,8 @@ class EventRecorder:
         self.term = term
         self.retry_seconds = retry_seconds
         # closed when run() ends: an event recorded after that is dropped
-        self._send, self._receive = anyio.create_memory_object_stream[_Occurrence](QUEUE_SIZE)
+        # (an anyio.Event in it is a flush: set once everything before it was handled)
+        self._send, self._receive = anyio.create_memory_object_stream[_Occurrence | anyio.Event](QUEUE_SIZE)
         self._series: dict[tuple[str, str, str], _Series] = {}
         self._series_term: Hashable | None = None  # the term the series cache belongs to
         self.written = 0
@@ -130,26 +138,51 @@ class EventRecorder:
         except (anyio.WouldBlock, anyio.ClosedResourceError):
             self.dropped += 1
 
+    async def flush(self, timeout: float) -> bool:
+        """For a clean shutdown, before the Lease is handed over: wait until everything recorded
+        before this call and the series counts not yet written have had their write (each still
+        only while its term leads), for at most `timeout` seconds. True if all had it; False when
+        time ran out or the writer has ended. Writes waiting to be tried again are not waited for."""
+        done = anyio.Event()
+        with anyio.move_on_after(timeout):
+            try:
+                await self._send.send(done)
+            except anyio.ClosedResourceError:
+                return False
+            await done.wait()
+            return True
+        log.warning("events.flush_timed_out", seconds=timeout, queued=self._receive.statistics().current_buffer_used,
+                    message="the shutdown goes on without the Events still queued")
+        return False
+
     async def run(self) -> None:
         """Write what is recorded, in order, until cancelled."""
         async with anyio.create_task_group() as retries:
             with self._send, self._receive:
-                while True:
-                    item: _Occurrence | None = None
-                    with anyio.move_on_after(SERIES_WINDOW):
-                        try:
-                            item = await self._receive.receive()
-                        except anyio.EndOfStream:
-                            return
+                await self._write_forever(retries)
+
+    async def _write_forever(self, retries: TaskGroup) -> None:
+        while True:
+            item: _Occurrence | anyio.Event | None = None
+            with anyio.move_on_after(SERIES_WINDOW):
+                try:
+                    item = await self._receive.receive()
+                except anyio.EndOfStream:
+                    return
+            try:
+                if isinstance(item, anyio.Event):
                     try:
-                        if item is not None:
-                            await self._handle(item, retries)
-                        now = self._clock() if item is None else item.when
-                        if now >= self._next_sweep:
-                            self._next_sweep = now + SERIES_WINDOW
-                            await self._finish_series(now)
-                    except (aiohttp.ClientError, TimeoutError, OSError) as err:
-                        log.warning("events.write_failed", error=str(err))
+                        await self._write_counts()
+                    finally:
+                        item.set()
+                elif item is not None:
+                    await self._handle(item, retries)
+                now = item.when if isinstance(item, _Occurrence) else self._clock()
+                if now >= self._next_sweep:
+                    self._next_sweep = now + SERIES_WINDOW
+                    await self._finish_series(now)
+            except (aiohttp.ClientError, TimeoutError, OSError) as err:
+                log.warning("events.write_failed", error=str(err))
 
     async def _handle(self, item: _Occurrence, retries: TaskGroup) -> None:
         """One occurrence; a new Event lost in transport is tried again later, off the queue's path."""
@@ -198,6 +231,12 @@ class EventRecorder:
                 del self._series[key]
                 if series.count > series.written_count and await self._leading(self._series_term):
                     await self._patch_series(series)
+
+    async def _write_counts(self) -> None:
+        """The counts of live series observed since their last write (a flush: the term ends)."""
+        for series in list(self._series.values()):
+            if series.count > series.written_count and await self._leading(self._series_term):
+                await self._patch_series(series)
 
     async def _write(self, item: _Occurrence) -> None:
         if not await self._leading(item.term):

@@ -2,8 +2,8 @@
 
 Wires the pieces together — configuration, apiserver clients (one rate-limited for writes, one for
 watches), leader election, the scheduling loop, metrics and the probe endpoint — and owns the
-process lifecycle: SIGTERM stops new cycles, drains in-flight bindings and evictions, releases the
-lease, exits 0; a second SIGTERM/SIGINT exits at once with 1 (the Lease, if not yet released, left
+process lifecycle: SIGTERM stops new cycles, drains in-flight bindings and evictions, writes the
+Events queued so far (at most FLUSH_SECONDS), releases the lease, exits 0; a second SIGTERM/SIGINT exits at once with 1 (the Lease, if not yet released, left
 to expire).
 The loop, the election and the signal handling are tasks of one anyio task group (on the uvloop
 event loop), all ended before the probe endpoint closes and the process exits.
@@ -26,6 +26,7 @@ from scheduler.api.config import SchedulerConfig, load_config_or_report
 from scheduler.core.framework.attempt import Attempt
 from scheduler.kube.binder import BindResult
 from scheduler.kube.concurrency import stop_on_signal
+from scheduler.kube.recorder import FLUSH_SECONDS
 from scheduler.kube.http import (ConnectError, KubeconfigError, KubeHttp, RateLimiter, check_apiserver, connect,
                                  kubeconfig_path)
 from scheduler.kube.leader import LeaderElector, default_identity
@@ -240,7 +241,8 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
                 await stop.wait()
                 log.info("tessera.stopping", in_flight=loop.in_flight)
                 await step_down(loop.stop, loop.drain, lambda: loop.in_flight,
-                                release_lease if elector is not None else None, crashed=bool(crashed))
+                                release_lease if elector is not None else None, crashed=bool(crashed),
+                                flush=loop.events.flush)
             stepping_down = True  # a Lease left to expire (Bindings in flight) ends with the cancel
             group.cancel_scope.cancel()  # the loop (with what the drain did not see through), the signal handlers
     log.info("tessera.stopped")
@@ -260,8 +262,11 @@ def standing_by(identity: str, lease: str) -> Callable[[str], None]:
 
 async def step_down(stop: Callable[[], None], drain: Callable[[float], Awaitable[bool]], in_flight: Callable[[], int],
                     release: Callable[[], Awaitable[object]] | None, *, drain_seconds: float = DRAIN_SECONDS,
-                    crashed: bool = False) -> None:
-    """Stop deciding, let the Bindings and evictions in flight settle, then hand the Lease over —
+                    crashed: bool = False, flush: Callable[[float], Awaitable[bool]] | None = None,
+                    flush_seconds: float = FLUSH_SECONDS) -> None:
+    """Stop deciding, let the Bindings and evictions in flight settle, write the Events queued so
+    far (`flush`, at most `flush_seconds`: the term still leads, so they are its own to send; once
+    the Lease is released they would be dropped), then hand the Lease over —
     only if none is left (client-go's `ReleaseOnCancel`: all code the lease guards must have
     completed first). A Binding still out may land after a successor has given its pod's devices
     to another pod, an eviction after the successor decided that preemption afresh; the Lease is
@@ -272,6 +277,8 @@ async def step_down(stop: Callable[[], None], drain: Callable[[float], Awaitable
     counts a write cut short as settled."""
     stop()
     drained = await drain(drain_seconds)
+    if flush is not None:
+        await flush(flush_seconds)
     if release is None:
         return
     if crashed:
