@@ -19,6 +19,7 @@ import anyio
 
 from scheduler import __version__
 from scheduler.api.config import ConfigError, SchedulerConfig, load_config
+from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.closed_pipe import reader_gone
 from scheduler.core.scheduler import Scheduler
 from scheduler.kube.http import (ConnectError, ContextNotFound, KubeconfigError, KubeHttp, check_apiserver, connect,
@@ -26,8 +27,8 @@ from scheduler.kube.http import (ConnectError, ContextNotFound, KubeconfigError,
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import whatif
-from scheduler.kubectl.installed import DEFAULT_NAMESPACE, ChosenConfig, installed_config
-from scheduler.kubectl.leadership import leadership
+from scheduler.kubectl.installed import DEFAULT_NAMESPACE, DRY_RUN_FALLBACK, ChosenConfig, installed_config
+from scheduler.kubectl.leadership import Leadership, leadership
 from scheduler.kubectl.output import FORMATS, dump
 from scheduler.kubectl.target import Target, resolve
 from scheduler.sim.snapshot import load
@@ -101,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--config", required=True, help="the configuration to try")
     what.add_argument("-A", "--all-namespaces", action="store_true",
                       help="show pending pods of every namespace (the default unless -n is given)")
+    _installed(what)  # its Lease says who schedules the pending pods now (the Leader: line)
     what.set_defaults(func=_what_if)
     return parser
 
@@ -122,10 +124,22 @@ async def _chosen(args: argparse.Namespace, http: KubeHttp) -> ChosenConfig:
     """--config FILE when given (read before the cluster is), else the installed configuration."""
     if args.config is not None:
         return ChosenConfig(_config(args.config))
-    chosen = await installed_config(http, args.scheduler_namespace)
+    return await _installed_config(args, http)
+
+
+async def _installed_config(args: argparse.Namespace, http: KubeHttp,
+                            fallback: str = DRY_RUN_FALLBACK) -> ChosenConfig:
+    """The installed configuration (--scheduler-namespace), saying on stderr why not when it is not used."""
+    chosen = await installed_config(http, args.scheduler_namespace, fallback)
     if chosen.warning is not None:
         print(f"warning: {chosen.warning}", file=sys.stderr)
     return chosen
+
+
+async def _leader(http: KubeHttp, election: LeaderElectionConfig) -> Leadership | None:
+    """explain's and what-if's `Leader:` line: who schedules now, by the Lease `election` names;
+    the wait a watch of it takes is said on stderr."""
+    return await leadership(http, election, progress=lambda line: print(line, file=sys.stderr))
 
 
 async def _listing(target: Target) -> tuple[KubeHttp, ClusterListing]:
@@ -203,8 +217,7 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
         now = time.time()
         result = explaining.explain(listing.objects, f"{namespace}/{name}", chosen.config, events, now)
         if result is not None and result.dry_run is not None:  # it waits for Tessera: does a replica lead?
-            result = replace(result, leader=await leadership(http, chosen.config.leader_election,
-                                                             progress=lambda line: print(line, file=sys.stderr)))
+            result = replace(result, leader=await _leader(http, chosen.config.leader_election))
     finally:
         await http.api.close()
     if result is None:
@@ -216,10 +229,15 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
 async def _what_if(args: argparse.Namespace, target: Target) -> int:
     config = _config(args.config)
     http, listing = await _listing(target)
-    await http.api.close()
-    _warn(listing)
-    namespace = None if args.all_namespaces or args.namespace is None else target.namespace
-    result = whatif.what_if(listing.objects, config, time.time(), namespace)
+    try:
+        _warn(listing)
+        namespace = None if args.all_namespaces or args.namespace is None else target.namespace
+        result = whatif.what_if(listing.objects, config, time.time(), namespace)
+        if result.outcomes:  # pods wait: does a replica schedule them now? The running scheduler's Lease says
+            installed = await _installed_config(args, http, "the Leader line reads the built-in configuration's Lease")
+            result = replace(result, leader=await _leader(http, installed.config.leader_election))
+    finally:
+        await http.api.close()
     _print(whatif.as_dict(result), lambda: whatif.render(result), args.output)
     return 0
 

@@ -32,10 +32,13 @@ class ChosenConfig:
     warning: str | None = None  # why the installed configuration was not used, when it should have been
 
 
-async def installed_config(http: KubeHttp, namespace: str) -> ChosenConfig:
-    """The configuration in `namespace`'s `tessera-scheduler-config` ConfigMap, else the built-in one."""
+DRY_RUN_FALLBACK = "the dry run uses the built-in configuration (give --config FILE for another)"
+
+
+async def installed_config(http: KubeHttp, namespace: str, fallback: str = DRY_RUN_FALLBACK) -> ChosenConfig:
+    """The configuration in `namespace`'s `tessera-scheduler-config` ConfigMap, else the built-in
+    one; `fallback` ends a warning, saying what the built-in one is then used for."""
     where = f"{namespace}/{CONFIG_MAP}"
-    fallback = "the dry run uses the built-in configuration (give --config FILE for another)"
     try:
         response = await http.request("GET", f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{CONFIG_MAP}")
     except (aiohttp.ClientError, TimeoutError, OSError) as err:  # the listing went through: say so, go on

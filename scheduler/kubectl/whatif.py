@@ -20,6 +20,7 @@ from scheduler.core import annotations as ann
 from scheduler.core.capacity import ClusterTotals, and_never_fits
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import ClusterState
+from scheduler.kubectl.leadership import Leadership
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import load, replay_order
 from scheduler.view.cluster import build_view
@@ -48,6 +49,9 @@ class WhatIf:
     # pending pods no profile of the configuration schedules, per spec.schedulerName (in -n's namespace)
     other_schedulers: dict[str, int] = field(default_factory=dict)
     profiles: tuple[str, ...] = ()  # the configuration's schedulerNames
+    # who schedules the pending pods now (the installed configuration's Lease, as explain reads it;
+    # None when nothing is pending or leader election is off)
+    leader: Leadership | None = None
 
     @property
     def placed(self) -> int:
@@ -138,6 +142,8 @@ def render(result: WhatIf) -> str:
         lines.append(theirs)
     if result.evicted:
         lines.append(f"Preemption would evict: {', '.join(result.evicted)}")
+    if result.leader is not None:
+        lines.append(f"Leader: {result.leader.message}")
     lines += [f"Now:    {result.before}", f"After:  {result.after}"]
     return "\n".join(lines)
 

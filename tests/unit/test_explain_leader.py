@@ -198,3 +198,58 @@ def test_the_json_form_carries_who_leads() -> None:
                                                                18.0, 30)))
     assert doc["leader"] == {"lease": "tessera-system/tessera", "state": "stopped", "message": "none: ...",
                              "holder": "a", "age": 18.0, "duration": 30}
+
+
+def _installed_config(elect: bool) -> str:
+    return (f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            f"leaderElection:\n  leaderElect: {str(elect).lower()}\n  leaseDuration: 30s\n  renewDeadline: 20s\n"
+            f"  retryPeriod: 4s\n  resourceNamespace: tessera-system\n  resourceName: tessera\n")
+
+
+@pytest.mark.parametrize("elect", [True, False])
+async def test_what_if_says_who_schedules_the_pending_pods_now(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str],
+                                                              tmp_path: Any, elect: bool) -> None:
+    """Known, not fixed until now: `what-if` did not read the Lease, so its "would be placed" beside
+    pods that no replica was scheduling (the leader killed) said nothing of it. It says who leads
+    as explain does (the same `leadership`): through the installed configuration's Lease — the
+    running scheduler's — not the tried file's (here it names no Lease, so kube-system/tessera)."""
+    tried = tmp_path / "tried.yaml"
+    tried.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n")
+    api = _Api([(200, _lease("tessera-7c9_1f", NOW - 12))], {
+        "/api/v1/namespaces/tessera-system/configmaps/tessera-scheduler-config":
+            (200, {"kind": "ConfigMap", "data": {"config.yaml": _installed_config(elect)}})})
+    objs: list[dict[str, Any]] = [b.node("v100-node-001", gpus=4), b.pod("gap-pod", limits={"nvidia.com/gpu": 1})]
+
+    async def listing(target: Target) -> tuple[Any, ClusterListing]:
+        async def close() -> None:
+            return None
+        api.api = SimpleNamespace(close=close)  # type: ignore[attr-defined]
+        return api, ClusterListing(objs)
+
+    monkeypatch.setattr(cli, "_listing", listing)
+    monkeypatch.setattr(cli.time, "time", lambda: NOW + api.t)
+    monkeypatch.setattr(cli, "leadership", partial(leadership, now=lambda: NOW + api.t, clock=api.clock,
+                                                   sleep=api.sleep))
+    args = argparse.Namespace(config=str(tried), namespace=None, all_namespaces=False,
+                              scheduler_namespace="tessera-system", output="table")
+    assert await cli._what_if(args, Target(None, None, "default")) == 0
+    out = capsys.readouterr()
+    if not elect:
+        assert "Leader:" not in out.out and LEASE not in api.paths
+        return
+    assert [path for path in api.paths if "/leases/" in path] and {p for p in api.paths if "/leases/" in p} == {LEASE}
+    assert "\nLeader: none: no Tessera replica is scheduling. The Lease tessera-system/tessera was last renewed by " \
+           "tessera-7c9_1f about" in out.out
+    assert "watching the Lease tessera-system/tessera" in out.err  # the wait is said, on stderr
+    args.output = "json"
+    api.leases = [(200, _lease("tessera-7c9_1f", NOW + api.t - 1))]
+    assert await cli._what_if(args, Target(None, None, "default")) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    assert doc["leader"]["state"] == LEADING and doc["leader"]["holder"] == "tessera-7c9_1f"
+    # nothing pending: who leads is not its question, and the Lease is not read
+    objs[1] = b.pod("gap-pod", node_name="v100-node-001", limits={"nvidia.com/gpu": 1}, phase="Running")
+    api.paths.clear()
+    args.output = "table"
+    assert await cli._what_if(args, Target(None, None, "default")) == 0
+    assert "Leader:" not in capsys.readouterr().out and LEASE not in api.paths
