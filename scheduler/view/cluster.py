@@ -237,6 +237,9 @@ class _Row:
     reason: str = ""  # why a free GPU is fenced
     counted: int = -1  # the node's counted request of `resource` shown here (its index), -1 for none
     surplus: bool = False  # fenced for being beyond the node's count: no GPU of its own
+    # a GPU the node only counts: the object describing it, when one names the node but waits in
+    # the ledger's `moved` (a pod elsewhere still holds it)
+    described: Device | None = None
 
 
 def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> list[_Row]:
@@ -250,7 +253,8 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
     resource an unreadable device annotation hides (`fence` says whose,
     `NodeInfo.hides_devices_of`), and free rows beyond the node's count (ExtendedResources
     describing more GPUs than it allocates, `NodeInfo.surplus_devices`: the core gives out no more
-    than the count, so the last free rows go to no pod; which object is the surplus is unknown).
+    than the count, so the last free rows go to no pod; which object is the surplus is unknown),
+    listed after all the node's other rows: they are no GPU a pod can get or holds.
     Rows in the node's order (`_device_order`), which decides which row is shown as what; with
     `ordered` False, only when that could change the counts (`_count`): not when a resource's
     devices share one model and no two name one GPU (a /metrics scrape sorts no more than it must)."""
@@ -261,12 +265,13 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
     if GPU in allocatable and GPU not in resources:
         resources.append(GPU)
     rows: list[_Row] = []
+    surplus: list[_Row] = []
     for resource in resources:
         own = [device for device in devices if device.resource_name == resource]
         described = info.described(resource)
         if not ordered and (described < len(own) or len({device.attributes.get("model", "") for device in own}) > 1):
             own.sort(key=_device_order)
-        model = own[0].attributes.get("model", "") if own else ""
+        model = _described(state, own[0]).attributes.get("model", "") if own else ""
         unknown = max(0, allocatable.get(resource, 0) - described)
         asked = sum(n for _, n, _ in _count_holders(state, info, resource))
         taken = info.busy.get(resource, 0) + asked  # GPUs of the node's count in use
@@ -274,8 +279,12 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
             "; ".join(reason for reason in (NO_NODE if info.node is None else "",
                                             fence if info.hides_devices_of(resource) else "") if reason)
         # GPUs known only by count first: counted requests go there first
-        mine = [_Row(None, resource, model, m.FREE) for _ in range(unknown)]
-        mine += [_Row(device, resource, device.attributes.get("model", ""), _device_state(facts, device)) for device in own]
+        parked = _parked(state, info.name, resource)[:unknown]
+        mine = [_Row(None, resource, device.attributes.get("model", "") or model, m.FREE, described=device)
+                for device in parked]
+        mine += [_Row(None, resource, model, m.FREE) for _ in range(unknown - len(parked))]
+        mine += [_Row(device, resource, _described(state, device).attributes.get("model", ""), _device_state(facts, device))
+                 for device in own]
         shown = 0
         free: list[_Row] = []
         for row in mine:
@@ -299,8 +308,27 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
             row.reason = (f"the node counts {count} {resource}, all in use: no pod can get this one" if not room else
                           f"the node counts {count} {resource} but its ExtendedResources describe "
                           f"{described}: pods get {room} more, shown free on the others")
-        rows += mine
-    return rows
+        rows += [row for row in mine if not row.surplus]
+        surplus += [row for row in mine if row.surplus]
+    return rows + surplus
+
+
+def _parked(state: ClusterState, node: str, resource: str) -> list[Device]:
+    """The ExtendedResources of `resource` that name `node` but wait in the ledger's `moved` (they
+    moved here while a pod on their old node held them): GPUs the node counts, described by them."""
+    if not state.ledger.moved:
+        return []
+    return sorted((device for device in state.ledger.moved.values()
+                   if device.node_name == node and device.resource_name == resource), key=_device_order)
+
+
+def _described(state: ClusterState, device: Device) -> Device:
+    """The object that describes the GPU (model, memory): the device's own, or, for a ghost known
+    only from its holder's annotation (no attributes, no capacity) whose ExtendedResource is listed
+    on another node now (it moved while held: the ledger's `moved`), that object."""
+    if device.attributes or device.capacity:
+        return device
+    return state.ledger.moved.get(device.name, device)
 
 
 def _held(state: ClusterState, device: Device | None) -> bool:
@@ -346,7 +374,9 @@ def _gpus(facts: _Facts, info: NodeInfo, rows: Sequence[_Row]) -> tuple[tuple[m.
     gpus: list[m.GpuView] = []
     for index, row in enumerate(rows):
         if row.device is None:
-            gpu = m.GpuView(index, "", "", row.resource, row.model, "", row.state, 0.0, reason=row.reason)
+            memory = row.described.capacity.get("memory") if row.described is not None else None
+            gpu = m.GpuView(index, "", "", row.resource, row.model, format_quantity(memory) if memory is not None else "",
+                            row.state, 0.0, reason=row.reason)
         else:
             gpu = _device_gpu(facts, row.device, index, row.state, row.reason)
         if row.counted >= 0:
@@ -480,8 +510,9 @@ def _device_gpu(facts: _Facts, device: Device, index: int, status: str, fenced: 
     if status == m.CONFLICT:
         reason = f"claimed by {len(claimants)} pods at once: {', '.join(claimants)}" + \
             (f"; {unavailable} too" if unavailable else "")
-    memory = device.capacity.get("memory")
-    return m.GpuView(index, device.name, device.device_id, device.resource_name, device.attributes.get("model", ""),
+    described = _described(state, device)
+    memory = described.capacity.get("memory")
+    return m.GpuView(index, device.name, device.device_id, device.resource_name, described.attributes.get("model", ""),
                      format_quantity(memory) if memory is not None else "", status, fill, used, holders, reason)
 
 

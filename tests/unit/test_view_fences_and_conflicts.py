@@ -24,7 +24,7 @@ from scheduler.kubectl.cli import NODES_LEGEND
 from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.view import model as m
-from scheduler.view.cluster import build_view
+from scheduler.view.cluster import build_view, gpu_counts
 from scheduler.view.page import render_page
 from scheduler.view.text import render_nodes
 from tests.helpers import config
@@ -191,3 +191,41 @@ def test_the_legends_name_every_state() -> None:
     for state in m.STATES:
         assert f"state-{state}" in legend, state
         assert f"\n  {state} " in NODES_LEGEND, state
+
+
+@pytest.mark.parametrize("device_first", [True, False])
+def test_a_gpu_that_moved_while_held_shows_the_model_and_memory_its_object_has(device_first: bool) -> None:
+    """Known, not fixed until now: an ExtendedResource listed on node m while a pod on node n holds
+    it (it moved before this replica started, or the pod was listed first) is a ghost on n known
+    from the holder's annotation only; its row there showed model and memory `-` although the
+    object (on m) says them. The row and the summary's per-model count read the object's."""
+    moved = b.device("m", 0, model="A100", memory="80Gi")
+    holder = _bound("e", "n", {CLASS: 1}, {ann.DEVICES: _grant(moved), ann.PHASE: ann.PHASE_ALLOCATED})
+    nodes = [b.node("n", gpus=2), b.device("n", 1), b.node("m", gpus=1), b.resource_class("v100", match_labels={})]
+    view = _view(_replay([*nodes, moved, holder] if device_first else [*nodes, holder, moved]))
+    [row] = [gpu for gpu in _node(view, "n").gpus if gpu.device == moved["metadata"]["name"]]
+    assert (row.state, row.model, row.memory) == (m.GHOST, "A100", "80Gi")
+    assert row.reason == "moved to node m while held by default/e: it counts here until released"
+    # on m, the GPU m counts while the object waits for its holder on n: described by that object
+    [counted] = _node(view, "m").gpus
+    assert (counted.device, counted.state, counted.model, counted.memory) == ("", m.FREE, "A100", "80Gi")
+    assert [line.split()[:4] for line in render_nodes(view).splitlines()[1:3]] == [
+        ["m", "0", "A100", "80Gi"], ["n", "0", "A100", "80Gi"]]
+    replay = _replay([*nodes, moved, holder] if device_first else [*nodes, holder, moved])
+    counts = gpu_counts(replay.scheduler, now=replay.now).states  # the metric counts it by that model too
+    assert counts == {("A100", m.GHOST): 1, ("A100", m.FREE): 1, ("V100", m.FREE): 1}
+
+
+def test_surplus_gpus_beyond_the_nodes_count_are_listed_after_the_others() -> None:
+    """Known, not fixed until now: a node whose ExtendedResources describe more GPUs than it
+    allocates (DevicesBeyondAllocatable) fences its last free rows, but they stayed where the
+    index put them, between GPUs pods can get or hold. They are listed after every other row."""
+    devices = [b.device("n", i) for i in range(4)]
+    objs = [b.node("n", gpus=3), *devices, b.resource_class("v100", match_labels={"model": "V100"}),
+            _bound("e", "n", {CLASS: 1}, {ann.DEVICES: _grant(devices[3]), ann.PHASE: ann.PHASE_ALLOCATED})]
+    node = _node(_view(_replay(objs)), "n")
+    assert [(gpu.device, gpu.state) for gpu in node.gpus] == [
+        (devices[0]["metadata"]["name"], m.FREE), (devices[1]["metadata"]["name"], m.FREE),
+        (devices[3]["metadata"]["name"], m.WHOLE), (devices[2]["metadata"]["name"], m.FENCED)]
+    assert [gpu.index for gpu in node.gpus] == [0, 1, 2, 3]
+    assert node.gpus[3].reason.startswith("the node counts 3 nvidia.com/gpu but its ExtendedResources describe 4")
