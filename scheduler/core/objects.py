@@ -22,9 +22,10 @@ from scheduler.core.resources import (
     CPU,
     ExactResources,
     Resources,
-    is_pod_level,
+    aggregate_container_requests,
     max_into,
     node_scoring_defaults,
+    pod_level_requests,
     pod_requests,
     with_scoring_defaults,
 )
@@ -603,17 +604,18 @@ def _resize_infeasible(status: JSON) -> bool:
     return False
 
 
-def _pod_level_requests(spec: JSON, status: JSON, infeasible: bool) -> ExactResources:
-    """`spec.resources` requests (limits standing in for unset requests, as the apiserver
-    defaults them) of the resources that may be set at pod level; others are ignored, as upstream.
-    A pod-level resize in progress (`status.resources`, InPlacePodLevelResourcesVerticalScaling,
-    on since 1.36) counts as upstream's PodRequests does: effective requests of those names."""
+def _pod_level_requests(spec: JSON, status: JSON, infeasible: bool, apps: Sequence[ExactResources],
+                        inits: Sequence[tuple[ExactResources, bool]]) -> ExactResources:
+    """`spec.resources` requests of the resources that may be set at pod level, defaulted as the
+    apiserver does (`pod_level_requests`: from the containers' spec requests `apps` and `inits`,
+    then from the pod-level limits); others are ignored, as upstream. A pod-level resize in
+    progress (`status.resources`, InPlacePodLevelResourcesVerticalScaling, on since 1.36) counts
+    as upstream's PodRequests does: effective requests of those names."""
     resources = _mapping(spec.get("resources"), "Pod.spec.resources")
     requests = exact_resource_list(resources.get("requests"), "Pod.spec.resources.requests")
     limits = exact_resource_list(resources.get("limits"), "Pod.spec.resources.limits")
-    for name, amount in limits.items():
-        requests.setdefault(name, amount)
-    pod_level = {name: amount for name, amount in requests.items() if is_pod_level(name)}
+    containers = aggregate_container_requests(apps, inits) if limits else {}
+    pod_level = pod_level_requests(requests, limits, containers)
     resize = _resize_status(status, "Pod.status") if pod_level else None
     if resize is None:
         return pod_level
@@ -673,7 +675,8 @@ def parse_pod(obj: JSON) -> Pod:
     init_requests = [(_counted(c, r, statuses, infeasible) if c.kind == SIDECAR else r, c.kind == SIDECAR)
                      for c, r in inits]
     overhead = exact_resource_list(spec.get("overhead"), "Pod.spec.overhead")
-    pod_level = _pod_level_requests(spec, status, infeasible)
+    pod_level = _pod_level_requests(spec, status, infeasible, [r for _, r in apps],
+                                    [(r, c.kind == SIDECAR) for c, r in inits])
     requests = pod_requests(app_requests, init_requests, overhead, pod_level)
     scoring = pod_requests(
         (with_scoring_defaults(r) for r in app_requests),

@@ -67,17 +67,14 @@ def max_into(total: ExactResources, other: Mapping[str, Amount]) -> None:
             total[name] = amount
 
 
-def pod_requests(
+def aggregate_container_requests(
     containers: Iterable[Mapping[str, Amount]],
     init_containers: Iterable[tuple[Mapping[str, Amount], bool]],
-    overhead: Mapping[str, Amount],
-    pod_level: Mapping[str, Amount] | None = None,
-) -> Resources:
-    """Total a pod's exact requests, then round each total up: upstream takes MilliValue() or
-    Value() of the PodRequests sum (framework Resource.Add), so two containers of half a byte are
-    one byte, not two. `init_containers` pairs each request map with "is a sidecar"; `pod_level`:
-    the pod-level requests (only resources `is_pod_level` accepts), which replace the
-    containers' total for what they name."""
+) -> ExactResources:
+    """Upstream AggregateContainerRequests, exact: the app containers and sidecars summed, raised
+    to the largest init step (a plain init container and the sidecars started before it). A
+    resource any container names is in the result, at 0 if that is what they ask: the
+    apiserver's pod-level defaulting tells "asked for 0" from "not asked for" (`pod_level_requests`)."""
     total: ExactResources = {}
     for requests in containers:
         add_into(total, requests)
@@ -93,6 +90,40 @@ def pod_requests(
             add_into(step, sidecars)
         max_into(init_peak, step)
     max_into(total, init_peak)
+    return total
+
+
+def pod_level_requests(requests: Mapping[str, Amount], limits: Mapping[str, Amount],
+                       containers: Mapping[str, Amount]) -> ExactResources:
+    """The pod-level requests (`spec.resources.requests`) of the resources that may be set at pod
+    level, as the apiserver defaults them (pkg/apis/core/v1/defaults.go `defaultPodRequests`):
+    when pod-level limits are set, an unset cpu or memory request becomes the containers'
+    aggregated request (`containers`: `aggregate_container_requests` of their specs) if any
+    container names it, and any other unset request becomes its pod-level limit. The simulator
+    and replays see pods the apiserver has not defaulted; a cluster's pods already say this."""
+    defaulted = dict(requests)
+    if limits:
+        for name, amount in containers.items():
+            if name in (CPU, MEMORY):  # is_pod_level and overcommittable (IsOvercommitAllowed)
+                defaulted.setdefault(name, amount)
+        for name, amount in limits.items():
+            if is_pod_level(name):
+                defaulted.setdefault(name, amount)
+    return {name: amount for name, amount in defaulted.items() if is_pod_level(name)}
+
+
+def pod_requests(
+    containers: Iterable[Mapping[str, Amount]],
+    init_containers: Iterable[tuple[Mapping[str, Amount], bool]],
+    overhead: Mapping[str, Amount],
+    pod_level: Mapping[str, Amount] | None = None,
+) -> Resources:
+    """Total a pod's exact requests, then round each total up: upstream takes MilliValue() or
+    Value() of the PodRequests sum (framework Resource.Add), so two containers of half a byte are
+    one byte, not two. `init_containers` pairs each request map with "is a sidecar"; `pod_level`:
+    the pod-level requests (only resources `is_pod_level` accepts), which replace the
+    containers' total for what they name."""
+    total = aggregate_container_requests(containers, init_containers)
     total.update(pod_level or {})
     add_into(total, overhead)
     return {name: math.ceil(amount) for name, amount in total.items() if amount != 0}
