@@ -135,6 +135,26 @@ def test_shared_slices_of_init_and_app_on_one_device_charge_the_larger() -> None
     assert scheduler.state.ledger.shared_use(use, "memory") == 8 * 2**30
 
 
+@pytest.mark.parametrize("batch", [True, False])
+def test_an_init_containers_slice_goes_where_the_larger_app_slice_can_reuse_it(batch: bool) -> None:
+    """Two 8Gi GPUs, one with 2Gi held by another pod; a pod with a 6Gi init slice and a 7Gi app
+    slice (PodRequests: 7). Tessera placed the init slice first, on the fuller GPU (6 + 2 = 8), so
+    the app slice could not reuse it and went to the other GPU: the pod held 6 + 7 = 13Gi for
+    its whole life and a 3Gi pod was refused, 6Gi stranded (the kubelet counts 7 slots for it).
+    Both on the other GPU the pod holds 7Gi, as upstream counts it, and the 3Gi pod fits."""
+    scheduler = _scheduler(batch)
+    pod = b.pod("p", containers=[b.container("main", limits={SLICE: 7})],
+                init_containers=[b.container("setup", limits={SLICE: 6})])
+    lines = last_attempts(scheduler, [*_cluster(2, sharing=True), _pod("other", SLICE, app=2), pod,
+                                      _pod("q", SLICE, app=3)])
+    assert lines["p"][0] == "n", lines["p"][2]
+    granted = _devices(lines["p"])
+    assert granted["setup"] == granted["main"], granted
+    assert lines["q"][0] == "n", lines["q"][2]
+    used = [scheduler.state.ledger.shared_use(use, "memory") for use in scheduler.state.ledger.use.values()]
+    assert sorted(used) == [5 * 2**30, 7 * 2**30], used
+
+
 def test_ledger_rebuilt_from_the_annotation_charges_a_reused_device_once() -> None:
     """A bound pod whose init and app containers name the same GPU (what the planner writes, and
     what the kubelet gives) is charged once, with no DeviceConflict, and the node's other GPU

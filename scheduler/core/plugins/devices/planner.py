@@ -8,7 +8,8 @@ the plan is kept for Reserve and for scoring. Choice rules:
   within that dimension's capacity less the slices of it already held (slices of classes that
   share by another dimension use another capacity of the device), choosing the fullest device
   that still fits (pack slices) — or, when another plugin chooses slices (`SliceChooser`, e.g.
-  by fragmentation), its choice — never a device in exclusive use;
+  by fragmentation), its choice — never a device in exclusive use; a pod's slices are planned
+  largest first, so one whose phase does not meet a larger one's shares that one's room;
 - a multi-GPU container takes its GPUs from one NVLink group, else one NUMA node, when the node's
   devices describe them (`within_one_group`); a node where the request must span groups scores
   half, so nodes where it fits inside one win;
@@ -174,10 +175,14 @@ class DevicePlanner:
         scores: list[int] = []
         # the most constrained request first — whole devices before slices, then the fewest
         # devices to choose from — so that a request with more choice never takes the only
-        # device another one of the pod can use (a feasible plan is then found greedily); the
-        # requests of one resource name stay in container order (kubelet order), which reuse needs
+        # device another one of the pod can use (a feasible plan is then found greedily); whole
+        # requests of one resource name stay in container order (kubelet order), which reuse
+        # needs; slices go largest first: a smaller slice of a phase the larger one's does not
+        # meet then lands on the larger one's device for free, where placed first it could
+        # take a device the larger one no longer fits beside it, and the pod would hold both
+        # for its whole life (more than PodRequests counts: room stranded)
         choices = [self.state.class_devices(info, req.cls.name) for req in requests]
-        order = sorted(range(len(requests)), key=lambda i: (requests[i].cls.sharing is not None, len(choices[i])))
+        order = sorted(range(len(requests)), key=lambda i: _plan_order(requests[i], len(choices[i])))
         for index in order:
             req, candidates = requests[index], choices[index]
             cls = req.cls
@@ -262,6 +267,13 @@ class DevicePlanner:
         resources = frozenset(devices[name].resource_name for by_resource in grants.values()
                               for chosen_grants in by_resource.values() for name, *_ in chosen_grants)
         return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0, resources)
+
+
+def _plan_order(req: DeviceRequest, choices: int) -> tuple[bool, int, Amount]:
+    """Where a request is planned among its pod's (`DevicePlanner.plan`): whole devices first,
+    then the fewest choices, slices largest first."""
+    sharing = req.cls.sharing
+    return sharing is not None, choices, -sharing.unit * req.count if sharing is not None else 0
 
 
 def described(devices: Iterable[Device]) -> tuple[str, ...]:
