@@ -204,7 +204,9 @@ class GroupStatus:
     before a final phase: a final group keeps the counts the object shows (a failed Job's group
     reads `Failed, running 3, failed 1` once its pods are gone), and so does one whose object is
     Pending while it has fewer than minMember members (it went back with the counts of the pods
-    left then). Today's controller
+    left then; `kubectl delete job` on a running gang leaves it `Pending` with the count its first
+    short reconcile saw, as upstream's does: the `len(pods) == 0` rule of older copies of that
+    file predates kubernetes-sigs/scheduler-plugins#574). Today's controller
     and CRD have no `Scheduled` phase and no `scheduled` count (older releases had both; the CRD we
     ship, like upstream's, would prune the count). `scheduled` (members on a node: bound, or
     assumed while their Binding is in flight) is kept for the upstream Workload API's
