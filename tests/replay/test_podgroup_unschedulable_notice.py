@@ -123,3 +123,42 @@ def test_a_gang_that_waits_for_room_is_told_its_members_words_only() -> None:
     assert cycle and all(a.node is None and a.gang_outcome == "failed" for a in cycle)
     notice = run.scheduler.group_notice(cycle)
     assert notice is not None and {a.message for a in cycle} == {notice.message}
+
+
+def test_a_required_topology_gang_no_domain_can_ever_hold_says_it_can_never_fit() -> None:
+    """A new user's trial (rk3): three 8-GPU members that must share a rack, every rack two 8-GPU
+    nodes. The members and the PodGroup only said `no rack has room for 3 pods of gang default/rk3
+    (largest: 2)`, which reads like a shortage that passes; a gang without topology that can never
+    fit is told so. Racks are domains as TopologyPlacement's levels name them: rack r1 of blocks a
+    and b are two racks of 16 GPUs, not one of 32."""
+    from tests.replay.test_topology import BLOCK, RACK, rack_nodes, topology_config
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2, ("b", "r1"): 2}, gpus=8),
+            b.podgroup("rk3", 3, annotations={"tessera.dev/topology-required": RACK}),
+            _plugins_member("rk3-0", "rk3", gpus=8), _plugins_member("rk3-1", "rk3", gpus=8))
+    cycle = run.add(_plugins_member("rk3-2", "rk3", gpus=8))
+    assert cycle and all(a.node is None and a.gang_outcome == "failed" for a in cycle)
+    (message,) = {a.message for a in cycle}
+    assert "no rack has room for 3 pods of gang default/rk3 (largest: 2)" in message
+    notice = run.scheduler.group_notice(cycle)
+    assert notice is not None
+    assert notice.message == (f"{message} Its gang can never fit as the cluster is: its 3 members must share one "
+                              f"rack ({RACK}) and ask for 24 nvidia.com/gpu together, and no rack's schedulable "
+                              "nodes have more than 16 in all.")
+    assert BLOCK  # the racks are named by block and rack
+
+
+def test_a_required_topology_gang_some_domain_could_hold_is_told_its_members_words_only() -> None:
+    """The same gang with a rack of three 8-GPU nodes, one of them busy: it waits for room, nothing
+    more is said."""
+    from tests.replay.test_topology import RACK, rack_nodes, topology_config
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 3, ("a", "r2"): 2}, gpus=8), b.pod("busy", limits={"nvidia.com/gpu": 8}, node_name="a-r1-0",
+                                                                                 phase="Running"),
+            b.podgroup("rk3", 3, annotations={"tessera.dev/topology-required": RACK}),
+            _plugins_member("rk3-0", "rk3", gpus=8), _plugins_member("rk3-1", "rk3", gpus=8))
+    cycle = run.add(_plugins_member("rk3-2", "rk3", gpus=8))
+    if not cycle or any(a.node is not None for a in cycle):
+        pytest.fail(f"the gang was expected to wait: {[(a.pod.meta.name, a.node) for a in cycle]}")
+    notice = run.scheduler.group_notice(cycle)
+    assert notice is not None and {a.message for a in cycle} == {notice.message}
