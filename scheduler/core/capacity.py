@@ -11,11 +11,22 @@ pure over the cluster state. The pods' own FailedScheduling messages stay upstre
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 from scheduler.core.classes import ResourceClass
 from scheduler.core.framework.cycle_state import PodContext, prepare
 from scheduler.core.objects import Pod
+from scheduler.core.plugins.topology.args import level_name
 from scheduler.core.state import ClusterState, NodeInfo
+
+# the node labels naming a domain of a gang's topology level `key` (widest first) and the level's
+# word in messages, as the pod's profile's placement plugin reads them (`Scheduler.cluster_totals`)
+LevelOf = Callable[[Pod, str], tuple[tuple[str, ...], str]]
+
+
+def level_alone(pod: Pod, key: str) -> tuple[tuple[str, ...], str]:
+    """A level no configuration names: its label's value alone names a domain (as upstream)."""
+    return (key,), level_name(key)
 
 
 def beyond_every_node(state: ClusterState, pod: Pod) -> tuple[str, ...]:
@@ -42,12 +53,15 @@ def beyond_every_node(state: ClusterState, pod: Pod) -> tuple[str, ...]:
 
 class ClusterTotals:
     """What the schedulable nodes offer in all, per resource (and the ResourceClass providing it),
-    each summed once: a view asks for every waiting gang, and that must not be gangs x nodes."""
+    each summed once: a view asks for every waiting gang, and that must not be gangs x nodes; and
+    the same per topology domain, for gangs that must stay inside one (`level_of` names domains)."""
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterState, level_of: LevelOf = level_alone) -> None:
         self.state = state
+        self.level_of = level_of
         self._infos = [info for info in state.node_infos() if info.node is not None and not info.node.unschedulable]
         self._totals: dict[tuple[str, str | None], int] = {}
+        self._domains: dict[tuple[tuple[str, ...], str, str | None], dict[tuple[str, ...], int]] = {}
 
     def of(self, resource: str, cls: ResourceClass | None) -> int:
         key = (resource, cls.name if cls is not None else None)
@@ -55,12 +69,30 @@ class ClusterTotals:
             self._totals[key] = sum(_offers(self.state, info, resource, cls) for info in self._infos)
         return self._totals[key]
 
+    def per_domain(self, chain: tuple[str, ...], resource: str, cls: ResourceClass | None) -> dict[tuple[str, ...], int]:
+        """What each domain named by the labels `chain` offers in all (its schedulable nodes with
+        every label of the chain; a node missing one is in no domain of the level)."""
+        key = (chain, resource, cls.name if cls is not None else None)
+        if key not in self._domains:
+            sums: dict[tuple[str, ...], int] = {}
+            for info in self._infos:
+                assert info.node is not None
+                labels = info.node.meta.labels
+                if all(label in labels for label in chain):
+                    path = tuple(labels[label] for label in chain)
+                    sums[path] = sums.get(path, 0) + _offers(self.state, info, resource, cls)
+            self._domains[key] = sums
+        return self._domains[key]
+
 
 def beyond_the_cluster(state: ClusterState, pod: Pod, totals: ClusterTotals | None = None) -> str:
     """Why the pod's gang can never fit as the cluster is: its `minimum` least-asking live members
     together ask for more of a plain resource, or of a ResourceClass's devices (or slices), than
     every schedulable node has in all (a new user's trial: "only 4 of the 5 members it needs fit"
-    with every node "fits" did not say it). `totals`: the cluster's, when several gangs ask."""
+    with every node "fits" did not say it); or, for a gang with a required topology level, than
+    any one domain of that level has (the trial's rk3: three 8-GPU members in one rack of two
+    8-GPU nodes only heard "no rack has room", which reads like a shortage that passes). `totals`:
+    the cluster's, when several gangs ask, and how the pod's profile names domains."""
     if pod.gang is None:
         return ""
     minimum = state.group_min(pod.gang.key, pod)
@@ -70,16 +102,44 @@ def beyond_the_cluster(state: ClusterState, pod: Pod, totals: ClusterTotals | No
     totals = totals or ClusterTotals(state)
     asks = [_asks(prepare(member, state.classes), shared=True) for member in members]
     providers = {name: cls for ask in asks for name, (_, cls) in ask.items()}
+    needs = {name: sum(sorted(ask[name][0] if name in ask else 0 for ask in asks)[:minimum]) for name in providers}
     for name in sorted(providers):
-        needed = sum(sorted(ask[name][0] if name in ask else 0 for ask in asks)[:minimum])
         cls = providers[name]
         total = totals.of(name, cls)
-        if needed > total:
+        if needs[name] > total:
             have = ("the schedulable nodes have" if cls is None
                     else f"the schedulable nodes' devices of ResourceClass {cls.name} hold")
-            return (f"Its gang can never fit as the cluster is: its {minimum} members ask for {_shown(name, needed)} "
+            return (f"Its gang can never fit as the cluster is: its {minimum} members ask for {_shown(name, needs[name])} "
                     f"{name} together, and {have} {_shown(name, total)} in all.")
-    return ""
+    topology = state.gangs.topology(pod.gang.key, pod)
+    return _beyond_every_domain(pod, topology.required, minimum, needs, providers, totals) \
+        if topology is not None and topology.required else ""
+
+
+def _beyond_every_domain(pod: Pod, key: str, minimum: int, needs: dict[str, int],
+                         providers: dict[str, ResourceClass | None], totals: ClusterTotals) -> str:
+    """The sentence for a gang whose required level `key` has no domain that could hold its
+    `minimum` members' `needs`, empty; "" when one could, or when no node is in a domain (the
+    placement's own refusal, `no node has the label ...`, says that)."""
+    chain, word = totals.level_of(pod, key)
+    short: dict[tuple[str, ...], str] = {}  # domain -> the first resource it has too little of
+    domains: set[tuple[str, ...]] = set()
+    for name in sorted(providers):
+        offered = totals.per_domain(chain, name, providers[name])
+        domains.update(offered)
+        most = max(offered.values(), default=0)
+        if offered and needs[name] > most:
+            return (f"Its gang can never fit as the cluster is: its {minimum} members must share one {word} ({key}) "
+                    f"and ask for {_shown(name, needs[name])} {name} together, and no {word}'s schedulable nodes "
+                    f"have more than {_shown(name, most)} in all.")
+        for path, amount in offered.items():
+            if needs[name] > amount:
+                short.setdefault(path, f"{'/'.join(path)} has {_shown(name, amount)} {name}")
+    if not domains or set(short) != domains:
+        return ""
+    shown = "; ".join(short[path] for path in sorted(short)[:3]) + ("; ..." if len(short) > 3 else "")
+    return (f"Its gang can never fit as the cluster is: its {minimum} members must share one {word} ({key}), "
+            f"and no {word}'s schedulable nodes hold what they ask for together ({shown}).")
 
 
 def and_never_fits(message: str, state: ClusterState, pod: Pod, totals: ClusterTotals | None = None) -> str:

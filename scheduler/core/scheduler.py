@@ -28,8 +28,9 @@ from scheduler.core.framework.timing import NO_STOPWATCH, Stopwatch
 from scheduler.core.intake import Intake
 from scheduler.core.lifecycle import DeviceHold
 from scheduler.core.nominations import hold_nominated
+from scheduler.core.capacity import ClusterTotals, level_alone
 from scheduler.core.classes import ResourceClass
-from scheduler.core.objects import JSON, Device
+from scheduler.core.objects import JSON, Device, Pod
 from scheduler.core.outcomes import BindingOutcomes
 from scheduler.core.plugins.coscheduling import GroupStatus, group_status, unschedulable_message, unschedulable_notice
 from scheduler.core.plugins.preemption.unfinished import UnfinishedEviction, unfinished_gang_evictions
@@ -305,7 +306,18 @@ class Scheduler:
     def group_notice(self, attempts: list[Attempt]) -> Notice | None:
         """What the PodGroup of the gang whose cycle made these `attempts` is to be told (a Warning
         Event live): its gang was tried and did not fit, in its members' words; None otherwise."""
-        return unschedulable_notice(self._engine.state, attempts)
+        return unschedulable_notice(self._engine.state, attempts, self.cluster_totals())
+
+    def cluster_totals(self) -> ClusterTotals:
+        """What the schedulable nodes offer, in all and per topology domain as each pod's profile
+        names domains (its placement plugin's levels): for can-never-fit verdicts."""
+        engine = self._engine
+
+        def level_of(pod: Pod, key: str) -> tuple[tuple[str, ...], str]:
+            placement = engine.runtime_of(pod).placement
+            return placement.level(key) if placement is not None else level_alone(pod, key)
+
+        return ClusterTotals(engine.state, level_of)
 
     def class_statuses(self) -> list[ClassStatus]:
         state = self._engine.state

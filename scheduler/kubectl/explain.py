@@ -139,7 +139,7 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         terminating=_terminating(state) if run is not None and not run.node and extended_amounts(pod.requests) else (),
         events=tuple(_event(event) for event in events),
         beyond_every_node=beyond_every_node(state, pod) if run is not None and not run.node else (),
-        beyond_the_cluster=beyond_the_cluster(state, pod) if run is not None and not run.node else "",
+        beyond_the_cluster=beyond_the_cluster(state, pod, core.cluster_totals()) if run is not None and not run.node else "",
         missing_named_nodes=_missing_named_nodes(state, pod) if run is not None and not run.node else (),
         released=len(_devices(pod)) if pod.terminal else 0,
         config=config.source,

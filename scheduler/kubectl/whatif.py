@@ -17,9 +17,8 @@ from typing import Any
 
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.core import annotations as ann
-from scheduler.core.capacity import ClusterTotals, and_never_fits
+from scheduler.core.capacity import and_never_fits
 from scheduler.core.scheduler import Scheduler
-from scheduler.core.state import ClusterState
 from scheduler.kubectl.leadership import Leadership
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import load, replay_order
@@ -74,7 +73,7 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
              for key, attempt in replay.stats.final.items()}
     # pods a PreEnqueue plugin keeps out are never attempted: their gate says why they stay pending
     found.update((key, Outcome(key, "", (), False, (), why)) for key, why in replay.scheduler.gated().items())
-    _never_fits(found, replay.scheduler.state)
+    _never_fits(found, replay.scheduler)
     outcomes = []
     hidden = 0
     for key, outcome in sorted(found.items()):
@@ -94,11 +93,12 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
                   dict(sorted(others.items())), tuple(sorted(state.scheduler_names)))
 
 
-def _never_fits(found: dict[str, Outcome], state: ClusterState) -> None:
+def _never_fits(found: dict[str, Outcome], scheduler: Scheduler) -> None:
     """A pod left pending whose gang the cluster can never hold says so after its message, as
     `kubectl tessera explain` and the PodGroup's Event do (a new user's trial: upstream's "only 4
     of the 5 members it needs fit" read as if waiting would help)."""
-    totals = ClusterTotals(state)
+    state = scheduler.state
+    totals = scheduler.cluster_totals()
     for key, outcome in found.items():
         pod = state.pod_by_key(key)
         if not outcome.node and pod is not None:

@@ -82,7 +82,7 @@ def build_view(scheduler: Scheduler, *, source: str, now: float,
         generated=now,
         nodes=nodes,
         pending=pending,
-        gangs=_gangs(state, pending, facts.held),
+        gangs=_gangs(state, pending, facts.held, scheduler.cluster_totals()),
         summary=_summary(nodes, counts),
         decisions=tuple(decisions),
         profiles=tuple(sorted(scheduler.config.scheduler_names)),
@@ -563,7 +563,8 @@ def _pending(state: ClusterState, waits: Mapping[str, WaitReason], held: frozens
     return tuple(out)
 
 
-def _gangs(state: ClusterState, pending: Sequence[m.PendingPod], held: frozenset[str]) -> tuple[m.GangView, ...]:
+def _gangs(state: ClusterState, pending: Sequence[m.PendingPod], held: frozenset[str],
+           totals: ClusterTotals) -> tuple[m.GangView, ...]:
     """Gangs with a member still waiting: how far they are, and why the group cannot go yet.
     The pending pods are walked once, not once per gang: this runs on the scheduler's event loop
     for the live page, where thousands of waiting gangs made it gangs x pending."""
@@ -573,7 +574,6 @@ def _gangs(state: ClusterState, pending: Sequence[m.PendingPod], held: frozenset
         if pod is not None and pod.gang is not None and not messages.get(pod.gang.key):
             messages[pod.gang.key] = p.message
     out = []
-    totals = ClusterTotals(state)
     for key in sorted(messages, key=lambda key: (gang_name(key), key)):
         gang = gang_view(state, key, held, messages[key])
         if gang is not None and gang.pending:

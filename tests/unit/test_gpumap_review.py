@@ -95,7 +95,7 @@ def test_the_gangs_are_found_in_one_walk_of_the_pending_pods_not_one_per_gang() 
              for g in range(gangs) for k in range(2)]
     core = _core(objs)
     pending = _Walks(build_view(core, source="cluster", now=0.0).pending)
-    assert len(cluster._gangs(core.state, pending, frozenset())) == gangs
+    assert len(cluster._gangs(core.state, pending, frozenset(), core.cluster_totals())) == gangs
     assert pending.walks <= 2, pending.walks
 
 

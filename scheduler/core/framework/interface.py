@@ -346,3 +346,8 @@ class PlacementPlugin(Plugin):
     def placements(self, view: GangView, members: Sequence[PodContext]) -> PlacementPlan | None:
         """The domains to try the gang's transaction in, or None when the gang has no constraint.
         `members`: the pending members' contexts, in placement order."""
+
+    @abstractmethod
+    def level(self, key: str) -> tuple[tuple[str, ...], str]:
+        """The node labels naming a domain of the topology level `key`, widest first, and the
+        level's word in messages (what can-never-fit verdicts group nodes by: `capacity`)."""

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.api.config_reader import ArgsReader, Checks
-from scheduler.core.capacity import and_never_fits
+from scheduler.core.capacity import ClusterTotals, and_never_fits
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import GangView, GroupPlugin, PreEnqueuePlugin, QueueingHint
@@ -313,7 +313,7 @@ def unschedulable_message(state: ClusterState, key: str, preempting: bool) -> st
 GROUP_UNSCHEDULABLE_REASON = "Unschedulable"
 
 
-def unschedulable_notice(state: ClusterState, attempts: Sequence[Attempt]) -> Notice | None:
+def unschedulable_notice(state: ClusterState, attempts: Sequence[Attempt], totals: ClusterTotals | None = None) -> Notice | None:
     """What the PodGroup of a gang whose cycle placed nothing is told (a Warning Event live), or
     None: the cycle was not such a gang's, it was placed, it could not be tried yet (too few
     members: its phase says Pending), it failed with an error, or its gang has no PodGroup object
@@ -324,13 +324,14 @@ def unschedulable_notice(state: ClusterState, attempts: Sequence[Attempt]) -> No
     members' FailedScheduling Events (every member of a failed gang reads it: cycle.py), so one
     retry after another joins one Event series. Those stay upstream's words, which read as "wait
     for room" even for a gang the cluster as it is can never hold (a new user's trial: 5 x 8 GPUs
-    on 32); this Event is Tessera's own, so it adds `kubectl tessera explain`'s sentence then."""
+    on 32); this Event is Tessera's own, so it adds `kubectl tessera explain`'s sentence then.
+    `totals`: how the gang's profile names topology domains (`Scheduler.cluster_totals`)."""
     if not attempts or any(a.node is not None or a.error or a.gang_outcome != "failed" for a in attempts):
         return None
     pod = attempts[0].pod
     group = state.gangs.podgroups.get(pod.gang.key) if pod.gang is not None and pod.gang.from_podgroup else None
     if group is None:
         return None
-    message = and_never_fits(attempts[0].message, state, pod)
+    message = and_never_fits(attempts[0].message, state, pod, totals)
     return Notice("PodGroup", gang_name(group.key), GROUP_UNSCHEDULABLE_REASON, message, group.meta.namespace,
                   group.meta.uid, PODGROUP_API_VERSIONS[group.api])

@@ -203,6 +203,9 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
             chains.append((self._chain(required), self._word(required)))
         return chains
 
+    def level(self, key: str) -> tuple[Chain, str]:
+        return self._chain(key), self._word(key)
+
     def _chain(self, key: str) -> Chain:
         return self.labels[: self.labels.index(key) + 1] if key in self.labels else (key,)
 
