@@ -1,4 +1,4 @@
-"""The `kubectl-tessera` executable: `kubectl tessera nodes | explain POD | what-if --config FILE`.
+"""The `kubectl-tessera` executable: `kubectl tessera nodes | explain POD | what-if [--config FILE]`.
 
 One shape for every command: resolve the cluster as kubectl does (`target.py`), list it once
 (`scheduler.kube.snapshot`), compute, print a table or `-o json|yaml`. Errors are one line on
@@ -98,8 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
                                       "else the built-in one)")
     _installed(exp)
     exp.set_defaults(func=_explain)
-    what = command("what-if", "replay the cluster's pending pods under another configuration (a dry run)")
-    what.add_argument("--config", required=True, help="the configuration to try")
+    what = command("what-if", "replay the cluster's pending pods as they are now, or under another configuration "
+                              "(a dry run)")
+    what.add_argument("--config", help="the configuration to try (default: the installed one, else the built-in one)")
     what.add_argument("-A", "--all-namespaces", action="store_true",
                       help="show pending pods of every namespace (the default unless -n is given)")
     _installed(what)  # its Lease says who schedules the pending pods now (the Leader: line)
@@ -227,14 +228,17 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
 
 
 async def _what_if(args: argparse.Namespace, target: Target) -> int:
-    config = _config(args.config)
+    if args.config is not None:
+        _config(args.config)  # a bad file fails before the cluster is read
     http, listing = await _listing(target)
     try:
+        chosen = await _chosen(args, http)
         _warn(listing)
         namespace = None if args.all_namespaces or args.namespace is None else target.namespace
-        result = whatif.what_if(listing.objects, config, time.time(), namespace)
+        result = whatif.what_if(listing.objects, chosen.config, time.time(), namespace)
         if result.outcomes:  # pods wait: does a replica schedule them now? The running scheduler's Lease says
-            installed = await _installed_config(args, http, "the Leader line reads the built-in configuration's Lease")
+            installed = chosen if args.config is None else await _installed_config(
+                args, http, "the Leader line reads the built-in configuration's Lease")
             result = replace(result, leader=await _leader(http, installed.config.leader_election))
     finally:
         await http.api.close()

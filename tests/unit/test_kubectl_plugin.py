@@ -260,8 +260,7 @@ def test_connection_flags_go_before_or_after_the_command() -> None:
     assert (before.context, before.namespace, before.output) == (after.context, after.namespace, after.output) == \
         ("c", "ns", "yaml")
     assert parser.parse_args(["nodes"]).namespace is None
-    with pytest.raises(SystemExit):
-        parser.parse_args(["what-if"])  # --config is required
+    assert parser.parse_args(["what-if"]).config is None  # the installed configuration (test_whatif_installed_config)
 
 
 def test_kubeconfig_context_and_namespace_resolve_as_kubectl_does(tmp_path: Path) -> None:
