@@ -208,3 +208,19 @@ async def test_the_page_counts_a_gpu_under_two_names_once_and_fences_rows_beyond
     assert fenced.attrs["data-reason"] == ("the node counts 1 nvidia.com/gpu but its ExtendedResources describe 2: "
                                            "pods get 1 more, shown free on the others")
     assert page.find("p", id="summary").text.startswith("GPUs: 3 total, 0 in use, 2 free, 1 unavailable")
+
+
+async def test_a_gpus_tooltip_names_its_numa_node_and_nvlink_group(tmp_path: Path, chromium: str) -> None:
+    """A new user's trial: NVLink placement could not be checked on the map, which did not show
+    where a GPU sits in its node. Its tile says so (title and data attributes)."""
+    devices = [b.device("n", i, attributes={"numaNode": str(i // 2), **({"nvlinkGroup": "0"} if i < 2 else {})})
+               for i in range(4)]
+    replay = Replay(scheduler_config(), agent=False)
+    list(replay.run(WatchEvent("ADDED", obj) for obj in [b.node("n", gpus=4), *devices]))
+    page_file = tmp_path / "map.html"
+    page_file.write_text(render_page(build_view(replay.scheduler, source="simulate", now=replay.now), title="t").html)
+    page = await dump_dom(chromium, page_file.as_uri())
+    tiles = [gpu for gpu in page.find("div", data_node="n").find_all("span") if "data-state" in gpu.attrs]
+    assert [(t.attrs["data-numa"], t.attrs["data-nvlink"]) for t in tiles] == [("0", "0"), ("0", "0"), ("1", ""), ("1", "")]
+    assert "NUMA 0 · NVLink group 0" in tiles[0].attrs["title"]
+    assert "NUMA 1" in tiles[3].attrs["title"] and "NVLink" not in tiles[3].attrs["title"]
