@@ -79,15 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
     _common(parser, suppress=False)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def command(name: str, help_: str, epilog: str | None = None) -> argparse.ArgumentParser:
+    def command(name: str, help_: str, epilog: str | None = None, wide: bool = False) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=help_, description=help_, epilog=epilog,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
         _common(cmd, suppress=True)
-        cmd.add_argument("-o", "--output", choices=FORMATS, default="table", help="table (default), json or yaml")
+        if wide:
+            cmd.add_argument("-o", "--output", choices=(*FORMATS, "wide"), default="table",
+                             help="table (default), wide (also each GPU's NUMA node and NVLink group), json or yaml")
+        else:
+            cmd.add_argument("-o", "--output", choices=FORMATS, default="table", help="table (default), json or yaml")
         return cmd
 
     nodes = command("nodes", "every node's GPUs as the scheduler sees them: state, use, holders; a summary line",
-                    NODES_LEGEND)
+                    NODES_LEGEND, wide=True)
     nodes.add_argument("--config", help="the scheduler's configuration (default: the installed one, else the "
                                         "built-in one); decides which pending pods are Tessera's")
     _installed(nodes)
@@ -168,7 +172,7 @@ def _warn(listing: ClusterListing) -> None:
 def _print(doc: dict[str, Any], text: Callable[[], str], fmt: str) -> None:
     """The document as JSON/YAML, or its text for a terminal, escaped as kubectl's describe writes
     (its free-text lines too: a pod condition's message, a gang's reason)."""
-    sys.stdout.write(escape_terminal(text()) + "\n" if fmt == "table" else dump(doc, fmt))
+    sys.stdout.write(escape_terminal(text()) + "\n" if fmt in ("table", "wide") else dump(doc, fmt))
 
 
 async def _nodes(args: argparse.Namespace, target: Target) -> int:
@@ -184,7 +188,7 @@ async def _nodes(args: argparse.Namespace, target: Target) -> int:
     core = Scheduler(chosen.config)
     load(core, listing.objects, now)
     view = build_view(core, source="cluster", now=now, reasons=wait_reasons(listing.objects))
-    _print(as_dict(view), lambda: render_nodes(view), args.output)
+    _print(as_dict(view), lambda: render_nodes(view, wide=args.output == "wide"), args.output)
     return 0
 
 

@@ -65,6 +65,10 @@ class GpuView:
     # why a GPU is not simply what its state says: the pods a conflict names, the pod and annotation
     # that fence it, the pods still holding an unhealthy, cordoned or deleted one; "" otherwise
     reason: str = ""
+    # where it sits inside its node, as its ExtendedResource's attributes say (the node agent's
+    # `numaNode` and `nvlinkGroup`, which the device planner packs by); "" when not said
+    numa_node: str = ""
+    nvlink_group: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,18 +58,21 @@ def gpu_use(gpu: m.GpuView) -> str:
     return "all" if gpu.fill >= 1.0 else ""
 
 
-def render_nodes(view: m.ClusterView) -> str:
+def render_nodes(view: m.ClusterView, wide: bool = False) -> str:
     """`kubectl tessera nodes`: one row per GPU (the node named on its first; REASON last, as
     kubectl's MESSAGE: a conflict's claimants, the pod that fences the node), node notes, the
-    pods waiting for the allocation gate, and the summary line."""
-    rows: list[list[str | None]] = [["NODE", "GPU", "MODEL", "MEMORY", "STATE", "USE", "PODS", "REASON"]]
+    pods waiting for the allocation gate, and the summary line. `wide` (`-o wide`, as kubectl's):
+    also each GPU's NUMA node and NVLink group, which the device planner packs by."""
+    where = ["NUMA", "NVLINK"] if wide else []
+    rows: list[list[str | None]] = [["NODE", "GPU", "MODEL", "MEMORY", *where, "STATE", "USE", "PODS", "REASON"]]
     notes: list[str] = []
     for node in view.nodes:
         label = node.name + (" (cordoned)" if node.cordoned else "")
         if not node.gpus:
-            rows.append([label, "", "", "", "", "", "", ""])
+            rows.append([label, *[""] * (len(rows[0]) - 1)])
         for i, gpu in enumerate(node.gpus):
-            rows.append([label if i == 0 else None, str(gpu.index), gpu.model, gpu.memory, gpu.state,
+            placed = [gpu.numa_node or "-", gpu.nvlink_group or "-"] if wide else []
+            rows.append([label if i == 0 else None, str(gpu.index), gpu.model, gpu.memory, *placed, gpu.state,
                          gpu_use(gpu), holders(gpu), gpu.reason])
         notes += [f"{node.name}: {note}" for note in node.notes]
         if node.taints:  # as the page: its free GPUs are free only to pods that tolerate these

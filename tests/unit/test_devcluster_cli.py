@@ -95,7 +95,8 @@ class RecordingPlane:
     def start(self) -> None:
         pass
 
-    def add_fake_gpu_nodes(self, nodes: int, gpus: int, model: str, memory: str) -> None:
+    def add_fake_gpu_nodes(self, nodes: int, gpus: int, model: str, memory: str,
+                           nvlink_groups: tuple[int, ...] = ()) -> None:
         RecordingPlane.made.append((nodes, gpus, model, memory))
 
     def log_files(self) -> dict[str, Path]:

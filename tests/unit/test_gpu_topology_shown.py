@@ -29,6 +29,10 @@ def _groups(spec: FakeGpuNodeSpec) -> list[str | None]:
 
 def test_fake_gpus_get_nvlink_groups_in_index_order() -> None:
     assert _groups(FakeGpuNodeSpec(8, "V100")) == [None] * 8  # none asked: none, as before
+    # the views order a node's GPUs by bus id (no `index` attribute): GPU N there is fake GPU N
+    buses = [_device_objects("n", i, FakeGpuNodeSpec(12, "V100"))[0]["spec"]["attributes"]["pciBusID"]
+             for i in range(12)]
+    assert buses == sorted(buses) and len(set(buses)) == 12
     assert _groups(FakeGpuNodeSpec(8, "V100", nvlink_groups=(4, 4))) == ["0"] * 4 + ["1"] * 4
     # a GPU alone has no NVLink peers: no group (the node agent's rule)
     assert _groups(FakeGpuNodeSpec(8, "V100", nvlink_groups=(2, 2, 1, 3))) == \

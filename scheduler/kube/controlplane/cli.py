@@ -62,6 +62,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "gives the nodes the models in turn (with --nodes 4: 2 V100 nodes and 2 T4 nodes)")
     parser.add_argument("--gpu-memory", help="memory per GPU, for every model (default: each model's, e.g. T4 16Gi, "
                                               f"V100 32Gi, A100 and H100 80Gi; {DEFAULT_GPU_MEMORY} for other models)")
+    parser.add_argument("--nvlink-groups", default="", metavar="SIZES",
+                        help="the NVLink groups each fake node's GPUs form, as sizes in GPU order adding up to "
+                             "--gpus-per-node, e.g. 4,4 (GPUs 0-3 and 4-7) or 2,2,4; a 1 is a GPU without "
+                             "NVLink peers (default: no nvlinkGroup on any GPU)")
     parser.add_argument(
         "--with-kube-scheduler",
         action="store_true",
@@ -147,9 +151,22 @@ def _models(args: argparse.Namespace) -> list[str]:
     return str(args.gpu_model).split(",")
 
 
+def _nvlink_groups(args: argparse.Namespace) -> tuple[int, ...]:
+    """The sizes of `--nvlink-groups` (checked by `_argument_error`); () when not given."""
+    text = str(args.nvlink_groups or "").strip()
+    return tuple(int(size) for size in text.split(",")) if text else ()
+
+
 def _argument_error(args: argparse.Namespace) -> str | None:
     if args.nodes < 0 or args.gpus_per_node < 0:
         return "--nodes and --gpus-per-node must not be negative"
+    if str(args.nvlink_groups or "").strip():
+        sizes = str(args.nvlink_groups).split(",")
+        if not all(size.strip().isdigit() and int(size) > 0 for size in sizes):
+            return f"--nvlink-groups {args.nvlink_groups!r}: expected group sizes such as 4,4 (positive numbers)"
+        if sum(_nvlink_groups(args)) != args.gpus_per_node:
+            return (f"--nvlink-groups {args.nvlink_groups!r} adds up to {sum(_nvlink_groups(args))} GPUs, and "
+                    f"--gpus-per-node is {args.gpus_per_node}: the groups partition each node's GPUs")
     if args.gpu_memory is not None:
         try:
             memory = parse_quantity(args.gpu_memory)
@@ -258,7 +275,8 @@ def _run_locked(args: argparse.Namespace, directory: Path, temporary: bool) -> i
         if groups:
             log.info("creating %s", fake_nodes(groups, args.gpus_per_node))
         for nodes, model in groups:  # --gpu-memory, else the model's own
-            plane.add_fake_gpu_nodes(nodes, args.gpus_per_node, model, args.gpu_memory or gpu_memory(model))
+            plane.add_fake_gpu_nodes(nodes, args.gpus_per_node, model, args.gpu_memory or gpu_memory(model),
+                                     nvlink_groups=_nvlink_groups(args))
         log.info("logs: %s", ", ".join(str(p) for p in plane.log_files().values()))
         print(f"ready: {plane.kubeconfig}", flush=True)
         log.info("export KUBECONFIG=%s ; press Ctrl-C to stop", plane.kubeconfig)

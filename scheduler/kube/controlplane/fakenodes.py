@@ -136,6 +136,10 @@ class FakeGpuNodeSpec:
     resource_name: str = "nvidia.com/gpu"
     compute_capability: str | None = None
     numa_nodes: int = 2
+    # the sizes of the NVLink groups the GPUs form, in index order (4, 4: GPUs 0-3 and 4-7); a
+    # group of one is a GPU without NVLink peers (no `nvlinkGroup`, as the node agent publishes
+    # it); () for none at all
+    nvlink_groups: tuple[int, ...] = ()
     cpu: str = "64"
     node_memory: str = "256Gi"
     max_pods: int = 110
@@ -216,6 +220,17 @@ def _node_objects(name: str, spec: FakeGpuNodeSpec) -> tuple[dict[str, Any], dic
     return node, status
 
 
+def nvlink_attribute(index: int, groups: tuple[int, ...]) -> dict[str, str]:
+    """GPU `index`'s `nvlinkGroup` when `groups` (sizes, in index order) puts it in a group of
+    more than one: the group's position ("0", "1", ...); none for a GPU alone or beyond them."""
+    start = 0
+    for number, size in enumerate(groups):
+        if index < start + size:
+            return {"nvlinkGroup": str(number)} if size > 1 else {}
+        start += size
+    return {}
+
+
 def _device_objects(
     node: str, index: int, spec: FakeGpuNodeSpec
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -238,6 +253,10 @@ def _device_objects(
                 "vendor": spec.vendor,
                 "computeCapability": capability,
                 "numaNode": str(numa),
+                # a bus id in index order, as a node agent publishes one: the GPU views order a
+                # node's GPUs by it, so GPU N there is fake GPU N (its NVLink group, its NUMA node)
+                "pciBusID": f"0000:{index:04x}:00.0",
+                **nvlink_attribute(index, spec.nvlink_groups),
             },
             "capacity": {"memory": spec.memory},
             "unschedulable": False,

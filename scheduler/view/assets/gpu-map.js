@@ -35,11 +35,13 @@
 
   function gpu(g) {
     var title = ["GPU " + g.index + ": " + g.state, g.model, g.memory, g.device,
+                 g.numa_node ? "NUMA " + g.numa_node : "", g.nvlink_group ? "NVLink group " + g.nvlink_group : "",
                  g.used ? "in use " + g.used : ""].filter(Boolean).join(" · ");
     if (g.reason) { title += "\n" + g.reason; }
     if (g.holders.length) { title += "\n" + g.holders.map(holderText).join("\n"); }
     var cell = el("span", {className: "gpu state-" + g.state, title: title, "data-gpu": String(g.index),
                            "data-state": g.state, "data-reason": g.reason,
+                           "data-numa": g.numa_node || "", "data-nvlink": g.nvlink_group || "",
                            "data-holders": g.holders.map(function (h) { return h.pod; }).join(" ")});
     if (g.state === "slices" || (g.state === "gated" && g.fill < 1)) {
       var fill = el("span", {className: "fill"});
