@@ -376,7 +376,8 @@ def _gpus(facts: _Facts, info: NodeInfo, rows: Sequence[_Row]) -> tuple[tuple[m.
         if row.device is None:
             memory = row.described.capacity.get("memory") if row.described is not None else None
             gpu = m.GpuView(index, "", "", row.resource, row.model, format_quantity(memory) if memory is not None else "",
-                            row.state, 0.0, reason=row.reason, **_placement(row.described))
+                            row.state, 0.0, reason=row.reason)
+            gpu = _placed(gpu, row.described)
         else:
             gpu = _device_gpu(facts, row.device, index, row.state, row.reason)
         if row.counted >= 0:
@@ -512,18 +513,18 @@ def _device_gpu(facts: _Facts, device: Device, index: int, status: str, fenced: 
             (f"; {unavailable} too" if unavailable else "")
     described = _described(state, device)
     memory = described.capacity.get("memory")
-    return m.GpuView(index, device.name, device.device_id, device.resource_name, described.attributes.get("model", ""),
-                     format_quantity(memory) if memory is not None else "", status, fill, used, holders, reason,
-                     **_placement(described))
+    return _placed(m.GpuView(index, device.name, device.device_id, device.resource_name,
+                             described.attributes.get("model", ""), format_quantity(memory) if memory is not None else "",
+                             status, fill, used, holders, reason), described)
 
 
-def _placement(described: Device | None) -> dict[str, str]:
-    """Where the GPU sits in its node (`GpuView.numa_node`, `nvlink_group`), from the device
-    that describes it; nothing for a GPU no ExtendedResource describes."""
+def _placed(gpu: m.GpuView, described: Device | None) -> m.GpuView:
+    """`gpu` with where it sits in its node (`numa_node`, `nvlink_group`), as the device that
+    describes it says; as it is for a GPU no ExtendedResource describes."""
     if described is None:
-        return {}
-    return {"numa_node": described.attributes.get("numaNode", ""),
-            "nvlink_group": described.attributes.get("nvlinkGroup", "")}
+        return gpu
+    return replace(gpu, numa_node=described.attributes.get("numaNode", ""),
+                   nvlink_group=described.attributes.get("nvlinkGroup", ""))
 
 
 def _status(facts: _Facts, node: str, uid: str) -> str:
