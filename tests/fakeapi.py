@@ -157,7 +157,7 @@ class FakeApi:
                 return _status(404, f'pods "{m.group(2)}" not found', "NotFound", {"name": m.group(2), "kind": "pods"})
             return Response(200, orjson.dumps(pod))
         if call.method == "GET" and call.path == "/api/v1/pods":
-            return self._list(list(self.pods.values()))
+            return self._list([pod for pod in self.pods.values() if _selected(pod, call.query)])
         if call.method == "GET" and call.path in self.lists:
             return self._list(self.lists[call.path])
         if call.method == "GET" and call.path in _BUILTIN_LISTS:  # every apiserver serves these (maybe empty)
@@ -251,6 +251,25 @@ class FakeApi:
                                 {"type": "PodScheduled", "status": "True"}]
         self._bump(pod)
         return Response(201, orjson.dumps({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}))
+
+
+def _selected(pod: JSON, query: tuple[tuple[str, str], ...]) -> bool:
+    """A `fieldSelector` of `field=value` terms (comma: all of them), for the fields this fake
+    knows; anything else is refused loudly, as the apiserver refuses a field it cannot select on."""
+    for name, selector in query:
+        if name != "fieldSelector":
+            continue
+        for term in selector.split(","):
+            field_name, _, value = term.partition("=")
+            if field_name == "spec.schedulerName":
+                actual = pod.get("spec", {}).get("schedulerName", "default-scheduler")
+            elif field_name == "spec.nodeName":
+                actual = pod.get("spec", {}).get("nodeName", "")
+            else:
+                raise AssertionError(f"the fake apiserver cannot select pods on {field_name!r}")
+            if actual != value.lstrip("="):
+                return False
+    return True
 
 
 def _merge(target: JSON, patch: JSON) -> None:

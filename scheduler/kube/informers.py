@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,7 @@ import orjson
 import structlog
 
 from scheduler.kube.http import KubeHttp, Response
+from scheduler.kube.resource_version import compare_resource_versions
 from scheduler.logs import describe_error
 
 __all__ = [
@@ -339,7 +340,7 @@ class Informer:
         resource_version = ""
         send, receive = anyio.create_memory_object_stream[_Page](1)
         async with anyio.create_task_group() as group:
-            group.start_soon(self._pages, send)
+            group.start_soon(self._pages, send, self._selectors)
             async with receive:
                 async for page in receive:
                     if isinstance(page, BaseException):
@@ -349,15 +350,7 @@ class Informer:
                         listed, doc = {}, page.doc
                     else:
                         doc = page
-                    for raw in doc.get("items") or ():
-                        if not isinstance(raw, dict):  # unreadable: skipped, as client-go does
-                            self.stats.errors += 1
-                            log.warning("informer.unreadable_item", kind=self.kind.label, item=str(raw)[:200])
-                            continue
-                        item = self._prepare(raw)
-                        key = self._checked_key(item)
-                        if key is None:
-                            continue
+                    for key, item in self._items(doc):
                         listed[key] = item
                         if as_they_come and key not in self._store:
                             self._store[key] = item
@@ -369,7 +362,7 @@ class Informer:
         if failure is not None:
             raise failure
         self.denials.allowed(self.kind.label)
-        self._replace(listed)
+        self._replace(listed, resource_version)
         self.resource_version = resource_version
         self.stats.lists += 1
         if not self.available:
@@ -380,13 +373,25 @@ class Informer:
             log.info("informer.synced", kind=self.kind.label, objects=len(self._store),
                      resource_version=resource_version)
 
-    async def _pages(self, send: MemoryObjectSendStream[_Page]) -> None:
+    def _items(self, doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """A LIST page's objects with their store keys (unreadable ones skipped, as client-go does)."""
+        for raw in doc.get("items") or ():
+            if not isinstance(raw, dict):
+                self.stats.errors += 1
+                log.warning("informer.unreadable_item", kind=self.kind.label, item=str(raw)[:200])
+                continue
+            item = self._prepare(raw)
+            key = self._checked_key(item)
+            if key is not None:
+                yield key, item
+
+    async def _pages(self, send: MemoryObjectSendStream[_Page], selectors: Sequence[tuple[str, str]]) -> None:
         """The LIST's pages, decoded, in order; a failure is handed over (and ends the pages) so
         that `_list` raises it as itself, not wrapped in the task group's exception group."""
         async with send:
             token = ""
             while True:
-                query = [("limit", str(self.page_size)), *self._selectors]
+                query = [("limit", str(self.page_size)), *selectors]
                 if token:
                     query.append(("continue", token))
                 try:
@@ -398,7 +403,7 @@ class Informer:
                         # replaces the pages so far (a paged LIST slower than the token's life
                         # would otherwise start over for ever)
                         log.info("informer.full_list", kind=self.kind.label, reason=response.message())
-                        response = await self.http.request("GET", self.kind.path, query=list(self._selectors),
+                        response = await self.http.request("GET", self.kind.path, query=list(selectors),
                                                            timeout=LIST_TIMEOUT, limited=False)
                         _raise_for_status(response, self.kind)
                         whole = response.json()
@@ -419,14 +424,20 @@ class Informer:
                 if not token:
                     return
 
-    def _replace(self, listed: dict[str, dict[str, Any]]) -> None:
-        """Make the store equal `listed`, telling the sink only what changed: every deletion first
-        (objects gone, and the old incarnation of one deleted and created again in the gap), so
-        the devices they held are free before anything listed can be seen taking them."""
-        for key in [key for key, old in self._store.items()
-                    if key not in listed or _meta(old, "uid") != _meta(listed[key], "uid")]:
+    def _replace(self, listed: dict[str, dict[str, Any]], resource_version: str = "") -> None:
+        """Make the store equal `listed` (a LIST at `resource_version`), telling the sink only what
+        changed: every deletion first (objects gone, and the old incarnation of one deleted and
+        created again in the gap), so the devices they held are free before anything listed can be
+        seen taking them. An object the store holds in a version newer than the LIST (a `catch_up`
+        read it after this LIST's snapshot) is kept: the LIST can only be older news of it."""
+        later = {key for key, old in self._store.items()
+                 if compare_resource_versions(resource_version, _meta(old, "resourceVersion")) == -1}
+        for key in [key for key, old in self._store.items() if key not in later
+                    and (key not in listed or _meta(old, "uid") != _meta(listed[key], "uid"))]:
             self._emit("DELETED", self._store.pop(key))
         for key, obj in listed.items():
+            if key in later:
+                continue
             old = self._store.get(key)
             if old is None:
                 self._store[key] = obj
@@ -476,7 +487,10 @@ class Informer:
         if event_type in ("ADDED", "MODIFIED", "DELETED"):
             obj = self._prepare(obj)
             key = self._checked_key(obj)
-            if key is not None:
+            if key is not None and self._not_newer(key, resource_version):
+                log.debug("informer.stale_event", kind=self.kind.label, key=key, type=event_type,
+                          resource_version=resource_version)
+            elif key is not None:
                 if event_type == "DELETED":
                     self._store.pop(key, None)
                 else:
@@ -486,6 +500,53 @@ class Informer:
             log.warning("informer.unknown_event", kind=self.kind.label, type=event_type)
         if resource_version:
             self.resource_version = resource_version
+
+    def _not_newer(self, key: str, resource_version: str) -> bool:
+        """The store already holds `key` in this version or a newer one: a watch event a
+        `catch_up` got ahead of (resourceVersions of one resource are ordered across its objects,
+        so a delete or re-create older than the store's version is old news too)."""
+        held = self._store.get(key)
+        return held is not None and compare_resource_versions(resource_version,
+                                                              _meta(held, "resourceVersion")) in (-1, 0)
+
+    async def catch_up(self, field_selector: str) -> int:
+        """Bring the objects `field_selector` picks up to what the apiserver holds *now*, ahead of
+        the watch: a LIST without a resourceVersion (a consistent read: every write the apiserver
+        acknowledged before it is in the answer), whose objects newer than the store's — or not in
+        it — go to the sink now, as MODIFIED (ADDED when new; a re-created one's old incarnation
+        DELETED first). Nothing is removed: an object the LIST lacks is left to the watch (a
+        deletion it has not shown yet keeps its devices held a little longer, never shorter). The
+        watch's older news of these objects is skipped afterwards (`_not_newer`). Returns how many
+        objects changed. Raises what the LIST raised; the store is untouched then."""
+        listed: dict[str, dict[str, Any]] = {}
+        failure: BaseException | None = None
+        send, receive = anyio.create_memory_object_stream[_Page](1)
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._pages, send, [("fieldSelector", field_selector)])
+            async with receive:
+                async for page in receive:
+                    if isinstance(page, BaseException):
+                        failure = page
+                        break
+                    if isinstance(page, _FullList):
+                        listed, page = {}, page.doc
+                    listed.update(self._items(page))
+            group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        changed = 0
+        for key, obj in listed.items():
+            held = self._store.get(key)
+            version = _meta(obj, "resourceVersion")
+            if held is not None and (self._not_newer(key, version) or _meta(held, "resourceVersion") == version):
+                continue  # the watch has shown this version already, or a later one
+            same = held is not None and _meta(held, "uid") == _meta(obj, "uid")
+            if held is not None and not same:
+                self._emit("DELETED", self._store.pop(key))
+            self._store[key] = obj
+            self._emit("MODIFIED" if same else "ADDED", obj)
+            changed += 1
+        return changed
 
     def _prepare(self, obj: dict[str, Any]) -> dict[str, Any]:
         """kind/apiVersion filled in (LIST items lack them), and no managedFields: server-side
@@ -571,3 +632,13 @@ class InformerSet:
     def listed(self, kind: ResourceKind) -> list[dict[str, Any]]:
         """`kind`'s objects as last listed or watched; none when no informer here watches it."""
         return [obj for informer in self.informers if informer.kind == kind for obj in informer.objects()]
+
+    async def catch_up(self, kind: ResourceKind, field_selectors: Sequence[str]) -> int:
+        """`Informer.catch_up` of `kind`'s informer, once per field selector (field selectors have
+        no set form: one LIST per value); how many objects changed."""
+        changed = 0
+        for informer in self.informers:
+            if informer.kind == kind:
+                for selector in field_selectors:
+                    changed += await informer.catch_up(selector)
+        return changed

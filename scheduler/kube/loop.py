@@ -32,11 +32,12 @@ from scheduler.kube.class_controller import DefaultClassController
 from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.evictor import Eviction, Evictor
 from scheduler.kube.http import KubeHttp, RateLimiter
-from scheduler.kube.informers import SCHEDULER_KINDS, InformerSet
+from scheduler.kube.informers import PODS, SCHEDULER_KINDS, InformerSet
 from scheduler.kube.recorder import EventRecorder, ObjectRef
 from scheduler.kube.startup_gc import collect_after_sync
 from scheduler.kube.held import HeldDevicesWriter
 from scheduler.kube.status import SCHEDULER_ERROR, UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusWriter
+from scheduler.logs import describe_error
 
 log = structlog.get_logger("tessera.loop")
 
@@ -104,6 +105,8 @@ class SchedulerLoop:
         self._stopping = False
         self._classes_dirty = False
         self._finish_due = 0.0  # the next look for half-done gang evictions (at once when leading)
+        # the leadership term whose first decision waited for `_catch_up` (None: none yet)
+        self._caught_up_term: Hashable | None = None
         self._alive = time.monotonic()
         self.class_controller: DefaultClassController | None = None
         if self.core.default_class_controller:
@@ -331,6 +334,8 @@ class SchedulerLoop:
                 # informers and queue run before it leads); the queue gauges stay the leader's
                 self.hooks.on_queue({}, self.core.take_queue_incoming())
                 continue
+            if not await self._catch_up():
+                continue
             self._write_touched_groups()  # held back until the cache synced or this replica led
             now = time.time()
             if now - last_flush >= FLUSH_UNSCHEDULABLE_EVERY:
@@ -345,6 +350,34 @@ class SchedulerLoop:
             await self._run_cycles()
             self._submit_released()  # gates a cycle opened (e.g. a node's agent went quiet)
             self.hooks.on_queue(self.core.pending_counts(), self.core.take_queue_incoming())
+
+    async def _catch_up(self) -> bool:
+        """Before a term's first decision, read the pods Tessera schedules as the apiserver holds
+        them now (a consistent LIST per scheduler name: `spec.schedulerName` is one of the Pod's
+        selectable fields, pkg/registry/core/pod/strategy.go ToSelectableFields) and give the core
+        every one newer than its cache. A standby's watch may lag: the Bindings the old leader sent
+        while its Lease was valid would otherwise look unbound here, their GPUs free to give to
+        another pod. Not "wait until the watch reaches the Lease's resourceVersion": versions of
+        two resources have no order (apimachinery's CompareResourceVersion, pkg/util/resourceversion),
+        and a quiet Pod watch moves only with a bookmark, about once a minute. True when this term
+        may decide; False (the next wake tries again) when the LIST failed or the term changed
+        while it was read."""
+        term = self.leader_term()
+        if term is None or term == self._caught_up_term:
+            return term is not None
+        started = time.monotonic()
+        try:
+            changed = await self.informers.catch_up(
+                PODS, [f"spec.schedulerName={name}" for name in sorted(self.config.scheduler_names)])
+        except Exception as err:  # noqa: BLE001 - retried at the next wake; nothing is decided meanwhile
+            log.warning("leader.catch_up_failed", error=describe_error(err),
+                        message="this replica leads but does not decide until it has read the pods it schedules")
+            return False
+        if self.leader_term() != term:
+            return False
+        self._caught_up_term = term
+        log.info("leader.caught_up", pods_newer_than_cache=changed, seconds=round(time.monotonic() - started, 3))
+        return True
 
     async def _run_cycles(self) -> None:
         cycles = 0

@@ -1,0 +1,120 @@
+"""A new leader whose Pod watch lags still counts the old leader's last Binding (real apiserver).
+
+What is real: etcd + kube-apiserver, the Lease (an old leader's `LeaderElector` holds it, then
+releases it), the old leader's Binding (POSTed to pods/binding while it holds the Lease), the new
+replica (a `SchedulerLoop` with its own `LeaderElector`, wired as `tessera run` wires them). What
+is simulated, in-process: the lag. The new replica's Pod watch stream is held back (its chunks
+are read from the socket and kept until the test lets them through), as a busy apiserver or a
+slow connection would; nothing in the scheduler knows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+from scheduler.api.config import load_config
+from scheduler.kube.controlplane import LocalControlPlane
+from scheduler.kube.http import KubeHttp, connect
+from scheduler.kube.leader import LeaderElector
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.sim import builders as b
+from tests.e2e.live import Kube, eventually
+
+NODES = "/api/v1/nodes"
+LEASE_NAMESPACE = "kube-system"
+TIMINGS = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.5}
+
+
+class _HeldBack:
+    """A watch response whose body reaches the reader only while `flowing` is set."""
+
+    def __init__(self, response: Any, flowing: asyncio.Event) -> None:
+        self._response, self._flowing = response, flowing
+        self.status = response.status
+        self.content = self
+
+    async def read(self) -> bytes:
+        return cast(bytes, await self._response.read())
+
+    async def readany(self) -> bytes:
+        chunk = cast(bytes, await self._response.content.readany())
+        await self._flowing.wait()
+        return chunk
+
+
+class LaggingPodWatch:
+    """A KubeHttp whose Pod watch streams can be held back (`hold()` / `release()`)."""
+
+    def __init__(self, http: KubeHttp) -> None:
+        self._http = http
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._http, name)
+
+    @asynccontextmanager
+    async def stream(self, path: str, query: Any, read_timeout: float) -> AsyncIterator[Any]:
+        async with self._http.stream(path, query, read_timeout) as response:
+            yield _HeldBack(response, self.flowing) if path == "/api/v1/pods" else response
+
+
+async def _bound(kubectl: Kube, namespace: str) -> dict[str, str]:
+    return {name: pod["spec"]["nodeName"] for name, pod in (await kubectl.pods(namespace)).items()
+            if pod["spec"].get("nodeName")}
+
+
+async def test_a_new_leader_counts_the_old_leaders_last_binding_its_watch_has_not_shown(
+        control_plane: LocalControlPlane, kubectl: Kube, namespace: str) -> None:
+    node = f"catch-up-{secrets.token_hex(3)}"
+    obj = b.node(node, gpus=1)
+    await kubectl.create(NODES, obj)
+    await kubectl.call("PATCH", f"{NODES}/{node}/status", {"status": obj["status"]},
+                       content_type="application/merge-patch+json")
+    lease = f"tessera-catch-up-{secrets.token_hex(3)}"
+    clients = [await connect(str(control_plane.kubeconfig)) for _ in range(3)]
+    old_leader = LeaderElector(KubeHttp(clients[0]), namespace=LEASE_NAMESPACE, name=lease, identity="old", **TIMINGS)
+    old_task = asyncio.create_task(old_leader.run())
+    watch = LaggingPodWatch(KubeHttp(clients[2]))
+    loop_ref: list[SchedulerLoop] = []
+    new_leader = LeaderElector(KubeHttp(clients[1]), namespace=LEASE_NAMESPACE, name=lease, identity="new",
+                               on_started_leading=lambda: loop_ref[0].wake(),
+                               on_stopped_leading=lambda: loop_ref[0].lost_leadership(), **TIMINGS)
+    loop = SchedulerLoop(load_config("config/binpack.yaml"), KubeHttp(clients[1]), cast(KubeHttp, watch),
+                         identity="new", leader_term=lambda: new_leader.term)
+    loop_ref.append(loop)
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        await eventually(lambda: asyncio.sleep(0, old_leader.is_leader))
+        tasks = [asyncio.create_task(loop.run()), asyncio.create_task(new_leader.run())]
+        await asyncio.wait_for(loop.informers.wait_synced(), 30)
+        # `first` enters the new replica's queue before `old`: it would be tried first
+        for name in ("first", "old"):
+            await kubectl.create_pod(namespace, b.pod(name, limits={"nvidia.com/gpu": 1}))
+            await eventually(lambda: asyncio.sleep(0, f"{namespace}/{name}" in
+                                                   {p.key for p in loop.core.state.pods.values()}))
+        assert new_leader.term is None  # a standby: it has decided nothing
+        watch.flowing.clear()  # from here the new replica's Pod watch lags
+        assert (await kubectl.call("POST", f"/api/v1/namespaces/{namespace}/pods/old/binding",
+                                   {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "old"},
+                                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}})).status == 201
+        assert await old_leader.release()  # the old leader steps down; the new one takes over at once
+        await eventually(lambda: asyncio.sleep(0, new_leader.term is not None))
+        await eventually(lambda: asyncio.sleep(0, loop.stats.unschedulable >= 1), timeout=20)
+        assert await _bound(kubectl, namespace) == {"old": node} and loop.stats.scheduled == 0
+        watch.flowing.set()  # the lagging watch catches up: its older news must not undo the catch-up
+        await asyncio.sleep(1.0)
+        assert loop.stats.scheduled == 0 and await _bound(kubectl, namespace) == {"old": node}
+    finally:
+        loop.stop()
+        for task in (*tasks, old_task):
+            task.cancel()
+        await asyncio.gather(*tasks, old_task, return_exceptions=True)
+        await new_leader.release()
+        for client in clients:
+            await client.close()
+        await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))

@@ -1,0 +1,167 @@
+"""A new leader decides from what the apiserver holds, not from what its watch has shown so far.
+
+A standby's Pod watch may lag (a busy apiserver, a slow stream): the old leader's last Bindings,
+sent while its Lease was valid, are then not in the standby's cache when it takes over. Deciding
+from that cache at once gives the GPU of a pod the old leader bound to another pod. The fake
+apiserver's watch streams are silent, so every write made after the informers listed is exactly
+such a write the watch has not delivered yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from scheduler.api.config import load_config
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.informers import PODS, Informer
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.sim import builders as b
+from tests.fakeapi import FakeApi
+
+
+async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    with anyio.fail_after(seconds):
+        while not condition():
+            await anyio.sleep(0.005)
+
+
+EARLIER, LATER = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"
+
+
+def _gpu_pod(name: str, created: str, resource_version: str) -> dict[str, Any]:
+    """A pending pod that asks for a GPU; the queue takes the one `created` first first (equal
+    priority: a new leader may not preempt the old leader's pod instead)."""
+    pod = b.pod(name, requests={"nvidia.com/gpu": 1}, priority=0, created=created)
+    pod["metadata"]["resourceVersion"] = resource_version
+    return pod
+
+
+def _bound_to(api: FakeApi, node: str) -> list[str]:
+    return sorted(name for (_, name), pod in api.pods.items() if pod["spec"].get("nodeName") == node)
+
+
+async def test_a_new_leader_does_not_give_away_the_gpu_of_a_binding_its_watch_has_not_shown() -> None:
+    """One node with one GPU; `old` and `first` (older, so first in the queue) wait for it. The
+    old leader binds `old` while this replica stands by; the replica's watch has not delivered
+    that Binding when it becomes leader. Deciding from its cache, it gave the same GPU to `first`:
+    two pods bound to a one-GPU node."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(_gpu_pod("first", EARLIER, "11"))  # listed first: the queue's first too
+    api.add_pod(_gpu_pod("old", LATER, "10"))
+    term: list[int | None] = [None]
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="standby",  # type: ignore[arg-type]
+                         leader_term=lambda: term[0])
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await _until(lambda: loop.informers.synced)
+        # the old leader's last Binding, while its Lease was valid; this replica's watch lags
+        assert api.bind("default", "old", {"metadata": {"annotations": {}}, "target": {"name": "n"}}).ok
+        term[0] = 1  # the old leader's Lease ran out: this replica leads
+        loop.wake()
+        await _until(lambda: loop.stats.unschedulable >= 1 and loop.binder.in_flight == 0)
+        owner.cancel_scope.cancel()
+    assert _bound_to(api, "n") == ["old"], "the new leader gave the GPU of the old leader's last Binding away"
+    assert not api.of("POST", "/binding"), "a Binding went out for a pod that could not fit"
+
+
+def _informer(api: FakeApi, seen: list[tuple[str, str, str]]) -> Informer:
+    def sink(event_type: str, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        seen.append((event_type, meta["name"], meta.get("resourceVersion", "")))
+    return Informer(api, PODS, sink)  # type: ignore[arg-type]
+
+
+async def test_the_watchs_older_news_of_a_caught_up_pod_is_skipped() -> None:
+    """After the catch-up read `old` bound (resourceVersion 101), the lagging watch still delivers
+    the versions before it: `old` pending at 50 would put it back in the queue with its GPU free
+    (the same double allocation, a moment later). Only newer versions get through."""
+    api = FakeApi()
+    api.add_pod(_gpu_pod("old", LATER, "10"))
+    seen: list[tuple[str, str, str]] = []
+    informer = _informer(api, seen)
+    await informer._list()
+    api.bind("default", "old", {"metadata": {"annotations": {}}, "target": {"name": "n"}})
+    assert await informer.catch_up("spec.schedulerName=tessera") == 1
+    pending = _gpu_pod("old", LATER, "50")
+    informer._on_watch_event({"type": "MODIFIED", "object": pending})
+    informer._on_watch_event({"type": "MODIFIED", "object": {**api.pod("default", "old")}})  # 101 again
+    newer = {**api.pod("default", "old"), "metadata": {**api.pod("default", "old")["metadata"], "resourceVersion": "102"}}
+    informer._on_watch_event({"type": "MODIFIED", "object": newer})
+    assert seen == [("ADDED", "old", "10"), ("MODIFIED", "old", "101"), ("MODIFIED", "old", "102")]
+    assert informer.resource_version == "102"
+
+
+async def test_a_pod_created_and_bound_while_the_watch_lagged_is_added_and_an_older_relist_keeps_it() -> None:
+    """A pod the watch never showed (created and bound by the old leader in the lag) comes in as
+    ADDED; a relist whose snapshot is older than the catch-up (it started first) neither deletes
+    it nor takes `old` back to pending."""
+    api = FakeApi()
+    api.add_pod(_gpu_pod("old", LATER, "10"))
+    seen: list[tuple[str, str, str]] = []
+    informer = _informer(api, seen)
+    await informer._list()
+    snapshot = {key: dict(obj) for key, obj in informer._store.items()}
+    api.add_pod(_gpu_pod("late", LATER, "90"))
+    api.bind("default", "late", {"metadata": {"annotations": {}}, "target": {"name": "n"}})
+    api.bind("default", "old", {"metadata": {"annotations": {}}, "target": {"name": "n"}})
+    assert await informer.catch_up("spec.schedulerName=tessera") == 2
+    informer._replace(snapshot, "60")  # a relist read at 60, delivered after the catch-up
+    assert seen == [("ADDED", "old", "10"), ("MODIFIED", "old", "102"), ("ADDED", "late", "101")]
+    assert {obj["metadata"]["name"]: obj["spec"].get("nodeName") for obj in informer.objects()} == \
+        {"old": "n", "late": "n"}
+
+
+async def test_the_catch_up_lists_only_the_pods_of_the_schedulers_profiles() -> None:
+    api = FakeApi()
+    api.add_pod(_gpu_pod("old", LATER, "10"))
+    other = b.pod("web", scheduler="default-scheduler")
+    other["metadata"]["resourceVersion"] = "11"
+    api.add_pod(other)
+    seen: list[tuple[str, str, str]] = []
+    informer = _informer(api, seen)
+    await informer._list()
+    api.bind("default", "old", {"metadata": {"annotations": {}}, "target": {"name": "n"}})
+    api.bind("default", "web", {"metadata": {"annotations": {}}, "target": {"name": "n"}})
+    assert await informer.catch_up("spec.schedulerName=tessera") == 1
+    [call] = [c for c in api.of("GET", "/api/v1/pods") if ("fieldSelector", "spec.schedulerName=tessera") in c.query]
+    assert not any(name == "resourceVersion" for name, _ in call.query), "not a consistent read"
+    assert seen[-1] == ("MODIFIED", "old", "101")
+
+
+async def test_a_new_leader_decides_nothing_until_its_catch_up_read_succeeds() -> None:
+    """The catch-up LIST fails (500), then the term changes while the next one is read: no
+    Binding goes out until a LIST read within the current term answered, and then the decision
+    counts the old leader's Binding."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(_gpu_pod("first", EARLIER, "11"))  # listed first: the queue's first too
+    api.add_pod(_gpu_pod("old", LATER, "10"))
+    term: list[int | None] = [None]
+    reads = [0]
+    bindings_before_read: list[int] = []  # (an assert in the hook would fail the LIST, not the test)
+
+    def on_call(method: str, path: str) -> None:
+        if method == "GET" and path == "/api/v1/pods" and term[0] is not None:
+            reads[0] += 1
+            bindings_before_read.append(len(api.of("POST", "/binding")))
+            if reads[0] == 2:
+                term[0] = 2  # deposed and re-elected (a new term) while the LIST was read
+
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="standby",  # type: ignore[arg-type]
+                         leader_term=lambda: term[0])
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await _until(lambda: loop.informers.synced)
+        api.before = on_call
+        api.bind("default", "old", {"metadata": {"annotations": {}}, "target": {"name": "n"}})
+        api.fail_next("GET", "/api/v1/pods", status=500)
+        term[0] = 1
+        loop.wake()
+        await _until(lambda: loop.stats.unschedulable >= 1 and loop.binder.in_flight == 0)
+        owner.cancel_scope.cancel()
+    assert reads[0] == 3 and bindings_before_read == [0, 0, 0]
+    assert _bound_to(api, "n") == ["old"]
