@@ -196,11 +196,12 @@ def test_user_cannot_forge_through_a_binding(setup: Setup) -> None:
         name = f"bind-{i}"
         setup.user.create(f"/api/v1/namespaces/{ns}/pods", _pod(name, ns))
         target = {"apiVersion": "v1", "kind": "Node", "name": setup.node}
-        forged = {"apiVersion": "v1", "kind": "Binding", "target": target,
-                  "metadata": {"name": name, "annotations": {DEVICES: "forged"}}}
-        with pytest.raises(ApiError) as refused:
-            setup.user.create(path.format(name=name), forged)
-        assert _refused_by_policy(refused.value, DEVICES), refused.value.message
+        for key in (DEVICES, HELD):  # HELD: every Tessera Binding carries it; nobody else's may
+            forged = {"apiVersion": "v1", "kind": "Binding", "target": target,
+                      "metadata": {"name": name, "annotations": {key: "forged"}}}
+            with pytest.raises(ApiError) as refused:
+                setup.user.create(path.format(name=name), forged)
+            assert _refused_by_policy(refused.value, key), refused.value.message
         setup.user.create(path.format(name=name), {"apiVersion": "v1", "kind": "Binding", "target": target,
                                                    "metadata": {"name": name, "annotations": {"note": "no ledger keys"}}})
         pod = setup.plane.admin.get(f"/api/v1/namespaces/{ns}/pods/{name}")
@@ -215,15 +216,18 @@ def test_scheduler_binds_with_device_annotations(setup: Setup) -> None:
     admin = setup.plane.admin
     admin.create(f"/api/v1/namespaces/{ns}/pods", _pod("scheduled", ns))
     token = service_account_token(admin, SYSTEM_NAMESPACE, SCHEDULER_SA)
+    # what the scheduler's Binding carries: the devices, recorded in held-devices too (so an edit
+    # of the devices annotation while no scheduler runs is still held by the next one)
     binding = {"apiVersion": "v1", "kind": "Binding",
                "metadata": {"name": "scheduled", "namespace": ns,
-                            "annotations": {DEVICES: LEDGER, PHASE: "Allocating"}},
+                            "annotations": {DEVICES: LEDGER, HELD: LEDGER, PHASE: "Allocating"}},
                "target": {"apiVersion": "v1", "kind": "Node", "name": setup.node}}
     status, body = call_as(setup.plane, token, "POST", f"/api/v1/namespaces/{ns}/pods/scheduled/binding", binding)
     assert status == 201, body
     pod = admin.get(f"/api/v1/namespaces/{ns}/pods/scheduled")
     assert pod["spec"]["nodeName"] == setup.node
     assert pod["metadata"]["annotations"][PHASE] == "Allocating"
+    assert pod["metadata"]["annotations"][HELD] == LEDGER
     # The exemption is for the Binding only: the scheduler may not rewrite the ledger otherwise
     # (its role has no pods patch, and pods/status writes of the ledger keys are not exempt).
     status, body = call_as(setup.plane, token, "PATCH", f"/api/v1/namespaces/{ns}/pods/scheduled/status",

@@ -4,7 +4,9 @@ and the next pod was given the GPU the first one's container still used, silentl
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -12,6 +14,8 @@ import orjson
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
 from scheduler.core.scheduler import Scheduler
+from scheduler.kube.http import KubeHttp, connect
+from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.snapshot import list_cluster
 from scheduler.sim.snapshot import load
 from scheduler.view import model as m
@@ -121,7 +125,8 @@ async def test_the_union_is_recorded_on_the_pod_and_survives_a_restart(
             raw = annotations.get(ann.HELD_DEVICES)
             if raw is None:
                 return None
-            return sorted(g.device for by in ann.decode_devices(raw).values() for gs in by.values() for g in gs)
+            held = sorted(g.device for by in ann.decode_devices(raw).values() for gs in by.values() for g in gs)
+            return held if held == names else None  # the Binding wrote the first GPU alone; then the union
 
         assert await eventually(recorded) == names
 
@@ -137,3 +142,62 @@ async def test_the_union_is_recorded_on_the_pod_and_survives_a_restart(
         await kubectl.create_pod(namespace, b.pod("steal", limits={CLASS: 1}))
         await eventually(lambda: _events(kubectl, namespace, "steal", "FailedScheduling"))
         assert not (await _pod(kubectl, namespace, "steal"))["spec"].get("nodeName")  # neither GPU is free
+
+
+async def _scheduler(control_plane: Any) -> tuple[SchedulerLoop, Callable[[], Awaitable[None]]]:
+    """Tessera's live loop in this event loop, and a way to end it for good (informers and
+    writers too: `stop()` ends only its cycles, and a loop still watching would see the edit)."""
+    api, watch_api = await connect(str(control_plane.kubeconfig)), await connect(str(control_plane.kubeconfig))
+    loop = SchedulerLoop(load_config("config/binpack.yaml"), KubeHttp(api), KubeHttp(watch_api), identity="e2e")
+    task = asyncio.create_task(loop.run())
+    await asyncio.wait_for(loop.informers.wait_synced(), 30)
+
+    async def end() -> None:
+        loop.stop()
+        await loop.binder.drain(5)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await api.close()
+        await watch_api.close()
+
+    return loop, end
+
+
+async def test_an_edit_while_no_scheduler_runs_is_held_by_the_next_one(
+        clean_cluster: Any, kubectl: Kube, namespace: str) -> None:
+    """The edit happens while no Tessera runs: the next scheduler used to read only the edited
+    annotation and give the GPU the container really uses to `steal`. The Binding records what it
+    gave in `tessera.dev/held-devices` (the apiserver copies a Binding's annotations onto the
+    pod), so the next scheduler holds both, warns, and records the union."""
+    _, end = await _scheduler(clean_cluster)
+    devices = await _two_gpu_node(kubectl, "unwatched-1")
+    names = sorted(d["metadata"]["name"] for d in devices)
+    try:
+        async with FakeAgent(kubectl, namespace):
+            await kubectl.create_pod(namespace, b.pod("cls1", limits={CLASS: 1}))
+
+            async def allocated() -> dict[str, Any] | None:
+                pod = await _pod(kubectl, namespace, "cls1")
+                annotations = pod["metadata"].get("annotations") or {}
+                return pod if annotations.get(ann.PHASE) == ann.PHASE_ALLOCATED else None
+
+            pod = await eventually(allocated)
+            annotations = pod["metadata"]["annotations"]
+            assert annotations.get(ann.HELD_DEVICES) == annotations[ann.DEVICES]  # from the Binding itself
+            await end()  # no scheduler runs from here
+            await _name_the_other_gpu(kubectl, namespace, pod, devices)
+            _, end = await _scheduler(clean_cluster)
+            [warning] = await eventually(lambda: _events(kubectl, namespace, "cls1", "DevicesAnnotationChanged"))
+            assert "while no scheduler watched" in warning["note"]
+
+            async def recorded() -> list[str] | None:
+                raw = ((await _pod(kubectl, namespace, "cls1"))["metadata"].get("annotations") or {})[ann.HELD_DEVICES]
+                held = sorted(g.device for by in ann.decode_devices(raw).values() for gs in by.values() for g in gs)
+                return held if held == names else None
+
+            assert await eventually(recorded) == names
+            await kubectl.create_pod(namespace, b.pod("steal", limits={CLASS: 1}))
+            await eventually(lambda: _events(kubectl, namespace, "steal", "FailedScheduling"))
+            assert not (await _pod(kubectl, namespace, "steal"))["spec"].get("nodeName")  # neither GPU is free
+    finally:
+        await end()

@@ -249,3 +249,56 @@ def test_two_edits_before_the_write_lands_keep_all_three_gpus_held_across_a_rest
     _written_held(run, "cls1")  # the last notice's value
     fresh = _restarted(run, 3, "cls1")
     assert sorted(_held_by(fresh, "cls1")) == sorted(names)
+
+
+def _edited_while_nothing_ran(run: Run, name: str, device: str) -> dict[str, Any]:
+    """The pod as the apiserver has it after `kubectl annotate --overwrite` renamed its one grant
+    to `device` while no scheduler ran (nobody saw the edit; nothing was written after it)."""
+    pod = _object(run, name)
+    pod["metadata"]["annotations"][ann.DEVICES] = _renamed(run, _annotation(run, name), device)
+    pod["metadata"]["resourceVersion"] = str(int(pod["metadata"].get("resourceVersion") or "100") + 1)
+    return pod
+
+
+def test_an_edit_while_no_scheduler_runs_keeps_the_original_gpu_held_after_a_restart() -> None:
+    """The edit happened while no Tessera ran: the restarted scheduler read only the edited
+    annotation and gave the GPU the container really uses to `steal`. The Binding records what
+    it gave in `tessera.dev/held-devices` too (a Binding's annotations are copied onto the pod),
+    so the pod carries from birth the devices it was given."""
+    run, names = _run(gpus=2)
+    run.add(b.pod("cls1", limits={CLASS: 1}))
+    [given] = _held_by(run, "cls1")
+    other = next(name for name in names if name != given)
+    fresh, _ = _run(gpus=2)
+    fresh.add(_edited_while_nothing_ran(run, "cls1", other))
+    assert sorted(_held_by(fresh, "cls1")) == sorted(names)
+    fresh.add(b.pod("steal", limits={CLASS: 1}))
+    assert fresh.node_of("steal") is None
+
+
+def test_a_restarted_scheduler_records_an_unwatched_edit_so_a_second_one_loses_nothing() -> None:
+    """The restarted scheduler holds the union of both annotations, says so and records it in
+    `tessera.dev/held-devices`: a second edit while no scheduler runs, then another restart,
+    still holds the GPU the first edit named (the node agent may have handed it out meanwhile)."""
+    run, names = _run(gpus=3)
+    run.add(b.pod("cls1", limits={CLASS: 1}))
+    [given] = _held_by(run, "cls1")
+    second, third = [name for name in names if name != given]
+    fresh, _ = _run(gpus=3)
+    fresh.add(_edited_while_nothing_ran(run, "cls1", second))
+    [warning] = _reasons(fresh, "DevicesAnnotationChanged")
+    assert given in warning and second in warning and "while no scheduler watched" in warning
+    _written_held(fresh, "cls1")
+    again, _ = _run(gpus=3)
+    again.add(_edited_while_nothing_ran(fresh, "cls1", third))
+    assert sorted(_held_by(again, "cls1")) == sorted(names)
+
+
+def test_a_pod_bound_with_its_own_held_devices_raises_no_warning() -> None:
+    """Every Binding writes both annotations alike: a restart that reads them unchanged says nothing."""
+    run, names = _run(gpus=2)
+    run.add(b.pod("cls1", limits={CLASS: 1}))
+    annotations = _object(run, "cls1")["metadata"]["annotations"]
+    assert annotations[ann.HELD_DEVICES] == annotations[ann.DEVICES]
+    fresh = _restarted(run, 2, "cls1")
+    assert _reasons(fresh, "DevicesAnnotationChanged") == [] and _held_by(fresh, "cls1") == _held_by(run, "cls1")

@@ -390,6 +390,10 @@ class ClusterState:
                                          pod.held_devices, pod.devices)
                     self.held_assignments[uid] = held
                     notices.append(_edit_notice(old, pod, self.placements[uid], held))
+                elif not bound and _named_beyond_held(pod):
+                    held = merge_devices(pod.held_devices, pod.devices)
+                    self.held_assignments[uid] = held
+                    notices.append(_unwatched_edit_notice(pod, self.placements[uid], held))
                 if placement is not None:
                     self.ledger.drop_released_ghosts(placement.devices)
                     # a swap that frees nothing (our Binding confirmed, requests grown) is no
@@ -922,6 +926,29 @@ def _edit_notice(old: Pod, pod: Pod, placement: Placement, held_devices: DeviceA
                   "so a scheduler started after this edit holds them too",
                   pod.meta.namespace, pod.uid,
                   held_devices=encode_devices(held_devices))
+
+
+def _named_beyond_held(pod: Pod) -> bool:
+    """A bound pod first seen whose `tessera.dev/devices` names what its `tessera.dev/held-devices`
+    (what its Binding gave, and every edit a scheduler saw) lacks: the devices annotation was
+    edited while no scheduler watched. Both readable, or nothing can be said."""
+    if pod.devices is None or pod.held_devices is None or pod.device_error or pod.held_error:
+        return False
+    return merge_devices(pod.held_devices, pod.devices) != merge_devices(pod.held_devices)
+
+
+def _unwatched_edit_notice(pod: Pod, placement: Placement, held_devices: DeviceAssignment) -> Notice:
+    """The Warning for `_named_beyond_held`, carrying the union for HELD_DEVICES, so that a
+    second unwatched edit before the next restart still leaves this one's devices held."""
+    return Notice("Pod", pod.key, "DevicesAnnotationChanged",
+                  f"annotation {DEVICES} of pod {pod.key} on node {placement.node} names {_annotation_text(pod)}, "
+                  f"but {HELD_DEVICES} (what its Binding gave it, and every edit a scheduler saw) names "
+                  f"{_grants_text(pod.held_devices)}: the annotation was changed while no scheduler watched. Its "
+                  "containers keep the devices they were given, and the node agent serves those not started yet "
+                  "from the annotation as it is now, so both stay held until the pod ends: "
+                  f"{', '.join(placement.devices) or 'no device'}. Assignments are Tessera's to write; the "
+                  f"scheduler records them all in {HELD_DEVICES}",
+                  pod.meta.namespace, pod.uid, held_devices=encode_devices(held_devices))
 
 
 def _described(kind: str, namespace: str, name: str) -> str:

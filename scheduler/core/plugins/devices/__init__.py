@@ -183,11 +183,11 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
         if plan is None:
             if any(self.state.classes.is_class_resource(name) for name in ctx.pod.requests):
                 raise AssertionError(f"{ctx.pod.key}: placed on {info.name} without a device plan")
-            if ann.DEVICES in ctx.pod.meta.annotations:
-                # a devices annotation the pod came with (a manifest copied from a bound pod): a
-                # Binding adds annotations and removes none, so left alone it would name GPUs the
-                # bound pod then holds, which no one chose for it — it says "none" instead
-                return Reservation({ann.DEVICES: ann.encode_devices({})}, {})
+            if ann.DEVICES in ctx.pod.meta.annotations or ann.HELD_DEVICES in ctx.pod.meta.annotations:
+                # device annotations the pod came with (a manifest copied from a bound pod): a
+                # Binding adds annotations and removes none, so left alone they would name GPUs the
+                # bound pod then holds, which no one chose for it — they say "none" instead
+                return Reservation(_given(ann.encode_devices({})), {})
             return Reservation()
         return _reservation(self, plan, now)
 
@@ -231,8 +231,18 @@ def _reservation(plugin: TesseraDevices, plan: DevicePlan, now: float) -> Reserv
         for container, by_resource in plan.grants.items()
     }
     annotations = {
-        ann.DEVICES: ann.encode_devices(assignment),
+        **_given(ann.encode_devices(assignment)),
         ann.PHASE: ann.PHASE_ALLOCATING,
         ann.ASSUME_TIME: str(int(now * 1_000_000_000)),
     }
     return Reservation(annotations, assignment)
+
+
+def _given(encoded: str) -> dict[str, str]:
+    """The Binding's record of the devices it gives: `tessera.dev/devices` (what the node agent
+    hands out, and what a user may edit) and `tessera.dev/held-devices` with the same value. The
+    apiserver copies a Binding's annotations onto the pod (pkg/registry/core/pod/storage/
+    storage.go setPodNodeAndMetadata), so the pod carries from birth what it was given: an edit of
+    its devices annotation while no scheduler runs is still held by the next one (the intake
+    holds the union of both annotations)."""
+    return {ann.DEVICES: encoded, ann.HELD_DEVICES: encoded}
