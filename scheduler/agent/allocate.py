@@ -45,6 +45,7 @@ import structlog
 from scheduler.api.quantity import Amount, format_quantity
 from scheduler.core.annotations import (
     DEVICES,
+    HELD_DEVICES,
     PHASE,
     PHASE_ALLOCATING,
     AnnotationError,
@@ -279,30 +280,41 @@ def _refuse_held_devices(pods: Iterable[Mapping[str, Any]], node_name: str, allo
     """`AllocationError` when another live pod on the node holds one of the allocation's GPUs
     (by UUID, what is handed out) in a way that excludes it: either side whole. The scheduler
     never assigns that; this catches what it cannot see — a deposed leader's Binding that landed
-    after its successor gave the same GPU away, one GPU published under two names. A live pod
-    whose annotation cannot be read may hold any of them: refused too (fail closed)."""
+    after its successor gave the same GPU away, one GPU published under two names. A pod holds
+    what either of its device annotations names: `tessera.dev/devices`, and `tessera.dev/held-devices`
+    (what its Binding gave it, and what edits of the former named since; its containers keep what
+    they were given). A live pod whose annotation cannot be read may hold any of them: refused too
+    (fail closed)."""
     wanted = {grant.device_id: grant.amount is None for grant in allocation.grants}
     for pod in pods:
         uid, namespace, name, annotations = _meta(pod)
         if uid == allocation.pod_uid or (pod.get("spec") or {}).get("nodeName") != node_name \
-                or (pod.get("status") or {}).get("phase") in _TERMINAL or DEVICES not in annotations:
+                or (pod.get("status") or {}).get("phase") in _TERMINAL:
             continue
-        try:
-            devices = decode_devices(annotations[DEVICES])
-        except AnnotationError as err:  # fail closed: it may hold one of these GPUs
-            raise AllocationError(
-                f"{namespace}/{name}, still on node {node_name}, has an unreadable {DEVICES} annotation ({err}): "
-                f"which GPUs it holds is unknown, so none is handed to {allocation.pod_key} until that "
-                "annotation is fixed or the pod is gone") from None
-        for by_resource in devices.values():
-            for grants in by_resource.values():
-                for grant in grants:
-                    whole = wanted.get(grant.device_id)
-                    if whole is not None and (whole or grant.amount is None):
-                        raise AllocationError(
-                            f"device {grant.device_id} is also assigned to {namespace}/{name}, which is still on "
-                            f"node {node_name}: refusing to hand it to {allocation.pod_key} as well (one GPU for two "
-                            f"pods; see the scheduler's DeviceConflict Events)")
+        for key in (DEVICES, HELD_DEVICES):
+            if key in annotations:
+                _refuse_held_by(allocation, wanted, node_name, f"{namespace}/{name}", key, annotations[key])
+
+
+def _refuse_held_by(allocation: Allocation, wanted: Mapping[str, bool], node_name: str, holder: str, key: str,
+                    raw: str) -> None:
+    """`_refuse_held_devices` for one annotation `key` of the pod `holder`."""
+    try:
+        devices = decode_devices(raw)
+    except AnnotationError as err:  # fail closed: it may hold one of these GPUs
+        raise AllocationError(
+            f"{holder}, still on node {node_name}, has an unreadable {key} annotation ({err}): "
+            f"which GPUs it holds is unknown, so none is handed to {allocation.pod_key} until that "
+            "annotation is fixed or the pod is gone") from None
+    for by_resource in devices.values():
+        for grants in by_resource.values():
+            for grant in grants:
+                whole = wanted.get(grant.device_id)
+                if whole is not None and (whole or grant.amount is None):
+                    raise AllocationError(
+                        f"device {grant.device_id} is also assigned to {holder}, which is still on "
+                        f"node {node_name}: refusing to hand it to {allocation.pod_key} as well (one GPU for two "
+                        f"pods; see the scheduler's DeviceConflict Events)")
 
 
 def check_local_devices(allocation: Allocation, node_name: str,

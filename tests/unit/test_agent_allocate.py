@@ -264,3 +264,19 @@ def test_held_devices_come_from_non_terminal_pods() -> None:
     done = _pod("c", {"main": {V100: _grants("4")}}, phase="Allocated", status="Succeeded")
     broken = _pod("d", {}, raw="{")
     assert held_names(held_grants([running, waiting, done, broken])) == {"n.gpu-1", "n.gpu-2", "n.gpu-3"}
+
+
+def test_a_device_another_live_pod_holds_only_by_its_held_devices_is_not_handed_out() -> None:
+    """`holder` was given GPU-2 (its Binding recorded it in `tessera.dev/held-devices`); its
+    `tessera.dev/devices` was edited to name GPU-1 since. Its container still uses GPU-2 (the
+    kubelet keeps a container's devices), so a late Binding naming GPU-2 for another pod (a deposed
+    leader's) must be refused here as well: the agent read only the devices annotation and handed
+    GPU-2 out a second time. An unreadable held-devices fails closed, as an unreadable devices does."""
+    holder = _pod("holder", {"main": {V100: _grants("1")}}, phase="Allocated", status="Running")
+    holder["metadata"]["annotations"]["tessera.dev/held-devices"] = encode_devices({"main": {V100: _grants("2")}})
+    late = _pod("late", {"main": {V100: _grants("2")}})
+    with pytest.raises(AllocationError, match=r"GPU-2 .*also assigned to ns/holder"):
+        find_allocation([holder, late], "n", V100, 1, None, set())
+    holder["metadata"]["annotations"]["tessera.dev/held-devices"] = "{not json"
+    with pytest.raises(AllocationError, match=r"ns/holder, still on node n, has an unreadable tessera.dev/held-devices"):
+        find_allocation([holder, late], "n", V100, 1, None, set())
