@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 
 from scheduler.api.config import load_config
-from scheduler.kube.http import KubeHttp
+from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.informers import PODS, Informer
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
@@ -165,3 +165,35 @@ async def test_a_new_leader_decides_nothing_until_its_catch_up_read_succeeds() -
         owner.cancel_scope.cancel()
     assert reads[0] == 3 and bindings_before_read == [0, 0, 0]
     assert _bound_to(api, "n") == ["old"]
+
+
+async def test_the_watchs_older_news_of_a_pod_read_back_after_an_ambiguous_binding_is_skipped() -> None:
+    """The Binding of `p` lands but its answer is a 503; the binder reads `p` back bound and the
+    core counts it. The watch lags: it then delivers `p` as it was before the Binding (a status
+    write at resourceVersion 50). Taken as news, it unbinds `p` in the core, its GPU looks free,
+    and `q` is given it: two pods bound to a one-GPU node."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(_gpu_pod("p", EARLIER, "10"))
+
+    def lands_then_503(call: Any) -> Any:
+        if call.method == "POST" and call.path.endswith("/pods/p/binding") and not api.pods[("default", "p")]["spec"].get("nodeName"):
+            api.bind("default", "p", call.body)
+            return Response(503, b'{"kind":"Status","code":503,"message":"etcdserver: request timed out"}')
+        return None
+
+    api.handlers.append(lands_then_503)
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="leader")  # type: ignore[arg-type]
+    [pods] = [informer for informer in loop.informers.informers if informer.kind == PODS]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await _until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")) and loop.binder.in_flight == 0
+                     and loop.stats.scheduled == 1)
+        pods._on_watch_event({"type": "MODIFIED", "object": _gpu_pod("p", EARLIER, "50")})  # the lagging watch
+        q = _gpu_pod("q", LATER, "102")
+        q["spec"]["priority"] = 100  # first in the queue, beside p put back in it
+        api.add_pod(q)
+        pods._on_watch_event({"type": "ADDED", "object": q})
+        await _until(lambda: loop.stats.scheduled + loop.stats.unschedulable >= 2 and loop.binder.in_flight == 0)
+        owner.cancel_scope.cancel()
+    assert _bound_to(api, "n") == ["p"], "the GPU of a pod read back bound was given again"
