@@ -192,6 +192,7 @@ async def test_the_watchs_older_news_of_a_pod_read_back_after_an_ambiguous_bindi
         pods._on_watch_event({"type": "MODIFIED", "object": _gpu_pod("p", EARLIER, "50")})  # the lagging watch
         q = _gpu_pod("q", LATER, "102")
         q["spec"]["priority"] = 100  # first in the queue, beside p put back in it
+        q["spec"]["preemptionPolicy"] = "Never"  # and never evicting p for its place (a race with the asserts)
         api.add_pod(q)
         pods._on_watch_event({"type": "ADDED", "object": q})
         await _until(lambda: loop.stats.scheduled + loop.stats.unschedulable >= 2 and loop.binder.in_flight == 0)
