@@ -124,6 +124,8 @@ async def test_helm_install_in_another_namespace_schedules(fresh_plane: LocalCon
         pod = await eventually(bound, 30)
         devices = orjson.loads(pod["metadata"]["annotations"][ann.DEVICES])
         assert devices["containers"]["main"]["class.tessera.dev/v100-32g"][0]["id"].startswith("GPU-")
+        # the Binding also records what it gave in tessera.dev/held-devices: the chart's policy takes it
+        assert pod["metadata"]["annotations"][ann.HELD_DEVICES] == pod["metadata"]["annotations"][ann.DEVICES]
         # An edit of its devices annotation (as an admin: system:masters is exempt) is recorded by
         # the scheduler in tessera.dev/held-devices through pods/status: the chart's policy lets
         # gpu-sched's ServiceAccount write that key.
@@ -137,8 +139,9 @@ async def test_helm_install_in_another_namespace_schedules(fresh_plane: LocalCon
         async def held() -> list[str] | None:
             pod = (await kube.call("GET", "/api/v1/namespaces/default/pods/helm-class")).json()
             raw = pod["metadata"]["annotations"].get(ann.HELD_DEVICES)
-            return None if raw is None else sorted(g["device"] for g in orjson.loads(raw)["containers"]["main"]
-                                                   ["class.tessera.dev/v100-32g"])
+            names = [] if raw is None else sorted(g["device"] for g in orjson.loads(raw)["containers"]["main"]
+                                                  ["class.tessera.dev/v100-32g"])
+            return names if len(names) == 2 else None  # the Binding's value names the first alone
 
         assert await eventually(held, 30) == sorted([grant["device"], edited["device"]])
     finally:
