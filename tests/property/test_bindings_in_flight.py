@@ -738,7 +738,7 @@ EXAMPLES = int(os.environ.get("TESSERA_HYPOTHESIS_EXAMPLES", "0") or 0) or 150
           Step("land", 0, 0)])
 # the hole a catch-up closes: the old leader's Bindings of p0 and p1 land at the handover, the
 # new leader's watch has not shown them, and p2 (created later, higher priority) would be given
-# the GPUs p0 got (README "Leader election")
+# the GPUs p0 got (docs/running.md, "Leader election")
 @example([Step("pod", 1, 6), Step("pod", 1, 6), Step("deliver", 4, 4), Step("cycle", 1, 0), Step("pod", 1, 7),
           Step("deliver", 4, 4), Step("handover", 1, 7), Step("cycle", 0, 0)])
 def test_bindings_in_flight_never_give_a_gpu_twice(stream: list[Step]) -> None:
