@@ -241,6 +241,9 @@ class Informer:
         self.stats = InformerStats()
         self.available = True
         self.resource_version = ""
+        # when (monotonic clock) the LIST whose objects the store holds was sent: a consistent
+        # read, so every write acknowledged before then is in the store (`InformerSet.listed_since`)
+        self.listed_since: float | None = None
         self._store: dict[str, dict[str, Any]] = {}
         self._failures = 0          # backoffs since the last quiet BACKOFF_RESET seconds
         self._last_backoff = float("-inf")
@@ -338,6 +341,7 @@ class Informer:
         as_they_come = not self._store and not self.synced.is_set()
         failure: BaseException | None = None
         resource_version = ""
+        sent = time.monotonic()
         send, receive = anyio.create_memory_object_stream[_Page](1)
         async with anyio.create_task_group() as group:
             group.start_soon(self._pages, send, self._selectors)
@@ -364,6 +368,7 @@ class Informer:
         self.denials.allowed(self.kind.label)
         self._replace(listed, resource_version)
         self.resource_version = resource_version
+        self.listed_since = sent
         self.stats.lists += 1
         if not self.available:
             self.available = True
@@ -628,6 +633,14 @@ class InformerSet:
 
     def stats(self) -> dict[str, InformerStats]:
         return {informer.kind.label: informer.stats for informer in self.informers}
+
+    def listed_since(self, kind: ResourceKind) -> float | None:
+        """When (monotonic clock) the oldest of `kind`'s LISTs held now was sent; None before
+        every informer of `kind` has listed (or when none here watches it)."""
+        times = [informer.listed_since for informer in self.informers if informer.kind == kind]
+        if not times or None in times:
+            return None
+        return min(t for t in times if t is not None)
 
     def listed(self, kind: ResourceKind) -> list[dict[str, Any]]:
         """`kind`'s objects as last listed or watched; none when no informer here watches it."""

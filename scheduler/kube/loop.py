@@ -107,6 +107,9 @@ class SchedulerLoop:
         self._finish_due = 0.0  # the next look for half-done gang evictions (at once when leading)
         # the leadership term whose first decision waited for `_catch_up` (None: none yet)
         self._caught_up_term: Hashable | None = None
+        # when (monotonic clock) this replica last began to lead (`leadership_started`; None: not
+        # told): a Pod LIST sent after it makes the term's catch-up read needless
+        self._leading_since: float | None = None
         self._alive = time.monotonic()
         self.class_controller: DefaultClassController | None = None
         if self.core.default_class_controller:
@@ -153,6 +156,12 @@ class SchedulerLoop:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def leadership_started(self) -> None:
+        """This replica leads from now on (the elector's `on_started_leading`; at start without
+        leader election). Wakes the loop."""
+        self._leading_since = time.monotonic()
+        self.wake()
 
     @property
     def healthy(self) -> bool:
@@ -235,6 +244,7 @@ class SchedulerLoop:
         term looks for half-done gang evictions at once and writes every PodGroup's status again
         (a wish dropped here would otherwise wait for the group's next change, which a finished
         job never has)."""
+        self._leading_since = None
         self.core.abandon_deferred(time.time())
         self.evictor.abandon()
         self.statuses.reset()
@@ -365,6 +375,13 @@ class SchedulerLoop:
         term = self.leader_term()
         if term is None or term == self._caught_up_term:
             return term is not None
+        listed = self.informers.listed_since(PODS)
+        if self._leading_since is not None and listed is not None and listed >= self._leading_since:
+            # the Pod LIST itself was sent after this replica began to lead (the start of a
+            # process; a relist): a consistent read that already holds every Binding an old
+            # leader made, so a second one would only delay the first decision
+            self._caught_up_term = term
+            return True
         started = time.monotonic()
         try:
             changed = await self.informers.catch_up(

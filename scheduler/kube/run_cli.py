@@ -146,7 +146,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
         metrics.set_leader(True)
         log.info("leader.started", identity=identity)
         if loop_ref:
-            loop_ref[0].wake()
+            loop_ref[0].leadership_started()
 
     stepping_down = False  # the shutdown gives the Lease up: leading stops by plan, not by a loss
 
@@ -172,6 +172,8 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
     loop = SchedulerLoop(config, http, watch_http, identity=identity,
                          leader_term=(lambda: elector.term) if elector is not None else lambda: 0,
                          stopwatch=MetricsStopwatch(metrics))
+    if elector is None:
+        loop.leadership_started()  # one term, from the start: before the informers list
     loop.hooks = MetricsHooks(metrics, loop)
     routes = turned_off((GPU_MAP_PAGE, GPU_MAP_DATA), "the GPU map is off: start tessera run with --gpu-map")
     if args.gpu_map:
