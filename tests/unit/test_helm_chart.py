@@ -232,7 +232,19 @@ def test_optional_parts_can_be_left_out(helm: Path) -> None:
     assert yaml.safe_load(_config_text(docs))["leaderElection"]["leaderElect"] is False
 
 
+def _two_profiles(second: str) -> Obj:
+    profile = {"plugins": {}, "pluginConfig": []}
+    return {"schedulerConfig": {"profiles": [{"schedulerName": "tessera", **profile},
+                                             {"schedulerName": second, **profile}]}}
+
+
 @pytest.mark.parametrize(("values", "message"), [
+    # what JSON schema cannot say (uniqueItems compares whole profiles, not one field of them; a
+    # minimum cannot name another value), checked by the templates as `tessera run` checks it
+    (_two_profiles("tessera"), 'schedulerConfig.profiles[1].schedulerName: Duplicate value: "tessera": '
+                               "already used by profiles[0].schedulerName"),
+    ({"schedulerConfig": {"podMaxBackoffSeconds": 1}},
+     "schedulerConfig.podMaxBackoffSeconds: Invalid value: 1: must be greater than or equal to podInitialBackoffSeconds (2)"),
     ({"leaderElection": {"enabled": False}}, "scheduler.replicas > 1 needs leaderElection.enabled"),
     ({"schedulerConfig": {"leaderElection": {"leaderElect": False}}}, "schedulerConfig.leaderElection: set leader"),
 ])
@@ -614,7 +626,42 @@ def _set(path: str, value: Any) -> Any:
     return change
 
 
+def _add_args(name: str, args: Obj) -> Any:
+    """A change that appends a pluginConfig entry to the chart's first profile."""
+    def change(config: Obj) -> None:
+        config["profiles"][0]["pluginConfig"].append({"name": name, "args": args})
+    return change
+
+
+_FIT = "/schedulerConfig/profiles/0/pluginConfig/0/args/scoringStrategy"
+_DEVICES = "/schedulerConfig/profiles/0/pluginConfig/2/args"
+_ADDED = "/schedulerConfig/profiles/0/pluginConfig/3/args"
+
+
 @pytest.mark.parametrize(("change", "where"), [
+    # plugin args (a platform engineer's trial: each was accepted by `helm upgrade` and `helm lint`
+    # and crash-looped every replica that restarted); ranges as validation_pluginargs.go
+    (_set("profiles.0.pluginConfig.0.args.scoringStrategy.type", "Balanced"), f"{_FIT}/type"),
+    (_set("profiles.0.pluginConfig.0.args.scoringStrategy.type", "leastallocated"), f"{_FIT}/type"),
+    (_set("profiles.0.pluginConfig.0.args.scoringStrategy.resources.0.weight", 101), f"{_FIT}/resources/0/weight"),
+    (_set("profiles.0.pluginConfig.0.args.scoringStrategy.resources.0.weight", -1), f"{_FIT}/resources/0/weight"),
+    (_set("profiles.0.pluginConfig.0.args.scoringStrategy.resources.0.name", ""), f"{_FIT}/resources/0/name"),
+    (_set("profiles.0.pluginConfig.0.args.scoringStrategy.requestedToCapacityRatio",
+          {"shape": [{"utilization": 0, "score": 11}]}), f"{_FIT}/requestedToCapacityRatio"),
+    (_set("profiles.0.pluginConfig.0.args.scoringStrategy", {
+        "type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {"shape": [{"utilization": 101, "score": 1}]}}),
+     f"{_FIT}/requestedToCapacityRatio/shape/0/utilization"),
+    (_set("profiles.0.pluginConfig.0.args.scoringStrategy", {"type": "RequestedToCapacityRatio"}), _FIT),
+    (_set("profiles.0.pluginConfig.1.args.podGroupBackoffSeconds", -1),
+     "/schedulerConfig/profiles/0/pluginConfig/1/args/podGroupBackoffSeconds"),
+    (_set("profiles.0.pluginConfig.2.args.agentHeartbeatTimeoutSeconds", 0), f"{_DEVICES}/agentHeartbeatTimeoutSeconds"),
+    (_set("profiles.0.pluginConfig.2.args.allocationGate", "yes"), f"{_DEVICES}/allocationGate"),
+    (_add_args("DefaultPreemption", {"minCandidateNodesPercentage": 101}), f"{_ADDED}/minCandidateNodesPercentage"),
+    (_add_args("DefaultPreemption", {"minCandidateNodesAbsolute": -1}), f"{_ADDED}/minCandidateNodesAbsolute"),
+    (_add_args("TesseraFragmentation", {"maxTaskTypes": 0}), f"{_ADDED}/maxTaskTypes"),
+    (_add_args("TesseraFragmentation", {"scarcityExponent": 5}), f"{_ADDED}/scarcityExponent"),
+    (_add_args("TesseraFragmentation", {"multiGpuPrior": -1}), f"{_ADDED}/multiGpuPrior"),
+    (_add_args("TopologyPlacement", {"maxDomainTrials": 0}), f"{_ADDED}/maxDomainTrials"),
     (_set("profiles.0.plugins.score.enabled.0.name", None), "/schedulerConfig/profiles/0/plugins/score/enabled/0"),
     (_set("profiles.0.plugins.score.enabled.0.weight", -1), "/schedulerConfig/profiles/0/plugins/score/enabled/0/weight"),
     (_set("profiles.0.plugins.score.enabled.0.weight", 2**31), "/schedulerConfig/profiles/0/plugins/score/enabled/0/weight"),
@@ -663,6 +710,17 @@ def test_the_schema_refuses_scheduler_configurations_tessera_refuses(
 
 
 @pytest.mark.parametrize("change", [
+    _set("profiles.0.pluginConfig.0.args.scoringStrategy.resources.0.weight", 0),  # 0 means 1 (v1 defaults.go)
+    _set("profiles.0.pluginConfig.0.args.scoringStrategy.resources.0.weight", 100),
+    _set("profiles.0.pluginConfig.0.args.scoringStrategy.type", "MostAllocated"),
+    _set("profiles.0.pluginConfig.0.args.scoringStrategy", {
+        "type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0},
+                                                                                  {"utilization": 100, "score": 10}]}}),
+    _set("profiles.0.pluginConfig.2.args.agentHeartbeatTimeoutSeconds", 1),
+    _set("profiles.0.pluginConfig.1.args.podGroupBackoffSeconds", 0),
+    _add_args("DefaultPreemption", {"minCandidateNodesPercentage": 100, "minCandidateNodesAbsolute": 0}),
+    _add_args("TesseraFragmentation", {"maxTaskTypes": 10000, "scarcityExponent": 4, "multiGpuPrior": 0.5}),
+    _add_args("TopologyPlacement", {"levels": [{"nodeLabel": "topology.kubernetes.io/rack"}], "maxDomainTrials": 1}),
     _set("profiles.0.plugins.score.enabled.0.weight", 0),       # 0 means 1, as upstream
     _set("profiles.0.plugins.score.enabled.0.weight", 2**31 - 1),
     _set("profiles.0.plugins", {}),                             # Tessera's built-in plugins

@@ -64,6 +64,7 @@ it). Refuses settings that would run two active schedulers or a Lease the Role d
 {{- end }}
 {{- end }}
 {{- include "tessera.checkProfilesAreWhole" . }}
+{{- include "tessera.checkAcrossFields" .Values.schedulerConfig }}
 {{- if .Values.leaderElection.enabled }}
 {{- include "tessera.checkLeaderElectionTimings" .Values.leaderElection }}
 {{- end }}
@@ -171,5 +172,28 @@ defaults on purpose.
 {{- if $missing }}
 {{- fail (printf "schedulerConfig.profiles[%d] has no %s: Helm replaces a list instead of merging it, so `--set schedulerConfig.profiles[%d]...` keeps only the keys it sets and drops the chart's weights and plugin args. Change a profile in a values file holding the whole profile (deploy/README.md, \"Changing one weight\"); for Tessera's built-in defaults write `plugins: {}` and `pluginConfig: []`" $i (join " or " $missing) $i) }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+`tessera run`'s checks that compare two values, which JSON schema cannot say (a minimum cannot
+name another value; uniqueItems compares whole profiles, not one field of them): profiles'
+names are unique (an empty or absent name is default-scheduler's default, "tessera" in Tessera)
+and podMaxBackoffSeconds is at least podInitialBackoffSeconds (defaults 10 and 1, as
+kube-scheduler's v1 defaults.go). Messages as `tessera run` words them.
+*/}}
+{{- define "tessera.checkAcrossFields" -}}
+{{- $seen := dict }}
+{{- range $i, $profile := (.profiles | default list) }}
+{{- $name := (get ($profile | default dict) "schedulerName") | default "tessera" }}
+{{- if hasKey $seen $name }}
+{{- fail (printf "schedulerConfig.profiles[%d].schedulerName: Duplicate value: %q: already used by profiles[%v].schedulerName" $i $name (get $seen $name)) }}
+{{- end }}
+{{- $_ := set $seen $name $i }}
+{{- end }}
+{{- $initial := hasKey . "podInitialBackoffSeconds" | ternary .podInitialBackoffSeconds 1 }}
+{{- $maximum := hasKey . "podMaxBackoffSeconds" | ternary .podMaxBackoffSeconds 10 }}
+{{- if lt (int64 $maximum) (int64 $initial) }}
+{{- fail (printf "schedulerConfig.podMaxBackoffSeconds: Invalid value: %v: must be greater than or equal to podInitialBackoffSeconds (%v)" $maximum $initial) }}
 {{- end }}
 {{- end }}
