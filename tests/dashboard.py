@@ -29,6 +29,8 @@ DASHBOARD = REPO / "deploy" / "grafana" / "tessera-dashboard.json"
 
 # Labels Prometheus attaches at scrape time; no exporter serves them.
 TARGET_LABELS = frozenset({"job", "instance"})
+# Series Prometheus writes for every target itself (`up`: 1 when the scrape succeeded).
+SCRAPE_SERIES = frozenset({"up"})
 
 AGGREGATIONS = frozenset({"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values",
                           "bottomk", "topk", "quantile", "limitk", "limit_ratio"})
@@ -200,6 +202,10 @@ def problems_in(exprs: Iterable[str], samples: Samples) -> list[str]:
         query = parse(expr)
         labels_here = set(TARGET_LABELS)
         for selector in query.selectors:
+            if selector.metric in SCRAPE_SERIES:
+                if any(label not in TARGET_LABELS for label, _, _ in selector.matchers):
+                    found.append(f"{selector.metric}: only job and instance label it (in {expr})")
+                continue
             series = samples.get(selector.metric)
             if not series:
                 found.append(f"{selector.metric}: no such series (in {expr})")

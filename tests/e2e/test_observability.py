@@ -192,7 +192,7 @@ async def test_every_series_the_dashboard_queries_is_served(clean_cluster: Local
     rules = find(helm_template(helm_binary(), {"monitoring": {"prometheusRule": {"enabled": True}}}),
                  "PrometheusRule", "tessera-scheduler")
     exprs = [rule["expr"] for group in rules["spec"]["groups"] for rule in group["rules"]]
-    assert len(exprs) == 9 and dashboard.problems_in(exprs, samples) == []
+    assert len(exprs) == 12 and dashboard.problems_in(exprs, samples) == []
     assert metrics[("tessera_devices_by_model", (("model", "V100"), ("state", "whole")))] == 1
     # kube-scheduler's framework timings, from the real process: the bound pod's Filter and Bind,
     # the waiting one's PostFilter (preemption found nothing to evict)

@@ -27,6 +27,7 @@ def exported_samples() -> dash.Samples:
                         b.pod("p", node_name="n", phase="Running", limits={"nvidia.com/gpu": 1})))
     m.set_unschedulable_pods({("NodeResourcesFit", "tessera"): 1})
     m.set_leader(True)
+    m.set_informer_synced("Pod", True)
     samples: dash.Samples = {}
     for family in text_string_to_metric_families(generate_latest(m.registry).decode()):
         for sample in family.samples:

@@ -497,7 +497,8 @@ MONITORING = {"monitoring": {
     "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}, "noLeaderFor": "3m",
                        "additionalLabels": {"team": "gpu"}}}}
 ALERTS = {"TesseraNoLeader", "TesseraMultipleLeaders", "TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced",
-          "TesseraBindingErrors", "TesseraSchedulingErrors", "TesseraPodsUnschedulable", "TesseraPodSchedulingSlow"}
+          "TesseraBindingErrors", "TesseraSchedulingErrors", "TesseraPodsUnschedulable", "TesseraPodSchedulingSlow",
+          "TesseraSchedulerDown", "TesseraInformerNotSynced", "TesseraStandbyMissing"}
 
 
 def rule_alerts(docs: list[Obj]) -> dict[str, Obj]:
@@ -548,12 +549,60 @@ def test_every_series_the_alert_rules_query_is_exported(helm: Path) -> None:
     selectors = [selector for expr in exprs for selector in dashboard.parse(expr).selectors]
     assert {s.metric for s in selectors} == {
         "tessera_leader", "tessera_devices", "tessera_gpus_overcommitted", "tessera_bindings_total",
-        "scheduler_schedule_attempts_total",
+        "scheduler_schedule_attempts_total", "tessera_informer_synced", "up",
         "scheduler_pending_pods", "scheduler_pod_scheduling_sli_duration_seconds_bucket"}
     assert all(("job", "=", "tessera-scheduler-metrics") in s.matchers for s in selectors)  # the ServiceMonitor's job
-    # gauges are the leader's: a standby reports pending_pods 0 and the same devices again
-    for name in ("TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced", "TesseraPodsUnschedulable"):
-        assert "and on (job, instance) (tessera_leader{" in alerts[name]["expr"], name
+
+
+def _duration_seconds(text: str) -> float:
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+    return sum(float(n) * units[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d)", text))
+
+
+def test_alerts_outlive_a_failover(helm: Path) -> None:
+    """A platform engineer's trial: GPUConflict, GPUFenced, GPUOvercommitted and PodsUnschedulable
+    were `... and on (job, instance) (tessera_leader == 1)`, empty for the 30-70 s of every
+    failover, and Prometheus drops a pending alert whose expression returns nothing at one
+    evaluation (its `for` starts over): a leader restarting more often than the `for` never let
+    them fire. GPU states come from any synced replica (a standby's cache counts the same GPUs),
+    one alert per job; pending pods from the replicas that led within failoverWindow, which must be
+    longer than a failover as Prometheus sees it."""
+    alerts = rule_alerts(helm_template(helm, MONITORING))
+    for name in ("TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced"):
+        expr = alerts[name]["expr"]
+        assert "tessera_leader" not in expr, name
+        assert expr.startswith("max by (job) (") and "tessera_informer_synced{" in expr, name
+    pending = alerts["TesseraPodsUnschedulable"]["expr"]
+    window = re.findall(r"\[(\w+)\]", pending)
+    assert len(window) == 2 and window[0] == window[1], pending
+    assert f"max_over_time(scheduler_pending_pods{{job=\"tessera-scheduler-metrics\", queue=\"unschedulable\"}}[{window[0]}])" \
+        in pending
+    assert f"max_over_time(tessera_leader{{job=\"tessera-scheduler-metrics\"}}[{window[0]}]) == 1" in pending
+    assert pending.startswith("max by (job) (")
+    # longer than a failover with the chart's defaults: lease, retry with jitter, two scrapes apart
+    failover = 30 + 4 * 1.2 + 2 * 30
+    assert _duration_seconds(window[0]) > failover
+
+
+def test_alert_severities_and_the_new_alerts(helm: Path) -> None:
+    """Two leaders can give one GPU twice (critical, as the description says); no replica up, an
+    informer that never synced, and a missing standby (only rendered when there should be one)."""
+    alerts = rule_alerts(helm_template(helm, MONITORING))
+    assert alerts["TesseraMultipleLeaders"]["labels"]["severity"] == "critical"
+    assert alerts["TesseraSchedulerDown"]["expr"] == 'absent(up{job="tessera-scheduler-metrics"} == 1)'
+    assert alerts["TesseraSchedulerDown"]["labels"]["severity"] == "critical"
+    assert alerts["TesseraInformerNotSynced"]["expr"] == \
+        'max by (job, instance, kind) (tessera_informer_synced{job="tessera-scheduler-metrics"}) == 0'
+    assert alerts["TesseraStandbyMissing"]["expr"] == \
+        '(count(tessera_leader{job="tessera-scheduler-metrics"} == 0) or vector(0)) < 1'
+    three = rule_alerts(helm_template(helm, {**MONITORING, "scheduler": {"replicas": 3}}))
+    assert three["TesseraStandbyMissing"]["expr"].endswith("< 2")
+    one = rule_alerts(helm_template(helm, {**MONITORING, "scheduler": {"replicas": 1}}))
+    assert "TesseraStandbyMissing" not in one
+    # no leader while replicas are up; none up is TesseraSchedulerDown's
+    assert alerts["TesseraNoLeader"]["expr"].endswith('and on () (count(up{job="tessera-scheduler-metrics"} == 1) > 0)')
+    for alert in alerts.values():
+        assert {"summary", "description"} <= alert["annotations"].keys(), alert["alert"]
 
 
 # --- `--set` on a list entry: Helm replaces lists -------------------------------------------------
