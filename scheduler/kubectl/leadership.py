@@ -128,9 +128,14 @@ def _standby_try(retry: float) -> float:
 def _stopped(lease: str, namespace: str, holder: str, age: float | None, duration: int, retry: float,
              watched: float) -> str:
     """No replica schedules: the holder stopped renewing. A standby takes over at its first try
-    `duration` after it saw the record last change (isLeaseValid: observedTime + leaseDuration),
-    and it saw that change at its first try after it: so within `duration - age` plus two of its
-    longest waits between tries from now."""
+    `duration` after it saw the record last change (client-go isLeaseValid: observedTime +
+    leaseDuration), and it saw that change at its first try after the renewal. When that try came
+    is the standby's alone (its phase and jitter), so explain says a range, not a time: not before
+    `duration - age` (the lease must run out even for a standby that saw the renewal at once), and
+    no later than two of its longest waits between tries after that (one to see the renewal, one
+    to try after expiry). Saying only the upper end read as a forecast: a trial saw takeovers 13 s
+    and 1 s after "within about 26 s" and "within about 14 s"; a single time (one wait late) would
+    be wrong either side."""
     head = "none: no Tessera replica is scheduling. The Lease"
     if age is None:
         return (f"{head} {lease} held by {holder} did not change in {watched:g} s (lease {duration} s): its holder "
@@ -143,9 +148,13 @@ def _stopped(lease: str, namespace: str, holder: str, age: float | None, duratio
         return (f"{said} and no standby has taken it over yet. A replica started since waits about {duration} s "
                 "from its start before it takes the Lease (it judges the holder from its own first sight); if none "
                 f"was started, is a replica running? (kubectl -n {namespace} get pods)")
-    within = max(1, math.ceil(duration - age + 2 * _standby_try(retry)))
-    return (f"{said} and not since: its holder stopped renewing. A standby takes over about {duration} s after the "
-            f"last renewal it saw, within about {within} s; until then no pod is scheduled.")
+    longest = _standby_try(retry)
+    earliest = max(0, duration - round(age))
+    latest = max(1, math.ceil(duration - age + 2 * longest))
+    when = f"in about {earliest} to {latest} s" if earliest > 0 else f"any moment now, within about {latest} s"
+    return (f"{said} and not since: its holder stopped renewing. A standby takes over once it has seen no renewal for "
+            f"{duration} s: {when} (it sees a renewal, and looks again, up to {longest:g} s late); until then no pod "
+            "is scheduled.")
 
 
 def _released(lease: str, namespace: str, age: float | None, retry: float) -> Leadership:

@@ -6,7 +6,9 @@ bound ~40 s later, and nothing had said that no replica led."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import math
+import re
 from functools import partial
 from datetime import datetime, timezone
 from types import SimpleNamespace
@@ -14,6 +16,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.kube.http import Response
@@ -83,8 +87,9 @@ async def test_a_holder_that_stopped_renewing_means_no_replica_schedules() -> No
     assert found.message == (
         "none: no Tessera replica is scheduling. The Lease tessera-system/tessera was last renewed by "
         f"tessera-7c9_1f about {12 + round(api.t)} s ago (lease 30 s) and not since: its holder stopped renewing. A "
-        f"standby takes over about 30 s after the last renewal it saw, within about {math.ceil(30 - 12 - api.t + 17.6)} "
-        "s; until then no pod is scheduled.")  # a standby reads the Lease every 4-8.8 s (client-go's JitterFactor)
+        "standby takes over once it has seen no renewal for 30 s: in about "
+        f"{math.floor(30 - 12 - api.t)} to {math.ceil(30 - 12 - api.t + 17.6)} s (it sees a renewal, and looks "
+        "again, up to 8.8 s late); until then no pod is scheduled.")  # a standby reads the Lease every 4-8.8 s
     late = _Api([(200, _lease("tessera-7c9_1f", NOW - 300))])
     gone = await _judge(late)
     # a new user's trial: a replica started after the holder died stood by for a whole lease (it
@@ -253,3 +258,53 @@ async def test_what_if_says_who_schedules_the_pending_pods_now(monkeypatch: pyte
     args.output = "table"
     assert await cli._what_if(args, Target(None, None, "default")) == 0
     assert "Leader:" not in capsys.readouterr().out and LEASE not in api.paths
+
+
+def _bounds(message: str) -> tuple[int, int]:
+    """The takeover range explain says, in seconds from now."""
+    found = re.search(r"in about (\d+) to (\d+) s|within about (\d+) s", message)
+    assert found, message
+    low, high, within = found.groups()
+    return (int(low), int(high)) if within is None else (0, int(within))
+
+
+@pytest.mark.parametrize(("age", "came", "said"), [(23, 13, (7, 25)), (34, 1, (0, 14))])
+async def test_the_takeover_the_trial_saw_is_within_the_range_said(age: int, came: int, said: tuple[int, int]) -> None:
+    """A platform engineer's trial (lease 30 s, retry 4 s): "last renewed about 23 s ago ... within
+    about 26 s" and the takeover came 13 s later; "about 34 s ago ... within about 14 s" and it came
+    1 s later. A standby counts the lease from when it saw the last renewal (client-go
+    leaderelection.go isLeaseValid: observedTime + leaseDuration), which explain cannot know: so it
+    says a range, and both takeovers are in it."""
+    api = _Api([(200, _lease("a", NOW - age + 6))])  # watched for retry + SKEW = 6 s
+    found = await _judge(api)
+    assert found.state == STOPPED and round(found.age) == age
+    low, high = _bounds(found.message)
+    assert (low, high) == said and low <= came <= high, found.message
+
+
+@settings(max_examples=300, deadline=None)
+@given(phase=st.floats(0, 1), jitters=st.lists(st.floats(0, 1), min_size=40, max_size=40),
+       renewed=st.floats(0, 60), asked=st.floats(0, 1))
+def test_the_range_holds_for_a_standby_polling_as_client_go_does(phase: float, jitters: list[float],
+                                                                 renewed: float, asked: float) -> None:
+    """client-go's standby: tries every retryPeriod jittered up to x2.2 (wait.JitterUntil with
+    JitterFactor 1.2, sliding), notes when the record last changed (observedTime) and takes the
+    Lease at its first try at least leaseDuration later. Whatever its phase and jitters, and
+    whenever explain asks after judging the holder stopped, the takeover is in the range said."""
+    retry, duration, longest = 4.0, 30, 4.0 * 2.2
+    tries, t = [], phase * longest
+    for jitter in jitters:
+        tries.append(t)
+        t += retry * (1 + 1.2 * jitter)
+    observed = next(t for t in tries if t >= renewed)
+    takeover = next(t for t in tries if t >= observed + duration)
+    earliest = renewed + retry + 2.0 + 6.0 + 0.01  # a younger renewal reads as leading; then a 6 s watch
+    if takeover <= earliest:
+        return  # the takeover came before explain could call the holder stopped
+    now = earliest + asked * (takeover - earliest)
+    api = _Api([(200, _lease("a", NOW - (now - renewed) + 6))])
+    found = asyncio.run(_judge(api))
+    assert found.state == STOPPED
+    low, high = _bounds(found.message)
+    assert low - 0.5 <= takeover - now <= high + 0.5, (found.message, takeover - now)
+    assert low == max(0, math.floor(duration - round(now - renewed))), found.message  # not before the lease ends
