@@ -472,9 +472,10 @@ class LeaderElector:
         if self._usurped() and not self._impostor_said:
             self._impostor_said = True
             log.error("leader.identity_in_use", lease=self.description, identity=self.identity,
-                      message=f"the Lease names this replica's identity {self.identity!r} in a record it did not "
-                              "write: another process runs with the same --identity (give every replica its own); "
-                              "this one does not lead until that record expires")
+                      message=f"the Lease names this replica's identity {self.identity!r} in a record this process "
+                              "did not write: an earlier run of this replica (restarted before the Lease expired), or "
+                              "another process started with the same --identity (give every replica its own); this "
+                              "one waits until that record expires before it leads")
         if old.holder_identity and self._lease_valid(now_clock) and not self._observed_is_us():
             return False
 

@@ -20,6 +20,7 @@ import anyio
 import structlog
 
 from scheduler.api.config import SchedulerConfig
+from scheduler.core import annotations as ann
 from scheduler.core.cycle import pod_group_error
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.timing import NO_STOPWATCH, Stopwatch
@@ -562,6 +563,7 @@ class SchedulerLoop:
             # does, so a pod bound elsewhere never leaves its real devices uncounted meanwhile
             self._apply("MODIFIED", {"apiVersion": "v1", "kind": "Pod", **result.observed})
         if result.outcome is Outcome.BOUND:
+            _log_bound(binding)
             ref = ObjectRef("Pod", "v1", binding.name, binding.namespace, binding.uid)
             self.events.record(ref, "Normal", "Scheduled", "Binding",
                                f"Successfully assigned {binding.namespace}/{binding.name} to {binding.node}")
@@ -655,6 +657,17 @@ class LoopHooks:
         """`counts`: pods waiting, by queue (queues left out: unchanged); `incoming`: pods that
         entered a queue since the last call, by (queue, event)."""
         return None
+
+
+def _log_bound(binding: Binding) -> None:
+    """The one line that records a successful Binding, with the devices the pod got (the
+    Binding's tessera.dev/devices, applied with the node): an audit reading the logs can tell which
+    GPU a pod had after the pod is gone. Device names and IDs in the annotation's order."""
+    raw = binding.annotations.get(ann.DEVICES)
+    grants = [grant for by_resource in (ann.decode_devices(raw) if raw else {}).values()
+              for grants in by_resource.values() for grant in grants]
+    log.info("binder.bound", pod=f"{binding.namespace}/{binding.name}", uid=binding.uid, node=binding.node,
+             devices=[grant.device for grant in grants], device_ids=[grant.device_id for grant in grants])
 
 
 def _pod_ref(attempt: Attempt) -> ObjectRef:

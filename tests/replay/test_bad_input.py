@@ -122,7 +122,11 @@ def test_double_exclusive_assignment_is_reported_and_counted() -> None:
     value = ann.encode_devices({"main": {"class.tessera.dev/v": (ann.DeviceGrant(device.device_id, device.name, None),)}})
     run.add(b.pod("a", node_name="n", phase="Running", annotations={ann.DEVICES: value}),
             b.pod("b", node_name="n", phase="Running", annotations={ann.DEVICES: value}))
-    assert any("DeviceConflict" in n for n in run.notices())
+    # a platform engineer's trial: the notice (the log line input.invalid and the Event) named only
+    # the pod charged second; it names the one that held the device too
+    [conflict] = [n for n in run.notices() if n.startswith("DeviceConflict")]
+    assert conflict == (f"DeviceConflict: device {device.name} is assigned to more than one pod exclusively: "
+                        "default/b, and default/a that holds it"), conflict
     run.add(b.pod("c", limits={"class.tessera.dev/v": 1}), b.pod("d", limits={"class.tessera.dev/v": 1}))
     assert run.node_of("c") == "n" and run.node_of("d") is None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import structlog.testing
 
 from scheduler.kube.http import KubeHttp, RateLimiter, Response
 from scheduler.kube.leader import LeaderElector
@@ -167,3 +168,22 @@ def test_a_lease_duration_whose_whole_seconds_do_not_exceed_the_renew_deadline_i
                     "leaderElection: {leaderElect: true, leaseDuration: 10.5s, renewDeadline: 10.2s, retryPeriod: 2s}\n")
     with pytest.raises(ConfigError, match="in whole seconds"):
         load_config(path)
+
+
+async def test_a_restart_with_a_fixed_identity_is_not_called_another_process() -> None:
+    """A platform engineer's trial: a replica restarted with a fixed --identity (a StatefulSet's pod
+    name) before its Lease expired logged `another process runs with the same --identity`
+    although none did. What the process knows is that the Lease names its identity in a record it
+    did not write: an earlier run of this replica, or another process with that identity."""
+    clock, server = Clock(), LeaseServer()
+    a, _ = await _a_leads_b_watches(server, clock)
+    restarted = _elector(server, "A", clock)  # same identity, a new process: it wrote nothing yet
+    clock.t += 2
+    with structlog.testing.capture_logs() as logs:
+        assert not await restarted._try_acquire_or_renew()
+    [said] = [e for e in logs if e["event"] == "leader.identity_in_use"]
+    assert said["message"] == (
+        "the Lease names this replica's identity 'A' in a record this process did not write: an earlier run of "
+        "this replica (restarted before the Lease expired), or another process started with the same --identity "
+        "(give every replica its own); this one waits until that record expires before it leads")
+    assert "another process runs" not in said["message"]

@@ -21,6 +21,7 @@ import structlog
 import structlog.testing
 
 from scheduler.api.config import load_config
+from scheduler.core import annotations as ann
 from scheduler.kube.evictor import Eviction
 from scheduler.kube.http import KubeHttp, RateLimiter
 from scheduler.kube import loop as loop_module
@@ -364,3 +365,31 @@ async def test_the_ready_line_says_whether_scheduling_starts(leading: bool, says
             owner.cancel_scope.cancel()
     [ready] = [entry for entry in logs if entry["event"] == "tessera.ready"]
     assert ready["message"] == f"every informer has listed: the cache is complete and {says}"
+
+
+async def test_the_line_of_a_successful_binding_names_the_devices_the_pod_got() -> None:
+    """A platform engineer's trial: no log line named the GPUs a pod got (cycle.scheduled is
+    debug and has pod and node only), so an audit could not tell, once the pod was gone, which
+    GPU it had had. The Binding's success is logged at info with the devices and their IDs, as
+    the Binding's tessera.dev/devices annotation names them."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=2)]
+    devices = [b.device("n", i) for i in range(2)]
+    api.lists["/apis/tessera.dev/v1alpha1/extendedresources"] = devices
+    api.lists["/apis/tessera.dev/v1alpha1/resourceclasses"] = [b.resource_class("v100", match_labels={"model": "V100"})]
+    api.add_pod(b.pod("p", limits={"class.tessera.dev/v100": 1}))
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await _until(lambda: any(e["event"] == "binder.bound" for e in logs))
+            owner.cancel_scope.cancel()
+    [bound] = [e for e in logs if e["event"] == "binder.bound"]
+    pod = api.pod("default", "p")
+    given = ann.decode_devices(pod["metadata"]["annotations"][ann.DEVICES])
+    [grant] = [g for by_resource in given.values() for grants in by_resource.values() for g in grants]
+    assert grant.device in {d["metadata"]["name"] for d in devices}
+    assert bound["log_level"] == "info"
+    assert {k: bound[k] for k in ("pod", "uid", "node", "devices", "device_ids")} == {
+        "pod": "default/p", "uid": pod["metadata"]["uid"], "node": "n", "devices": [grant.device],
+        "device_ids": [grant.device_id]}

@@ -68,7 +68,7 @@ class ClusterState:
         # agent advertises the class names of its node itself): name -> such nodes, node -> its names
         self._foreign: Counter[str] = Counter()
         self._foreign_of: dict[str, frozenset[str]] = {}
-        self.ledger = DeviceLedger(self.devices, self.classes, self._node_info, self._touch)
+        self.ledger = DeviceLedger(self.devices, self.classes, self._node_info, self._touch, self._pod_key)
         self.gangs = GangIndex()
         self.holds: dict[str, Hold] = {}  # nominated preemptors' room on their nodes
         # pods that were nominated to a node (status.nominatedNodeName, or a hold made here): the
@@ -108,6 +108,11 @@ class ClusterState:
         matches = self.classes.device_classes
         return [device for device in info.devices.values()
                 if device.schedulable and name in matches.get(device.name, ())]
+
+    def _pod_key(self, uid: str) -> str:
+        """namespace/name of a pod in the cache (its uid if it is not: a message still names it)."""
+        pod = self.pods.get(uid)
+        return pod.key if pod is not None else uid
 
     def pod_by_key(self, key: str) -> Pod | None:
         uid = self.by_key.get(key)

@@ -86,20 +86,28 @@ class DeviceUse:
 
 class DeviceLedger:
     def __init__(self, devices: dict[str, Device], classes: ClassRegistry,
-                 node_info: Callable[[str], NodeInfo], touch: Callable[[NodeInfo], None]) -> None:
+                 node_info: Callable[[str], NodeInfo], touch: Callable[[NodeInfo], None],
+                 pod_key: Callable[[str], str]) -> None:
         self.devices = devices  # the cache's devices (ghosts included)
         self.classes = classes
         self._node_info = node_info
         self._touch = touch
+        self._pod_key = pod_key  # uid -> namespace/name, for messages naming a device's holders
         self.use: dict[str, DeviceUse] = {}
         self.ghosts: set[str] = set()  # deleted ExtendedResources still held by pods
         self.moved: dict[str, Device] = {}  # name -> its object on another node, taken in once released
 
     def charge(self, pod: Pod, device: str, amount: Amount | None, resource: str, dimension: str) -> list[Notice]:
-        if self.use.setdefault(device, DeviceUse()).add(pod.uid, amount, resource, dimension):
-            return [Notice("Pod", pod.key, "DeviceConflict",
-                           f"device {device} is assigned to more than one pod exclusively", pod.meta.namespace, pod.uid)]
-        return []
+        """Charge a pod's hold; a conflict's notice names the pod and every other holder (the log
+        line and the Event are all an audit has once the pods are gone)."""
+        use = self.use.setdefault(device, DeviceUse())
+        if not use.add(pod.uid, amount, resource, dimension):
+            return []
+        others = sorted(self._pod_key(uid) for uid in use.exclusive | use.shared.keys() if uid != pod.uid)
+        holders = f"{', '.join(others)} that {'holds' if len(others) == 1 else 'hold'} it"
+        return [Notice("Pod", pod.key, "DeviceConflict",
+                       f"device {device} is assigned to more than one pod exclusively: {pod.key}, and {holders}",
+                       pod.meta.namespace, pod.uid)]
 
     def shared_use(self, use: DeviceUse | None, dimension: str) -> Amount:
         """How much of the device's `dimension` capacity its slices use: the slices granted in
