@@ -395,6 +395,36 @@ def test_notes_name_what_was_installed(helm: Path, tmp_path: Path) -> None:
     assert "Pods opt in with `spec.schedulerName: tessera`;" in none
 
 
+def test_the_readmes_recipe_keeps_the_scheduler_off_gpu_nodes_and_its_replicas_apart(helm: Path) -> None:
+    """A platform engineer's trial: the scheduler pods landed on GPU nodes (only nodeSelector
+    kubernetes.io/os). deploy/README.md's recipe adds a node affinity; `affinity` is a map, which
+    Helm merges, so the chart's anti-affinity between replicas stays."""
+    readme = (CHART.parents[1] / "README.md").read_text()
+    recipe = readme.split("#### Keeping the scheduler off GPU nodes", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    docs = helm_template(helm, yaml.safe_load(recipe))
+    spec = find(docs, "Deployment", "tessera-scheduler")["spec"]["template"]["spec"]
+    [term] = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert {"key": "nvidia.com/gpu.present", "operator": "NotIn", "values": ["true"]} in term["matchExpressions"]
+    assert {"key": "tessera.dev/agent", "operator": "NotIn", "values": ["true"]} in term["matchExpressions"]
+    assert spec["affinity"]["podAntiAffinity"] == find(helm_template(helm), "Deployment", "tessera-scheduler")[
+        "spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux"}
+
+
+@pytest.mark.parametrize(("replicas", "says"), [
+    (2, "2 scheduler replicas, one leads (Lease tessera-system/tessera)."),
+    (1, "1 scheduler replica (Lease tessera-system/tessera)."),
+    (0, "no scheduler replica (scheduler.replicas is 0): nothing schedules the Tessera profiles' pods until "
+        "`tessera run` runs elsewhere with the configuration in the ConfigMap tessera-scheduler-config "
+        "(Lease tessera-system/tessera)."),
+])
+def test_notes_count_the_scheduler_replicas(helm: Path, tmp_path: Path, replicas: int, says: str) -> None:
+    """A platform engineer's trial: with scheduler.replicas=0 (the dev-cluster recipe) the notes
+    said `0 scheduler replica(s), one leads`."""
+    notes = _notes(helm, tmp_path, {"scheduler": {"replicas": replicas}})
+    assert f"is installed in namespace tessera-system: {says}" in notes, notes.splitlines()[0]
+
+
 @pytest.mark.parametrize(("lease", "renew", "retry"), [
     ("30s", "20s", "4s"),        # the defaults
     ("1m", "45s", "10s"),
@@ -484,10 +514,13 @@ def test_notes_say_the_metrics_service_reaches_the_standby_too(helm: Path, tmp_p
     assert "tessera-scheduler-metrics.tessera-system:10251" in notes
     assert "standby" in notes and "scrape every scheduler pod" in notes
     assert "and on (job, instance) (tessera_leader == 1)" in notes
-    assert "monitoring.serviceMonitor.enabled=true" in notes and "monitoring.prometheusRule.enabled=true" in notes
+    # in the values file, not `--set`: an upgrade with only `--set` resets every other value
+    assert "monitoring.serviceMonitor.enabled: true in your values file" in notes
+    assert "monitoring.prometheusRule.enabled: true in your values file" in notes
+    assert "its CRDs installed first" in notes and "--set" not in notes
     with_monitor = " ".join(_notes(helm, tmp_path, {"monitoring": {"serviceMonitor": {"enabled": True}}}).split())
     assert "ServiceMonitor tessera-scheduler scrapes every scheduler pod" in with_monitor
-    assert "monitoring.serviceMonitor.enabled=true" not in with_monitor
+    assert "monitoring.serviceMonitor.enabled: true" not in with_monitor
 
 
 # --- Prometheus Operator: ServiceMonitor and alert rules (a new user's trial) ------------------
