@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok and Helm from the Go module proxy.
+# Build etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok, Helm and promtool from the Go module proxy.
 #
 # Why a script: no Kubernetes release binaries can be downloaded here, but the Go module proxy
 # serves k8s.io/kubernetes and its staging modules. k8s.io/kubernetes requires its staging modules
@@ -121,6 +121,20 @@ if ! { [ -x "$BIN/helm" ] && "$BIN/helm" version --short 2>/dev/null | grep -q "
   (cd "$WORK" && GOBIN="$BIN" go install -trimpath \
     -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION$HELM_KUBE_FLAGS" \
     "helm.sh/helm/v3/cmd/helm@$HELM_VERSION")
+fi
+
+# --- promtool: checks and unit-tests the chart's alert rules (tests/unit/test_prometheus_rules.py) ---
+# Prometheus' go.mod has exclude directives, which `go install module@version` refuses: build it
+# through a wrapper module, as the Kubernetes components. Module v0.307.3 is Prometheus 3.7.3.
+PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-v0.307.3}"
+PROMTOOL_VERSION="${PROMTOOL_VERSION:-3.7.3}"
+if ! { [ -x "$BIN/promtool" ] && "$BIN/promtool" --version 2>/dev/null | grep -q "version $PROMTOOL_VERSION "; }; then
+  echo "building promtool $PROMTOOL_VERSION" >&2
+  mod="$WORK/promtool"; mkdir -p "$mod"
+  (cd "$mod" && { [ -f go.mod ] || go mod init promtoolbuild >/dev/null 2>&1; } \
+    && go get "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION" \
+    && go build -o "$BIN/promtool" -ldflags "-s -w -X github.com/prometheus/common/version.Version=$PROMTOOL_VERSION" \
+         github.com/prometheus/prometheus/cmd/promtool)
 fi
 
 echo "control plane binaries ready in $BIN ($(( $(date +%s) - start )) s)" >&2

@@ -1,0 +1,190 @@
+"""The chart's alert rules run by Prometheus' own rule engine (`promtool check rules` and
+`promtool test rules`), through failovers as a platform engineer's trial saw them.
+
+Why promtool: an alerting rule with `for` fires only if its expression returns the alert's
+series at every evaluation for that long; one empty evaluation drops the pending alert and its
+timer starts over. Whether a rule survives the 30-70 s of a failover (the killed leader's series
+go stale at once, the standby reports `tessera_leader 1` only after it took the Lease and was
+scraped) is a property of PromQL evaluation, so it is checked by the engine that evaluates it,
+not by reading the expression. promtool is built by hack/build-control-plane.sh into the same
+cache as helm.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from scheduler.kube.controlplane.binaries import build_script, default_bin_dir
+from tests.deploy_manifests import find, helm_binary, helm_template
+
+JOB = "tessera-scheduler-metrics"
+STEP = 30  # seconds: the scrape interval and the rule evaluation interval
+Timeline = Sequence[float | str]  # one value per step; "stale": the target is down (staleness marker)
+
+
+def promtool_binary() -> Path:
+    """promtool from the control-plane cache; skips (fails in CI) when it is missing."""
+    path = default_bin_dir() / "promtool"
+    if path.is_file() and os.access(path, os.X_OK):
+        return path
+    message = f"promtool unavailable in {path.parent}; build it with 'bash {build_script()}'"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true and {message}", pytrace=False)
+    pytest.skip(message)
+
+
+def _groups(values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    rule = find(helm_template(helm_binary(), {"monitoring": {"prometheusRule": {"enabled": True}}, **(values or {})}),
+                "PrometheusRule", "tessera-scheduler")
+    groups: list[dict[str, Any]] = rule["spec"]["groups"]
+    return groups
+
+
+def _promtool(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(promtool_binary()), *args], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=120, check=False)
+
+
+def _series(name: str, instance: str, timeline: Timeline, **labels: str) -> dict[str, str]:
+    selector = ", ".join(f'{k}="{v}"' for k, v in {"job": JOB, "instance": instance, **labels}.items())
+    return {"series": f"{name}{{{selector}}}", "values": " ".join(str(v) for v in timeline)}
+
+
+def _replica(instance: str, leads: Timeline, **gauges: Timeline) -> list[dict[str, str]]:
+    """One scheduler pod's scrapes: `up`, `tessera_leader`, a synced Pod informer and the gauges
+    given, each stale wherever `leads` is (the target was down)."""
+    down = [v == "stale" for v in leads]
+    series = [_series("up", instance, ["stale" if d else 1 for d in down]),
+              _series("tessera_leader", instance, leads),
+              _series("tessera_informer_synced", instance, ["stale" if d else 1 for d in down], kind="Pod")]
+    for name, timeline in gauges.items():
+        metric, _, label = name.partition("__")
+        extra = dict([label.split("_", 1)]) if label else {}
+        series.append(_series(metric, instance, ["stale" if d else v for d, v in zip(down, timeline)], **extra))
+    return series
+
+
+def _failovers(steps: int, every: int, gap: int) -> tuple[list[float | str], list[float | str]]:
+    """Two replicas' `tessera_leader` when the leader is killed every `every` steps: it is down
+    for `gap` steps (its pod restarts) while no one leads, then the other leads and the killed one
+    comes back as its standby."""
+    a: list[float | str] = []
+    b: list[float | str] = []
+    leader = "a"
+    for step in range(steps):
+        phase = step % every
+        killed = phase >= every - gap
+        if step and phase == 0:
+            leader = "b" if leader == "a" else "a"
+        a.append("stale" if killed and leader == "a" else (1 if leader == "a" and not killed else 0))
+        b.append("stale" if killed and leader == "b" else (1 if leader == "b" and not killed else 0))
+    return a, b
+
+
+def _annotations(rule: dict[str, Any], value: float, labels: dict[str, str]) -> dict[str, str]:
+    """The rule's annotations as Prometheus expands them, for the `{{ $value }}` and
+    `{{ $labels.x }}` forms the alerts under test use."""
+    def expand(text: str) -> str:
+        text = text.replace("{{ $value }}", f"{value:g}")
+        return re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels.get(m.group(1), ""), text)
+    return {key: expand(text) for key, text in rule["annotations"].items()}
+
+
+def _run_test(tmp_path: Path, groups: list[dict[str, Any]], series: list[dict[str, str]],
+              checks: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump({
+        "rule_files": ["rules.yaml"], "evaluation_interval": f"{STEP}s",
+        "tests": [{"interval": f"{STEP}s", "input_series": series, "alert_rule_test": checks}]}))
+    return _promtool(tmp_path, "test", "rules", "test.yaml")
+
+
+def _alert(groups: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    [rule] = [r for g in groups for r in g["rules"] if r.get("alert") == name]
+    return rule
+
+
+def test_promtool_accepts_the_rules(tmp_path: Path) -> None:
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": _groups({"scheduler": {"replicas": 3}})}))
+    done = _promtool(tmp_path, "check", "rules", "rules.yaml")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS: 12 rules found" in done.stdout, done.stdout
+
+
+STEPS = 26  # 13 minutes
+A, B = _failovers(STEPS, every=6, gap=2)  # the leader killed every 3 minutes, a minute without a leader
+
+
+def test_gpu_and_pending_pod_alerts_fire_under_a_leader_killed_more_often_than_their_for(tmp_path: Path) -> None:
+    """A GPU in conflict for 13 minutes and pods unschedulable throughout, while the leader is
+    killed every 3 minutes: the chart's GPUConflict (for 5m) and PodsUnschedulable (for 10m
+    here) fire, once each (one series per job, not per replica)."""
+    groups = _groups({"monitoring": {"prometheusRule": {"enabled": True, "unschedulableFor": "10m"}}})
+    standby_pending = [0] * STEPS
+    series = (_replica("a:10251", A, tessera_devices__state_conflict=[1] * STEPS,
+                       scheduler_pending_pods__queue_unschedulable=[3 if v == 1 else 0 for v in A])
+              + _replica("b:10251", B, tessera_devices__state_conflict=[1] * STEPS,
+                         scheduler_pending_pods__queue_unschedulable=[3 if v == 1 else s for v, s in
+                                                                       zip(B, standby_pending)]))
+    conflict, pending = _alert(groups, "TesseraGPUConflict"), _alert(groups, "TesseraPodsUnschedulable")
+    checks = [
+        {"eval_time": "4m", "alertname": "TesseraGPUConflict", "exp_alerts": []},  # pending still
+        {"eval_time": "12m", "alertname": "TesseraGPUConflict", "exp_alerts": [
+            {"exp_labels": {"job": JOB, "severity": "critical"},
+             "exp_annotations": _annotations(conflict, 1, {"job": JOB})}]},
+        {"eval_time": "12m", "alertname": "TesseraPodsUnschedulable", "exp_alerts": [
+            {"exp_labels": {"job": JOB, "severity": "warning"},
+             "exp_annotations": _annotations(pending, 3, {"job": JOB})}]},
+        # the leader's gap is a minute at most: a minute without a leader is no TesseraNoLeader
+        {"eval_time": "12m", "alertname": "TesseraNoLeader", "exp_alerts": []},
+    ]
+    done = _run_test(tmp_path, groups, series, checks)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_leader_filter_the_trial_saw_never_fires_under_the_same_failovers(tmp_path: Path) -> None:
+    """The premise, shown on the engine: the rule as it was (`... and on (job, instance)
+    (tessera_leader == 1)`) returns nothing while no replica leads, so the same conflict never
+    fires: each failover starts its `for` over."""
+    groups = _groups()
+    rule = _alert(groups, "TesseraGPUConflict")
+    rule["expr"] = (f'sum by (job) (tessera_devices{{job="{JOB}", state="conflict"}} '
+                    f'and on (job, instance) (tessera_leader{{job="{JOB}"}} == 1)) > 0')
+    series = (_replica("a:10251", A, tessera_devices__state_conflict=[1] * STEPS)
+              + _replica("b:10251", B, tessera_devices__state_conflict=[1] * STEPS))
+    checks = [{"eval_time": f"{m}m", "alertname": "TesseraGPUConflict", "exp_alerts": []} for m in range(1, 13)]
+    done = _run_test(tmp_path, groups, series, checks)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_no_replica_up_and_no_leader_are_told_apart(tmp_path: Path) -> None:
+    """Both replicas up and standing by for 7 minutes: TesseraNoLeader, not TesseraSchedulerDown;
+    then both down: TesseraSchedulerDown, and TesseraNoLeader resolves (nothing is up to lead).
+    A second standby is missing meanwhile with three replicas configured."""
+    groups = _groups({"scheduler": {"replicas": 3}})
+    standing_by: list[float | str] = [0] * 14 + ["stale"] * 14
+    series = _replica("a:10251", standing_by) + _replica("b:10251", standing_by)
+    no_leader, down = _alert(groups, "TesseraNoLeader"), _alert(groups, "TesseraSchedulerDown")
+    standby = _alert(groups, "TesseraStandbyMissing")
+    checks = [
+        {"eval_time": "6m", "alertname": "TesseraNoLeader", "exp_alerts": [
+            {"exp_labels": {"severity": "critical"}, "exp_annotations": _annotations(no_leader, 0, {})}]},
+        {"eval_time": "6m", "alertname": "TesseraSchedulerDown", "exp_alerts": []},
+        {"eval_time": "13m", "alertname": "TesseraNoLeader", "exp_alerts": []},
+        {"eval_time": "13m", "alertname": "TesseraSchedulerDown", "exp_alerts": [
+            # absent() of a comparison has no labels to carry (as kubernetes-mixin's KubeSchedulerDown)
+            {"exp_labels": {"severity": "critical"}, "exp_annotations": _annotations(down, 1, {})}]},
+        {"eval_time": "6m", "alertname": "TesseraStandbyMissing", "exp_alerts": []},  # two standbys: enough
+        {"eval_time": "13m", "alertname": "TesseraStandbyMissing", "exp_alerts": []},  # pending (15m)
+    ]
+    done = _run_test(tmp_path, groups, series, checks)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert standby["expr"].endswith("< 2")
