@@ -876,6 +876,22 @@ def test_every_error_of_a_rendered_configuration_is_on_the_one_line(rendered: li
         "profiles[0].pluginConfig[0].args.minCandidateNodesAbsolute: Invalid value: -1: not in valid range [0, inf)]"]
 
 
+@pytest.mark.parametrize(("change", "where"), [
+    (_set("profiles.0.pluginConfig.0.args.scoringStrategy.type", "Balanced"), f"{_FIT}/type"),
+    (_set("profiles.0.pluginConfig.0.args.scoringStrategy.resources.1.weight", 101), f"{_FIT}/resources/1/weight"),
+    (_set("profiles.0.pluginConfig.2.args.agentHeartbeatTimeoutSeconds", -5), f"{_DEVICES}/agentHeartbeatTimeoutSeconds"),
+])
+def test_helm_lint_refuses_the_plugin_args_a_trial_upgraded_to(helm: Path, rendered: list[Obj], tmp_path: Path,
+                                                                change: Any, where: str) -> None:
+    """A platform engineer's trial: `helm lint -f` passed each of these, `helm upgrade` took them,
+    and every replica that restarted crash-looped. The schema makes lint fail, naming the value."""
+    config = yaml.safe_load(_config_text(rendered))
+    del config["leaderElection"]
+    change(config)
+    done = _helm_set(helm, "lint", values=values_file({"schedulerConfig": config}, tmp_path))
+    assert done.returncode != 0 and f"at '{where}'" in done.stdout + done.stderr, done.stdout
+
+
 def test_the_schemas_plugin_names_are_tesseras() -> None:
     """values.schema.json lists the plugin names `tessera run` accepts (a name it does not know is
     refused at install); a plugin added to the registry must be added there too."""
