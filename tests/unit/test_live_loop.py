@@ -393,3 +393,28 @@ async def test_the_line_of_a_successful_binding_names_the_devices_the_pod_got() 
     assert {k: bound[k] for k in ("pod", "uid", "node", "devices", "device_ids")} == {
         "pod": "default/p", "uid": pod["metadata"]["uid"], "node": "n", "devices": [grant.device],
         "device_ids": [grant.device_id]}
+
+
+async def test_the_device_conflict_log_line_names_both_holders() -> None:
+    """A platform engineer's trial: the DeviceConflict line (input.invalid) named only one of the
+    two pods that held the GPU; an audit needs both."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    [device] = [b.device("n", 0)]
+    api.lists["/apis/tessera.dev/v1alpha1/extendedresources"] = [device]
+    api.lists["/apis/tessera.dev/v1alpha1/resourceclasses"] = [b.resource_class("v100", match_labels={"model": "V100"})]
+    name = device["metadata"]["name"]
+    value = ann.encode_devices({"main": {"class.tessera.dev/v100": (ann.DeviceGrant(device["spec"]["deviceID"], name, None),)}})
+    for holder in ("a", "b"):
+        api.add_pod(b.pod(holder, node_name="n", phase="Running", annotations={ann.DEVICES: value}))
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await _until(lambda: any(e.get("reason") == "DeviceConflict" for e in logs))
+            owner.cancel_scope.cancel()
+    [line] = [e for e in logs if e.get("reason") == "DeviceConflict"]
+    assert line["event"] == "input.invalid" and line["log_level"] == "warning"
+    first, second = sorted(("default/a", "default/b"), key=lambda key: key != line["object"])
+    assert line["message"] == (f"device {name} is assigned to more than one pod exclusively: {first}, and {second} "
+                               "that holds it")
