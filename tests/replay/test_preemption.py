@@ -657,3 +657,88 @@ def test_a_preemptor_whose_eviction_failed_is_activated_past_its_backoff() -> No
     run.scheduler.apply("ADDED", b.pod("z", requests={"cpu": "1", "memory": "1Gi"}, priority=LOW), now)
     attempts = run.scheduler.schedule_next(now)
     assert attempts is not None and [a.pod.meta.name for a in attempts] == ["p"]
+
+
+# --- gangs and PodDisruptionBudgets --------------------------------------------------------------
+
+def _gpu_cluster(pods: list[tuple[str, str, str, int, dict[str, str]]], seed: int) -> Run:
+    """The trial's dev-cluster: 2 V100 nodes and 2 T4 nodes of 8 devices each, a class per model,
+    and the given low-priority pods (name, node, resource, count, labels) scheduled there first."""
+    run = Run(config(BINPACK), seed=seed)
+    for model, memory in (("V100", "32Gi"), ("T4", "16Gi")):
+        for n in range(2):
+            name = f"{model.lower()}-node-{n:03d}"
+            run.add(b.node(name, gpus=8))
+            run.add(*(b.device(name, i, model=model, memory=memory) for i in range(8)))
+    run.add(b.resource_class("v100-32g", match_labels={"model": "V100"}),
+            b.resource_class("t4-16g", match_labels={"model": "T4"}))
+    for name, node, resource, count, labels in pods:
+        run.add(b.pod(name, limits={resource: count}, priority=LOW, labels=labels,
+                      spec_extra={"nodeSelector": {"kubernetes.io/hostname": node}}))
+        assert run.node_of(name) == node
+    return run
+
+
+# The preemptors prefer v100-node-000, so that with every lower-priority pod removed it ranks first
+# (what the trial's tie-breaks drew; other seeds draw it too): the budgeted pod is where they first land.
+_PREFER_V100_000 = {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+    {"weight": 100, "preference": {"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["v100-node-000"]}]}}]}}}
+
+
+def _budget(name: str, match: dict[str, str]) -> dict[str, Any]:
+    return _pdb(name, match, allowed=0)  # minAvailable 1 of 1, or maxUnavailable 0: none allowed
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_gang_preemptor_avoids_a_pod_disruption_budget_where_other_nodes_would_do(seed: int) -> None:
+    """The trial's first run: `precious` (PDB, no disruption allowed) and a filler on
+    v100-node-000, two fillers on each other node; a gang of 2 x 8 GPUs evicted 3 fillers and
+    `precious` on the V100 nodes, while two nodes of unprotected fillers would have done
+    (upstream podgrouppreemption.go selectVictimsOnDomain: PDB-violating victims are reprieved
+    first, the group's placement re-run each time)."""
+    gpu = "nvidia.com/gpu"
+    layout = [("precious", "v100-node-000", gpu, 4, {"app": "precious"}), ("filler-0", "v100-node-000", gpu, 4, {})]
+    layout += [(f"filler-{i}", node, gpu, 4, {}) for i, node in
+               enumerate(["v100-node-001", "v100-node-001", "t4-node-000", "t4-node-000", "t4-node-001", "t4-node-001"], 1)]
+    run = _gpu_cluster(layout, seed)
+    run.add(_budget("precious", {"app": "precious"}), b.podgroup("urgent", 2))
+    attempts = run.add(*(b.pod(f"urgent-{i}", limits={gpu: 8}, priority=HIGH,
+                               labels={"scheduling.x-k8s.io/pod-group": "urgent"}, spec_extra=_PREFER_V100_000)
+                         for i in range(2)))
+    victims = sorted(v.meta.name for a in attempts for v in a.preempted)
+    assert "precious" not in victims and len(victims) == 4 and all(v.startswith("filler-") for v in victims)
+    assert run.node_of("precious") == "v100-node-000"
+    placed = {run.node_of("urgent-0"), run.node_of("urgent-1")}
+    assert None not in placed and "v100-node-000" not in placed and len(placed) == 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("gang", [True, False], ids=["gang", "single-pod"])
+def test_a_preemptor_for_a_class_evicts_the_unprotected_pod_not_the_budgeted_one(gang: bool, seed: int) -> None:
+    """The trial's second run: `pa` (PDB maxUnavailable 0) on v100-node-000, `pb2` (none) on
+    v100-node-001, each holding every V100 there; a gang of one member asking 8 V100s evicted
+    `pa`, while a single pod in the same place evicted `pb2` (pickOneNodeForPreemption: fewest
+    PDB violations first)."""
+    v100 = "class.tessera.dev/v100-32g"
+    run = _gpu_cluster([("pa", "v100-node-000", v100, 8, {"app": "pa"}), ("pb2", "v100-node-001", v100, 8, {})], seed)
+    run.add(_budget("pa", {"app": "pa"}))
+    labels = None
+    if gang:
+        run.add(b.podgroup("urgent", 1))
+        labels = {"scheduling.x-k8s.io/pod-group": "urgent"}
+    attempts = run.add(b.pod("urgent-0", limits={v100: 8}, priority=HIGH, labels=labels, spec_extra=_PREFER_V100_000))
+    assert sorted(v.meta.name for a in attempts for v in a.preempted) == ["pb2"]
+    assert run.node_of("urgent-0") == "v100-node-001" and run.node_of("pa") == "v100-node-000"
+
+
+
+def test_a_gang_preemptor_still_breaks_a_budget_when_no_placement_avoids_one() -> None:
+    """Budgets are best effort, as upstream: with both V100 holders protected, the gang evicts one."""
+    v100 = "class.tessera.dev/v100-32g"
+    run = _gpu_cluster([("pa", "v100-node-000", v100, 8, {"app": "pa"}), ("pb", "v100-node-001", v100, 8, {"app": "pb"})], 0)
+    run.add(_budget("pa", {"app": "pa"}), _budget("pb", {"app": "pb"}), b.podgroup("urgent", 1))
+    attempts = run.add(b.pod("urgent-0", limits={v100: 8}, priority=HIGH, spec_extra=_PREFER_V100_000,
+                             labels={"scheduling.x-k8s.io/pod-group": "urgent"}))
+    assert sorted(v.meta.name for a in attempts for v in a.preempted) == ["pa"]
+    assert run.node_of("urgent-0") == "v100-node-000" and run.node_of("pb") == "v100-node-001"

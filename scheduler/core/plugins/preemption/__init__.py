@@ -16,9 +16,13 @@ docs/research/preemption-upstream.md):
   fewest victims, latest start of the most important victims, then the first found.
 Units instead of pods (victims.py): a gang is never left below its minimum.
 
-Gangs as preemptors run the gang transaction on the cluster without every lower-priority unit; if
-the whole gang (its minimum) then fits, units are put back most important first while every
-member still fits where it was placed. If the gang cannot fit even so, nothing is evicted.
+Gangs as preemptors run the gang transaction on the cluster without every lower-priority unit (one
+priority tier more at a time); if the gang cannot fit even so (its minimum), nothing is evicted.
+Otherwise two placements are candidates: where it first fits, and where upstream's workload-aware
+order leads it (podgrouppreemption.go: every removed unit put back, PDB-violating ones first, the
+gang placed again whenever one no longer lets it fit where it is). On each, units are put back
+(PDB-violating first, most important first) while every member still fits; the candidate with the
+fewest PDB violations wins, then the single pod's tie-breaks (pick_candidate).
 
 Device requests need no special case: the filters that decide whether the pod fits after the
 evictions are the device plugin's too, so victims are chosen for the devices they free.
@@ -30,6 +34,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -62,6 +67,14 @@ class Candidate:
     victims: list[Unit]  # most important first
     pdb_violations: int
     hold: Placement
+
+
+@dataclass(slots=True)
+class GangCandidate:
+    """A gang's placement with its victims: compared as upstream compares nodes (pick_candidate)."""
+    victims: list[Unit]  # most important first
+    pdb_violations: int
+    holds: dict[str, Placement]  # member uid -> its room
 
 
 class DefaultPreemption(PostFilterPlugin):
@@ -258,38 +271,98 @@ class DefaultPreemption(PostFilterPlugin):
                 return Preemption(message=f"pod group {gang_name(gang)} needs {minimum} members placed together; "
                                           f"even without every lower-priority pod only {len(nodes)} fit")
             self._forget(assumed)
-            used = set(nodes.values())
-            # The units again, from the nodes the gang uses only: a victim gang's surplus is then
-            # chosen among its members where the room is needed (as for one pod), not as the
-            # latest-started anywhere — which put a needed member in the core, and the core took
-            # the whole gang with it. Every eligible pod there is lifted: the gang fits as before.
-            for entries in lifted.values():
-                for entry in entries:
-                    if entry.uid not in state.placements:
-                        state.restore(entry)
-            here = [pod for node in sorted(used) for uid in sorted(state.nodes[node].pods)
-                    if (pod := state.pods.get(uid)) is not None]
-            units = units_for(state, priority, here, self.handle.waiting, exclude_gang=gang)
-            lifted = {unit.pods[0].uid: [state.lift(p.uid) for p in unit.pods] for unit in units}
-            if not self._still_fits(members, nodes, assumed, now):
-                return Preemption(message=f"pod group {gang_name(gang)}: the placement found without lower-priority "
-                                          "pods does not hold")  # cannot happen: a superset is off its nodes
+            # Two placements to choose from: where the gang first fits (the best-scored nodes,
+            # with every pod of those tiers removed: PodDisruptionBudgets play no part there), and
+            # where upstream's order leads it (each removed pod put back, budget-protected ones
+            # first, the gang placed again when one does not fit where it is).
+            first = dict(nodes)
+            settled = self._settle(members, minimum, nodes, place, [u for u in units if u.pods[0].uid in lifted],
+                                   lifted, assumed, now)
+        finally:
             self._forget(assumed)
-            relevant = [u for u in units if u.pods[0].uid in lifted
-                        and any(e.placement.node in used for e in lifted[u.pods[0].uid])]
+            self._restore(lifted)
+        candidates: list[GangCandidate] = []
+        for placement in (first, settled) if settled != first else (first,):
+            found = self._victims_for(members, minimum, placement, place, gang, priority, now)
+            if found is not None:
+                candidates.append(found)
+        if not candidates:
+            return Preemption(message=f"pod group {gang_name(gang)}: the placement found without lower-priority "
+                                      "pods does not hold")  # cannot happen: a superset is off its nodes
+        # fewest PDB violations, then upstream's tie-breaks; one that needs no victim at once
+        best = next((c for c in candidates if not c.victims), None) or pick_candidate(candidates)
+        return Preemption(flatten(best.victims), best.holds)
+
+    def _settle(self, members: Sequence[Pod], minimum: int, nodes: dict[str, str], place: Place,
+                units: Sequence[Unit], lifted: dict[str, list[Lifted]], assumed: list[str],
+                now: float) -> dict[str, str]:
+        """upstream's selectVictimsOnDomain for a pod group (podgrouppreemption.go): every removed
+        unit put back in turn, those whose eviction would violate a PodDisruptionBudget first,
+        each most important first; one the gang no longer fits beside where it is placed makes
+        the gang's placement run again, anywhere the still-removed units left room, and stays
+        removed only if that fails too. The placement the gang ends in: its nodes give up the
+        fewest budget-protected pods this order can save.
+
+        A unit with no pod on the gang's nodes is put back unchecked: every filter looks at one
+        node (Tessera has no inter-pod affinity or spread filter), so it cannot change whether the
+        gang fits there — as `_victims_for` puts back the units off its nodes. Checking each cost
+        every member's filters per unit: ten times the whole preemption on 1000 full nodes."""
+        state = self.state
+        for unit in reprieve_order(units, state)[0]:
+            entries = lifted.pop(unit.pods[0].uid)
+            for entry in entries:
+                state.restore(entry)
+            used = set(nodes.values())
+            if not any(entry.placement.node in used for entry in entries) or self._fits(members, nodes, assumed, now):
+                continue
+            moved = self._place_all(members, place, assumed)
+            self._forget(assumed)
+            if len(moved) >= minimum:
+                nodes = moved
+                continue
+            lifted[unit.pods[0].uid] = [state.lift(e.uid) for e in entries]
+        return nodes
+
+    def _fits(self, members: Sequence[Pod], nodes: dict[str, str], assumed: list[str], now: float) -> bool:
+        """_still_fits, the members forgotten again."""
+        fits = self._still_fits(members, nodes, assumed, now)
+        self._forget(assumed)
+        return fits
+
+    def _victims_for(self, members: Sequence[Pod], minimum: int, nodes: dict[str, str], place: Place,
+                     gang: str, priority: int, now: float) -> GangCandidate | None:
+        """The victims for the gang placed at `nodes` (member uid -> node), or None if it does not
+        fit there even without every eligible pod of those nodes. The units are taken from those
+        nodes only: a victim gang's surplus is then chosen among its members where the room is
+        needed (as for one pod), not as the latest-started anywhere — which put a needed member in
+        the core, and the core took the whole gang with it. Units are put back in reprieve order
+        (budget-protected first) while every member still fits where it is; one that does not
+        may still move the placement (upstream re-runs the group's scheduling per victim)."""
+        state = self.state
+        used = set(nodes.values())
+        here = [pod for node in sorted(used) for uid in sorted(state.nodes[node].pods)
+                if (pod := state.pods.get(uid)) is not None]
+        units = units_for(state, priority, here, self.handle.waiting, exclude_gang=gang)
+        lifted = {unit.pods[0].uid: [state.lift(p.uid) for p in unit.pods] for unit in units}
+        assumed: list[str] = []
+        try:
+            if not self._still_fits(members, nodes, assumed, now):
+                return None
+            self._forget(assumed)
+            relevant = [u for u in units if any(e.placement.node in used for e in lifted[u.pods[0].uid])]
             for unit in units:
-                if unit not in relevant and unit.pods[0].uid in lifted:
+                if unit not in relevant:
                     for entry in lifted.pop(unit.pods[0].uid):
                         state.restore(entry)
+            order, breaking = reprieve_order(relevant, state)
             victims: list[Unit] = []
-            for unit in reprieve_order(relevant, state)[0]:
+            violations = 0
+            for unit in order:
                 entries = lifted.pop(unit.pods[0].uid)
                 for entry in entries:
                     state.restore(entry)
                 if self._still_fits(members, nodes, assumed, now):
                     continue  # reprieved
-                # The gang may fit elsewhere with this unit back (upstream's earlier form re-ran the
-                # gang's scheduling per victim): the placement moves, the unit stays.
                 self._forget(assumed)
                 moved = self._place_all(members, place, assumed)
                 self._forget(assumed)
@@ -298,21 +371,18 @@ class DefaultPreemption(PostFilterPlugin):
                     continue
                 lifted[unit.pods[0].uid] = [state.lift(e.uid) for e in entries]
                 victims.append(unit)
+                violations += sum(1 for p in unit.pods if p.uid in breaking)
             extra = [u for u in _with_surplus_of_lost_cores(victims, units) if u not in victims]
             for unit in extra:
                 lifted[unit.pods[0].uid] = [state.lift(p.uid) for p in unit.pods if p.uid in state.placements]
             victims += extra
             if not self._still_fits(members, nodes, assumed, now):
-                return Preemption(message=f"pod group {gang_name(gang)}: the placement found without lower-priority "
-                                          "pods does not hold")  # cannot happen: all victims are off
+                return None  # cannot happen: all victims are off
             holds = {uid: state.placements[uid] for uid in assumed}
-            return Preemption(flatten(most_important_first(victims)), holds)
+            return GangCandidate(most_important_first(victims), violations, holds)
         finally:
             self._forget(assumed)
-            for entries in lifted.values():
-                for entry in entries:
-                    if entry.uid not in state.placements:
-                        state.restore(entry)
+            self._restore(lifted)
 
     def _nodes_below(self, priority: int) -> list[NodeInfo]:
         """The nodes where some placed pod could be a victim of this priority (the victim floor),
@@ -357,6 +427,14 @@ class DefaultPreemption(PostFilterPlugin):
         return placement_of(pod, info.name, self.handle.reserve(ctx, info, now).devices,
                             self.state.ledger.counted_as)
 
+    def _restore(self, lifted: dict[str, list[Lifted]]) -> None:
+        """Put every lifted pod back (those not placed again already) and empty `lifted`."""
+        for entries in lifted.values():
+            for entry in entries:
+                if entry.uid not in self.state.placements:
+                    self.state.restore(entry)
+        lifted.clear()
+
     def _forget(self, assumed: list[str]) -> None:
         for uid in reversed(assumed):
             self.state.forget(uid)
@@ -382,19 +460,24 @@ def _with_surplus_of_lost_cores(victims: list[Unit], units: Sequence[Unit]) -> l
     return victims + extra
 
 
-def pick_candidate(candidates: Sequence[Candidate]) -> Candidate:
+AnyCandidate = TypeVar("AnyCandidate", Candidate, GangCandidate)
+
+
+def pick_candidate(candidates: Sequence[AnyCandidate]) -> AnyCandidate:
     """upstream's pickOneNodeForPreemption: each criterion keeps the best-scoring candidates
-    until one is left; then the first."""
-    def highest(c: Candidate) -> int:
+    until one is left; then the first. A gang's candidate placements are compared the same way.
+    Every candidate has a victim."""
+
+    def highest(c: AnyCandidate) -> int:
         return -max(u.priority for u in c.victims)
 
-    def priority_sum(c: Candidate) -> int:  # per pod, at its unit's priority (a gang member's is its gang's)
+    def priority_sum(c: AnyCandidate) -> int:  # per pod, at its unit's priority (a gang member's is its gang's)
         return -sum((u.priority + MAX_INT32 + 1) * len(u.pods) for u in c.victims)
 
-    def fewest(c: Candidate) -> int:
+    def fewest(c: AnyCandidate) -> int:
         return -len(flatten(c.victims))
 
-    def latest_start(c: Candidate) -> str:
+    def latest_start(c: AnyCandidate) -> str:
         top = max(u.priority for u in c.victims)
         return min(p.start_time or "\uffff" for u in c.victims if u.priority == top for p in u.pods)
 
