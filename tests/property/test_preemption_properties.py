@@ -98,11 +98,14 @@ def _late_members(case: Case) -> list[dict[str, Any]]:
 
 
 def _no_new_remnant(run: Run, case: Case) -> None:
-    """A gang with a late member placed has its minimum placed, none of them leaving."""
+    """A gang with a late member placed and staying has its minimum placed, none of them leaving.
+    A late member that is itself leaving was evicted after it was placed, with its gang whole
+    (that is checked where the victims are chosen): no remnant of it."""
     minimum = dict(case.minimums)
     state = run.state
     for gang, count in case.late:
-        if not any(run.node_of(f"late-{gang}-{i}") for i in range(count)):
+        late = [pod for i in range(count) if (pod := state.pod_by_key(f"default/late-{gang}-{i}")) is not None]
+        if not any(pod.uid in state.placements and not state.leaving(pod) for pod in late):
             continue
         staying = [uid for uid in state.gangs.members.get(f"default/{gang}", ())
                    if uid in state.placements and not state.leaving(state.pods[uid])]
@@ -136,10 +139,21 @@ LEAVING_MEMBER_COUNTED = Case(
     slow_victims=True, late=(("ga", 1),))
 
 
+# Found by this test: gang `hi` preempted r7 (gang `ga`, minimum 1) and bound its minimum; `ga`'s
+# late member came to n0 meanwhile, and `hi`'s surplus member then preempted alone, evicting n0
+# whole with it. `ga` was evicted whole, not left below its minimum: the check counted a late
+# member that was itself leaving as one placed beside no staying sibling.
+LATE_MEMBER_EVICTED_SINCE = Case(
+    nodes=3, running=(*(Running(f"r{i}", 0, 1, -10, None, 0) for i in range(7)), Running("r7", 1, 1, -10, "ga", 0)),
+    minimums=(("ga", 1),), preemptors=3, preemptor_gpus=8, preemptor_priority=0, preemptor_min=2,
+    slow_victims=True, late=(("ga", 1),))
+
+
 @_settings(400)
 @given(cases())
 @example(SURPLUS_ELSEWHERE)
 @example(LEAVING_MEMBER_COUNTED)
+@example(LATE_MEMBER_EVICTED_SINCE)
 def test_preemption_keeps_its_promises(case: Case) -> None:
     run = _start(case)
     minimum = dict(case.minimums)
