@@ -1,6 +1,6 @@
 """Preemption on the real control plane, with kwok finishing the victims' deletion as a kubelet
 would: a high-priority gang evicting a low-priority gang whole, a PodDisruptionBudget steering the
-choice (and the default scheduler's pods as victims by their priority alone), a device-class
+choice (and the default scheduler's pods as victims by their priority alone) and a gang's, a device-class
 preemptor evicting the pod on the right GPU model.
 
 Priorities come from PriorityClasses (the Priority admission plugin refuses a bare spec.priority).
@@ -128,6 +128,46 @@ async def test_a_pdb_steers_the_victims_and_another_schedulers_pod_is_a_victim_b
     assert placed == {"urgent": second}
     assert await eventually(lambda: _gone(kube, ns, ["theirs"]), timeout=30)
     assert await phase(kube, ns, "guarded") == "Running"
+
+
+async def test_a_gang_preemptor_leaves_a_budgeted_pod_when_other_nodes_would_do(cluster: Any) -> None:
+    """The dev-cluster trial: `precious` (budget: none may go) and a filler on the first V100
+    node, two fillers on each other node; a gang of 2 x 8 GPUs that prefers the first V100 node
+    evicted `precious` there. Other nodes of unprotected fillers do: `precious` stays."""
+    kube, nodes = cluster
+    await _priority_classes(kube)
+    v100 = await nodes(2, 8, "V100")
+    t4 = await nodes(2, 8, "T4")
+    ns = await namespace_named(kube, "preempt-gang-pdb")
+    gpu = {"nvidia.com/gpu": 4}
+    await kube.create_pod(ns, _pod("precious", LOW, gpu, labels={"app": "precious"}, node_name=v100[0]))
+    fillers = [f"filler-{i}" for i in range(7)]
+    for name, node in zip(fillers, [v100[0], v100[1], v100[1], t4[0], t4[0], t4[1], t4[1]]):
+        await kube.create_pod(ns, _pod(name, LOW, gpu, node_name=node))
+    await kube.call("POST", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+                    {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "precious"},
+                     "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "precious"}}}})
+
+    async def budget_counted() -> bool:  # the disruption controller counts `precious` healthy: 0 allowed
+        pdb = (await kube.call("GET", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/precious")).json()
+        status = pdb.get("status", {})
+        return status.get("observedGeneration") == pdb["metadata"]["generation"] and status.get("currentHealthy") == 1
+
+    await eventually(budget_counted, timeout=30)
+    await kube.call("POST", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups",
+                    b.podgroup("urgent", 2, namespace=ns))
+    prefer = {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [v100[0]]}]}}]}}}
+    urgent = ["urgent-0", "urgent-1"]
+    for name in urgent:
+        await kube.create_pod(ns, _pod(name, HIGH, {"nvidia.com/gpu": 8}, spec_extra=prefer,
+                                       labels={"scheduling.x-k8s.io/pod-group": "urgent"}))
+    placed = await eventually(lambda: _bound(kube, ns, urgent), timeout=60)
+    assert v100[0] not in placed.values() and len(set(placed.values())) == 2
+    events = await eventually(lambda: _preempted_events(kube, ns, ()), timeout=10)
+    assert "precious" not in events and len(events) == 4 and set(events) <= set(fillers)
+    assert await phase(kube, ns, "precious") == "Running"
 
 
 async def test_a_class_preemptor_evicts_the_pod_on_the_model_it_needs(cluster: Any) -> None:
