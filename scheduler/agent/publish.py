@@ -15,7 +15,8 @@ functions, and the `Publisher` only reconciles the apiserver towards it:
   every heartbeat; `lastTransitionTime` only moves when the health changes.
 
 Objects of devices that vanished are deleted (with a uid precondition, so an object re-created in
-between is not hit). The agent never deletes on a failed or partial discovery: the caller passes
+between is not hit), before the objects of new devices are created. A restart finds its objects
+by name and updates them in place. The agent never deletes on a failed or partial discovery: the caller passes
 the last good device list instead.
 """
 
@@ -225,12 +226,10 @@ class Publisher:
             return False
         ok = True
         desired = {er_name(self.node_name, d.uuid): d for d in devices}
-        for name, device in desired.items():
-            try:
-                await self._publish_one(name, device, existing.get(name), uid, now)
-            except PublishError as err:
-                ok = False
-                log.warning("publish.device_failed", device=name, reason=str(err))
+        # stale objects go first: created first, the node would describe old + new GPUs for a
+        # moment (a spurious `DevicesBeyondAllocatable` Warning, and more devices than it has).
+        # This cannot free a held GPU: a device still discovered keeps its object (same name,
+        # updated in place), and one no longer discovered is deleted in either order.
         for name, obj in existing.items():
             if name in desired:
                 continue
@@ -239,6 +238,12 @@ class Publisher:
             except PublishError as err:
                 ok = False
                 log.warning("publish.delete_failed", device=name, reason=str(err))
+        for name, device in desired.items():
+            try:
+                await self._publish_one(name, device, existing.get(name), uid, now)
+            except PublishError as err:
+                ok = False
+                log.warning("publish.device_failed", device=name, reason=str(err))
         return ok
 
     async def _publish_one(self, name: str, device: DeviceInfo, current: dict[str, Any] | None, node_uid: str,

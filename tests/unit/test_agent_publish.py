@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
+
 from scheduler.agent.devices import DeviceInfo
 from scheduler.agent.publish import (
+    Publisher,
     _merged,
     build_object,
     build_status,
@@ -16,7 +19,9 @@ from scheduler.agent.publish import (
     model_attribute,
 )
 from scheduler.core.classes import parse_resource_class
+from scheduler.kube.http import Response
 from scheduler.sim import builders as b
+from tests.fakeapi import Call, FakeApi
 
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -117,3 +122,74 @@ def test_update_keeps_the_admins_cordon_and_other_metadata() -> None:
     assert fixed is not None and fixed["metadata"]["ownerReferences"] == [
         {"apiVersion": "x/v1", "kind": "Thing", "name": "t", "uid": "t1"},
         {"apiVersion": "v1", "kind": "Node", "name": "gpu-node-1", "uid": "uid-123"}]
+
+
+# --- reconciling: a restart updates in place; replaced devices never overlap -----------------------
+
+
+class _ErStore:
+    """The apiserver's ExtendedResource collection for one node, recording how many objects exist
+    after every write (what the scheduler's surplus check sees)."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.counts: list[int] = []
+        self.writes: list[tuple[str, str]] = []
+        self._uid = 0
+
+    def handle(self, call: Call) -> Response | None:
+        ers = "/apis/tessera.dev/v1alpha1/extendedresources"
+        if call.path == f"/api/v1/nodes/{self.node}":
+            return Response(200, orjson.dumps({"metadata": {"name": self.node, "uid": "node-uid"}}))
+        if call.path == ers and call.method == "GET":
+            return Response(200, orjson.dumps({"items": list(self.objects.values())}))
+        if call.path == ers and call.method == "POST":
+            self._uid += 1
+            obj = {**call.body, "metadata": {**call.body["metadata"], "uid": f"er-{self._uid}"}}
+            self.objects[obj["metadata"]["name"]] = obj
+            return self._wrote("POST", obj)
+        name = call.path.removeprefix(ers + "/").removesuffix("/status")
+        if call.method == "DELETE":
+            self.objects.pop(name)
+            return self._wrote("DELETE", {"metadata": {"name": name}})
+        if call.method == "PUT":
+            self.objects[name] = call.body
+            return self._wrote("PUT", call.body)
+        if call.method == "PATCH":
+            self.objects[name]["status"] = call.body["status"]
+            return Response(200, orjson.dumps(self.objects[name]))
+        return None
+
+    def _wrote(self, method: str, obj: dict[str, Any]) -> Response:
+        self.writes.append((method, obj["metadata"]["name"]))
+        self.counts.append(len(self.objects))
+        return Response(200, orjson.dumps(obj))
+
+
+def _gpu(i: int, model: str = "Tesla V100-SXM2-32GB") -> DeviceInfo:
+    return DeviceInfo(uuid=f"GPU-{i:08d}-0000-0000-0000-000000000000", model=model, memory_bytes=32 * 2**30)
+
+
+async def test_a_restart_updates_the_same_objects_and_replaced_devices_never_overlap() -> None:
+    store = _ErStore("gpu-node-1")
+    api = FakeApi()
+    api.handlers.append(store.handle)
+    eight = [_gpu(i) for i in range(8)]
+    assert await Publisher(api, "gpu-node-1", "nvidia.com/gpu").sync(eight)  # type: ignore[arg-type]
+    names = set(store.objects)
+    assert names == {er_name("gpu-node-1", d.uuid) for d in eight}
+
+    # a restart (a new Publisher) with the same devices: the same names, no create, no delete
+    store.writes.clear()
+    assert await Publisher(api, "gpu-node-1", "nvidia.com/gpu").sync(eight)  # type: ignore[arg-type]
+    assert set(store.objects) == names and store.writes == []
+
+    # a start with other devices (a dev-cluster node's seeded GPUs, then a device file of 2 A100):
+    # the stale objects go before the new ones come, so the node never describes 8 + 2 GPUs
+    # (a `DevicesBeyondAllocatable` Warning for a state that lasts under a second)
+    store.counts.clear()
+    two = [_gpu(100 + i, "A100") for i in range(2)]
+    assert await Publisher(api, "gpu-node-1", "nvidia.com/gpu").sync(two)  # type: ignore[arg-type]
+    assert set(store.objects) == {er_name("gpu-node-1", d.uuid) for d in two}
+    assert max(store.counts) <= len(eight), store.counts
