@@ -271,7 +271,6 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
         described = info.described(resource)
         if not ordered and (described < len(own) or len({device.attributes.get("model", "") for device in own}) > 1):
             own.sort(key=_device_order)
-        model = _described(state, own[0]).attributes.get("model", "") if own else ""
         unknown = max(0, allocatable.get(resource, 0) - described)
         asked = sum(n for _, n, _ in _count_holders(state, info, resource))
         taken = info.busy.get(resource, 0) + asked  # GPUs of the node's count in use
@@ -280,9 +279,11 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
                                             fence if info.hides_devices_of(resource) else "") if reason)
         # GPUs known only by count first: counted requests go there first
         parked = _parked(state, info.name, resource)[:unknown]
-        mine = [_Row(None, resource, device.attributes.get("model", "") or model, m.FREE, described=device)
+        mine = [_Row(None, resource, device.attributes.get("model", ""), m.FREE, described=device)
                 for device in parked]
-        mine += [_Row(None, resource, model, m.FREE) for _ in range(unknown - len(parked))]
+        # no object describes these: their model is unknown (shown `-`), whatever the node's
+        # other devices or labels say
+        mine += [_Row(None, resource, "", m.FREE) for _ in range(unknown - len(parked))]
         mine += [_Row(device, resource, _described(state, device).attributes.get("model", ""), _device_state(facts, device))
                  for device in own]
         shown = 0

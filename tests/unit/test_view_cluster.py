@@ -159,6 +159,18 @@ def test_nodes_without_extended_resources_count_their_gpus() -> None:
     assert view.pending == ()  # a reason for a pod the core does not have is not shown
 
 
+def test_gpus_without_a_device_object_have_no_model() -> None:
+    """A node labelled V100 whose agent published 2 A100 of its 4 GPUs: the other 2 are known only
+    by count, so their model is unknown (not the published devices' A100)."""
+    core = Scheduler(config())
+    node = b.node("n", gpus=4)
+    node["metadata"].setdefault("labels", {})["nvidia.com/gpu.product"] = "V100"
+    load(core, [node, b.device("n", 0, model="A100"), b.device("n", 1, model="A100")], 0.0)
+    view = build_view(core, source="cluster", now=0.0)
+    gpus = next(n for n in view.nodes if n.name == "n").gpus
+    assert sorted((g.device != "", g.model) for g in gpus) == [(False, ""), (False, ""), (True, "A100"), (True, "A100")]
+
+
 def test_a_cordoned_nodes_free_gpus_are_unavailable() -> None:
     core = Scheduler(config())
     load(core, [b.node("n", gpus=2, unschedulable=True), b.node("m", gpus=2)], 0.0)
