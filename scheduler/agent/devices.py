@@ -14,6 +14,8 @@ device because of a half-written file.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -66,7 +68,8 @@ def parse_fake_devices(doc: Any, source: str = "fake devices") -> list[DeviceInf
     """Parse the fake backend's document: a list of devices, or `{devices: [...]}`.
 
     Each device: `uuid` and `model` (strings), `memory` (a quantity such as `32Gi`, or bytes),
-    optional `computeCapability` ("7.0"), `numaNode` (int), `nvlinkGroup` (a name or number shared by
+    optional `computeCapability` ("7.0"), `numaNode` (an integer, or its string form "0" as the
+    ExtendedResource attribute carries it), `nvlinkGroup` (a name or number shared by
     the GPUs of one NVLink domain), `pciBusID`, `vendor` (default nvidia),
     `healthy` (default true) and `message` (why it is unhealthy). Unknown keys are errors, so a
     typo (`heathy: false`) does not silently leave a device healthy.
@@ -100,9 +103,7 @@ def parse_fake_devices(doc: Any, source: str = "fake devices") -> list[DeviceInf
             if isinstance(capability, bool) or not isinstance(capability, (str, int, float)):
                 raise BackendError(f"{where}.computeCapability: expected a string such as \"7.0\"")
             capability = str(capability)
-        numa = raw.get("numaNode")
-        if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int)):
-            raise BackendError(f"{where}.numaNode: expected an integer")
+        numa = _numa_node(raw.get("numaNode"), f"{where}.numaNode")
         group = raw.get("nvlinkGroup")
         if group is not None and (isinstance(group, bool) or not isinstance(group, (str, int)) or not str(group).strip()):
             raise BackendError(f"{where}.nvlinkGroup: expected a non-empty string or an integer")
@@ -124,6 +125,18 @@ def parse_fake_devices(doc: Any, source: str = "fake devices") -> list[DeviceInf
             health_message=message or ("" if healthy else "marked unhealthy in the fake device file"),
             vendor=vendor))
     return out
+
+
+def _numa_node(value: object, where: str) -> int | None:
+    """An integer, or its decimal string: the ExtendedResource attribute is a string (`numaNode: "0"`,
+    attributes are a string map), so a file written after an object's YAML works as it reads."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
+        return int(value)
+    raise BackendError(f"{where}: expected an integer (0, or the attribute's string form \"0\"), got {value!r}")
 
 
 def _memory_bytes(value: object, where: str) -> int:

@@ -53,6 +53,13 @@ def test_file_is_re_read_on_every_discovery(tmp_path: Path) -> None:
     assert only.uuid == "GPU-1" and not only.healthy
 
 
+def test_numa_node_as_the_extended_resource_attribute_writes_it() -> None:
+    """An ExtendedResource carries `numaNode: "0"` (attributes are strings, docs/api.md): the device
+    file takes that form as well as the integer, as it does for `nvlinkGroup`."""
+    [as_string, as_int] = parse_fake_devices([{**V100, "numaNode": "1"}, {**V100, "uuid": "GPU-2", "numaNode": 1}])
+    assert as_string.numa_node == as_int.numa_node == 1
+
+
 @pytest.mark.parametrize(("doc", "message"), [
     ({"a": 1}, "expected a list of devices"),
     ([{**V100, "heathy": False}], r"unknown field\(s\) heathy"),
@@ -62,7 +69,9 @@ def test_file_is_re_read_on_every_discovery(tmp_path: Path) -> None:
     ([{k: v for k, v in V100.items() if k != "memory"}], r"\.memory: Required value"),
     ([{**V100, "memory": "32GiB"}], r"\.memory: "),
     ([{**V100, "memory": "0.5"}], "whole, non-negative"),
-    ([{**V100, "numaNode": "0"}], "numaNode: expected an integer"),
+    ([{**V100, "numaNode": "zero"}], r"numaNode: expected an integer \(0, or the attribute's string form \"0\"\), got 'zero'"),
+    ([{**V100, "numaNode": "1.5"}], "numaNode: expected an integer"),
+    ([{**V100, "numaNode": 1.0}], "numaNode: expected an integer"),
     ([{**V100, "healthy": "no"}], "healthy: expected true or false"),
     ([{**V100, "nvlinkGroup": ""}], "nvlinkGroup: expected a non-empty string or an integer"),
     (["GPU-1"], r"\[0\]: expected an object"),
