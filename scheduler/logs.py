@@ -28,21 +28,18 @@ class LogSettingsError(ValueError):
     before the command starts (a typo would otherwise log at info, or in JSON, without a word)."""
 
 
-def configure_logging(default_format: str | None = None, timestamps: str = "iso") -> None:
-    """JSON logs in a cluster (or TESSERA_LOG_FORMAT=json), readable ones on a terminal.
-
-    `default_format` replaces the terminal guess for commands a person runs and reads (`tessera
-    record`: readable lines even when stderr goes to a file); the environment still decides.
-    `timestamps` is the console lines' format; JSON lines always carry ISO 8601 (date and zone).
-    An unknown level or format raises `LogSettingsError` (empty counts as unset)."""
+def configure_logging() -> None:
+    """JSON logs in a cluster (or TESSERA_LOG_FORMAT=json), readable ones on a terminal: every
+    Tessera process (`run`, `agent`, `record`) logs through this one setup, so `2> file` always
+    keeps JSON lines. An unknown level or format raises `LogSettingsError` (empty counts as unset)."""
     tty = sys.stderr.isatty()
-    fmt = _setting("TESSERA_LOG_FORMAT", FORMATS, "json or console") or default_format or ("console" if tty else "json")
+    fmt = _setting("TESSERA_LOG_FORMAT", FORMATS, "json or console") or ("console" if tty else "json")
     renderer: Any = (structlog.dev.ConsoleRenderer(colors=tty) if fmt == "console"
                      else structlog.processors.JSONRenderer())
     level = LEVELS[_setting("TESSERA_LOG_LEVEL", tuple(LEVELS), "debug, info, warning or error") or "info"]
     structlog.configure(
         processors=[structlog.processors.add_log_level,
-                    structlog.processors.TimeStamper(fmt=timestamps if fmt == "console" else "iso"), renderer],
+                    structlog.processors.TimeStamper(fmt="iso"), renderer],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
     )

@@ -109,12 +109,6 @@ def _say(message: str) -> None:
     print(f"tessera record: {message}", file=sys.stderr, flush=True)
 
 
-def _configure_logging() -> None:
-    """Readable lines by default (a person runs `record` and reads its progress), JSON with
-    TESSERA_LOG_FORMAT=json, the level from TESSERA_LOG_LEVEL: as every Tessera process."""
-    configure_logging(default_format="console", timestamps="%H:%M:%S")
-
-
 class _Writer:
     """The sink: one flushed JSON line per event; holds events back until the initial lists are in.
 
@@ -279,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
         _say(f"cannot write {args.output}: no such directory")
         return 2
     try:
-        _configure_logging()
+        configure_logging()  # as `tessera run` and `agent`: JSON lines unless stderr is a terminal
     except LogSettingsError as err:
         _say(str(err))
         return 2
