@@ -441,7 +441,7 @@ class LeaderElector:
         if not current.ok and current.status != 404:
             if current.status != self._get_failing:  # once per kind of failure, not every retry period
                 log.warning("leader.get_failed", lease=self.description, status=current.status,
-                            message=current.message())
+                            message=current.message(), **self._access_hint(current.status))
             self._get_failing = current.status
             return False
         self._get_failing = None
@@ -450,8 +450,9 @@ class LeaderElector:
                 return False
             created = await self._create(record)
             if not created.ok:
-                log.info("leader.create_failed", lease=self.description, status=created.status,
-                         message=created.message())
+                (log.warning if created.status == 403 else log.info)(
+                    "leader.create_failed", lease=self.description, status=created.status,
+                    message=created.message(), **self._access_hint(created.status))
                 return False
             self._confirm(record, now_clock)
             self._acquired_at = record.acquire_time
@@ -538,6 +539,16 @@ class LeaderElector:
 
     def _path(self) -> str:
         return LEASES.format(namespace=self.namespace)
+
+    def _access_hint(self, status: int) -> dict[str, str]:
+        """For a 403: the Lease's namespace is one the scheduler's RBAC does not grant (a
+        configuration copied into deploy/'s ConfigMap with `kube-system`): this replica can never
+        lead, so say what to change."""
+        if status != 403:
+            return {}
+        return {"hint": f"the scheduler may not use Leases in {self.namespace}: set "
+                        "leaderElection.resourceNamespace to the namespace its Role grants Leases in "
+                        "(tessera-system with deploy/ and the Helm chart), or grant it there"}
 
     async def _get(self) -> Response:
         return await self.http.request("GET", f"{self._path()}/{self.name}", timeout=self.request_timeout,

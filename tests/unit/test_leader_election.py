@@ -141,3 +141,21 @@ async def test_a_renewal_that_takes_the_slow_path_is_counted() -> None:
     assert 'leader_election_slowpath_total{name="tessera"} 1.0' in text
     assert "# HELP leader_election_slowpath_total [ALPHA] Total number of slow path exercised in renewing leader " \
            "leases. 'name' is the string used to identify the lease. Please make sure to group by name." in text
+
+
+async def test_a_lease_the_scheduler_may_not_read_says_which_namespace_to_configure() -> None:
+    """config/gpu-cluster.yaml copied into deploy/'s ConfigMap puts the Lease in kube-system, where
+    the Role grants nothing: the replica never leads. The warning says why and what to change, not
+    only `status=403`."""
+    from structlog.testing import capture_logs
+
+    server = LeaseServer()
+    server.fail = lambda method, who: Response(
+        403, b'{"message":"leases.coordination.k8s.io \\"tessera\\" is forbidden: User '
+             b'\\"system:serviceaccount:tessera-system:tessera-scheduler\\" cannot get resource \\"leases\\" in '
+             b'API group \\"coordination.k8s.io\\" in the namespace \\"kube-system\\""}')
+    a = _elector(server, "A", Clock())
+    with capture_logs() as logs:
+        assert not await a._try_acquire_or_renew()
+    [warning] = [entry for entry in logs if entry["log_level"] == "warning"]
+    assert "leaderElection.resourceNamespace" in warning["hint"] and "kube-system" in warning["hint"]
