@@ -31,6 +31,21 @@ def test_one_class_per_model() -> None:
     assert default_classes([], ()) == ([], {})
 
 
+def test_an_admin_class_selecting_a_model_does_not_stand_for_its_default_class() -> None:
+    """What docs/node-agent.md promises: a default class is per model, beside the admin's classes
+    that select its devices under other names (deploy/examples/resourceclasses.yaml's v100-32g and
+    a100-80g), so V100 and A100 get `v100` and `a100`; only a default class already made for the
+    model (label and annotation), or a class holding the very name, stops one."""
+    admin = [parse_resource_class({**b.resource_class(name, expressions=[
+        {"key": "model", "operator": "In", "values": models}]), "metadata": {"name": name, "uid": name}})
+        for name, models in (("v100-32g", ["V100", "Tesla-V100-SXM2-32GB"]), ("a100-80g", ["A100"]))]
+    assert [c["metadata"]["name"] for c in default_classes(_devices("V100", "A100"), admin).create] == ["a100", "v100"]
+    made = parse_resource_class({**default_classes(_devices("V100"), ()).create[0], "metadata": {
+        "name": "any-name", "uid": "u", "labels": {"tessera.dev/managed-by": "class-controller"},
+        "annotations": {"tessera.dev/model": "V100"}}})
+    assert [c["metadata"]["name"] for c in default_classes(_devices("V100", "A100"), [*admin, made]).create] == ["a100"]
+
+
 def test_names_are_valid_and_collisions_are_kept_apart() -> None:
     assert class_name_for("Tesla V100 (SXM2) 32GB") == "tesla-v100-sxm2-32gb"
     assert class_name_for("___") .startswith("model-")
