@@ -92,6 +92,9 @@ class Explanation:
     beyond_the_cluster: str = ""  # why its gang can never fit the cluster's schedulable nodes, or ""
     missing_named_nodes: tuple[str, ...] = ()  # nodes its required affinity names by metadata.name that do not exist
     released: int = 0  # a finished pod's devices its annotation still names: it holds none of them
+    # "4 nvidia.com/gpu": what a bound pod holds by plain count (no device objects: the device
+    # plugin picks the GPUs), "" when none
+    counted: str = ""
     config: str = ""  # the configuration's source: the dry run's profile and which pods are Tessera's
     # per requested name a ResourceClass owns or claims: which class, and what that makes of it
     classes: tuple[str, ...] = ()
@@ -142,9 +145,19 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         beyond_the_cluster=beyond_the_cluster(state, pod, core.cluster_totals()) if run is not None and not run.node else "",
         missing_named_nodes=_missing_named_nodes(state, pod) if run is not None and not run.node else (),
         released=len(_devices(pod)) if pod.terminal else 0,
+        counted=_counted(state, pod),
         config=config.source,
         classes=_classes(state, pod) if run is not None else (),
     )
+
+
+def _counted(state: ClusterState, pod: Pod) -> str:
+    """A bound pod's plain device requests (`nvidia.com/gpu: 4`): the node counts them, no device
+    object names them (the device plugin picks which GPUs)."""
+    if not pod.node_name or pod.terminal:
+        return ""
+    return extended_amounts({name: amount for name, amount in pod.requests.items()
+                             if not state.classes.is_class_resource(name)})
 
 
 def _classes(state: ClusterState, pod: Pod) -> tuple[str, ...]:
@@ -345,6 +358,9 @@ def render(x: Explanation, now: float) -> str:
         fields.append(("Nominated:", f"{x.nominated_node} (preemption made room there)"))
     held = ("" if x.devices else f"released: the pod is {x.phase}; its annotation names {x.released}, which the "
             "scheduler counts free" if x.released else "-")
+    if x.counted:
+        plain_count = f"{x.counted} counted, no device objects (the device plugin picks the GPUs)"
+        held = f"{held}; {plain_count}" if held not in ("", "-") else plain_count
     fields += [("Gang:", gang or "-"), ("Gate:", x.gate or "-"), ("Devices:", held)]
     width = max(len(label) for label, _ in fields)
     lines = [f"{label.ljust(width)}  {value}".rstrip() for label, value in fields]

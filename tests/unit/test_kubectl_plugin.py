@@ -222,6 +222,16 @@ def test_explain_a_bound_pod_shows_its_devices_and_no_dry_run() -> None:
     assert explaining.explain([], "default/missing", config(BINPACK), [], 0.0) is None
 
 
+def test_explain_a_bound_pod_of_plain_gpus_says_they_are_counted_not_dash() -> None:
+    """A plain `nvidia.com/gpu: 4` pod holds no device objects (the device plugin picks its GPUs):
+    `Devices: -` read as if it held nothing."""
+    pod = b.pod("plain", node_name="n1", limits={"nvidia.com/gpu": 4})
+    result = explaining.explain([b.node("n1", gpus=4), pod], "default/plain", config(BINPACK), [], 0.0)
+    assert result is not None and result.devices == ()
+    [line] = [line for line in explaining.render(result, 0.0).splitlines() if line.startswith("Devices:")]
+    assert line.split(None, 1)[1] == "4 nvidia.com/gpu counted, no device objects (the device plugin picks the GPUs)"
+
+
 def test_explain_a_pod_of_another_scheduler() -> None:
     objs = [b.node("n1"), b.pod("theirs", scheduler="default-scheduler")]
     result = explaining.explain(objs, "default/theirs", config(BINPACK), [], 0.0)
