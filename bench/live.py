@@ -33,7 +33,7 @@ import platform
 import resource
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,21 @@ class Settings:
     @property
     def label(self) -> str:
         return f"qps {self.qps:g} / burst {self.burst}"
+
+
+def _seconds(value: float | None) -> str:
+    """Seconds as a person reads them: `0.87`, not the float sum `0.8700000000000001`; `–` unknown."""
+    return "–" if value is None else f"{value:.2f}"
+
+
+def round_line(result: Mapping[str, Any]) -> str:
+    """The progress line after a round: outcome, throughput, first bind, nodes, CPU seconds."""
+    pps = result.get("pods_per_second")
+    cpu = "/".join(_seconds(result.get(f"{who}_cpu_seconds")) for who in ("scheduler", "apiserver", "etcd"))
+    return (f"  -> {result['outcome']}: {result['bound']}/{result['pods']} bound, "
+            f"{'–' if pps is None else f'{pps:.1f}'} pods/s, first bind after "
+            f"{_seconds(result.get('first_bind_seconds'))} s, {result['nodes_used']} nodes used, "
+            f"CPU s sched/apiserver/etcd {cpu}")
 
 
 def progress(message: str) -> None:
@@ -248,7 +263,7 @@ class Bench:
                     cpu_seconds(self.kwok_pid))
             sched_rss = rss_mib(contestant.pid) if contestant is not None else None
             sched_times = cpu_times(contestant.pid) if contestant is not None else None
-            sched_cpu = None if sched_times is None else sum(sched_times)
+            sched_cpu = None if sched_times is None else round(sum(sched_times), 2)
             if profiler is not None:
                 path = await asyncio.to_thread(profiler.stop)
                 if path is not None:
@@ -364,16 +379,11 @@ async def _run(args: argparse.Namespace, plane: LocalControlPlane, workdir: Path
             progress(f"round {index + 1}/{len(order)}: run {run + 1}, {scheduler}, {label}")
             result = await bench.round(run, scheduler, s, index)
             rounds.append(result)
-            pps = result.get("pods_per_second")
-            progress(f"  -> {result['outcome']}: {result['bound']}/{result['pods']} bound, "
-                     f"{'–' if pps is None else f'{pps:.1f}'} pods/s, first bind after "
-                     f"{result.get('first_bind_seconds', float('nan')):.2f} s, {result['nodes_used']} nodes used, "
-                     f"CPU s sched/apiserver/etcd {result['scheduler_cpu_seconds']}/{result['apiserver_cpu_seconds']}/"
-                     f"{result['etcd_cpu_seconds']}")
+            progress(round_line(result))
             if "cprofile" in result and result["cprofile"].get("landmarks"):
                 prof = result["cprofile"]
                 marks = ", ".join(f"{m['what']} {m['pct']}%" for m in prof["landmarks"] if m["pct"] >= 1)
-                progress(f"  cProfile: {prof['cpu_seconds']} CPU s; {marks}")
+                progress(f"  cProfile: {_seconds(prof['cpu_seconds'])} CPU s; {marks}")
             if "profile" in result and result["profile"].get("samples"):
                 prof = result["profile"]
                 top = ", ".join(f"{e['function']} {e['pct']}%" for e in prof["self"][:5])
