@@ -86,7 +86,9 @@ class SchedulerLoop:
         self.events = EventRecorder(events_http, controller="tessera", instance=identity,
                                     term=lambda: self.leader_term())
         self.statuses = StatusWriter(http, self._pod_version, allowed=lambda: self.is_leader())
-        self.held = HeldDevicesWriter(http, allowed=lambda: self.is_leader())
+        # the Warning of an edit a standby saw is reported by whichever replica writes its union
+        self.held = HeldDevicesWriter(http, allowed=lambda: self.is_leader(),
+                                      on_written=self._tell)
         # PodGroups whose status this process already settled (upstream ones PodGroupScheduled=True,
         # scheduler-plugins ones Finished or Failed): nothing is written over it, even before the
         # watch echoes it back
@@ -195,6 +197,9 @@ class SchedulerLoop:
                 self.class_controller.wake()
         elif kind == "Pod":
             meta = obj.get("metadata") or {}
+            held = (meta.get("annotations") or {}).get(ann.HELD_DEVICES)
+            if event_type != "DELETED" and isinstance(held, str):
+                self.held.observed(str(meta.get("uid", "")), held)  # an earlier leader wrote it
             if event_type != "ADDED" and (event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName")):
                 self.statuses.pod_gone(str(meta.get("namespace", "")), str(meta.get("name", "")))
             if event_type == "DELETED":  # a held Binding that will never be sent
@@ -306,7 +311,14 @@ class SchedulerLoop:
         log.warning("input.invalid", kind=notice.kind, object=notice.key, reason=notice.reason, message=notice.message)
         self._warn(notice, "Validating")
         if notice.held_devices:  # an edited devices annotation: the union goes onto the pod
-            self.held.want(notice.namespace, notice.key.rpartition("/")[2], notice.uid, notice.held_devices)
+            # a standby cannot tell: the replica that writes the union does (the leader may be gone)
+            self.held.want(notice.namespace, notice.key.rpartition("/")[2], notice.uid, notice.held_devices,
+                           untold=None if self.is_leader() else notice)
+
+    def _tell(self, untold: tuple[Notice, ...]) -> None:
+        """Notices a standby saw, reported by the leader that wrote their union onto the pod."""
+        for notice in untold:
+            self._warn(notice, "Validating")
 
     def _warn(self, notice: Notice, action: str) -> None:
         """The notice as a Warning Event regarding its object (only by the leader)."""

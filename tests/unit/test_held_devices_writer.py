@@ -93,3 +93,66 @@ async def test_a_standby_writes_nothing_until_it_leads() -> None:
         await _until(lambda: ann.HELD_DEVICES in api.pod("default", "cls1")["metadata"]["annotations"])
         group.cancel_scope.cancel()
     assert _held(api.pod("default", "cls1")) == ["gpu-a", "gpu-b"]
+
+
+def _changed_events(api: FakeApi) -> list[dict[str, Any]]:
+    return [event for event in api.events.values() if event["reason"] == "DevicesAnnotationChanged"]
+
+
+async def test_the_warning_a_standby_saw_is_written_when_it_leads() -> None:
+    """The edit happened while this replica stood by (the leader had died): it keeps the union
+    held and, once it leads, writes it into held-devices. The Warning that tells the operator of
+    the edit was dropped (only a leader records Events, and the notice came while it stood by):
+    `kubectl describe pod` never showed it. Now the replica that writes the union tells too."""
+    api = FakeApi()
+    pod = _bound()
+    api.add_pod(pod)
+    term: list[int | None] = [None]
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="standby",  # type: ignore[arg-type]
+                         leader_term=lambda: term[0])
+    loop.held._retry_seconds = 0.01
+    loop._apply("ADDED", b.node("n", gpus=2))
+    loop._apply("ADDED", pod)
+    async with anyio.create_task_group() as group:
+        group.start_soon(loop.held.run)
+        group.start_soon(loop.events.run)
+        loop._apply("MODIFIED", _edited(pod, "gpu-b"))
+        await anyio.sleep(0.05)
+        assert api.of("PATCH", "/status") == [] and _changed_events(api) == []
+        term[0] = 1  # the old leader's Lease ran out: this replica leads
+        loop.leadership_started()
+        await _until(lambda: bool(_changed_events(api)))
+        await anyio.sleep(0.05)
+        group.cancel_scope.cancel()
+    assert _held(api.pod("default", "cls1")) == ["gpu-a", "gpu-b"]
+    [event] = _changed_events(api)
+    assert event["type"] == "Warning" and event["regarding"]["uid"] == pod["metadata"]["uid"]
+    assert "it named gpu-a; it now names gpu-b" in event["note"]
+
+
+async def test_an_edit_the_old_leader_already_wrote_is_not_told_again_by_the_next_leader() -> None:
+    """The standby saw the edit and then, on its watch, the old leader's held-devices write (the
+    old leader recorded the Warning when it saw the edit): on taking over it writes neither again."""
+    api = FakeApi()
+    pod = _bound()
+    api.add_pod(pod)
+    term: list[int | None] = [None]
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="standby",  # type: ignore[arg-type]
+                         leader_term=lambda: term[0])
+    loop.held._retry_seconds = 0.01
+    loop._apply("ADDED", b.node("n", gpus=2))
+    loop._apply("ADDED", pod)
+    edited = _edited(pod, "gpu-b")
+    async with anyio.create_task_group() as group:
+        group.start_soon(loop.held.run)
+        group.start_soon(loop.events.run)
+        loop._apply("MODIFIED", edited)
+        [wish] = loop.held._wishes.values()
+        written = _edited(edited, "gpu-b")  # the old leader's write, as the watch delivers it
+        written["metadata"]["annotations"][ann.HELD_DEVICES] = wish.value
+        loop._apply("MODIFIED", written)
+        term[0] = 1
+        loop.leadership_started()
+        await anyio.sleep(0.1)
+        group.cancel_scope.cancel()
+    assert api.of("PATCH", "/status") == [] and _changed_events(api) == []
