@@ -45,7 +45,7 @@ import structlog
 
 from scheduler.kube.concurrency import InFlight
 from scheduler.kube.http import STRATEGIC_PATCH, KubeHttp, Response
-from scheduler.kube.recorder import micro_time
+from scheduler.kube.recorder import ObjectRef, micro_time
 
 log = structlog.get_logger("tessera.evictor")
 
@@ -70,6 +70,9 @@ class Eviction:
     preemptor: str = ""  # the preemptor's namespace/name, for the log (its Event names the uid alone, as upstream's)
     preemptor_type: str = "pod"  # "podgroup" when a whole gang preempted (upstream's ExecutorPreemptor.Type())
     marked_since: float | None = None  # lastTransitionTime of the DisruptionTarget=True mark the victim already carries
+    # whom the victim's Preempted Event names and relates to (upstream's preemptor.Obj()): the
+    # preemptor pod, or the PodGroup object of a gang that preempted as one; None: the pod `preemptor_uid`
+    by: ObjectRef | None = None
 
     @property
     def message(self) -> str:

@@ -493,12 +493,12 @@ class SchedulerLoop:
         if not attempt.preempted:
             return
         self.stats.preemptions += 1
+        by = self._preemptor(attempt)
         for victim in attempt.preempted:
             node = attempt.rejected_waiting.get(victim.uid)
             if node is not None:  # held at Permit: back to the queue, no API call (upstream's words)
                 self.events.record(_pod_ref_of(victim), "Normal", "Preempted", "Preempting",
-                                   f"Preempted by pod {attempt.pod.uid} on node {node} (in kube-scheduler memory).",
-                                   _pod_ref_of(attempt.pod))
+                                   f"{_preempted_note(by.kind, by.uid, node)} (in kube-scheduler memory).", by)
                 # its binding cycle ends there: upstream's WaitOnPermit error (waitingPod.Preempt)
                 self._end_permit_wait(victim.uid, "Error")
                 self._end_binding_attempt(victim.uid, Outcome.RETRY)
@@ -509,9 +509,22 @@ class SchedulerLoop:
         self.evictor.submit([Eviction(victim.meta.namespace, victim.meta.name, victim.uid, attempt.pod.uid,
                                       attempt.pod.scheduler_name, victim.node_name, generation=victim.meta.generation,
                                       preemptor=attempt.pod.key, preemptor_type=attempt.preemptor_type,
-                                      marked_since=victim.preemption_mark.since if victim.preemption_mark else None)
+                                      marked_since=victim.preemption_mark.since if victim.preemption_mark else None,
+                                      by=by)
                              for victim in attempt.preempted
                              if not victim.meta.deleting and victim.uid not in attempt.rejected_waiting])
+
+    def _preemptor(self, attempt: Attempt) -> ObjectRef:
+        """Whom the victims' Events name: upstream's ExecutorPreemptor (framework/preemption/
+        executor.go), the PodGroup object for a gang that preempted as one (podGroupExecutorPreemptor),
+        else the pod. A label-form gang has no object, so no uid to name: its pod is named."""
+        gang = attempt.pod.gang
+        if attempt.preemptor_type == "podgroup" and gang is not None and gang.from_podgroup:
+            group = self.core.state.gangs.podgroups.get(gang.key)
+            if group is not None and group.meta.uid:
+                return ObjectRef("PodGroup", PODGROUP_API_VERSIONS[group.api], group.meta.name, group.meta.namespace,
+                                 group.meta.uid)
+        return _pod_ref_of(attempt.pod)
 
     def _finish_gang_evictions(self, now: float) -> None:
         """A replica that led before died half-way through a gang's eviction: finish it."""
@@ -538,10 +551,13 @@ class SchedulerLoop:
                                f"Preempted to finish the eviction of gang {gang_name(eviction.finishing_gang)}, which an "
                                f"earlier leader began: the gang was below its minimum")
             return
-        preemptor = self.core.state.pods.get(eviction.preemptor_uid)
-        related = _pod_ref_of(preemptor) if preemptor is not None else None
+        by = eviction.by
+        if by is None:  # an Eviction made without it: the preemptor pod, while it is known
+            preemptor = self.core.state.pods.get(eviction.preemptor_uid)
+            by = _pod_ref_of(preemptor) if preemptor is not None else None
         self.events.record(ref, "Normal", "Preempted", "Preempting",
-                           f"Preempted by pod {eviction.preemptor_uid} on node {eviction.node}", related)
+                           _preempted_note("Pod" if by is None else by.kind, eviction.preemptor_uid if by is None
+                                           else by.uid, eviction.node), by)
 
     def _end_binding_attempt(self, uid: str, outcome: Outcome, failed_as: str = "error") -> None:
         """A placed pod's attempt is over (its Binding answered, or it never went out): counted
@@ -680,6 +696,12 @@ def _log_bound(binding: Binding) -> None:
               for grants in by_resource.values() for grant in grants]
     log.info("binder.bound", pod=f"{binding.namespace}/{binding.name}", uid=binding.uid, node=binding.node,
              devices=[grant.device for grant in grants], device_ids=[grant.device_id for grant in grants])
+
+
+def _preempted_note(kind: str, uid: str, node: str) -> str:
+    """A victim's Event note, upstream's `Preempted by <preemptor.Type()> <preemptor.UID()> on node
+    <node>` (Type() "podgroup" for a PodGroup, else "pod"); `kind`, `uid`: the preemptor object's."""
+    return f"Preempted by {'podgroup' if kind == 'PodGroup' else 'pod'} {uid} on node {node}"
 
 
 def _pod_ref(attempt: Attempt) -> ObjectRef:

@@ -1,0 +1,95 @@
+"""The `Preempted` Event a victim gets names whom it made room for, in upstream's words.
+
+kube-scheduler v1.36.3 (pkg/scheduler/framework/preemption/executor.go, `PreemptPod`): the note is
+`Preempted by <preemptor.Type()> <preemptor.UID()> on node <candidate node>` and the Event is
+`Eventf(victim, preemptor.Obj(), Normal, "Preempted", "Preempting", ...)`. For a pod group's
+preemption (`podGroupExecutorPreemptor`) Type() is "podgroup", UID() and Obj() the PodGroup's:
+`Preempted by podgroup <PodGroup uid> on node <node>`, related to the PodGroup. A label-form gang
+has no object (and no uid): it keeps the pod form, naming the member that preempted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from scheduler.api.config import load_config
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.sim import builders as b
+from tests.fakeapi import FakeApi
+
+PLUGINS_LIST = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
+WORKLOAD_LIST = "/apis/scheduling.k8s.io/v1alpha2/podgroups"
+HIGH = 1000
+
+
+def _plugins_member(name: str) -> dict[str, Any]:
+    return b.pod(name, labels={"scheduling.x-k8s.io/pod-group": "big"}, limits={"nvidia.com/gpu": 4}, priority=HIGH)
+
+
+def _workload_member(name: str) -> dict[str, Any]:
+    return b.pod(name, limits={"nvidia.com/gpu": 4}, priority=HIGH,
+                 spec_extra={"schedulingGroup": {"podGroupName": "big"}})
+
+
+def _label_member(name: str) -> dict[str, Any]:
+    return b.pod(name, labels=b.gang_labels("big", 2), limits={"nvidia.com/gpu": 4}, priority=HIGH)
+
+
+async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    with anyio.fail_after(seconds):
+        while not condition():
+            await anyio.sleep(0.005)
+
+
+def _preempted(api: FakeApi) -> list[dict[str, Any]]:
+    return [event for event in api.events.values() if event["reason"] == "Preempted"]
+
+
+async def _preempt_for_gang(group: dict[str, Any] | None, path: str,
+                            member: Callable[[str], dict[str, Any]]) -> tuple[FakeApi, list[dict[str, Any]]]:
+    """Two 4-GPU nodes full of low-priority pods; a gang of two 4-GPU members preempts both."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n1", gpus=4), b.node("n2", gpus=4)]
+    if group is not None:
+        api.lists[path] = [group]
+    for node in ("n1", "n2"):
+        api.add_pod(b.pod(f"low-{node}", limits={"nvidia.com/gpu": 4}, node_name=node, phase="Running", priority=0))
+    for i in range(2):
+        api.add_pod(member(f"big-{i}"))
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await _until(lambda: len(_preempted(api)) == 2)
+        owner.cancel_scope.cancel()
+    return api, _preempted(api)
+
+
+@pytest.mark.parametrize(("group", "member", "path", "api_version"), [
+    (b.podgroup("big", 2), _plugins_member, PLUGINS_LIST, "scheduling.x-k8s.io/v1alpha1"),
+    (b.workload_podgroup("big", 2), _workload_member, WORKLOAD_LIST, "scheduling.k8s.io/v1alpha2"),
+], ids=["scheduler-plugins", "workload-api"])
+async def test_a_gang_with_a_podgroup_preempts_as_the_podgroup(
+        group: dict[str, Any], member: Callable[[str], dict[str, Any]], path: str, api_version: str) -> None:
+    _, events = await _preempt_for_gang(group, path, member)
+    uid = group["metadata"]["uid"]
+    assert sorted(e["note"] for e in events) == [f"Preempted by podgroup {uid} on node n1",
+                                                  f"Preempted by podgroup {uid} on node n2"]
+    for event in events:
+        assert (event["type"], event["action"]) == ("Normal", "Preempting")
+        assert event["related"] == {"kind": "PodGroup", "apiVersion": api_version, "name": "big",
+                                    "namespace": "default", "uid": uid}
+
+
+async def test_a_label_gang_has_no_object_and_preempts_as_its_member_pod() -> None:
+    api, events = await _preempt_for_gang(None, "", _label_member)
+    members = {pod["metadata"]["uid"]: name for (_, name), pod in api.pods.items() if name.startswith("big-")}
+    for event in events:
+        kind, _, rest = event["note"].removeprefix("Preempted by ").partition(" ")
+        uid = rest.partition(" ")[0]
+        assert kind == "pod" and uid in members, event["note"]
+        assert event["related"]["kind"] == "Pod" and event["related"]["uid"] == uid
