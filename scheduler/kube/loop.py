@@ -83,7 +83,9 @@ class SchedulerLoop:
         # client does, so that recording a pod's Event never takes a Binding's place in the budget.
         limiter = http.limiter
         events_http = KubeHttp(http.api, RateLimiter(limiter.qps, limiter.burst) if limiter is not None else None)
-        self.events = EventRecorder(events_http, controller="tessera", instance=identity,
+        # each Event names the profile it was decided for as its reportingController (kube-scheduler
+        # gives each profile a recorder named after its scheduler); the first profile's otherwise
+        self.events = EventRecorder(events_http, controller=config.profiles[0].scheduler_name, instance=identity,
                                     term=lambda: self.leader_term())
         self.statuses = StatusWriter(http, self._pod_version, allowed=lambda: self.is_leader())
         # the Warning of an edit a standby saw is reported by whichever replica writes its union
@@ -303,7 +305,8 @@ class SchedulerLoop:
         self._end_binding_attempt(pod.uid, Outcome.RETRY, "unschedulable")
         if not self.is_leader():
             return
-        self.events.record(_pod_ref(attempt), "Warning", "FailedScheduling", "Scheduling", attempt.message)
+        self.events.record(_pod_ref(attempt), "Warning", "FailedScheduling", "Scheduling", attempt.message,
+                           controller=pod.scheduler_name)
         self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name, UNSCHEDULABLE, attempt.message,
                                   generation=pod.meta.generation)
 
@@ -315,13 +318,20 @@ class SchedulerLoop:
             self.held.want(notice.namespace, notice.key.rpartition("/")[2], notice.uid, notice.held_devices,
                            untold=None if self.is_leader() else notice)
 
+    def _controller(self, uid: str) -> str:
+        """The reportingController of an Event about the pod `uid`: the scheduler name of its
+        profile; "" (the recorder's, the first profile's) for another object or a pod not known."""
+        pod = self.core.state.pods.get(uid)
+        return pod.scheduler_name if pod is not None and pod.scheduler_name in self.config.scheduler_names else ""
+
     def _tell(self, untold: tuple[Notice, ...]) -> None:
         """Notices a standby saw, reported by the leader that wrote their union onto the pod."""
         for notice in untold:
             self._warn(notice, "Validating")
 
-    def _warn(self, notice: Notice, action: str) -> None:
-        """The notice as a Warning Event regarding its object (only by the leader)."""
+    def _warn(self, notice: Notice, action: str, controller: str = "") -> None:
+        """The notice as a Warning Event regarding its object (only by the leader); `controller`:
+        the profile it was decided for, else the object's own (a pod's) or the first profile's."""
         if not self.is_leader() or not notice.key:
             return
         namespace, _, name = notice.key.rpartition("/")
@@ -329,7 +339,8 @@ class SchedulerLoop:
         if api_version is None:
             return
         self.events.record(ObjectRef(notice.kind, api_version, name, notice.namespace or namespace, notice.uid),
-                           "Warning", notice.reason, action, notice.message)
+                           "Warning", notice.reason, action, notice.message,
+                           controller=controller or self._controller(notice.uid))
 
     # --- scheduling --------------------------------------------------------------------------
 
@@ -434,7 +445,7 @@ class SchedulerLoop:
         notice = self.core.group_notice(attempts)
         if notice is not None:  # its gang did not fit: the PodGroup says why, as its members do
             log.debug("cycle.group_unschedulable", group=notice.key, message=notice.message)
-            self._warn(notice, "Scheduling")
+            self._warn(notice, "Scheduling", controller=attempts[0].pod.scheduler_name)
         gang = attempts[0].pod.gang if attempts else None
         if gang is None or not gang.from_podgroup:
             return
@@ -463,7 +474,8 @@ class SchedulerLoop:
                 log.info("binder.gate_wait", pod=pod.key, node=attempt.node)
                 self._end_permit_wait(pod.uid, "Unschedulable")  # an earlier hold redone within these cycles
                 self._held_since[pod.uid] = time.monotonic()
-                self.events.record(_pod_ref(attempt), "Normal", WAITING_FOR_ALLOCATION, "Binding", attempt.message)
+                self.events.record(_pod_ref(attempt), "Normal", WAITING_FOR_ALLOCATION, "Binding", attempt.message,
+                                   controller=pod.scheduler_name)
                 self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name, WAITING_FOR_ALLOCATION, attempt.message,
                                           generation=pod.meta.generation)
             else:
@@ -479,7 +491,8 @@ class SchedulerLoop:
                 self.stats.unschedulable += 1
                 log.debug("cycle.unschedulable", pod=pod.key, message=attempt.message, attempts=attempt.attempts)
             self.hooks.on_attempt("error" if attempt.error else "unschedulable", profile, seconds, attempt)
-            self.events.record(_pod_ref(attempt), "Warning", "FailedScheduling", "Scheduling", attempt.message)
+            self.events.record(_pod_ref(attempt), "Warning", "FailedScheduling", "Scheduling", attempt.message,
+                               controller=pod.scheduler_name)
             self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name,
                                       SCHEDULER_ERROR if attempt.error else UNSCHEDULABLE, attempt.message,
                                       nominated_node=attempt.nominated_node, generation=pod.meta.generation)
@@ -498,7 +511,8 @@ class SchedulerLoop:
             node = attempt.rejected_waiting.get(victim.uid)
             if node is not None:  # held at Permit: back to the queue, no API call (upstream's words)
                 self.events.record(_pod_ref_of(victim), "Normal", "Preempted", "Preempting",
-                                   f"{_preempted_note(by.kind, by.uid, node)} (in kube-scheduler memory).", by)
+                                   f"{_preempted_note(by.kind, by.uid, node)} (in kube-scheduler memory).", by,
+                                   controller=attempt.pod.scheduler_name)
                 # its binding cycle ends there: upstream's WaitOnPermit error (waitingPod.Preempt)
                 self._end_permit_wait(victim.uid, "Error")
                 self._end_binding_attempt(victim.uid, Outcome.RETRY)
@@ -539,7 +553,7 @@ class SchedulerLoop:
         ref = ObjectRef("Pod", "v1", eviction.name, eviction.namespace, eviction.uid)
         wanted_by = f"gang {gang_name(eviction.finishing_gang)}" if eviction.finishing_gang else f"pod {eviction.preemptor_uid}"
         self.events.record(ref, "Warning", "PreemptionFailed", "Preempting",
-                           f"Could not evict the pod for {wanted_by}: {reason}")
+                           f"Could not evict the pod for {wanted_by}: {reason}", controller=eviction.preemptor_scheduler)
         self._wake.set()
 
     def _on_evicted(self, eviction: Eviction, deleted: bool) -> None:
@@ -549,7 +563,8 @@ class SchedulerLoop:
         if eviction.finishing_gang:
             self.events.record(ref, "Normal", "Preempted", "Preempting",
                                f"Preempted to finish the eviction of gang {gang_name(eviction.finishing_gang)}, which an "
-                               f"earlier leader began: the gang was below its minimum")
+                               f"earlier leader began: the gang was below its minimum",
+                               controller=eviction.preemptor_scheduler)
             return
         by = eviction.by
         if by is None:  # an Eviction made without it: the preemptor pod, while it is known
@@ -557,7 +572,7 @@ class SchedulerLoop:
             by = _pod_ref_of(preemptor) if preemptor is not None else None
         self.events.record(ref, "Normal", "Preempted", "Preempting",
                            _preempted_note("Pod" if by is None else by.kind, eviction.preemptor_uid if by is None
-                                           else by.uid, eviction.node), by)
+                                           else by.uid, eviction.node), by, controller=eviction.preemptor_scheduler)
 
     def _end_binding_attempt(self, uid: str, outcome: Outcome, failed_as: str = "error") -> None:
         """A placed pod's attempt is over (its Binding answered, or it never went out): counted
@@ -573,7 +588,7 @@ class SchedulerLoop:
         """upstream's handleSchedulingFailure for a binding cycle's error (not a rejection): a
         FailedScheduling Warning and PodScheduled=False, reason SchedulerError."""
         self.events.record(ObjectRef("Pod", "v1", name, namespace, uid), "Warning", "FailedScheduling", "Scheduling",
-                           message)
+                           message, controller=self._controller(uid))
         pod = self.core.state.pods.get(uid)
         self.statuses.pod_waiting(namespace, name, SCHEDULER_ERROR, message,
                                   generation=pod.meta.generation if pod is not None else 0)
@@ -594,7 +609,8 @@ class SchedulerLoop:
             _log_bound(binding)
             ref = ObjectRef("Pod", "v1", binding.name, binding.namespace, binding.uid)
             self.events.record(ref, "Normal", "Scheduled", "Binding",
-                               f"Successfully assigned {binding.namespace}/{binding.name} to {binding.node}")
+                               f"Successfully assigned {binding.namespace}/{binding.name} to {binding.node}",
+                               controller=self._controller(binding.uid))
             return
         log.info("binder.failed", pod=f"{binding.namespace}/{binding.name}", node=binding.node,
                  outcome=result.outcome.value, message=result.message)

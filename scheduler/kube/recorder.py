@@ -102,6 +102,7 @@ class _Occurrence:
     when: float
     related: ObjectRef | None
     term: Hashable | None  # the leadership term it was recorded in: written only while it lasts
+    controller: str  # its reportingController: the scheduler name of the profile it is recorded for
     tries: int = 0
     body: dict[str, Any] | None = field(default=None)  # set once made: a retry sends the same Event
 
@@ -120,16 +121,19 @@ class EventRecorder:
         # closed when run() ends: an event recorded after that is dropped
         # (an anyio.Event in it is a flush: set once everything before it was handled)
         self._send, self._receive = anyio.create_memory_object_stream[_Occurrence | anyio.Event](QUEUE_SIZE)
-        self._series: dict[tuple[str, str, str], _Series] = {}
+        self._series: dict[tuple[str, str, str, str], _Series] = {}
         self._series_term: Hashable | None = None  # the term the series cache belongs to
         self.written = 0
         self.dropped = 0
         self._next_sweep = 0.0  # when ended series are next looked for (on the recorder's clock)
 
     def record(self, regarding: ObjectRef, type_: str, reason: str, action: str, note: str,
-               related: ObjectRef | None = None) -> None:
+               related: ObjectRef | None = None, controller: str = "") -> None:
+        """Queue an Event; `controller`: the scheduler name of the profile that decided it (its
+        reportingController, as kube-scheduler gives each profile a recorder of its own), "" for
+        the recorder's own (the first profile's)."""
         occurrence = _Occurrence(regarding, type_, reason, action, truncate_note(note), self._clock(), related,
-                                 self.term())
+                                 self.term(), controller or self.controller)
         self._enqueue(occurrence)
 
     def _enqueue(self, occurrence: _Occurrence) -> None:
@@ -269,7 +273,7 @@ class EventRecorder:
             "kind": "Event",
             "metadata": {"name": event_name(ref.name), "namespace": namespace},
             "eventTime": micro_time(item.when),
-            "reportingController": self.controller,
+            "reportingController": item.controller,
             "reportingInstance": self.instance,
             "action": item.action,
             "reason": item.reason,
@@ -281,7 +285,7 @@ class EventRecorder:
             body["related"] = _reference(item.related)
         return body
 
-    async def _create(self, body: dict[str, Any], key: tuple[str, str, str], now: float) -> None:
+    async def _create(self, body: dict[str, Any], key: tuple[str, str, str, str], now: float) -> None:
         namespace = body["metadata"]["namespace"]
         response = await self.http.request("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events",
                                            body=body, limited=False, resend=self._in_series_term())
@@ -312,9 +316,11 @@ class EventRecorder:
             self.written += 1
 
 
-def _key(item: _Occurrence) -> tuple[str, str, str]:
+def _key(item: _Occurrence) -> tuple[str, str, str, str]:
+    """What makes repeats one series: the object, reason and note (see the module's docstring),
+    and the reportingController, which client-go's getKey (tools/events) includes too."""
     ref = item.regarding
-    return (ref.uid or f"{ref.kind}/{ref.namespace}/{ref.name}", item.reason, item.note)
+    return (ref.uid or f"{ref.kind}/{ref.namespace}/{ref.name}", item.reason, item.note, item.controller)
 
 
 def event_name(regarding: str) -> str:

@@ -8,6 +8,7 @@ Tessera does instead.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -16,9 +17,11 @@ import pytest
 
 from scheduler.api.config import load_config
 from scheduler.kube.binder import Binding, BindResult, Outcome
+from scheduler.kube.evictor import Eviction
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.recorder import EventRecorder, ObjectRef
+from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
 from tests.unit.test_event_recorder import EVENTS, NOTE, POD, T0, Clock, _recorder, _writes, running
 
@@ -222,3 +225,62 @@ async def test_a_long_identity_still_gives_a_valid_reporting_instance() -> None:
     assert recorder.instance != other.instance
     short = EventRecorder(KubeHttp(api), controller="tessera", instance="tessera-0", clock=clock)  # type: ignore[arg-type]
     assert short.instance == "tessera-0"
+
+
+# --- who reports, and about whom ----------------------------------------------------------------
+
+
+def _two_profiles(tmp_path: Path) -> Any:
+    path = tmp_path / "profiles.yaml"
+    path.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                    "profiles:\n- schedulerName: tessera\n- schedulerName: tessera-spread\n")
+    return load_config(path)
+
+
+async def test_a_profiles_events_name_its_scheduler_as_the_reporting_controller(tmp_path: Path) -> None:
+    """kube-scheduler gives each profile its own recorder, `EventBroadcaster.NewRecorder(
+    schedulerName)` (cmd/kube-scheduler/app/server.go getRecorderFactory, pkg/scheduler/profile/
+    profile.go newProfile), and client-go's NewRecorder makes that name the Events'
+    `reportingController` (tools/events/event_broadcaster.go:164). A victim's `Preempted` is
+    recorded through the preemptor's framework (`fh.EventRecorder()`, framework/preemption/
+    executor.go PreemptPod), so it carries the preemptor's scheduler name even when the victim is
+    another scheduler's pod.
+
+    Tessera wrote `reportingController: tessera` for every profile: a second profile's pods'
+    Events could not be told apart, nor selected as kube-scheduler's can."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n1", gpus=1)]
+    api.add_pod(b.pod("low", scheduler="default-scheduler", limits={"nvidia.com/gpu": 1}, node_name="n1",
+                      phase="Running", priority=0))
+    api.add_pod(b.pod("fits", scheduler="tessera-spread", requests={"cpu": "100m"}))
+    api.add_pod(b.pod("never", scheduler="tessera-spread", limits={"nvidia.com/gpu": 8}))
+    api.add_pod(b.pod("urgent", scheduler="tessera-spread", limits={"nvidia.com/gpu": 1}, priority=1000))
+    loop = SchedulerLoop(_two_profiles(tmp_path), KubeHttp(api), KubeHttp(api), identity="a")  # type: ignore[arg-type]
+
+    def by_reason() -> dict[tuple[str, str], dict[str, Any]]:
+        return {(e["reason"], e["regarding"]["name"]): e for e in api.events.values()}
+
+    wanted = {("Scheduled", "fits"), ("FailedScheduling", "never"), ("Preempted", "low")}
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        assert await _until(lambda: wanted <= set(by_reason()), 10.0), sorted(by_reason())
+        owner.cancel_scope.cancel()
+    events = by_reason()
+    assert {key: events[key]["reportingController"] for key in wanted} == dict.fromkeys(wanted, "tessera-spread")
+    assert all(events[key]["reportingInstance"] == "a" for key in wanted)
+
+
+async def test_a_preempted_event_is_related_to_its_preemptor_even_once_it_left_the_cache() -> None:
+    """Upstream's `Eventf(victim, preemptor.Obj(), ...)` always relates the victim's Event to its
+    preemptor. Tessera looked the preemptor up in its cache when the DELETE answered, and wrote no
+    `related` when the preemptor had gone meanwhile (deleted, or its uid unknown after a relist)."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="a")  # type: ignore[arg-type]
+    urgent = ObjectRef("Pod", "v1", "urgent", "default", "uid-urgent")
+    loop._on_evicted(Eviction("default", "low", "uid-low", "uid-urgent", "tessera", "n1", by=urgent), True)
+    with anyio.move_on_after(0.3):
+        await loop.events.run()
+    [event] = [c.body for c in api.of("POST", "/events")]
+    assert event["note"] == "Preempted by pod uid-urgent on node n1"
+    assert event["related"] == {"kind": "Pod", "apiVersion": "v1", "name": "urgent", "namespace": "default",
+                                "uid": "uid-urgent"}
