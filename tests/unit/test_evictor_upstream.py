@@ -355,11 +355,34 @@ def test_the_loop_does_not_evict_a_victim_taken_back_in_memory_and_says_so() -> 
     submitted: list[list[Eviction]] = []
     loop.evictor.submit = submitted.append  # type: ignore[method-assign,assignment]
     recorded: list[tuple[str, str]] = []
-    loop.events.record = lambda ref, type_, reason, action, note, related=None: recorded.append((ref.name, note))  # type: ignore[method-assign]
+    loop.events.record = lambda ref, type_, reason, action, note, related=None, **_: recorded.append((ref.name, note))  # type: ignore[method-assign]
     loop._evict(attempt)
     assert [[e.name for e in batch] for batch in submitted] == [["mid"]]
     assert recorded == [("low", f"Preempted by pod {preemptor.uid} on node n (in kube-scheduler memory)."),
                         ("low", "waiting on permit for pod: preempted")]  # its binding cycle's error
+
+
+def test_a_victim_taken_back_in_memory_for_a_podgroup_names_the_podgroup() -> None:
+    """executor.go `PreemptPod` for a pod group (`podGroupExecutorPreemptor`): "Preempted by
+    podgroup <PodGroup uid> on node <node> (in kube-scheduler memory).", related to the PodGroup."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    group = b.podgroup("big", 2)
+    loop.core.apply("ADDED", group, 0.0)
+    preemptor = parse_pod(b.pod("big-0", limits={"nvidia.com/gpu": 1}, priority=1000,
+                                labels={"scheduling.x-k8s.io/pod-group": "big"}))
+    waiting = parse_pod(b.pod("low", limits={"nvidia.com/gpu": 1}))
+    attempt = Attempt(preemptor, None, preempted=[waiting], rejected_waiting={waiting.uid: "n"},
+                      preemptor_type="podgroup")
+    loop.evictor.submit = lambda evictions: None  # type: ignore[method-assign,assignment]
+    recorded: list[tuple[str, str, Any]] = []
+    loop.events.record = lambda ref, type_, reason, action, note, related=None, **_: recorded.append((ref.name, note, related))  # type: ignore[method-assign]
+    loop._evict(attempt)
+    uid = group["metadata"]["uid"]
+    name, note, related = recorded[0]
+    assert (name, note) == ("low", f"Preempted by podgroup {uid} on node n (in kube-scheduler memory).")
+    assert (related.kind, related.api_version, related.name, related.uid) == (
+        "PodGroup", "scheduling.x-k8s.io/v1alpha1", "big", uid)
 
 
 def test_a_victim_taken_back_at_the_allocation_gate_ends_its_attempt_as_upstreams_binding_cycle_error() -> None:
@@ -381,7 +404,7 @@ def test_a_victim_taken_back_at_the_allocation_gate_ends_its_attempt_as_upstream
     loop.hooks.on_attempt = lambda result, profile, seconds, attempt: attempts.append((result, profile, attempt))  # type: ignore[method-assign]
     loop.evictor.submit = lambda evictions: None  # type: ignore[method-assign,assignment]
     recorded: list[tuple[str, str, str]] = []
-    loop.events.record = lambda ref, type_, reason, action, note, related=None: recorded.append((ref.name, reason, note))  # type: ignore[method-assign]
+    loop.events.record = lambda ref, type_, reason, action, note, related=None, **_: recorded.append((ref.name, reason, note))  # type: ignore[method-assign]
     statuses: list[tuple[str, str, str]] = []
     loop.statuses.pod_waiting = lambda namespace, name, reason, message, **_: statuses.append((name, reason, message))  # type: ignore[method-assign]
     loop._evict(Attempt(preemptor, None, preempted=[waiting], rejected_waiting={waiting.uid: "n"}))

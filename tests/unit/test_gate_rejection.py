@@ -39,7 +39,7 @@ def test_a_held_binding_the_gate_decides_again_ends_its_attempt_unschedulable_an
     counted: list[tuple[str, str]] = []
     loop.hooks.on_attempt = lambda result, profile, seconds, attempt: counted.append((result, attempt.pod.meta.name))  # type: ignore[method-assign]
     events: list[tuple[str, str, str, str]] = []
-    loop.events.record = lambda ref, type_, reason, action, note, related=None: events.append((ref.name, type_, reason, note))  # type: ignore[method-assign]
+    loop.events.record = lambda ref, type_, reason, action, note, related=None, **_: events.append((ref.name, type_, reason, note))  # type: ignore[method-assign]
     statuses: list[tuple[str, str, str]] = []
     loop.statuses.pod_waiting = lambda namespace, name, reason, message, **_: statuses.append((name, reason, message))  # type: ignore[method-assign]
 
