@@ -233,3 +233,30 @@ async def _nominated_then_bound(loop: Any, kubectl: Kube, namespace: str, node: 
                        {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
     placed = await eventually(lambda: _bound(kubectl, namespace, ["urgent"]), timeout=30)
     assert placed == {"urgent": "preempt-node"}
+
+
+async def test_a_gang_with_a_podgroup_preempts_as_the_podgroup(cluster: Any) -> None:
+    """A scheduler-plugins PodGroup's gang preempting as one: each victim's Event names the
+    PodGroup, `Preempted by podgroup <uid> on node <node>` related to it, as kube-scheduler v1.36
+    writes a pod group's preemption (framework/preemption/executor.go); the apiserver takes an
+    Event related to a custom resource."""
+    kube, nodes = cluster
+    await _priority_classes(kube)
+    names = await nodes(2, 4)
+    ns = await namespace_named(kube, "preempt-podgroup")
+    for i in range(2):
+        await kube.create_pod(ns, _pod(f"low-{i}", LOW, {"nvidia.com/gpu": 4}))
+    low_nodes = await eventually(lambda: _bound(kube, ns, ["low-0", "low-1"]), timeout=30)
+    group = await kube.create(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups",
+                              b.podgroup("serve", 2, ns))
+    for i in range(2):
+        await kube.create_pod(ns, _pod(f"serve-{i}", HIGH, {"nvidia.com/gpu": 4},
+                                       labels={"scheduling.x-k8s.io/pod-group": "serve"}))
+    placed = await eventually(lambda: _bound(kube, ns, ["serve-0", "serve-1"]), timeout=60)
+    assert sorted(placed.values()) == sorted(names)
+    uid = group["metadata"]["uid"]
+    events = await eventually(lambda: _preempted_events(kube, ns, ["low-0", "low-1"]), timeout=10)
+    assert events == {name: f"Preempted by podgroup {uid} on node {node}" for name, node in low_nodes.items()}
+    related = [e["related"] for e in await kube.events(ns) if e["reason"] == "Preempted"]
+    assert all((r["kind"], r["apiVersion"], r["name"], r["uid"]) ==
+               ("PodGroup", "scheduling.x-k8s.io/v1alpha1", "serve", uid) for r in related)
