@@ -36,6 +36,7 @@ from scheduler.core.plugins.coscheduling import GroupStatus, group_status, unsch
 from scheduler.core.plugins.preemption.unfinished import UnfinishedEviction, unfinished_gang_evictions
 from scheduler.core.queue import GATED, IN_FLIGHT, QueuedPod, SchedulingQueue
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, Notice
+from scheduler.core.state.standing import still_stands
 
 UNSCHEDULABLE = "Unschedulable"
 WAITING_FOR_ALLOCATION = "WaitingForAllocation"
@@ -302,6 +303,11 @@ class Scheduler:
     def group_unschedulable(self, key: str, preempting: bool) -> str:
         """The PodGroupScheduled=False message of a cycle that tried the group and placed nothing."""
         return unschedulable_message(self._engine.state, key, preempting)
+
+    def still_stands(self, notice: Notice) -> bool:
+        """Whether the problem `notice` told of is still there now (`state.standing.still_stands`):
+        a notice told late, by a replica that could not when it came, is told only then."""
+        return still_stands(self._engine.state, notice)
 
     def group_notice(self, attempts: list[Attempt]) -> Notice | None:
         """What the PodGroup of the gang whose cycle made these `attempts` is to be told (a Warning

@@ -38,6 +38,7 @@ from scheduler.kube.recorder import EventRecorder, ObjectRef
 from scheduler.kube.startup_gc import collect_after_sync
 from scheduler.kube.held import HeldDevicesWriter
 from scheduler.kube.status import SCHEDULER_ERROR, UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusWriter
+from scheduler.kube.untold import UntoldNotices
 from scheduler.logs import describe_error
 
 log = structlog.get_logger("tessera.loop")
@@ -91,6 +92,8 @@ class SchedulerLoop:
         # the Warning of an edit a standby saw is reported by whichever replica writes its union
         self.held = HeldDevicesWriter(http, allowed=lambda: self.is_leader(),
                                       on_written=self._tell)
+        # every other notice this replica saw while it could not record Events: told when it leads
+        self.untold = UntoldNotices()
         # PodGroups whose status this process already settled (upstream ones PodGroupScheduled=True,
         # scheduler-plugins ones Finished or Failed): nothing is written over it, even before the
         # watch echoes it back
@@ -193,6 +196,10 @@ class SchedulerLoop:
         notices = self.core.apply(event_type, obj, time.time())
         for notice in notices:
             self._report(notice)
+        if event_type == "DELETED":  # nothing is told about an object that is gone
+            meta = obj.get("metadata") or {}
+            namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+            self.untold.object_gone(str(kind), f"{namespace}/{name}" if namespace else name, str(meta.get("uid") or ""))
         if kind in ("ResourceClass", "ExtendedResource"):
             self._classes_dirty = True
             if kind == "ExtendedResource" and self.class_controller is not None:
@@ -311,12 +318,30 @@ class SchedulerLoop:
                                   generation=pod.meta.generation)
 
     def _report(self, notice: Notice) -> None:
+        """A notice of the core's as a Warning Event. A replica that does not lead cannot record
+        it, and the core raises it only once: it is told when this replica leads (`_tell_untold`),
+        or, for an edited devices annotation, by the replica that writes its union."""
         log.warning("input.invalid", kind=notice.kind, object=notice.key, reason=notice.reason, message=notice.message)
-        self._warn(notice, "Validating")
+        leading = self.is_leader()
+        if leading:
+            self._warn(notice, "Validating")
         if notice.held_devices:  # an edited devices annotation: the union goes onto the pod
             # a standby cannot tell: the replica that writes the union does (the leader may be gone)
             self.held.want(notice.namespace, notice.key.rpartition("/")[2], notice.uid, notice.held_devices,
-                           untold=None if self.is_leader() else notice)
+                           untold=None if leading else notice)
+        elif not leading and notice.key:
+            self.untold.add(notice)
+
+    def _tell_untold(self) -> None:
+        """The notices this replica saw while it did not lead, as Warning Events now that it leads
+        (once: they are told and forgotten), each only while its problem still stands in the cache
+        (`Scheduler.still_stands`): the other holder of a copied GPU may have ended meanwhile."""
+        for notice in self.untold.take():
+            if self.core.still_stands(notice):
+                self._warn(notice, "Validating")
+            else:
+                log.info("untold.ended", kind=notice.kind, object=notice.key, reason=notice.reason,
+                         message="seen while not leading; no longer so when this replica led: no Event")
 
     def _controller(self, uid: str) -> str:
         """The reportingController of an Event about the pod `uid`: the scheduler name of its
@@ -370,6 +395,7 @@ class SchedulerLoop:
                 continue
             if not await self._catch_up():
                 continue
+            self._tell_untold()  # what it saw before it led, judged on the complete cache
             self._write_touched_groups()  # held back until the cache synced or this replica led
             now = time.time()
             if now - last_flush >= FLUSH_UNSCHEDULABLE_EVERY:

@@ -464,8 +464,7 @@ def _device_state(facts: _Facts, device: Device) -> str:
     unavailable = _unavailable(state, device, use)
     if use is None:
         return unavailable or m.FREE
-    if use.exclusive and len(use.exclusive) + len(use.shared) > 1 and \
-            len({_key(state, uid) for uid in (*use.exclusive, *use.shared)}) > 1:
+    if use.conflicting and len({_key(state, uid) for uid in (*use.exclusive, *use.shared)}) > 1:
         return m.CONFLICT
     if unavailable:
         return unavailable

@@ -484,10 +484,7 @@ class ClusterState:
             placement = replace(placement, grants=union_holds((*kept, *_holds(pod, held)), placement.grants))
         for device, amount, resource, dimension in placement.grants:
             notices += self.ledger.charge(pod, device, amount, resource, dimension)
-        whole = {container: [grant.device for entries in by_resource.values() for grant in entries
-                             if grant.amount is None]
-                 for container, by_resource in (devices or {}).items()}
-        for device, first, second in shared_while_running(whole, pod.container_phases()):
+        for device, first, second in whole_in_two_running_containers(pod, devices):
             notices.append(Notice("Pod", pod.key, "DeviceConflict",
                                   f"device {device} is assigned whole to containers {first} and {second} of the "
                                   "pod, which run at the same time", pod.meta.namespace, pod.uid))
@@ -862,6 +859,16 @@ def placement_of(pod: Pod, node_name: str, devices: DeviceAssignment | None, cou
     requests = counted_requests(dict(pod.requests), grants, counted_as)
     return Placement(node_name, requests, pod.node_scoring_requests.get(CPU, 0),
                      pod.node_scoring_requests.get(MEMORY, 0), grants, broken, assumed)
+
+
+def whole_in_two_running_containers(pod: Pod, devices: DeviceAssignment | None) -> list[tuple[str, str, str]]:
+    """The devices `devices` gives whole to two containers of the pod that run at the same time, as
+    (device, one container, the other): the pod's own DeviceConflict, as placing it finds it and as
+    a notice of it still standing is asked (`standing.still_stands`)."""
+    whole = {container: [grant.device for entries in by_resource.values() for grant in entries
+                         if grant.amount is None]
+             for container, by_resource in (devices or {}).items()}
+    return shared_while_running(whole, pod.container_phases())
 
 
 def _holds(pod: Pod, devices: DeviceAssignment | None) -> list[DeviceHold]:

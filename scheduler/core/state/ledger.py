@@ -54,6 +54,12 @@ class DeviceUse:
     def busy(self) -> bool:
         return bool(self.exclusive or self.shared)
 
+    @property
+    def conflicting(self) -> bool:
+        """Held whole by a pod and by any other pod besides, whole or in slices: what `add` reports
+        as it happens (DeviceConflict), asked of the state now (a notice still standing, the view)."""
+        return bool(self.exclusive) and len(self.exclusive) + len(self.shared) > 1
+
     def add(self, uid: str, amount: Amount | None, resource: str, dimension: str) -> bool:
         """Charge a pod's hold; True when it conflicts (a whole device given twice, or whole and
         in slices)."""
