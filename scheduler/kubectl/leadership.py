@@ -1,4 +1,5 @@
-"""Who schedules now: the Lease of the scheduler's configuration, read by `kubectl tessera explain`.
+"""Who schedules now: the Lease of the scheduler's configuration, read by `kubectl tessera explain`
+and `what-if`.
 
 A new user's trial: after the leader was killed (the chart's lease is 30 s) a pending pod read
 "pending: not tried yet" beside a dry run that placed it and no Events, and bound ~40 s later
