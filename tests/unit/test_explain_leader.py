@@ -143,20 +143,20 @@ def _args(pod: str) -> argparse.Namespace:
                               output="table")
 
 
-@pytest.mark.parametrize("elect", [True, False])
-async def test_explain_says_no_replica_schedules_a_pod_not_tried_yet(monkeypatch: pytest.MonkeyPatch,
-                                                                     capsys: pytest.CaptureFixture[str],
-                                                                     elect: bool) -> None:
-    """The trial itself: the installed configuration's Lease, its holder killed 12 s ago."""
+def _installed_api(elect: bool) -> _Api:
+    """The installed configuration's ConfigMap (its Lease tessera-system/tessera, `leaderElect:
+    elect`) and that Lease, its holder's last renewal 12 s ago."""
     text = (f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
             f"leaderElection:\n  leaderElect: {str(elect).lower()}\n  leaseDuration: 30s\n  renewDeadline: 20s\n"
             f"  retryPeriod: 4s\n  resourceNamespace: tessera-system\n  resourceName: tessera\n")
-    api = _Api([(200, _lease("tessera-7c9_1f", NOW - 12))], {
+    return _Api([(200, _lease("tessera-7c9_1f", NOW - 12))], {
         "/api/v1/namespaces/tessera-system/configmaps/tessera-scheduler-config":
             (200, {"kind": "ConfigMap", "data": {"config.yaml": text}})})
-    objs = [b.node("v100-node-001", gpus=4), b.pod("gap-pod", limits={"nvidia.com/gpu": 1}),
-            b.pod("running", node_name="v100-node-001", limits={"nvidia.com/gpu": 1}, phase="Running")]
 
+
+def _serve(monkeypatch: pytest.MonkeyPatch, api: _Api, objs: list[dict[str, Any]]) -> None:
+    """The CLI lists `objs` (read at each command: a test may change them between runs) and reads
+    the rest through `api`, on `api`'s clock."""
     async def listing(target: Target) -> tuple[Any, ClusterListing]:
         async def close() -> None:
             return None
@@ -167,6 +167,17 @@ async def test_explain_says_no_replica_schedules_a_pod_not_tried_yet(monkeypatch
     monkeypatch.setattr(cli.time, "time", lambda: NOW + api.t)
     monkeypatch.setattr(cli, "leadership", partial(leadership, now=lambda: NOW + api.t, clock=api.clock,
                                                    sleep=api.sleep))
+
+
+@pytest.mark.parametrize("elect", [True, False])
+async def test_explain_says_no_replica_schedules_a_pod_not_tried_yet(monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str],
+                                                                     elect: bool) -> None:
+    """The trial itself: the installed configuration's Lease, its holder killed 12 s ago."""
+    api = _installed_api(elect)
+    _serve(monkeypatch, api, [b.node("v100-node-001", gpus=4), b.pod("gap-pod", limits={"nvidia.com/gpu": 1}),
+                              b.pod("running", node_name="v100-node-001", limits={"nvidia.com/gpu": 1},
+                                    phase="Running")])
     assert await cli._explain(_args("gap-pod"), Target(None, None, "default")) == 0
     out = capsys.readouterr()
     if not elect:
@@ -205,12 +216,6 @@ def test_the_json_form_carries_who_leads() -> None:
                              "holder": "a", "age": 18.0, "duration": 30}
 
 
-def _installed_config(elect: bool) -> str:
-    return (f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-            f"leaderElection:\n  leaderElect: {str(elect).lower()}\n  leaseDuration: 30s\n  renewDeadline: 20s\n"
-            f"  retryPeriod: 4s\n  resourceNamespace: tessera-system\n  resourceName: tessera\n")
-
-
 @pytest.mark.parametrize("elect", [True, False])
 async def test_what_if_says_who_schedules_the_pending_pods_now(monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str],
@@ -221,21 +226,9 @@ async def test_what_if_says_who_schedules_the_pending_pods_now(monkeypatch: pyte
     running scheduler's — not the tried file's (here it names no Lease, so kube-system/tessera)."""
     tried = tmp_path / "tried.yaml"
     tried.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n")
-    api = _Api([(200, _lease("tessera-7c9_1f", NOW - 12))], {
-        "/api/v1/namespaces/tessera-system/configmaps/tessera-scheduler-config":
-            (200, {"kind": "ConfigMap", "data": {"config.yaml": _installed_config(elect)}})})
+    api = _installed_api(elect)
     objs: list[dict[str, Any]] = [b.node("v100-node-001", gpus=4), b.pod("gap-pod", limits={"nvidia.com/gpu": 1})]
-
-    async def listing(target: Target) -> tuple[Any, ClusterListing]:
-        async def close() -> None:
-            return None
-        api.api = SimpleNamespace(close=close)  # type: ignore[attr-defined]
-        return api, ClusterListing(objs)
-
-    monkeypatch.setattr(cli, "_listing", listing)
-    monkeypatch.setattr(cli.time, "time", lambda: NOW + api.t)
-    monkeypatch.setattr(cli, "leadership", partial(leadership, now=lambda: NOW + api.t, clock=api.clock,
-                                                   sleep=api.sleep))
+    _serve(monkeypatch, api, objs)
     args = argparse.Namespace(config=str(tried), namespace=None, all_namespaces=False,
                               scheduler_namespace="tessera-system", output="table")
     assert await cli._what_if(args, Target(None, None, "default")) == 0
