@@ -95,6 +95,19 @@ async def test_a_standby_writes_nothing_until_it_leads() -> None:
     assert _held(api.pod("default", "cls1")) == ["gpu-a", "gpu-b"]
 
 
+def _standby(api: FakeApi, pod: dict[str, Any]) -> tuple[SchedulerLoop, list[int | None]]:
+    """A standby replica that holds `pod` (bound, on a 2-GPU node) in its cache; it leads once the
+    test sets the returned term's one element."""
+    api.add_pod(pod)
+    term: list[int | None] = [None]
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="standby",  # type: ignore[arg-type]
+                         leader_term=lambda: term[0])
+    loop.held._retry_seconds = 0.01
+    loop._apply("ADDED", b.node("n", gpus=2))
+    loop._apply("ADDED", pod)
+    return loop, term
+
+
 def _changed_events(api: FakeApi) -> list[dict[str, Any]]:
     return [event for event in api.events.values() if event["reason"] == "DevicesAnnotationChanged"]
 
@@ -106,13 +119,7 @@ async def test_the_warning_a_standby_saw_is_written_when_it_leads() -> None:
     `kubectl describe pod` never showed it. Now the replica that writes the union tells too."""
     api = FakeApi()
     pod = _bound()
-    api.add_pod(pod)
-    term: list[int | None] = [None]
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="standby",  # type: ignore[arg-type]
-                         leader_term=lambda: term[0])
-    loop.held._retry_seconds = 0.01
-    loop._apply("ADDED", b.node("n", gpus=2))
-    loop._apply("ADDED", pod)
+    loop, term = _standby(api, pod)
     async with anyio.create_task_group() as group:
         group.start_soon(loop.held.run)
         group.start_soon(loop.events.run)
@@ -135,13 +142,7 @@ async def test_an_edit_the_old_leader_already_wrote_is_not_told_again_by_the_nex
     old leader recorded the Warning when it saw the edit): on taking over it writes neither again."""
     api = FakeApi()
     pod = _bound()
-    api.add_pod(pod)
-    term: list[int | None] = [None]
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="standby",  # type: ignore[arg-type]
-                         leader_term=lambda: term[0])
-    loop.held._retry_seconds = 0.01
-    loop._apply("ADDED", b.node("n", gpus=2))
-    loop._apply("ADDED", pod)
+    loop, term = _standby(api, pod)
     edited = _edited(pod, "gpu-b")
     async with anyio.create_task_group() as group:
         group.start_soon(loop.held.run)
