@@ -43,15 +43,19 @@ def _bound_to(api: FakeApi, node: str) -> list[str]:
     return sorted(name for (_, name), pod in api.pods.items() if pod["spec"].get("nodeName") == node)
 
 
-async def test_a_new_leader_does_not_give_away_the_gpu_of_a_binding_its_watch_has_not_shown() -> None:
-    """One node with one GPU; `old` and `first` (older, so first in the queue) wait for it. The
-    old leader binds `old` while this replica stands by; the replica's watch has not delivered
-    that Binding when it becomes leader. Deciding from its cache, it gave the same GPU to `first`:
-    two pods bound to a one-GPU node."""
+def _two_pods_for_one_gpu() -> FakeApi:
+    """One node with one GPU; `first` (older, so listed and queued first) and `old` wait for it."""
     api = FakeApi()
     api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
     api.add_pod(_gpu_pod("first", EARLIER, "11"))  # listed first: the queue's first too
     api.add_pod(_gpu_pod("old", LATER, "10"))
+    return api
+
+
+async def _lead_after_the_old_leaders_last_binding(api: FakeApi, lead: Callable[[SchedulerLoop], None]) -> None:
+    """A standby lists the cluster; the old leader binds `old` (its watch has not shown it); the
+    old leader's Lease runs out and `lead` tells this replica it leads; it decides until `first`
+    was tried and nothing is in flight."""
     term: list[int | None] = [None]
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="standby",  # type: ignore[arg-type]
                          leader_term=lambda: term[0])
@@ -61,9 +65,18 @@ async def test_a_new_leader_does_not_give_away_the_gpu_of_a_binding_its_watch_ha
         # the old leader's last Binding, while its Lease was valid; this replica's watch lags
         assert api.bind("default", "old", {"metadata": {"annotations": {}}, "target": {"name": "n"}}).ok
         term[0] = 1  # the old leader's Lease ran out: this replica leads
-        loop.wake()
+        lead(loop)
         await _until(lambda: loop.stats.unschedulable >= 1 and loop.binder.in_flight == 0)
         owner.cancel_scope.cancel()
+
+
+async def test_a_new_leader_does_not_give_away_the_gpu_of_a_binding_its_watch_has_not_shown() -> None:
+    """One node with one GPU; `old` and `first` (older, so first in the queue) wait for it. The
+    old leader binds `old` while this replica stands by; the replica's watch has not delivered
+    that Binding when it becomes leader. Deciding from its cache, it gave the same GPU to `first`:
+    two pods bound to a one-GPU node."""
+    api = _two_pods_for_one_gpu()
+    await _lead_after_the_old_leaders_last_binding(api, SchedulerLoop.wake)
     assert _bound_to(api, "n") == ["old"], "the new leader gave the GPU of the old leader's last Binding away"
     assert not api.of("POST", "/binding"), "a Binding went out for a pod that could not fit"
 
@@ -136,10 +149,7 @@ async def test_a_new_leader_decides_nothing_until_its_catch_up_read_succeeds() -
     """The catch-up LIST fails (500), then the term changes while the next one is read: no
     Binding goes out until a LIST read within the current term answered, and then the decision
     counts the old leader's Binding."""
-    api = FakeApi()
-    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
-    api.add_pod(_gpu_pod("first", EARLIER, "11"))  # listed first: the queue's first too
-    api.add_pod(_gpu_pod("old", LATER, "10"))
+    api = _two_pods_for_one_gpu()
     term: list[int | None] = [None]
     reads = [0]
     bindings_before_read: list[int] = []  # (an assert in the hook would fail the LIST, not the test)
@@ -225,20 +235,7 @@ async def test_a_term_that_began_before_the_pod_list_was_sent_is_not_read_again(
 async def test_a_term_that_began_after_the_pod_list_was_sent_reads_the_pods_again() -> None:
     """The other order (a standby whose informers listed long before it took the Lease): the
     catch-up read is what keeps the old leader's last Binding from being given away."""
-    api = FakeApi()
-    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
-    api.add_pod(_gpu_pod("first", EARLIER, "11"))
-    api.add_pod(_gpu_pod("old", LATER, "10"))
-    term: list[int | None] = [None]
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="standby",  # type: ignore[arg-type]
-                         leader_term=lambda: term[0])
-    async with anyio.create_task_group() as owner:
-        owner.start_soon(loop.run)
-        await _until(lambda: loop.informers.synced)
-        assert api.bind("default", "old", {"metadata": {"annotations": {}}, "target": {"name": "n"}}).ok
-        term[0] = 1
-        loop.leadership_started()
-        await _until(lambda: loop.stats.unschedulable >= 1 and loop.binder.in_flight == 0)
-        owner.cancel_scope.cancel()
+    api = _two_pods_for_one_gpu()
+    await _lead_after_the_old_leaders_last_binding(api, SchedulerLoop.leadership_started)
     assert _catch_up_reads(api) == 1
     assert _bound_to(api, "n") == ["old"]
