@@ -307,21 +307,37 @@ class DefaultPreemption(PostFilterPlugin):
         node (Tessera has no inter-pod affinity or spread filter), so it cannot change whether the
         gang fits there — as `_victims_for` puts back the units off its nodes. Checking each cost
         every member's filters per unit: ten times the whole preemption on 1000 full nodes."""
-        state = self.state
-        for unit in reprieve_order(units, state)[0]:
-            entries = lifted.pop(unit.pods[0].uid)
-            for entry in entries:
-                state.restore(entry)
+        for unit in reprieve_order(units, self.state)[0]:
             used = set(nodes.values())
-            if not any(entry.placement.node in used for entry in entries) or self._fits(members, nodes, assumed, now):
-                continue
-            moved = self._place_all(members, place, assumed)
-            self._forget(assumed)
-            if len(moved) >= minimum:
-                nodes = moved
-                continue
-            lifted[unit.pods[0].uid] = [state.lift(e.uid) for e in entries]
+
+            def fits(entries: Sequence[Lifted]) -> bool:
+                return not any(entry.placement.node in used for entry in entries) or self._fits(
+                    members, nodes, assumed, now)
+
+            put = self._put_back(unit, lifted, nodes, fits, members, minimum, place, assumed)
+            if put is not None:
+                nodes = put
         return nodes
+
+    def _put_back(self, unit: Unit, lifted: dict[str, list[Lifted]], nodes: dict[str, str],
+                  fits: Callable[[Sequence[Lifted]], bool], members: Sequence[Pod], minimum: int, place: Place,
+                  assumed: list[str]) -> dict[str, str] | None:
+        """`unit` put back (its entries leave `lifted`): the gang's placement with it back — `nodes`
+        when `fits` (given the unit's entries) says the gang still fits there, else the gang placed
+        again where the still-removed units leave room — or None, the unit removed again, when its
+        minimum fits neither way. The one step `_settle` and `_victims_for` take per unit."""
+        entries = lifted.pop(unit.pods[0].uid)
+        for entry in entries:
+            self.state.restore(entry)
+        if fits(entries):
+            return nodes
+        self._forget(assumed)
+        moved = self._place_all(members, place, assumed)
+        self._forget(assumed)
+        if len(moved) >= minimum:
+            return moved
+        lifted[unit.pods[0].uid] = [self.state.lift(e.uid) for e in entries]
+        return None
 
     def _fits(self, members: Sequence[Pod], nodes: dict[str, str], assumed: list[str], now: float) -> bool:
         """_still_fits, the members forgotten again."""
@@ -358,18 +374,13 @@ class DefaultPreemption(PostFilterPlugin):
             victims: list[Unit] = []
             violations = 0
             for unit in order:
-                entries = lifted.pop(unit.pods[0].uid)
-                for entry in entries:
-                    state.restore(entry)
-                if self._still_fits(members, nodes, assumed, now):
-                    continue  # reprieved
-                self._forget(assumed)
-                moved = self._place_all(members, place, assumed)
-                self._forget(assumed)
-                if len(moved) >= minimum:
-                    nodes = moved
+                def fits(entries: Sequence[Lifted]) -> bool:
+                    return self._still_fits(members, nodes, assumed, now)  # reprieved where it is
+
+                put = self._put_back(unit, lifted, nodes, fits, members, minimum, place, assumed)
+                if put is not None:  # reprieved, the gang where it was or moved
+                    nodes = put
                     continue
-                lifted[unit.pods[0].uid] = [state.lift(e.uid) for e in entries]
                 victims.append(unit)
                 violations += sum(1 for p in unit.pods if p.uid in breaking)
             extra = [u for u in _with_surplus_of_lost_cores(victims, units) if u not in victims]
