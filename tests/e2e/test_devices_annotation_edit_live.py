@@ -33,6 +33,16 @@ async def _pod(kubectl: Kube, namespace: str, name: str) -> dict[str, Any]:
     return (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")).json()  # type: ignore[no-any-return]
 
 
+async def _allocated(kubectl: Kube, namespace: str, name: str) -> dict[str, Any]:
+    """The pod once it is bound and the agent's `Allocated` phase write is in."""
+    async def allocated() -> dict[str, Any] | None:
+        pod = await _pod(kubectl, namespace, name)
+        annotations = pod["metadata"].get("annotations") or {}
+        return pod if annotations.get(ann.PHASE) == ann.PHASE_ALLOCATED else None
+
+    return await eventually(allocated)  # type: ignore[no-any-return]
+
+
 async def _two_gpu_node(kubectl: Kube, name: str) -> list[dict[str, Any]]:
     """A Ready node with two V100 ExtendedResources and the class `edit-v100` selecting them; its devices."""
     node = b.node(name, gpus=2)
@@ -72,12 +82,7 @@ async def test_an_edited_devices_annotation_keeps_both_gpus_held_and_warns(
     async with FakeAgent(kubectl, namespace) as agent:
         await kubectl.create_pod(namespace, b.pod("longv", limits={CLASS: 1}))
 
-        async def allocated() -> dict[str, Any] | None:  # bound, and the agent's phase write is in
-            pod = await _pod(kubectl, namespace, "longv")
-            annotations = pod["metadata"].get("annotations") or {}
-            return pod if annotations.get(ann.PHASE) == ann.PHASE_ALLOCATED else None
-
-        pod = await eventually(allocated)
+        pod = await _allocated(kubectl, namespace, "longv")
         assert "longv" in agent.allocated
         other = await _name_the_other_gpu(kubectl, namespace, pod, devices)
         [warning] = await eventually(lambda: _events(kubectl, namespace, "longv", "DevicesAnnotationChanged"))
@@ -112,12 +117,7 @@ async def test_the_union_is_recorded_on_the_pod_and_survives_a_restart(
     async with FakeAgent(kubectl, namespace):
         await kubectl.create_pod(namespace, b.pod("cls1", limits={CLASS: 1}))
 
-        async def allocated() -> dict[str, Any] | None:
-            pod = await _pod(kubectl, namespace, "cls1")
-            annotations = pod["metadata"].get("annotations") or {}
-            return pod if annotations.get(ann.PHASE) == ann.PHASE_ALLOCATED else None
-
-        pod = await eventually(allocated)
+        pod = await _allocated(kubectl, namespace, "cls1")
         await _name_the_other_gpu(kubectl, namespace, pod, devices)
 
         async def recorded() -> list[str] | None:
@@ -176,12 +176,7 @@ async def test_an_edit_while_no_scheduler_runs_is_held_by_the_next_one(
         async with FakeAgent(kubectl, namespace):
             await kubectl.create_pod(namespace, b.pod("cls1", limits={CLASS: 1}))
 
-            async def allocated() -> dict[str, Any] | None:
-                pod = await _pod(kubectl, namespace, "cls1")
-                annotations = pod["metadata"].get("annotations") or {}
-                return pod if annotations.get(ann.PHASE) == ann.PHASE_ALLOCATED else None
-
-            pod = await eventually(allocated)
+            pod = await _allocated(kubectl, namespace, "cls1")
             annotations = pod["metadata"]["annotations"]
             assert annotations.get(ann.HELD_DEVICES) == annotations[ann.DEVICES]  # from the Binding itself
             await end()  # no scheduler runs from here
