@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from scheduler.api.config import SchedulerConfig, load_config, parse_config
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
@@ -119,6 +121,13 @@ contexts:
 current-context: x
 """)
     return path
+
+
+async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Wait until `condition()` holds, checked every 5 ms; fail (TimeoutError) after `seconds`."""
+    with anyio.fail_after(seconds):
+        while not condition():
+            await anyio.sleep(0.005)
 
 
 async def run_for_a_while(run: Callable[[], Awaitable[None]], until: Callable[[], bool] = lambda: False,

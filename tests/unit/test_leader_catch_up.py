@@ -20,12 +20,7 @@ from scheduler.kube.informers import PODS, Informer
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
-
-
-async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    with anyio.fail_after(seconds):
-        while not condition():
-            await anyio.sleep(0.005)
+from tests.helpers import until
 
 
 EARLIER, LATER = "2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"
@@ -61,12 +56,12 @@ async def _lead_after_the_old_leaders_last_binding(api: FakeApi, lead: Callable[
                          leader_term=lambda: term[0])
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
-        await _until(lambda: loop.informers.synced)
+        await until(lambda: loop.informers.synced)
         # the old leader's last Binding, while its Lease was valid; this replica's watch lags
         assert api.bind("default", "old", {"metadata": {"annotations": {}}, "target": {"name": "n"}}).ok
         term[0] = 1  # the old leader's Lease ran out: this replica leads
         lead(loop)
-        await _until(lambda: loop.stats.unschedulable >= 1 and loop.binder.in_flight == 0)
+        await until(lambda: loop.stats.unschedulable >= 1 and loop.binder.in_flight == 0)
         owner.cancel_scope.cancel()
 
 
@@ -165,13 +160,13 @@ async def test_a_new_leader_decides_nothing_until_its_catch_up_read_succeeds() -
                          leader_term=lambda: term[0])
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
-        await _until(lambda: loop.informers.synced)
+        await until(lambda: loop.informers.synced)
         api.before = on_call
         api.bind("default", "old", {"metadata": {"annotations": {}}, "target": {"name": "n"}})
         api.fail_next("GET", "/api/v1/pods", status=500)
         term[0] = 1
         loop.wake()
-        await _until(lambda: loop.stats.unschedulable >= 1 and loop.binder.in_flight == 0)
+        await until(lambda: loop.stats.unschedulable >= 1 and loop.binder.in_flight == 0)
         owner.cancel_scope.cancel()
     assert reads[0] == 3 and bindings_before_read == [0, 0, 0]
     assert _bound_to(api, "n") == ["old"]
@@ -197,7 +192,7 @@ async def test_the_watchs_older_news_of_a_pod_read_back_after_an_ambiguous_bindi
     [pods] = [informer for informer in loop.informers.informers if informer.kind == PODS]
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
-        await _until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")) and loop.binder.in_flight == 0
+        await until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")) and loop.binder.in_flight == 0
                      and loop.stats.scheduled == 1)
         pods._on_watch_event({"type": "MODIFIED", "object": _gpu_pod("p", EARLIER, "50")})  # the lagging watch
         q = _gpu_pod("q", LATER, "102")
@@ -205,7 +200,7 @@ async def test_the_watchs_older_news_of_a_pod_read_back_after_an_ambiguous_bindi
         q["spec"]["preemptionPolicy"] = "Never"  # and never evicting p for its place (a race with the asserts)
         api.add_pod(q)
         pods._on_watch_event({"type": "ADDED", "object": q})
-        await _until(lambda: loop.stats.scheduled + loop.stats.unschedulable >= 2 and loop.binder.in_flight == 0)
+        await until(lambda: loop.stats.scheduled + loop.stats.unschedulable >= 2 and loop.binder.in_flight == 0)
         owner.cancel_scope.cancel()
     assert _bound_to(api, "n") == ["p"], "the GPU of a pod read back bound was given again"
 
@@ -227,7 +222,7 @@ async def test_a_term_that_began_before_the_pod_list_was_sent_is_not_read_again(
     loop.leadership_started()  # before the informers list
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
-        await _until(lambda: loop.stats.scheduled == 1 and loop.binder.in_flight == 0)
+        await until(lambda: loop.stats.scheduled == 1 and loop.binder.in_flight == 0)
         owner.cancel_scope.cancel()
     assert _catch_up_reads(api) == 0
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 import types
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -29,6 +28,7 @@ from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.recorder import micro_time
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
+from tests.helpers import until
 
 
 def _cluster() -> FakeApi:
@@ -40,19 +40,13 @@ def _cluster() -> FakeApi:
     return api
 
 
-async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    with anyio.fail_after(seconds):
-        while not condition():
-            await anyio.sleep(0.005)
-
-
 async def test_cancelling_the_loops_owner_cancels_its_bindings() -> None:
     api = _cluster()
     api.fail_next("POST", "/binding", stall=True)  # the apiserver never answers this Binding
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
-        await _until(lambda: api.stalled == 1)
+        await until(lambda: api.stalled == 1)
         owner.cancel_scope.cancel()
     await anyio.sleep(0.05)  # a Binding that outlived its owner would still be waiting now
     assert api.stalled == 0
@@ -66,7 +60,7 @@ async def test_events_have_a_token_bucket_of_their_own() -> None:
     loop = SchedulerLoop(load_config(None), http, KubeHttp(api), identity="test")  # type: ignore[arg-type]
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
-        await _until(lambda: any(e["reason"] == "Scheduled" for e in api.events.values()))
+        await until(lambda: any(e["reason"] == "Scheduled" for e in api.events.values()))
         owner.cancel_scope.cancel()
     assert api.pod("default", "p")["spec"]["nodeName"] == "n"
     [event] = api.events.values()
@@ -84,7 +78,7 @@ async def test_cycles_start_when_the_caches_are_synced_not_on_the_next_idle_tick
     with structlog.testing.capture_logs() as logs:
         async with anyio.create_task_group() as owner:
             owner.start_soon(loop.run)
-            await _until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")), seconds=5)
+            await until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")), seconds=5)
             owner.cancel_scope.cancel()
     # one line says the start-up is over (a trial found only one informer.synced line per kind)
     events = [entry["event"] for entry in logs]
@@ -151,7 +145,7 @@ async def test_a_gang_cycle_reaches_the_metrics_once_also_through_the_gpu_map_ho
     loop.hooks = GpuMap(loop).hooks(MetricsHooks(metrics, loop))
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
-        await _until(lambda: all(api.pod("default", f"w-{i}")["spec"].get("nodeName") for i in range(2)), seconds=5)
+        await until(lambda: all(api.pod("default", f"w-{i}")["spec"].get("nodeName") for i in range(2)), seconds=5)
         owner.cancel_scope.cancel()
     text = generate_latest(metrics.registry).decode()
     assert 'tessera_gang_attempts_total{result="placed"} 1.0' in text
@@ -210,7 +204,7 @@ async def test_the_leader_finishes_a_gang_eviction_an_earlier_leader_left_half_d
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
-        await _until(lambda: sum(e["reason"] == "Preempted" for e in api.events.values()) == 2)
+        await until(lambda: sum(e["reason"] == "Preempted" for e in api.events.values()) == 2)
         owner.cancel_scope.cancel()
     assert sorted(name for _, name in api.pods) == ["whole-0", "whole-1", "whole-2"]
     notes = sorted(e["note"] for e in api.events.values() if e["reason"] == "Preempted")
@@ -262,7 +256,7 @@ async def test_a_lease_that_lapses_and_comes_back_in_the_same_term_binds_without
                          leader_term=lambda: term[0])
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
-        await _until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")), seconds=10.0)
+        await until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")), seconds=10.0)
         owner.cancel_scope.cancel()
     assert reads[0] >= 3 and len(api.of("POST", "/binding")) == 2
 
@@ -361,7 +355,7 @@ async def test_the_ready_line_says_whether_scheduling_starts(leading: bool, says
     with structlog.testing.capture_logs() as logs:
         async with anyio.create_task_group() as owner:
             owner.start_soon(loop.run)
-            await _until(lambda: any(entry["event"] == "tessera.ready" for entry in logs), seconds=5)
+            await until(lambda: any(entry["event"] == "tessera.ready" for entry in logs), seconds=5)
             owner.cancel_scope.cancel()
     [ready] = [entry for entry in logs if entry["event"] == "tessera.ready"]
     assert ready["message"] == f"every informer has listed: the cache is complete and {says}"
@@ -382,7 +376,7 @@ async def test_the_line_of_a_successful_binding_names_the_devices_the_pod_got() 
     with structlog.testing.capture_logs() as logs:
         async with anyio.create_task_group() as owner:
             owner.start_soon(loop.run)
-            await _until(lambda: any(e["event"] == "binder.bound" for e in logs))
+            await until(lambda: any(e["event"] == "binder.bound" for e in logs))
             owner.cancel_scope.cancel()
     [bound] = [e for e in logs if e["event"] == "binder.bound"]
     pod = api.pod("default", "p")
@@ -411,7 +405,7 @@ async def test_the_device_conflict_log_line_names_both_holders() -> None:
     with structlog.testing.capture_logs() as logs:
         async with anyio.create_task_group() as owner:
             owner.start_soon(loop.run)
-            await _until(lambda: any(e.get("reason") == "DeviceConflict" for e in logs))
+            await until(lambda: any(e.get("reason") == "DeviceConflict" for e in logs))
             owner.cancel_scope.cancel()
     [line] = [e for e in logs if e.get("reason") == "DeviceConflict"]
     assert line["event"] == "input.invalid" and line["log_level"] == "warning"

@@ -21,7 +21,7 @@ from scheduler.kube.http import KubeHttp
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
-from tests.helpers import run_for_a_while
+from tests.helpers import run_for_a_while, until
 
 PLUGINS_LIST = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
 WORKLOAD_LIST = "/apis/scheduling.k8s.io/v1alpha2/podgroups"
@@ -39,12 +39,6 @@ def _regarding_podgroups(api: FakeApi) -> list[dict[str, Any]]:
     return [event for event in api.events.values() if event["regarding"]["kind"] == "PodGroup"]
 
 
-async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    with anyio.fail_after(seconds):
-        while not condition():
-            await anyio.sleep(0.005)
-
-
 @pytest.mark.parametrize(("group", "member", "path", "api_version"), [
     (b.podgroup("big", 3), _plugins_member, PLUGINS_LIST, "scheduling.x-k8s.io/v1alpha1"),
     (b.workload_podgroup("big", 3), _workload_member, WORKLOAD_LIST, "scheduling.k8s.io/v1alpha2"),
@@ -59,7 +53,7 @@ async def test_a_gang_that_does_not_fit_gets_a_warning_on_its_podgroup(
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
-        await _until(lambda: bool(_regarding_podgroups(api)))
+        await until(lambda: bool(_regarding_podgroups(api)))
         owner.cancel_scope.cancel()
     [event] = _regarding_podgroups(api)
     assert event["regarding"] == {"kind": "PodGroup", "apiVersion": api_version, "name": "big",

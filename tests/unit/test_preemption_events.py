@@ -21,6 +21,7 @@ from scheduler.kube.http import KubeHttp
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
+from tests.helpers import until
 
 PLUGINS_LIST = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
 WORKLOAD_LIST = "/apis/scheduling.k8s.io/v1alpha2/podgroups"
@@ -38,12 +39,6 @@ def _workload_member(name: str) -> dict[str, Any]:
 
 def _label_member(name: str) -> dict[str, Any]:
     return b.pod(name, labels=b.gang_labels("big", 2), limits={"nvidia.com/gpu": 4}, priority=HIGH)
-
-
-async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    with anyio.fail_after(seconds):
-        while not condition():
-            await anyio.sleep(0.005)
 
 
 def _preempted(api: FakeApi) -> list[dict[str, Any]]:
@@ -64,7 +59,7 @@ async def _preempt_for_gang(group: dict[str, Any] | None, path: str,
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
-        await _until(lambda: len(_preempted(api)) == 2)
+        await until(lambda: len(_preempted(api)) == 2)
         owner.cancel_scope.cancel()
     return api, _preempted(api)
 

@@ -6,7 +6,6 @@ events (cases a review found; each failed before its fix, for the reason its doc
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -18,17 +17,11 @@ from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
 from tests.fakeapi import FakeApi
-from tests.helpers import BINPACK, Run, config
+from tests.helpers import BINPACK, Run, config, until
 
 EXTENDED_RESOURCES = "/apis/tessera.dev/v1alpha1/extendedresources"
 RESOURCE_CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
 V100 = "class.tessera.dev/v100"
-
-
-async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    with anyio.fail_after(seconds):
-        while not condition():
-            await anyio.sleep(0.005)
 
 
 def _replay(objects: list[dict[str, Any]], cfg: str = BINPACK) -> tuple[Replay, list[Any]]:
@@ -174,10 +167,10 @@ async def test_a_nomination_the_scheduler_cleared_is_not_followed_afterwards() -
     loop = _live_loop(api)
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
-        await _until(lambda: "nominatedNodeName" not in api.pod("default", "p")["status"])  # the loop's write
+        await until(lambda: "nominatedNodeName" not in api.pod("default", "p")["status"])  # the loop's write
         loop._on_event("MODIFIED", copy.deepcopy(api.pod("default", "p")))  # ...and its watch echo
         loop._on_event("ADDED", copy.deepcopy(a100))
-        await _until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")))
+        await until(lambda: bool(api.pod("default", "p")["spec"].get("nodeName")))
         owner.cancel_scope.cancel()
     live = api.pod("default", "p")["spec"]["nodeName"]
     assert live == "n2"

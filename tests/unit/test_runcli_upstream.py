@@ -20,6 +20,7 @@ from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tests.fakeapi import Call, FakeApi
 from tests.fakelease import LeaseServer
+from tests.helpers import until
 
 
 def _cluster() -> tuple[FakeApi, LeaseServer]:
@@ -70,12 +71,6 @@ async def _run_into(result: list[int], api: FakeApi) -> None:
     result.append(await run_cli._run(_args(), load_config(None), KubeHttp(api), KubeHttp(api)))  # type: ignore[arg-type]
 
 
-async def _until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    with anyio.fail_after(seconds):
-        while not condition():
-            await anyio.sleep(0.005)
-
-
 async def test_a_loop_crash_during_the_drain_still_leaves_the_lease_to_expire(monkeypatch: pytest.MonkeyPatch) -> None:
     """`step_down` read "did a part crash?" before the drain. A loop that crashes while the drain
     waits cancels its Bindings mid-request; they counted themselves out, so the drain found nothing
@@ -102,7 +97,7 @@ async def test_a_loop_crash_during_the_drain_still_leaves_the_lease_to_expire(mo
 
     async with anyio.create_task_group() as group:
         group.start_soon(_run_into, result, api)
-        await _until(lambda: api.stalled == 1 and lease.holder == "me")
+        await until(lambda: api.stalled == 1 and lease.holder == "me")
         signals.send()
     assert result == [1]
     assert lease.holder == "me", "the Lease was handed over while the crashed loop's Binding may still land"
@@ -121,13 +116,13 @@ async def test_a_second_signal_exits_at_once_with_1_and_leaves_the_lease(monkeyp
 
     async with anyio.create_task_group() as group:
         group.start_soon(_run_into, result, api)
-        await _until(lambda: api.stalled == 1 and lease.holder == "me")
+        await until(lambda: api.stalled == 1 and lease.holder == "me")
         signals.send()
         await anyio.sleep(0.1)  # draining: the Binding is still out
         assert not result
         signals.send()
         with anyio.fail_after(3):
-            await _until(lambda: bool(result))
+            await until(lambda: bool(result))
     assert result == [1]
     assert lease.holder == "me"
     assert api.stalled == 0  # the Binding's request was cut, not left running
@@ -145,7 +140,7 @@ async def test_a_binding_cut_short_is_not_drained() -> None:
     async with anyio.create_task_group() as owner:
         await owner.start(binder.run)
         binder.submit(Binding("uid-p", "default", "p", "n"))
-        await _until(lambda: api.stalled == 1)
+        await until(lambda: api.stalled == 1)
         owner.cancel_scope.cancel()  # the loop crashed: its task group cancels the binder
     assert binder.in_flight == 0
     assert await binder.drain(1.0) is False
@@ -200,11 +195,11 @@ async def test_an_eviction_still_out_at_shutdown_leaves_the_lease_to_expire(monk
 
     async with anyio.create_task_group() as group:
         group.start_soon(_run_into, result, api)
-        await _until(lambda: api.stalled == 1 and lease.holder == "me")
+        await until(lambda: api.stalled == 1 and lease.holder == "me")
         signals.send()
         await anyio.sleep(0.2)  # draining: the eviction is still out
         assert lease.holder == "me", "the Lease was handed over while the victim's DELETE may still land"
         signals.send()  # exit at once: the Lease stays ours, to expire
         with anyio.fail_after(3):
-            await _until(lambda: bool(result))
+            await until(lambda: bool(result))
     assert result == [1] and lease.holder == "me"
