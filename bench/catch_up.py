@@ -3,7 +3,8 @@
 Before its first decision a new leader reads the pods Tessera schedules as the apiserver holds
 them (`SchedulerLoop._catch_up`: one consistent LIST per scheduler name, `fieldSelector=
 spec.schedulerName=<name>`), so the old leader's last Bindings count even when its watch lags.
-That read is on the failover path: this measures how long it takes.
+That read is on the failover path (a term whose Pod LIST was sent after it began, as at a
+process's start, skips it): this measures how long it takes.
 
 Method: a LocalControlPlane (etcd + kube-apiserver) in a temp dir; `--pods` pending Tessera pods
 and `--others` pods of the default scheduler (which the field selector leaves out). Each round,

@@ -419,9 +419,10 @@ class SchedulerLoop:
         while its Lease was valid would otherwise look unbound here, their GPUs free to give to
         another pod. Not "wait until the watch reaches the Lease's resourceVersion": versions of
         two resources have no order (apimachinery's CompareResourceVersion, pkg/util/resourceversion),
-        and a quiet Pod watch moves only with a bookmark, about once a minute. True when this term
-        may decide; False (the next wake tries again) when the LIST failed or the term changed
-        while it was read."""
+        and a quiet Pod watch moves only with a bookmark, about once a minute. Skipped when the Pod
+        informer's LIST was itself sent after the term began (`leadership_started`): that LIST is
+        a consistent read too. True when this term may decide; False (the next wake tries again)
+        when the LIST failed or the term changed while it was read."""
         term = self.leader_term()
         if term is None or term == self._caught_up_term:
             return term is not None
