@@ -19,7 +19,7 @@ import aiohttp
 from scheduler.api.config import ConfigError, SchedulerConfig, load_config, parse_config_text
 from scheduler.kube.http import KubeHttp
 
-__all__ = ["CONFIG_KEY", "CONFIG_MAP", "DEFAULT_NAMESPACE", "ChosenConfig", "installed_config"]
+__all__ = ["CONFIG_KEY", "CONFIG_MAP", "DEFAULT_NAMESPACE", "DRY_RUN_FALLBACK", "ChosenConfig", "installed_config"]
 
 CONFIG_MAP = "tessera-scheduler-config"  # deploy/scheduler/configmap.yaml, the chart's scheduler-configmap.yaml
 CONFIG_KEY = "config.yaml"
