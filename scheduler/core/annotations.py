@@ -15,9 +15,10 @@ import orjson
 from scheduler.api.quantity import Amount, QuantityError, exact, format_quantity, parse_quantity
 
 DEVICES = "tessera.dev/devices"
-# every device the pod was given while bound, in DEVICES's format: written by the scheduler when
-# DEVICES is edited on a bound pod, so a restarted scheduler, a standby and the kubectl plugin hold
-# them all until the pod ends (the containers keep what they were given)
+# every device the pod was given while bound, in DEVICES's format: written by the Binding (the
+# same value as DEVICES) and again by the scheduler when DEVICES is edited on a bound pod (the
+# union), so a restarted scheduler, a standby and the kubectl plugin hold them all until the pod
+# ends (the containers keep what they were given)
 HELD_DEVICES = "tessera.dev/held-devices"
 PHASE = "tessera.dev/phase"
 ASSUME_TIME = "tessera.dev/assume-time"
