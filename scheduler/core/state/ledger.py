@@ -2,10 +2,12 @@
 many devices of each resource are busy, deleted devices still held ("ghosts"), and which pods
 still wait for the node agent to hand their devices out (the allocation gate's part of the state).
 
-Charges come only from `tessera.dev/devices` annotations (or our own assumptions), so the ledger
-after a restart is the ledger before it — but for a bound pod whose annotation was edited: it
-holds every device any version named while this process watched (`cluster.union_holds`), and a
-process started after the edit knows only the current version. A deleted ExtendedResource stays counted — as a
+Charges come only from a pod's `tessera.dev/devices` and `tessera.dev/held-devices` annotations
+(or our own assumptions), so the ledger after a restart is the ledger before it — also for a
+bound pod whose devices annotation was edited: it holds every device any version named
+(`cluster.union_holds`), and the union recorded in held-devices (the Binding's own value, then
+the scheduler's write after an edit) gives a process started after the edit the same holds. A
+deleted ExtendedResource stays counted — as a
 cordoned ghost — until the last pod holding it is gone: devices are released when their pods are,
 not when their objects are.
 """
