@@ -56,7 +56,7 @@ class ClusterTotals:
     each summed once: a view asks for every waiting gang, and that must not be gangs x nodes; and
     the same per topology domain, for gangs that must stay inside one (`level_of` names domains)."""
 
-    def __init__(self, state: ClusterState, level_of: LevelOf = level_alone) -> None:
+    def __init__(self, state: ClusterState, level_of: LevelOf) -> None:
         self.state = state
         self.level_of = level_of
         self._infos = [info for info in state.node_infos() if info.node is not None and not info.node.unschedulable]
@@ -85,21 +85,21 @@ class ClusterTotals:
         return self._domains[key]
 
 
-def beyond_the_cluster(state: ClusterState, pod: Pod, totals: ClusterTotals | None = None) -> str:
+def beyond_the_cluster(state: ClusterState, pod: Pod, totals: ClusterTotals) -> str:
     """Why the pod's gang can never fit as the cluster is: its `minimum` least-asking live members
     together ask for more of a plain resource, or of a ResourceClass's devices (or slices), than
     every schedulable node has in all (a new user's trial: "only 4 of the 5 members it needs fit"
     with every node "fits" did not say it); or, for a gang with a required topology level, than
     any one domain of that level has (the trial's rk3: three 8-GPU members in one rack of two
     8-GPU nodes only heard "no rack has room", which reads like a shortage that passes). `totals`:
-    the cluster's, when several gangs ask, and how the pod's profile names domains."""
+    the cluster's (`Scheduler.cluster_totals`, shared when several gangs ask), naming domains as
+    the pod's profile does."""
     if pod.gang is None:
         return ""
     minimum = state.group_min(pod.gang.key, pod)
     members = [state.pods[uid] for uid in state.gangs.members.get(pod.gang.key, ()) if uid in state.pods]
     if minimum is None or len(members) < minimum:
         return ""
-    totals = totals or ClusterTotals(state)
     asks = [_asks(prepare(member, state.classes), shared=True) for member in members]
     providers = {name: cls for ask in asks for name, (_, cls) in ask.items()}
     needs = {name: sum(sorted(ask[name][0] if name in ask else 0 for ask in asks)[:minimum]) for name in providers}
@@ -142,7 +142,7 @@ def _beyond_every_domain(pod: Pod, key: str, minimum: int, needs: dict[str, int]
             f"and no {word}'s schedulable nodes hold what they ask for together ({shown}).")
 
 
-def and_never_fits(message: str, state: ClusterState, pod: Pod, totals: ClusterTotals | None = None) -> str:
+def and_never_fits(message: str, state: ClusterState, pod: Pod, totals: ClusterTotals) -> str:
     """`message` (a gang's reason to wait) with `beyond_the_cluster`'s sentence after it, when
     the pod's gang can never fit: Tessera's own texts (a PodGroup's Event, what-if's result, the
     GPU map's gangs) say it; "" and no such gang: `message` as it is."""

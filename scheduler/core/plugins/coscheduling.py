@@ -313,7 +313,7 @@ def unschedulable_message(state: ClusterState, key: str, preempting: bool) -> st
 GROUP_UNSCHEDULABLE_REASON = "Unschedulable"
 
 
-def unschedulable_notice(state: ClusterState, attempts: Sequence[Attempt], totals: ClusterTotals | None = None) -> Notice | None:
+def unschedulable_notice(state: ClusterState, attempts: Sequence[Attempt], totals: ClusterTotals) -> Notice | None:
     """What the PodGroup of a gang whose cycle placed nothing is told (a Warning Event live), or
     None: the cycle was not such a gang's, it was placed, it could not be tried yet (too few
     members: its phase says Pending), it failed with an error, or its gang has no PodGroup object
