@@ -6,6 +6,7 @@ import asyncio
 import copy
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -13,6 +14,8 @@ import anyio
 from scheduler.api.config import SchedulerConfig, load_config, parse_config
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
+from scheduler.kube.snapshot import ClusterListing
+from scheduler.kubectl.target import Target
 from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import load
@@ -121,6 +124,18 @@ contexts:
 current-context: x
 """)
     return path
+
+
+def fake_listing(api: Any, objs: list[dict[str, Any]]) -> Callable[[Target], Awaitable[tuple[Any, ClusterListing]]]:
+    """A stand-in for `kubectl tessera`'s `cli._listing`: lists `objs` (read at each call, so a
+    test may change them between commands) and hands back `api` for the follow-up reads, with a
+    `close()` the command calls when it is done."""
+    async def listing(target: Target) -> tuple[Any, ClusterListing]:
+        async def close() -> None:
+            return None
+        api.api = SimpleNamespace(close=close)
+        return api, ClusterListing(objs)
+    return listing
 
 
 async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:

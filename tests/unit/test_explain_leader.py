@@ -11,7 +11,6 @@ import math
 import re
 from functools import partial
 from datetime import datetime, timezone
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -21,11 +20,11 @@ from hypothesis import strategies as st
 
 from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.kube.http import Response
-from scheduler.kube.snapshot import ClusterListing
 from scheduler.kubectl import cli
 from scheduler.kubectl.leadership import LEADING, MISSING, RELEASED, STOPPED, UNKNOWN, leadership
 from scheduler.kubectl.target import Target
 from scheduler.sim import builders as b
+from tests.helpers import fake_listing
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/tessera-system/leases/tessera"
 ELECTION = LeaderElectionConfig(resource_namespace="tessera-system", resource_name="tessera",
@@ -157,13 +156,7 @@ def _installed_api(elect: bool) -> _Api:
 def _serve(monkeypatch: pytest.MonkeyPatch, api: _Api, objs: list[dict[str, Any]]) -> None:
     """The CLI lists `objs` (read at each command: a test may change them between runs) and reads
     the rest through `api`, on `api`'s clock."""
-    async def listing(target: Target) -> tuple[Any, ClusterListing]:
-        async def close() -> None:
-            return None
-        api.api = SimpleNamespace(close=close)  # type: ignore[attr-defined]
-        return api, ClusterListing(objs)
-
-    monkeypatch.setattr(cli, "_listing", listing)
+    monkeypatch.setattr(cli, "_listing", fake_listing(api, objs))
     monkeypatch.setattr(cli.time, "time", lambda: NOW + api.t)
     monkeypatch.setattr(cli, "leadership", partial(leadership, now=lambda: NOW + api.t, clock=api.clock,
                                                    sleep=api.sleep))

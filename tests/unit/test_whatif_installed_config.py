@@ -9,18 +9,16 @@ the running scheduler has (its ConfigMap), else the built-in one.
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
 import pytest
 
 from scheduler.kube.http import Response
-from scheduler.kube.snapshot import ClusterListing
 from scheduler.kubectl import cli
 from scheduler.kubectl.target import Target
 from scheduler.sim import builders as b
-from tests.helpers import BINPACK
+from tests.helpers import BINPACK, fake_listing
 
 CONFIG_MAP = "/api/v1/namespaces/tessera-system/configmaps/tessera-scheduler-config"
 
@@ -38,15 +36,6 @@ class _Api:
         return Response(status, orjson.dumps(body))
 
 
-def _listing(api: _Api, objs: list[dict[str, Any]]) -> Any:
-    async def listing(target: Target) -> tuple[Any, ClusterListing]:
-        async def close() -> None:
-            return None
-        api.api = SimpleNamespace(close=close)  # type: ignore[attr-defined]
-        return api, ClusterListing(objs)
-    return listing
-
-
 def test_what_if_needs_no_config_argument() -> None:
     args = cli.build_parser().parse_args(["what-if"])
     assert args.config is None
@@ -58,7 +47,7 @@ async def test_what_if_without_config_replays_with_the_installed_configuration(
     text = Path(BINPACK).read_text().replace("schedulerName: tessera", "schedulerName: gpu-batch")
     api = _Api({CONFIG_MAP: (200, {"kind": "ConfigMap", "data": {"config.yaml": text}})} if installed else {})
     objs = [b.node("n1", gpus=2), b.pod("p", scheduler="gpu-batch", limits={"nvidia.com/gpu": 1})]
-    monkeypatch.setattr(cli, "_listing", _listing(api, objs))
+    monkeypatch.setattr(cli, "_listing", fake_listing(api, objs))
     args = cli.build_parser().parse_args(["what-if", "-o", "json"])
     assert await cli._what_if(args, Target(None, None, "default")) == 0
     doc = orjson.loads(capsys.readouterr().out)
