@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
-import anyio
 import structlog
 
 from scheduler.core.annotations import HELD_DEVICES

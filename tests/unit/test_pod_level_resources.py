@@ -6,8 +6,6 @@ with pod-level requests counted as nothing."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from scheduler.core.objects import parse_pod
 from scheduler.core.resources import DEFAULT_MEMORY_REQUEST
 from scheduler.sim import builders as b

@@ -6,7 +6,6 @@ Lease keeps the successor waiting `leaseDuration`, by which time the apiserver h
 from __future__ import annotations
 
 import anyio
-import pytest
 from structlog.testing import capture_logs
 
 from scheduler.kube.recorder import EventRecorder, ObjectRef
