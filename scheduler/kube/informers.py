@@ -339,32 +339,23 @@ class Informer:
         # only before the first sync: afterwards the sink schedules between pages, and half a list
         # (a pod bound elsewhere on a later page not yet counted) could give its GPU away
         as_they_come = not self._store and not self.synced.is_set()
-        failure: BaseException | None = None
         resource_version = ""
         sent = time.monotonic()
-        send, receive = anyio.create_memory_object_stream[_Page](1)
-        async with anyio.create_task_group() as group:
-            group.start_soon(self._pages, send, self._selectors)
-            async with receive:
-                async for page in receive:
-                    if isinstance(page, BaseException):
-                        failure = page
-                        break
-                    if isinstance(page, _FullList):  # the whole list again: it replaces the pages so far
-                        listed, doc = {}, page.doc
-                    else:
-                        doc = page
-                    for key, item in self._items(doc):
-                        listed[key] = item
-                        if as_they_come and key not in self._store:
-                            self._store[key] = item
-                            self._emit("ADDED", item)
-                    meta = doc.get("metadata") or {}
-                    if not meta.get("continue"):
-                        resource_version = str(meta["resourceVersion"])
-            group.cancel_scope.cancel()  # a failure stops the fetcher (it has finished otherwise)
-        if failure is not None:
-            raise failure
+
+        def take(doc: dict[str, Any], whole: bool) -> None:
+            nonlocal resource_version
+            if whole:  # the whole list again: it replaces the pages so far
+                listed.clear()
+            for key, item in self._items(doc):
+                listed[key] = item
+                if as_they_come and key not in self._store:
+                    self._store[key] = item
+                    self._emit("ADDED", item)
+            meta = doc.get("metadata") or {}
+            if not meta.get("continue"):
+                resource_version = str(meta["resourceVersion"])
+
+        await self._each_page(self._selectors, take)
         self.denials.allowed(self.kind.label)
         self._replace(listed, resource_version)
         self.resource_version = resource_version
@@ -390,9 +381,31 @@ class Informer:
             if key is not None:
                 yield key, item
 
+    async def _each_page(self, selectors: Sequence[tuple[str, str]],
+                         take: Callable[[dict[str, Any], bool], None]) -> None:
+        """A LIST with `selectors`, each page handed to `take(doc, whole)` as it arrives, in order
+        (`whole`: the whole list again, which replaces the pages so far); raises what the LIST
+        raised, as itself (`_pages`), and stops fetching then."""
+        failure: BaseException | None = None
+        send, receive = anyio.create_memory_object_stream[_Page](1)
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._pages, send, selectors)
+            async with receive:
+                async for page in receive:
+                    if isinstance(page, BaseException):
+                        failure = page
+                        break
+                    if isinstance(page, _FullList):
+                        take(page.doc, True)
+                    else:
+                        take(page, False)
+            group.cancel_scope.cancel()  # a failure stops the fetcher (it has finished otherwise)
+        if failure is not None:
+            raise failure
+
     async def _pages(self, send: MemoryObjectSendStream[_Page], selectors: Sequence[tuple[str, str]]) -> None:
         """The LIST's pages, decoded, in order; a failure is handed over (and ends the pages) so
-        that `_list` raises it as itself, not wrapped in the task group's exception group."""
+        that `_each_page` raises it as itself, not wrapped in the task group's exception group."""
         async with send:
             token = ""
             while True:
@@ -524,21 +537,13 @@ class Informer:
         watch's older news of these objects is skipped afterwards (`_not_newer`). Returns how many
         objects changed. Raises what the LIST raised; the store is untouched then."""
         listed: dict[str, dict[str, Any]] = {}
-        failure: BaseException | None = None
-        send, receive = anyio.create_memory_object_stream[_Page](1)
-        async with anyio.create_task_group() as group:
-            group.start_soon(self._pages, send, [("fieldSelector", field_selector)])
-            async with receive:
-                async for page in receive:
-                    if isinstance(page, BaseException):
-                        failure = page
-                        break
-                    if isinstance(page, _FullList):
-                        listed, page = {}, page.doc
-                    listed.update(self._items(page))
-            group.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
+
+        def take(doc: dict[str, Any], whole: bool) -> None:
+            if whole:
+                listed.clear()
+            listed.update(self._items(doc))
+
+        await self._each_page([("fieldSelector", field_selector)], take)
         changed = 0
         for key, obj in listed.items():
             held = self._store.get(key)
@@ -590,7 +595,7 @@ class _FullList:
     doc: dict[str, Any]
 
 
-_Page = dict[str, Any] | _FullList | BaseException  # what `_pages` hands `_list`
+_Page = dict[str, Any] | _FullList | BaseException  # what `_pages` hands `_each_page`
 
 
 def _raise_for_status(response: Response, kind: ResourceKind) -> None:
