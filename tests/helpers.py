@@ -126,6 +126,18 @@ current-context: x
     return path
 
 
+def plugins_gang_member(name: str, priority: int | None = None) -> dict[str, Any]:
+    """A 4-GPU member of the scheduler-plugins PodGroup `big` (its label)."""
+    return b.pod(name, labels={"scheduling.x-k8s.io/pod-group": "big"}, limits={"nvidia.com/gpu": 4},
+                 priority=priority)
+
+
+def workload_gang_member(name: str, priority: int | None = None) -> dict[str, Any]:
+    """A 4-GPU member of the Workload API PodGroup `big` (its `spec.schedulingGroup`)."""
+    return b.pod(name, limits={"nvidia.com/gpu": 4}, priority=priority,
+                 spec_extra={"schedulingGroup": {"podGroupName": "big"}})
+
+
 def fake_listing(api: Any, objs: list[dict[str, Any]]) -> Callable[[Target], Awaitable[tuple[Any, ClusterListing]]]:
     """A stand-in for `kubectl tessera`'s `cli._listing`: lists `objs` (read at each call, so a
     test may change them between commands) and hands back `api` for the follow-up reads, with a

@@ -18,21 +18,14 @@ import pytest
 
 from scheduler.api.config import load_config
 from scheduler.kube.http import KubeHttp
+from scheduler.kube.informers import POD_GROUPS, WORKLOAD_POD_GROUPS
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
-from tests.helpers import run_for_a_while, until
+from tests.helpers import plugins_gang_member, run_for_a_while, until, workload_gang_member
 
-PLUGINS_LIST = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
-WORKLOAD_LIST = "/apis/scheduling.k8s.io/v1alpha2/podgroups"
-
-
-def _plugins_member(name: str) -> dict[str, Any]:
-    return b.pod(name, labels={"scheduling.x-k8s.io/pod-group": "big"}, limits={"nvidia.com/gpu": 4})
-
-
-def _workload_member(name: str) -> dict[str, Any]:
-    return b.pod(name, limits={"nvidia.com/gpu": 4}, spec_extra={"schedulingGroup": {"podGroupName": "big"}})
+PLUGINS_LIST = POD_GROUPS.path
+WORKLOAD_LIST = WORKLOAD_POD_GROUPS.path
 
 
 def _regarding_podgroups(api: FakeApi) -> list[dict[str, Any]]:
@@ -40,8 +33,8 @@ def _regarding_podgroups(api: FakeApi) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(("group", "member", "path", "api_version"), [
-    (b.podgroup("big", 3), _plugins_member, PLUGINS_LIST, "scheduling.x-k8s.io/v1alpha1"),
-    (b.workload_podgroup("big", 3), _workload_member, WORKLOAD_LIST, "scheduling.k8s.io/v1alpha2"),
+    (b.podgroup("big", 3), plugins_gang_member, PLUGINS_LIST, "scheduling.x-k8s.io/v1alpha1"),
+    (b.workload_podgroup("big", 3), workload_gang_member, WORKLOAD_LIST, "scheduling.k8s.io/v1alpha2"),
 ], ids=["scheduler-plugins", "workload-api"])
 async def test_a_gang_that_does_not_fit_gets_a_warning_on_its_podgroup(
         group: dict[str, Any], member: Callable[[str], dict[str, Any]], path: str, api_version: str) -> None:
@@ -76,7 +69,7 @@ async def test_a_gang_tried_again_joins_one_series_on_its_podgroup() -> None:
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
     core = loop.core
     for obj in (b.node("n1", gpus=4), b.node("n2", gpus=4), b.podgroup("big", 3),
-                *(_plugins_member(f"big-{i}") for i in range(3))):
+                *(plugins_gang_member(f"big-{i}") for i in range(3))):
         core.apply("ADDED", obj, 0.0)
     first = core.schedule_next(0.0)
     assert first and all(a.node is None for a in first)

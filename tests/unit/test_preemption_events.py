@@ -18,23 +18,23 @@ import pytest
 
 from scheduler.api.config import load_config
 from scheduler.kube.http import KubeHttp
+from scheduler.kube.informers import POD_GROUPS, WORKLOAD_POD_GROUPS
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
-from tests.helpers import until
+from tests.helpers import plugins_gang_member, until, workload_gang_member
 
-PLUGINS_LIST = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
-WORKLOAD_LIST = "/apis/scheduling.k8s.io/v1alpha2/podgroups"
+PLUGINS_LIST = POD_GROUPS.path
+WORKLOAD_LIST = WORKLOAD_POD_GROUPS.path
 HIGH = 1000
 
 
 def _plugins_member(name: str) -> dict[str, Any]:
-    return b.pod(name, labels={"scheduling.x-k8s.io/pod-group": "big"}, limits={"nvidia.com/gpu": 4}, priority=HIGH)
+    return plugins_gang_member(name, HIGH)
 
 
 def _workload_member(name: str) -> dict[str, Any]:
-    return b.pod(name, limits={"nvidia.com/gpu": 4}, priority=HIGH,
-                 spec_extra={"schedulingGroup": {"podGroupName": "big"}})
+    return workload_gang_member(name, HIGH)
 
 
 def _label_member(name: str) -> dict[str, Any]:
