@@ -38,7 +38,7 @@ def test_the_level_decides_whether_decisions_are_logged(monkeypatch: pytest.Monk
 def test_record_logs_as_every_tessera_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                                               fmt: str | None, tty: bool, json_lines: bool) -> None:
     """`tessera record` logs as `tessera run` and `agent` do (one setup, `configure_logging`): JSON
-    lines when stderr is not a terminal (`2> rec.err`, as the README promises), readable lines on
+    lines when stderr is not a terminal (`2> rec.err`, as docs/running.md promises), readable lines on
     one, TESSERA_LOG_FORMAT and TESSERA_LOG_LEVEL deciding over both. It used to write readable
     `12:58:40 [info ] informer.synced` lines into a redirected stderr."""
     from scheduler.kube import record_cli

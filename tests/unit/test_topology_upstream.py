@@ -1,6 +1,6 @@
 """Topology-aware gang placement and device locality inside a node: defects a review found.
 
-Each test failed before its fix, for the reason its docstring gives (what the README, or the
+Each test failed before its fix, for the reason its docstring gives (what docs/topology.md, or the
 upstream design it says it follows, promises, and what Tessera did instead).
 """
 
