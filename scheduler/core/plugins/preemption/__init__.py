@@ -307,13 +307,12 @@ class DefaultPreemption(PostFilterPlugin):
         node (Tessera has no inter-pod affinity or spread filter), so it cannot change whether the
         gang fits there — as `_victims_for` puts back the units off its nodes. Checking each cost
         every member's filters per unit: ten times the whole preemption on 1000 full nodes."""
-        for unit in reprieve_order(units, self.state)[0]:
+        def fits(entries: Sequence[Lifted]) -> bool:  # where the gang is placed now
             used = set(nodes.values())
+            return not any(entry.placement.node in used for entry in entries) or self._fits(
+                members, nodes, assumed, now)
 
-            def fits(entries: Sequence[Lifted]) -> bool:
-                return not any(entry.placement.node in used for entry in entries) or self._fits(
-                    members, nodes, assumed, now)
-
+        for unit in reprieve_order(units, self.state)[0]:
             put = self._put_back(unit, lifted, nodes, fits, members, minimum, place, assumed)
             if put is not None:
                 nodes = put
@@ -373,10 +372,11 @@ class DefaultPreemption(PostFilterPlugin):
             order, breaking = reprieve_order(relevant, state)
             victims: list[Unit] = []
             violations = 0
-            for unit in order:
-                def fits(entries: Sequence[Lifted]) -> bool:
-                    return self._still_fits(members, nodes, assumed, now)  # reprieved where it is
 
+            def fits(entries: Sequence[Lifted]) -> bool:  # reprieved where the gang is placed now
+                return self._still_fits(members, nodes, assumed, now)
+
+            for unit in order:
                 put = self._put_back(unit, lifted, nodes, fits, members, minimum, place, assumed)
                 if put is not None:  # reprieved, the gang where it was or moved
                     nodes = put
