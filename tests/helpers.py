@@ -107,6 +107,29 @@ class Run:
         return [f"{n.reason}: {n.message}" for n in self.replay.stats.notices]
 
 
+def real_gpus_in_use(run: Run, node: str, resource: str = "nvidia.com/gpu") -> int:
+    """The GPUs of `resource` real holders (bound or assumed pods, never a nominated preemptor's
+    hold) use on the node, recomputed from their placements: each device their grants name once,
+    plus their plain count requests."""
+    state = run.state
+    devices: set[str] = set()
+    plain = 0
+    for uid in state.nodes[node].pods:
+        placement = state.placements[uid]
+        devices.update(name for name in placement.devices if state.ledger.counted_as(name) == resource)
+        plain += placement.requests.get(resource, 0)
+    return len(devices) + plain
+
+
+def assert_real_gpu_counts_within(run: Run, resource: str = "nvidia.com/gpu") -> None:
+    """No node has more GPUs in use by real holders than it allocates (a hold may keep room
+    beside its running victims; a pod in use never may)."""
+    for name, info in run.state.nodes.items():
+        if info.node is not None and resource in info.node.allocatable:
+            assert real_gpus_in_use(run, name, resource) <= info.node.allocatable[resource], (
+                name, sorted(run.state.pods[uid].key for uid in info.pods))
+
+
 def write_kubeconfig(path: Path, server: str, *, skip_tls_verify: bool = False) -> Path:
     """A well-formed kubeconfig with one cluster (`server`), a bearer token `abc`, and its context current."""
     skip = ", insecure-skip-tls-verify: true" if skip_tls_verify else ""

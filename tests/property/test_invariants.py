@@ -534,6 +534,7 @@ def check_state_consistent(sched: Scheduler) -> None:
     """The core's derived accounting equals a recomputation from its own placements."""
     state = sched.state
     requested: dict[str, Counter[str]] = defaultdict(Counter)
+    held_requested: dict[str, Counter[str]] = defaultdict(Counter)  # the holds' part of it
     pods: dict[str, set[str]] = defaultdict(set)
     scoring: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     broken: dict[str, set[str]] = defaultdict(set)
@@ -547,6 +548,8 @@ def check_state_consistent(sched: Scheduler) -> None:
             check(not p.assumed, f"pod {uid} still assumed after the replay drained")
             check(uid in state.pods and uid not in state.pending, f"placed pod {uid} unknown or pending")
             pods[p.node].add(uid)
+        else:
+            held_requested[p.node].update(p.requests)
         requested[p.node].update(p.requests)
         scoring[p.node][0] += p.scoring_cpu
         scoring[p.node][1] += p.scoring_memory
@@ -572,11 +575,18 @@ def check_state_consistent(sched: Scheduler) -> None:
         check(info.broken == broken.get(name, set()), f"node {name}: broken set drifts")
         devices = {n: d for n, d in state.devices.items() if d.node_name == name}
         check(info.devices == devices, f"node {name}: device index drifts")
+        want_held = {k: v for k, v in held_requested.get(name, Counter()).items() if v}
+        check(info.held_requested == want_held, f"node {name}: held_requested {info.held_requested} != holds {want_held}")
         busy: Counter[str] = Counter()
+        held_busy: Counter[str] = Counter()  # busy only through holds: in use by no pod yet
         for dev in devices.values():
             if dev.name in use:  # a held device no ExtendedResource named yet counts as a GPU
                 busy[dev.resource_name or "nvidia.com/gpu"] += 1
+                exclusive, shared = use[dev.name]
+                if all(uid in state.holds for uid in (*exclusive, *shared)):
+                    held_busy[dev.resource_name or "nvidia.com/gpu"] += 1
         check(info.busy == dict(busy), f"node {name}: busy {info.busy} != {dict(busy)}")
+        check(info.held_busy == dict(held_busy), f"node {name}: held_busy {info.held_busy} != {dict(held_busy)}")
     core = {d: (set(u.exclusive), dict(u.shared)) for d, u in state.ledger.use.items()}
     check(core == use, f"device ledger {core} != placements' grants {use}")
     for d, u in state.ledger.use.items():

@@ -8,13 +8,20 @@
 - the core's accounting, holds included, stays equal to a recomputation from its placements;
 - a gang's late members (pending, arriving after the preemption, while its victims terminate or
   once they are gone) are placed only where the gang then reaches its minimum without members
-  that are leaving: never a new remnant below the minimum.
+  that are leaving: never a new remnant below the minimum;
+- a nominated preemptor's hold never puts a GPU in use: after every step, on every node, the
+  GPUs real holders use (bound or assumed pods; each device once, plus plain counts) stay within
+  its count — a lower-priority pod asking for a slice of a shared class, arriving while the
+  victims terminate, may not share a device only the hold keeps (the adversarial trial's V1).
 
 The cluster: up to 4 nodes of 8 GPUs, filled with running pods of random priority and GPU count,
 some in gangs (label form, random minimum, possibly above the members running: a gang a leader
 left half-bound); then a single pod or a gang of higher or random priority asks for GPUs, and
 then the gangs' late members (one GPU each) arrive. Victims are deleted by the replay at once (grace period 0); in a second
-mode they are left terminating, and the preemptor must wait without a second wave.
+mode they are left terminating, and the preemptor must wait without a second wave. In some cases
+the nodes carry ExtendedResources for their 8 GPUs (16Gi each) and a class `shared` shares them by
+memory: the preemptor then may ask for slices of it (`shared_units` GiB) rather than a GPU count,
+and pods of the lowest priority asking for slices (`intruders`) arrive right after it.
 """
 
 from __future__ import annotations
@@ -27,10 +34,11 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from scheduler.sim import builders as b
-from tests.helpers import BINPACK, Run, config
+from tests.helpers import BINPACK, Run, assert_real_gpu_counts_within, config
 from tests.property.test_invariants import _settings, check_state_consistent
 
 PRIORITIES = (-10, 0, 5, 10, 100)
+SHARED = "class.tessera.dev/shared"
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,9 @@ class Case:
     preemptor_min: int
     slow_victims: bool
     late: tuple[tuple[str, int], ...] = ()  # pending members per gang, arriving after the preemptor
+    devices: bool = False  # the nodes' GPUs have ExtendedResources, and the class `shared` slices them
+    shared_units: int = 0  # with devices: the preemptors ask for this many GiB slices (0: a GPU count)
+    intruders: tuple[int, ...] = ()  # with devices: lowest-priority slice pods (GiB each) right after it
 
 
 @st.composite
@@ -73,13 +84,20 @@ def cases(draw: st.DrawFn) -> Case:
     late = tuple((g, draw(st.integers(0, 2))) for g in sorted(sizes))
     minimums = tuple((g, draw(st.integers(1, n + dict(late)[g]))) for g, n in sorted(sizes.items()))
     preemptors = draw(st.sampled_from([1, 1, 2, 3]))
+    devices = draw(st.booleans())
+    shared_units = draw(st.sampled_from([0, 4, 8, 16])) if devices else 0
+    intruders = tuple(draw(st.lists(st.sampled_from([1, 4, 8, 16]), max_size=3))) if devices else ()
     return Case(nodes, tuple(running), minimums, preemptors, draw(st.integers(1, 8)),
-                draw(st.sampled_from(PRIORITIES)), draw(st.integers(1, preemptors)), draw(st.booleans()), late)
+                draw(st.sampled_from(PRIORITIES)), draw(st.integers(1, preemptors)), draw(st.booleans()), late,
+                devices, shared_units, intruders)
 
 
 def _start(case: Case) -> Run:
     run = Run(config(BINPACK))
     run.add(*(b.node(f"n{i}", gpus=8) for i in range(case.nodes)))
+    if case.devices:
+        run.add(*(b.device(f"n{i}", d, model="T4", memory="16Gi") for i in range(case.nodes) for d in range(8)))
+        run.add(b.resource_class("shared", match_labels={"model": "T4"}, sharing={"dimension": "memory", "unit": "1Gi"}))
     minimum = dict(case.minimums)
     for r in case.running:
         labels = b.gang_labels(r.gang, minimum[r.gang]) if r.gang else None
@@ -149,8 +167,17 @@ LATE_MEMBER_EVICTED_SINCE = Case(
     slow_victims=True, late=(("ga", 1),))
 
 
+# The adversarial trial's V1: a slice preemptor's hold made a device look counted already beside
+# its running count-pod victims, and a lower-priority slice pod was bound onto it (9 GPUs of 8 in use).
+HOLD_SHARED_BY_INTRUDER = Case(
+    nodes=1, running=(Running("r0", 0, 4, 10, None, 0), Running("r1", 0, 4, 10, None, 0)), minimums=(),
+    preemptors=1, preemptor_gpus=1, preemptor_priority=100, preemptor_min=1, slow_victims=True,
+    devices=True, shared_units=4, intruders=(4,))
+
+
 @_settings(400)
 @given(cases())
+@example(HOLD_SHARED_BY_INTRUDER)
 @example(SURPLUS_ELSEWHERE)
 @example(LEAVING_MEMBER_COUNTED)
 @example(LATE_MEMBER_EVICTED_SINCE)
@@ -162,11 +189,19 @@ def test_preemption_keeps_its_promises(case: Case) -> None:
         run.replay._evict = lambda victims, preemptor: None  # victims terminate but are not gone yet
     gang_before = _gang_counts(run)
     labels = b.gang_labels("hi", case.preemptor_min) if case.preemptors > 1 else None
-    preemptors = [b.pod(f"p{i}", requests={"nvidia.com/gpu": case.preemptor_gpus}, priority=case.preemptor_priority,
-                        labels=labels) for i in range(case.preemptors)]
+    asks: dict[str, Any] = ({"limits": {SHARED: case.shared_units}} if case.shared_units
+                            else {"requests": {"nvidia.com/gpu": case.preemptor_gpus}})
+    preemptors = [b.pod(f"p{i}", priority=case.preemptor_priority, labels=labels, **asks)
+                  for i in range(case.preemptors)]
     attempts = run.add(*preemptors)
     victims = [v for a in attempts for v in a.preempted]
     check_state_consistent(run.scheduler)
+    assert_real_gpu_counts_within(run)
+    # the lowest priority: they never preempt, and every hold is of equal or higher priority
+    run.add(*(b.pod(f"intruder-{i}", limits={SHARED: units}, priority=PRIORITIES[0])
+              for i, units in enumerate(case.intruders)))
+    check_state_consistent(run.scheduler)
+    assert_real_gpu_counts_within(run)
     for victim in victims:
         assert priorities[victim.meta.name] < case.preemptor_priority, victim.meta.name
     names = {v.meta.name for v in victims}
@@ -186,10 +221,12 @@ def test_preemption_keeps_its_promises(case: Case) -> None:
         again += list(run.replay.drain())
         assert not [v for a in again for v in a.preempted], "a second wave while the victims terminate"
         check_state_consistent(run.scheduler)
+        assert_real_gpu_counts_within(run)
         for victim in {v.uid: v for v in victims}.values():
             raw = run.replay.pods.get(victim.uid)
             if raw is not None:
                 run.feed(b.event("DELETED", raw))
+                assert_real_gpu_counts_within(run)
     placed = {p["metadata"]["name"]: run.node_of(p["metadata"]["name"]) for p in preemptors}
     assert sum(1 for node in placed.values() if node is not None) >= (case.preemptor_min if case.preemptors > 1 else 1), \
         (placed, nominated)
@@ -197,6 +234,7 @@ def test_preemption_keeps_its_promises(case: Case) -> None:
         for name, node in nominated.items():
             assert placed[name] == node, (name, node, placed)
     check_state_consistent(run.scheduler)
+    assert_real_gpu_counts_within(run)
     _no_new_remnant(run, case)
     # no stale room: a hold left is a surplus member's own preemption (its gang has its minimum,
     # so it preempts as a plain pod), on a node where victims are still terminating (a victim two

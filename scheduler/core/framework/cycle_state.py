@@ -47,6 +47,9 @@ class DevicePlan:
     # device resourceNames the plan's devices belong to: the pod *requests* these on this node for
     # resource scoring even where it makes no device newly busy (a slice on a used GPU)
     resources: frozenset[str] = frozenset()
+    # device resourceName -> devices the pod shares with nominated preemptors' holds only: busy
+    # with the holds, but in use by no pod yet (`planner.count_short` counts them without holds)
+    held_busy: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ from scheduler.core.objects import (
     podgroup_api,
     parse_priority_class,
 )
-from scheduler.core.resources import CPU, MEMORY
+from scheduler.core.resources import CPU, MEMORY, Resources
 from scheduler.core.state.events import ClusterEvent, EventKind, Notice
 from scheduler.core.state.gangs import GangIndex
 from scheduler.core.state.ledger import DeviceLedger, counted_requests
@@ -68,9 +68,10 @@ class ClusterState:
         # agent advertises the class names of its node itself): name -> such nodes, node -> its names
         self._foreign: Counter[str] = Counter()
         self._foreign_of: dict[str, frozenset[str]] = {}
-        self.ledger = DeviceLedger(self.devices, self.classes, self._node_info, self._touch, self._pod_key)
-        self.gangs = GangIndex()
         self.holds: dict[str, Hold] = {}  # nominated preemptors' room on their nodes
+        self.ledger = DeviceLedger(self.devices, self.classes, self._node_info, self._touch, self._pod_key,
+                                   self.holds)
+        self.gangs = GangIndex()
         # pods that were nominated to a node (status.nominatedNodeName, or a hold made here): the
         # ones whose room `nominations.hold_nominated` keeps when they hold none
         self.nominated: set[str] = set()
@@ -619,6 +620,7 @@ class ClusterState:
         self.nominated.add(uid)
         info.held += 1
         _charge(info, placement)
+        _add(info.held_requested, placement.requests, 1)
         self.ledger.recharge(uid, placement.grants)
         self.ledger.refresh_for(placement.devices)
         self._touch(info)
@@ -632,6 +634,7 @@ class ClusterState:
         info = self.nodes[placement.node]
         info.held -= 1
         _discharge(info, placement)
+        _add(info.held_requested, placement.requests, -1)
         self.ledger.uncharge(uid, placement.grants)
         self.ledger.refresh_for(placement.devices)
         self.ledger.drop_released_ghosts(placement.devices)
@@ -703,6 +706,8 @@ class ClusterState:
                 self.placements[uid] = recounted
             elif hold is not None:
                 self.holds[uid] = replace(hold, placement=recounted)
+                _add(info.held_requested, placement.requests, -1)
+                _add(info.held_requested, recounted.requests, 1)
             self._touch(info)
 
     def _delete_device(self, name: str) -> tuple[list[ClusterEvent], list[Notice]]:
@@ -985,14 +990,19 @@ def _charge(info: NodeInfo, placement: Placement) -> None:
 
 
 def _discharge(info: NodeInfo, placement: Placement) -> None:
-    for name, requested in placement.requests.items():
-        left = info.requested.get(name, 0) - requested
-        if left:
-            info.requested[name] = left
-        else:
-            info.requested.pop(name, None)
+    _add(info.requested, placement.requests, -1)
     info.scoring_cpu -= placement.scoring_cpu
     info.scoring_memory -= placement.scoring_memory
+
+
+def _add(total: Resources, requests: Resources, sign: int) -> None:
+    """Add (`sign` 1) or take away (-1) requests from a running total, dropping zeros."""
+    for name, amount in requests.items():
+        left = total.get(name, 0) + sign * amount
+        if left:
+            total[name] = left
+        else:
+            total.pop(name, None)
 
 
 def _frees(old: Placement, new: Placement) -> bool:

@@ -15,7 +15,7 @@ not when their objects are.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field, replace
 
 from scheduler.api.quantity import Amount
@@ -95,8 +95,9 @@ class DeviceUse:
 class DeviceLedger:
     def __init__(self, devices: dict[str, Device], classes: ClassRegistry,
                  node_info: Callable[[str], NodeInfo], touch: Callable[[NodeInfo], None],
-                 pod_key: Callable[[str], str]) -> None:
+                 pod_key: Callable[[str], str], holds: Container[str]) -> None:
         self.devices = devices  # the cache's devices (ghosts included)
+        self._holds = holds  # uids of nominated preemptors whose grants are holds, not placements
         self.classes = classes
         self._node_info = node_info
         self._touch = touch
@@ -223,15 +224,29 @@ class DeviceLedger:
         return device.resource_name or UNSEEN_RESOURCE if device is not None else UNSEEN_RESOURCE
 
     def refresh(self, info: NodeInfo) -> None:
-        """Recount the node's busy devices per resource (what plain count requests share)."""
+        """Recount the node's busy devices per resource (what plain count requests share), and
+        those of them only holds use (`held_only`)."""
         busy: dict[str, int] = {}
+        held_busy: dict[str, int] = {}
         for device in info.devices.values():
             use = self.use.get(device.name)
             if use is not None and use.busy:
                 resource = self.counted_as(device.name)
                 busy[resource] = busy.get(resource, 0) + 1
+                if self.held_only(use):
+                    held_busy[resource] = held_busy.get(resource, 0) + 1
         info.busy = busy
+        info.held_busy = held_busy
         self._touch(info)
+
+    def held_only(self, use: DeviceUse | None) -> bool:
+        """The device is busy only through nominated preemptors' holds: kept for them, but not in
+        use yet — no real holder (bound or assumed pod) counts it, so a pod sharing it makes it
+        one more GPU in use now."""
+        if use is None or not use.busy:
+            return False
+        holds = self._holds
+        return all(uid in holds for uid in use.exclusive) and all(uid in holds for uid in use.shared)
 
     def upsert(self, device: Device, old: Device | None) -> list[Notice]:
         """A new or changed ExtendedResource (a deleted one coming back is no ghost any more).

@@ -54,8 +54,8 @@ class Hold:
 class NodeInfo:
     """One node's object (if known yet) and everything placed on it."""
 
-    __slots__ = ("name", "node", "pods", "held", "requested", "scoring_cpu", "scoring_memory",
-                 "devices", "busy", "broken", "allocating", "agent_heartbeat", "generation", "over", "surplus",
+    __slots__ = ("name", "node", "pods", "held", "requested", "held_requested", "scoring_cpu", "scoring_memory",
+                 "devices", "busy", "held_busy", "broken", "allocating", "agent_heartbeat", "generation", "over", "surplus",
                  "deleted_labels")
 
     def __init__(self, name: str) -> None:
@@ -65,11 +65,14 @@ class NodeInfo:
         # holds of nominated preemptors here: each takes a pod slot, as upstream's filters add
         # the nominated pods of equal or higher priority to the node before "Too many pods"
         self.held = 0
-        self.requested: Resources = {}
+        self.requested: Resources = {}  # every placement's requests here, and every hold's
+        self.held_requested: Resources = {}  # the holds' part of `requested`
         self.scoring_cpu = 0
         self.scoring_memory = 0
         self.devices: dict[str, Device] = {}
-        self.busy: dict[str, int] = {}  # device resourceName -> devices in use (any pod)
+        self.busy: dict[str, int] = {}  # device resourceName -> devices in use (any pod, or a hold)
+        # device resourceName -> the devices of `busy` only holds use: not in use yet, only kept
+        self.held_busy: dict[str, int] = {}
         self.broken: set[str] = set()  # pods whose device annotation could not be read
         # pods whose devices the node agent has not handed out yet -> their resource names; a
         # second pod with a common resource name must not be bound here until they are done
@@ -103,6 +106,12 @@ class NodeInfo:
         """Requested amount of a resource, counting devices handed out by class."""
         return self.requested.get(resource, 0) + self.busy.get(resource, 0)
 
+    def real_used(self, resource: str) -> int:
+        """`used` by the real holders alone (bound or assumed pods): what is in use on the node
+        now. A nominated preemptor's hold keeps room for after its victims go, while they still
+        have it, so the two together may exceed the node; the real holders never may."""
+        return self.used(resource) - self.held_requested.get(resource, 0) - self.held_busy.get(resource, 0)
+
     def hides_devices_of(self, resource: str) -> bool:
         """A pod here has a device annotation that cannot be read, and the node has devices of
         `resource`: which of them that pod holds is unknown, so none counts as free — for plain
@@ -119,7 +128,7 @@ class NodeInfo:
             return []
         found = []
         for resource in sorted(self.node.allocatable if resources is None else resources):
-            used = self.used(resource)
+            used = self.real_used(resource)  # a hold beside its running victims over-commits nothing
             if not used:
                 continue
             capacity = self.device_capacity(resource)

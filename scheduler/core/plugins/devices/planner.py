@@ -19,7 +19,9 @@ the plan is kept for Reserve and for scoring. Choice rules:
   with a 1-GPU init container and a 1-GPU app container holds one GPU;
 - a device with any shared use is not free for exclusive use, and vice versa;
 - on nodes that advertise the device resourceName (e.g. `nvidia.com/gpu: 4`), plain count requests
-  and class-assigned devices share that count, so neither can oversubscribe the other.
+  and class-assigned devices share that count, so neither can oversubscribe the other — counted
+  with the nominated preemptors' holds and without them (`count_short`): a slice beside a hold's
+  slice puts a GPU in use now that the hold only keeps for after its victims are gone.
 The node score is device-level binpack: how full the matching devices are after the placement.
 """
 
@@ -172,6 +174,7 @@ class DevicePlanner:
         sliced: dict[str, dict[str, dict[int, Amount]]] = {}  # the pod's slices: device -> resource -> phase -> amount
         grants: dict[str, dict[str, list[Grant]]] = {}
         newly_busy: dict[str, int] = {}
+        held_busy: dict[str, int] = {}  # devices the pod shares with holds only (in use by no pod yet)
         scores: list[int] = []
         # the most constrained request first — whole devices before slices, then the fewest
         # devices to choose from — so that a request with more choice never takes the only
@@ -250,8 +253,11 @@ class DevicePlanner:
                         info, dimension, amount, [device for _, device in fitting])
                     best, best_device = next(item for item in fitting if item[1] is chosen_device)
                 device_use = use.get(best_device.name)
-                if not _busy(device_use) and best_device.name not in sliced:
-                    newly_busy[best_device.resource_name] = newly_busy.get(best_device.resource_name, 0) + 1
+                if best_device.name not in sliced:
+                    if not _busy(device_use):
+                        newly_busy[best_device.resource_name] = newly_busy.get(best_device.resource_name, 0) + 1
+                    elif ledger.held_only(device_use):
+                        held_busy[best_device.resource_name] = held_busy.get(best_device.resource_name, 0) + 1
                 by_phase = sliced.setdefault(best_device.name, {}).setdefault(req.resource_name, {})
                 for phase in req.phases:
                     by_phase[phase] = by_phase.get(phase, 0) + amount
@@ -259,14 +265,13 @@ class DevicePlanner:
                 capacity = best_device.capacity[dimension]
                 scores.append(int((capacity - best[1]) * MAX_NODE_SCORE // capacity) if capacity else 0)
             grants.setdefault(req.container, {}).setdefault(req.resource_name, []).extend(chosen)
-        for resource, count in newly_busy.items():
-            if info.node is not None and resource in info.node.allocatable \
-                    and info.used(resource) + count > info.node.allocatable[resource]:
+        for resource in newly_busy.keys() | held_busy.keys():
+            if count_short(info, resource, newly_busy.get(resource, 0), held_busy.get(resource, 0)):
                 return f"Insufficient {resource}"
         devices = self.state.devices
         resources = frozenset(devices[name].resource_name for by_resource in grants.values()
                               for chosen_grants in by_resource.values() for name, *_ in chosen_grants)
-        return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0, resources)
+        return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0, resources, held_busy)
 
 
 def _plan_order(req: DeviceRequest, choices: int) -> tuple[bool, int, Amount]:
@@ -306,16 +311,31 @@ def within_one_group(free: list[Device], count: int, attributes: tuple[str, ...]
     return free[:count], spanned and count > 1
 
 
+def count_short(info: NodeInfo, resource: str, added: int, shared_with_holds: int) -> bool:
+    """Whether the node's count of `resource` cannot take `added` more GPUs in use (devices a plan
+    makes busy, and the pod's own plain request of it) and `shared_with_holds` devices it shares
+    with nominated preemptors' holds only. Checked as upstream runs a pod's filters twice
+    (RunFilterPluginsWithNominatedPods): with the holds of equal or higher priority (the ones left
+    in the state for this attempt; lower ones are lifted) — there a shared device is counted
+    already — and with the real holders alone (`real_used`), where it is not: the hold keeps it for
+    after its victims are gone, while they still have their GPUs, and the pod would use it now."""
+    node = info.node
+    if node is None or resource not in node.allocatable:
+        return False
+    allocatable = node.allocatable[resource]
+    return (added > 0 and info.used(resource) + added > allocatable) or (
+        shared_with_holds > 0 and info.real_used(resource) + added + shared_with_holds > allocatable)
+
+
 def over_count(ctx: PodContext, plan: DevicePlan, info: NodeInfo) -> str | None:
     """The pod's own plain request of a device resource (e.g. `nvidia.com/gpu: 2`) and the devices
     its class grants make busy share the node's count; the cached plan only knows the latter."""
-    node = info.node
-    if node is None:
-        return None
-    for resource, count in plan.newly_busy.items():
-        own = ctx.plain_request(resource)
-        if own and resource in node.allocatable and info.used(resource) + count + own > node.allocatable[resource]:
-            return f"Insufficient {resource}"
+    for counts in (plan.newly_busy, plan.held_busy):  # a resource in both is checked twice, alike
+        for resource in counts:
+            own = ctx.plain_request(resource)
+            if own and count_short(info, resource, plan.newly_busy.get(resource, 0) + own,
+                                   plan.held_busy.get(resource, 0)):
+                return f"Insufficient {resource}"
     return None
 
 
