@@ -8,7 +8,7 @@ decoder is strict: anything it cannot read exactly is an error, and the caller f
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 
@@ -42,6 +42,11 @@ class DeviceGrant:
     # dimension. "" for a whole device, or a slice written before the field existed (its class's
     # dimension as it is now counts then)
     dimension: str = ""
+    # the device's ExtendedResource spec.resourceName when it was granted: the node count it is
+    # charged under while held, also once its object names another one and across restarts (the
+    # pod is the only record that outlives the scheduler). "" in entries written before the field
+    # existed: the object's resourceName as it is when first read counts then
+    resource_name: str = ""
 
 
 # container name -> resource name -> grants
@@ -56,6 +61,8 @@ def encode_devices(assignment: DeviceAssignment) -> str:
             entries = []
             for grant in grants:
                 entry = {"id": grant.device_id, "device": grant.device}
+                if grant.resource_name:
+                    entry["resourceName"] = grant.resource_name
                 if grant.amount is not None:
                     entry["amount"] = format_quantity(grant.amount)
                     if grant.dimension:
@@ -107,7 +114,10 @@ def decode_devices(raw: str) -> dict[str, dict[str, tuple[DeviceGrant, ...]]]:
                 dimension = entry.get("dimension", "")
                 if "dimension" in entry and (not isinstance(dimension, str) or not dimension or amount is None):
                     raise AnnotationError(f"{where}.dimension: must be a non-empty string, beside an amount")
-                grants.append(DeviceGrant(device_id, device, amount, dimension))
+                resource_name = entry.get("resourceName", "")
+                if "resourceName" in entry and (not isinstance(resource_name, str) or not resource_name):
+                    raise AnnotationError(f"{where}.resourceName: must be a non-empty string")
+                grants.append(DeviceGrant(device_id, device, amount, dimension, resource_name))
             out[container][resource] = tuple(grants)
     return out
 
@@ -115,7 +125,8 @@ def decode_devices(raw: str) -> dict[str, dict[str, tuple[DeviceGrant, ...]]]:
 def merge_devices(*assignments: DeviceAssignment | None) -> dict[str, dict[str, tuple[DeviceGrant, ...]]]:
     """Every grant any of the assignments names, per container and resource name: a device named
     whole anywhere is whole, a slice at the largest amount named for it. What HELD_DEVICES says
-    after an edit: the union of what the pod held and what it names now."""
+    after an edit: the union of what the pod held and what it names now (a grant keeps the
+    resourceName of the earliest version that records one: what it was granted under)."""
     merged: dict[str, dict[str, dict[tuple[str, str, str], DeviceGrant]]] = {}
     for assignment in assignments:
         for container, by_resource in (assignment or {}).items():
@@ -124,8 +135,13 @@ def merge_devices(*assignments: DeviceAssignment | None) -> dict[str, dict[str, 
                 for grant in grants:
                     key = (grant.device_id, grant.device, grant.dimension if grant.amount is not None else "")
                     known = entries.get(key)
-                    if known is None or (known.amount is not None
-                                         and (grant.amount is None or grant.amount > known.amount)):
+                    if known is None:
                         entries[key] = grant
+                        continue
+                    wins = known.amount is not None and (grant.amount is None or grant.amount > known.amount)
+                    chosen = grant if wins else known
+                    # the name it was granted under: the earliest version's that records one
+                    named = known.resource_name or grant.resource_name
+                    entries[key] = replace(chosen, resource_name=named)
     return {container: {resource: tuple(entries.values()) for resource, entries in by_resource.items()}
             for container, by_resource in merged.items()}

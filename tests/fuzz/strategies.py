@@ -198,6 +198,9 @@ grants = st.builds(
     id=field(st.sampled_from(("GPU-0", "GPU-1", "GPU-x"))),
     device=field(st.sampled_from(DEVICE_POOL + ("unknown-device", ""))),
     amount=st.one_of(st.just(MISSING), st.just(MISSING), quantity_values),
+    # what the device was granted under: a device's own name, another, or not a name
+    resourceName=st.one_of(st.just(MISSING), st.just(MISSING),
+                           st.sampled_from(("nvidia.com/gpu", "example.com/other", "", 3, None))),
 )
 device_docs = st.builds(
     build,

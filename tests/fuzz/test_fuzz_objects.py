@@ -135,7 +135,7 @@ def test_decode_devices_raises_only_annotation_error(raw: str) -> None:
         assert again[container].keys() == by_resource.keys()
         for resource, grants in by_resource.items():
             for old, new in zip(grants, again[container][resource], strict=True):
-                assert (old.device_id, old.device) == (new.device_id, new.device)
+                assert (old.device_id, old.device, old.resource_name) == (new.device_id, new.device, new.resource_name)
                 assert (old.amount is None) == (new.amount is None)
                 assert old.amount is None or (new.amount is not None and new.amount >= old.amount)
 

@@ -383,6 +383,73 @@ def test_a_held_gpu_keeps_counting_under_its_resource_name_when_its_object_chang
         assert run.node_of("q") == "n"
 
 
+def _restarted(*listed: dict[str, Any]) -> tuple[Scheduler, list[str]]:
+    """A fresh core fed the objects in LIST order, as a restarted (or newly elected) replica is,
+    and the notices it gave."""
+    fresh = Scheduler(config(BINPACK))
+    notices = [f"{n.reason}: {n.message}" for obj in listed for n in fresh.apply("ADDED", obj, 0.0)]
+    return fresh, notices
+
+
+def _plain_fits(scheduler: Scheduler, name: str, gpus: int) -> bool:
+    scheduler.apply("ADDED", b.pod(name, limits={"nvidia.com/gpu": gpus}), 0.0)
+    [attempt] = scheduler.schedule_next(0.0) or []
+    return attempt.node == "n"
+
+
+def test_a_held_gpu_keeps_its_resource_name_across_a_restart_after_its_object_changes_it() -> None:
+    """Found by the adversarial trial (V2): a held GPU's object edited to another resourceName was
+    counted under the old name while the replicas ran (`ResourceNameChangedWhileHeld`), but a
+    restarted replica read the name from the object as it was then, so the node counted one GPU
+    fewer in use and a plain pod got the GPU the holder still has (5 GPUs on a 4-GPU node). The
+    holder's annotation records the name each device was counted under, so a replica rebuilt
+    from a LIST, in either order, counts it there until the holder is gone."""
+    run, old = _one_of_two_gpus_held()
+    held_name = old["metadata"]["name"]
+    other = next(b.device("n", i) for i in range(2) if b.device("n", i)["metadata"]["name"] != held_name)
+    edited = copy.deepcopy(old)
+    edited["spec"]["resourceName"] = "example.com/gpu"
+    run.feed(b.event("MODIFIED", edited))
+    assert any(n.startswith("ResourceNameChangedWhileHeld: ") for n in run.notices())
+    bound = _pod_object(run, "p")
+    node, cls = b.node("n", gpus=2), b.resource_class("v100", match_labels={"model": "V100"})
+    for listed in ((node, edited, other, cls, bound), (node, bound, cls, edited, other),
+                   (node, cls, other, bound, edited)):
+        fresh, notices = _restarted(*listed)
+        assert _used_gpus(fresh) == 1, listed
+        assert fresh.state.ledger.is_ghost(held_name)
+        assert [n for n in notices if n.startswith("ResourceNameChangedWhileHeld: ")] == [
+            f"ResourceNameChangedWhileHeld: ExtendedResource {held_name} now names resourceName example.com/gpu, "
+            "but a pod holds it as nvidia.com/gpu: it counts as nvidia.com/gpu on node n, given to no other pod, "
+            "until released"]
+        assert not _plain_fits(fresh, "q", 2)  # one of the two GPUs is p's
+        assert _plain_fits(fresh, "r", 1)
+        [view] = build_view(fresh, source="simulate", now=0.0).nodes  # `kubectl tessera nodes`: two rows
+        assert [(gpu.device, gpu.state, gpu.resource) for gpu in view.gpus] == [
+            (held_name, "ghost", "nvidia.com/gpu"), (other["metadata"]["name"], "counted", "nvidia.com/gpu")]
+        fresh.apply("DELETED", bound, 0.0)  # released: the object is taken in as it is now
+        assert fresh.state.devices[held_name].resource_name == "example.com/gpu"
+        assert not fresh.state.ledger.is_ghost(held_name)
+
+
+def test_a_resource_name_edited_while_no_replica_runs_is_counted_as_granted() -> None:
+    """The same edit made while no replica watches (all of them down): the next one never saw the
+    old name on the object, only in the holder's annotation, and counts the GPU there."""
+    run, old = _one_of_two_gpus_held()
+    held_name = old["metadata"]["name"]
+    other = next(b.device("n", i) for i in range(2) if b.device("n", i)["metadata"]["name"] != held_name)
+    edited = copy.deepcopy(old)
+    edited["spec"]["resourceName"] = "example.com/gpu"
+    bound = _pod_object(run, "p")
+    node, cls = b.node("n", gpus=2), b.resource_class("v100", match_labels={"model": "V100"})
+    for listed in ((node, edited, other, cls, bound), (node, bound, cls, edited, other)):
+        fresh, _ = _restarted(*listed)
+        assert _used_gpus(fresh) == 1
+        assert not _plain_fits(fresh, "q", 2)
+    [[[grant]]] = [list(by.values()) for by in ann.decode_devices(bound["metadata"]["annotations"][ann.DEVICES]).values()]
+    assert grant.resource_name == "nvidia.com/gpu"  # what the Binding recorded: the pod is the record
+
+
 def test_a_capacity_lowered_below_the_slices_held_leaves_no_room_live_or_after_a_restart() -> None:
     """Guard (passed at first): slices held over a capacity since lowered are not taken back, and
     nothing more of the device is given out, by slice or whole, nor to a ledger rebuilt from a LIST

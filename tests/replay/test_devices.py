@@ -37,7 +37,7 @@ def test_match_labels_selects_the_model_and_writes_the_device_annotation() -> No
     containers = _devices_of(run, "p")
     grant = containers["main"]["class.tessera.dev/k80"]
     k80 = next(d for d in run.state.devices.values() if d.attributes["model"] == "K80")
-    assert grant == [{"id": k80.device_id, "device": k80.name}]
+    assert grant == [{"id": k80.device_id, "device": k80.name, "resourceName": k80.resource_name}]
     assert run.node_of("p") == "a"
 
 

@@ -302,3 +302,22 @@ def test_a_pod_bound_with_its_own_held_devices_raises_no_warning() -> None:
     assert annotations[ann.HELD_DEVICES] == annotations[ann.DEVICES]
     fresh = _restarted(run, 2, "cls1")
     assert _reasons(fresh, "DevicesAnnotationChanged") == [] and _held_by(fresh, "cls1") == _held_by(run, "cls1")
+
+
+def test_an_edit_of_the_recorded_resource_name_moves_no_count() -> None:
+    """Each grant records the resourceName its device was granted under, which the ledger counts
+    it under after a restart. An edit of that field in `tessera.dev/devices` (the device named
+    under another name) must not take the GPU out of the node's `nvidia.com/gpu` count: the
+    Binding's own record in `tessera.dev/held-devices` names it, live and after a restart."""
+    run, _ = _run(gpus=2)
+    run.add(b.pod("p", limits={CLASS: 1}))
+    doc = _annotation(run, "p")
+    [entries] = [entries for by_resource in doc["containers"].values() for entries in by_resource.values()]
+    assert entries[0]["resourceName"] == "nvidia.com/gpu"
+    entries[0]["resourceName"] = "example.com/forged"
+    _edit(run, "p", ann.orjson.dumps(doc).decode())
+    assert run.state.nodes["n"].used("nvidia.com/gpu") == 1
+    restarted = _restarted(run, 2, "p")
+    assert restarted.state.nodes["n"].used("nvidia.com/gpu") == 1
+    restarted.add(b.pod("q", limits={"nvidia.com/gpu": 2}))
+    assert restarted.node_of("q") is None

@@ -476,10 +476,12 @@ class ClusterState:
                                   "until the annotation is fixed or the pod is gone",
                                   pod.meta.namespace, pod.uid))
         held = pod.held_devices if not assumed else None
+        granted_as = _granted_as(held, devices)
         for by_resource in (*(devices or {}).values(), *(held or {}).values()):
             for entries in by_resource.values():
                 for grant in entries:
-                    self.ledger.hold_unseen(grant.device, grant.device_id, info)
+                    notices += self.ledger.hold_unseen(grant.device, grant.device_id, info,
+                                                       granted_as.get(grant.device, ""))
         placement = placement_of(pod, node_name, devices, self.ledger.counted_as, broken, assumed)
         if kept or held:
             placement = replace(placement, grants=union_holds((*kept, *_holds(pod, held)), placement.grants))
@@ -874,6 +876,21 @@ def whole_in_two_running_containers(pod: Pod, devices: DeviceAssignment | None) 
                          if grant.amount is None]
              for container, by_resource in (devices or {}).items()}
     return shared_while_running(whole, pod.container_phases())
+
+
+def _granted_as(held: DeviceAssignment | None, devices: DeviceAssignment | None) -> dict[str, str]:
+    """The resourceName each device was granted under, as the pod's grants record it: the
+    Binding's own record (`tessera.dev/held-devices`) first, so an edit of the field in
+    `tessera.dev/devices` does not move a device to another count; devices no grant names one
+    for are left out (written before the field existed)."""
+    named: dict[str, str] = {}
+    for assignment in (held, devices):
+        for by_resource in (assignment or {}).values():
+            for entries in by_resource.values():
+                for grant in entries:
+                    if grant.resource_name:
+                        named.setdefault(grant.device, grant.resource_name)
+    return named
 
 
 def _holds(pod: Pod, devices: DeviceAssignment | None) -> list[DeviceHold]:

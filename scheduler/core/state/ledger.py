@@ -105,6 +105,9 @@ class DeviceLedger:
         self.use: dict[str, DeviceUse] = {}
         self.ghosts: set[str] = set()  # deleted ExtendedResources still held by pods
         self.moved: dict[str, Device] = {}  # name -> its object on another node, taken in once released
+        # ghosts known only from their holders' annotations whose resourceName those record (what
+        # the device was granted under): their object, when it comes, does not rename them
+        self.recorded: set[str] = set()
 
     def charge(self, pod: Pod, device: str, amount: Amount | None, resource: str, dimension: str) -> list[Notice]:
         """Charge a pod's hold; a conflict's notice names the pod and every other holder (the log
@@ -152,7 +155,7 @@ class DeviceLedger:
             return {"": unknown} if use.by_kind else {}
         return {dimension: named[dimension] + unknown for dimension in sorted(named)}
 
-    def hold_unseen(self, name: str, device_id: str, info: NodeInfo) -> None:
+    def hold_unseen(self, name: str, device_id: str, info: NodeInfo, granted_as: str = "") -> list[Notice]:
         """A pod on `info`'s node holds device `name` (the GPU `device_id`), which the cache does
         not have there: deleted before its holder was seen (a successor replica seeing the
         deletion before the killed leader's Binding), or before this replica started (its pods can
@@ -162,11 +165,25 @@ class DeviceLedger:
         until a device of the node arrives, counted as UNSEEN_RESOURCE meanwhile) that names the
         GPU the holder has — another name for that GPU is then a duplicate — until its last holder
         is gone; an object listed elsewhere waits in `moved` until then, as on the live path
-        (`upsert`). Only the node's devices are read: at start-up every held device may be unseen."""
+        (`upsert`). Only the node's devices are read: at start-up every held device may be unseen.
+
+        `granted_as` is the resourceName the holder's annotation records the device was granted
+        under ("" in annotations written before the field existed): the node count it stays
+        charged under until released, whatever its object names now — the restart half of what
+        `upsert` does live for a held device whose resourceName changes (a restarted replica never
+        saw the old name on the object)."""
         known = self.devices.get(name)
-        if known is not None and (name in self.ghosts or ((use := self.use.get(name)) is not None and use.busy)
-                                  or (known.node_name == info.name and known.device_id in ("", device_id))):
-            return
+        if known is not None and (name in self.ghosts or ((use := self.use.get(name)) is not None and use.busy)):
+            return []
+        if known is not None and known.node_name == info.name and known.device_id in ("", device_id):
+            if not granted_as or known.resource_name == granted_as:
+                return []
+            # its object names another resourceName now: held as granted, the object parked
+            self.moved[name] = known
+            self.classes.device_removed(name)
+            self.devices[name] = info.devices[name] = replace(known, resource_name=granted_as, unschedulable=True)
+            self.ghosts.add(name)
+            return [_renamed_while_held(known, granted_as, info.name)]
         if known is not None:  # elsewhere, or naming another GPU now: parked until the holder is gone
             self.moved[name] = known
             self.classes.device_removed(name)
@@ -178,11 +195,15 @@ class DeviceLedger:
         resource_name = names.most_common(1)[0][0] if names else ""  # named when a device of the node arrives
         if known is not None:
             resource_name = known.resource_name
+        if granted_as:
+            resource_name = granted_as
+            self.recorded.add(name)
         meta = ObjectMeta(name, "", "", "", {}, {}, "", True)
         ghost = Device(meta, info.name, resource_name, device_id, {}, {}, unschedulable=True, healthy=False)
         self.devices[name] = info.devices[name] = ghost
         self.ghosts.add(name)
         self.mark_duplicates(info)
+        return []
 
     def uncharge(self, uid: str, grants: Iterable[DeviceHold]) -> None:
         for device, amount, resource, dimension in grants:
@@ -203,6 +224,7 @@ class DeviceLedger:
         for device in device_names:
             if device in self.ghosts and device not in self.use:
                 self.ghosts.discard(device)
+                self.recorded.discard(device)
                 self.classes.device_removed(device)  # a class change since its deletion indexed it again
                 ghost = self.devices.pop(device)
                 holder = self._node_info(ghost.node_name)
@@ -261,15 +283,17 @@ class DeviceLedger:
         requests share, so it keeps counting there. Not for a ghost known only from its holder's
         annotation (`hold_unseen`): its resourceName was the node's guess, the object says it — the
         ghost takes the object's resourceName, also when it stays behind for a node or deviceID
-        change."""
+        change — unless the annotation records the name it was granted under (`recorded`): that
+        one it keeps, as a device seen changing live does."""
+        guessed = _unseen(old) and device.name not in self.recorded if old is not None else False
         if old is not None and (old.node_name != device.node_name or old.device_id != device.device_id
-                                or (old.resource_name != device.resource_name and not _unseen(old))) \
+                                or (old.resource_name != device.resource_name and not guessed)) \
                 and (use := self.use.get(device.name)) and use.busy:
             first = device.name not in self.moved
             self.moved[device.name] = device
             if device.name not in self.ghosts:
                 self.delete(device.name)
-            elif first and _unseen(old) and old.resource_name != device.resource_name:
+            elif first and guessed and old.resource_name != device.resource_name:
                 # named after its node's devices (a restart listed the holder first): its own
                 # object, seen now, names what it was counted under, whichever was listed first
                 holder = self._node_info(old.node_name)
@@ -288,11 +312,9 @@ class DeviceLedger:
                                f"ExtendedResource {device.name} now names deviceID {device.device_id}, but a pod "
                                f"holds it as {old.device_id}: it stays that GPU, given to no other pod, until released",
                                "", device.meta.uid)]
-            return [Notice("ExtendedResource", device.name, "ResourceNameChangedWhileHeld",
-                           f"ExtendedResource {device.name} now names resourceName {device.resource_name}, but a pod "
-                           f"holds it as {old.resource_name}: it counts as {old.resource_name} on node "
-                           f"{old.node_name}, given to no other pod, until released", "", device.meta.uid)]
+            return [_renamed_while_held(device, old.resource_name, old.node_name)]
         self.moved.pop(device.name, None)
+        self.recorded.discard(device.name)
         if old is not None and old.node_name != device.node_name:
             previous = self._node_info(old.node_name)
             previous.devices.pop(device.name, None)
@@ -411,6 +433,15 @@ def counted_requests(requests: Resources, grants: Iterable[DeviceHold],
             else:
                 del counted[resource]
     return counted
+
+
+def _renamed_while_held(device: Device, held_as: str, node: str) -> Notice:
+    """The Warning on a held device's object that names another resourceName than the one its
+    holder was given it under, which it keeps counting as until released."""
+    return Notice("ExtendedResource", device.name, "ResourceNameChangedWhileHeld",
+                  f"ExtendedResource {device.name} now names resourceName {device.resource_name}, but a pod "
+                  f"holds it as {held_as}: it counts as {held_as} on node {node}, given to no other pod, "
+                  "until released", "", device.meta.uid)
 
 
 def _unseen(device: Device) -> bool:

@@ -224,7 +224,8 @@ def _reservation(plugin: TesseraDevices, plan: DevicePlan, now: float) -> Reserv
     devices = plugin.state.devices
     assignment = {
         container: {
-            resource: tuple(ann.DeviceGrant(devices[name].device_id, name, amount, dimension)
+            resource: tuple(ann.DeviceGrant(devices[name].device_id, name, amount, dimension,
+                                            devices[name].resource_name)
                             for name, amount, dimension in grants)
             for resource, grants in by_resource.items()
         }
