@@ -196,3 +196,44 @@ async def test_an_edit_while_no_scheduler_runs_is_held_by_the_next_one(
             assert not (await _pod(kubectl, namespace, "steal"))["spec"].get("nodeName")  # neither GPU is free
     finally:
         await end()
+
+
+async def test_a_held_gpus_resource_name_edited_while_no_scheduler_runs_keeps_its_count(
+        clean_cluster: Any, kubectl: Kube, namespace: str) -> None:
+    """The adversarial trial's V2 on the real apiserver: a held GPU's ExtendedResource edited to
+    another resourceName, then the scheduler restarted, and the new one counted the GPU under the
+    new name: a plain `nvidia.com/gpu` pod got the GPU the holder still has (5 on a 4-GPU node).
+    The Binding records the name each device was granted under, so the next scheduler counts it
+    there, and warns on the object."""
+    _, end = await _scheduler(clean_cluster)
+    await _two_gpu_node(kubectl, "renamed-1")
+    try:
+        async with FakeAgent(kubectl, namespace):
+            await kubectl.create_pod(namespace, b.pod("holder", limits={CLASS: 1}))
+
+            async def allocated() -> dict[str, Any] | None:
+                pod = await _pod(kubectl, namespace, "holder")
+                annotations = pod["metadata"].get("annotations") or {}
+                return pod if annotations.get(ann.PHASE) == ann.PHASE_ALLOCATED else None
+
+            pod = await eventually(allocated)
+            [[[grant]]] = [list(by.values()) for by in ann.decode_devices(pod["metadata"]["annotations"][ann.DEVICES]).values()]
+            assert grant.resource_name == "nvidia.com/gpu"
+            await end()  # no scheduler runs from here
+            await kubectl.call("PATCH", f"{ERS}/{grant.device}", {"spec": {"resourceName": "example.com/other"}},
+                               content_type="application/merge-patch+json")
+            _, end = await _scheduler(clean_cluster)
+            on_node = {"nodeSelector": {"kubernetes.io/hostname": "renamed-1"}}
+            await kubectl.create_pod(namespace, b.pod("two", limits={"nvidia.com/gpu": 2}, spec_extra=on_node))
+            await eventually(lambda: _events(kubectl, namespace, "two", "FailedScheduling"))  # bound before the fix
+            [warning] = await eventually(lambda: _events(kubectl, "default", grant.device, "ResourceNameChangedWhileHeld"))
+            assert "it counts as nvidia.com/gpu on node renamed-1, given to no other pod, until released" in warning["note"]
+            await kubectl.create_pod(namespace, b.pod("one", limits={"nvidia.com/gpu": 1}, spec_extra=on_node))
+
+            async def one_bound() -> str:
+                return (await _pod(kubectl, namespace, "one"))["spec"].get("nodeName", "")
+
+            assert await eventually(one_bound) == "renamed-1"  # the other GPU is free
+            assert not (await _pod(kubectl, namespace, "two"))["spec"].get("nodeName")
+    finally:
+        await end()
