@@ -10,10 +10,10 @@ leads yet) or on a standby — and only a leader records Events, so the next lea
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
 import anyio
+import anyio.abc
 import orjson
 
 from scheduler.api.config import load_config
@@ -24,6 +24,7 @@ from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.untold import UntoldNotices
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
+from tests.helpers import until
 
 CLASS = "class.tessera.dev/v100"
 DEVICE = b.device("n", 0)
@@ -51,12 +52,6 @@ def _warnings(api: FakeApi) -> list[dict[str, Any]]:
                   key=lambda event: str(event["reason"]))
 
 
-async def _until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
-    with anyio.fail_after(seconds):
-        while not condition():
-            await anyio.sleep(0.005)
-
-
 def _standby(api: FakeApi, term: list[int | None]) -> SchedulerLoop:
     """A replica that starts while nobody leads: its informers list p and q, which name the same
     GPU in their devices annotations (q's a copy), so the core raises DeviceConflict during the list."""
@@ -69,19 +64,25 @@ def _standby(api: FakeApi, term: list[int | None]) -> SchedulerLoop:
                          leader_term=lambda: term[0])
 
 
+async def _synced_and_renamed(owner: anyio.abc.TaskGroup, loop: SchedulerLoop) -> None:
+    """The standby runs and lists; then its watch shows the held device's resourceName changed
+    (ResourceNameChangedWhileHeld: p holds it)."""
+    owner.start_soon(loop.run)
+    await until(lambda: loop.informers.synced)
+    loop._on_event("MODIFIED", _renamed())
+
+
 async def test_notices_a_standby_saw_are_written_once_when_it_leads() -> None:
     api = FakeApi()
     term: list[int | None] = [None]
     loop = _standby(api, term)
     async with anyio.create_task_group() as owner:
-        owner.start_soon(loop.run)
-        await _until(lambda: loop.informers.synced)
-        loop._on_event("MODIFIED", _renamed())  # the watch: ResourceNameChangedWhileHeld (p holds it)
+        await _synced_and_renamed(owner, loop)
         await anyio.sleep(0.05)
         assert _warnings(api) == []  # a standby records no Event
         term[0] = 1  # the old leader's Lease ran out: this replica leads
         loop.leadership_started()
-        await _until(lambda: len(_warnings(api)) == 2)
+        await until(lambda: len(_warnings(api)) == 2)
         for _ in range(3):  # later wakes of the same term tell nothing again
             loop.wake()
             await anyio.sleep(0.05)
@@ -104,13 +105,11 @@ async def test_a_notice_whose_problem_ended_before_it_leads_is_not_told() -> Non
     term: list[int | None] = [None]
     loop = _standby(api, term)
     async with anyio.create_task_group() as owner:
-        owner.start_soon(loop.run)
-        await _until(lambda: loop.informers.synced)
-        loop._on_event("MODIFIED", _renamed())
+        await _synced_and_renamed(owner, loop)
         loop._on_event("DELETED", api.pods.pop(("default", "p")))
         term[0] = 1
         loop.leadership_started()
-        await _until(lambda: len(_warnings(api)) == 1)
+        await until(lambda: len(_warnings(api)) == 1)
         await anyio.sleep(0.1)
         owner.cancel_scope.cancel()
     [renamed] = _warnings(api)
