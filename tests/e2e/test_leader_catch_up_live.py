@@ -92,9 +92,12 @@ async def test_a_new_leader_counts_the_old_leaders_last_binding_its_watch_has_no
         await eventually(lambda: asyncio.sleep(0, old_leader.is_leader))
         tasks = [asyncio.create_task(loop.run()), asyncio.create_task(new_leader.run())]
         await asyncio.wait_for(loop.informers.wait_synced(), 30)
-        # `first` enters the new replica's queue before `old`: it would be tried first
+        # `first` enters the new replica's queue before `old`: it would be tried first. Both are
+        # pinned to this test's one-GPU node: the shared control plane may hold other tests' GPU
+        # nodes (gpu_scenario's map-n0 took `first` in a CI run), where `first` would simply fit
         for name in ("first", "old"):
-            await kubectl.create_pod(namespace, b.pod(name, limits={"nvidia.com/gpu": 1}))
+            await kubectl.create_pod(namespace, b.pod(name, limits={"nvidia.com/gpu": 1},
+                                                      spec_extra={"nodeSelector": {"kubernetes.io/hostname": node}}))
             await eventually(lambda: asyncio.sleep(0, f"{namespace}/{name}" in
                                                    {p.key for p in loop.core.state.pods.values()}))
         assert new_leader.term is None  # a standby: it has decided nothing
