@@ -32,7 +32,7 @@ import yaml
 from scheduler.core import annotations as ann
 from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.kube.controlplane.fakenodes import device_id, extended_resource_name
-from scheduler.kube.controlplane.processes import free_port
+from scheduler.kube.controlplane.processes import free_port, popen_dying_with_parent
 from tessera_testing.faultproxy import FAULT_TYPES, NO_FAULTS, FaultProxyThread
 from tessera_testing.invariants import (
     CLASSES_PATH,
@@ -103,7 +103,8 @@ def write_scheduler_config(path: Path, *, leader_elect: bool, lease_name: str, l
 
 
 class SchedulerProcess:
-    """``python -m scheduler run`` in its own session (so kill -9 takes the whole group)."""
+    """``python -m scheduler run`` in its own session (so kill -9 takes the whole group), SIGKILLed
+    when the harness process dies (so a test run stopped by a CI timeout leaves no replica behind)."""
 
     def __init__(self, kubeconfig: Path, config: Path, log_dir: Path, name: str,
                  proxy: FaultProxyThread | None = None) -> None:
@@ -121,8 +122,7 @@ class SchedulerProcess:
         env = {**os.environ, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
                "TESSERA_LOG_FORMAT": "json"}
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, cwd=_REPO, env=env,
-                                         start_new_session=True)
+            self.proc = popen_dying_with_parent(self.args, stdout=log, stderr=subprocess.STDOUT, cwd=_REPO, env=env)
 
     async def wait_ready(self, timeout: float = 40.0) -> None:
         deadline = time.monotonic() + timeout

@@ -23,8 +23,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
-__all__ = ["ManagedProcess", "ProcessStartError", "free_port"]
+__all__ = ["ManagedProcess", "ProcessStartError", "free_port", "popen_dying_with_parent"]
 
 _PORT_CLASH_MARKERS = ("address already in use", "bind: address", "failed to listen")
 
@@ -96,6 +97,18 @@ class _Spawner:
 _SPAWNER = _Spawner()
 
 
+def popen_dying_with_parent(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(argv, **kwargs)`` in its own session, SIGKILLed when this process dies.
+
+    The one way this project starts a long-running child it owns: the control plane's components
+    here, and the test harness's scheduler replicas (``tessera_testing.faultrun``), which a ``make
+    test`` stopped by SIGTERM (a CI timeout) otherwise left running under PID 1. Forked from the
+    one spawner thread, so a caller on a short-lived thread does not end the child with it."""
+    parent = os.getpid()
+    return _SPAWNER.popen(lambda: subprocess.Popen(
+        argv, start_new_session=True, preexec_fn=_die_with(parent), **kwargs))
+
+
 class ProcessStartError(RuntimeError):
     """A component exited or never became ready; the message ends with its log tail."""
 
@@ -133,15 +146,8 @@ class ManagedProcess:
             log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} starting {' '.join(self.argv)}\n"
                       .encode())
             log.flush()
-            self._popen = _SPAWNER.popen(lambda: subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self._env,
-                start_new_session=True,
-                preexec_fn=_die_with(os.getpid()),
-            ))
+            self._popen = popen_dying_with_parent(
+                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self._env)
 
     def running(self) -> bool:
         return self._popen is not None and self._popen.poll() is None
