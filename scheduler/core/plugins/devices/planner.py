@@ -28,7 +28,7 @@ The node score is device-level binpack: how full the matching devices are after 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from scheduler.api.quantity import Amount
@@ -265,13 +265,26 @@ class DevicePlanner:
                 capacity = best_device.capacity[dimension]
                 scores.append(int((capacity - best[1]) * MAX_NODE_SCORE // capacity) if capacity else 0)
             grants.setdefault(req.container, {}).setdefault(req.resource_name, []).extend(chosen)
+        devices = self.state.devices
         for resource in newly_busy.keys() | held_busy.keys():
             if count_short(info, resource, newly_busy.get(resource, 0), held_busy.get(resource, 0)):
-                return f"Insufficient {resource}"
-        devices = self.state.devices
+                return f"Insufficient {_asked_as(requests, grants, resource, devices)}"
         resources = frozenset(devices[name].resource_name for by_resource in grants.values()
                               for chosen_grants in by_resource.values() for name, *_ in chosen_grants)
         return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0, resources, held_busy)
+
+
+def _asked_as(requests: tuple[DeviceRequest, ...], grants: dict[str, dict[str, list[Grant]]], resource: str,
+              devices: Mapping[str, Device]) -> str:
+    """The pod's own name for a shortage of the node's `resource` count its class requests caused:
+    the first request granted devices of that resource name. The pod asked for
+    `class.tessera.dev/v100-32g`, not `nvidia.com/gpu` (a new user's trial read "Insufficient
+    nvidia.com/gpu" on a class pod); upstream's "Insufficient <resource>" shape is kept."""
+    for req in requests:
+        granted = grants.get(req.container, {}).get(req.resource_name, ())
+        if any(devices[name].resource_name == resource for name, *_ in granted):
+            return req.resource_name
+    return resource
 
 
 def _plan_order(req: DeviceRequest, choices: int) -> tuple[bool, int, Amount]:
