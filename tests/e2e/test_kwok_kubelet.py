@@ -27,6 +27,7 @@ import pytest
 
 from scheduler.kube.controlplane import ControlPlaneBinaries, LocalControlPlane
 from scheduler.kube.controlplane import cli as devcluster_cli
+from scheduler.kube.controlplane.processes import popen_dying_with_parent
 from tests.e2e.kwok_cluster import COMPLETE_DELAY, kwok_plane  # noqa: F401 - the shared kwok plane fixture
 from tests.e2e.live import REPO
 
@@ -464,10 +465,12 @@ def _alive(pid: int, marker: str) -> bool:
 
 
 def _start_dev_cluster(directory: Path, err_path: Path) -> subprocess.Popen[bytes]:
-    """`tessera dev-cluster --dir directory` in a child process, once it printed its ready line."""
+    """`tessera dev-cluster --dir directory` in a child process, once it printed its ready line. In
+    its own session, as a user's; killed with the test run (a run stopped by a CI timeout must not
+    leave it, and so its plane, running)."""
     with open(err_path, "ab") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "scheduler", "dev-cluster", "--dir", str(directory)], cwd=REPO,
-                                stdout=subprocess.PIPE, stderr=err, start_new_session=True)
+        proc = popen_dying_with_parent([sys.executable, "-m", "scheduler", "dev-cluster", "--dir", str(directory)],
+                                       cwd=REPO, stdout=subprocess.PIPE, stderr=err)
     assert proc.stdout is not None
     line: list[bytes] = []
     reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
