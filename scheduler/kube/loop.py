@@ -639,8 +639,10 @@ class SchedulerLoop:
                                f"Successfully assigned {binding.namespace}/{binding.name} to {binding.node}",
                                controller=self._controller(binding.uid))
             return
-        log.info("binder.failed", pod=f"{binding.namespace}/{binding.name}", node=binding.node,
-                 outcome=result.outcome.value, message=result.message)
+        # error level for every outcome, as kube-scheduler's handleSchedulingFailure logs each
+        # binding-cycle error ("Error scheduling pod; retrying"), a pod gone meanwhile included
+        log.error("binder.failed", pod=f"{binding.namespace}/{binding.name}", node=binding.node,
+                  outcome=result.outcome.value, message=result.message)
         if result.outcome is Outcome.RETRY:
             self.stats.bind_errors += 1
             self.core.binding_failed(binding.uid, time.time())

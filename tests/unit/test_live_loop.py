@@ -412,3 +412,44 @@ async def test_the_device_conflict_log_line_names_both_holders() -> None:
     first, second = sorted(("default/a", "default/b"), key=lambda key: key != line["object"])
     assert line["message"] == (f"device {name} is assigned to more than one pod exclusively: {first}, and {second} "
                                "that holds it")
+
+
+async def test_a_refused_binding_is_logged_at_error_level() -> None:
+    """A day-2 trial: a ValidatingAdmissionPolicy refusing pods/binding (HTTP 422) was logged as
+    `binder.failed` at info. kube-scheduler logs every binding-cycle error at error level
+    (schedule_one.go handleSchedulingFailure: utilruntime.HandleErrorWithContext "Error scheduling
+    pod; retrying"), so the line must reach an error-level log alert."""
+    api = _cluster()
+    api.fail_next("POST", "/binding", status=422)
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await until(lambda: any(e["event"] == "binder.failed" for e in logs))
+            owner.cancel_scope.cancel()
+    [failed] = [e for e in logs if e["event"] == "binder.failed"]
+    assert failed["log_level"] == "error"
+    assert failed["pod"] == "default/p" and failed["outcome"] == "error"
+    assert "HTTP 422" in failed["message"]
+
+
+async def test_a_binding_for_a_pod_deleted_meanwhile_is_logged_at_error_level_as_upstream() -> None:
+    """kube-scheduler's Bind error for a pod that went away goes through the same
+    HandleErrorWithContext (error level) before its info line "Pod doesn't exist in informer
+    cache": upstream does not log it lower, and neither does Tessera."""
+    api = _cluster()
+
+    def gone(call: Any) -> Any:
+        if call.method == "POST" and call.path.endswith("/binding"):
+            api.pods.pop(("default", "p"), None)
+        return None
+
+    api.handlers.insert(0, gone)
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await until(lambda: any(e["event"] == "binder.failed" for e in logs))
+            owner.cancel_scope.cancel()
+    [failed] = [e for e in logs if e["event"] == "binder.failed"]
+    assert failed["log_level"] == "error" and failed["outcome"] == "not_found"
