@@ -212,6 +212,9 @@ class LeaderElector:
         self._confirmed_sent = 0.0  # our clock before that write went out
         self._impostor_said = False  # the duplicate-identity error is logged once per episode
         self._campaign: tuple[anyio.CancelScope, anyio.Event] | None = None  # run()'s scope, and its end
+        self._last_holder = ""  # the last non-empty holder seen: who a released record was released by
+        self._previous: dict[str, Any] = {}  # what the Lease held before the last successful attempt, for the log
+        self._request = ""  # the Lease request last sent, named when an attempt fails
 
     # --- public state ------------------------------------------------------------------------
 
@@ -334,7 +337,7 @@ class LeaderElector:
             succeeded = await self._try_acquire_or_renew()
             self._report_transition()
             if succeeded:
-                log.info("leader.acquired", lease=self.description, identity=self.identity)
+                log.info("leader.acquired", lease=self.description, identity=self.identity, **self._previous)
                 return
             await anyio.sleep(self.retry_period * (1 + self._rng.random() * JITTER_FACTOR))
 
@@ -343,11 +346,15 @@ class LeaderElector:
         by `renewDeadline`; returns (we step down) when one renewal cannot succeed in time."""
         while True:
             renewed = await self._renew_once()
-            self._report_transition()
             if not renewed:
+                # lost, stopped, then who leads now: a replica resumed after a pause must not read
+                # as standing by while it still thinks it leads
                 log.warning("leader.lost", lease=self.description, identity=self.identity,
                             holder=self.observed_holder, reason="failed to renew lease within renewDeadline")
+                self._stop_leading()
+                self._report_transition()
                 return
+            self._report_transition()
             await anyio.sleep(self.retry_period)
 
     async def _renew_once(self) -> bool:
@@ -416,7 +423,10 @@ class LeaderElector:
         try:
             return await self._try_acquire_or_renew_unguarded()
         except Exception as err:  # noqa: BLE001 - retried by the caller's loop
-            log.warning("leader.attempt_failed", lease=self.description, error=describe_error(err))
+            # KubeHttp's timeout is a bare TimeoutError: say how long it waited, not only its type
+            error = (f"TimeoutError: no answer within {self.request_timeout:g} s"
+                     if isinstance(err, TimeoutError) and not str(err).strip() else describe_error(err))
+            log.warning("leader.attempt_failed", lease=self.description, error=error, request=self._request)
             return False
 
     async def _try_acquire_or_renew_unguarded(self) -> bool:
@@ -454,6 +464,7 @@ class LeaderElector:
                     "leader.create_failed", lease=self.description, status=created.status,
                     message=created.message(), **self._access_hint(created.status))
                 return False
+            self._previous = {"previous_holder": self._last_holder or "<none>", "previous_record": "absent"}
             self._confirm(record, now_clock)
             self._acquired_at = record.acquire_time
             self._took_over = True
@@ -467,6 +478,7 @@ class LeaderElector:
         old = _Record.from_spec(spec)
 
         # 3. Record obtained: restart our observation clock only when it changed.
+        unrenewed_for = now_clock - self._observed_time if spec == self._observed_raw else 0.0
         if spec != self._observed_raw:
             self._set_observed(old)
             self._observed_raw = spec
@@ -485,8 +497,15 @@ class LeaderElector:
         if not fresh:
             record = replace(record, acquire_time=old.acquire_time, leader_transitions=old.leader_transitions)
             self.slow_renewals += 1
+            previous: dict[str, Any] = {"previous_holder": self.identity, "previous_record": "own"}
         else:
             record = replace(record, leader_transitions=old.leader_transitions + 1)
+            if old.holder_identity:  # another holder's (or an earlier process's) record ran out
+                previous = {"previous_holder": old.holder_identity, "previous_record": "expired",
+                            "unrenewed_for_seconds": round(unrenewed_for, 1),
+                            "lease_duration_seconds": old.lease_duration_seconds}
+            else:  # emptied by a holder's release (or by hand): taken at once, as client-go does
+                previous = {"previous_holder": self._last_holder or "<unknown>", "previous_record": "released"}
 
         # 5. Conditional write: 409 means someone else updated the Lease since our GET.
         updated = await self._update(record)
@@ -495,6 +514,7 @@ class LeaderElector:
                      message=updated.message())
             return False
         self._confirm(record, now_clock)
+        self._previous = previous
         if fresh:
             self._acquired_at = record.acquire_time
             self._impostor_said = False
@@ -533,6 +553,8 @@ class LeaderElector:
 
     def _set_observed(self, record: _Record) -> None:
         self._observed = record
+        if record.holder_identity:
+            self._last_holder = record.holder_identity
         self._observed_time = self._clock()
 
     # --- Lease I/O ---------------------------------------------------------------------------
@@ -551,6 +573,7 @@ class LeaderElector:
                         "(tessera-system with deploy/ and the Helm chart), or grant it there"}
 
     async def _get(self) -> Response:
+        self._request = f"GET {self._path()}/{self.name}"
         return await self.http.request("GET", f"{self._path()}/{self.name}", timeout=self.request_timeout,
                                        limited=False)
 
@@ -558,6 +581,7 @@ class LeaderElector:
         self._sent.append(record)
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace}, "spec": record.to_spec()}
+        self._request = f"POST {self._path()}"
         response = await self.http.request("POST", self._path(), body=body, timeout=self.request_timeout,
                                            limited=False)
         if response.ok:
@@ -570,6 +594,7 @@ class LeaderElector:
             return Response(409, b'{"message":"lease not initialized, call get or create first"}')
         self._sent.append(record)
         body = {**self._lease, "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": record.to_spec()}
+        self._request = f"PUT {self._path()}/{self.name}"
         response = await self.http.request("PUT", f"{self._path()}/{self.name}", body=body,
                                            timeout=self.request_timeout, limited=False)
         if response.ok:

@@ -1,0 +1,107 @@
+"""What the leader-election log lines tell an operator at a takeover (a day-2 trial, finding E):
+`leader.acquired` named nobody and never said why the Lease was free, a resumed old leader logged
+`leader.standing_by` before `leader.lost`, and `leader.attempt_failed` said only "TimeoutError"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog.testing
+
+from scheduler.kube.leader import LeaderElector
+from scheduler.kube.run_cli import standing_by
+from tests.fakelease import Clock, LeaseServer
+
+LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/tessera"
+
+
+def _elector(server: LeaseServer, who: str, clock: Clock) -> LeaderElector:
+    return LeaderElector(server.client(who), namespace="kube-system", name="tessera", identity=who,  # type: ignore[arg-type]
+                         clock=clock, lease_duration=15.0, renew_deadline=10.0, retry_period=2.0,
+                         on_new_leader=standing_by(who, "kube-system/tessera"))
+
+
+def _events(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [entry for entry in logs if entry["event"] == name]
+
+
+async def test_the_first_leader_says_there_was_no_lease() -> None:
+    clock, server = Clock(), LeaseServer()
+    with structlog.testing.capture_logs() as logs:
+        await _elector(server, "A", clock)._acquire()
+    [acquired] = _events(logs, "leader.acquired")
+    assert acquired["previous_holder"] == "<none>" and acquired["previous_record"] == "absent"
+
+
+async def test_a_takeover_from_a_paused_leader_names_it_and_says_its_record_expired() -> None:
+    clock, server = Clock(), LeaseServer()
+    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
+    await a._acquire()
+    a._start_leading()
+    assert not await b._try_acquire_or_renew()  # B sees A's record
+    clock.t += 16  # A is SIGSTOPped: no renewal for longer than the lease
+    with structlog.testing.capture_logs() as logs:
+        await b._acquire()
+    [acquired] = _events(logs, "leader.acquired")
+    assert acquired["identity"] == "B"
+    assert acquired["previous_holder"] == "A" and acquired["previous_record"] == "expired"
+    assert acquired["unrenewed_for_seconds"] == 16.0 and acquired["lease_duration_seconds"] == 15
+
+
+async def test_a_takeover_after_a_release_names_who_released_it() -> None:
+    clock, server = Clock(), LeaseServer()
+    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
+    await a._acquire()
+    a._start_leading()
+    assert not await b._try_acquire_or_renew()
+    assert await a.release()
+    clock.t += 2
+    with structlog.testing.capture_logs() as logs:
+        await b._acquire()
+    [acquired] = _events(logs, "leader.acquired")
+    assert acquired["previous_holder"] == "A" and acquired["previous_record"] == "released"
+
+
+async def test_a_resumed_leader_logs_that_it_lost_the_lease_before_it_stands_by() -> None:
+    clock, server = Clock(), LeaseServer()
+    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
+    await a._acquire()
+    a._start_leading()
+    assert not await b._try_acquire_or_renew()  # B sees A's record
+    clock.t += 16
+    assert await b._try_acquire_or_renew()  # B took over while A was paused
+    with structlog.testing.capture_logs() as logs:
+        await a._renew()  # A wakes up: its renewal finds B's record
+    order = [entry["event"] for entry in logs if entry["event"] in ("leader.lost", "leader.standing_by")]
+    assert order == ["leader.lost", "leader.standing_by"]
+    [lost] = _events(logs, "leader.lost")
+    assert lost["holder"] == "B"
+
+
+async def test_a_failed_attempt_says_what_failed_and_which_request() -> None:
+    clock, server = Clock(), LeaseServer()
+
+    def time_out(method: str, who: str) -> None:
+        raise TimeoutError()  # what KubeHttp raises when the timeout passes: no message of its own
+
+    server.fail = time_out  # type: ignore[assignment]
+    a = _elector(server, "A", clock)
+    with structlog.testing.capture_logs() as logs:
+        assert not await a._try_acquire_or_renew()
+    [failed] = _events(logs, "leader.attempt_failed")
+    assert failed["error"] == "TimeoutError: no answer within 5 s"
+    assert failed["request"] == f"GET {LEASE_PATH}"
+
+
+async def test_a_failed_attempt_keeps_the_exceptions_own_message() -> None:
+    clock, server = Clock(), LeaseServer()
+
+    def refuse(method: str, who: str) -> None:
+        raise ConnectionRefusedError(111, "Connect call failed ('10.0.0.1', 6443)")
+
+    server.fail = refuse  # type: ignore[assignment]
+    with structlog.testing.capture_logs() as logs:
+        assert not await _elector(server, "A", clock)._try_acquire_or_renew()
+    [failed] = _events(logs, "leader.attempt_failed")
+    assert failed["error"] == "ConnectionRefusedError: [Errno 111] Connect call failed ('10.0.0.1', 6443)"
+    assert failed["request"] == f"GET {LEASE_PATH}"
