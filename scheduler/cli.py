@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from scheduler import __version__
+from scheduler.build_info import add_version_option
 from scheduler.paused_import import import_with_collector_paused
 
 
@@ -25,7 +25,7 @@ class CommandUnavailable(Exception):
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; with `command`, only that subcommand's module is loaded."""
     parser = argparse.ArgumentParser(prog="tessera", description="Kubernetes scheduler for GPU batch work.")
-    parser.add_argument("--version", action="version", version=f"tessera {__version__}")
+    add_version_option(parser, "tessera")
     sub = parser.add_subparsers(dest="command", required=True)
 
     for name, (module, summary) in _MOUNTED.items():

@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from scheduler.build_info import BuildInfo
 from scheduler.core.framework.attempt import GangOutcome
 from scheduler.core.framework.timing import Code, ExtensionPoint
 from scheduler.view import model as view_model
@@ -87,10 +88,12 @@ class Metrics:
 
     ``registry`` is what `/metrics` serves. ``profiles`` pre-creates the per-profile series at 0
     so rates and absent-series alerts work from the first scrape; ``lease_name`` is the `name`
-    label of client-go's `leader_election_master_status`.
+    label of client-go's `leader_election_master_status`; ``build`` and ``config_digest`` are
+    the constant `tessera_build_info` and `tessera_config_info` series (left out when not given).
     """
 
-    def __init__(self, *, profiles: Iterable[str] = (), lease_name: str = "tessera") -> None:
+    def __init__(self, *, profiles: Iterable[str] = (), lease_name: str = "tessera", build: BuildInfo | None = None,
+                 config_digest: str | None = None) -> None:
         self._source = CollectorRegistry()
         self._scrape_hooks: list[Callable[[], None]] = []
         self.registry = CollectorRegistry()
@@ -238,6 +241,19 @@ class Metrics:
             "tessera_informer_synced",
             "1 once the informer of this kind has delivered its initial list, else 0.",
             ["kind"], registry=r)
+
+        # --- which code and configuration this process runs (kube-scheduler: kubernetes_build_info) ---
+        if build is not None:
+            labels = build.labels()
+            Gauge("tessera_build_info",
+                  "A metric with a constant '1' value labeled by the version, git commit and git tree state "
+                  "Tessera was built from, the Python version and the platform it runs on.",
+                  list(labels), registry=r).labels(**labels).set(1)
+        if config_digest is not None:
+            Gauge("tessera_config_info",
+                  "A metric with a constant '1' value labeled by the digest of the effective configuration "
+                  "(the first 12 hex digits of the SHA-256 of its canonical JSON, as /configz shows it).",
+                  ["digest"], registry=r).labels(digest=config_digest).set(1)
 
         for queue in PENDING_QUEUES:
             self.pending_pods.labels(queue=queue).set(0)

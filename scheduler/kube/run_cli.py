@@ -23,6 +23,8 @@ import anyio
 import structlog
 
 from scheduler.api.config import SchedulerConfig, load_config_or_report
+from scheduler.api.config_effective import config_digest, configz
+from scheduler.build_info import build_info
 from scheduler.core.framework.attempt import Attempt
 from scheduler.kube.binder import BindResult
 from scheduler.kube.concurrency import stop_on_signal
@@ -33,7 +35,8 @@ from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.lone_replica import live_leader, watch_for_a_leader
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics, MetricsStopwatch
-from scheduler.kube.serving import GPU_MAP_DATA, GPU_MAP_PAGE, PING, Check, ServeError, serve, turned_off
+from scheduler.kube.serving import (GPU_MAP_DATA, GPU_MAP_PAGE, PING, Check, ServeError, configz_route, serve,
+                                    turned_off)
 from scheduler.logs import LogSettingsError, configure_logging, describe_error
 from scheduler.open_files import raise_open_files_limit
 from scheduler.view.cluster import gpu_counts
@@ -118,10 +121,18 @@ async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
         http = KubeHttp(api, RateLimiter(connection.qps, connection.burst))
         version = await check_apiserver(http, kubeconfig)
         # 401/403 is not fatal: the informers retry, say why once and /readyz gives the reason.
-        log.info("tessera.starting", apiserver=api.configuration.host,
-                 version=(version.json() or {}).get("gitVersion") if version.ok else None,
-                 config=config.source, profiles=sorted(config.scheduler_names))
+        log_starting(api.configuration.host, (version.json() or {}).get("gitVersion") if version.ok else None, config)
         return await _run(args, config, http, KubeHttp(watch_api))
+
+
+def log_starting(apiserver: str, apiserver_version: object, config: SchedulerConfig) -> None:
+    """The first line of a run: which apiserver (and its version), which Tessera (version and
+    commit) and which configuration (its file, digest and profiles) — what tells two replicas of a
+    rolling upgrade apart."""
+    build = build_info()
+    log.info("tessera.starting", apiserver=apiserver, apiserver_version=apiserver_version,
+             tessera_version=build.version, git_commit=build.git_commit, git_tree_state=build.git_tree_state,
+             config=config.source, config_digest=config_digest(config), profiles=sorted(config.scheduler_names))
 
 
 async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp, watch_http: KubeHttp) -> int:
@@ -138,7 +149,8 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
                   "both would schedule the same pods and could give one GPU to two pods. Stop that replica, "
                   "or run this one with leader election on (it then stands by)", file=sys.stderr)
             return 2
-    metrics = Metrics(profiles=sorted(config.scheduler_names), lease_name=election.resource_name)
+    metrics = Metrics(profiles=sorted(config.scheduler_names), lease_name=election.resource_name,
+                      build=build_info(), config_digest=config_digest(config))
     elector: LeaderElector | None = None
     loop_ref: list[SchedulerLoop] = []
 
@@ -226,7 +238,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
 
     # serve() outside the task group: a port that cannot be bound is its own error, not a group's
     async with serve(args.bind_address, args.port, healthz=_healthz_checks(loop), readyz=_readyz_checks(loop),
-                     registry=metrics.registry, routes=routes) as server:
+                     registry=metrics.registry, routes=[*routes, configz_route(configz(config))]) as server:
         log.info("tessera.serving", url=server.url, identity=identity,
                  gpu_map=f"{server.url}/gpu-map" if args.gpu_map else "off (start with --gpu-map)")
         async with anyio.create_task_group() as group:

@@ -20,8 +20,11 @@ Why these checks:
   the scraper asks for it), gzipped when the scraper accepts it, as upstream's promhttp handler.
 * `routes` adds read-only pages beside them (`tessera run --gpu-map`: scheduler/kube/gpu_map.py),
   only when the operator asks for them.
-* Responses carry nothing but those answers: no configuration, no kubeconfig, no tokens, no
-  exception texts, no apiserver messages.
+* `/configz` (`configz_route`) is the effective configuration as JSON, as kube-scheduler serves
+  its own: it holds no secret (a kubeconfig's path, never its content), so it is served like
+  `/metrics`, to whoever reaches the port.
+* Otherwise responses carry nothing but those answers: no kubeconfig, no tokens, no exception
+  texts, no apiserver messages.
 
 Why the default bind address is `127.0.0.1:10251`: nothing is exposed beyond the host unless the
 operator asks for it (the Deployment passes `--bind-address 0.0.0.0` so the kubelet and Prometheus
@@ -36,7 +39,7 @@ import gzip
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
 
@@ -91,6 +94,17 @@ def accepts_gzip(accept_encoding: str) -> bool:
 
 def gzipped(body: bytes) -> bytes:
     return gzip.compress(body, GZIP_LEVEL)
+
+
+def configz_route(body: Mapping[str, object]) -> Route:
+    """`/configz`: `body` (scheduler/api/config_effective.py `configz`) as JSON, encoded once — the
+    configuration does not change while the process runs."""
+    encoded = json.dumps(body, indent=2, sort_keys=True).encode() + b"\n"
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        return web.Response(body=encoded, headers={**_HEADERS, "Content-Type": "application/json"})
+
+    return ("/configz", answer)
 
 
 def turned_off(paths: Sequence[str], hint: str) -> list[Route]:

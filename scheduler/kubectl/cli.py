@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from scheduler import __version__
+from scheduler.build_info import add_version_option
 from scheduler.api.config import ConfigError, SchedulerConfig, load_config
 from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.closed_pipe import reader_gone
@@ -75,7 +75,7 @@ def _common(parser: argparse.ArgumentParser, suppress: bool) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubectl tessera",
                                      description="Look at Tessera's GPUs, pending pods and decisions (read-only).")
-    parser.add_argument("--version", action="version", version=f"kubectl-tessera {__version__}")
+    add_version_option(parser, "kubectl-tessera")
     _common(parser, suppress=False)
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import secrets
 import ssl
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -102,6 +103,33 @@ async def test_metrics_agree_with_readyz_as_soon_as_it_says_ready(clean_cluster:
     assert {kind: metrics[("tessera_informer_synced", (("kind", kind),))] for kind in KINDS} == dict.fromkeys(KINDS, 1)
     assert metrics[("scheduler_cache_size", (("type", "nodes"),))] == 2
     assert metrics[("tessera_devices", (("state", "free"),))] == 4
+
+
+async def test_a_replica_says_which_code_and_configuration_it_runs(clean_cluster: LocalControlPlane,
+                                                                      tmp_path: Path) -> None:
+    """A day-2 trial: during a rolling upgrade nothing told which code or configuration a replica
+    ran. `/configz` serves the effective configuration (kube-scheduler's shape), its digest is the
+    `tessera_config_info` label and in `tessera.starting`, and `tessera_build_info` names the commit
+    of the checkout it runs from."""
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    async with _running(clean_cluster, tmp_path, "obs-info") as (proc, _, lease):
+        async with aiohttp.ClientSession(trust_env=False) as session:
+            async with session.get(f"http://127.0.0.1:{proc.port}/configz") as response:
+                assert response.status == 200, await response.text()
+                served = (await response.json())["componentconfig"]
+        metrics = await _metrics(proc.port)
+        log = proc.log_path.read_text()
+    [profile] = served["configuration"]["profiles"]  # config/binpack.yaml's strategy, resolved
+    assert profile["pluginArgs"]["NodeResourcesFit"]["type"] == "RequestedToCapacityRatio"
+    assert profile["pluginArgs"]["NodeResourcesFit"]["shape"][-1] == {"utilization": 100, "score": 100}
+    assert served["configuration"]["leaderElection"]["resourceName"] == lease
+    assert metrics[("tessera_config_info", (("digest", served["digest"]),))] == 1
+    [build] = [labels for (name, labels) in metrics if name == "tessera_build_info"]
+    assert dict(build)["git_commit"] == commit
+    [starting] = [orjson.loads(line) for line in log.splitlines() if '"tessera.starting"' in line]
+    assert starting["config_digest"] == served["digest"] and starting["git_commit"] == commit
+    assert starting["apiserver_version"] == "v1.36.3"
 
 
 async def test_writes_say_tessera_and_class_status_names_the_resource(clean_cluster: LocalControlPlane, kubectl: Kube,

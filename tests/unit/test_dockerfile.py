@@ -552,6 +552,33 @@ def test_the_wheel_holds_the_product_and_no_test_harness(tmp_path: Path) -> None
         assert not {m for m in imported if m.split(".")[0] in (HARNESS, "tests", "pytest")}, name
 
 
+def test_the_image_records_the_commit_it_is_built_from(tmp_path: Path) -> None:
+    """A day-2 trial: every build of 0.1.0 said `tessera 0.1.0`. The build context has no .git, so
+    the build stage writes the GIT_COMMIT build arg into scheduler/data/build-commit before the
+    wheel is built; the wheel carries it and the installed package reports it."""
+    build = [ins for ins in instructions() if ins.stage == 0]
+    args = {ins.args.partition("=")[0]: ins.args.partition("=")[2] for ins in build if ins.keyword == "ARG"}
+    assert args == {"GIT_COMMIT": "unknown", "GIT_TREE_STATE": "unknown"}
+    keywords = [(ins.keyword, ins.args) for ins in build]
+    written = keywords.index(("RUN", """printf '%s\\n%s\\n' "$GIT_COMMIT" "$GIT_TREE_STATE" > scheduler/data/build-commit"""))
+    assert written < next(i for i, (k, a) in enumerate(keywords) if k == "RUN" and a.startswith("pip wheel"))
+
+    from scheduler.build_info import BuildInfo, read_build_info
+
+    context = copy_build_context(tmp_path / "context")
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    (context / "scheduler" / "data" / "build-commit").write_text(f"{commit}\nclean\n")  # what the RUN writes
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-cache-dir", "--no-deps",
+                    "--no-build-isolation", "--wheel-dir", str(tmp_path / "wheels"), str(context)],
+                   check=True, capture_output=True)
+    (wheel,) = (tmp_path / "wheels").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(tmp_path / "site-packages")
+    installed = read_build_info(tmp_path / "site-packages" / "scheduler")
+    assert (installed.git_commit, installed.git_tree_state) == (commit, "clean")
+    assert installed == BuildInfo(pyproject()["project"]["version"], commit, "clean")
+
+
 # --- rehearsing the build without Docker -----------------------------------------------------------------------
 
 

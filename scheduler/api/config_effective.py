@@ -1,0 +1,60 @@
+"""The configuration a replica runs with, as an operator reads it: `/configz` and a short digest.
+
+Why: a ConfigMap changed by `helm upgrade` is not what a running replica uses until it restarts
+(nothing reloads), and two replicas of a rolling upgrade may run different ones. kube-scheduler
+serves its configuration at `/configz` (cmd/kube-scheduler/app/server.go registers it with
+component-base `configz.New("componentconfig")`); Tessera serves the resolved `SchedulerConfig`
+the same way, and logs and exports a digest of it so replicas can be compared at a glance.
+
+The resolved model, not the file: defaults applied, plugins merged, one score weight per plugin
+(`pluginArgs` lists only the args that differ from a plugin's defaults). Keys are camelCase, as
+Kubernetes configuration reads. The digest covers the configuration alone, not the file it came
+from, so the same settings read from two paths give the same digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+from scheduler.api.config_model import SchedulerConfig
+
+CONFIGZ_NAME = "componentconfig"  # the name kube-scheduler registers its configz under
+DIGEST_HEX = 12
+
+
+def effective_config(config: SchedulerConfig) -> dict[str, Any]:
+    """The resolved configuration as JSON-ready camelCase data (without the file it came from)."""
+    dumped = config.model_dump(mode="json", exclude={"source"})
+    camel: dict[str, Any] = _camel(dumped)
+    return camel
+
+
+def config_digest(config: SchedulerConfig) -> str:
+    """The first 12 hex digits of the SHA-256 of the effective configuration's canonical JSON
+    (sorted keys, no whitespace)."""
+    canonical = orjson.dumps(effective_config(config), option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(canonical).hexdigest()[:DIGEST_HEX]
+
+
+def configz(config: SchedulerConfig) -> dict[str, Any]:
+    """`/configz`'s body: kube-scheduler's shape (an object keyed by the configz name) holding the
+    file it was read from, the digest and the configuration."""
+    return {CONFIGZ_NAME: {"source": config.source, "digest": config_digest(config),
+                           "configuration": effective_config(config)}}
+
+
+def _camel(value: Any) -> Any:
+    """snake_case keys to camelCase, all the way down (plugin names have no underscores and stay)."""
+    if isinstance(value, dict):
+        return {_camel_key(key): _camel(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_camel(item) for item in value]
+    return value
+
+
+def _camel_key(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
