@@ -33,6 +33,7 @@ import aiohttp
 import structlog
 
 from scheduler.agent.devices import DeviceInfo
+from scheduler.api.node_owner import node_owner_reference
 from scheduler.api.quantity import format_quantity
 from scheduler.core.objects import Device, parse_device
 from scheduler.kube.http import MERGE_PATCH, KubeHttp, Response
@@ -128,10 +129,6 @@ def build_spec(node_name: str, resource_name: str, device: DeviceInfo) -> dict[s
     }
 
 
-def owner_reference(node_name: str, node_uid: str) -> dict[str, str]:
-    return {"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid}
-
-
 def build_object(node_name: str, node_uid: str, resource_name: str, device: DeviceInfo) -> dict[str, Any]:
     """The ExtendedResource as created (no status: that goes through the status subresource)."""
     return {
@@ -140,7 +137,7 @@ def build_object(node_name: str, node_uid: str, resource_name: str, device: Devi
         "metadata": {
             "name": er_name(node_name, device.uuid),
             "labels": {NODE_LABEL: node_label_value(node_name)},
-            "ownerReferences": [owner_reference(node_name, node_uid)],
+            "ownerReferences": [node_owner_reference(node_name, node_uid)],
         },
         "spec": build_spec(node_name, resource_name, device),
     }

@@ -23,14 +23,14 @@ from tests.helpers import config
 
 
 def _groups(spec: FakeGpuNodeSpec) -> list[str | None]:
-    return [_device_objects("n", i, spec)[0]["spec"]["attributes"].get("nvlinkGroup")
+    return [_device_objects("n", "uid-n", i, spec)[0]["spec"]["attributes"].get("nvlinkGroup")
             for i in range(spec.gpus_per_node)]
 
 
 def test_fake_gpus_get_nvlink_groups_in_index_order() -> None:
     assert _groups(FakeGpuNodeSpec(8, "V100")) == [None] * 8  # none asked: none, as before
     # the views order a node's GPUs by bus id (no `index` attribute): GPU N there is fake GPU N
-    buses = [_device_objects("n", i, FakeGpuNodeSpec(12, "V100"))[0]["spec"]["attributes"]["pciBusID"]
+    buses = [_device_objects("n", "uid-n", i, FakeGpuNodeSpec(12, "V100"))[0]["spec"]["attributes"]["pciBusID"]
              for i in range(12)]
     assert buses == sorted(buses) and len(set(buses)) == 12
     assert _groups(FakeGpuNodeSpec(8, "V100", nvlink_groups=(4, 4))) == ["0"] * 4 + ["1"] * 4

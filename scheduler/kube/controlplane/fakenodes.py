@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from scheduler.api.node_owner import node_owner_reference
 from scheduler.view.text import count
 
 from .components import KWOK_NODE_ANNOTATION
@@ -232,7 +233,7 @@ def nvlink_attribute(index: int, groups: tuple[int, ...]) -> dict[str, str]:
 
 
 def _device_objects(
-    node: str, index: int, spec: FakeGpuNodeSpec
+    node: str, node_uid: str, index: int, spec: FakeGpuNodeSpec
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     raw_id = device_id(node, index)
     numa = index * max(spec.numa_nodes, 1) // max(spec.gpus_per_node, 1)
@@ -243,6 +244,8 @@ def _device_objects(
         "metadata": {
             "name": extended_resource_name(node, raw_id),
             "labels": {FAKE_LABEL: "true", NODE_LABEL: node},
+            # as the node agent's: deleting the Node garbage-collects its GPUs (with a controller manager)
+            "ownerReferences": [node_owner_reference(node, node_uid)],
         },
         "spec": {
             "nodeName": node,
@@ -280,7 +283,8 @@ def _device_objects(
     return obj, status
 
 
-def _create(client: RestClient, path: str, obj: dict[str, Any], status: dict[str, Any]) -> None:
+def _create(client: RestClient, path: str, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """Create `obj` (or patch the one already there) and write its status; the object as stored."""
     name = obj["metadata"]["name"]
     try:
         client.create(path, obj)
@@ -288,14 +292,15 @@ def _create(client: RestClient, path: str, obj: dict[str, Any], status: dict[str
         if err.status != 409:
             raise
         client.merge_patch(f"{path}/{name}", {k: v for k, v in obj.items() if k != "status"})
-    client.merge_patch(f"{path}/{name}/status", status)
+    stored: dict[str, Any] = client.merge_patch(f"{path}/{name}/status", status)
+    return stored
 
 
 def _create_one_node(client: RestClient, name: str, spec: FakeGpuNodeSpec) -> None:
     node, node_status = _node_objects(name, spec)
-    _create(client, "/api/v1/nodes", node, node_status)
+    uid = _create(client, "/api/v1/nodes", node, node_status)["metadata"]["uid"]
     for index in range(spec.gpus_per_node):
-        device, device_status = _device_objects(name, index, spec)
+        device, device_status = _device_objects(name, uid, index, spec)
         _create(client, ER_PATH, device, device_status)
 
 
