@@ -13,20 +13,21 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import anyio
 
-from scheduler.build_info import add_version_option
 from scheduler.api.config import ConfigError, SchedulerConfig, load_config
 from scheduler.api.config_model import LeaderElectionConfig
+from scheduler.build_info import add_version_option
 from scheduler.closed_pipe import reader_gone
 from scheduler.core.scheduler import Scheduler
 from scheduler.kube.http import (ConnectError, ContextNotFound, KubeconfigError, KubeHttp, check_apiserver, connect,
                                  rejected)
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
 from scheduler.kubectl import explain as explaining
-from scheduler.kubectl import whatif
+from scheduler.kubectl import probe_pods, whatif
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE, DRY_RUN_FALLBACK, ChosenConfig, installed_config
 from scheduler.kubectl.leadership import Leadership, leadership
 from scheduler.kubectl.output import FORMATS, dump
@@ -107,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--config", help="the configuration to try (default: the installed one, else the built-in one)")
     what.add_argument("-A", "--all-namespaces", action="store_true",
                       help="show pending pods of every namespace (the default unless -n is given)")
+    what.add_argument("-f", "--filename", metavar="FILE",
+                      help="place these pods instead (Pods, Lists, Jobs, PodGroups; - for stdin), not created: "
+                           "where they would go if created now, behind the pods already pending")
     _installed(what)  # its Lease says who schedules the pending pods now (the Leader: line)
     what.set_defaults(func=_what_if)
     return parser
@@ -234,12 +238,21 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
 async def _what_if(args: argparse.Namespace, target: Target) -> int:
     if args.config is not None:
         _config(args.config)  # a bad file fails before the cluster is read
+    now = time.time()
+    probes = _probes(args.filename, target.namespace, args.namespace, now) if args.filename else []
     http, listing = await _listing(target)
     try:
         chosen = await _chosen(args, http)
         _warn(listing)
-        namespace = None if args.all_namespaces or args.namespace is None else target.namespace
-        result = whatif.what_if(listing.objects, chosen.config, time.time(), namespace)
+        if args.filename:
+            existing = probe_pods.clashes(probes, listing.objects)
+            if existing:
+                raise CommandError(f"{args.filename}: already in the cluster: {', '.join(existing)}")
+            result = whatif.what_if([*listing.objects, *probes], chosen.config, now,
+                                    only=probe_pods.probe_keys(probes), from_file=args.filename)
+        else:
+            namespace = None if args.all_namespaces or args.namespace is None else target.namespace
+            result = whatif.what_if(listing.objects, chosen.config, now, namespace)
         if result.outcomes:  # pods wait: does a replica schedule them now? The running scheduler's Lease says
             installed = chosen if args.config is None else await _installed_config(
                 args, http, "the Leader line reads the built-in configuration's Lease")
@@ -248,6 +261,18 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
         await http.api.close()
     _print(whatif.as_dict(result), lambda: whatif.render(result), args.output)
     return 0
+
+
+def _probes(filename: str, namespace: str, namespace_flag: str | None, now: float) -> list[dict[str, Any]]:
+    """`what-if -f`'s pods, read before the cluster is (a bad file fails first)."""
+    try:
+        text = sys.stdin.read() if filename == "-" else Path(filename).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise CommandError(f"cannot read {filename}: {getattr(err, 'strerror', None) or err}", 2) from None
+    try:
+        return probe_pods.read_probes(text, filename, namespace, namespace_flag, now)
+    except probe_pods.ProbeError as err:
+        raise CommandError(str(err), 2) from None
 
 
 Command = Callable[[argparse.Namespace, Target], Awaitable[int]]

@@ -101,6 +101,7 @@ class Explanation:
     # who schedules while it waits: the configuration's Lease (set by the command, which reads it;
     # None when the pod does not wait for Tessera or leader election is off)
     leader: Leadership | None = None
+    ungated: bool = False  # it has spec.schedulingGates: the dry run is the one it gets once they are removed
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
@@ -122,8 +123,12 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
     gates = info is not None and pod.uid in info.allocating and gate_holds(core, info.name, now)
     ours = state.is_ours(pod)
     pending = pod.uid in state.pending
-    run = _dry_run(objects, _waiting_with(state, pod) | _nominated_before(state, pod), key, config, now) \
-        if pending else None
+    # a pod held by spec.schedulingGates (a capacity probe, a queue's admission) gets the dry run
+    # it would get once they are removed, labelled so
+    ungated = pod.gated and ours and not pod.node_name and not pod.meta.deleting and not pod.terminal
+    run = _dry_run(_without_gates(objects, key) if ungated else objects,
+                   _waiting_with(state, pod) | _nominated_before(state, pod), key, config, now) \
+        if pending or ungated else None
     return Explanation(
         pod=key,
         scheduler=pod.scheduler_name,
@@ -148,7 +153,15 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         counted=_counted(state, pod),
         config=config.source,
         classes=_classes(state, pod) if run is not None else (),
+        ungated=ungated,
     )
+
+
+def _without_gates(objects: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    """The listing with pod `key`'s spec.schedulingGates removed (the other objects as they are)."""
+    return [{**obj, "spec": {k: v for k, v in obj["spec"].items() if k != "schedulingGates"}}
+            if obj.get("kind") == "Pod" and _key(obj) == key and isinstance(obj.get("spec"), dict) else obj
+            for obj in objects]
 
 
 def _counted(state: ClusterState, pod: Pod) -> str:
@@ -381,7 +394,9 @@ def render(x: Explanation, now: float) -> str:
         if run.preempts:
             verdict += f"; preemption would evict {', '.join(run.preempts)}"
         config = "the built-in configuration" if x.config in ("", BUILTIN_SOURCE) else f"the configuration {x.config}"
-        lines += ["", f"Dry run through the core with {config}, now, as if it were next (nothing is written):",
+        when = ("once its spec.schedulingGates are removed (they keep it out of every scheduler now)"
+                if x.ungated else "as if it were next")
+        lines += ["", f"Dry run through the core with {config}, now, {when} (nothing is written):",
                   f"  {verdict}"]
         fitting = sum(1 for v in run.nodes if v.fits)
         if not run.node and fitting and x.gang is not None:

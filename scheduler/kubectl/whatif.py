@@ -51,6 +51,7 @@ class WhatIf:
     # who schedules the pending pods now (the installed configuration's Lease, as explain reads it;
     # None when nothing is pending or leader election is off)
     leader: Leadership | None = None
+    from_file: str = ""  # `-f FILE`: the outcomes are that file's pods (not created); `hidden` the others
 
     @property
     def placed(self) -> int:
@@ -58,9 +59,10 @@ class WhatIf:
 
 
 def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: float,
-            namespace: str | None = None) -> WhatIf:
+            namespace: str | None = None, only: frozenset[str] | None = None, from_file: str = "") -> WhatIf:
     """Replay the listed cluster under `config`; outcomes of the pending pods (in `namespace` only,
-    when given: the replay still places every pending pod, as the scheduler would)."""
+    when given, or the pods `only` names — `-f FILE`'s: the replay still places every pending pod,
+    as the scheduler would)."""
     current = Scheduler(config)
     load(current, objects, now)
     replay = Replay(config)
@@ -79,18 +81,18 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     for key, outcome in sorted(found.items()):
         if key in replay.stats.evicted:
             continue
-        if namespace is not None and not key.startswith(f"{namespace}/"):
+        if (namespace is not None and not key.startswith(f"{namespace}/")) or (only is not None and key not in only):
             hidden += 1
             continue
         outcomes.append(outcome)
     state = current.state
     others = Counter(pod.scheduler_name for pod in state.pods.values()
                      if not pod.node_name and not pod.terminal and not pod.meta.deleting and not state.is_ours(pod)
-                     and (namespace is None or pod.meta.namespace == namespace))
+                     and (namespace is None or pod.meta.namespace == namespace) and (only is None or pod.key in only))
     return WhatIf(config.source, tuple(outcomes), tuple(sorted(replay.stats.evicted)),
                   build_view(current, source="cluster", now=now).summary.line(),
                   build_view(replay.scheduler, source="what-if", now=replay.now).summary.line(), hidden,
-                  dict(sorted(others.items())), tuple(sorted(state.scheduler_names)))
+                  dict(sorted(others.items())), tuple(sorted(state.scheduler_names)), from_file=from_file)
 
 
 def _never_fits(found: dict[str, Outcome], scheduler: Scheduler) -> None:
@@ -119,11 +121,16 @@ def as_dict(result: WhatIf) -> dict[str, Any]:
 
 
 def render(result: WhatIf) -> str:
-    elsewhere = (f"; {result.hidden} pending in other namespaces, replayed but not listed: -A lists them"
-                 if result.hidden else "")
+    if result.from_file:
+        elsewhere = (f"; {count(result.hidden, 'pending pod')} already in the cluster replayed ahead of them, "
+                     "not listed" if result.hidden else "")
+    else:
+        elsewhere = (f"; {result.hidden} pending in other namespaces, replayed but not listed: -A lists them"
+                     if result.hidden else "")
     theirs = _other_schedulers(result)
     if not result.outcomes:
-        return (f"No pending pods to place (configuration {result.config}; nothing was "
+        nothing = f"None of the pods in {result.from_file} is Tessera's" if result.from_file else "No pending pods to place"
+        return (f"{nothing} (configuration {result.config}; nothing was "
                 f"written{elsewhere})." + (f"\n{theirs}" if theirs else "") + f"\n\nNow:    {result.before}")
     rows: list[list[str | None]] = [["POD", "NODE", "DEVICES", "RESULT"]]
     for o in result.outcomes:
@@ -135,8 +142,10 @@ def render(result: WhatIf) -> str:
             verdict = o.message
         rows.append([o.pod, o.node, ", ".join(o.devices), verdict])
     stay = len(result.outcomes) - result.placed
+    listed = (f"{count(len(result.outcomes), 'pod')} from {result.from_file} (not created)" if result.from_file
+              else count(len(result.outcomes), 'pending pod'))
     lines = [columns(rows), "",
-             f"{count(len(result.outcomes), 'pending pod')}: {result.placed} would be placed, {stay} would stay pending "
+             f"{listed}: {result.placed} would be placed, {stay} would stay pending "
              f"(configuration {result.config}; a dry run, nothing was written{elsewhere})"]
     if theirs:
         lines.append(theirs)

@@ -168,6 +168,23 @@ async def test_what_if_replays_the_pending_pods_and_writes_nothing(clean_cluster
             assert USER_AGENT not in managers, (path, obj["metadata"]["name"], managers)
 
 
+async def test_what_if_from_a_file_places_pods_that_are_not_created(clean_cluster: LocalControlPlane, kubectl: Kube,
+                                                                     namespace: str, tmp_path: Path) -> None:
+    """A day-2 trial: "would an 8-GPU job fit?" needed the job to be created. `-f` answers from a file."""
+    names = await asyncio.to_thread(clean_cluster.add_fake_gpu_nodes, 1, 8, "A100", prefix="probe")
+    try:
+        probe = tmp_path / "probe.yaml"
+        probe.write_text(f"apiVersion: v1\nkind: Pod\nmetadata: {{name: probe8, namespace: {namespace}}}\n"
+                         "spec:\n  schedulerName: tessera\n  nodeSelector: {kubernetes.io/hostname: " + names[0] + "}\n"
+                         "  containers:\n  - {name: main, image: x, resources: {limits: {nvidia.com/gpu: 8}}}\n")
+        result = orjson.loads(await _ok(clean_cluster, "what-if", "-f", str(probe), "-n", namespace, "-o", "json"))
+        assert [(o["pod"], o["node"]) for o in result["outcomes"]] == [(f"{namespace}/probe8", names[0])]
+        pods = (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/pods")).json()["items"]
+        assert pods == []  # nothing was created
+    finally:
+        await asyncio.to_thread(clean_cluster.remove_fake_gpu_nodes, names)
+
+
 async def test_kubectl_flags_and_errors(clean_cluster: LocalControlPlane, tmp_path: Path) -> None:
     context = yaml.safe_load(clean_cluster.kubeconfig.read_text())["current-context"]
     assert (await _plugin(clean_cluster, "--context", context, "nodes"))[0] == 0

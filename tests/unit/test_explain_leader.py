@@ -222,7 +222,7 @@ async def test_what_if_says_who_schedules_the_pending_pods_now(monkeypatch: pyte
     api = _installed_api(elect)
     objs: list[dict[str, Any]] = [b.node("v100-node-001", gpus=4), b.pod("gap-pod", limits={"nvidia.com/gpu": 1})]
     _serve(monkeypatch, api, objs)
-    args = argparse.Namespace(config=str(tried), namespace=None, all_namespaces=False,
+    args = argparse.Namespace(config=str(tried), namespace=None, all_namespaces=False, filename=None,
                               scheduler_namespace="tessera-system", output="table")
     assert await cli._what_if(args, Target(None, None, "default")) == 0
     out = capsys.readouterr()
