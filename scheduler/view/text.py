@@ -72,8 +72,11 @@ def render_nodes(view: m.ClusterView, wide: bool = False) -> str:
             rows.append([label, *[""] * (len(rows[0]) - 1)])
         for i, gpu in enumerate(node.gpus):
             placed = [gpu.numa_node or "-", gpu.nvlink_group or "-"] if wide else []
-            rows.append([label if i == 0 else None, str(gpu.index), gpu.model, gpu.memory, *placed, gpu.state,
-                         gpu_use(gpu), holders(gpu), gpu.reason])
+            # the state the summary and tessera_devices count it in: a free GPU of a cordoned node is cordoned
+            state = m.counted_as(gpu.state, node.cordoned)
+            reason = gpu.reason or ("node cordoned" if state != gpu.state else "")
+            rows.append([label if i == 0 else None, str(gpu.index), gpu.model, gpu.memory, *placed, state,
+                         gpu_use(gpu), holders(gpu), reason])
         notes += [f"{node.name}: {note}" for note in node.notes]
         if node.taints:  # as the page: its free GPUs are free only to pods that tolerate these
             notes.append(f"{node.name}: taints: {', '.join(node.taints)}")

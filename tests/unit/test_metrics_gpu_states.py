@@ -151,3 +151,24 @@ def test_a_gpu_under_two_names_counts_once_and_rows_beyond_a_nodes_count_not_at_
     assert sum(states[s] for s in m.UNAVAILABLE) == summary.unavailable
     # the duplicate is one GPU (cordoned: neither name is given out); the surplus row is no GPU
     assert {s: v for s, v in states.items() if v} == {"free": 3, "cordoned": 1}
+
+
+def test_the_nodes_table_shows_a_cordoned_nodes_free_gpus_as_the_metric_counts_them() -> None:
+    """A day-2 trial: after a cordon the `nodes` table said `free` on 5 rows while its summary said
+    "2 free, 5 unavailable" and `tessera_devices` counted them `cordoned`. The table's STATE is now
+    the state the summary and the metric count: `cordoned`, REASON `node cordoned`."""
+    from scheduler.view.text import render_nodes
+
+    replay = _cluster()
+    view = build_view(replay.scheduler, source="simulate", now=replay.now)
+    metrics = Metrics()
+    metrics.set_gpus(gpu_counts(replay.scheduler, now=replay.now))
+    states = {dict(labels)["state"]: int(v) for labels, v in _samples(metrics, "tessera_devices").items() if v}
+    lines = render_nodes(view).splitlines()
+    header = lines[0]
+    start = header.index("STATE")
+    rows = [line for line in lines[1:lines.index("")] if line[start:].split()]
+    shown = Counter(line[start:].split()[0] for line in rows)
+    assert dict(shown) == states
+    [cordoned_node] = [line for line in rows if line.startswith("cordoned (cordoned)")]
+    assert cordoned_node[start:].split()[0] == "cordoned" and cordoned_node.rstrip().endswith("node cordoned")
