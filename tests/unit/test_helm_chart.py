@@ -638,6 +638,24 @@ def test_alert_severities_and_the_new_alerts(helm: Path) -> None:
         assert {"summary", "description"} <= alert["annotations"].keys(), alert["alert"]
 
 
+
+def test_alert_descriptions_say_what_their_rules_count(helm: Path) -> None:
+    """A day-2 trial read the descriptions during a GPU swap and a node removal. GPUFenced counts
+    `tessera_devices{state="fenced"}`, which holds the free GPUs of a node with a broken device
+    annotation or without a Node object but not the rows beyond a node's allocatable count
+    (DevicesBeyondAllocatable: no GPU, tests/unit/test_metrics_gpu_states.py), so the description
+    says both, and what to do about a removed node. PodsUnschedulable's `for` holds while the
+    unschedulable gauge stays above 0, whichever pods it counts: no pod need have waited that long."""
+    alerts = rule_alerts(helm_template(helm, MONITORING))
+    fenced = " ".join(alerts["TesseraGPUFenced"]["annotations"]["description"].split())
+    assert "BrokenDeviceAnnotation" in fenced and "no Node object" in fenced
+    assert "delete its ExtendedResources" in fenced
+    assert "DevicesBeyondAllocatable" in fenced and "not counted here" in fenced
+    pending = alerts["TesseraPodsUnschedulable"]
+    text = " ".join(pending["annotations"]["description"].split())
+    assert "have been there" not in text and "waited" not in pending["annotations"]["summary"]
+    assert f"above 0 for {pending['for']}" in text and "not necessarily the same pods" in text
+
 # --- `--set` on a list entry: Helm replaces lists -------------------------------------------------
 
 
