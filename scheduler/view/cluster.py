@@ -508,6 +508,11 @@ def _device_gpu(facts: _Facts, device: Device, index: int, status: str, fenced: 
                         if other.device_id == device.device_id and name != device.name)
         reason = (f"deviceID {device.device_id} is also named by {', '.join(others)}: neither is given to a pod "
                   "until one is gone")
+        elsewhere = state.ledger.elsewhere.get(device.node_name, {}).get(device.device_id, {})
+        if not others and elsewhere:  # held under the name of a device held elsewhere (`ledger.hold_unseen`)
+            held = ", ".join(sorted(f"{state.pods[uid].key if uid in state.pods else uid} (as {name})"
+                                   for uid, name in elsewhere.items()))
+            reason = f"deviceID {device.device_id} is held by {held}: not given to a pod until released"
     if status == m.CONFLICT:
         reason = f"claimed by {len(claimants)} pods at once: {', '.join(claimants)}" + \
             (f"; {unavailable} too" if unavailable else "")

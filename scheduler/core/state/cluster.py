@@ -480,7 +480,7 @@ class ClusterState:
         for by_resource in (*(devices or {}).values(), *(held or {}).values()):
             for entries in by_resource.values():
                 for grant in entries:
-                    notices += self.ledger.hold_unseen(grant.device, grant.device_id, info,
+                    notices += self.ledger.hold_unseen(grant.device, grant.device_id, info, pod.uid,
                                                        granted_as.get(grant.device, ""))
         placement = placement_of(pod, node_name, devices, self.ledger.counted_as, broken, assumed)
         if kept or held:
@@ -548,6 +548,7 @@ class ClusterState:
         _discharge(info, placement)
         self._touch(info)
         self.ledger.uncharge(uid, placement.grants)
+        self.ledger.release_elsewhere(uid)
         self.ledger.refresh_for(placement.devices)
         if info.over:  # a removal can only end a crossing: nothing to report, only to forget
             self.check_overcommit(info, None)

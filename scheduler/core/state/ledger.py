@@ -108,6 +108,11 @@ class DeviceLedger:
         # ghosts known only from their holders' annotations whose resourceName those record (what
         # the device was granted under): their object, when it comes, does not rename them
         self.recorded: set[str] = set()
+        # GPUs pods hold by a name the ledger keeps for another GPU (`hold_unseen`): node ->
+        # deviceID -> holder uid -> the name it holds it by; a device of the node naming that
+        # deviceID is a duplicate (`mark_duplicates`) until the last such holder is gone
+        self.elsewhere: dict[str, dict[str, dict[str, str]]] = {}
+        self._elsewhere_of: dict[str, set[tuple[str, str]]] = {}  # holder uid -> its (node, deviceID)s
 
     def charge(self, pod: Pod, device: str, amount: Amount | None, resource: str, dimension: str) -> list[Notice]:
         """Charge a pod's hold; a conflict's notice names the pod and every other holder (the log
@@ -155,7 +160,7 @@ class DeviceLedger:
             return {"": unknown} if use.by_kind else {}
         return {dimension: named[dimension] + unknown for dimension in sorted(named)}
 
-    def hold_unseen(self, name: str, device_id: str, info: NodeInfo, granted_as: str = "") -> list[Notice]:
+    def hold_unseen(self, name: str, device_id: str, info: NodeInfo, uid: str, granted_as: str = "") -> list[Notice]:
         """A pod on `info`'s node holds device `name` (the GPU `device_id`), which the cache does
         not have there: deleted before its holder was seen (a successor replica seeing the
         deletion before the killed leader's Binding), or before this replica started (its pods can
@@ -171,9 +176,22 @@ class DeviceLedger:
         under ("" in annotations written before the field existed): the node count it stays
         charged under until released, whatever its object names now — the restart half of what
         `upsert` does live for a held device whose resourceName changes (a restarted replica never
-        saw the old name on the object)."""
+        saw the old name on the object).
+
+        A name the ledger already keeps held for another GPU (a ghost, or a held object, on
+        another node or naming another deviceID: the object moved while held, and another actor
+        bound `uid` by what it reads now) cannot stand for this one too: the pod's GPU is kept
+        as held by deviceID on its node (`elsewhere`), so a device of the node that names it —
+        that object, or the GPU published again under another name — is a duplicate, given to no
+        other pod, until `uid` is gone (`release_elsewhere`)."""
         known = self.devices.get(name)
         if known is not None and (name in self.ghosts or ((use := self.use.get(name)) is not None and use.busy)):
+            if device_id and (known.node_name != info.name or known.device_id not in ("", device_id)):
+                self.elsewhere.setdefault(info.name, {}).setdefault(device_id, {})[uid] = name
+                self._elsewhere_of.setdefault(uid, set()).add((info.name, device_id))
+                notices = self.mark_duplicates(info)
+                self._touch(info)
+                return notices
             return []
         if known is not None and known.node_name == info.name and known.device_id in ("", device_id):
             if not granted_as or known.resource_name == granted_as:
@@ -204,6 +222,20 @@ class DeviceLedger:
         self.ghosts.add(name)
         self.mark_duplicates(info)
         return []
+
+    def release_elsewhere(self, uid: str) -> None:
+        """The pod is gone (or placed again): the GPUs it held by another GPU's name are free."""
+        for node, device_id in self._elsewhere_of.pop(uid, ()):
+            by_id = self.elsewhere[node]
+            holders = by_id[device_id]
+            del holders[uid]
+            if not holders:
+                del by_id[device_id]
+            if not by_id:
+                del self.elsewhere[node]
+            info = self._node_info(node)
+            self.mark_duplicates(info)
+            self._touch(info)
 
     def uncharge(self, uid: str, grants: Iterable[DeviceHold]) -> None:
         for device, amount, resource, dimension in grants:
@@ -342,20 +374,29 @@ class DeviceLedger:
         for name, device in info.devices.items():
             if device.device_id:
                 by_id.setdefault(device.device_id, []).append(name)
+        held_elsewhere = self.elsewhere.get(info.name, {})
         notices: list[Notice] = []
         for name, device in list(info.devices.items()):
             names = by_id.get(device.device_id, ()) if device.device_id else ()
-            duplicate = len(names) > 1
+            holders = held_elsewhere.get(device.device_id, {}) if device.device_id else {}
+            duplicate = len(names) > 1 or bool(holders)
             if duplicate == device.duplicate:
                 continue
             self.devices[name] = info.devices[name] = replace(device, duplicate=duplicate)
-            if duplicate and name not in self.ghosts:
+            if duplicate and name not in self.ghosts and len(names) > 1:
                 others = ", ".join(sorted(n for n in names if n != name))
                 notices.append(Notice(
                     "ExtendedResource", name, "DuplicateDeviceID",
                     f"ExtendedResource {name} names deviceID {device.device_id}, as {others} on node "
                     f"{info.name} does: neither is given to a pod until one of them is deleted (or, held "
                     f"by a pod, released)", "", device.meta.uid))
+            elif duplicate and name not in self.ghosts:
+                held = ", ".join(sorted(f"{self._pod_key(uid)} (as {as_name})" for uid, as_name in holders.items()))
+                notices.append(Notice(
+                    "ExtendedResource", name, "DuplicateDeviceID",
+                    f"ExtendedResource {name} names deviceID {device.device_id}, which {held} on node "
+                    f"{info.name} {'holds' if len(holders) == 1 else 'hold'} by the name of a device held "
+                    "elsewhere: it is not given to a pod until released", "", device.meta.uid))
         return notices
 
     def delete(self, name: str) -> str | None:
