@@ -64,6 +64,7 @@ from scheduler.api.quantity import parse_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
+from scheduler.core.state import Notice
 from scheduler.kube.resource_version import compare_resource_versions
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, config
@@ -218,7 +219,11 @@ class World:
             seen.pop(store, None)
         else:
             seen[store] = obj
-        core.apply(event_type, copy.deepcopy(obj), self.now)
+        self._noticed(core.apply(event_type, copy.deepcopy(obj), self.now))
+
+    def _noticed(self, notices: list[Notice]) -> None:
+        """What a replica's core reported for an event (the live loop's Events and writes): not
+        modelled here."""
 
     def standby_deliver(self, n: int) -> None:
         """The standby's watch: into its core; it sends nothing (not leading, as the loop's
@@ -344,6 +349,10 @@ class World:
             event(f"{step.kind} with a Binding in flight")
         getattr(self, "_step_" + step.kind)(step)
         check_holders(self)
+
+    def holders(self) -> tuple[dict[Gpu, set[str]], dict[Gpu, dict[str, Fraction]]]:
+        """The model's holders of each GPU (`holders`), which another actor's pods keep clear of."""
+        return holders(self)
 
     def _pick(self, index: int, bound: bool | None = None) -> Obj | None:
         pods = [pod for key, pod in sorted(self.pods.items())
@@ -509,7 +518,8 @@ class World:
         let that Binding go once the pod is seen."""
         self.deliver(len(self.watch))  # the core has caught up (see below)
         node = NODES[step.a % len(NODES)]
-        taken = set(holders(self)[0]) | set(holders(self)[1])
+        whole, sliced = self.holders()
+        taken = set(whole) | set(sliced)
         free = [device for device in sorted(self.devices.values(), key=lambda d: d["metadata"]["name"])
                 if device["spec"]["nodeName"] == node and (node, device["spec"]["deviceID"]) not in taken]
         if not free:
@@ -536,7 +546,7 @@ class World:
         if pod is None or pod["metadata"].get("deletionTimestamp"):
             return
         node = NODES[step.b % len(NODES)]
-        whole, sliced = holders(self)
+        whole, sliced = self.holders()
         free = [device for device in sorted(self.devices.values(), key=lambda d: d["metadata"]["name"])
                 if device["spec"]["nodeName"] == node and (node, device["spec"]["deviceID"]) not in whole
                 and (node, device["spec"]["deviceID"]) not in sliced]
