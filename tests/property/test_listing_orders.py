@@ -241,7 +241,7 @@ class ListingWorld(World):
             device = copy.deepcopy(old)
             if mode in (0, 1):
                 device["spec"]["deviceID"] = f"GPU-{name}-{self.serial}-{i}"
-            if mode in (1, 2):
+            if mode in (1, 2) or device["metadata"]["name"] in self.devices:  # (a name taken elsewhere: new)
                 device["metadata"]["name"] = f"{name}.n{self.serial}-{i}"
             device["metadata"]["uid"] = f"er-{device['metadata']['name']}-{self.serial}"
             device["status"]["lastHeartbeatTime"] = flights.HEARTBEAT
