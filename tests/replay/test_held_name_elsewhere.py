@@ -98,3 +98,34 @@ def test_restart_a_gpu_held_under_a_name_another_pod_holds_elsewhere_is_not_give
         listed = [group[0]["metadata"]["name"] for group in order]
         assert _three_on_b(scheduler) == [], listed
         assert not scheduler.state.devices["b-new"].schedulable, listed
+
+
+def test_a_gpu_held_under_a_name_parked_elsewhere_counts_on_its_node() -> None:
+    """Node b allocates 3 GPUs and P2 holds one of them (GPU M): a plain request for 3 on b must
+    wait, live and after a restart listing everything in any order."""
+    def plain_three_on_b(scheduler: Scheduler) -> str | None:
+        pod = b.pod("plain", limits={"nvidia.com/gpu": 3},
+                    spec_extra={"nodeSelector": {"kubernetes.io/hostname": "b"}})
+        scheduler.apply("ADDED", pod, 0.0)
+        attempts = scheduler.schedule_next(0.0)
+        assert attempts is not None and len(attempts) == 1
+        return attempts[0].node
+
+    live = Scheduler(config(BINPACK))
+    for obj in [*BASE, P1]:
+        live.apply("ADDED", copy.deepcopy(obj), 0.0)
+    moved = copy.deepcopy(MOVED)
+    moved["metadata"]["resourceVersion"] = "20"
+    live.apply("MODIFIED", moved, 0.0)
+    live.apply("ADDED", copy.deepcopy(P2), 0.0)
+    assert plain_three_on_b(live) is None
+    assert live.state.nodes["b"].busy == {"nvidia.com/gpu": 1}
+
+    current = [obj for obj in BASE if obj["metadata"]["name"] != "a0"] + [REPUBLISHED]
+    groups = [[obj for obj in current if obj["kind"] == "Node"], [obj for obj in current if obj["kind"] != "Node"],
+              [P1], [P2]]
+    for order in itertools.permutations(groups):
+        scheduler = Scheduler(config(BINPACK))
+        for obj in (obj for group in order for obj in group):
+            scheduler.apply("ADDED", copy.deepcopy(obj), 0.0)
+        assert plain_three_on_b(scheduler) is None, [group[0]["metadata"]["name"] for group in order]

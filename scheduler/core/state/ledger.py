@@ -190,7 +190,7 @@ class DeviceLedger:
                 self.elsewhere.setdefault(info.name, {}).setdefault(device_id, {})[uid] = name
                 self._elsewhere_of.setdefault(uid, set()).add((info.name, device_id))
                 notices = self.mark_duplicates(info)
-                self._touch(info)
+                self.refresh(info)
                 return notices
             return []
         if known is not None and known.node_name == info.name and known.device_id in ("", device_id):
@@ -235,7 +235,7 @@ class DeviceLedger:
                 del self.elsewhere[node]
             info = self._node_info(node)
             self.mark_duplicates(info)
-            self._touch(info)
+            self.refresh(info)
 
     def uncharge(self, uid: str, grants: Iterable[DeviceHold]) -> None:
         for device, amount, resource, dimension in grants:
@@ -279,16 +279,24 @@ class DeviceLedger:
 
     def refresh(self, info: NodeInfo) -> None:
         """Recount the node's busy devices per resource (what plain count requests share), and
-        those of them only holds use (`held_only`)."""
+        those of them only holds use (`held_only`). A GPU a pod of the node holds by the name of
+        a device held elsewhere (`elsewhere`) is one of them too, under that name's resource
+        (its ghost still counts where it is: more in use, never less)."""
         busy: dict[str, int] = {}
         held_busy: dict[str, int] = {}
+        busy_ids: set[str] = set()
         for device in info.devices.values():
             use = self.use.get(device.name)
             if use is not None and use.busy:
                 resource = self.counted_as(device.name)
                 busy[resource] = busy.get(resource, 0) + 1
+                busy_ids.add(device.device_id)
                 if self.held_only(use):
                     held_busy[resource] = held_busy.get(resource, 0) + 1
+        for device_id, holders in self.elsewhere.get(info.name, {}).items():
+            if device_id not in busy_ids:  # a GPU held by another GPU's name: it is in use here
+                resource = self.counted_as(min(holders.values()))
+                busy[resource] = busy.get(resource, 0) + 1
         info.busy = busy
         info.held_busy = held_busy
         self._touch(info)
