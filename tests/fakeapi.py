@@ -164,6 +164,8 @@ class FakeApi:
             return self._list([])
         if (m := _POD_STATUS.match(call.path)) and call.method == "PATCH":
             return self._patch_status(m.group(1), m.group(2), call.body)
+        if (m := _POD.match(call.path)) and call.method == "PATCH":
+            return self._patch_metadata(m.group(1), m.group(2), call.body)
         if (m := _POD.match(call.path)) and call.method == "DELETE":
             return self._delete(m.group(1), m.group(2), call.body)
         if (m := _EVENTS.match(call.path)) and call.method == "POST":
@@ -216,6 +218,22 @@ class FakeApi:
         self._bump(pod)
         return Response(200, orjson.dumps(pod))
 
+    def _patch_metadata(self, namespace: str, name: str, body: JSON) -> Response:
+        """A JSON merge patch of the pod's metadata.annotations and labels (what Tessera writes to
+        a pod itself); every write changes the resourceVersion."""
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            return _status(404, f'pods "{name}" not found', "NotFound", {"name": name, "kind": "pods"})
+        meta = pod["metadata"]
+        for field_name in ("annotations", "labels"):
+            for key, value in ((body.get("metadata") or {}).get(field_name) or {}).items():
+                if value is None:
+                    meta.get(field_name, {}).pop(key, None)
+                else:
+                    meta.setdefault(field_name, {})[key] = value
+        self._bump(pod)
+        return Response(200, orjson.dumps(pod))
+
     def _delete(self, namespace: str, name: str, body: JSON | None) -> Response:
         """DELETE with DeleteOptions.preconditions.uid; the pod is gone at once (grace period 0)."""
         pod = self.pods.get((namespace, name))
@@ -240,6 +258,11 @@ class FakeApi:
         if body["metadata"].get("uid") and body["metadata"]["uid"] != meta["uid"]:
             return _status(409, f"Precondition failed: UID in precondition: {body['metadata']['uid']}, "
                                 f"UID in object meta: {meta['uid']}", "Conflict")
+        wanted = body["metadata"].get("resourceVersion")
+        if wanted and wanted != meta.get("resourceVersion", ""):  # storage.Preconditions, checked first
+            return _status(409, f'Operation cannot be fulfilled on pods "{name}": Precondition failed: ResourceVersion '
+                                f'in precondition: {wanted}, ResourceVersion in object meta: '
+                                f'{meta.get("resourceVersion", "")}', "Conflict")
         if meta.get("deletionTimestamp"):
             return _status(409, f"pod {name} is being deleted, cannot be assigned to a host", "Conflict")
         if pod["spec"].get("nodeName"):

@@ -22,6 +22,10 @@ DEVICES = "tessera.dev/devices"
 HELD_DEVICES = "tessera.dev/held-devices"
 PHASE = "tessera.dev/phase"
 ASSUME_TIME = "tessera.dev/assume-time"
+# `<holderIdentity>/<leaseTransitions>/<acquireTime>` of the leadership term that fenced the pod
+# (scheduler/kube/fence.py): written by a new leader onto each unbound pod so that no Binding an
+# earlier leader sent can land; informational only, nothing reads it back
+TERM = "tessera.dev/term"
 PHASE_ALLOCATING = "Allocating"
 PHASE_ALLOCATED = "Allocated"
 VERSION = 1

@@ -17,8 +17,10 @@ flight. Outcomes (docs/design.md §3):
   still be on its way there (a proxy or a dead connection can deliver it after we gave up). The pod
   is read back: bound (to our node with our devices, or elsewhere) or gone settles it, and the pod
   as read is handed to the core, so its state shows the truth before the watch does. A pod read
-  back *unbound* settles nothing — our earlier request can still land — so the same Binding is
-  sent again until an answer is certain. Only the apiserver's answers settle a read: a 404 that is
+  back *unbound* at the resourceVersion the Binding is conditional on settles nothing — our
+  earlier request can still land — so the same Binding is sent again until an answer is certain;
+  unbound at any other resourceVersion settles it: no send of ours can ever land (the apiserver's
+  precondition; a 409 says so), so the pod, as read, is decided again. Only the apiserver's answers settle a read: a 404 that is
   not its NotFound Status for the pod, or a 200 that is not a Pod, is a failed read. The
   assumption, and the devices it holds, are never released while a Binding of ours may still bind
   the pod: that is how double allocation happens.
@@ -75,6 +77,10 @@ class Binding:
     name: str
     node: str
     annotations: Mapping[str, str] = field(default_factory=dict)
+    # the pod's metadata.resourceVersion as the core saw it when it decided: the apiserver binds
+    # only while the pod still has it (BindingREST's Preconditions), so a Binding that lands after
+    # the pod changed — after a new leader's term fence wrote to it — is refused ("" = none)
+    resource_version: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +223,7 @@ class Binder:
             "apiVersion": "v1",
             "kind": "Binding",
             "metadata": {"name": binding.name, "namespace": binding.namespace, "uid": binding.uid,
+                         **({"resourceVersion": binding.resource_version} if binding.resource_version else {}),
                          "annotations": dict(binding.annotations)},
             "target": {"apiVersion": "v1", "kind": "Node", "name": binding.node},
         }
@@ -259,6 +266,11 @@ class Binder:
                     return Outcome.CONFLICT, pod
                 if meta.get("deletionTimestamp"):  # no Binding can land on a pod being deleted
                     return Outcome.CONFLICT, pod
+                if binding.resource_version and meta.get("resourceVersion") != binding.resource_version:
+                    # unbound, and no longer the version our Binding is conditional on: no send of
+                    # it, earlier or later, can ever land (a resourceVersion never comes back), so
+                    # the pod is decided again, from this newer version
+                    return Outcome.RETRY, pod
                 return None, pod
             await self._sleep(delay * (1 + random.random() * 0.2))
             delay = min(delay * 2, _RESEND_MAX)
@@ -289,7 +301,14 @@ def _pod(response: Response) -> dict[str, Any] | None:
 
 def _read_back(binding: Binding, settled: Outcome, observed: dict[str, Any] | None, first_error: str,
                sends: int) -> BindResult:
-    """The result a read-back settled: bound (despite the earlier error), bound elsewhere, or gone."""
+    """The result a read-back settled: bound (despite the earlier error), bound elsewhere, gone, or
+    changed since the decision (no send of this Binding can land any more)."""
+    if settled is Outcome.RETRY:
+        version = ((observed or {}).get("metadata") or {}).get("resourceVersion")
+        changed = (f"the pod changed since it was decided (resourceVersion {binding.resource_version} -> {version}); "
+                   "no Binding for the old version can land")
+        return BindResult(binding, settled, f"{first_error}; {changed}" if first_error else changed, 0.0,
+                          observed=observed, sends=sends)
     if settled is Outcome.BOUND:
         log.info("binder.bound_despite_error", pod=f"{binding.namespace}/{binding.name}", error=first_error,
                  sends=sends)

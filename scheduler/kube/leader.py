@@ -202,6 +202,7 @@ class LeaderElector:
         self._get_failing: int | None = None  # status of the failed Lease GET last logged
         self._leading = False
         self._term: Hashable = None
+        self._fence: str | None = None  # the current term's fence token (`fence_token`)
         self._took_over = False  # the last successful attempt acquired the Lease (not a renewal)
         # renewals whose optimistic write failed and went through GET + update: client-go's
         # slowpathExercised, exported as leader_election_slowpath_total
@@ -245,6 +246,15 @@ class LeaderElector:
         with the same --identity, a Lease restored from a backup) is not ours: it is waited out,
         and taking over after it writes a new transition, so a new term."""
         return self._term if self.is_leader else None
+
+    @property
+    def fence_token(self) -> str | None:
+        """The `tessera.dev/term` value the current term writes onto the pods it schedules before
+        its first decision (`<identity>/<leaseTransitions>/<acquireTime>`: unique per takeover,
+        so the write always changes the pod, even after a Lease deleted by hand restarted the
+        count); None when not leading, or when the term needs no fence: the Lease held this
+        process's own record, so no other replica led since this one last did."""
+        return self._fence if self.is_leader else None
 
     @property
     def observed_holder(self) -> str:
@@ -383,7 +393,13 @@ class LeaderElector:
     def _start_leading(self) -> None:
         acquired = self._observed.acquire_time
         ours = acquired is not None and acquired == self._acquired_at
-        self._term = (self._observed.leader_transitions, acquired) if ours else object()
+        previous_term, self._term = self._term, (self._observed.leader_transitions, acquired) if ours else object()
+        # a new term (the Lease taken over from another holder's record — expired, released, or
+        # none: deleted by hand — or this process's first): Bindings an earlier holder sent may
+        # still be on their way, so the term is fenced first (scheduler/kube/fence.py). Leading
+        # again on this process's own record is the same term: nobody else led in between.
+        self._fence = (f"{self.identity}/{self._observed.leader_transitions}/{acquired or ''}"
+                       if self._term != previous_term else None)
         self._leading = True
         self._call(self._on_started_leading, "on_started_leading")
 

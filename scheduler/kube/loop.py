@@ -32,6 +32,7 @@ from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
 from scheduler.kube.class_controller import DefaultClassController
 from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.evictor import Eviction, Evictor
+from scheduler.kube.fence import FencedPod, fence
 from scheduler.kube.http import KubeHttp, RateLimiter
 from scheduler.kube.informers import PODS, SCHEDULER_KINDS, InformerSet
 from scheduler.kube.recorder import EventRecorder, ObjectRef
@@ -67,13 +68,19 @@ class LoopStats:
 class SchedulerLoop:
     def __init__(self, config: SchedulerConfig, http: KubeHttp, watch_http: KubeHttp, *, identity: str,
                  leader_term: Callable[[], Hashable | None] = lambda: 0, seed: int | None = None,
-                 hooks: LoopHooks | None = None, stopwatch: Stopwatch = NO_STOPWATCH) -> None:
+                 hooks: LoopHooks | None = None, stopwatch: Stopwatch = NO_STOPWATCH,
+                 term_fence: Callable[[], str | None] = lambda: None) -> None:
         self.config = config
         # `leader_term`: which leadership term this replica is in, None when not leading (the
         # elector's `term`; without leader election, one term for ever). Only the leader acts on
         # the cluster, and the binder lets only a Binding's own term send it.
         self.leader_term = leader_term
         self.is_leader: Callable[[], bool] = lambda: self.leader_term() is not None
+        # `term_fence`: the tessera.dev/term value the current term writes onto the pods it
+        # schedules before its first decision (`_fence_term`), None when it needs no fence (the
+        # Lease held this process's own record: nobody else led in between; no leader election)
+        self.term_fence = term_fence
+        self.http = http
         # `stopwatch`: told how long the core's extension points and plugins take, and the Bindings
         # (scheduler_framework_extension_point_duration_seconds, scheduler_plugin_execution_duration_seconds)
         self.stopwatch = stopwatch
@@ -115,6 +122,10 @@ class SchedulerLoop:
         self._finish_due = 0.0  # the next look for half-done gang evictions (at once when leading)
         # the leadership term whose first decision waited for `_catch_up` (None: none yet)
         self._caught_up_term: Hashable | None = None
+        # the term whose fence is written, and the uids the term's fence has written so far (a
+        # failed write is tried again at the next wake, the others not)
+        self._fenced_term: Hashable | None = None
+        self._fencing: tuple[Hashable, set[str]] | None = None
         # when (monotonic clock) this replica last began to lead (`leadership_started`; None: not
         # told): a Pod LIST sent after it makes the term's catch-up read needless
         self._leading_since: float | None = None
@@ -287,11 +298,25 @@ class SchedulerLoop:
             assert attempt.node is not None
             log.info("binder.gate_released", pod=pod.key, node=attempt.node)
             self._end_permit_wait(pod.uid, "Success")
-            self.binder.submit(Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node, attempt.annotations))
+            self.binder.submit(self._binding(attempt))
         if self._held_since:  # the rest left the gate without a Binding: placed anew (a Permit's Reject)
             still = {attempt.pod.uid for attempt in self.core.held()}
             for uid in [uid for uid in self._held_since if uid not in still]:
                 self._end_permit_wait(uid, "Unschedulable")
+
+    def _binding(self, attempt: Attempt) -> Binding:
+        """The Binding of a placed pod, conditional on the pod's resourceVersion as the core holds it
+        now: the version it was decided at, or — for a Binding the allocation gate held — a later
+        one the watch brought meanwhile (the gate's own status write changes it). Any version the
+        core holds in this term postdates the term fence, so no Binding of an earlier term can land
+        after this one's; a version already stale makes the apiserver refuse it (409), and the pod
+        is decided again from the one read back."""
+        pod = attempt.pod
+        assert attempt.node is not None
+        current = self.core.state.pods.get(pod.uid)
+        version = (current or pod).meta.resource_version
+        return Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node, attempt.annotations,
+                       resource_version=version)
 
     def _end_permit_wait(self, uid: str, result: str) -> None:
         """A held Binding's wait is over: let go ("Success"), rejected ("Unschedulable") or
@@ -393,7 +418,7 @@ class SchedulerLoop:
                 # informers and queue run before it leads); the queue gauges stay the leader's
                 self.hooks.on_queue({}, self.core.take_queue_incoming())
                 continue
-            if not await self._catch_up():
+            if not await self._catch_up() or not await self._fence_term():
                 continue
             self._tell_untold()  # what it saw before it led, judged on the complete cache
             self._write_touched_groups()  # held back until the cache synced or this replica led
@@ -445,6 +470,49 @@ class SchedulerLoop:
             return False
         self._caught_up_term = term
         log.info("leader.caught_up", pods_newer_than_cache=changed, seconds=round(time.monotonic() - started, 3))
+        return True
+
+    async def _fence_term(self) -> bool:
+        """Before a term's first decision (after `_catch_up`, so the cache holds every pod the
+        apiserver does), write the term fence onto every pod of this scheduler's names that is
+        unbound, not being deleted, not finished and not gated — every pod an earlier term could
+        have decided (a pod's scheduling gates can only be removed, and the apiserver refuses a
+        Binding to a gated pod) — and hand each pod as written to the core. All of them, not only
+        those asking for devices: a late Binding of any pod breaks a gang's all-or-nothing and the
+        node's capacity (kubelet OutOf* rejections), and the cost is one write per pending pod
+        per takeover. True when this term may decide; False (the next wake tries the rest again)
+        when a write failed or the term changed meanwhile."""
+        term = self.leader_term()
+        if term is None or term == self._fenced_term:
+            return term is not None
+        token = self.term_fence()
+        if token is None:
+            self._fenced_term = term
+            return True
+        if self._fencing is None or self._fencing[0] != term:
+            self._fencing = (term, set())
+        done = self._fencing[1]
+        names = self.config.scheduler_names
+        pods = [FencedPod(pod.uid, pod.meta.namespace, pod.meta.name) for pod in list(self.core.state.pods.values())
+                if pod.scheduler_name in names and not pod.node_name and not pod.meta.deleting and not pod.terminal
+                and not pod.gated and pod.uid not in done]
+        started = time.monotonic()
+        outcome = await fence(self.http, pods, token, term, self.leader_term,
+                              lambda written: self._apply("MODIFIED", {"apiVersion": "v1", "kind": "Pod", **written}),
+                              done)
+        if outcome.aborted or self.leader_term() != term:
+            log.info("leader.fence_aborted", written=outcome.written, message="the term changed while it was fenced")
+            return False
+        if outcome.failed:
+            log.warning("leader.fence_failed", failed=len(outcome.failed), written=outcome.written,
+                        first=outcome.failed[0], message="this replica leads but does not decide until every pod an "
+                        "earlier leader could have bound is fenced; trying the rest again")
+            return False
+        self._fenced_term = term
+        self._fencing = None
+        log.info("leader.fenced", token=token, pods=outcome.written, gone=outcome.gone,
+                 seconds=round(time.monotonic() - started, 3),
+                 message="no Binding an earlier leader sent can land on these pods any more")
         return True
 
     async def _run_cycles(self) -> None:
@@ -506,8 +574,7 @@ class SchedulerLoop:
                 self.statuses.pod_waiting(pod.meta.namespace, pod.meta.name, WAITING_FOR_ALLOCATION, attempt.message,
                                           generation=pod.meta.generation)
             else:
-                self.binder.submit(Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node,
-                                           attempt.annotations))
+                self.binder.submit(self._binding(attempt))
         else:
             # upstream's handleSchedulingFailure: an error (not a rejection) reads SchedulerError and
             # counts as an "error" attempt; either way a FailedScheduling Event carries the message

@@ -461,3 +461,56 @@ async def test_a_deposed_terms_read_backs_hold_no_slot_from_the_next_terms_bindi
         group.cancel_scope.cancel()
     assert [(r.binding.name, r.outcome) for r in results] == [("new", Outcome.BOUND), ("old", Outcome.RETRY)]
     assert clock[0] >= 60.0  # the old Binding was still read back for its whole window
+
+
+# --- the resourceVersion a Binding is conditional on (the term fence, docs/running.md) ----------
+
+def _versioned(api: FakeApi, version: str = "7") -> Binding:
+    """The Binding as the core decides it: conditional on the pod's resourceVersion then."""
+    api.pod("default", "p")["metadata"]["resourceVersion"] = version
+    return Binding(b.pod("p")["metadata"]["uid"], "default", "p", "n", {ann.DEVICES: DEVICES},
+                   resource_version=version)
+
+
+async def test_the_binding_carries_the_resource_version_it_was_decided_at() -> None:
+    """BindingREST.Create passes binding.ResourceVersion to GuaranteedUpdate as a precondition
+    (pkg/registry/core/pod/storage/storage.go): the body must carry it."""
+    api, binder, results, _ = _setup()
+    await _bind(binder, _versioned(api))
+    assert [r.outcome for r in results] == [Outcome.BOUND]
+    assert api.of("POST")[0].body["metadata"]["resourceVersion"] == "7"
+
+
+async def test_a_late_binding_after_the_pod_changed_is_refused_and_decided_again() -> None:
+    """The live break: a Binding held on its way (a proxy) while a new leader fenced the pod (its
+    resourceVersion changed). It lands with the old version: 409; the pod read back is unbound at
+    a newer version, so no send of this Binding can ever land: decided again at once (RETRY, the
+    pod as read handed on), not held for the whole late-landing window."""
+    api, binder, results, sleeps = _setup()
+    binding = _versioned(api)
+    api.fail_next("POST", "/binding", hold=True)  # on its way
+
+    def fence_then_land(method: str, path: str) -> None:
+        if method == "GET" and api.held:
+            api.pod("default", "p")["metadata"]["resourceVersion"] = "9"  # the term fence's PATCH
+            [late] = api.deliver_held()
+            assert late.status == 409  # the old version's Binding is refused whenever it lands
+
+    api.before = fence_then_land
+    await _bind(binder, binding)
+    assert [r.outcome for r in results] == [Outcome.RETRY]
+    assert results[0].observed is not None and results[0].observed["metadata"]["resourceVersion"] == "9"
+    assert "resourceVersion 7 -> 9" in results[0].message
+    assert not api.pod("default", "p")["spec"].get("nodeName")
+    assert len(api.of("POST")) == 1 and not sleeps
+
+
+async def test_a_precondition_conflict_on_a_resend_with_the_pod_unchanged_is_sent_again() -> None:
+    """Unbound at the very version the Binding is conditional on settles nothing (an earlier send
+    may still land): the same Binding goes again, as before."""
+    api, binder, results, _ = _setup()
+    binding = _versioned(api)
+    api.fail_next("POST", "/binding", status=503)
+    await _bind(binder, binding)
+    assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 2)]
+    assert all(call.body["metadata"]["resourceVersion"] == "7" for call in api.of("POST"))

@@ -1,0 +1,219 @@
+"""The term fence against a fake HTTP layer: a Binding an earlier leader sent can never land.
+
+Found live (a proxy held the old leader's Binding POSTs past its Lease; the new leader bound
+other pods to the same GPUs; the link healed and both Bindings landed: 16 GPUs doubled). Each
+Binding is now conditional on the pod's resourceVersion, and a leader that took over writes
+`tessera.dev/term` onto every pod it schedules that an earlier term could have bound, before its
+first decision: the write changes the resourceVersion, so the old Binding is refused (409).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import anyio
+
+from scheduler.api.config import load_config
+from scheduler.core import annotations as ann
+from scheduler.kube.http import KubeHttp, Response
+from scheduler.kube.leader import LeaderElector
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.sim import builders as b
+from tests.fakeapi import Call, FakeApi
+from tests.fakelease import Clock, LeaseServer
+from tests.helpers import until
+
+TOKEN = "rep-a/3/2026-01-01T00:02:00.000000Z"
+
+
+def _gpu_pod(name: str, resource_version: str, created: str = "2026-01-01T00:00:00Z", **extra: Any) -> dict[str, Any]:
+    pod = b.pod(name, requests={"nvidia.com/gpu": 1}, priority=0, created=created, **extra)
+    pod["metadata"]["resourceVersion"] = resource_version
+    return pod
+
+
+def _old_binding(api: FakeApi, name: str, resource_version: str, node: str = "n") -> dict[str, Any]:
+    """The Binding the old leader decided for `name` at `resource_version` (as Tessera sends it)."""
+    pod = api.pod("default", name)
+    return {"metadata": {"name": name, "namespace": "default", "uid": pod["metadata"]["uid"],
+                         "resourceVersion": resource_version, "annotations": {}},
+            "target": {"name": node}}
+
+
+def _fence_writes(api: FakeApi) -> list[str]:
+    return sorted(call.path.split("/")[-2] for call in api.of("PATCH", "/status")
+                  if ann.TERM in ((call.body or {}).get("metadata") or {}).get("annotations", {}))
+
+
+def _bound_to(api: FakeApi, node: str) -> list[str]:
+    return sorted(name for (_, name), pod in api.pods.items() if pod["spec"].get("nodeName") == node)
+
+
+async def _take_over(api: FakeApi, fence: Callable[[], str | None], *, until_done: Callable[[SchedulerLoop], bool],
+                     term: list[Hashable | None] | None = None,
+                     after_sync: Callable[[], None] = lambda: None) -> SchedulerLoop:
+    """A standby lists the cluster, then leads (term 1, `fence` its fence token) until `until_done`."""
+    term = term if term is not None else [None]
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
+                         leader_term=lambda: term[0], term_fence=fence)
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await until(lambda: loop.informers.synced)
+        after_sync()
+        term[0] = term[0] if term[0] is not None else 1
+        loop.leadership_started()
+        await until(lambda: until_done(loop))
+        owner.cancel_scope.cancel()
+    return loop
+
+
+async def test_a_late_binding_of_the_old_leader_is_refused_after_the_new_leader_fenced_the_pod() -> None:
+    """The live break, replayed: one node with one GPU, pods `pp` (the old leader decided it and
+    its Binding is stuck on the way) and `pq` (older, so the new leader's first pick). The new
+    leader sees `pp` unbound and gives the GPU to `pq`; then the stuck Binding arrives. Before the
+    fence it landed: two pods on a one-GPU node."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(_gpu_pod("pq", "11", created="2026-01-01T00:00:00Z"))
+    api.add_pod(_gpu_pod("pp", "12", created="2026-01-01T00:01:00Z"))
+    stuck = _old_binding(api, "pp", "12")
+    await _take_over(api, lambda: TOKEN,
+                     until_done=lambda loop: loop.stats.scheduled >= 1 and loop.binder.in_flight == 0)
+    assert _bound_to(api, "n") == ["pq"]
+    late = api.bind("default", "pp", stuck)  # the healed link delivers the old leader's Binding
+    assert late.status == 409 and "Precondition failed: ResourceVersion" in late.message()
+    assert _bound_to(api, "n") == ["pq"], "the old leader's late Binding doubled the GPU"
+    assert api.pod("default", "pp")["metadata"]["annotations"][ann.TERM] == TOKEN
+
+
+async def test_the_fence_writes_exactly_the_pods_an_earlier_term_could_bind_before_any_binding() -> None:
+    """Unbound, not being deleted, not finished, not gated, of this scheduler's names: fenced.
+    Bound pods, another scheduler's, a gated one, a finished one and one being deleted: not. Every
+    fence write precedes the first Binding, and the Binding carries the version the fence's
+    answer gave (fed to the core), not the one listed."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=4)]
+    api.add_pod(_gpu_pod("a", "11"))
+    api.add_pod(_gpu_pod("bound", "12", node_name="n"))
+    api.add_pod(_gpu_pod("other", "13", scheduler="default-scheduler"))
+    api.add_pod(_gpu_pod("gated", "14", spec_extra={"schedulingGates": [{"name": "wait"}]}))
+    api.add_pod(_gpu_pod("done", "15", phase="Failed"))
+    deleting = _gpu_pod("deleting", "16")
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:05:00Z"
+    api.add_pod(deleting)
+    await _take_over(api, lambda: TOKEN,
+                     until_done=lambda loop: loop.stats.scheduled >= 1 and loop.binder.in_flight == 0)
+    assert _fence_writes(api) == ["a"]
+    [write] = [i for i, call in enumerate(api.calls) if call.method == "PATCH" and call.path.endswith("/a/status")]
+    [bind] = [i for i, call in enumerate(api.calls) if call.method == "POST" and call.path.endswith("/binding")]
+    assert write < bind
+    fenced_version = api.pod("default", "a")["metadata"]["resourceVersion"]  # bumped again by the Binding
+    binding = api.calls[bind].body["metadata"]
+    assert binding["resourceVersion"] not in ("", "11") and int(binding["resourceVersion"]) < int(fenced_version)
+    assert _bound_to(api, "n") == ["a", "bound"]
+    assert api.calls[write].body == {"metadata": {"uid": api.pod("default", "a")["metadata"]["uid"],
+                                                  "annotations": {ann.TERM: TOKEN}}}
+
+
+async def test_a_term_that_needs_no_fence_writes_nothing() -> None:
+    """The Lease held this process's own record (or no leader election): nobody else led."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(_gpu_pod("a", "11"))
+    await _take_over(api, lambda: None,
+                     until_done=lambda loop: loop.stats.scheduled >= 1 and loop.binder.in_flight == 0)
+    assert _fence_writes(api) == [] and _bound_to(api, "n") == ["a"]
+
+
+async def test_a_failed_fence_write_means_no_decision_until_it_is_written() -> None:
+    """A 500 on one pod's write: nothing is decided at that wake; the next one writes only the
+    pods not fenced yet, then decides."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=2)]
+    api.add_pod(_gpu_pod("a", "11"))
+    api.add_pod(_gpu_pod("c", "12"))
+    bindings_at_failure: list[int] = []
+
+    def fail_c_once(call: Call) -> Response | None:
+        if call.method == "PATCH" and call.path.endswith("/c/status") and not bindings_at_failure:
+            bindings_at_failure.append(len(api.of("POST", "/binding")))
+            return Response(500, b'{"kind":"Status","code":500,"message":"etcdserver: leader changed"}')
+        return None
+
+    api.handlers.append(fail_c_once)
+    await _take_over(api, lambda: TOKEN,
+                     until_done=lambda loop: loop.stats.scheduled >= 2 and loop.binder.in_flight == 0)
+    assert bindings_at_failure == [0]
+    writes = [call.path.split("/")[-2] for call in api.of("PATCH", "/status")
+              if ann.TERM in (call.body["metadata"].get("annotations") or {})]
+    assert sorted(writes) == ["a", "c", "c"]  # `a` once, `c` again after its failure
+    first_bind = next(i for i, call in enumerate(api.calls) if call.method == "POST")
+    last_write = max(i for i, call in enumerate(api.calls) if call.method == "PATCH" and "/status" in call.path
+                     and ann.TERM in (call.body["metadata"].get("annotations") or {}))
+    assert last_write < first_bind
+    assert _bound_to(api, "n") == ["a", "c"]
+
+
+async def test_a_term_change_during_the_fence_aborts_it_and_the_next_term_fences_again() -> None:
+    """Deposed (and re-elected: a new term) while the fence is written: the rest of the writes
+    are not sent, nothing is decided in the old term, and the new term fences every pod again
+    with its own token."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(_gpu_pod("a", "11"))
+    term: list[Hashable | None] = [None]
+    tokens = {1: "rep-a/1/t1", 2: "rep-a/2/t2"}
+    decided_in: list[Hashable | None] = []
+
+    def change_term_on_first_write(call: Call) -> Response | None:
+        if call.method == "PATCH" and term[0] == 1:
+            term[0] = 2
+        if call.method == "POST" and call.path.endswith("/binding"):
+            decided_in.append(term[0])
+        return None
+
+    api.handlers.append(change_term_on_first_write)
+    await _take_over(api, lambda: tokens.get(term[0]) if isinstance(term[0], int) else None, term=term,  # type: ignore[call-overload]
+                     until_done=lambda loop: loop.stats.scheduled >= 1 and loop.binder.in_flight == 0)
+    values = [call.body["metadata"]["annotations"][ann.TERM] for call in api.of("PATCH", "/status")
+              if ann.TERM in (call.body["metadata"].get("annotations") or {})]
+    assert values == ["rep-a/1/t1", "rep-a/2/t2"] and decided_in == [2]
+
+
+# --- which terms are fenced: the elector's token -------------------------------------------------
+
+def _elector(server: LeaseServer, who: str, clock: Clock) -> LeaderElector:
+    return LeaderElector(server.client(who), namespace="kube-system", name="tessera", identity=who,  # type: ignore[arg-type]
+                         clock=clock, lease_duration=15.0, renew_deadline=10.0, retry_period=2.0)
+
+
+async def test_a_takeover_from_another_holders_record_is_fenced_with_a_token_of_its_own() -> None:
+    clock, server = Clock(), LeaseServer()
+    a, b_ = _elector(server, "A", clock), _elector(server, "B", clock)
+    await a._acquire()  # the Lease was absent (first start, or deleted by hand): fenced too
+    a._start_leading()
+    first = a.fence_token
+    assert first is not None and first.startswith("A/0/")
+    assert not await b_._try_acquire_or_renew()
+    clock.t += 16  # A paused past its lease
+    await b_._acquire()
+    b_._start_leading()
+    token = b_.fence_token
+    assert token is not None and token.startswith("B/1/") and token != first
+    assert a.fence_token is None or not a.is_leader
+
+
+async def test_leading_again_on_its_own_record_is_not_fenced() -> None:
+    """The Lease still held this process's record (its renewals failed, nobody took over): no
+    other replica led, so nothing of another term can be on its way."""
+    clock, server = Clock(), LeaseServer()
+    a = _elector(server, "A", clock)
+    await a._acquire()
+    a._start_leading()
+    first = a.term
+    a._stop_leading()  # renewDeadline passed without a successful renewal
+    clock.t += 11
+    await a._acquire()
+    a._start_leading()
+    assert a.term == first and a.fence_token is None
