@@ -46,6 +46,7 @@ from tests.e2e.test_deploy import (
 DEVICES = "tessera.dev/devices"
 PHASE = "tessera.dev/phase"
 HELD = "tessera.dev/held-devices"
+TERM = "tessera.dev/term"
 POLICY_MESSAGE = "tessera.dev/* annotations are written only by the Tessera scheduler"
 LEDGER = '{"containers":{},"version":1}'  # a well-formed (empty) device assignment
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
@@ -262,6 +263,36 @@ def test_scheduler_records_held_devices_through_pods_status_and_only_that(setup:
         setup.user.merge_patch(path, {"metadata": {"annotations": {HELD: "forged"}}})
     assert _refused_by_policy(refused.value, HELD), refused.value.message
     assert admin.get(f"/api/v1/namespaces/{ns}/pods/edited")["metadata"]["annotations"][HELD] == LEDGER
+
+
+def test_scheduler_writes_its_term_fence_through_pods_status_and_only_that(setup: Setup) -> None:
+    """A new leader writes `tessera.dev/term` onto each unbound pod it schedules before its first
+    decision (scheduler/kube/fence.py), through pods/status: allowed for the scheduler's
+    ServiceAccount, alone (not with a ledger key), and refused to a user."""
+    ns = setup.namespace
+    admin = setup.plane.admin
+    admin.create(f"/api/v1/namespaces/{ns}/pods", _pod("waiting", ns))
+    token = service_account_token(admin, SYSTEM_NAMESPACE, SCHEDULER_SA)
+    path = f"/api/v1/namespaces/{ns}/pods/waiting/status"
+    before = admin.get(f"/api/v1/namespaces/{ns}/pods/waiting")["metadata"]
+    status, body = call_as(setup.plane, token, "PATCH", path,
+                           {"metadata": {"uid": before["uid"], "annotations": {TERM: "rep-a/1/t"}}}, MERGE_PATCH)
+    assert status == 200, body
+    after = admin.get(f"/api/v1/namespaces/{ns}/pods/waiting")["metadata"]
+    assert after["annotations"][TERM] == "rep-a/1/t" and after["resourceVersion"] != before["resourceVersion"]
+    status, body = call_as(setup.plane, token, "PATCH", path, {"metadata": {"annotations": {TERM: "rep-b/2/t"}}},
+                           MERGE_PATCH)
+    assert status == 200, body  # the next term's fence
+    status, body = call_as(setup.plane, token, "PATCH", path,
+                           {"metadata": {"annotations": {TERM: "rep-b/3/t", DEVICES: LEDGER}}}, MERGE_PATCH)
+    assert status == 403 and POLICY_MESSAGE in body, body
+    with pytest.raises(ApiError) as refused:
+        setup.user.merge_patch(path, {"metadata": {"annotations": {TERM: "forged"}}})
+    assert _refused_by_policy(refused.value, TERM), refused.value.message
+    with pytest.raises(ApiError) as refused:
+        setup.user.merge_patch(f"/api/v1/namespaces/{ns}/pods/waiting", {"metadata": {"annotations": {TERM: "x"}}})
+    assert _refused_by_policy(refused.value, TERM), refused.value.message
+    assert admin.get(f"/api/v1/namespaces/{ns}/pods/waiting")["metadata"]["annotations"][TERM] == "rep-b/2/t"
 
 
 def test_agent_marks_pods_on_its_node_allocated_and_nothing_else(setup: Setup) -> None:
