@@ -54,6 +54,7 @@ __all__ = [
     "BIND_500_AFTER",
     "BIND_500_BEFORE",
     "BIND_HANG_AFTER",
+    "BIND_HELD",
     "CUT_CONNECTION",
     "CUT_WATCH",
     "DELAY_REQUEST",
@@ -76,12 +77,13 @@ RESET = "reset"
 BIND_500_BEFORE = "bind_500_before"
 BIND_500_AFTER = "bind_500_after"
 BIND_HANG_AFTER = "bind_hang_after"
+BIND_HELD = "bind_held"
 DELETE_500_BEFORE = "delete_500_before"
 WATCH_410_STATUS = "watch_410_status"
 WATCH_410_EVENT = "watch_410_event"
 CUT_WATCH = "cut_watch"
 CUT_CONNECTION = "cut_connection"
-FAULT_TYPES = (DELAY_REQUEST, DELAY_RESPONSE, RESET, BIND_500_BEFORE, BIND_500_AFTER, BIND_HANG_AFTER,
+FAULT_TYPES = (DELAY_REQUEST, DELAY_RESPONSE, RESET, BIND_500_BEFORE, BIND_500_AFTER, BIND_HANG_AFTER, BIND_HELD,
                DELETE_500_BEFORE, WATCH_410_STATUS, WATCH_410_EVENT, CUT_WATCH, CUT_CONNECTION)
 """Every fault type the proxy counts (the keys of :attr:`FaultProxy.counts`)."""
 
@@ -109,7 +111,10 @@ class Faults:
     ``cut_every`` cuts connections every that many seconds (only those streaming a watch when
     ``cut_watches_only``). ``pod_deletes_before_failing`` (None: off) forwards that many pod
     DELETEs from the moment it is configured, then answers every further one with 500 without
-    forwarding it: a replica whose evictions stop part-way.
+    forwarding it: a replica whose evictions stop part-way. ``hold_bindings`` keeps every Binding
+    POST in the proxy, not forwarded, until :meth:`FaultProxy.release_bindings`; then each is
+    forwarded, whether or not its client still waits (a link that stopped passing client bytes
+    and healed: the old leader's Bindings arrive after a new leader took over).
     """
 
     delay_request: float = 0.0
@@ -124,6 +129,7 @@ class Faults:
     cut_every: float | None = None
     cut_watches_only: bool = True
     pod_deletes_before_failing: int | None = None
+    hold_bindings: bool = False
 
     def __post_init__(self) -> None:
         for name in _PROBABILITIES:
@@ -364,6 +370,8 @@ class FaultProxy:
         self.forwarded = 0  # requests sent to the apiserver
         self.bindings_forwarded = 0
         self.pod_deletes_forwarded = 0  # since the last configure()
+        self.bindings_held = 0  # Binding POSTs waiting in the proxy right now (`hold_bindings`)
+        self._release: asyncio.Event | None = None  # set by release_bindings(); made on the proxy's loop
         self.errors = 0  # connections ended by an unexpected exception (see last_error)
         self.last_error = ""
         self._counts: Counter[str] = Counter()
@@ -445,6 +453,16 @@ class FaultProxy:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
         await self.close()
+
+    def release_bindings(self) -> int:
+        """Forward every Binding POST held so far (`Faults.hold_bindings`); returns how many.
+        Bindings that arrive later are held again while the fault is configured. Must run on the
+        proxy's loop (see :meth:`FaultProxyThread.release_bindings` otherwise)."""
+        held, release = self.bindings_held, self._release
+        self._release = None
+        if release is not None:
+            release.set()
+        return held
 
     def cut(self, watches_only: bool = False) -> int:
         """Cut connections now (only those relaying a watch when ``watches_only``); returns how
@@ -548,6 +566,16 @@ class FaultProxy:
                 500, "InternalError", "fault proxy: injected error before forwarding")))
             await client.drain()
             return not request.wants_close()
+        if binding and faults.hold_bindings:
+            self._count(BIND_HELD)
+            if self._release is None:
+                self._release = asyncio.Event()
+            release = self._release
+            self.bindings_held += 1
+            try:
+                await release.wait()
+            finally:
+                self.bindings_held -= 1
         if method == "DELETE" and _POD.match(url.path) and faults.pod_deletes_before_failing is not None:
             if self.pod_deletes_forwarded >= faults.pod_deletes_before_failing:
                 self._count(DELETE_500_BEFORE)
@@ -736,6 +764,16 @@ class FaultProxyThread:
             return self.proxy.cut(watches_only)
 
         return asyncio.run_coroutine_threadsafe(_cut(), loop).result(timeout)
+
+    def release_bindings(self, timeout: float = 5.0) -> int:
+        loop = self._loop
+        if loop is None:
+            return 0
+
+        async def _release() -> int:
+            return self.proxy.release_bindings()
+
+        return asyncio.run_coroutine_threadsafe(_release(), loop).result(timeout)
 
     def start(self, timeout: float = 15.0) -> FaultProxyThread:
         self._thread = threading.Thread(target=self._run, name="faultproxy", daemon=True)

@@ -26,6 +26,7 @@ from tessera_testing.faultproxy import (
     BIND_500_AFTER,
     BIND_500_BEFORE,
     BIND_HANG_AFTER,
+    BIND_HELD,
     CUT_CONNECTION,
     CUT_WATCH,
     DELAY_REQUEST,
@@ -216,6 +217,28 @@ async def test_binding_failures_before_and_after_forwarding(proxy: FaultProxy, u
     assert proxy.bindings_forwarded == 3
     counts = proxy.counts
     assert (counts[BIND_500_BEFORE], counts[BIND_500_AFTER], counts[BIND_HANG_AFTER]) == (1, 1, 1)
+
+
+async def test_held_bindings_reach_the_apiserver_only_when_released_even_after_their_client_gave_up(
+        proxy: FaultProxy, upstream: Upstream) -> None:
+    """`hold_bindings`: a link that stops passing the client's bytes, then heals. The client
+    times out; the Binding still arrives at release (the live break of a leader's late Binding)."""
+    body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"name": "n1"}}
+    proxy.configure(hold_bindings=True)
+    async with _session(proxy, timeout=0.5) as session:
+        with pytest.raises(TimeoutError):
+            async with session.post(f"{proxy.url}{BIND}", json=body) as response:
+                await response.read()
+        async with session.get(f"{proxy.url}/echo") as response:  # everything else passes
+            assert response.status == 200
+    assert proxy.bindings_held == 1 and upstream.binds == [] and proxy.counts[BIND_HELD] == 1
+    proxy.configure(hold_bindings=False)
+    assert proxy.release_bindings() == 1
+    for _ in range(100):
+        if upstream.binds:
+            break
+        await asyncio.sleep(0.02)
+    assert upstream.binds == [body] and proxy.bindings_held == 0
 
 
 async def test_watch_gone_answers_410_as_status_or_error_event(proxy: FaultProxy) -> None:

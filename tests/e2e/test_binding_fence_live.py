@@ -1,0 +1,129 @@
+"""An old leader's Binding that arrives after a new leader took over is refused (real apiserver).
+
+The live break this reproduces: a proxy between the leader (rep-b) and the apiserver stopped
+passing rep-b's requests; rep-b had decided a pod onto a GPU and its Binding POST sat in the
+proxy; rep-b's Lease ran out, rep-a took over, saw the pod unbound and gave the GPU to a
+higher-priority pod; the link healed, the old Binding landed (201), and two pods ran on one GPU.
+
+What is real: etcd + kube-apiserver, both replicas' Leases (`LeaderElector`s on one Lease), both
+`SchedulerLoop`s wired as `tessera run` wires them (rep-b's requests through the TLS fault proxy,
+whose `hold_bindings` keeps its Binding POST until the test releases it), a PriorityClass. rep-b
+is cut off by stopping its elector (no release: its Lease expires, as a partitioned leader's
+does). Pods are pinned to this test's one-GPU node: the shared control plane keeps other tests'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from pathlib import Path
+
+from scheduler.api.config import load_config
+from scheduler.core import annotations as ann
+from scheduler.kube.controlplane import LocalControlPlane
+from scheduler.kube.http import KubeHttp, connect
+from scheduler.kube.leader import LeaderElector
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.sim import builders as b
+from tessera_testing.faultproxy import proxied
+from tests.e2e.live import Kube, eventually
+
+NODES = "/api/v1/nodes"
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+LEASE_NAMESPACE = "kube-system"
+# renewDeadline well inside the lease: rep-b stops acting 2 s after its last renewal, rep-a takes
+# over no earlier than 6 s after it — the window in which `pq` is created, so that rep-a's first
+# decision sees both pods
+TIMINGS = {"lease_duration": 6.0, "renew_deadline": 2.0, "retry_period": 0.5}
+
+
+def _replica(name: str, lease: str, lease_http: KubeHttp, http: KubeHttp,
+             watch_http: KubeHttp) -> tuple[LeaderElector, SchedulerLoop]:
+    """A replica as `tessera run` wires it: its elector's term and fence token drive its loop."""
+    loop_ref: list[SchedulerLoop] = []
+    elector = LeaderElector(lease_http, namespace=LEASE_NAMESPACE, name=lease, identity=name,
+                            on_started_leading=lambda: loop_ref[0].leadership_started(),
+                            on_stopped_leading=lambda: loop_ref[0].lost_leadership(), **TIMINGS)
+    loop = SchedulerLoop(load_config("config/binpack.yaml"), http, watch_http, identity=name,
+                         leader_term=lambda: elector.term, term_fence=lambda: elector.fence_token)
+    loop_ref.append(loop)
+    return elector, loop
+
+
+async def _bound(kubectl: Kube, namespace: str) -> dict[str, str]:
+    return {name: pod["spec"]["nodeName"] for name, pod in (await kubectl.pods(namespace)).items()
+            if pod["spec"].get("nodeName")}
+
+
+async def test_an_old_leaders_binding_delivered_after_a_takeover_is_refused(
+        control_plane: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
+    suffix = secrets.token_hex(3)
+    node = f"fence-{suffix}"
+    obj = b.node(node, gpus=1)
+    await kubectl.create(NODES, obj)
+    await kubectl.call("PATCH", f"{NODES}/{node}/status", {"status": obj["status"]},
+                       content_type="application/merge-patch+json")
+    high = f"fence-high-{suffix}"
+    await kubectl.create(PRIORITY_CLASSES, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                            "metadata": {"name": high}, "value": 1000})
+    lease = f"tessera-fence-{suffix}"
+    pinned = {"nodeSelector": {"kubernetes.io/hostname": node}}
+    with proxied(control_plane.server, control_plane.ca_file) as proxy:
+        kubeconfig = proxy.write_kubeconfig(tmp_path / "via-proxy", control_plane.admin_token)
+        b_api, b_watch = await connect(str(kubeconfig)), await connect(str(control_plane.kubeconfig))
+        b_lease_api = await connect(str(control_plane.kubeconfig))
+        a_api, a_watch = await connect(str(control_plane.kubeconfig)), await connect(str(control_plane.kubeconfig))
+        clients = [b_api, b_watch, b_lease_api, a_api, a_watch]
+        # rep-b's writes and reads go through the proxy (its Lease and watches do not: the test
+        # cuts it off from the Lease itself)
+        rep_b, loop_b = _replica("rep-b", lease, KubeHttp(b_lease_api), KubeHttp(b_api), KubeHttp(b_watch))
+        rep_a, loop_a = _replica("rep-a", lease, KubeHttp(a_api), KubeHttp(a_api), KubeHttp(a_watch))
+        tasks = [asyncio.create_task(loop_b.run()), asyncio.create_task(rep_b.run())]
+        try:
+            await eventually(lambda: asyncio.sleep(0, rep_b.is_leader))
+            tasks += [asyncio.create_task(loop_a.run()), asyncio.create_task(rep_a.run())]
+            await asyncio.wait_for(loop_a.informers.wait_synced(), 30)
+            proxy.configure(hold_bindings=True)
+            # rep-b decides `pp` onto the node's one GPU; its Binding sits in the proxy
+            await kubectl.create_pod(namespace, b.pod("pp", limits={"nvidia.com/gpu": 1}, spec_extra=pinned))
+            await eventually(lambda: asyncio.sleep(0, proxy.proxy.bindings_held == 1), timeout=30)
+            # rep-b is cut off from the Lease (no release): it stops acting, then its Lease expires
+            tasks[1].cancel()
+            await eventually(lambda: asyncio.sleep(0, rep_b.term is None), timeout=30)
+            # a higher-priority pod for the same GPU, while nobody leads
+            await kubectl.create_pod(namespace, b.pod("pq", limits={"nvidia.com/gpu": 1},
+                                                      spec_extra={**pinned, "priorityClassName": high}))
+            await eventually(lambda: asyncio.sleep(0, f"{namespace}/pq" in {p.key for p in loop_a.core.state.pods.values()}))
+            assert rep_a.term is None, "rep-a took over before it saw pq: widen TIMINGS' window"
+            # rep-a takes over, sees `pp` unbound and places `pq` first
+            await eventually(lambda: asyncio.sleep(0, rep_a.term is not None), timeout=30)
+            assert rep_a.fence_token is not None
+            await eventually(lambda: _has(kubectl, namespace, {"pq": node}), timeout=30)
+            # the link heals: rep-b's Binding reaches the apiserver
+            proxy.configure(hold_bindings=False)
+            assert proxy.release_bindings() == 1
+            await eventually(lambda: asyncio.sleep(0, loop_b.binder.in_flight == 0), timeout=30)
+            await asyncio.sleep(1.0)  # anything still to land lands
+            assert await _bound(kubectl, namespace) == {"pq": node}, "the old leader's late Binding doubled the GPU"
+            assert proxy.proxy.bindings_forwarded == 1
+            pp = (await kubectl.pods(namespace))["pp"]
+            assert pp["metadata"]["annotations"][ann.TERM] == rep_a.fence_token  # fenced before any decision
+        finally:
+            proxy.configure(hold_bindings=False)
+            proxy.release_bindings()
+            loop_a.stop()
+            loop_b.stop()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await rep_a.release()
+            for client in clients:
+                await client.close()
+            await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
+            await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))
+            await kubectl.call("DELETE", f"{PRIORITY_CLASSES}/{high}", ok=(200, 404))
+
+
+async def _has(kubectl: Kube, namespace: str, wanted: dict[str, str]) -> bool:
+    bound = await _bound(kubectl, namespace)
+    return all(bound.get(name) == node for name, node in wanted.items())
