@@ -95,7 +95,8 @@ class SchedulerLoop:
         # gives each profile a recorder named after its scheduler); the first profile's otherwise
         self.events = EventRecorder(events_http, controller=config.profiles[0].scheduler_name, instance=identity,
                                     term=lambda: self.leader_term())
-        self.statuses = StatusWriter(http, self._pod_version, allowed=lambda: self.is_leader())
+        self.statuses = StatusWriter(http, self._pod_version, allowed=lambda: self.is_leader(),
+                                     on_pod_written=self._written)
         # the Warning of an edit a standby saw is reported by whichever replica writes its union
         self.held = HeldDevicesWriter(http, allowed=lambda: self.is_leader(),
                                       on_written=self._tell)
@@ -238,6 +239,12 @@ class SchedulerLoop:
             self._groups_settled.discard(gang_key(str(meta.get("namespace") or ""), str(meta.get("name") or ""),
                                                   podgroup_api(obj)))
         self._write_touched_groups()
+
+    def _written(self, pod: dict[str, Any]) -> None:
+        """A pod as a write of this replica's own left it (a status PATCH, the term fence): into
+        the core before the watch shows it, so the pod's next Binding carries its current
+        resourceVersion."""
+        self._apply("MODIFIED", {"apiVersion": "v1", "kind": "Pod", **pod})
 
     def _write_touched_groups(self) -> None:
         """The status of every PodGroup whose object or members changed — only by the leader, and
@@ -498,8 +505,7 @@ class SchedulerLoop:
                 and not pod.gated and pod.uid not in done]
         started = time.monotonic()
         outcome = await fence(self.http, pods, token, term, self.leader_term,
-                              lambda written: self._apply("MODIFIED", {"apiVersion": "v1", "kind": "Pod", **written}),
-                              done)
+                              self._written, done)
         if outcome.aborted or self.leader_term() != term:
             log.info("leader.fence_aborted", written=outcome.written, message="the term changed while it was fenced")
             return False

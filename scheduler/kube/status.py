@@ -61,9 +61,14 @@ PodVersion = Callable[[str, str, "str | None"], "str | None"]
 
 class StatusWriter:
     def __init__(self, http: KubeHttp, pod_version: PodVersion, *, concurrency: int = 8,
-                 retry_seconds: float = 1.0, allowed: Callable[[], bool] = lambda: True) -> None:
+                 retry_seconds: float = 1.0, allowed: Callable[[], bool] = lambda: True,
+                 on_pod_written: Callable[[dict[str, Any]], None] = lambda pod: None) -> None:
         self.http = http
         self.pod_version = pod_version
+        # the pod as a status write left it: the cache learns its new resourceVersion before the
+        # watch does, so the pod's next Binding is not conditional on the version this write
+        # replaced (a 409, a retry, and another status write: round and round while the watch lags)
+        self.on_pod_written = on_pod_written
         self.allowed = allowed
         self._dirty: dict[_Key, dict[str, Any]] = {}
         self._written: dict[_Key, bytes] = {}
@@ -300,6 +305,12 @@ class StatusWriter:
         if response.ok:
             self._written[key] = fingerprint
             self.writes += 1
+            written = _pod_written(response) if pod is not None else None
+            if written is not None:
+                try:
+                    self.on_pod_written(written)
+                except Exception:  # the callback is ours; a bug there must not stop the writer
+                    log.exception("status.callback_failed", path=path)
         elif response.status == 404:
             self._written.pop(key, None)  # the object is gone (or the CRD has no status): nothing to do
         elif response.status == 409 and pod is not None:
@@ -316,6 +327,17 @@ class StatusWriter:
             self._dirty[key] = body
             if self._retry_at is None:
                 self._retry_at = anyio.current_time() + self._retry_seconds
+
+
+def _pod_written(response: Response) -> dict[str, Any] | None:
+    """The Pod a status write answered with; None when the answer is not one."""
+    try:
+        pod = response.json()
+    except ValueError:
+        return None
+    if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod" or not isinstance(pod.get("metadata"), dict):
+        return None
+    return pod
 
 
 def _pod_of(path: str) -> tuple[str, str] | None:

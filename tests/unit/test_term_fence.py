@@ -217,3 +217,28 @@ async def test_leading_again_on_its_own_record_is_not_fenced() -> None:
     await a._acquire()
     a._start_leading()
     assert a.term == first and a.fence_token is None
+
+
+async def test_a_pod_changed_between_decision_and_binding_costs_a_retry_not_a_stuck_pod() -> None:
+    """Someone labels the pod (or a status write of Tessera's own lands) after the cycle decided
+    it and before its Binding arrives: 409 (the precondition); the pod read back, unbound at its
+    newer version, goes to the core and is decided again from it, and bound."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(_gpu_pod("a", "11"))
+    sent_versions: list[str] = []
+
+    def label_before_the_first_binding(call: Call) -> Response | None:
+        if call.method == "POST" and call.path.endswith("/binding"):
+            sent_versions.append(call.body["metadata"]["resourceVersion"])
+            if len(sent_versions) == 1:
+                pod = api.pod("default", "a")
+                pod["metadata"].setdefault("labels", {})["team"] = "x"
+                api._bump(pod)
+        return None
+
+    api.handlers.append(label_before_the_first_binding)
+    loop = await _take_over(api, lambda: None,
+                            until_done=lambda loop: _bound_to(api, "n") == ["a"] and loop.binder.in_flight == 0)
+    assert len(sent_versions) == 2 and sent_versions[0] == "11" and int(sent_versions[1]) > 11
+    assert loop.stats.bind_errors == 1
