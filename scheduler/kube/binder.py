@@ -20,8 +20,9 @@ flight. Outcomes (docs/design.md §3):
   back *unbound* at the resourceVersion the Binding is conditional on settles nothing — our
   earlier request can still land — so the same Binding is sent again until an answer is certain;
   unbound at any other resourceVersion settles it: no send of ours can ever land (the apiserver's
-  precondition; a 409 says so), so the pod, as read, is decided again. Only the apiserver's answers settle a read: a 404 that is
-  not its NotFound Status for the pod, or a 200 that is not a Pod, is a failed read. The
+  precondition; a 409 says so), so the pod, as read, is decided again. Only the apiserver's
+  answers settle a read: a 404 that is not its NotFound Status for the pod, or a 200 that is not a
+  Pod, is a failed read. The
   assumption, and the devices it holds, are never released while a Binding of ours may still bind
   the pod: that is how double allocation happens.
   A replica that stops leading sends nothing more for it, but one with a request still out keeps

@@ -93,7 +93,8 @@ async def test_an_old_leaders_binding_delivered_after_a_takeover_is_refused(
             # a higher-priority pod for the same GPU, while nobody leads
             await kubectl.create_pod(namespace, b.pod("pq", limits={"nvidia.com/gpu": 1},
                                                       spec_extra={**pinned, "priorityClassName": high}))
-            await eventually(lambda: asyncio.sleep(0, f"{namespace}/pq" in {p.key for p in loop_a.core.state.pods.values()}))
+            await eventually(lambda: asyncio.sleep(0, any(p.key == f"{namespace}/pq"
+                                                          for p in loop_a.core.state.pods.values())))
             assert rep_a.term is None, "rep-a took over before it saw pq: widen TIMINGS' window"
             # rep-a takes over, sees `pp` unbound and places `pq` first
             await eventually(lambda: asyncio.sleep(0, rep_a.term is not None), timeout=30)

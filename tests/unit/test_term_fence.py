@@ -174,7 +174,11 @@ async def test_a_term_change_during_the_fence_aborts_it_and_the_next_term_fences
         return None
 
     api.handlers.append(change_term_on_first_write)
-    await _take_over(api, lambda: tokens.get(term[0]) if isinstance(term[0], int) else None, term=term,  # type: ignore[call-overload]
+    def token() -> str | None:
+        current = term[0]
+        return tokens.get(current) if isinstance(current, int) else None
+
+    await _take_over(api, token, term=term,
                      until_done=lambda loop: loop.stats.scheduled >= 1 and loop.binder.in_flight == 0)
     values = [call.body["metadata"]["annotations"][ann.TERM] for call in api.of("PATCH", "/status")
               if ann.TERM in (call.body["metadata"].get("annotations") or {})]
