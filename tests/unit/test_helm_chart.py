@@ -645,7 +645,10 @@ def test_alert_descriptions_say_what_their_rules_count(helm: Path) -> None:
     annotation or without a Node object but not the rows beyond a node's allocatable count
     (DevicesBeyondAllocatable: no GPU, tests/unit/test_metrics_gpu_states.py), so the description
     says both, and what to do about a removed node. PodsUnschedulable's `for` holds while the
-    unschedulable gauge stays above 0, whichever pods it counts: no pod need have waited that long."""
+    unschedulable gauge stays above 0, whichever pods it counts: no pod need have waited that long.
+    BindingErrors counts every `error` outcome, including a 409 read back at a newer resourceVersion
+    (a pod changed between decision and Binding), so a controller that keeps editing pending pods
+    fires it too: the description names that cause."""
     alerts = rule_alerts(helm_template(helm, MONITORING))
     fenced = " ".join(alerts["TesseraGPUFenced"]["annotations"]["description"].split())
     assert "BrokenDeviceAnnotation" in fenced and "no Node object" in fenced
@@ -655,6 +658,8 @@ def test_alert_descriptions_say_what_their_rules_count(helm: Path) -> None:
     text = " ".join(pending["annotations"]["description"].split())
     assert "have been there" not in text and "waited" not in pending["annotations"]["summary"]
     assert f"above 0 for {pending['for']}" in text and "not necessarily the same pods" in text
+    binding = " ".join(alerts["TesseraBindingErrors"]["annotations"]["description"].split())
+    assert "changed between decision and Binding" in binding and "newer resourceVersion" in binding
 
 # --- `--set` on a list entry: Helm replaces lists -------------------------------------------------
 
