@@ -60,7 +60,6 @@ import orjson
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.quantity import parse_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
@@ -68,10 +67,11 @@ from scheduler.core.state import Notice
 from scheduler.kube.resource_version import compare_resource_versions
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, config
+from tests.property.gpu_holders import Gpu, check_grants
+from tests.property.gpu_holders import check_holders as check_holders_of
 from tests.property.test_invariants import grants_of
 
 Obj = dict[str, Any]
-Gpu = tuple[str, str]  # (node, deviceID): what the node agent hands out
 
 NODES = ("a", "b")
 GPUS_PER_NODE = 2
@@ -699,36 +699,17 @@ def holders(world: World) -> tuple[dict[Gpu, set[str]], dict[Gpu, dict[str, Frac
     return whole, sliced
 
 
-CAPACITY = Fraction(parse_quantity("32Gi"))
-
-
 def check_holders(world: World) -> None:
-    whole, sliced = holders(world)
-    for gpu, who in whole.items():
-        assert len(who) == 1 and not sliced.get(gpu), \
-            f"GPU {gpu} given whole to {sorted(who)}" + (f" and in slices to {sorted(sliced[gpu])}" if sliced.get(gpu)
-                                                         else "") + "\n" + "\n".join(world.log)
-    for gpu, slices in sliced.items():
-        assert sum(slices.values()) <= CAPACITY, \
-            f"GPU {gpu}: slices {dict(slices)} over its {CAPACITY}\n" + "\n".join(world.log)
+    check_holders_of(*holders(world), world.log)
 
 
 def check_decision(world: World, attempt: Attempt) -> None:
     """A Binding about to go out: its GPUs fit beside every holder (the pod itself excepted)."""
     assert attempt.node is not None
-    whole, sliced = holders(world)
-    uid = attempt.pod.uid
-    for device_id, amount in _grants(attempt.annotations):
-        gpu = (attempt.node, device_id)
-        others = {who for who in whole.get(gpu, ()) if not who.startswith(uid)}
-        shared = {who: n for who, n in sliced.get(gpu, {}).items() if not who.startswith(uid)}
-        assert not others, f"{attempt.pod.key} given GPU {gpu} held whole by {sorted(others)}\n" + "\n".join(world.log)
-        if amount is None:
-            assert not shared, f"{attempt.pod.key} given GPU {gpu} whole, sliced by {sorted(shared)}\n" \
-                + "\n".join(world.log)
-        else:
-            assert sum(shared.values()) + amount <= CAPACITY, \
-                f"{attempt.pod.key} given {amount} of GPU {gpu} beside {shared}\n" + "\n".join(world.log)
+    node = attempt.node
+    check_grants(attempt.pod.key, attempt.pod.uid,
+                 [((node, device_id), amount) for device_id, amount in _grants(attempt.annotations)],
+                 *holders(world), world.log)
 
 
 EXAMPLES = int(os.environ.get("TESSERA_HYPOTHESIS_EXAMPLES", "0") or 0) or 150

@@ -63,11 +63,12 @@ from scheduler.core.state import Notice
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, config
 from tests.property import test_bindings_in_flight as flights
-from tests.property.test_bindings_in_flight import CAPACITY, EXCLUSIVE, NODES, SHARED, Binding, Step, World
+from tests.property.gpu_holders import Gpu, check_grants
+from tests.property.gpu_holders import check_holders as check_holders_of
+from tests.property.test_bindings_in_flight import EXCLUSIVE, NODES, SHARED, Binding, Step, World
 from tests.property.test_invariants import container_phases, grants_of
 
 Obj = dict[str, Any]
-Gpu = tuple[str, str]  # (node, deviceID)
 
 # (init containers, sidecars, app containers): each a tuple of its containers' limits
 INIT_KINDS: tuple[tuple[tuple[dict[str, int], ...], tuple[dict[str, int], ...], tuple[dict[str, int], ...]], ...] = (
@@ -405,22 +406,12 @@ def holders(world: ListingWorld) -> tuple[dict[Gpu, set[str]], dict[Gpu, dict[st
 
 
 def check_holders(world: ListingWorld) -> None:
-    whole, sliced = holders(world)
-    for gpu, who in whole.items():
-        others = {uid for uid in sliced.get(gpu, {}) if uid not in who}
-        assert len(who) == 1 and not others, \
-            f"GPU {gpu} given whole to {sorted(who)}" + (f" and in slices to {sorted(others)}" if others else "") \
-            + "\n" + "\n".join(world.log)
-    for gpu, slices in sliced.items():
-        assert sum(slices.values()) <= CAPACITY, \
-            f"GPU {gpu}: slices {dict(slices)} over its {CAPACITY}\n" + "\n".join(world.log)
+    check_holders_of(*holders(world), world.log)
 
 
 def check_decision(world: ListingWorld, attempt: Attempt) -> None:
     """A Binding about to go out: its GPUs fit beside every holder (the pod itself excepted)."""
     assert attempt.node is not None
-    whole, sliced = holders(world)
-    uid = attempt.pod.uid
     mine_whole, mine_sliced = _pod_holds([{"spec": {"containers": [{"name": c.name} for c in attempt.pod.containers
                                                                     if c.kind == "app"],
                                                     "initContainers": [
@@ -428,16 +419,9 @@ def check_decision(world: ListingWorld, attempt: Attempt) -> None:
                                                                             if c.kind == "sidecar" else {})}
                                                         for c in attempt.pod.containers if c.kind != "app"]},
                                            "metadata": {"annotations": dict(attempt.annotations)}}], attempt.node)
-    for gpu in mine_whole | mine_sliced.keys():
-        others = {who for who in whole.get(gpu, ()) if not who.startswith(uid)}
-        shared = {who: n for who, n in sliced.get(gpu, {}).items() if not who.startswith(uid)}
-        assert not others, f"{attempt.pod.key} given GPU {gpu} held whole by {sorted(others)}\n" + "\n".join(world.log)
-        if gpu in mine_whole:
-            assert not shared, f"{attempt.pod.key} given GPU {gpu} whole, sliced by {sorted(shared)}\n" \
-                + "\n".join(world.log)
-        else:
-            assert sum(shared.values()) + mine_sliced[gpu] <= CAPACITY, \
-                f"{attempt.pod.key} given {mine_sliced[gpu]} of GPU {gpu} beside {shared}\n" + "\n".join(world.log)
+    check_grants(attempt.pod.key, attempt.pod.uid,
+                 [(gpu, None if gpu in mine_whole else mine_sliced[gpu]) for gpu in mine_whole | mine_sliced.keys()],
+                 *holders(world), world.log)
 
 
 def check_settled_ledger(world: ListingWorld) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -52,6 +53,32 @@ MOVED = _er("a0", "b", "GPU-M", "u-a0")
 REPUBLISHED = _er("b-new", "b", "GPU-M", "u-b-new")  # GPU M under a new name, a0 deleted
 
 
+def _live_after_the_move() -> tuple[Scheduler, Obj]:
+    """A live scheduler that saw P1 bound to a0, then a0 move to node b as GPU M (held, so parked),
+    then P2 bound on b to a0 as it reads now; and the moved a0 as it saw it."""
+    scheduler = Scheduler(config(BINPACK))
+    for obj in [*BASE, P1]:
+        scheduler.apply("ADDED", copy.deepcopy(obj), 0.0)
+    moved = copy.deepcopy(MOVED)
+    moved["metadata"]["resourceVersion"] = "20"
+    scheduler.apply("MODIFIED", moved, 0.0)
+    scheduler.apply("ADDED", copy.deepcopy(P2), 0.0)
+    return scheduler, moved
+
+
+def _restarted_in_every_order() -> Iterator[tuple[Scheduler, list[str]]]:
+    """A restarted scheduler that lists the cluster as it is now (a0 gone, GPU M republished as
+    b-new, P1 and P2 bound) in each order of nodes, devices, P1 and P2; with the order's names."""
+    current = [obj for obj in BASE if obj["metadata"]["name"] != "a0"] + [REPUBLISHED]
+    groups = [[obj for obj in current if obj["kind"] == "Node"], [obj for obj in current if obj["kind"] != "Node"],
+              [P1], [P2]]
+    for order in itertools.permutations(groups):
+        scheduler = Scheduler(config(BINPACK))
+        for obj in (obj for group in order for obj in group):
+            scheduler.apply("ADDED", copy.deepcopy(obj), 0.0)
+        yield scheduler, [group[0]["metadata"]["name"] for group in order]
+
+
 def _three_on_b(scheduler: Scheduler) -> list[str]:
     """What a pod asking for three V100s on node b is given (b has b0, b1 and GPU M, held by P2)."""
     pod = b.pod("three", limits={CLASS: 3}, spec_extra={"nodeSelector": {"kubernetes.io/hostname": "b"}})
@@ -63,13 +90,7 @@ def _three_on_b(scheduler: Scheduler) -> list[str]:
 
 
 def test_live_a_gpu_held_under_a_name_parked_elsewhere_is_not_given_again() -> None:
-    scheduler = Scheduler(config(BINPACK))
-    for obj in [*BASE, P1]:
-        scheduler.apply("ADDED", copy.deepcopy(obj), 0.0)
-    moved = copy.deepcopy(MOVED)
-    moved["metadata"]["resourceVersion"] = "20"
-    scheduler.apply("MODIFIED", moved, 0.0)
-    scheduler.apply("ADDED", copy.deepcopy(P2), 0.0)
+    scheduler, moved = _live_after_the_move()
     scheduler.apply("DELETED", copy.deepcopy(moved), 0.0)
     notices = scheduler.apply("ADDED", copy.deepcopy(REPUBLISHED), 0.0)
     assert [(n.key, n.reason, n.message) for n in notices if n.reason == "DuplicateDeviceID"] == [
@@ -88,14 +109,7 @@ def test_live_a_gpu_held_under_a_name_parked_elsewhere_is_not_given_again() -> N
 
 
 def test_restart_a_gpu_held_under_a_name_another_pod_holds_elsewhere_is_not_given_again() -> None:
-    current = [obj for obj in BASE if obj["metadata"]["name"] != "a0"] + [REPUBLISHED]
-    groups = [[obj for obj in current if obj["kind"] == "Node"], [obj for obj in current if obj["kind"] != "Node"],
-              [P1], [P2]]
-    for order in itertools.permutations(groups):
-        scheduler = Scheduler(config(BINPACK))
-        for obj in (obj for group in order for obj in group):
-            scheduler.apply("ADDED", copy.deepcopy(obj), 0.0)
-        listed = [group[0]["metadata"]["name"] for group in order]
+    for scheduler, listed in _restarted_in_every_order():
         assert _three_on_b(scheduler) == [], listed
         assert not scheduler.state.devices["b-new"].schedulable, listed
 
@@ -111,21 +125,9 @@ def test_a_gpu_held_under_a_name_parked_elsewhere_counts_on_its_node() -> None:
         assert attempts is not None and len(attempts) == 1
         return attempts[0].node
 
-    live = Scheduler(config(BINPACK))
-    for obj in [*BASE, P1]:
-        live.apply("ADDED", copy.deepcopy(obj), 0.0)
-    moved = copy.deepcopy(MOVED)
-    moved["metadata"]["resourceVersion"] = "20"
-    live.apply("MODIFIED", moved, 0.0)
-    live.apply("ADDED", copy.deepcopy(P2), 0.0)
+    live, _ = _live_after_the_move()
     assert plain_three_on_b(live) is None
     assert live.state.nodes["b"].busy == {"nvidia.com/gpu": 1}
 
-    current = [obj for obj in BASE if obj["metadata"]["name"] != "a0"] + [REPUBLISHED]
-    groups = [[obj for obj in current if obj["kind"] == "Node"], [obj for obj in current if obj["kind"] != "Node"],
-              [P1], [P2]]
-    for order in itertools.permutations(groups):
-        scheduler = Scheduler(config(BINPACK))
-        for obj in (obj for group in order for obj in group):
-            scheduler.apply("ADDED", copy.deepcopy(obj), 0.0)
-        assert plain_three_on_b(scheduler) is None, [group[0]["metadata"]["name"] for group in order]
+    for scheduler, listed in _restarted_in_every_order():
+        assert plain_three_on_b(scheduler) is None, listed

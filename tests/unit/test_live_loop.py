@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import time
 import types
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import pytest
 import structlog
 import structlog.testing
+from structlog.typing import EventDict
 
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
@@ -38,6 +40,18 @@ def _cluster() -> FakeApi:
     api.lists["/api/v1/nodes"] = [b.node("n", gpus=4)]
     api.add_pod(b.pod("p", requests={"nvidia.com/gpu": 1}))
     return api
+
+
+async def _logs_until(loop: SchedulerLoop, logged: Callable[[EventDict], bool],
+                      seconds: float = 10.0) -> list[EventDict]:
+    """Run `loop` until it logs a line `logged` accepts (within `seconds`), then stop it: every
+    line it logged, for the log-line tests below."""
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await until(lambda: any(logged(entry) for entry in logs), seconds=seconds)
+            owner.cancel_scope.cancel()
+    return logs
 
 
 async def test_cancelling_the_loops_owner_cancels_its_bindings() -> None:
@@ -352,11 +366,7 @@ async def test_the_ready_line_says_whether_scheduling_starts(leading: bool, says
     api = _cluster()
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test",  # type: ignore[arg-type]
                          leader_term=lambda: 0 if leading else None)
-    with structlog.testing.capture_logs() as logs:
-        async with anyio.create_task_group() as owner:
-            owner.start_soon(loop.run)
-            await until(lambda: any(entry["event"] == "tessera.ready" for entry in logs), seconds=5)
-            owner.cancel_scope.cancel()
+    logs = await _logs_until(loop, lambda entry: entry["event"] == "tessera.ready", seconds=5)
     [ready] = [entry for entry in logs if entry["event"] == "tessera.ready"]
     assert ready["message"] == f"every informer has listed: the cache is complete and {says}"
 
@@ -373,11 +383,7 @@ async def test_the_line_of_a_successful_binding_names_the_devices_the_pod_got() 
     api.lists["/apis/tessera.dev/v1alpha1/resourceclasses"] = [b.resource_class("v100", match_labels={"model": "V100"})]
     api.add_pod(b.pod("p", limits={"class.tessera.dev/v100": 1}))
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
-    with structlog.testing.capture_logs() as logs:
-        async with anyio.create_task_group() as owner:
-            owner.start_soon(loop.run)
-            await until(lambda: any(e["event"] == "binder.bound" for e in logs))
-            owner.cancel_scope.cancel()
+    logs = await _logs_until(loop, lambda e: e["event"] == "binder.bound")
     [bound] = [e for e in logs if e["event"] == "binder.bound"]
     pod = api.pod("default", "p")
     given = ann.decode_devices(pod["metadata"]["annotations"][ann.DEVICES])
@@ -402,11 +408,7 @@ async def test_the_device_conflict_log_line_names_both_holders() -> None:
     for holder in ("a", "b"):
         api.add_pod(b.pod(holder, node_name="n", phase="Running", annotations={ann.DEVICES: value}))
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
-    with structlog.testing.capture_logs() as logs:
-        async with anyio.create_task_group() as owner:
-            owner.start_soon(loop.run)
-            await until(lambda: any(e.get("reason") == "DeviceConflict" for e in logs))
-            owner.cancel_scope.cancel()
+    logs = await _logs_until(loop, lambda e: e.get("reason") == "DeviceConflict")
     [line] = [e for e in logs if e.get("reason") == "DeviceConflict"]
     assert line["event"] == "input.invalid" and line["log_level"] == "warning"
     first, second = sorted(("default/a", "default/b"), key=lambda key: key != line["object"])
@@ -422,11 +424,7 @@ async def test_a_refused_binding_is_logged_at_error_level() -> None:
     api = _cluster()
     api.fail_next("POST", "/binding", status=422)
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
-    with structlog.testing.capture_logs() as logs:
-        async with anyio.create_task_group() as owner:
-            owner.start_soon(loop.run)
-            await until(lambda: any(e["event"] == "binder.failed" for e in logs))
-            owner.cancel_scope.cancel()
+    logs = await _logs_until(loop, lambda e: e["event"] == "binder.failed")
     [failed] = [e for e in logs if e["event"] == "binder.failed"]
     assert failed["log_level"] == "error"
     assert failed["pod"] == "default/p" and failed["outcome"] == "error"
@@ -446,10 +444,6 @@ async def test_a_binding_for_a_pod_deleted_meanwhile_is_logged_at_error_level_as
 
     api.handlers.insert(0, gone)
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
-    with structlog.testing.capture_logs() as logs:
-        async with anyio.create_task_group() as owner:
-            owner.start_soon(loop.run)
-            await until(lambda: any(e["event"] == "binder.failed" for e in logs))
-            owner.cancel_scope.cancel()
+    logs = await _logs_until(loop, lambda e: e["event"] == "binder.failed")
     [failed] = [e for e in logs if e["event"] == "binder.failed"]
     assert failed["log_level"] == "error" and failed["outcome"] == "not_found"
