@@ -412,10 +412,22 @@ class World:
     def _step_relist(self, step: Step) -> None:
         self.relist()
 
-    def _step_restart(self, step: Step) -> None:
-        """The process dies: each of its Bindings landed or not; a new core lists everything."""
+    def settle(self) -> None:
+        """After the steps, everything settles: this replica leads, the watch catches up, every
+        Binding lands or is refused, cycles run."""
+        self.leading = True
+        self.deliver(len(self.watch))
+        for i in range(len(self.flights) + 4):
+            self.cycle()
+            if self.flights:
+                self.step(Step("land", 0, i % 3))
+            self.deliver(len(self.watch))
+
+    def _die(self, landed: int) -> None:
+        """The process dies: its Binding i landed if bit i % 3 of `landed` is set; the next
+        process (a new core, nothing seen, a new term, leading) has listed nothing yet."""
         for i, flight in enumerate(self.flights):
-            if (step.b >> (i % 3)) & 1:
+            if (landed >> (i % 3)) & 1:
                 self._land(flight)
         self.flights.clear()
         self.watch.clear()
@@ -423,6 +435,10 @@ class World:
         self.core = Scheduler(config(BINPACK))
         self.term += 1
         self.leading = True
+
+    def _step_restart(self, step: Step) -> None:
+        """The process dies: each of its Bindings landed or not; a new core lists everything."""
+        self._die(step.b)
         groups = [list(self.devices.values()), self.classes, list(self.pods.values())]
         listing = list(itertools.permutations(groups))[step.a % 6]
         for obj in [*self.nodes.values(), *(obj for group in listing for obj in group)]:
@@ -736,14 +752,7 @@ def test_bindings_in_flight_never_give_a_gpu_twice(stream: list[Step]) -> None:
     world = World()
     for step in stream:
         world.step(step)
-    # then everything settles: the watch catches up, every Binding lands or is refused, cycles run
-    world.leading = True
-    world.deliver(len(world.watch))
-    for i in range(len(world.flights) + 4):
-        world.cycle()
-        if world.flights:
-            world.step(Step("land", 0, i % 3))
-        world.deliver(len(world.watch))
+    world.settle()
     if not world.flights:
         event("ledger checked settled")
         check_settled_ledger(world)
