@@ -9,35 +9,16 @@ Linux's parent-death signal.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.child_processes import alive, parent_and_child, poll_until
+
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
-
-_REPO = Path(__file__).resolve().parents[2]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _until(check: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return check()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
@@ -62,20 +43,10 @@ def test_a_scheduler_process_dies_with_the_harness(tmp_path: Path, sig: signal.S
         print(proc.proc.pid, flush=True)
         time.sleep(300)
     """)
-    env = {**os.environ, "PYTHONPATH": str(_REPO)}
-    runner = subprocess.Popen([sys.executable, "-c", harness], stdout=subprocess.PIPE, env=env, cwd=_REPO)
-    assert runner.stdout is not None
-    child = int(runner.stdout.readline())
-    try:
-        assert _alive(child)
-        time.sleep(0.5)  # the starting thread has ended: the child must still run
-        assert _alive(child), "the child died with the thread that started it"
+    with parent_and_child(harness) as (runner, child):
+        # the child must outlive the thread that started it (the parent-death signal fires when the
+        # forking thread exits, possibly after join() returned): alive throughout half a second
+        assert not poll_until(lambda: not alive(child), 0.5), "the child died with the thread that started it"
         runner.send_signal(sig)
         runner.wait(30)
-        assert _until(lambda: not _alive(child), 5), f"the scheduler process outlived its {sig.name}ed harness"
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait(30)
-        if _alive(child):
-            os.kill(child, signal.SIGKILL)
+        assert poll_until(lambda: not alive(child), 5), f"the scheduler process outlived its {sig.name}ed harness"

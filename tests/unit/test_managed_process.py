@@ -10,37 +10,20 @@ forked exits, so these tests also start a component from a thread that ends at o
 from __future__ import annotations
 
 import datetime
-import os
 import re
 import signal
-import subprocess
 import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from scheduler.kube.controlplane.processes import ManagedProcess
+from tests.child_processes import alive, parent_and_child, poll_until
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _until(check: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return check()
 
 
 @pytest.mark.parametrize("from_thread", [False, True], ids=["main-thread", "short-lived-thread"])
@@ -59,21 +42,11 @@ def test_a_component_dies_with_the_process_that_started_it(tmp_path: Path, from_
         print(proc.pid, flush=True)
         time.sleep(300)
     """)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    runner = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, env=env)
-    assert runner.stdout is not None
-    child = int(runner.stdout.readline())
-    try:
-        assert _alive(child)
+    with parent_and_child(parent) as (runner, child):
+        assert alive(child)
         runner.send_signal(signal.SIGKILL)
         runner.wait(30)
-        assert _until(lambda: not _alive(child), 10), "the component outlived its SIGKILLed parent"
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait(30)
-        if _alive(child):
-            os.kill(child, signal.SIGKILL)
+        assert poll_until(lambda: not alive(child), 10), "the component outlived its SIGKILLed parent"
 
 
 def test_a_component_started_from_a_thread_outlives_the_thread(tmp_path: Path) -> None:
@@ -84,7 +57,7 @@ def test_a_component_started_from_a_thread_outlives_the_thread(tmp_path: Path) -
     starter.start()
     starter.join()
     try:
-        assert not _until(lambda: not proc.running(), 1.0), f"exited with {proc.returncode()}"
+        assert not poll_until(lambda: not proc.running(), 1.0), f"exited with {proc.returncode()}"
     finally:
         proc.stop(grace=1.0)
 
@@ -98,7 +71,7 @@ def test_each_start_is_marked_in_the_log_with_its_date_and_time(tmp_path: Path) 
         proc = ManagedProcess("echo", ["echo", "hello"], log)
         before = time.time()
         proc.start()
-        assert _until(lambda: not proc.running(), 5.0)
+        assert poll_until(lambda: not proc.running(), 5.0)
     marks = [line for line in log.read_text().splitlines() if line.startswith("===")]
     assert len(marks) == 2
     for mark in marks:
