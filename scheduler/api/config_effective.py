@@ -47,7 +47,11 @@ def configz(config: SchedulerConfig) -> dict[str, Any]:
 
 
 def _camel(value: Any) -> Any:
-    """snake_case keys to camelCase, all the way down (plugin names have no underscores and stay)."""
+    """snake_case keys to camelCase, all the way down. Safe because every key in the dump is a
+    model's field name or a plugin name (score weights, plugin args; none has an underscore): user
+    data — scheduler names, resource names, topology labels — are values, never keys, and stay as
+    written (tests/unit/test_build_and_config_info.py). A field holding a map keyed by user data
+    would need this to convert only the models' field names."""
     if isinstance(value, dict):
         return {_camel_key(key): _camel(item) for key, item in value.items()}
     if isinstance(value, list):

@@ -111,6 +111,34 @@ async def test_configz_serves_the_effective_configuration_as_kube_scheduler_shap
     assert served["configuration"]["leaderElection"]["leaseDurationSeconds"] == 15
 
 
+def test_configz_camel_cases_the_configurations_field_names_not_the_users_data() -> None:
+    """/configz converts snake_case keys to camelCase; a review asked whether user data with
+    underscores (a profile's scheduler name, resource names, topology labels and level names)
+    gets renamed too. It does not: these are values, and the only keys that are not field names
+    are plugin names (score weights, plugin args), which have no underscores."""
+    config = parse_config_text("""
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: tessera_gpu
+  pluginConfig:
+  - name: TopologyPlacement
+    args:
+      levels:
+      - nodeLabel: example.com/rack_id
+        name: rack_level
+      maxDomainTrials: 16
+  - name: TesseraGpuPacking
+    args:
+      resourceName: example.com/gpu_mem
+""", "config.yaml")
+    [profile] = configz(config)["componentconfig"]["configuration"]["profiles"]
+    assert profile["schedulerName"] == "tessera_gpu"
+    assert profile["pluginArgs"]["TopologyPlacement"]["levels"] == [{"nodeLabel": "example.com/rack_id",
+                                                                     "name": "rack_level"}]
+    assert profile["pluginArgs"]["TesseraGpuPacking"] == {"resourceName": "example.com/gpu_mem"}
+
+
 def test_build_and_config_info_metrics() -> None:
     info = BuildInfo("0.1.0", SHA, "clean")
     metrics = Metrics(build=info, config_digest="abcdef012345")
