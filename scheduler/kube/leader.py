@@ -252,8 +252,8 @@ class LeaderElector:
         """The `tessera.dev/term` value the current term writes onto the pods it schedules before
         its first decision (`<identity>/<leaseTransitions>/<acquireTime>`: unique per takeover,
         so the write always changes the pod, even after a Lease deleted by hand restarted the
-        count); None when not leading, or when the term needs no fence: the Lease held this
-        process's own record, so no other replica led since this one last did."""
+        count); None when not leading. A term resumed on this process's own record keeps its
+        token (the loop does not fence a term twice, and finishes a fence left half-done)."""
         return self._fence if self.is_leader else None
 
     @property
@@ -397,9 +397,11 @@ class LeaderElector:
         # a new term (the Lease taken over from another holder's record — expired, released, or
         # none: deleted by hand — or this process's first): Bindings an earlier holder sent may
         # still be on their way, so the term is fenced first (scheduler/kube/fence.py). Leading
-        # again on this process's own record is the same term: nobody else led in between.
-        self._fence = (f"{self.identity}/{self._observed.leader_transitions}/{acquired or ''}"
-                       if self._term != previous_term else None)
+        # again on this process's own record is the same term: nobody else led in between, and it
+        # keeps the term's token, so a fence it had not finished before stepping down is finished
+        # (the loop skips a fence already finished in the term).
+        if self._term != previous_term:
+            self._fence = f"{self.identity}/{self._observed.leader_transitions}/{acquired or ''}"
         self._leading = True
         self._call(self._on_started_leading, "on_started_leading")
 

@@ -77,8 +77,8 @@ class SchedulerLoop:
         self.leader_term = leader_term
         self.is_leader: Callable[[], bool] = lambda: self.leader_term() is not None
         # `term_fence`: the tessera.dev/term value the current term writes onto the pods it
-        # schedules before its first decision (`_fence_term`), None when it needs no fence (the
-        # Lease held this process's own record: nobody else led in between; no leader election)
+        # schedules before its first decision (`_fence_term`), None when it needs no fence (no
+        # leader election). A term whose fence began is fenced to the end with that token.
         self.term_fence = term_fence
         self.http = http
         # `stopwatch`: told how long the core's extension points and plugins take, and the Bindings
@@ -123,10 +123,10 @@ class SchedulerLoop:
         self._finish_due = 0.0  # the next look for half-done gang evictions (at once when leading)
         # the leadership term whose first decision waited for `_catch_up` (None: none yet)
         self._caught_up_term: Hashable | None = None
-        # the term whose fence is written, and the uids the term's fence has written so far (a
-        # failed write is tried again at the next wake, the others not)
+        # the term whose fence is written; the term being fenced, its token and the uids its
+        # fence has written so far (a failed write is tried again, the others not)
         self._fenced_term: Hashable | None = None
-        self._fencing: tuple[Hashable, set[str]] | None = None
+        self._fencing: tuple[Hashable, str, set[str]] | None = None
         # when (monotonic clock) this replica last began to lead (`leadership_started`; None: not
         # told): a Pod LIST sent after it makes the term's catch-up read needless
         self._leading_since: float | None = None
@@ -492,13 +492,16 @@ class SchedulerLoop:
         term = self.leader_term()
         if term is None or term == self._fenced_term:
             return term is not None
-        token = self.term_fence()
-        if token is None:
-            self._fenced_term = term
-            return True
-        if self._fencing is None or self._fencing[0] != term:
-            self._fencing = (term, set())
-        done = self._fencing[1]
+        if self._fencing is not None and self._fencing[0] == term:
+            token = self._fencing[1]  # a fence this term began and has not finished: never skipped
+        else:
+            fresh = self.term_fence()
+            if fresh is None:
+                self._fenced_term = term
+                return True
+            token = fresh
+            self._fencing = (term, token, set())
+        done = self._fencing[2]
         names = self.config.scheduler_names
         pods = [FencedPod(pod.uid, pod.meta.namespace, pod.meta.name) for pod in list(self.core.state.pods.values())
                 if pod.scheduler_name in names and not pod.node_name and not pod.meta.deleting and not pod.terminal

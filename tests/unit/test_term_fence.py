@@ -205,22 +205,52 @@ async def test_a_takeover_from_another_holders_record_is_fenced_with_a_token_of_
     b_._start_leading()
     token = b_.fence_token
     assert token is not None and token.startswith("B/1/") and token != first
-    assert a.fence_token is None or not a.is_leader
+    assert not a.is_leader and a.fence_token is None
 
 
-async def test_leading_again_on_its_own_record_is_not_fenced() -> None:
+async def test_leading_again_on_its_own_record_is_the_same_term_with_the_same_token() -> None:
     """The Lease still held this process's record (its renewals failed, nobody took over): no
-    other replica led, so nothing of another term can be on its way."""
+    other replica led, so it is the same term, and it keeps the term's token: a fence the term
+    had not finished before it stepped down is finished with it (the loop skips a fence it has
+    finished in this term), not dropped."""
     clock, server = Clock(), LeaseServer()
     a = _elector(server, "A", clock)
     await a._acquire()
     a._start_leading()
-    first = a.term
+    first, token = a.term, a.fence_token
+    assert token is not None
     a._stop_leading()  # renewDeadline passed without a successful renewal
     clock.t += 11
     await a._acquire()
     a._start_leading()
-    assert a.term == first and a.fence_token is None
+    assert a.term == first and a.fence_token == token
+
+
+async def test_a_resumed_term_finishes_its_unfinished_fence_before_deciding() -> None:
+    """A fence write fails (500); the same outage fails a renewal, so the leader steps down and
+    gets the Lease back on its own record: the same term. Even if it is then told no token, the
+    term does not decide until every pod is fenced with the token it began with: `c`, never
+    fenced, could otherwise still take the old leader's late Binding."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=2)]
+    api.add_pod(_gpu_pod("a", "11"))
+    api.add_pod(_gpu_pod("c", "12"))
+    token: list[str | None] = [TOKEN]
+
+    def fail_c_and_resume(call: Call) -> Response | None:
+        if call.method == "PATCH" and call.path.endswith("/c/status") and token[0] is not None:
+            token[0] = None
+            return Response(500, b'{"kind":"Status","code":500,"message":"etcdserver: leader changed"}')
+        return None
+
+    api.handlers.append(fail_c_and_resume)
+    await _take_over(api, lambda: token[0],
+                     until_done=lambda loop: loop.stats.scheduled >= 2 and loop.binder.in_flight == 0)
+    assert api.pod("default", "c")["metadata"]["annotations"][ann.TERM] == TOKEN
+    first_bind = next(i for i, call in enumerate(api.calls) if call.method == "POST")
+    last_write = max(i for i, call in enumerate(api.calls) if call.method == "PATCH" and "/status" in call.path
+                     and ann.TERM in (call.body["metadata"].get("annotations") or {}))
+    assert last_write < first_bind
 
 
 async def test_a_pod_changed_between_decision_and_binding_costs_a_retry_not_a_stuck_pod() -> None:
