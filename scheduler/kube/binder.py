@@ -42,19 +42,17 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import aiohttp
 import anyio
 import structlog
 from anyio.abc import TaskStatus
 
 from scheduler.core.annotations import DEVICES
-from scheduler.kube.http import KubeHttp, Response
-from scheduler.kube.concurrency import InFlight, TaskHost
+from scheduler.kube.http import TRANSPORT_ERRORS, KubeHttp, Response
+from scheduler.kube.concurrency import MAX_IN_FLIGHT, InFlight, TaskHost
+from scheduler.kube.pod_answers import pod_in, pod_not_found
 from scheduler.logs import describe_error
 
 log = structlog.get_logger("tessera.binder")
-
-_TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, ConnectionError, OSError)
 
 
 class Outcome(enum.Enum):
@@ -95,7 +93,7 @@ class BindResult:
 
 
 class Binder:
-    def __init__(self, http: KubeHttp, on_result: Callable[[BindResult], None], *, max_in_flight: int = 64,
+    def __init__(self, http: KubeHttp, on_result: Callable[[BindResult], None], *, max_in_flight: int = MAX_IN_FLIGHT,
                  timeout: float = 30.0, term: Callable[[], Hashable | None] = lambda: 0,
                  sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
                  clock: Callable[[], float] = time.monotonic, late_landing_seconds: float | None = None) -> None:
@@ -232,7 +230,7 @@ class Binder:
         try:
             response = await self.http.request("POST", path, body=body, timeout=self.timeout, limited=False,
                                                resend=lambda: self.term() == term)
-        except _TRANSPORT_ERRORS as err:
+        except TRANSPORT_ERRORS as err:
             return None, describe_error(err)
         if response.ok:
             return Outcome.BOUND, ""
@@ -250,11 +248,11 @@ class Binder:
             try:
                 async with self._slots:
                     response = await self.http.request("GET", path, timeout=self.timeout, limited=False)
-            except _TRANSPORT_ERRORS:
+            except TRANSPORT_ERRORS:
                 response = None
-            if response is not None and response.status == 404 and _pod_not_found(response, binding.name):
+            if response is not None and response.status == 404 and pod_not_found(response, binding.name):
                 return Outcome.NOT_FOUND, None
-            pod = _pod(response) if response is not None and response.ok else None
+            pod = pod_in(response) if response is not None and response.ok else None
             if pod is not None:
                 meta = pod["metadata"]
                 if meta.get("uid") != binding.uid:  # a new pod under the old name: ours is gone
@@ -275,29 +273,6 @@ class Binder:
                 return None, pod
             await self._sleep(delay * (1 + random.random() * 0.2))
             delay = min(delay * 2, _RESEND_MAX)
-
-
-def _pod_not_found(response: Response, name: str) -> bool:
-    """The apiserver's NotFound Status for pod `name` (a proxy's 404 is not that)."""
-    try:
-        status = response.json()
-    except ValueError:
-        return False
-    details = status.get("details") if isinstance(status, dict) else None
-    return (isinstance(details, dict) and status.get("kind") == "Status" and status.get("reason") == "NotFound"
-            and details.get("name") == name)
-
-
-def _pod(response: Response) -> dict[str, Any] | None:
-    """The Pod a 200 carries; None when it is not one (a proxy's page, an empty body)."""
-    try:
-        pod = response.json()
-    except ValueError:
-        return None
-    if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod" or not isinstance(pod.get("metadata"), dict) \
-            or not pod["metadata"].get("uid"):
-        return None
-    return pod
 
 
 def _read_back(binding: Binding, settled: Outcome, observed: dict[str, Any] | None, first_error: str,

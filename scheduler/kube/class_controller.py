@@ -37,13 +37,12 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-import aiohttp
 import structlog
 
 from scheduler.core.classes import ResourceClass
 from scheduler.core.objects import Device
 from scheduler.kube.concurrency import Wakeup
-from scheduler.kube.http import KubeHttp
+from scheduler.kube.http import TRANSPORT_ERRORS, KubeHttp
 from scheduler.logs import describe_error
 
 __all__ = ["MANAGED_BY", "MANAGED_BY_LABEL", "MODEL_ANNOTATION", "DefaultClassController", "DefaultClasses",
@@ -169,7 +168,7 @@ class DefaultClassController:
             try:
                 response = await self.http.request("POST", RESOURCE_CLASSES, body=obj, limited=False,
                                                    resend=self.is_leader)
-            except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            except TRANSPORT_ERRORS as err:
                 log.warning("class_controller.create_failed", resource_class=name, reason=describe_error(err))
                 ok = False
                 continue

@@ -26,7 +26,10 @@ from collections.abc import Callable
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-__all__ = ["InFlight", "TaskHost", "Wakeup", "stop_on_signal"]
+__all__ = ["MAX_IN_FLIGHT", "InFlight", "TaskHost", "Wakeup", "stop_on_signal"]
+
+# requests one writer (the Binder, the term fence) has out at once, outside the rate limiter
+MAX_IN_FLIGHT = 64
 
 
 class TaskHost:

@@ -39,12 +39,11 @@ import random
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
-import aiohttp
 import anyio
 import structlog
 
 from scheduler.kube.concurrency import InFlight
-from scheduler.kube.http import STRATEGIC_PATCH, KubeHttp, Response
+from scheduler.kube.http import TRANSPORT_ERRORS, STRATEGIC_PATCH, KubeHttp, Response
 from scheduler.kube.recorder import ObjectRef, micro_time
 
 log = structlog.get_logger("tessera.evictor")
@@ -267,7 +266,7 @@ class Evictor:
                 try:
                     answer = await self._set_condition(preemption, eviction, marked=False)
                     outcome = "ok" if answer.ok else f"HTTP {answer.status}"
-                except (aiohttp.ClientError, TimeoutError, OSError) as err:
+                except TRANSPORT_ERRORS as err:
                     outcome = str(err)
             log.info("evictor.mark_withdrawn", pod=eviction.key, outcome=outcome)
 
@@ -283,7 +282,7 @@ class Evictor:
                 await self._in_term(preemption)
                 try:
                     answer: Response | BaseException = await send()
-                except (aiohttp.ClientError, TimeoutError, OSError) as err:
+                except TRANSPORT_ERRORS as err:
                     answer = err
             if preemption.abandoned:
                 raise _Abandoned
@@ -325,7 +324,7 @@ class Evictor:
         try:
             found = await self.http.request("GET", f"/api/v1/namespaces/{eviction.namespace}/pods/{eviction.name}",
                                             limited=False)
-        except (aiohttp.ClientError, TimeoutError, OSError):
+        except TRANSPORT_ERRORS:
             return False
         if found.status == 404:
             return True

@@ -25,15 +25,16 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import anyio
+import structlog
 
 from scheduler.core.annotations import TERM
-from scheduler.kube.http import MERGE_PATCH, KubeHttp
+from scheduler.kube.concurrency import MAX_IN_FLIGHT
+from scheduler.kube.http import MERGE_PATCH, TRANSPORT_ERRORS, KubeHttp
+from scheduler.kube.pod_answers import pod_in, pod_not_found, uid_conflict
 from scheduler.logs import describe_error
 
-MAX_IN_FLIGHT = 64  # as many PATCHes at once as the binder sends Bindings
-_TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, ConnectionError, OSError)
+log = structlog.get_logger("tessera.fence")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,16 +71,21 @@ async def fence(http: KubeHttp, pods: Iterable[FencedPod], token: str, term: Has
             try:
                 response = await http.request("PATCH", path, body=body, content_type=MERGE_PATCH, timeout=timeout,
                                               limited=False, resend=lambda: current_term() == term)
-            except _TRANSPORT_ERRORS as err:
+            except TRANSPORT_ERRORS as err:
                 outcome.failed.append(f"{pod.namespace}/{pod.name}: {describe_error(err)}")
                 return
-        if response.ok:
-            written = response.json()
-            if isinstance(written, dict) and isinstance(written.get("metadata"), dict):
-                on_pod(written)
+        written = pod_in(response) if response.ok else None
+        if written is not None:
             outcome.written += 1
             done.add(pod.uid)
-        elif response.status in (404, 409):  # gone, or a new pod under the name (uid precondition)
+            try:
+                on_pod(written)
+            except Exception:  # noqa: BLE001 - the callback is ours; a bug there must not stop the fence
+                log.exception("fence.callback_failed", pod=f"{pod.namespace}/{pod.name}")
+        elif response.ok:  # a 2xx that is not the Pod (a proxy's page): nothing says the write landed
+            outcome.failed.append(f"{pod.namespace}/{pod.name}: HTTP {response.status} without the Pod in it")
+        elif (response.status == 404 and pod_not_found(response, pod.name)) or (
+                response.status == 409 and uid_conflict(response)):  # gone, or another pod under the name
             outcome.gone += 1
             done.add(pod.uid)
         else:

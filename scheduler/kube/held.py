@@ -26,13 +26,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import aiohttp
 import structlog
 
 from scheduler.core.annotations import HELD_DEVICES
 from scheduler.core.state import Notice
 from scheduler.kube.concurrency import Wakeup
-from scheduler.kube.http import STRATEGIC_PATCH, KubeHttp
+from scheduler.kube.http import TRANSPORT_ERRORS, STRATEGIC_PATCH, KubeHttp
 
 log = structlog.get_logger("tessera.held")
 
@@ -99,7 +98,7 @@ class HeldDevicesWriter:
         try:
             response = await self.http.request("PATCH", path, body=body, content_type=STRATEGIC_PATCH,
                                                limited=False, resend=self.allowed)
-        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+        except TRANSPORT_ERRORS as err:
             log.warning("held.write_failed", pod=f"{wish.namespace}/{wish.name}", error=str(err))
             return False
         if response.ok or response.status in (404, 409, 422):  # written, or the pod (that uid) is gone

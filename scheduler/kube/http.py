@@ -35,6 +35,8 @@ from kubernetes_asyncio import client, config
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+# what a request that never got an answer raises: the write may or may not have landed
+TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, OSError)  # ConnectionError is an OSError
 
 
 class RateLimiter:

@@ -38,12 +38,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-import aiohttp
 import anyio
 import structlog
 from anyio.abc import TaskGroup
 
-from scheduler.kube.http import MERGE_PATCH, KubeHttp
+from scheduler.kube.http import TRANSPORT_ERRORS, MERGE_PATCH, KubeHttp
 from scheduler.shortened import shortened
 
 log = structlog.get_logger("tessera.events")
@@ -185,14 +184,14 @@ class EventRecorder:
                 if now >= self._next_sweep:
                     self._next_sweep = now + SERIES_WINDOW
                     await self._finish_series(now)
-            except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            except TRANSPORT_ERRORS as err:
                 log.warning("events.write_failed", error=str(err))
 
     async def _handle(self, item: _Occurrence, retries: TaskGroup) -> None:
         """One occurrence; a new Event lost in transport is tried again later, off the queue's path."""
         try:
             await self._write(item)
-        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+        except TRANSPORT_ERRORS as err:
             if item.body is None:  # a series count: written again at the next observation or the sweep
                 raise
             item.tries += 1

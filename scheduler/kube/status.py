@@ -33,7 +33,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
 import anyio
 import orjson
 import structlog
@@ -44,7 +43,8 @@ from scheduler.core.scheduler import SCHEDULER_ERROR as SCHEDULER_ERROR
 from scheduler.core.scheduler import UNSCHEDULABLE as UNSCHEDULABLE
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION as WAITING_FOR_ALLOCATION
 from scheduler.kube.concurrency import Wakeup
-from scheduler.kube.http import MERGE_PATCH, STRATEGIC_PATCH, KubeHttp, Response
+from scheduler.kube.http import TRANSPORT_ERRORS, MERGE_PATCH, STRATEGIC_PATCH, KubeHttp, Response
+from scheduler.kube.pod_answers import pod_in
 from scheduler.kube.recorder import micro_time
 
 log = structlog.get_logger("tessera.status")
@@ -290,7 +290,7 @@ class StatusWriter:
         try:
             response = await self.http.request("PATCH", path, body=body, content_type=content_type, limited=False,
                                                resend=self.allowed)
-        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+        except TRANSPORT_ERRORS as err:
             log.warning("status.write_failed", path=path, error=str(err))
         finally:  # also when cancelled: a write that never returned must not hold back its wish
             current = self._inflight.get(key)
@@ -305,7 +305,7 @@ class StatusWriter:
         if response.ok:
             self._written[key] = fingerprint
             self.writes += 1
-            written = _pod_written(response) if pod is not None else None
+            written = pod_in(response) if pod is not None else None
             if written is not None:
                 try:
                     self.on_pod_written(written)
@@ -327,17 +327,6 @@ class StatusWriter:
             self._dirty[key] = body
             if self._retry_at is None:
                 self._retry_at = anyio.current_time() + self._retry_seconds
-
-
-def _pod_written(response: Response) -> dict[str, Any] | None:
-    """The Pod a status write answered with; None when the answer is not one."""
-    try:
-        pod = response.json()
-    except ValueError:
-        return None
-    if not isinstance(pod, dict) or pod.get("kind", "Pod") != "Pod" or not isinstance(pod.get("metadata"), dict):
-        return None
-    return pod
 
 
 def _pod_of(path: str) -> tuple[str, str] | None:

@@ -16,6 +16,7 @@ import anyio
 
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
+from scheduler.kube.fence import FencedPod, FenceOutcome, fence
 from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.loop import SchedulerLoop
@@ -276,3 +277,83 @@ async def test_a_pod_changed_between_decision_and_binding_costs_a_retry_not_a_st
                             until_done=lambda loop: _bound_to(api, "n") == ["a"] and loop.binder.in_flight == 0)
     assert len(sent_versions) == 2 and sent_versions[0] == "11" and int(sent_versions[1]) > 11
     assert loop.stats.bind_errors == 1
+
+
+# --- answers that are not what they seem --------------------------------------------------------
+
+async def _fence_a_with(answer: Response, *, on_pod: Callable[[dict[str, Any]], None] = lambda pod: None
+                        ) -> tuple[FenceOutcome, set[str]]:
+    """One fence of pod `a` whose first write gets `answer` (the rest go to the fake apiserver)."""
+    api = FakeApi()
+    api.add_pod(_gpu_pod("a", "11"))
+    answered: list[int] = []
+
+    def first(call: Call) -> Response | None:
+        if call.method == "PATCH" and not answered:
+            answered.append(1)
+            return answer
+        return None
+
+    api.handlers.append(first)
+    uid = api.pod("default", "a")["metadata"]["uid"]
+    done: set[str] = set()
+    outcome = await fence(KubeHttp(api), [FencedPod(uid, "default", "a")], TOKEN, 1,  # type: ignore[arg-type]
+                          lambda: 1, on_pod, done)
+    return outcome, done
+
+
+async def test_a_2xx_that_is_not_a_pod_is_a_failed_write_not_a_crash() -> None:
+    """A proxy's HTML page with 200 (or an empty body): not a Pod, so nothing says the pod's
+    resourceVersion changed — the write is tried again, and the loop goes on (it crashed: orjson's
+    JSONDecodeError escaped the task group)."""
+    for body in (b"<html>ok</html>", b"", b'{"kind":"Status","status":"Success"}'):
+        outcome, done = await _fence_a_with(Response(200, body))
+        assert outcome.written == 0 and len(outcome.failed) == 1 and done == set(), body
+
+
+async def test_a_non_json_200_does_not_end_the_loop() -> None:
+    """The review's probe: the loop decides after the write is tried again."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=2)]
+    api.add_pod(_gpu_pod("a", "11"))
+    seen: list[int] = []
+
+    def proxy_page(call: Call) -> Response | None:
+        if call.method == "PATCH" and call.path.endswith("/a/status") and not seen:
+            seen.append(1)
+            return Response(200, b"<html>ok</html>")
+        return None
+
+    api.handlers.append(proxy_page)
+    with anyio.fail_after(20):
+        await _take_over(api, lambda: TOKEN,
+                         until_done=lambda loop: loop.stats.scheduled >= 1 and loop.binder.in_flight == 0)
+    assert _fence_writes(api) == ["a", "a"]
+
+
+async def test_a_broken_on_pod_callback_does_not_end_the_fence() -> None:
+    def broken(pod: dict[str, Any]) -> None:
+        raise RuntimeError("bug")
+
+    outcome, done = await _fence_a_with(Response(200, b'{"kind":"Pod","metadata":{"uid":"u","name":"a"}}'),
+                                        on_pod=broken)
+    assert outcome.written == 1 and done != set()
+
+
+async def test_a_proxys_404_or_a_409_that_is_not_the_uid_precondition_is_not_gone() -> None:
+    """Only the apiserver's NotFound for the pod, or its uid precondition's Conflict, means the pod
+    is gone (or replaced under the name); a proxy's 404 page or another 409 is a write to try again."""
+    not_ours = [Response(404, b"<html>404 Not Found</html>"),
+                Response(404, b'{"kind":"Status","reason":"NotFound","details":{"name":"other","kind":"pods"}}'),
+                Response(409, b'{"kind":"Status","reason":"Conflict","message":"Operation cannot be fulfilled on '
+                              b'pods \\"a\\": the object has been modified"}')]
+    for answer in not_ours:
+        outcome, done = await _fence_a_with(answer)
+        assert outcome.gone == 0 and len(outcome.failed) == 1 and done == set(), answer.body
+    gone = [Response(404, b'{"kind":"Status","reason":"NotFound","code":404,'
+                          b'"details":{"name":"a","kind":"pods"}}'),
+            Response(409, b'{"kind":"Status","reason":"Conflict","code":409,"details":{"name":"a"},'
+                          b'"message":"Operation cannot be fulfilled on Pod \\"a\\": Precondition failed: UID in precondition: u1, UID in object meta: u2"}')]
+    for answer in gone:
+        outcome, done = await _fence_a_with(answer)
+        assert outcome.gone == 1 and outcome.failed == [] and len(done) == 1, answer.body
