@@ -65,7 +65,8 @@ class Outcome(enum.Enum):
 # A refusal of these is certain: the apiserver answered and bound nothing. 408 and 429 are not
 # among them (the request may be retried by the server side or still be queued).
 _REFUSED = frozenset({400, 401, 403, 405, 406, 410, 413, 415, 422})
-_RESEND_INITIAL, _RESEND_MAX = 0.2, 5.0
+# the delay between tries of a write that did not land, doubled each time (the Binder, the term fence)
+RESEND_INITIAL, RESEND_MAX = 0.2, 5.0
 APISERVER_REQUEST_TIMEOUT = 60.0  # kube-apiserver's --request-timeout default
 
 
@@ -165,7 +166,7 @@ class Binder:
         can no longer land; then the pod is decided afresh. Back in `term` itself (the lease
         lapsed and came back with nobody else holding it), nothing can have been given away: it
         sends again rather than hold the pod and its devices for the whole window."""
-        delay = _RESEND_INITIAL
+        delay = RESEND_INITIAL
         sends = 0
         first_error = ""
         last_ambiguous: float | None = None  # when the last send whose fate is unknown went out
@@ -213,7 +214,7 @@ class Binder:
                 return _read_back(binding, settled, observed, first_error, sends)
             log.info("binder.unsettled", pod=pod, node=binding.node, error=message, sends=sends)
             await self._sleep(delay * (1 + random.random() * 0.2))
-            delay = min(delay * 2, _RESEND_MAX)
+            delay = min(delay * 2, RESEND_MAX)
 
     async def _post(self, binding: Binding, term: Hashable | None) -> tuple[Outcome | None, str]:
         """A certain outcome, or None and the error when the answer is ambiguous. The transport
@@ -243,7 +244,7 @@ class Binder:
     async def _resolve(self, binding: Binding) -> tuple[Outcome | None, dict[str, Any] | None]:
         """Read the pod until a read succeeds: what it settles (None: still unbound) and the pod."""
         path = f"/api/v1/namespaces/{binding.namespace}/pods/{binding.name}"
-        delay = _RESEND_INITIAL
+        delay = RESEND_INITIAL
         while True:
             try:
                 async with self._slots:
@@ -272,7 +273,7 @@ class Binder:
                     return Outcome.RETRY, pod
                 return None, pod
             await self._sleep(delay * (1 + random.random() * 0.2))
-            delay = min(delay * 2, _RESEND_MAX)
+            delay = min(delay * 2, RESEND_MAX)
 
 
 def _read_back(binding: Binding, settled: Outcome, observed: dict[str, Any] | None, first_error: str,

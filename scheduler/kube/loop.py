@@ -28,7 +28,7 @@ from scheduler.core.objects import (FINAL_GROUP_PHASES, PLUGINS_API, PODGROUP_AP
                                    gang_key, gang_key_parts, gang_name, podgroup_api)
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import Notice
-from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
+from scheduler.kube.binder import RESEND_INITIAL, RESEND_MAX, Binder, Binding, BindResult, Outcome
 from scheduler.kube.class_controller import DefaultClassController
 from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.evictor import Eviction, Evictor
@@ -127,6 +127,13 @@ class SchedulerLoop:
         # fence has written so far (a failed write is tried again, the others not)
         self._fenced_term: Hashable | None = None
         self._fencing: tuple[Hashable, str, set[str]] | None = None
+        # a fence that failed is tried again after a delay doubled each time (RESEND_INITIAL to
+        # RESEND_MAX), not at every wake: a webhook or a missing pods/status right refuses every
+        # write, and a busy watch wakes the loop many times a second
+        self._fence_delay = RESEND_INITIAL
+        self._fence_retry_at: float | None = None  # monotonic clock
+        # the last failed try of the fence: how many pods it left, and why (`fence_pending`)
+        self._fence_failed: tuple[int, str] | None = None
         # when (monotonic clock) this replica last began to lead (`leadership_started`; None: not
         # told): a Pod LIST sent after it makes the term's catch-up read needless
         self._leading_since: float | None = None
@@ -419,6 +426,8 @@ class SchedulerLoop:
             expiry = self.core.next_backoff_expiry()
             if expiry is not None and self.is_leader() and self.informers.synced:  # only cycles clear it
                 timeout = max(0.0, min(timeout, expiry - time.time()))
+            if self._fence_retry_at is not None:
+                timeout = max(0.0, min(timeout, self._fence_retry_at - time.monotonic()))
             await self._wake.wait(timeout)
             if self._stopping or not self.is_leader() or not self.informers.synced:
                 # pods entering the queue are counted as they come, by a standby too (kube-scheduler's
@@ -494,13 +503,17 @@ class SchedulerLoop:
             return term is not None
         if self._fencing is not None and self._fencing[0] == term:
             token = self._fencing[1]  # a fence this term began and has not finished: never skipped
+            if self._fence_retry_at is not None and time.monotonic() < self._fence_retry_at:
+                return False
         else:
             fresh = self.term_fence()
             if fresh is None:
                 self._fenced_term = term
+                self._fence_ended()
                 return True
             token = fresh
             self._fencing = (term, token, set())
+            self._fence_delay, self._fence_retry_at = RESEND_INITIAL, None
         done = self._fencing[2]
         names = self.config.scheduler_names
         pods = [FencedPod(pod.uid, pod.meta.namespace, pod.meta.name) for pod in list(self.core.state.pods.values())
@@ -511,18 +524,47 @@ class SchedulerLoop:
                               self._written, done)
         if outcome.aborted or self.leader_term() != term:
             log.info("leader.fence_aborted", written=outcome.written, message="the term changed while it was fenced")
+            self._fence_ended()
             return False
         if outcome.failed:
+            self._fence_failed = (len(outcome.failed), outcome.failed[0])
+            self._fence_retry_at = time.monotonic() + self._fence_delay
             log.warning("leader.fence_failed", failed=len(outcome.failed), written=outcome.written,
-                        first=outcome.failed[0], message="this replica leads but does not decide until every pod an "
-                        "earlier leader could have bound is fenced; trying the rest again")
+                        first=outcome.failed[0], retry_in=round(self._fence_delay, 1),
+                        message="this replica leads but does not decide until every pod an earlier leader could "
+                        "have bound is fenced; trying the rest again")
+            self._fence_delay = min(self._fence_delay * 2, RESEND_MAX)
             return False
         self._fenced_term = term
         self._fencing = None
+        self._fence_ended()
         log.info("leader.fenced", token=token, pods=outcome.written, gone=outcome.gone,
                  seconds=round(time.monotonic() - started, 3),
                  message="no Binding an earlier leader sent can land on these pods any more")
         return True
+
+    def _fence_ended(self) -> None:
+        """No fence is under way (finished, not needed, or its term ended): nothing to report."""
+        self._fence_failed = None
+        self._fence_delay, self._fence_retry_at = RESEND_INITIAL, None
+
+    @property
+    def fence_pending(self) -> int:
+        """Pods the current term still has to fence before its first decision, as its last try
+        left them (tessera_leader_fence_pending_pods); 0 when no fence of this term failed."""
+        failed = self._fence_failed
+        return failed[0] if failed is not None and self._fence_stalled() else 0
+
+    @property
+    def fence_error(self) -> str | None:
+        """Why the current term's fence last failed ("ns/name: HTTP 403: …", /readyz's
+        term-fence check); None when it did not."""
+        failed = self._fence_failed
+        return failed[1] if failed is not None and self._fence_stalled() else None
+
+    def _fence_stalled(self) -> bool:
+        term = self.leader_term()
+        return term is not None and self._fencing is not None and self._fencing[0] == term
 
     async def _run_cycles(self) -> None:
         cycles = 0

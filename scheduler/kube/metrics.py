@@ -233,6 +233,11 @@ class Metrics:
             "tessera_leader",
             "1 while this instance holds the leader Lease and schedules, 0 while it is a standby.",
             registry=r)
+        self.leader_fence_pending = Gauge(
+            "tessera_leader_fence_pending_pods",
+            "Pods the leader still has to write its term fence onto before it schedules again (its "
+            "writes to them failed; retried with backoff); 0 once fenced, and on a standby.",
+            registry=r)
         self.informer_relists = Counter(
             "tessera_informer_relists_total",
             "Full re-lists by informer kind (the watch expired with 410 Gone or broke).",
@@ -389,6 +394,9 @@ class Metrics:
         value = 1 if leading else 0
         self.leader.set(value)
         self.leader_election_master_status.labels(name=self.lease_name).set(value)
+
+    def set_fence_pending(self, count: int) -> None:
+        self.leader_fence_pending.set(count)
 
     def count_slow_renewals(self, total: int) -> None:
         """The counter follows the elector's running total; as client-go's, its series appears

@@ -325,14 +325,23 @@ def _healthz_checks(loop: SchedulerLoop) -> list[Check]:
 
 def _readyz_checks(loop: SchedulerLoop) -> list[Check]:
     """kube-scheduler's readiness: `shutdown` from SIGTERM on, and the informers' initial lists
-    (`informer-sync`), with the apiserver's refusal as the reason while it refuses us."""
+    (`informer-sync`), with the apiserver's refusal as the reason while it refuses us. Tessera's
+    own: `term-fence`, failing while a leader cannot write its term fence (it schedules nothing
+    meanwhile: a webhook or a policy refusing pods/status writes, RBAC without pods/status)."""
     def informers() -> str | None:
         if loop.informers.synced:
             return None
         return loop.informers.denied or "informers have not finished their initial list"
 
+    def term_fence() -> str | None:
+        error = loop.fence_error
+        if error is None:
+            return None
+        return (f"the leader schedules nothing until it has fenced {loop.fence_pending} more pod(s); "
+                f"the last write failed: {error}")
+
     return [("shutdown", lambda: "the process is shutting down" if loop.stopping else None),
-            ("informer-sync", informers)]
+            ("informer-sync", informers), ("term-fence", term_fence)]
 
 
 class MetricsHooks(LoopHooks):
@@ -401,6 +410,7 @@ class StateGauges:
         metrics.set_unschedulable_pods(core.unschedulable_by_plugin())
         metrics.set_waiting_for_allocation(len(held))
         metrics.set_binding(len(held) + self.loop.binder.in_flight)
+        metrics.set_fence_pending(self.loop.fence_pending)
         for kind, stats in self.loop.informers.stats().items():
             metrics.count_relists(kind, stats.relists)
         for informer in self.loop.informers.informers:

@@ -54,7 +54,8 @@ async def test_verbose_probes_list_their_checks_and_say_check_passed() -> None:
     (name = the path without its slash); only without `verbose` is the body a bare `ok`.
     Tessera ignores the query: `/healthz?verbose` is `ok`, so `curl .../readyz?verbose` (the
     documented way to see which check holds a component back) tells nothing."""
-    loop = cast(Any, SimpleNamespace(healthy=True, stopping=False, informers=SimpleNamespace(synced=True, denied=None)))
+    loop = cast(Any, SimpleNamespace(healthy=True, stopping=False, fence_error=None,
+                                     informers=SimpleNamespace(synced=True, denied=None)))
     async with serve("127.0.0.1", 0, healthz=_healthz_checks(loop), readyz=_readyz_checks(loop),
                      registry=Metrics().registry) as server:
         for name in ("healthz", "livez", "readyz"):
@@ -77,7 +78,7 @@ async def test_readyz_does_not_hand_the_apiservers_error_text_to_anonymous_clien
     identity = "system:serviceaccount:gpu-system:tessera-scheduler"
     denials.refused("Node", _HttpError(403, f'nodes is forbidden: User "{identity}" cannot list resource "nodes" '
                                             'in API group "" at the cluster scope'))
-    loop = cast(Any, SimpleNamespace(healthy=True, stopping=False,
+    loop = cast(Any, SimpleNamespace(healthy=True, stopping=False, fence_error=None,
                                      informers=SimpleNamespace(synced=False, denied=denials.reason)))
     async with serve("127.0.0.1", 0, healthz=_healthz_checks(loop), readyz=_readyz_checks(loop),
                      registry=Metrics().registry) as server:

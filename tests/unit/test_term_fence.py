@@ -20,6 +20,8 @@ from scheduler.kube.fence import FencedPod, FenceOutcome, fence
 from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.loop import SchedulerLoop
+from scheduler.kube.metrics import Metrics
+from scheduler.kube.run_cli import StateGauges, _readyz_checks
 from scheduler.sim import builders as b
 from tests.fakeapi import Call, FakeApi
 from tests.fakelease import Clock, LeaseServer
@@ -53,7 +55,8 @@ def _bound_to(api: FakeApi, node: str) -> list[str]:
 
 async def _take_over(api: FakeApi, fence: Callable[[], str | None], *, until_done: Callable[[SchedulerLoop], bool],
                      term: list[Hashable | None] | None = None,
-                     after_sync: Callable[[], None] = lambda: None) -> SchedulerLoop:
+                     after_sync: Callable[[], None] = lambda: None,
+                     after_lead: Callable[[SchedulerLoop], None] = lambda loop: None) -> SchedulerLoop:
     """A standby lists the cluster, then leads (term 1, `fence` its fence token) until `until_done`."""
     term = term if term is not None else [None]
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
@@ -64,6 +67,7 @@ async def _take_over(api: FakeApi, fence: Callable[[], str | None], *, until_don
         after_sync()
         term[0] = term[0] if term[0] is not None else 1
         loop.leadership_started()
+        after_lead(loop)
         await until(lambda: until_done(loop))
         owner.cancel_scope.cancel()
     return loop
@@ -353,7 +357,52 @@ async def test_a_proxys_404_or_a_409_that_is_not_the_uid_precondition_is_not_gon
     gone = [Response(404, b'{"kind":"Status","reason":"NotFound","code":404,'
                           b'"details":{"name":"a","kind":"pods"}}'),
             Response(409, b'{"kind":"Status","reason":"Conflict","code":409,"details":{"name":"a"},'
-                          b'"message":"Operation cannot be fulfilled on Pod \\"a\\": Precondition failed: UID in precondition: u1, UID in object meta: u2"}')]
+                          b'"message":"Operation cannot be fulfilled on Pod \\"a\\": Precondition failed: '
+                          b'UID in precondition: u1, UID in object meta: u2"}')]
     for answer in gone:
         outcome, done = await _fence_a_with(answer)
         assert outcome.gone == 1 and outcome.failed == [] and len(done) == 1, answer.body
+
+
+async def test_a_fence_that_keeps_failing_backs_off_and_says_how_many_pods_wait() -> None:
+    """An admission webhook refuses every pods/status write for a while, and watch events wake
+    the loop all the time: the fence is tried again with a growing delay (it was re-sent at every
+    wake: hundreds of writes a second), `fence_pending` counts the pods still to fence and
+    `fence_error` says why (the gauge and /readyz show them); once the webhook lets the writes
+    through, the term is fenced and decides."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(_gpu_pod("a", "11"))
+    refusing = [True]
+    refused = Response(403, b'{"kind":"Status","code":403,"reason":"Forbidden","message":"admission webhook '
+                            b'\\"policy.example.com\\" denied the request"}')
+    api.handlers.append(lambda call: refused if call.method == "PATCH" and refusing[0] else None)
+    seen: list[tuple[float, str | None]] = []
+    metrics = Metrics(profiles=["tessera"])
+
+    def scrape(loop: SchedulerLoop) -> tuple[float, str | None]:
+        """The gauge as a scrape reads it, and /readyz's term-fence check."""
+        [check] = [check for name, check in _readyz_checks(loop) if name == "term-fence"]
+        return metrics.registry.get_sample_value("tessera_leader_fence_pending_pods") or 0.0, check()
+
+    def busy_watch_then_let_through(loop: SchedulerLoop) -> None:
+        metrics.on_scrape(StateGauges(loop, metrics))
+
+        async def wake_often() -> None:
+            for _ in range(150):  # 1.5 s of a busy watch stream
+                loop.wake()
+                await anyio.sleep(0.01)
+            seen.append(scrape(loop))
+            refusing[0] = False
+        loop_group.start_soon(wake_often)
+
+    loops: list[SchedulerLoop] = []
+    async with anyio.create_task_group() as loop_group:
+        loops.append(await _take_over(api, lambda: TOKEN, after_lead=busy_watch_then_let_through,
+                                      until_done=lambda loop: loop.stats.scheduled >= 1 and loop.binder.in_flight == 0))
+    attempts = len(api.of("PATCH", "/a/status"))
+    assert 3 <= attempts <= 8, attempts  # 0.2 + 0.4 + 0.8 s of backoff in 1.5 s, then the write that lands
+    [(pending, reason)] = seen
+    assert pending == 1 and reason is not None and "HTTP 403" in reason and "policy.example.com" in reason
+    assert scrape(loops[0]) == (0.0, None)
+    assert _bound_to(api, "n") == ["a"]
