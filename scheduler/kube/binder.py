@@ -91,6 +91,11 @@ class BindResult:
     seconds: float
     observed: dict[str, Any] | None = None  # the pod as read back after an ambiguous answer
     sends: int = 1  # POSTs it took (more than one after ambiguous failures)
+    # for the log only: what `message` leaves out so that it stays the same from one refusal to
+    # the next (the resourceVersions, the apiserver's 409 naming them). `message` goes into the
+    # pod's PodScheduled condition and an Event: a message new at every 409 is a new status write
+    # every time, itself a change of the pod that the next Binding can run into.
+    detail: str = ""
 
 
 class Binder:
@@ -282,10 +287,9 @@ def _read_back(binding: Binding, settled: Outcome, observed: dict[str, Any] | No
     changed since the decision (no send of this Binding can land any more)."""
     if settled is Outcome.RETRY:
         version = ((observed or {}).get("metadata") or {}).get("resourceVersion")
-        changed = (f"the pod changed since it was decided (resourceVersion {binding.resource_version} -> {version}); "
-                   "no Binding for the old version can land")
-        return BindResult(binding, settled, f"{first_error}; {changed}" if first_error else changed, 0.0,
-                          observed=observed, sends=sends)
+        detail = f"resourceVersion {binding.resource_version} -> {version}" + (f"; {first_error}" if first_error else "")
+        return BindResult(binding, settled, "the pod changed since it was decided; no Binding for the version it was "
+                          "decided at can land", 0.0, observed=observed, sends=sends, detail=detail)
     if settled is Outcome.BOUND:
         log.info("binder.bound_despite_error", pod=f"{binding.namespace}/{binding.name}", error=first_error,
                  sends=sends)

@@ -760,7 +760,8 @@ class SchedulerLoop:
         # error level for every outcome, as kube-scheduler's handleSchedulingFailure logs each
         # binding-cycle error ("Error scheduling pod; retrying"), a pod gone meanwhile included
         log.error("binder.failed", pod=f"{binding.namespace}/{binding.name}", node=binding.node,
-                  outcome=result.outcome.value, message=result.message)
+                  outcome=result.outcome.value, message=result.message, **({"detail": result.detail}
+                                                                         if result.detail else {}))
         if result.outcome is Outcome.RETRY:
             self.stats.bind_errors += 1
             self.core.binding_failed(binding.uid, time.time())

@@ -500,7 +500,9 @@ async def test_a_late_binding_after_the_pod_changed_is_refused_and_decided_again
     await _bind(binder, binding)
     assert [r.outcome for r in results] == [Outcome.RETRY]
     assert results[0].observed is not None and results[0].observed["metadata"]["resourceVersion"] == "9"
-    assert "resourceVersion 7 -> 9" in results[0].message
+    assert results[0].message == "the pod changed since it was decided; no Binding for the version it was " \
+        "decided at can land"  # the same at every refusal: the pod's condition is written once
+    assert results[0].detail.startswith("resourceVersion 7 -> 9")  # for the log
     assert not api.pod("default", "p")["spec"].get("nodeName")
     assert len(api.of("POST")) == 1 and not sleeps
 

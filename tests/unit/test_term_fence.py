@@ -406,3 +406,33 @@ async def test_a_fence_that_keeps_failing_backs_off_and_says_how_many_pods_wait(
     assert pending == 1 and reason is not None and "HTTP 403" in reason and "policy.example.com" in reason
     assert scrape(loops[0]) == (0.0, None)
     assert _bound_to(api, "n") == ["a"]
+
+
+async def test_refused_bindings_of_a_changing_pod_write_its_condition_once() -> None:
+    """A Binding refused because the pod changed (409) writes PodScheduled=False and an Event, and
+    a status write is itself a change of the pod. The message named the resourceVersions ("11 ->
+    12"), so every 409 was a new message the status writer had to write — another change of the
+    pod, which a Binding decided before its answer arrived would run into. The message names no
+    version now (the log line keeps them): two 409s at different versions write the condition
+    once."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(_gpu_pod("a", "11"))
+    sent_versions: list[str] = []
+
+    def label_before_the_first_two_bindings(call: Call) -> Response | None:
+        if call.method == "POST" and call.path.endswith("/binding"):
+            sent_versions.append(call.body["metadata"]["resourceVersion"])
+            if len(sent_versions) <= 2:
+                pod = api.pod("default", "a")
+                pod["metadata"].setdefault("labels", {})["team"] = f"x{len(sent_versions)}"
+                api._bump(pod)
+        return None
+
+    api.handlers.append(label_before_the_first_two_bindings)
+    loop = await _take_over(api, lambda: None,
+                            until_done=lambda loop: _bound_to(api, "n") == ["a"] and loop.binder.in_flight == 0)
+    assert len(sent_versions) == 3 and len(set(sent_versions)) == 3 and loop.stats.bind_errors == 2
+    written = [call.body["status"]["conditions"][0] for call in api.of("PATCH", "/a/status")]
+    assert len(written) == 1 and written[0]["reason"] == "SchedulerError", written
+    assert "resourceVersion" not in written[0]["message"] and "11" not in written[0]["message"], written
