@@ -15,8 +15,9 @@ the core, so the new term's own Bindings carry versions the fence did not invali
 The write goes through pods/status (the scheduler's role has `patch pods/status`, not `patch
 pods`; the apiserver keeps metadata.annotations from a status write, podStatusStrategy
 .PrepareForUpdate) as a merge patch with the pod's uid as a precondition. Pods are written
-concurrently, outside the client's rate limiter as Bindings are: at the default 50 qps a takeover
-with 5,000 pending pods would otherwise wait 100 s before its first decision.
+concurrently, outside the client's rate limiter as Bindings are: through the limiter (50 qps, burst
+100) a takeover with 5,000 pending pods would wait (5,000 - 100) / 50 = 98 s before its first
+decision.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ log = structlog.get_logger("tessera.fence")
 
 @dataclass(frozen=True, slots=True)
 class FencedPod:
+    """A pod to fence, as the cache holds it: the uid is the write's precondition, so a pod
+    deleted and created again under the name (which no Binding of the old one can reach) is not
+    written, and it keys the term's set of pods already fenced."""
+
     uid: str
     namespace: str
     name: str
@@ -46,6 +51,9 @@ class FencedPod:
 
 @dataclass(slots=True)
 class FenceOutcome:
+    """What one pass of the fence did: the loop decides only after a pass with nothing failed and
+    not aborted, tries the failed pods again (with backoff), and logs the counts."""
+
     written: int = 0  # pods whose resourceVersion the fence changed
     gone: int = 0  # deleted (404) or replaced under the name (a uid precondition's 409)
     failed: list[str] = field(default_factory=list)  # "ns/name: error" of writes to try again
