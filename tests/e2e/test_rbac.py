@@ -456,7 +456,8 @@ async def test_without_nodes_list_it_stays_unready_but_alive(
         await eventually(says_why, 30)
         for _ in range(10):  # 3 s: the other informers have long synced by then
             status, body = await fetch(base + "/readyz")
-            assert status == 500 and body == "[+]shutdown ok\n[-]informer-sync failed: reason withheld\nreadyz check failed\n", \
+            assert status == 500 and body == ("[+]shutdown ok\n[-]informer-sync failed: reason withheld\n"
+                                                "[+]term-fence ok\nreadyz check failed\n"), \
                 (status, body)
             assert (await fetch(base + "/healthz"))[0] == 200
             await asyncio.sleep(0.3)
