@@ -22,6 +22,7 @@ decision.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ import anyio
 import structlog
 
 from scheduler.core.annotations import TERM
+from scheduler.kube.binder import RESEND_INITIAL, RESEND_MAX
 from scheduler.kube.concurrency import MAX_IN_FLIGHT
 from scheduler.kube.http import MERGE_PATCH, TRANSPORT_ERRORS, KubeHttp
 from scheduler.kube.pod_answers import pod_in, pod_not_found, uid_conflict
@@ -106,3 +108,85 @@ async def fence(http: KubeHttp, pods: Iterable[FencedPod], token: str, term: Has
     if current_term() != term:
         outcome.aborted = True
     return outcome
+
+
+class TermFence:
+    """The fence of one leadership term at a time: which term is fenced, the term being fenced
+    (its token and the uids written so far: a failed write is tried again, the others not), and
+    the backoff of a fence that failed — tried again after a delay doubled each time
+    (RESEND_INITIAL to RESEND_MAX), not at every wake: a webhook or a missing pods/status right
+    refuses every write, and a busy watch wakes the loop many times a second.
+
+    `token()` gives the tessera.dev/term value a new term writes, None when it needs no fence (no
+    leader election, or leading again on this process's own record). A term whose fence began is
+    fenced to the end with its token."""
+
+    def __init__(self, http: KubeHttp, token: Callable[[], str | None]) -> None:
+        self.http = http
+        self.token = token
+        self._fenced_term: Hashable | None = None
+        self._fencing: tuple[Hashable, str, set[str]] | None = None
+        self._delay = RESEND_INITIAL
+        self.retry_at: float | None = None  # monotonic clock: the next try of a fence that failed
+        self._failed: tuple[int, str] | None = None  # the last failed try: pods it left, and why
+
+    async def ready(self, current_term: Callable[[], Hashable | None], unbound: Callable[[], list[FencedPod]],
+                    on_pod: Callable[[dict[str, Any]], None]) -> bool:
+        """True when the current term may decide: it is fenced, or needs no fence. Otherwise
+        writes the fence onto `unbound()` pods not written yet (False when a write failed or the
+        term changed meanwhile; the next call tries the rest, once the backoff has passed)."""
+        term = current_term()
+        if term is None or term == self._fenced_term:
+            return term is not None
+        if self._fencing is not None and self._fencing[0] == term:
+            token = self._fencing[1]  # a fence this term began and has not finished: never skipped
+            if self.retry_at is not None and time.monotonic() < self.retry_at:
+                return False
+        else:
+            fresh = self.token()
+            if fresh is None:
+                self._fenced_term = term
+                self._ended()
+                return True
+            token = fresh
+            self._fencing = (term, token, set())
+            self._delay, self.retry_at = RESEND_INITIAL, None
+        done = self._fencing[2]
+        started = time.monotonic()
+        outcome = await fence(self.http, unbound(), token, term, current_term, on_pod, done)
+        if outcome.aborted or current_term() != term:
+            log.info("leader.fence_aborted", written=outcome.written, message="the term changed while it was fenced")
+            self._ended()
+            return False
+        if outcome.failed:
+            self._failed = (len(outcome.failed), outcome.failed[0])
+            self.retry_at = time.monotonic() + self._delay
+            log.warning("leader.fence_failed", failed=len(outcome.failed), written=outcome.written,
+                        first=outcome.failed[0], retry_in=round(self._delay, 1),
+                        message="this replica leads but does not decide until every pod an earlier leader could "
+                        "have bound is fenced; trying the rest again")
+            self._delay = min(self._delay * 2, RESEND_MAX)
+            return False
+        self._fenced_term = term
+        self._fencing = None
+        self._ended()
+        log.info("leader.fenced", token=token, pods=outcome.written, gone=outcome.gone,
+                 seconds=round(time.monotonic() - started, 3),
+                 message="no Binding an earlier leader sent can land on these pods any more")
+        return True
+
+    def pending(self, term: Hashable | None) -> int:
+        """Pods `term` still has to fence, as its last failed try left them; 0 otherwise."""
+        return self._failed[0] if self._failed is not None and self._stalled(term) else 0
+
+    def error(self, term: Hashable | None) -> str | None:
+        """Why `term`'s fence last failed; None when it did not."""
+        return self._failed[1] if self._failed is not None and self._stalled(term) else None
+
+    def _stalled(self, term: Hashable | None) -> bool:
+        return term is not None and self._fencing is not None and self._fencing[0] == term
+
+    def _ended(self) -> None:
+        """No fence is under way (finished, not needed, or its term ended): nothing to report."""
+        self._failed = None
+        self._delay, self.retry_at = RESEND_INITIAL, None

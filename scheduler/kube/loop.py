@@ -28,11 +28,11 @@ from scheduler.core.objects import (FINAL_GROUP_PHASES, PLUGINS_API, PODGROUP_AP
                                    gang_key, gang_key_parts, gang_name, podgroup_api)
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import Notice
-from scheduler.kube.binder import RESEND_INITIAL, RESEND_MAX, Binder, Binding, BindResult, Outcome
+from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
 from scheduler.kube.class_controller import DefaultClassController
 from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.evictor import Eviction, Evictor
-from scheduler.kube.fence import FencedPod, fence
+from scheduler.kube.fence import FencedPod, TermFence
 from scheduler.kube.http import KubeHttp, RateLimiter
 from scheduler.kube.informers import PODS, SCHEDULER_KINDS, InformerSet
 from scheduler.kube.recorder import EventRecorder, ObjectRef
@@ -79,8 +79,6 @@ class SchedulerLoop:
         # `term_fence`: the tessera.dev/term value the current term writes onto the pods it
         # schedules before its first decision (`_fence_term`), None when it needs no fence (no
         # leader election). A term whose fence began is fenced to the end with that token.
-        self.term_fence = term_fence
-        self.http = http
         # `stopwatch`: told how long the core's extension points and plugins take, and the Bindings
         # (scheduler_framework_extension_point_duration_seconds, scheduler_plugin_execution_duration_seconds)
         self.stopwatch = stopwatch
@@ -123,17 +121,7 @@ class SchedulerLoop:
         self._finish_due = 0.0  # the next look for half-done gang evictions (at once when leading)
         # the leadership term whose first decision waited for `_catch_up` (None: none yet)
         self._caught_up_term: Hashable | None = None
-        # the term whose fence is written; the term being fenced, its token and the uids its
-        # fence has written so far (a failed write is tried again, the others not)
-        self._fenced_term: Hashable | None = None
-        self._fencing: tuple[Hashable, str, set[str]] | None = None
-        # a fence that failed is tried again after a delay doubled each time (RESEND_INITIAL to
-        # RESEND_MAX), not at every wake: a webhook or a missing pods/status right refuses every
-        # write, and a busy watch wakes the loop many times a second
-        self._fence_delay = RESEND_INITIAL
-        self._fence_retry_at: float | None = None  # monotonic clock
-        # the last failed try of the fence: how many pods it left, and why (`fence_pending`)
-        self._fence_failed: tuple[int, str] | None = None
+        self.fence = TermFence(http, term_fence)
         # when (monotonic clock) this replica last began to lead (`leadership_started`; None: not
         # told): a Pod LIST sent after it makes the term's catch-up read needless
         self._leading_since: float | None = None
@@ -426,8 +414,8 @@ class SchedulerLoop:
             expiry = self.core.next_backoff_expiry()
             if expiry is not None and self.is_leader() and self.informers.synced:  # only cycles clear it
                 timeout = max(0.0, min(timeout, expiry - time.time()))
-            if self._fence_retry_at is not None:
-                timeout = max(0.0, min(timeout, self._fence_retry_at - time.monotonic()))
+            if self.fence.retry_at is not None:
+                timeout = max(0.0, min(timeout, self.fence.retry_at - time.monotonic()))
             await self._wake.wait(timeout)
             if self._stopping or not self.is_leader() or not self.informers.synced:
                 # pods entering the queue are counted as they come, by a standby too (kube-scheduler's
@@ -490,81 +478,33 @@ class SchedulerLoop:
 
     async def _fence_term(self) -> bool:
         """Before a term's first decision (after `_catch_up`, so the cache holds every pod the
-        apiserver does), write the term fence onto every pod of this scheduler's names that is
-        unbound, not being deleted, not finished and not gated — every pod an earlier term could
-        have decided (a pod's scheduling gates can only be removed, and the apiserver refuses a
-        Binding to a gated pod) — and hand each pod as written to the core. All of them, not only
-        those asking for devices: a late Binding of any pod breaks a gang's all-or-nothing and the
-        node's capacity (kubelet OutOf* rejections), and the cost is one write per pending pod
-        per takeover. True when this term may decide; False (the next wake tries the rest again)
-        when a write failed or the term changed meanwhile."""
-        term = self.leader_term()
-        if term is None or term == self._fenced_term:
-            return term is not None
-        if self._fencing is not None and self._fencing[0] == term:
-            token = self._fencing[1]  # a fence this term began and has not finished: never skipped
-            if self._fence_retry_at is not None and time.monotonic() < self._fence_retry_at:
-                return False
-        else:
-            fresh = self.term_fence()
-            if fresh is None:
-                self._fenced_term = term
-                self._fence_ended()
-                return True
-            token = fresh
-            self._fencing = (term, token, set())
-            self._fence_delay, self._fence_retry_at = RESEND_INITIAL, None
-        done = self._fencing[2]
+        apiserver does), the term fence on every pod of this scheduler's names that is unbound,
+        not being deleted, not finished and not gated — every pod an earlier term could have
+        decided (a pod's scheduling gates can only be removed, and the apiserver refuses a Binding
+        to a gated pod) — each pod as written handed to the core. All of them, not only those
+        asking for devices: a late Binding of any pod breaks a gang's all-or-nothing and the node's
+        capacity (kubelet OutOf* rejections), and the cost is one write per pending pod per
+        takeover. True when this term may decide (`TermFence.ready`)."""
         names = self.config.scheduler_names
-        pods = [FencedPod(pod.uid, pod.meta.namespace, pod.meta.name) for pod in list(self.core.state.pods.values())
-                if pod.scheduler_name in names and not pod.node_name and not pod.meta.deleting and not pod.terminal
-                and not pod.gated and pod.uid not in done]
-        started = time.monotonic()
-        outcome = await fence(self.http, pods, token, term, self.leader_term,
-                              self._written, done)
-        if outcome.aborted or self.leader_term() != term:
-            log.info("leader.fence_aborted", written=outcome.written, message="the term changed while it was fenced")
-            self._fence_ended()
-            return False
-        if outcome.failed:
-            self._fence_failed = (len(outcome.failed), outcome.failed[0])
-            self._fence_retry_at = time.monotonic() + self._fence_delay
-            log.warning("leader.fence_failed", failed=len(outcome.failed), written=outcome.written,
-                        first=outcome.failed[0], retry_in=round(self._fence_delay, 1),
-                        message="this replica leads but does not decide until every pod an earlier leader could "
-                        "have bound is fenced; trying the rest again")
-            self._fence_delay = min(self._fence_delay * 2, RESEND_MAX)
-            return False
-        self._fenced_term = term
-        self._fencing = None
-        self._fence_ended()
-        log.info("leader.fenced", token=token, pods=outcome.written, gone=outcome.gone,
-                 seconds=round(time.monotonic() - started, 3),
-                 message="no Binding an earlier leader sent can land on these pods any more")
-        return True
 
-    def _fence_ended(self) -> None:
-        """No fence is under way (finished, not needed, or its term ended): nothing to report."""
-        self._fence_failed = None
-        self._fence_delay, self._fence_retry_at = RESEND_INITIAL, None
+        def unbound() -> list[FencedPod]:
+            return [FencedPod(pod.uid, pod.meta.namespace, pod.meta.name) for pod in list(self.core.state.pods.values())
+                    if pod.scheduler_name in names and not pod.node_name and not pod.meta.deleting
+                    and not pod.terminal and not pod.gated]
+
+        return await self.fence.ready(self.leader_term, unbound, self._written)
 
     @property
     def fence_pending(self) -> int:
         """Pods the current term still has to fence before its first decision, as its last try
         left them (tessera_leader_fence_pending_pods); 0 when no fence of this term failed."""
-        failed = self._fence_failed
-        return failed[0] if failed is not None and self._fence_stalled() else 0
+        return self.fence.pending(self.leader_term())
 
     @property
     def fence_error(self) -> str | None:
         """Why the current term's fence last failed ("ns/name: HTTP 403: …", /readyz's
         term-fence check); None when it did not."""
-        failed = self._fence_failed
-        return failed[1] if failed is not None and self._fence_stalled() else None
-
-    def _fence_stalled(self) -> bool:
-        term = self.leader_term()
-        return term is not None and self._fencing is not None and self._fencing[0] == term
+        return self.fence.error(self.leader_term())
 
     async def _run_cycles(self) -> None:
         cycles = 0
