@@ -48,6 +48,7 @@ from tessera_testing.invariants import (
     node_usage,
     pending_with_room,
     read_view,
+    stranded_gang_members,
     wait_until_bound,
 )
 
@@ -782,9 +783,10 @@ class FaultRun:
                 return evicted
 
     def _evicted(self, keys: set[str], view: ClusterView) -> set[str]:
-        """The pods of ``keys`` that are gone while urgent pods were about (preemption's victims;
-        the harness's own deletions go through :meth:`delete_pod`, which takes them off ``must``)."""
-        return keys - set(view.pod_by_key()) if self.urgent else set()
+        """The pods of ``keys`` no longer expected while urgent pods were about
+        (:func:`no_longer_expected`; the harness's own deletions go through :meth:`delete_pod`,
+        which takes them off ``must``)."""
+        return no_longer_expected(keys, view) if self.urgent else set()
 
     async def _settle(self, keys: set[str], timeout: float, quiet: float = 8.0) -> None:
         """Wait (bounded) until every pod of ``keys`` is bound, or those pending have had neither
@@ -808,6 +810,12 @@ class FaultRun:
             elif now - calm_since >= quiet:
                 return
             await asyncio.sleep(0.5)
+
+
+def no_longer_expected(keys: set[str], view: ClusterView) -> set[str]:
+    """The pods of ``keys`` that are gone (preemption's victims) and the pending members of gangs
+    that victims left below their minimum (:func:`stranded_gang_members`): neither can be bound."""
+    return (keys - set(view.pod_by_key())) | (keys & stranded_gang_members(view))
 
 
 def _held_devices(pod: JSON) -> list[str]:

@@ -589,6 +589,19 @@ def _out_of_reach(view: ClusterView, ledger: _Ledger) -> set[str]:
     return out
 
 
+def stranded_gang_members(view: ClusterView) -> set[str]:
+    """Pending gang members (``namespace/name``) whose gang has fewer live members than its
+    minimum (or names no PodGroup): only a whole gang is placed and nothing here re-creates a
+    deleted member, so they stay pending for good, a correct refusal. (A preemption that takes a
+    gang's running members as one victim leaves a member still pending behind.)"""
+    out: set[str] = set()
+    for key, pods in _gang_members(view).items():
+        minimum = _gang_minimum(key, pods, view)
+        if minimum is None or len(pods) < minimum:
+            out.update(p.key for p in pods if not p.node_name)
+    return out
+
+
 def check_gangs(view: ClusterView) -> list[Violation]:
     """Every gang has at least its minimum bound, or none at all."""
     members = _gang_members(view)

@@ -41,6 +41,7 @@ from tessera_testing.faultproxy import (
 )
 from scheduler.sim import builders as b
 from tessera_testing import invariants as inv
+from tessera_testing.faultrun import no_longer_expected
 
 BIND = "/api/v1/namespaces/ns/pods/p/binding"
 WATCH = "/api/v1/pods?watch=true&resourceVersion=1"
@@ -557,3 +558,31 @@ def test_a_gang_member_with_room_does_not_count_when_the_gang_cannot_reach_its_m
     view = _view([_bound("g-w0", "n1", {"class.tessera.dev/v100": [("n1.d0", None)]}, labels=labels,
                          limits={"class.tessera.dev/v100": 1}), small], [node], devices, [cls])
     assert inv.pending_with_room(view, ["default/g-ps"]) == ["default/g-ps"]
+
+
+def test_a_pending_gang_member_whose_siblings_are_gone_is_stranded_not_promised() -> None:
+    """CI run on a87f847 (test_preemption_after_a_leader_kill): the leader was killed between a
+    label gang's Bindings (two of three members bound, one pending); the standby's preemption took
+    the gang's two running members as one victim unit. The pending member then stays pending for
+    good ("cannot find enough sibling pods, current pods number: 1, minMember of group: 3"), a
+    correct refusal: nothing re-creates its siblings. The harness took the two gone members off the
+    promised pods but kept the third and called it unbound. A member whose gang has fewer live
+    members than its minimum is stranded; one whose gang still has them all is not."""
+    cls = b.resource_class("v100", match_labels={"model": "V100"})
+    devices = [_device("n1", i) for i in range(4)]
+    node = b.node("n1", cpu="8", gpus=4)
+    labels = b.gang_labels("g", 3)
+    pending = b.pod("g-1", labels=labels, limits={"class.tessera.dev/v100": 1})
+    view = _view([pending], [node], devices, [cls])
+    assert inv.stranded_gang_members(view) == {"default/g-1"}
+    assert [v.subject for v in inv.check_unbound(view, ["default/g-1"])] == ["default/g-1"]  # the checker alone still counts it
+    whole = [b.pod(f"g-{i}", labels=labels, limits={"class.tessera.dev/v100": 1}) for i in range(3)]
+    assert inv.stranded_gang_members(_view(whole, [node], devices, [cls])) == set()
+    bound = _bound("g-0", "n1", {"class.tessera.dev/v100": [("n1.d0", None)]}, labels=labels,
+                   limits={"class.tessera.dev/v100": 1})
+    assert inv.stranded_gang_members(_view([bound, pending], [node], devices, [cls])) == {"default/g-1"}
+    # the fault run's expectation drops the gone pods and the stranded member, keeps the rest
+    other = b.pod("solo", limits={"nvidia.com/gpu": 1})
+    after = _view([pending, other], [node], devices, [cls])
+    assert no_longer_expected({"default/g-0", "default/g-1", "default/g-2", "default/solo"}, after) \
+        == {"default/g-0", "default/g-1", "default/g-2"}
