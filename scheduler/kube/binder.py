@@ -46,7 +46,7 @@ import anyio
 import structlog
 from anyio.abc import TaskStatus
 
-from scheduler.core.annotations import DEVICES
+from scheduler.core.annotations import DEVICES, TERM
 from scheduler.kube.http import TRANSPORT_ERRORS, KubeHttp, Response
 from scheduler.kube.concurrency import MAX_IN_FLIGHT, InFlight, TaskHost
 from scheduler.kube.pod_answers import pod_in, pod_not_found
@@ -96,6 +96,9 @@ class BindResult:
     # pod's PodScheduled condition and an Event: a message new at every 409 is a new status write
     # every time, itself a change of the pod that the next Binding can run into.
     detail: str = ""
+    # the `tessera.dev/term` of the newer leader whose fence refused this Binding, when this
+    # replica was deposed while it waited: the fence doing its job, not a fault (for the log)
+    fenced_by: str = ""
 
 
 class Binder:
@@ -208,7 +211,7 @@ class Binder:
                     if sends:  # the last read may predate a request that landed just before the window closed
                         settled, observed = await self._resolve(binding)
                         if settled is not None:
-                            return _read_back(binding, settled, observed, first_error, sends)
+                            return _read_back(binding, settled, observed, first_error, sends, deposed)
                     message = ("not the leader any more; the Binding was not sent" if not sends else
                                f"not the leader any more; no earlier Binding landed within {self.late_landing:g} s")
                     return BindResult(binding, Outcome.RETRY, f"{first_error}; {message}" if first_error else message,
@@ -216,7 +219,8 @@ class Binder:
                 message = "not the leader any more: no more sends, reading the pod back"
             settled, observed = await self._resolve(binding)
             if settled is not None:
-                return _read_back(binding, settled, observed, first_error, sends)
+                # deposed while the send was out counts too: that is when a fence refuses it
+                return _read_back(binding, settled, observed, first_error, sends, deposed or self.term() != term)
             log.info("binder.unsettled", pod=pod, node=binding.node, error=message, sends=sends)
             await self._sleep(delay * (1 + random.random() * 0.2))
             delay = min(delay * 2, RESEND_MAX)
@@ -282,14 +286,18 @@ class Binder:
 
 
 def _read_back(binding: Binding, settled: Outcome, observed: dict[str, Any] | None, first_error: str,
-               sends: int) -> BindResult:
+               sends: int, deposed: bool) -> BindResult:
     """The result a read-back settled: bound (despite the earlier error), bound elsewhere, gone, or
-    changed since the decision (no send of this Binding can land any more)."""
+    changed since the decision (no send of this Binding can land any more; `deposed`: a replica no
+    longer leading names the newer term's fence the pod carries)."""
     if settled is Outcome.RETRY:
-        version = ((observed or {}).get("metadata") or {}).get("resourceVersion")
-        detail = f"resourceVersion {binding.resource_version} -> {version}" + (f"; {first_error}" if first_error else "")
+        meta = (observed or {}).get("metadata") or {}
+        detail = f"resourceVersion {binding.resource_version} -> {meta.get('resourceVersion')}" + \
+            (f"; {first_error}" if first_error else "")
+        fenced_by = str((meta.get("annotations") or {}).get(TERM) or "") if deposed else ""
         return BindResult(binding, settled, "the pod changed since it was decided; no Binding for the version it was "
-                          "decided at can land", 0.0, observed=observed, sends=sends, detail=detail)
+                          "decided at can land", 0.0, observed=observed, sends=sends, detail=detail,
+                          fenced_by=fenced_by)
     if settled is Outcome.BOUND:
         log.info("binder.bound_despite_error", pod=f"{binding.namespace}/{binding.name}", error=first_error,
                  sends=sends)

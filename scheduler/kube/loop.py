@@ -697,11 +697,16 @@ class SchedulerLoop:
                                f"Successfully assigned {binding.namespace}/{binding.name} to {binding.node}",
                                controller=self._controller(binding.uid))
             return
-        # error level for every outcome, as kube-scheduler's handleSchedulingFailure logs each
-        # binding-cycle error ("Error scheduling pod; retrying"), a pod gone meanwhile included
-        log.error("binder.failed", pod=f"{binding.namespace}/{binding.name}", node=binding.node,
-                  outcome=result.outcome.value, message=result.message, **({"detail": result.detail}
-                                                                         if result.detail else {}))
+        if result.fenced_by:  # deposed, and a newer term's fence refused it: the fence working
+            log.warning("binder.fenced", pod=f"{binding.namespace}/{binding.name}", node=binding.node,
+                        term=result.fenced_by, message="a newer leader's term fence changed the pod: this replica's "
+                        "Binding, sent before it lost the Lease, can never land", detail=result.detail)
+        else:
+            # error level for every outcome, as kube-scheduler's handleSchedulingFailure logs each
+            # binding-cycle error ("Error scheduling pod; retrying"), a pod gone meanwhile included
+            log.error("binder.failed", pod=f"{binding.namespace}/{binding.name}", node=binding.node,
+                      outcome=result.outcome.value, message=result.message,
+                      **({"detail": result.detail} if result.detail else {}))
         if result.outcome is Outcome.RETRY:
             self.stats.bind_errors += 1
             self.core.binding_failed(binding.uid, time.time())

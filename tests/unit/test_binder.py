@@ -516,3 +516,45 @@ async def test_a_precondition_conflict_on_a_resend_with_the_pod_unchanged_is_sen
     await _bind(binder, binding)
     assert [(r.outcome, r.sends) for r in results] == [(Outcome.BOUND, 2)]
     assert all(call.body["metadata"]["resourceVersion"] == "7" for call in api.of("POST"))
+
+
+async def test_a_deposed_leaders_binding_refused_by_a_newer_terms_fence_says_so() -> None:
+    """The old leader of the live break, after the fix: its held Binding answers 409 after a newer
+    leader fenced the pod (`tessera.dev/term` written, resourceVersion bumped). It used to be
+    reported like any failed Binding (`binder.failed`, error level, "the pod changed since it was
+    decided"), which reads as a fault on call when it is the fence doing its job: the result now
+    names the fencing term. A replica still leading whose pod changed is not "fenced"."""
+    term = [1]
+    api, binder, results, _ = _setup(term=lambda: term[0])
+    binding = _versioned(api)
+    api.fail_next("POST", "/binding", hold=True)  # on its way when the replica is deposed
+
+    def deposed_then_fenced(method: str, path: str) -> None:
+        if method == "POST":
+            term[0] = 2  # another term leads now (the Lease moved while the POST was held)
+        if method == "GET" and api.held:
+            pod = api.pod("default", "p")
+            pod["metadata"]["resourceVersion"] = "9"
+            pod["metadata"].setdefault("annotations", {})[ann.TERM] = "rep-b/4/2026-01-01T00:02:00.000000Z"
+            [late] = api.deliver_held()
+            assert late.status == 409
+
+    api.before = deposed_then_fenced
+    await _bind(binder, binding)
+    assert [r.outcome for r in results] == [Outcome.RETRY]
+    assert results[0].fenced_by == "rep-b/4/2026-01-01T00:02:00.000000Z"
+    # still leading: a pod that changed is decided again, not "fenced"
+    api, binder, results, _ = _setup()
+    binding = _versioned(api)
+    api.fail_next("POST", "/binding", hold=True)
+
+    def changed(method: str, path: str) -> None:
+        if method == "GET" and api.held:
+            pod = api.pod("default", "p")
+            pod["metadata"]["resourceVersion"] = "9"
+            pod["metadata"].setdefault("annotations", {})[ann.TERM] = "rep-a/1/2026-01-01T00:00:00.000000Z"
+            api.deliver_held()
+
+    api.before = changed
+    await _bind(binder, binding)
+    assert [(r.outcome, r.fenced_by) for r in results] == [(Outcome.RETRY, "")]

@@ -13,9 +13,11 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 import anyio
+from structlog.testing import capture_logs
 
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
+from scheduler.kube.binder import Binding, BindResult, Outcome
 from scheduler.kube.fence import FencedPod, FenceOutcome, fence
 from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.leader import LeaderElector
@@ -436,3 +438,21 @@ async def test_refused_bindings_of_a_changing_pod_write_its_condition_once() -> 
     written = [call.body["status"]["conditions"][0] for call in api.of("PATCH", "/a/status")]
     assert len(written) == 1 and written[0]["reason"] == "SchedulerError", written
     assert "resourceVersion" not in written[0]["message"] and "11" not in written[0]["message"], written
+
+
+def test_the_old_leader_logs_its_fenced_binding_as_the_fence_not_as_a_failure() -> None:
+    """A Binding refused by a newer term's fence is the fence working: `binder.fenced` at warning
+    level naming the term, not `binder.failed` at error level (an on-call engineer read the
+    latter as a fault). A refusal while still leading stays `binder.failed`, as upstream's
+    handleSchedulingFailure logs it."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
+                         leader_term=lambda: None)
+    binding = Binding("uid-p", "default", "p", "n", {}, resource_version="7")
+    message = "the pod changed since it was decided; no Binding for the version it was decided at can land"
+    with capture_logs() as logs:
+        loop._on_bound(BindResult(binding, Outcome.RETRY, message, 0.0, fenced_by=TOKEN))
+        loop._on_bound(BindResult(binding, Outcome.RETRY, message, 0.0))
+    seen = [(entry["event"], entry["log_level"], entry.get("term")) for entry in logs
+            if str(entry["event"]).startswith("binder.")]
+    assert seen == [("binder.fenced", "warning", TOKEN), ("binder.failed", "error", None)]
