@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import SplitResult, parse_qs, urlsplit
 
 import orjson
 
@@ -371,6 +371,9 @@ class FaultProxy:
         self.bindings_forwarded = 0
         self.pod_deletes_forwarded = 0  # since the last configure()
         self.bindings_held = 0  # Binding POSTs waiting in the proxy right now (`hold_bindings`)
+        # requests other than watches between their arrival and the end of their answer (also
+        # those of a client that has gone: a delayed request is still forwarded after a kill -9)
+        self.requests_in_progress = 0
         self._release: asyncio.Event | None = None  # set by release_bindings(); made on the proxy's loop
         self.errors = 0  # connections ended by an unexpected exception (see last_error)
         self.last_error = ""
@@ -543,6 +546,18 @@ class FaultProxy:
         query = parse_qs(url.query)
         watch = method == "GET" and (query.get("watch", [""])[0] in ("true", "1") or "/watch/" in url.path)
         binding = method == "POST" and bool(_BINDING.match(url.path))
+        if watch:
+            return await self._answer(conn, request, body, method, url, watch, binding)
+        self.requests_in_progress += 1
+        try:
+            return await self._answer(conn, request, body, method, url, watch, binding)
+        finally:
+            self.requests_in_progress -= 1
+
+    async def _answer(self, conn: _Connection, request: _Message, body: bytes, method: str, url: SplitResult,
+                      watch: bool, binding: bool) -> bool:
+        """Inject this request's faults, forward it and relay the answer; False when the
+        connection must end."""
         faults = self.faults  # one consistent configuration for the whole request
         client = conn.client_writer
 
@@ -744,6 +759,10 @@ class FaultProxyThread:
     @property
     def faults(self) -> Faults:
         return self.proxy.faults
+
+    @property
+    def requests_in_progress(self) -> int:
+        return self.proxy.requests_in_progress
 
     @property
     def history(self) -> list[tuple[float, Faults]]:

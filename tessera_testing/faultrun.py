@@ -701,7 +701,10 @@ class FaultRun:
 
     async def bind_by_hand(self, pod_name: str, resource: str) -> str:
         """Bind a pod ourselves with one free V100 device, as a scheduler that crashed right after
-        that member's Binding would have left it; returns the node."""
+        that member's Binding would have left it; returns the node. The device is picked once
+        every Binding already sent has landed and the watcher has seen it (:meth:`_quiet`):
+        otherwise the harness itself could hand out a device twice."""
+        await self._quiet()
         view = self.watcher.view
         held = {g for p in view.pods.values() for g in _held_devices(p)}
         used = node_usage(view)
@@ -722,6 +725,27 @@ class FaultRun:
                     "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
                 return node
         raise RuntimeError("no free V100 device to bind by hand")
+
+    async def _quiet(self, timeout: float = 30.0) -> None:
+        """Wait until no replica's request is inside a proxy (a killed replica's delayed Binding
+        is still forwarded after the kill) and the watcher shows every pod of the run where a
+        consistent LIST has it. A fixed pause was the old way: under load a Binding landed after
+        it and was given the device the harness then bound by hand too."""
+        deadline = time.monotonic() + timeout
+        while any(proxy.requests_in_progress for proxy in self.proxies):
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"requests still in the fault proxy after {timeout}s")
+            await asyncio.sleep(0.05)
+        items, _ = await self.api.list(f"/api/v1/namespaces/{self.namespace}/pods")
+        listed = {p["metadata"]["uid"]: (p.get("spec") or {}).get("nodeName") for p in items}
+
+        def seen() -> bool:
+            pods = self.watcher.view.pods
+            return all(uid in pods and (pods[uid].get("spec") or {}).get("nodeName") == node
+                       for uid, node in listed.items())
+
+        if not await self.wait_for(seen, max(0.0, deadline - time.monotonic())):
+            raise RuntimeError(f"the watcher did not catch up with the apiserver within {timeout}s")
 
     # --- the end ------------------------------------------------------------------------------
 

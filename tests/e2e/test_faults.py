@@ -81,9 +81,9 @@ async def test_kill9_mid_gang_then_restart_completes_gangs(fault_run: RunFactory
         at_kill = {g: len(_gang_members(run, g)) for g in gangs}
         run.proxy.configure(Faults())
         # Bindings the dead replica sent are still held by the proxy for up to 0.8 s and land
-        # after that. The hand-made Binding below picks a device that looks free, so it must wait
-        # for them: otherwise the *test* double-assigns a device (it did, in about half the runs).
-        await asyncio.sleep(0.8 + 0.7)
+        # after that: bind_by_hand waits until they have landed and the watcher has seen them
+        # before it picks a device that looks free (a fixed 1.5 s pause here let the *test*
+        # double-assign a device whenever forwarding and the watch took longer than 0.7 s).
         # While it is down, a new gang gets one member bound by hand: the state a crash right
         # after that member's Binding leaves behind.
         await run.submit(run.wave("b", plain=0, exclusive=0, big=0, shared=0, cpu_heavy=0, podgroup_gangs=0))

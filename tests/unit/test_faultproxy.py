@@ -242,6 +242,30 @@ async def test_held_bindings_reach_the_apiserver_only_when_released_even_after_t
     assert upstream.binds == [body] and proxy.bindings_held == 0
 
 
+async def test_a_delayed_request_of_a_client_that_gave_up_is_in_progress_until_it_reached_the_apiserver(
+        proxy: FaultProxy, upstream: Upstream) -> None:
+    """What the fault harness waits for before it hands out a device itself: a killed replica's
+    delayed Binding is still forwarded, so it counts as in progress until it was; watches never
+    count (they stay open)."""
+    body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"name": "n1"}}
+    proxy.configure(delay_request=1.0, delay_seconds=(0.6, 0.6))
+    async with _session(proxy, timeout=0.2) as session:
+        with pytest.raises(TimeoutError):
+            async with session.post(f"{proxy.url}{BIND}", json=body) as response:
+                await response.read()
+    assert proxy.requests_in_progress == 1 and upstream.binds == []
+    for _ in range(100):
+        if proxy.requests_in_progress == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert proxy.requests_in_progress == 0 and upstream.binds == [body]
+    proxy.configure(delay_request=0.0)
+    async with _session(proxy) as session:
+        async with session.get(f"{proxy.url}{WATCH}&events=5") as response:
+            await response.content.readline()
+            assert proxy.requests_in_progress == 0
+
+
 async def test_watch_gone_answers_410_as_status_or_error_event(proxy: FaultProxy) -> None:
     proxy.configure(watch_gone=1.0)
     kinds = set()
