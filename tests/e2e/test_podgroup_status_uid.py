@@ -19,11 +19,13 @@ exists.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import anyio
 
 from scheduler.kube.controlplane import LocalControlPlane
+from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.status import StatusWriter
 from tests.e2e.live import Kube, eventually
 
@@ -44,10 +46,30 @@ async def _recreate(kube: Kube, groups: str, obj: dict[str, Any]) -> tuple[str, 
     return old, new
 
 
-async def _write(writer: StatusWriter) -> None:
-    """Let the writer flush what is wished (a refused write is not retried)."""
-    with anyio.move_on_after(1.0):
-        await writer.run()
+class _Answered(KubeHttp):
+    """The writer's client, keeping the status of every answer the apiserver gave it."""
+
+    def __init__(self, http: KubeHttp) -> None:
+        super().__init__(http.api)
+        self.statuses: list[int] = []
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Response:
+        response = await super().request(method, path, **kwargs)
+        self.statuses.append(response.status)
+        return response
+
+
+async def _write(writer: StatusWriter, http: _Answered) -> int:
+    """Let the writer send what is wished and return the apiserver's answer to it (a refused
+    write is not retried). Waits for the answer itself, not a fixed time: a write still on its
+    way when a pause ended read as refused, and the next write's check failed."""
+    answered = len(http.statuses)
+    async with anyio.create_task_group() as group:
+        group.start_soon(writer.run)
+        await eventually(lambda: asyncio.sleep(0, len(http.statuses) > answered), timeout=30)
+        group.cancel_scope.cancel()
+    [status] = http.statuses[answered:]
+    return status
 
 
 async def test_a_podgroupscheduled_wished_for_a_deleted_group_does_not_land_on_its_successor(
@@ -58,14 +80,15 @@ async def test_a_podgroupscheduled_wished_for_a_deleted_group_does_not_land_on_i
         obj = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "train"},
                "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}
         old, new = await _recreate(kube, groups, obj)
-        writer = StatusWriter(kube.http, lambda *_: None)
+        http = _Answered(kube.http)
+        writer = StatusWriter(http, lambda *_: None)
         writer.workload_pod_group(namespace, "train", True, "Scheduled", "", transition=True, uid=old)
-        await _write(writer)
+        assert await _write(writer, http) == 422  # refused: "metadata.uid: ... field is immutable"
         status = (await kube.call("GET", f"{groups}/train")).json().get("status") or {}
         assert not status.get("conditions"), f"the old group's condition landed on the new one: {status}"
         writer.workload_pod_group(namespace, "train", False, "Unschedulable", "pod group is unschedulable",
                                   transition=True, uid=new)
-        await _write(writer)
+        assert await _write(writer, http) == 200
         [condition] = (await kube.call("GET", f"{groups}/train")).json()["status"]["conditions"]
         assert (condition["type"], condition["status"]) == ("PodGroupScheduled", "False")
     finally:
