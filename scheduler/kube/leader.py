@@ -52,6 +52,12 @@ Where this deliberately differs from client-go, and why:
   that meets one steps down at once, and both say why in one error line.
 * `is_leader` is true between `on_started_leading` and `on_stopped_leading`; client-go's
   `IsLeader()` (the last observed holder is us) is `observed_holder == identity`.
+* A leader also stops acting on evidence that needs no clock (`saw_term`): a pod carrying the
+  `tessera.dev/term` token of a newer Lease holder (its term fence) means another replica took
+  the Lease after this one did. Only a Lease write of its own sent after that lets it act again
+  (a bogus token costs one renewal). Leader election cannot survive a clock running slow (a
+  skewed rate: libfaketime, CLOCK_MONOTONIC stopped across a suspended VM) while the Lease
+  traffic is cut; the fence's tokens can, for every pod the new leader fenced.
 """
 
 from __future__ import annotations
@@ -203,6 +209,9 @@ class LeaderElector:
         self._leading = False
         self._term: Hashable = None
         self._fence: str | None = None  # the current term's fence token (`fence_token`)
+        self._fence_transitions = 0  # the leaseTransitions in it: a token with more is a newer term's
+        self._doubted_at = float("-inf")  # our clock when a newer term's token was last seen (`saw_term`)
+        self._doubted: set[str] = set()  # the tokens that made us doubt, each acted on once
         self._took_over = False  # the last successful attempt acquired the Lease (not a renewal)
         # renewals whose optimistic write failed and went through GET + update: client-go's
         # slowpathExercised, exported as leader_election_slowpath_total
@@ -232,7 +241,8 @@ class LeaderElector:
         acting when it wakes, before its renew loop has run: a successor takes over no earlier
         than `lease_duration` after it saw that write, and `renew_deadline` is shorter. Measured
         from the send, not the answer: an answer read late proves nothing about now."""
-        return self._leading and self._clock() - self._confirmed_sent < self.renew_deadline
+        return (self._leading and self._confirmed_sent > self._doubted_at
+                and self._clock() - self._confirmed_sent < self.renew_deadline)
 
     @property
     def term(self) -> Hashable | None:
@@ -255,6 +265,30 @@ class LeaderElector:
         count); None when not leading. A term resumed on this process's own record keeps its
         token (the loop does not fence a term twice, and finishes a fence left half-done)."""
         return self._fence if self.is_leader else None
+
+    def saw_term(self, token: str, where: str) -> bool:
+        """`token`, a pod's `tessera.dev/term` (at `where`), names a term newer than this leader's
+        (more lease transitions): another replica has taken the Lease since this one did, whatever
+        this replica's clock says. Stop acting now (True); a
+        Lease write of our own sent after this restores the term, if it is still ours (the write
+        is conditional, so it succeeds only on our own record: the token was bogus). Each token
+        counts once; tokens of this term's count or older (pods fenced before this term; a Lease
+        deleted by hand restarts the count, which this cannot see) and unreadable values are no
+        evidence."""
+        if not self.is_leader or self._fence is None or token == self._fence or token in self._doubted:
+            return False
+        _, _, rest = token.rpartition("/")[0].rpartition("/")
+        if not rest.isdigit():
+            return False
+        transitions = int(rest)
+        if transitions <= self._fence_transitions:
+            return False
+        self._doubted.add(token)
+        self._doubted_at = self._clock()
+        log.warning("leader.doubted", lease=self.description, identity=self.identity, pod=where, term=token,
+                    own_term=self._fence, message="a pod carries the term fence of a newer Lease holder: this replica "
+                    "acts on nothing until a Lease write of its own succeeds")
+        return True
 
     @property
     def observed_holder(self) -> str:
@@ -402,6 +436,7 @@ class LeaderElector:
         # (the loop skips a fence already finished in the term).
         if self._term != previous_term:
             self._fence = f"{self.identity}/{self._observed.leader_transitions}/{acquired or ''}"
+            self._fence_transitions = self._observed.leader_transitions
         self._leading = True
         self._call(self._on_started_leading, "on_started_leading")
 

@@ -69,7 +69,8 @@ class SchedulerLoop:
     def __init__(self, config: SchedulerConfig, http: KubeHttp, watch_http: KubeHttp, *, identity: str,
                  leader_term: Callable[[], Hashable | None] = lambda: 0, seed: int | None = None,
                  hooks: LoopHooks | None = None, stopwatch: Stopwatch = NO_STOPWATCH,
-                 term_fence: Callable[[], str | None] = lambda: None) -> None:
+                 term_fence: Callable[[], str | None] = lambda: None,
+                 on_term_seen: Callable[[str, str], bool] = lambda token, pod: False) -> None:
         self.config = config
         # `leader_term`: which leadership term this replica is in, None when not leading (the
         # elector's `term`; without leader election, one term for ever). Only the leader acts on
@@ -79,6 +80,9 @@ class SchedulerLoop:
         # `term_fence`: the tessera.dev/term value the current term writes onto the pods it
         # schedules before its first decision (`_fence_term`), None when it needs no fence (no
         # leader election). A term whose fence began is fenced to the end with that token.
+        # `on_term_seen(token, pod)`: every tessera.dev/term a pod shows while leading (the
+        # elector's `saw_term`: a newer term's token ends this replica's acting at once).
+        self.on_term_seen = on_term_seen
         # `stopwatch`: told how long the core's extension points and plugins take, and the Bindings
         # (scheduler_framework_extension_point_duration_seconds, scheduler_plugin_execution_duration_seconds)
         self.stopwatch = stopwatch
@@ -213,9 +217,13 @@ class SchedulerLoop:
                 self.class_controller.wake()
         elif kind == "Pod":
             meta = obj.get("metadata") or {}
-            held = (meta.get("annotations") or {}).get(ann.HELD_DEVICES)
+            annotations = meta.get("annotations") or {}
+            held = annotations.get(ann.HELD_DEVICES)
             if event_type != "DELETED" and isinstance(held, str):
                 self.held.observed(str(meta.get("uid", "")), held)  # an earlier leader wrote it
+            token = annotations.get(ann.TERM)
+            if event_type != "DELETED" and isinstance(token, str) and self.is_leader():
+                self.on_term_seen(token, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
             if event_type != "ADDED" and (event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName")):
                 self.statuses.pod_gone(str(meta.get("namespace", "")), str(meta.get("name", "")))
             if event_type == "DELETED":  # a held Binding that will never be sent

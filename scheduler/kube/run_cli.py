@@ -189,6 +189,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
     loop = SchedulerLoop(config, http, watch_http, identity=identity,
                          leader_term=(lambda: elector.term) if elector is not None else lambda: 0,
                          term_fence=(lambda: elector.fence_token) if elector is not None else lambda: None,
+                         on_term_seen=elector.saw_term if elector is not None else lambda token, pod: False,
                          stopwatch=MetricsStopwatch(metrics))
     if elector is None:
         loop.leadership_started()  # one term, from the start: before the informers list

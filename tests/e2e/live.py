@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from scheduler.kube.http import KubeHttp, Response, connect
 from tessera_testing.faultrun import SchedulerProcess
@@ -159,3 +160,37 @@ class FakeAgent(BackgroundLoop):
                     else:
                         print(f"fake agent: PATCH {name}: HTTP {response.status}: {response.message()}")
             await asyncio.sleep(0.2)
+
+
+class _HeldBack:
+    """A watch response whose body reaches the reader only while `flowing` is set."""
+
+    def __init__(self, response: Any, flowing: asyncio.Event) -> None:
+        self._response, self._flowing = response, flowing
+        self.status = response.status
+        self.content = self
+
+    async def read(self) -> bytes:
+        return cast(bytes, await self._response.read())
+
+    async def readany(self) -> bytes:
+        chunk = cast(bytes, await self._response.content.readany())
+        await self._flowing.wait()
+        return chunk
+
+
+class LaggingPodWatch:
+    """A KubeHttp whose Pod watch streams can be held back (`hold()` / `release()`)."""
+
+    def __init__(self, http: KubeHttp) -> None:
+        self._http = http
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._http, name)
+
+    @asynccontextmanager
+    async def stream(self, path: str, query: Any, read_timeout: float) -> AsyncIterator[Any]:
+        async with self._http.stream(path, query, read_timeout) as response:
+            yield _HeldBack(response, self.flowing) if path == "/api/v1/pods" else response

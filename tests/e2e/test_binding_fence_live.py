@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from pathlib import Path
+from typing import cast
 
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
@@ -26,7 +27,8 @@ from scheduler.kube.leader import LeaderElector
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tessera_testing.faultproxy import proxied
-from tests.e2e.live import Kube, eventually
+from tests.e2e.live import Kube, LaggingPodWatch, eventually
+from tests.fakelease import Clock
 
 NODES = "/api/v1/nodes"
 PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
@@ -126,3 +128,89 @@ async def test_an_old_leaders_binding_delivered_after_a_takeover_is_refused(
 async def _has(kubectl: Kube, namespace: str, wanted: dict[str, str]) -> bool:
     bound = await _bound(kubectl, namespace)
     return all(bound.get(name) == node for name, node in wanted.items())
+
+
+async def test_a_leader_whose_clock_stood_still_stops_at_the_newer_terms_fence(
+        control_plane: LocalControlPlane, kubectl: Kube, namespace: str) -> None:
+    """Adversary round 4's break, in-process: rep-b leads on a clock that does not move (a clock
+    running slow, or CLOCK_MONOTONIC stopped across a suspended VM) and its Lease writes no
+    longer go out, so by its own clock it leads for ever. rep-a takes over when the record
+    expires and fences the two pending low-priority pods on the cordoned node; rep-b's watch
+    brings it the fenced versions, then lags. Two high-priority pods are bound to the node's two
+    GPUs (by hand, as rep-a would) and the node is uncordoned. Before the fix rep-b, still
+    "leading", bound the low pods at their fresh versions (the precondition holds): four pods on
+    two GPUs. Now the newer term's token on the fenced pods ends rep-b's acting."""
+    suffix = secrets.token_hex(3)
+    node = f"stood-{suffix}"
+    obj = b.node(node, gpus=2)
+    obj["spec"]["unschedulable"] = True
+    await kubectl.create(NODES, obj)
+    await kubectl.call("PATCH", f"{NODES}/{node}/status", {"status": obj["status"]},
+                       content_type="application/merge-patch+json")
+    high = f"stood-high-{suffix}"
+    await kubectl.create(PRIORITY_CLASSES, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                            "metadata": {"name": high}, "value": 1000})
+    lease = f"tessera-stood-{suffix}"
+    pinned = {"nodeSelector": {"kubernetes.io/hostname": node}}
+    clients = [await connect(str(control_plane.kubeconfig)) for _ in range(4)]
+    stood_still = Clock()
+    b_watch = LaggingPodWatch(KubeHttp(clients[1]))
+    loop_ref: list[SchedulerLoop] = []
+    rep_b = LeaderElector(KubeHttp(clients[0]), namespace=LEASE_NAMESPACE, name=lease, identity="rep-b",
+                          clock=stood_still, on_started_leading=lambda: loop_ref[0].leadership_started(),
+                          on_stopped_leading=lambda: loop_ref[0].lost_leadership(), **TIMINGS)
+    loop_b = SchedulerLoop(load_config("config/binpack.yaml"), KubeHttp(clients[0]), cast(KubeHttp, b_watch),
+                           identity="rep-b", leader_term=lambda: rep_b.term, term_fence=lambda: rep_b.fence_token,
+                           on_term_seen=rep_b.saw_term)
+    loop_ref.append(loop_b)
+    rep_a, loop_a = _replica("rep-a", lease, KubeHttp(clients[2]), KubeHttp(clients[2]), KubeHttp(clients[3]))
+    tasks = [asyncio.create_task(loop_b.run()), asyncio.create_task(loop_a.run())]
+    try:
+        await asyncio.wait_for(loop_b.informers.wait_synced(), 30)
+        await asyncio.wait_for(loop_a.informers.wait_synced(), 30)
+        await rep_b._acquire()  # rep-b takes the Lease once and never renews it (its writes are lost)
+        rep_b._start_leading()
+        assert rep_b.term is not None
+        for i in range(2):
+            await kubectl.create_pod(namespace, b.pod(f"low-{i}", limits={"nvidia.com/gpu": 1}, spec_extra=pinned))
+        # rep-a takes over once rep-b's record has expired on its clock, and fences the low pods
+        tasks.append(asyncio.create_task(rep_a.run()))
+        await eventually(lambda: asyncio.sleep(0, rep_a.term is not None), timeout=30)
+        token = rep_a.fence_token
+        # rep-b's cache has the fenced versions; then its Pod watch lags
+        await eventually(lambda: asyncio.sleep(0, sorted(
+            p.meta.name for p in loop_b.core.state.pods.values()
+            if p.meta.namespace == namespace and p.meta.annotations.get(ann.TERM) == token) == ["low-0", "low-1"]),
+            timeout=30)
+        b_watch.flowing.clear()
+        # rep-a's own decisions are replaced by the test's (its loop stops; its elector keeps the
+        # Lease): two high-priority pods bound to the node's two GPUs, as rep-a would bind them,
+        # so that which pods rep-a picks first (a low pod whose backoff ends sooner) cannot vary
+        loop_a.stop()
+        tasks[1].cancel()
+        for i in range(2):
+            await kubectl.create_pod(namespace, b.pod(f"high-{i}", limits={"nvidia.com/gpu": 1},
+                                                      spec_extra={**pinned, "priorityClassName": high}))
+            assert (await kubectl.call("POST", f"/api/v1/namespaces/{namespace}/pods/high-{i}/binding",
+                                       {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": f"high-{i}"},
+                                        "target": {"apiVersion": "v1", "kind": "Node", "name": node}})).status == 201
+        await kubectl.call("PATCH", f"{NODES}/{node}", {"spec": {"unschedulable": False}},
+                           content_type="application/merge-patch+json")
+        await asyncio.sleep(3.0)  # time for rep-b to bind, if it still acted (it sees two free GPUs)
+        bound = await _bound(kubectl, namespace)
+        assert loop_b.stats.scheduled == 0, f"a leader deposed while its clock stood still bound pods: {bound}"
+        assert rep_b.term is None and bound == {"high-0": node, "high-1": node}
+    finally:
+        b_watch.flowing.set()
+        loop_a.stop()
+        loop_b.stop()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await rep_a.release()
+        for client in clients:
+            await client.close()
+        await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
+        await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))
+        await kubectl.call("DELETE", f"{PRIORITY_CLASSES}/{high}", ok=(200, 404))
+

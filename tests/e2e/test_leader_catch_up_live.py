@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any, cast
 
 from scheduler.api.config import load_config
@@ -22,45 +20,11 @@ from scheduler.kube.http import KubeHttp, connect
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
-from tests.e2e.live import Kube, eventually
+from tests.e2e.live import Kube, LaggingPodWatch, eventually
 
 NODES = "/api/v1/nodes"
 LEASE_NAMESPACE = "kube-system"
 TIMINGS = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.5}
-
-
-class _HeldBack:
-    """A watch response whose body reaches the reader only while `flowing` is set."""
-
-    def __init__(self, response: Any, flowing: asyncio.Event) -> None:
-        self._response, self._flowing = response, flowing
-        self.status = response.status
-        self.content = self
-
-    async def read(self) -> bytes:
-        return cast(bytes, await self._response.read())
-
-    async def readany(self) -> bytes:
-        chunk = cast(bytes, await self._response.content.readany())
-        await self._flowing.wait()
-        return chunk
-
-
-class LaggingPodWatch:
-    """A KubeHttp whose Pod watch streams can be held back (`hold()` / `release()`)."""
-
-    def __init__(self, http: KubeHttp) -> None:
-        self._http = http
-        self.flowing = asyncio.Event()
-        self.flowing.set()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._http, name)
-
-    @asynccontextmanager
-    async def stream(self, path: str, query: Any, read_timeout: float) -> AsyncIterator[Any]:
-        async with self._http.stream(path, query, read_timeout) as response:
-            yield _HeldBack(response, self.flowing) if path == "/api/v1/pods" else response
 
 
 async def _bound(kubectl: Kube, namespace: str) -> dict[str, str]:

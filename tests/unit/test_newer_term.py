@@ -1,0 +1,118 @@
+"""A pod fenced by a newer term tells a leader it has been deposed, whatever its clock says.
+
+Found live (adversary round 4): a leader whose clock ran at a quarter of real speed (libfaketime;
+CLOCK_MONOTONIC also stops across a suspended VM) lost its Lease traffic to a partition. By its
+clock its renew deadline had not passed, so it kept acting; the standby took over after the lease
+duration and fenced the eight pending pods (`tessera.dev/term`). The old leader's watch delivered
+the fenced versions, it decided them at those fresh versions — the precondition holds — and bound
+them while the new leader bound eight others: 16 pods on an 8-GPU node. Leader election tolerates
+clock skew but not a skewed clock *rate* (client-go says the same); the fence annotation is
+evidence that needs no clock: a term token whose lease transition is newer than this replica's
+own term means another replica took the Lease after it. The replica stops acting at once and acts
+again only after a Lease write of its own succeeds (a bogus token costs one renewal period).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from structlog.testing import capture_logs
+
+from scheduler.api.config import load_config
+from scheduler.core import annotations as ann
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.leader import LeaderElector
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.sim import builders as b
+from tests.fakeapi import FakeApi
+from tests.fakelease import Clock, LeaseServer
+from tests.helpers import until
+
+TIMINGS = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
+
+
+def _elector(server: LeaseServer, who: str, clock: Clock) -> LeaderElector:
+    return LeaderElector(server.client(who), namespace="kube-system", name="tessera", identity=who,  # type: ignore[arg-type]
+                         clock=clock, **TIMINGS)
+
+
+async def test_a_leader_with_a_slow_clock_stops_acting_when_it_sees_a_newer_terms_token() -> None:
+    server, slow, real = LeaseServer(), Clock(), Clock()
+    a, b_ = _elector(server, "A", slow), _elector(server, "B", real)
+    await a._acquire()
+    a._start_leading()
+    token_a = a.fence_token
+    assert token_a is not None
+    assert not await b_._try_acquire_or_renew()
+    real.t += 30  # A's Lease writes are lost; by B's clock the record expired, by A's no time passed
+    assert await b_._try_acquire_or_renew()
+    b_._start_leading()
+    token_b = b_.fence_token
+    assert token_b is not None and a.is_leader  # both act: the clock-rate hole
+    assert not a.saw_term(token_a, "default/p")  # its own token is no evidence
+    assert a.is_leader
+    assert a.saw_term(token_b, "default/p")  # a pod fenced by B reaches A's cache
+    assert a.term is None and not a.is_leader and a.fence_token is None
+    assert not await a._renew_once()  # and its next renewal finds B's record: it steps down
+
+
+async def test_a_bogus_newer_token_costs_one_renewal_not_the_term() -> None:
+    server, clock = LeaseServer(), Clock()
+    a = _elector(server, "A", clock)
+    await a._acquire()
+    a._start_leading()
+    term, token = a.term, a.fence_token
+    with capture_logs() as logs:
+        assert a.saw_term("someone/99/2026-01-01T00:00:00.000000Z", "default/p")
+        assert not a.saw_term("someone/99/2026-01-01T00:00:00.000000Z", "default/q")  # once per token
+    assert a.term is None
+    assert [e["event"] for e in logs] == ["leader.doubted"]
+    assert logs[0]["log_level"] == "warning" and logs[0]["pod"] == "default/p"
+    clock.t += 2
+    assert await a._renew_once()  # the Lease is still A's own record: the same term goes on
+    assert a.term == term and a.fence_token == token
+    # older terms' tokens (pods fenced before this term) and unreadable values are no evidence
+    assert not a.saw_term("B/0/2026-01-01T00:00:00.000000Z", "default/r")
+    assert not a.saw_term("not a token", "default/r") and not a.saw_term("x/y/z", "default/r")
+    assert a.term == term
+
+
+async def test_a_standby_or_an_unelected_replica_ignores_term_tokens() -> None:
+    server, clock = LeaseServer(), Clock()
+    a = _elector(server, "A", clock)
+    assert not a.saw_term("B/5/2026-01-01T00:00:00.000000Z", "default/p")
+
+
+async def test_the_loop_decides_nothing_after_a_pod_shows_a_newer_term() -> None:
+    """The loop hands every pod's term token to `on_term_seen`; the elector's doubt ends the
+    term, so the fenced pod is not bound by this replica (before: it was)."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=8)]
+    term: list[Any] = [None]
+    seen: list[tuple[str, str]] = []
+
+    def on_term_seen(token: str, pod: str) -> bool:
+        seen.append((token, pod))
+        if token.startswith("rep-b/"):
+            term[0] = None  # what LeaderElector.saw_term does to `term`
+            return True
+        return False
+
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
+                         leader_term=lambda: term[0], on_term_seen=on_term_seen)
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await until(lambda: loop.informers.synced)
+        term[0] = 1
+        loop.leadership_started()
+        fenced = b.pod("fenced", requests={"nvidia.com/gpu": 1}, priority=0,
+                       annotations={ann.TERM: "rep-b/4/2026-01-01T00:02:00.000000Z"})
+        fenced["metadata"]["resourceVersion"] = "20"
+        api.add_pod(fenced)
+        loop._apply("ADDED", fenced)
+        loop.wake()
+        await anyio.sleep(0.5)
+        owner.cancel_scope.cancel()
+    assert seen == [("rep-b/4/2026-01-01T00:02:00.000000Z", "default/fenced")]
+    assert not api.of("POST", "/binding")
