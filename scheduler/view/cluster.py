@@ -146,7 +146,9 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
         notes.append(f"{fence}: which GPUs it holds is unknown, so the node's GPUs are fenced (none is given "
                      "out) until the annotation is fixed or the pod is gone")
     why = (f"the recording {facts.diverged[info.name]}: the replay diverged from the cluster here"
-           if info.name in facts.diverged else "pods of other schedulers hold GPUs that Tessera's classes gave out")
+           if info.name in facts.diverged else
+           "every pod on it Tessera's: a Binding Tessera did not decide took GPUs already given out"
+           if state.only_ours_on(info) else "pods of other schedulers hold GPUs that Tessera's classes gave out")
     over = _over_capacity(info)
     notes += [f"{o.resource} overcommitted: {o.used} in use, {o.capacity} allocatable ({why})" for o in over]
     for resource, holders in beyond.items():

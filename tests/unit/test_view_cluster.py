@@ -199,6 +199,18 @@ def test_a_node_overcommitted_by_another_scheduler_says_so() -> None:
            "Tessera's classes gave out)" in node.notes
 
 
+def test_a_node_overcommitted_by_tessera_pods_alone_does_not_blame_another_scheduler() -> None:
+    """Adversary round 4: every pod on the over-full node was Tessera's; the note blamed other
+    schedulers all the same (the Warning did too)."""
+    replay = Replay(config(), agent=False)
+    objs = [b.node("n", gpus=2), *[b.device("n", i) for i in range(2)],
+            *[b.pod(name, node_name="n", phase="Running", limits={"nvidia.com/gpu": 1}) for name in ("a", "b", "c")]]
+    list(replay.run(WatchEvent("ADDED", obj) for obj in objs))
+    [node] = build_view(replay.scheduler, source="simulate", now=replay.now).nodes
+    assert "nvidia.com/gpu overcommitted: 3 in use, 2 allocatable (every pod on it Tessera's: a Binding Tessera " \
+           "did not decide took GPUs already given out)" in node.notes
+
+
 def test_a_gang_member_nominated_by_its_gangs_preemption_is_shown_preempting_not_unschedulable() -> None:
     """A new user's trial (`examples/preemption.jsonl -o html`): serve-1 read "unschedulable" with a
     node beside it — the node its gang's preemption made room on."""

@@ -102,6 +102,11 @@ class ClusterState:
     def is_ours(self, pod: Pod) -> bool:
         return pod.scheduler_name in self.scheduler_names
 
+    def only_ours_on(self, info: NodeInfo) -> bool:
+        """Every pod counted on the node is of our scheduler names: an over-full count there is
+        not another scheduler's doing."""
+        return all(self.is_ours(self.pods[uid]) for uid in info.pods if uid in self.pods)
+
     def class_devices(self, info: NodeInfo, name: str) -> list[Device]:
         """The node's devices a request of ResourceClass `name` may take: the schedulable ones
         (healthy, not cordoned, no duplicate ID) the class matches. The planner chooses among
@@ -505,17 +510,25 @@ class ClusterState:
         on the bound pod that took it over, else (the count found exceeded when the Node or its
         devices arrive or change, after the pods) on the Node. Another scheduler gets it there:
         kube-scheduler counts plain `nvidia.com/gpu` requests, not the GPUs Tessera's classes hand
-        out, which are the same GPUs."""
+        out, which are the same GPUs; with only Tessera's pods on the node, a Binding it did not
+        decide (by hand, or a deposed leader's) did."""
         if not info.devices and not info.over:
             return []
         over = info.over_capacity({device.resource_name for device in info.devices.values()})
         crossed = [entry for entry in over if entry[0] not in info.over]
         info.over = frozenset(resource for resource, _, _ in over)
         notices = []
+        # with no other scheduler's pod on the node, blaming one would send the user the wrong way
+        all_ours = self.only_ours_on(info)
         for resource, used, capacity in crossed:
-            message = (f"node {info.name} has {used} {resource} in use but only {capacity} allocatable (pods of "
-                       f"other schedulers count plain {resource} requests; the GPUs Tessera's classes hand out "
-                       "are the same GPUs): schedule every GPU pod on this node with Tessera")
+            if all_ours:
+                message = (f"node {info.name} has {used} {resource} in use but only {capacity} allocatable, every "
+                           "pod on it Tessera's: a Binding Tessera did not decide (a pod bound by hand, or an "
+                           "earlier leader's late Binding) took GPUs already given out")
+            else:
+                message = (f"node {info.name} has {used} {resource} in use but only {capacity} allocatable (pods "
+                           f"of other schedulers count plain {resource} requests; the GPUs Tessera's classes hand "
+                           "out are the same GPUs): schedule every GPU pod on this node with Tessera")
             if pod is not None:
                 notices.append(Notice("Pod", pod.key, "GPUsOvercommitted", message, pod.meta.namespace, pod.uid))
             elif info.node is not None:
