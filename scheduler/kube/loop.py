@@ -320,12 +320,18 @@ class SchedulerLoop:
         one the watch brought meanwhile (the gate's own status write changes it). Any version the
         core holds in this term postdates the term fence, so no Binding of an earlier term can land
         after this one's; a version already stale makes the apiserver refuse it (409), and the pod
-        is decided again from the one read back."""
+        is decided again from the one read back.
+
+        It also carries the term's fence token (`tessera.dev/term`), so the first pod a new
+        leader binds tells a deposed one that still thinks it leads (its clock ran slow) to stop,
+        even when no pod was pending at the takeover for the fence to mark."""
         pod = attempt.pod
         assert attempt.node is not None
         current = self.core.state.pods.get(pod.uid)
         version = (current or pod).meta.resource_version
-        return Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node, attempt.annotations,
+        token = self.fence.token()
+        annotations = {**attempt.annotations, ann.TERM: token} if token is not None else attempt.annotations
+        return Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node, annotations,
                        resource_version=version)
 
     def _end_permit_wait(self, uid: str, result: str) -> None:

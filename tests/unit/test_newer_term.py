@@ -116,3 +116,28 @@ async def test_the_loop_decides_nothing_after_a_pod_shows_a_newer_term() -> None
         owner.cancel_scope.cancel()
     assert seen == [("rep-b/4/2026-01-01T00:02:00.000000Z", "default/fenced")]
     assert not api.of("POST", "/binding")
+
+
+async def test_a_leaders_bindings_carry_its_term_token() -> None:
+    """Round 4's uncovered variant: with no pod pending at the takeover nothing is fenced, so a
+    deposed leader whose clock runs slow sees no token. Every Binding of a term with a token now
+    carries it (the admission policy lets the scheduler's Binding write tessera.dev/*): the first
+    pod the new leader binds tells the old one. Without leader election there is no token."""
+    for token in ("rep-a/3/2026-01-01T00:02:00.000000Z", None):
+        api = FakeApi()
+        api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+        api.add_pod(b.pod("p", requests={"nvidia.com/gpu": 1}, priority=0))
+        term: list[Any] = [None]
+        loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
+                             leader_term=lambda: term[0], term_fence=lambda: token)
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await until(lambda: loop.informers.synced)
+            term[0] = 1
+            loop.leadership_started()
+            await until(lambda: loop.stats.scheduled >= 1 and loop.binder.in_flight == 0)
+            owner.cancel_scope.cancel()
+        [binding] = api.of("POST", "/binding")
+        annotations = binding.body["metadata"]["annotations"]
+        assert annotations.get(ann.TERM) == token and api.pod("default", "p")["metadata"].get(
+            "annotations", {}).get(ann.TERM) == token
