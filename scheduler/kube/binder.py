@@ -26,8 +26,13 @@ flight. Outcomes (docs/design.md §3):
   assumption, and the devices it holds, are never released while a Binding of ours may still bind
   the pod: that is how double allocation happens.
   A replica that stops leading sends nothing more for it, but one with a request still out keeps
-  reading the pod back until it is bound or gone, or until that request can no longer land (our
-  timeout plus the apiserver's request timeout; one last read then decides). Leading again in a
+  reading the pod back until it is bound or gone, or until our timeout plus the apiserver's
+  request timeout have passed; one last read then decides. That window is no bound on a request
+  still in a proxy or a socket buffer, so a Binding conditional on a resourceVersion is not given
+  up on time alone: it is *withdrawn* first (`tessera.dev/term` written onto the pod, as the
+  term fence writes it), which changes the pod's version so that the Binding can never land. Only
+  the write's certain answer (the pod as written, or gone) settles it; a failed write is tried
+  again with backoff, the assumption held meanwhile. Leading again in a
   new term it never sends it again (another leader may have given its devices away meanwhile);
   leading again in the *same* term (the Lease kept naming us: nobody else led in between) it goes
   on sending.
@@ -50,6 +55,7 @@ from scheduler.core.annotations import DEVICES, TERM
 from scheduler.kube.http import TRANSPORT_ERRORS, KubeHttp, Response
 from scheduler.kube.concurrency import MAX_IN_FLIGHT, InFlight, TaskHost
 from scheduler.kube.pod_answers import pod_in, pod_not_found
+from scheduler.kube.term_write import write_term
 from scheduler.logs import describe_error
 
 log = structlog.get_logger("tessera.binder")
@@ -68,6 +74,10 @@ _REFUSED = frozenset({400, 401, 403, 405, 406, 410, 413, 415, 422})
 # the delay between tries of a write that did not land, doubled each time (the Binder, the term fence)
 RESEND_INITIAL, RESEND_MAX = 0.2, 5.0
 APISERVER_REQUEST_TIMEOUT = 60.0  # kube-apiserver's --request-timeout default
+# the message of a Binding withdrawn by the replica that gave up on it: the same every time (it
+# goes into the pod's PodScheduled condition; the versions are in the result's `detail`)
+WITHDRAWN = ("not the leader any more; the Binding was withdrawn (the pod's resourceVersion changed, so it can "
+             "never land)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +115,12 @@ class Binder:
     def __init__(self, http: KubeHttp, on_result: Callable[[BindResult], None], *, max_in_flight: int = MAX_IN_FLIGHT,
                  timeout: float = 30.0, term: Callable[[], Hashable | None] = lambda: 0,
                  sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-                 clock: Callable[[], float] = time.monotonic, late_landing_seconds: float | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, late_landing_seconds: float | None = None,
+                 identity: str = "tessera") -> None:
         self.http = http
+        # this replica's leader-election identity: it names the replica in the `tessera.dev/term`
+        # that withdraws a Binding it gave up on
+        self.identity = identity
         self.on_result = on_result
         # The leadership term we are in (None: not leading), read when a Binding is submitted and
         # right before each POST: only the term that decided a Binding may send it.
@@ -148,6 +162,14 @@ class Binder:
         Lease must then be left to expire, not handed over."""
         return await self._flights.drain(timeout)
 
+    def withdrawal_token(self, binding: Binding) -> str:
+        """The `tessera.dev/term` value that withdraws `binding`: `<identity>/withdrawn/<the
+        resourceVersion it is conditional on>`. With that version in it the write always changes
+        the pod (a write that changes nothing keeps the version, and the Binding could land): a pod
+        still at that version cannot carry it, since writing it moved the pod past that version.
+        Its middle part is not a number, so no leader reads it as a term's leaseTransitions."""
+        return f"{self.identity}/withdrawn/{binding.resource_version}"
+
     async def _bind(self, binding: Binding, term: Hashable | None) -> None:
         settled = False
         try:
@@ -173,7 +195,9 @@ class Binder:
         and another leader may have given them away — but reads back until the earlier request
         can no longer land; then the pod is decided afresh. Back in `term` itself (the lease
         lapsed and came back with nobody else holding it), nothing can have been given away: it
-        sends again rather than hold the pod and its devices for the whole window."""
+        sends again rather than hold the pod and its devices for the whole window. A Binding
+        conditional on a resourceVersion that may still land (it was sent, and the last read shows
+        the pod unbound at that version) is withdrawn before it is given up on (`_withdraw`)."""
         delay = RESEND_INITIAL
         sends = 0
         first_error = ""
@@ -212,6 +236,8 @@ class Binder:
                         settled, observed = await self._resolve(binding)
                         if settled is not None:
                             return _read_back(binding, settled, observed, first_error, sends, deposed)
+                        if binding.resource_version:  # the window is no bound on a request in a proxy
+                            return await self._withdraw(binding, first_error, sends, deposed)
                     message = ("not the leader any more; the Binding was not sent" if not sends else
                                f"not the leader any more; no earlier Binding landed within {self.late_landing:g} s")
                     return BindResult(binding, Outcome.RETRY, f"{first_error}; {message}" if first_error else message,
@@ -250,6 +276,44 @@ class Binder:
         # earlier request of ours — or being deleted), 5xx, 429
         return None, f"HTTP {response.status}: {response.message()}"
 
+    async def _withdraw(self, binding: Binding, first_error: str, sends: int, deposed: bool) -> BindResult:
+        """Make `binding` unable to land before the pod is given up on: write its withdrawal token
+        onto the pod (`write_term`, the term fence's write), which changes the pod's
+        resourceVersion, so the Binding — conditional on the old one — is refused (409) whenever
+        it arrives. The pod as written settles it: still unbound (decided again from the new
+        version), bound (by our Binding, which landed first, or elsewhere), or gone. A failed
+        write says nothing of the pod: back off, read the pod back (another writer, a new
+        leader's fence, may have settled it) and write again. The assumption, and its devices,
+        are held until then: never released on time alone."""
+        token = self.withdrawal_token(binding)
+        delay = RESEND_INITIAL
+        while True:
+            async with self._slots:
+                answer = await write_term(self.http, binding.namespace, binding.name, binding.uid, token,
+                                          timeout=self.timeout)
+            if answer.gone:
+                return BindResult(binding, Outcome.NOT_FOUND, first_error, 0.0, sends=sends)
+            failed = answer.failed
+            if answer.pod is not None:
+                settled = _settled_by(binding, answer.pod)
+                if settled is Outcome.RETRY:
+                    version = answer.pod["metadata"].get("resourceVersion")
+                    detail = f"resourceVersion {binding.resource_version} -> {version}: withdrawn with " \
+                        f"{TERM}={token}" + (f"; {first_error}" if first_error else "")
+                    return BindResult(binding, Outcome.RETRY, WITHDRAWN, 0.0, observed=answer.pod, sends=sends,
+                                      detail=detail)
+                if settled is not None:
+                    return _read_back(binding, settled, answer.pod, first_error, sends, deposed)
+                failed = "the write left the pod at the Binding's resourceVersion"  # defensive: see the token
+            log.warning("binder.withdraw_failed", pod=f"{binding.namespace}/{binding.name}", node=binding.node,
+                        error=failed, retry_in=round(delay, 1),
+                        message="the pod and its devices stay held until the Binding is withdrawn or settled")
+            await self._sleep(delay * (1 + random.random() * 0.2))
+            delay = min(delay * 2, RESEND_MAX)
+            settled, observed = await self._resolve(binding)
+            if settled is not None:
+                return _read_back(binding, settled, observed, first_error, sends, deposed)
+
     async def _resolve(self, binding: Binding) -> tuple[Outcome | None, dict[str, Any] | None]:
         """Read the pod until a read succeeds: what it settles (None: still unbound) and the pod."""
         path = f"/api/v1/namespaces/{binding.namespace}/pods/{binding.name}"
@@ -264,25 +328,32 @@ class Binder:
                 return Outcome.NOT_FOUND, None
             pod = pod_in(response) if response is not None and response.ok else None
             if pod is not None:
-                meta = pod["metadata"]
-                if meta.get("uid") != binding.uid:  # a new pod under the old name: ours is gone
+                if pod["metadata"].get("uid") != binding.uid:  # a new pod under the old name: ours is gone
                     return Outcome.NOT_FOUND, None
-                node = (pod.get("spec") or {}).get("nodeName") or ""
-                ours = binding.annotations.get(DEVICES)
-                if node == binding.node and (ours is None or (meta.get("annotations") or {}).get(DEVICES) == ours):
-                    return Outcome.BOUND, pod
-                if node:
-                    return Outcome.CONFLICT, pod
-                if meta.get("deletionTimestamp"):  # no Binding can land on a pod being deleted
-                    return Outcome.CONFLICT, pod
-                if binding.resource_version and meta.get("resourceVersion") != binding.resource_version:
-                    # unbound, and no longer the version our Binding is conditional on: no send of
-                    # it, earlier or later, can ever land (a resourceVersion never comes back), so
-                    # the pod is decided again, from this newer version
-                    return Outcome.RETRY, pod
-                return None, pod
+                return _settled_by(binding, pod), pod
             await self._sleep(delay * (1 + random.random() * 0.2))
             delay = min(delay * 2, RESEND_MAX)
+
+
+def _settled_by(binding: Binding, pod: dict[str, Any]) -> Outcome | None:
+    """What pod `binding` names, as the apiserver answered it, settles: bound to our node with our
+    devices, bound elsewhere or being deleted, unbound at another version than the Binding's
+    (decided again), or nothing (None: unbound at the Binding's version, where it may still land)."""
+    meta = pod["metadata"]
+    node = (pod.get("spec") or {}).get("nodeName") or ""
+    ours = binding.annotations.get(DEVICES)
+    if node == binding.node and (ours is None or (meta.get("annotations") or {}).get(DEVICES) == ours):
+        return Outcome.BOUND
+    if node:
+        return Outcome.CONFLICT
+    if meta.get("deletionTimestamp"):  # no Binding can land on a pod being deleted
+        return Outcome.CONFLICT
+    if binding.resource_version and meta.get("resourceVersion") != binding.resource_version:
+        # unbound, and no longer the version our Binding is conditional on: no send of it,
+        # earlier or later, can ever land (a resourceVersion never comes back), so the pod is
+        # decided again, from this newer version
+        return Outcome.RETRY
+    return None
 
 
 def _read_back(binding: Binding, settled: Outcome, observed: dict[str, Any] | None, first_error: str,

@@ -12,12 +12,10 @@ and could still be bound: each write changes the pod's resourceVersion, so no Bi
 before it can land, however late it arrives. The answers (the pods at their new versions) go to
 the core, so the new term's own Bindings carry versions the fence did not invalidate.
 
-The write goes through pods/status (the scheduler's role has `patch pods/status`, not `patch
-pods`; the apiserver keeps metadata.annotations from a status write, podStatusStrategy
-.PrepareForUpdate) as a merge patch with the pod's uid as a precondition. Pods are written
-concurrently, outside the client's rate limiter as Bindings are: through the limiter (50 qps, burst
-100) a takeover with 5,000 pending pods would wait (5,000 - 100) / 50 = 98 s before its first
-decision.
+Each write is `write_term` (scheduler/kube/term_write.py: through pods/status, a merge patch with
+the pod's uid as a precondition, and how its answer reads). Pods are written concurrently,
+outside the client's rate limiter as Bindings are: through the limiter (50 qps, burst 100) a
+takeover with 5,000 pending pods would wait (5,000 - 100) / 50 = 98 s before its first decision.
 """
 
 from __future__ import annotations
@@ -30,12 +28,10 @@ from typing import Any
 import anyio
 import structlog
 
-from scheduler.core.annotations import TERM
 from scheduler.kube.binder import RESEND_INITIAL, RESEND_MAX
 from scheduler.kube.concurrency import MAX_IN_FLIGHT
-from scheduler.kube.http import MERGE_PATCH, TRANSPORT_ERRORS, KubeHttp
-from scheduler.kube.pod_answers import pod_in, pod_not_found, uid_conflict
-from scheduler.logs import describe_error
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.term_write import write_term
 
 log = structlog.get_logger("tessera.fence")
 
@@ -76,30 +72,20 @@ async def fence(http: KubeHttp, pods: Iterable[FencedPod], token: str, term: Has
             if current_term() != term:
                 outcome.aborted = True
                 return
-            body = {"metadata": {"uid": pod.uid, "annotations": {TERM: token}}}
-            path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
-            try:
-                response = await http.request("PATCH", path, body=body, content_type=MERGE_PATCH, timeout=timeout,
-                                              limited=False, resend=lambda: current_term() == term)
-            except TRANSPORT_ERRORS as err:
-                outcome.failed.append(f"{pod.namespace}/{pod.name}: {describe_error(err)}")
-                return
-        written = pod_in(response) if response.ok else None
-        if written is not None:
+            answer = await write_term(http, pod.namespace, pod.name, pod.uid, token, timeout=timeout,
+                                      resend=lambda: current_term() == term)
+        if answer.pod is not None:
             outcome.written += 1
             done.add(pod.uid)
             try:
-                on_pod(written)
+                on_pod(answer.pod)
             except Exception:  # noqa: BLE001 - the callback is ours; a bug there must not stop the fence
                 log.exception("fence.callback_failed", pod=f"{pod.namespace}/{pod.name}")
-        elif response.ok:  # a 2xx that is not the Pod (a proxy's page): nothing says the write landed
-            outcome.failed.append(f"{pod.namespace}/{pod.name}: HTTP {response.status} without the Pod in it")
-        elif (response.status == 404 and pod_not_found(response, pod.name)) or (
-                response.status == 409 and uid_conflict(response)):  # gone, or another pod under the name
+        elif answer.gone:  # deleted, or another pod under the name
             outcome.gone += 1
             done.add(pod.uid)
         else:
-            outcome.failed.append(f"{pod.namespace}/{pod.name}: HTTP {response.status}: {response.message()}")
+            outcome.failed.append(f"{pod.namespace}/{pod.name}: {answer.failed}")
 
     async with anyio.create_task_group() as group:
         for pod in pods:

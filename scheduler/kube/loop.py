@@ -88,7 +88,7 @@ class SchedulerLoop:
         self.stopwatch = stopwatch
         self.core = Scheduler(config, seed=random.randrange(2**32) if seed is None else seed, stopwatch=stopwatch)
         self.informers = InformerSet(watch_http, self._on_event, SCHEDULER_KINDS)
-        self.binder = Binder(http, self._on_bound, term=lambda: self.leader_term())
+        self.binder = Binder(http, self._on_bound, term=lambda: self.leader_term(), identity=identity)
         # Events get a client of their own with its own token bucket, as kube-scheduler's event
         # client does, so that recording a pod's Event never takes a Binding's place in the budget.
         limiter = http.limiter

@@ -15,9 +15,11 @@ import aiohttp
 import anyio
 import pytest
 
+from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
 from scheduler.kube.http import KubeHttp, RateLimiter, Response
+from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tests.fakeapi import Call, FakeApi
 
@@ -558,3 +560,122 @@ async def test_a_deposed_leaders_binding_refused_by_a_newer_terms_fence_says_so(
     api.before = changed
     await _bind(binder, binding)
     assert [(r.outcome, r.fenced_by) for r in results] == [(Outcome.RETRY, "")]
+
+
+# --- a Binding given up on is withdrawn first (one-pod fence) ------------------------------------
+
+def _withdrawals(api: FakeApi) -> list[str]:
+    """The `tessera.dev/term` tokens written through pods/status."""
+    return [call.body["metadata"]["annotations"][ann.TERM] for call in api.of("PATCH", "/status")
+            if ann.TERM in ((call.body or {}).get("metadata") or {}).get("annotations", {})]
+
+
+def _held_then_stepped_down(also: Callable[[FakeApi, str, str], None] = lambda api, method, path: None
+                            ) -> tuple[FakeApi, Binder, list[BindResult], list[float], Binding]:
+    """The live break's opening: pod p decided at resourceVersion 7, its Binding POST held on its
+    way (a TCP proxy), and the replica not leading from that POST on (all its Lease traffic held),
+    so it only reads back until the late-landing window (5 s of the recorded sleeps) has passed.
+    `also` runs before every call too (with the fake apiserver)."""
+    leading = [True]
+    api, binder, results, sleeps = _setup(term=lambda: 1 if leading[0] else None, late_landing=5.0)
+    binding = _versioned(api)
+    api.fail_next("POST", "/binding", hold=True)
+
+    def step_down(method: str, path: str) -> None:
+        if method == "POST":
+            leading[0] = False
+        also(api, method, path)
+
+    api.before = step_down
+    return api, binder, results, sleeps, binding
+
+
+async def test_a_binding_given_up_on_is_withdrawn_so_it_can_never_land() -> None:
+    """Live adversary (2 of 2): the deposed replica read the pod back unbound at the Binding's own
+    resourceVersion until the 90 s window had passed, reported "not bound", took the Lease back on
+    its own record (the same term: no fence), and gave the GPU to another pod; the proxy then
+    delivered the first Binding: 201, nine pods on eight GPUs. The window assumes a request
+    reaches the apiserver within our timeout; one in a proxy has no bound. Before giving up, the
+    binder now writes `tessera.dev/term` onto the pod (uid precondition): the pod's version
+    changes, so the held Binding, conditional on the old one, is refused whenever it arrives."""
+    api, binder, results, sleeps, binding = _held_then_stepped_down()
+    await _bind(binder, binding)
+    assert sum(sleeps) >= 5.0  # the window was waited out (read-backs only)
+    [late] = api.deliver_held()  # the proxy lets the first Binding through
+    assert late.status == 409, "the Binding given up on landed: its GPU was handed out twice"
+    assert not api.pod("default", "p")["spec"].get("nodeName")
+    [token] = _withdrawals(api)
+    assert token.endswith("/withdrawn/7") and token.split("/")[-2] == "withdrawn"
+    assert len(api.of("POST")) == 1
+    [result] = results
+    assert result.outcome is Outcome.RETRY and result.sends == 1
+    assert result.observed is not None
+    assert result.observed["metadata"]["resourceVersion"] == api.pod("default", "p")["metadata"]["resourceVersion"]
+    assert result.observed["metadata"]["resourceVersion"] != "7"
+    assert result.message == ("not the leader any more; the Binding was withdrawn (the pod's resourceVersion "
+                              "changed, so it can never land)")
+    assert "7 ->" in result.detail and not result.fenced_by
+
+
+@pytest.mark.parametrize("failure", ["503", "transport", "proxy-page"])
+async def test_a_withdrawal_that_fails_holds_the_pod_until_one_succeeds(failure: str) -> None:
+    """The withdrawal's answer must be certain before the devices go: a 503, a broken connection
+    or a proxy's 200 page says nothing about the pod's version, so no result is given (the core
+    keeps the assumption) until a later write returns the pod."""
+    results_at_writes: list[int] = []
+    api, binder, results, _, binding = _held_then_stepped_down(
+        lambda api, method, path: results_at_writes.append(len(results)) if method == "PATCH" else None)
+    if failure == "503":
+        api.fail_next("PATCH", "/status", status=503)
+    elif failure == "transport":
+        api.fail_next("PATCH", "/status", error=aiohttp.ServerDisconnectedError())
+    else:
+        def proxy_page(call: Call) -> Response | None:
+            return Response(200, b"<html>ok</html>") if call.method == "PATCH" and len(api.of("PATCH")) == 1 \
+                else None
+
+        api.handlers.append(proxy_page)
+    await _bind(binder, binding)
+    # the failed write, then the one that answered; nothing was reported before the second
+    assert results_at_writes == [0, 0]
+    assert len(_withdrawals(api)) == 2
+    [result] = results
+    assert result.outcome is Outcome.RETRY and result.observed is not None
+    assert result.observed["metadata"]["resourceVersion"] != "7"
+    [late] = api.deliver_held()
+    assert late.status == 409 and not api.pod("default", "p")["spec"].get("nodeName")
+
+
+async def test_a_binding_that_lands_just_before_its_withdrawal_is_bound() -> None:
+    """The held Binding reaches the apiserver between the last read-back and the withdrawal: the
+    written pod shows it bound to our node with our devices, so the pod is bound, not decided again."""
+    landed: list[int] = []
+
+    def land(api: FakeApi, method: str, path: str) -> None:
+        if method == "PATCH" and path.endswith("/status"):
+            landed.extend(response.status for response in api.deliver_held())
+
+    api, binder, results, _, binding = _held_then_stepped_down(land)
+    await _bind(binder, binding)
+    assert landed == [201]
+    [result] = results
+    assert result.outcome is Outcome.BOUND and result.observed is not None
+    assert result.observed["spec"]["nodeName"] == "n"
+    assert len(_withdrawals(api)) == 1
+
+
+async def test_a_binding_without_a_resource_version_is_not_withdrawn() -> None:
+    """A Binding conditional on no version (none was known) cannot be withdrawn this way: as before."""
+    leading = [True]
+    api, binder, results, sleeps = _setup(term=lambda: 1 if leading[0] else None, late_landing=5.0)
+    api.fail_next("POST", "/binding", hold=True)
+    api.before = lambda method, path: leading.__setitem__(0, False) if method == "POST" else None
+    await _bind(binder)
+    assert [r.outcome for r in results] == [Outcome.RETRY] and api.of("PATCH") == []
+
+
+def test_the_loop_gives_the_binder_its_identity_for_the_withdrawal_token() -> None:
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a")  # type: ignore[arg-type]
+    assert loop.binder.withdrawal_token(Binding("u", "default", "p", "n", resource_version="7")) == \
+        "rep-a/withdrawn/7"
