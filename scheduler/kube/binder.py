@@ -76,8 +76,7 @@ RESEND_INITIAL, RESEND_MAX = 0.2, 5.0
 APISERVER_REQUEST_TIMEOUT = 60.0  # kube-apiserver's --request-timeout default
 # the message of a Binding withdrawn by the replica that gave up on it: the same every time (it
 # goes into the pod's PodScheduled condition; the versions are in the result's `detail`)
-WITHDRAWN = ("not the leader any more; the Binding was withdrawn (the pod's resourceVersion changed, so it can "
-             "never land)")
+WITHDRAWN = "the Binding was withdrawn (the pod's resourceVersion changed, so it can never land)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +226,10 @@ class Binder:
                     outcome = None
                 elif outcome is None:
                     last_ambiguous = sent_at
+                if outcome is Outcome.RETRY and last_ambiguous is not None and binding.resource_version:
+                    # a refusal answers for this request only: an earlier one, held on its way, may
+                    # still land on the devices the retry hands out again
+                    return await self._withdraw(binding, first_error, sends, deposed=False, why=message)
                 if outcome is not None:
                     return BindResult(binding, outcome, message, 0.0, sends=sends)
                 first_error = first_error or message
@@ -237,7 +240,8 @@ class Binder:
                         if settled is not None:
                             return _read_back(binding, settled, observed, first_error, sends, deposed)
                         if binding.resource_version:  # the window is no bound on a request in a proxy
-                            return await self._withdraw(binding, first_error, sends, deposed)
+                            return await self._withdraw(binding, first_error, sends, deposed,
+                                                        why="not the leader any more")
                     message = ("not the leader any more; the Binding was not sent" if not sends else
                                f"not the leader any more; no earlier Binding landed within {self.late_landing:g} s")
                     return BindResult(binding, Outcome.RETRY, f"{first_error}; {message}" if first_error else message,
@@ -276,7 +280,7 @@ class Binder:
         # earlier request of ours — or being deleted), 5xx, 429
         return None, f"HTTP {response.status}: {response.message()}"
 
-    async def _withdraw(self, binding: Binding, first_error: str, sends: int, deposed: bool) -> BindResult:
+    async def _withdraw(self, binding: Binding, first_error: str, sends: int, deposed: bool, why: str) -> BindResult:
         """Make `binding` unable to land before the pod is given up on: write its withdrawal token
         onto the pod (`write_term`, the term fence's write), which changes the pod's
         resourceVersion, so the Binding — conditional on the old one — is refused (409) whenever
@@ -284,7 +288,8 @@ class Binder:
         version), bound (by our Binding, which landed first, or elsewhere), or gone. A failed
         write says nothing of the pod: back off, read the pod back (another writer, a new
         leader's fence, may have settled it) and write again. The assumption, and its devices,
-        are held until then: never released on time alone."""
+        are held until then: never released on time alone. `why` the Binding is given up on
+        heads the result's message (a refusal's text, or "not the leader any more")."""
         token = self.withdrawal_token(binding)
         delay = RESEND_INITIAL
         while True:
@@ -300,8 +305,8 @@ class Binder:
                     version = answer.pod["metadata"].get("resourceVersion")
                     detail = f"resourceVersion {binding.resource_version} -> {version}: withdrawn with " \
                         f"{TERM}={token}" + (f"; {first_error}" if first_error else "")
-                    return BindResult(binding, Outcome.RETRY, WITHDRAWN, 0.0, observed=answer.pod, sends=sends,
-                                      detail=detail)
+                    return BindResult(binding, Outcome.RETRY, f"{why}; {WITHDRAWN}", 0.0, observed=answer.pod,
+                                      sends=sends, detail=detail)
                 if settled is not None:
                     return _read_back(binding, settled, answer.pod, first_error, sends, deposed)
                 failed = "the write left the pod at the Binding's resourceVersion"  # defensive: see the token

@@ -679,3 +679,21 @@ def test_the_loop_gives_the_binder_its_identity_for_the_withdrawal_token() -> No
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a")  # type: ignore[arg-type]
     assert loop.binder.withdrawal_token(Binding("u", "default", "p", "n", resource_version="7")) == \
         "rep-a/withdrawn/7"
+
+
+async def test_a_refusal_after_the_window_withdraws_a_held_earlier_send_while_leading() -> None:
+    """The withdrawal helper's open end: a leader's first send is held on its way (ambiguous);
+    every resend is refused (403: a webhook, RBAC) until the late-landing window has passed, and
+    the refusal was taken as certain — but it answers for that request only, and the held one
+    could still land on the GPUs the retry hands out again. It is withdrawn first now."""
+    api, binder, results, sleeps = _setup(late_landing=10.0)
+    binding = _versioned(api)
+    api.fail_next("POST", "/binding", hold=True)
+    for _ in range(50):
+        api.fail_next("POST", "/binding", status=403)
+    await _bind(binder, binding)
+    assert [r.outcome for r in results] == [Outcome.RETRY] and sum(sleeps) >= 10.0
+    [late] = api.deliver_held()
+    assert late.status == 409, "the send held on its way landed after the pod was given up on"
+    assert not api.pod("default", "p")["spec"].get("nodeName")
+    assert [c.body["metadata"]["annotations"][ann.TERM] for c in api.of("PATCH", "/status")] == ["tessera/withdrawn/7"]
