@@ -54,7 +54,7 @@ class FenceOutcome:
 
     written: int = 0  # pods whose resourceVersion the fence changed
     gone: int = 0  # deleted (404) or replaced under the name (a uid precondition's 409)
-    failed: list[str] = field(default_factory=list)  # "ns/name: error" of writes to try again
+    failed: list[tuple[FencedPod, str]] = field(default_factory=list)  # writes to try again, and why
     aborted: bool = False  # the term changed while it ran
 
 
@@ -85,7 +85,7 @@ async def fence(http: KubeHttp, pods: Iterable[FencedPod], token: str, term: Has
             outcome.gone += 1
             done.add(pod.uid)
         else:
-            outcome.failed.append(f"{pod.namespace}/{pod.name}: {answer.failed}")
+            outcome.failed.append((pod, answer.failed))
 
     async with anyio.create_task_group() as group:
         for pod in pods:
@@ -115,12 +115,17 @@ class TermFence:
         self._delay = RESEND_INITIAL
         self.retry_at: float | None = None  # monotonic clock: the next try of a fence that failed
         self._failed: tuple[int, str] | None = None  # the last failed try: pods it left, and why
+        self._told: set[str] = set()  # uids of the pods told why this term's fence holds them
 
     async def ready(self, current_term: Callable[[], Hashable | None], unbound: Callable[[], list[FencedPod]],
-                    on_pod: Callable[[dict[str, Any]], None]) -> bool:
+                    on_pod: Callable[[dict[str, Any]], None],
+                    on_refused: Callable[[FencedPod, str], None] = lambda pod, why: None) -> bool:
         """True when the current term may decide: it is fenced, or needs no fence. Otherwise
         writes the fence onto `unbound()` pods not written yet (False when a write failed or the
-        term changed meanwhile; the next call tries the rest, once the backoff has passed)."""
+        term changed meanwhile; the next call tries the rest, once the backoff has passed).
+        `on_refused` hears of each pod whose write failed, once per term: while it fails nothing
+        is scheduled, and the pod itself should say why (an admission policy refusing the write
+        left every pending pod without an Event)."""
         term = current_term()
         if term is None or term == self._fenced_term:
             return term is not None
@@ -136,6 +141,7 @@ class TermFence:
                 return True
             token = fresh
             self._fencing = (term, token, set())
+            self._told = set()
             self._delay, self.retry_at = RESEND_INITIAL, None
         done = self._fencing[2]
         started = time.monotonic()
@@ -145,10 +151,16 @@ class TermFence:
             self._ended()
             return False
         if outcome.failed:
-            self._failed = (len(outcome.failed), outcome.failed[0])
+            first_pod, first_why = outcome.failed[0]
+            first = f"{first_pod.namespace}/{first_pod.name}: {first_why}"
+            self._failed = (len(outcome.failed), first)
             self.retry_at = time.monotonic() + self._delay
+            for pod, why in outcome.failed:
+                if pod.uid not in self._told:
+                    self._told.add(pod.uid)
+                    on_refused(pod, why)
             log.warning("leader.fence_failed", failed=len(outcome.failed), written=outcome.written,
-                        first=outcome.failed[0], retry_in=round(self._delay, 1),
+                        first=first, retry_in=round(self._delay, 1),
                         message="this replica leads but does not decide until every pod an earlier leader could "
                         "have bound is fenced; trying the rest again")
             self._delay = min(self._delay * 2, RESEND_MAX)

@@ -506,7 +506,15 @@ class SchedulerLoop:
                     if pod.scheduler_name in names and not pod.node_name and not pod.meta.deleting
                     and not pod.terminal and not pod.gated]
 
-        return await self.fence.ready(self.leader_term, unbound, self._written)
+        return await self.fence.ready(self.leader_term, unbound, self._written, self._fence_refused)
+
+    def _fence_refused(self, pod: FencedPod, why: str) -> None:
+        """A pending pod the term fence could not write: nothing is scheduled until it can, and
+        without an Event the pod would show no reason at all."""
+        self.events.record(ObjectRef("Pod", "v1", pod.name, pod.namespace, pod.uid), "Warning", "FailedScheduling",
+                           "Scheduling", "no pod is scheduled until this scheduler's new leader has marked every "
+                           f"pending pod (its term fence): writing tessera.dev/term through pods/status failed: {why}",
+                           controller=self._controller(pod.uid))
 
     @property
     def fence_pending(self) -> int:

@@ -155,7 +155,7 @@ async def test_a_failed_fence_write_means_no_decision_until_it_is_written() -> N
     writes = [call.path.split("/")[-2] for call in api.of("PATCH", "/status")
               if ann.TERM in (call.body["metadata"].get("annotations") or {})]
     assert sorted(writes) == ["a", "c", "c"]  # `a` once, `c` again after its failure
-    first_bind = next(i for i, call in enumerate(api.calls) if call.method == "POST")
+    first_bind = next(i for i, call in enumerate(api.calls) if call.method == "POST" and call.path.endswith("/binding"))
     last_write = max(i for i, call in enumerate(api.calls) if call.method == "PATCH" and "/status" in call.path
                      and ann.TERM in (call.body["metadata"].get("annotations") or {}))
     assert last_write < first_bind
@@ -254,7 +254,7 @@ async def test_a_resumed_term_finishes_its_unfinished_fence_before_deciding() ->
     await _take_over(api, lambda: token[0],
                      until_done=lambda loop: loop.stats.scheduled >= 2 and loop.binder.in_flight == 0)
     assert api.pod("default", "c")["metadata"]["annotations"][ann.TERM] == TOKEN
-    first_bind = next(i for i, call in enumerate(api.calls) if call.method == "POST")
+    first_bind = next(i for i, call in enumerate(api.calls) if call.method == "POST" and call.path.endswith("/binding"))
     last_write = max(i for i, call in enumerate(api.calls) if call.method == "PATCH" and "/status" in call.path
                      and ann.TERM in (call.body["metadata"].get("annotations") or {}))
     assert last_write < first_bind
@@ -456,3 +456,34 @@ def test_the_old_leader_logs_its_fenced_binding_as_the_fence_not_as_a_failure() 
     seen = [(entry["event"], entry["log_level"], entry.get("term")) for entry in logs
             if str(entry["event"]).startswith("binder.")]
     assert seen == [("binder.fenced", "warning", TOKEN), ("binder.failed", "error", None)]
+
+
+async def test_a_pod_whose_fence_write_is_refused_is_told_why_once() -> None:
+    """Adversary round 4: an admission policy refused the fence's writes; every pending pod showed
+    `Events: <none>` and no condition, the reason only in the leader's log, /readyz and a metric.
+    A pod whose write failed now gets one FailedScheduling Warning per term saying why nothing is
+    scheduled, however many times the write is tried again."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=2)]
+    api.add_pod(_gpu_pod("a", "11"))
+    api.add_pod(_gpu_pod("c", "12"))
+    refusals: list[int] = []
+
+    def refuse_c_three_times(call: Call) -> Response | None:
+        if call.method == "PATCH" and call.path.endswith("/c/status") and len(refusals) < 3:
+            refusals.append(1)
+            return Response(422, b'{"kind":"Status","code":422,"reason":"Invalid","message":"pods \\"c\\" is '
+                            b'forbidden: ValidatingAdmissionPolicy \'deny-term\' denied request"}')
+        return None
+
+    api.handlers.append(refuse_c_three_times)
+    await _take_over(api, lambda: TOKEN,
+                     until_done=lambda loop: loop.stats.scheduled >= 2 and loop.binder.in_flight == 0)
+    assert len(refusals) == 3
+    told = [e for (ns, _), e in api.events.items() if e["regarding"]["name"] == "c" and e["reason"] == "FailedScheduling"]
+    assert len(told) == 1 and told[0]["type"] == "Warning"
+    assert told[0]["note"].startswith("no pod is scheduled until this scheduler's new leader has marked every pending "
+                                      "pod (its term fence): writing tessera.dev/term through pods/status failed: "
+                                      "HTTP 422: ")
+    assert not [e for (ns, _), e in api.events.items() if e["regarding"]["name"] == "a"
+                and e["reason"] == "FailedScheduling"]
