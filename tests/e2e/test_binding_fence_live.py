@@ -214,3 +214,77 @@ async def test_a_leader_whose_clock_stood_still_stops_at_the_newer_terms_fence(
         await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))
         await kubectl.call("DELETE", f"{PRIORITY_CLASSES}/{high}", ok=(200, 404))
 
+
+
+async def test_a_binding_given_up_on_in_the_same_term_is_withdrawn_before_it_can_land(
+        control_plane: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
+    """Adversary round 4's other break, no clock tricks: one replica; pod X's Binding is held in a
+    proxy; the replica loses the Lease, stops leading, and after the late-landing window gives X
+    up; it takes its own record back (the same term: no fence) and binds a higher-priority pod Y
+    onto the freed GPU; X's pending condition is written again unchanged, so X keeps its
+    resourceVersion; then the proxy delivers X's Binding. Before the fix it landed (two pods on one
+    GPU); now the binder withdrew it first (a pods/status write that changes X's version), and it
+    gets 409."""
+    suffix = secrets.token_hex(3)
+    node = f"withdraw-{suffix}"
+    obj = b.node(node, gpus=1)
+    await kubectl.create(NODES, obj)
+    await kubectl.call("PATCH", f"{NODES}/{node}/status", {"status": obj["status"]},
+                       content_type="application/merge-patch+json")
+    high = f"withdraw-high-{suffix}"
+    await kubectl.create(PRIORITY_CLASSES, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                            "metadata": {"name": high}, "value": 1000})
+    lease = f"tessera-withdraw-{suffix}"
+    pinned = {"nodeSelector": {"kubernetes.io/hostname": node}}
+    with proxied(control_plane.server, control_plane.ca_file) as proxy:
+        kubeconfig = proxy.write_kubeconfig(tmp_path / "via-proxy", control_plane.admin_token)
+        api, watch, lease_api = (await connect(str(kubeconfig)), await connect(str(control_plane.kubeconfig)),
+                                 await connect(str(control_plane.kubeconfig)))
+        rep, loop = _replica("rep", lease, KubeHttp(lease_api), KubeHttp(api), KubeHttp(watch))
+        loop.binder.timeout, loop.binder.late_landing = 2.0, 3.0  # the 30 s and 90 s of a real run, shortened
+        tasks = [asyncio.create_task(loop.run()), asyncio.create_task(rep.run())]
+        try:
+            await eventually(lambda: asyncio.sleep(0, rep.is_leader))
+            # X waits behind a filler (so its PodScheduled=False condition is written once)
+            await kubectl.create_pod(namespace, b.pod("filler", limits={"nvidia.com/gpu": 1}, spec_extra=pinned))
+            await eventually(lambda: _has(kubectl, namespace, {"filler": node}), timeout=30)
+            await kubectl.create_pod(namespace, b.pod("x", limits={"nvidia.com/gpu": 1}, spec_extra=pinned))
+            await eventually(lambda: _condition(kubectl, namespace, "x"), timeout=30)
+            proxy.configure(hold_bindings=True)
+            await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/filler?gracePeriodSeconds=0")
+            await eventually(lambda: asyncio.sleep(0, proxy.proxy.bindings_held == 1), timeout=30)
+            proxy.configure(hold_bindings=False)  # X's stays held; later Bindings go through
+            # the replica loses the Lease (its elector stops, no release), gives X up after the window
+            tasks[1].cancel()
+            await eventually(lambda: asyncio.sleep(0, rep.term is None), timeout=30)
+            await eventually(lambda: asyncio.sleep(0, loop.binder.in_flight == 0), timeout=30)
+            # it takes its own record back: the same term, no fence
+            tasks[1] = asyncio.create_task(rep.run())
+            await eventually(lambda: asyncio.sleep(0, rep.term is not None), timeout=30)
+            await kubectl.create_pod(namespace, b.pod("y", limits={"nvidia.com/gpu": 1},
+                                                      spec_extra={**pinned, "priorityClassName": high}))
+            await eventually(lambda: _has(kubectl, namespace, {"y": node}), timeout=30)
+            await asyncio.sleep(1.0)  # X decided again: unschedulable, its condition written unchanged
+            assert proxy.release_bindings() == 1  # the link heals: X's first Binding reaches the apiserver
+            await asyncio.sleep(1.0)
+            assert await _bound(kubectl, namespace) == {"y": node}, "a Binding given up on landed: a GPU twice"
+        finally:
+            proxy.configure(hold_bindings=False)
+            proxy.release_bindings()
+            loop.stop()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await rep.release()
+            for client in (api, watch, lease_api):
+                await client.close()
+            await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
+            await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))
+            await kubectl.call("DELETE", f"{PRIORITY_CLASSES}/{high}", ok=(200, 404))
+
+
+async def _condition(kubectl: Kube, namespace: str, name: str) -> bool:
+    """The pod has Tessera's PodScheduled=False condition."""
+    pod = (await kubectl.pods(namespace)).get(name) or {}
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               for c in (pod.get("status") or {}).get("conditions") or [])
