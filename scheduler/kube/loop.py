@@ -98,7 +98,7 @@ class SchedulerLoop:
         self.events = EventRecorder(events_http, controller=config.profiles[0].scheduler_name, instance=identity,
                                     term=lambda: self.leader_term())
         self.statuses = StatusWriter(http, self._pod_version, allowed=lambda: self.is_leader(),
-                                     on_pod_written=self._written)
+                                     on_pod_written=self._written, term_token=lambda: self.fence.token())
         # the Warning of an edit a standby saw is reported by whichever replica writes its union
         self.held = HeldDevicesWriter(http, allowed=lambda: self.is_leader(),
                                       on_written=self._tell)

@@ -37,6 +37,7 @@ import anyio
 import orjson
 import structlog
 
+from scheduler.core.annotations import TERM
 from scheduler.core.objects import PLUGINS_API, WORKLOAD_API, podgroup_api
 # the PodScheduled reasons, the core's (re-exported: the writer's callers name them from here)
 from scheduler.core.scheduler import SCHEDULER_ERROR as SCHEDULER_ERROR
@@ -62,8 +63,13 @@ PodVersion = Callable[[str, str, "str | None"], "str | None"]
 class StatusWriter:
     def __init__(self, http: KubeHttp, pod_version: PodVersion, *, concurrency: int = 8,
                  retry_seconds: float = 1.0, allowed: Callable[[], bool] = lambda: True,
-                 on_pod_written: Callable[[dict[str, Any]], None] = lambda pod: None) -> None:
+                 on_pod_written: Callable[[dict[str, Any]], None] = lambda pod: None,
+                 term_token: Callable[[], str | None] = lambda: None) -> None:
         self.http = http
+        # the leader's term token, written onto a pod with its PodScheduled=False: a deposed leader
+        # whose clock runs slow learns from the first pod this term marks, as from its fence and
+        # its Bindings (LeaderElector.saw_term); None without leader election
+        self.term_token = term_token
         self.pod_version = pod_version
         # the pod as a status write left it: the cache learns its new resourceVersion before the
         # watch does, so the pod's next Binding is not conditional on the version this write
@@ -283,7 +289,9 @@ class StatusWriter:
             version = self.pod_version(pod[0], pod[1], reason)
             if version is None:
                 return  # no longer waiting for that reason: the wish is stale, drop it
-            body = {**body, "metadata": {"resourceVersion": version}}
+            term = self.term_token()
+            body = {**body, "metadata": {"resourceVersion": version,
+                                         **({"annotations": {TERM: term}} if term is not None else {})}}
         token = object()
         self._inflight[key] = (fingerprint, token)
         response: Response | None = None

@@ -141,3 +141,29 @@ async def test_a_leaders_bindings_carry_its_term_token() -> None:
         annotations = binding.body["metadata"]["annotations"]
         assert annotations.get(ann.TERM) == token and api.pod("default", "p")["metadata"].get(
             "annotations", {}).get(ann.TERM) == token
+
+
+async def test_a_leaders_pending_condition_write_carries_its_term_token() -> None:
+    """Re-check of round 4 (variant `nopend2`, 5 of 5 broke at x0.25): nothing pending at the
+    takeover, pods created after it, the new leader marks them Unschedulable, then the slow old
+    leader's watch lags — it saw only those condition writes, which carried no token, and bound
+    the pods beside the new leader's. The condition write now carries the term's token in the same
+    PATCH (the admission policy allows a status write whose only tessera.dev change is the term);
+    none without leader election."""
+    for token in ("rep-a/3/2026-01-01T00:02:00.000000Z", None):
+        api = FakeApi()
+        api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+        api.add_pod(b.pod("big", requests={"nvidia.com/gpu": 2}, priority=0))
+        term: list[Any] = [None]
+        loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
+                             leader_term=lambda: term[0], term_fence=lambda: token)
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await until(lambda: loop.informers.synced)
+            term[0] = 1
+            loop.leadership_started()
+            await until(lambda: any(c.body.get("status") for c in api.of("PATCH", "/big/status")))
+            owner.cancel_scope.cancel()
+        [write] = [c for c in api.of("PATCH", "/big/status") if c.body.get("status")]
+        assert write.body["status"]["conditions"][0]["reason"] == "Unschedulable"
+        assert ((write.body.get("metadata") or {}).get("annotations") or {}).get(ann.TERM) == token
