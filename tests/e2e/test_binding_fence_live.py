@@ -51,6 +51,20 @@ def _replica(name: str, lease: str, lease_http: KubeHttp, http: KubeHttp,
     return elector, loop
 
 
+async def _node_and_priority(kubectl: Kube, name: str, gpus: int, cordoned: bool = False) -> tuple[str, str]:
+    """This test's own GPU node `name` (its pods are pinned to it: the shared control plane keeps
+    other tests' nodes) and a PriorityClass `<name>-high` of value 1000; returns both names."""
+    obj = b.node(name, gpus=gpus)
+    obj["spec"]["unschedulable"] = cordoned
+    await kubectl.create(NODES, obj)
+    await kubectl.call("PATCH", f"{NODES}/{name}/status", {"status": obj["status"]},
+                       content_type="application/merge-patch+json")
+    high = f"{name}-high"
+    await kubectl.create(PRIORITY_CLASSES, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                            "metadata": {"name": high}, "value": 1000})
+    return name, high
+
+
 async def _bound(kubectl: Kube, namespace: str) -> dict[str, str]:
     return {name: pod["spec"]["nodeName"] for name, pod in (await kubectl.pods(namespace)).items()
             if pod["spec"].get("nodeName")}
@@ -59,14 +73,7 @@ async def _bound(kubectl: Kube, namespace: str) -> dict[str, str]:
 async def test_an_old_leaders_binding_delivered_after_a_takeover_is_refused(
         control_plane: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
     suffix = secrets.token_hex(3)
-    node = f"fence-{suffix}"
-    obj = b.node(node, gpus=1)
-    await kubectl.create(NODES, obj)
-    await kubectl.call("PATCH", f"{NODES}/{node}/status", {"status": obj["status"]},
-                       content_type="application/merge-patch+json")
-    high = f"fence-high-{suffix}"
-    await kubectl.create(PRIORITY_CLASSES, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                            "metadata": {"name": high}, "value": 1000})
+    node, high = await _node_and_priority(kubectl, f"fence-{suffix}", gpus=1)
     lease = f"tessera-fence-{suffix}"
     pinned = {"nodeSelector": {"kubernetes.io/hostname": node}}
     with proxied(control_plane.server, control_plane.ca_file) as proxy:
@@ -141,15 +148,7 @@ async def test_a_leader_whose_clock_stood_still_stops_at_the_newer_terms_fence(
     "leading", bound the low pods at their fresh versions (the precondition holds): four pods on
     two GPUs. Now the newer term's token on the fenced pods ends rep-b's acting."""
     suffix = secrets.token_hex(3)
-    node = f"stood-{suffix}"
-    obj = b.node(node, gpus=2)
-    obj["spec"]["unschedulable"] = True
-    await kubectl.create(NODES, obj)
-    await kubectl.call("PATCH", f"{NODES}/{node}/status", {"status": obj["status"]},
-                       content_type="application/merge-patch+json")
-    high = f"stood-high-{suffix}"
-    await kubectl.create(PRIORITY_CLASSES, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                            "metadata": {"name": high}, "value": 1000})
+    node, high = await _node_and_priority(kubectl, f"stood-{suffix}", gpus=2, cordoned=True)
     lease = f"tessera-stood-{suffix}"
     pinned = {"nodeSelector": {"kubernetes.io/hostname": node}}
     clients = [await connect(str(control_plane.kubeconfig)) for _ in range(4)]
@@ -226,14 +225,7 @@ async def test_a_binding_given_up_on_in_the_same_term_is_withdrawn_before_it_can
     GPU); now the binder withdrew it first (a pods/status write that changes X's version), and it
     gets 409."""
     suffix = secrets.token_hex(3)
-    node = f"withdraw-{suffix}"
-    obj = b.node(node, gpus=1)
-    await kubectl.create(NODES, obj)
-    await kubectl.call("PATCH", f"{NODES}/{node}/status", {"status": obj["status"]},
-                       content_type="application/merge-patch+json")
-    high = f"withdraw-high-{suffix}"
-    await kubectl.create(PRIORITY_CLASSES, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                            "metadata": {"name": high}, "value": 1000})
+    node, high = await _node_and_priority(kubectl, f"withdraw-{suffix}", gpus=1)
     lease = f"tessera-withdraw-{suffix}"
     pinned = {"nodeSelector": {"kubernetes.io/hostname": node}}
     with proxied(control_plane.server, control_plane.ca_file) as proxy:

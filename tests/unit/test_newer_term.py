@@ -14,6 +14,7 @@ again only after a Lease write of its own succeeds (a bogus token costs one rene
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -118,25 +119,33 @@ async def test_the_loop_decides_nothing_after_a_pod_shows_a_newer_term() -> None
     assert not api.of("POST", "/binding")
 
 
+async def _lead_until(token: str | None, pod: dict[str, Any], done: Callable[[FakeApi, SchedulerLoop], bool]) -> FakeApi:
+    """One replica on a one-GPU node with `pod` pending, leading a term whose fence token is
+    `token` (None: no leader election), until `done`."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(pod)
+    term: list[Any] = [None]
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
+                         leader_term=lambda: term[0], term_fence=lambda: token)
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await until(lambda: loop.informers.synced)
+        term[0] = 1
+        loop.leadership_started()
+        await until(lambda: done(api, loop))
+        owner.cancel_scope.cancel()
+    return api
+
+
 async def test_a_leaders_bindings_carry_its_term_token() -> None:
     """Round 4's uncovered variant: with no pod pending at the takeover nothing is fenced, so a
     deposed leader whose clock runs slow sees no token. Every Binding of a term with a token now
     carries it (the admission policy lets the scheduler's Binding write tessera.dev/*): the first
     pod the new leader binds tells the old one. Without leader election there is no token."""
     for token in ("rep-a/3/2026-01-01T00:02:00.000000Z", None):
-        api = FakeApi()
-        api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
-        api.add_pod(b.pod("p", requests={"nvidia.com/gpu": 1}, priority=0))
-        term: list[Any] = [None]
-        loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
-                             leader_term=lambda: term[0], term_fence=lambda: token)
-        async with anyio.create_task_group() as owner:
-            owner.start_soon(loop.run)
-            await until(lambda: loop.informers.synced)
-            term[0] = 1
-            loop.leadership_started()
-            await until(lambda: loop.stats.scheduled >= 1 and loop.binder.in_flight == 0)
-            owner.cancel_scope.cancel()
+        api = await _lead_until(token, b.pod("p", requests={"nvidia.com/gpu": 1}, priority=0),
+                                lambda api, loop: loop.stats.scheduled >= 1 and loop.binder.in_flight == 0)
         [binding] = api.of("POST", "/binding")
         annotations = binding.body["metadata"]["annotations"]
         assert annotations.get(ann.TERM) == token and api.pod("default", "p")["metadata"].get(
@@ -151,19 +160,8 @@ async def test_a_leaders_pending_condition_write_carries_its_term_token() -> Non
     PATCH (the admission policy allows a status write whose only tessera.dev change is the term);
     none without leader election."""
     for token in ("rep-a/3/2026-01-01T00:02:00.000000Z", None):
-        api = FakeApi()
-        api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
-        api.add_pod(b.pod("big", requests={"nvidia.com/gpu": 2}, priority=0))
-        term: list[Any] = [None]
-        loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
-                             leader_term=lambda: term[0], term_fence=lambda: token)
-        async with anyio.create_task_group() as owner:
-            owner.start_soon(loop.run)
-            await until(lambda: loop.informers.synced)
-            term[0] = 1
-            loop.leadership_started()
-            await until(lambda: any(c.body.get("status") for c in api.of("PATCH", "/big/status")))
-            owner.cancel_scope.cancel()
+        api = await _lead_until(token, b.pod("big", requests={"nvidia.com/gpu": 2}, priority=0),
+                                lambda api, loop: any(c.body.get("status") for c in api.of("PATCH", "/big/status")))
         [write] = [c for c in api.of("PATCH", "/big/status") if c.body.get("status")]
         assert write.body["status"]["conditions"][0]["reason"] == "Unschedulable"
         assert ((write.body.get("metadata") or {}).get("annotations") or {}).get(ann.TERM) == token
