@@ -57,7 +57,8 @@ Where this deliberately differs from client-go, and why:
   the Lease after this one did. Only a Lease write of its own sent after that lets it act again
   (a bogus token costs one renewal). Leader election cannot survive a clock running slow (a
   skewed rate: libfaketime, CLOCK_MONOTONIC stopped across a suspended VM) while the Lease
-  traffic is cut; the fence's tokens can, for every pod the new leader fenced.
+  traffic is cut; the tokens can, for every pod the new leader fenced, bound or marked pending
+  that this replica's watch shows it.
 """
 
 from __future__ import annotations
@@ -269,9 +270,9 @@ class LeaderElector:
     def saw_term(self, token: str, where: str) -> bool:
         """`token`, a pod's `tessera.dev/term` (at `where`), names a term newer than this leader's
         (more lease transitions): another replica has taken the Lease since this one did, whatever
-        this replica's clock says. Stop acting now (True); a
-        Lease write of our own sent after this restores the term, if it is still ours (the write
-        is conditional, so it succeeds only on our own record: the token was bogus). Each token
+        this replica's clock says. Stop acting now (True); a Lease write of our own sent after this
+        restores the term, if it is still ours (the write is conditional, so it succeeds only on
+        our own record: the token was bogus). Each token
         counts once; tokens of this term's count or older (pods fenced before this term; a Lease
         deleted by hand restarts the count, which this cannot see) and unreadable values are no
         evidence."""
