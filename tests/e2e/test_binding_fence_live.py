@@ -65,6 +65,13 @@ async def _node_and_priority(kubectl: Kube, name: str, gpus: int, cordoned: bool
     return name, high
 
 
+async def _remove(kubectl: Kube, namespace: str, node: str, high: str) -> None:
+    """Undo `_node_and_priority` and the test's pods (the control plane is shared)."""
+    await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
+    await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))
+    await kubectl.call("DELETE", f"{PRIORITY_CLASSES}/{high}", ok=(200, 404))
+
+
 async def _bound(kubectl: Kube, namespace: str) -> dict[str, str]:
     return {name: pod["spec"]["nodeName"] for name, pod in (await kubectl.pods(namespace)).items()
             if pod["spec"].get("nodeName")}
@@ -127,9 +134,7 @@ async def test_an_old_leaders_binding_delivered_after_a_takeover_is_refused(
             await rep_a.release()
             for client in clients:
                 await client.close()
-            await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
-            await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))
-            await kubectl.call("DELETE", f"{PRIORITY_CLASSES}/{high}", ok=(200, 404))
+            await _remove(kubectl, namespace, node, high)
 
 
 async def _has(kubectl: Kube, namespace: str, wanted: dict[str, str]) -> bool:
@@ -209,9 +214,7 @@ async def test_a_leader_whose_clock_stood_still_stops_at_the_newer_terms_fence(
         await rep_a.release()
         for client in clients:
             await client.close()
-        await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
-        await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))
-        await kubectl.call("DELETE", f"{PRIORITY_CLASSES}/{high}", ok=(200, 404))
+        await _remove(kubectl, namespace, node, high)
 
 
 
@@ -270,9 +273,7 @@ async def test_a_binding_given_up_on_in_the_same_term_is_withdrawn_before_it_can
             await rep.release()
             for client in (api, watch, lease_api):
                 await client.close()
-            await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
-            await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))
-            await kubectl.call("DELETE", f"{PRIORITY_CLASSES}/{high}", ok=(200, 404))
+            await _remove(kubectl, namespace, node, high)
 
 
 async def _condition(kubectl: Kube, namespace: str, name: str) -> bool:
