@@ -115,8 +115,11 @@ class Binder:
                  timeout: float = 30.0, term: Callable[[], Hashable | None] = lambda: 0,
                  sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
                  clock: Callable[[], float] = time.monotonic, late_landing_seconds: float | None = None,
-                 identity: str = "tessera") -> None:
+                 identity: str = "tessera", ready: Callable[[Binding], Awaitable[Binding]] | None = None) -> None:
         self.http = http
+        # the Binding as it is to be sent, awaited before its first send: the loop's waits for a
+        # status write of its own to the pod still in flight and takes the version it left
+        self.ready = ready if ready is not None else _as_decided
         # this replica's leader-election identity: it names the replica in the `tessera.dev/term`
         # that withdraws a Binding it gave up on
         self.identity = identity
@@ -173,6 +176,7 @@ class Binder:
         settled = False
         try:
             start = time.monotonic()
+            binding = await self.ready(binding)
             result = await self._settle(binding, term)
             settled = True
             result = replace(result, seconds=time.monotonic() - start)
@@ -338,6 +342,10 @@ class Binder:
                 return _settled_by(binding, pod), pod
             await self._sleep(delay * (1 + random.random() * 0.2))
             delay = min(delay * 2, RESEND_MAX)
+
+
+async def _as_decided(binding: Binding) -> Binding:
+    return binding
 
 
 def _settled_by(binding: Binding, pod: dict[str, Any]) -> Outcome | None:

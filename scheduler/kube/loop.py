@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -88,7 +88,8 @@ class SchedulerLoop:
         self.stopwatch = stopwatch
         self.core = Scheduler(config, seed=random.randrange(2**32) if seed is None else seed, stopwatch=stopwatch)
         self.informers = InformerSet(watch_http, self._on_event, SCHEDULER_KINDS)
-        self.binder = Binder(http, self._on_bound, term=lambda: self.leader_term(), identity=identity)
+        self.binder = Binder(http, self._on_bound, term=lambda: self.leader_term(), identity=identity,
+                             ready=self._after_own_status_write)
         # Events get a client of their own with its own token bucket, as kube-scheduler's event
         # client does, so that recording a pod's Event never takes a Binding's place in the budget.
         limiter = http.limiter
@@ -333,6 +334,16 @@ class SchedulerLoop:
         annotations = {**attempt.annotations, ann.TERM: token} if token is not None else attempt.annotations
         return Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node, annotations,
                        resource_version=version)
+
+    async def _after_own_status_write(self, binding: Binding) -> Binding:
+        """The Binding to send: as decided, or — when a status write of ours to the pod was still in
+        flight (a PodScheduled=False or nomination PATCH sent while it waited) — conditional on the
+        version the cache holds once that write is answered, the version it left: that write
+        touched only the pod's status and term, nothing its placement rests on."""
+        if not await self.statuses.pod_write_settled(binding.namespace, binding.name):
+            return binding
+        current = self.core.state.pods.get(binding.uid)
+        return replace(binding, resource_version=current.meta.resource_version) if current is not None else binding
 
     def _end_permit_wait(self, uid: str, result: str) -> None:
         """A held Binding's wait is over: let go ("Success"), rejected ("Unschedulable") or

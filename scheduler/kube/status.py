@@ -78,7 +78,8 @@ class StatusWriter:
         self.allowed = allowed
         self._dirty: dict[_Key, dict[str, Any]] = {}
         self._written: dict[_Key, bytes] = {}
-        self._inflight: dict[_Key, tuple[bytes, object]] = {}  # fingerprint and a token per write
+        # fingerprint and a token per write, the token set when the write is answered (or given up)
+        self._inflight: dict[_Key, tuple[bytes, anyio.Event]] = {}
         self._since: dict[tuple[_Key, str], tuple[str, str]] = {}  # (key, type) -> (status, transition time)
         self._observed: dict[tuple[_Key, str], tuple[str, str]] = {}  # the same, as the watched object shows it
         self._nominated: dict[_Key, str] = {}  # the last nominatedNodeName wished per pod ("" clears)
@@ -119,6 +120,19 @@ class StatusWriter:
         status = {k: v for k, v in pending["status"].items()} if pending is not None else {}
         status["nominatedNodeName"] = None
         self._want(key, {"status": status}, stamp=("lastTransitionTime",))
+
+    async def pod_write_settled(self, namespace: str, name: str) -> bool:
+        """Wait until no status write to the pod is in flight; True if one was. A pod decided while
+        its PodScheduled=False (or nomination) PATCH was on the wire is bound after it: that write
+        is conditional on the pod's version and changes it, so a Binding conditional on the
+        version it replaced would run into it (a 409, an error and a retry for a write of our
+        own). Once the pod is assumed no new write to it starts (`pod_version` says it no longer
+        waits), so this waits for one request at most."""
+        inflight = self._inflight.get(_pod_status(namespace, name))
+        if inflight is None:
+            return False
+        await inflight[1].wait()
+        return True
 
     def pod_gone(self, namespace: str, name: str) -> None:
         """Forget what we wrote for a pod (it was bound or deleted), so a new one starts clean."""
@@ -292,8 +306,16 @@ class StatusWriter:
             term = self.term_token()
             body = {**body, "metadata": {"resourceVersion": version,
                                          **({"annotations": {TERM: term}} if term is not None else {})}}
-        token = object()
+        token = anyio.Event()
         self._inflight[key] = (fingerprint, token)
+        try:
+            await self._send(key, body, fingerprint, token, pod is not None)
+        finally:  # answered, refused, failed or cancelled: and a pod's new version already in the cache
+            token.set()
+
+    async def _send(self, key: _Key, body: dict[str, Any], fingerprint: bytes, token: anyio.Event,
+                    to_pod: bool) -> None:
+        path, content_type = key
         response: Response | None = None
         try:
             response = await self.http.request("PATCH", path, body=body, content_type=content_type, limited=False,
@@ -313,7 +335,7 @@ class StatusWriter:
         if response.ok:
             self._written[key] = fingerprint
             self.writes += 1
-            written = pod_in(response) if pod is not None else None
+            written = pod_in(response) if to_pod else None
             if written is not None:
                 try:
                     self.on_pod_written(written)
@@ -321,7 +343,7 @@ class StatusWriter:
                     log.exception("status.callback_failed", path=path)
         elif response.status == 404:
             self._written.pop(key, None)  # the object is gone (or the CRD has no status): nothing to do
-        elif response.status == 409 and pod is not None:
+        elif response.status == 409 and to_pod:
             body.pop("metadata")  # the pod changed since our cache saw it: ask the cache again
             self._retry(key, body, fingerprint)
         else:

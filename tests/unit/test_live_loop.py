@@ -447,3 +447,46 @@ async def test_a_binding_for_a_pod_deleted_meanwhile_is_logged_at_error_level_as
     logs = await _logs_until(loop, lambda e: e["event"] == "binder.failed")
     [failed] = [e for e in logs if e["event"] == "binder.failed"]
     assert failed["log_level"] == "error" and failed["outcome"] == "not_found"
+
+
+async def test_a_binding_waits_for_the_pods_own_status_write_in_flight_instead_of_running_into_it() -> None:
+    """A new user's trial (preemption, 2 of 2 runs): the preemptor's Binding came back 409 —
+    "resourceVersion 1152 -> 1178", `binder.failed` at error level, a SchedulerError condition, one
+    more `tessera_bindings_total{result="error"}` — and bound on the retry a second later. The only
+    writer in between was Tessera: its own PodScheduled=False/nomination PATCH, sent while the pod
+    still waited, landed (conditional on the pod's version, so it changed the version) while the
+    pod was decided and bound at the version it replaced. The Binding now waits for the pod's status
+    write in flight and is conditional on the version that write left: one POST, bound."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    filler = b.pod("filler", requests={"nvidia.com/gpu": 1}, node_name="n", phase="Running")
+    api.add_pod(filler)
+    pending = b.pod("p", requests={"nvidia.com/gpu": 1})
+    pending["metadata"]["resourceVersion"] = "5"
+    api.add_pod(pending)
+    answered = anyio.Event()
+    serve = api._call
+
+    async def answer_late(call: Any) -> Any:
+        """The pod's status PATCH is applied at once; its answer reaches the scheduler only later."""
+        response = await serve(call)
+        if call.method == "PATCH" and call.path.endswith("/pods/p/status"):
+            await answered.wait()
+        return response
+
+    api._call = answer_late  # type: ignore[method-assign]
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await until(lambda: bool(api.of("PATCH", "/pods/p/status")))  # applied, unanswered
+            del api.pods[("default", "filler")]
+            loop._apply("DELETED", {"apiVersion": "v1", "kind": "Pod", **filler})  # the watch says: gone
+            with anyio.move_on_after(1.0):  # the decision, and (before the fix) its Binding
+                await until(lambda: bool(api.of("POST", "/binding")), seconds=2.0)
+            answered.set()
+            await until(lambda: any(e["event"] in ("binder.bound", "binder.failed") for e in logs))
+            owner.cancel_scope.cancel()
+    assert [e["event"] for e in logs if e["event"].startswith("binder.")] == ["binder.bound"]
+    assert len(api.of("POST", "/binding")) == 1
+    assert api.pod("default", "p")["spec"]["nodeName"] == "n"
