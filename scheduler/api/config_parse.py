@@ -101,6 +101,7 @@ from scheduler.api.config_model import (
     SchedulerConfig,
     ScoreWeights,
 )
+from scheduler.api.names import DNS_LABEL, DNS_SUBDOMAIN
 from scheduler.core.plugins.registry import BY_NAME, REGISTRY, PluginSpec
 
 __all__ = ["parse_config", "SUPPORTED_API_VERSIONS"]
@@ -662,10 +663,6 @@ def _duration(obj: ArgsReader, key: str, default_seconds: int) -> int:
     return parsed
 
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
 def _leader_election(obj: ArgsReader, legacy: bool) -> LeaderElectionConfig:
     """Defaults: component-base RecommendedDefaultLeaderElectionConfiguration plus the scheduler's
     lease location (Tessera's own name). Checks: ValidateLeaderElectionConfiguration, the
@@ -687,9 +684,9 @@ def _leader_election(obj: ArgsReader, legacy: bool) -> LeaderElectionConfig:
         if lock != "leases":
             found.check(lambda: invalid(obj.at("resourceLock"), lock, 'resourceLock value must be "leases"'))
         # Tessera's own checks: the apiserver would refuse the Lease on every retry, forever.
-        if not _DNS_SUBDOMAIN.fullmatch(name) or len(name) > 253:
+        if not DNS_SUBDOMAIN.fullmatch(name) or len(name) > 253:
             found.check(lambda: invalid(obj.at("resourceName"), name, "must be a lowercase RFC 1123 subdomain (a Lease name)"))
-        if not _DNS_LABEL.fullmatch(namespace) or len(namespace) > 63:
+        if not DNS_LABEL.fullmatch(namespace) or len(namespace) > 63:
             found.check(lambda: invalid(obj.at("resourceNamespace"), namespace,
                                         "must be a lowercase RFC 1123 label (a namespace)"))
     found.raise_errors()

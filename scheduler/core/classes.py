@@ -10,19 +10,17 @@ from __future__ import annotations
 
 from collections import Counter
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
 from scheduler.api.quantity import Amount, QuantityError, exact, format_quantity, parse_quantity
+from scheduler.api.names import DNS_SUBDOMAIN, QUALIFIED_NAME
 from scheduler.core.objects import JSON, Device, ObjectError, ObjectMeta, parse_meta
 
 DEFAULT_RESOURCE_PREFIX = "class.tessera.dev/"
 _OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 _NANO = 10**9  # quantities are exact to 1n: a sharing unit must be a whole number of them
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +103,11 @@ def validate_resource_name(name: str) -> str | None:
     if "/" not in name:
         return f'"{name}" must be a fully qualified extended resource name such as "example.com/{name}"'
     domain, _, short = name.partition("/")
-    if not _DNS_SUBDOMAIN.match(domain) or len(domain) > 253:
+    if not DNS_SUBDOMAIN.fullmatch(domain) or len(domain) > 253:
         return f'"{name}": prefix part must be a DNS subdomain'
     if domain == "kubernetes.io" or domain.endswith(".kubernetes.io") or domain == "k8s.io" or domain.endswith(".k8s.io"):
         return f'"{name}": extended resource names may not use the kubernetes.io or k8s.io domains'
-    if not _QUALIFIED_NAME.match(short) or len(short) > 63:
+    if not QUALIFIED_NAME.fullmatch(short) or len(short) > 63:
         return f'"{name}": name part must consist of alphanumeric characters, "-", "_" or "."'
     return None
 

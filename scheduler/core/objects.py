@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from scheduler.api.names import label_key_problem
 from scheduler.api.quantity import Amount, QuantityError, exact, parse_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.lifecycle import APP, INIT, SIDECAR, ContainerKind, Phases, container_phases
@@ -442,10 +443,15 @@ class GangTopology:
     preferred: str = ""
 
 
-def gang_topology(annotations: Mapping[str, str]) -> GangTopology | None:
-    """The `tessera.dev/topology-*` annotations (on a PodGroup, or a label gang's members: see state/gang_topology.py)."""
+def gang_topology(annotations: Mapping[str, str], kind: str) -> GangTopology | None:
+    """The `tessera.dev/topology-*` annotations (on a PodGroup, or a label gang's members: see
+    state/gang_topology.py). A value that is no label key is the object's invalid field (`kind`
+    names it in the error): no node can carry it, and read as a level it made a garbled message."""
     required = annotations.get(TOPOLOGY_REQUIRED, "").strip()
     preferred = annotations.get(TOPOLOGY_PREFERRED, "").strip()
+    for annotation, value in ((TOPOLOGY_REQUIRED, required), (TOPOLOGY_PREFERRED, preferred)):
+        if value and (problem := label_key_problem(value)) is not None:
+            raise ObjectError(f"{kind}.metadata.annotations[{annotation}]: Invalid value: {value!r}: {problem}")
     return GangTopology(required, preferred) if required or preferred else None
 
 
@@ -657,7 +663,7 @@ def _gang(meta: ObjectMeta, spec: JSON) -> GangRef | None:
     minimum = go_int64(raw_min)  # strconv.Atoi: Python's int() would also take "1_0" or " 1"
     if minimum is None or minimum < 1:
         return None  # as coscheduling v0.18: a min-available that is not an integer >= 1 means "no gang"
-    return GangRef(gang_key(meta.namespace, name, ""), minimum, False, topology=gang_topology(meta.annotations))
+    return GangRef(gang_key(meta.namespace, name, ""), minimum, False, topology=gang_topology(meta.annotations, "Pod"))
 
 
 def parse_pod(obj: JSON) -> Pod:
@@ -944,7 +950,7 @@ def parse_podgroup(obj: JSON) -> PodGroup:
     phase = status.get("phase")
     occupied = status.get("occupiedBy")
     counts = (_count(status.get("running")), _count(status.get("succeeded")), _count(status.get("failed")))
-    return PodGroup(meta, minimum, timeout, priority_class, PLUGINS_API, gang_topology(meta.annotations),
+    return PodGroup(meta, minimum, timeout, priority_class, PLUGINS_API, gang_topology(meta.annotations, "PodGroup"),
                     phase=phase if isinstance(phase, str) else "", counts=counts, min_resources=min_resources,
                     occupied_by=occupied if isinstance(occupied, str) else "")
 
@@ -970,7 +976,7 @@ def _parse_workload_podgroup(obj: JSON) -> PodGroup:
     where = "PodGroup.spec.schedulingConstraints.topology"
     keys = [_str(_mapping(item, f"{where}[{i}]").get("key"), f"{where}[{i}].key")
             for i, item in enumerate(_list(constraints.get("topology"), where))]
-    annotated = gang_topology(meta.annotations) or GangTopology()
+    annotated = gang_topology(meta.annotations, "PodGroup") or GangTopology()
     required = keys[0] if keys else annotated.required
     topology = GangTopology(required, annotated.preferred) if required or annotated.preferred else None
     priority_class = _str(spec.get("priorityClassName"), "PodGroup.spec.priorityClassName")

@@ -30,7 +30,6 @@ bounded memory stream (dropping, and counting, what does not fit) and `run()` wr
 from __future__ import annotations
 
 import random
-import re
 import time
 import uuid
 from collections.abc import Callable, Hashable
@@ -42,6 +41,7 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup
 
+from scheduler.api.names import DNS_SUBDOMAIN
 from scheduler.kube.http import TRANSPORT_ERRORS, MERGE_PATCH, KubeHttp
 from scheduler.shortened import shortened
 
@@ -56,7 +56,6 @@ RETRY_SECONDS = 10.0  # upstream defaultSleepDuration between tries (the first o
 FLUSH_SECONDS = 5.0  # at a clean shutdown: the most the queued Events may add to it (a pod's grace is 30 s)
 _NAME_LIMIT = 253
 _INSTANCE_LIMIT = 128  # events.k8s.io/v1 validation: reportingInstance at most 128 characters
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def micro_time(now: float | None = None) -> str:
@@ -326,7 +325,7 @@ def event_name(regarding: str) -> str:
     """`<object>.<random hex>`, or a UUID where that is not a valid object name (a long object
     name): upstream's GenerateEventName."""
     name = f"{regarding}.{uuid.uuid4().hex[:16]}"
-    if len(name) > _NAME_LIMIT or not _DNS_SUBDOMAIN.match(name):
+    if len(name) > _NAME_LIMIT or not DNS_SUBDOMAIN.fullmatch(name):
         return str(uuid.uuid4())
     return name
 

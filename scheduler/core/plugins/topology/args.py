@@ -15,10 +15,10 @@
 
 from __future__ import annotations
 
-import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from scheduler.api.names import label_key_problem
 from scheduler.api.config_reader import ArgsReader, Checks, duplicate, invalid, required
 
 FIELDS = ("levels", "maxDomainTrials")
@@ -45,19 +45,6 @@ def level_name(node_label: str) -> str:
 
 
 HOSTNAME = "kubernetes.io/hostname"
-_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
-def label_key_problem(key: str) -> str | None:
-    """Why `key` is not a Kubernetes label key ([prefix/]name), or None."""
-    prefix, _, name = key.rpartition("/")
-    if "/" in key and (not _DNS_SUBDOMAIN.fullmatch(prefix) or len(prefix) > 253):
-        return "prefix part must be a lowercase DNS subdomain (a label key such as topology.kubernetes.io/zone)"
-    if not _LABEL_NAME.fullmatch(name) or len(name) > 63:
-        return ("name part must be at most 63 characters of alphanumerics, '-', '_' or '.', starting and "
-                "ending with an alphanumeric (a label key such as topology.kubernetes.io/zone)")
-    return None
 
 
 def parse_args(args: ArgsReader) -> TopologyPlacementArgs:

@@ -1,0 +1,50 @@
+"""A topology annotation whose value is not a label key is refused as the object's invalid field.
+
+A new user's trial: a PodGroup annotated `tessera.dev/topology-required: "Not A/Valid Label!!"` was
+taken as a level no node has, and its member said `no node has the label Not A/Valid Label!! of
+the required Valid Label!! level` — the key's last part read as the level's name. Tessera already
+refuses a PodGroup whose minMember is not an integer with an InvalidObject Warning naming the
+field (`Invalid value: 'two': must be an integer`); a key the apiserver would never accept on a
+node is the same kind of mistake, found the same way."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from scheduler.sim import builders as b
+from tests.helpers import Run
+from tests.replay.test_topology import RACK, rack_nodes, topology_config
+
+BAD = "Not A/Valid Label!!"
+WHY = "prefix part must be a lowercase DNS subdomain"
+
+
+@pytest.mark.parametrize("annotation", ["tessera.dev/topology-required", "tessera.dev/topology-preferred"])
+def test_a_podgroup_with_a_topology_value_that_is_no_label_key_is_an_invalid_object(annotation: str) -> None:
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2}))
+    group = b.podgroup("g", 1, annotations={annotation: BAD})
+    member = b.pod("m", limits={"nvidia.com/gpu": 1}, labels={"scheduling.x-k8s.io/pod-group": "g"})
+    run.add(group, member)
+    [notice] = [n for n in run.notices() if n.startswith("InvalidObject: PodGroup default/g")]
+    assert notice.startswith(f"InvalidObject: PodGroup default/g: PodGroup.metadata.annotations[{annotation}]: "
+                             f"Invalid value: {BAD!r}: {WHY}")
+    assert run.node_of("m") is None and "Valid Label!!" not in run.last("m").message
+    fixed = copy.deepcopy(group)
+    fixed["metadata"]["annotations"][annotation] = RACK
+    run.feed({"type": "MODIFIED", "object": fixed})
+    run.add()
+    assert run.node_of("m") is not None
+
+
+def test_a_label_gang_member_with_a_topology_value_that_is_no_label_key_is_an_invalid_object() -> None:
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2}))
+    member = b.pod("g-0", labels=b.gang_labels("g", 1), annotations={"tessera.dev/topology-required": BAD},
+                   limits={"nvidia.com/gpu": 1})
+    run.add(member)
+    assert any(n.startswith("InvalidObject: Pod default/g-0: Pod.metadata.annotations[tessera.dev/topology-required]: "
+                            f"Invalid value: {BAD!r}: {WHY}") for n in run.notices()), run.notices()
+    assert run.state.pod_by_key("default/g-0") is None  # not taken in: never placed without its constraint
