@@ -46,7 +46,7 @@ NODES_LEGEND = """GPU states (the first that applies; REASON says more):
   unhealthy   the node agent reports it unhealthy
   cordoned    the device's spec.unschedulable, or one GPU under two names
   fenced      free, but given to no pod: a bound pod's tessera.dev/devices annotation on its node is
-              unreadable or missing (which GPUs it holds is unknown; REASON names it), or no Node object
+              unreadable or missing (what it holds beyond its own GPUs is unknown; REASON names it), or no Node object
   gated       assigned to a pod whose Binding the allocation gate holds (live page only)
   whole       given whole to one pod
   slices      shared: USE is the sharing dimension in use of its capacity (4Gi/16Gi)

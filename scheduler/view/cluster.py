@@ -143,8 +143,9 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
                              f"its {', '.join(sorted(resources))} yet")
     notes += [f"{key} waits for the allocation gate" for key in gate_waiters]
     if fence:
-        notes.append(f"{fence}: which GPUs it holds is unknown, so the node's GPUs are fenced (none is given "
-                     "out) until the annotation is fixed or the pod is gone")
+        notes.append(f"{fence}: it holds the GPUs shown for it, and what else it may hold is unknown, so the "
+                     "node's other GPUs are fenced (none is given out) until the annotation is fixed or the pod "
+                     "is gone")
     why = (f"the recording {facts.diverged[info.name]}: the replay diverged from the cluster here"
            if info.name in facts.diverged else
            "every pod on it Tessera's: a Binding Tessera did not decide took GPUs already given out"
