@@ -29,7 +29,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,14 +108,14 @@ def _object(pod: TracePod, job: Job, incarnation: int) -> dict[str, Any]:
     return obj
 
 
-def per_pod_units(state: ClusterState, preemptor_priority: int, pods: Iterable[Pod], waiting: Callable[[str], bool],
-                  exclude_gang: str = "") -> list[Any]:
-    """kube-scheduler's victims: every lower-priority bound (or Permit-held) pod on its own, gangs or not."""
+def per_pod_units(state: ClusterState, preemptor_priority: int, pods: Iterable[Pod], exclude_gang: str = "") -> list[Any]:
+    """kube-scheduler's victims: every lower-priority placed pod (bound, held at Permit, or assumed
+    while its Binding is out) on its own, gangs or not."""
     from scheduler.core.plugins.preemption.victims import Unit
 
     return [Unit((pod,), pod.priority, "") for pod in pods
-            if pod.priority < preemptor_priority and (placement := state.placements.get(pod.uid)) is not None
-            and (not placement.assumed or waiting(pod.uid)) and (pod.gang is None or pod.gang.key != exclude_gang)]
+            if pod.priority < preemptor_priority and pod.uid in state.placements
+            and (pod.gang is None or pod.gang.key != exclude_gang)]
 
 
 def config(policy: str) -> SchedulerConfig:

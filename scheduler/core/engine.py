@@ -30,8 +30,6 @@ class Engine:
         self.profiles = {p.scheduler_name: ProfileRuntime(p, self.state, table, self.timing, batch)
                          for p in config.profiles}
         self.permits: list[PermitPlugin] = [p for runtime in self.profiles.values() for p in runtime.permits]
-        for runtime in self.profiles.values():
-            runtime.every_permit = self.permits
         self.queue.pre_enqueue = self.gating_plugin
         self.released: list[Attempt] = []  # held Bindings a permit plugin let go, not taken yet
         self.rejected: list[Attempt] = []  # held Bindings a permit plugin found invalid, not taken yet

@@ -637,9 +637,13 @@ class SchedulerLoop:
                 self._binding_error(victim.meta.namespace, victim.meta.name, victim.uid,
                                     "waiting on permit for pod: preempted")
         # each victim's own node: upstream's Event names the candidate node, which is where all of
-        # its victims run; a gang's victims may run on nodes other than the preemptor's nomination
+        # its victims run; a gang's victims may run on nodes other than the preemptor's nomination.
+        # A victim whose Binding is still out has no spec.nodeName yet: its node is the one the
+        # core assumed it on, where it holds its room until it is gone
+        state = self.core.state
         self.evictor.submit([Eviction(victim.meta.namespace, victim.meta.name, victim.uid, attempt.pod.uid,
-                                      attempt.pod.scheduler_name, victim.node_name, generation=victim.meta.generation,
+                                      attempt.pod.scheduler_name, victim.node_name or state.node_of(victim.uid) or "",
+                                      generation=victim.meta.generation,
                                       preemptor=attempt.pod.key, preemptor_type=attempt.preemptor_type,
                                       marked_since=victim.preemption_mark.since if victim.preemption_mark else None,
                                       by=by)

@@ -29,9 +29,6 @@ class Handle(Protocol):
     def usable_rows(self, ctx: PodContext) -> Bools:
         """The rows no batch filter rules out for the pod now (a superset of where it fits)."""
 
-    def waiting(self, uid: str) -> bool:
-        """A permit plugin of any profile holds this pod's Binding (upstream's GetWaitingPod)."""
-
     def find(self, kind: Callable[..., T]) -> T | None:
         """Another plugin of this profile that implements `kind` (a protocol), if any."""
 

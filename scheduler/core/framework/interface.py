@@ -255,10 +255,6 @@ class PermitPlugin(Plugin):
         """Drop every held Binding (this replica no longer leads) and return them."""
 
     @abstractmethod
-    def waiting(self, uid: str) -> bool:
-        """The plugin holds this pod's Binding now (upstream's GetWaitingPod)."""
-
-    @abstractmethod
     def reject(self, uid: str) -> bool:
         """Drop this pod's held Binding: a preemption chose it as a victim while it waited
         (upstream's waitingPod.Preempt). Whether the plugin held it."""

@@ -101,8 +101,6 @@ class ProfileRuntime:
         self.filters = [p for p in self.plugins.values() if isinstance(p, FilterPlugin)]
         self.reservers = [p for p in self.plugins.values() if isinstance(p, ReservePlugin)]
         self.permits = [p for p in self.plugins.values() if isinstance(p, PermitPlugin)]
-        # every profile's permit plugins (the engine sets them): a victim may wait in another's
-        self.every_permit: Sequence[PermitPlugin] = self.permits
         self.scores: list[tuple[ScorePlugin, int]] = [
             (plugin, weight) for name, weight in profile.score_weights.items()
             if isinstance(plugin := self.plugins.get(name), ScorePlugin)]
@@ -129,9 +127,6 @@ class ProfileRuntime:
         # `kind` may be abstract or a protocol (mypy's type[T] would refuse those): a class at runtime
         found = next((p for p in self.plugins.values() if isinstance(p, cast(type, kind))), None)
         return cast(T | None, found)
-
-    def waiting(self, uid: str) -> bool:
-        return any(permit.waiting(uid) for permit in self.every_permit)
 
     def usable_rows(self, ctx: PodContext) -> Bools:
         """Batch filters first; a filter without a batch form then checks the rows left, one by

@@ -206,9 +206,6 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
     def abandon(self) -> list[Attempt]:
         return self.gate.abandon()
 
-    def waiting(self, uid: str) -> bool:
-        return self.gate.waiting(uid)
-
     def reject(self, uid: str) -> bool:
         return self.gate.reject(uid)
 

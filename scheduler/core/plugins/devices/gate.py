@@ -153,10 +153,6 @@ class AllocationGate:
         self.deferred = {}
         return held
 
-    def waiting(self, uid: str) -> bool:
-        """Held here, its placement still the assumed one it was held with (not yet released)."""
-        return self._find(uid) is not None
-
     def reject(self, uid: str) -> bool:
         found = self._find(uid)
         if found is None:

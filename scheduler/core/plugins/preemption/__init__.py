@@ -206,7 +206,7 @@ class DefaultPreemption(PostFilterPlugin):
         member preempts at its gang's priority, and never evicts its own gang."""
         state = self.state
         here = [state.pods[uid] for uid in sorted(info.pods) if uid in state.pods]
-        units = units_for(state, state.competing_priority(pod), here, self.handle.waiting,
+        units = units_for(state, state.competing_priority(pod), here,
                           exclude_gang=pod.gang.key if pod.gang is not None else "")
         if not units:
             return (NO_VICTIMS,)
@@ -249,7 +249,7 @@ class DefaultPreemption(PostFilterPlugin):
         priority = state.competing_priority(members[0])
         placed = [pod for info in self._nodes_below(priority) for uid in sorted(info.pods)
                   if (pod := state.pods.get(uid)) is not None]
-        units = units_for(state, priority, placed, self.handle.waiting, exclude_gang=gang)
+        units = units_for(state, priority, placed, exclude_gang=gang)
         if not units:
             return Preemption(message=f"0/{len(state.node_order)} nodes are available: "
                                       f"{len(state.node_order)} {NO_VICTIMS}.")
@@ -357,7 +357,7 @@ class DefaultPreemption(PostFilterPlugin):
         used = set(nodes.values())
         here = [pod for node in sorted(used) for uid in sorted(state.nodes[node].pods)
                 if (pod := state.pods.get(uid)) is not None]
-        units = units_for(state, priority, here, self.handle.waiting, exclude_gang=gang)
+        units = units_for(state, priority, here, exclude_gang=gang)
         lifted = {unit.pods[0].uid: [state.lift(p.uid) for p in unit.pods] for unit in units}
         assumed: list[str] = []
         try:

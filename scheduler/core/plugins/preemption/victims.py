@@ -11,7 +11,7 @@ deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.objects import Pod
@@ -43,16 +43,18 @@ def running_members(state: ClusterState, gang: str) -> list[Pod]:
             and not state.leaving(pod)]
 
 
-def units_for(state: ClusterState, preemptor_priority: int, pods: Iterable[Pod], waiting: Callable[[str], bool],
-              exclude_gang: str = "") -> list[Unit]:
+def units_for(state: ClusterState, preemptor_priority: int, pods: Iterable[Pod], exclude_gang: str = "") -> list[Unit]:
     """The eligible units among `pods` (the placed pods where the room is needed): strictly lower
-    priority than the preemptor (a gang member: its gang's priority), bound or waiting at Permit
-    (`waiting`: such a victim goes back to the queue in memory), and for a gang member either
-    surplus or its gang's whole core, all of whose pods are so too."""
+    priority than the preemptor (a gang member: its gang's priority), and for a gang member either
+    surplus or its gang's whole core. Placed means bound, held at Permit (taken back in memory),
+    or assumed while its Binding is out: kube-scheduler's snapshot holds its assumed pods
+    (backend/cache/cache.go AssumePod adds them to their NodeInfo) and SelectVictimsOnNode makes
+    no exception for them; such a victim is evicted through the API as a bound one is, and keeps
+    its room until it is gone."""
     units: list[Unit] = []
     by_gang: dict[str, list[Pod]] = {}
     for pod in pods:
-        if not _evictable(state, pod, waiting):
+        if pod.uid not in state.placements:
             continue
         if state.leaving(pod):  # already leaving (its gang counts without it): a victim for free, alone
             priority = pod.priority if pod.gang is None else state.gang_priority(
@@ -76,17 +78,8 @@ def units_for(state: ClusterState, preemptor_priority: int, pods: Iterable[Pod],
         spare = by_start[:surplus]
         units += [Unit((pod,), priority, "") for pod in spare]
         if len(spare) < len(here):
-            core = tuple(sorted((p for p in members if p not in spare), key=lambda p: p.uid))
-            if all(_evictable(state, p, waiting) for p in core):
-                units.append(Unit(core, priority, key))
+            units.append(Unit(tuple(sorted((p for p in members if p not in spare), key=lambda p: p.uid)), priority, key))
     return units
-
-
-def _evictable(state: ClusterState, pod: Pod, waiting: Callable[[str], bool]) -> bool:
-    """On a node with its Binding done, or held at Permit (a pod whose Binding is out can be
-    neither evicted nor taken back)."""
-    placement = state.placements.get(pod.uid)
-    return placement is not None and (not placement.assumed or waiting(pod.uid))
 
 
 def most_important_first(units: Iterable[Unit]) -> list[Unit]:

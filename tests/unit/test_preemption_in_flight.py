@@ -1,0 +1,118 @@
+"""A pod whose Binding is in flight (assumed in the core, not yet bound) is a preemption victim.
+
+kube-scheduler's cache adds an assumed pod to its node's NodeInfo (backend/cache/cache.go AssumePod
+-> addPod -> n.info.AddPod), the snapshot preemption reads; SelectVictimsOnNode
+(defaultpreemption/default_preemption.go) takes every pod of lower priority in it, with no
+exception for an assumed one, and PreemptPod (framework/preemption/executor.go) evicts such a
+victim through the API (it is neither a waiting pod nor one in PreBind). A live adversary saw a
+high-priority pod read "No preemption victims found for incoming pod" while the low-priority
+pods' Bindings were out, and preempt them only at the unschedulable queue's flush.
+
+The promise comes first: the victim keeps what it holds (its requests, its device) until it is
+really gone — its Binding settles as not bound, or the pod is deleted — and the preemptor only
+holds its room beside it meanwhile.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import anyio
+import pytest
+
+from scheduler.api.config import load_config
+from scheduler.core.framework.attempt import Attempt
+from scheduler.core.scheduler import Scheduler
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.sim import builders as b
+from tests.fakeapi import FakeApi
+from tests.helpers import BINPACK, config, until
+
+LOW, HIGH = 0, 1000
+
+
+def _core() -> tuple[Scheduler, dict[str, Any]]:
+    """One 1-GPU node; `low` placed there, its Binding sent and not yet answered."""
+    core = Scheduler(config(BINPACK))
+    low = b.pod("low", limits={"nvidia.com/gpu": 1}, priority=LOW)
+    core.apply("ADDED", b.node("n", gpus=1), 0.0)
+    core.apply("ADDED", copy.deepcopy(low), 0.0)
+    [placed] = core.schedule_next(0.0) or []
+    assert placed.node == "n" and core.state.placements[placed.pod.uid].assumed
+    return core, low
+
+
+def _schedule(core: Scheduler, name: str, now: float) -> Attempt:
+    attempts = core.schedule_next(now)
+    assert attempts is not None
+    [attempt] = [a for a in attempts if a.pod.meta.name == name]
+    return attempt
+
+
+def _gpus_in_use(core: Scheduler, node: str) -> int:
+    """nvidia.com/gpu of real holders (bound or assumed pods; a nominated preemptor's hold is not one)."""
+    state = core.state
+    return sum(state.placements[uid].requests.get("nvidia.com/gpu", 0) for uid in state.nodes[node].pods)
+
+
+def test_a_pod_whose_binding_is_in_flight_is_a_victim_at_once() -> None:
+    core, low = _core()
+    core.apply("ADDED", b.pod("high", limits={"nvidia.com/gpu": 1}, priority=HIGH), 1.0)
+    high = _schedule(core, "high", 1.0)
+    assert high.node is None
+    assert [victim.meta.name for victim in high.preempted] == ["low"], high.message
+    assert high.nominated_node == "n"
+    assert "No preemption victims" not in high.message
+
+
+@pytest.mark.parametrize("gone", ["deleted", "binding_refused", "binding_not_found"])
+def test_the_in_flight_victim_keeps_its_gpu_until_it_is_gone_then_the_preemptor_takes_it(gone: str) -> None:
+    core, low = _core()
+    low_uid = low["metadata"]["uid"]
+    core.apply("ADDED", b.pod("high", limits={"nvidia.com/gpu": 1}, priority=HIGH), 1.0)
+    high = _schedule(core, "high", 1.0)
+    assert [victim.uid for victim in high.preempted] == [low_uid]
+    # the victim is not gone yet: it still holds its GPU, and the preemptor is not placed beside it
+    assert core.state.node_of(low_uid) == "n" and _gpus_in_use(core, "n") == 1
+    assert core.schedule_next(2.0) is None or all(a.node is None for a in core.schedule_next(2.0) or [])
+    assert _gpus_in_use(core, "n") == 1
+    if gone == "deleted":  # the victim's DELETE landed first: the watch says so, the Binding cannot land
+        core.apply("DELETED", copy.deepcopy(low), 3.0)
+        core.binding_dropped(low_uid)  # then its Binding's 404
+    elif gone == "binding_refused":  # its DisruptionTarget write moved its resourceVersion: 409, read back unbound
+        core.binding_failed(low_uid, 3.0)
+    else:
+        core.binding_dropped(low_uid)
+    placed = _schedule(core, "high", 3.0)
+    assert placed.node == "n", placed.message
+    assert _gpus_in_use(core, "n") == 1
+
+
+# --- the live shell: the in-flight victim is evicted through the API --------------------------------
+
+async def test_the_live_loop_evicts_an_in_flight_victim_and_names_the_node_it_was_placed_on() -> None:
+    """The victim is not bound yet (no spec.nodeName): its DisruptionTarget mark and DELETE go out
+    as for a bound victim (upstream's PreemptPod: neither a waiting pod nor one in PreBind), and
+    its `Preempted` Event names the node its Binding targets, upstream's candidate node."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(b.pod("low", limits={"nvidia.com/gpu": 1}, priority=LOW))
+    api.fail_next("POST", "/binding", stall=True)  # low's Binding never answers
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    high = b.pod("high", limits={"nvidia.com/gpu": 1}, priority=HIGH)
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await until(lambda: api.stalled == 1)
+        api.add_pod(high)
+        loop._apply("ADDED", copy.deepcopy(high))  # the watch's ADDED (the fake's watch is silent)
+        loop._wake.set()
+        await until(lambda: any(e["reason"] == "Preempted" for e in api.events.values()))
+        owner.cancel_scope.cancel()
+    [preempted] = [e for e in api.events.values() if e["reason"] == "Preempted"]
+    assert preempted["regarding"]["name"] == "low"
+    assert preempted["note"] == f"Preempted by pod {high['metadata']['uid']} on node n"
+    [mark] = [c for c in api.of("PATCH", "/low/status") if (c.body.get("status") or {}).get("conditions")]
+    assert mark.body["status"]["conditions"][0]["reason"] == "PreemptionByScheduler"
+    assert len(api.of("DELETE", "/pods/low")) == 1 and ("default", "low") not in api.pods
