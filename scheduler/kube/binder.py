@@ -77,6 +77,7 @@ APISERVER_REQUEST_TIMEOUT = 60.0  # kube-apiserver's --request-timeout default
 # the message of a Binding withdrawn by the replica that gave up on it: the same every time (it
 # goes into the pod's PodScheduled condition; the versions are in the result's `detail`)
 WITHDRAWN = "the Binding was withdrawn (the pod's resourceVersion changed, so it can never land)"
+NOT_LEADING = "not the leader any more"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,20 @@ class BindResult:
     # the `tessera.dev/term` of the newer leader whose fence refused this Binding, when this
     # replica was deposed while it waited: the fence doing its job, not a fault (for the log)
     fenced_by: str = ""
+    # given up because this replica stopped leading (`withdrawn`: after writing its withdrawal
+    # token): the leadership machinery at work, not a fault (for the log)
+    not_leading: bool = False
+    withdrawn: bool = False
+
+    @property
+    def pod_gone(self) -> bool:
+        """The pod was deleted (or is being deleted, unbound) while the Binding was out: nothing
+        is left to bind, so nothing failed."""
+        if self.outcome is Outcome.NOT_FOUND:
+            return True
+        pod = self.observed or {}
+        return (self.outcome is Outcome.CONFLICT and bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+                and not (pod.get("spec") or {}).get("nodeName"))
 
 
 class Binder:
@@ -244,13 +259,12 @@ class Binder:
                         if settled is not None:
                             return _read_back(binding, settled, observed, first_error, sends, deposed)
                         if binding.resource_version:  # the window is no bound on a request in a proxy
-                            return await self._withdraw(binding, first_error, sends, deposed,
-                                                        why="not the leader any more")
-                    message = ("not the leader any more; the Binding was not sent" if not sends else
-                               f"not the leader any more; no earlier Binding landed within {self.late_landing:g} s")
+                            return await self._withdraw(binding, first_error, sends, deposed, why=NOT_LEADING)
+                    message = (f"{NOT_LEADING}; the Binding was not sent" if not sends else
+                               f"{NOT_LEADING}; no earlier Binding landed within {self.late_landing:g} s")
                     return BindResult(binding, Outcome.RETRY, f"{first_error}; {message}" if first_error else message,
-                                      0.0, sends=sends)
-                message = "not the leader any more: no more sends, reading the pod back"
+                                      0.0, sends=sends, not_leading=True)
+                message = f"{NOT_LEADING}: no more sends, reading the pod back"
             settled, observed = await self._resolve(binding)
             if settled is not None:
                 # deposed while the send was out counts too: that is when a fence refuses it
@@ -293,7 +307,7 @@ class Binder:
         write says nothing of the pod: back off, read the pod back (another writer, a new
         leader's fence, may have settled it) and write again. The assumption, and its devices,
         are held until then: never released on time alone. `why` the Binding is given up on
-        heads the result's message (a refusal's text, or "not the leader any more")."""
+        heads the result's message (a refusal's text, or NOT_LEADING)."""
         token = self.withdrawal_token(binding)
         delay = RESEND_INITIAL
         while True:
@@ -310,7 +324,7 @@ class Binder:
                     detail = f"resourceVersion {binding.resource_version} -> {version}: withdrawn with " \
                         f"{TERM}={token}" + (f"; {first_error}" if first_error else "")
                     return BindResult(binding, Outcome.RETRY, f"{why}; {WITHDRAWN}", 0.0, observed=answer.pod,
-                                      sends=sends, detail=detail)
+                                      sends=sends, detail=detail, not_leading=why == NOT_LEADING, withdrawn=True)
                 if settled is not None:
                     return _read_back(binding, settled, answer.pod, first_error, sends, deposed)
                 failed = "the write left the pod at the Binding's resourceVersion"  # defensive: see the token

@@ -734,16 +734,7 @@ class SchedulerLoop:
                                f"Successfully assigned {binding.namespace}/{binding.name} to {binding.node}",
                                controller=self._controller(binding.uid))
             return
-        if result.fenced_by:  # deposed, and a newer term's fence refused it: the fence working
-            log.warning("binder.fenced", pod=f"{binding.namespace}/{binding.name}", node=binding.node,
-                        term=result.fenced_by, message="a newer leader's term fence changed the pod: this replica's "
-                        "Binding, sent before it lost the Lease, can never land", detail=result.detail)
-        else:
-            # error level for every outcome, as kube-scheduler's handleSchedulingFailure logs each
-            # binding-cycle error ("Error scheduling pod; retrying"), a pod gone meanwhile included
-            log.error("binder.failed", pod=f"{binding.namespace}/{binding.name}", node=binding.node,
-                      outcome=result.outcome.value, message=result.message,
-                      **({"detail": result.detail} if result.detail else {}))
+        _log_not_bound(result, preempted=binding.uid in self.core.state.preempting)
         if result.outcome is Outcome.RETRY:
             self.stats.bind_errors += 1
             self.core.binding_failed(binding.uid, time.time())
@@ -842,6 +833,37 @@ def _log_bound(binding: Binding) -> None:
               for grants in by_resource.values() for grant in grants]
     log.info("binder.bound", pod=f"{binding.namespace}/{binding.name}", uid=binding.uid, node=binding.node,
              devices=[grant.device for grant in grants], device_ids=[grant.device_id for grant in grants])
+
+
+def _log_not_bound(result: BindResult, preempted: bool) -> None:
+    """The one line for a Binding that did not bind, at the level of what happened. Error
+    (`binder.failed`) for a refusal or a pod bound elsewhere, as kube-scheduler's
+    handleSchedulingFailure logs a binding-cycle error. Lower where nothing failed: a newer
+    leader's term fence refused it (warning: this replica was deposed mid-flight); this replica
+    stopped leading and gave the Binding up, withdrawn or never sent; the pod was deleted
+    meanwhile (kube-scheduler's own line for that is an info one, "Pod doesn't exist in informer
+    cache"); or the pod is a preemption victim on its way out (`preempted`: our own eviction's
+    writes moved or removed it)."""
+    binding = result.binding
+    line: dict[str, Any] = {"pod": f"{binding.namespace}/{binding.name}", "node": binding.node,
+                            "outcome": result.outcome.value, "message": result.message}
+    if result.detail:
+        line["detail"] = result.detail
+    if result.fenced_by:
+        log.warning("binder.fenced", **{**line, "message": "a newer leader's term fence changed the pod: this "
+                                        "replica's Binding, sent before it lost the Lease, can never land"},
+                    term=result.fenced_by)
+    elif preempted:
+        log.info("binder.preempted", **line, reason="the pod is a preemption victim: it was evicted while its "
+                 "Binding was in flight")
+    elif result.pod_gone:
+        log.info("binder.pod_gone", **line, reason="the pod was deleted while its Binding was in flight")
+    elif result.not_leading:
+        log.info("binder.withdrawn" if result.withdrawn else "binder.given_up", **line,
+                 reason="this replica stopped leading: the Binding was given up"
+                 + (" and withdrawn, so it can never land" if result.withdrawn else ""))
+    else:
+        log.error("binder.failed", **line)
 
 
 def _preempted_note(kind: str, uid: str, node: str) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import aiohttp
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
@@ -697,3 +698,69 @@ async def test_a_refusal_after_the_window_withdraws_a_held_earlier_send_while_le
     assert late.status == 409, "the send held on its way landed after the pod was given up on"
     assert not api.pod("default", "p")["spec"].get("nodeName")
     assert [c.body["metadata"]["annotations"][ann.TERM] for c in api.of("PATCH", "/status")] == ["tessera/withdrawn/7"]
+
+
+# --- what the loop logs of an outcome: the level an operator pages on must be true ------------------
+
+def _logged(result: BindResult) -> list[tuple[str, str]]:
+    """The `binder.*` lines (event, level) the scheduling loop logs for `result`."""
+    loop = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
+                         identity="tessera")
+    with capture_logs() as logs:
+        loop._on_bound(result)
+    return [(str(e["event"]), str(e["log_level"])) for e in logs if str(e["event"]).startswith("binder.")]
+
+
+async def test_a_binding_withdrawn_after_losing_the_lead_is_no_failure() -> None:
+    """Reviewer: after a withdrawal the RETRY result was logged `binder.failed` at error level,
+    though nothing failed: this replica stopped leading, and the withdrawal made its Binding unable
+    to land, as it should. One info line says so."""
+    api, binder, results, sleeps, binding = _held_then_stepped_down()
+    await _bind(binder, binding)
+    [result] = results
+    assert _logged(result) == [("binder.withdrawn", "info")]
+
+
+async def test_a_binding_never_sent_by_a_replica_not_leading_is_no_failure() -> None:
+    """The same for a Binding whose replica stopped leading before it was sent: given up, not failed."""
+    api, binder, results, _ = _setup(term=lambda: None)
+    await _bind(binder)
+    [result] = results
+    assert _logged(result) == [("binder.given_up", "info")]
+
+
+async def test_a_binding_withdrawn_after_a_refusal_is_still_the_refusal() -> None:
+    """A refusal (403: a webhook, RBAC) is a failure an operator must see, withdrawn or not: as
+    upstream's handleSchedulingFailure logs every binding-cycle error, at error level."""
+    api, binder, results, sleeps = _setup(late_landing=10.0)
+    binding = _versioned(api)
+    api.fail_next("POST", "/binding", hold=True)
+    for _ in range(50):
+        api.fail_next("POST", "/binding", status=403)
+    await _bind(binder, binding)
+    [result] = results
+    assert _logged(result) == [("binder.failed", "error")]
+
+
+@pytest.mark.parametrize("how", ["deleted", "being_deleted"])
+async def test_a_pod_deleted_while_its_binding_was_in_flight_is_no_failure(how: str) -> None:
+    """Reviewer: a pod its user deleted while its Binding was out was logged `binder.failed` at
+    error level. Nothing failed: there is no pod left to bind (kube-scheduler's own line for it is
+    an info one, "Pod doesn't exist in informer cache", schedule_one.go handleSchedulingFailure).
+    One info line says the pod went."""
+    api, binder, results, _ = _setup()
+
+    def delete_first(call: Call) -> Response | None:
+        if call.method == "POST" and call.path.endswith("/binding"):
+            if how == "deleted":
+                api.pods.pop(("default", "p"))
+            else:  # a finalizer keeps it: deletionTimestamp set, no Binding can land
+                api.pod("default", "p")["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
+                api.pod("default", "p")["metadata"]["finalizers"] = ["example.com/keep"]
+        return None
+
+    api.handlers.insert(0, delete_first)
+    await _bind(binder)
+    [result] = results
+    assert result.outcome in (Outcome.NOT_FOUND, Outcome.CONFLICT)
+    assert _logged(result) == [("binder.pod_gone", "info")]

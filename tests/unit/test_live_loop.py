@@ -431,10 +431,12 @@ async def test_a_refused_binding_is_logged_at_error_level() -> None:
     assert "HTTP 422" in failed["message"]
 
 
-async def test_a_binding_for_a_pod_deleted_meanwhile_is_logged_at_error_level_as_upstream() -> None:
-    """kube-scheduler's Bind error for a pod that went away goes through the same
-    HandleErrorWithContext (error level) before its info line "Pod doesn't exist in informer
-    cache": upstream does not log it lower, and neither does Tessera."""
+async def test_a_binding_for_a_pod_deleted_meanwhile_is_logged_at_info_level() -> None:
+    """A pod its user deleted while its Binding was out is nothing to page on: one info line,
+    `binder.pod_gone`, with the reason. kube-scheduler logs the Bind error itself at error level
+    (framework/runtime/framework.go RunBindPlugins "Plugin Failed", then schedule_one.go
+    handleSchedulingFailure's HandleErrorWithContext) before its info line "Pod doesn't exist in
+    informer cache"; Tessera keeps only what is true: the pod went, nothing failed."""
     api = _cluster()
 
     def gone(call: Any) -> Any:
@@ -444,9 +446,11 @@ async def test_a_binding_for_a_pod_deleted_meanwhile_is_logged_at_error_level_as
 
     api.handlers.insert(0, gone)
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
-    logs = await _logs_until(loop, lambda e: e["event"] == "binder.failed")
-    [failed] = [e for e in logs if e["event"] == "binder.failed"]
-    assert failed["log_level"] == "error" and failed["outcome"] == "not_found"
+    logs = await _logs_until(loop, lambda e: e["event"] == "binder.pod_gone")
+    [gone] = [e for e in logs if e["event"] == "binder.pod_gone"]
+    assert gone["log_level"] == "info" and gone["outcome"] == "not_found"
+    assert gone["reason"] == "the pod was deleted while its Binding was in flight"
+    assert not [e for e in logs if e["event"] == "binder.failed"]
 
 
 async def test_a_binding_waits_for_the_pods_own_status_write_in_flight_instead_of_running_into_it() -> None:

@@ -20,10 +20,12 @@ from typing import Any
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from scheduler.api.config import load_config
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
+from scheduler.kube.binder import Binding, BindResult, Outcome
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
@@ -116,3 +118,27 @@ async def test_the_live_loop_evicts_an_in_flight_victim_and_names_the_node_it_wa
     [mark] = [c for c in api.of("PATCH", "/low/status") if (c.body.get("status") or {}).get("conditions")]
     assert mark.body["status"]["conditions"][0]["reason"] == "PreemptionByScheduler"
     assert len(api.of("DELETE", "/pods/low")) == 1 and ("default", "low") not in api.pods
+
+
+def test_the_victims_own_binding_refused_by_its_eviction_is_logged_as_the_preemption() -> None:
+    """The victim's DisruptionTarget write moves its resourceVersion, so its Binding (conditional
+    on the old one) is refused and read back unbound: that is the preemption working, not a
+    failure to page on. One info line, `binder.preempted`; a Binding refused for a pod that is no
+    victim stays `binder.failed` at error level."""
+    loop = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
+                         identity="test")
+    low = b.pod("low", limits={"nvidia.com/gpu": 1}, priority=LOW)
+    for obj in (b.node("n", gpus=1), low):
+        loop._apply("ADDED", copy.deepcopy(obj))
+    placed = loop.core.schedule_next(0.0) or []
+    loop._apply("ADDED", b.pod("high", limits={"nvidia.com/gpu": 1}, priority=HIGH))
+    preempting = loop.core.schedule_next(0.0) or []
+    assert [a.pod.meta.name for a in placed if a.node] == ["low"]
+    assert [v.meta.name for a in preempting for v in a.preempted] == ["low"]
+    binding = Binding(low["metadata"]["uid"], "default", "low", "n", resource_version="1")
+    changed = "the pod changed since it was decided; no Binding for the version it was decided at can land"
+    with capture_logs() as logs:
+        loop._on_bound(BindResult(binding, Outcome.RETRY, changed, 0.0))
+        loop._on_bound(BindResult(Binding("other", "default", "other", "n"), Outcome.RETRY, "HTTP 403: no", 0.0))
+    assert [(e["event"], e["log_level"]) for e in logs if str(e["event"]).startswith("binder.")] == [
+        ("binder.preempted", "info"), ("binder.failed", "error")]
