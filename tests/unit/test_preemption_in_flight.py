@@ -142,3 +142,20 @@ def test_the_victims_own_binding_refused_by_its_eviction_is_logged_as_the_preemp
         loop._on_bound(BindResult(Binding("other", "default", "other", "n"), Outcome.RETRY, "HTTP 403: no", 0.0))
     assert [(e["event"], e["log_level"]) for e in logs if str(e["event"]).startswith("binder.")] == [
         ("binder.preempted", "info"), ("binder.failed", "error")]
+
+
+def test_a_gang_whose_members_bindings_are_in_flight_is_a_victim_whole() -> None:
+    """A gang's core is a victim only when every member can go: members whose Bindings are out
+    count as placed members, as kube-scheduler's assumed pods do, so the whole gang goes at once."""
+    core = Scheduler(config(BINPACK))
+    core.apply("ADDED", b.node("n", gpus=2), 0.0)
+    for i in range(2):
+        core.apply("ADDED", b.pod(f"g{i}", limits={"nvidia.com/gpu": 1}, priority=LOW,
+                                  labels=b.gang_labels("train", 2)), 0.0)
+    placed = core.schedule_next(0.0) or []
+    assert sorted(a.pod.meta.name for a in placed if a.node == "n") == ["g0", "g1"]
+    assert all(core.state.placements[a.pod.uid].assumed for a in placed)
+    core.apply("ADDED", b.pod("high", limits={"nvidia.com/gpu": 2}, priority=HIGH), 1.0)
+    high = _schedule(core, "high", 1.0)
+    assert sorted(victim.meta.name for victim in high.preempted) == ["g0", "g1"], high.message
+    assert high.nominated_node == "n" and _gpus_in_use(core, "n") == 2
