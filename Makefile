@@ -31,8 +31,8 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
-	$(BIN)/python -m bench.trace
 	$(BIN)/python -m bench.core
+	$(BIN)/python -m bench.trace
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache

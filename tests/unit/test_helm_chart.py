@@ -423,6 +423,8 @@ def test_notes_count_the_scheduler_replicas(helm: Path, tmp_path: Path, replicas
     said `0 scheduler replica(s), one leads`."""
     notes = _notes(helm, tmp_path, {"scheduler": {"replicas": replicas}})
     assert f"is installed in namespace tessera-system: {says}" in notes, notes.splitlines()[0]
+    # a new user's trial: with no replica the notes still said to wait for the Deployment's rollout
+    assert ("rollout status deploy/tessera-scheduler" in notes) == (replicas > 0)
 
 
 @pytest.mark.parametrize(("lease", "renew", "retry"), [
