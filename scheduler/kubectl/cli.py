@@ -247,7 +247,9 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
         if args.filename:
             existing = probe_pods.clashes(probes, listing.objects)
             if existing:
-                raise CommandError(f"{args.filename}: already in the cluster: {', '.join(existing)}")
+                raise CommandError(f"{args.filename}: already in the cluster: {', '.join(existing)}; what-if -f asks "
+                                   "what creating them would do, and the apiserver would refuse a name in use: "
+                                   "delete the existing object or give the file's another name")
             result = whatif.what_if([*listing.objects, *probes], chosen.config, now,
                                     only=probe_pods.probe_keys(probes), from_file=args.filename)
         else:
