@@ -117,6 +117,9 @@ def waiting_message(state: ClusterState, pod: Pod) -> str | None:
     minimum = state.group_min(key, pod)
     upstream = pod.gang.api == WORKLOAD_API  # kube-scheduler's GangScheduling words, else scheduler-plugins'
     if minimum is None:
+        unreadable = state.unreadable_podgroups.get(key)
+        if unreadable is not None:  # there, but not readable: an InvalidObject Warning on it says the same
+            return f'podgroup "{gang_name(key)}" is not valid: {unreadable}'
         if upstream:
             return f'waiting for pods\'s pod group "{gang_key_parts(key)[1]}" to appear in scheduling queue'
         return f'podgroup "{gang_name(key)}" not found'

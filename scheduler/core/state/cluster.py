@@ -64,6 +64,8 @@ class ClusterState:
         self.devices: dict[str, Device] = {}
         self.classes = ClassRegistry()
         self._class_specs: dict[str, ResourceClass] = {}  # each class as its object says, before `_admitted`
+        # gang key -> why its PodGroup, which exists, could not be read (and none was read before)
+        self.unreadable_podgroups: dict[str, str] = {}
         # names nodes advertise that no Tessera agent serves (a node with no ExtendedResource: the
         # agent advertises the class names of its node itself): name -> such nodes, node -> its names
         self._foreign: Counter[str] = Counter()
@@ -196,6 +198,11 @@ class ClusterState:
             return handler(self, event_type, obj)
         except ObjectError as err:
             events = self._delete_unreadable(str(kind), obj, name, held) if event_type == "DELETED" else []
+            if kind == "PodGroup":  # its members say why, not "not found"
+                if event_type == "DELETED":
+                    self.unreadable_podgroups.pop(held, None)
+                elif held not in self.gangs.podgroups:
+                    self.unreadable_podgroups[held] = str(err)
             return events, [Notice(str(kind), key, "InvalidObject", f"{_described(str(kind), namespace, name)}: {err}",
                                    namespace, str(meta.get("uid", "") or ""), str(obj.get("apiVersion") or ""))]
         finally:
@@ -848,6 +855,7 @@ class ClusterState:
 
     def _on_podgroup(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
         group = parse_podgroup(obj)
+        self.unreadable_podgroups.pop(group.key, None)
         if event_type == "DELETED":
             if not self.gangs.podgroup_deleted(group.key):
                 return [], []
