@@ -508,7 +508,8 @@ class Pod:
     held_devices: ann.DeviceAssignment | None = None  # ann.HELD_DEVICES: held as well while bound
     held_error: str | None = None  # ann.HELD_DEVICES unreadable: fails closed like device_error
     allocating: bool = False
-    label_error: str | None = None  # a label we could not use (reported, the pod still counts)
+    # a label or annotation we could not use or do not read (reported, the pod still counts)
+    label_error: str | None = None
     preempt_never: bool = False  # spec.preemptionPolicy: Never
     start_time: str = ""  # status.startTime (RFC 3339; "" before the kubelet starts it)
     nominated_node: str = ""  # status.nominatedNodeName
@@ -648,6 +649,22 @@ def _gang_label_error(meta: ObjectMeta) -> str | None:
     return None
 
 
+def _unread_topology(meta: ObjectMeta, gang: GangRef | None) -> str | None:
+    """A `tessera.dev/topology-*` annotation on a pod where none is read: a pod in no gang, or a
+    member of a PodGroup (its group's own annotations, or schedulingConstraints, place it). Only a
+    label-form gang reads them from its members."""
+    if gang is not None and not gang.api:
+        return None
+    present = next((key for key in (TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED) if meta.annotations.get(key, "").strip()),
+                   None)
+    if present is None:
+        return None
+    why = ("the pod is in no gang (a topology constraint places a gang's members together)" if gang is None else
+           "a PodGroup's members are placed by the PodGroup's own tessera.dev/topology-* annotations "
+           "(or its schedulingConstraints)")
+    return f"Pod.metadata.annotations[{present}] is not read: {why}"
+
+
 def _gang(meta: ObjectMeta, spec: JSON) -> GangRef | None:
     scheduling_group = _mapping(spec.get("schedulingGroup"), "Pod.spec.schedulingGroup")
     workload_group = _str(scheduling_group.get("podGroupName"), "Pod.spec.schedulingGroup.podGroupName")
@@ -754,7 +771,7 @@ def parse_pod(obj: JSON) -> Pod:
     if ann.HELD_DEVICES in meta.annotations:
         pod.held_devices, pod.held_error = _device_annotation(meta, ann.HELD_DEVICES)
     pod.allocating = meta.annotations.get(ann.PHASE) == ann.PHASE_ALLOCATING
-    pod.label_error = _gang_label_error(meta)
+    pod.label_error = _gang_label_error(meta) or _unread_topology(meta, pod.gang)
     policy = _str(spec.get("preemptionPolicy"), "Pod.spec.preemptionPolicy", "PreemptLowerPriority")
     pod.preempt_never = policy == "Never"
     pod.start_time = _str(status.get("startTime"), "Pod.status.startTime")

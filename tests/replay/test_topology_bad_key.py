@@ -52,3 +52,24 @@ def test_a_label_gang_member_with_a_topology_value_that_is_no_label_key_is_an_in
     assert any(n.startswith("InvalidObject: Pod default/g-0: Pod.metadata.annotations[tessera.dev/topology-required]: "
                             f"Invalid value: {BAD!r}: {WHY}") for n in run.notices()), run.notices()
     assert run.state.pod_by_key("default/g-0") is None  # not taken in: never placed without its constraint
+
+
+def test_a_topology_annotation_where_it_is_not_read_is_reported_and_the_pod_still_scheduled() -> None:
+    """A new user's trial: `tessera.dev/topology-required` on a pod in no gang — or on a member of
+    a PodGroup, whose constraint is read from the PodGroup — was dropped without a word. It is
+    reported once (the pod is scheduled as it would be without it, as a min-available that is not
+    an integer is)."""
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2}))
+    run.add(b.podgroup("g", 1))
+    run.add(b.pod("alone", annotations={"tessera.dev/topology-required": RACK}, limits={"nvidia.com/gpu": 1}),
+            b.pod("member", annotations={"tessera.dev/topology-preferred": RACK}, limits={"nvidia.com/gpu": 1},
+                  labels={"scheduling.x-k8s.io/pod-group": "g"}))
+    ignored = [n for n in run.notices() if "is not read" in n]
+    assert ignored == [
+        "InvalidObject: Pod default/alone: Pod.metadata.annotations[tessera.dev/topology-required] is not read: "
+        "the pod is in no gang (a topology constraint places a gang's members together)",
+        "InvalidObject: Pod default/member: Pod.metadata.annotations[tessera.dev/topology-preferred] is not read: "
+        "a PodGroup's members are placed by the PodGroup's own tessera.dev/topology-* annotations "
+        "(or its schedulingConstraints)"]
+    assert run.node_of("alone") is not None and run.node_of("member") is not None
