@@ -313,18 +313,14 @@ class ClassRegistry:
             self._keys_of[device] = keys
             self._key_count.update(keys)
 
-    def unknown_keys(self, cls: ResourceClass) -> list[str]:
-        """The keys the class's selector needs that no device has (a typo such as `modle` for
-        `model`); none while there is no device at all (nothing to tell a typo by)."""
-        if not self._keys_of:
-            return []
-        return sorted({req.key for req in cls.requirements
-                       if req.operator not in ("NotIn", "DoesNotExist") and self._key_count[req.key] <= 0})
-
     def unknown_keys_note(self, cls: ResourceClass) -> str:
-        """` (no device has the attribute "modle")` for `unknown_keys`, else "": why a valid class
-        matches nothing, told to its pods and in its status."""
-        keys = self.unknown_keys(cls)
+        """` (no device has the attribute "modle")` when the class's selector needs keys no device
+        has (a typo such as `modle` for `model`), else "": why a valid class matches nothing, told
+        to its pods and in its status."""
+        if not self._keys_of:
+            return ""  # no device at all: nothing to tell a typo by
+        keys = sorted({req.key for req in cls.requirements
+                       if req.operator not in ("NotIn", "DoesNotExist") and self._key_count[req.key] <= 0})
         if not keys:
             return ""
         names = ", ".join(f'"{key}"' for key in keys)

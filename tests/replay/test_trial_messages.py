@@ -46,20 +46,3 @@ def test_the_class_status_says_which_attribute_no_device_has() -> None:
     run.add(b.resource_class("typo", match_labels={"modle": "V100"}))
     assert run.state.class_status("typo") == (
         True, 'selector and resourceName are valid (no device has the attribute "modle")', 0)
-
-
-def test_a_class_selecting_on_an_attribute_no_device_has_gets_a_warning() -> None:
-    """A later trial: the status said it (Valid=True, with the note) but nothing a user watches
-    for — `kubectl get events --field-selector type=Warning` — did: a class with a typo in its
-    selector key looked like any valid class until a pod asked for it. One Warning when the class
-    is created or edited so; none for a class whose keys the devices have, and none while there
-    is no device at all (nothing to tell a typo by)."""
-    run = Run(config(BINPACK))
-    run.add(b.resource_class("early", match_labels={"modle": "V100"}))
-    assert not [n for n in run.notices() if n.startswith("UnknownDeviceAttribute")]
-    run.add(b.node("n", gpus=1), b.device("n", 0))
-    run.add(b.resource_class("typo", match_labels={"modle": "V100"}),
-            b.resource_class("fine", match_labels={"model": "V100"}))
-    assert [n for n in run.notices() if n.startswith("UnknownDeviceAttribute")] == [
-        'UnknownDeviceAttribute: ResourceClass typo selects devices by an attribute no device has: "modle" '
-        "(a typo in the selector's key?); it matches no device"]

@@ -826,12 +826,6 @@ class ClusterState:
                 notices.append(Notice("ResourceClass", name, "InvalidResourceClass",
                                       f"ResourceClass {name} is not valid: {error}", "",
                                       self.classes.classes[name].meta.uid))
-        unknown = self.classes.unknown_keys(cls) if self.classes.error_of(cls.name) is None else []
-        if unknown:  # valid, but a selector key no device has: said in the status, and here where users look
-            names = ", ".join('"' + key + '"' for key in unknown)
-            notices.append(Notice("ResourceClass", cls.name, "UnknownDeviceAttribute",
-                                  f"ResourceClass {cls.name} selects devices by an attribute no device has: {names} "
-                                  "(a typo in the selector's key?); it matches no device", "", cls.meta.uid))
         return [ClusterEvent(EventKind.CLASS_CHANGED)], notices
 
     def _dimension_changed(self, old: ResourceClass | None, cls: ResourceClass) -> list[Notice]:
