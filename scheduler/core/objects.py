@@ -443,16 +443,23 @@ class GangTopology:
     preferred: str = ""
 
 
-def gang_topology(annotations: Mapping[str, str], kind: str) -> GangTopology | None:
-    """The `tessera.dev/topology-*` annotations (on a PodGroup, or a label gang's members: see
-    state/gang_topology.py). A value that is no label key is the object's invalid field (`kind`
-    names it in the error): no node can carry it, and read as a level it made a garbled message."""
+def gang_topology(annotations: Mapping[str, str]) -> GangTopology | None:
+    """The `tessera.dev/topology-*` annotations (on a PodGroup, or a label gang's members: see state/gang_topology.py)."""
     required = annotations.get(TOPOLOGY_REQUIRED, "").strip()
     preferred = annotations.get(TOPOLOGY_PREFERRED, "").strip()
-    for annotation, value in ((TOPOLOGY_REQUIRED, required), (TOPOLOGY_PREFERRED, preferred)):
-        if value and (problem := label_key_problem(value)) is not None:
-            raise ObjectError(f"{kind}.metadata.annotations[{annotation}]: Invalid value: {value!r}: {problem}")
     return GangTopology(required, preferred) if required or preferred else None
+
+
+def topology_annotation_error(annotations: Mapping[str, str], kind: str) -> str | None:
+    """A `tessera.dev/topology-*` value that is no label key, as the object's invalid field (`kind`
+    names it): no node can carry it. A PodGroup with one is refused (its members wait, saying
+    why); a label gang's member is only reported — a pod is never left out of the cache, where it
+    would hold nothing — and a required level no node has keeps its gang waiting."""
+    for annotation in (TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED):
+        value = annotations.get(annotation, "").strip()
+        if value and (problem := label_key_problem(value)) is not None:
+            return f"{kind}.metadata.annotations[{annotation}]: Invalid value: {value!r}: {problem}"
+    return None
 
 
 def gang_key(namespace: str, name: str, api: str) -> str:
@@ -680,7 +687,7 @@ def _gang(meta: ObjectMeta, spec: JSON) -> GangRef | None:
     minimum = go_int64(raw_min)  # strconv.Atoi: Python's int() would also take "1_0" or " 1"
     if minimum is None or minimum < 1:
         return None  # as coscheduling v0.18: a min-available that is not an integer >= 1 means "no gang"
-    return GangRef(gang_key(meta.namespace, name, ""), minimum, False, topology=gang_topology(meta.annotations, "Pod"))
+    return GangRef(gang_key(meta.namespace, name, ""), minimum, False, topology=gang_topology(meta.annotations))
 
 
 def parse_pod(obj: JSON) -> Pod:
@@ -771,7 +778,8 @@ def parse_pod(obj: JSON) -> Pod:
     if ann.HELD_DEVICES in meta.annotations:
         pod.held_devices, pod.held_error = _device_annotation(meta, ann.HELD_DEVICES)
     pod.allocating = meta.annotations.get(ann.PHASE) == ann.PHASE_ALLOCATING
-    pod.label_error = _gang_label_error(meta) or _unread_topology(meta, pod.gang)
+    pod.label_error = _gang_label_error(meta) or _unread_topology(meta, pod.gang) or (
+        topology_annotation_error(meta.annotations, "Pod") if pod.gang is not None else None)
     policy = _str(spec.get("preemptionPolicy"), "Pod.spec.preemptionPolicy", "PreemptLowerPriority")
     pod.preempt_never = policy == "Never"
     pod.start_time = _str(status.get("startTime"), "Pod.status.startTime")
@@ -962,12 +970,14 @@ def parse_podgroup(obj: JSON) -> PodGroup:
         raise ObjectError(f"PodGroup.spec.scheduleTimeoutSeconds: Invalid value: {timeout!r}")
     priority_class = _str(spec.get("priorityClassName"), "PodGroup.spec.priorityClassName")
     min_resources = parse_resource_list(spec.get("minResources"), "PodGroup.spec.minResources")
+    if (error := topology_annotation_error(meta.annotations, "PodGroup")) is not None:
+        raise ObjectError(error)
     raw_status = obj.get("status")
     status = raw_status if isinstance(raw_status, dict) else {}  # a status is the writer's, never refused
     phase = status.get("phase")
     occupied = status.get("occupiedBy")
     counts = (_count(status.get("running")), _count(status.get("succeeded")), _count(status.get("failed")))
-    return PodGroup(meta, minimum, timeout, priority_class, PLUGINS_API, gang_topology(meta.annotations, "PodGroup"),
+    return PodGroup(meta, minimum, timeout, priority_class, PLUGINS_API, gang_topology(meta.annotations),
                     phase=phase if isinstance(phase, str) else "", counts=counts, min_resources=min_resources,
                     occupied_by=occupied if isinstance(occupied, str) else "")
 
@@ -993,7 +1003,9 @@ def _parse_workload_podgroup(obj: JSON) -> PodGroup:
     where = "PodGroup.spec.schedulingConstraints.topology"
     keys = [_str(_mapping(item, f"{where}[{i}]").get("key"), f"{where}[{i}].key")
             for i, item in enumerate(_list(constraints.get("topology"), where))]
-    annotated = gang_topology(meta.annotations, "PodGroup") or GangTopology()
+    if (error := topology_annotation_error(meta.annotations, "PodGroup")) is not None:
+        raise ObjectError(error)
+    annotated = gang_topology(meta.annotations) or GangTopology()
     required = keys[0] if keys else annotated.required
     topology = GangTopology(required, annotated.preferred) if required or annotated.preferred else None
     priority_class = _str(spec.get("priorityClassName"), "PodGroup.spec.priorityClassName")

@@ -14,7 +14,7 @@ import copy
 import pytest
 
 from scheduler.sim import builders as b
-from tests.helpers import Run
+from tests.helpers import BINPACK, Run, config
 from tests.replay.test_topology import RACK, rack_nodes, topology_config
 
 BAD = "Not A/Valid Label!!"
@@ -43,7 +43,10 @@ def test_a_podgroup_with_a_topology_value_that_is_no_label_key_is_an_invalid_obj
     assert run.node_of("m") is not None
 
 
-def test_a_label_gang_member_with_a_topology_value_that_is_no_label_key_is_an_invalid_object() -> None:
+def test_a_label_gang_member_with_a_topology_value_that_is_no_label_key_is_reported_and_waits() -> None:
+    """A pod is never left out of the cache for it (a pod not taken in holds nothing): the value is
+    reported as the member's invalid field, and a required level that is no label key keeps the
+    gang waiting with that reason."""
     run = Run(topology_config())
     run.add(*rack_nodes({("a", "r1"): 2}))
     member = b.pod("g-0", labels=b.gang_labels("g", 1), annotations={"tessera.dev/topology-required": BAD},
@@ -51,7 +54,21 @@ def test_a_label_gang_member_with_a_topology_value_that_is_no_label_key_is_an_in
     run.add(member)
     assert any(n.startswith("InvalidObject: Pod default/g-0: Pod.metadata.annotations[tessera.dev/topology-required]: "
                             f"Invalid value: {BAD!r}: {WHY}") for n in run.notices()), run.notices()
-    assert run.state.pod_by_key("default/g-0") is None  # not taken in: never placed without its constraint
+    assert run.node_of("g-0") is None
+    assert run.last("g-0").message.startswith(
+        f"0/2 nodes are available: tessera.dev/topology-required: Invalid value: {BAD!r}: {WHY}")
+
+
+def test_a_bound_member_with_a_topology_value_that_is_no_label_key_keeps_its_gpu() -> None:
+    """The session's review: with the pod refused as an invalid object, a member an earlier Tessera
+    had bound with such a value (a preferred level only scores) was not taken in after a restart,
+    and its GPU went to the next pod."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=1))
+    run.add(b.pod("g-0", labels=b.gang_labels("g", 1), limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running",
+                  annotations={"tessera.dev/topology-preferred": BAD}))
+    run.add(b.pod("new", limits={"nvidia.com/gpu": 1}))
+    assert run.node_of("g-0") == "n" and run.node_of("new") is None
 
 
 def test_a_topology_annotation_where_it_is_not_read_is_reported_and_the_pod_still_scheduled() -> None:
@@ -73,3 +90,14 @@ def test_a_topology_annotation_where_it_is_not_read_is_reported_and_the_pod_stil
         "a PodGroup's members are placed by the PodGroup's own tessera.dev/topology-* annotations "
         "(or its schedulingConstraints)"]
     assert run.node_of("alone") is not None and run.node_of("member") is not None
+
+
+def test_a_member_tried_before_its_unreadable_podgroup_came_is_told_once_it_comes() -> None:
+    """The session's review: a member tried first said `not found`, and the unreadable group's
+    arrival requeued nothing, so it kept saying so."""
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2}))
+    run.add(b.pod("m", limits={"nvidia.com/gpu": 1}, labels={"scheduling.x-k8s.io/pod-group": "g"}))
+    assert run.last("m").message.endswith('podgroup "default/g" not found.')
+    run.add(b.podgroup("g", 1, annotations={"tessera.dev/topology-required": BAD}))
+    assert 'podgroup "default/g" is not valid: ' in run.last("m").message

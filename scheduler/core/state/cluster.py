@@ -201,8 +201,9 @@ class ClusterState:
             if kind == "PodGroup":  # its members say why, not "not found"
                 if event_type == "DELETED":
                     self.unreadable_podgroups.pop(held, None)
-                elif held not in self.gangs.podgroups:
+                elif held not in self.gangs.podgroups and self.unreadable_podgroups.get(held) != str(err):
                     self.unreadable_podgroups[held] = str(err)
+                    events = [ClusterEvent(EventKind.PODGROUP_CHANGED, group=held)]  # its waiting members are told
             return events, [Notice(str(kind), key, "InvalidObject", f"{_described(str(kind), namespace, name)}: {err}",
                                    namespace, str(meta.get("uid", "") or ""), str(obj.get("apiVersion") or ""))]
         finally:

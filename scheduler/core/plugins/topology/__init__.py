@@ -48,7 +48,8 @@ from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.framework.placement import Domain, PlacementPlan, PlacementTier
 from scheduler.core.framework.resources import ResourceColumns
 from scheduler.core.plugins.devices.columns import ClassColumns
-from scheduler.core.objects import GangTopology, Pod
+from scheduler.api.names import label_key_problem
+from scheduler.core.objects import TOPOLOGY_REQUIRED, GangTopology, Pod
 from scheduler.core.plugins.topology.args import TopologyPlacementArgs, level_name
 from scheduler.core.plugins.topology.domains import Chain, LevelView, level_column, level_view
 from scheduler.core.resources import CPU, MEMORY, is_extended
@@ -120,8 +121,12 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
             at_required = bool(topology.required) and chain == self._chain(topology.required)
             if at_required and not len(codes):
                 # a key no node carries (a typo, a level's name instead of its label) is not a
-                # lack of room (Kueue: "no requested topology level")
+                # lack of room (Kueue: "no requested topology level"); one no node can carry (a
+                # label gang's member said so: its Pod's InvalidObject Warning) is named as such
+                problem = label_key_problem(topology.required)
                 return PlacementPlan((PlacementTier(word, ()),), True,
+                                     f"{TOPOLOGY_REQUIRED}: Invalid value: {topology.required!r}: {problem}"
+                                     if problem is not None else
                                      f"no node has the label{'s' if len(chain) > 1 else ''} "
                                      f"{', '.join(chain)} of the required {word} level")
             if pinned:
