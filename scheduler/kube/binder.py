@@ -1,6 +1,8 @@
 """Binding pods: POST `pods/{name}/binding` with the device annotations, many at once.
 
-Bindings run concurrently while the next cycle runs, at most `max_in_flight` requests at a time (a
+Before its first send a Binding awaits `ready` (the loop's: a status write of its own to the pod
+still in flight is answered first, and the Binding is conditional on the version that write left;
+docs/running.md). Bindings run concurrently while the next cycle runs, at most `max_in_flight` requests at a time (a
 slot is held for one request, not for a Binding's whole life: one waiting between reads or sends
 keeps no other waiting); the pod is already *assumed* in the core, so nothing it holds can be
 handed out twice meanwhile. Each Binding is a task in the task group `Binder.run()` hosts, so none

@@ -336,14 +336,16 @@ class SchedulerLoop:
                        resource_version=version)
 
     async def _after_own_status_write(self, binding: Binding) -> Binding:
-        """The Binding to send: as decided, or — when a status write of ours to the pod was still in
-        flight (a PodScheduled=False or nomination PATCH sent while it waited) — conditional on the
-        version the cache holds once that write is answered, the version it left: that write
-        touched only the pod's status and term, nothing its placement rests on."""
-        if not await self.statuses.pod_write_settled(binding.namespace, binding.name):
+        """The Binding to send: as decided, or — when a status write of ours to the pod, conditional
+        on the very version the pod was decided at, was still in flight (a PodScheduled=False or
+        nomination PATCH sent while it waited) and succeeded — conditional on the version that
+        write left: it touched only the pod's status and term, nothing its placement rests on.
+        Only that version: a change by anyone else, before or after it (a label, a new leader's
+        fence, a preemption mark), still makes the Binding fail and the pod be decided again."""
+        write = await self.statuses.pod_write_settled(binding.namespace, binding.name)
+        if write is None or write.written is None or write.base != binding.resource_version:
             return binding
-        current = self.core.state.pods.get(binding.uid)
-        return replace(binding, resource_version=current.meta.resource_version) if current is not None else binding
+        return replace(binding, resource_version=write.written)
 
     def _end_permit_wait(self, uid: str, result: str) -> None:
         """A held Binding's wait is over: let go ("Success"), rejected ("Unschedulable") or

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -55,6 +56,17 @@ _PLUGINS_PODGROUP = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/p
 _WORKLOAD_PODGROUP = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups/{name}/status"
 _CLASS = "/apis/tessera.dev/v1alpha1/resourceclasses/{name}/status"
 _CONDITION_TYPES = ("PodScheduled", "PodGroupScheduled", "Valid")  # the conditions this writer stamps
+@dataclass(slots=True)
+class StatusWrite:
+    """One status write in flight: for a pod, the resourceVersion it was conditional on and the one
+    it left (None until it succeeds; both None for other objects); and whether it has been
+    answered (or given up on)."""
+
+    base: str | None = None
+    written: str | None = None
+    answered: anyio.Event = field(default_factory=anyio.Event)
+
+
 # (namespace, name, reason) -> the resourceVersion to write against while the pod still waits for
 # that reason (None: for any reason), or None when it no longer does (bound, assumed, gone)
 PodVersion = Callable[[str, str, "str | None"], "str | None"]
@@ -78,8 +90,7 @@ class StatusWriter:
         self.allowed = allowed
         self._dirty: dict[_Key, dict[str, Any]] = {}
         self._written: dict[_Key, bytes] = {}
-        # fingerprint and a token per write, the token set when the write is answered (or given up)
-        self._inflight: dict[_Key, tuple[bytes, anyio.Event]] = {}
+        self._inflight: dict[_Key, tuple[bytes, StatusWrite]] = {}  # fingerprint and the write, per object
         self._since: dict[tuple[_Key, str], tuple[str, str]] = {}  # (key, type) -> (status, transition time)
         self._observed: dict[tuple[_Key, str], tuple[str, str]] = {}  # the same, as the watched object shows it
         self._nominated: dict[_Key, str] = {}  # the last nominatedNodeName wished per pod ("" clears)
@@ -121,18 +132,19 @@ class StatusWriter:
         status["nominatedNodeName"] = None
         self._want(key, {"status": status}, stamp=("lastTransitionTime",))
 
-    async def pod_write_settled(self, namespace: str, name: str) -> bool:
-        """Wait until no status write to the pod is in flight; True if one was. A pod decided while
-        its PodScheduled=False (or nomination) PATCH was on the wire is bound after it: that write
-        is conditional on the pod's version and changes it, so a Binding conditional on the
-        version it replaced would run into it (a 409, an error and a retry for a write of our
-        own). Once the pod is assumed no new write to it starts (`pod_version` says it no longer
-        waits), so this waits for one request at most."""
+    async def pod_write_settled(self, namespace: str, name: str) -> StatusWrite | None:
+        """Wait until the status write to the pod in flight, if any, is answered, and return it
+        (None: none was in flight). A pod decided while its PodScheduled=False (or nomination)
+        PATCH was on the wire is bound after it: that write is conditional on the pod's version
+        and changes it, so a Binding conditional on the version it replaced would run into it (a
+        409, an error and a retry for a write of our own). Once the pod is assumed no new write
+        to it starts (`pod_version` says it no longer waits), so this waits for one request at
+        most."""
         inflight = self._inflight.get(_pod_status(namespace, name))
         if inflight is None:
-            return False
-        await inflight[1].wait()
-        return True
+            return None
+        await inflight[1].answered.wait()
+        return inflight[1]
 
     def pod_gone(self, namespace: str, name: str) -> None:
         """Forget what we wrote for a pod (it was bound or deleted), so a new one starts clean."""
@@ -306,14 +318,14 @@ class StatusWriter:
             term = self.term_token()
             body = {**body, "metadata": {"resourceVersion": version,
                                          **({"annotations": {TERM: term}} if term is not None else {})}}
-        token = anyio.Event()
+        token = StatusWrite(base=version if pod is not None else None)
         self._inflight[key] = (fingerprint, token)
         try:
             await self._send(key, body, fingerprint, token, pod is not None)
         finally:  # answered, refused, failed or cancelled: and a pod's new version already in the cache
-            token.set()
+            token.answered.set()
 
-    async def _send(self, key: _Key, body: dict[str, Any], fingerprint: bytes, token: anyio.Event,
+    async def _send(self, key: _Key, body: dict[str, Any], fingerprint: bytes, token: StatusWrite,
                     to_pod: bool) -> None:
         path, content_type = key
         response: Response | None = None
@@ -337,6 +349,7 @@ class StatusWriter:
             self.writes += 1
             written = pod_in(response) if to_pod else None
             if written is not None:
+                token.written = str(written["metadata"].get("resourceVersion") or "") or None
                 try:
                     self.on_pod_written(written)
                 except Exception:  # the callback is ours; a bug there must not stop the writer

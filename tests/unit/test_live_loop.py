@@ -10,6 +10,7 @@ Binder now hosts its Bindings in a task group of its own inside the loop's, so t
 
 from __future__ import annotations
 
+import copy
 import time
 import types
 from collections.abc import Callable
@@ -494,3 +495,49 @@ async def test_a_binding_waits_for_the_pods_own_status_write_in_flight_instead_o
     assert [e["event"] for e in logs if e["event"].startswith("binder.")] == ["binder.bound"]
     assert len(api.of("POST", "/binding")) == 1
     assert api.pod("default", "p")["spec"]["nodeName"] == "n"
+
+
+async def test_a_binding_adopts_only_the_version_its_pods_own_status_write_left() -> None:
+    """The session's review: after the pod's status write was answered, the Binding took whatever
+    version the cache held — here a user's label edit that made the pod a member of a 2-pod gang
+    after it was decided — and bound it alone. Only the version the write itself left (on top of
+    the decided one) is adopted; a change by anyone else still costs the Binding a 409 and the pod
+    a new decision."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    filler = b.pod("filler", requests={"nvidia.com/gpu": 1}, node_name="n", phase="Running")
+    api.add_pod(filler)
+    pending = b.pod("p", requests={"nvidia.com/gpu": 1})
+    pending["metadata"]["resourceVersion"] = "5"
+    api.add_pod(pending)
+    answered = anyio.Event()
+    serve = api._call
+
+    async def answer_late(call: Any) -> Any:
+        response = await serve(call)
+        if call.method == "PATCH" and call.path.endswith("/pods/p/status"):
+            await answered.wait()
+        return response
+
+    api._call = answer_late  # type: ignore[method-assign]
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    uid = api.pod("default", "p")["metadata"]["uid"]
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await until(lambda: bool(api.of("PATCH", "/pods/p/status")))  # applied, unanswered
+            written = api.pod("default", "p")["metadata"]["resourceVersion"]
+            del api.pods[("default", "filler")]
+            loop._apply("DELETED", {"apiVersion": "v1", "kind": "Pod", **filler})
+            await until(lambda: loop.core.state.node_of(uid) == "n")  # decided (assumed) at "5"
+            pod = api.pod("default", "p")  # a user makes it a member of a 2-pod label gang
+            pod["metadata"].setdefault("labels", {}).update(b.gang_labels("g", 2))
+            api.resource_version += 1
+            pod["metadata"]["resourceVersion"] = str(api.resource_version)
+            loop._apply("MODIFIED", {"apiVersion": "v1", "kind": "Pod", **copy.deepcopy(pod)})  # the watch shows it
+            answered.set()
+            await until(lambda: any(e["event"] in ("binder.bound", "binder.failed") for e in logs))
+            owner.cancel_scope.cancel()
+    first = api.of("POST", "/binding")[0]
+    assert first.body["metadata"]["resourceVersion"] == written  # our write's version, not the user's
+    assert not api.pod("default", "p")["spec"].get("nodeName")  # refused (409), decided again: a gang of 2 waits
