@@ -844,8 +844,9 @@ def _log_not_bound(result: BindResult, preempted: bool) -> None:
     leader's term fence refused it (warning: this replica was deposed mid-flight); this replica
     stopped leading and gave the Binding up, withdrawn or never sent; the pod was deleted
     meanwhile (kube-scheduler's own line for that is an info one, "Pod doesn't exist in informer
-    cache"); or the pod is a preemption victim on its way out (`preempted`: our own eviction's
-    writes moved or removed it)."""
+    cache"); or the pod is a preemption victim on its way out (`preempted`, and the read-back
+    showed our own eviction's writes moved or removed it: a refusal the apiserver answered
+    itself is still an error)."""
     binding = result.binding
     line: dict[str, Any] = {"pod": f"{binding.namespace}/{binding.name}", "node": binding.node,
                             "outcome": result.outcome.value, "message": result.message}
@@ -855,7 +856,7 @@ def _log_not_bound(result: BindResult, preempted: bool) -> None:
         log.warning("binder.fenced", **{**line, "message": "a newer leader's term fence changed the pod: this "
                                         "replica's Binding, sent before it lost the Lease, can never land"},
                     term=result.fenced_by)
-    elif preempted:
+    elif preempted and (result.observed is not None or result.pod_gone):  # read back: our eviction's doing
         log.info("binder.preempted", **line, reason="the pod is a preemption victim: it was evicted while its "
                  "Binding was in flight")
     elif result.pod_gone:

@@ -249,7 +249,7 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
             if existing:
                 raise CommandError(f"{args.filename}: already in the cluster: {', '.join(existing)}; what-if -f asks "
                                    "what creating them would do, and the apiserver would refuse a name in use: "
-                                   "delete the existing object or give the file's another name")
+                                   "delete the existing object or give the file's objects other names")
             result = whatif.what_if([*listing.objects, *probes], chosen.config, now,
                                     only=probe_pods.probe_keys(probes), from_file=args.filename)
         else:

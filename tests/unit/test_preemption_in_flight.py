@@ -78,7 +78,8 @@ def test_the_in_flight_victim_keeps_its_gpu_until_it_is_gone_then_the_preemptor_
     assert [victim.uid for victim in high.preempted] == [low_uid]
     # the victim is not gone yet: it still holds its GPU, and the preemptor is not placed beside it
     assert core.state.node_of(low_uid) == "n" and _gpus_in_use(core, "n") == 1
-    assert core.schedule_next(2.0) is None or all(a.node is None for a in core.schedule_next(2.0) or [])
+    again = core.schedule_next(2.0) or []
+    assert all(a.node is None for a in again)
     assert _gpus_in_use(core, "n") == 1
     if gone == "deleted":  # the victim's DELETE landed first: the watch says so, the Binding cannot land
         core.apply("DELETED", copy.deepcopy(low), 3.0)
@@ -124,7 +125,9 @@ def test_the_victims_own_binding_refused_by_its_eviction_is_logged_as_the_preemp
     """The victim's DisruptionTarget write moves its resourceVersion, so its Binding (conditional
     on the old one) is refused and read back unbound: that is the preemption working, not a
     failure to page on. One info line, `binder.preempted`; a Binding refused for a pod that is no
-    victim stays `binder.failed` at error level."""
+    victim stays `binder.failed` at error level — and so does a victim's Binding the apiserver
+    itself refused (a webhook's 422: nothing read back), which the session's review found logged
+    as the preemption."""
     loop = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
                          identity="test")
     low = b.pod("low", limits={"nvidia.com/gpu": 1}, priority=LOW)
@@ -137,11 +140,13 @@ def test_the_victims_own_binding_refused_by_its_eviction_is_logged_as_the_preemp
     assert [v.meta.name for a in preempting for v in a.preempted] == ["low"]
     binding = Binding(low["metadata"]["uid"], "default", "low", "n", resource_version="1")
     changed = "the pod changed since it was decided; no Binding for the version it was decided at can land"
+    read_back = {**copy.deepcopy(low), "metadata": {**low["metadata"], "resourceVersion": "2"}}
     with capture_logs() as logs:
-        loop._on_bound(BindResult(binding, Outcome.RETRY, changed, 0.0))
+        loop._on_bound(BindResult(binding, Outcome.RETRY, "HTTP 422: denied by a webhook", 0.0))
+        loop._on_bound(BindResult(binding, Outcome.RETRY, changed, 0.0, observed=read_back))
         loop._on_bound(BindResult(Binding("other", "default", "other", "n"), Outcome.RETRY, "HTTP 403: no", 0.0))
     assert [(e["event"], e["log_level"]) for e in logs if str(e["event"]).startswith("binder.")] == [
-        ("binder.preempted", "info"), ("binder.failed", "error")]
+        ("binder.failed", "error"), ("binder.preempted", "info"), ("binder.failed", "error")]
 
 
 def test_a_gang_whose_members_bindings_are_in_flight_is_a_victim_whole() -> None:
