@@ -321,3 +321,37 @@ def test_an_edit_of_the_recorded_resource_name_moves_no_count() -> None:
     assert restarted.state.nodes["n"].used("nvidia.com/gpu") == 1
     restarted.add(b.pod("q", limits={"nvidia.com/gpu": 2}))
     assert restarted.node_of("q") is None
+
+
+def test_a_held_devices_annotation_edited_to_name_less_is_written_back_and_survives_a_restart() -> None:
+    """Adversary round 5 (2 of 2 live, with two replicas watching): after a devices edit and its
+    union written, `kubectl annotate --overwrite tessera.dev/held-devices=<the new GPU only>` was
+    taken silently; the replicas kept the union in memory, but after both restarted the record
+    named one GPU and the next two pods were bound to the other two, still the victim's. A
+    held-devices value that names less than the pod holds is now told (`HeldDevicesChanged`) and
+    the union written back, so a restart holds it all."""
+    run, names = _run(gpus=3)
+    run.add(b.pod("cls1", limits={CLASS: 1}))
+    [given] = _held_by(run, "cls1")
+    second, third = [name for name in names if name != given]
+    doc = _annotation(run, "cls1")
+    _edit(run, "cls1", _renamed(run, doc, second))  # the devices edit, its union written
+    _written_held(run, "cls1")
+    pod = _object(run, "cls1")  # then the record itself, cut down to the current devices only
+    pod["metadata"]["annotations"][ann.HELD_DEVICES] = pod["metadata"]["annotations"][ann.DEVICES]
+    pod["metadata"]["resourceVersion"] = str(int(pod["metadata"]["resourceVersion"]) + 1)
+    run.feed(b.event("MODIFIED", pod))
+    [told] = [n for n in run.replay.stats.notices if n.reason == "HeldDevicesChanged"]
+    assert told.message.startswith(f"annotation {ann.HELD_DEVICES} of pod default/cls1 on node n was changed while "
+                                   "the pod is bound")
+    restored = ann.decode_devices(told.held_devices)
+    assert sorted(g.device for by in restored.values() for gs in by.values() for g in gs) == sorted([given, second])
+    pod = _object(run, "cls1")  # the live shell writes it back
+    pod["metadata"]["annotations"][ann.HELD_DEVICES] = told.held_devices
+    pod["metadata"]["resourceVersion"] = str(int(pod["metadata"]["resourceVersion"]) + 1)
+    run.feed(b.event("MODIFIED", pod))
+    assert len([n for n in run.replay.stats.notices if n.reason == "HeldDevicesChanged"]) == 1  # our write: no news
+    fresh = _restarted(run, 3, "cls1")
+    assert sorted(_held_by(fresh, "cls1")) == sorted([given, second])
+    fresh.add(b.pod("a", limits={CLASS: 1}), b.pod("b", limits={CLASS: 1}))
+    assert [fresh.node_of("a"), fresh.node_of("b")].count("n") == 1  # only the third GPU is free

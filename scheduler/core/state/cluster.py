@@ -413,6 +413,14 @@ class ClusterState:
                     held = merge_devices(pod.held_devices, pod.devices)
                     self.held_assignments[uid] = held
                     notices.append(_unwatched_edit_notice(pod, self.placements[uid], held))
+                elif bound and old is not None and old.held_devices != pod.held_devices and pod.held_error is None:
+                    # the record itself edited: what it names now must still cover every device
+                    # any version named while bound, or a scheduler started later gives them away
+                    held = merge_devices(self.held_assignments.get(uid), old.held_devices, old.devices, pod.devices)
+                    if merge_devices(pod.held_devices, held) != merge_devices(pod.held_devices):
+                        held = merge_devices(held, pod.held_devices)
+                        self.held_assignments[uid] = held
+                        notices.append(_held_edit_notice(old, pod, self.placements[uid], held))
                 if placement is not None:
                     self.ledger.drop_released_ghosts(placement.devices)
                     # a swap that frees nothing (our Binding confirmed, requests grown) is no
@@ -983,6 +991,20 @@ def _edit_notice(old: Pod, pod: Pod, placement: Placement, held_devices: DeviceA
                   "so a scheduler started after this edit holds them too",
                   pod.meta.namespace, pod.uid,
                   held_devices=encode_devices(held_devices))
+
+
+def _held_edit_notice(old: Pod, pod: Pod, placement: Placement, held_devices: DeviceAssignment) -> Notice:
+    """The Warning a bound pod's `tessera.dev/held-devices` gets when an edit left it naming less
+    than the pod holds: the union goes back onto the pod (the notice carries it), as after an
+    edit of its devices annotation."""
+    held = ", ".join(placement.devices) or "no device"
+    return Notice("Pod", pod.key, "HeldDevicesChanged",
+                  f"annotation {HELD_DEVICES} of pod {pod.key} on node {placement.node} was changed while the pod is "
+                  f"bound: it named {_grants_text(old.held_devices)}; it now names {_grants_text(pod.held_devices)}, "
+                  "less than the pod holds. The pod keeps every device any version of its annotations named while "
+                  f"bound until it ends: {held}; the scheduler writes them back into {HELD_DEVICES}, so a scheduler "
+                  "started later holds them too",
+                  pod.meta.namespace, pod.uid, held_devices=encode_devices(held_devices))
 
 
 def _named_beyond_held(pod: Pod) -> bool:
