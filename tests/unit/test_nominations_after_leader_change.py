@@ -153,3 +153,23 @@ def test_a_nomination_a_higher_priority_pod_built_over_still_keeps_lower_pods_ou
     core.apply("ADDED", b.pod("q", limits={"nvidia.com/gpu": 2}, priority=0), 0.3)
     tried = [(a.pod.meta.name, a.node) for a in _drain(core, 0.3)]
     assert tried == [("h", "n"), ("q", None), ("p", "n")]
+
+
+def test_a_nomination_another_leader_cleared_or_moved_lets_go_of_the_room_it_kept_here() -> None:
+    """Adversary round 5: a standby kept the room of pods whose nomination the leader had since
+    cleared (or moved to another node) — 30 false `DeviceConflict` Warnings over three minutes
+    naming pods never bound, and GPUs a takeover would have kept reserved until the pod's next
+    cycle. A nomination that goes away in the watch lets its hold go with it; a nomination written
+    to where the hold already is keeps it."""
+    a = _nominated(b.pod("a", requests={"cpu": "1"}, limits={"nvidia.com/gpu": 4}, priority=100), "n")
+    run = _new_leader(b.node("n", gpus=4), b.node("m", gpus=4), _terminating(_running("low", "n", 0, 2)),
+                      _running("big", "m", 1000, 4), a)
+    uid = run.state.pod_by_key("default/a").uid
+    assert run.state.holds[uid].placement.node == "n"
+    moved = _nominated(b.pod("a", requests={"cpu": "1"}, limits={"nvidia.com/gpu": 4}, priority=100), "m")
+    run.scheduler.apply("MODIFIED", moved, 20.0)
+    hold = run.state.holds.get(uid)
+    assert hold is None or hold.placement.node == "m"
+    cleared = b.pod("a", requests={"cpu": "1"}, limits={"nvidia.com/gpu": 4}, priority=100)
+    run.scheduler.apply("MODIFIED", cleared, 21.0)
+    assert uid not in run.state.holds

@@ -371,7 +371,8 @@ class ClusterState:
         placement = self.placements.get(uid)
         if placement is not None and old is not None and _as_victim(old) != _as_victim(pod):
             self._touch(self.nodes[placement.node])  # its node's possible preemption victims changed
-        if uid in self.holds and (pod.terminal or pod.node_name or pod.meta.deleting):
+        if uid in self.holds and (pod.terminal or pod.node_name or pod.meta.deleting or _nomination_left(
+                old, pod, self.holds[uid].placement.node)):
             self.release_hold(uid)
             events.append(ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=""))
         if pod.terminal:
@@ -932,6 +933,15 @@ def _holds(pod: Pod, devices: DeviceAssignment | None) -> list[DeviceHold]:
                           for resource, entries in by_resource.items()}
               for container, by_resource in (devices or {}).items()}
     return device_holds(grants, pod.container_phases())
+
+
+def _nomination_left(old: Pod | None, pod: Pod, held_on: str) -> bool:
+    """The watch shows the pod's nominatedNodeName leave the node its hold is on (cleared, or
+    moved): whoever leads let that room go (a higher-priority preemptor took it, or the pod was
+    tried again elsewhere), and a replica that kept it would reserve GPUs for a pod promised
+    nothing there. A nomination written to where the hold already is (the leader's own write
+    arriving) keeps it; a hold made before its nomination was written is not touched."""
+    return old is not None and old.nominated_node == held_on and pod.nominated_node != held_on
 
 
 def _devices_edited(old: Pod, pod: Pod) -> bool:
