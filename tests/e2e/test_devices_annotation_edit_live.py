@@ -83,7 +83,11 @@ async def test_an_edited_devices_annotation_keeps_both_gpus_held_and_warns(
         await kubectl.create_pod(namespace, b.pod("longv", limits={CLASS: 1}))
 
         pod = await _allocated(kubectl, namespace, "longv")
-        assert "longv" in agent.allocated
+
+        async def agent_allocated() -> bool:  # its PATCH shows before the agent has read its reply
+            return "longv" in agent.allocated
+
+        await eventually(agent_allocated, timeout=5.0)
         other = await _name_the_other_gpu(kubectl, namespace, pod, devices)
         [warning] = await eventually(lambda: _events(kubectl, namespace, "longv", "DevicesAnnotationChanged"))
         assert warning["type"] == "Warning"
