@@ -454,14 +454,9 @@ async def test_a_binding_for_a_pod_deleted_meanwhile_is_logged_at_info_level() -
     assert not [e for e in logs if e["event"] == "binder.failed"]
 
 
-async def test_a_binding_waits_for_the_pods_own_status_write_in_flight_instead_of_running_into_it() -> None:
-    """A new user's trial (preemption, 2 of 2 runs): the preemptor's Binding came back 409 —
-    "resourceVersion 1152 -> 1178", `binder.failed` at error level, a SchedulerError condition, one
-    more `tessera_bindings_total{result="error"}` — and bound on the retry a second later. The only
-    writer in between was Tessera: its own PodScheduled=False/nomination PATCH, sent while the pod
-    still waited, landed (conditional on the pod's version, so it changed the version) while the
-    pod was decided and bound at the version it replaced. The Binding now waits for the pod's status
-    write in flight and is conditional on the version that write left: one POST, bound."""
+def _status_write_answered_late() -> tuple[FakeApi, dict[str, Any], anyio.Event]:
+    """One 1-GPU node full with `filler`, and `p` (at resourceVersion 5) waiting for it; p's status
+    PATCH is applied at once but answered only once the returned event is set."""
     api = FakeApi()
     api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
     filler = b.pod("filler", requests={"nvidia.com/gpu": 1}, node_name="n", phase="Running")
@@ -473,13 +468,24 @@ async def test_a_binding_waits_for_the_pods_own_status_write_in_flight_instead_o
     serve = api._call
 
     async def answer_late(call: Any) -> Any:
-        """The pod's status PATCH is applied at once; its answer reaches the scheduler only later."""
         response = await serve(call)
         if call.method == "PATCH" and call.path.endswith("/pods/p/status"):
             await answered.wait()
         return response
 
     api._call = answer_late  # type: ignore[method-assign]
+    return api, filler, answered
+
+
+async def test_a_binding_waits_for_the_pods_own_status_write_in_flight_instead_of_running_into_it() -> None:
+    """A new user's trial (preemption, 2 of 2 runs): the preemptor's Binding came back 409 —
+    "resourceVersion 1152 -> 1178", `binder.failed` at error level, a SchedulerError condition, one
+    more `tessera_bindings_total{result="error"}` — and bound on the retry a second later. The only
+    writer in between was Tessera: its own PodScheduled=False/nomination PATCH, sent while the pod
+    still waited, landed (conditional on the pod's version, so it changed the version) while the
+    pod was decided and bound at the version it replaced. The Binding now waits for the pod's status
+    write in flight and is conditional on the version that write left: one POST, bound."""
+    api, filler, answered = _status_write_answered_late()
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
     with structlog.testing.capture_logs() as logs:
         async with anyio.create_task_group() as owner:
@@ -503,23 +509,7 @@ async def test_a_binding_adopts_only_the_version_its_pods_own_status_write_left(
     after it was decided — and bound it alone. Only the version the write itself left (on top of
     the decided one) is adopted; a change by anyone else still costs the Binding a 409 and the pod
     a new decision."""
-    api = FakeApi()
-    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
-    filler = b.pod("filler", requests={"nvidia.com/gpu": 1}, node_name="n", phase="Running")
-    api.add_pod(filler)
-    pending = b.pod("p", requests={"nvidia.com/gpu": 1})
-    pending["metadata"]["resourceVersion"] = "5"
-    api.add_pod(pending)
-    answered = anyio.Event()
-    serve = api._call
-
-    async def answer_late(call: Any) -> Any:
-        response = await serve(call)
-        if call.method == "PATCH" and call.path.endswith("/pods/p/status"):
-            await answered.wait()
-        return response
-
-    api._call = answer_late  # type: ignore[method-assign]
+    api, filler, answered = _status_write_answered_late()
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
     uid = api.pod("default", "p")["metadata"]["uid"]
     with structlog.testing.capture_logs() as logs:
