@@ -164,3 +164,31 @@ def test_a_gang_whose_members_bindings_are_in_flight_is_a_victim_whole() -> None
     high = _schedule(core, "high", 1.0)
     assert sorted(victim.meta.name for victim in high.preempted) == ["g0", "g1"], high.message
     assert high.nominated_node == "n" and _gpus_in_use(core, "n") == 2
+
+
+def test_a_victims_binding_confirmed_after_the_preemptor_held_its_gpu_is_no_device_conflict() -> None:
+    """The live re-check of this change: 79 `DeviceConflict` Warnings on a leader in 20 minutes,
+    each naming an in-flight victim and the preemptor nominated for its GPUs — the victim's Binding
+    landed after the preemptor's hold was charged, and charging the now-bound victim found the
+    hold beside it. A hold is the preemptor's reservation beside a victim on its way out, not a
+    second pod holding the GPU (as when the victim was bound first): nothing to warn about. The
+    GPU stays held by the victim until it is gone."""
+    core = Scheduler(config(BINPACK))
+    device = b.device("n", 0)
+    for obj in (b.node("n", gpus=1), device, b.resource_class("v100", match_labels={"model": "V100"})):
+        core.apply("ADDED", obj, 0.0)
+    low = b.pod("low", limits={"class.tessera.dev/v100": 1}, priority=LOW)
+    core.apply("ADDED", copy.deepcopy(low), 0.0)
+    [placed] = core.schedule_next(0.0) or []
+    assert placed.node == "n"
+    core.apply("ADDED", b.pod("high", limits={"class.tessera.dev/v100": 1}, priority=HIGH), 1.0)
+    high = _schedule(core, "high", 1.0)
+    assert [victim.meta.name for victim in high.preempted] == ["low"] and high.nominated_node == "n"
+    bound = copy.deepcopy(low)  # its Binding lands (the watch shows it bound with its devices)
+    bound["spec"]["nodeName"] = "n"
+    bound["metadata"]["annotations"] = dict(placed.annotations)
+    bound["metadata"]["resourceVersion"] = "7"
+    notices = core.apply("MODIFIED", bound, 2.0)
+    assert not [n for n in notices if n.reason == "DeviceConflict"], notices
+    use = core.state.ledger.use[device["metadata"]["name"]]
+    assert low["metadata"]["uid"] in use.exclusive and core.state.node_of(low["metadata"]["uid"]) == "n"

@@ -116,11 +116,17 @@ class DeviceLedger:
 
     def charge(self, pod: Pod, device: str, amount: Amount | None, resource: str, dimension: str) -> list[Notice]:
         """Charge a pod's hold; a conflict's notice names the pod and every other holder (the log
-        line and the Event are all an audit has once the pods are gone)."""
+        line and the Event are all an audit has once the pods are gone). A nominated preemptor's
+        hold is no holder here: it is the room kept for it beside victims on their way out, which
+        a victim's Binding confirmed after the hold was made charges again (a pod whose Binding
+        was in flight is a victim too)."""
         use = self.use.setdefault(device, DeviceUse())
         if not use.add(pod.uid, amount, resource, dimension):
             return []
-        others = sorted(self._pod_key(uid) for uid in use.exclusive | use.shared.keys() if uid != pod.uid)
+        others = sorted(self._pod_key(uid) for uid in use.exclusive | use.shared.keys()
+                        if uid != pod.uid and uid not in self._holds)
+        if not others or pod.uid in self._holds:
+            return []
         holders = f"{', '.join(others)} that {'holds' if len(others) == 1 else 'hold'} it"
         return [Notice("Pod", pod.key, "DeviceConflict",
                        f"device {device} is assigned to more than one pod exclusively: {pod.key}, and {holders}",
