@@ -192,3 +192,33 @@ def test_a_victims_binding_confirmed_after_the_preemptor_held_its_gpu_is_no_devi
     assert not [n for n in notices if n.reason == "DeviceConflict"], notices
     use = core.state.ledger.use[device["metadata"]["name"]]
     assert low["metadata"]["uid"] in use.exclusive and core.state.node_of(low["metadata"]["uid"]) == "n"
+
+
+def test_a_shared_victim_confirmed_beside_another_slice_after_a_whole_gpu_hold_is_no_device_conflict() -> None:
+    """The second live re-check: one false `DeviceConflict` left, naming two legitimate
+    co-sharers — a victim holding a slice, its Binding confirmed after the preemptor's hold of the
+    whole GPU, with another pod's slice on it. The conflict itself must be judged without holds,
+    not only the names."""
+    core = Scheduler(config(BINPACK))
+    for obj in (b.node("n", gpus=1), b.device("n", 0), b.resource_class("v100", match_labels={"model": "V100"}),
+                b.resource_class("v100-shared", match_labels={"model": "V100"},
+                                 sharing={"dimension": "memory", "unit": "1Gi"})):
+        core.apply("ADDED", obj, 0.0)
+    shared = "class.tessera.dev/v100-shared"
+    other = b.pod("other", limits={shared: 8}, priority=LOW)
+    low = b.pod("low", limits={shared: 8}, priority=LOW)
+    core.apply("ADDED", copy.deepcopy(other), 0.0)
+    [first] = core.schedule_next(0.0) or []
+    bound = copy.deepcopy(other)  # `other` is bound (its Binding confirmed)
+    bound["spec"]["nodeName"], bound["metadata"]["annotations"] = "n", dict(first.annotations)
+    core.apply("MODIFIED", bound, 0.5)
+    core.apply("ADDED", copy.deepcopy(low), 0.5)
+    [placed] = core.schedule_next(0.5) or []
+    assert placed.node == "n"  # low's slice beside other's, its Binding in flight
+    core.apply("ADDED", b.pod("high", limits={"class.tessera.dev/v100": 1}, priority=HIGH), 1.0)
+    high = _schedule(core, "high", 1.0)
+    assert sorted(victim.meta.name for victim in high.preempted) == ["low", "other"], high.message
+    confirmed = copy.deepcopy(low)
+    confirmed["spec"]["nodeName"], confirmed["metadata"]["annotations"] = "n", dict(placed.annotations)
+    notices = core.apply("MODIFIED", confirmed, 2.0)
+    assert not [n for n in notices if n.reason == "DeviceConflict"], notices

@@ -121,12 +121,13 @@ class DeviceLedger:
         a victim's Binding confirmed after the hold was made charges again (a pod whose Binding
         was in flight is a victim too)."""
         use = self.use.setdefault(device, DeviceUse())
-        if not use.add(pod.uid, amount, resource, dimension):
+        if not use.add(pod.uid, amount, resource, dimension) or pod.uid in self._holds:
             return []
-        others = sorted(self._pod_key(uid) for uid in use.exclusive | use.shared.keys()
-                        if uid != pod.uid and uid not in self._holds)
-        if not others or pod.uid in self._holds:
+        whole = {uid for uid in use.exclusive if uid != pod.uid and uid not in self._holds}
+        sliced = {uid for uid in use.shared if uid != pod.uid and uid not in self._holds}
+        if not whole and not (amount is None and sliced):  # beside holds and slices only: no conflict
             return []
+        others = sorted(self._pod_key(uid) for uid in whole | sliced)
         holders = f"{', '.join(others)} that {'holds' if len(others) == 1 else 'hold'} it"
         return [Notice("Pod", pod.key, "DeviceConflict",
                        f"device {device} is assigned to more than one pod exclusively: {pod.key}, and {holders}",
