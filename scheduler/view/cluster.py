@@ -467,7 +467,7 @@ def _device_state(facts: _Facts, device: Device) -> str:
     unavailable = _unavailable(state, device, use)
     if use is None:
         return unavailable or m.FREE
-    if use.conflicting and len({_key(state, uid) for uid in (*use.exclusive, *use.shared)}) > 1:
+    if state.ledger.conflicting(use) and len({_key(state, uid) for uid in (*use.exclusive, *use.shared)}) > 1:
         return m.CONFLICT
     if unavailable:
         return unavailable

@@ -233,3 +233,20 @@ def test_surplus_gpus_beyond_the_nodes_count_are_listed_after_the_others() -> No
         (devices[3]["metadata"]["name"], m.WHOLE), (devices[2]["metadata"]["name"], m.FENCED)]
     assert [gpu.index for gpu in node.gpus] == [0, 1, 2, 3]
     assert node.gpus[3].reason.startswith("the node counts 3 nvidia.com/gpu but its ExtendedResources describe 4")
+
+
+def test_a_gpu_kept_for_a_preemptor_beside_its_terminating_victim_is_no_conflict() -> None:
+    """Found while closing the in-flight victim work: during every preemption the victim's GPU
+    read `conflict` ("claimed by 2 pods at once: default/high, default/low") in `kubectl tessera
+    nodes` and `tessera_devices{state="conflict"}` — the critical TesseraGPUConflict alert's input
+    — because the preemptor's hold (its room kept while the victim terminates) counted as a second
+    holder. A victim with a long terminationGracePeriod would page someone. The GPU is the
+    victim's, whole, until it is gone."""
+    objs = [b.node("n", gpus=1), b.device("n", 0), b.resource_class("v100", match_labels={"model": "V100"}),
+            b.pod("low", limits={CLASS: 1}, priority=0)]
+    replay = _replay(objs)
+    replay.scheduler.apply("ADDED", b.pod("high", limits={CLASS: 1}, priority=1000), 1.0)
+    attempts = replay.scheduler.schedule_next(1.0) or []
+    assert [v.meta.name for a in attempts for v in a.preempted] == ["low"]
+    [gpu] = _node(_view(replay), "n").gpus
+    assert gpu.state == m.WHOLE, (gpu.state, gpu.reason)

@@ -56,12 +56,6 @@ class DeviceUse:
     def busy(self) -> bool:
         return bool(self.exclusive or self.shared)
 
-    @property
-    def conflicting(self) -> bool:
-        """Held whole by a pod and by any other pod besides, whole or in slices: what `add` reports
-        as it happens (DeviceConflict), asked of the state now (a notice still standing, the view)."""
-        return bool(self.exclusive) and len(self.exclusive) + len(self.shared) > 1
-
     def add(self, uid: str, amount: Amount | None, resource: str, dimension: str) -> bool:
         """Charge a pod's hold; True when it conflicts (a whole device given twice, or whole and
         in slices)."""
@@ -123,8 +117,9 @@ class DeviceLedger:
         use = self.use.setdefault(device, DeviceUse())
         if not use.add(pod.uid, amount, resource, dimension) or pod.uid in self._holds:
             return []
-        whole = {uid for uid in use.exclusive if uid != pod.uid and uid not in self._holds}
-        sliced = {uid for uid in use.shared if uid != pod.uid and uid not in self._holds}
+        whole, sliced = self.holders(use)
+        whole.discard(pod.uid)
+        sliced.discard(pod.uid)
         if not whole and not (amount is None and sliced):  # beside holds and slices only: no conflict
             return []
         others = sorted(self._pod_key(uid) for uid in whole | sliced)
@@ -132,6 +127,19 @@ class DeviceLedger:
         return [Notice("Pod", pod.key, "DeviceConflict",
                        f"device {device} is assigned to more than one pod exclusively: {pod.key}, and {holders}",
                        pod.meta.namespace, pod.uid)]
+
+    def holders(self, use: DeviceUse) -> tuple[set[str], set[str]]:
+        """The pods that hold the device whole and in slices: nominated preemptors' holds left
+        out (the room kept for them beside victims on their way out is no second holder)."""
+        return ({uid for uid in use.exclusive if uid not in self._holds},
+                {uid for uid in use.shared if uid not in self._holds})
+
+    def conflicting(self, use: DeviceUse) -> bool:
+        """Held whole by a pod and by any other pod besides, whole or in slices: what `charge`
+        reports as it happens (DeviceConflict), asked of the state now (a notice still standing,
+        the view)."""
+        whole, sliced = self.holders(use)
+        return bool(whole) and len(whole) + len(sliced) > 1
 
     def shared_use(self, use: DeviceUse | None, dimension: str) -> Amount:
         """How much of the device's `dimension` capacity its slices use: the slices granted in

@@ -37,5 +37,5 @@ def still_stands(state: ClusterState, notice: Notice) -> bool:
     if placement is None:
         return False
     uses = (state.ledger.use.get(device) for device in placement.devices)
-    return any(use is not None and use.conflicting for use in uses) or \
+    return any(use is not None and state.ledger.conflicting(use) for use in uses) or \
         bool(whole_in_two_running_containers(pod, pod.devices))
