@@ -682,16 +682,23 @@ def test_the_loop_gives_the_binder_its_identity_for_the_withdrawal_token() -> No
         "rep-a/withdrawn/7"
 
 
-async def test_a_refusal_after_the_window_withdraws_a_held_earlier_send_while_leading() -> None:
-    """The withdrawal helper's open end: a leader's first send is held on its way (ambiguous);
-    every resend is refused (403: a webhook, RBAC) until the late-landing window has passed, and
-    the refusal was taken as certain — but it answers for that request only, and the held one
-    could still land on the GPUs the retry hands out again. It is withdrawn first now."""
+def _held_then_refused() -> tuple[FakeApi, Binder, list[BindResult], list[float], Binding]:
+    """A leader's first send held on its way (ambiguous), every resend refused (403) until the
+    late-landing window (10 s) has passed."""
     api, binder, results, sleeps = _setup(late_landing=10.0)
     binding = _versioned(api)
     api.fail_next("POST", "/binding", hold=True)
     for _ in range(50):
         api.fail_next("POST", "/binding", status=403)
+    return api, binder, results, sleeps, binding
+
+
+async def test_a_refusal_after_the_window_withdraws_a_held_earlier_send_while_leading() -> None:
+    """The withdrawal helper's open end: a leader's first send is held on its way (ambiguous);
+    every resend is refused (403: a webhook, RBAC) until the late-landing window has passed, and
+    the refusal was taken as certain — but it answers for that request only, and the held one
+    could still land on the GPUs the retry hands out again. It is withdrawn first now."""
+    api, binder, results, sleeps, binding = _held_then_refused()
     await _bind(binder, binding)
     assert [r.outcome for r in results] == [Outcome.RETRY] and sum(sleeps) >= 10.0
     [late] = api.deliver_held()
@@ -732,11 +739,7 @@ async def test_a_binding_never_sent_by_a_replica_not_leading_is_no_failure() -> 
 async def test_a_binding_withdrawn_after_a_refusal_is_still_the_refusal() -> None:
     """A refusal (403: a webhook, RBAC) is a failure an operator must see, withdrawn or not: as
     upstream's handleSchedulingFailure logs every binding-cycle error, at error level."""
-    api, binder, results, sleeps = _setup(late_landing=10.0)
-    binding = _versioned(api)
-    api.fail_next("POST", "/binding", hold=True)
-    for _ in range(50):
-        api.fail_next("POST", "/binding", status=403)
+    api, binder, results, sleeps, binding = _held_then_refused()
     await _bind(binder, binding)
     [result] = results
     assert _logged(result) == [("binder.failed", "error")]
