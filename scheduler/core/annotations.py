@@ -22,9 +22,10 @@ DEVICES = "tessera.dev/devices"
 HELD_DEVICES = "tessera.dev/held-devices"
 PHASE = "tessera.dev/phase"
 ASSUME_TIME = "tessera.dev/assume-time"
-# `<holderIdentity>/<leaseTransitions>/<acquireTime>` of the leadership term that fenced the pod
-# (scheduler/kube/fence.py): written by a new leader onto each unbound pod so that no Binding an
-# earlier leader sent can land; informational only, nothing reads it back
+# `<leaseNamespace>/<leaseName>/<holderIdentity>/<leaseTransitions>/<acquireTime>` of the leadership
+# term that last wrote the pod (scheduler/kube/term_token.py): written by a new leader onto each
+# unbound pod so that no Binding an earlier leader sent can land, and by each Binding; read back
+# by the live shell only (a newer term of its Lease; another install's Lease)
 TERM = "tessera.dev/term"
 PHASE_ALLOCATING = "Allocating"
 PHASE_ALLOCATED = "Allocated"

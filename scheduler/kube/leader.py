@@ -77,6 +77,7 @@ import anyio
 import structlog
 
 from scheduler.kube.http import KubeHttp, Response
+from scheduler.kube.term_token import parse_term_token, term_token
 from scheduler.logs import describe_error
 
 log = structlog.get_logger("tessera.leader")
@@ -261,9 +262,9 @@ class LeaderElector:
     @property
     def fence_token(self) -> str | None:
         """The `tessera.dev/term` value the current term writes onto the pods it schedules before
-        its first decision (`<identity>/<leaseTransitions>/<acquireTime>`: unique per takeover,
-        so the write always changes the pod, even after a Lease deleted by hand restarted the
-        count); None when not leading. A term resumed on this process's own record keeps its
+        its first decision (`<leaseNamespace>/<leaseName>/<identity>/<leaseTransitions>/<acquireTime>`,
+        scheduler/kube/term_token.py: unique per takeover, so the write always changes the pod,
+        even after a Lease deleted by hand restarted the count); None when not leading. A term resumed on this process's own record keeps its
         token (the loop does not fence a term twice, and finishes a fence left half-done)."""
         return self._fence if self.is_leader else None
 
@@ -274,15 +275,12 @@ class LeaderElector:
         restores the term, if it is still ours (the write is conditional, so it succeeds only on
         our own record: the token was bogus). Each token
         counts once; tokens of this term's count or older (pods fenced before this term; a Lease
-        deleted by hand restarts the count, which this cannot see) and unreadable values are no
-        evidence."""
+        deleted by hand restarts the count, which this cannot see), another Lease's tokens (its
+        count is not ours: `other_lease`) and unreadable values are no evidence."""
         if not self.is_leader or self._fence is None or token == self._fence or token in self._doubted:
             return False
-        _, _, rest = token.rpartition("/")[0].rpartition("/")
-        if not rest.isdigit():
-            return False
-        transitions = int(rest)
-        if transitions <= self._fence_transitions:
+        parsed = parse_term_token(token)
+        if parsed is None or parsed.transitions <= self._fence_transitions or self.other_lease(token) is not None:
             return False
         self._doubted.add(token)
         self._doubted_at = self._clock()
@@ -290,6 +288,14 @@ class LeaderElector:
                     own_term=self._fence, message="a pod carries the term fence of a newer Lease holder: this replica "
                     "acts on nothing until a Lease write of its own succeeds")
         return True
+
+    def other_lease(self, token: str) -> str | None:
+        """The Lease (`namespace/name`) that `token`, a pod's `tessera.dev/term`, was written
+        under when it is not this elector's: a second Tessera leading on another Lease wrote it.
+        None for this Lease's tokens, tokens that name no Lease and values that are no token."""
+        parsed = parse_term_token(token)
+        lease = parsed.lease if parsed is not None else None
+        return lease if lease is not None and lease != self.description else None
 
     @property
     def observed_holder(self) -> str:
@@ -436,7 +442,8 @@ class LeaderElector:
         # keeps the term's token, so a fence it had not finished before stepping down is finished
         # (the loop skips a fence already finished in the term).
         if self._term != previous_term:
-            self._fence = f"{self.identity}/{self._observed.leader_transitions}/{acquired or ''}"
+            self._fence = term_token(self.namespace, self.name, self.identity, self._observed.leader_transitions,
+                                     acquired or "")
             self._fence_transitions = self._observed.leader_transitions
         self._leading = True
         self._call(self._on_started_leading, "on_started_leading")

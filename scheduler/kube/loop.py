@@ -31,6 +31,7 @@ from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
 from scheduler.kube.class_controller import DefaultClassController
 from scheduler.kube.concurrency import Wakeup
+from scheduler.kube.conflicting import ConflictingSchedulers
 from scheduler.kube.evictor import Eviction, Evictor
 from scheduler.kube.fence import FencedPod, TermFence
 from scheduler.kube.http import KubeHttp, RateLimiter
@@ -70,7 +71,8 @@ class SchedulerLoop:
                  leader_term: Callable[[], Hashable | None] = lambda: 0, seed: int | None = None,
                  hooks: LoopHooks | None = None, stopwatch: Stopwatch = NO_STOPWATCH,
                  term_fence: Callable[[], str | None] = lambda: None,
-                 on_term_seen: Callable[[str, str], bool] = lambda token, pod: False) -> None:
+                 on_term_seen: Callable[[str, str], bool] = lambda token, pod: False,
+                 other_lease: Callable[[str], str | None] = lambda token: None) -> None:
         self.config = config
         # `leader_term`: which leadership term this replica is in, None when not leading (the
         # elector's `term`; without leader election, one term for ever). Only the leader acts on
@@ -83,6 +85,9 @@ class SchedulerLoop:
         # `on_term_seen(token, pod)`: every tessera.dev/term a pod shows while leading (the
         # elector's `saw_term`: a newer term's token ends this replica's acting at once).
         self.on_term_seen = on_term_seen
+        # `other_lease(token)`: the Lease a pod's term token was written under when it is not ours
+        # (the elector's): a second Tessera on another Lease binds the same pods (`conflicting`)
+        self.other_lease = other_lease
         # `stopwatch`: told how long the core's extension points and plugins take, and the Bindings
         # (scheduler_framework_extension_point_duration_seconds, scheduler_plugin_execution_duration_seconds)
         self.stopwatch = stopwatch
@@ -127,6 +132,7 @@ class SchedulerLoop:
         # the leadership term whose first decision waited for `_catch_up` (None: none yet)
         self._caught_up_term: Hashable | None = None
         self.fence = TermFence(http, term_fence)
+        self.conflicting = ConflictingSchedulers(other_lease, lambda: self.fence.token(), self.events)
         # when (monotonic clock) this replica last began to lead (`leadership_started`; None: not
         # told): a Pod LIST sent after it makes the term's catch-up read needless
         self._leading_since: float | None = None
@@ -205,6 +211,9 @@ class SchedulerLoop:
     def _apply(self, event_type: str, obj: dict[str, Any]) -> None:
         """One object state into the core: a watch event, or a pod the binder has just read back."""
         kind = obj.get("kind")
+        # the pod's term token before this event (None: not in the cache), to tell a token written
+        # while we watched from one first seen on a pod written before
+        before = self.core.state.pods.get(str((obj.get("metadata") or {}).get("uid") or "")) if kind == "Pod" else None
         notices = self.core.apply(event_type, obj, time.time())
         for notice in notices:
             self._report(notice)
@@ -225,6 +234,8 @@ class SchedulerLoop:
             token = annotations.get(ann.TERM)
             if event_type != "DELETED" and isinstance(token, str) and self.is_leader():
                 self.on_term_seen(token, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+                if before is not None and before.meta.annotations.get(ann.TERM) != token:
+                    self.conflicting.term_changed(token, obj)
             if event_type != "ADDED" and (event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName")):
                 self.statuses.pod_gone(str(meta.get("namespace", "")), str(meta.get("name", "")))
             if event_type == "DELETED":  # a held Binding that will never be sent

@@ -100,6 +100,7 @@ class Metrics:
         self.registry.register(_WithoutCreated(self._source, self._before_scrape))
         self.lease_name = lease_name
         self._relists: dict[str, int] = {}  # kind -> relists counted so far
+        self._conflicting: dict[str, int] = {}  # other Lease -> its writes counted so far
         self._unschedulable_seen: set[tuple[str, str]] = set()  # (plugin, profile) series exported
         self._slow_renewals = 0  # slow-path renewals counted so far
         r = self._source
@@ -238,6 +239,11 @@ class Metrics:
             "Pods the leader still has to write its term fence onto before it schedules again (its "
             "writes to them failed; retried with backoff); 0 once fenced, and on a standby.",
             registry=r)
+        self.conflicting_writes = Counter(
+            "tessera_conflicting_scheduler_writes_total",
+            "Pods of this scheduler's names that the leader watched another Tessera, leading on another Lease "
+            "('lease'), bind or fence: two installs for one scheduler name, which can give one GPU to two pods.",
+            ["lease"], registry=r)
         self.informer_relists = Counter(
             "tessera_informer_relists_total",
             "Full re-lists by informer kind (the watch expired with 410 Gone or broke).",
@@ -404,6 +410,14 @@ class Metrics:
         if total > self._slow_renewals:
             self.leader_election_slowpath.labels(name=self.lease_name).inc(total - self._slow_renewals)
             self._slow_renewals = total
+
+    def count_conflicting_writes(self, lease: str, total: int) -> None:
+        """The counter follows the loop's running total per other Lease; its series appears with
+        the first write seen (no install, no series)."""
+        counted = self._conflicting.get(lease, 0)
+        if total > counted:
+            self.conflicting_writes.labels(lease=lease).inc(total - counted)
+            self._conflicting[lease] = total
 
     def count_relists(self, kind: str, total: int) -> None:
         """The counter follows the informer's running total of relists; a kind that never

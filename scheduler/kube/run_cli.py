@@ -190,6 +190,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
                          leader_term=(lambda: elector.term) if elector is not None else lambda: 0,
                          term_fence=(lambda: elector.fence_token) if elector is not None else lambda: None,
                          on_term_seen=elector.saw_term if elector is not None else lambda token, pod: False,
+                         other_lease=elector.other_lease if elector is not None else lambda token: None,
                          stopwatch=MetricsStopwatch(metrics))
     if elector is None:
         loop.leadership_started()  # one term, from the start: before the informers list
@@ -412,6 +413,8 @@ class StateGauges:
         metrics.set_waiting_for_allocation(len(held))
         metrics.set_binding(len(held) + self.loop.binder.in_flight)
         metrics.set_fence_pending(self.loop.fence_pending)
+        for lease, writes in self.loop.conflicting.writes.items():
+            metrics.count_conflicting_writes(lease, writes)
         for kind, stats in self.loop.informers.stats().items():
             metrics.count_relists(kind, stats.relists)
         for informer in self.loop.informers.informers:

@@ -28,6 +28,7 @@ def exported_samples() -> dash.Samples:
     m.set_unschedulable_pods({("NodeResourcesFit", "tessera"): 1})
     m.set_leader(True)
     m.set_informer_synced("Pod", True)
+    m.count_conflicting_writes("tessera-system/tessera", 1)
     samples: dash.Samples = {}
     for family in text_string_to_metric_families(generate_latest(m.registry).decode()):
         for sample in family.samples:

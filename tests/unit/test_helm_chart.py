@@ -531,7 +531,7 @@ MONITORING = {"monitoring": {
     "serviceMonitor": {"enabled": True, "interval": "15s", "labels": {"release": "kube-prometheus-stack"}},
     "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}, "noLeaderFor": "3m",
                        "additionalLabels": {"team": "gpu"}}}}
-ALERTS = {"TesseraNoLeader", "TesseraMultipleLeaders", "TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced",
+ALERTS = {"TesseraNoLeader", "TesseraMultipleLeaders", "TesseraConflictingScheduler", "TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced",
           "TesseraBindingErrors", "TesseraSchedulingErrors", "TesseraPodsUnschedulable", "TesseraPodSchedulingSlow",
           "TesseraSchedulerDown", "TesseraInformerNotSynced", "TesseraStandbyMissing"}
 
@@ -584,6 +584,7 @@ def test_every_series_the_alert_rules_query_is_exported(helm: Path) -> None:
     selectors = [selector for expr in exprs for selector in dashboard.parse(expr).selectors]
     assert {s.metric for s in selectors} == {
         "tessera_leader", "tessera_devices", "tessera_gpus_overcommitted", "tessera_bindings_total",
+        "tessera_conflicting_scheduler_writes_total",
         "scheduler_schedule_attempts_total", "tessera_informer_synced", "up",
         "scheduler_pending_pods", "scheduler_pod_scheduling_sli_duration_seconds_bucket"}
     assert all(("job", "=", "tessera-scheduler-metrics") in s.matchers for s in selectors)  # the ServiceMonitor's job

@@ -63,6 +63,7 @@ def _exercised() -> Metrics:
     m.set_gpus(gpu_counts_of(b.node("n", gpus=1), b.device("n", 0, "A100")))
     m.gang_attempt("placed")
     m.count_slow_renewals(1)
+    m.count_conflicting_writes("tessera-system/tessera", 1)
     m.observe_permit_wait("Success", 0.2)
     m.observe_extension_point("Filter", "Success", "tessera", 0.001)
     m.observe_plugin("NodeResourcesFit", "Filter", "Unschedulable", 0.0001)

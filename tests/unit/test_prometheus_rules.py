@@ -116,7 +116,7 @@ def test_promtool_accepts_the_rules(tmp_path: Path) -> None:
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": _groups({"scheduler": {"replicas": 3}})}))
     done = _promtool(tmp_path, "check", "rules", "rules.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 12 rules found" in done.stdout, done.stdout
+    assert "SUCCESS: 13 rules found" in done.stdout, done.stdout
 
 
 STEPS = 26  # 13 minutes
@@ -188,3 +188,27 @@ def test_no_replica_up_and_no_leader_are_told_apart(tmp_path: Path) -> None:
     done = _run_test(tmp_path, groups, series, checks)
     assert done.returncode == 0, done.stdout + done.stderr
     assert standby["expr"].endswith("< 2")
+
+
+def test_a_conflicting_scheduler_pages_from_its_first_write_seen_and_resolves_half_an_hour_after_the_last(
+        tmp_path: Path) -> None:
+    """A counter whose series appears at 1 shows no `increase` (Prometheus has no sample before
+    it), yet the first write of another install is the one that matters: the rule also fires on a
+    series new within its window. Seen at minute 2, again at minute 10; quiet 30 minutes after."""
+    steps = 90  # 45 minutes
+    leads: list[float | str] = [1] * steps
+    writes: list[float | str] = ["_"] * 4 + [1] * 16 + [3] * (steps - 20)
+    series = _replica("a:10251", leads) + [_series("tessera_conflicting_scheduler_writes_total", "a:10251", writes,
+                                                   lease="tessera-system/tessera")]
+    groups = _groups()
+    rule = _alert(groups, "TesseraConflictingScheduler")
+    labels = {"job": JOB, "lease": "tessera-system/tessera", "severity": "critical"}
+    firing = [{"exp_labels": labels, "exp_annotations": _annotations(rule, 1, labels)}]
+    checks = [
+        {"eval_time": "1m", "alertname": "TesseraConflictingScheduler", "exp_alerts": []},
+        {"eval_time": "3m", "alertname": "TesseraConflictingScheduler", "exp_alerts": firing},
+        {"eval_time": "20m", "alertname": "TesseraConflictingScheduler", "exp_alerts": firing},
+        {"eval_time": "41m", "alertname": "TesseraConflictingScheduler", "exp_alerts": []},
+    ]
+    done = _run_test(tmp_path, groups, series, checks)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -205,13 +205,13 @@ async def test_a_takeover_from_another_holders_record_is_fenced_with_a_token_of_
     await a._acquire()  # the Lease was absent (first start, or deleted by hand): fenced too
     a._start_leading()
     first = a.fence_token
-    assert first is not None and first.startswith("A/0/")
+    assert first is not None and first.startswith("kube-system/tessera/A/0/")
     assert not await b_._try_acquire_or_renew()
     clock.t += 16  # A paused past its lease
     await b_._acquire()
     b_._start_leading()
     token = b_.fence_token
-    assert token is not None and token.startswith("B/1/") and token != first
+    assert token is not None and token.startswith("kube-system/tessera/B/1/") and token != first
     assert not a.is_leader and a.fence_token is None
 
 

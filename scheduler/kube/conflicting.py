@@ -1,0 +1,68 @@
+"""A second Tessera leading on another Lease for the same pods: seen, counted and said out loud.
+
+The Lease is what makes replicas one scheduler. Two installs naming the same `schedulerName` on
+different Leases (two Helm releases; the README's `tessera run` left running beside the chart,
+`kube-system/tessera` against `tessera-system/tessera`) both lead and both bind, each blind to the
+other's decisions in flight, so they can give one GPU to two pods. Nothing in the API stops it (two
+kube-schedulers with one name do the same, silently), and Tessera cannot tell which install is the
+wanted one, so it does not step aside on its own: it makes the mistake loud the first time it is
+visible. Every term token names its Lease (scheduler/kube/term_token.py), so a leader watching a
+pod's `tessera.dev/term` *change* to another Lease's token has watched the other install fence or
+bind it. A token first seen on an already-written pod (a LIST at start-up) is not counted: it may
+be history — a Lease renamed since, an install removed since.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from scheduler.kube.recorder import EventRecorder, ObjectRef
+from scheduler.kube.term_token import parse_term_token
+
+log = structlog.get_logger("tessera.loop")
+
+REASON = "ConflictingScheduler"
+
+
+class ConflictingSchedulers:
+    """`term_changed` is told each pod whose term token changed while this replica leads; a
+    token of another Lease is counted (`writes`, tessera_conflicting_scheduler_writes_total) and,
+    once per term of the other install, logged at error and recorded as a Warning Event on the pod."""
+
+    def __init__(self, other_lease: Callable[[str], str | None], own_token: Callable[[], str | None],
+                 events: EventRecorder) -> None:
+        self.other_lease = other_lease
+        self.own_token = own_token
+        self.events = events
+        self.writes: Tally[str] = Tally()  # the other Lease -> its writes watched
+        self._said: set[str] = set()  # the other install's terms already reported
+
+    def term_changed(self, token: str, pod: dict[str, Any]) -> None:
+        other = self.other_lease(token)
+        if other is None:
+            return
+        self.writes[other] += 1
+        if token in self._said:
+            return
+        self._said.add(token)
+        meta = pod.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        spec = pod.get("spec") or {}
+        scheduler_name = str(spec.get("schedulerName") or "")
+        own = parse_term_token(self.own_token() or "")
+        lease = own.lease if own is not None and own.lease is not None else "its own Lease"
+        theirs = parse_term_token(token)
+        identity = theirs.identity if theirs is not None else ""
+        wrote = "bound" if spec.get("nodeName") else "wrote"
+        message = (f"another Tessera leading on Lease {other} (identity {identity}) {wrote} this pod of "
+                   f"schedulerName {scheduler_name} while this scheduler leads on Lease {lease}: two "
+                   "schedulers for one scheduler name can give one GPU to two pods; run one install per "
+                   "scheduler name")
+        log.error("leader.conflicting_scheduler", pod=f"{namespace}/{name}", lease=lease, other_lease=other,
+                  other_identity=identity, token=token, message=message)
+        self.events.record(ObjectRef("Pod", "v1", name, namespace, str(meta.get("uid") or "")), "Warning",
+                           REASON, "Scheduling", message)

@@ -1,0 +1,52 @@
+"""The `tessera.dev/term` token: which Lease, which holder, which takeover wrote a pod.
+
+`<leaseNamespace>/<leaseName>/<identity>/<leaseTransitions>/<acquireTime>`. A new leader writes it
+onto the pods it schedules (the term fence, scheduler/kube/fence.py) and every Binding and
+PodScheduled=False write of its term carries it, so a pod tells whoever watches it which term
+last wrote it. Two things are read back from it:
+
+* the transition count, against the reader's own term: a newer term of the *same* Lease means
+  another replica took over (`LeaderElector.saw_term`);
+* the Lease: a token of *another* Lease on a pod of our scheduler names means a second Tessera
+  leads on another Lease and binds the same pods — two schedulers that can give one GPU to two
+  pods (the loop reports it: `leader.conflicting_scheduler`).
+
+Why the Lease comes first: namespaces and names never contain "/", so it parses from the left and
+the transitions and acquireTime from the right, whatever an `--identity` holds. Tokens written
+before the Lease was part of them (`<identity>/<leaseTransitions>/<acquireTime>`) still parse, with
+no Lease: a rolling upgrade reads the old replica's tokens as its own Lease's, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.api.names import DNS_LABEL, DNS_SUBDOMAIN
+
+
+@dataclass(frozen=True)
+class TermToken:
+    lease: str | None  # "namespace/name"; None in a token of the format before it named its Lease
+    identity: str
+    transitions: int
+    acquire_time: str
+
+
+def term_token(namespace: str, name: str, identity: str, transitions: int, acquire_time: str) -> str:
+    """The token of the term `identity` leads on Lease `namespace/name` since its takeover
+    number `transitions` at `acquire_time` (unique per takeover, even after a Lease deleted by
+    hand restarted the count)."""
+    return f"{namespace}/{name}/{identity}/{transitions}/{acquire_time}"
+
+
+def parse_term_token(token: str) -> TermToken | None:
+    """`token` read back; None for anything that is not a term's token (a withdrawal's
+    `<identity>/withdrawn/<resourceVersion>`, a value a user wrote)."""
+    parts = token.split("/")
+    if len(parts) < 3 or not parts[-2].isdigit():
+        return None
+    transitions, acquire_time = int(parts[-2]), parts[-1]
+    head = parts[:-2]
+    if len(head) >= 3 and DNS_LABEL.fullmatch(head[0]) and DNS_SUBDOMAIN.fullmatch(head[1]):
+        return TermToken(f"{head[0]}/{head[1]}", "/".join(head[2:]), transitions, acquire_time)
+    return TermToken(None, "/".join(head), transitions, acquire_time)

@@ -1,0 +1,104 @@
+"""Two Tesseras on two Leases for one scheduler name: the leaders see each other (real apiserver).
+
+Two installs naming the same `schedulerName` on different Leases (two Helm releases, the README's
+`tessera run` beside the chart) both lead and both bind: one GPU can go to two pods. Nothing
+stops that in the API; what Tessera can do is make it loud the first time one leader watches the
+other write a pod of its scheduler names. What is real: etcd + kube-apiserver, two
+`LeaderElector`s on two Leases, two `SchedulerLoop`s wired as `tessera run` wires them (term fence
+token, `saw_term`, `other_lease`). The pod first waits (its node selector matches no node), so
+both caches hold it pending and both write PodScheduled=False with their term's token; then its
+node appears, and one of them binds it. Either way each watches a write of the other's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from typing import Any
+
+from scheduler.api.config import load_config
+from scheduler.core import annotations as ann
+from scheduler.kube.conflicting import REASON
+from scheduler.kube.controlplane import LocalControlPlane
+from scheduler.kube.http import KubeHttp, connect
+from scheduler.kube.leader import LeaderElector
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.sim import builders as b
+from tests.e2e.live import Kube, eventually
+
+NODES = "/api/v1/nodes"
+LEASE_NAMESPACE = "kube-system"
+TIMINGS = {"lease_duration": 6.0, "renew_deadline": 2.0, "retry_period": 0.5}
+
+
+def _install(identity: str, lease: str, http: KubeHttp, watch_http: KubeHttp) -> tuple[LeaderElector, SchedulerLoop]:
+    loop_ref: list[SchedulerLoop] = []
+    elector = LeaderElector(http, namespace=LEASE_NAMESPACE, name=lease, identity=identity,
+                            on_started_leading=lambda: loop_ref[0].leadership_started(),
+                            on_stopped_leading=lambda: loop_ref[0].lost_leadership(), **TIMINGS)
+    loop = SchedulerLoop(load_config(None), http, watch_http, identity=identity,
+                         leader_term=lambda: elector.term, term_fence=lambda: elector.fence_token,
+                         on_term_seen=elector.saw_term, other_lease=elector.other_lease)
+    loop_ref.append(loop)
+    return elector, loop
+
+
+async def test_each_leader_reports_the_other_install_writing_its_pods(
+        control_plane: LocalControlPlane, kubectl: Kube, namespace: str) -> None:
+    suffix = secrets.token_hex(3)
+    node, label = f"conflict-{suffix}", f"conflict-{suffix}"
+    leases = {"install-a": f"tessera-a-{suffix}", "install-b": f"tessera-b-{suffix}"}
+    clients = [await connect(str(control_plane.kubeconfig)) for _ in range(4)]
+    installs = {identity: _install(identity, lease, KubeHttp(clients[2 * i]), KubeHttp(clients[2 * i + 1]))
+                for i, (identity, lease) in enumerate(leases.items())}
+    tasks = [asyncio.create_task(task()) for elector, loop in installs.values() for task in (loop.run, elector.run)]
+    try:
+        await eventually(lambda: asyncio.sleep(0, all(e.is_leader for e, _ in installs.values())), timeout=30)
+        for _, loop in installs.values():
+            await asyncio.wait_for(loop.informers.wait_synced(), 30)
+        await kubectl.create_pod(namespace, b.pod("p", limits={"nvidia.com/gpu": 1},
+                                                  spec_extra={"nodeSelector": {"conflict": label}}))
+
+        async def both_wrote() -> bool:  # each install has decided the pod once (its FailedScheduling)
+            return {e.get("reportingInstance") for e in await kubectl.events(namespace)} >= set(leases)
+
+        await eventually(both_wrote, timeout=30)
+        obj = b.node(node, gpus=1)
+        obj["metadata"]["labels"]["conflict"] = label
+        await kubectl.create(NODES, obj)
+        await kubectl.call("PATCH", f"{NODES}/{node}/status", {"status": obj["status"]},
+                           content_type="application/merge-patch+json")
+
+        async def reported() -> list[dict[str, Any]]:
+            return [e for e in await kubectl.events(namespace) if e.get("reason") == REASON]
+
+        events = await eventually(reported, timeout=30)
+
+        async def bound() -> dict[str, Any] | None:
+            pod = (await kubectl.pods(namespace))["p"]
+            return pod if pod["spec"].get("nodeName") == node else None
+
+        pod = await eventually(bound, timeout=30)
+        for event in events:
+            reporter = event["reportingInstance"]
+            other = next(lease for identity, lease in leases.items() if identity != reporter)
+            assert event["type"] == "Warning" and event["regarding"]["name"] == "p"
+            assert f"Lease {LEASE_NAMESPACE}/{other}" in event["note"], event["note"]
+            assert f"leads on Lease {LEASE_NAMESPACE}/{leases[reporter]}" in event["note"], event["note"]
+            assert installs[reporter][1].conflicting.writes[f"{LEASE_NAMESPACE}/{other}"] >= 1
+        # the Binding carried the binding install's token; its own Lease is never counted as another's
+        winner = next(identity for identity, (elector, _) in installs.items()
+                      if pod["metadata"]["annotations"][ann.TERM] == elector.fence_token)
+        assert f"{LEASE_NAMESPACE}/{leases[winner]}" not in installs[winner][1].conflicting.writes
+    finally:
+        for elector, loop in installs.values():
+            loop.stop()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for elector, _ in installs.values():
+            await elector.release()
+        for client in clients:
+            await client.close()
+        await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
+        await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))

@@ -1,0 +1,121 @@
+"""A second Tessera leading on another Lease for the same scheduler names is seen, not silent.
+
+The Lease is what makes replicas one scheduler. Two installs naming the same `schedulerName` on
+different Leases (two Helm releases, or the README's `tessera run` left running beside the chart,
+`kube-system/tessera` against `tessera-system/tessera`) both lead and both bind, each unaware of the
+other's in-flight decisions: they can give one GPU to two pods. This used to be documented only
+(docs/running.md). Every term token now names its Lease, so the leader that watches a pod of its
+own scheduler names being bound or fenced under another Lease's token says so: an error line, a
+Warning Event on that pod, and `tessera_conflicting_scheduler_writes_total`, whose alert pages.
+A token of another Lease is also no evidence that *this* Lease changed hands (its transition count
+is another counter), so it no longer makes the leader doubt its own term.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from structlog.testing import capture_logs
+
+from scheduler.api.config import load_config
+from scheduler.core import annotations as ann
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.leader import LeaderElector
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.kube.metrics import Metrics
+from scheduler.kube.run_cli import StateGauges
+from scheduler.kube.term_token import TermToken, parse_term_token
+from scheduler.sim import builders as b
+from tests.fakeapi import FakeApi
+from tests.fakelease import Clock, LeaseServer
+from tests.helpers import until
+
+TIMINGS = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
+OTHER = "tessera-system/tessera/rep-z/3/2026-01-01T00:02:00.000000Z"
+
+
+def _elector(server: LeaseServer, who: str, clock: Clock, namespace: str = "kube-system") -> LeaderElector:
+    return LeaderElector(server.client(who), namespace=namespace, name="tessera", identity=who,  # type: ignore[arg-type]
+                         clock=clock, **TIMINGS)
+
+
+async def test_a_terms_token_names_its_lease() -> None:
+    a = _elector(LeaseServer(), "A", Clock())
+    await a._acquire()
+    a._start_leading()
+    token = a.fence_token
+    assert token is not None and token.startswith("kube-system/tessera/A/")
+    parsed = parse_term_token(token)
+    assert parsed is not None and parsed.lease == "kube-system/tessera" and parsed.identity == "A"
+    assert a.other_lease(token) is None
+    assert a.other_lease(OTHER) == "tessera-system/tessera"
+    # the format before the Lease was named, and a withdrawal's token, name no Lease
+    assert parse_term_token("B/4/2026-01-01T00:00:00.000000Z") == TermToken(None, "B", 4, "2026-01-01T00:00:00.000000Z")
+    assert a.other_lease("B/4/2026-01-01T00:00:00.000000Z") is None
+    assert a.other_lease("A/withdrawn/1234") is None and parse_term_token("A/withdrawn/1234") is None
+    assert parse_term_token("not a token") is None
+
+
+async def test_another_leases_token_is_no_newer_term_of_this_one() -> None:
+    a = _elector(LeaseServer(), "A", Clock())
+    await a._acquire()
+    a._start_leading()
+    term = a.term
+    assert not a.saw_term(OTHER, "default/p")  # 3 transitions of another Lease: not ours
+    assert a.term == term and a.is_leader
+    # a newer term of its own Lease, in either format, still ends the acting
+    assert a.saw_term("kube-system/tessera/B/7/2026-01-01T00:00:00.000000Z", "default/q")
+
+
+async def test_the_leader_reports_a_pod_bound_under_another_leases_token() -> None:
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=8)]
+    old = b.pod("old", requests={"nvidia.com/gpu": 1}, node_name="n", annotations={ann.TERM: OTHER})
+    api.add_pod(old)
+    own = "kube-system/tessera/rep-a/1/2026-01-01T00:01:00.000000Z"
+    term: list[Any] = [None]
+    elector = _elector(LeaseServer(), "rep-a", Clock())
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
+                         leader_term=lambda: term[0], term_fence=lambda: own, other_lease=elector.other_lease)
+    metrics = Metrics()
+    gauges = StateGauges(loop, metrics)
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await until(lambda: loop.informers.synced)
+            term[0] = 1
+            loop.leadership_started()
+            # first seen already bound under the other Lease (listed at start): history, not news
+            loop._apply("MODIFIED", {**old, "metadata": {**old["metadata"], "resourceVersion": "30"}})
+            pending = b.pod("p", requests={"nvidia.com/gpu": 9}, priority=0)  # never fits: ours leaves it
+            pending["metadata"]["resourceVersion"] = "40"
+            loop._apply("ADDED", pending)
+            # the other install binds it: the watch shows its token arrive
+            bound = {**pending, "metadata": {**pending["metadata"], "resourceVersion": "41",
+                                             "annotations": {ann.TERM: OTHER}},
+                     "spec": {**pending["spec"], "nodeName": "n"}}
+            loop._apply("MODIFIED", bound)
+            later = {**bound, "metadata": {**bound["metadata"], "resourceVersion": "42"}}
+            loop._apply("MODIFIED", later)  # the same write seen again (a status update): counted once
+            # its own token on a pod is no other scheduler
+            mine = b.pod("m", requests={"nvidia.com/gpu": 9}, priority=0)
+            mine["metadata"]["resourceVersion"] = "50"
+            loop._apply("ADDED", mine)
+            loop._apply("MODIFIED", {**mine, "metadata": {**mine["metadata"], "resourceVersion": "51",
+                                                         "annotations": {ann.TERM: own}}})
+            await until(lambda: bool(api.of("POST", "/events")))
+            owner.cancel_scope.cancel()
+    said = [e for e in logs if e["event"] == "leader.conflicting_scheduler"]
+    assert len(said) == 1 and said[0]["log_level"] == "error"
+    assert said[0]["pod"] == "default/p" and said[0]["other_lease"] == "tessera-system/tessera"
+    assert said[0]["lease"] == "kube-system/tessera" and said[0]["other_identity"] == "rep-z"
+    events = [call.body for call in api.of("POST", "/events")]
+    conflicting = [e for e in events if e["reason"] == "ConflictingScheduler"]
+    assert len(conflicting) == 1 and conflicting[0]["type"] == "Warning"
+    assert conflicting[0]["regarding"]["name"] == "p"
+    assert "tessera-system/tessera" in conflicting[0]["note"] and "kube-system/tessera" in conflicting[0]["note"]
+    gauges()
+    sample = metrics.registry.get_sample_value("tessera_conflicting_scheduler_writes_total",
+                                               {"lease": "tessera-system/tessera"})
+    assert sample == 1.0
