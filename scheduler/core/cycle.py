@@ -16,7 +16,7 @@ from collections import Counter
 from scheduler.core.engine import Engine
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.cycle_state import PodContext, prepare
-from scheduler.core.framework.interface import GangView, NodeStatuses, Reservation
+from scheduler.core.framework.interface import GangView, GroupPlugin, NodeStatuses, Reservation
 from scheduler.core.framework.placement import Domain, PlacementPlan
 from scheduler.core.framework.runtime import PRE_FILTER_REJECTION, ProfileRuntime, Rejection
 from scheduler.core.framework.timing import Code
@@ -344,8 +344,6 @@ class Cycle:
             queue.group_succeeded(view.key)
             return attempts
         # Not enough: undo every assumption so the group holds nothing between cycles.
-        if grouping.backoff_seconds > 0:
-            queue.back_off_group(view.key, now + grouping.backoff_seconds)
         rejectors = frozenset({grouping.name}).union(*(a.rejectors for a in failed))
         # One format on every member, as upstream gives a pod group one status and words a
         # member's failure for the group as the group's context and then the member's own error
@@ -369,10 +367,22 @@ class Cycle:
             for attempt in attempts:
                 attempt.message = f"{attempt.message} preemption: {REQUIRED_TOPOLOGY}"
             self._clear(attempts, holds)
+            self._back_off(grouping, view.key, now)
             return attempts
         self._post_filter(runtime, members, view.minimum - len(view.bound), attempts, holds, now)
         attempts[0].preemptor_type = "podgroup"  # upstream's workload-aware preemption: the group preempts
+        if not any(member.uid in engine.state.holds for member in members):
+            self._back_off(grouping, view.key, now)
         return attempts
+
+    def _back_off(self, grouping: GroupPlugin, key: str, now: float) -> None:
+        """podGroupBackoffSeconds: a gang that failed and holds no room is kept out of the queue.
+        scheduler-plugins' Coscheduling backs the group off in its PostFilter, which runs only when
+        DefaultPreemption's, before it in the profile, found no candidate; so a gang nominated by
+        its preemption (now, or still waiting for earlier victims) is not backed off: it is tried
+        as soon as a victim's deletion wakes it, and binds once its room is free."""
+        if grouping.backoff_seconds > 0:
+            self.engine.queue.back_off_group(key, now + grouping.backoff_seconds)
 
     def _gang_error(self, members: list[Pod], attempts: list[Attempt], errored: Attempt, holds: dict[str, Hold],
                     now: float) -> list[Attempt]:

@@ -742,3 +742,32 @@ def test_a_gang_preemptor_still_breaks_a_budget_when_no_placement_avoids_one() -
                              labels={"scheduling.x-k8s.io/pod-group": "urgent"}))
     assert sorted(v.meta.name for a in attempts for v in a.preempted) == ["pa"]
     assert run.node_of("urgent-0") == "v100-node-000" and run.node_of("pb") == "v100-node-001"
+
+
+def test_a_gang_that_preempted_binds_once_its_victims_are_gone_not_after_its_group_backoff() -> None:
+    """Found by a new-user trial: a PodGroup gang that preempted bound exactly
+    podGroupBackoffSeconds (the chart's 10 s) after its victims were evicted, its GPUs idle and
+    held meanwhile. scheduler-plugins' Coscheduling backs a group off in its PostFilter, which
+    runs only when DefaultPreemption's (before it in the profile) found no candidate: a group that
+    preempted is not backed off; it waits for its victims, nominated."""
+    cfg = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                        "profiles": [{"schedulerName": "tessera", "pluginConfig": [
+                            {"name": "Coscheduling", "args": {"podGroupBackoffSeconds": 10}}]}]}, "test")
+    run = Run(cfg)
+    run.add(b.node("a", gpus=8), b.node("b", gpus=8))
+    run.add(*(b.pod(f"low-{n}", limits={"nvidia.com/gpu": 8}, priority=LOW, node_name=n, phase="Running") for n in "ab"))
+    assert run.replay.now == 0.0
+    run.add(*(b.pod(f"job{i}", limits={"nvidia.com/gpu": 8}, priority=HIGH, labels=b.gang_labels("job", 2))
+              for i in range(2)))
+    assert sorted(v.meta.name for a in run.attempts for v in a.preempted) == ["low-a", "low-b"]
+    assert {run.node_of("job0"), run.node_of("job1")} == {"a", "b"}
+    assert run.replay.now < 10.0, f"the gang waited out its group backoff: bound at {run.replay.now} s"
+
+    # a gang that could not preempt is still backed off (nothing to wait for)
+    run = Run(cfg)
+    run.add(b.node("a", gpus=8))
+    run.add(b.pod("high-a", limits={"nvidia.com/gpu": 8}, priority=VHIGH, node_name="a", phase="Running"))
+    run.add(*(b.pod(f"job{i}", limits={"nvidia.com/gpu": 4}, priority=HIGH, labels=b.gang_labels("job", 2))
+              for i in range(2)))
+    group = next(iter(run.scheduler.queue.group_backoff_until))
+    assert run.scheduler.queue.group_backoff_until[group] == 10.0
