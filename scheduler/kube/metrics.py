@@ -29,7 +29,6 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from scheduler.build_info import BuildInfo
-from scheduler.core.framework.attempt import GangOutcome
 from scheduler.core.framework.timing import Code, ExtensionPoint
 from scheduler.view import model as view_model
 
@@ -40,15 +39,17 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
 
 
 AttemptResult = Literal["scheduled", "unschedulable", "error"]
+# a pod group cycle's (metrics.go ScheduledResult, UnschedulableResult, WaitingOnPreemptionResult, ErrorResult)
+PodGroupResult = Literal["scheduled", "unschedulable", "waiting_on_preemption", "error"]
 Queue = Literal["active", "backoff", "unschedulable", "gated"]
 BindingResult = Literal["success", "conflict", "not_found", "error"]
 
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = ("scheduled", "unschedulable", "error")
+POD_GROUP_RESULTS: tuple[PodGroupResult, ...] = ("scheduled", "unschedulable", "waiting_on_preemption", "error")
 PENDING_QUEUES: tuple[Queue, ...] = ("active", "backoff", "unschedulable", "gated")
 CACHE_TYPES = ("nodes", "pods", "assumed_pods")
 # the GPU states of `kubectl tessera nodes` and the GPU map, one list for the views and the metric
 GPU_STATES: tuple[str, ...] = view_model.STATES
-GANG_RESULTS: tuple[GangOutcome, ...] = ("placed", "waiting", "failed")
 BINDING_RESULTS: tuple[BindingResult, ...] = ("success", "conflict", "not_found", "error")
 
 SCHEDULING_ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)
@@ -173,6 +174,23 @@ class Metrics:
             "[ALPHA] Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
             ["type"], registry=r)
 
+        # the pod group cycle's (metrics.go podGroupScheduleAttempts, podGroupSchedulingLatency,
+        # PodGroupSchedulingAlgorithmLatency; upstream has them with the GenericWorkload gate): every
+        # gang cycle, of a Workload API or a scheduler-plugins group
+        self.podgroup_schedule_attempts = Counter(
+            "scheduler_podgroup_schedule_attempts_total",
+            "[ALPHA] Number of attempts to schedule pod group, by the result. 'unschedulable' means a pod group "
+            "could not be scheduled, while 'error' means an internal scheduler problem.",
+            ["result", "profile"], registry=r)
+        self.podgroup_scheduling_attempt_duration = Histogram(
+            "scheduler_podgroup_scheduling_attempt_duration_seconds",
+            "[ALPHA] Pod group scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            ["result", "profile"], buckets=SCHEDULING_ATTEMPT_BUCKETS, registry=r)
+        self.podgroup_scheduling_algorithm_duration = Histogram(
+            "scheduler_podgroup_scheduling_algorithm_duration_seconds",
+            "[ALPHA] Pod group scheduling algorithm latency in seconds",
+            buckets=SCHEDULING_ATTEMPT_BUCKETS, registry=r)
+
         # --- client-go leader election (component-base metrics/prometheus/clientgo/leaderelection) ---
         self.leader_election_master_status = Gauge(
             "leader_election_master_status",
@@ -214,13 +232,6 @@ class Metrics:
             "of an earlier pod on the node (reason WaitingForAllocation). Not in scheduler_pending_pods: like "
             "kube-scheduler's pods waiting on Permit, they are past the queue.",
             registry=r)
-        self.gang_attempts = Counter(
-            "tessera_gang_attempts_total",
-            "Gang (pod group) placement attempts, one per scheduling cycle of a gang: 'placed' committed at "
-            "least minMember pods, 'waiting' had fewer than minMember members present (or no PodGroup: a "
-            "scheduler-plugins group, rejected in PreFilter; a Workload API group is gated and not tried), "
-            "'failed' could not place minMember and was backed off.",
-            ["result"], registry=r)
         self.bindings = Counter(
             "tessera_bindings_total",
             "Binding requests by outcome: 'conflict' is 409 (bound elsewhere), 'not_found' is 404 (pod "
@@ -273,13 +284,13 @@ class Metrics:
             self.cache_size.labels(type=cache_type).set(0)
         for state in GPU_STATES:
             self.devices.labels(state=state).set(0)
-        for gang_result in GANG_RESULTS:
-            self.gang_attempts.labels(result=gang_result)
         for binding_result in BINDING_RESULTS:
             self.bindings.labels(result=binding_result)
         for profile in profiles:
             for result in ATTEMPT_RESULTS:
                 self.schedule_attempts.labels(result=result, profile=profile)
+            for group_result in POD_GROUP_RESULTS:
+                self.podgroup_schedule_attempts.labels(result=group_result, profile=profile)
         self.set_leader(False)
 
     def on_scrape(self, hook: Callable[[], None]) -> None:
@@ -303,6 +314,16 @@ class Metrics:
         """One attempt's scheduling cycle up to its decision (schedule_one.go schedulingAlgorithm:
         filter, score and a PostFilter run), without its Binding."""
         self.scheduling_algorithm_duration.observe(seconds)
+
+    def observe_pod_group_attempt(self, result: PodGroupResult, profile: str, seconds: float) -> None:
+        """One gang's scheduling cycle (`PodGroupScheduled` / `PodGroupUnschedulable` /
+        `PodGroupWaitingOnPreemption` / `PodGroupScheduleError`)."""
+        self.podgroup_schedule_attempts.labels(result=result, profile=profile).inc()
+        self.podgroup_scheduling_attempt_duration.labels(result=result, profile=profile).observe(seconds)
+
+    def observe_pod_group_algorithm(self, seconds: float) -> None:
+        """One gang cycle's algorithm (`PodGroupSchedulingAlgorithmLatency`)."""
+        self.podgroup_scheduling_algorithm_duration.observe(seconds)
 
     def observe_pod_scheduled(self, attempts: int, seconds_since_first_queued: float) -> None:
         """A pod was bound: the SLI duration (from first entering the queue) and its attempt count."""
@@ -334,7 +355,7 @@ class Metrics:
             self.unschedulable_pods.labels(plugin=plugin, profile=profile).set(count)
         self._unschedulable_seen |= counts.keys()
 
-    # --- devices and gangs ---------------------------------------------------------------------
+    # --- devices ---------------------------------------------------------------------
 
     def set_gpus(self, counts: view_model.GpuCounts) -> None:
         """`tessera_devices{state}`, `tessera_devices_by_model{model,state}` and
@@ -386,9 +407,6 @@ class Metrics:
         self.preemption_attempts.inc()
         if victims:
             self.preemption_victims.observe(victims)
-
-    def gang_attempt(self, result: GangOutcome) -> None:
-        self.gang_attempts.labels(result=result).inc()
 
     # --- API writes, leadership, informers -----------------------------------------------------
 

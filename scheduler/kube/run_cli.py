@@ -35,7 +35,7 @@ from scheduler.kube.http import (ConnectError, KubeconfigError, KubeHttp, RateLi
 from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.lone_replica import live_leader, watch_for_a_leader
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
-from scheduler.kube.metrics import Metrics, MetricsStopwatch
+from scheduler.kube.metrics import Metrics, MetricsStopwatch, PodGroupResult
 from scheduler.kube.serving import (GPU_MAP_DATA, GPU_MAP_PAGE, PING, Check, ServeError, configz_route, serve,
                                     turned_off)
 from scheduler.logs import LogSettingsError, configure_logging, describe_error
@@ -346,6 +346,25 @@ def _readyz_checks(loop: SchedulerLoop) -> list[Check]:
             ("informer-sync", informers), ("term-fence", term_fence)]
 
 
+def pod_group_result(attempts: list[Attempt]) -> PodGroupResult | None:
+    """What a cycle is to `scheduler_podgroup_schedule_attempts_total`: kube-scheduler's result of
+    a pod group cycle (schedule_one_podgroup.go submitPodGroupAlgorithmResult) — "scheduled" when
+    the gang was placed, "waiting_on_preemption" when it did not fit and its preemption chose
+    victims, "unschedulable" when it did not fit otherwise, "error" when the cycle erred. None for
+    a cycle that is no pod group attempt: a plain pod's (a gang-labelled pod in a profile without
+    gang scheduling is one), and a gang's that could not be tried yet ("waiting": fewer than
+    minMember members present, or no PodGroup), which upstream never starts, its pods gated at
+    PreEnqueue; such a member's attempt is an ordinary unschedulable one."""
+    outcome = attempts[0].gang_outcome if attempts else None
+    if outcome is None or outcome == "waiting":
+        return None
+    if any(attempt.error for attempt in attempts):
+        return "error"
+    if outcome == "placed":
+        return "scheduled"
+    return "waiting_on_preemption" if any(attempt.preempted for attempt in attempts) else "unschedulable"
+
+
 class MetricsHooks(LoopHooks):
     """Feeds the loop's observations into the Prometheus metrics."""
 
@@ -363,14 +382,16 @@ class MetricsHooks(LoopHooks):
             self.metrics.observe_preemption(len(attempt.preempted))
 
     def on_cycle(self, attempts: list[Attempt], seconds: float) -> None:
-        """One gang attempt per cycle of a gang, however many members it tried (a gang-labelled
-        pod in a profile without gang scheduling is a plain pod: no outcome); the algorithm's
-        time once per attempt, each member of a gang its share of the gang's cycle."""
+        """The algorithm's time once per attempt, each member of a gang its share of the gang's
+        cycle; and a gang's cycle, however many members it tried, as one pod group attempt
+        (`pod_group_result`) with the cycle's time, where kube-scheduler's podGroupCycle observes
+        its pod group metrics (schedule_one_podgroup.go)."""
         for _ in attempts:
             self.metrics.observe_algorithm(seconds / len(attempts))
-        outcome = attempts[0].gang_outcome if attempts else None
-        if outcome is not None:
-            self.metrics.gang_attempt(outcome)
+        result = pod_group_result(attempts)
+        if result is not None:
+            self.metrics.observe_pod_group_algorithm(seconds)
+            self.metrics.observe_pod_group_attempt(result, attempts[0].pod.scheduler_name, seconds)
 
     def on_bind(self, result: BindResult) -> None:
         self.metrics.observe_binding(result.outcome.value, result.seconds)

@@ -300,7 +300,7 @@ def _runs(watch: Recording, first: str) -> list[Code]:
                                   _unknown_class, _topology_gang_with_an_unknown_class])
 def test_every_prefilter_rejection_records_its_prefilter_point_and_plugin(pods: Callable[[], list[dict[str, Any]]]) -> None:
     """A new user's trial counted 55 attempts but 40 PreFilter observations; the 15 missing were
-    `tessera_gang_attempts_total{result="waiting"}`: a scheduler-plugins gang member rejected for
+    the gang cycles that could not be tried yet ("waiting"): a scheduler-plugins gang member rejected for
     its gang (short, PodGroup missing, minResources gap, members disagreeing on topology) recorded
     no PreFilter, where upstream runs RunPreFilterPlugins for every popped pod and records the
     point with the rejecting plugin's code. Every PreFilter run records one point, with its

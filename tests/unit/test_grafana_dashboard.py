@@ -61,7 +61,7 @@ def test_the_dashboard_covers_issue_16() -> None:
         "scheduler_pending_pods",  # pending pods by queue
         "tessera_devices_by_model",  # GPU allocation by model
         "tessera_devices",  # devices by state
-        "tessera_gang_attempts_total",  # gang outcomes
+        "scheduler_podgroup_schedule_attempts_total",  # gang outcomes, as kube-scheduler's pod group cycle
         "tessera_bindings_total",  # bind errors
         "tessera_leader",  # leader
         "scheduler_unschedulable_pods",  # why pods wait

@@ -141,9 +141,10 @@ def test_podgroupscheduled_never_goes_from_true_to_false_and_stamps_only_transit
 
 
 async def test_a_gang_cycle_reaches_the_metrics_once_also_through_the_gpu_map_hooks() -> None:
-    """tessera_gang_attempts_total counts gang cycles through `LoopHooks.on_cycle`; the GPU map's
+    """scheduler_podgroup_schedule_attempts_total counts gang cycles through `LoopHooks.on_cycle`; the GPU map's
     DecisionHooks wrap the metrics hooks with --gpu-map and must pass it on."""
     from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
 
     from scheduler.kube.gpu_map import GpuMap
     from scheduler.kube.metrics import Metrics
@@ -163,7 +164,10 @@ async def test_a_gang_cycle_reaches_the_metrics_once_also_through_the_gpu_map_ho
         await until(lambda: all(api.pod("default", f"w-{i}")["spec"].get("nodeName") for i in range(2)), seconds=5)
         owner.cancel_scope.cancel()
     text = generate_latest(metrics.registry).decode()
-    assert 'tessera_gang_attempts_total{result="placed"} 1.0' in text
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
+    assert samples[("scheduler_podgroup_schedule_attempts_total", (("profile", "tessera"), ("result", "scheduled")))] == 1
+    assert samples[("scheduler_podgroup_scheduling_algorithm_duration_seconds_count", ())] == 1
 
 
 def test_a_finished_plugins_podgroup_gets_no_more_status_writes() -> None:

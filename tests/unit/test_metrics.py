@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -81,10 +82,18 @@ def test_gauges_and_counters_with_upstream_label_values() -> None:
     m.pod_incoming("backoff", "ScheduleAttemptFailure", 2)
     assert _value(m, "scheduler_queue_incoming_pods_total", queue="backoff", event="ScheduleAttemptFailure") == 2
 
-    m.gang_attempt("placed")
-    m.gang_attempt("failed")
-    assert _value(m, "tessera_gang_attempts_total", result="placed") == 1
-    assert _value(m, "tessera_gang_attempts_total", result="waiting") == 0
+    # the pod group attempts too, every result of every profile, as kube-scheduler's pod group cycle has them
+    m = Metrics(profiles=["tessera"])
+    assert {result: _value(m, "scheduler_podgroup_schedule_attempts_total", result=result, profile="tessera")
+            for result in ("scheduled", "unschedulable", "waiting_on_preemption", "error")} == dict.fromkeys(
+        ("scheduled", "unschedulable", "waiting_on_preemption", "error"), 0)
+    m.observe_pod_group_attempt("scheduled", "tessera", 0.004)
+    m.observe_pod_group_attempt("waiting_on_preemption", "tessera", 0.002)
+    assert _value(m, "scheduler_podgroup_schedule_attempts_total", result="scheduled", profile="tessera") == 1
+    assert _value(m, "scheduler_podgroup_scheduling_attempt_duration_seconds_count",
+                  result="waiting_on_preemption", profile="tessera") == 1
+    assert _value(m, "scheduler_podgroup_scheduling_attempt_duration_seconds_sum",
+                  result="scheduled", profile="tessera") == 0.004
 
     m.observe_binding("success", 0.01)
     m.observe_binding("conflict", 0.02)
@@ -125,14 +134,22 @@ def test_exposition_matches_upstream_text() -> None:
             "scheduler problem.\n# TYPE scheduler_schedule_attempts_total counter\n") in text
     assert "# HELP scheduler_pod_scheduling_sli_duration_seconds [BETA] E2e latency" in text
     assert "# HELP scheduler_cache_size [ALPHA] Number of nodes" in text
+    # the pod group metrics' help texts, word for word (metrics.go podGroupScheduleAttempts, …)
+    assert ("# HELP scheduler_podgroup_schedule_attempts_total [ALPHA] Number of attempts to schedule pod group, by "
+            "the result. 'unschedulable' means a pod group could not be scheduled, while 'error' means an internal "
+            "scheduler problem.\n") in text
+    assert ("# HELP scheduler_podgroup_scheduling_attempt_duration_seconds [ALPHA] Pod group scheduling attempt "
+            "latency in seconds (scheduling algorithm + binding)\n") in text
+    assert ("# HELP scheduler_podgroup_scheduling_algorithm_duration_seconds [ALPHA] Pod group scheduling algorithm "
+            "latency in seconds\n") in text
     # kube-scheduler exposes no `_created` series; prometheus-client's are filtered out.
     assert "_created" not in text
 
 
 def test_registries_are_private() -> None:
     first, second = Metrics(), Metrics()  # no "Duplicated timeseries"
-    first.gang_attempt("placed")
-    assert _value(second, "tessera_gang_attempts_total", result="placed") == 0
+    first.observe_pod_group_attempt("scheduled", "tessera", 0.01)
+    assert "scheduler_podgroup_schedule_attempts_total{" not in generate_latest(second.registry).decode()
     assert "scheduler_schedule_attempts_total" not in generate_latest(REGISTRY).decode()
     # ... and nothing but ours: no process/platform collectors.
     assert all(name.startswith(("scheduler_", "tessera_", "leader_election_")) for name in _families(first))
@@ -167,29 +184,79 @@ def test_gpus_by_model_and_their_totals_are_one_snapshot() -> None:
         "free": 2, "counted": 1, "unhealthy": 1, "whole": 0}
 
 
-def test_a_gang_cycle_counts_once_whatever_its_member_count() -> None:
-    """A new user saw tessera_gang_attempts_total{result="placed"} 4 after two 2-pod gangs: it was
-    counted per member (and 'waiting' was told from the message text)."""
+def _member(name: str, group: str, priority: int | None = None) -> dict[str, object]:
+    from scheduler.sim import builders as b
+
+    return b.pod(name, limits={"nvidia.com/gpu": 1}, priority=priority,
+                 spec_extra={"schedulingGroup": {"podGroupName": group}})
+
+
+def test_a_gang_cycle_is_one_pod_group_attempt_whatever_its_member_count() -> None:
+    """kube-scheduler's pod group metrics (schedule_one_podgroup.go: one observation per pod group
+    cycle, by its result and profile; the algorithm's time once per cycle). A new user saw 4 after
+    two 2-pod gangs when gang cycles were counted per member. A gang that cannot be tried yet
+    (fewer than minMember members present) is no pod group attempt: upstream gates such pods at
+    PreEnqueue and never starts a cycle; its member's attempt is an ordinary unschedulable one."""
     from scheduler.kube.run_cli import MetricsHooks
     from scheduler.sim import builders as b
     from tests.helpers import Run
 
-    def member(name: str, group: str) -> dict[str, object]:
-        return b.pod(name, limits={"nvidia.com/gpu": 1}, spec_extra={"schedulingGroup": {"podGroupName": group}})
-
     run = Run()
-    run.add(b.node("n1", gpus=2), b.workload_podgroup("two", 2), member("two-0", "two"), member("two-1", "two"),
-            b.podgroup("short", 3),  # a scheduler-plugins group: rejected in PreFilter, a "waiting" cycle
+    run.add(b.node("n1", gpus=2), b.workload_podgroup("two", 2), _member("two-0", "two"), _member("two-1", "two"),
+            b.podgroup("short", 3),  # a scheduler-plugins group: rejected in PreFilter, not tried as a group
             b.pod("short-0", labels={"scheduling.x-k8s.io/pod-group": "short"}, limits={"nvidia.com/gpu": 1}),
-            b.workload_podgroup("big", 2), member("big-0", "big"), member("big-1", "big"), b.pod("solo"))
+            b.workload_podgroup("big", 2), _member("big-0", "big"), _member("big-1", "big"), b.pod("solo"))
     m = Metrics(profiles=["tessera"])
     hooks = MetricsHooks(m, loop=None)  # type: ignore[arg-type]  # on_cycle never looks at the loop
     hooks.on_cycle([run.last("two-0"), run.last("two-1")], 0.002)
     hooks.on_cycle([run.last("short-0")], 0.001)
-    hooks.on_cycle([run.last("big-0"), run.last("big-1")], 0.002)
+    hooks.on_cycle([run.last("big-0"), run.last("big-1")], 0.003)
     hooks.on_cycle([run.last("solo")], 0.001)  # not a gang
     hooks.on_cycle([], 0.0)
     assert run.node_of("two-0") == "n1" and run.node_of("big-0") is None
-    assert _value(m, "tessera_gang_attempts_total", result="placed") == 1
-    assert _value(m, "tessera_gang_attempts_total", result="waiting") == 1
-    assert _value(m, "tessera_gang_attempts_total", result="failed") == 1
+    assert run.last("short-0").gang_outcome == "waiting"
+
+    def attempts(result: str) -> float:
+        return _value(m, "scheduler_podgroup_schedule_attempts_total", result=result, profile="tessera")
+
+    assert [attempts(r) for r in ("scheduled", "unschedulable", "waiting_on_preemption", "error")] == [1, 1, 0, 0]
+    assert _value(m, "scheduler_podgroup_scheduling_attempt_duration_seconds_sum",
+                  result="unschedulable", profile="tessera") == 0.003
+    assert _value(m, "scheduler_podgroup_scheduling_algorithm_duration_seconds_count") == 2
+    assert _value(m, "scheduler_podgroup_scheduling_algorithm_duration_seconds_sum") == 0.005
+    # the per-pod algorithm histogram still has one observation per attempt, gangs' members included
+    assert _value(m, "scheduler_scheduling_algorithm_duration_seconds_count") == 6
+    assert "tessera_gang_attempts_total" not in generate_latest(m.registry).decode()
+
+
+def test_a_gang_that_preempts_waits_on_preemption_and_an_erring_one_is_an_error() -> None:
+    """Upstream's other two results: a pod group cycle that chose victims is
+    'waiting_on_preemption' (PodGroupWaitingOnPreemption), one that ended with an error 'error'
+    (PodGroupScheduleError), each under its pods' profile."""
+    from scheduler.core.framework.attempt import Attempt
+    from scheduler.kube.run_cli import MetricsHooks
+    from scheduler.sim import builders as b
+    from tests.helpers import Run
+
+    run = Run()
+    run.add(b.node("n1", gpus=2), b.pod("low", node_name="n1", phase="Running", limits={"nvidia.com/gpu": 2}, priority=0),
+            b.workload_podgroup("hi", 2), _member("hi-0", "hi", 100), _member("hi-1", "hi", 100))
+    preempting = [a for a in run.attempts if a.preempted]
+    assert len(preempting) == 1 and preempting[0].gang_outcome == "failed"
+    cycle = run.attempts[run.attempts.index(preempting[0]):][:2]
+    assert [a.pod.key for a in cycle] == ["default/hi-0", "default/hi-1"] and all(a.node is None for a in cycle)
+    m = Metrics(profiles=["tessera"])
+    hooks = MetricsHooks(m, loop=None)  # type: ignore[arg-type]
+    hooks.on_cycle(cycle, 0.002)
+    hooks.on_cycle([run.last("hi-0"), run.last("hi-1")], 0.001)  # placed once its victim is gone
+    # the core's gang error (cycle.py _gang_error): every member erred, the outcome "failed"
+    # (its pods in a second profile: the label is the profile that ran the cycle)
+    errored = [Attempt(replace(a.pod, scheduler_name="tessera-spread"), None, message="boom", error=True,
+                       gang_outcome="failed") for a in cycle]
+    hooks.on_cycle(errored, 0.001)
+
+    def attempts(result: str) -> float:
+        return _value(m, "scheduler_podgroup_schedule_attempts_total", result=result, profile="tessera")
+
+    assert [attempts(r) for r in ("scheduled", "unschedulable", "waiting_on_preemption", "error")] == [1, 0, 1, 0]
+    assert _value(m, "scheduler_podgroup_schedule_attempts_total", result="error", profile="tessera-spread") == 1

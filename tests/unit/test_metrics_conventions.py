@@ -42,6 +42,12 @@ UPSTREAM = {
                                                              "STABLE", exponential_buckets(0.0001, 2, 12)),
     "scheduler_plugin_execution_duration_seconds": ("histogram", ("plugin", "extension_point", "status"), "ALPHA",
                                                     exponential_buckets(0.00001, 1.5, 20)),
+    # the pod group cycle's (metrics.go, "only available when the GenericWorkload feature gate is enabled")
+    "scheduler_podgroup_schedule_attempts": ("counter", ("result", "profile"), "ALPHA", None),
+    "scheduler_podgroup_scheduling_attempt_duration_seconds": ("histogram", ("result", "profile"), "ALPHA",
+                                                               exponential_buckets(0.001, 2, 15)),
+    "scheduler_podgroup_scheduling_algorithm_duration_seconds": ("histogram", (), "ALPHA",
+                                                                 exponential_buckets(0.001, 2, 15)),
     # client-go leader election, component-base metrics/prometheus/clientgo/leaderelection
     "leader_election_master_status": ("gauge", ("name",), "ALPHA", None),
     "leader_election_slowpath": ("counter", ("name",), "ALPHA", None),
@@ -61,7 +67,8 @@ def _exercised() -> Metrics:
     m.count_relists("Pod", 0)
     m.set_informer_synced("Pod", True)
     m.set_gpus(gpu_counts_of(b.node("n", gpus=1), b.device("n", 0, "A100")))
-    m.gang_attempt("placed")
+    m.observe_pod_group_attempt("scheduled", "tessera", 0.01)
+    m.observe_pod_group_algorithm(0.005)
     m.count_slow_renewals(1)
     m.count_conflicting_writes("tessera-system/tessera", 1)
     m.observe_permit_wait("Success", 0.2)
