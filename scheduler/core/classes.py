@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from scheduler.api.quantity import Amount, QuantityError, exact, format_quantity, parse_quantity
-from scheduler.api.names import DNS_SUBDOMAIN, QUALIFIED_NAME
+from scheduler.api.names import DNS_SUBDOMAIN, QUALIFIED_NAME, label_key_problem
 from scheduler.core.objects import JSON, Device, ObjectError, ObjectMeta, parse_meta
 
 DEFAULT_RESOURCE_PREFIX = "class.tessera.dev/"
@@ -145,6 +145,9 @@ def _requirements(selector: object, errors: list[str]) -> tuple[DeviceRequiremen
             if not isinstance(key, str) or not isinstance(value, str):
                 errors.append(f"spec.selector.matchLabels[{key}]: Invalid value: {value!r}: must be a string")
                 continue
+            if (problem := _key_problem("spec.selector.matchLabels", key)) is not None:
+                errors.append(problem)
+                continue
             out.append(DeviceRequirement(key, "In", (value,), None))
     expressions = selector.get("matchExpressions") or []
     if not isinstance(expressions, list):
@@ -158,6 +161,9 @@ def _requirements(selector: object, errors: list[str]) -> tuple[DeviceRequiremen
         key, op, values = raw.get("key"), raw.get("operator"), raw.get("values") or []
         if not isinstance(key, str) or not key:
             errors.append(f"{where}.key: Required value")
+            continue
+        if (problem := _key_problem(f"{where}.key", key)) is not None:
+            errors.append(problem)
             continue
         if op not in _OPERATORS:
             errors.append(f'{where}.operator: Unsupported value: "{op}": supported values: "{chr(34) + ", ".join(_OPERATORS) + chr(34)}"')
@@ -184,6 +190,15 @@ def _requirements(selector: object, errors: list[str]) -> tuple[DeviceRequiremen
                 continue
         out.append(DeviceRequirement(key, op, tuple(values), bound))
     return tuple(out)
+
+
+def _key_problem(where: str, key: str) -> str | None:
+    """A selector key that is no label key, in the apiserver's words for it in a label selector
+    (apimachinery ValidateLabelName: `<field>: Invalid value: "<key>": <why>`): the apiserver
+    refuses such a key in every LabelSelector, and a class whose selector could never be written
+    as one should say so rather than select nothing."""
+    problem = label_key_problem(key)
+    return None if problem is None else f'{where}: Invalid value: "{key}": {problem}'
 
 
 def _sharing(raw: object, errors: list[str]) -> Sharing | None:

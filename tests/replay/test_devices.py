@@ -354,3 +354,31 @@ def test_a_class_taking_a_name_another_device_plugin_advertises_is_refused_which
     assert run.state.classes.error_of("gpu") is None
     run.add(b.pod("ours", limits={name: 1}))
     assert run.node_of("ours") == "n"
+
+
+def test_a_selector_key_that_is_no_label_key_makes_the_class_invalid() -> None:
+    """`selector.matchLabels: {"Not A/Valid Label!!": x}` got Valid=True (and selected nothing, silently):
+    the apiserver refuses such a key in any label selector (apimachinery ValidateLabelName, one
+    `Invalid value` per key), so the class is Valid=False with the apiserver's field path, the key
+    and why (names.py `label_key_problem`), with the InvalidResourceClass Warning; the same for a
+    matchExpressions key. A valid class beside them is untouched."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=1), b.device("n", 0))
+    run.add(b.resource_class("labels", match_labels={"Not A/Valid Label!!": "x"}),
+            b.resource_class("expr", expressions=[{"key": "model/", "operator": "Exists"}]),
+            b.resource_class("fine", match_labels={"tessera.dev/model": "V100"}))
+    statuses = {s.name: s for s in run.scheduler.class_statuses()}
+    assert statuses["labels"].valid is False
+    assert statuses["labels"].message == (
+        'spec.selector.matchLabels: Invalid value: "Not A/Valid Label!!": prefix part must be a lowercase DNS '
+        "subdomain (a label key such as topology.kubernetes.io/zone)")
+    assert statuses["expr"].valid is False
+    assert statuses["expr"].message.startswith('spec.selector.matchExpressions[0].key: Invalid value: "model/": '
+                                               "name part must be")
+    assert statuses["fine"].valid is True
+    notes = run.notices()
+    assert f"InvalidResourceClass: ResourceClass labels is not valid: {statuses['labels'].message}" in notes
+    assert f"InvalidResourceClass: ResourceClass expr is not valid: {statuses['expr'].message}" in notes
+    assert not any("ResourceClass fine" in n for n in notes)
+    run.add(b.pod("p", limits={"class.tessera.dev/labels": 1}))
+    assert run.last("p").message.startswith("0/1 nodes are available: ResourceClass labels is not valid: spec.selector")
