@@ -413,7 +413,7 @@ def test_the_readmes_recipe_keeps_the_scheduler_off_gpu_nodes_and_its_replicas_a
 
 @pytest.mark.parametrize(("replicas", "says"), [
     (2, "2 scheduler replicas, one leads (Lease tessera-system/tessera)."),
-    (1, "1 scheduler replica (Lease tessera-system/tessera)."),
+    (1, "1 scheduler replica (Lease tessera-system/tessera), no standby:"),
     (0, "no scheduler replica (scheduler.replicas is 0): nothing schedules the Tessera profiles' pods until "
         "`tessera run` runs elsewhere with the configuration in the ConfigMap tessera-scheduler-config "
         "(Lease tessera-system/tessera)."),
@@ -925,3 +925,45 @@ def test_the_schemas_plugin_names_are_tesseras() -> None:
     assert schema["pluginName"]["enum"] == [spec.name for spec in REGISTRY]
     assert schema["scorePluginName"]["enum"] == [spec.name for spec in REGISTRY if spec.scores]
     assert schema["argsPluginName"]["enum"] == [spec.name for spec in REGISTRY if spec.args is not None]
+
+
+@pytest.mark.parametrize("replicas", [0, 1, 2, 3])
+@pytest.mark.parametrize("rule_enabled", [True, False])
+def test_notes_list_exactly_the_alerts_the_chart_renders(helm: Path, tmp_path: Path, replicas: int,
+                                                         rule_enabled: bool) -> None:
+    """NOTES.txt always listed "no standby" among the alerts, but TesseraStandbyMissing renders only
+    with more than one replica (and TesseraConflictingScheduler was missing): the notes name each
+    alert the PrometheusRule has at these values, rendered or (rule off) offered, and no other."""
+    values = {"scheduler": {"replicas": replicas}, "monitoring": {"prometheusRule": {"enabled": rule_enabled}}}
+    notes = _notes(helm, tmp_path, values)
+    on = {"scheduler": {"replicas": replicas}, "monitoring": {"prometheusRule": {"enabled": True}}}
+    rules = find(helm_template(helm, on), "PrometheusRule", "tessera-scheduler")
+    rendered = {rule["alert"] for group in rules["spec"]["groups"] for rule in group["rules"]}
+    [line] = [line for line in notes.splitlines() if "TesseraNoLeader" in line]
+    assert set(re.findall(r"\bTessera[A-Z][A-Za-z]+\b", line)) == rendered, line
+    assert ("no standby" in line) == (replicas > 1), line
+    assert ("The PrometheusRule tessera-scheduler alerts on" in line) == rule_enabled
+
+
+@pytest.mark.parametrize("replicas", [0, 1, 2])
+def test_notes_say_what_one_replica_and_none_mean(helm: Path, tmp_path: Path, replicas: int) -> None:
+    """At scheduler.replicas=1 there is no standby: no PodDisruptionBudget, and a failover waits for
+    a new pod. At 0 the metrics Service has no endpoints: the notes said its address "reaches
+    whichever pod answers"."""
+    notes = _notes(helm, tmp_path, {"scheduler": {"replicas": replicas}})
+    rendered_pdb = any(d["kind"] == "PodDisruptionBudget" for d in helm_template(helm, {"scheduler": {"replicas": replicas}}))
+    [first] = [line for line in notes.splitlines() if " is installed in namespace " in line]
+    if replicas == 1:
+        assert not rendered_pdb
+        assert "no standby: no PodDisruptionBudget, and a failover waits for a new pod" in first, first
+    else:
+        assert "no standby" not in first and "PodDisruptionBudget" not in first, first
+    url = f"http://tessera-scheduler-metrics.{NAMESPACE}:10251/metrics"
+    if replicas == 0:
+        assert url not in notes and "reaches whichever pod" not in notes
+        assert "the Service tessera-scheduler-metrics has no endpoints" in notes, notes
+    elif replicas == 1:
+        assert f"{url} reaches the scheduler pod" in notes.replace("\n", " ")
+        assert "the standby too" not in notes
+    else:
+        assert f"{url} reaches whichever pod answers, the standby too" in notes.replace("\n", " ")
