@@ -349,6 +349,11 @@ def test_extra_args_cannot_override_the_flags_the_chart_sets(helm: Path, args: l
     ({"scheduler": {"replica": 3}}, "replica"),
     ({"monitoring": {"prometheusRule": {"noLeaderFor": 5}}}, "/monitoring/prometheusRule/noLeaderFor"),
     ({"monitoring": {"serviceMonitor": {"enable": True}}}, "enable"),
+    # label keys (the apiserver refuses the Deployment, DaemonSet or monitoring object at install)
+    ({"scheduler": {"nodeSelector": {"Bad Label!!": "x"}}}, "/scheduler/nodeSelector"),
+    ({"agent": {"nodeSelector": {"example.com/": "true"}}}, "/agent/nodeSelector"),
+    ({"monitoring": {"serviceMonitor": {"labels": {"release name": "kps"}}}}, "/monitoring/serviceMonitor/labels"),
+    ({"monitoring": {"prometheusRule": {"labels": {"Prometheus/rules": "x"}}}}, "/monitoring/prometheusRule/labels"),
 ])
 def test_values_of_the_wrong_shape_are_refused_by_the_schema(helm: Path, values: Obj, where: str) -> None:
     """Each of these rendered, installed and failed later: a crash-looping pod (`tessera run`'s
@@ -770,6 +775,16 @@ _ADDED = "/schedulerConfig/profiles/0/pluginConfig/3/args"
     (_add_args("TesseraFragmentation", {"scarcityExponent": 5}), f"{_ADDED}/scarcityExponent"),
     (_add_args("TesseraFragmentation", {"multiGpuPrior": -1}), f"{_ADDED}/multiGpuPrior"),
     (_add_args("TopologyPlacement", {"maxDomainTrials": 0}), f"{_ADDED}/maxDomainTrials"),
+    # a level's nodeLabel is a label key (a platform engineer's `nodeLabel: "Bad Label!!"` passed
+    # `helm upgrade` and crash-looped the replicas on `tessera run`'s check)
+    (_add_args("TopologyPlacement", {"levels": [{"nodeLabel": "Bad Label!!"}]}), f"{_ADDED}/levels/0/nodeLabel"),
+    (_add_args("TopologyPlacement", {"levels": [{"nodeLabel": "Topology.Example.com/rack"}]}),
+     f"{_ADDED}/levels/0/nodeLabel"),
+    (_add_args("TopologyPlacement", {"levels": [{"nodeLabel": "example.com/" + "r" * 64}]}),
+     f"{_ADDED}/levels/0/nodeLabel"),
+    (_add_args("TopologyPlacement", {"levels": [{"nodeLabel": "rack"}, {"nodeLabel": "example.com/"}]}),
+     f"{_ADDED}/levels/1/nodeLabel"),
+    (_add_args("TopologyPlacement", {"levels": [{"nodeLabel": ""}]}), f"{_ADDED}/levels/0/nodeLabel"),
     (_set("profiles.0.plugins.score.enabled.0.name", None), "/schedulerConfig/profiles/0/plugins/score/enabled/0"),
     (_set("profiles.0.plugins.score.enabled.0.weight", -1), "/schedulerConfig/profiles/0/plugins/score/enabled/0/weight"),
     (_set("profiles.0.plugins.score.enabled.0.weight", 2**31), "/schedulerConfig/profiles/0/plugins/score/enabled/0/weight"),
@@ -829,6 +844,9 @@ def test_the_schema_refuses_scheduler_configurations_tessera_refuses(
     _add_args("DefaultPreemption", {"minCandidateNodesPercentage": 100, "minCandidateNodesAbsolute": 0}),
     _add_args("TesseraFragmentation", {"maxTaskTypes": 10000, "scarcityExponent": 4, "multiGpuPrior": 0.5}),
     _add_args("TopologyPlacement", {"levels": [{"nodeLabel": "topology.kubernetes.io/rack"}], "maxDomainTrials": 1}),
+    _add_args("TopologyPlacement", {"levels": [{"nodeLabel": "example.com/Rack_1.a", "name": "rack"},
+                                               {"nodeLabel": "kubernetes.io/hostname"}]}),
+    _add_args("TopologyPlacement", {"levels": [{"nodeLabel": "r" * 63}, {"nodeLabel": "a" * 253 + "/b"}]}),
     _set("profiles.0.plugins.score.enabled.0.weight", 0),       # 0 means 1, as upstream
     _set("profiles.0.plugins.score.enabled.0.weight", 2**31 - 1),
     _set("profiles.0.plugins", {}),                             # Tessera's built-in plugins
@@ -967,3 +985,22 @@ def test_notes_say_what_one_replica_and_none_mean(helm: Path, tmp_path: Path, re
         assert "the standby too" not in notes
     else:
         assert f"{url} reaches whichever pod answers, the standby too" in notes.replace("\n", " ")
+
+
+def test_the_schemas_label_key_is_names_py_rule() -> None:
+    """values.schema.json states the label-key rule as patterns (JSON schema cannot call
+    scheduler/api/names.py): both say the same of every kind of key, valid or not."""
+    from scheduler.api.names import label_key_problem
+
+    text = (CHART / "values.schema.json").read_text()
+    schema = json.loads(text)
+    patterns = [re.compile(part["pattern"]) for part in schema["definitions"]["labelKey"]["allOf"]]
+    # the maps keyed by label keys say it with the first pattern (their keys' prefix unbounded)
+    assert text.count(json.dumps(patterns[0].pattern) + ": {") == 4
+    keys = ["rack", "Rack", "r" * 63, "r" * 64, "a.b", "a_b", "a-b", "-a", "a-", "_a", "a.", "", "/", "/a", "a/",
+            "a/b/c", "example.com/x", "Example.com/x", "ex_ample.com/x", "example..com/x", "-example.com/x",
+            "a" * 253 + "/x", "a" * 254 + "/x", "kubernetes.io/hostname", "topology.kubernetes.io/zone",
+            "Bad Label!!", "Not A/Valid Label!!", "example.com/a b", "nvidia.com/gpu.present", "1/2", "x" * 200]
+    for key in keys:
+        by_schema = all(pattern.search(key) for pattern in patterns)
+        assert by_schema == (label_key_problem(key) is None), (key, label_key_problem(key))
