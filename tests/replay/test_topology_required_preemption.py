@@ -1,0 +1,134 @@
+"""A gang with a required topology level preempts domain by domain: the dry run inside each
+domain of the level (every member in it), the domain chosen as upstream chooses a node
+(pickOneNodeForPreemption), victims evicted only there, the members nominated and bound there.
+
+The set-up of a new user's trial: 4 x 8-GPU nodes, 2 per rack, full of lower-priority pods, and a
+priority-1000 gang of 2 x 8-GPU members that must share a rack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.sim import builders as b
+from tests.helpers import Run
+from tests.replay.test_topology import BLOCK, RACK, rack_nodes, topology_config
+
+NODES = ["a-r1-0", "a-r1-1", "a-r2-0", "a-r2-1"]
+RACK_OF = {node: node.split("-")[1] for node in NODES}
+
+
+def filler(node: str, priority: int = 0) -> dict[str, Any]:
+    return b.pod(f"f-{node}", limits={"nvidia.com/gpu": 8}, node_name=node, phase="Running", priority=priority)
+
+
+def required_gang(name: str = "hig", size: int = 2, priority: int = 1000) -> list[dict[str, Any]]:
+    """The PodGroup carries the required level (docs/topology.md); its members ask for 8 GPUs each."""
+    group = b.podgroup(name, size, annotations={"tessera.dev/topology-required": RACK})
+    members = [b.pod(f"{name}-{i}", labels={"scheduling.x-k8s.io/pod-group": name}, priority=priority,
+                     limits={"nvidia.com/gpu": 8}) for i in range(size)]
+    return [group, *members]
+
+
+def full_racks(priorities: dict[str, int] | None = None) -> Run:
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2, ("a", "r2"): 2}, gpus=8))
+    run.add(*(filler(node, (priorities or {}).get(node, 0)) for node in NODES))
+    return run
+
+
+def test_a_required_gang_preempts_inside_one_rack_and_binds_there() -> None:
+    run = full_racks()
+    run.add(*required_gang())
+    evicted = set(run.replay.stats.evicted)
+    assert len(evicted) == 2, evicted
+    racks = {RACK_OF[key.removeprefix("default/f-")] for key in evicted}
+    assert len(racks) == 1, evicted  # both victims in one rack, none in the other
+    (rack,) = racks
+    # the members were nominated to that rack's nodes while the victims terminated
+    nominated = {a.nominated_node for a in run.attempts if a.pod.name.startswith("hig-") and a.nominated_node}
+    assert nominated == {node for node in NODES if RACK_OF[node] == rack}
+    # and are bound there once the victims are gone
+    assert {run.node_of("hig-0"), run.node_of("hig-1")} == nominated
+    # the other rack's pods still run
+    for node in NODES:
+        if RACK_OF[node] != rack:
+            assert run.node_of(f"f-{node}") == node
+
+
+def test_the_rack_whose_victims_have_lower_priority_is_chosen() -> None:
+    """Rack r1 is tried first, but its pods (500) are more important than r2's (0): upstream's
+    second criterion (lowest highest-victim priority) sends the gang to r2."""
+    run = full_racks({"a-r1-0": 500, "a-r1-1": 500})
+    run.add(*required_gang())
+    assert set(run.replay.stats.evicted) == {"default/f-a-r2-0", "default/f-a-r2-1"}
+    assert {run.node_of("hig-0"), run.node_of("hig-1")} == {"a-r2-0", "a-r2-1"}
+    assert run.node_of("f-a-r1-0") == "a-r1-0" and run.node_of("f-a-r1-1") == "a-r1-1"
+
+
+def test_a_rack_with_fewer_budget_violations_wins_over_lower_priority() -> None:
+    """Fewest PDB violations comes first (upstream's first criterion): r2's pods are cheaper but
+    a PodDisruptionBudget allows none of them to go, so r1's go."""
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2, ("a", "r2"): 2}, gpus=8))
+    run.add(*(filler(node, 500) for node in ("a-r1-0", "a-r1-1")))
+    run.add(*(b.pod(f"f-{node}", limits={"nvidia.com/gpu": 8}, node_name=node, phase="Running",
+                    labels={"app": "keep"}) for node in ("a-r2-0", "a-r2-1")))
+    run.add({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+             "metadata": {"name": "keep", "namespace": "default",
+                          "uid": b.uid_for("PodDisruptionBudget", "default", "keep")},
+             "spec": {"selector": {"matchLabels": {"app": "keep"}}}, "status": {"disruptionsAllowed": 0}})
+    run.add(*required_gang())
+    assert set(run.replay.stats.evicted) == {"default/f-a-r1-0", "default/f-a-r1-1"}
+    assert {run.node_of("hig-0"), run.node_of("hig-1")} == {"a-r1-0", "a-r1-1"}
+
+
+def test_a_gang_no_rack_can_hold_even_without_its_victims_preempts_nothing_and_says_why() -> None:
+    """r1 runs only pods above the gang (no victims there); r2 has one victim, but its other node
+    runs a pod above the gang, so even without every lower-priority pod r2 holds 1 of 2 members."""
+    run = full_racks({"a-r1-0": 2000, "a-r1-1": 2000, "a-r2-1": 2000})
+    run.add(*required_gang())
+    assert run.replay.stats.evicted == {}
+    assert run.node_of("hig-0") is None and run.node_of("hig-1") is None
+    assert not any(a.nominated_node for a in run.attempts if a.pod.name.startswith("hig-"))
+    assert run.last("hig-0").message == (
+        "0/4 nodes are available: no rack has room for 2 pods of gang default/hig (largest: 0). "
+        "preemption: 0/4 nodes are available: 2 No preemption victims found for incoming pod, "
+        "2 node(s) were in a rack where only 1 of the 2 pods of pod group default/hig fit even without "
+        "every lower-priority pod.")
+
+
+def test_a_gang_larger_than_any_rack_preempts_nothing() -> None:
+    run = full_racks()
+    run.add(*required_gang(size=3))
+    assert run.replay.stats.evicted == {}
+    assert run.last("hig-0").message.endswith(
+        "preemption: 0/4 nodes are available: 4 node(s) were in a rack where only 2 of the 3 pods of pod "
+        "group default/hig fit even without every lower-priority pod.")
+
+
+def test_members_already_bound_pin_the_rack_of_the_preemption() -> None:
+    """One member runs in r1 (its gang's minimum is 3): the other two may only preempt in r1, even
+    though r2's pods are cheaper."""
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 3, ("a", "r2"): 2}, gpus=8))
+    run.add(*(filler(node, 500) for node in ("a-r1-1", "a-r1-2")), *(filler(node) for node in ("a-r2-0", "a-r2-1")))
+    group = b.podgroup("hig", 3, annotations={"tessera.dev/topology-required": RACK})
+    labels = {"scheduling.x-k8s.io/pod-group": "hig"}
+    run.add(group, b.pod("hig-0", labels=labels, priority=1000, limits={"nvidia.com/gpu": 8},
+                         node_name="a-r1-0", phase="Running"))
+    run.add(*(b.pod(f"hig-{i}", labels=labels, priority=1000, limits={"nvidia.com/gpu": 8}) for i in (1, 2)))
+    assert set(run.replay.stats.evicted) == {"default/f-a-r1-1", "default/f-a-r1-2"}
+    assert {run.node_of("hig-1"), run.node_of("hig-2")} == {"a-r1-1", "a-r1-2"}
+
+
+def test_block_level_required_gang_preempts_inside_one_block() -> None:
+    """The level is whatever the annotation names: a block required, two blocks of one rack each."""
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2, ("b", "r1"): 2}, gpus=8))
+    nodes = ["a-r1-0", "a-r1-1", "b-r1-0", "b-r1-1"]
+    run.add(*(filler(node, 500 if node.startswith("a") else 0) for node in nodes))
+    group = b.podgroup("hig", 2, annotations={"tessera.dev/topology-required": BLOCK})
+    run.add(group, *(b.pod(f"hig-{i}", labels={"scheduling.x-k8s.io/pod-group": "hig"}, priority=1000,
+                           limits={"nvidia.com/gpu": 8}) for i in range(2)))
+    assert set(run.replay.stats.evicted) == {"default/f-b-r1-0", "default/f-b-r1-1"}
+    assert {run.node_of("hig-0"), run.node_of("hig-1")} == {"b-r1-0", "b-r1-1"}
