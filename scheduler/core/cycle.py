@@ -43,7 +43,6 @@ def fit_error(num_nodes: int, reasons: Counter[str]) -> str:
     return f"0/{num_nodes} nodes are available: {', '.join(parts)}."
 
 
-REQUIRED_TOPOLOGY = "not attempted for a gang with a required topology."  # preemption's dry run knows no domains
 GROUP_ERROR = "failed to schedule other pod from a pod group: "  # schedule_one_podgroup.go's wrapping
 
 
@@ -66,6 +65,9 @@ class Cycle:
         # PostFilter reads the per-node statuses (upstream's NodeToStatusMap) instead of filtering
         # every node again — a single pod's, and a gang member's that preempts alone
         self._failed_searches: dict[str, NodeStatuses] = {}
+        # per pod, its last attempt's failed search inside a topology domain (the domain's path):
+        # what a member alone of a gang required in that domain preempts on, the domain's nodes only
+        self._domain_searches: dict[str, tuple[NodeStatuses, tuple[str, ...]]] = {}
 
     def schedule_next(self, now: float) -> list[Attempt] | None:
         """Run one cycle (one pod, or one whole gang); None when no pod is ready at `now`."""
@@ -74,6 +76,7 @@ class Cycle:
         engine.release(None, now)  # permit plugins may let held Bindings go with time
         self._displaced = {}
         self._failed_searches = {}
+        self._domain_searches = {}
         uid = engine.queue.pop(now)
         if uid is None:
             return None
@@ -140,6 +143,7 @@ class Cycle:
         pod: they are lifted for its attempt, and a hold on the node it takes is dropped."""
         state = self.engine.state
         self._failed_searches.pop(pod.uid, None)  # an earlier attempt's (undone) search is stale
+        self._domain_searches.pop(pod.uid, None)
         ctx = prepare(pod, state.classes)
         ctx.domain = within
         num_nodes = len(state.node_order)
@@ -236,8 +240,11 @@ class Cycle:
                     if found.filtered is not None else None)
         if not found.rows:
             # a domain's search says nothing about the nodes outside it
-            if ctx.domain is None and found.statuses is not None:
-                self._failed_searches[pod.uid] = found.statuses
+            if found.statuses is not None:
+                if ctx.domain is None:
+                    self._failed_searches[pod.uid] = found.statuses
+                else:
+                    self._domain_searches[pod.uid] = (found.statuses, ctx.domain.path)
             return Attempt(pod, None, message=fit_error(num_nodes, found.reasons), rejectors=frozenset(found.rejectors),
                            filtered=filtered, scores={} if self.explain else None)
         if len(found.rows) > 1:  # upstream scores (so runs PreScore) only when more than one node fits
@@ -331,16 +338,16 @@ class Cycle:
         if succeeded:
             for attempt in placed:
                 queue.done(attempt.pod.uid)
+            # a gang required in one domain keeps its members alone there too
+            kept = self._gang_domain(view, runtime, placed) if failed and plan is not None and plan.required else None
             for attempt in failed:
                 # the gang has its minimum: a member that fit nowhere is a pod like any other, and
                 # preempts as one (upstream's Coscheduling PostFilter leaves it to DefaultPreemption)
-                if plan is not None and plan.required:
-                    attempt.message = f"{attempt.message} preemption: {REQUIRED_TOPOLOGY}"
-                else:
-                    self._post_filter(runtime, [attempt.pod], 1, [attempt],
-                                      {attempt.pod.uid: holds[attempt.pod.uid]} if attempt.pod.uid in holds else {},
-                                      now, self._failed_searches.get(attempt.pod.uid))
-                queue.unschedulable_failure(attempt.pod.uid, attempt.rejectors | {grouping.name}, now)
+                uid = attempt.pod.uid
+                searched = self._failed_searches.get(uid) if kept is None else self._search_in(attempt.pod, kept, now)
+                self._post_filter(runtime, [attempt.pod], 1, [attempt], {uid: holds[uid]} if uid in holds else {},
+                                  now, searched, domains=kept)
+                queue.unschedulable_failure(uid, attempt.rejectors | {grouping.name}, now)
             queue.group_succeeded(view.key)
             return attempts
         # Not enough: undo every assumption so the group holds nothing between cycles.
@@ -361,15 +368,11 @@ class Cycle:
         for attempt in attempts:
             attempt.rejectors = rejectors
             queue.unschedulable_failure(attempt.pod.uid, rejectors, now)
-        if plan is not None and plan.required:
-            # the dry run of preemption knows no domains: evicting for a gang that must stay in
-            # one could free room it may not use
-            for attempt in attempts:
-                attempt.message = f"{attempt.message} preemption: {REQUIRED_TOPOLOGY}"
-            self._clear(attempts, holds)
-            self._back_off(grouping, view.key, now)
-            return attempts
-        self._post_filter(runtime, members, view.minimum - len(view.bound), attempts, holds, now)
+        # a gang required in one domain preempts inside one: the dry run domain by domain
+        domains = runtime.placement.domains(view, view.topology.required) \
+            if plan is not None and plan.required and view.topology is not None and runtime.placement is not None \
+            else None
+        self._post_filter(runtime, members, view.minimum - len(view.bound), attempts, holds, now, domains=domains)
         attempts[0].preemptor_type = "podgroup"  # upstream's workload-aware preemption: the group preempts
         if not any(member.uid in engine.state.holds for member in members):
             self._back_off(grouping, view.key, now)
@@ -383,6 +386,36 @@ class Cycle:
         as soon as a victim's deletion wakes it, and binds once its room is free."""
         if grouping.backoff_seconds > 0:
             self.engine.queue.back_off_group(key, now + grouping.backoff_seconds)
+
+    def _search_in(self, pod: Pod, domains: tuple[Domain, ...], now: float) -> NodeStatuses | None:
+        """The pod's failed search inside its gang's domain, per node (what it preempts on): its
+        last attempt's, else a quiet attempt of its own there (the plan found no room in the
+        domain, so no member was tried in it; its room check is never too strict, so the attempt
+        fails — and is undone if it does not)."""
+        if len(domains) != 1:
+            return None
+        (domain,) = domains
+        searched = self._domain_searches.get(pod.uid)
+        if searched is None or searched[1] != domain.path:
+            timing = self.engine.timing
+            timing.quiet += 1
+            try:
+                probe = self._attempt(pod, self.engine.profiles[pod.scheduler_name], now, within=domain)
+            finally:
+                timing.quiet -= 1
+            self._undo([probe])
+            searched = self._domain_searches.get(pod.uid)
+        return searched[0] if searched is not None else None
+
+    def _gang_domain(self, view: GangView, runtime: ProfileRuntime, placed: list[Attempt]) -> tuple[Domain, ...]:
+        """The domain of its required level the gang is in (where members are bound or were
+        just placed): none when that cannot be told."""
+        if view.topology is None or runtime.placement is None:
+            return ()
+        state = self.engine.state
+        nodes = {a.node for a in placed if a.node is not None} | {
+            node for pod in view.bound if (node := state.node_of(pod.uid)) is not None}
+        return tuple(d for d in runtime.placement.domains(view, view.topology.required) if d.nodes & nodes)
 
     def _gang_error(self, members: list[Pod], attempts: list[Attempt], errored: Attempt, holds: dict[str, Hold],
                     now: float) -> list[Attempt]:
@@ -498,11 +531,13 @@ class Cycle:
     # --- PostFilter (preemption) -----------------------------------------------------------------
 
     def _post_filter(self, runtime: ProfileRuntime, pods: list[Pod], minimum: int, attempts: list[Attempt],
-                     holds: dict[str, Hold], now: float, statuses: NodeStatuses | None = None) -> None:
-        """Nothing fit: ask the profile's PostFilter (preemption) to make room. On success the
-        victims go on the first attempt (the caller evicts them), each preemptor is nominated to
-        its node and holds its room there; a preemptor still waiting for its earlier victims
-        keeps its holds; otherwise the nominations go and the message says why."""
+                     holds: dict[str, Hold], now: float, statuses: NodeStatuses | None = None,
+                     domains: tuple[Domain, ...] | None = None) -> None:
+        """Nothing fit: ask the profile's PostFilter (preemption) to make room (inside one of
+        `domains` when given). On success the victims go on the first attempt (the caller evicts
+        them), each preemptor is nominated to its node and holds its room there; a preemptor
+        still waiting for its earlier victims keeps its holds; otherwise the nominations go and
+        the message says why."""
         plugin = runtime.post_filter
         state = self.engine.state
         if plugin is None or not state.node_order:  # upstream: no PostFilter, or no nodes (not a FitError)
@@ -513,8 +548,8 @@ class Cycle:
         if refused is not None:  # a PreFilter's FitError: PostFilter runs and finds every node unresolvable
             statuses = runtime.pre_filter_statuses(refused[0])
 
-        def place(member: Pod) -> str | None:
-            return self._attempt(member, self.engine.profiles[member.scheduler_name], now).node
+        def place(member: Pod, within: Domain | None) -> str | None:
+            return self._attempt(member, self.engine.profiles[member.scheduler_name], now, within=within).node
 
         nominated = {pod.uid: holds[pod.uid].node if pod.uid in holds else pod.nominated_node for pod in pods}
         priority = self.engine.state.competing_priority(pods[0])
@@ -525,7 +560,7 @@ class Cycle:
         started = timing.stopwatch.now()
         timing.quiet += 1  # a gang's dry run runs ordinary attempts: not extension points of their own
         try:
-            result = plugin.post_filter(pods, max(1, minimum), nominated, place, statuses, now)
+            result = plugin.post_filter(pods, max(1, minimum), nominated, place, statuses, now, domains)
             chosen = {placement.node for placement in result.holds.values()}
         finally:  # upstream clears lower-priority nominations on the nodes a preemption chose
             timing.quiet -= 1

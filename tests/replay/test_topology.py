@@ -71,7 +71,7 @@ def test_rack_values_repeated_across_blocks_are_different_racks() -> None:
     # needs fit" as a contradiction, and "fit) preemption:" lacked the full stop upstream puts there
     assert run.last("g-0").message == (
         "0/2 nodes are available: no rack has room for 4 pods of gang default/g (largest: 2). "
-        "preemption: not attempted for a gang with a required topology.")
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
     # with the rack key alone (no configured ancestors) the value "r1" is one domain: upstream's rule
     plain = Run(topology_config(levels=[]))
     plain.add(*rack_nodes({("a", "r1"): 1, ("b", "r1"): 1}))

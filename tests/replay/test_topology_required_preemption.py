@@ -45,7 +45,7 @@ def test_a_required_gang_preempts_inside_one_rack_and_binds_there() -> None:
     assert len(racks) == 1, evicted  # both victims in one rack, none in the other
     (rack,) = racks
     # the members were nominated to that rack's nodes while the victims terminated
-    nominated = {a.nominated_node for a in run.attempts if a.pod.name.startswith("hig-") and a.nominated_node}
+    nominated = {a.nominated_node for a in run.attempts if a.pod.meta.name.startswith("hig-") and a.nominated_node}
     assert nominated == {node for node in NODES if RACK_OF[node] == rack}
     # and are bound there once the victims are gone
     assert {run.node_of("hig-0"), run.node_of("hig-1")} == nominated
@@ -89,7 +89,7 @@ def test_a_gang_no_rack_can_hold_even_without_its_victims_preempts_nothing_and_s
     run.add(*required_gang())
     assert run.replay.stats.evicted == {}
     assert run.node_of("hig-0") is None and run.node_of("hig-1") is None
-    assert not any(a.nominated_node for a in run.attempts if a.pod.name.startswith("hig-"))
+    assert not any(a.nominated_node for a in run.attempts if a.pod.meta.name.startswith("hig-"))
     assert run.last("hig-0").message == (
         "0/4 nodes are available: no rack has room for 2 pods of gang default/hig (largest: 0). "
         "preemption: 0/4 nodes are available: 2 No preemption victims found for incoming pod, "
@@ -132,3 +132,31 @@ def test_block_level_required_gang_preempts_inside_one_block() -> None:
                            limits={"nvidia.com/gpu": 8}) for i in range(2)))
     assert set(run.replay.stats.evicted) == {"default/f-b-r1-0", "default/f-b-r1-1"}
     assert {run.node_of("hig-0"), run.node_of("hig-1")} == {"b-r1-0", "b-r1-1"}
+
+
+def test_a_member_alone_once_its_gang_has_its_minimum_preempts_only_in_the_gangs_rack() -> None:
+    """3 members, minimum 2: two fit on r1's free nodes, the third preempts alone (upstream's
+    DefaultPreemption, node by node) — but only on r1's nodes: r2's pods (0) are cheaper than
+    r1's last one (500), yet evicting there would free room the member may not use."""
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 3, ("a", "r2"): 2}, gpus=8))
+    run.add(filler("a-r1-2", 500), filler("a-r2-0"), filler("a-r2-1"))
+    group = b.podgroup("hig", 2, annotations={"tessera.dev/topology-required": RACK})
+    run.add(group, *(b.pod(f"hig-{i}", labels={"scheduling.x-k8s.io/pod-group": "hig"}, priority=1000,
+                           limits={"nvidia.com/gpu": 8}) for i in range(3)))
+    assert set(run.replay.stats.evicted) == {"default/f-a-r1-2"}
+    assert {run.node_of(f"hig-{i}") for i in range(3)} == {"a-r1-0", "a-r1-1", "a-r1-2"}
+
+
+def test_a_member_alone_with_no_victim_in_its_gangs_rack_preempts_nothing() -> None:
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 3, ("a", "r2"): 2}, gpus=8))
+    run.add(filler("a-r1-2", 2000), filler("a-r2-0"), filler("a-r2-1"))
+    group = b.podgroup("hig", 2, annotations={"tessera.dev/topology-required": RACK})
+    run.add(group, *(b.pod(f"hig-{i}", labels={"scheduling.x-k8s.io/pod-group": "hig"}, priority=1000,
+                           limits={"nvidia.com/gpu": 8}) for i in range(3)))
+    assert run.replay.stats.evicted == {}
+    alone = next(i for i in range(3) if run.node_of(f"hig-{i}") is None)
+    assert run.last(f"hig-{alone}").message.endswith(
+        "preemption: 0/5 nodes are available: 2 Preemption is not helpful for scheduling, "
+        "3 No preemption victims found for incoming pod.")  # r1's nodes: its gang's and a more important pod

@@ -41,7 +41,7 @@ from scheduler.core.framework.cycle_state import PodContext
 
 if TYPE_CHECKING:
     from scheduler.core.framework.attempt import Attempt
-    from scheduler.core.framework.placement import PlacementPlan
+    from scheduler.core.framework.placement import Domain, PlacementPlan
     from scheduler.core.framework.nodetable import NodeTable
     from scheduler.core.objects import GangTopology, Pod
     from scheduler.core.state import ClusterEvent, EventKind, NodeInfo
@@ -292,12 +292,15 @@ class PostFilterPlugin(Plugin):
 
     @abstractmethod
     def post_filter(self, pods: Sequence[Pod], minimum: int, nominated: Mapping[str, str],
-                    place: Callable[[Pod], str | None], statuses: NodeStatuses | None, now: float) -> Preemption:
+                    place: Callable[[Pod, Domain | None], str | None], statuses: NodeStatuses | None, now: float,
+                    domains: Sequence[Domain] | None = None) -> Preemption:
         """Make room for `pods` (one pod, or a gang's pending members of which `minimum` must fit);
         `nominated`: the pods' current nominations (uid -> node); `place` runs one pod's ordinary
-        attempt on the current state and assumes it where it lands (the gang's dry run);
-        `statuses`: one pod's failed search over every node, per node — a single pod's, or a gang
-        member's that preempts alone; None for a gang placed member by member (the gang dry run)."""
+        attempt on the current state, inside the domain when one is given, and assumes it where it
+        lands (the gang's dry run); `statuses`: one pod's failed search over every node, per node —
+        a single pod's, or a gang member's that preempts alone; None for a gang placed member by
+        member (the gang dry run); `domains`: a gang with a required topology level must land
+        inside one of these (every member in the same one), None: anywhere."""
 
 
 class ReservePlugin(Plugin):
@@ -342,6 +345,12 @@ class PlacementPlugin(Plugin):
     def placements(self, view: GangView, members: Sequence[PodContext]) -> PlacementPlan | None:
         """The domains to try the gang's transaction in, or None when the gang has no constraint.
         `members`: the pending members' contexts, in placement order."""
+
+    @abstractmethod
+    def domains(self, view: GangView, key: str) -> tuple[Domain, ...]:
+        """Every domain of the topology level `key` the gang could take, whatever room is free
+        there now — only its bound members' one once some are bound, none when they span two or
+        their nodes are in none: where a gang required at that level may preempt."""
 
     @abstractmethod
     def level(self, key: str) -> tuple[tuple[str, ...], str]:

@@ -24,6 +24,13 @@ gang placed again whenever one no longer lets it fit where it is). On each, unit
 (PDB-violating first, most important first) while every member still fits; the candidate with the
 fewest PDB violations wins, then the single pod's tie-breaks (pick_candidate).
 
+A gang with a required topology level runs that dry run once per domain of the level, every member
+placed inside the domain and only the units on the domain's nodes removed (a victim gang leaves
+whole, wherever its other members run): each domain is what upstream's per-pod preemption makes
+of a node, and the candidates of every domain are compared as nodes are (pick_candidate). Upstream
+(podgrouppreemption.go, 1.36) runs its pod-group dry run over one domain, the whole cluster; this is
+that dry run over each of the domains the gang is confined to.
+
 Device requests need no special case: the filters that decide whether the pod fits after the
 evictions are the device plugin's too, so victims are chosen for the devices they free.
 """
@@ -37,11 +44,13 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from scheduler.core.disruption import split_by_violation
 from scheduler.core.framework.cycle_state import PodContext, prepare
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import Ints, NodeStatuses, PostFilterPlugin, Preemption
+from scheduler.core.framework.placement import Domain
 from scheduler.core.objects import Pod, gang_name
 from scheduler.core.plugins.preemption.floor import VictimFloor
 from scheduler.core.plugins.preemption.args import PreemptionArgs, candidates_to_try
@@ -59,6 +68,8 @@ MAX_INT32 = 2**31 - 1
 
 # Runs one pod's ordinary attempt on the current state and assumes it where it lands; the node, or None.
 Place = Callable[[Pod], str | None]
+# The same inside a topology domain (None: anywhere): what the cycle hands PostFilter.
+PlaceWithin = Callable[[Pod, Domain | None], str | None]
 
 
 @dataclass(slots=True)
@@ -67,6 +78,13 @@ class Candidate:
     victims: list[Unit]  # most important first
     pdb_violations: int
     hold: Placement
+
+
+@dataclass(frozen=True, slots=True)
+class NoRoom:
+    """Why a gang's dry run found no candidate: no lower-priority unit where it may go (`fit`
+    None), or only `fit` members fit even with every one of them removed."""
+    fit: int | None
 
 
 @dataclass(slots=True)
@@ -134,8 +152,9 @@ class DefaultPreemption(PostFilterPlugin):
 
     # --- PostFilter --------------------------------------------------------------------------
 
-    def post_filter(self, pods: Sequence[Pod], minimum: int, nominated: Mapping[str, str], place: Place,
-                    statuses: NodeStatuses | None, now: float) -> Preemption:
+    def post_filter(self, pods: Sequence[Pod], minimum: int, nominated: Mapping[str, str], place: PlaceWithin,
+                    statuses: NodeStatuses | None, now: float,
+                    domains: Sequence[Domain] | None = None) -> Preemption:
         priority = self.state.competing_priority(pods[0])
         reason = self.ineligible(pods, nominated, priority, statuses)
         if reason is not None:
@@ -144,17 +163,23 @@ class DefaultPreemption(PostFilterPlugin):
             return self._no_candidate(Counter({NOT_HELPFUL: len(statuses.nodes)}))
         if len(pods) == 1 and minimum <= 1 and (pods[0].gang is None or statuses is not None):
             # a gang member alone (its gang has its minimum) preempts as one pod, as upstream's
-            # DefaultPreemption runs per pod; its own gang is never its victim
+            # DefaultPreemption runs per pod — on its gang's required domain's nodes only, when
+            # it has one; its own gang is never its victim
             if statuses is None:
                 raise ValueError("a single pod's PostFilter needs its failed search's per-node statuses")
-            return self._preempt_pod(pods[0], statuses, now)
-        return self._preempt_gang(pods, minimum, place, now)
+            return self._preempt_pod(pods[0], statuses, now, domains)
+        if domains is not None:
+            return self._preempt_in_domains(pods, minimum, place, domains, now)
+        return self._preempt_gang(pods, minimum, _within(place, None), now)
 
     # --- one pod -------------------------------------------------------------------------------
 
-    def _preempt_pod(self, pod: Pod, failed: NodeStatuses, now: float) -> Preemption:
+    def _preempt_pod(self, pod: Pod, failed: NodeStatuses, now: float,
+                     within: Sequence[Domain] | None = None) -> Preemption:
         statuses: Counter[str] = Counter()
         potential = self.might_help(failed, prepare(pod, self.state.classes))
+        if within is not None:  # evicting outside them frees room the pod may not use
+            potential = potential[_rows_inside(within, len(failed.nodes))[potential]]
         statuses[NOT_HELPFUL] = len(failed.nodes) - len(potential)
         if not len(potential):
             return self._no_candidate(statuses)
@@ -246,13 +271,54 @@ class DefaultPreemption(PostFilterPlugin):
     def _preempt_gang(self, members: Sequence[Pod], minimum: int, place: Place, now: float) -> Preemption:
         state = self.state
         gang = members[0].gang.key if members[0].gang is not None else ""
+        found = self._gang_candidates(members, minimum, place, now, None)
+        if isinstance(found, NoRoom):
+            if found.fit is None:
+                return Preemption(message=f"0/{len(state.node_order)} nodes are available: "
+                                          f"{len(state.node_order)} {NO_VICTIMS}.")
+            return Preemption(message=f"pod group {gang_name(gang)} needs {minimum} members placed together; "
+                                      f"even without every lower-priority pod only {found.fit} fit")
+        if not found:
+            return Preemption(message=f"pod group {gang_name(gang)}: the placement found without lower-priority "
+                                      "pods does not hold")  # cannot happen: a superset is off its nodes
+        return _chosen(found)
+
+    def _preempt_in_domains(self, members: Sequence[Pod], minimum: int, place: PlaceWithin,
+                            domains: Sequence[Domain], now: float) -> Preemption:
+        """The gang's dry run inside each domain in turn; the best candidate of them all (as
+        nodes are compared), or, when no domain has one, why per node (upstream's FitError form:
+        each domain's reason counted over its nodes; nodes in no domain the gang may take are
+        ones preemption cannot help)."""
+        gang = gang_name(members[0].gang.key) if members[0].gang is not None else members[0].key
+        candidates: list[GangCandidate] = []
+        reasons: Counter[str] = Counter()
+        for domain in domains:
+            found = self._gang_candidates(members, minimum, _within(place, domain), now, domain)
+            if isinstance(found, NoRoom):
+                reason = NO_VICTIMS if found.fit is None else (
+                    f"node(s) were in a {domain.level} where only {found.fit} of the {minimum} pods of pod group "
+                    f"{gang} fit even without every lower-priority pod")
+                reasons[reason] += len(domain.nodes)
+            else:
+                candidates += found
+        if candidates:
+            return _chosen(candidates)
+        reasons[NOT_HELPFUL] += len(self.state.node_order) - sum(reasons.values())
+        return self._no_candidate(reasons)
+
+    def _gang_candidates(self, members: Sequence[Pod], minimum: int, place: Place, now: float,
+                         within: Domain | None) -> list[GangCandidate] | NoRoom:
+        """The gang's dry run (`place` keeps it inside `within` when given, and only the units on
+        that domain's nodes are removed): its candidate placements with their victims, or why
+        there is none."""
+        state = self.state
+        gang = members[0].gang.key if members[0].gang is not None else ""
         priority = state.competing_priority(members[0])
-        placed = [pod for info in self._nodes_below(priority) for uid in sorted(info.pods)
+        placed = [pod for info in self._nodes_below(priority, within) for uid in sorted(info.pods)
                   if (pod := state.pods.get(uid)) is not None]
         units = units_for(state, priority, placed, exclude_gang=gang)
         if not units:
-            return Preemption(message=f"0/{len(state.node_order)} nodes are available: "
-                                      f"{len(state.node_order)} {NO_VICTIMS}.")
+            return NoRoom(None)
         lifted: dict[str, list[Lifted]] = {}
         assumed: list[str] = []
         try:
@@ -268,8 +334,7 @@ class DefaultPreemption(PostFilterPlugin):
                 if len(nodes) >= minimum:
                     break
             if len(nodes) < minimum:
-                return Preemption(message=f"pod group {gang_name(gang)} needs {minimum} members placed together; "
-                                          f"even without every lower-priority pod only {len(nodes)} fit")
+                return NoRoom(len(nodes))
             self._forget(assumed)
             # Two placements to choose from: where the gang first fits (the best-scored nodes,
             # with every pod of those tiers removed: PodDisruptionBudgets play no part there), and
@@ -286,12 +351,7 @@ class DefaultPreemption(PostFilterPlugin):
             found = self._victims_for(members, minimum, placement, place, gang, priority, now)
             if found is not None:
                 candidates.append(found)
-        if not candidates:
-            return Preemption(message=f"pod group {gang_name(gang)}: the placement found without lower-priority "
-                                      "pods does not hold")  # cannot happen: a superset is off its nodes
-        # fewest PDB violations, then upstream's tie-breaks; one that needs no victim at once
-        best = next((c for c in candidates if not c.victims), None) or pick_candidate(candidates)
-        return Preemption(flatten(best.victims), best.holds)
+        return candidates
 
     def _settle(self, members: Sequence[Pod], minimum: int, nodes: dict[str, str], place: Place,
                 units: Sequence[Unit], lifted: dict[str, list[Lifted]], assumed: list[str],
@@ -395,14 +455,17 @@ class DefaultPreemption(PostFilterPlugin):
             self._forget(assumed)
             self._restore(lifted)
 
-    def _nodes_below(self, priority: int) -> list[NodeInfo]:
-        """The nodes where some placed pod could be a victim of this priority (the victim floor),
-        in table order: the only ones whose pods can make a unit. Reading their pods instead of
-        every pod in the cluster is what keeps a failed gang cheap on a full cluster (no victim
-        anywhere: no work)."""
+    def _nodes_below(self, priority: int, within: Domain | None = None) -> list[NodeInfo]:
+        """The nodes (of the domain, when given) where some placed pod could be a victim of this
+        priority (the victim floor), in table order: the only ones whose pods can make a unit.
+        Reading their pods instead of every pod in the cluster is what keeps a failed gang cheap
+        on a full cluster (no victim anywhere: no work)."""
         table = self.handle.table
         table.sync()
-        rows = np.flatnonzero(table.group(VictimFloor).lowest[: table.size] < priority)
+        below = table.group(VictimFloor).lowest[: table.size] < priority
+        if within is not None:
+            below &= _rows_inside((within,), table.size)
+        rows = np.flatnonzero(below)
         return [table.infos[row] for row in rows.tolist()]
 
     def _place_all(self, members: Sequence[Pod], place: Place, assumed: list[str]) -> dict[str, str]:
@@ -450,6 +513,27 @@ class DefaultPreemption(PostFilterPlugin):
         for uid in reversed(assumed):
             self.state.forget(uid)
         assumed.clear()
+
+
+def _rows_inside(domains: Sequence[Domain], size: int) -> npt.NDArray[np.bool_]:
+    """The node-table rows (of the first `size`) in any of the domains."""
+    inside = np.zeros(size, np.bool_)
+    for domain in domains:
+        count = min(size, len(domain.mask))
+        inside[:count] |= domain.mask[:count]
+    return inside
+
+
+def _within(place: PlaceWithin, domain: Domain | None) -> Place:
+    """The cycle's placement, kept inside `domain` (None: anywhere)."""
+    return lambda pod: place(pod, domain)
+
+
+def _chosen(candidates: Sequence[GangCandidate]) -> Preemption:
+    """The gang's preemption: a candidate that needs no victim at once, else the one with the
+    fewest PDB violations, then upstream's tie-breaks (pick_candidate)."""
+    best = next((c for c in candidates if not c.victims), None) or pick_candidate(candidates)
+    return Preemption(flatten(best.victims), best.holds)
 
 
 def reprieve_order(units: Sequence[Unit], state: ClusterState) -> tuple[list[Unit], set[str]]:

@@ -147,6 +147,27 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
             tiers.append(PlacementTier("", None))
         return PlacementPlan(tuple(tiers), bool(topology.required))
 
+    def domains(self, view: GangView, key: str) -> tuple[Domain, ...]:
+        """Every domain of the level with a node in it, in path order, free room or not: where a
+        gang required at that level may preempt. Bound members pin it as for `placements` (their
+        domain only; none when they span two, or a member's node is in none or unknown)."""
+        table: NodeTable = self.handle.table
+        table.sync()
+        chain, word = self.level(key)
+        column = level_column(table, chain)
+        codes = column.codes[: table.size]
+        bound = self._bound_nodes(view)
+        pinned = {column.code(info.labels, chain) if info is not None else -1 for _, _, info in bound}
+        if -1 in pinned or len(pinned) > 1:
+            return ()
+        present = sorted(pinned or set(np.unique(codes[codes >= 0]).tolist()), key=lambda code: column.paths[code])
+        out = []
+        for code in present:
+            mask: Bools = codes == code
+            nodes = frozenset(table.infos[row].name for row in np.flatnonzero(mask).tolist())
+            out.append(Domain(word, column.paths[code], nodes, mask))
+        return tuple(out)
+
     def _usable(self, members: Sequence[PodContext]) -> Bools:
         """Rows some member's batch filters leave (never too strict: a filter without a batch form
         rules out nothing), one pass per distinct member form."""
