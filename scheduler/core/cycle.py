@@ -239,7 +239,8 @@ class Cycle:
         filtered = ({table.info(row).name: reason for row, reason in found.filtered.items()}
                     if found.filtered is not None else None)
         if not found.rows:
-            # a domain's search says nothing about the nodes outside it
+            # a domain's search says nothing about the nodes outside it: kept apart, for a member
+            # that preempts inside that domain
             if found.statuses is not None:
                 if ctx.domain is None:
                     self._failed_searches[pod.uid] = found.statuses
