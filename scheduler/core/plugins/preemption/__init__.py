@@ -27,7 +27,8 @@ fewest PDB violations wins, then the single pod's tie-breaks (pick_candidate).
 A gang with a required topology level runs that dry run once per domain of the level, every member
 placed inside the domain and only the units on the domain's nodes removed (a victim gang leaves
 whole, wherever its other members run): each domain is what upstream's per-pod preemption makes
-of a node, and the candidates of every domain are compared as nodes are (pick_candidate). Upstream
+of a node (tried from a random offset until the candidate domains hold as many nodes as one pod's
+search wants), and the candidates of every domain tried are compared as nodes are (pick_candidate). Upstream
 (podgrouppreemption.go, 1.36) runs its pod-group dry run over one domain, the whole cluster; this is
 that dry run over each of the domains the gang is confined to.
 
@@ -288,19 +289,41 @@ class DefaultPreemption(PostFilterPlugin):
         """The gang's dry run inside each domain in turn; the best candidate of them all (as
         nodes are compared), or, when no domain has one, why per node (upstream's FitError form:
         each domain's reason counted over its nodes; nodes in no domain the gang may take are
-        ones preemption cannot help)."""
+        ones preemption cannot help).
+
+        Bounded as upstream bounds the nodes it dry-runs for one pod (DryRunPreemption from a
+        random offset, until minCandidateNodesPercentage / minCandidateNodesAbsolute of the
+        potential nodes are candidates and one of them violates no budget): the domains with a
+        possible victim are tried from a random offset until the candidate domains hold that many
+        nodes — a domain's dry run places the whole gang again per victim put back, so trying
+        every rack of a large cluster costs seconds."""
         gang = gang_name(members[0].gang.key) if members[0].gang is not None else members[0].key
         candidates: list[GangCandidate] = []
         reasons: Counter[str] = Counter()
+        table = self.handle.table
+        table.sync()
+        below = table.group(VictimFloor).lowest[: table.size] < self.state.competing_priority(members[0])
+        potential = []
         for domain in domains:
+            if (below & _rows_inside((domain,), table.size)).any():
+                potential.append(domain)
+            else:
+                reasons[NO_VICTIMS] += len(domain.nodes)
+        wanted = candidates_to_try(self.args, sum(len(domain.nodes) for domain in potential))
+        offset = self.rng.randrange(len(potential)) if potential else 0
+        covered = 0
+        for domain in potential[offset:] + potential[:offset]:
             found = self._gang_candidates(members, minimum, _within(place, domain), now, domain)
             if isinstance(found, NoRoom):
                 reason = NO_VICTIMS if found.fit is None else (
                     f"node(s) were in a {domain.level} where only {found.fit} of the {minimum} pods of pod group "
                     f"{gang} fit even without every lower-priority pod")
                 reasons[reason] += len(domain.nodes)
-            else:
-                candidates += found
+                continue
+            candidates += found
+            covered += len(domain.nodes)
+            if covered >= wanted and any(c.pdb_violations == 0 for c in candidates):
+                break
         if candidates:
             return _chosen(candidates)
         reasons[NOT_HELPFUL] += len(self.state.node_order) - sum(reasons.values())
