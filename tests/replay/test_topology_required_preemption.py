@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
+from scheduler.api.config import parse_config
 from scheduler.sim import builders as b
-from tests.helpers import Run
-from tests.replay.test_topology import BLOCK, RACK, rack_nodes, topology_config
+from tests.helpers import BINPACK, Run
+from tests.replay.test_topology import BLOCK, LEVELS, RACK, rack_nodes, topology_config
 
 NODES = ["a-r1-0", "a-r1-1", "a-r2-0", "a-r2-1"]
 RACK_OF = {node: node.split("-")[1] for node in NODES}
@@ -160,3 +163,27 @@ def test_a_member_alone_with_no_victim_in_its_gangs_rack_preempts_nothing() -> N
     assert run.last(f"hig-{alone}").message.endswith(
         "preemption: 0/5 nodes are available: 2 Preemption is not helpful for scheduling, "
         "3 No preemption victims found for incoming pod.")  # r1's nodes: its gang's and a more important pod
+
+
+def test_domains_are_tried_as_upstream_bounds_node_candidates() -> None:
+    """r1's pods (0) are cheaper than r2's (500). With the default args (at least 100 nodes'
+    worth of candidates) both racks are compared and r1's go; with minCandidateNodesAbsolute 1
+    the first candidate rack from the (seeded) random offset — r2 — is taken, as upstream's
+    DryRunPreemption stops once it has enough candidates."""
+    def run_with(preemption_args: dict[str, Any] | None) -> Run:
+        with open(BINPACK) as f:
+            raw = yaml.safe_load(f)
+        raw["profiles"][0]["pluginConfig"].append({"name": "TopologyPlacement", "args": {"levels": LEVELS}})
+        if preemption_args is not None:
+            raw["profiles"][0]["pluginConfig"].append({"name": "DefaultPreemption", "args": preemption_args})
+        run = Run(parse_config(raw, "test"))
+        run.add(*rack_nodes({("a", "r1"): 2, ("a", "r2"): 2}, gpus=8))
+        run.add(*(filler(node, 500 if RACK_OF[node] == "r2" else 0) for node in NODES))
+        run.add(*required_gang())
+        return run
+
+    compared = run_with(None)
+    assert set(compared.replay.stats.evicted) == {"default/f-a-r1-0", "default/f-a-r1-1"}
+    bounded = run_with({"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 1})
+    assert set(bounded.replay.stats.evicted) == {"default/f-a-r2-0", "default/f-a-r2-1"}
+    assert {bounded.node_of("hig-0"), bounded.node_of("hig-1")} == {"a-r2-0", "a-r2-1"}
