@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from scheduler.sim import builders as b
@@ -72,6 +72,63 @@ def test_required_gangs_stay_in_one_domain_and_all_or_nothing(data: tuple[list[d
     state = run.state
     for case in gangs:
         placed = [node for i in range(case.size) if (node := run.node_of(f"{case.name}-{i}")) is not None]
+        assert not placed or len(placed) >= case.minimum, (case, placed)
+        if case.constraint.startswith("required") and placed:
+            keys = (BLOCK, RACK) if case.constraint.endswith("rack") else (BLOCK,)
+            domains = {tuple(state.nodes[node].node.meta.labels.get(key) for key in keys) for node in placed}
+            assert len(domains) == 1 and None not in next(iter(domains)), (case, domains)
+    check_state_consistent(run.scheduler)
+
+
+@given(clusters(), st.data())
+@_settings(100)
+def test_required_gangs_preempt_inside_one_domain(data: tuple[list[dict[str, Any]], list[GangCase]],
+                                                  draws: st.DataObject) -> None:
+    """With lower-priority pods in the way, a gang required at a level evicts single pods of one
+    domain of that level only (a victim gang leaves whole, wherever it runs), never a pod of its
+    own priority or above; every gang still ends all or nothing and inside one domain; the
+    accounting survives every domain's dry run."""
+    nodes, gangs = data
+    run = Run(topology_config())
+    run.add(*nodes)
+    priority: dict[str, int] = {}
+    fillers = []
+    for node in nodes:
+        if draws.draw(st.booleans()):
+            name = f"f-{node['metadata']['name']}"
+            priority[f"default/{name}"] = draws.draw(st.sampled_from((0, 100)))
+            gpus = int(node["status"]["allocatable"]["nvidia.com/gpu"])
+            fillers.append(b.pod(name, limits={"nvidia.com/gpu": draws.draw(st.integers(1, gpus))},
+                                 node_name=node["metadata"]["name"], phase="Running",
+                                 priority=priority[f"default/{name}"]))
+    run.add(*fillers)
+    state = run.state
+    for case in gangs:
+        level = draws.draw(st.sampled_from((0, 50, 1000)))
+        pods = _pods(case)
+        for pod in pods:
+            pod["spec"]["priority"] = level
+            priority[f"default/{pod['metadata']['name']}"] = level
+        before = {key: state.node_of(uid) for key, uid in ((p.key, p.uid) for p in state.pods.values())}
+        evicted_before = set(run.replay.stats.evicted)
+        run.add(*pods)
+        by_preemptor: dict[str, set[str]] = {}
+        for victim, preemptor in run.replay.stats.evicted.items():
+            if victim in evicted_before:
+                continue
+            assert priority[victim] < priority[preemptor], (victim, preemptor)
+            if victim.startswith("default/f-") and before.get(victim):
+                by_preemptor.setdefault(preemptor, set()).add(before[victim])
+        for preemptor, victim_nodes in by_preemptor.items():
+            gang = next(c for c in gangs if preemptor.startswith(f"default/{c.name}-"))
+            if gang.constraint.startswith("required"):
+                keys = (BLOCK, RACK) if gang.constraint.endswith("rack") else (BLOCK,)
+                domains = {tuple(state.nodes[n].node.meta.labels.get(k) for k in keys) for n in victim_nodes}
+                assert len(domains) == 1, (gang, victim_nodes)
+                event("a required gang evicted single pods")
+    for case in gangs:  # a gang evicted whole by a later one is gone
+        members = [pod for i in range(case.size) if (pod := state.pod_by_key(f"default/{case.name}-{i}")) is not None]
+        placed = [node for pod in members if (node := state.node_of(pod.uid)) is not None]
         assert not placed or len(placed) >= case.minimum, (case, placed)
         if case.constraint.startswith("required") and placed:
             keys = (BLOCK, RACK) if case.constraint.endswith("rack") else (BLOCK,)
