@@ -47,7 +47,11 @@ def configure_logging() -> None:
 
 def describe_error(err: BaseException) -> str:
     """An error as a log line reads it: `Type: message` (a repr spells out every field of an
-    aiohttp connection key; the message already says what failed)."""
+    aiohttp connection key; the message already says what failed). A task group's error group is
+    described by the errors it holds (`A: a; B: b`): its own text, "unhandled errors in a
+    TaskGroup (1 sub-exception)", hides the cause."""
+    if isinstance(err, BaseExceptionGroup):
+        return "; ".join(describe_error(inner) for inner in err.exceptions)
     text = str(err).strip()
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 

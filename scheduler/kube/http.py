@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -37,6 +38,24 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 # what a request that never got an answer raises: the write may or may not have landed
 TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, OSError)  # ConnectionError is an OSError
+# uvloop's sock_connect when a socket number is reused before the transport that held it is gone
+# (MagicStack/uvloop#653, open; aiohappyeyeballs re-raises it): a connect that failed
+_FD_IN_USE = re.compile(r"File descriptor \d+ is used by transport")
+
+
+@asynccontextmanager
+async def _connecting() -> AsyncIterator[None]:
+    """uvloop's "File descriptor N is used by transport" RuntimeError, raised while connecting
+    through a path that resets connections, as the failed connect it is (a
+    `ClientConnectionError`, one of `TRANSPORT_ERRORS`): it used to escape every caller's transport
+    handling, and ended the process from the status writer's task group. Any other RuntimeError
+    is a bug, not the network's: it goes on as it is."""
+    try:
+        yield
+    except RuntimeError as err:
+        if _FD_IN_USE.search(str(err)) is None:
+            raise
+        raise aiohttp.ClientConnectionError(f"connection failed: {err}") from err
 
 
 class RateLimiter:
@@ -362,11 +381,12 @@ class KubeHttp:
 
     async def _send(self, method: str, path: str, query: Sequence[tuple[str, str]], body: Any,
                     content_type: str, timeout: float) -> _Answer:
-        response = await self.api.call_api(
-            path, method, query_params=list(query), header_params={"Content-Type": content_type,
-                                                                   "Accept": "application/json"},
-            body=body, auth_settings=["BearerToken"], _preload_content=False,
-            _request_timeout=timeout)
+        async with _connecting():
+            response = await self.api.call_api(
+                path, method, query_params=list(query), header_params={"Content-Type": content_type,
+                                                                       "Accept": "application/json"},
+                body=body, auth_settings=["BearerToken"], _preload_content=False,
+                _request_timeout=timeout)
         try:
             data = await response.read()
         finally:
@@ -376,10 +396,11 @@ class KubeHttp:
     @asynccontextmanager
     async def stream(self, path: str, query: Sequence[tuple[str, str]], read_timeout: float) -> AsyncIterator[aiohttp.ClientResponse]:
         """A long-running GET (watch); the caller reads lines. Dead connections time out on read."""
-        response = await self.api.call_api(
-            path, "GET", query_params=list(query), header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"], _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout))
+        async with _connecting():
+            response = await self.api.call_api(
+                path, "GET", query_params=list(query), header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"], _preload_content=False,
+                _request_timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout))
         try:
             yield response
         finally:
