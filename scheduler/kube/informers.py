@@ -201,6 +201,22 @@ def _meta(obj: dict[str, Any], field: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def field_selected(obj: dict[str, Any], field_selector: str) -> bool:
+    """Whether the apiserver's equality field selector (`a.b=v,c=w`, `==` too) picks `obj`: each
+    dotted field's value, as the string the apiserver compares ("" when unset), equals its value.
+    The catch-up tells by it which stored objects its LIST was asked about."""
+    for term in filter(None, field_selector.split(",")):
+        field, _, wanted = term.partition("==") if "==" in term else term.partition("=")
+        if "!" in field:
+            raise ValueError(f"only equality field selectors are supported, not {term!r}")
+        value: Any = obj
+        for part in field.strip().split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if str(value if value is not None else "") != wanted.strip():
+            return False
+    return True
+
+
 async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
     """Newline-delimited chunks of a watch stream.
 
@@ -530,21 +546,32 @@ class Informer:
     async def catch_up(self, field_selector: str) -> int:
         """Bring the objects `field_selector` picks up to what the apiserver holds *now*, ahead of
         the watch: a LIST without a resourceVersion (a consistent read: every write the apiserver
-        acknowledged before it is in the answer), whose objects newer than the store's — or not in
-        it — go to the sink now, as MODIFIED (ADDED when new; a re-created one's old incarnation
-        DELETED first). Nothing is removed: an object the LIST lacks is left to the watch (a
-        deletion it has not shown yet keeps its devices held a little longer, never shorter). The
-        watch's older news of these objects is skipped afterwards (`_not_newer`). Returns how many
-        objects changed. Raises what the LIST raised; the store is untouched then."""
+        acknowledged before it is in the answer). First, an object the store holds that the
+        selector picks, at a version older than the LIST's, and that the LIST lacks was deleted
+        meanwhile: it goes, as DELETED (as the watch's DELETED would, only sooner: before the new
+        objects come in, so a GPU the deleted pod held and a newer pod holds now is not judged
+        taken twice). One the watch showed at a newer version than the LIST's (created after it)
+        stays. Then the listed objects newer than the store's — or not in it — go to the sink, as
+        MODIFIED (ADDED when new; a re-created one's old incarnation DELETED first). The watch's
+        older news of these objects is skipped afterwards (`_not_newer`). Returns how many objects
+        changed. Raises what the LIST raised; the store is untouched then."""
         listed: dict[str, dict[str, Any]] = {}
+        as_of = [""]  # the LIST's resourceVersion
 
         def take(doc: dict[str, Any], whole: bool) -> None:
             if whole:
                 listed.clear()
             listed.update(self._items(doc))
+            as_of[0] = _meta(doc, "resourceVersion") or as_of[0]
 
         await self._each_page([("fieldSelector", field_selector)], take)
         changed = 0
+        gone = [key for key, held in self._store.items()
+                if key not in listed and as_of[0] and field_selected(held, field_selector)
+                and compare_resource_versions(_meta(held, "resourceVersion"), as_of[0]) == -1]
+        for key in gone:
+            self._emit("DELETED", self._store.pop(key))
+            changed += 1
         for key, obj in listed.items():
             held = self._store.get(key)
             version = _meta(obj, "resourceVersion")

@@ -85,3 +85,66 @@ async def test_a_new_leader_counts_the_old_leaders_last_binding_its_watch_has_no
         for client in clients:
             await client.close()
         await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))
+
+
+async def test_a_new_leader_does_not_report_a_pod_deleted_while_its_watch_lagged_as_a_second_holder(
+        control_plane: LocalControlPlane, kubectl: Kube, namespace: str) -> None:
+    """Found live (adversary round 6): `x` held the node's GPU; while the standby's Pod watch
+    lagged, `x` was deleted and the old leader bound `y` there. The new leader's catch-up added `y`
+    and kept `x`, and published a Warning naming `x` (gone for 21 s) as a second holder. The
+    catch-up's consistent LIST shows `x` gone: it leaves before `y` comes in."""
+    node = f"catch-up-{secrets.token_hex(3)}"
+    obj = b.node(node, gpus=1)
+    await kubectl.create(NODES, obj)
+    await kubectl.call("PATCH", f"{NODES}/{node}/status", {"status": obj["status"]},
+                       content_type="application/merge-patch+json")
+    lease = f"tessera-catch-up-{secrets.token_hex(3)}"
+    clients = [await connect(str(control_plane.kubeconfig)) for _ in range(3)]
+    old_leader = LeaderElector(KubeHttp(clients[0]), namespace=LEASE_NAMESPACE, name=lease, identity="old", **TIMINGS)
+    old_task = asyncio.create_task(old_leader.run())
+    watch = LaggingPodWatch(KubeHttp(clients[2]))
+    loop_ref: list[SchedulerLoop] = []
+    new_leader = LeaderElector(KubeHttp(clients[1]), namespace=LEASE_NAMESPACE, name=lease, identity="new",
+                               on_started_leading=lambda: loop_ref[0].wake(),
+                               on_stopped_leading=lambda: loop_ref[0].lost_leadership(), **TIMINGS)
+    loop = SchedulerLoop(load_config("config/binpack.yaml"), KubeHttp(clients[1]), cast(KubeHttp, watch),
+                         identity="new", leader_term=lambda: new_leader.term)
+    loop_ref.append(loop)
+    pinned = {"nodeSelector": {"kubernetes.io/hostname": node}}
+
+    async def bind(name: str) -> None:
+        assert (await kubectl.call("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding",
+                                   {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}})).status == 201
+
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        await eventually(lambda: asyncio.sleep(0, old_leader.is_leader))
+        tasks = [asyncio.create_task(loop.run()), asyncio.create_task(new_leader.run())]
+        await asyncio.wait_for(loop.informers.wait_synced(), 30)
+        await kubectl.create_pod(namespace, b.pod("x", limits={"nvidia.com/gpu": 1}, spec_extra=pinned))
+        await bind("x")
+        await eventually(lambda: asyncio.sleep(0, any(p.key == f"{namespace}/x" and loop.core.state.node_of(p.uid)
+                                                      for p in loop.core.state.pods.values())))
+        watch.flowing.clear()  # from here the new replica's Pod watch lags
+        await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/x?gracePeriodSeconds=0")
+        await kubectl.create_pod(namespace, b.pod("y", limits={"nvidia.com/gpu": 1}, spec_extra=pinned))
+        await bind("y")
+        assert await old_leader.release()  # the new replica takes over, its watch still lagging
+        await eventually(lambda: asyncio.sleep(0, new_leader.term is not None and loop._caught_up_term is not None))
+        assert {p.key for p in loop.core.state.pods.values() if loop.core.state.node_of(p.uid) == node} == \
+            {f"{namespace}/y"}
+        await asyncio.sleep(1.0)  # any Event the takeover published has been written
+        reasons = [e.get("reason") for e in await kubectl.events(namespace)]
+        assert "GPUsOvercommitted" not in reasons and "DeviceConflict" not in reasons, reasons
+        watch.flowing.set()
+    finally:
+        loop.stop()
+        for task in (*tasks, old_task):
+            task.cancel()
+        await asyncio.gather(*tasks, old_task, return_exceptions=True)
+        await new_leader.release()
+        for client in clients:
+            await client.close()
+        await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
+        await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))

@@ -234,3 +234,32 @@ async def test_a_term_that_began_after_the_pod_list_was_sent_reads_the_pods_agai
     await _lead_after_the_old_leaders_last_binding(api, SchedulerLoop.leadership_started)
     assert _catch_up_reads(api) == 1
     assert _bound_to(api, "n") == ["old"]
+
+
+async def test_a_pod_deleted_while_the_watch_lagged_leaves_before_its_gpu_is_judged_taken_twice() -> None:
+    """Found live (adversary round 6): a standby's Pod watch lagged; `x` (8 GPUs) was deleted and
+    `y` bound on the same GPUs by the old leader; the standby took over, its catch-up added `y` and
+    removed nothing, so its cache held both and the new leader published 8 `DeviceConflict` Warnings
+    on `y` naming `x`, gone 21 s before (and `GPUsOvercommitted` on the node). The consistent LIST
+    proves more than what is new: a pod of these scheduler names the store holds at a version older
+    than the LIST, and the LIST lacks, was deleted. It leaves first, as DELETED, then the new ones
+    come in. Kept: a pod of another scheduler name (not listed), and one the watch showed at a
+    version newer than the LIST (created after it)."""
+    api = FakeApi()
+    api.add_pod(_gpu_pod("x", EARLIER, "10"))
+    other = b.pod("web", scheduler="default-scheduler")
+    other["metadata"]["resourceVersion"] = "11"
+    api.add_pod(other)
+    seen: list[tuple[str, str, str]] = []
+    informer = _informer(api, seen)
+    await informer._list()
+    del api.pods[("default", "x")]  # deleted; the watch has not shown it
+    del api.pods[("default", "web")]  # another scheduler's: not this catch-up's to judge
+    api.add_pod(_gpu_pod("y", LATER, "90"))
+    api.bind("default", "y", {"metadata": {"annotations": {}}, "target": {"name": "n"}})
+    newer = _gpu_pod("z", LATER, str(api.resource_version + 50))  # the watch is ahead of the LIST for z
+    informer._on_watch_event({"type": "ADDED", "object": newer})
+    seen.clear()
+    assert await informer.catch_up("spec.schedulerName=tessera") == 2
+    assert seen == [("DELETED", "x", "10"), ("ADDED", "y", "101")]
+    assert sorted(obj["metadata"]["name"] for obj in informer.objects()) == ["web", "y", "z"]
