@@ -868,8 +868,9 @@ def _log_not_bound(result: BindResult, preempted: bool) -> None:
                                         "replica's Binding, sent before it lost the Lease, can never land"},
                     term=result.fenced_by)
     elif preempted and (result.observed is not None or result.pod_gone):  # read back: our eviction's doing
-        log.info("binder.preempted", **line, reason="the pod is a preemption victim: it was evicted while its "
-                 "Binding was in flight")
+        log.info("binder.preempted", **line, reason="the pod is a preemption victim: " + (
+            "it was deleted" if result.pod_gone else "the preemption's DisruptionTarget write changed it")
+            + " while its Binding was in flight")
     elif result.pod_gone:
         log.info("binder.pod_gone", **line, reason="the pod was deleted while its Binding was in flight")
     elif result.not_leading:

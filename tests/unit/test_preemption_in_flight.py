@@ -147,6 +147,11 @@ def test_the_victims_own_binding_refused_by_its_eviction_is_logged_as_the_preemp
         loop._on_bound(BindResult(Binding("other", "default", "other", "n"), Outcome.RETRY, "HTTP 403: no", 0.0))
     assert [(e["event"], e["log_level"]) for e in logs if str(e["event"]).startswith("binder.")] == [
         ("binder.failed", "error"), ("binder.preempted", "info"), ("binder.failed", "error")]
+    # what changed it is the preemption's first write, sent or not the deletion after it (the
+    # round-6 adversary saw a preemptor deleted in between: no eviction, yet the line said one)
+    [preempted] = [e for e in logs if e["event"] == "binder.preempted"]
+    assert preempted["reason"] == ("the pod is a preemption victim: the preemption's DisruptionTarget write "
+                                   "changed it while its Binding was in flight")
 
 
 def test_a_gang_whose_members_bindings_are_in_flight_is_a_victim_whole() -> None:
