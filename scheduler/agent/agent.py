@@ -253,10 +253,11 @@ class Agent:
         if not uid:
             return
         if event_type == "DELETED":
-            self.pods.pop(uid, None)
+            seen = self.pods.pop(uid, None)
             self._to_patch.pop(uid, None)
             self.ledger.forget(uid)
-            _report_deleted_while_running(obj)
+            if not _terminating_gracefully(seen):
+                _report_deleted_while_running(obj)
         else:
             self.pods[uid] = obj
             if _terminal(obj):
@@ -380,13 +381,24 @@ def _terminal(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+def _terminating_gracefully(pod: Mapping[str, Any] | None) -> bool:
+    """The pod, as last seen before its DELETED, was being deleted with a grace period: its object
+    goes only once its containers stopped (the kubelet's status manager deletes it then), whatever
+    the last container status said (kwok deletes without writing the containers' end). A force
+    delete removes the object at once: no such version is seen."""
+    meta = (pod or {}).get("metadata") or {}
+    grace = meta.get("deletionGracePeriodSeconds")
+    return bool(meta.get("deletionTimestamp")) and isinstance(grace, int) and grace > 0
+
+
 def _report_deleted_while_running(pod: Mapping[str, Any]) -> None:
     """Warn when a pod holding devices was deleted while its last status showed a container
     running: a force delete (grace 0). The apiserver removed it at once, so the scheduler and the
     kubelet (its device manager frees the device ids of pods no longer active) count its GPUs free,
     while the kubelet still kills the containers (at least 2 s grace, longer if a process hangs):
     a new pod may get those GPUs meanwhile. The agent cannot see containers, only say so. A
-    graceful delete ends with the containers stopped (the kubelet deletes the pod object only then)."""
+    graceful delete ends with the containers stopped (the kubelet deletes the pod object only
+    then): the caller does not ask about a pod it saw terminating gracefully."""
     status = pod.get("status") or {}
     running = any(isinstance(c, Mapping) and "running" in (c.get("state") or {})
                   for field in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")

@@ -305,3 +305,18 @@ async def test_a_pod_deleted_while_its_containers_ran_is_reported(agent: Agent) 
     with capture_logs() as logs:  # a graceful delete ends with the containers stopped: nothing to say
         agent._on_pod("DELETED", finished)
     assert [e for e in logs if e["event"] == "agent.deleted_while_running"] == []
+
+
+def test_a_pod_seen_terminating_gracefully_is_no_force_delete(agent: Agent) -> None:
+    """The agent had seen the pod with a deletionTimestamp and a grace period before its DELETED:
+    a graceful delete, whose object goes only once the containers stopped — even when the last
+    status it saw still said running (kwok, which fakes the kubelet, deletes without writing the
+    containers' end: the round-6 adversary's dev-cluster logged a "force delete" for every pod)."""
+    pod = _running(_pod("graceful", "0"))
+    agent._on_pod("ADDED", pod)
+    terminating = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-01-01T00:01:00Z",
+                                       "deletionGracePeriodSeconds": 30}}
+    agent._on_pod("MODIFIED", terminating)
+    with capture_logs() as logs:
+        agent._on_pod("DELETED", {**terminating, "metadata": {**terminating["metadata"], "deletionGracePeriodSeconds": 0}})
+    assert [e for e in logs if e["event"] == "agent.deleted_while_running"] == []
