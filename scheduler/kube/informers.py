@@ -261,6 +261,10 @@ class Informer:
         # read, so every write acknowledged before then is in the store (`InformerSet.listed_since`)
         self.listed_since: float | None = None
         self._store: dict[str, dict[str, Any]] = {}
+        # field selector -> the resourceVersion of the last `catch_up` LIST with it: a whole picture
+        # of the objects it picks at that version, so older news of them is old, stored or not
+        # (dropped once the watch has passed it: nothing older can come then)
+        self._pictures: dict[str, str] = {}
         self._failures = 0          # backoffs since the last quiet BACKOFF_RESET seconds
         self._last_backoff = float("-inf")
 
@@ -466,6 +470,8 @@ class Informer:
         read it after this LIST's snapshot) is kept: the LIST can only be older news of it."""
         later = {key for key, old in self._store.items()
                  if compare_resource_versions(resource_version, _meta(old, "resourceVersion")) == -1}
+        # objects a newer catch-up pictured are its to tell: one it found deleted stays out
+        later |= {key for key, obj in listed.items() if key not in self._store and self._pictured(obj, resource_version)}
         for key in [key for key, old in self._store.items() if key not in later
                     and (key not in listed or _meta(old, "uid") != _meta(listed[key], "uid"))]:
             self._emit("DELETED", self._store.pop(key))
@@ -521,7 +527,7 @@ class Informer:
         if event_type in ("ADDED", "MODIFIED", "DELETED"):
             obj = self._prepare(obj)
             key = self._checked_key(obj)
-            if key is not None and self._not_newer(key, resource_version):
+            if key is not None and (self._not_newer(key, resource_version) or self._pictured(obj, resource_version)):
                 log.debug("informer.stale_event", kind=self.kind.label, key=key, type=event_type,
                           resource_version=resource_version)
             elif key is not None:
@@ -534,6 +540,15 @@ class Informer:
             log.warning("informer.unknown_event", kind=self.kind.label, type=event_type)
         if resource_version:
             self.resource_version = resource_version
+            self._pictures = {selector: as_of for selector, as_of in self._pictures.items()
+                              if compare_resource_versions(resource_version, as_of) == -1}
+
+    def _pictured(self, obj: dict[str, Any], resource_version: str) -> bool:
+        """A `catch_up` LIST newer than `resource_version` (or as new) pictured every object its
+        selector picks, and `obj` is one: news of it at that version is old news, whether the store
+        holds it or the LIST found it deleted (a lagging watch's backlog would bring it back)."""
+        return any(compare_resource_versions(resource_version, as_of) in (-1, 0) and field_selected(obj, selector)
+                   for selector, as_of in self._pictures.items())
 
     def _not_newer(self, key: str, resource_version: str) -> bool:
         """The store already holds `key` in this version or a newer one: a watch event a
@@ -553,8 +568,9 @@ class Informer:
         taken twice). One the watch showed at a newer version than the LIST's (created after it)
         stays. Then the listed objects newer than the store's — or not in it — go to the sink, as
         MODIFIED (ADDED when new; a re-created one's old incarnation DELETED first). The watch's
-        older news of these objects is skipped afterwards (`_not_newer`). Returns how many objects
-        changed. Raises what the LIST raised; the store is untouched then."""
+        older news of these objects — and of the ones it found deleted, which a lagging watch's
+        backlog would bring back — and an older relist's copies are skipped afterwards
+        (`_not_newer`, `_pictured`). Returns how many objects changed. Raises what the LIST raised; the store is untouched then."""
         listed: dict[str, dict[str, Any]] = {}
         as_of = [""]  # the LIST's resourceVersion
 
@@ -572,6 +588,8 @@ class Informer:
         for key in gone:
             self._emit("DELETED", self._store.pop(key))
             changed += 1
+        if as_of[0]:
+            self._pictures[field_selector] = as_of[0]
         for key, obj in listed.items():
             held = self._store.get(key)
             version = _meta(obj, "resourceVersion")

@@ -15,7 +15,7 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from scheduler.api.config import load_config
 from scheduler.kube.controlplane import LocalControlPlane
@@ -130,6 +130,10 @@ async def test_a_new_leader_does_not_report_a_pod_deleted_while_its_watch_lagged
         await eventually(lambda: asyncio.sleep(0, any(p.key == f"{namespace}/x" and loop.core.state.node_of(p.uid)
                                                       for p in loop.core.state.pods.values())))
         t.watch.flowing.clear()  # from here the new replica's Pod watch lags
+        # a write before the delete (as a graceful delete's deletionTimestamp is): the lagging
+        # watch's backlog holds x alive and bound, older than the catch-up's LIST
+        await kubectl.call("PATCH", f"/api/v1/namespaces/{namespace}/pods/x", {"metadata": {"labels": {"going": "1"}}},
+                           content_type="application/merge-patch+json")
         await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/x?gracePeriodSeconds=0")
         await kubectl.create_pod(namespace, b.pod("y", limits={"nvidia.com/gpu": 1}, spec_extra=pinned))
         await _bind(kubectl, namespace, "y", node)
@@ -137,6 +141,21 @@ async def test_a_new_leader_does_not_report_a_pod_deleted_while_its_watch_lagged
         await eventually(lambda: asyncio.sleep(0, t.new_leader.term is not None and loop._caught_up_term is not None))
         assert {p.key for p in loop.core.state.pods.values() if loop.core.state.node_of(p.uid) == node} == \
             {f"{namespace}/y"}
-        await asyncio.sleep(1.0)  # any Event the takeover published has been written
+        # what the lagging watch's backlog brings to the core about x from here: nothing (before
+        # the fix: x's MODIFIED came back in, bound, beside y, until its DELETED followed)
+        after: list[str] = []
+        apply = loop._on_event
+
+        def watched(event_type: str, obj: dict[str, Any]) -> None:
+            if obj.get("kind") == "Pod" and obj["metadata"]["name"] == "x":
+                after.append(f"{event_type} {obj['metadata']['resourceVersion']}")
+            apply(event_type, obj)
+        for informer in loop.informers.informers:
+            informer.sink = watched
+        t.watch.flowing.set()  # the backlog arrives: x's older news must not bring it back
+        await asyncio.sleep(1.5)  # the backlog delivered; any Event the takeover published written
+        assert after == [], f"the lagging watch brought the deleted pod back: {after}"
+        assert {p.key for p in loop.core.state.pods.values() if loop.core.state.node_of(p.uid) == node} == \
+            {f"{namespace}/y"}
         reasons = [e.get("reason") for e in await kubectl.events(namespace)]
         assert "GPUsOvercommitted" not in reasons and "DeviceConflict" not in reasons, reasons

@@ -263,3 +263,42 @@ async def test_a_pod_deleted_while_the_watch_lagged_leaves_before_its_gpu_is_jud
     assert await informer.catch_up("spec.schedulerName=tessera") == 2
     assert seen == [("DELETED", "x", "10"), ("ADDED", "y", "101")]
     assert sorted(obj["metadata"]["name"] for obj in informer.objects()) == ["web", "y", "z"]
+
+
+async def test_a_pod_the_catch_up_found_deleted_does_not_come_back_from_the_lagging_watch_or_an_older_relist() -> None:
+    """The review of the fix above: `x` left the store, so the lagging watch's older news of it (a
+    graceful delete writes a MODIFIED with its deletionTimestamp before the DELETED) went back in as
+    a live, bound pod beside `y` — the same false conflict a moment later. The catch-up's LIST is a
+    whole picture of the pods its selector picks at its resourceVersion: any older event of such a
+    pod is old news, present in the store or not, and so is an older relist's copy of it. Another
+    scheduler's pod is not its to judge; once the watch has passed the LIST's version, nothing older
+    can come."""
+    api = FakeApi()
+    api.add_pod(_gpu_pod("x", EARLIER, "10"))
+    other = b.pod("web", scheduler="default-scheduler")
+    other["metadata"]["resourceVersion"] = "11"
+    api.add_pod(other)
+    seen: list[tuple[str, str, str]] = []
+    informer = _informer(api, seen)
+    await informer._list()
+    snapshot = {key: dict(obj) for key, obj in informer._store.items()}
+    terminating = {**api.pod("default", "x"), "metadata": {**api.pod("default", "x")["metadata"],
+                                                            "resourceVersion": "20",
+                                                            "deletionTimestamp": "2026-01-01T00:02:00Z"}}
+    del api.pods[("default", "x")]
+    api.add_pod(_gpu_pod("y", LATER, "90"))
+    api.bind("default", "y", {"metadata": {"annotations": {}}, "target": {"name": "n"}})
+    assert await informer.catch_up("spec.schedulerName=tessera") == 2
+    seen.clear()
+    informer._on_watch_event({"type": "MODIFIED", "object": terminating})  # the lagging watch's backlog
+    informer._on_watch_event({"type": "DELETED", "object": {**terminating, "metadata": {
+        **terminating["metadata"], "resourceVersion": "21"}}})
+    web = {**other, "metadata": {**other["metadata"], "resourceVersion": "22"}}
+    informer._on_watch_event({"type": "MODIFIED", "object": web})  # another scheduler's: news
+    informer._replace(snapshot, "15")  # a relist read at 15, delivered after the catch-up
+    assert seen == [("MODIFIED", "web", "22")]
+    assert sorted(obj["metadata"]["name"] for obj in informer.objects()) == ["web", "y"]
+    # past the LIST's version the watch is news again: a pod x created anew comes in
+    fresh = _gpu_pod("x", LATER, str(api.resource_version + 1))
+    informer._on_watch_event({"type": "ADDED", "object": fresh})
+    assert seen[-1] == ("ADDED", "x", fresh["metadata"]["resourceVersion"])
