@@ -193,8 +193,9 @@ def _requirements(selector: object, errors: list[str]) -> tuple[DeviceRequiremen
 
 
 def _key_problem(where: str, key: str) -> str | None:
-    """A selector key that is no label key, in the apiserver's words for it in a label selector
-    (apimachinery ValidateLabelName: `<field>: Invalid value: "<key>": <why>`): the apiserver
+    """A selector key that is no label key, in the shape of the apiserver's error for it in a label
+    selector (apimachinery ValidateLabelName: `<field>: Invalid value: "<key>": <why>`; the `why` is
+    `label_key_problem`'s, shorter than apimachinery's list of rules): the apiserver
     refuses such a key in every LabelSelector, and a class whose selector could never be written
     as one should say so rather than select nothing."""
     problem = label_key_problem(key)

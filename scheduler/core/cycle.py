@@ -382,9 +382,12 @@ class Cycle:
     def _back_off(self, grouping: GroupPlugin, key: str, now: float) -> None:
         """podGroupBackoffSeconds: a gang that failed and holds no room is kept out of the queue.
         scheduler-plugins' Coscheduling backs the group off in its PostFilter, which runs only when
-        DefaultPreemption's, before it in the profile, found no candidate; so a gang nominated by
-        its preemption (now, or still waiting for earlier victims) is not backed off: it is tried
-        as soon as a victim's deletion wakes it, and binds once its room is free."""
+        DefaultPreemption's, before it in the profile, found no candidate: a gang whose preemption
+        succeeds is not backed off there either. Where this differs on purpose: upstream's next
+        try while the victims still terminate finds DefaultPreemption not eligible (a terminating
+        pod on the nominated node), so Coscheduling backs the group off then; here a gang still
+        nominated (waiting for its victims) is not, so it binds as soon as a victim's deletion
+        wakes it and its room is free, not a whole backoff later."""
         if grouping.backoff_seconds > 0:
             self.engine.queue.back_off_group(key, now + grouping.backoff_seconds)
 
