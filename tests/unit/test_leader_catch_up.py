@@ -123,15 +123,22 @@ async def test_a_pod_created_and_bound_while_the_watch_lagged_is_added_and_an_ol
         {"old": "n", "late": "n"}
 
 
-async def test_the_catch_up_lists_only_the_pods_of_the_schedulers_profiles() -> None:
+async def _listed_with_another_schedulers_pod(name: str) -> tuple[FakeApi, list[tuple[str, str, str]], Informer]:
+    """An informer that listed `name` (a pending GPU pod of Tessera's, resourceVersion 10) and
+    `web` (another scheduler's, 11); what it told its sink goes into the list returned."""
     api = FakeApi()
-    api.add_pod(_gpu_pod("old", LATER, "10"))
+    api.add_pod(_gpu_pod(name, LATER, "10"))
     other = b.pod("web", scheduler="default-scheduler")
     other["metadata"]["resourceVersion"] = "11"
     api.add_pod(other)
     seen: list[tuple[str, str, str]] = []
     informer = _informer(api, seen)
     await informer._list()
+    return api, seen, informer
+
+
+async def test_the_catch_up_lists_only_the_pods_of_the_schedulers_profiles() -> None:
+    api, seen, informer = await _listed_with_another_schedulers_pod("old")
     api.bind("default", "old", {"metadata": {"annotations": {}}, "target": {"name": "n"}})
     api.bind("default", "web", {"metadata": {"annotations": {}}, "target": {"name": "n"}})
     assert await informer.catch_up("spec.schedulerName=tessera") == 1
@@ -245,14 +252,7 @@ async def test_a_pod_deleted_while_the_watch_lagged_leaves_before_its_gpu_is_jud
     than the LIST, and the LIST lacks, was deleted. It leaves first, as DELETED, then the new ones
     come in. Kept: a pod of another scheduler name (not listed), and one the watch showed at a
     version newer than the LIST (created after it)."""
-    api = FakeApi()
-    api.add_pod(_gpu_pod("x", EARLIER, "10"))
-    other = b.pod("web", scheduler="default-scheduler")
-    other["metadata"]["resourceVersion"] = "11"
-    api.add_pod(other)
-    seen: list[tuple[str, str, str]] = []
-    informer = _informer(api, seen)
-    await informer._list()
+    api, seen, informer = await _listed_with_another_schedulers_pod("x")
     del api.pods[("default", "x")]  # deleted; the watch has not shown it
     del api.pods[("default", "web")]  # another scheduler's: not this catch-up's to judge
     api.add_pod(_gpu_pod("y", LATER, "90"))
@@ -273,14 +273,8 @@ async def test_a_pod_the_catch_up_found_deleted_does_not_come_back_from_the_lagg
     pod is old news, present in the store or not, and so is an older relist's copy of it. Another
     scheduler's pod is not its to judge; once the watch has passed the LIST's version, nothing older
     can come."""
-    api = FakeApi()
-    api.add_pod(_gpu_pod("x", EARLIER, "10"))
-    other = b.pod("web", scheduler="default-scheduler")
-    other["metadata"]["resourceVersion"] = "11"
-    api.add_pod(other)
-    seen: list[tuple[str, str, str]] = []
-    informer = _informer(api, seen)
-    await informer._list()
+    api, seen, informer = await _listed_with_another_schedulers_pod("x")
+    other = api.pod("default", "web")
     snapshot = {key: dict(obj) for key, obj in informer._store.items()}
     terminating = {**api.pod("default", "x"), "metadata": {**api.pod("default", "x")["metadata"],
                                                             "resourceVersion": "20",
