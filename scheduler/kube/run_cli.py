@@ -69,6 +69,10 @@ def add_parser(subparsers: Any) -> None:
                              "otherwise because Tessera runs beside kube-scheduler")
     parser.add_argument("--gpu-map", action="store_true",
                         help="also serve a read-only GPU map page at /gpu-map on --bind-address/--port")
+    parser.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="uvloop",
+                        help="uvloop (default, the faster) or the standard library's asyncio loop: uvloop's libuv "
+                             "can abort the process when connections are reset while their socket numbers are "
+                             "reused (docs/running.md)")
     parser.set_defaults(func=run)
 
 
@@ -101,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     if clashes:
         log.warning("tessera.replacing_kube_scheduler", config=config.source, clashes=list(clashes))
     try:
-        return anyio.run(_main, args, config, backend="asyncio", backend_options={"use_uvloop": True})
+        return anyio.run(_main, args, config, backend="asyncio",
+                         backend_options={"use_uvloop": args.event_loop == "uvloop"})
     except ConnectError as err:
         print(f"tessera: {err}", file=sys.stderr)
         return 2 if isinstance(err, KubeconfigError) else 1
