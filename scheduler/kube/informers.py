@@ -527,7 +527,8 @@ class Informer:
         if event_type in ("ADDED", "MODIFIED", "DELETED"):
             obj = self._prepare(obj)
             key = self._checked_key(obj)
-            if key is not None and (self._not_newer(key, resource_version) or self._pictured(obj, resource_version)):
+            if key is not None and (self._not_newer(key, resource_version)
+                                    or (self._pictures and self._pictured(obj, resource_version))):
                 log.debug("informer.stale_event", kind=self.kind.label, key=key, type=event_type,
                           resource_version=resource_version)
             elif key is not None:
@@ -540,8 +541,9 @@ class Informer:
             log.warning("informer.unknown_event", kind=self.kind.label, type=event_type)
         if resource_version:
             self.resource_version = resource_version
-            self._pictures = {selector: as_of for selector, as_of in self._pictures.items()
-                              if compare_resource_versions(resource_version, as_of) == -1}
+            if self._pictures:  # after a takeover only: nothing to do on the watch's usual path
+                self._pictures = {selector: as_of for selector, as_of in self._pictures.items()
+                                  if compare_resource_versions(resource_version, as_of) == -1}
 
     def _pictured(self, obj: dict[str, Any], resource_version: str) -> bool:
         """A `catch_up` LIST newer than `resource_version` (or as new) pictured every object its

@@ -85,9 +85,6 @@ class SchedulerLoop:
         # `on_term_seen(token, pod)`: every tessera.dev/term a pod shows while leading (the
         # elector's `saw_term`: a newer term's token ends this replica's acting at once).
         self.on_term_seen = on_term_seen
-        # `other_lease(token)`: the Lease a pod's term token was written under when it is not ours
-        # (the elector's): a second Tessera on another Lease binds the same pods (`conflicting`)
-        self.other_lease = other_lease
         # `stopwatch`: told how long the core's extension points and plugins take, and the Bindings
         # (scheduler_framework_extension_point_duration_seconds, scheduler_plugin_execution_duration_seconds)
         self.stopwatch = stopwatch
@@ -132,6 +129,8 @@ class SchedulerLoop:
         # the leadership term whose first decision waited for `_catch_up` (None: none yet)
         self._caught_up_term: Hashable | None = None
         self.fence = TermFence(http, term_fence)
+        # `other_lease(token)`: the Lease a pod's term token was written under when it is not ours
+        # (the elector's): a second Tessera on another Lease binds the same pods
         self.conflicting = ConflictingSchedulers(other_lease, lambda: self.fence.token(), self.events)
         # when (monotonic clock) this replica last began to lead (`leadership_started`; None: not
         # told): a Pod LIST sent after it makes the term's catch-up read needless
