@@ -61,6 +61,21 @@ def _pods(case: GangCase, constrained: bool = True) -> list[dict[str, Any]]:
             for i in range(case.size)]
 
 
+def _assert_gangs_whole_and_in_one_domain(run: Run, gangs: list[GangCase]) -> None:
+    """Every gang placed at least its minimum or not at all (a gang evicted whole is gone); a
+    gang with a required level inside one domain of it; and the cache consistent."""
+    state = run.state
+    for case in gangs:
+        members = [pod for i in range(case.size) if (pod := state.pod_by_key(f"default/{case.name}-{i}")) is not None]
+        placed = [node for pod in members if (node := state.node_of(pod.uid)) is not None]
+        assert not placed or len(placed) >= case.minimum, (case, placed)
+        if case.constraint.startswith("required") and placed:
+            keys = (BLOCK, RACK) if case.constraint.endswith("rack") else (BLOCK,)
+            domains = {tuple(state.nodes[node].node.meta.labels.get(key) for key in keys) for node in placed}
+            assert len(domains) == 1 and None not in next(iter(domains)), (case, domains)
+    check_state_consistent(run.scheduler)
+
+
 @given(clusters())
 @_settings(150)
 def test_required_gangs_stay_in_one_domain_and_all_or_nothing(data: tuple[list[dict[str, Any]], list[GangCase]]) -> None:
@@ -69,15 +84,7 @@ def test_required_gangs_stay_in_one_domain_and_all_or_nothing(data: tuple[list[d
     run.add(*nodes)
     for case in gangs:
         run.add(*_pods(case))
-    state = run.state
-    for case in gangs:
-        placed = [node for i in range(case.size) if (node := run.node_of(f"{case.name}-{i}")) is not None]
-        assert not placed or len(placed) >= case.minimum, (case, placed)
-        if case.constraint.startswith("required") and placed:
-            keys = (BLOCK, RACK) if case.constraint.endswith("rack") else (BLOCK,)
-            domains = {tuple(state.nodes[node].node.meta.labels.get(key) for key in keys) for node in placed}
-            assert len(domains) == 1 and None not in next(iter(domains)), (case, domains)
-    check_state_consistent(run.scheduler)
+    _assert_gangs_whole_and_in_one_domain(run, gangs)
 
 
 @given(clusters(), st.data())
@@ -126,12 +133,4 @@ def test_required_gangs_preempt_inside_one_domain(data: tuple[list[dict[str, Any
                 domains = {tuple(state.nodes[n].node.meta.labels.get(k) for k in keys) for n in victim_nodes}
                 assert len(domains) == 1, (gang, victim_nodes)
                 event("a required gang evicted single pods")
-    for case in gangs:  # a gang evicted whole by a later one is gone
-        members = [pod for i in range(case.size) if (pod := state.pod_by_key(f"default/{case.name}-{i}")) is not None]
-        placed = [node for pod in members if (node := state.node_of(pod.uid)) is not None]
-        assert not placed or len(placed) >= case.minimum, (case, placed)
-        if case.constraint.startswith("required") and placed:
-            keys = (BLOCK, RACK) if case.constraint.endswith("rack") else (BLOCK,)
-            domains = {tuple(state.nodes[node].node.meta.labels.get(key) for key in keys) for node in placed}
-            assert len(domains) == 1 and None not in next(iter(domains)), (case, domains)
-    check_state_consistent(run.scheduler)
+    _assert_gangs_whole_and_in_one_domain(run, gangs)  # a gang evicted whole by a later one is gone

@@ -137,27 +137,29 @@ def test_block_level_required_gang_preempts_inside_one_block() -> None:
     assert {run.node_of("hig-0"), run.node_of("hig-1")} == {"b-r1-0", "b-r1-1"}
 
 
+def _three_members_beside_r1_filler(priority: int) -> Run:
+    """Rack r1 of 3 nodes with a filler of `priority` on its third, rack r2 of 2 full nodes
+    (priority 0); then a 3-member priority-1000 gang of minimum 2 required in one rack."""
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 3, ("a", "r2"): 2}, gpus=8))
+    run.add(filler("a-r1-2", priority), filler("a-r2-0"), filler("a-r2-1"))
+    group = b.podgroup("hig", 2, annotations={"tessera.dev/topology-required": RACK})
+    run.add(group, *(b.pod(f"hig-{i}", labels={"scheduling.x-k8s.io/pod-group": "hig"}, priority=1000,
+                           limits={"nvidia.com/gpu": 8}) for i in range(3)))
+    return run
+
+
 def test_a_member_alone_once_its_gang_has_its_minimum_preempts_only_in_the_gangs_rack() -> None:
     """3 members, minimum 2: two fit on r1's free nodes, the third preempts alone (upstream's
     DefaultPreemption, node by node) — but only on r1's nodes: r2's pods (0) are cheaper than
     r1's last one (500), yet evicting there would free room the member may not use."""
-    run = Run(topology_config())
-    run.add(*rack_nodes({("a", "r1"): 3, ("a", "r2"): 2}, gpus=8))
-    run.add(filler("a-r1-2", 500), filler("a-r2-0"), filler("a-r2-1"))
-    group = b.podgroup("hig", 2, annotations={"tessera.dev/topology-required": RACK})
-    run.add(group, *(b.pod(f"hig-{i}", labels={"scheduling.x-k8s.io/pod-group": "hig"}, priority=1000,
-                           limits={"nvidia.com/gpu": 8}) for i in range(3)))
+    run = _three_members_beside_r1_filler(500)
     assert set(run.replay.stats.evicted) == {"default/f-a-r1-2"}
     assert {run.node_of(f"hig-{i}") for i in range(3)} == {"a-r1-0", "a-r1-1", "a-r1-2"}
 
 
 def test_a_member_alone_with_no_victim_in_its_gangs_rack_preempts_nothing() -> None:
-    run = Run(topology_config())
-    run.add(*rack_nodes({("a", "r1"): 3, ("a", "r2"): 2}, gpus=8))
-    run.add(filler("a-r1-2", 2000), filler("a-r2-0"), filler("a-r2-1"))
-    group = b.podgroup("hig", 2, annotations={"tessera.dev/topology-required": RACK})
-    run.add(group, *(b.pod(f"hig-{i}", labels={"scheduling.x-k8s.io/pod-group": "hig"}, priority=1000,
-                           limits={"nvidia.com/gpu": 8}) for i in range(3)))
+    run = _three_members_beside_r1_filler(2000)
     assert run.replay.stats.evicted == {}
     alone = next(i for i in range(3) if run.node_of(f"hig-{i}") is None)
     assert run.last(f"hig-{alone}").message.endswith(
