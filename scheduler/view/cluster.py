@@ -259,10 +259,12 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
     than the count, so the last free rows go to no pod; which object is the surplus is unknown),
     listed after all the node's other rows: they are no GPU a pod can get or holds.
     Rows in the node's order (`_device_order`), which decides which row is shown as what; with
-    `ordered` False, only when that could change the counts (`_count`): not when a resource's
-    devices share one model and no two name one GPU (a /metrics scrape sorts no more than it must)."""
+    `ordered` False, only when that could change the counts (`_count`, `_order_counts`; a /metrics
+    scrape sorts no more than it must)."""
     state = facts.state
-    devices = sorted(info.devices.values(), key=_device_order) if ordered else list(info.devices.values())
+    devices = list(info.devices.values())
+    if ordered or _order_counts(devices):
+        devices.sort(key=_device_order)
     resources = list(dict.fromkeys(device.resource_name for device in devices))
     allocatable = info.node.allocatable if info.node is not None else {}
     if GPU in allocatable and GPU not in resources:
@@ -272,8 +274,6 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
     for resource in resources:
         own = [device for device in devices if device.resource_name == resource]
         described = info.described(resource)
-        if not ordered and (described < len(own) or len({device.attributes.get("model", "") for device in own}) > 1):
-            own.sort(key=_device_order)
         unknown = max(0, allocatable.get(resource, 0) - described)
         asked = sum(n for _, n, _ in _count_holders(state, info, resource))
         taken = info.busy.get(resource, 0) + asked  # GPUs of the node's count in use
@@ -315,6 +315,19 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
         rows += [row for row in mine if not row.surplus]
         surplus += [row for row in mine if row.surplus]
     return rows + surplus
+
+
+def _order_counts(devices: Sequence[Device]) -> bool:
+    """Whether the order of a node's devices can change what its GPUs count as (`_count`): when
+    two of them name one GPU (under one resourceName or two: the last idle row of a deviceID is the
+    one counted) or a resource's devices are of more than one model (which row a plain count
+    request or a fence takes decides the model counted)."""
+    if len({device.device_id or device.name for device in devices}) < len(devices):
+        return True
+    models: dict[str, set[str]] = {}
+    for device in devices:
+        models.setdefault(device.resource_name, set()).add(device.attributes.get("model", ""))
+    return any(len(names) > 1 for names in models.values())
 
 
 def _parked(state: ClusterState, node: str, resource: str) -> list[Device]:

@@ -15,9 +15,9 @@ The model here reads only annotations and the generated objects:
    slice beside them is);
 3. no decision takes a node's plain `nvidia.com/gpu` requests and the GPUs given out under that
    resourceName (the device's resourceName when it was granted) over the node's 2, nor further
-   over it. A restart reads a held device's resourceName from its object as it is then (docs/api.md):
-   a GPU held across it counts under that one, and not at all once its object is gone (where the
-   core guesses the name).
+   over it. A GPU held across a restart counts under the resourceName its grant recorded (each entry
+   of the pod's annotation names the one it was granted under: docs/api.md), whatever its object
+   says by then and also once its object is gone.
 """
 
 from __future__ import annotations
@@ -92,12 +92,12 @@ class World:
     def restart(self, order: int) -> None:
         """A fresh core lists nodes, then devices, classes and pods in one of six orders, and
         decides once everything is listed (the live loop waits for its informers to sync). A GPU
-        held across it counts under its object's resourceName now (see the module docstring)."""
+        held across it counts under the resourceName its grant recorded (see the module docstring)."""
         groups = [list(self.devices.values()), self.classes, self.waiting_or_live()]
         listing = list(itertools.permutations(groups))[order % 6]
         self.run = Run(config(BINPACK))
-        self.given_as = {held: self.devices[held[1]]["spec"]["resourceName"]
-                         for held in self.given_as if held[1] in self.devices}
+        self.given_as = {(pod["metadata"]["uid"], grant.device): grant.resource_name
+                         for pod in self.live() for grant in grants_of(pod)}
         objects = [*self.nodes, *(obj for group in listing for obj in group)]
         attempts = list(self.run.replay.run_listing(WatchEvent("ADDED", obj) for obj in objects))
         check(self.live(), attempts, self.devices, self.given_as)
