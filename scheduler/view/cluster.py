@@ -151,7 +151,9 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
            "every pod on it Tessera's: a Binding Tessera did not decide took GPUs already given out"
            if state.only_ours_on(info) else "pods of other schedulers hold GPUs that Tessera's classes gave out")
     over = _over_capacity(info)
-    notes += [f"{o.resource} overcommitted: {o.used} in use, {o.capacity} allocatable ({why})" for o in over]
+    notes += [f"{o.resource} overcommitted: {o.used} in use, {o.capacity} allocatable "
+              f"({f'its count went down from {info.cut_from[o.resource]}' if o.resource in info.cut_from else why})"
+              for o in over]
     for resource, holders in beyond.items():
         for pod, count in Counter(holder.pod for holder in holders).items():
             notes.append(f"{pod}: {count} {resource} counted beyond the node's GPUs (shown on none)")

@@ -14,7 +14,7 @@ Why it looks like this:
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 
 from scheduler.api.quantity import Amount, format_quantity
@@ -297,7 +297,8 @@ class ClusterState:
         notices: list[Notice] = []
         if old is None or old.allocatable != node.allocatable:
             self.capacity_version += 1
-            notices = self.check_overcommit(info, None) + self.check_surplus(info)
+            notices = self.check_overcommit(info, None, old.allocatable if old is not None else None) + \
+                self.check_surplus(info)
         classes = self._recount_foreign(node.name)
         if old is None:
             self._node_index[node.name] = len(self.node_order)
@@ -522,23 +523,33 @@ class ClusterState:
             return notices
         return notices + self.check_overcommit(info, pod)
 
-    def check_overcommit(self, info: NodeInfo, pod: Pod | None) -> list[Notice]:
+    def check_overcommit(self, info: NodeInfo, pod: Pod | None,
+                         counted_before: Mapping[str, int] | None = None) -> list[Notice]:
         """A Warning when a device resource of the node goes over its capacity: once per crossing,
         on the bound pod that took it over, else (the count found exceeded when the Node or its
-        devices arrive or change, after the pods) on the Node. Another scheduler gets it there:
-        kube-scheduler counts plain `nvidia.com/gpu` requests, not the GPUs Tessera's classes hand
-        out, which are the same GPUs; with only Tessera's pods on the node, a Binding it did not
-        decide (by hand, or a deposed leader's) did."""
+        devices arrive or change, after the pods) on the Node. A Node whose count went down
+        (`counted_before`: its allocatable before this update) below the GPUs in use was cut; else
+        another scheduler got it there: kube-scheduler counts plain `nvidia.com/gpu` requests, not
+        the GPUs Tessera's classes hand out, which are the same GPUs; with only Tessera's pods on
+        the node, a Binding it did not decide (by hand, or a deposed leader's) did."""
         if not info.devices and not info.over:
             return []
         over = info.over_capacity({device.resource_name for device in info.devices.values()})
         crossed = [entry for entry in over if entry[0] not in info.over]
         info.over = frozenset(resource for resource, _, _ in over)
+        info.cut_from = {resource: count for resource, count in info.cut_from.items() if resource in info.over}
         notices = []
         # with no other scheduler's pod on the node, blaming one would send the user the wrong way
         all_ours = self.only_ours_on(info)
         for resource, used, capacity in crossed:
-            if all_ours:
+            before = (counted_before or {}).get(resource, capacity)
+            if before > capacity:
+                info.cut_from[resource] = before
+                message = (f"node {info.name} has {used} {resource} in use but only {capacity} allocatable since its "
+                           f"count went down from {before} (the Node's allocatable was edited, or its device plugin "
+                           "reports fewer GPUs): its pods keep the GPUs they hold, and new pods get none of them "
+                           "here until the count covers what is in use")
+            elif all_ours:
                 message = (f"node {info.name} has {used} {resource} in use but only {capacity} allocatable, every "
                            "pod on it Tessera's: a Binding Tessera did not decide (a pod bound by hand, or an "
                            "earlier leader's late Binding) took GPUs already given out")

@@ -56,7 +56,7 @@ class NodeInfo:
 
     __slots__ = ("name", "node", "pods", "held", "requested", "held_requested", "scoring_cpu", "scoring_memory",
                  "devices", "busy", "held_busy", "broken", "allocating", "agent_heartbeat", "generation", "over", "surplus",
-                 "deleted_labels")
+                 "cut_from", "deleted_labels")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -79,6 +79,8 @@ class NodeInfo:
         self.allocating: dict[str, frozenset[str]] = {}
         self.agent_heartbeat: float | None = None  # the newest heartbeat of the node's devices
         self.over: frozenset[str] = frozenset()  # device resources last found over capacity (reported once)
+        # of `over`, those that went over because the Node's count of them went down -> the count before
+        self.cut_from: dict[str, int] = {}
         # device resources with more ExtendedResources (distinct deviceIDs) than allocatable (reported once)
         self.surplus: frozenset[str] = frozenset()
         self.generation = 0

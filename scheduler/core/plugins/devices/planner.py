@@ -266,11 +266,11 @@ class DevicePlanner:
                 scores.append(int((capacity - best[1]) * MAX_NODE_SCORE // capacity) if capacity else 0)
             grants.setdefault(req.container, {}).setdefault(req.resource_name, []).extend(chosen)
         devices = self.state.devices
-        for resource in newly_busy.keys() | held_busy.keys():
-            if count_short(info, resource, newly_busy.get(resource, 0), held_busy.get(resource, 0)):
-                return f"Insufficient {_asked_as(requests, grants, resource, devices)}"
         resources = frozenset(devices[name].resource_name for by_resource in grants.values()
                               for chosen_grants in by_resource.values() for name, *_ in chosen_grants)
+        for resource in resources | newly_busy.keys() | held_busy.keys():
+            if count_short(info, resource, newly_busy.get(resource, 0), held_busy.get(resource, 0)):
+                return f"Insufficient {_asked_as(requests, grants, resource, devices)}"
         return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0, resources, held_busy)
 
 
@@ -327,7 +327,10 @@ def within_one_group(free: list[Device], count: int, attributes: tuple[str, ...]
 def count_short(info: NodeInfo, resource: str, added: int, shared_with_holds: int) -> bool:
     """Whether the node's count of `resource` cannot take `added` more GPUs in use (devices a plan
     makes busy, and the pod's own plain request of it) and `shared_with_holds` devices it shares
-    with nominated preemptors' holds only. Checked as upstream runs a pod's filters twice
+    with nominated preemptors' holds only. With nothing added (slices of GPUs already in use) it
+    is short when the node already uses more than it counts: its count was cut below its pods' GPUs
+    (an edited allocatable, a device plugin reporting GPUs gone), and a new pod there would run on
+    GPUs the node no longer offers. Checked as upstream runs a pod's filters twice
     (RunFilterPluginsWithNominatedPods): with the holds of equal or higher priority (the ones left
     in the state for this attempt; lower ones are lifted) — there a shared device is counted
     already — and with the real holders alone (`real_used`), where it is not: the hold keeps it for
@@ -336,7 +339,7 @@ def count_short(info: NodeInfo, resource: str, added: int, shared_with_holds: in
     if node is None or resource not in node.allocatable:
         return False
     allocatable = node.allocatable[resource]
-    return (added > 0 and info.used(resource) + added > allocatable) or (
+    return info.used(resource) + added > allocatable or (
         shared_with_holds > 0 and info.real_used(resource) + added + shared_with_holds > allocatable)
 
 

@@ -1,0 +1,75 @@
+"""A node whose count of a GPU resource drops below the GPUs its pods already use (an admin edits
+the Node's allocatable, the device plugin reports GPUs gone) takes no new work of that resource:
+not even a slice on a GPU already in use, which adds no GPU to the count but puts a new pod on
+GPUs the node no longer offers. A live adversary saw slice pods bound, and a slice pod preempted
+to make room, on a node edited to `nvidia.com/gpu: 0`."""
+
+from __future__ import annotations
+
+from scheduler.sim import builders as b
+from scheduler.view.cluster import build_view
+from tests.helpers import BINPACK, Run, config
+
+SHARED = "class.tessera.dev/s"
+
+
+def _cluster(run: Run) -> None:
+    run.add(b.node("a", gpus=2), *(b.device("a", i, memory="16Gi") for i in range(2)),
+            b.resource_class("s", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "1Gi"}),
+            b.pod("first", limits={SHARED: 4}))
+    assert run.node_of("first") == "a"
+
+
+def _count_edited_to(run: Run, count: str) -> None:
+    node = b.node("a", extra={"nvidia.com/gpu": count})
+    run.feed(b.event("MODIFIED", node))
+
+
+def test_no_slice_goes_to_a_node_using_more_gpus_than_it_now_counts() -> None:
+    run = Run(config(BINPACK))
+    _cluster(run)
+    _count_edited_to(run, "0")
+    run.add(b.pod("second", limits={SHARED: 4}))
+    assert run.node_of("second") is None
+    assert "Insufficient class.tessera.dev/s" in run.last("second").message
+
+
+def test_a_slice_still_shares_a_gpu_in_use_on_a_node_at_its_count() -> None:
+    """At the count (not over it) a slice on a GPU already in use adds no GPU: it still fits."""
+    run = Run(config(BINPACK))
+    _cluster(run)
+    _count_edited_to(run, "1")
+    run.add(b.pod("second", limits={SHARED: 4}))
+    assert run.node_of("second") == "a"
+
+
+def test_no_slice_pod_is_preempted_to_make_room_on_an_over_committed_node() -> None:
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=2), *(b.device("a", i, memory="16Gi") for i in range(2)),
+            b.resource_class("s", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "1Gi"}),
+            b.pod("kept", limits={SHARED: 8}, priority=2000))  # outranks the preemptor: its GPU stays in use
+    run.add(*(b.pod(f"low-{i}", limits={SHARED: 4}, priority=0) for i in range(6)))  # the rest of the 32Gi
+    assert {run.node_of(f"low-{i}") for i in range(6)} == {"a"}
+    _count_edited_to(run, "0")
+    run.add(b.pod("urgent", limits={SHARED: 8}, priority=1000))
+    assert run.node_of("urgent") is None
+    assert [a.preempted for a in run.attempts if a.pod.meta.name == "urgent" and a.preempted] == []
+
+
+def test_a_count_cut_below_the_gpus_in_use_is_named_as_such() -> None:
+    """The Warning names the cut, not a Binding Tessera did not decide (every pod on the node is
+    Tessera's, so that was the only story told before, and a wrong one here)."""
+    run = Run(config(BINPACK))
+    _cluster(run)
+    run.add(b.pod("whole", limits={"nvidia.com/gpu": 1}))
+    assert run.node_of("whole") == "a"
+    _count_edited_to(run, "1")
+    [notice] = [n for n in run.notices() if n.startswith("GPUsOvercommitted")]
+    assert notice == ("GPUsOvercommitted: node a has 2 nvidia.com/gpu in use but only 1 allocatable since its count "
+                      "went down from 2 (the Node's allocatable was edited, or its device plugin reports fewer "
+                      "GPUs): its pods keep the GPUs they hold, and new pods get none of them here until the count "
+                      "covers what is in use")
+    view = build_view(run.scheduler, source="simulate", now=0.0)
+    [node] = [n for n in view.nodes if n.name == "a"]
+    assert any("nvidia.com/gpu overcommitted: 2 in use, 1 allocatable (its count went down from 2)" in note
+               for note in node.notes), node.notes
