@@ -24,8 +24,9 @@ from scheduler.agent.devices import BackendError, DeviceBackend, FakeBackend
 from scheduler.agent.plugin import socket_dir_ok
 from scheduler.core.classes import validate_resource_name
 from scheduler.kube.concurrency import stop_on_signal
+from scheduler.kube.apiserver_wait import ApiserverWait
 from scheduler.kube.http import (AGENT_USER_AGENT, ConnectError, KubeconfigError, KubeHttp, RateLimiter,
-                                 check_apiserver, connect, kubeconfig_path, rejected)
+                                 connect, kubeconfig_path, rejected)
 from scheduler.logs import LogSettingsError, configure_logging
 
 log = structlog.get_logger("tessera.agent")
@@ -112,18 +113,27 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(args: argparse.Namespace, options: AgentOptions, backend: DeviceBackend) -> int:
-    """Connect (both clients closed on every way out), check the apiserver takes our credentials,
-    then run until SIGTERM/SIGINT. Start-up connection problems raise `ConnectError`."""
+    """Connect (both clients closed on every way out), wait for the apiserver (a DaemonSet pod
+    often starts before it answers: `ApiserverWait`), check it takes our credentials, then run
+    until SIGTERM/SIGINT. Kubeconfig problems and a 401/403 raise `ConnectError`."""
     kubeconfig = kubeconfig_path(args.kubeconfig)
     async with contextlib.AsyncExitStack() as clients:
         api = await clients.enter_async_context(await connect(kubeconfig, user_agent=AGENT_USER_AGENT))
         watch_api = await clients.enter_async_context(await connect(kubeconfig, user_agent=AGENT_USER_AGENT))
         http = KubeHttp(api, RateLimiter(args.qps, args.burst))
-        response = await check_apiserver(http, kubeconfig)
-        if response.status in (401, 403):
-            raise ConnectError(rejected(http, response))
-        agent = Agent(options, http, KubeHttp(watch_api), backend)
+        agent: Agent | None = None
+        refused: str | None = None
         async with anyio.create_task_group() as group:  # a signal cancels it: the agent cleans up and ends
             await group.start(stop_on_signal, group.cancel_scope.cancel, name="signals")
-            await agent.run()
+            response = await ApiserverWait().until_answered(http, kubeconfig)
+            if response.status in (401, 403):
+                refused = rejected(http, response)
+                group.cancel_scope.cancel()
+            else:
+                agent = Agent(options, http, KubeHttp(watch_api), backend)
+                await agent.run()
+        if agent is None and refused is None:
+            backend.close()  # a signal during the wait: the agent never started, so it did not close it
+        if refused is not None:
+            raise ConnectError(refused)
     return 0

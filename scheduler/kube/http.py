@@ -125,6 +125,16 @@ class ConnectError(Exception):
     """A start-up problem with the kubeconfig or the apiserver, worded as one line for the user."""
 
 
+class Unreachable(ConnectError):
+    """No answer from the apiserver at all (refused, reset, timed out, no route): `server` and
+    `reason` apart, for a caller that waits and says so per attempt (`scheduler/kube/apiserver_wait.py`)."""
+
+    def __init__(self, server: str | None, source: str, reason: str) -> None:
+        self.server = str(server)
+        self.reason = reason
+        super().__init__(f"cannot reach the apiserver at {server}{source}: {reason}")
+
+
 class KubeconfigError(ConnectError):
     """The kubeconfig itself is missing or unusable (the CLIs exit 2 for it, as for bad arguments)."""
 
@@ -284,16 +294,19 @@ def _check_kubeconfig(kubeconfig: str, chosen: str | None) -> str:
 
 
 async def check_apiserver(http: KubeHttp, kubeconfig: str | None) -> Response:
-    """GET /version once: the answer (any status), or `ConnectError` naming the server when it
-    cannot be reached at all."""
+    """GET /version once: the answer (any status), or `Unreachable` naming the server when it
+    cannot be reached at all. A certificate the client cannot verify is a plain `ConnectError`
+    instead (same words): the kubeconfig's CA or server name is wrong, and no retry mends that."""
     host = http.api.configuration.host
     source = f" (from {kubeconfig})" if kubeconfig else ""
     try:
         return await http.request("GET", "/version", timeout=10.0, limited=False)
     except TimeoutError:
-        raise ConnectError(f"cannot reach the apiserver at {host}{source}: no answer within 10 s") from None
-    except (aiohttp.ClientError, OSError) as err:
+        raise Unreachable(host, source, "no answer within 10 s") from None
+    except aiohttp.ClientConnectorCertificateError as err:
         raise ConnectError(f"cannot reach the apiserver at {host}{source}: {_transport_reason(err)}") from None
+    except (aiohttp.ClientError, OSError) as err:
+        raise Unreachable(host, source, _transport_reason(err)) from None
 
 
 def rejected(http: KubeHttp, response: Response) -> str:
@@ -306,6 +319,9 @@ def rejected(http: KubeHttp, response: Response) -> str:
 
 
 def _transport_reason(err: BaseException) -> str:
+    if isinstance(err, aiohttp.ClientConnectorCertificateError):
+        # its os_error is the SSL error, whose errno 1 would read "operation not permitted"
+        return _first_line(err.certificate_error)
     if isinstance(err, aiohttp.ClientConnectorError):
         os_error = err.os_error
         if os_error.errno and os_error.errno > 0:

@@ -27,11 +27,11 @@ from scheduler.api.config import SchedulerConfig, load_config_or_report
 from scheduler.api.config_effective import config_digest, configz
 from scheduler.build_info import build_info
 from scheduler.core.framework.attempt import Attempt
+from scheduler.kube.apiserver_wait import ApiserverWait
 from scheduler.kube.binder import BindResult
 from scheduler.kube.concurrency import stop_on_signal
 from scheduler.kube.recorder import FLUSH_SECONDS
-from scheduler.kube.http import (ConnectError, KubeconfigError, KubeHttp, RateLimiter, check_apiserver, connect,
-                                 kubeconfig_path)
+from scheduler.kube.http import ConnectError, KubeconfigError, KubeHttp, RateLimiter, Response, connect, kubeconfig_path
 from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.lone_replica import live_leader, watch_for_a_leader
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
@@ -117,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
 
 async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
     """Open the two apiserver clients (closed on every way out, so a failed start-up leaves no
-    "Unclosed client session" behind), check the apiserver answers, run. Kubeconfig and
-    connection problems raise `ConnectError`."""
+    "Unclosed client session" behind) and run. Kubeconfig problems raise `ConnectError`; an
+    apiserver that cannot be reached yet is waited for (`_run`)."""
     kubeconfig = kubeconfig_path(args.kubeconfig, config.client_connection.kubeconfig)
     # In a source checkout the build is read with git (~20 ms, two processes): let it run on a
     # thread while the clients connect, not on the way to the first LIST.
@@ -128,11 +128,8 @@ async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
         watch_api = await clients.enter_async_context(await connect(kubeconfig))
         connection = config.client_connection
         http = KubeHttp(api, RateLimiter(connection.qps, connection.burst))
-        version = await check_apiserver(http, kubeconfig)
-        # 401/403 is not fatal: the informers retry, say why once and /readyz gives the reason.
         await reading_build
-        log_starting(api.configuration.host, (version.json() or {}).get("gitVersion") if version.ok else None, config)
-        return await _run(args, config, http, KubeHttp(watch_api))
+        return await _run(args, config, http, KubeHttp(watch_api), kubeconfig)
 
 
 def log_starting(apiserver: str, apiserver_version: object, config: SchedulerConfig) -> None:
@@ -145,20 +142,10 @@ def log_starting(apiserver: str, apiserver_version: object, config: SchedulerCon
              config=config.source, config_digest=config_digest(config), profiles=sorted(config.scheduler_names))
 
 
-async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp, watch_http: KubeHttp) -> int:
+async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp, watch_http: KubeHttp,
+               kubeconfig: str | None) -> int:
     identity = args.identity or default_identity()
     election = config.leader_election
-    if not election.leader_elect:
-        lease = f"{election.resource_namespace}/{election.resource_name}"
-        log.warning("leader_election.disabled", lease=lease,
-                    message="leaderElect is false: this replica schedules without a Lease; run exactly one")
-        holder = await live_leader(http, namespace=election.resource_namespace, name=election.resource_name,
-                                   retry_period=election.retry_period_seconds)
-        if holder is not None:
-            print(f"tessera: refusing to run: leaderElect is false, and {holder} leads through the Lease {lease}: "
-                  "both would schedule the same pods and could give one GPU to two pods. Stop that replica, "
-                  "or run this one with leader election on (it then stands by)", file=sys.stderr)
-            return 2
     metrics = Metrics(profiles=sorted(config.scheduler_names), lease_name=election.resource_name,
                       build=build_info(), config_digest=config_digest(config))
     elector: LeaderElector | None = None
@@ -250,12 +237,18 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
             stop.set()
 
     # serve() outside the task group: a port that cannot be bound is its own error, not a group's
-    async with serve(args.bind_address, args.port, healthz=_healthz_checks(loop), readyz=_readyz_checks(loop),
+    waiting = ApiserverWait()
+    async with serve(args.bind_address, args.port, healthz=_healthz_checks(loop, waiting),
+                     readyz=_readyz_checks(loop, waiting),
                      registry=metrics.registry, routes=[*routes, configz_route(configz(config))]) as server:
         log.info("tessera.serving", url=server.url, identity=identity,
                  gpu_map=f"{server.url}/gpu-map" if args.gpu_map else "off (start with --gpu-map)")
         async with anyio.create_task_group() as group:
             await group.start(stop_on_signal, on_signal, name="signals")
+            refusal = await _until_answered(waiting, http, kubeconfig, config, stop) if not stop.is_set() else 0
+            if refusal is not None:  # stopped while waiting, or refusing to run: nothing was started
+                group.cancel_scope.cancel()
+                return refusal
             group.start_soon(until_stop, "loop", loop.run, name="loop")
             if elector is not None:
                 group.start_soon(until_stop, "leader-election", elector.run, name="leader-election")
@@ -274,6 +267,41 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
             group.cancel_scope.cancel()  # the loop (with what the drain did not see through), the signal handlers
     log.info("tessera.stopped")
     return 1 if crashed or forced.cancel_called else 0
+
+
+async def _until_answered(waiting: ApiserverWait, http: KubeHttp, kubeconfig: str | None,
+                          config: SchedulerConfig, stop: anyio.Event) -> int | None:
+    """Wait for the apiserver (`ApiserverWait`: as long as it takes, a SIGTERM ends the wait),
+    log the run's first line, and check no other replica leads when this one runs without
+    leader election. None: go on and schedule; else the exit code (0 when a signal came first)."""
+    version: Response | None = None
+    async with anyio.create_task_group() as group:
+        async def until_stopped() -> None:
+            await stop.wait()
+            group.cancel_scope.cancel()
+
+        group.start_soon(until_stopped)
+        version = await waiting.until_answered(http, kubeconfig)
+        group.cancel_scope.cancel()
+    if version is None:
+        return 0
+    # 401/403 is not fatal: the informers retry, say why once and /readyz gives the reason.
+    log_starting(str(http.api.configuration.host), (version.json() or {}).get("gitVersion") if version.ok else None,
+                 config)
+    election = config.leader_election
+    if election.leader_elect:
+        return None
+    lease = f"{election.resource_namespace}/{election.resource_name}"
+    log.warning("leader_election.disabled", lease=lease,
+                message="leaderElect is false: this replica schedules without a Lease; run exactly one")
+    holder = await live_leader(http, namespace=election.resource_namespace, name=election.resource_name,
+                               retry_period=election.retry_period_seconds)
+    if holder is None:
+        return None
+    print(f"tessera: refusing to run: leaderElect is false, and {holder} leads through the Lease {lease}: "
+          "both would schedule the same pods and could give one GPU to two pods. Stop that replica, "
+          "or run this one with leader election on (it then stands by)", file=sys.stderr)
+    return 2
 
 
 def standing_by(identity: str, lease: str) -> Callable[[str], None]:
@@ -326,11 +354,18 @@ async def step_down(stop: Callable[[], None], drain: Callable[[float], Awaitable
         log.warning("leader.release_failed", error=describe_error(err))
 
 
-def _healthz_checks(loop: SchedulerLoop) -> list[Check]:
-    return [PING, ("scheduling-loop", lambda: None if loop.healthy else "the scheduling loop is not running")]
+def _healthz_checks(loop: SchedulerLoop, waiting: ApiserverWait) -> list[Check]:
+    """`scheduling-loop` passes while the process waits for the apiserver: an apiserver that is
+    down is no reason for the kubelet to restart the scheduler (which would only wait again)."""
+    def scheduling_loop() -> str | None:
+        if waiting.reason is not None or loop.healthy:
+            return None
+        return "the scheduling loop is not running"
+
+    return [PING, ("scheduling-loop", scheduling_loop)]
 
 
-def _readyz_checks(loop: SchedulerLoop) -> list[Check]:
+def _readyz_checks(loop: SchedulerLoop, waiting: ApiserverWait) -> list[Check]:
     """kube-scheduler's readiness: `shutdown` from SIGTERM on, and the informers' initial lists
     (`informer-sync`), with the apiserver's refusal as the reason while it refuses us. Tessera's
     own: `term-fence`, failing while a leader cannot write its term fence (it schedules nothing
@@ -338,7 +373,7 @@ def _readyz_checks(loop: SchedulerLoop) -> list[Check]:
     def informers() -> str | None:
         if loop.informers.synced:
             return None
-        return loop.informers.denied or "informers have not finished their initial list"
+        return waiting.reason or loop.informers.denied or "informers have not finished their initial list"
 
     def term_fence() -> str | None:
         error = loop.fence_error

@@ -5,10 +5,20 @@ them: what they leave on stderr at exit is part of what is tested."""
 
 from __future__ import annotations
 
+import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO, Any
 
+import orjson
 import pytest
 
 from scheduler.kube.controlplane.processes import free_port
@@ -64,13 +74,79 @@ def test_unusable_kubeconfig_is_one_line_naming_the_file(command: str, content: 
     assert (code, lines) == (2, [PREFIX[command] + message.format(path=path)])
 
 
-@pytest.mark.parametrize("command", COMMANDS)
-def test_unreachable_apiserver_is_one_line_naming_the_server(command: str, tmp_path: Path) -> None:
+def test_record_stops_at_once_on_an_unreachable_apiserver_with_one_line_naming_it(tmp_path: Path) -> None:
+    """`record` is a command a user runs by hand, for a bounded time: an apiserver it cannot
+    reach is an answer for them now, not a reason to sit silent (run and agent wait, below)."""
     path = _unreachable_kubeconfig(tmp_path / "kubeconfig")
     server = path.read_text().split('server: "')[1].split('"')[0]
-    code, lines = _stderr_of(command, path, tmp_path)
-    assert (code, lines) == (1, [f"{PREFIX[command]}cannot reach the apiserver at {server} (from {path}): "
+    code, lines = _stderr_of("record", path, tmp_path)
+    assert (code, lines) == (1, [f"{PREFIX['record']}cannot reach the apiserver at {server} (from {path}): "
                                  "connection refused"])
+
+
+def _lines(stream: IO[str], into: queue.Queue[str]) -> None:
+    for line in stream:
+        into.put(line)
+
+
+def _until(lines: queue.Queue[str], seen: list[dict[str, Any]], wanted: Callable[[list[dict[str, Any]]], bool],
+           timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not wanted(seen):
+        try:
+            line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"not seen in {timeout} s; lines: {seen}") from None
+        seen.append(orjson.loads(line))
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url, timeout=5) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+@pytest.mark.parametrize("command", ["run", "agent"])
+def test_run_and_agent_wait_for_an_unreachable_apiserver_and_stop_on_sigterm(command: str, tmp_path: Path) -> None:
+    """A scheduler or agent pod often starts before the apiserver answers (a control-plane
+    restart, a network not ready yet): as kube-scheduler, it keeps trying with backoff — one
+    warning per attempt naming the server, the error, the attempt and the next delay — instead of
+    exiting into CrashLoopBackOff; `run`'s /healthz stays alive and /readyz says not ready (and
+    why, in the log). A SIGTERM meanwhile ends it cleanly."""
+    path = _unreachable_kubeconfig(tmp_path / "kubeconfig")
+    server = path.read_text().split('server: "')[1].split('"')[0]
+    child = subprocess.Popen(_argv(command, path, tmp_path), cwd=REPO, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "TESSERA_LOG_FORMAT": "json"})
+    try:
+        assert child.stderr is not None
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=_lines, args=(child.stderr, lines), daemon=True).start()
+        seen: list[dict[str, Any]] = []
+
+        def waits(count: int) -> Callable[[list[dict[str, Any]]], bool]:
+            return lambda logged: sum(line["event"] == "apiserver.unreachable" for line in logged) >= count
+
+        _until(lines, seen, waits(2))
+        warnings = [line for line in seen if line["event"] == "apiserver.unreachable"]
+        assert [(w["level"], w["server"], w["error"], w["attempt"]) for w in warnings] == [
+            ("warning", server, "connection refused", 1), ("warning", server, "connection refused", 2)]
+        assert 0.8 <= warnings[0]["retry_in"] < 1.6 and 1.6 <= warnings[1]["retry_in"] < 3.2
+        assert child.poll() is None
+        if command == "run":
+            [started] = [line for line in seen if line["event"] == "serving.started"]
+            assert _get(started["address"] + "/healthz") == 200
+            assert _get(started["address"] + "/readyz") == 500
+            _until(lines, seen, lambda logged: any(line["event"] == "probe.failed" for line in logged))
+            [failed] = [line for line in seen if line["event"] == "probe.failed"]
+            assert f"cannot reach the apiserver at {server}: connection refused" in str(failed), failed
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(20) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
 
 
 def test_a_missing_exec_credential_plugin_is_one_line(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from scheduler.core.scheduler import Scheduler
 from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.metrics import Metrics
+from scheduler.kube.apiserver_wait import ApiserverWait
 from scheduler.kube.run_cli import MetricsHooks, StateGauges, _readyz_checks
 from scheduler.sim import builders as b
 from tests.fakeapi import Call, FakeApi
@@ -154,7 +155,7 @@ async def test_readyz_fails_once_graceful_shutdown_has_begun() -> None:
 
 
 def _failing(loop: SchedulerLoop) -> list[str]:
-    return [name for name, check in _readyz_checks(loop) if check() is not None]
+    return [name for name, check in _readyz_checks(loop, ApiserverWait()) if check() is not None]
 
 
 

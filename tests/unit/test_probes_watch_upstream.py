@@ -30,6 +30,7 @@ from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.informers import PODS, Denials, Informer, _HttpError
 from scheduler.kube.metrics import Metrics
 from scheduler.kube import run_cli
+from scheduler.kube.apiserver_wait import ApiserverWait
 from scheduler.kube.run_cli import _healthz_checks, _readyz_checks
 from scheduler.kube.serving import PING, serve
 from tests.unit.test_informer_relist import (GONE, FakeStream, event, fast_backoff, make, page,  # noqa: F401
@@ -56,7 +57,8 @@ async def test_verbose_probes_list_their_checks_and_say_check_passed() -> None:
     documented way to see which check holds a component back) tells nothing."""
     loop = cast(Any, SimpleNamespace(healthy=True, stopping=False, fence_error=None,
                                      informers=SimpleNamespace(synced=True, denied=None)))
-    async with serve("127.0.0.1", 0, healthz=_healthz_checks(loop), readyz=_readyz_checks(loop),
+    waiting = ApiserverWait()
+    async with serve("127.0.0.1", 0, healthz=_healthz_checks(loop, waiting), readyz=_readyz_checks(loop, waiting),
                      registry=Metrics().registry) as server:
         for name in ("healthz", "livez", "readyz"):
             status, text = await _get(f"{server.url}/{name}?verbose")
@@ -80,7 +82,8 @@ async def test_readyz_does_not_hand_the_apiservers_error_text_to_anonymous_clien
                                             'in API group "" at the cluster scope'))
     loop = cast(Any, SimpleNamespace(healthy=True, stopping=False, fence_error=None,
                                      informers=SimpleNamespace(synced=False, denied=denials.reason)))
-    async with serve("127.0.0.1", 0, healthz=_healthz_checks(loop), readyz=_readyz_checks(loop),
+    waiting = ApiserverWait()
+    async with serve("127.0.0.1", 0, healthz=_healthz_checks(loop, waiting), readyz=_readyz_checks(loop, waiting),
                      registry=Metrics().registry) as server:
         status, text = await _get(f"{server.url}/readyz")
     assert status >= 500

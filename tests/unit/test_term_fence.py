@@ -23,6 +23,7 @@ from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.metrics import Metrics
+from scheduler.kube.apiserver_wait import ApiserverWait
 from scheduler.kube.run_cli import StateGauges, _readyz_checks
 from scheduler.sim import builders as b
 from tests.fakeapi import Call, FakeApi
@@ -384,7 +385,7 @@ async def test_a_fence_that_keeps_failing_backs_off_and_says_how_many_pods_wait(
 
     def scrape(loop: SchedulerLoop) -> tuple[float, str | None]:
         """The gauge as a scrape reads it, and /readyz's term-fence check."""
-        [check] = [check for name, check in _readyz_checks(loop) if name == "term-fence"]
+        [check] = [check for name, check in _readyz_checks(loop, ApiserverWait()) if name == "term-fence"]
         return metrics.registry.get_sample_value("tessera_leader_fence_pending_pods") or 0.0, check()
 
     def busy_watch_then_let_through(loop: SchedulerLoop) -> None:
