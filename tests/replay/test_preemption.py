@@ -771,3 +771,38 @@ def test_a_gang_that_preempted_binds_once_its_victims_are_gone_not_after_its_gro
               for i in range(2)))
     group = next(iter(run.scheduler.queue.group_backoff_until))
     assert run.scheduler.queue.group_backoff_until[group] == 10.0
+
+
+def test_a_gang_whose_victims_deletion_failed_preempts_again_at_once_not_after_its_group_backoff() -> None:
+    """scheduler-plugins' Coscheduling backs a group off (podGroupBackoffSeconds) only in its
+    PostFilter, which runs after DefaultPreemption's and only when that one rejected the pod
+    (framework.go RunPostFilterPlugins returns at the first Success or Error). A failed victim
+    deletion never gets there: with async preemption (the default since 1.33) the cycle that chose
+    the victims returned Success, and the failure `Activate`s the preemptor's pods
+    (executor.go prepareCandidateAsync); their next try finds the same victims, not terminating,
+    eligible again, and DefaultPreemption succeeds again. So a gang whose victims cannot be
+    deleted is retried at once and preempts afresh each time — not held 10 s. Pinned here with
+    podGroupBackoffSeconds 10 (config/gpu-cluster.yaml): the gang is never backed off."""
+    run = Run(config("config/gpu-cluster.yaml"))
+    run.add({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+             "metadata": {"name": "urgent", "uid": "pc-urgent"}, "value": HIGH})
+    run.add(b.node("a", gpus=4))
+    run.add(*(b.pod(f"low-{i}", limits={"nvidia.com/gpu": 2}, priority=10, node_name="a", phase="Running")
+              for i in range(2)))
+    group = b.podgroup("serve", 2)
+    group["spec"]["priorityClassName"] = "urgent"
+    run.add(group)
+    run.replay._evict = lambda victims, preemptor: None
+    first = run.add(*_serve_members())
+    assert sorted(v.meta.name for a in first for v in a.preempted) == ["low-0", "low-1"]
+    queue = run.scheduler.queue
+    now = run.replay.now
+    for _ in range(3):
+        now += 0.1
+        for victim in list(run.state.preempting):
+            run.scheduler.eviction_failed(victim, now)  # e.g. a webhook refuses every DELETE
+        again = run.scheduler.schedule_next(now)
+        assert again is not None and sorted(a.pod.meta.name for a in again) == ["serve-0", "serve-1"]
+        assert sorted(v.meta.name for a in again for v in a.preempted) == ["low-0", "low-1"]
+        assert {a.nominated_node for a in again} == {"a"}
+        assert not queue.group_backoff_until
