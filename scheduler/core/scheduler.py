@@ -15,7 +15,7 @@ Events, statuses and metrics — it asks through the queries below, never by rea
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -25,6 +25,7 @@ from scheduler.core.engine import Engine
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.runtime import ProfileRuntime
 from scheduler.core.framework.timing import NO_STOPWATCH, Stopwatch
+from scheduler.core.held_elsewhere import assume_held
 from scheduler.core.intake import Intake
 from scheduler.core.lifecycle import DeviceHold
 from scheduler.core.nominations import hold_nominated
@@ -225,6 +226,16 @@ class Scheduler:
         """Some profile wants one ResourceClass per GPU model created for it."""
         return any(isinstance(plugin, _CreatesDefaultClasses) and plugin.default_class_controller
                    for runtime in self._engine.profiles.values() for plugin in runtime.plugins.values())
+
+    def assume_held_elsewhere(self, held: Mapping[str, tuple[str, str]], now: float) -> list[Attempt]:
+        """For a core built from a listing: the pods the leader holds at its allocation gate (by
+        key: the node and its message, from their PodScheduled condition) assumed on those nodes
+        (`held_elsewhere`), most urgent first; their held attempts, for the view's `held`."""
+        state = self._engine.state
+        pods = sorted((pod for key in held if (pod := state.pod_by_key(key)) is not None),
+                      key=lambda pod: (-state.competing_priority(pod), pod.key))
+        return [attempt for pod in pods
+                if (attempt := assume_held(self._engine, pod.uid, *held[pod.key], now)) is not None]
 
     def held(self) -> list[Attempt]:
         """Placed pods whose Binding a permit plugin holds, in the order they were held."""

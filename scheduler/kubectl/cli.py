@@ -22,7 +22,6 @@ from scheduler.api.config import ConfigError, SchedulerConfig, load_config
 from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.build_info import add_version_option
 from scheduler.closed_pipe import reader_gone
-from scheduler.core.scheduler import Scheduler
 from scheduler.kube.http import (ConnectError, ContextNotFound, KubeconfigError, KubeHttp, check_apiserver, connect,
                                  rejected)
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
@@ -32,10 +31,8 @@ from scheduler.kubectl.installed import DEFAULT_NAMESPACE, DRY_RUN_FALLBACK, Cho
 from scheduler.kubectl.leadership import Leadership, leadership
 from scheduler.kubectl.output import FORMATS, dump
 from scheduler.kubectl.target import Target, resolve
-from scheduler.sim.snapshot import load
-from scheduler.view.cluster import build_view
+from scheduler.view.listed import listed_view
 from scheduler.view.model import as_dict
-from scheduler.view.reasons import wait_reasons
 from scheduler.view.text import escape_terminal, render_nodes
 
 USER_AGENT = "kubectl-tessera"
@@ -188,10 +185,7 @@ async def _nodes(args: argparse.Namespace, target: Target) -> int:
     finally:
         await http.api.close()
     _warn(listing)
-    now = time.time()
-    core = Scheduler(chosen.config)
-    load(core, listing.objects, now)
-    view = build_view(core, source="cluster", now=now, reasons=wait_reasons(listing.objects))
+    view = listed_view(chosen.config, listing.objects, time.time())
     _print(as_dict(view), lambda: render_nodes(view, wide=args.output == "wide"), args.output)
     return 0
 

@@ -1,0 +1,31 @@
+"""The view of a listed cluster, as `kubectl tessera nodes` shows it.
+
+The listed objects are fed to a fresh core exactly as the live scheduler's informers feed its own
+(`scheduler.sim.snapshot.load`), and the view is built from that core, with why each pending pod
+waits as the scheduler wrote it on the pod (`scheduler.view.reasons`). A pod the leader holds at
+its allocation gate (`WaitingForAllocation`, naming its node) is assumed there as the leader
+assumed it (`Scheduler.assume_held_elsewhere`): its GPUs are `gated`, held by it, not free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from scheduler.api.config import SchedulerConfig
+from scheduler.core.scheduler import Scheduler
+from scheduler.sim.snapshot import load
+from scheduler.view import model as m
+from scheduler.view.cluster import build_view
+from scheduler.view.reasons import wait_reasons
+
+
+def listed_view(config: SchedulerConfig, objects: Iterable[dict[str, Any]], now: float,
+                source: str = "cluster") -> m.ClusterView:
+    listed = list(objects)
+    core = Scheduler(config)
+    load(core, listed, now)
+    reasons = wait_reasons(listed)
+    held = core.assume_held_elsewhere({key: (wait.node, wait.message) for key, wait in reasons.items() if wait.node},
+                                      now)
+    return build_view(core, source=source, now=now, reasons=reasons, held=held)
