@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -64,6 +65,9 @@ class LeaseClient:
     def __init__(self, server: LeaseServer, who: str) -> None:
         self.server = server
         self.who = who
+        # what `KubeHttp.api` would be: the server a start-up line names (`tessera run`'s `_run`)
+        self.api = SimpleNamespace(configuration=SimpleNamespace(host="https://127.0.0.1:6443"))
+        self.limiter = None  # KubeHttp's: none here
 
     async def acquire(self) -> None:
         pass

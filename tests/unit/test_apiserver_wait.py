@@ -26,8 +26,7 @@ SERVER = "https://10.0.0.1:6443"
 
 
 def _api() -> FakeApi:
-    api = FakeApi()
-    api.configuration = SimpleNamespace(host=SERVER)  # type: ignore[attr-defined]
+    api = FakeApi(configuration=SimpleNamespace(host=SERVER))
     api.handlers.append(lambda call: Response(200, b'{"gitVersion": "v1.36.3"}') if call.path == "/version" else None)
     return api
 

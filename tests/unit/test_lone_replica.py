@@ -111,7 +111,7 @@ async def test_a_lease_that_cannot_be_read_does_not_stop_the_replica() -> None:
 async def test_run_without_leader_election_refuses_beside_a_live_leader(tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """`tessera run`'s own start-up (`run_cli._run`) with a replica leading through a real elector:
-    refused with exit 2 before it lists anything (its only requests read the Lease), one line on
+    refused with exit 2 before it lists anything (its only requests: GET /version, then the Lease), one line on
     stderr saying why."""
     from scheduler.api.config import load_config
     from scheduler.kube import run_cli
@@ -132,7 +132,7 @@ async def test_run_without_leader_election_refuses_beside_a_live_leader(tmp_path
         with anyio.fail_after(5):
             while not leader.is_leader:
                 await anyio.sleep(0.01)
-            assert await run_cli._run(args, config, lone, lone) == 2  # type: ignore[arg-type]
+            assert await run_cli._run(args, config, lone, lone, None) == 2  # type: ignore[arg-type]
         group.cancel_scope.cancel()
     assert {call for call in server.calls if call[0] == "lone"} <= {("lone", "GET")}
     assert ("tessera: refusing to run: leaderElect is false, and replica-a leads through the Lease "

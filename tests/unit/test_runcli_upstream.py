@@ -68,7 +68,7 @@ def _args() -> argparse.Namespace:
 async def _run_into(result: list[int], api: FakeApi) -> None:
     """`tessera run`'s body on the fake apiserver (one client for writes, one for watches); its exit
     code goes into `result`."""
-    result.append(await run_cli._run(_args(), load_config(None), KubeHttp(api), KubeHttp(api)))  # type: ignore[arg-type]
+    result.append(await run_cli._run(_args(), load_config(None), KubeHttp(api), KubeHttp(api), None))  # type: ignore[arg-type]
 
 
 async def test_a_loop_crash_during_the_drain_still_leaves_the_lease_to_expire(monkeypatch: pytest.MonkeyPatch) -> None:
