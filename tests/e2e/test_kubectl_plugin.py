@@ -98,9 +98,10 @@ async def test_nodes_shows_every_gpu_as_the_core_sees_it(clean_cluster: LocalCon
     assert n1[1]["holders"][0]["pod"] == scenario.key("plain")
 
     n2 = next(n for n in view["nodes"] if n["name"] == "map-n2")
-    assert sorted(g["state"] for g in n2["gpus"]) == ["free", "free", "free", "whole"]
-    assert [h for g in n2["gpus"] for h in g["holders"]] == [
-        {"pod": scenario.key("alloc-1"), "amount": "", "status": "allocating"}]
+    # alloc-2's GPU is the one the leader assumed it on at the allocation gate: gated, not free
+    assert sorted(g["state"] for g in n2["gpus"]) == ["free", "free", "gated", "whole"]
+    assert sorted((h["pod"], h["status"]) for g in n2["gpus"] for h in g["holders"]) == [
+        (scenario.key("alloc-1"), "allocating"), (scenario.key("alloc-2"), "held")]
     assert f"{scenario.key('alloc-2')} waits for the allocation gate" in n2["notes"]
 
     pending = {p["pod"]: p for p in view["pending"]}
@@ -110,11 +111,11 @@ async def test_nodes_shows_every_gpu_as_the_core_sees_it(clean_cluster: LocalCon
     assert "3 Insufficient nvidia.com/gpu" in pending[scenario.key("too-big")]["message"]
     assert [(g["gang"], g["minimum"], g["members"]) for g in view["gangs"]] == [(scenario.key("wave"), 3, 2)]
     assert {k: view["summary"][k] for k in ("gpus", "used", "shared", "free", "unavailable")} == \
-        {"gpus": 12, "used": 5, "shared": 1, "free": 4, "unavailable": 3}
+        {"gpus": 12, "used": 6, "shared": 1, "free": 3, "unavailable": 3}
 
     table = await _ok(clean_cluster, "nodes")
     assert table.splitlines()[0].split() == ["NODE", "GPU", "MODEL", "MEMORY", "STATE", "USE", "PODS", "REASON"]
-    assert table.rstrip().endswith("most free on one node: 3, map-n2)")
+    assert table.rstrip().endswith("most free on one node: 2, map-n2)")
     as_yaml = yaml.safe_load(await _ok(clean_cluster, "nodes", "-o", "yaml"))
     # the same document, read a moment later (Tessera may have written a gang member's reason since)
     assert (as_yaml["nodes"], as_yaml["summary"]) == (view["nodes"], view["summary"])
