@@ -45,14 +45,23 @@ def _recorder(api: Any, clock: Clock, **kwargs: Any) -> EventRecorder:
 async def running(recorder: EventRecorder, api: FakeApi) -> AsyncIterator[Callable[[], Awaitable[None]]]:
     """The recorder's writer running; yields `settle()`, which returns once everything recorded so
     far has been handled: it records a marker Event (in a namespace of its own, on an object of its
-    own) and waits for its POST, and the writer handles events in order."""
+    own) and waits for its POST, and the writer handles events in order. The wall-clock bound only
+    stops a hung writer from hanging the suite: it is generous, because a test recording thousands
+    of Events on a loaded 2-core machine took over 5 s (a flaky failure, not a slow recorder), and
+    the wait reads each call once rather than rescanning them all every millisecond."""
     markers = count()
+    seen = 0
 
     async def settle() -> None:
+        nonlocal seen
         name = f"marker-{next(markers)}"
         recorder.record(ObjectRef("Pod", "v1", name, "markers", name), "Normal", "Marker", "Test", name)
-        with anyio.fail_after(5):
-            while not any(c.method == "POST" and c.body["regarding"]["name"] == name for c in api.calls):
+        with anyio.fail_after(120):
+            while True:
+                calls = api.calls[seen:]
+                seen += len(calls)
+                if any(c.method == "POST" and c.body["regarding"]["name"] == name for c in calls):
+                    return
                 await anyio.sleep(0.001)
 
     async with anyio.create_task_group() as group:
