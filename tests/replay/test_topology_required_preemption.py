@@ -189,3 +189,48 @@ def test_domains_are_tried_as_upstream_bounds_node_candidates() -> None:
     bounded = run_with({"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 1})
     assert set(bounded.replay.stats.evicted) == {"default/f-a-r2-0", "default/f-a-r2-1"}
     assert {bounded.node_of("hig-0"), bounded.node_of("hig-1")} == {"a-r2-0", "a-r2-1"}
+
+
+
+def _a_late_member_beside_its_gang_in_a_full_rack(*r1_pods: dict[str, Any]) -> Run:
+    """Two members of a minimum-2 gang already run on r1's first two nodes; `r1_pods` fill r1's
+    other two, r2 runs pods of priority 0 (the cheapest); then the gang's third member arrives.
+    r1 has no free room, so the topology plan holds no domain and no member is tried in it: the
+    member alone has no failed search inside its gang's rack until it makes one of its own there
+    (the cycle's _search_in)."""
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 4, ("a", "r2"): 2}, gpus=8))
+    run.add(*r1_pods, *(filler(node) for node in ("a-r2-0", "a-r2-1")))
+    group = b.podgroup("hig", 2, annotations={"tessera.dev/topology-required": RACK})
+    labels = {"scheduling.x-k8s.io/pod-group": "hig"}
+    run.add(group, *(b.pod(f"hig-{i}", labels=labels, priority=1000, limits={"nvidia.com/gpu": 8},
+                           node_name=f"a-r1-{i}", phase="Running") for i in (0, 1)))
+    run.add(b.pod("hig-2", labels=labels, priority=1000, limits={"nvidia.com/gpu": 8}))
+    return run
+
+
+def test_a_late_member_whose_gang_rack_has_no_room_preempts_there_node_by_node() -> None:
+    """The member preempts alone as upstream's DefaultPreemption (per node, the candidate whose
+    highest victim is lowest: r1-3's 100 over r1-2's 500), on the rack's nodes only (r2's pods,
+    cheaper still, stay)."""
+    run = _a_late_member_beside_its_gang_in_a_full_rack(filler("a-r1-2", 500), filler("a-r1-3", 100))
+    assert set(run.replay.stats.evicted) == {"default/f-a-r1-3"}
+    assert run.node_of("hig-2") == "a-r1-3"
+    assert {run.node_of(f"f-{node}") for node in ("a-r1-2", "a-r2-0", "a-r2-1")} == {"a-r1-2", "a-r2-0", "a-r2-1"}
+
+
+def test_a_late_member_preempts_on_its_own_search_inside_its_gangs_rack() -> None:
+    """r1-2 runs a 2-GPU pod below the member beside a 6-GPU one above it, r1-3 one above it:
+    evicting the low one would not make room. The member's PostFilter reads the per-node
+    statuses of a search it makes inside the rack, as upstream's DefaultPreemption for one pod
+    (r1-2 counted by the filter that still rejects it there, r1's others as having no victim,
+    r2's as not helpful) — not the gang's rack-by-rack dry run ("node(s) were in a rack where
+    only 0 of the 1 pods ..."), which it would fall back to without that search."""
+    low = b.pod("low", limits={"nvidia.com/gpu": 2}, node_name="a-r1-2", phase="Running", priority=0)
+    high = b.pod("high", limits={"nvidia.com/gpu": 6}, node_name="a-r1-2", phase="Running", priority=2000)
+    run = _a_late_member_beside_its_gang_in_a_full_rack(low, high, filler("a-r1-3", 2000))
+    assert run.replay.stats.evicted == {}
+    assert run.node_of("hig-2") is None
+    assert run.last("hig-2").message.endswith(
+        "preemption: 0/6 nodes are available: 1 Insufficient nvidia.com/gpu, "
+        "2 Preemption is not helpful for scheduling, 3 No preemption victims found for incoming pod.")
