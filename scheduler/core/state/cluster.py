@@ -437,6 +437,8 @@ class ClusterState:
         if placement is not None:  # a pod cannot lose its node; treat as a fresh object
             events += self._unplace(uid)
         waiting = self.is_ours(pod) and not pod.meta.deleting
+        if waiting:
+            notices += _ignored_devices(old, pod)
         if waiting and pod.gated:
             self.gated.add(uid)  # counted as upstream's scheduler_pending_pods{queue="gated"}
         else:
@@ -991,6 +993,24 @@ def _annotation_text(pod: Pod) -> str:
     if pod.device_error is not None:
         return "nothing readable" if DEVICES in pod.meta.annotations else "nothing (the annotation was removed)"
     return _grants_text(pod.devices)
+
+
+IGNORED_SHOWN = 200  # characters of an ignored devices annotation quoted in the Warning
+
+
+def _ignored_devices(old: Pod | None, pod: Pod) -> list[Notice]:
+    """A `tessera.dev/devices` annotation on a pod still waiting for us (an admin hoping to choose
+    its GPUs, a manifest copied from a bound pod) is never read as a choice — the core picks the
+    devices and the Binding's annotation replaces it — but it should not vanish in silence: a
+    Warning the first time the pod is seen with it, and again only for a value written anew."""
+    said = pod.meta.annotations.get(DEVICES)
+    if said is None or (old is not None and old.meta.annotations.get(DEVICES) == said):
+        return []
+    shown = said if len(said) <= IGNORED_SHOWN else said[:IGNORED_SHOWN] + "…"
+    return [Notice("Pod", pod.key, "DevicesAnnotationIgnored",
+                   f"the {DEVICES} annotation on pending pod {pod.key} is ignored: Tessera chooses a pod's "
+                   f"devices and its Binding replaces the annotation (it said {shown})",
+                   pod.meta.namespace, pod.uid)]
 
 
 def _edit_notice(old: Pod, pod: Pod, placement: Placement, held_devices: DeviceAssignment) -> Notice:
