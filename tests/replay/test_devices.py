@@ -366,7 +366,7 @@ def test_a_selector_key_that_is_no_label_key_makes_the_class_invalid() -> None:
     run.add(b.node("n", gpus=1), b.device("n", 0))
     run.add(b.resource_class("labels", match_labels={"Not A/Valid Label!!": "x"}),
             b.resource_class("expr", expressions=[{"key": "model/", "operator": "Exists"}]),
-            b.resource_class("fine", match_labels={"tessera.dev/model": "V100"}))
+            b.resource_class("fine", match_labels={"model": "V100"}))
     statuses = {s.name: s for s in run.scheduler.class_statuses()}
     assert statuses["labels"].valid is False
     assert statuses["labels"].message == (

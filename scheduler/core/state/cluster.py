@@ -44,6 +44,8 @@ from scheduler.core.state.ledger import DeviceLedger, counted_requests
 from scheduler.core.state.nodes import Hold, Lifted, NodeInfo, Placement
 
 _TOMBSTONES = 200_000
+UNKNOWN_ATTRIBUTE = "UnknownDeviceAttribute"  # a valid class's selector needs an attribute no device has
+IGNORED_SHOWN = 200  # characters of an ignored devices annotation quoted in the Warning
 
 
 class ClusterState:
@@ -64,6 +66,8 @@ class ClusterState:
         self.devices: dict[str, Device] = {}
         self.classes = ClassRegistry()
         self._class_specs: dict[str, ResourceClass] = {}  # each class as its object says, before `_admitted`
+        # class name -> the generation whose selector's unknown attribute was warned of (`_unknown_attributes`)
+        self._told_unknown: dict[str, int] = {}
         # gang key -> why its PodGroup, which exists, could not be read (and none was read before)
         self.unreadable_podgroups: dict[str, str] = {}
         # names nodes advertise that no Tessera agent serves (a node with no ExtendedResource: the
@@ -697,7 +701,8 @@ class ClusterState:
                 return [], []
             if old is not None and device.meta.uid and old.meta.uid and old.meta.uid != device.meta.uid:
                 return [], []  # a predecessor's late deletion: its successor stays
-            return self._delete_device(device.name)
+            events, notices = self._delete_device(device.name)
+            return events, notices + self._unknown_attributes(self.classes.classes)
         if self._stale(device.meta.uid, device.meta.resource_version):
             return [], []
         if device.heartbeat is not None:
@@ -720,7 +725,8 @@ class ClusterState:
         if old is not None and old.node_name != device.node_name:
             self.check_surplus(self._node_info(old.node_name))  # fewer there: only to forget
         return [ClusterEvent(EventKind.DEVICE_CHANGED, node=device.node_name), *classes], \
-            notices + judged + self.check_overcommit(info, None) + self.check_surplus(info)
+            notices + judged + self.check_overcommit(info, None) + self.check_surplus(info) \
+            + self._unknown_attributes(self.classes.classes)
 
     def _held_as(self, nodes: Iterable[str]) -> dict[str, str]:
         """The held devices of these nodes and the resource each counts as (`ledger.counted_as`)."""
@@ -831,6 +837,7 @@ class ClusterState:
         """A deleted class goes, its spec with it: a spec left behind would be judged again
         (`_rejudge_classes`, `_recount_foreign`) and bring the class back."""
         self._class_specs.pop(name, None)
+        self._told_unknown.pop(name, None)
         self.classes.remove(name, self.devices.values())
         return [ClusterEvent(EventKind.CLASS_CHANGED)]
 
@@ -849,7 +856,32 @@ class ClusterState:
                 notices.append(Notice("ResourceClass", name, "InvalidResourceClass",
                                       f"ResourceClass {name} is not valid: {error}", "",
                                       self.classes.classes[name].meta.uid))
-        return [ClusterEvent(EventKind.CLASS_CHANGED)], notices
+        return [ClusterEvent(EventKind.CLASS_CHANGED)], notices + self._unknown_attributes((cls.name,))
+
+    def _unknown_attributes(self, names: Iterable[str]) -> list[Notice]:
+        """A Warning on each of these valid classes whose selector needs an attribute no
+        ExtendedResource has (a typo: `modle` for `model`), so it matches nothing: its status says
+        so (`class_status`), and an admin reading Events is told too. Once per generation of the
+        class: a resync, or devices coming and going, do not repeat it; an edit still wrong does.
+        Asked again on every device change (a device may be the last with the attribute), which
+        costs a dictionary look-up per class once told."""
+        notices: list[Notice] = []
+        for name in names:
+            cls = self.classes.classes.get(name)
+            if cls is None or self._told_unknown.get(name) == cls.meta.generation or self.classes.error_of(name):
+                continue
+            note = self.classes.unknown_keys_note(cls)
+            if note:
+                self._told_unknown[name] = cls.meta.generation
+                notices.append(Notice("ResourceClass", name, UNKNOWN_ATTRIBUTE,
+                                      f"ResourceClass {name} matches no device{note}", "", cls.meta.uid))
+        return notices
+
+    def unknown_attribute_stands(self, name: str, uid: str) -> bool:
+        """Whether the class (the same object) still needs an attribute no device has."""
+        cls = self.classes.classes.get(name)
+        return cls is not None and cls.meta.uid == uid and not self.classes.error_of(name) \
+            and bool(self.classes.unknown_keys_note(cls))
 
     def _dimension_changed(self, old: ResourceClass | None, cls: ResourceClass) -> list[Notice]:
         """A Warning when a sharing class moves to another dimension while pods hold slices of it:
@@ -993,9 +1025,6 @@ def _annotation_text(pod: Pod) -> str:
     if pod.device_error is not None:
         return "nothing readable" if DEVICES in pod.meta.annotations else "nothing (the annotation was removed)"
     return _grants_text(pod.devices)
-
-
-IGNORED_SHOWN = 200  # characters of an ignored devices annotation quoted in the Warning
 
 
 def _ignored_devices(old: Pod | None, pod: Pod) -> list[Notice]:
