@@ -145,6 +145,12 @@ async def test_writes_say_tessera_and_class_status_names_the_resource(clean_clus
         await kubectl.create(CLASSES, b.resource_class("obs-cores", match_labels={"model": "V100"},
                                                        sharing={"dimension": "cores", "unit": "1"}))
         await kubectl.create_pod(namespace, b.pod("too-big", limits={"nvidia.com/gpu": 5}))
+        # a selector naming an attribute no ExtendedResource has (`modle`): valid, matches nothing
+        await kubectl.create(CLASSES, b.resource_class("obs-typo", match_labels={"modle": "V100"}))
+        # a devices annotation an admin wrote on a pending pod, hoping to choose its GPU
+        chosen = '{"containers":{"main":{"nvidia.com/gpu":[{"device":"picked","id":"GPU-picked"}]}},"version":1}'
+        await kubectl.create_pod(namespace, b.pod("chooser", limits={"nvidia.com/gpu": 1},
+                                                  annotations={ann.DEVICES: chosen}))
 
         async def class_status(name: str) -> dict[str, Any] | None:
             obj = (await kubectl.call("GET", f"{CLASSES}/{name}")).json()
@@ -171,6 +177,22 @@ async def test_writes_say_tessera_and_class_status_names_the_resource(clean_clus
         cores_uid = (await kubectl.call("GET", f"{CLASSES}/obs-cores")).json()["metadata"]["uid"]
         assert warning["regarding"]["uid"] == cores_uid and warning["type"] == "Warning"
 
+        async def warnings(reason: str, name: str, where: str) -> list[dict[str, Any]] | None:
+            found = [e for e in await kubectl.events(where) if e["reason"] == reason and e["regarding"]["name"] == name]
+            return found or None
+
+        [typo] = await eventually(lambda: warnings("UnknownDeviceAttribute", "obs-typo", "default"))
+        assert typo["type"] == "Warning" and typo["note"] == (
+            'ResourceClass obs-typo matches no device (no device has the attribute "modle")')
+        [ignored] = await eventually(lambda: warnings("DevicesAnnotationIgnored", "chooser", namespace))
+        assert ignored["type"] == "Warning" and chosen in ignored["note"]
+        async def chooser_bound() -> dict[str, Any] | None:
+            pod = (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/pods/chooser")).json()
+            return pod if pod["spec"].get("nodeName") else None
+
+        bound = await eventually(chooser_bound)  # placed as Tessera chose: a plain count, no device named
+        assert ann.decode_devices(bound["metadata"]["annotations"][ann.DEVICES]) == {}
+
         columns = await _printed(clean_cluster, CLASSES)  # what `kubectl get resourceclasses` shows
         assert columns["obs-default"]["ResourceName"] == "class.tessera.dev/obs-default"
         assert columns["obs-named"]["ResourceName"] == "gpu.example.com/obs-named"
@@ -189,6 +211,10 @@ async def test_writes_say_tessera_and_class_status_names_the_resource(clean_clus
 
         events = await eventually(tessera_events)
         assert all(_managers(event) == {"tessera"} for event in events)
+        # told once each: the class's status writes (its own MODIFIED events) and the pod's binding
+        # and status writes since did not repeat them (no second Event, no series)
+        assert [e.get("series") for e in await warnings("UnknownDeviceAttribute", "obs-typo", "default") or []] == [None]
+        assert [e.get("series") for e in await warnings("DevicesAnnotationIgnored", "chooser", namespace) or []] == [None]
         lease_obj = (await kubectl.call("GET", f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{lease}")).json()
         assert _managers(lease_obj) == {"tessera"}
 
