@@ -42,7 +42,8 @@ from tests.fuzz import strategies as S
 REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 NOTICE_REASONS = frozenset({"InvalidEvent", "UnknownKind", "InvalidObject", "BrokenDeviceAnnotation",
-                            "DeviceConflict", "InvalidResourceClass", "GangTopologyMismatch"})
+                            "DeviceConflict", "InvalidResourceClass", "GangTopologyMismatch",
+                            "DevicesAnnotationIgnored", "UnknownDeviceAttribute"})
 MAX_CYCLES_PER_EVENT = 5_000
 
 CONFIGS: dict[str, SchedulerConfig] = {
