@@ -38,6 +38,7 @@ from scheduler.core.objects import (
     parse_priority_class,
 )
 from scheduler.core.resources import CPU, MEMORY, Resources
+from scheduler.core.state.device_ids import DeviceIdIndex
 from scheduler.core.state.events import ClusterEvent, EventKind, Notice
 from scheduler.core.state.gangs import GangIndex
 from scheduler.core.state.ledger import DeviceLedger, counted_requests
@@ -78,6 +79,7 @@ class ClusterState:
         self.ledger = DeviceLedger(self.devices, self.classes, self._node_info, self._touch, self._pod_key,
                                    self.holds)
         self.gangs = GangIndex()
+        self.device_ids = DeviceIdIndex()
         # pods that were nominated to a node (status.nominatedNodeName, or a hold made here): the
         # ones whose room `nominations.hold_nominated` keeps when they hold none
         self.nominated: set[str] = set()
@@ -701,6 +703,7 @@ class ClusterState:
                 return [], []
             if old is not None and device.meta.uid and old.meta.uid and old.meta.uid != device.meta.uid:
                 return [], []  # a predecessor's late deletion: its successor stays
+            self.device_ids.remove(device.name)
             events, notices = self._delete_device(device.name)
             return events, notices + self._unknown_attributes(self.classes.classes)
         if self._stale(device.meta.uid, device.meta.resource_version):
@@ -715,7 +718,7 @@ class ClusterState:
             return [], []
         nodes = {device.node_name} | ({old.node_name} if old is not None else set())
         held = self._held_as(nodes)
-        notices = self.ledger.upsert(device, old)
+        notices = self.device_ids.put(device) + self.ledger.upsert(device, old)
         self._recount_holders(held)
         classes, judged = self._rejudge_classes({device.resource_name, *((old.resource_name,) if old else ())})
         classes += self._recount_foreign(device.node_name)

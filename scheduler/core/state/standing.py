@@ -11,6 +11,7 @@ the same state the notice came from, through the parts that decide it (the ledge
 from __future__ import annotations
 
 from scheduler.core.state.cluster import UNKNOWN_ATTRIBUTE, ClusterState, whole_in_two_running_containers
+from scheduler.core.state.device_ids import REASON as DEVICE_ID_ON_TWO_NODES
 from scheduler.core.state.events import Notice
 
 # an ExtendedResource's object changed while a pod held it: the ledger keeps the held form (a
@@ -26,6 +27,8 @@ def still_stands(state: ClusterState, notice: Notice) -> bool:
     live shell drops it then)."""
     if notice.kind == "ExtendedResource" and notice.reason in CHANGED_WHILE_HELD:
         return notice.key in state.ledger.moved
+    if notice.kind == "ExtendedResource" and notice.reason == DEVICE_ID_ON_TWO_NODES:
+        return state.device_ids.stands(notice.key)
     if notice.kind == "ResourceClass" and notice.reason == UNKNOWN_ATTRIBUTE:
         return state.unknown_attribute_stands(notice.key, notice.uid)
     if notice.kind != "Pod":
