@@ -148,7 +148,8 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
                      "is gone")
     why = (f"the recording {facts.diverged[info.name]}: the replay diverged from the cluster here"
            if info.name in facts.diverged else
-           "every pod on it Tessera's: a Binding Tessera did not decide took GPUs already given out"
+           "every pod on it Tessera's: its count was cut below what its pods use, or a Binding Tessera did not "
+           "decide took GPUs already given out"
            if state.only_ours_on(info) else "pods of other schedulers hold GPUs that Tessera's classes gave out")
     over = _over_capacity(info)
     notes += [f"{o.resource} overcommitted: {o.used} in use, {o.capacity} allocatable "

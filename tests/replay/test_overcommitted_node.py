@@ -73,3 +73,26 @@ def test_a_count_cut_below_the_gpus_in_use_is_named_as_such() -> None:
     [node] = [n for n in view.nodes if n.name == "a"]
     assert any("nvidia.com/gpu overcommitted: 2 in use, 1 allocatable (its count went down from 2)" in note
                for note in node.notes), node.notes
+
+
+def test_a_slice_still_fits_beside_a_preemptors_hold_and_its_terminating_victim() -> None:
+    """Review: 'over its count' is the real holders' use (`real_used`, as GPUsOvercommitted judges
+    it): a nominated preemptor's hold beside its still-running victim adds up to more than the node
+    has for a while, by design, and must not refuse a slice of a GPU already in use meanwhile."""
+    from scheduler.core.scheduler import Scheduler
+
+    core = Scheduler(config(BINPACK))
+    for obj in (b.node("a", gpus=2), *(b.device("a", i, memory="16Gi") for i in range(2)),
+                b.resource_class("s", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "1Gi"}),
+                b.pod("s1", limits={SHARED: 4}, priority=2000)):
+        core.apply("ADDED", obj, 0.0)
+    [placed] = core.schedule_next(0.0) or []
+    assert placed.node == "a"
+    victim = b.pod("v", limits={"nvidia.com/gpu": 1}, priority=0, node_name="a", phase="Running")
+    core.apply("ADDED", victim, 0.0)
+    core.apply("ADDED", b.pod("p", limits={"nvidia.com/gpu": 1}, priority=1000), 0.0)
+    [preemptor] = core.schedule_next(0.0) or []
+    assert preemptor.nominated_node == "a" and [v.meta.name for v in preemptor.preempted] == ["v"]
+    core.apply("ADDED", b.pod("s2", limits={SHARED: 4}, priority=0), 0.0)  # v still terminating
+    [second] = core.schedule_next(1.0) or []
+    assert second.pod.meta.name == "s2" and second.node == "a", second.message

@@ -207,8 +207,8 @@ def test_a_node_overcommitted_by_tessera_pods_alone_does_not_blame_another_sched
             *[b.pod(name, node_name="n", phase="Running", limits={"nvidia.com/gpu": 1}) for name in ("a", "b", "c")]]
     list(replay.run(WatchEvent("ADDED", obj) for obj in objs))
     [node] = build_view(replay.scheduler, source="simulate", now=replay.now).nodes
-    assert "nvidia.com/gpu overcommitted: 3 in use, 2 allocatable (every pod on it Tessera's: a Binding Tessera " \
-           "did not decide took GPUs already given out)" in node.notes
+    assert "nvidia.com/gpu overcommitted: 3 in use, 2 allocatable (every pod on it Tessera's: its count was cut " \
+           "below what its pods use, or a Binding Tessera did not decide took GPUs already given out)" in node.notes
 
 
 def test_a_gang_member_nominated_by_its_gangs_preemption_is_shown_preempting_not_unschedulable() -> None:

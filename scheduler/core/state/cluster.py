@@ -539,7 +539,9 @@ class ClusterState:
         (`counted_before`: its allocatable before this update) below the GPUs in use was cut; else
         another scheduler got it there: kube-scheduler counts plain `nvidia.com/gpu` requests, not
         the GPUs Tessera's classes hand out, which are the same GPUs; with only Tessera's pods on
-        the node, a Binding it did not decide (by hand, or a deposed leader's) did."""
+        the node, a cut this core did not see (it went over before a restart, or before
+        `kubectl tessera` listed it: a listing cannot tell) or a Binding it did not decide (by hand,
+        or a deposed leader's). A cut seen is kept for the views (`NodeInfo.cut_from`)."""
         if not info.devices and not info.over:
             return []
         over = info.over_capacity({device.resource_name for device in info.devices.values()})
@@ -551,19 +553,19 @@ class ClusterState:
         all_ours = self.only_ours_on(info)
         for resource, used, capacity in crossed:
             before = (counted_before or {}).get(resource, capacity)
+            head = f"node {info.name} has {used} {resource} in use but only {capacity} allocatable"
             if before > capacity:
                 info.cut_from[resource] = before
-                message = (f"node {info.name} has {used} {resource} in use but only {capacity} allocatable since its "
-                           f"count went down from {before} (the Node's allocatable was edited, or its device plugin "
-                           "reports fewer GPUs): its pods keep the GPUs they hold, and new pods get none of them "
-                           "here until the count covers what is in use")
+                message = (f"{head} since its count went down from {before} (the Node's allocatable was edited, or "
+                           "its device plugin reports fewer GPUs): its pods keep the GPUs they hold, and new pods get "
+                           "none of them here until the count covers what is in use")
             elif all_ours:
-                message = (f"node {info.name} has {used} {resource} in use but only {capacity} allocatable, every "
-                           "pod on it Tessera's: a Binding Tessera did not decide (a pod bound by hand, or an "
-                           "earlier leader's late Binding) took GPUs already given out")
+                message = (f"{head}, every pod on it Tessera's: its count was cut below what its pods use (the "
+                           "Node's allocatable edited, or its device plugin reporting fewer GPUs), or a Binding "
+                           "Tessera did not decide (a pod bound by hand, or an earlier leader's late Binding) took "
+                           "GPUs already given out")
             else:
-                message = (f"node {info.name} has {used} {resource} in use but only {capacity} allocatable (pods "
-                           f"of other schedulers count plain {resource} requests; the GPUs Tessera's classes hand "
+                message = (f"{head} (pods of other schedulers count plain {resource} requests; the GPUs Tessera's classes hand "
                            "out are the same GPUs): schedule every GPU pod on this node with Tessera")
             if pod is not None:
                 notices.append(Notice("Pod", pod.key, "GPUsOvercommitted", message, pod.meta.namespace, pod.uid))

@@ -79,7 +79,7 @@ class NodeInfo:
         self.allocating: dict[str, frozenset[str]] = {}
         self.agent_heartbeat: float | None = None  # the newest heartbeat of the node's devices
         self.over: frozenset[str] = frozenset()  # device resources last found over capacity (reported once)
-        # of `over`, those that went over because the Node's count of them went down -> the count before
+        # of `over`, those this core saw go over as the Node's count of them went down -> the count before
         self.cut_from: dict[str, int] = {}
         # device resources with more ExtendedResources (distinct deviceIDs) than allocatable (reported once)
         self.surplus: frozenset[str] = frozenset()

@@ -328,9 +328,10 @@ def count_short(info: NodeInfo, resource: str, added: int, shared_with_holds: in
     """Whether the node's count of `resource` cannot take `added` more GPUs in use (devices a plan
     makes busy, and the pod's own plain request of it) and `shared_with_holds` devices it shares
     with nominated preemptors' holds only. With nothing added (slices of GPUs already in use) it
-    is short when the node already uses more than it counts: its count was cut below its pods' GPUs
-    (an edited allocatable, a device plugin reporting GPUs gone), and a new pod there would run on
-    GPUs the node no longer offers. Checked as upstream runs a pod's filters twice
+    is short when the node's real holders already use more than it counts (`real_used`, as
+    `GPUsOvercommitted` judges it: a hold beside its terminating victims over-commits nothing): its
+    count was cut below its pods' GPUs (an edited allocatable, a device plugin reporting GPUs
+    gone), and a new pod there would run on GPUs the node no longer offers. Checked as upstream runs a pod's filters twice
     (RunFilterPluginsWithNominatedPods): with the holds of equal or higher priority (the ones left
     in the state for this attempt; lower ones are lifted) — there a shared device is counted
     already — and with the real holders alone (`real_used`), where it is not: the hold keeps it for
@@ -339,7 +340,8 @@ def count_short(info: NodeInfo, resource: str, added: int, shared_with_holds: in
     if node is None or resource not in node.allocatable:
         return False
     allocatable = node.allocatable[resource]
-    return info.used(resource) + added > allocatable or (
+    over = info.used(resource) + added > allocatable if added > 0 else info.real_used(resource) > allocatable
+    return over or (
         shared_with_holds > 0 and info.real_used(resource) + added + shared_with_holds > allocatable)
 
 
