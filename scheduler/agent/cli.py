@@ -122,12 +122,17 @@ async def _main(args: argparse.Namespace, options: AgentOptions, backend: Device
         watch_api = await clients.enter_async_context(await connect(kubeconfig, user_agent=AGENT_USER_AGENT))
         http = KubeHttp(api, RateLimiter(args.qps, args.burst))
         agent: Agent | None = None
-        refused: str | None = None
+        refused: ConnectError | None = None
         async with anyio.create_task_group() as group:  # a signal cancels it: the agent cleans up and ends
             await group.start(stop_on_signal, group.cancel_scope.cancel, name="signals")
-            response = await ApiserverWait().until_answered(http, kubeconfig)
-            if response.status in (401, 403):
-                refused = rejected(http, response)
+            try:  # raised past the group it would reach main() wrapped in an exception group
+                response = await ApiserverWait().until_answered(http, kubeconfig)
+            except ConnectError as err:  # e.g. a certificate the kubeconfig does not trust
+                refused = err
+            else:
+                if response.status in (401, 403):
+                    refused = ConnectError(rejected(http, response))
+            if refused is not None:
                 group.cancel_scope.cancel()
             else:
                 agent = Agent(options, http, KubeHttp(watch_api), backend)
@@ -135,5 +140,5 @@ async def _main(args: argparse.Namespace, options: AgentOptions, backend: Device
         if agent is None and refused is None:
             backend.close()  # a signal during the wait: the agent never started, so it did not close it
         if refused is not None:
-            raise ConnectError(refused)
+            raise refused
     return 0

@@ -243,12 +243,19 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
                      registry=metrics.registry, routes=[*routes, configz_route(configz(config))]) as server:
         log.info("tessera.serving", url=server.url, identity=identity,
                  gpu_map=f"{server.url}/gpu-map" if args.gpu_map else "off (start with --gpu-map)")
+        refused: ConnectError | None = None  # raised here it would leave the groups as an exception group
         async with anyio.create_task_group() as group:
             await group.start(stop_on_signal, on_signal, name="signals")
-            refusal = await _until_answered(waiting, http, kubeconfig, config, stop) if not stop.is_set() else 0
+            try:
+                refusal = await _until_answered(waiting, http, kubeconfig, config, stop) if not stop.is_set() else 0
+            except* ConnectError as failed:  # a certificate the kubeconfig does not trust: one line, no wait
+                refused, refusal = _first(failed), 1
             if refusal is not None:  # stopped while waiting, or refusing to run: nothing was started
                 group.cancel_scope.cancel()
-                return refusal
+                if refused is None:
+                    return refusal
+        if refused is not None:
+            raise refused
             group.start_soon(until_stop, "loop", loop.run, name="loop")
             if elector is not None:
                 group.start_soon(until_stop, "leader-election", elector.run, name="leader-election")
@@ -267,6 +274,12 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
             group.cancel_scope.cancel()  # the loop (with what the drain did not see through), the signal handlers
     log.info("tessera.stopped")
     return 1 if crashed or forced.cancel_called else 0
+
+
+def _first(group: BaseExceptionGroup[ConnectError]) -> ConnectError:
+    """The ConnectError an exception group holds (a task group's wrapping of the one raised)."""
+    first = group.exceptions[0]
+    return first if isinstance(first, ConnectError) else _first(first)
 
 
 async def _until_answered(waiting: ApiserverWait, http: KubeHttp, kubeconfig: str | None,
