@@ -382,18 +382,21 @@ class SchedulerLoop:
                                   generation=pod.meta.generation)
 
     def _report(self, notice: Notice) -> None:
-        """A notice of the core's as a Warning Event. A replica that does not lead cannot record
-        it, and the core raises it only once: it is told when this replica leads (`_tell_untold`),
-        or, for an edited devices annotation, by the replica that writes its union."""
+        """A notice of the core's as a Warning Event. A replica that does not lead (or leads while
+        its caches still list) cannot record it yet, and the core raises it only once: it is told
+        when this replica leads on a complete cache (`_tell_untold`), or, for an edited devices
+        annotation, by the replica that writes its union."""
         log.warning("input.invalid", kind=notice.kind, object=notice.key, reason=notice.reason, message=notice.message)
-        leading = self.is_leader()
-        if leading:
+        # while the caches list, a leader sees a half-listed cluster (a class before the device
+        # carrying its attribute): it tells once they are complete, if it still stands, as a standby does
+        telling = self.is_leader() and self.informers.synced
+        if telling:
             self._warn(notice, "Validating")
         if notice.held_devices:  # an edited devices annotation: the union goes onto the pod
             # a standby cannot tell: the replica that writes the union does (the leader may be gone)
             self.held.want(notice.namespace, notice.key.rpartition("/")[2], notice.uid, notice.held_devices,
-                           untold=None if leading else notice)
-        elif not leading and notice.key:
+                           untold=None if telling else notice)
+        elif not telling and notice.key:
             self.untold.add(notice)
 
     def _tell_untold(self) -> None:

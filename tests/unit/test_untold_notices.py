@@ -128,3 +128,35 @@ def test_untold_notices_are_bounded_and_deduplicated() -> None:
     assert [notice.message for notice in untold][-1] == "again"
     untold.object_gone("Pod", "default/p3", "uid-3")
     assert [notice.key for notice in untold] == ["default/p2", "default/p4"]
+
+
+async def test_a_leader_tells_what_it_saw_while_its_caches_listed_only_if_it_still_stands() -> None:
+    """A review: a replica leading while its informers list (one replica, or an election won at
+    start) told each notice at once, judged on a half-listed cache: a class selecting `nvlink`
+    was warned `UnknownDeviceAttribute` as soon as a device without the attribute was in and before
+    the one with it. What it sees before its caches are complete waits for them, as a standby's
+    notices do, and is told only if it still stands."""
+    api = FakeApi()
+    nvlink = b.device("h", 0, attributes={"nvlink": "true"})
+    api.lists["/api/v1/nodes"] = [b.node("a", gpus=1), b.node("h", gpus=1)]
+    api.lists["/apis/tessera.dev/v1alpha1/extendedresources"] = [b.device("a", 0), nvlink]
+    linked = b.resource_class("linked", match_labels={"nvlink": "true"})
+    typo = b.resource_class("typo", match_labels={"modle": "V100"})  # still so once listed: told
+    api.lists["/apis/tessera.dev/v1alpha1/resourceclasses"] = [linked, typo]
+    term: list[int | None] = [1]
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="leader",  # type: ignore[arg-type]
+                         leader_term=lambda: term[0])
+    loop.leadership_started()
+    for obj in (linked, typo, b.device("a", 0)):  # as the class informer's page arrives before the devices' last one
+        loop._on_event("ADDED", obj)
+
+    def warned() -> list[str]:
+        return [event["regarding"]["name"] for event in api.events.values() if event["reason"] == "UnknownDeviceAttribute"]
+
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await until(lambda: loop.informers.synced)
+        await until(lambda: warned() == ["typo"])
+        await anyio.sleep(0.2)
+        owner.cancel_scope.cancel()
+    assert warned() == ["typo"]
