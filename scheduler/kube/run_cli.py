@@ -248,38 +248,33 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
             await group.start(stop_on_signal, on_signal, name="signals")
             try:
                 refusal = await _until_answered(waiting, http, kubeconfig, config, stop) if not stop.is_set() else 0
-            except* ConnectError as failed:  # a certificate the kubeconfig does not trust: one line, no wait
-                refused, refusal = _first(failed), 1
-            if refusal is not None:  # stopped while waiting, or refusing to run: nothing was started
+            except ConnectError as err:  # a certificate the kubeconfig does not trust: one line, no wait
+                refused, refusal = err, 1
+            if refusal is not None:  # stopped while waiting, refusing to run, or refused: nothing was started
                 group.cancel_scope.cancel()
-                if refused is None:
-                    return refusal
+            else:
+                group.start_soon(until_stop, "loop", loop.run, name="loop")
+                if elector is not None:
+                    group.start_soon(until_stop, "leader-election", elector.run, name="leader-election")
+                else:
+                    group.start_soon(functools.partial(
+                        watch_for_a_leader, http, namespace=election.resource_namespace, name=election.resource_name,
+                        retry_period=election.retry_period_seconds, every=election.lease_duration_seconds),
+                        name="lease-watch")
+                with forced:
+                    await stop.wait()
+                    log.info("tessera.stopping", in_flight=loop.in_flight)
+                    await step_down(loop.stop, loop.drain, lambda: loop.in_flight,
+                                    release_lease if elector is not None else None, crashed=bool(crashed),
+                                    flush=loop.events.flush)
+                stepping_down = True  # a Lease left to expire (Bindings in flight) ends with the cancel
+                group.cancel_scope.cancel()  # the loop (with what the drain did not see through), the signal handlers
         if refused is not None:
             raise refused
-            group.start_soon(until_stop, "loop", loop.run, name="loop")
-            if elector is not None:
-                group.start_soon(until_stop, "leader-election", elector.run, name="leader-election")
-            else:
-                group.start_soon(functools.partial(
-                    watch_for_a_leader, http, namespace=election.resource_namespace, name=election.resource_name,
-                    retry_period=election.retry_period_seconds, every=election.lease_duration_seconds),
-                    name="lease-watch")
-            with forced:
-                await stop.wait()
-                log.info("tessera.stopping", in_flight=loop.in_flight)
-                await step_down(loop.stop, loop.drain, lambda: loop.in_flight,
-                                release_lease if elector is not None else None, crashed=bool(crashed),
-                                flush=loop.events.flush)
-            stepping_down = True  # a Lease left to expire (Bindings in flight) ends with the cancel
-            group.cancel_scope.cancel()  # the loop (with what the drain did not see through), the signal handlers
+        if refusal is not None:
+            return refusal
     log.info("tessera.stopped")
     return 1 if crashed or forced.cancel_called else 0
-
-
-def _first(group: BaseExceptionGroup[ConnectError]) -> ConnectError:
-    """The ConnectError an exception group holds (a task group's wrapping of the one raised)."""
-    first = group.exceptions[0]
-    return first if isinstance(first, ConnectError) else _first(first)
 
 
 async def _until_answered(waiting: ApiserverWait, http: KubeHttp, kubeconfig: str | None,
@@ -288,14 +283,20 @@ async def _until_answered(waiting: ApiserverWait, http: KubeHttp, kubeconfig: st
     log the run's first line, and check no other replica leads when this one runs without
     leader election. None: go on and schedule; else the exit code (0 when a signal came first)."""
     version: Response | None = None
+    failed: ConnectError | None = None
     async with anyio.create_task_group() as group:
         async def until_stopped() -> None:
             await stop.wait()
             group.cancel_scope.cancel()
 
         group.start_soon(until_stopped)
-        version = await waiting.until_answered(http, kubeconfig)
+        try:  # raised inside the group it would leave it wrapped in an exception group
+            version = await waiting.until_answered(http, kubeconfig)
+        except ConnectError as err:  # a certificate the kubeconfig does not trust: no reason to wait
+            failed = err
         group.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
     if version is None:
         return 0
     # 401/403 is not fatal: the informers retry, say why once and /readyz gives the reason.
