@@ -11,13 +11,14 @@ from collections.abc import Collection, Iterable
 
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.core.framework.attempt import Attempt
-from scheduler.core.framework.interface import PermitPlugin
+from scheduler.core.framework.cycle_state import prepare
+from scheduler.core.framework.interface import PermitPlugin, Reservation
 from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.framework.runtime import ProfileRuntime
 from scheduler.core.framework.timing import Stopwatch, Timing
 from scheduler.core.objects import Pod
 from scheduler.core.queue import QueuedPod, SchedulingQueue
-from scheduler.core.state import ClusterEvent, ClusterState, EventKind
+from scheduler.core.state import ClusterEvent, ClusterState, EventKind, NodeInfo
 
 
 class Engine:
@@ -39,6 +40,16 @@ class Engine:
         """The pod's profile (the first profile for a pod the state no longer has)."""
         runtime = self.profiles.get(pod.scheduler_name) if pod is not None else None
         return runtime if runtime is not None else next(iter(self.profiles.values()))
+
+    def reserve_on(self, pod: Pod, info: NodeInfo, now: float) -> Reservation | None:
+        """The pod's reservation on a node fixed in advance (a nomination's, an allocation gate's
+        held elsewhere), checked as a cycle checks one node (PreFilter, then Filter there); None
+        when it does not go there."""
+        runtime = self.runtime_of(pod)
+        ctx = prepare(pod, self.state.classes)
+        if runtime.pre_filter(ctx) is not None or runtime.filter_node(ctx, info) is not None:
+            return None
+        return runtime.reserve(ctx, info, now)
 
     def take(self, events: Iterable[ClusterEvent], now: float, spared: Collection[str] = ()) -> None:
         """Act on what changed in the cluster state: a node whose agent finished an allocation

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from scheduler.core.engine import Engine
 from scheduler.core.framework.attempt import Attempt
-from scheduler.core.framework.cycle_state import prepare
 
 
 def assume_held(engine: Engine, uid: str, node: str, message: str, now: float) -> Attempt | None:
@@ -26,10 +25,8 @@ def assume_held(engine: Engine, uid: str, node: str, message: str, now: float) -
     info = state.nodes.get(node)
     if pod is None or uid not in state.pending or info is None or info.node is None:
         return None
-    runtime = engine.runtime_of(pod)
-    ctx = prepare(pod, state.classes)
-    if runtime.pre_filter(ctx) is not None or runtime.filter_node(ctx, info) is not None:
+    reservation = engine.reserve_on(pod, info, now)
+    if reservation is None:
         return None
-    reservation = runtime.reserve(ctx, info, now)
     state.assume(uid, node, reservation.devices)
     return Attempt(pod, node, dict(reservation.annotations), message=message)

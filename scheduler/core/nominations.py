@@ -27,7 +27,6 @@ the hold is counted beside them, never in their stead, so no device goes to two 
 from __future__ import annotations
 
 from scheduler.core.engine import Engine
-from scheduler.core.framework.cycle_state import prepare
 from scheduler.core.state.cluster import placement_of
 from scheduler.core.state.nodes import Placement
 
@@ -59,11 +58,9 @@ def _room(engine: Engine, uid: str, now: float) -> Placement:
              if (placed := state.pods.get(other)) is not None and state.leaving(placed)]
     lifted = [state.lift(other) for other in going]
     try:
-        runtime = engine.runtime_of(pod)
-        ctx = prepare(pod, state.classes)
-        if runtime.pre_filter(ctx) is None and runtime.filter_node(ctx, info) is None:
-            return placement_of(pod, node, runtime.reserve(ctx, info, now).devices, state.ledger.counted_as)
-        return placement_of(pod, node, None, state.ledger.counted_as)
+        reservation = engine.reserve_on(pod, info, now)
+        return placement_of(pod, node, reservation.devices if reservation is not None else None,
+                            state.ledger.counted_as)
     finally:
         for placed_before in lifted:
             state.restore(placed_before)
