@@ -255,13 +255,16 @@ class Cycle:
             if error is not None:
                 return Attempt(pod, None, message=error, error=True, filtered=filtered)
         scores: dict[str, dict[str, int]] | None = None
+        tied: tuple[int, ...] = ()
+        top: int | None = None
         if len(found.rows) == 1 and not self.explain:
             best = 0
         else:
             started = timing.stopwatch.now()
             scored = runtime.score(ctx, found.rows, self.explain)
             timing.point("Score", "Success", profile, started)
-            best = self._pick(scored.totals)
+            best, tied = self._pick(scored.totals)
+            top = scored.totals[best]
             if scored.per_plugin is not None:
                 scores = {}
                 for i, row in enumerate(found.rows):
@@ -270,13 +273,16 @@ class Cycle:
                     scores[table.info(row).name] = line
         chosen = table.info(found.rows[best])
         reservation = self._reserve(runtime, ctx, chosen, now)
-        return Attempt(pod, chosen.name, dict(reservation.annotations), scores=scores, filtered=filtered)
+        others = tuple(table.info(found.rows[i]).name for i in tied if i != best)
+        return Attempt(pod, chosen.name, dict(reservation.annotations), scores=scores, filtered=filtered,
+                       tied=others, score=top)
 
-    def _pick(self, totals: list[int]) -> int:
-        """Index of the highest total; ties broken uniformly at random (as selectHost's reservoir sampling)."""
+    def _pick(self, totals: list[int]) -> tuple[int, tuple[int, ...]]:
+        """Index of the highest total, and every index sharing it; ties broken uniformly at random
+        (as selectHost's reservoir sampling, pkg/scheduler/schedule_one.go)."""
         top = max(totals)
-        ties = [i for i, total in enumerate(totals) if total == top]
-        return ties[0] if len(ties) == 1 else self.rng.choice(ties)
+        ties = tuple(i for i, total in enumerate(totals) if total == top)
+        return (ties[0] if len(ties) == 1 else self.rng.choice(ties)), ties
 
     def _schedule_gang(self, pod: Pod, runtime: ProfileRuntime, now: float) -> list[Attempt]:
         """Place every pending member on the live state as one transaction: all (≥ min) or nothing.

@@ -24,7 +24,7 @@ from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import load, replay_order
 from scheduler.view.cluster import build_view
 from scheduler.view.model import plain
-from scheduler.view.text import columns, count
+from scheduler.view.text import columns, count, tie_note
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,8 @@ class Outcome:
     held: bool  # placed, Binding held by the allocation gate
     preempts: tuple[str, ...]  # pods preemption would evict for it
     message: str
+    tied_with: tuple[str, ...] = ()  # other nodes with the same top score: the pick among them is random
+    score: int | None = None  # the node's total score, when more than one node was scored
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +73,8 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
         pass
     found = {key: Outcome(key, attempt.node or "", _devices(attempt.annotations), attempt.deferred,
                           tuple(victim.key for victim in attempt.preempted),
-                          "" if attempt.node and not attempt.deferred else attempt.message)
+                          "" if attempt.node and not attempt.deferred else attempt.message,
+                          tuple(sorted(attempt.tied)) if attempt.node else (), attempt.score if attempt.node else None)
              for key, attempt in replay.stats.final.items()}
     # pods a PreEnqueue plugin keeps out are never attempted: their gate says why they stay pending
     found.update((key, Outcome(key, "", (), False, (), why)) for key, why in replay.scheduler.gated().items())
@@ -138,6 +141,8 @@ def render(result: WhatIf) -> str:
             verdict = "placed, Binding held by the allocation gate" if o.held else "placed"
             if o.preempts:
                 verdict += f" after evicting {', '.join(o.preempts)}"
+            if o.tied_with:
+                verdict += f"; {tie_note(o.tied_with, o.score)}"
         else:
             verdict = o.message
         rows.append([o.pod, o.node, ", ".join(o.devices), verdict])

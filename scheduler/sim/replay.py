@@ -351,6 +351,8 @@ def attempt_line(attempt: Attempt, explain: bool) -> dict[str, Any]:
     if attempt.nominated_node:
         line["nominatedNodeName"] = attempt.nominated_node
     if explain:
+        if attempt.node and attempt.tied:  # the pick among equal totals was the seeded tie-break
+            line["tiedWith"] = sorted(attempt.tied)
         line["scores"] = attempt.scores or {}
         line["filtered"] = attempt.filtered or {}
     return line

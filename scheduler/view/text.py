@@ -28,6 +28,16 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def tie_note(tied_with: Sequence[str], score: int | None) -> str:
+    """What a dry run's node means when others scored the same: the scheduler's pick among equal
+    totals is random (kube-scheduler's selectHost; Tessera's live loop seeds its own), so the
+    dry run's node is one of these, not a prediction. "" when nothing tied."""
+    if not tied_with:
+        return ""
+    return (f"tied with {count(len(tied_with), 'other node')} on score {score} ({', '.join(tied_with)}): "
+            "the scheduler picks one of them at random")
+
+
 def columns(rows: Sequence[Sequence[str | None]]) -> str:
     """Rows (the first one the header) as left-aligned columns; the last column is not padded.
     An empty cell prints `-`; None leaves it blank (a node's name only on its first GPU row).

@@ -26,6 +26,10 @@ class Attempt:
     error: bool = False
     rejectors: frozenset[str] = frozenset()
     scores: dict[str, dict[str, int]] | None = None
+    # the other scored nodes whose total equalled the chosen node's (`score`): the pick among them
+    # was a random tie-break (upstream's selectHost), so a dry run's node is one of several equals
+    tied: tuple[str, ...] = ()
+    score: int | None = None  # the chosen node's total score, when more than one node was scored
     filtered: dict[str, str] | None = None
     attempts: int = 1  # this attempt included (for the scheduling SLI metrics)
     queued_at: float = 0.0  # when the pod first entered the queue past its PreEnqueue plugins (the SLI start)
