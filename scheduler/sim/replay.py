@@ -48,6 +48,9 @@ class ReplayStats:
     # while the live scheduler worked, which decided otherwise): "binds A there, where ... placed B"
     diverged: dict[str, str] = field(default_factory=dict)
     evicted: dict[str, str] = field(default_factory=dict)  # pod key -> the preemptor it made room for
+    # pod key -> what a recorded Binding overruled: "binds it to N2, where this replay had placed it
+    # on N1" (the live scheduler decided otherwise; the pod's last JSON line is the replay's decision)
+    overruled: dict[str, str] = field(default_factory=dict)
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"
@@ -112,6 +115,8 @@ class Replay:
             notices = [n for n in notices if n.reason != "GPUsOvercommitted"]
         elif live_binding and any(n.reason == "DeviceConflict" for n in notices):
             self._diverged_on_devices(event.object)
+        if live_binding:
+            self._note_overruled(event.object)
         self.stats.notices += notices
         self._input_placed(event)
 
@@ -201,6 +206,23 @@ class Replay:
             return ours_devices is not None and theirs_devices != ours_devices
         before = self.pods.get(uid)
         return before is not None and not is_bound(before)
+
+    def _note_overruled(self, obj: dict[str, Any]) -> None:
+        """A recorded Binding put a pod elsewhere than this replay's decision for it (another node,
+        or bound where the replay left it pending or evicted it): the Binding is what happened and
+        the end table shows it, while the pod's last JSON line is the replay's own decision — so the
+        report names the difference rather than contradict itself silently."""
+        uid = object_uid(obj)
+        pod = self.scheduler.state.pods.get(uid) if uid is not None else None
+        if uid is None or pod is None or pod.key not in self.stats.final:
+            return  # never attempted here: nothing of the replay's to overrule
+        node = obj["spec"]["nodeName"]
+        ours = self._placed.get(uid)
+        if ours == node:
+            return  # the same node on other devices: a conflict is warned of per node (`diverged`)
+        was = ("had evicted it" if uid in self._evicted else
+               f"had placed it on {ours}" if ours is not None else "had left it pending")
+        self.stats.overruled[pod.key] = f"the recording binds it to {node}, where this replay {was}"
 
     def _input_placed(self, event: WatchEvent) -> None:
         """A pod the input binds, or deletes, is no longer this replay's placement."""

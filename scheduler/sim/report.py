@@ -80,6 +80,12 @@ def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: st
         if node not in replay.stats.over_capacity:  # a device held twice, no count over
             print(f"tessera: warning: node {node}: the recording {diverged}: the live scheduler decided "
                   "otherwise, and from here on the replay does not match the cluster", file=sys.stderr)
+    for key, overruled in list(replay.stats.overruled.items())[:MAX_LINE_ERRORS]:
+        print(f"tessera: warning: pod {key}: {overruled} (the live scheduler decided otherwise: the table shows "
+              "the recorded Binding, the JSON lines this replay's own decisions)", file=sys.stderr)
+    if len(replay.stats.overruled) > MAX_LINE_ERRORS:
+        print(f"tessera: warning: {len(replay.stats.overruled) - MAX_LINE_ERRORS} more pods bound by the recording "
+              "where this replay had decided otherwise", file=sys.stderr)
     table = render_table(replay.scheduler, replay.stats)
     print(table, file=sys.stdout if output == "table" else sys.stderr)
     return 0
@@ -103,7 +109,7 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
     waiting.update(scheduler.gated())  # never attempted: their gate says why they wait
     unscheduled = [(key, message) for key, message in sorted(waiting.items())
                    if key not in stats.evicted and scheduler.is_pending(key)]
-    placed = already_bound = 0  # of the pods on a node now: placed by this replay, or bound by the input
+    placed = already_bound = moved = 0  # of the pods on a node now: placed by this replay, or bound by the input
     for pod in scheduler.placements():
         by_node[pod.node].append(pod.key.rpartition("/")[2])
         final = stats.final.get(pod.key)
@@ -111,6 +117,7 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
             placed += 1
         else:
             already_bound += 1
+            moved += pod.key in stats.overruled  # a recorded Binding overruled the replay's decision
     rows = [("NODE", "GPU", "CPU", "PODS")]
     for node in scheduler.node_usage((GPU, CPU)):
         gpu_used, gpus = node.resources[GPU]
@@ -123,6 +130,8 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
     lines.append("")
     evicted = f", {len(stats.evicted)} evicted by preemption" if stats.evicted else ""
     bound = f", {already_bound} bound in the input" if already_bound else ""
+    if moved:
+        bound += f" ({moved} of them against this replay's own decision: see the warnings)"
     lines.append(f"{count(stats.events, 'event')}, {count(stats.attempts, 'scheduling attempt')}: "
                  f"{count(placed, 'pod')} placed, {len(unscheduled)} unschedulable{evicted}{bound}")
     if len(unscheduled) <= MAX_LISTED_UNSCHEDULABLE:
