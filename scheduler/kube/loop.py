@@ -187,6 +187,8 @@ class SchedulerLoop:
         leader election). Wakes the loop."""
         self._leading_since = time.monotonic()
         self.wake()
+        if self.class_controller is not None:  # a new leader creates the missing classes at once
+            self.class_controller.wake()
 
     @property
     def healthy(self) -> bool:
@@ -439,12 +441,16 @@ class SchedulerLoop:
     async def _wake_when_synced(self) -> None:
         """The cycles start the moment the caches are complete: the informer that completes them
         may deliver nothing new at that point (its objects went to the core page by page), so no
-        watch event would wake them until the next idle tick."""
+        watch event would wake them until the next idle tick. So does the default class
+        controller's first real pass: the passes the first LIST's ExtendedResources woke found the
+        caches incomplete and wrote nothing, and its next timed pass is 30 s away."""
         await self.informers.wait_synced()
         starts = "scheduling starts" if self.is_leader() else "scheduling starts when this replica leads"
         log.info("tessera.ready", kinds=len(self.informers.informers),
                  message=f"every informer has listed: the cache is complete and {starts}")
         self._wake.set()
+        if self.class_controller is not None:
+            self.class_controller.wake()
 
     async def _schedule_forever(self) -> None:
         last_flush = time.time()
