@@ -14,7 +14,8 @@ The protocol is client-go's reflector: a paginated LIST (``limit``/``continue``)
 ADDED events, then a WATCH from the list's resourceVersion with ``allowWatchBookmarks`` and a
 server-side ``timeoutSeconds``. A stream that ends is resumed from the last resourceVersion seen
 (events and BOOKMARKs both advance it); a stream that hangs is cut by the socket read timeout
-(watch timeout + 30 s). ``410 Gone`` — an HTTP 410 on connect or an ERROR event with code 410
+(watch timeout + 30 s) — or, once this kind's watches have been seen to carry the apiserver's
+periodic BOOKMARKs, after WATCH_SILENCE_SECONDS without a whole event (see `_Silent`). ``410 Gone`` — an HTTP 410 on connect or an ERROR event with code 410
 inside a 200 stream — means the history we need is gone: relist, deliver synthetic DELETED
 events (with the last known object, so the core can release what it held) for what vanished,
 ADDED for what is new and MODIFIED for what changed. Everything else is retried with jittered
@@ -81,6 +82,12 @@ BACKOFF_RESET = 120.0
 MIN_WATCH_TIMEOUT = 300  # reflector's minWatchTimeout: each watch asks for 5-10 min, at random
 UNAVAILABLE_RETRY_SECONDS = 30.0
 READ_TIMEOUT_MARGIN = 30.0
+# The watch cache sends every watch that allows bookmarks one about every minute
+# (k8s.io/apiserver pkg/storage/cacher/cacher.go defaultBookmarkFrequency), whatever its selectors
+# and whether anything changed; upstream's own epsilon over that period is 15 s
+# (DefaultEventFreshDuration). A stream silent for longer is stalled, not quiet.
+BOOKMARK_PERIOD_SECONDS = 60.0
+WATCH_SILENCE_SECONDS = BOOKMARK_PERIOD_SECONDS + 15.0
 LIST_TIMEOUT = 60.0
 
 
@@ -136,6 +143,17 @@ class InformerStats:
 
 class _Expired(Exception):
     """Our resourceVersion (or continue token) is too old: only a relist can catch up."""
+
+
+class _Silent(Exception):
+    """The watch stream sent nothing (no event, no BOOKMARK) for longer than the apiserver's bookmark
+    period allows: the connection is open but stalled (a proxy holding responses, a half-dead
+    peer). client-go finds these with HTTP/2 pings (ReadIdleTimeout 30 s + PingTimeout 15 s,
+    k8s.io/apimachinery pkg/util/net/http.go); over HTTP/1.1 the bookmarks are the heartbeat."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the watch sent nothing for {seconds:.0f} s")
+        self.seconds = seconds
 
 
 class _Unavailable(Exception):
@@ -217,18 +235,31 @@ def field_selected(obj: dict[str, Any], field_selector: str) -> bool:
     return True
 
 
-async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-    """Newline-delimited chunks of a watch stream.
+async def _lines(response: aiohttp.ClientResponse, silence: Callable[[], float | None]) -> AsyncIterator[bytes]:
+    """Newline-delimited chunks of a watch stream; raises `_Silent` when no whole line came for
+    `silence()` seconds (None: no such bound; asked at every read, as it can arm mid-stream).
 
     Not ``content.readline()``: aiohttp caps a line at its buffer high-water mark (128-512 KiB
     depending on the version) and a Node or Pod can legitimately be larger (objects go up to
     ~1.5 MiB), which would turn into an endless error/retry loop on that one object.
     """
     buffer = bytearray()
-    while chunk := await response.content.readany():
+    last_line = time.monotonic()
+    while True:
+        bound = silence()
+        if bound is None:
+            chunk = await response.content.readany()
+        else:
+            with anyio.move_on_after(last_line + bound - time.monotonic()) as scope:
+                chunk = await response.content.readany()
+            if scope.cancelled_caught:
+                raise _Silent(time.monotonic() - last_line)
+        if not chunk:
+            break
         buffer += chunk
         start = 0
         while (end := buffer.find(b"\n", start)) >= 0:
+            last_line = time.monotonic()
             yield bytes(buffer[start:end])
             start = end + 1
         del buffer[:start]
@@ -265,6 +296,11 @@ class Informer:
         # of the objects it picks at that version, so older news of them is old, stored or not
         # (dropped once the watch has passed it: nothing older can come then)
         self._pictures: dict[str, str] = {}
+        # a watch of this kind has delivered a BOOKMARK: the apiserver serves its watches from the
+        # watch cache, which sends one about every minute, so a longer silence is a stall (with the
+        # cache off — `--watch-cache=false`, or a size of 0 for the resource — none come, and only
+        # the read timeout can tell)
+        self.bookmarks_seen = False
         self._failures = 0          # backoffs since the last quiet BACKOFF_RESET seconds
         self._last_backoff = float("-inf")
 
@@ -287,6 +323,13 @@ class Informer:
                     must_list = False
                 await self._watch()
                 continue  # the server ended the watch (timeoutSeconds): resume from our RV
+            except _Silent as err:  # stalled, not quiet: resume from our RV as after a timeout
+                log.warning("informer.watch_silent", kind=self.kind.label, silent_seconds=round(err.seconds, 1),
+                            resource_version=self.resource_version,
+                            message=f"the {self.kind.label} watch sent nothing (no event, no bookmark) for "
+                                    f"{err.seconds:.0f} s, longer than the apiserver's bookmark period allows: "
+                                    "restarting it")
+                continue
             except _Expired as err:
                 must_list = True
                 self.stats.relists += 1
@@ -501,13 +544,16 @@ class Informer:
             self.denials.allowed(self.kind.label)
             self.stats.watches += 1
             received = False
-            async for line in _lines(response):
+            async for line in _lines(response, self._silence_bound):
                 if not line.strip():
                     continue
                 self._on_watch_event(orjson.loads(line))
                 received = True
         if not received and time.monotonic() - started < 1.0:
             raise _HttpError(200, "watch closed at once without data")
+
+    def _silence_bound(self) -> float | None:
+        return WATCH_SILENCE_SECONDS if self.bookmarks_seen else None
 
     def _on_watch_event(self, event: Any) -> None:
         if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
@@ -537,7 +583,9 @@ class Informer:
                 else:
                     self._store[key] = obj
                 self._emit(event_type, obj)
-        elif event_type != "BOOKMARK":
+        elif event_type == "BOOKMARK":
+            self.bookmarks_seen = True
+        else:
             log.warning("informer.unknown_event", kind=self.kind.label, type=event_type)
         if resource_version:
             self.resource_version = resource_version
