@@ -62,6 +62,7 @@ __all__ = [
     "DELETE_500_BEFORE",
     "FAULT_TYPES",
     "RESET",
+    "STALL_WATCH",
     "WATCH_410_EVENT",
     "WATCH_410_STATUS",
     "NO_FAULTS",
@@ -83,8 +84,9 @@ WATCH_410_STATUS = "watch_410_status"
 WATCH_410_EVENT = "watch_410_event"
 CUT_WATCH = "cut_watch"
 CUT_CONNECTION = "cut_connection"
+STALL_WATCH = "stall_watch"
 FAULT_TYPES = (DELAY_REQUEST, DELAY_RESPONSE, RESET, BIND_500_BEFORE, BIND_500_AFTER, BIND_HANG_AFTER, BIND_HELD,
-               DELETE_500_BEFORE, WATCH_410_STATUS, WATCH_410_EVENT, CUT_WATCH, CUT_CONNECTION)
+               DELETE_500_BEFORE, WATCH_410_STATUS, WATCH_410_EVENT, CUT_WATCH, CUT_CONNECTION, STALL_WATCH)
 """Every fault type the proxy counts (the keys of :attr:`FaultProxy.counts`)."""
 
 _BINDING = re.compile(r"^/api/v1/namespaces/[^/]+/pods/[^/]+/binding/?$")
@@ -326,6 +328,7 @@ class _Connection:
         self.upstream: _Reader | None = None
         self.upstream_writer: asyncio.StreamWriter | None = None
         self.watching = False  # relaying a watch response right now
+        self.stalled = False  # `stall_watches`: nothing more of the response reaches the client
         self.closed = False
 
     def abort(self, rst: bool = False) -> None:
@@ -478,6 +481,19 @@ class FaultProxy:
             conn.abort()
             cut += 1
         return cut
+
+    def stall_watches(self) -> int:
+        """Stall every watch stream relayed now: the connection stays open, nothing more of its
+        response reaches the client (the apiserver's bytes are held, unread), while other requests
+        and later watches pass — a proxy holding watch responses. Returns how many. Must run on
+        the proxy's loop (see :meth:`FaultProxyThread.stall_watches` otherwise)."""
+        stalled = 0
+        for conn in self._connections.values():
+            if conn.watching and not conn.stalled:
+                conn.stalled = True
+                self._count(STALL_WATCH)
+                stalled += 1
+        return stalled
 
     # --- internals -------------------------------------------------------------------------
 
@@ -667,7 +683,7 @@ class FaultProxy:
             return not response.wants_close()
         conn.watching = watch and code == "200"
         monitor = asyncio.create_task(conn.client.at_eof())
-        relay = asyncio.create_task(self._relay_body(upstream, client, response))
+        relay = asyncio.create_task(self._relay_body(upstream, _Gated(conn), response))
         try:
             done, _ = await asyncio.wait({monitor, relay}, return_when=asyncio.FIRST_COMPLETED)
             if relay not in done:  # the client went away mid-response (or sent garbage)
@@ -685,7 +701,7 @@ class FaultProxy:
             return False
         return True
 
-    async def _relay_body(self, upstream: _Reader, client: asyncio.StreamWriter, response: _Message) -> bool:
+    async def _relay_body(self, upstream: _Reader, client: _Gated, response: _Message) -> bool:
         """Copy one response body; False when it was delimited by the connection closing."""
         if response.chunked:
             while True:
@@ -709,7 +725,25 @@ class FaultProxy:
         return False
 
 
-async def _copy_exactly(upstream: _Reader, client: asyncio.StreamWriter, count: int, what: str) -> None:
+class _Gated:
+    """The client side of one response relay: writes pass until the connection is stalled
+    (`FaultProxy.stall_watches`), then are held for good and `drain` never returns (the relay
+    stops reading the apiserver)."""
+
+    def __init__(self, conn: _Connection) -> None:
+        self.conn = conn
+
+    def write(self, data: bytes) -> None:
+        if not self.conn.stalled:
+            self.conn.client_writer.write(data)
+
+    async def drain(self) -> None:
+        if self.conn.stalled:
+            await asyncio.Event().wait()
+        await self.conn.client_writer.drain()
+
+
+async def _copy_exactly(upstream: _Reader, client: _Gated, count: int, what: str) -> None:
     """Relay exactly `count` bytes; the upstream closing first is an error (a truncated `what`)."""
     while count:
         piece = await upstream.read_some(min(count, _PIECE))
@@ -783,6 +817,16 @@ class FaultProxyThread:
             return self.proxy.cut(watches_only)
 
         return asyncio.run_coroutine_threadsafe(_cut(), loop).result(timeout)
+
+    def stall_watches(self, timeout: float = 5.0) -> int:
+        loop = self._loop
+        if loop is None:
+            return 0
+
+        async def _stall() -> int:
+            return self.proxy.stall_watches()
+
+        return asyncio.run_coroutine_threadsafe(_stall(), loop).result(timeout)
 
     def release_bindings(self, timeout: float = 5.0) -> int:
         loop = self._loop

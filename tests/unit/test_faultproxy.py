@@ -33,6 +33,7 @@ from tessera_testing.faultproxy import (
     DELAY_RESPONSE,
     FAULT_TYPES,
     RESET,
+    STALL_WATCH,
     WATCH_410_EVENT,
     WATCH_410_STATUS,
     FaultProxy,
@@ -302,6 +303,26 @@ async def test_cut_drops_watch_streams_only_when_asked(proxy: FaultProxy) -> Non
             assert proxy.cut(watches_only=False) >= 1  # idle keep-alive connections too
     counts = proxy.counts
     assert counts[CUT_WATCH] == 1 and counts[CUT_CONNECTION] >= 1
+
+
+async def test_stalled_watches_send_nothing_more_while_other_requests_and_new_watches_pass(proxy: FaultProxy) -> None:
+    """A proxy holding watch responses (a live adversary's): the stream stays open and silent."""
+    async with _session(proxy) as session, session.get(f"{proxy.url}{WATCH}") as response:
+        await response.content.readline()
+        assert proxy.stall_watches() == 1
+        # what was already on its way may still come; then nothing, though upstream sends every 50 ms
+        late = 0
+        with pytest.raises(asyncio.TimeoutError):
+            while True:
+                await asyncio.wait_for(response.content.readline(), 1.0)
+                late += 1
+        assert late <= 2 and not response.content.at_eof()
+        async with _session(proxy) as other:
+            async with other.get(f"{proxy.url}/echo") as plain:
+                assert plain.status == 200
+            async with other.get(f"{proxy.url}{WATCH}&events=2") as fresh:
+                assert len([line async for line in fresh.content if line.strip()]) == 2
+    assert proxy.counts[STALL_WATCH] == 1
 
 
 async def test_closing_mid_stream_leaves_no_orphan_relay(upstream: Upstream) -> None:
