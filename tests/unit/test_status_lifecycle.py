@@ -298,7 +298,8 @@ def test_a_warning_about_an_upstream_podgroup_names_its_own_api() -> None:
     loop = _loop(FakeApi())
     bad = b.workload_podgroup("g", 2)
     bad["spec"] = {"schedulingPolicy": {"gang": {"minCount": "many"}}}
-    loop._on_event("ADDED", bad)
+    loop._on_event("ADDED", bad)  # seen before the caches are complete: told once they are
+    loop._tell_untold()
     regarding = loop.events._receive.receive_nowait().regarding
     assert (regarding.uid, regarding.api_version) == (bad["metadata"]["uid"], "scheduling.k8s.io/v1alpha2")
 
