@@ -9,11 +9,24 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
 
+import yaml
+
 from scheduler.kube.http import KubeHttp, Response, connect
 from tessera_testing.faultrun import SchedulerProcess
 
 REPO = Path(__file__).resolve().parents[2]
 ERS = "/apis/tessera.dev/v1alpha1/extendedresources"
+
+
+def fast_lease_config(tmp_path: Path, lease: str) -> Path:
+    """config/binpack.yaml with leader election on a Lease of its own (`default/<lease>`) and short
+    timings (4 s lease, 3 s renew deadline, 1 s retry), written under `tmp_path`."""
+    raw = yaml.safe_load((REPO / "config/binpack.yaml").read_text())
+    raw["leaderElection"] = {"leaderElect": True, "leaseDuration": "4s", "renewDeadline": "3s",
+                             "retryPeriod": "1s", "resourceNamespace": "default", "resourceName": lease}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
 
 
 def creatable(obj: dict[str, Any]) -> dict[str, Any]:

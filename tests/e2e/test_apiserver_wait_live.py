@@ -23,16 +23,7 @@ import yaml
 from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.kube.controlplane.processes import free_port
 from scheduler.sim import builders as b
-from tests.e2e.live import REPO, Kube, TesseraProcess, bound_nodes, eventually
-
-
-def _config(tmp_path: Path, lease: str) -> Path:
-    raw = yaml.safe_load((REPO / "config/binpack.yaml").read_text())
-    raw["leaderElection"] = {"leaderElect": True, "leaseDuration": "4s", "renewDeadline": "3s",
-                             "retryPeriod": "1s", "resourceNamespace": "default", "resourceName": lease}
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
+from tests.e2e.live import Kube, TesseraProcess, bound_nodes, eventually, fast_lease_config
 
 
 def _kubeconfig_via(plane: LocalControlPlane, port: int, path: Path) -> Path:
@@ -87,7 +78,7 @@ async def test_a_replica_started_before_the_apiserver_answers_waits_then_binds(
     lease = f"wait-{secrets.token_hex(3)}"
     port = free_port()
     nodes = clean_cluster.add_fake_gpu_nodes(1, 2, "V100", prefix=lease)
-    proc = TesseraProcess(_kubeconfig_via(clean_cluster, port, tmp_path / "kubeconfig"), _config(tmp_path, lease),
+    proc = TesseraProcess(_kubeconfig_via(clean_cluster, port, tmp_path / "kubeconfig"), fast_lease_config(tmp_path, lease),
                           tmp_path)
     proc.start()
     try:

@@ -38,21 +38,12 @@ from scheduler.kube.http import MERGE_PATCH
 from scheduler.sim import builders as b
 from tests import dashboard
 from tests.deploy_manifests import find, helm_binary, helm_template
-from tests.e2e.live import REPO, Kube, TesseraProcess, bound_nodes, eventually
+from tests.e2e.live import REPO, Kube, TesseraProcess, bound_nodes, eventually, fast_lease_config
 
 CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
 ERS = "/apis/tessera.dev/v1alpha1/extendedresources"
 PLUGIN = Path(sys.executable).parent / "kubectl-tessera"  # the package's console script
 KINDS = ("ExtendedResource", "Node", "Pod", "PodGroup", "ResourceClass")
-
-
-def _config(tmp_path: Path, lease: str) -> Path:
-    raw = yaml.safe_load((REPO / "config/binpack.yaml").read_text())
-    raw["leaderElection"] = {"leaderElect": True, "leaseDuration": "4s", "renewDeadline": "3s",
-                             "retryPeriod": "1s", "resourceNamespace": "default", "resourceName": lease}
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
 
 
 @contextlib.asynccontextmanager
@@ -62,7 +53,7 @@ async def _running(plane: LocalControlPlane, tmp_path: Path, stem: str,
     nodes of 2 V100s; yields (process, node names, that name); stops it and removes the nodes."""
     prefix = f"{stem}-{secrets.token_hex(3)}"
     names = plane.add_fake_gpu_nodes(nodes, 2, "V100", prefix=prefix)
-    proc = TesseraProcess(plane.kubeconfig, _config(tmp_path, prefix), tmp_path)
+    proc = TesseraProcess(plane.kubeconfig, fast_lease_config(tmp_path, prefix), tmp_path)
     proc.start()
     try:
         await proc.wait_ready()

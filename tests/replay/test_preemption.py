@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from scheduler.api.config import parse_config
+from scheduler.api.config_model import SchedulerConfig
 from scheduler.core.objects import parse_pod
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run, config
@@ -388,10 +389,10 @@ def test_the_shipped_preemption_example_evicts_only_the_training_gang() -> None:
     assert all(run.node_of(f"batch-{i}") is not None for i in range(8))
 
 
-def _urgent_podgroup_on_a_full_node(with_class: bool = True) -> Run:
+def _urgent_podgroup_on_a_full_node(with_class: bool = True, cfg: SchedulerConfig | None = None) -> Run:
     """A 4-GPU node full of two priority-10 pods, and a PodGroup `serve` (minimum 2) whose class
-    `urgent` is worth 1000 (`with_class`: the PriorityClass exists)."""
-    run = Run(config(BINPACK))
+    `urgent` is worth 1000 (`with_class`: the PriorityClass exists), under `cfg` (binpack)."""
+    run = Run(cfg or config(BINPACK))
     if with_class:
         run.add({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                  "metadata": {"name": "urgent", "uid": "pc-urgent"}, "value": HIGH})
@@ -783,15 +784,7 @@ def test_a_gang_whose_victims_deletion_failed_preempts_again_at_once_not_after_i
     eligible again, and DefaultPreemption succeeds again. So a gang whose victims cannot be
     deleted is retried at once and preempts afresh each time — not held 10 s. Pinned here with
     podGroupBackoffSeconds 10 (config/gpu-cluster.yaml): the gang is never backed off."""
-    run = Run(config("config/gpu-cluster.yaml"))
-    run.add({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-             "metadata": {"name": "urgent", "uid": "pc-urgent"}, "value": HIGH})
-    run.add(b.node("a", gpus=4))
-    run.add(*(b.pod(f"low-{i}", limits={"nvidia.com/gpu": 2}, priority=10, node_name="a", phase="Running")
-              for i in range(2)))
-    group = b.podgroup("serve", 2)
-    group["spec"]["priorityClassName"] = "urgent"
-    run.add(group)
+    run = _urgent_podgroup_on_a_full_node(cfg=config("config/gpu-cluster.yaml"))
     run.replay._evict = lambda victims, preemptor: None
     first = run.add(*_serve_members())
     assert sorted(v.meta.name for a in first for v in a.preempted) == ["low-0", "low-1"]
