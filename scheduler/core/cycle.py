@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from itertools import islice
 
 from scheduler.core.engine import Engine
 from scheduler.core.framework.attempt import Attempt
@@ -26,6 +27,7 @@ from scheduler.core.state.nodes import Hold, NodeInfo
 MIN_FEASIBLE_NODES = 100
 MIN_FEASIBLE_PERCENTAGE = 5
 NO_NODES = "no nodes available to schedule pods"
+TIED_NAMED = 8  # the nodes an attempt names of those it tied with (`Attempt.tied`); all are counted
 
 
 def num_feasible_nodes_to_find(percentage: int, num_nodes: int) -> int:
@@ -273,9 +275,9 @@ class Cycle:
                     scores[table.info(row).name] = line
         chosen = table.info(found.rows[best])
         reservation = self._reserve(runtime, ctx, chosen, now)
-        others = tuple(table.info(found.rows[i]).name for i in tied if i != best)
+        others = tuple(table.info(found.rows[i]).name for i in islice((i for i in tied if i != best), TIED_NAMED))
         return Attempt(pod, chosen.name, dict(reservation.annotations), scores=scores, filtered=filtered,
-                       tied=others, score=top)
+                       tied=others, tied_count=max(0, len(tied) - 1), score=top)
 
     def _pick(self, totals: list[int]) -> tuple[int, tuple[int, ...]]:
         """Index of the highest total, and every index sharing it; ties broken uniformly at random

@@ -49,7 +49,8 @@ class DryRun:
     preempts: tuple[str, ...]  # victims preemption would evict for it (or for its gang)
     nodes: tuple[NodeVerdict, ...]
     nominated: str = ""  # where its (or its gang's) preemption makes room for it
-    tied_with: tuple[str, ...] = ()  # other nodes with the same top score: the pick among them is random
+    tied_with: tuple[str, ...] = ()  # other nodes with the same top score (some): the pick among them is random
+    tied_count: int = 0  # how many other nodes had it
     score: int | None = None  # `node`'s total score, when more than one node was scored
 
 
@@ -343,7 +344,8 @@ def _dry_run(objects: Sequence[dict[str, Any]], pods: frozenset[str], key: str, 
             victims = attempt.preempted or [victim for other in attempts for victim in other.preempted]
             return DryRun(attempt.node or "", attempt.message, attempt.deferred,
                           tuple(victim.key for victim in victims), tuple(verdicts), attempt.nominated_node or "",
-                          tuple(sorted(attempt.tied)) if attempt.node else (), attempt.score if attempt.node else None)
+                          tuple(sorted(attempt.tied)) if attempt.node else (), attempt.tied_count if attempt.node else 0,
+                          attempt.score if attempt.node else None)
     gated = core.gated().get(key)  # a PreEnqueue plugin keeps it out of the queue: never tried
     return DryRun("", gated, False, (), ()) if gated is not None else None
 
@@ -396,8 +398,8 @@ def render(x: Explanation, now: float) -> str:
             verdict = f"would stay pending: {run.message}"
         if run.preempts:
             verdict += f"; preemption would evict {', '.join(run.preempts)}"
-        if run.tied_with:
-            verdict += f"; {tie_note(run.tied_with, run.score)}"
+        if run.tied_count:
+            verdict += f"; {tie_note(run.tied_with, run.tied_count, run.score)}"
         config = "the built-in configuration" if x.config in ("", BUILTIN_SOURCE) else f"the configuration {x.config}"
         when = ("once its spec.schedulingGates are removed (they keep it out of every scheduler now)"
                 if x.ungated else "as if it were next")

@@ -35,7 +35,8 @@ class Outcome:
     held: bool  # placed, Binding held by the allocation gate
     preempts: tuple[str, ...]  # pods preemption would evict for it
     message: str
-    tied_with: tuple[str, ...] = ()  # other nodes with the same top score: the pick among them is random
+    tied_with: tuple[str, ...] = ()  # other nodes with the same top score (some): the pick among them is random
+    tied_count: int = 0  # how many other nodes had it
     score: int | None = None  # the node's total score, when more than one node was scored
 
 
@@ -74,7 +75,8 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     found = {key: Outcome(key, attempt.node or "", _devices(attempt.annotations), attempt.deferred,
                           tuple(victim.key for victim in attempt.preempted),
                           "" if attempt.node and not attempt.deferred else attempt.message,
-                          tuple(sorted(attempt.tied)) if attempt.node else (), attempt.score if attempt.node else None)
+                          tuple(sorted(attempt.tied)) if attempt.node else (), attempt.tied_count if attempt.node else 0,
+                          attempt.score if attempt.node else None)
              for key, attempt in replay.stats.final.items()}
     # pods a PreEnqueue plugin keeps out are never attempted: their gate says why they stay pending
     found.update((key, Outcome(key, "", (), False, (), why)) for key, why in replay.scheduler.gated().items())
@@ -141,8 +143,8 @@ def render(result: WhatIf) -> str:
             verdict = "placed, Binding held by the allocation gate" if o.held else "placed"
             if o.preempts:
                 verdict += f" after evicting {', '.join(o.preempts)}"
-            if o.tied_with:
-                verdict += f"; {tie_note(o.tied_with, o.score)}"
+            if o.tied_count:
+                verdict += f"; {tie_note(o.tied_with, o.tied_count, o.score)}"
         else:
             verdict = o.message
         rows.append([o.pod, o.node, ", ".join(o.devices), verdict])

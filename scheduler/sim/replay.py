@@ -373,8 +373,9 @@ def attempt_line(attempt: Attempt, explain: bool) -> dict[str, Any]:
     if attempt.nominated_node:
         line["nominatedNodeName"] = attempt.nominated_node
     if explain:
-        if attempt.node and attempt.tied:  # the pick among equal totals was the seeded tie-break
-            line["tiedWith"] = sorted(attempt.tied)
+        if attempt.node and attempt.tied_count:  # the pick among equal totals was the seeded tie-break
+            line["tiedWith"] = sorted(attempt.tied)  # at most TIED_NAMED of them
+            line["tiedCount"] = attempt.tied_count
         line["scores"] = attempt.scores or {}
         line["filtered"] = attempt.filtered or {}
     return line

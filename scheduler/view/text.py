@@ -28,14 +28,15 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def tie_note(tied_with: Sequence[str], score: int | None) -> str:
+def tie_note(tied_with: Sequence[str], tied_count: int, score: int | None) -> str:
     """What a dry run's node means when others scored the same: the scheduler's pick among equal
     totals is random (kube-scheduler's selectHost; Tessera's live loop seeds its own), so the
-    dry run's node is one of these, not a prediction. "" when nothing tied."""
-    if not tied_with:
+    dry run's node is one of these, not a prediction. `tied_with` names some of the
+    `tied_count` (`Attempt.tied`). "" when nothing tied."""
+    if not tied_count:
         return ""
-    return (f"tied with {count(len(tied_with), 'other node')} on score {score} ({', '.join(tied_with)}): "
-            "the scheduler picks one of them at random")
+    named = ", ".join([*tied_with, *(["…"] if tied_count > len(tied_with) else [])])
+    return f"tied with {count(tied_count, 'other node')} on score {score} ({named}): the scheduler picks one of them at random"
 
 
 def columns(rows: Sequence[Sequence[str | None]]) -> str:

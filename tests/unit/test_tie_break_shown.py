@@ -76,3 +76,20 @@ def test_simulate_explain_lines_name_the_nodes_the_choice_tied_with(
     report.run_simulation(str(events), load_config(BINPACK), explain=True, output="json", seed=0)
     [line] = [orjson.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
     assert line["tiedWith"] == sorted({"n1", "n2", "n3"} - {line["node"]})
+
+
+def test_a_tie_among_many_nodes_is_counted_and_names_only_a_few() -> None:
+    """The before-stop read: every attempt built the names of all the nodes it tied with — on a
+    cluster of identical empty nodes hundreds per decision, in the live loop too, which never shows
+    them — and the note would list them all. The count is kept; a few are named (TIED_NAMED)."""
+    from scheduler.core.cycle import TIED_NAMED
+
+    nodes = [b.node(f"n{i:02d}", gpus=4) for i in range(TIED_NAMED + 4)]
+    result = whatif.what_if([*nodes, b.pod("p", limits={"nvidia.com/gpu": 1})], config(BINPACK), 0.0)
+    [outcome] = result.outcomes
+    assert outcome.tied_count == TIED_NAMED + 3 and len(outcome.tied_with) == TIED_NAMED
+    assert set(outcome.tied_with) < {f"n{i:02d}" for i in range(TIED_NAMED + 4)} - {outcome.node}
+    assert (f"placed; tied with {TIED_NAMED + 3} other nodes on score {outcome.score} "
+            f"({', '.join(outcome.tied_with)}, …): the scheduler picks one of them at random") in whatif.render(result)
+    doc = orjson.loads(dump(whatif.as_dict(result), "json"))["outcomes"][0]
+    assert doc["tied_count"] == TIED_NAMED + 3

@@ -26,9 +26,12 @@ class Attempt:
     error: bool = False
     rejectors: frozenset[str] = frozenset()
     scores: dict[str, dict[str, int]] | None = None
-    # the other scored nodes whose total equalled the chosen node's (`score`): the pick among them
-    # was a random tie-break (upstream's selectHost), so a dry run's node is one of several equals
+    # other scored nodes whose total equalled the chosen node's (`score`): the pick among them was a
+    # random tie-break (upstream's selectHost), so a dry run's node is one of several equals. How
+    # many (`tied_count`), and the names of at most `cycle.TIED_NAMED` of them: a cluster of
+    # identical nodes ties hundreds per decision, and the live loop never shows them
     tied: tuple[str, ...] = ()
+    tied_count: int = 0
     score: int | None = None  # the chosen node's total score, when more than one node was scored
     filtered: dict[str, str] | None = None
     attempts: int = 1  # this attempt included (for the scheduling SLI metrics)
