@@ -5,8 +5,8 @@ watches), leader election, the scheduling loop, metrics and the probe endpoint â
 process lifecycle: SIGTERM stops new cycles, drains in-flight bindings and evictions, writes the
 Events queued so far (at most FLUSH_SECONDS), releases the lease, exits 0; a second SIGTERM/SIGINT exits at once with 1 (the Lease, if not yet released, left
 to expire).
-The loop, the election and the signal handling are tasks of one anyio task group (on the uvloop
-event loop), all ended before the probe endpoint closes and the process exits.
+The loop, the election and the signal handling are tasks of one anyio task group (on the asyncio
+event loop, or uvloop with --event-loop uvloop), all ended before the probe endpoint closes and the process exits.
 """
 
 from __future__ import annotations
@@ -69,10 +69,10 @@ def add_parser(subparsers: Any) -> None:
                              "otherwise because Tessera runs beside kube-scheduler")
     parser.add_argument("--gpu-map", action="store_true",
                         help="also serve a read-only GPU map page at /gpu-map on --bind-address/--port")
-    parser.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="uvloop",
-                        help="uvloop (default, the faster) or the standard library's asyncio loop: uvloop's libuv "
-                             "can abort the process when connections are reset while their socket numbers are "
-                             "reused (docs/running.md)")
+    parser.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="asyncio",
+                        help="the standard library's asyncio loop (default) or uvloop: uvloop's libuv can abort the "
+                             "process when connections are reset while their socket numbers are reused, and "
+                             "measured no faster here (docs/running.md)")
     parser.set_defaults(func=run)
 
 
