@@ -271,18 +271,20 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
                 group.cancel_scope.cancel()  # the loop (with what the drain did not see through), the signal handlers
         if refused is not None:
             raise refused
-        if refusal is not None:
+        if refusal:  # refusing to run (or refused): nothing was started, stderr says why
             return refusal
-    log.info("tessera.stopped")
+    log.info("tessera.stopped")  # also after a signal that came before anything was started (refusal 0)
     return 1 if crashed or forced.cancel_called else 0
 
 
 async def _until_answered(waiting: ApiserverWait, http: KubeHttp, kubeconfig: str | None,
                           config: SchedulerConfig, stop: anyio.Event) -> int | None:
-    """Wait for the apiserver (`ApiserverWait`: as long as it takes, a SIGTERM ends the wait),
-    log the run's first line, and check no other replica leads when this one runs without
-    leader election. None: go on and schedule; else the exit code (0 when a signal came first)."""
-    version: Response | None = None
+    """Wait for the apiserver (`ApiserverWait`: as long as it takes), log the run's first line, and
+    check no other replica leads when this one runs without leader election (`_before_start`). A
+    SIGTERM ends any of it at once, the Lease check included (it can watch a Lease for the
+    holder's whole lease duration). None: go on and schedule; else the exit code (0 when a signal
+    came first)."""
+    outcome: int | None = 0  # stays 0 when the stop cancels the checks
     failed: ConnectError | None = None
     async with anyio.create_task_group() as group:
         async def until_stopped() -> None:
@@ -291,14 +293,19 @@ async def _until_answered(waiting: ApiserverWait, http: KubeHttp, kubeconfig: st
 
         group.start_soon(until_stopped)
         try:  # raised inside the group it would leave it wrapped in an exception group
-            version = await waiting.until_answered(http, kubeconfig)
+            outcome = await _before_start(waiting, http, kubeconfig, config)
         except ConnectError as err:  # a certificate the kubeconfig does not trust: no reason to wait
             failed = err
         group.cancel_scope.cancel()
     if failed is not None:
         raise failed
-    if version is None:
-        return 0
+    return outcome
+
+
+async def _before_start(waiting: ApiserverWait, http: KubeHttp, kubeconfig: str | None,
+                        config: SchedulerConfig) -> int | None:
+    """`_until_answered`'s steps, all cancelled by a signal: None to go on, else the exit code."""
+    version = await waiting.until_answered(http, kubeconfig)
     # 401/403 is not fatal: the informers retry, say why once and /readyz gives the reason.
     log_starting(str(http.api.configuration.host), (version.json() or {}).get("gitVersion") if version.ok else None,
                  config)
