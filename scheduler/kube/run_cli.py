@@ -31,7 +31,7 @@ from scheduler.kube.apiserver_wait import ApiserverWait
 from scheduler.kube.binder import BindResult
 from scheduler.kube.concurrency import stop_on_signal
 from scheduler.kube.recorder import FLUSH_SECONDS
-from scheduler.kube.http import ConnectError, KubeconfigError, KubeHttp, RateLimiter, Response, connect, kubeconfig_path
+from scheduler.kube.http import ConnectError, KubeconfigError, KubeHttp, RateLimiter, connect, kubeconfig_path
 from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.lone_replica import live_leader, watch_for_a_leader
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
