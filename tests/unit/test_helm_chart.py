@@ -354,6 +354,12 @@ def test_extra_args_cannot_override_the_flags_the_chart_sets(helm: Path, args: l
     ({"agent": {"nodeSelector": {"example.com/": "true"}}}, "/agent/nodeSelector"),
     ({"monitoring": {"serviceMonitor": {"labels": {"release name": "kps"}}}}, "/monitoring/serviceMonitor/labels"),
     ({"monitoring": {"prometheusRule": {"labels": {"Prometheus/rules": "x"}}}}, "/monitoring/prometheusRule/labels"),
+    # a prefix longer than a DNS subdomain's 253 characters (k8s.io/apimachinery IsQualifiedName)
+    ({"scheduler": {"nodeSelector": {"a" * 254 + "/x": "x"}}}, "/scheduler/nodeSelector"),
+    ({"agent": {"nodeSelector": {"a." * 127 + "io/x": "x"}}}, "/agent/nodeSelector"),
+    ({"monitoring": {"serviceMonitor": {"labels": {"a" * 254 + "/release": "kps"}}}},
+     "/monitoring/serviceMonitor/labels"),
+    ({"monitoring": {"prometheusRule": {"labels": {"a" * 254 + "/x": "x"}}}}, "/monitoring/prometheusRule/labels"),
 ])
 def test_values_of_the_wrong_shape_are_refused_by_the_schema(helm: Path, values: Obj, where: str) -> None:
     """Each of these rendered, installed and failed later: a crash-looping pod (`tessera run`'s
@@ -995,8 +1001,13 @@ def test_the_schemas_label_key_is_names_py_rule() -> None:
     text = (CHART / "values.schema.json").read_text()
     schema = json.loads(text)
     patterns = [re.compile(part["pattern"]) for part in schema["definitions"]["labelKey"]["allOf"]]
-    # the maps keyed by label keys say it with the first pattern (their keys' prefix unbounded)
+    # the maps keyed by label keys say it with the first pattern, and refuse a prefix longer than 253
+    # characters by a second one (their keys' prefix was unbounded: "a" * 254 + "/x" passed helm
+    # and the apiserver refused the Deployment at install)
     assert text.count(json.dumps(patterns[0].pattern) + ": {") == 4
+    maps = _label_key_maps(schema)
+    assert sorted(maps) == ["/agent/nodeSelector", "/monitoring/prometheusRule/labels",
+                            "/monitoring/serviceMonitor/labels", "/scheduler/nodeSelector"]
     keys = ["rack", "Rack", "r" * 63, "r" * 64, "a.b", "a_b", "a-b", "-a", "a-", "_a", "a.", "", "/", "/a", "a/",
             "a/b/c", "example.com/x", "Example.com/x", "ex_ample.com/x", "example..com/x", "-example.com/x",
             "a" * 253 + "/x", "a" * 254 + "/x", "kubernetes.io/hostname", "topology.kubernetes.io/zone",
@@ -1004,3 +1015,26 @@ def test_the_schemas_label_key_is_names_py_rule() -> None:
     for key in keys:
         by_schema = all(pattern.search(key) for pattern in patterns)
         assert by_schema == (label_key_problem(key) is None), (key, label_key_problem(key))
+        for where, properties in maps.items():
+            assert _map_takes(properties, key) == (label_key_problem(key) is None), (where, key)
+
+
+def _label_key_maps(schema: Obj, where: str = "") -> dict[str, Obj]:
+    """The objects of values.schema.json whose keys are label keys (a patternProperties), by path."""
+    found: dict[str, Obj] = {}
+    if "patternProperties" in schema:
+        found[where] = schema
+    for name, sub in schema.get("properties", {}).items():
+        found.update(_label_key_maps(sub, f"{where}/{name}"))
+    return found
+
+
+def _map_takes(properties: Obj, key: str) -> bool:
+    """Whether an object schema of `patternProperties` (each `{"type": "string"}` or `{"not": {}}`)
+    and `additionalProperties: false` accepts `key` with a string value, as JSON schema judges:
+    every pattern the key matches must accept the value, and the key must match one."""
+    assert properties.get("additionalProperties") is False, properties
+    matched = [sub for pattern, sub in properties["patternProperties"].items() if re.search(pattern, key)]
+    for sub in matched:
+        assert sub in ({"type": "string"}, {"not": {}}), sub
+    return bool(matched) and all(sub == {"type": "string"} for sub in matched)
