@@ -1019,6 +1019,14 @@ def test_the_schemas_label_key_is_names_py_rule() -> None:
             assert _map_takes(properties, key) == (label_key_problem(key) is None), (where, key)
 
 
+def test_a_label_key_with_a_253_character_prefix_is_accepted(helm: Path) -> None:
+    """The bound on the prefix is the apiserver's (253, DNS subdomain), not less: helm renders it."""
+    key = "a" * 253 + "/x"
+    docs = helm_template(helm, {"scheduler": {"nodeSelector": {key: "x"}}})
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    assert deployment["spec"]["template"]["spec"]["nodeSelector"][key] == "x"
+
+
 def _label_key_maps(schema: Obj, where: str = "") -> dict[str, Obj]:
     """The objects of values.schema.json whose keys are label keys (a patternProperties), by path."""
     found: dict[str, Obj] = {}
