@@ -103,3 +103,30 @@ async def test_a_signal_during_the_lone_replica_lease_check_ends_it_at_once(monk
     assert "leader_election.disabled" in events
     # nothing but /version and the Lease was asked: no informer listed, no watch opened
     assert {call.path for call in api.calls} == {"/version", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/tessera"}
+
+
+async def test_with_the_lease_free_it_schedules_and_a_later_signal_stops_it_as_usual(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The check's way on is unchanged: a free Lease, then the informers list and the loop runs;
+    the signal then takes the graceful shutdown (`tessera.stopping`, then `tessera.stopped`)."""
+    api = FakeApi()
+    _serve_lease(api)  # no Lease: 404
+    signals = Signals()
+    monkeypatch.setattr(run_cli, "stop_on_signal", signals)
+    result: list[int] = []
+
+    async def run() -> None:
+        result.append(await run_cli._run(_args(), load_config(str(_config(tmp_path))), KubeHttp(api), KubeHttp(api),  # type: ignore[arg-type]
+                                         None))
+
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            await until(lambda: any(line["event"] == "tessera.ready" for line in logs))
+            signals.send()
+            with anyio.fail_after(5):
+                await until(lambda: bool(result))
+    assert result == [0]
+    events = [line["event"] for line in logs]
+    assert events.index("tessera.stopping") < events.index("tessera.stopped") == len(events) - 1, events
+    assert api.of("GET", "/api/v1/nodes")  # it listed
