@@ -43,7 +43,7 @@ REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 NOTICE_REASONS = frozenset({"InvalidEvent", "UnknownKind", "InvalidObject", "BrokenDeviceAnnotation",
                             "DeviceConflict", "InvalidResourceClass", "GangTopologyMismatch",
-                            "DevicesAnnotationIgnored", "UnknownDeviceAttribute",
+                            "DevicesAnnotationIgnored", "HeldDevicesAnnotationIgnored", "UnknownDeviceAttribute",
                             "DeviceIDOnTwoNodes"})
 MAX_CYCLES_PER_EVENT = 5_000
 

@@ -46,7 +46,7 @@ from scheduler.core.state.nodes import Hold, Lifted, NodeInfo, Placement
 
 _TOMBSTONES = 200_000
 UNKNOWN_ATTRIBUTE = "UnknownDeviceAttribute"  # a valid class's selector needs an attribute no device has
-IGNORED_SHOWN = 200  # characters of an ignored devices annotation quoted in the Warning
+IGNORED_SHOWN = 200  # characters of an ignored device annotation quoted in the Warning
 
 
 class ClusterState:
@@ -498,7 +498,9 @@ class ClusterState:
         devices annotation was edited while bound (`_devices_edited`), which it holds as well."""
         info = self._node_info(node_name)
         notices: list[Notice] = []
-        errors = [error for error in (pod.device_error, pod.held_error) if error is not None]
+        # our own assumption charges the devices we chose: what the pending pod's own annotations
+        # say (unreadable or not) is no record of anything, and the Binding replaces them
+        errors = [] if assumed else [error for error in (pod.device_error, pod.held_error) if error is not None]
         broken = bool(errors)
         if broken:
             info.broken.add(pod.uid)
@@ -1032,19 +1034,33 @@ def _annotation_text(pod: Pod) -> str:
     return _grants_text(pod.devices)
 
 
+# a device annotation on a pod still waiting for us, never read: its Warning's reason, and why
+IGNORED_ANNOTATIONS = (
+    (DEVICES, "DevicesAnnotationIgnored", "Tessera chooses a pod's devices and its Binding replaces the annotation"),
+    (HELD_DEVICES, "HeldDevicesAnnotationIgnored",
+     "it is the scheduler's record of the devices a bound pod holds, not a request; Tessera chooses a pod's "
+     "devices and its Binding replaces the annotation with the devices it gives (none for a pod that asks for "
+     "no class device)"),
+)
+
+
 def _ignored_devices(old: Pod | None, pod: Pod) -> list[Notice]:
-    """A `tessera.dev/devices` annotation on a pod still waiting for us (an admin hoping to choose
-    its GPUs, a manifest copied from a bound pod) is never read as a choice — the core picks the
-    devices and the Binding's annotation replaces it — but it should not vanish in silence: a
-    Warning the first time the pod is seen with it, and again only for a value written anew."""
-    said = pod.meta.annotations.get(DEVICES)
-    if said is None or (old is not None and old.meta.annotations.get(DEVICES) == said):
-        return []
-    shown = said if len(said) <= IGNORED_SHOWN else said[:IGNORED_SHOWN] + "…"
-    return [Notice("Pod", pod.key, "DevicesAnnotationIgnored",
-                   f"the {DEVICES} annotation on pending pod {pod.key} is ignored: Tessera chooses a pod's "
-                   f"devices and its Binding replaces the annotation (it said {shown})",
-                   pod.meta.namespace, pod.uid)]
+    """A device annotation on a pod still waiting for us is never read as a choice — the core
+    picks the devices, its assumption charges only those (`_place`), and the Binding's annotations
+    replace both — but it should not vanish in silence: a Warning the first time the pod is seen
+    with it, and again only for a value written anew. `tessera.dev/devices`: an admin hoping to
+    choose its GPUs, a manifest copied from a bound pod; `tessera.dev/held-devices`: the record
+    of what a bound pod holds, copied along or set by a webhook."""
+    notices: list[Notice] = []
+    for key, reason, why in IGNORED_ANNOTATIONS:
+        said = pod.meta.annotations.get(key)
+        if said is None or (old is not None and old.meta.annotations.get(key) == said):
+            continue
+        shown = said if len(said) <= IGNORED_SHOWN else said[:IGNORED_SHOWN] + "…"
+        notices.append(Notice("Pod", pod.key, reason,
+                              f"the {key} annotation on pending pod {pod.key} is ignored: {why} (it said {shown})",
+                              pod.meta.namespace, pod.uid))
+    return notices
 
 
 def _edit_notice(old: Pod, pod: Pod, placement: Placement, held_devices: DeviceAssignment) -> Notice:
