@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import anyio
+import orjson
 
 from scheduler.api.config import SchedulerConfig, load_config, parse_config
 from scheduler.core.framework.attempt import Attempt
@@ -41,6 +42,17 @@ def budget_protected_cluster() -> list[dict[str, Any]]:
               "spec": {"selector": {"matchLabels": {"app": "keep"}}}, "status": {"disruptionsAllowed": 0}}
     return [b.node("n1", gpus=8), b.node("n2", gpus=8), running("a-kept", "n1", "keep", 100),
             running("b-other", "n2", "other", 200), b.pod("high", limits={"nvidia.com/gpu": 8}, priority=1000), budget]
+
+
+def overruled_recording(path: Path) -> tuple[Path, str]:
+    """An events file whose recorded Binding overrules the replay: binpack places `g` on the
+    fuller n1, the recording binds it to n2. The file, and what the replay says of `g`."""
+    gpu = {"nvidia.com/gpu": 1}
+    events = [b.event("ADDED", b.node("n1", gpus=4)), b.event("ADDED", b.node("n2", gpus=4)),
+              b.event("ADDED", b.pod("a", node_name="n1", phase="Running", limits=gpu)),
+              b.event("ADDED", b.pod("g", limits=gpu)), b.event("MODIFIED", b.pod("g", node_name="n2", limits=gpu))]
+    path.write_bytes(b"\n".join(orjson.dumps(event) for event in events) + b"\n")
+    return path, "the recording binds it to n2, where this replay had placed it on n1"
 
 
 def config(path: str | None = BINPACK) -> SchedulerConfig:

@@ -96,7 +96,7 @@ def render_html(replay: Replay, decisions: DecisionLog, title: str) -> str:
     state = replay.scheduler.state
     decisions.prune(pod.key for uid in state.pending if (pod := state.pods.get(uid)) is not None)
     view = build_view(replay.scheduler, source="simulate", now=replay.now, reasons=decisions.reasons(),
-                      decisions=decisions.recent(), diverged=replay.stats.diverged)
+                      decisions=decisions.recent(), diverged=replay.stats.diverged, overruled=replay.stats.overruled)
     return render_page(view, title=title).html
 
 

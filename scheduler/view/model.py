@@ -156,6 +156,14 @@ class Decision:
 
 
 @dataclass(frozen=True, slots=True)
+class Overruled:
+    """A replay's pod that a recorded Binding put elsewhere than the replay's own decision for it
+    (`ReplayStats.overruled`): the nodes show the recorded Binding, the decisions the replay's."""
+    pod: str
+    message: str  # "the recording binds it to n2, where this replay had placed it on n1"
+
+
+@dataclass(frozen=True, slots=True)
 class Summary:
     gpus: int  # the nodes' GPUs (NodeView.gpus_total): used + free + unavailable
     used: int  # whole, counted and gated GPUs and shared ones
@@ -197,6 +205,7 @@ class ClusterView:
     summary: Summary
     decisions: tuple[Decision, ...] = ()  # newest first
     profiles: tuple[str, ...] = field(default=())  # the scheduler names whose pods are pending here
+    overruled: tuple[Overruled, ...] = ()  # a replay's pods recorded Bindings put elsewhere (simulate only)
 
 
 def plain(record: Any) -> Any:

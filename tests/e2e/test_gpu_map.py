@@ -27,6 +27,7 @@ from tests.e2e import gpu_scenario
 from tests.e2e.browser import Element, dump_dom, screenshot, table_rows
 from tests.e2e.live import REPO, Kube, TesseraProcess, eventually
 from tests.helpers import config as scheduler_config
+from tests.helpers import overruled_recording
 
 CLASS = "class.tessera.dev/v100"
 
@@ -138,14 +139,19 @@ async def test_without_the_flag_there_is_no_page(clean_cluster: LocalControlPlan
         assert proc.terminate() == 0, proc.log()
 
 
-async def test_a_simulate_run_as_a_page_in_the_browser(tmp_path: Path, chromium: str) -> None:
+async def _simulated_page(events: Path | str, tmp_path: Path, chromium: str) -> Element:
+    """`tessera simulate EVENTS --output html` opened as a file in the browser."""
     page_file = tmp_path / "map.html"
     with page_file.open("wb") as out:
         done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "scheduler", "simulate",
-                                                       "examples/device-classes.jsonl", "--output", "html"],
+                                                       str(events), "--output", "html"],
                                        stdout=out, stderr=subprocess.PIPE, cwd=REPO, check=False)
     assert done.returncode == 0, done.stderr.decode()
-    page = await dump_dom(chromium, page_file.as_uri())
+    return await dump_dom(chromium, page_file.as_uri())
+
+
+async def test_a_simulate_run_as_a_page_in_the_browser(tmp_path: Path, chromium: str) -> None:
+    page = await _simulated_page("examples/device-classes.jsonl", tmp_path, chromium)
     assert page.find("body").attrs.get("data-rendered") is not None
     assert sorted(_states(page, "node-a")) == ["slices", "whole"] and sorted(_states(page, "node-b")) == ["free", "whole"]
     assert _holders(page, "node-a", "slices") == ["default/slice-a default/slice-b"]
@@ -153,6 +159,19 @@ async def test_a_simulate_run_as_a_page_in_the_browser(tmp_path: Path, chromium:
     meta = {name: page.find("div", data_node=name).find("div", **{"class": "node-meta"}).text for name in ("node-a", "node-b")}
     assert meta == {"node-a": "2/2 GPUs · CPU 0/32 · 3 pods", "node-b": "1/2 GPUs · CPU 0/32 · 1 pod"}  # a trial read "1 pods"
     assert [row[1:3] for row in table_rows(page.find("div", id="decisions"))][-1] == ["default/wants-k80", "placed"]
+    assert "hidden" in page.find("section", id="overruled-section").attrs  # no recorded Binding overruled it
+
+
+async def test_a_simulate_page_shows_the_pods_its_recording_overruled(tmp_path: Path, chromium: str) -> None:
+    """The nodes show `g` where the recording bound it, the decisions where the replay placed
+    it: the page says why, as stderr does."""
+    events, said = overruled_recording(tmp_path / "events.jsonl")
+    page = await _simulated_page(events, tmp_path, chromium)
+    section = page.find("section", id="overruled-section")
+    assert "hidden" not in section.attrs and section.find("h2").text == "Overruled by the recording"
+    assert table_rows(section) == [["default/g", said]]
+    assert _holders(page, "n2", "counted") == ["default/g"]
+    assert [row[1:4] for row in table_rows(page.find("div", id="decisions"))] == [["default/g", "placed", "n1"]]
 
 
 async def test_the_page_shows_a_fenced_node_and_a_conflict_as_such(tmp_path: Path, chromium: str) -> None:

@@ -28,7 +28,7 @@ from scheduler.sim import builders as b
 from scheduler.sim.snapshot import load
 from scheduler.view import model as m
 from scheduler.view.page import embed_json, render_page
-from tests.helpers import config
+from tests.helpers import config, overruled_recording
 
 REPO = Path(__file__).resolve().parents[2]
 _DATA = re.compile(r'<script id="gpu-map-data" type="application/json">(.*?)</script>', re.S)
@@ -192,3 +192,26 @@ async def test_the_data_is_gzipped_for_viewers_that_accept_it() -> None:
                 assert "Content-Encoding" not in response.headers, refused
                 assert await response.read() == plain
     assert orjson.loads(plain)["source"] == "live"
+
+
+def test_simulate_shows_pods_a_recorded_binding_overruled_on_the_page(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A recorded Binding put `g` on n2 where the replay (binpack: the fuller n1) had placed it:
+    stderr warned, the page did not — its nodes showed `g` on n2 and its decisions "placed on n1",
+    a contradiction the reader of the file alone could not explain. The page's data carries the
+    overruled pods, and the page has a section for them."""
+    path, said = overruled_recording(tmp_path / "events.jsonl")
+    assert cli.main(["simulate", str(path), "--output", "html"]) == 0
+    out = capsys.readouterr()
+    assert f"tessera: warning: pod default/g: {said} (" in out.err
+    data = _DATA.search(out.out)
+    assert data is not None
+    view = orjson.loads(data.group(1))
+    assert view["overruled"] == [{"pod": "default/g", "message": said}]
+    assert [(d["pod"], d["outcome"], d["node"]) for d in view["decisions"]] == [("default/g", "placed", "n1")]
+    assert '<section id="overruled-section" hidden><h2>Overruled by the recording</h2>' in out.out
+    assert 'getElementById("overruled-section").hidden = !view.overruled.length' in out.out
+
+
+def test_a_view_without_a_replay_overrules_nothing() -> None:
+    assert m.as_dict(_view())["overruled"] == []

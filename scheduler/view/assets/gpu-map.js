@@ -94,6 +94,10 @@
     replace("gangs", table(["Gang", "Phase", "Members", "Minimum", "Placed", "Leaving", "Waiting", "Why"], view.gangs.map(function (g) {
       return [g.gang, g.phase, g.members, g.minimum === null ? "PodGroup not found" : g.minimum, g.placed, g.leaving, g.pending, g.message];
     }), "No gang is waiting."));
+    replace("overruled", table(["Pod", "What happened"], view.overruled.map(function (o) {
+      return [o.pod, o.message];
+    }), "No recorded Binding overruled this replay."));
+    document.getElementById("overruled-section").hidden = !view.overruled.length;
     replace("decisions", table(["When", "Pod", "Outcome", "Node", "Message"], view.decisions.map(function (d) {
       return [when(d.at, view.source), d.pod, d.outcome, d.node, d.message];
     }), "No decisions yet."));
