@@ -79,7 +79,6 @@ class FakeApi:
     lists: dict[str, list[JSON]] = field(default_factory=dict)  # cluster-wide list path -> items (pods: `pods`)
     stalled: int = 0  # calls waiting on a `stall` fault right now
     # the server `KubeHttp.api.configuration.host` names (start-up lines and messages say it)
-    configuration: Any = field(default_factory=lambda: SimpleNamespace(host="https://127.0.0.1:6443"))
     configuration: Any = field(default_factory=lambda: SimpleNamespace(host="https://fake-apiserver"))
 
     def add_pod(self, pod: JSON) -> None:

@@ -137,8 +137,9 @@ async def _main(args: argparse.Namespace, options: AgentOptions, backend: Device
             else:
                 agent = Agent(options, http, KubeHttp(watch_api), backend)
                 await agent.run()
-        if agent is None and refused is None:
-            backend.close()  # a signal during the wait: the agent never started, so it did not close it
+        if agent is None and refused is None:  # a signal during the wait: the agent never started
+            backend.close()  # so it did not close it, nor say it stopped, as every other shutdown does
+            log.info("agent.stopped", node=options.node_name)
         if refused is not None:
             raise refused
     return 0

@@ -115,7 +115,7 @@ def test_run_and_agent_wait_for_an_unreachable_apiserver_and_stop_on_sigterm(com
     warning per attempt naming the server, the error, the attempt and the next delay — instead of
     exiting into CrashLoopBackOff; `run`'s /healthz stays alive and /readyz says not ready (and
     why, in the log). A SIGTERM meanwhile ends it cleanly: `run` with the `tessera.stopped` line
-    every other shutdown of it prints (it exited 0 without one)."""
+    every other shutdown of it prints, `agent` with `agent.stopped` (both exited 0 without one)."""
     path = _unreachable_kubeconfig(tmp_path / "kubeconfig")
     server = path.read_text().split('server: "')[1].split('"')[0]
     child = subprocess.Popen(_argv(command, path, tmp_path), cwd=REPO, stderr=subprocess.PIPE, text=True,
@@ -144,9 +144,9 @@ def test_run_and_agent_wait_for_an_unreachable_apiserver_and_stop_on_sigterm(com
             assert f"cannot reach the apiserver at {server}: connection refused" in str(failed), failed
         child.send_signal(signal.SIGTERM)
         assert child.wait(20) == 0
-        if command == "run":
-            _until(lines, seen, lambda logged: any(line["event"] == "tessera.stopped" for line in logged), timeout=5)
-            assert seen[-1]["event"] == "tessera.stopped" and seen[-1]["level"] == "info", seen[-1]
+        stopped = {"run": "tessera.stopped", "agent": "agent.stopped"}[command]
+        _until(lines, seen, lambda logged: any(line["event"] == stopped for line in logged), timeout=5)
+        assert seen[-1]["event"] == stopped and seen[-1]["level"] == "info", seen[-1]
     finally:
         if child.poll() is None:
             child.kill()
