@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from functools import cached_property
 
 from scheduler.core.classes import ResourceClass
 from scheduler.core.framework.cycle_state import PodContext, prepare
@@ -59,9 +60,15 @@ class ClusterTotals:
     def __init__(self, state: ClusterState, level_of: LevelOf) -> None:
         self.state = state
         self.level_of = level_of
-        self._infos = [info for info in state.node_infos() if info.node is not None and not info.node.unschedulable]
         self._totals: dict[tuple[str, str | None], int] = {}
         self._domains: dict[tuple[tuple[str, ...], str, str | None], dict[tuple[str, ...], int]] = {}
+
+    @cached_property
+    def _infos(self) -> list[NodeInfo]:
+        """The schedulable nodes, read at the first sum: the live loop builds totals after every
+        cycle (`Scheduler.group_notice`) and only a gang that placed nothing sums anything, so a
+        walk over every node here would be paid by every decision."""
+        return [info for info in self.state.node_infos() if info.node is not None and not info.node.unschedulable]
 
     def of(self, resource: str, cls: ResourceClass | None) -> int:
         key = (resource, cls.name if cls is not None else None)
