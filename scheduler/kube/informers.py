@@ -29,7 +29,10 @@ long-lived, and throttling them would only delay the cache.
 
 A CRD that is not installed (404 on LIST, e.g. no PodGroup CRD) must not hold the scheduler
 back: that kind counts as synced with an empty list, a warning says it is unavailable, and the
-list is retried every 30 s so the kind appears once the CRD is installed.
+list is retried every 30 s so the kind appears once the CRD is installed. So does an optional kind
+the role may not read (403). While a kind is treated as empty, `Informer.unavailable` says why
+("not_served" or "forbidden": the `tessera_informer_unavailable` gauge) and the warning is
+repeated every UNAVAILABLE_REPEAT_SECONDS (not at every retry).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import anyio
@@ -65,6 +68,8 @@ __all__ = [
     "InformerSet",
     "InformerStats",
     "ResourceKind",
+    "UNAVAILABLE_REASONS",
+    "Unavailable",
 ]
 
 log = structlog.get_logger("tessera.informers")
@@ -81,6 +86,7 @@ BACKOFF_MAX = 30.0
 BACKOFF_RESET = 120.0
 MIN_WATCH_TIMEOUT = 300  # reflector's minWatchTimeout: each watch asks for 5-10 min, at random
 UNAVAILABLE_RETRY_SECONDS = 30.0
+UNAVAILABLE_REPEAT_SECONDS = 300.0  # the informer.unavailable warning again while it lasts
 READ_TIMEOUT_MARGIN = 30.0
 # The watch cache sends every watch that allows bookmarks one about every minute
 # (k8s.io/apiserver pkg/storage/cacher/cacher.go defaultBookmarkFrequency), whatever its selectors
@@ -130,6 +136,12 @@ ALL_KINDS: tuple[ResourceKind, ...] = (NODES, PODS, EXTENDED_RESOURCES, RESOURCE
 # what the scheduler, `kubectl tessera`'s snapshot and `tessera record` watch: upstream PodGroups too
 # (optional: a 404 while the alpha API is off)
 SCHEDULER_KINDS: tuple[ResourceKind, ...] = (*ALL_KINDS, WORKLOAD_POD_GROUPS)
+
+
+Unavailable = Literal["forbidden", "not_served"]
+"""Why a kind is treated as empty: the role may not read it (403 on an optional kind), or the
+apiserver does not serve it (404 on a CRD or an alpha API)."""
+UNAVAILABLE_REASONS: tuple[Unavailable, ...] = ("forbidden", "not_served")
 
 
 @dataclass
@@ -286,7 +298,10 @@ class Informer:
             self._selectors.append(("fieldSelector", field_selector))
         self.synced = anyio.Event()  # set once the first LIST is delivered (never cleared)
         self.stats = InformerStats()
-        self.available = True
+        # why the kind is treated as empty now (None: it is read)
+        self.unavailable: Unavailable | None = None
+        self._unavailable_told = float("-inf")  # when (monotonic) the warning last said so
+        self._unavailable_since = float("-inf")  # when (monotonic) this episode began
         self.resource_version = ""
         # when (monotonic clock) the LIST whose objects the store holds was sent: a consistent
         # read, so every write acknowledged before then is in the store (`InformerSet.listed_since`)
@@ -306,6 +321,10 @@ class Informer:
 
     def __len__(self) -> int:
         return len(self._store)
+
+    @property
+    def available(self) -> bool:
+        return self.unavailable is None
 
     def objects(self) -> list[dict[str, Any]]:
         """The objects as last listed or watched (read, never changed: the sink has them too)."""
@@ -340,17 +359,20 @@ class Informer:
                 must_list = True
                 pause = UNAVAILABLE_RETRY_SECONDS
                 self.denials.allowed(self.kind.label)
-                self._mark_unavailable(str(err))
+                self._mark_unavailable("not_served", str(err), "is not served by the apiserver (a CRD not "
+                                                               "installed, an API turned off)")
             except _HttpError as err:
                 self.stats.errors += 1
                 pause = self._backoff()
                 if err.status == 403 and self.kind.optional:
                     must_list = True
                     pause = UNAVAILABLE_RETRY_SECONDS
-                    self._mark_unavailable(str(err), "the scheduler's role may not read it (update its RBAC: "
-                                                     "deploy/rbac/scheduler.yaml)")
+                    self._mark_unavailable("forbidden", str(err), "may not be read by the scheduler's role (update "
+                                                                  "its RBAC: deploy/rbac/scheduler.yaml)")
                 elif err.status in (401, 403):
                     self.denials.refused(self.kind.label, err)
+                    if err.status == 403 and self.unavailable is not None:
+                        self.unavailable = "forbidden"  # still empty (a CRD installed since): now for RBAC
                 else:
                     log.warning("informer.error", kind=self.kind.label, reason=describe_error(err),
                                 relist=must_list, retry_in=round(pause, 2))
@@ -380,12 +402,19 @@ class Informer:
         self._failures += 1
         return delay * (1.0 + random.random())
 
-    def _mark_unavailable(self, reason: str, why: str = "is not served by the apiserver") -> None:
-        if self.available:
-            self.available = False
-            log.warning("informer.unavailable", kind=self.kind.label, reason=reason,
-                        message=f"{self.kind.label} {why}; treating it as "
-                                f"empty and retrying every {UNAVAILABLE_RETRY_SECONDS:g} s")
+    def _mark_unavailable(self, reason: Unavailable, error: str, why: str) -> None:
+        """Treat the kind as empty (counted synced) for `reason`; warned when it starts, when its
+        reason changes and every UNAVAILABLE_REPEAT_SECONDS while it lasts."""
+        now = time.monotonic()
+        if self.unavailable != reason or now - self._unavailable_told >= UNAVAILABLE_REPEAT_SECONDS:
+            since = "" if self.unavailable is None else f" (for {now - self._unavailable_since:.0f} s)"
+            if self.unavailable is None:
+                self._unavailable_since = now
+            self.unavailable = reason
+            self._unavailable_told = now
+            log.warning("informer.unavailable", kind=self.kind.label, reason=reason, error=error,
+                        message=f"{self.kind.label} {why}; treating it as empty{since} and retrying every "
+                                f"{UNAVAILABLE_RETRY_SECONDS:g} s")
         self._replace({})  # whatever we had is gone with the resource
         self.synced.set()
 
@@ -424,9 +453,9 @@ class Informer:
         self.resource_version = resource_version
         self.listed_since = sent
         self.stats.lists += 1
-        if not self.available:
-            self.available = True
-            log.info("informer.available", kind=self.kind.label)
+        if self.unavailable is not None:
+            log.info("informer.available", kind=self.kind.label, was=self.unavailable)
+            self.unavailable = None
         if not self.synced.is_set():
             self.synced.set()
             log.info("informer.synced", kind=self.kind.label, objects=len(self._store),

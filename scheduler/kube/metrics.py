@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 
 from scheduler.build_info import BuildInfo
 from scheduler.core.framework.timing import Code, ExtensionPoint
+from scheduler.kube.informers import UNAVAILABLE_REASONS, Unavailable
 from scheduler.view import model as view_model
 
 
@@ -263,6 +264,13 @@ class Metrics:
             "tessera_informer_synced",
             "1 once the informer of this kind has delivered its initial list, else 0.",
             ["kind"], registry=r)
+        self.informer_unavailable = Gauge(
+            "tessera_informer_unavailable",
+            "1 while the informer of this kind treats it as empty (and counts as synced) because the "
+            "scheduler's role may not read it (reason 'forbidden', an optional kind: PodDisruptionBudget, "
+            "PriorityClass) or the apiserver does not serve it (reason 'not_served': a CRD not installed, "
+            "an alpha API off), else 0. Retried every 30 s.",
+            ["kind", "reason"], registry=r)
 
         # --- which code and configuration this process runs (kube-scheduler: kubernetes_build_info) ---
         if build is not None:
@@ -446,6 +454,12 @@ class Metrics:
 
     def set_informer_synced(self, kind: str, synced: bool) -> None:
         self.informer_synced.labels(kind=kind).set(1 if synced else 0)
+
+    def set_informer_unavailable(self, kind: str, reason: Unavailable | None) -> None:
+        """Every reason's series of `kind`: 1 for the one it is treated as empty for, else 0 (a
+        kind read again reads 0, not an absent series)."""
+        for each in UNAVAILABLE_REASONS:
+            self.informer_unavailable.labels(kind=kind, reason=each).set(1 if each == reason else 0)
 
 
 class MetricsStopwatch:

@@ -473,8 +473,8 @@ def count_slow_renewals(elector: LeaderElector, metrics: Metrics) -> Callable[[]
 
 class StateGauges:
     """Sets the gauges that mirror the loop's state (cache size, GPUs by model and state,
-    unschedulable pods by plugin, Bindings held or in flight, informer sync and relists) from
-    that state, on every scrape (`Metrics.on_scrape`): they agree with /readyz the moment it says
+    unschedulable pods by plugin, Bindings held or in flight, informer sync, relists and kinds
+    treated as empty) from that state, on every scrape (`Metrics.on_scrape`): they agree with /readyz the moment it says
     ready, at no cost between scrapes. The GPU counts are the view's summary (`gpu_counts`: each
     GPU classified as `kubectl tessera nodes` and the GPU map show it, without building their
     view), so the metric and the views agree."""
@@ -501,3 +501,4 @@ class StateGauges:
             metrics.count_relists(kind, stats.relists)
         for informer in self.loop.informers.informers:
             metrics.set_informer_synced(informer.kind.label, informer.synced.is_set())
+            metrics.set_informer_unavailable(informer.kind.label, informer.unavailable)

@@ -8,6 +8,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from scheduler.kube.informers import SCHEDULER_KINDS
 from scheduler.kube.metrics import Metrics
 from scheduler.sim import builders as b
 from tests.helpers import gpu_counts_of
@@ -28,6 +29,8 @@ def exported_samples() -> dash.Samples:
     m.set_unschedulable_pods({("NodeResourcesFit", "tessera"): 1})
     m.set_leader(True)
     m.set_informer_synced("Pod", True)
+    for kind in SCHEDULER_KINDS:  # both reasons of every kind the scheduler watches, 0 while read
+        m.set_informer_unavailable(kind.label, None)
     m.count_conflicting_writes("tessera-system/tessera", 1)
     samples: dash.Samples = {}
     for family in text_string_to_metric_families(generate_latest(m.registry).decode()):

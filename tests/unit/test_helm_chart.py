@@ -544,7 +544,7 @@ MONITORING = {"monitoring": {
                        "additionalLabels": {"team": "gpu"}}}}
 ALERTS = {"TesseraNoLeader", "TesseraMultipleLeaders", "TesseraConflictingScheduler", "TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced",
           "TesseraBindingErrors", "TesseraSchedulingErrors", "TesseraPodsUnschedulable", "TesseraPodSchedulingSlow",
-          "TesseraSchedulerDown", "TesseraInformerNotSynced", "TesseraStandbyMissing"}
+          "TesseraSchedulerDown", "TesseraInformerNotSynced", "TesseraInformerUnavailable", "TesseraStandbyMissing"}
 
 
 def rule_alerts(docs: list[Obj]) -> dict[str, Obj]:
@@ -596,7 +596,7 @@ def test_every_series_the_alert_rules_query_is_exported(helm: Path) -> None:
     assert {s.metric for s in selectors} == {
         "tessera_leader", "tessera_devices", "tessera_gpus_overcommitted", "tessera_bindings_total",
         "tessera_conflicting_scheduler_writes_total",
-        "scheduler_schedule_attempts_total", "tessera_informer_synced", "up",
+        "scheduler_schedule_attempts_total", "tessera_informer_synced", "tessera_informer_unavailable", "up",
         "scheduler_pending_pods", "scheduler_pod_scheduling_sli_duration_seconds_bucket"}
     assert all(("job", "=", "tessera-scheduler-metrics") in s.matchers for s in selectors)  # the ServiceMonitor's job
 
@@ -640,6 +640,13 @@ def test_alert_severities_and_the_new_alerts(helm: Path) -> None:
     assert alerts["TesseraSchedulerDown"]["labels"]["severity"] == "critical"
     assert alerts["TesseraInformerNotSynced"]["expr"] == \
         'max by (job, instance, kind) (tessera_informer_synced{job="tessera-scheduler-metrics"}) == 0'
+    unavailable = " ".join(alerts["TesseraInformerUnavailable"]["expr"].split())
+    assert unavailable == (
+        'max by (job, instance, kind, reason) ( '
+        'tessera_informer_unavailable{job="tessera-scheduler-metrics", reason="forbidden"} '
+        'or tessera_informer_unavailable{job="tessera-scheduler-metrics", reason="not_served", '
+        'kind=~"ExtendedResource|ResourceClass"} ) == 1')
+    assert alerts["TesseraInformerUnavailable"]["for"] == "10m"
     assert alerts["TesseraStandbyMissing"]["expr"] == \
         '(count(tessera_leader{job="tessera-scheduler-metrics"} == 0) or vector(0)) < 1'
     three = rule_alerts(helm_template(helm, {**MONITORING, "scheduler": {"replicas": 3}}))

@@ -116,7 +116,7 @@ def test_promtool_accepts_the_rules(tmp_path: Path) -> None:
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": _groups({"scheduler": {"replicas": 3}})}))
     done = _promtool(tmp_path, "check", "rules", "rules.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 13 rules found" in done.stdout, done.stdout
+    assert "SUCCESS: 14 rules found" in done.stdout, done.stdout
 
 
 STEPS = 26  # 13 minutes
@@ -212,3 +212,46 @@ def test_a_conflicting_scheduler_pages_from_its_first_write_seen_and_resolves_ha
     ]
     done = _run_test(tmp_path, groups, series, checks)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_kind_read_as_empty_alerts_when_forbidden_or_when_tesseras_own_crd_is_missing(tmp_path: Path) -> None:
+    """An on-call trial: with the PDB rule taken out of the ClusterRole (and on a cluster without
+    Tessera's CRDs) a replica stayed ready and synced, and nothing fired. TesseraInformerUnavailable
+    fires for a forbidden kind and for Tessera's own CRDs not served, not for scheduler-plugins'
+    PodGroup nor the alpha upstream PodGroup API (absent from most clusters by design), and
+    resolves once the kind is read again; TesseraInformerNotSynced stays quiet (the replica is
+    synced: its text no longer promises the missing-CRD case)."""
+    steps = 30  # 15 minutes; the role is fixed and the CRD installed at minute 12
+    fixed_at = 24
+    leads: list[float | str] = [1] * steps
+    on, off = [1] * fixed_at + [0] * (steps - fixed_at), [0] * steps
+    unavailable = {("PodDisruptionBudget", "forbidden"): on, ("ExtendedResource", "not_served"): on,
+                   ("ResourceClass", "not_served"): [0] * 6 + [1] * (steps - 6),  # missing from minute 3
+                   ("PodGroup", "not_served"): [1] * steps,
+                   ("PodGroup.scheduling.k8s.io", "not_served"): [1] * steps,
+                   ("PriorityClass", "forbidden"): off, ("Pod", "forbidden"): off}
+    series = _replica("a:10251", leads) + [
+        _series("tessera_informer_unavailable", "a:10251", timeline, kind=kind, reason=reason)
+        for (kind, reason), timeline in unavailable.items()]
+    groups = _groups()
+    rule = _alert(groups, "TesseraInformerUnavailable")
+
+    def firing(*kinds: tuple[str, str]) -> list[dict[str, Any]]:
+        alerts = []
+        for kind, reason in kinds:
+            labels = {"job": JOB, "instance": "a:10251", "kind": kind, "reason": reason, "severity": "warning"}
+            alerts.append({"exp_labels": labels, "exp_annotations": _annotations(rule, 1, labels)})
+        return alerts
+
+    checks: list[dict[str, Any]] = [
+        {"eval_time": "9m", "alertname": "TesseraInformerUnavailable", "exp_alerts": []},  # pending (10m)
+        {"eval_time": "11m", "alertname": "TesseraInformerUnavailable",
+         "exp_alerts": firing(("PodDisruptionBudget", "forbidden"), ("ExtendedResource", "not_served"))},
+        {"eval_time": "14m", "alertname": "TesseraInformerUnavailable",
+         "exp_alerts": firing(("ResourceClass", "not_served"))},
+        {"eval_time": "14m", "alertname": "TesseraInformerNotSynced", "exp_alerts": []},
+    ]
+    done = _run_test(tmp_path, groups, series, checks)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = " ".join(_alert(groups, "TesseraInformerNotSynced")["annotations"]["description"].split())
+    assert "TesseraInformerUnavailable" in text and "RBAC, a CRD not installed" not in text
