@@ -35,6 +35,11 @@ from scheduler.kube.term_write import write_term
 
 log = structlog.get_logger("tessera.fence")
 
+# How the Warning FailedScheduling Event on a pod the fence could not write begins (the loop's
+# `_fence_refused`; `kubectl tessera explain` reads it)
+FENCE_REFUSED = ("no pod is scheduled until this scheduler's new leader has marked every pending pod "
+                 "(its term fence)")
+
 
 @dataclass(frozen=True, slots=True)
 class FencedPod:

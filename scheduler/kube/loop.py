@@ -33,7 +33,7 @@ from scheduler.kube.class_controller import DefaultClassController
 from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.conflicting import ConflictingSchedulers
 from scheduler.kube.evictor import Eviction, Evictor
-from scheduler.kube.fence import FencedPod, TermFence
+from scheduler.kube.fence import FENCE_REFUSED, FencedPod, TermFence
 from scheduler.kube.http import KubeHttp, RateLimiter
 from scheduler.kube.informers import PODS, SCHEDULER_KINDS, InformerSet
 from scheduler.kube.recorder import EventRecorder, ObjectRef
@@ -544,8 +544,7 @@ class SchedulerLoop:
         """A pending pod the term fence could not write: nothing is scheduled until it can, and
         without an Event the pod would show no reason at all."""
         self.events.record(ObjectRef("Pod", "v1", pod.name, pod.namespace, pod.uid), "Warning", "FailedScheduling",
-                           "Scheduling", "no pod is scheduled until this scheduler's new leader has marked every "
-                           f"pending pod (its term fence): writing tessera.dev/term through pods/status failed: {why}",
+                           "Scheduling", f"{FENCE_REFUSED}: writing tessera.dev/term through pods/status failed: {why}",
                            controller=self._controller(pod.uid))
 
     @property

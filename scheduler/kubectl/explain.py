@@ -25,6 +25,7 @@ from scheduler.core.objects import Pod
 from scheduler.core.plugins.node_affinity import named_nodes
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.state import ClusterState
+from scheduler.kube.fence import FENCE_REFUSED
 from scheduler.kube.snapshot import last_seen
 from scheduler.kubectl.leadership import Leadership
 from scheduler.sim.snapshot import is_bound, load
@@ -139,7 +140,7 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         phase=pod.phase,
         node=pod.node_name,
         status=_status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates,
-                       _finalizers(raw), core.gated().get(key, "")),
+                       _finalizers(raw), core.gated().get(key, ""), _fence_refused(events)),
         reason=wait.reason if wait else "",
         message=wait.message if wait else "",
         nominated_node=pod.nominated_node,
@@ -268,8 +269,18 @@ def _finalizers(raw: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(str(name) for name in names) if isinstance(names, list) else ()
 
 
+def _fence_refused(events: Sequence[Mapping[str, Any]]) -> bool:
+    """The pod's latest FailedScheduling Event is a leader's term fence refused on it (the loop's
+    `_fence_refused`, one per pod and term): that leader decides nothing until the write succeeds.
+    A later FailedScheduling (an attempt since) says the fence was written."""
+    failed = [_event(event) for event in events if event.get("reason") == "FailedScheduling"]
+    if not failed:
+        return False
+    return max(failed, key=lambda line: line.last_seen).message.startswith(FENCE_REFUSED)
+
+
 def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: str, gates: bool,
-            finalizers: Sequence[str], gated: str) -> str:
+            finalizers: Sequence[str], gated: str, fence_refused: bool = False) -> str:
     mark = pod.preemption_mark
     # a preemption's victim says so (its DisruptionTarget condition), and a finalizer is what may keep it
     why = f", preempted by {mark.scheduler or 'a scheduler'}" if mark is not None and pod.node_name else ""
@@ -297,6 +308,10 @@ def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: s
         return f"assigned to {gate_node or 'a node'}; its Binding waits for the allocation gate"
     if reason:
         return f"pending: {reason}"
+    if fence_refused:
+        return ("pending, not tried: the leader's term fence could not be written onto it (FailedScheduling "
+                "in Events): the leader schedules nothing until every pending pod carries it "
+                "(TesseraTermFenceStuck; docs/operations.md)")
     return "pending: not tried yet"
 
 

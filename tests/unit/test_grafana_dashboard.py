@@ -114,3 +114,23 @@ def test_promql_reader_refuses_what_it_does_not_know() -> None:
         dash.parse('{l="v"}')
     with pytest.raises(ValueError, match="cannot read PromQL"):
         dash.parse("a ? b")
+
+
+def test_the_binding_errors_panel_counts_what_tessera_binding_errors_alerts_on() -> None:
+    """The panel read result!="success": a pod deleted while its Binding was out ('not_found', a
+    user's delete, which docs/running.md says pages nobody) and one bound elsewhere ('conflict')
+    showed as Binding errors beside an alert that stayed quiet. It shows the refused, retried
+    Bindings only, as TesseraBindingErrors reads them."""
+    [panel] = [p for p in dash.panels(dash.load()) if p.get("title") == "Binding errors"]
+    [target] = panel["targets"]
+    [selector] = dash.parse(target["expr"]).selectors
+    assert selector.metric == "tessera_bindings_total"
+    assert 'result="error"' in target["expr"] and "result!=" not in target["expr"], target["expr"]
+    assert "not_found" not in panel["description"] or "not shown" in panel["description"]
+
+
+def test_the_dashboard_shows_what_holds_a_leader_that_schedules_nothing() -> None:
+    """A stuck term fence reads 0 pending pods in every queue, and an unsynced informer keeps a
+    replica from leading: each has a panel, as each has an alert."""
+    queried = {s.metric for expr in dash.queries(dash.load()) for s in dash.parse(expr).selectors}
+    assert {"tessera_leader_fence_pending_pods", "tessera_informer_synced"} <= queried

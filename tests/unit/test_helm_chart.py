@@ -544,7 +544,8 @@ MONITORING = {"monitoring": {
                        "additionalLabels": {"team": "gpu"}}}}
 ALERTS = {"TesseraNoLeader", "TesseraMultipleLeaders", "TesseraConflictingScheduler", "TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced",
           "TesseraBindingErrors", "TesseraSchedulingErrors", "TesseraPodsUnschedulable", "TesseraPodSchedulingSlow",
-          "TesseraSchedulerDown", "TesseraInformerNotSynced", "TesseraInformerUnavailable", "TesseraStandbyMissing"}
+          "TesseraSchedulerDown", "TesseraInformerNotSynced", "TesseraInformerUnavailable", "TesseraStandbyMissing",
+          "TesseraTermFenceStuck"}
 
 
 def rule_alerts(docs: list[Obj]) -> dict[str, Obj]:
@@ -595,7 +596,7 @@ def test_every_series_the_alert_rules_query_is_exported(helm: Path) -> None:
     selectors = [selector for expr in exprs for selector in dashboard.parse(expr).selectors]
     assert {s.metric for s in selectors} == {
         "tessera_leader", "tessera_devices", "tessera_gpus_overcommitted", "tessera_bindings_total",
-        "tessera_conflicting_scheduler_writes_total",
+        "tessera_conflicting_scheduler_writes_total", "tessera_leader_fence_pending_pods",
         "scheduler_schedule_attempts_total", "tessera_informer_synced", "tessera_informer_unavailable", "up",
         "scheduler_pending_pods", "scheduler_pod_scheduling_sli_duration_seconds_bucket"}
     assert all(("job", "=", "tessera-scheduler-metrics") in s.matchers for s in selectors)  # the ServiceMonitor's job

@@ -109,14 +109,15 @@ def _run_test(tmp_path: Path, groups: list[dict[str, Any]], series: list[dict[st
 
 def _alert(groups: list[dict[str, Any]], name: str) -> dict[str, Any]:
     [rule] = [r for g in groups for r in g["rules"] if r.get("alert") == name]
-    return rule
+    found: dict[str, Any] = rule
+    return found
 
 
 def test_promtool_accepts_the_rules(tmp_path: Path) -> None:
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": _groups({"scheduler": {"replicas": 3}})}))
     done = _promtool(tmp_path, "check", "rules", "rules.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 14 rules found" in done.stdout, done.stdout
+    assert "SUCCESS: 15 rules found" in done.stdout, done.stdout
 
 
 STEPS = 26  # 13 minutes
@@ -135,7 +136,7 @@ def test_gpu_and_pending_pod_alerts_fire_under_a_leader_killed_more_often_than_t
                          scheduler_pending_pods__queue_unschedulable=[3 if v == 1 else s for v, s in
                                                                        zip(B, standby_pending)]))
     conflict, pending = _alert(groups, "TesseraGPUConflict"), _alert(groups, "TesseraPodsUnschedulable")
-    checks = [
+    checks: list[dict[str, Any]] = [
         {"eval_time": "4m", "alertname": "TesseraGPUConflict", "exp_alerts": []},  # pending still
         {"eval_time": "12m", "alertname": "TesseraGPUConflict", "exp_alerts": [
             {"exp_labels": {"job": JOB, "severity": "critical"},
@@ -160,8 +161,50 @@ def test_the_leader_filter_the_trial_saw_never_fires_under_the_same_failovers(tm
                     f'and on (job, instance) (tessera_leader{{job="{JOB}"}} == 1)) > 0')
     series = (_replica("a:10251", A, tessera_devices__state_conflict=[1] * STEPS)
               + _replica("b:10251", B, tessera_devices__state_conflict=[1] * STEPS))
-    checks = [{"eval_time": f"{m}m", "alertname": "TesseraGPUConflict", "exp_alerts": []} for m in range(1, 13)]
+    checks: list[dict[str, Any]] = [{"eval_time": f"{m}m", "alertname": "TesseraGPUConflict", "exp_alerts": []} for m in range(1, 13)]
     done = _run_test(tmp_path, groups, series, checks)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_stuck_term_fence_pages_through_a_failover_and_a_short_one_does_not(tmp_path: Path) -> None:
+    """An on-call trial: an admission policy refused writes of tessera.dev/term, the leader was
+    SIGTERMed, and the new leader fenced nothing: /readyz failed term-fence,
+    tessera_leader_fence_pending_pods was 2 and scheduler_pending_pods 0 in every queue, and no
+    alert fired. Here the fence fails for 12 minutes across a failover (the killed leader's series
+    stale for a minute, the next leader's fence failing from its first scrape): TesseraTermFenceStuck
+    fires once per job, and resolves a failoverWindow after the fence succeeds. A fence that failed
+    for a minute (a webhook's brief outage) is no page."""
+    groups = _groups()
+    rule = _alert(groups, "TesseraTermFenceStuck")
+    steps = 40  # 20 minutes
+    a: Timeline = [1] * 8 + ["stale"] * 2 + [0] * 30  # killed at minute 4, back as the standby
+    b: Timeline = [0] * 10 + [1] * 30  # leads from minute 5
+    a_fence: Timeline = [0, 0] + [2] * 6 + [0] * 32
+    b_fence: Timeline = [0] * 10 + [2] * 16 + [0] * 14  # fenced at minute 13
+    series = (_replica("a:10251", a, tessera_leader_fence_pending_pods=a_fence,
+                       scheduler_pending_pods__queue_active=[0] * steps)
+              + _replica("b:10251", b, tessera_leader_fence_pending_pods=b_fence,
+                         scheduler_pending_pods__queue_active=[0] * steps))
+    labels = {"job": JOB, "severity": "critical"}
+    checks: list[dict[str, Any]] = [
+        {"eval_time": "5m", "alertname": "TesseraTermFenceStuck", "exp_alerts": []},  # pending still
+        {"eval_time": "7m", "alertname": "TesseraTermFenceStuck", "exp_alerts": [
+            {"exp_labels": labels, "exp_annotations": _annotations(rule, 2, labels)}]},
+        {"eval_time": "12m", "alertname": "TesseraTermFenceStuck", "exp_alerts": [
+            {"exp_labels": labels, "exp_annotations": _annotations(rule, 2, labels)}]},
+        {"eval_time": "17m", "alertname": "TesseraTermFenceStuck", "exp_alerts": []},
+        # nothing else said so: the trial's snapshot
+        {"eval_time": "12m", "alertname": "TesseraNoLeader", "exp_alerts": []},
+        {"eval_time": "12m", "alertname": "TesseraPodsUnschedulable", "exp_alerts": []},
+    ]
+    done = _run_test(tmp_path, groups, series, checks)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    brief: Timeline = [0] * 4 + [2] * 2 + [0] * 34
+    series = _replica("a:10251", [1] * steps, tessera_leader_fence_pending_pods=brief)
+    checks = [{"eval_time": f"{m}m", "alertname": "TesseraTermFenceStuck", "exp_alerts": []} for m in range(1, 20)]
+    (tmp_path / "brief").mkdir()
+    done = _run_test(tmp_path / "brief", groups, series, checks)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -170,11 +213,11 @@ def test_no_replica_up_and_no_leader_are_told_apart(tmp_path: Path) -> None:
     then both down: TesseraSchedulerDown, and TesseraNoLeader resolves (nothing is up to lead).
     A second standby is missing meanwhile with three replicas configured."""
     groups = _groups({"scheduler": {"replicas": 3}})
-    standing_by: list[float | str] = [0] * 14 + ["stale"] * 14
+    standing_by: Timeline = [0] * 14 + ["stale"] * 14
     series = _replica("a:10251", standing_by) + _replica("b:10251", standing_by)
     no_leader, down = _alert(groups, "TesseraNoLeader"), _alert(groups, "TesseraSchedulerDown")
     standby = _alert(groups, "TesseraStandbyMissing")
-    checks = [
+    checks: list[dict[str, Any]] = [
         {"eval_time": "6m", "alertname": "TesseraNoLeader", "exp_alerts": [
             {"exp_labels": {"severity": "critical"}, "exp_annotations": _annotations(no_leader, 0, {})}]},
         {"eval_time": "6m", "alertname": "TesseraSchedulerDown", "exp_alerts": []},
@@ -197,14 +240,14 @@ def test_a_conflicting_scheduler_pages_from_its_first_write_seen_and_resolves_ha
     series new within its window. Seen at minute 2, again at minute 10; quiet 30 minutes after."""
     steps = 90  # 45 minutes
     leads: list[float | str] = [1] * steps
-    writes: list[float | str] = ["_"] * 4 + [1] * 16 + [3] * (steps - 20)
+    writes: Timeline = ["_"] * 4 + [1] * 16 + [3] * (steps - 20)
     series = _replica("a:10251", leads) + [_series("tessera_conflicting_scheduler_writes_total", "a:10251", writes,
                                                    lease="tessera-system/tessera")]
     groups = _groups()
     rule = _alert(groups, "TesseraConflictingScheduler")
     labels = {"job": JOB, "lease": "tessera-system/tessera", "severity": "critical"}
     firing = [{"exp_labels": labels, "exp_annotations": _annotations(rule, 1, labels)}]
-    checks = [
+    checks: list[dict[str, Any]] = [
         {"eval_time": "1m", "alertname": "TesseraConflictingScheduler", "exp_alerts": []},
         {"eval_time": "3m", "alertname": "TesseraConflictingScheduler", "exp_alerts": firing},
         {"eval_time": "20m", "alertname": "TesseraConflictingScheduler", "exp_alerts": firing},
