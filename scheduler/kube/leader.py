@@ -503,6 +503,9 @@ class LeaderElector:
             response = await self._update(fast)
             if response.ok:
                 self._confirm(fast, now_clock)
+                # its own record, same term: also when it takes it back after stepping down (a
+                # lease blip), where the last takeover's holder would be named otherwise
+                self._previous = {"previous_holder": self.identity, "previous_record": "own"}
                 return True
             log.info("leader.fast_renew_failed", lease=self.description, status=response.status,
                      message=response.message())

@@ -105,3 +105,34 @@ async def test_a_failed_attempt_keeps_the_exceptions_own_message() -> None:
     [failed] = _events(logs, "leader.attempt_failed")
     assert failed["error"] == "ConnectionRefusedError: [Errno 111] Connect call failed ('10.0.0.1', 6443)"
     assert failed["request"] == f"GET {LEASE_PATH}"
+
+
+async def test_a_leader_taking_back_its_own_record_after_a_blip_names_itself_not_the_last_takeover() -> None:
+    """A lease blip (a day-2 trial): A took the Lease B had released, then its renewals failed
+    until it stepped down, and its next attempt took back its own record, still valid, on the fast
+    path, in the same term (leaseTransitions unchanged). `leader.acquired` said
+    previous_holder=B previous_record=released, the first takeover's; it is A's own record."""
+    clock, server = Clock(), LeaseServer()
+    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
+    await b._acquire()
+    b._start_leading()
+    assert not await a._try_acquire_or_renew()  # A sees B's record
+    assert await b.release()
+    await a._acquire()
+    a._start_leading()
+    transitions = server.lease["spec"]["leaseTransitions"]  # type: ignore[index]
+
+    def refuse(method: str, who: str) -> None:
+        raise TimeoutError()
+
+    server.fail = refuse  # type: ignore[assignment]
+    clock.t += 2
+    assert not await a._try_acquire_or_renew()  # the blip: A cannot renew ...
+    a._stop_leading()  # ... and steps down at its renewDeadline
+    server.fail = None
+    clock.t += 8  # its record is still valid on its clock (15 s lease)
+    with structlog.testing.capture_logs() as logs:
+        await a._acquire()
+    [acquired] = _events(logs, "leader.acquired")
+    assert server.lease["spec"]["leaseTransitions"] == transitions  # type: ignore[index]
+    assert acquired["previous_holder"] == "A" and acquired["previous_record"] == "own"
