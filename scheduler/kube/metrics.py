@@ -233,6 +233,13 @@ class Metrics:
             "of an earlier pod on the node (reason WaitingForAllocation). Not in scheduler_pending_pods: like "
             "kube-scheduler's pods waiting on Permit, they are past the queue.",
             registry=r)
+        self.agents_silent = Gauge(
+            "tessera_node_agents_silent",
+            "Nodes whose node agent heartbeated (its ExtendedResources' status.lastHeartbeatTime) but not within "
+            "agentHeartbeatTimeoutSeconds: stopped or cut off. Their GPUs' health is what it last published, the "
+            "allocation gate no longer holds there, and pods bound there stay tessera.dev/phase: Allocating; "
+            "kubectl tessera nodes names them (REASON 'node agent silent').",
+            registry=r)
         self.bindings = Counter(
             "tessera_bindings_total",
             "Binding requests by outcome: 'conflict' is 409 (bound elsewhere), 'not_found' is 404 (pod "
@@ -390,6 +397,10 @@ class Metrics:
 
     def set_waiting_for_allocation(self, count: int) -> None:
         self.waiting_for_allocation.set(count)
+
+    def set_agents_silent(self, count: int) -> None:
+        """`tessera_node_agents_silent`: the nodes of `cluster.silent_agents` at the scrape."""
+        self.agents_silent.set(count)
 
     def set_binding(self, count: int) -> None:
         """`scheduler_goroutines{operation="binding"}`: upstream runs one goroutine per binding

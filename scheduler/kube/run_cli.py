@@ -40,7 +40,7 @@ from scheduler.kube.serving import (GPU_MAP_DATA, GPU_MAP_PAGE, PING, Check, Ser
                                     turned_off)
 from scheduler.logs import LogSettingsError, configure_logging, describe_error
 from scheduler.open_files import raise_open_files_limit
-from scheduler.view.cluster import gpu_counts
+from scheduler.view.cluster import gpu_counts, silent_agents
 
 log = structlog.get_logger("tessera.run")
 
@@ -472,9 +472,9 @@ def count_slow_renewals(elector: LeaderElector, metrics: Metrics) -> Callable[[]
 
 
 class StateGauges:
-    """Sets the gauges that mirror the loop's state (cache size, GPUs by model and state,
-    unschedulable pods by plugin, Bindings held or in flight, informer sync, relists and kinds
-    treated as empty) from that state, on every scrape (`Metrics.on_scrape`): they agree with /readyz the moment it says
+    """Sets the gauges that mirror the loop's state (cache size, GPUs by model and state, silent
+    node agents, unschedulable pods by plugin, Bindings held or in flight, informer sync, relists and
+    kinds treated as empty) from that state, on every scrape (`Metrics.on_scrape`): they agree with /readyz the moment it says
     ready, at no cost between scrapes. The GPU counts are the view's summary (`gpu_counts`: each
     GPU classified as `kubectl tessera nodes` and the GPU map show it, without building their
     view), so the metric and the views agree."""
@@ -490,7 +490,9 @@ class StateGauges:
         sizes = core.cache_sizes()
         metrics.set_cache_size(nodes=sizes["nodes"], pods=sizes["pods"], assumed_pods=sizes["assumed_pods"])
         held = core.held()
-        metrics.set_gpus(gpu_counts(core, now=self.clock(), held=held))
+        now = self.clock()
+        metrics.set_gpus(gpu_counts(core, now=now, held=held))
+        metrics.set_agents_silent(len(silent_agents(core, now=now)))
         metrics.set_unschedulable_pods(core.unschedulable_by_plugin())
         metrics.set_waiting_for_allocation(len(held))
         metrics.set_binding(len(held) + self.loop.binder.in_flight)

@@ -51,7 +51,9 @@ NODES_LEGEND = """GPU states (the first that applies; REASON says more):
               so the count is drawn on free GPUs of that resource, not on the GPU the pod has
   free        nothing holds it
 Holders: allocating (the agent has not handed its devices out yet), terminating (being deleted:
-its GPUs are free once it is gone), nominated (room a pending preemptor's preemption made)."""
+its GPUs are free once it is gone), nominated (room a pending preemptor's preemption made).
+REASON "node agent silent 5m": the node's agent heartbeated, but not within agentHeartbeatTimeoutSeconds:
+the health shown is what it last published (the node's note says more)."""
 
 
 class CommandError(Exception):

@@ -22,9 +22,11 @@ from scheduler.core.objects import Device, gang_name
 from scheduler.core.plugins.coscheduling import group_status, waiting_message
 from scheduler.core.resources import CPU, is_extended
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
+from scheduler.core.plugins.devices.args import DeviceArgs
 from scheduler.core.plugins.devices.gate import AllocationGate
 from scheduler.core.state import ClusterState, DeviceUse, NodeInfo
 from scheduler.view import model as m
+from scheduler.view.text import duration
 
 GPU = "nvidia.com/gpu"  # counted as GPUs on nodes without ExtendedResources
 NO_NODE = "no Node object: no pod is placed on this node"  # why its free GPUs are fenced
@@ -66,7 +68,7 @@ def build_view(scheduler: Scheduler, *, source: str, now: float,
     for attempt in held:
         waits[attempt.pod.key] = WaitReason(WAITING_FOR_ALLOCATION, attempt.message, attempt.node or "")
     facts = _Facts(state, frozenset(attempt.pod.uid for attempt in held), gate_timeout(scheduler), now,
-                   dict(diverged or {}))
+                   dict(diverged or {}), agent_timeout(scheduler))
     gate_waiters: dict[str, list[str]] = {}
     for key, wait in waits.items():
         pod = state.pod_by_key(key)
@@ -101,10 +103,16 @@ class _Facts:
     gate_timeout: float | None  # None: no profile runs the allocation gate
     now: float
     diverged: dict[str, str]  # node -> "binds A there, where this replay had placed B"
+    agent_timeout: float  # agentHeartbeatTimeoutSeconds (`agent_timeout`)
 
     def gate_holds(self, info: NodeInfo) -> bool:
         """The allocation gate holds on this node: a node agent serves it (a fresh heartbeat)."""
         return self.gate_timeout is not None and info.agent_serves(self.now, self.gate_timeout)
+
+    def agent_silent_for(self, info: NodeInfo) -> float | None:
+        """Seconds since the last heartbeat of the node's agent when it has gone silent (over
+        `agent_timeout`) while the node still has devices it published; None otherwise."""
+        return info.agent_silent_for(self.now, self.agent_timeout) if info.devices else None
 
 
 def gate_timeout(scheduler: Scheduler) -> float | None:
@@ -115,6 +123,26 @@ def gate_timeout(scheduler: Scheduler) -> float | None:
             if isinstance(gate, AllocationGate) and gate.enabled:
                 return gate.timeout
     return None
+
+
+def agent_timeout(scheduler: Scheduler) -> float:
+    """`agentHeartbeatTimeoutSeconds`: how old a node agent's last heartbeat may be before the
+    agent counts as gone — the allocation gate's (of a profile running it, else of any), also when
+    the gate is off (a silent agent's published health is stale all the same); the default without
+    a TesseraDevices plugin."""
+    gates = [gate for runtime in scheduler.profiles.values() for plugin in runtime.plugins.values()
+             for gate in [getattr(plugin, "gate", None)] if isinstance(gate, AllocationGate)]
+    chosen = next((gate for gate in gates if gate.enabled), gates[0] if gates else None)
+    return chosen.timeout if chosen is not None else float(DeviceArgs().agent_heartbeat_timeout_seconds)
+
+
+def silent_agents(scheduler: Scheduler, *, now: float) -> dict[str, float]:
+    """The nodes whose node agent heartbeated once but not within `agent_timeout` at `now`, with
+    the seconds since its last heartbeat (what `tessera_node_agents_silent` counts and `kubectl
+    tessera nodes` says in REASON): their devices' health is what the agent last published."""
+    facts = _Facts(scheduler.state, frozenset(), None, now, {}, agent_timeout(scheduler))
+    found = {info.name: facts.agent_silent_for(info) for info in _shown_nodes(scheduler.state)}
+    return {name: seconds for name, seconds in sorted(found.items()) if seconds is not None}
 
 
 def gate_holds(scheduler: Scheduler, node: str, now: float) -> bool:
@@ -145,6 +173,9 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
                 notes.append(f"allocation gate held by {_key(state, uid)}: the node agent has not handed out "
                              f"its {', '.join(sorted(resources))} yet")
     notes += [f"{key} waits for the allocation gate" for key in gate_waiters]
+    silent = facts.agent_silent_for(info)
+    if silent is not None:
+        notes.append(_silent_note(facts, info, silent))
     if fence:
         notes.append(f"{fence}: it holds the GPUs shown for it, and what else it may hold is unknown, so the "
                      "node's other GPUs are fenced (none is given out) until the annotation is fixed or the pod "
@@ -176,6 +207,7 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
         gpus_total=sum(counts.values()),
         conflicts=sum(1 for gpu in gpus if gpu.state == m.CONFLICT),
         over_capacity=over,
+        agent_silent_for=silent,
         cpu=f"{info.requested.get(CPU, 0) / 1000:g}/{allocatable / 1000:g}",
         pods=len(info.pods),
         taints=tuple(f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
@@ -183,6 +215,19 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
         notes=tuple(notes),
     )
     return view, counts
+
+
+def _silent_note(facts: _Facts, info: NodeInfo, silent: float) -> str:
+    """What a silent node agent means for the node: its GPUs' health is stale, the allocation gate
+    no longer holds there, and the pods it had yet to hand devices to stay Allocating."""
+    note = (f"node agent silent: its last heartbeat (ExtendedResources' status.lastHeartbeatTime) is "
+            f"{duration(silent)} old, over agentHeartbeatTimeoutSeconds {facts.agent_timeout:g}: the health its "
+            "GPUs show is what it last published, and the allocation gate no longer holds here")
+    waiting = sorted(_key(facts.state, uid) for uid in info.allocating)
+    if waiting:
+        note += (f"; {', '.join(waiting)} stay{'s' if len(waiting) == 1 else ''} tessera.dev/phase: Allocating "
+                 f"until an agent hands out {'its' if len(waiting) == 1 else 'their'} devices")
+    return note
 
 
 def _over_capacity(info: NodeInfo) -> tuple[m.OverCapacity, ...]:
@@ -196,7 +241,8 @@ def gpu_counts(scheduler: Scheduler, *, now: float, held: Sequence[Attempt] = ()
     but no holders, reasons, notes, pending pods or gangs. Each /metrics scrape runs this on the
     scheduler's event loop, where the whole view cost ten times the old per-device count
     (`python -m bench.scrape`)."""
-    facts = _Facts(scheduler.state, frozenset(attempt.pod.uid for attempt in held), gate_timeout(scheduler), now, {})
+    facts = _Facts(scheduler.state, frozenset(attempt.pod.uid for attempt in held), gate_timeout(scheduler), now, {},
+                   agent_timeout(scheduler))
     states: Counter[tuple[str, str]] = Counter()
     overcommitted = 0
     for info in _shown_nodes(facts.state):

@@ -103,6 +103,10 @@ class NodeView:
     gpus_total: int = 0
     conflicts: int = 0  # GPUs in conflict (claimed by more than one pod)
     over_capacity: tuple[OverCapacity, ...] = ()  # its device resources held beyond what it has
+    # seconds since its node agent's last heartbeat (ExtendedResources' status.lastHeartbeatTime),
+    # when that is over agentHeartbeatTimeoutSeconds: the agent stopped, its GPUs' health is what it
+    # last published; None while it heartbeats, or where no agent ever did
+    agent_silent_for: float | None = None
 
 
 def counted_as(state: str, node_cordoned: bool) -> str:

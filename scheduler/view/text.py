@@ -86,6 +86,9 @@ def render_nodes(view: m.ClusterView, wide: bool = False) -> str:
             # the state the summary and tessera_devices count it in: a free GPU of a cordoned node is cordoned
             state = m.counted_as(gpu.state, node.cordoned)
             reason = gpu.reason or ("node cordoned" if state != gpu.state else "")
+            if node.agent_silent_for is not None:  # every GPU of it: their health is the agent's last word
+                silent = f"node agent silent {duration(node.agent_silent_for)}"
+                reason = f"{reason}; {silent}" if reason else silent
             rows.append([label if i == 0 else None, str(gpu.index), gpu.model, gpu.memory, *placed, state,
                          gpu_use(gpu), holders(gpu), reason])
         notes += [f"{node.name}: {note}" for note in node.notes]
@@ -104,7 +107,12 @@ def age(timestamp: str, now: float) -> str:
         seconds = int(now - datetime.fromisoformat(timestamp).timestamp())
     except ValueError:
         return timestamp
-    seconds = max(0, seconds)
+    return duration(seconds)
+
+
+def duration(seconds: float) -> str:
+    """A number of seconds as kubectl's age (`45s`, `3m12s`, `2h`, `5d`)."""
+    seconds = max(0, int(seconds))
     minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
     if seconds < 120:
         return f"{seconds}s"

@@ -545,7 +545,7 @@ MONITORING = {"monitoring": {
 ALERTS = {"TesseraNoLeader", "TesseraMultipleLeaders", "TesseraConflictingScheduler", "TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced",
           "TesseraBindingErrors", "TesseraSchedulingErrors", "TesseraPodsUnschedulable", "TesseraPodSchedulingSlow",
           "TesseraSchedulerDown", "TesseraInformerNotSynced", "TesseraInformerUnavailable", "TesseraStandbyMissing",
-          "TesseraTermFenceStuck"}
+          "TesseraTermFenceStuck", "TesseraNodeAgentSilent"}
 
 
 def rule_alerts(docs: list[Obj]) -> dict[str, Obj]:
@@ -598,7 +598,7 @@ def test_every_series_the_alert_rules_query_is_exported(helm: Path) -> None:
         "tessera_leader", "tessera_devices", "tessera_gpus_overcommitted", "tessera_bindings_total",
         "tessera_conflicting_scheduler_writes_total", "tessera_leader_fence_pending_pods",
         "scheduler_schedule_attempts_total", "tessera_informer_synced", "tessera_informer_unavailable", "up",
-        "scheduler_pending_pods", "scheduler_pod_scheduling_sli_duration_seconds_bucket"}
+        "scheduler_pending_pods", "scheduler_pod_scheduling_sli_duration_seconds_bucket", "tessera_node_agents_silent"}
     assert all(("job", "=", "tessera-scheduler-metrics") in s.matchers for s in selectors)  # the ServiceMonitor's job
 
 
@@ -616,7 +616,7 @@ def test_alerts_outlive_a_failover(helm: Path) -> None:
     one alert per job; pending pods from the replicas that led within failoverWindow, which must be
     longer than a failover as Prometheus sees it."""
     alerts = rule_alerts(helm_template(helm, MONITORING))
-    for name in ("TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced"):
+    for name in ("TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced", "TesseraNodeAgentSilent"):
         expr = alerts[name]["expr"]
         assert "tessera_leader" not in expr, name
         assert expr.startswith("max by (job) (") and "tessera_informer_synced{" in expr, name

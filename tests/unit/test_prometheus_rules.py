@@ -117,7 +117,7 @@ def test_promtool_accepts_the_rules(tmp_path: Path) -> None:
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": _groups({"scheduler": {"replicas": 3}})}))
     done = _promtool(tmp_path, "check", "rules", "rules.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 15 rules found" in done.stdout, done.stdout
+    assert "SUCCESS: 16 rules found" in done.stdout, done.stdout
 
 
 STEPS = 26  # 13 minutes
@@ -298,3 +298,27 @@ def test_a_kind_read_as_empty_alerts_when_forbidden_or_when_tesseras_own_crd_is_
     assert done.returncode == 0, done.stdout + done.stderr
     text = " ".join(_alert(groups, "TesseraInformerNotSynced")["annotations"]["description"].split())
     assert "TesseraInformerUnavailable" in text and "RBAC, a CRD not installed" not in text
+
+
+def test_a_silent_node_agent_warns_after_its_for_through_failovers_and_resolves_when_it_heartbeats_again(
+        tmp_path: Path) -> None:
+    """An on-call trial: a node agent SIGKILLed left its GPUs `Healthy=True` with a stale heartbeat
+    and no alert said so. `tessera_node_agents_silent` (every replica's own cache, as the GPU
+    states) at 1 from minute 1 to 12 while the leader is killed every 3 minutes: the warning fires
+    once (one series per job) after `agentSilentFor` (10m), and is gone once the agent is back."""
+    steps = 34  # 17 minutes
+    a, b = _failovers(steps, every=6, gap=2)
+    silent: list[float | str] = [0] * 2 + [1] * 22 + [0] * (steps - 24)
+    groups = _groups()
+    series = (_replica("a:10251", a, tessera_node_agents_silent=silent)
+              + _replica("b:10251", b, tessera_node_agents_silent=silent))
+    rule = _alert(groups, "TesseraNodeAgentSilent")
+    firing = [{"exp_labels": {"job": JOB, "severity": "warning"}, "exp_annotations": _annotations(rule, 1, {"job": JOB})}]
+    checks = [
+        {"eval_time": "9m", "alertname": "TesseraNodeAgentSilent", "exp_alerts": []},  # pending still
+        {"eval_time": "11m30s", "alertname": "TesseraNodeAgentSilent", "exp_alerts": firing},
+        {"eval_time": "13m", "alertname": "TesseraNodeAgentSilent", "exp_alerts": []},  # heartbeating again
+    ]
+    done = _run_test(tmp_path, groups, series, checks)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "kubectl tessera nodes" in rule["annotations"]["description"]

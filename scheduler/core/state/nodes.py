@@ -104,6 +104,14 @@ class NodeInfo:
         """A node agent heartbeated recently (a heartbeat ahead of `now` is clock skew: fresh)."""
         return self.agent_heartbeat is not None and now - self.agent_heartbeat <= timeout
 
+    def agent_silent_for(self, now: float, timeout: float) -> float | None:
+        """Seconds since the node agent's last heartbeat, when that is over `timeout`: an agent
+        served the node once and stopped (killed, or cut off from the apiserver); None while it
+        heartbeats, and on a node no agent ever served."""
+        if self.agent_heartbeat is None or self.agent_serves(now, timeout):
+            return None
+        return now - self.agent_heartbeat
+
     def used(self, resource: str) -> int:
         """Requested amount of a resource, counting devices handed out by class."""
         return self.requested.get(resource, 0) + self.busy.get(resource, 0)
