@@ -17,6 +17,7 @@ import yaml
 
 from scheduler.kube.controlplane import ApiError, LocalControlPlane
 from scheduler.kubectl.cli import USER_AGENT
+from scheduler.sim import builders as b
 from tests.e2e import gpu_scenario
 from tests.e2e.gpu_scenario import Scenario
 from tests.e2e.live import REPO, Kube
@@ -274,3 +275,36 @@ async def test_explain_says_whether_a_replica_leads(clean_cluster: LocalControlP
         assert "Leader:" not in bound
     finally:
         await kubectl.call("DELETE", f"{leases}/tessera", ok=(200, 404))
+
+
+async def test_nodes_says_a_node_agent_went_silent(clean_cluster: LocalControlPlane, kubectl: Kube) -> None:
+    """An on-call trial: a SIGKILLed node agent left its ExtendedResources Healthy=True with a
+    heartbeat five minutes old, and `kubectl tessera nodes` said nothing. Its GPU rows read
+    `node agent silent 5m…` and the node's note says what that means; a node whose agent heartbeats
+    now, and one no agent serves, read nothing of the kind."""
+    from tests.e2e.test_live_scheduling import _create_nodes
+
+    await _create_nodes(kubectl, None, [b.node(name, gpus=2) for name in ("killed", "alive", "no-agent")])
+    now = datetime.now(timezone.utc)
+    beats = {"killed": now - timedelta(seconds=300), "alive": now}
+    for node in ("killed", "alive", "no-agent"):
+        for index in range(2):
+            name = (await kubectl.create(ERS, b.device(node, index)))["metadata"]["name"]
+            if node in beats:
+                await kubectl.call("PATCH", f"{ERS}/{name}/status",
+                                   {"status": {"lastHeartbeatTime": beats[node].strftime("%Y-%m-%dT%H:%M:%SZ")}},
+                                   content_type="application/merge-patch+json")
+    table = await _ok(clean_cluster, "nodes")
+    rows = [line.split() for line in table.split("\n\n")[0].splitlines()[1:]]
+    node = ""
+    reasons: dict[str, list[str]] = {}
+    for row in rows:
+        if not row[0].isdigit():
+            node, row = row[0], row[1:]
+        reasons.setdefault(node, []).append(" ".join(row[6:]))
+    assert len(reasons["killed"]) == 2 and all(r.startswith("node agent silent 5m") for r in reasons["killed"]), table
+    assert reasons["alive"] == ["-"] * 2 and reasons["no-agent"] == ["-"] * 2, table
+    assert "killed: node agent silent: its last heartbeat" in table and "agentHeartbeatTimeoutSeconds 90" in table
+    view = orjson.loads(await _ok(clean_cluster, "nodes", "-o", "json"))
+    silent = {n["name"]: n["agent_silent_for"] for n in view["nodes"]}
+    assert silent["alive"] is None and silent["no-agent"] is None and 300 <= silent["killed"] < 360, silent
