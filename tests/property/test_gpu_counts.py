@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 
 from scheduler.core.scheduler import Scheduler
 from scheduler.view import model as m
-from scheduler.view.cluster import _count, _Facts, _fence_reason, _rows, _shown_nodes, build_view, gpu_counts
+from scheduler.view.cluster import (_count, _Facts, _fence_reason, _rows, _shown_nodes, agent_timeout, build_view,
+                                    gpu_counts)
 from tests.property.test_device_identity_edits import Edit, World, edits, probe
 
 
 def _in_order(core: Scheduler) -> dict[tuple[str, str], int]:
-    facts = _Facts(core.state, frozenset(), None, 0.0, {})
+    facts = _Facts(core.state, frozenset(), None, 0.0, {}, agent_timeout(core))
     counts: Counter[tuple[str, str]] = Counter()
     for info in _shown_nodes(core.state):
         _count(info, _rows(facts, info, _fence_reason(core.state, info), ordered=True), counts)
