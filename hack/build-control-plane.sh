@@ -16,6 +16,12 @@ CACHE="${TESSERA_CACHE:-$HOME/.cache/tessera}"
 WORK="$CACHE/k8s-$K8S_VERSION"
 BIN="${TESSERA_K8S_BIN:-$WORK/bin}"
 mkdir -p "$WORK" "$BIN"
+# One build at a time per cache, however it was started (by hand, by `find_binaries` for a test
+# session, by another pytest worker): two at once rewrite each other's wrapper go.mod mid-build.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$WORK/.build.lock"
+  flock 9
+fi
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 
 minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"

@@ -9,7 +9,6 @@ Nothing is ever written inside the repository.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
@@ -95,18 +94,14 @@ def _run_build(log: IO[bytes] | None) -> Path:
         raise BinariesNotFound(f"build script {script} is missing")
     if shutil.which("go") is None:
         raise BinariesNotFound("the Go toolchain ('go') is not on PATH, so the binaries cannot be built")
-    # One build at a time per cache, across processes (pytest-xdist workers, a parallel CLI).
-    lock_path = default_bin_dir().parent / ".build.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        proc = subprocess.run(
-            ["bash", str(script)],
-            stdout=subprocess.PIPE,
-            stderr=log if log is not None else None,
-            env={**os.environ, "K8S_VERSION": K8S_VERSION},
-            check=False,
-        )
+    # one build at a time per cache: the script locks it itself (also when run by hand)
+    proc = subprocess.run(
+        ["bash", str(script)],
+        stdout=subprocess.PIPE,
+        stderr=log if log is not None else None,
+        env={**os.environ, "K8S_VERSION": K8S_VERSION},
+        check=False,
+    )
     if proc.returncode != 0:
         raise BinariesNotFound(f"{script} failed with exit status {proc.returncode}")
     lines = proc.stdout.decode().strip().splitlines()
