@@ -235,8 +235,8 @@ class Metrics:
             registry=r)
         self.agents_silent = Gauge(
             "tessera_node_agents_silent",
-            "Nodes whose node agent heartbeated (its ExtendedResources' status.lastHeartbeatTime) but not within "
-            "agentHeartbeatTimeoutSeconds: stopped or cut off. Their GPUs' health is what it last published, the "
+            "Schedulable (uncordoned) nodes whose node agent heartbeated (its ExtendedResources' "
+            "status.lastHeartbeatTime) but not within agentHeartbeatTimeoutSeconds: stopped or cut off. Their GPUs' health is what it last published, the "
             "allocation gate no longer holds there, and pods bound there stay tessera.dev/phase: Allocating; "
             "kubectl tessera nodes names them (REASON 'node agent silent').",
             registry=r)

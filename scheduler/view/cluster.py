@@ -137,11 +137,14 @@ def agent_timeout(scheduler: Scheduler) -> float:
 
 
 def silent_agents(scheduler: Scheduler, *, now: float) -> dict[str, float]:
-    """The nodes whose node agent heartbeated once but not within `agent_timeout` at `now`, with
-    the seconds since its last heartbeat (what `tessera_node_agents_silent` counts and `kubectl
-    tessera nodes` says in REASON): their devices' health is what the agent last published."""
+    """The schedulable nodes whose node agent heartbeated once but not within `agent_timeout` at
+    `now`, with the seconds since its last heartbeat (what `tessera_node_agents_silent` counts):
+    their devices' health is what the agent last published. A cordoned node is left out: out of
+    service on purpose (the runbook's step while an agent is down), it is no page — the alert
+    would never clear during maintenance; `kubectl tessera nodes` still says it in REASON."""
     facts = _Facts(scheduler.state, frozenset(), None, now, {}, agent_timeout(scheduler))
-    found = {info.name: facts.agent_silent_for(info) for info in _shown_nodes(scheduler.state)}
+    found = {info.name: facts.agent_silent_for(info) for info in _shown_nodes(scheduler.state)
+             if info.node is not None and not info.node.unschedulable}
     return {name: seconds for name, seconds in sorted(found.items()) if seconds is not None}
 
 

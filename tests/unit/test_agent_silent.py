@@ -131,3 +131,8 @@ def test_the_gauge_counts_the_silent_agents_at_each_scrape() -> None:
     assert _value(metrics, "tessera_node_agents_silent") == 1
     now[0] = AT + 400  # served's agent stopped too (last heartbeat 250 s ago)
     assert _value(metrics, "tessera_node_agents_silent") == 2
+    # the runbook's step while an agent is down: cordon its node. Out of service on purpose, it no
+    # longer counts (the alert would never clear during maintenance); `kubectl tessera nodes` still says it
+    quiet = next(obj for obj in _cluster() if obj["kind"] == "Node" and obj["metadata"]["name"] == "quiet")
+    loop.core.apply("MODIFIED", {**quiet, "spec": {**quiet.get("spec", {}), "unschedulable": True}}, AT + 400)
+    assert _value(metrics, "tessera_node_agents_silent") == 1
