@@ -315,8 +315,12 @@ async def _before_start(waiting: ApiserverWait, http: KubeHttp, kubeconfig: str 
     lease = f"{election.resource_namespace}/{election.resource_name}"
     log.warning("leader_election.disabled", lease=lease,
                 message="leaderElect is false: this replica schedules without a Lease; run exactly one")
-    holder = await live_leader(http, namespace=election.resource_namespace, name=election.resource_name,
-                               retry_period=election.retry_period_seconds)
+    try:
+        holder = await live_leader(http, namespace=election.resource_namespace, name=election.resource_name,
+                                   retry_period=election.retry_period_seconds)
+    except Exception as err:  # noqa: BLE001 - a transport error: it cannot tell, as when the Lease may not be read
+        log.warning("leader_election.lease_unreadable", lease=lease, error=describe_error(err))
+        holder = None  # `watch_for_a_leader` looks again while it runs
     if holder is None:
         return None
     print(f"tessera: refusing to run: leaderElect is false, and {holder} leads through the Lease {lease}: "

@@ -181,3 +181,34 @@ def test_a_standby_says_whom_it_stands_by_for() -> None:
     assert [(e["event"], e["holder"]) for e in logs] == [("leader.standing_by", "replica-a")]
     assert logs[0]["message"] == ("replica-a leads: this replica keeps its cache warm and schedules only if it "
                                   "takes over")
+
+
+async def test_a_transport_error_reading_the_lease_does_not_end_the_start(tmp_path: Path) -> None:
+    """Review: the start-up check let a transport error on the Lease GET (a reset, a timeout)
+    escape, and `tessera run` ended in an exception group's traceback. It cannot tell then, as when
+    the Lease may not be read: it warns and starts, and the periodic look
+    (`watch_for_a_leader`) tries again."""
+    import aiohttp
+
+    from scheduler.api.config import load_config
+    from scheduler.kube import run_cli
+    from scheduler.kube.apiserver_wait import ApiserverWait
+
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "kubescheduler.config.k8s.io/v1",
+                                    "kind": "KubeSchedulerConfiguration", "leaderElection": {"leaderElect": False}}))
+    server = LeaseServer()
+    _lease(server, "replica-a")
+    gets = []
+
+    def reset_the_lease_get(method: str, who: str) -> None:
+        gets.append(method)
+        if len(gets) == 2:  # GET /version answers; the Lease's GET meets a reset connection
+            raise aiohttp.ServerDisconnectedError()
+        return None
+
+    server.fail = reset_the_lease_get  # type: ignore[assignment]
+    with anyio.fail_after(5):
+        outcome = await run_cli._before_start(ApiserverWait(), server.client("lone"), None,  # type: ignore[arg-type]
+                                              load_config(str(path)))
+    assert outcome is None and len(gets) == 2
