@@ -222,10 +222,13 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
 
 def _silent_note(facts: _Facts, info: NodeInfo, silent: float) -> str:
     """What a silent node agent means for the node: its GPUs' health is stale, the allocation gate
-    no longer holds there, and the pods it had yet to hand devices to stay Allocating."""
+    (where a profile runs it) no longer holds there, and the pods it had yet to hand devices to
+    stay Allocating."""
     note = (f"node agent silent: its last heartbeat (ExtendedResources' status.lastHeartbeatTime) is "
             f"{duration(silent)} old, over agentHeartbeatTimeoutSeconds {facts.agent_timeout:g}: the health its "
-            "GPUs show is what it last published, and the allocation gate no longer holds here")
+            "GPUs show is what it last published")
+    if facts.gate_timeout is not None:
+        note += ", and the allocation gate no longer holds here"
     waiting = sorted(_key(facts.state, uid) for uid in info.allocating)
     if waiting:
         note += (f"; {', '.join(waiting)} stay{'s' if len(waiting) == 1 else ''} tessera.dev/phase: Allocating "

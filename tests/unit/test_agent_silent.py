@@ -136,3 +136,14 @@ def test_the_gauge_counts_the_silent_agents_at_each_scrape() -> None:
     quiet = next(obj for obj in _cluster() if obj["kind"] == "Node" and obj["metadata"]["name"] == "quiet")
     loop.core.apply("MODIFIED", {**quiet, "spec": {**quiet.get("spec", {}), "unschedulable": True}}, AT + 400)
     assert _value(metrics, "tessera_node_agents_silent") == 1
+
+
+def test_with_the_gate_off_the_note_does_not_speak_of_the_gate() -> None:
+    """Review: the note said "the allocation gate no longer holds here" on a cluster running
+    without the gate (`allocationGate: false`), where it never held."""
+    view = build_view(_replay(_devices_args(allocationGate=False)).scheduler, source="cluster", now=AT + 200)
+    [note] = [note for note in _node(view, "quiet").notes if "node agent" in note]
+    assert "allocation gate" not in note and "what it last published" in note
+    [gated] = [note for note in _node(build_view(_replay().scheduler, source="cluster", now=AT + 200), "quiet").notes
+               if "node agent" in note]
+    assert "the allocation gate no longer holds here" in gated
