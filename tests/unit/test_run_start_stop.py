@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 import yaml
 from structlog.testing import capture_logs
 
-from scheduler.api.config import load_config
+from scheduler.api.config import SchedulerConfig, load_config
 from scheduler.kube import run_cli
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.leader import micro_time
@@ -33,20 +35,9 @@ async def test_a_signal_while_waiting_for_the_apiserver_ends_with_tessera_stoppe
     api = FakeApi()
     for _ in range(5):
         api.fail_next("GET", "/version", error=ConnectionRefusedError(111, "Connect call failed"))
-    signals = Signals()
-    monkeypatch.setattr(run_cli, "stop_on_signal", signals)
-    result: list[int] = []
-
-    async def run() -> None:
-        result.append(await run_cli._run(_args(), load_config(None), KubeHttp(api), KubeHttp(api), None))  # type: ignore[arg-type]
-
-    with capture_logs() as logs:
-        async with anyio.create_task_group() as group:
-            group.start_soon(run)
-            await until(lambda: any(line["event"] == "apiserver.unreachable" for line in logs))
-            signals.send()
-            with anyio.fail_after(3):
-                await until(lambda: bool(result))
+    result, logs, _ = await _stopped_by_a_signal(
+        monkeypatch, api, load_config(None),
+        lambda logs: any(line["event"] == "apiserver.unreachable" for line in logs), within=3)
     assert result == [0]
     events = [line["event"] for line in logs]
     assert events[-1] == "tessera.stopped", events
@@ -54,6 +45,31 @@ async def test_a_signal_while_waiting_for_the_apiserver_ends_with_tessera_stoppe
     assert stopped == {"event": "tessera.stopped", "log_level": "info"}  # the normal path's fields: none
     assert "tessera.starting" not in events  # nothing was started
     assert len(api.of("GET", "/version")) == 1 and len(api.calls) == 1
+
+
+async def _stopped_by_a_signal(monkeypatch: pytest.MonkeyPatch, api: FakeApi, config: SchedulerConfig,
+                               when: Callable[[list[dict[str, Any]]], bool],
+                               within: float) -> tuple[list[int], list[dict[str, Any]], float]:
+    """Run `tessera run`'s start-up and loop (`run_cli._run`) on `api`, send SIGTERM once `when`
+    holds of the logs, and wait at most `within` seconds for it to return: its exit codes, its
+    logs, and the seconds from the signal to the return."""
+    signals = Signals()
+    monkeypatch.setattr(run_cli, "stop_on_signal", signals)
+    result: list[int] = []
+
+    async def run() -> None:
+        result.append(await run_cli._run(_args(), config, KubeHttp(api), KubeHttp(api), None))  # type: ignore[arg-type]
+
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            await until(lambda: when(logs))
+            sent = time.monotonic()
+            signals.send()
+            with anyio.fail_after(within):
+                await until(lambda: bool(result))
+            took = time.monotonic() - sent
+    return result, logs, took
 
 
 def _config(tmp_path: Path) -> Path:
@@ -78,24 +94,10 @@ async def test_a_signal_during_the_lone_replica_lease_check_ends_it_at_once(monk
                    "metadata": {"name": "tessera", "namespace": "kube-system", "resourceVersion": "2"},
                    "spec": {"holderIdentity": "crashed", "leaseDurationSeconds": 15, "acquireTime": now,
                             "renewTime": now, "leaseTransitions": 0}}
-    signals = Signals()
-    monkeypatch.setattr(run_cli, "stop_on_signal", signals)
     config = load_config(str(_config(tmp_path)))
     assert not config.leader_election.leader_elect
-    result: list[int] = []
-
-    async def run() -> None:
-        result.append(await run_cli._run(_args(), config, KubeHttp(api), KubeHttp(api), None))  # type: ignore[arg-type]
-
-    with capture_logs() as logs:
-        async with anyio.create_task_group() as group:
-            group.start_soon(run)
-            await until(lambda: len(api.of("GET", "/leases/")) >= 2)  # the check is watching the record
-            sent = time.monotonic()
-            signals.send()
-            with anyio.fail_after(5):
-                await until(lambda: bool(result))
-            took = time.monotonic() - sent
+    result, logs, took = await _stopped_by_a_signal(  # once the check is watching the record
+        monkeypatch, api, config, lambda _: len(api.of("GET", "/leases/")) >= 2, within=5)
     assert result == [0]
     assert took < 1.0, f"the Lease check held the stop for {took:.1f} s"
     events = [line["event"] for line in logs]
@@ -111,21 +113,9 @@ async def test_with_the_lease_free_it_schedules_and_a_later_signal_stops_it_as_u
     the signal then takes the graceful shutdown (`tessera.stopping`, then `tessera.stopped`)."""
     api = FakeApi()
     _serve_lease(api)  # no Lease: 404
-    signals = Signals()
-    monkeypatch.setattr(run_cli, "stop_on_signal", signals)
-    result: list[int] = []
-
-    async def run() -> None:
-        result.append(await run_cli._run(_args(), load_config(str(_config(tmp_path))), KubeHttp(api), KubeHttp(api),  # type: ignore[arg-type]
-                                         None))
-
-    with capture_logs() as logs:
-        async with anyio.create_task_group() as group:
-            group.start_soon(run)
-            await until(lambda: any(line["event"] == "tessera.ready" for line in logs))
-            signals.send()
-            with anyio.fail_after(5):
-                await until(lambda: bool(result))
+    result, logs, _ = await _stopped_by_a_signal(
+        monkeypatch, api, load_config(str(_config(tmp_path))),
+        lambda logs: any(line["event"] == "tessera.ready" for line in logs), within=5)
     assert result == [0]
     events = [line["event"] for line in logs]
     assert events.index("tessera.stopping") < events.index("tessera.stopped") == len(events) - 1, events
