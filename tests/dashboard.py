@@ -27,8 +27,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 DASHBOARD = REPO / "deploy" / "grafana" / "tessera-dashboard.json"
 
-# Labels Prometheus attaches at scrape time; no exporter serves them.
-TARGET_LABELS = frozenset({"job", "instance"})
+# Labels Prometheus attaches at scrape time; no exporter serves them. `namespace` is the one
+# Prometheus Operator gives a ServiceMonitor's targets (the Service's namespace).
+TARGET_LABELS = frozenset({"job", "instance", "namespace"})
 # Series Prometheus writes for every target itself (`up`: 1 when the scrape succeeded).
 SCRAPE_SERIES = frozenset({"up"})
 
@@ -204,7 +205,7 @@ def problems_in(exprs: Iterable[str], samples: Samples) -> list[str]:
         for selector in query.selectors:
             if selector.metric in SCRAPE_SERIES:
                 if any(label not in TARGET_LABELS for label, _, _ in selector.matchers):
-                    found.append(f"{selector.metric}: only job and instance label it (in {expr})")
+                    found.append(f"{selector.metric}: only target labels (job, instance, namespace) label it (in {expr})")
                 continue
             series = samples.get(selector.metric)
             if not series:

@@ -116,17 +116,46 @@ def test_promql_reader_refuses_what_it_does_not_know() -> None:
         dash.parse("a ? b")
 
 
-def test_the_binding_errors_panel_counts_what_tessera_binding_errors_alerts_on() -> None:
-    """The panel read result!="success": a pod deleted while its Binding was out ('not_found', a
-    user's delete, which docs/running.md says pages nobody) and one bound elsewhere ('conflict')
-    showed as Binding errors beside an alert that stayed quiet. It shows the refused, retried
-    Bindings only, as TesseraBindingErrors reads them."""
+def test_the_binding_errors_panel_shows_each_failed_outcome_under_its_own_name() -> None:
+    """The panel read result="error" only, under the legend "refused" (which an error is not
+    always: a pod changed since the decision is one too): a Binding answered 409 (the pod bound
+    elsewhere: `conflict`, dropped) no longer showed, and a pod deleted while its
+    Binding was out (`not_found`, dropped) never did. It shows every outcome of
+    tessera_bindings_total but success, one series each under a legend that says what it is, and
+    the one TesseraBindingErrors alerts on (`error`, refused and retried) says so."""
+    from scheduler.kube.metrics import BINDING_RESULTS
+
     [panel] = [p for p in dash.panels(dash.load()) if p.get("title") == "Binding errors"]
+    shown: dict[str, str] = {}
+    for target in panel["targets"]:
+        [selector] = dash.parse(target["expr"]).selectors
+        assert selector.metric == "tessera_bindings_total"
+        [(label, op, value)] = [m for m in selector.matchers if m[0] == "result"]
+        assert op == "=", target["expr"]
+        shown[value] = target["legendFormat"]
+    assert set(shown) == set(BINDING_RESULTS) - {"success"}
+    assert "bound elsewhere" in shown["conflict"] and "deleted" in shown["not_found"]
+    assert "TesseraBindingErrors" in shown["error"] and "retried" in shown["error"]
+    assert len(set(shown.values())) == len(shown)
+    description = panel["description"]
+    assert all(result in description for result in shown), description
+
+
+def test_silent_node_agents_have_a_panel_beside_the_gpu_states() -> None:
+    """TesseraNodeAgentSilent had no panel: tessera_node_agents_silent (the leader's count, as the
+    GPU states) is shown in the GPUs row, beside GPUs by state."""
+    board = dash.load()
+    rows = [p for p in board["panels"] if p["type"] == "row"]
+    gpus_row = next(r for r in rows if r["title"] == "GPUs")
+    after = min((r["gridPos"]["y"] for r in rows if r["gridPos"]["y"] > gpus_row["gridPos"]["y"]), default=10**6)
+    [panel] = [p for p in dash.panels(board)
+               if any("tessera_node_agents_silent" in t["expr"] for t in p.get("targets", []))]
+    [by_state] = [p for p in dash.panels(board) if p.get("title") == "GPUs by state"]
+    assert gpus_row["gridPos"]["y"] < panel["gridPos"]["y"] < after, panel["gridPos"]
+    assert panel["gridPos"]["y"] == by_state["gridPos"]["y"], (panel["gridPos"], by_state["gridPos"])
     [target] = panel["targets"]
-    [selector] = dash.parse(target["expr"]).selectors
-    assert selector.metric == "tessera_bindings_total"
-    assert 'result="error"' in target["expr"] and "result!=" not in target["expr"], target["expr"]
-    assert "not_found" not in panel["description"] or "not shown" in panel["description"]
+    assert "tessera_leader" in target["expr"] and "== 1" in target["expr"], target["expr"]
+    assert "TesseraNodeAgentSilent" in panel["description"] and "kubectl tessera nodes" in panel["description"]
 
 
 def test_the_dashboard_shows_what_holds_a_leader_that_schedules_nothing() -> None:

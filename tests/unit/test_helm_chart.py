@@ -233,7 +233,7 @@ def test_optional_parts_can_be_left_out(helm: Path) -> None:
 
 
 def _two_profiles(second: str) -> Obj:
-    profile = {"plugins": {}, "pluginConfig": []}
+    profile: Obj = {"plugins": {}, "pluginConfig": []}
     return {"schedulerConfig": {"profiles": [{"schedulerName": "tessera", **profile},
                                              {"schedulerName": second, **profile}]}}
 
@@ -348,6 +348,8 @@ def test_extra_args_cannot_override_the_flags_the_chart_sets(helm: Path, args: l
     ({"scheduler": {"tolerations": {"key": "gpu"}}}, "/scheduler/tolerations"),
     ({"scheduler": {"replica": 3}}, "replica"),
     ({"monitoring": {"prometheusRule": {"noLeaderFor": 5}}}, "/monitoring/prometheusRule/noLeaderFor"),
+    ({"monitoring": {"prometheusRule": {"termFenceStuckFor": "5 minutes"}}},
+     "/monitoring/prometheusRule/termFenceStuckFor"),
     ({"monitoring": {"serviceMonitor": {"enable": True}}}, "enable"),
     # label keys (the apiserver refuses the Deployment, DaemonSet or monitoring object at install)
     ({"scheduler": {"nodeSelector": {"Bad Label!!": "x"}}}, "/scheduler/nodeSelector"),
@@ -548,6 +550,10 @@ ALERTS = {"TesseraNoLeader", "TesseraMultipleLeaders", "TesseraConflictingSchedu
           "TesseraTermFenceStuck", "TesseraNodeAgentSilent"}
 
 
+# The release's series: its namespace's (the ServiceMonitor's targets carry it), or unlabelled.
+SELECTOR = 'job="tessera-scheduler-metrics", namespace=~"tessera-system|"'
+
+
 def rule_alerts(docs: list[Obj]) -> dict[str, Obj]:
     rule = find(docs, "PrometheusRule", "tessera-scheduler")
     return {r["alert"]: r for group in rule["spec"]["groups"] for r in group["rules"]}
@@ -600,6 +606,8 @@ def test_every_series_the_alert_rules_query_is_exported(helm: Path) -> None:
         "scheduler_schedule_attempts_total", "tessera_informer_synced", "tessera_informer_unavailable", "up",
         "scheduler_pending_pods", "scheduler_pod_scheduling_sli_duration_seconds_bucket", "tessera_node_agents_silent"}
     assert all(("job", "=", "tessera-scheduler-metrics") in s.matchers for s in selectors)  # the ServiceMonitor's job
+    # and the release's namespace (two installs share the job): tests/unit/test_prometheus_rules.py
+    assert all(("namespace", "=~", "tessera-system|") in s.matchers for s in selectors)
 
 
 def _duration_seconds(text: str) -> float:
@@ -619,14 +627,13 @@ def test_alerts_outlive_a_failover(helm: Path) -> None:
     for name in ("TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced", "TesseraNodeAgentSilent"):
         expr = alerts[name]["expr"]
         assert "tessera_leader" not in expr, name
-        assert expr.startswith("max by (job) (") and "tessera_informer_synced{" in expr, name
+        assert expr.startswith("max by (job, namespace) (") and "tessera_informer_synced{" in expr, name
     pending = alerts["TesseraPodsUnschedulable"]["expr"]
     window = re.findall(r"\[(\w+)\]", pending)
     assert len(window) == 2 and window[0] == window[1], pending
-    assert f"max_over_time(scheduler_pending_pods{{job=\"tessera-scheduler-metrics\", queue=\"unschedulable\"}}[{window[0]}])" \
-        in pending
-    assert f"max_over_time(tessera_leader{{job=\"tessera-scheduler-metrics\"}}[{window[0]}]) == 1" in pending
-    assert pending.startswith("max by (job) (")
+    assert f"max_over_time(scheduler_pending_pods{{{SELECTOR}, queue=\"unschedulable\"}}[{window[0]}])" in pending
+    assert f"max_over_time(tessera_leader{{{SELECTOR}}}[{window[0]}]) == 1" in pending
+    assert pending.startswith("max by (job, namespace) (")
     # longer than a failover with the chart's defaults: lease, retry with jitter, two scrapes apart
     failover = 30 + 4 * 1.2 + 2 * 30
     assert _duration_seconds(window[0]) > failover
@@ -637,25 +644,25 @@ def test_alert_severities_and_the_new_alerts(helm: Path) -> None:
     informer that never synced, and a missing standby (only rendered when there should be one)."""
     alerts = rule_alerts(helm_template(helm, MONITORING))
     assert alerts["TesseraMultipleLeaders"]["labels"]["severity"] == "critical"
-    assert alerts["TesseraSchedulerDown"]["expr"] == 'absent(up{job="tessera-scheduler-metrics"} == 1)'
+    assert alerts["TesseraSchedulerDown"]["expr"] == f'absent(up{{{SELECTOR}}} == 1)'
     assert alerts["TesseraSchedulerDown"]["labels"]["severity"] == "critical"
     assert alerts["TesseraInformerNotSynced"]["expr"] == \
-        'max by (job, instance, kind) (tessera_informer_synced{job="tessera-scheduler-metrics"}) == 0'
+        f'max by (job, namespace, instance, kind) (tessera_informer_synced{{{SELECTOR}}}) == 0'
     unavailable = " ".join(alerts["TesseraInformerUnavailable"]["expr"].split())
     assert unavailable == (
-        'max by (job, instance, kind, reason) ( '
-        'tessera_informer_unavailable{job="tessera-scheduler-metrics", reason="forbidden"} '
-        'or tessera_informer_unavailable{job="tessera-scheduler-metrics", reason="not_served", '
+        'max by (job, namespace, instance, kind, reason) ( '
+        f'tessera_informer_unavailable{{{SELECTOR}, reason="forbidden"}} '
+        f'or tessera_informer_unavailable{{{SELECTOR}, reason="not_served", '
         'kind=~"ExtendedResource|ResourceClass"} ) == 1')
     assert alerts["TesseraInformerUnavailable"]["for"] == "10m"
     assert alerts["TesseraStandbyMissing"]["expr"] == \
-        '(count(tessera_leader{job="tessera-scheduler-metrics"} == 0) or vector(0)) < 1'
+        f'(count(tessera_leader{{{SELECTOR}}} == 0) or vector(0)) < 1'
     three = rule_alerts(helm_template(helm, {**MONITORING, "scheduler": {"replicas": 3}}))
     assert three["TesseraStandbyMissing"]["expr"].endswith("< 2")
     one = rule_alerts(helm_template(helm, {**MONITORING, "scheduler": {"replicas": 1}}))
     assert "TesseraStandbyMissing" not in one
     # no leader while replicas are up; none up is TesseraSchedulerDown's
-    assert alerts["TesseraNoLeader"]["expr"].endswith('and on () (count(up{job="tessera-scheduler-metrics"} == 1) > 0)')
+    assert alerts["TesseraNoLeader"]["expr"].endswith(f'and on () (count(up{{{SELECTOR}}} == 1) > 0)')
     for alert in alerts.values():
         assert {"summary", "description"} <= alert["annotations"].keys(), alert["alert"]
 
@@ -682,6 +689,42 @@ def test_alert_descriptions_say_what_their_rules_count(helm: Path) -> None:
     assert f"above 0 for {pending['for']}" in text and "not necessarily the same pods" in text
     binding = " ".join(alerts["TesseraBindingErrors"]["annotations"]["description"].split())
     assert "changed between decision and Binding" in binding and "newer resourceVersion" in binding
+
+def test_alerts_whose_expressions_keep_no_label_name_the_install(helm: Path) -> None:
+    """NoLeader, SchedulerDown and StandbyMissing return a series without labels: two installs'
+    alerts were one to Alertmanager (same labels). They carry the release's namespace, as the
+    other alerts carry their series' (`by (job, namespace)`); a `namespace` in additionalLabels
+    takes its place, not a second key."""
+    alerts = rule_alerts(helm_template(helm, MONITORING, namespace="gpu"))
+    for name in ("TesseraNoLeader", "TesseraSchedulerDown", "TesseraStandbyMissing"):
+        assert alerts[name]["labels"] == {"severity": alerts[name]["labels"]["severity"], "team": "gpu",
+                                          "namespace": "gpu"}, name
+        assert 'namespace=~"gpu|"' in alerts[name]["expr"]
+    ops = {"monitoring": {"prometheusRule": {"enabled": True, "additionalLabels": {"namespace": "ops"}}}}
+    with tempfile.TemporaryDirectory() as directory:
+        done = run_helm(helm, "template", *helm_template_args(ops, Path(directory)), *kube_version_args(),
+                        "--show-only", "templates/scheduler-prometheusrule.yaml")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("namespace: tessera-system") == 1  # the PrometheusRule's own, no alert's
+    alerts = rule_alerts([doc for doc in yaml.safe_load_all(done.stdout) if isinstance(doc, dict)])
+    assert all(alert["labels"]["namespace"] == "ops" for alert in alerts.values())
+
+
+def test_the_term_fence_alert_has_its_own_for(helm: Path) -> None:
+    """TesseraTermFenceStuck borrowed noLeaderFor: a user who shortened the no-leader page (or
+    lengthened it) moved the term fence's with it, and could not set it alone. It has its own
+    setting, 5m by default as before, in its `for` and in the description that names it."""
+    defaults = rule_alerts(helm_template(helm, {"monitoring": {"prometheusRule": {"enabled": True}}}))
+    assert defaults["TesseraTermFenceStuck"]["for"] == "5m"
+    alerts = rule_alerts(helm_template(helm, {"monitoring": {"prometheusRule": {
+        "enabled": True, "noLeaderFor": "3m", "termFenceStuckFor": "12m"}}}))
+    fence = alerts["TesseraTermFenceStuck"]
+    assert fence["for"] == "12m" and alerts["TesseraNoLeader"]["for"] == "3m"
+    assert "for 12m" in " ".join(fence["annotations"]["description"].split())
+    assert "3m" not in fence["annotations"]["description"]
+    only_no_leader = rule_alerts(helm_template(helm, {"monitoring": {"prometheusRule": {"enabled": True,
+                                                                                         "noLeaderFor": "3m"}}}))
+    assert only_no_leader["TesseraTermFenceStuck"]["for"] == "5m"
 
 # --- `--set` on a list entry: Helm replaces lists -------------------------------------------------
 
@@ -742,7 +785,7 @@ def test_the_readmes_values_file_changes_one_weight_and_nothing_else(helm: Path,
 def _set(path: str, value: Any) -> Any:
     """A change to the chart's default scheduler configuration: value at a dotted path (list
     indices as numbers); `None` deletes the key."""
-    def change(config: Obj) -> None:
+    def change(config: Any) -> None:
         *parents, last = [int(part) if part.isdigit() else part for part in path.split(".")]
         for part in parents:
             config = config[part]

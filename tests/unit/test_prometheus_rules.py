@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from scheduler.kube.controlplane.binaries import build_script, default_bin_dir
-from tests.deploy_manifests import find, helm_binary, helm_template
+from tests.deploy_manifests import NAMESPACE, find, helm_binary, helm_template
 
 JOB = "tessera-scheduler-metrics"
 STEP = 30  # seconds: the scrape interval and the rule evaluation interval
@@ -41,8 +41,9 @@ def promtool_binary() -> Path:
     pytest.skip(message)
 
 
-def _groups(values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    rule = find(helm_template(helm_binary(), {"monitoring": {"prometheusRule": {"enabled": True}}, **(values or {})}),
+def _groups(values: dict[str, Any] | None = None, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    rule = find(helm_template(helm_binary(), {"monitoring": {"prometheusRule": {"enabled": True}}, **(values or {})},
+                              namespace=namespace),
                 "PrometheusRule", "tessera-scheduler")
     groups: list[dict[str, Any]] = rule["spec"]["groups"]
     return groups
@@ -98,11 +99,16 @@ def _annotations(rule: dict[str, Any], value: float, labels: dict[str, str]) -> 
     return {key: expand(text) for key, text in rule["annotations"].items()}
 
 
-def _run_test(tmp_path: Path, groups: list[dict[str, Any]], series: list[dict[str, str]],
+def _run_test(tmp_path: Path, groups: list[dict[str, Any]] | list[list[dict[str, Any]]], series: list[dict[str, str]],
               checks: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}))
+    """promtool's unit test of `series` against the rule groups (one rule file), or against each
+    list of groups as a rule file of its own (one per install)."""
+    files = groups if groups and isinstance(groups[0], list) else [groups]
+    names = [f"rules-{i}.yaml" if len(files) > 1 else "rules.yaml" for i in range(len(files))]
+    for name, file_groups in zip(names, files):
+        (tmp_path / name).write_text(yaml.safe_dump({"groups": file_groups}))
     (tmp_path / "test.yaml").write_text(yaml.safe_dump({
-        "rule_files": ["rules.yaml"], "evaluation_interval": f"{STEP}s",
+        "rule_files": names, "evaluation_interval": f"{STEP}s",
         "tests": [{"interval": f"{STEP}s", "input_series": series, "alert_rule_test": checks}]}))
     return _promtool(tmp_path, "test", "rules", "test.yaml")
 
@@ -211,7 +217,8 @@ def test_a_stuck_term_fence_pages_through_a_failover_and_a_short_one_does_not(tm
 def test_no_replica_up_and_no_leader_are_told_apart(tmp_path: Path) -> None:
     """Both replicas up and standing by for 7 minutes: TesseraNoLeader, not TesseraSchedulerDown;
     then both down: TesseraSchedulerDown, and TesseraNoLeader resolves (nothing is up to lead).
-    A second standby is missing meanwhile with three replicas configured."""
+    A second standby is missing meanwhile with three replicas configured. (The series have no
+    `namespace` label, as a scrape config that does not set it gives: the install's rules read them.)"""
     groups = _groups({"scheduler": {"replicas": 3}})
     standing_by: Timeline = [0] * 14 + ["stale"] * 14
     series = _replica("a:10251", standing_by) + _replica("b:10251", standing_by)
@@ -219,12 +226,15 @@ def test_no_replica_up_and_no_leader_are_told_apart(tmp_path: Path) -> None:
     standby = _alert(groups, "TesseraStandbyMissing")
     checks: list[dict[str, Any]] = [
         {"eval_time": "6m", "alertname": "TesseraNoLeader", "exp_alerts": [
-            {"exp_labels": {"severity": "critical"}, "exp_annotations": _annotations(no_leader, 0, {})}]},
+            {"exp_labels": {"namespace": NAMESPACE, "severity": "critical"},
+             "exp_annotations": _annotations(no_leader, 0, {})}]},
         {"eval_time": "6m", "alertname": "TesseraSchedulerDown", "exp_alerts": []},
         {"eval_time": "13m", "alertname": "TesseraNoLeader", "exp_alerts": []},
         {"eval_time": "13m", "alertname": "TesseraSchedulerDown", "exp_alerts": [
-            # absent() of a comparison has no labels to carry (as kubernetes-mixin's KubeSchedulerDown)
-            {"exp_labels": {"severity": "critical"}, "exp_annotations": _annotations(down, 1, {})}]},
+            # absent() of a comparison has no labels to carry (as kubernetes-mixin's KubeSchedulerDown):
+            # the rule names the install's namespace itself
+            {"exp_labels": {"namespace": NAMESPACE, "severity": "critical"},
+             "exp_annotations": _annotations(down, 1, {})}]},
         {"eval_time": "6m", "alertname": "TesseraStandbyMissing", "exp_alerts": []},  # two standbys: enough
         {"eval_time": "13m", "alertname": "TesseraStandbyMissing", "exp_alerts": []},  # pending (15m)
     ]
@@ -308,13 +318,13 @@ def test_a_silent_node_agent_warns_after_its_for_through_failovers_and_resolves_
     once (one series per job) after `agentSilentFor` (10m), and is gone once the agent is back."""
     steps = 34  # 17 minutes
     a, b = _failovers(steps, every=6, gap=2)
-    silent: list[float | str] = [0] * 2 + [1] * 22 + [0] * (steps - 24)
+    silent: Timeline = [0] * 2 + [1] * 22 + [0] * (steps - 24)
     groups = _groups()
     series = (_replica("a:10251", a, tessera_node_agents_silent=silent)
               + _replica("b:10251", b, tessera_node_agents_silent=silent))
     rule = _alert(groups, "TesseraNodeAgentSilent")
     firing = [{"exp_labels": {"job": JOB, "severity": "warning"}, "exp_annotations": _annotations(rule, 1, {"job": JOB})}]
-    checks = [
+    checks: list[dict[str, Any]] = [
         {"eval_time": "9m", "alertname": "TesseraNodeAgentSilent", "exp_alerts": []},  # pending still
         {"eval_time": "11m30s", "alertname": "TesseraNodeAgentSilent", "exp_alerts": firing},
         {"eval_time": "13m", "alertname": "TesseraNodeAgentSilent", "exp_alerts": []},  # heartbeating again
@@ -322,3 +332,66 @@ def test_a_silent_node_agent_warns_after_its_for_through_failovers_and_resolves_
     done = _run_test(tmp_path, groups, series, checks)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "kubectl tessera nodes" in rule["annotations"]["description"]
+
+
+OTHER = "tessera-b"  # a second install's release namespace
+
+
+def _in_namespace(namespace: str, series: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Series as the install's ServiceMonitor scrapes them: Prometheus Operator gives every target
+    the `namespace` label of the Service it found the endpoints through (the release's)."""
+    return [{**s, "series": s["series"].replace("{", f'{{namespace="{namespace}", ', 1)} for s in series]
+
+
+def test_two_installs_in_two_namespaces_scraped_under_one_job_are_alerted_on_apart(tmp_path: Path) -> None:
+    """Two releases in two namespaces are scraped as the one job the Service's name gives
+    (`tessera-scheduler-metrics`); the rules summed them, so two healthy installs (one leader
+    each) fired TesseraMultipleLeaders, and one install's standby hid the other's missing one.
+    Each install's rules read the series of its own namespace: two healthy installs fire nothing,
+    two leaders in one namespace still fire (once, for that install), and the install without a
+    standby is told."""
+    steps = 40  # 20 minutes; in tessera-system a second replica also says it leads from minute 10
+    values = {"scheduler": {"replicas": 2}}
+    rules = [_groups(values), _groups(values, namespace=OTHER)]
+    a2: Timeline = [0] * 20 + [1] * 20
+    series = (_in_namespace(NAMESPACE, _replica("10.0.0.1:10251", [1] * steps) + _replica("10.0.0.2:10251", a2))
+              + _in_namespace(OTHER, _replica("10.0.1.1:10251", [1] * steps)))  # its standby is missing
+    leaders = _alert(rules[0], "TesseraMultipleLeaders")
+    labels = {"job": JOB, "namespace": NAMESPACE, "severity": "critical"}
+    checks: list[dict[str, Any]] = [
+        {"eval_time": "9m", "alertname": "TesseraMultipleLeaders", "exp_alerts": []},
+        {"eval_time": "16m", "alertname": "TesseraMultipleLeaders", "exp_alerts": [
+            {"exp_labels": labels, "exp_annotations": _annotations(leaders, 2, labels)}]},
+        {"eval_time": "16m", "alertname": "TesseraStandbyMissing", "exp_alerts": [
+            {"exp_labels": {"namespace": OTHER, "severity": "warning"},
+             "exp_annotations": _annotations(_alert(rules[1], "TesseraStandbyMissing"), 0, {})}]},
+        {"eval_time": "16m", "alertname": "TesseraNoLeader", "exp_alerts": []},
+        {"eval_time": "16m", "alertname": "TesseraSchedulerDown", "exp_alerts": []},
+    ]
+    done = _run_test(tmp_path, rules, series, checks)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_an_install_without_a_leader_or_without_a_replica_up_is_told_beside_a_healthy_one(tmp_path: Path) -> None:
+    """The other sums: for 7 minutes tessera-system's two replicas both stand by while the other
+    install leads (TesseraNoLeader for tessera-system); then it leads again and the other install's
+    only replica is gone (TesseraSchedulerDown for that install, though a replica of the job is up)."""
+    steps = 28  # 14 minutes
+    rules = [_groups(), _groups(namespace=OTHER)]
+    own: Timeline = [0] * 14 + [1] * 14
+    other: Timeline = [1] * 14 + ["stale"] * 14
+    series = (_in_namespace(NAMESPACE, _replica("10.0.0.1:10251", own) + _replica("10.0.0.2:10251", [0] * steps))
+              + _in_namespace(OTHER, _replica("10.0.1.1:10251", other)))
+    checks: list[dict[str, Any]] = [
+        {"eval_time": "6m", "alertname": "TesseraNoLeader", "exp_alerts": [
+            {"exp_labels": {"namespace": NAMESPACE, "severity": "critical"},
+             "exp_annotations": _annotations(_alert(rules[0], "TesseraNoLeader"), 0, {})}]},
+        {"eval_time": "6m", "alertname": "TesseraSchedulerDown", "exp_alerts": []},
+        {"eval_time": "13m", "alertname": "TesseraNoLeader", "exp_alerts": []},
+        {"eval_time": "13m", "alertname": "TesseraSchedulerDown", "exp_alerts": [
+            {"exp_labels": {"namespace": OTHER, "severity": "critical"},
+             "exp_annotations": _annotations(_alert(rules[1], "TesseraSchedulerDown"), 1, {})}]},
+        {"eval_time": "13m", "alertname": "TesseraMultipleLeaders", "exp_alerts": []},
+    ]
+    done = _run_test(tmp_path, rules, series, checks)
+    assert done.returncode == 0, done.stdout + done.stderr
