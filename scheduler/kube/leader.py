@@ -208,6 +208,7 @@ class LeaderElector:
         self._lease: dict[str, Any] | None = None  # last Lease read or written (carries resourceVersion)
         self._reported_leader = ""
         self._get_failing: int | None = None  # status of the failed Lease GET last logged
+        self._write_refused: int | None = None  # status (401/403) of the refused Lease write last warned of
         self._leading = False
         self._term: Hashable = None
         self._fence: str | None = None  # the current term's fence token (`fence_token`)
@@ -507,8 +508,7 @@ class LeaderElector:
                 # lease blip), where the last takeover's holder would be named otherwise
                 self._previous = {"previous_holder": self.identity, "previous_record": "own"}
                 return True
-            log.info("leader.fast_renew_failed", lease=self.description, status=response.status,
-                     message=response.message())
+            self._write_failed("leader.fast_renew_failed", response)
 
         # 2. Obtain or create the record.
         current = await self._get()
@@ -524,7 +524,7 @@ class LeaderElector:
                 return False
             created = await self._create(record)
             if not created.ok:
-                (log.warning if created.status == 403 else log.info)(
+                (log.warning if created.status in (401, 403) else log.info)(
                     "leader.create_failed", lease=self.description, status=created.status,
                     message=created.message(), **self._access_hint(created.status))
                 return False
@@ -574,8 +574,7 @@ class LeaderElector:
         # 5. Conditional write: 409 means someone else updated the Lease since our GET.
         updated = await self._update(record)
         if not updated.ok:
-            log.info("leader.update_failed", lease=self.description, status=updated.status,
-                     message=updated.message())
+            self._write_failed("leader.update_failed", updated)
             return False
         self._confirm(record, now_clock)
         self._previous = previous
@@ -584,6 +583,19 @@ class LeaderElector:
             self._impostor_said = False
             self._took_over = True
         return True
+
+    def _write_failed(self, event: str, response: Response) -> None:
+        """A Lease write the apiserver did not take. A 409 (another writer since our read) or a
+        5xx is routine, and retried: info. A 401/403 is not: a revoked or expired token, or RBAC
+        that no longer grants the Lease, and this replica cannot renew until someone fixes it; a
+        warning, once per such status (a renewal is retried every retryPeriod), as
+        `leader.get_failed` is."""
+        refused = response.status in (401, 403)
+        (log.warning if refused and response.status != self._write_refused else log.info)(
+            event, lease=self.description, status=response.status, message=response.message(),
+            **self._access_hint(response.status))
+        if refused:
+            self._write_refused = response.status
 
     def _ours(self, record: _Record) -> bool:
         """Written (or sent) by this process: among our last writes, or the last one taken (failed
@@ -610,6 +622,7 @@ class LeaderElector:
         self._confirmed = record
         self._confirmed_sent = sent_at
         self._sent.clear()  # writes are conditional: an older one can no longer land after this
+        self._write_refused = None  # a refusal after this one is news again
 
     def _lease_valid(self, now_clock: float) -> bool:
         """`isLeaseValid`: valid until `observedTime + leaseDurationSeconds` on OUR clock."""
@@ -629,7 +642,11 @@ class LeaderElector:
     def _access_hint(self, status: int) -> dict[str, str]:
         """For a 403: the Lease's namespace is one the scheduler's RBAC does not grant (a
         configuration copied into deploy/'s ConfigMap with `kube-system`): this replica can never
-        lead, so say what to change."""
+        lead, so say what to change. For a 401: its credentials themselves are refused."""
+        if status == 401:
+            return {"hint": "the apiserver refused the scheduler's credentials (a revoked or expired "
+                            "ServiceAccount token, or a deleted ServiceAccount): this replica cannot renew or "
+                            "take the Lease until they are valid again"}
         if status != 403:
             return {}
         return {"hint": f"the scheduler may not use Leases in {self.namespace}: set "

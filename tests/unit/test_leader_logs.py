@@ -136,3 +136,40 @@ async def test_a_leader_taking_back_its_own_record_after_a_blip_names_itself_not
     [acquired] = _events(logs, "leader.acquired")
     assert server.lease["spec"]["leaseTransitions"] == transitions  # type: ignore[index]
     assert acquired["previous_holder"] == "A" and acquired["previous_record"] == "own"
+
+
+async def test_a_renewal_refused_for_its_credentials_is_a_warning_once_not_info_each_retry() -> None:
+    """A revoked token (a day-2 trial): every renewal got HTTP 401 and `leader.fast_renew_failed`
+    logged at info on each retry, below what an operator's alerting reads, until the replica
+    stepped down. A 401/403 on a renewal is a warning, with what to check; the same refusal again
+    is info (not a warning every retry period), and a different one is a warning again."""
+    from scheduler.kube.http import Response
+
+    clock, server = Clock(), LeaseServer()
+    a = _elector(server, "A", clock)
+    await a._acquire()
+    a._start_leading()
+    denied = {"status": 401}
+
+    def refuse_writes(method: str, who: str) -> Response | None:
+        if method == "PUT":
+            return Response(denied["status"], b'{"kind":"Status","reason":"Unauthorized","code":401,'
+                                              b'"message":"Unauthorized"}')
+        return None
+
+    server.fail = refuse_writes
+    with structlog.testing.capture_logs() as logs:
+        clock.t += 2
+        assert not await a._try_acquire_or_renew()
+        clock.t += 2
+        assert not await a._try_acquire_or_renew()
+        denied["status"] = 403
+        clock.t += 2
+        assert not await a._try_acquire_or_renew()
+    failed = [entry for entry in logs if entry["event"] in ("leader.fast_renew_failed", "leader.update_failed")]
+    assert [(entry["event"], entry["status"], entry["log_level"]) for entry in failed[:2]] == \
+        [("leader.fast_renew_failed", 401, "warning"), ("leader.update_failed", 401, "info")], failed
+    assert "credentials" in failed[0]["hint"]
+    assert all(entry["log_level"] == "info" for entry in failed[1:] if entry["status"] == 401), failed
+    assert [entry["log_level"] for entry in failed if entry["status"] == 403][0] == "warning", failed
+    assert "Leases" in next(entry for entry in failed if entry["status"] == 403)["hint"]
