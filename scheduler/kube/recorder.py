@@ -55,7 +55,7 @@ MAX_TRIES = 12  # upstream maxTriesPerEvent: writes lost in transport are tried 
 RETRY_SECONDS = 10.0  # upstream defaultSleepDuration between tries (the first one jittered)
 FLUSH_SECONDS = 5.0  # at a clean shutdown: the most the queued Events may add to it (a pod's grace is 30 s)
 _NAME_LIMIT = 253
-_INSTANCE_LIMIT = 128  # events.k8s.io/v1 validation: reportingInstance at most 128 characters
+INSTANCE_LIMIT = 128  # events.k8s.io/v1 validation: reportingInstance at most 128 characters
 
 
 def micro_time(now: float | None = None) -> str:
@@ -112,7 +112,7 @@ class EventRecorder:
         self.http = http
         self._clock = clock  # wall clock: it stamps eventTime and series.lastObservedTime
         self.controller = controller
-        self.instance = shortened(instance, _INSTANCE_LIMIT)  # a long --identity must not get every Event refused
+        self.instance = shortened(instance, INSTANCE_LIMIT)  # a long --identity must not get every Event refused
         self.series_interval = series_interval
         self.term = term
         self.retry_seconds = retry_seconds

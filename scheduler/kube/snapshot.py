@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
@@ -120,7 +121,7 @@ async def pod_events(http: KubeHttp, namespace: str, name: str, uid: str = "") -
     events = [event for event in items
               if (event.get("regarding") or {}).get("kind") == "Pod"
               and (not uid or (event.get("regarding") or {}).get("uid") in (uid, None, ""))]
-    return sorted(events, key=last_seen)
+    return sorted(events, key=lambda event: seen_at(last_seen(event)))
 
 
 def last_seen(event: Mapping[str, Any]) -> str:
@@ -128,3 +129,15 @@ def last_seen(event: Mapping[str, Any]) -> str:
     series = event.get("series") or {}
     return str(series.get("lastObservedTime") or event.get("eventTime") or event.get("deprecatedLastTimestamp")
                or (event.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+def seen_at(stamp: str) -> float:
+    """An RFC 3339 time (`last_seen`'s, a Lease's acquireTime) as seconds since the epoch, to
+    compare as times: an eventTime has microseconds, a deprecatedLastTimestamp whole seconds, and
+    as text `...:05Z` sorts after `...:05.100000Z`. No offset reads as UTC (as the apiserver
+    writes them); an unreadable or missing one as the oldest."""
+    try:
+        when = datetime.fromisoformat(stamp)
+    except ValueError:
+        return float("-inf")
+    return (when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)).timestamp()

@@ -20,18 +20,22 @@ from typing import Any
 from scheduler.api.config import BUILTIN_SOURCE
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.api.quantity import format_quantity
+from scheduler.core.annotations import TERM
 from scheduler.core.capacity import beyond_every_node, beyond_the_cluster
 from scheduler.core.objects import Pod
 from scheduler.core.plugins.node_affinity import named_nodes
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.state import ClusterState
 from scheduler.kube.fence import FENCE_REFUSED
-from scheduler.kube.snapshot import last_seen
+from scheduler.kube.recorder import INSTANCE_LIMIT as EVENT_INSTANCE_LIMIT
+from scheduler.kube.snapshot import last_seen, seen_at
+from scheduler.kube.term_token import parse_term_token
 from scheduler.kubectl.leadership import Leadership
 from scheduler.sim.snapshot import is_bound, load
 from scheduler.view.cluster import extended_amounts, gang_view, gate_holds
 from scheduler.view.model import GangView, plain
 from scheduler.view.reasons import wait_reason
+from scheduler.shortened import shortened
 from scheduler.view.text import age, columns, tie_note
 
 
@@ -140,7 +144,8 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         phase=pod.phase,
         node=pod.node_name,
         status=_status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates,
-                       _finalizers(raw), core.gated().get(key, ""), _fence_refused(events)),
+                       _finalizers(raw), core.gated().get(key, ""),
+                       _fence_refused(events, pod.meta.annotations.get(TERM, ""))),
         reason=wait.reason if wait else "",
         message=wait.message if wait else "",
         nominated_node=pod.nominated_node,
@@ -269,14 +274,29 @@ def _finalizers(raw: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(str(name) for name in names) if isinstance(names, list) else ()
 
 
-def _fence_refused(events: Sequence[Mapping[str, Any]]) -> bool:
+def _fence_refused(events: Sequence[Mapping[str, Any]], token: str) -> bool:
     """The pod's latest FailedScheduling Event is a leader's term fence refused on it (the loop's
-    `_fence_refused`, one per pod and term): that leader decides nothing until the write succeeds.
-    A later FailedScheduling (an attempt since) says the fence was written."""
-    failed = [_event(event) for event in events if event.get("reason") == "FailedScheduling"]
+    `_fence_refused`, one per pod and term) and no term has fenced the pod since: that leader
+    decides nothing until the write succeeds. Times are compared as times (`seen_at`: an
+    eventTime has microseconds, an older Event's deprecatedLastTimestamp whole seconds). A later
+    FailedScheduling (an attempt since) says the fence was written; so does the pod's
+    `tessera.dev/term` `token` when it is of a term acquired after the refusal (a later leader
+    fenced it) or of the very replica that refused (its Events' reportingInstance is its identity:
+    it wrote the fence on a later try). A token of another replica's earlier term leaves the
+    refusal current: the newer term has not fenced the pod."""
+    failed = [event for event in events if event.get("reason") == "FailedScheduling"]
     if not failed:
         return False
-    return max(failed, key=lambda line: line.last_seen).message.startswith(FENCE_REFUSED)
+    latest = max(failed, key=lambda event: seen_at(last_seen(event)))
+    if not str(latest.get("note") or "").startswith(FENCE_REFUSED):
+        return False
+    term = parse_term_token(token) if token else None
+    if term is None:
+        return True
+    if seen_at(term.acquire_time) > seen_at(last_seen(latest)):
+        return False
+    instance = str(latest.get("reportingInstance") or "")
+    return not instance or instance != shortened(term.identity, EVENT_INSTANCE_LIMIT)
 
 
 def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: str, gates: bool,

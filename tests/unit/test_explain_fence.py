@@ -46,3 +46,59 @@ def test_a_later_scheduling_event_is_what_the_pod_waits_for_not_the_old_fence() 
     assert result is not None and result.status == "pending: not tried yet"
     nothing = explaining.explain(_cluster(), "default/waits", config(BINPACK), [], 0.0)
     assert nothing is not None and nothing.status == "pending: not tried yet"
+
+
+def _fenced(token: str) -> list[dict[str, Any]]:
+    return [b.node("n1", gpus=4),
+            b.pod("waits", limits={"nvidia.com/gpu": 1}, annotations={"tessera.dev/term": token})]
+
+
+def test_event_times_in_mixed_formats_are_compared_as_times_not_as_text() -> None:
+    """An Event's time comes as eventTime (microseconds), a series' lastObservedTime, or an older
+    Event's deprecatedLastTimestamp (seconds; any RFC 3339 offset). As text, `...:05Z` sorts after
+    `...:05.100000Z` ('Z' > '.') and `01:00:07+01:00` (00:00:07 UTC) after `00:00:06Z`."""
+    attempt = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    fence_last = [{**_event(attempt, ""), "eventTime": None, "deprecatedLastTimestamp": "2026-01-01T00:00:05Z"},
+                  _event(REFUSED, "2026-01-01T00:00:05.100000Z")]
+    result = explaining.explain(_cluster(), "default/waits", config(BINPACK), fence_last, 0.0)
+    assert result is not None and result.status.startswith("pending, not tried: the leader's term fence"), \
+        result.status
+    attempt_last = [_event(REFUSED, "2026-01-01T00:00:06.000000Z"),
+                    {**_event(attempt, "2026-01-01T00:00:01.000000Z"),
+                     "series": {"count": 3, "lastObservedTime": "2026-01-01T01:00:07.000000+01:00"}}]
+    # 01:00:07+01:00 is 00:00:07Z: the attempt came after the fence's refusal
+    result = explaining.explain(_cluster(), "default/waits", config(BINPACK), attempt_last, 0.0)
+    assert result is not None and result.status == "pending: not tried yet", result.status
+    seconds = [_event(REFUSED, "2026-01-01T00:00:06.000000Z"),
+               {**_event(attempt, ""), "eventTime": None, "deprecatedLastTimestamp": "2026-01-01T01:00:07+01:00"}]
+    result = explaining.explain(_cluster(), "default/waits", config(BINPACK), seconds, 0.0)
+    assert result is not None and result.status == "pending: not tried yet", result.status
+
+
+def test_a_refusal_of_an_older_term_than_the_one_that_fenced_the_pod_is_not_current() -> None:
+    """The term that refused is over, and a later term (its token on the pod, acquired after the
+    refusal) has fenced the pod since; no attempt followed yet (say it now leads no more). The
+    old refusal is not why the pod waits."""
+    token = "tessera-system/tessera/replica-b_2/4/2026-01-01T00:10:00.000000Z"
+    events = [{**_event(REFUSED, "2026-01-01T00:00:00.000000Z"), "reportingInstance": "replica-a_1"}]
+    result = explaining.explain(_fenced(token), "default/waits", config(BINPACK), events, 0.0)
+    assert result is not None and result.status == "pending: not tried yet", result.status
+
+
+def test_a_refusal_by_the_term_whose_token_the_pod_carries_is_not_current() -> None:
+    """The replica that refused wrote its token onto the pod later in the same term (a retry):
+    the pod is fenced."""
+    token = "tessera-system/tessera/replica-a_1/3/2026-01-01T00:00:00.000000Z"
+    events = [{**_event(REFUSED, "2026-01-01T00:00:30.000000Z"), "reportingInstance": "replica-a_1"}]
+    result = explaining.explain(_fenced(token), "default/waits", config(BINPACK), events, 0.0)
+    assert result is not None and result.status == "pending: not tried yet", result.status
+
+
+def test_a_refusal_by_a_newer_term_than_the_pods_token_is_current() -> None:
+    """The pod carries an older term's token; a replica that took over since refused to write its
+    own: that refusal is why the pod waits."""
+    token = "tessera-system/tessera/replica-a_1/3/2026-01-01T00:00:00.000000Z"
+    events = [{**_event(REFUSED, "2026-01-01T00:05:00.000000Z"), "reportingInstance": "replica-b_2"}]
+    result = explaining.explain(_fenced(token), "default/waits", config(BINPACK), events, 0.0)
+    assert result is not None and result.status.startswith("pending, not tried: the leader's term fence"), \
+        result.status
