@@ -17,6 +17,7 @@ from scheduler.core.scheduler import Scheduler
 from scheduler.sim.replay import Replay, ReplayStats, WatchEvent, attempt_line, read_events
 from scheduler.view.cluster import build_view
 from scheduler.view.decisions import DecisionLog
+from scheduler.view.model import UNREADABLE_LINE, InputWarning
 from scheduler.view.page import render_page
 from scheduler.view.text import count
 
@@ -60,15 +61,13 @@ def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: st
         print(f"tessera: {path} contains no watch events ({why}); expected one JSON watch event per line, "
               'as `tessera record` writes: {"type": "ADDED", "object": {...}}', file=sys.stderr)
         return 2
+    told = input_warnings(errors, replay)
     if output == "html":
-        sys.stdout.write(render_html(replay, decisions, title=f"Tessera GPU map: {path}"))
+        sys.stdout.write(render_html(replay, decisions, title=f"Tessera GPU map: {path}", warnings=told))
     sys.stdout.flush()
-    for error in errors[:MAX_LINE_ERRORS]:
-        print(f"tessera: {path}: {error}", file=sys.stderr)
-    if len(errors) > MAX_LINE_ERRORS:
-        print(f"tessera: {path}: {len(errors) - MAX_LINE_ERRORS} more unreadable lines", file=sys.stderr)
-    for notice in replay.stats.notices:
-        print(f"tessera: warning: {notice.reason}: {notice.message}", file=sys.stderr)
+    for warning in told:  # the page shows the same lines
+        print(f"tessera: {path}: {warning.message}" if warning.reason == UNREADABLE_LINE
+              else f"tessera: warning: {warning.reason}: {warning.message}", file=sys.stderr)
     for node, over in replay.stats.over_capacity.items():
         diverged = replay.stats.diverged.get(node)
         why = (f"the recording {diverged}: the live scheduler decided otherwise, and from here on the replay "
@@ -91,12 +90,24 @@ def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: st
     return 0
 
 
-def render_html(replay: Replay, decisions: DecisionLog, title: str) -> str:
-    """The GPU map page of the replay's end state, with its decisions (virtual time) embedded."""
+def input_warnings(errors: list[str], replay: Replay) -> list[InputWarning]:
+    """What the replay says of its input, on stderr whatever the output and in the page's
+    "Input warnings" section: the lines it could not read (the first `MAX_LINE_ERRORS`, then how
+    many more), then the core's notices."""
+    said = [InputWarning(UNREADABLE_LINE, error) for error in errors[:MAX_LINE_ERRORS]]
+    if len(errors) > MAX_LINE_ERRORS:
+        said.append(InputWarning(UNREADABLE_LINE, f"{len(errors) - MAX_LINE_ERRORS} more unreadable lines"))
+    return said + [InputWarning(notice.reason, notice.message) for notice in replay.stats.notices]
+
+
+def render_html(replay: Replay, decisions: DecisionLog, title: str, warnings: list[InputWarning] | None = None) -> str:
+    """The GPU map page of the replay's end state, with its decisions (virtual time) and what it
+    said of its input (`input_warnings`) embedded."""
     state = replay.scheduler.state
     decisions.prune(pod.key for uid in state.pending if (pod := state.pods.get(uid)) is not None)
     view = build_view(replay.scheduler, source="simulate", now=replay.now, reasons=decisions.reasons(),
-                      decisions=decisions.recent(), diverged=replay.stats.diverged, overruled=replay.stats.overruled)
+                      decisions=decisions.recent(), diverged=replay.stats.diverged, overruled=replay.stats.overruled,
+                      input_warnings=warnings or ())
     return render_page(view, title=title).html
 
 

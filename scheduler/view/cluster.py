@@ -50,12 +50,14 @@ class WaitReason:
 def build_view(scheduler: Scheduler, *, source: str, now: float,
                reasons: Mapping[str, WaitReason] | None = None, held: Sequence[Attempt] = (),
                decisions: Sequence[m.Decision] = (), diverged: Mapping[str, str] | None = None,
-               overruled: Mapping[str, str] | None = None) -> m.ClusterView:
+               overruled: Mapping[str, str] | None = None,
+               input_warnings: Sequence[m.InputWarning] = ()) -> m.ClusterView:
     """The view of `scheduler`'s state. `reasons` by pod key; `held`: attempts whose Binding a
     permit plugin holds (`Scheduler.held()`); `decisions` newest first; `diverged`: a replay's
     nodes where a recorded Binding landed on its own placements (`ReplayStats.diverged`), whose
     overcommit is that and not another scheduler's; `overruled`: a replay's pods a recorded Binding
-    put elsewhere than its own decision (`ReplayStats.overruled`), by pod key. A pod gated at PreEnqueue reads its gate,
+    put elsewhere than its own decision (`ReplayStats.overruled`), by pod key; `input_warnings`:
+    what a replay said of its input (its stderr lines: the core's notices, unreadable lines). A pod gated at PreEnqueue reads its gate,
     not a blank (it is never attempted, so no reason comes for it) nor its last attempt's reason
     from before its gang lost a member (the gate is why it waits now). A pod held by
     spec.schedulingGates is pending too (kube-scheduler's "gated" queue), with the condition the
@@ -91,6 +93,7 @@ def build_view(scheduler: Scheduler, *, source: str, now: float,
         decisions=tuple(decisions),
         profiles=tuple(sorted(scheduler.config.scheduler_names)),
         overruled=tuple(m.Overruled(key, why) for key, why in (overruled or {}).items()),
+        input_warnings=tuple(input_warnings),
     )
 
 

@@ -168,6 +168,18 @@ class Overruled:
 
 
 @dataclass(frozen=True, slots=True)
+class InputWarning:
+    """What a replay said of its input (simulate only), the lines it writes to stderr: a Notice
+    of the core (`DevicesAnnotationIgnored`, `UnknownDeviceAttribute`, `InvalidObject`, ...), or
+    a line it could not read (reason `UnreadableLine`)."""
+    reason: str
+    message: str
+
+
+UNREADABLE_LINE = "UnreadableLine"
+
+
+@dataclass(frozen=True, slots=True)
 class Summary:
     gpus: int  # the nodes' GPUs (NodeView.gpus_total): used + free + unavailable
     used: int  # whole, counted and gated GPUs and shared ones
@@ -210,6 +222,7 @@ class ClusterView:
     decisions: tuple[Decision, ...] = ()  # newest first
     profiles: tuple[str, ...] = field(default=())  # the scheduler names whose pods are pending here
     overruled: tuple[Overruled, ...] = ()  # a replay's pods recorded Bindings put elsewhere (simulate only)
+    input_warnings: tuple[InputWarning, ...] = ()  # what a replay said of its input (simulate only)
 
 
 def plain(record: Any) -> Any:

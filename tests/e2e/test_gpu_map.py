@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import yaml
 
 from scheduler.core import annotations as ann
@@ -243,3 +244,24 @@ async def test_a_gpus_tooltip_names_its_numa_node_and_nvlink_group(tmp_path: Pat
     assert [(t.attrs["data-numa"], t.attrs["data-nvlink"]) for t in tiles] == [("0", "0"), ("0", "0"), ("1", ""), ("1", "")]
     assert "NUMA 0 · NVLink group 0" in tiles[0].attrs["title"]
     assert "NUMA 1" in tiles[3].attrs["title"] and "NVLink" not in tiles[3].attrs["title"]
+
+
+async def test_a_simulate_page_shows_the_inputs_warnings_as_text(tmp_path: Path, chromium: str) -> None:
+    """What stderr says of the input (a pod's own device annotation ignored, a line that is not
+    JSON) is on the page too, markup in it shown as text, not run."""
+    events = [b.event("ADDED", b.node("n1", gpus=4)),
+              b.event("ADDED", b.pod("p", limits={"nvidia.com/gpu": 1}, annotations={ann.DEVICES: "<i>mine</i>"}))]
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(event) for event in events) + b"\nnot json <b>bold</b>\n")
+    page = await _simulated_page(path, tmp_path, chromium)
+    section = page.find("section", id="input-section")
+    assert "hidden" not in section.attrs and section.find("h2").text == "Input warnings"
+    rows = table_rows(section)
+    assert [row[0] for row in rows] == ["UnreadableLine", "DevicesAnnotationIgnored"], rows
+    assert rows[0][1].startswith("line 3: not JSON") and "<i>mine</i>" in rows[1][1]
+    assert not section.find_all("b") and not section.find_all("i")  # text, not markup
+
+
+async def test_a_clean_simulate_page_hides_the_input_warnings(tmp_path: Path, chromium: str) -> None:
+    page = await _simulated_page("examples/device-classes.jsonl", tmp_path, chromium)
+    assert "hidden" in page.find("section", id="input-section").attrs

@@ -215,3 +215,55 @@ def test_simulate_shows_pods_a_recorded_binding_overruled_on_the_page(
 
 def test_a_view_without_a_replay_overrules_nothing() -> None:
     assert m.as_dict(_view())["overruled"] == []
+
+
+def _input_warnings_recording(path: Path) -> Path:
+    """A pending pod with a `tessera.dev/devices` annotation of its own (DevicesAnnotationIgnored)
+    and a line that is not JSON, both with markup in them."""
+    events = [b.event("ADDED", b.node("n1", gpus=4)),
+              b.event("ADDED", b.pod("p", limits={"nvidia.com/gpu": 1},
+                                     annotations={"tessera.dev/devices": "<i>mine</i>"}))]
+    path.write_bytes(b"\n".join(orjson.dumps(event) for event in events) + b"\nnot json <script>alert(1)</script>\n")
+    return path
+
+
+def test_simulate_shows_the_inputs_warnings_and_unreadable_lines_on_the_page(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A reader of the page saw nothing of what stderr said of the input: a pod's own device
+    annotation ignored (DevicesAnnotationIgnored), a line that is not JSON. The page's data holds
+    the same lines as stderr, and the page has a section for them (shown only when there are)."""
+    path = _input_warnings_recording(tmp_path / "events.jsonl")
+    assert cli.main(["simulate", str(path), "--output", "html"]) == 0
+    out = capsys.readouterr()
+    data = _DATA.search(out.out)
+    assert data is not None
+    view = orjson.loads(data.group(1))
+    reasons = [warning["reason"] for warning in view["input_warnings"]]
+    assert reasons == ["UnreadableLine", "DevicesAnnotationIgnored"], view["input_warnings"]
+    for warning in view["input_warnings"]:  # the very lines stderr has
+        said = (f"tessera: {path}: {warning['message']}" if warning["reason"] == "UnreadableLine"
+                else f"tessera: warning: {warning['reason']}: {warning['message']}")
+        assert said in out.err.splitlines()
+    assert view["input_warnings"][0]["message"].startswith("line 3: not JSON")
+    assert "<i>mine</i>" in view["input_warnings"][1]["message"]
+    assert "<script>alert(1)" not in out.out and "<i>mine</i>" not in out.out  # escaped in the embedded JSON
+    assert '<section id="input-section" hidden><h2>Input warnings</h2>' in out.out
+    assert 'getElementById("input-section").hidden = !view.input_warnings.length' in out.out
+
+
+def test_simulate_lists_ten_unreadable_lines_and_counts_the_rest_on_the_page(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As stderr does: the first ten one by one, then how many more."""
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(orjson.dumps(b.event("ADDED", b.node("n1", gpus=4))) + b"\n" + b"nope\n" * 13)
+    assert cli.main(["simulate", str(path), "--output", "html"]) == 0
+    out = capsys.readouterr()
+    data = _DATA.search(out.out)
+    assert data is not None
+    messages = [warning["message"] for warning in orjson.loads(data.group(1))["input_warnings"]]
+    assert len(messages) == 11 and messages[-1] == "3 more unreadable lines", messages
+    assert f"tessera: {path}: 3 more unreadable lines" in out.err
+
+
+def test_a_view_without_a_replay_has_no_input_warnings() -> None:
+    assert m.as_dict(_view())["input_warnings"] == []

@@ -98,6 +98,10 @@
       return [o.pod, o.message];
     }), "No recorded Binding overruled this replay."));
     document.getElementById("overruled-section").hidden = !view.overruled.length;
+    replace("input-warnings", table(["Reason", "Message"], view.input_warnings.map(function (w) {
+      return [w.reason, w.message];
+    }), "The replay read all its input."));
+    document.getElementById("input-section").hidden = !view.input_warnings.length;
     replace("decisions", table(["When", "Pod", "Outcome", "Node", "Message"], view.decisions.map(function (d) {
       return [when(d.at, view.source), d.pod, d.outcome, d.node, d.message];
     }), "No decisions yet."));
