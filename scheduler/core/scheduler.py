@@ -57,6 +57,7 @@ class ClassStatus:
     matching_devices: int
     resource_name: str  # the effective name pods ask for (the default when the class sets none)
     generation: int  # the class's metadata.generation the status describes
+    reason: str = "Valid"  # its Valid condition's reason (`ClusterState.class_reason`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +340,8 @@ class Scheduler:
     def class_statuses(self) -> list[ClassStatus]:
         state = self._engine.state
         classes = state.classes.classes
-        return [ClassStatus(name, *state.class_status(name), classes[name].resource_name, classes[name].meta.generation)
+        return [ClassStatus(name, *state.class_status(name), classes[name].resource_name, classes[name].meta.generation,
+                            state.class_reason(name))
                 for name in sorted(classes)]
 
     def resource_classes(self) -> list[ResourceClass]:

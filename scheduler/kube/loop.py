@@ -811,7 +811,7 @@ class SchedulerLoop:
     def _write_class_statuses(self) -> None:
         for status in self.core.class_statuses():
             self.statuses.resource_class(status.name, status.valid, status.message, status.matching_devices,
-                                         status.resource_name, generation=status.generation)
+                                         status.resource_name, generation=status.generation, reason=status.reason)
 
 
 class LoopHooks:

@@ -251,13 +251,14 @@ class StatusWriter:
                    stamp=("lastTransitionTime",) if transition else ())
 
     def resource_class(self, name: str, valid: bool, message: str, matching: int, resource_name: str, *,
-                       generation: int) -> None:
+                       generation: int, reason: str = "") -> None:
         """``resource_name`` is the effective one (``spec.resourceName`` or the default
         ``class.tessera.dev/<name>``): the RESOURCENAME column shows it, so a user sees what pods
         must ask for even when the spec leaves it out. ``generation``: the spec's
-        metadata.generation the status describes (status and condition observedGeneration)."""
+        metadata.generation the status describes (status and condition observedGeneration).
+        ``reason``: the condition's (`ClassStatus.reason`); by default `Valid` or `InvalidSpec`."""
         condition = {"type": "Valid", "status": "True" if valid else "False",
-                     "reason": "Valid" if valid else "InvalidSpec", "message": message,
+                     "reason": reason or ("Valid" if valid else "InvalidSpec"), "message": message,
                      "observedGeneration": generation}
         path = _CLASS.format(name=name)
         status = {"resourceName": resource_name, "matchingDevices": matching, "observedGeneration": generation,

@@ -187,6 +187,11 @@ async def test_writes_say_tessera_and_class_status_names_the_resource(clean_clus
         columns = await _printed(clean_cluster, CLASSES)  # what `kubectl get resourceclasses` shows
         assert columns["obs-default"]["ResourceName"] == "class.tessera.dev/obs-default"
         assert columns["obs-named"]["ResourceName"] == "gpu.example.com/obs-named"
+        # a class whose selector needs an attribute no device has: valid (devices may come), but
+        # not read as healthy beside DEVICES 0
+        printed = {name: (row["Valid"], row["Reason"]) for name, row in columns.items() if name.startswith("obs-")}
+        assert printed["obs-typo"] == ("True", "UnknownDeviceAttribute"), printed
+        assert printed["obs-default"] == ("True", "Valid") and printed["obs-cores"] == ("False", "InvalidSpec"), printed
 
         async def unschedulable() -> dict[str, Any] | None:
             pod = (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/pods/too-big")).json()

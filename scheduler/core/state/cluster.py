@@ -179,6 +179,18 @@ class ClusterState:
         why_none = self.classes.unknown_keys_note(cls) if cls is not None and error is None and not matching else ""
         return error is None, error or f"selector and resourceName are valid{why_none}", matching
 
+    def class_reason(self, name: str) -> str:
+        """The reason of a ResourceClass's `Valid` condition: `InvalidSpec` (False), else
+        `UnknownDeviceAttribute` while it matches no device because its selector needs an
+        attribute none has (a typo: the condition stays True, since devices with it may come, but
+        VALID True beside DEVICES 0 read as healthy), else `Valid`."""
+        if self.classes.error_of(name) is not None:
+            return "InvalidSpec"
+        cls = self.classes.classes.get(name)
+        if cls is not None and not self.classes.matching[name] and self.classes.unknown_keys_note(cls):
+            return UNKNOWN_ATTRIBUTE
+        return "Valid"
+
     # --- events ------------------------------------------------------------------------------
 
     def apply(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:

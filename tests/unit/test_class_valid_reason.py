@@ -1,0 +1,64 @@
+"""A ResourceClass whose selector needs an attribute no device has (`modle` for `model`) matches
+nothing. Its selector is valid (DESIGN: a class that matches no device yet is not judged: the
+devices may come later), so its `Valid` condition stays True; but `kubectl get rcl` read `VALID
+True`, `DEVICES 0`, the same as a healthy class on a cluster whose devices are busy being
+installed, and the condition's reason was `Valid`. The condition's reason says
+`UnknownDeviceAttribute` (the Warning's reason), and the printed columns show the reason beside
+VALID."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.api.config import load_config
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.sim import builders as b
+from tests.fakeapi import FakeApi
+
+REPO = Path(__file__).resolve().parents[2]
+CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
+
+
+def _conditions(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t",  # type: ignore[arg-type]
+                         leader_term=lambda: 1)
+    for obj in objs:
+        loop._apply("ADDED", obj)
+    loop._write_class_statuses()
+    return {path.rsplit("/", 2)[-2]: body["status"]["conditions"][0]
+            for (path, _), body in loop.statuses._dirty.items() if path.startswith(CLASSES)}
+
+
+def test_a_class_needing_an_attribute_no_device_has_says_so_in_its_conditions_reason() -> None:
+    conditions = _conditions([b.node("n", gpus=2), b.device("n", 0), b.device("n", 1),
+                              b.resource_class("typo", match_labels={"modle": "V100"}),
+                              b.resource_class("good", match_labels={"model": "V100"}),
+                              b.resource_class("later", match_labels={"model": "A100"}),
+                              b.resource_class("bad", match_labels={"Not A/Valid Label!!": "x"})])
+    typo = conditions["typo"]
+    assert (typo["status"], typo["reason"]) == ("True", "UnknownDeviceAttribute"), typo
+    assert typo["message"] == 'selector and resourceName are valid (no device has the attribute "modle")'
+    assert (conditions["good"]["status"], conditions["good"]["reason"]) == ("True", "Valid")
+    # a known attribute no device has the value of: devices of that model may come
+    assert (conditions["later"]["status"], conditions["later"]["reason"]) == ("True", "Valid")
+    assert (conditions["bad"]["status"], conditions["bad"]["reason"]) == ("False", "InvalidSpec")
+
+
+def test_a_class_listed_before_any_device_is_not_judged() -> None:
+    conditions = _conditions([b.resource_class("typo", match_labels={"modle": "V100"})])
+    assert (conditions["typo"]["status"], conditions["typo"]["reason"]) == ("True", "Valid")
+
+
+def test_kubectl_get_rcl_prints_the_valid_conditions_reason_beside_it() -> None:
+    for path in ("deploy/crds/resourceclasses.tessera.dev.yaml",
+                 "deploy/helm/tessera/crds/resourceclasses.tessera.dev.yaml"):
+        crd = yaml.safe_load((REPO / path).read_text())
+        [version] = crd["spec"]["versions"]
+        columns = [(c["name"], c["jsonPath"]) for c in version["additionalPrinterColumns"]]
+        assert columns[2:4] == [("Valid", '.status.conditions[?(@.type=="Valid")].status'),
+                                ("Reason", '.status.conditions[?(@.type=="Valid")].reason')], (path, columns)
