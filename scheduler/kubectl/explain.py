@@ -31,11 +31,11 @@ from scheduler.kube.recorder import INSTANCE_LIMIT as EVENT_INSTANCE_LIMIT
 from scheduler.kube.snapshot import last_seen, seen_at
 from scheduler.kube.term_token import parse_term_token
 from scheduler.kubectl.leadership import Leadership
+from scheduler.shortened import shortened
 from scheduler.sim.snapshot import is_bound, load
 from scheduler.view.cluster import extended_amounts, gang_view, gate_holds
 from scheduler.view.model import GangView, plain
 from scheduler.view.reasons import wait_reason
-from scheduler.shortened import shortened
 from scheduler.view.text import age, columns, tie_note
 
 
