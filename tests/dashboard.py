@@ -187,6 +187,17 @@ def queries(dashboard: Mapping[str, Any]) -> list[str]:
     return found
 
 
+_VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)|\[\[(\w+)\]\]")
+
+
+def interpolate(expr: str, values: Mapping[str, str]) -> str:
+    """`expr` as Grafana sends it to Prometheus: each variable (`$name`, `${name}`, `[[name]]`)
+    replaced by its value in `values`, given already formatted (job's "All" is its allValue
+    `.+`; namespace, one value and no "All", is sent as it is). A variable not in `values` is a
+    KeyError, so a new one cannot be sent to Prometheus unreplaced."""
+    return _VARIABLE.sub(lambda match: values[next(name for name in match.groups() if name)], expr)
+
+
 Samples = dict[str, list[dict[str, str]]]
 
 

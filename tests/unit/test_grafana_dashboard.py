@@ -4,7 +4,11 @@ Tessera's Metrics registry exports (the live /metrics check is tests/e2e/test_ob
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
+import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -13,6 +17,7 @@ from scheduler.kube.metrics import Metrics
 from scheduler.sim import builders as b
 from tests.helpers import gpu_counts_of
 from tests import dashboard as dash
+from tests.unit.test_prometheus_rules import promtool_binary
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
@@ -163,3 +168,108 @@ def test_the_dashboard_shows_what_holds_a_leader_that_schedules_nothing() -> Non
     replica from leading: each has a panel, as each has an alert."""
     queried = {s.metric for expr in dash.queries(dash.load()) for s in dash.parse(expr).selectors}
     assert {"tessera_leader_fence_pending_pods", "tessera_informer_synced"} <= queried
+
+
+def test_every_query_reads_the_one_install_the_namespace_variable_chooses() -> None:
+    """Every release scrapes as the one job (the Service's name), so with two installs in two
+    namespaces the panels summed both: "Leaders" showed 2, pending pods and GPUs combined the two.
+    A `namespace` variable, the namespaces of `tessera_leader` under the chosen job, picks one
+    install (one value, no "All": two installs' leaders summed are not one leader), and every
+    selector of every panel reads `namespace=~"$namespace|"`: the chosen install, and series
+    without a namespace label (a scrape config that sets none), where the variable has no value
+    and the matcher is `=~"|"`."""
+    board = dash.load()
+    variables = board["templating"]["list"]
+    names = [v["name"] for v in variables]
+    assert "namespace" in names and names.index("job") < names.index("namespace"), names
+    namespace = variables[names.index("namespace")]
+    assert namespace["type"] == "query" and namespace["datasource"] == DATASOURCE
+    assert namespace["query"]["query"] == namespace["definition"] == 'label_values(tessera_leader{job=~"$job"}, namespace)'
+    assert not namespace["multi"] and not namespace["includeAll"] and "allValue" not in namespace
+    assert namespace["refresh"] == 2  # on time range change, as job: an install added shows up
+    defined = {name: "x" for name in names} | {"__rate_interval": "2m"}
+    for expr in dash.queries(board):
+        dash.interpolate(expr, defined)  # a KeyError: a variable the dashboard does not define
+    for panel in dash.panels(board):
+        for target in panel.get("targets", []):
+            for selector in dash.parse(target["expr"]).selectors:
+                assert ("job", "=~", "$job") in selector.matchers, (panel["title"], target["expr"])
+                assert ("namespace", "=~", "$namespace|") in selector.matchers, (panel["title"], target["expr"])
+
+
+OTHER = "tessera-b"  # a second install's namespace
+
+
+def _dashboard_series(namespace: str | None) -> list[dict[str, str]]:
+    """One scrape of an install: in `tessera-system` two replicas (the leader, a standby with its
+    own numbers) with 3 pods pending and 2 of 4 GPUs in use; in `tessera-b` one replica, the leader,
+    5 pending, 8 of 8 GPUs in use and a silent node agent. `namespace` None: the scrape config sets
+    no namespace label (tessera-system's series only)."""
+    installs = {"tessera-system": [("10.0.0.1:10251", 1, 3, (2, 2), 0), ("10.0.0.2:10251", 0, 0, (2, 2), 0)],
+                OTHER: [("10.0.1.1:10251", 1, 5, (8, 0), 1)]}
+    series: list[dict[str, str]] = []
+    for ns, replicas in installs.items():
+        if namespace is None and ns != "tessera-system":
+            continue
+        for instance, leads, pending, (whole, free), silent in replicas:
+            target = f'job="tessera-scheduler-metrics", instance="{instance}"'
+            if namespace is not None:
+                target += f', namespace="{ns}"'
+            for metric, value in [("tessera_leader", leads), ('scheduler_pending_pods{queue="active"', pending),
+                                  ('tessera_devices{state="whole"', whole), ('tessera_devices{state="free"', free),
+                                  ("tessera_node_agents_silent", silent)]:
+                name, brace, labels = metric.partition("{")
+                selector = f"{name}{{{labels}, {target}}}" if brace else f"{name}{{{target}}}"
+                series.append({"series": selector, "values": " ".join([str(value)] * 10)})
+    return series
+
+
+@pytest.mark.parametrize(("namespace", "expected"), [
+    ("tessera-system", {"Leaders": 1, "Pending pods": 3, "GPUs in use": 0.5, "Silent node agents": 0}),
+    (OTHER, {"Leaders": 1, "Pending pods": 5, "GPUs in use": 1, "Silent node agents": 1}),
+    (None, {"Leaders": 1, "Pending pods": 3, "GPUs in use": 0.5, "Silent node agents": 0}),
+])
+def test_two_installs_under_one_job_are_shown_apart_and_series_without_a_namespace_still_show(
+        tmp_path: Path, namespace: str | None, expected: dict[str, float]) -> None:
+    """The panels' PromQL, as Grafana interpolates it (job "All": its allValue; namespace: the one
+    chosen, or no value where no series has the label), evaluated by Prometheus' engine (promtool)
+    over two installs scraped under the one job: each install's numbers, not their sum (Leaders
+    read 2 before); and over a scrape config without a namespace label: the one install's."""
+    board = dash.load()
+    values = {"job": ".+", "namespace": namespace or "", "__rate_interval": "2m"}
+    tests = []
+    for title, value in expected.items():
+        [panel] = [p for p in dash.panels(board) if p.get("title") == title]
+        [target] = panel["targets"]
+        tests.append({"expr": dash.interpolate(target["expr"], values), "eval_time": "2m",
+                      "exp_samples": [{"labels": "{}", "value": value}]})
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump({"rule_files": [], "evaluation_interval": "30s", "tests": [
+        {"interval": "30s", "input_series": _dashboard_series(namespace), "promql_expr_test": tests}]}))
+    done = subprocess.run([str(promtool_binary()), "test", "rules", "test.yaml"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_interpolate_replaces_every_variable_form_and_refuses_an_unknown_one() -> None:
+    values = {"job": ".+", "namespace": "", "__rate_interval": "2m"}
+    assert dash.interpolate('rate(a{job=~"$job", namespace=~"${namespace}|"}[$__rate_interval])', values) == \
+        'rate(a{job=~".+", namespace=~"|"}[2m])'
+    assert dash.interpolate('a{job=~"[[job]]"}', values) == 'a{job=~".+"}'
+    with pytest.raises(KeyError):
+        dash.interpolate('a{x="$other"}', values)
+
+
+def test_every_query_as_grafana_sends_it_is_promql_prometheus_reads(tmp_path: Path) -> None:
+    """Prometheus' own parser (`promtool check rules`, each query a recording rule) reads every
+    panel's and variable's query once interpolated, with a namespace chosen and with none (the
+    matcher `=~"|"`)."""
+    exprs = dash.queries(dash.load())
+    rules = [{"record": f"dashboard:query{i}:{j}", "expr": dash.interpolate(expr, values)}
+             for i, values in enumerate([{"datasource": "p", "job": ".+", "namespace": ns, "__rate_interval": "2m"}
+                                         for ns in ("tessera-system", "")])
+             for j, expr in enumerate(exprs)]
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+    done = subprocess.run([str(promtool_binary()), "check", "rules", "rules.yaml"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in done.stdout, done.stdout
