@@ -399,7 +399,8 @@ class Metrics:
         self.waiting_for_allocation.set(count)
 
     def set_agents_silent(self, count: int) -> None:
-        """`tessera_node_agents_silent`: the nodes of `cluster.silent_agents` at the scrape."""
+        """`tessera_node_agents_silent`: the nodes of `cluster.silent_agents` at the scrape
+        (`GpuCounts.agents_silent`, counted in `cluster.gpu_counts`' walk)."""
         self.agents_silent.set(count)
 
     def set_binding(self, count: int) -> None:

@@ -40,7 +40,7 @@ from scheduler.kube.serving import (GPU_MAP_DATA, GPU_MAP_PAGE, PING, Check, Ser
                                     turned_off)
 from scheduler.logs import LogSettingsError, configure_logging, describe_error
 from scheduler.open_files import raise_open_files_limit
-from scheduler.view.cluster import gpu_counts, silent_agents
+from scheduler.view.cluster import gpu_counts
 
 log = structlog.get_logger("tessera.run")
 
@@ -495,8 +495,9 @@ class StateGauges:
         metrics.set_cache_size(nodes=sizes["nodes"], pods=sizes["pods"], assumed_pods=sizes["assumed_pods"])
         held = core.held()
         now = self.clock()
-        metrics.set_gpus(gpu_counts(core, now=now, held=held))
-        metrics.set_agents_silent(len(silent_agents(core, now=now)))
+        counts = gpu_counts(core, now=now, held=held)  # one walk over the nodes for both
+        metrics.set_gpus(counts)
+        metrics.set_agents_silent(counts.agents_silent)
         metrics.set_unschedulable_pods(core.unschedulable_by_plugin())
         metrics.set_waiting_for_allocation(len(held))
         metrics.set_binding(len(held) + self.loop.binder.in_flight)

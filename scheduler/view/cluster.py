@@ -69,8 +69,7 @@ def build_view(scheduler: Scheduler, *, source: str, now: float,
                  if uid in state.pods)
     for attempt in held:
         waits[attempt.pod.key] = WaitReason(WAITING_FOR_ALLOCATION, attempt.message, attempt.node or "")
-    facts = _Facts(state, frozenset(attempt.pod.uid for attempt in held), gate_timeout(scheduler), now,
-                   dict(diverged or {}), agent_timeout(scheduler))
+    facts = _facts(scheduler, now, frozenset(attempt.pod.uid for attempt in held), diverged)
     gate_waiters: dict[str, list[str]] = {}
     for key, wait in waits.items():
         pod = state.pod_by_key(key)
@@ -120,12 +119,7 @@ class _Facts:
 
 def gate_timeout(scheduler: Scheduler) -> float | None:
     """The agent heartbeat timeout of the profiles' allocation gate (None when it is off)."""
-    for runtime in scheduler.profiles.values():
-        for plugin in runtime.plugins.values():
-            gate = getattr(plugin, "gate", None)
-            if isinstance(gate, AllocationGate) and gate.enabled:
-                return gate.timeout
-    return None
+    return _timeouts(scheduler)[0]
 
 
 def agent_timeout(scheduler: Scheduler) -> float:
@@ -133,22 +127,44 @@ def agent_timeout(scheduler: Scheduler) -> float:
     agent counts as gone — the allocation gate's (of a profile running it, else of any), also when
     the gate is off (a silent agent's published health is stale all the same); the default without
     a TesseraDevices plugin."""
+    return _timeouts(scheduler)[1]
+
+
+def _timeouts(scheduler: Scheduler) -> tuple[float | None, float]:
+    """(`gate_timeout`, `agent_timeout`) from one walk over the profiles' plugins."""
     gates = [gate for runtime in scheduler.profiles.values() for plugin in runtime.plugins.values()
              for gate in [getattr(plugin, "gate", None)] if isinstance(gate, AllocationGate)]
-    chosen = next((gate for gate in gates if gate.enabled), gates[0] if gates else None)
-    return chosen.timeout if chosen is not None else float(DeviceArgs().agent_heartbeat_timeout_seconds)
+    enabled = next((gate for gate in gates if gate.enabled), None)
+    chosen = enabled or (gates[0] if gates else None)
+    return (enabled.timeout if enabled is not None else None,
+            chosen.timeout if chosen is not None else float(DeviceArgs().agent_heartbeat_timeout_seconds))
+
+
+def _facts(scheduler: Scheduler, now: float, held: frozenset[str] = frozenset(),
+           diverged: Mapping[str, str] | None = None) -> _Facts:
+    """The `_Facts` of one build or count at `now`: both timeouts from one walk (`_timeouts`)."""
+    gate, agent = _timeouts(scheduler)
+    return _Facts(scheduler.state, held, gate, now, dict(diverged or {}), agent)
 
 
 def silent_agents(scheduler: Scheduler, *, now: float) -> dict[str, float]:
     """The schedulable nodes whose node agent heartbeated once but not within `agent_timeout` at
-    `now`, with the seconds since its last heartbeat (what `tessera_node_agents_silent` counts):
-    their devices' health is what the agent last published. A cordoned node is left out: out of
-    service on purpose (the runbook's step while an agent is down), it is no page — the alert
-    would never clear during maintenance; `kubectl tessera nodes` still says it in REASON."""
-    facts = _Facts(scheduler.state, frozenset(), None, now, {}, agent_timeout(scheduler))
-    found = {info.name: facts.agent_silent_for(info) for info in _shown_nodes(scheduler.state)
-             if info.node is not None and not info.node.unschedulable}
+    `now`, with the seconds since its last heartbeat (what `tessera_node_agents_silent` counts:
+    `GpuCounts.agents_silent`): their devices' health is what the agent last published. A
+    cordoned node is left out: out of service on purpose (the runbook's step while an agent is
+    down), it is no page — the alert would never clear during maintenance; `kubectl tessera
+    nodes` still says it in REASON."""
+    facts = _facts(scheduler, now)
+    found = {info.name: _silent_in_service(facts, info) for info in _shown_nodes(scheduler.state)}
     return {name: seconds for name, seconds in sorted(found.items()) if seconds is not None}
+
+
+def _silent_in_service(facts: _Facts, info: NodeInfo) -> float | None:
+    """`_Facts.agent_silent_for` of a schedulable node (`silent_agents`); None for a cordoned
+    node and for one without a Node object."""
+    if info.node is None or info.node.unschedulable:
+        return None
+    return facts.agent_silent_for(info)
 
 
 def gate_holds(scheduler: Scheduler, node: str, now: float) -> bool:
@@ -245,20 +261,22 @@ def _over_capacity(info: NodeInfo) -> tuple[m.OverCapacity, ...]:
 
 
 def gpu_counts(scheduler: Scheduler, *, now: float, held: Sequence[Attempt] = ()) -> m.GpuCounts:
-    """The GPUs by (model, state) as `build_view`'s summary counts them, and those held beyond the
-    nodes' capacity, without building the view: each GPU classified by the same rules (`_rows`),
-    but no holders, reasons, notes, pending pods or gangs. Each /metrics scrape runs this on the
-    scheduler's event loop, where the whole view cost ten times the old per-device count
-    (`python -m bench.scrape`)."""
-    facts = _Facts(scheduler.state, frozenset(attempt.pod.uid for attempt in held), gate_timeout(scheduler), now, {},
-                   agent_timeout(scheduler))
+    """The GPUs by (model, state) as `build_view`'s summary counts them, those held beyond the
+    nodes' capacity, and the nodes whose agent went silent (`silent_agents`), without building the
+    view: each GPU classified by the same rules (`_rows`), but no holders, reasons, notes, pending
+    pods or gangs. Each /metrics scrape runs this on the scheduler's event loop, where the whole
+    view cost ten times the old per-device count (`python -m bench.scrape`): one walk over the
+    nodes counts all three."""
+    facts = _facts(scheduler, now, frozenset(attempt.pod.uid for attempt in held))
     states: Counter[tuple[str, str]] = Counter()
     overcommitted = 0
+    silent = 0
     for info in _shown_nodes(facts.state):
         _count(info, _rows(facts, info, _fence_reason(facts.state, info), ordered=False), states)
-        if info.node is not None and info.devices:
+        if info.node is not None and info.devices:  # no devices: no agent to be silent (`agent_silent_for`)
             overcommitted += sum(o.used - o.capacity for o in _over_capacity(info))
-    return m.GpuCounts(dict(states), overcommitted)
+            silent += _silent_in_service(facts, info) is not None
+    return m.GpuCounts(dict(states), overcommitted, silent)
 
 
 def _shown_nodes(state: ClusterState) -> Iterator[NodeInfo]:

@@ -119,12 +119,15 @@ def counted_as(state: str, node_cordoned: bool) -> str:
 @dataclass(frozen=True, slots=True)
 class GpuCounts:
     """The nodes' GPUs by (model, `counted_as` state), as the summary counts them (a GPU under two
-    names once, rows beyond a node's count not at all), and the GPUs held beyond the nodes'
-    capacity: what `tessera_devices`, `tessera_devices_by_model` and `tessera_gpus_overcommitted`
-    export. `cluster.gpu_counts` builds it without the rest of the view (each /metrics scrape)."""
+    names once, rows beyond a node's count not at all), the GPUs held beyond the nodes' capacity,
+    and the schedulable nodes whose agent went silent (`cluster.silent_agents`): what
+    `tessera_devices`, `tessera_devices_by_model`, `tessera_gpus_overcommitted` and
+    `tessera_node_agents_silent` export. `cluster.gpu_counts` builds it without the rest of the
+    view, in one walk over the nodes (each /metrics scrape)."""
 
     states: dict[tuple[str, str], int]
     overcommitted: int = 0
+    agents_silent: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from scheduler.kube.run_cli import StateGauges
 from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.view import model as m
-from scheduler.view.cluster import build_view, silent_agents
+from scheduler.view.cluster import build_view, gpu_counts, silent_agents
 from scheduler.view.text import render_nodes
 from tests.fakeapi import FakeApi
 from tests.helpers import config
@@ -115,6 +115,18 @@ def test_within_the_timeout_no_agent_is_silent() -> None:
 def test_the_timeout_is_the_devices_arg(args: dict[str, Any], silent: dict[str, float]) -> None:
     replay = _replay(_devices_args(**args))
     assert silent_agents(replay.scheduler, now=AT + 200) == silent
+
+
+@pytest.mark.parametrize("at", [AT + 60, AT + 200, AT + 400])
+@pytest.mark.parametrize("cordoned", [(), ("quiet",), ("quiet", "served")])
+def test_the_scrapes_gpu_counts_count_the_silent_agents_in_the_same_walk(at: float, cordoned: tuple[str, ...]) -> None:
+    """The scrape hook counts the silent agents in `gpu_counts`' one walk over the nodes (it walked
+    them a second time for `silent_agents`): the same nodes, cordoned ones left out."""
+    replay = _replay()
+    for obj in _cluster():
+        if obj["kind"] == "Node" and obj["metadata"]["name"] in cordoned:
+            list(replay.run([WatchEvent("MODIFIED", {**obj, "spec": {**obj["spec"], "unschedulable": True}})]))
+    assert gpu_counts(replay.scheduler, now=at).agents_silent == len(silent_agents(replay.scheduler, now=at))
 
 
 def test_the_gauge_counts_the_silent_agents_at_each_scrape() -> None:
