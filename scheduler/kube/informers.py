@@ -31,7 +31,8 @@ A CRD that is not installed (404 on LIST, e.g. no PodGroup CRD) must not hold th
 back: that kind counts as synced with an empty list, a warning says it is unavailable, and the
 list is retried every 30 s so the kind appears once the CRD is installed. So does an optional kind
 the role may not read (403). While a kind is treated as empty, `Informer.unavailable` says why
-("not_served" or "forbidden": the `tessera_informer_unavailable` gauge) and the warning is
+("not_served", "forbidden", or "unauthorized" when a kind already empty then meets a 401: the
+`tessera_informer_unavailable` gauge, the reason of the latest answer) and the warning is
 repeated every UNAVAILABLE_REPEAT_SECONDS (not at every retry).
 """
 
@@ -138,10 +139,12 @@ ALL_KINDS: tuple[ResourceKind, ...] = (NODES, PODS, EXTENDED_RESOURCES, RESOURCE
 SCHEDULER_KINDS: tuple[ResourceKind, ...] = (*ALL_KINDS, WORKLOAD_POD_GROUPS)
 
 
-Unavailable = Literal["forbidden", "not_served"]
-"""Why a kind is treated as empty: the role may not read it (403 on an optional kind), or the
-apiserver does not serve it (404 on a CRD or an alpha API)."""
-UNAVAILABLE_REASONS: tuple[Unavailable, ...] = ("forbidden", "not_served")
+Unavailable = Literal["forbidden", "not_served", "unauthorized"]
+"""Why a kind is treated as empty, as the apiserver last answered its LIST: the role may not read
+it (403 on an optional kind, or on a kind already empty), the apiserver does not serve it (404 on
+a CRD or an alpha API), or it rejects our credentials (401 on a kind already empty: a kind that
+was read keeps its objects while the refusal is retried)."""
+UNAVAILABLE_REASONS: tuple[Unavailable, ...] = ("forbidden", "not_served", "unauthorized")
 
 
 @dataclass
@@ -371,8 +374,9 @@ class Informer:
                                                                   "its RBAC: deploy/rbac/scheduler.yaml)")
                 elif err.status in (401, 403):
                     self.denials.refused(self.kind.label, err)
-                    if err.status == 403 and self.unavailable is not None:
-                        self.unavailable = "forbidden"  # still empty (a CRD installed since): now for RBAC
+                    if self.unavailable is not None:  # still empty: now for the latest answer's reason
+                        # (403: a CRD installed since, for RBAC; 401: our credentials, whatever it was)
+                        self.unavailable = "forbidden" if err.status == 403 else "unauthorized"
                 else:
                     log.warning("informer.error", kind=self.kind.label, reason=describe_error(err),
                                 relist=must_list, retry_in=round(pause, 2))

@@ -276,7 +276,8 @@ class Metrics:
             "1 while the informer of this kind treats it as empty (and counts as synced) because the "
             "scheduler's role may not read it (reason 'forbidden', an optional kind: PodDisruptionBudget, "
             "PriorityClass) or the apiserver does not serve it (reason 'not_served': a CRD not installed, "
-            "an alpha API off), else 0. Retried every 30 s.",
+            "an alpha API off) or, for a kind already empty, rejects the scheduler's credentials (reason "
+            "'unauthorized': HTTP 401), else 0; the reason is the latest answer's. Retried every 30 s.",
             ["kind", "reason"], registry=r)
 
         # --- which code and configuration this process runs (kube-scheduler: kubernetes_build_info) ---

@@ -652,6 +652,7 @@ def test_alert_severities_and_the_new_alerts(helm: Path) -> None:
     assert unavailable == (
         'max by (job, namespace, instance, kind, reason) ( '
         f'tessera_informer_unavailable{{{SELECTOR}, reason="forbidden"}} '
+        f'or tessera_informer_unavailable{{{SELECTOR}, reason="unauthorized"}} '
         f'or tessera_informer_unavailable{{{SELECTOR}, reason="not_served", '
         'kind=~"ExtendedResource|ResourceClass"} ) == 1')
     assert alerts["TesseraInformerUnavailable"]["for"] == "10m"

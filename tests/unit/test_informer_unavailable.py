@@ -131,3 +131,47 @@ async def test_a_crd_installed_but_forbidden_is_told_as_forbidden_while_it_stays
         group.cancel_scope.cancel()
     assert "not_served" in seen and informer.synced.is_set() and len(informer) == 0
     assert informer.unavailable == "forbidden"
+
+
+@pytest.mark.parametrize(("kind", "first", "reason"), [
+    (EXTENDED_RESOURCES, Response(404, b'{"kind":"Status","message":"the server could not find the requested resource"}'),
+     "not_served"),
+    (DISRUPTION_BUDGETS, Response(403, b'{"kind":"Status","message":"poddisruptionbudgets.policy is forbidden"}'),
+     "forbidden"),
+], ids=["not_served", "forbidden"])
+async def test_a_401_on_a_kind_treated_as_empty_is_told_as_unauthorized(
+        monkeypatch: pytest.MonkeyPatch, kind: informers.ResourceKind, first: Response, reason: str) -> None:
+    """A kind treated as empty (404: not served, or 403 on an optional kind: forbidden) whose next
+    LIST answers 401 (the token expired or was revoked) stays empty, now because the apiserver
+    rejects our credentials: the gauge's reason follows that latest answer ("unauthorized"), not
+    the old one (whose runbook fix, installing a CRD or the RBAC, would not help); and back."""
+    monkeypatch.setattr(informers, "UNAVAILABLE_RETRY_SECONDS", 0.01)
+    monkeypatch.setattr(informers, "BACKOFF_INITIAL", 0.001)
+    monkeypatch.setattr(informers, "BACKOFF_MAX", 0.01)
+    api = FakeApi()
+    unauthorized = Response(401, b'{"kind":"Status","message":"Unauthorized","reason":"Unauthorized","code":401}')
+    answers = [first, unauthorized]
+    api.handlers.append(lambda call: (answers.pop(0) if len(answers) > 1 else answers[0])
+                        if call.path == kind.path else None)
+    informer = informers.Informer(KubeHttp(api), kind, lambda *_: None)  # type: ignore[arg-type]
+    metrics = Metrics(profiles=["tessera"])
+    seen: list[str | None] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(informer.run)
+        with anyio.fail_after(5):
+            while len(api.of("GET", kind.path)) < 4:
+                seen.append(informer.unavailable)
+                await anyio.sleep(0.005)
+        metrics.set_informer_unavailable(informer.kind.label, informer.unavailable)
+        assert informer.synced.is_set() and len(informer) == 0  # still empty, still counted synced
+        assert informer.unavailable == "unauthorized", seen
+        unavailable = _gauge(metrics, "tessera_informer_unavailable")
+        assert unavailable == {(kind.label, "forbidden"): 0, (kind.label, "not_served"): 0,
+                               (kind.label, "unauthorized"): 1}
+        # the credentials work again and the kind is still not served / forbidden: that reason again
+        answers[0] = first
+        with anyio.fail_after(5):
+            while informer.unavailable == "unauthorized":
+                await anyio.sleep(0.005)
+        group.cancel_scope.cancel()
+    assert informer.unavailable == reason

@@ -270,8 +270,9 @@ def test_a_conflicting_scheduler_pages_from_its_first_write_seen_and_resolves_ha
 def test_a_kind_read_as_empty_alerts_when_forbidden_or_when_tesseras_own_crd_is_missing(tmp_path: Path) -> None:
     """An on-call trial: with the PDB rule taken out of the ClusterRole (and on a cluster without
     Tessera's CRDs) a replica stayed ready and synced, and nothing fired. TesseraInformerUnavailable
-    fires for a forbidden kind and for Tessera's own CRDs not served, not for scheduler-plugins'
-    PodGroup nor the alpha upstream PodGroup API (absent from most clusters by design), and
+    fires for a forbidden kind, for any kind left empty by a 401 (unauthorized) and for Tessera's own
+    CRDs not served, not for scheduler-plugins' PodGroup nor the alpha upstream PodGroup API not
+    served (absent from most clusters by design), and
     resolves once the kind is read again; TesseraInformerNotSynced stays quiet (the replica is
     synced: its text no longer promises the missing-CRD case)."""
     steps = 30  # 15 minutes; the role is fixed and the CRD installed at minute 12
@@ -280,7 +281,10 @@ def test_a_kind_read_as_empty_alerts_when_forbidden_or_when_tesseras_own_crd_is_
     on, off = [1] * fixed_at + [0] * (steps - fixed_at), [0] * steps
     unavailable = {("PodDisruptionBudget", "forbidden"): on, ("ExtendedResource", "not_served"): on,
                    ("ResourceClass", "not_served"): [0] * 6 + [1] * (steps - 6),  # missing from minute 3
-                   ("PodGroup", "not_served"): [1] * steps,
+                   # not served (no alert), then the apiserver rejects the replica's credentials
+                   # from minute 3 (a 401: the reason follows the latest answer), for any kind
+                   ("PodGroup", "not_served"): [1] * 6 + [0] * (steps - 6),
+                   ("PodGroup", "unauthorized"): [0] * 6 + [1] * (steps - 6),
                    ("PodGroup.scheduling.k8s.io", "not_served"): [1] * steps,
                    ("PriorityClass", "forbidden"): off, ("Pod", "forbidden"): off}
     series = _replica("a:10251", leads) + [
@@ -301,7 +305,7 @@ def test_a_kind_read_as_empty_alerts_when_forbidden_or_when_tesseras_own_crd_is_
         {"eval_time": "11m", "alertname": "TesseraInformerUnavailable",
          "exp_alerts": firing(("PodDisruptionBudget", "forbidden"), ("ExtendedResource", "not_served"))},
         {"eval_time": "14m", "alertname": "TesseraInformerUnavailable",
-         "exp_alerts": firing(("ResourceClass", "not_served"))},
+         "exp_alerts": firing(("ResourceClass", "not_served"), ("PodGroup", "unauthorized"))},
         {"eval_time": "14m", "alertname": "TesseraInformerNotSynced", "exp_alerts": []},
     ]
     done = _run_test(tmp_path, groups, series, checks)
