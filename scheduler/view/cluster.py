@@ -208,7 +208,8 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
            "decide took GPUs already given out"
            if state.only_ours_on(info) else "pods of other schedulers hold GPUs that Tessera's classes gave out")
     over = _over_capacity(info)
-    notes += [f"{o.resource} overcommitted: {o.used} in use, {o.capacity} allocatable "
+    notes += [f"{o.resource} overcommitted: {o.used} in use, {o.capacity} "
+              f"{info.capacity_words(o.resource)} "
               f"({f'its count went down from {info.cut_from[o.resource]}' if o.resource in info.cut_from else why})"
               for o in over]
     for resource, holders in beyond.items():

@@ -96,3 +96,24 @@ def test_a_slice_still_fits_beside_a_preemptors_hold_and_its_terminating_victim(
     core.apply("ADDED", b.pod("s2", limits={SHARED: 4}, priority=0), 0.0)  # v still terminating
     [second] = core.schedule_next(1.0) or []
     assert second.pod.meta.name == "s2" and second.node == "a", second.message
+
+
+def test_a_node_recreated_without_the_resource_is_told_against_the_gpus_its_devices_describe() -> None:
+    """A Node deleted and created again (a node replaced under its name, a kubelet re-registering)
+    has no `nvidia.com/gpu` in allocatable until its device plugin registers: the core then counts
+    its ExtendedResources of the resource. The Warning said "only 2 allocatable" of a Node that
+    allocates none: it names the numbers it compared, and where the 2 comes from."""
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=4), *(b.device("a", i) for i in range(2)))  # 2 described, 2 more only counted
+    run.add(*(b.pod(f"p{i}", limits={"nvidia.com/gpu": 1}) for i in range(3)))
+    assert [run.node_of(f"p{i}") for i in range(3)] == ["a"] * 3
+    assert run.notices() == []
+    run.feed(b.event("DELETED", b.node("a", gpus=4)), b.event("ADDED", b.node("a")))
+    [notice] = [n for n in run.notices() if n.startswith("GPUsOvercommitted")]
+    assert notice.startswith("GPUsOvercommitted: node a has 3 nvidia.com/gpu in use but only 2 ExtendedResources "
+                             "of it, its Node allocating none, every pod on it Tessera's"), notice
+    assert "only 2 allocatable" not in notice
+    view = build_view(run.scheduler, source="simulate", now=0.0)
+    [node] = [n for n in view.nodes if n.name == "a"]
+    assert any(note.startswith("nvidia.com/gpu overcommitted: 3 in use, 2 ExtendedResources of it, its Node "
+                               "allocating none (every pod on it Tessera's") for note in node.notes), node.notes

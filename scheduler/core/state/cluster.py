@@ -567,7 +567,7 @@ class ClusterState:
         all_ours = self.only_ours_on(info)
         for resource, used, capacity in crossed:
             before = (counted_before or {}).get(resource, capacity)
-            head = f"node {info.name} has {used} {resource} in use but only {capacity} allocatable"
+            head = f"node {info.name} has {used} {resource} in use but only {capacity} {info.capacity_words(resource)}"
             if before > capacity:
                 info.cut_from[resource] = before
                 message = (f"{head} since its count went down from {before} (the Node's allocatable was edited, or "

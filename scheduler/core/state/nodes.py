@@ -174,3 +174,12 @@ class NodeInfo:
         if alloc is not None:
             return alloc
         return sum(1 for d in self.devices.values() if d.resource_name == resource)
+
+    def capacity_words(self, resource: str) -> str:
+        """What `device_capacity`'s number counts, said after it ("2 allocatable"): the Node's
+        allocatable, or where the Node does not allocate the resource (created again, its device
+        plugin not registered yet) the node's ExtendedResources of it."""
+        assert self.node is not None
+        if resource in self.node.allocatable:
+            return "allocatable"
+        return "ExtendedResources of it, its Node allocating none"
