@@ -266,6 +266,9 @@ class _Grant:
     amount: Fraction | int | None  # an exact quantity (the core keeps whole numbers as int)
     phases: Phases = frozenset((0,))  # of the pod's life, the container runs in (`lifecycle`)
     dimension: str = ""  # of a slice, as its grant names it ("" when it names none)
+    # the device's resourceName when it was granted (the grant's `resourceName`; "" in entries
+    # written before the field existed): the node count it is charged under while held
+    granted_as: str = ""
 
 
 def _grants(pods: Iterable[JSON], out: list[Violation]) -> list[_Grant]:
@@ -292,7 +295,7 @@ def _grants(pods: Iterable[JSON], out: list[Violation]) -> list[_Grant]:
                 for grant in entries:
                     grants.append(_Grant(key, pod["metadata"]["uid"], node, resource, container, grant.device,
                                          grant.device_id, grant.amount, phases.get(container, always(phases)),
-                                         grant.dimension))
+                                         grant.dimension, grant.resource_name))
     return grants
 
 
@@ -369,10 +372,16 @@ def _ledger(view: ClusterView, known_devices: Mapping[str, JSON] | None, out: li
         for resource, amount in parsed.requests.items():
             if not ledger.is_class_resource(resource):
                 ledger.node_used[node][resource] += amount
-    for name in by_device:
+    for name, held in by_device.items():
         device = _device(devices.get(name))
-        if device is not None and device.resource_name:
-            ledger.node_used[device.node_name][device.resource_name] += 1
+        # where Tessera counts a held device (docs/api.md: an edit of its object's identity does
+        # not move the hold): on its holders' node, under the resourceName it was granted under —
+        # not on the node or under the name its object says now, if that changed while held
+        for node in sorted({g.node for g in held}):
+            granted = next((g.granted_as for g in held if g.node == node and g.granted_as), "")
+            resource = granted or (device.resource_name if device is not None else "")
+            if resource:
+                ledger.node_used[node][resource] += 1
     for node, pods in ledger.node_pods.items():
         ledger.node_used[node][PODS] = len(pods)
     return ledger
