@@ -387,7 +387,8 @@ def _ledger(view: ClusterView, known_devices: Mapping[str, JSON] | None, out: li
     return ledger
 
 
-def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None = None) -> list[Violation]:
+def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None = None,
+                   held_on: Mapping[tuple[str, str], str] | None = None) -> list[Violation]:
     """No device beyond its capacity, no node beyond its allocatable.
 
     Devices: at most one exclusive holder; shared amounts within the capacity of the class's
@@ -395,7 +396,10 @@ def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None =
     Nodes: per resource, the sum of the requests of the active pods bound to it (class resources
     excluded) plus, for a device resourceName, the number of that node's devices held through
     classes, within allocatable; the pod count within ``pods``. ``known_devices`` supplies the
-    last known object of deleted ExtendedResources (their pods still hold them).
+    last known object of deleted ExtendedResources (their pods still hold them); ``held_on`` (the
+    watcher's `ClusterWatcher.held_on`) the node a device's object named when each hold began: a
+    device moved while held stays its holder's (docs/api.md), so a holder on that node is none
+    "on other nodes" — a final LIST alone cannot tell it from a GPU of another node handed out.
     """
     out: list[Violation] = []
     ledger = _ledger(view, known_devices, out)
@@ -412,7 +416,8 @@ def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None =
         if exclusive and shared:
             out.append(Violation(DEVICE_CAPACITY, name, f"assigned exclusively and shared at once: {', '.join(holders)}"))
         if device is not None:
-            wrong = sorted({g.pod for g in held if g.node != device.node_name})
+            wrong = sorted({g.pod for g in held if g.node != device.node_name
+                            and (held_on or {}).get((name, g.uid)) != g.node})
             if wrong:
                 out.append(Violation(DEVICE_CAPACITY, name, f"device is on node {device.node_name} but pods on "
                                      f"other nodes hold it: {', '.join(wrong)}"))
@@ -701,7 +706,7 @@ def check(view: ClusterView, *, must_bind: Collection[str] = (), watcher: Cluste
     """All final-state checks (and the watcher's, when given), deduplicated and sorted; ``blind``
     as for :func:`check_history`, ``only_if_room`` as for :func:`check_unbound`."""
     removed = watcher.removed_devices() if watcher is not None else None
-    found = check_capacity(view, removed)
+    found = check_capacity(view, removed, watcher.held_on if watcher is not None else None)
     found += check_gangs(view) + check_unbound(view, must_bind, only_if_room, removed) + check_events(view)
     if watcher is not None:
         found += check_history(watcher, view, grace, blind)
@@ -767,6 +772,9 @@ class ClusterWatcher:
         self.first_bound: dict[str, FirstBinding] = {}
         self.removed: dict[tuple[str, str], tuple[float, JSON]] = {}  # (kind, name) -> (when, last object)
         self.class_versions: dict[str, list[tuple[float, JSON | None]]] = defaultdict(list)
+        # (device name, pod uid) -> the node the device's object named when the watcher first saw
+        # the pod hold it: a device moved while held stays its holder's (`check_capacity`)
+        self.held_on: dict[tuple[str, str], str] = {}
         self.started = time.monotonic()
         self.synced = asyncio.Event()
         self.errors = 0
@@ -869,6 +877,8 @@ class ClusterWatcher:
         ident = self._id(kind, obj)
         name = _key(obj)
         if event_type == "DELETED":
+            if kind == "ExtendedResource":  # created again elsewhere, it is still its holders' here
+                self._note_holds(self.view.pods.values())
             store.pop(ident, None)
             if kind in ("Node", "ExtendedResource"):
                 self.removed[(kind, name)] = (now, obj)
@@ -878,7 +888,12 @@ class ClusterWatcher:
             if kind == "Pod" and self.namespaces is not None and obj["metadata"].get("namespace") not in self.namespaces:
                 return
             old = store.get(ident)
+            if kind == "ExtendedResource" and old is not None \
+                    and (old.get("spec") or {}).get("nodeName") != (obj.get("spec") or {}).get("nodeName"):
+                self._note_holds(self.view.pods.values())  # the holds so far began where it was until now
             store[ident] = obj
+            if kind == "Pod":
+                self._note_holds([obj])
             if kind in ("Node", "ExtendedResource"):
                 self.removed.pop((kind, name), None)
             if kind == "ResourceClass" and (old is None or old.get("spec") != obj.get("spec")):
@@ -889,6 +904,14 @@ class ClusterWatcher:
             for callback in self._callbacks:
                 callback(event_type, obj)
         self._dirty.set()
+
+    def _note_holds(self, pods: Iterable[JSON]) -> None:
+        """`held_on` for the holds of `pods` not noted yet: where each device's object is now."""
+        for grant in _grants(pods, []):
+            if (grant.device, grant.uid) not in self.held_on:
+                device = _device(self.view.devices.get(grant.device))
+                if device is not None:
+                    self.held_on[(grant.device, grant.uid)] = device.node_name
 
     def _pod_bound(self, pod: JSON, now: float) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
@@ -907,7 +930,7 @@ class ClusterWatcher:
             self._violations.setdefault(violation, now)
 
     def _run_checks(self) -> None:
-        self._flag(check_capacity(self.view, self.removed_devices()))
+        self._flag(check_capacity(self.view, self.removed_devices(), self.held_on))
 
     async def _check_loop(self) -> None:
         while True:

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
-from tessera_testing.invariants import NODE_ALLOCATABLE, UNBOUND, ClusterView, check_capacity, check_unbound, node_usage
+from tessera_testing.invariants import (DEVICE_CAPACITY, NODE_ALLOCATABLE, UNBOUND, ClusterView, ClusterWatcher, check,
+                                        check_capacity, check_unbound, node_usage)
 
 GPU = "nvidia.com/gpu"
 WHOLE = "class.tessera.dev/v100"
@@ -81,3 +84,50 @@ def test_a_held_device_counts_under_the_resource_name_it_was_granted_under() -> 
                        devices={renamed["metadata"]["name"]: renamed})
     usage = node_usage(view)["a"]
     assert (usage[GPU], usage["example.com/gpu"]) == (1, 0)
+
+
+def _watcher_saw(*steps: tuple[str, str, dict[str, Any]]) -> ClusterWatcher:
+    """A ClusterWatcher fed these watch events in order (no apiserver: only its bookkeeping)."""
+    watcher = ClusterWatcher(None)  # type: ignore[arg-type]
+    for kind, event_type, obj in steps:
+        watcher._apply(kind, event_type, obj)
+    return watcher
+
+
+def test_a_device_moved_after_its_hold_began_is_no_device_on_another_node_for_the_watcher() -> None:
+    """The capacity check flags a device held by a pod of another node than its object names
+    (Tessera handing out a GPU of another node). The watcher saw the hold begin while the object
+    named the holder's node, then the object move: the hold stayed, as documented; not flagged. A
+    final LIST alone cannot tell the two apart and still flags it."""
+    events, view = _scenario()
+    nodes, device, holder, moved = events[:2], events[3], events[4], events[-1]
+    watcher = _watcher_saw(*[("Node", "ADDED", n) for n in nodes], ("ExtendedResource", "ADDED", device),
+                           ("Pod", "ADDED", holder), ("ExtendedResource", "MODIFIED", moved))
+    assert [v for v in watcher.violations() if v.invariant == DEVICE_CAPACITY] == []
+    assert [v for v in check(view, watcher=watcher) if v.invariant == DEVICE_CAPACITY] == []
+    assert [v.detail for v in check_capacity(view) if v.invariant == DEVICE_CAPACITY] == [
+        "device is on node b but pods on other nodes hold it: default/holder"]
+
+
+@pytest.mark.parametrize("edit", ["moved", "deleted and created again"])
+def test_a_hold_seen_before_its_device_is_noted_when_the_device_leaves(edit: str) -> None:
+    """The watcher's pod LIST came before its device LIST (the kinds are listed concurrently): the
+    hold is noted when the object leaves the node — edited to name another, or deleted and created
+    again there."""
+    events, view = _scenario()
+    nodes, device, holder, moved = events[:2], events[3], events[4], events[-1]
+    leaves = [("ExtendedResource", "MODIFIED", moved)] if edit == "moved" else \
+        [("ExtendedResource", "DELETED", device), ("ExtendedResource", "ADDED", moved)]
+    watcher = _watcher_saw(*[("Node", "ADDED", n) for n in nodes], ("Pod", "ADDED", holder),
+                           ("ExtendedResource", "ADDED", device), *leaves)
+    assert [v for v in check(view, watcher=watcher) if v.invariant == DEVICE_CAPACITY] == []
+
+
+def test_a_pod_holding_a_device_of_another_node_from_the_start_is_still_flagged() -> None:
+    """The object named node b when the watcher first saw the pod on node a hold it: flagged."""
+    events, view = _scenario()
+    nodes, holder, moved = events[:2], events[4], events[-1]
+    watcher = _watcher_saw(*[("Node", "ADDED", n) for n in nodes], ("ExtendedResource", "ADDED", moved),
+                           ("Pod", "ADDED", holder))
+    assert [v.detail for v in check(view, watcher=watcher) if v.invariant == DEVICE_CAPACITY] == [
+        "device is on node b but pods on other nodes hold it: default/holder"]
