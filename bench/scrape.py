@@ -46,8 +46,10 @@ def measure(nodes: int, pending: int, placed: int, scrapes: int, seed: int) -> d
     decided = 0
     while decided < placed and (attempts := core.schedule_next(0.0)) is not None:
         decided += len(attempts)
-    # the loop's parts the hook reads besides the core: nothing in flight, no informers
-    loop = SimpleNamespace(core=core, binder=SimpleNamespace(in_flight=0),
+    # the loop's parts the hook reads besides the core: nothing in flight, no fence pending, no
+    # other Tessera's writes, no informers
+    loop = SimpleNamespace(core=core, binder=SimpleNamespace(in_flight=0), fence_pending=0,
+                           conflicting=SimpleNamespace(writes={}),
                            informers=SimpleNamespace(stats=dict, informers=[]))
     metrics = Metrics()
     metrics.on_scrape(StateGauges(loop, metrics))  # type: ignore[arg-type]
