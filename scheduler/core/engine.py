@@ -103,6 +103,14 @@ class Engine:
         self.take(freed, now)
         return True
 
+    def requeue_at_once(self, uid: str, now: float) -> None:
+        """A pending pod back to activeQ now, no backoff (its Binding was outdated by an edit)."""
+        pod = self.state.pods.get(uid)
+        if pod is not None and uid in self.state.pending:
+            if uid not in self.queue:
+                self.queue.add(uid, pod.priority, pod.gang.key if pod.gang else "", now)
+            self.queue.outdated_failure(uid, now)
+
     def requeue_after_error(self, uid: str, now: float) -> None:
         pod = self.state.pods.get(uid)
         if pod is not None and uid in self.state.pending:

@@ -10,13 +10,36 @@ from __future__ import annotations
 from scheduler.core.engine import Engine
 from scheduler.core.objects import Pod
 
+# How many Bindings in a row of one pod that could not land because someone else changed the pod
+# (a label, an annotation) are decided again at once; the next, and every one after it until the
+# pod is found unschedulable or bound, backs off as an error does. A pod edited now and then
+# (a controller labelling it once after creation) is refused once or twice at most; five in a row
+# means the pod changes faster than a decision reaches the apiserver, and a controller editing it
+# in a tight loop would otherwise cost a cycle, a POST and a GET for every edit. Five immediate
+# tries cost less than the shortest backoff saves (1 s), and under the round-8 adversary's churn
+# (every pending pod edited every ~0.2 s) most pods bind within them.
+REDECIDED_AT_ONCE = 5
+
 
 class BindingOutcomes:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def failed(self, uid: str, now: float) -> None:
-        """The Binding was refused (nothing bound): release and back off."""
+    def outdated(self, uid: str, now: float) -> bool:
+        """The Binding could not land because someone else changed the pod since it was decided
+        (it is unbound at a newer resourceVersion; no newer term fenced it): release it as a
+        refused one, and decide it again at once from the version it has now — a whole new
+        decision, never the old one sent again. False when that happened more than
+        `REDECIDED_AT_ONCE` times in a row: then it backs off, as `failed`."""
+        if self.engine.queue.placed_outdated(uid) > REDECIDED_AT_ONCE:
+            self.failed(uid, now)
+            return False
+        self.failed(uid, now, at_once=True)
+        return True
+
+    def failed(self, uid: str, now: float, at_once: bool = False) -> None:
+        """The Binding was refused (nothing bound): release and back off (`at_once`: requeue
+        without a backoff, `outdated`)."""
         engine = self.engine
         state = engine.state
         node = state.node_of(uid)
@@ -32,7 +55,10 @@ class BindingOutcomes:
             # preemptor's), or a pod of its priority takes it and the gang stays below its minimum
             state.hold(uid, placement, state.competing_priority(pod))
             freed = []
-        engine.requeue_after_error(uid, now)
+        if at_once:
+            engine.requeue_at_once(uid, now)
+        else:
+            engine.requeue_after_error(uid, now)
         if node is not None:
             engine.release(node, engine.now)
         engine.take(freed, now)  # the room wakes the pods waiting for it, as kube-scheduler's AssignedPodDelete

@@ -49,6 +49,7 @@ GATED = "gated"  # an unschedulable pod a PreEnqueue plugin keeps out, never att
 POD_ADDED = "UnschedulablePodAdd"
 POD_UPDATED = "UnschedulablePodUpdate"
 GATES_ELIMINATED = "UnschedulablePodUpdatePodSchedulingGatesEliminated"
+ATTEMPT_FAILURE = "ScheduleAttemptFailure"  # upstream's event for a pod requeued after its attempt failed
 
 UNSCHEDULABLE_TIMEOUT = 300.0
 BACKOFF_WINDOW = 1.0  # upstream's backoffQOrderingWindowDuration: backoffs end on whole seconds
@@ -73,6 +74,9 @@ class QueuedPod:
     attempts: int = 0  # failed attempts of every kind (the attempt metrics)
     rejections: int = 0  # attempts rejected by plugins: upstream's UnschedulableCount
     errors: int = 0  # errors since the last rejection: upstream's ConsecutiveErrorsCount
+    # Bindings in a row that could not land because someone else changed the pod between decision
+    # and Binding (`outdated_failure`); an attempt the pod was found unschedulable at starts it afresh
+    outdated: int = 0
     rejectors: frozenset[str] = frozenset()  # plugins that rejected it last time
     gating: str = ""  # the PreEnqueue plugin that keeps it out (upstream's GatingPlugin), "" if none
     where: str = ACTIVE
@@ -229,6 +233,7 @@ class SchedulingQueue:
         entry.attempts += 1
         entry.rejections += 1
         entry.errors = 0
+        entry.outdated = 0
         entry.timestamp = now
         entry.rejectors = frozenset(rejectors)
         if entry.group:
@@ -251,6 +256,35 @@ class SchedulingQueue:
         entry.timestamp = now
         entry.rejectors = frozenset()
         self._requeue(entry, now, "ScheduleAttemptFailure")
+
+    def placed_outdated(self, uid: str) -> int:
+        """A placed pod's Binding could not land because the pod changed since it was decided: how
+        many of its Bindings in a row did so now, this one counted (0: nothing kept for it)."""
+        entry = self._placed.get(uid)
+        if entry is None:
+            return 0
+        entry.outdated += 1
+        return entry.outdated
+
+    def outdated_failure(self, uid: str, now: float) -> None:
+        """Its Binding could not land because someone else changed the pod since it was decided —
+        no error, and no rejection: to activeQ at once, to be decided again from its new version,
+        behind the pods of its priority that waited longer (its timestamp is now), its errors and
+        rejections (its backoff) untouched. A gang member still waits out its gang's hold."""
+        entry = self.entries.get(uid)
+        if entry is None:
+            return
+        entry.attempts += 1
+        entry.timestamp = now
+        entry.rejectors = frozenset()
+        self.unschedulable.pop(uid, None)
+        if not self._admit(entry, now, ATTEMPT_FAILURE):
+            return
+        if entry.group and self.group_backoff_until.get(entry.group, now) > now:
+            self._to_backoff(entry)
+        else:
+            self._push_active(entry)  # an earlier heap item of it is skipped by its version
+        self.incoming[entry.where, ATTEMPT_FAILURE] += 1
 
     def group_succeeded(self, group: str) -> None:
         self.group_failed_at.pop(group, None)

@@ -5,7 +5,8 @@ The live loop, the simulator and the benchmarks all drive it the same way:
     notices = scheduler.apply(event_type, obj, now)      # every watch event
     attempts = scheduler.schedule_next(now)              # until it returns None
     ... POST each placed attempt's Binding (or wait for take_released() when it was deferred);
-    ... on a refusal scheduler.binding_failed(uid, now), on 404/409 scheduler.binding_dropped(uid)
+    ... on a refusal scheduler.binding_failed(uid, now), on 404/409 scheduler.binding_dropped(uid);
+    ... on a Binding outdated by another writer's edit of the pod scheduler.binding_outdated(uid, now)
 
 A placed attempt is already *assumed* in the state (its resources and devices are held), so the
 next cycle can run while the Binding is in flight. Everything else the shell needs to know — for
@@ -121,6 +122,13 @@ class Scheduler:
     def binding_failed(self, uid: str, now: float) -> None:
         """The apiserver refused a Binding (nothing was bound): release and back off."""
         self._outcomes.failed(uid, now)
+
+    def binding_outdated(self, uid: str, now: float) -> bool:
+        """The Binding could not land because someone else changed the pod since it was decided
+        (unbound at a newer resourceVersion, its term fence token unchanged; the shell has fed the
+        pod as read back): release, and decide it again at once from its new version. False when
+        it fell back to `binding_failed` (refused so too many times in a row: backing off)."""
+        return self._outcomes.outdated(uid, now)
 
     def binding_dropped(self, uid: str) -> None:
         """409 bound elsewhere / 404 gone: the apiserver's view wins; wait for the watch event."""

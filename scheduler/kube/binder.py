@@ -80,6 +80,8 @@ APISERVER_REQUEST_TIMEOUT = 60.0  # kube-apiserver's --request-timeout default
 # goes into the pod's PodScheduled condition; the versions are in the result's `detail`)
 WITHDRAWN = "the Binding was withdrawn (the pod's resourceVersion changed, so it can never land)"
 NOT_LEADING = "not the leader any more"
+# the message of a Binding the read-back found outdated: the pod is unbound at a newer version
+CHANGED = "the pod changed since it was decided; no Binding for the version it was decided at can land"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,9 @@ class Binding:
     # only while the pod still has it (BindingREST's Preconditions), so a Binding that lands after
     # the pod changed — after a new leader's term fence wrote to it — is refused ("" = none)
     resource_version: str = ""
+    # the pod's `tessera.dev/term` as the core saw it when it decided ("" = none): a read-back
+    # showing another one tells a term's fence (or a withdrawal) from anyone else's edit
+    term_as_decided: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +120,11 @@ class BindResult:
     # token): the leadership machinery at work, not a fault (for the log)
     not_leading: bool = False
     withdrawn: bool = False
+    # the read-back showed the pod unbound at a newer resourceVersion, changed by someone else (a
+    # label, an annotation: its `tessera.dev/term` is the one it was decided with, or this term's
+    # own) while this replica still led: no fence, no withdrawal — the pod is simply to be decided
+    # again from the version read back
+    pod_changed: bool = False
 
     @property
     def pod_gone(self) -> bool:
@@ -394,10 +404,13 @@ def _read_back(binding: Binding, settled: Outcome, observed: dict[str, Any] | No
         meta = (observed or {}).get("metadata") or {}
         detail = f"resourceVersion {binding.resource_version} -> {meta.get('resourceVersion')}" + \
             (f"; {first_error}" if first_error else "")
-        fenced_by = str((meta.get("annotations") or {}).get(TERM) or "") if deposed else ""
-        return BindResult(binding, settled, "the pod changed since it was decided; no Binding for the version it was "
-                          "decided at can land", 0.0, observed=observed, sends=sends, detail=detail,
-                          fenced_by=fenced_by)
+        term = str((meta.get("annotations") or {}).get(TERM) or "")
+        fenced_by = term if deposed else ""
+        # its term token as decided, or the one this term's Binding carries (a status write of
+        # ours may have written it since): nobody's fence or withdrawal changed it
+        unfenced = term in (binding.term_as_decided, binding.annotations.get(TERM, binding.term_as_decided))
+        return BindResult(binding, settled, CHANGED, 0.0, observed=observed, sends=sends, detail=detail,
+                          fenced_by=fenced_by, pod_changed=not deposed and unfenced)
     if settled is Outcome.BOUND:
         log.info("binder.bound_despite_error", pod=f"{binding.namespace}/{binding.name}", error=first_error,
                  sends=sends)

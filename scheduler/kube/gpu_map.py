@@ -67,9 +67,10 @@ class DecisionHooks(LoopHooks):
         if result.outcome is not Outcome.BOUND:
             binding = result.binding
             # refused: the pod waits in the queue again, its condition SchedulerError with this
-            # message (as the loop writes it); the placed attempt had dropped its last reason
+            # message (as the loop writes it); the placed attempt had dropped its last reason. One
+            # changed by someone else is decided again at once, no condition written (most often)
             waiting = (WaitReason(SCHEDULER_ERROR, f"Binding rejected: {result.message}")
-                       if result.outcome is Outcome.RETRY else None)
+                       if result.outcome is Outcome.RETRY and not result.pod_changed else None)
             self.log.binding(f"{binding.namespace}/{binding.name}", binding.node, result.outcome.value,
                              result.message, self.clock(), waiting)
 

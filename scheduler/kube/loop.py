@@ -22,6 +22,7 @@ import structlog
 from scheduler.api.config import SchedulerConfig
 from scheduler.core import annotations as ann
 from scheduler.core.cycle import pod_group_error
+from scheduler.core.outcomes import REDECIDED_AT_ONCE
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.timing import NO_STOPWATCH, Stopwatch
 from scheduler.core.objects import (FINAL_GROUP_PHASES, PLUGINS_API, PODGROUP_API_VERSIONS, WORKLOAD_API, Pod,
@@ -340,12 +341,12 @@ class SchedulerLoop:
         even when no pod was pending at the takeover for the fence to mark."""
         pod = attempt.pod
         assert attempt.node is not None
-        current = self.core.state.pods.get(pod.uid)
-        version = (current or pod).meta.resource_version
+        current = current if (current := self.core.state.pods.get(pod.uid)) is not None else pod
         token = self.fence.token()
         annotations = {**attempt.annotations, ann.TERM: token} if token is not None else attempt.annotations
         return Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node, annotations,
-                       resource_version=version)
+                       resource_version=current.meta.resource_version,
+                       term_as_decided=current.meta.annotations.get(ann.TERM, ""))
 
     async def _after_own_status_write(self, binding: Binding) -> Binding:
         """The Binding to send: as decided, or — when a status write of ours to the pod, conditional
@@ -754,10 +755,27 @@ class SchedulerLoop:
                                f"Successfully assigned {binding.namespace}/{binding.name} to {binding.node}",
                                controller=self._controller(binding.uid))
             return
-        _log_not_bound(result, preempted=binding.uid in self.core.state.preempting)
+        preempted = binding.uid in self.core.state.preempting
+        # someone else edited the pod between decision and Binding (not a victim: its own eviction's
+        # write did): the core decides it again at once from the version read back (a whole new
+        # decision), or — refused so too many times in a row — has backed it off as a refusal
+        outdated = result.pod_changed and not preempted
+        if outdated and self.core.binding_outdated(binding.uid, time.time()):
+            # no error: no Warning, no condition (itself a change of the pod the next Binding would
+            # run into), no backoff
+            log.info("binder.pod_changed", pod=f"{binding.namespace}/{binding.name}", node=binding.node,
+                     outcome=result.outcome.value, detail=result.detail,
+                     reason="the pod was changed by another writer after it was decided: decided again at once")
+            self._submit_released()
+            self._wake.set()
+            return
+        _log_not_bound(result, preempted=preempted, reason=(
+            f"the pod was changed by another writer after it was decided more than {REDECIDED_AT_ONCE} times in a "
+            "row: decided again after a backoff" if outdated else ""))
         if result.outcome is Outcome.RETRY:
             self.stats.bind_errors += 1
-            self.core.binding_failed(binding.uid, time.time())
+            if not outdated:  # else binding_outdated backed it off already
+                self.core.binding_failed(binding.uid, time.time())
             self._binding_error(binding.namespace, binding.name, binding.uid, f"Binding rejected: {result.message}")
         else:
             self.core.binding_dropped(binding.uid)
@@ -855,7 +873,7 @@ def _log_bound(binding: Binding) -> None:
              devices=[grant.device for grant in grants], device_ids=[grant.device_id for grant in grants])
 
 
-def _log_not_bound(result: BindResult, preempted: bool) -> None:
+def _log_not_bound(result: BindResult, preempted: bool, reason: str = "") -> None:
     """The one line for a Binding that did not bind, at the level of what happened. Error
     (`binder.failed`) for a refusal or a pod bound elsewhere, as kube-scheduler's
     handleSchedulingFailure logs a binding-cycle error. Lower where nothing failed: a newer
@@ -864,7 +882,9 @@ def _log_not_bound(result: BindResult, preempted: bool) -> None:
     meanwhile (kube-scheduler's own line for that is an info one, "Pod doesn't exist in informer
     cache"); or the pod is a preemption victim on its way out (`preempted`, and the read-back
     showed our own eviction's writes moved or removed it: a refusal the apiserver answered
-    itself is still an error)."""
+    itself is still an error). (A pod another writer changed between decision and Binding is
+    decided again at once with an info line, `binder.pod_changed`, not here; `reason` says so when
+    that happened too often in a row and it backs off: `binder.failed` as any refusal.)"""
     binding = result.binding
     line: dict[str, Any] = {"pod": f"{binding.namespace}/{binding.name}", "node": binding.node,
                             "outcome": result.outcome.value, "message": result.message}
@@ -885,7 +905,7 @@ def _log_not_bound(result: BindResult, preempted: bool) -> None:
                  reason="this replica stopped leading: the Binding was given up"
                  + (" and withdrawn, so it can never land" if result.withdrawn else ""))
     else:
-        log.error("binder.failed", **line)
+        log.error("binder.failed", **line, **({"reason": reason} if reason else {}))
 
 
 def _preempted_note(kind: str, uid: str, node: str) -> str:

@@ -530,8 +530,14 @@ async def test_a_binding_adopts_only_the_version_its_pods_own_status_write_left(
             pod["metadata"]["resourceVersion"] = str(api.resource_version)
             loop._apply("MODIFIED", {"apiVersion": "v1", "kind": "Pod", **copy.deepcopy(pod)})  # the watch shows it
             answered.set()
-            await until(lambda: any(e["event"] in ("binder.bound", "binder.failed") for e in logs))
+            await until(lambda: any(e["event"] in ("binder.bound", "binder.failed", "binder.pod_changed")
+                                     for e in logs))
+            # decided again at once (a user's edit: no error backoff), as a member of its new gang
+            await until(lambda: (entry := loop.core.queue.entries.get(uid)) is not None
+                        and entry.rejectors == {"Coscheduling"} and entry.errors == 0)
             owner.cancel_scope.cancel()
     first = api.of("POST", "/binding")[0]
     assert first.body["metadata"]["resourceVersion"] == written  # our write's version, not the user's
     assert not api.pod("default", "p")["spec"].get("nodeName")  # refused (409), decided again: a gang of 2 waits
+    assert [e["event"] for e in logs if str(e["event"]).startswith("binder.")] == ["binder.pod_changed"]
+    assert len(api.of("POST", "/binding")) == 1  # the new decision saw the gang: nothing sent alone
