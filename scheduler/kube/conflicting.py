@@ -15,7 +15,7 @@ be history — a Lease renamed since, an install removed since.
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Callable
+from collections.abc import Callable, Container, Mapping
 from typing import Any
 
 import structlog
@@ -26,6 +26,28 @@ from scheduler.kube.term_token import parse_term_token
 log = structlog.get_logger("tessera.loop")
 
 REASON = "ConflictingScheduler"
+# the core's notices of a GPU given out twice (beyond its node's count, or to two pods), whose
+# message names the other install when it was watched binding pods on that node (`other_install_note`)
+GIVEN_TWICE = frozenset({"GPUsOvercommitted", "DeviceConflict"})
+
+
+def other_install_note(holders: Mapping[str, str], other_lease: Callable[[str], str | None],
+                       watched: Container[str]) -> str:
+    """What a GPUsOvercommitted or DeviceConflict message adds when another install is known to
+    have done it: `holders` are the pods on the node (namespace/name -> its `tessera.dev/term`
+    token); those written under another Lease this process has watched writing (`watched`: a
+    ConflictingScheduler it reported) are named with it. "" when none (a token of another Lease
+    only listed may be history: a Lease renamed, an install removed since)."""
+    by_lease: dict[str, list[str]] = {}
+    for pod, token in holders.items():
+        other = other_lease(token)
+        if other is not None and other in watched:
+            by_lease.setdefault(other, []).append(pod)
+    if not by_lease:
+        return ""
+    named = "; ".join(f"Lease {lease} ({', '.join(sorted(pods))})" for lease, pods in sorted(by_lease.items()))
+    return (f". Another Tessera install was seen writing pods of this node (ConflictingScheduler): {named}: "
+            "two installs for one scheduler name give one GPU to two pods; run one install per scheduler name")
 
 
 class ConflictingSchedulers:

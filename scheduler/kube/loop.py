@@ -32,7 +32,7 @@ from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
 from scheduler.kube.class_controller import DefaultClassController
 from scheduler.kube.concurrency import Wakeup
-from scheduler.kube.conflicting import ConflictingSchedulers
+from scheduler.kube.conflicting import GIVEN_TWICE, ConflictingSchedulers, other_install_note
 from scheduler.kube.evictor import Eviction, Evictor
 from scheduler.kube.fence import FENCE_REFUSED, FencedPod, TermFence
 from scheduler.kube.http import KubeHttp, RateLimiter
@@ -216,6 +216,11 @@ class SchedulerLoop:
         # the pod's term token before this event (None: not in the cache), to tell a token written
         # while we watched from one first seen on a pod written before
         before = self.core.state.pods.get(str((obj.get("metadata") or {}).get("uid") or "")) if kind == "Pod" else None
+        if kind == "Pod" and event_type != "DELETED" and before is not None and self.is_leader():
+            token = ((obj.get("metadata") or {}).get("annotations") or {}).get(ann.TERM)
+            if isinstance(token, str) and before.meta.annotations.get(ann.TERM) != token:
+                # before the core's notices of this write: a GPU it gave out twice names the install
+                self.conflicting.term_changed(token, obj)
         notices = self.core.apply(event_type, obj, time.time())
         for notice in notices:
             self._report(notice)
@@ -236,8 +241,6 @@ class SchedulerLoop:
             token = annotations.get(ann.TERM)
             if event_type != "DELETED" and isinstance(token, str) and self.is_leader():
                 self.on_term_seen(token, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
-                if before is not None and before.meta.annotations.get(ann.TERM) != token:
-                    self.conflicting.term_changed(token, obj)
             if event_type != "ADDED" and (event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName")):
                 self.statuses.pod_gone(str(meta.get("namespace", "")), str(meta.get("name", "")))
             if event_type == "DELETED":  # a held Binding that will never be sent
@@ -389,6 +392,8 @@ class SchedulerLoop:
         its caches still list) cannot record it yet, and the core raises it only once: it is told
         when this replica leads on a complete cache (`_tell_untold`), or, for an edited devices
         annotation, by the replica that writes its union."""
+        if notice.reason in GIVEN_TWICE:
+            notice = replace(notice, message=notice.message + self._other_install(notice))
         log.warning("input.invalid", kind=notice.kind, object=notice.key, reason=notice.reason, message=notice.message)
         # while the caches list, a leader sees a half-listed cluster (a class before the device
         # carrying its attribute): it tells once they are complete, if it still stands, as a standby does
@@ -401,6 +406,18 @@ class SchedulerLoop:
                            untold=None if telling else notice)
         elif not telling and notice.key:
             self.untold.add(notice)
+
+    def _other_install(self, notice: Notice) -> str:
+        """`other_install_note` for a notice about a pod (its node's pods) or a Node."""
+        state = self.core.state
+        placement = state.placements.get(notice.uid) if notice.kind == "Pod" else None
+        node = placement.node if placement is not None else notice.key if notice.kind == "Node" else ""
+        info = state.nodes.get(node) if node else None
+        if info is None or not self.conflicting.writes:
+            return ""
+        holders = {pod.key: token for uid in info.pods if (pod := state.pods.get(uid)) is not None
+                   and isinstance(token := pod.meta.annotations.get(ann.TERM), str)}
+        return other_install_note(holders, self.conflicting.other_lease, self.conflicting.writes)
 
     def _tell_untold(self) -> None:
         """The notices this replica saw while it did not lead, as Warning Events now that it leads

@@ -37,8 +37,8 @@ from scheduler.view.text import escape_terminal, render_nodes
 
 USER_AGENT = "kubectl-tessera"
 NODES_LEGEND = """GPU states (the first that applies; REASON says more):
-  conflict    claimed by more than one pod, whole by several or whole and in slices at once (bound
-              outside one scheduler's ledger): REASON names them all
+  conflict    claimed by more than one pod, whole by several, whole and in slices at once, or in slices
+              beyond its capacity (bound outside one scheduler's ledger): REASON names them all
   ghost       its ExtendedResource is gone, a pod's annotation still names it (counted until the pod ends)
   unhealthy   the node agent reports it unhealthy
   cordoned    the device's spec.unschedulable, or one GPU under two names

@@ -25,6 +25,7 @@ from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.plugins.devices.args import DeviceArgs
 from scheduler.core.plugins.devices.gate import AllocationGate
 from scheduler.core.state import ClusterState, DeviceUse, NodeInfo
+from scheduler.core.state.ledger import over_text
 from scheduler.view import model as m
 from scheduler.view.text import duration
 
@@ -551,7 +552,8 @@ def _unavailable(state: ClusterState, device: Device, use: DeviceUse | None) -> 
 
 def _device_state(facts: _Facts, device: Device) -> str:
     """A device's own state (`model.STATES`, the first that applies): claimed whole by more than
-    one pod (the ledger keeps every claimant: DeviceConflict), then unavailable, then how it is held."""
+    one pod, or in slices by pods that together use more than it has (the ledger keeps every
+    claimant: DeviceConflict), then unavailable, then how it is held."""
     state = facts.state
     name = device.meta.name
     use = state.ledger.use.get(name)
@@ -560,7 +562,7 @@ def _device_state(facts: _Facts, device: Device) -> str:
     unavailable = _unavailable(state, device, use)
     if use is None:
         return unavailable or m.FREE
-    if state.ledger.conflicting(use) and len({_key(state, uid) for uid in (*use.exclusive, *use.shared)}) > 1:
+    if state.ledger.conflicting(use, name) and len({_key(state, uid) for uid in (*use.exclusive, *use.shared)}) > 1:
         return m.CONFLICT
     if unavailable:
         return unavailable
@@ -610,7 +612,9 @@ def _device_gpu(facts: _Facts, device: Device, index: int, status: str, fenced: 
                                    for uid, name in elsewhere.items()))
             reason = f"deviceID {device.device_id} is held by {held}: not given to a pod until released"
     if status == m.CONFLICT:
-        reason = f"claimed by {len(claimants)} pods at once: {', '.join(claimants)}" + \
+        over = state.ledger.overfilled(device.name, use) if use is not None and not use.exclusive else []
+        reason = (f"its slices use {over_text(over)}: shared by {len(claimants)} pods at once: " if over else
+                  f"claimed by {len(claimants)} pods at once: ") + ', '.join(claimants) + \
             (f"; {unavailable} too" if unavailable else "")
     described = _described(state, device)
     memory = described.capacity.get("memory")

@@ -15,7 +15,8 @@ import orjson
 # first that applies, in this order: a GPU two pods claim says so above all (something bound
 # outside one scheduler's ledger), then a device that cannot take new work says so even while pods
 # still hold it.
-CONFLICT = "conflict"  # held whole by two or more pods, or whole and in slices at once (the core's DeviceConflict)
+# held whole by two or more pods, whole and in slices, or in slices beyond its capacity (the core's DeviceConflict)
+CONFLICT = "conflict"
 # its ExtendedResource was deleted (or moved, or names another GPU, since it was given); pods
 # still hold it, so it still counts here
 GHOST = "ghost"

@@ -20,6 +20,7 @@ from structlog.testing import capture_logs
 
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
+from scheduler.kube.conflicting import other_install_note
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.loop import SchedulerLoop
@@ -119,3 +120,54 @@ async def test_the_leader_reports_a_pod_bound_under_another_leases_token() -> No
     sample = metrics.registry.get_sample_value("tessera_conflicting_scheduler_writes_total",
                                                {"lease": "tessera-system/tessera"})
     assert sample == 1.0
+
+
+def test_the_note_names_another_install_only_once_it_was_watched_writing() -> None:
+    """A trial's GPUsOvercommitted listed causes (a cut count, a Binding by hand, an earlier
+    leader's) but not the second install this process had already reported as a
+    ConflictingScheduler: the note names its Lease and its pods on the node, and says nothing of a
+    Lease only listed (history: renamed, removed since)."""
+    elector = _elector(LeaseServer(), "A", Clock())
+    own = "kube-system/tessera/A/1/2026-01-01T00:01:00.000000Z"
+    holders = {"default/a": own, "default/b": OTHER, "default/c": OTHER, "default/d": "not a token"}
+    assert other_install_note(holders, elector.other_lease, set()) == ""
+    assert other_install_note({"default/a": own}, elector.other_lease, {"tessera-system/tessera"}) == ""
+    assert other_install_note(holders, elector.other_lease, {"tessera-system/tessera"}) == (
+        ". Another Tessera install was seen writing pods of this node (ConflictingScheduler): Lease "
+        "tessera-system/tessera (default/b, default/c): two installs for one scheduler name give one GPU to two "
+        "pods; run one install per scheduler name")
+
+
+async def test_gpus_overcommitted_by_another_install_says_so() -> None:
+    """The other install binds `p` (2 GPUs) onto a 1-GPU node: the GPUsOvercommitted Warning the
+    core raises for that very Binding names the other install's Lease and the pod, as the
+    ConflictingScheduler Event reported before it (the term is read before the core's notices)."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.lists["/apis/tessera.dev/v1alpha1/extendedresources"] = [b.device("n", 0)]
+    own = "kube-system/tessera/rep-a/1/2026-01-01T00:01:00.000000Z"
+    term: list[Any] = [None]
+    elector = _elector(LeaseServer(), "rep-a", Clock())
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
+                         leader_term=lambda: term[0], term_fence=lambda: own, other_lease=elector.other_lease)
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await until(lambda: loop.informers.synced)
+        term[0] = 1
+        loop.leadership_started()
+        pending = b.pod("p", requests={"nvidia.com/gpu": 2}, priority=0)  # never fits: ours leaves it
+        pending["metadata"]["resourceVersion"] = "40"
+        loop._apply("ADDED", pending)
+        bound = {**pending, "metadata": {**pending["metadata"], "resourceVersion": "41",
+                                         "annotations": {ann.TERM: OTHER}},
+                 "spec": {**pending["spec"], "nodeName": "n"}}
+        loop._apply("MODIFIED", bound)
+        await until(lambda: any(call.body["reason"] == "GPUsOvercommitted" for call in api.of("POST", "/events")))
+        owner.cancel_scope.cancel()
+    [overcommitted] = [call.body for call in api.of("POST", "/events") if call.body["reason"] == "GPUsOvercommitted"]
+    assert overcommitted["regarding"]["name"] == "p"
+    assert overcommitted["note"].startswith("node n has 2 nvidia.com/gpu in use but only 1 allocatable")
+    assert overcommitted["note"].endswith(
+        ". Another Tessera install was seen writing pods of this node (ConflictingScheduler): Lease "
+        "tessera-system/tessera (default/p): two installs for one scheduler name give one GPU to two pods; "
+        "run one install per scheduler name"), overcommitted["note"]

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field, replace
 
-from scheduler.api.quantity import Amount
+from scheduler.api.quantity import Amount, format_quantity
 from scheduler.core.classes import ClassRegistry
 from scheduler.core.lifecycle import DeviceHold
 from scheduler.core.objects import Device, ObjectMeta, Pod
@@ -110,23 +110,42 @@ class DeviceLedger:
 
     def charge(self, pod: Pod, device: str, amount: Amount | None, resource: str, dimension: str) -> list[Notice]:
         """Charge a pod's hold; a conflict's notice names the pod and every other holder (the log
-        line and the Event are all an audit has once the pods are gone). A nominated preemptor's
-        hold is no holder here: it is the room kept for it beside victims on their way out, which
-        a victim's Binding confirmed after the hold was made charges again (a pod whose Binding
-        was in flight is a victim too)."""
+        line and the Event are all an audit has once the pods are gone): a device held whole and
+        by another pod besides, or one whose holders' slices together exceed a capacity of it
+        (`overfilled`). A nominated preemptor's hold is no holder here: it is the room kept for it
+        beside victims on their way out, which a victim's Binding confirmed after the hold was
+        made charges again (a pod whose Binding was in flight is a victim too)."""
         use = self.use.setdefault(device, DeviceUse())
-        if not use.add(pod.uid, amount, resource, dimension) or pod.uid in self._holds:
+        whole_conflict = use.add(pod.uid, amount, resource, dimension)
+        if pod.uid in self._holds:
             return []
         whole, sliced = self.holders(use)
         whole.discard(pod.uid)
         sliced.discard(pod.uid)
-        if not whole and not (amount is None and sliced):  # beside holds and slices only: no conflict
+        if whole_conflict and (whole or (amount is None and sliced)):  # beside holds and slices only: no conflict
+            others = sorted(self._pod_key(uid) for uid in whole | sliced)
+            holders = f"{', '.join(others)} that {'holds' if len(others) == 1 else 'hold'} it"
+            return [Notice("Pod", pod.key, "DeviceConflict",
+                           f"device {device} is assigned to more than one pod exclusively: {pod.key}, and {holders}",
+                           pod.meta.namespace, pod.uid)]
+        if amount is None or whole or not sliced:
             return []
-        others = sorted(self._pod_key(uid) for uid in whole | sliced)
-        holders = f"{', '.join(others)} that {'holds' if len(others) == 1 else 'hold'} it"
-        return [Notice("Pod", pod.key, "DeviceConflict",
-                       f"device {device} is assigned to more than one pod exclusively: {pod.key}, and {holders}",
-                       pod.meta.namespace, pod.uid)]
+        return self._overfill_notice(device, use, pod.key, pod.meta.namespace, pod.uid)
+
+    def _overfill_notice(self, device: str, use: DeviceUse, key: str, namespace: str, uid: str) -> list[Notice]:
+        """The DeviceConflict of a device whose holders' slices exceed a capacity of it, on the
+        holder `key` (naming the others); none while they fit."""
+        over = self.overfilled(device, use)
+        if not over:
+            return []
+        _, sliced = self.holders(use)
+        others = sorted(self._pod_key(other) for other in sliced if other != uid)
+        if not others:
+            return []
+        holders = f"{', '.join(others)} that {'holds a slice' if len(others) == 1 else 'hold slices'} of it"
+        return [Notice("Pod", key, "DeviceConflict",
+                       f"device {device} is shared beyond its capacity: {key}, and {holders}, use {over_text(over)}",
+                       namespace, uid)]
 
     def holders(self, use: DeviceUse) -> tuple[set[str], set[str]]:
         """The pods that hold the device whole and in slices: nominated preemptors' holds left
@@ -134,12 +153,42 @@ class DeviceLedger:
         return ({uid for uid in use.exclusive if uid not in self._holds},
                 {uid for uid in use.shared if uid not in self._holds})
 
-    def conflicting(self, use: DeviceUse) -> bool:
-        """Held whole by a pod and by any other pod besides, whole or in slices: what `charge`
-        reports as it happens (DeviceConflict), asked of the state now (a notice still standing,
-        the view)."""
+    def conflicting(self, use: DeviceUse, device: str) -> bool:
+        """Held whole by a pod and by any other pod besides, whole or in slices, or in slices by
+        two or more pods that together use more of a capacity of it than it has (`overfilled`):
+        what `charge` reports as it happens (DeviceConflict), asked of the state now (a notice
+        still standing, the view)."""
         whole, sliced = self.holders(use)
-        return bool(whole) and len(whole) + len(sliced) > 1
+        if whole:
+            return len(whole) + len(sliced) > 1
+        return len(sliced) > 1 and bool(self.overfilled(device, use))
+
+    def overfilled(self, device: str, use: DeviceUse) -> list[tuple[str, Amount, Amount]]:
+        """(dimension, in use, capacity) of each capacity of the device its holders' slices
+        together exceed: more than one Tessera (or a Binding by hand) shared it beyond what it has,
+        as the core never does. Only what the slices are known to be of counts — the dimension
+        their grant names, else the one their resource name's class shares by now — and nominated
+        preemptors' holds do not (the room kept for them beside victims on their way out): a
+        conflict is a fact, never a guess; placing counts slices of no known dimension against
+        every capacity (`shared_use`) and so never places onto such a device either."""
+        found = self.devices.get(device)
+        if found is None or not use.shared:
+            return []
+        by_kind: dict[SliceKind, Amount] = use.by_kind
+        holds = self._holds
+        if any(uid in holds for uid in use.shared):
+            by_kind = {}
+            for uid, held in use.shared.items():
+                if uid not in holds:
+                    for kind, amount in held.items():
+                        by_kind[kind] = by_kind.get(kind, 0) + amount
+        dimension_of = self.classes.sharing_dimension
+        used: dict[str, Amount] = {}
+        for (resource, granted), amount in by_kind.items():
+            if named := granted or dimension_of(resource):
+                used[named] = used.get(named, 0) + amount
+        return [(dimension, amount, capacity) for dimension, amount in sorted(used.items())
+                if (capacity := found.capacity.get(dimension)) is not None and amount > capacity]
 
     def shared_use(self, use: DeviceUse | None, dimension: str) -> Amount:
         """How much of the device's `dimension` capacity its slices use: the slices granted in
@@ -370,6 +419,8 @@ class DeviceLedger:
             return [_renamed_while_held(device, old.resource_name, old.node_name)]
         self.moved.pop(device.name, None)
         self.recorded.discard(device.name)
+        use = self.use.get(device.name)
+        over_before = bool(self.overfilled(device.name, use)) if use is not None else False
         if old is not None and old.node_name != device.node_name:
             previous = self._node_info(old.node_name)
             previous.devices.pop(device.name, None)
@@ -386,7 +437,19 @@ class DeviceLedger:
         self.classes.device_changed(device)
         notices = self.mark_duplicates(info)
         self.refresh(info)
+        if use is not None and not over_before:
+            notices += self._overfilled_on_arrival(device.name, use)
         return notices
+
+    def _overfilled_on_arrival(self, device: str, use: DeviceUse) -> list[Notice]:
+        """The DeviceConflict of holders' slices that exceed a capacity only the device's object
+        says (listed after its holders, at a restart, or its capacity edited down): on the holder
+        last by name, as the charge of the last of them would have said it."""
+        _, sliced = self.holders(use)
+        if len(sliced) < 2:
+            return []
+        key, uid = max((self._pod_key(holder), holder) for holder in sliced)
+        return self._overfill_notice(device, use, key, key.rpartition("/")[0], uid)
 
     def mark_duplicates(self, info: NodeInfo) -> list[Notice]:
         """Mark the node's devices that share a deviceID with another of its ExtendedResources
@@ -497,6 +560,12 @@ def counted_requests(requests: Resources, grants: Iterable[DeviceHold],
             else:
                 del counted[resource]
     return counted
+
+
+def over_text(over: Iterable[tuple[str, Amount, Amount]]) -> str:
+    """"20Gi of its 16Gi memory" (each capacity the slices exceed, joined by "and")."""
+    return " and ".join(f"{format_quantity(used)} of its {format_quantity(capacity)} {dimension}"
+                        for dimension, used, capacity in over)
 
 
 def _renamed_while_held(device: Device, held_as: str, node: str) -> Notice:

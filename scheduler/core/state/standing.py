@@ -22,7 +22,8 @@ CHANGED_WHILE_HELD = frozenset({"DeviceMovedWhileHeld", "DeviceIDChangedWhileHel
 def still_stands(state: ClusterState, notice: Notice) -> bool:
     """True while the problem `notice` told of is still in `state`: a device changed while held
     is still held (parked in the ledger's `moved`), a pod's DeviceConflict still has a device it
-    holds whole with another pod (or in two of its containers at once); any other notice about a
+    holds whole with another pod, or in slices beyond its capacity with others (or whole in two of
+    its containers at once); any other notice about a
     pod while that pod (the same uid) is known, about another object until it is deleted (the
     live shell drops it then)."""
     if notice.kind == "ExtendedResource" and notice.reason in CHANGED_WHILE_HELD:
@@ -41,6 +42,6 @@ def still_stands(state: ClusterState, notice: Notice) -> bool:
     placement = state.placements.get(pod.uid)
     if placement is None:
         return False
-    uses = (state.ledger.use.get(device) for device in placement.devices)
-    return any(use is not None and state.ledger.conflicting(use) for use in uses) or \
+    uses = ((device, state.ledger.use.get(device)) for device in placement.devices)
+    return any(use is not None and state.ledger.conflicting(use, device) for device, use in uses) or \
         bool(whole_in_two_running_containers(pod, pod.devices))
