@@ -117,8 +117,8 @@ class DeviceLedger:
         made charges again (a pod whose Binding was in flight is a victim too)."""
         use = self.use.setdefault(device, DeviceUse())
         whole_conflict = use.add(pod.uid, amount, resource, dimension)
-        if pod.uid in self._holds:
-            return []
+        if pod.uid in self._holds or not (whole_conflict or (amount is not None and len(use.shared) > 1)):
+            return []  # the usual charge: a free device, or a slice beside no other pod's
         whole, sliced = self.holders(use)
         whole.discard(pod.uid)
         sliced.discard(pod.uid)
