@@ -22,6 +22,7 @@ from scheduler.core.framework.placement import Domain, PlacementPlan
 from scheduler.core.framework.runtime import PRE_FILTER_REJECTION, ProfileRuntime, Rejection
 from scheduler.core.framework.timing import Code
 from scheduler.core.objects import Pod, gang_name
+from scheduler.core.plugins.preemption.victims import why_evicted
 from scheduler.core.state.nodes import Hold, NodeInfo
 
 MIN_FEASIBLE_NODES = 100
@@ -582,6 +583,7 @@ class Cycle:
         timing.alone(plugin.name, "PostFilter", code, runtime.profile.scheduler_name, started)
         attempts[0].preemption_tried = True  # one PostFilter run, for one pod or a whole gang
         if result.victims:
+            attempts[0].victim_reasons = why_evicted(state, result.victims)  # before they are marked leaving
             for victim in result.victims:
                 waited_on = state.node_of(victim.uid)
                 if waited_on is not None and self.engine.reject_waiting(victim.uid, now):

@@ -72,6 +72,9 @@ class Eviction:
     # whom the victim's Preempted Event names and relates to (upstream's preemptor.Obj()): the
     # preemptor pod, or the PodGroup object of a gang that preempted as one; None: the pod `preemptor_uid`
     by: ObjectRef | None = None
+    # the node the victim's Preempted Event names (upstream's candidate, c.Name()): where the
+    # preemptor pod is nominated, also for a victim gang's members elsewhere; "" names `node`
+    candidate: str = ""
 
     @property
     def message(self) -> str:

@@ -27,6 +27,7 @@ from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.timing import NO_STOPWATCH, Stopwatch
 from scheduler.core.objects import (FINAL_GROUP_PHASES, PLUGINS_API, PODGROUP_API_VERSIONS, WORKLOAD_API, Pod,
                                    gang_key, gang_key_parts, gang_name, podgroup_api)
+from scheduler.core.plugins.preemption.victims import listed
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import Notice
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
@@ -663,30 +664,49 @@ class SchedulerLoop:
             return
         self.stats.preemptions += 1
         by = self._preemptor(attempt)
+        state = self.core.state
+        # upstream's note names the candidate node (executor.go, `c.Name()`): for a pod, the node it
+        # is nominated to, where all of upstream's victims run; a victim gang's members on other
+        # nodes name it too. A gang preempting as one has no single node: each victim names its own
+        candidate = (attempt.nominated_node or "") if attempt.preemptor_type == "pod" else ""
         for victim in attempt.preempted:
             node = attempt.rejected_waiting.get(victim.uid)
             if node is not None:  # held at Permit: back to the queue, no API call (upstream's words)
                 self.events.record(_pod_ref_of(victim), "Normal", "Preempted", "Preempting",
-                                   f"{_preempted_note(by.kind, by.uid, node)} (in kube-scheduler memory).", by,
-                                   controller=attempt.pod.scheduler_name)
+                                   f"{_preempted_note(by.kind, by.uid, candidate or node)} (in kube-scheduler "
+                                   "memory).", by, controller=attempt.pod.scheduler_name)
                 # its binding cycle ends there: upstream's WaitOnPermit error (waitingPod.Preempt)
                 self._end_permit_wait(victim.uid, "Error")
                 self._end_binding_attempt(victim.uid, Outcome.RETRY)
                 self._binding_error(victim.meta.namespace, victim.meta.name, victim.uid,
                                     "waiting on permit for pod: preempted")
-        # each victim's own node: upstream's Event names the candidate node, which is where all of
-        # its victims run; a gang's victims may run on nodes other than the preemptor's nomination.
-        # A victim whose Binding is still out has no spec.nodeName yet: its node is the one the
-        # core assumed it on, where it holds its room until it is gone
-        state = self.core.state
+        # each victim's own node (the log's): a victim whose Binding is still out has no
+        # spec.nodeName yet: its node is the one the core assumed it on, where it holds its room
+        # until it is gone
         self.evictor.submit([Eviction(victim.meta.namespace, victim.meta.name, victim.uid, attempt.pod.uid,
                                       attempt.pod.scheduler_name, victim.node_name or state.node_of(victim.uid) or "",
                                       generation=victim.meta.generation,
                                       preemptor=attempt.pod.key, preemptor_type=attempt.preemptor_type,
                                       marked_since=victim.preemption_mark.since if victim.preemption_mark else None,
-                                      by=by)
+                                      by=by, candidate=candidate)
                              for victim in attempt.preempted
                              if not victim.meta.deleting and victim.uid not in attempt.rejected_waiting])
+        self._preempting_note(attempt, candidate)
+
+    def _preempting_note(self, attempt: Attempt, candidate: str) -> None:
+        """Tessera's own Event on the pod whose cycle preempted (upstream writes none there): its
+        victims, where each runs, and why a gang went whole, for `kubectl tessera explain`."""
+        state = self.core.state
+        victims = sorted((victim.key, victim.node_name or state.node_of(victim.uid)
+                          or attempt.rejected_waiting.get(victim.uid, ""),
+                          attempt.victim_reasons.get(victim.uid, "")) for victim in attempt.preempted)
+        gang = attempt.pod.gang
+        where = (f"for gang {gang_name(gang.key)}" if attempt.preemptor_type == "podgroup" and gang is not None
+                 else f"on {candidate}" if candidate else "")
+        count = len(victims)
+        self.events.record(_pod_ref(attempt), "Normal", "Preempting", "Preempting",
+                           f"Preempting {count} lower-priority pod{'' if count == 1 else 's'} to make room"
+                           f"{' ' + where if where else ''}: {listed(victims)}", controller=attempt.pod.scheduler_name)
 
     def _preemptor(self, attempt: Attempt) -> ObjectRef:
         """Whom the victims' Events name: upstream's ExecutorPreemptor (framework/preemption/
@@ -732,7 +752,8 @@ class SchedulerLoop:
             by = _pod_ref_of(preemptor) if preemptor is not None else None
         self.events.record(ref, "Normal", "Preempted", "Preempting",
                            _preempted_note("Pod" if by is None else by.kind, eviction.preemptor_uid if by is None
-                                           else by.uid, eviction.node), by, controller=eviction.preemptor_scheduler)
+                                           else by.uid, eviction.candidate or eviction.node), by,
+                           controller=eviction.preemptor_scheduler)
 
     def _end_binding_attempt(self, uid: str, outcome: Outcome, failed_as: str = "error") -> None:
         """A placed pod's attempt is over (its Binding answered, or it never went out): counted

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from difflib import get_close_matches
 from typing import Any
 
 from scheduler.api.config import BUILTIN_SOURCE
@@ -22,8 +23,9 @@ from scheduler.api.config_model import SchedulerConfig
 from scheduler.api.quantity import format_quantity
 from scheduler.core.annotations import TERM
 from scheduler.core.capacity import beyond_every_node, beyond_the_cluster
-from scheduler.core.objects import Pod
+from scheduler.core.objects import Pod, gang_key, gang_key_parts, gang_name
 from scheduler.core.plugins.node_affinity import named_nodes
+from scheduler.core.plugins.preemption.victims import listed
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.state import ClusterState
 from scheduler.kube.fence import FENCE_REFUSED
@@ -57,6 +59,8 @@ class DryRun:
     tied_with: tuple[str, ...] = ()  # other nodes with the same top score (some): the pick among them is random
     tied_count: int = 0  # how many other nodes had it
     score: int | None = None  # `node`'s total score, when more than one node was scored
+    # why each of `preempts` goes, in its order ("" for a pod alone): a gang left below its minimum goes whole
+    preempt_reasons: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +114,11 @@ class Explanation:
     # None when the pod does not wait for Tessera or leader election is off)
     leader: Leadership | None = None
     ungated: bool = False  # it has spec.schedulingGates: the dry run is the one it gets once they are removed
+    # "nvidia.com/gpus: no node advertises it (did you mean ...)": extended resources it asks for
+    # that no node offers at all (a typo reads upstream's plain "Insufficient")
+    unadvertised: tuple[str, ...] = ()
+    # "PodGroup ns/trian does not exist (did you mean "train"?)": its gang's PodGroup, not there
+    missing_podgroup: str = ""
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
@@ -145,7 +154,8 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         node=pod.node_name,
         status=_status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates,
                        _finalizers(raw), core.gated().get(key, ""),
-                       _fence_refused(events, pod.meta.annotations.get(TERM, ""))),
+                       _fence_refused(events, pod.meta.annotations.get(TERM, "")),
+                       _preempted_for(state, pod, events)),
         reason=wait.reason if wait else "",
         message=wait.message if wait else "",
         nominated_node=pod.nominated_node,
@@ -163,7 +173,74 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         config=config.source,
         classes=_classes(state, pod) if run is not None else (),
         ungated=ungated,
+        unadvertised=_unadvertised(state, pod) if run is not None and not run.node else (),
+        missing_podgroup=_missing_podgroup(state, pod) if run is not None and not run.node else "",
     )
+
+
+def _unadvertised(state: ClusterState, pod: Pod) -> tuple[str, ...]:
+    """The extended resources (a domain-prefixed name) the pod asks for that no node advertises
+    and no ResourceClass provides, each with the close name that is, if any: upstream's
+    `Insufficient nvidia.com/gpus` says nothing of a typo (a platform engineer's trial)."""
+    offered = {name for info in state.node_infos() if info.node is not None for name in info.node.allocatable}
+    offered |= {device.resource_name for info in state.node_infos() for device in info.devices.values()}
+    known = offered | set(state.classes.by_resource)
+    found = []
+    for name in sorted(pod.requests):
+        if "/" not in name or name.startswith(_NATIVE) or name in known or state.classes.is_class_resource(name):
+            continue
+        close = get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+        found.append(f"{name}: no node advertises it" + (f' (did you mean "{close[0]}"?)' if close else ""))
+    return tuple(found)
+
+
+_NATIVE = ("kubernetes.io/",)  # names of the kubernetes.io domain are not extended resources
+
+
+def _missing_podgroup(state: ClusterState, pod: Pod) -> str:
+    """Its gang's PodGroup object when there is none (nor an unreadable one), with the PodGroup of
+    a close name in its namespace and API, if any. The scheduler's message stays scheduler-plugins'
+    (`podgroup "ns/trian" not found`) or kube-scheduler's; the hint is explain's."""
+    gang = pod.gang
+    if gang is None or not gang.from_podgroup or gang.key in state.gangs.podgroups \
+            or gang.key in state.unreadable_podgroups:
+        return ""
+    namespace, name = gang_key_parts(gang.key)
+    names = sorted(group_name for key in state.gangs.podgroups
+                   if (group := gang_key_parts(key))[0] == namespace
+                   and gang_key(namespace, (group_name := group[1]), gang.api) == key)
+    close = get_close_matches(name, names, n=1, cutoff=0.6)
+    return f"PodGroup {namespace}/{name} does not exist" + (f' (did you mean "{close[0]}"?)' if close else "")
+
+
+def _preempted_for(state: ClusterState, pod: Pod, events: Sequence[Mapping[str, Any]]) -> str:
+    """For a preemption's victim: whom its latest `Preempted` Event names (upstream's `Preempted
+    by pod <uid> on node <node>`, the uid looked up), and, when every member of its gang is
+    leaving too, that the gang goes whole (Tessera never leaves a gang below its minimum)."""
+    if pod.preemption_mark is None or not pod.node_name:
+        return ""
+    notes = [_event(event) for event in events if event.get("reason") == "Preempted"]
+    said = ""
+    if notes:
+        note = max(notes, key=lambda line: line.last_seen).message
+        kind, _, rest = note.removeprefix("Preempted by ").partition(" ")
+        uid, _, node = rest.partition(" on node ")
+        node = node.removesuffix(" (in kube-scheduler memory).")
+        if kind == "pod":
+            preemptor = state.pods.get(uid)
+            said = f" for pod {preemptor.key if preemptor is not None else uid}"
+        elif kind == "podgroup":
+            group = next((key for key, obj in state.gangs.podgroups.items() if obj.meta.uid == uid), None)
+            said = f" for podgroup {gang_name(group) if group is not None else uid}"
+        said += f" (nominated to {node})" if said and node else ""
+    gang = pod.gang
+    if gang is not None:
+        members = [state.pods[uid] for uid in state.gangs.members.get(gang.key, set()) if uid in state.pods]
+        if len(members) > 1 and all(state.leaving(member) for member in members):
+            minimum = state.group_min(gang.key, pod) or len(members)
+            said += (f"; its whole gang {gang_name(gang.key)} goes with it: a gang is never left below its "
+                     f"minMember {minimum}")
+    return said
 
 
 def _without_gates(objects: Sequence[dict[str, Any]], key: str) -> list[dict[str, Any]]:
@@ -300,10 +377,11 @@ def _fence_refused(events: Sequence[Mapping[str, Any]], token: str) -> bool:
 
 
 def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: str, gates: bool,
-            finalizers: Sequence[str], gated: str, fence_refused: bool = False) -> str:
+            finalizers: Sequence[str], gated: str, fence_refused: bool = False, preempted_for: str = "") -> str:
     mark = pod.preemption_mark
     # a preemption's victim says so (its DisruptionTarget condition), and a finalizer is what may keep it
-    why = f", preempted by {mark.scheduler or 'a scheduler'}" if mark is not None and pod.node_name else ""
+    why = f", preempted by {mark.scheduler or 'a scheduler'}{preempted_for}" if mark is not None and pod.node_name \
+        else ""
     kept = f"; finalizers: {', '.join(finalizers)}" if finalizers else ""
     if pod.terminal:
         # the core releases a finished pod's devices (and all it charged) at once, deleted or not
@@ -377,10 +455,12 @@ def _dry_run(objects: Sequence[dict[str, Any]], pods: frozenset[str], key: str, 
             verdicts += [NodeVerdict(node, False, reason) for node, reason in sorted((attempt.filtered or {}).items())]
             # a gang's victims ride on its first member's attempt; every member is nominated
             victims = attempt.preempted or [victim for other in attempts for victim in other.preempted]
+            reasons = {uid: why for other in attempts for uid, why in other.victim_reasons.items()}
             return DryRun(attempt.node or "", attempt.message, attempt.deferred,
                           tuple(victim.key for victim in victims), tuple(verdicts), attempt.nominated_node or "",
                           tuple(sorted(attempt.tied)) if attempt.node else (), attempt.tied_count if attempt.node else 0,
-                          attempt.score if attempt.node else None)
+                          attempt.score if attempt.node else None,
+                          tuple(reasons.get(victim.uid, "") for victim in victims))
     gated = core.gated().get(key)  # a PreEnqueue plugin keeps it out of the queue: never tried
     return DryRun("", gated, False, (), ()) if gated is not None else None
 
@@ -432,7 +512,9 @@ def render(x: Explanation, now: float) -> str:
         else:
             verdict = f"would stay pending: {run.message}"
         if run.preempts:
-            verdict += f"; preemption would evict {', '.join(run.preempts)}"
+            why = run.preempt_reasons or ("",) * len(run.preempts)
+            evicted = sorted((key, "", reason) for key, reason in zip(run.preempts, why, strict=True))
+            verdict += f"; preemption would evict {listed(evicted, most=len(evicted))}"
         if run.tied_count:
             verdict += f"; {tie_note(run.tied_with, run.tied_count, run.score)}"
         config = "the built-in configuration" if x.config in ("", BUILTIN_SOURCE) else f"the configuration {x.config}"
@@ -463,6 +545,9 @@ def render(x: Explanation, now: float) -> str:
             missing = ", ".join(x.missing_named_nodes)
             lines.append(f"  It may only go to nodes it names by metadata.name, and {missing} "
                          f"{'does' if len(x.missing_named_nodes) == 1 else 'do'} not exist.")
+        lines += [f"  {line}" for line in x.unadvertised]
+        if x.missing_podgroup:
+            lines.append(f"  {x.missing_podgroup}")
     lines += ["", "Events:" + (" <none>" if not x.events else "")]
     if x.events:
         table = columns([["LAST SEEN", "TYPE", "REASON", "COUNT", "FROM", "MESSAGE"]]

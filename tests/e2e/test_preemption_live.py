@@ -75,6 +75,38 @@ async def test_a_high_priority_gang_evicts_a_low_priority_gang_whole(cluster: An
                for name, note in events.items())
 
 
+async def test_one_pod_evicting_a_gang_whole_names_its_own_node_and_says_why_on_itself(cluster: Any) -> None:
+    """A 1-GPU high-priority pod and a low-priority gang of 4 filling both nodes: the gang goes
+    whole (one member fewer would leave it below its minimum). Every victim's `Preempted` Event
+    names the node the preemptor is nominated to, upstream's candidate node, also the members on
+    the other node (a trial read each victim's own node); the preemptor gets Tessera's own
+    `Preempting` Event naming the victims and why."""
+    kube, nodes = cluster
+    await _priority_classes(kube)
+    await nodes(2, 4)
+    ns = await namespace_named(kube, "preempt-one-for-gang")
+    low = [f"lowg-{i}" for i in range(4)]
+    for name in low:
+        await kube.create_pod(ns, _pod(name, LOW, {"nvidia.com/gpu": 2}, labels=b.gang_labels("lowg", 4)))
+    low_nodes = await eventually(lambda: _bound(kube, ns, low), timeout=30)
+    assert len(set(low_nodes.values())) == 2
+    await kube.create_pod(ns, _pod("hi1", HIGH, {"nvidia.com/gpu": 1}))
+    assert await eventually(lambda: _bound(kube, ns, ["hi1"]), timeout=60)
+    assert await eventually(lambda: _gone(kube, ns, low), timeout=30)
+    events = await eventually(lambda: _preempted_events(kube, ns, low), timeout=10)
+    uid = (await kube.pods(ns))["hi1"]["metadata"]["uid"]
+    # the node it was nominated to (it may bind on the other one, freed first, as upstream may)
+    nominated = {note.rpartition(" on node ")[2] for note in events.values()}
+    assert len(nominated) == 1 and nominated <= set(low_nodes.values()), events
+    (node,) = nominated
+    assert events == {name: f"Preempted by pod {uid} on node {node}" for name in low}
+    (preempting,) = [e for e in await kube.events(ns) if e["reason"] == "Preempting"]
+    assert (preempting["regarding"]["name"], preempting["type"], preempting["action"]) == ("hi1", "Normal", "Preempting")
+    listed = ", ".join(f"{ns}/{name} on {low_nodes[name]}" for name in low)
+    assert preempting["note"] == (f"Preempting 4 lower-priority pods to make room on {node}: {listed} "
+                                  f"(gang {ns}/lowg: would fall below minMember 4)")
+
+
 async def test_a_gang_eviction_that_a_dead_leader_left_half_done_is_finished(cluster: Any) -> None:
     """As a leader leaves it when it dies between two DELETEs: every victim of gang `train`
     (minimum 4) marked, one deleted. The leader now running finds the gang below its minimum and
@@ -165,7 +197,11 @@ async def test_a_gang_preemptor_leaves_a_budgeted_pod_when_other_nodes_would_do(
                                        labels={"scheduling.x-k8s.io/pod-group": "urgent"}))
     placed = await eventually(lambda: _bound(kube, ns, urgent), timeout=60)
     assert v100[0] not in placed.values() and len(set(placed.values())) == 2
-    events = await eventually(lambda: _preempted_events(kube, ns, ()), timeout=10)
+    async def four_events() -> dict[str, str]:  # the recorder may not have written the last ones yet
+        events = await _preempted_events(kube, ns, ())
+        return events if len(events) >= 4 else {}
+
+    events = await eventually(four_events, timeout=10)
     assert "precious" not in events and len(events) == 4 and set(events) <= set(fillers)
     assert await phase(kube, ns, "precious") == "Running"
 

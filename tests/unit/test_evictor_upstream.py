@@ -359,7 +359,9 @@ def test_the_loop_does_not_evict_a_victim_taken_back_in_memory_and_says_so() -> 
     loop._evict(attempt)
     assert [[e.name for e in batch] for batch in submitted] == [["mid"]]
     assert recorded == [("low", f"Preempted by pod {preemptor.uid} on node n (in kube-scheduler memory)."),
-                        ("low", "waiting on permit for pod: preempted")]  # its binding cycle's error
+                        ("low", "waiting on permit for pod: preempted"),  # its binding cycle's error
+                        # Tessera's own, on the preemptor: its victims
+                        ("high", "Preempting 2 lower-priority pods to make room: default/low on n, default/mid on n")]
 
 
 def test_a_victim_taken_back_in_memory_for_a_podgroup_names_the_podgroup() -> None:

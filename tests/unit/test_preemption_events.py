@@ -88,3 +88,45 @@ async def test_a_label_gang_has_no_object_and_preempts_as_its_member_pod() -> No
         uid = rest.partition(" ")[0]
         assert kind == "pod" and uid in members, event["note"]
         assert event["related"]["kind"] == "Pod" and event["related"]["uid"] == uid
+
+
+async def _preempt_a_gang_for_one_pod() -> tuple[FakeApi, str, list[dict[str, Any]]]:
+    """Two 4-GPU nodes, each full with one member of a priority-100 gang of two (minMember 2); a
+    priority-1000 pod asking for 1 GPU preempts: the gang cannot be left with one member, so both
+    go, the one on the node the preemptor is not nominated to as well (a trial: 4 members on 3
+    nodes). Returns the api, the preemptor's nominated node and the victims' Preempted Events."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n1", gpus=4), b.node("n2", gpus=4)]
+    for i, node in enumerate(("n1", "n2")):
+        api.add_pod(b.pod(f"lowg-{i}", labels=b.gang_labels("lowg", 2), limits={"nvidia.com/gpu": 4},
+                          node_name=node, phase="Running", priority=100))
+    api.add_pod(b.pod("hi1", limits={"nvidia.com/gpu": 1}, priority=HIGH))
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await until(lambda: len(_preempted(api)) == 2
+                    and bool((api.pods[("default", "hi1")].get("status") or {}).get("nominatedNodeName")))
+        owner.cancel_scope.cancel()
+    nominated = api.pods[("default", "hi1")]["status"]["nominatedNodeName"]
+    return api, nominated, _preempted(api)
+
+
+async def test_a_whole_gang_evicted_for_one_pod_names_the_preemptors_node_as_upstreams_candidate() -> None:
+    """upstream's note ends `on node <c.Name()>`, the candidate node: where the preemptor is
+    nominated. A victim gang's member on another node names that node too, not its own (a trial
+    read `on node t4-node-001` where hi1 went to t4-node-000)."""
+    api, nominated, events = await _preempt_a_gang_for_one_pod()
+    uid = api.pods[("default", "hi1")]["metadata"]["uid"]
+    assert [e["note"] for e in events] == [f"Preempted by pod {uid} on node {nominated}"] * 2
+
+
+async def test_the_preemptor_gets_an_event_naming_its_victims_and_why_the_whole_gang_went() -> None:
+    """Tessera's own Event on the preemptor (reason `Preempting`; upstream writes none there): the
+    victims, where each ran, and why: a gang left below its minimum goes whole. `kubectl tessera
+    explain hi1` shows it among its Events."""
+    api, nominated, _ = await _preempt_a_gang_for_one_pod()
+    (event,) = [e for e in api.events.values() if e["reason"] == "Preempting"]
+    assert event["regarding"]["name"] == "hi1" and (event["type"], event["action"]) == ("Normal", "Preempting")
+    assert event["note"] == (f"Preempting 2 lower-priority pods to make room on {nominated}: "
+                             "default/lowg-0 on n1, default/lowg-1 on n2 "
+                             "(gang default/lowg: would fall below minMember 2)")

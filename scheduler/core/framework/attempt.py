@@ -40,6 +40,8 @@ class Attempt:
     gang_outcome: GangOutcome | None = None  # set on every attempt of a gang's cycle (see GangOutcome)
     preemption_tried: bool = False  # a PostFilter (preemption) ran for this attempt's pod or gang
     preempted: list[Pod] = field(default_factory=list)  # victims for this pod (or its gang), all of them
+    # victim uid -> why it goes, in Tessera's words (victims.why_evicted): "" for a pod alone
+    victim_reasons: dict[str, str] = field(default_factory=dict)
     # whom the victims make room for, in upstream's words (ExecutorPreemptor.Type(), pkg/scheduler/
     # framework/preemption/executor.go): "pod", or "podgroup" when a whole gang preempted as one
     preemptor_type: str = "pod"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.objects import Pod
+from scheduler.core.objects import Pod, gang_name
 from scheduler.core.state import ClusterState
 
 _NOT_STARTED = "\uffff"  # upstream: a pod without startTime counts as started now (the latest)
@@ -96,3 +96,33 @@ def flatten(units: Sequence[Unit]) -> list[Pod]:
                 seen.add(pod.uid)
                 out.append(pod)
     return out
+
+
+def why_evicted(state: ClusterState, victims: Sequence[Pod]) -> dict[str, str]:
+    """Why each victim goes, by uid, in Tessera's words (read before the victims are marked
+    leaving): a gang member evicted with the rest of its gang, which one member fewer would leave
+    below its minimum; a surplus member above it; "" for a pod alone (its lower priority is all)."""
+    chosen = {pod.uid for pod in victims}
+    reasons: dict[str, str] = {}
+    for pod in victims:
+        if pod.gang is None or state.leaving(pod):  # already leaving: a victim for free, alone
+            reasons[pod.uid] = ""
+            continue
+        key = pod.gang.key
+        members = running_members(state, key)
+        minimum = state.group_min(key, pod) or len(members)  # no PodGroup seen: all or nothing
+        staying = sum(1 for member in members if member.uid not in chosen)
+        reasons[pod.uid] = (f"gang {gang_name(key)}: would fall below minMember {minimum}" if staying < minimum
+                            else f"gang {gang_name(key)}: a member above its minMember {minimum}")
+    return reasons
+
+
+def listed(victims: Sequence[tuple[str, str, str]], most: int = 8) -> str:
+    """`ns/a on n1, ns/b on n2 (gang ns/g: would fall below minMember 2); ns/c on n1` for victims
+    (key, node, reason — `why_evicted`'s), those sharing a reason together, in the order given;
+    at most `most` named, then how many more (an Event's note has 1 kB)."""
+    groups: dict[str, list[str]] = {}
+    for key, node, reason in victims[:most]:
+        groups.setdefault(reason, []).append(f"{key} on {node}" if node else key)
+    text = "; ".join(", ".join(names) + (f" ({reason})" if reason else "") for reason, names in groups.items())
+    return text + (f"; and {len(victims) - most} more" if len(victims) > most else "")

@@ -1,0 +1,84 @@
+"""`kubectl tessera explain`'s hints for what a platform engineer's trial found unexplained: which
+pods a preemption evicts and why a whole gang goes (on the preemptor, and on a victim), an
+extended resource no node advertises (a typo: `nvidia.com/gpus`) and a PodGroup that does not
+exist (`trian` beside `train`). The scheduler's own messages stay upstream's; only explain adds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.kubectl import explain as explaining
+from scheduler.sim import builders as b
+
+from tests.helpers import BINPACK, config
+
+
+def _gang_and_preemptor() -> list[dict[str, Any]]:
+    """Two 4-GPU nodes, each full with a member of the priority-100 gang lowg (minMember 2), and
+    hi1 (priority 1000, 1 GPU) pending."""
+    return [b.node("n1", gpus=4), b.node("n2", gpus=4),
+            *(b.pod(f"lowg-{i}", labels=b.gang_labels("lowg", 2), limits={"nvidia.com/gpu": 4}, node_name=node,
+                    phase="Running", priority=100) for i, node in enumerate(("n1", "n2"))),
+            b.pod("hi1", limits={"nvidia.com/gpu": 1}, priority=1000)]
+
+
+def test_explain_on_a_preemptor_says_why_its_preemption_takes_a_whole_gang() -> None:
+    result = explaining.explain(_gang_and_preemptor(), "default/hi1", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None
+    assert sorted(result.dry_run.preempts) == ["default/lowg-0", "default/lowg-1"]
+    assert result.dry_run.preempt_reasons == ("gang default/lowg: would fall below minMember 2",) * 2
+    assert ("; preemption would evict default/lowg-0, default/lowg-1 (gang default/lowg: would fall below "
+            "minMember 2)") in explaining.render(result, 0.0)
+
+
+def test_explain_on_a_victim_names_its_preemptor_and_that_its_whole_gang_goes() -> None:
+    """A victim terminating (DisruptionTarget, upstream's text) with its Preempted Event naming
+    the preemptor by uid: explain names the pod and why the member on the other node goes too."""
+    objs = _gang_and_preemptor()
+    for pod in objs[2:4]:
+        pod["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["example.com/keep"])
+        pod["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                                        "message": "tessera: preempting to accommodate a higher priority pod"}]
+    objs[4]["status"]["nominatedNodeName"] = "n1"
+    uid = objs[4]["metadata"]["uid"]
+    events = [{"type": "Normal", "reason": "Preempted", "note": f"Preempted by pod {uid} on node n1",
+               "reportingController": "tessera", "eventTime": "2026-01-01T00:00:00.000000Z",
+               "regarding": {"kind": "Pod", "name": "lowg-1"}}]
+    result = explaining.explain(objs, "default/lowg-1", config(BINPACK), events, 0.0)
+    assert result is not None
+    assert result.status == (
+        "terminating on n2, preempted by tessera for pod default/hi1 (nominated to n1); its whole gang default/lowg "
+        "goes with it: a gang is never left below its minMember 2 (being deleted; what it holds is freed when it "
+        "is gone; finalizers: example.com/keep)")
+
+
+def test_explain_suggests_the_resource_name_a_typo_missed() -> None:
+    """`nvidia.com/gpus: 1` reads upstream's exact `Insufficient nvidia.com/gpus` (kept); explain
+    says no node advertises it and which name is close."""
+    objs = [b.node("n1", gpus=4), b.pod("typo", limits={"nvidia.com/gpus": 1})]
+    result = explaining.explain(objs, "default/typo", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None
+    assert result.dry_run.nodes == (explaining.NodeVerdict("n1", False, "Insufficient nvidia.com/gpus"),)
+    assert result.unadvertised == ('nvidia.com/gpus: no node advertises it (did you mean "nvidia.com/gpu"?)',)
+    assert '  nvidia.com/gpus: no node advertises it (did you mean "nvidia.com/gpu"?)' in explaining.render(result, 0.0)
+    far = explaining.explain([b.node("n1", gpus=4), b.pod("x", limits={"example.com/fpga": 1})], "default/x",
+                             config(BINPACK), [], 0.0)
+    assert far is not None and far.unadvertised == ("example.com/fpga: no node advertises it",)
+    fine = explaining.explain([b.node("n1", gpus=1), b.pod("y", limits={"nvidia.com/gpu": 2})], "default/y",
+                              config(BINPACK), [], 0.0)
+    assert fine is not None and fine.unadvertised == ()
+
+
+def test_explain_suggests_the_podgroup_a_typo_missed() -> None:
+    """scheduler-plugins' `podgroup "default/trian" not found` is left as it is; explain adds the
+    PodGroup of a close name in the namespace."""
+    objs = [b.node("n1", gpus=4), b.podgroup("train", 1),
+            b.pod("w", labels={"scheduling.x-k8s.io/pod-group": "trian"}, limits={"nvidia.com/gpu": 1})]
+    result = explaining.explain(objs, "default/w", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None
+    assert 'podgroup "default/trian" not found' in result.dry_run.message  # scheduler-plugins' words, as they are
+    assert result.missing_podgroup == 'PodGroup default/trian does not exist (did you mean "train"?)'
+    assert f"  {result.missing_podgroup}" in explaining.render(result, 0.0)
+    other = explaining.explain([b.node("n1"), b.pod("v", labels={"scheduling.x-k8s.io/pod-group": "zzz"})],
+                               "default/v", config(BINPACK), [], 0.0)
+    assert other is not None and other.missing_podgroup == "PodGroup default/zzz does not exist"
