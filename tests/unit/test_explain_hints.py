@@ -82,3 +82,15 @@ def test_explain_suggests_the_podgroup_a_typo_missed() -> None:
     other = explaining.explain([b.node("n1"), b.pod("v", labels={"scheduling.x-k8s.io/pod-group": "zzz"})],
                                "default/v", config(BINPACK), [], 0.0)
     assert other is not None and other.missing_podgroup == "PodGroup default/zzz does not exist"
+
+
+def test_explain_says_a_gangs_surplus_member_goes_alone() -> None:
+    """A gang of 3 with minMember 2, one member per node: a pod needing one node's room takes a
+    surplus member, and the gang keeps its minimum."""
+    objs = [b.node("n1", gpus=4), b.node("n2", gpus=4), b.node("n3", gpus=4),
+            *(b.pod(f"g-{i}", labels=b.gang_labels("g", 2), limits={"nvidia.com/gpu": 4}, node_name=f"n{i + 1}",
+                    phase="Running", priority=100) for i in range(3)),
+            b.pod("hi1", limits={"nvidia.com/gpu": 1}, priority=1000)]
+    result = explaining.explain(objs, "default/hi1", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None and len(result.dry_run.preempts) == 1
+    assert result.dry_run.preempt_reasons == ("gang default/g: a member above its minMember 2",)
