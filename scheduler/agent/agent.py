@@ -44,6 +44,7 @@ from scheduler.agent.allocate import (
     AllocationError,
     ServedLedger,
     check_local_devices,
+    check_shared_capacity,
     container_env,
     find_allocation,
     held_grants,
@@ -56,7 +57,7 @@ from scheduler.agent.publish import Publisher, device_view
 from scheduler.agent.slots import EndpointPlan, plan_endpoints
 from scheduler.api.quantity import Amount
 from scheduler.core.annotations import PHASE, PHASE_ALLOCATED, PHASE_ALLOCATING
-from scheduler.core.classes import ResourceClass, parse_resource_class
+from scheduler.core.classes import ClassRegistry, ResourceClass, parse_resource_class
 from scheduler.core.objects import Device, ObjectError
 from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.http import MERGE_PATCH, KubeHttp
@@ -315,6 +316,11 @@ class Agent:
             self.ledger.retain({str((pod.get("metadata") or {}).get("uid") or "") for pod in pods if not _terminal(pod)})
             allocation = find_allocation(pods, self.node_name, plan.resource_name, len(slot_ids), unit, self.ledger)
             check_local_devices(allocation, self.node_name, self._local_devices())
+            registry = ClassRegistry()
+            for cls in self.classes.values():  # the core's rules: invalid classes and resourceName clashes drop out
+                registry.upsert(cls, ())
+            check_shared_capacity(pods, self.node_name, allocation, {view.device_id: view.capacity for view in self.views},
+                                  registry.sharing_dimension)
             self.ledger.add(allocation.key, slot_ids)
             self._endpoints_dirty.set()  # which slots are in use changed
             pod = next((p for p in pods if (p.get("metadata") or {}).get("uid") == allocation.pod_uid), None)

@@ -19,7 +19,8 @@ annotations copied from another pod, which were never served under its uid): the
 
 Every GPU the answer names must be one the agent discovered on this node, healthy, under the
 UUID the annotation gives (`check_local_devices`): the scheduler charges the grant's `device`, the
-container gets its `id`.
+container gets its `id`. No other live pod on the node may hold it where either side is whole, and
+a slice of it must fit beside the slices other live pods hold (`check_shared_capacity`).
 
 Served entries are remembered per (pod uid, container, resource), with the slot ids the kubelet
 gave, for as long as the pod is on the node and not terminal, and persisted in a small file in the
@@ -34,7 +35,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -51,7 +52,10 @@ from scheduler.core.annotations import (
     AnnotationError,
     DeviceGrant,
     decode_devices,
+    merge_devices,
 )
+from scheduler.core.lifecycle import APP, INIT, SIDECAR, ContainerKind, Phases, container_phases, device_holds
+from scheduler.core.state.ledger import over_text
 
 __all__ = [
     "Allocation",
@@ -60,6 +64,7 @@ __all__ = [
     "ServedKey",
     "ServedLedger",
     "check_local_devices",
+    "check_shared_capacity",
     "container_env",
     "container_order",
     "find_allocation",
@@ -284,7 +289,7 @@ def _refuse_held_devices(pods: Iterable[Mapping[str, Any]], node_name: str, allo
     what either of its device annotations names: `tessera.dev/devices`, and `tessera.dev/held-devices`
     (what its Binding gave it, and what edits of the former named since; its containers keep what
     they were given). A live pod whose annotation cannot be read may hold any of them: refused too
-    (fail closed)."""
+    (fail closed). Slices of one GPU for two pods beyond its capacity: `check_shared_capacity`."""
     wanted = {grant.device_id: grant.amount is None for grant in allocation.grants}
     for pod in pods:
         uid, namespace, name, annotations = _meta(pod)
@@ -299,13 +304,7 @@ def _refuse_held_devices(pods: Iterable[Mapping[str, Any]], node_name: str, allo
 def _refuse_held_by(allocation: Allocation, wanted: Mapping[str, bool], node_name: str, holder: str, key: str,
                     raw: str) -> None:
     """`_refuse_held_devices` for one annotation `key` of the pod `holder`."""
-    try:
-        devices = decode_devices(raw)
-    except AnnotationError as err:  # fail closed: it may hold one of these GPUs
-        raise AllocationError(
-            f"{holder}, still on node {node_name}, has an unreadable {key} annotation ({err}): "
-            f"which GPUs it holds is unknown, so none is handed to {allocation.pod_key} until that "
-            "annotation is fixed or the pod is gone") from None
+    devices = _decode_held(allocation, node_name, holder, key, raw)
     for by_resource in devices.values():
         for grants in by_resource.values():
             for grant in grants:
@@ -315,6 +314,106 @@ def _refuse_held_by(allocation: Allocation, wanted: Mapping[str, bool], node_nam
                         f"device {grant.device_id} is also assigned to {holder}, which is still on "
                         f"node {node_name}: refusing to hand it to {allocation.pod_key} as well (one GPU for two "
                         f"pods; see the scheduler's DeviceConflict Events)")
+
+
+def _decode_held(allocation: Allocation, node_name: str, holder: str, key: str,
+                 raw: str) -> dict[str, dict[str, tuple[DeviceGrant, ...]]]:
+    """The grants of the annotation `key` of the live pod `holder`; `AllocationError` when it
+    cannot be read (fail closed: it may hold any GPU of the node)."""
+    try:
+        return decode_devices(raw)
+    except AnnotationError as err:
+        raise AllocationError(
+            f"{holder}, still on node {node_name}, has an unreadable {key} annotation ({err}): "
+            f"which GPUs it holds is unknown, so none is handed to {allocation.pod_key} until that "
+            "annotation is fixed or the pod is gone") from None
+
+
+def _pod_phases(pod: Mapping[str, Any]) -> dict[str, Phases]:
+    """Which phases of its life each container of the pod runs in, from its spec (`lifecycle`; a
+    restartable init container is a sidecar), as the scheduler reads it."""
+    spec = pod.get("spec") or {}
+    kinds: list[tuple[str, ContainerKind]] = []
+    for field, init in (("initContainers", True), ("containers", False)):
+        for container in spec.get(field) or ():
+            if isinstance(container, Mapping) and isinstance(container.get("name"), str):
+                kind = (SIDECAR if container.get("restartPolicy") == "Always" else INIT) if init else APP
+                kinds.append((container["name"], kind))
+    return container_phases(kinds)
+
+
+def _slice_holds(assignment: Mapping[str, Mapping[str, tuple[DeviceGrant, ...]]], pod: Mapping[str, Any],
+                 device_ids: Container[str]) -> list[tuple[str, Amount, str, str]]:
+    """(device id, amount, resource name, dimension) of what the pod holds in slices of the GPUs
+    `device_ids`, as the scheduler charges it (`lifecycle.device_holds`: a finished init
+    container's slice handed on is held once), keyed by the GPU's UUID, what is handed out."""
+    grants = {container: {resource: [(g.device_id, g.amount, g.dimension) for g in entries]
+                          for resource, entries in by_resource.items()}
+              for container, by_resource in assignment.items()}
+    return [(device_id, amount, resource, dimension)
+            for device_id, amount, resource, dimension in device_holds(grants, _pod_phases(pod))
+            if amount is not None and device_id in device_ids]
+
+
+def check_shared_capacity(pods: Iterable[Mapping[str, Any]], node_name: str, allocation: Allocation,
+                          capacity: Mapping[str, Mapping[str, Amount]], dimension_of: Callable[[str], str]) -> None:
+    """`AllocationError` when the allocation's slices of a GPU, beside the slices the other live
+    pods on the node hold of it, would use more of a capacity of it than it has: the one that
+    would push it over is refused (its admission fails, as for a whole GPU given twice), the
+    holders admitted before keep running. The scheduler never places that; two Tessera installs
+    on different Leases, or a deposed leader's Binding landing late, can.
+
+    `capacity`: device id -> the capacities the agent publishes for it (its memory).
+    `dimension_of`: resource name -> the `sharing.dimension` of its class now ("" when no class
+    shares by it). What counts, as the scheduler charges it: each live pod's slices (both device
+    annotations, merged; a finished init container's slice handed on once) and the allocating
+    pod's own in every container; a slice is of the dimension its grant names, else of its class's
+    now; one of neither (an old grant whose class is gone or no longer shares) may be of any and
+    counts against each capacity, as the scheduler counts it placing — so nothing one scheduler
+    places is refused. Dimensions the device publishes no capacity of are not checked. Only the
+    capacities the allocation's own slices use are checked (a device already over in another
+    dimension is not this pod's doing). A live pod whose annotation cannot be read fails it closed."""
+    own_ids = {grant.device_id for grant in allocation.grants if grant.amount is not None}
+    if not own_ids:
+        return
+    # device id -> dimension ("" unknown) -> (amount, holders other than the allocating pod)
+    used: dict[str, dict[str, Amount]] = {}
+    holders: dict[str, dict[str, list[str]]] = {}
+    own_dimensions: dict[str, set[str]] = {}
+    for pod in pods:
+        uid, namespace, name, annotations = _meta(pod)
+        if (pod.get("spec") or {}).get("nodeName") != node_name or (pod.get("status") or {}).get("phase") in _TERMINAL:
+            continue
+        own = uid == allocation.pod_uid
+        keys = (DEVICES,) if own else (HELD_DEVICES, DEVICES)
+        assignments = [_decode_held(allocation, node_name, f"{namespace}/{name}", key, annotations[key])
+                       for key in keys if key in annotations]
+        for device_id, amount, resource, granted in _slice_holds(merge_devices(*assignments), pod, own_ids):
+            dimension = granted or dimension_of(resource)
+            by_dimension = used.setdefault(device_id, {})
+            by_dimension[dimension] = by_dimension.get(dimension, 0) + amount
+            if own:
+                own_dimensions.setdefault(device_id, set()).add(dimension)
+            else:
+                holders.setdefault(device_id, {}).setdefault(dimension, []).append(f"{namespace}/{name}")
+    for device_id in sorted(own_ids):
+        by_dimension = used.get(device_id, {})
+        unknown = by_dimension.get("", 0)
+        checked = own_dimensions.get(device_id, set())
+        over = [(dimension, in_use, cap) for dimension, cap in sorted(capacity.get(device_id, {}).items())
+                if (dimension in checked or "" in checked)
+                and (in_use := by_dimension.get(dimension, 0) + (unknown if dimension else 0)) > cap]
+        if not over:
+            continue
+        others = sorted({holder for dimension, _, _ in over
+                         for holder in (*holders.get(device_id, {}).get(dimension, ()),
+                                        *holders.get(device_id, {}).get("", ()))})
+        beside = f", and {', '.join(others)} that {'holds a slice' if len(others) == 1 else 'hold slices'} of it" \
+            if others else ""
+        raise AllocationError(
+            f"device {device_id} is shared beyond its capacity: {allocation.pod_key}{beside}, still on node "
+            f"{node_name}, would use {over_text(over)}: refusing to hand it to {allocation.pod_key} as well "
+            "(slices given out beyond the GPU; see the scheduler's DeviceConflict Events)")
 
 
 def check_local_devices(allocation: Allocation, node_name: str,

@@ -440,6 +440,44 @@ async def test_forged_or_unscheduled_pods_get_an_error_not_a_guess(
     assert pods["forged-a"]["metadata"]["annotations"][ann.PHASE] == ann.PHASE_ALLOCATING  # nothing was served
 
 
+async def test_a_slice_beyond_the_gpus_memory_is_refused_while_the_holders_admitted_first_keep_it(
+        agent_node: Callable[..., Awaitable[AgentNode]], kubectl: Kube, namespace: str) -> None:
+    """Two classes share a 16Gi T4 by memory (1Gi and 2Gi units): the kubelet counts each class's
+    slots on its own, so its slot count lets 15Gi of one and 6Gi of the other through. Bound by
+    something other than one Tessera (a second install on another Lease, a deposed leader's late
+    Binding), the pod whose slice would push the T4 over its memory is refused by the agent; the
+    three admitted first keep theirs. Once a holder is gone it fits and is admitted."""
+    await kubectl.create(CLASSES, T4_SLICE)
+    await kubectl.create(CLASSES, b.resource_class("t4-big", match_labels={"model": "Tesla-T4"},
+                                                   sharing={"dimension": "memory", "unit": "2Gi"}))
+    t4 = gpu("over-1", 0, model=T4, memory="16Gi")
+    node = await agent_node("over-1", [t4])
+    small, big = "class.tessera.dev/t4-slice", "class.tessera.dev/t4-big"
+    await node.wait_endpoints({small: (16, 16), big: (8, 8)})
+
+    def bound(name: str, resource: str, units: int, gib: int) -> dict[str, Any]:
+        grant = ann.DeviceGrant(t4["uuid"], er_name("over-1", t4["uuid"]), gib * 2**30, "memory")
+        return b.pod(name, node_name="over-1", limits={resource: units}, annotations={
+            ann.DEVICES: ann.encode_devices({"main": {resource: (grant,)}}), ann.PHASE: ann.PHASE_ALLOCATING})
+
+    holders = []
+    for i in range(3):
+        holders.append(await kubectl.create_pod(namespace, bound(f"slice-{i}", small, 5, 5)))
+        await node.kubelet.admit(holders[-1])
+        await eventually(lambda: _all_allocated(kubectl, namespace, {str(holders[-1]["metadata"]["name"])}))
+    late = await kubectl.create_pod(namespace, bound("late", big, 3, 6))
+    with pytest.raises(AdmissionError, match=rf"FAILED_PRECONDITION: device {t4['uuid']} is shared beyond its "
+                                             rf"capacity: {namespace}/late, and {namespace}/slice-0, .*slice-2 that hold "
+                                             r"slices of it, still on node over-1, would use 21Gi of its 16Gi memory"):
+        await node.kubelet.admit(late)
+    assert set(node.kubelet.allocations) == {h["metadata"]["uid"] for h in holders}  # the holders keep theirs
+    await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/slice-0?gracePeriodSeconds=0")
+    node.kubelet.release(holders[0]["metadata"]["uid"])
+    responses = await node.kubelet.admit(late)
+    assert responses["main"][big].envs["NVIDIA_VISIBLE_DEVICES"] == t4["uuid"]
+    assert responses["main"][big].envs["TESSERA_SHARED_MEMORY"] == "6Gi"
+
+
 async def test_agent_restart_between_containers_keeps_them_apart(
         agent_node: Callable[..., Awaitable[AgentNode]], kubectl: Kube, namespace: str) -> None:
     """Containers a and b both want 1 device: after a restart the agent must still know a was served."""

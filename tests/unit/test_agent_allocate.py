@@ -11,6 +11,7 @@ import pytest
 from scheduler.agent.allocate import (
     AllocationError,
     ServedLedger,
+    check_shared_capacity,
     container_env,
     find_allocation,
     grant_units,
@@ -280,3 +281,109 @@ def test_a_device_another_live_pod_holds_only_by_its_held_devices_is_not_handed_
     holder["metadata"]["annotations"]["tessera.dev/held-devices"] = "{not json"
     with pytest.raises(AllocationError, match=r"ns/holder, still on node n, has an unreadable tessera.dev/held-devices"):
         find_allocation([holder, late], "n", V100, 1, None, set())
+
+
+# --- slices beyond a GPU's capacity --------------------------------------------------------------
+
+T4_CAPACITY = {"GPU-3": {"memory": 16 * GI}}  # device id -> its published capacity
+
+
+def _slice(amount: Fraction, dimension: str = "memory", device: str = "3") -> tuple[DeviceGrant, ...]:
+    return (DeviceGrant(f"GPU-{device}", f"n.gpu-{device}", amount, dimension),)
+
+
+def _running(name: str, assignment: dict[str, dict[str, tuple[DeviceGrant, ...]]], **kw: Any) -> dict[str, Any]:
+    return _pod(name, assignment, phase="Allocated", status="Running", **kw)
+
+
+def _dimension_of(resource: str) -> str:
+    return {SLICE: "memory"}.get(resource, "")
+
+
+def _admit_slice(pods: list[dict[str, Any]], count: int = 5, *, dimension_of: Any = _dimension_of) -> str:
+    """find_allocation, then the capacity check the agent runs after it: the pod admitted."""
+    found = find_allocation(pods, "n", SLICE, count, GI, set())
+    check_shared_capacity(pods, "n", found, T4_CAPACITY, dimension_of)
+    return found.pod_key
+
+
+def test_a_slice_beyond_the_gpus_capacity_is_refused_and_the_holders_admitted_first_keep_it() -> None:
+    """Two Tessera installs (or a deposed leader's late Binding) gave a 16Gi T4 to four 5Gi slice
+    holders: the three admitted first fit (15Gi) and keep running; the fourth would use 20Gi of
+    it and is refused (its admission fails, as for a whole GPU given twice). Exactly full fits."""
+    holders = [_running(f"slice-{i}", {"main": {SLICE: _slice(5 * GI)}}) for i in range(3)]
+    late = _pod("late", {"main": {SLICE: _slice(5 * GI)}})
+    with pytest.raises(AllocationError, match=r"device GPU-3 is shared beyond its capacity: ns/late, and ns/slice-0, "
+                                              r"ns/slice-1, ns/slice-2.* use 20Gi of its 16Gi memory"):
+        _admit_slice([*holders, late])
+    assert _admit_slice([*holders[:2], late]) == "ns/late"  # 15Gi of 16Gi
+    exact = _pod("exact", {"main": {SLICE: _slice(6 * GI)}})
+    assert _admit_slice([*holders[:2], exact], 6) == "ns/exact"  # 16Gi of 16Gi: full, not over
+    # gone holders (terminal, on another node) hold nothing here
+    holders[0]["status"]["phase"] = "Succeeded"
+    elsewhere = _running("elsewhere", {"main": {SLICE: _slice(5 * GI)}}, node="m")
+    assert _admit_slice([*holders, elsewhere, late]) == "ns/late"
+
+
+def test_a_slice_held_only_by_held_devices_counts_against_the_capacity() -> None:
+    """A holder whose devices annotation was edited to name another GPU still uses its slice of
+    GPU-3 (what its Binding recorded in held-devices): it counts."""
+    moved = _running("moved", {"main": {SLICE: _slice(8 * GI, device="4")}})
+    moved["metadata"]["annotations"]["tessera.dev/held-devices"] = encode_devices({"main": {SLICE: _slice(12 * GI)}})
+    late = _pod("late", {"main": {SLICE: _slice(5 * GI)}})
+    with pytest.raises(AllocationError, match=r"shared beyond its capacity: .*use 17Gi of its 16Gi memory"):
+        _admit_slice([moved, late])
+
+
+def test_slices_of_another_dimension_do_not_count_and_unknown_ones_count_as_placing_does() -> None:
+    """Each dimension fills up to its own capacity: 12 cores (a dimension the agent publishes no
+    capacity of) take nothing of the memory. A grant without a dimension (written before the field)
+    counts in its class's dimension as it is now; one whose class is gone (or no longer shares) may
+    be of any dimension and counts against each, as the scheduler counts it placing — so what a
+    scheduler places beside it is never refused, and what goes beyond it is."""
+    cores = _running("cores", {"main": {"class.tessera.dev/cores": _slice(Fraction(12), "cores")}})
+    late = _pod("late", {"main": {SLICE: _slice(12 * GI)}})
+    assert _admit_slice([cores, late], 12) == "ns/late"
+    old = _running("old", {"main": {SLICE: _slice(8 * GI, dimension="")}})
+    with pytest.raises(AllocationError, match=r"use 20Gi of its 16Gi memory"):
+        _admit_slice([old, late], 12)
+    orphan = _running("orphan", {"main": {"class.tessera.dev/gone": _slice(8 * GI, dimension="")}})
+    with pytest.raises(AllocationError, match=r"use 20Gi of its 16Gi memory"):
+        _admit_slice([orphan, late], 12)
+    fits = _pod("fits", {"main": {SLICE: _slice(8 * GI)}})
+    assert _admit_slice([orphan, fits], 8) == "ns/fits"
+    # the allocation's own grant without a dimension is of its class's (the endpoint's)
+    own_old = _pod("own-old", {"main": {SLICE: _slice(12 * GI, dimension="")}})
+    with pytest.raises(AllocationError, match=r"use 20Gi of its 16Gi memory"):
+        _admit_slice([old, own_old], 12)
+
+
+def test_a_slice_handed_on_from_a_finished_init_container_counts_once() -> None:
+    """As the scheduler charges a pod (lifecycle.device_holds): an init container's slice, handed
+    on to the app container after it finished, is held once; a sidecar's runs beside the app's."""
+    handed = _running("handed", {"setup": {SLICE: _slice(8 * GI)}, "main": {SLICE: _slice(8 * GI)}}, init=["setup"])
+    late = _pod("late", {"main": {SLICE: _slice(8 * GI)}})
+    assert _admit_slice([handed, late], 8) == "ns/late"
+    sidecar = _running("sidecar", {"side": {SLICE: _slice(4 * GI)}, "main": {SLICE: _slice(8 * GI)}})
+    sidecar["spec"]["initContainers"] = [b.container("side", restart_policy="Always")]
+    with pytest.raises(AllocationError, match=r"use 20Gi of its 16Gi memory"):
+        _admit_slice([sidecar, late], 8)
+
+
+def test_the_whole_pod_being_admitted_counts_and_one_gpu_under_two_names_is_one() -> None:
+    """The allocating pod's own slices of the GPU in all its containers count (its later container
+    would go over: refused at the first), and a holder's slice of the same GPU under another
+    ExtendedResource name (one GPU published twice) is the same GPU."""
+    holder = _running("holder", {"main": {SLICE: (DeviceGrant("GPU-3", "n.gpu-3-alias", 6 * GI, "memory"),)}})
+    two = _pod("two", {"a": {SLICE: _slice(5 * GI)}, "b": {SLICE: _slice(6 * GI)}}, containers=["a", "b"])
+    with pytest.raises(AllocationError, match=r"use 17Gi of its 16Gi memory"):
+        _admit_slice([holder, two], 5)
+
+
+def test_a_holder_with_an_unreadable_annotation_fails_the_capacity_check_closed() -> None:
+    unreadable = _running("unreadable", {"main": {SLICE: _slice(GI)}})
+    unreadable["metadata"]["annotations"]["tessera.dev/held-devices"] = "{not json"
+    late = _pod("late", {"main": {SLICE: _slice(5 * GI)}})
+    found = find_allocation([late], "n", SLICE, 5, GI, set())
+    with pytest.raises(AllocationError, match=r"ns/unreadable, still on node n, has an unreadable tessera.dev/held-devices"):
+        check_shared_capacity([unreadable, late], "n", found, T4_CAPACITY, _dimension_of)
