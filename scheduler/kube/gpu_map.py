@@ -62,15 +62,16 @@ class DecisionHooks(LoopHooks):
     def on_cycle(self, attempts: list[Attempt], seconds: float) -> None:
         self.inner.on_cycle(attempts, seconds)
 
-    def on_bind(self, result: BindResult) -> None:
-        self.inner.on_bind(result)
+    def on_bind(self, result: BindResult, redecided: bool = False) -> None:
+        self.inner.on_bind(result, redecided)
         if result.outcome is not Outcome.BOUND:
             binding = result.binding
             # refused: the pod waits in the queue again, its condition SchedulerError with this
             # message (as the loop writes it); the placed attempt had dropped its last reason. One
-            # changed by someone else is decided again at once, no condition written (most often)
+            # the core decided again at once (changed by someone else) has no condition written;
+            # one that fell back to the backoff (too many in a row) has, as any refusal
             waiting = (WaitReason(SCHEDULER_ERROR, f"Binding rejected: {result.message}")
-                       if result.outcome is Outcome.RETRY and not result.pod_changed else None)
+                       if result.outcome is Outcome.RETRY and not redecided else None)
             self.log.binding(f"{binding.namespace}/{binding.name}", binding.node, result.outcome.value,
                              result.message, self.clock(), waiting)
 

@@ -118,6 +118,9 @@ class SchedulerLoop:
         # attempt's duration runs to the Binding's answer, a wait at the allocation gate included,
         # as upstream's runs through WaitOnPermit and bind
         self._binding_attempts: dict[str, tuple[str, float, Attempt, float]] = {}
+        # a pod decided again at once after an outdated Binding: the time its attempt took so far,
+        # and when (monotonic)
+        self._carried_seconds: dict[str, tuple[float, float]] = {}
         # Bindings the allocation gate holds, by pod uid: since when (monotonic clock), for the
         # permit wait's duration when it ends (upstream's WaitOnPermit)
         self._held_since: dict[str, float] = {}
@@ -248,6 +251,7 @@ class SchedulerLoop:
                 uid = str(meta.get("uid", ""))
                 self.held.pod_gone(uid)
                 self._binding_attempts.pop(uid, None)
+                self._carried_seconds.pop(uid, None)
                 self._end_permit_wait(uid, "Unschedulable")  # upstream's deletePod -> RejectWaitingPod
         if event_type == "DELETED" and kind in ("ResourceClass", "PodGroup"):
             self._forget_status(str(kind), obj)
@@ -305,6 +309,7 @@ class SchedulerLoop:
         self._groups_settled.clear()
         self.core.touch_all_groups()  # the wishes just dropped: the next term writes every group again
         self._binding_attempts.clear()
+        self._carried_seconds.clear()
         self._held_since.clear()
         # the queue gauges are the leader's (kube-scheduler exits on losing the lease, so its
         # series go away): a standby's would freeze at its last leading values
@@ -622,6 +627,9 @@ class SchedulerLoop:
     def _handle(self, attempt: Attempt, seconds: float) -> None:
         pod = attempt.pod
         profile = pod.scheduler_name
+        carried = self._carried_seconds.pop(pod.uid, None)
+        if carried is not None:  # the attempt an outdated Binding did not end: it went on until now
+            seconds = carried[0] + (time.monotonic() - carried[1])
         if attempt.node is not None:
             self.stats.scheduled += 1
             log.debug("cycle.scheduled", pod=pod.key, node=attempt.node, attempts=attempt.attempts)
@@ -765,6 +773,16 @@ class SchedulerLoop:
             result = "scheduled" if outcome is Outcome.BOUND else failed_as
             self.hooks.on_attempt(result, profile, seconds + (time.monotonic() - decided_at), attempt)
 
+    def _carry_attempt(self, uid: str) -> None:
+        """A placed pod's Binding was outdated and the pod is decided again at once: its attempt
+        did not end (nothing counted): it goes on, through the new decision's cycle, until that
+        decision's Binding ends it (or the cycle finds the pod unschedulable)."""
+        decided = self._binding_attempts.pop(uid, None)
+        if decided is not None:
+            _, seconds, _, decided_at = decided
+            now = time.monotonic()
+            self._carried_seconds[uid] = (seconds + (now - decided_at), now)
+
     def _binding_error(self, namespace: str, name: str, uid: str, message: str) -> None:
         """upstream's handleSchedulingFailure for a binding cycle's error (not a rejection): a
         FailedScheduling Warning and PodScheduled=False, reason SchedulerError."""
@@ -776,12 +794,13 @@ class SchedulerLoop:
 
     def _on_bound(self, result: BindResult) -> None:
         binding = result.binding
-        self.hooks.on_bind(result)
         decided = self._binding_attempts.get(binding.uid)
         if decided is not None:  # Bind: DefaultBinder's status is Success or, for any failure, Error
             self.stopwatch.extension_point("Bind", "Success" if result.outcome is Outcome.BOUND else "Error",
                                            decided[0], result.seconds)
-        self._end_binding_attempt(binding.uid, result.outcome)
+        if not result.pod_changed:  # else told once the core has decided whether it decides again at once
+            self.hooks.on_bind(result)
+            self._end_binding_attempt(binding.uid, result.outcome)
         if result.observed is not None:
             # the pod as read back (bound, or being deleted): the core learns it before the watch
             # does, so a pod bound elsewhere never leaves its real devices uncounted meanwhile
@@ -798,9 +817,17 @@ class SchedulerLoop:
         # write did): the core decides it again at once from the version read back (a whole new
         # decision), or — refused so too many times in a row — has backed it off as a refusal
         outdated = result.pod_changed and not preempted
-        if outdated and self.core.binding_outdated(binding.uid, time.time()):
+        redecided = outdated and self.core.binding_outdated(binding.uid, time.time())
+        if result.pod_changed:
+            self.hooks.on_bind(result, redecided=redecided)
+            if not redecided:
+                self._end_binding_attempt(binding.uid, result.outcome)
+        if redecided:
             # no error: no Warning, no condition (itself a change of the pod the next Binding would
-            # run into), no backoff
+            # run into), no backoff; and no attempt that ended (no scheduler_schedule_attempts_total
+            # "error"): the attempt goes on with the new decision, which counts it once it ends,
+            # its duration from the first decision on
+            self._carry_attempt(binding.uid)
             log.info("binder.pod_changed", pod=f"{binding.namespace}/{binding.name}", node=binding.node,
                      outcome=result.outcome.value, detail=result.detail,
                      reason="the pod was changed by another writer after it was decided: decided again at once")
@@ -886,7 +913,11 @@ class LoopHooks:
         `seconds`: the cycle's time (filter, score, preemption, reserve), the Bindings not in it."""
         return None
 
-    def on_bind(self, result: BindResult) -> None:
+    def on_bind(self, result: BindResult, redecided: bool = False) -> None:
+        """A Binding's answer; `redecided`: it was refused because another writer changed the pod
+        since it was decided, and the core decided it again at once (no error: no condition, no
+        backoff, the attempt goes on). Such a refusal that fell back to the error backoff (too
+        many in a row) comes with False, as any refusal."""
         return None
 
     def on_permit_wait(self, result: str, seconds: float) -> None:

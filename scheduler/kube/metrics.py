@@ -43,7 +43,9 @@ AttemptResult = Literal["scheduled", "unschedulable", "error"]
 # a pod group cycle's (metrics.go ScheduledResult, UnschedulableResult, WaitingOnPreemptionResult, ErrorResult)
 PodGroupResult = Literal["scheduled", "unschedulable", "waiting_on_preemption", "error"]
 Queue = Literal["active", "backoff", "unschedulable", "gated"]
-BindingResult = Literal["success", "conflict", "not_found", "error"]
+# "outdated": refused because another writer changed the pod since it was decided, and decided
+# again at once (not an error; more than REDECIDED_AT_ONCE in a row back off and count "error")
+BindingResult = Literal["success", "conflict", "not_found", "error", "outdated"]
 
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = ("scheduled", "unschedulable", "error")
 POD_GROUP_RESULTS: tuple[PodGroupResult, ...] = ("scheduled", "unschedulable", "waiting_on_preemption", "error")
@@ -51,7 +53,7 @@ PENDING_QUEUES: tuple[Queue, ...] = ("active", "backoff", "unschedulable", "gate
 CACHE_TYPES = ("nodes", "pods", "assumed_pods")
 # the GPU states of `kubectl tessera nodes` and the GPU map, one list for the views and the metric
 GPU_STATES: tuple[str, ...] = view_model.STATES
-BINDING_RESULTS: tuple[BindingResult, ...] = ("success", "conflict", "not_found", "error")
+BINDING_RESULTS: tuple[BindingResult, ...] = ("success", "conflict", "not_found", "error", "outdated")
 
 SCHEDULING_ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)
 POD_SCHEDULING_SLI_BUCKETS = exponential_buckets(0.01, 2, 20)
@@ -243,7 +245,9 @@ class Metrics:
         self.bindings = Counter(
             "tessera_bindings_total",
             "Binding requests by outcome: 'conflict' is 409 (bound elsewhere), 'not_found' is 404 (pod "
-            "gone), 'error' is anything retried with backoff.",
+            "gone), 'error' is anything retried with backoff, 'outdated' a refusal because another writer "
+            "changed the pod since it was decided, decided again at once (not an error; more than 5 such in a "
+            "row back off and count as 'error').",
             ["result"], registry=r)
         self.binding_duration = Histogram(
             "tessera_binding_duration_seconds",

@@ -25,10 +25,13 @@ from structlog.testing import capture_logs
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
 from scheduler.core.outcomes import REDECIDED_AT_ONCE
+from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
 from scheduler.kube.binder import CHANGED, Binder, Binding, BindResult, Outcome
 from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.loop import SchedulerLoop
+from scheduler.kube.metrics import Metrics
+from scheduler.kube.run_cli import MetricsHooks
 from scheduler.sim import builders as b
 from tests.fakeapi import Call, FakeApi
 from tests.helpers import BINPACK, config, until
@@ -287,3 +290,68 @@ def test_a_deposed_replicas_refusal_stays_fenced_and_a_victims_stays_a_refusal()
     assert [(e["event"], e["log_level"]) for e in logs if str(e["event"]).startswith("binder.")] == [
         ("binder.preempted", "info")]
     assert loop.stats.bind_errors == 1
+
+
+# --- what the metrics count -------------------------------------------------------------------------
+
+
+def _count(metrics: Metrics, metric: str, **labels: str) -> float:
+    value = metrics.registry.get_sample_value(metric, labels)
+    assert value is not None, (metric, labels)
+    return value
+
+
+async def _lead_until_bound_counted(api: FakeApi) -> tuple[SchedulerLoop, Metrics, list[tuple[str, float]]]:
+    """As `_lead_until_bound`, with the metrics hooks installed; also every attempt the loop
+    reported ended (its result and duration)."""
+    metrics = Metrics(profiles=["tessera"])
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a")  # type: ignore[arg-type]
+    ended: list[tuple[str, float]] = []
+
+    class Recording(MetricsHooks):
+        def on_attempt(self, result: str, profile: str, seconds: float, attempt: Attempt) -> None:
+            ended.append((result, seconds))
+            super().on_attempt(result, profile, seconds, attempt)
+
+    loop.hooks = Recording(metrics, loop)
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await until(lambda: api.pod("default", "a")["spec"].get("nodeName") == "n" and loop.binder.in_flight == 0)
+        owner.cancel_scope.cancel()
+    return loop, metrics, ended
+
+
+async def test_a_binding_outdated_and_decided_again_at_once_counts_as_no_error() -> None:
+    """A controller labelling each pod once made TesseraBindingErrors and TesseraSchedulingErrors
+    fire on a healthy cluster: each refusal decided again at once still counted
+    tessera_bindings_total{result="error"} and scheduler_schedule_attempts_total{result="error"}.
+    It counts `outdated` among the Bindings, and no attempt of its own: the attempt goes on with the
+    new decision and ends once, `scheduled`, its duration the whole time from the first decision."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(_gpu_pod_a())
+    sent: list[tuple[str, float]] = []
+    _labelled_before_bindings(api, 3, sent)
+    _, metrics, ended = await _lead_until_bound_counted(api)
+    assert len(sent) == 4
+    assert _count(metrics, "tessera_bindings_total", result="outdated") == 3
+    assert _count(metrics, "tessera_bindings_total", result="error") == 0
+    assert _count(metrics, "tessera_bindings_total", result="success") == 1
+    assert _count(metrics, "scheduler_schedule_attempts_total", result="error", profile="tessera") == 0
+    assert _count(metrics, "scheduler_schedule_attempts_total", result="scheduled", profile="tessera") == 1
+    [(result, seconds)] = ended
+    assert result == "scheduled" and seconds >= sent[-1][1] - sent[0][1]
+
+
+async def test_the_fallback_after_too_many_in_a_row_is_still_an_error() -> None:
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(_gpu_pod_a())
+    sent: list[tuple[str, float]] = []
+    _labelled_before_bindings(api, REDECIDED_AT_ONCE + 1, sent)
+    _, metrics, ended = await _lead_until_bound_counted(api)
+    assert _count(metrics, "tessera_bindings_total", result="outdated") == REDECIDED_AT_ONCE
+    assert _count(metrics, "tessera_bindings_total", result="error") == 1
+    assert _count(metrics, "tessera_bindings_total", result="success") == 1
+    assert [result for result, _ in ended] == ["error", "scheduled"]
+    assert _count(metrics, "scheduler_schedule_attempts_total", result="error", profile="tessera") == 1

@@ -97,7 +97,7 @@ class _Inner(LoopHooks):
     def on_attempt(self, result: str, profile: str, seconds: float, attempt: Attempt) -> None:
         self.calls.append(result)
 
-    def on_bind(self, result: BindResult) -> None:
+    def on_bind(self, result: BindResult, redecided: bool = False) -> None:
         self.calls.append(result.outcome.value)
 
 

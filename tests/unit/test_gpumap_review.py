@@ -163,6 +163,34 @@ def test_a_pending_pods_reason_after_its_binding_was_refused_is_the_refusal() ->
         ("SchedulerError", "Binding rejected: admission webhook denied the request")
 
 
+def test_a_binding_refused_as_outdated_shows_the_refusal_only_once_it_backs_off() -> None:
+    """A Binding refused because someone else changed the pod (`pod_changed`) is decided again at
+    once, no condition written: the page shows no reason for it. After `REDECIDED_AT_ONCE` such
+    refusals in a row the loop backs it off as an error and does write SchedulerError: the page
+    hid that one too, as it looked at `pod_changed` alone, not at what the core did."""
+    core = _core([b.node("n", gpus=1), b.pod("p", limits={"nvidia.com/gpu": 1})])
+    gpu_map = _live(core, [True], [0.0])
+    hooks = gpu_map.hooks(_Inner())
+    [attempt] = core.schedule_next(0.0) or []
+    hooks.on_attempt("scheduled", "tessera", 0.1, attempt)
+    refused = BindResult(Binding(attempt.pod.uid, "default", "p", "n", {}), Outcome.RETRY,
+                         "the pod changed since it was decided", 0.1, pod_changed=True)
+    hooks.on_bind(refused, redecided=False)  # the fallback: backed off, the condition written
+    core.binding_failed(attempt.pod.uid, 0.2)
+    [pending] = gpu_map.view().pending
+    assert (pending.reason, pending.message) == ("SchedulerError", "Binding rejected: the pod changed since it was decided")
+
+    core = _core([b.node("n", gpus=1), b.pod("p", limits={"nvidia.com/gpu": 1})])
+    gpu_map = _live(core, [True], [0.0])
+    hooks = gpu_map.hooks(_Inner())
+    [attempt] = core.schedule_next(0.0) or []
+    hooks.on_attempt("scheduled", "tessera", 0.1, attempt)
+    hooks.on_bind(refused, redecided=True)
+    assert core.binding_outdated(attempt.pod.uid, 0.2)
+    [pending] = gpu_map.view().pending
+    assert pending.reason != "SchedulerError"
+
+
 def test_terminal_control_sequences_from_the_cluster_are_shown_not_sent(capsys: pytest.CaptureFixture[str]) -> None:
     """`kubectl tessera nodes` / `explain` print values anyone with write access to an object can
     set (a device's `model` attribute, an Event's message, a condition's message) straight to the

@@ -141,6 +141,9 @@ def test_the_binding_errors_panel_shows_each_failed_outcome_under_its_own_name()
     assert set(shown) == set(BINDING_RESULTS) - {"success"}
     assert "bound elsewhere" in shown["conflict"] and "deleted" in shown["not_found"]
     assert "TesseraBindingErrors" in shown["error"] and "retried" in shown["error"]
+    # a pod another writer changed since its decision, decided again at once: shown, as no error
+    assert "not an error" in shown["outdated"] and "pod changed" in shown["outdated"]
+    assert "pod changed" not in shown["error"] or "5 times" in shown["error"]
     assert len(set(shown.values())) == len(shown)
     description = panel["description"]
     assert all(result in description for result in shown), description

@@ -399,3 +399,27 @@ def test_an_install_without_a_leader_or_without_a_replica_up_is_told_beside_a_he
     ]
     done = _run_test(tmp_path, rules, series, checks)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_bindings_decided_again_at_once_do_not_raise_the_binding_errors_alert(tmp_path: Path) -> None:
+    """A controller labelling each new pod once refuses some Bindings (the pod changed since its
+    decision); those are decided again at once and count `result="outdated"`, no error: hours of
+    them leave TesseraBindingErrors quiet, while `error` (refused and backed off) fires it."""
+    steps = 40  # 20 minutes
+    groups = _groups()
+    ones: Timeline = [1] * steps
+    outdated = _series("tessera_bindings_total", "a:10251", [3 * i for i in range(steps)], result="outdated")
+    quiet = _series("tessera_bindings_total", "a:10251", [0] * steps, result="error")
+    done = _run_test(tmp_path, groups, _replica("a:10251", ones) + [outdated, quiet], [
+        {"eval_time": "19m", "alertname": "TesseraBindingErrors", "exp_alerts": []}])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    # the contrast: one refusal every scrape (30 s) that is an error fires it after its `for`
+    failing = _series("tessera_bindings_total", "a:10251", list(range(steps)), result="error")
+    rule = _alert(groups, "TesseraBindingErrors")
+    assert 'result="outdated"' in rule["annotations"]["description"]
+    annotations = {key: text.replace("{{ $value | humanize }}", "33.33m") for key, text in rule["annotations"].items()}
+    done = _run_test(tmp_path, groups, _replica("a:10251", ones) + [outdated, failing], [
+        {"eval_time": "19m", "alertname": "TesseraBindingErrors",
+         "exp_alerts": [{"exp_labels": {"job": JOB, "severity": "warning"}, "exp_annotations": annotations}]}])
+    assert done.returncode == 0, done.stdout + done.stderr
