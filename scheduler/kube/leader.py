@@ -524,9 +524,7 @@ class LeaderElector:
                 return False
             created = await self._create(record)
             if not created.ok:
-                (log.warning if created.status in (401, 403) else log.info)(
-                    "leader.create_failed", lease=self.description, status=created.status,
-                    message=created.message(), **self._access_hint(created.status))
+                self._write_failed("leader.create_failed", created)
                 return False
             self._previous = {"previous_holder": self._last_holder or "<none>", "previous_record": "absent"}
             self._confirm(record, now_clock)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any
 
 import structlog.testing
@@ -21,7 +22,7 @@ def _elector(server: LeaseServer, who: str, clock: Clock) -> LeaderElector:
                          on_new_leader=standing_by(who, "kube-system/tessera"))
 
 
-def _events(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+def _events(logs: list[MutableMapping[str, Any]], name: str) -> list[MutableMapping[str, Any]]:
     return [entry for entry in logs if entry["event"] == name]
 
 
@@ -173,3 +174,32 @@ async def test_a_renewal_refused_for_its_credentials_is_a_warning_once_not_info_
     assert all(entry["log_level"] == "info" for entry in failed[1:] if entry["status"] == 401), failed
     assert [entry["log_level"] for entry in failed if entry["status"] == 403][0] == "warning", failed
     assert "Leases" in next(entry for entry in failed if entry["status"] == 403)["hint"]
+
+
+async def test_a_lease_create_refused_for_its_credentials_is_a_warning_once_not_each_retry() -> None:
+    """The Lease's create (no Lease yet) warned on every retry period when refused with a 401 or
+    403, unlike the renewal and the update: a warning once per such status, info while it stays
+    the same, a warning again for another one; and the other two writes share that memory."""
+    from scheduler.kube.http import Response
+
+    clock, server = Clock(), LeaseServer()
+    a = _elector(server, "A", clock)
+    denied = {"status": 403}
+
+    def refuse_creates(method: str, who: str) -> Response | None:
+        if method == "POST":
+            return Response(denied["status"], b'{"kind":"Status","reason":"Forbidden","message":"forbidden"}')
+        return None
+
+    server.fail = refuse_creates
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(3):
+            clock.t += 2
+            assert not await a._try_acquire_or_renew()
+        denied["status"] = 401
+        clock.t += 2
+        assert not await a._try_acquire_or_renew()
+    failed = _events(logs, "leader.create_failed")
+    assert [(entry["status"], entry["log_level"]) for entry in failed] == \
+        [(403, "warning"), (403, "info"), (403, "info"), (401, "warning")], failed
+    assert "Leases" in failed[0]["hint"] and "credentials" in failed[-1]["hint"]
