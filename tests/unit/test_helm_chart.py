@@ -711,6 +711,15 @@ def test_alerts_whose_expressions_keep_no_label_name_the_install(helm: Path) -> 
     assert all(alert["labels"]["namespace"] == "ops" for alert in alerts.values())
 
 
+def test_the_install_namespace_an_alert_names_is_a_string_whatever_it_is_called(helm: Path) -> None:
+    """The label was written unquoted: a release namespace named `on`, `yes` or `null` (valid
+    namespace names) came out a YAML boolean or null, not the string the labels map must hold."""
+    for namespace in ("on", "yes", "null", "0123"):
+        alerts = rule_alerts(helm_template(helm, MONITORING, namespace=namespace))
+        for name in ("TesseraNoLeader", "TesseraSchedulerDown", "TesseraStandbyMissing"):
+            assert alerts[name]["labels"]["namespace"] == namespace, (namespace, name, alerts[name]["labels"])
+
+
 def test_the_term_fence_alert_has_its_own_for(helm: Path) -> None:
     """TesseraTermFenceStuck borrowed noLeaderFor: a user who shortened the no-leader page (or
     lengthened it) moved the term fence's with it, and could not set it alone. It has its own
