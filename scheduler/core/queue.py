@@ -239,12 +239,12 @@ class SchedulingQueue:
         if entry.group:
             self.group_failed_at[entry.group] = now
         if self._move_cycle > entry.move_cycle_at_pop:  # an event during the attempt may have helped
-            self._requeue(entry, now, "ScheduleAttemptFailure")
+            self._requeue(entry, now, ATTEMPT_FAILURE)
             return
         entry.where = UNSCHEDULABLE
         entry.version += 1
         self.unschedulable[uid] = entry
-        self.incoming[UNSCHEDULABLE, "ScheduleAttemptFailure"] += 1
+        self.incoming[UNSCHEDULABLE, ATTEMPT_FAILURE] += 1
 
     def error_failure(self, uid: str, now: float) -> None:
         """An error (API failure, lost Binding): always retry after backoff."""
@@ -255,7 +255,7 @@ class SchedulingQueue:
         entry.errors += 1
         entry.timestamp = now
         entry.rejectors = frozenset()
-        self._requeue(entry, now, "ScheduleAttemptFailure")
+        self._requeue(entry, now, ATTEMPT_FAILURE)
 
     def placed_outdated(self, uid: str) -> int:
         """A placed pod's Binding could not land because the pod changed since it was decided: how

@@ -58,7 +58,7 @@ class ClassStatus:
     matching_devices: int
     resource_name: str  # the effective name pods ask for (the default when the class sets none)
     generation: int  # the class's metadata.generation the status describes
-    reason: str = "Valid"  # its Valid condition's reason (`ClusterState.class_reason`)
+    reason: str = "Valid"  # its Valid condition's reason (`ClusterState.class_status`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,9 +348,12 @@ class Scheduler:
     def class_statuses(self) -> list[ClassStatus]:
         state = self._engine.state
         classes = state.classes.classes
-        return [ClassStatus(name, *state.class_status(name), classes[name].resource_name, classes[name].meta.generation,
-                            state.class_reason(name))
-                for name in sorted(classes)]
+        statuses = []
+        for name in sorted(classes):
+            valid, message, matching, reason = state.class_status(name)
+            statuses.append(ClassStatus(name, valid, message, matching, classes[name].resource_name,
+                                        classes[name].meta.generation, reason))
+        return statuses
 
     def resource_classes(self) -> list[ResourceClass]:
         """Every ResourceClass, valid or not (the default class controller names by them)."""

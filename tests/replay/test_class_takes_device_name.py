@@ -139,7 +139,7 @@ def test_a_class_taking_over_the_devices_own_resource_name_is_not_valid_and_plai
     _apply(scheduler, b.node("n", gpus=8), *(b.device("n", i, model="T4", memory="16Gi") for i in range(8)))
     assert _apply(scheduler, ANY_GPU) == [("ResourceClass", "InvalidResourceClass",
                                            f"ResourceClass any-gpu is not valid: {TAKEN}")]
-    assert scheduler.state.class_status("any-gpu") == (False, TAKEN, 0)
+    assert scheduler.state.class_status("any-gpu") == (False, TAKEN, 0, "InvalidSpec")
     assert _place(scheduler, "p1", 1) == "n"
     assert ann.DEVICES not in scheduler.state.pod_by_key("default/p1").meta.annotations  # type: ignore[union-attr]
     assert _used(scheduler) == 1
@@ -154,7 +154,7 @@ def test_the_verdict_follows_the_devices_whichever_came_first() -> None:
         _apply(scheduler, ANY_GPU, b.node("n", gpus=gpus, extra={"example.com/other": "1"}))
         devices = [b.device("n", i, model="A100", memory="80Gi") for i in range(2)]
         _apply(scheduler, *devices)
-        assert scheduler.state.class_status("any-gpu") == (False, TAKEN, 0), gpus
+        assert scheduler.state.class_status("any-gpu") == (False, TAKEN, 0, "InvalidSpec"), gpus
         scheduler.apply("DELETED", devices[0], 0.0)
         assert scheduler.state.class_status("any-gpu")[0] is False, gpus
         scheduler.apply("DELETED", devices[1], 0.0)

@@ -164,7 +164,7 @@ def test_invalid_and_clashing_classes_give_messages() -> None:
                                      "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
     run.add(b.pod("r", limits={"x.io/gpu": 1}))
     assert run.node_of("r") == "n"  # "one" is older, it owns x.io/gpu
-    valid, _, matching = run.state.class_status("one")
+    valid, _, matching, _ = run.state.class_status("one")
     assert valid and matching == 1
     assert run.state.class_status("two")[0] is False
 

@@ -25,8 +25,8 @@ def _cluster() -> Run:
 
 def test_a_dimension_no_matching_device_has_makes_the_class_invalid() -> None:
     run = _cluster()
-    assert run.state.class_status("by-cores") == (False, CORES, 2)
-    assert run.state.class_status("by-memory") == (True, "selector and resourceName are valid", 2)
+    assert run.state.class_status("by-cores") == (False, CORES, 2, "InvalidSpec")
+    assert run.state.class_status("by-memory") == (True, "selector and resourceName are valid", 2, "Valid")
     assert f"InvalidResourceClass: ResourceClass by-cores is not valid: {CORES}" in run.notices()
     run.add(b.pod("p", limits={"class.tessera.dev/by-cores": 1}), b.pod("q", limits={"class.tessera.dev/by-memory": 4}))
     assert run.node_of("p") is None
@@ -42,7 +42,7 @@ def test_a_device_that_has_the_dimension_makes_it_valid_and_wakes_the_pod() -> N
     with_cores = copy.deepcopy(b.device("n", 1))
     with_cores["spec"]["capacity"]["cores"] = "80"
     run.feed(b.event("MODIFIED", with_cores))
-    assert run.state.class_status("by-cores") == (True, "selector and resourceName are valid", 2)
+    assert run.state.class_status("by-cores") == (True, "selector and resourceName are valid", 2, "Valid")
     assert run.node_of("p") == "n"
     assert run.last("p").annotations  # the slice is on the device that has cores
 
@@ -50,7 +50,7 @@ def test_a_device_that_has_the_dimension_makes_it_valid_and_wakes_the_pod() -> N
 def test_a_class_that_matches_no_device_yet_is_not_judged() -> None:
     run = Run(config(BINPACK))
     run.add(b.resource_class("by-cores", match_labels={"model": "V100"}, sharing={"dimension": "cores", "unit": "1"}))
-    assert run.state.class_status("by-cores") == (True, "selector and resourceName are valid", 0)
+    assert run.state.class_status("by-cores") == (True, "selector and resourceName are valid", 0, "Valid")
     run.add(b.node("n", gpus=2), b.device("n", 0))
     assert run.state.class_status("by-cores")[0] is False
     run.feed(b.event("DELETED", b.device("n", 0)))
@@ -61,7 +61,7 @@ def test_a_capacity_below_one_unit_cannot_hold_a_slice() -> None:
     run = Run(config(BINPACK))
     run.add(b.node("n", gpus=1), b.device("n", 0, memory="4Gi"))
     run.add(b.resource_class("big-slices", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "8Gi"}))
-    valid, message, matching = run.state.class_status("big-slices")
+    valid, message, matching, _ = run.state.class_status("big-slices")
     assert (valid, matching) == (False, 1)
     assert message == ('spec.sharing.dimension: Invalid value: "memory": none of the 1 matching devices has a memory '
                        "capacity of at least one unit (8Gi); their capacities: memory")

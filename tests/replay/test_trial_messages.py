@@ -45,4 +45,4 @@ def test_the_class_status_says_which_attribute_no_device_has() -> None:
     run.add(b.node("n", gpus=1), b.device("n", 0))
     run.add(b.resource_class("typo", match_labels={"modle": "V100"}))
     assert run.state.class_status("typo") == (
-        True, 'selector and resourceName are valid (no device has the attribute "modle")', 0)
+        True, 'selector and resourceName are valid (no device has the attribute "modle")', 0, "UnknownDeviceAttribute")

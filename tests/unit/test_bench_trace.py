@@ -176,7 +176,7 @@ def test_cluster_objects_are_accepted_by_the_core() -> None:
     objects = cluster_objects([TraceNode("n1", 8000, 1024, 2, "T4")], [pod("x", gpu_milli=100, spec=("T4",))])
     for obj in objects:
         assert scheduler.apply("ADDED", obj, 0.0) == []
-    assert scheduler.state.class_status("trace-share-t4") == (True, "selector and resourceName are valid", 2)
+    assert scheduler.state.class_status("trace-share-t4") == (True, "selector and resourceName are valid", 2, "Valid")
 
 
 # --- metrics ---------------------------------------------------------------------------------

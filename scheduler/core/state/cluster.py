@@ -171,25 +171,23 @@ class ClusterState:
         """The gang's minimum, or None when its PodGroup object has not been seen."""
         return self.gangs.minimum(key, pod)
 
-    def class_status(self, name: str) -> tuple[bool, str, int]:
-        """(valid, message, matching devices) for a ResourceClass status."""
+    def gang_minimum(self, key: str, pod: Pod, members: int) -> int:
+        """The gang's minimum, or all its `members` when its PodGroup object has not been seen
+        (all or nothing)."""
+        return self.group_min(key, pod) or members
+
+    def class_status(self, name: str) -> tuple[bool, str, int, str]:
+        """(valid, message, matching devices, reason) for a ResourceClass status. The reason is
+        its `Valid` condition's: `InvalidSpec` (False), else `UnknownDeviceAttribute` while it
+        matches no device because its selector needs an attribute none has (a typo: the condition
+        stays True, since devices with it may come, but VALID True beside DEVICES 0 read as
+        healthy), else `Valid`."""
         error = self.classes.error_of(name)
         matching = sum(1 for names in self.classes.device_classes.values() if name in names)
         cls = self.classes.classes.get(name)
         why_none = self.classes.unknown_keys_note(cls) if cls is not None and error is None and not matching else ""
-        return error is None, error or f"selector and resourceName are valid{why_none}", matching
-
-    def class_reason(self, name: str) -> str:
-        """The reason of a ResourceClass's `Valid` condition: `InvalidSpec` (False), else
-        `UnknownDeviceAttribute` while it matches no device because its selector needs an
-        attribute none has (a typo: the condition stays True, since devices with it may come, but
-        VALID True beside DEVICES 0 read as healthy), else `Valid`."""
-        if self.classes.error_of(name) is not None:
-            return "InvalidSpec"
-        cls = self.classes.classes.get(name)
-        if cls is not None and not self.classes.matching[name] and self.classes.unknown_keys_note(cls):
-            return UNKNOWN_ATTRIBUTE
-        return "Valid"
+        reason = "InvalidSpec" if error is not None else UNKNOWN_ATTRIBUTE if why_none else "Valid"
+        return error is None, error or f"selector and resourceName are valid{why_none}", matching, reason
 
     # --- events ------------------------------------------------------------------------------
 

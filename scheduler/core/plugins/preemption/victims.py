@@ -72,7 +72,7 @@ def units_for(state: ClusterState, preemptor_priority: int, pods: Iterable[Pod],
         priority = state.gang_priority(key, members, as_victim=True)  # its members share it
         if priority >= preemptor_priority:
             continue
-        minimum = state.group_min(key, here[0]) or len(members)  # no PodGroup seen: all or nothing
+        minimum = state.gang_minimum(key, here[0], len(members))
         surplus = max(0, len(members) - minimum)
         by_start = sorted(here, key=lambda p: (p.start_time or _NOT_STARTED, p.uid), reverse=True)
         spare = by_start[:surplus]
@@ -104,16 +104,21 @@ def why_evicted(state: ClusterState, victims: Sequence[Pod]) -> dict[str, str]:
     below its minimum; a surplus member above it; "" for a pod alone (its lower priority is all)."""
     chosen = {pod.uid for pod in victims}
     reasons: dict[str, str] = {}
+    by_gang: dict[str, str] = {}  # a gang's reason, the same for each of its victims: computed once
     for pod in victims:
         if pod.gang is None or state.leaving(pod):  # already leaving: a victim for free, alone
             reasons[pod.uid] = ""
             continue
         key = pod.gang.key
-        members = running_members(state, key)
-        minimum = state.group_min(key, pod) or len(members)  # no PodGroup seen: all or nothing
-        staying = sum(1 for member in members if member.uid not in chosen)
-        reasons[pod.uid] = (f"gang {gang_name(key)}: would fall below minMember {minimum}" if staying < minimum
-                            else f"gang {gang_name(key)}: a member above its minMember {minimum}")
+        reason = by_gang.get(key)
+        if reason is None:
+            members = running_members(state, key)
+            minimum = state.gang_minimum(key, pod, len(members))
+            staying = sum(1 for member in members if member.uid not in chosen)
+            reason = by_gang[key] = (f"gang {gang_name(key)}: would fall below minMember {minimum}"
+                                     if staying < minimum else f"gang {gang_name(key)}: a member above its minMember "
+                                     f"{minimum}")
+        reasons[pod.uid] = reason
     return reasons
 
 
