@@ -222,7 +222,7 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
         now = time.time()
         result = explaining.explain(listing.objects, f"{namespace}/{name}", chosen.config, events, now)
         if result is not None and result.dry_run is not None:  # it waits for Tessera: does a replica lead?
-            result = replace(result, leader=await _leader(http, chosen.config.leader_election))
+            result = explaining.with_leader(result, await _leader(http, chosen.config.leader_election))
     finally:
         await http.api.close()
     if result is None:

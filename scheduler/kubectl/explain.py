@@ -14,7 +14,7 @@ looks like a scheduler bug.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import get_close_matches
 from typing import Any
 
@@ -29,11 +29,9 @@ from scheduler.core.plugins.preemption.victims import listed
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.state import ClusterState
 from scheduler.kube.fence import FENCE_REFUSED
-from scheduler.kube.recorder import INSTANCE_LIMIT as EVENT_INSTANCE_LIMIT
 from scheduler.kube.snapshot import last_seen, seen_at
 from scheduler.kube.term_token import parse_term_token
 from scheduler.kubectl.leadership import Leadership
-from scheduler.shortened import shortened
 from scheduler.sim.snapshot import is_bound, load
 from scheduler.view.cluster import extended_amounts, gang_view, gate_holds
 from scheduler.view.model import GangView, plain
@@ -119,6 +117,11 @@ class Explanation:
     unadvertised: tuple[str, ...] = ()
     # "PodGroup ns/trian does not exist (did you mean "train"?)": its gang's PodGroup, not there
     missing_podgroup: str = ""
+    # the status says a leader's term fence was refused on it (its latest FailedScheduling Event),
+    # and the pod's tessera.dev/term: `with_leader` drops the refusal when the term leading now
+    # wrote it (the pod was fenced since)
+    fence_refused: bool = False
+    term: str = ""
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
@@ -146,16 +149,16 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
     run = _dry_run(_without_gates(objects, key) if ungated else objects,
                    _waiting_with(state, pod) | _nominated_before(state, pod), key, config, now) \
         if pending or ungated else None
+    status = _status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates,
+                     _finalizers(raw), core.gated().get(key, ""), _fence_refused(events),
+                     _preempted_for(state, pod, events))
     return Explanation(
         pod=key,
         scheduler=pod.scheduler_name,
         ours=ours,
         phase=pod.phase,
         node=pod.node_name,
-        status=_status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates,
-                       _finalizers(raw), core.gated().get(key, ""),
-                       _fence_refused(events, pod.meta.annotations.get(TERM, "")),
-                       _preempted_for(state, pod, events)),
+        status=status,
         reason=wait.reason if wait else "",
         message=wait.message if wait else "",
         nominated_node=pod.nominated_node,
@@ -175,7 +178,32 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         ungated=ungated,
         unadvertised=_unadvertised(state, pod) if run is not None and not run.node else (),
         missing_podgroup=_missing_podgroup(state, pod) if run is not None and not run.node else "",
+        fence_refused=status == FENCE_STATUS,
+        term=pod.meta.annotations.get(TERM, ""),
     )
+
+
+def with_leader(explanation: Explanation, leader: Leadership | None) -> Explanation:
+    """The explanation with who leads now (the command reads the Lease once the pod is known to
+    wait for Tessera). A fence refusal is current unless the pod carries the token of the term
+    that leads now: the refusal is a leader failing to write its fence onto the pod, and a pod
+    carrying the current term's token was written by it (a retry of the refusing term, or a
+    later term's fence), so the refusal is an earlier attempt's. Terms, not times, decide: the
+    refusal Event and the Lease's acquireTime come from different replicas' clocks. Without a
+    current term (no Lease read, none held) the latest Event stands."""
+    if explanation.fence_refused and leader is not None and leader.term \
+            and _same_term(explanation.term, leader.term):
+        return replace(explanation, leader=leader, fence_refused=False, status=NOT_TRIED)
+    return replace(explanation, leader=leader)
+
+
+def _same_term(token: str, current: str) -> bool:
+    """Pod token `token` is of term `current` (a token); one written before tokens named their
+    Lease (a rolling upgrade) is read as the current Lease's."""
+    ours, theirs = parse_term_token(token), parse_term_token(current)
+    return ours is not None and theirs is not None and ours.lease in (None, theirs.lease) \
+        and (ours.identity, ours.transitions, ours.acquire_time) == (theirs.identity, theirs.transitions,
+                                                                     theirs.acquire_time)
 
 
 def _unadvertised(state: ClusterState, pod: Pod) -> tuple[str, ...]:
@@ -216,28 +244,35 @@ def _missing_podgroup(state: ClusterState, pod: Pod) -> str:
 def _preempted_for(state: ClusterState, pod: Pod, events: Sequence[Mapping[str, Any]]) -> str:
     """For a preemption's victim: whom its latest `Preempted` Event names (upstream's `Preempted
     by pod <uid> on node <node>`, the uid looked up), and, when every member of its gang is
-    leaving too, that the gang goes whole (Tessera never leaves a gang below its minimum)."""
+    leaving too, that the gang goes whole (Tessera never leaves a gang below its minimum). The
+    node is where a single pod preemptor is nominated (upstream's candidate); a gang preempting
+    as one (a PodGroup, or a label-form gang's pod) has no single node: the note names the
+    victim's own (scheduler/kube/loop.py `_evict`). The latest Event by time, not by text
+    (`seen_at`: an older Event's deprecatedLastTimestamp has whole seconds)."""
     if pod.preemption_mark is None or not pod.node_name:
         return ""
-    notes = [_event(event) for event in events if event.get("reason") == "Preempted"]
+    preempted = [event for event in events if event.get("reason") == "Preempted"]
     said = ""
-    if notes:
-        note = max(notes, key=lambda line: line.last_seen).message
+    if preempted:
+        note = _event(max(preempted, key=lambda event: seen_at(last_seen(event)))).message
         kind, _, rest = note.removeprefix("Preempted by ").partition(" ")
         uid, _, node = rest.partition(" on node ")
         node = node.removesuffix(" (in kube-scheduler memory).")
+        single = False
         if kind == "pod":
             preemptor = state.pods.get(uid)
             said = f" for pod {preemptor.key if preemptor is not None else uid}"
+            single = preemptor is None or preemptor.gang is None
         elif kind == "podgroup":
             group = next((key for key, obj in state.gangs.podgroups.items() if obj.meta.uid == uid), None)
             said = f" for podgroup {gang_name(group) if group is not None else uid}"
-        said += f" (nominated to {node})" if said and node else ""
+        if said and node:
+            said += f" (nominated to {node})" if single else f" on node {node}"
     gang = pod.gang
     if gang is not None:
         members = [state.pods[uid] for uid in state.gangs.members.get(gang.key, set()) if uid in state.pods]
         if len(members) > 1 and all(state.leaving(member) for member in members):
-            minimum = state.group_min(gang.key, pod) or len(members)
+            minimum = state.gang_minimum(gang.key, pod, len(members))
             said += (f"; its whole gang {gang_name(gang.key)} goes with it: a gang is never left below its "
                      f"minMember {minimum}")
     return said
@@ -351,29 +386,24 @@ def _finalizers(raw: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(str(name) for name in names) if isinstance(names, list) else ()
 
 
-def _fence_refused(events: Sequence[Mapping[str, Any]], token: str) -> bool:
+def _fence_refused(events: Sequence[Mapping[str, Any]]) -> bool:
     """The pod's latest FailedScheduling Event is a leader's term fence refused on it (the loop's
-    `_fence_refused`, one per pod and term) and no term has fenced the pod since: that leader
-    decides nothing until the write succeeds. Times are compared as times (`seen_at`: an
-    eventTime has microseconds, an older Event's deprecatedLastTimestamp whole seconds). A later
-    FailedScheduling (an attempt since) says the fence was written; so does the pod's
-    `tessera.dev/term` `token` when it is of a term acquired after the refusal (a later leader
-    fenced it) or of the very replica that refused (its Events' reportingInstance is its identity:
-    it wrote the fence on a later try). A token of another replica's earlier term leaves the
-    refusal current: the newer term has not fenced the pod."""
+    `_fence_refused`, one per pod and term): that leader decides nothing until the write
+    succeeds. Times are compared as times (`seen_at`: an eventTime has microseconds, an older
+    Event's deprecatedLastTimestamp whole seconds). A later FailedScheduling (an attempt since)
+    says the fence was written; whether a term fenced the pod since without an attempt yet is the
+    pod's token against the term leading now (`with_leader`)."""
     failed = [event for event in events if event.get("reason") == "FailedScheduling"]
     if not failed:
         return False
     latest = max(failed, key=lambda event: seen_at(last_seen(event)))
-    if not str(latest.get("note") or "").startswith(FENCE_REFUSED):
-        return False
-    term = parse_term_token(token) if token else None
-    if term is None:
-        return True
-    if seen_at(term.acquire_time) > seen_at(last_seen(latest)):
-        return False
-    instance = str(latest.get("reportingInstance") or "")
-    return not instance or instance != shortened(term.identity, EVENT_INSTANCE_LIMIT)
+    return str(latest.get("note") or "").startswith(FENCE_REFUSED)
+
+
+NOT_TRIED = "pending: not tried yet"
+FENCE_STATUS = ("pending, not tried: the leader's term fence could not be written onto it (FailedScheduling in "
+                "Events): the leader schedules nothing until every pending pod carries it (TesseraTermFenceStuck; "
+                "docs/operations.md)")
 
 
 def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: str, gates: bool,
@@ -407,10 +437,8 @@ def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: s
     if reason:
         return f"pending: {reason}"
     if fence_refused:
-        return ("pending, not tried: the leader's term fence could not be written onto it (FailedScheduling "
-                "in Events): the leader schedules nothing until every pending pod carries it "
-                "(TesseraTermFenceStuck; docs/operations.md)")
-    return "pending: not tried yet"
+        return FENCE_STATUS
+    return NOT_TRIED
 
 
 def _gate(state: ClusterState, pod: Pod, waiting_on: str, gates: bool) -> str:

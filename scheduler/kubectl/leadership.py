@@ -34,6 +34,7 @@ import anyio
 from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.leader import JITTER_FACTOR, LEASES
+from scheduler.kube.term_token import term_token
 
 __all__ = ["LEADING", "MISSING", "RELEASED", "SKEW", "STOPPED", "UNKNOWN", "Leadership", "leadership"]
 
@@ -55,6 +56,9 @@ class Leadership:
     holder: str = ""
     age: float | None = None  # seconds since the record's renewTime by this machine's clock (approximate)
     duration: int = 0  # the record's leaseDurationSeconds
+    # the holder's term as its tessera.dev/term token (`term_token`: the Lease, holder,
+    # leaseTransitions, acquireTime), "" when no holder is named: a pod carrying it was fenced by it
+    term: str = ""
 
 
 async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
@@ -83,7 +87,7 @@ async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
         return _released(lease, namespace, age, retry)
     if age is not None and -SKEW <= age <= retry + SKEW:
         return Leadership(lease, LEADING, f"{holder} (the Lease {lease} was renewed about {round(age)} s ago)",
-                          holder, age, duration)
+                          holder, age, duration, _term(namespace, name, seen))
     window = retry + SKEW
     progress(f"watching the Lease {lease} for up to {window:g} s: "
              + (f"{holder} last renewed it about {round(age)} s ago by this machine's clock" if age is not None
@@ -110,14 +114,16 @@ async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
             said = f"{renewed} (it renewed the Lease {lease} while this command watched" + (
                 f"; its renewTime read about {round(age)} s old by this machine's clock: the clocks differ, or a "
                 "renewal came late)" if age is not None else ")")
-        return Leadership(lease, LEADING, said, renewed, _age(current, now()), _duration(current, election))
+        return Leadership(lease, LEADING, said, renewed, _age(current, now()), _duration(current, election),
+                          _term(namespace, name, current))
     if not looked:  # the apiserver, not the holder, may be the trouble: nothing says it stopped
         when = f", renewed about {round(age)} s ago by this machine's clock" if age is not None else ""
         return Leadership(lease, UNKNOWN, f"unknown: the Lease {lease} (held by {holder}{when}) could not be read "
-                                          f"again to see whether it is renewed ({failed})", holder, age, duration)
+                                          f"again to see whether it is renewed ({failed})", holder, age, duration,
+                          _term(namespace, name, seen))
     age = _age(seen, now())
     return Leadership(lease, STOPPED, _stopped(lease, namespace, holder, age, duration, retry, window),
-                      holder, age, duration)
+                      holder, age, duration, _term(namespace, name, seen))
 
 
 def _standby_try(retry: float) -> float:
@@ -192,6 +198,16 @@ async def _read(http: KubeHttp, path: str) -> dict[str, Any] | str | None:
 def _holder(spec: dict[str, Any]) -> str:
     holder = spec.get("holderIdentity")
     return holder if isinstance(holder, str) else ""
+
+
+def _term(namespace: str, name: str, spec: dict[str, Any]) -> str:
+    """The term of the record's holder as its leader writes it onto pods (scheduler/kube/leader.py
+    `_start_leading`: the record's leaseTransitions and acquireTime as the apiserver returns them)."""
+    transitions = spec.get("leaseTransitions")
+    acquired = spec.get("acquireTime")
+    return term_token(namespace, name, _holder(spec),
+                      transitions if isinstance(transitions, int) and not isinstance(transitions, bool) else 0,
+                      acquired if isinstance(acquired, str) else "")
 
 
 def _duration(spec: dict[str, Any], election: LeaderElectionConfig) -> int:

@@ -94,3 +94,67 @@ def test_explain_says_a_gangs_surplus_member_goes_alone() -> None:
     result = explaining.explain(objs, "default/hi1", config(BINPACK), [], 0.0)
     assert result is not None and result.dry_run is not None and len(result.dry_run.preempts) == 1
     assert result.dry_run.preempt_reasons == ("gang default/g: a member above its minMember 2",)
+
+
+def _victims_of_a_gang() -> list[dict[str, Any]]:
+    """lowg's members (priority 100) on n1 and n2 are being evicted (DisruptionTarget), for the
+    priority-1000 gang hig (2 members of 4 GPUs, pending) that preempted as one."""
+    objs = _gang_and_preemptor()[:4]
+    for pod in objs[2:4]:
+        pod["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["example.com/keep"])
+        pod["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                                        "message": "tessera: preempting to accommodate a higher priority pod"}]
+    return objs
+
+
+def _preempted(note: str, when: str = "2026-01-01T00:00:00.000000Z") -> dict[str, Any]:
+    return {"type": "Normal", "reason": "Preempted", "note": note, "reportingController": "tessera",
+            "eventTime": when, "regarding": {"kind": "Pod", "name": "lowg-1"}}
+
+
+def test_a_victim_of_a_podgroup_names_its_own_node_not_a_nomination() -> None:
+    """A gang preempting as one has no single candidate node: each victim's Preempted Event names
+    the victim's own node (scheduler/kube/loop.py `_evict`), which explain says as such."""
+    group = b.podgroup("hig", 2)
+    objs = [*_victims_of_a_gang(), group,
+            *(b.pod(f"hig-{i}", limits={"nvidia.com/gpu": 4}, priority=1000,
+                    labels={"scheduling.x-k8s.io/pod-group": "hig"}) for i in range(2))]
+    uid = group["metadata"]["uid"]
+    events = [_preempted(f"Preempted by podgroup {uid} on node n2")]
+    result = explaining.explain(objs, "default/lowg-1", config(BINPACK), events, 0.0)
+    assert result is not None
+    assert "preempted by tessera for podgroup default/hig on node n2;" in result.status, result.status
+    assert "nominated" not in result.status
+
+
+def test_a_victim_of_a_label_gang_names_its_own_node_not_a_nomination() -> None:
+    """A label-form gang has no PodGroup object: its pod is named, but the gang preempted as one."""
+    objs = [*_victims_of_a_gang(),
+            *(b.pod(f"hig-{i}", labels=b.gang_labels("hig", 2), limits={"nvidia.com/gpu": 4}, priority=1000)
+              for i in range(2))]
+    uid = objs[-2]["metadata"]["uid"]
+    events = [_preempted(f"Preempted by pod {uid} on node n2")]
+    result = explaining.explain(objs, "default/lowg-1", config(BINPACK), events, 0.0)
+    assert result is not None
+    assert "preempted by tessera for pod default/hig-0 on node n2;" in result.status, result.status
+
+
+def test_the_latest_preempted_event_is_chosen_by_time_not_by_text() -> None:
+    """An older Event's deprecatedLastTimestamp has whole seconds: as text `...:05Z` sorts after
+    `...:05.100000Z`, and an offset sorts by its local digits."""
+    objs = _gang_and_preemptor()
+    for pod in objs[2:4]:
+        pod["metadata"].update(deletionTimestamp="2026-01-01T00:00:00Z")
+        pod["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                                        "message": "tessera: preempting to accommodate a higher priority pod"}]
+    objs[4]["status"]["nominatedNodeName"] = "n1"
+    objs.append(b.pod("other", limits={"nvidia.com/gpu": 1}, priority=1000))
+    uid, older = objs[4]["metadata"]["uid"], objs[5]["metadata"]["uid"]
+    seconds = {**_preempted(f"Preempted by pod {older} on node n1", ""), "eventTime": None,
+               "deprecatedLastTimestamp": "2026-01-01T00:00:05Z"}
+    for later in ("2026-01-01T00:00:05.100000Z", "2026-01-01T01:00:06.000000+01:00"):
+        events = [seconds, _preempted(f"Preempted by pod {uid} on node n1", later)]
+        for order in (events, events[::-1]):
+            result = explaining.explain(objs, "default/lowg-1", config(BINPACK), order, 0.0)
+            assert result is not None
+            assert "for pod default/hi1 (nominated to n1)" in result.status, result.status

@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import math
 import re
+import time
 from functools import partial
 from datetime import datetime, timezone
 from typing import Any
@@ -157,7 +158,7 @@ def _serve(monkeypatch: pytest.MonkeyPatch, api: _Api, objs: list[dict[str, Any]
     """The CLI lists `objs` (read at each command: a test may change them between runs) and reads
     the rest through `api`, on `api`'s clock."""
     monkeypatch.setattr(cli, "_listing", fake_listing(api, objs))
-    monkeypatch.setattr(cli.time, "time", lambda: NOW + api.t)
+    monkeypatch.setattr(time, "time", lambda: NOW + api.t)  # the module cli reads the time through
     monkeypatch.setattr(cli, "leadership", partial(leadership, now=lambda: NOW + api.t, clock=api.clock,
                                                    sleep=api.sleep))
 
@@ -206,7 +207,18 @@ def test_the_json_form_carries_who_leads() -> None:
     doc = explaining.as_dict(replace(result, leader=Leadership("tessera-system/tessera", STOPPED, "none: ...", "a",
                                                                18.0, 30)))
     assert doc["leader"] == {"lease": "tessera-system/tessera", "state": "stopped", "message": "none: ...",
-                             "holder": "a", "age": 18.0, "duration": 30}
+                             "holder": "a", "age": 18.0, "duration": 30, "term": ""}
+
+
+async def test_the_lease_gives_the_term_its_holder_fences_pods_with() -> None:
+    """The holder's term as its leader writes tessera.dev/term (scheduler/kube/leader.py: the
+    record's leaseTransitions and acquireTime as read): explain tells a pod fenced by the term
+    that leads now from one an earlier term wrote. A released Lease names no term."""
+    lease = _lease("tessera-7c9_1f", NOW - 1.2, transitions=7)
+    found = await _judge(_Api([(200, lease)]))
+    assert found.term == f"tessera-system/tessera/tessera-7c9_1f/7/{lease['spec']['acquireTime']}"
+    released = await _judge(_Api([(200, _lease("", NOW - 1.2))]))
+    assert (released.state, released.term) == (RELEASED, "")
 
 
 @pytest.mark.parametrize("elect", [True, False])
