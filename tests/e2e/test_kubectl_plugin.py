@@ -277,6 +277,50 @@ async def test_explain_says_whether_a_replica_leads(clean_cluster: LocalControlP
         await kubectl.call("DELETE", f"{leases}/tessera", ok=(200, 404))
 
 
+async def test_explain_reads_a_fence_refusal_against_the_term_leading_now(clean_cluster: LocalControlPlane,
+                                                                         kubectl: Kube, namespace: str) -> None:
+    """A pending pod whose latest FailedScheduling is a leader's refused term fence: explain says
+    the fence holds it while the pod carries an older term's token (here the same replica's
+    earlier term, which explain used to read as fenced), and "not tried yet" once it carries the
+    token of the term the Lease holds now — the Lease read from the apiserver as the leader
+    forms its token (acquireTime as the apiserver returns it), whatever the clocks."""
+    from scheduler.core.annotations import TERM
+    from scheduler.kube.fence import FENCE_REFUSED
+    from scheduler.kube.term_token import term_token
+
+    leases = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    await kubectl.call("POST", leases, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                        "metadata": {"name": "tessera"},
+                                        "spec": {"holderIdentity": "replica-b", "leaseDurationSeconds": 15,
+                                                 "acquireTime": stamp, "renewTime": stamp, "leaseTransitions": 4}})
+    try:
+        acquired = (await kubectl.call("GET", f"{leases}/tessera")).json()["spec"]["acquireTime"]
+        current = term_token("kube-system", "tessera", "replica-b", 4, acquired)
+        older = term_token("kube-system", "tessera", "replica-b", 2, "2026-01-01T00:00:00.000000Z")
+        pod = await kubectl.create_pod(namespace, b.pod("waits", limits={"nvidia.com/gpu": 1},
+                                                        annotations={TERM: older}))
+        later = (datetime.now(timezone.utc) + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        await kubectl.call("POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", {
+            "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "waits.fence"},
+            "eventTime": later,  # a clock ahead of the Lease's: the times do not decide
+            "reportingController": "tessera", "reportingInstance": "replica-b", "action": "Scheduling",
+            "reason": "FailedScheduling", "type": "Warning",
+            "note": f"{FENCE_REFUSED}: writing tessera.dev/term through pods/status failed: HTTP 403: denied",
+            "regarding": {"kind": "Pod", "apiVersion": "v1", "namespace": namespace, "name": "waits",
+                          "uid": pod["metadata"]["uid"]}})
+        out = await _ok(clean_cluster, "explain", "waits", "-n", namespace)
+        assert "Status:     pending, not tried: the leader's term fence could not be written onto it" in out, out
+        assert "Leader:     " in out
+        await kubectl.call("PATCH", f"/api/v1/namespaces/{namespace}/pods/waits",
+                           {"metadata": {"annotations": {TERM: current}}},
+                           content_type="application/merge-patch+json")
+        out = await _ok(clean_cluster, "explain", "waits", "-n", namespace)
+        assert "Status:     pending: not tried yet\n" in out, out
+    finally:
+        await kubectl.call("DELETE", f"{leases}/tessera", ok=(200, 404))
+
+
 async def test_nodes_says_a_node_agent_went_silent(clean_cluster: LocalControlPlane, kubectl: Kube) -> None:
     """An on-call trial: a SIGKILLed node agent left its ExtendedResources Healthy=True with a
     heartbeat five minutes old, and `kubectl tessera nodes` said nothing. Its GPU rows read
