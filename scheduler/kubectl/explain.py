@@ -247,7 +247,8 @@ def _preempted_for(state: ClusterState, pod: Pod, events: Sequence[Mapping[str, 
     leaving too, that the gang goes whole (Tessera never leaves a gang below its minimum). The
     node is where a single pod preemptor is nominated (upstream's candidate); a gang preempting
     as one (a PodGroup, or a label-form gang's pod) has no single node: the note names the
-    victim's own (scheduler/kube/loop.py `_evict`). The latest Event by time, not by text
+    victim's own (scheduler/kube/loop.py `_evict`), said as such ("on node N", the note's words)
+    when the preemptor may be a gang. The latest Event by time, not by text
     (`seen_at`: an older Event's deprecatedLastTimestamp has whole seconds)."""
     if pod.preemption_mark is None or not pod.node_name:
         return ""
@@ -262,7 +263,9 @@ def _preempted_for(state: ClusterState, pod: Pod, events: Sequence[Mapping[str, 
         if kind == "pod":
             preemptor = state.pods.get(uid)
             said = f" for pod {preemptor.key if preemptor is not None else uid}"
-            single = preemptor is None or preemptor.gang is None
+            # a gang preempting as one names each victim's own node: another node is a single
+            # pod's nomination (a gang member too, under a profile without gang scheduling)
+            single = node != pod.node_name or (preemptor is not None and preemptor.gang is None)
         elif kind == "podgroup":
             group = next((key for key, obj in state.gangs.podgroups.items() if obj.meta.uid == uid), None)
             said = f" for podgroup {gang_name(group) if group is not None else uid}"

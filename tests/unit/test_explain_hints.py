@@ -137,6 +137,13 @@ def test_a_victim_of_a_label_gang_names_its_own_node_not_a_nomination() -> None:
     result = explaining.explain(objs, "default/lowg-1", config(BINPACK), events, 0.0)
     assert result is not None
     assert "preempted by tessera for pod default/hig-0 on node n2;" in result.status, result.status
+    # a node other than the victim's own is a single pod's nomination (a gang member under a
+    # profile without gang scheduling preempts as a pod), and a preemptor gone is named by uid
+    for preemptor in (uid, "0000-gone"):
+        events = [_preempted(f"Preempted by pod {preemptor} on node n1")]
+        result = explaining.explain(objs, "default/lowg-1", config(BINPACK), events, 0.0)
+        assert result is not None
+        assert " (nominated to n1);" in result.status, result.status
 
 
 def test_the_latest_preempted_event_is_chosen_by_time_not_by_text() -> None:
