@@ -17,7 +17,14 @@ Two sources, because some violations leave no trace in the final state:
   version of every ResourceClass, so :func:`check_history` can tell a binding made on a stale view
   (to a node or device deleted, or against a class edited, more than ``grace`` seconds before the
   bind was observed) from an unlucky race. It also runs the capacity checks on its live view after
-  every change, which catches an over-allocation that a later deletion would have hidden.
+  every change, which catches an over-allocation that a later deletion would have hidden. What
+  happened to devices and holds it orders by resourceVersion (pods and devices arrive on separate
+  streams, in no common order): a hold of a device moved since is its holder's if it began before
+  the move, and slices over a capacity count only when a holder began beyond the capacity of its
+  moment (`ClusterWatcher.overfills`; a capacity lowered under held slices is allowed).
+
+A pod holds union(``tessera.dev/devices``, ``tessera.dev/held-devices``), a device its containers
+have in phases that do not meet once, whole if any has it whole — as Tessera counts it.
 
 Every check returns :class:`Violation` records (never raises on bad data): a fault run wants the
 complete list, not the first assertion.
@@ -276,14 +283,9 @@ def _grants(pods: Iterable[JSON], out: list[Violation]) -> list[_Grant]:
     for pod in pods:
         if not _active(pod):
             continue
-        raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(ann.DEVICES)
-        if raw is None:
-            continue
         key = _key(pod)
-        try:
-            assignment = ann.decode_devices(raw)
-        except ann.AnnotationError as err:
-            out.append(Violation(BAD_ANNOTATION, key, f"{ann.DEVICES} cannot be decoded: {err}"))
+        assignment = _held_assignment(pod, key, out)
+        if assignment is None:
             continue
         node = pod["spec"]["nodeName"]
         try:
@@ -297,6 +299,58 @@ def _grants(pods: Iterable[JSON], out: list[Violation]) -> list[_Grant]:
                                          grant.device_id, grant.amount, phases.get(container, always(phases)),
                                          grant.dimension, grant.resource_name))
     return grants
+
+
+def _held_assignment(pod: JSON, key: str, out: list[Violation]) -> ann.DeviceAssignment | None:
+    """What a bound pod holds: union(`tessera.dev/devices`, `tessera.dev/held-devices`), as every
+    Tessera reader counts it (docs/api.md; `merge_devices`: whole where either says whole, a slice
+    at the larger amount), so an annotation edited down still holds what it named. None when the
+    pod carries neither (or neither is readable: each unreadable one is reported)."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    parts: list[ann.DeviceAssignment] = []
+    for name in (ann.HELD_DEVICES, ann.DEVICES):  # held first: it keeps the granted resourceName
+        raw = annotations.get(name)
+        if raw is None:
+            continue
+        try:
+            parts.append(ann.decode_devices(raw))
+        except ann.AnnotationError as err:
+            out.append(Violation(BAD_ANNOTATION, key, f"{name} cannot be decoded: {err}"))
+    return ann.merge_devices(*parts) if parts else None
+
+
+def _split(held: Iterable[_Grant]) -> tuple[list[_Grant], list[_Grant], list[_Grant]]:
+    """A device's grants as its holders hold it (`lifecycle.device_holds`): the whole ones; the
+    slices of pods that do not have it whole; and the slices of pods that have it whole too in a
+    container running beside the slice's (a pod whose init container had it whole and whose app
+    container has a slice of it holds it once, whole: no clash)."""
+    grants = list(held)
+    whole = [g for g in grants if g.amount is None]
+    whole_uids = {g.uid for g in whole}
+    shared = [g for g in grants if g.amount is not None and g.uid not in whole_uids]
+    clash = [g for g in grants if g.amount is not None and g.uid in whole_uids
+             and any(w.uid == g.uid and not w.phases.isdisjoint(g.phases) for w in whole)]
+    return whole, shared, clash
+
+
+def _over_capacity(shared: list[_Grant], device: Device,
+                   view: ClusterView) -> list[tuple[str, Fraction, Fraction | int | None]]:
+    """Each sharing dimension the slices overfill, with what they hold of it and its capacity:
+    the dimension a slice's grant names, else its class's; slices of neither count against every
+    dimension beside them (they may be of any), or alone as memory."""
+    dimensions = [g.dimension or _dimension(g.resource, view) for g in shared]
+    out: list[tuple[str, Fraction, Fraction | int | None]] = []
+    for dimension in sorted(set(dimensions) - {""} or {"memory"}):
+        total = _shared_total(g for g, of in zip(shared, dimensions, strict=True) if of in (dimension, ""))
+        capacity = device.capacity.get(dimension)
+        if capacity is None or total > capacity:
+            out.append((dimension, total, capacity))
+    return out
+
+
+def _over_text(dimension: str, total: Fraction, capacity: Fraction | int | None) -> str:
+    return (f"shared {format_quantity(total)} of {dimension} > capacity "
+            f"{format_quantity(capacity) if capacity is not None else 'none'}")
 
 
 def _shared_total(shared: Iterable[_Grant]) -> Fraction:
@@ -388,11 +442,14 @@ def _ledger(view: ClusterView, known_devices: Mapping[str, JSON] | None, out: li
 
 
 def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None = None,
-                   held_on: Mapping[tuple[str, str], str] | None = None) -> list[Violation]:
+                   held_on: Mapping[tuple[str, str], str] | None = None,
+                   began: Mapping[tuple[str, str], int] | None = None) -> list[Violation]:
     """No device beyond its capacity, no node beyond its allocatable.
 
     Devices: at most one exclusive holder; shared amounts within the capacity of the class's
-    sharing dimension; never exclusive and shared at once; a device only on its own node.
+    sharing dimension; never exclusive and shared at once; a device only on its own node. A pod
+    holds union(`tessera.dev/devices`, `tessera.dev/held-devices`), a device its containers have
+    in phases that do not meet once (whole if any has it whole).
     Nodes: per resource, the sum of the requests of the active pods bound to it (class resources
     excluded) plus, for a device resourceName, the number of that node's devices held through
     classes, within allocatable; the pod count within ``pods``. ``known_devices`` supplies the
@@ -400,20 +457,23 @@ def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None =
     watcher's `ClusterWatcher.held_on`) the node a device's object named when each hold began: a
     device moved while held stays its holder's (docs/api.md), so a holder on that node is none
     "on other nodes" — a final LIST alone cannot tell it from a GPU of another node handed out.
+    ``began`` (`ClusterWatcher.began`): holds whose start the watcher saw; a device whose slices
+    are all such is not judged by its capacity now (lowered under held slices is allowed,
+    docs/api.md) but by `ClusterWatcher.overfills`, which judges each holder as it began. A final
+    LIST alone judges by the capacity now, so it also flags a capacity lowered under slices.
     """
     out: list[Violation] = []
     ledger = _ledger(view, known_devices, out)
     for name, held in sorted(ledger.by_device.items()):
         device = _device(ledger.devices.get(name))
-        exclusive = [g for g in held if g.amount is None]
-        shared = [g for g in held if g.amount is not None]
+        exclusive, shared, clash = _split(held)
         holders = sorted({g.pod for g in held})
         overlapping = [(a, b) for i, a in enumerate(exclusive) for b in exclusive[i + 1:]
                        if a.uid != b.uid or not a.phases.isdisjoint(b.phases)]
         if overlapping:  # two pods, or two containers of one pod that run at once
             out.append(Violation(DEVICE_CAPACITY, name, f"exclusively assigned {len(exclusive)} times: "
                                  f"{', '.join(sorted(f'{g.pod} ({g.container})' for g in exclusive))}"))
-        if exclusive and shared:
+        if (exclusive and shared) or clash:
             out.append(Violation(DEVICE_CAPACITY, name, f"assigned exclusively and shared at once: {', '.join(holders)}"))
         if device is not None:
             wrong = sorted({g.pod for g in held if g.node != device.node_name
@@ -421,17 +481,10 @@ def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None =
             if wrong:
                 out.append(Violation(DEVICE_CAPACITY, name, f"device is on node {device.node_name} but pods on "
                                      f"other nodes hold it: {', '.join(wrong)}"))
-            if shared:  # each sharing dimension within its own capacity: the one a slice's grant
-                # names, else its class's; slices of neither count against every dimension beside
-                # them (they may be of any), or alone as memory
-                dimensions = [g.dimension or _dimension(g.resource, view) for g in shared]
-                for dimension in sorted(set(dimensions) - {""} or {"memory"}):
-                    total = _shared_total(g for g, of in zip(shared, dimensions, strict=True) if of in (dimension, ""))
-                    capacity = device.capacity.get(dimension)
-                    if capacity is None or total > capacity:
-                        out.append(Violation(DEVICE_CAPACITY, name, f"shared {format_quantity(total)} of {dimension} "
-                                             f"> capacity {format_quantity(capacity) if capacity is not None else 'none'}"
-                                             f": {', '.join(holders)}"))
+            if shared and (began is None or any((name, g.uid) not in began for g in shared)):
+                sharers = ', '.join(sorted({g.pod for g in shared}))
+                for dimension, total, capacity in _over_capacity(shared, device, view):
+                    out.append(Violation(DEVICE_CAPACITY, name, f"{_over_text(dimension, total, capacity)}: {sharers}"))
     for node_name, obj in sorted(view.nodes.items()):
         try:
             node = parse_node(obj)
@@ -706,7 +759,10 @@ def check(view: ClusterView, *, must_bind: Collection[str] = (), watcher: Cluste
     """All final-state checks (and the watcher's, when given), deduplicated and sorted; ``blind``
     as for :func:`check_history`, ``only_if_room`` as for :func:`check_unbound`."""
     removed = watcher.removed_devices() if watcher is not None else None
-    found = check_capacity(view, removed, watcher.held_on if watcher is not None else None)
+    found = check_capacity(view, removed, watcher.held_on if watcher is not None else None,
+                           watcher.began if watcher is not None else None)
+    if watcher is not None:
+        found += watcher.overfills(grace=grace, blind=blind)
     found += check_gangs(view) + check_unbound(view, must_bind, only_if_room, removed) + check_events(view)
     if watcher is not None:
         found += check_history(watcher, view, grace, blind)
@@ -764,17 +820,32 @@ class ClusterWatcher:
     """
 
     def __init__(self, api: ApiReader, namespaces: Collection[str] | None = None,
-                 check_interval: float = 0.25) -> None:
+                 check_interval: float = 0.25, grace: float = 5.0) -> None:
         self.api = api
+        self.grace = grace  # `overfills`' default
         self.namespaces = set(namespaces) if namespaces is not None else None
         self.check_interval = check_interval
         self.view = ClusterView()
         self.first_bound: dict[str, FirstBinding] = {}
         self.removed: dict[tuple[str, str], tuple[float, JSON]] = {}  # (kind, name) -> (when, last object)
         self.class_versions: dict[str, list[tuple[float, JSON | None]]] = defaultdict(list)
-        # (device name, pod uid) -> the node the device's object named when the watcher first saw
-        # the pod hold it: a device moved while held stays its holder's (`check_capacity`)
-        self.held_on: dict[tuple[str, str], str] = {}
+        # History in etcd's order. Pods and devices come on separate watch streams, so the order
+        # events arrive in says nothing about the order they were written in; their
+        # resourceVersions do (one revision sequence; objects without one, as in unit tests: the
+        # order seen). (device name, pod uid) -> the resourceVersion of the first version of the
+        # pod seen holding the device (`held_on`); `began` only for holds that began while watched
+        # (not in the initial LIST: when those began is unknown), for `check_capacity`:
+        self._first_held: dict[tuple[str, str], int] = {}
+        self.began: dict[tuple[str, str], int] = {}
+        # device name -> (resourceVersion, arrival, when seen, the object or None once deleted),
+        # one per version whose spec changed
+        self._device_versions: dict[str, list[tuple[int, int, float, JSON | None]]] = defaultdict(list)
+        # device name -> (resourceVersion, arrival, when seen, pod uid, the pod's grants on it from
+        # then on — () once it holds it no more —, whether the hold predates the watch: the
+        # initial LIST)
+        self._hold_log: dict[str, list[tuple[int, int, float, str, tuple[_Grant, ...], bool]]] = defaultdict(list)
+        self._pod_grants: dict[str, dict[str, tuple[_Grant, ...]]] = {}  # uid -> device -> its grants now
+        self._arrival = 0
         self.started = time.monotonic()
         self.synced = asyncio.Event()
         self.errors = 0
@@ -802,11 +873,91 @@ class ClusterWatcher:
         self._run_checks()
 
     def violations(self) -> list[Violation]:
-        """Pods bound twice and transient capacity violations seen during the run."""
+        """Pods bound twice and transient capacity violations seen during the run (slices
+        beyond capacity are judged by `overfills`, from the history)."""
         return sorted(self._violations)
 
     def removed_devices(self) -> dict[str, JSON]:
         return {name: obj for (kind, name), (_, obj) in self.removed.items() if kind == "ExtendedResource"}
+
+    @property
+    def held_on(self) -> dict[tuple[str, str], str]:
+        """(device name, pod uid) -> the node the device's object named when the pod began holding
+        it, by resourceVersion: a device moved while held stays its holder's (`check_capacity`),
+        a pod given it after the move (a later resourceVersion than the move's) is not exempt,
+        whatever order the two watch streams delivered the events in. A hold that began before
+        the first version of the device the watcher knows is judged by that version; one that
+        began while the device did not exist, by none (not exempt)."""
+        out: dict[tuple[str, str], str] = {}
+        for (name, uid), order in self._first_held.items():
+            versions = sorted(self._device_versions.get(name, []), key=lambda v: (v[0], v[1]))
+            if not versions:
+                continue
+            obj = versions[0][3]
+            for at, _, _, version in versions:
+                if at > order:
+                    break
+                obj = version
+            device = _device(obj)
+            if device is not None:
+                out[(name, uid)] = device.node_name
+        return out
+
+    def overfills(self, names: Iterable[str] | None = None, grace: float | None = None,
+                  blind: Iterable[tuple[float, float]] = ()) -> list[Violation]:
+        """Slices beyond capacity, judged by history: a pod that began holding slices of a device
+        (resourceVersion order) while those already present and its own exceeded the capacity of
+        a dimension its slices are of, as the device stood then. A capacity lowered under held
+        slices is no violation (docs/api.md), and a pod the watcher saw begin holding within
+        ``grace`` seconds (default `grace`; 0: none) of seeing the capacity lowered, or across a
+        ``blind`` window (as for `check_history`) after it, is judged by the capacity before (a
+        Binding decided on the view before the edit may land after it: Tessera cannot fence a
+        device edit; the race `check_history`'s grace allows). Not judged here: a hold of the initial LIST (its
+        start is unknown; `check_capacity` judges a device with one by its capacity now), one
+        that began before the first version of the device the watcher knows (its capacity then
+        is unknown)."""
+        grace = self.grace if grace is None else grace
+        windows = list(blind)
+        out: list[Violation] = []
+        for name in sorted(self._hold_log if names is None else names):
+            steps: list[tuple[int, int, float, JSON | None, tuple[str, tuple[_Grant, ...], bool] | None]] = [
+                (at, arrival, seen, obj, None) for at, arrival, seen, obj in self._device_versions.get(name, [])]
+            steps += [(at, arrival, seen, None, (uid, grants, initial))
+                      for at, arrival, seen, uid, grants, initial in self._hold_log.get(name, [])]
+            steps.sort(key=lambda step: (step[0], step[1]))
+            device: Device | None = None
+            replaced: list[tuple[float, Device]] = []  # (when seen replaced, an earlier version)
+            holders: dict[str, tuple[_Grant, ...]] = {}
+            for _, _, seen, obj, hold in steps:
+                if hold is None:  # a device version; once deleted its holders keep the last one
+                    parsed = _device(obj)
+                    if parsed is not None:
+                        if device is not None:
+                            replaced.append((seen, device))
+                        device = parsed
+                    continue
+                uid, grants, initial = hold
+                joined = uid not in holders and bool(grants)
+                if grants:
+                    holders[uid] = grants
+                else:
+                    holders.pop(uid, None)
+                mine = [g for g in grants if g.amount is not None]
+                if not joined or initial or device is None or not mine or len(mine) < len(grants):
+                    continue  # whole holders clash or not by `check_capacity`, at every change
+                _, shared, _ = _split(g for held in holders.values() for g in held)
+                dimensions = {g.dimension or _dimension(g.resource, self.view) for g in mine}
+                recent = [old for when, old in replaced
+                          if (grace > 0 and abs(when - seen) <= grace) or _blind(windows, when, seen)]
+                for dimension, total, capacity in _over_capacity(shared, device, self.view):
+                    if any(not any(d == dimension for d, _, _ in _over_capacity(shared, old, self.view))
+                           for old in recent):
+                        continue  # within the capacity of a version replaced just before
+                    if dimension in dimensions or "" in dimensions:
+                        sharers = ', '.join(sorted({g.pod for g in shared}))
+                        out.append(Violation(DEVICE_CAPACITY, name, f"{_over_text(dimension, total, capacity)} "
+                                             f"when {mine[0].pod} began holding slices of it: {sharers}"))
+        return out
 
     # --- internals ---------------------------------------------------------------------------
 
@@ -825,7 +976,7 @@ class ClusterWatcher:
             try:
                 if not resource_version:
                     items, resource_version = await self.api.list(path)
-                    self._replace(kind, items, initial=kind not in self._synced_kinds)
+                    self._replace(kind, items, initial=kind not in self._synced_kinds, listed_at=resource_version)
                     if kind not in self._synced_kinds:
                         self._synced_kinds.add(kind)
                         if len(self._synced_kinds) == len(_KINDS):
@@ -858,14 +1009,18 @@ class ClusterWatcher:
                 await asyncio.sleep(delay * random.uniform(0.8, 1.2))
                 delay = min(delay * 2, 2.0)
 
-    def _replace(self, kind: str, items: list[JSON], initial: bool = False) -> None:
+    def _replace(self, kind: str, items: list[JSON], initial: bool = False, listed_at: str = "") -> None:
         """Make the store equal a LIST. Objects of the initial LIST date from before the run:
-        classes count as existing forever, pods as bound when the watch started."""
+        classes count as existing forever, pods as bound when the watch started. An object the
+        LIST no longer has was deleted by the LIST's resourceVersion ``listed_at``."""
         store = self._store(kind)
         listed = {self._id(kind, obj): obj for obj in items}
         at = self.started if initial else None
         for ident in [i for i in store if i not in listed]:
-            self._apply(kind, "DELETED", store[ident])
+            gone = store[ident]
+            if listed_at:
+                gone = {**gone, "metadata": {**gone["metadata"], "resourceVersion": listed_at}}
+            self._apply(kind, "DELETED", gone)
         for ident, obj in listed.items():
             old = store.get(ident)
             if old is None or old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
@@ -876,9 +1031,9 @@ class ClusterWatcher:
         store = self._store(kind)
         ident = self._id(kind, obj)
         name = _key(obj)
+        if kind in ("Pod", "ExtendedResource"):
+            self._history(kind, event_type, obj, store.get(ident), now, initial=at is not None)
         if event_type == "DELETED":
-            if kind == "ExtendedResource":  # created again elsewhere, it is still its holders' here
-                self._note_holds(self.view.pods.values())
             store.pop(ident, None)
             if kind in ("Node", "ExtendedResource"):
                 self.removed[(kind, name)] = (now, obj)
@@ -888,12 +1043,7 @@ class ClusterWatcher:
             if kind == "Pod" and self.namespaces is not None and obj["metadata"].get("namespace") not in self.namespaces:
                 return
             old = store.get(ident)
-            if kind == "ExtendedResource" and old is not None \
-                    and (old.get("spec") or {}).get("nodeName") != (obj.get("spec") or {}).get("nodeName"):
-                self._note_holds(self.view.pods.values())  # the holds so far began where it was until now
             store[ident] = obj
-            if kind == "Pod":
-                self._note_holds([obj])
             if kind in ("Node", "ExtendedResource"):
                 self.removed.pop((kind, name), None)
             if kind == "ResourceClass" and (old is None or old.get("spec") != obj.get("spec")):
@@ -905,13 +1055,41 @@ class ClusterWatcher:
                 callback(event_type, obj)
         self._dirty.set()
 
-    def _note_holds(self, pods: Iterable[JSON]) -> None:
-        """`held_on` for the holds of `pods` not noted yet: where each device's object is now."""
-        for grant in _grants(pods, []):
-            if (grant.device, grant.uid) not in self.held_on:
-                device = _device(self.view.devices.get(grant.device))
-                if device is not None:
-                    self.held_on[(grant.device, grant.uid)] = device.node_name
+    def _history(self, kind: str, event_type: str, obj: JSON, old: JSON | None, seen: float, initial: bool) -> None:
+        """Record a device version whose spec changed (or its deletion), or a change in what a pod
+        holds, at its resourceVersion (`began`, `held_on`, `overfills`)."""
+        self._arrival += 1
+        raw = (obj.get("metadata") or {}).get("resourceVersion")
+        order = int(raw) if isinstance(raw, str) and raw.isdigit() else self._arrival
+        if kind == "ExtendedResource":
+            name = _key(obj)
+            if event_type == "DELETED":
+                self._device_versions[name].append((order, self._arrival, seen, None))
+            elif old is None or old.get("spec") != obj.get("spec") or not self._device_versions.get(name):
+                self._device_versions[name].append((order, self._arrival, seen, obj))
+            else:
+                return
+            return
+        uid = str(obj["metadata"]["uid"])
+        if event_type != "DELETED" and self.namespaces is not None \
+                and obj["metadata"].get("namespace") not in self.namespaces:
+            return
+        now: dict[str, tuple[_Grant, ...]] = defaultdict(tuple)
+        if event_type != "DELETED":
+            for grant in _grants([obj], []):
+                now[grant.device] += (grant,)
+        before = self._pod_grants.get(uid, {})
+        for name in sorted(before.keys() | now.keys()):
+            if before.get(name) != now.get(name):
+                self._hold_log[name].append((order, self._arrival, seen, uid, now.get(name, ()), initial))
+                if name in now:
+                    self._first_held.setdefault((name, uid), order)
+                    if not initial:
+                        self.began.setdefault((name, uid), order)
+        if now:
+            self._pod_grants[uid] = dict(now)
+        else:
+            self._pod_grants.pop(uid, None)
 
     def _pod_bound(self, pod: JSON, now: float) -> None:
         node = (pod.get("spec") or {}).get("nodeName")
@@ -930,7 +1108,9 @@ class ClusterWatcher:
             self._violations.setdefault(violation, now)
 
     def _run_checks(self) -> None:
-        self._flag(check_capacity(self.view, self.removed_devices(), self.held_on))
+        # slices over capacity of devices whose holders all began while watched are left to
+        # `overfills` (`check` runs it, with the blind windows of the run)
+        self._flag(check_capacity(self.view, self.removed_devices(), self.held_on, self.began))
 
     async def _check_loop(self) -> None:
         while True:
