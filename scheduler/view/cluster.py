@@ -616,6 +616,10 @@ def _device_gpu(facts: _Facts, device: Device, index: int, status: str, fenced: 
         reason = (f"its slices use {over_text(over)}: shared by {len(claimants)} pods at once: " if over else
                   f"claimed by {len(claimants)} pods at once: ") + ', '.join(claimants) + \
             (f"; {unavailable} too" if unavailable else "")
+    elif not reason and use is not None and use.kept and (cut := state.ledger.capacity_cut(device.name, use)):
+        reason = "; ".join(f"its {dimension} went down to {format_quantity(capacity)} under {format_quantity(used)} held"
+                           for dimension, used, capacity in cut) + \
+            f" by {', '.join(claimants)}: they keep their slices, no more is given out until they fit"
     described = _described(state, device)
     memory = described.capacity.get("memory")
     return _placed(m.GpuView(index, device.name, device.device_id, device.resource_name,

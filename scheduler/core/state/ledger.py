@@ -51,6 +51,10 @@ class DeviceUse:
     exclusive: set[str] = field(default_factory=set)  # pod uids
     shared: dict[str, dict[SliceKind, Amount]] = field(default_factory=dict)  # pod uid -> kind -> slices
     by_kind: dict[SliceKind, Amount] = field(default_factory=dict)  # kind -> every pod's slices of it
+    # the pods that held slices of it when a capacity of its object went down beneath them
+    # (`DeviceLedger.upsert`): over that capacity with these alone, the device was cut, not
+    # given twice (`DeviceLedger.cut`); a holder charged since is no such pod
+    kept: frozenset[str] = frozenset()
 
     @property
     def busy(self) -> bool:
@@ -112,40 +116,72 @@ class DeviceLedger:
         """Charge a pod's hold; a conflict's notice names the pod and every other holder (the log
         line and the Event are all an audit has once the pods are gone): a device held whole and
         by another pod besides, or one whose holders' slices together exceed a capacity of it
-        (`overfilled`). A nominated preemptor's hold is no holder here: it is the room kept for it
-        beside victims on their way out, which a victim's Binding confirmed after the hold was
-        made charges again (a pod whose Binding was in flight is a victim too)."""
+        (`overfilled`) — unless only the pods that held them when that capacity went down do
+        (`cut`: the pods keep what they were given). A nominated preemptor's hold is no holder
+        here: it is the room kept for it beside victims on their way out, which a victim's Binding
+        confirmed after the hold was made charges again (a pod whose Binding was in flight is a
+        victim too)."""
         use = self.use.setdefault(device, DeviceUse())
         whole_conflict = use.add(pod.uid, amount, resource, dimension)
-        if pod.uid in self._holds or not (whole_conflict or (amount is not None and len(use.shared) > 1)):
-            return []  # the usual charge: a free device, or a slice beside no other pod's
+        if pod.uid in self._holds:
+            return []
+        if not whole_conflict:
+            # the usual charge: a free device, a slice beside no other pod's, slices that fit
+            if amount is None or len(use.shared) < 2 or not (over := self.overfilled(device, use)):
+                return []
+            _, sliced = self.holders(use)
+            sliced.discard(pod.uid)
+            return self._overfill_notice(device, use, over, sliced, pod.key, pod.meta.namespace, pod.uid)
         whole, sliced = self.holders(use)
         whole.discard(pod.uid)
         sliced.discard(pod.uid)
-        if whole_conflict and (whole or (amount is None and sliced)):  # beside holds and slices only: no conflict
-            others = sorted(self._pod_key(uid) for uid in whole | sliced)
-            holders = f"{', '.join(others)} that {'holds' if len(others) == 1 else 'hold'} it"
-            return [Notice("Pod", pod.key, "DeviceConflict",
-                           f"device {device} is assigned to more than one pod exclusively: {pod.key}, and {holders}",
-                           pod.meta.namespace, pod.uid)]
-        if amount is None or whole or not sliced:
+        if whole or (amount is None and sliced):  # beside holds and slices only: no conflict
+            return [self._whole_conflict(device, pod, amount is None, whole, sliced)]
+        if amount is None or not sliced:
             return []
-        return self._overfill_notice(device, use, pod.key, pod.meta.namespace, pod.uid)
-
-    def _overfill_notice(self, device: str, use: DeviceUse, key: str, namespace: str, uid: str) -> list[Notice]:
-        """The DeviceConflict of a device whose holders' slices exceed a capacity of it, on the
-        holder `key` (naming the others); none while they fit."""
         over = self.overfilled(device, use)
-        if not over:
+        return self._overfill_notice(device, use, over, sliced, pod.key, pod.meta.namespace, pod.uid) if over else []
+
+    def _whole_conflict(self, device: str, pod: Pod, charged_whole: bool, whole: set[str], sliced: set[str]) -> Notice:
+        """The DeviceConflict of a device held whole beside another pod's hold, on `pod` (naming
+        the other holders, `whole` and in slices `sliced`; `charged_whole`: what `pod` was charged): worded for what each holds — two
+        whole holds are a GPU "assigned to more than one pod exclusively", a whole hold beside a
+        slice is not."""
+        def named(uids: set[str], what: str, what_many: str) -> str:
+            keys = sorted(self._pod_key(uid) for uid in uids)
+            return f"{', '.join(keys)} that {'holds ' + what if len(keys) == 1 else 'hold ' + what_many}"
+
+        if not sliced and charged_whole:
+            return Notice("Pod", pod.key, "DeviceConflict",
+                          f"device {device} is assigned to more than one pod exclusively: {pod.key}, and "
+                          f"{named(whole, 'it', 'it')}", pod.meta.namespace, pod.uid)
+        others = [named(whole, "it whole", "it whole")] if whole else []
+        others += [named(sliced, "a slice of it", "slices of it")] if sliced else []
+        mine = "whole" if charged_whole else "a slice"
+        return Notice("Pod", pod.key, "DeviceConflict",
+                      f"device {device} is held whole and by another pod besides: {pod.key} ({mine}), and "
+                      f"{'; '.join(others)}", pod.meta.namespace, pod.uid)
+
+    def _overfill_notice(self, device: str, use: DeviceUse, over: list[tuple[str, Amount, Amount]],
+                         others: set[str], key: str, namespace: str, uid: str) -> list[Notice]:
+        """The DeviceConflict of a device whose holders' slices exceed a capacity of it (`over`:
+        `overfilled`), on the holder `key` (naming the `others`, the other real slice holders);
+        none when it has no other, or only the pods that held it when that capacity went down
+        (`cut`) hold it."""
+        if not others or self.cut(use, others | {uid}):
             return []
-        _, sliced = self.holders(use)
-        others = sorted(self._pod_key(other) for other in sliced if other != uid)
-        if not others:
-            return []
-        holders = f"{', '.join(others)} that {'holds a slice' if len(others) == 1 else 'hold slices'} of it"
+        named = sorted(self._pod_key(other) for other in others)
+        holders = f"{', '.join(named)} that {'holds a slice' if len(named) == 1 else 'hold slices'} of it"
         return [Notice("Pod", key, "DeviceConflict",
                        f"device {device} is shared beyond its capacity: {key}, and {holders}, use {over_text(over)}",
                        namespace, uid)]
+
+    @staticmethod
+    def cut(use: DeviceUse, sliced: Iterable[str]) -> bool:
+        """The slice holders `sliced` all held the device when a capacity of it went down beneath
+        them (`DeviceUse.kept`): over it, they were cut, not given it twice."""
+        kept = use.kept
+        return bool(kept) and all(uid in kept for uid in sliced)
 
     def holders(self, use: DeviceUse) -> tuple[set[str], set[str]]:
         """The pods that hold the device whole and in slices: nominated preemptors' holds left
@@ -161,7 +197,17 @@ class DeviceLedger:
         whole, sliced = self.holders(use)
         if whole:
             return len(whole) + len(sliced) > 1
-        return len(sliced) > 1 and bool(self.overfilled(device, use))
+        return len(sliced) > 1 and not self.cut(use, sliced) and bool(self.overfilled(device, use))
+
+    def capacity_cut(self, device: str, use: DeviceUse | None = None) -> list[tuple[str, Amount, Amount]]:
+        """(dimension, in use, capacity) of each capacity of the device its slices exceed because it
+        went down beneath them (`cut`): no conflict — the pods keep what they were given, and no
+        more of it is given out until they fit (the slice room is below none); [] otherwise."""
+        use = self.use.get(device) if use is None else use
+        if use is None or not use.kept or use.exclusive:
+            return []
+        _, sliced = self.holders(use)
+        return self.overfilled(device, use) if sliced and self.cut(use, sliced) else []
 
     def overfilled(self, device: str, use: DeviceUse) -> list[tuple[str, Amount, Amount]]:
         """(dimension, in use, capacity) of each capacity of the device its holders' slices
@@ -182,13 +228,24 @@ class DeviceLedger:
                 if uid not in holds:
                     for kind, amount in held.items():
                         by_kind[kind] = by_kind.get(kind, 0) + amount
+        capacities = found.capacity
+        return [(dimension, amount, capacity) for dimension, amount in sorted(self.by_dimension(by_kind).items())
+                if dimension and (capacity := capacities.get(dimension)) is not None and amount > capacity]
+
+    def by_dimension(self, by_kind: dict[SliceKind, Amount]) -> dict[str, Amount]:
+        """The slices `by_kind` summed per dimension they use: the one their grant names, else the
+        one their resource name's class shares by now (the rule `shared_use`, `shared_dimensions`
+        and `overfilled` all read); under "" those of no known dimension (a resource name no
+        sharing class owns now: deleted, or changed)."""
         dimension_of = self.classes.sharing_dimension
+        if len(by_kind) == 1:  # slices of one kind (the usual case; this runs per GPU per node tried)
+            for (resource, granted), amount in by_kind.items():
+                return {granted or dimension_of(resource): amount}
         used: dict[str, Amount] = {}
         for (resource, granted), amount in by_kind.items():
-            if named := granted or dimension_of(resource):
-                used[named] = used.get(named, 0) + amount
-        return [(dimension, amount, capacity) for dimension, amount in sorted(used.items())
-                if (capacity := found.capacity.get(dimension)) is not None and amount > capacity]
+            named = granted or dimension_of(resource)
+            used[named] = used.get(named, 0) + amount
+        return used
 
     def shared_use(self, use: DeviceUse | None, dimension: str) -> Amount:
         """How much of the device's `dimension` capacity its slices use: the slices granted in
@@ -197,32 +254,20 @@ class DeviceLedger:
         may be of any dimension and so count against each."""
         if use is None:
             return 0
-        dimension_of = self.classes.sharing_dimension
-        total: Amount = 0
-        for (resource, granted), amount in use.by_kind.items():  # a loop: this runs per device per node tried
-            named = granted or dimension_of(resource)
-            if named == dimension or not named:
-                total += amount
-        return total
+        used = self.by_dimension(use.by_kind)
+        total = used.get(dimension, 0)
+        return total + used.get("", 0) if dimension else total
 
     def shared_dimensions(self, use: DeviceUse) -> dict[str, Amount]:
         """Each dimension the device's slices use, and how much of it (`shared_use`), by name;
         "" for slices of no known dimension when no slice of a known one is beside them."""
-        dimension_of = self.classes.sharing_dimension
-        if len(use.by_kind) == 1:  # slices of one kind (the usual case; this runs per GPU per node tried)
-            for (resource, granted), amount in use.by_kind.items():
-                return {granted or dimension_of(resource): amount}
-        named: dict[str, Amount] = {}
-        unknown: Amount = 0
-        for (resource, granted), amount in use.by_kind.items():
-            dimension = granted or dimension_of(resource)
-            if dimension:
-                named[dimension] = named.get(dimension, 0) + amount
-            else:
-                unknown += amount
-        if not named:
-            return {"": unknown} if use.by_kind else {}
-        return {dimension: named[dimension] + unknown for dimension in sorted(named)}
+        used = self.by_dimension(use.by_kind)
+        unknown = used.pop("", None)
+        if unknown is None:
+            return dict(sorted(used.items())) if len(used) > 1 else used
+        if not used:
+            return {"": unknown}
+        return {dimension: used[dimension] + unknown for dimension in sorted(used)}
 
     def hold_unseen(self, name: str, device_id: str, info: NodeInfo, uid: str, granted_as: str = "") -> list[Notice]:
         """A pod on `info`'s node holds device `name` (the GPU `device_id`), which the cache does
@@ -437,19 +482,47 @@ class DeviceLedger:
         self.classes.device_changed(device)
         notices = self.mark_duplicates(info)
         self.refresh(info)
-        if use is not None and not over_before:
-            notices += self._overfilled_on_arrival(device.name, use)
+        if use is not None:
+            notices += self._capacity_changed(device, old, use, over_before)
         return notices
 
-    def _overfilled_on_arrival(self, device: str, use: DeviceUse) -> list[Notice]:
-        """The DeviceConflict of holders' slices that exceed a capacity only the device's object
-        says (listed after its holders, at a restart, or its capacity edited down): on the holder
-        last by name, as the charge of the last of them would have said it."""
+    def _capacity_changed(self, device: Device, old: Device | None, use: DeviceUse, over_before: bool) -> list[Notice]:
+        """What a held device's new object says of its slices: nothing while they fit (a cut
+        they outgrew is forgotten) or were over before. Over only now, because a capacity its
+        object had went down beneath them (an admin's edit, the agent publishing less memory),
+        they were cut, not given twice: the pods keep what they were given (`DeviceUse.kept`) and
+        a Warning on the object says so (`CapacityLoweredWhileHeld`), as a Node whose count went
+        down below the GPUs in use gets one (`GPUsOvercommitted`). Over a capacity only the object
+        says (listed after its holders, at a restart — a listing cannot tell a cut from a second
+        scheduler's Binding — or a capacity its object did not have) is a conflict."""
+        over = self.overfilled(device.name, use)
+        if not over:
+            use.kept = frozenset()
+            return []
+        if over_before:
+            return []
         _, sliced = self.holders(use)
+        before = old.capacity if old is not None else {}
+        if sliced and not use.exclusive and all(before.get(dimension, 0) > capacity for dimension, _, capacity in over):
+            use.kept = frozenset(sliced)
+            return [self._capacity_lowered(device, before, over, sliced)]
         if len(sliced) < 2:
             return []
         key, uid = max((self._pod_key(holder), holder) for holder in sliced)
-        return self._overfill_notice(device, use, key, key.rpartition("/")[0], uid)
+        sliced.discard(uid)
+        return self._overfill_notice(device.name, use, over, sliced, key, key.rpartition("/")[0], uid)
+
+    def _capacity_lowered(self, device: Device, before: dict[str, Amount], over: list[tuple[str, Amount, Amount]],
+                          sliced: set[str]) -> Notice:
+        """The Warning on a held device's object whose capacity went down below its slices."""
+        holders = ", ".join(sorted(self._pod_key(uid) for uid in sliced))
+        went = " and ".join(f"its {dimension} went down from {format_quantity(before[dimension])} to "
+                            f"{format_quantity(capacity)} under {format_quantity(used)} held"
+                            for dimension, used, capacity in over)
+        return Notice("ExtendedResource", device.name, "CapacityLoweredWhileHeld",
+                      f"ExtendedResource {device.name}: {went} in slices by {holders} (its object was edited, or "
+                      "its node agent publishes less): they keep the slices they hold, and no more is given out "
+                      "until they fit", "", device.meta.uid)
 
     def mark_duplicates(self, info: NodeInfo) -> list[Notice]:
         """Mark the node's devices that share a deviceID with another of its ExtendedResources

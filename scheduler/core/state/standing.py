@@ -17,17 +17,22 @@ from scheduler.core.state.events import Notice
 # an ExtendedResource's object changed while a pod held it: the ledger keeps the held form (a
 # ghost) and parks the new one in `moved` until the last holder is gone (`DeviceLedger.upsert`)
 CHANGED_WHILE_HELD = frozenset({"DeviceMovedWhileHeld", "DeviceIDChangedWhileHeld", "ResourceNameChangedWhileHeld"})
+# a held device's capacity went down below its slices (`DeviceLedger.upsert`): while they stay over it
+CAPACITY_LOWERED = "CapacityLoweredWhileHeld"
 
 
 def still_stands(state: ClusterState, notice: Notice) -> bool:
     """True while the problem `notice` told of is still in `state`: a device changed while held
-    is still held (parked in the ledger's `moved`), a pod's DeviceConflict still has a device it
+    is still held (parked in the ledger's `moved`), a device's capacity lowered beneath its
+    slices is still below them (and they the same pods' since), a pod's DeviceConflict still has a device it
     holds whole with another pod, or in slices beyond its capacity with others (or whole in two of
     its containers at once); any other notice about a
     pod while that pod (the same uid) is known, about another object until it is deleted (the
     live shell drops it then)."""
     if notice.kind == "ExtendedResource" and notice.reason in CHANGED_WHILE_HELD:
         return notice.key in state.ledger.moved
+    if notice.kind == "ExtendedResource" and notice.reason == CAPACITY_LOWERED:
+        return bool(state.ledger.capacity_cut(notice.key))
     if notice.kind == "ExtendedResource" and notice.reason == DEVICE_ID_ON_TWO_NODES:
         return state.device_ids.stands(notice.key)
     if notice.kind == "ResourceClass" and notice.reason == UNKNOWN_ATTRIBUTE:
