@@ -143,10 +143,10 @@ class DeviceLedger:
         return self._overfill_notice(device, use, over, sliced, pod.key, pod.meta.namespace, pod.uid) if over else []
 
     def _whole_conflict(self, device: str, pod: Pod, charged_whole: bool, whole: set[str], sliced: set[str]) -> Notice:
-        """The DeviceConflict of a device held whole beside another pod's hold, on `pod` (naming
-        the other holders, `whole` and in slices `sliced`; `charged_whole`: what `pod` was charged): worded for what each holds — two
-        whole holds are a GPU "assigned to more than one pod exclusively", a whole hold beside a
-        slice is not."""
+        """The DeviceConflict of a device held whole beside another pod's hold, on `pod` (charged
+        it whole when `charged_whole`, else a slice; naming the other holders, `whole` and in
+        slices `sliced`), worded for what each holds: two whole holds are a GPU "assigned to more
+        than one pod exclusively", a whole hold beside a slice is not."""
         def named(uids: set[str], what: str, what_many: str) -> str:
             keys = sorted(self._pod_key(uid) for uid in uids)
             return f"{', '.join(keys)} that {'holds ' + what if len(keys) == 1 else 'hold ' + what_many}"
@@ -204,10 +204,10 @@ class DeviceLedger:
         went down beneath them (`cut`): no conflict — the pods keep what they were given, and no
         more of it is given out until they fit (the slice room is below none); [] otherwise."""
         use = self.use.get(device) if use is None else use
-        if use is None or not use.kept or use.exclusive:
+        if use is None or not use.kept:
             return []
-        _, sliced = self.holders(use)
-        return self.overfilled(device, use) if sliced and self.cut(use, sliced) else []
+        whole, sliced = self.holders(use)
+        return self.overfilled(device, use) if sliced and not whole and self.cut(use, sliced) else []
 
     def overfilled(self, device: str, use: DeviceUse) -> list[tuple[str, Amount, Amount]]:
         """(dimension, in use, capacity) of each capacity of the device its holders' slices
@@ -501,9 +501,9 @@ class DeviceLedger:
             return []
         if over_before:
             return []
-        _, sliced = self.holders(use)
+        whole, sliced = self.holders(use)
         before = old.capacity if old is not None else {}
-        if sliced and not use.exclusive and all(before.get(dimension, 0) > capacity for dimension, _, capacity in over):
+        if sliced and not whole and all(before.get(dimension, 0) > capacity for dimension, _, capacity in over):
             use.kept = frozenset(sliced)
             return [self._capacity_lowered(device, before, over, sliced)]
         if len(sliced) < 2:
