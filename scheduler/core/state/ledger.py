@@ -222,14 +222,18 @@ class DeviceLedger:
             return []
         by_kind: dict[SliceKind, Amount] = use.by_kind
         holds = self._holds
-        if any(uid in holds for uid in use.shared):
-            by_kind = {}
-            for uid, held in use.shared.items():
-                if uid not in holds:
-                    for kind, amount in held.items():
-                        by_kind[kind] = by_kind.get(kind, 0) + amount
+        for uid in use.shared:  # a loop, not any(): this runs on every slice charged beside another
+            if uid in holds:
+                by_kind = {}
+                for holder, held in use.shared.items():
+                    if holder not in holds:
+                        for kind, amount in held.items():
+                            by_kind[kind] = by_kind.get(kind, 0) + amount
+                break
         capacities = found.capacity
-        return [(dimension, amount, capacity) for dimension, amount in sorted(self.by_dimension(by_kind).items())
+        used = self.by_dimension(by_kind)
+        return [(dimension, amount, capacity)
+                for dimension, amount in (sorted(used.items()) if len(used) > 1 else used.items())
                 if dimension and (capacity := capacities.get(dimension)) is not None and amount > capacity]
 
     def by_dimension(self, by_kind: dict[SliceKind, Amount]) -> dict[str, Amount]:
