@@ -46,7 +46,8 @@ NODES_LEGEND = """GPU states (the first that applies; REASON says more):
               unreadable or missing (what it holds beyond its own GPUs is unknown; REASON names it), or no Node object
   gated       assigned to a pod whose Binding the allocation gate holds (live page only)
   whole       given whole to one pod
-  slices      shared: USE is the sharing dimension in use of its capacity (4Gi/16Gi)
+  slices      shared: USE is the sharing dimension in use of its capacity (4Gi/16Gi); above it
+              (15Gi/14Gi) when its capacity went down under slices already held (REASON says so)
   counted     in use by a plain count request (nvidia.com/gpu: N): the device plugin picks which GPU,
               so the count is drawn on free GPUs of that resource, not on the GPU the pod has
   free        nothing holds it
