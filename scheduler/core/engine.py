@@ -7,7 +7,7 @@ Engine; `Scheduler` (`scheduler.py`) is the face the live loop, the replay and t
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.core.framework.attempt import Attempt
@@ -105,15 +105,16 @@ class Engine:
 
     def requeue_at_once(self, uid: str, now: float) -> None:
         """A pending pod back to activeQ now, no backoff (its Binding was outdated by an edit)."""
-        pod = self.state.pods.get(uid)
-        if pod is not None and uid in self.state.pending:
-            if uid not in self.queue:
-                self.queue.add(uid, pod.priority, pod.gang.key if pod.gang else "", now)
-            self.queue.outdated_failure(uid, now)
+        self._requeue(uid, now, self.queue.outdated_failure)
 
     def requeue_after_error(self, uid: str, now: float) -> None:
+        """A pending pod back to the queue after an error, to wait out its error backoff."""
+        self._requeue(uid, now, self.queue.error_failure)
+
+    def _requeue(self, uid: str, now: float, failure: Callable[[str, float], None]) -> None:
+        """A pending pod (queued again if the queue forgot it) handed to the queue's `failure`."""
         pod = self.state.pods.get(uid)
         if pod is not None and uid in self.state.pending:
             if uid not in self.queue:
                 self.queue.add(uid, pod.priority, pod.gang.key if pod.gang else "", now)
-            self.queue.error_failure(uid, now)
+            failure(uid, now)

@@ -69,6 +69,18 @@ async def test_another_leases_token_is_no_newer_term_of_this_one() -> None:
     assert a.saw_term("kube-system/tessera/B/7/2026-01-01T00:00:00.000000Z", "default/q")
 
 
+def _bound_by_the_other_install(loop: SchedulerLoop, gpus: int) -> dict[str, Any]:
+    """Pending pod `p` asking for `gpus` GPUs (more than node `n` has: this loop leaves it), then
+    bound to `n` by the other install, under its Lease's term token; the bound pod."""
+    pending = b.pod("p", requests={"nvidia.com/gpu": gpus}, priority=0)
+    pending["metadata"]["resourceVersion"] = "40"
+    loop._apply("ADDED", pending)
+    bound = {**pending, "metadata": {**pending["metadata"], "resourceVersion": "41", "annotations": {ann.TERM: OTHER}},
+             "spec": {**pending["spec"], "nodeName": "n"}}
+    loop._apply("MODIFIED", bound)
+    return bound
+
+
 async def test_the_leader_reports_a_pod_bound_under_another_leases_token() -> None:
     api = FakeApi()
     api.lists["/api/v1/nodes"] = [b.node("n", gpus=8)]
@@ -89,14 +101,7 @@ async def test_the_leader_reports_a_pod_bound_under_another_leases_token() -> No
             loop.leadership_started()
             # first seen already bound under the other Lease (listed at start): history, not news
             loop._apply("MODIFIED", {**old, "metadata": {**old["metadata"], "resourceVersion": "30"}})
-            pending = b.pod("p", requests={"nvidia.com/gpu": 9}, priority=0)  # never fits: ours leaves it
-            pending["metadata"]["resourceVersion"] = "40"
-            loop._apply("ADDED", pending)
-            # the other install binds it: the watch shows its token arrive
-            bound = {**pending, "metadata": {**pending["metadata"], "resourceVersion": "41",
-                                             "annotations": {ann.TERM: OTHER}},
-                     "spec": {**pending["spec"], "nodeName": "n"}}
-            loop._apply("MODIFIED", bound)
+            bound = _bound_by_the_other_install(loop, gpus=9)  # the watch shows its token arrive
             later = {**bound, "metadata": {**bound["metadata"], "resourceVersion": "42"}}
             loop._apply("MODIFIED", later)  # the same write seen again (a status update): counted once
             # its own token on a pod is no other scheduler
@@ -155,13 +160,7 @@ async def test_gpus_overcommitted_by_another_install_says_so() -> None:
         await until(lambda: loop.informers.synced)
         term[0] = 1
         loop.leadership_started()
-        pending = b.pod("p", requests={"nvidia.com/gpu": 2}, priority=0)  # never fits: ours leaves it
-        pending["metadata"]["resourceVersion"] = "40"
-        loop._apply("ADDED", pending)
-        bound = {**pending, "metadata": {**pending["metadata"], "resourceVersion": "41",
-                                         "annotations": {ann.TERM: OTHER}},
-                 "spec": {**pending["spec"], "nodeName": "n"}}
-        loop._apply("MODIFIED", bound)
+        _bound_by_the_other_install(loop, gpus=2)
         await until(lambda: any(call.body["reason"] == "GPUsOvercommitted" for call in api.of("POST", "/events")))
         owner.cancel_scope.cancel()
     [overcommitted] = [call.body for call in api.of("POST", "/events") if call.body["reason"] == "GPUsOvercommitted"]
