@@ -11,6 +11,9 @@ apiserver (tests/fakeapi.py) behind a real KubeHttp, scraped through the live sc
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import anyio
 import pytest
 from prometheus_client import generate_latest
@@ -35,6 +38,30 @@ def _gauge(metrics: Metrics, name: str) -> dict[tuple[str, str], float]:
     text = generate_latest(metrics.registry).decode()
     return {(s.labels["kind"], s.labels.get("reason", "")): s.value
             for family in text_string_to_metric_families(text) for s in family.samples if s.name == name}
+
+
+@asynccontextmanager
+async def _listed_four_times(monkeypatch: pytest.MonkeyPatch, kind: informers.ResourceKind,
+                             answers: list[Response]) -> AsyncIterator[tuple[informers.Informer, list[str | None]]]:
+    """An informer of `kind`, running with short retries, whose LISTs get `answers` in turn (the
+    last one from then on; the caller may change it), once it has listed four times: it and the
+    reasons it gave meanwhile. It stops when the block ends."""
+    monkeypatch.setattr(informers, "UNAVAILABLE_RETRY_SECONDS", 0.01)
+    monkeypatch.setattr(informers, "BACKOFF_INITIAL", 0.001)
+    monkeypatch.setattr(informers, "BACKOFF_MAX", 0.01)
+    api = FakeApi()
+    api.handlers.append(lambda call: (answers.pop(0) if len(answers) > 1 else answers[0])
+                        if call.path == kind.path else None)
+    informer = informers.Informer(KubeHttp(api), kind, lambda *_: None)  # type: ignore[arg-type]
+    seen: list[str | None] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(informer.run)
+        with anyio.fail_after(5):
+            while len(api.of("GET", kind.path)) < 4:
+                seen.append(informer.unavailable)
+                await anyio.sleep(0.005)
+        yield informer, seen
+        group.cancel_scope.cancel()
 
 
 async def test_a_kind_treated_as_empty_is_exported_with_why_until_it_is_read_again(
@@ -112,23 +139,10 @@ async def test_a_crd_installed_but_forbidden_is_told_as_forbidden_while_it_stays
     """ExtendedResource not served (404: empty, synced), then installed with the role lacking it
     (403): it is still empty, now because of RBAC; the gauge must say so, not 'not_served'
     (the runbook's fix for that is installing a CRD that is there)."""
-    monkeypatch.setattr(informers, "UNAVAILABLE_RETRY_SECONDS", 0.01)
-    monkeypatch.setattr(informers, "BACKOFF_INITIAL", 0.001)
-    monkeypatch.setattr(informers, "BACKOFF_MAX", 0.01)
-    api = FakeApi()
     answers = [Response(404, b'{"kind":"Status","message":"the server could not find the requested resource"}'),
                Response(403, b'{"kind":"Status","message":"extendedresources.tessera.dev is forbidden"}')]
-    api.handlers.append(lambda call: (answers.pop(0) if len(answers) > 1 else answers[0])
-                        if call.path == EXTENDED_RESOURCES.path else None)
-    informer = informers.Informer(KubeHttp(api), EXTENDED_RESOURCES, lambda *_: None)  # type: ignore[arg-type]
-    seen: list[str | None] = []
-    async with anyio.create_task_group() as group:
-        group.start_soon(informer.run)
-        with anyio.fail_after(5):
-            while len(api.of("GET", EXTENDED_RESOURCES.path)) < 4:
-                seen.append(informer.unavailable)
-                await anyio.sleep(0.005)
-        group.cancel_scope.cancel()
+    async with _listed_four_times(monkeypatch, EXTENDED_RESOURCES, answers) as (informer, seen):
+        pass
     assert "not_served" in seen and informer.synced.is_set() and len(informer) == 0
     assert informer.unavailable == "forbidden"
 
@@ -145,23 +159,10 @@ async def test_a_401_on_a_kind_treated_as_empty_is_told_as_unauthorized(
     LIST answers 401 (the token expired or was revoked) stays empty, now because the apiserver
     rejects our credentials: the gauge's reason follows that latest answer ("unauthorized"), not
     the old one (whose runbook fix, installing a CRD or the RBAC, would not help); and back."""
-    monkeypatch.setattr(informers, "UNAVAILABLE_RETRY_SECONDS", 0.01)
-    monkeypatch.setattr(informers, "BACKOFF_INITIAL", 0.001)
-    monkeypatch.setattr(informers, "BACKOFF_MAX", 0.01)
-    api = FakeApi()
     unauthorized = Response(401, b'{"kind":"Status","message":"Unauthorized","reason":"Unauthorized","code":401}')
     answers = [first, unauthorized]
-    api.handlers.append(lambda call: (answers.pop(0) if len(answers) > 1 else answers[0])
-                        if call.path == kind.path else None)
-    informer = informers.Informer(KubeHttp(api), kind, lambda *_: None)  # type: ignore[arg-type]
     metrics = Metrics(profiles=["tessera"])
-    seen: list[str | None] = []
-    async with anyio.create_task_group() as group:
-        group.start_soon(informer.run)
-        with anyio.fail_after(5):
-            while len(api.of("GET", kind.path)) < 4:
-                seen.append(informer.unavailable)
-                await anyio.sleep(0.005)
+    async with _listed_four_times(monkeypatch, kind, answers) as (informer, seen):
         metrics.set_informer_unavailable(informer.kind.label, informer.unavailable)
         assert informer.synced.is_set() and len(informer) == 0  # still empty, still counted synced
         assert informer.unavailable == "unauthorized", seen
@@ -173,5 +174,4 @@ async def test_a_401_on_a_kind_treated_as_empty_is_told_as_unauthorized(
         with anyio.fail_after(5):
             while informer.unavailable == "unauthorized":
                 await anyio.sleep(0.005)
-        group.cancel_scope.cancel()
     assert informer.unavailable == reason
