@@ -25,13 +25,13 @@ from scheduler.core.annotations import TERM
 from scheduler.core.capacity import beyond_every_node, beyond_the_cluster
 from scheduler.core.objects import Pod, gang_key, gang_key_parts, gang_name
 from scheduler.core.plugins.node_affinity import named_nodes
-from scheduler.core.plugins.preemption.victims import listed
+from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.state import ClusterState
 from scheduler.kube.fence import FENCE_REFUSED
 from scheduler.kube.snapshot import last_seen, seen_at
 from scheduler.kube.term_token import parse_term_token
-from scheduler.kubectl.leadership import Leadership
+from scheduler.kubectl.leadership import UNKNOWN, Leadership
 from scheduler.sim.snapshot import is_bound, load
 from scheduler.view.cluster import extended_amounts, gang_view, gate_holds
 from scheduler.view.model import GangView, plain
@@ -190,9 +190,15 @@ def with_leader(explanation: Explanation, leader: Leadership | None) -> Explanat
     carrying the current term's token was written by it (a retry of the refusing term, or a
     later term's fence), so the refusal is an earlier attempt's. Terms, not times, decide: the
     refusal Event and the Lease's acquireTime come from different replicas' clocks. Without a
-    current term (no Lease read, none held) the latest Event stands."""
-    if explanation.fence_refused and leader is not None and leader.term \
-            and _same_term(explanation.term, leader.term):
+    current term (leader election off, no Lease, none held, the Lease unreadable) nothing tells
+    whether a term fenced the pod since: the status says the refusal was earlier and that
+    whether it still holds the pod is unknown, and why (it used to show the refusal as current)."""
+    if explanation.fence_refused and (leader is None or not leader.term):
+        why = ("leader election is off in the configuration" if leader is None
+               else "the Lease cannot be read" if leader.state == UNKNOWN
+               else "no replica holds the Lease")
+        return replace(explanation, leader=leader, fence_refused=False, status=FENCE_UNKNOWN.format(why=why))
+    if explanation.fence_refused and leader is not None and _same_term(explanation.term, leader.term):
         return replace(explanation, leader=leader, fence_refused=False, status=NOT_TRIED)
     return replace(explanation, leader=leader)
 
@@ -407,6 +413,10 @@ NOT_TRIED = "pending: not tried yet"
 FENCE_STATUS = ("pending, not tried: the leader's term fence could not be written onto it (FailedScheduling in "
                 "Events): the leader schedules nothing until every pending pod carries it (TesseraTermFenceStuck; "
                 "docs/operations.md)")
+# a refusal with no current term to judge it by (`with_leader`)
+FENCE_UNKNOWN = ("pending: a leader's term fence could not be written onto it earlier (FailedScheduling in Events); "
+                 "whether it still holds the pod is unknown: {why}, so no current term to compare the pod's "
+                 "tessera.dev/term with")
 
 
 def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: str, gates: bool,
@@ -543,9 +553,7 @@ def render(x: Explanation, now: float) -> str:
         else:
             verdict = f"would stay pending: {run.message}"
         if run.preempts:
-            why = run.preempt_reasons or ("",) * len(run.preempts)
-            evicted = sorted((key, "", reason) for key, reason in zip(run.preempts, why, strict=True))
-            verdict += f"; preemption would evict {listed(evicted, most=len(evicted))}"
+            verdict += f"; preemption would evict {listed_all(run.preempts, run.preempt_reasons)}"
         if run.tied_count:
             verdict += f"; {tie_note(run.tied_with, run.tied_count, run.score)}"
         config = "the built-in configuration" if x.config in ("", BUILTIN_SOURCE) else f"the configuration {x.config}"

@@ -18,6 +18,7 @@ from typing import Any
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.core import annotations as ann
 from scheduler.core.capacity import and_never_fits
+from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.scheduler import Scheduler
 from scheduler.kubectl.leadership import Leadership
 from scheduler.sim.replay import Replay, WatchEvent
@@ -38,6 +39,7 @@ class Outcome:
     tied_with: tuple[str, ...] = ()  # other nodes with the same top score (some): the pick among them is random
     tied_count: int = 0  # how many other nodes had it
     score: int | None = None  # the node's total score, when more than one node was scored
+    preempt_reasons: tuple[str, ...] = ()  # why each of `preempts` goes (as `WhatIf.evicted_reasons`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,9 @@ class WhatIf:
     # None when nothing is pending or leader election is off)
     leader: Leadership | None = None
     from_file: str = ""  # `-f FILE`: the outcomes are that file's pods (not created); `hidden` the others
+    # why each of `evicted` goes, in its order (victims.why_evicted, as explain's dry run says it):
+    # "gang ns/g: would fall below minMember 2", "" for a pod alone (its lower priority is all)
+    evicted_reasons: tuple[str, ...] = ()
 
     @property
     def placed(self) -> int:
@@ -76,7 +81,8 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
                           tuple(victim.key for victim in attempt.preempted),
                           "" if attempt.node and not attempt.deferred else attempt.message,
                           tuple(sorted(attempt.tied)) if attempt.node else (), attempt.tied_count if attempt.node else 0,
-                          attempt.score if attempt.node else None)
+                          attempt.score if attempt.node else None,
+                          tuple(attempt.victim_reasons.get(victim.uid, "") for victim in attempt.preempted))
              for key, attempt in replay.stats.final.items()}
     # pods a PreEnqueue plugin keeps out are never attempted: their gate says why they stay pending
     found.update((key, Outcome(key, "", (), False, (), why)) for key, why in replay.scheduler.gated().items())
@@ -94,10 +100,12 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     others = Counter(pod.scheduler_name for pod in state.pods.values()
                      if not pod.node_name and not pod.terminal and not pod.meta.deleting and not state.is_ours(pod)
                      and (namespace is None or pod.meta.namespace == namespace) and (only is None or pod.key in only))
-    return WhatIf(config.source, tuple(outcomes), tuple(sorted(replay.stats.evicted)),
+    evicted = tuple(sorted(replay.stats.evicted))
+    return WhatIf(config.source, tuple(outcomes), evicted,
                   build_view(current, source="cluster", now=now).summary.line(),
                   build_view(replay.scheduler, source="what-if", now=replay.now).summary.line(), hidden,
-                  dict(sorted(others.items())), tuple(sorted(state.scheduler_names)), from_file=from_file)
+                  dict(sorted(others.items())), tuple(sorted(state.scheduler_names)), from_file=from_file,
+                  evicted_reasons=tuple(replay.stats.evicted_why.get(key, "") for key in evicted))
 
 
 def _never_fits(found: dict[str, Outcome], scheduler: Scheduler) -> None:
@@ -142,22 +150,22 @@ def render(result: WhatIf) -> str:
         if o.node:
             verdict = "placed, Binding held by the allocation gate" if o.held else "placed"
             if o.preempts:
-                verdict += f" after evicting {', '.join(o.preempts)}"
+                verdict += f" after evicting {listed_all(o.preempts, o.preempt_reasons)}"
             if o.tied_count:
                 verdict += f"; {tie_note(o.tied_with, o.tied_count, o.score)}"
         else:
             verdict = o.message
         rows.append([o.pod, o.node, ", ".join(o.devices), verdict])
     stay = len(result.outcomes) - result.placed
-    listed = (f"{count(len(result.outcomes), 'pod')} from {result.from_file} (not created)" if result.from_file
-              else count(len(result.outcomes), 'pending pod'))
+    which = (f"{count(len(result.outcomes), 'pod')} from {result.from_file} (not created)" if result.from_file
+             else count(len(result.outcomes), 'pending pod'))
     lines = [columns(rows), "",
-             f"{listed}: {result.placed} would be placed, {stay} would stay pending "
+             f"{which}: {result.placed} would be placed, {stay} would stay pending "
              f"(configuration {result.config}; a dry run, nothing was written{elsewhere})"]
     if theirs:
         lines.append(theirs)
     if result.evicted:
-        lines.append(f"Preemption would evict: {', '.join(result.evicted)}")
+        lines.append(f"Preemption would evict: {listed_all(result.evicted, result.evicted_reasons)}")
     if result.leader is not None:
         lines.append(f"Leader: {result.leader.message}")
     lines += [f"Now:    {result.before}", f"After:  {result.after}"]

@@ -48,6 +48,8 @@ class ReplayStats:
     # while the live scheduler worked, which decided otherwise): "binds A there, where ... placed B"
     diverged: dict[str, str] = field(default_factory=dict)
     evicted: dict[str, str] = field(default_factory=dict)  # pod key -> the preemptor it made room for
+    # pod key -> why preemption took it (victims.why_evicted: its gang's minimum), "" for a pod alone
+    evicted_why: dict[str, str] = field(default_factory=dict)
     # pod key -> what a recorded Binding overruled: "binds it to N2, where this replay had placed it
     # on N1" (the live scheduler decided otherwise; the pod's last JSON line is the replay's decision)
     overruled: dict[str, str] = field(default_factory=dict)
@@ -149,11 +151,14 @@ class Replay:
                 self.stats.attempts += 1
                 self.stats.final[attempt.pod.key] = attempt
                 self.stats.evicted.pop(attempt.pod.key, None)  # a new pod under an evicted one's name
+                self.stats.evicted_why.pop(attempt.pod.key, None)
                 yield attempt
             self._bind_all([a for a in attempts if a.node is not None and not a.deferred])
+            # a gang's victims ride on its first member's attempt, and so do their reasons
+            reasons = {uid: why for attempt in attempts for uid, why in attempt.victim_reasons.items()}
             for attempt in attempts:  # victims held at Permit went back to the queue in the core
                 self._evict([victim for victim in attempt.preempted if victim.uid not in attempt.rejected_waiting],
-                            attempt.pod.key)
+                            attempt.pod.key, reasons)
 
     def _only_erred_wait(self, erred: set[str]) -> bool:
         """Every pod backing off failed its last attempt with an error, nothing placed since."""
@@ -167,14 +172,16 @@ class Replay:
                 self._bind(attempt)
             ready = self.scheduler.take_released()
 
-    def _evict(self, victims: list[Pod], preemptor: str) -> None:
-        """Preemption's victims leave the replayed cluster at once (as if their grace period were 0)."""
+    def _evict(self, victims: list[Pod], preemptor: str, reasons: dict[str, str]) -> None:
+        """Preemption's victims leave the replayed cluster at once (as if their grace period were 0);
+        `reasons` says why each went, by uid."""
         for victim in victims:
             raw = self.pods.pop(victim.uid, None)
             self._placed.pop(victim.uid, None)
             if raw is not None:
                 self._evicted.add(victim.uid)
                 self.stats.evicted[victim.key] = preemptor
+                self.stats.evicted_why[victim.key] = reasons.get(victim.uid, "")
                 self.stats.notices += self.scheduler.apply("DELETED", raw, self.now)
 
     def _is_live_binding(self, event: WatchEvent) -> bool:

@@ -317,6 +317,11 @@ async def test_explain_reads_a_fence_refusal_against_the_term_leading_now(clean_
                            content_type="application/merge-patch+json")
         out = await _ok(clean_cluster, "explain", "waits", "-n", namespace)
         assert "Status:     pending: not tried yet\n" in out, out
+        # no Lease: no current term to judge the refusal by, said so rather than shown as current
+        await kubectl.call("DELETE", f"{leases}/tessera")
+        out = await _ok(clean_cluster, "explain", "waits", "-n", namespace)
+        assert ("Status:     pending: a leader's term fence could not be written onto it earlier (FailedScheduling "
+                "in Events); whether it still holds the pod is unknown: no replica holds the Lease") in out, out
     finally:
         await kubectl.call("DELETE", f"{leases}/tessera", ok=(200, 404))
 

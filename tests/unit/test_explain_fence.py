@@ -157,11 +157,22 @@ def test_an_older_format_token_naming_no_lease_is_read_as_the_leases() -> None:
     assert result.status == "pending: not tried yet", result.status
 
 
-def test_without_a_current_term_the_latest_event_stands() -> None:
-    """No Lease read (leader election off, the Lease unreadable, released or missing): nothing
-    tells whether the pod was fenced since, and the pod's latest word is the refusal."""
+def test_without_a_current_term_the_refusal_is_not_judged_current() -> None:
+    """No term can be read (leader election off in the configuration, the Lease missing,
+    released or unreadable): nothing tells whether the pod was fenced since, so the refusal is
+    not shown as what holds the pod now; the status says the term is unknown and why. (Before:
+    the latest refusal Event stood as current.)"""
+    from scheduler.kubectl.leadership import MISSING, UNKNOWN
     token = "tessera-system/tessera/replica-b_2/4/2026-01-01T00:10:00.000000Z"
     events = [_event(REFUSED, "2026-01-01T00:00:00.000000Z")]
-    for leader in (None, Leadership(LEASE, RELEASED, "none: ...", "", 3.0)):
+    cases = [(None, "leader election is off in the configuration"),
+             (Leadership(LEASE, RELEASED, "none: ...", "", 3.0), "no replica holds the Lease"),
+             (Leadership(LEASE, MISSING, "none: ..."), "no replica holds the Lease"),
+             (Leadership(LEASE, UNKNOWN, "unknown: ..."), "the Lease cannot be read")]
+    for leader, why in cases:
         result = _explain(_fenced(token), events, leader)
-        assert result.status.startswith("pending, not tried: the leader's term fence"), result.status
+        assert not result.status.startswith("pending, not tried: the leader's term fence"), result.status
+        assert result.status.startswith("pending: a leader's term fence could not be written onto it earlier"), \
+            result.status
+        assert f"whether it still holds the pod is unknown: {why}" in result.status, result.status
+        assert not result.fence_refused

@@ -131,3 +131,10 @@ def listed(victims: Sequence[tuple[str, str, str]], most: int = 8) -> str:
         groups.setdefault(reason, []).append(f"{key} on {node}" if node else key)
     text = "; ".join(", ".join(names) + (f" ({reason})" if reason else "") for reason, names in groups.items())
     return text + (f"; and {len(victims) - most} more" if len(victims) > most else "")
+
+
+def listed_all(keys: Sequence[str], reasons: Sequence[str]) -> str:
+    """`listed` of victims by key (no node), each with `reasons`' entry (the same order; none
+    given: no reasons), every one named: explain's dry run and what-if say victims alike."""
+    why = reasons or ("",) * len(keys)
+    return listed(sorted((key, "", reason) for key, reason in zip(keys, why, strict=True)), most=len(keys))
