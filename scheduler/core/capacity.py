@@ -6,6 +6,8 @@ same whether room frees up later or never will (a new user's trial). `kubectl te
 says which, and so do a gang's PodGroup Event (`coscheduling.unschedulable_notice`), `kubectl
 tessera what-if` and the GPU map's waiting gangs (`and_never_fits`): one computation for all,
 pure over the cluster state. The pods' own FailedScheduling messages stay upstream's words.
+So does a gang with fewer pods at all than its minimum (`too_few_members`), said by the same texts
+but the PodGroup Event.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from functools import cached_property
 
 from scheduler.core.classes import ResourceClass
 from scheduler.core.framework.cycle_state import PodContext, prepare
-from scheduler.core.objects import Pod
+from scheduler.core.objects import WORKLOAD_API, Pod, gang_name
 from scheduler.core.plugins.topology.args import level_name
 from scheduler.core.state import ClusterState, NodeInfo
 
@@ -149,11 +151,38 @@ def _beyond_every_domain(pod: Pod, key: str, minimum: int, needs: dict[str, int]
             f"and no {word}'s schedulable nodes hold what they ask for together ({shown}).")
 
 
+def too_few_members(state: ClusterState, pod: Pod) -> str:
+    """The sentence for a gang with fewer pods than its minimum at all (a Job of parallelism 4
+    under a PodGroup of minMember 5): scheduler-plugins' "cannot find enough sibling pods,
+    current pods number: 4, minMember of group: 5" reads like a wait that ends, and it never
+    does until more pods are created or the minimum is lowered. Said as a fact, not as "never":
+    a controller still creating the gang's pods reads the same (Tessera does not read Jobs), so
+    it is no PodGroup Warning (`coscheduling.unschedulable_notice`: a gang with too few pods is
+    not tried), only explain's, what-if's and the GPU map's words. Every member that has not
+    finished exists, a leaving or gated one too (a controller replaces a deleted pod; a gate is
+    lifted): "" while that many exist, or the minimum is not known."""
+    gang = pod.gang
+    if gang is None:
+        return ""
+    minimum = state.group_min(gang.key, pod)
+    existing = sum(1 for uid in state.gang_uids(pod) if not state.pods[uid].terminal)
+    if minimum is None or existing >= minimum:
+        return ""
+    what, field = (("PodGroup", "minCount" if gang.api == WORKLOAD_API else "minMember") if gang.from_podgroup
+                   else ("gang", "min-available"))
+    short = minimum - existing
+    return (f"Only {existing} pod{'' if existing == 1 else 's'} of {what} {gang_name(gang.key)} "
+            f"exist{'s' if existing == 1 else ''} and its {field} is {minimum}: no member is tried until {short} more "
+            f"{'is' if short == 1 else 'are'} created (a Job's parallelism below {field} never starts: raise it, or "
+            f"lower {field}).")
+
+
 def and_never_fits(message: str, state: ClusterState, pod: Pod, totals: ClusterTotals) -> str:
     """`message` (a gang's reason to wait) with `beyond_the_cluster`'s sentence after it, when
-    the pod's gang can never fit: Tessera's own texts (a PodGroup's Event, what-if's result, the
-    GPU map's gangs) say it; "" and no such gang: `message` as it is."""
-    never = beyond_the_cluster(state, pod, totals)
+    the pod's gang can never fit, or `too_few_members`' when too few of its pods exist: Tessera's
+    own texts (a PodGroup's Event, what-if's result, the GPU map's gangs) say it; "" and no such
+    gang: `message` as it is."""
+    never = beyond_the_cluster(state, pod, totals) or too_few_members(state, pod)
     if not never or not message:
         return message or never
     return f"{message}{'' if message.endswith('.') else '.'} {never}"

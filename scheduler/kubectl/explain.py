@@ -22,7 +22,7 @@ from scheduler.api.config import BUILTIN_SOURCE
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.api.quantity import format_quantity
 from scheduler.core.annotations import TERM
-from scheduler.core.capacity import beyond_every_node, beyond_the_cluster
+from scheduler.core.capacity import beyond_every_node, beyond_the_cluster, too_few_members
 from scheduler.core.objects import Pod, gang_key, gang_key_parts, gang_name
 from scheduler.core.plugins.node_affinity import named_nodes
 from scheduler.core.plugins.preemption.victims import listed_all
@@ -117,6 +117,9 @@ class Explanation:
     unadvertised: tuple[str, ...] = ()
     # "PodGroup ns/trian does not exist (did you mean "train"?)": its gang's PodGroup, not there
     missing_podgroup: str = ""
+    # "Only 4 pods of PodGroup ns/g exist and its minMember is 5: ...": fewer of its gang's pods
+    # exist than its minimum (`capacity.too_few_members`)
+    too_few_members: str = ""
     # the status says a leader's term fence was refused on it (its latest FailedScheduling Event),
     # and the pod's tessera.dev/term: `with_leader` drops the refusal when the term leading now
     # wrote it (the pod was fenced since)
@@ -178,6 +181,7 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         ungated=ungated,
         unadvertised=_unadvertised(state, pod) if run is not None and not run.node else (),
         missing_podgroup=_missing_podgroup(state, pod) if run is not None and not run.node else "",
+        too_few_members=too_few_members(state, pod) if run is not None and not run.node else "",
         fence_refused=status == FENCE_STATUS,
         term=pod.meta.annotations.get(TERM, ""),
     )
@@ -587,6 +591,8 @@ def render(x: Explanation, now: float) -> str:
         lines += [f"  {line}" for line in x.unadvertised]
         if x.missing_podgroup:
             lines.append(f"  {x.missing_podgroup}")
+        if x.too_few_members:
+            lines.append(f"  {x.too_few_members}")
     lines += ["", "Events:" + (" <none>" if not x.events else "")]
     if x.events:
         table = columns([["LAST SEEN", "TYPE", "REASON", "COUNT", "FROM", "MESSAGE"]]

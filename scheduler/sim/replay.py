@@ -157,8 +157,10 @@ class Replay:
             # a gang's victims ride on its first member's attempt, and so do their reasons
             reasons = {uid: why for attempt in attempts for uid, why in attempt.victim_reasons.items()}
             for attempt in attempts:  # victims held at Permit went back to the queue in the core
-                self._evict([victim for victim in attempt.preempted if victim.uid not in attempt.rejected_waiting],
-                            attempt.pod.key, reasons)
+                victims = [victim for victim in attempt.preempted if victim.uid not in attempt.rejected_waiting]
+                self._evict(victims, attempt.pod.key)
+                self.stats.evicted_why.update((victim.key, reasons.get(victim.uid, "")) for victim in victims
+                                              if victim.key in self.stats.evicted)
 
     def _only_erred_wait(self, erred: set[str]) -> bool:
         """Every pod backing off failed its last attempt with an error, nothing placed since."""
@@ -172,16 +174,14 @@ class Replay:
                 self._bind(attempt)
             ready = self.scheduler.take_released()
 
-    def _evict(self, victims: list[Pod], preemptor: str, reasons: dict[str, str]) -> None:
-        """Preemption's victims leave the replayed cluster at once (as if their grace period were 0);
-        `reasons` says why each went, by uid."""
+    def _evict(self, victims: list[Pod], preemptor: str) -> None:
+        """Preemption's victims leave the replayed cluster at once (as if their grace period were 0)."""
         for victim in victims:
             raw = self.pods.pop(victim.uid, None)
             self._placed.pop(victim.uid, None)
             if raw is not None:
                 self._evicted.add(victim.uid)
                 self.stats.evicted[victim.key] = preemptor
-                self.stats.evicted_why[victim.key] = reasons.get(victim.uid, "")
                 self.stats.notices += self.scheduler.apply("DELETED", raw, self.now)
 
     def _is_live_binding(self, event: WatchEvent) -> bool:

@@ -145,6 +145,8 @@ async def test_explain_says_why_a_pod_waits_or_where_it_went(clean_cluster: Loca
     gang = orjson.loads(await _ok(clean_cluster, "explain", "wave-0", "-n", scenario.namespace, "-o", "json"))
     assert (gang["gang"]["gang"], gang["gang"]["minimum"], gang["gang"]["members"]) == (scenario.key("wave"), 3, 2)
     assert "cannot find enough sibling pods" in gang["dry_run"]["message"]
+    assert gang["too_few_members"].startswith("Only 2 pods of gang ") and " is 3: no member is tried until 1 more" \
+        in gang["too_few_members"], gang["too_few_members"]
 
     status, _, err = await _plugin(clean_cluster, "explain", "nope", "-n", scenario.namespace)
     assert (status, err) == (1, f'error: pods "nope" not found in namespace "{scenario.namespace}"\n')
