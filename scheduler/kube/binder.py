@@ -18,7 +18,10 @@ flight. Outcomes (docs/design.md §3):
 - 409, 5xx, 429, timeouts, resets: *ambiguous*. The request may have reached the apiserver, or may
   still be on its way there (a proxy or a dead connection can deliver it after we gave up). The pod
   is read back: bound (to our node with our devices, or elsewhere) or gone settles it, and the pod
-  as read is handed to the core, so its state shows the truth before the watch does. A pod read
+  as read is handed to the core, so its state shows the truth before the watch does. Bound to our
+  node with our devices is ours only if the pod carries our Binding's `tessera.dev/term`: another
+  term or install deciding the pod the same way bound it otherwise (`conflict`, `bound_by_other`:
+  the pod is theirs, this replica claims no success). A pod read
   back *unbound* at the resourceVersion the Binding is conditional on settles nothing — our
   earlier request can still land — so the same Binding is sent again until an answer is certain;
   unbound at any other resourceVersion settles it: no send of ours can ever land (the apiserver's
@@ -65,7 +68,9 @@ log = structlog.get_logger("tessera.binder")
 
 class Outcome(enum.Enum):
     BOUND = "success"
-    CONFLICT = "conflict"  # bound elsewhere or being deleted: our Binding can never land; drop
+    # bound elsewhere, bound by another Binding than ours (another term's or install's, to our
+    # very node and devices), or being deleted: our Binding can never land; drop
+    CONFLICT = "conflict"
     NOT_FOUND = "not_found"  # gone: drop
     RETRY = "error"  # refused, so not bound: forget and back off
 
@@ -125,6 +130,12 @@ class BindResult:
     # own) while this replica still led: no fence, no withdrawal — the pod is simply to be decided
     # again from the version read back
     pod_changed: bool = False
+    # the read-back showed the pod bound to our node with our devices, but by another Binding than
+    # ours: its `tessera.dev/term` (`bound_by`, "" for none) is not the one our Binding carries
+    # (a newer term of our Lease, another install's, a scheduler without one). A `conflict`: no
+    # success of this replica's, no "Successfully assigned" Event of ours; the pod is the other's
+    bound_by_other: bool = False
+    bound_by: str = ""
 
     @property
     def pod_gone(self) -> bool:
@@ -330,7 +341,7 @@ class Binder:
                 return BindResult(binding, Outcome.NOT_FOUND, first_error, 0.0, sends=sends)
             failed = answer.failed
             if answer.pod is not None:
-                settled = _settled_by(binding, answer.pod)
+                settled = _settled_by(binding, answer.pod, token)
                 if settled is Outcome.RETRY:
                     version = answer.pod["metadata"].get("resourceVersion")
                     detail = f"resourceVersion {binding.resource_version} -> {version}: withdrawn with " \
@@ -365,7 +376,9 @@ class Binder:
             if pod is not None:
                 if pod["metadata"].get("uid") != binding.uid:  # a new pod under the old name: ours is gone
                     return Outcome.NOT_FOUND, None
-                return _settled_by(binding, pod), pod
+                # our withdrawal token, if a write of it landed whose answer we missed, is no
+                # evidence of whose Binding bound the pod
+                return _settled_by(binding, pod, self.withdrawal_token(binding)), pod
             await self._sleep(delay * (1 + random.random() * 0.2))
             delay = min(delay * 2, RESEND_MAX)
 
@@ -374,15 +387,16 @@ async def _as_decided(binding: Binding) -> Binding:
     return binding
 
 
-def _settled_by(binding: Binding, pod: dict[str, Any]) -> Outcome | None:
+def _settled_by(binding: Binding, pod: dict[str, Any], withdrawn_with: str = "") -> Outcome | None:
     """What pod `binding` names, as the apiserver answered it, settles: bound to our node with our
-    devices, bound elsewhere or being deleted, unbound at another version than the Binding's
-    (decided again), or nothing (None: unbound at the Binding's version, where it may still land)."""
+    devices by our Binding, bound elsewhere or by another Binding or being deleted, unbound at
+    another version than the Binding's (decided again), or nothing (None: unbound at the
+    Binding's version, where it may still land). `withdrawn_with`: our withdrawal token, written
+    over whatever token the pod had (see `_bound_by_other`)."""
     meta = pod["metadata"]
     node = (pod.get("spec") or {}).get("nodeName") or ""
-    ours = binding.annotations.get(DEVICES)
-    if node == binding.node and (ours is None or (meta.get("annotations") or {}).get(DEVICES) == ours):
-        return Outcome.BOUND
+    if _same_placement(binding, pod):
+        return Outcome.CONFLICT if _bound_by_other(binding, pod, withdrawn_with) is not None else Outcome.BOUND
     if node:
         return Outcome.CONFLICT
     if meta.get("deletionTimestamp"):  # no Binding can land on a pod being deleted
@@ -393,6 +407,36 @@ def _settled_by(binding: Binding, pod: dict[str, Any]) -> Outcome | None:
         # decided again, from this newer version
         return Outcome.RETRY
     return None
+
+
+def _same_placement(binding: Binding, pod: dict[str, Any]) -> bool:
+    """The pod is bound to the Binding's node with its devices (or to its node, for a Binding
+    naming no devices)."""
+    ours = binding.annotations.get(DEVICES)
+    return ((pod.get("spec") or {}).get("nodeName") or "") == binding.node and (
+        ours is None or ((pod["metadata"].get("annotations") or {}).get(DEVICES) == ours))
+
+
+def _bound_by_other(binding: Binding, pod: dict[str, Any], withdrawn_with: str = "") -> str | None:
+    """For a pod bound to our node with our devices: the `tessera.dev/term` it carries ("" for
+    none) when that proves another Binding than ours bound it, else None. The apiserver copies a
+    Binding's annotations onto the pod it binds, and every Binding of a term carries the term's
+    token; a newer leader deciding the same pod decides it the same way, so node and devices alone
+    cannot tell its Binding from ours. A token other than ours — a newer term's, another
+    install's, the one the pod had when we decided, none at all — is someone else's Binding: ours
+    would have written ours. Nothing can be told when our Binding carries no token (no leader
+    election) or when the pod carries our own withdrawal token (`withdrawn_with`: written over
+    whichever Binding's token was there), nor of a Binding by a scheduler that writes no token
+    onto a pod already carrying ours; such a pod counts as ours, as before. (A newer leader's fence
+    writes its token only onto pods its cache holds unbound: onto one our Binding bound just
+    before, only when that Binding landed as the fence wrote, a Lease duration after we stopped
+    leading; it would then read as the newer term's, no success of ours, the pod counted all
+    the same.)"""
+    ours = binding.annotations.get(TERM)
+    if ours is None:
+        return None
+    theirs = str((pod["metadata"].get("annotations") or {}).get(TERM) or "")
+    return None if theirs in (ours, withdrawn_with) else theirs
 
 
 def _read_back(binding: Binding, settled: Outcome, observed: dict[str, Any] | None, first_error: str,
@@ -411,6 +455,11 @@ def _read_back(binding: Binding, settled: Outcome, observed: dict[str, Any] | No
         unfenced = term in (binding.term_as_decided, binding.annotations.get(TERM, binding.term_as_decided))
         return BindResult(binding, settled, CHANGED, 0.0, observed=observed, sends=sends, detail=detail,
                           fenced_by=fenced_by, pod_changed=not deposed and unfenced)
+    if settled is Outcome.CONFLICT and observed is not None and _same_placement(binding, observed):
+        bound_by = str((observed["metadata"].get("annotations") or {}).get(TERM) or "")
+        return BindResult(binding, settled, f"the pod was bound to {binding.node} by another Binding than this "
+                          "replica's, with the same devices", 0.0, observed=observed, sends=sends,
+                          detail=first_error, bound_by_other=True, bound_by=bound_by)
     if settled is Outcome.BOUND:
         log.info("binder.bound_despite_error", pod=f"{binding.namespace}/{binding.name}", error=first_error,
                  sends=sends)

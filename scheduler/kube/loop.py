@@ -946,7 +946,9 @@ def _log_not_bound(result: BindResult, preempted: bool, reason: str = "") -> Non
     """The one line for a Binding that did not bind, at the level of what happened. Error
     (`binder.failed`) for a refusal or a pod bound elsewhere, as kube-scheduler's
     handleSchedulingFailure logs a binding-cycle error. Lower where nothing failed: a newer
-    leader's term fence refused it (warning: this replica was deposed mid-flight); this replica
+    leader's term fence refused it (warning: this replica was deposed mid-flight); another
+    Binding — a newer term's, another install's — bound the pod to our node with our devices
+    (warning, `binder.bound_by_other`: the pod is theirs, not bound by us); this replica
     stopped leading and gave the Binding up, withdrawn or never sent; the pod was deleted
     meanwhile (kube-scheduler's own line for that is an info one, "Pod doesn't exist in informer
     cache"); or the pod is a preemption victim on its way out (`preempted`, and the read-back
@@ -963,6 +965,11 @@ def _log_not_bound(result: BindResult, preempted: bool, reason: str = "") -> Non
         log.warning("binder.fenced", **{**line, "message": "a newer leader's term fence changed the pod: this "
                                         "replica's Binding, sent before it lost the Lease, can never land"},
                     term=result.fenced_by)
+    elif result.bound_by_other:
+        log.warning("binder.bound_by_other", **line, term=result.bound_by or "(none)",
+                    reason="the pod is bound to this node with these devices by another Binding (its tessera.dev/term "
+                    "is not this Binding's): another leader's, counted as that leader's binding; this replica "
+                    "bound nothing")
     elif preempted and (result.observed is not None or result.pod_gone):  # read back: our eviction's doing
         log.info("binder.preempted", **line, reason="the pod is a preemption victim: " + (
             "it was deleted" if result.pod_gone else "the preemption's DisruptionTarget write changed it")

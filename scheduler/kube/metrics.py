@@ -244,8 +244,8 @@ class Metrics:
             registry=r)
         self.bindings = Counter(
             "tessera_bindings_total",
-            "Binding requests by outcome: 'conflict' is bound elsewhere or being deleted (read back after a "
-            "409 or an unclear answer), 'not_found' is 404 (pod gone), 'error' is anything retried with backoff, 'outdated' a refusal because another writer "
+            "Binding requests by outcome: 'conflict' is bound elsewhere, bound by another leader's Binding or "
+            "being deleted (read back after a 409 or an unclear answer), 'not_found' is 404 (pod gone), 'error' is anything retried with backoff, 'outdated' a refusal because another writer "
             "changed the pod since it was decided, decided again at once (not an error; more than 5 such in a "
             "row back off and count as 'error').",
             ["result"], registry=r)

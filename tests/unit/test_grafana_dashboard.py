@@ -140,6 +140,9 @@ def test_the_binding_errors_panel_shows_each_failed_outcome_under_its_own_name()
         shown[value] = target["legendFormat"]
     assert set(shown) == set(BINDING_RESULTS) - {"success"}
     assert "bound elsewhere" in shown["conflict"] and "deleted" in shown["not_found"]
+    # a deposed or paused leader's read-back of a pod the new leader bound the same way (the
+    # trial's item 5): a conflict, no success of its own
+    assert "another leader" in shown["conflict"] and "binder.bound_by_other" in panel["description"]
     assert "TesseraBindingErrors" in shown["error"] and "retried" in shown["error"]
     # a pod another writer changed since its decision, decided again at once: shown, as no error
     assert "not an error" in shown["outdated"] and "pod changed" in shown["outdated"]
