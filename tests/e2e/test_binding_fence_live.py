@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
@@ -25,6 +25,8 @@ from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.kube.http import KubeHttp, connect
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.loop import SchedulerLoop
+from scheduler.kube.metrics import Metrics
+from scheduler.kube.run_cli import MetricsHooks
 from scheduler.sim import builders as b
 from tessera_testing.faultproxy import proxied
 from tests.e2e.live import Kube, LaggingPodWatch, eventually
@@ -35,7 +37,7 @@ PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 LEASE_NAMESPACE = "kube-system"
 # renewDeadline well inside the lease: rep-b stops acting 2 s after its last renewal; rep-a's
 # election starts only once its cache holds `pq`, so that its first decision sees both pods
-TIMINGS = {"lease_duration": 6.0, "renew_deadline": 2.0, "retry_period": 0.5}
+TIMINGS: dict[str, Any] = {"lease_duration": 6.0, "renew_deadline": 2.0, "retry_period": 0.5}
 
 
 def _replica(name: str, lease: str, lease_http: KubeHttp, http: KubeHttp,
@@ -123,6 +125,65 @@ async def test_an_old_leaders_binding_delivered_after_a_takeover_is_refused(
             assert proxy.proxy.bindings_forwarded == 1
             pp = (await kubectl.pods(namespace))["pp"]
             assert pp["metadata"]["annotations"][ann.TERM] == rep_a.fence_token  # fenced before any decision
+        finally:
+            proxy.configure(hold_bindings=False)
+            proxy.release_bindings()
+            loop_a.stop()
+            loop_b.stop()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await rep_a.release()
+            for client in clients:
+                await client.close()
+            await _remove(kubectl, namespace, node, high)
+
+
+async def test_a_deposed_leaders_late_binding_claims_nothing_the_new_leader_bound_the_same_way(
+        control_plane: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
+    """Day-2 trial T item 5, live: the deposed leader rep-b's Binding of `pp` sits in the proxy;
+    rep-a takes over, fences `pp` and binds it the same way (the node's one GPU). The held
+    Binding then lands: 409, and rep-b's read-back shows `pp` on its node. rep-b used to call that
+    its own success (`binder.bound_despite_error`, `tessera_bindings_total{result="success"}`, a
+    second "Successfully assigned" Event); the pod carries rep-a's term token, so it is rep-a's
+    Binding: rep-b counts a conflict and writes no Scheduled Event."""
+    suffix = secrets.token_hex(3)
+    node, high = await _node_and_priority(kubectl, f"claim-{suffix}", gpus=1)
+    lease = f"tessera-claim-{suffix}"
+    pinned = {"nodeSelector": {"kubernetes.io/hostname": node}}
+    with proxied(control_plane.server, control_plane.ca_file) as proxy:
+        kubeconfig = proxy.write_kubeconfig(tmp_path / "via-proxy", control_plane.admin_token)
+        b_api, b_watch = await connect(str(kubeconfig)), await connect(str(control_plane.kubeconfig))
+        b_lease_api = await connect(str(control_plane.kubeconfig))
+        a_api, a_watch = await connect(str(control_plane.kubeconfig)), await connect(str(control_plane.kubeconfig))
+        clients = [b_api, b_watch, b_lease_api, a_api, a_watch]
+        rep_b, loop_b = _replica("rep-b", lease, KubeHttp(b_lease_api), KubeHttp(b_api), KubeHttp(b_watch))
+        rep_a, loop_a = _replica("rep-a", lease, KubeHttp(a_api), KubeHttp(a_api), KubeHttp(a_watch))
+        metrics_b = Metrics()
+        loop_b.hooks = MetricsHooks(metrics_b, loop_b)
+        tasks = [asyncio.create_task(loop_b.run()), asyncio.create_task(rep_b.run())]
+        try:
+            await eventually(lambda: asyncio.sleep(0, rep_b.is_leader))
+            tasks.append(asyncio.create_task(loop_a.run()))
+            await asyncio.wait_for(loop_a.informers.wait_synced(), 30)
+            proxy.configure(hold_bindings=True)
+            await kubectl.create_pod(namespace, b.pod("pp", limits={"nvidia.com/gpu": 1}, spec_extra=pinned))
+            await eventually(lambda: asyncio.sleep(0, proxy.proxy.bindings_held == 1), timeout=30)
+            tasks[1].cancel()  # rep-b is cut off from the Lease (no release)
+            await eventually(lambda: asyncio.sleep(0, rep_b.term is None), timeout=30)
+            tasks.append(asyncio.create_task(rep_a.run()))
+            await eventually(lambda: _has(kubectl, namespace, {"pp": node}), timeout=30)  # rep-a's Binding
+            proxy.configure(hold_bindings=False)
+            assert proxy.release_bindings() == 1
+            await eventually(lambda: asyncio.sleep(0, loop_b.binder.in_flight == 0), timeout=30)
+            pp = (await kubectl.pods(namespace))["pp"]
+            assert rep_a.fence_token is not None and pp["metadata"]["annotations"][ann.TERM] == rep_a.fence_token
+            assert metrics_b.registry.get_sample_value("tessera_bindings_total", {"result": "conflict"}) == 1.0
+            assert not metrics_b.registry.get_sample_value("tessera_bindings_total", {"result": "success"})
+            await asyncio.sleep(1.0)  # rep-b's Events, had it recorded any, are written by now
+            scheduled = [e for e in await kubectl.events(namespace)
+                         if e["reason"] == "Scheduled" and e["regarding"]["name"] == "pp"]
+            assert [e["reportingInstance"] for e in scheduled] == ["rep-a"], scheduled
         finally:
             proxy.configure(hold_bindings=False)
             proxy.release_bindings()
