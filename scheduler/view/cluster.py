@@ -25,7 +25,7 @@ from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.plugins.devices.args import DeviceArgs
 from scheduler.core.plugins.devices.gate import AllocationGate
 from scheduler.core.state import ClusterState, DeviceUse, NodeInfo
-from scheduler.core.state.ledger import over_text
+from scheduler.core.state.ledger import UNTOLD, over_text
 from scheduler.view import model as m
 from scheduler.view.text import duration
 
@@ -615,7 +615,8 @@ def _device_gpu(facts: _Facts, device: Device, index: int, status: str, fenced: 
         over = state.ledger.overfilled(device.name, use) if use is not None and not use.exclusive else []
         reason = (f"its slices use {over_text(over)}: shared by {len(claimants)} pods at once: " if over else
                   f"claimed by {len(claimants)} pods at once: ") + ', '.join(claimants) + \
-            (f"; {unavailable} too" if unavailable else "")
+            (f"; {unavailable} too" if unavailable else "") + \
+            (f"; {UNTOLD}" if over and use is not None and state.ledger.untold(use) else "")
     elif not reason and use is not None and use.kept and (cut := state.ledger.capacity_cut(device.name, use)):
         reason = "; ".join(f"its {dimension} went down to {format_quantity(capacity)} under {format_quantity(used)} held"
                            for dimension, used, capacity in cut) + \

@@ -421,6 +421,8 @@ class ClusterState:
                 # Swap the old charge for the new one without letting go of a deleted device in
                 # between: the pod may hold it under both (our assumption, then its Binding).
                 swapped = self._unplace(uid, drop_ghosts=False) if placement is not None else []
+                if old is None and placement is None:  # first seen bound: given before we saw it
+                    self.ledger.found.add(uid)
                 notices += self._place(pod, pod.node_name, pod.devices, assumed=False, kept=kept)
                 if edited and old is not None:
                     held = merge_devices(self.held_assignments.get(uid), old.held_devices, old.devices,
@@ -490,6 +492,7 @@ class ClusterState:
         self.marked.discard(uid)
         self.held_assignments.pop(uid, None)
         self.nominated.discard(uid)
+        self.ledger.found.discard(uid)
         if self.release_hold(uid) is not None:
             events.append(ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=""))
         self.pods.pop(uid, None)

@@ -32,6 +32,11 @@ UNSEEN_RESOURCE = "nvidia.com/gpu"
 no device to name its resource (the device plugin's GPU resource, what such nodes advertise)."""
 
 
+UNTOLD = ("found so when first listed (a start): it cannot tell a capacity that went down beneath slices given "
+          "within it from slices given beyond it (another scheduler, or a Binding by hand)")
+"""What an over-full device's notice and REASON add when a start found it so (`DeviceLedger.untold`)."""
+
+
 SliceKind = tuple[str, str]
 """What a slice is of: (its resource name, the dimension its grant names — "" when it names none)."""
 
@@ -111,6 +116,9 @@ class DeviceLedger:
         # deviceID is a duplicate (`mark_duplicates`) until the last such holder is gone
         self.elsewhere: dict[str, dict[str, dict[str, str]]] = {}
         self._elsewhere_of: dict[str, set[tuple[str, str]]] = {}  # holder uid -> its (node, deviceID)s
+        # pods first seen already bound (a listing, at a start): what they hold was given before
+        # this process saw it given, within what capacity it cannot know (`untold`)
+        self.found: set[str] = set()
 
     def charge(self, pod: Pod, device: str, amount: Amount | None, resource: str, dimension: str) -> list[Notice]:
         """Charge a pod's hold; a conflict's notice names the pod and every other holder (the log
@@ -170,11 +178,34 @@ class DeviceLedger:
         (`cut`) hold it."""
         if not others or self.cut(use, others | {uid}):
             return []
+        if self.untold(use):
+            return [self._untold_notice(device, use, over)]
         named = sorted(self._pod_key(other) for other in others)
         holders = f"{', '.join(named)} that {'holds a slice' if len(named) == 1 else 'hold slices'} of it"
         return [Notice("Pod", key, "DeviceConflict",
                        f"device {device} is shared beyond its capacity: {key}, and {holders}, use {over_text(over)}",
                        namespace, uid)]
+
+    def untold(self, use: DeviceUse) -> bool:
+        """Its slices are over a capacity (asked of an over-full device) and every real holder was
+        found holding its slice (`found`: first seen already bound, at a start), none seen given
+        it nor the capacity seen going down beneath them: a cut before this process started (the
+        live reading `cut`) or slices given beyond the capacity by two writers (a conflict) —
+        a listing cannot tell which. It reads as the conservative one, a conflict (nothing more
+        is placed there either way), and its notice and REASON say it cannot tell (`UNTOLD`)."""
+        whole, sliced = self.holders(use)
+        return not use.kept and not whole and bool(sliced) and sliced <= self.found
+
+    def _untold_notice(self, device: str, use: DeviceUse, over: list[tuple[str, Amount, Amount]]) -> Notice:
+        """The DeviceConflict of an over-full device whose origin a start cannot tell (`untold`):
+        on its ExtendedResource, naming every holder, blaming none — the same whatever order the
+        pods and the object were listed in."""
+        _, sliced = self.holders(use)
+        holders = ", ".join(sorted(self._pod_key(uid) for uid in sliced))
+        found = self.devices.get(device)
+        return Notice("ExtendedResource", device, "DeviceConflict",
+                      f"ExtendedResource {device}: its slices use {over_text(over)}, held by {holders}, {UNTOLD}; "
+                      "no more of it is given out until they fit", "", found.meta.uid if found is not None else "")
 
     @staticmethod
     def cut(use: DeviceUse, sliced: Iterable[str]) -> bool:
@@ -498,7 +529,7 @@ class DeviceLedger:
         a Warning on the object says so (`CapacityLoweredWhileHeld`), as a Node whose count went
         down below the GPUs in use gets one (`GPUsOvercommitted`). Over a capacity only the object
         says (listed after its holders, at a restart — a listing cannot tell a cut from a second
-        scheduler's Binding — or a capacity its object did not have) is a conflict."""
+        scheduler's Binding, so its notice says so: `untold` — or a capacity its object did not have) is a conflict."""
         over = self.overfilled(device.name, use)
         if not over:
             use.kept = frozenset()

@@ -33,6 +33,8 @@ def still_stands(state: ClusterState, notice: Notice) -> bool:
         return notice.key in state.ledger.moved
     if notice.kind == "ExtendedResource" and notice.reason == CAPACITY_LOWERED:
         return bool(state.ledger.capacity_cut(notice.key))
+    if notice.kind == "ExtendedResource" and notice.reason == "DeviceConflict":  # over-full as found at a start
+        return (use := state.ledger.use.get(notice.key)) is not None and state.ledger.conflicting(use, notice.key)
     if notice.kind == "ExtendedResource" and notice.reason == DEVICE_ID_ON_TWO_NODES:
         return state.device_ids.stands(notice.key)
     if notice.kind == "ResourceClass" and notice.reason == UNKNOWN_ATTRIBUTE:
