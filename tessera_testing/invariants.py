@@ -21,7 +21,10 @@ Two sources, because some violations leave no trace in the final state:
   happened to devices and holds it orders by resourceVersion (pods and devices arrive on separate
   streams, in no common order): a hold of a device moved since is its holder's if it began before
   the move, and slices over a capacity count only when a holder began beyond the capacity of its
-  moment (`ClusterWatcher.overfills`; a capacity lowered under held slices is allowed).
+  moment (`ClusterWatcher.overfills`; a capacity lowered under held slices is allowed), and slices
+  held since before the watch by the capacity the device had when it began (`at_start`). A
+  Binding is judged by what the pod held when first seen bound (`FirstBinding.held`), not by an
+  edit of its annotations since.
 
 A pod holds union(``tessera.dev/devices``, ``tessera.dev/held-devices``), a device its containers
 have in phases that do not meet once, whole if any has it whole — as Tessera counts it.
@@ -443,7 +446,8 @@ def _ledger(view: ClusterView, known_devices: Mapping[str, JSON] | None, out: li
 
 def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None = None,
                    held_on: Mapping[tuple[str, str], str] | None = None,
-                   began: Mapping[tuple[str, str], int] | None = None) -> list[Violation]:
+                   began: Mapping[tuple[str, str], int] | None = None,
+                   at_start: Mapping[str, JSON] | None = None) -> list[Violation]:
     """No device beyond its capacity, no node beyond its allocatable.
 
     Devices: at most one exclusive holder; shared amounts within the capacity of the class's
@@ -457,10 +461,13 @@ def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None =
     watcher's `ClusterWatcher.held_on`) the node a device's object named when each hold began: a
     device moved while held stays its holder's (docs/api.md), so a holder on that node is none
     "on other nodes" — a final LIST alone cannot tell it from a GPU of another node handed out.
-    ``began`` (`ClusterWatcher.began`): holds whose start the watcher saw; a device whose slices
-    are all such is not judged by its capacity now (lowered under held slices is allowed,
-    docs/api.md) but by `ClusterWatcher.overfills`, which judges each holder as it began. A final
-    LIST alone judges by the capacity now, so it also flags a capacity lowered under slices.
+    ``began`` (`ClusterWatcher.began`): holds whose start the watcher saw; those are not judged
+    by the device's capacity now (lowered under held slices is allowed, docs/api.md) but by
+    `ClusterWatcher.overfills`, which judges each holder as it began. The other slices (held
+    before the watch began: when is unknown) are judged together by the capacity the device had
+    then, ``at_start`` (`ClusterWatcher.at_start`; its capacity now where the watcher knew no
+    earlier version). A final LIST alone judges by the capacity now, so it also flags a capacity
+    lowered under slices.
     """
     out: list[Violation] = []
     ledger = _ledger(view, known_devices, out)
@@ -481,9 +488,11 @@ def check_capacity(view: ClusterView, known_devices: Mapping[str, JSON] | None =
             if wrong:
                 out.append(Violation(DEVICE_CAPACITY, name, f"device is on node {device.node_name} but pods on "
                                      f"other nodes hold it: {', '.join(wrong)}"))
-            if shared and (began is None or any((name, g.uid) not in began for g in shared)):
-                sharers = ', '.join(sorted({g.pod for g in shared}))
-                for dimension, total, capacity in _over_capacity(shared, device, view):
+            early = shared if began is None else [g for g in shared if (name, g.uid) not in began]
+            then = _device((at_start or {}).get(name)) if began is not None else None
+            if early:
+                sharers = ', '.join(sorted({g.pod for g in early}))
+                for dimension, total, capacity in _over_capacity(early, then or device, view):
                     out.append(Violation(DEVICE_CAPACITY, name, f"{_over_text(dimension, total, capacity)}: {sharers}"))
     for node_name, obj in sorted(view.nodes.items()):
         try:
@@ -760,7 +769,8 @@ def check(view: ClusterView, *, must_bind: Collection[str] = (), watcher: Cluste
     as for :func:`check_history`, ``only_if_room`` as for :func:`check_unbound`."""
     removed = watcher.removed_devices() if watcher is not None else None
     found = check_capacity(view, removed, watcher.held_on if watcher is not None else None,
-                           watcher.began if watcher is not None else None)
+                           watcher.began if watcher is not None else None,
+                           watcher.at_start if watcher is not None else None)
     if watcher is not None:
         found += watcher.overfills(grace=grace, blind=blind)
     found += check_gangs(view) + check_unbound(view, must_bind, only_if_room, removed) + check_events(view)
@@ -802,6 +812,9 @@ class FirstBinding:
     node: str
     at: float  # time.monotonic() when the watcher first saw the pod bound
     key: str
+    # what the pod held then (`_held_assignment`: the Binding's own grants, before any edit of
+    # its annotations); None when it held nothing or neither annotation was readable
+    held: ann.DeviceAssignment | None = None
 
 
 _KINDS: tuple[tuple[str, str], ...] = (
@@ -901,6 +914,18 @@ class ClusterWatcher:
             device = _device(obj)
             if device is not None:
                 out[(name, uid)] = device.node_name
+        return out
+
+    @property
+    def at_start(self) -> dict[str, JSON]:
+        """Each device as the watcher first knew it (its earliest version by resourceVersion: the
+        initial LIST's, for one that existed when the watch began): the capacity `check_capacity`
+        judges slices held since before the watch by — the nearest to when they began it knows."""
+        out: dict[str, JSON] = {}
+        for name, versions in self._device_versions.items():
+            known = [(at, arrival, obj) for at, arrival, _, obj in versions if obj is not None]
+            if known:
+                out[name] = min(known, key=lambda v: (v[0], v[1]))[2]
         return out
 
     def overfills(self, names: Iterable[str] | None = None, grace: float | None = None,
@@ -1098,7 +1123,7 @@ class ClusterWatcher:
         uid = pod["metadata"]["uid"]
         first = self.first_bound.get(uid)
         if first is None:
-            self.first_bound[uid] = FirstBinding(node, now, _key(pod))
+            self.first_bound[uid] = FirstBinding(node, now, _key(pod), _held_assignment(pod, _key(pod), []))
         elif first.node != node:
             self._flag([Violation(BOUND_TWICE, first.key, f"bound to {first.node}, later to {node}")])
 
@@ -1110,7 +1135,7 @@ class ClusterWatcher:
     def _run_checks(self) -> None:
         # slices over capacity of devices whose holders all began while watched are left to
         # `overfills` (`check` runs it, with the blind windows of the run)
-        self._flag(check_capacity(self.view, self.removed_devices(), self.held_on, self.began))
+        self._flag(check_capacity(self.view, self.removed_devices(), self.held_on, self.began, self.at_start))
 
     async def _check_loop(self) -> None:
         while True:
@@ -1163,7 +1188,9 @@ def check_history(watcher: ClusterWatcher, view: ClusterView, grace: float = 5.0
                   blind: Iterable[tuple[float, float]] = ()) -> list[Violation]:
     """Bindings made on a view stale by more than ``grace`` seconds.
 
-    For each pod still bound at the end: its node and devices must not have been deleted more
+    For each pod still bound at the end: its node and devices — what it held when the watcher
+    first saw it bound (union of ``tessera.dev/devices`` and ``tessera.dev/held-devices``, as
+    Tessera reads it: the Binding's grants, not an edit of them since) — must not have been deleted more
     than ``grace`` before the watcher first saw the pod bound, and each device must match the
     class it was granted under — selector, and for shared classes ``count × unit`` — as the class
     stood when the binding was made. ``blind`` are (start, end) monotonic windows in which the
@@ -1186,13 +1213,14 @@ def check_history(watcher: ClusterWatcher, view: ClusterView, grace: float = 5.0
         if removed is not None and removed[0] < first.at - grace and not _blind(windows, removed[0], first.at):
             out.append(Violation(STALE_BINDING, key, f"bound to node {node} {first.at - removed[0]:.1f}s after it "
                                  "was deleted"))
-        raw_devices = (raw["metadata"].get("annotations") or {}).get(ann.DEVICES)
-        if raw_devices is None:
+        # what the Binding granted: the pod's holds as first seen bound (an edit of its devices
+        # annotation since is no Binding of the scheduler's; Tessera keeps what it named held)
+        assignment = first.held
+        if assignment is None:
             continue
         try:
             pod = parse_pod(raw)
-            assignment = ann.decode_devices(raw_devices)
-        except (ObjectError, ann.AnnotationError):
+        except ObjectError:
             continue  # reported by check_capacity
         counts = {c.name: c.requests for c in pod.containers}
         for container, by_resource in assignment.items():
