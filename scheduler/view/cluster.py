@@ -259,7 +259,7 @@ def _silent_note(facts: _Facts, info: NodeInfo, silent: float) -> str:
 
 def _over_capacity(info: NodeInfo) -> tuple[m.OverCapacity, ...]:
     """The node's device resources held beyond what it has (a note in the view, the metric's count)."""
-    return tuple(m.OverCapacity(*found) for found in info.over_capacity({d.resource_name for d in info.devices.values()}))
+    return tuple(m.OverCapacity(*found) for found in info.over_capacity(info.gpu_resources()))
 
 
 def gpu_counts(scheduler: Scheduler, *, now: float, held: Sequence[Attempt] = ()) -> m.GpuCounts:
@@ -275,8 +275,9 @@ def gpu_counts(scheduler: Scheduler, *, now: float, held: Sequence[Attempt] = ()
     silent = 0
     for info in _shown_nodes(facts.state):
         _count(info, _rows(facts, info, _fence_reason(facts.state, info), ordered=False), states)
-        if info.node is not None and info.devices:  # no devices: no agent to be silent (`agent_silent_for`)
+        if info.node is not None:  # with devices or without: GPUs counted there (`NodeInfo.gpu_resources`)
             overcommitted += sum(o.used - o.capacity for o in _over_capacity(info))
+        if info.node is not None and info.devices:  # no devices: no agent to be silent (`agent_silent_for`)
             silent += _silent_in_service(facts, info) is not None
     return m.GpuCounts(dict(states), overcommitted, silent)
 

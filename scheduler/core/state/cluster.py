@@ -557,9 +557,7 @@ class ClusterState:
         the node, a cut this core did not see (it went over before a restart, or before
         `kubectl tessera` listed it: a listing cannot tell) or a Binding it did not decide (by hand,
         or a deposed leader's). A cut seen is kept for the views (`NodeInfo.cut_from`)."""
-        if not info.devices and not info.over:
-            return []
-        over = info.over_capacity({device.resource_name for device in info.devices.values()})
+        over = info.over_capacity(info.gpu_resources())
         crossed = [entry for entry in over if entry[0] not in info.over]
         info.over = frozenset(resource for resource, _, _ in over)
         info.cut_from = {resource: count for resource, count in info.cut_from.items() if resource in info.over}
@@ -579,6 +577,13 @@ class ClusterState:
                            "Node's allocatable edited, or its device plugin reporting fewer GPUs), or a Binding "
                            "Tessera did not decide (a pod bound by hand, or an earlier leader's late Binding) took "
                            "GPUs already given out")
+            elif not any(device.resource_name == resource for device in info.devices.values()):
+                # no class hands these GPUs out: every scheduler counts the same plain requests
+                message = (f"{head} (no ExtendedResources describe its GPUs, so every scheduler counts only plain "
+                           f"{resource} requests here: a pod bound with no scheduler's check (spec.nodeName set when "
+                           "it was created, or a Binding made by hand), or another scheduler's Binding racing "
+                           "Tessera's, took GPUs already in use): its pods keep the GPUs they hold, and new pods get "
+                           "none here until the count covers what is in use")
             else:
                 message = (f"{head} (pods of other schedulers count plain {resource} requests; the GPUs Tessera's classes hand "
                            "out are the same GPUs): schedule every GPU pod on this node with Tessera")

@@ -9,6 +9,9 @@ from scheduler.core.lifecycle import DeviceHold
 from scheduler.core.objects import Device, Node
 from scheduler.core.resources import Resources
 
+COUNTED_GPU = "nvidia.com/gpu"
+"""The device plugin's GPU resource: a node counting it holds GPUs, ExtendedResources or not."""
+
 
 @dataclass(frozen=True, slots=True)
 class Placement:
@@ -144,6 +147,17 @@ class NodeInfo:
             capacity = self.device_capacity(resource)
             if used > capacity:
                 found.append((resource, used, capacity))
+        return found
+
+    def gpu_resources(self) -> set[str]:
+        """The GPU resources whose count `GPUsOvercommitted` and `tessera_gpus_overcommitted` watch:
+        those the node's devices carry and, with devices or without (a node no agent publishes
+        for still counts GPUs its pods hold), `nvidia.com/gpu` where the node allocates it or a
+        pod here requests it."""
+        found = {device.resource_name for device in self.devices.values()}
+        allocatable = self.node.allocatable if self.node is not None else {}
+        if COUNTED_GPU in allocatable or self.requested.get(COUNTED_GPU, 0) or self.busy.get(COUNTED_GPU, 0):
+            found.add(COUNTED_GPU)
         return found
 
     def described(self, resource: str) -> int:
