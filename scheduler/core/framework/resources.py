@@ -88,6 +88,11 @@ class ResourceColumns(ColumnGroup):
             column.free[row] = alloc - used
             column.score_alloc[row] = (int64(info.device_capacity(name)) if column.extended and name not in allocatable
                                        else alloc)
+        if info.devices:  # a count takes no unhealthy GPU (`ClusterState.count_room`)
+            for name, room in self.table.state.count_room(info).items():
+                limited = columns.get(name)
+                if limited is not None and room < limited.free[row]:
+                    limited.free[row] = room
         if info.broken:  # rare: a pod's device annotation is unreadable (NodeInfo.hides_devices_of)
             for name, column in columns.items():
                 if info.hides_devices_of(name):
@@ -102,5 +107,9 @@ class ResourceColumns(ColumnGroup):
         alloc = int64(node.allocatable.get(name, 0))
         used = int64(info.used(name))
         free = min(alloc - used, 0) if info.hides_devices_of(name) else alloc - used
+        if info.devices:
+            room = self.table.state.count_room(info).get(name)
+            if room is not None:
+                free = min(free, int64(room))
         column.alloc[row], column.used[row], column.free[row] = alloc, used, free
         column.score_alloc[row] = int64(info.device_capacity(name)) if column.extended else alloc

@@ -78,7 +78,7 @@ class DevicePlanner:
         plan = self.cached_plan(ctx.device_requests, info)
         if isinstance(plan, str):
             return (plan,)
-        short = over_count(ctx, plan, info)
+        short = over_count(ctx, plan, info, self.state)
         if short is not None:
             return (short,)
         ctx.plans[info.name] = plan
@@ -102,7 +102,7 @@ class DevicePlanner:
                 plan = hit[2]
             else:
                 plan = cache.put(info, generation, self.plan(requests, info))
-            if isinstance(plan, str) or over_count(ctx, plan, info) is not None:
+            if isinstance(plan, str) or over_count(ctx, plan, info, self.state) is not None:
                 continue
             plans[info.name] = plan
             passed.append(row)
@@ -128,7 +128,7 @@ class DevicePlanner:
                 plan = cache.put(info, generation, self.plan(requests, info))
             if isinstance(plan, str):
                 return (plan,)
-            short = over_count(ctx, plan, info)
+            short = over_count(ctx, plan, info, self.state)
             if short is not None:
                 return (short,)
             plans[info.name] = plan
@@ -268,8 +268,10 @@ class DevicePlanner:
         devices = self.state.devices
         resources = frozenset(devices[name].resource_name for by_resource in grants.values()
                               for chosen_grants in by_resource.values() for name, *_ in chosen_grants)
+        rooms = self.state.count_room(info)
         for resource in resources | newly_busy.keys() | held_busy.keys():
-            if count_short(info, resource, newly_busy.get(resource, 0), held_busy.get(resource, 0)):
+            if count_short(info, resource, newly_busy.get(resource, 0), held_busy.get(resource, 0),
+                           rooms.get(resource)):
                 return f"Insufficient {_asked_as(requests, grants, resource, devices)}"
         return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0, resources, held_busy)
 
@@ -324,7 +326,7 @@ def within_one_group(free: list[Device], count: int, attributes: tuple[str, ...]
     return free[:count], spanned and count > 1
 
 
-def count_short(info: NodeInfo, resource: str, added: int, shared_with_holds: int) -> bool:
+def count_short(info: NodeInfo, resource: str, added: int, shared_with_holds: int, room: int | None) -> bool:
     """Whether the node's count of `resource` cannot take `added` more GPUs in use (devices a plan
     makes busy, and the pod's own plain request of it) and `shared_with_holds` devices it shares
     with nominated preemptors' holds only. With nothing added (slices of GPUs already in use) it
@@ -335,24 +337,28 @@ def count_short(info: NodeInfo, resource: str, added: int, shared_with_holds: in
     (RunFilterPluginsWithNominatedPods): with the holds of equal or higher priority (the ones left
     in the state for this attempt; lower ones are lifted) — there a shared device is counted
     already — and with the real holders alone (`real_used`), where it is not: the hold keeps it for
-    after its victims are gone, while they still have their GPUs, and the pod would use it now."""
+    after its victims are gone, while they still have their GPUs, and the pod would use it now.
+    `room` (`ClusterState.count_room`, None without devices): the healthy free GPUs a count may
+    still take; `added` (above 0) beyond it is short too — an unhealthy GPU goes to no new pod."""
     node = info.node
     if node is None or resource not in node.allocatable:
         return False
+    if room is not None and 0 < added and added > room:
+        return True
     allocatable = node.allocatable[resource]
     over = info.used(resource) + added > allocatable if added > 0 else info.real_used(resource) > allocatable
     return over or (
         shared_with_holds > 0 and info.real_used(resource) + added + shared_with_holds > allocatable)
 
 
-def over_count(ctx: PodContext, plan: DevicePlan, info: NodeInfo) -> str | None:
+def over_count(ctx: PodContext, plan: DevicePlan, info: NodeInfo, state: ClusterState) -> str | None:
     """The pod's own plain request of a device resource (e.g. `nvidia.com/gpu: 2`) and the devices
     its class grants make busy share the node's count; the cached plan only knows the latter."""
     for counts in (plan.newly_busy, plan.held_busy):  # a resource in both is checked twice, alike
         for resource in counts:
             own = ctx.plain_request(resource)
             if own and count_short(info, resource, plan.newly_busy.get(resource, 0) + own,
-                                   plan.held_busy.get(resource, 0)):
+                                   plan.held_busy.get(resource, 0), state.count_room(info).get(resource)):
                 return f"Insufficient {resource}"
     return None
 

@@ -69,8 +69,11 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
             return tuple(insufficient) if insufficient else None
         requested = info.requested
         busy = info.busy
+        room = self.handle.state.count_room(info) if info.devices else {}  # no unhealthy GPU by count
         for name, amount in ctx.plain:
             free = alloc.get(name, 0) - requested.get(name, 0) - busy.get(name, 0)
+            if name in room:
+                free = min(free, room[name])
             if info.broken and info.hides_devices_of(name):
                 free = min(free, 0)
             if amount > free:
