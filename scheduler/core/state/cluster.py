@@ -57,6 +57,9 @@ class ClusterState:
         self._node_index: dict[str, int] = {}
         self.order_version = 0  # bumped when a node leaves node_order (positions shift)
         self.capacity_version = 0  # bumped when a node comes, goes or changes its allocatable
+        # what a change deep in the state found to report (a moved device's node going over its
+        # count as the device's holder left: `_unplace`), handed out by the next `apply`
+        self.deferred: list[Notice] = []
         self.victim_priority_version = 0  # bumped when a PodGroup's class or a class's value changes
         self.dirty: set[str] = set()  # nodes changed since the vector index last looked
         self.pods: dict[str, Pod] = {}
@@ -237,7 +240,10 @@ class ClusterState:
         held = gang_key(namespace, name, podgroup_api(obj)) if kind == "PodGroup" else key
         fixed = self._fixed_priority(str(kind), held)
         try:
-            return handler(self, event_type, obj)
+            events, notices = handler(self, event_type, obj)
+            if self.deferred:
+                notices, self.deferred = [*notices, *self.deferred], []
+            return events, notices
         except ObjectError as err:
             events = self._delete_unreadable(str(kind), obj, name, held) if event_type == "DELETED" else []
             if kind == "PodGroup":  # its members say why, not "not found"
@@ -650,9 +656,11 @@ class ClusterState:
         if info.over:  # a removal can only end a crossing: nothing to report, only to forget
             self.check_overcommit(info, None)
         if drop_ghosts:
-            self.ledger.drop_released_ghosts(placement.devices)
-            if info.surplus:  # a dropped ghost can only end a surplus: nothing to report, only to forget
+            joined = self.ledger.drop_released_ghosts(placement.devices)
+            if info.surplus:  # a dropped ghost can only end a surplus here: nothing to report, only to forget
                 self.check_surplus(info)
+            for name in sorted(joined - {info.name}):  # a moved device taken in: one more there
+                self.deferred += self.check_surplus(self._node_info(name))
         events = [ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=placement.node)]
         if gate_opened:
             events.append(ClusterEvent(EventKind.ALLOCATION_DONE, node=placement.node))

@@ -395,8 +395,10 @@ class DeviceLedger:
         for device, amount, resource, dimension in grants:
             self.use.setdefault(device, DeviceUse()).add(uid, amount, resource, dimension)
 
-    def drop_released_ghosts(self, device_names: Iterable[str]) -> None:
-        """Forget deleted devices whose last holder has left (until then they still count)."""
+    def drop_released_ghosts(self, device_names: Iterable[str]) -> set[str]:
+        """Forget deleted devices whose last holder has left (until then they still count); the
+        nodes a moved one's object was taken in on (`moved`): each has one more device now."""
+        joined: set[str] = set()
         for device in device_names:
             if device in self.ghosts and device not in self.use:
                 self.ghosts.discard(device)
@@ -409,6 +411,8 @@ class DeviceLedger:
                 self.refresh(holder)
                 if (moved := self.moved.pop(device, None)) is not None:
                     self.upsert(moved, None)
+                    joined.add(moved.node_name)
+        return joined
 
     def refresh_for(self, device_names: Iterable[str]) -> None:
         nodes = {self.devices[name].node_name for name in device_names if name in self.devices}
