@@ -36,7 +36,7 @@ from scheduler.core.plugins.fit.strategies import (
     most_allocated,
     requested_to_capacity_ratio,
 )
-from scheduler.core.resources import PODS
+from scheduler.core.resources import PODS, is_extended
 from scheduler.core.state import EventKind, NodeInfo
 
 __all__ = ["NAME", "TOO_MANY_PODS", "NodeResourcesFit", "FitScore", "broken_linear", "build_scorer",
@@ -69,11 +69,14 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
             return tuple(insufficient) if insufficient else None
         requested = info.requested
         busy = info.busy
-        room = self.handle.state.count_room(info) if info.devices else {}  # no unhealthy GPU by count
+        room: dict[str, int] | None = None  # no unhealthy GPU by count (`ClusterState.count_room`)
         for name, amount in ctx.plain:
             free = alloc.get(name, 0) - requested.get(name, 0) - busy.get(name, 0)
-            if name in room:
-                free = min(free, room[name])
+            if info.devices and is_extended(name):
+                if room is None:
+                    room = self.handle.state.count_room(info)
+                if name in room:
+                    free = min(free, room[name])
             if info.broken and info.hides_devices_of(name):
                 free = min(free, 0)
             if amount > free:
