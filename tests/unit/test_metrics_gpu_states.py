@@ -172,3 +172,17 @@ def test_the_nodes_table_shows_a_cordoned_nodes_free_gpus_as_the_metric_counts_t
     assert dict(shown) == states
     [cordoned_node] = [line for line in rows if line.startswith("cordoned (cordoned)")]
     assert cordoned_node[start:].split()[0] == "cordoned" and cordoned_node.rstrip().endswith("node cordoned")
+
+
+def test_gpus_held_beyond_the_count_of_a_node_without_devices_are_counted() -> None:
+    """A day-2 trial: an 8-GPU node with no ExtendedResources, 10 GPUs held by its pods; and a node
+    whose count was cut from 4 to 1 under 3 in use: the gauge said 0 for both (it read only nodes
+    with devices), so TesseraGPUOvercommitted never fired."""
+    replay = Replay(config(), agent=False)
+    objs = [b.node("plain", gpus=8), _bound("x", "plain", {"nvidia.com/gpu": 6}), _bound("y", "plain", {"nvidia.com/gpu": 4}),
+            b.node("cut", gpus=4), _bound("z", "cut", {"nvidia.com/gpu": 3}), b.node("cpu"), _bound("c", "cpu", {"cpu": 1})]
+    list(replay.run(WatchEvent("ADDED", obj) for obj in objs))
+    list(replay.run([WatchEvent("MODIFIED", b.node("cut", gpus=1))]))
+    metrics = Metrics()
+    metrics.set_gpus(gpu_counts(replay.scheduler, now=replay.now))
+    assert _samples(metrics, "tessera_gpus_overcommitted") == {(): 2 + 2}
