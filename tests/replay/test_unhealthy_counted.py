@@ -81,3 +81,18 @@ def test_an_unhealthy_gpu_a_pod_holds_is_not_subtracted_again() -> None:
     run.feed(b.event("MODIFIED", b.device("n", index, healthy=False)))
     run.add(_pinned("plain7", {GPU: 7}))
     assert run.node_of("plain7") == "n"
+
+
+@pytest.mark.parametrize("others", [0, 40])
+def test_a_plain_request_gets_no_cordoned_gpu(others: int) -> None:
+    """An admin's cordon of one device (`spec.unschedulable`, docs/api.md) keeps it from new pods
+    by count as by class: an 8-GPU plain pod does not fit on 7 schedulable GPUs, a 7-GPU one does."""
+    run = Run(config(), explain=True)
+    run.add(b.node("n", gpus=8), *(b.device("n", i, unschedulable=i == 0) for i in range(8)))
+    for k in range(others):
+        run.add(b.node(f"o{k}", gpus=8), *(b.device(f"o{k}", i) for i in range(8)))
+    run.add(_pinned("plain8", {GPU: 8}))
+    assert run.node_of("plain8") is None
+    assert "Insufficient nvidia.com/gpu" in run.last("plain8").message, run.last("plain8").message
+    run.add(_pinned("plain7", {GPU: 7}))
+    assert run.node_of("plain7") == "n"

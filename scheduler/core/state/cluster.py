@@ -128,12 +128,13 @@ class ClusterState:
 
     def count_room(self, info: NodeInfo) -> dict[str, int]:
         """Per device resource of the node (none without devices: its allocatable alone counts),
-        how many more GPUs of it a count may take by their health: a plain request
-        (`nvidia.com/gpu: 2`) or the devices a class request makes busy. Its healthy GPUs in use
-        by no pod or hold (distinct deviceIDs), plus the GPUs its allocatable counts that no
+        how many more GPUs of it a count may take: a plain request (`nvidia.com/gpu: 2`) or the
+        devices a class request makes busy. Its schedulable GPUs (healthy, not cordoned, no
+        deviceID named twice: `Device.schedulable`, as for class requests) in use by no pod or
+        hold (distinct deviceIDs), plus the GPUs its allocatable counts that no
         ExtendedResource describes (an agent yet to publish them all), less the plain requests
         counted there, which run on those GPUs too. A GPU its ExtendedResource marks
-        Healthy=False goes to no new pod, by count as by class (docs/operations.md, Replace a
+        Healthy=False or cordons goes to no new pod, by count as by class (docs/operations.md, Replace a
         failed GPU), where allocatable alone would still count it: nothing lowers it on a
         cluster whose device plugin does not (and where one does, the GPU is not counted twice:
         the lower of the two holds, `NodeResourcesFit` and `count_short`)."""
@@ -146,7 +147,7 @@ class ClusterState:
             key = device.device_id or name
             described.setdefault(device.resource_name, set()).add(key)
             held = use.get(name)
-            if not device.healthy or (held is not None and held.busy):
+            if not device.schedulable or (held is not None and held.busy):
                 taken.setdefault(device.resource_name, set()).add(key)
         allocatable = info.node.allocatable if info.node is not None else {}
         return {resource: len(ids - taken.get(resource, set())) + max(0, allocatable.get(resource, 0) - len(ids))
