@@ -246,6 +246,12 @@ class Scheduler:
         return [attempt for pod in pods
                 if (attempt := assume_held(self._engine, pod.uid, *held[pod.key], now)) is not None]
 
+    def hold_nominated(self, now: float) -> None:
+        """For a core built from a listing: the room the leader keeps for each pending pod
+        nominated to a node (`nominations.hold_nominated`, which every cycle runs before and after
+        it), so a view counts those GPUs as the leader does: the nominated pod's, not free."""
+        hold_nominated(self._engine, now)
+
     def held(self) -> list[Attempt]:
         """Placed pods whose Binding a permit plugin holds, in the order they were held."""
         return [attempt for permit in self._engine.permits for attempt in permit.held()]

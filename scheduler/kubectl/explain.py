@@ -125,6 +125,9 @@ class Explanation:
     # wrote it (the pod was fenced since)
     fence_refused: bool = False
     term: str = ""
+    # "Room on n is kept for ns/boss (priority 1000, nominated there: ...)": per node the dry run
+    # refuses it only because of the room kept for pods nominated there ahead of it (`_room_kept`)
+    room_kept: tuple[str, ...] = ()
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
@@ -149,8 +152,8 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
     # a pod held by spec.schedulingGates (a capacity probe, a queue's admission) gets the dry run
     # it would get once they are removed, labelled so
     ungated = pod.gated and ours and not pod.node_name and not pod.meta.deleting and not pod.terminal
-    run = _dry_run(_without_gates(objects, key) if ungated else objects,
-                   _waiting_with(state, pod) | _nominated_before(state, pod), key, config, now) \
+    listed = _without_gates(objects, key) if ungated else objects
+    run = _dry_run(listed, _waiting_with(state, pod) | _nominated_before(state, pod), key, config, now) \
         if pending or ungated else None
     status = _status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates,
                      _finalizers(raw), core.gated().get(key, ""), _fence_refused(events),
@@ -184,6 +187,7 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         too_few_members=too_few_members(state, pod) if run is not None and not run.node else "",
         fence_refused=status == FENCE_STATUS,
         term=pod.meta.annotations.get(TERM, ""),
+        room_kept=_room_kept(listed, state, pod, run, config, now) if run is not None and not run.node else (),
     )
 
 
@@ -372,6 +376,37 @@ def _nominated_before(state: ClusterState, pod: Pod) -> frozenset[str]:
     nominated = [other for uid in state.pending if (other := state.pods.get(uid)) is not None
                  and other.uid != pod.uid and other.nominated_node and state.competing_priority(other) >= priority]
     return frozenset(key for other in nominated for key in _waiting_with(state, other))
+
+
+def _room_kept(objects: Sequence[dict[str, Any]], state: ClusterState, pod: Pod, run: DryRun,
+               config: SchedulerConfig, now: float) -> tuple[str, ...]:
+    """Per node the dry run refuses the pod only for the room kept for the pods nominated there
+    ahead of it (`_nominated_before`): it fits there in the same dry run without them. Upstream's
+    message names no such pod (its Filter runs with them added, framework.go addGENominatedPods,
+    and says what the filter says: `Insufficient nvidia.com/gpu`); this says which."""
+    ahead = [other for uid in sorted(state.pending) if (other := state.pods.get(uid)) is not None
+             and other.key in _nominated_before(state, pod) and other.nominated_node]
+    if not ahead:
+        return ()
+    alone = _dry_run(objects, _waiting_with(state, pod), pod.key, config, now)
+    if alone is None:
+        return ()
+    fits = {verdict.node for verdict in alone.nodes if verdict.fits} | ({alone.node} if alone.node else set())
+    refused = sorted(fits - {verdict.node for verdict in run.nodes if verdict.fits})
+    said = []
+    for node in refused:
+        kept = sorted((other for other in ahead if other.nominated_node == node), key=lambda other: other.key)
+        if not kept:
+            continue
+        names = ", ".join(f"{other.key} (priority {state.competing_priority(other)}"
+                          + (", nominated there: preemption made room for it)" if len(kept) == 1 else ")")
+                          for other in kept)
+        lowest = min(state.competing_priority(other) for other in kept)
+        said.append(f"Room on {node} is kept for {names}"
+                    + ("" if len(kept) == 1 else ", nominated there: preemption made room for them")
+                    + f"; this pod (priority {state.competing_priority(pod)}) would fit {node} without "
+                    + ("it" if len(kept) == 1 else "them") + f", and no pod of priority {lowest} or lower gets that room.")
+    return tuple(said)
 
 
 def _key(obj: Mapping[str, Any]) -> str:
@@ -593,6 +628,7 @@ def render(x: Explanation, now: float) -> str:
             lines.append(f"  {x.missing_podgroup}")
         if x.too_few_members:
             lines.append(f"  {x.too_few_members}")
+        lines += [f"  {line}" for line in x.room_kept]
     lines += ["", "Events:" + (" <none>" if not x.events else "")]
     if x.events:
         table = columns([["LAST SEEN", "TYPE", "REASON", "COUNT", "FROM", "MESSAGE"]]

@@ -213,9 +213,17 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
               f"{info.capacity_words(o.resource)} "
               f"({f'its count went down from {info.cut_from[o.resource]}' if o.resource in info.cut_from else why})"
               for o in over]
+    leaving = bool(beyond) and any((pod := state.pods.get(uid)) is not None and state.leaving(pod) for uid in info.pods)
     for resource, holders in beyond.items():
-        for pod, count in Counter(holder.pod for holder in holders).items():
-            notes.append(f"{pod}: {count} {resource} counted beyond the node's GPUs (shown on none)")
+        nominated = {holder.pod for holder in holders if holder.status == m.NOMINATED}
+        for pod_key, count in Counter(holder.pod for holder in holders).items():
+            # a nominated preemptor's room is counted beside its victims, never in their stead
+            notes.append(f"{pod_key}: {count} more {resource} kept for it (nominated here), shown on none: "
+                         + ("they are held by pods being deleted here until those are gone" if leaving else
+                            "the node's other pods leave no room for them (a nominated pod is counted "
+                            "whether it fits or not, as upstream's nominator counts it)")
+                         if pod_key in nominated else
+                         f"{pod_key}: {count} {resource} counted beyond the node's GPUs (shown on none)")
     allocatable = node.allocatable.get(CPU, 0) if node is not None else 0
     # as the scheduler counts them: no pod goes to a cordoned node but one that tolerates it (a
     # fenced node's free GPUs, and a node's without a Node object, are already `fenced`, not `free`)

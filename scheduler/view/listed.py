@@ -4,7 +4,10 @@ The listed objects are fed to a fresh core exactly as the live scheduler's infor
 (`scheduler.sim.snapshot.load`), and the view is built from that core, with why each pending pod
 waits as the scheduler wrote it on the pod (`scheduler.view.reasons`). A pod the leader holds at
 its allocation gate (`WaitingForAllocation`, naming its node) is assumed there as the leader
-assumed it (`Scheduler.assume_held_elsewhere`): its GPUs are `gated`, held by it, not free.
+assumed it (`Scheduler.assume_held_elsewhere`): its GPUs are `gated`, held by it, not free. A
+pending pod nominated to a node (`status.nominatedNodeName`: a preemption made room there) gets the
+room the leader keeps for it (`Scheduler.hold_nominated`, as explain's dry run does through every
+cycle): those GPUs are `nominated`, not free.
 """
 
 from __future__ import annotations
@@ -28,4 +31,5 @@ def listed_view(config: SchedulerConfig, objects: Iterable[dict[str, Any]], now:
     reasons = wait_reasons(listed)
     held = core.assume_held_elsewhere({key: (wait.node, wait.message) for key, wait in reasons.items() if wait.node},
                                       now)
+    core.hold_nominated(now)  # after the assumed pods, as the leader's next cycle keeps it beside them
     return build_view(core, source=source, now=now, reasons=reasons, held=held)
