@@ -226,8 +226,8 @@ class Metrics:
         self.gpus_overcommitted = Gauge(
             "tessera_gpus_overcommitted",
             "GPUs held beyond what their nodes have, summed over the nodes (pods of another scheduler "
-            "that does not count the GPUs Tessera's classes gave out, or allocatable shrunk under its "
-            "pods); kubectl tessera nodes notes each node's 'overcommitted: N in use, M allocatable'.",
+            "that does not count the GPUs Tessera's classes gave out, a pod bound with spec.nodeName, or "
+            "allocatable shrunk under its pods); kubectl tessera nodes notes each node's 'overcommitted: N in use, M allocatable'.",
             registry=r)
         self.waiting_for_allocation = Gauge(
             "tessera_pods_waiting_for_allocation",

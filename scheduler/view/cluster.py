@@ -203,16 +203,9 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
         notes.append(f"{fence}: it holds the GPUs shown for it, and what else it may hold is unknown, so the "
                      "node's other GPUs are fenced (none is given out) until the annotation is fixed or the pod "
                      "is gone")
-    why = (f"the recording {facts.diverged[info.name]}: the replay diverged from the cluster here"
-           if info.name in facts.diverged else
-           "every pod on it Tessera's: its count was cut below what its pods use, or a Binding Tessera did not "
-           "decide took GPUs already given out"
-           if state.only_ours_on(info) else "pods of other schedulers hold GPUs that Tessera's classes gave out")
     over = _over_capacity(info)
-    notes += [f"{o.resource} overcommitted: {o.used} in use, {o.capacity} "
-              f"{info.capacity_words(o.resource)} "
-              f"({f'its count went down from {info.cut_from[o.resource]}' if o.resource in info.cut_from else why})"
-              for o in over]
+    notes += [f"{o.resource} overcommitted: {o.used} in use, {o.capacity} {info.capacity_words(o.resource)} "
+              f"({_why_over(facts, info, o.resource)})" for o in over]
     leaving = bool(beyond) and any((pod := state.pods.get(uid)) is not None and state.leaving(pod) for uid in info.pods)
     for resource, holders in beyond.items():
         nominated = {holder.pod for holder in holders if holder.status == m.NOMINATED}
@@ -247,6 +240,22 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
         notes=tuple(notes),
     )
     return view, counts
+
+
+def _why_over(facts: _Facts, info: NodeInfo, resource: str) -> str:
+    """Why more of `resource` is in use on the node than it has, as far as the listing tells."""
+    state = facts.state
+    if resource in info.cut_from:
+        return f"its count went down from {info.cut_from[resource]}"
+    if info.name in facts.diverged:
+        return f"the recording {facts.diverged[info.name]}: the replay diverged from the cluster here"
+    if state.only_ours_on(info):
+        return ("every pod on it Tessera's: its count was cut below what its pods use, or a Binding Tessera did not "
+                "decide took GPUs already given out")
+    if not info.busy.get(resource, 0) - info.held_busy.get(resource, 0):  # no GPU of it handed out by class
+        return ("all of it by plain count, which every scheduler sees: a pod bound with spec.nodeName, which no "
+                "scheduler checks, or another scheduler deciding on an older view took GPUs already in use")
+    return "pods of other schedulers hold GPUs that Tessera's classes gave out"
 
 
 def _silent_note(facts: _Facts, info: NodeInfo, silent: float) -> str:

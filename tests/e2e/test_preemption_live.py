@@ -9,14 +9,21 @@ Priorities come from PriorityClasses (the Priority admission plugin refuses a ba
 from __future__ import annotations
 
 import asyncio
+import sys
+import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
+import orjson
+
+from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.kube.http import STRATEGIC_PATCH
 from scheduler.kube.recorder import micro_time
 from scheduler.sim import builders as b
+from scheduler.view.cluster import build_view
 from tests.e2e.kwok_cluster import cluster, kwok_plane, namespace_named, phase  # noqa: F401
-from tests.e2e.live import Kube, eventually
+from tests.e2e.live import REPO, Kube, eventually
 
 LOW, HIGH = "tessera-e2e-low", "tessera-e2e-high"
 
@@ -152,7 +159,7 @@ async def test_a_pdb_steers_the_victims_and_another_schedulers_pod_is_a_victim_b
 
     async def budget_counted() -> bool:  # the disruption controller has looked at the budget
         pdb = (await kube.call("GET", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/db")).json()
-        return pdb.get("status", {}).get("observedGeneration") == pdb["metadata"]["generation"]
+        return bool(pdb.get("status", {}).get("observedGeneration") == pdb["metadata"]["generation"])
 
     await eventually(budget_counted, timeout=30)
     await kube.create_pod(ns, _pod("urgent", HIGH, {"nvidia.com/gpu": 2}))
@@ -183,7 +190,8 @@ async def test_a_gang_preemptor_leaves_a_budgeted_pod_when_other_nodes_would_do(
     async def budget_counted() -> bool:  # the disruption controller counts `precious` healthy: 0 allowed
         pdb = (await kube.call("GET", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/precious")).json()
         status = pdb.get("status", {})
-        return status.get("observedGeneration") == pdb["metadata"]["generation"] and status.get("currentHealthy") == 1
+        return bool(status.get("observedGeneration") == pdb["metadata"]["generation"]
+                    and status.get("currentHealthy") == 1)
 
     await eventually(budget_counted, timeout=30)
     await kube.call("POST", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups",
@@ -229,25 +237,29 @@ async def test_a_class_preemptor_evicts_the_pod_on_the_model_it_needs(cluster: A
 
 
 async def test_a_nominated_preemptor_waits_for_its_terminating_victim_without_a_second_wave(
-        tessera: Any, kubectl: Kube, namespace: str) -> None:
+        tessera: Any, kubectl: Kube, namespace: str, clean_cluster: LocalControlPlane) -> None:
     """On the shared plane there is no kubelet (and no kwok): a deleted bound pod stays
     Terminating. The preemptor is nominated, keeps its room, evicts nothing more, and is bound the
-    moment its victim is finally gone."""
+    moment its victim is finally gone. Meanwhile `kubectl tessera nodes` shows the room kept for
+    it `nominated`, not free, as the leader counts it, and `explain` on a lower pod it keeps out
+    names it."""
     loop = await tessera("config/binpack.yaml")
     await _priority_classes(kubectl)
-    node = b.node("preempt-node", gpus=2)
+    node = b.node("preempt-node", gpus=4)
     await kubectl.create("/api/v1/nodes", node)
     try:
-        await _nominated_then_bound(loop, kubectl, namespace, node)
+        await _nominated_then_bound(loop, kubectl, namespace, node, clean_cluster)
     finally:  # the shared plane: later tests (test_record.py) record every node there is
         await kubectl.call("DELETE", "/api/v1/nodes/preempt-node", ok=(200, 404))
 
 
-async def _nominated_then_bound(loop: Any, kubectl: Kube, namespace: str, node: dict[str, Any]) -> None:
+async def _nominated_then_bound(loop: Any, kubectl: Kube, namespace: str, node: dict[str, Any],
+                                plane: LocalControlPlane) -> None:
+    """On a 4-GPU node: the victim holds 2, the preemptor needs all 4."""
     await kubectl.call("PATCH", "/api/v1/nodes/preempt-node/status", {"status": node["status"]},
                        content_type="application/merge-patch+json")
     await kubectl.create_pod(namespace, _pod("victim", LOW, {"nvidia.com/gpu": 2}, node_name="preempt-node"))
-    await kubectl.create_pod(namespace, _pod("urgent", HIGH, {"nvidia.com/gpu": 2}))
+    await kubectl.create_pod(namespace, _pod("urgent", HIGH, {"nvidia.com/gpu": 4}))
 
     async def nominated() -> dict[str, Any] | None:
         pods = await kubectl.pods(namespace)
@@ -265,10 +277,46 @@ async def _nominated_then_bound(loop: Any, kubectl: Kube, namespace: str, node: 
     assert not (await kubectl.pods(namespace))["urgent"]["spec"].get("nodeName")
     assert list((await _preempted_events(kubectl, namespace, ["victim"]))) == ["victim"]
     assert loop.evictor.evicted == 1
+    await _room_kept_shown(loop, kubectl, namespace, plane)
     await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/victim",
                        {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
     placed = await eventually(lambda: _bound(kubectl, namespace, ["urgent"]), timeout=30)
     assert placed == {"urgent": "preempt-node"}
+
+
+async def _room_kept_shown(loop: Any, kubectl: Kube, namespace: str, plane: LocalControlPlane) -> None:
+    """The listed view counts the room the leader keeps for `urgent` as the leader does; a
+    lower pod it keeps out reads upstream's message, and explain names `urgent`."""
+    view = orjson.loads(await _kubectl_tessera(plane, "nodes", "--config", "config/binpack.yaml", "-o", "json"))
+    [gpus] = [n["gpus"] for n in view["nodes"] if n["name"] == "preempt-node"]
+    assert [(g["state"], [(h["pod"], h["status"]) for h in g["holders"]]) for g in gpus] == \
+        [("counted", [(f"{namespace}/victim", "terminating")])] * 2 + [("counted", [(f"{namespace}/urgent", "nominated")])] * 2
+    leader = build_view(loop.core, source="live", now=time.time(), held=loop.core.held())
+    assert (view["summary"]["used"], view["summary"]["free"]) == (leader.summary.used, leader.summary.free) == (4, 0)
+    await kubectl.create_pod(namespace, _pod("small", LOW, {"nvidia.com/gpu": 2}))
+
+    async def refused() -> str | None:
+        scheduled = {c["type"]: c for c in (await kubectl.pods(namespace))["small"]["status"].get("conditions", [])}
+        return scheduled["PodScheduled"]["message"] if "PodScheduled" in scheduled else None
+
+    assert await eventually(refused, timeout=30) == (
+        "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: "
+        "1 No preemption victims found for incoming pod.")
+    explained = orjson.loads(await _kubectl_tessera(plane, "explain", "small", "-n", namespace, "--config",
+                                                    "config/binpack.yaml", "-o", "json"))
+    assert explained["room_kept"] == [
+        f"Room on preempt-node is kept for {namespace}/urgent (priority 10000, nominated there: preemption made room "
+        "for it); this pod (priority 100) would fit preempt-node without it, and no pod of priority 10000 or lower "
+        "gets that room."]
+
+
+async def _kubectl_tessera(plane: LocalControlPlane, *args: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "kubectl-tessera"), *args, "--kubeconfig", str(plane.kubeconfig), cwd=REPO,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
 
 
 async def test_a_gang_with_a_podgroup_preempts_as_the_podgroup(cluster: Any) -> None:

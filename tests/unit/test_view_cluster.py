@@ -202,6 +202,23 @@ def test_a_node_overcommitted_by_another_scheduler_says_so() -> None:
            "Tessera's classes gave out)" in node.notes
 
 
+def test_a_node_overcommitted_by_plain_counts_does_not_blame_tessera_classes() -> None:
+    """A day-2 trial (item 8): Tessera's pod on the node asks `nvidia.com/gpu: 3` by plain count,
+    which every scheduler counts; a pod bound with spec.nodeName (no scheduler checks it) took 2
+    more. The note said other schedulers hold GPUs "that Tessera's classes gave out": none did."""
+    replay = Replay(config(), agent=False)
+    objs = [b.node("n", gpus=4), *[b.device("n", i) for i in range(4)],
+            b.pod("mine", node_name="n", phase="Running", limits={"nvidia.com/gpu": 3}),
+            b.pod("plain", node_name="n", phase="Running", limits={"nvidia.com/gpu": 2},
+                  spec_extra={"schedulerName": "default-scheduler"})]
+    list(replay.run(WatchEvent("ADDED", obj) for obj in objs))
+    [node] = build_view(replay.scheduler, source="simulate", now=replay.now).nodes
+    [note] = [note for note in node.notes if "overcommitted" in note]
+    assert note == ("nvidia.com/gpu overcommitted: 5 in use, 4 allocatable (all of it by plain count, which every "
+                    "scheduler sees: a pod bound with spec.nodeName, which no scheduler checks, or another "
+                    "scheduler deciding on an older view took GPUs already in use)")
+
+
 def test_a_node_overcommitted_by_tessera_pods_alone_does_not_blame_another_scheduler() -> None:
     """Adversary round 4: every pod on the over-full node was Tessera's; the note blamed other
     schedulers all the same (the Warning did too)."""
