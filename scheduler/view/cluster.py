@@ -639,6 +639,13 @@ def _device_gpu(facts: _Facts, device: Device, index: int, status: str, fenced: 
         reason = "; ".join(f"its {dimension} went down to {format_quantity(capacity)} under {format_quantity(used)} held"
                            for dimension, used, capacity in cut) + \
             f" by {', '.join(claimants)}: they keep their slices, no more is given out until they fit"
+    other_nodes = state.device_ids.elsewhere(device.name) if device.device_id else []
+    if other_nodes and state.device_ids.node_of(device.name) == device.node_name:  # not a held form it left behind
+        named = ", ".join(f"{other} on node {node}" for other, node in other_nodes)
+        two_nodes = (f"deviceID {device.device_id} is also named by {named}: a GPU sits in one node, so one of them "
+                     "describes no GPU of its node (a pod given it gets a deviceID its node agent does not have): "
+                     "delete the one no node agent backs")
+        reason = f"{reason}; {two_nodes}" if reason else two_nodes
     described = _described(state, device)
     memory = described.capacity.get("memory")
     return _placed(m.GpuView(index, device.name, device.device_id, device.resource_name,

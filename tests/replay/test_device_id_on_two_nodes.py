@@ -68,3 +68,26 @@ def test_a_device_id_on_one_node_only_is_not_this_warning() -> None:
     run.add(_copy_onto(real, "a", "a.copy"))  # the same node: DuplicateDeviceID's case
     assert _warnings(run) == []
     assert any(n.startswith("DuplicateDeviceID") for n in run.notices())
+
+
+def test_kubectl_tessera_nodes_says_so_on_both_rows() -> None:
+    """A day-2 trial (item 9): both pods got the GPU (placement unchanged, as documented) and both
+    objects had their Warning, but `kubectl tessera nodes` showed no REASON on either row."""
+    from scheduler.view.cluster import build_view
+
+    run = Run(config())
+    real = b.device("a", 0)
+    copied = _copy_onto(real, "b", "b.copy")
+    run.add(b.node("a", gpus=1), b.node("b", gpus=1), real, copied,
+            b.resource_class("v100", match_labels={"model": "V100"}),
+            b.pod("p", limits={"class.tessera.dev/v100": 1}), b.pod("q", limits={"class.tessera.dev/v100": 1}))
+    assert {run.node_of("p"), run.node_of("q")} == {"a", "b"}
+    view = build_view(run.replay.scheduler, source="simulate", now=run.replay.now)
+    device_id = real["spec"]["deviceID"]
+    reasons = {node.name: [gpu.reason for gpu in node.gpus] for node in view.nodes}
+    warning = ("a GPU sits in one node, so one of them describes no GPU of its node (a pod given it gets a deviceID "
+               "its node agent does not have): delete the one no node agent backs")
+    assert reasons == {
+        "a": [f"deviceID {device_id} is also named by b.copy on node b: {warning}"],
+        "b": [f"deviceID {device_id} is also named by {real['metadata']['name']} on node a: {warning}"],
+    }

@@ -71,6 +71,17 @@ class DeviceIdIndex:
         elif len(set(named.values())) < 2:
             self._warned.difference_update(named)
 
+    def elsewhere(self, name: str) -> list[tuple[str, str]]:
+        """(object, node) for each object naming the same deviceID as `name` on another node."""
+        device_id = self._of.get(name)
+        named = self._by_id.get(device_id, {}) if device_id is not None else {}
+        return sorted((other, node) for other, node in named.items() if node != named.get(name))
+
+    def node_of(self, name: str) -> str | None:
+        """The node the object names, as the apiserver has it; None when it is not known."""
+        device_id = self._of.get(name)
+        return self._by_id.get(device_id, {}).get(name) if device_id is not None else None
+
     def stands(self, name: str) -> bool:
         """Whether the object still shares its deviceID with an object on another node."""
         device_id = self._of.get(name)
