@@ -384,8 +384,9 @@ def _room_kept(objects: Sequence[dict[str, Any]], state: ClusterState, pod: Pod,
     ahead of it (`_nominated_before`): it fits there in the same dry run without them. Upstream's
     message names no such pod (its Filter runs with them added, framework.go addGENominatedPods,
     and says what the filter says: `Insufficient nvidia.com/gpu`); this says which."""
+    before = _nominated_before(state, pod)
     ahead = [other for uid in sorted(state.pending) if (other := state.pods.get(uid)) is not None
-             and other.key in _nominated_before(state, pod) and other.nominated_node]
+             and other.key in before and other.nominated_node]
     if not ahead:
         return ()
     alone = _dry_run(objects, _waiting_with(state, pod), pod.key, config, now)
