@@ -22,8 +22,9 @@ from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.scheduler import Scheduler
 from scheduler.kubectl.leadership import Leadership
 from scheduler.sim.replay import Replay, WatchEvent
-from scheduler.sim.snapshot import load, replay_order
+from scheduler.sim.snapshot import replay_order
 from scheduler.view.cluster import build_view
+from scheduler.view.listed import listed_core
 from scheduler.view.model import plain
 from scheduler.view.text import columns, count, tie_note
 
@@ -71,8 +72,8 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     """Replay the listed cluster under `config`; outcomes of the pending pods (in `namespace` only,
     when given, or the pods `only` names — `-f FILE`'s: the replay still places every pending pod,
     as the scheduler would)."""
-    current = Scheduler(config)
-    load(current, objects, now)
+    listed = listed_core(config, objects, now)  # the cluster now, as `kubectl tessera nodes` reads it
+    current = listed.core
     replay = Replay(config)
     replay.now = now  # node agents' heartbeats are judged against the real clock
     for _ in replay.run_listing(WatchEvent("ADDED", obj) for obj in replay_order(objects)):
@@ -102,7 +103,7 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
                      and (namespace is None or pod.meta.namespace == namespace) and (only is None or pod.key in only))
     evicted = tuple(sorted(replay.stats.evicted))
     return WhatIf(config.source, tuple(outcomes), evicted,
-                  build_view(current, source="cluster", now=now).summary.line(),
+                  listed.view(now).summary.line(),
                   build_view(replay.scheduler, source="what-if", now=replay.now).summary.line(), hidden,
                   dict(sorted(others.items())), tuple(sorted(state.scheduler_names)), from_file=from_file,
                   evicted_reasons=tuple(replay.stats.evicted_why.get(key, "") for key in evicted))

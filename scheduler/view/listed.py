@@ -13,18 +13,30 @@ cycle): those GPUs are `nominated`, not free.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api.config import SchedulerConfig
+from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim.snapshot import load
 from scheduler.view import model as m
-from scheduler.view.cluster import build_view
+from scheduler.view.cluster import WaitReason, build_view
 from scheduler.view.reasons import wait_reasons
 
 
-def listed_view(config: SchedulerConfig, objects: Iterable[dict[str, Any]], now: float,
-                source: str = "cluster") -> m.ClusterView:
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A core fed a listing as the leader holds it, and what the view needs beside it."""
+    core: Scheduler
+    reasons: dict[str, WaitReason]  # why each pending pod waits, as the scheduler wrote it on the pod
+    held: list[Attempt]  # the pods assumed at their allocation gate
+
+    def view(self, now: float, source: str = "cluster") -> m.ClusterView:
+        return build_view(self.core, source=source, now=now, reasons=self.reasons, held=self.held)
+
+
+def listed_core(config: SchedulerConfig, objects: Iterable[dict[str, Any]], now: float) -> Listed:
     listed = list(objects)
     core = Scheduler(config)
     load(core, listed, now)
@@ -32,4 +44,9 @@ def listed_view(config: SchedulerConfig, objects: Iterable[dict[str, Any]], now:
     held = core.assume_held_elsewhere({key: (wait.node, wait.message) for key, wait in reasons.items() if wait.node},
                                       now)
     core.hold_nominated(now)  # after the assumed pods, as the leader's next cycle keeps it beside them
-    return build_view(core, source=source, now=now, reasons=reasons, held=held)
+    return Listed(core, reasons, held)
+
+
+def listed_view(config: SchedulerConfig, objects: Iterable[dict[str, Any]], now: float,
+                source: str = "cluster") -> m.ClusterView:
+    return listed_core(config, objects, now).view(now, source)

@@ -118,3 +118,14 @@ def test_explain_names_no_nominated_pod_of_a_lower_priority() -> None:
     result = explaining.explain([_pinned_node(), _victim(), _boss(), _small(priority=2000)], "default/small",
                                 config(BINPACK), [], 0.0)
     assert result is not None and result.room_kept == ()
+
+
+def test_what_ifs_summary_now_is_the_one_kubectl_tessera_nodes_shows() -> None:
+    """`kubectl tessera what-if` prints the GPU summary now beside the one after its replay: now
+    is the listed cluster as `nodes` reads it, the room kept for the nominated preemptor included."""
+    from scheduler.kubectl.whatif import what_if
+
+    listed = [_pinned_node(), _victim(), _boss()]
+    now = listed_view(config(BINPACK), listed, 0.0).summary.line()
+    assert what_if(listed, config(BINPACK), 0.0).before == now
+    assert " 0 free" in now, now
