@@ -84,8 +84,10 @@ class SchedulerLoop:
         # `term_fence`: the tessera.dev/term value the current term writes onto the pods it
         # schedules before its first decision (`_fence_term`), None when it needs no fence (no
         # leader election). A term whose fence began is fenced to the end with that token.
-        # `on_term_seen(token, pod)`: every tessera.dev/term a pod shows while leading (the
-        # elector's `saw_term`: a newer term's token ends this replica's acting at once).
+        # `on_term_seen(token, pod)`: every tessera.dev/term a pod of this process's scheduler
+        # names shows while leading, and one a Binding brings onto a pod of another name
+        # (`_term_written`) (the elector's `saw_term`: a newer term's token ends this replica's
+        # acting at once).
         self.on_term_seen = on_term_seen
         # `stopwatch`: told how long the core's extension points and plugins take, and the Bindings
         # (scheduler_framework_extension_point_duration_seconds, scheduler_plugin_execution_duration_seconds)
@@ -223,11 +225,10 @@ class SchedulerLoop:
         # the pod's term token before this event (None: not in the cache), to tell a token written
         # while we watched from one first seen on a pod written before
         before = self.core.state.pods.get(str((obj.get("metadata") or {}).get("uid") or "")) if kind == "Pod" else None
-        if kind == "Pod" and event_type != "DELETED" and before is not None and self.is_leader():
-            token = ((obj.get("metadata") or {}).get("annotations") or {}).get(ann.TERM)
-            if isinstance(token, str) and before.meta.annotations.get(ann.TERM) != token:
-                # before the core's notices of this write: a GPU it gave out twice names the install
-                self.conflicting.term_changed(token, obj)
+        term_read = self._term_written(before, obj) if kind == "Pod" and event_type != "DELETED" else ""
+        if term_read and before is not None and before.meta.annotations.get(ann.TERM) != term_read:
+            # before the core's notices of this write: a GPU it gave out twice names the install
+            self.conflicting.term_changed(term_read, obj)
         notices = self.core.apply(event_type, obj, time.time())
         for notice in notices:
             self._report(notice)
@@ -245,9 +246,9 @@ class SchedulerLoop:
             held = annotations.get(ann.HELD_DEVICES)
             if event_type != "DELETED" and isinstance(held, str):
                 self.held.observed(str(meta.get("uid", "")), held)  # an earlier leader wrote it
+            if term_read:
+                self.on_term_seen(term_read, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
             token = annotations.get(ann.TERM)
-            if event_type != "DELETED" and isinstance(token, str) and self.is_leader():
-                self.on_term_seen(token, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
             if event_type != "DELETED" and isinstance(token, str) and before is not None \
                     and before.meta.annotations.get(ann.TERM) != token:
                 self._fence_seen(obj, token)
@@ -293,6 +294,27 @@ class SchedulerLoop:
                  "leading, sent its Binding: it can never land; what the pod was assumed to hold is released now")
         self._fence_released.add(uid)
         self.core.binding_failed(uid, time.time())
+
+    def _term_written(self, before: Pod | None, obj: dict[str, Any]) -> str:
+        """The `tessera.dev/term` token of pod `obj` (`before`: the cache's version, None when new)
+        that tells the leader something — a newer term of its Lease (`on_term_seen`), another
+        install's write (`term_changed`); "" when none or not leading. Only tokens on pods of this
+        process's scheduler names count, and on a pod of another name only the one its Binding
+        brings (the update that sets nodeName): without the admission policy anyone who may
+        annotate a pod can write any token, and one written every half second onto a user's pod
+        of another scheduler stalled the leader (adversary round 10). A Binding takes
+        pods/binding, which users do not have; it is how another Tessera under other scheduler
+        names on this install's nodes shows (a second install, or a newer replica of this Lease
+        whose profiles differ). A pod's schedulerName never changes."""
+        token = ((obj.get("metadata") or {}).get("annotations") or {}).get(ann.TERM)
+        if not isinstance(token, str) or not self.is_leader():
+            return ""
+        spec = obj.get("spec") or {}
+        if str(spec.get("schedulerName") or "default-scheduler") in self.config.scheduler_names:
+            return token
+        if before is None or before.node_name or not spec.get("nodeName"):
+            return ""
+        return token if before.meta.annotations.get(ann.TERM) != token else ""
 
     def _written(self, pod: dict[str, Any]) -> None:
         """A pod as a write of this replica's own left it (a status PATCH, the term fence): into

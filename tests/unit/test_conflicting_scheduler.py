@@ -170,3 +170,49 @@ async def test_gpus_overcommitted_by_another_install_says_so() -> None:
         ". Another Tessera install was seen writing pods of this node (ConflictingScheduler): Lease "
         "tessera-system/tessera (default/p): two installs for one scheduler name give one GPU to two pods; "
         "run one install per scheduler name"), overcommitted["note"]
+
+
+async def test_only_a_binding_counts_another_leases_token_on_another_schedulers_pod() -> None:
+    """Adversary round 10 (F3, /tmp/adv-a/dos.py other 0.5): a token naming some Lease, forged onto
+    a pod of schedulerName `someone-else`, made a ConflictingScheduler Warning, ten error lines and
+    ten counts (the critical alert fires). A pod of another scheduler name counts only in the
+    update that binds it — what another Tessera install on other scheduler names does, on this
+    install's nodes (round 10's F1, detected so); a user without pods/binding writes no such update."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=8)]
+    own = "kube-system/tessera/rep-a/1/2026-01-01T00:01:00.000000Z"
+    term: list[Any] = [None]
+    elector = _elector(LeaseServer(), "rep-a", Clock())
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
+                         leader_term=lambda: term[0], term_fence=lambda: own, other_lease=elector.other_lease)
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await until(lambda: loop.informers.synced)
+            term[0] = 1
+            loop.leadership_started()
+            bystander = b.pod("bystander", scheduler="someone-else", requests={"cpu": "10m"})
+            bystander["metadata"]["resourceVersion"] = "10"
+            loop._apply("ADDED", bystander)
+            for i in range(1, 4):  # the forger's writes, on the pending pod and on it bound by its scheduler
+                loop._apply("MODIFIED", {**bystander, "metadata": {
+                    **bystander["metadata"], "resourceVersion": str(10 + i),
+                    "annotations": {ann.TERM: f"evil-ns/evil-lease/mallory/{i}/t"}}})
+            for version, token in (("14", "evil-ns/evil-lease/mallory/3/t"), ("15", OTHER)):  # bound, forged again
+                loop._apply("MODIFIED", {**bystander, "metadata": {**bystander["metadata"], "resourceVersion": version,
+                                                                   "annotations": {ann.TERM: token}},
+                                         "spec": {**bystander["spec"], "nodeName": "n"}})
+            assert not loop.conflicting.writes
+            # another install on scheduler name tessera-b binds its pod here, its token in the Binding
+            theirs = b.pod("theirs", scheduler="tessera-b", requests={"nvidia.com/gpu": 1})
+            theirs["metadata"]["resourceVersion"] = "20"
+            loop._apply("ADDED", theirs)
+            loop._apply("MODIFIED", {**theirs, "metadata": {**theirs["metadata"], "resourceVersion": "21",
+                                                            "annotations": {ann.TERM: OTHER}},
+                                     "spec": {**theirs["spec"], "nodeName": "n"}})
+            await until(lambda: bool(api.of("POST", "/events")))
+            owner.cancel_scope.cancel()
+    assert dict(loop.conflicting.writes) == {"tessera-system/tessera": 1}
+    assert [e["pod"] for e in logs if e["event"] == "leader.conflicting_scheduler"] == ["default/theirs"]
+    assert [call.body["regarding"]["name"] for call in api.of("POST", "/events")
+            if call.body["reason"] == "ConflictingScheduler"] == ["theirs"]

@@ -165,3 +165,46 @@ async def test_a_leaders_pending_condition_write_carries_its_term_token() -> Non
         [write] = [c for c in api.of("PATCH", "/big/status") if c.body.get("status")]
         assert write.body["status"]["conditions"][0]["reason"] == "Unschedulable"
         assert ((write.body.get("metadata") or {}).get("annotations") or {}).get(ann.TERM) == token
+
+
+async def test_a_token_on_another_schedulers_pod_does_not_doubt_the_term() -> None:
+    """Adversary round 10 (F2, /tmp/adv-a/dos.py bare 0.5): without the admission policy a user
+    wrote a new `x/<big number>/t` every half second onto a pod of *another* scheduler in their own
+    namespace; the token names no Lease, so it read as a newer term of the leader's own and each
+    one stopped it until a renewal: 0 of 40 pods bound in 90 s. Only this process's scheduler names'
+    pods move its view of the term — and a pod of another name only in the update that binds it (a
+    Binding carries the binder's token: a newer replica of this Lease whose profiles differ from
+    this one's, which a user without pods/binding cannot forge)."""
+    server, clock = LeaseServer(), Clock()
+    elector = _elector(server, "A", clock)
+    await elector._acquire()
+    elector._start_leading()
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=8)]
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="A",  # type: ignore[arg-type]
+                         leader_term=lambda: elector.term, term_fence=lambda: elector.fence_token,
+                         on_term_seen=elector.saw_term, other_lease=elector.other_lease)
+    term = elector.term
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await until(lambda: loop.informers.synced)
+            loop.leadership_started()
+            bystander = b.pod("bystander", scheduler="someone-else", requests={"cpu": "10m"})
+            bystander["metadata"]["resourceVersion"] = "10"
+            loop._apply("ADDED", bystander)
+            for i in range(1, 4):  # the forger's writes
+                forged = {**bystander, "metadata": {**bystander["metadata"], "resourceVersion": str(10 + i),
+                                                    "annotations": {ann.TERM: f"x/{10**6 + i}/t"}}}
+                loop._apply("MODIFIED", forged)
+            assert elector.term == term and elector.is_leader
+            # a pod of another name bound under a newer term of this very Lease: still evidence
+            other = b.pod("other", scheduler="tessera-b", requests={"nvidia.com/gpu": 1})
+            other["metadata"]["resourceVersion"] = "20"
+            loop._apply("ADDED", other)
+            loop._apply("MODIFIED", {**other, "metadata": {**other["metadata"], "resourceVersion": "21",
+                                                           "annotations": {ann.TERM: "kube-system/tessera/B/9/t"}},
+                                     "spec": {**other["spec"], "nodeName": "n"}})
+            assert elector.term is None
+            owner.cancel_scope.cancel()
+    assert [e["pod"] for e in logs if e["event"] == "leader.doubted"] == ["default/other"]
