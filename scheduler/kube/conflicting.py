@@ -1,15 +1,21 @@
-"""A second Tessera leading on another Lease for the same pods: seen, counted and said out loud.
+"""A second Tessera leading on another Lease on the same GPU nodes: seen, counted and said out loud.
 
-The Lease is what makes replicas one scheduler. Two installs naming the same `schedulerName` on
-different Leases (two Helm releases; the README's `tessera run` left running beside the chart,
-`kube-system/tessera` against `tessera-system/tessera`) both lead and both bind, each blind to the
-other's decisions in flight, so they can give one GPU to two pods. Nothing in the API stops it (two
-kube-schedulers with one name do the same, silently), and Tessera cannot tell which install is the
-wanted one, so it does not step aside on its own: it makes the mistake loud the first time it is
-visible. Every term token names its Lease (scheduler/kube/term_token.py), so a leader watching a
-pod's `tessera.dev/term` *change* to another Lease's token has watched the other install fence or
-bind it. A token first seen on an already-written pod (a LIST at start-up) is not counted: it may
-be history — a Lease renamed since, an install removed since.
+The Lease is what makes replicas one scheduler. Two installs on different Leases (two Helm
+releases; the README's `tessera run` left running beside the chart, `kube-system/tessera` against
+`tessera-system/tessera`) both lead and both bind, each blind to the other's decisions in flight,
+so on the same GPU nodes they can give one GPU to two pods — whether they share a `schedulerName`
+or each serves its own (`tessera` and `tessera-b`: adversary round 10 found 4 V100s held twice
+in one run). More scheduler names belong in one install's profiles; two installs need disjoint GPU
+nodes. Nothing in the API stops it (two kube-schedulers on the same nodes race the same way,
+silently; kubelet admission refuses counted over-commit on real nodes, the node agent refuses a
+slice overfill), and Tessera cannot tell which install is the wanted one, so it does not step
+aside on its own: it makes the mistake loud the first time it is visible. Every term token names
+its Lease (scheduler/kube/term_token.py), so a leader watching a pod's `tessera.dev/term` *change*
+to another Lease's token has watched the other install fence or bind it — a pod of its own
+scheduler names, or one of another name in the update that binds it (`SchedulerLoop._term_written`:
+a token a user wrote onto their pod is no install's). A token first seen on an already-written pod
+(a LIST at start-up) is not counted: it may be history — a Lease renamed since, an install removed
+since.
 """
 
 from __future__ import annotations
@@ -47,7 +53,8 @@ def other_install_note(holders: Mapping[str, str], other_lease: Callable[[str], 
         return ""
     named = "; ".join(f"Lease {lease} ({', '.join(sorted(pods))})" for lease, pods in sorted(by_lease.items()))
     return (f". Another Tessera install was seen writing pods of this node (ConflictingScheduler): {named}: "
-            "two installs for one scheduler name give one GPU to two pods; run one install per scheduler name")
+            "two installs (two Leases) on the same GPU nodes give one GPU to two pods, whatever their scheduler names; "
+            "run one install per set of GPU nodes, with every scheduler name in its profiles")
 
 
 class ConflictingSchedulers:
@@ -81,9 +88,10 @@ class ConflictingSchedulers:
         identity = theirs.identity if theirs is not None else ""
         wrote = "bound" if spec.get("nodeName") else "wrote"
         message = (f"another Tessera leading on Lease {other} (identity {identity}) {wrote} this pod of "
-                   f"schedulerName {scheduler_name} while this scheduler leads on Lease {lease}: two "
-                   "schedulers for one scheduler name can give one GPU to two pods; run one install per "
-                   "scheduler name")
+                   f"schedulerName {scheduler_name} while this scheduler leads on Lease {lease}: two installs "
+                   "(two Leases) that schedule onto the same GPU nodes each decide without the other's choices "
+                   "in flight and can give one GPU to two pods, whatever their scheduler names; run one "
+                   "install per set of GPU nodes, with every scheduler name it serves in its profiles")
         log.error("leader.conflicting_scheduler", pod=f"{namespace}/{name}", lease=lease, other_lease=other,
                   other_identity=identity, token=token, message=message)
         self.events.record(ObjectRef("Pod", "v1", name, namespace, str(meta.get("uid") or "")), "Warning",

@@ -264,8 +264,9 @@ class Metrics:
             registry=r)
         self.conflicting_writes = Counter(
             "tessera_conflicting_scheduler_writes_total",
-            "Pods of this scheduler's names that the leader watched another Tessera, leading on another Lease "
-            "('lease'), bind or fence: two installs for one scheduler name, which can give one GPU to two pods.",
+            "Pods that the leader watched another Tessera, leading on another Lease ('lease'), bind or fence "
+            "(of its scheduler names; of other names, bind): two installs on the same GPU nodes, which can give "
+            "one GPU to two pods.",
             ["lease"], registry=r)
         self.informer_relists = Counter(
             "tessera_informer_relists_total",

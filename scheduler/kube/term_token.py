@@ -7,9 +7,10 @@ last wrote it. Two things are read back from it:
 
 * the transition count, against the reader's own term: a newer term of the *same* Lease means
   another replica took over (`LeaderElector.saw_term`);
-* the Lease: a token of *another* Lease on a pod of our scheduler names means a second Tessera
-  leads on another Lease and binds the same pods — two schedulers that can give one GPU to two
-  pods (the loop reports it: `leader.conflicting_scheduler`).
+* the Lease: a token of *another* Lease written onto a pod of our scheduler names, or brought by
+  the Binding of a pod of another name, means a second Tessera leads on another Lease and binds
+  onto the same nodes — two installs that can give one GPU to two pods (the loop reports it:
+  `leader.conflicting_scheduler`).
 
 Why the Lease comes first: namespaces and names never contain "/", so it parses from the left and
 the transitions and acquireTime from the right, whatever an `--identity` holds. Tokens written

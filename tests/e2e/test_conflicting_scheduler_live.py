@@ -1,4 +1,4 @@
-"""Two Tesseras on two Leases for one scheduler name: the leaders see each other (real apiserver).
+"""Two Tesseras on two Leases on the same nodes: the leaders see each other (real apiserver).
 
 Two installs naming the same `schedulerName` on different Leases (two Helm releases, the README's
 `tessera run` beside the chart) both lead and both bind: one GPU can go to two pods. Nothing
@@ -16,7 +16,8 @@ import asyncio
 import secrets
 from typing import Any
 
-from scheduler.api.config import load_config
+from scheduler.api.config import load_config, parse_config_text
+from scheduler.api.config_model import SchedulerConfig
 from scheduler.core import annotations as ann
 from scheduler.kube.conflicting import REASON
 from scheduler.kube.controlplane import LocalControlPlane
@@ -31,12 +32,13 @@ LEASE_NAMESPACE = "kube-system"
 TIMINGS = {"lease_duration": 6.0, "renew_deadline": 2.0, "retry_period": 0.5}
 
 
-def _install(identity: str, lease: str, http: KubeHttp, watch_http: KubeHttp) -> tuple[LeaderElector, SchedulerLoop]:
+def _install(identity: str, lease: str, http: KubeHttp, watch_http: KubeHttp,
+             config: SchedulerConfig | None = None) -> tuple[LeaderElector, SchedulerLoop]:
     loop_ref: list[SchedulerLoop] = []
     elector = LeaderElector(http, namespace=LEASE_NAMESPACE, name=lease, identity=identity,
                             on_started_leading=lambda: loop_ref[0].leadership_started(),
                             on_stopped_leading=lambda: loop_ref[0].lost_leadership(), **TIMINGS)
-    loop = SchedulerLoop(load_config(None), http, watch_http, identity=identity,
+    loop = SchedulerLoop(config or load_config(None), http, watch_http, identity=identity,
                          leader_term=lambda: elector.term, term_fence=lambda: elector.fence_token,
                          on_term_seen=elector.saw_term, other_lease=elector.other_lease)
     loop_ref.append(loop)
@@ -90,6 +92,73 @@ async def test_each_leader_reports_the_other_install_writing_its_pods(
         winner = next(identity for identity, (elector, _) in installs.items()
                       if pod["metadata"]["annotations"][ann.TERM] == elector.fence_token)
         assert f"{LEASE_NAMESPACE}/{leases[winner]}" not in installs[winner][1].conflicting.writes
+    finally:
+        for elector, loop in installs.values():
+            loop.stop()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for elector, _ in installs.values():
+            await elector.release()
+        for client in clients:
+            await client.close()
+        await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
+        await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))
+
+
+async def test_another_install_on_other_scheduler_names_is_reported_and_a_forged_token_is_not(
+        control_plane: LocalControlPlane, kubectl: Kube, namespace: str) -> None:
+    """Adversary round 10: a second install on its own scheduler name (`tessera-b`) on the same
+    nodes gives GPUs twice just the same (F1): install A sees B's Binding of a `tessera-b` pod and
+    reports it. A token written onto a pod of yet another scheduler (F2/F3: a user's PATCH, no
+    admission policy here) — naming B's Lease, or no Lease and a newer term — neither counts nor
+    makes A doubt its term."""
+    suffix = secrets.token_hex(3)
+    node = f"names-{suffix}"
+    leases = {"install-a": f"tessera-a-{suffix}", "install-b": f"tessera-b-{suffix}"}
+    config_b = parse_config_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                                 "profiles:\n- schedulerName: tessera-b\n", "install-b")
+    clients = [await connect(str(control_plane.kubeconfig)) for _ in range(4)]
+    installs = {identity: _install(identity, lease, KubeHttp(clients[2 * i]), KubeHttp(clients[2 * i + 1]),
+                                   config_b if identity == "install-b" else None)
+                for i, (identity, lease) in enumerate(leases.items())}
+    a, loop_a = installs["install-a"]
+    tasks = [asyncio.create_task(task()) for elector, loop in installs.values() for task in (loop.run, elector.run)]
+    try:
+        await eventually(lambda: asyncio.sleep(0, all(e.is_leader for e, _ in installs.values())), timeout=30)
+        for _, loop in installs.values():
+            await asyncio.wait_for(loop.informers.wait_synced(), 30)
+        term = a.term
+        bystander = await kubectl.create_pod(namespace, b.pod("bystander", scheduler="someone-else",
+                                                              requests={"cpu": "10m"}))
+        forged = [f"{LEASE_NAMESPACE}/{leases['install-b']}/mallory/7/t", "x/1000001/t", "x/1000002/t"]
+        for token in forged:
+            await kubectl.call("PATCH", f"/api/v1/namespaces/{namespace}/pods/bystander",
+                               {"metadata": {"annotations": {ann.TERM: token}}},
+                               content_type="application/merge-patch+json")
+
+        async def a_saw_the_last() -> bool:
+            pod = loop_a.core.state.pods.get(bystander["metadata"]["uid"])
+            return pod is not None and pod.meta.annotations.get(ann.TERM) == forged[-1]
+
+        await eventually(a_saw_the_last, timeout=30)
+        assert a.is_leader and a.term == term and not loop_a.conflicting.writes
+        obj = b.node(node, gpus=1)
+        await kubectl.create(NODES, obj)
+        await kubectl.call("PATCH", f"{NODES}/{node}/status", {"status": obj["status"]},
+                           content_type="application/merge-patch+json")
+        await kubectl.create_pod(namespace, b.pod("theirs", scheduler="tessera-b", limits={"nvidia.com/gpu": 1}))
+
+        async def reported() -> list[dict[str, Any]]:
+            return [e for e in await kubectl.events(namespace) if e.get("reason") == REASON]
+
+        [event] = await eventually(reported, timeout=30)
+        assert event["reportingInstance"] == "install-a" and event["regarding"]["name"] == "theirs"
+        assert "bound this pod of schedulerName tessera-b" in event["note"], event["note"]
+        assert event["note"].endswith("run one install per set of GPU nodes, with every scheduler name it serves "
+                                      "in its profiles"), event["note"]
+        assert dict(loop_a.conflicting.writes) == {f"{LEASE_NAMESPACE}/{leases['install-b']}": 1}
+        assert a.is_leader and a.term == term
     finally:
         for elector, loop in installs.values():
             loop.stop()

@@ -1,12 +1,14 @@
-"""A second Tessera leading on another Lease for the same scheduler names is seen, not silent.
+"""A second Tessera leading on another Lease on the same GPU nodes is seen, not silent.
 
-The Lease is what makes replicas one scheduler. Two installs naming the same `schedulerName` on
-different Leases (two Helm releases, or the README's `tessera run` left running beside the chart,
-`kube-system/tessera` against `tessera-system/tessera`) both lead and both bind, each unaware of the
-other's in-flight decisions: they can give one GPU to two pods. This used to be documented only
-(docs/running.md). Every term token now names its Lease, so the leader that watches a pod of its
-own scheduler names being bound or fenced under another Lease's token says so: an error line, a
+The Lease is what makes replicas one scheduler. Two installs on different Leases (two Helm
+releases, or the README's `tessera run` left running beside the chart, `kube-system/tessera`
+against `tessera-system/tessera`) both lead and both bind, each unaware of the other's in-flight
+decisions: on the same GPU nodes they can give one GPU to two pods, whether they share a
+`schedulerName` or not (adversary round 10: `tessera` and `tessera-b`). Every term token names its
+Lease, so the leader that watches a pod of its own scheduler names being bound or fenced under
+another Lease's token — or a pod of another name bound under it — says so: an error line, a
 Warning Event on that pod, and `tessera_conflicting_scheduler_writes_total`, whose alert pages.
+The advice: one install per set of GPU nodes, every scheduler name it serves in its profiles.
 A token of another Lease is also no evidence that *this* Lease changed hands (its transition count
 is another counter), so it no longer makes the leader doubt its own term.
 """
@@ -120,7 +122,12 @@ async def test_the_leader_reports_a_pod_bound_under_another_leases_token() -> No
     conflicting = [e for e in events if e["reason"] == "ConflictingScheduler"]
     assert len(conflicting) == 1 and conflicting[0]["type"] == "Warning"
     assert conflicting[0]["regarding"]["name"] == "p"
-    assert "tessera-system/tessera" in conflicting[0]["note"] and "kube-system/tessera" in conflicting[0]["note"]
+    assert conflicting[0]["note"] == (
+        "another Tessera leading on Lease tessera-system/tessera (identity rep-z) bound this pod of schedulerName "
+        "tessera while this scheduler leads on Lease kube-system/tessera: two installs (two Leases) that schedule "
+        "onto the same GPU nodes each decide without the other's choices in flight and can give one GPU to two "
+        "pods, whatever their scheduler names; run one install per set of GPU nodes, with every scheduler name it "
+        "serves in its profiles")
     gauges()
     sample = metrics.registry.get_sample_value("tessera_conflicting_scheduler_writes_total",
                                                {"lease": "tessera-system/tessera"})
@@ -139,8 +146,9 @@ def test_the_note_names_another_install_only_once_it_was_watched_writing() -> No
     assert other_install_note({"default/a": own}, elector.other_lease, {"tessera-system/tessera"}) == ""
     assert other_install_note(holders, elector.other_lease, {"tessera-system/tessera"}) == (
         ". Another Tessera install was seen writing pods of this node (ConflictingScheduler): Lease "
-        "tessera-system/tessera (default/b, default/c): two installs for one scheduler name give one GPU to two "
-        "pods; run one install per scheduler name")
+        "tessera-system/tessera (default/b, default/c): two installs (two Leases) on the same GPU nodes give one "
+        "GPU to two pods, whatever their scheduler names; run one install per set of GPU nodes, with every "
+        "scheduler name in its profiles")
 
 
 async def test_gpus_overcommitted_by_another_install_says_so() -> None:
@@ -168,8 +176,9 @@ async def test_gpus_overcommitted_by_another_install_says_so() -> None:
     assert overcommitted["note"].startswith("node n has 2 nvidia.com/gpu in use but only 1 allocatable")
     assert overcommitted["note"].endswith(
         ". Another Tessera install was seen writing pods of this node (ConflictingScheduler): Lease "
-        "tessera-system/tessera (default/p): two installs for one scheduler name give one GPU to two pods; "
-        "run one install per scheduler name"), overcommitted["note"]
+        "tessera-system/tessera (default/p): two installs (two Leases) on the same GPU nodes give one GPU to two "
+        "pods, whatever their scheduler names; run one install per set of GPU nodes, with every scheduler name in "
+        "its profiles"), overcommitted["note"]
 
 
 async def test_only_a_binding_counts_another_leases_token_on_another_schedulers_pod() -> None:
@@ -214,5 +223,8 @@ async def test_only_a_binding_counts_another_leases_token_on_another_schedulers_
             owner.cancel_scope.cancel()
     assert dict(loop.conflicting.writes) == {"tessera-system/tessera": 1}
     assert [e["pod"] for e in logs if e["event"] == "leader.conflicting_scheduler"] == ["default/theirs"]
-    assert [call.body["regarding"]["name"] for call in api.of("POST", "/events")
-            if call.body["reason"] == "ConflictingScheduler"] == ["theirs"]
+    [event] = [call.body for call in api.of("POST", "/events") if call.body["reason"] == "ConflictingScheduler"]
+    assert event["regarding"]["name"] == "theirs"
+    assert "bound this pod of schedulerName tessera-b while this scheduler leads" in event["note"]
+    assert event["note"].endswith("run one install per set of GPU nodes, with every scheduler name it serves "
+                                  "in its profiles")
