@@ -845,6 +845,8 @@ class SchedulerLoop:
 
     def _on_bound(self, result: BindResult) -> None:
         binding = result.binding
+        released = binding.uid in self._fence_released  # by the fence the watch showed (`_fence_seen`)
+        self._fence_released.discard(binding.uid)
         decided = self._binding_attempts.get(binding.uid)
         if decided is not None:  # Bind: DefaultBinder's status is Success or, for any failure, Error
             self.stopwatch.extension_point("Bind", "Success" if result.outcome is Outcome.BOUND else "Error",
@@ -856,12 +858,6 @@ class SchedulerLoop:
             # the pod as read back (bound, or being deleted): the core learns it before the watch
             # does, so a pod bound elsewhere never leaves its real devices uncounted meanwhile
             self._apply("MODIFIED", {"apiVersion": "v1", "kind": "Pod", **result.observed})
-        # released already by the fence the watch (or that read-back) showed (`_fence_seen`): the
-        # first answer for the pod since takes the mark and releases nothing. The old Binding's, or
-        # one decided later (leading again): then its assumption is released by the old one's
-        # answer, later than its own would — never while that newer Binding is still out
-        released = binding.uid in self._fence_released
-        self._fence_released.discard(binding.uid)
         if result.outcome is Outcome.BOUND:
             _log_bound(binding)
             ref = ObjectRef("Pod", "v1", binding.name, binding.namespace, binding.uid)

@@ -144,10 +144,6 @@ async def test_an_old_leaders_binding_delivered_after_a_takeover_is_refused(
             assert given_twice == [], given_twice
             assert any(line.get("event") == "binder.fence_seen" and line.get("pod") == f"{namespace}/pp"
                        for line in logs)
-            # its Binding's answer took the mark and released nothing twice: pp waits, unplaced
-            assert not loop_b._fence_released
-            pp_uid = pp["metadata"]["uid"]
-            assert loop_b.core.state.node_of(pp_uid) is None and pp_uid in loop_b.core.state.pending
         finally:
             proxy.configure(hold_bindings=False)
             proxy.release_bindings()
