@@ -126,9 +126,6 @@ class SchedulerLoop:
         # Bindings the allocation gate holds, by pod uid: since when (monotonic clock), for the
         # permit wait's duration when it ends (upstream's WaitOnPermit)
         self._held_since: dict[str, float] = {}
-        # pods whose assumption was released when a term token written by another showed their
-        # Binding can never land (`_fence_seen`): its answer, when it comes, releases nothing more
-        self._fence_released: set[str] = set()
         self.evictor = Evictor(http, self._on_evicted, self._on_eviction_failed, term=lambda: self.leader_term())
         self.hooks = hooks or LoopHooks()
         self.stats = LoopStats()
@@ -248,16 +245,11 @@ class SchedulerLoop:
                 self.held.observed(str(meta.get("uid", "")), held)  # an earlier leader wrote it
             if term_read:
                 self.on_term_seen(term_read, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
-            token = annotations.get(ann.TERM)
-            if event_type != "DELETED" and isinstance(token, str) and before is not None \
-                    and before.meta.annotations.get(ann.TERM) != token:
-                self._fence_seen(obj, token)
             if event_type != "ADDED" and (event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName")):
                 self.statuses.pod_gone(str(meta.get("namespace", "")), str(meta.get("name", "")))
             if event_type == "DELETED":  # a held Binding that will never be sent
                 uid = str(meta.get("uid", ""))
                 self.held.pod_gone(uid)
-                self._fence_released.discard(uid)
                 self._binding_attempts.pop(uid, None)
                 self._carried_seconds.pop(uid, None)
                 self._end_permit_wait(uid, "Unschedulable")  # upstream's deletePod -> RejectWaitingPod
@@ -272,28 +264,6 @@ class SchedulerLoop:
             self._groups_settled.discard(gang_key(str(meta.get("namespace") or ""), str(meta.get("name") or ""),
                                                   podgroup_api(obj)))
         self._write_touched_groups()
-
-    def _fence_seen(self, obj: dict[str, Any], token: str) -> None:
-        """A pod this replica assumed, still unbound, carries a `tessera.dev/term` token it had not
-        seen on it (a newer leader's term fence, or a withdrawal) while this replica does not lead:
-        every Binding of ours for it was sent before (a replica that stops leading sends no new
-        one) and is conditional on a version before this write, so none can land. Its assumption
-        is released now, as the refusal's answer would release it: held until then, the GPUs it
-        kept counted beside the new leader's Bindings of other pods, which the watch brings after
-        the fence, and this replica's log told of GPUs given twice (GPUsOvercommitted,
-        DeviceConflict) that never were."""
-        if self.is_leader() or (obj.get("spec") or {}).get("nodeName"):
-            return
-        meta = obj.get("metadata") or {}
-        uid = str(meta.get("uid") or "")
-        placement = self.core.state.placements.get(uid)
-        if placement is None or not placement.assumed:
-            return
-        log.info("binder.fence_seen", pod=f"{meta.get('namespace', '')}/{meta.get('name', '')}", node=placement.node,
-                 term=token, message="another writer's term token changed the pod after this replica, no longer "
-                 "leading, sent its Binding: it can never land; what the pod was assumed to hold is released now")
-        self._fence_released.add(uid)
-        self.core.binding_failed(uid, time.time())
 
     def _term_written(self, before: Pod | None, obj: dict[str, Any]) -> str:
         """The `tessera.dev/term` token of pod `obj` (`before`: the cache's version, None when new)
@@ -845,8 +815,6 @@ class SchedulerLoop:
 
     def _on_bound(self, result: BindResult) -> None:
         binding = result.binding
-        released = binding.uid in self._fence_released  # by the fence the watch showed (`_fence_seen`)
-        self._fence_released.discard(binding.uid)
         decided = self._binding_attempts.get(binding.uid)
         if decided is not None:  # Bind: DefaultBinder's status is Success or, for any failure, Error
             self.stopwatch.extension_point("Bind", "Success" if result.outcome is Outcome.BOUND else "Error",
@@ -892,10 +860,10 @@ class SchedulerLoop:
             "row: decided again after a backoff" if outdated else ""))
         if result.outcome is Outcome.RETRY:
             self.stats.bind_errors += 1
-            if not outdated and not released:  # else binding_outdated backed it off already
+            if not outdated:  # else binding_outdated backed it off already
                 self.core.binding_failed(binding.uid, time.time())
             self._binding_error(binding.namespace, binding.name, binding.uid, f"Binding rejected: {result.message}")
-        elif not released:
+        else:
             self.core.binding_dropped(binding.uid)
         self._submit_released()
         self._wake.set()
