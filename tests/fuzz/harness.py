@@ -44,7 +44,7 @@ REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
 NOTICE_REASONS = frozenset({"InvalidEvent", "UnknownKind", "InvalidObject", "BrokenDeviceAnnotation",
                             "DeviceConflict", "InvalidResourceClass", "GangTopologyMismatch",
                             "DevicesAnnotationIgnored", "HeldDevicesAnnotationIgnored", "UnknownDeviceAttribute",
-                            "DeviceIDOnTwoNodes"})
+                            "DeviceIDOnTwoNodes", "GPUsOvercommitted"})
 MAX_CYCLES_PER_EVENT = 5_000
 
 CONFIGS: dict[str, SchedulerConfig] = {
