@@ -25,8 +25,9 @@ from tests.helpers import config
 from tests.replay.test_slice_capacity_cut import _capacity, _lowered
 from tests.replay.test_slice_overfill_conflict import NODE, SHARED, _bound_elsewhere, _cluster, _conflicts, _gpu, _slice
 
-CANNOT_TELL = ("found so when first listed (a start): it cannot tell a capacity that went down beneath slices "
-               "given within it from slices given beyond it (another scheduler, or a Binding by hand)")
+CANNOT_TELL = ("found so when its pods were first seen, already bound (a start, a relist, a pod created with "
+               "spec.nodeName): it cannot tell a capacity that went down beneath slices given within it from "
+               "slices given beyond it (another scheduler, or a Binding by hand)")
 
 
 def _restart(device_first: bool, memory: str = "14Gi", names: tuple[str, ...] = ("r1-2", "r1-0", "r1-1"),

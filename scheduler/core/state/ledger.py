@@ -32,9 +32,10 @@ UNSEEN_RESOURCE = "nvidia.com/gpu"
 no device to name its resource (the device plugin's GPU resource, what such nodes advertise)."""
 
 
-UNTOLD = ("found so when first listed (a start): it cannot tell a capacity that went down beneath slices given "
-          "within it from slices given beyond it (another scheduler, or a Binding by hand)")
-"""What an over-full device's notice and REASON add when a start found it so (`DeviceLedger.untold`)."""
+UNTOLD = ("found so when its pods were first seen, already bound (a start, a relist, a pod created with "
+          "spec.nodeName): it cannot tell a capacity that went down beneath slices given within it from slices "
+          "given beyond it (another scheduler, or a Binding by hand)")
+"""What an over-full device's notice and REASON add when its holders were found so (`DeviceLedger.untold`)."""
 
 
 SliceKind = tuple[str, str]
@@ -116,7 +117,7 @@ class DeviceLedger:
         # deviceID is a duplicate (`mark_duplicates`) until the last such holder is gone
         self.elsewhere: dict[str, dict[str, dict[str, str]]] = {}
         self._elsewhere_of: dict[str, set[tuple[str, str]]] = {}  # holder uid -> its (node, deviceID)s
-        # pods first seen already bound (a listing, at a start): what they hold was given before
+        # pods first seen already bound (a start, a relist, spec.nodeName): what they hold was given before
         # this process saw it given, within what capacity it cannot know (`untold`)
         self.found: set[str] = set()
 
@@ -188,7 +189,8 @@ class DeviceLedger:
 
     def untold(self, use: DeviceUse) -> bool:
         """Its slices are over a capacity (asked of an over-full device) and every real holder was
-        found holding its slice (`found`: first seen already bound, at a start), none seen given
+        found holding its slice (`found`: first seen already bound: at a start, in a relist, or
+        created with spec.nodeName), none seen given
         it nor the capacity seen going down beneath them: a cut before this process started (the
         live reading `cut`) or slices given beyond the capacity by two writers (a conflict) —
         a listing cannot tell which. It reads as the conservative one, a conflict (nothing more
