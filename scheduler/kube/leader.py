@@ -54,11 +54,14 @@ Where this deliberately differs from client-go, and why:
   `IsLeader()` (the last observed holder is us) is `observed_holder == identity`.
 * A leader also stops acting on evidence that needs no clock (`saw_term`): a pod carrying the
   `tessera.dev/term` token of a newer Lease holder (its term fence) means another replica took
-  the Lease after this one did. Only a Lease write of its own sent after that lets it act again
-  (a bogus token costs one renewal). Leader election cannot survive a clock running slow (a
-  skewed rate: libfaketime, CLOCK_MONOTONIC stopped across a suspended VM) while the Lease
-  traffic is cut; the tokens can, for every pod the new leader fenced, bound or marked pending
-  that this replica's watch shows it.
+  the Lease after this one did. Only a Lease write of its own sent after that lets it act again.
+  The renew loop sends that write at once (not at its next retryPeriod), so a bogus token costs
+  one Lease round trip and a real newer holder is found as fast (the conditional write fails on
+  its record and this replica steps down); tokens seen while a write is out coalesce into one
+  more write after it, so doubts never cause more than one write per round trip. Leader
+  election cannot survive a clock running slow (a skewed rate: libfaketime, CLOCK_MONOTONIC
+  stopped across a suspended VM) while the Lease traffic is cut; the tokens can, for every pod
+  the new leader fenced, bound or marked pending that this replica's watch shows it.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import structlog
 
 from scheduler.kube.http import KubeHttp, Response
@@ -159,7 +163,8 @@ class LeaderElector:
     ``on_started_leading`` / ``on_stopped_leading`` are plain callables run on the event loop:
     they must not block (start or cancel tasks, flip flags). An exception they raise is logged
     and does not stop the election. ``on_new_leader`` gets every newly observed holder identity
-    ("" after a release), like client-go's `OnNewLeader`.
+    ("" after a release), like client-go's `OnNewLeader`. ``on_resumed`` is called when a Lease
+    write settles a doubt (`saw_term`) and the term goes on: acting may resume now.
     """
 
     def __init__(self, http: KubeHttp, *, namespace: str = DEFAULT_NAMESPACE, name: str = DEFAULT_LEASE_NAME,
@@ -169,6 +174,7 @@ class LeaderElector:
                  on_started_leading: Callable[[], None] | None = None,
                  on_stopped_leading: Callable[[], None] | None = None,
                  on_new_leader: Callable[[str], None] | None = None,
+                 on_resumed: Callable[[], None] | None = None,
                  wall_clock: Callable[[], datetime] = _utc_now,
                  rng: random.Random | None = None) -> None:
         # client-go NewLeaderElector's validation, plus: the Lease stores whole seconds, so a
@@ -201,6 +207,7 @@ class LeaderElector:
         self._on_started_leading = on_started_leading
         self._on_stopped_leading = on_stopped_leading
         self._on_new_leader = on_new_leader
+        self._on_resumed = on_resumed
 
         self._observed = _Record()
         self._observed_raw: dict[str, Any] | None = None  # spec of the last GET
@@ -213,8 +220,14 @@ class LeaderElector:
         self._term: Hashable = None
         self._fence: str | None = None  # the current term's fence token (`fence_token`)
         self._fence_transitions = 0  # the leaseTransitions in it: a token with more is a newer term's
-        self._doubted_at = float("-inf")  # our clock when a newer term's token was last seen (`saw_term`)
+        # doubts (`saw_term`) so far, and how many there were when our last confirmed write went
+        # out: we act only while no doubt came after it (an order of events, not of clock readings)
+        self._doubts = 0
+        self._confirmed_doubts = 0
         self._doubted: set[str] = set()  # the tokens that made us doubt, each acted on once
+        # a doubt since the last attempt began: the renew loop's next write goes out at once
+        self._doubt_pending = False
+        self._doubt_wake: anyio.Event | None = None  # set by a doubt while the renew loop waits
         self._took_over = False  # the last successful attempt acquired the Lease (not a renewal)
         # renewals whose optimistic write failed and went through GET + update: client-go's
         # slowpathExercised, exported as leader_election_slowpath_total
@@ -244,7 +257,7 @@ class LeaderElector:
         acting when it wakes, before its renew loop has run: a successor takes over no earlier
         than `lease_duration` after it saw that write, and `renew_deadline` is shorter. Measured
         from the send, not the answer: an answer read late proves nothing about now."""
-        return (self._leading and self._confirmed_sent > self._doubted_at
+        return (self._leading and self._confirmed_doubts == self._doubts
                 and self._clock() - self._confirmed_sent < self.renew_deadline)
 
     @property
@@ -272,9 +285,10 @@ class LeaderElector:
     def saw_term(self, token: str, where: str) -> bool:
         """`token`, a pod's `tessera.dev/term` (at `where`), names a term newer than this leader's
         (more lease transitions): another replica has taken the Lease since this one did, whatever
-        this replica's clock says. Stop acting now (True); a Lease write of our own sent after this
-        restores the term, if it is still ours (the write is conditional, so it succeeds only on
-        our own record: the token was bogus). Each token
+        this replica's clock says. Stop acting now (True) and wake the renew loop: the Lease write
+        of our own it sends at once restores the term, if it is still ours (the write is
+        conditional, so it succeeds only on our own record: the token was bogus, and it cost one
+        round trip), or finds the newer holder's record and steps down. Each token
         counts once; tokens of this term's count or older (pods fenced before this term; a Lease
         deleted by hand restarts the count, which this cannot see), another Lease's tokens (its
         count is not ours: `other_lease`) and unreadable values are no evidence."""
@@ -284,10 +298,13 @@ class LeaderElector:
         if parsed is None or parsed.transitions <= self._fence_transitions or self.other_lease(token) is not None:
             return False
         self._doubted.add(token)
-        self._doubted_at = self._clock()
+        self._doubts += 1
+        self._doubt_pending = True
+        if self._doubt_wake is not None:
+            self._doubt_wake.set()
         log.warning("leader.doubted", lease=self.description, identity=self.identity, pod=where, term=token,
                     own_term=self._fence, message="a pod carries the term fence of a newer Lease holder: this replica "
-                    "acts on nothing until a Lease write of its own succeeds")
+                    "acts on nothing until the Lease write of its own it sends now succeeds")
         return True
 
     def other_lease(self, token: str) -> str | None:
@@ -407,7 +424,21 @@ class LeaderElector:
                 self._report_transition()
                 return
             self._report_transition()
-            await anyio.sleep(self.retry_period)
+            await self._pause(self.retry_period)
+
+    async def _pause(self, seconds: float) -> None:
+        """The renew loop's wait between attempts: `seconds`, or less when a doubt (`saw_term`)
+        wants a Lease write now. A doubt that came while the last attempt was out needs one more
+        at once (that attempt went out before it); several coalesce into that one."""
+        if self._doubt_pending:
+            await anyio.lowlevel.checkpoint()
+            return
+        self._doubt_wake = wake = anyio.Event()
+        try:
+            with anyio.move_on_after(seconds):
+                await wake.wait()
+        finally:
+            self._doubt_wake = None
 
     async def _renew_once(self) -> bool:
         """One renewal of a leader; False to step down. A renewal that had to take the Lease anew
@@ -418,18 +449,24 @@ class LeaderElector:
         with anyio.move_on_after(self.renew_deadline):
             while True:
                 self._took_over = False
+                doubted = self._confirmed_doubts != self._doubts
                 if await self._try_acquire_or_renew():
                     if self._took_over:
                         log.warning("leader.term_interrupted", lease=self.description, identity=self.identity,
                                     message="another holder's record (or none) was on the Lease: a new term starts")
                         self._stop_leading()  # at once: nothing of the old term may go out meanwhile
                         return False
+                    if doubted and self._confirmed_doubts == self._doubts:
+                        log.info("leader.doubt_settled", lease=self.description, identity=self.identity,
+                                 message="a Lease write of this replica's own succeeded after the doubting tokens: "
+                                         "the term goes on")
+                        self._call(self._on_resumed, "on_resumed")
                     return True
                 if self._usurped() or self._taken():  # someone else leads: stop now, not at the deadline
                     return False
                 if self._clock() + self.retry_period >= deadline:
                     return False
-                await anyio.sleep(self.retry_period)
+                await self._pause(self.retry_period)
         return False  # the deadline cut a renewal short
 
     def _start_leading(self) -> None:
@@ -493,6 +530,8 @@ class LeaderElector:
 
     async def _try_acquire_or_renew_unguarded(self) -> bool:
         now_clock = self._clock()
+        doubts = self._doubts  # a write sent now answers the doubts so far, not later ones
+        self._doubt_pending = False
         now = micro_time(self._wall_clock())
         record = _Record(holder_identity=self.identity, lease_duration_seconds=int(self.lease_duration),
                          acquire_time=now, renew_time=now)
@@ -503,7 +542,7 @@ class LeaderElector:
                            leader_transitions=self._observed.leader_transitions)
             response = await self._update(fast)
             if response.ok:
-                self._confirm(fast, now_clock)
+                self._confirm(fast, now_clock, doubts)
                 # its own record, same term: also when it takes it back after stepping down (a
                 # lease blip), where the last takeover's holder would be named otherwise
                 self._previous = {"previous_holder": self.identity, "previous_record": "own"}
@@ -527,7 +566,7 @@ class LeaderElector:
                 self._write_failed("leader.create_failed", created)
                 return False
             self._previous = {"previous_holder": self._last_holder or "<none>", "previous_record": "absent"}
-            self._confirm(record, now_clock)
+            self._confirm(record, now_clock, doubts)
             self._acquired_at = record.acquire_time
             self._took_over = True
             return True
@@ -574,7 +613,7 @@ class LeaderElector:
         if not updated.ok:
             self._write_failed("leader.update_failed", updated)
             return False
-        self._confirm(record, now_clock)
+        self._confirm(record, now_clock, doubts)
         self._previous = previous
         if fresh:
             self._acquired_at = record.acquire_time
@@ -614,11 +653,13 @@ class LeaderElector:
         holder = self._observed.holder_identity
         return bool(holder) and holder != self.identity and self._lease_valid(self._clock())
 
-    def _confirm(self, record: _Record, sent_at: float) -> None:
-        """The apiserver took `record`, sent no earlier than `sent_at` (our clock)."""
+    def _confirm(self, record: _Record, sent_at: float, doubts: int) -> None:
+        """The apiserver took `record`, sent no earlier than `sent_at` (our clock) and after the
+        first `doubts` doubts: a record of ours, so those tokens were not a newer holder's."""
         self._set_observed(record)
         self._confirmed = record
         self._confirmed_sent = sent_at
+        self._confirmed_doubts = doubts
         self._sent.clear()  # writes are conditional: an older one can no longer land after this
         self._write_refused = None  # a refusal after this one is news again
 

@@ -168,12 +168,17 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
         if loop_ref:
             loop_ref[0].lost_leadership()
 
+    def resumed() -> None:  # a doubt settled by a Lease write (LeaderElector.saw_term): act again now
+        if loop_ref:
+            loop_ref[0].wake()
+
     if election.leader_elect:
         elector = LeaderElector(http, namespace=election.resource_namespace, name=election.resource_name,
                                 identity=identity, lease_duration=election.lease_duration_seconds,
                                 renew_deadline=election.renew_deadline_seconds,
                                 retry_period=election.retry_period_seconds,
                                 on_started_leading=started, on_stopped_leading=stopped,
+                                on_resumed=resumed,
                                 on_new_leader=standing_by(identity, f"{election.resource_namespace}/{election.resource_name}"))
     else:
         metrics.set_leader(True)

@@ -30,12 +30,11 @@ from tests.fakeapi import FakeApi
 from tests.fakelease import Clock, LeaseServer
 from tests.helpers import until
 
-TIMINGS = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
 
 
 def _elector(server: LeaseServer, who: str, clock: Clock) -> LeaderElector:
     return LeaderElector(server.client(who), namespace="kube-system", name="tessera", identity=who,  # type: ignore[arg-type]
-                         clock=clock, **TIMINGS)
+                         clock=clock, lease_duration=15.0, renew_deadline=10.0, retry_period=2.0)
 
 
 async def test_a_leader_with_a_slow_clock_stops_acting_when_it_sees_a_newer_terms_token() -> None:
@@ -208,3 +207,80 @@ async def test_a_token_on_another_schedulers_pod_does_not_doubt_the_term() -> No
             assert elector.term is None
             owner.cancel_scope.cancel()
     assert [e["pod"] for e in logs if e["event"] == "leader.doubted"] == ["default/other"]
+
+
+async def test_a_doubt_is_settled_by_one_lease_write_at_once_not_at_the_next_retry_period() -> None:
+    """Adversary round 10 (MED without the admission policy; /tmp/b4-scratch/dos_own.py): a user
+    wrote a new forged `x/<big number>/t` every half second onto their own pod of this scheduler;
+    each token stopped the leader until the renew loop's next write, up to a retryPeriod (2 s)
+    later: 0 of 40 pods bound in 90 s. The renew loop now writes at once when a token makes it
+    doubt, so a bogus token costs one Lease round trip: one write, and acting resumes (the loop is
+    told, `on_resumed`)."""
+    server, clock = LeaseServer(), Clock()
+    resumed: list[float] = []
+    a = LeaderElector(server.client("A"), namespace="kube-system", name="tessera", identity="A",  # type: ignore[arg-type]
+                      clock=clock, on_resumed=lambda: resumed.append(clock.t),
+                      lease_duration=15.0, renew_deadline=10.0, retry_period=2.0)
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(a.run)
+        await until(lambda: a.is_leader)
+        await anyio.sleep(0.1)  # the renew loop sleeps out its retry period (2 s, real time)
+        term, puts = a.term, server.calls.count(("A", "PUT"))
+        clock.t += 0.5
+        assert a.saw_term("x/1000001/t", "team/bystander")
+        assert not a.is_leader
+        await until(lambda: a.is_leader, seconds=1.0)  # before: the write waited for the retry period
+        assert a.term == term and resumed == [clock.t]
+        assert server.calls.count(("A", "PUT")) == puts + 1  # one write for the token, no more
+        assert not a.saw_term("x/1000001/t", "team/bystander")  # each token counts once
+        await anyio.sleep(0.3)
+        assert server.calls.count(("A", "PUT")) == puts + 1 and a.is_leader
+        owner.cancel_scope.cancel()
+
+
+async def test_doubts_during_a_lease_write_coalesce_into_one_more_write() -> None:
+    """Tokens seen while a renewal is out: that write was sent before them and proves nothing
+    about them, so one more write follows at once — one, however many tokens came meanwhile (the
+    first makes the replica doubt; it reads no more while it doubts)."""
+    server, clock = LeaseServer(), Clock()
+    a = _elector(server, "A", clock)
+    doubted: list[bool] = []
+
+    async def after(method: str, who: str, response: Any) -> None:
+        if method == "PUT" and not doubted:
+            doubted.extend(a.saw_term(f"x/{2000000 + i}/t", "team/bystander") for i in range(5))
+
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(a.run)
+        await until(lambda: a.is_leader)
+        puts = server.calls.count(("A", "PUT"))
+        server.after = after  # the next renewal (a retry period on) meets five tokens
+        await until(lambda: bool(doubted), seconds=3.0)
+        assert doubted == [True, False, False, False, False]
+        await until(lambda: a.is_leader, seconds=1.0)
+        assert server.calls.count(("A", "PUT")) == puts + 2  # the renewal, and one write for the tokens
+        await anyio.sleep(0.3)
+        assert server.calls.count(("A", "PUT")) == puts + 2 and a.is_leader
+        owner.cancel_scope.cancel()
+
+
+async def test_a_real_newer_holder_is_found_by_the_write_a_doubt_sends_at_once() -> None:
+    """The token was real: the immediate write fails on the other holder's record, and this
+    replica steps down then, not a retry period later."""
+    server, slow, real = LeaseServer(), Clock(), Clock()
+    a, b_ = _elector(server, "A", slow), _elector(server, "B", real)
+    stopped: list[bool] = []
+    a._on_stopped_leading = lambda: stopped.append(True)
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(a.run)
+        await until(lambda: a.is_leader)
+        await anyio.sleep(0.1)
+        assert not await b_._try_acquire_or_renew()
+        real.t += 30  # by B's clock A's record expired; by A's no time passed
+        assert await b_._try_acquire_or_renew()
+        b_._start_leading()
+        token_b = b_.fence_token
+        assert token_b is not None and a.saw_term(token_b, "default/p")
+        await until(lambda: bool(stopped), seconds=1.0)
+        assert not a.is_leader and server.holder == "B"
+        owner.cancel_scope.cancel()
