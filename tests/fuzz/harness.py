@@ -346,6 +346,14 @@ class Harness:
             busy = Counter(d.resource_name for d in info.devices.values()
                            if d.name in state.ledger.use and state.ledger.use[d.name].busy)
             assert info.busy == dict(busy), (name, info.busy, busy)
+            ids: dict[str, set[str]] = defaultdict(set)
+            taken: dict[str, set[str]] = defaultdict(set)
+            for dev_name, dev in info.devices.items():  # what DeviceLedger.refresh keeps for count_room
+                ids[dev.resource_name].add(dev.device_id or dev_name)
+                if not dev.schedulable or (dev_name in state.ledger.use and state.ledger.use[dev_name].busy):
+                    taken[dev.resource_name].add(dev.device_id or dev_name)
+            assert info.described_ids == {r: len(k) for r, k in ids.items()}, (name, info.described_ids)
+            assert info.free_ids == {r: len(k - taken[r]) for r, k in ids.items()}, (name, info.free_ids)
             for on_node in info.devices.values():
                 assert state.devices.get(on_node.name) is on_node, on_node.name
         for known in state.devices.values():

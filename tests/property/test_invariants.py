@@ -587,6 +587,18 @@ def check_state_consistent(sched: Scheduler) -> None:
                     held_busy[dev.resource_name or "nvidia.com/gpu"] += 1
         check(info.busy == dict(busy), f"node {name}: busy {info.busy} != {dict(busy)}")
         check(info.held_busy == dict(held_busy), f"node {name}: held_busy {info.held_busy} != {dict(held_busy)}")
+        # the distinct GPUs per resource and the free schedulable ones a count may take, kept by
+        # DeviceLedger.refresh (ClusterState.count_room, NodeInfo.described): as counted afresh
+        ids: dict[str, set[str]] = {}
+        taken: dict[str, set[str]] = {}
+        for dev_name, dev in devices.items():
+            ids.setdefault(dev.resource_name, set()).add(dev.device_id or dev_name)
+            if not dev.schedulable or dev_name in use:
+                taken.setdefault(dev.resource_name, set()).add(dev.device_id or dev_name)
+        described = {r: len(keys) for r, keys in ids.items()}
+        free = {r: len(keys - taken.get(r, set())) for r, keys in ids.items()}
+        check(info.described_ids == described, f"node {name}: described_ids {info.described_ids} != {described}")
+        check(info.free_ids == free, f"node {name}: free_ids {info.free_ids} != {free}")
     core = {d: (set(u.exclusive), dict(u.shared)) for d, u in state.ledger.use.items()}
     check(core == use, f"device ledger {core} != placements' grants {use}")
     for d, u in state.ledger.use.items():

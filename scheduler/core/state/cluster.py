@@ -140,18 +140,12 @@ class ClusterState:
         the lower of the two holds, `NodeResourcesFit` and `count_short`)."""
         if not info.devices:
             return {}
-        use = self.ledger.use
-        described: dict[str, set[str]] = {}
-        taken: dict[str, set[str]] = {}
-        for name, device in info.devices.items():
-            key = device.device_id or name
-            described.setdefault(device.resource_name, set()).add(key)
-            held = use.get(name)
-            if not device.schedulable or (held is not None and held.busy):
-                taken.setdefault(device.resource_name, set()).add(key)
+        # the distinct GPUs per resource and the free schedulable ones among them are kept by
+        # `DeviceLedger.refresh` (run on every change of the node's devices or their use)
         allocatable = info.node.allocatable if info.node is not None else {}
-        return {resource: len(ids - taken.get(resource, set())) + max(0, allocatable.get(resource, 0) - len(ids))
-                - info.requested.get(resource, 0) for resource, ids in described.items()}
+        requested, described = info.requested, info.described_ids
+        return {resource: free + max(0, allocatable.get(resource, 0) - described[resource])
+                - requested.get(resource, 0) for resource, free in info.free_ids.items()}
 
     def _pod_key(self, uid: str) -> str:
         """namespace/name of a pod in the cache (its uid if it is not: a message still names it)."""

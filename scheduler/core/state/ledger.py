@@ -435,7 +435,16 @@ class DeviceLedger:
         busy: dict[str, int] = {}
         held_busy: dict[str, int] = {}
         busy_ids: set[str] = set()
-        for device in info.devices.values():
+        # per resourceName: the distinct GPUs (deviceIDs) described, and those no count may take
+        # (unschedulable or in use) — what `NodeInfo.described` and `ClusterState.count_room` read
+        described: dict[str, set[str]] = {}
+        taken: dict[str, set[str]] = {}
+        for name, device in info.devices.items():
+            key = device.device_id or name
+            ids = described.get(device.resource_name)
+            if ids is None:
+                ids = described[device.resource_name] = set()
+            ids.add(key)
             use = self.use.get(device.name)
             if use is not None and use.busy:
                 resource = self.counted_as(device.name)
@@ -443,12 +452,18 @@ class DeviceLedger:
                 busy_ids.add(device.device_id)
                 if self.held_only(use):
                     held_busy[resource] = held_busy.get(resource, 0) + 1
+                taken.setdefault(device.resource_name, set()).add(key)
+            elif not device.schedulable:
+                taken.setdefault(device.resource_name, set()).add(key)
         for device_id, holders in self.elsewhere.get(info.name, {}).items():
             if device_id not in busy_ids:  # a GPU held by another GPU's name: it is in use here
                 resource = self.counted_as(min(holders.values()))
                 busy[resource] = busy.get(resource, 0) + 1
         info.busy = busy
         info.held_busy = held_busy
+        info.described_ids = {resource: len(ids) for resource, ids in described.items()}
+        info.free_ids = {resource: len(ids - taken[resource]) if resource in taken else len(ids)
+                         for resource, ids in described.items()}
         self._touch(info)
 
     def held_only(self, use: DeviceUse | None) -> bool:

@@ -58,7 +58,7 @@ class NodeInfo:
     """One node's object (if known yet) and everything placed on it."""
 
     __slots__ = ("name", "node", "pods", "held", "requested", "held_requested", "scoring_cpu", "scoring_memory",
-                 "devices", "busy", "held_busy", "broken", "allocating", "agent_heartbeat", "generation", "over", "surplus",
+                 "devices", "busy", "held_busy", "described_ids", "free_ids", "broken", "allocating", "agent_heartbeat", "generation", "over", "surplus",
                  "cut_from", "deleted_labels")
 
     def __init__(self, name: str) -> None:
@@ -76,6 +76,11 @@ class NodeInfo:
         self.busy: dict[str, int] = {}  # device resourceName -> devices in use (any pod, or a hold)
         # device resourceName -> the devices of `busy` only holds use: not in use yet, only kept
         self.held_busy: dict[str, int] = {}
+        # kept with `busy` by `DeviceLedger.refresh`, per device resourceName: the GPUs the node's
+        # ExtendedResources describe (distinct deviceIDs, a held ghost included: `described`), and
+        # of them those a count may still take (schedulable, in use by no pod or hold: `count_room`)
+        self.described_ids: dict[str, int] = {}
+        self.free_ids: dict[str, int] = {}
         self.broken: set[str] = set()  # pods whose device annotation could not be read
         # pods whose devices the node agent has not handed out yet -> their resource names; a
         # second pod with a common resource name must not be bound here until they are done
@@ -154,7 +159,7 @@ class NodeInfo:
         those the node's devices carry and, with devices or without (a node no agent publishes
         for still counts GPUs its pods hold), `nvidia.com/gpu` where the node allocates it or a
         pod here requests it."""
-        found = {device.resource_name for device in self.devices.values()}
+        found = set(self.described_ids)  # the resourceNames of its devices (`DeviceLedger.refresh`)
         allocatable = self.node.allocatable if self.node is not None else {}
         if COUNTED_GPU in allocatable or self.requested.get(COUNTED_GPU, 0) or self.busy.get(COUNTED_GPU, 0):
             found.add(COUNTED_GPU)
@@ -163,8 +168,7 @@ class NodeInfo:
     def described(self, resource: str) -> int:
         """How many GPUs of `resource` the node's ExtendedResources describe: distinct deviceIDs
         (one GPU under two names is one GPU; a held ghost is still one of the node's)."""
-        return len({device.device_id or name for name, device in self.devices.items()
-                    if device.resource_name == resource})
+        return self.described_ids.get(resource, 0)  # kept by `DeviceLedger.refresh`
 
     def surplus_devices(self) -> list[tuple[str, int, int]]:
         """(resource, GPUs described, allocatable) for each resource the node's ExtendedResources
@@ -174,7 +178,7 @@ class NodeInfo:
         if self.node is None:
             return []
         found = []
-        for resource in sorted({device.resource_name for device in self.devices.values() if device.resource_name}):
+        for resource in sorted(resource for resource in self.described_ids if resource):
             allocatable = self.node.allocatable.get(resource)
             described = self.described(resource)
             if allocatable is not None and described > allocatable:
