@@ -603,8 +603,8 @@ def check_state_consistent(sched: Scheduler) -> None:
     check(core == use, f"device ledger {core} != placements' grants {use}")
     for d, u in state.ledger.use.items():
         totals: Counter[tuple[str, str]] = Counter()
-        for held in u.shared.values():
-            totals.update(held)
+        for shares in u.shared.values():
+            totals.update(shares)
         check(u.by_kind == dict(totals), f"device {d}: kept totals {u.by_kind} != sum of shares {dict(u.shared)}")
     with_object = [n for n, info in state.nodes.items() if info.node is not None]
     check(sorted(state.node_order) == sorted(with_object) and len(set(state.node_order)) == len(state.node_order),
