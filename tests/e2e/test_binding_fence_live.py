@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,7 +31,7 @@ from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.metrics import Metrics
 from scheduler.kube.run_cli import MetricsHooks
 from scheduler.sim import builders as b
-from tessera_testing.faultproxy import proxied
+from tessera_testing.faultproxy import FaultProxyThread, proxied
 from tests.e2e.live import Kube, LaggingPodWatch, eventually
 from tests.fakelease import Clock
 
@@ -74,16 +77,31 @@ async def _remove(kubectl: Kube, namespace: str, node: str, high: str) -> None:
     await kubectl.call("DELETE", f"{PRIORITY_CLASSES}/{high}", ok=(200, 404))
 
 
-async def _bound(kubectl: Kube, namespace: str) -> dict[str, str]:
-    return {name: pod["spec"]["nodeName"] for name, pod in (await kubectl.pods(namespace)).items()
-            if pod["spec"].get("nodeName")}
+@dataclass
+class _Deposed:
+    """Two replicas on one Lease after rep-b, the leader, decided `pp` onto the node's one GPU and
+    was cut off from the Lease with that Binding held in the proxy (`_deposed`)."""
+    node: str
+    high: str
+    pinned: dict[str, Any]
+    proxy: FaultProxyThread
+    rep_a: LeaderElector
+    loop_a: SchedulerLoop
+    rep_b: LeaderElector
+    loop_b: SchedulerLoop
+    tasks: list[asyncio.Task[Any]]
 
 
-async def test_an_old_leaders_binding_delivered_after_a_takeover_is_refused(
-        control_plane: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
+@asynccontextmanager
+async def _deposed(control_plane: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path, prefix: str,
+                   metrics_b: Metrics | None = None) -> AsyncIterator[_Deposed]:
+    """rep-b (its writes and reads through the proxy; its Lease and watches not: the test cuts it
+    off from the Lease itself) leads, decides `pp` onto this test's one-GPU node, its Binding sits
+    in the proxy, and its elector is stopped (no release): it stops acting. rep-a's loop runs and
+    is synced; its elector is the test's to start. Everything is undone on the way out."""
     suffix = secrets.token_hex(3)
-    node, high = await _node_and_priority(kubectl, f"fence-{suffix}", gpus=1)
-    lease = f"tessera-fence-{suffix}"
+    node, high = await _node_and_priority(kubectl, f"{prefix}-{suffix}", gpus=1)
+    lease = f"tessera-{prefix}-{suffix}"
     pinned = {"nodeSelector": {"kubernetes.io/hostname": node}}
     with proxied(control_plane.server, control_plane.ca_file) as proxy:
         kubeconfig = proxy.write_kubeconfig(tmp_path / "via-proxy", control_plane.admin_token)
@@ -91,14 +109,14 @@ async def test_an_old_leaders_binding_delivered_after_a_takeover_is_refused(
         b_lease_api = await connect(str(control_plane.kubeconfig))
         a_api, a_watch = await connect(str(control_plane.kubeconfig)), await connect(str(control_plane.kubeconfig))
         clients = [b_api, b_watch, b_lease_api, a_api, a_watch]
-        # rep-b's writes and reads go through the proxy (its Lease and watches do not: the test
-        # cuts it off from the Lease itself)
         rep_b, loop_b = _replica("rep-b", lease, KubeHttp(b_lease_api), KubeHttp(b_api), KubeHttp(b_watch))
         rep_a, loop_a = _replica("rep-a", lease, KubeHttp(a_api), KubeHttp(a_api), KubeHttp(a_watch))
+        if metrics_b is not None:
+            loop_b.hooks = MetricsHooks(metrics_b, loop_b)
         tasks = [asyncio.create_task(loop_b.run()), asyncio.create_task(rep_b.run())]
         try:
             await eventually(lambda: asyncio.sleep(0, rep_b.is_leader))
-            tasks.append(asyncio.create_task(loop_a.run()))  # rep-a's election starts once it saw pq
+            tasks.append(asyncio.create_task(loop_a.run()))
             await asyncio.wait_for(loop_a.informers.wait_synced(), 30)
             proxy.configure(hold_bindings=True)
             # rep-b decides `pp` onto the node's one GPU; its Binding sits in the proxy
@@ -107,24 +125,7 @@ async def test_an_old_leaders_binding_delivered_after_a_takeover_is_refused(
             # rep-b is cut off from the Lease (no release): it stops acting, then its Lease expires
             tasks[1].cancel()
             await eventually(lambda: asyncio.sleep(0, rep_b.term is None), timeout=30)
-            # a higher-priority pod for the same GPU, while nobody leads
-            await kubectl.create_pod(namespace, b.pod("pq", limits={"nvidia.com/gpu": 1},
-                                                      spec_extra={**pinned, "priorityClassName": high}))
-            await eventually(lambda: asyncio.sleep(0, any(p.key == f"{namespace}/pq"
-                                                          for p in loop_a.core.state.pods.values())))
-            # rep-a takes over, sees `pp` unbound and places `pq` first
-            tasks.append(asyncio.create_task(rep_a.run()))
-            await eventually(lambda: asyncio.sleep(0, rep_a.term is not None), timeout=30)
-            assert rep_a.fence_token is not None
-            await eventually(lambda: _has(kubectl, namespace, {"pq": node}), timeout=30)
-            # the link heals: rep-b's Binding reaches the apiserver
-            proxy.configure(hold_bindings=False)
-            assert proxy.release_bindings() == 1
-            await eventually(lambda: asyncio.sleep(0, loop_b.binder.in_flight == 0), timeout=30)
-            assert await _bound(kubectl, namespace) == {"pq": node}, "the old leader's late Binding doubled the GPU"
-            assert proxy.proxy.bindings_forwarded == 1
-            pp = (await kubectl.pods(namespace))["pp"]
-            assert pp["metadata"]["annotations"][ann.TERM] == rep_a.fence_token  # fenced before any decision
+            yield _Deposed(node, high, pinned, proxy, rep_a, loop_a, rep_b, loop_b, tasks)
         finally:
             proxy.configure(hold_bindings=False)
             proxy.release_bindings()
@@ -137,6 +138,35 @@ async def test_an_old_leaders_binding_delivered_after_a_takeover_is_refused(
             for client in clients:
                 await client.close()
             await _remove(kubectl, namespace, node, high)
+
+
+async def _bound(kubectl: Kube, namespace: str) -> dict[str, str]:
+    return {name: pod["spec"]["nodeName"] for name, pod in (await kubectl.pods(namespace)).items()
+            if pod["spec"].get("nodeName")}
+
+
+async def test_an_old_leaders_binding_delivered_after_a_takeover_is_refused(
+        control_plane: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
+    async with _deposed(control_plane, kubectl, namespace, tmp_path, "fence") as d:
+        # a higher-priority pod for the same GPU, while nobody leads; rep-a's election starts only
+        # once its cache holds `pq`, so that its first decision sees both pods
+        await kubectl.create_pod(namespace, b.pod("pq", limits={"nvidia.com/gpu": 1},
+                                                  spec_extra={**d.pinned, "priorityClassName": d.high}))
+        await eventually(lambda: asyncio.sleep(0, any(p.key == f"{namespace}/pq"
+                                                      for p in d.loop_a.core.state.pods.values())))
+        # rep-a takes over, sees `pp` unbound and places `pq` first
+        d.tasks.append(asyncio.create_task(d.rep_a.run()))
+        await eventually(lambda: asyncio.sleep(0, d.rep_a.term is not None), timeout=30)
+        assert d.rep_a.fence_token is not None
+        await eventually(lambda: _has(kubectl, namespace, {"pq": d.node}), timeout=30)
+        # the link heals: rep-b's Binding reaches the apiserver
+        d.proxy.configure(hold_bindings=False)
+        assert d.proxy.release_bindings() == 1
+        await eventually(lambda: asyncio.sleep(0, d.loop_b.binder.in_flight == 0), timeout=30)
+        assert await _bound(kubectl, namespace) == {"pq": d.node}, "the old leader's late Binding doubled the GPU"
+        assert d.proxy.proxy.bindings_forwarded == 1
+        pp = (await kubectl.pods(namespace))["pp"]
+        assert pp["metadata"]["annotations"][ann.TERM] == d.rep_a.fence_token  # fenced before any decision
 
 
 async def test_a_deposed_leaders_late_binding_claims_nothing_the_new_leader_bound_the_same_way(
@@ -147,55 +177,21 @@ async def test_a_deposed_leaders_late_binding_claims_nothing_the_new_leader_boun
     its own success (`binder.bound_despite_error`, `tessera_bindings_total{result="success"}`, a
     second "Successfully assigned" Event); the pod carries rep-a's term token, so it is rep-a's
     Binding: rep-b counts a conflict and writes no Scheduled Event."""
-    suffix = secrets.token_hex(3)
-    node, high = await _node_and_priority(kubectl, f"claim-{suffix}", gpus=1)
-    lease = f"tessera-claim-{suffix}"
-    pinned = {"nodeSelector": {"kubernetes.io/hostname": node}}
-    with proxied(control_plane.server, control_plane.ca_file) as proxy:
-        kubeconfig = proxy.write_kubeconfig(tmp_path / "via-proxy", control_plane.admin_token)
-        b_api, b_watch = await connect(str(kubeconfig)), await connect(str(control_plane.kubeconfig))
-        b_lease_api = await connect(str(control_plane.kubeconfig))
-        a_api, a_watch = await connect(str(control_plane.kubeconfig)), await connect(str(control_plane.kubeconfig))
-        clients = [b_api, b_watch, b_lease_api, a_api, a_watch]
-        rep_b, loop_b = _replica("rep-b", lease, KubeHttp(b_lease_api), KubeHttp(b_api), KubeHttp(b_watch))
-        rep_a, loop_a = _replica("rep-a", lease, KubeHttp(a_api), KubeHttp(a_api), KubeHttp(a_watch))
-        metrics_b = Metrics()
-        loop_b.hooks = MetricsHooks(metrics_b, loop_b)
-        tasks = [asyncio.create_task(loop_b.run()), asyncio.create_task(rep_b.run())]
-        try:
-            await eventually(lambda: asyncio.sleep(0, rep_b.is_leader))
-            tasks.append(asyncio.create_task(loop_a.run()))
-            await asyncio.wait_for(loop_a.informers.wait_synced(), 30)
-            proxy.configure(hold_bindings=True)
-            await kubectl.create_pod(namespace, b.pod("pp", limits={"nvidia.com/gpu": 1}, spec_extra=pinned))
-            await eventually(lambda: asyncio.sleep(0, proxy.proxy.bindings_held == 1), timeout=30)
-            tasks[1].cancel()  # rep-b is cut off from the Lease (no release)
-            await eventually(lambda: asyncio.sleep(0, rep_b.term is None), timeout=30)
-            tasks.append(asyncio.create_task(rep_a.run()))
-            await eventually(lambda: _has(kubectl, namespace, {"pp": node}), timeout=30)  # rep-a's Binding
-            proxy.configure(hold_bindings=False)
-            assert proxy.release_bindings() == 1
-            await eventually(lambda: asyncio.sleep(0, loop_b.binder.in_flight == 0), timeout=30)
-            pp = (await kubectl.pods(namespace))["pp"]
-            assert rep_a.fence_token is not None and pp["metadata"]["annotations"][ann.TERM] == rep_a.fence_token
-            assert metrics_b.registry.get_sample_value("tessera_bindings_total", {"result": "conflict"}) == 1.0
-            assert not metrics_b.registry.get_sample_value("tessera_bindings_total", {"result": "success"})
-            await asyncio.sleep(1.0)  # rep-b's Events, had it recorded any, are written by now
-            scheduled = [e for e in await kubectl.events(namespace)
-                         if e["reason"] == "Scheduled" and e["regarding"]["name"] == "pp"]
-            assert [e["reportingInstance"] for e in scheduled] == ["rep-a"], scheduled
-        finally:
-            proxy.configure(hold_bindings=False)
-            proxy.release_bindings()
-            loop_a.stop()
-            loop_b.stop()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await rep_a.release()
-            for client in clients:
-                await client.close()
-            await _remove(kubectl, namespace, node, high)
+    metrics_b = Metrics()
+    async with _deposed(control_plane, kubectl, namespace, tmp_path, "claim", metrics_b) as d:
+        d.tasks.append(asyncio.create_task(d.rep_a.run()))
+        await eventually(lambda: _has(kubectl, namespace, {"pp": d.node}), timeout=30)  # rep-a's Binding
+        d.proxy.configure(hold_bindings=False)
+        assert d.proxy.release_bindings() == 1
+        await eventually(lambda: asyncio.sleep(0, d.loop_b.binder.in_flight == 0), timeout=30)
+        pp = (await kubectl.pods(namespace))["pp"]
+        assert d.rep_a.fence_token is not None and pp["metadata"]["annotations"][ann.TERM] == d.rep_a.fence_token
+        assert metrics_b.registry.get_sample_value("tessera_bindings_total", {"result": "conflict"}) == 1.0
+        assert not metrics_b.registry.get_sample_value("tessera_bindings_total", {"result": "success"})
+        await asyncio.sleep(1.0)  # rep-b's Events, had it recorded any, are written by now
+        scheduled = [e for e in await kubectl.events(namespace)
+                     if e["reason"] == "Scheduled" and e["regarding"]["name"] == "pp"]
+        assert [e["reportingInstance"] for e in scheduled] == ["rep-a"], scheduled
 
 
 async def _has(kubectl: Kube, namespace: str, wanted: dict[str, str]) -> bool:
