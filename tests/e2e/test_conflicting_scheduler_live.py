@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.api.config import load_config, parse_config_text
 from scheduler.api.config_model import SchedulerConfig
@@ -26,6 +26,9 @@ from scheduler.kube.leader import LeaderElector
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tests.e2e.live import Kube, eventually
+
+if TYPE_CHECKING:  # the generated client's package stays unimported (scheduler/kube/lean_client.py)
+    from kubernetes_asyncio.client import ApiClient
 
 NODES = "/api/v1/nodes"
 LEASE_NAMESPACE = "kube-system"
@@ -44,6 +47,23 @@ def _install(identity: str, lease: str, http: KubeHttp, watch_http: KubeHttp,
     loop_ref.append(loop)
     return elector, loop
 
+
+
+async def _tear_down(kubectl: Kube, namespace: str, node: str, installs: dict[str, tuple[LeaderElector, SchedulerLoop]],
+                     tasks: list[asyncio.Task[Any]], clients: list[ApiClient]) -> None:
+    """Stop both installs (their Leases released), close their clients, and remove the test's
+    pods and node (the control plane is shared)."""
+    for _, loop in installs.values():
+        loop.stop()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for elector, _ in installs.values():
+        await elector.release()
+    for client in clients:
+        await client.close()
+    await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
+    await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))
 
 async def test_each_leader_reports_the_other_install_writing_its_pods(
         control_plane: LocalControlPlane, kubectl: Kube, namespace: str) -> None:
@@ -93,17 +113,7 @@ async def test_each_leader_reports_the_other_install_writing_its_pods(
                       if pod["metadata"]["annotations"][ann.TERM] == elector.fence_token)
         assert f"{LEASE_NAMESPACE}/{leases[winner]}" not in installs[winner][1].conflicting.writes
     finally:
-        for elector, loop in installs.values():
-            loop.stop()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for elector, _ in installs.values():
-            await elector.release()
-        for client in clients:
-            await client.close()
-        await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
-        await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))
+        await _tear_down(kubectl, namespace, node, installs, tasks, clients)
 
 
 async def test_another_install_on_other_scheduler_names_is_reported_and_a_forged_token_is_not(
@@ -160,14 +170,4 @@ async def test_another_install_on_other_scheduler_names_is_reported_and_a_forged
         assert dict(loop_a.conflicting.writes) == {f"{LEASE_NAMESPACE}/{leases['install-b']}": 1}
         assert a.is_leader and a.term == term
     finally:
-        for elector, loop in installs.values():
-            loop.stop()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for elector, _ in installs.values():
-            await elector.release()
-        for client in clients:
-            await client.close()
-        await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods?gracePeriodSeconds=0", ok=(200, 404))
-        await kubectl.call("DELETE", f"{NODES}/{node}", ok=(200, 404))
+        await _tear_down(kubectl, namespace, node, installs, tasks, clients)
