@@ -43,6 +43,26 @@ def _elector(server: LeaseServer, who: str, clock: Clock, namespace: str = "kube
                          clock=clock, **TIMINGS)
 
 
+REP_A_TOKEN = "kube-system/tessera/rep-a/1/2026-01-01T00:01:00.000000Z"
+
+
+def _rep_a(api: FakeApi) -> tuple[SchedulerLoop, list[Any]]:
+    """rep-a's loop on `api`, wired to an elector of Lease kube-system/tessera for `other_lease`;
+    its term is the list's one item (None: not leading), its fence token rep-a's first term's."""
+    term: list[Any] = [None]
+    elector = _elector(LeaseServer(), "rep-a", Clock())
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
+                         leader_term=lambda: term[0], term_fence=lambda: REP_A_TOKEN, other_lease=elector.other_lease)
+    return loop, term
+
+
+async def _leading(loop: SchedulerLoop, term: list[Any]) -> None:
+    """Once `loop` (running) is synced, its term starts: rep-a leads."""
+    await until(lambda: loop.informers.synced)
+    term[0] = 1
+    loop.leadership_started()
+
+
 async def test_a_terms_token_names_its_lease() -> None:
     a = _elector(LeaseServer(), "A", Clock())
     await a._acquire()
@@ -88,19 +108,13 @@ async def test_the_leader_reports_a_pod_bound_under_another_leases_token() -> No
     api.lists["/api/v1/nodes"] = [b.node("n", gpus=8)]
     old = b.pod("old", requests={"nvidia.com/gpu": 1}, node_name="n", annotations={ann.TERM: OTHER})
     api.add_pod(old)
-    own = "kube-system/tessera/rep-a/1/2026-01-01T00:01:00.000000Z"
-    term: list[Any] = [None]
-    elector = _elector(LeaseServer(), "rep-a", Clock())
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
-                         leader_term=lambda: term[0], term_fence=lambda: own, other_lease=elector.other_lease)
+    loop, term = _rep_a(api)
     metrics = Metrics()
     gauges = StateGauges(loop, metrics)
     with capture_logs() as logs:
         async with anyio.create_task_group() as owner:
             owner.start_soon(loop.run)
-            await until(lambda: loop.informers.synced)
-            term[0] = 1
-            loop.leadership_started()
+            await _leading(loop, term)
             # first seen already bound under the other Lease (listed at start): history, not news
             loop._apply("MODIFIED", {**old, "metadata": {**old["metadata"], "resourceVersion": "30"}})
             bound = _bound_by_the_other_install(loop, gpus=9)  # the watch shows its token arrive
@@ -111,7 +125,7 @@ async def test_the_leader_reports_a_pod_bound_under_another_leases_token() -> No
             mine["metadata"]["resourceVersion"] = "50"
             loop._apply("ADDED", mine)
             loop._apply("MODIFIED", {**mine, "metadata": {**mine["metadata"], "resourceVersion": "51",
-                                                         "annotations": {ann.TERM: own}}})
+                                                         "annotations": {ann.TERM: REP_A_TOKEN}}})
             await until(lambda: bool(api.of("POST", "/events")))
             owner.cancel_scope.cancel()
     said = [e for e in logs if e["event"] == "leader.conflicting_scheduler"]
@@ -158,16 +172,10 @@ async def test_gpus_overcommitted_by_another_install_says_so() -> None:
     api = FakeApi()
     api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
     api.lists["/apis/tessera.dev/v1alpha1/extendedresources"] = [b.device("n", 0)]
-    own = "kube-system/tessera/rep-a/1/2026-01-01T00:01:00.000000Z"
-    term: list[Any] = [None]
-    elector = _elector(LeaseServer(), "rep-a", Clock())
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
-                         leader_term=lambda: term[0], term_fence=lambda: own, other_lease=elector.other_lease)
+    loop, term = _rep_a(api)
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
-        await until(lambda: loop.informers.synced)
-        term[0] = 1
-        loop.leadership_started()
+        await _leading(loop, term)
         _bound_by_the_other_install(loop, gpus=2)
         await until(lambda: any(call.body["reason"] == "GPUsOvercommitted" for call in api.of("POST", "/events")))
         owner.cancel_scope.cancel()
@@ -189,17 +197,11 @@ async def test_only_a_binding_counts_another_leases_token_on_another_schedulers_
     install's nodes (round 10's F1, detected so); a user without pods/binding writes no such update."""
     api = FakeApi()
     api.lists["/api/v1/nodes"] = [b.node("n", gpus=8)]
-    own = "kube-system/tessera/rep-a/1/2026-01-01T00:01:00.000000Z"
-    term: list[Any] = [None]
-    elector = _elector(LeaseServer(), "rep-a", Clock())
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
-                         leader_term=lambda: term[0], term_fence=lambda: own, other_lease=elector.other_lease)
+    loop, term = _rep_a(api)
     with capture_logs() as logs:
         async with anyio.create_task_group() as owner:
             owner.start_soon(loop.run)
-            await until(lambda: loop.informers.synced)
-            term[0] = 1
-            loop.leadership_started()
+            await _leading(loop, term)
             bystander = b.pod("bystander", scheduler="someone-else", requests={"cpu": "10m"})
             bystander["metadata"]["resourceVersion"] = "10"
             loop._apply("ADDED", bystander)
