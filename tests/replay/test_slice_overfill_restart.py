@@ -50,6 +50,16 @@ def _conflict_notices(replay: Replay) -> list[Notice]:
     return [n for n in replay.stats.notices if n.reason == "DeviceConflict"]
 
 
+def _another_writers_slice_is_a_conflict_it_can_tell(replay: Replay, device: dict[str, Any]) -> None:
+    """Another writer's Binding of a 5Gi slice of `device`, seen live: a conflict that blames its
+    pod, not one a listing cannot tell."""
+    _bound_elsewhere(replay, "r2-31", _slice(device, 5))
+    gpu = _gpu(replay)
+    assert gpu.state == m.CONFLICT and CANNOT_TELL not in gpu.reason
+    [conflict] = _conflict_notices(replay)
+    assert conflict.key == "default/r2-31" and CANNOT_TELL not in conflict.message
+
+
 def test_over_full_slices_found_at_a_start_read_the_same_in_either_listing_order() -> None:
     readings = []
     for device_first in (True, False):
@@ -87,23 +97,14 @@ def test_the_live_cut_and_the_live_conflict_still_read_as_what_they_are() -> Non
     gpu = _gpu(replay)
     assert gpu.state == m.SLICES and gpu.reason.startswith("its memory went down to 14Gi") and _lowered(replay)
 
-    replay, device = _cluster()
-    _bound_elsewhere(replay, "r2-31", _slice(device, 5))
-    gpu = _gpu(replay)
-    assert gpu.state == m.CONFLICT and CANNOT_TELL not in gpu.reason
-    [conflict] = _conflict_notices(replay)
-    assert conflict.key == "default/r2-31" and CANNOT_TELL not in conflict.message
+    _another_writers_slice_is_a_conflict_it_can_tell(*_cluster())
 
 
 def test_a_slice_seen_bound_beside_slices_found_at_a_start_is_a_conflict_it_can_tell() -> None:
     """Found within capacity (15Gi of 16Gi) at a start, then another writer's Binding seen live."""
     replay, device = _restart(device_first=True, memory="16Gi")
     assert _gpu(replay).state == m.SLICES and _conflict_notices(replay) == []
-    _bound_elsewhere(replay, "r2-31", _slice(device, 5))
-    gpu = _gpu(replay)
-    assert gpu.state == m.CONFLICT and CANNOT_TELL not in gpu.reason
-    [conflict] = _conflict_notices(replay)
-    assert conflict.key == "default/r2-31" and CANNOT_TELL not in conflict.message
+    _another_writers_slice_is_a_conflict_it_can_tell(replay, device)
 
 
 def test_a_capacity_seen_going_down_under_slices_found_at_a_start_is_a_cut() -> None:
