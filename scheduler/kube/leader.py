@@ -98,6 +98,9 @@ DEFAULT_RENEW_DEADLINE = 10.0
 DEFAULT_RETRY_PERIOD = 2.0
 """component-base `RecommendedDefaultLeaderElectionConfiguration` (and kube-scheduler's defaults)."""
 
+RENEW_DEADLINE_PASSED = "failed to renew lease within renewDeadline"
+"""`leader.lost`'s reason when renewals kept failing (client-go: `failed to renew lease %v: %v`)."""
+
 DEFAULT_NAMESPACE = "kube-system"
 DEFAULT_LEASE_NAME = "tessera"
 
@@ -241,6 +244,7 @@ class LeaderElector:
         self._last_holder = ""  # the last non-empty holder seen: who a released record was released by
         self._previous: dict[str, Any] = {}  # what the Lease held before the last successful attempt, for the log
         self._request = ""  # the Lease request last sent, named when an attempt fails
+        self._lost_reason = RENEW_DEADLINE_PASSED  # why the last renewal failed, for `leader.lost`
 
     # --- public state ------------------------------------------------------------------------
 
@@ -419,7 +423,7 @@ class LeaderElector:
                 # lost, stopped, then who leads now: a replica resumed after a pause must not read
                 # as standing by while it still thinks it leads
                 log.warning("leader.lost", lease=self.description, identity=self.identity,
-                            holder=self.observed_holder, reason="failed to renew lease within renewDeadline")
+                            holder=self.observed_holder, reason=self._lost_reason)
                 self._stop_leading()
                 self._report_transition()
                 return
@@ -446,6 +450,7 @@ class LeaderElector:
         led in between (this one was paused past its lease), and work decided in the old term must
         not go on as if nobody had — the next term starts after `on_stopped_leading`."""
         deadline = self._clock() + self.renew_deadline
+        self._lost_reason = RENEW_DEADLINE_PASSED
         with anyio.move_on_after(self.renew_deadline):
             while True:
                 self._took_over = False
@@ -455,6 +460,8 @@ class LeaderElector:
                         log.warning("leader.term_interrupted", lease=self.description, identity=self.identity,
                                     message="another holder's record (or none) was on the Lease: a new term starts")
                         self._stop_leading()  # at once: nothing of the old term may go out meanwhile
+                        self._lost_reason = ("the term was interrupted: another holder's record (or none) was on "
+                                             "the Lease, so this replica took it anew and starts a new term")
                         return False
                     if doubted and self._confirmed_doubts == self._doubts:
                         log.info("leader.doubt_settled", lease=self.description, identity=self.identity,
@@ -462,7 +469,14 @@ class LeaderElector:
                                          "the term goes on")
                         self._call(self._on_resumed, "on_resumed")
                     return True
-                if self._usurped() or self._taken():  # someone else leads: stop now, not at the deadline
+                if self._usurped():  # someone else leads: stop now, not at the deadline
+                    self._lost_reason = ("the Lease names this replica's identity in a record this process did "
+                                         "not write (see leader.identity_in_use)")
+                    return False
+                if self._taken():
+                    # client-go's words for a record it may not take (`tryAcquireOrRenew`, logged at V(4))
+                    self._lost_reason = (f"lock is held by {self._observed.holder_identity} and has not yet "
+                                         "expired: another holder took the Lease")
                     return False
                 if self._clock() + self.retry_period >= deadline:
                     return False

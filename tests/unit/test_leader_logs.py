@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
+import anyio
 import structlog.testing
 
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.run_cli import standing_by
 from tests.fakelease import Clock, LeaseServer
+from tests.helpers import until
 
 LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/tessera"
 
@@ -203,3 +205,101 @@ async def test_a_lease_create_refused_for_its_credentials_is_a_warning_once_not_
     assert [(entry["status"], entry["log_level"]) for entry in failed] == \
         [(403, "warning"), (403, "info"), (403, "info"), (401, "warning")], failed
     assert "Leases" in failed[0]["hint"] and "credentials" in failed[-1]["hint"]
+
+
+# --- leader.lost says why: the reason it gives is the one that ended the term ------------------------
+
+def _lost_reason(logs: list[MutableMapping[str, Any]]) -> str:
+    [lost] = _events(logs, "leader.lost")
+    return str(lost["reason"])
+
+
+async def test_a_doubt_whose_write_finds_a_real_newer_holder_says_that_holder_took_the_lease() -> None:
+    """Session 50's closing note: a pod's term fence made A doubt, the Lease write it sent at once
+    found B's record, and A logged `leader.lost reason="failed to renew lease within renewDeadline"`
+    within a millisecond of doubting, its deadline 10 s away. It lost because B took the Lease:
+    say so and name B, in client-go's words (`lock is held by %v and has not yet expired`)."""
+    server, slow, real = LeaseServer(), Clock(), Clock()
+    a, b_ = _elector(server, "A", slow), _elector(server, "B", real)
+    stopped: list[bool] = []
+    a._on_stopped_leading = lambda: stopped.append(True)
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(a.run)
+            await until(lambda: a.is_leader)
+            await anyio.sleep(0.1)
+            assert not await b_._try_acquire_or_renew()
+            real.t += 30  # by B's clock A's record expired; by A's no time passed
+            assert await b_._try_acquire_or_renew()
+            b_._start_leading()
+            assert b_.fence_token is not None and a.saw_term(b_.fence_token, "default/p")
+            await until(lambda: bool(stopped), seconds=1.0)
+            owner.cancel_scope.cancel()
+    [lost] = _events(logs, "leader.lost")
+    assert lost["holder"] == "B"
+    assert lost["reason"] == "lock is held by B and has not yet expired: another holder took the Lease"
+
+
+async def test_a_leader_resumed_after_a_pause_says_who_took_the_lease() -> None:
+    clock, server = Clock(), LeaseServer()
+    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
+    await a._acquire()
+    a._start_leading()
+    assert not await b._try_acquire_or_renew()
+    clock.t += 16
+    assert await b._try_acquire_or_renew()
+    with structlog.testing.capture_logs() as logs:
+        await a._renew()
+    assert _lost_reason(logs) == "lock is held by B and has not yet expired: another holder took the Lease"
+
+
+async def test_a_leader_that_cannot_reach_the_lease_still_says_its_renew_deadline_passed() -> None:
+    clock, server = Clock(), LeaseServer()
+    a = LeaderElector(server.client("A"), namespace="kube-system", name="tessera", identity="A",  # type: ignore[arg-type]
+                      clock=clock, lease_duration=3.0, renew_deadline=1.0, retry_period=0.2)
+    await a._acquire()
+    a._start_leading()
+
+    def time_out(method: str, who: str) -> None:
+        clock.t += 0.2
+        raise TimeoutError()
+
+    server.fail = time_out
+    with structlog.testing.capture_logs() as logs:
+        with anyio.fail_after(5):
+            await a._renew()
+    assert _lost_reason(logs) == "failed to renew lease within renewDeadline"
+
+
+async def test_a_renewal_that_had_to_take_the_lease_anew_says_the_term_was_interrupted() -> None:
+    """B took the Lease while A was paused and released it again: A's renewal takes it anew
+    (`leader.term_interrupted`); the term ended, not for a deadline, and nobody holds it against A."""
+    clock, server = Clock(), LeaseServer()
+    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
+    await a._acquire()
+    a._start_leading()
+    assert not await b._try_acquire_or_renew()
+    clock.t += 16
+    assert await b._try_acquire_or_renew()
+    b._start_leading()
+    assert await b.release()
+    with structlog.testing.capture_logs() as logs:
+        await a._renew()
+    assert server.holder == "A"
+    assert _lost_reason(logs) == ("the term was interrupted: another holder's record (or none) was on the Lease, "
+                                  "so this replica took it anew and starts a new term")
+
+
+async def test_a_leader_meeting_its_identity_in_a_record_it_did_not_write_says_so() -> None:
+    clock, server = Clock(), LeaseServer()
+    a = _elector(server, "A", clock)
+    await a._acquire()
+    a._start_leading()
+    twin = _elector(server, "A", clock)  # another process with the same --identity
+    assert not await twin._try_acquire_or_renew()  # it waits for A's record to expire ...
+    clock.t += 16
+    assert await twin._try_acquire_or_renew()  # ... and takes it: a record naming A that A did not write
+    with structlog.testing.capture_logs() as logs:
+        await a._renew()
+    assert _lost_reason(logs) == ("the Lease names this replica's identity in a record this process did not write "
+                                  "(see leader.identity_in_use)")
