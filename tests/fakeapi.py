@@ -29,6 +29,7 @@ JSON = dict[str, Any]
 _BUILTIN_LISTS = frozenset(kind.path for kind in SCHEDULER_KINDS if kind.builtin)
 _BINDING = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding$")
 _POD = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)$")
+_PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods$")
 _POD_STATUS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/status$")
 _EVENTS = re.compile(r"^/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events$")
 _EVENT = re.compile(r"^/apis/events\.k8s\.io/v1/namespaces/([^/]+)/events/([^/]+)$")
@@ -78,6 +79,10 @@ class FakeApi:
     resource_version: int = 100
     lists: dict[str, list[JSON]] = field(default_factory=dict)  # cluster-wide list path -> items (pods: `pods`)
     stalled: int = 0  # calls waiting on a `stall` fault right now
+    # every version of a pod a write left, in order, as a watch from an older resourceVersion
+    # replays them; `history_expired`: the watch cache no longer holds them (a watch gets 410)
+    history: list[JSON] = field(default_factory=list)
+    history_expired: bool = False
     # the server `KubeHttp.api.configuration.host` names (start-up lines and messages say it)
     configuration: Any = field(default_factory=lambda: SimpleNamespace(host="https://fake-apiserver"))
 
@@ -114,8 +119,8 @@ class FakeApi:
                        _request_timeout: Any, body: Any = None) -> _ClientResponse:
         """kubernetes-asyncio `ApiClient.call_api`, as `KubeHttp` calls it: a FakeApi can also stand
         behind a real `KubeHttp` (its rate limiter included). A watch gets a stream that stays open
-        and silent."""
-        if ("watch", "true") in query_params:
+        and silent (a watch of one namespace's pods replays `history` and ends)."""
+        if ("watch", "true") in query_params and not _PODS.match(path):  # one namespace's pods: its history
             self.calls.append(Call(method, path, None, tuple(query_params), "", None))
             return _ClientResponse(200, b"", stream=True)
         call = Call(method, path, copy.deepcopy(body), tuple(query_params),
@@ -157,6 +162,8 @@ class FakeApi:
             if pod is None:
                 return _status(404, f'pods "{m.group(2)}" not found', "NotFound", {"name": m.group(2), "kind": "pods"})
             return Response(200, orjson.dumps(pod))
+        if (m := _PODS.match(call.path)) and call.method == "GET" and ("watch", "true") in call.query:
+            return self._watch_history(m.group(1), call.query)
         if call.method == "GET" and call.path == "/api/v1/pods":
             return self._list([pod for pod in self.pods.values() if _selected(pod, call.query)])
         if call.method == "GET" and call.path in self.lists:
@@ -250,6 +257,25 @@ class FakeApi:
     def _bump(self, obj: JSON) -> None:
         self.resource_version += 1
         obj["metadata"]["resourceVersion"] = str(self.resource_version)
+        if obj.get("kind", "Pod") == "Pod" and "spec" in obj:
+            self.history.append(copy.deepcopy(obj))
+
+    def _watch_history(self, namespace: str, query: tuple[tuple[str, str], ...]) -> Response:
+        """A watch of one namespace's pods (a `metadata.name` fieldSelector) from `resourceVersion`,
+        with `timeoutSeconds`: the versions written after it, as newline-delimited MODIFIED events,
+        then the stream ends; with `history_expired`, one ERROR event (410 Expired) instead."""
+        params = dict(query)
+        since = int(params.get("resourceVersion") or "0")
+        name = params.get("fieldSelector", "").removeprefix("metadata.name=")
+        kept = [pod for pod in self.history if pod["metadata"]["namespace"] == namespace
+                and (not name or pod["metadata"]["name"] == name)]
+        if self.history_expired:
+            expired = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired", "code": 410,
+                       "message": f"too old resource version: {since}"}
+            return Response(200, orjson.dumps({"type": "ERROR", "object": expired}) + b"\n")
+        events = [{"type": "MODIFIED", "object": pod} for pod in kept
+                  if int(pod["metadata"]["resourceVersion"]) > since]
+        return Response(200, b"".join(orjson.dumps(event) + b"\n" for event in events))
 
     def bind(self, namespace: str, name: str, body: JSON) -> Response:
         pod = self.pods.get((namespace, name))

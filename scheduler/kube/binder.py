@@ -21,7 +21,9 @@ flight. Outcomes (docs/design.md §3):
   as read is handed to the core, so its state shows the truth before the watch does. Bound to our
   node with our devices is ours only if the pod carries our Binding's `tessera.dev/term`: another
   term or install deciding the pod the same way bound it otherwise (`conflict`, `bound_by_other`:
-  the pod is theirs, this replica claims no success). A pod read
+  the pod is theirs, this replica claims no success) — unless the pod's history shows our Binding
+  bound it and a newer leader's term fence wrote its token over ours after (`_bound_by_ours`: the
+  first change after the version our Binding is conditional on, replayed by a watch). A pod read
   back *unbound* at the resourceVersion the Binding is conditional on settles nothing — our
   earlier request can still land — so the same Binding is sent again until an answer is certain;
   unbound at any other resourceVersion settles it: no send of ours can ever land (the apiserver's
@@ -53,6 +55,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
+import orjson
 import structlog
 from anyio.abc import TaskStatus
 
@@ -81,6 +84,9 @@ _REFUSED = frozenset({400, 401, 403, 405, 406, 410, 413, 415, 422})
 # the delay between tries of a write that did not land, doubled each time (the Binder, the term fence)
 RESEND_INITIAL, RESEND_MAX = 0.2, 5.0
 APISERVER_REQUEST_TIMEOUT = 60.0  # kube-apiserver's --request-timeout default
+# how long the watch that replays a pod's history (`Binder._bound_by_ours`) stays open: the changes
+# since the Binding's version come at once, then the apiserver ends the watch
+HISTORY_WATCH_SECONDS = 1
 # the message of a Binding withdrawn by the replica that gave up on it: the same every time (it
 # goes into the pod's PodScheduled condition; the versions are in the result's `detail`)
 WITHDRAWN = "the Binding was withdrawn (the pod's resourceVersion changed, so it can never land)"
@@ -280,7 +286,7 @@ class Binder:
                     if sends:  # the last read may predate a request that landed just before the window closed
                         settled, observed = await self._resolve(binding)
                         if settled is not None:
-                            return _read_back(binding, settled, observed, first_error, sends, deposed)
+                            return await self._read_back(binding, settled, observed, first_error, sends, deposed)
                         if binding.resource_version:  # the window is no bound on a request in a proxy
                             return await self._withdraw(binding, first_error, sends, deposed, why=NOT_LEADING)
                     message = (f"{NOT_LEADING}; the Binding was not sent" if not sends else
@@ -291,7 +297,8 @@ class Binder:
             settled, observed = await self._resolve(binding)
             if settled is not None:
                 # deposed while the send was out counts too: that is when a fence refuses it
-                return _read_back(binding, settled, observed, first_error, sends, deposed or self.term() != term)
+                return await self._read_back(binding, settled, observed, first_error, sends,
+                                             deposed or self.term() != term)
             log.info("binder.unsettled", pod=pod, node=binding.node, error=message, sends=sends)
             await self._sleep(delay * (1 + random.random() * 0.2))
             delay = min(delay * 2, RESEND_MAX)
@@ -349,7 +356,7 @@ class Binder:
                     return BindResult(binding, Outcome.RETRY, f"{why}; {WITHDRAWN}", 0.0, observed=answer.pod,
                                       sends=sends, detail=detail, not_leading=why == NOT_LEADING, withdrawn=True)
                 if settled is not None:
-                    return _read_back(binding, settled, answer.pod, first_error, sends, deposed)
+                    return await self._read_back(binding, settled, answer.pod, first_error, sends, deposed)
                 failed = "the write left the pod at the Binding's resourceVersion"  # defensive: see the token
             log.warning("binder.withdraw_failed", pod=f"{binding.namespace}/{binding.name}", node=binding.node,
                         error=failed, retry_in=round(delay, 1),
@@ -358,7 +365,62 @@ class Binder:
             delay = min(delay * 2, RESEND_MAX)
             settled, observed = await self._resolve(binding)
             if settled is not None:
-                return _read_back(binding, settled, observed, first_error, sends, deposed)
+                return await self._read_back(binding, settled, observed, first_error, sends, deposed)
+
+    async def _read_back(self, binding: Binding, settled: Outcome, observed: dict[str, Any] | None,
+                         first_error: str, sends: int, deposed: bool) -> BindResult:
+        """The result a read-back settled (`_read_back` below), after one more look when it shows the
+        pod bound to our node with our devices under another `tessera.dev/term`: our Binding may
+        have bound it all the same (`_bound_by_ours`)."""
+        if (settled is Outcome.CONFLICT and observed is not None and _same_placement(binding, observed)
+                and await self._bound_by_ours(binding)):
+            settled = Outcome.BOUND
+        return _read_back(binding, settled, observed, first_error, sends, deposed)
+
+    async def _bound_by_ours(self, binding: Binding) -> bool:
+        """Whether our Binding is what bound the pod, for a pod that reads as bound to our node with
+        our devices under another `tessera.dev/term` than our Binding's. A newer leader's term
+        fence, written from a cache that still showed the pod unbound, can land just after our
+        Binding did (its merge patch has only the uid as a precondition) and write its token over
+        ours: the pod as read is then the same as after the fence and that leader's own Binding.
+        Its history tells them apart: our Binding is conditional on `resource_version`, so it can
+        land only on that version, and it bound the pod exactly when the first change after that
+        version (a watch from it replays them) binds the pod to our node with our devices under
+        our token (the apiserver sets the node and copies a Binding's annotations in one update).
+        Anything that proves nothing — no version to start from, a history the watch cache no
+        longer holds (410 Expired), a failed or unreadable watch — is not ours (fail closed: the
+        pod is then counted as the other's binding, its devices all the same)."""
+        ours = binding.annotations.get(TERM)
+        if not binding.resource_version or ours is None:
+            return False
+        query = [("watch", "true"), ("fieldSelector", f"metadata.name={binding.name}"),
+                 ("resourceVersion", binding.resource_version), ("allowWatchBookmarks", "false"),
+                 ("timeoutSeconds", str(HISTORY_WATCH_SECONDS))]
+        try:
+            async with self._slots:
+                response = await self.http.request("GET", f"/api/v1/namespaces/{binding.namespace}/pods",
+                                                   query=query, timeout=self.timeout, limited=False)
+        except TRANSPORT_ERRORS:
+            return False
+        if not response.ok:
+            return False
+        for line in response.body.splitlines():
+            if not line.strip():
+                continue
+            try:
+                event = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                return False
+            if not isinstance(event, dict) or event.get("type") not in ("ADDED", "MODIFIED"):
+                return False  # an ERROR (410 Expired: the history is gone), a DELETED, or no event
+            pod = event.get("object")
+            if not isinstance(pod, dict) or not isinstance(pod.get("metadata"), dict):
+                return False
+            meta = pod["metadata"]
+            # the first change after our version: ours only if it is our Binding landing
+            return (meta.get("uid") == binding.uid and _same_placement(binding, pod)
+                    and (meta.get("annotations") or {}).get(TERM) == ours)
+        return False  # no change since our version came (within the watch's timeout): nothing proven
 
     async def _resolve(self, binding: Binding) -> tuple[Outcome | None, dict[str, Any] | None]:
         """Read the pod until a read succeeds: what it settles (None: still unbound) and the pod."""
@@ -430,8 +492,8 @@ def _bound_by_other(binding: Binding, pod: dict[str, Any], withdrawn_with: str =
     onto a pod already carrying ours; such a pod counts as ours, as before. (A newer leader's fence
     writes its token only onto pods its cache holds unbound: onto one our Binding bound just
     before, only when that Binding landed as the fence wrote, a Lease duration after we stopped
-    leading; it would then read as the newer term's, no success of ours, the pod counted all
-    the same.)"""
+    leading. The pod then reads as the newer term's; `Binder._bound_by_ours` looks at its history
+    before the result says so.)"""
     ours = binding.annotations.get(TERM)
     if ours is None:
         return None

@@ -164,6 +164,9 @@ def scheduler_calls(ns: str) -> list[Call]:
     calls += [
         Call("binder.py Binder._resolve", "GET", f"/api/v1/namespaces/{ns}/pods/absent", "", "pods", "get",
              "absent", ns),
+        Call("binder.py Binder._bound_by_ours", "GET",
+             f"/api/v1/namespaces/{ns}/pods?watch=true&fieldSelector=metadata.name%3Dabsent"
+             "&allowWatchBookmarks=false&timeoutSeconds=1", "", "pods", "watch", "absent", ns),
         Call("binder.py Binder._post", "POST", f"/api/v1/namespaces/{ns}/pods/absent/binding?dryRun=All",
              "", "pods/binding", "create", "absent", ns, binding),
         Call("status.py StatusWriter.pod_waiting", "PATCH", f"/api/v1/namespaces/{ns}/pods/absent/status",

@@ -197,3 +197,125 @@ async def test_the_loop_takes_the_other_leaders_binding_as_the_pods_and_claims_n
     placement = loop.core.state.placements[uid]
     assert placement.node == "n" and not placement.assumed
     assert not api.pod("default", "q")["spec"].get("nodeName") and len(api.of("POST", "/binding")) == 1
+
+
+# --- a newer leader's fence written just after our late Binding landed ----------------------------
+
+def _fence(api: FakeApi, token: str) -> None:
+    """A newer leader's term fence onto pod p, its cache still showing the pod unbound: a merge
+    patch through pods/status whose only precondition is the uid (scheduler/kube/term_write.py),
+    so it lands on the pod our Binding has just bound and writes its token over ours."""
+    pod = api.pod("default", "p")
+    assert api._patch_status("default", "p", {"metadata": {"uid": pod["metadata"]["uid"],
+                                                           "annotations": {ann.TERM: token}}}).status == 200
+
+
+async def test_our_binding_answered_201_is_ours_whatever_token_a_fence_writes_after_it() -> None:
+    """The fence lands between our Binding and its answer: the 201 is the apiserver saying this
+    request bound the pod, whatever the pod carries afterwards (no read-back is done)."""
+    api, binder, results, binding = _setup([1])
+
+    def bind_then_fence(call: Call) -> Response | None:
+        if call.method == "POST" and call.path.endswith("/pods/p/binding"):
+            answer = api.bind("default", "p", call.body)
+            _fence(api, NEWER)
+            return answer
+        return None
+
+    api.handlers.insert(0, bind_then_fence)
+    await _run(binder, binding)
+    [result] = results
+    assert (result.outcome, result.bound_by_other) == (Outcome.BOUND, False)
+    assert api.pod("default", "p")["metadata"]["annotations"][ann.TERM] == NEWER
+
+
+@pytest.mark.parametrize("deposed", [False, True])
+async def test_our_late_binding_whose_answer_was_lost_is_ours_though_a_newer_fence_wrote_over_its_token(
+        deposed: bool) -> None:
+    """Session 50's closing note: our Binding lands (its answer lost: a broken connection), and a
+    newer leader's fence, written from a cache that still showed the pod unbound, lands right
+    after it and writes its token over our Binding's. The read-back shows our node, our devices
+    and the newer term's token: read as the newer term's Binding (`bound_by_other`), with no
+    "Successfully assigned" Event and no success anywhere — nobody else bound it. The pod as read
+    cannot tell this from the fence followed by the newer leader's own Binding; its history can:
+    our Binding is conditional on the version we decided at, so it bound the pod only if the
+    first change after that version is the Binding, carrying our token."""
+    term = [1]
+    api, binder, results, binding = _setup(term)
+    api.fail_next("POST", "/binding", hold=True)
+
+    def land_then_fence(method: str, path: str) -> None:
+        if method == "POST" and deposed:
+            term[0] = 2
+        if method == "GET" and api.held:
+            [landed] = api.deliver_held()
+            assert landed.status == 201
+            _fence(api, NEWER)
+
+    api.before = land_then_fence
+    with capture_logs() as logs:
+        await _run(binder, binding)
+    [result] = results
+    assert api.pod("default", "p")["metadata"]["annotations"][ann.TERM] == NEWER
+    assert (result.outcome, result.bound_by_other) == (Outcome.BOUND, False)
+    assert [e["event"] for e in logs if e["event"].startswith("binder.")][-1] == "binder.bound_despite_error"
+
+
+async def test_a_history_the_watch_cache_no_longer_holds_leaves_the_pod_the_other_terms() -> None:
+    """The same race, but the versions since our decision are gone from the watch cache (410):
+    nothing proves the Binding was ours, so it is not claimed (as before)."""
+    api, binder, results, binding = _setup([1])
+    api.history_expired = True
+    api.fail_next("POST", "/binding", hold=True)
+
+    def land_then_fence(method: str, path: str) -> None:
+        if method == "GET" and api.held:
+            api.deliver_held()
+            _fence(api, NEWER)
+
+    api.before = land_then_fence
+    await _run(binder, binding)
+    [result] = results
+    assert (result.outcome, result.bound_by_other, result.bound_by) == (Outcome.CONFLICT, True, NEWER)
+
+
+def _our_binding_lands_then_the_next_terms_fence(api: FakeApi) -> Callable[[str, str], None]:
+    """`before`: the first read after the held Binding delivers it (201, its answer lost) and
+    then the next term's fence writes its token over ours."""
+    def before(method: str, path: str) -> None:
+        if method == "GET" and api.held:
+            [landed] = api.deliver_held()
+            assert landed.status == 201
+            _fence(api, NEWER)
+    return before
+
+
+async def test_the_loop_counts_our_late_binding_under_a_newer_fence_as_its_success() -> None:
+    """The loop: "Successfully assigned" Event, `binder.bound`, `result="success"`; the pod bound
+    to n with its GPU, not freed for q."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(b.pod("p", requests={"nvidia.com/gpu": 1}))
+    api.add_pod(b.pod("q", requests={"nvidia.com/gpu": 1}, priority=0))  # waits for p's GPU
+    api.fail_next("POST", "/pods/p/binding", hold=True)
+    api.before = _our_binding_lands_then_the_next_terms_fence(api)
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
+                         leader_term=lambda: 1, term_fence=lambda: OURS)
+    metrics = Metrics()
+    loop.hooks = MetricsHooks(metrics, loop)
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await until(lambda: any(e["event"] in ("binder.bound", "binder.bound_by_other") for e in logs))
+            await anyio.sleep(0.2)  # q gets a cycle: it must not get p's GPU
+            owner.cancel_scope.cancel()
+    assert api.pod("default", "p")["metadata"]["annotations"][ann.TERM] == NEWER
+    assert [e["note"] for e in api.events.values() if e["reason"] == "Scheduled"] == \
+        ["Successfully assigned default/p to n"]
+    assert not [e for e in logs if e["event"] == "binder.bound_by_other"]
+    assert metrics.registry.get_sample_value("tessera_bindings_total", {"result": "success"}) == 1.0
+    assert not metrics.registry.get_sample_value("tessera_bindings_total", {"result": "conflict"})
+    uid = api.pod("default", "p")["metadata"]["uid"]
+    placement = loop.core.state.placements[uid]
+    assert placement.node == "n"
+    assert not api.pod("default", "q")["spec"].get("nodeName")
