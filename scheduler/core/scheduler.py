@@ -30,7 +30,7 @@ from scheduler.core.held_elsewhere import assume_held
 from scheduler.core.intake import Intake
 from scheduler.core.lifecycle import DeviceHold
 from scheduler.core.nominations import hold_nominated
-from scheduler.core.capacity import ClusterTotals, level_alone
+from scheduler.core.capacity import ClusterTotals, and_never_fits, level_alone
 from scheduler.core.classes import ResourceClass
 from scheduler.core.objects import JSON, Device, Pod
 from scheduler.core.outcomes import BindingOutcomes
@@ -350,6 +350,19 @@ class Scheduler:
             return placement.level(key) if placement is not None else level_alone(pod, key)
 
         return ClusterTotals(engine.state, level_of)
+
+    def never_fits_told(self, waiting: Mapping[str, str]) -> dict[str, str]:
+        """Each pending pod's message in `waiting` (by pod key) with `capacity.and_never_fits`'
+        sentence after it when its gang can never fit or has too few pods to be tried: the dry
+        runs' reports (what-if's RESULT, simulate's unschedulable pods) say it alike; a key no
+        pod has any more keeps its message."""
+        state = self._engine.state
+        totals = self.cluster_totals()
+        out = {}
+        for key, message in waiting.items():
+            pod = state.pod_by_key(key)
+            out[key] = and_never_fits(message, state, pod, totals) if pod is not None else message
+        return out
 
     def class_statuses(self) -> list[ClassStatus]:
         state = self._engine.state

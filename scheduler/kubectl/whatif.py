@@ -17,7 +17,6 @@ from typing import Any
 
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.core import annotations as ann
-from scheduler.core.capacity import and_never_fits
 from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.scheduler import Scheduler
 from scheduler.kubectl.leadership import Leadership
@@ -110,15 +109,12 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
 
 
 def _never_fits(found: dict[str, Outcome], scheduler: Scheduler) -> None:
-    """A pod left pending whose gang the cluster can never hold says so after its message, as
-    `kubectl tessera explain` and the PodGroup's Event do (a new user's trial: upstream's "only 4
-    of the 5 members it needs fit" read as if waiting would help)."""
-    state = scheduler.state
-    totals = scheduler.cluster_totals()
-    for key, outcome in found.items():
-        pod = state.pod_by_key(key)
-        if not outcome.node and pod is not None:
-            found[key] = replace(outcome, message=and_never_fits(outcome.message, state, pod, totals))
+    """A pod left pending whose gang the cluster can never hold (or has too few pods to be tried)
+    says so after its message, as `kubectl tessera explain` and the PodGroup's Event do (a new
+    user's trial: upstream's "only 4 of the 5 members it needs fit" read as if waiting would help)."""
+    told = scheduler.never_fits_told({key: outcome.message for key, outcome in found.items() if not outcome.node})
+    for key, message in told.items():
+        found[key] = replace(found[key], message=message)
 
 
 def _devices(annotations: dict[str, str]) -> tuple[str, ...]:

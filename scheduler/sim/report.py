@@ -12,6 +12,7 @@ from typing import IO
 import orjson
 
 from scheduler.api.config import SchedulerConfig
+from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.resources import CPU
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim.replay import Replay, ReplayStats, WatchEvent, attempt_line, read_events
@@ -118,6 +119,7 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
     by_node: dict[str, list[str]] = defaultdict(list)
     waiting = {key: attempt.message for key, attempt in stats.final.items() if attempt.node is None}
     waiting.update(scheduler.gated())  # never attempted: their gate says why they wait
+    waiting = scheduler.never_fits_told(waiting)  # a gang that never fits, or too few pods: as what-if says
     unscheduled = [(key, message) for key, message in sorted(waiting.items())
                    if key not in stats.evicted and scheduler.is_pending(key)]
     placed = already_bound = moved = 0  # of the pods on a node now: placed by this replay, or bound by the input
@@ -154,8 +156,11 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
         for message, keys in sorted(by_message.items(), key=lambda item: (-len(item[1]), item[0])):
             more = f", ... {len(keys) - 3} more" if len(keys) > 3 else ""
             lines.append(f"  {count(len(keys), 'pod')} ({', '.join(keys[:3])}{more}): {message}")
+    by_preemptor: dict[str, list[str]] = defaultdict(list)
     for key, by in sorted(stats.evicted.items()):
-        lines.append(f"  {key}: evicted for {by}")
+        by_preemptor[by].append(key)
+    for by, keys in sorted(by_preemptor.items()):  # why each went, in what-if's words
+        lines.append(f"  evicted for {by}: {listed_all(keys, [stats.evicted_why.get(key, '') for key in keys])}")
     others = scheduler.waiting_for_others()
     if others:  # a configuration whose profiles the pods do not name schedules none of them
         names = ", ".join(f"{name} ({number})" for name, number in sorted(others.items()))
