@@ -639,6 +639,15 @@ def _device_gpu(facts: _Facts, device: Device, index: int, status: str, fenced: 
         reason = "; ".join(f"its {dimension} went down to {format_quantity(capacity)} under {format_quantity(used)} held"
                            for dimension, used, capacity in cut) + \
             f" by {', '.join(claimants)}: they keep their slices, no more is given out until they fit"
+    elif (not reason and use is not None and len(alone := state.ledger.holders(use)[1]) == 1 and not use.exclusive
+          and (over := state.ledger.overfilled(device.name, use))):
+        # one pod's slices over a capacity, not seen cut beneath them: no second holder to conflict with,
+        # and the core never gives a slice beyond a capacity
+        how = (UNTOLD if state.ledger.untold(use) else
+               "given beyond it by a Binding Tessera did not decide (another scheduler, or a Binding by hand)")
+        holder = next(iter(alone))
+        reason = (f"its slices use {over_text(over)}, held by {state.pods[holder].key if holder in state.pods else holder} "
+                  f"alone: {how}; no more of it is given out until they fit")
     other_nodes = state.device_ids.elsewhere(device.name) if device.device_id else []
     if other_nodes and state.device_ids.node_of(device.name) == device.node_name:  # not a held form it left behind
         named = ", ".join(f"{other} on node {node}" for other, node in other_nodes)
