@@ -199,7 +199,9 @@ class Summary:
 
     @property
     def fragmentation(self) -> float:
-        """The share of free GPUs that sit on partly used nodes (0 when nothing is free)."""
+        """The share of free GPUs that sit on partly used nodes (0 when nothing is free): `-o json`'s
+        `summary.fragmentation` and the benchmarks' figure; the line says it in words (not
+        TesseraFragmentation's measure)."""
         return self.free_on_partial / self.free if self.free else 0.0
 
     def line(self) -> str:
@@ -208,10 +210,12 @@ class Summary:
         conflicts = (f", {self.conflicts} GPU{'' if self.conflicts == 1 else 's'} claimed by more than one pod"
                      if self.conflicts else "")
         text = (f"GPUs: {self.gpus} total, {self.used} in use{shared}, {self.free} free, "
-                f"{self.unavailable} unavailable{conflicts}; fragmentation {round(self.fragmentation * 100)} %")
-        if self.free:
-            text += (f" ({self.free_on_partial} of {self.free} free GPUs on partly used nodes; "
-                     f"most free on one node: {self.largest_free}, {self.largest_free_node})")
+                f"{self.unavailable} unavailable{conflicts}")
+        if self.free:  # `fragmentation` in words: "fragmentation 100 %" read as a badly fragmented cluster
+            text += (f"; of the {self.free} free, {self.free_on_partial} ({round(self.fragmentation * 100)} %) "
+                     f"{'sits' if self.free_on_partial == 1 else 'sit'} on nodes with GPUs in use, "
+                     f"{self.free - self.free_on_partial} on nodes with none in use; "
+                     f"most free on one node: {self.largest_free}, {self.largest_free_node}")
         return text
 
 

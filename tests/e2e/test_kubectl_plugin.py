@@ -116,7 +116,7 @@ async def test_nodes_shows_every_gpu_as_the_core_sees_it(clean_cluster: LocalCon
 
     table = await _ok(clean_cluster, "nodes")
     assert table.splitlines()[0].split() == ["NODE", "GPU", "MODEL", "MEMORY", "STATE", "USE", "PODS", "REASON"]
-    assert table.rstrip().endswith("most free on one node: 2, map-n2)")
+    assert table.rstrip().endswith("most free on one node: 2, map-n2")
     as_yaml = yaml.safe_load(await _ok(clean_cluster, "nodes", "-o", "yaml"))
     # the same document, read a moment later (Tessera may have written a gang member's reason since)
     assert (as_yaml["nodes"], as_yaml["summary"]) == (view["nodes"], view["summary"])

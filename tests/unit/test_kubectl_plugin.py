@@ -64,8 +64,8 @@ cpu-node (cordoned)   -     -       -        -        -           -             
 
 gpu-node-1: ns/d waits for the allocation gate
 
-GPUs: 3 total, 2 in use (1 shared), 1 free, 0 unavailable; fragmentation 100 % \
-(1 of 1 free GPUs on partly used nodes; most free on one node: 1, gpu-node-1)"""
+GPUs: 3 total, 2 in use (1 shared), 1 free, 0 unavailable; of the 1 free, 1 (100 %) sits on nodes with GPUs in use, \
+0 on nodes with none in use; most free on one node: 1, gpu-node-1"""
 
 
 def test_a_tainted_node_is_noted_under_the_table() -> None:
