@@ -32,8 +32,8 @@ class Intake:
         self._sync_queue(obj, before, now)
         if before is None and obj.get("kind") == "Pod" and event_type != "DELETED":
             self._observe(obj)
-        engine.take(events, now)
-        return notices
+        engine.take(events, now)  # may forget a pod (a held Binding redone): what that found is told now too
+        return [*notices, *engine.state.take_deferred()] if engine.state.deferred else notices
 
     def _named_pod(self, obj: JSON) -> str | None:
         """The uid the state files the pod's namespace/name under, if any."""

@@ -7,6 +7,7 @@ The live loop, the simulator and the benchmarks all drive it the same way:
     ... POST each placed attempt's Binding (or wait for take_released() when it was deferred);
     ... on a refusal scheduler.binding_failed(uid, now), on 404/409 scheduler.binding_dropped(uid);
     ... on a Binding outdated by another writer's edit of the pod scheduler.binding_outdated(uid, now)
+    notices = scheduler.take_notices()                   # after those: what forgetting a pod found
 
 A placed attempt is already *assumed* in the state (its resources and devices are held), so the
 next cycle can run while the Binding is in flight. Everything else the shell needs to know — for
@@ -185,6 +186,15 @@ class Scheduler:
     def abandon_deferred(self, now: float) -> None:
         """Lost the lease: Bindings not sent yet are not ours to send; their pods go back to the queue."""
         self._outcomes.abandon(now)
+
+    def take_notices(self) -> list[Notice]:
+        """What the core found to report while doing something other than taking a watch event
+        (whose notices `apply` returns): a pod forgotten — a held Binding redone or abandoned, a
+        Binding refused, a gang's trial undone, a victim taken back from its Permit — that let go
+        of a device moved to another node, which may take that node beyond its allocatable
+        (DevicesBeyondAllocatable). Asked after every call that may forget a pod, so a notice is
+        told when it is raised, not at the next event (a replay or a dry run may have none)."""
+        return self._engine.state.take_deferred()
 
     def take_released(self) -> list[Attempt]:
         """Held Bindings a permit plugin (the allocation gate) has let go: send them now."""

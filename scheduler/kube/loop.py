@@ -340,7 +340,11 @@ class SchedulerLoop:
 
     def _submit_released(self) -> None:
         """Bindings the allocation gate held back and has now let through (only while leading, and
-        not once stopping: the drain has passed, and a POST cut by the shutdown could still land)."""
+        not once stopping: the drain has passed, and a POST cut by the shutdown could still land).
+        First what the core found while forgetting a pod since (a Binding refused, a held one
+        redone): asked here, after every event, cycle and Binding result, so it is told when raised."""
+        for notice in self.core.take_notices():
+            self._report(notice)
         for rejected in self.core.take_rejected():
             self._gate_rejected(rejected)
         if self._stopping or not self.is_leader():

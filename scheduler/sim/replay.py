@@ -131,6 +131,7 @@ class Replay:
         erred: set[str] = set()  # pods whose last attempt failed with an error, nothing placed since
         while True:
             attempts = scheduler.schedule_next(self.now)
+            self.stats.notices += scheduler.take_notices()  # a pod the cycle forgot (a gang's trial undone)
             for rejected in scheduler.take_rejected():  # held Bindings the gate decided again
                 self.stats.final[rejected.pod.key] = rejected
             if attempts is None:

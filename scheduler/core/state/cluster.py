@@ -58,7 +58,8 @@ class ClusterState:
         self.order_version = 0  # bumped when a node leaves node_order (positions shift)
         self.capacity_version = 0  # bumped when a node comes, goes or changes its allocatable
         # what a change deep in the state found to report (a moved device's node going over its
-        # count as the device's holder left: `_unplace`), handed out by the next `apply`
+        # count as the device's holder left: `_unplace`), handed out by the `apply` it happened in,
+        # else by `take_deferred` (a pod forgotten outside any watch event: `Scheduler.take_notices`)
         self.deferred: list[Notice] = []
         self.victim_priority_version = 0  # bumped when a PodGroup's class or a class's value changes
         self.dirty: set[str] = set()  # nodes changed since the vector index last looked
@@ -152,6 +153,11 @@ class ClusterState:
         pod = self.pods.get(uid)
         return pod.key if pod is not None else uid
 
+    def take_deferred(self) -> list[Notice]:
+        """The notices `deferred` holds, now handed out (and no longer held)."""
+        deferred, self.deferred = self.deferred, []
+        return deferred
+
     def pod_by_key(self, key: str) -> Pod | None:
         uid = self.by_key.get(key)
         return self.pods.get(uid) if uid is not None else None
@@ -237,7 +243,7 @@ class ClusterState:
         try:
             events, notices = handler(self, event_type, obj)
             if self.deferred:
-                notices, self.deferred = [*notices, *self.deferred], []
+                notices = [*notices, *self.take_deferred()]
             return events, notices
         except ObjectError as err:
             events = self._delete_unreadable(str(kind), obj, name, held) if event_type == "DELETED" else []
