@@ -652,15 +652,18 @@ class SchedulerLoop:
     def _handle(self, attempt: Attempt, seconds: float) -> None:
         pod = attempt.pod
         profile = pod.scheduler_name
+        # one reading of the clock: the time carried over runs to `now`, and a placed pod's attempt
+        # runs on from `now` (two readings would lose what comes between, a log line, a GC pause)
+        now = time.monotonic()
         carried = self._carried_seconds.pop(pod.uid, None)
         if carried is not None:  # the attempt an outdated Binding did not end: it went on until now
-            seconds = carried[0] + (time.monotonic() - carried[1])
+            seconds = carried[0] + (now - carried[1])
         if attempt.node is not None:
             self.stats.scheduled += 1
             log.debug("cycle.scheduled", pod=pod.key, node=attempt.node, attempts=attempt.attempts)
             # counted once its Binding lands ("scheduled") or fails ("error"), as upstream's
             # binding cycle counts it, with the Binding's time in the attempt's duration
-            self._binding_attempts[pod.uid] = (profile, seconds, attempt, time.monotonic())
+            self._binding_attempts[pod.uid] = (profile, seconds, attempt, now)
             if attempt.deferred:  # another pod on the node is still being handed its devices
                 log.info("binder.gate_wait", pod=pod.key, node=attempt.node)
                 self._end_permit_wait(pod.uid, "Unschedulable")  # an earlier hold redone within these cycles
