@@ -160,7 +160,13 @@ def too_few_members(state: ClusterState, pod: Pod) -> str:
     it is no PodGroup Warning (`coscheduling.unschedulable_notice`: a gang with too few pods is
     not tried), only explain's, what-if's and the GPU map's words. Every member that has not
     finished exists, a leaving or gated one too (a controller replaces a deleted pod; a gate is
-    lifted): "" while that many exist, or the minimum is not known."""
+    lifted): "" while that many exist, or the minimum is not known.
+
+    Why: a Job's parallelism below the minimum, unless members succeeded (a trial's Job of
+    parallelism 8 and completions 12 under minMember 8: after 8 succeeded the last 4 wait for
+    ever, as upstream's, whose informer drops finished pods; "raise parallelism" was wrong advice
+    there): then its last completions, fewer than the minimum. Failed members alone are replaced
+    by a Job's controller, so they do not change the advice."""
     gang = pod.gang
     if gang is None:
         return ""
@@ -171,10 +177,16 @@ def too_few_members(state: ClusterState, pod: Pod) -> str:
     what, field = (("PodGroup", "minCount" if gang.api == WORKLOAD_API else "minMember") if gang.from_podgroup
                    else ("gang", "min-available"))
     short = minimum - existing
+    ended = Counter(state.pods[uid].phase for uid in state.gangs.history.get(gang.key, ())
+                    if uid in state.pods and state.pods[uid].terminal)
+    succeeded, failed = ended["Succeeded"], ended["Failed"]
+    why = (f"a Job's parallelism below {field} never starts: raise it, or lower {field}" if not succeeded else
+           f"{succeeded} of its members succeeded{f' and {failed} failed' if failed else ''}, and finished members "
+           f"are not counted: a Job's last completions fewer than {field} never start; lower {field}, or make "
+           f"completions a multiple of it")
     return (f"Only {existing} pod{'' if existing == 1 else 's'} of {what} {gang_name(gang.key)} "
             f"exist{'s' if existing == 1 else ''} and its {field} is {minimum}: no member is tried until {short} more "
-            f"{'is' if short == 1 else 'are'} created (a Job's parallelism below {field} never starts: raise it, or "
-            f"lower {field}).")
+            f"{'is' if short == 1 else 'are'} created ({why}).")
 
 
 def and_never_fits(message: str, state: ClusterState, pod: Pod, totals: ClusterTotals) -> str:

@@ -63,3 +63,49 @@ def test_no_hint_while_enough_pods_exist_or_a_member_is_only_leaving() -> None:
     result = explaining.explain(_cluster(members=5, leaving=1), "default/job-1", config(BINPACK), [], 0.0)
     assert result is not None and result.too_few_members == ""
     assert "no member is tried until" not in explaining.render(result, 0.0)
+
+
+def _job_twelve(failed: int = 0) -> list[dict[str, Any]]:
+    """A Job of parallelism 8 and completions 12 under a PodGroup of minMember 8 (a trial's): 8
+    members succeeded on n1 (and `failed` more failed), the last 4 wait; the scheduler counts
+    only the 4 (upstream's informer drops finished pods), so they wait for ever."""
+    gang = {"scheduling.x-k8s.io/pod-group": "ft8"}
+    done = [b.pod(f"ft8-{i}", limits={"nvidia.com/gpu": 1}, labels=gang, node_name="n1", phase="Succeeded")
+            for i in range(8)]
+    lost = [b.pod(f"ft8-f{i}", limits={"nvidia.com/gpu": 1}, labels=gang, node_name="n1", phase="Failed")
+            for i in range(failed)]
+    waiting = [b.pod(f"ft8-{i}", limits={"nvidia.com/gpu": 1}, labels=gang) for i in range(8, 12)]
+    return [b.node("n1", gpus=8), b.podgroup("ft8", 8), *done, *lost, *waiting]
+
+
+FINISHED_HINT = ("Only 4 pods of PodGroup default/ft8 exist and its minMember is 8: no member is tried until 4 more "
+                 "are created (8 of its members succeeded, and finished members are not counted: a Job's last "
+                 "completions fewer than minMember never start; lower minMember, or make completions a multiple "
+                 "of it).")
+
+
+def test_a_jobs_last_completions_below_minmember_are_told_apart_from_a_low_parallelism() -> None:
+    """The trial's ft8: parallelism 8 = minMember, so "a Job's parallelism below minMember never
+    starts: raise it" was wrong advice; the 8 that succeeded are what the count leaves out."""
+    result = explaining.explain(_job_twelve(), "default/ft8-8", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None
+    assert "current pods number: 4, minMember of group: 8" in result.dry_run.message  # upstream's count
+    assert result.too_few_members == FINISHED_HINT
+    assert "parallelism" not in explaining.render(result, 0.0)
+    first = next(o for o in whatif.what_if(_job_twelve(), config(BINPACK), 0.0).outcomes if o.pod == "default/ft8-8")
+    assert first.message.endswith(FINISHED_HINT), first.message
+
+
+def test_failed_members_alone_keep_the_parallelism_hint_and_are_counted_when_some_succeeded() -> None:
+    """Failed members are replaced by a Job's controller: only succeeded ones mean remaining
+    completions; both are said when both finished."""
+    result = explaining.explain(_job_twelve(failed=2), "default/ft8-8", config(BINPACK), [], 0.0)
+    assert result is not None
+    assert result.too_few_members == FINISHED_HINT.replace("8 of its members succeeded", "8 of its members succeeded "
+                                                           "and 2 failed")
+    only_failed = [o for o in _job_twelve(failed=2) if o.get("status", {}).get("phase") != "Succeeded"]
+    result = explaining.explain(only_failed, "default/ft8-8", config(BINPACK), [], 0.0)
+    assert result is not None
+    assert result.too_few_members == (
+        "Only 4 pods of PodGroup default/ft8 exist and its minMember is 8: no member is tried until 4 more are "
+        "created (a Job's parallelism below minMember never starts: raise it, or lower minMember).")
