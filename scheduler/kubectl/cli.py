@@ -1,4 +1,4 @@
-"""The `kubectl-tessera` executable: `kubectl tessera nodes | explain POD | what-if [--config FILE]`.
+"""The `kubectl-tessera` executable: `kubectl tessera nodes | explain POD|TYPE/NAME | what-if [--config FILE]`.
 
 One shape for every command: resolve the cluster as kubectl does (`target.py`), list it once
 (`scheduler.kube.snapshot`), compute, print a table or `-o json|yaml`. Errors are one line on
@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import anyio
 
 from scheduler.api.config import ConfigError, SchedulerConfig, load_config
@@ -30,7 +31,10 @@ from scheduler.kubectl import probe_pods, whatif
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE, DRY_RUN_FALLBACK, ChosenConfig, installed_config
 from scheduler.kubectl.leadership import Leadership, leadership
 from scheduler.kubectl.output import FORMATS, dump
+from scheduler.kubectl.reference import (BadReference, Reference, chosen_note, not_found, not_found_hint, reference,
+                                         workload_pods)
 from scheduler.kubectl.target import Target, resolve
+from scheduler.logs import describe_error
 from scheduler.view.listed import listed_view
 from scheduler.view.model import as_dict
 from scheduler.view.text import escape_terminal, render_nodes
@@ -98,7 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     _installed(nodes)
     nodes.set_defaults(func=_nodes)
     exp = command("explain", "why a pod is pending, or where it went and with which devices")
-    exp.add_argument("pod", help="the pod's name (in -n NAMESPACE), pod/NAME, or NAMESPACE/NAME")
+    exp.add_argument("pod", help="the pod's name (in -n NAMESPACE), pod/NAME, or NAMESPACE/NAME; or TYPE/NAME of "
+                                 "a job, deployment (deploy), replicaset (rs) or statefulset (sts): its first "
+                                 "pending pod, the others named on stderr")
     exp.add_argument("--config", help="the configuration to dry-run the pod with (default: the installed one, "
                                       "else the built-in one)")
     _installed(exp)
@@ -193,27 +199,41 @@ async def _nodes(args: argparse.Namespace, target: Target) -> int:
     return 0
 
 
-POD_TYPES = ("pod", "pods", "po")  # kubectl's TYPE/NAME for a pod
-
-
-def pod_reference(text: str, flag: str | None, default: str) -> tuple[str, str]:
-    """(namespace, name) of `explain`'s argument: NAME, kubectl's `pod/NAME`, or NAMESPACE/NAME;
-    a NAMESPACE/NAME that contradicts -n is an error rather than one of the two silently winning."""
-    prefix, _, name = text.rpartition("/")
-    if not prefix or prefix.lower() in POD_TYPES:
-        return flag or default, name
-    if flag is not None and flag != prefix:
-        raise CommandError(f"{text} names namespace {prefix!r} but -n gives {flag!r}: use one of the two")
-    return prefix, name
+async def _workload_pod(http: KubeHttp, ref: Reference, objects: list[dict[str, Any]]) -> str:
+    """The pod of the workload `ref` names to explain (`reference.workload_pods`), said on stderr
+    with the others that wait."""
+    assert ref.kind is not None
+    try:
+        response = await http.request("GET", ref.kind.path(ref.namespace, ref.name), limited=False)
+    except (aiohttp.ClientError, TimeoutError, OSError) as err:
+        raise CommandError(f"cannot read {ref.kind.word}/{ref.name}: {describe_error(err)}") from None
+    if response.status == 404:
+        raise CommandError(not_found(ref))
+    if response.status in (401, 403):
+        raise CommandError(rejected(http, response))
+    if not response.ok:
+        raise CommandError(f"cannot read {ref.kind.word}/{ref.name}: HTTP {response.status}: {response.message()}")
+    try:
+        pods = workload_pods(ref, response.json(), objects)
+    except BadReference as err:
+        raise CommandError(str(err)) from None
+    print(chosen_note(ref, pods), file=sys.stderr)
+    return pods[0][0]
 
 
 async def _explain(args: argparse.Namespace, target: Target) -> int:
     if args.config is not None:
         _config(args.config)  # a bad file fails before the cluster is read
-    namespace, name = pod_reference(args.pod, args.namespace, target.namespace)
+    try:
+        ref = reference(args.pod, args.namespace, target.namespace)
+    except BadReference as err:
+        raise CommandError(str(err)) from None
+    namespace, name = ref.namespace, ref.name
     http, listing = await _listing(target)
     try:
         chosen = await _chosen(args, http)
+        if ref.kind is not None:
+            name = await _workload_pod(http, ref, listing.objects)
         pod = next((obj for obj in listing.objects if obj.get("kind") == "Pod"
                     and (obj.get("metadata") or {}).get("namespace") == namespace
                     and (obj.get("metadata") or {}).get("name") == name), None)
@@ -227,7 +247,7 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
     finally:
         await http.api.close()
     if result is None:
-        raise CommandError(f'pods "{name}" not found in namespace "{namespace}"')
+        raise CommandError(not_found(replace(ref, name=name, kind=None)) + not_found_hint(args.pod))
     _print(explaining.as_dict(result), lambda: explaining.render(result, now), args.output)
     return 0
 

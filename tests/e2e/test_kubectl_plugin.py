@@ -152,6 +152,36 @@ async def test_explain_says_why_a_pod_waits_or_where_it_went(clean_cluster: Loca
     assert (status, err) == (1, f'error: pods "nope" not found in namespace "{scenario.namespace}"\n')
 
 
+async def test_explain_takes_a_workloads_type_and_name(clean_cluster: LocalControlPlane, kubectl: Kube,
+                                                       namespace: str) -> None:
+    """A trial: `explain job/ft8` and `explain deploy/infer` read `pods "ft8" not found` (job/ was
+    taken for a namespace). A Job's pods are the ones its selector matches (no controller runs
+    here: the test makes them); its first pending one is explained, the others named on stderr."""
+    template = {"metadata": {"labels": {"app": "ft8"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "x"}]}}
+    await kubectl.create(f"/apis/batch/v1/namespaces/{namespace}/jobs", {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ft8", "namespace": namespace},
+        "spec": {"manualSelector": True, "selector": {"matchLabels": {"app": "ft8"}}, "template": template}})
+    for name, labels, node in (("ft8-0", {"app": "ft8"}, "gone-node"), ("ft8-1", {"app": "ft8"}, ""),
+                               ("ft8-2", {"app": "ft8"}, ""), ("other", {"app": "else"}, "")):
+        pod = b.pod(name, namespace, labels=labels, limits={"nvidia.com/gpu": 1}, node_name=node)
+        del pod["metadata"]["uid"], pod["status"]
+        await kubectl.create_pod(namespace, pod)
+    status, out, err = await _plugin(clean_cluster, "explain", "job/ft8", "-n", namespace, "-o", "json")
+    assert status == 0, err
+    assert orjson.loads(out)["pod"] == f"{namespace}/ft8-1"
+    assert err == "job/ft8: 2 of its 3 pods pending; explaining ft8-1; also pending: ft8-2\n"
+    status, out, err = await _plugin(clean_cluster, "explain", "jobs.batch/ft8", "-n", namespace)
+    assert status == 0 and f"{namespace}/ft8-1" in out, err
+
+    status, _, err = await _plugin(clean_cluster, "explain", "deploy/infer", "-n", namespace)
+    assert (status, err) == (1, f'error: deployments.apps "infer" not found in namespace "{namespace}"\n')
+    status, _, err = await _plugin(clean_cluster, "explain", "svc/infer")
+    assert status == 1 and err.startswith('error: pods "infer" not found in namespace "svc" (\'svc\' was read as '
+                                          "a namespace; the argument is a pod (NAME, pod/NAME or NAMESPACE/NAME) or "
+                                          "a workload"), err
+
+
 async def test_what_if_replays_the_pending_pods_and_writes_nothing(clean_cluster: LocalControlPlane, kubectl: Kube,
                                                                   scenario: Scenario) -> None:
     result = orjson.loads(await _ok(clean_cluster, "what-if", "--config", "config/spread.yaml",

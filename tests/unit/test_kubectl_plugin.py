@@ -22,7 +22,9 @@ from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.report import render_table
 from scheduler.sim.snapshot import replay_order
 from scheduler.api.config import BUILTIN_SOURCE
-from scheduler.kubectl.cli import CommandError, build_parser, pod_reference
+from scheduler.kubectl.cli import build_parser
+from scheduler.kubectl.reference import (ACCEPTED, WORKLOAD_TYPES, BadReference, Reference, chosen_note,
+                                         not_found, not_found_hint, reference, workload_pods)
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE, installed_config
 from scheduler.kubectl.output import dump
 from scheduler.view.reasons import wait_reason, wait_reasons
@@ -388,13 +390,57 @@ def test_explain_a_pod_the_scheduler_cannot_read() -> None:
 def test_explain_takes_kubectls_pod_slash_name_and_refuses_two_namespaces() -> None:
     """A new user's trial: `explain pod/too-big -n research` looked in namespace "pod", and
     `explain default/too-big -n research` silently ignored -n."""
-    assert pod_reference("pod/too-big", "research", "default") == ("research", "too-big")
-    assert pod_reference("pods/too-big", None, "team") == ("team", "too-big")
-    assert pod_reference("too-big", None, "team") == ("team", "too-big")
-    assert pod_reference("research/too-big", None, "default") == ("research", "too-big")
-    assert pod_reference("research/too-big", "research", "default") == ("research", "too-big")
-    with pytest.raises(CommandError, match="^default/too-big names namespace 'default' but -n gives 'research'"):
-        pod_reference("default/too-big", "research", "default")
+    assert reference("pod/too-big", "research", "default") == Reference("research", "too-big")
+    assert reference("pods/too-big", None, "team") == Reference("team", "too-big")
+    assert reference("too-big", None, "team") == Reference("team", "too-big")
+    assert reference("research/too-big", None, "default") == Reference("research", "too-big")
+    assert reference("research/too-big", "research", "default") == Reference("research", "too-big")
+    with pytest.raises(BadReference, match="^default/too-big names namespace 'default' but -n gives 'research'"):
+        reference("default/too-big", "research", "default")
+
+
+def test_explain_takes_a_workloads_type_slash_name() -> None:
+    """A trial: `explain job/ft8` and `explain deploy/infer` read `pods "ft8" not found`: kubectl's
+    TYPE/NAME (its short and group-qualified names too) names the workload, in -n's namespace."""
+    for text, resource in (("job/ft8", "jobs.batch"), ("jobs.batch/ft8", "jobs.batch"),
+                           ("deploy/ft8", "deployments.apps"), ("Deployment/ft8", "deployments.apps"),
+                           ("deployments.apps/ft8", "deployments.apps"), ("rs/ft8", "replicasets.apps"),
+                           ("replicaset/ft8", "replicasets.apps"), ("sts/ft8", "statefulsets.apps"),
+                           ("statefulsets/ft8", "statefulsets.apps")):
+        ref = reference(text, "research", "default")
+        assert (ref.namespace, ref.name, ref.kind and ref.kind.resource) == ("research", "ft8", resource), text
+        assert not_found(ref) == f'{resource} "ft8" not found in namespace "research"'
+    assert WORKLOAD_TYPES["job"].path("ns", "ft8") == "/apis/batch/v1/namespaces/ns/jobs/ft8"
+    with pytest.raises(BadReference, match="^'ns/job/ft8' is not one of the forms explain takes: the argument is"):
+        reference("ns/job/ft8", None, "default")
+    # a prefix that is no TYPE is a namespace, and a miss says so with what explain takes
+    svc = reference("svc/infer", None, "default")
+    assert not_found(svc) + not_found_hint("svc/infer") == (
+        f'pods "infer" not found in namespace "svc" (\'svc\' was read as a namespace; {ACCEPTED})')
+    assert not_found_hint("infer") == ""
+
+
+def test_a_workloads_pods_are_its_selectors_pending_ones_first() -> None:
+    """The pods the workload's selector matches in its namespace (as `kubectl logs job/NAME` finds
+    them), pending ones first, oldest first; the note on stderr names the one explained and the
+    others that wait."""
+    ref = reference("job/ft8", None, "default")
+    job = {"spec": {"selector": {"matchLabels": {"app": "ft8"}}}}
+    labels = {"app": "ft8"}
+    pods = [b.pod("ft8-0", labels=labels, node_name="n1", phase="Running"),
+            b.pod("ft8-9", labels=labels, created="2026-01-01T00:00:09Z"),
+            b.pod("ft8-1", labels=labels, created="2026-01-01T00:00:01Z"),
+            b.pod("ft8-2", labels=labels, phase="Succeeded"),
+            b.pod("ft8-x", "elsewhere", labels=labels), b.pod("other", labels={"app": "else"})]
+    found = workload_pods(ref, job, pods)
+    assert found == [("ft8-1", True), ("ft8-9", True), ("ft8-0", False), ("ft8-2", False)]
+    assert chosen_note(ref, found) == "job/ft8: 2 of its 4 pods pending; explaining ft8-1; also pending: ft8-9"
+    assert chosen_note(ref, found[2:]) == ("job/ft8: none of its 2 pods is pending; explaining ft8-0 (explain the "
+                                           "others by name)")
+    with pytest.raises(BadReference, match=r"^job/ft8 has no pods in namespace 'default' \(none matches"):
+        workload_pods(ref, {"spec": {"selector": {"matchLabels": {"app": "nope"}}}}, pods)
+    with pytest.raises(BadReference, match="^job/ft8 has no pod selector"):
+        workload_pods(ref, {"spec": {}}, pods)
 
 
 def test_explain_says_a_gang_that_asks_for_more_than_the_whole_cluster_can_never_fit() -> None:

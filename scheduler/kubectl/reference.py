@@ -1,0 +1,139 @@
+"""What `kubectl tessera explain`'s argument names: a pod (NAME, kubectl's `pod/NAME`, or
+NAMESPACE/NAME) or, in kubectl's TYPE/NAME, a workload whose pods it explains (a trial's
+`explain job/ft8` and `explain deploy/infer` read `pods "ft8" not found`).
+
+A workload's pods are the pods its selector matches in its namespace, as kubectl finds them for
+`kubectl logs job/NAME` (k8s.io/kubectl polymorphichelpers: the object's selector, then its
+pods); the one explained is the first pending one (oldest first, then by name), the others are
+named. Pure: the caller GETs the object (`WorkloadKind.path`) and hands over the listed pods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from scheduler.core.disruption import parse_label_selector
+from scheduler.core.objects import ObjectError
+
+POD_TYPES = ("pod", "pods", "po")  # kubectl's TYPE/NAME for a pod
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadKind:
+    resource: str  # kubectl's name for it in errors: `jobs.batch "ft8" not found`
+    group_version: str
+    plural: str
+    word: str  # how a TYPE/NAME is written back: job/ft8
+
+    def path(self, namespace: str, name: str) -> str:
+        return (f"/apis/{self.group_version}/namespaces/{quote(namespace, safe='')}/{self.plural}/"
+                f"{quote(name, safe='')}")
+
+
+_JOB = WorkloadKind("jobs.batch", "batch/v1", "jobs", "job")
+_DEPLOYMENT = WorkloadKind("deployments.apps", "apps/v1", "deployments", "deployment")
+_REPLICASET = WorkloadKind("replicasets.apps", "apps/v1", "replicasets", "replicaset")
+_STATEFULSET = WorkloadKind("statefulsets.apps", "apps/v1", "statefulsets", "statefulset")
+# kubectl's names of each (singular, plural, short name, the group-qualified forms)
+WORKLOAD_TYPES: Mapping[str, WorkloadKind] = {
+    alias: kind for kind, aliases in (
+        (_JOB, ("job", "jobs")),
+        (_DEPLOYMENT, ("deployment", "deployments", "deploy")),
+        (_REPLICASET, ("replicaset", "replicasets", "rs")),
+        (_STATEFULSET, ("statefulset", "statefulsets", "sts")),
+    ) for name in aliases for alias in (name, f"{name}.{kind.resource.split('.', 1)[1]}")
+}
+ACCEPTED = ("the argument is a pod (NAME, pod/NAME or NAMESPACE/NAME) or a workload whose pending pods are "
+            "explained (job/NAME, deployment/NAME, replicaset/NAME, statefulset/NAME; kubectl's short names "
+            "deploy, rs, sts too)")
+
+
+class BadReference(Exception):
+    """The argument, or the workload it names, cannot be explained: why, in one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    namespace: str
+    name: str
+    kind: WorkloadKind | None = None  # None: a pod
+
+
+def reference(text: str, flag: str | None, default: str) -> Reference:
+    """The pod or workload `explain`'s argument names; a NAMESPACE/NAME that contradicts -n is an
+    error rather than one of the two silently winning. A known TYPE is read as one (kubectl has no
+    NAMESPACE/NAME form, so a namespace named "job" is given with -n)."""
+    prefix, _, name = text.rpartition("/")
+    if not name:
+        raise BadReference(f"{text!r} names nothing: {ACCEPTED}")
+    if not prefix or prefix.lower() in POD_TYPES:
+        return Reference(flag or default, name)
+    kind = WORKLOAD_TYPES.get(prefix.lower())
+    if kind is not None:
+        return Reference(flag or default, name, kind)
+    if "/" in prefix:
+        raise BadReference(f"{text!r} is not one of the forms explain takes: {ACCEPTED}")
+    if flag is not None and flag != prefix:
+        raise BadReference(f"{text} names namespace {prefix!r} but -n gives {flag!r}: use one of the two")
+    return Reference(prefix, name)
+
+
+def not_found(ref: Reference) -> str:
+    """kubectl's words for a missing object (`pods "x" not found`), with the namespace looked in,
+    and — for a NAMESPACE/NAME, which may have been meant as a TYPE/NAME — what explain takes."""
+    resource = ref.kind.resource if ref.kind is not None else "pods"
+    return f'{resource} "{ref.name}" not found in namespace "{ref.namespace}"'
+
+
+def not_found_hint(text: str) -> str:
+    """What explain takes, said after `not_found` when the argument had a prefix that is no TYPE
+    (`svc/x`, `cronjob/x`: read as a namespace)."""
+    return f" ({text.rpartition('/')[0]!r} was read as a namespace; {ACCEPTED})" if "/" in text else ""
+
+
+def workload_pods(ref: Reference, workload: Mapping[str, Any],
+                  objects: Iterable[Mapping[str, Any]]) -> list[tuple[str, bool]]:
+    """The workload's pods by name, each with whether it is pending: pending ones first (oldest
+    first, then by name), then the others in the same order; raises `BadReference` when it has
+    no selector or no pod."""
+    assert ref.kind is not None
+    what = f"{ref.kind.word}/{ref.name}"
+    raw = (workload.get("spec") or {}).get("selector")
+    try:
+        selector = parse_label_selector(raw, f"{what}: spec.selector") if raw is not None else None
+    except ObjectError as err:
+        raise BadReference(f"{err}: cannot tell its pods") from None
+    if selector is None or selector.empty:
+        raise BadReference(f"{what} has no pod selector: cannot tell its pods; explain one by name")
+    pods = [(str(meta.get("name")), str(meta.get("creationTimestamp") or ""), _pending(obj))
+            for obj in objects if obj.get("kind") == "Pod"
+            for meta in (obj.get("metadata") or {},)
+            if meta.get("namespace") == ref.namespace and selector.matches(meta.get("labels") or {})]
+    if not pods:
+        raise BadReference(f"{what} has no pods in namespace {ref.namespace!r} (none matches its selector)")
+    return [(name, pending) for name, _, pending in sorted(pods, key=lambda pod: (not pod[2], pod[1], pod[0]))]
+
+
+def _pending(pod: Mapping[str, Any]) -> bool:
+    """Waiting for a node: none assigned, not finished, not being deleted."""
+    return (not (pod.get("spec") or {}).get("nodeName")
+            and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+            and not (pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def chosen_note(ref: Reference, pods: Sequence[tuple[str, bool]]) -> str:
+    """The line on stderr saying which of the workload's pods (`workload_pods`) is explained, the
+    first, and which others wait."""
+    assert ref.kind is not None
+    what = f"{ref.kind.word}/{ref.name}"
+    count = f"{len(pods)} pod{'' if len(pods) == 1 else 's'}"
+    pending = [name for name, waits in pods if waits]
+    if not pending:
+        return f"{what}: none of its {count} is pending; explaining {pods[0][0]} (explain the others by name)"
+    others = pending[1:]
+    shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+    rest = f"; also pending: {shown}" if others else ""
+    return f"{what}: {len(pending)} of its {count} pending; explaining {pending[0]}{rest}"
