@@ -40,7 +40,7 @@ def test_tfjob_gang_waits_for_all_five_members() -> None:
     assert all(run.state.node_of(p.uid) is None for p in run.state.pods.values())
     waiting = run.last("tf-smoke-gpu-worker-2")
     assert waiting.node is None
-    assert waiting.message == ("0/2 nodes are available: pod default/tf-smoke-gpu-worker-2 cannot find enough "
+    assert waiting.message == ("0/2 nodes are available: pre-filter pod tf-smoke-gpu-worker-2 cannot find enough "
                                "sibling pods, current pods number: 4, minMember of group: 5.")
     run.feed(events[-1])
     assert all(run.node_of(n) is not None for n in WORKERS + ["tf-smoke-gpu-ps-0"])

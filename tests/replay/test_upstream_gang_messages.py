@@ -30,10 +30,14 @@ def test_a_missing_upstream_group() -> None:
 
 
 def test_scheduler_plugins_groups_keep_their_wording() -> None:
+    """Exactly scheduler-plugins' (pkg/coscheduling/core/core.go PodGroupManager.PreFilter: "pre-filter
+    pod %v cannot find enough sibling pods, current pods number: %v, minMember of group: %v" with
+    the pod's name) after kube-scheduler's FitError prefix; Tessera wrote "pod default/pg-0"."""
     run = Run()
     run.add(b.node("n1", gpus=4), b.podgroup("pg", 2),
             b.pod("pg-0", labels={"scheduling.x-k8s.io/pod-group": "pg"}, limits={"nvidia.com/gpu": 1}))
-    assert "cannot find enough sibling pods, current pods number: 1, minMember of group: 2" in run.last("pg-0").message
+    assert run.last("pg-0").message == ("0/1 nodes are available: pre-filter pod pg-0 cannot find enough sibling "
+                                        "pods, current pods number: 1, minMember of group: 2.")
     assert run.last("pg-0").gang_outcome == "waiting"
 
 

@@ -16,7 +16,7 @@ from scheduler.sim.snapshot import load
 from scheduler.view.listed import listed_view
 from tests.helpers import BINPACK, config
 
-UPSTREAM = ("0/1 nodes are available: pod default/job-0 cannot find enough sibling pods, current pods number: 4, "
+UPSTREAM = ("0/1 nodes are available: pre-filter pod job-0 cannot find enough sibling pods, current pods number: 4, "
             "minMember of group: 5.")
 HINT = ("Only 4 pods of PodGroup default/train exist and its minMember is 5: no member is tried until 1 more is "
         "created (a Job's parallelism below minMember never starts: raise it, or lower minMember).")

@@ -124,7 +124,7 @@ def test_pending_pods_gangs_and_the_summary(run: _Run) -> None:
     assert pending["default/big"].wants == "5 nvidia.com/gpu"
     assert (pending["default/g2"].reason, pending["default/g2"].node) == ("WaitingForAllocation", "c")
     assert view.gangs == (m.GangView("default/w", 3, 2, 0, 0, 2, "Pending",
-                                     "pod default/w-0 cannot find enough sibling pods, current pods number: 2, "
+                                     "pre-filter pod w-0 cannot find enough sibling pods, current pods number: 2, "
                                      "minMember of group: 3. Only 2 pods of gang default/w exist and its "
                                      "min-available is 3: no member is tried until 1 more is created (a Job's "
                                      "parallelism below min-available never starts: raise it, or lower "

@@ -17,7 +17,9 @@ counted, scheduler_pending_pods{queue="gated"} — until a sibling or its PodGro
 scheduler-plugins' Coscheduling answers it in PreFilter, in every release (v0.18.800's
 lightweight labels, the PodGroup CRD through master: pkg/coscheduling/core/core.go
 PodGroupManager.PreFilter, "cannot find enough sibling pods"): its members are attempted and
-rejected, with the Event and condition such an attempt writes.
+rejected, with the Event and condition such an attempt writes. The words are the PodGroup form's,
+exactly ("pre-filter pod NAME cannot find enough sibling pods, current pods number: N, minMember of
+group: M"), for the label form too (v0.18's own PreFilter said only "less than minAvailable").
 """
 
 from __future__ import annotations
@@ -127,7 +129,8 @@ def waiting_message(state: ClusterState, pod: Pod) -> str | None:
     if members < minimum:
         if upstream:
             return "waiting for minCount pods from a gang to appear in scheduling queue"
-        return (f"pod {pod.key} cannot find enough sibling pods, "
+        # scheduler-plugins' words exactly (core.go PreFilter: the pod's name, not its namespace)
+        return (f"pre-filter pod {pod.meta.name} cannot find enough sibling pods, "
                 f"current pods number: {members}, minMember of group: {minimum}")
     group = state.gangs.podgroups.get(key)
     return resource_gap(state, pod, group.min_resources, group.min_member) if group is not None else None
