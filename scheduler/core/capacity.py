@@ -13,7 +13,7 @@ but the PodGroup Event.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 
 from scheduler.core.classes import ResourceClass
@@ -109,9 +109,7 @@ def beyond_the_cluster(state: ClusterState, pod: Pod, totals: ClusterTotals) -> 
     members = [state.pods[uid] for uid in state.gangs.members.get(pod.gang.key, ()) if uid in state.pods]
     if minimum is None or len(members) < minimum:
         return ""
-    asks = [_asks(prepare(member, state.classes), shared=True) for member in members]
-    providers = {name: cls for ask in asks for name, (_, cls) in ask.items()}
-    needs = {name: sum(sorted(ask[name][0] if name in ask else 0 for ask in asks)[:minimum]) for name in providers}
+    needs, providers = gang_needs(state, members, minimum)
     for name in sorted(providers):
         cls = providers[name]
         total = totals.of(name, cls)
@@ -125,8 +123,31 @@ def beyond_the_cluster(state: ClusterState, pod: Pod, totals: ClusterTotals) -> 
         if topology is not None and topology.required else ""
 
 
-def _beyond_every_domain(pod: Pod, key: str, minimum: int, needs: dict[str, int],
-                         providers: dict[str, ResourceClass | None], totals: ClusterTotals) -> str:
+Needs = dict[str, int]  # resource name -> what a gang's minimum members ask for of it together
+Providers = dict[str, ResourceClass | None]  # resource name -> the ResourceClass providing it (None: plain)
+
+
+def gang_needs(state: ClusterState, members: Sequence[Pod], minimum: int) -> tuple[Needs, Providers]:
+    """What the `minimum` least-asking of `members` ask for together, per resource (each
+    resource's least askers: a lower bound of any `minimum` of them), and who provides each."""
+    asks = [_asks(prepare(member, state.classes), shared=True) for member in members]
+    providers = {name: cls for ask in asks for name, (_, cls) in ask.items()}
+    needs = {name: sum(sorted(ask[name][0] if name in ask else 0 for ask in asks)[:minimum]) for name in providers}
+    return needs, providers
+
+
+def never_holds(state: ClusterState, nodes: Iterable[str], needs: Needs, providers: Providers) -> bool:
+    """Whether the schedulable ones of `nodes`, empty, offer less in all than `needs` of some
+    resource: no eviction there could make room for the gang (preemption's "not helpful" for a
+    topology domain, as a request beyond a node's allocatable is for a node)."""
+    infos = [info for name in nodes if (info := state.nodes.get(name)) is not None
+             and info.node is not None and not info.node.unschedulable]
+    return any(needs[name] > sum(_offers(state, info, name, cls) for info in infos)
+               for name, cls in providers.items())
+
+
+def _beyond_every_domain(pod: Pod, key: str, minimum: int, needs: Needs, providers: Providers,
+                         totals: ClusterTotals) -> str:
     """The sentence for a gang whose required level `key` has no domain that could hold its
     `minimum` members' `needs`, empty; "" when one could, or when no node is in a domain (the
     placement's own refusal, `no node has the label ...`, says that)."""

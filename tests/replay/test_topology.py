@@ -44,6 +44,26 @@ def gang(name: str, size: int, gpus: int, required: str = "", preferred: str = "
             for i in range(size)]
 
 
+def test_preemption_says_which_racks_it_cannot_help_and_which_have_no_victims() -> None:
+    """A trial: a topology-required gang that can never fit read "4 No preemption victims found",
+    as if evicting lower-priority pods could have helped. As upstream words a node (preemption.go
+    nodesWherePreemptionMightHelp: a node whose rejection removing pods cannot resolve is "not
+    helpful"; default_preemption.go SelectVictimsOnNode: one with no lower-priority pod has "no
+    victims"), a rack that could not hold the gang's members even empty is not helpful; one that
+    could, but holds no lower-priority pod, has no victims."""
+    run = Run(topology_config())
+    # rack a/r1: 1 node of 4 GPUs, too small for 4 x 2 GPUs even empty; rack a/r2: 2 nodes, 8 GPUs,
+    # full of pods of the gang's own priority (no victims)
+    run.add(*rack_nodes({("a", "r1"): 1, ("a", "r2"): 2}))
+    run.add(*[b.pod(f"busy-{i}", limits={"nvidia.com/gpu": 4}, node_name=f"a-r2-{i}", phase="Running")
+              for i in range(2)])
+    run.add(*gang("g", 4, 2, required=RACK))
+    assert all(run.node_of(f"g-{i}") is None for i in range(4))
+    assert run.last("g-0").message.endswith(
+        "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
+        "2 No preemption victims found for incoming pod.")
+
+
 def racks_of(run: Run, names: list[str]) -> set[tuple[str, str]]:
     out = set()
     for name in names:
@@ -71,7 +91,7 @@ def test_rack_values_repeated_across_blocks_are_different_racks() -> None:
     # needs fit" as a contradiction, and "fit) preemption:" lacked the full stop upstream puts there
     assert run.last("g-0").message == (
         "0/2 nodes are available: no rack has room for 4 pods of gang default/g (largest: 2). "
-        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
     # with the rack key alone (no configured ancestors) the value "r1" is one domain: upstream's rule
     plain = Run(topology_config(levels=[]))
     plain.add(*rack_nodes({("a", "r1"): 1, ("b", "r1"): 1}))

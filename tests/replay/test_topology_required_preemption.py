@@ -101,12 +101,14 @@ def test_a_gang_no_rack_can_hold_even_without_its_victims_preempts_nothing_and_s
 
 
 def test_a_gang_larger_than_any_rack_preempts_nothing() -> None:
+    """No rack could hold it even empty: upstream's words for a node no eviction can help
+    (nodesWherePreemptionMightHelp), not "only 2 of the 3 fit", which reads like a shortage of
+    victims (a trial's); explain says it can never fit (`capacity.beyond_the_cluster`)."""
     run = full_racks()
     run.add(*required_gang(size=3))
     assert run.replay.stats.evicted == {}
     assert run.last("hig-0").message.endswith(
-        "preemption: 0/4 nodes are available: 4 node(s) were in a rack where only 2 of the 3 pods of pod "
-        "group default/hig fit even without every lower-priority pod.")
+        "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.")
 
 
 def test_members_already_bound_pin_the_rack_of_the_preemption() -> None:

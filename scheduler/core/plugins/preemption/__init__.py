@@ -47,6 +47,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.core.capacity import Needs, Providers, gang_needs, never_holds
 from scheduler.core.disruption import split_by_violation
 from scheduler.core.framework.cycle_state import PodContext, prepare
 from scheduler.core.framework.handle import Handle
@@ -296,10 +297,18 @@ class DefaultPreemption(PostFilterPlugin):
         potential nodes are candidates and one of them violates no budget): the domains with a
         possible victim are tried from a random offset until the candidate domains hold that many
         nodes — a domain's dry run places the whole gang again per victim put back, so trying
-        every rack of a large cluster costs seconds."""
+        every rack of a large cluster costs seconds.
+
+        A domain whose schedulable nodes, empty, offer less in all than the gang's minimum asks
+        for has its nodes read upstream's "Preemption is not helpful for scheduling"
+        (as a node whose rejection removing pods cannot resolve: nodesWherePreemptionMightHelp);
+        one with no possible victim reads "No preemption victims found for incoming pod"
+        (SelectVictimsOnNode, checked before any fit): a trial's gang that could never fit read
+        the latter, as if lower-priority pods were what it lacked. Such a domain is still tried
+        as before (the random order of the domains, and so the choice among candidates, stays)."""
         gang = gang_name(members[0].gang.key) if members[0].gang is not None else members[0].key
         candidates: list[GangCandidate] = []
-        reasons: Counter[str] = Counter()
+        no_candidate: list[tuple[Domain, str]] = []  # each domain without a candidate, and why
         table = self.handle.table
         table.sync()
         below = table.group(VictimFloor).lowest[: table.size] < self.state.competing_priority(members[0])
@@ -308,7 +317,7 @@ class DefaultPreemption(PostFilterPlugin):
             if (below & _rows_inside((domain,), table.size)).any():
                 potential.append(domain)
             else:
-                reasons[NO_VICTIMS] += len(domain.nodes)
+                no_candidate.append((domain, NO_VICTIMS))
         wanted = candidates_to_try(self.args, sum(len(domain.nodes) for domain in potential))
         offset = self.rng.randrange(len(potential)) if potential else 0
         covered = 0
@@ -318,7 +327,7 @@ class DefaultPreemption(PostFilterPlugin):
                 reason = NO_VICTIMS if found.fit is None else (
                     f"node(s) were in a {domain.level} where only {found.fit} of the {minimum} pods of pod group "
                     f"{gang} fit even without every lower-priority pod")
-                reasons[reason] += len(domain.nodes)
+                no_candidate.append((domain, reason))
                 continue
             candidates += found
             covered += len(domain.nodes)
@@ -326,6 +335,10 @@ class DefaultPreemption(PostFilterPlugin):
                 break
         if candidates:
             return _chosen(candidates)
+        needs = gang_needs(self.state, members, minimum)  # only now: a gang that finds room pays nothing
+        reasons: Counter[str] = Counter()
+        for domain, reason in no_candidate:
+            reasons[_none_here(self.state, domain, needs, reason)] += len(domain.nodes)
         reasons[NOT_HELPFUL] += len(self.state.node_order) - sum(reasons.values())
         return self._no_candidate(reasons)
 
@@ -536,6 +549,13 @@ class DefaultPreemption(PostFilterPlugin):
         for uid in reversed(assumed):
             self.state.forget(uid)
         assumed.clear()
+
+
+def _none_here(state: ClusterState, domain: Domain, needs: tuple[Needs, Providers], reason: str) -> str:
+    """Why a domain has no candidate, for its nodes: "not helpful" when its schedulable nodes,
+    empty, offer less in all than the gang's minimum asks for (`capacity.never_holds`), else
+    `reason`. Only the words: which domains are tried, and in what order, is as before."""
+    return NOT_HELPFUL if never_holds(state, domain.nodes, *needs) else reason
 
 
 def _rows_inside(domains: Sequence[Domain], size: int) -> npt.NDArray[np.bool_]:
