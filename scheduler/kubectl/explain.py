@@ -117,6 +117,9 @@ class Explanation:
     unadvertised: tuple[str, ...] = ()
     # "PodGroup ns/trian does not exist (did you mean "train"?)": its gang's PodGroup, not there
     missing_podgroup: str = ""
+    # "nodeSelector gpu-type=a100: no node has this value (nodes have gpu-type: h100, v100)": a
+    # nodeSelector no node matches (`_unmatched_selector`)
+    unmatched_selector: tuple[str, ...] = ()
     # "Only 4 pods of PodGroup ns/g exist and its minMember is 5: ...": fewer of its gang's pods
     # exist than its minimum (`capacity.too_few_members`)
     too_few_members: str = ""
@@ -184,6 +187,7 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         ungated=ungated,
         unadvertised=_unadvertised(state, pod) if run is not None and not run.node else (),
         missing_podgroup=_missing_podgroup(state, pod) if run is not None and not run.node else "",
+        unmatched_selector=_unmatched_selector(state, pod) if run is not None and not run.node else (),
         too_few_members=too_few_members(state, pod) if run is not None and not run.node else "",
         fence_refused=status == FENCE_STATUS,
         term=pod.meta.annotations.get(TERM, ""),
@@ -237,6 +241,37 @@ def _unadvertised(state: ClusterState, pod: Pod) -> tuple[str, ...]:
 
 
 _NATIVE = ("kubernetes.io/",)  # names of the kubernetes.io domain are not extended resources
+
+
+_VALUES_SHOWN = 8  # a label's values named in a hint, at most
+
+
+def _unmatched_selector(state: ClusterState, pod: Pod) -> tuple[str, ...]:
+    """When no node matches the pod's nodeSelector: per pair no node has, the values the nodes
+    have for its label (or, no node having the label, the close label that is); or, each pair
+    being on some node, that no node has them all. Upstream's "didn't match Pod's node
+    affinity/selector" names neither (a trial's `gpu-type: a100` among h100 and v100 nodes)."""
+    selector = pod.node_selector
+    labels = [info.node.meta.labels for info in state.node_infos() if info.node is not None]
+    if not selector or any(all(have.get(k) == v for k, v in selector.items()) for have in labels):
+        return ()
+    found = []
+    for key, value in sorted(selector.items()):
+        values = sorted({have[key] for have in labels if key in have})
+        if value in values:
+            continue
+        if values:
+            shown = ", ".join(values[:_VALUES_SHOWN]) + (f" and {len(values) - _VALUES_SHOWN} more"
+                                                         if len(values) > _VALUES_SHOWN else "")
+            found.append(f"nodeSelector {key}={value}: no node has this value (nodes have {key}: {shown})")
+        else:
+            close = get_close_matches(key, sorted({k for have in labels for k in have}), n=1, cutoff=0.8)
+            found.append(f"nodeSelector {key}={value}: no node has the label {key}"
+                         + (f' (did you mean "{close[0]}"?)' if close else ""))
+    if not found:
+        pairs = ", ".join(f"{key}={value}" for key, value in sorted(selector.items()))
+        found.append(f"nodeSelector {pairs}: each is on some node, but no node has them all")
+    return tuple(found)
 
 
 def _missing_podgroup(state: ClusterState, pod: Pod) -> str:
@@ -627,6 +662,7 @@ def render(x: Explanation, now: float) -> str:
         lines += [f"  {line}" for line in x.unadvertised]
         if x.missing_podgroup:
             lines.append(f"  {x.missing_podgroup}")
+        lines += [f"  {line}" for line in x.unmatched_selector]
         if x.too_few_members:
             lines.append(f"  {x.too_few_members}")
         lines += [f"  {line}" for line in x.room_kept]

@@ -165,3 +165,31 @@ def test_the_latest_preempted_event_is_chosen_by_time_not_by_text() -> None:
             result = explaining.explain(objs, "default/lowg-1", config(BINPACK), order, 0.0)
             assert result is not None
             assert "for pod default/hi1 (nominated to n1)" in result.status, result.status
+
+
+def _selected(selector: dict[str, str]) -> list[dict[str, Any]]:
+    labels = [{"gpu-type": "h100", "zone": "z1"}, {"gpu-type": "v100", "zone": "z2"}, {"gpu-type": "h100", "zone": "z2"}]
+    return [*(b.node(f"n{i}", gpus=4, labels=label) for i, label in enumerate(labels)),
+            b.pod("p", limits={"nvidia.com/gpu": 1}, spec_extra={"nodeSelector": selector})]
+
+
+def test_explain_says_which_values_the_nodes_have_for_a_node_selector_no_node_matches() -> None:
+    """A trial: `nodeSelector: {gpu-type: a100}` read upstream's "3 node(s) didn't match Pod's node
+    affinity/selector" and nothing said which gpu-types exist (or that the label is misspelt)."""
+    result = explaining.explain(_selected({"gpu-type": "a100"}), "default/p", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None
+    assert result.dry_run.message == ("0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. "
+                                      "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
+    assert result.unmatched_selector == ('nodeSelector gpu-type=a100: no node has this value (nodes have gpu-type: '
+                                         'h100, v100)',)
+    assert f"\n  {result.unmatched_selector[0]}\n" in explaining.render(result, 0.0)
+    typo = explaining.explain(_selected({"gpu_type": "h100"}), "default/p", config(BINPACK), [], 0.0)
+    assert typo is not None
+    assert typo.unmatched_selector == ('nodeSelector gpu_type=h100: no node has the label gpu_type (did you mean '
+                                       '"gpu-type"?)',)
+    both = explaining.explain(_selected({"gpu-type": "v100", "zone": "z1"}), "default/p", config(BINPACK), [], 0.0)
+    assert both is not None
+    assert both.unmatched_selector == ("nodeSelector gpu-type=v100, zone=z1: each is on some node, but no node has "
+                                       "them all",)
+    fine = explaining.explain(_selected({"gpu-type": "v100"}), "default/p", config(BINPACK), [], 0.0)
+    assert fine is not None and fine.unmatched_selector == ()
