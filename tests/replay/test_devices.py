@@ -160,7 +160,8 @@ def test_invalid_and_clashing_classes_give_messages() -> None:
     assert any("Duplicate value" in n and "ResourceClass one" in n for n in notes)
     run.add(b.pod("p", limits={"class.tessera.dev/bad": 1}), b.pod("q", limits={"class.tessera.dev/none": 1}))
     assert run.last("p").message.startswith("0/1 nodes are available: ResourceClass bad is not valid: ")
-    assert run.last("q").message == ('0/1 nodes are available: no ResourceClass provides "class.tessera.dev/none". '
+    assert run.last("q").message == ('0/1 nodes are available: no ResourceClass provides "class.tessera.dev/none" '
+                                     "(the ResourceClasses provide x.io/gpu). "
                                      "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
     run.add(b.pod("r", limits={"x.io/gpu": 1}))
     assert run.node_of("r") == "n"  # "one" is older, it owns x.io/gpu

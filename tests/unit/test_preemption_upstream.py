@@ -170,7 +170,8 @@ def test_prefilter_rejection_still_runs_postfilter_with_every_node_unresolvable(
     run.add(b.node("n", cpu="1", memory="1Gi"), b.node("m", cpu="1", memory="1Gi"))
     run.add(b.pod("q", limits={"class.tessera.dev/none": 1}, priority=HIGH))
     attempt = run.last("q")
-    assert attempt.message == ('0/2 nodes are available: no ResourceClass provides "class.tessera.dev/none". '
+    assert attempt.message == ('0/2 nodes are available: no ResourceClass provides "class.tessera.dev/none" '
+                               "(no valid ResourceClass exists). "
                                "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
     assert attempt.preemption_tried and not attempt.preempted
 
@@ -184,5 +185,6 @@ def test_prefilter_rejection_of_a_never_preempting_pod_says_it_is_not_eligible()
     pod = b.pod("q", limits={"class.tessera.dev/none": 1}, priority=HIGH)
     pod["spec"]["preemptionPolicy"] = "Never"
     run.add(pod)
-    assert run.last("q").message == ('0/1 nodes are available: no ResourceClass provides "class.tessera.dev/none". '
+    assert run.last("q").message == ('0/1 nodes are available: no ResourceClass provides "class.tessera.dev/none" '
+                                     "(no valid ResourceClass exists). "
                                      "preemption: not eligible due to preemptionPolicy=Never.")

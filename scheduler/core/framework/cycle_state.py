@@ -134,11 +134,22 @@ def prepare(pod: Pod, classes: ClassRegistry) -> PodContext:
     return PodContext(pod, tuple(plain), tuple(requests), error, empty_request=not plain, phases=phases)
 
 
+_NAMES_SHOWN = 8  # the names the classes provide, at most, after a name none provides
+
+
 def _did_you_mean(name: str, provided: Iterable[str]) -> str:
     """` (did you mean "class.tessera.dev/v100-32g"?)` for a resource name one typo away from one a
     class provides. Names are compared after their shared prefix (`class.tessera.dev/`), which
-    would otherwise make every class name look close."""
+    would otherwise make every class name look close. Nothing close: the names the valid
+    classes provide (a trial's pod read no more than "no ResourceClass provides"), or that
+    there is no valid class."""
+    names = sorted(provided)
     prefix, _, base = name.rpartition("/")
-    by_base = {other.rpartition("/")[2]: other for other in provided if other.rpartition("/")[0] == prefix}
+    by_base = {other.rpartition("/")[2]: other for other in names if other.rpartition("/")[0] == prefix}
     close = get_close_matches(base, by_base, n=1, cutoff=0.7)
-    return f' (did you mean "{by_base[close[0]]}"?)' if close else ""
+    if close:
+        return f' (did you mean "{by_base[close[0]]}"?)'
+    if not names:
+        return " (no valid ResourceClass exists)"
+    more = f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""
+    return f" (the ResourceClasses provide {', '.join(names[:_NAMES_SHOWN])}{more})"
