@@ -13,6 +13,16 @@ then gangs of 64 pods × 4 GPUs with a preferred rack (no rack holds one, so eac
 block) and gangs with a required block; reported: ms per gang decision (median, max) and whether
 each gang landed inside one block.
 
+`--case gang --gang N[,N...]` times one scheduler-plugins gang (a PodGroup CRD) whose N members
+arrive one by one, each followed by the cycles it causes (every earlier member is retried on a
+sibling's arrival, so that its reason shows the current count): once with minMember above N (here
+5N/3, never complete: "300 under minMember 500") and once with minMember = N (it completes at the
+last arrival), on ceil(N/8) nodes x 8 GPUs, one GPU per member. Timed two ways: through the core as
+the live loop drives it (`Scheduler.apply` per arrival, then `schedule_next` until nothing is left
+to try; placements not bound back) and through `tessera simulate` (`run_simulation` on the same
+events as a JSONL file, output discarded: binds back, and its end table asks `never_fits_told`).
+Reported: seconds per run (median of --runs), attempts.
+
 Reported per size: decisions/s (scheduling attempts per second of cycle time), p50/p99 cycle
 time, microseconds per decision (to see how cost grows with nodes) and peak RSS. Output:
 `bench/out/core/results.json`, a Markdown table on stdout and `bench/out/core/cycle_time.png`.
@@ -193,6 +203,86 @@ def run_topology(nodes: int, gangs: int, bound_per_node: int, seed: int) -> dict
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+def gang_events(members: int, min_member: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(nodes and the PodGroup, the members' ADDED events in arrival order) for `--case gang`."""
+    cluster = [b.event("ADDED", b.node(f"node-{n:04d}", cpu="96", memory="768Gi", gpus=8))
+               for n in range(-(-members // 8))]
+    cluster.append(b.event("ADDED", b.podgroup("big", min_member)))
+    labels = {"scheduling.x-k8s.io/pod-group": "big"}
+    pods = [b.event("ADDED", b.pod(f"big-{k:05d}", labels=labels, requests={"cpu": "1", "memory": "4Gi"},
+                                   limits={"nvidia.com/gpu": 1})) for k in range(members)]
+    return cluster, pods
+
+
+def run_gang(members: int, min_member: int, way: str) -> dict[str, Any]:
+    """One run of `--case gang`: `way` is "core" (apply + schedule_next) or "simulate"."""
+    cluster, pods = gang_events(members, min_member)
+    attempts = placed = 0
+    if way == "core":
+        scheduler = Scheduler(load_config(None), seed=0)
+        for event in cluster:
+            scheduler.apply(event["type"], event["object"], 0.0)
+        start = time.perf_counter()
+        for event in pods:
+            scheduler.apply(event["type"], event["object"], 0.0)
+            while (found := scheduler.schedule_next(0.0)) is not None:
+                attempts += len(found)
+                placed += sum(1 for a in found if a.node is not None)
+        seconds = time.perf_counter() - start
+    else:
+        import os
+        import tempfile
+
+        from scheduler.sim.report import run_simulation
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "gang.jsonl"
+            path.write_bytes(b"".join(orjson.dumps(event) + b"\n" for event in cluster + pods))
+            saved = os.dup(1), os.dup(2)
+            sink = os.open(os.devnull, os.O_WRONLY)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(sink, 1)
+            os.dup2(sink, 2)
+            try:
+                start = time.perf_counter()
+                run_simulation(str(path), load_config(None), explain=False, output="json", seed=0)
+                sys.stdout.flush()
+                seconds = time.perf_counter() - start
+            finally:
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+                for fd in (*saved, sink):
+                    os.close(fd)
+    return {"members": members, "min_member": min_member, "way": way, "seconds": seconds,
+            "attempts": attempts, "placed": placed}
+
+
+def _gang_worker(args: tuple[int, int, str]) -> dict[str, Any]:
+    return run_gang(*args)
+
+
+def _main_gang(sizes: list[int], runs: int, out: Path) -> int:
+    cases = [(n, m) for n in sizes for m in (n * 5 // 3, n)]
+    jobs = [(n, m, way) for n, m in cases for way in ("core", "simulate") for _ in range(runs)]
+    results: dict[str, list[dict[str, Any]]] = {}
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1, maxtasksperchild=1) as pool:
+        for i, result in enumerate(pool.imap(_gang_worker, jobs), start=1):
+            results.setdefault(f"{result['members']}/{result['min_member']}/{result['way']}", []).append(result)
+            print(f"[{i}/{len(jobs)}] {result['members']} members, minMember {result['min_member']}, "
+                  f"{result['way']}: {result['seconds']:.2f} s", file=sys.stderr)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gang.json").write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    print("| members | minMember | core s (median) | core attempts | simulate s (median) |")
+    print("|---:|---:|---:|---:|---:|")
+    for n, m in cases:
+        core, sim = results[f"{n}/{m}/core"], results[f"{n}/{m}/simulate"]
+        print(f"| {n} | {m} | {statistics.median(r['seconds'] for r in core):.2f} | {core[0]['attempts']} | "
+              f"{statistics.median(r['seconds'] for r in sim):.2f} |")
+    return 0
+
+
 def _worker(args: tuple[int, int, int, int]) -> dict[str, Any]:
     return run_size(*args)
 
@@ -209,9 +299,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="existing pods per node (default 8: 5,000 nodes carry 40,000 + 10,000 pending = 50,000 pods)")
     parser.add_argument("--runs", type=int, default=3, help="runs per size; medians are reported (default 3)")
     parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--case", choices=("mix", "topology"), default="mix",
-                        help="mix: the pending-pod mix (default); topology: 64-pod gang decisions in 3 levels")
+    parser.add_argument("--case", choices=("mix", "topology", "gang"), default="mix",
+                        help="mix: the pending-pod mix (default); topology: 64-pod gang decisions in 3 levels; "
+                             "gang: one gang's members arriving one by one (--gang)")
+    parser.add_argument("--gang", default="150,300", help="--case gang: member counts (default 150,300)")
     args = parser.parse_args(argv)
+    if args.case == "gang":
+        return _main_gang([int(n) for n in args.gang.split(",")], args.runs, args.out)
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.case == "topology":
         return _main_topology(sizes, args.runs, args.bound_per_node, args.out)

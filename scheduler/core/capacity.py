@@ -215,7 +215,27 @@ def and_never_fits(message: str, state: ClusterState, pod: Pod, totals: ClusterT
     the pod's gang can never fit, or `too_few_members`' when too few of its pods exist: Tessera's
     own texts (a PodGroup's Event, what-if's result, the GPU map's gangs) say it; "" and no such
     gang: `message` as it is."""
-    never = beyond_the_cluster(state, pod, totals) or too_few_members(state, pod)
+    return with_sentence(message, never_fits(state, pod, totals))
+
+
+def never_fits(state: ClusterState, pod: Pod, totals: ClusterTotals) -> str:
+    """`and_never_fits`' sentence for the pod's gang alone ("" when none). It reads the gang, not
+    the pod: its key, minimum, topology and the pod's profile (how it names domains), which
+    `never_fits_key` gathers, so a report asking for every member of a large gang asks once."""
+    return beyond_the_cluster(state, pod, totals) or too_few_members(state, pod)
+
+
+def never_fits_key(state: ClusterState, pod: Pod) -> tuple[object, ...] | None:
+    """What `never_fits` reads of `pod` beyond the state (None: not a gang member, no sentence)."""
+    if pod.gang is None:
+        return None
+    key = pod.gang.key
+    return (key, pod.gang.api, pod.gang.from_podgroup, state.group_min(key, pod), state.gangs.topology(key, pod),
+            pod.scheduler_name)
+
+
+def with_sentence(message: str, never: str) -> str:
+    """`message` with the `never_fits` sentence `never` after it (either may be empty)."""
     if not never or not message:
         return message or never
     return f"{message}{'' if message.endswith('.') else '.'} {never}"

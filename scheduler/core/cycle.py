@@ -98,10 +98,11 @@ class Cycle:
         """The cycle of a popped pod: its attempt (or its gang's), PostFilter, Permit."""
         engine = self.engine
         uid = pod.uid
-        history = self._history(pod)
         if pod.gang is not None and runtime.grouping is not None:
-            attempts = self._schedule_gang(pod, runtime, now)
+            history: dict[str, tuple[int, float]] = {}  # filled before the gang's queue entries change
+            attempts = self._schedule_gang(pod, runtime, now, history)
         else:
+            history = self._history(pod)
             held = engine.state.release_hold(uid)
             attempts = [self._attempt(pod, runtime, now, held.node if held else pod.nominated_node)]
             if attempts[0].node is not None:
@@ -125,11 +126,12 @@ class Cycle:
             attempt.attempts, attempt.queued_at = failures + 1, queued_at
         return attempts
 
-    def _history(self, pod: Pod) -> dict[str, tuple[int, float]]:
-        """Failed attempts so far of the pod (and its gang siblings), and when each first passed
-        PreEnqueue into the queue (the SLI's start: time spent gated is not scheduling time)."""
+    def _history(self, pod: Pod, alone: bool = False) -> dict[str, tuple[int, float]]:
+        """Failed attempts so far of the pod (and its gang siblings, unless `alone`: a member whose
+        gang waits is tried alone), and when each first passed PreEnqueue into the queue (the SLI's
+        start: time spent gated is not scheduling time)."""
         state = self.engine.state
-        uids = (state.gang_uids(pod) or [pod.uid]) if pod.gang is not None else [pod.uid]
+        uids = (state.gang_uids(pod) or [pod.uid]) if pod.gang is not None and not alone else [pod.uid]
         history = {}
         for uid in uids:
             entry = self.engine.queue.entries.get(uid)
@@ -287,9 +289,11 @@ class Cycle:
         ties = tuple(i for i, total in enumerate(totals) if total == top)
         return (ties[0] if len(ties) == 1 else self.rng.choice(ties)), ties
 
-    def _schedule_gang(self, pod: Pod, runtime: ProfileRuntime, now: float) -> list[Attempt]:
+    def _schedule_gang(self, pod: Pod, runtime: ProfileRuntime, now: float,
+                       history: dict[str, tuple[int, float]]) -> list[Attempt]:
         """Place every pending member on the live state as one transaction: all (≥ min) or nothing.
-        A gang with a topology constraint is tried domain by domain (the placement plugin's plan)."""
+        A gang with a topology constraint is tried domain by domain (the placement plugin's plan).
+        `history` gets `_history` of the pods attempted, read before their queue entries change."""
         engine = self.engine
         queue = engine.queue
         grouping = runtime.grouping
@@ -297,6 +301,9 @@ class Cycle:
         timing = engine.timing
         started = timing.stopwatch.now()
         view = grouping.view(pod)
+        # only the pod is attempted while its gang waits: its siblings' history is not read (each
+        # is retried at every sibling's arrival, so reading all would be quadratic per arrival)
+        history.update(self._history(pod, alone=view is None))
         if view is None:  # siblings still waiting stay parked; only this pod reports
             reason = grouping.waiting_message(pod)
             # scheduler-plugins' Coscheduling rejects it in PreFilter, UnschedulableAndUnresolvable
@@ -309,8 +316,11 @@ class Cycle:
             attempt = Attempt(pod, None, message=message, rejectors=frozenset({grouping.name}), gang_outcome="waiting")
             # A gang that lost members (e.g. its running ones are being evicted) holds no room
             # while it waits: a member that preempted for itself gives its room and nomination up.
-            siblings = engine.state.gang_uids(pod) if pod.gang is not None else []
-            released = {uid: hold for uid in (pod.uid, *siblings) if (hold := engine.state.release_hold(uid)) is not None}
+            released: dict[str, Hold] = {}
+            if engine.state.holds:  # rare: no member to visit (each of a large gang's retries would)
+                siblings = engine.state.gang_uids(pod) if pod.gang is not None else []
+                released = {uid: hold for uid in (pod.uid, *siblings)
+                            if (hold := engine.state.release_hold(uid)) is not None}
             self._clear([attempt], released)
             return [attempt]
         members = sorted(view.pending, key=grouping.placement_order)
@@ -590,6 +600,7 @@ class Cycle:
                     attempts[0].rejected_waiting[victim.uid] = waited_on
                 else:
                     state.preempting.setdefault(victim.uid, set()).add(pods[0].uid)
+                    state.note_members_changed()
             attempts[0].preempted = result.victims
             # upstream's prepareCandidate clears lower-priority nominations on the chosen nodes: such
             # a pod is nominated nowhere now, and its next try may preempt elsewhere at once

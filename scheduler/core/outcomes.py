@@ -78,6 +78,7 @@ class BindingOutcomes:
         if node is not None:
             engine.release(node, engine.now)
         engine.state.pending.discard(uid)
+        engine.state.note_members_changed()
         engine.queue.remove(uid)
         engine.take(freed, engine.now)
 

@@ -31,7 +31,8 @@ from scheduler.core.held_elsewhere import assume_held
 from scheduler.core.intake import Intake
 from scheduler.core.lifecycle import DeviceHold
 from scheduler.core.nominations import hold_nominated
-from scheduler.core.capacity import ClusterTotals, and_never_fits, level_alone
+from scheduler.core.capacity import (ClusterTotals, and_never_fits, level_alone, never_fits, never_fits_key,
+                                     with_sentence)
 from scheduler.core.classes import ResourceClass
 from scheduler.core.objects import JSON, Device, Pod
 from scheduler.core.outcomes import BindingOutcomes
@@ -142,6 +143,7 @@ class Scheduler:
         preemptor whose PreemptPod failed, and so do the victim's gang's pending members."""
         state = self._engine.state
         preemptors = state.preempting.pop(victim_uid, None)
+        state.note_members_changed()
         if preemptors is None:
             return
         released = {preemptor: hold.node for preemptor in sorted(preemptors)
@@ -174,6 +176,7 @@ class Scheduler:
         unfinished = unfinished_gang_evictions(state, now)
         for item in unfinished:
             state.preempting[item.pod.uid] = {""}
+            state.note_members_changed()
         return unfinished
 
     def abandon_evictions(self, now: float) -> None:
@@ -181,6 +184,7 @@ class Scheduler:
         count as going (a later term decides, or finishes a gang, afresh)."""
         victims = list(self._engine.state.preempting)
         self._engine.state.preempting.clear()
+        self._engine.state.note_members_changed()
         self._retry_gangs_of(victims, now, "EvictionAbandoned")
 
     def abandon_deferred(self, now: float) -> None:
@@ -369,9 +373,19 @@ class Scheduler:
         state = self._engine.state
         totals = self.cluster_totals()
         out = {}
+        sentences: dict[tuple[object, ...], str] = {}  # per gang: each member asking was quadratic
         for key, message in waiting.items():
             pod = state.pod_by_key(key)
-            out[key] = and_never_fits(message, state, pod, totals) if pod is not None else message
+            if pod is None:
+                out[key] = message
+                continue
+            gang = never_fits_key(state, pod)
+            if gang is None:
+                out[key] = and_never_fits(message, state, pod, totals)
+                continue
+            if gang not in sentences:
+                sentences[gang] = never_fits(state, pod, totals)
+            out[key] = with_sentence(message, sentences[gang])
         return out
 
     def class_statuses(self) -> list[ClassStatus]:

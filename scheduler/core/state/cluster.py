@@ -62,6 +62,13 @@ class ClusterState:
         # else by `take_deferred` (a pod forgotten outside any watch event: `Scheduler.take_notices`)
         self.deferred: list[Notice] = []
         self.victim_priority_version = 0  # bumped when a PodGroup's class or a class's value changes
+        # bumped by whatever may change which gang members count toward a minimum (`coscheduling.
+        # counted_count`: pods, pending, placements, preempting, the gang index): every method
+        # here that changes one, at its start (no count is asked inside one), and the few
+        # changes made from outside (`note_members_changed`)
+        self.members_version = 0
+        self.counted: dict[str, int] = {}  # gang key -> its count, as of members_version counted_at
+        self.counted_at = -1
         self.dirty: set[str] = set()  # nodes changed since the vector index last looked
         self.pods: dict[str, Pod] = {}
         self.by_key: dict[str, str] = {}  # "<ns>/<name>" -> uid
@@ -221,8 +228,13 @@ class ClusterState:
 
     # --- events ------------------------------------------------------------------------------
 
+    def note_members_changed(self) -> None:
+        """Pods, pending, placements or preempting changed from outside: counts are asked afresh."""
+        self.members_version += 1
+
     def apply(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
         """Apply one watch event; returns what changed (for requeueing) and what to report."""
+        self.members_version += 1
         if not isinstance(obj, dict):
             return [], [Notice("Unknown", "", "InvalidEvent", "event object is not a JSON object")]
         kind = obj.get("kind")
@@ -519,6 +531,7 @@ class ClusterState:
         self._node_info(node_name).allocating[uid] = resources
 
     def _remove_pod(self, pod: Pod) -> list[ClusterEvent]:
+        self.members_version += 1
         uid = pod.uid
         events = self._unplace(uid) if uid in self.placements else []
         self.preempting.pop(uid, None)
@@ -542,6 +555,7 @@ class ClusterState:
                assumed: bool, kept: tuple[DeviceHold, ...] = ()) -> list[Notice]:
         """Charge the pod on the node for `devices`, and for `kept`: what it held before its
         devices annotation was edited while bound (`_devices_edited`), which it holds as well."""
+        self.members_version += 1
         info = self._node_info(node_name)
         notices: list[Notice] = []
         # our own assumption charges the devices we chose: what the pending pod's own annotations
@@ -644,6 +658,7 @@ class ClusterState:
                 for resource, described, allocatable in crossed]
 
     def _unplace(self, uid: str, drop_ghosts: bool = True) -> list[ClusterEvent]:
+        self.members_version += 1
         placement = self.placements.pop(uid)
         info = self.nodes[placement.node]
         info.pods.discard(uid)
@@ -670,12 +685,14 @@ class ClusterState:
     # --- assume / forget (our own decisions, before the apiserver confirms them) ------------
 
     def assume(self, uid: str, node_name: str, devices: DeviceAssignment | None) -> None:
+        self.members_version += 1
         pod = self.pods[uid]
         self.pending.discard(uid)
         self._place(pod, node_name, devices, assumed=True)
 
     def forget(self, uid: str) -> list[ClusterEvent]:
         """Undo an assumption (failed Binding or discarded gang transaction): what that frees."""
+        self.members_version += 1
         placement = self.placements.get(uid)
         if placement is None or not placement.assumed:
             return []
@@ -691,6 +708,7 @@ class ClusterState:
         """Take a placed pod off its node for a what-if (preemption's dry runs): its charges go,
         nothing else changes (no events; deleted devices it holds stay ghosts). `restore` puts
         back exactly what was there, in any order, within the same cycle."""
+        self.members_version += 1
         placement = self.placements.pop(uid)
         info = self.nodes[placement.node]
         allocating = info.allocating.pop(uid, None)
@@ -704,6 +722,7 @@ class ClusterState:
         return Lifted(uid, placement, allocating, broken)
 
     def restore(self, lifted: Lifted) -> None:
+        self.members_version += 1
         placement = lifted.placement
         info = self.nodes[placement.node]
         self.placements[lifted.uid] = placement
@@ -795,6 +814,7 @@ class ClusterState:
                 for name in info.devices if name in use}
 
     def _recount_holders(self, held: dict[str, str]) -> None:
+        self.members_version += 1
         """A held device now counts as another resource (a device the pod was listed before, as
         after a restart, named by its object): its holders' requests are counted again against
         it (`counted_requests`), so the request its devices stand for is not counted twice."""
