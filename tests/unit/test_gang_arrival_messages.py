@@ -24,7 +24,8 @@ def _member(k: int) -> dict[str, Any]:
 
 
 def _short(key: str, count: int, minimum: int, nodes: int) -> str:
-    return (f"0/{nodes} nodes are available: pod {key} cannot find enough sibling pods, "
+    name = key.split("/", 1)[1]  # scheduler-plugins' PreFilter names the pod by its name alone
+    return (f"0/{nodes} nodes are available: pre-filter pod {name} cannot find enough sibling pods, "
             f"current pods number: {count}, minMember of group: {minimum}.")
 
 
