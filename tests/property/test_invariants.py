@@ -590,6 +590,21 @@ def check_state_consistent(sched: Scheduler) -> None:
                 exclusive, shared = use[dev.name]
                 if all(uid in state.holds for uid in (*exclusive, *shared)):
                     held_busy[dev.resource_name or "nvidia.com/gpu"] += 1
+        # a GPU a pod placed here holds by the name of a device the ledger keeps elsewhere (a
+        # ghost or object on another node, or naming another GPU: `DeviceLedger.hold_unseen`) is
+        # in use here too, once per deviceID, unless a busy device of the node names it
+        busy_ids = {dev.device_id for dev in devices.values() if dev.name in use}
+        for device_id, by_holder in sorted(state.ledger.elsewhere.get(name, {}).items()):
+            for uid, held_name in by_holder.items():
+                placed = state.placements.get(uid)
+                known = state.devices.get(held_name)
+                check(placed is not None and placed.node == name and any(g[0] == held_name for g in placed.grants),
+                      f"node {name}: {uid} kept holding GPU {device_id} by {held_name}, but is not placed here with it")
+                check(known is not None and (known.node_name != name or known.device_id not in ("", device_id)),
+                      f"node {name}: GPU {device_id} kept as held elsewhere by {held_name}, which is the node's own")
+            if device_id not in busy_ids:
+                dev_ = state.devices.get(min(by_holder.values()))
+                busy[(dev_.resource_name if dev_ is not None else "") or "nvidia.com/gpu"] += 1
         check(info.busy == dict(busy), f"node {name}: busy {info.busy} != {dict(busy)}")
         check(info.held_busy == dict(held_busy), f"node {name}: held_busy {info.held_busy} != {dict(held_busy)}")
         # the distinct GPUs per resource and the free schedulable ones a count may take, kept by
@@ -914,6 +929,20 @@ HOLD_GIVEN_BACK: tuple[Scenario, list[Corruption], list[GarbageEvent]] = (
 )
 
 
+# Found by a random run (test model, not product). A bound pod holding a device of n0 is updated to
+# name another node (n9, no Node object) and back: the core keeps the held name as a ghost on n9 and
+# counts the GPU on n0 by its deviceID (`DeviceLedger.elsewhere`, counted in `busy` since 2ad38d7);
+# the bookkeeping check recounted busy from the node's own devices only.
+NODE_NAME_AND_BACK: tuple[Scenario, list[Corruption], list[GarbageEvent]] = (
+    Scenario(config="binpack", nodes=((_NODE,),), devices=(DeviceSpec("n0", 0, "V100", 32, S.GPU, False, True, False),),
+             classes=(ClassSpec("c0", S.CREATED[0], (ClassVariant((), None, None),)),), podgroups=(),
+             pods=(_pod("p0", containers=(_C(0, 0, False, 0, 0, "class.tessera.dev/c0", 1),)),),
+             ops=_adds(("node+", 0), ("dev+", 0), ("class+", 0), ("pod+", 0), ("pod+", 0), ("pod+", 0))),
+    [Corruption(event=4, path=S.KNOWN_PATHS.index(("spec", "nodeName")), action=4, key="", value="n9")],
+    [],
+)
+
+
 # --- properties ----------------------------------------------------------------------------------
 
 SCENARIOS = S.scenarios() | S.scenarios(focus=True)
@@ -975,6 +1004,7 @@ def test_duplicated_events_and_relists_change_nothing(scenario: Scenario) -> Non
 @example(*BAD_CONDITIONS)
 @example(*REJECTED_UPDATE)
 @example(*HOLD_GIVEN_BACK)
+@example(*NODE_NAME_AND_BACK)
 def test_corrupted_input_never_crashes_nor_overallocates(scenario: Scenario, corruptions: list[Corruption],
                                                          garbage: list[GarbageEvent]) -> None:
     """Invariant 6 (no exception escapes Replay.run), plus the core-view checks, on damaged input."""
