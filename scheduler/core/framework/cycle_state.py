@@ -50,6 +50,10 @@ class DevicePlan:
     # device resourceName -> devices the pod shares with nominated preemptors' holds only: busy
     # with the holds, but in use by no pod yet (`planner.count_short` counts them without holds)
     held_busy: dict[str, int] = field(default_factory=dict)
+    # device resourceName -> devices the pod shares with leaving pods only, on a node where
+    # nominated preemptors keep room: in use now, but given back to the holds once they are gone
+    # (`planner.count_short` counts them with holds)
+    kept_on: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -431,8 +431,11 @@ class ClusterState:
             notices.append(Notice("Pod", pod.key, "InvalidObject", f"Pod {pod.key}: {pod.label_error}",
                                   pod.meta.namespace, uid))
         placement = self.placements.get(uid)
-        if placement is not None and old is not None and _as_victim(old) != _as_victim(pod):
-            self._touch(self.nodes[placement.node])  # its node's possible preemption victims changed
+        if placement is not None and old is not None and (_as_victim(old) != _as_victim(pod)
+                                                          or old.meta.deleting != pod.meta.deleting):
+            # its node's possible preemption victims changed, or the pods leaving it (what a slice
+            # beside them keeps from the holds there: `planner._vacating`)
+            self._touch(self.nodes[placement.node])
         if uid in self.holds and (pod.terminal or pod.node_name or pod.meta.deleting or _nomination_left(
                 old, pod, self.holds[uid].placement.node)):
             self.release_hold(uid)

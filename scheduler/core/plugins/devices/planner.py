@@ -21,7 +21,11 @@ the plan is kept for Reserve and for scoring. Choice rules:
 - on nodes that advertise the device resourceName (e.g. `nvidia.com/gpu: 4`), plain count requests
   and class-assigned devices share that count, so neither can oversubscribe the other — counted
   with the nominated preemptors' holds and without them (`count_short`): a slice beside a hold's
-  slice puts a GPU in use now that the hold only keeps for after its victims are gone.
+  slice puts a GPU in use now that the hold only keeps for after its victims are gone, and a
+  slice beside pods that are all leaving keeps their GPU in use after they are gone, where the
+  holds counted on getting it back (`_vacating`); where holds are kept, a slice goes first to a
+  GPU a staying pod uses (it costs the count nothing, now or later: `_count_cost`), and only
+  then, fullest first, to one the holds count on or a free one.
 The node score is device-level binpack: how full the matching devices are after the placement.
 """
 
@@ -175,6 +179,12 @@ class DevicePlanner:
         grants: dict[str, dict[str, list[Grant]]] = {}
         newly_busy: dict[str, int] = {}
         held_busy: dict[str, int] = {}  # devices the pod shares with holds only (in use by no pod yet)
+        kept_on: dict[str, int] = {}  # devices the pod shares with leaving pods only, holds kept here
+        # nominated preemptors of this attempt's priority or higher keep room here (lower ones are
+        # lifted for it): the GPUs their victims leave are what their counts wait for
+        holds_here = info.held > 0
+        state = self.state
+        vacating: Callable[[DeviceUse | None], bool] = (lambda use: _vacating(state, use)) if holds_here else _never
         scores: list[int] = []
         # the most constrained request first — whole devices before slices, then the fewest
         # devices to choose from — so that a request with more choice never takes the only
@@ -218,8 +228,10 @@ class DevicePlanner:
             else:
                 amount = cls.sharing.unit * req.count
                 dimension = cls.sharing.dimension  # each dimension's slices count against its own capacity
-                # ((what the pod's hold of the device grows by, room left, others, name), device)
-                fitting: list[tuple[tuple[Amount, Amount, int, str], Device]] = []
+                # ((what the pod's hold of the device grows by, the GPUs of the count it takes now
+                # and after the leaving pods are gone, where holds are kept here (`_count_cost`),
+                # room left, others, name), device)
+                fitting: list[tuple[tuple[Amount, int, Amount, int, str], Device]] = []
                 for device in candidates:
                     if device.name in whole:
                         continue
@@ -242,15 +254,19 @@ class DevicePlanner:
                     left = capacity - ledger.shared_use(device_use, dimension) - after
                     if left < 0:
                         continue
-                    fitting.append(((after - before, left, others(device), device.name), device))
+                    cost = _count_cost(device_use, ledger.held_only, vacating) \
+                        if holds_here and device.name not in sliced else 0
+                    fitting.append(((after - before, cost, left, others(device), device.name), device))
                 if not fitting:
                     return f"Insufficient {req.resource_name}"
                 fitting.sort(key=lambda item: item[0])
                 best, best_device = fitting[0]
                 if self.slice_chooser is not None and len(fitting) > 1 and not whole and not sliced:
-                    # only for a pod's first device request: the chooser sees the node as it is
-                    chosen_device = self.slice_chooser.choose_slice(
-                        info, dimension, amount, [device for _, device in fitting])
+                    # only for a pod's first device request: the chooser sees the node as it is,
+                    # among the devices that cost the count least where holds are kept
+                    options = [device for key, device in fitting if key[1] == best[1]]
+                    chosen_device = self.slice_chooser.choose_slice(info, dimension, amount, options) \
+                        if len(options) > 1 else options[0]
                     best, best_device = next(item for item in fitting if item[1] is chosen_device)
                 device_use = use.get(best_device.name)
                 if best_device.name not in sliced:
@@ -258,22 +274,59 @@ class DevicePlanner:
                         newly_busy[best_device.resource_name] = newly_busy.get(best_device.resource_name, 0) + 1
                     elif ledger.held_only(device_use):
                         held_busy[best_device.resource_name] = held_busy.get(best_device.resource_name, 0) + 1
+                    elif vacating(device_use):
+                        kept_on[best_device.resource_name] = kept_on.get(best_device.resource_name, 0) + 1
                 by_phase = sliced.setdefault(best_device.name, {}).setdefault(req.resource_name, {})
                 for phase in req.phases:
                     by_phase[phase] = by_phase.get(phase, 0) + amount
                 chosen.append((best_device.name, amount, dimension))
                 capacity = best_device.capacity[dimension]
-                scores.append(int((capacity - best[1]) * MAX_NODE_SCORE // capacity) if capacity else 0)
+                scores.append(int((capacity - best[2]) * MAX_NODE_SCORE // capacity) if capacity else 0)
             grants.setdefault(req.container, {}).setdefault(req.resource_name, []).extend(chosen)
         devices = self.state.devices
         resources = frozenset(devices[name].resource_name for by_resource in grants.values()
                               for chosen_grants in by_resource.values() for name, *_ in chosen_grants)
         rooms = self.state.count_room(info)
         for resource in resources | newly_busy.keys() | held_busy.keys():
+            kept = kept_on.get(resource, 0)
             if count_short(info, resource, newly_busy.get(resource, 0), held_busy.get(resource, 0),
-                           rooms.get(resource)):
+                           rooms.get(resource), kept, going(self.state, info, resource) if kept else 0):
                 return f"Insufficient {_asked_as(requests, grants, resource, devices)}"
-        return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0, resources, held_busy)
+        return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0, resources, held_busy,
+                          kept_on)
+
+
+def _vacating(state: ClusterState, use: DeviceUse | None) -> bool:
+    """The device is in use only by pods that are leaving (deleted, or a preemption's victims
+    not yet gone: `ClusterState.leaving`), and no hold shares it: once they are gone it is free
+    — the room a nominated preemptor's hold counts on (its preemption's dry run, and `_room`
+    after a restart, counted the node without the leaving pods). Leaving, not only the victims
+    of the holds here: a restarted Tessera knows no victims, only pods being deleted, and a
+    hold counts on every GPU those give back. A pod sharing such a device keeps it in use after
+    they are gone: one more GPU in use for the holds, though none more now."""
+    if use is None or not use.busy:
+        return False
+    holds, pods = state.holds, state.pods
+    for uid in (*use.exclusive, *use.shared):
+        if uid in holds:
+            return False
+        pod = pods.get(uid)
+        if pod is None or not state.leaving(pod):
+            return False  # a holder not in the cache is no pod known to leave: it stays
+    return True
+
+
+def going(state: ClusterState, info: NodeInfo, resource: str) -> int:
+    """The node's GPUs of `resource` in use now by leaving pods only: the devices `_vacating`,
+    and the leaving pods' plain requests of it (`nvidia.com/gpu: 2`). `info.used` less these
+    is what stays in use, holds included, once the leaving pods are gone."""
+    ledger = state.ledger
+    devices = sum(1 for name in info.devices
+                  if ledger.counted_as(name) == resource and _vacating(state, ledger.use.get(name)))
+    plain = sum(placement.requests.get(resource, 0) for uid in info.pods
+                if (pod := state.pods.get(uid)) is not None and state.leaving(pod)
+                and (placement := state.placements.get(uid)) is not None)
+    return devices + plain
 
 
 def _asked_as(requests: tuple[DeviceRequest, ...], grants: dict[str, dict[str, list[Grant]]], resource: str,
@@ -326,7 +379,8 @@ def within_one_group(free: list[Device], count: int, attributes: tuple[str, ...]
     return free[:count], spanned and count > 1
 
 
-def count_short(info: NodeInfo, resource: str, added: int, shared_with_holds: int, room: int | None) -> bool:
+def count_short(info: NodeInfo, resource: str, added: int, shared_with_holds: int, room: int | None,
+                kept_on: int = 0, going: int = 0) -> bool:
     """Whether the node's count of `resource` cannot take `added` more GPUs in use (devices a plan
     makes busy, and the pod's own plain request of it) and `shared_with_holds` devices it shares
     with nominated preemptors' holds only. With nothing added (slices of GPUs already in use) it
@@ -339,7 +393,14 @@ def count_short(info: NodeInfo, resource: str, added: int, shared_with_holds: in
     already — and with the real holders alone (`real_used`), where it is not: the hold keeps it for
     after its victims are gone, while they still have their GPUs, and the pod would use it now.
     `room` (`ClusterState.count_room`, None without devices): the healthy free GPUs a count may
-    still take; `added` (above 0) beyond it is short too — an unhealthy GPU goes to no new pod."""
+    still take; `added` (above 0) beyond it is short too — an unhealthy GPU goes to no new pod.
+    `kept_on`: devices the pod shares with leaving pods only, on a node where holds are kept
+    (`_vacating`); `going`: the node's GPUs of `resource` only leaving pods use now (the function
+    `going`). In the pass with the holds, such a device is one more GPU in use once the leaving
+    pods are gone, when the holds count on getting it back: short when what stays in use then
+    (`used` less `going`, the holds included) with the pod's is over the count. A slice beside a
+    pod that stays takes nothing from the holds (the GPUs the leaving pods give back serve them).
+    With `added` above 0 the first check is the stricter one (`used` counts the kept devices)."""
     node = info.node
     if node is None or resource not in node.allocatable:
         return False
@@ -348,17 +409,20 @@ def count_short(info: NodeInfo, resource: str, added: int, shared_with_holds: in
     allocatable = node.allocatable[resource]
     over = info.used(resource) + added > allocatable if added > 0 else info.real_used(resource) > allocatable
     return over or (
-        shared_with_holds > 0 and info.real_used(resource) + added + shared_with_holds > allocatable)
+        shared_with_holds > 0 and info.real_used(resource) + added + shared_with_holds > allocatable) or (
+        kept_on > 0 and info.used(resource) - going + added + kept_on > allocatable)
 
 
 def over_count(ctx: PodContext, plan: DevicePlan, info: NodeInfo, state: ClusterState) -> str | None:
     """The pod's own plain request of a device resource (e.g. `nvidia.com/gpu: 2`) and the devices
     its class grants make busy share the node's count; the cached plan only knows the latter."""
-    for counts in (plan.newly_busy, plan.held_busy):  # a resource in both is checked twice, alike
+    for counts in (plan.newly_busy, plan.held_busy, plan.kept_on):  # a resource in two is checked twice, alike
         for resource in counts:
             own = ctx.plain_request(resource)
+            kept = plan.kept_on.get(resource, 0)
             if own and count_short(info, resource, plan.newly_busy.get(resource, 0) + own,
-                                   plan.held_busy.get(resource, 0), state.count_room(info).get(resource)):
+                                   plan.held_busy.get(resource, 0), state.count_room(info).get(resource),
+                                   kept, going(state, info, resource) if kept else 0):
                 return f"Insufficient {resource}"
     return None
 
@@ -373,3 +437,19 @@ def _peak_with(held: dict[str, dict[int, Amount]], resource: str, phases: Iterab
 
 def _busy(use: DeviceUse | None) -> bool:
     return use is not None and use.busy
+
+
+def _never(use: DeviceUse | None) -> bool:
+    return False
+
+
+def _count_cost(use: DeviceUse | None, held_only: Callable[[DeviceUse | None], bool],
+                vacating: Callable[[DeviceUse | None], bool]) -> int:
+    """Where nominated preemptors keep room on the node: how many GPUs of the count a slice's
+    first share of the device takes, now and once the leaving pods are gone — none beside a pod
+    that stays, one beside holds only (in use now, the holds' later) or beside leaving pods only
+    (in use now, the holds' GPU later), two on a free device. Cheapest first, so a slice the
+    count allows beside a staying pod never takes a GPU a hold waits for."""
+    if not _busy(use):
+        return 2
+    return 1 if held_only(use) or vacating(use) else 0
