@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run, assert_real_gpu_counts_within, config
 
@@ -237,3 +238,21 @@ def test_a_gang_preemptors_holds_keep_the_replacements_off_too() -> None:
     assert run.node_of("hi-0") == NODE and run.node_of("hi-1") == NODE
     assert all(run.node_of(f"new-{n}") is None for n in range(4))
     assert _evictions(run) == 4
+
+
+def test_a_slices_device_score_is_how_full_its_gpu_is_after_it() -> None:
+    """The planner's sort key grew an element (`_count_cost`); the score still reads the room left
+    (a first draft read the new element and scored every slice 100: 11 of the trace's placements
+    moved, and no test noticed). One 16Gi GPU with 4Gi in use, a 4Gi slice: 8 of 16 used -> 50."""
+    scheduler = Scheduler(config(BINPACK), seed=7, explain=True)
+    for obj in (b.node(NODE, gpus=1), b.device(NODE, 0, model="T4", memory="16Gi"),
+                b.resource_class("t4-shared", match_labels={"model": "T4"},
+                                 sharing={"dimension": "memory", "unit": "1Gi"}),
+                _slice("first", 4), _slice("second", 4)):
+        scheduler.apply("ADDED", obj, 0.0)
+    scores: dict[str, int] = {}
+    while (attempts := scheduler.schedule_next(0.0)) is not None:
+        for attempt in attempts:
+            assert attempt.node == NODE and attempt.scores is not None, attempt.message
+            scores[attempt.pod.meta.name] = attempt.scores[NODE]["TesseraDevices"]
+    assert scores == {"first": 25, "second": 50}, scores
