@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import random
 import resource
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -230,9 +232,6 @@ def run_gang(members: int, min_member: int, way: str) -> dict[str, Any]:
                 placed += sum(1 for a in found if a.node is not None)
         seconds = time.perf_counter() - start
     else:
-        import os
-        import tempfile
-
         from scheduler.sim.report import run_simulation
 
         with tempfile.TemporaryDirectory() as tmp:

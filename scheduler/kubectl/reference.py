@@ -82,16 +82,19 @@ def reference(text: str, flag: str | None, default: str) -> Reference:
 
 
 def not_found(ref: Reference) -> str:
-    """kubectl's words for a missing object (`pods "x" not found`), with the namespace looked in,
-    and — for a NAMESPACE/NAME, which may have been meant as a TYPE/NAME — what explain takes."""
+    """kubectl's words for a missing object (`pods "x" not found`), with the namespace looked in
+    (`not_found_hint` adds what explain takes when a prefix was read as that namespace)."""
     resource = ref.kind.resource if ref.kind is not None else "pods"
     return f'{resource} "{ref.name}" not found in namespace "{ref.namespace}"'
 
 
 def not_found_hint(text: str) -> str:
     """What explain takes, said after `not_found` when the argument had a prefix that is no TYPE
-    (`svc/x`, `cronjob/x`: read as a namespace)."""
-    return f" ({text.rpartition('/')[0]!r} was read as a namespace; {ACCEPTED})" if "/" in text else ""
+    (`svc/x`, `cronjob/x`: read as a namespace); nothing after `pod/x` or `job/x`, read as what they say."""
+    prefix = text.rpartition("/")[0]
+    if not prefix or prefix.lower() in POD_TYPES or prefix.lower() in WORKLOAD_TYPES:
+        return ""
+    return f" ({prefix!r} was read as a namespace; {ACCEPTED})"
 
 
 def workload_pods(ref: Reference, workload: Mapping[str, Any],

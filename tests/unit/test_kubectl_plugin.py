@@ -418,6 +418,9 @@ def test_explain_takes_a_workloads_type_slash_name() -> None:
     assert not_found(svc) + not_found_hint("svc/infer") == (
         f'pods "infer" not found in namespace "svc" (\'svc\' was read as a namespace; {ACCEPTED})')
     assert not_found_hint("infer") == ""
+    # a pod or workload TYPE was read as one, not as a namespace: a miss says only kubectl's words
+    for text in ("pod/missing", "po/missing", "pods/missing", "Pod/missing", "job/missing", "deploy/missing"):
+        assert not_found_hint(text) == "", text
 
 
 def test_a_workloads_pods_are_its_selectors_pending_ones_first() -> None:

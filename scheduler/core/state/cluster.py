@@ -817,7 +817,6 @@ class ClusterState:
                 for name in info.devices if name in use}
 
     def _recount_holders(self, held: dict[str, str]) -> None:
-        self.members_version += 1
         """A held device now counts as another resource (a device the pod was listed before, as
         after a restart, named by its object): its holders' requests are counted again against
         it (`counted_requests`), so the request its devices stand for is not counted twice."""
