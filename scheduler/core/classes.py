@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -235,6 +235,11 @@ class ClassRegistry:
 
     Two classes may not share a resourceName: the oldest (creationTimestamp, then name) keeps it and
     the others become invalid, so the choice does not depend on event order.
+
+    A class change matches again only the classes whose standing moved (the class itself, and a
+    class that won or lost its resourceName by it), each against the devices once: a change costs
+    O(devices) plus O(classes) of bookkeeping, never devices x classes. The indexes end exactly as
+    matching every device against every usable class would leave them.
     """
 
     def __init__(self) -> None:
@@ -244,15 +249,19 @@ class ClassRegistry:
         self._device_resources: Counter[str] = Counter()  # devices' own resourceName -> how many devices
         self._resource_of: dict[str, str] = {}  # device name -> its resourceName
         self._keys_of: dict[str, frozenset[str]] = {}  # device name -> its attribute and capacity names
-        self._key_count: Counter[str] = Counter()  # attribute or capacity name -> devices that have it
+        self._with_key: dict[str, set[str]] = {}  # attribute or capacity name -> devices that have it
         self.clash: dict[str, str] = {}  # class name -> message for classes that lost a name clash
         self.device_classes: dict[str, frozenset[str]] = {}  # device name -> matching class names
         self.matching: Counter[str] = Counter()  # class name -> devices it matches (any health)
         self.generation = 0  # moves on any class or device change
         self.epoch = 0  # moves only when the set of classes (or their specs) changes
         self._slices = _SliceCapacity()
+        self._indexed: dict[str, Device] = {}  # device name -> the object `device_classes` judged
 
     def upsert(self, cls: ResourceClass, devices: Iterable[Device]) -> None:
+        """Add or change a class. ``devices`` are every device the cluster knows, among them every
+        one `device_changed` told of and not removed since, and also deleted ones still held: a
+        device not indexed as it stands there is indexed (`device_changed`) as well."""
         self.classes[cls.name] = cls
         self._reindex(devices)
 
@@ -313,6 +322,7 @@ class ClassRegistry:
         self.matching.subtract(self.device_classes.get(device.name, ()))
         self.matching.update(matching)
         self.device_classes[device.name] = matching
+        self._indexed[device.name] = device
         self._slices.device_changed(device, matching)
         self.generation += 1
 
@@ -320,14 +330,20 @@ class ClassRegistry:
         self._count_resource(name, None)
         self._count_keys(name, frozenset())
         self.matching.subtract(self.device_classes.pop(name, ()))
+        self._indexed.pop(name, None)
         self._slices.device_removed(name)
         self.generation += 1
 
     def _count_keys(self, device: str, keys: frozenset[str]) -> None:
-        self._key_count.subtract(self._keys_of.pop(device, ()))
+        for key in self._keys_of.pop(device, frozenset()) - keys:
+            holders = self._with_key[key]
+            holders.discard(device)
+            if not holders:
+                del self._with_key[key]
         if keys:
             self._keys_of[device] = keys
-            self._key_count.update(keys)
+            for key in keys:
+                self._with_key.setdefault(key, set()).add(device)
 
     def unknown_keys_note(self, cls: ResourceClass) -> str:
         """` (no device has the attribute "modle")` when the class's selector needs keys no device
@@ -336,7 +352,7 @@ class ClassRegistry:
         if not self._keys_of:
             return ""  # no device at all: nothing to tell a typo by
         keys = sorted({req.key for req in cls.requirements
-                       if req.operator not in ("NotIn", "DoesNotExist") and self._key_count[req.key] <= 0})
+                       if req.operator not in ("NotIn", "DoesNotExist") and not self._with_key.get(req.key)})
         if not keys:
             return ""
         names = ", ".join(f'"{key}"' for key in keys)
@@ -350,7 +366,8 @@ class ClassRegistry:
             self._resource_of[device] = resource
             self._device_resources[resource] += 1
 
-    def _reindex(self, devices: Iterable[Device]) -> None:
+    def _judge_owners(self) -> None:
+        """Who owns each resourceName (the oldest valid class), who lost it, and every claimed name."""
         self.by_resource = {}
         self.claimed = frozenset(cls.resource_name for cls in self.classes.values() if not cls.name_taken)
         self.clash = {}
@@ -363,13 +380,68 @@ class ClassRegistry:
                                         f"is already used by ResourceClass {owner.name}")
                 continue
             self.by_resource[cls.resource_name] = cls
-        self.device_classes = {}
-        self.matching = Counter()
-        self._slices = _SliceCapacity(cls for cls in self.by_resource.values() if cls.sharing is not None)
+
+    def _reindex(self, devices: Iterable[Device]) -> None:
+        """After a class change: judge the owners again, then match again only the usable classes
+        that are new or changed (dropping those no longer usable), and index the devices the
+        registry has not judged as they stand (deleted ones still held, objects replaced since)."""
+        before = {cls.name: cls for cls in self.by_resource.values()}
+        self._judge_owners()
+        after = {cls.name: cls for cls in self.by_resource.values()}
+        dropped = frozenset(name for name, cls in before.items() if after.get(name) is not cls)
+        added = [cls for name, cls in after.items() if before.get(name) is not cls]
+        for name in dropped:
+            self._slices.remove_class(name)
+        for cls in added:
+            if cls.sharing is not None:
+                self._slices.add_class(cls)
+        if dropped or added:
+            self._match_again(dropped, added)
         for device in devices:
-            self.device_changed(device)
+            if self._indexed.get(device.name) is not device:
+                self.device_changed(device)
         self.generation += 1
         self.epoch += 1
+
+    def _match_again(self, dropped: frozenset[str], added: list[ResourceClass]) -> None:
+        """Take the dropped classes off every device, and match each added one against the
+        devices that have the rarest of the keys its selector needs present (`_candidates`)."""
+        device_classes = self.device_classes
+        if dropped:
+            for name, old in device_classes.items():
+                if not old.isdisjoint(dropped):
+                    device_classes[name] = old - dropped
+            for name in dropped:
+                self.matching.pop(name, None)
+        indexed = self._indexed
+        for cls in added:
+            matched = [name for name, device in self._candidates(cls) if cls.matches(device)]
+            if not matched:
+                continue
+            self.matching[cls.name] = len(matched)
+            one = frozenset((cls.name,))
+            for name in matched:
+                device_classes[name] = device_classes[name] | one
+            if cls.sharing is not None:
+                for name in matched:
+                    self._slices.add(cls.name, indexed[name])
+
+    def _candidates(self, cls: ResourceClass) -> Iterator[tuple[str, Device]]:
+        """The indexed devices the class may match: those with the fewest of the keys its
+        selector needs present (In, Exists, Gt, Lt hold only when the key is there); all
+        when it needs none, none when it is not valid. In index order when they are many
+        (walking a large set of names costs more than asking it)."""
+        if cls.error is not None:
+            return
+        needed = [self._with_key.get(req.key, set()) for req in cls.requirements
+                  if req.operator not in ("NotIn", "DoesNotExist")]
+        keys = min(needed, key=len) if needed else None
+        if keys is None:
+            yield from self._indexed.items()
+        elif len(keys) * 4 > len(self._indexed):
+            yield from ((name, device) for name, device in self._indexed.items() if name in keys)
+        else:
+            yield from ((name, self._indexed[name]) for name in keys if name in self._indexed)
 
 
 class _SliceCapacity:
@@ -383,22 +455,46 @@ class _SliceCapacity:
     Counts are kept per device event, so the check costs nothing per scheduling attempt.
     """
 
-    def __init__(self, classes: Iterable[ResourceClass] = ()) -> None:
-        self._classes = {cls.name: cls for cls in classes}
-        self._fits: dict[str, dict[str, bool]] = {name: {} for name in self._classes}  # class -> device -> fits
-        self._fitting: dict[str, int] = dict.fromkeys(self._classes, 0)
+    def __init__(self) -> None:
+        self._classes: dict[str, ResourceClass] = {}  # the usable sharing classes
+        self._fits: dict[str, dict[str, bool]] = {}  # class -> device -> fits
+        self._fitting: dict[str, int] = {}
         self._capacities: dict[str, frozenset[str]] = {}  # device -> its capacity names (sharing matches only)
+        self._sharing_of: dict[str, set[str]] = {}  # device -> the sharing classes it matches
+
+    def add_class(self, cls: ResourceClass) -> None:
+        """A sharing class became usable: it matches no device until `add` says so."""
+        self._classes[cls.name] = cls
+        self._fits[cls.name] = {}
+        self._fitting[cls.name] = 0
+
+    def remove_class(self, name: str) -> None:
+        """A class is no longer a usable sharing class (or is judged again): off every device."""
+        if self._classes.pop(name, None) is None:
+            return
+        del self._fitting[name]
+        for device in self._fits.pop(name):
+            classes = self._sharing_of[device]
+            classes.discard(name)
+            if not classes:
+                del self._sharing_of[device]
+                del self._capacities[device]
+
+    def add(self, name: str, device: Device) -> None:
+        """The device matches sharing class ``name``."""
+        sharing = self._classes[name].sharing
+        assert sharing is not None
+        capacity = device.capacity.get(sharing.dimension)
+        fits = capacity is not None and capacity >= sharing.unit
+        self._fits[name][device.name] = fits
+        self._fitting[name] += fits
+        self._capacities[device.name] = frozenset(device.capacity)
+        self._sharing_of.setdefault(device.name, set()).add(name)
 
     def device_changed(self, device: Device, matching: frozenset[str]) -> None:
         self.device_removed(device.name)
         for name in matching & self._classes.keys():
-            sharing = self._classes[name].sharing
-            assert sharing is not None
-            capacity = device.capacity.get(sharing.dimension)
-            fits = capacity is not None and capacity >= sharing.unit
-            self._fits[name][device.name] = fits
-            self._fitting[name] += fits
-            self._capacities[device.name] = frozenset(device.capacity)
+            self.add(name, device)
 
     def refresh(self, cls: ResourceClass) -> None:
         """A newer object of a class of the same sharing (`ClassRegistry.refresh`)."""
@@ -408,8 +504,8 @@ class _SliceCapacity:
     def device_removed(self, device: str) -> None:
         if self._capacities.pop(device, None) is None:
             return
-        for name, fits in self._fits.items():
-            if fits.pop(device, False):
+        for name in self._sharing_of.pop(device):
+            if self._fits[name].pop(device):
                 self._fitting[name] -= 1
 
     def unusable(self, name: str) -> bool:

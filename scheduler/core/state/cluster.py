@@ -220,7 +220,7 @@ class ClusterState:
         stays True, since devices with it may come, but VALID True beside DEVICES 0 read as
         healthy), else `Valid`."""
         error = self.classes.error_of(name)
-        matching = sum(1 for names in self.classes.device_classes.values() if name in names)
+        matching = self.classes.matching[name]  # the devices whose classes name it (any health)
         cls = self.classes.classes.get(name)
         why_none = self.classes.unknown_keys_note(cls) if cls is not None and error is None and not matching else ""
         reason = "InvalidSpec" if error is not None else UNKNOWN_ATTRIBUTE if why_none else "Valid"
@@ -933,8 +933,10 @@ class ClusterState:
         notices = self._dimension_changed(old, cls)
         self.classes.upsert(cls, self.devices.values())
         for name in sorted(self.classes.classes):
+            if name != cls.name and name not in self.classes.clash:
+                continue
             error = self.classes.error_of(name)
-            if error is not None and (name == cls.name or name in self.classes.clash):
+            if error is not None:
                 notices.append(Notice("ResourceClass", name, "InvalidResourceClass",
                                       f"ResourceClass {name} is not valid: {error}", "",
                                       self.classes.classes[name].meta.uid))
