@@ -15,11 +15,11 @@ import pytest
 from scheduler.kubectl import whatif
 from scheduler.sim import builders as b
 from scheduler.sim.report import run_simulation
-from tests.helpers import BINPACK, config
+from tests.helpers import BINPACK, TOO_FEW_WHY, config
 
 GANG = "gang default/low: would fall below minMember 2"
 HINT = ("Only 2 pods of PodGroup default/train exist and its minMember is 3: no member is tried until 1 more is "
-        "created (a Job's parallelism below minMember never starts: raise it, or lower minMember).")
+        "created (" + TOO_FEW_WHY.format(field="minMember") + ").")
 
 
 def _objects() -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from typing import Any
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
-from tests.helpers import BINPACK, config
+from tests.helpers import BINPACK, TOO_FEW_WHY, config
 
 LABELS = {"scheduling.x-k8s.io/pod-group": "big"}
 
@@ -46,7 +46,7 @@ def test_each_arrival_retries_every_earlier_member_with_the_count_of_then() -> N
         waiting.update((key, message) for key, _, message, _ in seen)
     told = core.never_fits_told(waiting)
     hint = ("Only 60 pods of PodGroup default/big exist and its minMember is 90: no member is tried until 30 more "
-            "are created (a Job's parallelism below minMember never starts: raise it, or lower minMember).")
+            "are created (" + TOO_FEW_WHY.format(field="minMember") + ").")
     assert told == {key: f"{message} {hint}" for key, message in waiting.items()}
 
 

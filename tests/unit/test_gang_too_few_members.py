@@ -19,7 +19,9 @@ from tests.helpers import BINPACK, config
 UPSTREAM = ("0/1 nodes are available: pre-filter pod job-0 cannot find enough sibling pods, current pods number: 4, "
             "minMember of group: 5.")
 HINT = ("Only 4 pods of PodGroup default/train exist and its minMember is 5: no member is tried until 1 more is "
-        "created (a Job's parallelism below minMember never starts: raise it, or lower minMember).")
+        "created (fewer than minMember were created: a Job's parallelism below it, a ResourceQuota refusing the rest "
+        "(the Job's FailedCreate Events say so; the members waiting keep the quota they hold, so it does not "
+        "clear), or a controller still creating them; raise what limits them, or lower minMember).")
 
 
 def _cluster(members: int = 4, leaving: int = 0) -> list[dict[str, Any]]:
@@ -108,4 +110,6 @@ def test_failed_members_alone_keep_the_parallelism_hint_and_are_counted_when_som
     assert result is not None
     assert result.too_few_members == (
         "Only 4 pods of PodGroup default/ft8 exist and its minMember is 8: no member is tried until 4 more are "
-        "created (a Job's parallelism below minMember never starts: raise it, or lower minMember).")
+        "created (fewer than minMember were created: a Job's parallelism below it, a ResourceQuota refusing the rest "
+        "(the Job's FailedCreate Events say so; the members waiting keep the quota they hold, so it does not "
+        "clear), or a controller still creating them; raise what limits them, or lower minMember).")

@@ -33,7 +33,7 @@ from scheduler.sim import builders as b
 from scheduler.view import model as m
 from scheduler.view.text import age, columns, render_nodes
 
-from tests.helpers import BINPACK, SPREAD, budget_protected_cluster, config
+from tests.helpers import BINPACK, SPREAD, TOO_FEW_WHY, budget_protected_cluster, config
 
 
 def test_columns_align_like_kubectl() -> None:
@@ -191,7 +191,7 @@ def test_what_if_and_simulate_list_a_gated_workload_gang_member_with_its_reason(
     result = whatif.what_if(objs, config(BINPACK), 0.0)
     # what-if adds that too few pods exist at all (capacity.too_few_members), after the gate's words
     few = ("Only 1 pod of PodGroup default/scheduling.k8s.io/train exists and its minCount is 2: no member is tried "
-           "until 1 more is created (a Job's parallelism below minCount never starts: raise it, or lower minCount).")
+           "until 1 more is created (" + TOO_FEW_WHY.format(field="minCount") + ").")
     assert [(o.pod, o.node, o.message) for o in result.outcomes] == [
         ("default/solo", "n1", ""), ("default/w-0", "", f"{why}. {few}")]
     replay = Replay(config(BINPACK))

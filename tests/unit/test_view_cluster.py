@@ -24,7 +24,7 @@ from scheduler.view import model as m
 from scheduler.view.cluster import WaitReason, build_view
 from scheduler.view.decisions import DecisionLog
 from scheduler.view.reasons import wait_reasons
-from tests.helpers import config
+from tests.helpers import TOO_FEW_WHY, config
 
 WHOLE = "class.tessera.dev/v100"
 SHARED = "class.tessera.dev/v100-shared"
@@ -126,9 +126,8 @@ def test_pending_pods_gangs_and_the_summary(run: _Run) -> None:
     assert view.gangs == (m.GangView("default/w", 3, 2, 0, 0, 2, "Pending",
                                      "pre-filter pod w-0 cannot find enough sibling pods, current pods number: 2, "
                                      "minMember of group: 3. Only 2 pods of gang default/w exist and its "
-                                     "min-available is 3: no member is tried until 1 more is created (a Job's "
-                                     "parallelism below min-available never starts: raise it, or lower "
-                                     "min-available)."),)
+                                     "min-available is 3: no member is tried until 1 more is created ("
+                                     + TOO_FEW_WHY.format(field="min-available") + ")."),)
     assert view.summary == m.Summary(gpus=12, used=6, shared=1, free=3, unavailable=3, free_on_partial=3,
                                       largest_free=2, largest_free_node="c")
     assert view.summary.fragmentation == 1.0
