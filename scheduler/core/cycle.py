@@ -599,8 +599,7 @@ class Cycle:
                 if waited_on is not None and self.engine.reject_waiting(victim.uid, now):
                     attempts[0].rejected_waiting[victim.uid] = waited_on
                 else:
-                    state.preempting.setdefault(victim.uid, set()).add(pods[0].uid)
-                    state.note_members_changed()
+                    state.mark_going(victim.uid, pods[0].uid)
             attempts[0].preempted = result.victims
             # upstream's prepareCandidate clears lower-priority nominations on the chosen nodes: such
             # a pod is nominated nowhere now, and its next try may preempt elsewhere at once

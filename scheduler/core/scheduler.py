@@ -142,8 +142,7 @@ class Scheduler:
         later preemptor's too): each lets go and tries again, as upstream activates every
         preemptor whose PreemptPod failed, and so do the victim's gang's pending members."""
         state = self._engine.state
-        preemptors = state.preempting.pop(victim_uid, None)
-        state.note_members_changed()
+        preemptors = state.unmark_going(victim_uid)
         if preemptors is None:
             return
         released = {preemptor: hold.node for preemptor in sorted(preemptors)
@@ -175,16 +174,13 @@ class Scheduler:
         state = self._engine.state
         unfinished = unfinished_gang_evictions(state, now)
         for item in unfinished:
-            state.preempting[item.pod.uid] = {""}
-            state.note_members_changed()
+            state.mark_going(item.pod.uid, "")
         return unfinished
 
     def abandon_evictions(self, now: float) -> None:
         """Lost the lease: the evictions not yet written are dropped, so their victims no longer
         count as going (a later term decides, or finishes a gang, afresh)."""
-        victims = list(self._engine.state.preempting)
-        self._engine.state.preempting.clear()
-        self._engine.state.note_members_changed()
+        victims = self._engine.state.unmark_all_going()
         self._retry_gangs_of(victims, now, "EvictionAbandoned")
 
     def abandon_deferred(self, now: float) -> None:

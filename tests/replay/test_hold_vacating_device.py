@@ -256,3 +256,21 @@ def test_a_slices_device_score_is_how_full_its_gpu_is_after_it() -> None:
             assert attempt.node == NODE and attempt.scores is not None, attempt.message
             scores[attempt.pod.meta.name] = attempt.scores[NODE]["TesseraDevices"]
     assert scores == {"first": 25, "second": 50}, scores
+
+
+def test_victims_no_longer_going_free_their_gpus_for_slices_at_once() -> None:
+    """Evictions dropped when the lease is lost (`abandon_evictions`): the victims stay, so their
+    GPUs are no longer the room a hold waits for, and a slice may join them again. Which pods are
+    leaving is part of every cached plan of their node (a review found the plan kept refusing
+    until something else touched the node)."""
+    run = _cluster(2)
+    for n in range(2):
+        run.add(_slice(f"old-{n}", 4))
+    run.add(b.pod("hi", limits={GPU: 2}, priority=100))
+    hi = next(a for a in run.attempts if a.pod.key == "default/hi")
+    assert sorted(v.meta.name for v in hi.preempted) == ["old-0", "old-1"]
+    run.add(_slice("new-0", 4))
+    assert run.node_of("new-0") is None, "while they go, a slice beside them takes the held room"
+    run.scheduler.abandon_evictions(0.0)
+    run.add(_slice("new-1", 4))
+    assert run.node_of("new-1") == NODE, run.last("new-1").message

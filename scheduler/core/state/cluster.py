@@ -232,6 +232,33 @@ class ClusterState:
         """Pods, pending, placements or preempting changed from outside: counts are asked afresh."""
         self.members_version += 1
 
+    def mark_going(self, victim_uid: str, preemptor_uid: str) -> None:
+        """`victim_uid` is leaving for `preemptor_uid` ("": finishing a gang's eviction). Whether a
+        pod is leaving is part of every plan of its node (a hold's room is what leaving pods give
+        back, `planner._vacating`), and of its gang's count: the node is touched, counts asked afresh."""
+        self.preempting.setdefault(victim_uid, set()).add(preemptor_uid)
+        self._going_changed(victim_uid)
+
+    def unmark_going(self, victim_uid: str) -> set[str] | None:
+        """`victim_uid` stays after all (its eviction refused): the preemptors that waited for it."""
+        preemptors = self.preempting.pop(victim_uid, None)
+        self._going_changed(victim_uid)
+        return preemptors
+
+    def unmark_all_going(self) -> list[str]:
+        """No eviction will be written (the lease is lost): every victim stays; returns them."""
+        victims = list(self.preempting)
+        self.preempting.clear()
+        for uid in victims:
+            self._going_changed(uid)
+        return victims
+
+    def _going_changed(self, uid: str) -> None:
+        self.members_version += 1
+        placement = self.placements.get(uid)
+        if placement is not None and (info := self.nodes.get(placement.node)) is not None:
+            self._touch(info)
+
     def apply(self, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
         """Apply one watch event; returns what changed (for requeueing) and what to report."""
         self.members_version += 1

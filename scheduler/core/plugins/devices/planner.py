@@ -24,8 +24,8 @@ the plan is kept for Reserve and for scoring. Choice rules:
   slice puts a GPU in use now that the hold only keeps for after its victims are gone, and a
   slice beside pods that are all leaving keeps their GPU in use after they are gone, where the
   holds counted on getting it back (`_vacating`); where holds are kept, a slice goes first to a
-  GPU a staying pod uses (it costs the count nothing, now or later: `_count_cost`), and only
-  then, fullest first, to one the holds count on or a free one.
+  GPU a staying pod uses (it costs the count nothing, now or later: `_count_cost`), then to one
+  the holds count on getting back, then to a free one — fullest first within each group.
 The node score is device-level binpack: how full the matching devices are after the placement.
 """
 
