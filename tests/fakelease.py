@@ -8,9 +8,12 @@ from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import orjson
 
 from scheduler.kube.http import Response
+from scheduler.kube.leader import LeaderElector
+from tests.helpers import until
 
 
 class Clock:
@@ -85,3 +88,23 @@ class LeaseClient:
         if s.after is not None:
             await s.after(method, self.who, response)
         return response
+
+
+async def a_real_newer_holder_deposes(server: LeaseServer, a: LeaderElector, b: LeaderElector, b_clock: Clock) -> None:
+    """A runs and leads; B, by whose clock A's record expired (by A's no time passed), takes the Lease
+    and shows its term token on a pod: the write A's doubt sends at once finds B's record, and A
+    steps down within a second, B holding the Lease."""
+    stopped: list[bool] = []
+    a._on_stopped_leading = lambda: stopped.append(True)
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(a.run)
+        await until(lambda: a.is_leader)
+        await anyio.sleep(0.1)
+        assert not await b._try_acquire_or_renew()
+        b_clock.t += 30
+        assert await b._try_acquire_or_renew()
+        b._start_leading()
+        assert b.fence_token is not None and a.saw_term(b.fence_token, "default/p")
+        await until(lambda: bool(stopped), seconds=1.0)
+        assert not a.is_leader and server.holder == "B"
+        owner.cancel_scope.cancel()

@@ -12,8 +12,7 @@ import structlog.testing
 
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.run_cli import standing_by
-from tests.fakelease import Clock, LeaseServer
-from tests.helpers import until
+from tests.fakelease import Clock, LeaseServer, a_real_newer_holder_deposes
 
 LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/tessera"
 
@@ -26,6 +25,18 @@ def _elector(server: LeaseServer, who: str, clock: Clock) -> LeaderElector:
 
 def _events(logs: list[MutableMapping[str, Any]], name: str) -> list[MutableMapping[str, Any]]:
     return [entry for entry in logs if entry["event"] == name]
+
+
+async def _b_took_over_while_a_was_paused() -> tuple[LeaseServer, LeaderElector, LeaderElector]:
+    """A leads; B sees A's record, and takes the Lease after A went unrenewed for longer than the lease."""
+    clock, server = Clock(), LeaseServer()
+    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
+    await a._acquire()
+    a._start_leading()
+    assert not await b._try_acquire_or_renew()  # B sees A's record
+    clock.t += 16
+    assert await b._try_acquire_or_renew()  # B took over while A was paused
+    return server, a, b
 
 
 async def test_the_first_leader_says_there_was_no_lease() -> None:
@@ -66,13 +77,7 @@ async def test_a_takeover_after_a_release_names_who_released_it() -> None:
 
 
 async def test_a_resumed_leader_logs_that_it_lost_the_lease_before_it_stands_by() -> None:
-    clock, server = Clock(), LeaseServer()
-    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
-    await a._acquire()
-    a._start_leading()
-    assert not await b._try_acquire_or_renew()  # B sees A's record
-    clock.t += 16
-    assert await b._try_acquire_or_renew()  # B took over while A was paused
+    _, a, _ = await _b_took_over_while_a_was_paused()
     with structlog.testing.capture_logs() as logs:
         await a._renew()  # A wakes up: its renewal finds B's record
     order = [entry["event"] for entry in logs if entry["event"] in ("leader.lost", "leader.standing_by")]
@@ -87,7 +92,7 @@ async def test_a_failed_attempt_says_what_failed_and_which_request() -> None:
     def time_out(method: str, who: str) -> None:
         raise TimeoutError()  # what KubeHttp raises when the timeout passes: no message of its own
 
-    server.fail = time_out  # type: ignore[assignment]
+    server.fail = time_out
     a = _elector(server, "A", clock)
     with structlog.testing.capture_logs() as logs:
         assert not await a._try_acquire_or_renew()
@@ -102,7 +107,7 @@ async def test_a_failed_attempt_keeps_the_exceptions_own_message() -> None:
     def refuse(method: str, who: str) -> None:
         raise ConnectionRefusedError(111, "Connect call failed ('10.0.0.1', 6443)")
 
-    server.fail = refuse  # type: ignore[assignment]
+    server.fail = refuse
     with structlog.testing.capture_logs() as logs:
         assert not await _elector(server, "A", clock)._try_acquire_or_renew()
     [failed] = _events(logs, "leader.attempt_failed")
@@ -128,7 +133,7 @@ async def test_a_leader_taking_back_its_own_record_after_a_blip_names_itself_not
     def refuse(method: str, who: str) -> None:
         raise TimeoutError()
 
-    server.fail = refuse  # type: ignore[assignment]
+    server.fail = refuse
     clock.t += 2
     assert not await a._try_acquire_or_renew()  # the blip: A cannot renew ...
     a._stop_leading()  # ... and steps down at its renewDeadline
@@ -220,34 +225,15 @@ async def test_a_doubt_whose_write_finds_a_real_newer_holder_says_that_holder_to
     within a millisecond of doubting, its deadline 10 s away. It lost because B took the Lease:
     say so and name B, in client-go's words (`lock is held by %v and has not yet expired`)."""
     server, slow, real = LeaseServer(), Clock(), Clock()
-    a, b_ = _elector(server, "A", slow), _elector(server, "B", real)
-    stopped: list[bool] = []
-    a._on_stopped_leading = lambda: stopped.append(True)
     with structlog.testing.capture_logs() as logs:
-        async with anyio.create_task_group() as owner:
-            owner.start_soon(a.run)
-            await until(lambda: a.is_leader)
-            await anyio.sleep(0.1)
-            assert not await b_._try_acquire_or_renew()
-            real.t += 30  # by B's clock A's record expired; by A's no time passed
-            assert await b_._try_acquire_or_renew()
-            b_._start_leading()
-            assert b_.fence_token is not None and a.saw_term(b_.fence_token, "default/p")
-            await until(lambda: bool(stopped), seconds=1.0)
-            owner.cancel_scope.cancel()
+        await a_real_newer_holder_deposes(server, _elector(server, "A", slow), _elector(server, "B", real), real)
     [lost] = _events(logs, "leader.lost")
     assert lost["holder"] == "B"
     assert lost["reason"] == "lock is held by B and has not yet expired: another holder took the Lease"
 
 
 async def test_a_leader_resumed_after_a_pause_says_who_took_the_lease() -> None:
-    clock, server = Clock(), LeaseServer()
-    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
-    await a._acquire()
-    a._start_leading()
-    assert not await b._try_acquire_or_renew()
-    clock.t += 16
-    assert await b._try_acquire_or_renew()
+    _, a, _ = await _b_took_over_while_a_was_paused()
     with structlog.testing.capture_logs() as logs:
         await a._renew()
     assert _lost_reason(logs) == "lock is held by B and has not yet expired: another holder took the Lease"
@@ -274,13 +260,7 @@ async def test_a_leader_that_cannot_reach_the_lease_still_says_its_renew_deadlin
 async def test_a_renewal_that_had_to_take_the_lease_anew_says_the_term_was_interrupted() -> None:
     """B took the Lease while A was paused and released it again: A's renewal takes it anew
     (`leader.term_interrupted`); the term ended, not for a deadline, and nobody holds it against A."""
-    clock, server = Clock(), LeaseServer()
-    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
-    await a._acquire()
-    a._start_leading()
-    assert not await b._try_acquire_or_renew()
-    clock.t += 16
-    assert await b._try_acquire_or_renew()
+    server, a, b = await _b_took_over_while_a_was_paused()
     b._start_leading()
     assert await b.release()
     with structlog.testing.capture_logs() as logs:

@@ -27,7 +27,7 @@ from scheduler.kube.leader import LeaderElector
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
-from tests.fakelease import Clock, LeaseServer
+from tests.fakelease import Clock, LeaseServer, a_real_newer_holder_deposes
 from tests.helpers import until
 
 
@@ -268,19 +268,4 @@ async def test_a_real_newer_holder_is_found_by_the_write_a_doubt_sends_at_once()
     """The token was real: the immediate write fails on the other holder's record, and this
     replica steps down then, not a retry period later."""
     server, slow, real = LeaseServer(), Clock(), Clock()
-    a, b_ = _elector(server, "A", slow), _elector(server, "B", real)
-    stopped: list[bool] = []
-    a._on_stopped_leading = lambda: stopped.append(True)
-    async with anyio.create_task_group() as owner:
-        owner.start_soon(a.run)
-        await until(lambda: a.is_leader)
-        await anyio.sleep(0.1)
-        assert not await b_._try_acquire_or_renew()
-        real.t += 30  # by B's clock A's record expired; by A's no time passed
-        assert await b_._try_acquire_or_renew()
-        b_._start_leading()
-        token_b = b_.fence_token
-        assert token_b is not None and a.saw_term(token_b, "default/p")
-        await until(lambda: bool(stopped), seconds=1.0)
-        assert not a.is_leader and server.holder == "B"
-        owner.cancel_scope.cancel()
+    await a_real_newer_holder_deposes(server, _elector(server, "A", slow), _elector(server, "B", real), real)
