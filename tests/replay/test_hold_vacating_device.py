@@ -76,6 +76,16 @@ def _device_of(run: Run, name: str) -> list[str]:
     return devices
 
 
+def _one_victim_per_gpu_gone(run: Run, victims: list[str]) -> dict[str, list[str]]:
+    """The victims by the GPU they terminate on, after the first of them on each GPU is gone for good."""
+    by_device: dict[str, list[str]] = {}
+    for name in victims:
+        by_device.setdefault(_device_of(run, name)[0], []).append(name)
+    for names in by_device.values():
+        _gone(run, names[0])
+    return by_device
+
+
 def _evictions(run: Run) -> int:
     return sum(len(attempt.preempted) for attempt in run.attempts)
 
@@ -185,11 +195,7 @@ def test_a_restarted_scheduler_keeps_the_replacements_off_the_terminating_victim
     before.add(b.pod("hi", limits={GPU: 2}, priority=100))
     for n in range(4):
         _terminating(before, f"old-{n}")
-    by_device: dict[str, list[str]] = {}
-    for n in range(4):
-        by_device.setdefault(_device_of(before, f"old-{n}")[0], []).append(f"old-{n}")
-    for names in by_device.values():
-        _gone(before, names[0])
+    by_device = _one_victim_per_gpu_gone(before, [f"old-{n}" for n in range(4)])
     still = [names[1] for names in by_device.values()]
 
     run = _cluster(2)  # the restarted one lists what is there
@@ -223,11 +229,7 @@ def test_a_gang_preemptors_holds_keep_the_replacements_off_too() -> None:
     assert run.state.holds and all(run.node_of(f"hi-{n}") is None for n in range(2))
     for n in range(4):
         _terminating(run, f"old-{n}")
-    by_device: dict[str, list[str]] = {}
-    for n in range(4):
-        by_device.setdefault(_device_of(run, f"old-{n}")[0], []).append(f"old-{n}")
-    for names in by_device.values():
-        _gone(run, names[0])
+    by_device = _one_victim_per_gpu_gone(run, [f"old-{n}" for n in range(4)])
     for n in range(4):
         run.add(_slice(f"new-{n}", 8))
         assert run.node_of(f"new-{n}") is None, f"new-{n} took a GPU the gang's holds wait for"
