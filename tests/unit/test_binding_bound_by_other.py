@@ -15,7 +15,8 @@ back is handed to the core, which counts it as the other leader's binding of tho
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
+from typing import Any
 
 import anyio
 import pytest
@@ -153,6 +154,30 @@ async def test_our_binding_that_landed_before_our_withdrawal_is_still_ours() -> 
         "tessera/withdrawn/7"
 
 
+def _p_and_q_on_one_gpu() -> FakeApi:
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.add_pod(b.pod("p", requests={"nvidia.com/gpu": 1}))
+    api.add_pod(b.pod("q", requests={"nvidia.com/gpu": 1}, priority=0))  # waits for p's GPU
+    return api
+
+
+async def _lead_until(api: FakeApi, seen: Callable[[list[MutableMapping[str, Any]]], bool]
+                      ) -> tuple[SchedulerLoop, Metrics, list[MutableMapping[str, Any]]]:
+    """Run a loop leading with term token OURS until `seen(logs)`, then one more cycle for q."""
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
+                         leader_term=lambda: 1, term_fence=lambda: OURS)
+    metrics = Metrics()
+    loop.hooks = MetricsHooks(metrics, loop)
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await until(lambda: seen(logs))
+            await anyio.sleep(0.2)  # q gets a cycle: it must not get p's GPU
+            owner.cancel_scope.cancel()
+    return loop, metrics, logs
+
+
 def _pod_bound_by_the_next_term(api: FakeApi) -> Callable[[Call], Response | None]:
     """A handler: the first Binding of pod p finds it already bound to the same node with the same
     annotations by the next term (its token), as a new leader deciding the same way does."""
@@ -170,21 +195,9 @@ async def test_the_loop_takes_the_other_leaders_binding_as_the_pods_and_claims_n
     """No "Successfully assigned" Event, no `binder.bound`, `result="conflict"` (not success), one
     warning line naming the other term; the pod is counted bound to n with its GPU (not freed,
     not assumed) — the other leader's binding of the very GPU this replica had assumed."""
-    api = FakeApi()
-    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
-    api.add_pod(b.pod("p", requests={"nvidia.com/gpu": 1}))
-    api.add_pod(b.pod("q", requests={"nvidia.com/gpu": 1}, priority=0))  # waits for p's GPU
+    api = _p_and_q_on_one_gpu()
     api.handlers.insert(0, _pod_bound_by_the_next_term(api))
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
-                         leader_term=lambda: 1, term_fence=lambda: OURS)
-    metrics = Metrics()
-    loop.hooks = MetricsHooks(metrics, loop)
-    with capture_logs() as logs:
-        async with anyio.create_task_group() as owner:
-            owner.start_soon(loop.run)
-            await until(lambda: any(str(e["event"]).startswith("binder.") for e in logs))
-            await anyio.sleep(0.2)  # q gets a cycle: it must not get p's GPU
-            owner.cancel_scope.cancel()
+    loop, metrics, logs = await _lead_until(api, lambda logs: any(str(e["event"]).startswith("binder.") for e in logs))
     assert api.pod("default", "p")["metadata"]["annotations"][ann.TERM] == NEWER
     assert not [e for e in api.events.values() if e["reason"] == "Scheduled"]
     lines = [(e["event"], e["log_level"]) for e in logs if str(e["event"]).startswith("binder.")]
@@ -293,22 +306,11 @@ def _our_binding_lands_then_the_next_terms_fence(api: FakeApi) -> Callable[[str,
 async def test_the_loop_counts_our_late_binding_under_a_newer_fence_as_its_success() -> None:
     """The loop: "Successfully assigned" Event, `binder.bound`, `result="success"`; the pod bound
     to n with its GPU, not freed for q."""
-    api = FakeApi()
-    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
-    api.add_pod(b.pod("p", requests={"nvidia.com/gpu": 1}))
-    api.add_pod(b.pod("q", requests={"nvidia.com/gpu": 1}, priority=0))  # waits for p's GPU
+    api = _p_and_q_on_one_gpu()
     api.fail_next("POST", "/pods/p/binding", hold=True)
     api.before = _our_binding_lands_then_the_next_terms_fence(api)
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="rep-a",  # type: ignore[arg-type]
-                         leader_term=lambda: 1, term_fence=lambda: OURS)
-    metrics = Metrics()
-    loop.hooks = MetricsHooks(metrics, loop)
-    with capture_logs() as logs:
-        async with anyio.create_task_group() as owner:
-            owner.start_soon(loop.run)
-            await until(lambda: any(e["event"] in ("binder.bound", "binder.bound_by_other") for e in logs))
-            await anyio.sleep(0.2)  # q gets a cycle: it must not get p's GPU
-            owner.cancel_scope.cancel()
+    loop, metrics, logs = await _lead_until(
+        api, lambda logs: any(e["event"] in ("binder.bound", "binder.bound_by_other") for e in logs))
     assert api.pod("default", "p")["metadata"]["annotations"][ann.TERM] == NEWER
     assert [e["note"] for e in api.events.values() if e["reason"] == "Scheduled"] == \
         ["Successfully assigned default/p to n"]
