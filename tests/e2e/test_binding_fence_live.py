@@ -77,6 +77,17 @@ async def _remove(kubectl: Kube, namespace: str, node: str, high: str) -> None:
     await kubectl.call("DELETE", f"{PRIORITY_CLASSES}/{high}", ok=(200, 404))
 
 
+async def _stop_then_remove(loop: SchedulerLoop, task: asyncio.Task[None], clients: tuple[Any, ...],
+                            kubectl: Kube, namespace: str, node: str, high: str) -> None:
+    """Stop one `SchedulerLoop` and its task, close its clients, then `_remove`."""
+    loop.stop()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    for client in clients:
+        await client.close()
+    await _remove(kubectl, namespace, node, high)
+
+
 @dataclass
 class _Deposed:
     """Two replicas on one Lease after rep-b, the leader, decided `pp` onto the node's one GPU and

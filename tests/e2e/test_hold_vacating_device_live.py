@@ -25,7 +25,7 @@ from scheduler.kube.http import KubeHttp, connect
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tests.e2e.live import Kube, eventually
-from tests.e2e.test_binding_fence_live import _bound, _node_and_priority, _remove
+from tests.e2e.test_binding_fence_live import _bound, _node_and_priority, _stop_then_remove
 
 ERS = "/apis/tessera.dev/v1alpha1/extendedresources"
 CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
@@ -103,12 +103,7 @@ async def test_replacement_slices_wait_for_the_preemptor_and_nobody_is_evicted_t
         preempted = [e["regarding"]["name"] for e in await kubectl.events(namespace) if e["reason"] == "Preempted"]
         assert sorted(preempted) == old, preempted
     finally:
-        loop.stop()
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        for client in (api, watch):
-            await client.close()
-        await _remove(kubectl, namespace, node, high)
+        await _stop_then_remove(loop, task, (api, watch), kubectl, namespace, node, high)
         for device in devices:
             await kubectl.call("DELETE", f"{ERS}/{device['metadata']['name']}", ok=(200, 404))
         await kubectl.call("DELETE", f"{CLASSES}/{cls}", ok=(200, 404))

@@ -24,7 +24,7 @@ from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tessera_testing.faultproxy import proxied
 from tests.e2e.live import Kube, eventually
-from tests.e2e.test_binding_fence_live import _bound, _has, _node_and_priority, _remove
+from tests.e2e.test_binding_fence_live import _bound, _has, _node_and_priority, _stop_then_remove
 
 
 async def _gone(kubectl: Kube, namespace: str, name: str) -> bool:
@@ -67,9 +67,4 @@ async def test_a_pod_whose_binding_is_in_flight_is_preempted_at_once(
         finally:
             proxy.configure(hold_bindings=False)
             proxy.release_bindings()
-            loop.stop()
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            for client in (api, watch):
-                await client.close()
-            await _remove(kubectl, namespace, node, high)
+            await _stop_then_remove(loop, task, (api, watch), kubectl, namespace, node, high)
