@@ -31,8 +31,7 @@ from scheduler.core.held_elsewhere import assume_held
 from scheduler.core.intake import Intake
 from scheduler.core.lifecycle import DeviceHold
 from scheduler.core.nominations import hold_nominated
-from scheduler.core.capacity import (ClusterTotals, and_never_fits, level_alone, never_fits, never_fits_key,
-                                     with_sentence)
+from scheduler.core.capacity import ClusterTotals, level_alone, never_fits, never_fits_key, with_sentence
 from scheduler.core.classes import ResourceClass
 from scheduler.core.objects import JSON, Device, Pod
 from scheduler.core.outcomes import BindingOutcomes
@@ -372,12 +371,9 @@ class Scheduler:
         sentences: dict[tuple[object, ...], str] = {}  # per gang: each member asking was quadratic
         for key, message in waiting.items():
             pod = state.pod_by_key(key)
-            if pod is None:
+            gang = never_fits_key(state, pod) if pod is not None else None
+            if pod is None or gang is None:  # gone, or no gang member: no sentence to add
                 out[key] = message
-                continue
-            gang = never_fits_key(state, pod)
-            if gang is None:
-                out[key] = and_never_fits(message, state, pod, totals)
                 continue
             if gang not in sentences:
                 sentences[gang] = never_fits(state, pod, totals)

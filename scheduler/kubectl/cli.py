@@ -16,15 +16,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import anyio
 
 from scheduler.api.config import ConfigError, SchedulerConfig, load_config
 from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.build_info import add_version_option
 from scheduler.closed_pipe import reader_gone
-from scheduler.kube.http import (ConnectError, ContextNotFound, KubeconfigError, KubeHttp, check_apiserver, connect,
-                                 rejected)
+from scheduler.kube.http import (TRANSPORT_ERRORS, ConnectError, ContextNotFound, KubeconfigError, KubeHttp,
+                                 check_apiserver, connect, rejected)
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import probe_pods, whatif
@@ -205,7 +204,7 @@ async def _workload_pod(http: KubeHttp, ref: Reference, objects: list[dict[str, 
     assert ref.kind is not None
     try:
         response = await http.request("GET", ref.kind.path(ref.namespace, ref.name), limited=False)
-    except (aiohttp.ClientError, TimeoutError, OSError) as err:
+    except TRANSPORT_ERRORS as err:
         raise CommandError(f"cannot read {ref.kind.word}/{ref.name}: {describe_error(err)}") from None
     if response.status == 404:
         raise CommandError(not_found(ref))

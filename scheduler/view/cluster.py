@@ -646,7 +646,7 @@ def _device_gpu(facts: _Facts, device: Device, index: int, status: str, fenced: 
         how = (UNTOLD if state.ledger.untold(use) else
                "given beyond it by a Binding Tessera did not decide (another scheduler, or a Binding by hand)")
         holder = next(iter(alone))
-        reason = (f"its slices use {over_text(over)}, held by {state.pods[holder].key if holder in state.pods else holder} "
+        reason = (f"its slices use {over_text(over)}, held by {_key(state, holder)} "
                   f"alone: {how}; no more of it is given out until they fit")
     other_nodes = state.device_ids.elsewhere(device.name) if device.device_id else []
     if other_nodes and state.device_ids.node_of(device.name) == device.node_name:  # not a held form it left behind

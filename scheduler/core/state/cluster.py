@@ -959,9 +959,7 @@ class ClusterState:
             return [], []
         notices = self._dimension_changed(old, cls)
         self.classes.upsert(cls, self.devices.values())
-        for name in sorted(self.classes.classes):
-            if name != cls.name and name not in self.classes.clash:
-                continue
+        for name in sorted({cls.name, *self.classes.clash}):  # the class, and those that lost a clash
             error = self.classes.error_of(name)
             if error is not None:
                 notices.append(Notice("ResourceClass", name, "InvalidResourceClass",

@@ -419,8 +419,10 @@ def over_count(ctx: PodContext, plan: DevicePlan, info: NodeInfo, state: Cluster
     for counts in (plan.newly_busy, plan.held_busy, plan.kept_on):  # a resource in two is checked twice, alike
         for resource in counts:
             own = ctx.plain_request(resource)
+            if not own:
+                continue
             kept = plan.kept_on.get(resource, 0)
-            if own and count_short(info, resource, plan.newly_busy.get(resource, 0) + own,
+            if count_short(info, resource, plan.newly_busy.get(resource, 0) + own,
                                    plan.held_busy.get(resource, 0), state.count_room(info).get(resource),
                                    kept, going(state, info, resource) if kept else 0):
                 return f"Insufficient {resource}"
