@@ -77,8 +77,7 @@ class BindingOutcomes:
         freed = engine.state.forget(uid)
         if node is not None:
             engine.release(node, engine.now)
-        engine.state.pending.discard(uid)
-        engine.state.note_members_changed()
+        engine.state.drop_pending(uid)
         engine.queue.remove(uid)
         engine.take(freed, engine.now)
 

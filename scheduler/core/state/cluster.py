@@ -64,8 +64,8 @@ class ClusterState:
         self.victim_priority_version = 0  # bumped when a PodGroup's class or a class's value changes
         # bumped by whatever may change which gang members count toward a minimum (`coscheduling.
         # counted_count`: pods, pending, placements, preempting, the gang index): every method
-        # here that changes one, at its start (no count is asked inside one), and the few
-        # changes made from outside (`note_members_changed`)
+        # here that changes one, at its start (no count is asked inside one); nothing outside
+        # writes those containers (`drop_pending`, `mark_going` … are the ways in)
         self.members_version = 0
         self.counted: dict[str, int] = {}  # gang key -> its count, as of members_version counted_at
         self.counted_at = -1
@@ -228,8 +228,10 @@ class ClusterState:
 
     # --- events ------------------------------------------------------------------------------
 
-    def note_members_changed(self) -> None:
-        """Pods, pending, placements or preempting changed from outside: counts are asked afresh."""
+    def drop_pending(self, uid: str) -> None:
+        """The pod no longer waits for a node here (its Binding settled elsewhere): it leaves
+        `pending`, and gang counts are asked afresh."""
+        self.pending.discard(uid)
         self.members_version += 1
 
     def mark_going(self, victim_uid: str, preemptor_uid: str) -> None:
