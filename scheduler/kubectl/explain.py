@@ -28,6 +28,7 @@ from scheduler.core.plugins.node_affinity import named_nodes
 from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.state import ClusterState
+from scheduler.first_few import first_few
 from scheduler.kube.fence import FENCE_REFUSED
 from scheduler.kube.snapshot import last_seen, seen_at
 from scheduler.kube.term_token import parse_term_token
@@ -261,9 +262,8 @@ def _unmatched_selector(state: ClusterState, pod: Pod) -> tuple[str, ...]:
         if value in values:
             continue
         if values:
-            shown = ", ".join(values[:_VALUES_SHOWN]) + (f" and {len(values) - _VALUES_SHOWN} more"
-                                                         if len(values) > _VALUES_SHOWN else "")
-            found.append(f"nodeSelector {key}={value}: no node has this value (nodes have {key}: {shown})")
+            found.append(f"nodeSelector {key}={value}: no node has this value "
+                         f"(nodes have {key}: {first_few(values, _VALUES_SHOWN)})")
         else:
             close = get_close_matches(key, sorted({k for have in labels for k in have}), n=1, cutoff=0.8)
             found.append(f"nodeSelector {key}={value}: no node has the label {key}"

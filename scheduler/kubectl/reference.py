@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from scheduler.core.disruption import parse_label_selector
 from scheduler.core.objects import ObjectError
+from scheduler.first_few import first_few
 
 POD_TYPES = ("pod", "pods", "po")  # kubectl's TYPE/NAME for a pod
 
@@ -137,6 +138,5 @@ def chosen_note(ref: Reference, pods: Sequence[tuple[str, bool]]) -> str:
     if not pending:
         return f"{what}: none of its {count} is pending; explaining {pods[0][0]} (explain the others by name)"
     others = pending[1:]
-    shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
-    rest = f"; also pending: {shown}" if others else ""
+    rest = f"; also pending: {first_few(others, 5)}" if others else ""
     return f"{what}: {len(pending)} of its {count} pending; explaining {pending[0]}{rest}"

@@ -19,6 +19,7 @@ from scheduler.api.quantity import Amount
 from scheduler.core.classes import ClassRegistry, ResourceClass
 from scheduler.core.framework.placement import Domain
 from scheduler.core.lifecycle import Grant, Phases, peak
+from scheduler.first_few import first_few
 from scheduler.core.objects import Pod
 from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 
@@ -155,5 +156,4 @@ def _did_you_mean(name: str, provided: Iterable[str]) -> str:
         return f' (did you mean "{by_base[close[0]]}"?)'
     if not names:
         return " (no valid ResourceClass exists)"
-    more = f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""
-    return f" (the ResourceClasses provide {', '.join(names[:_NAMES_SHOWN])}{more})"
+    return f" (the ResourceClasses provide {first_few(names, _NAMES_SHOWN)})"

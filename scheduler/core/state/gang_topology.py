@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from scheduler.core.objects import TOPOLOGY_PREFERRED, TOPOLOGY_REQUIRED, GangTopology
+from scheduler.first_few import first_few
 
 Verdict = tuple[GangTopology | None, str | None]  # the gang's topology, or why its members disagree
 
@@ -90,5 +91,5 @@ class SaidTopology:
 
 
 def _some(keys: list[str]) -> str:
-    keys = sorted(keys)
-    return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+    """Three of the members' keys, in order, and how many more."""
+    return first_few(sorted(keys), 3)
