@@ -197,9 +197,7 @@ def counted_members(state: ClusterState, pod: Pod) -> list[Pod]:
 
 def counted_members_of(state: ClusterState, key: str) -> list[Pod]:
     """`counted_members` of the group `key`."""
-    members = (state.pods[uid] for uid in sorted(uid for uid in state.gangs.members.get(key, ()) if uid in state.pods))
-    return [member for member in members
-            if (member.uid in state.placements and not state.leaving(member)) or member.uid in state.pending]
+    return [state.pods[uid] for uid in sorted(_counted_uids(state, key))]
 
 
 def counted_count(state: ClusterState, key: str) -> int:
@@ -216,7 +214,7 @@ def counted_count(state: ClusterState, key: str) -> int:
         state.counted_at = state.members_version
     count = state.counted.get(key)
     if count is None:
-        count = state.counted[key] = _count(state, key)
+        count = state.counted[key] = len(_counted_uids(state, key))
     if VERIFY_COUNTS:
         assert count == len(counted_members_of(state, key)), (key, count, len(counted_members_of(state, key)))
     return count
@@ -227,18 +225,21 @@ def counted_count(state: ClusterState, key: str) -> int:
 VERIFY_COUNTS = False
 
 
-def _count(state: ClusterState, key: str) -> int:
+def _counted_uids(state: ClusterState, key: str) -> set[str]:
+    """The rule of `counted_members` (its one home), as uids: live members waiting for a node,
+    and live members on one that are not leaving. Sets are intersected in C over the smaller
+    side (set & set, dict view & set); only placed members are visited in Python (`leaving`)."""
     members = state.gangs.members.get(key)
     if not members:
-        return 0
+        return set()
     pending = state.pending
-    waiting = state.pods.keys() & (members & pending)  # live, waiting for a node
+    counted = state.pods.keys() & (members & pending)  # live, waiting for a node
     placed = state.placements.keys() & members
-    if not placed:
-        return len(waiting)
-    pods = state.pods
-    return len(waiting) + sum(1 for uid in placed - pending
-                              if (member := pods.get(uid)) is not None and not state.leaving(member))
+    if placed:
+        pods = state.pods
+        counted.update(uid for uid in placed - pending
+                       if (member := pods.get(uid)) is not None and not state.leaving(member))
+    return counted
 
 
 @dataclass(frozen=True, slots=True)
