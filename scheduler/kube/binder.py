@@ -286,7 +286,8 @@ class Binder:
                     if sends:  # the last read may predate a request that landed just before the window closed
                         settled, observed = await self._resolve(binding)
                         if settled is not None:
-                            return await self._read_back(binding, settled, observed, first_error, sends, deposed)
+                            return await self._checked_read_back(binding, settled, observed, first_error, sends,
+                                                                 deposed)
                         if binding.resource_version:  # the window is no bound on a request in a proxy
                             return await self._withdraw(binding, first_error, sends, deposed, why=NOT_LEADING)
                     message = (f"{NOT_LEADING}; the Binding was not sent" if not sends else
@@ -297,8 +298,8 @@ class Binder:
             settled, observed = await self._resolve(binding)
             if settled is not None:
                 # deposed while the send was out counts too: that is when a fence refuses it
-                return await self._read_back(binding, settled, observed, first_error, sends,
-                                             deposed or self.term() != term)
+                return await self._checked_read_back(binding, settled, observed, first_error, sends,
+                                                     deposed or self.term() != term)
             log.info("binder.unsettled", pod=pod, node=binding.node, error=message, sends=sends)
             await self._sleep(delay * (1 + random.random() * 0.2))
             delay = min(delay * 2, RESEND_MAX)
@@ -356,7 +357,7 @@ class Binder:
                     return BindResult(binding, Outcome.RETRY, f"{why}; {WITHDRAWN}", 0.0, observed=answer.pod,
                                       sends=sends, detail=detail, not_leading=why == NOT_LEADING, withdrawn=True)
                 if settled is not None:
-                    return await self._read_back(binding, settled, answer.pod, first_error, sends, deposed)
+                    return await self._checked_read_back(binding, settled, answer.pod, first_error, sends, deposed)
                 failed = "the write left the pod at the Binding's resourceVersion"  # defensive: see the token
             log.warning("binder.withdraw_failed", pod=f"{binding.namespace}/{binding.name}", node=binding.node,
                         error=failed, retry_in=round(delay, 1),
@@ -365,17 +366,17 @@ class Binder:
             delay = min(delay * 2, RESEND_MAX)
             settled, observed = await self._resolve(binding)
             if settled is not None:
-                return await self._read_back(binding, settled, observed, first_error, sends, deposed)
+                return await self._checked_read_back(binding, settled, observed, first_error, sends, deposed)
 
-    async def _read_back(self, binding: Binding, settled: Outcome, observed: dict[str, Any] | None,
-                         first_error: str, sends: int, deposed: bool) -> BindResult:
-        """The result a read-back settled (`_read_back` below), after one more look when it shows the
+    async def _checked_read_back(self, binding: Binding, settled: Outcome, observed: dict[str, Any] | None,
+                                 first_error: str, sends: int, deposed: bool) -> BindResult:
+        """The result a read-back settled (`_read_back_result`), after one more look when it shows the
         pod bound to our node with our devices under another `tessera.dev/term`: our Binding may
         have bound it all the same (`_bound_by_ours`)."""
         if (settled is Outcome.CONFLICT and observed is not None and _same_placement(binding, observed)
                 and await self._bound_by_ours(binding)):
             settled = Outcome.BOUND
-        return _read_back(binding, settled, observed, first_error, sends, deposed)
+        return _read_back_result(binding, settled, observed, first_error, sends, deposed)
 
     async def _bound_by_ours(self, binding: Binding) -> bool:
         """Whether our Binding is what bound the pod, for a pod that reads as bound to our node with
@@ -501,8 +502,8 @@ def _bound_by_other(binding: Binding, pod: dict[str, Any], withdrawn_with: str =
     return None if theirs in (ours, withdrawn_with) else theirs
 
 
-def _read_back(binding: Binding, settled: Outcome, observed: dict[str, Any] | None, first_error: str,
-               sends: int, deposed: bool) -> BindResult:
+def _read_back_result(binding: Binding, settled: Outcome, observed: dict[str, Any] | None, first_error: str,
+                      sends: int, deposed: bool) -> BindResult:
     """The result a read-back settled: bound (despite the earlier error), bound elsewhere, gone, or
     changed since the decision (no send of this Binding can land any more; `deposed`: a replica no
     longer leading names the newer term's fence the pod carries)."""
