@@ -63,9 +63,10 @@ class ClusterState:
         self.deferred: list[Notice] = []
         self.victim_priority_version = 0  # bumped when a PodGroup's class or a class's value changes
         # bumped by whatever may change which gang members count toward a minimum (`coscheduling.
-        # counted_count`: pods, pending, placements, preempting, the gang index): every method
-        # here that changes one, at its start (no count is asked inside one); nothing outside
-        # writes those containers (`drop_pending`, `mark_going` … are the ways in)
+        # counted_count`: pods, pending, placements, preempting, the gang index): once by every
+        # public method here that changes one, at its start (no count is asked inside one; the
+        # private steps they share, `_place`, `_unplace`, `_remove_pod`, leave it to them);
+        # nothing outside writes those containers (`drop_pending`, `mark_going` … are the ways in)
         self.members_version = 0
         self.counted: dict[str, int] = {}  # gang key -> its count, as of members_version counted_at
         self.counted_at = -1
@@ -563,7 +564,6 @@ class ClusterState:
         self._node_info(node_name).allocating[uid] = resources
 
     def _remove_pod(self, pod: Pod) -> list[ClusterEvent]:
-        self.members_version += 1
         uid = pod.uid
         events = self._unplace(uid) if uid in self.placements else []
         self.preempting.pop(uid, None)
@@ -587,7 +587,6 @@ class ClusterState:
                assumed: bool, kept: tuple[DeviceHold, ...] = ()) -> list[Notice]:
         """Charge the pod on the node for `devices`, and for `kept`: what it held before its
         devices annotation was edited while bound (`_devices_edited`), which it holds as well."""
-        self.members_version += 1
         info = self._node_info(node_name)
         notices: list[Notice] = []
         # our own assumption charges the devices we chose: what the pending pod's own annotations
@@ -690,7 +689,6 @@ class ClusterState:
                 for resource, described, allocatable in crossed]
 
     def _unplace(self, uid: str, drop_ghosts: bool = True) -> list[ClusterEvent]:
-        self.members_version += 1
         placement = self.placements.pop(uid)
         info = self.nodes[placement.node]
         info.pods.discard(uid)
