@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 import pytest_asyncio
 import yaml
@@ -331,9 +330,9 @@ def _resources(pod: dict[str, Any]) -> set[str]:
 
 
 def _assigned(pod: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
-    doc = orjson.loads(pod["metadata"]["annotations"][ann.DEVICES])
-    return {c: {r: [g["id"] for g in grants] for r, grants in by_resource.items()}
-            for c, by_resource in doc["containers"].items()}
+    containers = ann.decode_devices(pod["metadata"]["annotations"][ann.DEVICES])
+    return {c: {r: [g.device_id for g in grants] for r, grants in by_resource.items()}
+            for c, by_resource in containers.items()}
 
 
 async def _all_allocated(kubectl: Kube, namespace: str, names: set[str]) -> dict[str, dict[str, Any]] | None:

@@ -16,8 +16,6 @@ import asyncio
 import secrets
 from typing import Any
 
-import orjson
-
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
 from scheduler.kube.controlplane import LocalControlPlane
@@ -36,10 +34,10 @@ async def _force_delete(kubectl: Kube, namespace: str, name: str) -> None:
 
 
 def _device_of(pod: dict[str, Any]) -> str:
-    doc = orjson.loads(pod["metadata"]["annotations"][ann.DEVICES])
-    [grant] = [grant for by_resource in doc["containers"].values() for grants in by_resource.values()
-               for grant in grants]
-    return str(grant["device"])
+    """The one device the pod's `tessera.dev/devices` grants, read by the product's decoder."""
+    containers = ann.decode_devices(pod["metadata"]["annotations"][ann.DEVICES])
+    [grant] = [grant for by_resource in containers.values() for grants in by_resource.values() for grant in grants]
+    return grant.device
 
 
 async def test_replacement_slices_wait_for_the_preemptor_and_nobody_is_evicted_twice(

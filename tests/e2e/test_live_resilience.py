@@ -44,9 +44,9 @@ def _device_owners(pods: dict[str, dict[str, Any]]) -> collections.Counter[str]:
         raw = (pod["metadata"].get("annotations") or {}).get(ann.DEVICES)
         if raw is None:
             continue
-        for by_resource in orjson.loads(raw)["containers"].values():
+        for by_resource in ann.decode_devices(raw).values():
             for grants in by_resource.values():
-                owners.update(g["device"] for g in grants)
+                owners.update(g.device for g in grants)
     return owners
 
 
