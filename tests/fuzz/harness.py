@@ -12,7 +12,8 @@ Checks (each one is an assertion, so Hypothesis minimises any input that breaks 
   plus Tessera's placements stays within allocatable too; every granted device exists on that
   node, is healthy, and is held exclusively by this pod alone, or shared within its capacity;
 - the ledger is consistent: node totals equal the sum of placements, device use equals the grants
-  of the placements, busy counts equal the busy devices;
+  of the placements, busy counts equal the busy devices (tests/busy_model.py, with the GPUs held
+  by a name the ledger keeps elsewhere);
 - the good node/device/class/pods added at the end are scheduled ("the rest of the cluster keeps
   being scheduled");
 - deleting every object that was ever sent (with the last object sent for it, as the apiserver
@@ -37,6 +38,7 @@ from scheduler.core.objects import GANG_MIN_LABEL, GANG_NAME_LABEL, podgroup_api
 from scheduler.core.state import ClusterState, Notice
 from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
+from tests.busy_model import busy_of
 from tests.fuzz import strategies as S
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
@@ -340,12 +342,12 @@ class Harness:
                 else:
                     held = shared[device].setdefault(uid, {})
                     held[resource, dimension] = held.get((resource, dimension), Fraction(0)) + amount
+        in_use = {device for device, use in state.ledger.use.items() if use.busy}
         for name, info in state.nodes.items():
             assert {k: v for k, v in info.requested.items() if v} == {k: v for k, v in requested[name].items() if v}, name
             assert info.pods == pods[name], name
-            busy = Counter(d.resource_name for d in info.devices.values()
-                           if d.name in state.ledger.use and state.ledger.use[d.name].busy)
-            assert info.busy == dict(busy), (name, info.busy, busy)
+            busy = busy_of(state, name, info.devices.values(), in_use)
+            assert info.busy == busy, (name, info.busy, busy)
             ids: dict[str, set[str]] = defaultdict(set)
             taken: dict[str, set[str]] = defaultdict(set)
             for dev_name, dev in info.devices.items():  # what DeviceLedger.refresh keeps for count_room

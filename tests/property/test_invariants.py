@@ -54,6 +54,7 @@ from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import ClusterState
 from scheduler.sim.replay import Replay, WatchEvent
+from tests.busy_model import GPU, busy_of
 from tests.property import strategies as S
 from tests.property.strategies import (
     ClassSpec,
@@ -582,18 +583,15 @@ def check_state_consistent(sched: Scheduler) -> None:
         check(info.devices == devices, f"node {name}: device index drifts")
         want_held = {k: v for k, v in held_requested.get(name, Counter()).items() if v}
         check(info.held_requested == want_held, f"node {name}: held_requested {info.held_requested} != holds {want_held}")
-        busy: Counter[str] = Counter()
         held_busy: Counter[str] = Counter()  # busy only through holds: in use by no pod yet
         for dev in devices.values():
             if dev.name in use:  # a held device no ExtendedResource named yet counts as a GPU
-                busy[dev.resource_name or "nvidia.com/gpu"] += 1
                 exclusive, shared = use[dev.name]
                 if all(uid in state.holds for uid in (*exclusive, *shared)):
-                    held_busy[dev.resource_name or "nvidia.com/gpu"] += 1
+                    held_busy[dev.resource_name or GPU] += 1
         # a GPU a pod placed here holds by the name of a device the ledger keeps elsewhere (a
         # ghost or object on another node, or naming another GPU: `DeviceLedger.hold_unseen`) is
-        # in use here too, once per deviceID, unless a busy device of the node names it
-        busy_ids = {dev.device_id for dev in devices.values() if dev.name in use}
+        # in use here too (`busy_of`): each such holder is one placed here with that name
         for device_id, by_holder in sorted(state.ledger.elsewhere.get(name, {}).items()):
             for uid, held_name in by_holder.items():
                 placed = state.placements.get(uid)
@@ -602,10 +600,8 @@ def check_state_consistent(sched: Scheduler) -> None:
                       f"node {name}: {uid} kept holding GPU {device_id} by {held_name}, but is not placed here with it")
                 check(known is not None and (known.node_name != name or known.device_id not in ("", device_id)),
                       f"node {name}: GPU {device_id} kept as held elsewhere by {held_name}, which is the node's own")
-            if device_id not in busy_ids:
-                dev_ = state.devices.get(min(by_holder.values()))
-                busy[(dev_.resource_name if dev_ is not None else "") or "nvidia.com/gpu"] += 1
-        check(info.busy == dict(busy), f"node {name}: busy {info.busy} != {dict(busy)}")
+        busy = busy_of(state, name, devices.values(), use)
+        check(info.busy == busy, f"node {name}: busy {info.busy} != {busy}")
         check(info.held_busy == dict(held_busy), f"node {name}: held_busy {info.held_busy} != {dict(held_busy)}")
         # the distinct GPUs per resource and the free schedulable ones a count may take, kept by
         # DeviceLedger.refresh (ClusterState.count_room, NodeInfo.described): as counted afresh
