@@ -228,3 +228,16 @@ def gpu_counts_of(*objs: dict[str, Any]) -> GpuCounts:
     core = Scheduler(config())
     load(core, list(objs), 0.0)
     return gpu_counts(core, now=0.0)
+
+
+def nested_paths(value: Any, out: list[tuple[Any, Any]]) -> None:
+    """Every (container, key or index) below `value`, depth first in document order, appended to
+    `out`: the places the fuzz and property strategies may damage an object at."""
+    if isinstance(value, dict):
+        for key in list(value):
+            out.append((value, key))
+            nested_paths(value[key], out)
+    elif isinstance(value, list):
+        for i in range(len(value)):
+            out.append((value, i))
+            nested_paths(value[i], out)

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from scheduler.api.quantity import QuantityError, parse_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.objects import GANG_MIN_LABEL, GANG_NAME_LABEL, PODGROUP_LABEL
+from tests.helpers import nested_paths
 
 Obj = dict[str, Any]
 
@@ -480,17 +481,6 @@ unknown_kinds = st.builds(
 # --- damage --------------------------------------------------------------------------------------
 
 
-def _paths(value: Any, out: list[tuple[Any, Any]]) -> None:
-    if isinstance(value, dict):
-        for key in list(value):
-            out.append((value, key))
-            _paths(value[key], out)
-    elif isinstance(value, list):
-        for i in range(len(value)):
-            out.append((value, i))
-            _paths(value[i], out)
-
-
 @st.composite
 def maybe_damaged(draw: st.DrawFn, obj: Obj) -> Obj:
     """A copy of `obj`, sometimes with one nested value replaced by garbage or removed."""
@@ -498,7 +488,7 @@ def maybe_damaged(draw: st.DrawFn, obj: Obj) -> Obj:
     if not draw(st.integers(0, 3)) == 0:
         return obj
     paths: list[tuple[Any, Any]] = []
-    _paths(obj, paths)
+    nested_paths(obj, paths)
     paths = [(parent, key) for parent, key in paths if not (parent is obj and key == "kind")]
     if not paths:
         return obj

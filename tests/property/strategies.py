@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from scheduler.core import annotations as ann
 from scheduler.sim import builders as b
+from tests.helpers import nested_paths
 
 Obj = dict[str, Any]
 
@@ -633,17 +634,6 @@ garbage_events = st.builds(
 )
 
 
-def _paths(value: Any, out: list[tuple[Any, Any]]) -> None:
-    if isinstance(value, dict):
-        for key in list(value):
-            out.append((value, key))
-            _paths(value[key], out)
-    elif isinstance(value, list):
-        for i in range(len(value)):
-            out.append((value, i))
-            _paths(value[i], out)
-
-
 def _wrong_type(value: Any) -> Any:
     if isinstance(value, bool):
         return "true"
@@ -662,7 +652,7 @@ def corrupt(obj: Obj, c: Corruption) -> Obj:
     """A damaged deep copy of `obj` (the top level stays a JSON object, as read_events guarantees)."""
     obj = copy.deepcopy(obj)
     paths: list[tuple[Any, Any]] = []
-    _paths(obj, paths)
+    nested_paths(obj, paths)
     value = copy.deepcopy(c.value)
     if c.action == 4:
         target: Any = obj
