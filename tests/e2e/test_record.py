@@ -61,6 +61,19 @@ def gpu_pod(name: str, gpus: int = 1, node: str = "") -> dict[str, Any]:
     return pod
 
 
+async def simulate(recording: Path) -> tuple[dict[str, str | None], str]:
+    """`tessera simulate` of a recording, which must succeed: each pod's node (None: not placed)
+    from its stdout, and its report (stderr)."""
+    sim = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "scheduler", "simulate", str(recording), cwd=REPO,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    async with asyncio.timeout(120):
+        stdout, sim_err = await sim.communicate()
+    report = sim_err.decode()
+    assert sim.returncode == 0, report
+    return {line["pod"]: line["node"] for line in map(orjson.loads, stdout.splitlines())}, report
+
+
 def read_events(path: Path) -> list[dict[str, Any]]:
     events = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     for event in events:
@@ -111,15 +124,8 @@ async def test_record_then_simulate(control_plane: LocalControlPlane, namespace:
     kinds = [e["object"]["kind"] for e in events]
     assert kinds.index("Node") < kinds.index("Pod")
 
-    sim = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "scheduler", "simulate", str(out), cwd=REPO,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    async with asyncio.timeout(120):
-        stdout, sim_err = await sim.communicate()
-    report = sim_err.decode()
-    assert sim.returncode == 0, report
+    placed, report = await simulate(out)
     assert f"{out}: line" not in report  # every line was readable
-    placed = {line["pod"]: line["node"] for line in map(orjson.loads, stdout.splitlines())}
     for pod in ("before", "after"):
         assert placed.get(f"{namespace}/{pod}") is not None, report
     for node in nodes:
@@ -158,15 +164,8 @@ async def test_full_cluster_with_pending_pods_replays_as_it_was(clean_cluster: L
             if e["object"]["kind"] == "Pod" and e["object"]["metadata"].get("namespace") == namespace]
     assert ours == sorted(bound) + ["a-pending-0", "a-pending-1"]
 
-    sim = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "scheduler", "simulate", str(out), cwd=REPO,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    async with asyncio.timeout(120):
-        stdout, sim_err = await sim.communicate()
-    report = sim_err.decode()
-    assert sim.returncode == 0, report
+    final, report = await simulate(out)
     assert "over its capacity" not in report, report
-    final = {line["pod"]: line["node"] for line in map(orjson.loads, stdout.splitlines())}
     assert final[f"{namespace}/a-pending-0"] is None and final[f"{namespace}/a-pending-1"] is None, report
     assert not any(key.startswith(f"{namespace}/b-") for key in final)  # bound pods are never re-placed
     rows = {line.split()[0]: line.split() for line in report.splitlines() if line.startswith(prefix)}
