@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,12 +77,18 @@ async def _remove(kubectl: Kube, namespace: str, node: str, high: str) -> None:
     await kubectl.call("DELETE", f"{PRIORITY_CLASSES}/{high}", ok=(200, 404))
 
 
-async def _stop_then_remove(loop: SchedulerLoop, task: asyncio.Task[None], clients: tuple[Any, ...],
-                            kubectl: Kube, namespace: str, node: str, high: str) -> None:
-    """Stop one `SchedulerLoop` and its task, close its clients, then `_remove`."""
-    loop.stop()
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+async def _stop_then_remove(loops: Sequence[SchedulerLoop], tasks: Sequence[asyncio.Task[None]],
+                            clients: Sequence[Any], kubectl: Kube, namespace: str, node: str, high: str,
+                            release: LeaderElector | None = None) -> None:
+    """Stop the `SchedulerLoop`s and cancel the tasks, hand `release`'s Lease back, close the
+    clients, then `_remove`."""
+    for loop in loops:
+        loop.stop()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    if release is not None:
+        await release.release()
     for client in clients:
         await client.close()
     await _remove(kubectl, namespace, node, high)
@@ -140,15 +146,7 @@ async def _deposed(control_plane: LocalControlPlane, kubectl: Kube, namespace: s
         finally:
             proxy.configure(hold_bindings=False)
             proxy.release_bindings()
-            loop_a.stop()
-            loop_b.stop()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await rep_a.release()
-            for client in clients:
-                await client.close()
-            await _remove(kubectl, namespace, node, high)
+            await _stop_then_remove((loop_a, loop_b), tasks, clients, kubectl, namespace, node, high, release=rep_a)
 
 
 async def _bound(kubectl: Kube, namespace: str) -> dict[str, str]:
@@ -274,15 +272,7 @@ async def test_a_leader_whose_clock_stood_still_stops_at_the_newer_terms_fence(
         assert rep_b.term is None and bound == {"high-0": node, "high-1": node}
     finally:
         b_watch.flowing.set()
-        loop_a.stop()
-        loop_b.stop()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await rep_a.release()
-        for client in clients:
-            await client.close()
-        await _remove(kubectl, namespace, node, high)
+        await _stop_then_remove((loop_a, loop_b), tasks, clients, kubectl, namespace, node, high, release=rep_a)
 
 
 
@@ -334,14 +324,8 @@ async def test_a_binding_given_up_on_in_the_same_term_is_withdrawn_before_it_can
         finally:
             proxy.configure(hold_bindings=False)
             proxy.release_bindings()
-            loop.stop()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await rep.release()
-            for client in (api, watch, lease_api):
-                await client.close()
-            await _remove(kubectl, namespace, node, high)
+            await _stop_then_remove((loop,), tasks, (api, watch, lease_api), kubectl, namespace, node, high,
+                                    release=rep)
 
 
 async def _condition(kubectl: Kube, namespace: str, name: str) -> bool:

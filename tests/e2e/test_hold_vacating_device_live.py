@@ -101,7 +101,7 @@ async def test_replacement_slices_wait_for_the_preemptor_and_nobody_is_evicted_t
         preempted = [e["regarding"]["name"] for e in await kubectl.events(namespace) if e["reason"] == "Preempted"]
         assert sorted(preempted) == old, preempted
     finally:
-        await _stop_then_remove(loop, task, (api, watch), kubectl, namespace, node, high)
+        await _stop_then_remove((loop,), (task,), (api, watch), kubectl, namespace, node, high)
         for device in devices:
             await kubectl.call("DELETE", f"{ERS}/{device['metadata']['name']}", ok=(200, 404))
         await kubectl.call("DELETE", f"{CLASSES}/{cls}", ok=(200, 404))

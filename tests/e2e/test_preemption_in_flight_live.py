@@ -67,4 +67,4 @@ async def test_a_pod_whose_binding_is_in_flight_is_preempted_at_once(
         finally:
             proxy.configure(hold_bindings=False)
             proxy.release_bindings()
-            await _stop_then_remove(loop, task, (api, watch), kubectl, namespace, node, high)
+            await _stop_then_remove((loop,), (task,), (api, watch), kubectl, namespace, node, high)
