@@ -21,7 +21,7 @@ from scheduler.core.framework.interface import GangView, GroupPlugin, NodeStatus
 from scheduler.core.framework.placement import Domain, PlacementPlan
 from scheduler.core.framework.runtime import PRE_FILTER_REJECTION, ProfileRuntime, Rejection
 from scheduler.core.framework.timing import Code
-from scheduler.core.objects import Pod, gang_name
+from scheduler.core.objects import WORKLOAD_API, Pod, gang_name
 from scheduler.core.plugins.preemption.victims import why_evicted
 from scheduler.core.state.nodes import Hold, NodeInfo
 
@@ -314,6 +314,8 @@ class Cycle:
             queue.unschedulable_failure(pod.uid, {grouping.name}, now)
             message = f"0/{len(engine.state.node_order)} nodes are available: {reason}."
             attempt = Attempt(pod, None, message=message, rejectors=frozenset({grouping.name}), gang_outcome="waiting")
+            if pod.gang is not None and pod.gang.api != WORKLOAD_API:
+                self._post_filter_refused(runtime, grouping, attempt)
             # A gang that lost members (e.g. its running ones are being evicted) holds no room
             # while it waits: a member that preempted for itself gives its room and nomination up.
             released: dict[str, Hold] = {}
@@ -397,6 +399,28 @@ class Cycle:
         if not any(member.uid in engine.state.holds for member in members):
             self._back_off(grouping, view.key, now)
         return attempts
+
+    def _post_filter_refused(self, runtime: ProfileRuntime, grouping: GroupPlugin, attempt: Attempt) -> None:
+        """A scheduler-plugins member its gang's PreFilter refused: kube-scheduler runs PostFilter
+        on that FitError too (schedule_one.go), DefaultPreemption first (every node
+        UnschedulableAndUnresolvable: nothing to search), then Coscheduling's; their reasons
+        join with ", " after the PreFilter's sentence (Status.Message, FitError.Error)."""
+        if not self.engine.state.node_order:  # upstream: no nodes is no FitError, and no PostFilter runs
+            return
+        pod = attempt.pod
+        reasons: list[str] = []
+        plugin = runtime.post_filter
+        if plugin is not None:
+            timing = self.engine.timing
+            started = timing.stopwatch.now()
+            reasons.append(preemption_reason(plugin.after_pre_filter(pod).message))
+            timing.alone(plugin.name, "PostFilter", "Unschedulable", runtime.profile.scheduler_name, started)
+            attempt.preemption_tried = True
+        rejected = grouping.post_filter_message(pod)
+        if rejected:
+            reasons.append(rejected)
+        if reasons:
+            attempt.message = f"{attempt.message} {', '.join(reasons)}"
 
     def _back_off(self, grouping: GroupPlugin, key: str, now: float) -> None:
         """podGroupBackoffSeconds: a gang that failed and holds no room is kept out of the queue.
@@ -613,7 +637,7 @@ class Cycle:
                     attempt.nominated_node = attempt.pod.nominated_node = placement.node
             return
         for attempt in attempts:
-            attempt.message = f"{attempt.message} preemption: {result.message}"
+            attempt.message = f"{attempt.message} {preemption_reason(result.message)}"
         if result.clear:
             self._clear(attempts, holds)
         else:
@@ -643,6 +667,11 @@ class Cycle:
                 # the core's own view goes at once, as upstream's nominator: the status write
                 # (live) or nothing (a replay) only tells others
                 attempt.pod.nominated_node = ""
+
+
+def preemption_reason(message: str) -> str:
+    """DefaultPreemption's PostFilter reason as the pod reads it: its message after "preemption: "."""
+    return f"preemption: {message}"
 
 
 def _erred(attempts: list[Attempt]) -> bool:

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 
@@ -30,8 +31,8 @@ from scheduler.kubectl import probe_pods, whatif
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE, DRY_RUN_FALLBACK, ChosenConfig, installed_config
 from scheduler.kubectl.leadership import Leadership, leadership
 from scheduler.kubectl.output import FORMATS, dump
-from scheduler.kubectl.reference import (BadReference, Reference, chosen_note, not_found, not_found_hint, reference,
-                                         workload_pods)
+from scheduler.kubectl.reference import (BadReference, Reference, chosen_note, not_found, not_found_hint,
+                                         read_as_namespace, reference, workload_pods)
 from scheduler.kubectl.target import Target, resolve
 from scheduler.logs import describe_error
 from scheduler.view.listed import listed_view
@@ -220,6 +221,18 @@ async def _workload_pod(http: KubeHttp, ref: Reference, objects: list[dict[str, 
     return pods[0][0]
 
 
+async def _namespace_exists(http: KubeHttp, namespace: str, objects: list[dict[str, Any]]) -> bool:
+    """Whether the namespace is there: a listed object is in it, or GET namespaces/NAME answers;
+    False when it answers 404, or anything else (a miss then keeps explain's hint)."""
+    if any((obj.get("metadata") or {}).get("namespace") == namespace for obj in objects):
+        return True
+    try:
+        response = await http.request("GET", f"/api/v1/namespaces/{quote(namespace, safe='')}", limited=False)
+    except TRANSPORT_ERRORS:
+        return False
+    return response.ok
+
+
 async def _explain(args: argparse.Namespace, target: Target) -> int:
     if args.config is not None:
         _config(args.config)  # a bad file fails before the cluster is read
@@ -243,10 +256,12 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
         result = explaining.explain(listing.objects, f"{namespace}/{name}", chosen.config, events, now)
         if result is not None and result.dry_run is not None:  # it waits for Tessera: does a replica lead?
             result = explaining.with_leader(result, await _leader(http, chosen.config.leader_election))
+        exists = result is not None or not read_as_namespace(args.pod) \
+            or await _namespace_exists(http, namespace, listing.objects)
     finally:
         await http.api.close()
     if result is None:
-        raise CommandError(not_found(replace(ref, name=name, kind=None)) + not_found_hint(args.pod))
+        raise CommandError(not_found(replace(ref, name=name, kind=None)) + not_found_hint(args.pod, exists))
     _print(explaining.as_dict(result), lambda: explaining.render(result, now), args.output)
     return 0
 

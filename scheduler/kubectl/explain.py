@@ -265,13 +265,30 @@ def _unmatched_selector(state: ClusterState, pod: Pod) -> tuple[str, ...]:
             found.append(f"nodeSelector {key}={value}: no node has this value "
                          f"(nodes have {key}: {first_few(values, _VALUES_SHOWN)})")
         else:
-            close = get_close_matches(key, sorted({k for have in labels for k in have}), n=1, cutoff=0.8)
+            close = _close_label(key, sorted({k for have in labels for k in have}))
             found.append(f"nodeSelector {key}={value}: no node has the label {key}"
-                         + (f' (did you mean "{close[0]}"?)' if close else ""))
+                         + (f' (did you mean "{close}"?)' if close else ""))
     if not found:
         pairs = ", ".join(f"{key}={value}" for key, value in sorted(selector.items()))
         found.append(f"nodeSelector {pairs}: each is on some node, but no node has them all")
     return tuple(found)
+
+
+_NAME_SEPARATORS = ".-_"  # where a label's name may end with the key asked (`gpu.product` in `nvidia.com/gpu.product`)
+
+
+def _close_label(key: str, keys: list[str]) -> str | None:
+    """The node label a nodeSelector key probably meant: one whose name (after its prefix/) is the
+    key's name, then one whose name ends with it (after a `.`, `-` or `_`), then a close spelling;
+    the first of them in `keys`' (sorted) order."""
+    asked = key.rpartition("/")[2]
+    for matches in (lambda name: name == asked,
+                    lambda name: any(name.endswith(sep + asked) for sep in _NAME_SEPARATORS)):
+        found = next((have for have in keys if matches(have.rpartition("/")[2])), None)
+        if found is not None:
+            return found
+    close = get_close_matches(key, keys, n=1, cutoff=0.8)
+    return close[0] if close else None
 
 
 def _missing_podgroup(state: ClusterState, pod: Pod) -> str:

@@ -89,11 +89,21 @@ def not_found(ref: Reference) -> str:
     return f'{resource} "{ref.name}" not found in namespace "{ref.namespace}"'
 
 
-def not_found_hint(text: str) -> str:
-    """What explain takes, said after `not_found` when the argument had a prefix that is no TYPE
-    (`svc/x`, `cronjob/x`: read as a namespace); nothing after `pod/x` or `job/x`, read as what they say."""
+def read_as_namespace(text: str) -> str:
+    """The argument's prefix when it is no TYPE and so was read as a namespace (`svc/x`,
+    `cronjob/x`, `kube-system/x`); "" for `x`, `pod/x` or `job/x`, read as what they say."""
     prefix = text.rpartition("/")[0]
     if not prefix or prefix.lower() in POD_TYPES or prefix.lower() in WORKLOAD_TYPES:
+        return ""
+    return prefix
+
+
+def not_found_hint(text: str, namespace_exists: bool) -> str:
+    """What explain takes, said after `not_found` when the argument's prefix was read as a
+    namespace that does not exist (or could not be read): `svc/x` is likely no namespace, while
+    `kube-system/x` was read right and gets kubectl's words alone."""
+    prefix = read_as_namespace(text)
+    if not prefix or namespace_exists:
         return ""
     return f" ({prefix!r} was read as a namespace; {ACCEPTED})"
 

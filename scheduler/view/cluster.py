@@ -775,7 +775,8 @@ def _summary(nodes: Sequence[m.NodeView], counts: Mapping[tuple[str, str], int])
         states[state] += count
     total = sum(states.values())
     used = sum(states[state] for state in m.IN_USE)
-    partial = sum(node.gpus_free for node in nodes if any(gpu.state in m.IN_USE for gpu in node.gpus))
+    partial = sum(node.gpus_free for node in nodes
+                  if any(gpu.state in m.IN_USE or m.held_unavailable(gpu) for gpu in node.gpus))
     largest = max(sorted((node for node in nodes if node.gpus_free), key=lambda node: node.name),
                   key=lambda node: node.gpus_free, default=None)
     return m.Summary(
@@ -788,4 +789,5 @@ def _summary(nodes: Sequence[m.NodeView], counts: Mapping[tuple[str, str], int])
         largest_free=largest.gpus_free if largest is not None else 0,
         largest_free_node=largest.name if largest is not None else "",
         conflicts=states[m.CONFLICT],
+        held_unavailable=sum(1 for node in nodes for gpu in node.gpus if m.held_unavailable(gpu)),
     )

@@ -35,6 +35,11 @@ STATES = (FREE, WHOLE, SLICES, COUNTED, GATED, CONFLICT, FENCED, UNHEALTHY, CORD
 IN_USE = frozenset({WHOLE, SLICES, COUNTED, GATED, CONFLICT})
 UNAVAILABLE = frozenset({GHOST, UNHEALTHY, CORDONED, FENCED})
 
+
+def held_unavailable(gpu: GpuView) -> bool:
+    """A GPU that takes no new work while pods still hold it (unhealthy, cordoned or a ghost)."""
+    return gpu.state in UNAVAILABLE and bool(gpu.holders)
+
 # how a holder holds its GPU
 BOUND = "bound"  # bound, its devices handed out (or no node agent involved)
 ALLOCATING = "allocating"  # bound, the node agent has not handed its devices out yet (it holds the gate)
@@ -196,6 +201,9 @@ class Summary:
     largest_free: int  # most free GPUs on one node (the largest job that fits on one node today)
     largest_free_node: str
     conflicts: int = 0  # of the GPUs in use, those claimed by more than one pod (state conflict)
+    # of the unavailable GPUs, those pods still hold (unhealthy, cordoned or ghost, with holders):
+    # they take no new work, yet a pod runs on each; their nodes count as used for free_on_partial
+    held_unavailable: int = 0
 
     @property
     def fragmentation(self) -> float:
@@ -209,12 +217,17 @@ class Summary:
         shared = f" ({self.shared} shared)" if self.shared else ""
         conflicts = (f", {self.conflicts} GPU{'' if self.conflicts == 1 else 's'} claimed by more than one pod"
                      if self.conflicts else "")
+        held = self.held_unavailable
+        # a running pod on an unhealthy (or deleted) GPU is no GPU "in use" for new work, but its
+        # node is not idle: said apart, and "in use or held" where the nodes are counted
+        held_text = (f" ({held} of them still held by {'a pod' if held == 1 else 'pods'})" if held else "")
+        using = "in use or held" if held else "in use"
         text = (f"GPUs: {self.gpus} total, {self.used} in use{shared}, {self.free} free, "
-                f"{self.unavailable} unavailable{conflicts}")
+                f"{self.unavailable} unavailable{held_text}{conflicts}")
         if self.free:  # `fragmentation` in words: "fragmentation 100 %" read as a badly fragmented cluster
             text += (f"; of the {self.free} free, {self.free_on_partial} ({round(self.fragmentation * 100)} %) "
-                     f"{'sits' if self.free_on_partial == 1 else 'sit'} on nodes with GPUs in use, "
-                     f"{self.free - self.free_on_partial} on nodes with none in use; "
+                     f"{'sits' if self.free_on_partial == 1 else 'sit'} on nodes with GPUs {using}, "
+                     f"{self.free - self.free_on_partial} on nodes with none {using}; "
                      f"most free on one node: {self.largest_free}, {self.largest_free_node}")
         return text
 

@@ -180,6 +180,12 @@ async def test_explain_takes_a_workloads_type_and_name(clean_cluster: LocalContr
     assert status == 1 and err.startswith('error: pods "infer" not found in namespace "svc" (\'svc\' was read as '
                                           "a namespace; the argument is a pod (NAME, pod/NAME or NAMESPACE/NAME) or "
                                           "a workload"), err
+    # a namespace that exists was read as what it is: kubectl's words alone (a trial's
+    # `explain kube-system/x` read the hint, as if kube-system were no namespace)
+    status, _, err = await _plugin(clean_cluster, "explain", "kube-system/x")
+    assert (status, err) == (1, 'error: pods "x" not found in namespace "kube-system"\n')
+    status, _, err = await _plugin(clean_cluster, "explain", f"{namespace}/x")
+    assert (status, err) == (1, f'error: pods "x" not found in namespace "{namespace}"\n')
 
 
 async def test_what_if_replays_the_pending_pods_and_writes_nothing(clean_cluster: LocalControlPlane, kubectl: Kube,

@@ -41,7 +41,10 @@ def test_tfjob_gang_waits_for_all_five_members() -> None:
     waiting = run.last("tf-smoke-gpu-worker-2")
     assert waiting.node is None
     assert waiting.message == ("0/2 nodes are available: pre-filter pod tf-smoke-gpu-worker-2 cannot find enough "
-                               "sibling pods, current pods number: 4, minMember of group: 5.")
+                               "sibling pods, current pods number: 4, minMember of group: 5. preemption: 0/2 nodes "
+                               "are available: 2 Preemption is not helpful for scheduling., PodGroup "
+                               "default/tf-smoke-gpu gets rejected due to Pod tf-smoke-gpu-worker-2 is unschedulable "
+                               "even after PostFilter")
     run.feed(events[-1])
     assert all(run.node_of(n) is not None for n in WORKERS + ["tf-smoke-gpu-ps-0"])
 

@@ -61,7 +61,7 @@ def test_preemption_says_which_racks_it_cannot_help_and_which_have_no_victims() 
     assert all(run.node_of(f"g-{i}") is None for i in range(4))
     assert run.last("g-0").message.endswith(
         "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
-        "2 No preemption victims found for incoming pod.")
+        "2 No preemption victims found for incoming preemptor.")
 
 
 def racks_of(run: Run, names: list[str]) -> set[tuple[str, str]]:

@@ -35,7 +35,9 @@ def test_a_podgroup_with_a_topology_value_that_is_no_label_key_is_an_invalid_obj
     # the group is there, only unreadable: its members say so, not "not found" (the by-hand check)
     assert run.last("m").message == (f'0/2 nodes are available: podgroup "default/g" is not valid: '
                                      f"PodGroup.metadata.annotations[{annotation}]: Invalid value: {BAD!r}: {WHY} "
-                                     "(a label key such as topology.kubernetes.io/zone).")
+                                     "(a label key such as topology.kubernetes.io/zone). preemption: 0/2 nodes are "
+                                     "available: 2 Preemption is not helpful for scheduling., PodGroup default/g gets "
+                                     "rejected due to Pod m is unschedulable even after PostFilter")
     fixed = copy.deepcopy(group)
     fixed["metadata"]["annotations"][annotation] = RACK
     run.feed({"type": "MODIFIED", "object": fixed})
@@ -98,6 +100,7 @@ def test_a_member_tried_before_its_unreadable_podgroup_came_is_told_once_it_come
     run = Run(topology_config())
     run.add(*rack_nodes({("a", "r1"): 2}))
     run.add(b.pod("m", limits={"nvidia.com/gpu": 1}, labels={"scheduling.x-k8s.io/pod-group": "g"}))
-    assert run.last("m").message.endswith('podgroup "default/g" not found.')
+    assert run.last("m").message.endswith('podgroup "default/g" not found. preemption: 0/2 nodes are available: '
+                                          "2 Preemption is not helpful for scheduling., can not find pod group")
     run.add(b.podgroup("g", 1, annotations={"tessera.dev/topology-required": BAD}))
     assert 'podgroup "default/g" is not valid: ' in run.last("m").message

@@ -193,3 +193,28 @@ def test_explain_says_which_values_the_nodes_have_for_a_node_selector_no_node_ma
                                        "them all",)
     fine = explaining.explain(_selected({"gpu-type": "v100"}), "default/p", config(BINPACK), [], 0.0)
     assert fine is not None and fine.unmatched_selector == ()
+
+
+def test_a_node_selector_key_without_its_prefix_finds_the_prefixed_label() -> None:
+    """A trial: `nodeSelector: {gpu.product: A100-SXM4-80GB}` among nodes labelled
+    `nvidia.com/gpu.product` got no suggestion (edit distance alone: the prefix is too far). A label
+    whose name after its prefix is the key, or ends with it, is suggested before a close spelling."""
+    labels = [{"nvidia.com/gpu.product": "A100-SXM4-80GB", "gpu.produce": "x"}, {"nvidia.com/gpu.count": "8"}]
+    objs = [*(b.node(f"n{i}", gpus=4, labels=label) for i, label in enumerate(labels))]
+
+    def hint(selector: dict[str, str]) -> tuple[str, ...]:
+        pod = b.pod("p", limits={"nvidia.com/gpu": 1}, spec_extra={"nodeSelector": selector})
+        result = explaining.explain([*objs, pod], "default/p", config(BINPACK), [], 0.0)
+        assert result is not None
+        return result.unmatched_selector
+
+    assert hint({"gpu.product": "A100-SXM4-80GB"}) == (
+        'nodeSelector gpu.product=A100-SXM4-80GB: no node has the label gpu.product (did you mean '
+        '"nvidia.com/gpu.product"?)',)
+    assert hint({"product": "A100-SXM4-80GB"}) == (
+        'nodeSelector product=A100-SXM4-80GB: no node has the label product (did you mean "nvidia.com/gpu.product"?)',)
+    assert hint({"example.com/gpu.count": "8"}) == (
+        'nodeSelector example.com/gpu.count=8: no node has the label example.com/gpu.count (did you mean '
+        '"nvidia.com/gpu.count"?)',)
+    assert hint({"gpu.prodct": "x"}) == (  # no name equals or ends with it: the close spelling, as before
+        'nodeSelector gpu.prodct=x: no node has the label gpu.prodct (did you mean "gpu.produce"?)',)

@@ -26,7 +26,9 @@ def _member(k: int) -> dict[str, Any]:
 def _short(key: str, count: int, minimum: int, nodes: int) -> str:
     name = key.split("/", 1)[1]  # scheduler-plugins' PreFilter names the pod by its name alone
     return (f"0/{nodes} nodes are available: pre-filter pod {name} cannot find enough sibling pods, "
-            f"current pods number: {count}, minMember of group: {minimum}.")
+            f"current pods number: {count}, minMember of group: {minimum}. preemption: 0/{nodes} nodes are "
+            f"available: {nodes} Preemption is not helpful for scheduling., PodGroup default/big gets rejected due "
+            f"to Pod {name} is unschedulable even after PostFilter")
 
 
 def test_each_arrival_retries_every_earlier_member_with_the_count_of_then() -> None:
@@ -47,7 +49,7 @@ def test_each_arrival_retries_every_earlier_member_with_the_count_of_then() -> N
     told = core.never_fits_told(waiting)
     hint = ("Only 60 pods of PodGroup default/big exist and its minMember is 90: no member is tried until 30 more "
             "are created (" + TOO_FEW_WHY.format(field="minMember") + ").")
-    assert told == {key: f"{message} {hint}" for key, message in waiting.items()}
+    assert told == {key: f"{message}. {hint}" for key, message in waiting.items()}
 
 
 def test_bound_members_count_and_a_leaving_one_does_not() -> None:

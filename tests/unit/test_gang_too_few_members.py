@@ -17,7 +17,8 @@ from scheduler.view.listed import listed_view
 from tests.helpers import BINPACK, config
 
 UPSTREAM = ("0/1 nodes are available: pre-filter pod job-0 cannot find enough sibling pods, current pods number: 4, "
-            "minMember of group: 5.")
+            "minMember of group: 5. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling., "
+            "PodGroup default/train gets rejected due to Pod job-0 is unschedulable even after PostFilter")
 HINT = ("Only 4 pods of PodGroup default/train exist and its minMember is 5: no member is tried until 1 more is "
         "created (fewer than minMember were created: a Job's parallelism below it, a ResourceQuota refusing the rest "
         "(the Job's FailedCreate Events say so; the members waiting keep the quota they hold, so it does not "
@@ -43,7 +44,7 @@ def test_explain_says_only_four_of_minmember_five_pods_exist() -> None:
 def test_what_if_and_the_gpu_maps_gang_say_it_after_upstreams_message() -> None:
     result = whatif.what_if(_cluster(), config(BINPACK), 0.0)
     first = next(outcome for outcome in result.outcomes if outcome.pod == "default/job-0")
-    assert first.message == f"{UPSTREAM} {HINT}", first.message
+    assert first.message == f"{UPSTREAM}. {HINT}", first.message
     view = listed_view(config(BINPACK), _cluster(), 0.0)
     (gang,) = view.gangs
     assert gang.message.endswith(HINT), gang.message

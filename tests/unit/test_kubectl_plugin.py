@@ -415,12 +415,14 @@ def test_explain_takes_a_workloads_type_slash_name() -> None:
         reference("ns/job/ft8", None, "default")
     # a prefix that is no TYPE is a namespace, and a miss says so with what explain takes
     svc = reference("svc/infer", None, "default")
-    assert not_found(svc) + not_found_hint("svc/infer") == (
+    assert not_found(svc) + not_found_hint("svc/infer", namespace_exists=False) == (
         f'pods "infer" not found in namespace "svc" (\'svc\' was read as a namespace; {ACCEPTED})')
-    assert not_found_hint("infer") == ""
+    assert not_found_hint("infer", namespace_exists=False) == ""
+    # a prefix that names a namespace that exists (kube-system/x) was read right: no hint
+    assert not_found_hint("kube-system/x", namespace_exists=True) == ""
     # a pod or workload TYPE was read as one, not as a namespace: a miss says only kubectl's words
     for text in ("pod/missing", "po/missing", "pods/missing", "Pod/missing", "job/missing", "deploy/missing"):
-        assert not_found_hint(text) == "", text
+        assert not_found_hint(text, namespace_exists=False) == "", text
 
 
 def test_a_workloads_pods_are_its_selectors_pending_ones_first() -> None:

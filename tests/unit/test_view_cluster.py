@@ -129,7 +129,7 @@ def test_pending_pods_gangs_and_the_summary(run: _Run) -> None:
                                      "min-available is 3: no member is tried until 1 more is created ("
                                      + TOO_FEW_WHY.format(field="min-available") + ")."),)
     assert view.summary == m.Summary(gpus=12, used=6, shared=1, free=3, unavailable=3, free_on_partial=3,
-                                      largest_free=2, largest_free_node="c")
+                                      largest_free=2, largest_free_node="c", held_unavailable=1)  # the ghost
     assert view.summary.fragmentation == 1.0
     assert view.decisions[0].pod in pending  # newest first
     assert len(view.decisions) == run.replay.stats.attempts

@@ -302,6 +302,11 @@ class PostFilterPlugin(Plugin):
         member (the gang dry run); `domains`: a gang with a required topology level must land
         inside one of these (every member in the same one), None: anywhere."""
 
+    @abstractmethod
+    def after_pre_filter(self, pod: Pod) -> Preemption:
+        """What this PostFilter answers for a pod a PreFilter refused (every node carries that
+        refusal, UnschedulableAndUnresolvable: no eviction can help anywhere), without searching."""
+
 
 class ReservePlugin(Plugin):
     @abstractmethod
@@ -336,6 +341,10 @@ class GroupPlugin(Plugin):
     @abstractmethod
     def placement_order(self, pod: Pod) -> tuple[int, int, int, str]:
         """Sort key: members placed first come first."""
+
+    @abstractmethod
+    def post_filter_message(self, pod: Pod) -> str | None:
+        """The group's own PostFilter reason after the pod found no node, or None when it gives none."""
 
 
 class PlacementPlugin(Plugin):

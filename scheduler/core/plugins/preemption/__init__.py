@@ -64,7 +64,9 @@ from scheduler.core.state.nodes import Lifted, Placement
 NAME = "DefaultPreemption"
 NEVER = "not eligible due to preemptionPolicy=Never."
 TERMINATING = "not eligible due to a terminating pod on the nominated node."
-NO_VICTIMS = "No preemption victims found for incoming pod"
+NO_VICTIMS = "No preemption victims found for incoming pod"  # one pod's (SelectVictimsOnNode)
+# a pod group's, as one preemptor (podgrouppreemption.go selectVictimsOnDomain)
+NO_GROUP_VICTIMS = "No preemption victims found for incoming preemptor"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 MAX_INT32 = 2**31 - 1
 
@@ -105,6 +107,7 @@ class DefaultPreemption(PostFilterPlugin):
         self.state: ClusterState = handle.state
         self.args = args
         self.rng = random.Random(0)  # upstream's random offset into the candidate nodes, seeded
+        self._not_helpful = (-1, "")  # (node count, `after_pre_filter`'s message for it)
 
     # --- eligibility -----------------------------------------------------------------------
 
@@ -162,7 +165,7 @@ class DefaultPreemption(PostFilterPlugin):
         if reason is not None:
             return Preemption(message=reason)
         if statuses is not None and statuses.pre_filter:
-            return self._no_candidate(Counter({NOT_HELPFUL: len(statuses.nodes)}))
+            return self.after_pre_filter(pods[0])
         if len(pods) == 1 and minimum <= 1 and (pods[0].gang is None or statuses is not None):
             # a gang member alone (its gang has its minimum) preempts as one pod, as upstream's
             # DefaultPreemption runs per pod — on its gang's required domain's nodes only, when
@@ -173,6 +176,18 @@ class DefaultPreemption(PostFilterPlugin):
         if domains is not None:
             return self._preempt_in_domains(pods, minimum, place, domains, now)
         return self._preempt_gang(pods, minimum, _within(place, None), now)
+
+    def after_pre_filter(self, pod: Pod) -> Preemption:
+        """upstream's Preempt after a PreFilter rejection: not eligible (preemptionPolicy Never; a
+        victim terminating on the nominated node does not hold it back, that node being
+        UnschedulableAndUnresolvable too), else no node where preemption might help: all of them
+        "not helpful" (findCandidates: no node with an Unschedulable status)."""
+        if pod.preempt_never:
+            return Preemption(message=NEVER)
+        total = len(self.state.node_order)
+        if self._not_helpful[0] != total:  # asked at each retry of a short gang's members: kept per node count
+            self._not_helpful = (total, self._no_candidate(Counter({NOT_HELPFUL: total})).message)
+        return Preemption(message=self._not_helpful[1], clear=True)
 
     # --- one pod -------------------------------------------------------------------------------
 
@@ -275,9 +290,8 @@ class DefaultPreemption(PostFilterPlugin):
         gang = members[0].gang.key if members[0].gang is not None else ""
         found = self._gang_candidates(members, minimum, place, now, None)
         if isinstance(found, NoRoom):
-            if found.fit is None:
-                return Preemption(message=f"0/{len(state.node_order)} nodes are available: "
-                                          f"{len(state.node_order)} {NO_VICTIMS}.")
+            if found.fit is None:  # upstream's pod-group status for its one domain, the cluster
+                return Preemption(message=NO_GROUP_VICTIMS)
             return Preemption(message=f"pod group {gang_name(gang)} needs {minimum} members placed together; "
                                       f"even without every lower-priority pod only {found.fit} fit")
         if not found:
@@ -302,9 +316,9 @@ class DefaultPreemption(PostFilterPlugin):
         A domain whose schedulable nodes, empty, offer less in all than the gang's minimum asks
         for has its nodes read upstream's "Preemption is not helpful for scheduling"
         (as a node whose rejection removing pods cannot resolve: nodesWherePreemptionMightHelp);
-        one with no possible victim reads "No preemption victims found for incoming pod"
-        (SelectVictimsOnNode, checked before any fit): a trial's gang that could never fit read
-        the latter, as if lower-priority pods were what it lacked. Such a domain is still tried
+        one with no possible victim reads "No preemption victims found for incoming preemptor"
+        (selectVictimsOnDomain's words for a pod group, checked before any fit): a trial's gang
+        that could never fit read the latter, as if lower-priority pods were what it lacked. Such a domain is still tried
         as before (the random order of the domains, and so the choice among candidates, stays)."""
         gang = gang_name(members[0].gang.key) if members[0].gang is not None else members[0].key
         candidates: list[GangCandidate] = []
@@ -317,14 +331,14 @@ class DefaultPreemption(PostFilterPlugin):
             if (below & _rows_inside((domain,), table.size)).any():
                 potential.append(domain)
             else:
-                no_candidate.append((domain, NO_VICTIMS))
+                no_candidate.append((domain, NO_GROUP_VICTIMS))
         wanted = candidates_to_try(self.args, sum(len(domain.nodes) for domain in potential))
         offset = self.rng.randrange(len(potential)) if potential else 0
         covered = 0
         for domain in potential[offset:] + potential[:offset]:
             found = self._gang_candidates(members, minimum, _within(place, domain), now, domain)
             if isinstance(found, NoRoom):
-                reason = NO_VICTIMS if found.fit is None else (
+                reason = NO_GROUP_VICTIMS if found.fit is None else (
                     f"node(s) were in a {domain.level} where only {found.fit} of the {minimum} pods of pod group "
                     f"{gang} fit even without every lower-priority pod")
                 no_candidate.append((domain, reason))
