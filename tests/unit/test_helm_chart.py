@@ -910,6 +910,9 @@ def test_the_schema_refuses_scheduler_configurations_tessera_refuses(
     _set("profiles.0.pluginConfig.1.args.podGroupBackoffSeconds", 0),
     _add_args("DefaultPreemption", {"minCandidateNodesPercentage": 100, "minCandidateNodesAbsolute": 0}),
     _add_args("TesseraFragmentation", {"maxTaskTypes": 10000, "scarcityExponent": 4, "multiGpuPrior": 0.5}),
+    _add_args("TesseraFragmentation", {"resourceName": "example.com/npu"}),
+    _add_args("TesseraGpuPacking", {"resourceName": "example.com/npu"}),
+    _set("profiles.0.pluginConfig.1.args.podGroupRejectPercentage", 50),  # scheduler-plugins' key, no effect
     _add_args("TopologyPlacement", {"levels": [{"nodeLabel": "topology.kubernetes.io/rack"}], "maxDomainTrials": 1}),
     _add_args("TopologyPlacement", {"levels": [{"nodeLabel": "example.com/Rack_1.a", "name": "rack"},
                                                {"nodeLabel": "kubernetes.io/hostname"}]}),
@@ -991,6 +994,11 @@ def test_every_error_of_a_rendered_configuration_is_on_the_one_line(rendered: li
     (_set("profiles.0.pluginConfig.0.args.scoringStrategy.type", "Balanced"), f"{_FIT}/type"),
     (_set("profiles.0.pluginConfig.0.args.scoringStrategy.resources.1.weight", 101), f"{_FIT}/resources/1/weight"),
     (_set("profiles.0.pluginConfig.2.args.agentHeartbeatTimeoutSeconds", -5), f"{_DEVICES}/agentHeartbeatTimeoutSeconds"),
+    # an on-call trial: misspelt args keys passed lint and crash-looped `tessera run` (exit 2)
+    (_set("profiles.0.pluginConfig.1.args.podGroupBackofSeconds", 10), "/schedulerConfig/profiles/0/pluginConfig/1/args"),
+    (_set("profiles.0.pluginConfig.2.args.agentHeartbeatTimeout", 90), _DEVICES),
+    (_set("profiles.0.pluginConfig.0.args.scoringStratgy", {"type": "LeastAllocated"}),
+     "/schedulerConfig/profiles/0/pluginConfig/0/args"),
 ])
 def test_helm_lint_refuses_the_plugin_args_a_trial_upgraded_to(helm: Path, rendered: list[Obj], tmp_path: Path,
                                                                 change: Any, where: str) -> None:
@@ -1010,6 +1018,68 @@ def test_the_schemas_plugin_names_are_tesseras() -> None:
     assert schema["pluginName"]["enum"] == [spec.name for spec in REGISTRY]
     assert schema["scorePluginName"]["enum"] == [spec.name for spec in REGISTRY if spec.scores]
     assert schema["argsPluginName"]["enum"] == [spec.name for spec in REGISTRY if spec.args is not None]
+
+
+def _args_schemas(schema: Obj) -> dict[str, Obj]:
+    """The args schema of each plugin in pluginConfig's if/then entries, by plugin name."""
+    entry = schema["properties"]["schedulerConfig"]["properties"]["profiles"]["items"]["properties"]["pluginConfig"]
+    found: dict[str, Obj] = {}
+    for case in entry["items"]["allOf"]:
+        name = case["if"]["properties"]["name"]["const"]
+        ref = case["then"]["properties"]["args"]["$ref"].removeprefix("#/definitions/")
+        found[name] = schema["definitions"][ref]
+    return found
+
+
+def test_the_schemas_plugin_args_are_closed_on_the_keys_tessera_reads() -> None:
+    """An on-call trial: `podGroupBackofSeconds`, `agentHeartbeatTimeout` and `scoringStratgy`
+    passed `helm lint` and `helm template` (the args objects were open), and `tessera run` refused
+    the ConfigMap (exit 2, a crash-loop). Each plugin's args schema names exactly the keys its
+    parser accepts (the registry's fields and ignored keys) and refuses any other."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    by_name = _args_schemas(schema)
+    assert set(by_name) == {spec.name for spec in REGISTRY if spec.args is not None}
+    for spec in REGISTRY:
+        if spec.args is None:
+            continue
+        args = by_name[spec.name]
+        assert args.get("additionalProperties") is False, spec.name
+        assert set(args["properties"]) == {*spec.args.fields, *spec.args.ignored}, spec.name
+
+
+def _open_objects(schema: Obj, where: str) -> list[str]:
+    """The object schemas under `where` that take keys they do not name (no additionalProperties
+    false and no patternProperties), following $refs into the definitions."""
+    root = schema
+    found: list[str] = []
+    seen: set[str] = set()
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{path}[{i}]")
+            return
+        if not isinstance(node, dict):
+            return
+        if "$ref" in node and node["$ref"] not in seen:
+            seen.add(node["$ref"])
+            walk(root["definitions"][node["$ref"].removeprefix("#/definitions/")], node["$ref"])
+        if node.get("type") == "object" and "properties" in node and node.get("additionalProperties") is not False:
+            found.append(path)
+        for key, value in node.items():
+            if key not in ("if",):  # an if's properties only select a case
+                walk(value, f"{path}/{key}")
+
+    walk(schema["properties"][where], where)
+    return found
+
+
+def test_every_object_of_the_schemas_scheduler_configuration_is_closed() -> None:
+    """`tessera run` refuses an unknown key anywhere in its configuration (the config model forbids
+    extra fields; the parser names known fields), so every object the schema describes under
+    schedulerConfig must refuse one too, or a misspelt key passes lint and crash-loops the pods."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert _open_objects(schema, "schedulerConfig") == []
 
 
 @pytest.mark.parametrize("replicas", [0, 1, 2, 3])
