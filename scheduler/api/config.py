@@ -34,7 +34,7 @@ from scheduler.api.config_model import (
     SchedulerConfig,
     ScoreWeights,
 )
-from scheduler.api.config_parse import SUPPORTED_API_VERSIONS, parse_config
+from scheduler.api.config_parse import SUPPORTED_API_VERSIONS, parse_config, parse_leader_election
 
 __all__ = [
     "DEFAULT_SCHEDULER_NAME",
@@ -51,6 +51,7 @@ __all__ = [
     "load_config_or_report",
     "parse_config",
     "parse_config_text",
+    "parse_leader_election_text",
 ]
 
 BUILTIN_SOURCE = "<built-in default-config.yaml>"
@@ -82,6 +83,12 @@ def load_config(path: str | os.PathLike[str] | None) -> SchedulerConfig:
 def parse_config_text(text: str, source: str) -> SchedulerConfig:
     """A configuration file's text (read from `source`, named in errors), validated and defaulted."""
     return parse_config(_load_yaml(text, source), source)
+
+
+def parse_leader_election_text(text: str, source: str) -> LeaderElectionConfig:
+    """The `leaderElection` section alone of a configuration file's text, validated and defaulted
+    (the rest of the file may be invalid)."""
+    return parse_leader_election(_load_yaml(text, source), source)
 
 
 def load_config_or_report(path: str | None) -> SchedulerConfig | None:

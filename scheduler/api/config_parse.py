@@ -72,8 +72,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from typing import TypeVar
 
 import pydantic
 from pydantic import BaseModel
@@ -104,7 +106,7 @@ from scheduler.api.config_model import (
 from scheduler.api.names import DNS_LABEL, DNS_SUBDOMAIN
 from scheduler.core.plugins.registry import BY_NAME, REGISTRY, PluginSpec
 
-__all__ = ["parse_config", "SUPPORTED_API_VERSIONS"]
+__all__ = ["parse_config", "parse_leader_election", "SUPPORTED_API_VERSIONS"]
 
 _GROUP = "kubescheduler.config.k8s.io"
 V1_API_VERSION = f"{_GROUP}/v1"
@@ -157,8 +159,29 @@ _JITTER_FACTOR = 1.2  # client-go leaderelection.JitterFactor
 
 def parse_config(raw: object, source: str) -> SchedulerConfig:
     """Validate and default `raw` (the result of `yaml.safe_load`); `source` names it in errors."""
+    return _reporting(lambda: _parse(raw, source), source)
+
+
+def parse_leader_election(raw: object, source: str) -> LeaderElectionConfig:
+    """The `leaderElection` section alone of a document that may be invalid elsewhere, validated
+    and defaulted as `parse_config` does: the Lease its scheduler elects on (kubectl tessera reads
+    the running replicas' Lease from an installed configuration that a later edit broke)."""
+    def read() -> LeaderElectionConfig:
+        if not isinstance(raw, dict):
+            raise FieldError("", f"expected a {KIND} mapping, not {type_name(raw)}")
+        root = ArgsReader(raw, "")
+        return _leader_election(root.get_obj("leaderElection") or ArgsReader({}, "leaderElection"),
+                                root.raw("apiVersion") == LEGACY_API_VERSION)
+    return _reporting(read, source)
+
+
+_T = TypeVar("_T")
+
+
+def _reporting(parse: Callable[[], _T], source: str) -> _T:
+    """`parse()`, its field errors raised as one ConfigError naming `source`."""
     try:
-        return _parse(raw, source)
+        return parse()
     except FieldError as err:
         raise ConfigError(source, err.field, err.message) from None
     except FieldErrors as err:

@@ -29,7 +29,7 @@ from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import probe_pods, whatif
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE, DRY_RUN_FALLBACK, ChosenConfig, installed_config
-from scheduler.kubectl.leadership import Leadership, leadership
+from scheduler.kubectl.leadership import UNKNOWN, Leadership, leadership
 from scheduler.kubectl.output import FORMATS, dump
 from scheduler.kubectl.reference import (BadReference, Reference, chosen_note, not_found, not_found_hint,
                                          read_as_namespace, reference, workload_pods)
@@ -151,9 +151,12 @@ async def _installed_config(args: argparse.Namespace, http: KubeHttp,
     return chosen
 
 
-async def _leader(http: KubeHttp, election: LeaderElectionConfig) -> Leadership | None:
-    """explain's and what-if's `Leader:` line: who schedules now, by the Lease `election` names;
-    the wait a watch of it takes is said on stderr."""
+async def _leader(http: KubeHttp, election: LeaderElectionConfig | str) -> Leadership | None:
+    """explain's and what-if's `Leader:` line: who schedules now, by the Lease `election` names
+    (unknown, saying why, when it is why the Lease is not known); the wait a watch of it takes is
+    said on stderr."""
+    if isinstance(election, str):
+        return Leadership("", UNKNOWN, f"unknown: {election}")
     return await leadership(http, election, progress=lambda line: print(line, file=sys.stderr))
 
 
@@ -255,7 +258,7 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
         now = time.time()
         result = explaining.explain(listing.objects, f"{namespace}/{name}", chosen.config, events, now)
         if result is not None and result.dry_run is not None:  # it waits for Tessera: does a replica lead?
-            result = explaining.with_leader(result, await _leader(http, chosen.config.leader_election))
+            result = explaining.with_leader(result, await _leader(http, chosen.lease))
         exists = result is not None or not read_as_namespace(args.pod) \
             or await _namespace_exists(http, namespace, listing.objects)
     finally:
@@ -289,7 +292,7 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
         if result.outcomes:  # pods wait: does a replica schedule them now? The running scheduler's Lease says
             installed = chosen if args.config is None else await _installed_config(
                 args, http, "the Leader line reads the built-in configuration's Lease")
-            result = replace(result, leader=await _leader(http, installed.config.leader_election))
+            result = replace(result, leader=await _leader(http, installed.lease))
     finally:
         await http.api.close()
     _print(whatif.as_dict(result), lambda: whatif.render(result), args.output)

@@ -7,6 +7,8 @@ whose scheduler runs another one (other weights, another schedulerName, other pl
 a decision the scheduler would not make, so that file is read when it is there. When it is not
 (no ConfigMap: a scheduler started by hand or by `tessera dev-cluster`) the built-in one is used
 quietly; when it cannot be read or is invalid, the built-in one is used and a warning says why.
+The Lease the installed scheduler elects on is then not the built-in one's: it is read from the
+document's own `leaderElection` when that section is valid, else it is not known (`lease`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from urllib.parse import quote
 
 import aiohttp
 
-from scheduler.api.config import ConfigError, SchedulerConfig, load_config, parse_config_text
+from scheduler.api.config import (
+    ConfigError,
+    LeaderElectionConfig,
+    SchedulerConfig,
+    load_config,
+    parse_config_text,
+    parse_leader_election_text,
+)
 from scheduler.kube.http import KubeHttp
 
 __all__ = ["CONFIG_KEY", "CONFIG_MAP", "DEFAULT_NAMESPACE", "DRY_RUN_FALLBACK", "ChosenConfig", "installed_config"]
@@ -30,6 +39,15 @@ DEFAULT_NAMESPACE = "tessera-system"
 class ChosenConfig:
     config: SchedulerConfig  # its `source`: the file, `NAMESPACE/tessera-scheduler-config`, or the built-in one
     warning: str | None = None  # why the installed configuration was not used, when it should have been
+    # when `config` is the built-in one in place of an installed one: the installed document's own
+    # leaderElection (its section valid), or why the installed scheduler's Lease is not known
+    election: LeaderElectionConfig | str | None = None
+
+    @property
+    def lease(self) -> LeaderElectionConfig | str:
+        """The leaderElection saying who schedules with this configuration, or why it is not known
+        (never the built-in Lease in place of an installed configuration's)."""
+        return self.config.leader_election if self.election is None else self.election
 
 
 DRY_RUN_FALLBACK = "the dry run uses the built-in configuration (give --config FILE for another)"
@@ -42,14 +60,14 @@ async def installed_config(http: KubeHttp, namespace: str, fallback: str = DRY_R
     try:
         response = await http.request("GET", f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{CONFIG_MAP}")
     except (aiohttp.ClientError, TimeoutError, OSError) as err:  # the listing went through: say so, go on
-        return ChosenConfig(load_config(None), f"configmap {where}: cannot be read ({err or type(err).__name__}); "
-                                               f"{fallback}")
+        why = f"configmap {where}: cannot be read ({err or type(err).__name__})"
+        return ChosenConfig(load_config(None), f"{why}; {fallback}", _unknown(why))
     if response.status == 404:
         return ChosenConfig(load_config(None))
     if response.status != 200:
-        why = "denied" if response.status in (401, 403) else "cannot be read"
-        return ChosenConfig(load_config(None),
-                            f"configmap {where}: {why} (HTTP {response.status}); {fallback}")
+        why = f"configmap {where}: {'denied' if response.status in (401, 403) else 'cannot be read'} " \
+              f"(HTTP {response.status})"
+        return ChosenConfig(load_config(None), f"{why}; {fallback}", _unknown(why))
     try:
         body = response.json()
     except ValueError:  # not the apiserver's JSON (a proxy's page)
@@ -57,9 +75,18 @@ async def installed_config(http: KubeHttp, namespace: str, fallback: str = DRY_R
     data = body.get("data") if isinstance(body, dict) else None
     text = data.get(CONFIG_KEY) if isinstance(data, dict) else None
     if not isinstance(text, str):
-        return ChosenConfig(load_config(None),
-                            f"configmap {where} has no {CONFIG_KEY}; {fallback}")
+        why = f"configmap {where} has no {CONFIG_KEY}"
+        return ChosenConfig(load_config(None), f"{why}; {fallback}", _unknown(why))
     try:
         return ChosenConfig(parse_config_text(text, where))
     except ConfigError as err:
-        return ChosenConfig(load_config(None), f"invalid configuration: {err}; {fallback}")
+        why = f"invalid configuration: {err}"
+        try:
+            election: LeaderElectionConfig | str = parse_leader_election_text(text, where)
+        except ConfigError:
+            election = _unknown(why)
+        return ChosenConfig(load_config(None), f"{why}; {fallback}", election)
+
+
+def _unknown(why: str) -> str:
+    return f"which Lease the installed scheduler elects on is not known ({why})"

@@ -306,3 +306,59 @@ def test_the_range_holds_for_a_standby_polling_as_client_go_does(phase: float, j
     low, high = _bounds(found.message)
     assert low - 0.5 <= takeover - now <= high + 0.5, (found.message, takeover - now)
     assert low == max(0, math.floor(duration - round(now - renewed))), found.message  # not before the lease ends
+
+
+_MISSPELT = ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+             "leaderElection:\n  leaseDuration: 30s\n  renewDeadline: 20s\n  retryPeriod: 4s\n"
+             "  resourceNamespace: tessera-system\n  resourceName: tessera\n"
+             "profiles:\n- schedulerName: tessera\n  pluginConfig:\n  - name: Coscheduling\n"
+             "    args:\n      podGroupBackofSeconds: 10\n")
+_CONFIG_MAP = "/api/v1/namespaces/tessera-system/configmaps/tessera-scheduler-config"
+_BUILT_IN_LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/tessera"
+
+
+@pytest.mark.parametrize("command", ["explain", "what-if"])
+async def test_an_invalid_installed_configuration_still_names_the_running_schedulers_lease(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """An on-call trial: the ConfigMap held a misspelt plugin arg (the restarted replicas
+    crash-looped) while a replica led on tessera-system/tessera; explain and what-if fell back to
+    the built-in configuration with its Lease kube-system/tessera and printed "Leader: none: there
+    is no Lease kube-system/tessera ... is Tessera running?". The Lease is the raw document's."""
+    api = _Api([(200, _lease("tessera-7c9_1f", NOW - 1))],
+               {_CONFIG_MAP: (200, {"kind": "ConfigMap", "data": {"config.yaml": _MISSPELT}})})
+    _serve(monkeypatch, api, [b.node("n1", gpus=4), b.pod("gap-pod", limits={"nvidia.com/gpu": 1})])
+    if command == "explain":
+        assert await cli._explain(_args("gap-pod"), Target(None, None, "default")) == 0
+    else:
+        args = argparse.Namespace(config=None, namespace=None, all_namespaces=False, filename=None,
+                                  scheduler_namespace="tessera-system", output="table")
+        assert await cli._what_if(args, Target(None, None, "default")) == 0
+    out = capsys.readouterr()
+    assert LEASE in api.paths and _BUILT_IN_LEASE not in api.paths, api.paths
+    assert "tessera-7c9_1f (the Lease tessera-system/tessera was renewed about 1 s ago)" in out.out, out.out
+    assert "kube-system/tessera" not in out.out and "is Tessera running" not in out.out
+    assert "warning: invalid configuration: tessera-system/tessera-scheduler-config: " \
+           "profiles[0].pluginConfig[0].args.podGroupBackofSeconds: unknown field" in out.err, out.err
+
+
+@pytest.mark.parametrize(("answer", "why"), [
+    ((403, {"kind": "Status"}), "configmap tessera-system/tessera-scheduler-config: denied (HTTP 403)"),
+    ((200, {"kind": "ConfigMap", "data": {"config.yaml": "leaderElection: [\n"}}), "invalid configuration: "),
+    ((200, {"kind": "ConfigMap", "data": {"config.yaml": _MISSPELT.replace("retryPeriod: 4s", "retryPeriod: 4")}}),
+     "invalid configuration: tessera-system/tessera-scheduler-config: "),
+])
+async def test_without_the_installed_lease_the_leader_is_unknown_not_none(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], answer: tuple[int, Any],
+        why: str) -> None:
+    """When the ConfigMap cannot be read, or neither it nor its leaderElection section is valid,
+    the Lease the scheduler elects on is not known: the Leader line says so and why, and reads no
+    guessed Lease (the built-in kube-system/tessera: "none ... is Tessera running?" was false)."""
+    api = _Api([(404, {"kind": "Status", "code": 404})], {_CONFIG_MAP: answer})
+    _serve(monkeypatch, api, [b.node("n1", gpus=4), b.pod("gap-pod", limits={"nvidia.com/gpu": 1})])
+    assert await cli._explain(_args("gap-pod"), Target(None, None, "default")) == 0
+    out = capsys.readouterr()
+    assert not [path for path in api.paths if "/leases/" in path], api.paths
+    [line] = [line for line in out.out.splitlines() if line.startswith("Leader:")]
+    assert line.startswith("Leader:     unknown: which Lease the installed scheduler elects on is not known (") \
+        and why in line, line
+    assert "none" not in line.split("(")[0] and "is Tessera running" not in out.out
