@@ -9,8 +9,10 @@ so `# HELP` lines read the same as kube-scheduler's own.
 
 Why a `Metrics` object rather than module-level globals: one private `CollectorRegistry` per
 scheduler instance keeps tests independent (no "Duplicated timeseries" when two loops run in one
-process) and keeps the process/platform collectors of the global registry out of our endpoint;
-the loop calls small typed methods and never touches prometheus objects.
+process); the loop calls small typed methods and never touches prometheus objects. The registry
+has its own process and platform collectors: `process_*` (start time, resident memory, CPU
+seconds, open file descriptors), as kube-scheduler's client_golang process collector exports them,
+and `python_info` (kube-scheduler's `go_info`'s counterpart).
 
 Why the exposed registry filters `*_created` samples: prometheus-client adds a `_created` series
 to every counter and histogram; kube-scheduler (Go client) has none, and we want the same series.
@@ -24,7 +26,7 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Mapping
 from typing import Literal
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, PlatformCollector, ProcessCollector
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
@@ -102,6 +104,8 @@ class Metrics:
         self._scrape_hooks: list[Callable[[], None]] = []
         self.registry = CollectorRegistry()
         self.registry.register(_WithoutCreated(self._source, self._before_scrape))
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
         self.lease_name = lease_name
         self._relists: dict[str, int] = {}  # kind -> relists counted so far
         self._conflicting: dict[str, int] = {}  # other Lease -> its writes counted so far

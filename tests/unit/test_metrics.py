@@ -151,8 +151,22 @@ def test_registries_are_private() -> None:
     first.observe_pod_group_attempt("scheduled", "tessera", 0.01)
     assert "scheduler_podgroup_schedule_attempts_total{" not in generate_latest(second.registry).decode()
     assert "scheduler_schedule_attempts_total" not in generate_latest(REGISTRY).decode()
-    # ... and nothing but ours: no process/platform collectors.
-    assert all(name.startswith(("scheduler_", "tessera_", "leader_election_")) for name in _families(first))
+    # ... and nothing but ours, with this process' own process_* and python_info (below).
+    assert all(name.startswith(("scheduler_", "tessera_", "leader_election_", "process_", "python_"))
+               for name in _families(first))
+
+
+def test_the_process_metrics_kube_scheduler_exports_are_exported() -> None:
+    """An on-call trial: kube-scheduler's /metrics has process_start_time_seconds,
+    process_resident_memory_bytes, process_cpu_seconds_total, ... (client_golang's process
+    collector), which dashboards and restart/memory alerts read; Tessera's had none (its private
+    registry left prometheus-client's process and platform collectors out)."""
+    families = _families(Metrics())
+    for name in ("process_start_time_seconds", "process_resident_memory_bytes", "process_virtual_memory_bytes",
+                 "process_cpu_seconds", "process_open_fds", "process_max_fds", "python_info"):
+        assert name in families, (name, sorted(families))
+    samples = {sample.name: sample.value for sample in _families(Metrics())["process_start_time_seconds"].samples}  # type: ignore[attr-defined]
+    assert abs(samples["process_start_time_seconds"] - _started_at()) < 2
 
 
 def test_scrape_hooks_set_gauges_from_the_state_of_that_moment() -> None:
@@ -260,3 +274,14 @@ def test_a_gang_that_preempts_waits_on_preemption_and_an_erring_one_is_an_error(
 
     assert [attempts(r) for r in ("scheduled", "unschedulable", "waiting_on_preemption", "error")] == [1, 0, 1, 0]
     assert _value(m, "scheduler_podgroup_schedule_attempts_total", result="error", profile="tessera-spread") == 1
+
+
+def _started_at() -> float:
+    """This process' start time by /proc (seconds since the epoch), as the kernel says it."""
+    import os
+    ticks = os.sysconf("SC_CLK_TCK")
+    with open("/proc/self/stat") as stat:
+        start = int(stat.read().rsplit(")", 1)[1].split()[19]) / ticks
+    with open("/proc/stat") as boot:
+        btime = next(int(line.split()[1]) for line in boot if line.startswith("btime"))
+    return btime + start
