@@ -32,6 +32,7 @@ from scheduler.core.annotations import HELD_DEVICES
 from scheduler.core.state import Notice
 from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.http import TRANSPORT_ERRORS, STRATEGIC_PATCH, KubeHttp
+from scheduler.logs import describe_error
 
 log = structlog.get_logger("tessera.held")
 
@@ -99,7 +100,7 @@ class HeldDevicesWriter:
             response = await self.http.request("PATCH", path, body=body, content_type=STRATEGIC_PATCH,
                                                limited=False, resend=self.allowed)
         except TRANSPORT_ERRORS as err:
-            log.warning("held.write_failed", pod=f"{wish.namespace}/{wish.name}", error=str(err))
+            log.warning("held.write_failed", pod=f"{wish.namespace}/{wish.name}", error=describe_error(err))
             return False
         if response.ok or response.status in (404, 409, 422):  # written, or the pod (that uid) is gone
             self._done(uid, wish, told=response.ok)

@@ -43,6 +43,7 @@ from anyio.abc import TaskGroup
 
 from scheduler.api.names import DNS_SUBDOMAIN
 from scheduler.kube.http import TRANSPORT_ERRORS, MERGE_PATCH, KubeHttp
+from scheduler.logs import describe_error
 from scheduler.shortened import shortened
 
 log = structlog.get_logger("tessera.events")
@@ -184,7 +185,7 @@ class EventRecorder:
                     self._next_sweep = now + SERIES_WINDOW
                     await self._finish_series(now)
             except TRANSPORT_ERRORS as err:
-                log.warning("events.write_failed", error=str(err))
+                log.warning("events.write_failed", error=describe_error(err))
 
     async def _handle(self, item: _Occurrence, retries: TaskGroup) -> None:
         """One occurrence; a new Event lost in transport is tried again later, off the queue's path."""
@@ -196,11 +197,11 @@ class EventRecorder:
             item.tries += 1
             if item.tries >= MAX_TRIES:
                 self.dropped += 1
-                log.error("events.retry_limit", name=item.body["metadata"]["name"], error=str(err))
+                log.error("events.retry_limit", name=item.body["metadata"]["name"], error=describe_error(err))
                 return
             # upstream jitters only the first wait, so clients do not all come back at once
             delay = self.retry_seconds * (random.random() if item.tries == 1 else 1.0)
-            log.warning("events.write_failed", name=item.body["metadata"]["name"], error=str(err), retry_in=delay)
+            log.warning("events.write_failed", name=item.body["metadata"]["name"], error=describe_error(err), retry_in=delay)
             retries.start_soon(self._retry, item, delay)
 
     async def _retry(self, item: _Occurrence, delay: float) -> None:

@@ -48,6 +48,7 @@ from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.http import TRANSPORT_ERRORS, MERGE_PATCH, STRATEGIC_PATCH, KubeHttp, Response
 from scheduler.kube.pod_answers import pod_in
 from scheduler.kube.recorder import micro_time
+from scheduler.logs import describe_error
 
 log = structlog.get_logger("tessera.status")
 
@@ -334,7 +335,7 @@ class StatusWriter:
             response = await self.http.request("PATCH", path, body=body, content_type=content_type, limited=False,
                                                resend=self.allowed)
         except TRANSPORT_ERRORS as err:
-            log.warning("status.write_failed", path=path, error=str(err))
+            log.warning("status.write_failed", path=path, error=describe_error(err))
         finally:  # also when cancelled: a write that never returned must not hold back its wish
             current = self._inflight.get(key)
             forgotten = current is None or current[1] is not token  # _forget()/reset() ran meanwhile
