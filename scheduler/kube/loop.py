@@ -76,6 +76,7 @@ class SchedulerLoop:
                  on_term_seen: Callable[[str, str], bool] = lambda token, pod: False,
                  other_lease: Callable[[str], str | None] = lambda token: None) -> None:
         self.config = config
+        self.identity = identity
         # `leader_term`: which leadership term this replica is in, None when not leading (the
         # elector's `term`; without leader election, one term for ever). Only the leader acts on
         # the cluster, and the binder lets only a Binding's own term send it.
@@ -189,9 +190,15 @@ class SchedulerLoop:
     def wake(self) -> None:
         self._wake.set()
 
-    def leadership_started(self) -> None:
-        """This replica leads from now on (the elector's `on_started_leading`; at start without
-        leader election). Wakes the loop."""
+    def leadership_started(self, lease: tuple[str, str] | None = None) -> None:
+        """This replica leads from now on (the elector's `on_started_leading`, with the Lease's
+        namespace and name; at start without leader election, no Lease). Wakes the loop. A Lease
+        taken is told as client-go's LeaseLock.RecordEvent("became leader") tells it: a Normal
+        Event LeaderElection on the Lease, "<identity> became leader" (written in this term)."""
+        if lease is not None:
+            namespace, name = lease
+            self.events.record(ObjectRef("Lease", "coordination.k8s.io/v1", name, namespace), "Normal",
+                               "LeaderElection", "LeaderElection", f"{self.identity} became leader")
         self._leading_since = time.monotonic()
         self.wake()
         if self.class_controller is not None:  # a new leader creates the missing classes at once

@@ -155,7 +155,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
         metrics.set_leader(True)
         log.info("leader.started", identity=identity)
         if loop_ref:
-            loop_ref[0].leadership_started()
+            loop_ref[0].leadership_started((election.resource_namespace, election.resource_name))
 
     stepping_down = False  # the shutdown gives the Lease up: leading stops by plan, not by a loss
 
