@@ -159,3 +159,31 @@ def test_with_the_gate_off_the_note_does_not_speak_of_the_gate() -> None:
     [gated] = [note for note in _node(build_view(_replay().scheduler, source="cluster", now=AT + 200), "quiet").notes
                if "node agent" in note]
     assert "the allocation gate no longer holds here" in gated
+
+
+@pytest.mark.parametrize("change", ["heartbeat_removed", "devices_deleted"])
+def test_a_node_whose_devices_no_longer_carry_a_heartbeat_is_not_silent(change: str) -> None:
+    """An on-call trial: after the ExtendedResources of a node lost their
+    `status.lastHeartbeatTime` (published again by something that is not a node agent), or were
+    deleted (the agent uninstalled), `tessera_node_agents_silent` stayed 1 for ever: the node kept
+    the newest heartbeat ever seen. The node's heartbeat is its current devices' newest."""
+    replay = _replay()
+    assert set(silent_agents(replay.scheduler, now=AT + 200)) == {"quiet"}
+    for i in range(2):
+        obj = b.device("quiet", i)  # no heartbeat
+        list(replay.run([WatchEvent("DELETED" if change == "devices_deleted" else "MODIFIED", obj)]))
+    assert silent_agents(replay.scheduler, now=AT + 200) == {}
+    assert gpu_counts(replay.scheduler, now=AT + 200).agents_silent == 0
+
+
+def test_one_device_losing_its_heartbeat_leaves_the_others_newest() -> None:
+    """The node's heartbeat is the newest of its devices that carry one: one device published
+    without a heartbeat does not hide the other's (still stale: silent), nor does an older
+    heartbeat on one device go back behind a newer one on the other."""
+    replay = _replay()
+    list(replay.run([WatchEvent("MODIFIED", b.device("quiet", 0))]))
+    assert silent_agents(replay.scheduler, now=AT + 200) == {"quiet": 200.0}
+    list(replay.run([WatchEvent("MODIFIED", b.device("quiet", 0, heartbeat="2026-01-01T00:02:00Z"))]))
+    assert silent_agents(replay.scheduler, now=AT + 200) == {}  # 80 s since device 0's heartbeat
+    list(replay.run([WatchEvent("MODIFIED", b.device("quiet", 0))]))
+    assert silent_agents(replay.scheduler, now=AT + 200) == {"quiet": 200.0}  # device 1's, again

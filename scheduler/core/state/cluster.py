@@ -811,16 +811,15 @@ class ClusterState:
                 return [], []  # a predecessor's late deletion: its successor stays
             self.device_ids.remove(device.name)
             events, notices = self._delete_device(device.name)
+            self._refresh_heartbeat(device.node_name, *((old.node_name,) if old is not None else ()))
             return events, notices + self._unknown_attributes(self.classes.classes)
         if self._stale(device.meta.uid, device.meta.resource_version):
             return [], []
-        if device.heartbeat is not None:
-            info = self._node_info(device.node_name)
-            info.agent_heartbeat = max(info.agent_heartbeat or device.heartbeat, device.heartbeat)
         if old is not None and not self.ledger.is_ghost(device.name) and old.same_spec(device):
             if old.heartbeat != device.heartbeat:
                 device = replace(device, duplicate=old.duplicate)
                 self.devices[device.name] = self._node_info(device.node_name).devices[device.name] = device
+                self._refresh_heartbeat(device.node_name)
             return [], []
         nodes = {device.node_name} | ({old.node_name} if old is not None else set())
         held = self._held_as(nodes)
@@ -831,6 +830,7 @@ class ClusterState:
         if old is not None and old.node_name != device.node_name:
             classes += self._recount_foreign(old.node_name)
         info = self._node_info(device.node_name)
+        self._refresh_heartbeat(device.node_name, *((old.node_name,) if old is not None else ()))
         if old is not None and old.node_name != device.node_name:
             self.check_surplus(self._node_info(old.node_name))  # fewer there: only to forget
         return [ClusterEvent(EventKind.DEVICE_CHANGED, node=device.node_name), *classes], \
@@ -870,6 +870,18 @@ class ClusterState:
                 _add(info.held_requested, placement.requests, -1)
                 _add(info.held_requested, recounted.requests, 1)
             self._touch(info)
+
+    def _refresh_heartbeat(self, *node_names: str) -> None:
+        """A node's agent heartbeat: the newest `status.lastHeartbeatTime` of the devices it
+        publishes now (a device deleted but still held, a ghost, publishes nothing); None when none
+        carries one (no agent serves it: not silent, no gate). Not the newest ever seen: a node
+        whose devices lost the field, or were deleted, stayed "agent silent" for ever."""
+        for name in set(node_names):
+            info = self.nodes.get(name)
+            if info is not None:
+                info.agent_heartbeat = max((d.heartbeat for d in info.devices.values()
+                                            if d.heartbeat is not None and not self.ledger.is_ghost(d.name)),
+                                           default=None)
 
     def _delete_device(self, name: str) -> tuple[list[ClusterEvent], list[Notice]]:
         known = self.devices.get(name)
