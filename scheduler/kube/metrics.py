@@ -46,8 +46,10 @@ AttemptResult = Literal["scheduled", "unschedulable", "error"]
 PodGroupResult = Literal["scheduled", "unschedulable", "waiting_on_preemption", "error"]
 Queue = Literal["active", "backoff", "unschedulable", "gated"]
 # "outdated": refused because another writer changed the pod since it was decided, and decided
-# again at once (not an error; more than REDECIDED_AT_ONCE in a row back off and count "error")
-BindingResult = Literal["success", "conflict", "not_found", "error", "outdated"]
+# again at once (not an error; more than REDECIDED_AT_ONCE in a row back off and count "error");
+# "given_up": this replica stopped leading, so the Binding was not sent (or was withdrawn): the
+# leadership machinery at a failover, not an error
+BindingResult = Literal["success", "conflict", "not_found", "error", "outdated", "given_up"]
 
 ATTEMPT_RESULTS: tuple[AttemptResult, ...] = ("scheduled", "unschedulable", "error")
 POD_GROUP_RESULTS: tuple[PodGroupResult, ...] = ("scheduled", "unschedulable", "waiting_on_preemption", "error")
@@ -55,7 +57,7 @@ PENDING_QUEUES: tuple[Queue, ...] = ("active", "backoff", "unschedulable", "gate
 CACHE_TYPES = ("nodes", "pods", "assumed_pods")
 # the GPU states of `kubectl tessera nodes` and the GPU map, one list for the views and the metric
 GPU_STATES: tuple[str, ...] = view_model.STATES
-BINDING_RESULTS: tuple[BindingResult, ...] = ("success", "conflict", "not_found", "error", "outdated")
+BINDING_RESULTS: tuple[BindingResult, ...] = ("success", "conflict", "not_found", "error", "outdated", "given_up")
 
 SCHEDULING_ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)
 POD_SCHEDULING_SLI_BUCKETS = exponential_buckets(0.01, 2, 20)
@@ -251,7 +253,8 @@ class Metrics:
             "Binding requests by outcome: 'conflict' is bound elsewhere, bound by another leader's Binding or "
             "being deleted (read back after a 409 or an unclear answer), 'not_found' is 404 (pod gone), 'error' is anything retried with backoff, 'outdated' a refusal because another writer "
             "changed the pod since it was decided, decided again at once (not an error; more than 5 such in a "
-            "row back off and count as 'error').",
+            "row back off and count as 'error'), 'given_up' a Binding not sent (or withdrawn) because this replica "
+            "stopped leading (a failover, not an error).",
             ["result"], registry=r)
         self.binding_duration = Histogram(
             "tessera_binding_duration_seconds",

@@ -402,3 +402,22 @@ async def test_the_fallback_after_too_many_in_a_row_is_still_an_error() -> None:
     assert _count(metrics, "tessera_bindings_total", result="success") == 1
     assert [result for result, _ in ended] == ["error", "scheduled"]
     assert _count(metrics, "scheduler_schedule_attempts_total", result="error", profile="tessera") == 1
+
+
+def test_a_binding_given_up_because_this_replica_stopped_leading_is_no_binding_error() -> None:
+    """An on-call trial: a failover's `binder.given_up` (this replica stopped leading, so its
+    Binding was not sent, or was withdrawn) counted in tessera_bindings_total{result="error"},
+    what TesseraBindingErrors pages on, though it is the leadership machinery at work (an info
+    line). It counts `given_up`; a refusal still counts `error`."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="a")  # type: ignore[arg-type]
+    metrics = Metrics(profiles=["tessera"])
+    hooks = MetricsHooks(metrics, loop)
+    binding = Binding("uid-p", "default", "p", "n", {})
+    hooks.on_bind(BindResult(binding, Outcome.RETRY, "this replica stopped leading", 0.1, not_leading=True))
+    hooks.on_bind(BindResult(binding, Outcome.RETRY, "this replica stopped leading", 0.1, not_leading=True,
+                             withdrawn=True))
+    assert _count(metrics, "tessera_bindings_total", result="given_up") == 2
+    assert _count(metrics, "tessera_bindings_total", result="error") == 0
+    hooks.on_bind(BindResult(binding, Outcome.RETRY, "Internal error occurred", 0.1))
+    assert _count(metrics, "tessera_bindings_total", result="error") == 1
