@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import anyio
@@ -351,14 +352,27 @@ def retry_after(status: int, headers: Mapping[str, str]) -> float | None:
     return float(max(0, seconds))  # a negative wait is none (Go's Sleep returns at once)
 
 
+# (code, method, host): told of every HTTP request sent, once per try, as client-go's
+# RequestResult metric (`rest_client_requests_total`) is; code "<error>" when no answer came
+RequestResult = Callable[[str, str, str], None]
+
+
 class KubeHttp:
     def __init__(self, api: client.ApiClient, limiter: RateLimiter | None = None, *,
                  sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, on_result: RequestResult | None = None) -> None:
         self.api = api
         self.limiter = limiter
         self._sleep = sleep
         self._clock = clock
+        self.on_result = on_result
+        # client-go's `host` label: the base URL's host[:port] ("none" without one)
+        server = getattr(getattr(api, "configuration", None), "host", None)
+        self.host = (urlsplit(server).netloc if isinstance(server, str) else "") or "none"
+
+    def _told(self, code: str, method: str) -> None:
+        if self.on_result is not None:
+            self.on_result(code, method, self.host)
 
     async def acquire(self) -> None:
         """Wait for a write token now (then send with `limited=False`): for a caller that must
@@ -397,12 +411,17 @@ class KubeHttp:
 
     async def _send(self, method: str, path: str, query: Sequence[tuple[str, str]], body: Any,
                     content_type: str, timeout: float) -> _Answer:
-        async with _connecting():
-            response = await self.api.call_api(
-                path, method, query_params=list(query), header_params={"Content-Type": content_type,
-                                                                       "Accept": "application/json"},
-                body=body, auth_settings=["BearerToken"], _preload_content=False,
-                _request_timeout=timeout)
+        try:
+            async with _connecting():
+                response = await self.api.call_api(
+                    path, method, query_params=list(query), header_params={"Content-Type": content_type,
+                                                                           "Accept": "application/json"},
+                    body=body, auth_settings=["BearerToken"], _preload_content=False,
+                    _request_timeout=timeout)
+        except BaseException:
+            self._told("<error>", method)
+            raise
+        self._told(str(response.status), method)
         try:
             data = await response.read()
         finally:
@@ -412,11 +431,16 @@ class KubeHttp:
     @asynccontextmanager
     async def stream(self, path: str, query: Sequence[tuple[str, str]], read_timeout: float) -> AsyncIterator[aiohttp.ClientResponse]:
         """A long-running GET (watch); the caller reads lines. Dead connections time out on read."""
-        async with _connecting():
-            response = await self.api.call_api(
-                path, "GET", query_params=list(query), header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"], _preload_content=False,
-                _request_timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout))
+        try:
+            async with _connecting():
+                response = await self.api.call_api(
+                    path, "GET", query_params=list(query), header_params={"Accept": "application/json"},
+                    auth_settings=["BearerToken"], _preload_content=False,
+                    _request_timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout))
+        except BaseException:
+            self._told("<error>", "GET")
+            raise
+        self._told(str(response.status), "GET")
         try:
             yield response
         finally:

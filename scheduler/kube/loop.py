@@ -100,7 +100,8 @@ class SchedulerLoop:
         # Events get a client of their own with its own token bucket, as kube-scheduler's event
         # client does, so that recording a pod's Event never takes a Binding's place in the budget.
         limiter = http.limiter
-        events_http = KubeHttp(http.api, RateLimiter(limiter.qps, limiter.burst) if limiter is not None else None)
+        events_http = KubeHttp(http.api, RateLimiter(limiter.qps, limiter.burst) if limiter is not None else None,
+                               on_result=http.on_result)
         # each Event names the profile it was decided for as its reportingController (kube-scheduler
         # gives each profile a recorder named after its scheduler); the first profile's otherwise
         self.events = EventRecorder(events_http, controller=config.profiles[0].scheduler_name, instance=identity,

@@ -200,6 +200,12 @@ class Metrics:
             "[ALPHA] Pod group scheduling algorithm latency in seconds",
             buckets=SCHEDULING_ATTEMPT_BUCKETS, registry=r)
 
+        # --- client-go's REST client (component-base metrics/prometheus/restclient) ---
+        self.rest_client_requests = Counter(
+            "rest_client_requests",
+            "[ALPHA] Number of HTTP requests, partitioned by status code, method, and host.",
+            ["code", "method", "host"], registry=r)
+
         # --- client-go leader election (component-base metrics/prometheus/clientgo/leaderelection) ---
         self.leader_election_master_status = Gauge(
             "leader_election_master_status",
@@ -442,6 +448,11 @@ class Metrics:
             self.preemption_victims.observe(victims)
 
     # --- API writes, leadership, informers -----------------------------------------------------
+
+    def count_request(self, code: str, method: str, host: str) -> None:
+        """`rest_client_requests_total`: one HTTP request sent (a try), by its status code
+        ("<error>" without an answer), method and the apiserver's host[:port] (`KubeHttp.on_result`)."""
+        self.rest_client_requests.labels(code=code, method=method, host=host).inc()
 
     def observe_binding(self, result: BindingResult, seconds: float) -> None:
         self.bindings.labels(result=result).inc()

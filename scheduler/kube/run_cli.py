@@ -148,6 +148,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
     election = config.leader_election
     metrics = Metrics(profiles=sorted(config.scheduler_names), lease_name=election.resource_name,
                       build=build_info(), config_digest=config_digest(config))
+    http.on_result = watch_http.on_result = metrics.count_request  # rest_client_requests_total
     elector: LeaderElector | None = None
     loop_ref: list[SchedulerLoop] = []
 

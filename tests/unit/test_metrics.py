@@ -152,7 +152,7 @@ def test_registries_are_private() -> None:
     assert "scheduler_podgroup_schedule_attempts_total{" not in generate_latest(second.registry).decode()
     assert "scheduler_schedule_attempts_total" not in generate_latest(REGISTRY).decode()
     # ... and nothing but ours, with this process' own process_* and python_info (below).
-    assert all(name.startswith(("scheduler_", "tessera_", "leader_election_", "process_", "python_"))
+    assert all(name.startswith(("scheduler_", "tessera_", "leader_election_", "rest_client_", "process_", "python_"))
                for name in _families(first))
 
 

@@ -48,6 +48,8 @@ UPSTREAM = {
                                                                exponential_buckets(0.001, 2, 15)),
     "scheduler_podgroup_scheduling_algorithm_duration_seconds": ("histogram", (), "ALPHA",
                                                                  exponential_buckets(0.001, 2, 15)),
+    # client-go's REST client, component-base metrics/prometheus/restclient
+    "rest_client_requests": ("counter", ("code", "method", "host"), "ALPHA", None),
     # client-go leader election, component-base metrics/prometheus/clientgo/leaderelection
     "leader_election_master_status": ("gauge", ("name",), "ALPHA", None),
     "leader_election_slowpath": ("counter", ("name",), "ALPHA", None),
@@ -75,6 +77,7 @@ def _exercised() -> Metrics:
     m.observe_permit_wait("Success", 0.2)
     m.observe_extension_point("Filter", "Success", "tessera", 0.001)
     m.observe_plugin("NodeResourcesFit", "Filter", "Unschedulable", 0.0001)
+    m.count_request("200", "GET", "10.0.0.1:6443")
     return m
 
 
@@ -121,7 +124,7 @@ def test_tessera_metrics_follow_the_prometheus_naming_conventions() -> None:
 
 def test_the_docs_list_every_exported_metric() -> None:
     text = METRICS_DOC.read_text()
-    listed = set(re.findall(r"`((?:scheduler|tessera|leader_election|process|python)_[a-z_]+)(?:\{[^}`]*\})?`", text))
+    listed = set(re.findall(r"`((?:scheduler|tessera|leader_election|rest_client|process|python)_[a-z_]+)(?:\{[^}`]*\})?`", text))
     families = _families(_exercised())
     exposed = {f"{name}_total" if f.type == "counter" else name for name, f in families.items()}
     assert exposed - listed == set(), "exported but not in docs/running.md"
