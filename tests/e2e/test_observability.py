@@ -365,3 +365,28 @@ async def test_the_device_metric_counts_what_kubectl_tessera_nodes_shows(clean_c
     shown = [(node["name"], gpu["state"]) for node in view["nodes"] for gpu in node["gpus"]]
     assert sorted(shown) == sorted([(nodes[0], "free"), (nodes[0], "free"), (nodes[1], "cordoned"), (nodes[1], "free"),
                                     (nodes[2], "conflict"), (nodes[2], "free"), (nodes[3], "fenced"), (nodes[3], "fenced")])
+
+
+async def test_a_replica_that_takes_the_lease_records_it_and_serves_process_and_request_metrics(
+        clean_cluster: LocalControlPlane, kubectl: Kube, tmp_path: Path) -> None:
+    """An on-call trial: no `LeaderElection` Event on the Lease (client-go's "<identity> became
+    leader"), no `process_*` series and no `rest_client_requests_total` beside kube-scheduler's
+    names. The apiserver takes the Event (events.k8s.io/v1 validation), and the scrape has them."""
+    async with _running(clean_cluster, tmp_path, "obs-lease") as (proc, _, lease):
+        spec = (await kubectl.call("GET", f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{lease}")).json()["spec"]
+
+        async def recorded() -> list[dict[str, Any]]:
+            events = (await kubectl.call("GET", "/apis/events.k8s.io/v1/namespaces/default/events")).json()
+            return [e for e in events["items"] if e.get("reason") == "LeaderElection"
+                    and (e.get("regarding") or {}).get("name") == lease]
+
+        [event] = await eventually(recorded, timeout=20)
+        metrics = await _metrics(proc.port)
+    assert event["note"] == f"{spec['holderIdentity']} became leader" and event["type"] == "Normal"
+    assert event["regarding"]["kind"] == "Lease" and event["regarding"]["apiVersion"] == "coordination.k8s.io/v1"
+    names = {name for name, _ in metrics}
+    assert {"process_start_time_seconds", "process_resident_memory_bytes", "process_cpu_seconds_total"} <= names
+    host = clean_cluster.server.split("://", 1)[1]
+    ok = [labels for name, labels in metrics if name == "rest_client_requests_total" and dict(labels)["code"] == "200"]
+    assert ok and all(dict(labels)["host"] == host for labels in ok), ok
+    assert {dict(labels)["method"] for labels in ok} >= {"GET", "PUT"}  # lists and watches; the Lease renewals
