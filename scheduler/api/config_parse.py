@@ -170,6 +170,8 @@ def parse_leader_election(raw: object, source: str) -> LeaderElectionConfig:
         if not isinstance(raw, dict):
             raise FieldError("", f"expected a {KIND} mapping, not {type_name(raw)}")
         root = ArgsReader(raw, "")
+        if root.raw("kind") != KIND:  # not a scheduler configuration: its defaults would be a guess
+            unsupported("kind", root.raw("kind"), [KIND])
         return _leader_election(root.get_obj("leaderElection") or ArgsReader({}, "leaderElection"),
                                 root.raw("apiVersion") == LEGACY_API_VERSION)
     return _reporting(read, source)

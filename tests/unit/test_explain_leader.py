@@ -344,6 +344,7 @@ async def test_an_invalid_installed_configuration_still_names_the_running_schedu
 @pytest.mark.parametrize(("answer", "why"), [
     ((403, {"kind": "Status"}), "configmap tessera-system/tessera-scheduler-config: denied (HTTP 403)"),
     ((200, {"kind": "ConfigMap", "data": {"config.yaml": "leaderElection: [\n"}}), "invalid configuration: "),
+    ((200, {"kind": "ConfigMap", "data": {"config.yaml": "profiles: 3\n"}}), "invalid configuration: "),
     ((200, {"kind": "ConfigMap", "data": {"config.yaml": _MISSPELT.replace("retryPeriod: 4s", "retryPeriod: 4")}}),
      "invalid configuration: tessera-system/tessera-scheduler-config: "),
 ])
