@@ -255,6 +255,11 @@ class ClassRegistry:
         self.matching: Counter[str] = Counter()  # class name -> devices it matches (any health)
         self.generation = 0  # moves on any class or device change
         self.epoch = 0  # moves only when the set of classes (or their specs) changes
+        # usable class name -> the epoch of the last class change that may have moved what the
+        # class selects: it became usable (new, its spec edited, a name clash won), or devices it
+        # matches changed as that change indexed them. Readers that keep something per class (the
+        # class columns) rebuild only the classes newer than what they hold.
+        self.versions: dict[str, int] = {}
         self._slices = _SliceCapacity()
         self._indexed: dict[str, Device] = {}  # device name -> the object `device_classes` judged
 
@@ -385,6 +390,8 @@ class ClassRegistry:
         """After a class change: judge the owners again, then match again only the usable classes
         that are new or changed (dropping those no longer usable), and index the devices the
         registry has not judged as they stand (deleted ones still held, objects replaced since)."""
+        epoch = self.epoch + 1
+        versions = self.versions
         before = {cls.name: cls for cls in self.by_resource.values()}
         self._judge_owners()
         after = {cls.name: cls for cls in self.by_resource.values()}
@@ -392,16 +399,21 @@ class ClassRegistry:
         added = [cls for name, cls in after.items() if before.get(name) is not cls]
         for name in dropped:
             self._slices.remove_class(name)
+            del versions[name]
         for cls in added:
+            versions[cls.name] = epoch
             if cls.sharing is not None:
                 self._slices.add_class(cls)
         if dropped or added:
             self._match_again(dropped, added)
         for device in devices:
             if self._indexed.get(device.name) is not device:
+                old = self.device_classes.get(device.name, frozenset())
                 self.device_changed(device)
+                for name in old ^ self.device_classes[device.name]:
+                    versions[name] = epoch
         self.generation += 1
-        self.epoch += 1
+        self.epoch = epoch
 
     def _match_again(self, dropped: frozenset[str], added: list[ResourceClass]) -> None:
         """Take the dropped classes off every device, and match each added one against the

@@ -6,10 +6,12 @@ import numpy as np
 
 from scheduler.api.config import load_config
 from scheduler.core.engine import Engine
-from scheduler.core.framework.nodetable import NodeTable
+from scheduler.core.framework.interface import Ints
+from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown
 from scheduler.core.framework.timing import NO_STOPWATCH
 from scheduler.core.framework.resources import ResourceColumns
 from scheduler.core.intake import Intake
+from scheduler.core.state import NodeInfo
 from scheduler.sim import builders as b
 
 FOO = "example.com/foo"
@@ -69,3 +71,47 @@ def test_a_group_made_after_the_nodes_fills_each_row_once() -> None:
     group = table.group(Counted)
     assert fills == [0, 1, 2]
     assert np.array_equal(group.columns["nvidia.com/gpu"].alloc[:3], [8, 8, 8])
+
+
+def test_a_stale_group_alone_is_refilled_for_every_row() -> None:
+    """A group whose epoch moved is refilled for every row; the other groups keep their rows (a
+    ResourceClass change used to refill every row of every group: the resource, taint, cordon...
+    columns of 10k nodes for nothing they read)."""
+    engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
+    intake = Intake(engine)
+    for i in range(3):
+        intake.apply("ADDED", b.node(f"n{i}", gpus=8), 0.0)
+    table = NodeTable(engine.state)
+    table.sync()
+    fills: list[tuple[str, int]] = []
+    epoch = [0]
+
+    class Counted(ResourceColumns):
+        def fill(self, row: int, info: object) -> None:
+            fills.append(("resources", row))
+            super().fill(row, info)  # type: ignore[arg-type]
+
+    class Versioned(ColumnGroup):
+        def __init__(self, table: NodeTable) -> None:
+            self.seen: Ints = np.zeros(table.capacity, np.int64)
+
+        def epoch(self) -> int:
+            return epoch[0]
+
+        def grow(self, capacity: int) -> None:
+            self.seen = grown(self.seen, capacity)
+
+        def fill(self, row: int, info: NodeInfo) -> None:
+            fills.append(("versioned", row))
+            self.seen[row] = epoch[0]
+
+    table.group(Counted)
+    versioned = table.group(Versioned)
+    fills.clear()
+    epoch[0] = 7
+    intake.apply("MODIFIED", b.node("n1", gpus=4), 0.0)
+    table.sync()
+    assert [row for group, row in fills if group == "resources"] == [1]  # the changed node's row only
+    assert {row for group, row in fills if group == "versioned"} == {0, 1, 2}
+    assert versioned.seen[:3].tolist() == [7, 7, 7]
+    assert table.group(Counted).columns["nvidia.com/gpu"].alloc[:3].tolist() == [8, 4, 8]

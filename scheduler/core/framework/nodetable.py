@@ -8,8 +8,9 @@ The table owns the rows — their order, growth, and which rows are stale (nodes
 dirty) — and nothing about what the columns mean. Each batch plugin brings a column group of its
 own (`ColumnGroup`, in the plugin's module); the table creates it on first use, fills it for every
 row, and refills a row whenever its node changed. A group whose meaning depends on more than the
-node (the ResourceClass registry, say) reports an `epoch`; when that moves, the group is refilled
-whole.
+node (the ResourceClass registry, say) reports an `epoch`; when that moves, that group alone is
+brought in step over every row (`renew`: refilled whole, unless the group knows which of its
+columns the move touched); the other groups keep their rows.
 """
 
 from __future__ import annotations
@@ -45,11 +46,22 @@ class ColumnGroup(ABC):
         """Write the node's values into `row`."""
 
     def epoch(self) -> int:
-        """Moves when every row must be refilled although no node changed."""
+        """Moves when the rows must be brought in step (`renew`) although no node changed."""
         return 0
 
     def reset(self) -> None:
-        """The epoch moved: drop whatever the old epoch shaped (every row is refilled next)."""
+        """Drop whatever the old epoch shaped: every row is refilled next."""
+        return None
+
+    def renew(self, table: NodeTable) -> None:
+        """The epoch moved: bring the rows filled so far (`table.size`) in step with it. By
+        default `reset`, then `fill` each row; a group that knows which of its columns the move
+        touched refreshes those alone."""
+        table.refill(self)
+
+    def forget_rows(self, start: int) -> None:
+        """Rows from `start` on hold no node any more (nodes left): drop what the group keeps of
+        them beyond its columns (the columns' values there are never read)."""
         return None
 
 
@@ -92,6 +104,17 @@ class NodeTable:
             return made
         return cast(G, found)  # keyed by its own factory
 
+    def refill(self, group: ColumnGroup) -> None:
+        """`reset` the group and fill it for every row filled so far (`ColumnGroup.renew`)."""
+        rows, self.size = self.size, 0  # counts the rows done, as for a new group (see `size`)
+        try:
+            group.reset()
+            for row in range(rows):
+                group.fill(row, self.infos[row])
+                self.size = row + 1
+        finally:
+            self.size = rows
+
     def info(self, row: int) -> NodeInfo:
         return self.infos[row]
 
@@ -100,19 +123,24 @@ class NodeTable:
         state = self.state
         order = state.node_order
         stale_groups = [f for f, epoch in self._epochs.items() if self._groups[f].epoch() != epoch]
-        if stale_groups or self.order_version != state.order_version or len(order) < self.size:
+        if self.order_version != state.order_version or len(order) < self.size:
             for factory in stale_groups:
                 self._groups[factory].reset()
                 self._epochs[factory] = self._groups[factory].epoch()
             self.order_version = state.order_version
             self.size = 0  # rows are refilled in order; none counts as filled until then
             del self.infos[len(order):]
+            for group in self._groups.values():
+                group.forget_rows(len(order))
             state.dirty.clear()
             self._ensure(len(order))
             for row in range(len(order)):
                 self._fill(row)
                 self.size = row + 1
             return
+        for factory in stale_groups:  # over the rows as they stand (each row's NodeInfo is live)
+            self._groups[factory].renew(self)
+            self._epochs[factory] = self._groups[factory].epoch()
         if len(order) > self.size:
             self._ensure(len(order))
             for row in range(self.size, len(order)):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -30,6 +31,11 @@ UNITS_MAX = 2**62
 
 
 class ClassColumns(ColumnGroup):
+    """The columns of every usable class. A class change refreshes only the classes the registry
+    says may select otherwise since the columns were built (`ClassRegistry.versions`), and those
+    whose room on a shared device moved with another class (`_slices_moved`); a changed node
+    refills its row for every class."""
+
     def __init__(self, table: NodeTable) -> None:
         self.state: ClusterState = table.state
         self.capacity = table.capacity
@@ -42,8 +48,13 @@ class ClassColumns(ColumnGroup):
         # largest of either; -1 when the free devices describe neither): a request of more spans
         # two groups and the planner halves the node's score (`within_one_group`)
         self.largest_group: dict[str, Ints] = {}
-        self.resources: dict[str, set[str]] = {}  # device resourceNames per class
+        # device resourceNames per class: those its matching schedulable devices carry now
+        self.resources: dict[str, set[str]] = {}
         self.broken: Bools = np.zeros(table.capacity, np.bool_)
+        self._named: dict[int, dict[str, frozenset[str]]] = {}  # row -> class -> its devices' resourceNames there
+        self._rows_naming: dict[str, Counter[str]] = {}  # class -> resourceName -> rows whose devices carry it
+        self._built = 0  # the registry epoch the columns follow
+        self._dimensions: dict[str, str] = {}  # resourceName -> the dimension its sharing class shares then
         self.reset()
 
     def epoch(self) -> int:
@@ -51,12 +62,77 @@ class ClassColumns(ColumnGroup):
         return self.state.classes.epoch
 
     def reset(self) -> None:
-        valid = [cls.name for cls in self.state.classes.by_resource.values()]
-        self.free = {name: np.zeros(self.capacity, np.int64) for name in valid}
-        self.total = {name: np.zeros(self.capacity, np.int64) for name in valid}
-        self.most_units = {name: np.zeros(self.capacity, np.int64) for name in valid}
-        self.largest_group = {name: np.full(self.capacity, -1, np.int64) for name in valid}
-        self.resources = {name: set() for name in valid}
+        self.free, self.total, self.most_units, self.largest_group = {}, {}, {}, {}
+        self.resources, self._rows_naming, self._named = {}, {}, {}
+        for cls in self.state.classes.by_resource.values():
+            self._new_columns(cls.name)
+        self._built, self._dimensions = self.state.classes.epoch, self._sharing_dimensions()
+
+    def renew(self, table: NodeTable) -> None:
+        """Columns for the classes that became usable or may select otherwise, none for those
+        no longer usable; the others' stay (a changed node's row is refilled by `fill`)."""
+        classes = self.state.classes
+        built = self._built
+        dirty = {name for name, version in classes.versions.items() if version > built or name not in self.free}
+        dropped = self.free.keys() - classes.versions.keys()
+        dimensions = self._sharing_dimensions()
+        if dimensions != self._dimensions:
+            dirty |= self._slices_moved({name for name in dimensions.keys() | self._dimensions.keys()
+                                         if dimensions.get(name) != self._dimensions.get(name)})
+        self._built, self._dimensions = classes.epoch, dimensions
+        gone = dirty | dropped
+        if not gone:
+            return
+        for named in self._named.values():
+            for name in [name for name in named if name in gone]:
+                del named[name]
+        for name in dropped:
+            for columns in (self.free, self.total, self.most_units, self.largest_group):
+                del columns[name]
+            del self.resources[name], self._rows_naming[name]
+        for name in dirty:
+            self._new_columns(name)
+        wanted = {name for name in dirty if classes.matching[name] > 0}  # others select no device: zero
+        if not wanted:
+            return
+        matches = classes.device_classes
+        for row in range(table.size):
+            info = table.infos[row]
+            found: set[str] = set()
+            for device in info.devices.values():
+                classes_of = matches.get(device.name)
+                if classes_of and not wanted.isdisjoint(classes_of):
+                    found |= wanted & classes_of
+            if found:
+                named = self._fill_classes(row, info, found)
+                if named:
+                    self._named.setdefault(row, {}).update(named)
+                    for name, names in named.items():
+                        self._count(name, names, 1)
+
+    def _sharing_dimensions(self) -> dict[str, str]:
+        return {name: cls.sharing.dimension for name, cls in self.state.classes.by_resource.items()
+                if cls.sharing is not None}
+
+    def _slices_moved(self, resources: set[str]) -> set[str]:
+        """The sharing classes matching a device that holds slices of these resourceNames whose
+        grant names no dimension: those count in the dimension the name's class shares by now
+        (`DeviceLedger.shared_use`), which moved, and so did the room the classes see there."""
+        classes = self.state.classes
+        sharing = {cls.name for cls in classes.by_resource.values() if cls.sharing is not None}
+        moved: set[str] = set()
+        for device, use in self.state.ledger.use.items():
+            if any(not granted and resource in resources for resource, granted in use.by_kind):
+                moved |= sharing & classes.device_classes.get(device, frozenset())
+        return moved
+
+    def _new_columns(self, name: str) -> None:
+        self.free[name] = np.zeros(self.capacity, np.int64)
+        self.total[name] = np.zeros(self.capacity, np.int64)
+        self.most_units[name] = np.zeros(self.capacity, np.int64)
+        self.largest_group[name] = np.full(self.capacity, -1, np.int64)
+        self.resources[name] = set()
+        self._rows_naming[name] = Counter()
 
     def grow(self, capacity: int) -> None:
         self.capacity = capacity
@@ -65,17 +141,50 @@ class ClassColumns(ColumnGroup):
             for name, column in list(columns.items()):
                 columns[name] = grown(column, capacity)
 
+    def forget_rows(self, start: int) -> None:
+        for row in [row for row in self._named if row >= start]:
+            for name, names in self._named.pop(row).items():
+                self._count(name, names, -1)
+
     def fill(self, row: int, info: NodeInfo) -> None:
         self.broken[row] = bool(info.broken)
-        classes = self.state.classes
-        uses = self.state.ledger.use
-        for name, column in self.free.items():
-            cls = classes.classes[name]
+        named = self._fill_classes(row, info, self.free)
+        old = self._named.pop(row, {})
+        if named:
+            self._named[row] = named
+        if old != named:
+            for name in old.keys() | named.keys():
+                before, after = old.get(name, frozenset()), named.get(name, frozenset())
+                if before != after:
+                    self._count(name, before - after, -1)
+                    self._count(name, after - before, 1)
+
+    def _count(self, name: str, resources: frozenset[str], step: int) -> None:
+        """Rows whose devices of class `name` carry `resources`: one more (`step` 1) or one less."""
+        rows, carried = self._rows_naming[name], self.resources[name]
+        for resource in resources:
+            rows[resource] += step
+            if rows[resource] > 0:
+                carried.add(resource)
+            else:
+                del rows[resource]
+                carried.discard(resource)
+
+    def _fill_classes(self, row: int, info: NodeInfo, names: Iterable[str]) -> dict[str, frozenset[str]]:
+        """Write the columns of these classes in `row`; the resourceNames each one's devices there
+        carry (classes with none left out)."""
+        classes = self.state.classes.classes
+        ledger = self.state.ledger
+        uses = ledger.use
+        named: dict[str, frozenset[str]] = {}
+        for name in names:
+            cls = classes[name]
             best = most = 0
             free: list[Device] = []  # exclusive classes: the free matching devices
             candidates = self.state.class_devices(info, name)  # and all of them, busy or free (their groups)
+            if candidates:
+                named[name] = frozenset([device.resource_name for device in candidates])
             for device in candidates:
-                self.resources[name].add(device.resource_name)
                 use = uses.get(device.name)
                 if cls.sharing is None:
                     if use is None or not use.busy:
@@ -87,12 +196,13 @@ class ClassColumns(ColumnGroup):
                     if capacity is None:
                         continue
                     if use is None or not use.exclusive:
-                        room = capacity - self.state.ledger.shared_use(use, cls.sharing.dimension)
+                        room = capacity - ledger.shared_use(use, cls.sharing.dimension)
                         best = max(best, min(UNITS_MAX, math.ceil(room / cls.sharing.unit)))
-            column[row] = best
+            self.free[name][row] = best
             self.total[name][row] = len(candidates)
             self.most_units[name][row] = most
             self.largest_group[name][row] = largest_group(free, described(candidates))
+        return named
 
 
 def largest_group(free: list[Device], attributes: tuple[str, ...]) -> int:
