@@ -1,15 +1,19 @@
 """Property: after a ResourceClass change the node table refreshes only what the change can move
 (the stale column group alone, and in the class columns only the classes whose columns may
-differ), yet every column group ends exactly as in a node table built from scratch.
+differ), and after nodes leave it takes their rows out of every group (the rows after them move
+up, keeping their values), yet every column group ends exactly as in a node table built from
+scratch.
 
 Random sequences of class creates, edits and deletes (resourceName clashes, a name devices carry
 as their own, sharing classes of either dimension, invalid selectors), device adds, edits and
 deletes (health, cordon, resourceName, attributes), pods of another install holding devices
 (whole, or slices whose grant names their dimension or not: the latter counted in the dimension
-their resource name's class shares by now), nodes added and removed, with `NodeTable.sync` after
-random steps. After every sync, each group's arrays (every class column, `broken`, totals,
-`largest_group`, `resources`; the resource, taint, cordon and victim-floor columns too) equal
-those of a NodeTable built fresh from the same state.
+their resource name's class shares by now), nodes of differing taints, cordon, zone and
+allocatable added, edited and removed (several between two syncs, a removed name coming back as a
+new node at the end of the order), with `NodeTable.sync` after random steps. After every sync,
+each group's arrays (every class column, `broken`, totals, `largest_group`, `resources`; the
+resource, taint, cordon and victim-floor columns, and each row's zone domain, too) equal those of
+a NodeTable built fresh from the same state.
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ from scheduler.core.plugins.devices.columns import ClassColumns
 from scheduler.core.plugins.node_unschedulable import CordonColumn
 from scheduler.core.plugins.preemption.floor import VictimFloor
 from scheduler.core.plugins.taints import TaintColumns
+from scheduler.core.plugins.topology.domains import TopologyColumns
 from scheduler.sim import builders as b
 
-NODES = ("n0", "n1", "n2")
+NODES = ("n0", "n1", "n2", "n3", "n4")
 CLASSES = ("a", "b", "c", "d")
 STAMPS = ("2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z")
 RESOURCE_NAMES = (None, None, "x.dev/gpu", "x.dev/gpu", "nvidia.com/gpu", "bad name")
@@ -52,6 +57,15 @@ SELECTORS: tuple[tuple[dict[str, str] | None, list[dict[str, Any]] | None], ...]
 SHARINGS = (None, None, {"dimension": "memory", "unit": "8Gi"}, {"dimension": "memory", "unit": "4Gi"},
             {"dimension": "cores", "unit": "10"})
 GROUPS: tuple[type[ColumnGroup], ...] = (ClassColumns, ResourceColumns, TaintColumns, CordonColumn, VictimFloor)
+ZONE = ("zone",)  # a topology level: its codes are interned in the order met, so rows compare by path
+TAINTS = (None, None, [{"key": "k", "effect": "NoSchedule"}], [{"key": "k", "effect": "PreferNoSchedule"}])
+
+
+def node_obj(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    zone = draw(st.sampled_from((None, "z0", "z1")))
+    return b.node(name, cpu=draw(st.sampled_from(("16", "32"))), gpus=draw(st.integers(2, 3)),
+                  labels={"zone": zone} if zone else None, taints=draw(st.sampled_from(TAINTS)),
+                  unschedulable=not draw(st.integers(0, 3)))
 
 
 def class_obj(draw: st.DrawFn) -> dict[str, Any]:
@@ -92,7 +106,8 @@ def pod_obj(draw: st.DrawFn) -> dict[str, Any]:
 @st.composite
 def step(draw: st.DrawFn) -> tuple[str, Any]:
     kind = draw(st.sampled_from(("class", "class", "class_delete", "device", "device", "device_delete",
-                                 "pod", "pod_delete", "node", "node_delete", "sync", "sync", "sync")))
+                                 "pod", "pod_delete", "node", "node", "node_delete", "node_delete",
+                                 "nodes_delete", "sync", "sync", "sync")))
     if kind == "class":
         return kind, class_obj(draw)
     if kind == "class_delete":
@@ -103,8 +118,12 @@ def step(draw: st.DrawFn) -> tuple[str, Any]:
         return kind, pod_obj(draw)
     if kind == "pod_delete":
         return kind, f"p{draw(st.integers(0, 5))}"
-    if kind in ("node", "node_delete"):
+    if kind == "node":
+        return kind, node_obj(draw, draw(st.sampled_from(NODES)))
+    if kind == "node_delete":
         return kind, draw(st.sampled_from(NODES))
+    if kind == "nodes_delete":  # several nodes leave between two syncs
+        return kind, draw(st.lists(st.sampled_from(NODES), min_size=2, max_size=4, unique=True))
     return kind, None
 
 
@@ -126,10 +145,18 @@ def arrays(group: ColumnGroup, n: int) -> Iterator[tuple[str, Any]]:
                     yield f"{attribute}[{key}].{field}", getattr(column, field)[:n].tolist()
 
 
+def zones(table: NodeTable) -> list[tuple[str, ...] | None]:
+    column = table.group(TopologyColumns).of(ZONE)
+    return [column.paths[code] if code >= 0 else None for code in column.codes[: table.size].tolist()]
+
+
 def compare(table: NodeTable, log: list[str]) -> None:
     fresh = NodeTable(table.state)
     fresh.sync()
     assert table.size == fresh.size == len(table.state.node_order)
+    assert table.infos == [table.state.nodes[name] for name in table.state.node_order], log
+    assert table.generation[: table.size].tolist() == [info.generation for info in table.infos], log
+    assert zones(table) == zones(fresh), (zones(table), zones(fresh), log)
     n = table.size
     for factory in GROUPS:
         have = dict(arrays(table.group(factory), n))
@@ -144,7 +171,7 @@ def compare(table: NodeTable, log: list[str]) -> None:
 @st.composite
 def start(draw: st.DrawFn) -> list[tuple[str, Any]]:
     """Every node, a few devices and classes, then the table's first sync: something to change."""
-    first: list[tuple[str, Any]] = [("node", node) for node in NODES]
+    first: list[tuple[str, Any]] = [("node", node_obj(draw, node)) for node in NODES]
     first += [("device", device_obj(draw)) for _ in range(draw(st.integers(2, 9)))]
     first += [("class", class_obj(draw)) for _ in range(draw(st.integers(1, 3)))]
     first += [("pod", pod_obj(draw)) for _ in range(draw(st.integers(0, 2)))]
@@ -162,6 +189,7 @@ def test_a_synced_table_equals_one_built_fresh(first: list[tuple[str, Any]], ste
     table.sync()
     for factory in GROUPS:
         table.group(factory)
+    table.group(TopologyColumns).of(ZONE)
     devices: dict[str, dict[str, Any]] = {}
     pods: dict[str, dict[str, Any]] = {}
     log: list[str] = []
@@ -195,13 +223,15 @@ def test_a_synced_table_equals_one_built_fresh(first: list[tuple[str, Any]], ste
                 intake.apply("DELETED", pods.pop(arg), 0.0)
                 log.append(f"pod_delete {arg}")
         elif kind == "node":
-            intake.apply("ADDED" if arg not in state.nodes or state.nodes[arg].node is None else "MODIFIED",
-                         b.node(arg, gpus=3), 0.0)
-            log.append(f"node {arg}")
-        elif kind == "node_delete":
-            if arg in state.nodes and state.nodes[arg].node is not None:
-                intake.apply("DELETED", b.node(arg, gpus=3), 0.0)
-                log.append(f"node_delete {arg}")
+            name = arg["metadata"]["name"]
+            intake.apply("ADDED" if name not in state.nodes or state.nodes[name].node is None else "MODIFIED",
+                         arg, 0.0)
+            log.append(f"node {name} {arg['metadata']['labels']} {arg['spec']} {arg['status']['allocatable']}")
+        elif kind in ("node_delete", "nodes_delete"):
+            for name in [arg] if kind == "node_delete" else arg:
+                if name in state.nodes and state.nodes[name].node is not None:
+                    intake.apply("DELETED", b.node(name), 0.0)
+                    log.append(f"node_delete {name} at {state.node_order}")
         else:
             table.sync()
             log.append("sync")
@@ -283,3 +313,63 @@ def test_a_class_whose_dimension_moves_changes_the_room_another_sharing_class_se
     table.sync()
     assert columns.free["b"][0] == 7  # 30 of its 100 cores are taken now
     compare(table, [])
+
+
+def test_a_node_leaving_fills_no_row_that_stayed() -> None:
+    """The shape of the cost, not a timing: with 40 classes over 24 nodes of 4 GPUs, one node
+    leaving takes its row out of every group and fills no row again (its departure shifted every
+    later row, and the whole table used to be refilled: every class on every device of every
+    node); the node coming back under its name fills only its new row, at the end of the order."""
+    engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
+    intake = Intake(engine)
+    for i in range(24):
+        intake.apply("ADDED", b.node(f"n{i}", gpus=4, labels={"zone": f"z{i % 3}"},
+                                     taints=[{"key": "k", "effect": "NoSchedule"}] if i % 5 == 0 else None), 0.0)
+        for j in range(4):
+            intake.apply("ADDED", b.device(f"n{i}", j, model="A100" if i % 4 == 0 else "V100"), 0.0)
+    for k in range(40):
+        intake.apply("ADDED", b.resource_class(f"k{k}", {"model": "V100"} if k % 2 else None), 0.0)
+    table = NodeTable(engine.state)
+    table.sync()
+    for factory in GROUPS:
+        table.group(factory)
+    table.group(TopologyColumns).of(ZONE)
+    fills: Counter[str] = Counter()
+    per_class: Counter[str] = Counter()
+    real_devices = engine.state.class_devices
+    counted_groups: tuple[type[ColumnGroup], ...] = (*GROUPS, TopologyColumns)
+    real_fill = {factory: factory.fill for factory in counted_groups}
+
+    def class_devices(info: Any, name: str) -> Any:
+        per_class[name] += 1
+        return real_devices(info, name)
+
+    def counted(factory: type[ColumnGroup]) -> Any:
+        def fill(self: ColumnGroup, row: int, info: Any) -> None:
+            fills[f"{factory.__name__} row {row}"] += 1
+            real_fill[factory](self, row, info)
+        return fill
+
+    engine.state.class_devices = class_devices  # type: ignore[method-assign]
+    for factory in real_fill:
+        factory.fill = counted(factory)  # type: ignore[method-assign]
+    try:
+        intake.apply("DELETED", b.node("n5"), 0.0)
+        table.sync()
+        assert fills == {} and per_class == {}  # no row filled again, in no group
+        compare(table, ["n5 left"])  # (a table built fresh fills every row)
+        fills.clear()
+        per_class.clear()
+        intake.apply("DELETED", b.node("n11"), 0.0)
+        intake.apply("DELETED", b.node("n0"), 0.0)
+        intake.apply("ADDED", b.node("n5", gpus=4), 0.0)  # back, as a new node: the last row
+        table.sync()
+        # the one new row alone (filled as a new row, and again as a changed node: as before)
+        assert fills.keys() == {f"{factory.__name__} row 21" for factory in real_fill}
+        assert per_class.keys() == {f"k{k}" for k in range(40)}
+    finally:
+        for factory, fill in real_fill.items():
+            factory.fill = fill  # type: ignore[method-assign]
+        del engine.state.class_devices
+    compare(table, ["n5 left", "n11, n0 left, n5 back"])
+    assert [info.name for info in table.infos] == engine.state.node_order

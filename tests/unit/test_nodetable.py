@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from scheduler.api.config import load_config
 from scheduler.core.engine import Engine
@@ -12,6 +13,7 @@ from scheduler.core.framework.timing import NO_STOPWATCH
 from scheduler.core.framework.resources import ResourceColumns
 from scheduler.core.intake import Intake
 from scheduler.core.state import NodeInfo
+from scheduler.core.state import cluster
 from scheduler.sim import builders as b
 
 FOO = "example.com/foo"
@@ -115,3 +117,64 @@ def test_a_stale_group_alone_is_refilled_for_every_row() -> None:
     assert {row for group, row in fills if group == "versioned"} == {0, 1, 2}
     assert versioned.seen[:3].tolist() == [7, 7, 7]
     assert table.group(Counted).columns["nvidia.com/gpu"].alloc[:3].tolist() == [8, 4, 8]
+
+
+def test_a_group_that_cannot_take_rows_out_is_refilled_when_a_node_leaves() -> None:
+    """`ColumnGroup.remove_rows` by default refills the group over the rows that stayed, which
+    have moved up past the one taken out; a group that takes its rows out fills none."""
+    engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
+    intake = Intake(engine)
+    for i in range(4):
+        intake.apply("ADDED", b.node(f"n{i}", gpus=i + 1), 0.0)
+    table = NodeTable(engine.state)
+    table.sync()
+    fills: list[tuple[str, int]] = []
+
+    class Plain(ColumnGroup):
+        def __init__(self, table: NodeTable) -> None:
+            self.gpus: Ints = np.zeros(table.capacity, np.int64)
+
+        def grow(self, capacity: int) -> None:
+            self.gpus = grown(self.gpus, capacity)
+
+        def fill(self, row: int, info: NodeInfo) -> None:
+            fills.append(("plain", row))
+            assert info.node is not None
+            self.gpus[row] = info.node.allocatable["nvidia.com/gpu"]
+
+    class Counted(ResourceColumns):
+        def fill(self, row: int, info: object) -> None:
+            fills.append(("resources", row))
+            super().fill(row, info)  # type: ignore[arg-type]
+
+    plain = table.group(Plain)
+    table.group(Counted)
+    fills.clear()
+    intake.apply("DELETED", b.node("n1"), 0.0)
+    table.sync()
+    assert fills == [("plain", 0), ("plain", 1), ("plain", 2)]
+    assert plain.gpus[:3].tolist() == [1, 3, 4]
+    assert _columns(table)["nvidia.com/gpu"]["alloc"] == [1, 3, 4]
+
+
+def test_more_removals_than_the_state_remembers_rebuild_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past `REMOVALS_KEPT` removals since a table's last sync the state no longer says which
+    positions left: the table is refilled whole, as before, and ends as one built fresh."""
+    monkeypatch.setattr(cluster, "REMOVALS_KEPT", 2)
+    engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
+    intake = Intake(engine)
+    for i in range(8):
+        intake.apply("ADDED", b.node(f"n{i}", gpus=i + 1), 0.0)
+    table = NodeTable(engine.state)
+    table.sync()
+    table.group(ResourceColumns)
+    for i in (6, 1, 3):
+        intake.apply("DELETED", b.node(f"n{i}"), 0.0)
+    assert engine.state.removed_since(table.order_version) is None
+    assert engine.state.removed_since(engine.state.order_version - 1) == [2]  # n3, at 2 after n1 left
+    table.sync()
+    fresh = NodeTable(engine.state)
+    fresh.sync()
+    assert _columns(table) == _columns(fresh)
+    assert _columns(table)["nvidia.com/gpu"]["alloc"] == [1, 3, 5, 6, 8]
+    assert [info.name for info in table.infos] == ["n0", "n2", "n4", "n5", "n7"]

@@ -10,11 +10,13 @@ own (`ColumnGroup`, in the plugin's module); the table creates it on first use, 
 row, and refills a row whenever its node changed. A group whose meaning depends on more than the
 node (the ResourceClass registry, say) reports an `epoch`; when that moves, that group alone is
 brought in step over every row (`renew`: refilled whole, unless the group knows which of its
-columns the move touched); the other groups keep their rows.
+columns the move touched); the other groups keep their rows. A node leaving takes its row out of
+every group (`remove_rows`): the rows after it move up one and keep what they hold.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from abc import ABC, abstractmethod
 from typing import TypeVar, cast
@@ -63,6 +65,14 @@ class ColumnGroup(ABC):
         """Rows from `start` on hold no node any more (nodes left): drop what the group keeps of
         them beyond its columns (the columns' values there are never read)."""
         return None
+
+    def remove_rows(self, table: NodeTable, rows: list[int], size: int) -> None:
+        """The nodes of `rows` (ascending, below `size`: the rows filled before) left: take those
+        rows out, each row after them moving up past the ones taken out before it, its values
+        kept (`shift_out`). The table's own rows are moved already (`table.size` is `size` less
+        the rows taken). By default the group is refilled for every row."""
+        self.forget_rows(table.size)
+        table.refill(self)
 
 
 G = TypeVar("G", bound=ColumnGroup)
@@ -119,10 +129,15 @@ class NodeTable:
         return self.infos[row]
 
     def sync(self) -> None:
-        """Bring every row in step with the state (new nodes, changed nodes, a new order)."""
+        """Bring every row in step with the state (new nodes, changed nodes, nodes gone)."""
         state = self.state
         order = state.node_order
         stale_groups = [f for f, epoch in self._epochs.items() if self._groups[f].epoch() != epoch]
+        if self.order_version != state.order_version:
+            removed = state.removed_since(self.order_version)
+            if removed is not None:  # else it goes back further than the state remembers: rebuild
+                self._remove_rows(self._rows_taken(removed))
+                self.order_version = state.order_version
         if self.order_version != state.order_version or len(order) < self.size:
             for factory in stale_groups:
                 self._groups[factory].reset()
@@ -152,6 +167,31 @@ class NodeTable:
                 self._fill(position)
         state.dirty.clear()
 
+    def _rows_taken(self, removed: list[int]) -> list[int]:
+        """The rows (ascending) whose nodes these removals took (`ClusterState.removed_since`:
+        positions in the order as each removal found it), leaving out nodes that came after the
+        last sync (they have no row yet)."""
+        taken: list[int] = []  # ascending: indices into the rows followed by the nodes added since
+        for position in removed:
+            index = position
+            for earlier in taken:  # the position counts only what is still there: skip the gaps
+                if earlier > index:
+                    break
+                index += 1
+            bisect.insort(taken, index)
+        return [index for index in taken if index < self.size]
+
+    def _remove_rows(self, rows: list[int]) -> None:
+        if not rows:
+            return
+        size = self.size
+        for row in reversed(rows):
+            del self.infos[row]
+        shift_out(self.generation, rows, size)
+        self.size = size - len(rows)
+        for group in self._groups.values():
+            group.remove_rows(self, rows, size)
+
     def _fill(self, row: int) -> None:
         info = self.state.nodes[self.state.node_order[row]]
         if row < len(self.infos):
@@ -178,3 +218,10 @@ def grown(old: npt.NDArray[S], capacity: int) -> npt.NDArray[S]:
     new = np.zeros((capacity, *old.shape[1:]), old.dtype)
     new[: old.shape[0]] = old
     return new
+
+
+def shift_out(column: npt.NDArray[S], rows: list[int], size: int) -> None:
+    """Take `rows` (ascending, below `size`) out of the first `size` rows of `column` in place:
+    the rows after each move up, keeping their values (what is left past them is never read)."""
+    kept = np.delete(column[:size], rows, axis=0)
+    column[: len(kept)] = kept

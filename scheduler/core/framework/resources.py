@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.core.framework.interface import Ints
-from scheduler.core.framework.nodetable import SATURATE, ColumnGroup, NodeTable, grown, int64
+from scheduler.core.framework.nodetable import SATURATE, ColumnGroup, NodeTable, grown, int64, shift_out
 from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, is_extended
 from scheduler.core.state import NodeInfo
 
@@ -53,6 +53,13 @@ class ResourceColumns(ColumnGroup):
             column.grow(capacity)
         self.score_cpu, self.score_memory = grown(self.score_cpu, capacity), grown(self.score_memory, capacity)
         self.pods_free = grown(self.pods_free, capacity)
+
+    def remove_rows(self, table: NodeTable, rows: list[int], size: int) -> None:
+        for column in self.columns.values():
+            for values in (column.alloc, column.score_alloc, column.used, column.free):
+                shift_out(values, rows, size)
+        for values in (self.score_cpu, self.score_memory, self.pods_free):
+            shift_out(values, rows, size)
 
     def of(self, name: str) -> ResourceColumn:
         """The columns of resource `name`, added on first use and filled for the rows filled so

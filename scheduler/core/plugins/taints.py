@@ -24,7 +24,7 @@ from scheduler.core.framework.interface import (
     RowVerdict,
     ScorePlugin,
 )
-from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown
+from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown, shift_out
 from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "TaintToleration"
@@ -40,6 +40,10 @@ class TaintColumns(ColumnGroup):
 
     def grow(self, capacity: int) -> None:
         self.hard, self.soft = grown(self.hard, capacity), grown(self.soft, capacity)
+
+    def remove_rows(self, table: NodeTable, rows: list[int], size: int) -> None:
+        shift_out(self.hard, rows, size)
+        shift_out(self.soft, rows, size)
 
     def fill(self, row: int, info: NodeInfo) -> None:
         assert info.node is not None

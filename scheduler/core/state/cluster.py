@@ -45,6 +45,7 @@ from scheduler.core.state.ledger import DeviceLedger, counted_requests
 from scheduler.core.state.nodes import Hold, Lifted, NodeInfo, Placement
 
 _TOMBSTONES = 200_000
+REMOVALS_KEPT = 256  # node removals `removed_since` remembers (a reader further behind rebuilds)
 UNKNOWN_ATTRIBUTE = "UnknownDeviceAttribute"  # a valid class's selector needs an attribute no device has
 IGNORED_SHOWN = 200  # characters of an ignored device annotation quoted in the Warning
 
@@ -56,6 +57,10 @@ class ClusterState:
         self.node_order: list[str] = []  # nodes with an object, in arrival order (sampling order)
         self._node_index: dict[str, int] = {}
         self.order_version = 0  # bumped when a node leaves node_order (positions shift)
+        # the position each removal took out of node_order, in order: the one that made
+        # order_version `_removals_from + 1` first (the last REMOVALS_KEPT or fewer: `removed_since`)
+        self._removals: list[int] = []
+        self._removals_from = 0
         self.capacity_version = 0  # bumped when a node comes, goes or changes its allocatable
         # what a change deep in the state found to report (a moved device's node going over its
         # count as the device's holder left: `_unplace`), handed out by the `apply` it happened in,
@@ -406,9 +411,22 @@ class ClusterState:
     def node_position(self, name: str) -> int | None:
         return self._node_index.get(name)
 
+    def removed_since(self, order_version: int) -> list[int] | None:
+        """The positions taken out of `node_order` since it was at `order_version`, each as the
+        order stood just before it left, in the order they left; None when that goes back
+        further than the state remembers."""
+        if order_version < self._removals_from or order_version > self.order_version:
+            return None
+        return self._removals[order_version - self._removals_from:]
+
     def _remove_from_order(self, name: str) -> None:
         self.order_version += 1
         index = self._node_index.pop(name)
+        self._removals.append(index)
+        if len(self._removals) > REMOVALS_KEPT:
+            drop = len(self._removals) - REMOVALS_KEPT // 2
+            del self._removals[:drop]
+            self._removals_from += drop
         self.node_order.pop(index)
         for i in range(index, len(self.node_order)):
             self._node_index[self.node_order[i]] = i

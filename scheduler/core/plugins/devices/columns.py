@@ -10,6 +10,7 @@ follow from the columns, and only the chosen node gets a real plan.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -18,7 +19,7 @@ import numpy as np
 
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.interface import Bools, Ints
-from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown
+from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown, shift_out
 from scheduler.core.objects import Device
 from scheduler.core.plugins.devices.planner import described
 from scheduler.core.state import ClusterState, NodeInfo
@@ -140,6 +141,21 @@ class ClassColumns(ColumnGroup):
         for columns in (self.free, self.total, self.most_units, self.largest_group):
             for name, column in list(columns.items()):
                 columns[name] = grown(column, capacity)
+
+    def remove_rows(self, table: NodeTable, rows: list[int], size: int) -> None:
+        shift_out(self.broken, rows, size)
+        for columns in (self.free, self.total, self.most_units, self.largest_group):
+            for column in columns.values():
+                shift_out(column, rows, size)
+        gone = set(rows)
+        named: dict[int, dict[str, frozenset[str]]] = {}
+        for row, classes in self._named.items():
+            if row in gone:
+                for name, names in classes.items():
+                    self._count(name, names, -1)
+            else:
+                named[row - bisect.bisect_left(rows, row)] = classes
+        self._named = named
 
     def forget_rows(self, start: int) -> None:
         for row in [row for row in self._named if row >= start]:

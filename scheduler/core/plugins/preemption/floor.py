@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.core.framework.interface import Ints
-from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown
+from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown, shift_out
 from scheduler.core.state import ClusterState, NodeInfo
 
 LOWEST = np.iinfo(np.int64).min
@@ -35,6 +35,9 @@ class VictimFloor(ColumnGroup):
 
     def grow(self, capacity: int) -> None:
         self.lowest = grown(self.lowest, capacity)
+
+    def remove_rows(self, table: NodeTable, rows: list[int], size: int) -> None:
+        shift_out(self.lowest, rows, size)
 
     def fill(self, row: int, info: NodeInfo) -> None:
         state = self.state

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.core.framework.interface import Bools, Ints
-from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown
+from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown, shift_out
 from scheduler.core.state import NodeInfo
 
 Chain = tuple[str, ...]  # label keys, widest first; the last one is the level's own
@@ -52,6 +52,10 @@ class TopologyColumns(ColumnGroup):
         self.capacity = capacity
         for column in self.levels.values():
             column.codes = grown(column.codes, capacity)
+
+    def remove_rows(self, table: NodeTable, rows: list[int], size: int) -> None:
+        for column in self.levels.values():
+            shift_out(column.codes, rows, size)
 
     def fill(self, row: int, info: NodeInfo) -> None:
         for chain, column in self.levels.items():
