@@ -520,3 +520,30 @@ def test_after_a_restart_a_held_gpu_listed_elsewhere_counts_under_its_own_resour
         assert fresh.state.nodes["b"].used("nvidia.com/gpu") == 1, [obj["metadata"]["name"] for obj in listed]
         fresh.apply("ADDED", plain, 0.0)
         assert (fresh.schedule_next(0.0) or [])[0].node is None  # b's one GPU is p's
+
+
+def test_a_device_held_only_in_slices_keeps_counting_against_the_node_once_deleted() -> None:
+    """A deleted ExtendedResource held in slices (no pod has it whole) is a ghost as one held
+    whole is: the slice holder still runs on the GPU, so a plain `nvidia.com/gpu` request never
+    gets it. (Found by mutation: making only whole holds keep a deleted device left every replay
+    and property test green.)"""
+    scheduler = Scheduler(config("config/binpack.yaml"))
+    for obj in [b.node("n", gpus=1), b.device("n", 0),
+                b.resource_class("slice", match_labels={"model": "V100"},
+                                 sharing={"dimension": "memory", "unit": "1Gi"})]:
+        scheduler.apply("ADDED", obj, 0.0)
+    sliced = b.pod("sliced", limits={"class.tessera.dev/slice": 8})
+    placed = _schedule(scheduler, sliced)
+    assert placed.node == "n"
+    scheduler.apply("MODIFIED", _bound(sliced, placed), 0.0)
+    assert _used_gpus(scheduler) == 1
+
+    scheduler.apply("DELETED", b.device("n", 0), 0.0)
+    assert _used_gpus(scheduler) == 1
+    late = _schedule(scheduler, b.pod("plain", limits={"nvidia.com/gpu": 1}))
+    assert late.node is None
+    assert _used_gpus(scheduler) == 1
+
+    # once the slice holder is gone, the GPU is free (for its count) again
+    scheduler.apply("DELETED", _bound(sliced, placed), 0.0)
+    assert _used_gpus(scheduler) == 0
