@@ -238,3 +238,25 @@ def test_a_held_binding_decided_again_says_why() -> None:
     assert rejected.message == (f"the allocation gate held its Binding to node n, and device {device} is gone; "
                                 "it is scheduled again")
     assert replay.scheduler.take_rejected() == []  # taken once
+
+
+def test_a_held_binding_is_decided_again_if_another_pod_took_a_slice_of_its_device_meanwhile() -> None:
+    """Another actor's pod bound to the node with a slice of the very GPU p1's held Binding has
+    whole: released as it was, p1 would share a GPU it was given whole. The gate's check of a
+    whole grant looks at slices beside it too. (Found by mutation: dropping that part of the
+    check left every replay and property test green.)"""
+    replay = _deferred_p1()
+    held = ann.decode_devices(replay.scheduler.held()[0].annotations[ann.DEVICES])
+    grant = held["main"]["class.tessera.dev/v100"][0]
+    sliced = ann.encode_devices({"main": {"example.com/slices": (
+        ann.DeviceGrant(grant.device_id, grant.device, 8 * 2**30, "memory"),)}})
+    other = b.pod("other", scheduler="other", limits={"example.com/slices": 8}, node_name="n", phase="Running",
+                  annotations={ann.DEVICES: sliced})
+    replay.scheduler.apply("ADDED", other, 0.0)
+    assert _open_gate(replay) == []  # not released onto a GPU another pod has a slice of
+    [rejected] = replay.scheduler.take_rejected()
+    assert rejected.pod.meta.name == "p1" and rejected.node == "n" and not rejected.deferred
+    assert rejected.message == (f"the allocation gate held its Binding to node n, and device {grant.device} is no "
+                                "longer its alone; it is scheduled again")
+    p1 = replay.scheduler.state.pod_by_key("default/p1")
+    assert p1 is not None and p1.uid in replay.scheduler.state.pending
