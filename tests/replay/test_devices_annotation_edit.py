@@ -355,3 +355,26 @@ def test_a_held_devices_annotation_edited_to_name_less_is_written_back_and_survi
     assert sorted(_held_by(fresh, "cls1")) == sorted([given, second])
     fresh.add(b.pod("a", limits={CLASS: 1}), b.pod("b", limits={CLASS: 1}))
     assert [fresh.node_of("a"), fresh.node_of("b")].count("n") == 1  # only the third GPU is free
+
+
+def test_a_restart_after_a_slice_grown_then_shrunk_keeps_the_largest_held() -> None:
+    """A bound pod's slice edited 8Gi -> 16Gi -> 4Gi holds 16Gi (any version named may have
+    been handed out), and so does a scheduler started after the edits: the held-devices record
+    keeps a slice at the largest amount any version named, not at the first. (Found by mutation:
+    `merge_devices` keeping the first amount left every replay and property test green.)"""
+    run, names = _run(gpus=1)
+    run.add(b.pod("s", limits={SHARED: 8}))
+    [device] = _held_by(run, "s")
+    doc = _annotation(run, "s")
+    [entries] = [entries for by_resource in doc["containers"].values() for entries in by_resource.values()]
+    for amount in ("16Gi", "4Gi"):
+        entries[0]["amount"] = amount
+        _edit(run, "s", ann.orjson.dumps(doc).decode())
+        _written_held(run, "s")
+    held = ann.decode_devices(_object(run, "s")["metadata"]["annotations"][ann.HELD_DEVICES])
+    assert [g.amount for by in held.values() for gs in by.values() for g in gs] == [16 * 1024**3]
+    fresh = _restarted(run, 1, "s")
+    [held_now] = fresh.state.ledger.use[device].shared.values()
+    assert list(held_now.values()) == [16 * 1024**3]
+    fresh.add(b.pod("fill", limits={SHARED: 24}))  # 24Gi of the 32Gi GPU fits only beside 8Gi
+    assert fresh.node_of("fill") is None
