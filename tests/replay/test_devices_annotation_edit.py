@@ -12,6 +12,7 @@ ledger's `DeviceConflict`).
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from scheduler.core import annotations as ann
@@ -369,7 +370,7 @@ def test_a_restart_after_a_slice_grown_then_shrunk_keeps_the_largest_held() -> N
     [entries] = [entries for by_resource in doc["containers"].values() for entries in by_resource.values()]
     for amount in ("16Gi", "4Gi"):
         entries[0]["amount"] = amount
-        _edit(run, "s", ann.orjson.dumps(doc).decode())
+        _edit(run, "s", json.dumps(doc))
         _written_held(run, "s")
     held = ann.decode_devices(_object(run, "s")["metadata"]["annotations"][ann.HELD_DEVICES])
     assert [g.amount for by in held.values() for gs in by.values() for g in gs] == [16 * 1024**3]
