@@ -260,3 +260,29 @@ def test_a_held_binding_is_decided_again_if_another_pod_took_a_slice_of_its_devi
                                 "longer its alone; it is scheduled again")
     p1 = replay.scheduler.state.pod_by_key("default/p1")
     assert p1 is not None and p1.uid in replay.scheduler.state.pending
+
+
+def test_a_later_pod_does_not_overtake_a_held_binding_sharing_a_resource_name() -> None:
+    """Placement order per node and resource name: `both` (v100 and other) waits behind p0's
+    v100; `q` (other only) finds no pod allocating `other`, but `both` waits for it ahead of q, so q
+    waits too instead of overtaking it — and is let through only after `both` is allocated.
+    (Found by mutation: deferring only behind a holder, not behind an earlier held Binding, left
+    every replay and property test green.)"""
+    replay = _replay(agent=False)
+    pods = [b.pod("p0", limits={"class.tessera.dev/v100": 1}),
+            b.pod("both", limits={"class.tessera.dev/v100": 1, "example.com/other": 1}),
+            b.pod("q", limits={"example.com/other": 1})]
+    attempts = list(replay.run(WatchEvent(e["type"], e["object"]) for e in _cluster() + [b.event("ADDED", p) for p in pods]))
+    assert [(a.pod.meta.name, a.deferred) for a in attempts if a.node] == [("p0", False), ("both", True), ("q", True)]
+    state = replay.scheduler.state
+    p0 = replay.pods[state.pod_by_key("default/p0").uid]  # type: ignore[union-attr]
+    p0["metadata"]["annotations"][ann.PHASE] = ann.PHASE_ALLOCATED
+    replay.scheduler.apply("MODIFIED", p0, 0.0)
+    [released] = replay.scheduler.take_released()
+    assert released.pod.meta.name == "both"
+    both = copy.deepcopy(pods[1])  # its Binding lands, and the agent allocates it
+    both["spec"]["nodeName"] = "n"
+    both["metadata"]["annotations"] = {**released.annotations, ann.PHASE: ann.PHASE_ALLOCATED}
+    both["metadata"]["resourceVersion"] = "900"
+    replay.scheduler.apply("MODIFIED", both, 0.0)
+    assert [a.pod.meta.name for a in replay.scheduler.take_released()] == ["q"]
