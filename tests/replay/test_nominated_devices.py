@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from scheduler.core import annotations as ann
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run, config
 from tests.property.test_invariants import check_state_consistent
@@ -76,4 +77,27 @@ def test_the_room_goes_with_the_nominated_node() -> None:
     run.add(b.node("m", gpus=1), b.device("m", 0))
     assert (run.node_of("p"), run.node_of("l")) == ("m", None)
     assert not run.state.holds
+    check_state_consistent(run.scheduler)
+
+
+def test_the_room_goes_once_the_preemptor_is_bound_by_another_leader() -> None:
+    """p's room (a hold on v0's GPU) goes once the watch shows p bound — here by a newer leader,
+    onto that GPU, after v0 left: p's GPU counts once, not as its room and its placement both.
+    (Found by mutation: a hold kept past its pod's Binding left every replay and property test
+    green; the node then counted one GPU more in use than its pods have, for p's whole life.)"""
+    run = _listed(reverse=False)
+    state = run.state
+    p_uid = state.pod_by_key("default/p").uid
+    [device] = state.holds[p_uid].placement.devices
+    scheduler, now = run.scheduler, run.replay.now
+    scheduler.apply("DELETED", run.replay.pods[state.pod_by_key("default/v0").uid], now)
+    bound = copy.deepcopy(run.replay.pods[p_uid])
+    bound["spec"]["nodeName"] = "n"
+    bound["metadata"]["annotations"] = {ann.DEVICES: ann.encode_devices(
+        {"main": {WHOLE: (ann.DeviceGrant(state.devices[device].device_id, device, None),)}})}
+    bound["metadata"]["resourceVersion"] = "900"
+    scheduler.apply("MODIFIED", bound, now)
+    assert not state.holds
+    assert state.nodes["n"].used("nvidia.com/gpu") == 2  # v1 and p
+    assert _holders(run)[device] == {"p"}
     check_state_consistent(run.scheduler)
