@@ -799,14 +799,15 @@ class SchedulerLoop:
                                            else by.uid, eviction.candidate or eviction.node), by,
                            controller=eviction.preemptor_scheduler)
 
-    def _end_binding_attempt(self, uid: str, outcome: Outcome, failed_as: str = "error") -> None:
+    def _end_binding_attempt(self, uid: str, outcome: Outcome, failed_as: str | None = "error") -> None:
         """A placed pod's attempt is over (its Binding answered, or it never went out): counted
         "scheduled", else `failed_as` ("error", or "unschedulable" for a Permit rejection), as
-        upstream's binding cycle, its duration running until now."""
+        upstream's binding cycle, its duration running until now; `None`: not counted (this
+        replica stopped leading before the attempt ended: the new leader counts its own)."""
         decided = self._binding_attempts.pop(uid, None)
-        if decided is not None:
+        result = "scheduled" if outcome is Outcome.BOUND else failed_as
+        if decided is not None and result is not None:
             profile, seconds, attempt, decided_at = decided
-            result = "scheduled" if outcome is Outcome.BOUND else failed_as
             self.hooks.on_attempt(result, profile, seconds + (time.monotonic() - decided_at), attempt)
 
     def _carry_attempt(self, uid: str) -> None:
@@ -834,9 +835,11 @@ class SchedulerLoop:
         if decided is not None:  # Bind: DefaultBinder's status is Success or, for any failure, Error
             self.stopwatch.extension_point("Bind", "Success" if result.outcome is Outcome.BOUND else "Error",
                                            decided[0], result.seconds)
+        # a Binding given up because this replica stopped leading ends no attempt of its own
+        failed_as = None if result.not_leading else "error"
         if not result.pod_changed:  # else told once the core has decided whether it decides again at once
             self.hooks.on_bind(result)
-            self._end_binding_attempt(binding.uid, result.outcome)
+            self._end_binding_attempt(binding.uid, result.outcome, failed_as)
         if result.observed is not None:
             # the pod as read back (bound, or being deleted): the core learns it before the watch
             # does, so a pod bound elsewhere never leaves its real devices uncounted meanwhile
@@ -857,7 +860,7 @@ class SchedulerLoop:
         if result.pod_changed:
             self.hooks.on_bind(result, redecided=redecided)
             if not redecided:
-                self._end_binding_attempt(binding.uid, result.outcome)
+                self._end_binding_attempt(binding.uid, result.outcome, failed_as)
         if redecided:
             # no error: no Warning, no condition (itself a change of the pod the next Binding would
             # run into), no backoff; and no attempt that ended (no scheduler_schedule_attempts_total
@@ -874,10 +877,12 @@ class SchedulerLoop:
             f"the pod was changed by another writer after it was decided more than {REDECIDED_AT_ONCE} times in a "
             "row: decided again after a backoff" if outdated else ""))
         if result.outcome is Outcome.RETRY:
-            self.stats.bind_errors += 1
             if not outdated:  # else binding_outdated backed it off already
                 self.core.binding_failed(binding.uid, time.time())
-            self._binding_error(binding.namespace, binding.name, binding.uid, f"Binding rejected: {result.message}")
+            if not result.not_leading:  # given up is no error: the new leader decides the pod
+                self.stats.bind_errors += 1
+                self._binding_error(binding.namespace, binding.name, binding.uid,
+                                    f"Binding rejected: {result.message}")
         else:
             self.core.binding_dropped(binding.uid)
         self._submit_released()

@@ -421,3 +421,39 @@ def test_a_binding_given_up_because_this_replica_stopped_leading_is_no_binding_e
     assert _count(metrics, "tessera_bindings_total", result="error") == 0
     hooks.on_bind(BindResult(binding, Outcome.RETRY, "Internal error occurred", 0.1))
     assert _count(metrics, "tessera_bindings_total", result="error") == 1
+
+
+def test_an_attempt_whose_binding_was_given_up_ends_as_no_scheduling_error() -> None:
+    """The same failover counted the pod's attempt in scheduler_schedule_attempts_total{result=
+    "error"} (what TesseraSchedulingErrors pages on) and in the loop's binding errors: the attempt
+    did not fail, this replica stopped leading before it ended (kube-scheduler, whose process
+    exits when it loses its lease, counts nothing then either); the new leader decides the pod
+    and counts its attempt. No attempt ends here; a refusal still ends one as `error`."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="a")  # type: ignore[arg-type]
+    metrics = Metrics(profiles=["tessera"])
+    ended: list[str] = []
+
+    class Recording(MetricsHooks):
+        def on_attempt(self, result: str, profile: str, seconds: float, attempt: Attempt) -> None:
+            ended.append(result)
+            super().on_attempt(result, profile, seconds, attempt)
+
+    loop.hooks = Recording(metrics, loop)
+    core, pod = _one_pod()
+    loop.core = core
+    uid = pod["metadata"]["uid"]
+    binding = Binding(uid, "default", "p", "n", {})
+    attempt = Attempt(core.state.pods[uid], "n")
+    loop._binding_attempts[uid] = ("tessera", 0.01, attempt, time.monotonic())
+    loop._on_bound(BindResult(binding, Outcome.RETRY, "this replica stopped leading; the Binding was not sent", 0.0,
+                              not_leading=True))
+    assert ended == []
+    assert _count(metrics, "scheduler_schedule_attempts_total", result="error", profile="tessera") == 0
+    assert loop.stats.bind_errors == 0
+    assert uid not in core.state.placements  # forgotten all the same, and back in the queue
+    assert uid in core.state.pending
+    loop._binding_attempts[uid] = ("tessera", 0.01, attempt, time.monotonic())
+    loop._on_bound(BindResult(binding, Outcome.RETRY, "Internal error occurred", 0.0))
+    assert ended == ["error"]
+    assert loop.stats.bind_errors == 1
