@@ -913,6 +913,11 @@ def test_the_schema_refuses_scheduler_configurations_tessera_refuses(
     _add_args("TesseraFragmentation", {"resourceName": "example.com/npu"}),
     _add_args("TesseraGpuPacking", {"resourceName": "example.com/npu"}),
     _set("profiles.0.pluginConfig.1.args.podGroupRejectPercentage", 50),  # scheduler-plugins' key, no effect
+    # args as upstream's examples write them, typed (a review: the closed args schemas refused them)
+    _set("profiles.0.pluginConfig.0.args.apiVersion", "kubescheduler.config.k8s.io/v1"),
+    _set("profiles.0.pluginConfig.0.args.kind", "NodeResourcesFitArgs"),
+    _add_args("TopologyPlacement", {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "TopologyPlacementArgs",
+                                    "levels": [{"nodeLabel": "topology.kubernetes.io/rack"}]}),
     _add_args("TopologyPlacement", {"levels": [{"nodeLabel": "topology.kubernetes.io/rack"}], "maxDomainTrials": 1}),
     _add_args("TopologyPlacement", {"levels": [{"nodeLabel": "example.com/Rack_1.a", "name": "rack"},
                                                {"nodeLabel": "kubernetes.io/hostname"}]}),
@@ -1044,7 +1049,7 @@ def test_the_schemas_plugin_args_are_closed_on_the_keys_tessera_reads() -> None:
             continue
         args = by_name[spec.name]
         assert args.get("additionalProperties") is False, spec.name
-        assert set(args["properties"]) == {*spec.args.fields, *spec.args.ignored}, spec.name
+        assert set(args["properties"]) == {"apiVersion", "kind", *spec.args.fields, *spec.args.ignored}, spec.name
 
 
 def _open_objects(schema: Obj, where: str) -> list[str]:
