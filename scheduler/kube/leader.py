@@ -320,6 +320,12 @@ class LeaderElector:
         return lease if lease is not None and lease != self.description else None
 
     @property
+    def lease_uid(self) -> str:
+        """The uid of the Lease last read or written ("" before any): the object an Event about
+        it refers to."""
+        return str(((self._lease or {}).get("metadata") or {}).get("uid") or "")
+
+    @property
     def observed_holder(self) -> str:
         """The last holder identity seen on the Lease ("" = nobody / released); for logs and metrics."""
         return self._observed.holder_identity

@@ -191,15 +191,14 @@ class SchedulerLoop:
     def wake(self) -> None:
         self._wake.set()
 
-    def leadership_started(self, lease: tuple[str, str] | None = None) -> None:
-        """This replica leads from now on (the elector's `on_started_leading`, with the Lease's
-        namespace and name; at start without leader election, no Lease). Wakes the loop. A Lease
-        taken is told as client-go's LeaseLock.RecordEvent("became leader") tells it: a Normal
-        Event LeaderElection on the Lease, "<identity> became leader" (written in this term)."""
+    def leadership_started(self, lease: ObjectRef | None = None) -> None:
+        """This replica leads from now on (the elector's `on_started_leading`, with the Lease it
+        took; at start without leader election, no Lease). Wakes the loop. A Lease taken is told
+        as client-go's LeaseLock.RecordEvent("became leader") tells it: a Normal Event
+        LeaderElection on the Lease (its uid too, as `kubectl describe lease` finds Events by it),
+        "<identity> became leader" (written in this term)."""
         if lease is not None:
-            namespace, name = lease
-            self.events.record(ObjectRef("Lease", "coordination.k8s.io/v1", name, namespace), "Normal",
-                               "LeaderElection", "LeaderElection", f"{self.identity} became leader")
+            self.events.record(lease, "Normal", "LeaderElection", "LeaderElection", f"{self.identity} became leader")
         self._leading_since = time.monotonic()
         self.wake()
         if self.class_controller is not None:  # a new leader creates the missing classes at once

@@ -30,7 +30,7 @@ from scheduler.core.framework.attempt import Attempt
 from scheduler.kube.apiserver_wait import ApiserverWait
 from scheduler.kube.binder import BindResult
 from scheduler.kube.concurrency import stop_on_signal
-from scheduler.kube.recorder import FLUSH_SECONDS
+from scheduler.kube.recorder import FLUSH_SECONDS, ObjectRef
 from scheduler.kube.http import ConnectError, KubeconfigError, KubeHttp, RateLimiter, connect, kubeconfig_path
 from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.lone_replica import live_leader, watch_for_a_leader
@@ -156,7 +156,9 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
         metrics.set_leader(True)
         log.info("leader.started", identity=identity)
         if loop_ref:
-            loop_ref[0].leadership_started((election.resource_namespace, election.resource_name))
+            uid = elector.lease_uid if elector is not None else ""
+            loop_ref[0].leadership_started(ObjectRef("Lease", "coordination.k8s.io/v1", election.resource_name,
+                                                     election.resource_namespace, uid))
 
     stepping_down = False  # the shutdown gives the Lease up: leading stops by plan, not by a loss
 

@@ -373,7 +373,8 @@ async def test_a_replica_that_takes_the_lease_records_it_and_serves_process_and_
     leader"), no `process_*` series and no `rest_client_requests_total` beside kube-scheduler's
     names. The apiserver takes the Event (events.k8s.io/v1 validation), and the scrape has them."""
     async with _running(clean_cluster, tmp_path, "obs-lease") as (proc, _, lease):
-        spec = (await kubectl.call("GET", f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{lease}")).json()["spec"]
+        taken = (await kubectl.call("GET", f"/apis/coordination.k8s.io/v1/namespaces/default/leases/{lease}")).json()
+        spec = taken["spec"]
 
         async def recorded() -> list[dict[str, Any]]:
             events = (await kubectl.call("GET", "/apis/events.k8s.io/v1/namespaces/default/events")).json()
@@ -384,6 +385,9 @@ async def test_a_replica_that_takes_the_lease_records_it_and_serves_process_and_
         metrics = await _metrics(proc.port)
     assert event["note"] == f"{spec['holderIdentity']} became leader" and event["type"] == "Normal"
     assert event["regarding"]["kind"] == "Lease" and event["regarding"]["apiVersion"] == "coordination.k8s.io/v1"
+    # the Lease's own uid, as client-go's LeaseLock.RecordEvent refers to its ObjectMeta:
+    # `kubectl describe lease` lists the Events whose involved object has its uid
+    assert event["regarding"]["uid"] == taken["metadata"]["uid"]
     names = {name for name, _ in metrics}
     assert {"process_start_time_seconds", "process_resident_memory_bytes", "process_cpu_seconds_total"} <= names
     host = clean_cluster.server.split("://", 1)[1]

@@ -294,7 +294,7 @@ async def test_a_replica_that_takes_the_lease_records_leader_election_on_it() ->
     none from Tessera. (events.k8s.io/v1 needs an action: LeaderElection too.)"""
     api = FakeApi()
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="tessera-7c9_1f")  # type: ignore[arg-type]
-    loop.leadership_started(lease=("tessera-system", "tessera"))
+    loop.leadership_started(lease=ObjectRef("Lease", "coordination.k8s.io/v1", "tessera", "tessera-system", "u-1"))
     with anyio.move_on_after(0.3):
         await loop.events.run()
     [event] = [c.body for c in api.of("POST", "/events")]
@@ -302,7 +302,8 @@ async def test_a_replica_that_takes_the_lease_records_leader_election_on_it() ->
         "Normal", "LeaderElection", "LeaderElection", "tessera-7c9_1f became leader")
     assert event["metadata"]["namespace"] == "tessera-system"
     assert {k: v for k, v in event["regarding"].items() if v is not None} == {
-        "kind": "Lease", "apiVersion": "coordination.k8s.io/v1", "name": "tessera", "namespace": "tessera-system"}
+        "kind": "Lease", "apiVersion": "coordination.k8s.io/v1", "name": "tessera", "namespace": "tessera-system",
+        "uid": "u-1"}
     # without leader election there is no Lease and no takeover: nothing is recorded
     api2 = FakeApi()
     alone = SchedulerLoop(load_config(None), KubeHttp(api2), KubeHttp(api2), identity="a")  # type: ignore[arg-type]
