@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from scheduler.api.config import load_config
 from scheduler.core.engine import Engine
-from scheduler.core.framework.interface import Ints
-from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown
+from scheduler.core.framework.interface import Bools, Ints
+from scheduler.core.framework.nodetable import S, ColumnGroup, EachArray, NodeTable
 from scheduler.core.framework.timing import NO_STOPWATCH
 from scheduler.core.framework.resources import ResourceColumns
 from scheduler.core.intake import Intake
-from scheduler.core.state import NodeInfo
+from scheduler.core.plugins.devices.columns import ClassColumns
+from scheduler.core.plugins.node_unschedulable import CordonColumn
+from scheduler.core.plugins.preemption.floor import VictimFloor
+from scheduler.core.plugins.taints import TaintColumns
+from scheduler.core.plugins.topology.domains import TopologyColumns
+from scheduler.core.state import ClusterState, NodeInfo
 from scheduler.core.state import cluster
 from scheduler.sim import builders as b
 
@@ -100,8 +106,8 @@ def test_a_stale_group_alone_is_refilled_for_every_row() -> None:
         def epoch(self) -> int:
             return epoch[0]
 
-        def grow(self, capacity: int) -> None:
-            self.seen = grown(self.seen, capacity)
+        def row_arrays(self, each: EachArray) -> None:
+            self.seen = each(self.seen)
 
         def fill(self, row: int, info: NodeInfo) -> None:
             fills.append(("versioned", row))
@@ -119,9 +125,10 @@ def test_a_stale_group_alone_is_refilled_for_every_row() -> None:
     assert table.group(Counted).columns["nvidia.com/gpu"].alloc[:3].tolist() == [8, 4, 8]
 
 
-def test_a_group_that_cannot_take_rows_out_is_refilled_when_a_node_leaves() -> None:
-    """`ColumnGroup.remove_rows` by default refills the group over the rows that stayed, which
-    have moved up past the one taken out; a group that takes its rows out fills none."""
+def test_a_group_takes_its_rows_out_through_the_arrays_it_names_once() -> None:
+    """A group names its per-row arrays once (`ColumnGroup.row_arrays`): growing and taking rows
+    out both go through it, so a node leaving fills no row that stayed, and rows added past the
+    first capacity keep the earlier rows' values, in every array it names."""
     engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
     intake = Intake(engine)
     for i in range(4):
@@ -133,14 +140,16 @@ def test_a_group_that_cannot_take_rows_out_is_refilled_when_a_node_leaves() -> N
     class Plain(ColumnGroup):
         def __init__(self, table: NodeTable) -> None:
             self.gpus: Ints = np.zeros(table.capacity, np.int64)
+            self.named: Bools = np.zeros(table.capacity, np.bool_)
 
-        def grow(self, capacity: int) -> None:
-            self.gpus = grown(self.gpus, capacity)
+        def row_arrays(self, each: EachArray) -> None:
+            self.gpus, self.named = each(self.gpus), each(self.named)
 
         def fill(self, row: int, info: NodeInfo) -> None:
             fills.append(("plain", row))
             assert info.node is not None
             self.gpus[row] = info.node.allocatable["nvidia.com/gpu"]
+            self.named[row] = info.name.endswith("2")
 
     class Counted(ResourceColumns):
         def fill(self, row: int, info: object) -> None:
@@ -152,9 +161,42 @@ def test_a_group_that_cannot_take_rows_out_is_refilled_when_a_node_leaves() -> N
     fills.clear()
     intake.apply("DELETED", b.node("n1"), 0.0)
     table.sync()
-    assert fills == [("plain", 0), ("plain", 1), ("plain", 2)]
+    assert fills == []
     assert plain.gpus[:3].tolist() == [1, 3, 4]
+    assert plain.named[:3].tolist() == [False, True, False]
     assert _columns(table)["nvidia.com/gpu"]["alloc"] == [1, 3, 4]
+    capacity = table.capacity
+    for i in range(4, 4 + capacity):  # past the capacity: every array grows
+        intake.apply("ADDED", b.node(f"n{i}", gpus=1), 0.0)
+    table.sync()
+    assert table.capacity > capacity and len(plain.gpus) == len(plain.named) == table.capacity
+    assert plain.gpus[:4].tolist() == [1, 3, 4, 1]
+    assert plain.named[:3].tolist() == [False, True, False]
+
+
+def test_a_new_node_is_filled_once() -> None:
+    """A node added since the last sync is filled as a new row; it is also among the changed
+    (dirty) nodes, and was filled a second time as one, in every group."""
+    engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
+    intake = Intake(engine)
+    for i in range(3):
+        intake.apply("ADDED", b.node(f"n{i}", gpus=8), 0.0)
+    table = NodeTable(engine.state)
+    table.sync()
+    fills: list[int] = []
+
+    class Counted(ResourceColumns):
+        def fill(self, row: int, info: object) -> None:
+            fills.append(row)
+            super().fill(row, info)  # type: ignore[arg-type]
+
+    group = table.group(Counted)
+    fills.clear()
+    intake.apply("ADDED", b.node("n3", gpus=4), 0.0)
+    intake.apply("MODIFIED", b.node("n1", gpus=2), 0.0)
+    table.sync()
+    assert sorted(fills) == [1, 3]
+    assert group.columns["nvidia.com/gpu"].alloc[:4].tolist() == [8, 2, 8, 4]
 
 
 def test_more_removals_than_the_state_remembers_rebuild_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -178,3 +220,53 @@ def test_more_removals_than_the_state_remembers_rebuild_the_table(monkeypatch: p
     assert _columns(table) == _columns(fresh)
     assert _columns(table)["nvidia.com/gpu"]["alloc"] == [1, 3, 5, 6, 8]
     assert [info.name for info in table.infos] == ["n0", "n2", "n4", "n5", "n7"]
+
+
+def _arrays_held(value: object, seen: set[int]) -> list[int]:
+    """The ids of the numpy arrays `value` holds: in attributes, dicts and column objects (not
+    through the table or the state a group keeps)."""
+    if isinstance(value, np.ndarray):
+        return [id(value)]
+    if isinstance(value, (NodeTable, ClusterState)) or id(value) in seen:
+        return []
+    seen.add(id(value))
+    if isinstance(value, dict):
+        return [found for item in value.values() for found in _arrays_held(item, seen)]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [found for item in value for found in _arrays_held(item, seen)]
+    if type(value).__module__.startswith("scheduler."):
+        names = [*getattr(value, "__dict__", {})] + [name for cls in type(value).__mro__
+                                                      for name in getattr(cls, "__slots__", ())]
+        return [found for name in names if hasattr(value, name)
+                for found in _arrays_held(getattr(value, name), seen)]
+    return []
+
+
+def test_every_column_group_names_each_of_its_arrays_once() -> None:
+    """Each group's `row_arrays` visits every per-row array it holds, once: one it left out
+    would neither grow nor move up when a node leaves (its rows out of line with the nodes'),
+    one named twice would be grown or moved twice."""
+    engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
+    intake = Intake(engine)
+    for i in range(3):
+        intake.apply("ADDED", b.node(f"n{i}", gpus=2, labels={"zone": f"z{i % 2}"}, extra={FOO: "1"}), 0.0)
+        intake.apply("ADDED", b.device(f"n{i}", 0), 0.0)
+    intake.apply("ADDED", b.resource_class("whole"), 0.0)
+    intake.apply("ADDED", b.resource_class("shared", sharing={"dimension": "memory", "unit": "8Gi"}), 0.0)
+    table = NodeTable(engine.state)
+    table.sync()
+    table.group(TopologyColumns).of(("zone",))
+    groups: list[ColumnGroup] = [table.group(factory) for factory in (
+        ResourceColumns, TaintColumns, CordonColumn, VictimFloor, TopologyColumns, ClassColumns)]
+    assert len(table.group(ClassColumns).free) == 2
+    for group in groups:
+        visited: list[int] = []
+
+        def visit(column: npt.NDArray[S]) -> npt.NDArray[S]:
+            visited.append(id(column))
+            return column
+
+        group.row_arrays(visit)
+        held = _arrays_held(group, set())
+        assert len(held) > 0, type(group).__name__
+        assert sorted(visited) == sorted(held), type(group).__name__

@@ -12,6 +12,10 @@ node (the ResourceClass registry, say) reports an `epoch`; when that moves, that
 brought in step over every row (`renew`: refilled whole, unless the group knows which of its
 columns the move touched); the other groups keep their rows. A node leaving takes its row out of
 every group (`remove_rows`): the rows after it move up one and keep what they hold.
+
+A group names its per-row arrays in one place (`ColumnGroup.row_arrays`): growing them and taking
+rows out of them both go through it, so an array cannot be grown and not shifted (or the reverse)
+and fall out of line with the rows.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 from abc import ABC, abstractmethod
-from typing import TypeVar, cast
+from typing import Protocol, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -36,12 +40,32 @@ def int64(value: int) -> int:
     return max(-SATURATE, min(SATURATE, value))
 
 
+S = TypeVar("S", bound=np.generic)
+
+
+class EachArray(Protocol):
+    """What `ColumnGroup.row_arrays` applies to each per-row array: the array to keep in its place
+    (the same array when it changed it in place), of the same dtype."""
+
+    def __call__(self, column: npt.NDArray[S], /) -> npt.NDArray[S]: ...
+
+
 class ColumnGroup(ABC):
     """A batch plugin's columns: one value (or a few) per node row."""
 
     @abstractmethod
+    def row_arrays(self, each: EachArray) -> None:
+        """Put `each(array)` in place of every per-row array the group holds (first axis: the
+        rows), whatever keeps it (an attribute, a dict of columns by name, a column object): the
+        one place the group names them, which `grow` and `remove_rows` go through."""
+
     def grow(self, capacity: int) -> None:
-        """Make room for `capacity` rows, keeping the rows already filled."""
+        """Make room for `capacity` rows, keeping the rows already filled (new rows zero)."""
+
+        def wider(column: npt.NDArray[S]) -> npt.NDArray[S]:
+            return grown(column, capacity)
+
+        self.row_arrays(wider)
 
     @abstractmethod
     def fill(self, row: int, info: NodeInfo) -> None:
@@ -68,15 +92,19 @@ class ColumnGroup(ABC):
 
     def remove_rows(self, table: NodeTable, rows: list[int], size: int) -> None:
         """The nodes of `rows` (ascending, below `size`: the rows filled before) left: take those
-        rows out, each row after them moving up past the ones taken out before it, its values
-        kept (`shift_out`). The table's own rows are moved already (`table.size` is `size` less
-        the rows taken). By default the group is refilled for every row."""
-        self.forget_rows(table.size)
-        table.refill(self)
+        rows out of every column (`shift_out`), each row after them moving up past the ones taken
+        out before it, its values kept. The table's own rows are moved already (`table.size` is
+        `size` less the rows taken). A group keeping more per row than its columns moves that
+        too (overriding this)."""
+
+        def shifted(column: npt.NDArray[S]) -> npt.NDArray[S]:
+            shift_out(column, rows, size)
+            return column
+
+        self.row_arrays(shifted)
 
 
 G = TypeVar("G", bound=ColumnGroup)
-S = TypeVar("S", bound=np.generic)
 
 
 class NodeTable:
@@ -156,14 +184,15 @@ class NodeTable:
         for factory in stale_groups:  # over the rows as they stand (each row's NodeInfo is live)
             self._groups[factory].renew(self)
             self._epochs[factory] = self._groups[factory].epoch()
-        if len(order) > self.size:
+        kept = self.size  # rows past it are new: filled below from the node as it is now
+        if len(order) > kept:
             self._ensure(len(order))
-            for row in range(self.size, len(order)):
+            for row in range(kept, len(order)):
                 self._fill(row)
                 self.size = row + 1
         for name in state.dirty:
             position = state.node_position(name)
-            if position is not None:
+            if position is not None and position < kept:  # a new node (dirty too) is filled once
                 self._fill(position)
         state.dirty.clear()
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.core.framework.interface import Ints
-from scheduler.core.framework.nodetable import SATURATE, ColumnGroup, NodeTable, grown, int64, shift_out
+from scheduler.core.framework.nodetable import SATURATE, ColumnGroup, EachArray, NodeTable, int64
 from scheduler.core.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, is_extended
 from scheduler.core.state import NodeInfo
 
@@ -31,9 +31,10 @@ class ResourceColumn:
     free: Ints  # alloc - used, what a pod's request must fit in
     extended: bool  # an extended resource: its scoring allocatable may come from the devices
 
-    def grow(self, capacity: int) -> None:
-        self.alloc, self.score_alloc = grown(self.alloc, capacity), grown(self.score_alloc, capacity)
-        self.used, self.free = grown(self.used, capacity), grown(self.free, capacity)
+    def row_arrays(self, each: EachArray) -> None:
+        """Its per-row arrays (`ColumnGroup.row_arrays`)."""
+        self.alloc, self.score_alloc = each(self.alloc), each(self.score_alloc)
+        self.used, self.free = each(self.used), each(self.free)
 
 
 class ResourceColumns(ColumnGroup):
@@ -47,19 +48,15 @@ class ResourceColumns(ColumnGroup):
         for name in (CPU, MEMORY, EPHEMERAL_STORAGE):
             self.of(name)
 
-    def grow(self, capacity: int) -> None:
-        self.capacity = capacity
+    def row_arrays(self, each: EachArray) -> None:
         for column in self.columns.values():
-            column.grow(capacity)
-        self.score_cpu, self.score_memory = grown(self.score_cpu, capacity), grown(self.score_memory, capacity)
-        self.pods_free = grown(self.pods_free, capacity)
+            column.row_arrays(each)
+        self.score_cpu, self.score_memory = each(self.score_cpu), each(self.score_memory)
+        self.pods_free = each(self.pods_free)
 
-    def remove_rows(self, table: NodeTable, rows: list[int], size: int) -> None:
-        for column in self.columns.values():
-            for values in (column.alloc, column.score_alloc, column.used, column.free):
-                shift_out(values, rows, size)
-        for values in (self.score_cpu, self.score_memory, self.pods_free):
-            shift_out(values, rows, size)
+    def grow(self, capacity: int) -> None:
+        self.capacity = capacity  # a resource named later starts at it
+        super().grow(capacity)
 
     def of(self, name: str) -> ResourceColumn:
         """The columns of resource `name`, added on first use and filled for the rows filled so

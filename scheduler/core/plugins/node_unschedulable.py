@@ -9,7 +9,7 @@ import numpy as np
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import Bools, FilterPlugin, QueueingHint, Reasons, RowVerdict
-from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown, shift_out
+from scheduler.core.framework.nodetable import ColumnGroup, EachArray, NodeTable
 from scheduler.core.objects import Taint
 from scheduler.core.state import EventKind, NodeInfo
 
@@ -28,11 +28,8 @@ class CordonColumn(ColumnGroup):
     def __init__(self, table: NodeTable) -> None:
         self.cordoned: Bools = np.zeros(table.capacity, np.bool_)
 
-    def grow(self, capacity: int) -> None:
-        self.cordoned = grown(self.cordoned, capacity)
-
-    def remove_rows(self, table: NodeTable, rows: list[int], size: int) -> None:
-        shift_out(self.cordoned, rows, size)
+    def row_arrays(self, each: EachArray) -> None:
+        self.cordoned = each(self.cordoned)
 
     def fill(self, row: int, info: NodeInfo) -> None:
         assert info.node is not None

@@ -24,7 +24,7 @@ from scheduler.core.framework.interface import (
     RowVerdict,
     ScorePlugin,
 )
-from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown, shift_out
+from scheduler.core.framework.nodetable import ColumnGroup, EachArray, NodeTable
 from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "TaintToleration"
@@ -38,12 +38,8 @@ class TaintColumns(ColumnGroup):
         self.hard: Bools = np.zeros(table.capacity, np.bool_)
         self.soft: Bools = np.zeros(table.capacity, np.bool_)
 
-    def grow(self, capacity: int) -> None:
-        self.hard, self.soft = grown(self.hard, capacity), grown(self.soft, capacity)
-
-    def remove_rows(self, table: NodeTable, rows: list[int], size: int) -> None:
-        shift_out(self.hard, rows, size)
-        shift_out(self.soft, rows, size)
+    def row_arrays(self, each: EachArray) -> None:
+        self.hard, self.soft = each(self.hard), each(self.soft)
 
     def fill(self, row: int, info: NodeInfo) -> None:
         assert info.node is not None

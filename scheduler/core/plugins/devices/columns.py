@@ -19,7 +19,7 @@ import numpy as np
 
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.interface import Bools, Ints
-from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown, shift_out
+from scheduler.core.framework.nodetable import ColumnGroup, EachArray, NodeTable
 from scheduler.core.objects import Device
 from scheduler.core.plugins.devices.planner import described
 from scheduler.core.state import ClusterState, NodeInfo
@@ -88,7 +88,7 @@ class ClassColumns(ColumnGroup):
             for name in [name for name in named if name in gone]:
                 del named[name]
         for name in dropped:
-            for columns in (self.free, self.total, self.most_units, self.largest_group):
+            for columns in self._per_class():
                 del columns[name]
             del self.resources[name], self._rows_naming[name]
         for name in dirty:
@@ -127,6 +127,10 @@ class ClassColumns(ColumnGroup):
                 moved |= sharing & classes.device_classes.get(device, frozenset())
         return moved
 
+    def _per_class(self) -> tuple[dict[str, Ints], ...]:
+        """The per-row columns kept per class (`_new_columns` makes a class's)."""
+        return self.free, self.total, self.most_units, self.largest_group
+
     def _new_columns(self, name: str) -> None:
         self.free[name] = np.zeros(self.capacity, np.int64)
         self.total[name] = np.zeros(self.capacity, np.int64)
@@ -135,18 +139,18 @@ class ClassColumns(ColumnGroup):
         self.resources[name] = set()
         self._rows_naming[name] = Counter()
 
-    def grow(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.broken = grown(self.broken, capacity)
-        for columns in (self.free, self.total, self.most_units, self.largest_group):
+    def row_arrays(self, each: EachArray) -> None:
+        self.broken = each(self.broken)
+        for columns in self._per_class():
             for name, column in list(columns.items()):
-                columns[name] = grown(column, capacity)
+                columns[name] = each(column)
+
+    def grow(self, capacity: int) -> None:
+        self.capacity = capacity  # a class's columns made later start at it
+        super().grow(capacity)
 
     def remove_rows(self, table: NodeTable, rows: list[int], size: int) -> None:
-        shift_out(self.broken, rows, size)
-        for columns in (self.free, self.total, self.most_units, self.largest_group):
-            for column in columns.values():
-                shift_out(column, rows, size)
+        super().remove_rows(table, rows, size)  # the columns; then the classes' resourceNames per row
         gone = set(rows)
         named: dict[int, dict[str, frozenset[str]]] = {}
         for row, classes in self._named.items():

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.core.framework.interface import Ints
-from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown, shift_out
+from scheduler.core.framework.nodetable import ColumnGroup, EachArray, NodeTable
 from scheduler.core.state import ClusterState, NodeInfo
 
 LOWEST = np.iinfo(np.int64).min
@@ -33,11 +33,8 @@ class VictimFloor(ColumnGroup):
     def epoch(self) -> int:
         return self.state.victim_priority_version
 
-    def grow(self, capacity: int) -> None:
-        self.lowest = grown(self.lowest, capacity)
-
-    def remove_rows(self, table: NodeTable, rows: list[int], size: int) -> None:
-        shift_out(self.lowest, rows, size)
+    def row_arrays(self, each: EachArray) -> None:
+        self.lowest = each(self.lowest)
 
     def fill(self, row: int, info: NodeInfo) -> None:
         state = self.state

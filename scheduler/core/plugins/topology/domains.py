@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.core.framework.interface import Bools, Ints
-from scheduler.core.framework.nodetable import ColumnGroup, NodeTable, grown, shift_out
+from scheduler.core.framework.nodetable import ColumnGroup, EachArray, NodeTable
 from scheduler.core.state import NodeInfo
 
 Chain = tuple[str, ...]  # label keys, widest first; the last one is the level's own
@@ -48,14 +48,13 @@ class TopologyColumns(ColumnGroup):
         self.capacity = table.capacity
         self.levels: dict[Chain, LevelColumn] = {}
 
-    def grow(self, capacity: int) -> None:
-        self.capacity = capacity
+    def row_arrays(self, each: EachArray) -> None:
         for column in self.levels.values():
-            column.codes = grown(column.codes, capacity)
+            column.codes = each(column.codes)
 
-    def remove_rows(self, table: NodeTable, rows: list[int], size: int) -> None:
-        for column in self.levels.values():
-            shift_out(column.codes, rows, size)
+    def grow(self, capacity: int) -> None:
+        self.capacity = capacity  # a level added later starts at it
+        super().grow(capacity)
 
     def fill(self, row: int, info: NodeInfo) -> None:
         for chain, column in self.levels.items():
