@@ -33,6 +33,7 @@ import pytest
 import yaml
 
 from scheduler.api.config import ConfigError, load_config
+from scheduler.api.config_parse import V1_API_VERSION
 from scheduler.core.plugins.registry import REGISTRY
 from tests import dashboard
 from tests.deploy_manifests import (
@@ -1004,6 +1005,10 @@ def test_every_error_of_a_rendered_configuration_is_on_the_one_line(rendered: li
     (_set("profiles.0.pluginConfig.2.args.agentHeartbeatTimeout", 90), _DEVICES),
     (_set("profiles.0.pluginConfig.0.args.scoringStratgy", {"type": "LeastAllocated"}),
      "/schedulerConfig/profiles/0/pluginConfig/0/args"),
+    # a re-trial: another plugin's kind, or an old apiVersion, rendered and then crash-looped
+    (_set("profiles.0.pluginConfig.0.args.kind", "CoschedulingArgs"), "/schedulerConfig/profiles/0/pluginConfig/0/args/kind"),
+    (_set("profiles.0.pluginConfig.0.args.apiVersion", "kubescheduler.config.k8s.io/v1beta3"),
+     "/schedulerConfig/profiles/0/pluginConfig/0/args/apiVersion"),
 ])
 def test_helm_lint_refuses_the_plugin_args_a_trial_upgraded_to(helm: Path, rendered: list[Obj], tmp_path: Path,
                                                                 change: Any, where: str) -> None:
@@ -1050,6 +1055,9 @@ def test_the_schemas_plugin_args_are_closed_on_the_keys_tessera_reads() -> None:
         args = by_name[spec.name]
         assert args.get("additionalProperties") is False, spec.name
         assert set(args["properties"]) == {"apiVersion", "kind", *spec.args.fields, *spec.args.ignored}, spec.name
+        # typed args name the one version and the one kind `tessera run` accepts for the plugin
+        assert args["properties"]["apiVersion"]["const"] == V1_API_VERSION, spec.name
+        assert args["properties"]["kind"]["const"] == f"{spec.name}Args", spec.name
 
 
 def _open_objects(schema: Obj, where: str) -> list[str]:
