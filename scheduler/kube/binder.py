@@ -523,6 +523,14 @@ def _read_back_result(binding: Binding, settled: Outcome, observed: dict[str, An
         return BindResult(binding, settled, f"the pod was bound to {binding.node} by another Binding than this "
                           "replica's, with the same devices", 0.0, observed=observed, sends=sends,
                           detail=first_error, bound_by_other=True, bound_by=bound_by)
+    node = str(((observed or {}).get("spec") or {}).get("nodeName") or "")
+    if settled is Outcome.CONFLICT and observed is not None and node:
+        # bound by someone else (a newer leader, a kubelet's static pod, another install): the
+        # read-back says where and by which term; the send's own error (a timeout) stays the detail
+        term = str((observed["metadata"].get("annotations") or {}).get(TERM) or "none")
+        asked = "with other devices than" if node == binding.node else f"not to {binding.node} as"
+        return BindResult(binding, settled, f"the pod is bound to {node} ({TERM} {term}), {asked} this Binding "
+                          "asked", 0.0, observed=observed, sends=sends, detail=first_error)
     if settled is Outcome.BOUND:
         log.info("binder.bound_despite_error", pod=f"{binding.namespace}/{binding.name}", error=first_error,
                  sends=sends)
