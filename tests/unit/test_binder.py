@@ -141,6 +141,30 @@ async def test_conflict_with_another_node_is_dropped_with_the_pod_as_read() -> N
     assert results[0].observed is not None and results[0].observed["spec"]["nodeName"] == "elsewhere"
 
 
+async def test_a_binding_whose_send_timed_out_and_found_the_pod_bound_elsewhere_says_where_and_by_whom() -> None:
+    """A re-trial froze a leader mid-gang and resumed it after the takeover: 17 `binder.failed`
+    lines read `"message": "TimeoutError"`, though each pod had been bound to another node by the
+    new leader's term: the read-back knew where and by whom, and the message kept only the first
+    send's error. It names the node the pod is bound to and the term it carries (the first error
+    stays, as the detail)."""
+    api, binder, results, _ = _setup()
+    api.fail_next("POST", "/binding", error=TimeoutError())
+
+    def bound_elsewhere(method: str, path: str) -> None:
+        if method == "GET":
+            pod = api.pod("default", "p")
+            pod["spec"]["nodeName"] = "elsewhere"
+            pod["metadata"].setdefault("annotations", {})[ann.TERM] = "rep-b/4/2026-01-01T00:02:00.000000Z"
+
+    api.before = bound_elsewhere
+    await _bind(binder)
+    [result] = results
+    assert result.outcome is Outcome.CONFLICT
+    assert result.message == ("the pod is bound to elsewhere (tessera.dev/term rep-b/4/2026-01-01T00:02:00.000000Z), "
+                              "not to n as this Binding asked")
+    assert result.detail == "TimeoutError"
+
+
 async def test_conflict_on_the_same_node_with_other_devices_is_not_ours() -> None:
     api, binder, results, _ = _setup()
     pod = api.pod("default", "p")
@@ -148,6 +172,7 @@ async def test_conflict_on_the_same_node_with_other_devices_is_not_ours() -> Non
     pod["metadata"]["annotations"] = {ann.DEVICES: DEVICES.replace("GPU-1", "GPU-2")}
     await _bind(binder)
     assert [r.outcome for r in results] == [Outcome.CONFLICT]
+    assert results[0].message == "the pod is bound to n (tessera.dev/term none), with other devices than this Binding asked"
 
 
 async def test_a_pod_being_deleted_is_dropped() -> None:
@@ -734,6 +759,12 @@ async def test_a_binding_never_sent_by_a_replica_not_leading_is_no_failure() -> 
     await _bind(binder)
     [result] = results
     assert _logged(result) == [("binder.given_up", "info")]
+    # its outcome reads as the metric counts it (tessera_bindings_total{result="given_up"}), not "error"
+    loop = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
+                         identity="tessera")
+    with capture_logs() as logs:
+        loop._on_bound(result)
+    assert [e["outcome"] for e in logs if e["event"] == "binder.given_up"] == ["given_up"]
 
 
 async def test_a_binding_withdrawn_after_a_refusal_is_still_the_refusal() -> None:
