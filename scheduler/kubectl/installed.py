@@ -16,8 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote
 
-import aiohttp
-
 from scheduler.api.config import (
     ConfigError,
     LeaderElectionConfig,
@@ -26,7 +24,8 @@ from scheduler.api.config import (
     parse_config_text,
     parse_leader_election_text,
 )
-from scheduler.kube.http import KubeHttp
+from scheduler.kube.http import TRANSPORT_ERRORS, KubeHttp
+from scheduler.logs import describe_error
 
 __all__ = ["CONFIG_KEY", "CONFIG_MAP", "DEFAULT_NAMESPACE", "DRY_RUN_FALLBACK", "ChosenConfig", "installed_config"]
 
@@ -59,8 +58,8 @@ async def installed_config(http: KubeHttp, namespace: str, fallback: str = DRY_R
     where = f"{namespace}/{CONFIG_MAP}"
     try:
         response = await http.request("GET", f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{CONFIG_MAP}")
-    except (aiohttp.ClientError, TimeoutError, OSError) as err:  # the listing went through: say so, go on
-        why = f"configmap {where}: cannot be read ({err or type(err).__name__})"
+    except TRANSPORT_ERRORS as err:  # the listing went through: say so, go on
+        why = f"configmap {where}: cannot be read ({describe_error(err)})"
         return ChosenConfig(load_config(None), f"{why}; {fallback}", _unknown(why))
     if response.status == 404:
         return ChosenConfig(load_config(None))

@@ -107,7 +107,6 @@ class DefaultPreemption(PostFilterPlugin):
         self.state: ClusterState = handle.state
         self.args = args
         self.rng = random.Random(0)  # upstream's random offset into the candidate nodes, seeded
-        self._not_helpful = (-1, "")  # (node count, `after_pre_filter`'s message for it)
 
     # --- eligibility -----------------------------------------------------------------------
 
@@ -184,10 +183,7 @@ class DefaultPreemption(PostFilterPlugin):
         "not helpful" (findCandidates: no node with an Unschedulable status)."""
         if pod.preempt_never:
             return Preemption(message=NEVER)
-        total = len(self.state.node_order)
-        if self._not_helpful[0] != total:  # asked at each retry of a short gang's members: kept per node count
-            self._not_helpful = (total, self._no_candidate(Counter({NOT_HELPFUL: total})).message)
-        return Preemption(message=self._not_helpful[1], clear=True)
+        return self._no_candidate(Counter({NOT_HELPFUL: len(self.state.node_order)}))
 
     # --- one pod -------------------------------------------------------------------------------
 
