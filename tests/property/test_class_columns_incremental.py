@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -256,31 +257,9 @@ def test_one_class_added_among_many_refills_only_its_own_columns() -> None:
     table.sync()
     for factory in GROUPS:
         table.group(factory)
-    per_class: Counter[str] = Counter()
-    fills: Counter[str] = Counter()
-    real_devices = engine.state.class_devices
-    real_fill = {factory: factory.fill for factory in GROUPS}
-
-    def class_devices(info: Any, name: str) -> Any:
-        per_class[name] += 1
-        return real_devices(info, name)
-
-    def counted(factory: type[ColumnGroup]) -> Any:
-        def fill(self: ColumnGroup, row: int, info: Any) -> None:
-            fills[factory.__name__] += 1
-            real_fill[factory](self, row, info)
-        return fill
-
-    engine.state.class_devices = class_devices  # type: ignore[method-assign]
-    for factory in GROUPS:
-        factory.fill = counted(factory)  # type: ignore[method-assign]
-    try:
+    with _counting(engine, GROUPS, by_row=False) as (fills, per_class):
         intake.apply("ADDED", b.resource_class("a100", {"model": "A100"}), 0.0)
         table.sync()
-    finally:
-        for factory in GROUPS:
-            factory.fill = real_fill[factory]  # type: ignore[method-assign]
-        del engine.state.class_devices
     assert fills == {}  # no row refilled whole, in no group
     assert per_class == {"a100": 2}  # the class's columns, on the 2 rows with its devices
     columns = table.group(ClassColumns)
@@ -334,26 +313,8 @@ def test_a_node_leaving_fills_no_row_that_stayed() -> None:
     for factory in GROUPS:
         table.group(factory)
     table.group(TopologyColumns).of(ZONE)
-    fills: Counter[str] = Counter()
-    per_class: Counter[str] = Counter()
-    real_devices = engine.state.class_devices
     counted_groups: tuple[type[ColumnGroup], ...] = (*GROUPS, TopologyColumns)
-    real_fill = {factory: factory.fill for factory in counted_groups}
-
-    def class_devices(info: Any, name: str) -> Any:
-        per_class[name] += 1
-        return real_devices(info, name)
-
-    def counted(factory: type[ColumnGroup]) -> Any:
-        def fill(self: ColumnGroup, row: int, info: Any) -> None:
-            fills[f"{factory.__name__} row {row}"] += 1
-            real_fill[factory](self, row, info)
-        return fill
-
-    engine.state.class_devices = class_devices  # type: ignore[method-assign]
-    for factory in real_fill:
-        factory.fill = counted(factory)  # type: ignore[method-assign]
-    try:
+    with _counting(engine, counted_groups, by_row=True) as (fills, per_class):
         intake.apply("DELETED", b.node("n5"), 0.0)
         table.sync()
         assert fills == {} and per_class == {}  # no row filled again, in no group
@@ -365,11 +326,38 @@ def test_a_node_leaving_fills_no_row_that_stayed() -> None:
         intake.apply("ADDED", b.node("n5", gpus=4), 0.0)  # back, as a new node: the last row
         table.sync()
         # the one new row alone, once (it used to be filled again as a changed node)
-        assert fills == {f"{factory.__name__} row 21": 1 for factory in real_fill}
+        assert fills == {f"{factory.__name__} row 21": 1 for factory in counted_groups}
         assert per_class == {f"k{k}": 1 for k in range(40)}
+    compare(table, ["n5 left", "n11, n0 left, n5 back"])
+    assert [info.name for info in table.infos] == engine.state.node_order
+
+
+@contextmanager
+def _counting(engine: Engine, groups: tuple[type[ColumnGroup], ...],
+              by_row: bool) -> Iterator[tuple[Counter[str], Counter[str]]]:
+    """Count, while inside, each group's `fill` calls (by group, or by group and row) and the
+    state's `class_devices` lookups per class; the real methods are put back on the way out."""
+    fills: Counter[str] = Counter()
+    per_class: Counter[str] = Counter()
+    real_devices = engine.state.class_devices
+    real_fill = {factory: factory.fill for factory in groups}
+
+    def class_devices(info: Any, name: str) -> Any:
+        per_class[name] += 1
+        return real_devices(info, name)
+
+    def counted(factory: type[ColumnGroup]) -> Any:
+        def fill(self: ColumnGroup, row: int, info: Any) -> None:
+            fills[f"{factory.__name__} row {row}" if by_row else factory.__name__] += 1
+            real_fill[factory](self, row, info)
+        return fill
+
+    engine.state.class_devices = class_devices  # type: ignore[method-assign]
+    for factory in groups:
+        factory.fill = counted(factory)  # type: ignore[method-assign]
+    try:
+        yield fills, per_class
     finally:
         for factory, fill in real_fill.items():
             factory.fill = fill  # type: ignore[method-assign]
         del engine.state.class_devices
-    compare(table, ["n5 left", "n11, n0 left, n5 back"])
-    assert [info.name for info in table.infos] == engine.state.node_order
