@@ -134,6 +134,10 @@ class SchedulerLoop:
         self._wake = Wakeup()
         self._stopping = False
         self._classes_dirty = False
+        # the class registry's generation the statuses were last written for: a class's status
+        # also moves on events of other kinds (a node leaving makes a class valid, a pod leaving
+        # takes in a device that waited behind a held one)
+        self._classes_written = -1
         self._finish_due = 0.0  # the next look for half-done gang evictions (at once when leading)
         # the leadership term whose first decision waited for `_catch_up` (None: none yet)
         self._caught_up_term: Hashable | None = None
@@ -535,8 +539,9 @@ class SchedulerLoop:
             if now >= self._finish_due:
                 self._finish_gang_evictions(now)
                 self._finish_due = now + FINISH_GANG_EVICTIONS_EVERY
-            if self._classes_dirty:
+            if self._classes_dirty or self.core.state.classes.generation != self._classes_written:
                 self._classes_dirty = False
+                self._classes_written = self.core.state.classes.generation
                 self._write_class_statuses()
             await self._run_cycles()
             self._submit_released()  # gates a cycle opened (e.g. a node's agent went quiet)

@@ -374,7 +374,7 @@ def _classes(state: ClusterState, pod: Pod) -> tuple[str, ...]:
     for name in sorted(pod.requests):
         owner = registry.by_resource.get(name)
         if owner is not None:
-            matching = registry.matching[owner.name]
+            matching = state.matching_devices(owner.name)
             found.append(f"{name}: a request of ResourceClass {owner.name}, served only by the {matching} "
                          f"device{'' if matching == 1 else 's'} it matches")
             continue

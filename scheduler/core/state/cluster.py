@@ -219,6 +219,16 @@ class ClusterState:
         (all or nothing)."""
         return self.group_min(key, pod) or members
 
+    def matching_devices(self, name: str) -> int:
+        """The existing devices ResourceClass `name` matches (any health): what its status and
+        `kubectl tessera explain` count. Not the deleted devices pods still hold (ghosts): the
+        registry indexes them again when a class changes, so their holders stay charged under
+        the class (`classes.matching`, which placements read), but they are gone for a user;
+        O(ghosts)."""
+        device_classes = self.classes.device_classes
+        ghosts = sum(1 for ghost in self.ledger.ghosts if name in device_classes.get(ghost, ()))
+        return self.classes.matching[name] - ghosts
+
     def class_status(self, name: str) -> tuple[bool, str, int, str]:
         """(valid, message, matching devices, reason) for a ResourceClass status. The reason is
         its `Valid` condition's: `InvalidSpec` (False), else `UnknownDeviceAttribute` while it
@@ -226,7 +236,7 @@ class ClusterState:
         stays True, since devices with it may come, but VALID True beside DEVICES 0 read as
         healthy), else `Valid`."""
         error = self.classes.error_of(name)
-        matching = self.classes.matching[name]  # the devices whose classes name it (any health)
+        matching = self.matching_devices(name)
         cls = self.classes.classes.get(name)
         why_none = self.classes.unknown_keys_note(cls) if cls is not None and error is None and not matching else ""
         reason = "InvalidSpec" if error is not None else UNKNOWN_ATTRIBUTE if why_none else "Valid"
