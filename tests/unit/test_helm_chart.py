@@ -546,6 +546,7 @@ MONITORING = {"monitoring": {
     "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}, "noLeaderFor": "3m",
                        "additionalLabels": {"team": "gpu"}}}}
 ALERTS = {"TesseraNoLeader", "TesseraMultipleLeaders", "TesseraConflictingScheduler", "TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced",
+          "TesseraGPUUnhealthy",
           "TesseraBindingErrors", "TesseraSchedulingErrors", "TesseraPodsUnschedulable", "TesseraPodSchedulingSlow",
           "TesseraSchedulerDown", "TesseraInformerNotSynced", "TesseraInformerUnavailable", "TesseraStandbyMissing",
           "TesseraTermFenceStuck", "TesseraNodeAgentSilent"}
@@ -625,7 +626,8 @@ def test_alerts_outlive_a_failover(helm: Path) -> None:
     one alert per job; pending pods from the replicas that led within failoverWindow, which must be
     longer than a failover as Prometheus sees it."""
     alerts = rule_alerts(helm_template(helm, MONITORING))
-    for name in ("TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced", "TesseraNodeAgentSilent"):
+    for name in ("TesseraGPUConflict", "TesseraGPUOvercommitted", "TesseraGPUFenced", "TesseraGPUUnhealthy",
+                 "TesseraNodeAgentSilent"):
         expr = alerts[name]["expr"]
         assert "tessera_leader" not in expr, name
         assert expr.startswith("max by (job, namespace) (") and "tessera_informer_synced{" in expr, name

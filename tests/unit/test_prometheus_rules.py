@@ -123,7 +123,7 @@ def test_promtool_accepts_the_rules(tmp_path: Path) -> None:
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": _groups({"scheduler": {"replicas": 3}})}))
     done = _promtool(tmp_path, "check", "rules", "rules.yaml")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 16 rules found" in done.stdout, done.stdout
+    assert "SUCCESS: 17 rules found" in done.stdout, done.stdout
 
 
 STEPS = 26  # 13 minutes
@@ -336,6 +336,40 @@ def test_a_silent_node_agent_warns_after_its_for_through_failovers_and_resolves_
     done = _run_test(tmp_path, groups, series, checks)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "kubectl tessera nodes" in rule["annotations"]["description"]
+
+
+def test_unhealthy_gpus_warn_after_their_for_through_failovers_and_resolve_when_healthy_again(
+        tmp_path: Path) -> None:
+    """An on-call trial: GPUs the node agent published `Healthy=False` (an Xid, fallen off the bus)
+    showed as `unhealthy` in `kubectl tessera nodes` and `tessera_devices{state="unhealthy"}`, and
+    no shipped alert said so. Two GPUs unhealthy from minute 1 to 13 while the leader is killed
+    every 3 minutes: the warning fires once (one series per job) after `gpuUnhealthyFor` (10m),
+    with the count, and is gone once they are healthy (or replaced) again; one unhealthy for 4
+    minutes (a flap) does not fire."""
+    steps = 34  # 17 minutes
+    a, b = _failovers(steps, every=6, gap=2)
+    unhealthy: Timeline = [0] * 2 + [2] * 24 + [0] * (steps - 26)
+    groups = _groups()
+    series = (_replica("a:10251", a, tessera_devices__state_unhealthy=unhealthy)
+              + _replica("b:10251", b, tessera_devices__state_unhealthy=unhealthy))
+    rule = _alert(groups, "TesseraGPUUnhealthy")
+    assert rule["for"] == "10m" and rule["labels"]["severity"] == "warning"
+    firing = [{"exp_labels": {"job": JOB, "severity": "warning"}, "exp_annotations": _annotations(rule, 2, {"job": JOB})}]
+    checks: list[dict[str, Any]] = [
+        {"eval_time": "9m", "alertname": "TesseraGPUUnhealthy", "exp_alerts": []},  # pending still
+        {"eval_time": "12m", "alertname": "TesseraGPUUnhealthy", "exp_alerts": firing},
+        {"eval_time": "14m", "alertname": "TesseraGPUUnhealthy", "exp_alerts": []},  # healthy again
+    ]
+    done = _run_test(tmp_path, groups, series, checks)
+    assert done.returncode == 0, done.stdout + done.stderr
+    description = " ".join(rule["annotations"]["description"].split())
+    assert "kubectl tessera nodes" in description and "Healthy=False" in description
+    flap: Timeline = [0] * 2 + [1] * 8 + [0] * (steps - 10)
+    series = (_replica("a:10251", a, tessera_devices__state_unhealthy=flap)
+              + _replica("b:10251", b, tessera_devices__state_unhealthy=flap))
+    checks = [{"eval_time": f"{m}m", "alertname": "TesseraGPUUnhealthy", "exp_alerts": []} for m in range(1, 17)]
+    done = _run_test(tmp_path, groups, series, checks)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 OTHER = "tessera-b"  # a second install's release namespace
