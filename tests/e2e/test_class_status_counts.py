@@ -85,3 +85,34 @@ async def test_the_status_follows_a_node_leaving(tessera: Any, kubectl: Kube, cl
     status = await eventually(lambda: valid("True"), timeout=10.0)
     assert status["matchingDevices"] == 1
     await asyncio.sleep(0)
+
+
+async def test_a_class_matching_no_device_reads_valid_with_reason_no_matching_devices(
+        tessera: Any, kubectl: Kube, clean_cluster: Any) -> None:
+    """`kubectl get rcl` of a class for a model the cluster lacks: DEVICES 0, VALID True (its spec
+    is valid), REASON NoMatchingDevices; the first matching device makes it Valid, and losing it
+    NoMatchingDevices again."""
+    from tests.e2e.test_observability import _printed
+
+    await tessera("config/binpack.yaml")
+    await _create_node(kubectl, b.node("nm-1"))
+    await kubectl.create(ERS, b.device("nm-1", 0, model="V100"))
+    await kubectl.create(CLASSES, b.resource_class("nm", match_labels={"model": "A100"}))
+
+    async def reason(want: str) -> dict[str, Any] | None:
+        status = await _status(kubectl, "nm")
+        conditions = status.get("conditions") or [{}]
+        return status if conditions[0].get("reason") == want else None
+
+    status = await eventually(lambda: reason("NoMatchingDevices"))
+    assert status["conditions"][0]["status"] == "True" and status["matchingDevices"] == 0
+    assert status["conditions"][0]["message"] == (
+        "selector and resourceName are valid (no ExtendedResource matches the selector now)")
+    row = (await _printed(clean_cluster, CLASSES))["nm"]
+    assert (row["Devices"], row["Valid"], row["Reason"]) == ("0", "True", "NoMatchingDevices"), row
+    a100 = b.device("nm-1", 1, model="A100")
+    await kubectl.create(ERS, a100)
+    status = await eventually(lambda: reason("Valid"))
+    assert status["matchingDevices"] == 1
+    await kubectl.call("DELETE", f"{ERS}/{a100['metadata']['name']}")
+    await eventually(lambda: reason("NoMatchingDevices"))

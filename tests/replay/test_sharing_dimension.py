@@ -50,7 +50,8 @@ def test_a_device_that_has_the_dimension_makes_it_valid_and_wakes_the_pod() -> N
 def test_a_class_that_matches_no_device_yet_is_not_judged() -> None:
     run = Run(config(BINPACK))
     run.add(b.resource_class("by-cores", match_labels={"model": "V100"}, sharing={"dimension": "cores", "unit": "1"}))
-    assert run.state.class_status("by-cores") == (True, "selector and resourceName are valid", 0, "Valid")
+    assert run.state.class_status("by-cores") == (
+        True, "selector and resourceName are valid (no ExtendedResource matches the selector now)", 0, "NoMatchingDevices")
     run.add(b.node("n", gpus=2), b.device("n", 0))
     assert run.state.class_status("by-cores")[0] is False
     run.feed(b.event("DELETED", b.device("n", 0)))

@@ -47,6 +47,8 @@ from scheduler.core.state.nodes import Hold, Lifted, NodeInfo, Placement
 _TOMBSTONES = 200_000
 REMOVALS_KEPT = 256  # node removals `removed_since` remembers (a reader further behind rebuilds)
 UNKNOWN_ATTRIBUTE = "UnknownDeviceAttribute"  # a valid class's selector needs an attribute no device has
+NO_MATCHING_DEVICES = "NoMatchingDevices"  # a valid class matches no existing device (another cause)
+NO_MATCH_NOTE = "no ExtendedResource matches the selector now"
 IGNORED_SHOWN = 200  # characters of an ignored device annotation quoted in the Warning
 
 
@@ -232,15 +234,22 @@ class ClusterState:
     def class_status(self, name: str) -> tuple[bool, str, int, str]:
         """(valid, message, matching devices, reason) for a ResourceClass status. The reason is
         its `Valid` condition's: `InvalidSpec` (False), else `UnknownDeviceAttribute` while it
-        matches no device because its selector needs an attribute none has (a typo: the condition
-        stays True, since devices with it may come, but VALID True beside DEVICES 0 read as
-        healthy), else `Valid`."""
+        matches no device because its selector needs an attribute none has (a typo), else
+        `NoMatchingDevices` while it matches no device for another reason (a model the cluster
+        does not have, or no device yet), else `Valid`. The condition stays True in both: it is
+        about the spec, and matching devices may come; but VALID True beside DEVICES 0 read as
+        healthy, so the reason (the REASON column) and the message say it."""
         error = self.classes.error_of(name)
         matching = self.matching_devices(name)
         cls = self.classes.classes.get(name)
         why_none = self.classes.unknown_keys_note(cls) if cls is not None and error is None and not matching else ""
-        reason = "InvalidSpec" if error is not None else UNKNOWN_ATTRIBUTE if why_none else "Valid"
-        return error is None, error or f"selector and resourceName are valid{why_none}", matching, reason
+        if error is not None:
+            return False, error, matching, "InvalidSpec"
+        if why_none:
+            return True, f"selector and resourceName are valid{why_none}", matching, UNKNOWN_ATTRIBUTE
+        if not matching:
+            return True, f"selector and resourceName are valid ({NO_MATCH_NOTE})", matching, NO_MATCHING_DEVICES
+        return True, "selector and resourceName are valid", matching, "Valid"
 
     # --- events ------------------------------------------------------------------------------
 
