@@ -254,7 +254,7 @@ async def test_every_series_the_dashboard_queries_is_served(clean_cluster: Local
     exprs = [rule["expr"] for group in rules["spec"]["groups"] for rule in group["rules"]]
     # every alert the template defines renders at the default two replicas (TesseraStandbyMissing included)
     defined = (REPO / "deploy/helm/tessera/templates/scheduler-prometheusrule.yaml").read_text().count("- alert: ")
-    assert len(exprs) == defined == 16
+    assert len(exprs) == defined == 17
     # TesseraConflictingScheduler's counter has no series until another install writes (no such
     # install here, no series, as client-go's slow-path counter): the scheduler declares it, and
     # the rule's labels are checked in tests/unit/test_grafana_dashboard.py against a written one
