@@ -19,14 +19,13 @@ from scheduler.core.plugins.preemption.floor import VictimFloor
 from scheduler.core.plugins.taints import TaintColumns
 from scheduler.core.plugins.topology.domains import TopologyColumns
 from scheduler.core.state import ClusterState, NodeInfo
-from scheduler.core.state import cluster
 from scheduler.sim import builders as b
 
 FOO = "example.com/foo"
 
 
-def _columns(table: NodeTable) -> dict[str, dict[str, list[int]]]:
-    group = table.group(ResourceColumns)
+def _columns(table: NodeTable, factory: type[ResourceColumns] = ResourceColumns) -> dict[str, dict[str, list[int]]]:
+    group = table.group(factory)
     n = table.size
     return {name: {"alloc": column.alloc[:n].tolist(), "score_alloc": column.score_alloc[:n].tolist(),
                    "used": column.used[:n].tolist(), "free": column.free[:n].tolist()}
@@ -199,27 +198,38 @@ def test_a_new_node_is_filled_once() -> None:
     assert group.columns["nvidia.com/gpu"].alloc[:4].tolist() == [8, 2, 8, 4]
 
 
-def test_more_removals_than_the_state_remembers_rebuild_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Past `REMOVALS_KEPT` removals since a table's last sync the state no longer says which
-    positions left: the table is refilled whole, as before, and ends as one built fresh."""
-    monkeypatch.setattr(cluster, "REMOVALS_KEPT", 2)
+def test_many_removals_and_a_node_come_back_between_syncs_end_as_a_table_built_fresh() -> None:
+    """The rows that left are read off the table's own rows and the dirty nodes, however many
+    left since the last sync (the state keeps no log of removals that a table could fall behind):
+    n3 leaves and comes back last, n7 leaves after being changed, n1, n6 and n5 leave; every row
+    that stayed keeps its values (none is filled again) and the table ends as one built fresh."""
     engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
     intake = Intake(engine)
     for i in range(8):
         intake.apply("ADDED", b.node(f"n{i}", gpus=i + 1), 0.0)
     table = NodeTable(engine.state)
     table.sync()
-    table.group(ResourceColumns)
-    for i in (6, 1, 3):
+    fills: list[str] = []
+
+    class Counted(ResourceColumns):
+        def fill(self, row: int, info: NodeInfo) -> None:
+            fills.append(info.name)
+            super().fill(row, info)
+
+    table.group(Counted)
+    fills.clear()
+    intake.apply("DELETED", b.node("n3"), 0.0)
+    intake.apply("MODIFIED", b.node("n7", gpus=2), 0.0)
+    for i in (6, 1, 7, 5):
         intake.apply("DELETED", b.node(f"n{i}"), 0.0)
-    assert engine.state.removed_since(table.order_version) is None
-    assert engine.state.removed_since(engine.state.order_version - 1) == [2]  # n3, at 2 after n1 left
+    intake.apply("ADDED", b.node("n3", gpus=9), 0.0)
     table.sync()
+    assert fills == ["n3"]
     fresh = NodeTable(engine.state)
     fresh.sync()
-    assert _columns(table) == _columns(fresh)
-    assert _columns(table)["nvidia.com/gpu"]["alloc"] == [1, 3, 5, 6, 8]
-    assert [info.name for info in table.infos] == ["n0", "n2", "n4", "n5", "n7"]
+    assert _columns(table, Counted) == _columns(fresh)
+    assert _columns(table, Counted)["nvidia.com/gpu"]["alloc"] == [1, 3, 5, 9]
+    assert [info.name for info in table.infos] == ["n0", "n2", "n4", "n3"]
 
 
 def _arrays_held(value: object, seen: set[int]) -> list[int]:

@@ -11,7 +11,9 @@ row, and refills a row whenever its node changed. A group whose meaning depends 
 node (the ResourceClass registry, say) reports an `epoch`; when that moves, that group alone is
 brought in step over every row (`renew`: refilled whole, unless the group knows which of its
 columns the move touched); the other groups keep their rows. A node leaving takes its row out of
-every group (`remove_rows`): the rows after it move up one and keep what they hold.
+every group (`remove_rows`): the rows after it move up one and keep what they hold. Which rows left
+the table reads off its own rows and the state's order (`_rows_taken`), from the nodes changed
+since the last sync alone.
 
 A group names its per-row arrays in one place (`ColumnGroup.row_arrays`): growing them and taking
 rows out of them both go through it, so an array cannot be grown and not shifted (or the reverse)
@@ -85,11 +87,6 @@ class ColumnGroup(ABC):
         touched refreshes those alone."""
         table.refill(self)
 
-    def forget_rows(self, start: int) -> None:
-        """Rows from `start` on hold no node any more (nodes left): drop what the group keeps of
-        them beyond its columns (the columns' values there are never read)."""
-        return None
-
     def remove_rows(self, table: NodeTable, rows: list[int], size: int) -> None:
         """The nodes of `rows` (ascending, below `size`: the rows filled before) left: take those
         rows out of every column (`shift_out`), each row after them moving up past the ones taken
@@ -120,6 +117,12 @@ class NodeTable:
         # Each row's NodeInfo (a state keeps one object per node name for the node's lifetime):
         # the per-node loops index this list instead of two dict lookups per node.
         self.infos: list[NodeInfo] = []
+        # Each row's slot, ascending with the rows: a number a row gets when it is filled for a
+        # node it did not hold (rows keep their order and new ones come last), so the row of a
+        # node name (`_slot_of`: the names that have a row) is found by bisecting.
+        self._slots: list[int] = []
+        self._slot_of: dict[str, int] = {}
+        self._next_slot = 0
         self._groups: dict[Callable[..., ColumnGroup], ColumnGroup] = {}
         self._epochs: dict[Callable[..., ColumnGroup], int] = {}  # only groups that have epochs
 
@@ -160,30 +163,14 @@ class NodeTable:
         """Bring every row in step with the state (new nodes, changed nodes, nodes gone)."""
         state = self.state
         order = state.node_order
-        stale_groups = [f for f, epoch in self._epochs.items() if self._groups[f].epoch() != epoch]
         if self.order_version != state.order_version:
-            removed = state.removed_since(self.order_version)
-            if removed is not None:  # else it goes back further than the state remembers: rebuild
-                self._remove_rows(self._rows_taken(removed))
-                self.order_version = state.order_version
-        if self.order_version != state.order_version or len(order) < self.size:
-            for factory in stale_groups:
-                self._groups[factory].reset()
-                self._epochs[factory] = self._groups[factory].epoch()
+            self._remove_rows(self._rows_taken())
             self.order_version = state.order_version
-            self.size = 0  # rows are refilled in order; none counts as filled until then
-            del self.infos[len(order):]
-            for group in self._groups.values():
-                group.forget_rows(len(order))
-            state.dirty.clear()
-            self._ensure(len(order))
-            for row in range(len(order)):
-                self._fill(row)
-                self.size = row + 1
-            return
-        for factory in stale_groups:  # over the rows as they stand (each row's NodeInfo is live)
-            self._groups[factory].renew(self)
-            self._epochs[factory] = self._groups[factory].epoch()
+        for factory, epoch in list(self._epochs.items()):  # over the rows as they stand (live NodeInfos)
+            group = self._groups[factory]
+            if group.epoch() != epoch:
+                group.renew(self)
+                self._epochs[factory] = group.epoch()
         kept = self.size  # rows past it are new: filled below from the node as it is now
         if len(order) > kept:
             self._ensure(len(order))
@@ -196,26 +183,26 @@ class NodeTable:
                 self._fill(position)
         state.dirty.clear()
 
-    def _rows_taken(self, removed: list[int]) -> list[int]:
-        """The rows (ascending) whose nodes these removals took (`ClusterState.removed_since`:
-        positions in the order as each removal found it), leaving out nodes that came after the
-        last sync (they have no row yet)."""
-        taken: list[int] = []  # ascending: indices into the rows followed by the nodes added since
-        for position in removed:
-            index = position
-            for earlier in taken:  # the position counts only what is still there: skip the gaps
-                if earlier > index:
-                    break
-                index += 1
-            bisect.insort(taken, index)
-        return [index for index in taken if index < self.size]
+    def _rows_taken(self) -> list[int]:
+        """The rows (ascending) whose nodes left the order since the last sync. A node leaving is
+        marked dirty (`ClusterState._touch`), and the rows that stay are the order's first ones in
+        their order (a node leaving moves those after it up; a new node, or one come back, is
+        appended): over the dirty nodes' rows in order, a row stays when its node is at the
+        position the rows taken before it leave it at, and so does every row in between."""
+        slots, slot_of, position = self._slots, self._slot_of, self.state.node_position
+        rows = sorted(bisect.bisect_left(slots, slot_of[name]) for name in self.state.dirty if name in slot_of)
+        taken: list[int] = []
+        for row in rows:
+            if position(self.infos[row].name) != row - len(taken):
+                taken.append(row)
+        return taken
 
     def _remove_rows(self, rows: list[int]) -> None:
         if not rows:
             return
         size = self.size
         for row in reversed(rows):
-            del self.infos[row]
+            del self._slot_of[self.infos[row].name], self._slots[row], self.infos[row]
         shift_out(self.generation, rows, size)
         self.size = size - len(rows)
         for group in self._groups.values():
@@ -224,9 +211,12 @@ class NodeTable:
     def _fill(self, row: int) -> None:
         info = self.state.nodes[self.state.node_order[row]]
         if row < len(self.infos):
-            self.infos[row] = info
-        else:
-            self.infos.append(info)  # rows are filled in order: a new row is the next one
+            self.infos[row] = info  # the row's own node (the rows that stay are the order's first)
+        else:  # rows are filled in order: a new row is the next one
+            self.infos.append(info)
+            self._slots.append(self._next_slot)
+            self._slot_of[info.name] = self._next_slot
+            self._next_slot += 1
         for group in self._groups.values():
             group.fill(row, info)
         self.generation[row] = info.generation

@@ -45,7 +45,6 @@ from scheduler.core.state.ledger import DeviceLedger, counted_requests
 from scheduler.core.state.nodes import Hold, Lifted, NodeInfo, Placement
 
 _TOMBSTONES = 200_000
-REMOVALS_KEPT = 256  # node removals `removed_since` remembers (a reader further behind rebuilds)
 UNKNOWN_ATTRIBUTE = "UnknownDeviceAttribute"  # a valid class's selector needs an attribute no device has
 NO_MATCHING_DEVICES = "NoMatchingDevices"  # a valid class matches no existing device (another cause)
 NO_MATCH_NOTE = "no ExtendedResource matches the selector now"
@@ -59,10 +58,6 @@ class ClusterState:
         self.node_order: list[str] = []  # nodes with an object, in arrival order (sampling order)
         self._node_index: dict[str, int] = {}
         self.order_version = 0  # bumped when a node leaves node_order (positions shift)
-        # the position each removal took out of node_order, in order: the one that made
-        # order_version `_removals_from + 1` first (the last REMOVALS_KEPT or fewer: `removed_since`)
-        self._removals: list[int] = []
-        self._removals_from = 0
         self.capacity_version = 0  # bumped when a node comes, goes or changes its allocatable
         # what a change deep in the state found to report (a moved device's node going over its
         # count as the device's holder left: `_unplace`), handed out by the `apply` it happened in,
@@ -77,7 +72,9 @@ class ClusterState:
         self.members_version = 0
         self.counted: dict[str, int] = {}  # gang key -> its count, as of members_version counted_at
         self.counted_at = -1
-        self.dirty: set[str] = set()  # nodes changed since the vector index last looked
+        # nodes changed since the node table last looked, those that left node_order among them
+        # (`_touch`): the table finds the rows to take out from these (`NodeTable._rows_taken`)
+        self.dirty: set[str] = set()
         self.pods: dict[str, Pod] = {}
         self.by_key: dict[str, str] = {}  # "<ns>/<name>" -> uid
         self.placements: dict[str, Placement] = {}
@@ -355,8 +352,7 @@ class ClusterState:
             info = self.nodes.get(name)
             if info is not None and info.node is not None:
                 info.node = None
-                self._remove_from_order(name)
-                self._touch(info)
+                self._remove_from_order(info)
             return []
         if kind == "ExtendedResource":
             return self._delete_device(name)[0]
@@ -398,8 +394,7 @@ class ClusterState:
             if info is None or info.node is None or info.node.meta.uid != node.meta.uid:
                 return [], []
             info.deleted_labels, info.node = info.node.meta.labels, None
-            self._remove_from_order(node.name)
-            self._touch(info)
+            self._remove_from_order(info)
             self.capacity_version += 1
             return self._recount_foreign(node.name), []
         if self._stale(node.meta.uid, node.meta.resource_version):
@@ -430,25 +425,15 @@ class ClusterState:
     def node_position(self, name: str) -> int | None:
         return self._node_index.get(name)
 
-    def removed_since(self, order_version: int) -> list[int] | None:
-        """The positions taken out of `node_order` since it was at `order_version`, each as the
-        order stood just before it left, in the order they left; None when that goes back
-        further than the state remembers."""
-        if order_version < self._removals_from or order_version > self.order_version:
-            return None
-        return self._removals[order_version - self._removals_from:]
-
-    def _remove_from_order(self, name: str) -> None:
+    def _remove_from_order(self, info: NodeInfo) -> None:
+        """The node left: out of `node_order`, and touched (the node table takes out the rows of
+        dirty nodes no longer where its rows have them: `NodeTable._rows_taken`)."""
         self.order_version += 1
-        index = self._node_index.pop(name)
-        self._removals.append(index)
-        if len(self._removals) > REMOVALS_KEPT:
-            drop = len(self._removals) - REMOVALS_KEPT // 2
-            del self._removals[:drop]
-            self._removals_from += drop
+        index = self._node_index.pop(info.name)
         self.node_order.pop(index)
         for i in range(index, len(self.node_order)):
             self._node_index[self.node_order[i]] = i
+        self._touch(info)
 
     def _node_info(self, name: str) -> NodeInfo:
         info = self.nodes.get(name)

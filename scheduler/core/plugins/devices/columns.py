@@ -161,11 +161,6 @@ class ClassColumns(ColumnGroup):
                 named[row - bisect.bisect_left(rows, row)] = classes
         self._named = named
 
-    def forget_rows(self, start: int) -> None:
-        for row in [row for row in self._named if row >= start]:
-            for name, names in self._named.pop(row).items():
-                self._count(name, names, -1)
-
     def fill(self, row: int, info: NodeInfo) -> None:
         self.broken[row] = bool(info.broken)
         named = self._fill_classes(row, info, self.free)
