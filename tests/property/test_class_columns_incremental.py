@@ -11,9 +11,9 @@ deletes (health, cordon, resourceName, attributes), pods of another install hold
 their resource name's class shares by now), nodes of differing taints, cordon, zone and
 allocatable added, edited and removed (several between two syncs, a removed name coming back as a
 new node at the end of the order), with `NodeTable.sync` after random steps. After every sync,
-each group's arrays (every class column, `broken`, totals, `largest_group`, `resources`; the
-resource, taint, cordon and victim-floor columns, and each row's zone domain, too) equal those of
-a NodeTable built fresh from the same state.
+each group's arrays (every class column, `broken`, totals, `largest_group`, `resources` with its
+row counts; the resource, taint, cordon and victim-floor columns, and each row's zone domain, too)
+equal those of a NodeTable built fresh from the same state.
 """
 
 from __future__ import annotations
@@ -138,8 +138,8 @@ def arrays(group: ColumnGroup, n: int) -> Iterator[tuple[str, Any]]:
         elif isinstance(value, dict) and all(isinstance(v, np.ndarray) for v in value.values()):
             for key, column in value.items():
                 yield f"{attribute}[{key}]", column[:n].tolist()
-        elif isinstance(value, dict) and all(isinstance(v, set) for v in value.values()):
-            yield attribute, {key: sorted(names) for key, names in value.items()}
+        elif isinstance(value, dict) and all(isinstance(v, Counter) for v in value.values()):
+            yield attribute, {key: sorted(counts.items()) for key, counts in value.items()}  # ClassColumns.resources
         elif isinstance(value, dict):  # ResourceColumns.columns: name -> ResourceColumn
             for key, column in value.items():
                 for field in ("alloc", "score_alloc", "used", "free"):
@@ -264,7 +264,7 @@ def test_one_class_added_among_many_refills_only_its_own_columns() -> None:
     assert per_class == {"a100": 2}  # the class's columns, on the 2 rows with its devices
     columns = table.group(ClassColumns)
     assert columns.free["a100"][:24].tolist() == [4, 4] + [0] * 22
-    assert columns.resources["a100"] == {"nvidia.com/gpu"}
+    assert columns.resources["a100"].keys() == {"nvidia.com/gpu"}
 
 
 def test_a_class_whose_dimension_moves_changes_the_room_another_sharing_class_sees() -> None:

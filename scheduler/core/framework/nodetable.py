@@ -55,6 +55,8 @@ class EachArray(Protocol):
 class ColumnGroup(ABC):
     """A batch plugin's columns: one value (or a few) per node row."""
 
+    capacity: int  # rows the per-row arrays hold (`grow`): a column a group adds later is made this long
+
     @abstractmethod
     def row_arrays(self, each: EachArray) -> None:
         """Put `each(array)` in place of every per-row array the group holds (first axis: the
@@ -63,6 +65,7 @@ class ColumnGroup(ABC):
 
     def grow(self, capacity: int) -> None:
         """Make room for `capacity` rows, keeping the rows already filled (new rows zero)."""
+        self.capacity = capacity
 
         def wider(column: npt.NDArray[S]) -> npt.NDArray[S]:
             return grown(column, capacity)
@@ -130,15 +133,13 @@ class NodeTable:
         """The column group `factory` makes (one per factory), filled for every current row."""
         found = self._groups.get(factory)
         if found is None:
-            rows, self.size = self.size, 0  # the new group has filled no row yet (see `size`)
-            try:
+
+            def new() -> G:
                 made = factory(self)
                 made.grow(self.capacity)
-                for row in range(rows):
-                    made.fill(row, self.infos[row])
-                    self.size = row + 1
-            finally:
-                self.size = rows
+                return made
+
+            made = self._filled(new)
             self._groups[factory] = made
             if type(made).epoch is not ColumnGroup.epoch:
                 self._epochs[factory] = made.epoch()
@@ -147,14 +148,26 @@ class NodeTable:
 
     def refill(self, group: ColumnGroup) -> None:
         """`reset` the group and fill it for every row filled so far (`ColumnGroup.renew`)."""
-        rows, self.size = self.size, 0  # counts the rows done, as for a new group (see `size`)
-        try:
+
+        def reset() -> ColumnGroup:
             group.reset()
+            return group
+
+        self._filled(reset)
+
+    def _filled(self, make: Callable[[], G]) -> G:
+        """The group `make` returns (a new one, or one reset) filled for every row filled so far.
+        From `make` on, `size` counts the rows it has filled (none as `make` runs: a column it adds
+        fills no row yet, see `size`)."""
+        rows, self.size = self.size, 0
+        try:
+            group = make()
             for row in range(rows):
                 group.fill(row, self.infos[row])
                 self.size = row + 1
         finally:
             self.size = rows
+        return group
 
     def info(self, row: int) -> NodeInfo:
         return self.infos[row]

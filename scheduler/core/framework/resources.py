@@ -54,10 +54,6 @@ class ResourceColumns(ColumnGroup):
         self.score_cpu, self.score_memory = each(self.score_cpu), each(self.score_memory)
         self.pods_free = each(self.pods_free)
 
-    def grow(self, capacity: int) -> None:
-        self.capacity = capacity  # a resource named later starts at it
-        super().grow(capacity)
-
     def of(self, name: str) -> ResourceColumn:
         """The columns of resource `name`, added on first use and filled for the rows filled so
         far (`NodeTable.size`: during a pass, the rest are filled by the pass itself)."""

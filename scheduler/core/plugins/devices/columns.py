@@ -49,11 +49,11 @@ class ClassColumns(ColumnGroup):
         # largest of either; -1 when the free devices describe neither): a request of more spans
         # two groups and the planner halves the node's score (`within_one_group`)
         self.largest_group: dict[str, Ints] = {}
-        # device resourceNames per class: those its matching schedulable devices carry now
-        self.resources: dict[str, set[str]] = {}
+        # class -> the device resourceNames its matching schedulable devices carry now, each with
+        # the number of rows where they do (a name leaves when no row's devices carry it any more)
+        self.resources: dict[str, Counter[str]] = {}
         self.broken: Bools = np.zeros(table.capacity, np.bool_)
         self._named: dict[int, dict[str, frozenset[str]]] = {}  # row -> class -> its devices' resourceNames there
-        self._rows_naming: dict[str, Counter[str]] = {}  # class -> resourceName -> rows whose devices carry it
         self._built = 0  # the registry epoch the columns follow
         self._dimensions: dict[str, str] = {}  # resourceName -> the dimension its sharing class shares then
         self.reset()
@@ -64,7 +64,7 @@ class ClassColumns(ColumnGroup):
 
     def reset(self) -> None:
         self.free, self.total, self.most_units, self.largest_group = {}, {}, {}, {}
-        self.resources, self._rows_naming, self._named = {}, {}, {}
+        self.resources, self._named = {}, {}
         for cls in self.state.classes.by_resource.values():
             self._new_columns(cls.name)
         self._built, self._dimensions = self.state.classes.epoch, self._sharing_dimensions()
@@ -74,7 +74,7 @@ class ClassColumns(ColumnGroup):
         no longer usable; the others' stay (a changed node's row is refilled by `fill`)."""
         classes = self.state.classes
         built = self._built
-        dirty = {name for name, version in classes.versions.items() if version > built or name not in self.free}
+        dirty = {name for name, version in classes.versions.items() if version > built}
         dropped = self.free.keys() - classes.versions.keys()
         dimensions = self._sharing_dimensions()
         if dimensions != self._dimensions:
@@ -90,7 +90,7 @@ class ClassColumns(ColumnGroup):
         for name in dropped:
             for columns in self._per_class():
                 del columns[name]
-            del self.resources[name], self._rows_naming[name]
+            del self.resources[name]
         for name in dirty:
             self._new_columns(name)
         wanted = {name for name in dirty if classes.matching[name] > 0}  # others select no device: zero
@@ -136,18 +136,13 @@ class ClassColumns(ColumnGroup):
         self.total[name] = np.zeros(self.capacity, np.int64)
         self.most_units[name] = np.zeros(self.capacity, np.int64)
         self.largest_group[name] = np.full(self.capacity, -1, np.int64)
-        self.resources[name] = set()
-        self._rows_naming[name] = Counter()
+        self.resources[name] = Counter()
 
     def row_arrays(self, each: EachArray) -> None:
         self.broken = each(self.broken)
         for columns in self._per_class():
             for name, column in list(columns.items()):
                 columns[name] = each(column)
-
-    def grow(self, capacity: int) -> None:
-        self.capacity = capacity  # a class's columns made later start at it
-        super().grow(capacity)
 
     def remove_rows(self, table: NodeTable, rows: list[int], size: int) -> None:
         super().remove_rows(table, rows, size)  # the columns; then the classes' resourceNames per row
@@ -176,14 +171,11 @@ class ClassColumns(ColumnGroup):
 
     def _count(self, name: str, resources: frozenset[str], step: int) -> None:
         """Rows whose devices of class `name` carry `resources`: one more (`step` 1) or one less."""
-        rows, carried = self._rows_naming[name], self.resources[name]
+        rows = self.resources[name]
         for resource in resources:
             rows[resource] += step
-            if rows[resource] > 0:
-                carried.add(resource)
-            else:
+            if rows[resource] <= 0:
                 del rows[resource]
-                carried.discard(resource)
 
     def _fill_classes(self, row: int, info: NodeInfo, names: Iterable[str]) -> dict[str, frozenset[str]]:
         """Write the columns of these classes in `row`; the resourceNames each one's devices there

@@ -52,10 +52,6 @@ class TopologyColumns(ColumnGroup):
         for column in self.levels.values():
             column.codes = each(column.codes)
 
-    def grow(self, capacity: int) -> None:
-        self.capacity = capacity  # a level added later starts at it
-        super().grow(capacity)
-
     def fill(self, row: int, info: NodeInfo) -> None:
         for chain, column in self.levels.items():
             _fill(column, chain, row, info)
