@@ -392,7 +392,7 @@ class Binder:
         longer holds (410 Expired), a failed or unreadable watch — is not ours (fail closed: the
         pod is then counted as the other's binding, its devices all the same)."""
         ours = binding.annotations.get(TERM)
-        if not binding.resource_version or ours is None:
+        if not binding.resource_version or not ours:
             return False
         query = [("watch", "true"), ("fieldSelector", f"metadata.name={binding.name}"),
                  ("resourceVersion", binding.resource_version), ("allowWatchBookmarks", "false"),
@@ -419,8 +419,7 @@ class Binder:
                 return False
             meta = pod["metadata"]
             # the first change after our version: ours only if it is our Binding landing
-            return (meta.get("uid") == binding.uid and _same_placement(binding, pod)
-                    and (meta.get("annotations") or {}).get(TERM) == ours)
+            return meta.get("uid") == binding.uid and _same_placement(binding, pod) and _term_on(pod) == ours
         return False  # no change since our version came (within the watch's timeout): nothing proven
 
     async def _resolve(self, binding: Binding) -> tuple[Outcome | None, dict[str, Any] | None]:
@@ -498,8 +497,13 @@ def _bound_by_other(binding: Binding, pod: dict[str, Any], withdrawn_with: str =
     ours = binding.annotations.get(TERM)
     if ours is None:
         return None
-    theirs = str((pod["metadata"].get("annotations") or {}).get(TERM) or "")
+    theirs = _term_on(pod)
     return None if theirs in (ours, withdrawn_with) else theirs
+
+
+def _term_on(pod: dict[str, Any]) -> str:
+    """The `tessera.dev/term` a pod as the apiserver answered it carries ("" for none)."""
+    return str(((pod.get("metadata") or {}).get("annotations") or {}).get(TERM) or "")
 
 
 def _read_back_result(binding: Binding, settled: Outcome, observed: dict[str, Any] | None, first_error: str,
@@ -511,7 +515,7 @@ def _read_back_result(binding: Binding, settled: Outcome, observed: dict[str, An
         meta = (observed or {}).get("metadata") or {}
         detail = f"resourceVersion {binding.resource_version} -> {meta.get('resourceVersion')}" + \
             (f"; {first_error}" if first_error else "")
-        term = str((meta.get("annotations") or {}).get(TERM) or "")
+        term = _term_on(observed or {})
         fenced_by = term if deposed else ""
         # its term token as decided, or the one this term's Binding carries (a status write of
         # ours may have written it since): nobody's fence or withdrawal changed it
@@ -519,7 +523,7 @@ def _read_back_result(binding: Binding, settled: Outcome, observed: dict[str, An
         return BindResult(binding, settled, CHANGED, 0.0, observed=observed, sends=sends, detail=detail,
                           fenced_by=fenced_by, pod_changed=not deposed and unfenced)
     if settled is Outcome.CONFLICT and observed is not None and _same_placement(binding, observed):
-        bound_by = str((observed["metadata"].get("annotations") or {}).get(TERM) or "")
+        bound_by = _term_on(observed)
         return BindResult(binding, settled, f"the pod was bound to {binding.node} by another Binding than this "
                           "replica's, with the same devices", 0.0, observed=observed, sends=sends,
                           detail=first_error, bound_by_other=True, bound_by=bound_by)
@@ -527,7 +531,7 @@ def _read_back_result(binding: Binding, settled: Outcome, observed: dict[str, An
     if settled is Outcome.CONFLICT and observed is not None and node:
         # bound by someone else (a newer leader, a kubelet's static pod, another install): the
         # read-back says where and by which term; the send's own error (a timeout) stays the detail
-        term = str((observed["metadata"].get("annotations") or {}).get(TERM) or "none")
+        term = _term_on(observed) or "none"
         asked = "with other devices than" if node == binding.node else f"not to {binding.node} as"
         return BindResult(binding, settled, f"the pod is bound to {node} ({TERM} {term}), {asked} this Binding "
                           "asked", 0.0, observed=observed, sends=sends, detail=first_error)
