@@ -71,6 +71,12 @@ class LeaseClient:
         # what `KubeHttp.api` would be: the server a start-up line names (`tessera run`'s `_run`)
         self.api = SimpleNamespace(configuration=SimpleNamespace(host="https://127.0.0.1:6443"))
         self.limiter = None  # KubeHttp's: none here
+        self.on_result: Callable[[str, str, str], None] | None = None  # KubeHttp's (`tessera run` sets it)
+
+    def tell_result(self, code: str, method: str, host: str) -> None:
+        """KubeHttp's: what the loop's Event client counts its requests through."""
+        if self.on_result is not None:
+            self.on_result(code, method, host)
 
     async def acquire(self) -> None:
         pass

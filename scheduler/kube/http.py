@@ -371,8 +371,13 @@ class KubeHttp:
         self.host = (urlsplit(server).netloc if isinstance(server, str) else "") or "none"
 
     def _told(self, code: str, method: str) -> None:
+        self.tell_result(code, method, self.host)
+
+    def tell_result(self, code: str, method: str, host: str) -> None:
+        """Tell `on_result`, as it is now, of a request's result: also the `on_result` of another
+        client that counts with this one (the loop's Event client)."""
         if self.on_result is not None:
-            self.on_result(code, method, self.host)
+            self.on_result(code, method, host)
 
     async def acquire(self) -> None:
         """Wait for a write token now (then send with `limited=False`): for a caller that must

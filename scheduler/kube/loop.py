@@ -98,10 +98,11 @@ class SchedulerLoop:
         self.binder = Binder(http, self._on_bound, term=lambda: self.leader_term(), identity=identity,
                              ready=self._after_own_status_write)
         # Events get a client of their own with its own token bucket, as kube-scheduler's event
-        # client does, so that recording a pod's Event never takes a Binding's place in the budget.
+        # client does, so that recording a pod's Event never takes a Binding's place in the budget;
+        # it counts its requests wherever `http` counts them then (`on_result` may be set later).
         limiter = http.limiter
         events_http = KubeHttp(http.api, RateLimiter(limiter.qps, limiter.burst) if limiter is not None else None,
-                               on_result=http.on_result)
+                               on_result=http.tell_result)
         # each Event names the profile it was decided for as its reportingController (kube-scheduler
         # gives each profile a recorder named after its scheduler); the first profile's otherwise
         self.events = EventRecorder(events_http, controller=config.profiles[0].scheduler_name, instance=identity,

@@ -39,11 +39,20 @@ async def test_each_request_counts_by_code_method_and_host() -> None:
     assert _count(metrics, "500", "POST") == 1
 
 
-def test_the_loops_own_event_client_counts_too() -> None:
+async def test_the_loops_own_event_client_counts_too() -> None:
     """The loop's Event writer has a client of its own (its own token bucket): it counts into
-    the same metric as the client it was made from."""
+    the same metric as the client it was made from, whenever that client's `on_result` was set
+    (`tessera run` sets it on the clients it made; the Event client used to copy it when the
+    loop was made, and counted nothing when it was set after)."""
     api = FakeApi()
     metrics = Metrics()
-    http = KubeHttp(api, on_result=metrics.count_request)  # type: ignore[arg-type]
-    loop = SchedulerLoop(load_config(None), http, KubeHttp(api), identity="a")  # type: ignore[arg-type]
-    assert loop.events.http.on_result == metrics.count_request
+    api.add_pod(b.pod("p"))
+    early = KubeHttp(api, on_result=metrics.count_request)  # type: ignore[arg-type]
+    loop = SchedulerLoop(load_config(None), early, KubeHttp(api), identity="a")  # type: ignore[arg-type]
+    await loop.events.http.request("GET", "/api/v1/namespaces/default/pods/p")
+    assert _count(metrics, "200", "GET") == 1
+    late = KubeHttp(api)  # type: ignore[arg-type]
+    loop = SchedulerLoop(load_config(None), late, KubeHttp(api), identity="a")  # type: ignore[arg-type]
+    late.on_result = metrics.count_request
+    await loop.events.http.request("GET", "/api/v1/namespaces/default/pods/missing")
+    assert _count(metrics, "404", "GET") == 1
