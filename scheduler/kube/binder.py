@@ -52,7 +52,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import orjson
@@ -65,6 +65,9 @@ from scheduler.kube.concurrency import MAX_IN_FLIGHT, InFlight, TaskHost
 from scheduler.kube.pod_answers import pod_in, pod_not_found
 from scheduler.kube.term_write import write_term
 from scheduler.logs import describe_error
+
+if TYPE_CHECKING:
+    from scheduler.kube.metrics import BindingResult
 
 log = structlog.get_logger("tessera.binder")
 
@@ -142,6 +145,13 @@ class BindResult:
     # success of this replica's, no "Successfully assigned" Event of ours; the pod is the other's
     bound_by_other: bool = False
     bound_by: str = ""
+
+    @property
+    def counted_as(self) -> BindingResult:
+        """What the Binding counts as (tessera_bindings_total's `result`, its log line's
+        `outcome`): `given_up` when this replica stopped leading and gave it up (withdrawn or
+        never sent: the leadership machinery at a failover, not an error), else its outcome."""
+        return "given_up" if self.not_leading else self.outcome.value
 
     @property
     def pod_gone(self) -> bool:

@@ -1004,7 +1004,7 @@ def _log_not_bound(result: BindResult, preempted: bool, reason: str = "") -> Non
     that happened too often in a row and it backs off: `binder.failed` as any refusal.)"""
     binding = result.binding
     line: dict[str, Any] = {"pod": f"{binding.namespace}/{binding.name}", "node": binding.node,
-                            "outcome": "given_up" if result.not_leading else result.outcome.value,
+                            "outcome": result.counted_as,
                             "message": result.message}
     if result.detail:
         line["detail"] = result.detail

@@ -467,8 +467,7 @@ class MetricsHooks(LoopHooks):
             self.metrics.observe_pod_group_attempt(result, attempts[0].pod.scheduler_name, seconds)
 
     def on_bind(self, result: BindResult, redecided: bool = False) -> None:
-        self.metrics.observe_binding("outdated" if redecided else "given_up" if result.not_leading
-                                     else result.outcome.value, result.seconds)
+        self.metrics.observe_binding("outdated" if redecided else result.counted_as, result.seconds)
 
     def on_permit_wait(self, result: str, seconds: float) -> None:
         self.metrics.observe_permit_wait(result, seconds)
