@@ -32,6 +32,17 @@ def _columns(table: NodeTable, factory: type[ResourceColumns] = ResourceColumns)
             for name, column in sorted(group.columns.items())}
 
 
+def _synced(gpus: list[int]) -> tuple[Intake, NodeTable]:
+    """Nodes n0, n1 … with these GPU counts, and a node table synced over them."""
+    engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
+    intake = Intake(engine)
+    for i, count in enumerate(gpus):
+        intake.apply("ADDED", b.node(f"n{i}", gpus=count), 0.0)
+    table = NodeTable(engine.state)
+    table.sync()
+    return intake, table
+
+
 def test_a_resource_first_named_half_way_through_a_refill_is_filled_for_the_rows_before() -> None:
     """n1 describes `FOO` only by its devices (its scoring allocatable is their count); n2, added
     when n0 goes, names it in its allocatable, so the column is created while n2's row is filled
@@ -58,12 +69,7 @@ def test_a_resource_first_named_half_way_through_a_refill_is_filled_for_the_rows
 def test_a_group_made_after_the_nodes_fills_each_row_once() -> None:
     """The first cycle after start-up makes the resource columns over every node: a column the
     first row names (the GPUs) used to be filled for all rows and then again row by row."""
-    engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
-    intake = Intake(engine)
-    for i in range(3):
-        intake.apply("ADDED", b.node(f"n{i}", gpus=8), 0.0)
-    table = NodeTable(engine.state)
-    table.sync()
+    intake, table = _synced([8] * 3)
     fills: list[int] = []
 
     class Counted(ResourceColumns):
@@ -84,12 +90,7 @@ def test_a_stale_group_alone_is_refilled_for_every_row() -> None:
     """A group whose epoch moved is refilled for every row; the other groups keep their rows (a
     ResourceClass change used to refill every row of every group: the resource, taint, cordon...
     columns of 10k nodes for nothing they read)."""
-    engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
-    intake = Intake(engine)
-    for i in range(3):
-        intake.apply("ADDED", b.node(f"n{i}", gpus=8), 0.0)
-    table = NodeTable(engine.state)
-    table.sync()
+    intake, table = _synced([8] * 3)
     fills: list[tuple[str, int]] = []
     epoch = [0]
 
@@ -128,12 +129,7 @@ def test_a_group_takes_its_rows_out_through_the_arrays_it_names_once() -> None:
     """A group names its per-row arrays once (`ColumnGroup.row_arrays`): growing and taking rows
     out both go through it, so a node leaving fills no row that stayed, and rows added past the
     first capacity keep the earlier rows' values, in every array it names."""
-    engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
-    intake = Intake(engine)
-    for i in range(4):
-        intake.apply("ADDED", b.node(f"n{i}", gpus=i + 1), 0.0)
-    table = NodeTable(engine.state)
-    table.sync()
+    intake, table = _synced([1, 2, 3, 4])
     fills: list[tuple[str, int]] = []
 
     class Plain(ColumnGroup):
@@ -176,12 +172,7 @@ def test_a_group_takes_its_rows_out_through_the_arrays_it_names_once() -> None:
 def test_a_new_node_is_filled_once() -> None:
     """A node added since the last sync is filled as a new row; it is also among the changed
     (dirty) nodes, and was filled a second time as one, in every group."""
-    engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
-    intake = Intake(engine)
-    for i in range(3):
-        intake.apply("ADDED", b.node(f"n{i}", gpus=8), 0.0)
-    table = NodeTable(engine.state)
-    table.sync()
+    intake, table = _synced([8] * 3)
     fills: list[int] = []
 
     class Counted(ResourceColumns):
@@ -203,12 +194,7 @@ def test_many_removals_and_a_node_come_back_between_syncs_end_as_a_table_built_f
     left since the last sync (the state keeps no log of removals that a table could fall behind):
     n3 leaves and comes back last, n7 leaves after being changed, n1, n6 and n5 leave; every row
     that stayed keeps its values (none is filled again) and the table ends as one built fresh."""
-    engine = Engine(load_config(None), batch=True, stopwatch=NO_STOPWATCH)
-    intake = Intake(engine)
-    for i in range(8):
-        intake.apply("ADDED", b.node(f"n{i}", gpus=i + 1), 0.0)
-    table = NodeTable(engine.state)
-    table.sync()
+    intake, table = _synced([1, 2, 3, 4, 5, 6, 7, 8])
     fills: list[str] = []
 
     class Counted(ResourceColumns):
@@ -225,7 +211,7 @@ def test_many_removals_and_a_node_come_back_between_syncs_end_as_a_table_built_f
     intake.apply("ADDED", b.node("n3", gpus=9), 0.0)
     table.sync()
     assert fills == ["n3"]
-    fresh = NodeTable(engine.state)
+    fresh = NodeTable(table.state)
     fresh.sync()
     assert _columns(table, Counted) == _columns(fresh)
     assert _columns(table, Counted)["nvidia.com/gpu"]["alloc"] == [1, 3, 5, 9]
