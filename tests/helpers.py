@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -178,11 +178,12 @@ def workload_gang_member(name: str, priority: int | None = None) -> dict[str, An
                  spec_extra={"schedulingGroup": {"podGroupName": "big"}})
 
 
-def fake_listing(api: Any, objs: list[dict[str, Any]]) -> Callable[[Target], Awaitable[tuple[Any, ClusterListing]]]:
+def fake_listing(api: Any, objs: list[dict[str, Any]]
+                 ) -> Callable[[Target, Iterable[str]], Awaitable[tuple[Any, ClusterListing]]]:
     """A stand-in for `kubectl tessera`'s `cli._listing`: lists `objs` (read at each call, so a
     test may change them between commands) and hands back `api` for the follow-up reads, with a
     `close()` the command calls when it is done."""
-    async def listing(target: Target) -> tuple[Any, ClusterListing]:
+    async def listing(target: Target, namespaces: Iterable[str] = ()) -> tuple[Any, ClusterListing]:
         async def close() -> None:
             return None
         api.api = SimpleNamespace(close=close)

@@ -2,18 +2,19 @@
 
 `kubectl tessera` needs one consistent picture, not a stream: the same kinds the scheduler
 watches (`informers.SCHEDULER_KINDS`), each listed page by page, fed to a fresh core in replay
-order (`scheduler.sim.snapshot`). Nodes and Pods must be readable. Tessera's own kinds may be
-missing (a CRD not installed) or denied (a user without `tessera-inventory-reader`): the listing
-goes on without them and says so, because GPUs by count and pods without gangs are still worth
-showing. The scheduler's optional kinds are left out silently where they are not served or not
-readable: PodDisruptionBudgets and PriorityClasses only steer preemption and gang priority. The
-alpha Workload API's PodGroups define gangs, so a refusal to list them (the API is on, the user
-may not read them) is said: without them their members show as `podgroup ... not found`.
+order (`scheduler.sim.snapshot`). Nodes and Pods must be readable cluster-wide: a GPU another
+namespace's pod holds is not free, so a picture of one namespace's pods would be a false one.
+The other kinds may be missing (a CRD not installed: there are none) or denied (a researcher
+with `edit` in one namespace): a namespaced kind denied cluster-wide is listed in the namespaces
+the command is about (`namespaces`: the explained pod's, -n's), and a kind that still cannot be
+read is recorded in `ClusterListing.unread` and said in a warning naming the permission and the
+shipped role that grants it (`GRANTS`), so no verdict reads "there is none" where it is "cannot
+be read" (`kubectl.unread`). A denial of Nodes or Pods is a `ListError` saying the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -23,7 +24,9 @@ import aiohttp
 import anyio
 
 from scheduler.kube.http import KubeHttp, Response, rejected
-from scheduler.kube.informers import NODES, PODS, SCHEDULER_KINDS, WORKLOAD_POD_GROUPS, ResourceKind
+from scheduler.kube.informers import (DISRUPTION_BUDGETS, EXTENDED_RESOURCES, NODES, POD_GROUPS, PODS,
+                                     PRIORITY_CLASSES, RESOURCE_CLASSES, SCHEDULER_KINDS, WORKLOAD_POD_GROUPS,
+                                     ResourceKind)
 from scheduler.logs import describe_error
 
 PAGE = 500
@@ -36,13 +39,62 @@ class ListError(Exception):
     """A kind the picture cannot do without could not be listed; the message says why, in one line."""
 
 
+# The shipped roles (deploy/rbac/user-roles.yaml, the Helm chart's templates/user-roles.yaml) a
+# `kubectl tessera` user needs, and what grants each kind's list, as a 403 says it.
+EXPLAINER = "tessera-explainer"
+INVENTORY_READER = "tessera-inventory-reader"
+CONFIG_READER = "tessera-config-reader"
+ROLES_FILE = "deploy/rbac/user-roles.yaml"
+BIND = f"bound with a ClusterRoleBinding; {ROLES_FILE}"
+NAMESPACED: frozenset[str] = frozenset(kind.label for kind in (PODS, POD_GROUPS, DISRUPTION_BUDGETS,
+                                                                WORKLOAD_POD_GROUPS))
+
+
+def resource(kind: ResourceKind) -> str:
+    """kubectl's name of the kind's resource: `nodes`, `resourceclasses.tessera.dev`."""
+    plural = kind.path.rsplit("/", 1)[-1]
+    group = kind.api_version.rpartition("/")[0]
+    return f"{plural}.{group}" if group else plural
+
+
+def grant(kind: ResourceKind) -> str:
+    """The permission a list of `kind` needs and the shipped ClusterRole that grants it."""
+    scope = "in all namespaces" if kind.label in NAMESPACED else "(cluster-scoped)"
+    roles = f"{INVENTORY_READER} or {EXPLAINER}" if kind in (EXTENDED_RESOURCES, RESOURCE_CLASSES) else EXPLAINER
+    return f"needs list on {resource(kind)} {scope}: ask for the ClusterRole {roles} ({BIND})"
+
+
+@dataclass(frozen=True, slots=True)
+class Unread:
+    """A kind the listing could not read whole: why (one line), and the namespaces it was read in
+    instead (a namespaced kind denied cluster-wide)."""
+
+    kind: ResourceKind
+    why: str
+    namespaces: frozenset[str] = frozenset()
+
+    def read_in(self, namespace: str) -> bool:
+        return namespace in self.namespaces
+
+    @property
+    def name(self) -> str:
+        return resource(self.kind)
+
+
 @dataclass(slots=True)
 class ClusterListing:
     objects: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # kinds left out, and why
+    unread: dict[str, Unread] = field(default_factory=dict)  # by ResourceKind.label: kinds not read whole
 
 
-async def list_kind(http: KubeHttp, kind: ResourceKind) -> list[dict[str, Any]] | Response:
+def namespaced_path(kind: ResourceKind, namespace: str) -> str:
+    """The list path of a namespaced kind in one namespace."""
+    prefix, _, plural = kind.path.rpartition("/")
+    return f"{prefix}/namespaces/{quote(namespace, safe='')}/{plural}"
+
+
+async def list_kind(http: KubeHttp, kind: ResourceKind, path: str = "") -> list[dict[str, Any]] | Response:
     """Every object of `kind` (with kind and apiVersion set, as a watch event has them), or the
     apiserver's answer when it did not list them. A continue token that expired (410 on a later
     page) restarts the list from the start, a few times, as client-go's pager does."""
@@ -51,7 +103,7 @@ async def list_kind(http: KubeHttp, kind: ResourceKind) -> list[dict[str, Any]] 
     token = ""
     while True:
         query = [("limit", str(PAGE))] + ([("continue", token)] if token else [])
-        response = await http.request("GET", kind.path, query=query, timeout=LIST_TIMEOUT, limited=False)
+        response = await http.request("GET", path or kind.path, query=query, timeout=LIST_TIMEOUT, limited=False)
         if response.status == 410 and token and restarts < EXPIRED_RESTARTS:
             restarts += 1
             items, token = [], ""
@@ -68,44 +120,90 @@ async def list_kind(http: KubeHttp, kind: ResourceKind) -> list[dict[str, Any]] 
             return items
 
 
-async def list_cluster(http: KubeHttp, kinds: tuple[ResourceKind, ...] = SCHEDULER_KINDS) -> ClusterListing:
-    """All `kinds`, listed concurrently; raises `ListError` when Nodes or Pods cannot be read."""
+async def list_cluster(http: KubeHttp, kinds: tuple[ResourceKind, ...] = SCHEDULER_KINDS,
+                       namespaces: Iterable[str] = ()) -> ClusterListing:
+    """All `kinds`, listed concurrently; a namespaced kind (but Pods) denied cluster-wide is listed
+    in each of `namespaces` instead. Raises `ListError` when Nodes or Pods cannot be read."""
     results: dict[str, list[dict[str, Any]] | Response | str] = {}  # str: the request failed, why
+    wanted = sorted(set(namespaces))
 
-    async def one(kind: ResourceKind) -> None:
+    async def one(kind: ResourceKind, path: str = "") -> list[dict[str, Any]] | Response | str:
         try:
-            results[kind.label] = await list_kind(http, kind)
+            return await list_kind(http, kind, path)
         except TimeoutError:  # a bare class name ("TimeoutError") would not say which server, or how long
-            results[kind.label] = f"no answer from the apiserver at {http.api.configuration.host} within " \
-                                  f"{LIST_TIMEOUT:g} s"
+            return f"no answer from the apiserver at {http.api.configuration.host} within {LIST_TIMEOUT:g} s"
         except (aiohttp.ClientError, OSError, ValueError) as err:  # said below, in one line
-            results[kind.label] = describe_error(err)
+            return describe_error(err)
+
+    async def each(kind: ResourceKind) -> None:
+        results[kind.label] = await one(kind)
 
     async with anyio.create_task_group() as group:
         for kind in kinds:
-            group.start_soon(one, kind)
+            group.start_soon(each, kind)
+    fallback: dict[tuple[str, str], list[dict[str, Any]] | Response | str] = {}
+
+    async def in_namespace(kind: ResourceKind, namespace: str) -> None:
+        fallback[kind.label, namespace] = await one(kind, namespaced_path(kind, namespace))
+
+    async with anyio.create_task_group() as group:
+        for kind in kinds:
+            result = results[kind.label]
+            if kind.label in NAMESPACED and kind is not PODS and isinstance(result, Response) \
+                    and result.status == 403:
+                for namespace in wanted:
+                    group.start_soon(in_namespace, kind, namespace)
     listing = ClusterListing()
     for kind in kinds:
         result = results[kind.label]
         if isinstance(result, list):
             listing.objects += result
             continue
-        if kind.optional:
-            if isinstance(result, str):
-                listing.warnings.append(f"{kind.path.rsplit('/', 1)[-1]}: {result}; shown without them")
-            elif kind is WORKLOAD_POD_GROUPS and result.status in (401, 403):
-                listing.warnings.append(f"podgroups.scheduling.k8s.io: denied (HTTP {result.status}); members of "
-                                        "upstream PodGroups show as waiting for their podgroup")
-            continue
         if kind in (NODES, PODS):
-            reason = result if isinstance(result, str) else rejected(http, result) \
-                if result.status in (401, 403) else f"HTTP {result.status}: {result.message()}"
+            if isinstance(result, str):
+                reason = result
+            elif result.status in (401, 403):
+                reason = rejected(http, result) + (f"; {_NEEDED}: {grant(kind)}" if result.status == 403 else "")
+            else:
+                reason = f"HTTP {result.status}: {result.message()}"
             raise ListError(f"cannot list {kind.path.rsplit('/', 1)[-1]}: {reason}")
-        plural = kind.path.rsplit("/", 1)[-1]
-        why = result if isinstance(result, str) else "not served (CRD not installed?)" if result.status == 404 \
-            else f"denied (HTTP {result.status})" if result.status in (401, 403) else f"HTTP {result.status}"
-        listing.warnings.append(f"{plural}: {why}; shown without them")
+        if isinstance(result, Response) and result.status == 404 and not kind.builtin:
+            continue  # not served: an alpha API off, a CRD not installed: there are none
+        denied = isinstance(result, Response) and result.status == 403
+        why = result if isinstance(result, str) else f"denied (HTTP 403): {grant(kind)}" if denied \
+            else "our credentials were rejected (HTTP 401)" if result.status == 401 else f"HTTP {result.status}"
+        read: list[str] = []
+        for namespace in wanted if denied else ():
+            found = fallback.get((kind.label, namespace))
+            if isinstance(found, list):
+                listing.objects += found
+                read.append(namespace)
+        unread = Unread(kind, why, frozenset(read))
+        listing.unread[kind.label] = unread
+        listing.warnings.append(_warning(unread))
     return listing
+
+
+_NEEDED = "kubectl tessera reads every node and every namespace's pods (a GPU another namespace's pod holds " \
+          "is not free)"
+# what the picture lacks without the kind (the dry runs say it per pod, `kubectl.unread`)
+_WITHOUT = {
+    EXTENDED_RESOURCES.label: "GPUs show by the nodes' count, without their devices, health or slices",
+    RESOURCE_CLASSES.label: "requests of ResourceClasses cannot be judged",
+    POD_GROUPS.label: "their gangs cannot be judged",
+    WORKLOAD_POD_GROUPS.label: "their gangs cannot be judged",
+    DISRUPTION_BUDGETS.label: "the dry runs' preemption does not see them",
+    PRIORITY_CLASSES.label: "the dry runs' gang priorities and preemption do not see them",
+}
+
+
+def _warning(unread: Unread) -> str:
+    """`resourceclasses.tessera.dev: cannot be read: denied (HTTP 403): needs ...; <what that leaves out>`."""
+    without = _WITHOUT[unread.kind.label]
+    if unread.namespaces:
+        without = (f"read in namespace {', '.join(sorted(unread.namespaces))} only; in the others "
+                   + without.replace("their ", "").replace("them", "those"))
+    return f"{unread.name}: cannot be read: {unread.why}; {without}"
 
 
 async def pod_events(http: KubeHttp, namespace: str, name: str, uid: str = "") -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -160,15 +160,16 @@ async def _leader(http: KubeHttp, election: LeaderElectionConfig | str) -> Leade
     return await leadership(http, election, progress=lambda line: print(line, file=sys.stderr))
 
 
-async def _listing(target: Target) -> tuple[KubeHttp, ClusterListing]:
-    """Connect and list the cluster; the client is returned for follow-up reads (closed by the caller)."""
+async def _listing(target: Target, namespaces: Iterable[str]) -> tuple[KubeHttp, ClusterListing]:
+    """Connect and list the cluster (a namespaced kind denied cluster-wide in `namespaces`, the
+    ones the command is about); the client is returned for follow-up reads (closed by the caller)."""
     api = await connect(target.kubeconfig, user_agent=USER_AGENT, context=target.context)
     http = KubeHttp(api)
     try:
         response = await check_apiserver(http, target.kubeconfig)
         if response.status in (401, 403):
             raise CommandError(rejected(http, response))
-        return http, await list_cluster(http)
+        return http, await list_cluster(http, namespaces=namespaces)
     except ListError as err:
         await api.close()
         raise CommandError(str(err)) from None
@@ -191,7 +192,7 @@ def _print(doc: dict[str, Any], text: Callable[[], str], fmt: str) -> None:
 async def _nodes(args: argparse.Namespace, target: Target) -> int:
     if args.config is not None:
         _config(args.config)  # a bad file fails before the cluster is read
-    http, listing = await _listing(target)
+    http, listing = await _listing(target, [target.namespace])
     try:
         chosen = await _chosen(args, http)
     finally:
@@ -244,7 +245,7 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
     except BadReference as err:
         raise CommandError(str(err)) from None
     namespace, name = ref.namespace, ref.name
-    http, listing = await _listing(target)
+    http, listing = await _listing(target, [namespace])
     try:
         chosen = await _chosen(args, http)
         if ref.kind is not None:
@@ -256,7 +257,8 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
         events = await pod_events(http, namespace, name, uid) if pod is not None else []
         _warn(listing)
         now = time.time()
-        result = explaining.explain(listing.objects, f"{namespace}/{name}", chosen.config, events, now)
+        result = explaining.explain(listing.objects, f"{namespace}/{name}", chosen.config, events, now,
+                                    listing.unread)
         if result is not None and result.dry_run is not None:  # it waits for Tessera: does a replica lead?
             result = explaining.with_leader(result, await _leader(http, chosen.lease))
         exists = result is not None or not read_as_namespace(args.pod) \
@@ -274,7 +276,8 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
         _config(args.config)  # a bad file fails before the cluster is read
     now = time.time()
     probes = _probes(args.filename, target.namespace, args.namespace, now) if args.filename else []
-    http, listing = await _listing(target)
+    namespaces = {target.namespace} | {str(probe["metadata"]["namespace"]) for probe in probes}
+    http, listing = await _listing(target, namespaces)
     try:
         chosen = await _chosen(args, http)
         _warn(listing)
@@ -285,10 +288,10 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
                                    "what creating them would do, and the apiserver would refuse a name in use: "
                                    "delete the existing object or give the file's objects other names")
             result = whatif.what_if([*listing.objects, *probes], chosen.config, now,
-                                    only=probe_pods.probe_keys(probes), from_file=args.filename)
+                                    only=probe_pods.probe_keys(probes), from_file=args.filename, unread=listing.unread)
         else:
             namespace = None if args.all_namespaces or args.namespace is None else target.namespace
-            result = whatif.what_if(listing.objects, chosen.config, now, namespace)
+            result = whatif.what_if(listing.objects, chosen.config, now, namespace, unread=listing.unread)
         if result.outcomes:  # pods wait: does a replica schedule them now? The running scheduler's Lease says
             installed = chosen if args.config is None else await _installed_config(
                 args, http, "the Leader line reads the built-in configuration's Lease")

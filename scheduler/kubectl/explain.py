@@ -30,9 +30,10 @@ from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.state import ClusterState
 from scheduler.first_few import first_few
 from scheduler.kube.fence import FENCE_REFUSED
-from scheduler.kube.snapshot import last_seen, seen_at
+from scheduler.kube.snapshot import Unread, last_seen, seen_at
 from scheduler.kube.term_token import parse_term_token
 from scheduler.kubectl.leadership import UNKNOWN, Leadership
+from scheduler.kubectl.unread import cannot_tell, podgroup_unread
 from scheduler.sim.snapshot import is_bound, load
 from scheduler.view.cluster import extended_amounts, gang_view, gate_holds
 from scheduler.view.model import GangView, plain
@@ -60,6 +61,8 @@ class DryRun:
     score: int | None = None  # `node`'s total score, when more than one node was scored
     # why each of `preempts` goes, in its order ("" for a pod alone): a gang left below its minimum goes whole
     preempt_reasons: tuple[str, ...] = ()
+    # no verdict: `message` says which kind it depends on could not be read (`unread.cannot_tell`)
+    unknown: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +138,11 @@ class Explanation:
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
-            events: Sequence[Mapping[str, Any]], now: float) -> Explanation | None:
-    """The explanation of pod `key` (namespace/name) in the listed cluster; None if it is not there."""
+            events: Sequence[Mapping[str, Any]], now: float,
+            unread: Mapping[str, Unread] | None = None) -> Explanation | None:
+    """The explanation of pod `key` (namespace/name) in the listed cluster; None if it is not there.
+    `unread`: the kinds the listing could not read (`ClusterListing.unread`): a dry run that
+    depends on one gives no verdict, and says why."""
     raw = next((obj for obj in objects if obj.get("kind") == "Pod" and _key(obj) == key), None)
     if raw is None:
         return None
@@ -159,6 +165,10 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
     listed = _without_gates(objects, key) if ungated else objects
     run = _dry_run(listed, _waiting_with(state, pod) | _nominated_before(state, pod), key, config, now) \
         if pending or ungated else None
+    blind = cannot_tell(state, pod, unread or {}) if run is not None else ""
+    if blind:  # its verdict would read an unread kind as absent
+        run = DryRun("", blind, False, (), (), unknown=True)
+    stays = run is not None and not run.node and not run.unknown  # a verdict of pending: say why
     status = _status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates,
                      _finalizers(raw), core.gated().get(key, ""), _fence_refused(events),
                      _preempted_for(state, pod, events))
@@ -172,28 +182,37 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         reason=wait.reason if wait else "",
         message=wait.message if wait else "",
         nominated_node=pod.nominated_node,
-        gang=gang_view(state, pod.gang.key) if pod.gang is not None else None,
+        gang=_gang_view(state, pod, unread or {}),
         gate=_gate(state, pod, wait.node if wait else "", gates),
         devices=() if pod.terminal else _devices(pod),
         dry_run=run,
-        terminating=_terminating(state) if run is not None and not run.node and extended_amounts(pod.requests) else (),
+        terminating=_terminating(state) if stays and extended_amounts(pod.requests) else (),
         events=tuple(_event(event) for event in events),
-        beyond_every_node=beyond_every_node(state, pod) if run is not None and not run.node else (),
-        beyond_the_cluster=beyond_the_cluster(state, pod, core.cluster_totals()) if run is not None and not run.node else "",
-        missing_named_nodes=_missing_named_nodes(state, pod) if run is not None and not run.node else (),
+        beyond_every_node=beyond_every_node(state, pod) if stays else (),
+        beyond_the_cluster=beyond_the_cluster(state, pod, core.cluster_totals()) if stays else "",
+        missing_named_nodes=_missing_named_nodes(state, pod) if stays else (),
         released=len(_devices(pod)) if pod.terminal else 0,
         counted=_counted(state, pod),
         config=config.source,
-        classes=_classes(state, pod) if run is not None else (),
+        classes=_classes(state, pod) if run is not None and not run.unknown else (),
         ungated=ungated,
-        unadvertised=_unadvertised(state, pod) if run is not None and not run.node else (),
-        missing_podgroup=_missing_podgroup(state, pod) if run is not None and not run.node else "",
-        unmatched_selector=_unmatched_selector(state, pod) if run is not None and not run.node else (),
-        too_few_members=too_few_members(state, pod) if run is not None and not run.node else "",
+        unadvertised=_unadvertised(state, pod) if stays else (),
+        missing_podgroup=_missing_podgroup(state, pod) if stays else "",
+        unmatched_selector=_unmatched_selector(state, pod) if stays else (),
+        too_few_members=too_few_members(state, pod) if stays else "",
         fence_refused=status == FENCE_STATUS,
         term=pod.meta.annotations.get(TERM, ""),
-        room_kept=_room_kept(listed, state, pod, run, config, now) if run is not None and not run.node else (),
+        room_kept=_room_kept(listed, state, pod, run, config, now) if run is not None and stays else (),
     )
+
+
+def _gang_view(state: ClusterState, pod: Pod, unread: Mapping[str, Unread]) -> GangView | None:
+    """The pod's gang; its PodGroup unread, its message says so (not the core's "not found")."""
+    if pod.gang is None:
+        return None
+    view = gang_view(state, pod.gang.key)
+    missing = podgroup_unread(pod, unread)
+    return view if view is None or missing is None else replace(view, message=f"its PodGroup cannot be read ({missing.name})")
 
 
 def with_leader(explanation: Explanation, leader: Leadership | None) -> Explanation:
@@ -636,7 +655,9 @@ def render(x: Explanation, now: float) -> str:
         lines += ["  " + line for line in table.splitlines()]
     if x.dry_run is not None:
         run = x.dry_run
-        if run.node and run.held:
+        if run.unknown:
+            verdict = f"cannot tell: {run.message}"
+        elif run.node and run.held:
             verdict = f"would go to {run.node}, its Binding held by the allocation gate: {run.message}"
         elif run.node:
             verdict = f"would go to {run.node}"

@@ -11,7 +11,7 @@ cluster is only read.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -19,7 +19,9 @@ from scheduler.api.config_model import SchedulerConfig
 from scheduler.core import annotations as ann
 from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.scheduler import Scheduler
+from scheduler.kube.snapshot import Unread
 from scheduler.kubectl.leadership import Leadership
+from scheduler.kubectl.unread import cannot_tell
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import replay_order
 from scheduler.view.cluster import build_view
@@ -40,6 +42,8 @@ class Outcome:
     tied_count: int = 0  # how many other nodes had it
     score: int | None = None  # the node's total score, when more than one node was scored
     preempt_reasons: tuple[str, ...] = ()  # why each of `preempts` goes (as `WhatIf.evicted_reasons`)
+    # no verdict: `message` says which kind it depends on could not be read (`unread.cannot_tell`)
+    unknown: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +69,18 @@ class WhatIf:
     def placed(self) -> int:
         return sum(1 for outcome in self.outcomes if outcome.node)
 
+    @property
+    def unknown(self) -> int:
+        return sum(1 for outcome in self.outcomes if outcome.unknown)
+
 
 def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: float,
-            namespace: str | None = None, only: frozenset[str] | None = None, from_file: str = "") -> WhatIf:
+            namespace: str | None = None, only: frozenset[str] | None = None, from_file: str = "",
+            unread: Mapping[str, Unread] | None = None) -> WhatIf:
     """Replay the listed cluster under `config`; outcomes of the pending pods (in `namespace` only,
     when given, or the pods `only` names — `-f FILE`'s: the replay still places every pending pod,
-    as the scheduler would)."""
+    as the scheduler would). A pod whose outcome depends on a kind in `unread` (the kinds the
+    listing could not read) gets none: its RESULT says why (`unread.cannot_tell`)."""
     listed = listed_core(config, objects, now)  # the cluster now, as `kubectl tessera nodes` reads it
     current = listed.core
     replay = Replay(config)
@@ -87,6 +97,11 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     # pods a PreEnqueue plugin keeps out are never attempted: their gate says why they stay pending
     found.update((key, Outcome(key, "", (), False, (), why)) for key, why in replay.scheduler.gated().items())
     _never_fits(found, replay.scheduler)
+    for key in found:
+        pod = replay.scheduler.state.pod_by_key(key)
+        blind = cannot_tell(replay.scheduler.state, pod, unread) if pod is not None and unread else ""
+        if blind:  # its verdict would read an unread kind as absent
+            found[key] = Outcome(key, "", (), False, (), blind, unknown=True)
     outcomes = []
     hidden = 0
     for key, outcome in sorted(found.items()):
@@ -127,7 +142,7 @@ def _devices(annotations: dict[str, str]) -> tuple[str, ...]:
 
 
 def as_dict(result: WhatIf) -> dict[str, Any]:
-    return {**plain(result), "placed": result.placed}
+    return {**plain(result), "placed": result.placed, "unknown": result.unknown}
 
 
 def render(result: WhatIf) -> str:
@@ -151,13 +166,14 @@ def render(result: WhatIf) -> str:
             if o.tied_count:
                 verdict += f"; {tie_note(o.tied_with, o.tied_count, o.score)}"
         else:
-            verdict = o.message
+            verdict = f"cannot tell: {o.message}" if o.unknown else o.message
         rows.append([o.pod, o.node, ", ".join(o.devices), verdict])
-    stay = len(result.outcomes) - result.placed
+    stay = len(result.outcomes) - result.placed - result.unknown
+    unknown = f", {result.unknown} cannot tell (see RESULT)" if result.unknown else ""
     which = (f"{count(len(result.outcomes), 'pod')} from {result.from_file} (not created)" if result.from_file
              else count(len(result.outcomes), 'pending pod'))
     lines = [columns(rows), "",
-             f"{which}: {result.placed} would be placed, {stay} would stay pending "
+             f"{which}: {result.placed} would be placed, {stay} would stay pending{unknown} "
              f"(configuration {result.config}; a dry run, nothing was written{elsewhere})"]
     if theirs:
         lines.append(theirs)

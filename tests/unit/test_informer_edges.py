@@ -218,6 +218,6 @@ async def test_a_transport_error_in_a_one_shot_listing_is_one_line() -> None:
     """Regression (review): a dropped connection on any kind escaped `list_cluster` as an
     ExceptionGroup, a traceback for `kubectl tessera`."""
     listing = await list_cluster(cast(KubeHttp, _DisconnectingHttp(PRIORITY_CLASSES.path)))
-    assert [w for w in listing.warnings if w.startswith("priorityclasses:")]
+    assert [w for w in listing.warnings if w.startswith("priorityclasses.scheduling.k8s.io: cannot be read: ")]
     with pytest.raises(ListError, match="^cannot list pods: "):
         await list_cluster(cast(KubeHttp, _DisconnectingHttp(PODS.path)))

@@ -322,8 +322,10 @@ async def test_the_cluster_is_listed_page_by_page_and_what_cannot_be_read_is_sai
     listing = await list_cluster(lists)  # type: ignore[arg-type]
     assert [(o["kind"], o["apiVersion"], o["metadata"]["name"]) for o in listing.objects] == \
         [("Node", "v1", f"n{i}") for i in range(5)]
-    # Tessera's devices matter to the picture: said; an optional kind (preemption's): silent
-    assert listing.warnings == ["extendedresources: denied (HTTP 403); shown without them"]
+    # a kind denied is said, with what grants it (test_kubectl_namespace_user); one not served is not
+    assert [w.split(": ")[0] for w in listing.warnings] == ["extendedresources.tessera.dev",
+                                                           "priorityclasses.scheduling.k8s.io"]
+    assert listing.warnings[0].startswith("extendedresources.tessera.dev: cannot be read: denied (HTTP 403): needs ")
     with pytest.raises(ListError, match="^cannot list pods: the apiserver at https://apiserver denied access"):
         await list_cluster(_Lists({}, {PODS.path: 403}))  # type: ignore[arg-type]
 

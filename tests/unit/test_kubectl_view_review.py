@@ -215,7 +215,7 @@ def test_kubectl_tessera_stops_quietly_when_its_reader_goes_away(tmp_path: Path)
         async def no_config_map(method, path, **_):
             return Response(404, b"{{}}")
 
-        async def listing(target):
+        async def listing(target, namespaces=()):
             return SimpleNamespace(api=Api(), request=no_config_map), ClusterListing([b.node("n%d" % i, gpus=8) for i in range(50)], [])
 
         c._listing = listing
@@ -250,7 +250,7 @@ def test_explain_does_not_crash_when_the_events_cannot_be_read(tmp_path: Path,
     Either the explanation without Events or one `error: ...` line (exit 1) is expected."""
     objs = [b.node("n1", gpus=1), b.pod("p", limits={"nvidia.com/gpu": 1})]
 
-    async def listing(target: Any) -> Any:
+    async def listing(target: Any, namespaces: Any = ()) -> Any:
         return _EventsFail(), ClusterListing(list(objs), [])
 
     monkeypatch.setattr(cli, "_listing", listing)

@@ -1,0 +1,59 @@
+"""What a dry run cannot tell because a kind could not be read (`ClusterListing.unread`).
+
+A researcher with `edit` in one namespace may not list ResourceClasses, ExtendedResources or
+PodGroups cluster-wide. A core fed the listing without them reads their absence as "there is
+none": a class request reads `no ResourceClass provides class.tessera.dev/v100-32g`, a gang
+member `podgroup not found`. Those are verdicts of absence the listing cannot back. Per pod,
+`cannot_tell` says which unread kind its verdict depends on, and the commands print that in
+place of the verdict. A pod that depends on none (GPUs by count with ExtendedResources unread,
+a pod in no gang) keeps its verdict; the listing's warnings say what the picture lacks.
+Pure: the listing's `unread` and the core's parsed pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX
+from scheduler.core.objects import WORKLOAD_API, Pod, gang_name
+from scheduler.core.state import ClusterState
+from scheduler.kube.informers import EXTENDED_RESOURCES, POD_GROUPS, RESOURCE_CLASSES, WORKLOAD_POD_GROUPS
+from scheduler.kube.snapshot import Unread
+
+_NATIVE = "kubernetes.io/"  # names of the kubernetes.io domain are not extended resources
+
+
+def podgroup_unread(pod: Pod, unread: Mapping[str, Unread]) -> Unread | None:
+    """The unread kind of the pod's gang's PodGroup, when that PodGroup's namespace was not read."""
+    gang = pod.gang
+    if gang is None or not gang.from_podgroup:
+        return None
+    missing = unread.get((WORKLOAD_POD_GROUPS if gang.api == WORKLOAD_API else POD_GROUPS).label)
+    return missing if missing is not None and not missing.read_in(pod.meta.namespace) else None
+
+
+def cannot_tell(state: ClusterState, pod: Pod, unread: Mapping[str, Unread]) -> str:
+    """Why the pod's dry run gives no verdict (one line, each unread kind it depends on), or ""."""
+    if not unread:
+        return ""
+    found = []
+    missing = podgroup_unread(pod, unread)
+    if missing is not None and pod.gang is not None:
+        found.append(f"its PodGroup {gang_name(pod.gang.key)} cannot be read ({missing.name}: {missing.why})")
+    extended = sorted(name for name in pod.requests if "/" in name and not name.startswith(_NATIVE))
+    advertised = {name for info in state.node_infos() if info.node is not None for name in info.node.allocatable}
+    classes = unread.get(RESOURCE_CLASSES.label)
+    if classes is not None:
+        # a class may own any name; one no node advertises is likely a class's (or a device's)
+        names = [name for name in extended if name.startswith(DEFAULT_RESOURCE_PREFIX) or name not in advertised]
+        if names:
+            found.append(f"it asks for {', '.join(names)} and ResourceClasses cannot be read, so whether a class "
+                         f"provides {'it' if len(names) == 1 else 'them'} is not known ({classes.name}: {classes.why})")
+    devices = unread.get(EXTENDED_RESOURCES.label)
+    if devices is not None:
+        names = [name for name in extended if not name.startswith(DEFAULT_RESOURCE_PREFIX) and name not in advertised]
+        if names:
+            found.append(f"it asks for {', '.join(names)}, which no node advertises, and ExtendedResources cannot "
+                         f"be read, so whether devices provide {'it' if len(names) == 1 else 'them'} is not known "
+                         f"({devices.name}: {devices.why})")
+    return "; ".join(found)

@@ -1,0 +1,187 @@
+"""`kubectl tessera` for a researcher with rights in one namespace only (`edit`), against the fake
+apiserver HTTP layer (tests/fakeapi.py): a list denied cluster-wide falls back to the namespace
+the command is about, a kind that cannot be read at all is said with the permission and the
+shipped role that grants it, and no dry run reads an unread kind as absent (a trial: explain said
+"PodGroup ml-alice/big does not exist" and "no ResourceClass provides class.tessera.dev/v100-32g"
+where the admin saw the gang's 40 GPUs against the cluster's 32, and the class)."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import pytest
+
+from scheduler.core.objects import PODGROUP_LABEL
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.informers import (DISRUPTION_BUDGETS, EXTENDED_RESOURCES, NODES, POD_GROUPS, PODS,
+                                      PRIORITY_CLASSES, RESOURCE_CLASSES, SCHEDULER_KINDS, WORKLOAD_POD_GROUPS)
+from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster
+from scheduler.kubectl import explain as explaining
+from scheduler.kubectl import whatif
+from scheduler.sim import builders as b
+from tests.fakeapi import Call, FakeApi, _status
+from tests.helpers import BINPACK, config
+
+NS = "ml-alice"
+CLASS = "class.tessera.dev/v100-32g"
+
+
+def _cluster() -> FakeApi:
+    """4 nodes of 8 V100s (32 GPUs), a class over them; in ml-alice the gang `big` (5 members of
+    8 GPUs: 40) and a pod asking for the class; in ml-bob a gang of its own."""
+    api = FakeApi()
+    nodes = [b.node(f"n{i}", gpus=8) for i in range(4)]
+    devices = [b.device(f"n{i}", k) for i in range(4) for k in range(8)]
+    api.lists = {
+        NODES.path: nodes, EXTENDED_RESOURCES.path: devices,
+        RESOURCE_CLASSES.path: [b.resource_class("v100-32g", {"model": "V100"})],
+        POD_GROUPS.path: [b.podgroup("big", 5, NS), b.podgroup("other", 1, "ml-bob")],
+    }
+    for i in range(5):
+        api.add_pod(b.pod(f"big-{i}", NS, limits={"nvidia.com/gpu": 8}, labels={PODGROUP_LABEL: "big"}))
+    api.add_pod(b.pod("classy", NS, limits={CLASS: 1}))
+    api.add_pod(b.pod("other-0", "ml-bob", limits={"nvidia.com/gpu": 1}, labels={PODGROUP_LABEL: "other"}))
+    return api
+
+
+def _deny(api: FakeApi, *paths: str) -> None:
+    """RBAC for a user with `edit` in NS: the cluster-wide lists of `paths` answer 403 as the
+    authorizer does; the same kinds in NS are answered (from the cluster-wide items)."""
+    def answer(call: Call) -> object:
+        for path in paths:
+            kind = next(k for k in SCHEDULER_KINDS if k.path == path)
+            prefix, _, plural = path.rpartition("/")
+            if call.path == path:
+                return _status(403, f'{plural} is forbidden: User "system:serviceaccount:{NS}:alice" cannot list '
+                                    f'resource "{plural}" in API group "" at the cluster scope', "Forbidden")
+            if call.path == f"{prefix}/namespaces/{NS}/{plural}" and kind.label in ("PodGroup", "Pod"):
+                items = [o for o in api.lists.get(path, []) if o["metadata"].get("namespace") == NS]
+                return api._list(items)
+        return None
+    api.handlers.append(answer)  # type: ignore[arg-type]
+
+
+async def _list(api: FakeApi, namespaces: tuple[str, ...] = (NS,)) -> ClusterListing:
+    return await list_cluster(KubeHttp(api), namespaces=namespaces)  # type: ignore[arg-type]
+
+
+async def test_podgroups_denied_cluster_wide_are_read_in_the_pods_namespace() -> None:
+    api = _cluster()
+    _deny(api, POD_GROUPS.path)
+    listing = await _list(api)
+    assert sorted(o["metadata"]["name"] for o in listing.objects if o["kind"] == "PodGroup") == ["big"]
+    assert [c.path for c in api.of("GET", "x-k8s.io")] == [POD_GROUPS.path,
+                                                           f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NS}/podgroups"]
+    assert listing.warnings == [
+        "podgroups.scheduling.x-k8s.io: cannot be read: denied (HTTP 403): needs list on "
+        "podgroups.scheduling.x-k8s.io in all namespaces: ask for the ClusterRole tessera-explainer (bound with a "
+        "ClusterRoleBinding; deploy/rbac/user-roles.yaml); read in namespace ml-alice only; in the others gangs "
+        "cannot be judged"]
+    # explain: the gang's real verdict, as the admin sees it
+    result = explaining.explain(listing.objects, f"{NS}/big-0", config(BINPACK), [], 0.0, listing.unread)
+    assert result is not None and result.dry_run is not None and not result.dry_run.unknown
+    assert not result.missing_podgroup
+    assert "5 members ask for 40 nvidia.com/gpu" in result.beyond_the_cluster
+    # another namespace's gang cannot be judged: said, not "not found"
+    other = explaining.explain(listing.objects, "ml-bob/other-0", config(BINPACK), [], 0.0, listing.unread)
+    assert other is not None and other.dry_run is not None and other.dry_run.unknown and not other.missing_podgroup
+    text = explaining.render(other, 0.0)
+    assert ("cannot tell: its PodGroup ml-bob/other cannot be read (podgroups.scheduling.x-k8s.io: denied (HTTP "
+            "403): needs list on podgroups.scheduling.x-k8s.io in all namespaces: ask for the ClusterRole "
+            "tessera-explainer") in text
+    assert "not found" not in text and "does not exist" not in text
+
+
+async def test_podgroups_unreadable_even_in_the_namespace_give_no_verdict_of_absence() -> None:
+    api = _cluster()
+    _deny(api, POD_GROUPS.path)
+    api.handlers.insert(0, lambda call: _status(403, "forbidden", "Forbidden") if "/namespaces/" in call.path
+                        and call.path.endswith("/podgroups") else None)
+    listing = await _list(api)
+    assert listing.unread[POD_GROUPS.label].namespaces == frozenset()
+    assert listing.warnings[0].endswith("ClusterRoleBinding; deploy/rbac/user-roles.yaml); their gangs cannot be judged")
+    result = explaining.explain(listing.objects, f"{NS}/big-0", config(BINPACK), [], 0.0, listing.unread)
+    assert result is not None
+    text = explaining.render(result, 0.0)
+    assert "cannot tell: its PodGroup ml-alice/big cannot be read" in text
+    assert "does not exist" not in text and "not found" not in text and "would stay pending" not in text
+    replayed = whatif.what_if(listing.objects, config(BINPACK), 0.0, NS, unread=listing.unread)
+    assert {o.pod: o.unknown for o in replayed.outcomes} == {**{f"{NS}/big-{i}": True for i in range(5)},
+                                                            f"{NS}/classy": False}
+    table = whatif.render(replayed)
+    assert "podgroup" not in table.replace("its PodGroup", "").lower().replace("podgroups.scheduling", "")
+    assert "6 pending pods: 1 would be placed, 0 would stay pending, 5 cannot tell (see RESULT)" in table
+
+
+async def test_resource_classes_denied_say_so_instead_of_no_class_provides_it() -> None:
+    api = _cluster()
+    _deny(api, RESOURCE_CLASSES.path)
+    listing = await _list(api)
+    assert listing.warnings == [
+        "resourceclasses.tessera.dev: cannot be read: denied (HTTP 403): needs list on resourceclasses.tessera.dev "
+        "(cluster-scoped): ask for the ClusterRole tessera-inventory-reader or tessera-explainer (bound with a "
+        "ClusterRoleBinding; deploy/rbac/user-roles.yaml); requests of ResourceClasses cannot be judged"]
+    result = explaining.explain(listing.objects, f"{NS}/classy", config(BINPACK), [], 0.0, listing.unread)
+    assert result is not None
+    text = explaining.render(result, 0.0)
+    assert (f"cannot tell: it asks for {CLASS} and ResourceClasses cannot be read, so whether a class provides it "
+            "is not known (resourceclasses.tessera.dev: denied (HTTP 403)") in text
+    assert "no ResourceClass" not in text and "no valid ResourceClass" not in text
+    # a plain count keeps its verdict: nothing it depends on is unread
+    plain = explaining.explain(listing.objects, f"{NS}/big-0", config(BINPACK), [], 0.0, listing.unread)
+    assert plain is not None and plain.dry_run is not None and not plain.dry_run.unknown
+    replayed = whatif.what_if(listing.objects, config(BINPACK), 0.0, NS, unread=listing.unread)
+    classy = next(o for o in replayed.outcomes if o.pod == f"{NS}/classy")
+    assert classy.unknown and "no ResourceClass" not in whatif.render(replayed)
+    # the admin, who reads the classes, gets the verdict
+    admin = await _list(_cluster())
+    assert admin.unread == {} and admin.warnings == []
+    placed = explaining.explain(admin.objects, f"{NS}/classy", config(BINPACK), [], 0.0, admin.unread)
+    assert placed is not None and placed.dry_run is not None and placed.dry_run.node
+
+
+async def test_extended_resources_denied_leave_plain_counts_and_say_what_cannot_be_told() -> None:
+    api = _cluster()
+    api.add_pod(b.pod("sliced", NS, limits={"tessera.dev/gpu-slice": 1}))
+    _deny(api, EXTENDED_RESOURCES.path)
+    listing = await _list(api)
+    assert listing.warnings == [
+        "extendedresources.tessera.dev: cannot be read: denied (HTTP 403): needs list on "
+        "extendedresources.tessera.dev (cluster-scoped): ask for the ClusterRole tessera-inventory-reader or "
+        "tessera-explainer (bound with a ClusterRoleBinding; deploy/rbac/user-roles.yaml); GPUs show by the "
+        "nodes' count, without their devices, health or slices"]
+    result = explaining.explain(listing.objects, f"{NS}/sliced", config(BINPACK), [], 0.0, listing.unread)
+    assert result is not None and result.dry_run is not None and result.dry_run.unknown
+    assert not result.unadvertised  # not "no node advertises it": devices may
+    assert "which no node advertises, and ExtendedResources cannot be read" in result.dry_run.message
+
+
+async def test_preemption_kinds_denied_are_said_not_silently_left_out() -> None:
+    api = _cluster()
+    _deny(api, PRIORITY_CLASSES.path, DISRUPTION_BUDGETS.path)
+    listing = await _list(api)
+    assert [w.split(":")[0] for w in listing.warnings] == ["poddisruptionbudgets.policy",
+                                                           "priorityclasses.scheduling.k8s.io"]
+    assert "needs list on priorityclasses.scheduling.k8s.io (cluster-scoped): ask for the ClusterRole " \
+           "tessera-explainer" in listing.warnings[1]
+
+
+async def test_nodes_or_pods_denied_say_what_to_ask_for() -> None:
+    for kind in (NODES, PODS):
+        api = _cluster()
+        _deny(api, kind.path)
+        with pytest.raises(ListError) as caught:
+            await _list(api)
+        plural = kind.path.rsplit("/", 1)[-1]
+        assert str(caught.value).startswith(f"cannot list {plural}: the apiserver at https://fake-apiserver denied "
+                                            f"access (HTTP 403): {plural} is forbidden: User ")
+        scope = "in all namespaces" if kind is PODS else "(cluster-scoped)"
+        assert str(caught.value).endswith(
+            "; kubectl tessera reads every node and every namespace's pods (a GPU another namespace's pod holds is "
+            f"not free): needs list on {plural} {scope}: ask for the ClusterRole tessera-explainer (bound with a "
+            "ClusterRoleBinding; deploy/rbac/user-roles.yaml)")
+
+
+async def test_a_workload_api_podgroup_kind_not_served_is_no_warning() -> None:
+    listing = await _list(_cluster())  # the fake serves no scheduling.k8s.io PodGroups (404)
+    assert WORKLOAD_POD_GROUPS.label not in listing.unread and listing.warnings == []
