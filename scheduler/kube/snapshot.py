@@ -33,6 +33,7 @@ PAGE = 500
 EXPIRED_RESTARTS = 3  # lists started again after a continue token expired, before giving up
 LIST_TIMEOUT = 30.0  # seconds for one page
 EVENTS = "/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+CORE_EVENTS = "/api/v1/namespaces/{namespace}/events"
 
 
 class ListError(Exception):
@@ -206,20 +207,43 @@ def _warning(unread: Unread) -> str:
     return f"{unread.name}: cannot be read: {unread.why}; {without}"
 
 
-async def pod_events(http: KubeHttp, namespace: str, name: str, uid: str = "") -> list[dict[str, Any]]:
-    """The pod's Events (events.k8s.io/v1), oldest first; [] when they cannot be read."""
+async def pod_events(http: KubeHttp, namespace: str, name: str, uid: str = "") -> list[dict[str, Any]] | str:
+    """The pod's Events (events.k8s.io/v1), oldest first; or why they cannot be read (one line).
+    Denied there (the built-in `view`/`edit` roles grant only the core API's Events), the core
+    API's Events of the pod are read instead, in events.k8s.io's field names."""
     path = EVENTS.format(namespace=quote(namespace, safe=""))
+    items: list[Any]
     try:
         response = await http.request("GET", path, query=[("fieldSelector", f"regarding.name={name}")], limited=False)
+        if response.status == 403:
+            core = await http.request("GET", CORE_EVENTS.format(namespace=quote(namespace, safe="")),
+                                      query=[("fieldSelector", f"involvedObject.name={name}")], limited=False)
+            if core.status == 403:
+                return (f"denied (HTTP 403): needs list on events.events.k8s.io or events in namespace {namespace} "
+                        "(the built-in view, edit and admin roles grant events)")
+            response = core
+            items = [_from_core(event) for event in core.json().get("items") or () if isinstance(event, dict)] \
+                if core.ok else []
+        else:
+            items = list(response.json().get("items") or ()) if response.ok else []
         if not response.ok:
-            return []
-        items = response.json().get("items") or ()
-    except (aiohttp.ClientError, TimeoutError, OSError, ValueError):  # the listing is shown without them
-        return []
+            return f"HTTP {response.status}"
+    except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:  # the explanation is shown without them
+        return describe_error(err) if not isinstance(err, TimeoutError) else "no answer in time"
     events = [event for event in items
               if (event.get("regarding") or {}).get("kind") == "Pod"
               and (not uid or (event.get("regarding") or {}).get("uid") in (uid, None, ""))]
     return sorted(events, key=lambda event: seen_at(last_seen(event)))
+
+
+def _from_core(event: dict[str, Any]) -> dict[str, Any]:
+    """A core v1 Event in events.k8s.io/v1's field names (as the apiserver converts them)."""
+    return {"metadata": event.get("metadata") or {}, "regarding": event.get("involvedObject") or {},
+            "reason": event.get("reason"), "note": event.get("message"), "type": event.get("type"),
+            "eventTime": event.get("eventTime"), "series": event.get("series"),
+            "reportingController": event.get("reportingComponent"), "deprecatedSource": event.get("source"),
+            "deprecatedCount": event.get("count"), "deprecatedLastTimestamp": event.get("lastTimestamp"),
+            "deprecatedFirstTimestamp": event.get("firstTimestamp")}
 
 
 def last_seen(event: Mapping[str, Any]) -> str:

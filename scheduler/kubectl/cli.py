@@ -257,8 +257,9 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
         events = await pod_events(http, namespace, name, uid) if pod is not None else []
         _warn(listing)
         now = time.time()
-        result = explaining.explain(listing.objects, f"{namespace}/{name}", chosen.config, events, now,
-                                    listing.unread)
+        result = explaining.explain(listing.objects, f"{namespace}/{name}", chosen.config,
+                                    events if isinstance(events, list) else [], now, listing.unread,
+                                    events_unread=events if isinstance(events, str) else "")
         if result is not None and result.dry_run is not None:  # it waits for Tessera: does a replica lead?
             result = explaining.with_leader(result, await _leader(http, chosen.lease))
         exists = result is not None or not read_as_namespace(args.pod) \

@@ -135,11 +135,12 @@ class Explanation:
     # "Room on n is kept for ns/boss (priority 1000, nominated there: ...)": per node the dry run
     # refuses it only because of the room kept for pods nominated there ahead of it (`_room_kept`)
     room_kept: tuple[str, ...] = ()
+    events_unread: str = ""  # why the pod's Events cannot be read ("" when they were)
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
             events: Sequence[Mapping[str, Any]], now: float,
-            unread: Mapping[str, Unread] | None = None) -> Explanation | None:
+            unread: Mapping[str, Unread] | None = None, events_unread: str = "") -> Explanation | None:
     """The explanation of pod `key` (namespace/name) in the listed cluster; None if it is not there.
     `unread`: the kinds the listing could not read (`ClusterListing.unread`): a dry run that
     depends on one gives no verdict, and says why."""
@@ -152,7 +153,7 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
     pod = state.pod_by_key(key)
     if pod is None:  # the core refused the object; say what it said
         said = next((n.message for n in notices if n.kind == "Pod" and n.key == key), "")
-        return _unreadable(raw, key, events, said, state.scheduler_names)
+        return replace(_unreadable(raw, key, events, said, state.scheduler_names), events_unread=events_unread)
     wait = wait_reason(raw)
     info = state.nodes.get(pod.node_name) if pod.node_name else None
     # only where the gate holds does an "Allocating" pod keep others out
@@ -203,6 +204,7 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         fence_refused=status == FENCE_STATUS,
         term=pod.meta.annotations.get(TERM, ""),
         room_kept=_room_kept(listed, state, pod, run, config, now) if run is not None and stays else (),
+        events_unread=events_unread,
     )
 
 
@@ -704,7 +706,8 @@ def render(x: Explanation, now: float) -> str:
         if x.too_few_members:
             lines.append(f"  {x.too_few_members}")
         lines += [f"  {line}" for line in x.room_kept]
-    lines += ["", "Events:" + (" <none>" if not x.events else "")]
+    lines += ["", "Events:" + (f" cannot be read: {x.events_unread}" if x.events_unread
+                               else " <none>" if not x.events else "")]
     if x.events:
         table = columns([["LAST SEEN", "TYPE", "REASON", "COUNT", "FROM", "MESSAGE"]]
                         + [[age(e.last_seen, now), e.type, e.reason, str(e.count), e.source, e.message] for e in x.events])

@@ -25,9 +25,11 @@ from scheduler.api.config import (
     parse_leader_election_text,
 )
 from scheduler.kube.http import TRANSPORT_ERRORS, KubeHttp
+from scheduler.kube.snapshot import CONFIG_READER, ROLES_FILE
 from scheduler.logs import describe_error
 
-__all__ = ["CONFIG_KEY", "CONFIG_MAP", "DEFAULT_NAMESPACE", "DRY_RUN_FALLBACK", "ChosenConfig", "installed_config"]
+__all__ = ["CONFIG_KEY", "CONFIG_MAP", "DEFAULT_NAMESPACE", "DRY_RUN_FALLBACK", "ChosenConfig", "config_grant",
+           "installed_config"]
 
 CONFIG_MAP = "tessera-scheduler-config"  # deploy/scheduler/configmap.yaml, the chart's scheduler-configmap.yaml
 CONFIG_KEY = "config.yaml"
@@ -65,7 +67,7 @@ async def installed_config(http: KubeHttp, namespace: str, fallback: str = DRY_R
         return ChosenConfig(load_config(None))
     if response.status != 200:
         why = f"configmap {where}: {'denied' if response.status in (401, 403) else 'cannot be read'} " \
-              f"(HTTP {response.status})"
+              f"(HTTP {response.status})" + (f": {config_grant('get on it', namespace)}" if response.status == 403 else "")
         return ChosenConfig(load_config(None), f"{why}; {fallback}", _unknown(why))
     try:
         body = response.json()
@@ -85,6 +87,13 @@ async def installed_config(http: KubeHttp, namespace: str, fallback: str = DRY_R
         except ConfigError:
             election = _unknown(why)
         return ChosenConfig(load_config(None), f"{why}; {fallback}", election)
+
+
+def config_grant(permission: str, namespace: str = DEFAULT_NAMESPACE) -> str:
+    """What a 403 on the installed scheduler's ConfigMap or Lease asks for: `permission`, and the
+    shipped Role that grants it (deploy/rbac/user-roles.yaml; the chart's, in its release namespace)."""
+    return (f"needs {permission}: ask for the Role {CONFIG_READER} in {namespace} (bound with a RoleBinding there; "
+            f"{ROLES_FILE})")
 
 
 def _unknown(why: str) -> str:

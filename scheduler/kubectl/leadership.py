@@ -35,6 +35,7 @@ from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.leader import JITTER_FACTOR, LEASES
 from scheduler.kube.term_token import term_token
+from scheduler.kubectl.installed import config_grant
 
 __all__ = ["LEADING", "MISSING", "RELEASED", "SKEW", "STOPPED", "UNKNOWN", "Leadership", "leadership"]
 
@@ -74,6 +75,8 @@ async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
     path = f"{LEASES.format(namespace=quote(namespace, safe=''))}/{quote(name, safe='')}"
     retry = election.retry_period_seconds
     read = await _read(http, path)
+    if read == DENIED:
+        read = f"{DENIED}: {config_grant('get on it', namespace)}"
     if isinstance(read, str):
         return Leadership(lease, UNKNOWN, f"unknown: the Lease {lease} cannot be read ({read})")
     if read is None:
@@ -177,6 +180,9 @@ def _released(lease: str, namespace: str, age: float | None, retry: float) -> Le
     return Leadership(lease, RELEASED, message, "", age)
 
 
+DENIED = "denied, HTTP 403"
+
+
 async def _read(http: KubeHttp, path: str) -> dict[str, Any] | str | None:
     """The Lease's spec; None when there is no Lease; why, when it cannot be read."""
     try:
@@ -185,8 +191,10 @@ async def _read(http: KubeHttp, path: str) -> dict[str, Any] | str | None:
         return str(err) or type(err).__name__
     if response.status == 404:
         return None
+    if response.status == 403:
+        return DENIED
     if not response.ok:
-        return f"{'denied, ' if response.status in (401, 403) else ''}HTTP {response.status}"
+        return f"{'denied, ' if response.status == 401 else ''}HTTP {response.status}"
     try:
         body = response.json()
     except ValueError:

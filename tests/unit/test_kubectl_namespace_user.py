@@ -15,7 +15,7 @@ from scheduler.core.objects import PODGROUP_LABEL
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.informers import (DISRUPTION_BUDGETS, EXTENDED_RESOURCES, NODES, POD_GROUPS, PODS,
                                       PRIORITY_CLASSES, RESOURCE_CLASSES, SCHEDULER_KINDS, WORKLOAD_POD_GROUPS)
-from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster
+from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import whatif
 from scheduler.sim import builders as b
@@ -185,3 +185,31 @@ async def test_nodes_or_pods_denied_say_what_to_ask_for() -> None:
 async def test_a_workload_api_podgroup_kind_not_served_is_no_warning() -> None:
     listing = await _list(_cluster())  # the fake serves no scheduling.k8s.io PodGroups (404)
     assert WORKLOAD_POD_GROUPS.label not in listing.unread and listing.warnings == []
+
+
+def _core_event(pod: str, reason: str, message: str) -> dict[str, object]:
+    return {"metadata": {"name": f"{pod}.1", "namespace": NS}, "involvedObject": {"kind": "Pod", "name": pod},
+            "reason": reason, "message": message, "type": "Warning", "count": 3,
+            "lastTimestamp": "2026-01-01T00:00:05Z", "source": {"component": "tessera"}}
+
+
+async def test_events_denied_in_events_k8s_io_are_read_from_the_core_api_or_said_unreadable() -> None:
+    """`edit` grants the core API's Events only: explain said `Events: <none>` for a pod with
+    FailedScheduling Events."""
+    api = _cluster()
+    api.handlers.insert(0, lambda call: _status(403, "forbidden", "Forbidden") if "events.k8s.io" in call.path else
+                        api._list([_core_event("classy", "FailedScheduling", "0/4 nodes are available")])
+                        if call.path == f"/api/v1/namespaces/{NS}/events" else None)
+    events = await pod_events(KubeHttp(api), NS, "classy")  # type: ignore[arg-type]
+    assert isinstance(events, list)
+    assert [explaining._event(e) for e in events] == [explaining.EventLine(
+        "2026-01-01T00:00:05Z", "Warning", "FailedScheduling", 3, "tessera", "0/4 nodes are available")]
+    api.handlers.insert(0, lambda call: _status(403, "forbidden", "Forbidden") if "events" in call.path else None)
+    why = await pod_events(KubeHttp(api), NS, "classy")  # type: ignore[arg-type]
+    assert why == (f"denied (HTTP 403): needs list on events.events.k8s.io or events in namespace {NS} (the "
+                   "built-in view, edit and admin roles grant events)")
+    listing = await _list(_cluster())
+    result = explaining.explain(listing.objects, f"{NS}/classy", config(BINPACK), [], 0.0, listing.unread,
+                                events_unread=why)
+    assert result is not None
+    assert explaining.render(result, 0.0).endswith(f"Events: cannot be read: {why}")

@@ -517,8 +517,10 @@ async def test_explain_and_nodes_use_the_installed_configuration_when_there_is_o
 
 @pytest.mark.parametrize(("status", "body", "warning"), [
     (404, {"kind": "Status"}, None),  # no installed scheduler (a dev-cluster, a hand-run one): quietly built-in
-    (403, {"kind": "Status"}, "configmap tessera-system/tessera-scheduler-config: denied (HTTP 403); the dry run "
-                              "uses the built-in configuration (give --config FILE for another)"),
+    (403, {"kind": "Status"}, "configmap tessera-system/tessera-scheduler-config: denied (HTTP 403): needs get on "
+                              "it: ask for the Role tessera-config-reader in tessera-system (bound with a "
+                              "RoleBinding there; deploy/rbac/user-roles.yaml); the dry run uses the built-in "
+                              "configuration (give --config FILE for another)"),
     (500, b"<html>", "configmap tessera-system/tessera-scheduler-config: cannot be read (HTTP 500); the dry run "
                      "uses the built-in configuration (give --config FILE for another)"),
     (200, b"<html>", "configmap tessera-system/tessera-scheduler-config has no config.yaml; the dry run uses the "

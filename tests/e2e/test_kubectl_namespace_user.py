@@ -1,0 +1,157 @@
+"""`kubectl tessera` run by a researcher, on the real apiserver: a ServiceAccount token bound to
+the built-in `edit` ClusterRole in one namespace only, then with a hand-made grant of nodes and
+pods (what docs/kubectl-tessera.md used to ask for), then with the shipped roles
+`tessera-explainer` and `tessera-config-reader` (deploy/rbac/user-roles.yaml). A trial found a
+bare `cannot list nodes: ... 403`, and with the listing half denied, wrong verdicts: "PodGroup
+ml-alice/big does not exist" where the admin saw the gang's 40 GPUs against the cluster's 32, and
+"no ResourceClass provides class.tessera.dev/v100-32g". Each 403 must say which permission is
+missing and which shipped role grants it; nothing unread may read as absent."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.core.objects import PODGROUP_LABEL
+from scheduler.kube.controlplane import ApiError, LocalControlPlane
+from scheduler.sim import builders as b
+from tests.deploy_manifests import DEPLOY, load_documents
+from tests.e2e.live import Kube
+from tests.e2e.test_deploy import SYSTEM_NAMESPACE, apply_documents, service_account_token, token_kubeconfig
+from tests.e2e.test_kubectl_plugin import PLUGIN
+from tests.e2e.test_live_scheduling import CLASSES, ERS, _create_nodes
+
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+LABEL = "tessera.dev/e2e-kubectl-user"
+CLASS = "class.tessera.dev/v100-32g"
+ROLES = DEPLOY / "rbac" / "user-roles.yaml"
+ASK_EXPLAINER = "ask for the ClusterRole tessera-explainer (bound with a ClusterRoleBinding; deploy/rbac/user-roles.yaml)"
+Obj = dict[str, Any]
+
+
+@pytest.fixture
+def shipped_roles(control_plane: LocalControlPlane) -> Iterator[None]:
+    """deploy/rbac/user-roles.yaml applied (tessera-system made if missing); this test's bindings
+    and roles removed afterwards (by label)."""
+    admin = control_plane.admin
+    admin.request("POST", "/api/v1/namespaces", {"metadata": {"name": SYSTEM_NAMESPACE}}, ok=(201, 409))
+    apply_documents(admin, load_documents(ROLES))
+    try:
+        yield
+    finally:
+        selector = f"?labelSelector={LABEL}"
+        admin.request("DELETE", f"{RBAC}/clusterrolebindings{selector}")
+        admin.request("DELETE", f"{RBAC}/clusterroles{selector}")
+        admin.request("DELETE", f"{RBAC}/namespaces/{SYSTEM_NAMESPACE}/rolebindings{selector}")
+
+
+def _bind(admin: Any, ns: str, kind: str, name: str, role_kind: str, role: str, where: str = "") -> None:
+    meta: Obj = {"name": name, "labels": {LABEL: "true"}}
+    path = f"{RBAC}/namespaces/{where}/{kind}" if where else f"{RBAC}/{kind}"
+    admin.create(path, {"metadata": meta, "subjects": [{"kind": "ServiceAccount", "name": "alice", "namespace": ns}],
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role}})
+
+
+async def _plugin(kubeconfig: Path, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(str(PLUGIN), *args, "--kubeconfig", str(kubeconfig),
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def _settled(kubeconfig: Path, args: tuple[str, ...], done: Any, timeout: float = 30.0) -> tuple[int, str, str]:
+    """The plugin's answer once `done(answer)` holds: RBAC learns of new bindings through a watch."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = await _plugin(kubeconfig, *args)
+        if done(answer) or time.monotonic() > deadline:
+            return answer
+        await asyncio.sleep(0.5)
+
+
+async def _cluster(kube: Kube, ns: str) -> None:
+    """4 nodes of 8 V100s (32 GPUs) and their devices, the class v100-32g; in `ns` the gang `big`
+    (5 members of 8 GPUs: 40, beyond the cluster) and a pod asking for the class."""
+    await _create_nodes(kube, None, [b.node(f"u-n{i}", gpus=8) for i in range(4)])
+    for i in range(4):
+        for k in range(8):
+            await kube.create(ERS, b.device(f"u-n{i}", k))
+    await kube.create(CLASSES, b.resource_class("v100-32g", match_labels={"model": "V100"}))
+    await kube.create(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups", b.podgroup("big", 5, ns))
+    for i in range(5):
+        await kube.create_pod(ns, b.pod(f"big-{i}", ns, limits={"nvidia.com/gpu": 8}, labels={PODGROUP_LABEL: "big"}))
+    await kube.create_pod(ns, b.pod("classy", ns, limits={CLASS: 1}))
+
+
+async def test_a_researcher_is_told_what_to_ask_for_and_never_given_a_verdict_of_absence(
+        clean_cluster: LocalControlPlane, kubectl: Kube, namespace: str, shipped_roles: None, tmp_path: Path) -> None:
+    admin, ns = clean_cluster.admin, namespace
+    await _cluster(kubectl, ns)
+    admin.create(f"/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": "alice"}})
+    _bind(admin, ns, f"rolebindings", "alice-edit", "ClusterRole", "edit", where=ns)
+    kubeconfig = token_kubeconfig(clean_cluster, tmp_path / "alice.kubeconfig", "alice",
+                                  service_account_token(admin, ns, "alice"))
+    explain = ("explain", f"{ns}/big-0", "--config", "config/binpack.yaml")
+
+    # 1. `edit` alone: every command stops at the nodes, and says what to ask for
+    for args in (("nodes", "-n", ns), explain, ("what-if", "-n", ns)):
+        status, out, err = await _settled(kubeconfig, args, lambda a: "cannot list" in a[2])
+        assert (status, out) == (1, ""), err
+        assert err.startswith("error: cannot list nodes: the apiserver at "), err
+        assert (f'nodes is forbidden: User "system:serviceaccount:{ns}:alice" cannot list resource "nodes" in API '
+                'group "" at the cluster scope') in err
+        assert err.rstrip().endswith(f"needs list on nodes (cluster-scoped): {ASK_EXPLAINER}"), err
+
+    # 2. nodes and pods granted by hand: PodGroups are read in the pod's namespace (edit's), the
+    #    gang gets the admin's verdict; the class request gets none, and says why
+    admin.create(f"{RBAC}/clusterroles", {"metadata": {"name": f"{ns}-nodes-pods", "labels": {LABEL: "true"}},
+                                         "rules": [{"apiGroups": [""], "resources": ["nodes", "pods"],
+                                                    "verbs": ["list"]}]})
+    _bind(admin, ns, "clusterrolebindings", f"{ns}-nodes-pods", "ClusterRole", f"{ns}-nodes-pods")
+    status, out, err = await _settled(kubeconfig, explain, lambda a: a[0] == 0)
+    assert status == 0, err
+    assert "does not exist" not in out and "not found" not in out, out
+    assert "its 5 members ask for 40 nvidia.com/gpu" in out and "32 in all" in out, out
+    assert ("warning: podgroups.scheduling.x-k8s.io: cannot be read: denied (HTTP 403): needs list on "
+            f"podgroups.scheduling.x-k8s.io in all namespaces: {ASK_EXPLAINER}; read in namespace {ns} only; "
+            "in the others gangs cannot be judged") in err, err
+    assert ("warning: resourceclasses.tessera.dev: cannot be read: denied (HTTP 403): needs list on "
+            "resourceclasses.tessera.dev (cluster-scoped): ask for the ClusterRole tessera-inventory-reader or "
+            "tessera-explainer (bound with a ClusterRoleBinding; deploy/rbac/user-roles.yaml); requests of "
+            "ResourceClasses cannot be judged") in err, err
+    status, out, err = await _plugin(kubeconfig, "explain", f"{ns}/classy", "--config", "config/binpack.yaml")
+    assert status == 0, err
+    assert (f"cannot tell: it asks for {CLASS} and ResourceClasses cannot be read, so whether a class provides it "
+            "is not known (resourceclasses.tessera.dev: denied (HTTP 403)") in out, out
+    assert "no ResourceClass" not in out and "no valid ResourceClass" not in out, out
+    # the Lease (who leads) is the config reader's: the Leader line says so
+    assert "tessera-config-reader" in out, out
+    status, out, err = await _plugin(kubeconfig, "what-if", "-n", ns, "--config", "config/binpack.yaml")
+    assert status == 0, err
+    assert f"{ns}/classy" in out and f"cannot tell: it asks for {CLASS}" in out, out
+    assert "6 pending pods: 0 would be placed, 5 would stay pending, 1 cannot tell (see RESULT)" in out, out
+    status, out, err = await _plugin(kubeconfig, "nodes", "-n", ns)
+    assert status == 0, err
+    assert ("warning: configmap tessera-system/tessera-scheduler-config: denied (HTTP 403): needs get on it: ask "
+            "for the Role tessera-config-reader in tessera-system (bound with a RoleBinding there; "
+            "deploy/rbac/user-roles.yaml)") in err, err
+
+    # 3. the shipped roles: tessera-explainer and tessera-config-reader; no warning, the class's verdict
+    _bind(admin, ns, "clusterrolebindings", f"{ns}-explainer", "ClusterRole", "tessera-explainer")
+    _bind(admin, ns, "rolebindings", f"{ns}-config-reader", "Role", "tessera-config-reader", where=SYSTEM_NAMESPACE)
+    classy = ("explain", f"{ns}/classy", "--config", "config/binpack.yaml")
+    status, out, err = await _settled(kubeconfig, classy, lambda a: "warning" not in a[2])
+    assert (status, err) == (0, ""), err
+    assert "would go to u-n" in out and "cannot tell" not in out, out
+    status, out, err = await _plugin(kubeconfig, *explain)
+    assert (status, err) == (0, ""), err
+    assert "its 5 members ask for 40 nvidia.com/gpu" in out, out
+    status, out, err = await _plugin(kubeconfig, "what-if", "-n", ns, "--config", "config/binpack.yaml")
+    assert (status, err) == (0, ""), err
+    assert "6 pending pods: 1 would be placed, 5 would stay pending" in out, out
