@@ -29,7 +29,7 @@ from scheduler.kube.snapshot import CONFIG_READER, ROLES_FILE
 from scheduler.logs import describe_error
 
 __all__ = ["CONFIG_KEY", "CONFIG_MAP", "DEFAULT_NAMESPACE", "DRY_RUN_FALLBACK", "ChosenConfig", "config_grant",
-           "installed_config"]
+           "installed_config", "lease_grant"]
 
 CONFIG_MAP = "tessera-scheduler-config"  # deploy/scheduler/configmap.yaml, the chart's scheduler-configmap.yaml
 CONFIG_KEY = "config.yaml"
@@ -94,6 +94,13 @@ def config_grant(permission: str, namespace: str = DEFAULT_NAMESPACE) -> str:
     shipped Role that grants it (deploy/rbac/user-roles.yaml; the chart's, in its release namespace)."""
     return (f"needs {permission}: ask for the Role {CONFIG_READER} in {namespace} (bound with a RoleBinding there; "
             f"{ROLES_FILE})")
+
+
+def lease_grant(lease: str) -> str:
+    """What a 403 on the Lease `lease` (namespace/name) asks for. The shipped Role grants its own
+    release's Lease only (the chart's leaderElection.resourceName, in its namespace)."""
+    return (f"needs get on leases.coordination.k8s.io {lease}: the Role {CONFIG_READER} grants it for the "
+            f"installed scheduler's Lease, in the scheduler's namespace (bound with a RoleBinding there; {ROLES_FILE})")
 
 
 def _unknown(why: str) -> str:

@@ -35,7 +35,7 @@ from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.leader import JITTER_FACTOR, LEASES
 from scheduler.kube.term_token import term_token
-from scheduler.kubectl.installed import config_grant
+from scheduler.kubectl.installed import lease_grant
 
 __all__ = ["LEADING", "MISSING", "RELEASED", "SKEW", "STOPPED", "UNKNOWN", "Leadership", "leadership"]
 
@@ -76,7 +76,7 @@ async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
     retry = election.retry_period_seconds
     read = await _read(http, path)
     if read == DENIED:
-        read = f"{DENIED}: {config_grant('get on it', namespace)}"
+        read = f"{DENIED}: {lease_grant(lease)}"
     if isinstance(read, str):
         return Leadership(lease, UNKNOWN, f"unknown: the Lease {lease} cannot be read ({read})")
     if read is None:

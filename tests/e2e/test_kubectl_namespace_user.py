@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from scheduler.core.objects import PODGROUP_LABEL
-from scheduler.kube.controlplane import ApiError, LocalControlPlane
+from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.sim import builders as b
 from tests.deploy_manifests import DEPLOY, load_documents
 from tests.e2e.live import Kube
@@ -86,7 +86,13 @@ async def _cluster(kube: Kube, ns: str) -> None:
     await kube.create(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups", b.podgroup("big", 5, ns))
     for i in range(5):
         await kube.create_pod(ns, b.pod(f"big-{i}", ns, limits={"nvidia.com/gpu": 8}, labels={PODGROUP_LABEL: "big"}))
-    await kube.create_pod(ns, b.pod("classy", ns, limits={CLASS: 1}))
+    classy = await kube.create_pod(ns, b.pod("classy", ns, limits={CLASS: 1}))
+    await kube.create(f"/api/v1/namespaces/{ns}/events", {
+        "metadata": {"name": "classy.1", "namespace": ns}, "type": "Warning", "reason": "FailedScheduling",
+        "message": "0/4 nodes are available: tried by hand", "count": 1, "source": {"component": "tessera"},
+        "lastTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "involvedObject": {"kind": "Pod", "name": "classy", "namespace": ns, "uid": classy["metadata"]["uid"],
+                           "apiVersion": "v1"}})
 
 
 async def test_a_researcher_is_told_what_to_ask_for_and_never_given_a_verdict_of_absence(
@@ -94,7 +100,7 @@ async def test_a_researcher_is_told_what_to_ask_for_and_never_given_a_verdict_of
     admin, ns = clean_cluster.admin, namespace
     await _cluster(kubectl, ns)
     admin.create(f"/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": "alice"}})
-    _bind(admin, ns, f"rolebindings", "alice-edit", "ClusterRole", "edit", where=ns)
+    _bind(admin, ns, "rolebindings", "alice-edit", "ClusterRole", "edit", where=ns)
     kubeconfig = token_kubeconfig(clean_cluster, tmp_path / "alice.kubeconfig", "alice",
                                   service_account_token(admin, ns, "alice"))
     explain = ("explain", f"{ns}/big-0", "--config", "config/binpack.yaml")
@@ -131,7 +137,10 @@ async def test_a_researcher_is_told_what_to_ask_for_and_never_given_a_verdict_of
             "is not known (resourceclasses.tessera.dev: denied (HTTP 403)") in out, out
     assert "no ResourceClass" not in out and "no valid ResourceClass" not in out, out
     # the Lease (who leads) is the config reader's: the Leader line says so
-    assert "tessera-config-reader" in out, out
+    assert ("cannot be read (denied, HTTP 403: needs get on leases.coordination.k8s.io ") in out, out
+    assert "the Role tessera-config-reader grants it for the installed scheduler's Lease" in out, out
+    # `edit` reads the core API's Events, not events.k8s.io's: the pod's Event is shown
+    assert "FailedScheduling" in out and "0/4 nodes are available: tried by hand" in out, out
     status, out, err = await _plugin(kubeconfig, "what-if", "-n", ns, "--config", "config/binpack.yaml")
     assert status == 0, err
     assert f"{ns}/classy" in out and f"cannot tell: it asks for {CLASS}" in out, out

@@ -7,7 +7,6 @@ where the admin saw the gang's 40 GPUs against the cluster's 32, and the class).
 
 from __future__ import annotations
 
-from typing import cast
 
 import pytest
 
