@@ -12,13 +12,16 @@ Pure: the listing's `unread` and the core's parsed pod.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
 
 from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX
-from scheduler.core.objects import WORKLOAD_API, Pod, gang_name
+from scheduler.core.objects import WORKLOAD_API, ObjectError, Pod, gang_name, parse_pod
 from scheduler.core.state import ClusterState
 from scheduler.kube.informers import EXTENDED_RESOURCES, POD_GROUPS, RESOURCE_CLASSES, WORKLOAD_POD_GROUPS
 from scheduler.kube.snapshot import Unread
+from scheduler.view.model import ClusterView
 
 _NATIVE = "kubernetes.io/"  # names of the kubernetes.io domain are not extended resources
 
@@ -57,3 +60,32 @@ def cannot_tell(state: ClusterState, pod: Pod, unread: Mapping[str, Unread]) -> 
                          f"be read, so whether devices provide {'it' if len(names) == 1 else 'them'} is not known "
                          f"({devices.name}: {devices.why})")
     return "; ".join(found)
+
+
+def unread_gangs(objects: Iterable[Mapping[str, Any]], unread: Mapping[str, Unread]) -> dict[str, str]:
+    """Per gang (as views name it, `gang_name`) whose PodGroup's namespace was not read: what its
+    message says in place of the core's `podgroup "ns/g" not found` (`nodes -o json`'s gangs)."""
+    if not any(kind.label in unread for kind in (POD_GROUPS, WORKLOAD_POD_GROUPS)):
+        return {}
+    found = {}
+    for obj in objects:
+        if obj.get("kind") != "Pod":
+            continue
+        try:
+            pod = parse_pod(dict(obj))
+        except ObjectError:
+            continue
+        missing = podgroup_unread(pod, unread)
+        if missing is not None and pod.gang is not None:
+            found[gang_name(pod.gang.key)] = f"its PodGroup cannot be read ({missing.name}: {missing.why})"
+    return found
+
+
+def without_absent_podgroups(view: ClusterView, objects: Iterable[Mapping[str, Any]],
+                             unread: Mapping[str, Unread]) -> ClusterView:
+    """The view with each gang whose PodGroup could not be read saying so (`unread_gangs`)."""
+    told = unread_gangs(objects, unread)
+    if not told:
+        return view
+    return replace(view, gangs=tuple(replace(gang, message=told[gang.gang]) if gang.gang in told else gang
+                                     for gang in view.gangs))

@@ -17,6 +17,8 @@ from scheduler.kube.informers import (DISRUPTION_BUDGETS, EXTENDED_RESOURCES, NO
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import whatif
+from scheduler.kubectl.unread import without_absent_podgroups
+from scheduler.view.listed import listed_view
 from scheduler.sim import builders as b
 from tests.fakeapi import Call, FakeApi, _status
 from tests.helpers import BINPACK, config
@@ -212,3 +214,16 @@ async def test_events_denied_in_events_k8s_io_are_read_from_the_core_api_or_said
                                 events_unread=why)
     assert result is not None
     assert explaining.render(result, 0.0).endswith(f"Events: cannot be read: {why}")
+
+
+async def test_nodes_json_gangs_of_unread_namespaces_say_their_podgroup_cannot_be_read() -> None:
+    """`nodes -o json` listed ml-bob's gang with the core's `podgroup "ml-bob/other" not found`."""
+    api = _cluster()
+    _deny(api, POD_GROUPS.path)
+    listing = await _list(api)
+    view = without_absent_podgroups(listed_view(config(BINPACK), listing.objects, 0.0), listing.objects,
+                                    listing.unread)
+    gangs = {gang.gang: gang.message for gang in view.gangs}
+    assert gangs["ml-bob/other"].startswith("its PodGroup cannot be read (podgroups.scheduling.x-k8s.io: denied "
+                                            "(HTTP 403): needs list on podgroups.scheduling.x-k8s.io in all namespaces")
+    assert gangs[f"{NS}/big"].startswith("Its gang can never fit as the cluster is: its 5 members ask for 40")
