@@ -200,7 +200,7 @@ _WITHOUT = {
 
 def _warning(unread: Unread) -> str:
     """`resourceclasses.tessera.dev: cannot be read: denied (HTTP 403): needs ...; <what that leaves out>`."""
-    without = _WITHOUT[unread.kind.label]
+    without = _WITHOUT.get(unread.kind.label, "shown without them")
     if unread.namespaces:
         without = (f"read in namespace {', '.join(sorted(unread.namespaces))} only; in the others "
                    + without.replace("their ", "").replace("them", "those"))
