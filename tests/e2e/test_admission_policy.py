@@ -1,5 +1,6 @@
 """The `tessera.dev/*` annotation policy (deploy/admission/annotation-policy.yaml) on the real
-apiserver (issues 4 and 6).
+apiserver (issues 4 and 6), and the policy that keeps GPU pods Tessera's
+(deploy/admission/gpu-pod-policy.yaml, at the end).
 
 The device ledger lives in pod annotations, so whoever can write them can claim GPUs or make the
 scheduler hand a GPU out twice. These tests act as each kind of caller, with real credentials:
@@ -330,3 +331,180 @@ def test_system_masters_is_exempt(setup: Setup) -> None:
     admin.create(f"/api/v1/namespaces/{ns}/pods", _pod("repair", ns, {DEVICES: "corrupt"}))
     repaired = admin.merge_patch(f"/api/v1/namespaces/{ns}/pods/repair", {"metadata": {"annotations": {DEVICES: None}}})
     assert DEVICES not in (repaired["metadata"].get("annotations") or {})
+
+
+# --- GPU pods are Tessera's (deploy/admission/gpu-pod-policy.yaml) -------------------------------------
+#
+# A trial (HIGH): a namespace user with `edit` rights got GPUs Tessera had already given out, by a pod
+# that left spec.schedulerName to kube-scheduler (which cannot see grants by class) and by a pod
+# created with spec.nodeName (no scheduler at all). The policy refuses both at creation.
+
+GPU_POLICY = "tessera-gpu-pods"
+WRONG_SCHEDULER = "set spec.schedulerName: tessera"
+NODE_NAME_SET = "let the scheduler choose the node"
+EXEMPT_LABEL = "tessera.dev/gpu-pod-policy"
+CLASS = "class.tessera.dev/v100-32g"
+
+
+def _gpu_pod(name: str, namespace: str, *, scheduler: str | None = "tessera", node: str = "",
+             limits: dict[str, str | int] | None = None, init_limits: dict[str, str | int] | None = None,
+             requests: dict[str, str | int] | None = None) -> dict[str, object]:
+    init = [b.container("setup", limits=init_limits, requests=init_limits)] if init_limits else None
+    pod = creatable(b.pod(name, namespace=namespace, node_name=node, limits=limits, requests=requests,
+                          init_containers=init))
+    spec = pod["spec"]
+    assert isinstance(spec, dict)
+    if scheduler is None:
+        del spec["schedulerName"]  # the apiserver defaults it to default-scheduler
+    else:
+        spec["schedulerName"] = scheduler
+    return pod
+
+
+def _wait_until_gpu_policy_enforced(user: RestClient, namespace: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    probe = _gpu_pod("probe", namespace, scheduler=None, limits={"nvidia.com/gpu": 1})
+    while True:
+        try:
+            user.create(f"/api/v1/namespaces/{namespace}/pods?dryRun=All", probe)
+        except ApiError as err:
+            if err.status == 403 and WRONG_SCHEDULER in err.message:
+                return
+            if err.status != 403:
+                raise
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the {GPU_POLICY} policy was not enforced within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+@dataclass
+class GpuSetup:
+    base: Setup
+    exempt: str  # a namespace labelled tessera.dev/gpu-pod-policy=exempt, where alice may edit pods too
+
+
+@pytest.fixture(scope="module")
+def gpu(setup: Setup) -> Iterator[GpuSetup]:
+    admin = setup.plane.admin
+    exempt = f"vap-exempt-{secrets.token_hex(3)}"
+    admin.create("/api/v1/namespaces", {"metadata": {"name": exempt, "labels": {
+        "tessera.dev/e2e": "true", EXEMPT_LABEL: "exempt"}}})
+    admin.create(f"{RBAC}/namespaces/{exempt}/rolebindings", {
+        "metadata": {"name": "pod-editor"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"kind": "User", "name": USER, "apiGroup": "rbac.authorization.k8s.io"}]})
+    try:
+        _wait_until_gpu_policy_enforced(setup.user, setup.namespace)
+        yield GpuSetup(setup, exempt)
+    finally:
+        admin.request("DELETE", f"/api/v1/namespaces/{exempt}/pods?gracePeriodSeconds=0")
+        admin.delete(f"/api/v1/namespaces/{exempt}")
+
+
+def _refused(client: RestClient, namespace: str, pod: dict[str, object]) -> str:
+    with pytest.raises(ApiError) as refused:
+        client.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+    assert refused.value.status == 403 and GPU_POLICY in refused.value.message, refused.value.message
+    return refused.value.message
+
+
+def test_a_gpu_pod_for_another_scheduler_is_refused_with_what_to_do(gpu: GpuSetup) -> None:
+    """The trial's first pod: `nvidia.com/gpu: 4` without spec.schedulerName (kube-scheduler's)."""
+    setup = gpu.base
+    ns = setup.namespace
+    for name, pod in (
+            ("default", _gpu_pod("default", ns, scheduler=None, limits={"nvidia.com/gpu": 4})),
+            ("named", _gpu_pod("named", ns, scheduler="default-scheduler", limits={"nvidia.com/gpu": 4})),
+            ("other", _gpu_pod("other", ns, scheduler="volcano", limits={CLASS: 8})),
+            ("init", _gpu_pod("init", ns, scheduler=None, init_limits={"nvidia.com/gpu": 1})),
+            ("requests", _gpu_pod("requests", ns, scheduler=None, requests={CLASS: 1}, limits={CLASS: 1}))):
+        message = _refused(setup.user, ns, pod)
+        assert WRONG_SCHEDULER in message, (name, message)
+        assert "spec.schedulerName is " in message and "tessera" in message, (name, message)
+    message = _refused(setup.user, ns, _gpu_pod("which", ns, scheduler="volcano",
+                                                 limits={"nvidia.com/gpu": 2}, init_limits={CLASS: 1}))
+    assert "spec.schedulerName is volcano" in message and "containers main, setup)" in message, message
+    names = {p["metadata"]["name"] for p in setup.plane.admin.get(f"/api/v1/namespaces/{ns}/pods")["items"]}
+    assert not names & {"default", "named", "other", "init", "requests", "which"}
+
+
+def test_a_gpu_pod_that_names_its_node_is_refused_also_for_tessera(gpu: GpuSetup) -> None:
+    """The trial's second pod: `spec.nodeName` and `nvidia.com/gpu: 8` skip every scheduler; so does
+    a pod that names Tessera's scheduler and its node. The admin (system:masters) is held too: it
+    has no reason to bypass the scheduler that a namespace exempt from the policy does not give."""
+    setup = gpu.base
+    ns = setup.namespace
+    for client in (setup.user, setup.plane.admin):
+        for pod in (_gpu_pod("pinned", ns, node=setup.node, limits={"nvidia.com/gpu": 8}),
+                    _gpu_pod("pinned-class", ns, node=setup.node, limits={CLASS: 8})):
+            message = _refused(client, ns, pod)
+            assert NODE_NAME_SET in message and f"spec.nodeName ({setup.node})" in message, message
+            assert "kubernetes.io/hostname label in spec.nodeSelector" in message, message
+    both = _refused(setup.user, ns, _gpu_pod("both", ns, scheduler=None, node=setup.node,
+                                              limits={"nvidia.com/gpu": 8}))
+    assert WRONG_SCHEDULER in both and NODE_NAME_SET in both, both  # both fixes at once
+
+
+def test_pods_the_policy_lets_through(gpu: GpuSetup) -> None:
+    """A Tessera GPU pod; a pod without GPUs for any scheduler, also on a named node; a pod asking for
+    zero GPUs; a resource merely named like a GPU (not one Tessera schedules)."""
+    setup = gpu.base
+    ns = setup.namespace
+    path = f"/api/v1/namespaces/{ns}/pods"
+    created = setup.user.create(path, _gpu_pod("tessera-gpu", ns, limits={"nvidia.com/gpu": 4},
+                                                init_limits={CLASS: 1}))
+    assert created["spec"]["schedulerName"] == "tessera"
+    setup.user.create(path, _gpu_pod("cpu-only", ns, scheduler=None, limits={"cpu": "1"}))
+    setup.user.create(path, _gpu_pod("cpu-pinned", ns, scheduler="volcano", node=setup.node))
+    setup.user.create(path, _gpu_pod("zero-gpus", ns, scheduler=None, limits={"nvidia.com/gpu": 0}))
+    setup.user.create(path, _gpu_pod("lookalike", ns, scheduler=None, limits={"example.com/gpu": 1}))
+    names = {p["metadata"]["name"] for p in setup.plane.admin.get(path)["items"]}
+    assert {"tessera-gpu", "cpu-only", "cpu-pinned", "zero-gpus", "lookalike"} <= names
+
+
+def test_an_exempt_namespace_and_kube_system_are_not_checked(gpu: GpuSetup) -> None:
+    """The platform's own GPU pods (e.g. the NVIDIA GPU Operator's validator pods) run in a namespace a
+    cluster admin labels tessera.dev/gpu-pod-policy=exempt; kube-system is exempt by name."""
+    setup = gpu.base
+    created = setup.user.create(f"/api/v1/namespaces/{gpu.exempt}/pods",
+                                _gpu_pod("validator", gpu.exempt, scheduler=None, node=setup.node,
+                                         limits={"nvidia.com/gpu": 1}))
+    assert created["spec"]["nodeName"] == setup.node
+    setup.plane.admin.create("/api/v1/namespaces/kube-system/pods?dryRun=All",
+                             _gpu_pod("system", "kube-system", scheduler=None, node=setup.node,
+                                      limits={"nvidia.com/gpu": 1}))
+    # a user cannot exempt their own namespace: `edit` (and `admin`) grant no namespace writes
+    with pytest.raises(ApiError) as forbidden:
+        setup.user.merge_patch(f"/api/v1/namespaces/{setup.namespace}",
+                               {"metadata": {"labels": {EXEMPT_LABEL: "exempt"}}})
+    assert forbidden.value.status == 403 and GPU_POLICY not in forbidden.value.message
+
+
+def test_a_nodes_mirror_pod_is_not_checked(gpu: GpuSetup) -> None:
+    """A static pod runs whether or not its mirror pod is admitted: refusing the mirror pod would
+    only hide its GPUs from the scheduler's count. Nodes (group system:nodes) are not checked;
+    NodeRestriction holds a kubelet to mirror pods on its own node."""
+    setup = gpu.base
+    ns = setup.namespace
+    node_user = f"system:node:{setup.node}"
+    setup.plane.admin.create(f"{RBAC}/namespaces/{ns}/rolebindings", {
+        "metadata": {"name": "node-pods"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "subjects": [{"kind": "User", "name": node_user, "apiGroup": "rbac.authorization.k8s.io"}]})
+    kubelet = _client(setup.plane, node_user, ["system:nodes"])
+    try:
+        pod = _gpu_pod("static-gpu", ns, scheduler=None, node=setup.node, limits={"nvidia.com/gpu": 1})
+        pod["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "hash"}  # type: ignore[index]
+        deadline = time.monotonic() + 30
+        while True:  # the RoleBinding takes a moment to reach the authorizer
+            try:
+                created = kubelet.create(f"/api/v1/namespaces/{ns}/pods", pod)
+                break
+            except ApiError as err:
+                if err.status != 403 or GPU_POLICY in err.message or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        assert created["spec"]["nodeName"] == setup.node
+    finally:
+        kubelet.close()
+

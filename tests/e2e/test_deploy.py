@@ -51,6 +51,7 @@ SCHEDULER_SA = "tessera-scheduler"
 AGENT_SA = "tessera-agent"
 FIELD_MANAGER = "tessera-e2e"
 POLICY = "tessera-annotations"
+GPU_POD_POLICY = "tessera-gpu-pods"
 VAP_PATH = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"
 VAP_BINDING_PATH = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"
 TFJOB_CRD = "tfjobs.kubeflow.org"
@@ -160,10 +161,11 @@ def install_deploy(plane: LocalControlPlane) -> list[Obj]:
 
 
 def remove_admission_policy(admin: RestClient) -> None:
-    """The policy is cluster-wide and the control plane is shared by the whole session: remove it
-    when a module is done so later tests' identities are not held to it."""
-    admin.delete(f"{VAP_BINDING_PATH}/{POLICY}")
-    admin.delete(f"{VAP_PATH}/{POLICY}")
+    """The policies are cluster-wide and the control plane is shared by the whole session: remove
+    them when a module is done so later tests' identities and GPU pods are not held to them."""
+    for policy in (POLICY, GPU_POD_POLICY):
+        admin.delete(f"{VAP_BINDING_PATH}/{policy}")
+        admin.delete(f"{VAP_PATH}/{policy}")
 
 
 # --- identities --------------------------------------------------------------------------------
