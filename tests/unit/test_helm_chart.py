@@ -222,7 +222,8 @@ def test_values_reach_the_objects(helm: Path) -> None:
 
 
 def test_optional_parts_can_be_left_out(helm: Path) -> None:
-    values = {"agent": {"enabled": False}, "admissionPolicy": {"enabled": False}, "userRoles": {"enabled": False},
+    values = {"agent": {"enabled": False}, "admissionPolicy": {"enabled": False}, "gpuPodPolicy": {"enabled": False},
+              "userRoles": {"enabled": False},
               "scheduler": {"replicas": 1, "podDisruptionBudget": {"enabled": False},
                             "metricsService": {"enabled": False}},
               "leaderElection": {"enabled": False}}
@@ -231,6 +232,63 @@ def test_optional_parts_can_be_left_out(helm: Path) -> None:
         ("ServiceAccount", "tessera-scheduler"), ("ClusterRole", "tessera-scheduler"),
         ("ClusterRoleBinding", "tessera-scheduler"), ("ConfigMap", CONFIG_MAP), ("Deployment", "tessera-scheduler")}
     assert yaml.safe_load(_config_text(docs))["leaderElection"]["leaderElect"] is False
+
+
+def _gpu_policy_lists(docs: list[Obj]) -> dict[str, Any]:
+    """The GPU pod policy's list variables (CEL list literals, JSON here) and its binding's scope."""
+    policy = find(docs, "ValidatingAdmissionPolicy", "tessera-gpu-pods")
+    lists = {v["name"]: json.loads(v["expression"]) for v in policy["spec"]["variables"]
+             if v["name"] in ("schedulerNames", "gpuResourceNames", "gpuResourcePrefixes")}
+    binding = find(docs, "ValidatingAdmissionPolicyBinding", "tessera-gpu-pods")["spec"]
+    expressions = {e["key"]: e for e in binding["matchResources"]["namespaceSelector"]["matchExpressions"]}
+    lists["exempt"] = expressions["kubernetes.io/metadata.name"]["values"]
+    lists["exemptLabel"] = (expressions["tessera.dev/gpu-pod-policy"]["operator"],
+                            expressions["tessera.dev/gpu-pod-policy"]["values"])
+    lists["actions"] = binding["validationActions"]
+    return lists
+
+
+def test_the_gpu_pod_policy_names_the_configured_profiles() -> None:
+    """deploy/: the policy lets through exactly the scheduler names of the ConfigMap's profiles (a
+    profile added to one and not the other would refuse that profile's GPU pods, or let another
+    scheduler's through)."""
+    docs = deploy_documents()
+    config = yaml.safe_load(find(docs, "ConfigMap", CONFIG_MAP)["data"]["config.yaml"])
+    names = [p.get("schedulerName", "tessera") for p in config["profiles"]]
+    assert _gpu_policy_lists(docs) == {
+        "schedulerNames": names, "gpuResourceNames": ["nvidia.com/gpu"], "gpuResourcePrefixes": ["class.tessera.dev/"],
+        "exempt": ["kube-system"], "exemptLabel": ("NotIn", ["exempt"]), "actions": ["Deny"]}
+
+
+def test_gpu_pod_policy_values_reach_the_policy(helm: Path) -> None:
+    """The chart renders the policy's lists from values: the profiles' names (also a second
+    profile), the resources a platform's ResourceClasses use, exempt namespaces, Warn to try it."""
+    values = {**_two_profiles("tessera-batch"),
+              "gpuPodPolicy": {"resourceNames": ["nvidia.com/gpu", "gpu.example.com/v100-32g"],
+                               "resourcePrefixes": ["class.tessera.dev/", "gpu.example.com/a100-"],
+                               "exemptNamespaces": ["kube-system", "gpu-operator"],
+                               "validationActions": ["Warn", "Audit"]}}
+    assert _gpu_policy_lists(helm_template(helm, values)) == {
+        "schedulerNames": ["tessera", "tessera-batch"],
+        "gpuResourceNames": ["nvidia.com/gpu", "gpu.example.com/v100-32g"],
+        "gpuResourcePrefixes": ["class.tessera.dev/", "gpu.example.com/a100-"],
+        "exempt": ["kube-system", "gpu-operator"], "exemptLabel": ("NotIn", ["exempt"]), "actions": ["Warn", "Audit"]}
+    docs = helm_template(helm, {"gpuPodPolicy": {"enabled": False}})
+    assert not [d for d in docs if d["metadata"]["name"] == "tessera-gpu-pods"]
+    assert find(docs, "ValidatingAdmissionPolicy", "tessera-annotations")  # the other policy stays
+
+
+@pytest.mark.parametrize("values", [
+    # a quote would end the CEL string literal the name is rendered into
+    {"gpuPodPolicy": {"resourceNames": ["nvidia.com/gpu']"]}},
+    {"gpuPodPolicy": {"resourceNames": ["gpu"]}},  # not an extended resource name
+    {"gpuPodPolicy": {"resourcePrefixes": ["class.tessera.dev"]}},  # no domain/: matches other domains
+    {"gpuPodPolicy": {"validationActions": []}},
+    {"gpuPodPolicy": {"validationActions": ["Deny", "Warn"]}},  # the apiserver refuses both together
+    {"gpuPodPolicy": {"exemptNamespaces": ["Kube-System"]}},
+])
+def test_gpu_pod_policy_values_are_checked(helm: Path, values: Obj) -> None:
+    assert "gpuPodPolicy" in helm_template_error(helm, values)
 
 
 def _two_profiles(second: str) -> Obj:

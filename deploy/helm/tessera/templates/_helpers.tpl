@@ -197,3 +197,13 @@ kube-scheduler's v1 defaults.go). Messages as `tessera run` words them.
 {{- fail (printf "schedulerConfig.podMaxBackoffSeconds: Invalid value: %v: must be greater than or equal to podInitialBackoffSeconds (%v)" $maximum $initial) }}
 {{- end }}
 {{- end }}
+
+{{/* The profiles' scheduler names as a JSON list, the GPU pod policy's schedulerNames
+(no profiles: Tessera's built-in one, tessera). */}}
+{{- define "tessera.profileNamesJson" -}}
+{{- $names := list }}
+{{- range (.Values.schedulerConfig.profiles | default list) }}
+{{- $names = append $names (.schedulerName | default "tessera") }}
+{{- end }}
+{{- $names | default (list "tessera") | toJson }}
+{{- end }}
