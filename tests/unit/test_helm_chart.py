@@ -241,7 +241,7 @@ def _gpu_policy_lists(docs: list[Obj]) -> dict[str, Any]:
              if v["name"] in ("schedulerNames", "gpuResourceNames", "gpuResourcePrefixes")}
     binding = find(docs, "ValidatingAdmissionPolicyBinding", "tessera-gpu-pods")["spec"]
     expressions = {e["key"]: e for e in binding["matchResources"]["namespaceSelector"]["matchExpressions"]}
-    lists["exempt"] = expressions["kubernetes.io/metadata.name"]["values"]
+    lists["exempt"] = expressions.get("kubernetes.io/metadata.name", {}).get("values", [])
     lists["exemptLabel"] = (expressions["tessera.dev/gpu-pod-policy"]["operator"],
                             expressions["tessera.dev/gpu-pod-policy"]["values"])
     lists["actions"] = binding["validationActions"]
@@ -273,6 +273,9 @@ def test_gpu_pod_policy_values_reach_the_policy(helm: Path) -> None:
         "gpuResourceNames": ["nvidia.com/gpu", "gpu.example.com/v100-32g"],
         "gpuResourcePrefixes": ["class.tessera.dev/", "gpu.example.com/a100-"],
         "exempt": ["kube-system", "gpu-operator"], "exemptLabel": ("NotIn", ["exempt"]), "actions": ["Warn", "Audit"]}
+    # no exempt namespace: no empty NotIn (the apiserver refuses one), the label alone
+    none = _gpu_policy_lists(helm_template(helm, {"gpuPodPolicy": {"exemptNamespaces": []}}))
+    assert none["exempt"] == [] and none["exemptLabel"] == ("NotIn", ["exempt"])
     docs = helm_template(helm, {"gpuPodPolicy": {"enabled": False}})
     assert not [d for d in docs if d["metadata"]["name"] == "tessera-gpu-pods"]
     assert find(docs, "ValidatingAdmissionPolicy", "tessera-annotations")  # the other policy stays
