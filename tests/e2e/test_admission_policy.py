@@ -32,12 +32,14 @@ from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.kube.controlplane.rest import ApiError, RestClient
 from scheduler.kube.http import MERGE_PATCH, STRATEGIC_PATCH
 from scheduler.sim import builders as b
+from tests.deploy_manifests import deploy_documents, helm_binary, helm_template
 from tests.e2e.live import creatable
 from tests.e2e.test_deploy import (
     AGENT_SA,
     SCHEDULER_SA,
     SYSTEM_NAMESPACE,
     agent_token_for_node,
+    apply_documents,
     call_as,
     install_deploy,
     remove_admission_policy,
@@ -508,3 +510,39 @@ def test_a_nodes_mirror_pod_is_not_checked(gpu: GpuSetup) -> None:
     finally:
         kubelet.close()
 
+
+
+def test_the_charts_policy_with_a_platforms_values_holds_on_the_apiserver(gpu: GpuSetup) -> None:
+    """The chart renders the policy's lists from values (tests/unit/test_helm_chart.py compares the
+    text): rendered for a platform with a second profile and a ResourceClass resourceName of its
+    own, the apiserver compiles it and refuses and lets through by those lists."""
+    setup = gpu.base
+    ns = setup.namespace
+    admin = setup.plane.admin
+    profile: dict[str, object] = {"plugins": {}, "pluginConfig": []}
+    values = {"schedulerConfig": {"profiles": [{"schedulerName": "tessera", **profile},
+                                               {"schedulerName": "tessera-batch", **profile}]},
+              "gpuPodPolicy": {"resourceNames": ["nvidia.com/gpu", "gpu.example.com/v100-32g"]}}
+    chart = [d for d in helm_template(helm_binary(), values) if d["metadata"]["name"] == GPU_POLICY]
+    assert {d["kind"] for d in chart} == {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    path = f"/api/v1/namespaces/{ns}/pods?dryRun=All"
+    own_class = _gpu_pod("own-class", ns, scheduler=None, limits={"gpu.example.com/v100-32g": 1})
+    try:
+        apply_documents(admin, chart)
+        deadline = time.monotonic() + 30
+        while True:  # until the new version of the policy is the one enforced
+            try:
+                setup.user.create(path, own_class)
+            except ApiError as err:
+                if err.status == 403 and GPU_POLICY in err.message:
+                    message = err.message
+                    break
+                raise
+            assert time.monotonic() < deadline, "the chart's policy was not enforced within 30 s"
+            time.sleep(0.2)
+        assert "(nvidia.com/gpu, gpu.example.com/v100-32g, class.tessera.dev/*; container main)" in message, message
+        assert "set spec.schedulerName: tessera or tessera-batch" in message, message
+        setup.user.create(path, _gpu_pod("batch", ns, scheduler="tessera-batch", limits={"nvidia.com/gpu": 2}))
+        _refused(setup.user, ns, _gpu_pod("other", ns, scheduler="volcano", limits={CLASS: 1}))
+    finally:
+        apply_documents(admin, [d for d in deploy_documents() if d["metadata"]["name"] == GPU_POLICY])
