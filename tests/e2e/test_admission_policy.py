@@ -382,7 +382,7 @@ def _wait_until_gpu_policy_enforced(user: RestClient, namespace: str, timeout: f
 @dataclass
 class GpuSetup:
     base: Setup
-    exempt: str  # a namespace labelled tessera.dev/gpu-pod-policy=exempt, where alice may edit pods too
+    exempt: str  # a namespace labelled tessera.dev/gpu-pod-policy=exempt, where alice is `admin`
 
 
 @pytest.fixture(scope="module")
@@ -393,7 +393,7 @@ def gpu(setup: Setup) -> Iterator[GpuSetup]:
         "tessera.dev/e2e": "true", EXEMPT_LABEL: "exempt"}}})
     admin.create(f"{RBAC}/namespaces/{exempt}/rolebindings", {
         "metadata": {"name": "pod-editor"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
         "subjects": [{"kind": "User", "name": USER, "apiGroup": "rbac.authorization.k8s.io"}]})
     try:
         _wait_until_gpu_policy_enforced(setup.user, setup.namespace)
@@ -475,11 +475,13 @@ def test_an_exempt_namespace_and_kube_system_are_not_checked(gpu: GpuSetup) -> N
     setup.plane.admin.create("/api/v1/namespaces/kube-system/pods?dryRun=All",
                              _gpu_pod("system", "kube-system", scheduler=None, node=setup.node,
                                       limits={"nvidia.com/gpu": 1}))
-    # a user cannot exempt their own namespace: `edit` (and `admin`) grant no namespace writes
-    with pytest.raises(ApiError) as forbidden:
-        setup.user.merge_patch(f"/api/v1/namespaces/{setup.namespace}",
-                               {"metadata": {"labels": {EXEMPT_LABEL: "exempt"}}})
-    assert forbidden.value.status == 403 and GPU_POLICY not in forbidden.value.message
+    # a namespace's users cannot exempt it, nor take an exemption away: `admin` (and so `edit`)
+    # grant no namespace writes
+    for namespace, labels in ((setup.namespace, {EXEMPT_LABEL: "exempt"}), (gpu.exempt, {EXEMPT_LABEL: None})):
+        with pytest.raises(ApiError) as forbidden:
+            setup.user.merge_patch(f"/api/v1/namespaces/{namespace}", {"metadata": {"labels": labels}})
+        assert forbidden.value.status == 403 and "cannot patch resource" in forbidden.value.message, \
+            forbidden.value.message
 
 
 def test_a_nodes_mirror_pod_is_not_checked(gpu: GpuSetup) -> None:
