@@ -365,7 +365,7 @@ def _gpu_pod(name: str, namespace: str, *, scheduler: str | None = "tessera", no
 
 def _wait_until_gpu_policy_enforced(user: RestClient, namespace: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
-    probe = _gpu_pod("probe", namespace, scheduler=None, limits={"nvidia.com/gpu": 1})
+    probe = _gpu_pod("probe", namespace, scheduler=None, limits={CLASS: 1})
     while True:
         try:
             user.create(f"/api/v1/namespaces/{namespace}/pods?dryRun=All", probe)
@@ -411,45 +411,47 @@ def _refused(client: RestClient, namespace: str, pod: dict[str, object]) -> str:
 
 
 def test_a_gpu_pod_for_another_scheduler_is_refused_with_what_to_do(gpu: GpuSetup) -> None:
-    """The trial's first pod: `nvidia.com/gpu: 4` without spec.schedulerName (kube-scheduler's)."""
+    """The trial's first pod, asking for a class without spec.schedulerName (kube-scheduler's)."""
     setup = gpu.base
     ns = setup.namespace
     for name, pod in (
-            ("default", _gpu_pod("default", ns, scheduler=None, limits={"nvidia.com/gpu": 4})),
-            ("named", _gpu_pod("named", ns, scheduler="default-scheduler", limits={"nvidia.com/gpu": 4})),
+            ("default", _gpu_pod("default", ns, scheduler=None, limits={CLASS: 4})),
+            ("named", _gpu_pod("named", ns, scheduler="default-scheduler", limits={CLASS: 4})),
             ("other", _gpu_pod("other", ns, scheduler="volcano", limits={CLASS: 8})),
-            ("init", _gpu_pod("init", ns, scheduler=None, init_limits={"nvidia.com/gpu": 1})),
+            ("init", _gpu_pod("init", ns, scheduler=None, init_limits={CLASS: 1})),
             ("requests", _gpu_pod("requests", ns, scheduler=None, requests={CLASS: 1}, limits={CLASS: 1}))):
         message = _refused(setup.user, ns, pod)
         assert WRONG_SCHEDULER in message, (name, message)
         assert "spec.schedulerName is " in message and "tessera" in message, (name, message)
     message = _refused(setup.user, ns, _gpu_pod("which", ns, scheduler="volcano",
-                                                 limits={"nvidia.com/gpu": 2}, init_limits={CLASS: 1}))
+                                                 limits={"class.tessera.dev/t4": 2}, init_limits={CLASS: 1}))
     assert "spec.schedulerName is volcano" in message and "containers main, setup)" in message, message
     names = {p["metadata"]["name"] for p in setup.plane.admin.get(f"/api/v1/namespaces/{ns}/pods")["items"]}
     assert not names & {"default", "named", "other", "init", "requests", "which"}
 
 
 def test_a_gpu_pod_that_names_its_node_is_refused_also_for_tessera(gpu: GpuSetup) -> None:
-    """The trial's second pod: `spec.nodeName` and `nvidia.com/gpu: 8` skip every scheduler; so does
+    """The trial's second pod: `spec.nodeName` and 8 GPUs of a class skip every scheduler; so does
     a pod that names Tessera's scheduler and its node. The admin (system:masters) is held too: it
     has no reason to bypass the scheduler that a namespace exempt from the policy does not give."""
     setup = gpu.base
     ns = setup.namespace
     for client in (setup.user, setup.plane.admin):
-        for pod in (_gpu_pod("pinned", ns, node=setup.node, limits={"nvidia.com/gpu": 8}),
-                    _gpu_pod("pinned-class", ns, node=setup.node, limits={CLASS: 8})):
+        for pod in (_gpu_pod("pinned", ns, node=setup.node, limits={CLASS: 8}),
+                    _gpu_pod("pinned-init", ns, node=setup.node, init_limits={CLASS: 1})):
             message = _refused(client, ns, pod)
             assert NODE_NAME_SET in message and f"spec.nodeName ({setup.node})" in message, message
             assert "kubernetes.io/hostname label in spec.nodeSelector" in message, message
     both = _refused(setup.user, ns, _gpu_pod("both", ns, scheduler=None, node=setup.node,
-                                              limits={"nvidia.com/gpu": 8}))
+                                              limits={CLASS: 8}))
     assert WRONG_SCHEDULER in both and NODE_NAME_SET in both, both  # both fixes at once
 
 
 def test_pods_the_policy_lets_through(gpu: GpuSetup) -> None:
     """A Tessera GPU pod; a pod without GPUs for any scheduler, also on a named node; a pod asking for
-    zero GPUs; a resource merely named like a GPU (not one Tessera schedules)."""
+    zero GPUs; a resource merely named like a GPU (not one Tessera schedules); and, at the default
+    lists, `nvidia.com/gpu` for another scheduler: NVIDIA's device plugin serves it on nodes the
+    agent does not serve (on the agent's no plugin does), so kube-scheduler's GPU pods stay its own."""
     setup = gpu.base
     ns = setup.namespace
     path = f"/api/v1/namespaces/{ns}/pods"
@@ -458,10 +460,11 @@ def test_pods_the_policy_lets_through(gpu: GpuSetup) -> None:
     assert created["spec"]["schedulerName"] == "tessera"
     setup.user.create(path, _gpu_pod("cpu-only", ns, scheduler=None, limits={"cpu": "1"}))
     setup.user.create(path, _gpu_pod("cpu-pinned", ns, scheduler="volcano", node=setup.node))
-    setup.user.create(path, _gpu_pod("zero-gpus", ns, scheduler=None, limits={"nvidia.com/gpu": 0}))
+    setup.user.create(path, _gpu_pod("zero-gpus", ns, scheduler=None, limits={CLASS: 0}))
+    setup.user.create(path, _gpu_pod("nvidia-plugin", ns, scheduler=None, limits={"nvidia.com/gpu": 1}))
     setup.user.create(path, _gpu_pod("lookalike", ns, scheduler=None, limits={"example.com/gpu": 1}))
     names = {p["metadata"]["name"] for p in setup.plane.admin.get(path)["items"]}
-    assert {"tessera-gpu", "cpu-only", "cpu-pinned", "zero-gpus", "lookalike"} <= names
+    assert {"tessera-gpu", "cpu-only", "cpu-pinned", "zero-gpus", "lookalike", "nvidia-plugin"} <= names
 
 
 def test_an_exempt_namespace_and_kube_system_are_not_checked(gpu: GpuSetup) -> None:
@@ -470,11 +473,11 @@ def test_an_exempt_namespace_and_kube_system_are_not_checked(gpu: GpuSetup) -> N
     setup = gpu.base
     created = setup.user.create(f"/api/v1/namespaces/{gpu.exempt}/pods",
                                 _gpu_pod("validator", gpu.exempt, scheduler=None, node=setup.node,
-                                         limits={"nvidia.com/gpu": 1}))
+                                         limits={CLASS: 1}))
     assert created["spec"]["nodeName"] == setup.node
     setup.plane.admin.create("/api/v1/namespaces/kube-system/pods?dryRun=All",
                              _gpu_pod("system", "kube-system", scheduler=None, node=setup.node,
-                                      limits={"nvidia.com/gpu": 1}))
+                                      limits={CLASS: 1}))
     # a namespace's users cannot exempt it, nor take an exemption away: `admin` (and so `edit`)
     # grant no namespace writes
     for namespace, labels in ((setup.namespace, {EXEMPT_LABEL: "exempt"}), (gpu.exempt, {EXEMPT_LABEL: None})):
@@ -497,7 +500,7 @@ def test_a_nodes_mirror_pod_is_not_checked(gpu: GpuSetup) -> None:
         "subjects": [{"kind": "User", "name": node_user, "apiGroup": "rbac.authorization.k8s.io"}]})
     kubelet = _client(setup.plane, node_user, ["system:nodes"])
     try:
-        pod = _gpu_pod("static-gpu", ns, scheduler=None, node=setup.node, limits={"nvidia.com/gpu": 1})
+        pod = _gpu_pod("static-gpu", ns, scheduler=None, node=setup.node, limits={CLASS: 1})
         pod["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "hash"}  # type: ignore[index]
         deadline = time.monotonic() + 30
         while True:  # the RoleBinding takes a moment to reach the authorizer
@@ -546,5 +549,7 @@ def test_the_charts_policy_with_a_platforms_values_holds_on_the_apiserver(gpu: G
         assert "set spec.schedulerName: tessera or tessera-batch" in message, message
         setup.user.create(path, _gpu_pod("batch", ns, scheduler="tessera-batch", limits={"nvidia.com/gpu": 2}))
         _refused(setup.user, ns, _gpu_pod("other", ns, scheduler="volcano", limits={CLASS: 1}))
+        # nvidia.com/gpu listed (every GPU pod of the cluster Tessera's): kube-scheduler's is refused
+        _refused(setup.user, ns, _gpu_pod("plain", ns, scheduler=None, limits={"nvidia.com/gpu": 1}))
     finally:
         apply_documents(admin, [d for d in deploy_documents() if d["metadata"]["name"] == GPU_POLICY])

@@ -256,7 +256,7 @@ def test_the_gpu_pod_policy_names_the_configured_profiles() -> None:
     config = yaml.safe_load(find(docs, "ConfigMap", CONFIG_MAP)["data"]["config.yaml"])
     names = [p.get("schedulerName", "tessera") for p in config["profiles"]]
     assert _gpu_policy_lists(docs) == {
-        "schedulerNames": names, "gpuResourceNames": ["nvidia.com/gpu"], "gpuResourcePrefixes": ["class.tessera.dev/"],
+        "schedulerNames": names, "gpuResourceNames": [], "gpuResourcePrefixes": ["class.tessera.dev/"],
         "exempt": ["kube-system"], "exemptLabel": ("NotIn", ["exempt"]), "actions": ["Deny"]}
 
 
