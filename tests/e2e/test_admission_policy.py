@@ -146,7 +146,7 @@ def test_user_cannot_create_a_pod_with_device_annotations(setup: Setup) -> None:
     with pytest.raises(ApiError) as refused:
         setup.user.create(f"/api/v1/namespaces/{ns}/pods", _pod("forged", ns, {DEVICES: '{"version":1,"containers":{}}'}))
     assert _refused_by_policy(refused.value, DEVICES), refused.value.message
-    assert f"{USER} may not change {DEVICES}" in refused.value.message
+    assert f"{USER} may not change {DEVICES} (leave them out of the pod manifest)" in refused.value.message
     with pytest.raises(ApiError) as phase:
         setup.user.create(f"/api/v1/namespaces/{ns}/pods", _pod("forged-phase", ns, {PHASE: "Allocated"}))
     assert _refused_by_policy(phase.value, PHASE)
@@ -186,6 +186,7 @@ def test_user_cannot_change_or_remove_annotations_tessera_wrote(setup: Setup) ->
         with pytest.raises(ApiError) as refused:
             setup.user.merge_patch(f"/api/v1/namespaces/{ns}/pods/bound", {"metadata": {"annotations": patch}})
         assert _refused_by_policy(refused.value, next(iter(patch))), refused.value.message
+        assert "keep them as the pod has them: kubectl apply and kubectl patch do" in refused.value.message
     # Unrelated edits of the same pod are fine: the policy compares only tessera.dev/* keys.
     setup.user.merge_patch(f"/api/v1/namespaces/{ns}/pods/bound", {"metadata": {"labels": {"a": "b"}}})
     assert admin.get(f"/api/v1/namespaces/{ns}/pods/bound")["metadata"]["annotations"][DEVICES] == LEDGER
