@@ -5,8 +5,10 @@ PodGroups cluster-wide. A core fed the listing without them reads their absence 
 none": a class request reads `no ResourceClass provides class.tessera.dev/v100-32g`, a gang
 member `podgroup not found`. Those are verdicts of absence the listing cannot back. Per pod,
 `cannot_tell` says which unread kind its verdict depends on, and the commands print that in
-place of the verdict. A pod that depends on none (GPUs by count with ExtendedResources unread,
-a pod in no gang) keeps its verdict; the listing's warnings say what the picture lacks.
+place of the verdict. A class request depends on the classes and on the devices they match; a
+plain count a node advertises (`nvidia.com/gpu`) depends on neither and keeps its verdict with
+ExtendedResources unread (the nodes' count, without device health: the listing's warnings say
+what the picture lacks); a pod in no gang does not depend on PodGroups.
 Pure: the listing's `unread` and the core's parsed pod.
 """
 
@@ -44,21 +46,29 @@ def cannot_tell(state: ClusterState, pod: Pod, unread: Mapping[str, Unread]) -> 
     if missing is not None and pod.gang is not None:
         found.append(f"its PodGroup {gang_name(pod.gang.key)} cannot be read ({missing.name}: {missing.why})")
     extended = sorted(name for name in pod.requests if "/" in name and not name.startswith(_NATIVE))
-    advertised = {name for info in state.node_infos() if info.node is not None for name in info.node.allocatable}
     classes = unread.get(RESOURCE_CLASSES.label)
+    devices = unread.get(EXTENDED_RESOURCES.label)
+    advertised = {name for info in state.node_infos() if info.node is not None for name in info.node.allocatable}
+    # the names devices count under (`nvidia.com/gpu`): no class may own one (the core refuses
+    # it). With the devices unread too, the nodes' names outside the classes' default prefix are
+    # taken for counts: the agent advertises its classes' names as well, so a class of a name of
+    # its own then reads as a count of the slots the nodes advertise
+    counted = ({name for name in advertised if not name.startswith(DEFAULT_RESOURCE_PREFIX)} if devices is not None
+               else {device.resource_name for info in state.node_infos() for device in info.devices.values()})
     if classes is not None:
-        # a class may own any name; one no node advertises is likely a class's (or a device's)
-        names = [name for name in extended if name.startswith(DEFAULT_RESOURCE_PREFIX) or name not in advertised]
+        # a class may own any other name, also one the nodes advertise
+        names = [name for name in extended if name not in counted]
         if names:
             found.append(f"it asks for {', '.join(names)} and ResourceClasses cannot be read, so whether a class "
                          f"provides {'it' if len(names) == 1 else 'them'} is not known ({classes.name}: {classes.why})")
-    devices = unread.get(EXTENDED_RESOURCES.label)
     if devices is not None:
-        names = [name for name in extended if not name.startswith(DEFAULT_RESOURCE_PREFIX) and name not in advertised]
+        # a class serves only the devices it matches; a name no node advertises may be devices'
+        owned = state.classes.by_resource
+        names = [name for name in extended
+                 if name in owned or name.startswith(DEFAULT_RESOURCE_PREFIX) or name not in advertised]
         if names:
-            found.append(f"it asks for {', '.join(names)}, which no node advertises, and ExtendedResources cannot "
-                         f"be read, so whether devices provide {'it' if len(names) == 1 else 'them'} is not known "
-                         f"({devices.name}: {devices.why})")
+            found.append(f"it asks for {', '.join(names)} and ExtendedResources cannot be read, so which devices "
+                         f"serve {'it' if len(names) == 1 else 'them'} is not known ({devices.name}: {devices.why})")
     return "; ".join(found)
 
 

@@ -154,7 +154,51 @@ async def test_extended_resources_denied_leave_plain_counts_and_say_what_cannot_
     result = explaining.explain(listing.objects, f"{NS}/sliced", config(BINPACK), [], 0.0, listing.unread)
     assert result is not None and result.dry_run is not None and result.dry_run.unknown
     assert not result.unadvertised  # not "no node advertises it": devices may
-    assert "which no node advertises, and ExtendedResources cannot be read" in result.dry_run.message
+    assert "and ExtendedResources cannot be read, so which devices serve it is not known" in result.dry_run.message
+
+
+async def test_a_class_request_gives_no_verdict_while_extended_resources_cannot_be_read() -> None:
+    """A review: with ResourceClasses readable and ExtendedResources not (denied, or an apiserver
+    error or timeout on a large cluster), a class pod read 'ResourceClass v100-32g matches no device
+    in the cluster' and 'would stay pending': a class serves only the devices it matches."""
+    for denied in (True, False):
+        api = _cluster()
+        if denied:
+            _deny(api, EXTENDED_RESOURCES.path)
+        else:
+            api.handlers.insert(0, lambda call: _status(500, "etcdserver: request timed out", "InternalError")
+                                if call.path == EXTENDED_RESOURCES.path else None)
+        listing = await _list(api)
+        assert EXTENDED_RESOURCES.label in listing.unread
+        result = explaining.explain(listing.objects, f"{NS}/classy", config(BINPACK), [], 0.0, listing.unread)
+        assert result is not None and result.dry_run is not None and result.dry_run.unknown, result
+        text = explaining.render(result, 0.0)
+        assert f"cannot tell: it asks for {CLASS} and ExtendedResources cannot be read" in text, text
+        assert "matches no device" not in text and "would stay pending" not in text, text
+        replayed = whatif.what_if(listing.objects, config(BINPACK), 0.0, NS, unread=listing.unread)
+        assert next(o for o in replayed.outcomes if o.pod == f"{NS}/classy").unknown
+
+
+async def test_a_class_of_its_own_resource_name_gives_no_verdict_while_classes_cannot_be_read() -> None:
+    """A review: the agent advertises a class's resourceName on its nodes, so a name the nodes
+    advertise may be a class's (`gpu.example.com/v100`): with ResourceClasses unread it was judged
+    as a plain count of the nodes' allocatable. Only a name devices count under is known to be no
+    class's."""
+    api = FakeApi()
+    nodes = [b.node(f"n{i}", gpus=2, extra={"gpu.example.com/v100": "2"}) for i in range(2)]
+    devices = [b.device(f"n{i}", k, model="V100") for i in range(2) for k in range(2)]
+    api.lists = {NODES.path: nodes, EXTENDED_RESOURCES.path: devices,
+                 RESOURCE_CLASSES.path: [b.resource_class("v100", {"model": "V100"},
+                                                          resource_name="gpu.example.com/v100")]}
+    api.add_pod(b.pod("want", NS, limits={"gpu.example.com/v100": 1}))
+    api.add_pod(b.pod("plain", NS, limits={"nvidia.com/gpu": 1}))
+    _deny(api, RESOURCE_CLASSES.path)
+    listing = await _list(api)
+    want = explaining.explain(listing.objects, f"{NS}/want", config(BINPACK), [], 0.0, listing.unread)
+    assert want is not None and want.dry_run is not None and want.dry_run.unknown, want
+    assert "it asks for gpu.example.com/v100 and ResourceClasses cannot be read" in want.dry_run.message
+    plain = explaining.explain(listing.objects, f"{NS}/plain", config(BINPACK), [], 0.0, listing.unread)
+    assert plain is not None and plain.dry_run is not None and not plain.dry_run.unknown, plain
 
 
 async def test_preemption_kinds_denied_are_said_not_silently_left_out() -> None:
