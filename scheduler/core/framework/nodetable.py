@@ -13,7 +13,8 @@ brought in step over every row (`renew`: refilled whole, unless the group knows 
 columns the move touched); the other groups keep their rows. A node leaving takes its row out of
 every group (`remove_rows`): the rows after it move up one and keep what they hold. Which rows left
 the table reads off its own rows and the state's order (`_rows_taken`), from the nodes changed
-since the last sync alone.
+since the last sync alone: so a state has one table, the only reader of `ClusterState.dirty`,
+which its sync clears (a second table syncing in between would not learn which rows left).
 
 A group names its per-row arrays in one place (`ColumnGroup.row_arrays`): growing them and taking
 rows out of them both go through it, so an array cannot be grown and not shifted (or the reverse)
