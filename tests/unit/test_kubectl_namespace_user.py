@@ -150,7 +150,8 @@ async def test_extended_resources_denied_leave_plain_counts_and_say_what_cannot_
         "extendedresources.tessera.dev: cannot be read: denied (HTTP 403): needs list on "
         "extendedresources.tessera.dev (cluster-scoped): ask for the ClusterRole tessera-inventory-reader or "
         "tessera-explainer (bound with a ClusterRoleBinding; deploy/rbac/user-roles.yaml); GPUs show by the "
-        "nodes' count, without their devices, health or slices"]
+        "nodes' count, without their devices, health or slices; a GPU a pod's annotations name shows as ghost (no "
+        "ExtendedResource read)"]
     result = explaining.explain(listing.objects, f"{NS}/sliced", config(BINPACK), [], 0.0, listing.unread)
     assert result is not None and result.dry_run is not None and result.dry_run.unknown
     assert not result.unadvertised  # not "no node advertises it": devices may
