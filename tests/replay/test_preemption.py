@@ -799,3 +799,16 @@ def test_a_gang_whose_victims_deletion_failed_preempts_again_at_once_not_after_i
         assert sorted(v.meta.name for a in again for v in a.preempted) == ["low-0", "low-1"]
         assert {a.nominated_node for a in again} == {"a"}
         assert not queue.group_backoff_until
+
+
+def test_the_larger_gang_is_reprieved_first_at_equal_priority() -> None:
+    """upstream's MoreImportantVictim (victims.py): at equal priority and kind, the larger unit is the
+    more important, so it is put back first and the smaller gang goes. Gang `big` (3 members, minimum
+    3) and gang `small` (2, minimum 2) fill node a's 5 GPUs at one priority and start time; a pod
+    wanting 2 GPUs evicts `small` only (putting `small` back first would evict all of `big`)."""
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=5))
+    run.add(*(_gang_member(f"big{i}", "big", 3, "a", LOW, 1, 0) for i in range(3)))
+    run.add(*(_gang_member(f"small{i}", "small", 2, "a", LOW, 1, 0) for i in range(2)))
+    attempt = _preemptor(run, "serve", HIGH, ("0", "0"), limits={"nvidia.com/gpu": 2})
+    assert _victims(attempt) == ["small0", "small1"]
