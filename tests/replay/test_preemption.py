@@ -812,3 +812,17 @@ def test_the_larger_gang_is_reprieved_first_at_equal_priority() -> None:
     run.add(*(_gang_member(f"small{i}", "small", 2, "a", LOW, 1, 0) for i in range(2)))
     attempt = _preemptor(run, "serve", HIGH, ("0", "0"), limits={"nvidia.com/gpu": 2})
     assert _victims(attempt) == ["small0", "small1"]
+
+
+def test_a_terminating_pod_of_equal_priority_is_no_victim() -> None:
+    """upstream SelectVictimsOnNode removes only pods of lower priority: one of the preemptor's own
+    priority that is already terminating still occupies the node in the dry run, so there is no
+    candidate (victims.py `units_for`: a leaving pod is a victim for free only below the preemptor).
+    Removing the lower-priority p2 alone leaves too little room, so node1 is no candidate."""
+    run = _cluster({"node1": [("p1", MID, L, 0), ("p2", LOW, M, 0)]})
+    leaving = _running("p1", "node1", MID, L, 0)
+    leaving["metadata"]["deletionTimestamp"] = _t(5)
+    run.feed(b.event("MODIFIED", leaving))
+    attempt = _preemptor(run, "p", MID, VL)
+    assert attempt.preempted == [] and attempt.nominated_node is None
+    assert run.node_of("p2") == "node1"
