@@ -826,3 +826,29 @@ def test_a_terminating_pod_of_equal_priority_is_no_victim() -> None:
     attempt = _preemptor(run, "p", MID, VL)
     assert attempt.preempted == [] and attempt.nominated_node is None
     assert run.node_of("p2") == "node1"
+
+
+def test_a_gangs_surplus_member_is_its_latest_started() -> None:
+    """victims.py: a gang above its minimum gives up its surplus latest-started first, among the
+    members where the room is needed. 4 members (minimum 3) started at t0..t3, g0/g1 on a and g2/g3
+    on b: node a would give up g1, node b g3, and the later start picks b; the earliest-started
+    member of a node is never the surplus one."""
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=4), b.node("b", gpus=4))
+    run.add(*(_gang_member(f"g{i}", "train", 3, "a" if i < 2 else "b", LOW, 2, i) for i in range(4)))
+    attempt = _preemptor(run, "serve", HIGH, ("0", "0"), limits={"nvidia.com/gpu": 2})
+    assert _victims(attempt) == ["g3"] and attempt.nominated_node == "b"
+
+
+def test_a_gang_with_one_never_member_does_not_preempt() -> None:
+    """DefaultPreemption.ineligible: a gang preempts as one, so one member with preemptionPolicy
+    Never makes the whole gang ineligible (`any` member: `DefaultPreemption.ineligible`),
+    whatever its siblings say: the gang's preemption evicts for every member at once."""
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=4))
+    run.add(b.pod("low", limits={"nvidia.com/gpu": 4}, priority=LOW, node_name="a", phase="Running"))
+    members = [b.pod(f"g{i}", limits={"nvidia.com/gpu": 2}, priority=HIGH, labels=b.gang_labels("g", 2),
+                     spec_extra={"preemptionPolicy": "Never"} if i == 0 else None) for i in range(2)]
+    attempts = run.add(*members)
+    assert attempts and all(a.preempted == [] and a.nominated_node is None for a in attempts)
+    assert run.node_of("low") == "a"
