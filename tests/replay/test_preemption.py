@@ -852,3 +852,18 @@ def test_a_gang_with_one_never_member_does_not_preempt() -> None:
     attempts = run.add(*members)
     assert attempts and all(a.preempted == [] and a.nominated_node is None for a in attempts)
     assert run.node_of("low") == "a"
+
+
+def test_fewest_victims_decides_when_the_priority_sums_tie() -> None:
+    """pickOneNodeForPreemption's fewest-victims rule, reached: each victim's priority counts
+    plus MaxInt32+1 in the sum, so the sums of 2 and 3 victims tie only near the lowest int32
+    priority. Both nodes' highest victim is LOW and their sums are equal (x+K = (y+K) + (z+K)
+    with K = 2^31); node1 gives up 2 pods, node2 3: node1 wins (upstream's own "min-pods" case
+    is decided by the sum already)."""
+    k = 2**31
+    x, y = 2 - k, 1 - k  # x + k == 2 == (y + k) * 2
+    run = _cluster({"node1": [("p1.1", LOW, L, 0), ("p1.2", x, M, 0)],
+                    "node2": [("p2.1", LOW, L, 0), ("p2.2", y, S, 0), ("p2.3", y, S, 0)]})
+    attempt = _preemptor(run, "preemptor", HIGH, VL)
+    assert attempt.nominated_node == "node1"
+    assert _victims(attempt) == ["p1.1", "p1.2"]
