@@ -867,3 +867,14 @@ def test_fewest_victims_decides_when_the_priority_sums_tie() -> None:
     attempt = _preemptor(run, "preemptor", HIGH, VL)
     assert attempt.nominated_node == "node1"
     assert _victims(attempt) == ["p1.1", "p1.2"]
+
+
+def test_latest_start_compares_each_nodes_earliest_started_top_victim() -> None:
+    """pickOneNodeForPreemption: the node whose highest-priority victims' *earliest* start time
+    is the latest (util.GetEarliestPodStartTime). node1's top victims started at t1 and t5, node2's
+    at t3 and t4: node2 (t3 > t1), although node1 holds the latest-started pod of all."""
+    run = _cluster({"node1": [("p1.1", MID, M, 1), ("p1.2", MID, M, 5)],
+                    "node2": [("p2.1", MID, M, 3), ("p2.2", MID, M, 4)]})
+    attempt = _preemptor(run, "preemptor", HIGH, VL)
+    assert attempt.nominated_node == "node2"
+    assert _victims(attempt) == ["p2.1", "p2.2"]
