@@ -878,3 +878,25 @@ def test_latest_start_compares_each_nodes_earliest_started_top_victim() -> None:
     attempt = _preemptor(run, "preemptor", HIGH, VL)
     assert attempt.nominated_node == "node2"
     assert _victims(attempt) == ["p2.1", "p2.2"]
+
+
+def test_an_equal_priority_victim_terminating_on_the_nominated_node_does_not_hold_a_pod_back() -> None:
+    """upstream PodEligibleToPreemptOthers: only a terminating pod of *lower* priority than the
+    preemptor on its nominated node makes it wait (`PodPriority(p) < podPriority`). Pod p (MID) is
+    nominated to n, where `peer` (MID too) is terminating as some other preemption's victim: p is
+    still eligible, and preempts `low` on m."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", cpu="1", memory="1Gi"), b.node("m", cpu="1", memory="1Gi"))
+    peer = _running("peer", "n", MID, ("1", "1Gi"))
+    peer["metadata"]["deletionTimestamp"] = _t(5)
+    peer["status"]["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                                     "message": "default-scheduler: preempting to accommodate a higher priority pod",
+                                     "lastTransitionTime": _t(5)}]
+    run.add(peer, _running("low", "m", LOW, ("1", "1Gi")))
+    pod = b.pod("p", requests={"cpu": "1", "memory": "1Gi"}, priority=MID)
+    pod["status"]["nominatedNodeName"] = "n"
+    run.add(pod)
+    attempt = next(a for a in run.attempts if a.pod.meta.name == "p")
+    assert "terminating pod on the nominated node" not in attempt.message
+    assert _victims(attempt) == ["low"] and attempt.nominated_node == "m"
+    assert run.node_of("p") == "m"  # the replay evicts low; the next cycle binds p
