@@ -900,3 +900,17 @@ def test_an_equal_priority_victim_terminating_on_the_nominated_node_does_not_hol
     assert "terminating pod on the nominated node" not in attempt.message
     assert _victims(attempt) == ["low"] and attempt.nominated_node == "m"
     assert run.node_of("p") == "m"  # the replay evicts low; the next cycle binds p
+
+
+def test_a_reprieved_surplus_member_goes_with_its_evicted_core() -> None:
+    """victims.py / `_with_surplus_of_lost_cores`: gang train (3 running, minimum 2) has g0 (3 GPUs)
+    and its latest-started member g1 (1 GPU, the surplus) on node a (4 GPUs), g2 on b. A pod wanting
+    2 GPUs (b is kept full by a higher-priority pod) evicts the core (g0 with g2); g1 alone would still leave room, but a gang is never
+    left running below its minimum: g1 goes too."""
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=4), b.node("b", gpus=4))
+    run.add(_gang_member("g0", "train", 2, "a", LOW, 3, 0), _gang_member("g1", "train", 2, "a", LOW, 1, 5),
+            _gang_member("g2", "train", 2, "b", LOW, 1, 0))
+    run.add(b.pod("keep", requests={"nvidia.com/gpu": 3}, priority=VHIGH, node_name="b", phase="Running"))
+    attempt = _preemptor(run, "serve", HIGH, ("0", "0"), limits={"nvidia.com/gpu": 2})
+    assert _victims(attempt) == ["g0", "g1", "g2"]
