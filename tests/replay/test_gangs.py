@@ -362,3 +362,14 @@ def test_each_member_that_found_no_node_names_itself_with_its_own_reasons() -> N
     cpu = "default/mix-cpu: 0/1 nodes are available: 1 Insufficient cpu."
     messages = {name: run.last(name).message.split(" preemption: ")[0] for name in ("mix-gpu", "mix-cpu", "mix-ok")}
     assert messages == {"mix-gpu": short + gpu, "mix-cpu": short + cpu, "mix-ok": short + gpu}
+
+
+def test_a_label_gangs_minimum_is_the_first_members() -> None:
+    """scheduler-plugins v0.18's label form freezes min-available from the first member seen
+    (GangIndex.join): a later member naming a higher minimum does not raise it. g-0 says 2, g-1
+    says 3: the two are a whole gang and are placed."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=4))
+    run.add(b.pod("g-0", limits={"nvidia.com/gpu": 1}, labels=b.gang_labels("g", 2)))
+    run.add(b.pod("g-1", limits={"nvidia.com/gpu": 1}, labels=b.gang_labels("g", 3)))
+    assert run.node_of("g-0") == "n" and run.node_of("g-1") == "n"
