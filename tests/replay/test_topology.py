@@ -342,3 +342,18 @@ def test_levels_are_validated_as_kueue_validates_a_topology(levels: list[dict[st
     with pytest.raises(ConfigError) as info:
         topology_config(levels=levels)
     assert info.value.field.endswith(field)
+
+
+def test_a_gang_with_a_bound_member_needs_only_the_rest_of_its_minimum_in_its_rack() -> None:
+    """cycle.py `_place_in_domains`: the members still needed are the minimum less those already
+    bound. Gang g (4 members, minimum 3, rack required) has g-0 bound in rack a/r1, whose node has
+    room for 2 more: g-1 and g-2 complete the minimum there (g-3 waits)."""
+    run = Run(topology_config())
+    members = gang("g", 4, 1, required=RACK, minimum=3)
+    members[0]["spec"]["nodeName"] = "a-r1-0"
+    members[0]["status"]["phase"] = "Running"
+    run.add(b.pod("filler", limits={"nvidia.com/gpu": 1}, node_name="a-r1-0", phase="Running"))
+    run.add(*members)  # all pending at once: the node comes last
+    run.add(*rack_nodes({("a", "r1"): 1}))
+    placed = sorted(name for name in ("g-1", "g-2", "g-3") if run.node_of(name) == "a-r1-0")
+    assert len(placed) == 2
