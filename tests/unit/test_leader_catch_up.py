@@ -296,3 +296,29 @@ async def test_a_pod_the_catch_up_found_deleted_does_not_come_back_from_the_lagg
     fresh = _gpu_pod("x", LATER, str(api.resource_version + 1))
     informer._on_watch_event({"type": "ADDED", "object": fresh})
     assert seen[-1] == ("ADDED", "x", fresh["metadata"]["resourceVersion"])
+
+
+async def test_a_pod_recreated_under_its_name_while_the_watch_lagged_is_deleted_then_added() -> None:
+    """`catch_up`: `x` was deleted and created again under its name (a new uid) while the watch
+    lagged; the consistent LIST finds the new one. The sink hears the old incarnation leave
+    (DELETED, its uid) before the new one comes in (ADDED), as a relist (`_replace`) tells it. Today
+    the core also drops a pod recreated under a known name on its own (ClusterState._on_pod), so
+    without the DELETED nothing is double-held there; the informer's promise is pinned here."""
+    api, seen, informer = await _listed_with_another_schedulers_pod("x")
+    old_uid = api.pod("default", "x")["metadata"]["uid"]
+    del api.pods[("default", "x")]
+    again = _gpu_pod("x", LATER, "90")
+    again["metadata"]["uid"] = "x-second-incarnation"
+    api.add_pod(again)
+    seen.clear()
+    uids: list[str] = []
+    sink = informer.sink
+
+    def recording(event_type: str, obj: dict[str, Any]) -> None:
+        uids.append(obj["metadata"]["uid"])
+        sink(event_type, obj)
+
+    informer.sink = recording
+    assert await informer.catch_up("spec.schedulerName=tessera") == 1
+    assert [event for event, *_ in seen] == ["DELETED", "ADDED"]
+    assert uids == [old_uid, "x-second-incarnation"]
