@@ -19,7 +19,7 @@ from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
 from scheduler.core.outcomes import REDECIDED_AT_ONCE
 from scheduler.kube.binder import Binding, BindResult, Outcome
-from scheduler.kube.fence import FencedPod, FenceOutcome, fence
+from scheduler.kube.fence import FencedPod, FenceOutcome, TermFence, fence
 from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.leader import LeaderElector
 from scheduler.kube.loop import SchedulerLoop
@@ -492,3 +492,18 @@ async def test_a_pod_whose_fence_write_is_refused_is_told_why_once() -> None:
                                       "HTTP 422: ")
     assert not [e for (ns, _), e in api.events.items() if e["regarding"]["name"] == "a"
                 and e["reason"] == "FailedScheduling"]
+
+
+async def test_a_replica_that_does_not_lead_is_never_ready_to_decide() -> None:
+    """TermFence.ready answers for the current term: none (not leading) may not decide, whether a
+    term was fenced before or never, and writes nothing (the one write is term 1's fence)."""
+    from scheduler.kube.fence import TermFence
+
+    api = FakeApi()
+    api.add_pod(_gpu_pod("a", "11"))
+    fence_ = TermFence(KubeHttp(api), lambda: TOKEN)  # type: ignore[arg-type]
+    pods = [FencedPod(api.pod("default", "a")["metadata"]["uid"], "default", "a")]
+    assert not await fence_.ready(lambda: None, lambda: pods, lambda pod: None)
+    assert await fence_.ready(lambda: 1, lambda: pods, lambda pod: None)  # term 1 fenced
+    assert not await fence_.ready(lambda: None, lambda: pods, lambda pod: None)  # deposed since
+    assert len(_fence_writes(api)) == 1
