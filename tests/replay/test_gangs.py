@@ -373,3 +373,16 @@ def test_a_label_gangs_minimum_is_the_first_members() -> None:
     run.add(b.pod("g-0", limits={"nvidia.com/gpu": 1}, labels=b.gang_labels("g", 2)))
     run.add(b.pod("g-1", limits={"nvidia.com/gpu": 1}, labels=b.gang_labels("g", 3)))
     assert run.node_of("g-0") == "n" and run.node_of("g-1") == "n"
+
+
+def test_a_label_gang_recreated_under_its_name_takes_its_new_minimum() -> None:
+    """GangIndex.leave: once every member is gone the frozen min-available goes with them; a Job
+    recreated under the same group name with a lower min-available is not held to the old one.
+    g-0 (min 3) is deleted before any sibling came; g-a and g-b (min 2) then form a whole gang."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=4))
+    first = b.pod("g-0", limits={"nvidia.com/gpu": 1}, labels=b.gang_labels("g", 3))
+    run.add(first)
+    run.feed(b.event("DELETED", first))
+    run.add(*(b.pod(f"g-{x}", limits={"nvidia.com/gpu": 1}, labels=b.gang_labels("g", 2)) for x in "ab"))
+    assert run.node_of("g-a") == "n" and run.node_of("g-b") == "n"
