@@ -914,3 +914,21 @@ def test_a_reprieved_surplus_member_goes_with_its_evicted_core() -> None:
     run.add(b.pod("keep", requests={"nvidia.com/gpu": 3}, priority=VHIGH, node_name="b", phase="Running"))
     attempt = _preemptor(run, "serve", HIGH, ("0", "0"), limits={"nvidia.com/gpu": 2})
     assert _victims(attempt) == ["g0", "g1", "g2"]
+
+
+def test_the_candidate_search_goes_on_until_one_candidate_violates_no_budget() -> None:
+    """upstream DryRunPreemption stops once `nvcount > 0 && nvcount+vcount >= numCandidates`: with
+    minCandidateNodesAbsolute 1 (and 0 %) the search does not stop at a node whose victim a
+    PodDisruptionBudget protects (the seeded offset starts at node4); it goes on to node1, whose
+    victim none protects, and that one wins (fewest violations)."""
+    cfg = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                        "profiles": [{"schedulerName": "tessera", "pluginConfig": [
+                            {"name": "DefaultPreemption",
+                             "args": {"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 1}}]}]}, "test")
+    run = Run(cfg)
+    run.add(*(b.node(f"node{i}", cpu="500m", memory="500", pods=32) for i in range(1, 5)))
+    run.add(_pdb("guard", {"app": "guarded"}, 0))
+    run.add(*(_running(f"p{i}", f"node{i}", LOW, VL, 0, labels={"app": "guarded"} if i > 1 else None)
+              for i in range(1, 5)))
+    attempt = _preemptor(run, "preemptor", HIGH, VL)
+    assert attempt.nominated_node == "node1" and _victims(attempt) == ["p1"]
