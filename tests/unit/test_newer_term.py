@@ -269,3 +269,18 @@ async def test_a_real_newer_holder_is_found_by_the_write_a_doubt_sends_at_once()
     replica steps down then, not a retry period later."""
     server, slow, real = LeaseServer(), Clock(), Clock()
     await a_real_newer_holder_deposes(server, _elector(server, "A", slow), _elector(server, "B", real), real)
+
+
+async def test_a_newer_token_of_another_lease_is_no_evidence() -> None:
+    """LeaderElector.saw_term: a token written under another Lease (a second Tessera install
+    leading on its own Lease) counts transitions of that Lease, not ours: however many it names,
+    it does not make this leader doubt its term (no pause, no extra Lease write)."""
+    server, clock = LeaseServer(), Clock()
+    a = _elector(server, "A", clock)
+    await a._acquire()
+    a._start_leading()
+    term = a.term
+    other = "team-b/tessera-b/B/99/2026-01-01T00:00:00.000000Z"
+    assert a.other_lease(other) == "team-b/tessera-b"
+    assert not a.saw_term(other, "default/p")
+    assert a.term == term and a.is_leader
