@@ -10,6 +10,7 @@ same Binding again until the answer is certain.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import aiohttp
 import anyio
@@ -798,3 +799,18 @@ async def test_a_pod_deleted_while_its_binding_was_in_flight_is_no_failure(how: 
     [result] = results
     assert result.outcome in (Outcome.NOT_FOUND, Outcome.CONFLICT)
     assert _logged(result) == [("binder.pod_gone", "info")]
+
+
+@pytest.mark.parametrize("status", [400, 422])
+async def test_a_refusal_of_a_conditional_binding_never_sent_before_is_not_withdrawn(status: int) -> None:
+    """Withdrawing (a `tessera.dev/term` write onto the pod) is for a Binding whose earlier send
+    may still land; a refusal of the first and only send is certain: RETRY, no read-back, no write
+    to the pod (which would change its resourceVersion for nothing)."""
+    api, binder, results, _ = _setup()
+    version = "5"
+    api.pod("default", "p")["metadata"]["resourceVersion"] = version
+    api.fail_next("POST", "/binding", status=status)
+    await _bind(binder, replace(_binding(), resource_version=version))
+    assert [r.outcome for r in results] == [Outcome.RETRY]
+    assert [c.method for c in api.calls] == ["POST"]
+    assert api.pod("default", "p")["metadata"]["resourceVersion"] == version
