@@ -34,9 +34,8 @@ from scheduler.kubectl.output import FORMATS, dump
 from scheduler.kubectl.reference import (BadReference, Reference, chosen_note, not_found, not_found_hint,
                                          read_as_namespace, reference, workload_pods)
 from scheduler.kubectl.target import Target, resolve
-from scheduler.kubectl.unread import without_absent_podgroups
+from scheduler.kubectl.unread import nodes_view
 from scheduler.logs import describe_error
-from scheduler.view.listed import listed_view
 from scheduler.view.model import as_dict
 from scheduler.view.text import escape_terminal, render_nodes
 
@@ -199,8 +198,7 @@ async def _nodes(args: argparse.Namespace, target: Target) -> int:
     finally:
         await http.api.close()
     _warn(listing)
-    view = without_absent_podgroups(listed_view(chosen.config, listing.objects, time.time()), listing.objects,
-                                    listing.unread)
+    view = nodes_view(chosen.config, listing.objects, time.time(), listing.unread)
     _print(as_dict(view), lambda: render_nodes(view, wide=args.output == "wide"), args.output)
     return 0
 

@@ -8,7 +8,9 @@ member `podgroup not found`. Those are verdicts of absence the listing cannot ba
 place of the verdict. A class request depends on the classes and on the devices they match; a
 plain count a node advertises (`nvidia.com/gpu`) depends on neither and keeps its verdict with
 ExtendedResources unread (the nodes' count, without device health: the listing's warnings say
-what the picture lacks); a pod in no gang does not depend on PodGroups.
+what the picture lacks); a pod in no gang does not depend on PodGroups. The views say what they
+cannot read as well (`nodes_view`): a gang whose PodGroup was not read says so, and a GPU a pod's
+annotations name is in use as they say, not a ghost, while ExtendedResources are unread.
 Pure: the listing's `unread` and the core's parsed pod.
 """
 
@@ -18,11 +20,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from scheduler.api.config import SchedulerConfig
 from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX
 from scheduler.core.objects import WORKLOAD_API, ObjectError, Pod, gang_name, parse_pod
 from scheduler.core.state import ClusterState
 from scheduler.kube.informers import EXTENDED_RESOURCES, POD_GROUPS, RESOURCE_CLASSES, WORKLOAD_POD_GROUPS
 from scheduler.kube.snapshot import Unread
+from scheduler.view.listed import listed_view
 from scheduler.view.model import ClusterView
 
 _NATIVE = "kubernetes.io/"  # names of the kubernetes.io domain are not extended resources
@@ -89,6 +93,21 @@ def unread_gangs(objects: Iterable[Mapping[str, Any]], unread: Mapping[str, Unre
         if missing is not None and pod.gang is not None:
             found[gang_name(pod.gang.key)] = f"its PodGroup cannot be read ({missing.name}: {missing.why})"
     return found
+
+
+def devices_unread(unread: Mapping[str, Unread]) -> bool:
+    """ExtendedResources could not be read: the core knows each device from its holders'
+    annotations alone (the views' `devices_unread`)."""
+    return EXTENDED_RESOURCES.label in unread
+
+
+def nodes_view(config: SchedulerConfig, objects: list[dict[str, Any]], now: float,
+               unread: Mapping[str, Unread]) -> ClusterView:
+    """`kubectl tessera nodes`' view of a listing that could not read the kinds in `unread`: a
+    GPU pods' annotations name in use as they say (`devices_unread`), each gang whose PodGroup
+    was not read saying so (`without_absent_podgroups`)."""
+    view = listed_view(config, objects, now, devices_unread=devices_unread(unread))
+    return without_absent_podgroups(view, objects, unread)
 
 
 def without_absent_podgroups(view: ClusterView, objects: Iterable[Mapping[str, Any]],

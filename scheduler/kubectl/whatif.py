@@ -21,7 +21,7 @@ from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.scheduler import Scheduler
 from scheduler.kube.snapshot import Unread
 from scheduler.kubectl.leadership import Leadership
-from scheduler.kubectl.unread import cannot_tell
+from scheduler.kubectl.unread import cannot_tell, devices_unread
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import replay_order
 from scheduler.view.cluster import build_view
@@ -81,7 +81,8 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     when given, or the pods `only` names — `-f FILE`'s: the replay still places every pending pod,
     as the scheduler would). A pod whose outcome depends on a kind in `unread` (the kinds the
     listing could not read) gets none: its RESULT says why (`unread.cannot_tell`)."""
-    listed = listed_core(config, objects, now)  # the cluster now, as `kubectl tessera nodes` reads it
+    unknown = devices_unread(unread or {})  # GPUs pods' annotations name: in use as they say, no ghosts
+    listed = listed_core(config, objects, now, unknown)  # the cluster now, as `kubectl tessera nodes` reads it
     current = listed.core
     replay = Replay(config)
     replay.now = now  # node agents' heartbeats are judged against the real clock
@@ -118,7 +119,8 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     evicted = tuple(sorted(replay.stats.evicted))
     return WhatIf(config.source, tuple(outcomes), evicted,
                   listed.view(now).summary.line(),
-                  build_view(replay.scheduler, source="what-if", now=replay.now).summary.line(), hidden,
+                  build_view(replay.scheduler, source="what-if", now=replay.now, devices_unread=unknown).summary.line(),
+                  hidden,
                   dict(sorted(others.items())), tuple(sorted(state.scheduler_names)), from_file=from_file,
                   evicted_reasons=tuple(replay.stats.evicted_why.get(key, "") for key in evicted))
 

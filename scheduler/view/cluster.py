@@ -52,15 +52,18 @@ def build_view(scheduler: Scheduler, *, source: str, now: float,
                reasons: Mapping[str, WaitReason] | None = None, held: Sequence[Attempt] = (),
                decisions: Sequence[m.Decision] = (), diverged: Mapping[str, str] | None = None,
                overruled: Mapping[str, str] | None = None,
-               input_warnings: Sequence[m.InputWarning] = ()) -> m.ClusterView:
+               input_warnings: Sequence[m.InputWarning] = (), devices_unread: bool = False) -> m.ClusterView:
     """The view of `scheduler`'s state. `reasons` by pod key; `held`: attempts whose Binding a
     permit plugin holds (`Scheduler.held()`); `decisions` newest first; `diverged`: a replay's
     nodes where a recorded Binding landed on its own placements (`ReplayStats.diverged`), whose
     overcommit is that and not another scheduler's; `overruled`: a replay's pods a recorded Binding
     put elsewhere than its own decision (`ReplayStats.overruled`), by pod key; `input_warnings`:
-    what a replay said of its input (its stderr lines: the core's notices, unreadable lines). A pod gated at PreEnqueue reads its gate,
-    not a blank (it is never attempted, so no reason comes for it) nor its last attempt's reason
-    from before its gang lost a member (the gate is why it waits now). A pod held by
+    what a replay said of its input (its stderr lines: the core's notices, unreadable lines);
+    `devices_unread`: the state was fed without ExtendedResources (a listing that could not read
+    them): a GPU pods' annotations name is in use as they say, not a ghost (`_unavailable`).
+    A pod gated at PreEnqueue reads its gate, not a blank (it is never attempted, so no reason
+    comes for it) nor its last attempt's reason from before its gang lost a member (the gate is
+    why it waits now). A pod held by
     spec.schedulingGates is pending too (kube-scheduler's "gated" queue), with the condition the
     apiserver wrote on it (a replay's pods have none written)."""
     state = scheduler.state
@@ -70,7 +73,7 @@ def build_view(scheduler: Scheduler, *, source: str, now: float,
                  if uid in state.pods)
     for attempt in held:
         waits[attempt.pod.key] = WaitReason(WAITING_FOR_ALLOCATION, attempt.message, attempt.node or "")
-    facts = _facts(scheduler, now, frozenset(attempt.pod.uid for attempt in held), diverged)
+    facts = _facts(scheduler, now, frozenset(attempt.pod.uid for attempt in held), diverged, devices_unread)
     gate_waiters: dict[str, list[str]] = {}
     for key, wait in waits.items():
         pod = state.pod_by_key(key)
@@ -107,6 +110,9 @@ class _Facts:
     now: float
     diverged: dict[str, str]  # node -> "binds A there, where this replay had placed B"
     agent_timeout: float  # agentHeartbeatTimeoutSeconds (`agent_timeout`)
+    # fed without ExtendedResources (they could not be read): every device is known from its
+    # holders' annotations alone, its object unread, not gone (`_unavailable`)
+    devices_unread: bool = False
 
     def gate_holds(self, info: NodeInfo) -> bool:
         """The allocation gate holds on this node: a node agent serves it (a fresh heartbeat)."""
@@ -142,10 +148,10 @@ def _timeouts(scheduler: Scheduler) -> tuple[float | None, float]:
 
 
 def _facts(scheduler: Scheduler, now: float, held: frozenset[str] = frozenset(),
-           diverged: Mapping[str, str] | None = None) -> _Facts:
+           diverged: Mapping[str, str] | None = None, devices_unread: bool = False) -> _Facts:
     """The `_Facts` of one build or count at `now`: both timeouts from one walk (`_timeouts`)."""
     gate, agent = _timeouts(scheduler)
-    return _Facts(scheduler.state, held, gate, now, dict(diverged or {}), agent)
+    return _Facts(scheduler.state, held, gate, now, dict(diverged or {}), agent, devices_unread)
 
 
 def silent_agents(scheduler: Scheduler, *, now: float) -> dict[str, float]:
@@ -556,9 +562,16 @@ def _slices_used(device: Device, dimensions: Mapping[str, Amount]) -> tuple[str,
     return ", ".join(parts), fill
 
 
-def _unavailable(state: ClusterState, device: Device, use: DeviceUse | None) -> str:
+def _unavailable(facts: _Facts, device: Device, use: DeviceUse | None) -> str:
     """Why a device takes no new work, "" when it can: its ExtendedResource is gone (a ghost), it is
-    unhealthy, or cordoned (an admin's spec.unschedulable, or one GPU under two names not held)."""
+    unhealthy, or cordoned (an admin's spec.unschedulable, or one GPU under two names not held).
+    With ExtendedResources unread (`_Facts.devices_unread`) the core knows each device from its
+    holders' annotations alone, as a ghost made unhealthy and unschedulable
+    (`DeviceLedger.hold_unseen`): its object is unread, not gone, and its health unknown, so it is none of those: it is in use
+    as the annotations say (whole, or slices), the summary counting it so as everywhere."""
+    state = facts.state
+    if facts.devices_unread:
+        return m.CORDONED if device.duplicate and use is None else ""
     if state.ledger.is_ghost(device.name):
         return m.GHOST
     if not device.healthy:
@@ -577,7 +590,7 @@ def _device_state(facts: _Facts, device: Device) -> str:
     use = state.ledger.use.get(name)
     if use is None and device.schedulable and not state.ledger.is_ghost(name):
         return m.FREE  # most GPUs: the rest of `_unavailable` says the same, slower
-    unavailable = _unavailable(state, device, use)
+    unavailable = _unavailable(facts, device, use)
     if use is None:
         return unavailable or m.FREE
     if state.ledger.conflicting(use, name) and len({_key(state, uid) for uid in (*use.exclusive, *use.shared)}) > 1:
@@ -602,7 +615,7 @@ def _device_gpu(facts: _Facts, device: Device, index: int, status: str, fenced: 
         fill = 1.0
     elif use is not None and use.shared:
         used, fill = _slices_used(device, state.ledger.shared_dimensions(use))
-    unavailable = _unavailable(state, device, use)
+    unavailable = _unavailable(facts, device, use)
     claimants = list(dict.fromkeys(holder.pod for holder in holders))  # a pod with a whole device and slices once
     reason = fenced
     moved = state.ledger.moved.get(device.name)

@@ -31,12 +31,17 @@ class Listed:
     core: Scheduler
     reasons: dict[str, WaitReason]  # why each pending pod waits, as the scheduler wrote it on the pod
     held: list[Attempt]  # the pods assumed at their allocation gate
+    devices_unread: bool = False  # listed without ExtendedResources (`build_view`'s)
 
     def view(self, now: float, source: str = "cluster") -> m.ClusterView:
-        return build_view(self.core, source=source, now=now, reasons=self.reasons, held=self.held)
+        return build_view(self.core, source=source, now=now, reasons=self.reasons, held=self.held,
+                          devices_unread=self.devices_unread)
 
 
-def listed_core(config: SchedulerConfig, objects: Iterable[dict[str, Any]], now: float) -> Listed:
+def listed_core(config: SchedulerConfig, objects: Iterable[dict[str, Any]], now: float,
+                devices_unread: bool = False) -> Listed:
+    """`devices_unread`: the listing could not read ExtendedResources (the devices pods'
+    annotations name are in use as they say, not ghosts: `build_view`)."""
     listed = list(objects)
     core = Scheduler(config)
     load(core, listed, now)
@@ -44,9 +49,9 @@ def listed_core(config: SchedulerConfig, objects: Iterable[dict[str, Any]], now:
     held = core.assume_held_elsewhere({key: (wait.node, wait.message) for key, wait in reasons.items() if wait.node},
                                       now)
     core.hold_nominated(now)  # after the assumed pods, as the leader's next cycle keeps it beside them
-    return Listed(core, reasons, held)
+    return Listed(core, reasons, held, devices_unread)
 
 
 def listed_view(config: SchedulerConfig, objects: Iterable[dict[str, Any]], now: float,
-                source: str = "cluster") -> m.ClusterView:
-    return listed_core(config, objects, now).view(now, source)
+                source: str = "cluster", devices_unread: bool = False) -> m.ClusterView:
+    return listed_core(config, objects, now, devices_unread).view(now, source)

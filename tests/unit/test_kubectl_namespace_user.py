@@ -7,8 +7,12 @@ where the admin saw the gang's 40 GPUs against the cluster's 32, and the class).
 
 from __future__ import annotations
 
+from typing import Any
 
 import pytest
+
+from scheduler.api.quantity import parse_quantity
+from scheduler.core import annotations as ann
 
 from scheduler.core.objects import PODGROUP_LABEL
 from scheduler.kube.http import KubeHttp
@@ -17,8 +21,10 @@ from scheduler.kube.informers import (DISRUPTION_BUDGETS, EXTENDED_RESOURCES, NO
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import whatif
-from scheduler.kubectl.unread import without_absent_podgroups
+from scheduler.kubectl.unread import nodes_view, without_absent_podgroups
 from scheduler.view.listed import listed_view
+from scheduler.view.model import as_dict
+from scheduler.view.text import render_nodes
 from scheduler.sim import builders as b
 from tests.fakeapi import Call, FakeApi, _status
 from tests.helpers import BINPACK, config
@@ -150,8 +156,8 @@ async def test_extended_resources_denied_leave_plain_counts_and_say_what_cannot_
         "extendedresources.tessera.dev: cannot be read: denied (HTTP 403): needs list on "
         "extendedresources.tessera.dev (cluster-scoped): ask for the ClusterRole tessera-inventory-reader or "
         "tessera-explainer (bound with a ClusterRoleBinding; deploy/rbac/user-roles.yaml); GPUs show by the "
-        "nodes' count, without their devices, health or slices; a GPU a pod's annotations name shows as ghost (no "
-        "ExtendedResource read)"]
+        "nodes' count, without their devices, health or slices; a GPU a pod's annotations name shows in use as they "
+        "say, its model and memory unknown"]
     result = explaining.explain(listing.objects, f"{NS}/sliced", config(BINPACK), [], 0.0, listing.unread)
     assert result is not None and result.dry_run is not None and result.dry_run.unknown
     assert not result.unadvertised  # not "no node advertises it": devices may
@@ -272,3 +278,69 @@ async def test_nodes_json_gangs_of_unread_namespaces_say_their_podgroup_cannot_b
     assert gangs["ml-bob/other"].startswith("its PodGroup cannot be read (podgroups.scheduling.x-k8s.io: denied "
                                             "(HTTP 403): needs list on podgroups.scheduling.x-k8s.io in all namespaces")
     assert gangs[f"{NS}/big"].startswith("Its gang can never fit as the cluster is: its 5 members ask for 40")
+
+
+def _held_by_annotations() -> FakeApi:
+    """n0: 4 V100s (nvidia.com/gpu: 4); ml/cls holds two whole by its class, ml/sl a 4Gi slice of
+    the third, ml/plain one by plain count; ml/wait asks for one more by count."""
+    api = FakeApi()
+    devices = [b.device("n0", i) for i in range(4)]
+
+    def grant(device: dict[str, Any], amount: str | None = None) -> ann.DeviceGrant:
+        return ann.DeviceGrant(device["spec"]["deviceID"], device["metadata"]["name"],
+                               None if amount is None else parse_quantity(amount), "memory" if amount else "",
+                               "nvidia.com/gpu")
+
+    def holding(name: str, resource: str, grants: tuple[ann.DeviceGrant, ...]) -> dict[str, Any]:
+        return b.pod(name, "ml", node_name="n0", phase="Running", limits={resource: len(grants)},
+                     annotations={ann.DEVICES: ann.encode_devices({"main": {resource: grants}})})
+
+    api.lists = {NODES.path: [b.node("n0", gpus=4)], EXTENDED_RESOURCES.path: devices,
+                 RESOURCE_CLASSES.path: [b.resource_class("v100", {"model": "V100"}),
+                                         b.resource_class("slice", {"model": "V100"},
+                                                          sharing={"dimension": "memory", "unit": "4Gi"})]}
+    api.add_pod(holding("cls", "class.tessera.dev/v100", (grant(devices[0]), grant(devices[1]))))
+    api.add_pod(holding("sl", "class.tessera.dev/slice", (grant(devices[2], "4Gi"),)))
+    api.add_pod(b.pod("plain", "ml", node_name="n0", phase="Running", limits={"nvidia.com/gpu": 1}))
+    api.add_pod(b.pod("wait", "ml", limits={"nvidia.com/gpu": 1}))
+    return api
+
+
+async def test_gpus_pods_annotations_name_are_in_use_not_ghosts_while_extended_resources_cannot_be_read() -> None:
+    """A trial: a user who may list nodes and pods but not ExtendedResources read the class pod's
+    GPUs as `ghost ... no ExtendedResource describes it any more, still held by ml/cls` and the
+    summary `0 in use ... 2 unavailable (2 of them still held by pods)`: the objects exist, the user
+    cannot read them. The GPUs are in use as the annotations say (whole, or slices), their model and
+    memory unknown; the summary counts them as the admin's does."""
+    admin = await _list(_held_by_annotations())
+    assert admin.unread == {}
+    seen = listed_view(config(BINPACK), admin.objects, 0.0)
+    api = _held_by_annotations()
+    _deny(api, EXTENDED_RESOURCES.path)
+    listing = await _list(api)
+    assert EXTENDED_RESOURCES.label in listing.unread
+    assert "ghost" not in listing.warnings[0]
+    view = nodes_view(config(BINPACK), listing.objects, 0.0, listing.unread)
+    [node] = view.nodes
+    assert sorted((gpu.state, tuple(h.pod for h in gpu.holders), gpu.model, gpu.memory, gpu.reason)
+                  for gpu in node.gpus) == [
+        ("counted", ("ml/plain",), "", "", ""),
+        ("slices", ("ml/sl",), "", "", ""),
+        ("whole", ("ml/cls",), "", "", ""),
+        ("whole", ("ml/cls",), "", "", "")]
+    assert next(gpu.used for gpu in node.gpus if gpu.state == "slices") == "4Gi/?"  # its capacity is unknown
+    assert (node.gpus_used, node.gpus_free, node.gpus_unavailable, node.gpus_total) == (4, 0, 0, 4)
+    assert view.summary == seen.summary
+    assert view.summary.line().startswith("GPUs: 4 total, 4 in use (1 shared), 0 free, 0 unavailable")
+    for text in (render_nodes(view), str(as_dict(view))):
+        assert "ghost" not in text and "no ExtendedResource" not in text and "unavailable (" not in text, text
+    # explain's lines and what-if's summaries read the same cluster
+    for key in ("ml/cls", "ml/sl", "ml/wait"):
+        result = explaining.explain(listing.objects, key, config(BINPACK), [], 0.0, listing.unread)
+        assert result is not None
+        text = explaining.render(result, 0.0) + str(explaining.as_dict(result))
+        assert "ghost" not in text and "no ExtendedResource" not in text and "unhealthy" not in text, text
+    replayed = whatif.what_if(listing.objects, config(BINPACK), 0.0, "ml", unread=listing.unread)
+    admin_replayed = whatif.what_if(admin.objects, config(BINPACK), 0.0, "ml", unread=admin.unread)
+    assert (replayed.before, replayed.after) == (admin_replayed.before, admin_replayed.after)
+    assert "ghost" not in whatif.render(replayed)
