@@ -15,8 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
+from scheduler.core import annotations as ann
 from scheduler.core.objects import PODGROUP_LABEL
 from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.sim import builders as b
@@ -77,7 +79,8 @@ async def _settled(kubeconfig: Path, args: tuple[str, ...], done: Any, timeout: 
 
 async def _cluster(kube: Kube, ns: str) -> None:
     """4 nodes of 8 V100s (32 GPUs) and their devices, the class v100-32g; in `ns` the gang `big`
-    (5 members of 8 GPUs: 40, beyond the cluster) and a pod asking for the class."""
+    (5 members of 8 GPUs: 40, beyond the cluster), a pod asking for the class, and `held`, bound
+    to u-n0 with two of its GPUs by the class (its tessera.dev/devices annotation)."""
     await _create_nodes(kube, None, [b.node(f"u-n{i}", gpus=8) for i in range(4)])
     for i in range(4):
         for k in range(8):
@@ -87,6 +90,10 @@ async def _cluster(kube: Kube, ns: str) -> None:
     for i in range(5):
         await kube.create_pod(ns, b.pod(f"big-{i}", ns, limits={"nvidia.com/gpu": 8}, labels={PODGROUP_LABEL: "big"}))
     classy = await kube.create_pod(ns, b.pod("classy", ns, limits={CLASS: 1}))
+    grants = tuple(ann.DeviceGrant(device["spec"]["deviceID"], device["metadata"]["name"], None, "", "nvidia.com/gpu")
+                   for device in (b.device("u-n0", 0), b.device("u-n0", 1)))
+    await kube.create_pod(ns, b.pod("held", ns, node_name="u-n0", limits={CLASS: 2},
+                                    annotations={ann.DEVICES: ann.encode_devices({"main": {CLASS: grants}})}))
     await kube.create(f"/api/v1/namespaces/{ns}/events", {
         "metadata": {"name": "classy.1", "namespace": ns}, "type": "Warning", "reason": "FailedScheduling",
         "message": "0/4 nodes are available: tried by hand", "count": 1, "source": {"component": "tessera"},
@@ -147,6 +154,15 @@ async def test_a_researcher_is_told_what_to_ask_for_and_never_given_a_verdict_of
     assert "6 pending pods: 0 would be placed, 5 would stay pending, 1 cannot tell (see RESULT)" in out, out
     status, out, err = await _plugin(kubeconfig, "nodes", "-n", ns)
     assert status == 0, err
+    # ExtendedResources unread: held's GPUs are in use as its annotation says, not ghosts (a trial)
+    assert "ghost" not in out and "no ExtendedResource" not in out, out
+    assert "GPUs: 32 total, 2 in use, 30 free, 0 unavailable" in out, out
+    assert "a GPU a pod's annotations name shows in use as they say, its model and memory unknown" in err, err
+    status, doc, err = await _plugin(kubeconfig, "nodes", "-n", ns, "-o", "json")
+    assert status == 0, err
+    u_n0 = next(node for node in orjson.loads(doc)["nodes"] if node["name"] == "u-n0")["gpus"]
+    assert sorted((g["state"], g["model"], tuple(h["pod"] for h in g["holders"])) for g in u_n0)[-2:] == \
+        [("whole", "", (f"{ns}/held",)), ("whole", "", (f"{ns}/held",))]
     assert ("warning: configmap tessera-system/tessera-scheduler-config: denied (HTTP 403): needs get on it: ask "
             "for the Role tessera-config-reader in tessera-system (bound with a RoleBinding there; "
             "deploy/rbac/user-roles.yaml)") in err, err
