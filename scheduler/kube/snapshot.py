@@ -190,7 +190,9 @@ _NEEDED = "kubectl tessera reads every node and every namespace's pods (a GPU an
 # what the picture lacks without the kind (the dry runs say it per pod, `kubectl.unread`)
 _WITHOUT = {
     EXTENDED_RESOURCES.label: ("GPUs show by the nodes' count, without their devices, health or slices; a GPU "
-                               "a pod's annotations name shows in use as they say, its model and memory unknown"),
+                               "a pod's annotations name shows in use as they say, its model and memory unknown; "
+                               "a node that counts no nvidia.com/gpu (the node agent's) shows only the GPUs pods "
+                               "hold"),
     RESOURCE_CLASSES.label: "requests of ResourceClasses cannot be judged",
     POD_GROUPS.label: "their gangs cannot be judged",
     WORKLOAD_POD_GROUPS.label: "their gangs cannot be judged",

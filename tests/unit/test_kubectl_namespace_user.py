@@ -157,7 +157,8 @@ async def test_extended_resources_denied_leave_plain_counts_and_say_what_cannot_
         "extendedresources.tessera.dev (cluster-scoped): ask for the ClusterRole tessera-inventory-reader or "
         "tessera-explainer (bound with a ClusterRoleBinding; deploy/rbac/user-roles.yaml); GPUs show by the "
         "nodes' count, without their devices, health or slices; a GPU a pod's annotations name shows in use as they "
-        "say, its model and memory unknown"]
+        "say, its model and memory unknown; a node that counts no nvidia.com/gpu (the node agent's) shows only the "
+        "GPUs pods hold"]
     result = explaining.explain(listing.objects, f"{NS}/sliced", config(BINPACK), [], 0.0, listing.unread)
     assert result is not None and result.dry_run is not None and result.dry_run.unknown
     assert not result.unadvertised  # not "no node advertises it": devices may
