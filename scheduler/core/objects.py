@@ -112,7 +112,8 @@ def _amount(raw: Any, milli: bool) -> Amount:
         raise QuantityError("must be greater than or equal to 0")
     amount = exact(quantity * 1000 if milli else quantity)
     if amount > 2**62:
-        raise QuantityError(f"{raw!r} is too large")
+        most = f"2^62 millicores ({2**62 // 1000} cores)" if milli else f"2^62 ({2**62})"
+        raise QuantityError(f"{raw!r} is too large: at most {most} are counted")
     return amount
 
 

@@ -61,6 +61,18 @@ def test_absurd_quantities_do_not_overflow_or_overcommit() -> None:
     assert any("exponent out of range" in n for n in run.notices())
 
 
+def test_a_quantity_beyond_what_is_counted_says_the_limit() -> None:
+    """A researcher's trial read `'9223372036854775807' is too large` and could not tell what is."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n", gpus=4))
+    run.add(b.pod("max", limits={"nvidia.com/gpu": "9223372036854775807"}),
+            b.pod("cores", requests={"cpu": "9223372036854775807"}))
+    notes = run.notices()
+    assert any("'9223372036854775807' is too large: at most 2^62 (4611686018427387904) are counted" in n
+               for n in notes), notes
+    assert any("is too large: at most 2^62 millicores (4611686018427387 cores) are counted" in n for n in notes), notes
+
+
 def test_a_tiny_sharing_unit_or_a_huge_device_capacity_does_not_crash_the_cycle() -> None:
     """A review found both raising OverflowError in every cycle of every device pod (the free
     slices of a class were written into an int64 column as ceil(free / unit)), which ended the live
