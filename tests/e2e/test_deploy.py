@@ -166,6 +166,22 @@ def remove_admission_policy(admin: RestClient) -> None:
     for policy in (POLICY, GPU_POD_POLICY):
         admin.delete(f"{VAP_BINDING_PATH}/{policy}")
         admin.delete(f"{VAP_PATH}/{policy}")
+    # the apiserver drops a deleted policy from its cache a moment later: until then the GPU pod
+    # policy still refuses the admin's own pods that stand in for bound ones (spec.nodeName and a
+    # class), which the next module creates at once (a run in three failed so)
+    probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gpu-policy-gone"},
+             "spec": {"nodeName": "no-such-node", "containers": [{
+                 "name": "main", "image": "busybox",
+                 "resources": {"limits": {"class.tessera.dev/probe": "1"}}}]}}
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            admin.create("/api/v1/namespaces/default/pods?dryRun=All", probe)
+            return
+        except ApiError as err:
+            if err.status != 403 or GPU_POD_POLICY not in err.message or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
 
 
 # --- identities --------------------------------------------------------------------------------
