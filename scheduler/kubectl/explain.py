@@ -33,7 +33,7 @@ from scheduler.kube.fence import FENCE_REFUSED
 from scheduler.kube.snapshot import Unread, last_seen, seen_at
 from scheduler.kube.term_token import parse_term_token
 from scheduler.kubectl.leadership import UNKNOWN, Leadership
-from scheduler.kubectl.unread import cannot_tell, podgroup_unread
+from scheduler.kubectl.unread import Offered, cannot_tell, extended_requests, offered, podgroup_unread
 from scheduler.sim.snapshot import is_bound, load
 from scheduler.view.cluster import extended_amounts, gang_view, gate_holds
 from scheduler.view.model import GangView, plain
@@ -164,11 +164,12 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
     # it would get once they are removed, labelled so
     ungated = pod.gated and ours and not pod.node_name and not pod.meta.deleting and not pod.terminal
     listed = _without_gates(objects, key) if ungated else objects
-    run = _dry_run(listed, _waiting_with(state, pod) | _nominated_before(state, pod), key, config, now) \
+    names = offered(state)
+    # no dry run where its verdict would read an unread kind as absent
+    blind = cannot_tell(pod, unread or {}, names) if pending or ungated else ""
+    run = (DryRun("", blind, False, (), (), unknown=True) if blind else
+           _dry_run(listed, _waiting_with(state, pod) | _nominated_before(state, pod), key, config, now)) \
         if pending or ungated else None
-    blind = cannot_tell(state, pod, unread or {}) if run is not None else ""
-    if blind:  # its verdict would read an unread kind as absent
-        run = DryRun("", blind, False, (), (), unknown=True)
     stays = run is not None and not run.node and not run.unknown  # a verdict of pending: say why
     status = _status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates,
                      _finalizers(raw), core.gated().get(key, ""), _fence_refused(events),
@@ -197,7 +198,7 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         config=config.source,
         classes=_classes(state, pod) if run is not None and not run.unknown else (),
         ungated=ungated,
-        unadvertised=_unadvertised(state, pod) if stays else (),
+        unadvertised=_unadvertised(state, pod, names) if stays else (),
         missing_podgroup=_missing_podgroup(state, pod) if stays else "",
         unmatched_selector=_unmatched_selector(state, pod) if stays else (),
         too_few_members=too_few_members(state, pod) if stays else "",
@@ -246,23 +247,18 @@ def _same_term(token: str, current: str) -> bool:
                                                                      theirs.acquire_time)
 
 
-def _unadvertised(state: ClusterState, pod: Pod) -> tuple[str, ...]:
+def _unadvertised(state: ClusterState, pod: Pod, names: Offered) -> tuple[str, ...]:
     """The extended resources (a domain-prefixed name) the pod asks for that no node advertises
     and no ResourceClass provides, each with the close name that is, if any: upstream's
     `Insufficient nvidia.com/gpus` says nothing of a typo (a platform engineer's trial)."""
-    offered = {name for info in state.node_infos() if info.node is not None for name in info.node.allocatable}
-    offered |= {device.resource_name for info in state.node_infos() for device in info.devices.values()}
-    known = offered | set(state.classes.by_resource)
+    known = names.advertised | names.counted | names.owned
     found = []
-    for name in sorted(pod.requests):
-        if "/" not in name or name.startswith(_NATIVE) or name in known or state.classes.is_class_resource(name):
+    for name in extended_requests(pod):
+        if name in known or state.classes.is_class_resource(name):
             continue
         close = get_close_matches(name, sorted(known), n=1, cutoff=0.8)
         found.append(f"{name}: no node advertises it" + (f' (did you mean "{close[0]}"?)' if close else ""))
     return tuple(found)
-
-
-_NATIVE = ("kubernetes.io/",)  # names of the kubernetes.io domain are not extended resources
 
 
 _VALUES_SHOWN = 8  # a label's values named in a hint, at most

@@ -17,19 +17,18 @@ Pure: the listing's `unread` and the core's parsed pod.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.api.config import SchedulerConfig
 from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX
+from scheduler.core.resources import is_extended
 from scheduler.core.objects import WORKLOAD_API, ObjectError, Pod, gang_name, parse_pod
 from scheduler.core.state import ClusterState
 from scheduler.kube.informers import EXTENDED_RESOURCES, POD_GROUPS, RESOURCE_CLASSES, WORKLOAD_POD_GROUPS
 from scheduler.kube.snapshot import Unread
 from scheduler.view.listed import listed_view
 from scheduler.view.model import ClusterView
-
-_NATIVE = "kubernetes.io/"  # names of the kubernetes.io domain are not extended resources
 
 
 def podgroup_unread(pod: Pod, unread: Mapping[str, Unread]) -> Unread | None:
@@ -41,7 +40,28 @@ def podgroup_unread(pod: Pod, unread: Mapping[str, Unread]) -> Unread | None:
     return missing if missing is not None and not missing.read_in(pod.meta.namespace) else None
 
 
-def cannot_tell(state: ClusterState, pod: Pod, unread: Mapping[str, Unread]) -> str:
+@dataclass(frozen=True, slots=True)
+class Offered:
+    """The resource names a cluster offers, as the dry runs judge a request by them: built once
+    per listing (`offered`), read for every pod (`cannot_tell`, explain's typo hints)."""
+    advertised: frozenset[str]  # in some Node's allocatable
+    counted: frozenset[str]  # some device counts under it (`nvidia.com/gpu`): no class may own one
+    owned: frozenset[str]  # a ResourceClass's resourceName
+
+
+def offered(state: ClusterState) -> Offered:
+    infos = list(state.node_infos())
+    return Offered(frozenset(name for info in infos if info.node is not None for name in info.node.allocatable),
+                   frozenset(device.resource_name for info in infos for device in info.devices.values()),
+                   frozenset(state.classes.by_resource))
+
+
+def extended_requests(pod: Pod) -> list[str]:
+    """The pod's extended resources of a domain (`nvidia.com/gpu`, a class's name), sorted."""
+    return sorted(name for name in pod.requests if "/" in name and is_extended(name))
+
+
+def cannot_tell(pod: Pod, unread: Mapping[str, Unread], names: Offered) -> str:
     """Why the pod's dry run gives no verdict (one line, each unread kind it depends on), or ""."""
     if not unread:
         return ""
@@ -49,30 +69,28 @@ def cannot_tell(state: ClusterState, pod: Pod, unread: Mapping[str, Unread]) -> 
     missing = podgroup_unread(pod, unread)
     if missing is not None and pod.gang is not None:
         found.append(f"its PodGroup {gang_name(pod.gang.key)} cannot be read ({missing.name}: {missing.why})")
-    extended = sorted(name for name in pod.requests if "/" in name and not name.startswith(_NATIVE))
+    extended = extended_requests(pod)
     classes = unread.get(RESOURCE_CLASSES.label)
     devices = unread.get(EXTENDED_RESOURCES.label)
-    advertised = {name for info in state.node_infos() if info.node is not None for name in info.node.allocatable}
-    # the names devices count under (`nvidia.com/gpu`): no class may own one (the core refuses
-    # it). With the devices unread too, the nodes' names outside the classes' default prefix are
-    # taken for counts: the agent advertises its classes' names as well, so a class of a name of
-    # its own then reads as a count of the slots the nodes advertise
-    counted = ({name for name in advertised if not name.startswith(DEFAULT_RESOURCE_PREFIX)} if devices is not None
-               else {device.resource_name for info in state.node_infos() for device in info.devices.values()})
+    # the names devices count under: no class may own one (the core refuses it). With the devices
+    # unread too, the nodes' names outside the classes' default prefix are taken for counts: the
+    # agent advertises its classes' names as well, so a class of a name of its own then reads as a
+    # count of the slots the nodes advertise
+    counted = (names.counted if devices is None
+               else {name for name in names.advertised if not name.startswith(DEFAULT_RESOURCE_PREFIX)})
     if classes is not None:
         # a class may own any other name, also one the nodes advertise
-        names = [name for name in extended if name not in counted]
-        if names:
-            found.append(f"it asks for {', '.join(names)} and ResourceClasses cannot be read, so whether a class "
-                         f"provides {'it' if len(names) == 1 else 'them'} is not known ({classes.name}: {classes.why})")
+        asked = [name for name in extended if name not in counted]
+        if asked:
+            found.append(f"it asks for {', '.join(asked)} and ResourceClasses cannot be read, so whether a class "
+                         f"provides {'it' if len(asked) == 1 else 'them'} is not known ({classes.name}: {classes.why})")
     if devices is not None:
         # a class serves only the devices it matches; a name no node advertises may be devices'
-        owned = state.classes.by_resource
-        names = [name for name in extended
-                 if name in owned or name.startswith(DEFAULT_RESOURCE_PREFIX) or name not in advertised]
-        if names:
-            found.append(f"it asks for {', '.join(names)} and ExtendedResources cannot be read, so which devices "
-                         f"serve {'it' if len(names) == 1 else 'them'} is not known ({devices.name}: {devices.why})")
+        asked = [name for name in extended if name in names.owned or name.startswith(DEFAULT_RESOURCE_PREFIX)
+                 or name not in names.advertised]
+        if asked:
+            found.append(f"it asks for {', '.join(asked)} and ExtendedResources cannot be read, so which devices "
+                         f"serve {'it' if len(asked) == 1 else 'them'} is not known ({devices.name}: {devices.why})")
     return "; ".join(found)
 
 

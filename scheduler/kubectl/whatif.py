@@ -21,7 +21,7 @@ from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.scheduler import Scheduler
 from scheduler.kube.snapshot import Unread
 from scheduler.kubectl.leadership import Leadership
-from scheduler.kubectl.unread import cannot_tell, devices_unread
+from scheduler.kubectl.unread import cannot_tell, devices_unread, offered
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import replay_order
 from scheduler.view.cluster import build_view
@@ -98,9 +98,10 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     # pods a PreEnqueue plugin keeps out are never attempted: their gate says why they stay pending
     found.update((key, Outcome(key, "", (), False, (), why)) for key, why in replay.scheduler.gated().items())
     _never_fits(found, replay.scheduler)
+    names = offered(replay.scheduler.state) if unread else None
     for key in found:
         pod = replay.scheduler.state.pod_by_key(key)
-        blind = cannot_tell(replay.scheduler.state, pod, unread) if pod is not None and unread else ""
+        blind = cannot_tell(pod, unread, names) if pod is not None and unread and names is not None else ""
         if blind:  # its verdict would read an unread kind as absent
             found[key] = Outcome(key, "", (), False, (), blind, unknown=True)
     outcomes = []
