@@ -12,9 +12,7 @@ node (the ResourceClass registry, say) reports an `epoch`; when that moves, that
 brought in step over every row (`renew`: refilled whole, unless the group knows which of its
 columns the move touched); the other groups keep their rows. A node leaving takes its row out of
 every group (`remove_rows`): the rows after it move up one and keep what they hold. Which rows left
-the table reads off its own rows and the state's order (`_rows_taken`), from the nodes changed
-since the last sync alone: so a state has one table, the only reader of `ClusterState.dirty`,
-which its sync clears (a second table syncing in between would not learn which rows left).
+the table reads off its own rows and the state's order (`_rows_taken`).
 
 A group names its per-row arrays in one place (`ColumnGroup.row_arrays`): growing them and taking
 rows out of them both go through it, so an array cannot be grown and not shifted (or the reverse)
@@ -23,7 +21,6 @@ and fall out of line with the rows.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable
 from abc import ABC, abstractmethod
 from typing import Protocol, TypeVar, cast
@@ -121,12 +118,6 @@ class NodeTable:
         # Each row's NodeInfo (a state keeps one object per node name for the node's lifetime):
         # the per-node loops index this list instead of two dict lookups per node.
         self.infos: list[NodeInfo] = []
-        # Each row's slot, ascending with the rows: a number a row gets when it is filled for a
-        # node it did not hold (rows keep their order and new ones come last), so the row of a
-        # node name (`_slot_of`: the names that have a row) is found by bisecting.
-        self._slots: list[int] = []
-        self._slot_of: dict[str, int] = {}
-        self._next_slot = 0
         self._groups: dict[Callable[..., ColumnGroup], ColumnGroup] = {}
         self._epochs: dict[Callable[..., ColumnGroup], int] = {}  # only groups that have epochs
 
@@ -198,16 +189,15 @@ class NodeTable:
         state.dirty.clear()
 
     def _rows_taken(self) -> list[int]:
-        """The rows (ascending) whose nodes left the order since the last sync. A node leaving is
-        marked dirty (`ClusterState._touch`), and the rows that stay are the order's first ones in
-        their order (a node leaving moves those after it up; a new node, or one come back, is
-        appended): over the dirty nodes' rows in order, a row stays when its node is at the
-        position the rows taken before it leave it at, and so does every row in between."""
-        slots, slot_of, position = self._slots, self._slot_of, self.state.node_position
-        rows = sorted(bisect.bisect_left(slots, slot_of[name]) for name in self.state.dirty if name in slot_of)
+        """The rows (ascending) whose nodes left the order since the last sync: the rows that stay
+        are the order's first ones in their order (a node leaving moves those after it up; a new
+        node, or one come back, is appended), so a row stays when its node is at the position the
+        rows taken before it leave it at. One walk over the rows, only when the order changed
+        (`sync`), where taking rows out is O(rows) anyway."""
+        position = self.state.node_position
         taken: list[int] = []
-        for row in rows:
-            if position(self.infos[row].name) != row - len(taken):
+        for row, info in enumerate(self.infos):
+            if position(info.name) != row - len(taken):
                 taken.append(row)
         return taken
 
@@ -216,7 +206,7 @@ class NodeTable:
             return
         size = self.size
         for row in reversed(rows):
-            del self._slot_of[self.infos[row].name], self._slots[row], self.infos[row]
+            del self.infos[row]
         shift_out(self.generation, rows, size)
         self.size = size - len(rows)
         for group in self._groups.values():
@@ -228,9 +218,6 @@ class NodeTable:
             self.infos[row] = info  # the row's own node (the rows that stay are the order's first)
         else:  # rows are filled in order: a new row is the next one
             self.infos.append(info)
-            self._slots.append(self._next_slot)
-            self._slot_of[info.name] = self._next_slot
-            self._next_slot += 1
         for group in self._groups.values():
             group.fill(row, info)
         self.generation[row] = info.generation
