@@ -314,27 +314,39 @@ def test_a_kind_read_as_empty_alerts_when_forbidden_or_when_tesseras_own_crd_is_
     assert "TesseraInformerUnavailable" in text and "RBAC, a CRD not installed" not in text
 
 
+STEPS = 34  # 17 minutes of 30-second scrapes
+
+
+def _warns_once_through_failovers(tmp_path: Path, alert: str, metric: str, timeline: Timeline, count: int,
+                                  pending: str, firing_at: str, resolved: str) -> dict[str, Any]:
+    """Both replicas export `metric` along `timeline` while the leader is killed every 3 minutes:
+    `alert` is still pending at `pending`, fires once (one series per job, `count` in its text) at
+    `firing_at`, and is gone at `resolved`. The rule, for the caller's own checks."""
+    a, b = _failovers(STEPS, every=6, gap=2)
+    groups = _groups()
+    series = _replica("a:10251", a, **{metric: timeline}) + _replica("b:10251", b, **{metric: timeline})
+    rule = _alert(groups, alert)
+    firing = [{"exp_labels": {"job": JOB, "severity": "warning"},
+               "exp_annotations": _annotations(rule, count, {"job": JOB})}]
+    checks: list[dict[str, Any]] = [
+        {"eval_time": pending, "alertname": alert, "exp_alerts": []},
+        {"eval_time": firing_at, "alertname": alert, "exp_alerts": firing},
+        {"eval_time": resolved, "alertname": alert, "exp_alerts": []},
+    ]
+    done = _run_test(tmp_path, groups, series, checks)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return rule
+
+
 def test_a_silent_node_agent_warns_after_its_for_through_failovers_and_resolves_when_it_heartbeats_again(
         tmp_path: Path) -> None:
     """An on-call trial: a node agent SIGKILLed left its GPUs `Healthy=True` with a stale heartbeat
     and no alert said so. `tessera_node_agents_silent` (every replica's own cache, as the GPU
     states) at 1 from minute 1 to 12 while the leader is killed every 3 minutes: the warning fires
     once (one series per job) after `agentSilentFor` (10m), and is gone once the agent is back."""
-    steps = 34  # 17 minutes
-    a, b = _failovers(steps, every=6, gap=2)
-    silent: Timeline = [0] * 2 + [1] * 22 + [0] * (steps - 24)
-    groups = _groups()
-    series = (_replica("a:10251", a, tessera_node_agents_silent=silent)
-              + _replica("b:10251", b, tessera_node_agents_silent=silent))
-    rule = _alert(groups, "TesseraNodeAgentSilent")
-    firing = [{"exp_labels": {"job": JOB, "severity": "warning"}, "exp_annotations": _annotations(rule, 1, {"job": JOB})}]
-    checks: list[dict[str, Any]] = [
-        {"eval_time": "9m", "alertname": "TesseraNodeAgentSilent", "exp_alerts": []},  # pending still
-        {"eval_time": "11m30s", "alertname": "TesseraNodeAgentSilent", "exp_alerts": firing},
-        {"eval_time": "13m", "alertname": "TesseraNodeAgentSilent", "exp_alerts": []},  # heartbeating again
-    ]
-    done = _run_test(tmp_path, groups, series, checks)
-    assert done.returncode == 0, done.stdout + done.stderr
+    silent: Timeline = [0] * 2 + [1] * 22 + [0] * (STEPS - 24)
+    rule = _warns_once_through_failovers(tmp_path, "TesseraNodeAgentSilent", "tessera_node_agents_silent", silent,
+                                         1, pending="9m", firing_at="11m30s", resolved="13m")
     assert "kubectl tessera nodes" in rule["annotations"]["description"]
 
 
@@ -346,29 +358,18 @@ def test_unhealthy_gpus_warn_after_their_for_through_failovers_and_resolve_when_
     every 3 minutes: the warning fires once (one series per job) after `gpuUnhealthyFor` (10m),
     with the count, and is gone once they are healthy (or replaced) again; one unhealthy for 4
     minutes (a flap) does not fire."""
-    steps = 34  # 17 minutes
-    a, b = _failovers(steps, every=6, gap=2)
-    unhealthy: Timeline = [0] * 2 + [2] * 24 + [0] * (steps - 26)
-    groups = _groups()
-    series = (_replica("a:10251", a, tessera_devices__state_unhealthy=unhealthy)
-              + _replica("b:10251", b, tessera_devices__state_unhealthy=unhealthy))
-    rule = _alert(groups, "TesseraGPUUnhealthy")
+    unhealthy: Timeline = [0] * 2 + [2] * 24 + [0] * (STEPS - 26)
+    rule = _warns_once_through_failovers(tmp_path, "TesseraGPUUnhealthy", "tessera_devices__state_unhealthy",
+                                         unhealthy, 2, pending="9m", firing_at="12m", resolved="14m")
     assert rule["for"] == "10m" and rule["labels"]["severity"] == "warning"
-    firing = [{"exp_labels": {"job": JOB, "severity": "warning"}, "exp_annotations": _annotations(rule, 2, {"job": JOB})}]
-    checks: list[dict[str, Any]] = [
-        {"eval_time": "9m", "alertname": "TesseraGPUUnhealthy", "exp_alerts": []},  # pending still
-        {"eval_time": "12m", "alertname": "TesseraGPUUnhealthy", "exp_alerts": firing},
-        {"eval_time": "14m", "alertname": "TesseraGPUUnhealthy", "exp_alerts": []},  # healthy again
-    ]
-    done = _run_test(tmp_path, groups, series, checks)
-    assert done.returncode == 0, done.stdout + done.stderr
     description = " ".join(rule["annotations"]["description"].split())
     assert "kubectl tessera nodes" in description and "Healthy=False" in description
-    flap: Timeline = [0] * 2 + [1] * 8 + [0] * (steps - 10)
+    a, b = _failovers(STEPS, every=6, gap=2)
+    flap: Timeline = [0] * 2 + [1] * 8 + [0] * (STEPS - 10)
     series = (_replica("a:10251", a, tessera_devices__state_unhealthy=flap)
               + _replica("b:10251", b, tessera_devices__state_unhealthy=flap))
     checks = [{"eval_time": f"{m}m", "alertname": "TesseraGPUUnhealthy", "exp_alerts": []} for m in range(1, 17)]
-    done = _run_test(tmp_path, groups, series, checks)
+    done = _run_test(tmp_path, _groups(), series, checks)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
