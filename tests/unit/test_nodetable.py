@@ -66,20 +66,25 @@ def test_a_resource_first_named_half_way_through_a_refill_is_filled_for_the_rows
     assert _columns(table) == _columns(fresh)
 
 
+def _counting_rows(fills: list[int]) -> type[ResourceColumns]:
+    """Resource columns that note in `fills` each row they fill."""
+    class Counted(ResourceColumns):
+        def fill(self, row: int, info: object) -> None:
+            fills.append(row)
+            super().fill(row, info)  # type: ignore[arg-type]
+    return Counted
+
+
 def test_a_group_made_after_the_nodes_fills_each_row_once() -> None:
     """The first cycle after start-up makes the resource columns over every node: a column the
     first row names (the GPUs) used to be filled for all rows and then again row by row."""
     intake, table = _synced([8] * 3)
     fills: list[int] = []
 
-    class Counted(ResourceColumns):
-        def fill(self, row: int, info: object) -> None:
-            fills.append(row)
-            super().fill(row, info)  # type: ignore[arg-type]
-
+    class Counted(_counting_rows(fills)):  # type: ignore[misc]
         def _fill_one(self, row: int, info: object, name: str, column: object) -> None:
             fills.append(row)
-            super()._fill_one(row, info, name, column)  # type: ignore[arg-type]
+            super()._fill_one(row, info, name, column)
 
     group = table.group(Counted)
     assert fills == [0, 1, 2]
@@ -174,13 +179,7 @@ def test_a_new_node_is_filled_once() -> None:
     (dirty) nodes, and was filled a second time as one, in every group."""
     intake, table = _synced([8] * 3)
     fills: list[int] = []
-
-    class Counted(ResourceColumns):
-        def fill(self, row: int, info: object) -> None:
-            fills.append(row)
-            super().fill(row, info)  # type: ignore[arg-type]
-
-    group = table.group(Counted)
+    group = table.group(_counting_rows(fills))
     fills.clear()
     intake.apply("ADDED", b.node("n3", gpus=4), 0.0)
     intake.apply("MODIFIED", b.node("n1", gpus=2), 0.0)
@@ -190,7 +189,7 @@ def test_a_new_node_is_filled_once() -> None:
 
 
 def test_many_removals_and_a_node_come_back_between_syncs_end_as_a_table_built_fresh() -> None:
-    """The rows that left are read off the table's own rows and the dirty nodes, however many
+    """The rows that left are read off the table's own rows and the state's order, however many
     left since the last sync (the state keeps no log of removals that a table could fall behind):
     n3 leaves and comes back last, n7 leaves after being changed, n1, n6 and n5 leave; every row
     that stayed keeps its values (none is filled again) and the table ends as one built fresh."""
