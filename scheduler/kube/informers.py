@@ -111,27 +111,54 @@ class ResourceKind:
     # or load balancer in a bad moment), never "not served" — treating it as empty would delete
     # every object (for Pods: free every running pod's GPUs). Only CRDs and alpha APIs can be absent.
     builtin: bool = False
+    # Its objects live in namespaces: a list denied cluster-wide may be allowed in one namespace
+    # (`snapshot.namespaced_path`), and the permission a list needs is "in all namespaces".
+    namespaced: bool = False
 
     @property
     def label(self) -> str:
         return self.name or self.kind
 
+    @property
+    def plural(self) -> str:
+        """The resource's plural, the last segment of its list path: `nodes`, `podgroups`."""
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def group(self) -> str:
+        """Its API group, "" for the core API: `tessera.dev`."""
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def resource(self) -> str:
+        """kubectl's name of the kind's resource: `nodes`, `resourceclasses.tessera.dev`."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The names kubectl takes for it (and `tessera record --kinds`): "pod", "pods", and for a
+        named API group "podgroups.scheduling.x-k8s.io" and "podgroup.scheduling.x-k8s.io" too (the
+        short names select every API that has the kind)."""
+        singular = self.kind.lower()
+        qualified = (f"{self.plural}.{self.group}", f"{singular}.{self.group}") if self.group else ()
+        return (singular, self.plural, *qualified)
+
 
 NODES = ResourceKind("Node", "v1", "/api/v1/nodes", builtin=True)
-PODS = ResourceKind("Pod", "v1", "/api/v1/pods", builtin=True)
+PODS = ResourceKind("Pod", "v1", "/api/v1/pods", builtin=True, namespaced=True)
 EXTENDED_RESOURCES = ResourceKind(
     "ExtendedResource", "tessera.dev/v1alpha1", "/apis/tessera.dev/v1alpha1/extendedresources")
 RESOURCE_CLASSES = ResourceKind(
     "ResourceClass", "tessera.dev/v1alpha1", "/apis/tessera.dev/v1alpha1/resourceclasses")
 POD_GROUPS = ResourceKind(
-    "PodGroup", "scheduling.x-k8s.io/v1alpha1", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups")
+    "PodGroup", "scheduling.x-k8s.io/v1alpha1", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", namespaced=True)
 DISRUPTION_BUDGETS = ResourceKind("PodDisruptionBudget", "policy/v1", "/apis/policy/v1/poddisruptionbudgets",
-                                  optional=True, builtin=True)
+                                  optional=True, builtin=True, namespaced=True)
 PRIORITY_CLASSES = ResourceKind("PriorityClass", "scheduling.k8s.io/v1", "/apis/scheduling.k8s.io/v1/priorityclasses",
                                 optional=True, builtin=True)
 # upstream's Workload API (Kubernetes 1.36, alpha, off by default): a 404 while it is not served
 WORKLOAD_POD_GROUPS = ResourceKind("PodGroup", "scheduling.k8s.io/v1alpha2", "/apis/scheduling.k8s.io/v1alpha2/podgroups",
-                                   optional=True, name="PodGroup.scheduling.k8s.io")
+                                   optional=True, name="PodGroup.scheduling.k8s.io", namespaced=True)
 ALL_KINDS: tuple[ResourceKind, ...] = (NODES, PODS, EXTENDED_RESOURCES, RESOURCE_CLASSES, POD_GROUPS,
                                        DISRUPTION_BUDGETS, PRIORITY_CLASSES)
 # what the scheduler, `kubectl tessera`'s snapshot and `tessera record` watch: upstream PodGroups too

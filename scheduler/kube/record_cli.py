@@ -39,18 +39,10 @@ PROGRESS_EVERY = 5.0
 DENIAL_POLL = 0.5  # how soon a refused list stops the recording
 
 
-def _names(kind: ResourceKind) -> tuple[str, ...]:
-    """What --kinds accepts for a kind, as kubectl does: "pod", "pods", and for a named API group
-    "podgroups.scheduling.x-k8s.io" too (the short names select every API that has the kind)."""
-    plural = kind.path.rsplit("/", 1)[-1]
-    group = kind.api_version.rpartition("/")[0]
-    return (kind.kind.lower(), plural) + ((f"{plural}.{group}", f"{kind.kind.lower()}.{group}") if group else ())
-
-
 def _kinds_by_name() -> dict[str, tuple[ResourceKind, ...]]:
     by_name: dict[str, tuple[ResourceKind, ...]] = {}
     for kind in SCHEDULER_KINDS:
-        for name in _names(kind):
+        for name in kind.aliases:  # what --kinds accepts, as kubectl does
             by_name[name] = (*by_name.get(name, ()), kind)
     return by_name
 
@@ -98,7 +90,7 @@ def _parse_kinds(values: list[str] | None) -> tuple[ResourceKind, ...]:
         raise ValueError("--kinds names no kind; leave it out to record every kind")
     unknown = [name for name in names if name not in _BY_NAME]
     if unknown:
-        known = dict.fromkeys(kind.path.rsplit("/", 1)[-1] for kind in SCHEDULER_KINDS)
+        known = dict.fromkeys(kind.plural for kind in SCHEDULER_KINDS)
         raise ValueError(f"unknown kind(s) {', '.join(unknown)}; choose from {', '.join(known)} "
                          "(or one API's: podgroups.scheduling.k8s.io, podgroups.scheduling.x-k8s.io)")
     chosen = {kind for name in names for kind in _BY_NAME[name]}

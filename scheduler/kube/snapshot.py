@@ -47,22 +47,13 @@ INVENTORY_READER = "tessera-inventory-reader"
 CONFIG_READER = "tessera-config-reader"
 ROLES_FILE = "deploy/rbac/user-roles.yaml"
 BIND = f"bound with a ClusterRoleBinding; {ROLES_FILE}"
-NAMESPACED: frozenset[str] = frozenset(kind.label for kind in (PODS, POD_GROUPS, DISRUPTION_BUDGETS,
-                                                                WORKLOAD_POD_GROUPS))
-
-
-def resource(kind: ResourceKind) -> str:
-    """kubectl's name of the kind's resource: `nodes`, `resourceclasses.tessera.dev`."""
-    plural = kind.path.rsplit("/", 1)[-1]
-    group = kind.api_version.rpartition("/")[0]
-    return f"{plural}.{group}" if group else plural
 
 
 def grant(kind: ResourceKind) -> str:
     """The permission a list of `kind` needs and the shipped ClusterRole that grants it."""
-    scope = "in all namespaces" if kind.label in NAMESPACED else "(cluster-scoped)"
+    scope = "in all namespaces" if kind.namespaced else "(cluster-scoped)"
     roles = f"{INVENTORY_READER} or {EXPLAINER}" if kind in (EXTENDED_RESOURCES, RESOURCE_CLASSES) else EXPLAINER
-    return f"needs list on {resource(kind)} {scope}: ask for the ClusterRole {roles} ({BIND})"
+    return f"needs list on {kind.resource} {scope}: ask for the ClusterRole {roles} ({BIND})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +70,7 @@ class Unread:
 
     @property
     def name(self) -> str:
-        return resource(self.kind)
+        return self.kind.resource
 
 
 @dataclass(slots=True)
@@ -91,8 +82,8 @@ class ClusterListing:
 
 def namespaced_path(kind: ResourceKind, namespace: str) -> str:
     """The list path of a namespaced kind in one namespace."""
-    prefix, _, plural = kind.path.rpartition("/")
-    return f"{prefix}/namespaces/{quote(namespace, safe='')}/{plural}"
+    prefix = kind.path.rpartition("/")[0]
+    return f"{prefix}/namespaces/{quote(namespace, safe='')}/{kind.plural}"
 
 
 async def list_kind(http: KubeHttp, kind: ResourceKind, path: str = "") -> list[dict[str, Any]] | Response:
@@ -150,7 +141,7 @@ async def list_cluster(http: KubeHttp, kinds: tuple[ResourceKind, ...] = SCHEDUL
     async with anyio.create_task_group() as group:
         for kind in kinds:
             result = results[kind.label]
-            if kind.label in NAMESPACED and kind is not PODS and isinstance(result, Response) \
+            if kind.namespaced and kind is not PODS and isinstance(result, Response) \
                     and result.status == 403:
                 for namespace in wanted:
                     group.start_soon(in_namespace, kind, namespace)
@@ -167,7 +158,7 @@ async def list_cluster(http: KubeHttp, kinds: tuple[ResourceKind, ...] = SCHEDUL
                 reason = rejected(http, result) + (f"; {_NEEDED}: {grant(kind)}" if result.status == 403 else "")
             else:
                 reason = f"HTTP {result.status}: {result.message()}"
-            raise ListError(f"cannot list {kind.path.rsplit('/', 1)[-1]}: {reason}")
+            raise ListError(f"cannot list {kind.plural}: {reason}")
         if isinstance(result, Response) and result.status == 404 and not kind.builtin:
             continue  # not served: an alpha API off, a CRD not installed: there are none
         denied = isinstance(result, Response) and result.status == 403

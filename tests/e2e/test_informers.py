@@ -38,6 +38,7 @@ from scheduler.kube.informers import (
     InformerSet,
     ResourceKind,
 )
+from scheduler.kube.snapshot import namespaced_path
 
 LABEL = "tessera.dev/e2e-informers"
 
@@ -107,10 +108,7 @@ async def call(http: KubeHttp, method: str, path: str, body: Any = None, *,
 
 def collection(kind: ResourceKind, namespace: str) -> str:
     """Where to create an object of `kind` (namespaced kinds under `namespace`)."""
-    if kind in (PODS, POD_GROUPS, DISRUPTION_BUDGETS):
-        base, plural = kind.path.rsplit("/", 1)
-        return f"{base}/namespaces/{namespace}/{plural}"
-    return kind.path
+    return namespaced_path(kind, namespace) if kind.namespaced else kind.path
 
 
 def manifest(kind: ResourceKind, name: str, tag: str) -> dict[str, Any]:
