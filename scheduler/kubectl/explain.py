@@ -33,7 +33,8 @@ from scheduler.kube.fence import FENCE_REFUSED
 from scheduler.kube.snapshot import Unread, last_seen, seen_at
 from scheduler.kube.term_token import parse_term_token
 from scheduler.kubectl.leadership import UNKNOWN, Leadership
-from scheduler.kubectl.unread import Offered, cannot_tell, extended_requests, offered, podgroup_unread
+from scheduler.kubectl.unread import (Offered, cannot_tell, extended_requests, offered, podgroup_unread,
+                                      podgroup_unread_message)
 from scheduler.sim.snapshot import is_bound, load
 from scheduler.view.cluster import extended_amounts, gang_view, gate_holds
 from scheduler.view.model import GangView, plain
@@ -215,7 +216,7 @@ def _gang_view(state: ClusterState, pod: Pod, unread: Mapping[str, Unread]) -> G
         return None
     view = gang_view(state, pod.gang.key)
     missing = podgroup_unread(pod, unread)
-    return view if view is None or missing is None else replace(view, message=f"its PodGroup cannot be read ({missing.name})")
+    return view if view is None or missing is None else replace(view, message=podgroup_unread_message(view.gang, missing))
 
 
 def with_leader(explanation: Explanation, leader: Leadership | None) -> Explanation:

@@ -40,6 +40,13 @@ def podgroup_unread(pod: Pod, unread: Mapping[str, Unread]) -> Unread | None:
     return missing if missing is not None and not missing.read_in(pod.meta.namespace) else None
 
 
+def podgroup_unread_message(gang: str, missing: Unread) -> str:
+    """What every command says of a gang whose PodGroup could not be read (`podgroup_unread`), in
+    place of the core's `podgroup "ns/g" not found`: a dry run's "cannot tell", explain's gang,
+    `nodes -o json`'s gangs. `gang` as views name it (`gang_name`)."""
+    return f"its PodGroup {gang} cannot be read ({missing.name}: {missing.why})"
+
+
 @dataclass(frozen=True, slots=True)
 class Offered:
     """The resource names a cluster offers, as the dry runs judge a request by them: built once
@@ -68,7 +75,7 @@ def cannot_tell(pod: Pod, unread: Mapping[str, Unread], names: Offered) -> str:
     found = []
     missing = podgroup_unread(pod, unread)
     if missing is not None and pod.gang is not None:
-        found.append(f"its PodGroup {gang_name(pod.gang.key)} cannot be read ({missing.name}: {missing.why})")
+        found.append(podgroup_unread_message(gang_name(pod.gang.key), missing))
     extended = extended_requests(pod)
     classes = unread.get(RESOURCE_CLASSES.label)
     devices = unread.get(EXTENDED_RESOURCES.label)
@@ -109,7 +116,8 @@ def unread_gangs(objects: Iterable[Mapping[str, Any]], unread: Mapping[str, Unre
             continue
         missing = podgroup_unread(pod, unread)
         if missing is not None and pod.gang is not None:
-            found[gang_name(pod.gang.key)] = f"its PodGroup cannot be read ({missing.name}: {missing.why})"
+            gang = gang_name(pod.gang.key)
+            found[gang] = podgroup_unread_message(gang, missing)
     return found
 
 

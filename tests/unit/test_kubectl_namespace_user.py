@@ -21,7 +21,7 @@ from scheduler.kube.informers import (DISRUPTION_BUDGETS, EXTENDED_RESOURCES, NO
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import whatif
-from scheduler.kubectl.unread import nodes_view, without_absent_podgroups
+from scheduler.kubectl.unread import nodes_view, podgroup_unread_message, without_absent_podgroups
 from scheduler.view.listed import listed_view
 from scheduler.view.model import as_dict
 from scheduler.view.text import render_nodes
@@ -276,9 +276,34 @@ async def test_nodes_json_gangs_of_unread_namespaces_say_their_podgroup_cannot_b
     view = without_absent_podgroups(listed_view(config(BINPACK), listing.objects, 0.0), listing.objects,
                                     listing.unread)
     gangs = {gang.gang: gang.message for gang in view.gangs}
-    assert gangs["ml-bob/other"].startswith("its PodGroup cannot be read (podgroups.scheduling.x-k8s.io: denied "
-                                            "(HTTP 403): needs list on podgroups.scheduling.x-k8s.io in all namespaces")
+    assert gangs["ml-bob/other"].startswith("its PodGroup ml-bob/other cannot be read (podgroups.scheduling.x-k8s.io: "
+                                            "denied (HTTP 403): needs list on podgroups.scheduling.x-k8s.io in all "
+                                            "namespaces")
     assert gangs[f"{NS}/big"].startswith("Its gang can never fit as the cluster is: its 5 members ask for 40")
+
+
+async def test_an_unread_podgroup_is_said_in_one_form_everywhere() -> None:
+    """explain's gang line said `its PodGroup cannot be read (podgroups.scheduling.x-k8s.io)`, its
+    dry run `its PodGroup ml-bob/other cannot be read (...: why)`, `nodes -o json` a third form:
+    one sentence (`podgroup_unread_message`), the same in each."""
+    api = _cluster()
+    _deny(api, POD_GROUPS.path)
+    listing = await _list(api)
+    said = podgroup_unread_message("ml-bob/other", listing.unread[POD_GROUPS.label])
+    assert said == ("its PodGroup ml-bob/other cannot be read (podgroups.scheduling.x-k8s.io: denied (HTTP 403): "
+                    "needs list on podgroups.scheduling.x-k8s.io in all namespaces: ask for the ClusterRole "
+                    "tessera-explainer (bound with a ClusterRoleBinding; deploy/rbac/user-roles.yaml))")
+    other = explaining.explain(listing.objects, "ml-bob/other-0", config(BINPACK), [], 0.0, listing.unread)
+    assert other is not None and other.gang is not None and other.dry_run is not None
+    assert other.gang.message == said
+    assert other.dry_run.message == said
+    text = explaining.render(other, 0.0)
+    assert text.count(said) == 2 and "cannot be read (podgroups.scheduling.x-k8s.io)" not in text
+    replayed = whatif.what_if(listing.objects, config(BINPACK), 0.0, "ml-bob", unread=listing.unread)
+    assert [o.message for o in replayed.outcomes if o.pod == "ml-bob/other-0"] == [said]
+    gangs = {gang.gang: gang.message for gang in nodes_view(config(BINPACK), listing.objects, 0.0,
+                                                             listing.unread).gangs}
+    assert gangs["ml-bob/other"] == said
 
 
 def _held_by_annotations() -> FakeApi:
