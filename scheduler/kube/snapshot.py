@@ -178,26 +178,34 @@ async def list_cluster(http: KubeHttp, kinds: tuple[ResourceKind, ...] = SCHEDUL
 
 _NEEDED = "kubectl tessera reads every node and every namespace's pods (a GPU another namespace's pod holds " \
           "is not free)"
-# what the picture lacks without the kind (the dry runs say it per pod, `kubectl.unread`)
+# What the picture lacks without the kind (the dry runs say it per pod, `kubectl.unread`). Of a
+# namespaced kind read in some namespaces only, it is said of the objects of the others: `{their}`
+# and `{them}` stand for the words that name the objects (`_OF_ALL`, `_OF_THE_OTHERS`).
 _WITHOUT = {
     EXTENDED_RESOURCES.label: ("GPUs show by the nodes' count, without their devices, health or slices; a GPU "
                                "a pod's annotations name shows in use as they say, its model and memory unknown; "
                                "a node that counts no nvidia.com/gpu (the node agent's) shows only the GPUs pods "
                                "hold"),
     RESOURCE_CLASSES.label: "requests of ResourceClasses cannot be judged",
-    POD_GROUPS.label: "their gangs cannot be judged",
-    WORKLOAD_POD_GROUPS.label: "their gangs cannot be judged",
-    DISRUPTION_BUDGETS.label: "the dry runs' preemption does not see them",
-    PRIORITY_CLASSES.label: "the dry runs' gang priorities and preemption do not see them",
+    POD_GROUPS.label: "{their}gangs cannot be judged",
+    WORKLOAD_POD_GROUPS.label: "{their}gangs cannot be judged",
+    DISRUPTION_BUDGETS.label: "the dry runs' preemption does not see {them}",
+    PRIORITY_CLASSES.label: "the dry runs' gang priorities and preemption do not see {them}",
 }
+_WITHOUT_ANY = "shown without {them}"
+_OF_ALL = {"their": "their ", "them": "them"}  # none read: "their gangs cannot be judged"
+_OF_THE_OTHERS = {"their": "", "them": "those"}  # "...; in the others gangs cannot be judged"
 
 
 def _warning(unread: Unread) -> str:
-    """`resourceclasses.tessera.dev: cannot be read: denied (HTTP 403): needs ...; <what that leaves out>`."""
-    without = _WITHOUT.get(unread.kind.label, "shown without them")
+    """`resourceclasses.tessera.dev: cannot be read: denied (HTTP 403): needs ...; <what that leaves out>`;
+    a kind read in some namespaces: `...; read in namespace a, b only; in the others <what that leaves out>`."""
+    lacks = _WITHOUT.get(unread.kind.label, _WITHOUT_ANY)
     if unread.namespaces:
-        without = (f"read in namespace {', '.join(sorted(unread.namespaces))} only; in the others "
-                   + without.replace("their ", "").replace("them", "those"))
+        read = ", ".join(sorted(unread.namespaces))
+        without = f"read in namespace {read} only; in the others {lacks.format(**_OF_THE_OTHERS)}"
+    else:
+        without = lacks.format(**_OF_ALL)
     return f"{unread.name}: cannot be read: {unread.why}; {without}"
 
 

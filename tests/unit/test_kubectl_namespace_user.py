@@ -370,3 +370,23 @@ async def test_gpus_pods_annotations_name_are_in_use_not_ghosts_while_extended_r
     admin_replayed = whatif.what_if(admin.objects, config(BINPACK), 0.0, "ml", unread=admin.unread)
     assert (replayed.before, replayed.after) == (admin_replayed.before, admin_replayed.after)
     assert "ghost" not in whatif.render(replayed)
+
+
+def test_a_kind_read_in_some_namespaces_says_what_the_others_lack_in_its_own_words() -> None:
+    """The namespace-only warning is built from its parts (`_OF_THE_OTHERS`), not by replacing
+    "their"/"them" in the whole one: a replacement would also have taken the "their" of "without
+    their devices" out of a sentence that does not name the kind's objects."""
+    from scheduler.kube.snapshot import Unread, _warning
+
+    def said(kind: Any, namespaces: frozenset[str] = frozenset()) -> str:
+        return _warning(Unread(kind, "WHY", namespaces)).partition("WHY; ")[2]
+
+    assert said(DISRUPTION_BUDGETS) == "the dry runs' preemption does not see them"
+    assert said(DISRUPTION_BUDGETS, frozenset({"b", "a"})) == (
+        "read in namespace a, b only; in the others the dry runs' preemption does not see those")
+    assert said(WORKLOAD_POD_GROUPS) == "their gangs cannot be judged"
+    assert said(WORKLOAD_POD_GROUPS, frozenset({NS})) == f"read in namespace {NS} only; in the others gangs cannot be judged"
+    assert said(PRIORITY_CLASSES) == "the dry runs' gang priorities and preemption do not see them"
+    assert said(EXTENDED_RESOURCES).startswith("GPUs show by the nodes' count, without their devices, health or slices")
+    assert said(EXTENDED_RESOURCES, frozenset({NS})).startswith(
+        f"read in namespace {NS} only; in the others GPUs show by the nodes' count, without their devices, ")
