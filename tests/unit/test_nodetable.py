@@ -106,7 +106,8 @@ def test_a_stale_group_alone_is_refilled_for_every_row() -> None:
 
     class Versioned(ColumnGroup):
         def __init__(self, table: NodeTable) -> None:
-            self.seen: Ints = np.zeros(table.capacity, np.int64)
+            super().__init__(table)
+            self.seen: Ints = np.zeros(self.capacity, np.int64)
 
         def epoch(self) -> int:
             return epoch[0]
@@ -139,8 +140,9 @@ def test_a_group_takes_its_rows_out_through_the_arrays_it_names_once() -> None:
 
     class Plain(ColumnGroup):
         def __init__(self, table: NodeTable) -> None:
-            self.gpus: Ints = np.zeros(table.capacity, np.int64)
-            self.named: Bools = np.zeros(table.capacity, np.bool_)
+            super().__init__(table)
+            self.gpus: Ints = np.zeros(self.capacity, np.int64)
+            self.named: Bools = np.zeros(self.capacity, np.bool_)
 
         def row_arrays(self, each: EachArray) -> None:
             self.gpus, self.named = each(self.gpus), each(self.named)
@@ -256,12 +258,16 @@ def test_every_column_group_names_each_of_its_arrays_once() -> None:
     assert len(table.group(ClassColumns).free) == 2
     for group in groups:
         visited: list[int] = []
+        lengths: set[int] = set()
 
         def visit(column: npt.NDArray[S]) -> npt.NDArray[S]:
             visited.append(id(column))
+            lengths.add(len(column))
             return column
 
         group.row_arrays(visit)
         held = _arrays_held(group, set())
         assert len(held) > 0, type(group).__name__
         assert sorted(visited) == sorted(held), type(group).__name__
+        # made at the table's capacity (`ColumnGroup.__init__`): no group is grown to it after
+        assert group.capacity == table.capacity and lengths == {table.capacity}, type(group).__name__

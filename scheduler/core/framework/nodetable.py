@@ -51,9 +51,13 @@ class EachArray(Protocol):
 
 
 class ColumnGroup(ABC):
-    """A batch plugin's columns: one value (or a few) per node row."""
+    """A batch plugin's columns: one value (or a few) per node row. A group is made by its
+    factory (`NodeTable.group`) from the table, its per-row arrays `capacity` rows long."""
 
-    capacity: int  # rows the per-row arrays hold (`grow`): a column a group adds later is made this long
+    def __init__(self, table: NodeTable) -> None:
+        # rows the per-row arrays hold (`grow`): the group's arrays, and a column it adds later,
+        # are made this long
+        self.capacity = table.capacity
 
     @abstractmethod
     def row_arrays(self, each: EachArray) -> None:
@@ -126,12 +130,7 @@ class NodeTable:
         found = self._groups.get(factory)
         if found is None:
 
-            def new() -> G:
-                made = factory(self)
-                made.grow(self.capacity)
-                return made
-
-            made = self._filled(new)
+            made = self._filled(lambda: factory(self))  # its arrays `capacity` rows long (`ColumnGroup`)
             self._groups[factory] = made
             if type(made).epoch is not ColumnGroup.epoch:
                 self._epochs[factory] = made.epoch()

@@ -39,12 +39,12 @@ class ResourceColumn:
 
 class ResourceColumns(ColumnGroup):
     def __init__(self, table: NodeTable) -> None:
+        super().__init__(table)
         self.table = table
-        self.capacity = table.capacity
         self.columns: dict[str, ResourceColumn] = {}
-        self.score_cpu: Ints = np.zeros(table.capacity, np.int64)  # with upstream's non-zero defaults
-        self.score_memory: Ints = np.zeros(table.capacity, np.int64)
-        self.pods_free: Ints = np.zeros(table.capacity, np.int64)
+        self.score_cpu: Ints = np.zeros(self.capacity, np.int64)  # with upstream's non-zero defaults
+        self.score_memory: Ints = np.zeros(self.capacity, np.int64)
+        self.pods_free: Ints = np.zeros(self.capacity, np.int64)
         for name in (CPU, MEMORY, EPHEMERAL_STORAGE):
             self.of(name)
 

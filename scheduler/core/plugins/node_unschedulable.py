@@ -26,7 +26,8 @@ class CordonColumn(ColumnGroup):
     """`spec.unschedulable` per node."""
 
     def __init__(self, table: NodeTable) -> None:
-        self.cordoned: Bools = np.zeros(table.capacity, np.bool_)
+        super().__init__(table)
+        self.cordoned: Bools = np.zeros(self.capacity, np.bool_)
 
     def row_arrays(self, each: EachArray) -> None:
         self.cordoned = each(self.cordoned)

@@ -35,8 +35,9 @@ class TaintColumns(ColumnGroup):
     """Whether a node has hard (NoSchedule/NoExecute) or soft (PreferNoSchedule) taints."""
 
     def __init__(self, table: NodeTable) -> None:
-        self.hard: Bools = np.zeros(table.capacity, np.bool_)
-        self.soft: Bools = np.zeros(table.capacity, np.bool_)
+        super().__init__(table)
+        self.hard: Bools = np.zeros(self.capacity, np.bool_)
+        self.soft: Bools = np.zeros(self.capacity, np.bool_)
 
     def row_arrays(self, each: EachArray) -> None:
         self.hard, self.soft = each(self.hard), each(self.soft)

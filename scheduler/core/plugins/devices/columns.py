@@ -38,8 +38,8 @@ class ClassColumns(ColumnGroup):
     refills its row for every class."""
 
     def __init__(self, table: NodeTable) -> None:
+        super().__init__(table)
         self.state: ClusterState = table.state
-        self.capacity = table.capacity
         self.free: dict[str, Ints] = {}  # free matching devices, or most units on one device (sharing)
         self.total: dict[str, Ints] = {}  # matching schedulable devices
         # sharing classes: the most of the class's units one matching schedulable device holds
@@ -52,7 +52,7 @@ class ClassColumns(ColumnGroup):
         # class -> the device resourceNames its matching schedulable devices carry now, each with
         # the number of rows where they do (a name leaves when no row's devices carry it any more)
         self.resources: dict[str, Counter[str]] = {}
-        self.broken: Bools = np.zeros(table.capacity, np.bool_)
+        self.broken: Bools = np.zeros(self.capacity, np.bool_)
         self._named: dict[int, dict[str, frozenset[str]]] = {}  # row -> class -> its devices' resourceNames there
         self._built = 0  # the registry epoch the columns follow
         self._dimensions: dict[str, str] = {}  # resourceName -> the dimension its sharing class shares then

@@ -27,8 +27,9 @@ class VictimFloor(ColumnGroup):
     """Per row, the lowest priority any placed pod of the node has as a victim (a lower bound)."""
 
     def __init__(self, table: NodeTable) -> None:
+        super().__init__(table)
         self.state: ClusterState = table.state
-        self.lowest: Ints = np.full(table.capacity, HIGHEST, np.int64)
+        self.lowest: Ints = np.full(self.capacity, HIGHEST, np.int64)
 
     def epoch(self) -> int:
         return self.state.victim_priority_version

@@ -44,8 +44,8 @@ class TopologyColumns(ColumnGroup):
     """Per level chain in use, each row's domain code (levels are added on first use)."""
 
     def __init__(self, table: NodeTable) -> None:
+        super().__init__(table)
         self.table = table
-        self.capacity = table.capacity
         self.levels: dict[Chain, LevelColumn] = {}
 
     def row_arrays(self, each: EachArray) -> None:
