@@ -134,10 +134,14 @@ class SchedulerLoop:
         self.stats = LoopStats()
         self._wake = Wakeup()
         self._stopping = False
+        # a ResourceClass event since the statuses were last computed: an edit that keeps the
+        # class's meaning moves only its metadata.generation, which the status reports but the
+        # registry's generation does not follow (`ClassRegistry.refresh`)
         self._classes_dirty = False
-        # the class registry's generation the statuses were last written for: a class's status
-        # also moves on events of other kinds (a node leaving makes a class valid, a pod leaving
-        # takes in a device that waited behind a held one)
+        # the class registry's generation the statuses were last computed for (-1: a new term
+        # computes them all): it moves with every class or device change the registry indexed,
+        # also one of another kind's event (a node leaving makes a class valid, a pod leaving takes
+        # in a device that waited behind a held one); not with a device's heartbeat
         self._classes_written = -1
         self._finish_due = 0.0  # the next look for half-done gang evictions (at once when leading)
         # the leadership term whose first decision waited for `_catch_up` (None: none yet)
@@ -245,9 +249,10 @@ class SchedulerLoop:
             meta = obj.get("metadata") or {}
             namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
             self.untold.object_gone(str(kind), f"{namespace}/{name}" if namespace else name, str(meta.get("uid") or ""))
-        if kind in ("ResourceClass", "ExtendedResource"):
+        if kind == "ResourceClass":
             self._classes_dirty = True
-            if kind == "ExtendedResource" and self.class_controller is not None:
+        elif kind == "ExtendedResource":
+            if self.class_controller is not None:
                 self.class_controller.wake()
         elif kind == "Pod":
             meta = obj.get("metadata") or {}
@@ -339,6 +344,7 @@ class SchedulerLoop:
         self.core.abandon_deferred(time.time())
         self.evictor.abandon()
         self.statuses.reset()
+        self._classes_written = -1  # and every ResourceClass's
         self._groups_settled.clear()
         self.core.touch_all_groups()  # the wishes just dropped: the next term writes every group again
         self._binding_attempts.clear()
@@ -540,10 +546,7 @@ class SchedulerLoop:
             if now >= self._finish_due:
                 self._finish_gang_evictions(now)
                 self._finish_due = now + FINISH_GANG_EVICTIONS_EVERY
-            if self._classes_dirty or self.core.state.classes.generation != self._classes_written:
-                self._classes_dirty = False
-                self._classes_written = self.core.state.classes.generation
-                self._write_class_statuses()
+            self._write_class_statuses_when_moved()
             await self._run_cycles()
             self._submit_released()  # gates a cycle opened (e.g. a node's agent went quiet)
             self.hooks.on_queue(self.core.pending_counts(), self.core.take_queue_incoming())
@@ -936,6 +939,16 @@ class SchedulerLoop:
         # a refused Binding's SchedulerError stands while the pod waits in the queue again
         wanted = UNSCHEDULABLE if reason == SCHEDULER_ERROR else reason
         return waiting[1] if wanted in (None, waiting[0]) else None
+
+    def _write_class_statuses_when_moved(self) -> None:
+        """Compute and wish the ResourceClass statuses when what they say may have moved: a class
+        event, a move of the class registry's generation, a new term. An ExtendedResource event
+        that changes nothing the registry indexes (the node agent's heartbeat, every device's
+        steady write) computes nothing."""
+        if self._classes_dirty or self.core.state.classes.generation != self._classes_written:
+            self._classes_dirty = False
+            self._classes_written = self.core.state.classes.generation
+            self._write_class_statuses()
 
     def _write_class_statuses(self) -> None:
         for status in self.core.class_statuses():

@@ -5,6 +5,7 @@ written, nothing is kept per deleted object, and a replica that no longer leads 
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 import anyio
@@ -53,7 +54,7 @@ class GatedApi(FakeApi):
         self.gate: anyio.Event | None = None
         self.waiting = 0
 
-    async def request(self, method: str, path: str, **kw: Any) -> Response:  # type: ignore[override]
+    async def request(self, method: str, path: str, **kw: Any) -> Response:
         if method == "PATCH" and self.gate is not None:
             gate = self.gate
             self.waiting += 1
@@ -300,7 +301,9 @@ def test_a_warning_about_an_upstream_podgroup_names_its_own_api() -> None:
     bad["spec"] = {"schedulingPolicy": {"gang": {"minCount": "many"}}}
     loop._on_event("ADDED", bad)  # seen before the caches are complete: told once they are
     loop._tell_untold()
-    regarding = loop.events._receive.receive_nowait().regarding
+    told = loop.events._receive.receive_nowait()
+    assert not isinstance(told, anyio.Event)  # an Event, not a flush marker
+    regarding = told.regarding
     assert (regarding.uid, regarding.api_version) == (bad["metadata"]["uid"], "scheduling.k8s.io/v1alpha2")
 
 
@@ -320,3 +323,75 @@ async def test_podgroup_status_is_written_once_the_cache_syncs_without_waiting_f
         owner.cancel_scope.cancel()
     [patch] = api.of("PATCH", "/podgroups/job/status")
     assert patch.body["status"]["phase"] == "Running"
+
+
+# --- when the class statuses are computed ------------------------------------------------------
+
+
+def _counting_class_statuses(loop: SchedulerLoop) -> list[int]:
+    """How many times the loop computes the class statuses (`Scheduler.class_statuses`)."""
+    calls = [0]
+    real = loop.core.class_statuses
+
+    def counted() -> Any:
+        calls[0] += 1
+        return real()
+
+    loop.core.class_statuses = counted  # type: ignore[method-assign]
+    return calls
+
+
+def test_a_device_heartbeat_that_changes_nothing_recomputes_no_class_status() -> None:
+    """Each ExtendedResource event made the loop compute every class's status again (matching
+    devices, the ghosts among them, the unknown-attribute note) although a heartbeat, the node
+    agent's steady write, changes nothing a status says: only a class event or a move of the
+    class registry's generation (a device or class change it indexed) does."""
+    loop = _loop(FakeApi())
+    calls = _counting_class_statuses(loop)
+    device = b.device("n0", 0, heartbeat="2026-01-01T00:00:00Z")
+    for obj in (b.node("n0", gpus=1), device, b.resource_class("v100", {"model": "V100"})):
+        loop._apply("ADDED", obj)
+    loop._write_class_statuses_when_moved()
+    assert calls[0] == 1
+    for second in range(10, 60, 10):  # heartbeats: only status.lastHeartbeatTime moves
+        beat = b.device("n0", 0, heartbeat=f"2026-01-01T00:00:{second}Z")
+        loop._apply("MODIFIED", beat)
+        loop._write_class_statuses_when_moved()
+    # the heartbeats were taken in
+    last = datetime(2026, 1, 1, 0, 0, 50, tzinfo=timezone.utc).timestamp()
+    assert loop.core.state.devices[device["metadata"]["name"]].heartbeat == last
+    assert calls[0] == 1
+    # a device change a class reads is computed again: the device turns unhealthy, a second comes
+    loop._apply("MODIFIED", b.device("n0", 0, healthy=False, heartbeat="2026-01-01T00:01:00Z"))
+    loop._write_class_statuses_when_moved()
+    assert calls[0] == 2
+    loop._apply("ADDED", b.device("n0", 1, heartbeat="2026-01-01T00:01:00Z"))
+    loop._write_class_statuses_when_moved()
+    assert calls[0] == 3
+    [body] = [body for (path, _), body in loop.statuses._dirty.items() if path == CLASS_PATH]
+    assert body["status"]["matchingDevices"] == 2
+    # an edit of the class that keeps its meaning moves only metadata.generation: written too
+    edited = b.resource_class("v100", {"model": "V100"})
+    edited["metadata"]["generation"] = 2
+    loop._apply("MODIFIED", edited)
+    loop._write_class_statuses_when_moved()
+    assert calls[0] == 4
+    [body] = [body for (path, _), body in loop.statuses._dirty.items() if path == CLASS_PATH]
+    assert body["status"]["observedGeneration"] == 2
+
+
+def test_a_new_term_writes_the_class_statuses_again() -> None:
+    """Losing the lease drops the statuses not yet written (`StatusWriter.reset`): the next term
+    computes and wishes every class's status again, as it does every PodGroup's, also when no
+    class or device changed in between (device heartbeats no longer bring it about)."""
+    loop = _loop(FakeApi())
+    calls = _counting_class_statuses(loop)
+    for obj in (b.node("n0", gpus=1), b.device("n0", 0), b.resource_class("v100", {"model": "V100"})):
+        loop._apply("ADDED", obj)
+    loop._write_class_statuses_when_moved()
+    assert CLASS_PATH in {path for path, _ in loop.statuses._dirty}
+    loop.lost_leadership()
+    assert not loop.statuses._dirty
+    loop._write_class_statuses_when_moved()
+    assert calls[0] == 2
+    assert CLASS_PATH in {path for path, _ in loop.statuses._dirty}
