@@ -13,7 +13,7 @@ but the PodGroup Event.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cached_property
 
 from scheduler.core.classes import ResourceClass
@@ -227,7 +227,33 @@ def never_fits(state: ClusterState, pod: Pod, totals: ClusterTotals) -> str:
     """`and_never_fits`' sentence for the pod's gang alone ("" when none). It reads the gang, not
     the pod: its key, minimum, topology and the pod's profile (how it names domains), which
     `never_fits_key` gathers, so a report asking for every member of a large gang asks once."""
-    return beyond_the_cluster(state, pod, totals) or too_few_members(state, pod)
+    return beyond_the_cluster(state, pod, totals) or beyond_min_resources(state, pod) or too_few_members(state, pod)
+
+
+def cluster_wanted(min_resources: Mapping[str, int], min_member: int) -> dict[str, int]:
+    """What scheduler-plugins' minResources check asks the nodes to have free together: the
+    PodGroup's `spec.minResources` and one pod slot per `minMember` (its `pods` quantity,
+    PodGroupManager.PreFilter)."""
+    return {**min_resources, "pods": min_member}
+
+
+def beyond_min_resources(state: ClusterState, pod: Pod) -> str:
+    """Why the pod's PodGroup's minResources can never be met as the cluster is: one of them (or
+    its pod slots) is more than every node allocates in all, so the nodes could never have it
+    free together even empty. Every node counts, cordoned ones too, as upstream's check
+    (CheckClusterResource) sums the snapshot's nodes; "" when the gap can close (or there is none)."""
+    group = state.gangs.podgroups.get(pod.gang.key) if pod.gang is not None and pod.gang.from_podgroup else None
+    if group is None or not group.min_resources:
+        return ""
+    nodes = [info.node for info in state.node_infos() if info.node is not None]
+    for name, amount in sorted(cluster_wanted(group.min_resources, group.min_member).items()):
+        total = sum(node.allocatable.get(name, 0) for node in nodes)
+        if amount > total:
+            what = (f"its minMember of {amount} asks for {amount} pods free" if name == "pods"
+                    else f"they ask for {_shown(name, amount)} {name} free")
+            return (f"The PodGroup's minResources can never be met as the cluster is: {what}, and the nodes have "
+                    f"{_shown(name, total)} in all.")
+    return ""
 
 
 def never_fits_key(state: ClusterState, pod: Pod) -> tuple[object, ...] | None:

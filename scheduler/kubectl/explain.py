@@ -22,7 +22,7 @@ from scheduler.api.config import BUILTIN_SOURCE
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.api.quantity import format_quantity
 from scheduler.core.annotations import TERM
-from scheduler.core.capacity import beyond_every_node, beyond_the_cluster, too_few_members
+from scheduler.core.capacity import beyond_every_node, beyond_min_resources, beyond_the_cluster, too_few_members
 from scheduler.core.objects import Pod, gang_key, gang_key_parts, gang_name
 from scheduler.core.plugins.node_affinity import named_nodes
 from scheduler.core.plugins.preemption.victims import listed_all
@@ -105,6 +105,7 @@ class Explanation:
     # "8 nvidia.com/gpu (the most any node offers: 4)": requests larger than any node's allocatable
     beyond_every_node: tuple[str, ...] = ()
     beyond_the_cluster: str = ""  # why its gang can never fit the cluster's schedulable nodes, or ""
+    beyond_min_resources: str = ""  # why its PodGroup's minResources can never be free together, or ""
     missing_named_nodes: tuple[str, ...] = ()  # nodes its required affinity names by metadata.name that do not exist
     released: int = 0  # a finished pod's devices its annotation still names: it holds none of them
     # "4 nvidia.com/gpu": what a bound pod holds by plain count (no device objects: the device
@@ -193,6 +194,7 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         events=tuple(_event(event) for event in events),
         beyond_every_node=beyond_every_node(state, pod) if stays else (),
         beyond_the_cluster=beyond_the_cluster(state, pod, core.cluster_totals()) if stays else "",
+        beyond_min_resources=beyond_min_resources(state, pod) if stays else "",
         missing_named_nodes=_missing_named_nodes(state, pod) if stays else (),
         released=len(_devices(pod)) if pod.terminal else 0,
         counted=_counted(state, pod),
@@ -692,6 +694,8 @@ def render(x: Explanation, now: float) -> str:
                          + "; ".join(x.beyond_every_node))
         if x.beyond_the_cluster:
             lines.append(f"  {x.beyond_the_cluster}")
+        if x.beyond_min_resources:
+            lines.append(f"  {x.beyond_min_resources}")
         if x.missing_named_nodes:
             missing = ", ".join(x.missing_named_nodes)
             lines.append(f"  It may only go to nodes it names by metadata.name, and {missing} "

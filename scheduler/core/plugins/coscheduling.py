@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.api.config_reader import ArgsReader, Checks
-from scheduler.core.capacity import ClusterTotals, and_never_fits
+from scheduler.core.capacity import ClusterTotals, and_never_fits, cluster_wanted
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import GangView, GroupPlugin, PreEnqueuePlugin, QueueingHint
-from scheduler.core.objects import (PLUGINS_API, PODGROUP_API_VERSIONS, WORKLOAD_API, Pod, gang_key_parts,
-                                    gang_name)
+from scheduler.core.objects import (PLUGINS_API, PODGROUP_API_VERSIONS, WORKLOAD_API, Pod, PodGroup,
+                                    gang_key_parts, gang_name)
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, Notice
 
 NAME = "Coscheduling"
@@ -114,6 +114,12 @@ class Coscheduling(GroupPlugin, PreEnqueuePlugin):
 
 def waiting_message(state: ClusterState, pod: Pod) -> str | None:
     """Why this member's group cannot be tried yet (PreFilter), or None when it can."""
+    return short_message(state, pod) or min_resources_gap(state, pod)
+
+
+def short_message(state: ClusterState, pod: Pod) -> str | None:
+    """`waiting_message` before the minResources check: why the group is not complete enough to
+    be checked at all (its members disagree, its PodGroup is missing, too few members), or None."""
     assert pod.gang is not None
     key = pod.gang.key
     disagreement = state.gangs.topology_conflict(key)
@@ -135,7 +141,13 @@ def waiting_message(state: ClusterState, pod: Pod) -> str | None:
         # scheduler-plugins' words exactly (core.go PreFilter: the pod's name, not its namespace)
         return (f"pre-filter pod {pod.meta.name} cannot find enough sibling pods, "
                 f"current pods number: {members}, minMember of group: {minimum}")
-    group = state.gangs.podgroups.get(key)
+    return None
+
+
+def min_resources_gap(state: ClusterState, pod: Pod) -> str | None:
+    """The member's PodGroup's minResources check (`resource_gap`), or None without one."""
+    assert pod.gang is not None
+    group = state.gangs.podgroups.get(pod.gang.key)
     return resource_gap(state, pod, group.min_resources, group.min_member) if group is not None else None
 
 
@@ -171,7 +183,7 @@ def resource_gap(state: ClusterState, pod: Pod, min_resources: Mapping[str, int]
     less everything requested on it (negative on an overcommitted node, as upstream's sum)."""
     if not min_resources:
         return None
-    wanted = {**min_resources, "pods": min_member}
+    wanted = cluster_wanted(min_resources, min_member)
     own = {uid for uid in state.gang_uids(pod) if uid in state.placements}
     for info in state.node_infos():
         if info.node is None:
@@ -405,13 +417,37 @@ def unschedulable_notice(state: ClusterState, attempts: Sequence[Attempt], total
     retry after another joins one Event series. Those stay upstream's words, which read as "wait
     for room" even for a gang the cluster as it is can never hold (a new user's trial: 5 x 8 GPUs
     on 32); this Event is Tessera's own, so it adds `kubectl tessera explain`'s sentence then.
+    A gang complete enough to be tried that its PodGroup's minResources hold back (PreFilter: a
+    "waiting" cycle of one member) is told too (`_min_resources_notice`).
     `totals`: how the gang's profile names topology domains (`Scheduler.cluster_totals`)."""
+    if len(attempts) == 1 and attempts[0].gang_outcome == "waiting" and not attempts[0].error:
+        return _min_resources_notice(state, attempts[0].pod, totals)
     if not attempts or any(a.node is not None or a.error or a.gang_outcome != "failed" for a in attempts):
         return None
     pod = attempts[0].pod
     group = state.gangs.podgroups.get(pod.gang.key) if pod.gang is not None and pod.gang.from_podgroup else None
     if group is None:
         return None
-    message = and_never_fits(attempts[0].message, state, pod, totals)
+    return _group_notice(group, and_never_fits(attempts[0].message, state, pod, totals))
+
+
+def _min_resources_notice(state: ClusterState, pod: Pod, totals: ClusterTotals) -> Notice | None:
+    """The notice of a member rejected in PreFilter by its PodGroup's minResources (scheduler-plugins'
+    CheckClusterResource: the nodes' free resources together do not cover them; none for any other
+    reason to wait): `pod group NS/NAME: ` and upstream's `resource gap: map[...]` — the reason
+    every member's FailedScheduling carries, without the member's own words after it (its name in
+    the PostFilter's), so each member's retry joins the one series — then `and_never_fits`'
+    sentence when the cluster could never free them (`capacity.beyond_min_resources`). A trial's
+    PodGroup asking 40 GPUs of 8 showed `Events: <none>`."""
+    group = state.gangs.podgroups.get(pod.gang.key) if pod.gang is not None and pod.gang.from_podgroup else None
+    if group is None or not group.min_resources or short_message(state, pod) is not None:
+        return None
+    gap = min_resources_gap(state, pod)
+    if gap is None:
+        return None
+    return _group_notice(group, and_never_fits(f"pod group {gang_name(group.key)}: {gap}", state, pod, totals))
+
+
+def _group_notice(group: PodGroup, message: str) -> Notice:
     return Notice("PodGroup", gang_name(group.key), GROUP_UNSCHEDULABLE_REASON, message, group.meta.namespace,
                   group.meta.uid, PODGROUP_API_VERSIONS[group.api])

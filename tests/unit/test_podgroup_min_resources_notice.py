@@ -1,0 +1,109 @@
+"""A scheduler-plugins PodGroup whose `spec.minResources` holds its gang back is told so on the
+PodGroup (a Warning Event live, `Scheduler.group_notice`).
+
+scheduler-plugins' Coscheduling rejects such a member in PreFilter with `resource gap: map[...]`
+(pkg/coscheduling/core/core.go CheckClusterResource) and records no Event; its PodGroup controller's
+only Event is `Timeout`. A trial's PodGroup asking 40 GPUs of a cluster with 8 showed `Events:
+<none>` on `kubectl describe pg`, though docs/api.md promised an `Unschedulable` Warning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.sim import builders as b
+from tests.helpers import BINPACK, Run, config
+
+PG_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def _member(name: str, group: str = "big", scheduler: str = "tessera", gpus: int = 4) -> dict[str, Any]:
+    return b.pod(name, labels={PG_LABEL: group}, limits={"nvidia.com/gpu": gpus}, scheduler=scheduler)
+
+
+def _group(name: str, minimum: int, gpus: int | None = None) -> dict[str, Any]:
+    group = b.podgroup(name, minimum)
+    if gpus is not None:
+        group["spec"]["minResources"] = {"nvidia.com/gpu": str(gpus)}
+    return group
+
+
+def test_min_resources_beyond_the_cluster_are_told_on_the_podgroup_once_for_every_member() -> None:
+    """40 GPUs asked of 8: every member's waiting cycle gives the PodGroup the same note (no
+    member's name in it: one Event series, not one per member), upstream's gap and that it can
+    never be met."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4), b.node("n2", gpus=4), _group("big", 2, gpus=40))
+    run.add(_member("big-0"), _member("big-1"))
+    notes = set()
+    for name in ("big-0", "big-1"):
+        attempt = run.last(name)
+        assert attempt.node is None and "resource gap: map[nvidia.com/gpu:32]" in attempt.message
+        notice = run.scheduler.group_notice([attempt])
+        assert notice is not None, name
+        assert (notice.kind, notice.key, notice.reason, notice.api_version) == (
+            "PodGroup", "default/big", "Unschedulable", "scheduling.x-k8s.io/v1alpha1")
+        notes.add(notice.message)
+    assert notes == {"pod group default/big: resource gap: map[nvidia.com/gpu:32]. The PodGroup's minResources "
+                     "can never be met as the cluster is: they ask for 40 nvidia.com/gpu free, and the nodes have "
+                     "8 in all."}
+
+
+def test_a_min_resources_gap_room_can_close_is_told_without_never() -> None:
+    """8 GPUs asked while another pod holds 4 of the 8: the gap, and nothing about never."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4), b.node("n2", gpus=4), b.pod("other", limits={"nvidia.com/gpu": 4}))
+    assert run.node_of("other") is not None
+    run.add(_group("big", 1, gpus=8), _member("big-0", gpus=1))
+    notice = run.scheduler.group_notice([run.last("big-0")])
+    assert notice is not None
+    assert notice.message == "pod group default/big: resource gap: map[nvidia.com/gpu:4]"
+
+
+def test_min_member_beyond_every_nodes_pod_slots_is_never_met() -> None:
+    """minResources add a pod slot per minMember (upstream's `pods` quantity)."""
+    run = Run(config(BINPACK))
+    node = b.node("n1", gpus=4)
+    node["status"]["allocatable"]["pods"] = "2"
+    group = _group("wide", 3, gpus=1)
+    run.add(node, group)
+    run.add(*(_member(f"wide-{i}", group="wide", gpus=0) for i in range(3)))
+    notice = run.scheduler.group_notice([run.last("wide-2")])
+    assert notice is not None
+    assert notice.message.endswith("The PodGroup's minResources can never be met as the cluster is: its minMember "
+                                   "of 3 asks for 3 pods free, and the nodes have 2 in all.")
+
+
+def test_a_gang_short_of_members_is_still_not_told_on_its_podgroup() -> None:
+    """Too few members: the group was not tried (its phase says Pending), with or without minResources."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4), _group("big", 2, gpus=40), _member("big-0"))
+    assert "cannot find enough sibling pods" in run.last("big-0").message
+    assert run.scheduler.group_notice([run.last("big-0")]) is None
+
+
+NEVER = ("The PodGroup's minResources can never be met as the cluster is: they ask for 40 nvidia.com/gpu free, "
+         "and the nodes have 8 in all.")
+
+
+def _never_met() -> list[dict[str, Any]]:
+    return [b.node("n1", gpus=4), b.node("n2", gpus=4), _group("big", 2, gpus=40), _member("big-0"),
+            _member("big-1")]
+
+
+def test_explain_what_if_and_the_gpu_map_say_the_min_resources_can_never_be_met() -> None:
+    """Tessera's own outputs say it after the members' message (which stays upstream's), as they
+    say a gang that can never fit (`capacity.never_fits`: one computation for all)."""
+    from scheduler.kubectl import explain as explaining
+    from scheduler.kubectl import whatif
+    from scheduler.view.listed import listed_view
+
+    result = explaining.explain(_never_met(), "default/big-0", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None
+    assert "resource gap: map[nvidia.com/gpu:32]" in result.dry_run.message
+    assert result.beyond_min_resources == NEVER
+    assert f"\n  {NEVER}\n" in explaining.render(result, 0.0)
+    outcome = next(o for o in whatif.what_if(_never_met(), config(BINPACK), 0.0).outcomes if o.pod == "default/big-0")
+    assert outcome.message.endswith(f"PostFilter. {NEVER}"), outcome.message
+    (gang,) = listed_view(config(BINPACK), _never_met(), 0.0).gangs
+    assert gang.message.endswith(NEVER), gang.message
