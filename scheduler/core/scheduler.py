@@ -35,7 +35,8 @@ from scheduler.core.capacity import ClusterTotals, level_alone, never_fits, neve
 from scheduler.core.classes import ResourceClass
 from scheduler.core.objects import JSON, Device, Pod
 from scheduler.core.outcomes import BindingOutcomes
-from scheduler.core.plugins.coscheduling import GroupStatus, group_status, unschedulable_message, unschedulable_notice
+from scheduler.core.plugins.coscheduling import (GroupStatus, group_status, reports_status, unschedulable_message,
+                                                 unschedulable_notice)
 from scheduler.core.plugins.preemption.unfinished import UnfinishedEviction, unfinished_gang_evictions
 from scheduler.core.queue import GATED, IN_FLIGHT, QueuedPod, SchedulingQueue
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, Notice
@@ -321,9 +322,12 @@ class Scheduler:
         return None
 
     def take_touched_groups(self) -> set[str]:
-        """PodGroups whose object or members changed since the last call (their status may have)."""
+        """PodGroups whose object or members changed since the last call (their status may have),
+        of those whose status Tessera writes (`coscheduling.reports_status`: one of its pods is
+        ours, or it has none); a group left out is touched again by its next pod's change."""
         state = self._engine.state
-        return {key for key in state.take_touched_groups() if key in state.gangs.podgroups}
+        return {key for key in state.take_touched_groups()
+                if key in state.gangs.podgroups and reports_status(state, key)}
 
     def touch_all_groups(self) -> None:
         """Every known PodGroup's status is to be written again: a new leadership term trusts

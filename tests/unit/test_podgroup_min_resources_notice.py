@@ -1,5 +1,6 @@
 """A scheduler-plugins PodGroup whose `spec.minResources` holds its gang back is told so on the
-PodGroup (a Warning Event live, `Scheduler.group_notice`).
+PodGroup (a Warning Event live, `Scheduler.group_notice`), and only groups with a pod of Tessera's
+scheduler names (or none yet) have their status written by Tessera (`Scheduler.take_touched_groups`).
 
 scheduler-plugins' Coscheduling rejects such a member in PreFilter with `resource gap: map[...]`
 (pkg/coscheduling/core/core.go CheckClusterResource) and records no Event; its PodGroup controller's
@@ -80,6 +81,25 @@ def test_a_gang_short_of_members_is_still_not_told_on_its_podgroup() -> None:
     run.add(b.node("n1", gpus=4), _group("big", 2, gpus=40), _member("big-0"))
     assert "cannot find enough sibling pods" in run.last("big-0").message
     assert run.scheduler.group_notice([run.last("big-0")]) is None
+
+
+def test_tessera_writes_the_status_of_podgroups_with_a_pod_of_its_own_or_none_yet() -> None:
+    """scheduler-plugins' PodGroup controller writes every PodGroup (a fresh one `Pending` with no
+    pod at all: pkg/controllers/podgroup_controller.go, case ""); a group whose pods are all
+    another scheduler's is that scheduler's (and its controller's) to report, and two writers
+    reverted each other in a trial. Tessera's: a group with one pod of its scheduler names, or none."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=4), _group("theirs", 1), _group("ours", 1), _group("mixed", 2), _group("fresh", 1))
+    run.add(_member("theirs-0", group="theirs", scheduler="other", gpus=0),
+            _member("ours-0", group="ours", gpus=0),
+            _member("mixed-0", group="mixed", scheduler="other", gpus=0), _member("mixed-1", group="mixed", gpus=0))
+    # upstream's Workload API group of kube-scheduler's pods: its PodGroupScheduled is kube-scheduler's to write
+    run.add(b.workload_podgroup("kube", 1), b.pod("kube-0", scheduler="default-scheduler",
+                                                  spec_extra={"schedulingGroup": {"podGroupName": "kube"}}))
+    touched = run.scheduler.take_touched_groups()
+    assert touched == {f"default/scheduling.x-k8s.io/{name}" for name in ("ours", "mixed", "fresh")}
+    run.scheduler.touch_all_groups()  # a new term writes every group again: still only those
+    assert run.scheduler.take_touched_groups() == touched
 
 
 NEVER = ("The PodGroup's minResources can never be met as the cluster is: they ask for 40 nvidia.com/gpu free, "
