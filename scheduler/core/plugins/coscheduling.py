@@ -364,10 +364,17 @@ def reports_status(state: ClusterState, key: str) -> bool:
     A group with no pod yet is written, as that controller writes a fresh one `Pending` before any
     pod exists (Reconcile's `case "":`): Kubeflow's training operator creates the PodGroup before
     its pods, and with the controller stopped (docs/running.md) nothing else would; beside it both
-    write the same `Pending` and zero counts."""
+    write `Pending` (Tessera's zero counts too, which the controller's patch of the phase leaves).
+    Stops at the first pod of ours: asked at every change of a member."""
     pods = state.pods
-    members = [pods[uid] for uid in state.gangs.history.get(key, ()) if uid in pods]
-    return not members or any(state.is_ours(pod) for pod in members)
+    any_pod = False
+    for uid in state.gangs.history.get(key, ()):
+        pod = pods.get(uid)
+        if pod is not None:
+            if state.is_ours(pod):
+                return True
+            any_pod = True
+    return not any_pod
 
 
 def occupied_by(pod: Pod) -> str:
