@@ -252,7 +252,9 @@ class ClassRegistry:
         self._with_key: dict[str, set[str]] = {}  # attribute or capacity name -> devices that have it
         self.clash: dict[str, str] = {}  # class name -> message for classes that lost a name clash
         self.device_classes: dict[str, frozenset[str]] = {}  # device name -> matching class names
-        self.matching: Counter[str] = Counter()  # class name -> devices it matches (any health)
+        # class name -> devices it matches (any health); a deleted device pods still hold (a ghost)
+        # is none: `device_removed` takes a device off every class until `device_changed` tells of it again
+        self.matching: Counter[str] = Counter()
         self.generation = 0  # moves on any class or device change
         self.epoch = 0  # moves only when the set of classes (or their specs) changes
         # usable class name -> the epoch of the last class change that may have moved what the
@@ -264,9 +266,10 @@ class ClassRegistry:
         self._indexed: dict[str, Device] = {}  # device name -> the object `device_classes` judged
 
     def upsert(self, cls: ResourceClass, devices: Iterable[Device]) -> None:
-        """Add or change a class. ``devices`` are every device the cluster knows, among them every
-        one `device_changed` told of and not removed since, and also deleted ones still held: a
-        device not indexed as it stands there is indexed (`device_changed`) as well."""
+        """Add or change a class. ``devices`` are every device the cluster knows: one
+        `device_changed` told of and not removed since whose object there is another (its
+        duplicate mark or heartbeat replaced since) is indexed as it stands (`device_changed`);
+        the others there, deleted ones pods still hold (ghosts), stay out of every class."""
         self.classes[cls.name] = cls
         self._reindex(devices)
 
@@ -388,8 +391,8 @@ class ClassRegistry:
 
     def _reindex(self, devices: Iterable[Device]) -> None:
         """After a class change: judge the owners again, then match again only the usable classes
-        that are new or changed (dropping those no longer usable), and index the devices the
-        registry has not judged as they stand (deleted ones still held, objects replaced since)."""
+        that are new or changed (dropping those no longer usable), and index again the devices
+        whose objects were replaced since the registry judged them (not a removed one: `upsert`)."""
         epoch = self.epoch + 1
         versions = self.versions
         before = {cls.name: cls for cls in self.by_resource.values()}
@@ -406,8 +409,10 @@ class ClassRegistry:
                 self._slices.add_class(cls)
         if dropped or added:
             self._match_again(dropped, added)
+        indexed = self._indexed
         for device in devices:
-            if self._indexed.get(device.name) is not device:
+            known = indexed.get(device.name)
+            if known is not None and known is not device:
                 old = self.device_classes.get(device.name, frozenset())
                 self.device_changed(device)
                 for name in old ^ self.device_classes[device.name]:

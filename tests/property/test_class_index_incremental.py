@@ -6,9 +6,9 @@ invalid classes, names taken by a device plugin, sharing classes that fit or not
 refreshes) and device changes (new or edited, deleted, deleted while held: left among the devices
 the cluster passes, objects replaced without telling the registry as the ledger does). After every
 step the registry's public state (and the indexes it answers from) equals that of a fresh registry
-given the same classes, then the devices it should index now: every device passed at the last
-class change (a deleted one still held included) and every device changed since, less those
-removed since (`ClassRegistry._reindex`).
+given the same classes, then the devices it should index now: every device told of and not
+removed since (a deleted one still held, a ghost, is none), each the object the cluster passed
+at the last class change or a newer one told of since (`ClassRegistry._reindex`).
 """
 
 from __future__ import annotations
@@ -132,11 +132,11 @@ def test_a_class_change_leaves_the_registry_as_a_rebuild_would(steps: list[tuple
         generation, moved = reg.generation, kind in ("upsert", "device", "delete", "held")
         if kind == "upsert":
             reg.upsert(arg, list(passed.values()))
-            indexed, epochs = dict(passed), epochs + 1
+            indexed, epochs = {name: passed[name] for name in indexed}, epochs + 1
         elif kind == "remove":
             if arg in reg.classes:
                 epochs, moved = epochs + 1, True
-                indexed = dict(passed)
+                indexed = {name: passed[name] for name in indexed}
             reg.remove(arg, list(passed.values()))
         elif kind == "refresh":
             cls = reg.classes.get(arg)

@@ -405,7 +405,7 @@ class DeviceLedger:
             if device in self.ghosts and device not in self.use:
                 self.ghosts.discard(device)
                 self.recorded.discard(device)
-                self.classes.device_removed(device)  # a class change since its deletion indexed it again
+                self.classes.device_removed(device)  # no class indexes a ghost: its generation moves (one device less)
                 ghost = self.devices.pop(device)
                 holder = self._node_info(ghost.node_name)
                 holder.devices.pop(device, None)
