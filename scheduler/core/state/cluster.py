@@ -220,13 +220,9 @@ class ClusterState:
 
     def matching_devices(self, name: str) -> int:
         """The existing devices ResourceClass `name` matches (any health): what its status and
-        `kubectl tessera explain` count. Not the deleted devices pods still hold (ghosts): the
-        registry indexes them again when a class changes, so their holders stay charged under
-        the class (`classes.matching`, which placements read), but they are gone for a user;
-        O(ghosts)."""
-        device_classes = self.classes.device_classes
-        ghosts = sum(1 for ghost in self.ledger.ghosts if name in device_classes.get(ghost, ()))
-        return self.classes.matching[name] - ghosts
+        `kubectl tessera explain` count, as placements do (`classes.matching`: no deleted device
+        pods still hold, no ghost, is a match)."""
+        return self.classes.matching[name]
 
     def class_status(self, name: str) -> tuple[bool, str, int, str]:
         """(valid, message, matching devices, reason) for a ResourceClass status. The reason is
