@@ -11,6 +11,7 @@ import pytest
 from scheduler.agent.allocate import (
     AllocationError,
     ServedLedger,
+    check_local_devices,
     check_shared_capacity,
     container_env,
     find_allocation,
@@ -387,3 +388,43 @@ def test_a_holder_with_an_unreadable_annotation_fails_the_capacity_check_closed(
     found = find_allocation([late], "n", SLICE, 5, GI, set())
     with pytest.raises(AllocationError, match=r"ns/unreadable, still on node n, has an unreadable tessera.dev/held-devices"):
         check_shared_capacity([unreadable, late], "n", found, T4_CAPACITY, _dimension_of)
+
+
+# --- gaps found by mutation (round 3) --------------------------------------------------------------
+
+
+def test_a_failed_pod_holds_no_gpu_any_more() -> None:
+    """A Failed pod is terminal like a Succeeded one: the kubelet has freed its devices, so neither
+    its whole GPU nor its slice blocks the pod now admitted on them, and it holds nothing."""
+    failed = _pod("failed", {"main": {V100: _grants("2")}}, phase="Allocated", status="Failed")
+    late = _pod("late", {"main": {V100: _grants("2")}})
+    assert find_allocation([failed, late], "n", V100, 1, None, set()).pod_key == "ns/late"
+    sliced = _pod("sliced", {"main": {SLICE: _slice(12 * GI)}}, phase="Allocated", status="Failed")
+    assert _admit_slice([sliced, _pod("fits", {"main": {SLICE: _slice(8 * GI)}})], 8) == "ns/fits"
+    assert held_grants([failed, sliced]) == {}
+
+
+def test_the_allocations_own_slice_of_no_dimension_is_checked_against_every_capacity() -> None:
+    """The allocating pod's own grant names no dimension and its class no longer shares: it may be
+    of any dimension, so it counts against each capacity the device publishes — beside a holder's
+    8Gi of memory, its 12 units are over the 16Gi, as the scheduler would count it."""
+    holder = _running("holder", {"main": {SLICE: _slice(8 * GI)}})
+    own = _pod("own", {"main": {SLICE: _slice(12 * GI, dimension="")}})
+    with pytest.raises(AllocationError, match=r"use 20Gi of its 16Gi memory"):
+        _admit_slice([holder, own], 12, dimension_of=lambda resource: "")
+
+
+def test_every_grant_of_the_container_must_be_a_local_healthy_device() -> None:
+    """The answer's NVIDIA_VISIBLE_DEVICES names all of the container's devices, of every resource:
+    a grant of its other resource naming a device this node does not have (or under another id,
+    or unhealthy) fails this call too, not only the grants of the resource called for."""
+    pod = _pod("a", {"main": {V100: _grants("1"), "class.tessera.dev/t4": _grants("9")}})
+    found = find_allocation([pod], "n", V100, 1, None, set())
+    local = {"n.gpu-1": ("GPU-1", None), "n.gpu-9": ("GPU-9", None)}
+    check_local_devices(found, "n", local)
+    with pytest.raises(AllocationError, match=r"assigned device n.gpu-9, which is not a device of node n"):
+        check_local_devices(found, "n", {"n.gpu-1": ("GPU-1", None)})
+    with pytest.raises(AllocationError, match=r"gives id GPU-9 for device n.gpu-9, but n.gpu-9 has device id GPU-8"):
+        check_local_devices(found, "n", {**local, "n.gpu-9": ("GPU-8", None)})
+    with pytest.raises(AllocationError, match=r"device n.gpu-9 is unhealthy \(XidError\)"):
+        check_local_devices(found, "n", {**local, "n.gpu-9": ("GPU-9", "XidError")})

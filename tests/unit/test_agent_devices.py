@@ -88,3 +88,23 @@ def test_unreadable_files_are_backend_errors(tmp_path: Path) -> None:
     broken.write_text("[{uuid: GPU-1")
     with pytest.raises(BackendError, match="not valid YAML"):
         FakeBackend(broken).discover()
+
+
+def test_string_numa_node_reads_as_the_integer_does_negative_included() -> None:
+    """The string form is the integer's decimal form, sign included: "-1" is what -1 is."""
+    [as_string, as_int] = parse_fake_devices([{**V100, "numaNode": "-1"}, {**V100, "uuid": "GPU-2", "numaNode": -1}])
+    assert as_string.numa_node == as_int.numa_node == -1
+
+
+@pytest.mark.parametrize(("memory", "read"), [(0, 0), ("0", 0), (2**62, 2**62), ("1Ki", 1024)])
+def test_memory_bounds_are_inclusive(memory: object, read: int) -> None:
+    """Whole and non-negative: zero bytes is a value (not missing), 2^62 is the largest."""
+    [device] = parse_fake_devices([{**V100, "memory": memory}])
+    assert device.memory_bytes == read
+
+
+@pytest.mark.parametrize("memory", [-1, "-1", 2**62 + 1])
+def test_memory_out_of_bounds_is_refused(memory: object) -> None:
+    with pytest.raises(BackendError, match="whole, non-negative"):
+        parse_fake_devices([{**V100, "memory": memory}])
+
