@@ -92,6 +92,7 @@ def parse_fake_devices(doc: Any, source: str = "fake devices") -> list[DeviceInf
         uuid, model = raw.get("uuid"), raw.get("model")
         if not isinstance(uuid, str) or not uuid.strip():
             raise BackendError(f"{where}.uuid: Required value (a non-empty string)")
+        uuid = uuid.strip()  # as the device is published: " GPU-1" is GPU-1, a duplicate of it
         if uuid in seen:
             raise BackendError(f"{where}.uuid: Duplicate value: {uuid!r}")
         seen.add(uuid)

@@ -108,3 +108,10 @@ def test_memory_out_of_bounds_is_refused(memory: object) -> None:
     with pytest.raises(BackendError, match="whole, non-negative"):
         parse_fake_devices([{**V100, "memory": memory}])
 
+
+def test_uuids_that_differ_only_by_surrounding_spaces_are_duplicates() -> None:
+    """A device's uuid is read stripped, so " GPU-1111" is GPU-1111: a second entry of it is the
+    same GPU twice (two devices under one UUID, one ExtendedResource name), refused as a plain
+    duplicate is."""
+    with pytest.raises(BackendError, match=r"\[1\]\.uuid: Duplicate value"):
+        parse_fake_devices([V100, {**V100, "uuid": " GPU-1111 "}])
