@@ -1,0 +1,57 @@
+"""ResourceClass bounds a one-character slip would move (mutation round 3): a slice exactly the
+size of a GPU fits it, a zero unit is refused, slices are counted rounded down, a resource name's
+part after the slash is at most 63 characters. Each test fails with its slip."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.api.config import load_config
+from scheduler.core.classes import parse_resource_class, validate_resource_name
+from scheduler.core.objects import parse_device
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.sim import builders as b
+from tests.fakeapi import FakeApi
+
+CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
+
+
+def _conditions(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t",  # type: ignore[arg-type]
+                         leader_term=lambda: 1)
+    for obj in objs:
+        loop._apply("ADDED", obj)
+    loop._write_class_statuses()
+    return {path.rsplit("/", 2)[-2]: body["status"]["conditions"][0]
+            for (path, _), body in loop.statuses._dirty.items() if path.startswith(CLASSES)}
+
+
+def test_a_slice_the_size_of_the_whole_gpu_fits_it() -> None:
+    """A 32Gi slice of 32Gi GPUs: one slice per GPU, the class is usable (Valid); 33Gi is not."""
+    conditions = _conditions([b.node("n", gpus=1), b.device("n", 0, memory="32Gi"),
+                              b.resource_class("whole", sharing={"dimension": "memory", "unit": "32Gi"}),
+                              b.resource_class("over", sharing={"dimension": "memory", "unit": "33Gi"})])
+    assert (conditions["whole"]["status"], conditions["whole"]["reason"]) == ("True", "Valid"), conditions["whole"]
+    assert conditions["over"]["status"] == "False", conditions["over"]
+
+
+def test_a_zero_sharing_unit_is_refused() -> None:
+    cls = parse_resource_class(b.resource_class("zero", sharing={"dimension": "memory", "unit": "0"}))
+    assert cls.sharing is None
+    assert cls.error == "spec.sharing.unit: Invalid value: 0: must be positive"
+
+
+def test_slices_on_a_gpu_are_counted_rounded_down() -> None:
+    """56Gi in 16Gi slices is 3 slices (3.5 rounded down, never up): a fourth would not fit."""
+    sharing = parse_resource_class(b.resource_class("s", sharing={"dimension": "memory", "unit": "16Gi"})).sharing
+    assert sharing is not None
+    counts = [sharing.slices_on(parse_device(b.device("n", 0, memory=memory))) for memory in ("56Gi", "48Gi", "15Gi")]
+    assert counts == [3, 3, 0]
+
+
+def test_a_resource_names_part_after_the_slash_is_at_most_63_characters() -> None:
+    assert validate_resource_name("example.com/" + "a" * 63) is None
+    problem = validate_resource_name("example.com/" + "a" * 64)
+    assert problem is not None and "a" * 64 in problem
