@@ -158,3 +158,41 @@ def test_a_request_spanning_two_nvlink_groups_scores_half_on_both_paths(config_p
         [attempt] = core.schedule_next(0.0) or []
         decided.append((attempt.node, attempt.scores["split"]["TesseraDevices"]))
     assert decided[0] == decided[1] and decided[0][1] == 37
+
+
+def _two_resource_names() -> list[tuple[str, dict[str, Any]]]:
+    """Devices under two resourceNames: class `x` matches GPUs published as nvidia.com/gpu on `a`
+    and as amd.com/gpu on `b`; class `mi` only amd.com/gpu ones on `c`. Every node runs a pod
+    (another scheduler's) with one plain nvidia.com/gpu. `p1` asks for an `x` device and one
+    plain nvidia.com/gpu; `p2` for an `mi` device only."""
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("ADDED", b.resource_class("x", match_labels={"model": "X"})),
+        ("ADDED", b.resource_class("mi", match_labels={"model": "MI"}))]
+    for n in ("a", "b", "c"):
+        events.append(("ADDED", b.node(n, gpus=4, extra={"amd.com/gpu": "2"})))
+        events.append(("ADDED", b.pod(f"bound-{n}", node_name=n, phase="Running", scheduler="other",
+                                      limits={"nvidia.com/gpu": 1})))
+    events += [("ADDED", b.device("a", i, model="X")) for i in range(2)]
+    events += [("ADDED", b.device("b", 10 + i, model="X", resource_name="amd.com/gpu")) for i in range(2)]
+    events += [("ADDED", b.device("c", 20 + i, model="MI", resource_name="amd.com/gpu")) for i in range(2)]
+    events.append(("ADDED", b.pod("p1", limits={"class.tessera.dev/x": 1, "nvidia.com/gpu": 1})))
+    events.append(("ADDED", b.pod("p2", limits={"class.tessera.dev/mi": 1})))
+    return events
+
+
+@pytest.mark.parametrize("config", ["config/binpack.yaml", GPU_PACKING])
+def test_a_scored_resource_the_pods_devices_do_not_belong_to_scores_alike_either_way(config: str) -> None:
+    """Where the pod's devices do not belong to a scored resource on a node (b's `x` GPUs are
+    amd.com/gpu) its plain request of that resource still counts there (NodeResourcesFit: p1 on b
+    uses 2 of 4 nvidia.com/gpu, 50 with binpack's 0 -> 100 line and no CPU asked of note); and a pod
+    asking for nvidia.com/gpu neither plainly nor through its devices' resource is not packed by
+    it (TesseraGpuPacking 0 on c, where another pod's GPU is in use). Both paths agree."""
+    events = _two_resource_names()
+    fast = _run(events, config, vectorized=True, explain=True)
+    slow = _run(events, config, vectorized=False, explain=True)
+    assert fast == slow
+    scores = {pod: attempt_scores for pod, _, _, _, attempt_scores, _ in fast}
+    if config == GPU_PACKING:
+        assert scores["default/p2"]["c"]["TesseraGpuPacking"] == 0
+    else:
+        assert scores["default/p1"]["b"]["NodeResourcesFit"] == 50
