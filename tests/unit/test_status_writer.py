@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from scheduler.kube.http import Response
 from scheduler.kube.status import UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusWriter
 from scheduler.sim import builders as b
@@ -178,3 +180,42 @@ async def test_a_cleared_nomination_joins_a_condition_not_yet_written() -> None:
     [patch] = api.of("PATCH", "/status")
     assert patch.body["status"]["nominatedNodeName"] is None
     assert _condition(api)["message"] == "0/1 nodes are available: 1 Too many pods."
+
+
+# --- gaps found by mutation (round 3) ----------------------------------------------------------
+
+CLASS_STATUS = "/apis/tessera.dev/v1alpha1/resourceclasses/v100/status"
+
+
+@pytest.mark.parametrize("status", [500, 503, 429])
+async def test_a_write_the_server_failed_is_retried(status: int) -> None:
+    """A 5xx (500 included) or 429 is the server's trouble, not the wish's: written again later."""
+    api = FakeApi(handlers=[lambda call: Response(200, b"{}") if "/resourceclasses/" in call.path else None])
+    api.fail_next("PATCH", "/resourceclasses/", status=status)
+    writer = StatusWriter(api, lambda ns, name, reason: None, retry_seconds=0.01)  # type: ignore[arg-type]
+    writer.resource_class("v100", True, "selector and resourceName are valid", 1, "class.tessera.dev/v100", generation=1)
+    await _flush(writer, lambda: writer.writes > 0, rounds=40)
+    assert len(api.of("PATCH", CLASS_STATUS)) == 2 and writer.writes == 1
+
+
+async def test_a_class_conditions_reason_defaults_to_valid_or_invalidspec() -> None:
+    api = FakeApi(handlers=[lambda call: Response(200, b"{}") if "/resourceclasses/" in call.path else None])
+    writer = StatusWriter(api, lambda ns, name, reason: None)  # type: ignore[arg-type]
+    writer.resource_class("v100", True, "selector and resourceName are valid", 4, "class.tessera.dev/v100", generation=1)
+    writer.resource_class("own", False, "spec.selector: broken", 0, "gpu.example.com/own", generation=1)
+    await _flush(writer, lambda: len(api.of("PATCH")) == 2)
+    reasons = {call.path.rsplit("/", 2)[-2]: call.body["status"]["conditions"][0]["reason"] for call in api.of("PATCH")}
+    assert reasons == {"v100": "Valid", "own": "InvalidSpec"}
+
+
+@pytest.mark.parametrize(("generation", "observed"), [(0, None), (1, 1), (7, 7)])
+async def test_a_workload_podgroup_condition_carries_its_generation_from_the_first(generation: int,
+                                                                                  observed: int | None) -> None:
+    """observedGeneration is the group's metadata.generation, 1 for a group never edited (0: not known)."""
+    api = FakeApi()
+    writer = StatusWriter(api, lambda ns, name, reason: None)  # type: ignore[arg-type]
+    writer.workload_pod_group("default", "g", True, "Scheduled", "", transition=True, uid="g-uid", generation=generation)
+    await _flush(writer, lambda: bool(api.calls))
+    [patch] = api.of("PATCH", "/podgroups/g/status")
+    [condition] = patch.body["status"]["conditions"]
+    assert condition.get("observedGeneration") == observed
