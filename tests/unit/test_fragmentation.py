@@ -298,3 +298,19 @@ def test_a_slice_is_measured_on_each_gpu_by_its_own_capacity() -> None:
     # whole (1000) and half of the 80-unit one (500); the other half is left
     two = TaskShape(2, 1000, "mem", 1000, "memory", 40)
     assert _measure(two).fragmentation(8000, ((1000, gpu80, big), (1000, gpu40, small))) == 500
+
+
+def test_what_a_shared_gpu_has_left_is_counted_in_whole_milli_gpus_rounded_down() -> None:
+    """A GPU of 3 units with one unit's slice in use has 2/3 of it left: 666 milli-GPU, never 667
+    (the measure must not count more free GPU than there is)."""
+    run = Run(_fragmentation_only())
+    run.add(b.node("n", gpus=1))
+    device = b.device("n", 0)
+    device["spec"]["capacity"]["gpu-milli"] = "3"
+    run.add(device, b.resource_class("share", match_labels={"model": "V100"},
+                                     sharing={"dimension": "gpu-milli", "unit": "1"}))
+    run.add(b.pod("slice", limits={SHARE: 1}))
+    assert run.node_of("slice") == "n"
+    plugin = run.scheduler.profiles["tessera"].find(TesseraFragmentation)
+    assert plugin is not None
+    assert [free for free, _, _ in plugin.measure.gpus(run.state.nodes["n"]).state] == [666]
