@@ -55,3 +55,21 @@ def test_a_resource_names_part_after_the_slash_is_at_most_63_characters() -> Non
     assert validate_resource_name("example.com/" + "a" * 63) is None
     problem = validate_resource_name("example.com/" + "a" * 64)
     assert problem is not None and "a" * 64 in problem
+
+
+def _matches(expression: dict[str, Any], memory: str = "32Gi") -> bool:
+    cls = parse_resource_class(b.resource_class("c", expressions=[expression]))
+    assert cls.error is None, cls.error
+    return cls.matches(parse_device(b.device("n", 0, memory=memory)))
+
+
+def test_a_selector_key_may_name_a_capacity_as_well_as_an_attribute() -> None:
+    """`memory` is a capacity of the device, not an attribute: Exists / DoesNotExist see it, and
+    In / NotIn compare it as a quantity (32Gi is 34359738368, however it is written)."""
+    assert _matches({"key": "memory", "operator": "Exists"})
+    assert not _matches({"key": "memory", "operator": "DoesNotExist"})
+    assert _matches({"key": "memory", "operator": "In", "values": ["32Gi"]})
+    assert _matches({"key": "memory", "operator": "In", "values": ["34359738368"]})
+    assert not _matches({"key": "memory", "operator": "In", "values": ["16Gi"]})
+    assert _matches({"key": "memory", "operator": "NotIn", "values": ["16Gi"]})
+    assert not _matches({"key": "memory", "operator": "NotIn", "values": ["32768Mi"]})
