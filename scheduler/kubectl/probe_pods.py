@@ -5,9 +5,18 @@ schedulingGate, which what-if skipped). The file's pods join the listed cluster 
 pods — after every pod already waiting, as the newest in the queue — and are replayed with them;
 nothing is written.
 
-A file holds YAML or JSON documents: Pods, `List`s of them (`kubectl get -o yaml` output), Jobs (a
-Job becomes the pods its controller would start first: min(parallelism, completions), default 1,
-named `<job>-<index>`), and PodGroups (scheduler-plugins' or upstream's) for gangs. A pod gets what
+A file holds YAML or JSON documents: Pods, workloads, `List`s of them (`kubectl get -o yaml`
+output), and PodGroups (scheduler-plugins' or upstream's) for gangs. A workload becomes the pods its
+controller would create from its template, the template's labels and annotations kept (a gang's
+among them, so the gang is judged whole):
+- a Deployment or ReplicaSet: spec.replicas (default 1) pods, named `<name>-what-if-<i>` (the
+  controllers add a random suffix: these names are synthetic);
+- a StatefulSet: spec.replicas (default 1) pods with the names and labels its controller gives them,
+  `<name>-<ordinal>` (all of them, as podManagementPolicy Parallel creates them; OrderedReady creates
+  each once the one before it is Ready);
+- a Job: the pods its controller starts first, min(parallelism, completions), default 1, named
+  `<job>-<index>` (spec.suspend is not read: the question is where they would go once it runs).
+A pod gets what
 the apiserver would give it: the namespace of -n (a different one in the file is an error, as
 `kubectl create -f` says), a uid, a creation time of now, no node, phase Pending, and
 `default-scheduler` when it names no scheduler (so a pod meant for Tessera must say
@@ -25,6 +34,8 @@ from typing import Any
 import yaml
 
 POD_GROUP_KIND = "PodGroup"
+REPLICATED_KINDS = ("Deployment", "ReplicaSet")  # spec.replicas pods of spec.template, random names
+TAKEN = "Pods, Deployments, ReplicaSets, StatefulSets, Jobs, Lists of them and PodGroups"
 DEFAULT_SCHEDULER = "default-scheduler"  # the apiserver's default for spec.schedulerName
 
 
@@ -41,10 +52,17 @@ def read_probes(text: str, source: str, namespace: str, namespace_flag: str | No
         raise ProbeError(f"{source}: not YAML: {' '.join(str(err).split())}") from None
     created = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     objects: list[dict[str, Any]] = []
+    empty: list[str] = []  # the workloads that would create no pod, said when there is none at all
     for number, document in enumerate(_flattened(documents), start=1):
-        objects += _completed(document, f"{source}: object {number}", namespace, namespace_flag, created)
+        completed = _completed(document, f"{source}: object {number}", namespace, namespace_flag, created)
+        if isinstance(completed, str):
+            empty.append(completed)
+        else:
+            objects += completed
     if not any(obj["kind"] == "Pod" for obj in objects):
-        raise ProbeError(f"{source}: no Pod or Job in it: what-if -f places pods")
+        if empty:
+            raise ProbeError(f"{source}: no pods in it: {'; '.join(empty)}: what-if -f places pods")
+        raise ProbeError(f"{source}: no Pod or workload in it: what-if -f places pods (it takes {TAKEN})")
     names = [(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]) for obj in objects]
     twice = sorted({f"{kind} {ns}/{name}" for kind, ns, name in names if names.count((kind, ns, name)) > 1})
     if twice:
@@ -68,7 +86,8 @@ def probe_keys(probes: Iterable[Mapping[str, Any]]) -> frozenset[str]:
 
 def _flattened(documents: list[Any]) -> Iterable[Any]:
     for document in documents:
-        if isinstance(document, dict) and document.get("kind") in ("List", "PodList") \
+        # `kubectl get -o yaml` prints a List; the API's own lists are PodList, DeploymentList, ...
+        if isinstance(document, dict) and str(document.get("kind") or "").endswith("List") \
                 and isinstance(document.get("items"), list):
             yield from document["items"]
         else:
@@ -76,7 +95,8 @@ def _flattened(documents: list[Any]) -> Iterable[Any]:
 
 
 def _completed(obj: Any, where: str, namespace: str, namespace_flag: str | None,
-               created: str) -> list[dict[str, Any]]:
+               created: str) -> list[dict[str, Any]] | str:
+    """The objects `obj` would create, or for a workload that would create no pod, what says so."""
     if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
         raise ProbeError(f"{where}: not a Kubernetes object")
     kind = obj.get("kind")
@@ -86,13 +106,14 @@ def _completed(obj: Any, where: str, namespace: str, namespace_flag: str | None,
         return [_pod(obj, _name(meta, where), ns, created, where)]
     if kind == "Job":
         return _job_pods(obj, _name(meta, where), ns, created, where)
+    if kind in REPLICATED_KINDS or kind == "StatefulSet":
+        return _replica_pods(obj, str(kind), _name(meta, where), ns, created, where)
     if kind == POD_GROUP_KIND:
         group = copy.deepcopy(obj)
         group["metadata"] = {**meta, "name": _name(meta, where), "namespace": ns, "uid": str(uuid.uuid4()),
                              "creationTimestamp": created}
         return [group]
-    raise ProbeError(f"{where} is a {kind or 'object without a kind'}: what-if -f takes Pods, Lists of them, "
-                     "Jobs and PodGroups")
+    raise ProbeError(f"{where} is a {kind or 'object without a kind'}: what-if -f takes {TAKEN}")
 
 
 def _namespace(meta: Mapping[str, Any], where: str, namespace: str, namespace_flag: str | None) -> str:
@@ -128,19 +149,89 @@ def _pod(obj: Mapping[str, Any], name: str, namespace: str, created: str, where:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec, "status": {"phase": "Pending"}}
 
 
-def _job_pods(job: Mapping[str, Any], name: str, namespace: str, created: str, where: str) -> list[dict[str, Any]]:
-    spec = job.get("spec")
-    template = spec.get("template") if isinstance(spec, dict) else None
-    if not isinstance(spec, dict) or not isinstance(template, dict):
-        raise ProbeError(f"{where}: Job {namespace}/{name} has no spec.template")
+def _job_pods(job: Mapping[str, Any], name: str, namespace: str, created: str,
+              where: str) -> list[dict[str, Any]] | str:
+    spec, meta = _template(job, "Job", name, namespace, where)
     parallelism = _count(spec.get("parallelism"), 1, f"{where}: spec.parallelism")
     completions = spec.get("completions")
     pods = parallelism if completions is None else min(parallelism, _count(completions, 1, f"{where}: spec.completions"))
-    raw_meta = template.get("metadata")
-    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+    if not pods:
+        return f"Job {namespace}/{name} has {'parallelism' if not parallelism else 'completions'} 0"
     labels = {**(meta.get("labels") or {}), "batch.kubernetes.io/job-name": name}
-    return [_pod({"metadata": {**meta, "labels": labels}, "spec": template.get("spec")}, f"{name}-{index}",
+    return [_pod({"metadata": {**meta, "labels": labels}, "spec": spec["template"].get("spec")}, f"{name}-{index}",
                  namespace, created, where) for index in range(pods)]
+
+
+def _replica_pods(workload: Mapping[str, Any], kind: str, name: str, namespace: str, created: str,
+                  where: str) -> list[dict[str, Any]] | str:
+    """A Deployment's, ReplicaSet's or StatefulSet's pods: spec.replicas of its template."""
+    spec, meta = _template(workload, kind, name, namespace, where)
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, dict) or not _selects(spec.get("selector"), labels):
+        # apps/v1 validation: `selector` does not match template `labels`
+        raise ProbeError(f"{where}: {kind} {namespace}/{name}: spec.selector ({_said(spec.get('selector'))}) does "
+                         f"not match the template's labels ({_said({'matchLabels': labels})}): the apiserver "
+                         "would refuse it")
+    replicas = _count(spec.get("replicas"), 1, f"{where}: spec.replicas")
+    if not replicas:
+        return f"{kind} {namespace}/{name} has replicas 0"
+    pods = []
+    for index in range(replicas):
+        if kind == "StatefulSet":  # pkg/controller/statefulset/stateful_set_utils.go: getPodName, its labels
+            pod_name = f"{name}-{index}"
+            pod_labels = {**labels, "statefulset.kubernetes.io/pod-name": pod_name,
+                          "apps.kubernetes.io/pod-index": str(index)}
+        else:
+            pod_name, pod_labels = f"{name}-what-if-{index}", labels
+        pods.append(_pod({"metadata": {**meta, "labels": dict(pod_labels)}, "spec": spec["template"].get("spec")},
+                         pod_name, namespace, created, where))
+    return pods
+
+
+def _template(workload: Mapping[str, Any], kind: str, name: str, namespace: str,
+              where: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The workload's spec (with a spec.template) and its template's metadata."""
+    spec = workload.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or not isinstance(template, dict):
+        raise ProbeError(f"{where}: {kind} {namespace}/{name} has no spec.template")
+    raw_meta = template.get("metadata")
+    meta: dict[str, Any] = {key: value for key, value in raw_meta.items() if key not in ("name", "namespace")} \
+        if isinstance(raw_meta, dict) else {}
+    return spec, meta
+
+
+def _selects(selector: Any, labels: Mapping[str, Any]) -> bool:
+    """Whether a LabelSelector selects `labels`; no selector (the file left it out) is not judged."""
+    if not isinstance(selector, dict):
+        return True
+    wanted = selector.get("matchLabels") or {}
+    if not isinstance(wanted, dict) or any(labels.get(key) != value for key, value in wanted.items()):
+        return False
+    for expression in selector.get("matchExpressions") or ():
+        if not isinstance(expression, dict):
+            return False
+        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or ()
+        present = key in labels
+        if not {"In": present and labels.get(str(key)) in values,
+                "NotIn": not present or labels.get(str(key)) not in values,
+                "Exists": present, "DoesNotExist": not present}.get(str(operator), False):
+            return False
+    return True
+
+
+def _said(selector: Any) -> str:
+    """A selector as kubectl prints one: app=web,tier in (db)."""
+    if not isinstance(selector, dict):
+        return str(selector)
+    parts = [f"{key}={value}" for key, value in (selector.get("matchLabels") or {}).items()]
+    for expression in selector.get("matchExpressions") or ():
+        if isinstance(expression, dict):
+            operator, values = str(expression.get("operator")), ",".join(map(str, expression.get("values") or ()))
+            key = expression.get("key")
+            parts.append({"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": f"{key}",
+                          "DoesNotExist": f"!{key}"}.get(operator, f"{key} {operator}"))
+    return ",".join(parts) or "none"
 
 
 def _count(value: Any, default: int, where: str) -> int:

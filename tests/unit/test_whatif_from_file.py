@@ -106,7 +106,7 @@ async def test_a_file_pod_that_already_exists_or_a_bad_file_is_an_error(
                        "object or give the file's objects other names"):
         await _what_if(monkeypatch, capsys, _cluster(), "-f", str(tmp_path / "dup.yaml"))
     (tmp_path / "svc.yaml").write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
-    with pytest.raises(cli.CommandError, match="object 1 is a Service: what-if -f takes Pods, Lists of them, Jobs"):
+    with pytest.raises(cli.CommandError, match="object 1 is a Service: what-if -f takes Pods, Deployments, ReplicaSets, StatefulSets, Jobs"):
         await _what_if(monkeypatch, capsys, _cluster(), "-f", str(tmp_path / "svc.yaml"))
     with pytest.raises(cli.CommandError, match="cannot read .*missing.yaml: No such file or directory"):
         await _what_if(monkeypatch, capsys, _cluster(), "-f", str(tmp_path / "missing.yaml"))

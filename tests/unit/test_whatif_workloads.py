@@ -1,0 +1,141 @@
+"""`kubectl tessera what-if -f` with the file a platform user has: a Deployment, ReplicaSet,
+StatefulSet or Job, not Pods. Before, only Pods, Lists of them, Jobs and PodGroups were taken: a
+Deployment was `object 1 is a Deployment: what-if -f takes Pods, ...`. Now each workload becomes
+the pods its controller would create: its pod template times its replicas (a Job: min(parallelism,
+completions)), in the namespace of -n, named as the controller names them (a StatefulSet's
+`<name>-<ordinal>`) or clearly synthetic (`<name>-what-if-<i>` where the controller adds a random
+suffix), the template's gang labels kept so a gang is judged whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from scheduler.kube.http import Response
+from scheduler.kubectl import cli
+from scheduler.kubectl.probe_pods import ProbeError, read_probes
+from scheduler.kubectl.target import Target
+from scheduler.sim import builders as b
+from tests.helpers import BINPACK, fake_listing
+
+
+def _workload(kind: str, name: str, replicas: int | None, gpus: int = 1, labels: str = "{app: web}",
+              extra: str = "", api: str = "apps/v1", namespace: str = "") -> str:
+    count = "" if replicas is None else f"  replicas: {replicas}\n"
+    ns = f", namespace: {namespace}" if namespace else ""
+    return (f"apiVersion: {api}\nkind: {kind}\nmetadata: {{name: {name}{ns}}}\nspec:\n{count}{extra}"
+            "  selector: {matchLabels: {app: web}}\n"
+            f"  template:\n    metadata: {{labels: {labels}}}\n    spec:\n      schedulerName: tessera\n"
+            f"      containers:\n      - {{name: main, image: x, resources: {{limits: {{nvidia.com/gpu: {gpus}}}}}}}\n")
+
+
+class _Api:
+    async def request(self, method: str, path: str, **_: Any) -> Response:
+        return Response(404, orjson.dumps({"kind": "Status", "code": 404}))
+
+
+def _cluster() -> list[dict[str, Any]]:
+    """An 8-GPU node with 1 in use and a 4-GPU node: 11 GPUs free."""
+    return [b.node("big", gpus=8), b.node("small", gpus=4),
+            b.pod("running", node_name="big", limits={"nvidia.com/gpu": 1}, phase="Running")]
+
+
+async def _what_if(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str,
+                   *argv: str) -> dict[str, Any]:
+    (tmp_path / "file.yaml").write_text(text)
+    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(), _cluster()))
+    args = cli.build_parser().parse_args(["what-if", "--config", BINPACK, "-f", str(tmp_path / "file.yaml"),
+                                          "-o", "json", *argv])
+    assert await cli._what_if(args, Target(None, None, "team" if "-n" in argv else "default")) == 0
+    doc: dict[str, Any] = orjson.loads(capsys.readouterr().out)
+    return doc
+
+
+async def test_a_deployment_becomes_its_replicas_in_the_namespace_given(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    doc = await _what_if(monkeypatch, capsys, tmp_path, _workload("Deployment", "web", 3, gpus=2), "-n", "team")
+    assert [o["pod"] for o in doc["outcomes"]] == ["team/web-what-if-0", "team/web-what-if-1", "team/web-what-if-2"]
+    assert all(o["node"] in ("big", "small") for o in doc["outcomes"])
+    # no replicas: the apiserver's default, 1
+    doc = await _what_if(monkeypatch, capsys, tmp_path, _workload("Deployment", "web", None))
+    assert [o["pod"] for o in doc["outcomes"]] == ["default/web-what-if-0"]
+
+
+async def test_a_replicaset_and_a_statefulset_become_their_pods(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    doc = await _what_if(monkeypatch, capsys, tmp_path, _workload("ReplicaSet", "rs", 2))
+    assert [o["pod"] for o in doc["outcomes"]] == ["default/rs-what-if-0", "default/rs-what-if-1"]
+    # a StatefulSet's pods have the names its controller gives them: <name>-<ordinal>
+    doc = await _what_if(monkeypatch, capsys, tmp_path, _workload("StatefulSet", "db", 3, gpus=4))
+    outcomes = {o["pod"]: o["node"] for o in doc["outcomes"]}
+    assert sorted(outcomes) == ["default/db-0", "default/db-1", "default/db-2"]
+    # 11 GPUs free on nodes of 7 and 4: two of the 4-GPU pods fit, one stays pending
+    assert sorted(outcomes.values()) == ["", "big", "small"]
+
+
+def test_workload_pods_are_completed_as_the_controllers_would() -> None:
+    [pod0, pod1] = read_probes(_workload("StatefulSet", "db", 2, labels="{app: web, tier: db}"), "f", "team", None, 0)
+    assert [p["metadata"]["name"] for p in (pod0, pod1)] == ["db-0", "db-1"]
+    assert pod1["metadata"]["namespace"] == "team" and pod1["spec"]["schedulerName"] == "tessera"
+    assert pod1["metadata"]["labels"] == {"app": "web", "tier": "db", "statefulset.kubernetes.io/pod-name": "db-1",
+                                          "apps.kubernetes.io/pod-index": "1"}
+    assert pod0["metadata"]["uid"] != pod1["metadata"]["uid"] and pod1["status"] == {"phase": "Pending"}
+    [pod] = read_probes(_workload("Deployment", "web", 1, namespace="ml"), "f", "team", None, 0)
+    assert pod["metadata"]["namespace"] == "ml" and pod["metadata"]["labels"] == {"app": "web"}
+    # replicas 0: nothing to place
+    with pytest.raises(ProbeError, match="f: no pods in it: Deployment default/web has replicas 0"):
+        read_probes(_workload("Deployment", "web", 0), "f", "default", None, 0)
+    # the apiserver refuses a selector that does not select the template's labels: so does what-if
+    with pytest.raises(ProbeError, match=r"f: object 1: Deployment default/web: spec.selector \(app=web\) does "
+                                         r"not match the template's labels \(app=other\): the apiserver would "
+                                         r"refuse it"):
+        read_probes(_workload("Deployment", "web", 1, labels="{app: other}"), "f", "default", None, 0)
+    with pytest.raises(ProbeError, match=r"object 1: ReplicaSet default/rs has no spec.template"):
+        read_probes("kind: ReplicaSet\nmetadata: {name: rs}\nspec: {replicas: 1}\n", "f", "default", None, 0)
+    with pytest.raises(ProbeError, match=r"object 1: spec.replicas: -1 is not a count"):
+        read_probes(_workload("StatefulSet", "db", -1), "f", "default", None, 0)
+
+
+async def test_a_gang_in_a_workload_template_is_judged_whole(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """3 pods of 4 GPUs: 2 fit (big 7 free, small 4), the third does not. Alone, two are placed;
+    in a gang of minMember 3 (a PodGroup in the same file, multi-document), none is."""
+    alone = await _what_if(monkeypatch, capsys, tmp_path, _workload("StatefulSet", "w", 3, gpus=4))
+    assert sum(1 for o in alone["outcomes"] if o["node"]) == 2
+    group = "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\nspec: {minMember: 3}\n"
+    gang = _workload("StatefulSet", "w", 3, gpus=4, labels="{app: web, scheduling.x-k8s.io/pod-group: g}")
+    doc = await _what_if(monkeypatch, capsys, tmp_path, f"{group}---\n{gang}")
+    assert [o["pod"] for o in doc["outcomes"]] == ["default/w-0", "default/w-1", "default/w-2"]
+    assert [o["node"] for o in doc["outcomes"]] == ["", "", ""], doc["outcomes"]
+    assert all(o["message"].startswith("pod group default/g: only 2 of the 3 members it needs fit")
+               for o in doc["outcomes"]), doc["outcomes"]
+    # the same with a Deployment, and with the label-form gang (min-available in the labels)
+    labels = "{app: web, pod-group.scheduling.sigs.k8s.io/name: g, pod-group.scheduling.sigs.k8s.io/min-available: '3'}"
+    doc = await _what_if(monkeypatch, capsys, tmp_path, _workload("Deployment", "w", 3, gpus=4, labels=labels))
+    assert [o["node"] for o in doc["outcomes"]] == ["", "", ""], doc["outcomes"]
+    doc = await _what_if(monkeypatch, capsys, tmp_path, _workload("Deployment", "w", 2, gpus=4, labels=labels.replace(
+        "'3'", "'2'")))
+    assert all(o["node"] for o in doc["outcomes"]), doc["outcomes"]
+
+
+async def test_a_list_of_workloads_and_a_job_beside_them(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`kubectl get deploy,sts -o yaml` prints a List; a file may hold several documents."""
+    listed = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [
+        yaml.safe_load(_workload("Deployment", "a", 1)), yaml.safe_load(_workload("StatefulSet", "b", 2))]})
+    job = ("apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    spec:\n"
+           "      schedulerName: tessera\n      restartPolicy: Never\n      containers: [{name: m, image: x}]\n")
+    doc = await _what_if(monkeypatch, capsys, tmp_path, f"{listed}---\n{job}")
+    assert [o["pod"] for o in doc["outcomes"]] == ["default/a-what-if-0", "default/b-0", "default/b-1",
+                                                   "default/j-0"]
+
+
+def test_another_kind_is_an_error_naming_the_kinds_taken() -> None:
+    for kind in ("DaemonSet", "CronJob", "PyTorchJob", "Service"):
+        with pytest.raises(ProbeError, match=f"f: object 1 is a {kind}: what-if -f takes Pods, Deployments, "
+                                             "ReplicaSets, StatefulSets, Jobs, Lists of them and PodGroups"):
+            read_probes(_workload(kind, "x", 1), "f", "default", None, 0)
