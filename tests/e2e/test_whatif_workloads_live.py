@@ -1,0 +1,66 @@
+"""`kubectl tessera what-if -f` with workloads, against the real apiserver: the installed
+`kubectl-tessera` reads a file of a gang StatefulSet (with its PodGroup) and a Deployment, as a
+platform user writes them, and places the pods their controllers would create — creating nothing
+(tests/unit/test_whatif_workloads.py has the cases; here the cluster is listed for real)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+
+from scheduler.kube.controlplane import LocalControlPlane
+from tests.e2e.live import Kube
+from tests.e2e.test_kubectl_plugin import _ok, _plugin
+
+
+def _workload(kind: str, name: str, replicas: int, gpus: int, labels: str, node_label: str) -> str:
+    return (f"apiVersion: apps/v1\nkind: {kind}\nmetadata: {{name: {name}}}\nspec:\n  replicas: {replicas}\n"
+            f"  selector: {{matchLabels: {{app: {name}}}}}\n"
+            f"  template:\n    metadata: {{labels: {{app: {name}{labels}}}}}\n    spec:\n      schedulerName: tessera\n"
+            f"      nodeSelector: {{tessera.dev/e2e-what-if: {node_label}}}\n"
+            f"      containers:\n      - {{name: main, image: x, resources: {{limits: {{nvidia.com/gpu: {gpus}}}}}}}\n")
+
+
+async def test_what_if_places_the_pods_of_workloads_without_creating_them(
+        clean_cluster: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
+    # two 4-GPU nodes only these pods may use (the nodeSelector): pending pods of other tests stay off them
+    label = namespace
+    names = await asyncio.to_thread(clean_cluster.add_fake_gpu_nodes, 2, 4, "A100", prefix="wl",
+                                    labels={"tessera.dev/e2e-what-if": label})
+    try:
+        group = (f"apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {{name: train}}\n"
+                 "spec: {minMember: 3}\n")
+        gang = _workload("StatefulSet", "train", 3, 4, ", scheduling.x-k8s.io/pod-group: train", label)
+        file = tmp_path / "workloads.yaml"
+        file.write_text(f"{group}---\n{gang}")
+        result = orjson.loads(await _ok(clean_cluster, "what-if", "--config", "config/binpack.yaml", "-f", str(file),
+                                        "-n", namespace, "-o", "json"))
+        # three 4-GPU members, room for two: the gang is judged whole, none placed
+        assert [(o["pod"], o["node"]) for o in result["outcomes"]] == [
+            (f"{namespace}/train-{i}", "") for i in range(3)]
+        assert all(f"pod group {namespace}/train: only 2 of the 3 members it needs fit" in o["message"]
+                   for o in result["outcomes"]), result["outcomes"]
+
+        # two replicas of a Deployment fit, one per node
+        file.write_text(_workload("Deployment", "serve", 2, 4, "", label))
+        result = orjson.loads(await _ok(clean_cluster, "what-if", "--config", "config/binpack.yaml", "-f", str(file),
+                                        "-n", namespace, "-o", "json"))
+        assert [o["pod"] for o in result["outcomes"]] == [f"{namespace}/serve-what-if-{i}" for i in range(2)]
+        assert sorted(o["node"] for o in result["outcomes"]) == sorted(names), result["outcomes"]
+
+        # a kind it does not take: an error naming those it takes
+        file.write_text("apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: d}\n")
+        status, _, err = await _plugin(clean_cluster, "what-if", "--config", "config/binpack.yaml", "-f", str(file),
+                                       "-n", namespace)
+        assert (status, err) == (2, f"error: {file}: object 1 is a DaemonSet: what-if -f takes Pods, Deployments, "
+                                    "ReplicaSets, StatefulSets, Jobs, Lists of them and PodGroups\n")
+
+        # nothing was created
+        for path in (f"/api/v1/namespaces/{namespace}/pods", f"/apis/apps/v1/namespaces/{namespace}/statefulsets",
+                     f"/apis/apps/v1/namespaces/{namespace}/deployments",
+                     f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups"):
+            assert (await kubectl.call("GET", path)).json()["items"] == [], path
+    finally:
+        await asyncio.to_thread(clean_cluster.remove_fake_gpu_nodes, names)
