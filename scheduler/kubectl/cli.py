@@ -310,10 +310,14 @@ def _probes(filename: str, namespace: str, namespace_flag: str | None, now: floa
         text = sys.stdin.read() if filename == "-" else Path(filename).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise CommandError(f"cannot read {filename}: {getattr(err, 'strerror', None) or err}", 2) from None
+    notes: list[str] = []
     try:
-        return probe_pods.read_probes(text, filename, namespace, namespace_flag, now)
+        probes = probe_pods.read_probes(text, filename, namespace, namespace_flag, now, notes)
     except probe_pods.ProbeError as err:
         raise CommandError(str(err), 2) from None
+    for note in notes:
+        print(f"warning: {note}", file=sys.stderr)
+    return probes
 
 
 Command = Callable[[argparse.Namespace, Target], Awaitable[int]]

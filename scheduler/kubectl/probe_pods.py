@@ -33,6 +33,8 @@ from typing import Any
 
 import yaml
 
+from scheduler.core.objects import GANG_MIN_LABEL, GANG_NAME_LABEL, PODGROUP_LABEL
+
 POD_GROUP_KIND = "PodGroup"
 REPLICATED_KINDS = ("Deployment", "ReplicaSet")  # spec.replicas pods of spec.template, random names
 TAKEN = "Pods, Deployments, ReplicaSets, StatefulSets, Jobs, Lists of them and PodGroups"
@@ -43,9 +45,12 @@ class ProbeError(Exception):
     """The file cannot stand for pods to create: one line for the user."""
 
 
-def read_probes(text: str, source: str, namespace: str, namespace_flag: str | None, now: float) -> list[dict[str, Any]]:
+def read_probes(text: str, source: str, namespace: str, namespace_flag: str | None, now: float,
+                notes: list[str] | None = None) -> list[dict[str, Any]]:
     """The objects the file at `source` (its `text`) would create, completed as the apiserver
-    would complete them: pods (at least one) and the PodGroups beside them."""
+    would complete them: pods (at least one) and the PodGroups beside them. `notes` gets what the
+    user should know of a workload that the placement alone would not say (a warning each)."""
+    notes = [] if notes is None else notes
     try:
         documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as err:
@@ -54,7 +59,7 @@ def read_probes(text: str, source: str, namespace: str, namespace_flag: str | No
     objects: list[dict[str, Any]] = []
     empty: list[str] = []  # the workloads that would create no pod, said when there is none at all
     for number, document in enumerate(_flattened(documents), start=1):
-        completed = _completed(document, f"{source}: object {number}", namespace, namespace_flag, created)
+        completed = _completed(document, f"{source}: object {number}", namespace, namespace_flag, created, notes)
         if isinstance(completed, str):
             empty.append(completed)
         else:
@@ -95,7 +100,7 @@ def _flattened(documents: list[Any]) -> Iterable[Any]:
 
 
 def _completed(obj: Any, where: str, namespace: str, namespace_flag: str | None,
-               created: str) -> list[dict[str, Any]] | str:
+               created: str, notes: list[str]) -> list[dict[str, Any]] | str:
     """The objects `obj` would create, or for a workload that would create no pod, what says so."""
     if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
         raise ProbeError(f"{where}: not a Kubernetes object")
@@ -107,7 +112,7 @@ def _completed(obj: Any, where: str, namespace: str, namespace_flag: str | None,
     if kind == "Job":
         return _job_pods(obj, _name(meta, where), ns, created, where)
     if kind in REPLICATED_KINDS or kind == "StatefulSet":
-        return _replica_pods(obj, str(kind), _name(meta, where), ns, created, where)
+        return _replica_pods(obj, str(kind), _name(meta, where), ns, created, where, notes)
     if kind == POD_GROUP_KIND:
         group = copy.deepcopy(obj)
         group["metadata"] = {**meta, "name": _name(meta, where), "namespace": ns, "uid": str(uuid.uuid4()),
@@ -163,7 +168,7 @@ def _job_pods(job: Mapping[str, Any], name: str, namespace: str, created: str,
 
 
 def _replica_pods(workload: Mapping[str, Any], kind: str, name: str, namespace: str, created: str,
-                  where: str) -> list[dict[str, Any]] | str:
+                  where: str, notes: list[str]) -> list[dict[str, Any]] | str:
     """A Deployment's, ReplicaSet's or StatefulSet's pods: spec.replicas of its template."""
     spec, meta = _template(workload, kind, name, namespace, where)
     labels = meta.get("labels") or {}
@@ -175,6 +180,13 @@ def _replica_pods(workload: Mapping[str, Any], kind: str, name: str, namespace: 
     replicas = _count(spec.get("replicas"), 1, f"{where}: spec.replicas")
     if not replicas:
         return f"{kind} {namespace}/{name} has replicas 0"
+    gang = _gang(meta, spec["template"].get("spec"), namespace)
+    if kind == "StatefulSet" and replicas > 1 and gang and spec.get("podManagementPolicy") != "Parallel":
+        # pkg/controller/statefulset: OrderedReady waits for each pod to be Running and Ready
+        notes.append(f"{where}: {kind} {namespace}/{name}: its pods are one gang ({gang}) and its podManagementPolicy "
+                     f"is OrderedReady, which creates each pod only once the one before it is Running and Ready: "
+                     f"{name}-0 would wait for its gang, and {name}-1 would never be created; set "
+                     "spec.podManagementPolicy: Parallel (placed here as Parallel creates them)")
     pods = []
     for index in range(replicas):
         if kind == "StatefulSet":  # pkg/controller/statefulset/stateful_set_utils.go: getPodName, its labels
@@ -199,6 +211,23 @@ def _template(workload: Mapping[str, Any], kind: str, name: str, namespace: str,
     meta: dict[str, Any] = {key: value for key, value in raw_meta.items() if key not in ("name", "namespace")} \
         if isinstance(raw_meta, dict) else {}
     return spec, meta
+
+
+def _gang(meta: Mapping[str, Any], spec: Any, namespace: str) -> str:
+    """The gang a template's pods join, as the core reads a pod's (objects._gang), said for the user;
+    "" for none (or a label gang of min-available 1)."""
+    group = (spec.get("schedulingGroup") or {}) if isinstance(spec, dict) else {}
+    if isinstance(group, dict) and group.get("podGroupName"):
+        return f"PodGroup {namespace}/{group['podGroupName']}"
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, dict):
+        return ""
+    if labels.get(PODGROUP_LABEL):
+        return f"PodGroup {namespace}/{labels[PODGROUP_LABEL]}"
+    minimum = str(labels.get(GANG_MIN_LABEL, ""))
+    if labels.get(GANG_NAME_LABEL) and minimum.isdigit() and int(minimum) > 1:
+        return f"gang {namespace}/{labels[GANG_NAME_LABEL]}"
+    return ""
 
 
 def _selects(selector: Any, labels: Mapping[str, Any]) -> bool:

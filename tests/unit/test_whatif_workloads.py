@@ -139,3 +139,36 @@ def test_another_kind_is_an_error_naming_the_kinds_taken() -> None:
         with pytest.raises(ProbeError, match=f"f: object 1 is a {kind}: what-if -f takes Pods, Deployments, "
                                              "ReplicaSets, StatefulSets, Jobs, Lists of them and PodGroups"):
             read_probes(_workload(kind, "x", 1), "f", "default", None, 0)
+
+
+async def test_a_statefulset_gang_created_one_pod_at_a_time_is_warned_of(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """podManagementPolicy OrderedReady (the default) creates each pod once the one before it is
+    Ready: a gang's first member waits for the others, which are never created. what-if places
+    them all (where they would go), and warns that the StatefulSet would never start."""
+    gang = _workload("StatefulSet", "w", 3, labels="{app: web, scheduling.x-k8s.io/pod-group: g}")
+    notes: list[str] = []
+    read_probes(gang, "f", "default", None, 0, notes)
+    assert notes == ["f: object 1: StatefulSet default/w: its pods are one gang (PodGroup default/g) and its "
+                     "podManagementPolicy is OrderedReady, which creates each pod only once the one before it is "
+                     "Running and Ready: w-0 would wait for its gang, and w-1 would never be created; set "
+                     "spec.podManagementPolicy: Parallel (placed here as Parallel creates them)"]
+    parallel: list[str] = []
+    read_probes(_workload("StatefulSet", "w", 3, extra="  podManagementPolicy: Parallel\n",
+                          labels="{app: web, scheduling.x-k8s.io/pod-group: g}"), "f", "default", None, 0, parallel)
+    alone: list[str] = []
+    read_probes(_workload("StatefulSet", "w", 1, labels="{app: web, scheduling.x-k8s.io/pod-group: g}"),
+                "f", "default", None, 0, alone)
+    labelled: list[str] = []
+    read_probes(_workload("StatefulSet", "w", 2, labels="{app: web, pod-group.scheduling.sigs.k8s.io/name: lg, "
+                          "pod-group.scheduling.sigs.k8s.io/min-available: '2'}"), "f", "default", None, 0, labelled)
+    assert (parallel, alone) == ([], [])
+    assert len(labelled) == 1 and "(gang default/lg)" in labelled[0]
+    # the command prints it on stderr, and still places the pods
+    (tmp_path / "file.yaml").write_text(gang)
+    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(), _cluster()))
+    args = cli.build_parser().parse_args(["what-if", "--config", BINPACK, "-f", str(tmp_path / "file.yaml")])
+    assert await cli._what_if(args, Target(None, None, "default")) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith(f"warning: {tmp_path / 'file.yaml'}: object 1: StatefulSet default/w: its pods are one gang")
+    assert "default/w-2" in out
