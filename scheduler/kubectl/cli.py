@@ -115,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("-A", "--all-namespaces", action="store_true",
                       help="show pending pods of every namespace (the default unless -n is given)")
     what.add_argument("-f", "--filename", metavar="FILE",
-                      help="place these pods instead (Pods, Deployments, ReplicaSets, StatefulSets, Jobs, Lists, PodGroups; "
+                      help="place these pods instead (Pods, Deployments, ReplicaSets, StatefulSets, Jobs, Kubeflow "
+                           "training jobs, Lists, PodGroups; "
                            "- for stdin), not created: "
                            "where they would go if created now, behind the pods already pending")
     _installed(what)  # its Lease says who schedules the pending pods now (the Leader: line)

@@ -16,6 +16,9 @@ among them, so the gang is judged whole):
   each once the one before it is Ready);
 - a Job: the pods its controller starts first, min(parallelism, completions), default 1, named
   `<job>-<index>` (spec.suspend is not read: the question is where they would go once it runs).
+- a Kubeflow training job (kubeflow.org/v1 PyTorchJob, TFJob, ...): each replica type's replicas,
+  named `<job>-<type>-<index>` as the training operator names them. Its own PodGroup (made only
+  with the operator's --gang-scheduler-name) is not made here: a note says so.
 A pod gets what
 the apiserver would give it: the namespace of -n (a different one in the file is an error, as
 `kubectl create -f` says), a uid, a creation time of now, no node, phase Pending, and
@@ -37,7 +40,12 @@ from scheduler.core.objects import GANG_MIN_LABEL, GANG_NAME_LABEL, PODGROUP_LAB
 
 POD_GROUP_KIND = "PodGroup"
 REPLICATED_KINDS = ("Deployment", "ReplicaSet")  # spec.replicas pods of spec.template, random names
-TAKEN = "Pods, Deployments, ReplicaSets, StatefulSets, Jobs, Lists of them and PodGroups"
+# Kubeflow's training operator (v1): the field of each kind's replica specs
+TRAINING_JOBS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",
+                 "PaddleJob": "paddleReplicaSpecs", "JAXJob": "jaxReplicaSpecs"}
+TRAINING_API = "kubeflow.org/"
+TAKEN = ("Pods, Deployments, ReplicaSets, StatefulSets, Jobs, Kubeflow training jobs (kubeflow.org/v1 "
+         f"{', '.join(TRAINING_JOBS)}), Lists of them and PodGroups")
 DEFAULT_SCHEDULER = "default-scheduler"  # the apiserver's default for spec.schedulerName
 
 
@@ -111,6 +119,8 @@ def _completed(obj: Any, where: str, namespace: str, namespace_flag: str | None,
         return [_pod(obj, _name(meta, where), ns, created, where)]
     if kind == "Job":
         return _job_pods(obj, _name(meta, where), ns, created, where)
+    if kind in TRAINING_JOBS and str(obj.get("apiVersion") or "").startswith(TRAINING_API):
+        return _training_pods(obj, str(kind), _name(meta, where), ns, created, where, notes)
     if kind in REPLICATED_KINDS or kind == "StatefulSet":
         return _replica_pods(obj, str(kind), _name(meta, where), ns, created, where, notes)
     if kind == POD_GROUP_KIND:
@@ -200,6 +210,45 @@ def _replica_pods(workload: Mapping[str, Any], kind: str, name: str, namespace: 
     return pods
 
 
+def _training_pods(job: Mapping[str, Any], kind: str, name: str, namespace: str, created: str,
+                   where: str, notes: list[str]) -> list[dict[str, Any]] | str:
+    """A Kubeflow training job's pods: each replica type's replicas (default 1) of its template,
+    named and labelled as the training operator (v1) makes them: `<job>-<type, lowercased>-<index>`."""
+    field = TRAINING_JOBS[kind]
+    spec = job.get("spec")
+    replica_specs = spec.get(field) if isinstance(spec, dict) else None
+    if not isinstance(replica_specs, dict) or not replica_specs:
+        raise ProbeError(f"{where}: {kind} {namespace}/{name} has no spec.{field}")
+    first = ("Master", "Chief", "Launcher", "Scheduler")  # the coordinator first, as one reads the job
+    order = sorted(replica_specs, key=lambda kind_name: (kind_name not in first, list(replica_specs).index(kind_name)))
+    pods: list[dict[str, Any]] = []
+    gangs: set[str] = set()
+    for replica_type in order:
+        replica_spec = replica_specs[replica_type]
+        where_type = f"{where}: {kind} {namespace}/{name}: spec.{field}.{replica_type}"
+        if not isinstance(replica_spec, dict) or not isinstance(replica_spec.get("template"), dict):
+            raise ProbeError(f"{where_type} has no template")
+        meta = _template_meta(replica_spec["template"])
+        gangs.add(_gang(meta, replica_spec["template"].get("spec"), namespace))
+        rtype = str(replica_type).lower()
+        for index in range(_count(replica_spec.get("replicas"), 1, f"{where_type}.replicas")):
+            labels = {**(meta.get("labels") or {}), "training.kubeflow.org/job-name": name,
+                      "training.kubeflow.org/replica-type": rtype, "training.kubeflow.org/replica-index": str(index)}
+            pods.append(_pod({"metadata": {**meta, "labels": labels}, "spec": replica_spec["template"].get("spec")},
+                             f"{name}-{rtype}-{index}", namespace, created, where))
+    if not pods:
+        return f"{kind} {namespace}/{name} has replicas 0"
+    if gangs == {""} and len(pods) > 1:
+        # the operator's PodGroup (pkg/controller.v1/common: minMember the total replicas, or
+        # runPolicy.schedulingPolicy.minAvailable) exists only when it runs with --gang-scheduler-name
+        notes.append(f"{where}: {kind} {namespace}/{name}: its templates name no gang, so its {len(pods)} pods are "
+                     "placed one by one; if the training operator runs with --gang-scheduler-name it makes a "
+                     f"PodGroup {namespace}/{name} (minMember {len(pods)}, or runPolicy.schedulingPolicy.minAvailable) "
+                     f"and labels the pods {PODGROUP_LABEL}: {name}: put that PodGroup in the file and the label in "
+                     "the templates to judge the job whole")
+    return pods
+
+
 def _template(workload: Mapping[str, Any], kind: str, name: str, namespace: str,
               where: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The workload's spec (with a spec.template) and its template's metadata."""
@@ -207,10 +256,14 @@ def _template(workload: Mapping[str, Any], kind: str, name: str, namespace: str,
     template = spec.get("template") if isinstance(spec, dict) else None
     if not isinstance(spec, dict) or not isinstance(template, dict):
         raise ProbeError(f"{where}: {kind} {namespace}/{name} has no spec.template")
-    raw_meta = template.get("metadata")
-    meta: dict[str, Any] = {key: value for key, value in raw_meta.items() if key not in ("name", "namespace")} \
-        if isinstance(raw_meta, dict) else {}
-    return spec, meta
+    return spec, _template_meta(template)
+
+
+def _template_meta(template: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod template's metadata, less what the pod's own name and namespace replace."""
+    meta = template.get("metadata")
+    return {key: value for key, value in meta.items() if key not in ("name", "namespace")} \
+        if isinstance(meta, dict) else {}
 
 
 def _gang(meta: Mapping[str, Any], spec: Any, namespace: str) -> str:

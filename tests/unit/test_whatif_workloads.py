@@ -135,9 +135,10 @@ async def test_a_list_of_workloads_and_a_job_beside_them(
 
 
 def test_another_kind_is_an_error_naming_the_kinds_taken() -> None:
-    for kind in ("DaemonSet", "CronJob", "PyTorchJob", "Service"):
+    for kind in ("DaemonSet", "CronJob", "JobSet", "MPIJob", "Service"):
         with pytest.raises(ProbeError, match=f"f: object 1 is a {kind}: what-if -f takes Pods, Deployments, "
-                                             "ReplicaSets, StatefulSets, Jobs, Lists of them and PodGroups"):
+                                             "ReplicaSets, StatefulSets, Jobs, Kubeflow training jobs \\(kubeflow.org/v1 PyTorchJob, "
+                                             "TFJob, XGBoostJob, PaddleJob, JAXJob\\), Lists of them and PodGroups"):
             read_probes(_workload(kind, "x", 1), "f", "default", None, 0)
 
 
@@ -172,3 +173,53 @@ async def test_a_statefulset_gang_created_one_pod_at_a_time_is_warned_of(
     out, err = capsys.readouterr()
     assert err.startswith(f"warning: {tmp_path / 'file.yaml'}: object 1: StatefulSet default/w: its pods are one gang")
     assert "default/w-2" in out
+
+
+PYTORCHJOB = """
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: ddp}
+spec:
+  pytorchReplicaSpecs:
+    Worker:
+      replicas: 2
+      template:
+        metadata: {labels: %s}
+        spec:
+          schedulerName: tessera
+          containers: [{name: pytorch, image: x, resources: {limits: {nvidia.com/gpu: 4}}}]
+    Master:
+      replicas: 1
+      template:
+        metadata: {labels: %s}
+        spec:
+          schedulerName: tessera
+          containers: [{name: pytorch, image: x, resources: {limits: {nvidia.com/gpu: 4}}}]
+"""
+
+
+def test_a_kubeflow_training_job_becomes_its_replicas_pods() -> None:
+    """Kubeflow's training operator (kubeflow.org/v1: PyTorchJob, TFJob, ...) names a job's pods
+    `<job>-<replica type>-<index>`; a gang in the templates is kept. Without one the operator's own
+    PodGroup (made only when it runs with --gang-scheduler-name) is unknown here: a warning says so."""
+    notes: list[str] = []
+    pods = read_probes(PYTORCHJOB % ("{a: b}", "{a: b}"), "f", "team", None, 0, notes)
+    assert [p["metadata"]["name"] for p in pods] == ["ddp-master-0", "ddp-worker-0", "ddp-worker-1"]
+    assert pods[2]["metadata"]["labels"] == {"a": "b", "training.kubeflow.org/job-name": "ddp",
+                                             "training.kubeflow.org/replica-type": "worker",
+                                             "training.kubeflow.org/replica-index": "1"}
+    assert notes == ["f: object 1: PyTorchJob team/ddp: its templates name no gang, so its 3 pods are placed one by "
+                     "one; if the training operator runs with --gang-scheduler-name it makes a PodGroup team/ddp "
+                     "(minMember 3, or runPolicy.schedulingPolicy.minAvailable) and labels the pods "
+                     "scheduling.x-k8s.io/pod-group: ddp: put that PodGroup in the file and the label in the "
+                     "templates to judge the job whole"]
+    gang = "{scheduling.x-k8s.io/pod-group: ddp}"
+    quiet: list[str] = []
+    assert len(read_probes(PYTORCHJOB % (gang, gang), "f", "team", None, 0, quiet)) == 3 and quiet == []
+    with pytest.raises(ProbeError, match="object 1: PyTorchJob team/ddp has no spec.pytorchReplicaSpecs"):
+        read_probes("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: ddp}\nspec: {}\n",
+                    "f", "team", None, 0)
+    with pytest.raises(ProbeError, match="object 1: PyTorchJob team/ddp: spec.pytorchReplicaSpecs.Worker has no "
+                                         "template"):
+        read_probes("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: ddp}\n"
+                    "spec: {pytorchReplicaSpecs: {Worker: {replicas: 2}}}\n", "f", "team", None, 0)
