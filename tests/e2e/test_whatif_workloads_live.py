@@ -35,8 +35,13 @@ async def test_what_if_places_the_pods_of_workloads_without_creating_them(
         gang = _workload("StatefulSet", "train", 3, 4, ", scheduling.x-k8s.io/pod-group: train", label)
         file = tmp_path / "workloads.yaml"
         file.write_text(f"{group}---\n{gang}")
-        result = orjson.loads(await _ok(clean_cluster, "what-if", "--config", "config/binpack.yaml", "-f", str(file),
-                                        "-n", namespace, "-o", "json"))
+        status, out, err = await _plugin(clean_cluster, "what-if", "--config", "config/binpack.yaml", "-f", str(file),
+                                         "-n", namespace, "-o", "json")
+        assert status == 0, err
+        result = orjson.loads(out)
+        # the default podManagementPolicy would never create the gang's second pod: warned on stderr
+        assert (f"warning: {file}: object 2: StatefulSet {namespace}/train: its pods are one gang (PodGroup "
+                f"{namespace}/train) and its podManagementPolicy is OrderedReady") in err, err
         # three 4-GPU members, room for two: the gang is judged whole, none placed
         assert [(o["pod"], o["node"]) for o in result["outcomes"]] == [
             (f"{namespace}/train-{i}", "") for i in range(3)]
