@@ -285,7 +285,8 @@ class StatusWriter:
         self._wake.set()
 
     async def run(self) -> None:
-        """Write what is wished until cancelled, at most `concurrency` writes at a time."""
+        """Write what is wished until cancelled, at most `concurrency` writes at a time; while this
+        replica may not write (not leading, or in doubt for a moment), the wishes wait."""
         slots = anyio.Semaphore(self._concurrency, fast_acquire=True)
 
         async def write(key: _Key, body: dict[str, Any]) -> None:
@@ -297,6 +298,10 @@ class StatusWriter:
             await self._wake.wait(retry_in)
             if self._retry_at is not None and anyio.current_time() >= self._retry_at:
                 self._retry_at = None
+            if not self.allowed():  # not leading for now: the wishes wait (a new term's reset drops them)
+                if self._dirty and self._retry_at is None:
+                    self._retry_at = anyio.current_time() + self._retry_seconds
+                continue
             batch, self._dirty = self._dirty, {}
             async with anyio.create_task_group() as group:
                 for key, body in batch.items():
@@ -309,7 +314,11 @@ class StatusWriter:
         # Bindings and evictions drain the bucket) must not write over the new leader's statuses
         await self.http.acquire()
         if not self.allowed():
-            return  # not leading (any more): the leader writes statuses
+            # not leading now, maybe for a moment (a doubt the same term settles): kept until it
+            # leads again, as a status is wished again only when what it says moves; losing the
+            # term for good resets the writer, and a new term wishes every status afresh
+            self._retry(key, body, fingerprint)
+            return
         pod = _pod_of(path)
         if pod is not None:
             conditions = _conditions(body)

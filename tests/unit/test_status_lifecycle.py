@@ -395,3 +395,38 @@ def test_a_new_term_writes_the_class_statuses_again() -> None:
     loop._write_class_statuses_when_moved()
     assert calls[0] == 2
     assert CLASS_PATH in {path for path, _ in loop.statuses._dirty}
+
+
+async def test_a_status_wished_in_a_moment_of_doubt_is_written_once_the_same_term_leads_on() -> None:
+    """The writer finds it may not write (a doubt from a newer term token seen, the renew deadline
+    lapsing for a moment) while the term goes on: no `lost_leadership`, no new term. The wish is
+    kept and written once it leads again, not dropped: a class status is wished again only when the
+    registry moves (not on device heartbeats), a PodGroup's only on its group's next change, so a
+    dropped wish could stay unwritten for hours on a quiet cluster (review of bbfce34)."""
+    patches: list[dict[str, Any]] = []
+    term: list[int | None] = [1]
+    loop = _loop(_class_bodies(patches), term)
+    loop.statuses._retry_seconds = 0.01
+    for obj in (b.node("n0", gpus=1), b.device("n0", 0, heartbeat="2026-01-01T00:00:00Z"),
+                b.resource_class("v100", {"model": "V100"})):
+        loop._apply("ADDED", obj)
+    loop._write_class_statuses_when_moved()
+    assert CLASS_PATH in {path for path, _ in loop.statuses._dirty}
+    term[0] = None  # a moment of doubt as the writer gets to the wish
+
+    async def doubt_then_lead() -> None:
+        await anyio.sleep(0.1)
+        assert not patches  # nothing written while it may not write
+        term[0] = 1  # the same term goes on; the agent's heartbeats change nothing a class reads
+        for second in (10, 20, 30):
+            loop._apply("MODIFIED", b.device("n0", 0, heartbeat=f"2026-01-01T00:00:{second}Z"))
+            loop._write_class_statuses_when_moved()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(loop.statuses.run)
+        group.start_soon(doubt_then_lead)
+        with anyio.move_on_after(5):
+            while not patches:
+                await anyio.sleep(0.01)
+        group.cancel_scope.cancel()
+    assert [body["status"]["matchingDevices"] for body in patches] == [1]
