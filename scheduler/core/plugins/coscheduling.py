@@ -456,7 +456,8 @@ def unschedulable_notice(state: ClusterState, attempts: Sequence[Attempt], total
 def _min_resources_notice(state: ClusterState, pod: Pod, totals: ClusterTotals) -> Notice | None:
     """The notice of a member rejected in PreFilter by its PodGroup's minResources (scheduler-plugins'
     CheckClusterResource: the nodes' free resources together do not cover them; none for any other
-    reason to wait): `pod group NS/NAME: ` and upstream's `resource gap: map[...]` — the reason
+    reason to wait): `pod group NS/NAME: ` and upstream's `resource gap: map[...]` (its words, the
+    quantities as kubectl writes them: upstream prints Go's struct form of each) — the reason
     every member's FailedScheduling carries, without the member's own words after it (its name in
     the PostFilter's), so each member's retry joins the one series — then `and_never_fits`'
     sentence when the cluster could never free them (`capacity.beyond_min_resources`). A trial's
