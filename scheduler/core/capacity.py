@@ -242,7 +242,7 @@ def beyond_min_resources(state: ClusterState, pod: Pod) -> str:
     its pod slots) is more than every node allocates in all, so the nodes could never have it
     free together even empty. Every node counts, cordoned ones too, as upstream's check
     (CheckClusterResource) sums the snapshot's nodes; "" when the gap can close (or there is none)."""
-    group = state.gangs.podgroups.get(pod.gang.key) if pod.gang is not None and pod.gang.from_podgroup else None
+    group = state.gangs.podgroup_of(pod)
     if group is None or not group.min_resources:
         return ""
     nodes = [info.node for info in state.node_infos() if info.node is not None]

@@ -447,7 +447,7 @@ def unschedulable_notice(state: ClusterState, attempts: Sequence[Attempt], total
     if not attempts or any(a.node is not None or a.error or a.gang_outcome != "failed" for a in attempts):
         return None
     pod = attempts[0].pod
-    group = state.gangs.podgroups.get(pod.gang.key) if pod.gang is not None and pod.gang.from_podgroup else None
+    group = state.gangs.podgroup_of(pod)
     if group is None:
         return None
     return _group_notice(group, and_never_fits(attempts[0].message, state, pod, totals))
@@ -462,7 +462,7 @@ def _min_resources_notice(state: ClusterState, pod: Pod, totals: ClusterTotals) 
     the PostFilter's), so each member's retry joins the one series — then `and_never_fits`'
     sentence when the cluster could never free them (`capacity.beyond_min_resources`). A trial's
     PodGroup asking 40 GPUs of 8 showed `Events: <none>`."""
-    group = state.gangs.podgroups.get(pod.gang.key) if pod.gang is not None and pod.gang.from_podgroup else None
+    group = state.gangs.podgroup_of(pod)
     if group is None or not group.min_resources or short_message(state, pod) is not None:
         return None
     gap = min_resources_gap(state, pod)

@@ -21,6 +21,11 @@ class GangIndex:
         self.podgroups: dict[str, PodGroup] = {}  # by gang key: the API is part of it (gang_key)
         self.touched: set[str] = set()  # gangs whose members or PodGroup changed (status to write)
 
+    def podgroup_of(self, pod: Pod) -> PodGroup | None:
+        """The PodGroup object `pod`'s gang names, when it is of a PodGroup form and has been seen
+        (None for a label gang, which has no object)."""
+        return self.podgroups.get(pod.gang.key) if pod.gang is not None and pod.gang.from_podgroup else None
+
     def minimum(self, key: str, pod: Pod) -> int | None:
         """The gang's minimum, or None when its PodGroup object has not been seen."""
         assert pod.gang is not None
