@@ -196,7 +196,9 @@ def test_invariant_checker_tells_a_handed_on_device_from_a_shared_one() -> None:
     device the init and app containers of one pod are given once, and still flags one GPU given
     whole to two containers of a pod that run at once, or to two pods."""
     def bound(name: str, containers: dict[str, str], init: list[str]) -> dict[str, Any]:
-        grant = lambda device: [{"id": device.upper(), "device": device}]  # noqa: E731
+        def grant(device: str) -> list[dict[str, str]]:
+            return [{"id": device.upper(), "device": device}]
+
         doc = {"version": 1, "containers": {c: {GPU: grant(d)} for c, d in containers.items()}}
         pod = b.pod(name, containers=[b.container(c, limits={GPU: 1}) for c in containers if c not in init],
                     init_containers=[b.container(c, limits={GPU: 1}) for c in init],
@@ -239,3 +241,107 @@ def _bound_naming_one_gpu_twice(scheduler: Scheduler, pod: dict[str, Any], first
     pod["spec"]["nodeName"] = "n"
     pod["metadata"]["annotations"] = {ann.DEVICES: orjson.dumps(doc).decode()}
     return scheduler.apply("ADDED", pod, 0.0)
+
+
+def _mixed(name: str, init: tuple[str, int] | None = None, sidecar: tuple[str, int] | None = None,
+           app: tuple[str, int] | None = None, sidecar_first: bool = False) -> dict[str, Any]:
+    """A pod whose plain init container ("setup"), sidecar ("proxy") and app container ("main")
+    each ask for (resource, amount) or nothing: whole GPUs of one class, slices of another."""
+    inits = [b.container("setup", limits={init[0]: init[1]})] if init else []
+    if sidecar:
+        side = b.container("proxy", limits={sidecar[0]: sidecar[1]}, restart_policy="Always")
+        inits.insert(0 if sidecar_first else len(inits), side)
+    return b.pod(name, containers=[b.container("main", limits={app[0]: app[1]} if app else None)],
+                 init_containers=inits)
+
+
+@pytest.mark.parametrize("batch", [True, False])
+@pytest.mark.parametrize("later", ["sidecar", "app"])
+def test_a_slice_after_a_whole_init_container_takes_a_gpu_the_init_container_had(batch: bool, later: str) -> None:
+    """A 2-GPU plain init container, then a sidecar (or an app container) asking a 2Gi slice of a
+    shared class, on a 2-GPU node: the init container has finished and given its GPUs back before
+    the slice's container starts (the kubelet counts 2 slots of the one class, 2 of the other),
+    so the pod fits (PodRequests: 2 GPUs of one class, 2Gi of the other, never together). Tessera
+    refused it (`Insufficient class.tessera.dev/v100-mem`): a slice never went on a GPU the pod
+    held whole. The slice goes on one of the init container's GPUs, the pod holds the two GPUs
+    whole, and no other pod gets either, nor a slice of one."""
+    scheduler = _scheduler(batch)
+    slice_at = {later: (SLICE, 2)}
+    pod = _mixed("p", init=(GPU, 2), sidecar=slice_at.get("sidecar"), app=slice_at.get("app"))
+    lines = last_attempts(scheduler, [*_cluster(2, sharing=True), pod, _pod("q", SLICE, app=1), _pod("r", GPU)])
+    assert lines["p"][0] == "n", lines["p"][2]
+    granted = _devices(lines["p"])
+    holder = "proxy" if later == "sidecar" else "main"
+    assert len(granted["setup"]) == 2 and len(granted[holder]) == 1 and granted[holder][0] in granted["setup"], granted
+    assert lines["q"][0] is None and lines["r"][0] is None, (lines["q"], lines["r"])
+    uses = scheduler.state.ledger.use
+    assert sorted(uses) == sorted(granted["setup"]) and all(use.exclusive == {pod["metadata"]["uid"]}
+                                                            and not use.shared for use in uses.values()), uses
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_slice_init_container_before_a_whole_app_container_takes_its_gpu(batch: bool) -> None:
+    """The other order: a plain init container's 6Gi slice, then an app container asking a whole
+    GPU, on a 1-GPU node: the slice is done before the app starts; the pod fits, both on the GPU,
+    held whole."""
+    scheduler = _scheduler(batch)
+    lines = last_attempts(scheduler, [*_cluster(1, sharing=True), _mixed("p", init=(SLICE, 6), app=(GPU, 1)),
+                                      _pod("q", SLICE, app=1)])
+    assert lines["p"][0] == "n", lines["p"][2]
+    granted = _devices(lines["p"])
+    assert granted["setup"] == granted["main"] and len(granted["main"]) == 1, granted
+    assert lines["q"][0] is None, lines["q"]
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_sidecar_slice_started_before_a_whole_init_container_never_shares_its_gpu(batch: bool) -> None:
+    """A sidecar's 2Gi slice started before a 2-GPU init container runs beside it: it may not go
+    on either of the init container's GPUs (the kubelet would hand one GPU to two running
+    containers). On a 2-GPU node the pod does not fit; on a 3-GPU node the slice is on the third."""
+    pod = _mixed("p", init=(GPU, 2), sidecar=(SLICE, 2), sidecar_first=True)
+    lines = last_attempts(_scheduler(batch), [*_cluster(2, sharing=True), pod])
+    assert lines["p"][0] is None and f"Insufficient {SLICE}" in lines["p"][2], lines["p"]
+    lines = last_attempts(_scheduler(batch), [*_cluster(3, sharing=True), pod])
+    assert lines["p"][0] == "n", lines["p"][2]
+    granted = _devices(lines["p"])
+    assert len(granted["setup"]) == 2 and not set(granted["proxy"]) & set(granted["setup"]), granted
+
+
+def test_a_slice_beside_a_whole_gpu_of_a_later_init_container_is_never_planned_on_it() -> None:
+    """Init 1 whole, then a sidecar slice, then a second init container of 1 whole GPU, on a
+    2-GPU node: the sidecar may take the first init container's GPU, and the second init
+    container, running beside the sidecar, must then take the other GPU (the planner places whole
+    GPUs first; the slice must not land on the GPU the second one reuses)."""
+    pod = b.pod("p", containers=[b.container("main")],
+                init_containers=[b.container("setup", limits={GPU: 1}),
+                                 b.container("proxy", limits={SLICE: 2}, restart_policy="Always"),
+                                 b.container("later", limits={GPU: 1})])
+    lines = last_attempts(_scheduler(), [*_cluster(2, sharing=True), pod])
+    assert lines["p"][0] == "n", lines["p"][2]
+    granted = _devices(lines["p"])
+    assert granted["proxy"] != granted["later"], granted
+
+
+def test_agent_serves_a_sidecar_slice_on_the_gpu_its_init_container_had() -> None:
+    """The planner's annotation for a 2-GPU init container and a sidecar's 2Gi slice on one of
+    its GPUs, bound, then the kubelet's Allocate calls in its order (2 slots of the whole class,
+    2 of the slice class): the agent serves both, and the capacity check passes."""
+    from scheduler.agent.allocate import check_shared_capacity
+
+    lines = last_attempts(_scheduler(), [*_cluster(2, sharing=True), _mixed("p", init=(GPU, 2), sidecar=(SLICE, 2))])
+    node, annotations, message = lines["p"]
+    assert node == "n", message
+    pod = _mixed("p", init=(GPU, 2), sidecar=(SLICE, 2))
+    pod["spec"]["nodeName"] = "n"
+    pod["metadata"]["annotations"] = annotations
+    served: set[tuple[str, str, str]] = set()
+    handed: dict[str, list[str]] = {}
+    for container, resource, slots, unit in (("setup", GPU, 2, None), ("proxy", SLICE, 2, 2**30)):
+        allocation = find_allocation([pod], "n", resource, slots, unit, served)
+        assert allocation.container == container
+        check_shared_capacity([pod], "n", allocation, {g.device_id: {"memory": 8 * 2**30} for g in allocation.grants},
+                              lambda name: "memory" if name == SLICE else "")
+        served.add(allocation.key)
+        handed[container] = allocation.device_names
+    assert handed == _devices(lines["p"]) and handed["proxy"][0] in handed["setup"], handed
+    assert pending_entries(pod, served) == []

@@ -16,7 +16,10 @@ the plan is kept for Reserve and for scoring. Choice rules:
 - a container takes first the devices (or, for slices, the room on a device) its pod's finished
   plain init containers had under the same resource name, as the kubelet hands them on
   (`devicesToReuse`); a sidecar's or another running container's never (`lifecycle`): a pod
-  with a 1-GPU init container and a 1-GPU app container holds one GPU;
+  with a 1-GPU init container and a 1-GPU app container holds one GPU. A slice, of whatever
+  class, may go on a GPU the pod has whole in phases its container's do not meet (a 2-GPU init
+  container's GPU, for a sidecar started after it): the pod holds that GPU whole for its life
+  already, the slice costs nothing more; never on one a container running beside it has whole;
 - a device with any shared use is not free for exclusive use, and vice versa;
 - on nodes that advertise the device resourceName (e.g. `nvidia.com/gpu: 4`), plain count requests
   and class-assigned devices share that count, so neither can oversubscribe the other — counted
@@ -233,8 +236,9 @@ class DevicePlanner:
                 # room left, others, name), device)
                 fitting: list[tuple[tuple[Amount, int, Amount, int, str], Device]] = []
                 for device in candidates:
-                    if device.name in whole:
-                        continue
+                    held_whole = whole.get(device.name)
+                    if held_whole is not None and not held_whole[1].isdisjoint(req.phases):
+                        continue  # a container of the pod that runs beside this one has it whole
                     device_use = use.get(device.name)
                     if device_use is not None and device_use.exclusive:
                         continue
@@ -254,6 +258,11 @@ class DevicePlanner:
                     left = capacity - ledger.shared_use(device_use, dimension) - after
                     if left < 0:
                         continue
+                    if held_whole is not None:
+                        # the pod holds it whole for its life already (`device_holds`): the slice
+                        # costs nothing more, and its room is no other pod's
+                        fitting.append(((0, 0, 0, others(device), device.name), device))
+                        continue
                     cost = _count_cost(device_use, ledger.held_only, vacating) \
                         if holds_here and device.name not in sliced else 0
                     fitting.append(((after - before, cost, left, others(device), device.name), device))
@@ -269,7 +278,7 @@ class DevicePlanner:
                         if len(options) > 1 else options[0]
                     best, best_device = next(item for item in fitting if item[1] is chosen_device)
                 device_use = use.get(best_device.name)
-                if best_device.name not in sliced:
+                if best_device.name not in sliced and best_device.name not in whole:
                     if not _busy(device_use):
                         newly_busy[best_device.resource_name] = newly_busy.get(best_device.resource_name, 0) + 1
                     elif ledger.held_only(device_use):
