@@ -345,3 +345,25 @@ def test_agent_serves_a_sidecar_slice_on_the_gpu_its_init_container_had() -> Non
         handed[container] = allocation.device_names
     assert handed == _devices(lines["p"]) and handed["proxy"][0] in handed["setup"], handed
     assert pending_entries(pod, served) == []
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_whole_gpu_of_an_init_container_goes_to_a_later_container_of_another_class(batch: bool) -> None:
+    """Two exclusive classes selecting the same GPUs (a per-model default class beside an admin's
+    class): a plain init container asking one, the app container the other, on a 1-GPU node. The
+    kubelet counts one slot of each (its devicesToReuse is per resource name, its slots too), and
+    the init container is done before the app starts: the pod fits, both containers are given
+    the GPU, held once. Tessera handed a finished init container's GPU on only under the same
+    resource name and refused the pod. A sidecar of the other class started before the init
+    container still needs its own GPU."""
+    other = "class.tessera.dev/v100-other"
+    cluster = [*_cluster(1), b.resource_class("v100-other", match_labels={"model": "V100"})]
+    scheduler = _scheduler(batch)
+    lines = last_attempts(scheduler, [*cluster, _mixed("p", init=(GPU, 1), app=(other, 1)), _pod("q", GPU)])
+    assert lines["p"][0] == "n", lines["p"][2]
+    granted = _devices(lines["p"])
+    assert granted["setup"] == granted["main"] and len(granted["main"]) == 1, granted
+    assert lines["q"][0] is None, lines["q"]
+    lines = last_attempts(_scheduler(batch), [*cluster, _mixed("p", init=(GPU, 1), sidecar=(other, 1),
+                                                               sidecar_first=True)])
+    assert lines["p"][0] is None, lines["p"]

@@ -13,9 +13,10 @@ the plan is kept for Reserve and for scoring. Choice rules:
 - a multi-GPU container takes its GPUs from one NVLink group, else one NUMA node, when the node's
   devices describe them (`within_one_group`); a node where the request must span groups scores
   half, so nodes where it fits inside one win;
-- a container takes first the devices (or, for slices, the room on a device) its pod's finished
-  plain init containers had under the same resource name, as the kubelet hands them on
-  (`devicesToReuse`); a sidecar's or another running container's never (`lifecycle`): a pod
+- a container takes first the devices its pod's finished plain init containers had whole, under
+  any resource name (of slices, the room on a device under the same resource name), as the
+  kubelet hands them on (`devicesToReuse`; it hands slots on per resource name, the GPU behind
+  them is free either way); a sidecar's or another running container's never (`lifecycle`): a pod
   with a 1-GPU init container and a 1-GPU app container holds one GPU. A slice, of whatever
   class, may go on a GPU the pod has whole in phases its container's do not meet (a 2-GPU init
   container's GPU, for a sidecar started after it): the pod holds that GPU whole for its life
@@ -175,8 +176,10 @@ class DevicePlanner:
         matches = self.state.classes.device_classes
         dimension_of = self.state.classes.sharing_dimension
         # the pod's whole devices -> (resource name, phases of its life they are taken in): a
-        # later container of that resource name running in other phases only takes them first
-        # (the kubelet's devicesToReuse), any other request of the pod never
+        # container of the pod running in other phases only takes them first, of whichever of its
+        # classes selects them (the kubelet's devicesToReuse hands slots on per resource name,
+        # but the GPU is free once its init container is done, and the node agent hands out the
+        # GPU the annotation names), any other request of the pod never
         whole: dict[str, tuple[str, set[int]]] = {}
         sliced: dict[str, dict[str, dict[int, Amount]]] = {}  # the pod's slices: device -> resource -> phase -> amount
         grants: dict[str, dict[str, list[Grant]]] = {}
@@ -209,7 +212,7 @@ class DevicePlanner:
 
             if cls.sharing is None:
                 reused = sorted((d for d in candidates if (held := whole.get(d.name)) is not None
-                                 and held[0] == req.resource_name and held[1].isdisjoint(req.phases)),
+                                 and held[1].isdisjoint(req.phases)),
                                 key=lambda d: (others(d), d.name))[:req.count]
                 free = [d for d in candidates if d.name not in whole and d.name not in sliced
                         and not _busy(use.get(d.name))]
