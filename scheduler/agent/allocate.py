@@ -289,8 +289,12 @@ def _refuse_held_devices(pods: Iterable[Mapping[str, Any]], node_name: str, allo
     what either of its device annotations names: `tessera.dev/devices`, and `tessera.dev/held-devices`
     (what its Binding gave it, and what edits of the former named since; its containers keep what
     they were given). A live pod whose annotation cannot be read may hold any of them: refused too
-    (fail closed). Slices of one GPU for two pods beyond its capacity: `check_shared_capacity`."""
+    (fail closed). Slices of one GPU for two pods beyond its capacity: `check_shared_capacity`.
+    The allocating pod's side is whole where it holds the GPU whole: where any of its containers
+    has it whole (a slice of a finished init container's GPU, as the planner gives it, is held
+    whole, `lifecycle.device_holds`), not only where this call's container does."""
     wanted = {grant.device_id: grant.amount is None for grant in allocation.grants}
+    wanted.update(dict.fromkeys(_whole_elsewhere(pods, allocation, wanted), True))
     for pod in pods:
         uid, namespace, name, annotations = _meta(pod)
         if uid == allocation.pod_uid or (pod.get("spec") or {}).get("nodeName") != node_name \
@@ -299,6 +303,28 @@ def _refuse_held_devices(pods: Iterable[Mapping[str, Any]], node_name: str, allo
         for key in (DEVICES, HELD_DEVICES):
             if key in annotations:
                 _refuse_held_by(allocation, wanted, node_name, f"{namespace}/{name}", key, annotations[key])
+
+
+def _whole_elsewhere(pods: Iterable[Mapping[str, Any]], allocation: Allocation,
+                     sliced: Mapping[str, bool]) -> list[str]:
+    """The device ids of the allocation's slices (`sliced`: id -> whole) that another container
+    of its own pod has whole, by the pod's devices annotation (read already: it named the
+    allocation)."""
+    ids = [device_id for device_id, whole in sliced.items() if not whole]
+    if not ids:
+        return []
+    for pod in pods:
+        uid, _, _, annotations = _meta(pod)
+        if uid != allocation.pod_uid or DEVICES not in annotations:
+            continue
+        try:
+            devices = decode_devices(annotations[DEVICES])
+        except AnnotationError:
+            return []
+        whole = {grant.device_id for by_resource in devices.values() for grants in by_resource.values()
+                 for grant in grants if grant.amount is None}
+        return [device_id for device_id in ids if device_id in whole]
+    return []
 
 
 def _refuse_held_by(allocation: Allocation, wanted: Mapping[str, bool], node_name: str, holder: str, key: str,

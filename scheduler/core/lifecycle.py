@@ -159,3 +159,20 @@ def shared_while_running(devices: Mapping[str, Iterable[str]], phases: Mapping[s
                 found.append((device, earlier, container))
             holder.setdefault(device, []).append(container)
     return found
+
+
+def whole_beside_slice(whole: Mapping[str, Iterable[str]], sliced: Mapping[str, Iterable[str]],
+                       phases: Mapping[str, Phases]) -> list[tuple[str, str, str]]:
+    """Devices one container of a pod has whole and another has a slice of while both run, as
+    (device, the whole one's container, the slice's): the kubelet would hand that GPU to both.
+    Only a hand-written annotation can say so (the planner puts a slice on a GPU its pod has whole
+    only in phases that do not meet); a finished init container's GPU sliced by a later container
+    is not this. `whole` and `sliced` map each container to the devices it has whole, in slices."""
+    every = always(phases)
+    found: list[tuple[str, str, str]] = []
+    for owner, names in whole.items():
+        ran = phases.get(owner, every)
+        for device in dict.fromkeys(names):
+            found += [(device, owner, other) for other, theirs in sliced.items()
+                      if other != owner and device in theirs and not ran.isdisjoint(phases.get(other, every))]
+    return found

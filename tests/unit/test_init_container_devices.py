@@ -367,3 +367,68 @@ def test_a_whole_gpu_of_an_init_container_goes_to_a_later_container_of_another_c
     lines = last_attempts(_scheduler(batch), [*cluster, _mixed("p", init=(GPU, 1), sidecar=(other, 1),
                                                                sidecar_first=True)])
     assert lines["p"][0] is None, lines["p"]
+
+
+def _bound_with(scheduler: Scheduler, pod: dict[str, Any], doc: dict[str, Any]) -> list[Notice]:
+    """`pod` bound to node n with `tessera.dev/devices` `doc`; the notices its arrival raised."""
+    pod["spec"]["nodeName"] = "n"
+    pod["metadata"]["annotations"] = {ann.DEVICES: orjson.dumps(doc).decode()}
+    return scheduler.apply("ADDED", pod, 0.0)
+
+
+@pytest.mark.parametrize("sidecar_first", [False, True])
+def test_a_gpu_whole_in_one_container_and_sliced_in_another_is_a_conflict_only_if_they_run_together(
+        sidecar_first: bool) -> None:
+    """A bound pod (a restart's listing) whose init container has GPU 0 whole and whose sidecar a
+    2Gi slice of it: started after the init container (what the planner writes), it is held once,
+    whole, with no DeviceConflict, and no other pod gets the GPU nor a slice of it. Started before
+    (a hand-written annotation: the kubelet would hand the GPU to both while they run together),
+    the pod is told with a DeviceConflict naming both containers, as for a GPU given whole to two
+    such containers; it was silent."""
+    scheduler = _scheduler()
+    last_attempts(scheduler, _cluster(2, sharing=True))
+    device = sorted(scheduler.state.devices)[0]
+    device_id = scheduler.state.devices[device].device_id
+    doc = {"version": 1, "containers": {
+        "setup": {GPU: [{"id": device_id, "device": device}]},
+        "proxy": {SLICE: [{"id": device_id, "device": device, "amount": "2Gi", "dimension": "memory"}]}}}
+    notices = [n for n in _bound_with(scheduler, _mixed("p", init=(GPU, 1), sidecar=(SLICE, 2),
+                                                        sidecar_first=sidecar_first), doc)
+               if n.reason == "DeviceConflict"]
+    if sidecar_first:
+        assert len(notices) == 1, notices
+        assert device in notices[0].message and "setup" in notices[0].message and "proxy" in notices[0].message
+    else:
+        assert notices == [], notices
+    use = scheduler.state.ledger.use[device]
+    assert len(use.exclusive) == 1 and not use.shared, use
+    lines = last_attempts(scheduler, [_pod("q", SLICE, app=1), _pod("r", GPU), _pod("s", GPU)])
+    assert lines["q"][0] == "n" and device not in _devices(lines["q"])["main"], lines["q"]
+    assert lines["r"][0] is None and lines["s"][0] is None, (lines["r"], lines["s"])
+
+
+def test_agent_refuses_a_slice_of_a_gpu_its_pod_has_whole_while_another_pod_holds_a_slice_of_it() -> None:
+    """The agent's last line of defence agrees with the pod's hold: a pod whose init container has
+    GPU 0 whole and whose sidecar a slice of it holds GPU 0 whole, so another live pod's slice
+    of GPU 0 (a late Binding of a deposed leader) excludes it at the sidecar's call too — not only
+    at the init container's (the agent compared the call's own slice with the other's slice, found
+    room, and served it)."""
+    from scheduler.agent.allocate import AllocationError
+
+    def annotated(pod: dict[str, Any], doc: dict[str, Any], phase: str) -> dict[str, Any]:
+        pod["spec"]["nodeName"] = "n"
+        pod["metadata"]["annotations"] = {ann.DEVICES: orjson.dumps(doc).decode(), ann.PHASE: phase}
+        pod["status"] = {"phase": "Running" if phase == "Allocated" else "Pending"}
+        return pod
+
+    whole = {"id": "GPU-0", "device": "n.gpu-0"}
+    piece = {**whole, "amount": "2Gi", "dimension": "memory"}
+    other = annotated(_pod("q", SLICE, app=2), {"version": 1, "containers": {"main": {SLICE: [piece]}}}, "Allocated")
+    pod = annotated(_mixed("p", init=(GPU, 1), sidecar=(SLICE, 2)),
+                    {"version": 1, "containers": {"setup": {GPU: [whole]}, "proxy": {SLICE: [piece]}}},
+                    ann.PHASE_ALLOCATING)
+    served = {(pod["metadata"]["uid"], "setup", GPU)}
+    with pytest.raises(AllocationError, match=r"GPU-0 is also assigned to default/q"):
+        find_allocation([other, pod], "n", SLICE, 2, 2**30, served)
+    alone = find_allocation([pod], "n", SLICE, 2, 2**30, served)  # without the other pod: served
+    assert alone.container == "proxy"

@@ -21,7 +21,7 @@ from scheduler.api.quantity import Amount, format_quantity
 from scheduler.core.annotations import DEVICES, HELD_DEVICES, DeviceAssignment, encode_devices, merge_devices
 from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX, ClassRegistry, ResourceClass, parse_resource_class
 from scheduler.core.disruption import DisruptionBudget, parse_disruption_budget
-from scheduler.core.lifecycle import DeviceHold, device_holds, shared_while_running
+from scheduler.core.lifecycle import DeviceHold, device_holds, shared_while_running, whole_beside_slice
 from scheduler.core.objects import (
     JSON,
     Device,
@@ -633,6 +633,11 @@ class ClusterState:
             notices.append(Notice("Pod", pod.key, "DeviceConflict",
                                   f"device {device} is assigned whole to containers {first} and {second} of the "
                                   "pod, which run at the same time", pod.meta.namespace, pod.uid))
+        for device, owner, other in whole_beside_running_slice(pod, devices):
+            notices.append(Notice("Pod", pod.key, "DeviceConflict",
+                                  f"device {device} is assigned whole to container {owner} and in a slice to "
+                                  f"container {other} of the pod, which run at the same time",
+                                  pod.meta.namespace, pod.uid))
         self.placements[pod.uid] = placement
         info.pods.add(pod.uid)
         _charge(info, placement)
@@ -1092,6 +1097,22 @@ def whole_in_two_running_containers(pod: Pod, devices: DeviceAssignment | None) 
                          if grant.amount is None]
              for container, by_resource in (devices or {}).items()}
     return shared_while_running(whole, pod.container_phases())
+
+
+def whole_beside_running_slice(pod: Pod, devices: DeviceAssignment | None) -> list[tuple[str, str, str]]:
+    """The devices `devices` gives whole to one container of the pod and in a slice to another
+    that runs at the same time, as (device, the whole one's container, the slice's): the pod's own
+    DeviceConflict too (`lifecycle.whole_beside_slice`); a slice of a finished init container's
+    GPU is none."""
+    whole: dict[str, list[str]] = {}
+    sliced: dict[str, list[str]] = {}
+    for container, by_resource in (devices or {}).items():
+        for entries in by_resource.values():
+            for grant in entries:
+                (whole if grant.amount is None else sliced).setdefault(container, []).append(grant.device)
+    if not whole or not sliced:
+        return []
+    return whole_beside_slice(whole, sliced, pod.container_phases())
 
 
 def _granted_as(held: DeviceAssignment | None, devices: DeviceAssignment | None) -> dict[str, str]:

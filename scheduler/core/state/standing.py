@@ -10,7 +10,12 @@ the same state the notice came from, through the parts that decide it (the ledge
 
 from __future__ import annotations
 
-from scheduler.core.state.cluster import UNKNOWN_ATTRIBUTE, ClusterState, whole_in_two_running_containers
+from scheduler.core.state.cluster import (
+    UNKNOWN_ATTRIBUTE,
+    ClusterState,
+    whole_beside_running_slice,
+    whole_in_two_running_containers,
+)
 from scheduler.core.state.device_ids import REASON as DEVICE_ID_ON_TWO_NODES
 from scheduler.core.state.events import Notice
 
@@ -51,4 +56,4 @@ def still_stands(state: ClusterState, notice: Notice) -> bool:
         return False
     uses = ((device, state.ledger.use.get(device)) for device in placement.devices)
     return any(use is not None and state.ledger.conflicting(use, device) for device, use in uses) or \
-        bool(whole_in_two_running_containers(pod, pod.devices))
+        bool(whole_in_two_running_containers(pod, pod.devices)) or bool(whole_beside_running_slice(pod, pod.devices))
