@@ -6,10 +6,16 @@ serves its configuration at `/configz` (cmd/kube-scheduler/app/server.go registe
 component-base `configz.New("componentconfig")`); Tessera serves the resolved `SchedulerConfig`
 the same way, and logs and exports a digest of it so replicas can be compared at a glance.
 
-The resolved model, not the file: defaults applied, plugins merged, one score weight per plugin
-(`pluginArgs` lists only the args that differ from a plugin's defaults). Keys are camelCase, as
-Kubernetes configuration reads. The digest covers the configuration alone, not the file it came
-from, so the same settings read from two paths give the same digest.
+The resolved model, not the file: defaults applied, plugins merged, one score weight per plugin,
+and each profile's `pluginArgs` holding the args of every plugin it runs that has args, defaults
+included — as kube-scheduler's defaulting (pkg/scheduler/apis/config/v1 defaults.go,
+`setDefaults_KubeSchedulerProfile`) appends a pluginConfig entry for every enabled plugin with
+args (and keeps the file's entries, so args given to a plugin the profile does not run show too).
+The model itself keeps only the args that differ from the defaults (`PluginArgs`: equal
+configurations compare equal); the defaults are filled in here, in what `/configz` and the digest
+show, so both stay one function of the configuration. Keys are camelCase, as Kubernetes
+configuration reads. The digest covers the configuration alone, not the file it came from, so the
+same settings read from two paths give the same digest.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from typing import Any
 
 import orjson
 
-from scheduler.api.config_model import SchedulerConfig
+from scheduler.api.config_model import Profile, SchedulerConfig
+from scheduler.core.plugins.registry import enabled_in
 
 CONFIGZ_NAME = "componentconfig"  # the name kube-scheduler registers its configz under
 DIGEST_HEX = 12
@@ -28,8 +35,20 @@ DIGEST_HEX = 12
 def effective_config(config: SchedulerConfig) -> dict[str, Any]:
     """The resolved configuration as JSON-ready camelCase data (without the file it came from)."""
     dumped = config.model_dump(mode="json", exclude={"source"})
+    for profile, shown in zip(config.profiles, dumped["profiles"], strict=True):
+        shown["plugin_args"] = _every_enabled_plugins_args(profile)
     camel: dict[str, Any] = _camel(dumped)
     return camel
+
+
+def _every_enabled_plugins_args(profile: Profile) -> dict[str, Any]:
+    """Plugin name -> its args as JSON data, in name order as `PluginArgs` keeps them: every
+    plugin the profile runs that has args (the configured ones, or the plugin's defaults), and
+    any other the file gave args that differ from the defaults (upstream keeps a pluginConfig
+    entry whether or not its plugin is enabled)."""
+    args = {spec.name: spec.default_args() for spec in enabled_in(profile) if spec.args is not None}
+    args.update(profile.plugin_args)
+    return {name: args[name].model_dump(mode="json") for name in sorted(args)}
 
 
 def config_digest(config: SchedulerConfig) -> str:

@@ -118,6 +118,8 @@ async def test_a_replica_says_which_code_and_configuration_it_runs(clean_cluster
     [profile] = served["configuration"]["profiles"]  # config/binpack.yaml's strategy, resolved
     assert profile["pluginArgs"]["NodeResourcesFit"]["type"] == "RequestedToCapacityRatio"
     assert profile["pluginArgs"]["NodeResourcesFit"]["shape"][-1] == {"utilization": 100, "score": 100}
+    # a plugin left at its defaults shows them, as kube-scheduler's /configz does
+    assert profile["pluginArgs"]["TesseraDevices"]["agentHeartbeatTimeoutSeconds"] == 90
     assert served["configuration"]["leaderElection"]["resourceName"] == lease
     assert metrics[("tessera_config_info", (("digest", served["digest"]),))] == 1
     [build] = [labels for (name, labels) in metrics if name == "tessera_build_info"]

@@ -14,7 +14,7 @@ import structlog.testing
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler import __version__
-from scheduler.api.config import parse_config_text
+from scheduler.api.config import load_config, parse_config_text
 from scheduler.api.config_effective import config_digest, configz
 from scheduler.build_info import BuildInfo, build_info, read_build_info
 from scheduler.cli import main
@@ -109,6 +109,8 @@ async def test_configz_serves_the_effective_configuration_as_kube_scheduler_shap
     [profile] = served["configuration"]["profiles"]
     assert profile["schedulerName"] == "tessera" and profile["scoreWeights"]["TesseraDevices"] == 5
     assert served["configuration"]["leaderElection"]["leaseDurationSeconds"] == 15
+    assert profile["pluginArgs"]["DefaultPreemption"] == {"minCandidateNodesPercentage": 10,
+                                                          "minCandidateNodesAbsolute": 100}  # defaults, served too
 
 
 def test_configz_camel_cases_the_configurations_field_names_not_the_users_data() -> None:
@@ -164,3 +166,73 @@ def test_the_starting_line_names_both_versions_and_the_config_digest() -> None:
     assert line["tessera_version"] == __version__ and line["git_commit"] == build_info().git_commit
     assert line["config_digest"] == config_digest(config) and line["config"] == "/etc/tessera/config.yaml"
     assert line["profiles"] == ["tessera"]
+
+
+def test_configz_shows_every_enabled_plugins_args_defaults_included() -> None:
+    """A day-2 trial: `/configz` listed only the args that differ from a plugin's defaults, while
+    deploy/README said it serves the whole effective configuration, and kube-scheduler's serves
+    the defaulted configuration, where `setDefaults_KubeSchedulerProfile` appends a pluginConfig
+    entry with the defaults for every enabled plugin that has args (pkg/scheduler/apis/config/v1
+    defaults.go). Tessera's now does the same per profile, in its own args' shape."""
+    builtin = load_config(None)
+    [profile] = configz(builtin)["componentconfig"]["configuration"]["profiles"]
+    args = profile["pluginArgs"]
+    # every plugin the built-in profile runs that has args; TesseraGpuPacking is not enabled
+    assert sorted(args) == ["Coscheduling", "DefaultPreemption", "NodeResourcesFit", "TesseraDevices",
+                            "TesseraFragmentation", "TopologyPlacement"]
+    assert args["NodeResourcesFit"] == {"type": "LeastAllocated", "shape": [],
+                                        "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
+    assert args["DefaultPreemption"] == {"minCandidateNodesPercentage": 10, "minCandidateNodesAbsolute": 100}
+    assert args["TesseraDevices"]["agentHeartbeatTimeoutSeconds"] == 90
+    assert args["TesseraFragmentation"]["resourceName"] == "nvidia.com/gpu"
+    assert args["TopologyPlacement"] == {"levels": [], "maxDomainTrials": 16}
+    # the model keeps only what differs from the defaults (equal configurations are equal)
+    assert len(builtin.profiles[0].plugin_args) == 0
+
+
+def test_configz_leaves_out_the_args_of_plugins_a_profile_does_not_run() -> None:
+    config = parse_config_text("""
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: packs
+  plugins:
+    score:
+      enabled:
+      - name: TesseraGpuPacking
+        weight: 2
+  pluginConfig:
+  - name: Coscheduling
+    args:
+      podGroupBackoffSeconds: 30
+- schedulerName: never-preempts
+  plugins:
+    postFilter:
+      disabled:
+      - name: DefaultPreemption
+""", "config.yaml")
+    packs, never = configz(config)["componentconfig"]["configuration"]["profiles"]
+    assert packs["pluginArgs"]["TesseraGpuPacking"] == {"resourceName": "nvidia.com/gpu"}
+    assert packs["pluginArgs"]["Coscheduling"] == {"permitWaitingTimeSeconds": 60, "podGroupBackoffSeconds": 30}
+    assert "TesseraFragmentation" not in packs["pluginArgs"]  # a --config file starts without it
+    assert "DefaultPreemption" in packs["pluginArgs"]
+    assert "DefaultPreemption" not in never["pluginArgs"] and "TesseraGpuPacking" not in never["pluginArgs"]
+    assert never["pluginArgs"]["Coscheduling"] == {"permitWaitingTimeSeconds": 60, "podGroupBackoffSeconds": 0}
+
+
+def test_the_digest_is_the_same_whether_default_args_are_written_or_left_out() -> None:
+    omitted = parse_config_text(CONFIG.format(weight=2), "config.yaml")
+    written = parse_config_text(CONFIG.format(weight=2) + """  pluginConfig:
+  - name: DefaultPreemption
+    args:
+      minCandidateNodesPercentage: 10
+      minCandidateNodesAbsolute: 100
+""", "config.yaml")
+    changed = parse_config_text(CONFIG.format(weight=2) + """  pluginConfig:
+  - name: DefaultPreemption
+    args:
+      minCandidateNodesPercentage: 20
+""", "config.yaml")
+    assert written == omitted and config_digest(written) == config_digest(omitted)
+    assert configz(written) == configz(omitted)
+    assert config_digest(changed) != config_digest(omitted)

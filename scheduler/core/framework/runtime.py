@@ -91,9 +91,7 @@ class ProfileRuntime:
         self.batch = batch
         self.plugins: dict[str, Plugin] = {}
         for spec in REGISTRY:
-            only_scores = not issubclass(spec.kind, FilterPlugin | PreFilterPlugin | ReservePlugin | GroupPlugin
-                                                    | PostFilterPlugin | PlacementPlugin | PreEnqueuePlugin)
-            if only_scores and spec.name not in profile.score_weights and spec.name not in profile.pre_score:
+            if not spec.built_for(profile):
                 continue  # a score plugin the profile does not use costs nothing
             self.plugins[spec.name] = spec.build(self, profile.plugin_args.get(spec.name) or spec.default_args())
         self.pre_enqueues = [p for p in self.plugins.values() if isinstance(p, PreEnqueuePlugin)]

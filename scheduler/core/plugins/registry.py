@@ -21,7 +21,18 @@ from pydantic import BaseModel, ConfigDict
 from scheduler.api.config_model import Profile
 from scheduler.api.config_reader import ArgsReader
 from scheduler.core.framework.handle import Handle
-from scheduler.core.framework.interface import FilterPlugin, Plugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
+from scheduler.core.framework.interface import (
+    FilterPlugin,
+    GroupPlugin,
+    PlacementPlugin,
+    Plugin,
+    PostFilterPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
 from scheduler.core.plugins import coscheduling
 from scheduler.core.plugins.coscheduling import Coscheduling
 from scheduler.core.plugins.devices import TesseraDevices
@@ -98,6 +109,14 @@ class PluginSpec:
     def default_args(self) -> BaseModel:
         return self.args.model() if self.args is not None else NoArgs()
 
+    def built_for(self, profile: Profile) -> bool:
+        """Does a profile's runtime build this plugin? Every plugin with a part beside scoring
+        (filters, reserve, grouping, placement, post-filter, pre-enqueue); a plugin that only scores
+        when the profile scores with it or runs its PreScore (otherwise it would cost for nothing)."""
+        only_scores = not issubclass(self.kind, FilterPlugin | PreFilterPlugin | ReservePlugin | GroupPlugin
+                                                | PostFilterPlugin | PlacementPlugin | PreEnqueuePlugin)
+        return not only_scores or self.name in profile.score_weights or self.name in profile.pre_score
+
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -138,6 +157,15 @@ REGISTRY: tuple[PluginSpec, ...] = (
                args=ArgsSpec(gpu_packing.GpuPackingArgs, gpu_packing.parse_args, gpu_packing.FIELDS)),
 )
 BY_NAME: Mapping[str, PluginSpec] = {spec.name: spec for spec in REGISTRY}
+
+
+def enabled_in(profile: Profile) -> tuple[PluginSpec, ...]:
+    """The plugins a profile runs, in registry order: the ones its runtime builds, less
+    DefaultPreemption when the profile turned preemption off (built, never called). What
+    `/configz` shows the args of, as kube-scheduler's defaulting gives every enabled plugin that
+    has args a pluginConfig entry."""
+    return tuple(spec for spec in REGISTRY if spec.built_for(profile)
+                 and (profile.preemption or not issubclass(spec.kind, PostFilterPlugin)))
 
 
 def args_of(profile: Profile, model: type[A]) -> A:
