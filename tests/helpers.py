@@ -26,9 +26,10 @@ from scheduler.view.model import GpuCounts
 BINPACK = "config/binpack.yaml"
 # why a gang with fewer pods than its minimum waits (`capacity.too_few_members`), written out once for
 # the tests that expect the whole sentence; `field` is the minimum's name (minMember, minCount, min-available)
-TOO_FEW_WHY = ("fewer than {field} were created: a Job's parallelism below it, a ResourceQuota refusing the rest "
+TOO_FEW_WHY = ("fewer than {field} were created or remain: a Job's parallelism below it, a ResourceQuota refusing the rest "
                "(the Job's FailedCreate Events say so; the members waiting keep the quota they hold, so it does not "
-               "clear), or a controller still creating them; raise what limits them, or lower {field}")
+               "clear), members deleted (a node deleted, PodGC, a drain) and not re-created by their controller, "
+               "or a controller still creating them; raise what limits them, re-create the deleted ones, or lower {field}")
 SPREAD = "config/spread.yaml"
 
 Line = tuple[str | None, dict[str, str], str]  # a pod's last attempt: node, annotations, message

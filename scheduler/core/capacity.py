@@ -183,10 +183,12 @@ def too_few_members(state: ClusterState, pod: Pod) -> str:
     finished exists, a leaving or gated one too (a controller replaces a deleted pod; a gate is
     lifted): "" while that many exist, or the minimum is not known.
 
-    Why: fewer created than the minimum — a Job's parallelism below it, a ResourceQuota refusing the
-    rest (a trial's Job of parallelism 4 under minMember 4 in a namespace whose quota took only 2
-    of its pods: the waiting members hold their quota, so the Job's retries never get room), an
-    operator still creating them — unless members succeeded (a trial's Job of
+    Why: fewer created or left than the minimum — a Job's parallelism below it, a ResourceQuota
+    refusing the rest (a trial's Job of parallelism 4 under minMember 4 in a namespace whose quota
+    took only 2 of its pods: the waiting members hold their quota, so the Job's retries never get
+    room), members deleted (their node deleted, PodGC, a drain's eviction) that no controller
+    creates again (a bare pod's, or a controller that gave up: Tessera keeps no record of deleted
+    members, so it names the cause among the others), an operator still creating them — unless members succeeded (a trial's Job of
     parallelism 8 and completions 12 under minMember 8: after 8 succeeded the last 4 wait for
     ever, as upstream's, whose informer drops finished pods; "raise parallelism" was wrong advice
     there): then its last completions, fewer than the minimum. Failed members alone are replaced
@@ -204,9 +206,11 @@ def too_few_members(state: ClusterState, pod: Pod) -> str:
     ended = Counter(state.pods[uid].phase for uid in state.gangs.history.get(gang.key, ())
                     if uid in state.pods and state.pods[uid].terminal)
     succeeded, failed = ended["Succeeded"], ended["Failed"]
-    why = (f"fewer than {field} were created: a Job's parallelism below it, a ResourceQuota refusing the rest "
+    why = (f"fewer than {field} were created or remain: a Job's parallelism below it, a ResourceQuota refusing the rest "
            f"(the Job's FailedCreate Events say so; the members waiting keep the quota they hold, so it does not "
-           f"clear), or a controller still creating them; raise what limits them, or lower {field}" if not succeeded else
+           f"clear), members deleted (a node deleted, PodGC, a drain) and not re-created by their controller, "
+           f"or a controller still creating them; raise what limits them, re-create the deleted ones, or lower {field}"
+           if not succeeded else
            f"{succeeded} of its members succeeded{f' and {failed} failed' if failed else ''}, and finished members "
            f"are not counted: a Job's last completions fewer than {field} never start; lower {field}, or make "
            f"completions a multiple of it")

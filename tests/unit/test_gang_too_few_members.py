@@ -20,9 +20,10 @@ UPSTREAM = ("0/1 nodes are available: pre-filter pod job-0 cannot find enough si
             "minMember of group: 5. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling., "
             "PodGroup default/train gets rejected due to Pod job-0 is unschedulable even after PostFilter")
 HINT = ("Only 4 pods of PodGroup default/train exist and its minMember is 5: no member is tried until 1 more is "
-        "created (fewer than minMember were created: a Job's parallelism below it, a ResourceQuota refusing the rest "
+        "created (fewer than minMember were created or remain: a Job's parallelism below it, a ResourceQuota refusing the rest "
         "(the Job's FailedCreate Events say so; the members waiting keep the quota they hold, so it does not "
-        "clear), or a controller still creating them; raise what limits them, or lower minMember).")
+        "clear), members deleted (a node deleted, PodGC, a drain) and not re-created by their controller, "
+        "or a controller still creating them; raise what limits them, re-create the deleted ones, or lower minMember).")
 
 
 def _cluster(members: int = 4, leaving: int = 0) -> list[dict[str, Any]]:
@@ -111,6 +112,7 @@ def test_failed_members_alone_keep_the_parallelism_hint_and_are_counted_when_som
     assert result is not None
     assert result.too_few_members == (
         "Only 4 pods of PodGroup default/ft8 exist and its minMember is 8: no member is tried until 4 more are "
-        "created (fewer than minMember were created: a Job's parallelism below it, a ResourceQuota refusing the rest "
+        "created (fewer than minMember were created or remain: a Job's parallelism below it, a ResourceQuota refusing the rest "
         "(the Job's FailedCreate Events say so; the members waiting keep the quota they hold, so it does not "
-        "clear), or a controller still creating them; raise what limits them, or lower minMember).")
+        "clear), members deleted (a node deleted, PodGC, a drain) and not re-created by their controller, "
+        "or a controller still creating them; raise what limits them, re-create the deleted ones, or lower minMember).")
