@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -249,11 +250,57 @@ def test_helm_upgrade_rolls_the_scheduler_only_when_its_configuration_changes(
         with pytest.raises(ApiError) as gone:
             admin.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles/tessera-scheduler-leader-election")
         assert gone.value.status == 404
-        # (Not `upgrade` without values: Helm then reuses the release's last values.)
+        # (Not `upgrade` without values: Helm then reuses the release's last values.) Leader
+        # election on under a running replica would run two schedulers: no replica first
+        helm_run("upgrade", {"scheduler": {"replicas": 0}, "leaderElection": {"enabled": False}})
         helm_run("upgrade", {"scheduler": {"replicas": 2}, "leaderElection": {"enabled": True}})
         assert admin.get(deployment)["spec"]["strategy"] == {
             "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
         assert admin.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles/tessera-scheduler-leader-election")
+    finally:
+        run_helm(helm, "uninstall", "tessera", "--namespace", namespace, kubeconfig=plane.kubeconfig)
+
+
+def test_an_upgrade_that_would_run_two_leaders_is_refused_while_the_old_scheduler_runs(
+        fresh_plane: LocalControlPlane, helm: Path, tmp_path: Path) -> None:
+    """A `helm upgrade` that moves the scheduler to another Lease (a new `leaderElection.resourceName`),
+    or turns leader election on under a running replica, rolls new pods in beside the old ones
+    (maxSurge 1): the new pods lead on the new Lease while the old leader still leads on the old
+    one, or schedules with no Lease at all — two schedulers, one GPU given to two pods (a day-2
+    trial saw 9 GPUs in use on an 8-GPU node). The chart refuses such an upgrade while the old
+    Deployment has replicas, naming the two steps deploy/README gives; scaled to 0 first, it goes."""
+    plane, admin = fresh_plane, fresh_plane.admin
+    namespace = "gpu-lease"
+    deployment = f"/apis/apps/v1/namespaces/{namespace}/deployments/tessera-scheduler"
+
+    def helm_run(verb: str, values: dict[str, Any] | None) -> subprocess.CompletedProcess[str]:
+        return run_helm(helm, verb, *helm_template_args(values, tmp_path, namespace), "--create-namespace",
+                        kubeconfig=plane.kubeconfig)
+
+    try:
+        assert helm_run("install", None).returncode == 0
+        moved = helm_run("upgrade", {"leaderElection": {"resourceName": "tessera-v2"}})
+        assert moved.returncode != 0
+        assert ("leaderElection: the Lease moves from gpu-lease/tessera to gpu-lease/tessera-v2 while "
+                "scheduler replicas run") in moved.stderr
+        assert "scheduler.replicas=0" in moved.stderr and "%!" not in moved.stderr
+        config = admin.get(f"/api/v1/namespaces/{namespace}/configmaps/tessera-scheduler-config")["data"]["config.yaml"]
+        assert "resourceName: tessera\n" in config  # nothing changed
+        # the documented way: no scheduler first, then the new Lease
+        assert helm_run("upgrade", {"scheduler": {"replicas": 0}}).returncode == 0
+        assert admin.get(deployment)["spec"]["replicas"] == 0
+        done = helm_run("upgrade", {"leaderElection": {"resourceName": "tessera-v2"}})
+        assert done.returncode == 0, done.stderr
+        assert admin.get(deployment)["spec"]["replicas"] == 2
+        # one replica without leader election, then leader election on under it: refused too
+        assert helm_run("upgrade", {"scheduler": {"replicas": 1}, "leaderElection": {"enabled": False}}).returncode == 0
+        elected = helm_run("upgrade", {"scheduler": {"replicas": 2}, "leaderElection": {"enabled": True}})
+        assert elected.returncode != 0
+        assert "leaderElection: the Lease moves from none (leader election off) to gpu-lease/tessera" in elected.stderr
+        # values that keep the Lease are no move: the same upgrade with replicas unchanged and a weight
+        same = helm_run("upgrade", {"scheduler": {"replicas": 1}, "leaderElection": {"enabled": False},
+                                    "schedulerConfig": {"podMaxBackoffSeconds": 60}})
+        assert same.returncode == 0, same.stderr
     finally:
         run_helm(helm, "uninstall", "tessera", "--namespace", namespace, kubeconfig=plane.kubeconfig)
 

@@ -63,6 +63,7 @@ it). Refuses settings that would run two active schedulers or a Lease the Role d
 {{- fail "leaderElection: the Lease kube-system/kube-scheduler is kube-scheduler's: whichever holds it keeps the other from leading, and `tessera run` refuses it. Set leaderElection.resourceName to a Lease of Tessera's own (default tessera), or set scheduler.replaceDefaultScheduler: true if no kube-scheduler runs in this cluster" }}
 {{- end }}
 {{- end }}
+{{- include "tessera.checkLeaseMove" . }}
 {{- include "tessera.checkProfilesAreWhole" . }}
 {{- include "tessera.checkAcrossFields" .Values.schedulerConfig }}
 {{- if .Values.leaderElection.enabled }}
@@ -206,4 +207,40 @@ kube-scheduler's v1 defaults.go). Messages as `tessera run` words them.
 {{- $names = append $names (.schedulerName | default "tessera") }}
 {{- end }}
 {{- $names | default (list "tessera") | toJson }}
+{{- end }}
+
+{{/*
+An upgrade must not run two leaders. A new Lease (leaderElection.resourceName), or leader election
+turned on, rolls new pods in beside the old ones (RollingUpdate, maxSurge 1): the new pods lead on
+the new Lease while the old leader still leads on the old one, or schedules with none, and one GPU
+can go to two pods. Refused while the release's Deployment has replicas or its scheduler pods
+still exist (as the cluster is now: nothing under `helm template` or a first install); turning
+leader election off is safe (Recreate: the old pods go first).
+*/}}
+{{- define "tessera.checkLeaseMove" -}}
+{{- if and .Release.IsUpgrade .Values.leaderElection.enabled (gt (int .Values.scheduler.replicas) 0) }}
+{{- $configMap := lookup "v1" "ConfigMap" .Release.Namespace "tessera-scheduler-config" | default dict }}
+{{- $config := dig "data" "config.yaml" "" $configMap | fromYaml }}
+{{- if $config }}
+{{- $wasElected := dig "leaderElection" "leaderElect" false $config }}
+{{- $was := "none (leader election off)" }}
+{{- if $wasElected }}
+{{- $was = printf "%s/%s" (dig "leaderElection" "resourceNamespace" "" $config) (dig "leaderElection" "resourceName" "" $config) }}
+{{- end }}
+{{- $now := printf "%s/%s" .Release.Namespace .Values.leaderElection.resourceName }}
+{{- if ne $was $now }}
+{{- $deployment := lookup "apps/v1" "Deployment" .Release.Namespace "tessera-scheduler" | default dict }}
+{{- $running := gt (int (dig "spec" "replicas" 0 $deployment)) 0 }}
+{{- range (lookup "v1" "Pod" .Release.Namespace "" | default dict).items | default list }}
+{{- $labels := .metadata.labels | default dict }}
+{{- if and (eq (index $labels "app.kubernetes.io/name" | default "") "tessera") (eq (index $labels "app.kubernetes.io/component" | default "") "scheduler") }}
+{{- $running = true }}
+{{- end }}
+{{- end }}
+{{- if $running }}
+{{- fail (printf "leaderElection: the Lease moves from %s to %s while scheduler replicas run: the new pods would lead on it beside the old leader (two schedulers: one GPU can go to two pods). Upgrade with --set scheduler.replicas=0 first, wait until `kubectl get pods -n %s -l app.kubernetes.io/component=scheduler` lists none, then upgrade with the new values (deploy/README.md, \"Changing the Lease\")" $was $now .Release.Namespace) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
