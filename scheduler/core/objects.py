@@ -21,6 +21,7 @@ from scheduler.core import annotations as ann
 from scheduler.core.lifecycle import APP, INIT, SIDECAR, ContainerKind, Phases, container_phases
 from scheduler.core.resources import (
     CPU,
+    PODS,
     ExactResources,
     Resources,
     aggregate_container_requests,
@@ -87,23 +88,41 @@ def _str(value: object, where: str, default: str = "") -> str:
     return value
 
 
-def parse_resource_list(value: object, where: str) -> Resources:
+def parse_resource_list(value: object, where: str, integers: bool = True) -> Resources:
     """A ResourceList in scheduler units: CPU in millicores (`MilliValue()`), everything else
-    `Value()`, each rounded up."""
-    return {name: math.ceil(amount) for name, amount in exact_resource_list(value, where).items()}
+    `Value()`, each rounded up (`integers`: see `exact_resource_list`)."""
+    return {name: math.ceil(amount) for name, amount in exact_resource_list(value, where, integers).items()}
 
 
-def exact_resource_list(value: object, where: str) -> ExactResources:
+def exact_resource_list(value: object, where: str, integers: bool = True) -> ExactResources:
     """A ResourceList in scheduler units, not rounded: what a pod's requests are totalled in
-    before rounding up once (`pod_requests`)."""
+    before rounding up once (`pod_requests`).
+
+    `integers`: refuse a fractional quantity of an extended resource (or of `pods`), as the
+    apiserver's validateResourceQuantityValue does for a pod's and a node's resources ("must be
+    an integer"; `nvidia.com/gpu: 500m` would otherwise be rounded up to a whole GPU here). The
+    live scheduler never sees such an object (the apiserver refused it); `simulate` and replay
+    read hand-written ones. Off for a CRD's ResourceList (PodGroup), which no such rule guards."""
     out: ExactResources = {}
     for name, raw in _mapping(value, where).items():
         try:
             amount = _scheduler_amount(raw, name == CPU) if isinstance(raw, str) else _amount(raw, name == CPU)
         except QuantityError as err:
             raise ObjectError(f"{where}[{name}]: {err}") from None
+        if integers and _integer_resource(str(name)) and math.ceil(amount * 1000) % 1000:
+            raise ObjectError(f'{where}[{name}]: Invalid value: "{raw}": must be an integer')
         out[str(name)] = amount
     return out
+
+
+def _integer_resource(name: str) -> bool:
+    """Upstream helper.IsIntegerResourceName for the resources a pod or node names: `pods` and
+    extended resources (IsExtendedResourceName: qualified, not native — no `/` or a
+    `kubernetes.io/` name — and not `requests.`-prefixed). Hugepages are native: not these.
+    Upstream's test is `MilliValue() % 1000 != 0`, milli-units rounded up; so is this one."""
+    if name == PODS:
+        return True
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
 def _amount(raw: Any, milli: bool) -> Amount:
@@ -970,7 +989,7 @@ def parse_podgroup(obj: JSON) -> PodGroup:
     if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0):
         raise ObjectError(f"PodGroup.spec.scheduleTimeoutSeconds: Invalid value: {timeout!r}")
     priority_class = _str(spec.get("priorityClassName"), "PodGroup.spec.priorityClassName")
-    min_resources = parse_resource_list(spec.get("minResources"), "PodGroup.spec.minResources")
+    min_resources = parse_resource_list(spec.get("minResources"), "PodGroup.spec.minResources", integers=False)
     if (error := topology_annotation_error(meta.annotations, "PodGroup")) is not None:
         raise ObjectError(error)
     raw_status = obj.get("status")

@@ -303,3 +303,31 @@ def test_a_resource_class_deleted_with_an_unreadable_last_state_does_not_come_ba
     run.add(advertising)
     run.feed(b.event("DELETED", advertising))
     assert "ex" not in run.state.classes.classes
+
+
+def test_a_fractional_extended_resource_is_refused_as_the_apiserver_does() -> None:
+    """A capacity planner's trial: `nvidia.com/gpu: "0.5"` and `"500m"` were each given a whole
+    GPU by `tessera simulate`. The apiserver refuses a non-integer quantity of an extended
+    resource (validateResourceQuantityValue: "must be an integer"), in a pod or a node's status,
+    so a replay must not schedule one. An integer quantity written with a suffix (a slice class's
+    `8Gi`, `1k`) is fine, and CPU and memory may be fractional."""
+    run = Run(config(BINPACK))
+    half_node = b.node("half-node", gpus=1)
+    half_node["status"]["allocatable"]["example.com/fpga"] = "1.5"
+    node = b.node("n", gpus=1)
+    node["status"]["allocatable"]["example.com/mem"] = "16Gi"
+    run.add(node, half_node)
+    run.add(b.pod("half-a", limits={"nvidia.com/gpu": "0.5"}),
+            b.pod("half-b", requests={"nvidia.com/gpu": "500m"}),
+            b.pod("fine", requests={"cpu": "0.5", "memory": "1.5Gi", "example.com/mem": "8Gi"},
+                  limits={"nvidia.com/gpu": "1"}))
+    notes = run.notices()
+    assert ('InvalidObject: Pod default/half-a: Pod.spec.containers[0].resources.limits[nvidia.com/gpu]: '
+            'Invalid value: "0.5": must be an integer') in notes, notes
+    assert ('InvalidObject: Pod default/half-b: Pod.spec.containers[0].resources.requests[nvidia.com/gpu]: '
+            'Invalid value: "500m": must be an integer') in notes, notes
+    assert ('InvalidObject: Node half-node: Node.status.allocatable[example.com/fpga]: '
+            'Invalid value: "1.5": must be an integer') in notes, notes
+    assert run.state.pod_by_key("default/half-a") is None and run.state.pod_by_key("default/half-b") is None
+    assert "half-node" not in run.state.nodes
+    assert run.node_of("fine") == "n"
