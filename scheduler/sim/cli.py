@@ -24,6 +24,10 @@ def add_parser(subparsers: Any) -> None:
     sim.add_argument("-o", "--output", choices=("json", "table", "html"), default="json",
                      help="json: one line per attempt (default); table: where each pod went; "
                           "html: the GPU map page of the end state")
+    sim.add_argument("--summary", action="store_true",
+                     help='-o json: end with one more line, the end state\'s GPU figures: {"summary": {"gpus", '
+                          '"used", "shared", "free", "free_on_partial", "largest_free", ...}} (the table and '
+                          'the page always show them)')
     sim.add_argument("--seed", type=int, default=0, help="tie-break seed (default 0)")
     sim.set_defaults(func=_simulate)
 
@@ -33,6 +37,10 @@ def _simulate(args: argparse.Namespace) -> int:
         print(f"tessera: --explain adds per-node scores to the JSON lines of -o json; -o {args.output} does not "
               "show them", file=sys.stderr)
         return 2
+    if args.summary and args.output != "json":
+        print(f"tessera: --summary adds the GPU figures to the JSON lines of -o json; -o {args.output} shows them "
+              "already", file=sys.stderr)
+        return 2
 
     config = load_config_or_report(args.config)
     if config is None:
@@ -41,7 +49,8 @@ def _simulate(args: argparse.Namespace) -> int:
         print(f"tessera: warning: {config.source}: {clash}; `tessera run` refuses this unless "
               "--replace-default-scheduler", file=sys.stderr)
     try:
-        return run_simulation(args.events, config, explain=args.explain, output=args.output, seed=args.seed)
+        return run_simulation(args.events, config, explain=args.explain, output=args.output, seed=args.seed,
+                              summary=args.summary)
     except BrokenPipeError:  # the reader of stdout went away (`| head`): stop quietly
         return reader_gone()
     except OSError as err:

@@ -18,7 +18,7 @@ from scheduler.core.scheduler import Scheduler
 from scheduler.sim.replay import Replay, ReplayStats, WatchEvent, attempt_line, read_events
 from scheduler.view.cluster import build_view
 from scheduler.view.decisions import DecisionLog
-from scheduler.view.model import UNREADABLE_LINE, InputWarning
+from scheduler.view.model import SLICES, UNREADABLE_LINE, ClusterView, InputWarning, summary_dict
 from scheduler.view.page import render_page
 from scheduler.view.text import count
 
@@ -32,8 +32,11 @@ PROGRESS_EVERY = 5.0  # seconds between progress lines of a long replay
 PROGRESS_CHECK = 500  # events between looks at the clock
 
 
-def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: str, seed: int) -> int:
-    """Replay `path` and report; 2 (one line) when it holds no watch event at all."""
+def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: str, seed: int,
+                   summary: bool = False) -> int:
+    """Replay `path` and report; 2 (one line) when it holds no watch event at all. `summary`: end
+    `-o json`'s lines with the end state's GPU figures (opt-in: a reader of the attempt lines that
+    expects a `pod` key in each must not meet it unasked)."""
     errors: list[str] = []
     replay = Replay(config, explain=explain, seed=seed)
     decisions = DecisionLog()
@@ -62,6 +65,10 @@ def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: st
         print(f"tessera: {path} contains no watch events ({why}); expected one JSON watch event per line, "
               'as `tessera record` writes: {"type": "ADDED", "object": {...}}', file=sys.stderr)
         return 2
+    # the GPU map's view of the end state (its nodes' GPUs, the summary line) for the table and JSON
+    end = build_view(replay.scheduler, source="simulate", now=replay.now)
+    if output == "json" and summary:  # the last line: the cluster's GPU figures, as the GPU map's JSON says them
+        sys.stdout.buffer.write(orjson.dumps({"summary": summary_dict(end.summary)}) + b"\n")
     told = input_warnings(errors, replay)
     if output == "html":
         sys.stdout.write(render_html(replay, decisions, title=f"Tessera GPU map: {path}", warnings=told))
@@ -86,7 +93,7 @@ def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: st
     if len(replay.stats.overruled) > MAX_LINE_ERRORS:
         print(f"tessera: warning: {len(replay.stats.overruled) - MAX_LINE_ERRORS} more pods bound by the recording "
               "where this replay had decided otherwise", file=sys.stderr)
-    table = render_table(replay.scheduler, replay.stats)
+    table = render_table(replay.scheduler, replay.stats, end)
     print(table, file=sys.stdout if output == "table" else sys.stderr)
     return 0
 
@@ -112,10 +119,16 @@ def render_html(replay: Replay, decisions: DecisionLog, title: str, warnings: li
     return render_page(view, title=title).html
 
 
-def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
+def render_table(scheduler: Scheduler, stats: ReplayStats, view: ClusterView | None = None) -> str:
     """Nodes with their GPU/CPU use and every pod on them — those the replay placed and those the
     input had bound already (a recording of a settled cluster showed nodes in use and no pods) —
-    then pods that did not get a node."""
+    then the cluster's GPU figures (the GPU map's summary line) and the pods that did not get a
+    node. GPU is `in use/allocatable` as the scheduler counts nvidia.com/gpu (a GPU with slices on
+    it is in use), then `(N shared)`: of those, the GPUs holding slices, as the GPU map shows them
+    (`view`: the GPU map's view of `scheduler`, built when not given)."""
+    if view is None:
+        view = build_view(scheduler, source="simulate", now=0.0)
+    shared = {node.name: sum(1 for gpu in node.gpus if gpu.state == SLICES) for node in view.nodes}
     by_node: dict[str, list[str]] = defaultdict(list)
     waiting = {key: attempt.message for key, attempt in stats.final.items() if attempt.node is None}
     waiting.update(scheduler.gated())  # never attempted: their gate says why they wait
@@ -136,6 +149,8 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
         gpu_used, gpus = node.resources[GPU]
         cpu_used, cpus = node.resources[CPU]
         gpu = f"{gpu_used}/{gpus}" if gpus else "-"
+        if gpus and shared.get(node.name):
+            gpu += f" ({shared[node.name]} shared)"
         rows.append((node.name, gpu, f"{cpu_used / 1000:g}/{cpus / 1000:g}",
                      ", ".join(sorted(by_node.get(node.name, []))) or "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
@@ -147,6 +162,7 @@ def render_table(scheduler: Scheduler, stats: ReplayStats) -> str:
         bound += f" ({moved} of them against this replay's own decision: see the warnings)"
     lines.append(f"{count(stats.events, 'event')}, {count(stats.attempts, 'scheduling attempt')}: "
                  f"{count(placed, 'pod')} placed, {len(unscheduled)} unschedulable{evicted}{bound}")
+    lines.append(view.summary.line())
     if len(unscheduled) <= MAX_LISTED_UNSCHEDULABLE:
         lines += [f"  {key}: {message}" for key, message in unscheduled]
     else:  # thousands of lines would bury the table: one per distinct reason, most common first

@@ -255,6 +255,14 @@ def as_dict(view: ClusterView) -> dict[str, Any]:
     """The JSON form (`-o json`, the page's data): the records as nested objects, plus the
     summary's derived fragmentation and line, so no consumer recomputes them."""
     out: dict[str, Any] = plain(view)
-    out["summary"]["fragmentation"] = round(view.summary.fragmentation, 4)
-    out["summary"]["line"] = view.summary.line()
+    out["summary"] = summary_dict(view.summary)
+    return out
+
+
+def summary_dict(summary: Summary) -> dict[str, Any]:
+    """The summary's JSON form (`as_dict`'s `summary`, `tessera simulate -o json`'s last line):
+    its counts, plus the derived fragmentation and line."""
+    out: dict[str, Any] = plain(summary)
+    out["fragmentation"] = round(summary.fragmentation, 4)
+    out["line"] = summary.line()
     return out

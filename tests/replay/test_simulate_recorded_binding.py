@@ -48,7 +48,7 @@ def test_a_recorded_binding_elsewhere_than_the_replays_choice_is_a_warning(
     assert (f"tessera: warning: pod default/g3: the recording binds it to {theirs}, where this replay had "
             f"placed it on {ours} (the live scheduler decided otherwise: the table shows the recorded "
             "Binding, the JSON lines this replay's own decisions)") in err.splitlines()
-    summary = err.splitlines()[-1]
+    summary = err.splitlines()[-2]  # the last is the GPU figures
     assert summary.endswith("0 pods placed, 0 unschedulable, 1 bound in the input (1 of them against this "
                             "replay's own decision: see the warnings)")
 
