@@ -28,8 +28,9 @@ from bench.trace_policies import BY_NAME, POLICIES, Policy, config_for, duplicat
 from bench.trace_report import SUITE_REFERENCE, REFERENCE, markdown_table, plot, policy_results, suite_plot, suite_table
 from bench.trace_run import RunResult, run_offline, run_once
 from bench.trace_slices import slice_reference
-from bench.trace_workload import (TraceError, TraceNode, TracePod, arrival_sequence, offline_order, read_nodes, read_pods,
-                                  subsample)
+from bench.trace_workload import (NODE_COLUMNS, POD_COLUMNS, POD_COLUMNS_NOT_NEEDED, TraceError, TraceNode, TracePod,
+                                  arrival_sequence, offline_order, read_nodes, read_pods, subsample, unknown_models,
+                                  unread_columns)
 from scheduler.api.config import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +39,12 @@ NODES_CSV = "openb_node_list_gpu_node.csv"
 PODS_CSV = "openb_pod_list_default.csv"
 DEFAULT_OUT = REPO_ROOT / "bench" / "out" / "trace"
 QUICK_STEP = 10  # --quick keeps every 10th node and every 10th pod
+# bench/README.md "Getting the trace": the Alibaba trace's terms, carried by what is made from it
+DATA_ATTRIBUTION = ("Data: Alibaba cluster-trace-gpu-v2023 (github.com/alibaba/clusterdata), research/study use only; "
+                    "cite Q. Weng et al., Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation "
+                    "Gradient Descent, USENIX ATC 2023")
+ONE_SEED = ("One seed: not comparable with the paper's figures, a median over ten seeds (42-51); a single seed's "
+            "order is not FGD's (bench/README.md, Known differences from FGD's runs).")
 
 
 SUITES = ("variants", "analogues")
@@ -93,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--policies", help=f"comma-separated, from: {', '.join(p.name for p in POLICIES)} "
                         f"(default: {', '.join(p.name for p in POLICIES if p.default)})")
     parser.add_argument("--inflate", type=float, default=1.3,
-                        help="top the workload up to this multiple of cluster GPU capacity (default 1.3, as FGD)")
+                        help="top the workload up to this multiple of cluster GPU capacity (default 1.3, as FGD; "
+                             "0: no top-up, the trace's pods once each in shuffled order; a trace above it is trimmed)")
     parser.add_argument("--sample", action="store_true",
                         help="keep each config's percentageOfNodesToScore (default: score all nodes, as FGD)")
     parser.add_argument("--quick", action="store_true",
@@ -189,9 +197,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             traces = {_trace_name(args.pods): str(args.pods or trace_dir() / PODS_CSV)}
             pods = {name: read_pods(Path(path)) for name, path in traces.items()}
+        warnings = input_warnings(nodes_path, nodes, traces, pods)
     except (OSError, TraceError) as err:
         print(f"bench.trace: {err}", file=sys.stderr)
         return 1
+    for warning in warnings:
+        print(f"bench.trace: warning: {warning}", file=sys.stderr)
     seeds: list[int] = args.seeds
     if args.quick:
         nodes, seeds = subsample(nodes, QUICK_STEP), seeds[:1]
@@ -219,6 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     workload = {"nodes_csv": str(nodes_path), "nodes": len(nodes), "gpus": total_gpus, "seeds": seeds,
                 "inflation_ratio": args.inflate, "quick": args.quick,
                 "percentage_of_nodes_to_score": 100 if score_all else "as configured"}
+    attribution = DATA_ATTRIBUTION if is_alibaba_trace(nodes_path, traces) else None
     if args.suite:
         by_trace = {trace: policy_results([r for r in results if r.trace == trace], [p.name for p in policies])
                     for trace in pods}
@@ -226,11 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         published = SUITE_PUBLISHED[args.suite]
         document: dict[str, Any] = {"suite": args.suite, "traces": by_trace, "slice_reference": slices,
                                     "reference": published, "workload": {**workload, "pods_csv": traces},
-                                    "run": run}
+                                    "run": run, "data": attribution}
         (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
         figure = out / "suite.png"
         suite_plot(by_trace, slices, published, figure, f"{args.suite} suite on {len(nodes)} nodes / {total_gpus} GPUs, "
-                                      f"{len(seeds)} seed(s)")
+                                      f"{len(seeds)} seed(s)", note=attribution or "")
         print(suite_table(by_trace, slices, published))
     else:
         (name, pods_file), = traces.items()
@@ -246,16 +258,51 @@ def main(argv: Sequence[str] | None = None) -> int:
             "workload": {**workload, "pods_csv": str(pods_path), "trace_pods": len(pods[name]),
                          "pods_per_seed": {str(seed): pods_per_seed[seed] for seed in seeds if seed in pods_per_seed}},
             "run": run,
+            "data": attribution,
         }
         (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
         figure = out / "allocation.png"
-        plot(by_policy, figure, f"{pods_path.name} on {len(nodes)} nodes / {total_gpus} GPUs, {len(seeds)} seed(s)")
+        plot(by_policy, figure, f"{pods_path.name} on {len(nodes)} nodes / {total_gpus} GPUs, {len(seeds)} seed(s)",
+             note=attribution or "")
         print(markdown_table(by_policy, with_reference=default_trace))
         if not default_trace:
             print("\n(FGD's published reference rows are for the full default trace and are not shown.)")
+    if len(seeds) == 1:
+        print(f"\n{ONE_SEED}")
     print(f"\nbench.trace: {len(results)} runs in {wall:.0f} s; wrote {out / 'results.json'} and {figure}",
           file=sys.stderr)
     return 0
+
+
+def input_warnings(nodes_path: Path, nodes: Sequence[TraceNode], traces: dict[str, str],
+                   pods: dict[str, list[TracePod]]) -> list[str]:
+    """What a custom CSV gets wrong without an error: columns that are not read (a `model`
+    column where `gpu_spec` was meant), and `gpu_spec` models no node has (a typo: those pods
+    never fit), with the pods per model. `traces`: each trace's source, a file or how it was built."""
+    said = []
+    sources = [(nodes_path, NODE_COLUMNS, ())] + [(Path(source), POD_COLUMNS, POD_COLUMNS_NOT_NEEDED)
+                                                 for source in traces.values() if Path(source).is_file()]
+    for path, read, not_needed in sources:
+        unread = unread_columns(path, read, not_needed)
+        if unread:
+            known = (f" (the trace's {', '.join(not_needed)} are known and not needed)" if not_needed else "")
+            said.append(f"{path}: column(s) not read: {', '.join(unread)}; the columns read are "
+                        f"{', '.join(read)}{known}")
+    models = ", ".join(sorted({node.model for node in nodes if node.model})) or "no model"
+    for name, rows in pods.items():
+        unknown = unknown_models(nodes, rows)
+        if unknown:
+            listed = ", ".join(f"{model} ({count} pod{'' if count == 1 else 's'})" for model, count in unknown.items())
+            said.append(f"{traces.get(name, name)}: gpu_spec names GPU models no node has: {listed}; the nodes have "
+                        f"{models} (a pod none of whose models a node has never fits)")
+    return said
+
+
+def is_alibaba_trace(nodes_path: Path, traces: dict[str, str]) -> bool:
+    """The input is Alibaba's trace files (by their names) or built from them (a suite): its
+    outputs carry DATA_ATTRIBUTION; a custom CSV's do not."""
+    return nodes_path.name == NODES_CSV and all(
+        not Path(source).is_file() or Path(source).name.startswith("openb_pod_list_") for source in traces.values())
 
 
 def config_policies(names: str | None, files: Sequence[Path]) -> list[Policy]:

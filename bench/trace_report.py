@@ -88,8 +88,21 @@ def markdown_table(policies: Mapping[str, Mapping[str, Any]], with_reference: bo
     return "\n".join(lines)
 
 
-def plot(policies: Mapping[str, Mapping[str, Any]], path: Path, title: str) -> None:
-    """Allocated GPU % vs arrived GPU demand % (median over seeds), one line per policy."""
+def _save(fig: Any, path: Path, note: str) -> None:
+    """Write the figure, `note` (the data's attribution, when it is the Alibaba trace) as a line
+    at its foot and as the PNG's Description."""
+    if note:
+        fig.text(0.5, 0.004, note, ha="center", va="bottom", fontsize=6.5, color="dimgrey")
+        fig.tight_layout(rect=(0, 0.03, 1, 1))
+    else:
+        fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, metadata={"Description": note} if note else None)
+
+
+def plot(policies: Mapping[str, Mapping[str, Any]], path: Path, title: str, note: str = "") -> None:
+    """Allocated GPU % vs arrived GPU demand % (median over seeds), one line per policy; `note`:
+    see `_save`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -121,9 +134,7 @@ def plot(policies: Mapping[str, Mapping[str, Any]], path: Path, title: str) -> N
     inset.set_ylim(75, 100)
     inset.tick_params(labelsize=7)
     inset.grid(linestyle="-.", alpha=0.4)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    _save(fig, path, note)
     plt.close(fig)
 
 
@@ -181,9 +192,9 @@ def _difference(median: float | None, reference: float | None) -> str:
 
 def suite_plot(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]],
                slices: Mapping[str, Mapping[str, Mapping[str, float | None]]],
-               published: Mapping[str, Mapping[str, float]], path: Path, title: str) -> None:
+               published: Mapping[str, Mapping[str, float]], path: Path, title: str, note: str = "") -> None:
     """Unallocated GPU % per trace: one bar per policy (median, min–max whiskers), the paper's
-    FGD and BestFit and the slice-packing references as markers."""
+    FGD and BestFit and the slice-packing references as markers; `note`: see `_save`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -222,7 +233,5 @@ def suite_plot(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]],
     ax.set_title(title)
     ax.grid(axis="y", linestyle="-.", alpha=0.5)
     ax.legend(loc="upper left")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    _save(fig, path, note)
     plt.close(fig)

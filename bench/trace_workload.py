@@ -84,6 +84,13 @@ class TracePod:
 # --- CSV -------------------------------------------------------------------------------------
 
 
+# The columns read, and the Alibaba pod list's columns this benchmark does not need (`bench.churn`
+# reads the times): any other column is not read at all, which `unread_columns` tells.
+NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec")
+POD_COLUMNS_NOT_NEEDED = ("qos", "pod_phase", "creation_time", "deletion_time", "scheduled_time")
+
+
 def _int(row: dict[str, str], column: str, where: str) -> int:
     raw = (row.get(column) or "").strip()
     try:
@@ -108,7 +115,7 @@ def _rows(path: Path, required: Sequence[str]) -> Iterable[tuple[str, dict[str, 
 def read_nodes(path: Path) -> list[TraceNode]:
     """GPU nodes in name order (the order the FGD simulator adds them, see bench/README.md)."""
     nodes = []
-    for where, row in _rows(path, ("sn", "cpu_milli", "memory_mib", "gpu", "model")):
+    for where, row in _rows(path, NODE_COLUMNS):
         name = (row["sn"] or "").strip()
         if not name:
             raise TraceError(f"{where}: column sn: empty node name")
@@ -128,6 +135,26 @@ def read_lifetimes(path: Path) -> dict[str, tuple[int, int]]:
     return lifetimes
 
 
+def unread_columns(path: Path, read: Sequence[str], not_needed: Sequence[str] = ()) -> list[str]:
+    """The header's columns that are neither read nor known to be unneeded: a custom CSV's
+    `model` where `gpu_spec` was meant is otherwise dropped without a word."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        header = next(csv.reader(handle), [])
+    return [column for column in header if column not in read and column not in not_needed]
+
+
+def unknown_models(nodes: Iterable[TraceNode], pods: Iterable[TracePod]) -> dict[str, int]:
+    """Pods per `gpu_spec` model that no node has, by model name: a typo (`V1OO`) that would
+    otherwise only show as pods that never fit."""
+    known = {node.model for node in nodes}
+    counts: dict[str, int] = {}
+    for pod in pods:
+        for model in pod.gpu_spec:
+            if model not in known:
+                counts[model] = counts.get(model, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def parse_spec(raw: str) -> tuple[str, ...]:
     return tuple(sorted({m.strip() for m in raw.split("|") if m.strip()}))
 
@@ -135,7 +162,7 @@ def parse_spec(raw: str) -> tuple[str, ...]:
 def read_pods(path: Path) -> list[TracePod]:
     """Trace pods in name order. gpu_milli > 1000 counts as 1000 (as FGD's pod_csv_to_yaml.py)."""
     pods = []
-    for where, row in _rows(path, ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")):
+    for where, row in _rows(path, POD_COLUMNS[:-1]):  # gpu_spec may be left out: any model
         num_gpu = _int(row, "num_gpu", where)
         gpu_milli = min(_int(row, "gpu_milli", where), MILLI) if num_gpu else 0
         if num_gpu and gpu_milli == 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -537,3 +538,71 @@ def test_a_series_records_arrived_and_placed_demand_cumulatively_and_the_first_f
     assert series.arrived_milli == [1000, 1500, 3500, 4500]
     assert series.used_milli == [1000, 1000, 3000, 3000]
     assert series.first_failure == 1
+
+
+def _planner_files(tmp_path: Path, header: str, spec: str) -> tuple[Path, Path]:
+    """A capacity planner's custom trace: A100 and V100 nodes, pods whose 4th column on is `spec`."""
+    nodes = write(tmp_path / "nodes.csv", NODE_HEADER + "".join(
+        f"n-{i},32000,131072,8,{'A100' if i % 2 else 'V100'}\n" for i in range(4)))
+    rows = "".join(f"job-{i:02d},4000,8192,1,1000,{spec if i < 3 else 'A100'}\n" for i in range(10))
+    return nodes, write(tmp_path / "pods.csv", header + rows)
+
+
+def test_a_model_no_node_has_and_an_unknown_column_are_warned_about(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A capacity planner's trial: a `gpu_spec` typo (V1OO, zeros for O's) and a column named
+    `model` instead of `gpu_spec` both ran silently — the pods of the typo never fit, the spec
+    column was never read."""
+    nodes, pods = _planner_files(tmp_path, "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n", "V1OO|A1OO")
+    args = ["--nodes", str(nodes), "--pods", str(pods), "--seeds", "42", "--policies", "first-fit", "--jobs", "1"]
+    assert trace.main([*args, "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert (f"bench.trace: warning: {pods}: gpu_spec names GPU models no node has: A1OO (3 pods), V1OO (3 pods); "
+            "the nodes have A100, V100 (a pod none of whose models a node has never fits)") in err, err
+    model_column = write(tmp_path / "model.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,model\n"
+                         + "".join(f"job-{i:02d},4000,8192,1,1000,V100\n" for i in range(10)))
+    assert trace.main(["--nodes", str(nodes), "--pods", str(model_column), "--seeds", "42", "--policies",
+                       "first-fit", "--jobs", "1", "--out", str(tmp_path / "out2")]) == 0
+    err = capsys.readouterr().err
+    assert (f"bench.trace: warning: {model_column}: column(s) not read: model; the columns read are name, "
+            "cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec (the trace's qos, pod_phase, creation_time, "
+            "deletion_time, scheduled_time are known and not needed)") in err, err
+    # the Alibaba files' own columns are not warned about, nor a model every node has
+    nodes, pods = _planner_files(tmp_path, POD_HEADER.replace(",qos,pod_phase,creation_time,deletion_time,scheduled_time",
+                                                              ""), "V100")
+    assert trace.main(["--nodes", str(nodes), "--pods", str(pods), "--seeds", "42", "--policies", "first-fit",
+                       "--jobs", "1", "--out", str(tmp_path / "out3")]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_the_inflate_option_says_zero_means_no_top_up() -> None:
+    assert "0: no top-up" in re.sub(r"\s+", " ", trace.build_parser().format_help())
+
+
+def test_one_seed_is_said_not_comparable_and_the_outputs_carry_the_data_attribution(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A capacity planner's trial read a one-seed table beside the paper's ten-seed medians with
+    nothing saying they do not compare; results.json and the PNG made from the Alibaba trace did
+    not carry its terms (research use, cite), which bench/README.md gives."""
+    nodes, pods = _planner_files(tmp_path, POD_HEADER, "V100")
+    nodes.rename(tmp_path / trace.NODES_CSV)
+    pods.rename(tmp_path / trace.PODS_CSV)
+    monkeypatch.setenv(trace.TRACE_DIR_ENV, str(tmp_path))
+    out = tmp_path / "out"
+    assert trace.main(["--seeds", "42", "--policies", "first-fit", "--jobs", "1", "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert ("One seed: not comparable with the paper's figures, a median over ten seeds (42-51); a single "
+            "seed's order is not FGD's (bench/README.md, Known differences from FGD's runs).") in table, table
+    document = json.loads((out / "results.json").read_text())
+    assert document["data"] == trace.DATA_ATTRIBUTION
+    assert all(words in trace.DATA_ATTRIBUTION for words in ("cluster-trace-gpu-v2023", "research", "Weng",
+                                                             "USENIX ATC 2023"))
+    assert trace.DATA_ATTRIBUTION.encode() in (out / "allocation.png").read_bytes()  # the PNG's Description
+    assert trace.main(["--seeds", "42,43", "--policies", "first-fit", "--jobs", "1", "--out", str(out)]) == 0
+    assert "One seed" not in capsys.readouterr().out
+    # a custom CSV is not Alibaba's data: no attribution
+    custom_nodes, custom_pods = _planner_files(tmp_path, POD_HEADER, "V100")
+    assert trace.main(["--nodes", str(custom_nodes), "--pods", str(custom_pods), "--seeds", "42", "--policies",
+                       "first-fit", "--jobs", "1", "--out", str(out)]) == 0
+    assert json.loads((out / "results.json").read_text())["data"] is None
+    assert trace.DATA_ATTRIBUTION.encode() not in (out / "allocation.png").read_bytes()
