@@ -77,7 +77,7 @@ def test_the_table_says_the_cluster_gpu_figures_and_which_gpus_are_shared(
 def test_json_output_ends_with_the_cluster_gpu_summary_when_asked(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`-o json --summary`: the last stdout line is the summary (the GPU map's `summary`, as
-    `kubectl tessera gpus -o json` gives it): total, in use, shared, free, free on partly used
+    `kubectl tessera nodes -o json` gives it): total, in use, shared, free, free on partly used
     nodes (stranded for a job that wants a whole node), the most free on one node. Unasked, every
     line stays an attempt (the trial's own script read `d["pod"]` of each)."""
     events = str(_sliced_cluster(tmp_path))
