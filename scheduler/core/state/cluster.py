@@ -63,6 +63,11 @@ class ClusterState:
         # count as the device's holder left: `_unplace`), handed out by the `apply` it happened in,
         # else by `take_deferred` (a pod forgotten outside any watch event: `Scheduler.take_notices`)
         self.deferred: list[Notice] = []
+        # classes judged again as a ghost's coming or going changed whether a node has devices
+        # (`_recount_reshaped`), handed out by the `apply` or `forget` it happened in, else by the
+        # next one (a hold released by a scheduling cycle: its class is judged at once, its waiting
+        # pods woken then)
+        self.deferred_events: list[ClusterEvent] = []
         self.victim_priority_version = 0  # bumped when a PodGroup's class or a class's value changes
         # bumped by whatever may change which gang members count toward a minimum (`coscheduling.
         # counted_count`: pods, pending, placements, preempting, the gang index): once by every
@@ -303,6 +308,8 @@ class ClusterState:
             events, notices = handler(self, event_type, obj)
             if self.deferred:
                 notices = [*notices, *self.take_deferred()]
+            if self.deferred_events:
+                events = [*events, *self._take_deferred_events()]
             return events, notices
         except ObjectError as err:
             events = self._delete_unreadable(str(kind), obj, name, held) if event_type == "DELETED" else []
@@ -539,6 +546,7 @@ class ClusterState:
                         notices.append(_held_edit_notice(old, pod, self.placements[uid], held))
                 if placement is not None:
                     self.ledger.drop_released_ghosts(placement.devices)
+                    self._recount_reshaped()
                     # a swap that frees nothing (our Binding confirmed, requests grown) is no
                     # removal: it must not wake every pod parked for room (upstream's Fit
                     # registers pod deletion and scale-down only)
@@ -624,6 +632,7 @@ class ClusterState:
                 for grant in entries:
                     notices += self.ledger.hold_unseen(grant.device, grant.device_id, info, pod.uid,
                                                        granted_as.get(grant.device, ""))
+        self._recount_reshaped()
         placement = placement_of(pod, node_name, devices, self.ledger.counted_as, broken, assumed)
         if kept or held:
             placement = replace(placement, grants=union_holds((*kept, *_holds(pod, held)), placement.grants))
@@ -730,6 +739,7 @@ class ClusterState:
                 self.check_surplus(info)
             for name in sorted(joined - {info.name}):  # a moved device taken in: one more there
                 self.deferred += self.check_surplus(self._node_info(name))
+            self._recount_reshaped()
         events = [ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=placement.node)]
         if gate_opened:
             events.append(ClusterEvent(EventKind.ALLOCATION_DONE, node=placement.node))
@@ -753,7 +763,7 @@ class ClusterState:
         pod = self.pods.get(uid)
         if pod is not None and not pod.node_name and self.is_ours(pod) and not pod.terminal and not pod.meta.deleting:
             self.pending.add(uid)  # a pod being deleted is never scheduled again (upstream's skipPodSchedule)
-        return freed
+        return [*freed, *self._take_deferred_events()] if self.deferred_events else freed
 
     # --- what-if: pods lifted off their nodes, nominated pods' holds -------------------------
 
@@ -819,6 +829,7 @@ class ClusterState:
         self.ledger.uncharge(uid, placement.grants)
         self.ledger.refresh_for(placement.devices)
         self.ledger.drop_released_ghosts(placement.devices)
+        self._recount_reshaped()
         self._touch(info)
         return held
 
@@ -914,6 +925,18 @@ class ClusterState:
         self.check_surplus(self._node_info(node))  # fewer devices: nothing to report, only to forget
         classes, judged = self._rejudge_classes({known.resource_name})
         return [ClusterEvent(EventKind.DEVICE_CHANGED, node=node), *classes, *self._recount_foreign(node)], judged
+
+    def _recount_reshaped(self) -> None:
+        """Judge again the classes of the nodes a ghost came to or left (`ledger.reshaped`): a
+        node with no device left counts its allocatable against them, one given its first device
+        no longer does — as every other change of a node's devices does (`_on_device`)."""
+        reshaped, self.ledger.reshaped = self.ledger.reshaped, set()
+        for name in sorted(reshaped):
+            self.deferred_events += self._recount_foreign(name)
+
+    def _take_deferred_events(self) -> list[ClusterEvent]:
+        events, self.deferred_events = self.deferred_events, []
+        return events
 
     def _recount_foreign(self, node_name: str) -> list[ClusterEvent]:
         """The names `node_name` advertises count against classes only while no Tessera agent

@@ -120,6 +120,9 @@ class DeviceLedger:
         # pods first seen already bound (a start, a relist, spec.nodeName): what they hold was given before
         # this process saw it given, within what capacity it cannot know (`untold`)
         self.found: set[str] = set()
+        # nodes whose devices a ghost's coming (`hold_unseen`) or going (`drop_released_ghosts`)
+        # changed, for the cache to judge their classes again (`ClusterState._recount_foreign`)
+        self.reshaped: set[str] = set()
 
     def charge(self, pod: Pod, device: str, amount: Amount | None, resource: str, dimension: str) -> list[Notice]:
         """Charge a pod's hold; a conflict's notice names the pod and every other holder (the log
@@ -353,6 +356,7 @@ class DeviceLedger:
             self.classes.device_removed(name)
             elsewhere = self._node_info(known.node_name)
             elsewhere.devices.pop(name, None)
+            self.reshaped.add(known.node_name)
             self.mark_duplicates(elsewhere)
             self.refresh(elsewhere)
         names = Counter(device.resource_name for device in info.devices.values() if device.resource_name)
@@ -366,6 +370,7 @@ class DeviceLedger:
         ghost = Device(meta, info.name, resource_name, device_id, {}, {}, unschedulable=True, healthy=False)
         self.devices[name] = info.devices[name] = ghost
         self.ghosts.add(name)
+        self.reshaped.add(info.name)
         self.mark_duplicates(info)
         return []
 
@@ -399,7 +404,8 @@ class DeviceLedger:
 
     def drop_released_ghosts(self, device_names: Iterable[str]) -> set[str]:
         """Forget deleted devices whose last holder has left (until then they still count); the
-        nodes a moved one's object was taken in on (`moved`): each has one more device now."""
+        nodes a moved one's object was taken in on (`moved`): each has one more device now. The
+        nodes either changes are `reshaped`."""
         joined: set[str] = set()
         for device in device_names:
             if device in self.ghosts and device not in self.use:
@@ -409,11 +415,13 @@ class DeviceLedger:
                 ghost = self.devices.pop(device)
                 holder = self._node_info(ghost.node_name)
                 holder.devices.pop(device, None)
+                self.reshaped.add(holder.name)
                 self.mark_duplicates(holder)
                 self.refresh(holder)
                 if (moved := self.moved.pop(device, None)) is not None:
                     self.upsert(moved, None)
                     joined.add(moved.node_name)
+                    self.reshaped.add(moved.node_name)
         return joined
 
     def refresh_for(self, device_names: Iterable[str]) -> None:
