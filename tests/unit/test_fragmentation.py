@@ -220,6 +220,32 @@ def test_scarcity_weighs_a_type_by_the_gpus_of_the_nodes_that_could_take_one_pod
     assert measure.scarcity([wide])[wide] == pytest.approx(176 / 16)
 
 
+def test_scarcity_counts_a_device_known_only_from_its_holder_once_the_holder_is_seen() -> None:
+    """A pod bound with a GPU whose ExtendedResource the cache does not have (a restart listing
+    the pod, the object deleted while held: a ghost, `DeviceLedger.hold_unseen`) adds that GPU to
+    its node's count: the kept table counts it as one built afresh does. Found in review: the
+    table's key did not move, 7 GPUs counted where a fresh one counted 8."""
+    first = Run(_fragmentation_only())
+    g2 = [b.device("a", i, model="G2") for i in range(4)]
+    t4 = [b.device("c", i, model="T4") for i in range(4)]
+    classes = (b.resource_class("g2", match_labels={"model": "G2"}), b.resource_class("t4", match_labels={"model": "T4"}))
+    first.add(b.node("a", gpus=4), *g2, b.node("c", gpus=4), *t4, *classes,
+              b.pod("p", limits={"class.tessera.dev/g2": 1}))
+    assert first.node_of("p") == "a"
+    bound = first.replay.pods[first.state.pod_by_key("default/p").uid]
+    [held] = first.state.placements[bound["metadata"]["uid"]].devices
+    run = Run(_fragmentation_only())
+    run.add(b.node("a", gpus=4), b.node("c", gpus=4), *classes,
+            *(device for device in (*g2, *t4) if device["metadata"]["name"] != held))
+    measure = FragmentationScore(run.scheduler.state, scarcity_exponent=1)
+    rare = TaskShape(1, 1000, "t4", 1000)
+    assert measure.scarcity([rare]) == {rare: 7 / 4}
+    run.add(bound)
+    assert run.state.ledger.ghosts == {held}
+    assert FragmentationScore(run.scheduler.state, scarcity_exponent=1).scarcity([rare]) == {rare: 8 / 4}
+    assert measure.scarcity([rare]) == {rare: 8 / 4}
+
+
 def test_small_pods_keep_off_the_only_node_a_big_cpu_gang_member_fits() -> None:
     """Seen: 2,000 one-GPU pods of 4 cores, 2 eight-GPU pods of 120 cores. By pod count alone the
     big type is 0.1 % of the mix, and a one-GPU pod on the one server it fits costs it next to

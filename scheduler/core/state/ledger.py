@@ -368,6 +368,7 @@ class DeviceLedger:
             self.recorded.add(name)
         meta = ObjectMeta(name, "", "", "", {}, {}, "", True)
         ghost = Device(meta, info.name, resource_name, device_id, {}, {}, unschedulable=True, healthy=False)
+        self.classes.device_removed(name)  # no class indexes a ghost: its generation moves (one device more)
         self.devices[name] = info.devices[name] = ghost
         self.ghosts.add(name)
         self.reshaped.add(info.name)
@@ -510,6 +511,7 @@ class DeviceLedger:
                 # named after its node's devices (a restart listed the holder first): its own
                 # object, seen now, names what it was counted under, whichever was listed first
                 holder = self._node_info(old.node_name)
+                self.classes.device_removed(device.name)  # a ghost renamed: the generation moves
                 self.devices[device.name] = holder.devices[device.name] = replace(
                     old, resource_name=device.resource_name)
                 self.refresh(holder)

@@ -202,7 +202,9 @@ class FragmentationScore:
 
     def _scarcity_table(self) -> NodeProfiles:
         """The nodes' capacity grouped into profiles, kept until a node or a device class changes
-        (the warm-up refreshes the workload on every pod: count the nodes once)."""
+        (the warm-up refreshes the workload on every pod: count the nodes once). A node's devices
+        are read too: every change of them, a ghost's coming, going or renaming among them, moves
+        the class registry's generation."""
         key = (self.state.capacity_version, self.state.classes.generation)
         if self._profiles is not None and self._profiles[0] == key:
             return self._profiles[1]
