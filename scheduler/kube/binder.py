@@ -63,6 +63,7 @@ from scheduler.core.annotations import DEVICES, TERM
 from scheduler.kube.http import TRANSPORT_ERRORS, KubeHttp, Response
 from scheduler.kube.concurrency import MAX_IN_FLIGHT, InFlight, TaskHost
 from scheduler.kube.pod_answers import pod_in, pod_not_found
+from scheduler.kube.term_token import parse_term_token
 from scheduler.kube.term_write import write_term
 from scheduler.logs import describe_error
 
@@ -145,6 +146,10 @@ class BindResult:
     # success of this replica's, no "Successfully assigned" Event of ours; the pod is the other's
     bound_by_other: bool = False
     bound_by: str = ""
+    # the read-back showed the pod bound elsewhere (another node, other devices) after this
+    # replica's term ended while the Binding was out: the newer leader decided it, as it must (its
+    # `tessera.dev/term` in `bound_by`) — the leadership machinery at work, not a fault (for the log)
+    superseded: bool = False
 
     @property
     def counted_as(self) -> BindingResult:
@@ -511,6 +516,19 @@ def _bound_by_other(binding: Binding, pod: dict[str, Any], withdrawn_with: str =
     return None if theirs in (ours, withdrawn_with) else theirs
 
 
+def _newer_term_of_ours(binding: Binding, theirs: str) -> bool:
+    """For a replica deposed while its Binding was out: `theirs` is another term's token of the
+    Lease the Binding's own term leads on (a token of the format before it named its Lease counts
+    as that Lease's, as `LeaderElector.other_lease` reads it) — the replica that took over. No
+    comparison of the transition counts: a Lease deleted by hand restarts them. Not another
+    Lease's token (a second install), nor none (a scheduler that writes none)."""
+    mine = binding.annotations.get(TERM) or ""
+    ours, newer = parse_term_token(mine), parse_term_token(theirs)
+    if ours is None or newer is None or theirs == mine:
+        return False
+    return ours.lease is None or newer.lease is None or ours.lease == newer.lease
+
+
 def _term_on(pod: dict[str, Any]) -> str:
     """The `tessera.dev/term` a pod as the apiserver answered it carries ("" for none)."""
     return str(((pod.get("metadata") or {}).get("annotations") or {}).get(TERM) or "")
@@ -544,7 +562,9 @@ def _read_back_result(binding: Binding, settled: Outcome, observed: dict[str, An
         term = _term_on(observed) or "none"
         asked = "with other devices than" if node == binding.node else f"not to {binding.node} as"
         return BindResult(binding, settled, f"the pod is bound to {node} ({TERM} {term}), {asked} this Binding "
-                          "asked", 0.0, observed=observed, sends=sends, detail=first_error)
+                          "asked", 0.0, observed=observed, sends=sends, detail=first_error,
+                          superseded=deposed and _newer_term_of_ours(binding, _term_on(observed)),
+                          bound_by=_term_on(observed))
     if settled is Outcome.BOUND:
         log.info("binder.bound_despite_error", pod=f"{binding.namespace}/{binding.name}", error=first_error,
                  sends=sends)

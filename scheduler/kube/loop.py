@@ -1005,7 +1005,10 @@ def _log_not_bound(result: BindResult, preempted: bool, reason: str = "") -> Non
     """The one line for a Binding that did not bind, at the level of what happened. Error
     (`binder.failed`) for a refusal or a pod bound elsewhere, as kube-scheduler's
     handleSchedulingFailure logs a binding-cycle error. Lower where nothing failed: a newer
-    leader's term fence refused it (warning: this replica was deposed mid-flight); another
+    leader's term fence refused it (warning: this replica was deposed mid-flight); the newer
+    leader bound the pod elsewhere after this replica's term ended while the Binding was out
+    (warning, `binder.superseded`: kube-scheduler never binds once deposed — it logs
+    "Leaderelection lost" and exits; ours logged `leader.lost`); another
     Binding — a newer term's, another install's — bound the pod to our node with our devices
     (warning, `binder.bound_by_other`: the pod is theirs, not bound by us); this replica
     stopped leading and gave the Binding up, withdrawn or never sent; the pod was deleted
@@ -1025,6 +1028,10 @@ def _log_not_bound(result: BindResult, preempted: bool, reason: str = "") -> Non
         log.warning("binder.fenced", **{**line, "message": "a newer leader's term fence changed the pod: this "
                                         "replica's Binding, sent before it lost the Lease, can never land"},
                     term=result.fenced_by)
+    elif result.superseded:
+        log.warning("binder.superseded", **line, term=result.bound_by or "(none)",
+                    reason="this replica's term ended while its Binding was out: the newer leader decided the pod "
+                    "(its tessera.dev/term), as it decides every pod once this term is over; this replica bound nothing")
     elif result.bound_by_other:
         log.warning("binder.bound_by_other", **line, term=result.bound_by or "(none)",
                     reason="the pod is bound to this node with these devices by another Binding (its tessera.dev/term "

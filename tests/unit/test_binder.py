@@ -777,6 +777,52 @@ async def test_a_binding_withdrawn_after_a_refusal_is_still_the_refusal() -> Non
     assert _logged(result) == [("binder.failed", "error")]
 
 
+OUR_TERM = "tessera-system/tessera/rep-a/3/2026-01-01T00:00:00.000000Z"
+NEXT_TERM = "tessera-system/tessera/rep-b/4/2026-01-01T00:02:00.000000Z"
+
+
+async def _bound_elsewhere(deposed: bool, theirs: str = NEXT_TERM) -> BindResult:
+    """A Binding of term `OUR_TERM` whose send timed out, the pod read back bound to another node
+    with `tessera.dev/term` `theirs`; `deposed`: this replica's term ended while the send was out
+    (a leader paused by SIGSTOP past its Lease, resumed after the takeover)."""
+    term = [1]
+    api, binder, results, _ = _setup(term=lambda: term[0])
+    api.fail_next("POST", "/binding", error=TimeoutError())
+
+    def bound_elsewhere(method: str, path: str) -> None:
+        if method == "GET":
+            if deposed:
+                term[0] = 2
+            pod = api.pod("default", "p")
+            pod["spec"]["nodeName"] = "elsewhere"
+            pod["metadata"].setdefault("annotations", {})[ann.TERM] = theirs
+
+    api.before = bound_elsewhere
+    binding = _binding()
+    await _bind(binder, replace(binding, annotations={**binding.annotations, ann.TERM: OUR_TERM}))
+    [result] = results
+    assert result.outcome is Outcome.CONFLICT
+    assert result.message == f"the pod is bound to elsewhere (tessera.dev/term {theirs or 'none'}), not to n as this Binding asked"
+    return result
+
+
+async def test_a_deposed_replicas_binding_the_newer_term_bound_elsewhere_is_a_warning() -> None:
+    """A re-trial paused a leader by SIGSTOP past its term: on resume its Binding found the pod
+    bound to another node by the newer term, and logged `binder.failed` at error level. Nothing
+    failed: the newer leader decided the pod, as it must once this replica's term was over, as a
+    newer term's fence (`binder.fenced`) or its Binding to our node (`binder.bound_by_other`) is
+    logged — warning, `binder.superseded`. (kube-scheduler logs a binding-cycle error at error
+    level, schedule_one.go handleSchedulingFailure "Error scheduling pod; retrying", but never
+    binds once deposed: it logs "Leaderelection lost" and exits; ours logs `leader.lost`.) A pod
+    bound elsewhere while this replica still led, or by another Lease's term (a second install),
+    or by none, stays an error: two schedulers decided it."""
+    assert _logged(await _bound_elsewhere(deposed=True)) == [("binder.superseded", "warning")]
+    assert _logged(await _bound_elsewhere(deposed=False)) == [("binder.failed", "error")]
+    other_lease = "other-ns/tessera/rep-c/9/2026-01-01T00:02:00.000000Z"
+    assert _logged(await _bound_elsewhere(deposed=True, theirs=other_lease)) == [("binder.failed", "error")]
+    assert _logged(await _bound_elsewhere(deposed=True, theirs="")) == [("binder.failed", "error")]
+
+
 @pytest.mark.parametrize("how", ["deleted", "being_deleted"])
 async def test_a_pod_deleted_while_its_binding_was_in_flight_is_no_failure(how: str) -> None:
     """Reviewer: a pod its user deleted while its Binding was out was logged `binder.failed` at
