@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import anyio
 
-from scheduler.api.config import ConfigError, SchedulerConfig, load_config
+from scheduler.api.config import BUILTIN_SOURCE, ConfigError, SchedulerConfig, load_config
 from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.build_info import add_version_option
 from scheduler.closed_pipe import reader_gone
@@ -153,6 +153,16 @@ async def _installed_config(args: argparse.Namespace, http: KubeHttp,
     return chosen
 
 
+def _lease_source(args: argparse.Namespace, chosen: ChosenConfig) -> str:
+    """Whose Lease the Leader line read: the configuration --config names, the installed one (its
+    ConfigMap, also when only its leaderElection could be read), or the built-in one."""
+    if args.config is not None:
+        return f"--config {args.config}'s"
+    if chosen.election is not None or chosen.config.source != BUILTIN_SOURCE:
+        return "the installed configuration's"
+    return "the built-in configuration's"
+
+
 async def _leader(http: KubeHttp, election: LeaderElectionConfig | str) -> Leadership | None:
     """explain's and what-if's `Leader:` line: who schedules now, by the Lease `election` names
     (unknown, saying why, when it is why the Lease is not known); the wait a watch of it takes is
@@ -263,7 +273,7 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
                                     events if isinstance(events, list) else [], now, listing.unread,
                                     events_unread=events if isinstance(events, str) else "")
         if result is not None and result.dry_run is not None:  # it waits for Tessera: does a replica lead?
-            result = explaining.with_leader(result, await _leader(http, chosen.lease))
+            result = explaining.with_leader(result, await _leader(http, chosen.lease), _lease_source(args, chosen))
         exists = result is not None or not read_as_namespace(args.pod) \
             or await _namespace_exists(http, namespace, listing.objects)
     finally:

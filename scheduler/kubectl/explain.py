@@ -19,7 +19,7 @@ from difflib import get_close_matches
 from typing import Any
 
 from scheduler.api.config import BUILTIN_SOURCE
-from scheduler.api.config_model import SchedulerConfig
+from scheduler.api.config_model import LeaderElectionConfig, SchedulerConfig
 from scheduler.api.quantity import format_quantity
 from scheduler.core.annotations import TERM
 from scheduler.core.capacity import beyond_every_node, beyond_min_resources, beyond_the_cluster, too_few_members
@@ -221,7 +221,8 @@ def _gang_view(state: ClusterState, pod: Pod, unread: Mapping[str, Unread]) -> G
     return view if view is None or missing is None else replace(view, message=podgroup_unread_message(view.gang, missing))
 
 
-def with_leader(explanation: Explanation, leader: Leadership | None) -> Explanation:
+def with_leader(explanation: Explanation, leader: Leadership | None,
+                source: str = "the configuration's") -> Explanation:
     """The explanation with who leads now (the command reads the Lease once the pod is known to
     wait for Tessera). A fence refusal is current unless the pod carries the token of the term
     that leads now: the refusal is a leader failing to write its fence onto the pod, and a pod
@@ -230,7 +231,16 @@ def with_leader(explanation: Explanation, leader: Leadership | None) -> Explanat
     refusal Event and the Lease's acquireTime come from different replicas' clocks. Without a
     current term (leader election off, no Lease, none held, the Lease unreadable) nothing tells
     whether a term fenced the pod since: the status says the refusal was earlier and that
-    whether it still holds the pod is unknown, and why (it used to show the refusal as current)."""
+    whether it still holds the pod is unknown, and why (it used to show the refusal as current).
+
+    The Lease read is the one the configuration names (`source` says which: the installed
+    configuration's, a --config file's, the built-in one's); explain cannot know how the scheduler
+    was started. A pod whose tessera.dev/term names another Lease was written by a leader on that
+    one (`_other_lease`): the Leader line says so (a trial: the ConfigMap installed, the scheduler
+    run as `tessera run` without --config on the built-in Lease, and explain said "none ... is
+    Tessera running?")."""
+    if leader is not None and (note := _other_lease(explanation.term, leader, source)):
+        leader = replace(leader, message=f"{leader.message}; {note}")
     if explanation.fence_refused and (leader is None or not leader.term):
         why = ("leader election is off in the configuration" if leader is None
                else "the Lease cannot be read" if leader.state == UNKNOWN
@@ -239,6 +249,21 @@ def with_leader(explanation: Explanation, leader: Leadership | None) -> Explanat
     if explanation.fence_refused and leader is not None and _same_term(explanation.term, leader.term):
         return replace(explanation, leader=leader, fence_refused=False, status=NOT_TRIED)
     return replace(explanation, leader=leader)
+
+
+def _other_lease(token: str, leader: Leadership, source: str) -> str:
+    """What the Leader line adds when the pod's tessera.dev/term `token` names another Lease than
+    the one `leader` read (`source`'s), else "". A token that names no Lease (written before
+    tokens did) tells nothing."""
+    parsed = parse_term_token(token)
+    if parsed is None or parsed.lease is None or not leader.lease or parsed.lease == leader.lease:
+        return ""
+    namespace, name = parsed.lease.split("/", 1)
+    default = LeaderElectionConfig()
+    return (f"but this pod's tessera.dev/term was written by {parsed.identity} leading on the Lease {parsed.lease}, "
+            f"not {leader.lease} ({source}): a scheduler runs with another configuration (`tessera run` without "
+            f"--config elects on {default.resource_namespace}/{default.resource_name}), and that Lease says who "
+            f"leads: kubectl -n {namespace} get lease {name}")
 
 
 def _same_term(token: str, current: str) -> bool:

@@ -366,3 +366,39 @@ async def test_without_the_installed_lease_the_leader_is_unknown_not_none(
     assert line.startswith("Leader:     unknown: which Lease the installed scheduler elects on is not known (") \
         and why in line, line
     assert "none" not in line.split("(")[0] and "is Tessera running" not in out.out
+
+
+@pytest.mark.parametrize("config_map", [True, False])
+async def test_a_pod_written_by_a_leader_on_another_lease_says_so_on_the_leader_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], config_map: bool) -> None:
+    """A trial: the ConfigMap was installed (its Lease tessera-system/tessera) but the scheduler ran
+    as `tessera run` without --config, on the built-in configuration's Lease kube-system/tessera.
+    explain read the ConfigMap's Lease and said "none: there is no Lease tessera-system/tessera
+    ... is Tessera running?" while it ran and had tried the pod. explain cannot know how the
+    scheduler was started; the pod's tessera.dev/term (every status write of a term carries it)
+    names the Lease its writer led on, and the Leader line says so when that is not the one read.
+    Without the ConfigMap the built-in Lease is the one read: the pod's token agrees, no note."""
+    token = "kube-system/tessera/dev-box_7f/1/2026-01-01T00:00:00.000000Z"
+    leases = [(404, {"kind": "Status", "code": 404})] if config_map else [(200, _lease("dev-box_7f", NOW - 1))]
+    api = _Api(leases, {_CONFIG_MAP: (200, {"kind": "ConfigMap", "data": {"config.yaml": _installed_text()}})}
+               if config_map else {})
+    _serve(monkeypatch, api, [b.node("n1", gpus=4),
+                              b.pod("gap-pod", limits={"nvidia.com/gpu": 8}, annotations={"tessera.dev/term": token})])
+    assert await cli._explain(_args("gap-pod"), Target(None, None, "default")) == 0
+    out = capsys.readouterr()
+    [line] = [line for line in out.out.splitlines() if line.startswith("Leader:")]
+    if not config_map:
+        assert line == "Leader:     dev-box_7f (the Lease kube-system/tessera was renewed about 1 s ago)", line
+        return
+    assert line.startswith("Leader:     none: there is no Lease tessera-system/tessera ("), line
+    assert line.endswith("; but this pod's tessera.dev/term was written by dev-box_7f leading on the Lease "
+                         "kube-system/tessera, not tessera-system/tessera (the installed configuration's): a "
+                         "scheduler runs with another configuration (`tessera run` without --config elects on "
+                         "kube-system/tessera), and that Lease says who leads: kubectl -n kube-system get lease "
+                         "tessera"), line
+
+
+def _installed_text() -> str:
+    return ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            "leaderElection:\n  leaderElect: true\n  leaseDuration: 30s\n  renewDeadline: 20s\n"
+            "  retryPeriod: 4s\n  resourceNamespace: tessera-system\n  resourceName: tessera\n")
