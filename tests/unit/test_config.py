@@ -15,6 +15,8 @@ from scheduler.core.plugins.devices.args import DeviceArgs
 from scheduler.core.plugins.fit.args import ResourceWeight, ScoringStrategy, ShapePoint
 from scheduler.core.plugins.fragmentation.args import FragmentationArgs
 from scheduler.core.plugins.registry import args_of
+from scheduler.core.scheduler import Scheduler
+from scheduler.sim import builders as b
 
 REPO = Path(__file__).resolve().parents[2]
 V1 = "kubescheduler.config.k8s.io/v1"
@@ -136,6 +138,49 @@ def test_gpu_cluster_yaml() -> None:
     assert cfg.client_connection.qps == 100 and cfg.client_connection.burst == 200
     le = cfg.leader_election
     assert (le.lease_duration_seconds, le.renew_deadline_seconds, le.retry_period_seconds) == (30, 20, 4)
+
+
+def test_whole_nodes_yaml_is_the_builtin_default_without_the_fit_score() -> None:
+    cfg = load_config(REPO / "config/whole-nodes.yaml")
+    (prof,) = cfg.profiles
+    weights = {k: v for k, v in DEFAULT_WEIGHTS.items() if k != "NodeResourcesFit"}
+    assert dict(prof.score_weights) == {**weights, "TesseraFragmentation": 10}
+    assert args_of(prof, FragmentationArgs) == args_of(load_config(None).profiles[0], FragmentationArgs)
+    assert cfg.leader_election.leader_elect and cfg.leader_election.resource_name == "tessera"
+
+
+def _one_gpu_pod_beside_a_half_used_node(path: str | None, cpu: str) -> str | None:
+    """Where a 4-core 1-GPU pod goes: `half` (an 8-GPU node with a 4-GPU pod using 32 of its 64
+    cores and 384 of its 512Gi) or `empty` (the same node, nothing on it), in a cluster whose pods
+    are mostly 1-GPU (96 of them on 12 full nodes) with two 8-GPU pods."""
+    scheduler = Scheduler(load_config(path), seed=0)
+    def node(name: str) -> dict[str, Any]:
+        return b.node(name, cpu="64", memory="512Gi", gpus=8)
+    objs = [node("half"), node("empty"),
+            b.pod("running", node_name="half", phase="Running", requests={"cpu": "32", "memory": "384Gi"},
+                  limits={"nvidia.com/gpu": 4})]
+    for i in range(12):
+        objs.append(node(f"full{i}"))
+        objs += [b.pod(f"one{i}-{j}", node_name=f"full{i}", phase="Running", requests={"cpu": "4", "memory": "32Gi"},
+                       limits={"nvidia.com/gpu": 1}) for j in range(8)]
+    for i in range(2):
+        objs += [node(f"big{i}"), b.pod(f"eight{i}", node_name=f"big{i}", phase="Running",
+                                                 requests={"cpu": "32", "memory": "256Gi"}, limits={"nvidia.com/gpu": 8})]
+    objs.append(b.pod("small", requests={"cpu": cpu, "memory": "32Gi"}, limits={"nvidia.com/gpu": 1}))
+    for obj in objs:
+        scheduler.apply("ADDED", obj, 0.0)
+    attempts = scheduler.schedule_next(0.0)
+    assert attempts is not None and len(attempts) == 1
+    return attempts[0].node
+
+
+def test_whole_nodes_yaml_keeps_the_empty_8_gpu_node_the_default_opens() -> None:
+    # The built-in default's LeastAllocated (cpu, memory) outweighs the fragmentation score here:
+    # the pod opens the empty node (docs/configuration.md, "Fragmentation against LeastAllocated").
+    assert _one_gpu_pod_beside_a_half_used_node(None, "4") == "empty"
+    assert _one_gpu_pod_beside_a_half_used_node(str(REPO / "config/whole-nodes.yaml"), "4") == "half"
+    # Only the score is gone: NodeResourcesFit still filters, a pod the half node's CPU cannot hold goes to the empty one.
+    assert _one_gpu_pod_beside_a_half_used_node(str(REPO / "config/whole-nodes.yaml"), "40") == "empty"
 
 
 # --- defaulting (k/k v1/defaults.go, default_plugins.go, framework getScoreWeights) ---------------

@@ -84,6 +84,7 @@ def _run(events: list[tuple[str, dict[str, Any]]], config: str | None, vectorize
 
 
 @pytest.mark.parametrize("config", [None, "config/binpack.yaml", "config/spread.yaml", "config/gpu-cluster.yaml",
+                                    "config/whole-nodes.yaml",
                                     FRAGMENTATION, GPU_PACKING])
 @pytest.mark.parametrize("seed", range(8))
 def test_vector_path_equals_per_node_path(config: str | None, seed: int) -> None:
@@ -156,6 +157,7 @@ def test_a_request_spanning_two_nvlink_groups_scores_half_on_both_paths(config_p
         for obj in _grouped_cluster(3):
             core.apply("ADDED", obj, 0.0)
         [attempt] = core.schedule_next(0.0) or []
+        assert attempt.scores is not None
         decided.append((attempt.node, attempt.scores["split"]["TesseraDevices"]))
     assert decided[0] == decided[1] and decided[0][1] == 37
 
