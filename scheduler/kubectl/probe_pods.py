@@ -24,19 +24,26 @@ the apiserver would give it: the namespace of -n (a different one in the file is
 `kubectl create -f` says), a uid, a creation time of now, no node, phase Pending, and
 `default-scheduler` when it names no scheduler (so a pod meant for Tessera must say
 `schedulerName`). A pod keeps no schedulingGates: the question is where it would go.
+
+What the apiserver (or a training operator's webhook) would refuse is an error naming the object
+and the field, in its words: a workload's missing, empty or malformed selector, template labels or
+annotations that are not strings, a count beyond int32, a replica type the operator does not take.
+So is a pod the scheduler's parser refuses (the replay would drop it unsaid), and a file of more
+than MAX_PODS pods.
 """
 
 from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import yaml
 
-from scheduler.core.objects import GANG_MIN_LABEL, GANG_NAME_LABEL, PODGROUP_LABEL
+from scheduler.core.objects import GANG_MIN_LABEL, GANG_NAME_LABEL, PODGROUP_LABEL, ObjectError, parse_pod
 
 POD_GROUP_KIND = "PodGroup"
 REPLICATED_KINDS = ("Deployment", "ReplicaSet")  # spec.replicas pods of spec.template, random names
@@ -44,9 +51,17 @@ REPLICATED_KINDS = ("Deployment", "ReplicaSet")  # spec.replicas pods of spec.te
 TRAINING_JOBS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",
                  "PaddleJob": "paddleReplicaSpecs", "JAXJob": "jaxReplicaSpecs"}
 TRAINING_API = "kubeflow.org/"
+# the replica types each kind's admission webhook takes (training-operator pkg/webhooks: TFJob's
+# passes none, so it takes any)
+TRAINING_TYPES = {"PyTorchJob": ("Master", "Worker"), "XGBoostJob": ("Master", "Worker"),
+                  "PaddleJob": ("Master", "Worker"), "JAXJob": ("Worker",)}
 TAKEN = ("Pods, Deployments, ReplicaSets, StatefulSets, Jobs, Kubeflow training jobs (kubeflow.org/v1 "
          f"{', '.join(TRAINING_JOBS)}), Lists of them and PodGroups")
 DEFAULT_SCHEDULER = "default-scheduler"  # the apiserver's default for spec.schedulerName
+INT32_MAX = 2**31 - 1  # spec.replicas, parallelism, completions are int32 in the API
+MAX_PODS = 100_000  # the most pods one file may stand for: a replay of more would not end in useful time
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+REFUSED = "the apiserver would refuse it"
 
 
 class ProbeError(Exception):
@@ -66,18 +81,21 @@ def read_probes(text: str, source: str, namespace: str, namespace_flag: str | No
     created = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     objects: list[dict[str, Any]] = []
     empty: list[str] = []  # the workloads that would create no pod, said when there is none at all
-    for number, document in enumerate(_flattened(documents), start=1):
-        completed = _completed(document, f"{source}: object {number}", namespace, namespace_flag, created, notes)
+    pods = 0
+    for number, document in enumerate(_flattened(documents, source), start=1):
+        completed = _completed(document, f"{source}: object {number}", namespace, namespace_flag, created, notes,
+                               MAX_PODS - pods)
         if isinstance(completed, str):
             empty.append(completed)
         else:
             objects += completed
+            pods += sum(1 for obj in completed if obj["kind"] == "Pod")
     if not any(obj["kind"] == "Pod" for obj in objects):
         if empty:
             raise ProbeError(f"{source}: no pods in it: {'; '.join(empty)}: what-if -f places pods")
         raise ProbeError(f"{source}: no Pod or workload in it: what-if -f places pods (it takes {TAKEN})")
-    names = [(obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]) for obj in objects]
-    twice = sorted({f"{kind} {ns}/{name}" for kind, ns, name in names if names.count((kind, ns, name)) > 1})
+    names = Counter((obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]) for obj in objects)
+    twice = sorted(f"{kind} {ns}/{name}" for (kind, ns, name), times in names.items() if times > 1)
     if twice:
         raise ProbeError(f"{source}: named more than once: {', '.join(twice)}")
     return objects
@@ -97,32 +115,47 @@ def probe_keys(probes: Iterable[Mapping[str, Any]]) -> frozenset[str]:
                      if obj["kind"] == "Pod")
 
 
-def _flattened(documents: list[Any]) -> Iterable[Any]:
-    for document in documents:
+def _flattened(documents: list[Any], source: str) -> list[Any]:
+    """The documents with every List replaced by its items, Lists within Lists too (kubectl's
+    resource.FlattenListVisitor); `items: null` is an empty List."""
+    out: list[Any] = []
+    stack: list[Iterator[Any]] = [iter(documents)]
+    while stack:
+        try:
+            document = next(stack[-1])
+        except StopIteration:
+            stack.pop()
+            continue
         # `kubectl get -o yaml` prints a List; the API's own lists are PodList, DeploymentList, ...
-        if isinstance(document, dict) and str(document.get("kind") or "").endswith("List") \
-                and isinstance(document.get("items"), list):
-            yield from document["items"]
+        if isinstance(document, dict) and isinstance(document.get("kind"), str) and document["kind"].endswith("List"):
+            items = document.get("items")
+            if items is not None and not isinstance(items, list):
+                raise ProbeError(f"{source}: object {len(out) + 1} is a {document['kind']} whose items are not a "
+                                 f"list (got {type(items).__name__})")
+            stack.append(iter(items or ()))
         else:
-            yield document
+            out.append(document)
+    return out
 
 
 def _completed(obj: Any, where: str, namespace: str, namespace_flag: str | None,
-               created: str, notes: list[str]) -> list[dict[str, Any]] | str:
-    """The objects `obj` would create, or for a workload that would create no pod, what says so."""
+               created: str, notes: list[str], room: int) -> list[dict[str, Any]] | str:
+    """The objects `obj` would create (at most `room` pods), or for a workload that would create
+    no pod, what says so."""
     if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
         raise ProbeError(f"{where}: not a Kubernetes object")
     kind = obj.get("kind")
     meta = obj.get("metadata") or {}
     ns = _namespace(meta, where, namespace, namespace_flag)
     if kind == "Pod":
-        return [_pod(obj, _name(meta, where), ns, created, where)]
+        name = _name(meta, where)
+        return [_valid(_pod(obj, name, ns, created, where), f"{where}: Pod {ns}/{name} is")]
     if kind == "Job":
-        return _job_pods(obj, _name(meta, where), ns, created, where)
+        return _job_pods(obj, _name(meta, where), ns, created, where, room)
     if kind in TRAINING_JOBS and str(obj.get("apiVersion") or "").startswith(TRAINING_API):
-        return _training_pods(obj, str(kind), _name(meta, where), ns, created, where, notes)
+        return _training_pods(obj, str(kind), _name(meta, where), ns, created, where, notes, room)
     if kind in REPLICATED_KINDS or kind == "StatefulSet":
-        return _replica_pods(obj, str(kind), _name(meta, where), ns, created, where, notes)
+        return _replica_pods(obj, str(kind), _name(meta, where), ns, created, where, notes, room)
     if kind == POD_GROUP_KIND:
         group = copy.deepcopy(obj)
         group["metadata"] = {**meta, "name": _name(meta, where), "namespace": ns, "uid": str(uuid.uuid4()),
@@ -164,32 +197,55 @@ def _pod(obj: Mapping[str, Any], name: str, namespace: str, created: str, where:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec, "status": {"phase": "Pending"}}
 
 
+def _valid(pod: dict[str, Any], said: str) -> dict[str, Any]:
+    """`pod` when the scheduler can read it (the core's parser, as the replay and the live
+    scheduler read pods); else an error: a pod it refuses would vanish from the replay unsaid."""
+    try:
+        parse_pod(pod)
+    except ObjectError as err:
+        raise ProbeError(f"{said} not a valid Pod: {err}") from None
+    return pod
+
+
+def _room(count: int, room: int, what: str, where: str) -> None:
+    """Refuse a workload whose `count` pods would take the file past MAX_PODS."""
+    if count > room:
+        raise ProbeError(f"{where}: {what} would make {MAX_PODS - room + count} pods: what-if -f places at most "
+                         f"{MAX_PODS} pods at once")
+
+
 def _job_pods(job: Mapping[str, Any], name: str, namespace: str, created: str,
-              where: str) -> list[dict[str, Any]] | str:
+              where: str, room: int) -> list[dict[str, Any]] | str:
     spec, meta = _template(job, "Job", name, namespace, where)
     parallelism = _count(spec.get("parallelism"), 1, f"{where}: spec.parallelism")
     completions = spec.get("completions")
     pods = parallelism if completions is None else min(parallelism, _count(completions, 1, f"{where}: spec.completions"))
     if not pods:
         return f"Job {namespace}/{name} has {'parallelism' if not parallelism else 'completions'} 0"
+    _room(pods, room, f"Job {namespace}/{name}: its {pods} pods", where)
     labels = {**(meta.get("labels") or {}), "batch.kubernetes.io/job-name": name}
-    return [_pod({"metadata": {**meta, "labels": labels}, "spec": spec["template"].get("spec")}, f"{name}-{index}",
+    made = [_pod({"metadata": {**meta, "labels": labels}, "spec": spec["template"].get("spec")}, f"{name}-{index}",
                  namespace, created, where) for index in range(pods)]
+    _valid(made[0], f"{where}: Job {namespace}/{name}: its pod {name}-0 is")  # one template: one check
+    return made
 
 
 def _replica_pods(workload: Mapping[str, Any], kind: str, name: str, namespace: str, created: str,
-                  where: str, notes: list[str]) -> list[dict[str, Any]] | str:
+                  where: str, notes: list[str], room: int) -> list[dict[str, Any]] | str:
     """A Deployment's, ReplicaSet's or StatefulSet's pods: spec.replicas of its template."""
     spec, meta = _template(workload, kind, name, namespace, where)
     labels = meta.get("labels") or {}
-    if not isinstance(labels, dict) or not _selects(spec.get("selector"), labels):
+    wrong = _selector_error(spec.get("selector"), "statefulset" if kind == "StatefulSet" else "deployment")
+    if wrong:
+        raise ProbeError(f"{where}: {kind} {namespace}/{name}: {wrong}: {REFUSED}")
+    if not _selects(spec["selector"], labels):
         # apps/v1 validation: `selector` does not match template `labels`
-        raise ProbeError(f"{where}: {kind} {namespace}/{name}: spec.selector ({_said(spec.get('selector'))}) does "
-                         f"not match the template's labels ({_said({'matchLabels': labels})}): the apiserver "
-                         "would refuse it")
+        raise ProbeError(f"{where}: {kind} {namespace}/{name}: spec.selector ({_said(spec['selector'])}) does "
+                         f"not match the template's labels ({_said({'matchLabels': labels})}): {REFUSED}")
     replicas = _count(spec.get("replicas"), 1, f"{where}: spec.replicas")
     if not replicas:
         return f"{kind} {namespace}/{name} has replicas 0"
+    _room(replicas, room, f"{kind} {namespace}/{name}: its {replicas} replicas", where)
     gang = _gang(meta, spec["template"].get("spec"), namespace)
     if kind == "StatefulSet" and replicas > 1 and gang and spec.get("podManagementPolicy") != "Parallel":
         # pkg/controller/statefulset: OrderedReady waits for each pod to be Running and Ready
@@ -207,11 +263,12 @@ def _replica_pods(workload: Mapping[str, Any], kind: str, name: str, namespace: 
             pod_name, pod_labels = f"{name}-what-if-{index}", labels
         pods.append(_pod({"metadata": {**meta, "labels": dict(pod_labels)}, "spec": spec["template"].get("spec")},
                          pod_name, namespace, created, where))
+    _valid(pods[0], f"{where}: {kind} {namespace}/{name}: its pod {pods[0]['metadata']['name']} is")
     return pods
 
 
 def _training_pods(job: Mapping[str, Any], kind: str, name: str, namespace: str, created: str,
-                   where: str, notes: list[str]) -> list[dict[str, Any]] | str:
+                   where: str, notes: list[str], room: int) -> list[dict[str, Any]] | str:
     """A Kubeflow training job's pods: each replica type's replicas (default 1) of its template,
     named and labelled as the training operator (v1) makes them: `<job>-<type, lowercased>-<index>`."""
     field = TRAINING_JOBS[kind]
@@ -221,21 +278,36 @@ def _training_pods(job: Mapping[str, Any], kind: str, name: str, namespace: str,
         raise ProbeError(f"{where}: {kind} {namespace}/{name} has no spec.{field}")
     first = ("Master", "Chief", "Launcher", "Scheduler")  # the coordinator first, as one reads the job
     order = sorted(replica_specs, key=lambda kind_name: (kind_name not in first, list(replica_specs).index(kind_name)))
-    pods: list[dict[str, Any]] = []
-    gangs: set[str] = set()
+    supported = TRAINING_TYPES.get(kind)
+    counts: dict[Any, int] = {}
     for replica_type in order:
         replica_spec = replica_specs[replica_type]
         where_type = f"{where}: {kind} {namespace}/{name}: spec.{field}.{replica_type}"
+        if supported is not None and replica_type not in supported:
+            # the operator's webhook (pkg/webhooks/utils ValidateReplicaSpecs: field.NotSupported)
+            said = ", ".join(f'"{t}"' for t in supported)
+            raise ProbeError(f"{where}: {kind} {namespace}/{name}: spec.{field}[{replica_type}]: Unsupported value: "
+                             f'"{replica_type}": supported values: {said}: the training operator\'s webhook would '
+                             "refuse it")
         if not isinstance(replica_spec, dict) or not isinstance(replica_spec.get("template"), dict):
             raise ProbeError(f"{where_type} has no template")
-        meta = _template_meta(replica_spec["template"])
-        gangs.add(_gang(meta, replica_spec["template"].get("spec"), namespace))
+        counts[replica_type] = _count(replica_spec.get("replicas"), 1, f"{where_type}.replicas")
+    total = sum(counts.values())
+    _room(total, room, f"{kind} {namespace}/{name}: its {total} replicas", where)
+    pods: list[dict[str, Any]] = []
+    gangs: set[str] = set()
+    for replica_type in order:
+        template = replica_specs[replica_type]["template"]
+        meta = _template_meta(template, f"{where}: {kind} {namespace}/{name}", f"spec.{field}.{replica_type}.template")
+        gangs.add(_gang(meta, template.get("spec"), namespace))
         rtype = str(replica_type).lower()
-        for index in range(_count(replica_spec.get("replicas"), 1, f"{where_type}.replicas")):
+        for index in range(counts[replica_type]):
             labels = {**(meta.get("labels") or {}), "training.kubeflow.org/job-name": name,
                       "training.kubeflow.org/replica-type": rtype, "training.kubeflow.org/replica-index": str(index)}
-            pods.append(_pod({"metadata": {**meta, "labels": labels}, "spec": replica_spec["template"].get("spec")},
+            pods.append(_pod({"metadata": {**meta, "labels": labels}, "spec": template.get("spec")},
                              f"{name}-{rtype}-{index}", namespace, created, where))
+        if counts[replica_type]:
+            _valid(pods[-1], f"{where}: {kind} {namespace}/{name}: its pod {pods[-1]['metadata']['name']} is")
     if not pods:
         return f"{kind} {namespace}/{name} has replicas 0"
     if gangs == {""} and len(pods) > 1:
@@ -256,14 +328,71 @@ def _template(workload: Mapping[str, Any], kind: str, name: str, namespace: str,
     template = spec.get("template") if isinstance(spec, dict) else None
     if not isinstance(spec, dict) or not isinstance(template, dict):
         raise ProbeError(f"{where}: {kind} {namespace}/{name} has no spec.template")
-    return spec, _template_meta(template)
+    return spec, _template_meta(template, f"{where}: {kind} {namespace}/{name}", "spec.template")
 
 
-def _template_meta(template: Mapping[str, Any]) -> dict[str, Any]:
-    """A pod template's metadata, less what the pod's own name and namespace replace."""
+def _template_meta(template: Mapping[str, Any], where: str, path: str) -> dict[str, Any]:
+    """A pod template's metadata, less what the pod's own name and namespace replace; its labels
+    and annotations maps of strings, as the apiserver takes them (`where`: the workload, `path`:
+    the template's field)."""
     meta = template.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise ProbeError(f"{where}: {path}.metadata: expected an object, got {type(meta).__name__}: {REFUSED}")
+    for field in ("labels", "annotations"):
+        wrong = _string_map_error((meta or {}).get(field), f"{path}.metadata.{field}")
+        if wrong:
+            raise ProbeError(f"{where}: {wrong}: {REFUSED}")
     return {key: value for key, value in meta.items() if key not in ("name", "namespace")} \
         if isinstance(meta, dict) else {}
+
+
+def _string_map_error(value: Any, path: str) -> str:
+    """Why `value` is not a map of strings (None is an empty one), in the core parser's words; ""."""
+    if value is None:
+        return ""
+    if not isinstance(value, dict):
+        return f"{path}: expected an object, got {type(value).__name__}"
+    if not all(isinstance(key, str) and isinstance(item, str) for key, item in value.items()):
+        return f"{path}: keys and values must be strings"
+    return ""
+
+
+def _selector_error(selector: Any, kind: str) -> str:
+    """Why apps/v1 validation would refuse `selector` (a Deployment's, ReplicaSet's — `kind`
+    "deployment", as upstream says for both — or StatefulSet's, "statefulset"): required, a
+    LabelSelector (metav1 validation.ValidateLabelSelector), not empty; "" when it is fine."""
+    if selector is None:
+        return "spec.selector: Required value"
+    if not isinstance(selector, dict):
+        return f"spec.selector: expected an object, got {type(selector).__name__}"
+    wrong = _string_map_error(selector.get("matchLabels"), "spec.selector.matchLabels")
+    if wrong:
+        return wrong
+    expressions = selector.get("matchExpressions")
+    if expressions is not None and not isinstance(expressions, list):
+        return f"spec.selector.matchExpressions: expected a list, got {type(expressions).__name__}"
+    for index, expression in enumerate(expressions or ()):
+        path = f"spec.selector.matchExpressions[{index}]"
+        if not isinstance(expression, dict):
+            return f"{path}: expected an object, got {type(expression).__name__}"
+        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values")
+        if not isinstance(key, str) or not key:
+            return f"{path}.key: Required value" if key in (None, "") else \
+                f"{path}.key: expected a string, got {type(key).__name__}"
+        if values is not None and not isinstance(values, list):
+            return f"{path}.values: expected a list, got {type(values).__name__}"
+        for at, value in enumerate(values or ()):
+            if not isinstance(value, str):
+                return f"{path}.values[{at}]: expected a string, got {type(value).__name__}"
+        if operator in ("In", "NotIn") and not values:
+            return f"{path}.values: Required value: must be specified when `operator` is 'In' or 'NotIn'"
+        if operator in ("Exists", "DoesNotExist") and values:
+            return f"{path}.values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+        if operator not in SELECTOR_OPERATORS:
+            return f'{path}.operator: Invalid value: "{operator}": not a valid selector operator'
+    if not selector.get("matchLabels") and not expressions:
+        return f"spec.selector: Invalid value: {{}}: empty selector is invalid for {kind}"
+    return ""
 
 
 def _gang(meta: Mapping[str, Any], spec: Any, namespace: str) -> str:
@@ -283,21 +412,16 @@ def _gang(meta: Mapping[str, Any], spec: Any, namespace: str) -> str:
     return ""
 
 
-def _selects(selector: Any, labels: Mapping[str, Any]) -> bool:
-    """Whether a LabelSelector selects `labels`; no selector (the file left it out) is not judged."""
-    if not isinstance(selector, dict):
-        return True
+def _selects(selector: Mapping[str, Any], labels: Mapping[str, Any]) -> bool:
+    """Whether a LabelSelector (one `_selector_error` passed) selects `labels`."""
     wanted = selector.get("matchLabels") or {}
-    if not isinstance(wanted, dict) or any(labels.get(key) != value for key, value in wanted.items()):
+    if any(labels.get(key) != value for key, value in wanted.items()):
         return False
     for expression in selector.get("matchExpressions") or ():
-        if not isinstance(expression, dict):
-            return False
-        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or ()
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or ()
         present = key in labels
-        if not {"In": present and labels.get(str(key)) in values,
-                "NotIn": not present or labels.get(str(key)) not in values,
-                "Exists": present, "DoesNotExist": not present}.get(str(operator), False):
+        if not {"In": present and labels.get(key) in values, "NotIn": not present or labels.get(key) not in values,
+                "Exists": present, "DoesNotExist": not present}[operator]:
             return False
     return True
 
@@ -317,8 +441,11 @@ def _said(selector: Any) -> str:
 
 
 def _count(value: Any, default: int, where: str) -> int:
+    """A replica count: a non-negative int32, as the API types it."""
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ProbeError(f"{where}: {value!r} is not a count")
+    if value > INT32_MAX:
+        raise ProbeError(f"{where}: Invalid value: {value}: out of range of int32 [0, {INT32_MAX}]: {REFUSED}")
     return value

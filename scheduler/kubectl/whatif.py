@@ -80,7 +80,8 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     """Replay the listed cluster under `config`; outcomes of the pending pods (in `namespace` only,
     when given, or the pods `only` names — `-f FILE`'s: the replay still places every pending pod,
     as the scheduler would). A pod whose outcome depends on a kind in `unread` (the kinds the
-    listing could not read) gets none: its RESULT says why (`unread.cannot_tell`)."""
+    listing could not read) gets none: its RESULT says why (`unread.cannot_tell`); one of `only`
+    the scheduler cannot read stays pending, its message `invalid: <why>`."""
     unknown = devices_unread(unread or {})  # GPUs pods' annotations name: in use as they say, no ghosts
     listed = listed_core(config, objects, now, unknown)  # the cluster now, as `kubectl tessera nodes` reads it
     current = listed.core
@@ -98,6 +99,11 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     # pods a PreEnqueue plugin keeps out are never attempted: their gate says why they stay pending
     found.update((key, Outcome(key, "", (), False, (), why)) for key, why in replay.scheduler.gated().items())
     _never_fits(found, replay.scheduler)
+    if only is not None:  # a file's pod the replay could not read is said, not dropped (-f checks them first)
+        found.update((notice.key, Outcome(notice.key, "", (), False, (), f"invalid: {notice.message}"))
+                     for notice in replay.stats.notices
+                     if notice.kind == "Pod" and notice.reason == "InvalidObject" and notice.key in only
+                     and notice.key not in found)
     names = offered(replay.scheduler.state) if unread else None
     for key in found:
         pod = replay.scheduler.state.pod_by_key(key)
