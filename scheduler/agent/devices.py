@@ -14,6 +14,7 @@ device because of a half-written file.
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from collections.abc import Mapping
@@ -60,6 +61,22 @@ class DeviceBackend(Protocol):
         """Release the backend's resources (NVML shutdown); discovery is not called again."""
 
 
+_NAME_INVALID = re.compile(r"[^a-z0-9-]+")
+
+
+def name_part(device_id: str) -> str:
+    """The device's part of its ExtendedResource's name (`publish.er_name`: `<node>.<this>`, cut
+    to length there): the id lowercased, with what a name cannot hold replaced and a digest of the
+    id added, so ids that differ only in such characters stay apart; ids that differ only by case
+    share it."""
+    lowered = device_id.lower()
+    clean = _NAME_INVALID.sub("-", lowered).strip("-")
+    if clean != lowered or not clean:
+        digest = hashlib.sha256(device_id.encode()).hexdigest()[:10]
+        return f"{clean}-{digest}" if clean else digest
+    return clean
+
+
 _FAKE_KEYS = frozenset({"uuid", "model", "memory", "computeCapability", "numaNode", "nvlinkGroup", "pciBusID",
                         "healthy", "vendor", "message"})
 
@@ -81,7 +98,7 @@ def parse_fake_devices(doc: Any, source: str = "fake devices") -> list[DeviceInf
     if not isinstance(doc, list):
         raise BackendError(f"{source}: expected a list of devices (or {{devices: [...]}}), got {type(doc).__name__}")
     out: list[DeviceInfo] = []
-    seen: set[str] = set()
+    seen: dict[str, tuple[int, str]] = {}  # name_part -> the index and uuid that has it
     for i, raw in enumerate(doc):
         where = f"{source}[{i}]"
         if not isinstance(raw, Mapping):
@@ -93,9 +110,14 @@ def parse_fake_devices(doc: Any, source: str = "fake devices") -> list[DeviceInf
         if not isinstance(uuid, str) or not uuid.strip():
             raise BackendError(f"{where}.uuid: Required value (a non-empty string)")
         uuid = uuid.strip()  # as the device is published: " GPU-1" is GPU-1, a duplicate of it
-        if uuid in seen:
-            raise BackendError(f"{where}.uuid: Duplicate value: {uuid!r}")
-        seen.add(uuid)
+        # compared as the device is published, `<node>.<name_part>`: GPU-1 and gpu-1 are one object
+        part = name_part(uuid)
+        if part in seen:
+            index, first = seen[part]
+            same = "" if first == uuid else (f": its ExtendedResource name (<node>.{part}) is that of {source}[{index}] "
+                                             f"({first!r})")
+            raise BackendError(f"{where}.uuid: Duplicate value: {uuid!r}{same}")
+        seen[part] = (i, uuid)
         if not isinstance(model, str) or not model.strip():
             raise BackendError(f"{where}.model: Required value (a non-empty string)")
         memory = _memory_bytes(raw.get("memory"), f"{where}.memory")

@@ -23,7 +23,6 @@ the last good device list instead.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -32,7 +31,7 @@ from typing import Any
 import aiohttp
 import structlog
 
-from scheduler.agent.devices import DeviceInfo
+from scheduler.agent.devices import DeviceInfo, name_part
 from scheduler.api.node_owner import node_owner_reference
 from scheduler.api.quantity import format_quantity
 from scheduler.core.objects import Device, parse_device
@@ -62,7 +61,6 @@ NODE_LABEL = "tessera.dev/node"
 _MAX_LABEL = 63  # a label value's longest (apimachinery IsValidLabelValue)
 _MAX_NAME = 253
 _MIB = 1024 * 1024
-_INVALID = re.compile(r"[^a-z0-9-]+")
 
 
 def _digest(text: str, length: int = 10) -> str:
@@ -71,12 +69,7 @@ def _digest(text: str, length: int = 10) -> str:
 
 def er_name(node_name: str, device_id: str) -> str:
     """`<node>.<sanitised device id>`, a valid object name for any node name and device id."""
-    lowered = device_id.lower()
-    clean = _INVALID.sub("-", lowered).strip("-")
-    lossy = clean != lowered or not clean
-    if lossy:
-        clean = f"{clean}-{_digest(device_id)}" if clean else _digest(device_id)
-    name = f"{node_name}.{clean}"
+    name = f"{node_name}.{name_part(device_id)}"
     if len(name) > _MAX_NAME:
         suffix = _digest(f"{node_name}/{device_id}")
         keep = _MAX_NAME - len(suffix) - 1

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.agent.devices import BackendError, DeviceInfo, FakeBackend, parse_fake_devices
+from scheduler.agent.publish import er_name
 
 V100 = {"uuid": "GPU-1111", "model": "Tesla V100-SXM2-32GB", "memory": "32Gi", "computeCapability": "7.0",
         "numaNode": 0, "pciBusID": "0000:3b:00.0"}
@@ -115,3 +116,17 @@ def test_uuids_that_differ_only_by_surrounding_spaces_are_duplicates() -> None:
     duplicate is."""
     with pytest.raises(BackendError, match=r"\[1\]\.uuid: Duplicate value"):
         parse_fake_devices([V100, {**V100, "uuid": " GPU-1111 "}])
+
+
+@pytest.mark.parametrize("other", ["gpu-1111", "Gpu-1111"])
+def test_uuids_published_under_one_name_are_duplicates(other: str) -> None:
+    """A review (session 54): GPU-1111 and gpu-1111 passed the duplicate check, but the agent
+    publishes a device as `<node>.<its uuid, lowercased>` (publish.er_name): one ExtendedResource
+    for both, and the desired set kept one of them. Duplicates are compared as the name will be."""
+    assert er_name("n", "GPU-1111") == er_name("n", other)  # one object for both
+    with pytest.raises(BackendError, match=r"^fake devices\[1\]\.uuid: Duplicate value: '" + other
+                       + r"': its ExtendedResource name \(<node>\.gpu-1111\) is that of fake devices\[0\] "
+                       r"\('GPU-1111'\)$"):
+        parse_fake_devices([V100, {**V100, "uuid": other}])
+    # ids that differ in a way the name keeps stay two devices
+    assert len(parse_fake_devices([V100, {**V100, "uuid": "GPU-1112"}, {**V100, "uuid": "GPU_1111"}])) == 3
