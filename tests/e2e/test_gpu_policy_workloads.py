@@ -25,6 +25,7 @@ from tests.deploy_manifests import DEPLOY, load_documents
 Obj = dict[str, Any]
 T = TypeVar("T")
 POLICY_FILE = DEPLOY / "admission" / "gpu-pod-policy.yaml"
+ANNOTATION_POLICY_FILE = DEPLOY / "admission" / "annotation-policy.yaml"
 VAP = "/apis/admissionregistration.k8s.io/v1"
 CLASS = "class.tessera.dev/v100-32g"
 # the policy's message for such a pod (its messageExpression with the default variables)
@@ -41,7 +42,7 @@ def plane(control_plane_binaries: ControlPlaneBinaries,
     with LocalControlPlane(tmp_path_factory.mktemp("gpu-policy-workloads"), binaries=control_plane_binaries,
                            with_controller_manager=True, install_crds=False,
                            controllers=("deployment-controller", "replicaset-controller", "job-controller")) as started:
-        for doc in load_documents(POLICY_FILE):
+        for doc in load_documents(POLICY_FILE) + load_documents(ANNOTATION_POLICY_FILE):
             kind = "validatingadmissionpolicies" if doc["kind"] == "ValidatingAdmissionPolicy" \
                 else "validatingadmissionpolicybindings"
             started.admin.create(f"{VAP}/{kind}", doc)
@@ -126,3 +127,33 @@ def test_a_workloads_refused_pods_show_the_policys_message_on_the_workload(plane
                         lambda: _failed_create_events(plane, namespace, kind, name))
         assert all(MESSAGE in event["message"] for event in events), events
     assert admin.get(f"/api/v1/namespaces/{namespace}/pods")["items"] == []  # no pod was admitted
+
+
+def test_a_workloads_pods_with_ledger_annotations_are_refused_to_the_controllers(plane: LocalControlPlane) -> None:
+    """A security review: where kube-controller-manager ran as system:masters (exempt from the
+    annotation policy) a tenant's ReplicaSet with spec.nodeName and a garbage `tessera.dev/devices`
+    in its pod template had its pods created unchecked, and the broken ledger annotation took the
+    node's GPUs out of use. The plane runs it as kubeadm does (--use-service-account-credentials):
+    the ReplicaSet controller creates pods as its own ServiceAccount, which the policy checks."""
+    admin = plane.admin
+    namespace = f"ledger-wl-{secrets.token_hex(3)}"
+    admin.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+    template = {"metadata": {"labels": {"app": "squat"}, "annotations": {"tessera.dev/devices": "garbage"}},
+                "spec": {"nodeName": "gpu-node-1", "containers": [{"name": "main", "image": "busybox"}]}}
+    admin.create(f"/apis/apps/v1/namespaces/{namespace}/replicasets", {
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "squat"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "squat"}}, "template": template}})
+
+    def outcome() -> Obj | None:
+        if admin.get(f"/api/v1/namespaces/{namespace}/pods")["items"]:
+            return {"admitted": True}
+        condition = _condition(admin.get(f"/apis/apps/v1/namespaces/{namespace}/replicasets/squat"),
+                               "ReplicaFailure")
+        return condition
+
+    condition = _until("the ReplicaSet neither made a pod nor got a ReplicaFailure condition", outcome)
+    assert "admitted" not in condition, "the ReplicaSet controller created a pod with a forged ledger annotation"
+    assert "ValidatingAdmissionPolicy 'tessera-annotations'" in condition["message"], condition
+    assert ("system:serviceaccount:kube-system:replicaset-controller may not change tessera.dev/devices"
+            in condition["message"]), condition
+    assert admin.get(f"/api/v1/namespaces/{namespace}/pods")["items"] == []

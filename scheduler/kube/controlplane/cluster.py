@@ -365,7 +365,7 @@ class LocalControlPlane:
         kubeconfig = self._client_kubeconfig(
             self.directory / "kube-controller-manager.kubeconfig",
             "system:kube-controller-manager",
-            ["system:masters"],
+            [],  # the bootstrap ClusterRole system:kube-controller-manager (kubeadm's identity)
         )
         self._controller_manager = ManagedProcess(
             "kube-controller-manager",

@@ -228,8 +228,12 @@ def controller_manager_argv(
         "--leader-elect=false",
         "--secure-port=0",  # "If 0, don't serve HTTPS at all": no port to pick or clash on
         f"--controllers={','.join(controllers)}",
-        # One identity (system:masters) for all controllers: no per-controller RBAC to set up.
-        "--use-service-account-credentials=false",
+        # As kubeadm runs it: each controller acts as its own ServiceAccount (kube-system's
+        # replicaset-controller, ...) with the bootstrap system:controller:* roles, never as
+        # system:masters. The admission policies exempt system:masters (deploy/README.md,
+        # "Admission policies"): a ReplicaSet's pods created as system:masters would pass forged
+        # tessera.dev/* annotations from any tenant's pod template.
+        "--use-service-account-credentials=true",
         f"--root-ca-file={ca_cert}",
         f"--cluster-signing-cert-file={ca_cert}",
         f"--cluster-signing-key-file={ca_key}",
