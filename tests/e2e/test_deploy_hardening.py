@@ -13,6 +13,7 @@ Two groups:
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import time
@@ -252,3 +253,62 @@ def test_users_can_set_the_documented_topology_annotation_on_a_label_gang(live: 
                           annotations={"tessera.dev/topology-required": "cloud.example.com/rack"}))
     status, body = call_as(live.plane, token, "POST", f"/api/v1/namespaces/{ns}/pods", pod)
     assert status == 201, f"a gang member with the documented topology annotation is refused: {status} {body[:400]}"
+
+
+def test_agent_token_cannot_change_a_pods_finalizers_or_owner_references(live: Live) -> None:
+    """A security review: the agent's node-bound token could set an ownerReference (to an object
+    that does not exist: the garbage collector then deleted the pod) or a finalizer on a pod of its
+    node, though deploy/README.md says it may change nothing but the tessera.dev/phase annotation."""
+    from scheduler.kube.http import MERGE_PATCH
+    from scheduler.sim import builders as b
+    from tests.e2e.live import creatable
+    from tests.e2e.test_deploy import agent_token_for_node, call_as
+
+    admin, ns = live.plane.admin, live.namespace
+    admin.create(f"/api/v1/namespaces/{ns}/pods", creatable(b.pod("owned-here", namespace=ns, node_name=live.here)))
+    token = agent_token_for_node(admin, live.here)
+    owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": "00000000-0000-0000-0000-000000000001"}
+    allowed = []
+    for patch in ({"metadata": {"ownerReferences": [owner]}}, {"metadata": {"finalizers": ["example.com/hold"]}},
+                  {"metadata": {"ownerReferences": [owner], "annotations": {"tessera.dev/phase": "Allocated"}}}):
+        status, body = call_as(live.plane, token, "PATCH", f"/api/v1/namespaces/{ns}/pods/owned-here", patch,
+                               MERGE_PATCH)
+        if status < 300:
+            allowed.append(patch)
+        else:  # refused as a change beyond the phase annotation, or (with it) as a phase change not allowed
+            assert status == 403 and ("may only change the tessera.dev/phase annotation" in body
+                                      or "tessera-agent may not change tessera.dev/phase" in body), body
+    meta = admin.get(f"/api/v1/namespaces/{ns}/pods/owned-here")["metadata"]
+    assert not allowed, f"the agent's token was allowed {allowed}: {meta.get('ownerReferences')} {meta.get('finalizers')}"
+    # the one write it needs still goes through
+    status, body = call_as(live.plane, token, "PATCH", f"/api/v1/namespaces/{ns}/pods/owned-here",
+                           {"metadata": {"annotations": {"tessera.dev/phase": "Allocated"}}}, MERGE_PATCH)
+    assert status == 200, body
+
+
+def test_agent_token_cannot_create_devices_named_after_another_node(live: Live) -> None:
+    """A security review: an agent created `<other node>.gpu-squat` with its own spec.nodeName;
+    the device policy checked only spec.nodeName, so an agent could take the names another node's
+    agent will publish under (scheduler/agent/publish.py er_name: `<node>.<device>`, label
+    tessera.dev/node=<node>). The name and the label must be its own node's; its own still go."""
+    from scheduler.agent.devices import DeviceInfo
+    from scheduler.agent.publish import EXTENDED_RESOURCES, build_object
+    from tests.e2e.test_deploy import agent_token_for_node, call_as
+
+    admin = live.plane.admin
+    token = agent_token_for_node(admin, live.here)
+    uid = admin.get(f"/api/v1/nodes/{live.here}")["metadata"]["uid"]
+    device = DeviceInfo(uuid="GPU-squat-0001", model="Tesla T4", memory_bytes=16 * 1024 ** 3)
+    own = build_object(live.here, uid, "nvidia.com/gpu", device)
+    squat = {**own, "metadata": {**own["metadata"], "name": f"{live.elsewhere}.gpu-squat"}}
+    mislabelled = {**own, "metadata": {**own["metadata"], "name": f"{live.here}.gpu-mislabelled",
+                                       "labels": {"tessera.dev/node": live.elsewhere}}}
+    results = {}
+    for name, body in (("squat", squat), ("mislabelled", mislabelled)):
+        status, text = call_as(live.plane, token, "POST", EXTENDED_RESOURCES, body)
+        results[name] = (status, json.loads(text).get("message", text))  # the body escapes < and >
+    assert all(status == 403 and "names its ExtendedResources <node>.<device>" in text
+               for status, text in results.values()), results
+    status, text = call_as(live.plane, token, "POST", EXTENDED_RESOURCES, own)
+    assert status == 201, text
+    admin.delete(f"{EXTENDED_RESOURCES}/{own['metadata']['name']}")
