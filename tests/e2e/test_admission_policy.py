@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -554,3 +554,79 @@ def test_the_charts_policy_with_a_platforms_values_holds_on_the_apiserver(gpu: G
         _refused(setup.user, ns, _gpu_pod("plain", ns, scheduler=None, limits={"nvidia.com/gpu": 1}))
     finally:
         apply_documents(admin, [d for d in deploy_documents() if d["metadata"]["name"] == GPU_POLICY])
+
+
+PRIORITY_MESSAGE = "which is for the cluster's own components: Tessera would preempt other teams' GPU pods for it"
+
+
+def test_a_tessera_pod_may_not_take_the_clusters_own_priority_classes(gpu: GpuSetup) -> None:
+    """A security review: any namespace editor's Tessera pod with priorityClassName
+    system-cluster-critical (or system-node-critical) preempted other teams' GPU jobs; the quota
+    fix (deploy/apiserver/quota-admission.yaml) needs an apiserver flag managed clusters refuse.
+    The GPU pod policy refuses those classes on Tessera's pods outside the exempt namespaces."""
+    setup = gpu.base
+    ns = setup.namespace
+    for priority_class in ("system-cluster-critical", "system-node-critical"):
+        for name, pod in (("gpus", _gpu_pod("gpus", ns, limits={CLASS: 1})), ("cpu", _gpu_pod("cpu", ns))):
+            pod["spec"]["priorityClassName"] = priority_class  # type: ignore[index]
+            message = _refused(setup.user, ns, pod)
+            assert PRIORITY_MESSAGE in message, (name, message)
+            assert f"spec.schedulerName: tessera) and sets spec.priorityClassName: {priority_class}" in message, message
+            assert "use a PriorityClass of your own" in message, message
+    # another scheduler's pod is not Tessera's business; an exempt namespace is not checked
+    other = _gpu_pod("kube-critical", ns, scheduler=None)
+    other["spec"]["priorityClassName"] = "system-cluster-critical"  # type: ignore[index]
+    setup.user.create(f"/api/v1/namespaces/{ns}/pods?dryRun=All", other)
+    exempt = _gpu_pod("platform", gpu.exempt, limits={CLASS: 1})
+    exempt["spec"]["priorityClassName"] = "system-cluster-critical"  # type: ignore[index]
+    setup.user.create(f"/api/v1/namespaces/{gpu.exempt}/pods?dryRun=All", exempt)
+
+
+VISIBLE_MESSAGE = "sets NVIDIA_VISIBLE_DEVICES in its env"
+
+
+def _with_env(pod: dict[str, object], env: Sequence[Mapping[str, object]], init: bool = False) -> dict[str, object]:
+    spec = pod["spec"]
+    assert isinstance(spec, dict)
+    for container in spec["initContainers" if init else "containers"]:
+        container["env"] = env
+    return pod
+
+
+def test_a_pod_may_not_name_gpus_through_nvidia_visible_devices(gpu: GpuSetup) -> None:
+    """A security review: the agent hands GPUs out through NVIDIA_VISIBLE_DEVICES, and under the
+    NVIDIA toolkit's default (accept-nvidia-visible-devices-envvar-when-unprivileged = true) a pod
+    that sets NVIDIA_VISIBLE_DEVICES=all sees every GPU of its node. The GPU pod policy refuses a
+    pod (any scheduler, GPUs asked for or not) that sets it in a container's env; an image's ENV is
+    the node setting's job, which the message says."""
+    setup = gpu.base
+    ns = setup.namespace
+    everything = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    from_config = [{"name": "NVIDIA_VISIBLE_DEVICES",
+                    "valueFrom": {"configMapKeyRef": {"name": "gpus", "key": "which"}}}]
+    for name, pod in (
+            ("all", _with_env(_gpu_pod("all", ns, scheduler=None), everything)),
+            ("tessera", _with_env(_gpu_pod("tessera", ns, limits={CLASS: 1}), [{"name": "NVIDIA_VISIBLE_DEVICES",
+                                                                                 "value": "0,1,2,3"}])),
+            ("init", _with_env(_gpu_pod("init", ns, init_limits={"cpu": "1"}), everything, init=True)),
+            ("from", _with_env(_gpu_pod("from", ns, scheduler="volcano"), from_config))):
+        message = _refused(setup.user, ns, pod)
+        assert VISIBLE_MESSAGE in message, (name, message)
+        assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in message, (name, message)
+    message = _refused(setup.user, ns, _with_env(_gpu_pod("which", ns, init_limits={"cpu": "1"}), everything,
+                                                  init=True))
+    assert "(container setup)" in message, message
+    # what hides GPUs (void, none) and the other NVIDIA variables are fine; an exempt namespace is not
+    # checked; the node agent's own pods (=all, to read the GPUs through NVML) are let through
+    for value in ("void", "none"):
+        setup.user.create(f"/api/v1/namespaces/{ns}/pods?dryRun=All", _with_env(
+            _gpu_pod(f"hidden-{value}", ns, scheduler=None), [{"name": "NVIDIA_VISIBLE_DEVICES", "value": value}]))
+    setup.user.create(f"/api/v1/namespaces/{ns}/pods?dryRun=All", _with_env(
+        _gpu_pod("caps", ns), [{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}]))
+    setup.user.create(f"/api/v1/namespaces/{gpu.exempt}/pods?dryRun=All",
+                      _with_env(_gpu_pod("dcgm", gpu.exempt, scheduler=None), everything))
+    agent = _with_env(_gpu_pod("agent", SYSTEM_NAMESPACE, scheduler=None), everything)
+    agent["spec"]["serviceAccountName"] = AGENT_SA  # type: ignore[index]
+    setup.plane.admin.create(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods?dryRun=All", agent)
+    agent["spec"]["serviceAccountName"] = "default"  # type: ignore[index]
+    _refused(setup.plane.admin, SYSTEM_NAMESPACE, agent)
