@@ -238,7 +238,7 @@ def _gpu_policy_lists(docs: list[Obj]) -> dict[str, Any]:
     """The GPU pod policy's list variables (CEL list literals, JSON here) and its binding's scope."""
     policy = find(docs, "ValidatingAdmissionPolicy", "tessera-gpu-pods")
     lists = {v["name"]: json.loads(v["expression"]) for v in policy["spec"]["variables"]
-             if v["name"] in ("schedulerNames", "gpuResourceNames", "gpuResourcePrefixes")}
+             if v["name"] in ("schedulerNames", "gpuResourceNames", "gpuResourcePrefixes", "refusedPriorityClasses")}
     binding = find(docs, "ValidatingAdmissionPolicyBinding", "tessera-gpu-pods")["spec"]
     expressions = {e["key"]: e for e in binding["matchResources"]["namespaceSelector"]["matchExpressions"]}
     lists["exempt"] = expressions.get("kubernetes.io/metadata.name", {}).get("values", [])
@@ -257,7 +257,7 @@ def test_the_gpu_pod_policy_names_the_configured_profiles() -> None:
     names = [p.get("schedulerName", "tessera") for p in config["profiles"]]
     assert _gpu_policy_lists(docs) == {
         "schedulerNames": names, "gpuResourceNames": [], "gpuResourcePrefixes": ["class.tessera.dev/"],
-        "exempt": ["kube-system"], "exemptLabel": ("NotIn", ["exempt"]), "actions": ["Deny"]}
+        "refusedPriorityClasses": ["system-cluster-critical", "system-node-critical"], "exempt": ["kube-system"], "exemptLabel": ("NotIn", ["exempt"]), "actions": ["Deny"]}
 
 
 def test_gpu_pod_policy_values_reach_the_policy(helm: Path) -> None:
@@ -267,11 +267,13 @@ def test_gpu_pod_policy_values_reach_the_policy(helm: Path) -> None:
               "gpuPodPolicy": {"resourceNames": ["nvidia.com/gpu", "gpu.example.com/v100-32g"],
                                "resourcePrefixes": ["class.tessera.dev/", "gpu.example.com/a100-"],
                                "exemptNamespaces": ["kube-system", "gpu-operator"],
+                               "refusedPriorityClasses": ["system-cluster-critical", "platform-high"],
                                "validationActions": ["Warn", "Audit"]}}
     assert _gpu_policy_lists(helm_template(helm, values)) == {
         "schedulerNames": ["tessera", "tessera-batch"],
         "gpuResourceNames": ["nvidia.com/gpu", "gpu.example.com/v100-32g"],
         "gpuResourcePrefixes": ["class.tessera.dev/", "gpu.example.com/a100-"],
+        "refusedPriorityClasses": ["system-cluster-critical", "platform-high"],
         "exempt": ["kube-system", "gpu-operator"], "exemptLabel": ("NotIn", ["exempt"]), "actions": ["Warn", "Audit"]}
     # no exempt namespace: no empty NotIn (the apiserver refuses one), the label alone
     none = _gpu_policy_lists(helm_template(helm, {"gpuPodPolicy": {"exemptNamespaces": []}}))
@@ -289,6 +291,7 @@ def test_gpu_pod_policy_values_reach_the_policy(helm: Path) -> None:
     {"gpuPodPolicy": {"validationActions": []}},
     {"gpuPodPolicy": {"validationActions": ["Deny", "Warn"]}},  # the apiserver refuses both together
     {"gpuPodPolicy": {"exemptNamespaces": ["Kube-System"]}},
+    {"gpuPodPolicy": {"refusedPriorityClasses": ["x']"]}},  # not a PriorityClass name
 ])
 def test_gpu_pod_policy_values_are_checked(helm: Path, values: Obj) -> None:
     assert "gpuPodPolicy" in helm_template_error(helm, values)
