@@ -471,6 +471,14 @@ def test_notes_name_what_was_installed(helm: Path, tmp_path: Path) -> None:
     # `profiles: null` drops the chart's list: Tessera's built-in profile, named tessera.
     none = _notes(helm, tmp_path, {"schedulerConfig": {"profiles": None}})
     assert "Pods opt in with `spec.schedulerName: tessera`;" in none
+    # the GPU pod policy refuses any pod setting NVIDIA_VISIBLE_DEVICES outside exempt namespaces:
+    # node-level GPU tools (DCGM exporter, the GPU Operator) must be exempted now, not found out
+    # when a new node's DaemonSet pod is refused; the node setting is what the install needs
+    assert "kubectl label namespace NAMESPACE tessera.dev/gpu-pod-policy=exempt" in default
+    assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in default
+    off = _notes(helm, tmp_path, {"gpuPodPolicy": {"enabled": False}})
+    assert "tessera.dev/gpu-pod-policy=exempt" not in off
+    assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in off
 
 
 def test_the_readmes_recipe_keeps_the_scheduler_off_gpu_nodes_and_its_replicas_apart(helm: Path) -> None:
