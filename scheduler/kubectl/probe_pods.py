@@ -43,7 +43,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.core.objects import GANG_MIN_LABEL, GANG_NAME_LABEL, PODGROUP_LABEL, ObjectError, parse_pod
+from scheduler.core.objects import PODGROUP_LABEL, ObjectError, Pod, gang_name, parse_pod
 
 POD_GROUP_KIND = "PodGroup"
 REPLICATED_KINDS = ("Deployment", "ReplicaSet")  # spec.replicas pods of spec.template, random names
@@ -149,7 +149,9 @@ def _completed(obj: Any, where: str, namespace: str, namespace_flag: str | None,
     ns = _namespace(meta, where, namespace, namespace_flag)
     if kind == "Pod":
         name = _name(meta, where)
-        return [_valid(_pod(obj, name, ns, created, where), f"{where}: Pod {ns}/{name} is")]
+        pod = _pod(obj, name, ns, created, where)
+        _valid(pod, f"{where}: Pod {ns}/{name} is")
+        return [pod]
     if kind == "Job":
         return _job_pods(obj, _name(meta, where), ns, created, where, room)
     if kind in TRAINING_JOBS and str(obj.get("apiVersion") or "").startswith(TRAINING_API):
@@ -197,14 +199,22 @@ def _pod(obj: Mapping[str, Any], name: str, namespace: str, created: str, where:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec, "status": {"phase": "Pending"}}
 
 
-def _valid(pod: dict[str, Any], said: str) -> dict[str, Any]:
-    """`pod` when the scheduler can read it (the core's parser, as the replay and the live
-    scheduler read pods); else an error: a pod it refuses would vanish from the replay unsaid."""
+def _valid(pod: dict[str, Any], said: str) -> Pod:
+    """`pod` as the scheduler reads it (the core's parser, as the replay and the live scheduler
+    read pods); else an error: a pod it refuses would vanish from the replay unsaid."""
     try:
-        parse_pod(pod)
+        return parse_pod(pod)
     except ObjectError as err:
         raise ProbeError(f"{said} not a valid Pod: {err}") from None
-    return pod
+
+
+def _gang(pod: Pod) -> str:
+    """The gang `pod` joins as the core reads it (objects._gang), said for the user; "" for none
+    (or a label gang of min-available 1, which waits for no other pod)."""
+    gang = pod.gang
+    if gang is None or (gang.min_available is not None and gang.min_available <= 1):
+        return ""
+    return f"{'PodGroup' if gang.from_podgroup else 'gang'} {gang_name(gang.key)}"
 
 
 def _room(count: int, room: int, what: str, where: str) -> None:
@@ -246,13 +256,6 @@ def _replica_pods(workload: Mapping[str, Any], kind: str, name: str, namespace: 
     if not replicas:
         return f"{kind} {namespace}/{name} has replicas 0"
     _room(replicas, room, f"{kind} {namespace}/{name}: its {replicas} replicas", where)
-    gang = _gang(meta, spec["template"].get("spec"), namespace)
-    if kind == "StatefulSet" and replicas > 1 and gang and spec.get("podManagementPolicy") != "Parallel":
-        # pkg/controller/statefulset: OrderedReady waits for each pod to be Running and Ready
-        notes.append(f"{where}: {kind} {namespace}/{name}: its pods are one gang ({gang}) and its podManagementPolicy "
-                     f"is OrderedReady, which creates each pod only once the one before it is Running and Ready: "
-                     f"{name}-0 would wait for its gang, and {name}-1 would never be created; set "
-                     "spec.podManagementPolicy: Parallel (placed here as Parallel creates them)")
     pods = []
     for index in range(replicas):
         if kind == "StatefulSet":  # pkg/controller/statefulset/stateful_set_utils.go: getPodName, its labels
@@ -263,7 +266,13 @@ def _replica_pods(workload: Mapping[str, Any], kind: str, name: str, namespace: 
             pod_name, pod_labels = f"{name}-what-if-{index}", labels
         pods.append(_pod({"metadata": {**meta, "labels": dict(pod_labels)}, "spec": spec["template"].get("spec")},
                          pod_name, namespace, created, where))
-    _valid(pods[0], f"{where}: {kind} {namespace}/{name}: its pod {pods[0]['metadata']['name']} is")
+    gang = _gang(_valid(pods[0], f"{where}: {kind} {namespace}/{name}: its pod {pods[0]['metadata']['name']} is"))
+    if kind == "StatefulSet" and replicas > 1 and gang and spec.get("podManagementPolicy") != "Parallel":
+        # pkg/controller/statefulset: OrderedReady waits for each pod to be Running and Ready
+        notes.append(f"{where}: {kind} {namespace}/{name}: its pods are one gang ({gang}) and its podManagementPolicy "
+                     f"is OrderedReady, which creates each pod only once the one before it is Running and Ready: "
+                     f"{name}-0 would wait for its gang, and {name}-1 would never be created; set "
+                     "spec.podManagementPolicy: Parallel (placed here as Parallel creates them)")
     return pods
 
 
@@ -299,15 +308,15 @@ def _training_pods(job: Mapping[str, Any], kind: str, name: str, namespace: str,
     for replica_type in order:
         template = replica_specs[replica_type]["template"]
         meta = _template_meta(template, f"{where}: {kind} {namespace}/{name}", f"spec.{field}.{replica_type}.template")
-        gangs.add(_gang(meta, template.get("spec"), namespace))
         rtype = str(replica_type).lower()
         for index in range(counts[replica_type]):
             labels = {**(meta.get("labels") or {}), "training.kubeflow.org/job-name": name,
                       "training.kubeflow.org/replica-type": rtype, "training.kubeflow.org/replica-index": str(index)}
             pods.append(_pod({"metadata": {**meta, "labels": labels}, "spec": template.get("spec")},
                              f"{name}-{rtype}-{index}", namespace, created, where))
-        if counts[replica_type]:
-            _valid(pods[-1], f"{where}: {kind} {namespace}/{name}: its pod {pods[-1]['metadata']['name']} is")
+        if counts[replica_type]:  # one template: one check, and the gang its pods join
+            gangs.add(_gang(_valid(pods[-1], f"{where}: {kind} {namespace}/{name}: its pod "
+                                             f"{pods[-1]['metadata']['name']} is")))
     if not pods:
         return f"{kind} {namespace}/{name} has replicas 0"
     if gangs == {""} and len(pods) > 1:
@@ -392,23 +401,6 @@ def _selector_error(selector: Any, kind: str) -> str:
             return f'{path}.operator: Invalid value: "{operator}": not a valid selector operator'
     if not selector.get("matchLabels") and not expressions:
         return f"spec.selector: Invalid value: {{}}: empty selector is invalid for {kind}"
-    return ""
-
-
-def _gang(meta: Mapping[str, Any], spec: Any, namespace: str) -> str:
-    """The gang a template's pods join, as the core reads a pod's (objects._gang), said for the user;
-    "" for none (or a label gang of min-available 1)."""
-    group = (spec.get("schedulingGroup") or {}) if isinstance(spec, dict) else {}
-    if isinstance(group, dict) and group.get("podGroupName"):
-        return f"PodGroup {namespace}/{group['podGroupName']}"
-    labels = meta.get("labels") or {}
-    if not isinstance(labels, dict):
-        return ""
-    if labels.get(PODGROUP_LABEL):
-        return f"PodGroup {namespace}/{labels[PODGROUP_LABEL]}"
-    minimum = str(labels.get(GANG_MIN_LABEL, ""))
-    if labels.get(GANG_NAME_LABEL) and minimum.isdigit() and int(minimum) > 1:
-        return f"gang {namespace}/{labels[GANG_NAME_LABEL]}"
     return ""
 
 

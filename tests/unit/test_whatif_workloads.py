@@ -165,6 +165,17 @@ async def test_a_statefulset_gang_created_one_pod_at_a_time_is_warned_of(
                           "pod-group.scheduling.sigs.k8s.io/min-available: '2'}"), "f", "default", None, 0, labelled)
     assert (parallel, alone) == ([], [])
     assert len(labelled) == 1 and "(gang default/lg)" in labelled[0]
+    # min-available as the core reads it (Go's strconv.Atoi): "+2" is a gang of 2, "²" (a Unicode
+    # digit Python's int() refuses) is no integer, so no gang, and no traceback
+    signed: list[str] = []
+    read_probes(_workload("StatefulSet", "w", 2, labels="{app: web, pod-group.scheduling.sigs.k8s.io/name: lg, "
+                          "pod-group.scheduling.sigs.k8s.io/min-available: '+2'}"), "f", "default", None, 0, signed)
+    assert len(signed) == 1 and "(gang default/lg)" in signed[0]
+    superscript: list[str] = []
+    assert len(read_probes(_workload("StatefulSet", "w", 2, labels="{app: web, pod-group.scheduling.sigs.k8s.io/name: "
+                                     "lg, pod-group.scheduling.sigs.k8s.io/min-available: '²'}"),
+                           "f", "default", None, 0, superscript)) == 2
+    assert superscript == []
     # the command prints it on stderr, and still places the pods
     (tmp_path / "file.yaml").write_text(gang)
     monkeypatch.setattr(cli, "_listing", fake_listing(_Api(), _cluster()))
@@ -216,6 +227,13 @@ def test_a_kubeflow_training_job_becomes_its_replicas_pods() -> None:
     gang = "{scheduling.x-k8s.io/pod-group: ddp}"
     quiet: list[str] = []
     assert len(read_probes(PYTORCHJOB % (gang, gang), "f", "team", None, 0, quiet)) == 3 and quiet == []
+    # a label gang the core reads ("+3": strconv.Atoi's sign) names a gang: no note; "²" names none
+    signed = "{pod-group.scheduling.sigs.k8s.io/name: ddp, pod-group.scheduling.sigs.k8s.io/min-available: '+3'}"
+    assert len(read_probes(PYTORCHJOB % (signed, signed), "f", "team", None, 0, quiet)) == 3 and quiet == []
+    odd = "{pod-group.scheduling.sigs.k8s.io/name: ddp, pod-group.scheduling.sigs.k8s.io/min-available: '²'}"
+    unread: list[str] = []
+    assert len(read_probes(PYTORCHJOB % (odd, odd), "f", "team", None, 0, unread)) == 3
+    assert len(unread) == 1 and "its templates name no gang" in unread[0]
     with pytest.raises(ProbeError, match="object 1: PyTorchJob team/ddp has no spec.pytorchReplicaSpecs"):
         read_probes("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: ddp}\nspec: {}\n",
                     "f", "team", None, 0)
