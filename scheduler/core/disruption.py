@@ -47,22 +47,31 @@ class LabelSelector:
 
 
 def parse_label_selector(value: object, where: str) -> LabelSelector:
+    """A metav1.LabelSelector at `where`, or the field error upstream gives (metav1 validation's
+    ValidateLabelSelector; labels.NewRequirement refuses the same under LabelSelectorAsSelector):
+    every expression has a key, a known operator and string values, as many as it takes. Whether
+    an empty selector is allowed is the caller's (`LabelSelector.empty`)."""
     raw = _mapping(value, where)
     expressions = []
     for i, item_raw in enumerate(_list(raw.get("matchExpressions"), f"{where}.matchExpressions")):
-        item = _mapping(item_raw, f"{where}.matchExpressions[{i}]")
-        key = _str(item.get("key"), f"{where}.matchExpressions[{i}].key")
-        op = _str(item.get("operator"), f"{where}.matchExpressions[{i}].operator")
-        values = tuple(str(v) for v in _list(item.get("values"), f"{where}.matchExpressions[{i}].values"))
-        if op not in _OPERATORS:
-            raise ObjectError(f'{where}.matchExpressions[{i}].operator: Unsupported value: "{op}"')
+        path = f"{where}.matchExpressions[{i}]"
+        item = _mapping(item_raw, path)
+        key = _str(item.get("key"), f"{path}.key")
+        if not key:
+            raise ObjectError(f"{path}.key: Required value")
+        op = _str(item.get("operator"), f"{path}.operator")
+        values = _list(item.get("values"), f"{path}.values")
+        for at, v in enumerate(values):
+            if not isinstance(v, str):
+                raise ObjectError(f"{path}.values[{at}]: expected a string, got {type(v).__name__}")
         if op in ("In", "NotIn") and not values:
-            raise ObjectError(f"{where}.matchExpressions[{i}].values: Required value: must be specified "
-                              "when `operator` is 'In' or 'NotIn'")
+            raise ObjectError(f"{path}.values: Required value: must be specified when `operator` is 'In' or 'NotIn'")
         if op in ("Exists", "DoesNotExist") and values:
-            raise ObjectError(f"{where}.matchExpressions[{i}].values: Forbidden: may not be specified "
-                              "when `operator` is 'Exists' or 'DoesNotExist'")
-        expressions.append(Requirement(key, op, values))
+            raise ObjectError(f"{path}.values: Forbidden: may not be specified when `operator` is 'Exists' or "
+                              "'DoesNotExist'")
+        if op not in _OPERATORS:
+            raise ObjectError(f'{path}.operator: Invalid value: "{op}": not a valid selector operator')
+        expressions.append(Requirement(key, op, tuple(values)))
     return LabelSelector(_str_map(raw.get("matchLabels"), f"{where}.matchLabels"), tuple(expressions))
 
 

@@ -43,6 +43,7 @@ from typing import Any
 
 import yaml
 
+from scheduler.core.disruption import LabelSelector, parse_label_selector
 from scheduler.core.objects import PODGROUP_LABEL, ObjectError, Pod, gang_name, parse_pod
 
 POD_GROUP_KIND = "PodGroup"
@@ -60,7 +61,6 @@ TAKEN = ("Pods, Deployments, ReplicaSets, StatefulSets, Jobs, Kubeflow training 
 DEFAULT_SCHEDULER = "default-scheduler"  # the apiserver's default for spec.schedulerName
 INT32_MAX = 2**31 - 1  # spec.replicas, parallelism, completions are int32 in the API
 MAX_PODS = 100_000  # the most pods one file may stand for: a replay of more would not end in useful time
-SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 REFUSED = "the apiserver would refuse it"
 
 
@@ -245,10 +245,9 @@ def _replica_pods(workload: Mapping[str, Any], kind: str, name: str, namespace: 
     """A Deployment's, ReplicaSet's or StatefulSet's pods: spec.replicas of its template."""
     spec, meta = _template(workload, kind, name, namespace, where)
     labels = meta.get("labels") or {}
-    wrong = _selector_error(spec.get("selector"), "statefulset" if kind == "StatefulSet" else "deployment")
-    if wrong:
-        raise ProbeError(f"{where}: {kind} {namespace}/{name}: {wrong}: {REFUSED}")
-    if not _selects(spec["selector"], labels):
+    selector = _selector(spec.get("selector"), "statefulset" if kind == "StatefulSet" else "deployment",
+                         f"{where}: {kind} {namespace}/{name}")
+    if not selector.matches(labels):
         # apps/v1 validation: `selector` does not match template `labels`
         raise ProbeError(f"{where}: {kind} {namespace}/{name}: spec.selector ({_said(spec['selector'])}) does "
                          f"not match the template's labels ({_said({'matchLabels': labels})}): {REFUSED}")
@@ -366,56 +365,20 @@ def _string_map_error(value: Any, path: str) -> str:
     return ""
 
 
-def _selector_error(selector: Any, kind: str) -> str:
-    """Why apps/v1 validation would refuse `selector` (a Deployment's, ReplicaSet's — `kind`
-    "deployment", as upstream says for both — or StatefulSet's, "statefulset"): required, a
-    LabelSelector (metav1 validation.ValidateLabelSelector), not empty; "" when it is fine."""
+def _selector(selector: Any, kind: str, said: str) -> LabelSelector:
+    """The workload's spec.selector, or the error apps/v1 validation gives (`said`: the workload;
+    `kind` "deployment" for a Deployment or ReplicaSet, as upstream says for both, or
+    "statefulset"): required, a LabelSelector (the core's parser: metav1 validation's
+    ValidateLabelSelector), not empty."""
     if selector is None:
-        return "spec.selector: Required value"
-    if not isinstance(selector, dict):
-        return f"spec.selector: expected an object, got {type(selector).__name__}"
-    wrong = _string_map_error(selector.get("matchLabels"), "spec.selector.matchLabels")
-    if wrong:
-        return wrong
-    expressions = selector.get("matchExpressions")
-    if expressions is not None and not isinstance(expressions, list):
-        return f"spec.selector.matchExpressions: expected a list, got {type(expressions).__name__}"
-    for index, expression in enumerate(expressions or ()):
-        path = f"spec.selector.matchExpressions[{index}]"
-        if not isinstance(expression, dict):
-            return f"{path}: expected an object, got {type(expression).__name__}"
-        key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values")
-        if not isinstance(key, str) or not key:
-            return f"{path}.key: Required value" if key in (None, "") else \
-                f"{path}.key: expected a string, got {type(key).__name__}"
-        if values is not None and not isinstance(values, list):
-            return f"{path}.values: expected a list, got {type(values).__name__}"
-        for at, value in enumerate(values or ()):
-            if not isinstance(value, str):
-                return f"{path}.values[{at}]: expected a string, got {type(value).__name__}"
-        if operator in ("In", "NotIn") and not values:
-            return f"{path}.values: Required value: must be specified when `operator` is 'In' or 'NotIn'"
-        if operator in ("Exists", "DoesNotExist") and values:
-            return f"{path}.values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
-        if operator not in SELECTOR_OPERATORS:
-            return f'{path}.operator: Invalid value: "{operator}": not a valid selector operator'
-    if not selector.get("matchLabels") and not expressions:
-        return f"spec.selector: Invalid value: {{}}: empty selector is invalid for {kind}"
-    return ""
-
-
-def _selects(selector: Mapping[str, Any], labels: Mapping[str, Any]) -> bool:
-    """Whether a LabelSelector (one `_selector_error` passed) selects `labels`."""
-    wanted = selector.get("matchLabels") or {}
-    if any(labels.get(key) != value for key, value in wanted.items()):
-        return False
-    for expression in selector.get("matchExpressions") or ():
-        key, operator, values = expression["key"], expression["operator"], expression.get("values") or ()
-        present = key in labels
-        if not {"In": present and labels.get(key) in values, "NotIn": not present or labels.get(key) not in values,
-                "Exists": present, "DoesNotExist": not present}[operator]:
-            return False
-    return True
+        raise ProbeError(f"{said}: spec.selector: Required value: {REFUSED}")
+    try:
+        parsed = parse_label_selector(selector, "spec.selector")
+    except ObjectError as err:
+        raise ProbeError(f"{said}: {err}: {REFUSED}") from None
+    if parsed.empty:
+        raise ProbeError(f"{said}: spec.selector: Invalid value: {{}}: empty selector is invalid for {kind}: {REFUSED}")
+    return parsed
 
 
 def _said(selector: Any) -> str:
