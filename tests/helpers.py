@@ -15,6 +15,8 @@ import orjson
 from scheduler.api.config import SchedulerConfig, load_config, parse_config
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.snapshot import ClusterListing
 from scheduler.kubectl.target import Target
 from scheduler.sim import builders as b
@@ -22,6 +24,7 @@ from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import load
 from scheduler.view.cluster import gpu_counts
 from scheduler.view.model import GpuCounts
+from tests.fakeapi import FakeApi
 
 BINPACK = "config/binpack.yaml"
 # why a gang with fewer pods than its minimum waits (`capacity.too_few_members`), written out once for
@@ -243,3 +246,19 @@ def nested_paths(value: Any, out: list[tuple[Any, Any]]) -> None:
         for i in range(len(value)):
             out.append((value, i))
             nested_paths(value[i], out)
+
+
+CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
+
+
+def class_conditions(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each ResourceClass's first status condition, by class name, as a leading SchedulerLoop that
+    was sent `objs` (ADDED) would write them."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t",  # type: ignore[arg-type]
+                         leader_term=lambda: 1)
+    for obj in objs:
+        loop._apply("ADDED", obj)
+    loop._write_class_statuses()
+    return {path.rsplit("/", 2)[-2]: body["status"]["conditions"][0]
+            for (path, _), body in loop.statuses._dirty.items() if path.startswith(CLASSES)}

@@ -64,6 +64,12 @@ class DeviceBackend(Protocol):
 _NAME_INVALID = re.compile(r"[^a-z0-9-]+")
 
 
+def digest(text: str, length: int = 10) -> str:
+    """The first `length` hex digits of `text`'s sha256: what keeps apart the device names that
+    `name_part` and `publish.er_name` shorten or clean alike."""
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
 def name_part(device_id: str) -> str:
     """The device's part of its ExtendedResource's name (`publish.er_name`: `<node>.<this>`, cut
     to length there): the id lowercased, with what a name cannot hold replaced and a digest of the
@@ -72,8 +78,8 @@ def name_part(device_id: str) -> str:
     lowered = device_id.lower()
     clean = _NAME_INVALID.sub("-", lowered).strip("-")
     if clean != lowered or not clean:
-        digest = hashlib.sha256(device_id.encode()).hexdigest()[:10]
-        return f"{clean}-{digest}" if clean else digest
+        suffix = digest(device_id)
+        return f"{clean}-{suffix}" if clean else suffix
     return clean
 
 

@@ -22,7 +22,6 @@ the last good device list instead.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -31,7 +30,7 @@ from typing import Any
 import aiohttp
 import structlog
 
-from scheduler.agent.devices import DeviceInfo, name_part
+from scheduler.agent.devices import DeviceInfo, digest, name_part
 from scheduler.api.node_owner import node_owner_reference
 from scheduler.api.quantity import format_quantity
 from scheduler.core.objects import Device, parse_device
@@ -63,15 +62,11 @@ _MAX_NAME = 253
 _MIB = 1024 * 1024
 
 
-def _digest(text: str, length: int = 10) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:length]
-
-
 def er_name(node_name: str, device_id: str) -> str:
     """`<node>.<sanitised device id>`, a valid object name for any node name and device id."""
     name = f"{node_name}.{name_part(device_id)}"
     if len(name) > _MAX_NAME:
-        suffix = _digest(f"{node_name}/{device_id}")
+        suffix = digest(f"{node_name}/{device_id}")
         keep = _MAX_NAME - len(suffix) - 1
         name = f"{name[:keep].rstrip('.-')}-{suffix}"
     return name

@@ -104,6 +104,7 @@ from scheduler.api.config_model import (
     ScoreWeights,
 )
 from scheduler.api.names import DNS_LABEL, DNS_SUBDOMAIN
+from scheduler.core.objects import INT32_MAX
 from scheduler.core.plugins.registry import BY_NAME, REGISTRY, PluginSpec
 
 __all__ = ["parse_config", "parse_leader_election", "SUPPORTED_API_VERSIONS"]
@@ -152,7 +153,6 @@ _ALL_PLUGINS = tuple(spec.name for spec in REGISTRY)
 _FILTER_PLUGINS = frozenset(spec.name for spec in REGISTRY if spec.filters)
 _LEGACY_ENABLE_ALIASES = {alias: spec.name for spec in REGISTRY if spec.legacy for alias in spec.legacy.enable}
 _LEGACY_DISABLE_ALIASES = {alias: spec.name for spec in REGISTRY if spec.legacy for alias in spec.legacy.disable}
-_MAX_INT32 = 2**31 - 1
 _SECOND = 10**9
 _JITTER_FACTOR = 1.2  # client-go leaderelection.JitterFactor
 
@@ -503,8 +503,8 @@ def _enabled_plugin(item: ArgsReader, supported: tuple[str, ...], legacy: bool, 
 
     def read_weight() -> int:
         weight = item.get_int("weight", 0, "int32")
-        if not 0 <= weight <= _MAX_INT32:
-            invalid(item.at("weight"), weight, f"must be in the range [0, {_MAX_INT32}]")
+        if not 0 <= weight <= INT32_MAX:
+            invalid(item.at("weight"), weight, f"must be in the range [0, {INT32_MAX}]")
         return weight
 
     written = found.read(read_name, "")

@@ -14,11 +14,11 @@ import struct
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Literal, NoReturn, TypeVar
 
-from scheduler.core.objects import aggregate_error
+from scheduler.core.objects import INT32_MAX, aggregate_error
 
 GoInt = Literal["int32", "int64"]
 GoFloat = Literal["float32", "float64"]
-_GO_INT_RANGES: dict[GoInt, tuple[int, int]] = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+_GO_INT_RANGES: dict[GoInt, tuple[int, int]] = {"int32": (-(INT32_MAX + 1), INT32_MAX), "int64": (-(2**63), 2**63 - 1)}
 _T = TypeVar("_T")
 
 

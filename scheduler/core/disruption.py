@@ -23,8 +23,8 @@ from scheduler.core.objects import (
     _list,
     _mapping,
     _str,
-    _str_map,
     parse_meta,
+    str_map,
 )
 
 _OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
@@ -72,7 +72,7 @@ def parse_label_selector(value: object, where: str) -> LabelSelector:
         if op not in _OPERATORS:
             raise ObjectError(f'{path}.operator: Invalid value: "{op}": not a valid selector operator')
         expressions.append(Requirement(key, op, tuple(values)))
-    return LabelSelector(_str_map(raw.get("matchLabels"), f"{where}.matchLabels"), tuple(expressions))
+    return LabelSelector(str_map(raw.get("matchLabels"), f"{where}.matchLabels"), tuple(expressions))
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from scheduler.core.resources import (
     ExactResources,
     Resources,
     aggregate_container_requests,
+    is_integer_resource,
     max_into,
     node_scoring_defaults,
     pod_level_requests,
@@ -70,7 +71,9 @@ def _list(value: object, where: str) -> list[Any]:
     return value
 
 
-def _str_map(value: object, where: str) -> dict[str, str]:
+def str_map(value: object, where: str) -> dict[str, str]:
+    """A map of strings at `where` (labels, annotations, a nodeSelector; None is an empty one), or
+    the ObjectError saying why it is not one."""
     raw = _mapping(value, where)
     out: dict[str, str] = {}
     for key, item in raw.items():
@@ -109,20 +112,10 @@ def exact_resource_list(value: object, where: str, integers: bool = True) -> Exa
             amount = _scheduler_amount(raw, name == CPU) if isinstance(raw, str) else _amount(raw, name == CPU)
         except QuantityError as err:
             raise ObjectError(f"{where}[{name}]: {err}") from None
-        if integers and _integer_resource(str(name)) and math.ceil(amount * 1000) % 1000:
+        if integers and is_integer_resource(str(name)) and math.ceil(amount * 1000) % 1000:
             raise ObjectError(f'{where}[{name}]: Invalid value: "{raw}": must be an integer')
         out[str(name)] = amount
     return out
-
-
-def _integer_resource(name: str) -> bool:
-    """Upstream helper.IsIntegerResourceName for the resources a pod or node names: `pods` and
-    extended resources (IsExtendedResourceName: qualified, not native — no `/` or a
-    `kubernetes.io/` name — and not `requests.`-prefixed). Hugepages are native: not these.
-    Upstream's test is `MilliValue() % 1000 != 0`, milli-units rounded up; so is this one."""
-    if name == PODS:
-        return True
-    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
 def _amount(raw: Any, milli: bool) -> Amount:
@@ -186,8 +179,8 @@ def parse_meta(obj: JSON, kind: str) -> ObjectMeta:
         namespace=namespace,
         uid=uid,
         resource_version=str(meta.get("resourceVersion") or ""),
-        labels=_str_map(meta.get("labels"), f"{kind}.metadata.labels"),
-        annotations=_str_map(meta.get("annotations"), f"{kind}.metadata.annotations"),
+        labels=str_map(meta.get("labels"), f"{kind}.metadata.labels"),
+        annotations=str_map(meta.get("annotations"), f"{kind}.metadata.annotations"),
         creation_timestamp=_str(meta.get("creationTimestamp"), f"{kind}.metadata.creationTimestamp"),
         deleting=meta.get("deletionTimestamp") is not None,
         generation=generation if isinstance(generation := meta.get("generation"), int) and generation >= 0 else 0,
@@ -237,6 +230,9 @@ def is_label_value(value: str) -> bool:
     """apimachinery's IsValidLabelValue: at most 63 bytes of letters, digits, '-', '_', '.',
     starting and ending with a letter or digit (or empty); why not: `label_value_errors`."""
     return not label_value_errors(value)
+
+
+INT32_MAX = 2**31 - 1  # the API's int32 fields (replicas, priority, weights, ...) and Go's int32
 
 
 def go_int64(text: str) -> int | None:
@@ -776,7 +772,7 @@ def parse_pod(obj: JSON) -> Pod:
         node_name=_str(spec.get("nodeName"), "Pod.spec.nodeName"),
         phase=_str(status.get("phase"), "Pod.status.phase", "Pending") or "Pending",
         priority=priority,
-        node_selector=_str_map(spec.get("nodeSelector"), "Pod.spec.nodeSelector"),
+        node_selector=str_map(spec.get("nodeSelector"), "Pod.spec.nodeSelector"),
         required_terms=required,
         preferred_terms=tuple(preferred),
         tolerations=tuple(tolerations),
@@ -914,7 +910,7 @@ def parse_device(obj: JSON) -> Device:
         node_name=node_name,
         resource_name=resource_name,
         device_id=_str(spec.get("deviceID"), "ExtendedResource.spec.deviceID") or meta.name,
-        attributes=_str_map(spec.get("attributes"), "ExtendedResource.spec.attributes"),
+        attributes=str_map(spec.get("attributes"), "ExtendedResource.spec.attributes"),
         capacity=capacity,
         unschedulable=bool(spec.get("unschedulable", False)),
         healthy=healthy,

@@ -45,6 +45,17 @@ def is_extended(name: str) -> bool:
     return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
 
 
+def is_integer_resource(name: str) -> bool:
+    """Upstream helper.IsIntegerResourceName for the resources a pod or node names: `pods` and
+    extended resources (IsExtendedResourceName: qualified, not native — no `/` or a
+    `kubernetes.io/` name — and not `requests.`-prefixed). Hugepages are native: not these.
+    Upstream's test is `MilliValue() % 1000 != 0`, milli-units rounded up; so is the caller's
+    (objects.exact_resource_list)."""
+    if name == PODS:
+        return True
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
 def is_scalar(name: str) -> bool:
     """Upstream IsScalarResourceName: extended, hugepages, prefixed native (`*kubernetes.io/*`)
     and attachable-volumes resources; NodeResourcesFit skips one the pod does not request."""

@@ -44,7 +44,7 @@ from typing import Any
 import yaml
 
 from scheduler.core.disruption import LabelSelector, parse_label_selector
-from scheduler.core.objects import PODGROUP_LABEL, ObjectError, Pod, gang_name, parse_pod
+from scheduler.core.objects import INT32_MAX, PODGROUP_LABEL, ObjectError, Pod, gang_name, parse_pod, str_map
 
 POD_GROUP_KIND = "PodGroup"
 REPLICATED_KINDS = ("Deployment", "ReplicaSet")  # spec.replicas pods of spec.template, random names
@@ -59,7 +59,6 @@ TRAINING_TYPES = {"PyTorchJob": ("Master", "Worker"), "XGBoostJob": ("Master", "
 TAKEN = ("Pods, Deployments, ReplicaSets, StatefulSets, Jobs, Kubeflow training jobs (kubeflow.org/v1 "
          f"{', '.join(TRAINING_JOBS)}), Lists of them and PodGroups")
 DEFAULT_SCHEDULER = "default-scheduler"  # the apiserver's default for spec.schedulerName
-INT32_MAX = 2**31 - 1  # spec.replicas, parallelism, completions are int32 in the API
 MAX_PODS = 100_000  # the most pods one file may stand for: a replay of more would not end in useful time
 REFUSED = "the apiserver would refuse it"
 
@@ -347,22 +346,12 @@ def _template_meta(template: Mapping[str, Any], where: str, path: str) -> dict[s
     if meta is not None and not isinstance(meta, dict):
         raise ProbeError(f"{where}: {path}.metadata: expected an object, got {type(meta).__name__}: {REFUSED}")
     for field in ("labels", "annotations"):
-        wrong = _string_map_error((meta or {}).get(field), f"{path}.metadata.{field}")
-        if wrong:
-            raise ProbeError(f"{where}: {wrong}: {REFUSED}")
+        try:
+            str_map((meta or {}).get(field), f"{path}.metadata.{field}")
+        except ObjectError as err:
+            raise ProbeError(f"{where}: {err}: {REFUSED}") from None
     return {key: value for key, value in meta.items() if key not in ("name", "namespace")} \
         if isinstance(meta, dict) else {}
-
-
-def _string_map_error(value: Any, path: str) -> str:
-    """Why `value` is not a map of strings (None is an empty one), in the core parser's words; ""."""
-    if value is None:
-        return ""
-    if not isinstance(value, dict):
-        return f"{path}: expected an object, got {type(value).__name__}"
-    if not all(isinstance(key, str) and isinstance(item, str) for key, item in value.items()):
-        return f"{path}: keys and values must be strings"
-    return ""
 
 
 def _selector(selector: Any, kind: str, said: str) -> LabelSelector:

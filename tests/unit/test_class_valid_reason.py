@@ -9,37 +9,21 @@ VALID."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from scheduler.api.config import load_config
-from scheduler.kube.http import KubeHttp
-from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
-from tests.fakeapi import FakeApi
+from tests.helpers import class_conditions
 
 REPO = Path(__file__).resolve().parents[2]
-CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
-
-
-def _conditions(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    api = FakeApi()
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t",  # type: ignore[arg-type]
-                         leader_term=lambda: 1)
-    for obj in objs:
-        loop._apply("ADDED", obj)
-    loop._write_class_statuses()
-    return {path.rsplit("/", 2)[-2]: body["status"]["conditions"][0]
-            for (path, _), body in loop.statuses._dirty.items() if path.startswith(CLASSES)}
 
 
 def test_a_class_needing_an_attribute_no_device_has_says_so_in_its_conditions_reason() -> None:
-    conditions = _conditions([b.node("n", gpus=2), b.device("n", 0), b.device("n", 1),
-                              b.resource_class("typo", match_labels={"modle": "V100"}),
-                              b.resource_class("good", match_labels={"model": "V100"}),
-                              b.resource_class("later", match_labels={"model": "A100"}),
-                              b.resource_class("bad", match_labels={"Not A/Valid Label!!": "x"})])
+    conditions = class_conditions([b.node("n", gpus=2), b.device("n", 0), b.device("n", 1),
+                                   b.resource_class("typo", match_labels={"modle": "V100"}),
+                                   b.resource_class("good", match_labels={"model": "V100"}),
+                                   b.resource_class("later", match_labels={"model": "A100"}),
+                                   b.resource_class("bad", match_labels={"Not A/Valid Label!!": "x"})])
     typo = conditions["typo"]
     assert (typo["status"], typo["reason"]) == ("True", "UnknownDeviceAttribute"), typo
     assert typo["message"] == 'selector and resourceName are valid (no device has the attribute "modle")'
@@ -50,7 +34,7 @@ def test_a_class_needing_an_attribute_no_device_has_says_so_in_its_conditions_re
 
 
 def test_a_class_listed_before_any_device_is_not_judged() -> None:
-    conditions = _conditions([b.resource_class("typo", match_labels={"modle": "V100"})])
+    conditions = class_conditions([b.resource_class("typo", match_labels={"modle": "V100"})])
     # no typo verdict (nothing to tell one by); it matches nothing, as any class before its devices
     assert (conditions["typo"]["status"], conditions["typo"]["reason"]) == ("True", "NoMatchingDevices")
 
@@ -71,14 +55,14 @@ def test_a_valid_class_that_matches_no_device_says_so_in_its_reason_and_stays_va
     spec (it is valid, and such devices may come), as upstream conditions are about one thing;
     the reason says `NoMatchingDevices` and the message why pods asking for it wait. No Event:
     a class created before its devices (or whose GPUs are being swapped) is no error."""
-    conditions = _conditions([b.node("n", gpus=2), b.device("n", 0), b.device("n", 1),
-                              b.resource_class("later", match_labels={"model": "A100"}),
-                              b.resource_class("good", match_labels={"model": "V100"})])
+    conditions = class_conditions([b.node("n", gpus=2), b.device("n", 0), b.device("n", 1),
+                                   b.resource_class("later", match_labels={"model": "A100"}),
+                                   b.resource_class("good", match_labels={"model": "V100"})])
     later = conditions["later"]
     assert (later["status"], later["reason"]) == ("True", "NoMatchingDevices"), later
     assert later["message"] == "selector and resourceName are valid (no ExtendedResource matches the selector now)"
     assert (conditions["good"]["status"], conditions["good"]["reason"]) == ("True", "Valid")
     # once a device of the model comes, the class is plain Valid again
-    conditions = _conditions([b.node("n", gpus=2), b.device("n", 0), b.device("n", 1, model="A100"),
-                              b.resource_class("later", match_labels={"model": "A100"})])
+    conditions = class_conditions([b.node("n", gpus=2), b.device("n", 0), b.device("n", 1, model="A100"),
+                                   b.resource_class("later", match_labels={"model": "A100"})])
     assert (conditions["later"]["status"], conditions["later"]["reason"]) == ("True", "Valid")

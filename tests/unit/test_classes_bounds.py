@@ -6,33 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.api.config import load_config
 from scheduler.core.classes import parse_resource_class, validate_resource_name
 from scheduler.core.objects import parse_device
-from scheduler.kube.http import KubeHttp
-from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
-from tests.fakeapi import FakeApi
-
-CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
-
-
-def _conditions(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    api = FakeApi()
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t",  # type: ignore[arg-type]
-                         leader_term=lambda: 1)
-    for obj in objs:
-        loop._apply("ADDED", obj)
-    loop._write_class_statuses()
-    return {path.rsplit("/", 2)[-2]: body["status"]["conditions"][0]
-            for (path, _), body in loop.statuses._dirty.items() if path.startswith(CLASSES)}
+from tests.helpers import class_conditions
 
 
 def test_a_slice_the_size_of_the_whole_gpu_fits_it() -> None:
     """A 32Gi slice of 32Gi GPUs: one slice per GPU, the class is usable (Valid); 33Gi is not."""
-    conditions = _conditions([b.node("n", gpus=1), b.device("n", 0, memory="32Gi"),
-                              b.resource_class("whole", sharing={"dimension": "memory", "unit": "32Gi"}),
-                              b.resource_class("over", sharing={"dimension": "memory", "unit": "33Gi"})])
+    conditions = class_conditions([b.node("n", gpus=1), b.device("n", 0, memory="32Gi"),
+                                   b.resource_class("whole", sharing={"dimension": "memory", "unit": "32Gi"}),
+                                   b.resource_class("over", sharing={"dimension": "memory", "unit": "33Gi"})])
     assert (conditions["whole"]["status"], conditions["whole"]["reason"]) == ("True", "Valid"), conditions["whole"]
     assert conditions["over"]["status"] == "False", conditions["over"]
 

@@ -53,7 +53,7 @@ from scheduler.core.framework.cycle_state import PodContext, prepare
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import Ints, NodeStatuses, PostFilterPlugin, Preemption
 from scheduler.core.framework.placement import Domain
-from scheduler.core.objects import Pod, gang_name
+from scheduler.core.objects import INT32_MAX, Pod, gang_name
 from scheduler.core.plugins.preemption.floor import VictimFloor
 from scheduler.core.plugins.preemption.args import PreemptionArgs, candidates_to_try
 from scheduler.core.plugins.preemption.victims import Unit, flatten, most_important_first, units_for
@@ -68,7 +68,6 @@ NO_VICTIMS = "No preemption victims found for incoming pod"  # one pod's (Select
 # a pod group's, as one preemptor (podgrouppreemption.go selectVictimsOnDomain)
 NO_GROUP_VICTIMS = "No preemption victims found for incoming preemptor"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
-MAX_INT32 = 2**31 - 1
 
 # Runs one pod's ordinary attempt on the current state and assumes it where it lands; the node, or None.
 Place = Callable[[Pod], str | None]
@@ -620,7 +619,7 @@ def pick_candidate(candidates: Sequence[AnyCandidate]) -> AnyCandidate:
         return -max(u.priority for u in c.victims)
 
     def priority_sum(c: AnyCandidate) -> int:  # per pod, at its unit's priority (a gang member's is its gang's)
-        return -sum((u.priority + MAX_INT32 + 1) * len(u.pods) for u in c.victims)
+        return -sum((u.priority + INT32_MAX + 1) * len(u.pods) for u in c.victims)
 
     def fewest(c: AnyCandidate) -> int:
         return -len(flatten(c.victims))
