@@ -303,8 +303,11 @@ def test_agent_token_cannot_create_devices_named_after_another_node(live: Live) 
     squat = {**own, "metadata": {**own["metadata"], "name": f"{live.elsewhere}.gpu-squat"}}
     mislabelled = {**own, "metadata": {**own["metadata"], "name": f"{live.here}.gpu-mislabelled",
                                        "labels": {"tessera.dev/node": live.elsewhere}}}
+    # `<node>.b.gpu-x` is node `<node>.b`'s name (er_name puts no dot after `<node>.`): startsWith
+    # `<node>.` alone let this node's agent take it
+    dotted = {**own, "metadata": {**own["metadata"], "name": f"{live.here}.b.gpu-dotted"}}
     results = {}
-    for name, body in (("squat", squat), ("mislabelled", mislabelled)):
+    for name, body in (("squat", squat), ("mislabelled", mislabelled), ("dotted", dotted)):
         status, text = call_as(live.plane, token, "POST", EXTENDED_RESOURCES, body)
         results[name] = (status, json.loads(text).get("message", text))  # the body escapes < and >
     assert all(status == 403 and "names its ExtendedResources <node>.<device>" in text

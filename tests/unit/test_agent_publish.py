@@ -41,6 +41,23 @@ def test_names_are_dns_subdomains_and_unique() -> None:
     assert long != er_name("node-" + "x" * 200, "GPU-" + "y" * 99 + "z")
 
 
+def test_a_name_holds_no_dot_after_its_node_and_a_long_nodes_digest_form_is_its_own_prefix() -> None:
+    """The agent device policy (deploy/admission/annotation-policy.yaml, the chart's copy) takes
+    `<node>.<device>` only when the name's last dot is the one after <node> (node `a`'s agent may
+    not take `a.b.gpu-x`, node `a.b`'s), and for a node name of 241 characters or more the digest
+    form starting with the node's first 200: er_name must never write otherwise."""
+    nodes = ["a", "a.b", "gpu-node-1.rack-2.example.com", "n." + "x" * 237, "a.b" * 80, "n." + "x" * 239, "a.b" * 84]
+    devices = ["GPU-1", "MIG-GPU-1/1/0", "a.b.c", "...", "GPU-" + "y.z" * 90, "Ünïcode.Ωmega"]
+    for node in nodes:
+        for device in devices:
+            name = er_name(node, device)
+            assert DNS_SUBDOMAIN.match(name) and len(name) <= 253, (node, device, name)
+            if len(node) >= 241:
+                assert name.startswith(node[:200]), (node, device, name)
+            else:
+                assert name.startswith(node + ".") and name.rindex(".") == len(node), (node, device, name)
+
+
 def test_object_spec_labels_and_owner() -> None:
     obj = build_object("gpu-node-1", "uid-123", "nvidia.com/gpu", V100)
     assert obj["apiVersion"] == "tessera.dev/v1alpha1" and obj["kind"] == "ExtendedResource"
