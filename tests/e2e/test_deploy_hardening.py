@@ -119,21 +119,42 @@ def _binaries() -> Any:
         pytest.skip(str(err))
 
 
-def _wait_until_enforced(plane: Any, token: str, namespace: str, timeout: float = 30.0) -> None:
-    """A new ValidatingAdmissionPolicyBinding takes a moment: dry-run a pod the policy refuses."""
+def _wait_until_refused(plane: Any, token: str, path: str, body: Obj, message: str, timeout: float = 30.0) -> None:
+    """A new ValidatingAdmissionPolicy and its binding take a moment, each its own (a run in CI
+    found the device policy not yet enforced a few tests after the pod policy was): dry-run a
+    request the policy refuses until it is refused with `message`."""
     from tests.e2e.test_deploy import call_as
 
     deadline = time.monotonic() + timeout
+    while True:
+        status, answer = call_as(plane, token, "POST", f"{path}?dryRun=All", body)
+        if status == 403 and message in answer:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the admission policy was not enforced within {timeout} s ({status} {answer})")
+        time.sleep(0.2)
+
+
+def _wait_until_enforced(plane: Any, token: str, namespace: str) -> None:
+    """The pod policy: a user's pod with a ledger annotation is refused."""
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": "probe", "annotations": {"tessera.dev/devices": "{}"}},
            "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
-    while True:
-        status, body = call_as(plane, token, "POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", pod)
-        if status == 403 and POLICY_MESSAGE in body:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the admission policy was not enforced within {timeout} s ({status} {body})")
-        time.sleep(0.2)
+    _wait_until_refused(plane, token, f"/api/v1/namespaces/{namespace}/pods", pod, POLICY_MESSAGE)
+
+
+def _wait_until_devices_enforced(plane: Any, here: str, elsewhere: str) -> None:
+    """The device policy: the agent on `here` writing a device of `elsewhere` is refused."""
+    from scheduler.agent.devices import DeviceInfo
+    from scheduler.agent.publish import EXTENDED_RESOURCES, build_object
+    from tests.e2e.test_deploy import agent_token_for_node
+
+    admin = plane.admin
+    uid = admin.get(f"/api/v1/nodes/{elsewhere}")["metadata"]["uid"]
+    theirs = build_object(elsewhere, uid, "nvidia.com/gpu",
+                          DeviceInfo(uuid="GPU-probe-0001", model="Tesla T4", memory_bytes=16 * 1024 ** 3))
+    _wait_until_refused(plane, agent_token_for_node(admin, here), EXTENDED_RESOURCES, theirs,
+                        "a Tessera node agent writes only the ExtendedResources of the node its token is bound to")
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +181,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             "subjects": [{"kind": "ServiceAccount", "name": "submitter", "namespace": namespace}]})
         here, elsewhere = plane.add_fake_gpu_nodes(2, 1, "T4", memory="16Gi", prefix="review")
         _wait_until_enforced(plane, service_account_token(admin, namespace, "submitter"), namespace)
+        _wait_until_devices_enforced(plane, here, elsewhere)
         yield Live(plane, namespace, here, elsewhere)
 
 
