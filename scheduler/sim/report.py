@@ -65,13 +65,15 @@ def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: st
         print(f"tessera: {path} contains no watch events ({why}); expected one JSON watch event per line, "
               'as `tessera record` writes: {"type": "ADDED", "object": {...}}', file=sys.stderr)
         return 2
-    # the GPU map's view of the end state (its nodes' GPUs, the summary line) for the table and JSON
-    end = build_view(replay.scheduler, source="simulate", now=replay.now)
+    told = input_warnings(errors, replay)
+    # the GPU map's view of the end state (its nodes' GPUs, the summary line) for the table and JSON,
+    # and, with the decisions and warnings, the page: built once
+    end = (page_view(replay, decisions, told) if output == "html"
+           else build_view(replay.scheduler, source="simulate", now=replay.now))
     if output == "json" and summary:  # the last line: the cluster's GPU figures, as the GPU map's JSON says them
         sys.stdout.buffer.write(orjson.dumps({"summary": summary_dict(end.summary)}) + b"\n")
-    told = input_warnings(errors, replay)
     if output == "html":
-        sys.stdout.write(render_html(replay, decisions, title=f"Tessera GPU map: {path}", warnings=told))
+        sys.stdout.write(render_page(end, title=f"Tessera GPU map: {path}").html)
     sys.stdout.flush()
     for warning in told:  # the page shows the same lines
         print(f"tessera: {path}: {warning.message}" if warning.reason == UNREADABLE_LINE
@@ -108,15 +110,14 @@ def input_warnings(errors: list[str], replay: Replay) -> list[InputWarning]:
     return said + [InputWarning(notice.reason, notice.message) for notice in replay.stats.notices]
 
 
-def render_html(replay: Replay, decisions: DecisionLog, title: str, warnings: list[InputWarning] | None = None) -> str:
-    """The GPU map page of the replay's end state, with its decisions (virtual time) and what it
-    said of its input (`input_warnings`) embedded."""
+def page_view(replay: Replay, decisions: DecisionLog, warnings: list[InputWarning]) -> ClusterView:
+    """The GPU map's view of the replay's end state for its page, with its decisions (virtual
+    time) and what it said of its input (`input_warnings`); the table reads the same view."""
     state = replay.scheduler.state
     decisions.prune(pod.key for uid in state.pending if (pod := state.pods.get(uid)) is not None)
-    view = build_view(replay.scheduler, source="simulate", now=replay.now, reasons=decisions.reasons(),
+    return build_view(replay.scheduler, source="simulate", now=replay.now, reasons=decisions.reasons(),
                       decisions=decisions.recent(), diverged=replay.stats.diverged, overruled=replay.stats.overruled,
-                      input_warnings=warnings or ())
-    return render_page(view, title=title).html
+                      input_warnings=warnings)
 
 
 def render_table(scheduler: Scheduler, stats: ReplayStats, view: ClusterView | None = None) -> str:
