@@ -526,7 +526,7 @@ def _newer_term_of_ours(binding: Binding, theirs: str) -> bool:
     ours, newer = parse_term_token(mine), parse_term_token(theirs)
     if ours is None or newer is None or theirs == mine:
         return False
-    return ours.lease is None or newer.lease is None or ours.lease == newer.lease
+    return newer.of_lease(ours.lease)
 
 
 def _term_on(pod: dict[str, Any]) -> str:

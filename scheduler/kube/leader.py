@@ -316,8 +316,7 @@ class LeaderElector:
         under when it is not this elector's: a second Tessera leading on another Lease wrote it.
         None for this Lease's tokens, tokens that name no Lease and values that are no token."""
         parsed = parse_term_token(token)
-        lease = parsed.lease if parsed is not None else None
-        return lease if lease is not None and lease != self.description else None
+        return parsed.lease if parsed is not None and not parsed.of_lease(self.description) else None
 
     @property
     def lease_uid(self) -> str:

@@ -32,6 +32,13 @@ class TermToken:
     transitions: int
     acquire_time: str
 
+    def of_lease(self, lease: str | None) -> bool:
+        """Whether this token may be of Lease `lease` ("namespace/name"): a token of the format
+        before tokens named their Lease, or no Lease to compare with, counts as any (a rolling
+        upgrade reads the old replica's tokens as its own Lease's). Its opposite is a second
+        install's token."""
+        return self.lease is None or lease is None or self.lease == lease
+
 
 def term_token(namespace: str, name: str, identity: str, transitions: int, acquire_time: str) -> str:
     """The token of the term `identity` leads on Lease `namespace/name` since its takeover

@@ -256,7 +256,7 @@ def _other_lease(token: str, leader: Leadership, source: str) -> str:
     the one `leader` read (`source`'s), else "". A token that names no Lease (written before
     tokens did) tells nothing."""
     parsed = parse_term_token(token)
-    if parsed is None or parsed.lease is None or not leader.lease or parsed.lease == leader.lease:
+    if parsed is None or parsed.lease is None or parsed.of_lease(leader.lease or None):
         return ""
     namespace, name = parsed.lease.split("/", 1)
     default = LeaderElectionConfig()
