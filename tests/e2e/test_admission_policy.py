@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import secrets
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -630,3 +630,110 @@ def test_a_pod_may_not_name_gpus_through_nvidia_visible_devices(gpu: GpuSetup) -
     setup.plane.admin.create(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods?dryRun=All", agent)
     agent["spec"]["serviceAccountName"] = "default"  # type: ignore[index]
     _refused(setup.plane.admin, SYSTEM_NAMESPACE, agent)
+
+
+# --- the chart's policy at other values: --replace-default-scheduler, and the env rule off ------------
+
+
+def _admitted(client: RestClient, namespace: str, pod: dict[str, object]) -> bool:
+    """Whether the GPU pod policy lets `pod` be created (a dry run: admission runs, nothing stays)."""
+    try:
+        client.create(f"/api/v1/namespaces/{namespace}/pods?dryRun=All", pod)
+        return True
+    except ApiError as err:
+        if err.status == 403 and GPU_POLICY in err.message:
+            return False
+        raise
+
+
+def _until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """A new version of the policy takes a moment to be the one enforced."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what} within {timeout:.0f} s"
+        time.sleep(0.2)
+
+
+def _apply_charts_policy(admin: RestClient, values: dict[str, object]) -> None:
+    chart = [d for d in helm_template(helm_binary(), values) if d["metadata"]["name"] == GPU_POLICY]
+    assert {d["kind"] for d in chart} == {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    apply_documents(admin, chart)
+
+
+def _restore_deploys_policy(setup: Setup) -> None:
+    apply_documents(setup.plane.admin, [d for d in deploy_documents() if d["metadata"]["name"] == GPU_POLICY])
+    ns = setup.namespace
+    kube_schedulers = _gpu_pod("restored", ns, scheduler=None, limits={CLASS: 1})
+    everything = _with_env(_gpu_pod("restored-env", ns), [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])
+    _until(lambda: not _admitted(setup.user, ns, kube_schedulers) and not _admitted(setup.user, ns, everything),
+           "deploy/'s policy was not enforced again")
+
+
+def test_where_tessera_replaces_kube_scheduler_its_default_scheduler_pods_keep_their_priority_classes(
+        gpu: GpuSetup) -> None:
+    """`tessera run --replace-default-scheduler` (scheduler.replaceDefaultScheduler) lets a profile
+    take kube-scheduler's name `default-scheduler`, which every pod without spec.schedulerName has:
+    the cluster's own critical pods (CNI, CSI, Tessera's own scheduler and agent) at
+    system-cluster-critical or system-node-critical, in namespaces that are not exempt. The
+    priority-class rule skips pods naming default-scheduler, and only those: a second profile's
+    pods are still refused those classes."""
+    setup = gpu.base
+    ns = setup.namespace
+    profile: dict[str, object] = {"plugins": {}, "pluginConfig": []}
+    values: dict[str, object] = {
+        "scheduler": {"replaceDefaultScheduler": True},
+        "schedulerConfig": {"profiles": [{"schedulerName": "default-scheduler", **profile},
+                                         {"schedulerName": "tessera", **profile}]}}
+    unnamed_gpus = _gpu_pod("unnamed-gpus", ns, scheduler=None, limits={CLASS: 1})
+    try:
+        _apply_charts_policy(setup.plane.admin, values)
+        # deploy/'s policy refuses a GPU pod of default-scheduler; the chart's at these values does not
+        _until(lambda: _admitted(setup.user, ns, unnamed_gpus), "the chart's policy was not enforced")
+        for priority_class in ("system-cluster-critical", "system-node-critical"):
+            for name, pod in (("unnamed", _gpu_pod("unnamed", ns, scheduler=None)),
+                              ("named", _gpu_pod("named", ns, scheduler="default-scheduler")),
+                              ("named-gpus", _gpu_pod("named-gpus", ns, scheduler="default-scheduler",
+                                                      limits={CLASS: 1}))):
+                pod["spec"]["priorityClassName"] = priority_class  # type: ignore[index]
+                created = setup.user.create(f"/api/v1/namespaces/{ns}/pods?dryRun=All", pod)
+                assert created["spec"]["schedulerName"] == "default-scheduler", name
+                assert created["spec"]["priorityClassName"] == priority_class, name
+            tessera = _gpu_pod("tessera", ns, limits={CLASS: 1})
+            tessera["spec"]["priorityClassName"] = priority_class  # type: ignore[index]
+            message = _refused(setup.user, ns, tessera)
+            assert PRIORITY_MESSAGE in message, message
+            assert f"spec.schedulerName: tessera) and sets spec.priorityClassName: {priority_class}" in message, message
+        # the other rules hold for the profile named default-scheduler too
+        message = _refused(setup.user, ns, _gpu_pod("pinned", ns, scheduler=None, node=setup.node,
+                                                    limits={CLASS: 1}))
+        assert NODE_NAME_SET in message, message
+        message = _refused(setup.user, ns, _gpu_pod("other", ns, scheduler="volcano", limits={CLASS: 1}))
+        assert "set spec.schedulerName: default-scheduler or tessera" in message, message
+    finally:
+        _restore_deploys_policy(setup)
+
+
+def test_the_charts_policy_without_the_visible_devices_rule_keeps_its_other_rules(gpu: GpuSetup) -> None:
+    """gpuPodPolicy.refuseVisibleDevicesEnv: false drops the NVIDIA_VISIBLE_DEVICES rule alone (for a
+    platform whose GPU tools set it where it cannot exempt them, on nodes that ignore it): the
+    apiserver compiles the policy without it and still refuses by the other rules."""
+    setup = gpu.base
+    ns = setup.namespace
+    everything = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    dcgm = _with_env(_gpu_pod("dcgm", ns, scheduler=None), everything)
+    try:
+        _apply_charts_policy(setup.plane.admin, {"gpuPodPolicy": {"refuseVisibleDevicesEnv": False}})
+        _until(lambda: _admitted(setup.user, ns, dcgm), "the chart's policy was not enforced")
+        created = setup.user.create(f"/api/v1/namespaces/{ns}/pods?dryRun=All",
+                                    _with_env(_gpu_pod("tessera-env", ns, limits={CLASS: 1}), everything))
+        assert created["spec"]["containers"][0]["env"] == everything
+        message = _refused(setup.user, ns, _with_env(_gpu_pod("other", ns, scheduler="volcano", limits={CLASS: 1}),
+                                                     everything))
+        assert WRONG_SCHEDULER in message and VISIBLE_MESSAGE not in message, message
+        pinned = _refused(setup.user, ns, _gpu_pod("pinned", ns, node=setup.node, limits={CLASS: 1}))
+        assert NODE_NAME_SET in pinned, pinned
+        critical = _gpu_pod("critical", ns, limits={CLASS: 1})
+        critical["spec"]["priorityClassName"] = "system-cluster-critical"  # type: ignore[index]
+        assert PRIORITY_MESSAGE in _refused(setup.user, ns, critical)
+    finally:
+        _restore_deploys_policy(setup)

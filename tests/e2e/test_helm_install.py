@@ -47,6 +47,7 @@ from tests.e2e.test_deploy import (
 
 NAMESPACE = "gpu-sched"
 CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
+NETWORK_POLICIES = f"/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}/networkpolicies"
 
 
 @pytest.fixture(scope="module")
@@ -84,10 +85,24 @@ def fresh_plane(control_plane_binaries: ControlPlaneBinaries,
 async def test_helm_install_in_another_namespace_schedules(fresh_plane: LocalControlPlane, helm: Path,
                                                            tmp_path: Path) -> None:
     plane, admin = fresh_plane, fresh_plane.admin
-    installed = run_helm(helm, "install", *helm_template_args(None, tmp_path, NAMESPACE), "--create-namespace",
+    # with the scheduler's NetworkPolicy (networkPolicy.enabled): the apiserver takes it; no network
+    # plugin runs here, so nothing enforces it (the scheduler below is a local process anyway)
+    prometheus = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                  "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+    values = {"networkPolicy": {"enabled": True, "from": [prometheus]}}
+    installed = run_helm(helm, "install", *helm_template_args(values, tmp_path, NAMESPACE), "--create-namespace",
                          kubeconfig=plane.kubeconfig)
     assert installed.returncode == 0, installed.stderr
     assert "kubectl label namespace gpu-sched pod-security.kubernetes.io/enforce=privileged" in installed.stdout
+    assert "The NetworkPolicy tessera-scheduler admits to port 10251 only" in installed.stdout, installed.stdout
+    policy = admin.get(f"{NETWORK_POLICIES}/tessera-scheduler")
+    assert policy["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "tessera",
+                                                             "app.kubernetes.io/component": "scheduler"}}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [{"from": [prometheus], "ports": [{"port": 10251, "protocol": "TCP"}]}]
+    pod_labels = admin.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/tessera-scheduler")[
+        "spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
 
     # The scheduler as its pod would run: the chart's ServiceAccount, the chart's ConfigMap.
     token = service_account_token(admin, NAMESPACE, "tessera-scheduler")
@@ -156,7 +171,8 @@ async def test_helm_install_in_another_namespace_schedules(fresh_plane: LocalCon
     removed = run_helm(helm, "uninstall", "tessera", "--namespace", NAMESPACE, kubeconfig=plane.kubeconfig)
     assert removed.returncode == 0, removed.stderr
     for path in ("/apis/rbac.authorization.k8s.io/v1/clusterroles/tessera-scheduler",
-                 "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/tessera-annotations"):
+                 "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/tessera-annotations",
+                 f"{NETWORK_POLICIES}/tessera-scheduler"):
         with pytest.raises(ApiError) as gone:
             admin.get(path)
         assert gone.value.status == 404

@@ -38,6 +38,7 @@ from scheduler.core.plugins.registry import REGISTRY
 from tests import dashboard
 from tests.deploy_manifests import (
     CHART,
+    DEPLOY,
     NAMESPACE,
     RELEASE,
     deploy_documents,
@@ -48,6 +49,7 @@ from tests.deploy_manifests import (
     helm_template_error,
     key,
     kube_version_args,
+    load_documents,
     run_helm,
     values_file,
 )
@@ -1222,10 +1224,12 @@ def test_the_schemas_label_key_is_names_py_rule() -> None:
     # the maps keyed by label keys say it with the first pattern, and refuse a prefix longer than 253
     # characters by a second one (their keys' prefix was unbounded: "a" * 254 + "/x" passed helm
     # and the apiserver refused the Deployment at install)
-    assert text.count(json.dumps(patterns[0].pattern) + ": {") == 4
-    maps = _label_key_maps(schema)
-    assert sorted(maps) == ["/agent/nodeSelector", "/monitoring/prometheusRule/labels",
-                            "/monitoring/serviceMonitor/labels", "/scheduler/nodeSelector"]
+    assert text.count(json.dumps(patterns[0].pattern) + ": {") == 5
+    maps = {**_label_key_maps(schema), **_label_key_maps(schema["definitions"]["labelSelector"],
+                                                         "#/definitions/labelSelector")}
+    assert sorted(maps) == ["#/definitions/labelSelector/matchLabels", "/agent/nodeSelector",
+                            "/monitoring/prometheusRule/labels", "/monitoring/serviceMonitor/labels",
+                            "/scheduler/nodeSelector"]
     keys = ["rack", "Rack", "r" * 63, "r" * 64, "a.b", "a_b", "a-b", "-a", "a-", "_a", "a.", "", "/", "/a", "a/",
             "a/b/c", "example.com/x", "Example.com/x", "ex_ample.com/x", "example..com/x", "-example.com/x",
             "a" * 253 + "/x", "a" * 254 + "/x", "kubernetes.io/hostname", "topology.kubernetes.io/zone",
@@ -1256,11 +1260,159 @@ def _label_key_maps(schema: Obj, where: str = "") -> dict[str, Obj]:
 
 
 def _map_takes(properties: Obj, key: str) -> bool:
-    """Whether an object schema of `patternProperties` (each `{"type": "string"}` or `{"not": {}}`)
-    and `additionalProperties: false` accepts `key` with a string value, as JSON schema judges:
-    every pattern the key matches must accept the value, and the key must match one."""
+    """Whether an object schema of `patternProperties` (each a string schema, `{"type": "string"}`
+    or a label value's, or `{"not": {}}`) and `additionalProperties: false` accepts `key` with a
+    valid value, as JSON schema judges: every pattern the key matches must accept the value, and
+    the key must match one."""
     assert properties.get("additionalProperties") is False, properties
     matched = [sub for pattern, sub in properties["patternProperties"].items() if re.search(pattern, key)]
     for sub in matched:
-        assert sub in ({"type": "string"}, {"not": {}}), sub
-    return bool(matched) and all(sub == {"type": "string"} for sub in matched)
+        assert sub.get("type") == "string" or sub == {"not": {}}, sub
+    return bool(matched) and all(sub.get("type") == "string" for sub in matched)
+
+
+# --- the scheduler's NetworkPolicy (networkPolicy) -----------------------------------------------
+#
+# A security review: port 10251 serves /metrics, /configz and, with --gpu-map, every tenant's pod
+# names in plain HTTP without authentication, and the chart shipped no NetworkPolicy (deploy/README.md
+# gave one to copy). networkPolicy.enabled renders one that admits only the configured peers.
+
+MONITORING_NAMESPACE = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+PROMETHEUS = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+              "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+NETWORK_POLICY = "tessera-scheduler"
+
+
+def _network_policies(docs: list[Obj]) -> list[Obj]:
+    return [d for d in docs if d["kind"] == "NetworkPolicy"]
+
+
+def test_the_network_policy_is_off_by_default(rendered: list[Obj]) -> None:
+    """Off by default, as deploy/ (which the defaults render) and most charts ship: which pods
+    may scrape is the cluster's (Prometheus' namespace and labels), and a wrong guess would cut
+    Prometheus off the scheduler (deploy/README.md, Security notes, says why)."""
+    assert _network_policies(rendered) == []
+
+
+def test_the_network_policy_admits_only_the_configured_peers_to_the_scheduler_port(helm: Path) -> None:
+    docs = helm_template(helm, {"networkPolicy": {"enabled": True, "from": [PROMETHEUS]}})
+    [policy] = _network_policies(docs)
+    assert policy["metadata"]["name"] == NETWORK_POLICY and policy["metadata"]["namespace"] == NAMESPACE
+    spec = policy["spec"]
+    # the scheduler pods (their template's labels), not the agent's
+    labels = find(docs, "Deployment", "tessera-scheduler")["spec"]["template"]["metadata"]["labels"]
+    agent = find(docs, "DaemonSet", "tessera-agent")["spec"]["template"]["metadata"]["labels"]
+    assert spec["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "tessera",
+                                                   "app.kubernetes.io/component": "scheduler"}}
+    assert spec["podSelector"]["matchLabels"].items() <= labels.items()
+    assert not spec["podSelector"]["matchLabels"].items() <= agent.items()
+    # ingress only: the scheduler's calls to the apiserver stay open
+    assert spec["policyTypes"] == ["Ingress"] and "egress" not in spec
+    assert spec["ingress"] == [{"from": [PROMETHEUS], "ports": [{"port": 10251, "protocol": "TCP"}]}]
+    # the port follows scheduler.port, which the container listens on
+    moved = helm_template(helm, {"networkPolicy": {"enabled": True}, "scheduler": {"port": 10300}})
+    [policy] = _network_policies(moved)
+    [port] = _containers(moved, "Deployment", "tessera-scheduler")["ports"]
+    assert policy["spec"]["ingress"][0]["ports"] == [{"port": 10300, "protocol": "TCP"}]
+    assert port["containerPort"] == 10300
+    # the default peers: the namespace `monitoring` (the README's policy), all its pods
+    assert policy["spec"]["ingress"][0]["from"] == [MONITORING_NAMESPACE]
+
+
+def test_a_network_policy_without_peers_admits_no_pod(helm: Path) -> None:
+    """An ingress rule without `from` admits every source: no peers must render no rule at all
+    (only the node, whose kubelet probes NetworkPolicy always lets through, reaches the port)."""
+    [policy] = _network_policies(helm_template(helm, {"networkPolicy": {"enabled": True, "from": []}}))
+    assert policy["spec"]["ingress"] == [] and policy["spec"]["policyTypes"] == ["Ingress"]
+
+
+def test_a_service_monitor_behind_a_network_policy_without_peers_is_refused(helm: Path) -> None:
+    error = helm_template_error(helm, {"networkPolicy": {"enabled": True, "from": []},
+                                       "monitoring": {"serviceMonitor": {"enabled": True}}})
+    assert "networkPolicy.from" in error and "Prometheus" in error, error
+
+
+@pytest.mark.parametrize("peer", [
+    {},  # the apiserver refuses a peer naming nothing
+    {"podSelector": {"matchLabels": {"Bad Label!!": "x"}}},
+    {"namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "Equals", "values": ["a"]}]}},
+    {"namespaceSelector": {"matchLabel": {"team": "a"}}},  # misspelt: would select every namespace
+    {"ipBlock": {"cidr": "10.0.0.0/8"}, "podSelector": {}},  # the apiserver refuses ipBlock with a selector
+    {"ipBlock": {"except": ["10.1.0.0/16"]}},
+    {"namespace": "monitoring"},
+])
+def test_network_policy_peers_of_the_wrong_shape_are_refused_by_the_schema(helm: Path, peer: Obj) -> None:
+    error = helm_template_error(helm, {"networkPolicy": {"enabled": True, "from": [peer]}})
+    assert "values don't meet the specifications of the schema" in error and "/networkPolicy/from" in error, error
+
+
+def test_network_policy_peers_the_apiserver_takes_render(helm: Path) -> None:
+    peers = [PROMETHEUS, {"podSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}},
+             {"namespaceSelector": {}}, {"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}}]
+    [policy] = _network_policies(helm_template(helm, {"networkPolicy": {"enabled": True, "from": peers}}))
+    assert policy["spec"]["ingress"][0]["from"] == peers
+
+
+def test_the_kustomize_trees_optional_network_policy_is_the_charts(helm: Path) -> None:
+    """deploy/optional/scheduler-networkpolicy.yaml (not in the kustomization: it needs your
+    Prometheus' namespace) is what the chart renders with networkPolicy.enabled at default peers."""
+    [tree] = load_documents(DEPLOY / "optional" / "scheduler-networkpolicy.yaml")
+    [chart] = _network_policies(helm_template(helm, {"networkPolicy": {"enabled": True}}, "tessera-system"))
+    assert _without_helm_labels(chart) == tree, _diff(tree, _without_helm_labels(chart))
+
+
+def test_notes_say_who_reaches_the_scheduler_port(helm: Path, tmp_path: Path) -> None:
+    default = " ".join(_notes(helm, tmp_path).split())
+    assert "any pod of the cluster can reach port 10251 of the scheduler pods" in default, default
+    assert "networkPolicy.enabled: true" in default
+    gpu_map = " ".join(_notes(helm, tmp_path, {"scheduler": {"extraArgs": ["--gpu-map"]}}).split())
+    assert "with --gpu-map, every namespace's GPU pods by name" in gpu_map, gpu_map
+    on = " ".join(_notes(helm, tmp_path, {"networkPolicy": {"enabled": True, "from": [PROMETHEUS]}}).split())
+    assert "any pod of the cluster can reach" not in on
+    assert "The NetworkPolicy tessera-scheduler admits to port 10251 only" in on, on
+    assert "kubernetes.io/metadata.name: monitoring" in on and "app.kubernetes.io/name: prometheus" in on, on
+    monitored = " ".join(_notes(helm, tmp_path, {"networkPolicy": {"enabled": True},
+                                                 "monitoring": {"serviceMonitor": {"enabled": True}}}).split())
+    assert "your Prometheus' pods must be among them" in monitored, monitored
+    closed = " ".join(_notes(helm, tmp_path, {"networkPolicy": {"enabled": True, "from": []}}).split())
+    assert "admits no pod to port 10251" in closed, closed
+
+
+# --- the GPU pod policy's NVIDIA_VISIBLE_DEVICES rule (gpuPodPolicy.refuseVisibleDevicesEnv) ---------
+
+
+def _validations(docs: list[Obj]) -> list[str]:
+    policy = find(docs, "ValidatingAdmissionPolicy", "tessera-gpu-pods")
+    return [v["expression"] for v in policy["spec"]["validations"]]
+
+
+def test_the_visible_devices_rule_can_be_turned_off(helm: Path, rendered: list[Obj]) -> None:
+    """On by default (deploy/ has it); off, the policy keeps its other rules, unchanged, and drops
+    the rule with the variable it reads (a platform whose GPU tools must set NVIDIA_VISIBLE_DEVICES
+    outside namespaces it can exempt, and whose nodes ignore the variable)."""
+    on = find(rendered, "ValidatingAdmissionPolicy", "tessera-gpu-pods")
+    assert "size(variables.visibleDevicesContainers) == 0" in _validations(rendered)
+    assert find(helm_template(helm, {"gpuPodPolicy": {"refuseVisibleDevicesEnv": True}}),
+                "ValidatingAdmissionPolicy", "tessera-gpu-pods") == on
+    docs = helm_template(helm, {"gpuPodPolicy": {"refuseVisibleDevicesEnv": False}})
+    off = find(docs, "ValidatingAdmissionPolicy", "tessera-gpu-pods")
+    assert "visibleDevicesContainers" not in json.dumps(off) and "NVIDIA_VISIBLE_DEVICES" not in json.dumps(off["spec"])
+    assert _validations(docs) == [e for e in _validations(rendered) if "visibleDevicesContainers" not in e]
+    assert [v for v in off["spec"]["variables"]] == [v for v in on["spec"]["variables"]
+                                                     if v["name"] != "visibleDevicesContainers"]
+    assert find(docs, "ValidatingAdmissionPolicyBinding", "tessera-gpu-pods") == \
+        find(rendered, "ValidatingAdmissionPolicyBinding", "tessera-gpu-pods")
+
+
+def test_refuse_visible_devices_env_is_a_boolean(helm: Path) -> None:
+    error = helm_template_error(helm, {"gpuPodPolicy": {"refuseVisibleDevicesEnv": "false"}})
+    assert "/gpuPodPolicy/refuseVisibleDevicesEnv" in error, error
+
+
+def test_notes_say_when_the_visible_devices_rule_is_off(helm: Path, tmp_path: Path) -> None:
+    default = " ".join(_notes(helm, tmp_path).split())
+    assert "or that set NVIDIA_VISIBLE_DEVICES" in default
+    off = " ".join(_notes(helm, tmp_path, {"gpuPodPolicy": {"refuseVisibleDevicesEnv": False}}).split())
+    assert "or that set NVIDIA_VISIBLE_DEVICES" not in off
+    assert "gpuPodPolicy.refuseVisibleDevicesEnv is false: pods that set NVIDIA_VISIBLE_DEVICES are let through" in off, off
+    assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in off

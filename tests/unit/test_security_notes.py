@@ -1,6 +1,7 @@
 """deploy/README.md's security notes: the probe port serves /configz (and the GPU map when it is
-on) without authentication, as an on-call trial found, and the NetworkPolicy the notes give
-selects the scheduler pods of both the kustomize tree and the chart, on their probe port."""
+on) without authentication, as an on-call trial found, and the NetworkPolicy that restricts it (the
+chart's networkPolicy option, deploy/optional/scheduler-networkpolicy.yaml for the kustomize tree;
+the notes once gave one to copy) selects the scheduler pods of both, on their probe port."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from typing import Any
 
 import yaml
 
-from tests.deploy_manifests import find, helm_binary, helm_template
+from tests.deploy_manifests import find, helm_binary, helm_template, load_documents
 
 REPO = Path(__file__).resolve().parents[2]
+OPTIONAL_POLICY = REPO / "deploy" / "optional" / "scheduler-networkpolicy.yaml"
 
 
 def _notes() -> str:
@@ -20,10 +22,16 @@ def _notes() -> str:
 
 
 def network_policy() -> dict[str, Any]:
-    """The NetworkPolicy of the security notes, as a user copies it."""
-    block = _notes().split("```yaml", 1)[1].split("```", 1)[0]
-    policy: dict[str, Any] = yaml.safe_load(block)
+    """The kustomize tree's optional NetworkPolicy, as a user applies it."""
+    [policy] = load_documents(OPTIONAL_POLICY)
     assert policy["kind"] == "NetworkPolicy"
+    return policy
+
+
+def chart_network_policy() -> dict[str, Any]:
+    """The chart's NetworkPolicy at networkPolicy.enabled and its default peers."""
+    [policy] = [d for d in helm_template(helm_binary(), {"networkPolicy": {"enabled": True}})
+                if d["kind"] == "NetworkPolicy"]
     return policy
 
 
@@ -40,15 +48,30 @@ def _pod_template(doc: dict[str, Any]) -> tuple[dict[str, str], set[int]]:
     return template["metadata"]["labels"], ports
 
 
-def test_the_notes_network_policy_selects_the_scheduler_pods_on_their_probe_port() -> None:
-    policy = network_policy()
-    selector = policy["spec"]["podSelector"]["matchLabels"]
-    [rule] = policy["spec"]["ingress"]
-    allowed = {p["port"] for p in rule["ports"]}
+def test_the_network_policies_select_the_scheduler_pods_on_their_probe_port() -> None:
     kustomize = yaml.safe_load((REPO / "deploy" / "scheduler" / "deployment.yaml").read_text())
     chart = find(helm_template(helm_binary()), "Deployment", "tessera-scheduler")
-    for deployment in (kustomize, chart):
-        labels, ports = _pod_template(deployment)
-        assert selector.items() <= labels.items(), labels
-        assert allowed == ports == {10251}
-        assert deployment["metadata"]["namespace"] == policy["metadata"]["namespace"]
+    for policy in (network_policy(), chart_network_policy()):
+        selector = policy["spec"]["podSelector"]["matchLabels"]
+        [rule] = policy["spec"]["ingress"]
+        assert rule["from"], "a rule without peers admits every source"
+        allowed = {p["port"] for p in rule["ports"]}
+        for deployment in (kustomize, chart):
+            labels, ports = _pod_template(deployment)
+            assert selector.items() <= labels.items(), labels
+            assert allowed == ports == {10251}
+            assert deployment["metadata"]["namespace"] == policy["metadata"]["namespace"]
+
+
+def test_the_notes_point_at_the_option_not_a_policy_to_copy() -> None:
+    """The notes once gave a NetworkPolicy to copy; now the chart's option (its values, rendered
+    here) and deploy/'s optional file, which the tests keep equal to the chart's."""
+    notes = " ".join(_notes().split())
+    assert "networkPolicy.enabled" in notes and "deploy/optional/scheduler-networkpolicy.yaml" in notes
+    assert "kind: NetworkPolicy" not in _notes()
+    [block] = [b.split("```", 1)[0] for b in _notes().split("```yaml")[1:]]
+    values = yaml.safe_load(block)
+    [policy] = [d for d in helm_template(helm_binary(), values) if d["kind"] == "NetworkPolicy"]
+    [rule] = policy["spec"]["ingress"]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                             "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]
