@@ -56,13 +56,26 @@ class Engine:
         lets the allocation gate release held Bindings; for anything else, pods that failed
         earlier are asked whether it may help them (the queueing hints of the plugins that
         rejected them), except the `spared` ones, whom it cannot help (the pods whose own hold
-        it was). Whatever the change came from: a watch event, or a Binding that did not land."""
+        it was). Whatever the change came from: a watch event, or a Binding that did not land.
+        Classes the change judged again on the way are acted on too (`take_deferred`)."""
         for event in events:
             if event.kind is EventKind.ALLOCATION_DONE:
                 self.release(event.node, now)
             else:
                 self.queue.move(now, functools.partial(self._worth_retrying, event=event, spared=spared),
                                 event.label or event.kind.value)
+        self.take_deferred(now)
+
+    def take_deferred(self, now: float) -> None:
+        """Act on the classes judged again outside a watch event (`ClusterState.deferred_events`:
+        a hold released by a cycle, a pod forgotten, dropped a node's last ghost), as soon as the
+        step that judged them is over: the pods parked on them move as upstream's queue moves
+        the unschedulable pods an event may help when the event comes, and a pod whose cycle
+        saw it is judged by it after its failure, as upstream's in-flight pod is by the events
+        seen while it was in flight (determineSchedulingHintForInFlightPod). None is spared:
+        a class changed for every pod waiting on it."""
+        if self.state.deferred_events:
+            self.take(self.state.take_deferred_events(), now)
 
     def _worth_retrying(self, entry: QueuedPod, *, event: ClusterEvent, spared: Collection[str]) -> bool:
         """A gated pod listens to its gating plugin's hints only (upstream skips a gated pod for

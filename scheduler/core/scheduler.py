@@ -105,6 +105,7 @@ class Scheduler:
         hold_nominated(self._engine, now)  # a nominated pod whose hold this cycle dropped keeps its room
         if held:
             self._holds_given_back(held, now)
+        self._engine.take_deferred(now)  # classes the cycle judged again (a hold it released)
         return attempts
 
     def _holds_given_back(self, held: dict[str, str], now: float) -> None:
@@ -149,6 +150,7 @@ class Scheduler:
                     if preemptor and (hold := state.release_hold(preemptor)) is not None}  # "": finishing a gang
         if released:
             self._holds_given_back(released, now)
+        self._engine.take_deferred(now)
         # upstream activates such a preemptor (executor.go prepareCandidateAsync: Activate, past
         # its backoff); the victim's gang's parked members are retried as a cluster event retries
         self._engine.queue.activate(sorted(preemptors), now, "ForceActivate")
@@ -324,7 +326,8 @@ class Scheduler:
     def take_touched_groups(self) -> set[str]:
         """PodGroups whose object or members changed since the last call (their status may have),
         of those whose status Tessera writes (`coscheduling.reports_status`: one of its pods is
-        ours, or it has none); a group left out is touched again by its next pod's change."""
+        ours, or none is left and one of ours named it); a group left out (no pod of ours has
+        named it yet) is touched again by its next pod's change."""
         state = self._engine.state
         return {key for key in state.take_touched_groups()
                 if key in state.gangs.podgroups and reports_status(state, key)}

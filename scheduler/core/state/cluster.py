@@ -64,9 +64,10 @@ class ClusterState:
         # else by `take_deferred` (a pod forgotten outside any watch event: `Scheduler.take_notices`)
         self.deferred: list[Notice] = []
         # classes judged again as a ghost's coming or going changed whether a node has devices
-        # (`_recount_reshaped`), handed out by the `apply` or `forget` it happened in, else by the
-        # next one (a hold released by a scheduling cycle: its class is judged at once, its waiting
-        # pods woken then)
+        # (`_recount_reshaped`), handed out by the `apply` it happened in, else taken by the engine
+        # (`take_deferred_events`) once the step that changed it is over: a forgotten pod's
+        # (`Engine.take`), a scheduling cycle's (a hold released: the class is judged at once, its
+        # waiting pods woken as the cycle ends, not at the next watch event)
         self.deferred_events: list[ClusterEvent] = []
         self.victim_priority_version = 0  # bumped when a PodGroup's class or a class's value changes
         # bumped by whatever may change which gang members count toward a minimum (`coscheduling.
@@ -309,7 +310,7 @@ class ClusterState:
             if self.deferred:
                 notices = [*notices, *self.take_deferred()]
             if self.deferred_events:
-                events = [*events, *self._take_deferred_events()]
+                events = [*events, *self.take_deferred_events()]
             return events, notices
         except ObjectError as err:
             events = self._delete_unreadable(str(kind), obj, name, held) if event_type == "DELETED" else []
@@ -481,7 +482,7 @@ class ClusterState:
         if old is not None and old.gang is not None and (pod.gang is None or pod.gang.key != old.gang.key):
             self.gangs.forget(old)
         if pod.gang is not None:
-            self.gangs.seen(pod)
+            self.gangs.seen(pod, self.is_ours(pod))
         if pod.label_error is not None and (old is None or old.label_error != pod.label_error):
             notices.append(Notice("Pod", pod.key, "InvalidObject", f"Pod {pod.key}: {pod.label_error}",
                                   pod.meta.namespace, uid))
@@ -763,7 +764,7 @@ class ClusterState:
         pod = self.pods.get(uid)
         if pod is not None and not pod.node_name and self.is_ours(pod) and not pod.terminal and not pod.meta.deleting:
             self.pending.add(uid)  # a pod being deleted is never scheduled again (upstream's skipPodSchedule)
-        return [*freed, *self._take_deferred_events()] if self.deferred_events else freed
+        return freed
 
     # --- what-if: pods lifted off their nodes, nominated pods' holds -------------------------
 
@@ -934,7 +935,8 @@ class ClusterState:
         for name in sorted(reshaped):
             self.deferred_events += self._recount_foreign(name)
 
-    def _take_deferred_events(self) -> list[ClusterEvent]:
+    def take_deferred_events(self) -> list[ClusterEvent]:
+        """The class events `deferred_events` holds, now handed out (and no longer held)."""
         events, self.deferred_events = self.deferred_events, []
         return events
 
