@@ -3,13 +3,14 @@
 A trial beside scheduler-plugins: its PodGroup controller still running, Tessera wrote the status
 of every scheduler-plugins PodGroup, also those whose pods were all the other scheduler's, and the
 two writers reverted each other (73 of 74 status patches in 10 s). Tessera now writes a
-PodGroup's status only while one of its pods has one of Tessera's scheduler names, or while it
-has no pod at all: scheduler-plugins' controller writes `Pending` to a fresh group before any pod
-exists (pkg/controllers/podgroup_controller.go, `case "":`), and Kubeflow's training operator
-creates the PodGroup before the pods that tell whose it is.
+PodGroup's status only once a pod of one of Tessera's scheduler names names it (the PodGroup
+itself names no scheduler). A group created before its pods, as Kubeflow's training operator
+creates them, is nobody's Tessera knows until then: another scheduler's such group got Tessera's
+`Pending` once (found in review); Tessera's own gets `Pending` from its first pod.
 
-Here a real kube-apiserver: the other scheduler's group is never written by Tessera (no status,
-no `tessera` field manager on its status), while Tessera's own group and a fresh one are; a
+Here a real kube-apiserver: the other scheduler's group, created before its pods, is never
+written by Tessera (no status, no `tessera` field manager on its status), nor is a group no pod
+names yet, while Tessera's own group is, and the fresh one from its first pod of Tessera's; a
 status the other writer puts on its group stands. Each step waits on a write of Tessera's own
 group made after it, so "not written" is read after Tessera has seen everything before it.
 """
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tests.e2e.live import Kube, eventually
 
@@ -44,23 +44,26 @@ async def _phase_is(kubectl: Kube, namespace: str, name: str, phase: str) -> boo
 
 async def test_a_podgroup_whose_pods_are_another_schedulers_is_left_to_it(tessera: Any, kubectl: Kube,
                                                                           namespace: str) -> None:
-    loop: SchedulerLoop = await tessera("config/binpack.yaml")
+    await tessera("config/binpack.yaml")
     node = b.node("pg-owner-1", gpus=4)
     await kubectl.create(NODES, node)
     await kubectl.call("PATCH", f"{NODES}/pg-owner-1/status", {"status": node["status"]}, content_type=MERGE)
     groups = PODGROUPS.format(ns=namespace)
-    # the other scheduler's pods first, seen by Tessera before their PodGroup (else the group is a
-    # fresh one without pods when it arrives, written Pending as upstream's controller writes it)
-    for i in range(2):
-        await kubectl.create_pod(namespace, b.pod(f"theirs-{i}", labels={PG_LABEL: "theirs"},
-                                                  scheduler="scheduler-plugins-scheduler"))
-    assert await eventually(lambda: _seen(loop, namespace, "theirs-0", "theirs-1"))
+    # every group before its pods, as a training operator creates them
     await kubectl.create(groups, b.podgroup("theirs", 2, namespace))
     await kubectl.create(groups, b.podgroup("fresh", 2, namespace))
     await kubectl.create(groups, b.podgroup("ours", 1, namespace))
+    for i in range(2):
+        await kubectl.create_pod(namespace, b.pod(f"theirs-{i}", labels={PG_LABEL: "theirs"},
+                                                  scheduler="scheduler-plugins-scheduler"))
     await kubectl.create_pod(namespace, b.pod("ours-0", labels={PG_LABEL: "ours"}, limits={"nvidia.com/gpu": 1}))
-    # Tessera's own group is written (bound, its pod not running yet), and so is the fresh one
+    # Tessera's own group is written (bound, its pod not running yet); the other two are not
     assert await eventually(lambda: _phase_is(kubectl, namespace, "ours", "Scheduling"))
+    for name in ("theirs", "fresh"):
+        group = await _group(kubectl, namespace, name)
+        assert not group.get("status") and not _tessera_wrote_status(group), group
+    # the fresh group's first pod is Tessera's: one of two members, Pending
+    await kubectl.create_pod(namespace, b.pod("fresh-0", labels={PG_LABEL: "fresh"}, limits={"nvidia.com/gpu": 1}))
     assert await eventually(lambda: _phase_is(kubectl, namespace, "fresh", "Pending"))
     assert _tessera_wrote_status(await _group(kubectl, namespace, "fresh"))
     theirs = await _group(kubectl, namespace, "theirs")
@@ -78,6 +81,3 @@ async def test_a_podgroup_whose_pods_are_another_schedulers_is_left_to_it(tesser
     assert theirs["status"] == {"phase": "Scheduling", "running": 1}, theirs["status"]
     assert not _tessera_wrote_status(theirs)
 
-
-async def _seen(loop: SchedulerLoop, namespace: str, *names: str) -> bool:
-    return all(loop.core.state.pod_by_key(f"{namespace}/{name}") is not None for name in names)

@@ -83,11 +83,13 @@ def test_a_gang_short_of_members_is_still_not_told_on_its_podgroup() -> None:
     assert run.scheduler.group_notice([run.last("big-0")]) is None
 
 
-def test_tessera_writes_the_status_of_podgroups_with_a_pod_of_its_own_or_none_yet() -> None:
+def test_tessera_writes_the_status_of_podgroups_a_pod_of_its_own_names() -> None:
     """scheduler-plugins' PodGroup controller writes every PodGroup (a fresh one `Pending` with no
     pod at all: pkg/controllers/podgroup_controller.go, case ""); a group whose pods are all
     another scheduler's is that scheduler's (and its controller's) to report, and two writers
-    reverted each other in a trial. Tessera's: a group with one pod of its scheduler names, or none."""
+    reverted each other in a trial. Tessera's: a group with one pod of its scheduler names. A
+    group no pod names yet may be anybody's (the PodGroup names no scheduler): it is left alone
+    until a pod of ours names it (tests/unit/test_podgroup_status_owner.py)."""
     run = Run(config(BINPACK))
     run.add(b.node("n1", gpus=4), _group("theirs", 1), _group("ours", 1), _group("mixed", 2), _group("fresh", 1))
     run.add(_member("theirs-0", group="theirs", scheduler="other", gpus=0),
@@ -97,9 +99,11 @@ def test_tessera_writes_the_status_of_podgroups_with_a_pod_of_its_own_or_none_ye
     run.add(b.workload_podgroup("kube", 1), b.pod("kube-0", scheduler="default-scheduler",
                                                   spec_extra={"schedulingGroup": {"podGroupName": "kube"}}))
     touched = run.scheduler.take_touched_groups()
-    assert touched == {f"default/scheduling.x-k8s.io/{name}" for name in ("ours", "mixed", "fresh")}
+    assert touched == {f"default/scheduling.x-k8s.io/{name}" for name in ("ours", "mixed")}
     run.scheduler.touch_all_groups()  # a new term writes every group again: still only those
     assert run.scheduler.take_touched_groups() == touched
+    run.add(_member("fresh-0", group="fresh", gpus=0))  # its first pod is ours: it is ours to write
+    assert run.scheduler.take_touched_groups() == {"default/scheduling.x-k8s.io/fresh"}
 
 
 NEVER = ("The PodGroup's minResources can never be met as the cluster is: they ask for 40 nvidia.com/gpu free, "

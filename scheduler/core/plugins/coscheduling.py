@@ -357,15 +357,17 @@ def group_status(state: ClusterState, key: str) -> GroupStatus | None:
 
 def reports_status(state: ClusterState, key: str) -> bool:
     """Whether Tessera writes the status of the PodGroup `key`: while one of its pods (any that
-    exists, finished ones too) has one of this scheduler's names, or while it has none at all.
+    exists, finished ones too) has one of this scheduler's names, and once no pod is left, when
+    one of ours named it (`GangIndex.ours`: a finished job's group gets its last phase).
     scheduler-plugins' PodGroup controller writes every PodGroup, whichever scheduler its pods
     name; beside it (a migration) a group whose pods are all another scheduler's is that one's to
     report, and two writers reverted each other's status (a trial: 73 of 74 patches in 10 s).
-    A group with no pod yet is written, as that controller writes a fresh one `Pending` before any
-    pod exists (Reconcile's `case "":`): Kubeflow's training operator creates the PodGroup before
-    its pods, and with the controller stopped (docs/running.md) nothing else would; beside it both
-    write `Pending` (Tessera's zero counts too, which the controller's patch of the phase leaves).
-    Stops at the first pod of ours: asked at every change of a member."""
+    Its PodGroup names no scheduler (spec: minMember, minResources, scheduleTimeoutSeconds), so
+    a group no pod has named yet is nobody's we know: it is not written until a pod of ours names
+    it (Kubeflow's training operator creates the PodGroup before its pods; another scheduler's
+    such group got Tessera's `Pending` once). Its first pod of ours writes it then (`Pending`
+    while fewer than minMember exist, as that controller's `case "":` and short-group rules
+    would have by then). Stops at the first pod of ours: asked at every change of a member."""
     pods = state.pods
     any_pod = False
     for uid in state.gangs.history.get(key, ()):
@@ -374,7 +376,7 @@ def reports_status(state: ClusterState, key: str) -> bool:
             if state.is_ours(pod):
                 return True
             any_pod = True
-    return not any_pod
+    return not any_pod and key in state.gangs.ours
 
 
 def occupied_by(pod: Pod) -> str:

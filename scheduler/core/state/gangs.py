@@ -20,6 +20,9 @@ class GangIndex:
         self.said_topology: dict[str, SaidTopology] = {}
         self.podgroups: dict[str, PodGroup] = {}  # by gang key: the API is part of it (gang_key)
         self.touched: set[str] = set()  # gangs whose members or PodGroup changed (status to write)
+        # PodGroup gangs a pod of one of our scheduler names named: whose status is ours to write
+        # while no pod is left (`coscheduling.reports_status`); kept while it has a pod or its object
+        self.ours: set[str] = set()
 
     def podgroup_of(self, pod: Pod) -> PodGroup | None:
         """The PodGroup object `pod`'s gang names, when it is of a PodGroup form and has been seen
@@ -49,11 +52,14 @@ class GangIndex:
         said = self.said_topology.get(key)
         return said.verdict()[1] if said is not None else None
 
-    def seen(self, pod: Pod) -> None:
-        """Any state of a member: it belongs to the group's history (terminal ones included)."""
+    def seen(self, pod: Pod, ours: bool) -> None:
+        """Any state of a member: it belongs to the group's history (terminal ones included);
+        `ours`: the pod has one of our scheduler names."""
         assert pod.gang is not None
         self.history.setdefault(pod.gang.key, set()).add(pod.uid)
         self.touched.add(pod.gang.key)
+        if ours and pod.gang.from_podgroup:
+            self.ours.add(pod.gang.key)
 
     def join(self, pod: Pod) -> tuple[bool, str | None]:
         """A live (non-terminal) member. Returns whether the gang's topology (or its conflict)
@@ -98,6 +104,8 @@ class GangIndex:
             members.discard(pod.uid)
             if not members:
                 del self.history[pod.gang.key]
+                if pod.gang.key not in self.podgroups:
+                    self.ours.discard(pod.gang.key)
 
     def podgroup_changed(self, group: PodGroup) -> bool:
         """A PodGroup was added or changed: True when what placement reads (minimum, minimum
@@ -113,4 +121,6 @@ class GangIndex:
         if self.podgroups.pop(key, None) is None:
             return False
         self.touched.add(key)
+        if key not in self.history:
+            self.ours.discard(key)
         return True

@@ -1,0 +1,69 @@
+"""Tessera writes the status of its own PodGroups only, also of one seen before its pods.
+
+scheduler-plugins' PodGroup names no scheduler (its spec is minMember, minResources,
+scheduleTimeoutSeconds): only its pods' `spec.schedulerName` tells whose it is. Tessera wrote
+`Pending` to every PodGroup it saw without pods, so another scheduler's group created before its
+pods (as Kubeflow's training operator creates them) got Tessera's status once (found in review).
+A group is Tessera's to report from the first pod of one of its scheduler names that names it,
+and stays so while none of its pods is left (a finished job's group gets its last phase).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.api.config import load_config
+from scheduler.kube.http import KubeHttp
+from scheduler.kube.loop import SchedulerLoop
+from scheduler.sim import builders as b
+from tests.fakeapi import FakeApi
+
+PG_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def _leader() -> SchedulerLoop:
+    """A leader (term 1) with a complete cache and the one 8-GPU node `n`."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t",  # type: ignore[arg-type]
+                         leader_term=lambda: 1)
+    for informer in loop.informers.informers:
+        informer.synced.set()
+    loop._on_event("ADDED", b.node("n", gpus=8))
+    return loop
+
+
+def _wished(loop: SchedulerLoop, name: str) -> list[dict[str, Any]]:
+    return [body["status"] for (path, _), body in loop.statuses._dirty.items() if f"/podgroups/{name}/status" in path]
+
+
+def _member(name: str, group: str, scheduler: str = "tessera", **kw: Any) -> dict[str, Any]:
+    return b.pod(name, labels={PG_LABEL: group}, limits={"nvidia.com/gpu": 1}, scheduler=scheduler, **kw)
+
+
+def test_another_schedulers_podgroup_seen_before_its_pods_gets_no_status() -> None:
+    loop = _leader()
+    loop._on_event("ADDED", b.podgroup("theirs", 2))
+    assert _wished(loop, "theirs") == []  # no pod yet: whose it is is not known
+    for i in range(2):
+        loop._on_event("ADDED", _member(f"theirs-{i}", "theirs", scheduler="scheduler-plugins-scheduler"))
+    loop._on_event("MODIFIED", b.node("n", gpus=8))  # any later event
+    assert _wished(loop, "theirs") == []
+
+
+def test_a_podgroup_seen_before_its_pods_is_written_from_its_first_pod_of_ours() -> None:
+    loop = _leader()
+    loop._on_event("ADDED", b.podgroup("ours", 2))
+    assert _wished(loop, "ours") == []
+    loop._on_event("ADDED", _member("ours-0", "ours"))  # one of two: Pending, as the controller writes it
+    assert _wished(loop, "ours") == [{"phase": "Pending", "running": 0, "succeeded": 0, "failed": 0}]
+
+
+def test_a_podgroup_of_ours_whose_pods_are_all_gone_still_gets_its_status() -> None:
+    loop = _leader()
+    loop._on_event("ADDED", b.podgroup("job", 1))
+    worker = _member("job-0", "job", node_name="n", phase="Running")
+    loop._on_event("ADDED", worker)
+    assert [status["phase"] for status in _wished(loop, "job")] == ["Running"]
+    loop.statuses._dirty.clear()  # written
+    loop._on_event("DELETED", worker)  # fewer than minMember left: Pending, the counts as the object kept them
+    assert [status["phase"] for status in _wished(loop, "job")] == ["Pending"]
