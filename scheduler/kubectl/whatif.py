@@ -89,12 +89,17 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     replay.now = now  # node agents' heartbeats are judged against the real clock
     for _ in replay.run_listing(WatchEvent("ADDED", obj) for obj in replay_order(objects)):
         pass
+    # the victims each pod's preemption evicted: its final attempt (the one that binds it) preempts
+    # none, the attempt before it did (a gang's victims ride on the member whose attempt took them)
+    victims: dict[str, list[str]] = {}
+    for victim, preemptor in sorted(replay.stats.evicted.items()):
+        victims.setdefault(preemptor, []).append(victim)
     found = {key: Outcome(key, attempt.node or "", _devices(attempt.annotations), attempt.deferred,
-                          tuple(victim.key for victim in attempt.preempted),
+                          tuple(victims.get(key, ())),
                           "" if attempt.node and not attempt.deferred else attempt.message,
                           tuple(sorted(attempt.tied)) if attempt.node else (), attempt.tied_count if attempt.node else 0,
                           attempt.score if attempt.node else None,
-                          tuple(attempt.victim_reasons.get(victim.uid, "") for victim in attempt.preempted))
+                          tuple(replay.stats.evicted_why.get(victim, "") for victim in victims.get(key, ())))
              for key, attempt in replay.stats.final.items()}
     # pods a PreEnqueue plugin keeps out are never attempted: their gate says why they stay pending
     found.update((key, Outcome(key, "", (), False, (), why)) for key, why in replay.scheduler.gated().items())
@@ -176,6 +181,8 @@ def render(result: WhatIf) -> str:
                 verdict += f"; {tie_note(o.tied_with, o.tied_count, o.score)}"
         else:
             verdict = f"cannot tell: {o.message}" if o.unknown else o.message
+            if o.preempts:  # its preemption evicted them, and it still did not fit
+                verdict += f" (its preemption would evict {listed_all(o.preempts, o.preempt_reasons)})"
         rows.append([o.pod, o.node, ", ".join(o.devices), verdict])
     stay = len(result.outcomes) - result.placed - result.unknown
     unknown = f", {result.unknown} cannot tell (see RESULT)" if result.unknown else ""

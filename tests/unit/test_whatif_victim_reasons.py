@@ -35,3 +35,25 @@ def test_what_if_says_why_each_victim_goes_as_explain_does() -> None:
     explained = explaining.explain(only_gang, "default/hi", config(BINPACK), [], 0.0)
     assert explained is not None
     assert f"preemption would evict default/low-0, default/low-1 ({gang})" in explaining.render(explained, 0.0)
+
+
+def test_each_placed_pod_names_the_victims_its_preemption_evicted() -> None:
+    """A trial finding: RESULT read "placed" and `-o json` `preempts` was [] for the pod whose
+    preemption evicted them (the outcome read the final, binding attempt, which preempts none):
+    only the summary line named the victims."""
+    result = whatif.what_if(_cluster(), config(BINPACK), 0.0)
+    by_pod = {outcome.pod: outcome for outcome in result.outcomes}
+    gang = "gang default/low: would fall below minMember 2"
+    # hi2 (4 GPUs) goes first, by size, and takes n1 from the gang; hi then takes n2 from solo
+    assert by_pod["default/hi2"].node == "n1", by_pod
+    assert by_pod["default/hi2"].preempts == ("default/low-0", "default/low-1"), by_pod["default/hi2"]
+    assert by_pod["default/hi2"].preempt_reasons == (gang, gang)
+    assert by_pod["default/hi"].node == "n2", by_pod
+    assert by_pod["default/hi"].preempts == ("default/solo",), by_pod["default/hi"]
+    assert by_pod["default/hi"].preempt_reasons == ("",)
+    text = whatif.render(result)
+    assert f"placed after evicting default/low-0, default/low-1 ({gang})" in text, text
+    assert "placed after evicting default/solo" in text, text
+    rows = {row["pod"]: row for row in whatif.as_dict(result)["outcomes"]}
+    assert rows["default/hi2"]["preempts"] == ["default/low-0", "default/low-1"], rows
+    assert rows["default/hi"]["preempts"] == ["default/solo"], rows
