@@ -25,6 +25,7 @@ from scheduler.build_info import add_version_option
 from scheduler.closed_pipe import reader_gone
 from scheduler.kube.http import (TRANSPORT_ERRORS, ConnectError, ContextNotFound, KubeconfigError, KubeHttp,
                                  check_apiserver, connect, rejected)
+from scheduler.kube.informers import PRIORITY_CLASSES
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import probe_pods, whatif
@@ -295,6 +296,14 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
         chosen = await _chosen(args, http)
         _warn(listing)
         if args.filename:
+            classes = listing.unread.get(PRIORITY_CLASSES.label)
+            try:
+                notes = probe_pods.resolve_priorities(probes, listing.objects, classes.why if classes else None,
+                                                      args.filename)
+            except probe_pods.ProbeError as err:
+                raise CommandError(str(err)) from None
+            for note in notes:
+                print(f"warning: {note}", file=sys.stderr)
             existing = probe_pods.clashes(probes, listing.objects)
             if existing:
                 raise CommandError(f"{args.filename}: already in the cluster: {', '.join(existing)}; what-if -f asks "

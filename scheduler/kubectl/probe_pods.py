@@ -25,6 +25,11 @@ the apiserver would give it: the namespace of -n (a different one in the file is
 `default-scheduler` when it names no scheduler (so a pod meant for Tessera must say
 `schedulerName`). A pod keeps no schedulingGates: the question is where it would go.
 
+A pod's priority is what the apiserver's Priority admission plugin would give it
+(`resolve_priorities`, once the cluster's PriorityClasses are listed): its priorityClassName's value
+and preemptionPolicy; with none named, the globalDefault class's (the lowest, if several), else 0
+and PreemptLowerPriority; the built-in system-node-critical and system-cluster-critical need no read.
+
 What the apiserver (or a training operator's webhook) would refuse is an error naming the object
 and the field, in its words: a workload's missing, empty or malformed selector, template labels or
 annotations that are not strings, a count beyond int32, a replica type the operator does not take.
@@ -63,6 +68,11 @@ MAX_PODS = 100_000  # the most pods one file may stand for: a replay of more wou
 REFUSED = "the apiserver would refuse it"
 
 
+# the classes the apiserver creates at startup (pkg/apis/scheduling: SystemPriorityClasses)
+SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
+DEFAULT_PREEMPTION_POLICY = "PreemptLowerPriority"
+
+
 class ProbeError(Exception):
     """The file cannot stand for pods to create: one line for the user."""
 
@@ -98,6 +108,73 @@ def read_probes(text: str, source: str, namespace: str, namespace_flag: str | No
     if twice:
         raise ProbeError(f"{source}: named more than once: {', '.join(twice)}")
     return objects
+
+
+def resolve_priorities(probes: Iterable[dict[str, Any]], listed: Iterable[Mapping[str, Any]], unread: str | None,
+                       source: str) -> list[str]:
+    """Give the file's pods (in place) the priority, priorityClassName and preemptionPolicy the
+    apiserver's Priority admission plugin would (plugin/pkg/admission/priority admitPod), from the
+    PriorityClasses `listed`; `unread`: why they could not be read (None: they were). What the
+    plugin would refuse is a `ProbeError` in its words; so is a class named that cannot be read.
+    Returns what the user should know: pods naming no class while a globalDefault one cannot be
+    known (replayed at the file's priority, else 0)."""
+    classes = {str((obj.get("metadata") or {}).get("name")): obj for obj in listed if obj.get("kind") == "PriorityClass"}
+    defaults = [pc for pc in classes.values() if pc.get("globalDefault") is True]
+    # more than one globalDefault (a race the plugin allows for): the lowest value wins
+    default = min(defaults, key=_class_value) if defaults else None
+    unknown_default: list[str] = []
+    for pod in probes:
+        if pod.get("kind") != "Pod":
+            continue
+        spec, meta = pod["spec"], pod["metadata"]
+        said = f"Pod {meta['namespace']}/{meta['name']}"
+        forbidden = f'{source}: {said}: pods "{meta["name"]}" is forbidden'
+        named = spec.get("priorityClassName")
+        policy: Any
+        if not named:
+            if unread is not None:
+                unknown_default.append(said)
+                continue
+            if default is None:
+                value, policy = 0, DEFAULT_PREEMPTION_POLICY
+            else:
+                value, policy = _class_value(default), default.get("preemptionPolicy")
+                spec["priorityClassName"] = default["metadata"]["name"]
+        elif named in classes:
+            value, policy = _class_value(classes[named]), classes[named].get("preemptionPolicy")
+        elif named in SYSTEM_PRIORITY_CLASSES:
+            value, policy = SYSTEM_PRIORITY_CLASSES[named], DEFAULT_PREEMPTION_POLICY
+        elif unread is not None:
+            raise ProbeError(f"{source}: {said} names priorityClassName {named}, but PriorityClasses cannot be read "
+                             f"({unread}): its priority and preemptionPolicy are unknown")
+        else:
+            raise ProbeError(f"{forbidden}: no PriorityClass with name {named} was found: {REFUSED}")
+        given = spec.get("priority")
+        if given is not None and given != value:
+            raise ProbeError(f"{forbidden}: the integer value of priority ({given}) must not be provided in pod spec; "
+                             f"priority admission controller computed {value} from the given PriorityClass name: "
+                             f"{REFUSED}")
+        spec["priority"] = value
+        if policy is not None:  # the API defaults a class's preemptionPolicy: a class read has one
+            own = spec.get("preemptionPolicy")
+            if own is not None and own != policy:
+                raise ProbeError(f"{forbidden}: the string value of PreemptionPolicy ({own}) must not be provided in "
+                                 f"pod spec; priority admission controller computed {policy} from the given "
+                                 f"PriorityClass name: {REFUSED}")
+            spec["preemptionPolicy"] = policy
+    if not unknown_default:
+        return []
+    pods = ", ".join(unknown_default[:3]) + (f" and {len(unknown_default) - 3} more" if len(unknown_default) > 3 else "")
+    given = {pod["spec"].get("priority") for pod in probes if pod.get("kind") == "Pod"} - {None}
+    at = "the priority the file gives" if given else "priority 0"
+    return [f"{pods} {'names' if len(unknown_default) == 1 else 'name'} no priorityClassName, and PriorityClasses "
+            f"cannot be read ({unread}): a globalDefault PriorityClass would give "
+            f"{'it its' if len(unknown_default) == 1 else 'them their'} priority; replayed at {at}"]
+
+
+def _class_value(priority_class: Mapping[str, Any]) -> int:
+    value = priority_class.get("value", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def clashes(probes: Iterable[Mapping[str, Any]], listed: Iterable[Mapping[str, Any]]) -> list[str]:

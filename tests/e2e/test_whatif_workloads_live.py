@@ -9,8 +9,10 @@ import asyncio
 from pathlib import Path
 
 import orjson
+import yaml
 
 from scheduler.kube.controlplane import LocalControlPlane
+from scheduler.sim import builders as b
 from tests.e2e.live import Kube
 from tests.e2e.test_kubectl_plugin import _ok, _plugin
 
@@ -69,4 +71,75 @@ async def test_what_if_places_the_pods_of_workloads_without_creating_them(
                      f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups"):
             assert (await kubectl.call("GET", path)).json()["items"] == [], path
     finally:
+        await asyncio.to_thread(clean_cluster.remove_fake_gpu_nodes, names)
+
+
+def _priority_class(name: str, value: int, policy: str) -> dict[str, object]:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": value, "preemptionPolicy": policy}
+
+
+async def test_what_if_gives_a_file_pod_its_priority_class_as_the_apiserver_does(
+        clean_cluster: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
+    """A trial finding: a pod of `priorityClassName: <prod-high>` was replayed at priority 0, so an
+    8-GPU pod that would preempt read "No preemption victims found". Its class is read from the
+    cluster, as the Priority admission plugin reads it; what the plugin refuses is refused in its
+    words (checked against the apiserver's own server-side dry run)."""
+    label = namespace
+    names = await asyncio.to_thread(clean_cluster.add_fake_gpu_nodes, 1, 4, "A100", prefix="prio",
+                                    labels={"tessera.dev/e2e-what-if": label})
+    high, never = f"{namespace}-high", f"{namespace}-never"
+    classes = "/apis/scheduling.k8s.io/v1/priorityclasses"
+    try:
+        await kubectl.create(classes, _priority_class(high, 1000, "PreemptLowerPriority"))
+        await kubectl.create(classes, _priority_class(never, 1000, "Never"))
+        # the node's 4 GPUs held by a pod of priority 0 (no class, no globalDefault: the apiserver gives it 0)
+        await kubectl.create_pod(namespace, b.pod("batch", namespace, node_name=names[0], phase="Running",
+                                                  limits={"nvidia.com/gpu": 4}))
+
+        def probe(extra: str) -> str:
+            return (f"apiVersion: v1\nkind: Pod\nmetadata: {{name: probe}}\nspec:\n  schedulerName: tessera\n{extra}"
+                    f"  nodeSelector: {{tessera.dev/e2e-what-if: {label}}}\n"
+                    "  containers:\n  - {name: main, image: x, resources: {limits: {nvidia.com/gpu: 4}}}\n")
+
+        file = tmp_path / "probe.yaml"
+        what_if = ("what-if", "--config", "config/binpack.yaml", "-f", str(file), "-n", namespace)
+        file.write_text(probe(f"  priorityClassName: {high}\n"))
+        result = orjson.loads(await _ok(clean_cluster, *what_if, "-o", "json"))
+        [outcome] = result["outcomes"]
+        assert (outcome["node"], outcome["preempts"]) == (names[0], [f"{namespace}/batch"]), outcome
+        out = await _ok(clean_cluster, *what_if)
+        assert f"placed after evicting {namespace}/batch" in out, out
+
+        # its class's preemptionPolicy: Never waits, as upstream's preemption says
+        file.write_text(probe(f"  priorityClassName: {never}\n"))
+        [outcome] = orjson.loads(await _ok(clean_cluster, *what_if, "-o", "json"))["outcomes"]
+        assert outcome["node"] == "" and "preemptionPolicy=Never" in outcome["message"], outcome
+
+        # no class: priority 0, equal to the holder's: nothing to preempt
+        file.write_text(probe(""))
+        [outcome] = orjson.loads(await _ok(clean_cluster, *what_if, "-o", "json"))["outcomes"]
+        assert (outcome["node"], outcome["preempts"]) == ("", []), outcome
+
+        # what the apiserver refuses: a class that does not exist, a priority other than its class's
+        for extra, value in ((f"  priorityClassName: {namespace}-missing\n", None), ("  priority: 1000\n", 1000)):
+            file.write_text(probe(extra))
+            status, out, err = await _plugin(clean_cluster, *what_if)
+            pod = yaml.safe_load(file.read_text())
+            refused = await kubectl.call("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", pod,
+                                         ok=(403,))
+            assert (status, out) == (1, ""), err
+            assert err == f"error: {file}: Pod {namespace}/probe: {refused.message()}: the apiserver would refuse it\n", \
+                (err, refused.message())
+            assert value is None or f"integer value of priority ({value})" in err, err
+
+        # the apiserver's own dry run gives the file's pod the value what-if replayed it at
+        file.write_text(probe(f"  priorityClassName: {high}\n"))
+        created = (await kubectl.call("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All",
+                                      yaml.safe_load(file.read_text()))).json()
+        assert (created["spec"]["priority"], created["spec"]["preemptionPolicy"]) == (1000, "PreemptLowerPriority")
+        assert [p for p in await kubectl.pods(namespace)] == ["batch"]  # nothing was created
+    finally:
+        for name in (high, never):
+            await kubectl.call("DELETE", f"{classes}/{name}", ok=(200, 404))
         await asyncio.to_thread(clean_cluster.remove_fake_gpu_nodes, names)
