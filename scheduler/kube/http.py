@@ -25,6 +25,7 @@ import anyio
 import orjson
 import yaml
 from aiohttp.helpers import get_env_proxy_for_url
+from multidict import CIMultiDict
 from yarl import URL
 
 from scheduler import __version__
@@ -165,8 +166,24 @@ def kubeconfig_path(flag: str | None, configured: str | None = None,
     return str(default) if default.is_file() else None
 
 
+@dataclass(frozen=True, slots=True)
+class Impersonation:
+    """Whom to act as (kubectl's --as, --as-group, --as-uid): the apiserver authorizes each
+    request as that identity, once the caller's own may `impersonate` it."""
+
+    user: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+
+    def headers(self) -> list[tuple[str, str]]:
+        """The headers kubectl sends (client-go transport's impersonating round tripper): one
+        Impersonate-Group per group, as the apiserver reads them (a joined value is one group)."""
+        return [("Impersonate-User", self.user), *(("Impersonate-Group", group) for group in self.groups),
+                *((("Impersonate-Uid", self.uid),) if self.uid else ())]
+
+
 async def connect(kubeconfig: str | None, *, user_agent: str = USER_AGENT,
-                  context: str | None = None) -> client.ApiClient:
+                  context: str | None = None, impersonate: Impersonation | None = None) -> client.ApiClient:
     """An authenticated ApiClient from a kubeconfig file, or the in-cluster service account.
 
     Every request carries ``User-Agent: <user_agent>/<version>``: the apiserver names the field
@@ -174,7 +191,8 @@ async def connect(kubeconfig: str | None, *, user_agent: str = USER_AGENT,
     logs show it; the library's default would be ``OpenAPI-Generator``. Kubeconfig problems raise
     `KubeconfigError` with one readable line: the loader's own errors are cryptic (an empty file
     gives "'NoneType' object does not support item assignment") or come with a stray log line.
-    `context` picks a kubeconfig context other than the current one (`kubectl --context`).
+    `context` picks a kubeconfig context other than the current one (`kubectl --context`);
+    `impersonate` has every request act as another identity (`kubectl --as`).
     """
     if kubeconfig:
         context = _check_kubeconfig(kubeconfig, context)
@@ -194,11 +212,11 @@ async def connect(kubeconfig: str | None, *, user_agent: str = USER_AGENT,
                                   f"service account ({_first_line(err)}); pass --kubeconfig FILE") from None
         api = client.ApiClient()
     api.user_agent = f"{user_agent}/{__version__}"
-    _read_proxy_environment_once(api)
+    _read_proxy_environment_once(api, impersonate.headers() if impersonate is not None else ())
     return api
 
 
-def _read_proxy_environment_once(api: client.ApiClient) -> None:
+def _read_proxy_environment_once(api: client.ApiClient, headers: Sequence[tuple[str, str]] = ()) -> None:
     """Resolve HTTPS_PROXY/NO_PROXY for the apiserver once and stop aiohttp from doing it per request.
 
     kubernetes-asyncio opens its session with ``trust_env=True``, so aiohttp looks the proxy up for
@@ -206,6 +224,7 @@ def _read_proxy_environment_once(api: client.ApiClient) -> None:
     included). At the default client limits each Binding and Event paid that thread hop and its
     wake-ups (issue 13). The environment does not change under a running process, so the answer for
     the one server we talk to is fixed at connect time and given to the client explicitly.
+    `headers` go on every request (the session's: a header given more than once is sent so).
     """
     rest = api.rest_client
     if rest.proxy is None:
@@ -222,7 +241,7 @@ def _read_proxy_environment_once(api: client.ApiClient) -> None:
                 if URL(api.configuration.host).scheme == "http":
                     api.set_default_header("Proxy-Authorization", auth.encode())
     old = rest.pool_manager
-    rest.pool_manager = aiohttp.ClientSession(connector=old.connector, trust_env=False,
+    rest.pool_manager = aiohttp.ClientSession(connector=old.connector, trust_env=False, headers=CIMultiDict(headers),
                                               read_bufsize=2**21)  # kubernetes-asyncio's own buffer size
     old.detach()  # the connector (TLS context, pool) now belongs to the new session
 

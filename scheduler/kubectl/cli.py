@@ -23,8 +23,8 @@ from scheduler.api.config import BUILTIN_SOURCE, ConfigError, SchedulerConfig, l
 from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.build_info import add_version_option
 from scheduler.closed_pipe import reader_gone
-from scheduler.kube.http import (TRANSPORT_ERRORS, ConnectError, ContextNotFound, KubeconfigError, KubeHttp,
-                                 check_apiserver, connect, rejected)
+from scheduler.kube.http import (TRANSPORT_ERRORS, ConnectError, ContextNotFound, Impersonation, KubeconfigError,
+                                 KubeHttp, check_apiserver, connect, rejected)
 from scheduler.kube.informers import PRIORITY_CLASSES
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
 from scheduler.kubectl import explain as explaining
@@ -34,7 +34,7 @@ from scheduler.kubectl.leadership import UNKNOWN, Leadership, leadership
 from scheduler.kubectl.output import FORMATS, dump
 from scheduler.kubectl.reference import (BadReference, Reference, chosen_note, not_found, not_found_hint,
                                          read_as_namespace, reference, workload_pods)
-from scheduler.kubectl.target import Target, resolve
+from scheduler.kubectl.target import Target, resolve, user_name
 from scheduler.kubectl.unread import nodes_view
 from scheduler.logs import describe_error
 from scheduler.view.model import as_dict
@@ -76,6 +76,12 @@ def _common(parser: argparse.ArgumentParser, suppress: bool) -> None:
     parser.add_argument("--kubeconfig", default=default, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     parser.add_argument("--context", default=default, help="the kubeconfig context to use")
     parser.add_argument("-n", "--namespace", default=default, help="namespace (default: the context's, else default)")
+    parser.add_argument("--as", dest="as_user", metavar="USER", default=default,
+                        help="act as this user (or system:serviceaccount:NS:NAME), as kubectl --as does")
+    parser.add_argument("--as-group", dest="as_groups", metavar="GROUP", action="append",
+                        default=default if suppress else [],
+                        help="act as a member of this group (repeat for several; needs --as)")
+    parser.add_argument("--as-uid", dest="as_uid", metavar="UID", default=default, help="act as this UID (needs --as)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,6 +137,14 @@ def _installed(cmd: argparse.ArgumentParser) -> None:
                           f"--config is not given (default: {DEFAULT_NAMESPACE})")
 
 
+def impersonation(args: argparse.Namespace) -> Impersonation | None:
+    """Whom --as, --as-group and --as-uid act as (None: the kubeconfig's own identity; an empty
+    --as is none, as kubectl reads it)."""
+    if not args.as_user:
+        return None
+    return Impersonation(args.as_user, tuple(args.as_groups or ()), args.as_uid or "")
+
+
 def _config(path: str | None) -> SchedulerConfig:
     try:
         return load_config(path)
@@ -176,7 +190,8 @@ async def _leader(http: KubeHttp, election: LeaderElectionConfig | str) -> Leade
 async def _listing(target: Target, namespaces: Iterable[str]) -> tuple[KubeHttp, ClusterListing]:
     """Connect and list the cluster (a namespaced kind denied cluster-wide in `namespaces`, the
     ones the command is about); the client is returned for follow-up reads (closed by the caller)."""
-    api = await connect(target.kubeconfig, user_agent=USER_AGENT, context=target.context)
+    api = await connect(target.kubeconfig, user_agent=USER_AGENT, context=target.context,
+                        impersonate=target.impersonate)
     http = KubeHttp(api)
     try:
         response = await check_apiserver(http, target.kubeconfig)
@@ -345,7 +360,12 @@ Command = Callable[[argparse.Namespace, Target], Awaitable[int]]
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    target = resolve(args.kubeconfig, args.context, args.namespace)
+    target = replace(resolve(args.kubeconfig, args.context, args.namespace), impersonate=impersonation(args))
+    if target.impersonate is None and (args.as_groups or args.as_uid):
+        # client-go's clientcmd validation (validateAuthInfo), as kubectl prints it
+        print(f"Error in configuration: requesting uid, groups or user-extra for {user_name(target)} without "
+              "impersonating a user", file=sys.stderr)
+        return 2
     func: Command = args.func
     try:
         return anyio.run(func, args, target)

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduler.kube.http import (KubeconfigError, first_current_context, kubeconfig_path, named_contexts,
-                                  read_kubeconfigs)
+from scheduler.kube.http import (Impersonation, KubeconfigError, first_current_context, kubeconfig_path,
+                                  named_contexts, read_kubeconfigs)
 
 DEFAULT_NAMESPACE = "default"
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -25,6 +25,20 @@ class Target:
     kubeconfig: str | None  # None: the in-cluster service account
     context: str | None  # the context to use: --context, else the current one kubectl would use; None: none set
     namespace: str
+    impersonate: Impersonation | None = None  # --as, --as-group, --as-uid
+
+
+def user_name(target: Target) -> str:
+    """The kubeconfig user (authInfo) the target's context names ("" in a pod, or none named)."""
+    if target.kubeconfig is None:
+        return ""
+    try:
+        docs = read_kubeconfigs(target.kubeconfig)
+    except KubeconfigError:
+        return ""
+    chosen = (named_contexts(docs) or {}).get(target.context) if target.context else None
+    user = chosen.get("user") if isinstance(chosen, dict) else None
+    return user if isinstance(user, str) else ""
 
 
 def resolve(kubeconfig: str | None, context: str | None, namespace: str | None,

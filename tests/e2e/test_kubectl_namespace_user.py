@@ -21,6 +21,7 @@ import pytest
 from scheduler.core import annotations as ann
 from scheduler.core.objects import PODGROUP_LABEL
 from scheduler.kube.controlplane import LocalControlPlane
+from scheduler.kube.http import Impersonation, KubeHttp, connect
 from scheduler.sim import builders as b
 from tests.deploy_manifests import DEPLOY, load_documents
 from tests.e2e.live import Kube
@@ -180,3 +181,51 @@ async def test_a_researcher_is_told_what_to_ask_for_and_never_given_a_verdict_of
     status, out, err = await _plugin(kubeconfig, "what-if", "-n", ns, "--config", "config/binpack.yaml")
     assert (status, err) == (0, ""), err
     assert "6 pending pods: 1 would be placed, 5 would stay pending" in out, out
+
+
+async def test_an_admin_sees_what_a_team_identity_is_shown_with_as(
+        clean_cluster: LocalControlPlane, namespace: str, shipped_roles: None) -> None:
+    """kubectl's impersonation flags (a multi-team admin's trial: `--as` was refused): the
+    apiserver answers as the identity --as names — its 403, then, once it is granted the
+    explainer role, its answer — and --as-group sends each group on its own."""
+    admin, ns, kubeconfig = clean_cluster.admin, namespace, clean_cluster.kubeconfig
+    team = f"system:serviceaccount:{ns}:default"
+    what_if = ("what-if", "-n", ns, "--config", "config/binpack.yaml")
+    for args in ((*what_if, "--as", team), ("--as", team, *what_if)):  # after the command, or before it
+        status, out, err = await _plugin(kubeconfig, *args)
+        assert (status, out) == (1, ""), err
+        assert (f'nodes is forbidden: User "{team}" cannot list resource "nodes" in API group "" at the cluster '
+                "scope") in err, err
+        assert err.rstrip().endswith(f"needs list on nodes (cluster-scoped): {ASK_EXPLAINER}"), err
+    admin.create(f"{RBAC}/clusterrolebindings", {
+        "metadata": {"name": f"{ns}-default-explainer", "labels": {LABEL: "true"}},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "tessera-explainer"}})
+    status, out, err = await _settled(kubeconfig, (*what_if, "--as", team), lambda a: a[0] == 0)
+    assert status == 0, err
+    assert out.startswith("No pending pods to place (configuration config/binpack.yaml"), out
+
+    # groups: one header each (joined, "team-a,system:masters" would be one group, and denied)
+    status, out, err = await _plugin(kubeconfig, "nodes", "--as", "someone", "--as-group", "team-a",
+                                     "--as-group", "system:masters")
+    assert status == 0, err
+    status, _, err = await _plugin(kubeconfig, "nodes", "--as", "someone", "--as-group", "team-a")
+    assert status == 1 and 'User "someone" cannot list resource "nodes"' in err, err
+    # groups or a uid without a user: refused before any request, as kubectl refuses it
+    status, out, err = await _plugin(kubeconfig, "nodes", "--as-group", "system:masters")
+    assert (status, out) == (2, "") and err.startswith("Error in configuration: requesting uid, groups or user-extra "
+                                                       "for "), err
+    assert err.endswith(" without impersonating a user\n"), err
+
+    # what the apiserver makes of the headers: the identity, each group, the uid
+    api = await connect(str(kubeconfig), impersonate=Impersonation("someone", ("team-a", "team-b"), "uid-1"))
+    try:
+        review = await KubeHttp(api).request(
+            "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", limited=False,
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+    finally:
+        await api.close()
+    assert review.status == 201, review.message()
+    user = review.json()["status"]["userInfo"]
+    assert (user["username"], user.get("uid")) == ("someone", "uid-1"), user
+    assert {"team-a", "team-b"} <= set(user["groups"]), user
