@@ -178,13 +178,14 @@ def _lease_source(args: argparse.Namespace, chosen: ChosenConfig) -> str:
     return "the built-in configuration's"
 
 
-async def _leader(http: KubeHttp, election: LeaderElectionConfig | str) -> Leadership | None:
+async def _leader(http: KubeHttp, election: LeaderElectionConfig | str, args: argparse.Namespace) -> Leadership | None:
     """explain's and what-if's `Leader:` line: who schedules now, by the Lease `election` names
     (unknown, saying why, when it is why the Lease is not known); the wait a watch of it takes is
-    said on stderr."""
+    said on stderr. A 403 names the shipped Role when the Lease is in --scheduler-namespace."""
     if isinstance(election, str):
         return Leadership("", UNKNOWN, f"unknown: {election}")
-    return await leadership(http, election, progress=lambda line: print(line, file=sys.stderr))
+    return await leadership(http, election, role_namespace=args.scheduler_namespace,
+                            progress=lambda line: print(line, file=sys.stderr))
 
 
 async def _listing(target: Target, namespaces: Iterable[str]) -> tuple[KubeHttp, ClusterListing]:
@@ -289,7 +290,7 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
                                     events if isinstance(events, list) else [], now, listing.unread,
                                     events_unread=events if isinstance(events, str) else "")
         if result is not None and result.dry_run is not None:  # it waits for Tessera: does a replica lead?
-            result = explaining.with_leader(result, await _leader(http, chosen.lease), _lease_source(args, chosen))
+            result = explaining.with_leader(result, await _leader(http, chosen.lease, args), _lease_source(args, chosen))
         exists = result is not None or not read_as_namespace(args.pod) \
             or await _namespace_exists(http, namespace, listing.objects)
     finally:
@@ -332,7 +333,7 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
         if result.outcomes:  # pods wait: does a replica schedule them now? The running scheduler's Lease says
             installed = chosen if args.config is None else await _installed_config(
                 args, http, "the Leader line reads the built-in configuration's Lease")
-            result = replace(result, leader=await _leader(http, installed.lease))
+            result = replace(result, leader=await _leader(http, installed.lease, args))
     finally:
         await http.api.close()
     _print(whatif.as_dict(result), lambda: whatif.render(result), args.output)

@@ -96,11 +96,20 @@ def config_grant(permission: str, namespace: str = DEFAULT_NAMESPACE) -> str:
             f"{ROLES_FILE})")
 
 
-def lease_grant(lease: str) -> str:
-    """What a 403 on the Lease `lease` (namespace/name) asks for. The shipped Role grants its own
-    release's Lease only (the chart's leaderElection.resourceName, in its namespace)."""
-    return (f"needs get on leases.coordination.k8s.io {lease}: the Role {CONFIG_READER} grants it for the "
-            f"installed scheduler's Lease, in the scheduler's namespace (bound with a RoleBinding there; {ROLES_FILE})")
+def lease_grant(lease: str, role_namespace: str = DEFAULT_NAMESPACE) -> str:
+    """What a 403 on the Lease `lease` (namespace/name) asks for. The shipped Role, in
+    `role_namespace` (the installed scheduler's: --scheduler-namespace), grants its own release's
+    Lease only (the chart's leaderElection.resourceName, in its namespace). A Lease elsewhere (the
+    built-in configuration's kube-system/tessera, as on dev-cluster) needs a Role of its own there:
+    a trial's team users, holding the shipped Role, were told to ask for it."""
+    namespace, _, name = lease.partition("/")
+    if namespace == role_namespace:
+        return (f"needs get on leases.coordination.k8s.io {lease}: ask for the Role {CONFIG_READER} in {namespace} "
+                f"(bound with a RoleBinding there; {ROLES_FILE})")
+    return (f"needs get on leases.coordination.k8s.io {lease}: the shipped Role {CONFIG_READER} grants only a Lease "
+            f"in {role_namespace}; ask for a Role in {namespace} granting it, bound with a RoleBinding in {namespace} "
+            f"(kubectl -n {namespace} create role tessera-lease-reader --verb=get "
+            f"--resource=leases.coordination.k8s.io --resource-name={name})")
 
 
 def _unknown(why: str) -> str:

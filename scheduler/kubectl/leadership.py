@@ -35,7 +35,7 @@ from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.leader import JITTER_FACTOR, LEASES
 from scheduler.kube.term_token import term_token
-from scheduler.kubectl.installed import lease_grant
+from scheduler.kubectl.installed import DEFAULT_NAMESPACE, lease_grant
 
 __all__ = ["LEADING", "MISSING", "RELEASED", "SKEW", "STOPPED", "UNKNOWN", "Leadership", "leadership"]
 
@@ -63,11 +63,13 @@ class Leadership:
 
 
 async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
+                     role_namespace: str = DEFAULT_NAMESPACE,
                      now: Callable[[], float] = time.time, clock: Callable[[], float] = time.monotonic,
                      sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
                      progress: Callable[[str], None] = lambda _: None) -> Leadership | None:
     """Who leads through the configuration's Lease; None without leader election. `progress`
-    is told before a watch makes the caller wait."""
+    is told before a watch makes the caller wait; `role_namespace` is where the shipped Role that
+    reads the Lease is (a 403 says which Role to ask for: `lease_grant`)."""
     if not election.leader_elect:
         return None
     namespace, name = election.resource_namespace, election.resource_name
@@ -76,7 +78,7 @@ async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
     retry = election.retry_period_seconds
     read = await _read(http, path)
     if read == DENIED:
-        read = f"{DENIED}: {lease_grant(lease)}"
+        read = f"{DENIED}: {lease_grant(lease, role_namespace)}"
     if isinstance(read, str):
         return Leadership(lease, UNKNOWN, f"unknown: the Lease {lease} cannot be read ({read})")
     if read is None:

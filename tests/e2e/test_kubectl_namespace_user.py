@@ -33,6 +33,11 @@ RBAC = "/apis/rbac.authorization.k8s.io/v1"
 LABEL = "tessera.dev/e2e-kubectl-user"
 CLASS = "class.tessera.dev/v100-32g"
 ROLES = DEPLOY / "rbac" / "user-roles.yaml"
+KUBE_SYSTEM_LEASE_GRANT = (
+    "needs get on leases.coordination.k8s.io kube-system/tessera: the shipped Role tessera-config-reader grants "
+    "only a Lease in tessera-system; ask for a Role in kube-system granting it, bound with a RoleBinding in "
+    "kube-system (kubectl -n kube-system create role tessera-lease-reader --verb=get "
+    "--resource=leases.coordination.k8s.io --resource-name=tessera)")
 ASK_EXPLAINER = "ask for the ClusterRole tessera-explainer (bound with a ClusterRoleBinding; deploy/rbac/user-roles.yaml)"
 Obj = dict[str, Any]
 
@@ -51,6 +56,8 @@ def shipped_roles(control_plane: LocalControlPlane) -> Iterator[None]:
         admin.request("DELETE", f"{RBAC}/clusterrolebindings{selector}")
         admin.request("DELETE", f"{RBAC}/clusterroles{selector}")
         admin.request("DELETE", f"{RBAC}/namespaces/{SYSTEM_NAMESPACE}/rolebindings{selector}")
+        admin.request("DELETE", f"{RBAC}/namespaces/kube-system/rolebindings{selector}")
+        admin.request("DELETE", f"{RBAC}/namespaces/kube-system/roles{selector}")
 
 
 def _bind(admin: Any, ns: str, kind: str, name: str, role_kind: str, role: str, where: str = "") -> None:
@@ -146,7 +153,7 @@ async def test_a_researcher_is_told_what_to_ask_for_and_never_given_a_verdict_of
     assert "no ResourceClass" not in out and "no valid ResourceClass" not in out, out
     # the Lease (who leads) is the config reader's: the Leader line says so
     assert ("cannot be read (denied, HTTP 403: needs get on leases.coordination.k8s.io ") in out, out
-    assert "the Role tessera-config-reader grants it for the installed scheduler's Lease" in out, out
+    assert f"cannot be read (denied, HTTP 403: {KUBE_SYSTEM_LEASE_GRANT}" in out, out
     # `edit` reads the core API's Events, not events.k8s.io's: the pod's Event is shown
     assert "FailedScheduling" in out and "0/4 nodes are available: tried by hand" in out, out
     status, out, err = await _plugin(kubeconfig, "what-if", "-n", ns, "--config", "config/binpack.yaml")
@@ -181,6 +188,21 @@ async def test_a_researcher_is_told_what_to_ask_for_and_never_given_a_verdict_of
     status, out, err = await _plugin(kubeconfig, "what-if", "-n", ns, "--config", "config/binpack.yaml")
     assert (status, err) == (0, ""), err
     assert "6 pending pods: 1 would be placed, 5 would stay pending" in out, out
+    # the shipped Role is in tessera-system; config/binpack.yaml's Lease (the built-in one's, as on
+    # dev-cluster) is kube-system/tessera: a trial's team users all read `Leader: unknown ... 403`
+    # there, told to ask for the Role they held. The line names the Role and RoleBinding missing...
+    assert f"Leader: unknown: the Lease kube-system/tessera cannot be read (denied, HTTP 403: {KUBE_SYSTEM_LEASE_GRANT}" \
+        in out, out
+    # ... and with them (docs/kubectl-tessera.md's commands) it reads who leads
+    admin.create(f"{RBAC}/namespaces/kube-system/roles", {
+        "metadata": {"name": f"{ns}-lease-reader", "labels": {LABEL: "true"}},
+        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["tessera"],
+                   "verbs": ["get"]}]})
+    _bind(admin, ns, "rolebindings", f"{ns}-lease-reader", "Role", f"{ns}-lease-reader", where="kube-system")
+    status, out, err = await _settled(kubeconfig, ("what-if", "-n", ns, "--config", "config/binpack.yaml"),
+                                      lambda a: "HTTP 403" not in a[1])
+    assert (status, err) == (0, ""), err
+    assert "Leader: none: there is no Lease kube-system/tessera" in out, out
 
 
 async def test_an_admin_sees_what_a_team_identity_is_shown_with_as(

@@ -125,9 +125,8 @@ async def test_a_new_holder_taking_over_while_watched_leads() -> None:
      "creates it): is Tessera running? (kubectl -n tessera-system get pods)"),
     ((403, {"kind": "Status", "code": 403}), UNKNOWN,
      "unknown: the Lease tessera-system/tessera cannot be read (denied, HTTP 403: needs get on "
-     "leases.coordination.k8s.io tessera-system/tessera: the Role tessera-config-reader grants it for the installed "
-     "scheduler's Lease, in the scheduler's namespace (bound with a RoleBinding there; "
-     "deploy/rbac/user-roles.yaml))"),
+     "leases.coordination.k8s.io tessera-system/tessera: ask for the Role tessera-config-reader in tessera-system "
+     "(bound with a RoleBinding there; deploy/rbac/user-roles.yaml))"),
     ((200, _lease("", NOW - 1, duration=1)), RELEASED,
      "none: the Lease tessera-system/tessera was released about 1 s ago (its holder stopped); a standby "
      "takes it at its next try, within about 9 s"),  # every 4 s jittered up to 2.2x
