@@ -143,3 +143,71 @@ async def test_the_shipped_preemption_example_evicts_one_batch_worker_for_the_ur
         return len([p for name, p in pods.items() if name.startswith("batch-") and not p["spec"].get("nodeName")]) == 3
 
     await eventually(replacement_waits, timeout=30, interval=0.5)
+
+
+def _documented_pod_failure_policy() -> dict[str, Any]:
+    """docs/preemption.md's Job snippet, as a user copies it."""
+    block = (Path(__file__).resolve().parents[2] / "docs" / "preemption.md").read_text().split("```yaml", 1)[1]
+    spec: dict[str, Any] = yaml.safe_load(block.split("```", 1)[0])["spec"]
+    assert spec["backoffLimit"] == 0 and spec["podFailurePolicy"]
+    return spec
+
+
+async def test_a_preempted_job_pod_fails_its_job_unless_its_pod_failure_policy_ignores_it(cluster: Any) -> None:
+    """docs/preemption.md: a victim counts against its Job's backoffLimit (a multi-team trial found
+    it said nowhere), unless the Job's podFailurePolicy ignores DisruptionTarget, which Tessera
+    sets on every victim as kube-scheduler does. Two Jobs of one 1-GPU worker (backoffLimit 0),
+    one with the documented policy, fill two 1-GPU nodes (no 4- or 8-GPU pod an earlier test left
+    pending fits there); two urgent pods preempt both workers."""
+    kube, nodes = cluster
+    await nodes(2, 1)
+    ns = await namespace_named(kube, "kwok-preempted-job")
+    *classes, _ = yaml.safe_load_all((DEPLOY_EXAMPLES / "preemption-batch.yaml").read_text())
+    for priority_class in classes:  # cluster-scoped: another run on this plane may have made them
+        await kube.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", priority_class, ok=(201, 409))
+    documented = _documented_pod_failure_policy()
+
+    def job(name: str, extra: dict[str, Any]) -> dict[str, Any]:
+        pod = b.pod("unused", limits={"nvidia.com/gpu": 1}, annotations={COMPLETE_DELAY: "10m"})
+        pod["spec"].update(priorityClassName="tessera-batch", restartPolicy="Never")
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+                "spec": {"backoffLimit": 0, **extra,
+                         "template": {"metadata": {"annotations": pod["metadata"]["annotations"]},
+                                      "spec": pod["spec"]}}}
+
+    await kube.call("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", job("plain", {}))
+    await kube.call("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", job("ignoring", documented))
+
+    async def workers_running() -> bool:
+        pods = (await kube.pods(ns)).values()
+        return sum(1 for p in pods if p["status"].get("phase") == "Running") == 2
+
+    await eventually(workers_running, timeout=60, interval=0.5)
+    for name in ("urgent-0", "urgent-1"):
+        pod = b.pod(name, limits={"nvidia.com/gpu": 1}, annotations={COMPLETE_DELAY: "10m"})
+        pod["spec"]["priorityClassName"] = "tessera-urgent"
+        await kube.create_pod(ns, pod)
+
+    async def urgent_bound() -> bool:
+        pods = await kube.pods(ns)
+        return all(pods.get(name, {}).get("spec", {}).get("nodeName") for name in ("urgent-0", "urgent-1"))
+
+    await eventually(urgent_bound, timeout=60, interval=0.5)
+
+    async def conditions(name: str) -> dict[str, str]:
+        status = (await kube.call("GET", f"/apis/batch/v1/namespaces/{ns}/jobs/{name}")).json()["status"]
+        return {c["type"]: c.get("reason", "") for c in status.get("conditions", []) if c["status"] == "True"}
+
+    async def plain_failed() -> bool:
+        return (await conditions("plain")).get("Failed") == "BackoffLimitExceeded"
+
+    await eventually(plain_failed, timeout=30, interval=0.5)
+
+    async def replacement_waits() -> bool:  # the ignoring Job's new worker, no GPUs left for it
+        pods = (await kube.pods(ns)).values()
+        return any(p["metadata"].get("labels", {}).get("job-name") == "ignoring" and not p["spec"].get("nodeName")
+                   for p in pods)
+
+    await eventually(replacement_waits, timeout=30, interval=0.5)
+    ignoring = (await kube.call("GET", f"/apis/batch/v1/namespaces/{ns}/jobs/ignoring")).json()["status"]
+    assert "Failed" not in await conditions("ignoring") and not ignoring.get("failed"), ignoring
