@@ -47,3 +47,11 @@ def test_a_renewed_notice_counts_as_the_newest_when_the_limit_drops_the_oldest()
 def test_the_collector_pause_at_start_up_is_bounded_to_30_seconds_by_default() -> None:
     """A sync that cannot finish must not run the process with the collector off for long."""
     assert inspect.signature(startup_gc.collect_after_sync).parameters["limit"].default == 30.0
+
+
+def test_the_loop_flushes_long_unschedulable_pods_every_30_seconds() -> None:
+    """Upstream's PriorityQueue.Run: wait.Until(flushUnschedulablePodsLeftover, 30 s): a pod
+    parked for more than 5 minutes is retried within 5.5 minutes, not up to 10."""
+    from scheduler.kube import loop
+
+    assert loop.FLUSH_UNSCHEDULABLE_EVERY == 30.0
