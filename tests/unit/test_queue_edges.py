@@ -58,3 +58,18 @@ def test_an_error_does_not_move_a_gang_member_behind_pods_queued_after_it() -> N
     q.error_failure("g-a", 10.0)  # backs off to 12
     assert q.pop(20.0) == "g-a"
     assert q.pop(20.0) == "single"
+
+
+def test_a_gang_member_is_not_held_at_the_instant_its_gangs_hold_ends() -> None:
+    """Upstream's isPodBackingoff: backing off while the end is After now; at the end it is not.
+    Both for a member arriving and for one whose Binding was outdated at that instant."""
+    q = SchedulingQueue()
+    q.back_off_group("g", until=5.0)
+    q.add("g-a", 0, "g", now=5.0)
+    assert q.entries["g-a"].where == ACTIVE
+    assert q.incoming[ACTIVE, "UnschedulablePodAdd"] == 1
+    assert q.pop(5.0) == "g-a"
+    q.back_off_group("g", until=7.0)
+    q.outdated_failure("g-a", 7.0)
+    assert q.entries["g-a"].where == ACTIVE
+    assert q.incoming[ACTIVE, "ScheduleAttemptFailure"] == 1
