@@ -371,3 +371,59 @@ def _readme_commands(*prefixes: str) -> list[list[str]]:
 def _assignments(command: list[str]) -> dict[str, str]:
     """The KEY=VALUE arguments of a `kubectl label|annotate` command."""
     return dict(arg.split("=", 1) for arg in command if "=" in arg and not arg.startswith("-"))
+
+
+def test_a_second_release_on_the_same_cluster_is_refused_and_the_first_keeps_working(
+        fresh_plane: LocalControlPlane, helm: Path, tmp_path: Path) -> None:
+    """Two Tessera installs on the same GPU nodes would be two schedulers, each with its own
+    Lease, each giving a GPU the other gave (the promise broken). The chart's cluster-scoped
+    objects have fixed names (ClusterRole and ClusterRoleBinding tessera-scheduler, rendered with
+    every set of values), so Helm refuses a second release, in another namespace or under another
+    name ("invalid ownership metadata"), but not with `--take-ownership`, which skips that check:
+    the chart itself refuses a release while another owns the ClusterRole (its `lookup`), before
+    anything is created. deploy/README.md says "one release per cluster". The first release is
+    left as it was: its ClusterRoleBinding still grants its own ServiceAccount."""
+    plane, admin = fresh_plane, fresh_plane.admin
+    first, second = "gpu-first", "gpu-second"
+    binding = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/tessera-scheduler"
+
+    def install(release: str, namespace: str, *flags: str) -> subprocess.CompletedProcess[str]:
+        # with the optional cluster-scoped objects off: the scheduler's ClusterRole alone refuses it
+        values = {"agent": {"enabled": False}, "admissionPolicy": {"enabled": False},
+                  "gpuPodPolicy": {"enabled": False}, "userRoles": {"enabled": False}}
+        args = helm_template_args(values if namespace == second else None, tmp_path, namespace)
+        return run_helm(helm, "install", release, *args[1:], "--create-namespace", *flags, kubeconfig=plane.kubeconfig)
+
+    def may_bind(namespace: str) -> bool:
+        review = admin.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", {
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": f"system:serviceaccount:{namespace}:tessera-scheduler",
+                     "resourceAttributes": {"verb": "create", "resource": "pods", "subresource": "binding",
+                                            "namespace": "default"}}})
+        return bool(review["status"].get("allowed"))
+
+    try:
+        installed = install("tessera", first)
+        assert installed.returncode == 0, installed.stderr
+        subjects = admin.get(binding)["subjects"]
+        assert may_bind(first)
+        # Another namespace, another name in the same namespace, and Helm 3.17's --take-ownership,
+        # which skips Helm's own ownership check (how objects made without Helm are adopted: it
+        # took the ClusterRoleBinding for the second release's ServiceAccount and ran a second
+        # scheduler): the chart refuses each while another release owns the ClusterRole.
+        for release, namespace, *flags in (("tessera", second), ("tessera-b", first),
+                                           ("tessera", second, "--take-ownership")):
+            refused = install(release, namespace, *flags)
+            assert refused.returncode != 0, refused.stdout
+            assert (f"another Tessera release (tessera in {first}) owns ClusterRole tessera-scheduler: one "
+                    "release per cluster") in refused.stderr, refused.stderr
+        with pytest.raises(ApiError) as none:
+            admin.get(f"/apis/apps/v1/namespaces/{second}/deployments/tessera-scheduler")
+        assert none.value.status == 404, "the refused release created its scheduler"
+        assert admin.get(binding)["subjects"] == subjects
+        assert may_bind(first) and not may_bind(second)
+        status = run_helm(helm, "status", "tessera", "--namespace", first, "-o", "json", kubeconfig=plane.kubeconfig)
+        assert orjson.loads(status.stdout)["info"]["status"] == "deployed", status.stderr
+    finally:
+        for release, namespace in (("tessera-b", first), ("tessera", second), ("tessera", first)):
+            run_helm(helm, "uninstall", release, "--namespace", namespace, kubeconfig=plane.kubeconfig)

@@ -64,6 +64,7 @@ it). Refuses settings that would run two active schedulers or a Lease the Role d
 {{- end }}
 {{- end }}
 {{- include "tessera.checkLeaseMove" . }}
+{{- include "tessera.checkOneRelease" . }}
 {{- include "tessera.checkProfilesAreWhole" . }}
 {{- include "tessera.checkAcrossFields" .Values.schedulerConfig }}
 {{- if .Values.leaderElection.enabled }}
@@ -242,5 +243,23 @@ leader election off is safe (Recreate: the old pods go first).
 {{- end }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+One release per cluster: the cluster-scoped objects have fixed names, so Helm refuses a second
+release (in another namespace or under another name) with "invalid ownership metadata". Helm
+3.17's --take-ownership skips that check, and a second release then takes the ClusterRoleBinding
+for its own ServiceAccount and runs a second scheduler on the same GPU nodes (one GPU can go to
+two pods). Refused here while the ClusterRole is another release's (by Helm's own annotations);
+one made without Helm carries none, and --take-ownership still adopts it.
+*/}}
+{{- define "tessera.checkOneRelease" -}}
+{{- $role := lookup "rbac.authorization.k8s.io/v1" "ClusterRole" "" "tessera-scheduler" | default dict }}
+{{- $annotations := dig "metadata" "annotations" dict $role }}
+{{- $name := index $annotations "meta.helm.sh/release-name" | default "" }}
+{{- $namespace := index $annotations "meta.helm.sh/release-namespace" | default "" }}
+{{- if and $name (or (ne $name .Release.Name) (ne $namespace .Release.Namespace)) }}
+{{- fail (printf "another Tessera release (%s in %s) owns ClusterRole tessera-scheduler: one release per cluster (two schedulers on the same GPU nodes can give one GPU to two pods). Add scheduler names as profiles of that release, or uninstall it first (deploy/README.md)" $name $namespace) }}
 {{- end }}
 {{- end }}
