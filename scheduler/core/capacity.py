@@ -18,13 +18,38 @@ from functools import cached_property
 
 from scheduler.core.classes import ResourceClass
 from scheduler.core.framework.cycle_state import PodContext, prepare
-from scheduler.core.objects import WORKLOAD_API, Pod, gang_name
+from scheduler.core.objects import WORKLOAD_API, Pod, SelectorTerm, gang_name
+from scheduler.core.plugins.node_affinity import selects
 from scheduler.core.plugins.topology.args import level_name
 from scheduler.core.state import ClusterState, NodeInfo
 
 # the node labels naming a domain of a gang's topology level `key` (widest first) and the level's
 # word in messages, as the pod's profile's placement plugin reads them (`Scheduler.cluster_totals`)
 LevelOf = Callable[[Pod, str], tuple[tuple[str, ...], str]]
+# the nodes a gang's members may go to by their nodeSelector and required node affinity: each
+# member's (sorted nodeSelector, required terms), a node counting when it suits any of them; None
+# when some member selects no node in particular (every node counts)
+Selection = frozenset[tuple[tuple[tuple[str, str], ...], tuple[SelectorTerm, ...] | None]] | None
+
+
+def selection(members: Iterable[Pod]) -> Selection:
+    """The `Selection` of a gang's `members`: a node no member may go to holds none of them, so
+    it must not count towards what the gang could ever have (a trial's 4 x 8 GPUs selecting V100
+    on three 8-GPU V100 nodes read "waiting for room" while the A100 nodes counted)."""
+    found = set()
+    for pod in members:
+        if not pod.node_selector and pod.required_terms is None:
+            return None
+        found.add((tuple(sorted(pod.node_selector.items())), pod.required_terms))
+    return frozenset(found) if found else None
+
+
+def _suits(info: NodeInfo, among: Selection) -> bool:
+    node = info.node
+    assert node is not None
+    if among is None:
+        return True
+    return any(selects(chosen, terms, node.meta.name, node.meta.labels) for chosen, terms in among)
 
 
 def level_alone(pod: Pod, key: str) -> tuple[tuple[str, ...], str]:
@@ -62,8 +87,9 @@ class ClusterTotals:
     def __init__(self, state: ClusterState, level_of: LevelOf) -> None:
         self.state = state
         self.level_of = level_of
-        self._totals: dict[tuple[str, str | None], int] = {}
-        self._domains: dict[tuple[tuple[str, ...], str, str | None], dict[tuple[str, ...], int]] = {}
+        self._totals: dict[tuple[str, str | None, Selection], int] = {}
+        self._domains: dict[tuple[tuple[str, ...], str, str | None, Selection], dict[tuple[str, ...], int]] = {}
+        self._selected: dict[Selection, list[NodeInfo]] = {}
 
     @cached_property
     def _infos(self) -> list[NodeInfo]:
@@ -72,19 +98,29 @@ class ClusterTotals:
         walk over every node here would be paid by every decision."""
         return [info for info in self.state.node_infos() if info.node is not None and not info.node.unschedulable]
 
-    def of(self, resource: str, cls: ResourceClass | None) -> int:
-        key = (resource, cls.name if cls is not None else None)
+    def _among(self, among: Selection) -> list[NodeInfo]:
+        """The schedulable nodes `among` lets the gang's members go to."""
+        if among is None:
+            return self._infos
+        if among not in self._selected:
+            self._selected[among] = [info for info in self._infos if _suits(info, among)]
+        return self._selected[among]
+
+    def of(self, resource: str, cls: ResourceClass | None, among: Selection = None) -> int:
+        """What the schedulable nodes (those `among` selects) offer of `resource` in all."""
+        key = (resource, cls.name if cls is not None else None, among)
         if key not in self._totals:
-            self._totals[key] = sum(_offers(self.state, info, resource, cls) for info in self._infos)
+            self._totals[key] = sum(_offers(self.state, info, resource, cls) for info in self._among(among))
         return self._totals[key]
 
-    def per_domain(self, chain: tuple[str, ...], resource: str, cls: ResourceClass | None) -> dict[tuple[str, ...], int]:
+    def per_domain(self, chain: tuple[str, ...], resource: str, cls: ResourceClass | None,
+                   among: Selection = None) -> dict[tuple[str, ...], int]:
         """What each domain named by the labels `chain` offers in all (its schedulable nodes with
-        every label of the chain; a node missing one is in no domain of the level)."""
-        key = (chain, resource, cls.name if cls is not None else None)
+        every label of the chain, and that `among` selects; a node missing one is in no domain of the level)."""
+        key = (chain, resource, cls.name if cls is not None else None, among)
         if key not in self._domains:
             sums: dict[tuple[str, ...], int] = {}
-            for info in self._infos:
+            for info in self._among(among):
                 assert info.node is not None
                 labels = info.node.meta.labels
                 if all(label in labels for label in chain):
@@ -110,16 +146,20 @@ def beyond_the_cluster(state: ClusterState, pod: Pod, totals: ClusterTotals) -> 
     if minimum is None or len(members) < minimum:
         return ""
     needs, providers = gang_needs(state, members, minimum)
+    among = selection(members)
+    nodes = ("the schedulable nodes" if among is None else
+             "the schedulable nodes they may go to (by their nodeSelector and required node affinity)")
     for name in sorted(providers):
         cls = providers[name]
-        total = totals.of(name, cls)
+        total = totals.of(name, cls, among)
         if needs[name] > total:
-            have = ("the schedulable nodes have" if cls is None
+            have = (f"{nodes} have" if cls is None
+                    else f"the devices of ResourceClass {cls.name} on {nodes} hold" if among is not None
                     else f"the schedulable nodes' devices of ResourceClass {cls.name} hold")
             return (f"Its gang can never fit as the cluster is: its {minimum} members ask for {_shown(name, needs[name])} "
                     f"{name} together, and {have} {_shown(name, total)} in all.")
     topology = state.gangs.topology(pod.gang.key, pod)
-    return _beyond_every_domain(pod, topology.required, minimum, needs, providers, totals) \
+    return _beyond_every_domain(pod, topology.required, minimum, needs, providers, totals, among) \
         if topology is not None and topology.required else ""
 
 
@@ -147,7 +187,7 @@ def never_holds(state: ClusterState, nodes: Iterable[str], needs: Needs, provide
 
 
 def _beyond_every_domain(pod: Pod, key: str, minimum: int, needs: Needs, providers: Providers,
-                         totals: ClusterTotals) -> str:
+                         totals: ClusterTotals, among: Selection = None) -> str:
     """The sentence for a gang whose required level `key` has no domain that could hold its
     `minimum` members' `needs`, empty; "" when one could, or when no node is in a domain (the
     placement's own refusal, `no node has the label ...`, says that)."""
@@ -155,7 +195,7 @@ def _beyond_every_domain(pod: Pod, key: str, minimum: int, needs: Needs, provide
     short: dict[tuple[str, ...], str] = {}  # domain -> the first resource it has too little of
     domains: set[tuple[str, ...]] = set()
     for name in sorted(providers):
-        offered = totals.per_domain(chain, name, providers[name])
+        offered = totals.per_domain(chain, name, providers[name], among)
         domains.update(offered)
         most = max(offered.values(), default=0)
         if offered and needs[name] > most:

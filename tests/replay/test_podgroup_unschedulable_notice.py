@@ -182,3 +182,51 @@ def test_a_cycle_that_is_no_failed_gangs_reads_no_node(monkeypatch: pytest.Monke
     assert run.scheduler.group_notice(placed) is None
     assert run.scheduler.group_notice(waiting) is None
     assert walks == []
+
+
+def _v100_member(name: str, spec_extra: dict[str, Any]) -> dict[str, Any]:
+    return b.pod(name, labels={PLUGINS_LABEL: "vt"}, limits={"nvidia.com/gpu": 8}, spec_extra=spec_extra)
+
+
+V100 = {"nodeSelector": {"nvidia.com/gpu.product": "V100"}}
+V100_AFFINITY = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    "nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["V100"]}]}]}}}}
+
+
+@pytest.mark.parametrize("selection", [V100, V100_AFFINITY], ids=["nodeSelector", "required-affinity"])
+def test_a_gang_that_can_never_fit_the_nodes_it_may_use_says_so(selection: dict[str, Any]) -> None:
+    """A trial (Volcano migration): 4 members of 8 GPUs each, selecting V100 nodes, on three 8-GPU
+    V100 nodes (and two A100 nodes it may not use). The PodGroup's Event read "only 3 of the 4
+    members it needs fit" without "can never fit": the totals counted every schedulable node,
+    the A100s too. Only the nodes its members may go to count."""
+    run = Run()
+    run.add(*(b.node(f"v{i}", gpus=8, labels={"nvidia.com/gpu.product": "V100"}) for i in range(3)),
+            *(b.node(f"a{i}", gpus=8, labels={"nvidia.com/gpu.product": "A100"}) for i in range(2)),
+            b.podgroup("vt", 4), *(_v100_member(f"vt-{i}", selection) for i in range(3)))
+    cycle = run.add(_v100_member("vt-3", selection))
+    assert cycle and all(a.node is None and a.gang_outcome == "failed" for a in cycle)
+    (message,) = {a.message for a in cycle}
+    assert message.startswith("pod group default/vt: only 3 of the 4 members it needs fit; ")
+    notice = run.scheduler.group_notice(cycle)
+    assert notice is not None
+    assert notice.message == (f"{message}. Its gang can never fit as the cluster is: its 4 members ask for "
+                              "32 nvidia.com/gpu together, and the schedulable nodes they may go to "
+                              "(by their nodeSelector and required node affinity) have 24 in all.")
+
+
+def test_a_gang_whose_selection_leaves_room_is_not_told_never() -> None:
+    """The same gang selecting A100 and V100 alike (either In value) could fit 4 of the 5 nodes:
+    no "never"."""
+    either = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["V100", "A100"]}]}]}}}}
+    run = Run()
+    run.add(*(b.node(f"v{i}", gpus=8, labels={"nvidia.com/gpu.product": "V100"}) for i in range(3)),
+            b.node("a0", gpus=8, labels={"nvidia.com/gpu.product": "A100"}),
+            b.pod("hog", limits={"nvidia.com/gpu": 8}, node_name="a0", phase="Running", priority=100),
+            b.podgroup("vt", 4), *(_v100_member(f"vt-{i}", either) for i in range(3)))
+    cycle = run.add(_v100_member("vt-3", either))
+    assert cycle and all(a.node is None for a in cycle)
+    notice = run.scheduler.group_notice(cycle)
+    assert notice is not None and "never fit" not in notice.message

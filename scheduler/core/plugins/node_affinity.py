@@ -20,18 +20,27 @@ matches nothing (upstream's LazyErrorNodeSelector).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import (FilterPlugin, Normalize, PreFilterPlugin, PreScorePlugin,
                                                 QueueingHint, Reasons, ScorePlugin)
-from scheduler.core.objects import Pod, aggregate_error
+from scheduler.core.objects import Pod, SelectorTerm, aggregate_error
 from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "NodeAffinity"
 REASON = "node(s) didn't match Pod's node affinity/selector"
 CONFLICT = "pod affinity terms conflict"  # upstream's errReasonConflict (sic: node affinity terms)
+
+
+def selects(node_selector: Iterable[tuple[str, str]], required_terms: tuple[SelectorTerm, ...] | None,
+            node_name: str, labels: Mapping[str, str]) -> bool:
+    """Whether a pod's nodeSelector (its items) and required node affinity let it go to the node
+    (the Filter's test; `capacity` sums only such nodes for a gang's can-never-fit verdict)."""
+    if any(labels.get(key) != value for key, value in node_selector):
+        return False
+    return required_terms is None or any(term.matches(node_name, labels) for term in required_terms)
 
 
 class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
@@ -54,17 +63,11 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
         return bool(ctx.pod.node_selector) or ctx.pod.required_terms is not None
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
-        pod = ctx.pod
         node = info.node
         assert node is not None
-        labels = node.meta.labels
-        for key, value in pod.node_selector.items():
-            if labels.get(key) != value:
-                return (REASON,)
-        terms = pod.required_terms
-        if terms is not None and not any(term.matches(node.meta.name, labels) for term in terms):
-            return (REASON,)
-        return None
+        pod = ctx.pod
+        return None if selects(pod.node_selector.items(), pod.required_terms, node.meta.name, node.meta.labels) \
+            else (REASON,)
 
     def score_applies(self, ctx: PodContext) -> bool:
         return bool(ctx.pod.preferred_terms)
