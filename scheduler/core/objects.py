@@ -19,6 +19,7 @@ from scheduler.api.names import label_key_problem
 from scheduler.api.quantity import Amount, QuantityError, exact, parse_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.lifecycle import APP, INIT, SIDECAR, ContainerKind, Phases, container_phases
+from scheduler.core.foreign import ignored_keys
 from scheduler.core.resources import (
     CPU,
     PODS,
@@ -533,6 +534,9 @@ class Pod:
     allocating: bool = False
     # a label or annotation we could not use or do not read (reported, the pod still counts)
     label_error: str | None = None
+    # other schedulers' keys it carries that Tessera does not read ("annotation gpu-fraction"):
+    # told once (`foreign`), never read
+    ignored: tuple[str, ...] = ()
     preempt_never: bool = False  # spec.preemptionPolicy: Never
     start_time: str = ""  # status.startTime (RFC 3339; "" before the kubelet starts it)
     nominated_node: str = ""  # status.nominatedNodeName
@@ -794,6 +798,7 @@ def parse_pod(obj: JSON) -> Pod:
     if ann.HELD_DEVICES in meta.annotations:
         pod.held_devices, pod.held_error = _device_annotation(meta, ann.HELD_DEVICES)
     pod.allocating = meta.annotations.get(ann.PHASE) == ann.PHASE_ALLOCATING
+    pod.ignored = ignored_keys(meta.annotations, meta.labels, pod.gang is not None)
     pod.label_error = _gang_label_error(meta) or _unread_topology(meta, pod.gang) or (
         topology_annotation_error(meta.annotations, "Pod") if pod.gang is not None else None)
     policy = _str(spec.get("preemptionPolicy"), "Pod.spec.preemptionPolicy", "PreemptLowerPriority")

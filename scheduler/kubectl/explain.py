@@ -23,6 +23,7 @@ from scheduler.api.config_model import LeaderElectionConfig, SchedulerConfig
 from scheduler.api.quantity import format_quantity
 from scheduler.core.annotations import TERM
 from scheduler.core.capacity import beyond_every_node, beyond_min_resources, beyond_the_cluster, too_few_members
+from scheduler.core.foreign import ignored_note
 from scheduler.core.objects import Pod, gang_key, gang_key_parts, gang_name
 from scheduler.core.plugins.node_affinity import named_nodes
 from scheduler.core.plugins.preemption.victims import listed_all
@@ -138,6 +139,8 @@ class Explanation:
     # refuses it only because of the room kept for pods nominated there ahead of it (`_room_kept`)
     room_kept: tuple[str, ...] = ()
     events_unread: str = ""  # why the pod's Events cannot be read ("" when they were)
+    # other schedulers' keys a pod of Tessera's carries, which it does not read (`foreign.ignored_note`)
+    ignored: str = ""
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
@@ -187,6 +190,7 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         message=wait.message if wait else "",
         nominated_node=pod.nominated_node,
         gang=_gang_view(state, pod, unread or {}),
+        ignored=ignored_note(pod.ignored) if ours else "",
         gate=_gate(state, pod, wait.node if wait else "", gates),
         devices=() if pod.terminal else _devices(pod),
         dry_run=run,
@@ -672,7 +676,10 @@ def render(x: Explanation, now: float) -> str:
     if x.counted:
         plain_count = f"{x.counted} counted, no device objects (the device plugin picks the GPUs)"
         held = f"{held}; {plain_count}" if held not in ("", "-") else plain_count
-    fields += [("Gang:", gang or "-"), ("Gate:", x.gate or "-"), ("Devices:", held)]
+    fields.append(("Gang:", gang or "-"))
+    if x.ignored:
+        fields.append(("Not read:", x.ignored))
+    fields += [("Gate:", x.gate or "-"), ("Devices:", held)]
     width = max(len(label) for label, _ in fields)
     lines = [f"{label.ljust(width)}  {value}".rstrip() for label, value in fields]
     if x.devices:

@@ -21,6 +21,7 @@ from scheduler.api.quantity import Amount, format_quantity
 from scheduler.core.annotations import DEVICES, HELD_DEVICES, DeviceAssignment, encode_devices, merge_devices
 from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX, ClassRegistry, ResourceClass, parse_resource_class
 from scheduler.core.disruption import DisruptionBudget, parse_disruption_budget
+from scheduler.core.foreign import IGNORED_SCHEDULER_KEY, ignored_message
 from scheduler.core.lifecycle import DeviceHold, device_holds, shared_while_running, whole_beside_slice
 from scheduler.core.objects import (
     JSON,
@@ -485,6 +486,10 @@ class ClusterState:
             self.gangs.seen(pod, self.is_ours(pod))
         if pod.label_error is not None and (old is None or old.label_error != pod.label_error):
             notices.append(Notice("Pod", pod.key, "InvalidObject", f"Pod {pod.key}: {pod.label_error}",
+                                  pod.meta.namespace, uid))
+        if pod.ignored and (old is None or old.ignored != pod.ignored) and not pod.node_name and not pod.terminal \
+                and self.is_ours(pod):  # once per pod (again when the keys change), not per attempt
+            notices.append(Notice("Pod", pod.key, IGNORED_SCHEDULER_KEY, ignored_message(pod.key, pod.ignored),
                                   pod.meta.namespace, uid))
         placement = self.placements.get(uid)
         if placement is not None and old is not None and (_as_victim(old) != _as_victim(pod)
