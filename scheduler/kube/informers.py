@@ -20,8 +20,10 @@ inside a 200 stream — means the history we need is gone: relist, deliver synth
 events (with the last known object, so the core can release what it held) for what vanished,
 ADDED for what is new and MODIFIED for what changed. Everything else is retried with jittered
 exponential backoff; only cancellation ends ``run``. As the reflector, every new list+watch (a 410
-included) comes after that backoff, so a watch that keeps expiring cannot drive back-to-back
-LISTs; each watch asks for a random ``timeoutSeconds`` between 5 and 10 minutes, so informers
+included) comes after a backoff, so a watch that keeps expiring cannot drive back-to-back LISTs;
+unlike it, an answer from the server (a 410, a LIST delivered) forgets the pauses an outage piled
+up, so the relist after an apiserver restart comes within BACKOFF_INITIAL (jittered), not after
+up to a minute with the cache stale (`relist_pending` says while it waits); each watch asks for a random ``timeoutSeconds`` between 5 and 10 minutes, so informers
 started together (every node's agent) do not reconnect in lock-step; and a paged LIST whose
 continue token expired is finished by one LIST without ``limit`` (client-go's pager). A 401 or 403 (bad credentials, missing
 RBAC) is retried the same way but reported once per episode, not per retry (see `Denials`). Reads are never rate limited: they are few,
@@ -56,6 +58,7 @@ from scheduler.logs import describe_error
 
 __all__ = [
     "ALL_KINDS",
+    "Answers",
     "Denials",
     "EXTENDED_RESOURCES",
     "NODES",
@@ -81,7 +84,11 @@ the informer's task; it must not mutate the object (the informer keeps it for a 
 
 # Module-level so tests can shrink them. The backoff is client-go's reflector's
 # (NewExponentialBackoffManager(800ms, 30s, 2min, 2.0, 1.0)): it doubles from 0.8 s, is jittered up
-# to twice that, and starts again at 0.8 s only after two minutes without one.
+# to twice that, and starts again at 0.8 s only after two minutes without one (client-go
+# tools/cache/reflector.go: connection-refused watch retries and the wait.BackoffUntil before each new
+# ListAndWatch, a 410's included, share that one manager) - or, unlike the reflector, once the server
+# answers: a LIST delivered; a 410, whose relist's pause grows only with the 410s since a watch last
+# delivered something.
 BACKOFF_INITIAL = 0.8
 BACKOFF_MAX = 30.0
 BACKOFF_RESET = 120.0
@@ -239,6 +246,32 @@ class Denials:
         return _denial_text(next(iter(self._by_kind.values())), sorted(self._by_kind))
 
 
+class Answers:
+    """The apiserver answering one informer of a set (a LIST delivered, a watch opened, a 410):
+    wakes the set's others that wait out a connection error's pause. Back from a restart, the
+    apiserver is then found by whichever informer retries first, not by each at the end of its own
+    pause (up to a minute after an outage's retries). Only those pauses end early: one after an
+    HTTP error (a 429, a 5xx) is the server asking for time."""
+
+    def __init__(self) -> None:
+        self._event: anyio.Event | None = None
+
+    def answered(self) -> None:
+        if self._event is not None:
+            self._event.set()
+            self._event = None
+
+    async def pause(self, seconds: float) -> bool:
+        """Sleep `seconds`, or less if the server answers another informer meanwhile (True then)."""
+        if self._event is None:
+            self._event = anyio.Event()
+        event = self._event
+        with anyio.move_on_after(seconds):
+            await event.wait()
+            return True
+        return False
+
+
 def _denial_text(err: _HttpError, kinds: Sequence[str]) -> str:
     """One line, most telling part first (/readyz truncates long reasons)."""
     if err.status == 401:
@@ -253,6 +286,14 @@ def _key(obj: dict[str, Any]) -> str:
         raise ValueError("object without metadata.name")
     namespace = meta.get("namespace")
     return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
+
+
+def _freeing(obj: dict[str, Any]) -> bool:
+    """Whether `obj` says it gives up what it holds: a pod in a terminal phase (Succeeded, Failed:
+    its devices are free) or with a deletionTimestamp (its hold on devices, if it has one, ends)."""
+    status = obj.get("status")
+    return (isinstance(status, dict) and status.get("phase") in ("Succeeded", "Failed")) \
+        or bool(_meta(obj, "deletionTimestamp"))
 
 
 def _meta(obj: dict[str, Any], field: str) -> str:
@@ -314,9 +355,11 @@ class Informer:
 
     def __init__(self, http: KubeHttp, kind: ResourceKind, sink: EventSink, *, page_size: int = 500,
                  watch_timeout_seconds: int = MIN_WATCH_TIMEOUT, label_selector: str | None = None,
-                 field_selector: str | None = None, denials: Denials | None = None) -> None:
+                 field_selector: str | None = None, denials: Denials | None = None,
+                 answers: Answers | None = None) -> None:
         self.http = http
         self.denials = denials or Denials()
+        self.answers = answers or Answers()
         self.kind = kind
         self.sink = sink
         self.page_size = page_size
@@ -348,6 +391,12 @@ class Informer:
         self.bookmarks_seen = False
         self._failures = 0          # backoffs since the last quiet BACKOFF_RESET seconds
         self._last_backoff = float("-inf")
+        # 410s since a watch last delivered something: what a relist's pause grows with (a watch
+        # that keeps expiring must not drive back-to-back LISTs; one that worked relists promptly)
+        self._expiries = 0
+        # a 410 (or an unforeseen error) made the store stale: a relist is due and its LIST not yet
+        # delivered (while it waits its pause or its LIST fails); `tessera_informer_relist_pending`
+        self.relist_pending = False
 
     def __len__(self) -> int:
         return len(self._store)
@@ -366,6 +415,7 @@ class Informer:
         """List, then watch, forever; only cancellation ends it."""
         must_list = True
         while True:
+            unanswered = False  # a connection error: the pause ends when another informer gets an answer
             try:
                 if must_list:
                     await self._list()
@@ -381,10 +431,19 @@ class Informer:
                 continue
             except _Expired as err:
                 must_list = True
+                self.relist_pending = True
                 self.stats.relists += 1
+                # A 410 is an answer: the server is back, and the pauses piled up while it was not
+                # (connection refused through an apiserver restart, up to 60 s) say nothing about it
+                # now. The reflector keeps them (its one backoff manager forgets only after two
+                # minutes without a pause) and would wait them out with the cache stale; we start
+                # again from what only the 410s since a watch last delivered something have piled.
+                self._failures = self._expiries
+                self._expiries += 1
+                self.answers.answered()
+                pause = self._backoff()  # the reflector's: a new ListAndWatch only after a backoff
                 log.info("informer.relist", kind=self.kind.label, reason=str(err),
-                         resource_version=self.resource_version)
-                pause = self._backoff()  # the reflector's: a new ListAndWatch only after the backoff
+                         resource_version=self.resource_version, retry_in=round(pause, 2))
             except _Unavailable as err:
                 must_list = True
                 pause = UNAVAILABLE_RETRY_SECONDS
@@ -412,15 +471,21 @@ class Informer:
                 # list if it was the list that failed).
                 self.stats.errors += 1
                 pause = self._backoff()
+                unanswered = not isinstance(err, aiohttp.ClientResponseError | ValueError)
                 log.warning("informer.error", kind=self.kind.label, reason=describe_error(err),
                             relist=must_list, retry_in=round(pause, 2))
             except Exception as err:  # a bug or something unforeseen: trust nothing, relist
                 self.stats.errors += 1
                 must_list = True
+                self.relist_pending = True
                 pause = self._backoff()
                 log.exception("informer.error", kind=self.kind.label, reason=describe_error(err),
                               relist=True, retry_in=round(pause, 2))
-            await anyio.sleep(pause)
+            if not unanswered:
+                await anyio.sleep(pause)
+            elif await self.answers.pause(pause):
+                log.info("informer.retry_now", kind=self.kind.label, relist=must_list,
+                         message="the apiserver answers another informer again: retrying now")
 
     def _backoff(self) -> float:
         """The next pause: doubling from BACKOFF_INITIAL up to BACKOFF_MAX, jittered by up to 100 %,
@@ -484,6 +549,9 @@ class Informer:
         self.resource_version = resource_version
         self.listed_since = sent
         self.stats.lists += 1
+        self.relist_pending = False
+        self._failures = 0  # the server answered: a later error's pause starts from BACKOFF_INITIAL
+        self.answers.answered()
         if self.unavailable is not None:
             log.info("informer.available", kind=self.kind.label, was=self.unavailable)
             self.unavailable = None
@@ -568,8 +636,9 @@ class Informer:
     def _replace(self, listed: dict[str, dict[str, Any]], resource_version: str = "") -> None:
         """Make the store equal `listed` (a LIST at `resource_version`), telling the sink only what
         changed: every deletion first (objects gone, and the old incarnation of one deleted and
-        created again in the gap), so the devices they held are free before anything listed can be
-        seen taking them. An object the store holds in a version newer than the LIST (a `catch_up`
+        created again in the gap), then the changes that give devices up (`_freeing`: a pod
+        finished or being deleted), then the rest, so the devices they held are free before anything
+        listed can be seen taking them. An object the store holds in a version newer than the LIST (a `catch_up`
         read it after this LIST's snapshot) is kept: the LIST can only be older news of it."""
         later = {key for key, old in self._store.items()
                  if compare_resource_versions(resource_version, _meta(old, "resourceVersion")) == -1}
@@ -578,7 +647,11 @@ class Informer:
         for key in [key for key, old in self._store.items() if key not in later
                     and (key not in listed or _meta(old, "uid") != _meta(listed[key], "uid"))]:
             self._emit("DELETED", self._store.pop(key))
-        for key, obj in listed.items():
+        # then what ends its hold on devices (a pod finished, one being deleted), then the rest, each
+        # in list order: a relist shows at once a pod finished in the gap and one bound onto its GPU
+        # since, and the new holder listed first was a GPU "given twice" (a DeviceConflict or
+        # GPUsOvercommitted warning on the standby after an apiserver restart, nothing double-booked)
+        for key, obj in sorted(listed.items(), key=lambda entry: not _freeing(entry[1])):  # stable
             if key in later:
                 continue
             old = self._store.get(key)
@@ -603,12 +676,14 @@ class Informer:
                 _raise_for_status(Response(response.status, await response.read()), self.kind)
             self.denials.allowed(self.kind.label)
             self.stats.watches += 1
+            self.answers.answered()
             received = False
             async for line in _lines(response, self._silence_bound):
                 if not line.strip():
                     continue
                 self._on_watch_event(orjson.loads(line))
                 received = True
+                self._expiries = 0  # this watch worked: its 410, if one comes, relists promptly
         if not received and time.monotonic() - started < 1.0:
             raise _HttpError(200, "watch closed at once without data")
 
@@ -769,7 +844,9 @@ class InformerSet:
     def __init__(self, http: KubeHttp, sink: EventSink, kinds: Sequence[ResourceKind] = ALL_KINDS,
                  **informer_kwargs: Any) -> None:
         self.denials = Denials()
-        self.informers = tuple(Informer(http, kind, sink, denials=self.denials, **informer_kwargs)
+        self.answers = Answers()
+        self.informers = tuple(Informer(http, kind, sink, denials=self.denials, answers=self.answers,
+                                        **informer_kwargs)
                                for kind in kinds)
 
     async def run(self) -> None:

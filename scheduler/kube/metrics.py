@@ -289,6 +289,12 @@ class Metrics:
             "tessera_informer_synced",
             "1 once the informer of this kind has delivered its initial list, else 0.",
             ["kind"], registry=r)
+        self.informer_relist_pending = Gauge(
+            "tessera_informer_relist_pending",
+            "1 while the informer of this kind must list again (its watch ended with 410 Gone, e.g. after an "
+            "apiserver restart) and that LIST has not been delivered yet (waiting its backoff, or failing): "
+            "its view of the kind is stale meanwhile, though tessera_informer_synced stays 1; else 0.",
+            ["kind"], registry=r)
         self.informer_unavailable = Gauge(
             "tessera_informer_unavailable",
             "1 while the informer of this kind treats it as empty (and counts as synced) because the "
@@ -490,6 +496,9 @@ class Metrics:
 
     def set_informer_synced(self, kind: str, synced: bool) -> None:
         self.informer_synced.labels(kind=kind).set(1 if synced else 0)
+
+    def set_informer_relist_pending(self, kind: str, pending: bool) -> None:
+        self.informer_relist_pending.labels(kind=kind).set(1 if pending else 0)
 
     def set_informer_unavailable(self, kind: str, reason: Unavailable | None) -> None:
         """Every reason's series of `kind`: 1 for the one it is treated as empty for, else 0 (a

@@ -516,4 +516,5 @@ class StateGauges:
             metrics.count_relists(kind, stats.relists)
         for informer in self.loop.informers.informers:
             metrics.set_informer_synced(informer.kind.label, informer.synced.is_set())
+            metrics.set_informer_relist_pending(informer.kind.label, informer.relist_pending)
             metrics.set_informer_unavailable(informer.kind.label, informer.unavailable)

@@ -114,6 +114,12 @@ def test_gauges_and_counters_with_upstream_label_values() -> None:
     assert _value(m, "tessera_informer_relists_total", kind="Pod") == 3
     assert _value(m, "tessera_informer_synced", kind="Pod") == 1
     assert _value(m, "tessera_informer_synced", kind="Node") == 0
+    # a relist waiting (its pause, its LIST failing): the kind's view is stale, though synced stays 1
+    # (the trial after an apiserver restart: nothing said so for 45-80 s)
+    m.set_informer_relist_pending("Pod", True)
+    m.set_informer_relist_pending("Node", False)
+    assert _value(m, "tessera_informer_relist_pending", kind="Pod") == 1
+    assert _value(m, "tessera_informer_relist_pending", kind="Node") == 0
 
 
 def test_leader_gauges() -> None:

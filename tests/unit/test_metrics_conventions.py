@@ -68,6 +68,7 @@ def _exercised() -> Metrics:
     m.observe_binding("success", 0.01)
     m.count_relists("Pod", 0)
     m.set_informer_synced("Pod", True)
+    m.set_informer_relist_pending("Pod", False)
     m.set_informer_unavailable("PodDisruptionBudget", "forbidden")
     m.set_gpus(gpu_counts_of(b.node("n", gpus=1), b.device("n", 0, "A100")))
     m.observe_pod_group_attempt("scheduled", "tessera", 0.01)

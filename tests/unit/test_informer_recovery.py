@@ -1,0 +1,245 @@
+"""The informer after an apiserver restart: the backoff the outage piled up (connection refused,
+retried with a doubling pause) must not delay the relist once the server answers again.
+
+On-call trial (kill -9 kube-apiserver for 30 s under load, restarted on the same etcd): the watch's
+reconnect got 410 Gone (the new watch cache starts at etcd's current revision), and the relist
+waited the backoff still high from the outage (`retry_in` up to 49.8 s): the scheduler saw none of
+the pods created meanwhile for 45-80 s, with nothing saying so (synced 1, ready, 0 pods pending).
+Same scripted transport as test_informer_relist.py."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from typing import Any, cast
+
+import aiohttp
+import anyio
+import orjson
+import pytest
+from structlog.testing import capture_logs
+
+from scheduler.api.config import load_config
+from scheduler.core.scheduler import Scheduler
+from scheduler.kube import informers
+from scheduler.kube.http import KubeHttp, Response
+from scheduler.kube.informers import NODES, PODS, Informer, InformerSet
+from scheduler.sim import builders as b
+from tests.unit.test_informer_edges import item
+from tests.unit.test_informer_relist import GONE, FakeHttp, FakeStream, event, make, page, pod, run_until, watched
+
+OUTAGE_ERRORS = 9  # connection refused this many times: the next pause would be 512 x BACKOFF_INITIAL
+
+
+@pytest.fixture(autouse=True)
+def measurable_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small enough that the outage's retries take about a second, large enough that the pause it
+    piles up (>= 1 s) stands out from a prompt relist."""
+    monkeypatch.setattr(informers, "BACKOFF_INITIAL", 0.002)
+    monkeypatch.setattr(informers, "BACKOFF_MAX", 30.0)
+
+
+class Clocked:
+    """Wraps a FakeHttp's calls with the monotonic time each was made."""
+
+    def __init__(self, http: Any) -> None:
+        self.times: list[tuple[str, float]] = []
+        request, stream = http.request, http.stream
+
+        async def timed_request(*args: Any, **kwargs: Any) -> Response:
+            self.times.append(("list", time.monotonic()))
+            result: Response = await request(*args, **kwargs)
+            return result
+
+        def timed_stream(*args: Any, **kwargs: Any) -> Any:
+            self.times.append(("watch", time.monotonic()))
+            return stream(*args, **kwargs)
+
+        http.request, http.stream = timed_request, timed_stream
+
+
+async def test_a_410_after_an_outage_relists_without_the_backoff_the_outage_piled_up() -> None:
+    refused = [aiohttp.ClientConnectionError("Cannot connect to host: Connect call failed (refused)")
+               for _ in range(OUTAGE_ERRORS)]
+    informer, http, sink = make(
+        [page([pod("a", "1")], "5"), page([pod("a", "1"), pod("b", "30")], "31")],
+        [*refused, FakeStream(orjson.dumps(GONE), status=410),
+         aiohttp.ClientConnectionError("reset")])  # after the relist: one more transport error
+    clock = Clocked(http)
+    with capture_logs() as logs:
+        await run_until(informer, lambda: len(http.watch_calls) >= OUTAGE_ERRORS + 3, timeout=10.0)
+    assert informer.stats.lists == 2 and informer.stats.relists == 1
+    assert sink.summary() == [("ADDED", "a", "1"), ("ADDED", "b", "30")]
+    # the relist's LIST came promptly after the 410 (the watch call before it), not after >= 1 s
+    gone_at = [t for what, t in clock.times if what == "watch"][OUTAGE_ERRORS]
+    relisted_at = [t for what, t in clock.times if what == "list"][1]
+    assert relisted_at - gone_at < 0.3, relisted_at - gone_at
+    errors = [entry for entry in logs if entry["event"] == "informer.error"]
+    assert max(entry["retry_in"] for entry in errors[:OUTAGE_ERRORS]) >= 0.002 * 256  # it did pile up
+    relist = [entry for entry in logs if entry["event"] == "informer.relist"]
+    assert len(relist) == 1 and relist[0]["retry_in"] <= 2 * 0.002, relist  # the line says when
+    # and the answer reset it: the next transport error starts again from the initial pause
+    assert errors[-1]["retry_in"] <= 2 * 0.002, errors[-1]
+
+
+async def test_a_watch_that_keeps_expiring_still_backs_off() -> None:
+    """The reset is for an answer after an outage, not for a loop: a relist whose watch at once
+    gets 410 again (nothing delivered in between) waits longer each time, as before."""
+    lists = [page([pod("a", "1")], "5")] + [page([pod("a", "1")], str(10 + i)) for i in range(5)]
+    informer, http, sink = make(lists, [FakeStream(orjson.dumps(GONE), status=410) for _ in range(5)])
+    with capture_logs() as logs:
+        await run_until(informer, lambda: informer.stats.lists == 6, timeout=10.0)
+    pauses = [entry["retry_in"] for entry in logs if entry["event"] == "informer.relist"]
+    assert len(pauses) == 5
+    # doubling from BACKOFF_INITIAL (jitter up to 100 %): the fifth is at least 16 x the initial
+    assert pauses[4] >= 0.025 and pauses[0] <= 2 * 0.002, pauses  # 0.032-0.064, logged rounded
+
+
+async def test_a_watch_that_delivered_events_relists_promptly_on_its_410() -> None:
+    stream = FakeStream(event("MODIFIED", watched(pod("a", "6"))) + event("ERROR", GONE))
+    informer, http, sink = make([page([pod("a", "1")], "5"), page([pod("a", "7")], "12")], [stream])
+    with capture_logs() as logs:
+        await run_until(informer, lambda: informer.stats.lists == 2)
+    relist = [entry for entry in logs if entry["event"] == "informer.relist"]
+    assert relist[0]["retry_in"] <= 2 * 0.002
+
+
+async def test_a_relist_in_wait_is_visible() -> None:
+    """While the relist waits (its pause, or its LIST failing), `relist_pending` says the kind's
+    view is stale; the delivered LIST clears it."""
+    informer, http, sink = make(
+        [page([pod("a", "1")], "5"), aiohttp.ClientConnectionError("refused"), page([pod("a", "1")], "9")],
+        [FakeStream(orjson.dumps(GONE), status=410)])
+    seen: list[bool] = []
+    original = informer._list
+
+    async def watched_list() -> None:
+        seen.append(informer.relist_pending)
+        await original()
+
+    informer._list = watched_list  # type: ignore[method-assign]
+    assert not informer.relist_pending
+    await run_until(informer, lambda: informer.stats.lists == 2)
+    assert seen == [False, True, True]  # the first list; the relist's failed LIST; the relist
+    assert not informer.relist_pending
+
+
+# --- the relist's order: what frees GPUs before what takes them --------------------------------
+
+def _relisted_core(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> tuple[Scheduler, list[Any]]:
+    """A core fed by an informer whose watch expires after `first` and relists `second`; the
+    notices every event raised."""
+    core = Scheduler(load_config(None))
+    core.apply("ADDED", b.node("n", gpus=1) | {"metadata": {**b.node("n")["metadata"], "resourceVersion": "1"}}, 0.0)
+    return core, []
+
+
+async def _relist(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> tuple[Scheduler, list[Any]]:
+    core, notices = _relisted_core(first, second)
+    http = FakeHttp([page(first, "5"), page(second, "10")], [FakeStream(event("ERROR", GONE))])
+    informer = Informer(cast(KubeHttp, http), PODS,
+                        lambda t, o: notices.extend(core.apply(t, copy.deepcopy(o), 0.0)))
+    await run_until(informer, lambda: informer.stats.lists == 2)
+    return core, notices
+
+
+def _finished(obj: dict[str, Any]) -> dict[str, Any]:
+    obj = copy.deepcopy(obj)
+    obj["status"]["phase"] = "Succeeded"
+    return obj
+
+
+def _plain(name: str, rv: str, uid: str, holds_gpu: bool) -> dict[str, Any]:
+    """`item` without the devices annotation: a plain nvidia.com/gpu count (GPUsOvercommitted's case)."""
+    obj = item(name, rv, uid, holds_gpu)
+    obj["metadata"]["annotations"] = {}
+    return obj
+
+
+@pytest.mark.parametrize("make_pod", [item, _plain], ids=["devices", "plain-count"])
+async def test_a_relist_frees_a_finished_pods_gpu_before_the_pod_bound_to_it_since(make_pod: Any) -> None:
+    """The standby after the apiserver trial: 10 input.invalid lines (DeviceConflict "assigned to more
+    than one pod exclusively", GPUsOvercommitted "in use but only ... allocatable") with nothing given
+    twice. In the gap `x` finished (Succeeded) and the leader bound `a` onto its GPU; the relist
+    listed `a` first, and `_replace` sent changes in list order: `a` took GPU-0 while `x` still held it."""
+    first = [make_pod("a", "2", "uid-a", False), make_pod("x", "3", "uid-x", True)]
+    second = [make_pod("a", "9", "uid-a", True), _finished(make_pod("x", "8", "uid-x", True))]
+    core, notices = await _relist(first, second)
+    assert core.state.pod_by_key("default/a").node_name == "n"  # type: ignore[union-attr]
+    assert [(n.reason, n.key) for n in notices] == [], notices
+
+
+@pytest.mark.parametrize(("make_pod", "reason", "words"), [
+    (item, "DeviceConflict", "more than one pod exclusively"),
+    (_plain, "GPUsOvercommitted", "2 nvidia.com/gpu in use but only 1"),
+], ids=["devices", "plain-count"])
+async def test_a_real_double_assignment_in_a_relist_is_still_reported(make_pod: Any, reason: str, words: str) -> None:
+    """`x` still runs on GPU-0 when the relist shows `a` bound to it too: that is a GPU given twice."""
+    first = [make_pod("a", "2", "uid-a", False), make_pod("x", "3", "uid-x", True)]
+    second = [make_pod("a", "9", "uid-a", True), make_pod("x", "8", "uid-x", True)]
+    core, notices = await _relist(first, second)
+    assert [n.reason for n in notices] == [reason], notices
+    assert words in notices[0].message, notices[0].message
+
+
+# --- an answer to one informer wakes the set's others from a connection error's pause ------------
+
+class _GoneWhenOpened(FakeStream):
+    """A watch that hangs until `gate` is set, then says 410 Gone (the restarted apiserver)."""
+
+    def __init__(self, gate: asyncio.Event) -> None:
+        super().__init__()
+        self.gate = gate
+        self.sent = False
+
+    async def readany(self) -> bytes:
+        if self.sent:
+            await asyncio.Event().wait()
+        await self.gate.wait()
+        self.sent = True
+        return event("ERROR", GONE)
+
+
+class _ByPath:
+    """A FakeHttp per path (one per kind), with the time of every call."""
+
+    def __init__(self, by_path: dict[str, FakeHttp]) -> None:
+        self.by_path = by_path
+        self.times: list[tuple[str, str, float]] = []
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Response:
+        self.times.append(("list", path, time.monotonic()))
+        return await self.by_path[path].request(method, path, **kwargs)
+
+    def stream(self, path: str, query: Any, read_timeout: float) -> Any:
+        self.times.append(("watch", path, time.monotonic()))
+        return self.by_path[path].stream(path, query, read_timeout)
+
+
+async def test_an_answer_to_one_informer_wakes_the_others_from_a_connection_errors_pause() -> None:
+    """The apiserver is back, but each informer finds out only when its own pause ends (up to a
+    minute after the outage's retries): the first to get an answer wakes the rest of its set."""
+    gate = asyncio.Event()
+    nodes = FakeHttp([page([], "5")], [aiohttp.ClientConnectionError("refused") for _ in range(OUTAGE_ERRORS)])
+    pods = FakeHttp([page([pod("a", "1")], "5"), page([pod("a", "1")], "40")], [_GoneWhenOpened(gate)])
+    http = _ByPath({NODES.path: nodes, PODS.path: pods})
+    informers_ = InformerSet(cast(KubeHttp, http), lambda t, o: None, kinds=(NODES, PODS))
+    node_informer, pod_informer = informers_.informers
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as group:
+            group.start_soon(informers_.run)
+            with anyio.fail_after(10):
+                while len(nodes.watch_calls) < OUTAGE_ERRORS:
+                    await asyncio.sleep(0.001)
+                await asyncio.sleep(0.01)  # the Node informer sleeps its pause (>= 0.5 s) now
+                gate.set()  # the Pod watch gets 410: the server is back
+                while pod_informer.stats.lists < 2 or len(nodes.watch_calls) < OUTAGE_ERRORS + 1:
+                    await asyncio.sleep(0.001)
+            group.cancel_scope.cancel()
+    relisted_at = [t for what, path, t in http.times if what == "list" and path == PODS.path][1]
+    woke_at = [t for what, path, t in http.times if what == "watch" and path == NODES.path][OUTAGE_ERRORS]
+    errors = [entry for entry in logs if entry["event"] == "informer.error" and entry["kind"] == "Node"]
+    assert errors[-1]["retry_in"] >= 0.002 * 256, errors[-1]  # it was to wait this long
+    assert woke_at - relisted_at < 0.3, woke_at - relisted_at
+    assert node_informer.stats.watches == 1  # and its watch is open again
