@@ -391,6 +391,9 @@ class Informer:
         self.bookmarks_seen = False
         self._failures = 0          # backoffs since the last quiet BACKOFF_RESET seconds
         self._last_backoff = float("-inf")
+        # a pause since the last delivered LIST was for no answer (connection refused, a timeout):
+        # the next delivered LIST forgets the pauses (those of HTTP errors and bugs count on)
+        self._outage = False
         # 410s since a watch last delivered something: what a relist's pause grows with (a watch
         # that keeps expiring must not drive back-to-back LISTs; one that worked relists promptly)
         self._expiries = 0
@@ -472,6 +475,7 @@ class Informer:
                 self.stats.errors += 1
                 pause = self._backoff()
                 unanswered = not isinstance(err, aiohttp.ClientResponseError | ValueError)
+                self._outage = self._outage or unanswered
                 log.warning("informer.error", kind=self.kind.label, reason=describe_error(err),
                             relist=must_list, retry_in=round(pause, 2))
             except Exception as err:  # a bug or something unforeseen: trust nothing, relist
@@ -550,7 +554,9 @@ class Informer:
         self.listed_since = sent
         self.stats.lists += 1
         self.relist_pending = False
-        self._failures = 0  # the server answered: a later error's pause starts from BACKOFF_INITIAL
+        if self._outage:  # the server answers again: a later error's pause starts from BACKOFF_INITIAL
+            self._failures = 0
+            self._outage = False
         self.answers.answered()
         if self.unavailable is not None:
             log.info("informer.available", kind=self.kind.label, was=self.unavailable)

@@ -243,3 +243,21 @@ async def test_an_answer_to_one_informer_wakes_the_others_from_a_connection_erro
     assert errors[-1]["retry_in"] >= 0.002 * 256, errors[-1]  # it was to wait this long
     assert woke_at - relisted_at < 0.3, woke_at - relisted_at
     assert node_informer.stats.watches == 1  # and its watch is open again
+
+
+async def test_only_an_outages_pauses_are_forgotten_a_bugs_still_grow() -> None:
+    """A delivered LIST forgets the pauses of connection errors, not those of a bug: an unforeseen
+    error on every watched event makes the informer relist each time, and those relists must keep
+    backing off (a LIST every second for ever otherwise)."""
+    lists = [page([pod("a", "1")], str(5 + i)) for i in range(6)]
+    informer, http, _ = make(lists, [FakeStream(event("MODIFIED", watched(pod("a", str(20 + i)))))
+                                     for i in range(6)])
+
+    def broken(event: Any) -> None:
+        raise RuntimeError("a bug in the informer")
+
+    informer._on_watch_event = broken  # type: ignore[method-assign]
+    with capture_logs() as logs:
+        await run_until(informer, lambda: informer.stats.lists == 6, timeout=10.0)
+    pauses = [entry["retry_in"] for entry in logs if entry["event"] == "informer.error"]
+    assert len(pauses) >= 5 and pauses[4] >= 0.025, pauses  # 0.032-0.064: doubling on
