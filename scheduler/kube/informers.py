@@ -23,8 +23,9 @@ exponential backoff; only cancellation ends ``run``. As the reflector, every new
 included) comes after a backoff, so a watch that keeps expiring cannot drive back-to-back LISTs;
 unlike it, an answer from the server (a 410, a LIST delivered) forgets the pauses an outage piled
 up, so the relist after an apiserver restart comes within BACKOFF_INITIAL (jittered), not after
-up to a minute with the cache stale (`relist_pending` says while it waits); each watch asks for a random ``timeoutSeconds`` between 5 and 10 minutes, so informers
-started together (every node's agent) do not reconnect in lock-step; and a paged LIST whose
+up to a minute with the cache stale (`relist_pending` says while it waits), and one informer's
+answer wakes its set's others from a connection error's pause (`Answers`); each watch asks for a
+random ``timeoutSeconds`` between 5 and 10 minutes, so informers started together (every node's agent) do not reconnect in lock-step; and a paged LIST whose
 continue token expired is finished by one LIST without ``limit`` (client-go's pager). A 401 or 403 (bad credentials, missing
 RBAC) is retried the same way but reported once per episode, not per retry (see `Denials`). Reads are never rate limited: they are few,
 long-lived, and throttling them would only delay the cache.
@@ -288,12 +289,14 @@ def _key(obj: dict[str, Any]) -> str:
     return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
 
 
-def _freeing(obj: dict[str, Any]) -> bool:
-    """Whether `obj` says it gives up what it holds: a pod in a terminal phase (Succeeded, Failed:
-    its devices are free) or with a deletionTimestamp (its hold on devices, if it has one, ends)."""
+def _freeing(obj: dict[str, Any]) -> int:
+    """Where a relist applies `obj` among the changes (lowest first): 0 for a pod in a terminal
+    phase (Succeeded, Failed: its devices are free, it takes none), 1 for one with a
+    deletionTimestamp (its hold on devices, if it has one, ends), 2 for anything else."""
     status = obj.get("status")
-    return (isinstance(status, dict) and status.get("phase") in ("Succeeded", "Failed")) \
-        or bool(_meta(obj, "deletionTimestamp"))
+    if isinstance(status, dict) and status.get("phase") in ("Succeeded", "Failed"):
+        return 0
+    return 1 if _meta(obj, "deletionTimestamp") else 2
 
 
 def _meta(obj: dict[str, Any], field: str) -> str:
@@ -643,9 +646,10 @@ class Informer:
         """Make the store equal `listed` (a LIST at `resource_version`), telling the sink only what
         changed: every deletion first (objects gone, and the old incarnation of one deleted and
         created again in the gap), then the changes that give devices up (`_freeing`: a pod
-        finished or being deleted), then the rest, so the devices they held are free before anything
-        listed can be seen taking them. An object the store holds in a version newer than the LIST (a `catch_up`
-        read it after this LIST's snapshot) is kept: the LIST can only be older news of it."""
+        finished, then one being deleted), then the rest, so the devices they held are free before
+        anything listed can be seen taking them. An object the store holds in a version newer than
+        the LIST (a `catch_up` read it after this LIST's snapshot) is kept: the LIST can only be
+        older news of it."""
         later = {key for key, old in self._store.items()
                  if compare_resource_versions(resource_version, _meta(old, "resourceVersion")) == -1}
         # objects a newer catch-up pictured are its to tell: one it found deleted stays out
@@ -657,7 +661,7 @@ class Informer:
         # in list order: a relist shows at once a pod finished in the gap and one bound onto its GPU
         # since, and the new holder listed first was a GPU "given twice" (a DeviceConflict or
         # GPUsOvercommitted warning on the standby after an apiserver restart, nothing double-booked)
-        for key, obj in sorted(listed.items(), key=lambda entry: not _freeing(entry[1])):  # stable
+        for key, obj in sorted(listed.items(), key=lambda entry: _freeing(entry[1])):  # stable
             if key in later:
                 continue
             old = self._store.get(key)

@@ -170,6 +170,15 @@ async def test_a_relist_frees_a_finished_pods_gpu_before_the_pod_bound_to_it_sin
     assert [(n.reason, n.key) for n in notices] == [], notices
 
 
+async def test_a_relist_frees_a_finished_pods_gpu_before_a_deleted_pod_bound_to_it_since() -> None:
+    """As above, `a` being deleted by now too: finished pods go first, then pods being deleted."""
+    first = [item("a", "2", "uid-a", False), item("x", "3", "uid-x", True)]
+    taker = item("a", "9", "uid-a", True)
+    taker["metadata"]["deletionTimestamp"] = "2026-12-07T03:30:00Z"
+    core, notices = await _relist(first, [taker, _finished(item("x", "8", "uid-x", True))])
+    assert [(n.reason, n.key) for n in notices] == [], notices
+
+
 @pytest.mark.parametrize(("make_pod", "reason", "words"), [
     (item, "DeviceConflict", "more than one pod exclusively"),
     (_plain, "GPUsOvercommitted", "2 nvidia.com/gpu in use but only 1"),
