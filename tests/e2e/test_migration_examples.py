@@ -2,7 +2,9 @@
 `gpu-memory` annotation (MiB of one GPU) moves to a sharing class with `unit: 1Mi`
 (deploy/examples/gpu-memory-class.yaml). The class is Valid on a fleet of 80Gi A100s, and its
 two pods (4000Mi and 20000Mi) are bound to A100s (not the V100s) with exactly those amounts of
-one GPU's memory.
+one GPU's memory — the second on the first one's GPU, as docs/semantics.md (Fragmentation)
+promises for config/gpu-cluster.yaml's fragmentation profile (with `unit: 1Mi` the measure's
+rounding once sent it to the node's other, empty A100: tests/replay/test_slice_join_fine_units.py).
 A fresh plane: the class's selector would match the A100s other tests' nodes publish."""
 
 from __future__ import annotations
@@ -67,13 +69,16 @@ async def test_gpu_memory_in_mib_is_a_class_with_unit_1mi(plane: LocalControlPla
         apply_documents(admin, docs[2:], "default")
         pods = await eventually(bound, 30)
         grants: dict[str, int | object] = {}
+        gpus: dict[str, tuple[str, str]] = {}
         for name, pod in pods.items():
             assert pod["spec"]["nodeName"].startswith("mig-a100"), pod["spec"]["nodeName"]
             devices = orjson.loads(pod["metadata"]["annotations"][ann.DEVICES])
             [grant] = devices["containers"]["main"]["class.tessera.dev/a100-80g-mib"]
             assert grant["dimension"] == "memory"
             grants[name] = exact(parse_quantity(grant["amount"]))
+            gpus[name] = (pod["spec"]["nodeName"], grant["device"])
         assert grants == {"infer-4000mib": 4000 * MIB, "infer-20000mib": 20000 * MIB}
+        assert gpus["infer-20000mib"] == gpus["infer-4000mib"]  # the second slice joins the first one's A100
     finally:
         await kube.close()
         code = process.terminate()

@@ -1,4 +1,6 @@
-"""Binpack on NodeResourcesFit alone packs memory slices onto the partly used GPU.
+"""Binpack on NodeResourcesFit alone packs memory slices onto the partly used GPU — while the
+pods' CPU keeps the used node under 1 % (config/binpack.yaml's comment: at 1 % the used node
+averages its CPU in and the empty one wins; tests/replay/test_slice_join_fine_units.py).
 
 The rule (docs/semantics.md): a pod whose ResourceClass devices belong to a device resource
 (`nvidia.com/gpu`) *requests* that resource on every node where it gets devices, even when its

@@ -576,10 +576,17 @@ def _slices_left(device: Device, used: Mapping[str, Amount]) -> int:
 
 
 def _slice_left(device: Device, dimension: str, used: Amount) -> int:
+    """The milli-GPU left of `capacity` with `used` taken: what the slices use is rounded down, so
+    what is left is rounded up. Rounding what is left down lost a remainder on every partly used
+    GPU, so two slices on two GPUs measured up to a milli less free (less fragmented) than both
+    on one — with `unit: 1Mi` (4000Mi and 20000Mi of an 80Gi A100: 951 + 755 against 707 + 1000)
+    the second slice opened the empty GPU. Rounded this way, slices on one GPU never measure more
+    free than the same slices spread, and GPUs that strand alike are left to the planner's
+    best-fit order (the fullest that fits: the second slice joins the first)."""
     capacity = device.capacity.get(dimension)
     if not capacity:
         return 0
-    return max(0, int((capacity - used) * MILLI / capacity))
+    return min(MILLI, max(0, MILLI - int(used * MILLI // capacity)))
 
 
 def _state(view: DeviceView) -> GpuState:

@@ -1,0 +1,99 @@
+"""A second slice joins the partly used GPU also when the class's unit is fine (`unit: 1Mi`).
+
+docs/semantics.md (Fragmentation): for a slice the fragmentation plugin picks the GPU inside the
+node that strands least; among GPUs that strand alike the planner's best-fit order (the fullest
+that still fits) decides, so a second slice joins the first one's GPU (deploy/examples/
+shared-pod.yaml). deploy/examples/gpu-memory-class.yaml's KAI-style class (`unit: 1Mi`, A100
+80GB, 4000Mi then 20000Mi) stranded alike either way, but the measure's milli-GPU rounding did
+not: each partly used GPU's free milli was rounded down, so two slices on two GPUs lost two
+rounding remainders where one GPU with both lost one, and the spread looked 1 milli less
+fragmented — the second pod sliced the node's other, empty A100. With `unit: 1Gi` (4Gi, 20Gi:
+exact milli-GPU) the same pods shared a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.api.config import load_config
+from scheduler.core import annotations as ann
+from scheduler.sim import builders as b
+from tests.helpers import Run
+
+CLASS = "a100-80g-mib"
+RESOURCE = f"class.tessera.dev/{CLASS}"
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = [None, str(REPO / "config" / "gpu-cluster.yaml")]  # the built-in profile, the production one
+
+
+def _cluster(unit: str) -> list[dict[str, Any]]:
+    """Two nodes of two A100 80GB as the dev cluster / node agent publish them, a node of V100s,
+    and gpu-memory-class.yaml's class (with `unit` for its own)."""
+    objects: list[dict[str, Any]] = []
+    for node, model, memory in (("a100-0", "NVIDIA-A100-SXM4-80GB", "80Gi"), ("a100-1", "NVIDIA-A100-SXM4-80GB", "80Gi"),
+                                ("v100-0", "Tesla-V100-SXM2-32GB", "32Gi")):
+        objects.append(b.node(node, cpu="64", memory="256Gi", gpus=2))
+        objects += [b.device(node, i, model=model, memory=memory) for i in range(2)]
+    objects.append(b.resource_class(CLASS, expressions=[
+        {"key": "model", "operator": "In", "values": ["A100", "NVIDIA-A100-SXM4-80GB"]},
+        {"key": "memory", "operator": "Gt", "values": ["64Gi"]}], sharing={"dimension": "memory", "unit": unit}))
+    return objects
+
+
+def _device(run: Run, name: str) -> str:
+    attempt = run.last(name)
+    [grant] = json.loads((attempt.annotations or {})[ann.DEVICES])["containers"]["main"][RESOURCE]
+    return str(grant["device"])
+
+
+def _place(config: str | None, unit: str, amounts: tuple[int, int]) -> Run:
+    run = Run(load_config(config))
+    run.add(*_cluster(unit))
+    for name, amount in zip(("first", "second"), amounts):  # one after the other
+        run.add(b.pod(name, limits={RESOURCE: amount, "cpu": "500m", "memory": "1Gi"}))
+        assert run.node_of(name) is not None, name
+    return run
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["default", "gpu-cluster"])
+@pytest.mark.parametrize(("unit", "amounts"), [("1Mi", (4000, 20000)), ("1Gi", (4, 20))], ids=["1Mi", "1Gi"])
+def test_a_second_slice_joins_the_first_ones_gpu(config: str | None, unit: str, amounts: tuple[int, int]) -> None:
+    run = _place(config, unit, amounts)
+    assert run.node_of("second") == run.node_of("first")
+    assert _device(run, "second") == _device(run, "first")
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["default", "gpu-cluster"])
+def test_slices_keep_joining_until_the_gpu_is_full(config: str | None) -> None:
+    """Four 20000Mi slices fill one A100 (80000 of its 81920Mi) before a second one is sliced."""
+    run = Run(load_config(config))
+    run.add(*_cluster("1Mi"))
+    names = [f"s{i}" for i in range(5)]
+    for name in names:
+        run.add(b.pod(name, limits={RESOURCE: 20000, "cpu": "500m", "memory": "1Gi"}))
+    devices = [_device(run, name) for name in names]
+    assert len(set(devices[:4])) == 1
+    assert devices[4] != devices[0]
+    assert run.node_of("s4") == run.node_of("s0")
+
+
+@pytest.mark.parametrize(("unit", "amounts"), [("1Mi", (4000, 20000)), ("1Gi", (4, 20))], ids=["1Mi", "1Gi"])
+def test_binpack_yaml_does_not_pack_slices_whatever_the_unit(unit: str, amounts: tuple[int, int]) -> None:
+    """config/binpack.yaml (its comment): RequestedToCapacityRatio on cpu and GPUs sees no GPU
+    difference for a slice (on the used GPU it makes none newly busy, on the empty node one of
+    two: 50 % either way) and drops a resource scoring 0 from the mean, so the empty node scores
+    its GPUs alone (50) and the used one averages in its 1 % CPU (26): the slices go to two
+    nodes, with either unit."""
+    run = Run(load_config(str(REPO / "config" / "binpack.yaml")), explain=True)
+    run.add(*_cluster(unit))
+    for name, amount in zip(("first", "second"), amounts):
+        run.add(b.pod(name, limits={RESOURCE: amount, "cpu": "500m", "memory": "1Gi"}))
+    used, other = run.node_of("first"), run.node_of("second")
+    assert used is not None and other is not None and used != other
+    scores = run.last("second").scores
+    assert scores is not None
+    assert (scores[used]["NodeResourcesFit"], scores[other]["NodeResourcesFit"]) == (26, 50)
