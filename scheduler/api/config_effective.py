@@ -37,6 +37,7 @@ def effective_config(config: SchedulerConfig) -> dict[str, Any]:
     dumped = config.model_dump(mode="json", exclude={"source"})
     for profile, shown in zip(config.profiles, dumped["profiles"], strict=True):
         shown["plugin_args"] = _every_enabled_plugins_args(profile)
+        shown["plugins"] = [spec.name for spec in enabled_in(profile)]  # what the profile runs, in order
     camel: dict[str, Any] = _camel(dumped)
     return camel
 

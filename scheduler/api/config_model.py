@@ -162,6 +162,8 @@ class Profile(_Frozen):
     percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)
     # DefaultPreemption (PostFilter) runs unless the profile disables it (postFilter or multiPoint)
     preemption: bool = True
+    # the PreFilters the profile turned off (only those that allow it: `PreFilterPlugin.may_disable`)
+    disabled: tuple[str, ...] = ()
 
 
 class LeaderElectionConfig(_Frozen):

@@ -45,7 +45,9 @@ Tessera-specific decisions (upstream defines nothing here, or Tessera deliberate
   `disabled` entries there are ignored, except that `filter`/`preFilter` may not disable one of
   Tessera's filters by name (a Forbidden error: the file expects a filter off that stays on;
   `"*"` there is accepted and changes nothing). Disabling a plugin through `multiPoint` removes
-  its PreScore and score only; its filter keeps running.
+  its PreScore and score only; its filter keeps running. The exception: TesseraUnhonouredTerms
+  (a PreFilter refusing pods with pod (anti-)affinity or spread terms Tessera cannot honour) is
+  turned off when `preFilter`, `filter` or `multiPoint` disables it by name.
 - DefaultPreemption runs unless disabled: `postFilter.enabled` naming it wins, else
   `postFilter.disabled` (by name or `"*"`) turns it off, else the multiPoint set decides
   (expandMultiPointPlugins); v1alpha1's `disablePreemption: true` turns it off.
@@ -105,6 +107,7 @@ from scheduler.api.config_model import (
 )
 from scheduler.api.names import DNS_LABEL, DNS_SUBDOMAIN
 from scheduler.core.objects import INT32_MAX
+from scheduler.core.framework.interface import PreFilterPlugin
 from scheduler.core.plugins.registry import BY_NAME, REGISTRY, PluginSpec
 
 __all__ = ["parse_config", "parse_leader_election", "SUPPORTED_API_VERSIONS"]
@@ -150,7 +153,10 @@ _LEGACY_EXTENSION_POINTS = tuple(p for p in _EXTENSION_POINTS if p != "preEnqueu
 _SCORE_PLUGINS = tuple(spec.name for spec in REGISTRY if spec.scores)
 _PRE_SCORE_PLUGINS = tuple(spec.name for spec in REGISTRY if spec.pre_scores)
 _ALL_PLUGINS = tuple(spec.name for spec in REGISTRY)
-_FILTER_PLUGINS = frozenset(spec.name for spec in REGISTRY if spec.filters)
+# PreFilters a profile may turn off (`PreFilterPlugin.may_disable`); every other filter always runs
+_OPTIONAL_PRE_FILTERS = tuple(spec.name for spec in REGISTRY
+                              if issubclass(spec.kind, PreFilterPlugin) and spec.kind.may_disable)
+_FILTER_PLUGINS = frozenset(spec.name for spec in REGISTRY if spec.filters) - frozenset(_OPTIONAL_PRE_FILTERS)
 _LEGACY_ENABLE_ALIASES = {alias: spec.name for spec in REGISTRY if spec.legacy for alias in spec.legacy.enable}
 _LEGACY_DISABLE_ALIASES = {alias: spec.name for spec in REGISTRY if spec.legacy for alias in spec.legacy.disable}
 _SECOND = 10**9
@@ -354,6 +360,7 @@ def _v1_profile(raw: object, i: int, lone: bool, seen: dict[str, int]) -> Profil
         plugin_args=_plugin_args(args),
         percentage_of_nodes_to_score=percentage,
         preemption=plugins.preemption,
+        disabled=plugins.disabled,
     )
 
 
@@ -375,6 +382,7 @@ def _legacy_profile(root: ArgsReader) -> Profile:
         pre_score=plugins.pre_score_plugins(),
         plugin_args=_plugin_args(args),
         preemption=plugins.preemption and not root.get_bool("disablePreemption", False),
+        disabled=plugins.disabled,
     )
 
 
@@ -414,6 +422,7 @@ class _ProfilePlugins:
     pre_score: _PluginSet = _PluginSet()
     score: _PluginSet = _PluginSet()
     preemption: bool = True
+    disabled: tuple[str, ...] = ()  # the optional PreFilters turned off
 
     def score_weights(self) -> ScoreWeights:
         """The enabled score plugins in run order with their weights: the order as
@@ -450,7 +459,12 @@ def _plugins(obj: ArgsReader | None, *, legacy: bool) -> _ProfilePlugins:
         preemption = False
     else:
         preemption = _enabled(_PREEMPTION, multi_point)
-    return _ProfilePlugins(multi_point, sets["preScore"], sets["score"], preemption)
+    empty = _PluginSet()
+    pre_filter, filter_ = sets.get("preFilter", empty), sets.get("filter", empty)
+    disabled = tuple(name for name in _OPTIONAL_PRE_FILTERS  # by name only: "*" keeps them, as other filters
+                     if any(name in s.disabled for s in (multi_point, pre_filter, filter_))
+                     and not any(p.name == name for s in (multi_point, pre_filter, filter_) for p in s.enabled))
+    return _ProfilePlugins(multi_point, sets["preScore"], sets["score"], preemption, disabled)
 
 
 _PREEMPTION = "DefaultPreemption"

@@ -20,6 +20,7 @@ from scheduler.api.quantity import Amount, QuantityError, exact, parse_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.lifecycle import APP, INIT, SIDECAR, ContainerKind, Phases, container_phases
 from scheduler.core.foreign import ignored_keys
+from scheduler.core.pod_terms import pod_terms
 from scheduler.core.resources import (
     CPU,
     PODS,
@@ -537,6 +538,10 @@ class Pod:
     # other schedulers' keys it carries that Tessera does not read ("annotation gpu-fraction"):
     # told once (`foreign`), never read
     ignored: tuple[str, ...] = ()
+    # pod (anti-)affinity and spread terms Tessera does not read, by field (`pod_terms`): required
+    # ones are refused (TesseraUnhonouredTerms), preferred ones told once
+    unhonoured: tuple[str, ...] = ()
+    unread: tuple[str, ...] = ()
     preempt_never: bool = False  # spec.preemptionPolicy: Never
     start_time: str = ""  # status.startTime (RFC 3339; "" before the kubelet starts it)
     nominated_node: str = ""  # status.nominatedNodeName
@@ -799,6 +804,7 @@ def parse_pod(obj: JSON) -> Pod:
         pod.held_devices, pod.held_error = _device_annotation(meta, ann.HELD_DEVICES)
     pod.allocating = meta.annotations.get(ann.PHASE) == ann.PHASE_ALLOCATING
     pod.ignored = ignored_keys(meta.annotations, meta.labels, pod.gang is not None)
+    pod.unhonoured, pod.unread = pod_terms(spec)
     pod.label_error = _gang_label_error(meta) or _unread_topology(meta, pod.gang) or (
         topology_annotation_error(meta.annotations, "Pod") if pod.gang is not None else None)
     policy = _str(spec.get("preemptionPolicy"), "Pod.spec.preemptionPolicy", "PreemptLowerPriority")

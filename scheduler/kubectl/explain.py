@@ -24,6 +24,7 @@ from scheduler.api.quantity import format_quantity
 from scheduler.core.annotations import TERM
 from scheduler.core.capacity import beyond_every_node, beyond_min_resources, beyond_the_cluster, too_few_members
 from scheduler.core.foreign import ignored_note
+from scheduler.core.pod_terms import preferred_note
 from scheduler.core.objects import Pod, gang_key, gang_key_parts, gang_name
 from scheduler.core.plugins.node_affinity import named_nodes
 from scheduler.core.plugins.preemption.victims import listed_all
@@ -139,7 +140,8 @@ class Explanation:
     # refuses it only because of the room kept for pods nominated there ahead of it (`_room_kept`)
     room_kept: tuple[str, ...] = ()
     events_unread: str = ""  # why the pod's Events cannot be read ("" when they were)
-    # other schedulers' keys a pod of Tessera's carries, which it does not read (`foreign.ignored_note`)
+    # other schedulers' keys and preferred pod terms a pod of Tessera's carries, which it does not
+    # read (`foreign.ignored_note`, `pod_terms.preferred_note`)
     ignored: str = ""
 
 
@@ -190,7 +192,7 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         message=wait.message if wait else "",
         nominated_node=pod.nominated_node,
         gang=_gang_view(state, pod, unread or {}),
-        ignored=ignored_note(pod.ignored) if ours else "",
+        ignored=" ".join(filter(None, (ignored_note(pod.ignored), preferred_note(pod.unread)))) if ours else "",
         gate=_gate(state, pod, wait.node if wait else "", gates),
         devices=() if pod.terminal else _devices(pod),
         dry_run=run,

@@ -97,6 +97,11 @@ class PreEnqueuePlugin(Plugin):
 
 
 class PreFilterPlugin(Plugin):
+    # Whether a profile may turn this PreFilter off (`plugins.preFilter.disabled` or
+    # `plugins.multiPoint.disabled`, by name): a rule refusing what Tessera cannot do, not a check
+    # of what a node has (those always run: Tessera's filter chain is fixed).
+    may_disable: ClassVar[bool] = False
+
     @abstractmethod
     def pre_filter(self, ctx: PodContext) -> str | None:
         """The reason the pod cannot go anywhere now, or None."""

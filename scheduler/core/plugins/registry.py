@@ -50,6 +50,7 @@ from scheduler.core.plugins.node_unschedulable import NodeUnschedulable
 from scheduler.core.plugins.taints import TaintToleration
 from scheduler.core.plugins.topology import TopologyPlacement
 from scheduler.core.plugins.topology import args as topology_args
+from scheduler.core.plugins.unhonoured_terms import TesseraUnhonouredTerms
 
 
 class NoArgs(BaseModel):
@@ -111,8 +112,11 @@ class PluginSpec:
 
     def built_for(self, profile: Profile) -> bool:
         """Does a profile's runtime build this plugin? Every plugin with a part beside scoring
-        (filters, reserve, grouping, placement, post-filter, pre-enqueue); a plugin that only scores
-        when the profile scores with it or runs its PreScore (otherwise it would cost for nothing)."""
+        (filters, reserve, grouping, placement, post-filter, pre-enqueue) unless the profile turned
+        it off (`Profile.disabled`); a plugin that only scores when the profile scores with it or
+        runs its PreScore (otherwise it would cost for nothing)."""
+        if self.name in profile.disabled:
+            return False
         only_scores = not issubclass(self.kind, FilterPlugin | PreFilterPlugin | ReservePlugin | GroupPlugin
                                                 | PostFilterPlugin | PlacementPlugin | PreEnqueuePlugin)
         return not only_scores or self.name in profile.score_weights or self.name in profile.pre_score
@@ -148,6 +152,7 @@ REGISTRY: tuple[PluginSpec, ...] = (
                args=ArgsSpec(coscheduling.CoschedulingArgs, coscheduling.parse_args, coscheduling.ARGS_FIELDS,
                              coscheduling.ARGS_IGNORED)),
     PluginSpec(TesseraDevices, _with(TesseraDevices, device_args.DeviceArgs), 1, ArgsSpec(device_args.DeviceArgs, device_args.parse_args, device_args.FIELDS)),
+    PluginSpec(TesseraUnhonouredTerms, _no_args(lambda handle: TesseraUnhonouredTerms())),
     PluginSpec(TesseraFragmentation, _with(TesseraFragmentation, fragmentation_args.FragmentationArgs),
                args=ArgsSpec(fragmentation_args.FragmentationArgs, fragmentation_args.parse_args,
                              fragmentation_args.FIELDS)),

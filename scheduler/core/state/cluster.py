@@ -22,6 +22,7 @@ from scheduler.core.annotations import DEVICES, HELD_DEVICES, DeviceAssignment, 
 from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX, ClassRegistry, ResourceClass, parse_resource_class
 from scheduler.core.disruption import DisruptionBudget, parse_disruption_budget
 from scheduler.core.foreign import IGNORED_SCHEDULER_KEY, ignored_message
+from scheduler.core.pod_terms import IGNORED_PREFERRED_TERMS, preferred_message
 from scheduler.core.lifecycle import DeviceHold, device_holds, shared_while_running, whole_beside_slice
 from scheduler.core.objects import (
     JSON,
@@ -487,10 +488,13 @@ class ClusterState:
         if pod.label_error is not None and (old is None or old.label_error != pod.label_error):
             notices.append(Notice("Pod", pod.key, "InvalidObject", f"Pod {pod.key}: {pod.label_error}",
                                   pod.meta.namespace, uid))
-        if pod.ignored and (old is None or old.ignored != pod.ignored) and not pod.node_name and not pod.terminal \
-                and self.is_ours(pod):  # once per pod (again when the keys change), not per attempt
-            notices.append(Notice("Pod", pod.key, IGNORED_SCHEDULER_KEY, ignored_message(pod.key, pod.ignored),
-                                  pod.meta.namespace, uid))
+        # what a pending pod of Tessera's carries that Tessera does not read (other schedulers'
+        # keys, preferred pod terms): told once per pod (again when the set changes), not per attempt
+        for reason, unread, before, message in (
+                (IGNORED_SCHEDULER_KEY, pod.ignored, old and old.ignored, ignored_message),
+                (IGNORED_PREFERRED_TERMS, pod.unread, old and old.unread, preferred_message)):
+            if unread and before != unread and not pod.node_name and not pod.terminal and self.is_ours(pod):
+                notices.append(Notice("Pod", pod.key, reason, message(pod.key, unread), pod.meta.namespace, uid))
         placement = self.placements.get(uid)
         if placement is not None and old is not None and (_as_victim(old) != _as_victim(pod)
                                                           or old.meta.deleting != pod.meta.deleting):

@@ -1,0 +1,33 @@
+"""TesseraUnhonouredTerms: a pod with a required placement term Tessera cannot honour is refused.
+
+Tessera reads no inter-pod affinity, anti-affinity or topology spread (it has no InterPodAffinity
+or PodTopologySpread, and this plugin does not do their job). Placing a pod that requires them
+anyway breaks what it asked for in silence: a Deployment's replicas with required anti-affinity by
+hostname on one node, a JobSet's exclusive placement (alpha.jobset.sigs.k8s.io/exclusive-topology,
+whose webhook injects required pod affinity and anti-affinity) across slices. So the PreFilter
+refuses such a pod (`pod_terms.refusal`, naming the fields and what to do): it stays pending,
+UnschedulableAndUnresolvable, and preemption evicts nothing for it. Preferred terms are not its
+business (told once by `ClusterState`, see `pod_terms`).
+
+A profile may disable it (`plugins.preFilter.disabled` or `plugins.multiPoint.disabled`, by name):
+such pods are then placed ignoring their terms.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from scheduler.core.framework.cycle_state import PodContext
+from scheduler.core.framework.interface import PreFilterPlugin
+from scheduler.core.pod_terms import refusal
+
+NAME = "TesseraUnhonouredTerms"
+
+
+class TesseraUnhonouredTerms(PreFilterPlugin):
+    name = NAME
+    may_disable: ClassVar[bool] = True
+
+    def pre_filter(self, ctx: PodContext) -> str | None:
+        required = ctx.pod.unhonoured
+        return refusal(required) if required else None

@@ -1,0 +1,170 @@
+"""Pod terms Tessera cannot honour are refused (required) or told (preferred), never silently broken.
+
+Tessera reads no pod affinity, anti-affinity or topology spread. Before, a Deployment of inference
+pods with required anti-affinity by hostname landed two replicas on one node, and a JobSet's
+exclusive placement (alpha.jobset.sigs.k8s.io/exclusive-topology: its webhook injects required pod
+affinity and anti-affinity) was silently broken. Now a pod with a required term stays pending with
+a FailedScheduling message naming the field (TesseraUnhonouredTerms' PreFilter, no eviction for
+it), and a pod with preferred terms is placed as without them and told once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.api.config_parse import parse_config
+from scheduler.core.plugins.registry import BY_NAME
+from scheduler.core.pod_terms import IGNORED_PREFERRED_TERMS
+from scheduler.kubectl import explain as explaining
+from scheduler.kubectl import whatif
+from scheduler.sim import builders as b
+from tests.helpers import BINPACK, Run, config
+
+HOST = "kubernetes.io/hostname"
+ANTI = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED_ANTI = "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _term(app: str) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": HOST}
+
+
+def _replica(name: str, **affinity: Any) -> dict[str, Any]:
+    return b.pod(name, labels={"app": "infer"}, limits={"nvidia.com/gpu": 1},
+                 spec_extra={"affinity": affinity} if affinity else None)
+
+
+def _anti(name: str) -> dict[str, Any]:
+    return _replica(name, podAntiAffinity={"requiredDuringSchedulingIgnoredDuringExecution": [_term("infer")]})
+
+
+def _told(run: Run) -> list[str]:
+    return [n for n in run.notices() if n.startswith(f"{IGNORED_PREFERRED_TERMS}: ")]
+
+
+def test_required_anti_affinity_pod_stays_pending_with_the_message() -> None:
+    run = Run()
+    run.add(b.node("n0", gpus=8), b.node("n1", gpus=8), _anti("infer-0"), _anti("infer-1"))
+    assert run.node_of("infer-0") is None and run.node_of("infer-1") is None  # not two on one node
+    attempt = run.last("infer-0")
+    assert attempt.message == (
+        f"0/2 nodes are available: pod has {ANTI}, which Tessera does not honour (it reads no pod affinity, "
+        "anti-affinity or topology spread): drop the term, or run the pod with schedulerName: default-scheduler "
+        "(see docs/not-supported.md). "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
+    assert attempt.preempted == []
+
+
+def test_required_terms_are_not_evicted_for() -> None:
+    run = Run()
+    low = b.pod("low", limits={"nvidia.com/gpu": 8}, priority=0)
+    high = b.pod("high", limits={"nvidia.com/gpu": 8}, priority=1000,
+                 spec_extra={"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                                                          [_term("x")]}}})
+    run.add(b.node("n0", gpus=8), low, high)
+    assert run.node_of("low") == "n0" and run.node_of("high") is None
+    attempt = run.last("high")
+    assert attempt.preempted == []
+    assert "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution" in attempt.message
+
+
+def test_do_not_schedule_spread_is_refused_and_dropping_it_places_the_pod() -> None:
+    run = Run()
+    spread = [{"maxSkew": 1, "topologyKey": HOST, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "infer"}}}]
+    pod = b.pod("spread", labels={"app": "infer"}, requests={"cpu": "1"},
+                spec_extra={"topologySpreadConstraints": spread})
+    run.add(b.node("n0", gpus=8), pod)
+    assert run.node_of("spread") is None
+    assert "spec.topologySpreadConstraints (whenUnsatisfiable: DoNotSchedule)" in run.last("spread").message
+    # the pod is recreated without the term (a Deployment's new ReplicaSet): it is placed
+    run.feed(b.event("DELETED", pod), b.event("ADDED", b.pod("spread2", labels={"app": "infer"},
+                                                              requests={"cpu": "1"})))
+    assert run.node_of("spread2") == "n0"
+
+
+def test_a_gang_member_with_exclusive_placement_terms_is_refused() -> None:
+    """A JobSet with alpha.jobset.sigs.k8s.io/exclusive-topology: its webhook gives every pod
+    required affinity to its own job and anti-affinity to the others, by the topology key."""
+    run = Run()
+    exclusive = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [_term("job-a")]},
+                 "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [_term("job-b")]}}
+    run.add(b.node("n0", gpus=8), b.podgroup("pg", 2),
+            *(b.pod(f"m{i}", labels={"scheduling.x-k8s.io/pod-group": "pg"}, limits={"nvidia.com/gpu": 1},
+                    spec_extra={"affinity": exclusive}) for i in range(2)))
+    assert run.node_of("m0") is None and run.node_of("m1") is None
+    message = run.last("m0").message
+    assert "podAffinity.requiredDuringSchedulingIgnoredDuringExecution" in message
+    assert "podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution" in message
+
+
+def test_preferred_terms_place_the_pod_and_are_told_once() -> None:
+    run = Run()
+    preferred = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": _term("infer")}]}}
+    pod = _replica("soft", **preferred)
+    run.add(b.node("n0", gpus=8), pod)
+    assert run.node_of("soft") == "n0"
+    [told] = _told(run)
+    assert told.startswith(f"{IGNORED_PREFERRED_TERMS}: Pod default/soft ")
+    assert PREFERRED_ANTI in told and "they change nothing about where the pod goes" in told and "docs/not-supported.md" in told
+    run.feed(b.event("MODIFIED", pod), b.event("MODIFIED", pod))
+    assert len(_told(run)) == 1
+
+
+def test_preferred_told_once_while_pending_and_schedule_anyway_is_preferred() -> None:
+    run = Run()
+    spread = [{"maxSkew": 1, "topologyKey": HOST, "whenUnsatisfiable": "ScheduleAnyway",
+               "labelSelector": {"matchLabels": {"app": "infer"}}}]
+    pod = b.pod("big", limits={"nvidia.com/gpu": 8}, spec_extra={"topologySpreadConstraints": spread})
+    run.add(b.node("n0", gpus=4), pod)  # does not fit: tried again on every event
+    run.feed(b.event("ADDED", b.node("n1", gpus=4)), b.event("MODIFIED", pod))
+    [told] = _told(run)
+    assert "spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)" in told
+    assert "Insufficient nvidia.com/gpu" in run.last("big").message  # a score, not a refusal
+
+
+def test_plain_pods_and_other_schedulers_pods_are_untouched() -> None:
+    run = Run()
+    theirs = b.pod("theirs", scheduler="default-scheduler",
+                   spec_extra={"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                       {"weight": 1, "podAffinityTerm": _term("x")}]}}})
+    run.add(b.node("n0", gpus=8), _replica("plain"), theirs,
+            _replica("empty", podAntiAffinity={"requiredDuringSchedulingIgnoredDuringExecution": []}))
+    assert run.node_of("plain") == "n0" and run.node_of("empty") == "n0"
+    assert _told(run) == []
+
+
+def test_disabled_in_a_profile_places_ignoring_the_terms() -> None:
+    assert "TesseraUnhonouredTerms" in BY_NAME
+    raw = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "profiles": [{"schedulerName": "tessera",
+                         "plugins": {"preFilter": {"disabled": [{"name": "TesseraUnhonouredTerms"}]}}}]}
+    run = Run(parse_config(raw, "test"))
+    run.add(b.node("n0", gpus=8), _anti("infer-0"), _anti("infer-1"))
+    assert run.node_of("infer-0") == "n0" and run.node_of("infer-1") == "n0"  # as documented: ignored
+
+
+def test_explain_says_preferred_terms_are_not_read() -> None:
+    preferred = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 5, "podAffinityTerm": _term("db")}]}}
+    result = explaining.explain([b.node("n0", gpus=8), _replica("soft", **preferred)], "default/soft",
+                                config(BINPACK), [], 0.0)
+    assert result is not None
+    line = next(line for line in explaining.render(result, 0.0).splitlines() if line.startswith("Not read:"))
+    assert "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution" in line
+
+
+def test_what_if_and_the_replay_give_the_same_answer() -> None:
+    """`kubectl tessera what-if` and `tessera simulate` drive the same core: the required pods
+    pend with the same message, the preferred one is placed."""
+    preferred = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": _term("infer")}]}}
+    objs = [b.node("n0", gpus=8), _anti("infer-0"), _anti("infer-1"), _replica("soft", **preferred)]
+    run = Run()
+    run.add(*objs)
+    found = {o.pod: o for o in whatif.what_if(objs, config(BINPACK), 0.0).outcomes}
+    for name in ("infer-0", "infer-1"):
+        assert found[f"default/{name}"].node == "" and run.node_of(name) is None
+        assert found[f"default/{name}"].message == run.last(name).message
+    assert found["default/soft"].node == run.node_of("soft") == "n0"
