@@ -511,6 +511,56 @@ class GangRef:
     topology: GangTopology | None = None  # the label form's, from the member's annotations
 
 
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A port a container takes on its node (upstream's ContainerPort with a hostPort), sanitized
+    as HostPortInfo.sanitize does: an empty hostIP is 0.0.0.0, an empty protocol TCP."""
+
+    ip: str
+    protocol: str
+    port: int
+
+
+PROTOCOLS = ("TCP", "UDP", "SCTP")
+BIND_ALL = "0.0.0.0"  # upstream's DefaultBindAllHostIP
+
+
+def _port_number(value: object, where: str, zero: bool) -> int:
+    """A port number as the apiserver's validation takes it (1-65535; 0 too where `zero`: an
+    unset hostPort)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not (0 if zero else 1) <= value <= 65535:
+        raise ObjectError(f"{where}: Invalid value: {value!r}: must be between 1 and 65535, inclusive"
+                          + (" (or 0: no host port)" if zero else ""))
+    return value
+
+
+def _host_ports(containers: Sequence[tuple[str, object, bool]], host_network: bool) -> tuple[HostPort, ...]:
+    """The host ports a pod takes while it runs (upstream's util.GetHostPorts, v1.36): those of its
+    app containers and of its init containers with restartPolicy Always (sidecars), each given as
+    `(where, raw container, counted)`. A hostNetwork pod's container port is its host port where
+    none is set: the apiserver defaults it so (SetDefaults_Pod, defaultHostNetworkPorts), and a
+    replayed object may come without. Every container's ports are checked: a bad one refuses the
+    pod, as the apiserver's validation would have."""
+    found: list[HostPort] = []
+    for where, raw, counted in containers:
+        item = _mapping(raw, where)
+        for i, port_raw in enumerate(_list(item.get("ports"), f"{where}.ports")):
+            at = f"{where}.ports[{i}]"
+            port = _mapping(port_raw, at)
+            container_port = _port_number(port.get("containerPort"), f"{at}.containerPort", zero=False)
+            host_port = _port_number(port.get("hostPort", 0), f"{at}.hostPort", zero=True)
+            protocol = _str(port.get("protocol"), f"{at}.protocol") or "TCP"
+            if protocol not in PROTOCOLS:
+                raise ObjectError(f'{at}.protocol: Unsupported value: "{protocol}": supported values: '
+                                  + ", ".join(f'"{p}"' for p in PROTOCOLS))
+            host_ip = _str(port.get("hostIP"), f"{at}.hostIP") or BIND_ALL
+            if host_network and host_port == 0:
+                host_port = container_port
+            if counted and host_port > 0:
+                found.append(HostPort(host_ip, protocol, host_port))
+    return tuple(found)
+
+
 @dataclass(slots=True)
 class Pod:
     meta: ObjectMeta
@@ -548,6 +598,7 @@ class Pod:
     preempted: bool = False  # terminating with DisruptionTarget=True, reason PreemptionByScheduler
     preemption_mark: PreemptionMark | None = None  # that condition, terminating or not
     owners: tuple[str, ...] = ()  # metadata.ownerReferences' names (a PodGroup's occupiedBy)
+    host_ports: tuple[HostPort, ...] = ()  # the ports it takes on its node (NodePorts)
 
     @property
     def key(self) -> str:
@@ -814,6 +865,13 @@ def parse_pod(obj: JSON) -> Pod:
     pod.preemption_mark = _preemption_mark(status)
     pod.preempted = meta.deleting and pod.preemption_mark is not None
     pod.owners = _owner_names(obj)
+    host_network = spec.get("hostNetwork", False)
+    if not isinstance(host_network, bool):
+        raise ObjectError(f"Pod.spec.hostNetwork: expected a boolean, got {type(host_network).__name__}")
+    pod.host_ports = _host_ports(
+        [*((f"Pod.spec.initContainers[{i}]", raw, container.kind == SIDECAR)
+           for i, (raw, (container, _)) in enumerate(zip(init_list, inits))),
+         *((f"Pod.spec.containers[{i}]", raw, True) for i, raw in enumerate(app_list))], host_network)
     return pod
 
 

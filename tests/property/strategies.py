@@ -178,6 +178,7 @@ class PodSpec:
     gated: bool
     nominated: str | None = None  # status.nominatedNodeName (an earlier leader's preemption)
     deleting: bool = False  # arrives with a deletionTimestamp (a victim still terminating)
+    host_port: int | None = None  # its main container's hostPort (NodePorts)
 
 
 @dataclass(frozen=True)
@@ -312,6 +313,8 @@ def pod_raw(spec: PodSpec, uid: str, devices: tuple[DeviceSpec, ...]) -> Obj:
                 node_name=spec.bound_node or "", phase="Running" if spec.bound_node else "Pending",
                 priority=spec.priority or None, spec_extra=extra)
     raw["metadata"]["uid"] = uid
+    if spec.host_port:
+        raw["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": spec.host_port}]
     if spec.nominated:
         raw["status"]["nominatedNodeName"] = spec.nominated
     if spec.deleting:
@@ -343,6 +346,8 @@ _plain_nodes = st.builds(
     unschedulable=st.just(False),
     extra=st.sampled_from([0, 2]),
 )
+# a pod's host port: mostly none, else one of two, so that pods collide on a node (NodePorts)
+HOST_PORTS: tuple[int | None, ...] = (None, None, None, 8080, 9000)
 # Hypothesis does not draw uniformly, so "rare" features get their own branch instead of weights
 node_specs = st.one_of(_plain_nodes, _fancy_nodes)
 
@@ -472,7 +477,8 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8, focus: bool
                 name=f"p{i}", namespace="default", scheduler="tessera" if bound is None else "default-scheduler",
                 containers=(main,), inits=inits, overhead_m=0, zone=None, affinity_zone=None,
                 toleration="none", gang=gang, priority=10 if nominated else 0, bound_node=bound,
-                claims=tuple(claims), gated=False, nominated=nominated, deleting=deleting))
+                claims=tuple(claims), gated=False, nominated=nominated, deleting=deleting,
+                host_port=draw(st.sampled_from(HOST_PORTS))))
             continue
         inits = tuple((container(False, True), draw(st.booleans())) for _ in range(draw(st.integers(0, 2))))
         pods.append(PodSpec(
@@ -492,6 +498,7 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8, focus: bool
             gated=draw(st.integers(0, 3)) == 0,
             nominated=nominated,
             deleting=deleting,
+            host_port=draw(st.sampled_from(HOST_PORTS)),
         ))
 
     # gang minimums mostly reachable: at most the number of members (sometimes one more, so it waits)

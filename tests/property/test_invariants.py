@@ -17,7 +17,8 @@ drained: every assumption bound, every backoff expired). Invariants:
 6. robustness: no exception escapes `Replay.run` for corrupted objects and garbage events.
 7. device choice: granted devices exist on the chosen node, are healthy and schedulable, match the
    owning class's selector at decision time, and cover exactly the pod's class requests.
-8. filters: the chosen node exists and passes cordon, taints, nodeSelector and required affinity.
+8. filters: the chosen node exists and passes cordon, taints, nodeSelector and required affinity;
+   a host port is taken on a node by one live pod at most (the transaction's own pods included).
 9. bookkeeping: after every event the core's node accounting, device ledger (and its cached shared
    totals), groups and node order equal a recomputation from its placements; every pending pod is
    in the queue (else it is never tried again); nothing is left assumed once the replay drained
@@ -517,6 +518,19 @@ def check_decision_world(world: S.World, attempts: list[Attempt], known: frozens
     ledger = ledger_of(seen + [(uid, annotations, world.pods.get(uid)) for uid, annotations in txn.items()])
     granted = {device for a in placed for _, _, _, device, _ in grants_of(a.annotations)}
     check_device_use(ledger, world, sorted(granted), f"decision {[a.pod.key for a in placed]}")
+    # invariant 8, host ports: none of a decision's pods takes a port that a live pod on its node
+    # (bound, terminating or not, and the core told of it) or an earlier pod of the decision holds
+    taken: dict[str, dict[int, str]] = defaultdict(dict)
+    for uid, raw in world.pods.items():
+        port = world.spec_of[uid].host_port
+        if port and node_of(raw) and not terminal(raw) and uid not in txn and (not known or uid in known):
+            taken[node_of(raw)][port] = raw["metadata"]["name"]
+    for a in placed:
+        port = world.spec_of[a.pod.uid].host_port
+        if port:
+            holder = taken[str(a.node)].get(port)
+            check(holder is None, f"{a.pod.key} placed on {a.node} with hostPort {port}, which {holder} holds there")
+            taken[str(a.node)][port] = a.pod.key
     # invariant 2 at decision time
     for node_name in sorted({str(a.node) for a in placed}):
         alloc = node_allocatable(world.node_spec[node_name])

@@ -413,7 +413,7 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
     (profile(plugins={"score": {"enabled": [{"name": "ImageLocality"}]}}), "profiles[0].plugins.score.enabled[0].name",
      'Unsupported value: "ImageLocality": supported values: "TaintToleration", "NodeAffinity", "NodeResourcesFit", "TesseraDevices", "TesseraFragmentation"'),
     (profile(plugins={"score": {"enabled": [{"name": "NodeName"}]}}), "profiles[0].plugins.score.enabled[0].name", "Unsupported value"),
-    (profile(plugins={"multiPoint": {"enabled": [{"name": "NodePorts"}]}}), "profiles[0].plugins.multiPoint.enabled[0].name", "Unsupported value"),
+    (profile(plugins={"multiPoint": {"enabled": [{"name": "PodTopologySpread"}]}}), "profiles[0].plugins.multiPoint.enabled[0].name", "Unsupported value"),
     (profile(plugins={"filter": {"enabled": [{"name": "VolumeZone"}]}}), "profiles[0].plugins.filter.enabled[0].name", "Unsupported value"),
     (profile(plugins={"score": {"enabled": [{"name": "NodeAffinity"}, {"name": "NodeAffinity"}]}}),
      "profiles[0].plugins.score.enabled[1].name", 'Duplicate value: "NodeAffinity"'),

@@ -18,8 +18,21 @@ from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 
 
+def _with_ports(pod: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """Now and then a host port (NodePorts): few numbers, hostIPs and protocols, so they collide."""
+    if rng.random() < 0.15:
+        port: dict[str, Any] = {"containerPort": 80, "hostPort": rng.choice([8080, 8080, 9000])}
+        if rng.random() < 0.3:
+            port["hostIP"] = rng.choice(["10.0.0.1", "10.0.0.2", "0.0.0.0"])
+        if rng.random() < 0.2:
+            port["protocol"] = "UDP"
+        pod["spec"]["containers"][0]["ports"] = [port]
+    return pod
+
+
 def _workload(seed: int) -> list[tuple[str, dict[str, Any]]]:
     rng = random.Random(seed)
+    ports = random.Random(seed + 1000)  # its own stream: the rest of the workload stays as it was
     events: list[tuple[str, dict[str, Any]]] = []
     events.append(("ADDED", b.resource_class("a100", match_labels={"model": "A100"})))
     events.append(("ADDED", b.resource_class("slice", match_labels={"model": "A100"},
@@ -35,9 +48,10 @@ def _workload(seed: int) -> list[tuple[str, dict[str, Any]]]:
         for g in range(gpus if rng.random() < 0.5 else 0):
             events.append(("ADDED", b.device(name, g, model=rng.choice(["A100", "V100"]), memory="40Gi")))
         for k in range(rng.randint(0, 3)):
-            events.append(("ADDED", b.pod(f"bound-{n}-{k}", node_name=name, phase="Running", scheduler="other",
-                                          requests={"cpu": f"{rng.randint(1, 8)}", "memory": f"{rng.randint(1, 16)}Gi"},
-                                          limits={"nvidia.com/gpu": rng.choice([0, 1])} if gpus else None)))
+            events.append(("ADDED", _with_ports(b.pod(
+                f"bound-{n}-{k}", node_name=name, phase="Running", scheduler="other",
+                requests={"cpu": f"{rng.randint(1, 8)}", "memory": f"{rng.randint(1, 16)}Gi"},
+                limits={"nvidia.com/gpu": rng.choice([0, 1])} if gpus else None), ports)))
     for p in range(rng.randint(10, 300)):
         roll = rng.random()
         req = {"cpu": f"{rng.choice([100, 500, 1000, 4000])}m", "memory": f"{rng.choice([1, 4, 16])}Gi"}
@@ -54,7 +68,7 @@ def _workload(seed: int) -> list[tuple[str, dict[str, Any]]]:
             limits = {"class.tessera.dev/a100": rng.choice([1, 2])}
         else:
             limits = {"class.tessera.dev/slice": rng.choice([4, 10, 20])}
-        events.append(("ADDED", b.pod(f"p{p}", requests=req, limits=limits, spec_extra=extra)))
+        events.append(("ADDED", _with_ports(b.pod(f"p{p}", requests=req, limits=limits, spec_extra=extra), ports)))
     return events
 
 
@@ -108,6 +122,7 @@ def test_the_workloads_exercise_failures_and_successes() -> None:
     messages = {line[3] for seed in range(8) for line in _run(_workload(seed), None, True) if line[1] is None}
     assert any(outcomes) and None in outcomes
     assert any("Insufficient" in m for m in messages) and any("untolerated taint" in m for m in messages)
+    assert any("didn't have free ports" in m for m in messages)
 
 
 @pytest.mark.parametrize("vectorized", [True, False])

@@ -3,7 +3,7 @@ its arguments (model and parser, in the plugin's own module) and the names the s
 configuration files used for it.
 
 The order is the filter order (upstream's: NodeUnschedulable, NodeName, TaintToleration,
-NodeAffinity, NodeResourcesFit; a gang's topology domain before the resource checks because it is
+NodeAffinity, NodePorts, NodeResourcesFit; a gang's topology domain before the resource checks because it is
 the cheapest and rules out the most nodes; device classes last because they are the most
 expensive) and the
 order of upstream's default multiPoint set. Adding a plugin is one module under
@@ -46,6 +46,7 @@ from scheduler.core.plugins.preemption import DefaultPreemption
 from scheduler.core.plugins.preemption import args as preemption_args
 from scheduler.core.plugins.node_affinity import NodeAffinity
 from scheduler.core.plugins.node_name import NodeName
+from scheduler.core.plugins.node_ports import NodePorts
 from scheduler.core.plugins.node_unschedulable import NodeUnschedulable
 from scheduler.core.plugins.taints import TaintToleration
 from scheduler.core.plugins.topology import TopologyPlacement
@@ -141,6 +142,7 @@ REGISTRY: tuple[PluginSpec, ...] = (
     PluginSpec(NodeName, lambda handle, args: NodeName()),
     PluginSpec(TaintToleration, _no_args(TaintToleration), 3, legacy=LegacyForm(disable=("TaintTolerationPriority",))),
     PluginSpec(NodeAffinity, _no_args(NodeAffinity), 2, legacy=LegacyForm(disable=("NodeAffinityPriority",))),
+    PluginSpec(NodePorts, _no_args(NodePorts)),
     PluginSpec(TopologyPlacement, _with(TopologyPlacement, topology_args.TopologyPlacementArgs),
                args=ArgsSpec(topology_args.TopologyPlacementArgs, topology_args.parse_args, topology_args.FIELDS)),
     PluginSpec(NodeResourcesFit, _with(NodeResourcesFit, fit_args.ScoringStrategy), 1, ArgsSpec(fit_args.ScoringStrategy, fit_args.parse_args, fit_args.FIELDS, hints=fit_args.HINTS),
