@@ -324,6 +324,14 @@ def pod_raw(spec: PodSpec, uid: str, devices: tuple[DeviceSpec, ...]) -> Obj:
 
 # --- strategies ----------------------------------------------------------------------------------
 
+
+def host_port(index: int) -> int | None:
+    """The hostPort of pod p<index>: p1, p4, p7 want 8080, so that they may collide on a node
+    (NodePorts). Given by the index, not drawn: a new draw would move every generated example
+    (CI runs them derandomised), and the suite's examples stay the ones they were."""
+    return 8080 if index % 3 == 1 else None
+
+
 _fancy_nodes = st.builds(
     NodeSpec,
     cpu_m=st.sampled_from([1000, 2000, 4000, 8000, 16000]),
@@ -346,8 +354,6 @@ _plain_nodes = st.builds(
     unschedulable=st.just(False),
     extra=st.sampled_from([0, 2]),
 )
-# a pod's host port: mostly none, else one of two, so that pods collide on a node (NodePorts)
-HOST_PORTS: tuple[int | None, ...] = (None, None, None, 8080, 9000)
 # Hypothesis does not draw uniformly, so "rare" features get their own branch instead of weights
 node_specs = st.one_of(_plain_nodes, _fancy_nodes)
 
@@ -478,7 +484,7 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8, focus: bool
                 containers=(main,), inits=inits, overhead_m=0, zone=None, affinity_zone=None,
                 toleration="none", gang=gang, priority=10 if nominated else 0, bound_node=bound,
                 claims=tuple(claims), gated=False, nominated=nominated, deleting=deleting,
-                host_port=draw(st.sampled_from(HOST_PORTS))))
+                host_port=host_port(i)))
             continue
         inits = tuple((container(False, True), draw(st.booleans())) for _ in range(draw(st.integers(0, 2))))
         pods.append(PodSpec(
@@ -498,7 +504,7 @@ def scenarios(draw: st.DrawFn, max_ops: int = 40, max_pods: int = 8, focus: bool
             gated=draw(st.integers(0, 3)) == 0,
             nominated=nominated,
             deleting=deleting,
-            host_port=draw(st.sampled_from(HOST_PORTS)),
+            host_port=host_port(i),
         ))
 
     # gang minimums mostly reachable: at most the number of members (sometimes one more, so it waits)
