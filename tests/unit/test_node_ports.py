@@ -108,3 +108,11 @@ def test_a_removed_pod_requeues_only_when_it_frees_the_ports() -> None:
     assert _tries(run, "waiting") == 1  # QueueSkip: neither held 8080
     run.feed(b.event("DELETED", holder))
     assert _tries(run, "waiting") == 2 and run.node_of("waiting") == "a"
+
+
+def test_configz_lists_it_in_upstreams_filter_order() -> None:
+    from scheduler.api.config_effective import configz
+    shown = configz(config(BINPACK))["componentconfig"]["configuration"]["profiles"][0]
+    plugins = shown["plugins"]
+    assert plugins.index("NodeAffinity") + 1 == plugins.index("NodePorts") < plugins.index("NodeResourcesFit")
+    assert "NodePorts" not in shown["disabled"] and "NodePorts" not in shown["scoreWeights"]
