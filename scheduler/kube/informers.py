@@ -395,11 +395,8 @@ class Informer:
         self._failures = 0          # backoffs since the last quiet BACKOFF_RESET seconds
         self._last_backoff = float("-inf")
         # a pause since the last delivered LIST was for no answer (connection refused, a timeout):
-        # the next delivered LIST forgets the pauses (those of HTTP errors and bugs count on)
+        # the next delivered LIST or 410 forgets the pauses (those of HTTP errors and bugs count on)
         self._outage = False
-        # 410s since a watch last delivered something: what a relist's pause grows with (a watch
-        # that keeps expiring must not drive back-to-back LISTs; one that worked relists promptly)
-        self._expiries = 0
         # a 410 (or an unforeseen error) made the store stale: a relist is due and its LIST not yet
         # delivered (while it waits its pause or its LIST fails); `tessera_informer_relist_pending`
         self.relist_pending = False
@@ -439,13 +436,16 @@ class Informer:
                 must_list = True
                 self.relist_pending = True
                 self.stats.relists += 1
-                # A 410 is an answer: the server is back, and the pauses piled up while it was not
-                # (connection refused through an apiserver restart, up to 60 s) say nothing about it
-                # now. The reflector keeps them (its one backoff manager forgets only after two
-                # minutes without a pause) and would wait them out with the cache stale; we start
-                # again from what only the 410s since a watch last delivered something have piled.
-                self._failures = self._expiries
-                self._expiries += 1
+                # A 410 is an answer: the server is back, and the pauses an outage piled up while it
+                # was not (connection refused through an apiserver restart, up to 60 s) say nothing
+                # about it now. The reflector keeps them (its one backoff manager forgets only after
+                # two minutes without a pause) and would wait them out with the cache stale; we
+                # forget those, as a delivered LIST does. Any other pauses (429s, 5xx, earlier 410s:
+                # an apiserver that answers but struggles) count on, and a watch counts as having
+                # worked only as the reflector's: open BACKOFF_RESET without a pause (`_backoff`),
+                # not for an event it delivered before it was closed.
+                if self._outage:  # kept: the relist's LIST forgets this 410's pause too
+                    self._failures = 0
                 self.answers.answered()
                 pause = self._backoff()  # the reflector's: a new ListAndWatch only after a backoff
                 log.info("informer.relist", kind=self.kind.label, reason=str(err),
@@ -693,7 +693,6 @@ class Informer:
                     continue
                 self._on_watch_event(orjson.loads(line))
                 received = True
-                self._expiries = 0  # this watch worked: its 410, if one comes, relists promptly
         if not received and time.monotonic() - started < 1.0:
             raise _HttpError(200, "watch closed at once without data")
 

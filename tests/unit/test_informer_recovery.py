@@ -270,3 +270,64 @@ async def test_only_an_outages_pauses_are_forgotten_a_bugs_still_grow() -> None:
         await run_until(informer, lambda: informer.stats.lists == 6, timeout=10.0)
     pauses = [entry["retry_in"] for entry in logs if entry["event"] == "informer.error"]
     assert len(pauses) >= 5 and pauses[4] >= 0.025, pauses  # 0.032-0.064: doubling on
+
+
+# --- a 410 that follows no outage: the pauses keep growing ------------------------------------
+
+async def test_a_watch_closed_after_one_event_then_expiring_still_backs_off() -> None:
+    """Review: a watch that delivers one event and is closed (an apiserver dropping a slow
+    watcher), whose re-watch then gets 410, over and over: each relist came at BACKOFF_INITIAL
+    for ever (a delivered event counted as a watch that worked). As the reflector, whose backoff
+    manager resets only after two minutes without a pause, these relists back off."""
+    lists = [page([pod("a", "1")], "5")] + [page([pod("a", str(100 * i))], str(100 * i + 1)) for i in range(1, 9)]
+    streams: list[FakeStream | BaseException] = []
+    for i in range(8):
+        streams += [FakeStream(event("MODIFIED", watched(pod("a", str(100 * i + 50)))), end="eof"),
+                    FakeStream(orjson.dumps(GONE), status=410)]
+    informer, http, sink = make(lists, streams)
+    with capture_logs() as logs:
+        await run_until(informer, lambda: informer.stats.lists == 9, timeout=10.0)
+    pauses = [entry["retry_in"] for entry in logs if entry["event"] == "informer.relist"]
+    assert len(pauses) == 8 and pauses[7] >= 0.025, pauses  # doubling: 128-256 x BACKOFF_INITIAL
+
+
+async def test_a_410_keeps_the_pauses_http_errors_piled_up() -> None:
+    """Only an outage's pauses are forgotten by a 410: those of 429s or 5xx (a struggling
+    apiserver, which answers) stay, so the relist after them waits its turn."""
+    busy = [FakeStream(b'{"kind":"Status","code":503}', status=503) for _ in range(OUTAGE_ERRORS)]
+    informer, http, sink = make([page([pod("a", "1")], "5"), page([pod("a", "1")], "9")],
+                                [*busy, FakeStream(orjson.dumps(GONE), status=410)])
+    with capture_logs() as logs:
+        await run_until(informer, lambda: informer.stats.lists == 2, timeout=10.0)
+    relist = [entry for entry in logs if entry["event"] == "informer.relist"]
+    assert len(relist) == 1 and relist[0]["retry_in"] >= 0.002 * 512, relist
+
+
+class SlowStream(FakeStream):
+    """A watch that stays open `lived` seconds before its data comes."""
+
+    def __init__(self, data: bytes, lived: float) -> None:
+        super().__init__(data)
+        self.lived = lived
+
+    async def readany(self) -> bytes:
+        if self.lived:
+            await asyncio.sleep(self.lived)
+            self.lived = 0.0
+        return await super().readany()
+
+
+async def test_a_watch_that_lived_past_the_reset_relists_promptly_on_its_410(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a watch must do to count as having worked: stay open BACKOFF_RESET without a pause
+    (client-go's 2 minutes); then the pauses before it are forgotten and its 410 relists at once."""
+    monkeypatch.setattr(informers, "BACKOFF_RESET", 0.3)
+    busy = [FakeStream(b'{"kind":"Status","code":500}', status=500) for _ in range(4)]
+    informer, http, sink = make(
+        [page([pod("a", "1")], "5"), page([pod("a", "7")], "12")],
+        [*busy, SlowStream(event("MODIFIED", watched(pod("a", "6"))) + event("ERROR", GONE), lived=0.4)])
+    with capture_logs() as logs:
+        await run_until(informer, lambda: informer.stats.lists == 2, timeout=10.0)
+    errors = [entry["retry_in"] for entry in logs if entry["event"] == "informer.error"]
+    assert len(errors) == 4 and errors[3] >= 0.002 * 8, errors  # they piled up
+    relist = [entry for entry in logs if entry["event"] == "informer.relist"]
+    assert relist[0]["retry_in"] <= 2 * 0.002, relist
