@@ -21,6 +21,7 @@ import pytest
 
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
+from scheduler.core.plugins.fragmentation import TesseraFragmentation
 from scheduler.sim import builders as b
 from tests.helpers import Run
 
@@ -97,3 +98,32 @@ def test_binpack_yaml_does_not_pack_slices_whatever_the_unit(unit: str, amounts:
     scores = run.last("second").scores
     assert scores is not None
     assert (scores[used]["NodeResourcesFit"], scores[other]["NodeResourcesFit"]) == (26, 50)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["default", "gpu-cluster"])
+def test_a_tiny_slice_joins_the_used_gpu_and_leaves_it_less_than_whole(config: str | None) -> None:
+    """Review: a slice under a thousandth of the GPU (50Mi of 80Gi) rounded down to 0 milli used,
+    so its GPU measured 1000 milli free, exactly as an idle one: a used GPU never reads fully free
+    (the tiny slice joins the 20000Mi one's node, as any other second slice, when each node has
+    one A100: the idle node measured as free as the used one, less fragmented by a milli)."""
+    run = Run(load_config(config))
+    for node in ("a", "b"):
+        run.add(b.node(node, cpu="64", memory="256Gi", gpus=1), b.device(node, 0, model="NVIDIA-A100-SXM4-80GB", memory="80Gi"))
+    run.add(b.resource_class(CLASS, expressions=[{"key": "model", "operator": "In", "values": ["NVIDIA-A100-SXM4-80GB"]}],
+                             sharing={"dimension": "memory", "unit": "1Mi"}))
+    run.add(b.pod("big", limits={RESOURCE: 20000, "cpu": "500m", "memory": "1Gi"}))
+    run.add(b.pod("tiny", limits={RESOURCE: 50, "cpu": "500m", "memory": "1Gi"}))
+    assert run.node_of("tiny") == run.node_of("big")
+    assert _device(run, "tiny") == _device(run, "big")
+
+
+def test_a_gpu_with_only_a_tiny_slice_does_not_measure_idle() -> None:
+    run = Run(load_config(None))
+    run.add(*_cluster("1Mi"))
+    run.add(b.pod("tiny", limits={RESOURCE: 50, "cpu": "500m", "memory": "1Gi"}))
+    node = run.node_of("tiny")
+    assert node is not None
+    plugin = run.scheduler.profiles["tessera"].find(TesseraFragmentation)
+    assert plugin is not None
+    free = sorted(left for left, _, _ in plugin.measure.gpus(run.state.nodes[node]).state)
+    assert free == [999, 1000], free  # the sliced GPU, the idle one

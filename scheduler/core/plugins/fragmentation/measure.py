@@ -582,11 +582,12 @@ def _slice_left(device: Device, dimension: str, used: Amount) -> int:
     on one — with `unit: 1Mi` (4000Mi and 20000Mi of an 80Gi A100: 951 + 755 against 707 + 1000)
     the second slice opened the empty GPU. Rounded this way, slices on one GPU never measure more
     free than the same slices spread, and GPUs that strand alike are left to the planner's
-    best-fit order (the fullest that fits: the second slice joins the first)."""
+    best-fit order (the fullest that fits: the second slice joins the first). A used GPU never
+    reads fully free: a slice under a thousandth of it counts 1 milli, not 0 (an idle GPU's 1000)."""
     capacity = device.capacity.get(dimension)
     if not capacity:
         return 0
-    return min(MILLI, max(0, MILLI - int(used * MILLI // capacity)))
+    return max(0, MILLI - max(int(used * MILLI // capacity), 1 if used > 0 else 0))
 
 
 def _state(view: DeviceView) -> GpuState:
