@@ -78,8 +78,10 @@ def _common(parser: argparse.ArgumentParser, suppress: bool) -> None:
     parser.add_argument("-n", "--namespace", default=default, help="namespace (default: the context's, else default)")
     parser.add_argument("--as", dest="as_user", metavar="USER", default=default,
                         help="act as this user (or system:serviceaccount:NS:NAME), as kubectl --as does")
-    parser.add_argument("--as-group", dest="as_groups", metavar="GROUP", action="append",
-                        default=default if suppress else [],
+    # the subcommand's own list: argparse sets a subcommand's values over the main parser's, so one
+    # list for both kept only the groups after the command (kubectl keeps every one, in order)
+    parser.add_argument("--as-group", dest="as_groups_after" if suppress else "as_groups", metavar="GROUP",
+                        action="append", default=default if suppress else [],
                         help="act as a member of this group (repeat for several; needs --as)")
     parser.add_argument("--as-uid", dest="as_uid", metavar="UID", default=default, help="act as this UID (needs --as)")
 
@@ -142,7 +144,12 @@ def impersonation(args: argparse.Namespace) -> Impersonation | None:
     --as is none, as kubectl reads it)."""
     if not args.as_user:
         return None
-    return Impersonation(args.as_user, tuple(args.as_groups or ()), args.as_uid or "")
+    return Impersonation(args.as_user, _groups(args), args.as_uid or "")
+
+
+def _groups(args: argparse.Namespace) -> tuple[str, ...]:
+    """Every --as-group, those before the subcommand first."""
+    return (*(args.as_groups or ()), *getattr(args, "as_groups_after", ()))
 
 
 def _config(path: str | None) -> SchedulerConfig:
@@ -362,7 +369,7 @@ Command = Callable[[argparse.Namespace, Target], Awaitable[int]]
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     target = replace(resolve(args.kubeconfig, args.context, args.namespace), impersonate=impersonation(args))
-    if target.impersonate is None and (args.as_groups or args.as_uid):
+    if target.impersonate is None and (_groups(args) or args.as_uid):
         # client-go's clientcmd validation (validateAuthInfo), as kubectl prints it
         print(f"Error in configuration: requesting uid, groups or user-extra for {user_name(target)} without "
               "impersonating a user", file=sys.stderr)

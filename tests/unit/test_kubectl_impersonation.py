@@ -43,3 +43,15 @@ def test_groups_or_a_uid_without_a_user_is_refused_as_kubectl_refuses_it(
         assert status == 2
         assert capsys.readouterr().err == ("Error in configuration: requesting uid, groups or user-extra for admin "
                                            "without impersonating a user\n")
+
+
+def test_groups_before_and_after_the_command_all_count_as_kubectl_counts_them() -> None:
+    """Review: `--as-group` before the subcommand was dropped when more followed it (the
+    subcommand's list replaced the one before); kubectl's repeated flag keeps every value in order."""
+    parser = cli.build_parser()
+    args = parser.parse_args(["--as", "u", "--as-group", "a", "explain", "x", "--as-group", "b"])
+    assert cli.impersonation(args) == Impersonation("u", ("a", "b"))
+    args = parser.parse_args(["--as-group", "a", "--as-group", "b", "--as", "u", "nodes", "--as-group", "c"])
+    assert cli.impersonation(args) == Impersonation("u", ("a", "b", "c"))
+    args = parser.parse_args(["--as", "u", "--as-group", "a", "nodes"])
+    assert cli.impersonation(args) == Impersonation("u", ("a",))
