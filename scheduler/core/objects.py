@@ -46,6 +46,7 @@ WORKLOAD_API = "scheduling.k8s.io"  # upstream's Workload API (v1alpha2, Kuberne
 PODGROUP_API_VERSIONS = {PLUGINS_API: f"{PLUGINS_API}/v1alpha1", WORKLOAD_API: f"{WORKLOAD_API}/v1alpha2"}
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+DEFAULT_PREEMPTION_POLICY = "PreemptLowerPriority"  # the API's default for a pod's and a PriorityClass's
 
 
 class ObjectError(ValueError):
@@ -858,7 +859,7 @@ def parse_pod(obj: JSON) -> Pod:
     pod.unhonoured, pod.unread = pod_terms(spec)
     pod.label_error = _gang_label_error(meta) or _unread_topology(meta, pod.gang) or (
         topology_annotation_error(meta.annotations, "Pod") if pod.gang is not None else None)
-    policy = _str(spec.get("preemptionPolicy"), "Pod.spec.preemptionPolicy", "PreemptLowerPriority")
+    policy = _str(spec.get("preemptionPolicy"), "Pod.spec.preemptionPolicy", DEFAULT_PREEMPTION_POLICY)
     pod.preempt_never = policy == "Never"
     pod.start_time = _str(status.get("startTime"), "Pod.status.startTime")
     pod.nominated_node = _str(status.get("nominatedNodeName"), "Pod.status.nominatedNodeName")

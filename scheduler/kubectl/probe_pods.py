@@ -49,7 +49,8 @@ from typing import Any
 import yaml
 
 from scheduler.core.disruption import LabelSelector, parse_label_selector
-from scheduler.core.objects import INT32_MAX, PODGROUP_LABEL, ObjectError, Pod, gang_name, parse_pod, str_map
+from scheduler.core.objects import (DEFAULT_PREEMPTION_POLICY, INT32_MAX, PODGROUP_LABEL, ObjectError, Pod, gang_name,
+                                    parse_pod, str_map)
 
 POD_GROUP_KIND = "PodGroup"
 REPLICATED_KINDS = ("Deployment", "ReplicaSet")  # spec.replicas pods of spec.template, random names
@@ -70,7 +71,6 @@ REFUSED = "the apiserver would refuse it"
 
 # the classes the apiserver creates at startup (pkg/apis/scheduling: SystemPriorityClasses)
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
-DEFAULT_PREEMPTION_POLICY = "PreemptLowerPriority"
 
 
 class ProbeError(Exception):
@@ -278,10 +278,26 @@ def _pod(obj: Mapping[str, Any], name: str, namespace: str, created: str, where:
 def _valid(pod: dict[str, Any], said: str) -> Pod:
     """`pod` as the scheduler reads it (the core's parser, as the replay and the live scheduler
     read pods); else an error: a pod it refuses would vanish from the replay unsaid."""
+    named = pod["spec"].get("priorityClassName")
+    if named is not None and not isinstance(named, str):  # the core does not read it; the apiserver's decoder
+        raise ProbeError(f"{said.removesuffix(' is')}: Pod in version \"v1\" cannot be handled as a Pod: json: "
+                         f"cannot unmarshal {_json_type(named)} into Go struct field PodSpec.spec.priorityClassName "
+                         f"of type string: {REFUSED}")
     try:
         return parse_pod(pod)
     except ObjectError as err:
         raise ProbeError(f"{said} not a valid Pod: {err}") from None
+
+
+def _json_type(value: Any) -> str:
+    """What encoding/json calls a decoded YAML value in an UnmarshalTypeError."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else "string"
 
 
 def _gang(pod: Pod) -> str:

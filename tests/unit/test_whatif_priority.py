@@ -149,3 +149,46 @@ async def test_unread_priority_classes_are_said_not_read_as_none(
     assert ("warning: Pod default/probe8 names no priorityClassName, and PriorityClasses cannot be read (denied "
             "(HTTP 403): needs list on priorityclasses): a globalDefault PriorityClass would give it its priority; "
             "replayed at priority 0") in err, err
+
+
+@pytest.mark.parametrize(("line", "json_type"), [("priorityClassName: [a]", "array"), ("priorityClassName: {a: 1}", "object"),
+                                                 ("priorityClassName: 7", "number"), ("priorityClassName: true", "bool")])
+async def test_a_priority_class_name_not_a_string_is_refused_in_the_apiservers_words(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, line: str,
+        json_type: str) -> None:
+    """Review: a list crashed what-if with a TypeError traceback, a number was looked up as a
+    class name; the apiserver's decoder refuses any non-string (encoding/json's UnmarshalTypeError)."""
+    with pytest.raises(cli.CommandError, match=r'Pod default/probe8: Pod in version "v1" cannot be handled as a Pod: '
+                                               f'json: cannot unmarshal {json_type} into Go struct field '
+                                               r'PodSpec.spec.priorityClassName of type string: the apiserver would '
+                                               'refuse it') as refused:
+        await _what_if(monkeypatch, capsys, tmp_path, _cluster(_class("a", 1000)), _with(line))
+    assert refused.value.status == 2  # a file the apiserver would not decode: as any unreadable file
+
+
+def _resolved(text: str, classes: list[dict[str, Any]]) -> dict[str, Any]:
+    from scheduler.kubectl import probe_pods
+    [pod] = probe_pods.read_probes(text, "probe.yaml", "default", None, 0.0)
+    assert probe_pods.resolve_priorities([pod], classes, None, "probe.yaml") == []
+    spec: dict[str, Any] = pod["spec"]
+    return spec
+
+
+def test_of_several_global_defaults_the_lowest_value_is_given_and_named() -> None:
+    """The Priority admission plugin's getDefaultPriorityClass: more than one globalDefault class (a
+    race it allows for) gives the one of the lowest value; admitPod sets the pod's
+    priorityClassName to it, with its value and preemptionPolicy."""
+    spec = _resolved(POD, [_class("high-default", 500, default=True), _class("low-default", 100, "Never", default=True),
+                           _class("other", 7)])
+    assert (spec["priorityClassName"], spec["priority"], spec["preemptionPolicy"]) == ("low-default", 100, "Never")
+    spec = _resolved(POD, [_class("other", 7)])  # no default: 0, the API's default policy, no class named
+    assert ("priorityClassName" not in spec, spec["priority"], spec["preemptionPolicy"]) == (
+        True, 0, "PreemptLowerPriority")
+
+
+@pytest.mark.parametrize(("name", "value"), [("system-node-critical", 2_000_001_000),
+                                             ("system-cluster-critical", 2_000_000_000)])
+def test_the_built_in_classes_have_upstreams_values(name: str, value: int) -> None:
+    """pkg/apis/scheduling: SystemCriticalPriority = 2000000000, system-node-critical 1000 above it."""
+    spec = _resolved(_with(f"priorityClassName: {name}"), [])
+    assert (spec["priority"], spec["preemptionPolicy"]) == (value, "PreemptLowerPriority")
