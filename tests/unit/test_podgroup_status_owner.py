@@ -67,3 +67,36 @@ def test_a_podgroup_of_ours_whose_pods_are_all_gone_still_gets_its_status() -> N
     loop.statuses._dirty.clear()  # written
     loop._on_event("DELETED", worker)  # fewer than minMember left: Pending, the counts as the object kept them
     assert [status["phase"] for status in _wished(loop, "job")] == ["Pending"]
+
+
+def test_another_schedulers_podgroup_whose_pods_are_all_gone_gets_no_status() -> None:
+    """The guard of `GangIndex.ours`: only a pod of ours makes a group ours; another scheduler's
+    pods, once all deleted, leave its group nobody's we know (not ours to write `Pending`)."""
+    loop = _leader()
+    loop._on_event("ADDED", b.podgroup("theirs", 2))
+    members = [_member(f"theirs-{i}", "theirs", scheduler="scheduler-plugins-scheduler", node_name="n",
+                       phase="Running") for i in range(2)]
+    for member in members:
+        loop._on_event("ADDED", member)
+    for member in members:
+        loop._on_event("DELETED", member)
+    loop._on_event("MODIFIED", b.node("n", gpus=8))  # any later event
+    assert "theirs" not in str(loop.core.state.gangs.ours)
+    assert _wished(loop, "theirs") == []
+
+
+def test_the_groups_remembered_as_ours_do_not_grow_without_bound() -> None:
+    """A group stays ours while it has a pod or its object; once both are gone (in either order)
+    it is forgotten: a long-lived scheduler sees thousands of jobs come and go."""
+    loop = _leader()
+    for i in range(20):
+        group, pod = f"job{i}", _member(f"job{i}-0", f"job{i}", node_name="n", phase="Succeeded")
+        loop._on_event("ADDED", b.podgroup(group, 1))
+        loop._on_event("ADDED", pod)
+        if i % 2:  # the pod first, then its group
+            loop._on_event("DELETED", pod)
+            loop._on_event("DELETED", b.podgroup(group, 1))
+        else:  # the group first, then its pod
+            loop._on_event("DELETED", b.podgroup(group, 1))
+            loop._on_event("DELETED", pod)
+    assert loop.core.state.gangs.ours == set()
