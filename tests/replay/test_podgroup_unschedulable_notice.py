@@ -177,8 +177,12 @@ def test_a_cycle_that_is_no_failed_gangs_reads_no_node(monkeypatch: pytest.Monke
     placed = run.add(b.pod("plain", limits={"nvidia.com/gpu": 1}))
     waiting = run.add(_plugins_member("small-0", "small", 1))
     state = run.scheduler.state
-    walks = []
-    monkeypatch.setattr(state, "node_infos", lambda: walks.append(1) or iter(()))
+    walks: list[int] = []
+
+    def node_infos() -> Any:
+        walks.append(1)
+        return iter(())
+    monkeypatch.setattr(state, "node_infos", node_infos)
     assert run.scheduler.group_notice(placed) is None
     assert run.scheduler.group_notice(waiting) is None
     assert walks == []
@@ -230,3 +234,77 @@ def test_a_gang_whose_selection_leaves_room_is_not_told_never() -> None:
     assert cycle and all(a.node is None for a in cycle)
     notice = run.scheduler.group_notice(cycle)
     assert notice is not None and "never fit" not in notice.message
+
+
+# --- the selection's edges (review: slips in capacity.selection, _suits and the totals' cache key passed) ---
+
+def _selecting(name: str, group: str, limits: dict[str, Any], selector: dict[str, str] | None) -> dict[str, Any]:
+    return b.pod(name, labels={PLUGINS_LABEL: group}, limits=limits,
+                 spec_extra={"nodeSelector": selector} if selector else None)
+
+
+def _never(run: Run, pod_name: str, totals: Any = None) -> str:
+    from scheduler.core.capacity import beyond_the_cluster
+    pod = next(pod for pod in run.state.pods.values() if pod.meta.name == pod_name)
+    return beyond_the_cluster(run.state, pod, totals if totals is not None else run.scheduler.cluster_totals())
+
+
+CPU_POOL = {"pool": "cpu"}
+A100 = {"nvidia.com/gpu.product": "A100"}
+
+
+def test_a_gang_whose_members_select_different_nodes_counts_each_ones_nodes() -> None:
+    """A launcher on the CPU pool and workers on the A100s (an MPIJob): a node counts when it
+    suits any member's selection, not only one that suits all (none does: no "never" then)."""
+    run = Run()
+    run.add(b.node("cpu0", cpu="64", labels=CPU_POOL), *(b.node(f"a{i}", cpu="16", gpus=8, labels=A100) for i in range(2)),
+            b.node("v0", cpu="16", gpus=8, labels={"nvidia.com/gpu.product": "V100"}),
+            b.podgroup("mpi", 3), _selecting("mpi-launcher", "mpi", {"cpu": "40"}, CPU_POOL),
+            *(_selecting(f"mpi-w{i}", "mpi", {"nvidia.com/gpu": 8}, A100) for i in range(2)))
+    assert _never(run, "mpi-w0") == ""
+    # and what the selected nodes lack is still told: three workers of 8 on the two A100 nodes
+    run.add(b.podgroup("mpi3", 4), _selecting("mpi3-launcher", "mpi3", {"cpu": "4"}, CPU_POOL),
+            *(_selecting(f"mpi3-w{i}", "mpi3", {"nvidia.com/gpu": 8}, A100) for i in range(3)))
+    assert "ask for 24 nvidia.com/gpu together" in _never(run, "mpi3-w0") and "have 16 in all" in _never(run, "mpi3-w0")
+
+
+def test_a_member_that_selects_nothing_lets_every_node_count() -> None:
+    """A launcher without a nodeSelector may go anywhere: the CPU node's 64 cores count for it,
+    though the workers select the A100s (16 cores each)."""
+    run = Run()
+    run.add(b.node("cpu0", cpu="64"), *(b.node(f"a{i}", cpu="16", gpus=8, labels=A100) for i in range(2)),
+            b.podgroup("mpi", 3), _selecting("mpi-launcher", "mpi", {"cpu": "40"}, None),
+            *(_selecting(f"mpi-w{i}", "mpi", {"nvidia.com/gpu": 8}, A100) for i in range(2)))
+    assert _never(run, "mpi-w0") == ""
+
+
+def test_a_required_level_counts_only_the_selected_nodes_of_each_domain() -> None:
+    """Two racks, each a V100 node and an A100 node of 8 GPUs; a gang of two 8-GPU members that
+    select V100 and must share a rack: 8 selected GPUs per rack, never 16 (all nodes: 16)."""
+    from tests.replay.test_topology import BLOCK, RACK, topology_config
+    run = Run(topology_config())
+    for rack in ("r1", "r2"):
+        for model in ("V100", "A100"):
+            run.add(b.node(f"{model}-{rack}", gpus=8, labels={"nvidia.com/gpu.product": model, RACK: rack, BLOCK: "a"}))
+    run.add(b.podgroup("rk", 2, annotations={"tessera.dev/topology-required": RACK}),
+            *(_selecting(f"rk-{i}", "rk", {"nvidia.com/gpu": 8}, {"nvidia.com/gpu.product": "V100"}) for i in range(2)))
+    run.add(b.podgroup("rkall", 2, annotations={"tessera.dev/topology-required": RACK}),
+            *(_selecting(f"rkall-{i}", "rkall", {"nvidia.com/gpu": 8}, None) for i in range(2)))
+    totals = run.scheduler.cluster_totals()  # shared: the unselecting gang's rack sums first
+    assert _never(run, "rkall-0", totals) == ""
+    said = _never(run, "rk-0", totals)
+    assert "must share one rack" in said and "no rack's schedulable nodes" in said and "more than 8 in all" in said, said
+
+
+def test_gangs_sharing_one_totals_each_get_their_own_selections_sum() -> None:
+    """`Scheduler.cluster_totals` is shared by the gangs a view asks about: a gang selecting V100
+    (24 GPUs) and one selecting nothing (40) must not read each other's cached sums, either order."""
+    for order in (("vt-0", "any-0"), ("any-0", "vt-0")):
+        run = Run()
+        run.add(*(b.node(f"v{i}", gpus=8, labels={"nvidia.com/gpu.product": "V100"}) for i in range(3)),
+                *(b.node(f"a{i}", gpus=8, labels=A100) for i in range(2)),
+                b.podgroup("vt", 4), *(_v100_member(f"vt-{i}", V100) for i in range(4)),
+                b.podgroup("any", 4), *(_selecting(f"any-{i}", "any", {"nvidia.com/gpu": 8}, None) for i in range(4)))
+        totals = run.scheduler.cluster_totals()
+        said = {name: _never(run, name, totals) for name in order}
+        assert "have 24 in all" in said["vt-0"] and said["any-0"] == "", (order, said)
