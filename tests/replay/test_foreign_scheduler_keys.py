@@ -107,3 +107,18 @@ def test_explain_says_the_keys_are_not_read() -> None:
                                  annotations={"scheduling.k8s.io/group-name": "g"})],
                                 "default/t", config(BINPACK), [], 0.0)
     assert theirs is not None and "Not read:" not in explaining.render(theirs, 0.0)
+
+
+def test_a_bound_or_finished_pod_is_not_told() -> None:
+    """The Warning is for a pod still to be scheduled: one already bound (an earlier scheduler's,
+    seen at a restart) or finished is past scheduling, and a relist must not tell it again.
+    The pending pod beside them is told, once."""
+    run = Run()
+    keys = {"scheduling.k8s.io/group-name": "vtrain", "scheduling.volcano.sh/queue-name": "research"}
+    run.add(b.node("v0", gpus=8),
+            b.pod("bound", limits={"nvidia.com/gpu": 1}, annotations=keys, node_name="v0", phase="Running"),
+            b.pod("done", limits={"nvidia.com/gpu": 1}, annotations=keys, phase="Succeeded"),
+            b.pod("failed", limits={"nvidia.com/gpu": 1}, annotations=keys, phase="Failed"),
+            b.pod("pending", limits={"nvidia.com/gpu": 1}, annotations=keys))
+    told = _ignored(run)
+    assert len(told) == 1 and "default/pending" in told[0], told
