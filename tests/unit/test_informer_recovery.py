@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import aiohttp
@@ -331,3 +333,63 @@ async def test_a_watch_that_lived_past_the_reset_relists_promptly_on_its_410(mon
     assert len(errors) == 4 and errors[3] >= 0.002 * 8, errors  # they piled up
     relist = [entry for entry in logs if entry["event"] == "informer.relist"]
     assert relist[0]["retry_in"] <= 2 * 0.002, relist
+
+
+# --- review: what each answer and each relist tier is for, pinned one by one ---------------------
+
+class _OpensWhenGated(FakeHttp):
+    """Watches that open (200, then silence) only once `gate` is set: the apiserver back."""
+
+    def __init__(self, gate: asyncio.Event, lists: list[Response]) -> None:
+        super().__init__(lists, [])
+        self.gate = gate
+
+    @asynccontextmanager
+    async def stream(self, path: str, query: Any, read_timeout: float) -> AsyncIterator[FakeStream]:
+        self.watch_calls.append((path, dict(query), read_timeout))
+        await self.gate.wait()
+        yield FakeStream()
+
+
+async def _woken_by(pods: FakeHttp, gate: asyncio.Event) -> float:
+    """How long after `gate` the Node informer, paused by connection errors, watched again."""
+    nodes = FakeHttp([page([], "5")], [aiohttp.ClientConnectionError("refused") for _ in range(OUTAGE_ERRORS)])
+    http = _ByPath({NODES.path: nodes, PODS.path: pods})
+    informers_ = InformerSet(cast(KubeHttp, http), lambda t, o: None, kinds=(NODES, PODS))
+    async with anyio.create_task_group() as group:
+        group.start_soon(informers_.run)
+        with anyio.fail_after(10):
+            while len(nodes.watch_calls) < OUTAGE_ERRORS:
+                await asyncio.sleep(0.001)
+            await asyncio.sleep(0.01)  # the Node informer sleeps its pause (>= 0.5 s) now
+            opened = time.monotonic()
+            gate.set()
+            while len(nodes.watch_calls) < OUTAGE_ERRORS + 1:
+                await asyncio.sleep(0.001)
+        group.cancel_scope.cancel()
+    return [t for what, path, t in http.times if what == "watch" and path == NODES.path][OUTAGE_ERRORS] - opened
+
+
+async def test_a_watch_that_opens_wakes_the_others() -> None:
+    gate = asyncio.Event()
+    assert await _woken_by(_OpensWhenGated(gate, [page([pod("a", "1")], "5")]), gate) < 0.3
+
+
+async def test_a_410_wakes_the_others_before_its_relist_is_delivered() -> None:
+    """The relist's LIST never comes back here: the 410 itself is the answer that wakes them."""
+    gate = asyncio.Event()
+    assert await _woken_by(FakeHttp([page([pod("a", "1")], "5")], [_GoneWhenOpened(gate)]), gate) < 0.3
+
+
+async def test_a_relist_applies_finished_then_deleting_then_other_pods() -> None:
+    """`_freeing`'s three tiers, in that order whatever the list's: what frees devices (a pod
+    finished, a pod being deleted: its hold ends) before what may take them."""
+    deleting = pod("d", "7")
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-07T03:30:00Z"
+    finished = pod("f", "8")
+    finished["status"] = {"phase": "Succeeded"}
+    informer, http, sink = make([page([pod("p", "1"), pod("d", "2"), pod("f", "3")], "5"),
+                                 page([pod("p", "6"), deleting, finished], "9")],
+                                [FakeStream(orjson.dumps(GONE), status=410)])
+    await run_until(informer, lambda: informer.stats.lists == 2)
+    assert [name for kind, name, _ in sink.summary()[3:]] == ["f", "d", "p"], sink.summary()
