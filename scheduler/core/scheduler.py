@@ -105,7 +105,7 @@ class Scheduler:
         hold_nominated(self._engine, now)  # a nominated pod whose hold this cycle dropped keeps its room
         if held:
             self._holds_given_back(held, now)
-        self._engine.take_deferred(now)  # classes the cycle judged again (a hold it released)
+        self._engine.act_on_deferred_class_events(now)  # classes the cycle judged again (a hold it released)
         return attempts
 
     def _holds_given_back(self, held: dict[str, str], now: float) -> None:
@@ -150,7 +150,7 @@ class Scheduler:
                     if preemptor and (hold := state.release_hold(preemptor)) is not None}  # "": finishing a gang
         if released:
             self._holds_given_back(released, now)
-        self._engine.take_deferred(now)
+        self._engine.act_on_deferred_class_events(now)
         # upstream activates such a preemptor (executor.go prepareCandidateAsync: Activate, past
         # its backoff); the victim's gang's parked members are retried as a cluster event retries
         self._engine.queue.activate(sorted(preemptors), now, "ForceActivate")

@@ -51,3 +51,27 @@ def test_a_pod_parked_on_a_class_judged_again_inside_a_cycle_is_placed_on_the_ne
     # no further event: q, parked on the class, is tried again and bound by count
     placed = [(a.pod.meta.name, a.node) for t in (5.0, 6.0, 8.0, 12.0) for a in s.schedule_next(t) or ()]
     assert placed == [("q", "n")]
+
+
+def test_a_class_judged_again_by_a_failed_binding_is_acted_on_at_once() -> None:
+    """A Binding that did not land forgets its pod: a device deleted under it was a ghost it held,
+    and with it gone the class is judged again. `Engine.take` (the failure's AssignedPodDelete)
+    acts on that class event as it ends, not at the next cycle or watch event: none is left over
+    (a leftover moves its pods late, and with the wrong event)."""
+    s = Scheduler(config(BINPACK))
+    device = b.device("n", 0, resource_name=PLUGIN)
+    for obj in (b.node("n", cpu="4", extra={PLUGIN: "1"}), device, b.resource_class("v100", match_labels={"model": "V100"})):
+        s.apply("ADDED", obj, 0.0)
+    s.apply("ADDED", b.pod("p", requests={"cpu": "1"}, limits={CLASS: 1}), 1.0)
+    [p] = _cycle(s, 1.0)
+    assert p.node == "n"  # its Binding on the way
+    s.apply("DELETED", device, 2.0)  # held by p: a ghost
+    s.apply("ADDED", b.resource_class("mine", match_labels={"model": "V100"}, resource_name=PLUGIN), 3.0)
+    assert s.state.classes.error_of("mine") is None
+    s.apply("ADDED", b.pod("q", limits={PLUGIN: 1}, priority=1000), 4.0)
+    [q] = _cycle(s, 4.0)
+    assert q.node is None
+    s.binding_failed(p.pod.uid, 5.0)
+    assert s.state.classes.error_of("mine") == TAKEN  # judged again as p was forgotten
+    assert s.state.deferred_events == []  # and acted on
+    assert s._engine.queue.counts()["unschedulable"] == 0
