@@ -26,7 +26,7 @@ from scheduler.api.config import load_config
 from scheduler.core.scheduler import Scheduler
 from scheduler.kube import informers
 from scheduler.kube.http import KubeHttp, Response
-from scheduler.kube.informers import NODES, PODS, Informer, InformerSet
+from scheduler.kube.informers import DISRUPTION_BUDGETS, NODES, POD_GROUPS, PODS, Informer, InformerSet
 from scheduler.sim import builders as b
 from tests.unit.test_informer_edges import item
 from tests.unit.test_informer_relist import GONE, FakeHttp, FakeStream, event, make, page, pod, run_until, watched
@@ -393,3 +393,35 @@ async def test_a_relist_applies_finished_then_deleting_then_other_pods() -> None
                                 [FakeStream(orjson.dumps(GONE), status=410)])
     await run_until(informer, lambda: informer.stats.lists == 2)
     assert [name for kind, name, _ in sink.summary()[3:]] == ["f", "d", "p"], sink.summary()
+
+
+async def test_a_relist_after_an_unforeseen_error_is_visible_an_unavailable_kind_is_not_pending(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unforeseen error trusts nothing: the store is stale until the relist's LIST is
+    delivered, and `relist_pending` says so. A kind found unavailable (404 on LIST: a CRD not
+    installed; 403 on an optional kind) is not stale: its store is emptied at once on purpose and
+    `unavailable` says why, so its 30 s retries are no relist in wait (the gauge would stay 1 on
+    every cluster without the PodGroup CRD)."""
+    informer, http, sink = make([page([pod("a", "1")], "5"), aiohttp.ClientConnectionError("refused"),
+                                 page([pod("a", "1")], "9")],
+                                [FakeStream(event("MODIFIED", watched(pod("a", "6"))))])
+    seen: list[bool] = []
+    original = informer._list
+
+    async def watched_list() -> None:
+        seen.append(informer.relist_pending)
+        await original()
+
+    def broken(event: Any) -> None:
+        raise RuntimeError("a bug in the informer")
+
+    informer._list = watched_list  # type: ignore[method-assign]
+    informer._on_watch_event = broken  # type: ignore[method-assign]
+    await run_until(informer, lambda: informer.stats.lists == 2)
+    assert seen == [False, True, True] and not informer.relist_pending
+    monkeypatch.setattr(informers, "UNAVAILABLE_RETRY_SECONDS", 0.01)
+    for status, kind in ((404, POD_GROUPS), (403, DISRUPTION_BUDGETS)):
+        missing = Response(status, orjson.dumps({"kind": "Status", "code": status}))
+        informer, http, sink = make([missing, missing], [], kind=kind)
+        await run_until(informer, lambda: len(http.list_calls) >= 2)
+        assert informer.unavailable is not None and not informer.relist_pending
