@@ -33,7 +33,7 @@ class Intake:
         if before is None and obj.get("kind") == "Pod" and event_type != "DELETED":
             self._observe(obj)
         engine.take(events, now)  # may forget a pod (a held Binding redone): what that found is told now too
-        return [*notices, *engine.state.take_deferred()] if engine.state.deferred else notices
+        return [*notices, *engine.state.take_deferred_notices()] if engine.state.deferred else notices
 
     def _named_pod(self, obj: JSON) -> str | None:
         """The uid the state files the pod's namespace/name under, if any."""

@@ -150,6 +150,8 @@ class Scheduler:
                     if preemptor and (hold := state.release_hold(preemptor)) is not None}  # "": finishing a gang
         if released:
             self._holds_given_back(released, now)
+        # a release may drop a ghost and judge a class again; _holds_given_back takes no event
+        # when the room stays with its pod's node, so act on what it deferred here
         self._engine.act_on_deferred_class_events(now)
         # upstream activates such a preemptor (executor.go prepareCandidateAsync: Activate, past
         # its backoff); the victim's gang's parked members are retried as a cluster event retries
@@ -196,7 +198,7 @@ class Scheduler:
         of a device moved to another node, which may take that node beyond its allocatable
         (DevicesBeyondAllocatable). Asked after every call that may forget a pod, so a notice is
         told when it is raised, not at the next event (a replay or a dry run may have none)."""
-        return self._engine.state.take_deferred()
+        return self._engine.state.take_deferred_notices()
 
     def take_released(self) -> list[Attempt]:
         """Held Bindings a permit plugin (the allocation gate) has let go: send them now."""

@@ -63,7 +63,7 @@ class ClusterState:
         self.capacity_version = 0  # bumped when a node comes, goes or changes its allocatable
         # what a change deep in the state found to report (a moved device's node going over its
         # count as the device's holder left: `_unplace`), handed out by the `apply` it happened in,
-        # else by `take_deferred` (a pod forgotten outside any watch event: `Scheduler.take_notices`)
+        # else by `take_deferred_notices` (a pod forgotten outside any watch event: `Scheduler.take_notices`)
         self.deferred: list[Notice] = []
         # classes judged again as a ghost's coming or going changed whether a node has devices
         # (`_recount_reshaped`), handed out by the `apply` it happened in, else taken by the engine
@@ -173,7 +173,7 @@ class ClusterState:
         pod = self.pods.get(uid)
         return pod.key if pod is not None else uid
 
-    def take_deferred(self) -> list[Notice]:
+    def take_deferred_notices(self) -> list[Notice]:
         """The notices `deferred` holds, now handed out (and no longer held)."""
         deferred, self.deferred = self.deferred, []
         return deferred
@@ -310,7 +310,7 @@ class ClusterState:
         try:
             events, notices = handler(self, event_type, obj)
             if self.deferred:
-                notices = [*notices, *self.take_deferred()]
+                notices = [*notices, *self.take_deferred_notices()]
             if self.deferred_events:
                 events = [*events, *self.take_deferred_events()]
             return events, notices
