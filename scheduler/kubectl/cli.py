@@ -123,10 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--config", help="the configuration to try (default: the installed one, else the built-in one)")
     what.add_argument("-A", "--all-namespaces", action="store_true",
                       help="show pending pods of every namespace (the default unless -n is given)")
-    what.add_argument("-f", "--filename", metavar="FILE",
+    what.add_argument("-f", "--filename", metavar="FILE", action="append",
                       help="place these pods instead (Pods, Deployments, ReplicaSets, StatefulSets, Jobs, Kubeflow "
-                           "training jobs, Lists, PodGroups; "
-                           "- for stdin), not created: "
+                           "training jobs, Lists, PodGroups; objects of kinds that make no pods, such as "
+                           "PersistentVolumeClaims, StorageClasses, Services and ConfigMaps, are skipped with a note; "
+                           "- for stdin; repeat -f for several files), not created: "
                            "where they would go if created now, behind the pods already pending")
     _installed(what)  # its Lease says who schedules the pending pods now (the Leader: line)
     what.set_defaults(func=_what_if)
@@ -313,6 +314,7 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
         _config(args.config)  # a bad file fails before the cluster is read
     now = time.time()
     probes = _probes(args.filename, target.namespace, args.namespace, now) if args.filename else []
+    from_file = ", ".join(args.filename or ())
     namespaces = {target.namespace} | {str(probe["metadata"]["namespace"]) for probe in probes}
     http, listing = await _listing(target, namespaces)
     try:
@@ -322,18 +324,18 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
             classes = listing.unread.get(PRIORITY_CLASSES.label)
             try:
                 notes = probe_pods.resolve_priorities(probes, listing.objects, classes.why if classes else None,
-                                                      args.filename)
+                                                      from_file)
             except probe_pods.ProbeError as err:
                 raise CommandError(str(err)) from None
             for note in notes:
                 print(f"warning: {note}", file=sys.stderr)
             existing = probe_pods.clashes(probes, listing.objects)
             if existing:
-                raise CommandError(f"{args.filename}: already in the cluster: {', '.join(existing)}; what-if -f asks "
+                raise CommandError(f"{from_file}: already in the cluster: {', '.join(existing)}; what-if -f asks "
                                    "what creating them would do, and the apiserver would refuse a name in use: "
                                    "delete the existing object or give the file's objects other names")
             result = whatif.what_if([*listing.objects, *probes], chosen.config, now,
-                                    only=probe_pods.probe_keys(probes), from_file=args.filename, unread=listing.unread)
+                                    only=probe_pods.probe_keys(probes), from_file=from_file, unread=listing.unread)
         else:
             namespace = None if args.all_namespaces or args.namespace is None else target.namespace
             result = whatif.what_if(listing.objects, chosen.config, now, namespace, unread=listing.unread)
@@ -347,15 +349,21 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
     return 0
 
 
-def _probes(filename: str, namespace: str, namespace_flag: str | None, now: float) -> list[dict[str, Any]]:
-    """`what-if -f`'s pods, read before the cluster is (a bad file fails first)."""
-    try:
-        text = sys.stdin.read() if filename == "-" else Path(filename).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise CommandError(f"cannot read {filename}: {getattr(err, 'strerror', None) or err}", 2) from None
+def _probes(filenames: Sequence[str], namespace: str, namespace_flag: str | None, now: float) -> list[dict[str, Any]]:
+    """`what-if -f`'s pods (of every -f, as kubectl takes -f repeatedly), read before the cluster
+    is (a bad file fails first)."""
+    if list(filenames).count("-") > 1:
+        raise CommandError("-f - names stdin more than once", 2)
+    files: list[tuple[str, str]] = []
+    for filename in filenames:
+        try:
+            text = sys.stdin.read() if filename == "-" else Path(filename).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise CommandError(f"cannot read {filename}: {getattr(err, 'strerror', None) or err}", 2) from None
+        files.append((filename, text))
     notes: list[str] = []
     try:
-        probes = probe_pods.read_probes(text, filename, namespace, namespace_flag, now, notes)
+        probes = probe_pods.read_files(files, namespace, namespace_flag, now, notes)
     except probe_pods.ProbeError as err:
         raise CommandError(str(err), 2) from None
     for note in notes:

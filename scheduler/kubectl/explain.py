@@ -23,8 +23,6 @@ from scheduler.api.config_model import LeaderElectionConfig, SchedulerConfig
 from scheduler.api.quantity import format_quantity
 from scheduler.core.annotations import TERM
 from scheduler.core.capacity import beyond_every_node, beyond_min_resources, beyond_the_cluster, too_few_members
-from scheduler.core.foreign import ignored_note
-from scheduler.core.pod_terms import preferred_note
 from scheduler.core.objects import Pod, gang_key, gang_key_parts, gang_name
 from scheduler.core.plugins.node_affinity import named_nodes
 from scheduler.core.plugins.preemption.victims import listed_all
@@ -35,6 +33,7 @@ from scheduler.kube.fence import FENCE_REFUSED
 from scheduler.kube.snapshot import Unread, last_seen, seen_at
 from scheduler.kube.term_token import parse_term_token
 from scheduler.kubectl.leadership import UNKNOWN, Leadership
+from scheduler.kubectl.not_read import not_read, volume_note
 from scheduler.kubectl.unread import (Offered, cannot_tell, extended_requests, offered, podgroup_unread,
                                       podgroup_unread_message)
 from scheduler.sim.snapshot import is_bound, load
@@ -141,8 +140,10 @@ class Explanation:
     room_kept: tuple[str, ...] = ()
     events_unread: str = ""  # why the pod's Events cannot be read ("" when they were)
     # other schedulers' keys and preferred pod terms a pod of Tessera's carries, which it does not
-    # read (`foreign.ignored_note`, `pod_terms.preferred_note`)
+    # read (`not_read.not_read`)
     ignored: str = ""
+    # its claims, which Tessera does not check (`not_read.volume_note`): "" when it has none or is not Tessera's
+    volumes: str = ""
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
@@ -192,7 +193,8 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         message=wait.message if wait else "",
         nominated_node=pod.nominated_node,
         gang=_gang_view(state, pod, unread or {}),
-        ignored=" ".join(filter(None, (ignored_note(pod.ignored), preferred_note(pod.unread)))) if ours else "",
+        ignored=not_read(pod) if ours else "",
+        volumes=volume_note(raw.get("spec")) if ours else "",
         gate=_gate(state, pod, wait.node if wait else "", gates),
         devices=() if pod.terminal else _devices(pod),
         dry_run=run,
@@ -681,6 +683,8 @@ def render(x: Explanation, now: float) -> str:
     fields.append(("Gang:", gang or "-"))
     if x.ignored:
         fields.append(("Not read:", x.ignored))
+    if x.volumes:
+        fields.append(("Volumes:", x.volumes))
     fields += [("Gate:", x.gate or "-"), ("Devices:", held)]
     width = max(len(label) for label, _ in fields)
     lines = [f"{label.ljust(width)}  {value}".rstrip() for label, value in fields]

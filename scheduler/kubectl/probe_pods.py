@@ -6,7 +6,10 @@ pods — after every pod already waiting, as the newest in the queue — and are
 nothing is written.
 
 A file holds YAML or JSON documents: Pods, workloads, `List`s of them (`kubectl get -o yaml`
-output), and PodGroups (scheduler-plugins' or upstream's) for gangs. A workload becomes the pods its
+output), and PodGroups (scheduler-plugins' or upstream's) for gangs; `-f` may be given more than
+once (`read_files`). Objects of built-in kinds that never make pods (`NO_PODS`: a claim, a
+StorageClass, a Service, a ConfigMap, ...) are skipped with a note, so an app's bundle can be passed
+whole; any other kind is an error, as it may make pods what-if cannot know of. A workload becomes the pods its
 controller would create from its template, the template's labels and annotations kept (a gang's
 among them, so the gang is judged whole):
 - a Deployment or ReplicaSet: spec.replicas (default 1) pods, named `<name>-what-if-<i>` (the
@@ -42,7 +45,7 @@ from __future__ import annotations
 import copy
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -64,6 +67,21 @@ TRAINING_TYPES = {"PyTorchJob": ("Master", "Worker"), "XGBoostJob": ("Master", "
                   "PaddleJob": ("Master", "Worker"), "JAXJob": ("Worker",)}
 TAKEN = ("Pods, Deployments, ReplicaSets, StatefulSets, Jobs, Kubeflow training jobs (kubeflow.org/v1 "
          f"{', '.join(TRAINING_JOBS)}), Lists of them and PodGroups")
+# built-in kinds that never create pods, by (API group, kind): what-if -f skips them, with a note
+# (a bundle's StorageClass, claim, Service, ConfigMap); True for a cluster-scoped kind. A kind not
+# here and not taken (`TAKEN`) stays an error: a DaemonSet, a CronJob or a CRD's kind may create
+# pods what-if cannot know of, and placing the rest as if they took nothing would mislead.
+NO_PODS: dict[tuple[str, str], bool] = {
+    **{("", kind): False for kind in ("ConfigMap", "Secret", "Service", "ServiceAccount", "PersistentVolumeClaim",
+                                       "LimitRange", "ResourceQuota", "Endpoints")},
+    ("", "PersistentVolume"): True, ("", "Namespace"): True,
+    ("storage.k8s.io", "StorageClass"): True,
+    ("rbac.authorization.k8s.io", "Role"): False, ("rbac.authorization.k8s.io", "RoleBinding"): False,
+    ("rbac.authorization.k8s.io", "ClusterRole"): True, ("rbac.authorization.k8s.io", "ClusterRoleBinding"): True,
+    ("networking.k8s.io", "NetworkPolicy"): False, ("networking.k8s.io", "Ingress"): False,
+    ("networking.k8s.io", "IngressClass"): True, ("discovery.k8s.io", "EndpointSlice"): False,
+    ("policy", "PodDisruptionBudget"): False, ("autoscaling", "HorizontalPodAutoscaler"): False,
+}
 DEFAULT_SCHEDULER = "default-scheduler"  # the apiserver's default for spec.schedulerName
 MAX_PODS = 100_000  # the most pods one file may stand for: a replay of more would not end in useful time
 REFUSED = "the apiserver would refuse it"
@@ -82,32 +100,78 @@ def read_probes(text: str, source: str, namespace: str, namespace_flag: str | No
     """The objects the file at `source` (its `text`) would create, completed as the apiserver
     would complete them: pods (at least one) and the PodGroups beside them. `notes` gets what the
     user should know of a workload that the placement alone would not say (a warning each)."""
+    return read_files([(source, text)], namespace, namespace_flag, now, notes)
+
+
+def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag: str | None, now: float,
+               notes: list[str] | None = None) -> list[dict[str, Any]]:
+    """`read_probes` of several files (`-f a.yaml -f b.yaml`, as kubectl takes -f repeatedly),
+    each (source, text): their objects together, at least one pod among them, no name twice.
+    Objects of a kind that makes no pods (`NO_PODS`: a claim, a StorageClass, a Service, ...) are
+    skipped, one note per file naming them; any other kind is an error (`_completed`)."""
     notes = [] if notes is None else notes
-    try:
-        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as err:
-        raise ProbeError(f"{source}: not YAML: {' '.join(str(err).split())}") from None
     created = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     objects: list[dict[str, Any]] = []
     empty: list[str] = []  # the workloads that would create no pod, said when there is none at all
+    skipped_all: list[str] = []
     pods = 0
-    for number, document in enumerate(_flattened(documents, source), start=1):
-        completed = _completed(document, f"{source}: object {number}", namespace, namespace_flag, created, notes,
-                               MAX_PODS - pods)
-        if isinstance(completed, str):
-            empty.append(completed)
-        else:
-            objects += completed
-            pods += sum(1 for obj in completed if obj["kind"] == "Pod")
+    for source, text in files:
+        try:
+            documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+        except yaml.YAMLError as err:
+            raise ProbeError(f"{source}: not YAML: {' '.join(str(err).split())}") from None
+        skipped: list[str] = []
+        for number, document in enumerate(_flattened(documents, source), start=1):
+            where = f"{source}: object {number}"
+            if _makes_no_pods(document):
+                skipped.append(_skipped(document, where, namespace, namespace_flag))
+                continue
+            completed = _completed(document, where, namespace, namespace_flag, created, notes, MAX_PODS - pods)
+            if isinstance(completed, str):
+                empty.append(completed)
+            else:
+                objects += completed
+                pods += sum(1 for obj in completed if obj["kind"] == "Pod")
+        if skipped:
+            notes.append(f"{source}: skipped {len(skipped)} object{'' if len(skipped) == 1 else 's'} that make"
+                         f"{'s' if len(skipped) == 1 else ''} no pods: {', '.join(skipped)}")
+        skipped_all += skipped
+    sources = ", ".join(source for source, _ in files)
     if not any(obj["kind"] == "Pod" for obj in objects):
         if empty:
-            raise ProbeError(f"{source}: no pods in it: {'; '.join(empty)}: what-if -f places pods")
-        raise ProbeError(f"{source}: no Pod or workload in it: what-if -f places pods (it takes {TAKEN})")
+            raise ProbeError(f"{sources}: no pods in it: {'; '.join(empty)}: what-if -f places pods")
+        only = (f" (only {', '.join(skipped_all)}, which make{'s' if len(skipped_all) == 1 else ''} no pods)"
+                if skipped_all else "")
+        raise ProbeError(f"{sources}: no Pod or workload in it{only}: what-if -f places pods (it takes {TAKEN})")
     names = Counter((obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]) for obj in objects)
     twice = sorted(f"{kind} {ns}/{name}" for (kind, ns, name), times in names.items() if times > 1)
     if twice:
-        raise ProbeError(f"{source}: named more than once: {', '.join(twice)}")
+        raise ProbeError(f"{sources}: named more than once: {', '.join(twice)}")
     return objects
+
+
+def _makes_no_pods(obj: Any) -> bool:
+    """Whether `obj` is of a built-in kind that never creates pods (`NO_PODS`, by API group: a
+    Knative `serving.knative.dev` Service does create them)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+        return False
+    return (_group(obj), obj["kind"]) in NO_PODS
+
+
+def _skipped(obj: dict[str, Any], where: str, namespace: str, namespace_flag: str | None) -> str:
+    """How a skipped object is named: KIND NAME, KIND NAMESPACE/NAME for a namespaced kind (whose
+    namespace must agree with -n, as for the rest: `kubectl create -f` refuses the file else)."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    name = meta.get("name") or meta.get("generateName") or "?"
+    if NO_PODS[(_group(obj), obj["kind"])]:
+        return f"{obj['kind']} {name}"
+    return f"{obj['kind']} {_namespace(meta, where, namespace, namespace_flag)}/{name}"
+
+
+def _group(obj: Mapping[str, Any]) -> str:
+    api_version = str(obj.get("apiVersion") or "")
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
 
 
 def resolve_priorities(probes: Iterable[dict[str, Any]], listed: Iterable[Mapping[str, Any]], unread: str | None,

@@ -16,11 +16,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from scheduler.api.config_model import SchedulerConfig
+from scheduler.api.quantity import format_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.scheduler import Scheduler
+from scheduler.first_few import first_few
 from scheduler.kube.snapshot import Unread
 from scheduler.kubectl.leadership import Leadership
+from scheduler.kubectl.not_read import not_read, volume_note
 from scheduler.kubectl.unread import cannot_tell, devices_unread, offered
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import replay_order
@@ -47,6 +50,14 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
+class PodNote:
+    """What a listed pod carries that the replay (and Tessera) does not read: other schedulers'
+    keys, preferred pod terms, claims (`not_read`), as `explain` says under Not read: and Volumes:."""
+    pod: str
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
 class WhatIf:
     config: str
     outcomes: tuple[Outcome, ...]
@@ -64,6 +75,7 @@ class WhatIf:
     # why each of `evicted` goes, in its order (victims.why_evicted, as explain's dry run says it):
     # "gang ns/g: would fall below minMember 2", "" for a pod alone (its lower priority is all)
     evicted_reasons: tuple[str, ...] = ()
+    notes: tuple[PodNote, ...] = ()  # per listed pod that has any, in the outcomes' order
 
     @property
     def placed(self) -> int:
@@ -129,12 +141,21 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
                      if not pod.node_name and not pod.terminal and not pod.meta.deleting and not state.is_ours(pod)
                      and (namespace is None or pod.meta.namespace == namespace) and (only is None or pod.key in only))
     evicted = tuple(sorted(replay.stats.evicted))
+    metas = ((obj.get("metadata") or {}, obj.get("spec")) for obj in objects if obj.get("kind") == "Pod")
+    specs = {f"{meta.get('namespace')}/{meta.get('name')}": spec for meta, spec in metas}
+    notes = []
+    for outcome in outcomes:
+        pod = replay.scheduler.state.pod_by_key(outcome.pod)
+        if pod is not None and replay.scheduler.state.is_ours(pod):
+            note = " ".join(filter(None, (not_read(pod), volume_note(specs.get(outcome.pod)))))
+            if note:
+                notes.append(PodNote(outcome.pod, note))
     return WhatIf(config.source, tuple(outcomes), evicted,
                   listed.view(now).summary.line(),
                   build_view(replay.scheduler, source="what-if", now=replay.now, devices_unread=unknown).summary.line(),
                   hidden,
                   dict(sorted(others.items())), tuple(sorted(state.scheduler_names)), from_file=from_file,
-                  evicted_reasons=tuple(replay.stats.evicted_why.get(key, "") for key in evicted))
+                  evicted_reasons=tuple(replay.stats.evicted_why.get(key, "") for key in evicted), notes=tuple(notes))
 
 
 def _never_fits(found: dict[str, Outcome], scheduler: Scheduler) -> None:
@@ -150,7 +171,7 @@ def _devices(annotations: dict[str, str]) -> tuple[str, ...]:
     raw = annotations.get(ann.DEVICES)
     if raw is None:
         return ()
-    return tuple(grant.device + (f" ({grant.amount})" if grant.amount is not None else "")
+    return tuple(grant.device + (f" ({format_quantity(grant.amount)})" if grant.amount is not None else "")
                  for by_resource in ann.decode_devices(raw).values()
                  for grants in by_resource.values() for grant in grants)
 
@@ -193,12 +214,21 @@ def render(result: WhatIf) -> str:
              f"(configuration {result.config}; a dry run, nothing was written{elsewhere})"]
     if theirs:
         lines.append(theirs)
+    lines += _notes(result.notes)
     if result.evicted:
         lines.append(f"Preemption would evict: {listed_all(result.evicted, result.evicted_reasons)}")
     if result.leader is not None:
         lines.append(f"Leader: {result.leader.message}")
     lines += [f"Now:    {result.before}", f"After:  {result.after}"]
     return "\n".join(lines)
+
+
+def _notes(notes: Sequence[PodNote]) -> list[str]:
+    """`Not read:` lines, one per note, naming the pods that have it (a workload's replicas share one)."""
+    pods: dict[str, list[str]] = {}
+    for note in notes:
+        pods.setdefault(note.note, []).append(note.pod)
+    return [f"Not read: {first_few(names, 3)}: {note}" for note, names in pods.items()]
 
 
 def _other_schedulers(result: WhatIf) -> str:

@@ -225,6 +225,49 @@ async def test_what_if_from_a_file_places_pods_that_are_not_created(clean_cluste
         await asyncio.to_thread(clean_cluster.remove_fake_gpu_nodes, names)
 
 
+async def test_explain_and_what_if_say_a_pods_claims_are_not_checked(clean_cluster: LocalControlPlane, kubectl: Kube,
+                                                                     namespace: str, tmp_path: Path) -> None:
+    """A new user's trial: a pod with a WaitForFirstConsumer claim was bound in silence (the claim
+    stays Pending, the pod ContainerCreating). Tessera watches no claims: explain and what-if say
+    that it did not check them; what-if -f takes the app's bundle whole (its StorageClass and claim
+    skipped with a note) and -f more than once."""
+    storage_class = f"wffc-{namespace}"
+    await kubectl.create("/apis/storage.k8s.io/v1/storageclasses", {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": storage_class},
+        "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"})
+    try:
+        await kubectl.create(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": namespace},
+            "spec": {"storageClassName": storage_class, "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}})
+        pod = b.pod("pvc-pod", namespace, limits={"nvidia.com/gpu": 1})
+        pod["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+        del pod["metadata"]["uid"], pod["status"]
+        await kubectl.create_pod(namespace, pod)
+        out = await _ok(clean_cluster, "explain", "pvc-pod", "-n", namespace)
+        volumes = next(line for line in out.splitlines() if line.startswith("Volumes:"))
+        assert ("claim data: Tessera does not check volume binding or topology: a claim of a WaitForFirstConsumer "
+                "StorageClass is never given a node") in volumes, out
+        assert "docs/not-supported.md (Volumes)" in volumes
+
+        bundle, probe = tmp_path / "bundle.yaml", tmp_path / "probe.yaml"
+        bundle.write_text(f"apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: {storage_class}}}\n"
+                          "provisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: WaitForFirstConsumer\n---\n"
+                          "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: more}\n"
+                          "spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n")
+        probe.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: probe}\nspec:\n  schedulerName: tessera\n"
+                         "  volumes: [{name: d, persistentVolumeClaim: {claimName: more}}]\n"
+                         "  containers: [{name: c, image: x}]\n")
+        status, out, err = await _plugin(clean_cluster, "what-if", "-f", str(bundle), "-f", str(probe), "-n", namespace)
+        assert status == 0, err
+        assert (f"warning: {bundle}: skipped 2 objects that make no pods: StorageClass {storage_class}, "
+                f"PersistentVolumeClaim {namespace}/more") in err
+        assert f"Not read: {namespace}/probe: claim more: Tessera does not check volume binding" in out, out
+        assert (await kubectl.pods(namespace)).keys() == {"pvc-pod"}  # nothing was created
+    finally:
+        await kubectl.call("DELETE", f"/apis/storage.k8s.io/v1/storageclasses/{storage_class}")
+
+
 async def test_kubectl_flags_and_errors(clean_cluster: LocalControlPlane, tmp_path: Path) -> None:
     context = yaml.safe_load(clean_cluster.kubeconfig.read_text())["current-context"]
     assert (await _plugin(clean_cluster, "--context", context, "nodes"))[0] == 0

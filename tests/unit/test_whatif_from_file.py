@@ -105,9 +105,17 @@ async def test_a_file_pod_that_already_exists_or_a_bad_file_is_an_error(
                        "creating them would do, and the apiserver would refuse a name in use: delete the existing "
                        "object or give the file's objects other names"):
         await _what_if(monkeypatch, capsys, _cluster(), "-f", str(tmp_path / "dup.yaml"))
+    # a Service makes no pods: skipped, and a file of nothing else has no pods to place
     (tmp_path / "svc.yaml").write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
-    with pytest.raises(cli.CommandError, match="object 1 is a Service: what-if -f takes Pods, Deployments, ReplicaSets, StatefulSets, Jobs"):
+    with pytest.raises(cli.CommandError, match="svc.yaml: no Pod or workload in it \\(only Service default/s, which "
+                                               "makes no pods\\): what-if -f places pods \\(it takes Pods, "
+                                               "Deployments, ReplicaSets, StatefulSets, Jobs"):
         await _what_if(monkeypatch, capsys, _cluster(), "-f", str(tmp_path / "svc.yaml"))
+    # a kind that may make pods what-if cannot know of stays an error
+    (tmp_path / "ds.yaml").write_text("apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: d}\n")
+    with pytest.raises(cli.CommandError, match="object 1 is a DaemonSet: what-if -f takes Pods, Deployments, "
+                                               "ReplicaSets, StatefulSets, Jobs"):
+        await _what_if(monkeypatch, capsys, _cluster(), "-f", str(tmp_path / "ds.yaml"))
     with pytest.raises(cli.CommandError, match="cannot read .*missing.yaml: No such file or directory"):
         await _what_if(monkeypatch, capsys, _cluster(), "-f", str(tmp_path / "missing.yaml"))
 

@@ -1,0 +1,183 @@
+"""What what-if and explain tell of what the core does not read (a new user's trial at aee3c70):
+a pod with a WaitForFirstConsumer claim was bound in silence; what-if said nothing of preferred pod
+terms explain and the Event tell; `-f a -f b` used only b; a bundle with a StorageClass, claim,
+Service or ConfigMap was refused; DEVICES printed slice amounts in bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from scheduler.kube.http import Response
+from scheduler.kubectl import cli, explain as explaining
+from scheduler.kubectl.probe_pods import ProbeError, read_probes
+from scheduler.kubectl.target import Target
+from scheduler.sim import builders as b
+from tests.helpers import BINPACK, config, fake_listing
+
+PVC_BUNDLE = """
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local-wffc}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  storageClassName: local-wffc
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: pvc-pod}
+spec:
+  schedulerName: tessera
+  volumes: [{name: d, persistentVolumeClaim: {claimName: data}}]
+  containers:
+  - name: c
+    image: busybox
+    volumeMounts: [{name: d, mountPath: /data}]
+    resources: {limits: {nvidia.com/gpu: 1}}
+"""
+PREFERRED = """
+apiVersion: v1
+kind: Pod
+metadata: {name: pref, labels: {app: infer}}
+spec:
+  schedulerName: tessera
+  affinity:
+    podAntiAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector: {matchLabels: {app: infer}}
+  containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]
+"""
+
+
+def _pod(name: str) -> str:
+    return (f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  schedulerName: tessera\n"
+            "  containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]\n")
+
+
+class _Api:
+    async def request(self, method: str, path: str, **_: Any) -> Response:
+        return Response(404, orjson.dumps({"kind": "Status", "code": 404}))
+
+
+async def _what_if(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], objs: list[dict[str, Any]],
+                   *argv: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(), objs))
+    args = cli.build_parser().parse_args(["what-if", "--config", BINPACK, *argv])
+    status = await cli._what_if(args, Target(None, None, "default"))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_explain_says_a_pods_claims_are_not_checked() -> None:
+    """Finding 1: a pod with a persistentVolumeClaim (or an ephemeral volume) gets a Volumes: line."""
+    pod = b.pod("pvc-pod", limits={"nvidia.com/gpu": 1})
+    pod["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}},
+                              {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+                              {"name": "cfg", "configMap": {"name": "c"}}]
+    plain = b.pod("plain", limits={"nvidia.com/gpu": 1})
+    objs = [b.node("n", gpus=8), pod, plain]
+    result = explaining.explain(objs, "default/pvc-pod", config(), [], 0.0)
+    assert result is not None
+    text = explaining.render(result, 0.0)
+    line = next(line for line in text.splitlines() if line.startswith("Volumes:"))
+    assert "claim data, ephemeral scratch: Tessera does not check volume binding or topology" in line
+    assert "WaitForFirstConsumer" in line and "docs/not-supported.md (Volumes)" in line
+    assert explaining.as_dict(result)["volumes"] == result.volumes
+    other = explaining.explain(objs, "default/plain", config(), [], 0.0)
+    assert other is not None and other.volumes == ""
+    assert "Volumes:" not in explaining.render(other, 0.0)
+
+
+async def test_what_if_notes_a_file_pods_claims_and_skips_objects_that_make_no_pods(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Findings 1 and 4: the trial's bundle (StorageClass, claim, pod) was refused; now the
+    StorageClass and the claim are skipped with one note, and the pod's claim is noted."""
+    (tmp_path / "pvc.yaml").write_text(PVC_BUNDLE)
+    status, out, err = await _what_if(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "pvc.yaml"))
+    assert status == 0
+    assert out.splitlines()[1].split() == ["default/pvc-pod", "n", "-", "placed"]
+    assert (f"warning: {tmp_path / 'pvc.yaml'}: skipped 2 objects that make no pods: StorageClass local-wffc, "
+            "PersistentVolumeClaim default/data") in err
+    assert ("Not read: default/pvc-pod: claim data: Tessera does not check volume binding or topology") in out
+    _, out, _ = await _what_if(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "pvc.yaml"),
+                               "-o", "json")
+    doc = orjson.loads(out)
+    assert [note["pod"] for note in doc["notes"]] == ["default/pvc-pod"]
+    assert "WaitForFirstConsumer" in doc["notes"][0]["note"]
+
+
+def test_kinds_that_may_make_pods_stay_an_error() -> None:
+    """Finding 4: a kind what-if cannot expand but that may create pods (a DaemonSet, a CronJob, a
+    CRD's) is still refused: skipping it would place the rest as if it took nothing."""
+    bundle = PVC_BUNDLE + "---\napiVersion: example.com/v1\nkind: RayJob\nmetadata: {name: r}\n"
+    with pytest.raises(ProbeError, match="object 4 is a RayJob: what-if -f takes Pods"):
+        read_probes(bundle, "f", "default", None, 0)
+    notes: list[str] = []
+    only = ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\n"
+            "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
+    with pytest.raises(ProbeError, match="f: no Pod or workload in it"):
+        read_probes(only, "f", "default", None, 0, notes)
+
+
+async def test_what_if_notes_preferred_terms_it_does_not_score(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Finding 2: explain and the Event say preferred pod terms are not read; what-if said nothing."""
+    (tmp_path / "pref.yaml").write_text(PREFERRED)
+    (tmp_path / "two.yaml").write_text(PREFERRED.replace("name: pref", "name: pref2"))
+    _, out, _ = await _what_if(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "pref.yaml"),
+                               "-f", str(tmp_path / "two.yaml"))
+    # pods with the same note share one line (a workload's replicas)
+    assert ("Not read: default/pref, default/pref2: spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution: "
+            "Tessera does not score these") in out
+    # the cluster's own pending pods too (no -f)
+    pending = b.pod("waits", limits={"nvidia.com/gpu": 1})
+    pending["spec"]["affinity"] = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "podAffinityTerm": {"topologyKey": "zone", "labelSelector": {}}}]}}
+    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(), [b.node("n", gpus=8), pending]))
+    args = cli.build_parser().parse_args(["what-if", "--config", BINPACK])
+    await cli._what_if(args, Target(None, None, "default"))
+    assert "Not read: default/waits: spec.affinity.podAffinity.preferred" in capsys.readouterr().out
+
+
+async def test_what_if_takes_f_more_than_once(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Finding 3: `-f a.yaml -f b.yaml` placed only b's pods; kubectl takes -f repeatedly."""
+    (tmp_path / "a.yaml").write_text(_pod("a"))
+    (tmp_path / "b.yaml").write_text(_pod("b"))
+    _, out, _ = await _what_if(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "a.yaml"),
+                               "-f", str(tmp_path / "b.yaml"), "-o", "json")
+    doc = orjson.loads(out)
+    assert [o["pod"] for o in doc["outcomes"]] == ["default/a", "default/b"]
+    assert doc["from_file"] == f"{tmp_path / 'a.yaml'}, {tmp_path / 'b.yaml'}"
+    # the same pod in both files: the second create would be refused
+    (tmp_path / "c.yaml").write_text(_pod("a"))
+    with pytest.raises(cli.CommandError, match="named more than once: Pod default/a"):
+        await _what_if(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "a.yaml"),
+                       "-f", str(tmp_path / "c.yaml"))
+
+
+async def test_what_if_devices_show_slice_amounts_as_explain_does(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Finding 5: DEVICES read `(4294967296)` where explain reads 4Gi."""
+    objs: list[dict[str, Any]] = [b.resource_class("v100-1g", match_labels={"model": "V100"},
+                                                   sharing={"dimension": "memory", "unit": "1Gi"}),
+                                  b.node("n", gpus=8), b.device("n", 0)]
+    (tmp_path / "s.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: s}\nspec:\n  schedulerName: tessera\n"
+        "  containers: [{name: c, image: x, resources: {limits: {class.tessera.dev/v100-1g: 4}}}]\n")
+    _, out, _ = await _what_if(monkeypatch, capsys, objs, "-f", str(tmp_path / "s.yaml"))
+    row = out.splitlines()[1]
+    assert "(4Gi)" in row and "4294967296" not in row, out
