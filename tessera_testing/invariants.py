@@ -84,6 +84,7 @@ __all__ = [
     "check",
     "check_capacity",
     "check_events",
+    "broken_by_node_loss",
     "check_gangs",
     "check_history",
     "check_unbound",
@@ -678,16 +679,43 @@ def stranded_gang_members(view: ClusterView) -> set[str]:
     return out
 
 
-def check_gangs(view: ClusterView) -> list[Violation]:
-    """Every gang has at least its minimum bound, or none at all."""
+def broken_by_node_loss(view: ClusterView, deleted_nodes: Collection[str],
+                        known_devices: Mapping[str, JSON] | None = None) -> set[str]:
+    """Gangs (keys) that a deleted node broke mid-binding: a member is bound to one of
+    ``deleted_nodes`` (seen deleted during the run, and not back in the view), and the pending members cannot bring the gang to its minimum
+    (:func:`_out_of_reach`). A gang is placed in one decision but bound pod by pod (upstream
+    coscheduling too: Permit releases the members, each Binding is its own, and a member bound
+    stays bound when a sibling's Binding fails); a node deleted between the Bindings takes the
+    devices of a member not yet bound, and once no room is left elsewhere no scheduler can
+    complete the gang: a fault's outcome, like :func:`stranded_gang_members`. With room left the
+    gang is not excused: the scheduler should have placed the member."""
+    gone = set(deleted_nodes) - view.nodes.keys()
+    if not gone:
+        return set()
     members = _gang_members(view)
+    lost = {key for key, pods in members.items()
+            if any(p.node_name in gone for p in pods)
+            and any(not p.node_name for p in pods)}
+    if not lost:
+        return set()
+    blocked = _out_of_reach(view, _ledger(view, known_devices, []))
+    return {key for key in lost if all(p.key in blocked for p in members[key] if not p.node_name)}
+
+
+def check_gangs(view: ClusterView, known_devices: Mapping[str, JSON] | None = None,
+                deleted_nodes: Collection[str] = ()) -> list[Violation]:
+    """Every gang has at least its minimum bound, or none at all — unless one of ``deleted_nodes``
+    (seen deleted during the run) broke it (:func:`broken_by_node_loss`; ``known_devices`` as for
+    :func:`fits_somewhere`)."""
+    members = _gang_members(view)
+    broken = broken_by_node_loss(view, deleted_nodes, known_devices)
     out = []
     for key, pods in sorted(members.items()):
         minimum = _gang_minimum(key, pods, view)
         if minimum is None:
             continue  # no PodGroup object: the scheduler must not place any (checked as bound==0 below)
         bound = sorted(p.key for p in pods if p.node_name)
-        if 0 < len(bound) < minimum:
+        if 0 < len(bound) < minimum and key not in broken:
             out.append(Violation(GANG_PARTIAL, key, f"{len(bound)} of {len(pods)} members bound, minimum {minimum}: "
                                  f"{', '.join(bound)}"))
     for key, pods in sorted(members.items()):
@@ -773,7 +801,7 @@ def check(view: ClusterView, *, must_bind: Collection[str] = (), watcher: Cluste
                            watcher.at_start if watcher is not None else None)
     if watcher is not None:
         found += watcher.overfills(grace=grace, blind=blind)
-    found += check_gangs(view) + check_unbound(view, must_bind, only_if_room, removed) + check_events(view)
+    found += check_gangs(view, removed, watcher.removed_nodes() if watcher is not None else ()) + check_unbound(view, must_bind, only_if_room, removed) + check_events(view)
     if watcher is not None:
         found += check_history(watcher, view, grace, blind)
         # A transient violation the final state no longer shows (or shows with other numbers):
@@ -889,6 +917,10 @@ class ClusterWatcher:
         """Pods bound twice and transient capacity violations seen during the run (slices
         beyond capacity are judged by `overfills`, from the history)."""
         return sorted(self._violations)
+
+    def removed_nodes(self) -> set[str]:
+        """The Nodes seen deleted (and not re-created since) during the run."""
+        return {name for (kind, name) in self.removed if kind == "Node"}
 
     def removed_devices(self) -> dict[str, JSON]:
         return {name: obj for (kind, name), (_, obj) in self.removed.items() if kind == "ExtendedResource"}

@@ -631,3 +631,37 @@ def test_a_pending_gang_member_whose_siblings_are_gone_is_stranded_not_promised(
     after = _view([pending, other], [node], devices, [cls])
     assert no_longer_expected({"default/g-0", "default/g-1", "default/g-2", "default/solo"}, after) \
         == {"default/g-0", "default/g-1", "default/g-2"}
+
+
+def test_a_gang_broken_by_a_node_the_harness_deleted_is_not_partial_when_no_room_is_left() -> None:
+    """Soak seed 55 run 3 (run seed 55002): a label gang's three members were placed in one
+    decision (two on v100-015, one on v100-012); two Bindings landed, the third was held at the
+    allocation gate; the fault harness then deleted v100-015 and its ExtendedResources (the pods
+    bound to it stay, as on a real cluster until PodGC). The gate rejected the third member (its
+    device is gone) and no V100 device was free anywhere after the urgent wave, so the gang stayed
+    2 of 3. Whatever a scheduler does, a node deleted under a gang mid-binding breaks it (upstream
+    coscheduling's bound members stay bound too): not gang-partial. It still is when the pending
+    member has room (the scheduler should complete the gang), and when no member's node is gone."""
+    cls = "class.tessera.dev/v100"
+    classes = [b.resource_class("v100", match_labels={"model": "V100"})]
+    labels = b.gang_labels("g", 3)
+    devices = [_device("n2", 0), _device("n2", 1)]
+    node = b.node("n2", cpu="8", gpus=2)
+    on_gone = _bound("g-0", "gone", {cls: [("gone.d1", None)]}, labels=labels, limits={cls: 1})
+    on_n2 = _bound("g-2", "n2", {cls: [("n2.d0", None)]}, labels=labels, limits={cls: 1})
+    pending = b.pod("g-1", labels=labels, limits={cls: 1})
+    busy = _bound("busy", "n2", {cls: [("n2.d1", None)]}, limits={cls: 1})
+    view = _view([on_gone, on_n2, pending, busy], [node], devices, classes)
+    assert inv.check_gangs(view, deleted_nodes={"gone"}) == []
+    # only a node the run saw deleted excuses it (a view may simply not list a node)
+    assert [(v.invariant, v.subject) for v in inv.check_gangs(view)] == [(inv.GANG_PARTIAL, "default/g")]
+    # room for the pending member: the scheduler should have completed the gang
+    roomy = _view([on_gone, on_n2, pending], [node], devices, classes)
+    assert [(v.invariant, v.subject) for v in inv.check_gangs(roomy, deleted_nodes={"gone"})] == [(inv.GANG_PARTIAL, "default/g")]
+    # no member on a gone node: the fault did not break it, the partial gang counts
+    on_n2_too = _bound("g-0", "n2", {cls: [("n2.d1", None)]}, labels=labels, limits={cls: 1})
+    whole_nodes = _view([on_n2_too, on_n2, pending], [node], devices, classes)
+    assert [(v.invariant, v.subject) for v in inv.check_gangs(whole_nodes, deleted_nodes={"gone"})] == [(inv.GANG_PARTIAL, "default/g")]
+    # every member bound, one on the gone node: nothing partial either way
+    done = _bound("g-1", "n2", {cls: [("n2.d1", None)]}, labels=labels, limits={cls: 1})
+    assert inv.check_gangs(_view([on_gone, on_n2, done], [node], devices, classes), deleted_nodes={"gone"}) == []
