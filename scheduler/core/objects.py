@@ -20,7 +20,7 @@ from scheduler.api.quantity import Amount, QuantityError, exact, parse_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.lifecycle import APP, INIT, SIDECAR, ContainerKind, Phases, container_phases
 from scheduler.core.foreign import ignored_keys
-from scheduler.core.pod_terms import pod_terms
+from scheduler.core.pod_terms import PodTerm, pod_terms, required_pod_terms
 from scheduler.core.resources import (
     CPU,
     PODS,
@@ -593,6 +593,9 @@ class Pod:
     # ones are refused (TesseraUnhonouredTerms), preferred ones told once
     unhonoured: tuple[str, ...] = ()
     unread: tuple[str, ...] = ()
+    # required pod affinity and anti-affinity terms (InterPodAffinity's filter)
+    affinity: tuple[PodTerm, ...] = ()
+    anti_affinity: tuple[PodTerm, ...] = ()
     preempt_never: bool = False  # spec.preemptionPolicy: Never
     start_time: str = ""  # status.startTime (RFC 3339; "" before the kubelet starts it)
     nominated_node: str = ""  # status.nominatedNodeName
@@ -857,6 +860,7 @@ def parse_pod(obj: JSON) -> Pod:
     pod.allocating = meta.annotations.get(ann.PHASE) == ann.PHASE_ALLOCATING
     pod.ignored = ignored_keys(meta.annotations, meta.labels, pod.gang is not None)
     pod.unhonoured, pod.unread = pod_terms(spec)
+    pod.affinity, pod.anti_affinity = required_pod_terms(spec, meta.namespace)
     pod.label_error = _gang_label_error(meta) or _unread_topology(meta, pod.gang) or (
         topology_annotation_error(meta.annotations, "Pod") if pod.gang is not None else None)
     policy = _str(spec.get("preemptionPolicy"), "Pod.spec.preemptionPolicy", DEFAULT_PREEMPTION_POLICY)

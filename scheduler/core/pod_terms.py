@@ -1,9 +1,13 @@
-"""Pod placement terms Tessera does not read: inter-pod affinity and anti-affinity, topology spread.
+"""Pod placement terms: the required pod (anti-)affinity terms Tessera honours, and those it does not read.
 
-Tessera has no InterPodAffinity or PodTopologySpread. A pod of Tessera's that carries such terms
-is never silently placed against them:
-- a REQUIRED term (`requiredDuringSchedulingIgnoredDuringExecution` pod affinity or anti-affinity,
-  a topology spread constraint with `whenUnsatisfiable: DoNotSchedule`) is refused by the
+Required pod affinity and anti-affinity terms (`requiredDuringSchedulingIgnoredDuringExecution`)
+are read into `PodTerm`s (`required_pod_terms`) and honoured by the InterPodAffinity filter
+(scheduler/core/plugins/interpod_affinity.py), except a term with a non-empty
+`namespaceSelector`: Tessera watches no Namespaces, so it cannot tell which namespaces such a
+selector picks. Tessera has no PodTopologySpread and scores no preferred term. A pod of Tessera's
+that carries what is not honoured is never silently placed against it:
+- a REQUIRED term it cannot honour (a pod (anti-)affinity term with a non-empty
+  `namespaceSelector`, a topology spread constraint with `whenUnsatisfiable: DoNotSchedule`) is refused by the
   TesseraUnhonouredTerms PreFilter (scheduler/core/plugins/unhonoured_terms.py): the pod stays
   pending, UnschedulableAndUnresolvable (no eviction for it), with `refusal` as its reason;
 - PREFERRED terms (`preferredDuringSchedulingIgnoredDuringExecution`, `ScheduleAnyway` spread) are
@@ -19,6 +23,7 @@ Pure.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 IGNORED_PREFERRED_TERMS = "IgnoredPreferredTerms"  # the Warning Event's reason
 DOC = "docs/not-supported.md"
@@ -46,7 +51,10 @@ def pod_terms(spec: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
                 continue
             for key, into in ((_REQUIRED, required), (_PREFERRED, preferred)):
                 listed = terms.get(key)
-                if isinstance(listed, list) and listed:
+                if key == _REQUIRED:
+                    if isinstance(listed, list) and any(_namespace_selector_set(t) for t in listed):
+                        into.append(f"spec.affinity.{kind}.{key}[].namespaceSelector")
+                elif isinstance(listed, list) and listed:
                     into.append(f"spec.affinity.{kind}.{key}")
     spread = spec.get("topologySpreadConstraints")
     if isinstance(spread, list):
@@ -58,12 +66,128 @@ def pod_terms(spec: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(required), tuple(preferred)
 
 
-def refusal(required: tuple[str, ...]) -> str:
+def refusal(required: tuple[str, ...], gpu: bool = False) -> str:
     """The PreFilter's reason for a pod with required terms (one FailedScheduling reason: no
-    trailing period, the FitError adds it)."""
-    return (f"pod has {', '.join(required)}, which Tessera does not honour (it reads no pod affinity, "
-            "anti-affinity or topology spread): drop the term, or run the pod with schedulerName: "
-            f"default-scheduler (see {DOC})")
+    trailing period, the FitError adds it). A pod asking GPUs is not told to use default-scheduler:
+    Tessera's GPU pod policy refuses a GPU class pod naming another scheduler, and a plain
+    nvidia.com/gpu pod under kube-scheduler could be given GPUs Tessera gave out."""
+    what = []
+    if any(r.endswith("namespaceSelector") for r in required):
+        what.append("list the namespaces in the term's `namespaces` instead of a namespaceSelector "
+                    "(Tessera watches no Namespaces)")
+    if SPREAD_REQUIRED in required:
+        what.append("for one pod per domain use required podAntiAffinity by the topologyKey instead of "
+                    "the spread constraint, or make it whenUnsatisfiable: ScheduleAnyway")
+    elsewhere = ("a pod asking GPUs must stay with Tessera (the GPU pod policy refuses class GPU pods naming another "
+                 "scheduler, and kube-scheduler could give out GPUs Tessera gave)" if gpu
+                 else "or run the pod with schedulerName: default-scheduler")
+    return (f"pod has {', '.join(required)}, which Tessera does not honour: {'; '.join(what) or 'drop the term'}; "
+            f"{elsewhere} (see {DOC})")
+
+
+def _namespace_selector_set(term: object) -> bool:
+    """A term whose namespaceSelector is set and not `{}` (which selects every namespace)."""
+    if not isinstance(term, Mapping):
+        return False
+    selector = term.get("namespaceSelector")
+    return isinstance(selector, Mapping) and bool(selector.get("matchLabels") or selector.get("matchExpressions"))
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """metav1.LabelSelectorAsSelector: matchLabels and matchExpressions ANDed; `{}` matches every
+    pod; an unreadable one (`valid` False: an operator the apiserver refuses) matches none."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    expressions: tuple[tuple[str, str, frozenset[str]], ...] = ()
+    valid: bool = True
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if not self.valid:
+            return False
+        if any(labels.get(k) != v for k, v in self.match_labels):
+            return False
+        for key, op, values in self.expressions:
+            has = key in labels
+            if op == "In" and not (has and labels[key] in values):
+                return False
+            if op == "NotIn" and has and labels[key] in values:
+                return False
+            if op == "Exists" and not has:
+                return False
+            if op == "DoesNotExist" and has:
+                return False
+        return True
+
+
+def label_selector(raw: object) -> LabelSelector | None:
+    """None for no selector (upstream: labels.Nothing(), it matches no pod)."""
+    if not isinstance(raw, Mapping):
+        return None
+    labels = raw.get("matchLabels")
+    pairs = tuple(sorted((k, v) for k, v in labels.items() if isinstance(k, str) and isinstance(v, str))) \
+        if isinstance(labels, Mapping) else ()
+    exprs: list[tuple[str, str, frozenset[str]]] = []
+    valid = True
+    listed = raw.get("matchExpressions")
+    for e in listed if isinstance(listed, list) else ():
+        if not isinstance(e, Mapping) or e.get("operator") not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            valid = False
+            continue
+        values = e.get("values")
+        exprs.append((str(e.get("key")), str(e.get("operator")),
+                      frozenset(v for v in values if isinstance(v, str)) if isinstance(values, list) else frozenset()))
+    return LabelSelector(pairs, tuple(exprs), valid)
+
+
+@dataclass(frozen=True, slots=True)
+class PodTerm:
+    """A required PodAffinityTerm as upstream's framework.AffinityTerm: the namespaces it looks in
+    (`namespaces`; `all_namespaces` for a `{}` namespaceSelector), its selector (None: matches no
+    pod) and its topology key. `unknown_namespaces`: a non-empty namespaceSelector Tessera cannot
+    evaluate (watching no Namespaces): an incoming pod with one is refused by
+    TesseraUnhonouredTerms; an existing pod's such anti-affinity term is taken to match every
+    namespace, so Tessera never places a pod where that pod's owner may have forbidden it."""
+
+    namespaces: frozenset[str]
+    all_namespaces: bool
+    selector: LabelSelector | None
+    topology_key: str
+    unknown_namespaces: bool = False
+
+    def matches(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        """upstream's AffinityTerm.Matches without namespace labels."""
+        if not (self.all_namespaces or self.unknown_namespaces or namespace in self.namespaces):
+            return False
+        return self.selector is not None and self.selector.matches(labels)
+
+
+def required_pod_terms(spec: object, namespace: str) -> tuple[tuple[PodTerm, ...], tuple[PodTerm, ...]]:
+    """The pod's required (affinity, anti-affinity) terms. Namespaces as upstream's
+    GetNamespacesFromPodAffinityTerm: the term's `namespaces`, the pod's own when it lists none
+    and has no namespaceSelector. matchLabelKeys/mismatchLabelKeys are not read here: the
+    apiserver merges them into the labelSelector when it creates the pod (KEP-3633)."""
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("affinity"), Mapping):
+        return (), ()
+    out: list[tuple[PodTerm, ...]] = []
+    for kind in _AFFINITY:
+        terms = spec["affinity"].get(kind)
+        listed = terms.get(_REQUIRED) if isinstance(terms, Mapping) else None
+        parsed: list[PodTerm] = []
+        for t in listed if isinstance(listed, list) else ():
+            if not isinstance(t, Mapping):
+                continue
+            names = t.get("namespaces")
+            namespaces = frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list) else frozenset()
+            ns_selector = t.get("namespaceSelector")
+            if not namespaces and ns_selector is None:
+                namespaces = frozenset((namespace,))
+            key = t.get("topologyKey")
+            parsed.append(PodTerm(namespaces, isinstance(ns_selector, Mapping) and not _namespace_selector_set(t),
+                                  label_selector(t.get("labelSelector")), key if isinstance(key, str) else "",
+                                  _namespace_selector_set(t)))
+        out.append(tuple(parsed))
+    return out[0], out[1]
 
 
 def preferred_note(preferred: tuple[str, ...]) -> str:

@@ -1,7 +1,8 @@
-"""Pod terms Tessera does not read, on the real apiserver: a pod with required pod anti-affinity
-stays Pending with a FailedScheduling Event naming the field (before, two replicas that must not
-share a node were bound to one), and a pod with preferred anti-affinity is bound with one Warning
-saying the preference is not read."""
+"""Pod terms Tessera does not read, on the real apiserver: a pod with a required pod anti-affinity
+term Tessera cannot honour (a namespaceSelector: Tessera watches no Namespaces) stays Pending with a
+FailedScheduling Event naming the field and, for a GPU pod, advice that works (not
+default-scheduler), and a pod with preferred anti-affinity is bound with one Warning saying the
+preference is not read. Required terms Tessera honours: test_interpod_affinity_live.py."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from scheduler.sim import builders as b
 from tests.e2e.live import Kube, bound_nodes, eventually
 
 NODES = "/api/v1/nodes"
-ANTI = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+ANTI = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[].namespaceSelector"
 TERM = {"labelSelector": {"matchLabels": {"app": "infer"}}, "topologyKey": "kubernetes.io/hostname"}
+NS_TERM = {**TERM, "namespaceSelector": {"matchLabels": {"team": "inference"}}}
 
 
 async def _events(kubectl: Kube, namespace: str, pod: str, reason: str) -> list[dict[str, Any]]:
@@ -31,7 +33,7 @@ async def test_required_anti_affinity_pends_and_preferred_is_told_once(tessera: 
     for i in range(2):
         await kubectl.create_pod(namespace, b.pod(
             f"infer-{i}", namespace, labels={"app": "infer"}, limits={"nvidia.com/gpu": 1},
-            spec_extra={"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}}}))
+            spec_extra={"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [NS_TERM]}}}))
     await kubectl.create_pod(namespace, b.pod(
         "soft", namespace, labels={"app": "infer"}, limits={"nvidia.com/gpu": 1},
         spec_extra={"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
@@ -40,7 +42,7 @@ async def test_required_anti_affinity_pends_and_preferred_is_told_once(tessera: 
     failed = await eventually(lambda: _events(kubectl, namespace, "infer-0", "FailedScheduling"))
     note = failed[-1]["note"]
     assert note.startswith(f"0/1 nodes are available: pod has {ANTI}, which Tessera does not honour")
-    assert "run the pod with schedulerName: default-scheduler" in note
+    assert "a pod asking GPUs must stay with Tessera" in note and "default-scheduler" not in note
     assert note.endswith("preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
     [told] = await eventually(lambda: _events(kubectl, namespace, "soft", IGNORED_PREFERRED_TERMS))
     assert told["type"] == "Warning"

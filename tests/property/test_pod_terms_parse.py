@@ -59,8 +59,11 @@ def test_empty_lists_and_node_affinity_are_not_pod_terms() -> None:
     assert pod_terms({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []},
                                    "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}},
                       "topologySpreadConstraints": []}) == ((), ())
+    # a required term is honoured (InterPodAffinity), unless its namespaceSelector is not `{}`
     assert pod_terms({"affinity": {"podAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": [{}],
+        "requiredDuringSchedulingIgnoredDuringExecution": [{}, {"namespaceSelector": {}}],
         "preferredDuringSchedulingIgnoredDuringExecution": [{}]}}}) == (
-        ("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",),
-        ("spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",))
+        (), ("spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",))
+    assert pod_terms({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"namespaceSelector": {"matchLabels": {"team": "a"}}}]}}}) == (
+        ("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[].namespaceSelector",), ())

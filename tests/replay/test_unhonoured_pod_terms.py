@@ -1,11 +1,10 @@
 """Pod terms Tessera cannot honour are refused (required) or told (preferred), never silently broken.
 
-Tessera reads no pod affinity, anti-affinity or topology spread. Before, a Deployment of inference
-pods with required anti-affinity by hostname landed two replicas on one node, and a JobSet's
-exclusive placement (alpha.jobset.sigs.k8s.io/exclusive-topology: its webhook injects required pod
-affinity and anti-affinity) was silently broken. Now a pod with a required term stays pending with
-a FailedScheduling message naming the field (TesseraUnhonouredTerms' PreFilter, no eviction for
-it), and a pod with preferred terms is placed as without them and told once.
+Tessera reads no topology spread and no namespaceSelector of a pod (anti-)affinity term (it
+watches no Namespaces); required pod affinity and anti-affinity are otherwise honoured
+(InterPodAffinity, tests/replay/test_interpod_affinity.py). A pod with a required term it cannot
+honour stays pending with a FailedScheduling message naming the field (TesseraUnhonouredTerms'
+PreFilter, no eviction for it), and a pod with preferred terms is placed as without them and told once.
 """
 
 from __future__ import annotations
@@ -21,12 +20,16 @@ from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run, config
 
 HOST = "kubernetes.io/hostname"
-ANTI = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+ANTI = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[].namespaceSelector"
 PREFERRED_ANTI = "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution"
 
 
 def _term(app: str) -> dict[str, Any]:
     return {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": HOST}
+
+
+def _ns_term(app: str) -> dict[str, Any]:
+    return {**_term(app), "namespaceSelector": {"matchLabels": {"team": "inference"}}}
 
 
 def _replica(name: str, **affinity: Any) -> dict[str, Any]:
@@ -35,7 +38,7 @@ def _replica(name: str, **affinity: Any) -> dict[str, Any]:
 
 
 def _anti(name: str) -> dict[str, Any]:
-    return _replica(name, podAntiAffinity={"requiredDuringSchedulingIgnoredDuringExecution": [_term("infer")]})
+    return _replica(name, podAntiAffinity={"requiredDuringSchedulingIgnoredDuringExecution": [_ns_term("infer")]})
 
 
 def _told(run: Run) -> list[str]:
@@ -48,9 +51,10 @@ def test_required_anti_affinity_pod_stays_pending_with_the_message() -> None:
     assert run.node_of("infer-0") is None and run.node_of("infer-1") is None  # not two on one node
     attempt = run.last("infer-0")
     assert attempt.message == (
-        f"0/2 nodes are available: pod has {ANTI}, which Tessera does not honour (it reads no pod affinity, "
-        "anti-affinity or topology spread): drop the term, or run the pod with schedulerName: default-scheduler "
-        "(see docs/not-supported.md). "
+        f"0/2 nodes are available: pod has {ANTI}, which Tessera does not honour: list the namespaces in the "
+        "term's `namespaces` instead of a namespaceSelector (Tessera watches no Namespaces); a pod asking GPUs "
+        "must stay with Tessera (the GPU pod policy refuses class GPU pods naming another scheduler, and "
+        "kube-scheduler could give out GPUs Tessera gave) (see docs/not-supported.md). "
         "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
     assert attempt.preempted == []
 
@@ -60,12 +64,13 @@ def test_required_terms_are_not_evicted_for() -> None:
     low = b.pod("low", limits={"nvidia.com/gpu": 8}, priority=0)
     high = b.pod("high", limits={"nvidia.com/gpu": 8}, priority=1000,
                  spec_extra={"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
-                                                          [_term("x")]}}})
+                                                          [_ns_term("x")]}}})
     run.add(b.node("n0", gpus=8), low, high)
     assert run.node_of("low") == "n0" and run.node_of("high") is None
     attempt = run.last("high")
     assert attempt.preempted == []
-    assert "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution" in attempt.message
+    assert "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[].namespaceSelector" \
+        in attempt.message
 
 
 def test_do_not_schedule_spread_is_refused_and_dropping_it_places_the_pod() -> None:
@@ -76,16 +81,21 @@ def test_do_not_schedule_spread_is_refused_and_dropping_it_places_the_pod() -> N
                 spec_extra={"topologySpreadConstraints": spread})
     run.add(b.node("n0", gpus=8), pod)
     assert run.node_of("spread") is None
-    assert "spec.topologySpreadConstraints (whenUnsatisfiable: DoNotSchedule)" in run.last("spread").message
+    message = run.last("spread").message
+    assert "spec.topologySpreadConstraints (whenUnsatisfiable: DoNotSchedule)" in message
+    assert "use required podAntiAffinity by the topologyKey" in message
+    assert "or run the pod with schedulerName: default-scheduler" in message  # no GPUs: that works
     # the pod is recreated without the term (a Deployment's new ReplicaSet): it is placed
     run.feed(b.event("DELETED", pod), b.event("ADDED", b.pod("spread2", labels={"app": "infer"},
                                                               requests={"cpu": "1"})))
     assert run.node_of("spread2") == "n0"
 
 
-def test_a_gang_member_with_exclusive_placement_terms_is_refused() -> None:
+def test_a_gang_member_with_exclusive_placement_terms_is_honoured() -> None:
     """A JobSet with alpha.jobset.sigs.k8s.io/exclusive-topology: its webhook gives every pod
-    required affinity to its own job and anti-affinity to the others, by the topology key."""
+    required affinity to its own job and anti-affinity to the others, by the topology key. Here
+    the members are no pods of job-a (nothing matches, nor do they): InterPodAffinity keeps them
+    pending, as kube-scheduler does."""
     run = Run()
     exclusive = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [_term("job-a")]},
                  "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [_term("job-b")]}}
@@ -94,8 +104,7 @@ def test_a_gang_member_with_exclusive_placement_terms_is_refused() -> None:
                     spec_extra={"affinity": exclusive}) for i in range(2)))
     assert run.node_of("m0") is None and run.node_of("m1") is None
     message = run.last("m0").message
-    assert "podAffinity.requiredDuringSchedulingIgnoredDuringExecution" in message
-    assert "podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution" in message
+    assert "node(s) didn't match pod affinity rules" in message
 
 
 def test_preferred_terms_place_the_pod_and_are_told_once() -> None:
@@ -142,7 +151,15 @@ def test_disabled_in_a_profile_places_ignoring_the_terms() -> None:
                          "plugins": {"preFilter": {"disabled": [{"name": "TesseraUnhonouredTerms"}]}}}]}
     run = Run(parse_config(raw, "test"))
     run.add(b.node("n0", gpus=8), _anti("infer-0"), _anti("infer-1"))
-    assert run.node_of("infer-0") == "n0" and run.node_of("infer-1") == "n0"  # as documented: ignored
+    # as documented: a namespaceSelector Tessera cannot read is taken to select every namespace
+    # (never beside a pod it might have meant), so the second replica waits
+    assert run.node_of("infer-0") == "n0" and run.node_of("infer-1") is None
+    assert "1 node(s) didn't match pod anti-affinity rules" in run.last("infer-1").message
+    spread = [{"maxSkew": 1, "topologyKey": HOST, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "infer"}}}]
+    run.add(b.pod("spread", labels={"app": "web"}, requests={"cpu": "1"},
+                  spec_extra={"topologySpreadConstraints": spread}))
+    assert run.node_of("spread") == "n0"  # the spread constraint is ignored
 
 
 def test_explain_says_preferred_terms_are_not_read() -> None:

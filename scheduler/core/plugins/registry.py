@@ -52,6 +52,7 @@ from scheduler.core.plugins.taints import TaintToleration
 from scheduler.core.plugins.topology import TopologyPlacement
 from scheduler.core.plugins.topology import args as topology_args
 from scheduler.core.plugins.unhonoured_terms import TesseraUnhonouredTerms
+from scheduler.core.plugins.interpod_affinity import InterPodAffinity
 
 
 class NoArgs(BaseModel):
@@ -155,6 +156,7 @@ REGISTRY: tuple[PluginSpec, ...] = (
                              coscheduling.ARGS_IGNORED)),
     PluginSpec(TesseraDevices, _with(TesseraDevices, device_args.DeviceArgs), 1, ArgsSpec(device_args.DeviceArgs, device_args.parse_args, device_args.FIELDS)),
     PluginSpec(TesseraUnhonouredTerms, _no_args(lambda handle: TesseraUnhonouredTerms())),
+    PluginSpec(InterPodAffinity, _no_args(InterPodAffinity)),
     PluginSpec(TesseraFragmentation, _with(TesseraFragmentation, fragmentation_args.FragmentationArgs),
                args=ArgsSpec(fragmentation_args.FragmentationArgs, fragmentation_args.parse_args,
                              fragmentation_args.FIELDS)),

@@ -1,7 +1,8 @@
 """TesseraUnhonouredTerms: a pod with a required placement term Tessera cannot honour is refused.
 
-Tessera reads no inter-pod affinity, anti-affinity or topology spread (it has no InterPodAffinity
-or PodTopologySpread, and this plugin does not do their job). Placing a pod that requires them
+Tessera honours required pod affinity and anti-affinity (InterPodAffinity's filter), except a term
+with a non-empty namespaceSelector (it watches no Namespaces); it has no PodTopologySpread. Placing
+a pod that requires what is not honoured
 anyway breaks what it asked for in silence: a Deployment's replicas with required anti-affinity by
 hostname on one node, a JobSet's exclusive placement (alpha.jobset.sigs.k8s.io/exclusive-topology,
 whose webhook injects required pod affinity and anti-affinity) across slices. So the PreFilter
@@ -10,7 +11,8 @@ UnschedulableAndUnresolvable, and preemption evicts nothing for it. Preferred te
 business (told once by `ClusterState`, see `pod_terms`).
 
 A profile may disable it (`plugins.preFilter.disabled` or `plugins.multiPoint.disabled`, by name):
-such pods are then placed ignoring their terms.
+such pods are then placed ignoring their spread constraints, and a pod (anti-)affinity term's
+non-empty namespaceSelector is taken to select every namespace (InterPodAffinity, fail safe).
 """
 
 from __future__ import annotations
@@ -30,4 +32,7 @@ class TesseraUnhonouredTerms(PreFilterPlugin):
 
     def pre_filter(self, ctx: PodContext) -> str | None:
         required = ctx.pod.unhonoured
-        return refusal(required) if required else None
+        if not required:
+            return None
+        gpu = bool(ctx.device_requests) or any("gpu" in name for name in ctx.pod.requests)
+        return refusal(required, gpu)

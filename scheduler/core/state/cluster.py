@@ -107,6 +107,9 @@ class ClusterState:
         # pods that were nominated to a node (status.nominatedNodeName, or a hold made here): the
         # ones whose room `nominations.hold_nominated` keeps when they hold none
         self.nominated: set[str] = set()
+        # pods with a required pod anti-affinity term (InterPodAffinity's symmetry check reads them)
+        self.anti_affine: set[str] = set()
+        self.touches = 0  # node changes (a placement, a label) so far: what per-cycle caches key on
         # victim uid -> the preemptors waiting for its room ("": finishing a gang), until gone: a
         # victim already leaving can be a later preemptor's too, and if it stays, each lets go
         self.preempting: dict[str, set[str]] = {}
@@ -426,6 +429,7 @@ class ClusterState:
 
     def _touch(self, info: NodeInfo) -> None:
         info.generation += 1
+        self.touches += 1
         self.dirty.add(info.name)
 
     def node_position(self, name: str) -> int | None:
@@ -474,6 +478,10 @@ class ClusterState:
                 events += self._remove_pod(self.pods[previous_uid])
         self.pods[uid] = pod
         self.by_key[pod.key] = uid
+        if pod.anti_affinity:
+            self.anti_affine.add(uid)
+        else:
+            self.anti_affine.discard(uid)
         if pod.nominated_node:
             self.nominated.add(uid)
         mark = pod.preemption_mark
@@ -606,6 +614,7 @@ class ClusterState:
         self.marked.discard(uid)
         self.held_assignments.pop(uid, None)
         self.nominated.discard(uid)
+        self.anti_affine.discard(uid)
         self.ledger.found.discard(uid)
         if self.release_hold(uid) is not None:
             events.append(ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=""))

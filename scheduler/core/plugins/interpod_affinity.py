@@ -1,0 +1,155 @@
+"""InterPodAffinity: required pod affinity and anti-affinity, filtered as kube-scheduler does.
+
+The filter half of upstream's plugin (kube-scheduler v1.36
+pkg/scheduler/framework/plugins/interpodaffinity/filtering.go): before the nodes are filtered,
+the pods placed so far (bound, assumed, and the members of a gang placed earlier in the same
+transaction: all are in `ClusterState.placements`) are counted per topology pair (key, value of
+their node's label):
+- `affinity`: pods matching ALL of the incoming pod's required affinity terms, per term's key;
+- `anti`: pods matching each of its required anti-affinity terms;
+- `existing`: pods whose own required anti-affinity terms match the incoming pod (symmetry).
+A node then fails, in upstream's order:
+- "node(s) didn't match pod affinity rules" when it lacks a term's topology key, or some term's
+  pair has no matching pod — unless no placed pod matches at all and the pod matches its own
+  terms (the first of a series with affinity to itself); UnschedulableAndUnresolvable;
+- "node(s) didn't match pod anti-affinity rules" when a term's pair on the node has a matching
+  pod; Unschedulable upstream;
+- "node(s) didn't satisfy existing pods anti-affinity rules" when any of the node's label pairs
+  is counted in `existing`; Unschedulable upstream.
+Tessera evicts for none of them (`preemption_helps` False): its preemption dry run is not checked
+against these counts, so preemption for anti-affinity (upstream's Unschedulable) is not done.
+Preferred terms are not scored (the pod is told, `pod_terms`). Terms are namespaced as upstream:
+the term's `namespaces`, the pod's own when it lists none, every namespace for a `{}`
+namespaceSelector; a non-empty namespaceSelector on the incoming pod is refused by
+TesseraUnhonouredTerms, on an existing pod's anti-affinity term it is taken to match every
+namespace (fail safe).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+
+from scheduler.core.framework.cycle_state import PodContext
+from scheduler.core.framework.handle import Handle
+from scheduler.core.framework.interface import FilterPlugin, QueueingHint, Reasons, always
+from scheduler.core.objects import Pod
+from scheduler.core.pod_terms import PodTerm
+from scheduler.core.state import EventKind, NodeInfo
+
+NAME = "InterPodAffinity"
+AFFINITY = "node(s) didn't match pod affinity rules"
+ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+EXISTING = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+Pair = tuple[str, str]
+
+
+def _matches_all(terms: tuple[PodTerm, ...], pod: Pod) -> bool:
+    return bool(terms) and all(t.matches(pod.meta.namespace, pod.meta.labels) for t in terms)
+
+
+class Counts:
+    """upstream's preFilterState: affinityCounts, antiAffinityCounts, existingAntiAffinityCounts."""
+
+    __slots__ = ("affinity", "anti", "existing")
+
+    def __init__(self) -> None:
+        self.affinity: Counter[Pair] = Counter()
+        self.anti: Counter[Pair] = Counter()
+        self.existing: Counter[Pair] = Counter()
+
+
+def count(pod: Pod, placed: Mapping[str, str], pods: Mapping[str, Pod], anti_affine: set[str],
+          labels_of: Callable[[str], Mapping[str, str]]) -> Counts:
+    """The counts for `pod` over the placed pods (`placed`: uid -> node name)."""
+    counts = Counts()
+    if pod.affinity or pod.anti_affinity:
+        for uid, node in placed.items():
+            other = pods.get(uid)
+            if other is None or uid == pod.uid:
+                continue
+            labels = labels_of(node)
+            if _matches_all(pod.affinity, other):
+                for term in pod.affinity:
+                    if term.topology_key in labels:
+                        counts.affinity[(term.topology_key, labels[term.topology_key])] += 1
+            for term in pod.anti_affinity:
+                if term.topology_key in labels and term.matches(other.meta.namespace, other.meta.labels):
+                    counts.anti[(term.topology_key, labels[term.topology_key])] += 1
+    for uid in anti_affine:
+        node_name = placed.get(uid)
+        other = pods.get(uid)
+        if node_name is None or other is None or uid == pod.uid:
+            continue
+        labels = labels_of(node_name)
+        for term in other.anti_affinity:
+            if term.topology_key in labels and term.matches(pod.meta.namespace, pod.meta.labels):
+                counts.existing[(term.topology_key, labels[term.topology_key])] += 1
+    return counts
+
+
+def verdict(pod: Pod, counts: Counts, labels: Mapping[str, str]) -> Reasons | None:
+    """upstream's Filter: satisfyPodAffinity, satisfyPodAntiAffinity, satisfyExistingPodsAntiAffinity."""
+    if pod.affinity:
+        exist = True
+        for term in pod.affinity:
+            value = labels.get(term.topology_key)
+            if value is None:
+                return (AFFINITY,)
+            if counts.affinity[(term.topology_key, value)] <= 0:
+                exist = False
+        if not exist and not (not counts.affinity and _matches_all(pod.affinity, pod)):
+            return (AFFINITY,)
+    if counts.anti:
+        for term in pod.anti_affinity:
+            value = labels.get(term.topology_key)
+            if value is not None and counts.anti[(term.topology_key, value)] > 0:
+                return (ANTI_AFFINITY,)
+    if counts.existing and any(counts.existing[pair] > 0 for pair in labels.items()):
+        return (EXISTING,)
+    return None
+
+
+class InterPodAffinity(FilterPlugin):
+    name = NAME
+    preemption_helps = False
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+        self._cached: tuple[PodContext, int, Counts] | None = None
+
+    def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
+        # upstream's EventsToRegister: assigned Pod Add/UpdatePodLabel/Delete, Node Add/UpdateNodeLabel.
+        # Tessera has no event for a pod newly bound by another scheduler or relabelled: those
+        # wait for the queue's periodic flush
+        return dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED, EventKind.ASSIGNED_POD_REMOVED,
+                              EventKind.POD_ADDED), always)
+
+    def filter_applies(self, ctx: PodContext) -> bool:
+        pod = ctx.pod
+        if pod.affinity or pod.anti_affinity:
+            return True
+        state = self.handle.state
+        return any(uid in state.placements for uid in state.anti_affine)
+
+    def counts(self, ctx: PodContext) -> Counts:
+        state = self.handle.state
+        cached = self._cached
+        if cached is not None and cached[0] is ctx and cached[1] == state.touches:
+            return cached[2]
+        placed = {uid: p.node for uid, p in state.placements.items()}
+        found = count(ctx.pod, placed, state.pods, state.anti_affine, self._labels)
+        self._cached = (ctx, state.touches, found)
+        return found
+
+    def _labels(self, node_name: str) -> Mapping[str, str]:
+        info = self.handle.state.nodes.get(node_name)
+        if info is None:
+            return {}
+        return info.node.meta.labels if info.node is not None else info.deleted_labels
+
+    def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
+        node = info.node
+        assert node is not None
+        return verdict(ctx.pod, self.counts(ctx), node.meta.labels)

@@ -1,0 +1,65 @@
+"""Required pod anti-affinity by hostname on the real apiserver (InterPodAffinity's filter): two
+GPU replicas of one app with `podAntiAffinity` by `kubernetes.io/hostname` on two nodes are bound
+to different nodes, and a third stays Pending with upstream's FailedScheduling message. Before,
+TesseraUnhonouredTerms refused all three and told them to use default-scheduler, which a GPU pod
+cannot. The pods are created as a Deployment's ReplicaSet creates them (the shared control plane
+runs no workload controllers)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from scheduler.sim import builders as b
+from tests.e2e.live import Kube, bound_nodes, eventually
+
+NODES = "/api/v1/nodes"
+TERM = {"labelSelector": {"matchLabels": {"app": "infer"}}, "topologyKey": "kubernetes.io/hostname"}
+
+
+async def _events(kubectl: Kube, namespace: str, pod: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in await kubectl.events(namespace) if e["regarding"]["name"] == pod and e["reason"] == reason]
+
+
+def _replica(name: str, namespace: str) -> dict[str, Any]:
+    return b.pod(name, namespace, labels={"app": "infer", "pod-template-hash": "5d8f"}, limits={"nvidia.com/gpu": 1},
+                 spec_extra={"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}}})
+
+
+async def test_replicas_with_required_anti_affinity_spread_and_a_third_pends(tessera: Any, kubectl: Kube,
+                                                                             namespace: str) -> None:
+    await tessera("config/binpack.yaml")
+    for name in ("ipa-1", "ipa-2"):
+        node = b.node(name, gpus=8)
+        await kubectl.create(NODES, node)
+        await kubectl.call("PATCH", f"{NODES}/{name}/status", {"status": node["status"]},
+                           content_type="application/merge-patch+json")
+    for i in range(2):
+        await kubectl.create_pod(namespace, _replica(f"infer-{i}", namespace))
+
+    async def both_bound() -> dict[str, str] | None:
+        nodes = await bound_nodes(kubectl, namespace)
+        return nodes if nodes.get("infer-0") and nodes.get("infer-1") else None
+
+    nodes = await eventually(both_bound)
+    assert {nodes["infer-0"], nodes["infer-1"]} == {"ipa-1", "ipa-2"}
+
+    await kubectl.create_pod(namespace, _replica("infer-2", namespace))
+    failed = await eventually(lambda: _events(kubectl, namespace, "infer-2", "FailedScheduling"))
+    assert failed[-1]["note"] == (
+        "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
+    await asyncio.sleep(1.0)
+    assert not (await bound_nodes(kubectl, namespace)).get("infer-2")
+    pod = (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/pods/infer-2")).json()
+    [condition] = [c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"]
+    assert condition["status"] == "False" and condition["reason"] == "Unschedulable"
+
+    # one replica goes: the pending one takes its node (an assigned pod's deletion requeues it)
+    gone = nodes["infer-0"]
+    await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/infer-0?gracePeriodSeconds=0")
+
+    async def third_bound() -> str | None:
+        return (await bound_nodes(kubectl, namespace)).get("infer-2") or None
+
+    assert await eventually(third_bound) == gone

@@ -1,0 +1,130 @@
+"""Required pod affinity and anti-affinity are honoured as kube-scheduler's InterPodAffinity filter
+(v1.36 pkg/scheduler/framework/plugins/interpodaffinity/filtering.go).
+
+Before, TesseraUnhonouredTerms refused every pod with a required term and told it to run under
+default-scheduler, which a GPU pod cannot: an inference team could not spread GPU replicas with
+required podAntiAffinity by kubernetes.io/hostname.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.sim import builders as b
+from tests.helpers import Run
+
+HOST = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+REQ = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _term(app: str, key: str = HOST, **extra: Any) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key, **extra}
+
+
+def _pod(name: str, app: str, *, anti: list[dict[str, Any]] | None = None,
+         affinity: list[dict[str, Any]] | None = None, **kw: Any) -> dict[str, Any]:
+    terms: dict[str, Any] = {}
+    if anti is not None:
+        terms["podAntiAffinity"] = {REQ: anti}
+    if affinity is not None:
+        terms["podAffinity"] = {REQ: affinity}
+    return b.pod(name, labels={"app": app, **kw.pop("labels", {})}, limits={"nvidia.com/gpu": 1},
+                 spec_extra={"affinity": terms} if terms else None, **kw)
+
+
+def test_two_replicas_with_anti_affinity_by_hostname_land_on_two_nodes() -> None:
+    run = Run()
+    run.add(b.node("n0", gpus=8), b.node("n1", gpus=8),
+            _pod("infer-0", "infer", anti=[_term("infer")]), _pod("infer-1", "infer", anti=[_term("infer")]))
+    nodes = {run.node_of("infer-0"), run.node_of("infer-1")}
+    assert nodes == {"n0", "n1"}
+    run.add(_pod("infer-2", "infer", anti=[_term("infer")]))
+    assert run.node_of("infer-2") is None
+    assert run.last("infer-2").message == (
+        "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
+
+
+def test_affinity_to_an_existing_pods_zone() -> None:
+    run = Run()
+    run.add(b.node("a0", gpus=8, labels={ZONE: "a"}), b.node("b0", gpus=8, labels={ZONE: "b"}),
+            b.node("b1", gpus=8, labels={ZONE: "b"}),
+            b.pod("db", labels={"app": "db"}, node_name="b1", phase="Running", scheduler="default-scheduler"))
+    run.add(_pod("web", "web", affinity=[_term("db", ZONE)]))
+    assert run.node_of("web") in {"b0", "b1"}
+    run.add(_pod("lost", "web", affinity=[_term("cache", ZONE)]))  # nothing matches, nor does it itself
+    assert run.node_of("lost") is None
+    assert "3 node(s) didn't match pod affinity rules" in run.last("lost").message
+
+
+def test_affinity_needs_the_topology_key_on_the_node() -> None:
+    run = Run()
+    run.add(b.node("bare", gpus=8), b.node("z", gpus=8, labels={ZONE: "a"}),
+            b.pod("db", labels={"app": "db"}, node_name="z", phase="Running"))
+    run.add(_pod("web", "web", affinity=[_term("db", ZONE)]))
+    assert run.node_of("web") == "z"
+
+
+def test_existing_pods_anti_affinity_is_symmetric() -> None:
+    run = Run()
+    run.add(b.node("n0", gpus=8), b.node("n1", gpus=8),
+            _pod("loner", "loner", anti=[_term("noisy")], node_name="n0", phase="Running"))
+    run.add(_pod("noisy", "noisy"))  # no terms of its own: the loner's term keeps it off n0
+    assert run.node_of("noisy") == "n1"
+    run.add(_pod("noisy-2", "noisy", labels={"x": "1"}))
+    assert run.node_of("noisy-2") == "n1"
+    run.feed(b.event("DELETED", b.node("n1", gpus=8)))
+    run.add(_pod("noisy-3", "noisy"))
+    assert run.node_of("noisy-3") is None
+    assert "1 node(s) didn't satisfy existing pods anti-affinity rules" in run.last("noisy-3").message
+
+
+def test_namespaces_default_to_the_pods_own_and_empty_selector_means_all() -> None:
+    run = Run()
+    run.add(b.node("n0", gpus=8),
+            b.pod("other-ns", namespace="team-b", labels={"app": "infer"}, node_name="n0", phase="Running"))
+    run.add(_pod("mine", "mine", anti=[_term("infer")]))  # team-b's pod is not in its namespace
+    assert run.node_of("mine") == "n0"
+    run.add(_pod("all", "x", anti=[_term("infer", namespaceSelector={})]),  # `{}`: every namespace
+            _pod("listed", "y", anti=[_term("infer", namespaces=["team-b"])]))
+    assert run.node_of("all") is None and run.node_of("listed") is None
+    assert "1 node(s) didn't match pod anti-affinity rules" in run.last("all").message
+
+
+def test_a_gang_with_anti_affinity_among_its_members_spreads() -> None:
+    run = Run()
+    members = [_pod(f"m{i}", "train", anti=[_term("train")], labels={"scheduling.x-k8s.io/pod-group": "pg"})
+               for i in range(3)]
+    run.add(*(b.node(f"n{i}", gpus=8) for i in range(3)), b.podgroup("pg", 3), *members)
+    assert sorted(str(run.node_of(f"m{i}")) for i in range(3)) == ["n0", "n1", "n2"]
+
+
+def test_a_gang_that_cannot_spread_is_not_placed() -> None:
+    run = Run()
+    members = [_pod(f"m{i}", "train", anti=[_term("train")], labels={"scheduling.x-k8s.io/pod-group": "pg"})
+               for i in range(3)]
+    run.add(*(b.node(f"n{i}", gpus=8) for i in range(2)), b.podgroup("pg", 3), *members)
+    assert [run.node_of(f"m{i}") for i in range(3)] == [None, None, None]
+
+
+def test_the_first_pod_with_affinity_to_itself_is_placed() -> None:
+    run = Run()
+    run.add(b.node("a0", gpus=8, labels={ZONE: "a"}), b.node("b0", gpus=8, labels={ZONE: "b"}),
+            b.node("c0", gpus=8))  # c0 has no zone: never for a zone affinity
+    run.add(_pod("w0", "web", affinity=[_term("web", ZONE)]))
+    first = run.node_of("w0")
+    assert first in {"a0", "b0"}
+    for i in (1, 2, 3):
+        run.add(_pod(f"w{i}", "web", affinity=[_term("web", ZONE)]))
+        assert run.node_of(f"w{i}") == first  # the rest follow it into its zone
+
+
+def test_a_namespace_selector_is_still_refused_with_gpu_advice() -> None:
+    run = Run()
+    run.add(b.node("n0", gpus=8),
+            _pod("ns", "infer", anti=[_term("infer", namespaceSelector={"matchLabels": {"team": "a"}})]))
+    assert run.node_of("ns") is None
+    message = run.last("ns").message
+    assert "namespaceSelector" in message and "default-scheduler" not in message
+    assert "a pod asking GPUs must stay with Tessera" in message
