@@ -48,7 +48,7 @@ async def test_replicas_with_required_anti_affinity_spread_and_a_third_pends(tes
     failed = await eventually(lambda: _events(kubectl, namespace, "infer-2", "FailedScheduling"))
     assert failed[-1]["note"] == (
         "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. "
-        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
     await asyncio.sleep(1.0)
     assert not (await bound_nodes(kubectl, namespace)).get("infer-2")
     pod = (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/pods/infer-2")).json()

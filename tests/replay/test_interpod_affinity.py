@@ -43,7 +43,7 @@ def test_two_replicas_with_anti_affinity_by_hostname_land_on_two_nodes() -> None
     assert run.node_of("infer-2") is None
     assert run.last("infer-2").message == (
         "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. "
-        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
 
 
 def test_affinity_to_an_existing_pods_zone() -> None:
@@ -128,3 +128,19 @@ def test_a_namespace_selector_is_still_refused_with_gpu_advice() -> None:
     message = run.last("ns").message
     assert "namespaceSelector" in message and "default-scheduler" not in message
     assert "a pod asking GPUs must stay with Tessera" in message
+
+
+def test_anti_affinity_evicts_a_lower_priority_pod_affinity_does_not() -> None:
+    """upstream: anti-affinity is Unschedulable (preemption may help), affinity
+    UnschedulableAndUnresolvable."""
+    run = Run()
+    run.add(b.node("n0", gpus=8), _pod("low", "infer", priority=0))
+    assert run.node_of("low") == "n0"
+    run.add(_pod("lost", "web", affinity=[_term("cache")], priority=1000))
+    assert run.last("lost").preempted == []
+    assert run.last("lost").message == (
+        "0/1 nodes are available: 1 node(s) didn't match pod affinity rules. "
+        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
+    run.add(_pod("high", "other", anti=[_term("infer")], priority=1000))
+    assert run.node_of("high") == "n0"  # "low" was evicted for it
+    assert run.state.pod_by_key("default/low") is None

@@ -16,8 +16,9 @@ A node then fails, in upstream's order:
   pod; Unschedulable upstream;
 - "node(s) didn't satisfy existing pods anti-affinity rules" when any of the node's label pairs
   is counted in `existing`; Unschedulable upstream.
-Tessera evicts for none of them (`preemption_helps` False): its preemption dry run is not checked
-against these counts, so preemption for anti-affinity (upstream's Unschedulable) is not done.
+Preemption as upstream: a node failing the affinity check is unresolvable (`unresolvable_rows`);
+one failing anti-affinity may be resolved by evicting pods there (the dry run lifts them from
+`ClusterState.placements`, which changes `touches`, so the counts are taken again without them).
 Preferred terms are not scored (the pod is told, `pod_terms`). Terms are namespaced as upstream:
 the term's `namespaces`, the pod's own when it lists none, every namespace for a `{}`
 namespaceSelector; a non-empty namespaceSelector on the incoming pod is refused by
@@ -30,9 +31,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 
+import numpy as np
+
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
-from scheduler.core.framework.interface import FilterPlugin, QueueingHint, Reasons, always
+from scheduler.core.framework.interface import Bools, FilterPlugin, Ints, QueueingHint, Reasons, always
+from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.objects import Pod
 from scheduler.core.pod_terms import PodTerm
 from scheduler.core.state import EventKind, NodeInfo
@@ -113,7 +117,7 @@ def verdict(pod: Pod, counts: Counts, labels: Mapping[str, str]) -> Reasons | No
 
 class InterPodAffinity(FilterPlugin):
     name = NAME
-    preemption_helps = False
+    preemption_helps = True  # upstream: anti-affinity is Unschedulable; affinity rows: unresolvable_rows
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
@@ -148,6 +152,15 @@ class InterPodAffinity(FilterPlugin):
         if info is None:
             return {}
         return info.node.meta.labels if info.node is not None else info.deleted_labels
+
+    def unresolvable_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Bools:
+        """Rows failing the affinity check (upstream's UnschedulableAndUnresolvable)."""
+        counts = self.counts(ctx)
+        out = np.zeros(len(rows), np.bool_)
+        for i, row in enumerate(rows.tolist()):
+            node = table.info(row).node
+            out[i] = node is None or verdict(ctx.pod, counts, node.meta.labels) == (AFFINITY,)
+        return out
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         node = info.node
