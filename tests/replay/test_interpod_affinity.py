@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.sim import builders as b
-from tests.helpers import Run
+from tests.helpers import BINPACK, Run, config
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -144,3 +144,58 @@ def test_anti_affinity_evicts_a_lower_priority_pod_affinity_does_not() -> None:
     run.add(_pod("high", "other", anti=[_term("infer")], priority=1000))
     assert run.node_of("high") == "n0"  # "low" was evicted for it
     assert run.state.pod_by_key("default/low") is None
+
+
+def _nominated_high(run: Run) -> dict[str, Any]:
+    """`high` (app=infer) preempts `low` on n0 and is nominated there while `low` terminates."""
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]  # terminating, not gone
+    run.add(b.node("n0", gpus=8))
+    low = b.pod("low", labels={"app": "other"}, limits={"nvidia.com/gpu": 8}, priority=0)
+    run.add(low)
+    assert run.node_of("low") == "n0"
+    run.add(b.pod("high", labels={"app": "infer"}, limits={"nvidia.com/gpu": 8}, priority=100))
+    assert run.node_of("high") is None
+    assert run.last("high").nominated_node == "n0"
+    return low
+
+
+def test_a_nominated_preemptor_counts_against_anti_affinity() -> None:
+    """upstream's addGENominatedPods: a nominated pod of equal or higher priority is on its node
+    for the filters, so a pod anti-affine to it does not take the node it is to run on."""
+    run = Run(config(BINPACK))
+    _nominated_high(run)
+    run.add(b.pod("anti", labels={"app": "x"}, priority=0,
+                  spec_extra={"affinity": {"podAntiAffinity": {REQ: [_term("infer")]}}}))
+    assert run.node_of("anti") is None
+    assert "1 node(s) didn't match pod anti-affinity rules" in run.last("anti").message
+
+
+def test_a_nominated_preemptors_own_anti_affinity_keeps_others_off() -> None:
+    """Symmetry: a nominated pod's own anti-affinity terms count as an existing pod's."""
+    run = Run(config(BINPACK))
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]
+    run.add(b.node("n0", gpus=8))
+    run.add(b.pod("low", labels={"app": "other"}, limits={"nvidia.com/gpu": 8}, priority=0))
+    run.add(b.pod("high", labels={"app": "infer"}, limits={"nvidia.com/gpu": 8}, priority=100,
+                  spec_extra={"affinity": {"podAntiAffinity": {REQ: [_term("web")]}}}))
+    assert run.last("high").nominated_node == "n0"
+    run.add(b.pod("web", labels={"app": "web"}, priority=0))
+    assert run.node_of("web") is None
+    assert "1 node(s) didn't satisfy existing pods anti-affinity rules" in run.last("web").message
+
+
+def test_a_nominated_preemptor_satisfies_affinity() -> None:
+    run = Run(config(BINPACK))
+    _nominated_high(run)
+    run.add(b.pod("near", labels={"app": "near"}, priority=0,
+                  spec_extra={"affinity": {"podAffinity": {REQ: [_term("infer")]}}}))
+    assert run.node_of("near") == "n0"
+
+
+def test_the_preemptor_is_placed_once_its_victim_is_gone() -> None:
+    run = Run(config(BINPACK))
+    low = _nominated_high(run)
+    run.add(b.pod("anti", labels={"app": "x"}, priority=0,
+                  spec_extra={"affinity": {"podAntiAffinity": {REQ: [_term("infer")]}}}))
+    run.feed(b.event("DELETED", low))
+    assert run.node_of("high") == "n0"

@@ -3,8 +3,9 @@
 The filter half of upstream's plugin (kube-scheduler v1.36
 pkg/scheduler/framework/plugins/interpodaffinity/filtering.go): before the nodes are filtered,
 the pods placed so far (bound, assumed, and the members of a gang placed earlier in the same
-transaction: all are in `ClusterState.placements`) are counted per topology pair (key, value of
-their node's label):
+transaction: all are in `ClusterState.placements`) and, as upstream's addGENominatedPods, the
+nominated preemptors of equal or higher priority holding room on their nodes (`ClusterState.holds`;
+the cycle lifts lower ones) are counted per topology pair (key, value of their node's label):
 - `affinity`: pods matching ALL of the incoming pod's required affinity terms, per term's key;
 - `anti`: pods matching each of its required anti-affinity terms;
 - `existing`: pods whose own required anti-affinity terms match the incoming pod (symmetry).
@@ -29,7 +30,7 @@ namespace (fail safe).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -64,12 +65,15 @@ class Counts:
         self.existing: Counter[Pair] = Counter()
 
 
-def count(pod: Pod, placed: Mapping[str, str], pods: Mapping[str, Pod], anti_affine: set[str],
+def count(pod: Pod, placed: Iterable[tuple[str, str]], node_of: Callable[[str], str | None],
+          pods: Mapping[str, Pod], anti_affine: Iterable[str],
           labels_of: Callable[[str], Mapping[str, str]]) -> Counts:
-    """The counts for `pod` over the placed pods (`placed`: uid -> node name)."""
+    """The counts for `pod` over the pods on nodes: `placed` (uid, node name) is walked only
+    when the pod has terms of its own; otherwise only the `anti_affine` pods are looked up, each
+    on `node_of` its node (None: on none)."""
     counts = Counts()
     if pod.affinity or pod.anti_affinity:
-        for uid, node in placed.items():
+        for uid, node in placed:
             other = pods.get(uid)
             if other is None or uid == pod.uid:
                 continue
@@ -82,9 +86,11 @@ def count(pod: Pod, placed: Mapping[str, str], pods: Mapping[str, Pod], anti_aff
                 if term.topology_key in labels and term.matches(other.meta.namespace, other.meta.labels):
                     counts.anti[(term.topology_key, labels[term.topology_key])] += 1
     for uid in anti_affine:
-        node_name = placed.get(uid)
+        if uid == pod.uid:
+            continue
+        node_name = node_of(uid)
         other = pods.get(uid)
-        if node_name is None or other is None or uid == pod.uid:
+        if node_name is None or other is None:
             continue
         labels = labels_of(node_name)
         for term in other.anti_affinity:
@@ -121,7 +127,7 @@ class InterPodAffinity(FilterPlugin):
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
-        self._cached: tuple[PodContext, int, Counts] | None = None
+        self._cached: tuple[Pod, int, Counts] | None = None
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         # upstream's EventsToRegister: assigned Pod Add/UpdatePodLabel/Delete, Node Add/UpdateNodeLabel.
@@ -135,17 +141,37 @@ class InterPodAffinity(FilterPlugin):
         if pod.affinity or pod.anti_affinity:
             return True
         state = self.handle.state
-        return any(uid in state.placements for uid in state.anti_affine)
+        return any(uid in state.placements or uid in state.holds for uid in state.anti_affine)
 
     def counts(self, ctx: PodContext) -> Counts:
+        """The counts for the pod, kept while neither it nor any node changes (`touches`): the
+        same pod is prepared anew by each preemption dry run and queueing hint."""
         state = self.handle.state
         cached = self._cached
-        if cached is not None and cached[0] is ctx and cached[1] == state.touches:
+        if cached is not None and cached[0] is ctx.pod and cached[1] == state.touches:
             return cached[2]
-        placed = {uid: p.node for uid, p in state.placements.items()}
-        found = count(ctx.pod, placed, state.pods, state.anti_affine, self._labels)
-        self._cached = (ctx, state.touches, found)
+        found = count(ctx.pod, self._on_nodes(), self._node_of, state.pods, state.anti_affine, self._labels)
+        self._cached = (ctx.pod, state.touches, found)
         return found
+
+    def _on_nodes(self) -> Iterator[tuple[str, str]]:
+        """The pods on nodes for the filters: placed (bound, assumed) and, as upstream's
+        addGENominatedPods, the nominated preemptors holding room (the cycle lifts the holds of
+        lower priority than the pod's before filtering, and the pod's own)."""
+        state = self.handle.state
+        for uid, placement in state.placements.items():
+            yield uid, placement.node
+        for uid, hold in state.holds.items():
+            if uid not in state.placements:
+                yield uid, hold.placement.node
+
+    def _node_of(self, uid: str) -> str | None:
+        state = self.handle.state
+        placement = state.placements.get(uid)
+        if placement is not None:
+            return placement.node
+        hold = state.holds.get(uid)
+        return hold.placement.node if hold is not None else None
 
     def _labels(self, node_name: str) -> Mapping[str, str]:
         info = self.handle.state.nodes.get(node_name)
