@@ -679,23 +679,41 @@ def stranded_gang_members(view: ClusterView) -> set[str]:
     return out
 
 
-def broken_by_node_loss(view: ClusterView, deleted_nodes: Collection[str],
-                        known_devices: Mapping[str, JSON] | None = None) -> set[str]:
+# How long after a gang's last Binding seen a node deletion can still be what kept its missing
+# member from binding: the allocation gate holds a Binding while the node's agent heartbeats
+# (agentHeartbeatTimeoutSeconds, default 90) and the watcher sees writes late (its grace)
+GANG_BREAK_WINDOW = 120.0
+
+
+def broken_by_node_loss(view: ClusterView, deleted_nodes: Mapping[str, float],
+                        known_devices: Mapping[str, JSON] | None = None,
+                        bound_at: Mapping[str, float] | None = None,
+                        window: float = GANG_BREAK_WINDOW) -> set[str]:
     """Gangs (keys) that a deleted node broke mid-binding: a member is bound to one of
-    ``deleted_nodes`` (seen deleted during the run, and not back in the view), and the pending members cannot bring the gang to its minimum
-    (:func:`_out_of_reach`). A gang is placed in one decision but bound pod by pod (upstream
-    coscheduling too: Permit releases the members, each Binding is its own, and a member bound
-    stays bound when a sibling's Binding fails); a node deleted between the Bindings takes the
-    devices of a member not yet bound, and once no room is left elsewhere no scheduler can
-    complete the gang: a fault's outcome, like :func:`stranded_gang_members`. With room left the
-    gang is not excused: the scheduler should have placed the member."""
-    gone = set(deleted_nodes) - view.nodes.keys()
-    if not gone:
+    ``deleted_nodes`` (name -> when seen deleted during the run, and not back in the view), the
+    deletion came while the gang was binding — after that member was first seen bound
+    (``bound_at``: pod uid -> when) and no later than ``window`` after the gang's last Binding
+    seen, so before or around its missing member's failed Binding or gate rejection — and the
+    pending members cannot bring the gang to its minimum (:func:`_out_of_reach`). A gang is placed
+    in one decision but bound pod by pod (upstream coscheduling too: Permit releases the members,
+    each Binding is its own, and a member bound stays bound when a sibling's Binding fails); a
+    node deleted between the Bindings takes the devices of a member not yet bound, and once no
+    room is left elsewhere no scheduler can complete the gang: a fault's outcome, like
+    :func:`stranded_gang_members`. With room left the gang is not excused: the scheduler should
+    have placed the member; nor is a gang already partial when the node went (a deletion long
+    after its last Binding), nor one whose Bindings' times are unknown."""
+    gone = {name: when for name, when in deleted_nodes.items() if name not in view.nodes}
+    if not gone or bound_at is None:
         return set()
     members = _gang_members(view)
-    lost = {key for key, pods in members.items()
-            if any(p.node_name in gone for p in pods)
-            and any(not p.node_name for p in pods)}
+    lost = set()
+    for key, pods in members.items():
+        bound = [p for p in pods if p.node_name]
+        if len(bound) == len(pods) or any(p.uid not in bound_at for p in bound):
+            continue
+        last = max(bound_at[p.uid] for p in bound)
+        if any(p.node_name in gone and bound_at[p.uid] <= gone[p.node_name] <= last + window for p in bound):
+            lost.add(key)
     if not lost:
         return set()
     blocked = _out_of_reach(view, _ledger(view, known_devices, []))
@@ -703,12 +721,14 @@ def broken_by_node_loss(view: ClusterView, deleted_nodes: Collection[str],
 
 
 def check_gangs(view: ClusterView, known_devices: Mapping[str, JSON] | None = None,
-                deleted_nodes: Collection[str] = ()) -> list[Violation]:
+                deleted_nodes: Mapping[str, float] | None = None,
+                bound_at: Mapping[str, float] | None = None) -> list[Violation]:
     """Every gang has at least its minimum bound, or none at all — unless one of ``deleted_nodes``
-    (seen deleted during the run) broke it (:func:`broken_by_node_loss`; ``known_devices`` as for
+    (name -> when seen deleted during the run) broke it while it was binding
+    (:func:`broken_by_node_loss`, ``bound_at`` as there; ``known_devices`` as for
     :func:`fits_somewhere`)."""
     members = _gang_members(view)
-    broken = broken_by_node_loss(view, deleted_nodes, known_devices)
+    broken = broken_by_node_loss(view, deleted_nodes or {}, known_devices, bound_at)
     out = []
     for key, pods in sorted(members.items()):
         minimum = _gang_minimum(key, pods, view)
@@ -801,7 +821,9 @@ def check(view: ClusterView, *, must_bind: Collection[str] = (), watcher: Cluste
                            watcher.at_start if watcher is not None else None)
     if watcher is not None:
         found += watcher.overfills(grace=grace, blind=blind)
-    found += check_gangs(view, removed, watcher.removed_nodes() if watcher is not None else ()) + check_unbound(view, must_bind, only_if_room, removed) + check_events(view)
+    found += check_gangs(view, removed, watcher.removed_node_times() if watcher is not None else None,
+                         {uid: first.at for uid, first in watcher.first_bound.items()} if watcher is not None else None) \
+        + check_unbound(view, must_bind, only_if_room, removed) + check_events(view)
     if watcher is not None:
         found += check_history(watcher, view, grace, blind)
         # A transient violation the final state no longer shows (or shows with other numbers):
@@ -921,6 +943,10 @@ class ClusterWatcher:
     def removed_nodes(self) -> set[str]:
         """The Nodes seen deleted (and not re-created since) during the run."""
         return {name for (kind, name) in self.removed if kind == "Node"}
+
+    def removed_node_times(self) -> dict[str, float]:
+        """The Nodes seen deleted (and not re-created since) during the run, and when."""
+        return {name: when for (kind, name), (when, _) in self.removed.items() if kind == "Node"}
 
     def removed_devices(self) -> dict[str, JSON]:
         return {name: obj for (kind, name), (_, obj) in self.removed.items() if kind == "ExtendedResource"}
