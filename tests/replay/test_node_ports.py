@@ -187,3 +187,17 @@ def test_bad_ports_refuse_the_pod_with_the_field_and_the_rest_is_scheduled() -> 
         assert f"Pod default/{name}: Pod.spec.containers[0].ports[0].{field}" in notes, (name, notes)
     assert "Pod default/not-a-list: Pod.spec.containers[0].ports: expected a list" in notes
     assert run.node_of("fine") == "a"
+
+
+def test_a_nominated_preemptors_host_port_is_held_on_its_node() -> None:
+    """upstream's addGENominatedPods: the preemptor, nominated while its victim terminates, is on
+    the node for the filters, so a lower-priority pod asking for its host port does not take it."""
+    run = Run(config(BINPACK))
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]
+    run.add(b.node("n0", gpus=8))
+    run.add(b.pod("low", limits={"nvidia.com/gpu": 8}, priority=0))
+    run.add(_ported("high", {"containerPort": 80, "hostPort": 8080}, priority=100, limits={"nvidia.com/gpu": 8}))
+    assert run.last("high").nominated_node == "n0"
+    run.add(_ported("other", {"containerPort": 80, "hostPort": 8080}, priority=0, limits={}))
+    assert run.node_of("other") is None
+    assert "1 node(s) didn't have free ports for the requested pod ports" in run.last("other").message
