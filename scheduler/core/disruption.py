@@ -19,31 +19,15 @@ from scheduler.core.objects import (
     ObjectError,
     ObjectMeta,
     Pod,
-    Requirement,
     _list,
     _mapping,
     _str,
     parse_meta,
     str_map,
 )
+from scheduler.core.pod_terms import LabelSelector
 
 _OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
-
-
-@dataclass(frozen=True, slots=True)
-class LabelSelector:
-    """A metav1.LabelSelector: every matchLabels pair and every expression must hold."""
-
-    match_labels: Mapping[str, str]
-    expressions: tuple[Requirement, ...]
-
-    @property
-    def empty(self) -> bool:
-        return not self.match_labels and not self.expressions
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        return (all(labels.get(key) == value for key, value in self.match_labels.items())
-                and all(req.matches(labels) for req in self.expressions))
 
 
 def parse_label_selector(value: object, where: str) -> LabelSelector:
@@ -71,8 +55,9 @@ def parse_label_selector(value: object, where: str) -> LabelSelector:
                               "'DoesNotExist'")
         if op not in _OPERATORS:
             raise ObjectError(f'{path}.operator: Invalid value: "{op}": not a valid selector operator')
-        expressions.append(Requirement(key, op, tuple(values)))
-    return LabelSelector(str_map(raw.get("matchLabels"), f"{where}.matchLabels"), tuple(expressions))
+        expressions.append((key, op, frozenset(values)))
+    labels = str_map(raw.get("matchLabels"), f"{where}.matchLabels")
+    return LabelSelector(tuple(sorted(labels.items())), tuple(expressions))
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,11 +96,17 @@ def _namespace_selector_set(term: object) -> bool:
 @dataclass(frozen=True, slots=True)
 class LabelSelector:
     """metav1.LabelSelectorAsSelector: matchLabels and matchExpressions ANDed; `{}` matches every
-    pod; an unreadable one (`valid` False: an operator the apiserver refuses) matches none."""
+    pod; an unreadable one (`valid` False: an operator the apiserver refuses) matches none. The
+    one selector of the core: pod terms read theirs leniently (`label_selector`), budgets and the
+    probe's workloads strictly (`disruption.parse_label_selector`)."""
 
     match_labels: tuple[tuple[str, str], ...] = ()
     expressions: tuple[tuple[str, str, frozenset[str]], ...] = ()
     valid: bool = True
+
+    @property
+    def empty(self) -> bool:
+        return not self.match_labels and not self.expressions
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         if not self.valid:
