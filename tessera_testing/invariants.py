@@ -709,7 +709,7 @@ def broken_by_node_loss(view: ClusterView, deleted_nodes: Mapping[str, float],
     lost = set()
     for key, pods in members.items():
         bound = [p for p in pods if p.node_name]
-        if len(bound) == len(pods) or any(p.uid not in bound_at for p in bound):
+        if not bound or len(bound) == len(pods) or any(p.uid not in bound_at for p in bound):
             continue
         last = max(bound_at[p.uid] for p in bound)
         if any(p.node_name in gone and bound_at[p.uid] <= gone[p.node_name] <= last + window for p in bound):

@@ -700,3 +700,19 @@ def test_a_gang_already_partial_before_its_node_was_deleted_is_not_excused() -> 
     assert partial(deleted_at=20.0, bound=10.0) == []  # mid-binding: excused
     assert partial(deleted_at=10_000.0, bound=10.0) == ["default/g"]
     assert partial(deleted_at=10.0, bound=20.0) == ["default/g"]
+
+
+def test_a_gang_with_no_member_bound_beside_a_deleted_node_is_judged_without_a_crash() -> None:
+    """A gang none of whose members is bound (still pending, whole) while a node was deleted
+    during the run: the node-loss excuse has nothing to weigh, and the check judges the gang as
+    any other (not partial) — a soak's final check crashed here with `max()` of nothing."""
+    cls = "class.tessera.dev/v100"
+    classes = [b.resource_class("v100", match_labels={"model": "V100"})]
+    labels = b.gang_labels("g", 2)
+    node = b.node("n2", cpu="8", gpus=2)
+    pods = [b.pod("g-0", labels=labels, limits={cls: 1}), b.pod("g-1", labels=labels, limits={cls: 1})]
+    view = _view(pods, [node], [_device("n2", 0)], classes)
+    watcher = inv.ClusterWatcher(cast(Any, None))
+    watcher.started = 0.0
+    watcher.removed[("Node", "gone")] = (20.0, b.node("gone", cpu="8", gpus=2))
+    assert [v for v in inv.check(view, watcher=watcher) if v.invariant == inv.GANG_PARTIAL] == []
