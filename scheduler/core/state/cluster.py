@@ -509,6 +509,12 @@ class ClusterState:
             # its node's possible preemption victims changed, or the pods leaving it (what a slice
             # beside them keeps from the holds there: `planner._vacating`)
             self._touch(self.nodes[placement.node])
+        elif old is not None and old.meta.labels != pod.meta.labels and (
+                (where := placement or (self.holds[uid].placement if uid in self.holds else None)) is not None
+                and (info := self.nodes.get(where.node)) is not None):
+            # what an inter-pod term matches on its node changed: caches keyed on `touches` (the
+            # InterPodAffinity counts) must not keep the old labels
+            self._touch(info)
         if uid in self.holds and (pod.terminal or pod.node_name or pod.meta.deleting or _nomination_left(
                 old, pod, self.holds[uid].placement.node)):
             self.release_hold(uid)
