@@ -140,8 +140,9 @@ class InterPodAffinity(FilterPlugin):
         pod = ctx.pod
         if pod.affinity or pod.anti_affinity:
             return True
-        state = self.handle.state
-        return any(uid in state.placements or uid in state.holds for uid in state.anti_affine)
+        # a pod without terms fails only where a placed pod's anti-affinity matches it: with no
+        # such pair, no node's verdict can differ, so the per-node scan is skipped
+        return bool(self.counts(ctx).existing)
 
     def counts(self, ctx: PodContext) -> Counts:
         """The counts for the pod, kept while neither it nor any node changes (`touches`): the
