@@ -97,8 +97,8 @@ class PreEnqueuePlugin(Plugin):
 
 
 class PreFilterPlugin(Plugin):
-    # Whether a profile may turn this PreFilter off (`plugins.preFilter.disabled` or
-    # `plugins.multiPoint.disabled`, by name): a rule refusing what Tessera cannot do, not a check
+    # Whether a profile may turn this PreFilter off (`plugins.preFilter.disabled`,
+    # `plugins.filter.disabled` or `plugins.multiPoint.disabled`, by name): a rule refusing what Tessera cannot do, not a check
     # of what a node has (those always run: Tessera's filter chain is fixed).
     may_disable: ClassVar[bool] = False
 

@@ -10,7 +10,8 @@ refuses such a pod (`pod_terms.refusal`, naming the fields and what to do): it s
 UnschedulableAndUnresolvable, and preemption evicts nothing for it. Preferred terms are not its
 business (told once by `ClusterState`, see `pod_terms`).
 
-A profile may disable it (`plugins.preFilter.disabled` or `plugins.multiPoint.disabled`, by name):
+A profile may disable it (`plugins.preFilter.disabled`, `plugins.filter.disabled` or
+`plugins.multiPoint.disabled`, by name):
 such pods are then placed ignoring their spread constraints, and a pod (anti-)affinity term's
 non-empty namespaceSelector is taken to select every namespace (InterPodAffinity, fail safe).
 """
