@@ -33,11 +33,15 @@ RBAC = "/apis/rbac.authorization.k8s.io/v1"
 LABEL = "tessera.dev/e2e-kubectl-user"
 CLASS = "class.tessera.dev/v100-32g"
 ROLES = DEPLOY / "rbac" / "user-roles.yaml"
-KUBE_SYSTEM_LEASE_GRANT = (
-    "needs get on leases.coordination.k8s.io kube-system/tessera: the shipped Role tessera-config-reader grants "
-    "only a Lease in tessera-system; ask for a Role in kube-system granting it, bound with a RoleBinding in "
-    "kube-system (kubectl -n kube-system create role tessera-lease-reader --verb=get "
-    "--resource=leases.coordination.k8s.io --resource-name=tessera)")
+
+
+def _kube_system_lease_grant(role_namespace: str) -> str:
+    return ("needs get on leases.coordination.k8s.io kube-system/tessera: the shipped Role tessera-config-reader "
+            f"grants only a Lease in {role_namespace}; ask for a Role in kube-system granting it, bound with a "
+            "RoleBinding in kube-system (kubectl -n kube-system create role tessera-lease-reader --verb=get "
+            "--resource=leases.coordination.k8s.io --resource-name=tessera)")
+
+
 ASK_EXPLAINER = "ask for the ClusterRole tessera-explainer (bound with a ClusterRoleBinding; deploy/rbac/user-roles.yaml)"
 Obj = dict[str, Any]
 
@@ -153,7 +157,7 @@ async def test_a_researcher_is_told_what_to_ask_for_and_never_given_a_verdict_of
     assert "no ResourceClass" not in out and "no valid ResourceClass" not in out, out
     # the Lease (who leads) is the config reader's: the Leader line says so
     assert ("cannot be read (denied, HTTP 403: needs get on leases.coordination.k8s.io ") in out, out
-    assert f"cannot be read (denied, HTTP 403: {KUBE_SYSTEM_LEASE_GRANT}" in out, out
+    assert f"cannot be read (denied, HTTP 403: {_kube_system_lease_grant(SYSTEM_NAMESPACE)}" in out, out
     # `edit` reads the core API's Events, not events.k8s.io's: the pod's Event is shown
     assert "FailedScheduling" in out and "0/4 nodes are available: tried by hand" in out, out
     status, out, err = await _plugin(kubeconfig, "what-if", "-n", ns, "--config", "config/binpack.yaml")
@@ -188,21 +192,26 @@ async def test_a_researcher_is_told_what_to_ask_for_and_never_given_a_verdict_of
     status, out, err = await _plugin(kubeconfig, "what-if", "-n", ns, "--config", "config/binpack.yaml")
     assert (status, err) == (0, ""), err
     assert "6 pending pods: 1 would be placed, 5 would stay pending" in out, out
-    # the shipped Role is in tessera-system; config/binpack.yaml's Lease (the built-in one's, as on
-    # dev-cluster) is kube-system/tessera: a trial's team users all read `Leader: unknown ... 403`
-    # there, told to ask for the Role they held. The line names the Role and RoleBinding missing...
-    assert f"Leader: unknown: the Lease kube-system/tessera cannot be read (denied, HTTP 403: {KUBE_SYSTEM_LEASE_GRANT}" \
-        in out, out
-    # ... and with them (docs/kubectl-tessera.md's commands) it reads who leads
+    # On dev-cluster no scheduler is installed, so the Leader line reads the built-in configuration's
+    # Lease, kube-system/tessera, outside the namespace of the shipped Role: a trial's team users all
+    # read `Leader: unknown ... 403` there, told to ask for the Role they held. Here --scheduler-namespace
+    # names a namespace with no install (the shared test cluster may hold one in tessera-system, whose
+    # own Lease the line would read instead). The line names the Role and RoleBinding missing...
+    dev_flow = ("what-if", "-n", ns, "--config", "config/binpack.yaml", "--scheduler-namespace", ns)
+    status, out, err = await _plugin(kubeconfig, *dev_flow)
+    assert (status, err) == (0, ""), err
+    assert ("Leader: unknown: the Lease kube-system/tessera cannot be read (denied, HTTP 403: "
+            f"{_kube_system_lease_grant(ns)}") in out, out
+    # ... and with them (docs/kubectl-tessera.md's commands) it reads the Lease
     admin.create(f"{RBAC}/namespaces/kube-system/roles", {
         "metadata": {"name": f"{ns}-lease-reader", "labels": {LABEL: "true"}},
         "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["tessera"],
                    "verbs": ["get"]}]})
     _bind(admin, ns, "rolebindings", f"{ns}-lease-reader", "Role", f"{ns}-lease-reader", where="kube-system")
-    status, out, err = await _settled(kubeconfig, ("what-if", "-n", ns, "--config", "config/binpack.yaml"),
-                                      lambda a: "HTTP 403" not in a[1])
+    status, out, err = await _settled(kubeconfig, dev_flow, lambda a: "HTTP 403" not in a[1])
     assert (status, err) == (0, ""), err
-    assert "Leader: none: there is no Lease kube-system/tessera" in out, out
+    leader = next(line for line in out.splitlines() if line.startswith("Leader:"))
+    assert "Lease kube-system/tessera" in leader and not leader.startswith("Leader: unknown"), leader
 
 
 async def test_an_admin_sees_what_a_team_identity_is_shown_with_as(
