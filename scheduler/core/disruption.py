@@ -25,7 +25,7 @@ from scheduler.core.objects import (
     parse_meta,
     str_map,
 )
-from scheduler.core.pod_terms import LabelSelector
+from scheduler.core.selectors import LabelSelector, set_requirement
 
 _OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 
@@ -55,7 +55,7 @@ def parse_label_selector(value: object, where: str) -> LabelSelector:
                               "'DoesNotExist'")
         if op not in _OPERATORS:
             raise ObjectError(f'{path}.operator: Invalid value: "{op}": not a valid selector operator')
-        expressions.append((key, op, frozenset(values)))
+        expressions.append(set_requirement(key, op, values))
     labels = str_map(raw.get("matchLabels"), f"{where}.matchLabels")
     return LabelSelector(tuple(sorted(labels.items())), tuple(expressions))
 

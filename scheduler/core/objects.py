@@ -21,6 +21,7 @@ from scheduler.core import annotations as ann
 from scheduler.core.lifecycle import APP, INIT, SIDECAR, ContainerKind, Phases, container_phases
 from scheduler.core.foreign import ignored_keys
 from scheduler.core.pod_terms import PodTerm, pod_terms, required_pod_terms
+from scheduler.core.selectors import Requirement, go_int64
 from scheduler.core.resources import (
     CPU,
     PODS,
@@ -193,39 +194,6 @@ def parse_meta(obj: JSON, kind: str) -> ObjectMeta:
 # --- node selectors (nodeSelector, node affinity) --------------------------------------------
 
 _SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
-
-
-@dataclass(frozen=True, slots=True)
-class Requirement:
-    key: str
-    operator: str
-    values: tuple[str, ...]
-    # what upstream's labels.NewRequirement refuses in it (a value that is no label value, a Gt/Lt
-    # value that is no int64), as its field errors below the requirement's path ("values[0]: ...").
-    # The apiserver accepts such a pod: a required term with one matches nothing (upstream's
-    # LazyErrorNodeSelector); a preferred one fails NodeAffinity's PreScore
-    errors: tuple[str, ...] = ()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        if self.errors:
-            return False
-        op = self.operator
-        if op == "In":
-            return labels.get(self.key) in self.values
-        if op == "NotIn":
-            return labels.get(self.key) not in self.values
-        if op == "Exists":
-            return self.key in labels
-        if op == "DoesNotExist":
-            return self.key not in labels
-        value = labels.get(self.key)
-        left, right = (go_int64(value) if value is not None else None), go_int64(self.values[0])
-        if left is None or right is None:
-            return False  # labels/selector.go: a label strconv.ParseInt cannot read never matches
-        return left > right if op == "Gt" else left < right
-
-
-_INT64 = re.compile(r"[+-]?[0-9]+")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
 
@@ -236,14 +204,6 @@ def is_label_value(value: str) -> bool:
 
 
 INT32_MAX = 2**31 - 1  # the API's int32 fields (replicas, priority, weights, ...) and Go's int32
-
-
-def go_int64(text: str) -> int | None:
-    """Go's strconv.ParseInt(text, 10, 64): decimal digits with an optional sign, in range."""
-    if not _INT64.fullmatch(text):
-        return None
-    number = int(text)
-    return number if -(2**63) <= number < 2**63 else None
 
 
 _LABEL_VALUE_MESSAGE = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "

@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from scheduler.core.selectors import LabelSelector, Requirement, set_requirement
+
 IGNORED_PREFERRED_TERMS = "IgnoredPreferredTerms"  # the Warning Event's reason
 DOC = "docs/not-supported.md"
 
@@ -93,39 +95,6 @@ def _namespace_selector_set(term: object) -> bool:
     return isinstance(selector, Mapping) and bool(selector.get("matchLabels") or selector.get("matchExpressions"))
 
 
-@dataclass(frozen=True, slots=True)
-class LabelSelector:
-    """metav1.LabelSelectorAsSelector: matchLabels and matchExpressions ANDed; `{}` matches every
-    pod; an unreadable one (`valid` False: an operator the apiserver refuses) matches none. The
-    one selector of the core: pod terms read theirs leniently (`label_selector`), budgets and the
-    probe's workloads strictly (`disruption.parse_label_selector`)."""
-
-    match_labels: tuple[tuple[str, str], ...] = ()
-    expressions: tuple[tuple[str, str, frozenset[str]], ...] = ()
-    valid: bool = True
-
-    @property
-    def empty(self) -> bool:
-        return not self.match_labels and not self.expressions
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        if not self.valid:
-            return False
-        if any(labels.get(k) != v for k, v in self.match_labels):
-            return False
-        for key, op, values in self.expressions:
-            has = key in labels
-            if op == "In" and not (has and labels[key] in values):
-                return False
-            if op == "NotIn" and has and labels[key] in values:
-                return False
-            if op == "Exists" and not has:
-                return False
-            if op == "DoesNotExist" and has:
-                return False
-        return True
-
-
 def label_selector(raw: object) -> LabelSelector | None:
     """None for no selector (upstream: labels.Nothing(), it matches no pod)."""
     if not isinstance(raw, Mapping):
@@ -133,16 +102,14 @@ def label_selector(raw: object) -> LabelSelector | None:
     labels = raw.get("matchLabels")
     pairs = tuple(sorted((k, v) for k, v in labels.items() if isinstance(k, str) and isinstance(v, str))) \
         if isinstance(labels, Mapping) else ()
-    exprs: list[tuple[str, str, frozenset[str]]] = []
+    exprs: list[Requirement] = []
     valid = True
     listed = raw.get("matchExpressions")
     for e in listed if isinstance(listed, list) else ():
         if not isinstance(e, Mapping) or e.get("operator") not in ("In", "NotIn", "Exists", "DoesNotExist"):
             valid = False
             continue
-        values = e.get("values")
-        exprs.append((str(e.get("key")), str(e.get("operator")),
-                      frozenset(v for v in values if isinstance(v, str)) if isinstance(values, list) else frozenset()))
+        exprs.append(set_requirement(str(e.get("key")), str(e.get("operator")), e.get("values")))
     return LabelSelector(pairs, tuple(exprs), valid)
 
 

@@ -29,7 +29,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from scheduler import __version__
-from scheduler.core.objects import go_int64
+from scheduler.core.selectors import go_int64
 from scheduler.kube.lean_client import import_connection_parts
 
 import_connection_parts()  # before the library's first import: its generated client stays unimported

@@ -54,7 +54,7 @@ import yaml
 from scheduler.core.disruption import parse_label_selector
 from scheduler.core.objects import (DEFAULT_PREEMPTION_POLICY, INT32_MAX, PODGROUP_LABEL, ObjectError, Pod, gang_name,
                                     parse_pod, str_map)
-from scheduler.core.pod_terms import LabelSelector
+from scheduler.core.selectors import LabelSelector
 
 POD_GROUP_KIND = "PodGroup"
 REPLICATED_KINDS = ("Deployment", "ReplicaSet")  # spec.replicas pods of spec.template, random names
