@@ -151,28 +151,14 @@ class InterPodAffinity(FilterPlugin):
         cached = self._cached
         if cached is not None and cached[0] is ctx.pod and cached[1] == state.touches:
             return cached[2]
-        found = count(ctx.pod, self._on_nodes(), self._node_of, state.pods, state.anti_affine, self._labels)
+        found = count(ctx.pod, self._on_nodes(), state.counted_on, state.pods, state.anti_affine, self._labels)
         self._cached = (ctx.pod, state.touches, found)
         return found
 
     def _on_nodes(self) -> Iterator[tuple[str, str]]:
-        """The pods on nodes for the filters: placed (bound, assumed) and, as upstream's
-        addGENominatedPods, the nominated preemptors holding room (the cycle lifts the holds of
-        lower priority than the pod's before filtering, and the pod's own)."""
+        """(uid, node) of every pod the filters count on a node (`ClusterState.on_node`)."""
         state = self.handle.state
-        for uid, placement in state.placements.items():
-            yield uid, placement.node
-        for uid, hold in state.holds.items():
-            if uid not in state.placements:
-                yield uid, hold.placement.node
-
-    def _node_of(self, uid: str) -> str | None:
-        state = self.handle.state
-        placement = state.placements.get(uid)
-        if placement is not None:
-            return placement.node
-        hold = state.holds.get(uid)
-        return hold.placement.node if hold is not None else None
+        return ((uid, info.name) for info in state.nodes.values() for uid in state.on_node(info))
 
     def _labels(self, node_name: str) -> Mapping[str, str]:
         info = self.handle.state.nodes.get(node_name)

@@ -50,17 +50,12 @@ def fits(wants: Iterable[HostPort], used: Iterable[HostPort]) -> bool:
 
 
 def ports_in_use(state: ClusterState, info: NodeInfo, skip: str = "") -> Iterator[HostPort]:
-    """The host ports taken on the node: its placed pods' (bound or assumed) and its nominated
-    preemptors' holds' (all but `skip`'s)."""
-    pods = state.pods
-    for uid in info.pods:
-        pod = pods.get(uid)
-        if pod is not None and pod.host_ports:
+    """The host ports taken on the node by the pods counted there (`ClusterState.on_node`:
+    placed, and nominated preemptors holding room, all but `skip`)."""
+    for uid in state.on_node(info, skip):
+        pod = state.pods.get(uid)
+        if pod is not None:
             yield from pod.host_ports
-    if info.held:
-        for uid, hold in state.holds.items():
-            if hold.node == info.name and uid != skip and (pod := pods.get(uid)) is not None:
-                yield from pod.host_ports
 
 
 class PortColumn(ColumnGroup):

@@ -189,6 +189,25 @@ class ClusterState:
         placement = self.placements.get(uid)
         return placement.node if placement is not None else None
 
+    def on_node(self, info: NodeInfo, skip: str = "") -> Iterator[str]:
+        """The pods the filters count on the node (InterPodAffinity's terms, NodePorts' ports):
+        those placed there (bound, assumed) and, as upstream's addGENominatedPods, the nominated
+        preemptors holding room there (the cycle lifts the holds of lower priority than the
+        filtered pod's, and its own), but `skip`'s."""
+        yield from info.pods
+        if info.held:
+            for uid, hold in self.holds.items():
+                if hold.node == info.name and uid != skip and uid not in self.placements:
+                    yield uid
+
+    def counted_on(self, uid: str) -> str | None:
+        """The node `on_node` counts the pod on: where it is placed, else where it holds room."""
+        placement = self.placements.get(uid)
+        if placement is not None:
+            return placement.node
+        hold = self.holds.get(uid)
+        return hold.placement.node if hold is not None else None
+
     def leaving(self, pod: Pod) -> bool:
         """Deleted, or a preemption's victim not yet gone: it still holds its room, but no longer
         counts as one of its gang's members (a gang is neither completed nor kept whole by it)."""
