@@ -18,8 +18,7 @@ from functools import cached_property
 
 from scheduler.core.classes import ResourceClass
 from scheduler.core.framework.cycle_state import PodContext, prepare
-from scheduler.core.objects import WORKLOAD_API, Pod, SelectorTerm, gang_name
-from scheduler.core.plugins.node_affinity import selects
+from scheduler.core.objects import WORKLOAD_API, Pod, SelectorTerm, gang_name, selects
 from scheduler.core.plugins.topology.args import level_name
 from scheduler.core.state import ClusterState, NodeInfo
 

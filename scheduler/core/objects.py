@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -330,6 +330,15 @@ def parse_selector_term(value: object, where: str) -> SelectorTerm:
         _requirements(term.get("matchExpressions"), f"{where}.matchExpressions", fields=False),
         _requirements(term.get("matchFields"), f"{where}.matchFields", fields=True),
     )
+
+
+def selects(node_selector: Iterable[tuple[str, str]], required_terms: tuple[SelectorTerm, ...] | None,
+            node_name: str, labels: Mapping[str, str]) -> bool:
+    """Whether a pod's nodeSelector (its items) and required node affinity let it go to the node:
+    NodeAffinity's Filter, and the nodes `capacity` sums for a gang's can-never-fit verdict."""
+    if any(labels.get(key) != value for key, value in node_selector):
+        return False
+    return required_terms is None or any(term.matches(node_name, labels) for term in required_terms)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,27 +20,18 @@ matches nothing (upstream's LazyErrorNodeSelector).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import (FilterPlugin, Normalize, PreFilterPlugin, PreScorePlugin,
                                                 QueueingHint, Reasons, ScorePlugin)
-from scheduler.core.objects import Pod, SelectorTerm, aggregate_error
+from scheduler.core.objects import Pod, aggregate_error, selects
 from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "NodeAffinity"
 REASON = "node(s) didn't match Pod's node affinity/selector"
 CONFLICT = "pod affinity terms conflict"  # upstream's errReasonConflict (sic: node affinity terms)
-
-
-def selects(node_selector: Iterable[tuple[str, str]], required_terms: tuple[SelectorTerm, ...] | None,
-            node_name: str, labels: Mapping[str, str]) -> bool:
-    """Whether a pod's nodeSelector (its items) and required node affinity let it go to the node
-    (the Filter's test; `capacity` sums only such nodes for a gang's can-never-fit verdict)."""
-    if any(labels.get(key) != value for key, value in node_selector):
-        return False
-    return required_terms is None or any(term.matches(node_name, labels) for term in required_terms)
 
 
 class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
