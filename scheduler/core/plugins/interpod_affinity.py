@@ -65,6 +65,15 @@ class Counts:
         self.existing: Counter[Pair] = Counter()
 
 
+def _tally(into: Counter[Pair], terms: tuple[PodTerm, ...], target: Pod, labels: Mapping[str, str]) -> None:
+    """Count each term matching `target` at its topology pair on a node with `labels` (a node
+    without the term's key is in no pair of it)."""
+    for term in terms:
+        value = labels.get(term.topology_key)
+        if value is not None and term.matches(target.meta.namespace, target.meta.labels):
+            into[(term.topology_key, value)] += 1
+
+
 def count(pod: Pod, placed: Iterable[tuple[str, str]], node_of: Callable[[str], str | None],
           pods: Mapping[str, Pod], anti_affine: Iterable[str],
           labels_of: Callable[[str], Mapping[str, str]]) -> Counts:
@@ -82,9 +91,7 @@ def count(pod: Pod, placed: Iterable[tuple[str, str]], node_of: Callable[[str], 
                 for term in pod.affinity:
                     if term.topology_key in labels:
                         counts.affinity[(term.topology_key, labels[term.topology_key])] += 1
-            for term in pod.anti_affinity:
-                if term.topology_key in labels and term.matches(other.meta.namespace, other.meta.labels):
-                    counts.anti[(term.topology_key, labels[term.topology_key])] += 1
+            _tally(counts.anti, pod.anti_affinity, other, labels)
     for uid in anti_affine:
         if uid == pod.uid:
             continue
@@ -92,10 +99,7 @@ def count(pod: Pod, placed: Iterable[tuple[str, str]], node_of: Callable[[str], 
         other = pods.get(uid)
         if node_name is None or other is None:
             continue
-        labels = labels_of(node_name)
-        for term in other.anti_affinity:
-            if term.topology_key in labels and term.matches(pod.meta.namespace, pod.meta.labels):
-                counts.existing[(term.topology_key, labels[term.topology_key])] += 1
+        _tally(counts.existing, other.anti_affinity, pod, labels_of(node_name))
     return counts
 
 
@@ -162,9 +166,7 @@ class InterPodAffinity(FilterPlugin):
 
     def _labels(self, node_name: str) -> Mapping[str, str]:
         info = self.handle.state.nodes.get(node_name)
-        if info is None:
-            return {}
-        return info.node.meta.labels if info.node is not None else info.deleted_labels
+        return info.labels if info is not None else {}
 
     def unresolvable_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Bools:
         """Rows failing the affinity check (upstream's UnschedulableAndUnresolvable)."""
