@@ -58,7 +58,7 @@ from scheduler.agent.slots import EndpointPlan, plan_endpoints
 from scheduler.api.quantity import Amount
 from scheduler.core.annotations import PHASE, PHASE_ALLOCATED, PHASE_ALLOCATING
 from scheduler.core.classes import ClassRegistry, ResourceClass, parse_resource_class
-from scheduler.core.objects import Device, ObjectError
+from scheduler.core.objects import Device, ObjectError, in_terminal_phase
 from scheduler.kube.concurrency import Wakeup
 from scheduler.kube.http import MERGE_PATCH, KubeHttp
 from scheduler.kube.informers import PODS, RESOURCE_CLASSES, Informer
@@ -261,7 +261,7 @@ class Agent:
                 _report_deleted_while_running(obj)
         else:
             self.pods[uid] = obj
-            if _terminal(obj):
+            if in_terminal_phase(obj):
                 self.ledger.forget(uid)
             self._check_complete(obj)
         held = held_grants(self.pods.values())
@@ -272,7 +272,7 @@ class Agent:
     def _slots_in_use(self, resource: str) -> frozenset[str]:
         """The slot ids of `resource` that Allocate gave to pods still on the node, not terminal
         (from the ledger, so also after an agent restart)."""
-        return self.ledger.slots_in_use(resource, {uid for uid, pod in self.pods.items() if not _terminal(pod)})
+        return self.ledger.slots_in_use(resource, {uid for uid, pod in self.pods.items() if not in_terminal_phase(pod)})
 
     def _check_complete(self, pod: Mapping[str, Any]) -> None:
         """Queue the `Allocated` patch for an Allocating pod all of whose entries were served
@@ -313,7 +313,7 @@ class Agent:
             unit = plan.sharing.unit if plan.sharing is not None else None
             pods = await self._node_pods()
             # what the apiserver no longer has on the node, or has terminal, holds no slot any more
-            self.ledger.retain({str((pod.get("metadata") or {}).get("uid") or "") for pod in pods if not _terminal(pod)})
+            self.ledger.retain({str((pod.get("metadata") or {}).get("uid") or "") for pod in pods if not in_terminal_phase(pod)})
             allocation = find_allocation(pods, self.node_name, plan.resource_name, len(slot_ids), unit, self.ledger)
             check_local_devices(allocation, self.node_name, self._local_devices())
             registry = ClassRegistry()
@@ -382,11 +382,6 @@ class Agent:
         return False
 
 
-def _terminal(pod: Mapping[str, Any]) -> bool:
-    """Succeeded or Failed: the kubelet has freed the pod's slots (it allocates only for active pods)."""
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
 def _terminating_gracefully(pod: Mapping[str, Any] | None) -> bool:
     """The pod, as last seen before its DELETED, was being deleted with a grace period: its object
     goes only once its containers stopped (the kubelet's status manager deletes it then), whatever
@@ -409,7 +404,7 @@ def _report_deleted_while_running(pod: Mapping[str, Any]) -> None:
     running = any(isinstance(c, Mapping) and "running" in (c.get("state") or {})
                   for field in ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")
                   for c in status.get(field) or ())
-    if not running or _terminal(pod):
+    if not running or in_terminal_phase(pod):
         return
     devices = sorted({device for by_device in held_grants([pod]).values() for device in by_device})
     if not devices:

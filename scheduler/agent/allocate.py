@@ -54,6 +54,7 @@ from scheduler.core.annotations import (
     decode_devices,
     merge_devices,
 )
+from scheduler.core.objects import in_terminal_phase
 from scheduler.core.lifecycle import APP, INIT, SIDECAR, ContainerKind, Phases, container_phases, device_holds
 from scheduler.core.state.ledger import over_text
 
@@ -78,7 +79,6 @@ __all__ = [
 log = structlog.get_logger("tessera.agent.allocate")
 
 ServedKey = tuple[str, str, str]  # (pod uid, container name, resource name)
-_TERMINAL = ("Succeeded", "Failed")
 
 
 class AllocationError(Exception):
@@ -298,7 +298,7 @@ def _refuse_held_devices(pods: Iterable[Mapping[str, Any]], node_name: str, allo
     for pod in pods:
         uid, namespace, name, annotations = _meta(pod)
         if uid == allocation.pod_uid or (pod.get("spec") or {}).get("nodeName") != node_name \
-                or (pod.get("status") or {}).get("phase") in _TERMINAL:
+                or in_terminal_phase(pod):
             continue
         for key in (DEVICES, HELD_DEVICES):
             if key in annotations:
@@ -408,7 +408,7 @@ def check_shared_capacity(pods: Iterable[Mapping[str, Any]], node_name: str, all
     own_dimensions: dict[str, set[str]] = {}
     for pod in pods:
         uid, namespace, name, annotations = _meta(pod)
-        if (pod.get("spec") or {}).get("nodeName") != node_name or (pod.get("status") or {}).get("phase") in _TERMINAL:
+        if (pod.get("spec") or {}).get("nodeName") != node_name or in_terminal_phase(pod):
             continue
         own = uid == allocation.pod_uid
         keys = (DEVICES,) if own else (HELD_DEVICES, DEVICES)
@@ -501,7 +501,7 @@ def held_grants(pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, tuple[
     """What non-terminal pods were assigned, per resource name and device (see `HeldGrants`)."""
     held: dict[str, dict[str, tuple[Amount | None, ...]]] = {}
     for pod in pods:
-        if (pod.get("status") or {}).get("phase") in _TERMINAL:
+        if in_terminal_phase(pod):
             continue
         raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(DEVICES)
         if raw is None:

@@ -57,6 +57,13 @@ class ObjectError(ValueError):
 JSON = Mapping[str, Any]
 
 
+def in_terminal_phase(obj: JSON) -> bool:
+    """`Pod.terminal` for a pod as the apiserver sends it (unparsed: the informers' relist order,
+    the node agent): Succeeded or Failed, so the kubelet has freed what it held."""
+    status = obj.get("status")
+    return isinstance(status, Mapping) and status.get("phase") in TERMINAL_PHASES
+
+
 def _mapping(value: object, where: str) -> JSON:
     if type(value) is dict:  # what decoded JSON always is; the ABC check costs 10x more
         return value

@@ -53,6 +53,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 import orjson
 import structlog
 
+from scheduler.core.objects import in_terminal_phase
 from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.resource_version import compare_resource_versions
 from scheduler.logs import describe_error
@@ -293,8 +294,7 @@ def _freeing(obj: dict[str, Any]) -> int:
     """Where a relist applies `obj` among the changes (lowest first): 0 for a pod in a terminal
     phase (Succeeded, Failed: its devices are free, it takes none), 1 for one with a
     deletionTimestamp (its hold on devices, if it has one, ends), 2 for anything else."""
-    status = obj.get("status")
-    if isinstance(status, dict) and status.get("phase") in ("Succeeded", "Failed"):
+    if in_terminal_phase(obj):
         return 0
     return 1 if _meta(obj, "deletionTimestamp") else 2
 
