@@ -11,7 +11,7 @@ budgets takes one disruption from each. The allowance is counted afresh per node
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.objects import (
