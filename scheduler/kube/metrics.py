@@ -377,7 +377,8 @@ class Metrics:
 
     def pod_incoming(self, queue: str, event: str, count: int = 1) -> None:
         """Pods entering a queue (`active`, `backoff`, `unschedulable`), by the event that moved
-        them (`UnschedulablePodAdd`, `NodeAdd`, `ScheduleAttemptFailure`, `BackoffComplete`, `UnschedulableTimeout`, …)."""
+        them (`UnschedulablePodAdd`, `NodeAdd`, `AssignedPodAdd`, `ScheduleAttemptFailure`,
+        `BackoffComplete`, `UnschedulableTimeout`, …)."""
         self.queue_incoming_pods.labels(queue=queue, event=event).inc(count)
 
     def set_cache_size(self, *, nodes: int, pods: int, assumed_pods: int) -> None:

@@ -168,3 +168,103 @@ def test_a_bound_pod_update_that_frees_nothing_does_not_requeue(change: str) -> 
         core.apply("MODIFIED", b.pod("q", requests={"cpu": "2"}, node_name="n", phase="Running"))
 
     assert core.where("big") == UNSCHEDULABLE, core.scheduler.take_queue_incoming()
+
+
+# --- 4. assigned pods that an inter-pod term waits on: bound by another scheduler, relabelled ----
+
+REQ = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _with_terms(name: str, *, affinity: str = "", anti: str = "") -> dict[str, Any]:
+    """A pod of Tessera's with a required podAffinity / podAntiAffinity term (by hostname) to the
+    pods labelled app=`affinity` / app=`anti`."""
+    terms: dict[str, Any] = {}
+    for kind, app in (("podAffinity", affinity), ("podAntiAffinity", anti)):
+        if app:
+            terms[kind] = {REQ: [{"labelSelector": {"matchLabels": {"app": app}},
+                                  "topologyKey": "kubernetes.io/hostname"}]}
+    return b.pod(name, labels={"app": name}, requests={"cpu": "1"}, spec_extra={"affinity": terms})
+
+
+def _foreign(name: str, app: str, node: str = "n") -> dict[str, Any]:
+    """A pod default-scheduler bound to `node`."""
+    return b.pod(name, labels={"app": app}, requests={"cpu": "1"}, node_name=node, phase="Running",
+                 scheduler="default-scheduler")
+
+
+@pytest.mark.parametrize("seen", ["created bound", "bound later"])
+def test_a_pod_pending_on_affinity_is_retried_when_a_matching_pod_is_bound_by_another_scheduler(seen: str) -> None:
+    """`web` needs a pod app=db on its node: none exists, it is parked by InterPodAffinity
+    (UnschedulableAndUnresolvable). default-scheduler then binds `db` on `n` — the watch brings
+    it created bound, or first pending and then bound. Tessera emitted no event for a pod newly
+    assigned, so `web` waited for the 5-minute flush. Upstream: an AssignedPodAdd, which
+    InterPodAffinity registers (isSchedulableAfterPodChange: the added pod matches all of the
+    pending pod's affinity terms: Queue)."""
+    core = Core()
+    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"))
+    core.apply("ADDED", _with_terms("web", affinity="db"))
+    core.run()
+    assert core.where("web") == UNSCHEDULABLE
+    core.scheduler.take_queue_incoming()
+    if seen == "bound later":
+        core.apply("ADDED", b.pod("db", labels={"app": "db"}, requests={"cpu": "1"}, scheduler="default-scheduler"))
+        assert core.where("web") == UNSCHEDULABLE
+    core.apply("MODIFIED" if seen == "bound later" else "ADDED", _foreign("db", "db"))
+
+    assert core.scheduler.take_queue_incoming() == {("backoff", "AssignedPodAdd"): 1}
+    retry = _of(core.later(BACKOFF_AT_MOST), "web")
+    assert retry and retry[0].node == "n", f"web stays parked ({core.where('web')}) although db is on n"
+
+
+def test_a_pod_pending_on_affinity_is_retried_when_a_placed_pod_is_relabelled_to_match() -> None:
+    """As above, with `db` already on `n` under another label: relabelled app=db, it now matches
+    `web`'s term. Upstream: AssignedPodUpdatePodLabel, Queue when the pod newly matches."""
+    core = Core()
+    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"), _foreign("db", "other"))
+    core.apply("ADDED", _with_terms("web", affinity="db"))
+    core.run()
+    assert core.where("web") == UNSCHEDULABLE
+    core.scheduler.take_queue_incoming()
+    core.apply("MODIFIED", _foreign("db", "db"))
+
+    assert core.scheduler.take_queue_incoming() == {("backoff", "AssignedPodUpdatePodLabel"): 1}
+    retry = _of(core.later(BACKOFF_AT_MOST), "web")
+    assert retry and retry[0].node == "n"
+
+
+def test_a_pod_kept_off_by_anti_affinity_is_retried_when_the_pod_it_avoids_is_relabelled_away() -> None:
+    """`web` avoids app=db by hostname and `db` holds the only node; `db` relabelled app=other no
+    longer repels it. Upstream: Queue when the pod matched an anti-affinity term and now does not."""
+    core = Core()
+    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"), _foreign("db", "db"))
+    core.apply("ADDED", _with_terms("web", anti="db"))
+    core.run()
+    assert core.where("web") == UNSCHEDULABLE
+    core.apply("MODIFIED", _foreign("db", "other"))
+
+    retry = _of(core.later(BACKOFF_AT_MOST), "web")
+    assert retry and retry[0].node == "n"
+
+
+@pytest.mark.parametrize("change", ["unrelated pod bound", "relabelled to another app", "relabelled, still avoided"])
+def test_an_assigned_pod_that_cannot_help_does_not_requeue(change: str) -> None:
+    """The hints filter as upstream's isSchedulableAfterPodChange: a bound pod that does not
+    match the pending pod's affinity, or a relabel that neither makes a pod match the affinity
+    nor takes it out of the anti-affinity, leaves the pod parked (QueueSkip)."""
+    core = Core()
+    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"), _foreign("db", "db"))
+    core.apply("ADDED", _with_terms("web", affinity="cache"), _with_terms("lone", anti="db"))
+    core.run()
+    assert core.where("web") == UNSCHEDULABLE and core.where("lone") == UNSCHEDULABLE
+    core.scheduler.take_queue_incoming()
+    if change == "unrelated pod bound":
+        core.apply("ADDED", _foreign("q", "q"))
+    elif change == "relabelled to another app":
+        core.apply("MODIFIED", _foreign("db", "queue"))  # web wants app=cache; lone is freed
+        assert core.where("lone") != UNSCHEDULABLE
+    else:
+        core.apply("MODIFIED", b.pod("db", labels={"app": "db", "tier": "x"}, requests={"cpu": "1"},
+                                     node_name="n", phase="Running", scheduler="default-scheduler"))
+        assert core.where("lone") == UNSCHEDULABLE
+
+    assert core.where("web") == UNSCHEDULABLE, core.scheduler.take_queue_incoming()

@@ -40,7 +40,7 @@ from scheduler.core.framework.interface import Bools, FilterPlugin, Ints, Queuei
 from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.objects import Pod
 from scheduler.core.pod_terms import PodTerm
-from scheduler.core.state import EventKind, NodeInfo
+from scheduler.core.state import ClusterEvent, EventKind, NodeInfo
 
 NAME = "InterPodAffinity"
 AFFINITY = "node(s) didn't match pod affinity rules"
@@ -52,6 +52,10 @@ Pair = tuple[str, str]
 
 def _matches_all(terms: tuple[PodTerm, ...], pod: Pod) -> bool:
     return bool(terms) and all(t.matches(pod.meta.namespace, pod.meta.labels) for t in terms)
+
+
+def _matches_any(terms: tuple[PodTerm, ...], pod: Pod) -> bool:
+    return any(t.matches(pod.meta.namespace, pod.meta.labels) for t in terms)
 
 
 class Counts:
@@ -135,10 +139,34 @@ class InterPodAffinity(FilterPlugin):
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         # upstream's EventsToRegister: assigned Pod Add/UpdatePodLabel/Delete, Node Add/UpdateNodeLabel.
-        # Tessera has no event for a pod newly bound by another scheduler or relabelled: those
-        # wait for the queue's periodic flush
-        return dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED, EventKind.ASSIGNED_POD_REMOVED,
-                              EventKind.POD_ADDED), always)
+        # A removal's event does not name the pod gone, so it always may help
+        hints: dict[EventKind, QueueingHint] = dict.fromkeys(
+            (EventKind.NODE_ADDED, EventKind.NODE_UPDATED, EventKind.ASSIGNED_POD_REMOVED, EventKind.POD_ADDED),
+            always)
+        hints[EventKind.ASSIGNED_POD_ADDED] = self._after_pod_assigned
+        hints[EventKind.ASSIGNED_POD_RELABELLED] = self._after_pod_relabelled
+        return hints
+
+    def _after_pod_assigned(self, uid: str, event: ClusterEvent) -> bool:
+        """upstream's isSchedulableAfterPodChange for an added assigned pod: it helps only when it
+        matches all of the waiting pod's affinity terms (a pod placed can only add to the
+        anti-affinity counts)."""
+        pod = self.handle.state.pods.get(uid)
+        if pod is None or event.pod is None:
+            return True
+        return _matches_all(pod.affinity, event.pod)
+
+    def _after_pod_relabelled(self, uid: str, event: ClusterEvent) -> bool:
+        """upstream's isSchedulableAfterPodChange for an updated assigned pod: it helps when it
+        matches all of the waiting pod's affinity terms and did not before, or matched one of its
+        anti-affinity terms and matches none now (its own terms, read for the symmetric check,
+        cannot change: a pod's affinity is immutable)."""
+        pod = self.handle.state.pods.get(uid)
+        new, old = event.pod, event.old
+        if pod is None or new is None or old is None:
+            return True
+        return (_matches_all(pod.affinity, new) and not _matches_all(pod.affinity, old)) \
+            or (_matches_any(pod.anti_affinity, old) and not _matches_any(pod.anti_affinity, new))
 
     def filter_applies(self, ctx: PodContext) -> bool:
         pod = ctx.pod

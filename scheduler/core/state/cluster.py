@@ -595,6 +595,10 @@ class ClusterState:
                     # registers pod deletion and scale-down only)
                     events += [event for event in swapped if event.kind is not EventKind.ASSIGNED_POD_REMOVED
                                or _frees(placement, self.placements[uid])]
+            if old is None or not old.node_name:  # bound by anyone: our Binding confirmed, or another's
+                events.append(ClusterEvent(EventKind.ASSIGNED_POD_ADDED, node=pod.node_name, pod=pod))
+            elif old.meta.labels != pod.meta.labels:
+                events.append(ClusterEvent(EventKind.ASSIGNED_POD_RELABELLED, node=pod.node_name, pod=pod, old=old))
             events += self._update_gate(pod, pod.node_name)
             return events, notices
         if placement is not None and placement.assumed:

@@ -8,12 +8,18 @@ did not fit, told on its PodGroup (`Scheduler.group_notice`).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scheduler.core.objects import Pod
 
 
 class EventKind(enum.Enum):
     NODE_ADDED = "NodeAdd"
     NODE_UPDATED = "NodeUpdate"
+    ASSIGNED_POD_ADDED = "AssignedPodAdd"  # a pod seen bound for the first time, whoever bound it
+    ASSIGNED_POD_RELABELLED = "AssignedPodUpdatePodLabel"  # a bound pod's labels changed
     ASSIGNED_POD_REMOVED = "AssignedPodDelete"
     POD_ADDED = "UnschedulablePodAdd"
     DEVICE_CHANGED = "DeviceChange"
@@ -32,6 +38,11 @@ class ClusterEvent:
     # the queue's event label when it is finer than the kind's (scheduler_queue_incoming_pods_total):
     # a node update is upstream's Node + the UpdateNodeXYZ action of the property that changed
     label: str = ""
+    # the assigned pod an AssignedPodAdd / AssignedPodUpdatePodLabel is about, and for a relabel the
+    # version before it (upstream's QueueingHintFn newObj / oldObj): hints that ask whether that
+    # very pod can help (InterPodAffinity's terms) read them
+    pod: Pod | None = field(default=None, compare=False)
+    old: Pod | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
