@@ -63,3 +63,33 @@ async def test_replicas_with_required_anti_affinity_spread_and_a_third_pends(tes
         return (await bound_nodes(kubectl, namespace)).get("infer-2") or None
 
     assert await eventually(third_bound) == gone
+
+
+async def test_a_pod_pending_on_affinity_is_bound_soon_after_default_scheduler_binds_its_peer(
+        tessera: Any, kubectl: Kube, namespace: str) -> None:
+    """`web` (Tessera's) needs an app=db pod on its node: none is there, it pends with upstream's
+    affinity message. Then a default-scheduler pod app=db is bound to the node (a Binding, as
+    kube-scheduler posts it). The watch brings it assigned: an AssignedPodAdd, which the
+    InterPodAffinity hint lets through, so `web` is retried after its backoff (seconds), not the
+    5-minute flush. Before, Tessera had no event for it and `web` stayed Pending."""
+    await tessera("config/binpack.yaml")
+    node = b.node("ipa-req-1", gpus=8)
+    await kubectl.create(NODES, node)
+    await kubectl.call("PATCH", f"{NODES}/ipa-req-1/status", {"status": node["status"]},
+                       content_type="application/merge-patch+json")
+    db_term = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+    await kubectl.create_pod(namespace, b.pod(
+        "web", namespace, labels={"app": "web"}, limits={"nvidia.com/gpu": 1},
+        spec_extra={"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [db_term]}}}))
+    failed = await eventually(lambda: _events(kubectl, namespace, "web", "FailedScheduling"))
+    assert failed[-1]["note"].startswith("0/1 nodes are available: 1 node(s) didn't match pod affinity rules.")
+
+    await kubectl.create_pod(namespace, b.pod("db", namespace, labels={"app": "db"}, scheduler="default-scheduler"))
+    await kubectl.call("POST", f"/api/v1/namespaces/{namespace}/pods/db/binding",
+                       {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "db"},
+                        "target": {"apiVersion": "v1", "kind": "Node", "name": "ipa-req-1"}})
+
+    async def web_bound() -> str | None:
+        return (await bound_nodes(kubectl, namespace)).get("web") or None
+
+    assert await eventually(web_bound, timeout=12.0) == "ipa-req-1"
