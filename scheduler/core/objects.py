@@ -24,7 +24,6 @@ from scheduler.core.pod_terms import PodTerm, pod_terms, required_pod_terms
 from scheduler.core.selectors import Requirement, go_int64
 from scheduler.core.resources import (
     CPU,
-    PODS,
     ExactResources,
     Resources,
     aggregate_container_requests,

@@ -60,7 +60,7 @@ import structlog
 from anyio.abc import TaskStatus
 
 from scheduler.core.annotations import DEVICES, TERM
-from scheduler.kube.http import TRANSPORT_ERRORS, KubeHttp, Response
+from scheduler.kube.http import TRANSPORT_ERRORS, KubeHttp
 from scheduler.kube.concurrency import MAX_IN_FLIGHT, InFlight, TaskHost
 from scheduler.kube.pod_answers import pod_in, pod_not_found
 from scheduler.kube.term_token import parse_term_token

@@ -273,13 +273,13 @@ class StatusWriter:
             self._dirty.pop(key, None)
             return
         for condition in _conditions(body):
-            for field in stamp:
+            for stamped in stamp:
                 since = (key, str(condition.get("type")))
                 known = self._since.get(since) or self._observed.get(since)
                 if known is None or known[0] != condition.get("status"):
                     known = (str(condition.get("status")), micro_time().split(".")[0] + "Z")
                 self._since[since] = known
-                condition[field] = known[1]
+                condition[stamped] = known[1]
         body["_fingerprint"] = fingerprint
         self._dirty[key] = body
         self._wake.set()
@@ -414,9 +414,9 @@ def _for_object(uid: str, body: dict[str, Any]) -> dict[str, Any]:
 def _shows(shown: dict[str, Any], wished: dict[str, Any]) -> bool:
     """Whether an object's status holds every field of a status written to it (conditions matched
     by type, each field the write set)."""
-    for field, value in wished.items():
-        if field != "conditions":
-            if shown.get(field) != value:
+    for key, value in wished.items():
+        if key != "conditions":
+            if shown.get(key) != value:
                 return False
             continue
         present = {c.get("type"): c for c in _conditions({"status": shown})}

@@ -29,7 +29,6 @@ from typing import Any
 
 import aiohttp
 import orjson
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.core import annotations as ann

@@ -9,7 +9,7 @@ from typing import Any
 
 from scheduler.sim import builders as b
 from tests.e2e.kwok_cluster import cluster, kwok_plane, namespace_named, phase  # noqa: F401
-from tests.e2e.live import Kube, eventually
+from tests.e2e.live import eventually
 from tests.e2e.test_preemption_live import HIGH, LOW, _bound, _gone, _pod, _preempted_events, _priority_classes
 
 RACK = "cloud.example.com/rack"

@@ -32,7 +32,7 @@ async def test_what_if_places_the_pods_of_workloads_without_creating_them(
     names = await asyncio.to_thread(clean_cluster.add_fake_gpu_nodes, 2, 4, "A100", prefix="wl",
                                     labels={"tessera.dev/e2e-what-if": label})
     try:
-        group = (f"apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {{name: train}}\n"
+        group = ("apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: train}\n"
                  "spec: {minMember: 3}\n")
         gang = _workload("StatefulSet", "train", 3, 4, ", scheduling.x-k8s.io/pod-group: train", label)
         file = tmp_path / "workloads.yaml"

@@ -11,7 +11,7 @@ import pytest
 
 from bench import trace
 from bench.trace_fgd import FgdCluster, FragmentModel, run_fgd, typical_shapes
-from bench.trace_workload import MILLI, TraceNode, TracePod, arrival_sequence
+from bench.trace_workload import MILLI, TraceNode, arrival_sequence
 from tests.unit.trace_rows import NODE_HEADER, POD_HEADER, pod, write
 
 

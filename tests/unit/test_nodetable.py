@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-import pytest
 
 from scheduler.api.config import load_config
 from scheduler.core.engine import Engine

@@ -497,8 +497,6 @@ async def test_a_pod_whose_fence_write_is_refused_is_told_why_once() -> None:
 async def test_a_replica_that_does_not_lead_is_never_ready_to_decide() -> None:
     """TermFence.ready answers for the current term: none (not leading) may not decide, whether a
     term was fenced before or never, and writes nothing (the one write is term 1's fence)."""
-    from scheduler.kube.fence import TermFence
-
     api = FakeApi()
     api.add_pod(_gpu_pod("a", "11"))
     fence_ = TermFence(KubeHttp(api), lambda: TOKEN)  # type: ignore[arg-type]

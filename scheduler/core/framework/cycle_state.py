@@ -15,7 +15,6 @@ from difflib import get_close_matches
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.api.quantity import Amount
 from scheduler.core.classes import ClassRegistry, ResourceClass
 from scheduler.core.framework.placement import Domain
 from scheduler.core.lifecycle import Grant, Phases, peak

@@ -281,7 +281,6 @@ class DefaultPreemption(PostFilterPlugin):
     # --- a gang ----------------------------------------------------------------------------------
 
     def _preempt_gang(self, members: Sequence[Pod], minimum: int, place: Place, now: float) -> Preemption:
-        state = self.state
         gang = members[0].gang.key if members[0].gang is not None else ""
         found = self._gang_candidates(members, minimum, place, now, None)
         if isinstance(found, NoRoom):
