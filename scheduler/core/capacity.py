@@ -13,7 +13,7 @@ but the PodGroup Event.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from functools import cached_property
 
 from scheduler.core.classes import ResourceClass
@@ -284,19 +284,81 @@ def beyond_min_resources(state: ClusterState, pod: Pod) -> str:
     """Why the pod's PodGroup's minResources can never be met as the cluster is: one of them (or
     its pod slots) is more than every node allocates in all, so the nodes could never have it
     free together even empty. Every node counts, cordoned ones too, as upstream's check
-    (CheckClusterResource) sums the snapshot's nodes; "" when the gap can close (or there is none)."""
+    (CheckClusterResource) sums the snapshot's nodes; a ResourceClass's resource counts the
+    devices the class matches (`min_resource_class`); "" when the gap can close (or there is none)."""
     group = state.gangs.podgroup_of(pod)
     if group is None or not group.min_resources:
         return ""
-    nodes = [info.node for info in state.node_infos() if info.node is not None]
+    infos = [info for info in state.node_infos() if info.node is not None]
     for name, amount in sorted(cluster_wanted(group.min_resources, group.min_member).items()):
-        total = sum(node.allocatable.get(name, 0) for node in nodes)
+        served, cls = min_resource_class(state, name)
+        total = 0 if served and cls is None else sum(_offers(state, info, name, cls) for info in infos)
         if amount > total:
             what = (f"its minMember of {amount} asks for {amount} pods free" if name == "pods"
                     else f"they ask for {_shown(name, amount)} {name} free")
-            return (f"The PodGroup's minResources can never be met as the cluster is: {what}, and the nodes have "
-                    f"{_shown(name, total)} in all.")
+            have = (f"the nodes have {_shown(name, total)} in all" if not served
+                    else "no usable ResourceClass serves it" if cls is None
+                    else f"the devices of ResourceClass {cls.name} hold {total} in all")
+            return f"The PodGroup's minResources can never be met as the cluster is: {what}, and {have}."
     return ""
+
+
+def min_resource_class(state: ClusterState, name: str) -> tuple[bool, ResourceClass | None]:
+    """Whether a PodGroup's `minResources` entry `name` is a ResourceClass's resource, and the
+    usable class serving it (None: a plain resource, or a class resource no usable class serves).
+    Kubeflow's training operator fills minResources by summing its pods' requests, so a job of
+    class requests gets a class's name there; the nodes need not allocate it (a device plugin
+    advertises `nvidia.com/gpu`): it is served by the devices its class matches, as the pods' own
+    requests are, and those are what the check counts."""
+    if not state.classes.is_class_resource(name):
+        return False, None
+    return True, state.classes.resource_class(name)
+
+
+def class_free(state: ClusterState, info: NodeInfo, cls: ResourceClass, own: Set[str]) -> int:
+    """What the node has free of ResourceClass `cls`'s resource for a group whose placed members
+    are `own` (scheduler-plugins' minResources check counts what the group's own pods hold as
+    free: getNodeResource removes them from the node): its matching schedulable devices no other
+    pod or hold uses, no more per device resourceName than the node's count of it leaves beside
+    the others' use (`_offers`' limit, the planner's); of a sharing class, the slices the devices
+    no other pod holds whole have room for beside the others' slices."""
+    ledger = state.ledger
+    sharing = cls.sharing
+    free: Counter[str] = Counter()
+    for device in state.class_devices(info, cls.name):
+        use = ledger.use.get(device.name)
+        if use is not None and use.exclusive - own:
+            continue
+        if sharing is None:
+            if use is None or not use.shared.keys() - own:
+                free[device.resource_name] += 1
+            continue
+        capacity = device.capacity.get(sharing.dimension)
+        if capacity is None:
+            continue
+        used = ledger.shared_use(use, sharing.dimension)
+        if use is not None:
+            for uid in use.shared.keys() & own:
+                held = ledger.by_dimension(use.shared[uid])
+                used -= held.get(sharing.dimension, 0) + held.get("", 0)
+        free[device.resource_name] += max(0, int((capacity - used) // sharing.unit))
+    if sharing is not None:
+        return sum(free.values())
+    assert info.node is not None
+    allocatable = info.node.allocatable
+    members = [state.pods[uid] for uid in info.pods & own if uid in state.pods]
+    room = 0
+    for resource, count in free.items():
+        if resource not in allocatable:
+            room += count
+            continue
+        # the node's count of it less what others use: the group's own plain requests and devices are free
+        mine = sum(member.requests.get(resource, 0) for member in members) + sum(
+            1 for device in info.devices.values() if device.resource_name == resource
+            and (use := ledger.use.get(device.name)) is not None and use.busy
+            and not (use.exclusive | use.shared.keys()) - own)
+        room += max(0, min(count, allocatable[resource] - info.used(resource) + mine))
+    return room
 
 
 def never_fits_key(state: ClusterState, pod: Pod) -> tuple[object, ...] | None:

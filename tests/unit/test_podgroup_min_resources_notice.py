@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.core.plugins.coscheduling import resource_gap
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run, config
 
@@ -131,3 +132,110 @@ def test_explain_what_if_and_the_gpu_map_say_the_min_resources_can_never_be_met(
     assert outcome.message.endswith(f"PostFilter. {NEVER}"), outcome.message
     (gang,) = listed_view(config(BINPACK), _never_met(), 0.0).gangs
     assert gang.message.endswith(NEVER), gang.message
+
+
+# --- minResources naming a ResourceClass's resource ----------------------------------------------
+# Kubeflow's training operator fills minResources by summing its pods' requests, so a job asking for
+# `class.tessera.dev/v100: 2` per pod gets a PodGroup asking for `class.tessera.dev/v100: 8`. The
+# nodes (dev-cluster's, a device plugin's) allocate only `nvidia.com/gpu`: the class's resource is
+# served by the devices it matches (docs/api.md), so those are what the check counts, as
+# scheduler-plugins' CheckClusterResource counts a node's allocatable less what its pods request.
+
+V100 = "class.tessera.dev/v100"
+
+
+def _class_cluster(nodes: int = 3) -> list[dict[str, Any]]:
+    """`nodes` nodes of 4 V100s each (ExtendedResources), and the class `v100` matching them."""
+    objs: list[dict[str, Any]] = [b.resource_class("v100", {"model": "V100"})]
+    for n in range(1, nodes + 1):
+        objs += [b.node(f"n{n}", gpus=4), *(b.device(f"n{n}", i) for i in range(4))]
+    return objs
+
+
+def _class_group(name: str, minimum: int, devices: int) -> dict[str, Any]:
+    group = b.podgroup(name, minimum)
+    group["spec"]["minResources"] = {V100: str(devices)}
+    return group
+
+
+def _class_member(name: str, group: str, devices: int = 2) -> dict[str, Any]:
+    return b.pod(name, labels={PG_LABEL: group}, limits={V100: devices})
+
+
+def test_min_resources_of_a_class_count_the_devices_it_matches() -> None:
+    """A PyTorchJob of 4 pods x 2 V100s under minResources `class.tessera.dev/v100: 8`, on 12 V100
+    devices: placed. Before, the nodes' allocatable of the class's name (none) was counted, and
+    every member waited for ever with `resource gap: map[class.tessera.dev/v100:8]`."""
+    run = Run(config(BINPACK))
+    run.add(*_class_cluster(), _class_group("pt", 4, 8))
+    run.add(*(_class_member(f"pt-{i}", "pt") for i in range(4)))
+    for i in range(4):
+        assert run.node_of(f"pt-{i}") is not None, run.last(f"pt-{i}").message
+
+
+def test_a_class_min_resources_gap_counts_the_devices_other_pods_hold() -> None:
+    """8 of 12 V100s held by other pods: 4 free, the group asking 8 waits 4 short (only the
+    class's devices count: the nodes' 12 `nvidia.com/gpu` are no V100s to it)."""
+    run = Run(config(BINPACK))
+    run.add(*_class_cluster(), b.pod("other", limits={V100: 4}), b.pod("other2", limits={V100: 4}))
+    assert run.node_of("other") is not None and run.node_of("other2") is not None
+    run.add(_class_group("pt", 1, 8), _class_member("pt-0", "pt", devices=1))
+    assert run.node_of("pt-0") is None
+    notice = run.scheduler.group_notice([run.last("pt-0")])
+    assert notice is not None
+    assert notice.message == f"pod group default/pt: resource gap: map[{V100}:4]"
+
+
+def test_a_class_min_resources_check_counts_the_groups_own_devices_as_free() -> None:
+    """Two members placed holding 8 of the 12 V100s: for their group all 12 are free (upstream's
+    getNodeResource removes the group's own pods from each node before subtracting)."""
+    run = Run(config(BINPACK))
+    run.add(*_class_cluster(), b.podgroup("pt", 2), _class_member("pt-0", "pt", 4), _class_member("pt-1", "pt", 4))
+    assert run.node_of("pt-0") is not None and run.node_of("pt-1") is not None
+    member = run.state.pod_by_key("default/pt-0")
+    assert resource_gap(run.state, member, {V100: 12}, 2) is None
+    assert resource_gap(run.state, member, {V100: 13}, 2) == f"resource gap: map[{V100}:1]"
+
+
+def test_class_min_resources_beyond_the_devices_it_matches_are_never_met_in_the_classes_words() -> None:
+    """40 V100s asked of 12: the never sentence names the class's devices, not the nodes' (which
+    allocate none of the class's name)."""
+    run = Run(config(BINPACK))
+    run.add(*_class_cluster(), _class_group("pt", 1, 40), _class_member("pt-0", "pt"))
+    notice = run.scheduler.group_notice([run.last("pt-0")])
+    assert notice is not None
+    assert notice.message == (f"pod group default/pt: resource gap: map[{V100}:28]. The PodGroup's minResources can "
+                              f"never be met as the cluster is: they ask for 40 {V100} free, and the devices of "
+                              f"ResourceClass v100 hold 12 in all.")
+
+
+def test_devices_arriving_close_a_class_min_resources_gap() -> None:
+    """A node agent publishing a node's devices after the gang was held back closes the gap: the
+    members are retried at once (a device or class change is Coscheduling's event too when its
+    PodGroup's minResources may name a class), not at the 5-minute flush."""
+    run = Run(config(BINPACK))
+    run.add(*_class_cluster(1), b.node("n2", gpus=4), _class_group("pt", 4, 8))
+    run.add(*(_class_member(f"pt-{i}", "pt") for i in range(4)))
+    assert run.node_of("pt-0") is None and f"resource gap: map[{V100}:4]" in run.last("pt-0").message
+    run.add(*(b.device("n2", i) for i in range(4)))
+    assert all(run.node_of(f"pt-{i}") is not None for i in range(4)), run.last("pt-0").message
+
+
+def test_a_sharing_class_min_resources_count_slices() -> None:
+    """A sharing class's resource is counted in slices: 4 devices of 32Gi in 8Gi slices hold 16;
+    another pod's 3 leave 13, and a group's own member's slices count as free for it."""
+    sliced = "class.tessera.dev/v100-8g"
+    run = Run(config(BINPACK))
+    run.add(b.resource_class("v100-8g", {"model": "V100"}, sharing={"dimension": "memory", "unit": "8Gi"}),
+            b.node("n1", gpus=4), *(b.device("n1", i) for i in range(4)), b.pod("other", limits={sliced: 3}))
+    assert run.node_of("other") is not None
+    group = b.podgroup("pt", 1)
+    group["spec"]["minResources"] = {sliced: "16"}
+    run.add(group, b.pod("pt-0", labels={PG_LABEL: "pt"}, limits={sliced: 1}))
+    assert run.node_of("pt-0") is None
+    assert f"resource gap: map[{sliced}:3]" in run.last("pt-0").message
+    run.add(b.podgroup("own", 1), b.pod("own-0", labels={PG_LABEL: "own"}, limits={sliced: 2}))
+    assert run.node_of("own-0") is not None
+    member = run.state.pod_by_key("default/own-0")
+    assert resource_gap(run.state, member, {sliced: 13}, 1) is None
+    assert resource_gap(run.state, member, {sliced: 14}, 1) == f"resource gap: map[{sliced}:1]"

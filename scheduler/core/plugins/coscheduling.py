@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.api.config_reader import ArgsReader, Checks
-from scheduler.core.capacity import ClusterTotals, and_never_fits, cluster_wanted
+from scheduler.core.capacity import ClusterTotals, and_never_fits, class_free, cluster_wanted, min_resource_class
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import GangView, GroupPlugin, PreEnqueuePlugin, QueueingHint
@@ -71,11 +71,12 @@ class Coscheduling(GroupPlugin, PreEnqueuePlugin):
         # a gated member is asked again, and a scheduler-plugins member is retried even while its
         # gang is still short, so that its reason shows the current member count; a PodGroup change
         # likewise replaces a stale "podgroup not found" (or an old minMember); room made anywhere
-        # may close a PodGroup's minResources gap
+        # may close a PodGroup's minResources gap, and so may devices or classes changing (a
+        # class's resource there counts the devices the class matches)
         hints: dict[EventKind, QueueingHint] = dict.fromkeys((EventKind.POD_ADDED, EventKind.PODGROUP_CHANGED),
                                                              self._same_group)
-        hints.update(dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED, EventKind.ASSIGNED_POD_REMOVED),
-                                   self._needs_resources))
+        hints.update(dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED, EventKind.ASSIGNED_POD_REMOVED,
+                                    EventKind.DEVICE_CHANGED, EventKind.CLASS_CHANGED), self._needs_resources))
         return hints
 
     def _same_group(self, uid: str, event: ClusterEvent) -> bool:
@@ -180,18 +181,24 @@ def resource_gap(state: ClusterState, pod: Pod, min_resources: Mapping[str, int]
     """scheduler-plugins' minResources check (PodGroupManager.PreFilter, CheckClusterResource):
     the group waits until the nodes' free resources together cover `minResources` and `pods:
     minMember`, counting what the group's own members hold as free. Free is a node's allocatable
-    less everything requested on it (negative on an overcommitted node, as upstream's sum)."""
+    less everything requested on it (negative on an overcommitted node, as upstream's sum); of a
+    ResourceClass's resource, which the nodes need not allocate, the devices the class matches
+    that others do not hold (`capacity.class_free`)."""
     if not min_resources:
         return None
     wanted = cluster_wanted(min_resources, min_member)
+    classes = {name: min_resource_class(state, name) for name in wanted}
     own = {uid for uid in state.gang_uids(pod) if uid in state.placements}
     for info in state.node_infos():
         if info.node is None:
             continue
         mine = [state.pods[uid] for uid in info.pods & own]
         for name in list(wanted):
+            served, cls = classes[name]
             if name == "pods":
                 free = info.node.allocatable.get("pods", 0) - (len(info.pods) - len(mine))
+            elif served:
+                free = class_free(state, info, cls, own) if cls is not None else 0
             else:
                 free = (info.node.allocatable.get(name, 0) - info.used(name)
                         + sum(member.requests.get(name, 0) for member in mine))
