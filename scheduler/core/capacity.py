@@ -211,6 +211,11 @@ def _beyond_every_domain(pod: Pod, key: str, minimum: int, needs: Needs, provide
             f"and no {word}'s schedulable nodes hold what they ask for together ({shown}).")
 
 
+# JobSet's exclusive placement annotation (sigs.k8s.io/jobset api ExclusiveKey), which JobSet puts
+# on the pods: the value names the topology label each child Job must have to itself
+JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+
+
 def too_few_members(state: ClusterState, pod: Pod) -> str:
     """The sentence for a gang with fewer pods than its minimum at all (a Job of parallelism 4
     under a PodGroup of minMember 5): scheduler-plugins' "cannot find enough sibling pods,
@@ -231,12 +236,17 @@ def too_few_members(state: ClusterState, pod: Pod) -> str:
     parallelism 8 and completions 12 under minMember 8: after 8 succeeded the last 4 wait for
     ever, as upstream's, whose informer drops finished pods; "raise parallelism" was wrong advice
     there): then its last completions, fewer than the minimum. Failed members alone are replaced
-    by a Job's controller, so they do not change the advice."""
+    by a Job's controller, so they do not change the advice. Members with JobSet's exclusive
+    placement annotation (`JOBSET_EXCLUSIVE`): JobSet's pod webhook refuses a child Job's
+    followers until its leader is scheduled ("leader pod not yet scheduled, not creating follower
+    pod"), so a minimum counting them is never reached (a trial's JobSet under minMember 6 with
+    only its 3 leaders created); that cause is named instead."""
     gang = pod.gang
     if gang is None:
         return ""
     minimum = state.group_min(gang.key, pod)
-    existing = sum(1 for uid in state.gang_uids(pod) if not state.pods[uid].terminal)
+    alive = [state.pods[uid] for uid in state.gang_uids(pod) if not state.pods[uid].terminal]
+    existing = len(alive)
     if minimum is None or existing >= minimum:
         return ""
     what, field = (("PodGroup", "minCount" if gang.api == WORKLOAD_API else "minMember") if gang.from_podgroup
@@ -245,14 +255,20 @@ def too_few_members(state: ClusterState, pod: Pod) -> str:
     ended = Counter(state.pods[uid].phase for uid in state.gangs.history.get(gang.key, ())
                     if uid in state.pods and state.pods[uid].terminal)
     succeeded, failed = ended["Succeeded"], ended["Failed"]
-    why = (f"fewer than {field} were created or remain: a Job's parallelism below it, a ResourceQuota refusing the rest "
-           f"(the Job's FailedCreate Events say so; the members waiting keep the quota they hold, so it does not "
-           f"clear), members deleted (a node deleted, PodGC, a drain) and not re-created by their controller, "
-           f"or a controller still creating them; raise what limits them, re-create the deleted ones, or lower {field}"
-           if not succeeded else
-           f"{succeeded} of its members succeeded{f' and {failed} failed' if failed else ''}, and finished members "
-           f"are not counted: a Job's last completions fewer than {field} never start; lower {field}, or make "
-           f"completions a multiple of it")
+    if succeeded:
+        why = (f"{succeeded} of its members succeeded{f' and {failed} failed' if failed else ''}, and finished members "
+               f"are not counted: a Job's last completions fewer than {field} never start; lower {field}, or make "
+               f"completions a multiple of it")
+    elif any(JOBSET_EXCLUSIVE in member.meta.annotations for member in alive):
+        why = (f"its pods carry JobSet's {JOBSET_EXCLUSIVE}: JobSet creates a child Job's followers only once its "
+               f"leader is scheduled, and no member is tried before {field} exist; lower {field} to the pods that "
+               f"exist before any is placed, the leaders")
+    else:
+        why = (f"fewer than {field} were created or remain: a Job's parallelism below it, a ResourceQuota refusing the "
+               f"rest (the Job's FailedCreate Events say so; the members waiting keep the quota they hold, so it does "
+               f"not clear), members deleted (a node deleted, PodGC, a drain) and not re-created by their controller, "
+               f"or a controller still creating them; raise what limits them, re-create the deleted ones, or lower "
+               f"{field}")
     return (f"Only {existing} pod{'' if existing == 1 else 's'} of {what} {gang_name(gang.key)} "
             f"exist{'s' if existing == 1 else ''} and its {field} is {minimum}: no member is tried until {short} more "
             f"{'is' if short == 1 else 'are'} created ({why}).")

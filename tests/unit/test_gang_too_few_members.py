@@ -116,3 +116,28 @@ def test_failed_members_alone_keep_the_parallelism_hint_and_are_counted_when_som
         "(the Job's FailedCreate Events say so; the members waiting keep the quota they hold, so it does not "
         "clear), members deleted (a node deleted, PodGC, a drain) and not re-created by their controller, "
         "or a controller still creating them; raise what limits them, re-create the deleted ones, or lower minMember).")
+
+
+EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+
+
+def _jobset_leaders() -> list[dict[str, Any]]:
+    """A JobSet of 3 child Jobs x 2 pods with exclusive placement, under a PodGroup of minMember 6
+    (a trial's): JobSet's pod webhook refuses a Job's follower until its leader is scheduled, so
+    only the 3 leaders exist and the gang waits for ever."""
+    leaders = [b.pod(f"js-w-{j}-0-abcde", limits={"nvidia.com/gpu": 1},
+                     labels={"scheduling.x-k8s.io/pod-group": "js", "jobset.sigs.k8s.io/jobset-name": "js"},
+                     annotations={EXCLUSIVE: "kubernetes.io/hostname", "jobset.sigs.k8s.io/jobset-name": "js"})
+               for j in range(3)]
+    return [b.node("n1", gpus=4), b.node("n2", gpus=4), b.node("n3", gpus=4), b.podgroup("js", 6), *leaders]
+
+
+def test_a_jobset_gang_short_of_its_exclusive_placement_followers_is_told_why() -> None:
+    """The sentence names JobSet's exclusive placement as the likely cause, and what to do."""
+    result = explaining.explain(_jobset_leaders(), "default/js-w-0-0-abcde", config(BINPACK), [], 0.0)
+    assert result is not None
+    assert result.too_few_members == (
+        "Only 3 pods of PodGroup default/js exist and its minMember is 6: no member is tried until 3 more are "
+        f"created (its pods carry JobSet's {EXCLUSIVE}: JobSet creates a child Job's followers only once its "
+        "leader is scheduled, and no member is tried before minMember exist; lower minMember to the pods that exist "
+        "before any is placed, the leaders).")
