@@ -67,3 +67,13 @@ def test_empty_lists_and_node_affinity_are_not_pod_terms() -> None:
     assert pod_terms({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"namespaceSelector": {"matchLabels": {"team": "a"}}}]}}}) == (
         ("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[].namespaceSelector",), ())
+
+
+def test_an_empty_preferred_list_is_no_term_and_a_namespace_selector_by_expressions_is_one() -> None:
+    """Preferred terms are told only when some are listed; a namespaceSelector is non-empty (not
+    honoured) with matchExpressions alone, as with matchLabels."""
+    assert pod_terms({"affinity": {"podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": []}}}) == ((), ())
+    assert pod_terms({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"namespaceSelector": {"matchExpressions": [{"key": "team", "operator": "Exists"}]}}]}}}) == (
+        ("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[].namespaceSelector",), ())
