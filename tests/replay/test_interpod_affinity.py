@@ -199,3 +199,29 @@ def test_the_preemptor_is_placed_once_its_victim_is_gone() -> None:
                   spec_extra={"affinity": {"podAntiAffinity": {REQ: [_term("infer")]}}}))
     run.feed(b.event("DELETED", low))
     assert run.node_of("high") == "n0"
+
+
+def _tries(run: Run, name: str) -> int:
+    return sum(1 for a in run.attempts if a.pod.meta.name == name)
+
+
+def test_a_node_given_the_terms_key_takes_the_waiting_pod_at_once() -> None:
+    """EventsToRegister: Node UpdateNodeLabel requeues a pod InterPodAffinity rejected (here the
+    first of its series, refused only for the node's missing zone)."""
+    run = Run()
+    run.add(b.node("n0", gpus=8))
+    run.add(_pod("web", "web", affinity=[_term("web", ZONE)]))
+    assert run.node_of("web") is None and _tries(run, "web") == 1
+    run.feed(b.event("MODIFIED", b.node("n0", gpus=8, labels={ZONE: "a"})))
+    assert _tries(run, "web") == 2 and run.node_of("web") == "n0"
+
+
+def test_a_new_pod_it_has_affinity_to_requeues_the_waiting_pod() -> None:
+    """A pod waiting for affinity to a pod not there yet is tried again when that pod arrives."""
+    run = Run()
+    run.add(b.node("n0", gpus=8))
+    run.add(_pod("web", "web", affinity=[_term("db")]))
+    assert run.node_of("web") is None and _tries(run, "web") == 1
+    run.add(_pod("db", "db"))
+    assert run.node_of("db") == "n0"
+    assert _tries(run, "web") >= 2 and run.node_of("web") == "n0"

@@ -138,3 +138,37 @@ def test_a_placed_pods_relabel_is_seen_by_the_cached_counts() -> None:
     run.feed(b.event("MODIFIED", b.pod("db", labels={"app": "db"}, node_name="n0", phase="Running",
                                        scheduler="default-scheduler")))
     assert plugin.filter(ctx, run.state.nodes["n0"]) is not None
+
+
+def test_the_first_of_a_series_still_needs_every_terms_key_on_the_node() -> None:
+    """satisfyPodAffinity returns false for a node lacking any term's topology key before the
+    self-match exception is looked at: a later term's missing key fails too."""
+    web = _pod("web", {"app": "web"}, affinity=[_term({"matchLabels": {"app": "web"}}, HOST),
+                                               _term({"matchLabels": {"app": "web"}}, ZONE)])
+    assert verdict(web, Counts(), {HOST: "n0", ZONE: "a"}) is None  # the first of its series
+    assert verdict(web, Counts(), {HOST: "n0"}) == (AFFINITY,)
+    assert verdict(web, Counts(), {ZONE: "a"}) == (AFFINITY,)
+
+
+def test_every_listed_namespace_is_looked_in() -> None:
+    spec = {"affinity": {"podAntiAffinity": {REQ: [_term({"matchLabels": {"app": "a"}}, namespaces=["x", "y"])]}}}
+    _, (term,) = required_pod_terms(spec, "default")
+    assert term.matches("x", {"app": "a"}) and term.matches("y", {"app": "a"})
+    assert not term.matches("default", {"app": "a"})
+
+
+def test_a_term_entry_that_is_no_object_is_skipped_not_the_rest() -> None:
+    """pod_terms reads any shape: an entry the apiserver would refuse counts as no term; the
+    terms after it are still read."""
+    spec = {"affinity": {"podAntiAffinity": {REQ: ["junk", _term({"matchLabels": {"app": "a"}})]}}}
+    _, terms = required_pod_terms(spec, "default")
+    assert len(terms) == 1 and terms[0].matches("default", {"app": "a"})
+
+
+def test_the_pod_itself_is_never_counted() -> None:
+    """A pod still counted on a node (its own nomination's hold, where a caller has not lifted it)
+    neither satisfies its own affinity, nor trips its own anti-affinity, nor is kept off by it."""
+    web = _pod("web", {"app": "web"}, affinity=[_term({"matchLabels": {"app": "web"}}, ZONE)],
+               anti=[_term({"matchLabels": {"app": "web"}})])
+    counts = _count(web, [(web, "n0")], {"n0": {HOST: "n0", ZONE: "a"}})
+    assert not counts.affinity and not counts.anti and not counts.existing
