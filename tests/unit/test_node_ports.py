@@ -116,3 +116,22 @@ def test_configz_lists_it_in_upstreams_filter_order() -> None:
     plugins = shown["plugins"]
     assert plugins.index("NodeAffinity") + 1 == plugins.index("NodePorts") < plugins.index("NodeResourcesFit")
     assert "NodePorts" not in shown["disabled"] and "NodePorts" not in shown["scoreWeights"]
+
+
+def test_a_removal_the_hint_cannot_place_always_requeues() -> None:
+    """The event names no node (a nominated pod's hold dropped) or one gone since: the hint cannot
+    tell which ports were freed, so it requeues (upstream's hint errs on the side of a retry)."""
+    from scheduler.core.plugins.node_ports import NodePorts
+    from scheduler.core.state import ClusterEvent, EventKind
+
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=8))
+    run.add(b.pod("holder", containers=[_with_ports("m", {"containerPort": 80, "hostPort": 8080})]))
+    run.add(b.pod("waiting", containers=[_with_ports("m", {"containerPort": 80, "hostPort": 8080})]))
+    assert run.node_of("holder") == "a" and run.node_of("waiting") is None
+    hint = NodePorts(type("H", (), {"state": run.state})()).queueing_hints()[  # type: ignore[arg-type]
+        EventKind.ASSIGNED_POD_REMOVED]
+    uid = b.uid_for("Pod", "default", "waiting")
+    assert not hint(uid, ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node="a"))  # 8080 still taken there
+    assert hint(uid, ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=""))
+    assert hint(uid, ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node="gone"))
