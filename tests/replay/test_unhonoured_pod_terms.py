@@ -185,3 +185,17 @@ def test_what_if_and_the_replay_give_the_same_answer() -> None:
         assert found[f"default/{name}"].node == "" and run.node_of(name) is None
         assert found[f"default/{name}"].message == run.last(name).message
     assert found["default/soft"].node == run.node_of("soft") == "n0"
+
+
+def test_a_pod_asking_a_gpu_class_is_not_told_to_leave_tessera() -> None:
+    """A GPU asked through a ResourceClass (a device request, no "gpu" in the resource name) is a
+    GPU pod too: the GPU pod policy refuses class GPU pods naming another scheduler."""
+    run = Run()
+    run.add(b.node("n0", gpus=4), *(b.device("n0", i) for i in range(4)),
+            b.resource_class("v100", match_labels={"model": "V100"}))
+    run.add(b.pod("classy", labels={"app": "infer"}, limits={"class.tessera.dev/v100": 1},
+                  spec_extra={"affinity": {"podAntiAffinity": {
+                      "requiredDuringSchedulingIgnoredDuringExecution": [_ns_term("infer")]}}}))
+    message = run.last("classy").message
+    assert ANTI in message and "a pod asking GPUs must stay with Tessera" in message
+    assert "default-scheduler" not in message
