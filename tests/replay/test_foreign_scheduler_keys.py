@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.core.foreign import IGNORED_SCHEDULER_KEY
+import pytest
+
+from scheduler.core.foreign import IGNORED_SCHEDULER_KEY, ignored_keys, ignored_note
 from scheduler.kubectl import explain as explaining
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run, config
@@ -122,3 +124,25 @@ def test_a_bound_or_finished_pod_is_not_told() -> None:
             b.pod("pending", limits={"nvidia.com/gpu": 1}, annotations=keys))
     told = _ignored(run)
     assert len(told) == 1 and "default/pending" in told[0], told
+
+
+@pytest.mark.parametrize(("where", "key"), [
+    ("annotation", "scheduling.k8s.io/group-name"), ("annotation", "scheduling.volcano.sh/group-name"),
+    ("annotation", "pod-group-name"), ("annotation", "scheduling.volcano.sh/queue-name"),
+    ("annotation", "volcano.sh/queue-name"), ("label", "volcano.sh/queue-name"), ("label", "kai.scheduler/queue"),
+    ("label", "runai/queue"), ("annotation", "gpu-fraction"), ("annotation", "gpu-memory"),
+    ("annotation", "gpu-fraction-num-devices"),
+])
+def test_each_key_the_other_schedulers_define_is_told(where: str, key: str) -> None:
+    """Every key of the module's list, by the name Volcano and KAI-Scheduler give it, where they read it."""
+    on = {key: "x"}
+    assert ignored_keys(on if where == "annotation" else {}, on if where == "label" else {}, False) == (
+        f"{where} {key}",)
+
+
+def test_the_note_names_gang_then_sharing_then_queue_keys_and_nothing_for_none() -> None:
+    keys = ignored_keys({"scheduling.volcano.sh/queue-name": "q", "gpu-fraction": "0.5",
+                         "scheduling.k8s.io/group-name": "g"}, {}, False)
+    note = ignored_note(keys)
+    assert note.index("group-name") < note.index("gpu-fraction") < note.index("queue-name")
+    assert ignored_note(()) == ""
