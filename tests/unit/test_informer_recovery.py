@@ -425,3 +425,86 @@ async def test_a_relist_after_an_unforeseen_error_is_visible_an_unavailable_kind
         informer, http, sink = make([missing, missing], [], kind=kind)
         await run_until(informer, lambda: len(http.list_calls) >= 2)
         assert informer.unavailable is not None and not informer.relist_pending
+
+
+async def test_one_answer_wakes_every_pause_under_way_and_no_later_one() -> None:
+    """`Answers`: an answer ends every connection-error pause waiting then (True: woken), and only
+    those: a pause begun after it waits its time out (False), or an outage's retries would come
+    back to back."""
+    answers = informers.Answers()
+    woken: list[bool] = []
+
+    async def pause() -> None:
+        woken.append(await answers.pause(10.0))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(pause)
+            group.start_soon(pause)
+            await asyncio.sleep(0.01)  # both wait now
+            answers.answered()
+    assert woken == [True, True]
+    started = time.monotonic()
+    assert not await answers.pause(0.05)
+    assert time.monotonic() - started >= 0.04
+
+
+async def test_a_410_keeps_the_pauses_unreadable_watches_piled_up() -> None:
+    """An answer the informer cannot read (a watch line that is no JSON) is still an answer, not an
+    outage: a 410 after a run of them keeps their pauses, as after 5xx."""
+    garbled = [FakeStream(b"not json\n") for _ in range(OUTAGE_ERRORS)]
+    informer, _, _ = make([page([pod("a", "1")], "5"), page([pod("a", "1")], "9")],
+                                [*garbled, FakeStream(orjson.dumps(GONE), status=410)])
+    with capture_logs() as logs:
+        await run_until(informer, lambda: informer.stats.lists == 2, timeout=10.0)
+    relist = [entry for entry in logs if entry["event"] == "informer.relist"]
+    assert len(relist) == 1 and relist[0]["retry_in"] >= 0.002 * 512, relist
+
+
+async def test_an_outage_is_remembered_until_a_list_is_delivered() -> None:
+    """An answer the informer cannot read in the middle of an outage's retries does not end the
+    outage: the 410 after it still forgets the outage's pauses."""
+    refused = [aiohttp.ClientConnectionError("refused") for _ in range(OUTAGE_ERRORS)]
+    informer, _, _ = make([page([pod("a", "1")], "5"), page([pod("a", "1")], "9")],
+                                [*refused, FakeStream(b"not json\n"), FakeStream(orjson.dumps(GONE), status=410)])
+    with capture_logs() as logs:
+        await run_until(informer, lambda: informer.stats.lists == 2, timeout=10.0)
+    relist = [entry for entry in logs if entry["event"] == "informer.relist"]
+    assert len(relist) == 1 and relist[0]["retry_in"] <= 2 * 0.002, relist
+
+
+async def test_a_delivered_list_ends_the_outage() -> None:
+    """After the relist that ended an outage, 5xx then a 410 are a struggling server's: the
+    relist after them waits the pauses they piled up, the earlier outage forgotten for good."""
+    refused = [aiohttp.ClientConnectionError("refused") for _ in range(3)]
+    busy = [FakeStream(b'{"kind":"Status","code":503}', status=503) for _ in range(OUTAGE_ERRORS)]
+    informer, _, _ = make([page([pod("a", "1")], str(5 + i)) for i in range(3)],
+                                [*refused, FakeStream(orjson.dumps(GONE), status=410), *busy,
+                                 FakeStream(orjson.dumps(GONE), status=410)])
+    with capture_logs() as logs:
+        await run_until(informer, lambda: informer.stats.lists == 3, timeout=10.0)
+    relist = [entry for entry in logs if entry["event"] == "informer.relist"]
+    assert len(relist) == 2 and relist[1]["retry_in"] >= 0.002 * 512, relist
+
+
+class _ListsWhenGated(FakeHttp):
+    """A LIST answered only once `gate` is set; its watch never opens (no other answer)."""
+
+    def __init__(self, gate: asyncio.Event, lists: list[Response]) -> None:
+        super().__init__(lists, [])
+        self.gate = gate
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Response:
+        await self.gate.wait()
+        return await super().request(method, path, **kwargs)
+
+    @asynccontextmanager
+    async def stream(self, path: str, query: Any, read_timeout: float) -> AsyncIterator[FakeStream]:
+        self.watch_calls.append((path, dict(query), read_timeout))
+        await asyncio.Event().wait()
+        yield FakeStream()
+
+
+async def test_a_delivered_list_wakes_the_others() -> None:
+    gate = asyncio.Event()
+    assert await _woken_by(_ListsWhenGated(gate, [page([pod("a", "1")], "5")]), gate) < 0.3
