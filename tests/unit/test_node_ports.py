@@ -135,3 +135,15 @@ def test_a_removal_the_hint_cannot_place_always_requeues() -> None:
     assert not hint(uid, ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node="a"))  # 8080 still taken there
     assert hint(uid, ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=""))
     assert hint(uid, ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node="gone"))
+
+
+def test_each_wanted_port_is_checked_against_every_port_in_use() -> None:
+    """fitsPorts: a pod wanting several ports is refused when any one is taken, not only its first
+    (the ports in use are read once, for every wanted port)."""
+    run = Run(config(BINPACK))
+    run.add(b.node("a", gpus=8))
+    run.add(b.pod("holder", containers=[_with_ports("m", {"containerPort": 90, "hostPort": 9090})]))
+    run.add(b.pod("both", containers=[_with_ports("m", {"containerPort": 80, "hostPort": 8080},
+                                                  {"containerPort": 90, "hostPort": 9090})]))
+    assert run.node_of("holder") == "a" and run.node_of("both") is None
+    assert "didn't have free ports" in run.last("both").message
