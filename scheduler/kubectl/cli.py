@@ -1,4 +1,5 @@
-"""The `kubectl-tessera` executable: `kubectl tessera nodes | explain POD|TYPE/NAME | what-if [--config FILE]`.
+"""The `kubectl-tessera` executable: `kubectl tessera nodes | explain POD|TYPE/NAME | what-if [--config FILE] |
+rollback-check`.
 
 One shape for every command: resolve the cluster as kubectl does (`target.py`), list it once
 (`scheduler.kube.snapshot`), compute, print a table or `-o json|yaml`. Errors are one line on
@@ -25,10 +26,10 @@ from scheduler.build_info import add_version_option
 from scheduler.closed_pipe import reader_gone
 from scheduler.kube.http import (TRANSPORT_ERRORS, ConnectError, ContextNotFound, Impersonation, KubeconfigError,
                                  KubeHttp, check_apiserver, connect, rejected)
-from scheduler.kube.informers import PRIORITY_CLASSES
+from scheduler.kube.informers import PODS, PRIORITY_CLASSES, SCHEDULER_KINDS, ResourceKind
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
 from scheduler.kubectl import explain as explaining
-from scheduler.kubectl import probe_pods, whatif
+from scheduler.kubectl import probe_pods, rollback, whatif
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE, DRY_RUN_FALLBACK, ChosenConfig, installed_config
 from scheduler.kubectl.leadership import UNKNOWN, Leadership, leadership
 from scheduler.kubectl.output import FORMATS, dump
@@ -131,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "where they would go if created now, behind the pods already pending")
     _installed(what)  # its Lease says who schedules the pending pods now (the Leader: line)
     what.set_defaults(func=_what_if)
+    back = command("rollback-check", "before rolling back to a version without tessera.dev/held-devices: the "
+                                     "pods whose GPUs it would take for free (exit 1 when there are any)")
+    back.set_defaults(func=_rollback_check)
     return parser
 
 
@@ -196,9 +200,10 @@ async def _leader(http: KubeHttp, election: LeaderElectionConfig | str, args: ar
                             progress=lambda line: print(line, file=sys.stderr))
 
 
-async def _listing(target: Target, namespaces: Iterable[str]) -> tuple[KubeHttp, ClusterListing]:
-    """Connect and list the cluster (a namespaced kind denied cluster-wide in `namespaces`, the
-    ones the command is about); the client is returned for follow-up reads (closed by the caller)."""
+async def _listing(target: Target, namespaces: Iterable[str],
+                   kinds: tuple[ResourceKind, ...] = SCHEDULER_KINDS) -> tuple[KubeHttp, ClusterListing]:
+    """Connect and list the cluster's `kinds` (a namespaced kind denied cluster-wide in `namespaces`,
+    the ones the command is about); the client is returned for follow-up reads (closed by the caller)."""
     api = await connect(target.kubeconfig, user_agent=USER_AGENT, context=target.context,
                         impersonate=target.impersonate)
     http = KubeHttp(api)
@@ -206,7 +211,7 @@ async def _listing(target: Target, namespaces: Iterable[str]) -> tuple[KubeHttp,
         response = await check_apiserver(http, target.kubeconfig)
         if response.status in (401, 403):
             raise CommandError(rejected(http, response))
-        return http, await list_cluster(http, namespaces=namespaces)
+        return http, await list_cluster(http, kinds, namespaces=namespaces)
     except ListError as err:
         await api.close()
         raise CommandError(str(err)) from None
@@ -347,6 +352,17 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
         await http.api.close()
     _print(whatif.as_dict(result), lambda: whatif.render(result), args.output)
     return 0
+
+
+async def _rollback_check(args: argparse.Namespace, target: Target) -> int:
+    """Every namespace's pods are read (a GPU is given twice whichever namespace holds it), so -n
+    does not narrow it; exit 1 when a rollback is not safe, as `kubectl diff` exits 1 on a
+    difference, so a script stops there."""
+    http, listing = await _listing(target, (), kinds=(PODS,))
+    await http.api.close()
+    result = rollback.check(listing.objects)
+    _print(rollback.as_dict(result), lambda: rollback.render(result), args.output)
+    return 0 if result.safe else 1
 
 
 def _probes(filenames: Sequence[str], namespace: str, namespace_flag: str | None, now: float) -> list[dict[str, Any]]:

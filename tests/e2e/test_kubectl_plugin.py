@@ -15,12 +15,14 @@ import orjson
 import pytest
 import yaml
 
+from scheduler.core import annotations as ann
 from scheduler.kube.controlplane import ApiError, LocalControlPlane
 from scheduler.kubectl.cli import USER_AGENT
 from scheduler.sim import builders as b
 from tests.e2e import gpu_scenario
 from tests.e2e.gpu_scenario import Scenario
-from tests.e2e.live import REPO, Kube
+from tests.e2e.live import REPO, FakeAgent, Kube, eventually
+from tests.e2e.test_devices_annotation_edit_live import CLASS, _allocated, _name_the_other_gpu, _two_gpu_node
 from tests.e2e.test_live_scheduling import CLASSES, ERS
 
 PLUGIN = Path(sys.executable).parent / "kubectl-tessera"  # the package's console script
@@ -438,3 +440,37 @@ async def test_nodes_says_a_node_agent_went_silent(clean_cluster: LocalControlPl
     view = orjson.loads(await _ok(clean_cluster, "nodes", "-o", "json"))
     silent = {n["name"]: n["agent_silent_for"] for n in view["nodes"]}
     assert silent["alive"] is None and silent["no-agent"] is None and 300 <= silent["killed"] < 360, silent
+
+
+async def test_rollback_check_lists_a_pod_whose_edit_dropped_a_held_gpu(clean_cluster: LocalControlPlane,
+                                                                        tessera: Any, kubectl: Kube,
+                                                                        namespace: str) -> None:
+    """An SRE upgrade trial: rolled back to a version from before `tessera.dev/held-devices`, a
+    bound pod's edited `tessera.dev/devices` let it give the GPU the pod still used to a second
+    pod. `rollback-check` reads the pods as Tessera left them: safe (exit 0) while the Binding's
+    record and the annotation agree; after the edit (Tessera writes the union into held-devices)
+    the pod and the GPU an older version would give away are listed, exit 1."""
+    await tessera("config/binpack.yaml")
+    devices = await _two_gpu_node(kubectl, "rollback-1")
+    async with FakeAgent(kubectl, namespace):
+        await kubectl.create_pod(namespace, b.pod("cls1", limits={CLASS: 1}))
+        pod = await _allocated(kubectl, namespace, "cls1")
+        assert (await _ok(clean_cluster, "rollback-check")).startswith("safe to roll back")
+        given = orjson.loads(pod["metadata"]["annotations"][ann.DEVICES])["containers"]["main"][CLASS][0]["device"]
+        await _name_the_other_gpu(kubectl, namespace, pod, devices)
+
+        async def union_recorded() -> bool:
+            got = await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/pods/cls1")
+            return len(orjson.loads(got.json()["metadata"]["annotations"][ann.HELD_DEVICES])
+                       ["containers"]["main"][CLASS]) == 2
+
+        await eventually(union_recorded)
+        status, out, err = await _plugin(clean_cluster, "rollback-check")
+        assert (status, err) == (1, ""), err
+        assert f"{namespace}/cls1   rollback-1   {given}\n" in out, out
+        assert out.endswith("1 pod holds devices an older version cannot see (it reads tessera.dev/devices alone and "
+                            "would give them to another pod): not safe to roll back to a version without "
+                            "tessera.dev/held-devices until they end\n"), out
+        status, out, _ = await _plugin(clean_cluster, "rollback-check", "-o", "json")
+        assert status == 1 and orjson.loads(out)["pods"] == [
+            {"pod": f"{namespace}/cls1", "node": "rollback-1", "unseenDevices": [given]}]

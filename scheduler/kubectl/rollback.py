@@ -1,0 +1,129 @@
+"""`kubectl tessera rollback-check`: may an older Tessera take over without giving a GPU in use away?
+
+Why: a bound pod's `tessera.dev/held-devices` records every device it was given while bound
+(`scheduler.core.annotations.HELD_DEVICES`). After someone edits its `tessera.dev/devices`, the
+held record still names the devices the edit dropped, which its containers keep using, and this
+version holds them until the pod ends. A version from before held-devices existed reads
+`tessera.dev/devices` alone: it takes those devices for free and gives them to the next pod. The
+older version cannot be fixed, so an operator checks before rolling back: this lists every such
+pod and each device (or part of a slice) an older version would not see held.
+
+What an older version does with the other cases, so they are not listed: a `tessera.dev/devices`
+it cannot read excludes the pod's node from device scheduling (it fails closed: no GPU is given
+twice, the node's free GPUs wait); a pod that ended (Succeeded, Failed) frees what it held in
+both versions. A `tessera.dev/held-devices` that cannot be read is listed: what the pod holds
+beyond its devices annotation is unknown, so the rollback cannot be called safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.api.quantity import Amount, format_quantity
+from scheduler.core import annotations as ann
+from scheduler.core.objects import in_terminal_phase
+from scheduler.view.text import columns
+
+# a device's hold by one pod: None whole, else the largest slice any grant names
+Hold = Amount | None
+
+
+@dataclass(frozen=True, slots=True)
+class Unseen:
+    """A bound pod whose held record names what its devices annotation does not."""
+
+    pod: str  # namespace/name
+    node: str
+    devices: tuple[str, ...]  # what an older version would take for free: "gpu-0", "gpu-1 (8Gi held, 4Gi named)"
+    why: str = ""  # set when held-devices cannot be read (devices is then empty)
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackCheck:
+    pods: tuple[Unseen, ...]
+
+    @property
+    def safe(self) -> bool:
+        return not self.pods
+
+    def verdict(self) -> str:
+        if self.safe:
+            return (f"safe to roll back: every bound pod's {ann.DEVICES} names all the devices its "
+                    f"{ann.HELD_DEVICES} records")
+        count = f"{len(self.pods)} pods hold" if len(self.pods) != 1 else "1 pod holds"
+        return (f"{count} devices an older version cannot "
+                f"see (it reads {ann.DEVICES} alone and would give them to another pod): not safe to roll back to "
+                f"a version without {ann.HELD_DEVICES} until they end")
+
+
+def check(objects: Iterable[Mapping[str, Any]]) -> RollbackCheck:
+    """Every bound pod still running (or waiting to run) among `objects` (raw Pods as listed)
+    that holds a device its `tessera.dev/devices` does not name, in namespace/name order."""
+    found: list[Unseen] = []
+    for pod in objects:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        annotations = meta.get("annotations") or {}
+        node = spec.get("nodeName") or ""
+        if not node or ann.HELD_DEVICES not in annotations or in_terminal_phase(pod):
+            continue
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        try:
+            held = ann.decode_devices(annotations[ann.HELD_DEVICES])
+        except ann.AnnotationError as err:
+            found.append(Unseen(key, node, (), f"{ann.HELD_DEVICES} cannot be read ({err}): what the pod holds "
+                                               f"beyond {ann.DEVICES} is unknown"))
+            continue
+        raw = annotations.get(ann.DEVICES)
+        try:
+            named = ann.decode_devices(raw) if raw is not None else {}  # removed: an older version sees none
+        except ann.AnnotationError:
+            continue  # an older version excludes the node from device scheduling: nothing is given twice
+        unseen = _unseen(_holds(held), _holds(named))
+        if unseen:
+            found.append(Unseen(key, node, unseen))
+    return RollbackCheck(tuple(sorted(found, key=lambda unseen: unseen.pod)))
+
+
+def _holds(assignment: ann.DeviceAssignment) -> dict[str, Hold]:
+    """Each device the assignment names, over all its containers: whole if any grant is whole,
+    else the largest slice (what a version reading only this annotation charges)."""
+    holds: dict[str, Hold] = {}
+    for by_resource in assignment.values():
+        for grants in by_resource.values():
+            for grant in grants:
+                known = holds.get(grant.device, 0)
+                holds[grant.device] = None if grant.amount is None or known is None else max(known, grant.amount)
+    return holds
+
+
+def _unseen(held: Mapping[str, Hold], named: Mapping[str, Hold]) -> tuple[str, ...]:
+    """The held devices `named` leaves out, or names a smaller part of, as the table shows them."""
+    out: list[str] = []
+    for device, hold in sorted(held.items()):
+        if device not in named:
+            out.append(device if hold is None else f"{device} ({format_quantity(hold)})")
+            continue
+        seen = named[device]
+        if seen is None or (hold is not None and seen >= hold):
+            continue
+        out.append(f"{device} ({'whole' if hold is None else format_quantity(hold)} held, "
+                   f"{format_quantity(seen)} named)")
+    return tuple(out)
+
+
+def as_dict(result: RollbackCheck) -> dict[str, Any]:
+    """`-o json|yaml`: the verdict and the pods."""
+    return {"safe": result.safe, "verdict": result.verdict(),
+            "pods": [{"pod": unseen.pod, "node": unseen.node, "unseenDevices": list(unseen.devices),
+                      **({"reason": unseen.why} if unseen.why else {})} for unseen in result.pods]}
+
+
+def render(result: RollbackCheck) -> str:
+    """A table of the pods (none: the verdict alone), then the verdict."""
+    if result.safe:
+        return result.verdict()
+    rows: list[list[str | None]] = [["POD", "NODE", "DEVICES AN OLDER VERSION WOULD SEE FREE"]]
+    rows += [[unseen.pod, unseen.node, unseen.why or ", ".join(unseen.devices)] for unseen in result.pods]
+    return columns(rows) + "\n\n" + result.verdict()

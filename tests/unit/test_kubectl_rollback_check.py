@@ -1,0 +1,124 @@
+"""`kubectl tessera rollback-check` against the fake apiserver HTTP layer (tests/fakeapi.py): an
+SRE trial rolled back to a version from before `tessera.dev/held-devices`, and it gave a GPU a
+bound pod's containers still used to a second pod (the pod's `tessera.dev/devices` had been
+edited; the old version reads only that). The check lists those pods before a rollback and
+exits 1; a cluster without them is "safe to roll back", exit 0."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import orjson
+import pytest
+
+from scheduler.core import annotations as ann
+from scheduler.kube.http import Response
+from scheduler.kube.informers import PODS
+from scheduler.kubectl import cli, rollback
+from scheduler.sim import builders as b
+from tests.fakeapi import Call, FakeApi, _status
+
+GiB = 2**30
+
+
+def _grants(*grants: tuple[str, int | None]) -> str:
+    """A devices annotation of container main: (device, slice bytes or None for whole)."""
+    return ann.encode_devices({"main": {"nvidia.com/gpu": tuple(
+        ann.DeviceGrant(f"GPU-{device}", device, None if amount is None else Fraction(amount)) for device, amount
+        in grants)}})
+
+
+def _bound(name: str, held: str | None, devices: str | None, phase: str = "Running",
+           namespace: str = "team-a") -> dict[str, Any]:
+    annotations = {key: value for key, value in ((ann.HELD_DEVICES, held), (ann.DEVICES, devices)) if value is not None}
+    return b.pod(name, namespace, limits={"nvidia.com/gpu": 1}, annotations=annotations, node_name="n1", phase=phase)
+
+
+class _Api(FakeApi):
+    """The fake apiserver behind a real KubeHttp, as `connect` returns it to the plugin."""
+
+    async def close(self) -> None:
+        """`ApiClient.close`: nothing to close."""
+
+
+def _api(*pods: dict[str, Any]) -> _Api:
+    api = _Api()
+    api.handlers.append(lambda call: Response(200, b'{"gitVersion": "v1.36.3"}') if call.path == "/version" else None)
+    for pod in pods:
+        api.add_pod(pod)
+    return api
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], api: _Api,
+         *flags: str) -> tuple[int, str, str]:
+    async def connect(*_: Any, **__: Any) -> _Api:
+        return api
+
+    monkeypatch.setattr(cli, "connect", connect)
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent")
+    status = cli.main(["rollback-check", *flags])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+EDITED = (_grants(("gpu-0", None)), _grants(("gpu-1", None)))  # held-devices, devices after the trial's edit
+
+
+def test_a_pod_whose_edit_dropped_a_held_gpu_makes_the_rollback_unsafe(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    union = _grants(("gpu-0", None), ("gpu-1", None))  # what the new version writes back after the edit
+    api = _api(_bound("edited", union, EDITED[1]),
+               _bound("untouched", _grants(("gpu-2", None)), _grants(("gpu-2", None))),
+               _bound("old-pod", None, _grants(("gpu-3", None))),  # bound by an older version: nothing to lose
+               _bound("done", union, EDITED[1], phase="Succeeded"))
+    status, out, err = _run(monkeypatch, capsys, api)
+    assert (status, err) == (1, "")
+    assert out == ("POD             NODE   DEVICES AN OLDER VERSION WOULD SEE FREE\n"
+                   "team-a/edited   n1     gpu-0\n\n"
+                   "1 pod holds devices an older version cannot see (it reads tessera.dev/devices alone and would "
+                   "give them to another pod): not safe to roll back to a version without tessera.dev/held-devices "
+                   "until they end\n")
+    assert [c.path for c in api.of("GET")] == ["/version", PODS.path]  # every namespace's pods, read only
+
+
+def test_a_cluster_without_such_pods_is_safe_to_roll_back(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    api = _api(_bound("same", _grants(("gpu-0", None)), _grants(("gpu-0", None))), b.pod("pending", "team-a"))
+    status, out, _ = _run(monkeypatch, capsys, api, "-o", "json")
+    assert status == 0
+    doc = orjson.loads(out)
+    assert doc["safe"] is True and doc["pods"] == [] and doc["verdict"].startswith("safe to roll back")
+
+
+def test_slices_a_removed_annotation_and_an_unreadable_record() -> None:
+    pods = [
+        _bound("grown", _grants(("gpu-0", 8 * GiB)), _grants(("gpu-0", 4 * GiB)), namespace="b"),
+        _bound("wider", _grants(("gpu-1", 4 * GiB)), _grants(("gpu-1", None)), namespace="b"),  # named whole: seen
+        _bound("whole", _grants(("gpu-2", None)), _grants(("gpu-2", 4 * GiB)), namespace="b"),
+        _bound("removed", _grants(("gpu-3", None)), None, namespace="b"),  # an older version reads no devices
+        _bound("garbled", "{", _grants(("gpu-4", None)), namespace="b"),
+        _bound("broken", _grants(("gpu-5", None)), "{", namespace="b"),  # an older version fences the node
+    ]
+    result = rollback.check(pods)
+    assert [(u.pod, u.devices) for u in result.pods] == [
+        ("b/garbled", ()), ("b/grown", ("gpu-0 (8Gi held, 4Gi named)",)), ("b/removed", ("gpu-3",)),
+        ("b/whole", ("gpu-2 (whole held, 4Gi named)",))]
+    assert result.pods[0].why.startswith("tessera.dev/held-devices cannot be read (not valid JSON")
+    assert rollback.as_dict(result)["pods"][0]["reason"] == result.pods[0].why
+    assert "4 pods hold devices an older version cannot see" in rollback.render(result)
+
+
+def test_pods_unreadable_cluster_wide_is_an_error_not_a_verdict(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    api = _api(_bound("edited", EDITED[0], EDITED[1]))
+
+    def deny(call: Call) -> Response | None:
+        return _status(403, 'pods is forbidden: User "alice" cannot list resource "pods" in API group "" at the '
+                            'cluster scope', "Forbidden") if call.path == PODS.path else None
+
+    api.handlers.insert(0, deny)
+    status, out, err = _run(monkeypatch, capsys, api, "--as", "alice")
+    assert (status, out) == (1, "")
+    assert err.startswith("error: cannot list pods: the apiserver at https://fake-apiserver denied access (HTTP 403)")
+    assert "safe" not in err
