@@ -268,3 +268,33 @@ def test_an_assigned_pod_that_cannot_help_does_not_requeue(change: str) -> None:
         assert core.where("lone") == UNSCHEDULABLE
 
     assert core.where("web") == UNSCHEDULABLE, core.scheduler.take_queue_incoming()
+
+
+def test_a_pod_kept_off_a_zone_is_retried_when_the_pod_it_avoids_leaves_one_of_its_anti_terms() -> None:
+    """`web` avoids app=db on its host and tier=cache in its zone; `db` (both labels) runs on
+    `n1`, so both nodes of zone `a` are closed to `web` (n1 by both terms, n2 by the zone one).
+    `db` loses tier=cache: it still matches the host term, so n1 stays closed, but n2 opens.
+    A hint asking whether the pod matched *any* anti-affinity term before and *none* now skips
+    that (it still matches one); upstream v1.36 (`podMatchesAllAffinityTerms(antiTerms, old) &&
+    !podMatchesAllAffinityTerms(antiTerms, new)`) queues it. A term the pod no longer matches
+    may open that term's domains: that is what the hint must ask."""
+    core = Core()
+    zone = "topology.kubernetes.io/zone"
+    for name in ("n1", "n2"):
+        core.apply("ADDED", b.node(name, cpu="4", memory="8Gi",
+                                   labels={"kubernetes.io/hostname": name, zone: "a"}))
+    db = b.pod("db", labels={"app": "db", "tier": "cache"}, requests={"cpu": "1"}, node_name="n1",
+               phase="Running", scheduler="default-scheduler")
+    core.apply("ADDED", db)
+    terms = [{"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"},
+             {"labelSelector": {"matchLabels": {"tier": "cache"}}, "topologyKey": zone}]
+    core.apply("ADDED", b.pod("web", labels={"app": "web"}, requests={"cpu": "1"},
+                              spec_extra={"affinity": {"podAntiAffinity": {REQ: terms}}}))
+    core.run()
+    assert core.where("web") == UNSCHEDULABLE
+    core.apply("MODIFIED", b.pod("db", labels={"app": "db"}, requests={"cpu": "1"}, node_name="n1",
+                                 phase="Running", scheduler="default-scheduler"))
+
+    retry = _of(core.later(BACKOFF_AT_MOST), "web")
+    assert retry and retry[0].node == "n2", f"web stays parked ({core.where('web')}) although n2 is open"
+

@@ -54,8 +54,11 @@ def _matches_all(terms: tuple[PodTerm, ...], pod: Pod) -> bool:
     return bool(terms) and all(t.matches(pod.meta.namespace, pod.meta.labels) for t in terms)
 
 
-def _matches_any(terms: tuple[PodTerm, ...], pod: Pod) -> bool:
-    return any(t.matches(pod.meta.namespace, pod.meta.labels) for t in terms)
+def _left_any(terms: tuple[PodTerm, ...], old: Pod, new: Pod) -> bool:
+    """Whether the pod, relabelled from `old` to `new`, no longer matches one of the terms it
+    matched: that term's domains around it may open (any one term repels)."""
+    return any(t.matches(old.meta.namespace, old.meta.labels) and not t.matches(new.meta.namespace, new.meta.labels)
+               for t in terms)
 
 
 class Counts:
@@ -158,15 +161,19 @@ class InterPodAffinity(FilterPlugin):
 
     def _after_pod_relabelled(self, uid: str, event: ClusterEvent) -> bool:
         """upstream's isSchedulableAfterPodChange for an updated assigned pod: it helps when it
-        matches all of the waiting pod's affinity terms and did not before, or matched one of its
-        anti-affinity terms and matches none now (its own terms, read for the symmetric check,
-        cannot change: a pod's affinity is immutable)."""
+        matches all of the waiting pod's affinity terms and did not before, or no longer matches
+        an anti-affinity term it matched (its own terms, read for the symmetric check, cannot
+        change: a pod's affinity is immutable). Asked per term: v1.36 asks whether it matched
+        all of them and no longer does, which misses a pod that matched one and now none
+        (kubernetes#139161 moves upstream to any-term matching for anti-affinity); a pod still
+        repelled by one term may also have opened another term's wider domain. Every relabel
+        upstream queues for is queued here (docs/semantics.md)."""
         pod = self.handle.state.pods.get(uid)
         new, old = event.pod, event.old
         if pod is None or new is None or old is None:
             return True
         return (_matches_all(pod.affinity, new) and not _matches_all(pod.affinity, old)) \
-            or (_matches_any(pod.anti_affinity, old) and not _matches_any(pod.anti_affinity, new))
+            or _left_any(pod.anti_affinity, old, new)
 
     def filter_applies(self, ctx: PodContext) -> bool:
         pod = ctx.pod
