@@ -31,6 +31,12 @@ class Engine:
         self.profiles = {p.scheduler_name: ProfileRuntime(p, self.state, table, self.timing, batch)
                          for p in config.profiles}
         self.permits: list[PermitPlugin] = [p for runtime in self.profiles.values() for p in runtime.permits]
+        # per event kind, the plugins of any profile with a queueing hint for it: the only
+        # rejectors whose pods an event of that kind is worth asking about (`queue.move`)
+        self.listening: dict[EventKind, frozenset[str]] = {
+            kind: frozenset(name for runtime in self.profiles.values()
+                            for name, hints in runtime.hints.items() if kind in hints)
+            for kind in EventKind}
         self.queue.pre_enqueue = self.gating_plugin
         self.released: list[Attempt] = []  # held Bindings a permit plugin let go, not taken yet
         self.rejected: list[Attempt] = []  # held Bindings a permit plugin found invalid, not taken yet
@@ -63,7 +69,7 @@ class Engine:
                 self.release(event.node, now)
             else:
                 self.queue.move(now, functools.partial(self._worth_retrying, event=event, spared=spared),
-                                event.label or event.kind.value)
+                                event.label or event.kind.value, self.listening[event.kind])
         self.act_on_deferred_class_events(now)
 
     def act_on_deferred_class_events(self, now: float) -> None:

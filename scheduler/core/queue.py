@@ -96,6 +96,11 @@ class SchedulingQueue:
         self._backoff: list[BackoffItem] = []
         self._backoff_waiting: list[BackoffItem] = []
         self.unschedulable: dict[str, QueuedPod] = {}
+        # the unschedulable pods by the plugins whose hints may wake them (`_park`), each with its
+        # place in `unschedulable`'s order: an event asks only the pods its plugins may wake (`move`)
+        self._parked_by: dict[str, dict[str, int]] = {}
+        self._parked_as: dict[str, tuple[frozenset[str], int]] = {}  # uid -> (its plugins, its place)
+        self._places = itertools.count()
         self.group_failed_at: dict[str, float] = {}
         self.group_backoff_until: dict[str, float] = {}  # a failed group kept out until then
         self._seq = itertools.count()
@@ -155,7 +160,7 @@ class SchedulingQueue:
         entry = self.entries.pop(uid, None)
         if entry is not None:
             entry.version += 1  # invalidates heap entries lazily
-            self.unschedulable.pop(uid, None)
+            self._unpark(uid)
             self._leave_group(entry.group)
 
     def _leave_group(self, group: str) -> None:
@@ -209,7 +214,7 @@ class SchedulingQueue:
         return True
 
     def _take(self, entry: QueuedPod) -> None:
-        self.unschedulable.pop(entry.uid, None)
+        self._unpark(entry.uid)
         entry.gating = ""
         entry.where = IN_FLIGHT
         entry.version += 1
@@ -243,7 +248,7 @@ class SchedulingQueue:
             return
         entry.where = UNSCHEDULABLE
         entry.version += 1
-        self.unschedulable[uid] = entry
+        self._park(entry)
         self.incoming[UNSCHEDULABLE, ATTEMPT_FAILURE] += 1
 
     def error_failure(self, uid: str, now: float) -> None:
@@ -277,7 +282,7 @@ class SchedulingQueue:
         entry.attempts += 1
         entry.timestamp = now
         entry.rejectors = frozenset()
-        self.unschedulable.pop(uid, None)
+        self._unpark(uid)
         if not self._admit(entry, now, ATTEMPT_FAILURE):
             return
         if entry.group and self.group_backoff_until.get(entry.group, now) > now:
@@ -296,10 +301,23 @@ class SchedulingQueue:
 
     # --- requeueing --------------------------------------------------------------------------
 
-    def move(self, now: float, worth: Callable[[QueuedPod], bool], event: str) -> int:
-        """Move unschedulable pods for which `worth` says the `event` may help; returns how many."""
+    def move(self, now: float, worth: Callable[[QueuedPod], bool], event: str,
+             listening: Iterable[str] | None = None) -> int:
+        """Move unschedulable pods for which `worth` says the `event` may help; returns how many.
+        `listening`, when given, names every plugin with a hint for the event: only the pods
+        rejected (or gated) by one of them, or by none named, are asked — as upstream asks no pod
+        about an event no plugin registers (isEventOfInterest) — in `unschedulable`'s order.
+        Every Binding confirmed is an event: asking every parked pod made each cost the whole
+        unschedulable pool's hints."""
         self._move_cycle += 1
-        moved = [entry for entry in self.unschedulable.values() if worth(entry)]
+        if listening is None:
+            candidates: Iterable[QueuedPod] = self.unschedulable.values()
+        else:
+            places: dict[str, int] = {}
+            for name in (*listening, ""):
+                places.update(self._parked_by.get(name, {}))
+            candidates = [self.unschedulable[uid] for uid in sorted(places, key=places.__getitem__)]
+        moved = [entry for entry in candidates if worth(entry)]
         for entry in moved:
             self._requeue(entry, now, event)
         return len(moved)
@@ -312,7 +330,7 @@ class SchedulingQueue:
             entry = self.entries.get(uid)
             if entry is None or entry.where not in (UNSCHEDULABLE, BACKOFF) or not self._admit(entry, now, event):
                 continue
-            self.unschedulable.pop(uid, None)
+            self._unpark(uid)
             self._push_active(entry)  # a stale backoff item is skipped by its version
             self.incoming[ACTIVE, event] += 1
 
@@ -405,14 +423,43 @@ class SchedulingQueue:
         entry.rejectors |= {gating}
         entry.where = UNSCHEDULABLE
         entry.version += 1
-        self.unschedulable[entry.uid] = entry
+        self._park(entry)
         self.incoming[UNSCHEDULABLE, event] += 1
         return False
+
+    def _park(self, entry: QueuedPod) -> None:
+        """Among the unschedulable pods, filed under the plugins whose hints may wake it: its
+        gating plugin if one keeps it out, else its rejectors ("" when none is named: every
+        event is asked about it). Parked again, it keeps its place."""
+        uid = entry.uid
+        names = frozenset({entry.gating}) if entry.gating else entry.rejectors or frozenset({""})
+        was = self._parked_as.get(uid)
+        place = next(self._places) if was is None else was[1]
+        self._unfile(uid)
+        self.unschedulable[uid] = entry  # a pod parked again keeps its place here too
+        self._parked_as[uid] = (names, place)
+        for name in names:
+            self._parked_by.setdefault(name, {})[uid] = place
+
+    def _unpark(self, uid: str) -> None:
+        """No longer among the unschedulable pods (if it was)."""
+        self.unschedulable.pop(uid, None)
+        self._unfile(uid)
+
+    def _unfile(self, uid: str) -> None:
+        was = self._parked_as.pop(uid, None)
+        if was is None:
+            return
+        for name in was[0]:
+            by_name = self._parked_by[name]
+            del by_name[uid]
+            if not by_name:
+                del self._parked_by[name]
 
     def _requeue(self, entry: QueuedPod, now: float, event: str) -> None:
         """To backoffQ while the pod backs off, else to activeQ (upstream's
         requeuePodWithQueueingStrategy, asking isPodBackingoff) — if its PreEnqueue plugins let it."""
-        self.unschedulable.pop(entry.uid, None)
+        self._unpark(entry.uid)
         if not self._admit(entry, now, event):
             return
         if self._ready_at(entry) > now:
