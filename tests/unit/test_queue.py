@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.core.queue import ACTIVE, BACKOFF, UNSCHEDULABLE, SchedulingQueue
+from scheduler.core.queue import ACTIVE, BACKOFF, UNSCHEDULABLE, QueuedPod, SchedulingQueue
 
 
 def test_priority_then_timestamp_order() -> None:
@@ -189,3 +189,53 @@ def test_a_gang_member_arriving_during_its_groups_backoff_waits_it_out() -> None
     assert core.schedule_next(5.0) is None  # nobody is tried before the group's backoff ends
     tried = [a.pod.meta.name for a in core.schedule_next(30.0) or []]
     assert sorted(tried) == ["g-0", "g-1", "g-2"]
+
+
+def test_an_event_asks_the_pods_its_plugins_may_wake_in_the_unschedulable_order() -> None:
+    """`move` with the plugins listening to an event looks the parked pods up by rejector (or
+    gating plugin) instead of walking them all: it must ask exactly the pods the walk would have
+    let through — rejected by a listening plugin, gated by one, or rejected by none named — in
+    `unschedulable`'s order (the order they are requeued in), whatever parked, unparked and
+    re-gated them before. Random operations, fixed seeds."""
+    import random
+
+    names = ["A", "B", "C", "G"]
+    for seed in range(100):
+        rng = random.Random(seed)
+        q = SchedulingQueue()
+        gated: set[str] = set()
+        q.pre_enqueue = lambda uid: "G" if uid in gated else None
+        uids = [f"p{i}" for i in range(12)]
+        now = 0.0
+        for _ in range(300):
+            now += rng.random()
+            op, uid = rng.random(), rng.choice(uids)
+            if op < 0.2:
+                q.add(uid, rng.randint(0, 2), "", now)
+            elif op < 0.35:
+                if (popped := q.pop(now)) is not None:
+                    if rng.random() < 0.7:
+                        q.unschedulable_failure(popped, rng.sample(names[:3], rng.randint(0, 2)), now)
+                    else:
+                        q.error_failure(popped, now)
+            elif op < 0.45:
+                (gated.add if rng.random() < 0.5 else gated.discard)(uid)
+            elif op < 0.5:
+                q.remove(uid)
+            elif op < 0.55:
+                q.activate([uid], now, "ForceActivate")
+            elif op < 0.6:
+                q.flush_unschedulable(now + rng.choice([0.0, 400.0]))
+            else:
+                listening = frozenset(rng.sample(names, rng.randint(0, 3)))
+                expected = [e.uid for e in q.unschedulable.values()
+                            if not (wakers := {e.gating} if e.gating else e.rejectors) or wakers & listening]
+                asked: list[str] = []
+                moves = rng.random() < 0.5
+
+                def worth(entry: QueuedPod) -> bool:
+                    asked.append(entry.uid)
+                    return moves and entry.priority > 0
+
+                q.move(now, worth, "Event", listening)
+                assert asked == expected, (seed, asked, expected)
