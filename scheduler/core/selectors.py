@@ -26,6 +26,10 @@ def go_int64(text: str) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class Requirement:
+    """One `key op values` requirement, of a node selector term or of a metav1.LabelSelector's
+    matchExpressions: both match labels by this one rule (upstream's labels.Requirement), so a
+    fix to it (a Gt/Lt parse, a missing key) holds for node affinity, pod terms and budgets alike."""
+
     key: str
     operator: str  # In, NotIn, Exists, DoesNotExist; Gt, Lt in node selector terms only
     values: tuple[str, ...]
