@@ -18,7 +18,7 @@ from functools import cached_property
 
 from scheduler.core.classes import ResourceClass
 from scheduler.core.framework.cycle_state import PodContext, prepare
-from scheduler.core.objects import WORKLOAD_API, Pod, SelectorTerm, gang_name, selects
+from scheduler.core.objects import WORKLOAD_API, GangRef, Pod, PodGroup, SelectorTerm, gang_name, selects
 from scheduler.core.plugins.topology.args import level_name
 from scheduler.core.state import ClusterState, NodeInfo
 
@@ -241,11 +241,15 @@ def too_few_members(state: ClusterState, pod: Pod) -> str:
     followers until its leader is scheduled ("leader pod not yet scheduled, not creating follower
     pod"), so a minimum counting them is never reached (a trial's JobSet under minMember 6 with
     only its 3 leaders created); that cause is named instead."""
-    gang = pod.gang
-    if gang is None:
-        return ""
-    minimum = state.group_min(gang.key, pod)
-    alive = [state.pods[uid] for uid in state.gang_uids(pod) if not state.pods[uid].terminal]
+    return gang_too_few(state, pod.gang) if pod.gang is not None else ""
+
+
+def gang_too_few(state: ClusterState, gang: GangRef) -> str:
+    """`too_few_members`' sentence for the gang `gang` names, with or without a member (`kubectl
+    tessera explain pg/NAME` of a PodGroup none of whose pods exist: "Only 0 pods ...")."""
+    minimum = state.gangs.minimum_of(gang)
+    alive = [pod for uid in state.gangs.members.get(gang.key, ()) if (pod := state.pods.get(uid)) is not None
+             and not pod.terminal]
     existing = len(alive)
     if minimum is None or existing >= minimum:
         return ""
@@ -302,7 +306,12 @@ def beyond_min_resources(state: ClusterState, pod: Pod) -> str:
     free together even empty. Every node counts, cordoned ones too, as upstream's check
     (CheckClusterResource) sums the snapshot's nodes; a ResourceClass's resource counts the
     devices the class matches (`min_resource_class`); "" when the gap can close (or there is none)."""
-    group = state.gangs.podgroup_of(pod)
+    return min_resources_beyond(state, state.gangs.podgroup_of(pod))
+
+
+def min_resources_beyond(state: ClusterState, group: PodGroup | None) -> str:
+    """`beyond_min_resources`' sentence for PodGroup `group` itself (a PodGroup explained whole,
+    with or without members); "" for None."""
     if group is None or not group.min_resources:
         return ""
     infos = [info for info in state.node_infos() if info.node is not None]

@@ -1,4 +1,4 @@
-"""The `kubectl-tessera` executable: `kubectl tessera nodes | explain POD|TYPE/NAME | what-if [--config FILE] |
+"""The `kubectl-tessera` executable: `kubectl tessera nodes | explain POD|TYPE/NAME|pg/NAME | what-if [--config FILE] |
 rollback-check`.
 
 One shape for every command: resolve the cluster as kubectl does (`target.py`), list it once
@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -29,14 +30,15 @@ from scheduler.kube.http import (TRANSPORT_ERRORS, ConnectError, ContextNotFound
 from scheduler.kube.informers import PODS, PRIORITY_CLASSES, SCHEDULER_KINDS, ResourceKind
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
 from scheduler.kubectl import explain as explaining
+from scheduler.kubectl import explain_group as explaining_group
 from scheduler.kubectl import probe_pods, rollback, whatif
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE, DRY_RUN_FALLBACK, ChosenConfig, installed_config
 from scheduler.kubectl.leadership import UNKNOWN, Leadership, leadership
 from scheduler.kubectl.output import FORMATS, dump
 from scheduler.kubectl.reference import (BadReference, Reference, chosen_note, not_found, not_found_hint,
-                                         read_as_namespace, reference, workload_pods)
+                                         podgroup_resource, read_as_namespace, reference, workload_pods)
 from scheduler.kubectl.target import Target, resolve, user_name
-from scheduler.kubectl.unread import nodes_view
+from scheduler.kubectl.unread import nodes_view, podgroup_kind
 from scheduler.logs import describe_error
 from scheduler.view.model import as_dict
 from scheduler.view.text import escape_terminal, render_nodes
@@ -111,10 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
                                         "built-in one); decides which pending pods are Tessera's")
     _installed(nodes)
     nodes.set_defaults(func=_nodes)
-    exp = command("explain", "why a pod is pending, or where it went and with which devices")
+    exp = command("explain", "why a pod is pending, or where it went and with which devices; or why a PodGroup's "
+                             "gang waits")
     exp.add_argument("pod", help="the pod's name (in -n NAMESPACE), pod/NAME, or NAMESPACE/NAME; or TYPE/NAME of "
                                  "a job, deployment (deploy), replicaset (rs) or statefulset (sts): its first "
-                                 "pending pod, the others named on stderr")
+                                 "pending pod, the others named on stderr; or of a PodGroup (pg, podgroup; "
+                                 "podgroups.scheduling.x-k8s.io or podgroups.scheduling.k8s.io for one API): its "
+                                 "gang, members and why it waits")
     exp.add_argument("--config", help="the configuration to dry-run the pod with (default: the installed one, "
                                       "else the built-in one)")
     _installed(exp)
@@ -286,6 +291,8 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
         ref = reference(args.pod, args.namespace, target.namespace)
     except BadReference as err:
         raise CommandError(str(err)) from None
+    if ref.podgroup_apis:
+        return await _explain_group(args, target, ref)
     namespace, name = ref.namespace, ref.name
     http, listing = await _listing(target, [namespace])
     try:
@@ -312,6 +319,50 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
         raise CommandError(not_found(replace(ref, name=name, kind=None)) + not_found_hint(args.pod, exists))
     _print(explaining.as_dict(result), lambda: explaining.render(result, now), args.output)
     return 0
+
+
+async def _explain_group(args: argparse.Namespace, target: Target, ref: Reference) -> int:
+    """`explain pg/NAME`: the PodGroup's gang (`explain_group`), looked for in `ref`'s APIs in
+    order; one that is in both is ambiguous (say which), one unread where it was not found is said
+    so rather than "not found"."""
+    http, listing = await _listing(target, [ref.namespace])
+    try:
+        chosen = await _chosen(args, http)
+        _warn(listing)
+        found = [api for api in ref.podgroup_apis
+                 if explaining_group.podgroup_object(listing.objects, ref.namespace, ref.name, api) is not None]
+        if len(found) > 1:
+            raise CommandError(f"{ref.namespace}/{ref.name} is a PodGroup of both APIs: say which, "
+                               + " or ".join(f"{podgroup_resource(api)}/{ref.name}" for api in found))
+        if not found:
+            raise CommandError(_podgroup_missing(ref, listing))
+        now = time.time()
+        result = explaining_group.explain_group(listing.objects, ref.namespace, ref.name, found[0], chosen.config,
+                                                now, listing.unread)
+        assert result is not None
+        if result.member is not None and result.member.dry_run is not None:  # it waits for Tessera: who leads?
+            member = explaining.with_leader(result.member, await _leader(http, chosen.lease, args),
+                                            _lease_source(args, chosen))
+            result = replace(result, member=member)
+    finally:
+        await http.api.close()
+    _print(explaining_group.as_dict(result), lambda: explaining_group.render(result), args.output)
+    return 0
+
+
+def _podgroup_missing(ref: Reference, listing: ClusterListing) -> str:
+    """Why no PodGroup `ref` names was found: an API whose PodGroups could not be read in its
+    namespace (a 404 while the API is not served lists none and is no error), else kubectl's words for
+    the first API, the others looked in, and a close name."""
+    for api in ref.podgroup_apis:
+        unread = listing.unread.get(podgroup_kind(api).label)
+        if unread is not None and not unread.read_in(ref.namespace):
+            return f"{unread.name} cannot be read: {unread.why}"
+    others = [podgroup_resource(api) for api in ref.podgroup_apis[1:]]
+    close = get_close_matches(ref.name, explaining_group.group_names(listing.objects, ref.namespace,
+                                                                     ref.podgroup_apis), n=1, cutoff=0.6)
+    notes = ([f"nor {', '.join(others)}"] if others else []) + ([f'did you mean "{close[0]}"?'] if close else [])
+    return not_found(ref) + (f" ({'; '.join(notes)})" if notes else "")
 
 
 async def _what_if(args: argparse.Namespace, target: Target) -> int:

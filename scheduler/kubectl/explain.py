@@ -27,7 +27,7 @@ from scheduler.core.objects import Pod, gang_key, gang_key_parts, gang_name
 from scheduler.core.plugins.node_affinity import named_nodes
 from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
-from scheduler.core.state import ClusterState
+from scheduler.core.state import ClusterState, Notice
 from scheduler.first_few import first_few
 from scheduler.kube.fence import FENCE_REFUSED
 from scheduler.kube.snapshot import Unread, last_seen, seen_at
@@ -157,6 +157,16 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         return None
     core = Scheduler(config)
     notices = load(core, objects, now)
+    return explain_loaded(core, notices, objects, raw, config, events, now, unread, events_unread)
+
+
+def explain_loaded(core: Scheduler, notices: Sequence[Notice], objects: Sequence[dict[str, Any]],
+                   raw: Mapping[str, Any], config: SchedulerConfig, events: Sequence[Mapping[str, Any]], now: float,
+                   unread: Mapping[str, Unread] | None = None, events_unread: str = "") -> Explanation:
+    """`explain` of the listed pod `raw` with `objects` already loaded into `core` (its `notices`):
+    a PodGroup's explanation (`explain_group`) loads the listing once for its members and the one
+    whose dry run speaks for the gang."""
+    key = _key(raw)
     state = core.state
     pod = state.pod_by_key(key)
     if pod is None:  # the core refused the object; say what it said
@@ -218,6 +228,17 @@ def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig
         room_kept=_room_kept(listed, state, pod, run, config, now) if run is not None and stays else (),
         events_unread=events_unread,
     )
+
+
+def pending_line(core: Scheduler, raw: Mapping[str, Any], pod: Pod) -> str:
+    """A pending pod's reason in one line: what the scheduler last wrote on it (its PodScheduled
+    condition's reason and message), else its status as explain says it (a PreEnqueue gate, its
+    spec.schedulingGates, not tried yet): `explain pg/NAME` lists one per waiting member."""
+    wait = wait_reason(raw)
+    if wait is not None and wait.reason:
+        return f"{wait.reason}: {wait.message}" if wait.message else wait.reason
+    state = core.state
+    return _status(state, pod, state.is_ours(pod), "", "", False, (), core.gated().get(pod.key, ""))
 
 
 def _gang_view(state: ClusterState, pod: Pod, unread: Mapping[str, Unread]) -> GangView | None:
@@ -656,6 +677,26 @@ def as_dict(explanation: Explanation) -> dict[str, Any]:
     return out
 
 
+def dry_run_verdict(run: DryRun) -> str:
+    """The dry run's verdict in one line: where the pod would go, or why it would stay pending,
+    with the victims its preemption would evict and the nodes tied with the one named."""
+    if run.unknown:
+        verdict = f"cannot tell: {run.message}"
+    elif run.node and run.held:
+        verdict = f"would go to {run.node}, its Binding held by the allocation gate: {run.message}"
+    elif run.node:
+        verdict = f"would go to {run.node}"
+    elif run.nominated:
+        verdict = f"would stay pending, nominated to {run.nominated} (preemption makes room there): {run.message}"
+    else:
+        verdict = f"would stay pending: {run.message}"
+    if run.preempts:
+        verdict += f"; preemption would evict {listed_all(run.preempts, run.preempt_reasons)}"
+    if run.tied_count:
+        verdict += f"; {tie_note(run.tied_with, run.tied_count, run.score)}"
+    return verdict
+
+
 def render(x: Explanation, now: float) -> str:
     """The explanation for a terminal: `describe`-style fields, then the dry run and the Events
     (their age as of `now`)."""
@@ -694,20 +735,7 @@ def render(x: Explanation, now: float) -> str:
         lines += ["  " + line for line in table.splitlines()]
     if x.dry_run is not None:
         run = x.dry_run
-        if run.unknown:
-            verdict = f"cannot tell: {run.message}"
-        elif run.node and run.held:
-            verdict = f"would go to {run.node}, its Binding held by the allocation gate: {run.message}"
-        elif run.node:
-            verdict = f"would go to {run.node}"
-        elif run.nominated:
-            verdict = f"would stay pending, nominated to {run.nominated} (preemption makes room there): {run.message}"
-        else:
-            verdict = f"would stay pending: {run.message}"
-        if run.preempts:
-            verdict += f"; preemption would evict {listed_all(run.preempts, run.preempt_reasons)}"
-        if run.tied_count:
-            verdict += f"; {tie_note(run.tied_with, run.tied_count, run.score)}"
+        verdict = dry_run_verdict(run)
         config = "the built-in configuration" if x.config in ("", BUILTIN_SOURCE) else f"the configuration {x.config}"
         when = ("once its spec.schedulingGates are removed (they keep it out of every scheduler now)"
                 if x.ungated else "as if it were next")

@@ -1,6 +1,7 @@
 """What `kubectl tessera explain`'s argument names: a pod (NAME, kubectl's `pod/NAME`, or
 NAMESPACE/NAME) or, in kubectl's TYPE/NAME, a workload whose pods it explains (a trial's
-`explain job/ft8` and `explain deploy/infer` read `pods "ft8" not found`).
+`explain job/ft8` and `explain deploy/infer` read `pods "ft8" not found`) or a PodGroup whose gang
+it explains (a Kubeflow user's `explain pg/pt` read `pods "pt" not found in namespace "pg"`).
 
 A workload's pods are the pods its selector matches in its namespace, as kubectl finds them for
 `kubectl logs job/NAME` (k8s.io/kubectl polymorphichelpers: the object's selector, then its
@@ -11,12 +12,13 @@ named. Pure: the caller GETs the object (`WorkloadKind.path`) and hands over the
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from scheduler.core.disruption import parse_label_selector
-from scheduler.core.objects import ObjectError
+from scheduler.core.objects import PLUGINS_API, PODGROUP_API_VERSIONS, WORKLOAD_API, ObjectError
 from scheduler.first_few import first_few
 
 POD_TYPES = ("pod", "pods", "po")  # kubectl's TYPE/NAME for a pod
@@ -47,9 +49,20 @@ WORKLOAD_TYPES: Mapping[str, WorkloadKind] = {
         (_STATEFULSET, ("statefulset", "statefulsets", "sts")),
     ) for name in aliases for alias in (name, f"{name}.{kind.resource.split('.', 1)[1]}")
 }
-ACCEPTED = ("the argument is a pod (NAME, pod/NAME or NAMESPACE/NAME) or a workload whose pending pods are "
+# a PodGroup's TYPE, by the APIs it is looked in: kubectl's short names (the scheduler-plugins CRD's
+# pg, pgs), singular and plural in both APIs, or one API's group-qualified forms (with its version too)
+PODGROUP_TYPES: Mapping[str, tuple[str, ...]] = {
+    **{name: (PLUGINS_API, WORKLOAD_API) for name in ("pg", "pgs", "podgroup", "podgroups")},
+    **{f"{name}.{qualifier}": (api,) for api, version in PODGROUP_API_VERSIONS.items()
+       for name in ("podgroup", "podgroups")
+       for qualifier in (api, f"{version.rpartition('/')[2]}.{api}")},
+}
+ACCEPTED = ("the argument is a pod (NAME, pod/NAME or NAMESPACE/NAME), a workload whose pending pods are "
             "explained (job/NAME, deployment/NAME, replicaset/NAME, statefulset/NAME; kubectl's short names "
-            "deploy, rs, sts too)")
+            "deploy, rs, sts too) or a PodGroup whose gang is explained (pg/NAME or podgroup/NAME, in either "
+            "PodGroup API; podgroups.scheduling.x-k8s.io/NAME or podgroups.scheduling.k8s.io/NAME for one)")
+# a namespace's name is a DNS label (RFC 1123): a prefix that is none is a TYPE explain does not take
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class BadReference(Exception):
@@ -60,7 +73,8 @@ class BadReference(Exception):
 class Reference:
     namespace: str
     name: str
-    kind: WorkloadKind | None = None  # None: a pod
+    kind: WorkloadKind | None = None  # None: a pod (or a PodGroup)
+    podgroup_apis: tuple[str, ...] = ()  # a PodGroup's: the API groups it is looked in, in this order
 
 
 def reference(text: str, flag: str | None, default: str) -> Reference:
@@ -75,8 +89,13 @@ def reference(text: str, flag: str | None, default: str) -> Reference:
     kind = WORKLOAD_TYPES.get(prefix.lower())
     if kind is not None:
         return Reference(flag or default, name, kind)
+    apis = PODGROUP_TYPES.get(prefix.lower())
+    if apis is not None:
+        return Reference(flag or default, name, podgroup_apis=apis)
     if "/" in prefix:
         raise BadReference(f"{text!r} is not one of the forms explain takes: {ACCEPTED}")
+    if not _DNS_LABEL.match(prefix):
+        raise BadReference(f"unknown TYPE {prefix!r} in {text!r}: {ACCEPTED}")
     if flag is not None and flag != prefix:
         raise BadReference(f"{text} names namespace {prefix!r} but -n gives {flag!r}: use one of the two")
     return Reference(prefix, name)
@@ -84,16 +103,24 @@ def reference(text: str, flag: str | None, default: str) -> Reference:
 
 def not_found(ref: Reference) -> str:
     """kubectl's words for a missing object (`pods "x" not found`), with the namespace looked in
-    (`not_found_hint` adds what explain takes when a prefix was read as that namespace)."""
-    resource = ref.kind.resource if ref.kind is not None else "pods"
+    (`not_found_hint` adds what explain takes when a prefix was read as that namespace); a
+    PodGroup's names the first API it was looked in (`podgroups.scheduling.x-k8s.io "x" not found`)."""
+    resource = (ref.kind.resource if ref.kind is not None
+                else podgroup_resource(ref.podgroup_apis[0]) if ref.podgroup_apis else "pods")
     return f'{resource} "{ref.name}" not found in namespace "{ref.namespace}"'
+
+
+def podgroup_resource(api: str) -> str:
+    """kubectl's name of the PodGroups of API group `api`: `podgroups.scheduling.x-k8s.io`."""
+    return f"podgroups.{api}"
 
 
 def read_as_namespace(text: str) -> str:
     """The argument's prefix when it is no TYPE and so was read as a namespace (`svc/x`,
     `cronjob/x`, `kube-system/x`); "" for `x`, `pod/x` or `job/x`, read as what they say."""
     prefix = text.rpartition("/")[0]
-    if not prefix or prefix.lower() in POD_TYPES or prefix.lower() in WORKLOAD_TYPES:
+    if not prefix or prefix.lower() in POD_TYPES or prefix.lower() in WORKLOAD_TYPES \
+            or prefix.lower() in PODGROUP_TYPES:
         return ""
     return prefix
 

@@ -25,10 +25,15 @@ from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX
 from scheduler.core.resources import is_extended
 from scheduler.core.objects import WORKLOAD_API, ObjectError, Pod, gang_name, parse_pod
 from scheduler.core.state import ClusterState
-from scheduler.kube.informers import EXTENDED_RESOURCES, POD_GROUPS, RESOURCE_CLASSES, WORKLOAD_POD_GROUPS
+from scheduler.kube.informers import EXTENDED_RESOURCES, POD_GROUPS, RESOURCE_CLASSES, WORKLOAD_POD_GROUPS, ResourceKind
 from scheduler.kube.snapshot import Unread
 from scheduler.view.listed import listed_view
 from scheduler.view.model import ClusterView
+
+
+def podgroup_kind(api: str) -> ResourceKind:
+    """The listed kind of the PodGroups of API group `api`."""
+    return WORKLOAD_POD_GROUPS if api == WORKLOAD_API else POD_GROUPS
 
 
 def podgroup_unread(pod: Pod, unread: Mapping[str, Unread]) -> Unread | None:
@@ -36,7 +41,7 @@ def podgroup_unread(pod: Pod, unread: Mapping[str, Unread]) -> Unread | None:
     gang = pod.gang
     if gang is None or not gang.from_podgroup:
         return None
-    missing = unread.get((WORKLOAD_POD_GROUPS if gang.api == WORKLOAD_API else POD_GROUPS).label)
+    missing = unread.get(podgroup_kind(gang.api).label)
     return missing if missing is not None and not missing.read_in(pod.meta.namespace) else None
 
 

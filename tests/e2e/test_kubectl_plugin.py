@@ -180,7 +180,7 @@ async def test_explain_takes_a_workloads_type_and_name(clean_cluster: LocalContr
     assert (status, err) == (1, f'error: deployments.apps "infer" not found in namespace "{namespace}"\n')
     status, _, err = await _plugin(clean_cluster, "explain", "svc/infer")
     assert status == 1 and err.startswith('error: pods "infer" not found in namespace "svc" (\'svc\' was read as '
-                                          "a namespace; the argument is a pod (NAME, pod/NAME or NAMESPACE/NAME) or "
+                                          "a namespace; the argument is a pod (NAME, pod/NAME or NAMESPACE/NAME), "
                                           "a workload"), err
     # a namespace that exists was read as what it is: kubectl's words alone (a trial's
     # `explain kube-system/x` read the hint, as if kube-system were no namespace)
@@ -188,6 +188,28 @@ async def test_explain_takes_a_workloads_type_and_name(clean_cluster: LocalContr
     assert (status, err) == (1, 'error: pods "x" not found in namespace "kube-system"\n')
     status, _, err = await _plugin(clean_cluster, "explain", f"{namespace}/x")
     assert (status, err) == (1, f'error: pods "x" not found in namespace "{namespace}"\n')
+
+
+async def test_explain_takes_a_podgroup(clean_cluster: LocalControlPlane, kubectl: Kube, namespace: str) -> None:
+    """A Kubeflow user's trial: `explain pg/pt` read `pods "pt" not found in namespace "pg"`. The
+    PodGroup's gang is explained: its minimum, its members, how many are missing and why it waits."""
+    await kubectl.create(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups",
+                         b.podgroup("pt", 3, namespace))
+    for name in ("pt-master-0", "pt-worker-0"):
+        pod = b.pod(name, namespace, labels={"scheduling.x-k8s.io/pod-group": "pt"}, limits={"nvidia.com/gpu": 1})
+        del pod["metadata"]["uid"], pod["status"]
+        await kubectl.create_pod(namespace, pod)
+    for ref in ("pg/pt", "podgroups.scheduling.x-k8s.io/pt"):
+        status, out, err = await _plugin(clean_cluster, "explain", ref, "-n", namespace)
+        assert (status, err) == (0, ""), err
+        assert f"PodGroup:      {namespace}/pt (scheduling.x-k8s.io/v1alpha1)" in out
+        assert "Members:       2 exist, 1 missing (minMember 3); 0 placed, 2 waiting" in out
+        assert f"Only 2 pods of PodGroup {namespace}/pt exist and its minMember is 3" in out
+    doc = orjson.loads(await _ok(clean_cluster, "explain", "pg/pt", "-n", namespace, "-o", "json"))
+    assert [m["pod"] for m in doc["members"]] == ["pt-master-0", "pt-worker-0"] and doc["missing"] == 1
+    status, _, err = await _plugin(clean_cluster, "explain", "pg/tp", "-n", namespace)
+    assert (status, err) == (1, f'error: podgroups.scheduling.x-k8s.io "tp" not found in namespace "{namespace}" '
+                                "(nor podgroups.scheduling.k8s.io)\n")
 
 
 async def test_what_if_replays_the_pending_pods_and_writes_nothing(clean_cluster: LocalControlPlane, kubectl: Kube,

@@ -7,7 +7,7 @@ whose members or PodGroup changed, so the live shell writes only their status.
 
 from __future__ import annotations
 
-from scheduler.core.objects import GangTopology, Pod, PodGroup
+from scheduler.core.objects import GangRef, GangTopology, Pod, PodGroup
 from scheduler.core.state.gang_topology import SaidTopology
 
 
@@ -32,10 +32,15 @@ class GangIndex:
     def minimum(self, key: str, pod: Pod) -> int | None:
         """The gang's minimum, or None when its PodGroup object has not been seen."""
         assert pod.gang is not None
-        if pod.gang.from_podgroup:
+        return self.minimum_of(pod.gang, key)
+
+    def minimum_of(self, gang: GangRef, key: str | None = None) -> int | None:
+        """`minimum` of the gang `gang` names (at `key`, its own unless given), with or without a member."""
+        key = gang.key if key is None else key
+        if gang.from_podgroup:
             group = self.podgroups.get(key)
             return group.min_member if group is not None else None
-        return self.first_min.get(key, pod.gang.min_available)
+        return self.first_min.get(key, gang.min_available)
 
     def topology(self, key: str, pod: Pod) -> GangTopology | None:
         """Where the gang must or should be together: its PodGroup's, or — the label form — what

@@ -1,0 +1,157 @@
+"""`kubectl tessera explain pg/NAME`: a gang explained as a whole. A Kubeflow user's trial:
+`explain pg/pt` read `pods "pt" not found in namespace "pg"`, the TYPE taken for a namespace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from scheduler.core.objects import PODGROUP_LABEL
+from scheduler.kube.informers import POD_GROUPS
+from scheduler.kube.snapshot import ClusterListing, Unread
+from scheduler.kubectl import cli
+from scheduler.kubectl.reference import ACCEPTED, BadReference, not_found, reference
+from scheduler.sim import builders as b
+from tests.helpers import TOO_FEW_WHY, fake_listing
+
+PLUGINS = "scheduling.x-k8s.io"
+WORKLOAD = "scheduling.k8s.io"
+
+
+def _kubeconfig(tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": "default"}}]}))
+    return path
+
+
+class _Api:
+    """The client after the listing: no Lease, no Events (404s)."""
+
+    async def request(self, method: str, path: str, **_: Any) -> Any:
+        from scheduler.kube.http import Response
+        return Response(404, orjson.dumps({"kind": "Status", "code": 404}))
+
+
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+         objs: list[dict[str, Any]], *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(), objs))
+    status = cli.main(["explain", *args, "--kubeconfig", str(_kubeconfig(tmp_path))])
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def _pytorch_job() -> list[dict[str, Any]]:
+    """Two 8-GPU nodes; PodGroup pt (minMember 3, minResources 24 GPUs) of which two members exist,
+    pt-master-0 running on n1 and pt-worker-0 pending: the gang waits for its third member."""
+    group = b.podgroup("pt", 3)
+    group["spec"]["minResources"] = {"nvidia.com/gpu": "24"}
+    labels = {PODGROUP_LABEL: "pt"}
+    return [b.node("n1", gpus=8), b.node("n2", gpus=8), group,
+            b.pod("pt-master-0", labels=labels, limits={"nvidia.com/gpu": 8}, node_name="n1", phase="Running"),
+            b.pod("pt-worker-0", labels=labels, limits={"nvidia.com/gpu": 8})]
+
+
+@pytest.mark.parametrize("text", ["pg/pt", "pgs/pt", "podgroup/pt", "PodGroup/pt", "podgroups/pt",
+                                  "podgroups.scheduling.x-k8s.io/pt", "podgroup.scheduling.x-k8s.io/pt",
+                                  "podgroups.v1alpha1.scheduling.x-k8s.io/pt"])
+def test_explain_takes_a_podgroup_in_kubectls_type_slash_name(text: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = _run(tmp_path, monkeypatch, capsys, _pytorch_job(), text)
+    assert (status, err) == (0, ""), err
+    lines = out.splitlines()
+    assert lines[0].split() == ["PodGroup:", "default/pt", f"({PLUGINS}/v1alpha1)"]
+    assert "MinMember:     3" in out and "MinResources:  nvidia.com/gpu: 24" in out
+    assert "Members:       2 exist, 1 missing (minMember 3); 1 placed, 1 waiting" in out
+    # why the gang waits: the pod form's gang sentences, said once
+    few = ("Only 2 pods of PodGroup default/pt exist and its minMember is 3: no member is tried until 1 more is "
+           "created (" + TOO_FEW_WHY.format(field="minMember") + ").")
+    assert f"  {few}" in lines and out.count(few) == 1
+    assert "The PodGroup's minResources can never be met as the cluster is: they ask for 24 nvidia.com/gpu free, " \
+           "and the nodes have 16 in all." in out
+    # the members, each pending one with its one-line reason
+    table = out.split("MEMBER", 1)[1].splitlines()
+    assert table[1].split()[:3] == ["pt-master-0", "Running", "n1"]
+    assert table[2].split()[:3] == ["pt-worker-0", "Pending", "-"]
+    assert "not tried yet" in table[2]
+
+
+def test_a_workload_api_podgroup_and_json_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    member = b.pod("w-0", limits={"nvidia.com/gpu": 1}, spec_extra={"schedulingGroup": {"podGroupName": "train"}})
+    objs = [b.node("n1", gpus=4), b.workload_podgroup("train", 2), member]
+    for text in ("podgroups.scheduling.k8s.io/train", "pg/train"):
+        status, out, err = _run(tmp_path, monkeypatch, capsys, objs, text, "-o", "json")
+        assert (status, err) == (0, ""), err
+        doc = orjson.loads(out)
+        assert (doc["podgroup"], doc["api_version"], doc["min_member"], doc["missing"]) == (
+            "default/train", f"{WORKLOAD}/v1alpha2", 2, 1)
+        assert [(m["pod"], m["phase"], m["node"]) for m in doc["members"]] == [("w-0", "Pending", "")]
+        assert doc["members"][0]["reason"] == ("pending, not tried: gated by Coscheduling: waiting for minCount pods "
+                                               "from a gang to appear in scheduling queue")
+        assert doc["explained"] == "w-0" and doc["member"]["too_few_members"].startswith("Only 1 pod of PodGroup")
+
+
+def test_a_podgroup_with_no_pods_says_how_many_are_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    objs = [b.node("n1", gpus=4), b.podgroup("empty", 2)]
+    status, out, _ = _run(tmp_path, monkeypatch, capsys, objs, "pg/empty")
+    assert status == 0
+    assert "Members:       0 exist, 2 missing (minMember 2)" in out
+    assert ("Only 0 pods of PodGroup default/empty exist and its minMember is 2: no member is tried until 2 more "
+            "are created (") in out
+
+
+def test_a_missing_podgroup_says_kubectls_words_for_the_apis_looked_in(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = _run(tmp_path, monkeypatch, capsys, _pytorch_job(), "pg/ptx", "-n", "default")
+    assert status == 1
+    assert err == (f'error: podgroups.{PLUGINS} "ptx" not found in namespace "default" (nor podgroups.{WORKLOAD}; '
+                   f'did you mean "pt"?)\n')
+    status, _, err = _run(tmp_path, monkeypatch, capsys, _pytorch_job(), f"podgroups.{WORKLOAD}/pt")
+    assert (status, err) == (1, f'error: podgroups.{WORKLOAD} "pt" not found in namespace "default"\n')
+
+
+def test_podgroups_that_cannot_be_read_are_said_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    async def listing(target: Any, namespaces: Any = ()) -> Any:
+        api = _Api()
+        unread = {POD_GROUPS.label: Unread(POD_GROUPS, "denied (HTTP 403)")}
+        _, listed = await fake_listing(api, _pytorch_job())(target, namespaces)
+        return api, ClusterListing([o for o in listed.objects if o["kind"] != "PodGroup"], [], unread)
+
+    monkeypatch.setattr(cli, "_listing", listing)
+    status = cli.main(["explain", "pg/pt", "--kubeconfig", str(_kubeconfig(tmp_path))])
+    err = capsys.readouterr().err
+    assert status == 1 and err.startswith(f"error: podgroups.{PLUGINS} cannot be read: denied (HTTP 403)"), err
+
+
+def test_the_podgroup_types_and_an_unknown_one() -> None:
+    ref = reference("pg/pt", None, "research")
+    assert (ref.namespace, ref.name, ref.podgroup_apis) == ("research", "pt", (PLUGINS, WORKLOAD))
+    assert reference(f"podgroups.{WORKLOAD}/pt", None, "ns").podgroup_apis == (WORKLOAD,)
+    assert not_found(reference(f"podgroup.{PLUGINS}/pt", None, "ns")) == \
+        f'podgroups.{PLUGINS} "pt" not found in namespace "ns"'
+    assert "pg/NAME" in ACCEPTED
+    # a prefix that cannot be a namespace is an unknown TYPE, said with the ones explain takes
+    with pytest.raises(BadReference, match=r"^unknown TYPE 'cronjobs.batch' in 'cronjobs.batch/x': the argument is"):
+        reference("cronjobs.batch/x", None, "default")
+
+
+def test_a_name_in_both_podgroup_apis_is_refused_naming_both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    objs = [*_pytorch_job(), b.workload_podgroup("pt", 1)]
+    status, _, err = _run(tmp_path, monkeypatch, capsys, objs, "pg/pt")
+    assert (status, err) == (1, f"error: default/pt is a PodGroup of both APIs: say which, podgroups.{PLUGINS}/pt "
+                                f"or podgroups.{WORKLOAD}/pt\n")
+    status, out, _ = _run(tmp_path, monkeypatch, capsys, objs, f"podgroups.{WORKLOAD}/pt")
+    assert status == 0 and out.startswith(f"PodGroup:      default/pt ({WORKLOAD}/v1alpha2)")
