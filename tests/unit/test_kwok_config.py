@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from scheduler.kube.controlplane import components
-from scheduler.kube.controlplane.binaries import _from_dir
+from scheduler.kube.controlplane.binaries import EVERY_TOOL, _from_dir
 from scheduler.kube.controlplane.fakenodes import FakeGpuNodeSpec, _node_objects
 
 
@@ -48,11 +48,11 @@ def test_optional_tools_are_found_next_to_the_control_plane_binaries(tmp_path: P
     for name in ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok", "helm"):
         (tmp_path / name).write_text("#!/bin/sh\n")
         (tmp_path / name).chmod(0o755)
-    found = _from_dir(tmp_path, need_all=True)
+    found = _from_dir(tmp_path, EVERY_TOOL)
     assert found is not None and getattr(found, tool) == tmp_path / tool
     (tmp_path / tool).unlink()
-    assert _from_dir(tmp_path, need_all=True) is None  # a cache without it is rebuilt (CI builds it)
-    partial = _from_dir(tmp_path, need_all=False)
+    assert _from_dir(tmp_path, EVERY_TOOL) is None  # a cache without it is rebuilt (CI builds it)
+    partial = _from_dir(tmp_path, ())
     assert partial is not None and getattr(partial, tool) is None
 
 # Go's time.ParseDuration on these (go/src/time/time_test.go parseDurationTests and a user's typos)

@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 __all__ = [
+    "EVERY_TOOL",
     "K8S_VERSION",
     "BinariesNotFound",
     "ControlPlaneBinaries",
@@ -29,6 +31,7 @@ K8S_VERSION = "v1.36.3"
 
 _REQUIRED = ("etcd", "kube-apiserver")
 _OPTIONAL = ("kube-scheduler", "kube-controller-manager", "kwok", "helm")
+EVERY_TOOL = _REQUIRED + _OPTIONAL
 
 
 class BinariesNotFound(RuntimeError):
@@ -70,10 +73,10 @@ def _executable(directory: Path, name: str) -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def _from_dir(directory: Path, need_all: bool) -> ControlPlaneBinaries | None:
-    found = {name: _executable(directory, name) for name in _REQUIRED + _OPTIONAL}
-    wanted = _REQUIRED + (_OPTIONAL if need_all else ())
-    if any(found[name] is None for name in wanted):
+def _from_dir(directory: Path, wanted: Iterable[str]) -> ControlPlaneBinaries | None:
+    """The binaries in `directory`, None unless it has etcd, kube-apiserver and every one of `wanted`."""
+    found = {name: _executable(directory, name) for name in EVERY_TOOL}
+    if any(found[name] is None for name in (*_REQUIRED, *wanted)):
         return None
     etcd, apiserver = found["etcd"], found["kube-apiserver"]
     assert etcd is not None and apiserver is not None
@@ -110,25 +113,30 @@ def _run_build(log: IO[bytes] | None) -> Path:
     return Path(lines[-1])
 
 
-def find_binaries(*, build: bool = True, build_log: IO[bytes] | None = None) -> ControlPlaneBinaries:
+def find_binaries(*, build: bool = True, build_log: IO[bytes] | None = None,
+                  needed: Iterable[str] = EVERY_TOOL) -> ControlPlaneBinaries:
     """Locate etcd, kube-apiserver and (if present) kube-scheduler / kube-controller-manager / kwok / helm.
 
     ``KUBEBUILDER_ASSETS`` wins when set and must hold etcd and kube-apiserver. Otherwise the
-    cache (``default_bin_dir()``) is used; when it lacks any of the six binaries and ``build`` is
-    true, ``hack/build-control-plane.sh`` runs (a cold build takes about 6 minutes on 2 idle cores,
-    up to 30 on a busy machine; its progress goes to ``build_log`` or, by default, to our stderr). Raises :class:`BinariesNotFound` with the
-    reason when nothing usable is found.
+    cache (``default_bin_dir()``) is used; when it lacks etcd, kube-apiserver or any of ``needed``
+    (by default every tool: the test suite's set, helm for the chart's tests) and ``build`` is
+    true, ``hack/build-control-plane.sh`` runs. A caller that runs fewer names only those
+    (`LocalControlPlane`: the components it starts): an SRE's `tessera dev-cluster` with helm not
+    yet in the cache ran the build and waited 4 minutes on the shared build's lock for a tool it
+    never runs. A cold build takes about 6 minutes on 2 idle cores, up to 30 on a busy machine;
+    its progress goes to ``build_log`` or, by default, to our stderr. Raises
+    :class:`BinariesNotFound` with the reason when nothing usable is found.
     """
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     if assets:
-        found = _from_dir(Path(assets), need_all=False)
+        found = _from_dir(Path(assets), ())
         if found is None:
             raise BinariesNotFound(
                 f"KUBEBUILDER_ASSETS={assets} must contain executable etcd and kube-apiserver"
             )
         return found
 
-    cached = _from_dir(default_bin_dir(), need_all=True)
+    cached = _from_dir(default_bin_dir(), needed)
     if cached is not None:
         return cached
     if not build:
@@ -137,7 +145,7 @@ def find_binaries(*, build: bool = True, build_log: IO[bytes] | None = None) -> 
             f"run 'bash {build_script()}' or set KUBEBUILDER_ASSETS"
         )
     bin_dir = _run_build(build_log)
-    built = _from_dir(bin_dir, need_all=False)
+    built = _from_dir(bin_dir, ())
     if built is None:
         raise BinariesNotFound(f"{build_script()} finished but {bin_dir} lacks etcd/kube-apiserver")
     return built

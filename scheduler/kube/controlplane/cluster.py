@@ -125,8 +125,10 @@ class LocalControlPlane:
     # ----------------------------------------------------------------------------- properties
     @property
     def binaries(self) -> ControlPlaneBinaries:
-        if self._binaries is None:
-            self._binaries = find_binaries()
+        if self._binaries is None:  # only the components it runs: a build for any other is not waited for
+            needed = (("kube-controller-manager",) if self._with_controller_manager else ()) \
+                + (("kube-scheduler",) if self._with_kube_scheduler else ()) + (("kwok",) if self._with_kwok else ())
+            self._binaries = find_binaries(needed=needed)
         return self._binaries
 
     @property

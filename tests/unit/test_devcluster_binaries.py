@@ -1,0 +1,62 @@
+"""`tessera dev-cluster` needs only the binaries it runs. An SRE's trial: with helm missing from
+the cache (a build still filling it), dev-cluster ran hack/build-control-plane.sh and sat 4 minutes
+on the shared build's lock, though it never runs helm."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scheduler.kube.controlplane import binaries, cluster
+from scheduler.kube.controlplane.cluster import LocalControlPlane
+
+
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *names: str) -> Path:
+    """A cache holding only `names`; a build, if one is started, is recorded instead of run."""
+    bin_dir = tmp_path / "cache" / f"k8s-{binaries.K8S_VERSION}" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in names:
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("TESSERA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("KUBEBUILDER_ASSETS", raising=False)
+    return bin_dir
+
+
+def _no_build(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    built: list[str] = []
+
+    def build(log: object) -> Path:
+        built.append("build")
+        raise binaries.BinariesNotFound("built")
+
+    monkeypatch.setattr(binaries, "_run_build", build)
+    return built
+
+
+def test_dev_cluster_runs_with_the_binaries_it_starts_without_waiting_for_a_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = _cache(tmp_path, monkeypatch, "etcd", "kube-apiserver", "kwok")
+    built = _no_build(monkeypatch)
+    plane = LocalControlPlane(tmp_path / "plane", with_kwok=True)  # dev-cluster's default
+    found = plane.binaries
+    assert built == [] and found.kube_apiserver == bin_dir / "kube-apiserver" and found.kwok == bin_dir / "kwok"
+    assert found.helm is None and found.kube_controller_manager is None
+
+
+def test_a_component_it_runs_that_is_missing_is_still_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _cache(tmp_path, monkeypatch, "etcd", "kube-apiserver", "kwok")
+    built = _no_build(monkeypatch)
+    with pytest.raises(binaries.BinariesNotFound, match="built"):
+        LocalControlPlane(tmp_path / "plane", with_kwok=True, with_controller_manager=True).binaries
+    assert built == ["build"]
+
+
+def test_the_test_suites_lookup_still_wants_every_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """find_binaries() without a list (the e2e session's, helm for the chart's tests) builds when any is missing."""
+    _cache(tmp_path, monkeypatch, "etcd", "kube-apiserver", "kwok")
+    built = _no_build(monkeypatch)
+    with pytest.raises(binaries.BinariesNotFound):
+        binaries.find_binaries()
+    assert built == ["build"] and cluster.find_binaries is binaries.find_binaries
