@@ -103,7 +103,8 @@ def explain_group(objects: Sequence[dict[str, Any]], namespace: str, name: str, 
     # the member tried first speaks for the gang: one its gates do not keep out, if any
     speaker = min(waiting, key=lambda pod: (pod.gated, pod.meta.name), default=None)
     if speaker is not None:
-        member = explain_loaded(core, notices, objects, raws[speaker.key], config, (), now, unread)
+        member = explain_loaded(core, notices, objects, raws[speaker.key], config, (), now, unread,
+                                events_unread=f"not read for the PodGroup: kubectl tessera explain {speaker.meta.name}")
         return _with_member(result, member)
     if members or group is None:
         return result

@@ -98,6 +98,8 @@ def test_a_workload_api_podgroup_and_json_output(tmp_path: Path, monkeypatch: py
         assert doc["members"][0]["reason"] == ("pending, not tried: gated by Coscheduling: waiting for minCount pods "
                                                "from a gang to appear in scheduling queue")
         assert doc["explained"] == "w-0" and doc["member"]["too_few_members"].startswith("Only 1 pod of PodGroup")
+        # its Events are not read here: said so, not an empty list read as "none"
+        assert doc["member"]["events_unread"] == "not read for the PodGroup: kubectl tessera explain w-0"
 
 
 def test_a_podgroup_with_no_pods_says_how_many_are_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
