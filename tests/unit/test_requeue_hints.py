@@ -13,9 +13,16 @@ from typing import Any
 
 import pytest
 
+from scheduler.core.framework import runtime
 from scheduler.core.framework.attempt import Attempt
+from scheduler.core.framework.cycle_state import PodContext
+from scheduler.core.framework.interface import FilterPlugin, Reasons, always
+from scheduler.core.plugins.node_name import NodeName
+from scheduler.core.plugins.registry import REGISTRY, PluginSpec
+from scheduler.core.plugins.unhonoured_terms import TesseraUnhonouredTerms
 from scheduler.core.queue import UNSCHEDULABLE
 from scheduler.core.scheduler import Scheduler
+from scheduler.core.state import EventKind, NodeInfo
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, config
 
@@ -330,3 +337,41 @@ def test_a_binding_confirmed_asks_no_hint_of_pods_parked_by_plugins_that_ignore_
 
     assert asked == [], f"{len(asked)} parked pods asked about a Binding confirmed"
     assert all(core.where(f"big{i}") == UNSCHEDULABLE for i in range(20))
+
+
+# --- 5. a plugin that says nothing about events: every event may help (upstream's default) -------
+
+class _NeedsLabel(FilterPlugin):
+    """A filter written without `queueing_hints`, as a contributor adds one from the docs: nodes
+    labelled ready=yes only."""
+
+    name = "NeedsLabel"
+
+    def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
+        assert info.node is not None
+        return None if info.node.meta.labels.get("ready") == "yes" else ("node(s) not ready",)
+
+
+def test_a_filter_without_queueing_hints_is_retried_on_every_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pod `p` is parked by NeedsLabel; its node is then labelled. A plugin that does not
+    say which events may help got `{}`, read as "no event helps": `p` waited for the 5-minute
+    flush. Upstream registers a plugin without EnqueueExtensions for every event with a hint that
+    always queues (framework.go defaultEnqueueExtension, UnrollWildCardResource)."""
+    monkeypatch.setattr(runtime, "REGISTRY", (*REGISTRY, PluginSpec(_NeedsLabel, lambda handle, args: _NeedsLabel())))
+    core = Core()
+    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"), b.pod("p", requests={"cpu": "1"}))
+    assert [a.node for a in _of(core.run(), "p")] == [None]
+    assert core.where("p") == UNSCHEDULABLE
+    core.apply("MODIFIED", b.node("n", cpu="4", memory="8Gi", labels={"ready": "yes"}))
+
+    retry = _of(core.later(BACKOFF_AT_MOST), "p")
+    assert retry and retry[0].node == "n", f"p stays parked ({core.where('p')}) although n is labelled"
+    assert _NeedsLabel().queueing_hints().keys() == set(EventKind)
+
+
+def test_plugins_that_register_no_event_say_so() -> None:
+    """The plugins whose rejections no cluster event can undo register nothing explicitly (an
+    empty mapping, as upstream's EventsToRegister returning none); NodeName registers NodeAdd as
+    upstream (a pod naming a node absent until then)."""
+    assert TesseraUnhonouredTerms().queueing_hints() == {}
+    assert NodeName().queueing_hints() == {EventKind.NODE_ADDED: always}

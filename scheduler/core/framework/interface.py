@@ -38,13 +38,14 @@ import numpy.typing as npt
 
 from scheduler.core.annotations import DeviceAssignment
 from scheduler.core.framework.cycle_state import PodContext
+from scheduler.core.state.events import EventKind
 
 if TYPE_CHECKING:
     from scheduler.core.framework.attempt import Attempt
     from scheduler.core.framework.placement import Domain, PlacementPlan
     from scheduler.core.framework.nodetable import NodeTable
     from scheduler.core.objects import GangTopology, Pod
-    from scheduler.core.state import ClusterEvent, EventKind, NodeInfo
+    from scheduler.core.state import ClusterEvent, NodeInfo
     from scheduler.core.state.nodes import Placement
 
 Ints = npt.NDArray[np.int64]
@@ -66,8 +67,12 @@ class Plugin(ABC):  # noqa: B024 - a base with only optional hooks; concrete poi
     name: ClassVar[str]
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
-        """Events that may make a pod this plugin rejected schedulable, each with a check."""
-        return {}
+        """Events that may make a pod this plugin rejected schedulable, each with a check. A
+        plugin that does not say is retried on every event, as upstream registers a plugin
+        without EnqueueExtensions for all of them with a hint that always queues
+        (framework.go's defaultEnqueueExtension): a rejection no event can undo is declared as
+        an empty mapping (upstream's EventsToRegister returning none)."""
+        return dict.fromkeys(EventKind, always)
 
     def observe(self, pod: Pod) -> None:
         """A pod was seen for the first time (plugins that learn the workload count it)."""

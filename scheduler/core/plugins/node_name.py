@@ -7,9 +7,11 @@ configuration compatibility: profiles that enable or disable it load unchanged).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from scheduler.core.framework.cycle_state import PodContext
-from scheduler.core.framework.interface import FilterPlugin, Reasons
-from scheduler.core.state import NodeInfo
+from scheduler.core.framework.interface import FilterPlugin, QueueingHint, Reasons, always
+from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "NodeName"
 REASON = "node(s) didn't match the requested node name"
@@ -17,6 +19,11 @@ REASON = "node(s) didn't match the requested node name"
 
 class NodeName(FilterPlugin):
     name = NAME
+
+    def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
+        """Upstream's: a node added may be the one named (no hint: always queue). A node's
+        update never changes its name."""
+        return {EventKind.NODE_ADDED: always}
 
     def filter_applies(self, ctx: PodContext) -> bool:
         return bool(ctx.pod.node_name)

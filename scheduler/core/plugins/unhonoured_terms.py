@@ -18,10 +18,12 @@ non-empty namespaceSelector is taken to select every namespace (InterPodAffinity
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 from scheduler.core.framework.cycle_state import PodContext
-from scheduler.core.framework.interface import PreFilterPlugin
+from scheduler.core.framework.interface import PreFilterPlugin, QueueingHint
+from scheduler.core.state import EventKind
 from scheduler.core.pod_terms import refusal
 
 NAME = "TesseraUnhonouredTerms"
@@ -30,6 +32,11 @@ NAME = "TesseraUnhonouredTerms"
 class TesseraUnhonouredTerms(PreFilterPlugin):
     name = NAME
     may_disable: ClassVar[bool] = True
+
+    def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
+        """None: the refusal reads only the pod's own terms, which no cluster event changes (the
+        unschedulable pods' periodic flush asks again)."""
+        return {}
 
     def pre_filter(self, ctx: PodContext) -> str | None:
         required = ctx.pod.unhonoured
