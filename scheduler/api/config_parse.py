@@ -40,9 +40,11 @@ Tessera-specific decisions (upstream defines nothing here, or Tessera deliberate
   int32/int64/float32, is refused at the field. Tessera's own integer args are int64.
 - Tessera's filter chain is fixed. Only `multiPoint`, `preScore` and `score` change anything
   (each expanded on its own, as upstream: a plugin off under `score` keeps its PreScore);
-  `enabled` entries at other extension points must name a Tessera plugin (they are no-ops, so
-  scheduler-plugins style configs that enable a plugin at queueSort/permit still load) and
-  `disabled` entries there are ignored, except that `filter`/`preFilter` may not disable one of
+  `enabled` entries at other extension points must name a Tessera plugin that implements the
+  point, in Tessera or upstream (`interface.extends`: upstream's framework build fails with
+  `plugin "X" does not extend FilterPlugin plugin` otherwise; the points Tessera runs elsewhere
+  are no-ops, so scheduler-plugins style configs that enable Coscheduling at queueSort/permit
+  still load) and `disabled` entries there are ignored, except that `filter`/`preFilter` may not disable one of
   Tessera's filters by name (a Forbidden error: the file expects a filter off that stays on;
   `"*"` there is accepted and changes nothing). Disabling a plugin through `multiPoint` removes
   its PreScore and score only; its filter keeps running. The exception: TesseraUnhonouredTerms
@@ -107,7 +109,7 @@ from scheduler.api.config_model import (
 )
 from scheduler.api.names import DNS_LABEL, DNS_SUBDOMAIN
 from scheduler.core.objects import INT32_MAX
-from scheduler.core.framework.interface import PreFilterPlugin
+from scheduler.core.framework.interface import EXTENSION_POINTS, PreFilterPlugin, extends
 from scheduler.core.plugins.registry import BY_NAME, REGISTRY, PluginSpec
 
 __all__ = ["parse_config", "parse_leader_election", "SUPPORTED_API_VERSIONS"]
@@ -487,8 +489,8 @@ def _plugin_set(obj: ArgsReader | None, point: str, legacy: bool) -> _PluginSet:
     enabled: list[_Plugin] = []
     no_entries: list[object] = []
     for j, raw in enumerate(found.read(lambda: obj.get_list("enabled"), no_entries)):
-        plugin = found.read(lambda: _enabled_plugin(ArgsReader(raw, f"{obj.at('enabled')}[{j}]"), supported, legacy,
-                                                    enabled), None)
+        plugin = found.read(lambda: _enabled_plugin(ArgsReader(raw, f"{obj.at('enabled')}[{j}]"), point, supported,
+                                                    legacy, enabled), None)
         if plugin is not None:
             enabled.append(plugin)
     disabled: set[str] = set()
@@ -500,9 +502,10 @@ def _plugin_set(obj: ArgsReader | None, point: str, legacy: bool) -> _PluginSet:
     return _PluginSet(tuple(enabled), frozenset(disabled))
 
 
-def _enabled_plugin(item: ArgsReader, supported: tuple[str, ...], legacy: bool, before: list[_Plugin]) -> _Plugin:
-    """One `enabled` entry (its name and its weight checked on their own); `before` holds the
-    entries before it."""
+def _enabled_plugin(item: ArgsReader, point: str, supported: tuple[str, ...], legacy: bool,
+                    before: list[_Plugin]) -> _Plugin:
+    """One `enabled` entry of `point` (its name and its weight checked on their own); `before`
+    holds the entries before it."""
     item.check_keys(("name", "weight"))
     found = Checks()
 
@@ -511,6 +514,10 @@ def _enabled_plugin(item: ArgsReader, supported: tuple[str, ...], legacy: bool, 
         if written not in supported:
             unsupported(item.at("name"), written, supported)
         name = _LEGACY_ENABLE_ALIASES.get(written, written) if legacy else written
+        if point != "multiPoint" and not extends(BY_NAME[name].kind, point):
+            # upstream's framework build refuses it (updatePluginList); kube-scheduler exits
+            invalid(item.at("name"), written,
+                    f"plugin {json.dumps(written)} does not extend {EXTENSION_POINTS[point][0]} plugin")
         if any(p.name == name for p in before):
             duplicate(item.at("name"), written, "a plugin can be enabled once per extension point")
         return written

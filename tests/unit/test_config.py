@@ -267,6 +267,21 @@ def test_other_extension_points_accept_tessera_plugins_as_no_ops() -> None:
     assert dict(weights(raw)) == DEFAULT_WEIGHTS
 
 
+def test_plugins_load_where_upstreams_plugin_of_that_name_extends() -> None:
+    """Every point the upstream plugin implements is accepted, whether Tessera runs it there or
+    not: scheduler-plugins' Coscheduling (QueueSort, PreFilter, PostFilter, Permit, Reserve),
+    NodeResourcesFit's and InterPodAffinity's PreFilter and PreScore, DefaultPreemption's
+    PreEnqueue; disabling is never checked (upstream only checks what it builds)."""
+    gang = {"enabled": [{"name": "Coscheduling"}]}
+    raw = profile(plugins={"queueSort": gang, "preFilter": gang, "postFilter": gang, "permit": gang, "reserve": gang,
+                           "preScore": {"enabled": [{"name": "NodeResourcesFit"}, {"name": "InterPodAffinity"},
+                                                    {"name": "TaintToleration"}]},
+                           "preEnqueue": {"enabled": [{"name": "DefaultPreemption"}, {"name": "Coscheduling"}]},
+                           "filter": {"enabled": [{"name": "TesseraDevices"}, {"name": "NodePorts"}],
+                                      "disabled": [{"name": "TesseraGpuPacking"}]}})
+    assert dict(weights(raw)) == DEFAULT_WEIGHTS
+
+
 def test_profiles_and_per_profile_percentage() -> None:
     cfg = parse_config(v1(percentageOfNodesToScore=30, profiles=[
         {"schedulerName": "tessera"}, {"schedulerName": "tessera-spread", "percentageOfNodesToScore": 100}]), "t")
@@ -415,6 +430,22 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
     (profile(plugins={"score": {"enabled": [{"name": "NodeName"}]}}), "profiles[0].plugins.score.enabled[0].name", "Unsupported value"),
     (profile(plugins={"multiPoint": {"enabled": [{"name": "PodTopologySpread"}]}}), "profiles[0].plugins.multiPoint.enabled[0].name", "Unsupported value"),
     (profile(plugins={"filter": {"enabled": [{"name": "VolumeZone"}]}}), "profiles[0].plugins.filter.enabled[0].name", "Unsupported value"),
+    # enabled at an extension point the plugin does not implement: upstream's framework build fails
+    # (framework.go updatePluginList), where Tessera used to accept the entry as a no-op
+    (profile(plugins={"filter": {"enabled": [{"name": "TesseraGpuPacking"}]}}), "profiles[0].plugins.filter.enabled[0].name",
+     'Invalid value: "TesseraGpuPacking": plugin "TesseraGpuPacking" does not extend FilterPlugin plugin'),
+    (profile(plugins={"preFilter": {"enabled": [{"name": "TaintToleration"}]}}), "profiles[0].plugins.preFilter.enabled[0].name",
+     'plugin "TaintToleration" does not extend PreFilterPlugin plugin'),
+    (profile(plugins={"postFilter": {"enabled": [{"name": "NodeAffinity"}]}}), "profiles[0].plugins.postFilter.enabled[0].name",
+     'plugin "NodeAffinity" does not extend PostFilterPlugin plugin'),
+    (profile(plugins={"preScore": {"enabled": [{"name": "TesseraFragmentation"}]}}), "profiles[0].plugins.preScore.enabled[0].name",
+     'plugin "TesseraFragmentation" does not extend PreScorePlugin plugin'),
+    (profile(plugins={"queueSort": {"enabled": [{"name": "NodeResourcesFit"}]}}), "profiles[0].plugins.queueSort.enabled[0].name",
+     'plugin "NodeResourcesFit" does not extend QueueSortPlugin plugin'),
+    (profile(plugins={"bind": {"enabled": [{"name": "TesseraDevices"}]}}), "profiles[0].plugins.bind.enabled[0].name",
+     'plugin "TesseraDevices" does not extend BindPlugin plugin'),
+    (profile(plugins={"reserve": {"enabled": [{"name": "NodePorts"}]}}), "profiles[0].plugins.reserve.enabled[0].name",
+     'plugin "NodePorts" does not extend ReservePlugin plugin'),
     (profile(plugins={"score": {"enabled": [{"name": "NodeAffinity"}, {"name": "NodeAffinity"}]}}),
      "profiles[0].plugins.score.enabled[1].name", 'Duplicate value: "NodeAffinity"'),
     (profile(plugins={"score": {"enabled": [{"name": "NodeAffinity", "weight": -2}]}}), "profiles[0].plugins.score.enabled[0].weight", "Invalid value: -2"),

@@ -34,6 +34,7 @@ import yaml
 
 from scheduler.api.config import ConfigError, load_config
 from scheduler.api.config_parse import V1_API_VERSION
+from scheduler.core.framework.interface import extends
 from scheduler.core.plugins.registry import REGISTRY
 from tests import dashboard
 from tests.deploy_manifests import (
@@ -941,6 +942,12 @@ _ADDED = "/schedulerConfig/profiles/0/pluginConfig/3/args"
      "/schedulerConfig/profiles/0/plugins/score/enabled/0/name"),
     (_set("profiles.0.plugins.queueSort", {"enabled": [{"name": "PrioritySort"}]}),
      "/schedulerConfig/profiles/0/plugins/queueSort/enabled/0/name"),
+    (_set("profiles.0.plugins.filter", {"enabled": [{"name": "TesseraGpuPacking"}]}),  # no filter
+     "/schedulerConfig/profiles/0/plugins/filter/enabled/0/name"),
+    (_set("profiles.0.plugins.queueSort", {"enabled": [{"name": "NodeResourcesFit"}]}),  # no queue sort
+     "/schedulerConfig/profiles/0/plugins/queueSort/enabled/0/name"),
+    (_set("profiles.0.plugins.bind", {"enabled": [{"name": "TesseraDevices"}]}),  # no Tessera plugin binds
+     "/schedulerConfig/profiles/0/plugins/bind/enabled"),
     (_set("profiles.0.pluginConfig.0.name", "NodeAffinity"), "/schedulerConfig/profiles/0/pluginConfig/0/name"),
     (_set("profiles.0.plugins.scores", {}), "/schedulerConfig/profiles/0/plugins"),
     (_set("profiles.0.plugins.score.enable", []), "/schedulerConfig/profiles/0/plugins/score"),
@@ -1104,6 +1111,22 @@ def test_the_schemas_plugin_names_are_tesseras() -> None:
     assert schema["pluginName"]["enum"] == [spec.name for spec in REGISTRY]
     assert schema["scorePluginName"]["enum"] == [spec.name for spec in REGISTRY if spec.scores]
     assert schema["argsPluginName"]["enum"] == [spec.name for spec in REGISTRY if spec.args is not None]
+
+
+def test_each_extension_points_plugin_names_are_those_that_extend_it() -> None:
+    """Each extension point's `enabled` names in values.schema.json are the plugins that
+    implement the point (`interface.extends`: `tessera run` refuses the others as upstream's
+    framework build does, "plugin %q does not extend %s plugin"); a point no plugin implements
+    takes no enabled entry."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    points = schema["properties"]["schedulerConfig"]["properties"]["profiles"]["items"]["properties"]["plugins"]["properties"]
+    for point, entry in points.items():
+        if point in ("multiPoint", "score"):
+            continue
+        names = [spec.name for spec in REGISTRY if extends(spec.kind, point)]
+        ref = entry["allOf"][1]["$ref"].removeprefix("#/definitions/")
+        enabled = schema["definitions"][ref]["properties"]["enabled"]
+        assert (enabled["items"]["properties"]["name"]["enum"] if names else enabled["maxItems"]) == (names or 0), point
 
 
 def _args_schemas(schema: Obj) -> dict[str, Obj]:

@@ -65,6 +65,11 @@ class Plugin(ABC):  # noqa: B024 - a base with only optional hooks; concrete poi
     """A named rule. Subclass FilterPlugin and/or ScorePlugin (and the batch forms)."""
 
     name: ClassVar[str]
+    # Extension points upstream's plugin of this name implements that Tessera carries out
+    # elsewhere or has no use for (a gang's QueueSort, a PreFilter folded into the filter): a
+    # profile may enable the plugin there, a no-op, as kube-scheduler accepts it. The points a
+    # Tessera interface stands for (`EXTENSION_POINTS`) need no entry.
+    also_extends: ClassVar[frozenset[str]] = frozenset()
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         """Events that may make a pod this plugin rejected schedulable, each with a check. A
@@ -375,3 +380,29 @@ class PlacementPlugin(Plugin):
     def level(self, key: str) -> tuple[tuple[str, ...], str]:
         """The node labels naming a domain of the topology level `key`, widest first, and the
         level's word in messages (what can-never-fit verdicts group nodes by: `capacity`)."""
+
+
+# A profile's extension points (`plugins.<point>`, v1alpha1's `unreserve` too) and the plugin type
+# upstream's framework asks of a plugin enabled there (framework.go updatePluginList: `plugin %q
+# does not extend %s plugin`), with the Tessera interface standing for it where there is one.
+EXTENSION_POINTS: Mapping[str, tuple[str, type[Plugin] | None]] = {
+    "preEnqueue": ("PreEnqueuePlugin", PreEnqueuePlugin),
+    "queueSort": ("QueueSortPlugin", None),
+    "preFilter": ("PreFilterPlugin", PreFilterPlugin),
+    "filter": ("FilterPlugin", FilterPlugin),
+    "postFilter": ("PostFilterPlugin", PostFilterPlugin),
+    "preScore": ("PreScorePlugin", PreScorePlugin),
+    "score": ("ScorePlugin", ScorePlugin),
+    "reserve": ("ReservePlugin", ReservePlugin),
+    "permit": ("PermitPlugin", PermitPlugin),
+    "preBind": ("PreBindPlugin", None),
+    "bind": ("BindPlugin", None),
+    "postBind": ("PostBindPlugin", None),
+    "unreserve": ("UnreservePlugin", None),
+}
+
+
+def extends(kind: type[Plugin], point: str) -> bool:
+    """Does a plugin of this class implement the extension point, in Tessera or upstream?"""
+    interface = EXTENSION_POINTS[point][1]
+    return point in kind.also_extends or (interface is not None and issubclass(kind, interface))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -61,6 +62,9 @@ def parse_args(args: ArgsReader) -> CoschedulingArgs:
 
 class Coscheduling(GroupPlugin, PreEnqueuePlugin):
     name = NAME
+    # scheduler-plugins' Coscheduling (v1alpha1: Unreserve); Tessera's cycle places the gang itself
+    also_extends: ClassVar[frozenset[str]] = frozenset(
+        {"queueSort", "preFilter", "postFilter", "permit", "reserve", "unreserve"})
 
     def __init__(self, handle: Handle, args: CoschedulingArgs) -> None:
         self.state = handle.state

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import ClassVar
 
 import numpy as np
 
@@ -134,6 +135,7 @@ def verdict(pod: Pod, counts: Counts, labels: Mapping[str, str]) -> Reasons | No
 
 class InterPodAffinity(FilterPlugin):
     name = NAME
+    also_extends: ClassVar[frozenset[str]] = frozenset({"preFilter", "preScore"})  # upstream's (it does not score here)
     preemption_helps = True  # upstream: anti-affinity is Unschedulable; affinity rows: unresolvable_rows
 
     def __init__(self, handle: Handle) -> None:

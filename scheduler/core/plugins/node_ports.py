@@ -20,6 +20,7 @@ the nodes with any host port in use; only those are checked one by one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from typing import ClassVar
 
 import numpy as np
 
@@ -75,6 +76,7 @@ class PortColumn(ColumnGroup):
 
 class NodePorts(FilterPlugin):
     name = NAME
+    also_extends: ClassVar[frozenset[str]] = frozenset({"preFilter"})  # upstream's
     preemption_helps = True  # upstream: Unschedulable; evicting the port's holders frees it
 
     def __init__(self, handle: Handle) -> None:

@@ -9,6 +9,7 @@ no taints at all; the table marks the ones that do, and only those are checked o
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import ClassVar
 
 import numpy as np
 
@@ -51,6 +52,7 @@ class TaintColumns(ColumnGroup):
 
 class TaintToleration(FilterPlugin, ScorePlugin):
     name = NAME
+    also_extends: ClassVar[frozenset[str]] = frozenset({"preScore"})  # upstream's
     normalize = Normalize.REVERSE
 
     def __init__(self, handle: Handle) -> None:

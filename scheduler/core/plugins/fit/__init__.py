@@ -9,6 +9,7 @@ uses requests with the non-zero CPU/memory defaults and the configured strategy
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import ClassVar
 
 import numpy as np
 
@@ -48,6 +49,7 @@ TOO_MANY_PODS = "Too many pods"
 
 class NodeResourcesFit(FilterPlugin, ScorePlugin):
     name = NAME
+    also_extends: ClassVar[frozenset[str]] = frozenset({"preFilter", "preScore"})  # upstream's
     preemption_helps = True  # Insufficient <resource>, Too many pods: evicting pods frees them
 
     def __init__(self, handle: Handle, strategy: ScoringStrategy) -> None:

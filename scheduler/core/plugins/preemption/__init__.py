@@ -42,7 +42,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -100,6 +100,7 @@ class GangCandidate:
 
 class DefaultPreemption(PostFilterPlugin):
     name = NAME
+    also_extends: ClassVar[frozenset[str]] = frozenset({"preEnqueue"})  # upstream's, for async preemption
 
     def __init__(self, handle: Handle, args: PreemptionArgs) -> None:
         self.handle = handle
