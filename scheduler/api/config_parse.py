@@ -57,7 +57,8 @@ Tessera-specific decisions (upstream defines nothing here, or Tessera deliberate
   overflow check then fails on the plugin after a negative one: "total score of Score plugins
   could overflow"); 0 or absent means 1, as upstream.
 - `pluginConfig` may only name plugins that take args; each plugin validates its own (the
-  registry's ArgsSpec, parsers in the plugins' modules). `clientConnection.qps` must be >= 0
+  registry's ArgsSpec, parsers in the plugins' modules), and an enabled plugin with no entry
+  has its defaults parsed as upstream's defaulting appends them (`_with_default_args`). `clientConnection.qps` must be >= 0
   (client-go treats a negative QPS as "no rate limit", which Tessera does not offer).
 - The lease defaults to `kube-system/tessera`, not `kube-scheduler`: Tessera runs beside the
   default scheduler and must not compete for its lease. A file that names kube-scheduler's Lease
@@ -110,7 +111,7 @@ from scheduler.api.config_model import (
 from scheduler.api.names import DNS_LABEL, DNS_SUBDOMAIN
 from scheduler.core.objects import INT32_MAX
 from scheduler.core.framework.interface import EXTENSION_POINTS, PreFilterPlugin, extends
-from scheduler.core.plugins.registry import BY_NAME, REGISTRY, PluginSpec
+from scheduler.core.plugins.registry import BY_NAME, REGISTRY, PluginSpec, enabled_in
 
 __all__ = ["parse_config", "parse_leader_election", "SUPPORTED_API_VERSIONS"]
 
@@ -355,7 +356,7 @@ def _v1_profile(raw: object, i: int, lone: bool, seen: dict[str, int]) -> Profil
         seen[name] = i
     found.raise_errors()
     assert name is not None
-    return Profile(
+    return _with_default_args(Profile(
         scheduler_name=name,
         score_weights=plugins.score_weights(),
         pre_score=plugins.pre_score_plugins(),
@@ -363,7 +364,7 @@ def _v1_profile(raw: object, i: int, lone: bool, seen: dict[str, int]) -> Profil
         percentage_of_nodes_to_score=percentage,
         preemption=plugins.preemption,
         disabled=plugins.disabled,
-    )
+    ), args, obj)
 
 
 def _legacy_profile(root: ArgsReader) -> Profile:
@@ -378,19 +379,44 @@ def _legacy_profile(root: ArgsReader) -> Profile:
     for entry in plugins.score.enabled:  # a legacy name picks the plugin's args (e.g. a scoring strategy)
         if entry.name in resolved:
             args[entry.name] = resolved[entry.name](entry.alias, configured.get(entry.name))
-    return Profile(
+    return _with_default_args(Profile(
         scheduler_name=name,
         score_weights=plugins.score_weights(),
         pre_score=plugins.pre_score_plugins(),
         plugin_args=_plugin_args(args),
         preemption=plugins.preemption and not root.get_bool("disablePreemption", False),
         disabled=plugins.disabled,
-    )
+    ), args, root)
 
 
 def _plugin_args(args: dict[str, BaseModel]) -> PluginArgs:
     """Only args that differ from the plugin's defaults: equal configurations compare equal."""
     return PluginArgs((name, value) for name, value in args.items() if value != BY_NAME[name].default_args())
+
+
+def _with_default_args(profile: Profile, configured: dict[str, BaseModel], owner: ArgsReader) -> Profile:
+    """Upstream's defaulting gives every enabled plugin that takes args and has no pluginConfig
+    entry one, appended after the written entries in name order (v1 defaults.go
+    setDefaults_KubeSchedulerProfile), and validation checks those too: each such plugin's
+    args are parsed from nothing here, so defaults a plugin does not accept on their own (a
+    required key) fail the file, named as upstream names the appended entry. `configured`: the
+    written entries' args, by plugin name; `owner`: the mapping holding `pluginConfig`."""
+    missing = sorted((spec for spec in enabled_in(profile) if spec.args is not None and spec.name not in configured),
+                     key=lambda spec: spec.name)
+    if not missing:
+        return profile
+    written = len(owner.get_list("pluginConfig"))
+    found = Checks()
+    defaults: dict[str, BaseModel] = {}
+    for k, spec in enumerate(missing):
+        assert spec.args is not None
+        parse = spec.args.parse
+        parsed = found.read(lambda: parse(ArgsReader({}, f"{owner.at('pluginConfig')}[{written + k}].args")), None)
+        if parsed is not None:
+            defaults[spec.name] = parsed
+    found.raise_errors()
+    args = _plugin_args({**defaults, **configured})
+    return profile if args == profile.plugin_args else profile.model_copy(update={"plugin_args": args})
 
 
 # --- plugins: enabled/disabled sets and upstream's merge ---------------------------------------

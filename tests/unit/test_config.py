@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pydantic
 import pytest
+from pydantic import BaseModel
 
+from scheduler.api.config_reader import ArgsReader, required
 from scheduler.api.config import ConfigError, Profile, SchedulerConfig, ScoreWeights, load_config, parse_config
 from scheduler.core.plugins.coscheduling import CoschedulingArgs
 from scheduler.core.plugins.devices.args import DeviceArgs
 from scheduler.core.plugins.fit.args import ResourceWeight, ScoringStrategy, ShapePoint
 from scheduler.core.plugins.fragmentation.args import FragmentationArgs
+from scheduler.core.plugins import gpu_packing, registry
 from scheduler.core.plugins.registry import args_of
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
@@ -763,3 +767,43 @@ def test_every_error_within_one_field_is_reported_in_upstreams_order() -> None:
     # clientConnection: both
     assert _parts(error(v1(clientConnection={"qps": -1, "burst": -1}))) == ["clientConnection.qps",
                                                                             "clientConnection.burst"]
+
+
+def _requiring_resource_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TesseraGpuPacking's args made to require `resourceName` (a plugin whose defaults are not
+    valid on their own, as a plugin with a required key is)."""
+    def parse(args: ArgsReader) -> BaseModel:
+        if not args.get_str("resourceName", ""):
+            required(args.at("resourceName"))
+        return gpu_packing.parse_args(args)
+    specs = tuple(dataclasses.replace(spec, args=dataclasses.replace(spec.args, parse=parse))
+                  if spec.name == "TesseraGpuPacking" and spec.args is not None else spec for spec in registry.REGISTRY)
+    monkeypatch.setattr(registry, "REGISTRY", specs)
+
+
+def test_an_enabled_plugins_default_args_are_validated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upstream's defaulting (v1 defaults.go setDefaults_KubeSchedulerProfile) gives every enabled
+    plugin with args and no pluginConfig entry one, appended after the written entries in name
+    order, and validation then checks it: a plugin whose args need a value fails when enabled
+    without them. Tessera parsed args only where an entry was written."""
+    _requiring_resource_name(monkeypatch)
+    gpu = {"score": {"enabled": [{"name": "TesseraGpuPacking"}]}}
+    # appended in name order: Coscheduling, DefaultPreemption, NodeResourcesFit, TesseraDevices, TesseraGpuPacking...
+    for raw, field in ((profile(plugins=gpu), "profiles[0].pluginConfig[4].args.resourceName"),
+                       (profile(plugins=gpu, pluginConfig=[{"name": "TopologyPlacement", "args": {}}]),
+                        "profiles[0].pluginConfig[5].args.resourceName")):
+        with pytest.raises(ConfigError) as caught:
+            parse_config(raw, "cfg.yaml")
+        assert (caught.value.field, caught.value.message) == (field, "Required value"), str(caught.value)
+    # not enabled: its defaults are not read; configured: its entry's args are
+    parse_config(profile(), "cfg.yaml")
+    parse_config(profile(plugins=gpu, pluginConfig=[{"name": "TesseraGpuPacking", "args": {"resourceName": "x.com/gpu"}}]),
+                 "cfg.yaml")
+
+
+def test_every_plugins_parsed_defaults_are_its_models() -> None:
+    """Parsing the defaults changes no configuration: each plugin's args parsed from nothing equal
+    the model's defaults, which `Profile.plugin_args` leaves out (so /configz is unchanged)."""
+    for spec in registry.REGISTRY:
+        if spec.args is not None:
+            assert spec.args.parse(ArgsReader({}, "args")) == spec.default_args(), spec.name
