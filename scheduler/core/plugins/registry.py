@@ -7,7 +7,8 @@ NodeAffinity, NodePorts, NodeResourcesFit; a gang's topology domain before the r
 the cheapest and rules out the most nodes; device classes last because they are the most
 expensive) and the
 order of upstream's default multiPoint set. Adding a plugin is one module under
-`scheduler/core/plugins/` and one entry here (docs/architecture.md shows how).
+`scheduler/core/plugins/` and one entry here, plus the chart's schema and the configuration docs
+that list plugins (docs/architecture.md, "Adding a plugin", says what).
 """
 
 from __future__ import annotations
