@@ -18,7 +18,7 @@ from typing import Any
 
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.core.capacity import gang_too_few, min_resources_beyond
-from scheduler.core.objects import PODGROUP_API_VERSIONS, GangRef, gang_key
+from scheduler.core.objects import PODGROUP_API_VERSIONS, WORKLOAD_API, GangRef, gang_key
 from scheduler.core.plugins.coscheduling import group_status
 from scheduler.core.scheduler import Scheduler
 from scheduler.kube.snapshot import Unread
@@ -41,7 +41,8 @@ class MemberLine:
 class GroupExplanation:
     podgroup: str  # namespace/name
     api_version: str
-    min_member: int | None  # None: the PodGroup cannot be read as one (`invalid` says why)
+    # its minMember (the Workload API's minCount); None: the PodGroup cannot be read as one (`invalid` says why)
+    min_member: int | None
     min_resources: dict[str, str]  # scheduler-plugins' spec.minResources, as written
     phase: str  # its status phase as the scheduler counts it ("" when it has none)
     members: tuple[MemberLine, ...]  # its pods that have not finished, by name
@@ -138,10 +139,12 @@ def render(x: GroupExplanation) -> str:
     placed = sum(1 for line in x.members if line.node and not line.waiting)
     waiting = sum(1 for line in x.members if line.waiting)
     minimum = "-" if x.min_member is None else str(x.min_member)
+    # the minimum by the PodGroup API's own field: the Workload API's is gang.minCount
+    field = "minCount" if x.api_version == PODGROUP_API_VERSIONS[WORKLOAD_API] else "minMember"
     count = (f"{len(x.members)} exist" + (f", {x.missing} missing" if x.missing else "")
-             + (f" (minMember {minimum})" if x.min_member is not None else "")
+             + (f" ({field} {minimum})" if x.min_member is not None else "")
              + (f"; {placed} placed, {waiting} waiting" if x.members else ""))
-    fields = [("PodGroup:", f"{x.podgroup} ({x.api_version})"), ("MinMember:", minimum),
+    fields = [("PodGroup:", f"{x.podgroup} ({x.api_version})"), (f"{field[0].upper()}{field[1:]}:", minimum),
               ("MinResources:", ", ".join(f"{k}: {v}" for k, v in x.min_resources.items()) or "-"),
               ("Phase:", x.phase or "-"), ("Members:", count)]
     if x.invalid:

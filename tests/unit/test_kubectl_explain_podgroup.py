@@ -157,3 +157,22 @@ def test_a_name_in_both_podgroup_apis_is_refused_naming_both(tmp_path: Path, mon
                                 f"or podgroups.{WORKLOAD}/pt\n")
     status, out, _ = _run(tmp_path, monkeypatch, capsys, objs, f"podgroups.{WORKLOAD}/pt")
     assert status == 0 and out.startswith(f"PodGroup:      default/pt ({WORKLOAD}/v1alpha2)")
+
+
+def test_a_workload_api_podgroups_minimum_is_named_by_its_own_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The Workload API's PodGroup has no minMember: its field is schedulingPolicy.gang.minCount."""
+    member = b.pod("w-0", limits={"nvidia.com/gpu": 1}, spec_extra={"schedulingGroup": {"podGroupName": "train"}})
+    objs = [b.node("n1", gpus=4), b.workload_podgroup("train", 3), member]
+    status, out, err = _run(tmp_path, monkeypatch, capsys, objs, "podgroups.scheduling.k8s.io/train")
+    assert (status, err) == (0, ""), err
+    assert "\nMinCount:      3\n" in out, out
+    assert "Members:       1 exist, 2 missing (minCount 3); 0 placed, 1 waiting" in out, out
+    assert "minMember" not in out and "MinMember" not in out, out
+    # one the scheduler cannot read says why, and has no minimum (the documented Invalid: line)
+    status, out, _ = _run(tmp_path, monkeypatch, capsys, [b.node("n1", gpus=4), b.workload_podgroup("bad", 0)],
+                          "podgroups.scheduling.k8s.io/bad")
+    assert status == 0
+    assert out.splitlines()[1:3] == [
+        "Invalid:       the scheduler cannot read it: PodGroup.spec.schedulingPolicy.gang.minCount: Invalid value: 0: "
+        "must be greater than or equal to 1", "MinCount:      -"], out
