@@ -214,6 +214,9 @@ def _beyond_every_domain(pod: Pod, key: str, minimum: int, needs: Needs, provide
 # JobSet's exclusive placement annotation (sigs.k8s.io/jobset api ExclusiveKey), which JobSet puts
 # on the pods: the value names the topology label each child Job must have to itself
 JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+# the labels mpi-operator v2 puts on an MPIJob's workers (v2beta1 constants.go; defaultLabels in
+# mpi_job_controller.go): itself as operator, the pod's role ("launcher" on the launcher's)
+MPI_WORKER = {"training.kubeflow.org/operator-name": "mpi-operator", "training.kubeflow.org/job-role": "worker"}
 
 
 def too_few_members(state: ClusterState, pod: Pod) -> str:
@@ -236,11 +239,8 @@ def too_few_members(state: ClusterState, pod: Pod) -> str:
     parallelism 8 and completions 12 under minMember 8: after 8 succeeded the last 4 wait for
     ever, as upstream's, whose informer drops finished pods; "raise parallelism" was wrong advice
     there): then its last completions, fewer than the minimum. Failed members alone are replaced
-    by a Job's controller, so they do not change the advice. Members with JobSet's exclusive
-    placement annotation (`JOBSET_EXCLUSIVE`): JobSet's pod webhook refuses a child Job's
-    followers until its leader is scheduled ("leader pod not yet scheduled, not creating follower
-    pod"), so a minimum counting them is never reached (a trial's JobSet under minMember 6 with
-    only its 3 leaders created); that cause is named instead."""
+    by a Job's controller, so they do not change the advice. A controller that creates some
+    members only once others are placed or Ready is named instead (`_created_later`)."""
     return gang_too_few(state, pod.gang) if pod.gang is not None else ""
 
 
@@ -263,10 +263,8 @@ def gang_too_few(state: ClusterState, gang: GangRef) -> str:
         why = (f"{succeeded} of its members succeeded{f' and {failed} failed' if failed else ''}, and finished members "
                f"are not counted: a Job's last completions fewer than {field} never start; lower {field}, or make "
                f"completions a multiple of it")
-    elif any(JOBSET_EXCLUSIVE in member.meta.annotations for member in alive):
-        why = (f"its pods carry JobSet's {JOBSET_EXCLUSIVE}: JobSet creates a child Job's followers only once its "
-               f"leader is scheduled, and no member is tried before {field} exist; lower {field} to the pods that "
-               f"exist before any is placed, the leaders")
+    elif later := _created_later(alive, field):
+        why = later
     else:
         why = (f"fewer than {field} were created or remain: a Job's parallelism below it, a ResourceQuota refusing the "
                f"rest (the Job's FailedCreate Events say so; the members waiting keep the quota they hold, so it does "
@@ -276,6 +274,33 @@ def gang_too_few(state: ClusterState, gang: GangRef) -> str:
     return (f"Only {existing} pod{'' if existing == 1 else 's'} of {what} {gang_name(gang.key)} "
             f"exist{'s' if existing == 1 else ''} and its {field} is {minimum}: no member is tried until {short} more "
             f"{'is' if short == 1 else 'are'} created ({why}).")
+
+
+def _created_later(alive: Sequence[Pod], field: str) -> str:
+    """Why a gang's `alive` members fall short for ever when their controller creates the rest
+    only once some are placed or Ready, which a minimum counting them never lets happen; "" when
+    the members show no such controller.
+
+    - JobSet's exclusive placement (`JOBSET_EXCLUSIVE` on a member): its pod webhook refuses a
+      child Job's followers until its leader is scheduled ("leader pod not yet scheduled, not
+      creating follower pod"; a trial's JobSet under minMember 6 with only its 3 leaders created).
+    - mpi-operator v2 with `launcherCreationPolicy: WaitForWorkersReady`: it creates the launcher
+      only once every worker is Ready, while the PodGroup it makes counts it (minMember workers +
+      1, calculateMinAvailable; a trial's). Members that are all workers (`MPI_WORKER`) say the
+      launcher does not exist: its template gets the same pod-group label, so one that exists is
+      a member (KAI's MPI grouper looks for it by the same job-role label and lowers its
+      minAvailable while none exists). Tessera does not read MPIJobs: the policy is named as the
+      likely cause, not known."""
+    if any(JOBSET_EXCLUSIVE in member.meta.annotations for member in alive):
+        return (f"its pods carry JobSet's {JOBSET_EXCLUSIVE}: JobSet creates a child Job's followers only once its "
+                f"leader is scheduled, and no member is tried before {field} exist; lower {field} to the pods that "
+                f"exist before any is placed, the leaders")
+    if alive and all(MPI_WORKER.items() <= member.meta.labels.items() for member in alive):
+        return (f"its pods are MPI Operator workers and its launcher does not exist: with launcherCreationPolicy "
+                f"WaitForWorkersReady the MPI Operator creates the launcher only once every worker is Ready, and no "
+                f"member is tried before {field} exist; set the MPIJob's runPolicy.schedulingPolicy.minAvailable to "
+                f"its worker count")
+    return ""
 
 
 def and_never_fits(message: str, state: ClusterState, pod: Pod, totals: ClusterTotals) -> str:

@@ -141,3 +141,42 @@ def test_a_jobset_gang_short_of_its_exclusive_placement_followers_is_told_why() 
         f"created (its pods carry JobSet's {EXCLUSIVE}: JobSet creates a child Job's followers only once its "
         "leader is scheduled, and no member is tried before minMember exist; lower minMember to the pods that exist "
         "before any is placed, the leaders).")
+
+
+def _mpi_workers(launcher: bool = False, workers: int = 2, min_member: int = 3) -> list[dict[str, Any]]:
+    """An MPIJob of `workers` workers under the PodGroup the MPI Operator makes (minMember workers
+    + 1, its launcher counted), its pods labelled as mpi-operator v2 labels them (defaultLabels and
+    the pod-group label of decoratePodTemplateSpec, which the launcher's template gets too). With
+    launcherCreationPolicy WaitForWorkersReady the launcher is created only once every worker is
+    Ready (a trial's), so only the workers exist and the gang waits for ever."""
+    def labels(role: str) -> dict[str, str]:
+        return {"scheduling.x-k8s.io/pod-group": "mpi", "training.kubeflow.org/operator-name": "mpi-operator",
+                "training.kubeflow.org/job-name": "mpi", "training.kubeflow.org/job-role": role}
+    pods = [b.pod(f"mpi-worker-{i}", limits={"nvidia.com/gpu": 1},
+                  labels={**labels("worker"), "training.kubeflow.org/replica-index": str(i)}) for i in range(workers)]
+    if launcher:
+        pods.append(b.pod("mpi-launcher-x7k2p", labels=labels("launcher")))
+    return [b.node("n1", gpus=4), b.podgroup("mpi", min_member), *pods]
+
+
+def test_an_mpijob_gang_whose_launcher_waits_for_ready_workers_is_told_why() -> None:
+    """Only the workers exist and none is a launcher: the sentence names the MPI Operator's
+    launcherCreationPolicy WaitForWorkersReady and the field that fixes it."""
+    result = explaining.explain(_mpi_workers(), "default/mpi-worker-0", config(BINPACK), [], 0.0)
+    assert result is not None
+    assert result.too_few_members == (
+        "Only 2 pods of PodGroup default/mpi exist and its minMember is 3: no member is tried until 1 more is "
+        "created (its pods are MPI Operator workers and its launcher does not exist: with launcherCreationPolicy "
+        "WaitForWorkersReady the MPI Operator creates the launcher only once every worker is Ready, and no member "
+        "is tried before minMember exist; set the MPIJob's runPolicy.schedulingPolicy.minAvailable to its worker "
+        "count).")
+
+
+def test_an_mpijob_gang_with_its_launcher_short_of_workers_keeps_the_general_sentence() -> None:
+    """The launcher exists: the workers are what is missing (a quota, a deletion), as for any gang."""
+    result = explaining.explain(_mpi_workers(launcher=True, min_member=4), "default/mpi-worker-0", config(BINPACK),
+                                [], 0.0)
+    assert result is not None
+    assert result.too_few_members.startswith("Only 3 pods of PodGroup default/mpi exist and its minMember is 4: no "
+                                             "member is tried until 1 more is created (fewer than minMember were "
+                                             "created or remain:"), result.too_few_members
