@@ -162,8 +162,12 @@ class Profile(_Frozen):
     percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)
     # DefaultPreemption (PostFilter) runs unless the profile disables it (postFilter or multiPoint)
     preemption: bool = True
-    # the PreFilters the profile turned off (only those that allow it: `PreFilterPlugin.may_disable`)
-    disabled: tuple[str, ...] = ()
+    # the plugins whose Filter the profile turned off (plugins.filter / multiPoint), in registry
+    # order: never one that `stays_on`
+    disabled_filters: tuple[str, ...] = ()
+    # the plugins whose PreFilter the profile turned off (plugins.preFilter / multiPoint; a
+    # `may_disable` one by name at filter too), in registry order: never one that `stays_on`
+    disabled_pre_filters: tuple[str, ...] = ()
 
 
 class LeaderElectionConfig(_Frozen):

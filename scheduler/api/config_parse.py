@@ -38,18 +38,30 @@ Tessera-specific decisions (upstream defines nothing here, or Tessera deliberate
 - Numbers are decoded as upstream decodes them into its Go types (`config_reader.go_int`): a
   whole float (`20.0`, `1e3`) is that integer; a fraction, or a number outside the field's
   int32/int64/float32, is refused at the field. Tessera's own integer args are int64.
-- Tessera's filter chain is fixed. Only `multiPoint`, `preScore` and `score` change anything
-  (each expanded on its own, as upstream: a plugin off under `score` keeps its PreScore);
-  `enabled` entries at other extension points must name a Tessera plugin that implements the
-  point, in Tessera or upstream (`interface.extends`: upstream's framework build fails with
-  `plugin "X" does not extend FilterPlugin plugin` otherwise; the points Tessera runs elsewhere
-  are no-ops, so scheduler-plugins style configs that enable Coscheduling at queueSort/permit
-  still load) and `disabled` entries there are ignored, except that `filter`/`preFilter` may not disable one of
-  Tessera's filters by name (a Forbidden error: the file expects a filter off that stays on;
-  `"*"` there is accepted and changes nothing). Disabling a plugin through `multiPoint` removes
-  its PreScore and score only; its filter keeps running. The exception: TesseraUnhonouredTerms
-  (a PreFilter refusing pods with pod (anti-)affinity or spread terms Tessera cannot honour) is
-  turned off when `preFilter`, `filter` or `multiPoint` disables it by name.
+- `multiPoint`, `preFilter`, `filter`, `preScore` and `score` are each expanded on their own,
+  as upstream (a plugin off under `score` keeps its PreScore; off under `filter`, its score and
+  PreFilter); `enabled` entries at other extension points must name a Tessera plugin that
+  implements the point, in Tessera or upstream (`interface.extends`: upstream's framework build
+  fails with `plugin "X" does not extend FilterPlugin plugin` otherwise; the points Tessera runs
+  elsewhere are no-ops, so scheduler-plugins style configs that enable Coscheduling at
+  queueSort/permit still load) and `disabled` entries there are ignored.
+- Which filters a profile may turn off. Upstream's default filters (NodeUnschedulable, NodeName,
+  TaintToleration, NodeAffinity, NodePorts, InterPodAffinity: every Filter that does not
+  `stays_on`) follow upstream's rules: off by name or `"*"` under `filter.disabled` or
+  `multiPoint.disabled`, on again by `filter.enabled` (`_expand`); the runtime then builds no
+  part of them but their score (`Profile.disabled_filters`). `preFilter` does the same for the
+  PreFilters Tessera runs as upstream's: NodeAffinity's alone (its `node_names` narrowing and
+  "conflict" refusal; its Filter then reads the required terms itself, upstream's fallback).
+  NodePorts' and InterPodAffinity's PreFilters are part of their filters here: disabling one
+  under `preFilter` alone changes nothing, where upstream's Filter would fail every pod with an
+  error (its PreFilter state missing). The filters that keep Tessera's promises stay on:
+  NodeResourcesFit's, TesseraDevices, Coscheduling, TopologyPlacement (`Plugin.stays_on`: off,
+  a device could be given twice or a gang split). `filter`/`preFilter` naming one is a
+  Forbidden error saying why (the file expects it off); `"*"` there leaves them on, and
+  `multiPoint` disabling one by name or `"*"` removes its PreScore and score only.
+  TesseraUnhonouredTerms (a Tessera PreFilter refusing pods with pod (anti-)affinity or spread
+  terms Tessera cannot honour, `may_disable`) is turned off when `preFilter`, `filter` or
+  `multiPoint` disables it by name; `"*"` keeps it.
 - DefaultPreemption runs unless disabled: `postFilter.enabled` naming it wins, else
   `postFilter.disabled` (by name or `"*"`) turns it off, else the multiPoint set decides
   (expandMultiPointPlugins); v1alpha1's `disablePreemption: true` turns it off.
@@ -110,7 +122,7 @@ from scheduler.api.config_model import (
 )
 from scheduler.api.names import DNS_LABEL, DNS_SUBDOMAIN
 from scheduler.core.objects import INT32_MAX
-from scheduler.core.framework.interface import EXTENSION_POINTS, PreFilterPlugin, extends
+from scheduler.core.framework.interface import EXTENSION_POINTS, FilterPlugin, PreFilterPlugin, extends
 from scheduler.core.plugins.registry import BY_NAME, REGISTRY, PluginSpec, enabled_in
 
 __all__ = ["parse_config", "parse_leader_election", "SUPPORTED_API_VERSIONS"]
@@ -156,10 +168,15 @@ _LEGACY_EXTENSION_POINTS = tuple(p for p in _EXTENSION_POINTS if p != "preEnqueu
 _SCORE_PLUGINS = tuple(spec.name for spec in REGISTRY if spec.scores)
 _PRE_SCORE_PLUGINS = tuple(spec.name for spec in REGISTRY if spec.pre_scores)
 _ALL_PLUGINS = tuple(spec.name for spec in REGISTRY)
-# PreFilters a profile may turn off (`PreFilterPlugin.may_disable`); every other filter always runs
+# Tessera's own PreFilters a profile turns off by name only (`PreFilterPlugin.may_disable`)
 _OPTIONAL_PRE_FILTERS = tuple(spec.name for spec in REGISTRY
                               if issubclass(spec.kind, PreFilterPlugin) and spec.kind.may_disable)
-_FILTER_PLUGINS = frozenset(spec.name for spec in REGISTRY if spec.filters) - frozenset(_OPTIONAL_PRE_FILTERS)
+# The Filters and PreFilters a profile may turn off as upstream's per-point rules say (every one
+# that does not `stays_on`), in registry order
+_DISABLEABLE_FILTERS = tuple(spec.name for spec in REGISTRY
+                             if issubclass(spec.kind, FilterPlugin) and not spec.kind.stays_on)
+_DISABLEABLE_PRE_FILTERS = tuple(spec.name for spec in REGISTRY if issubclass(spec.kind, PreFilterPlugin)
+                                 and not spec.kind.stays_on and not spec.kind.may_disable)
 _LEGACY_ENABLE_ALIASES = {alias: spec.name for spec in REGISTRY if spec.legacy for alias in spec.legacy.enable}
 _LEGACY_DISABLE_ALIASES = {alias: spec.name for spec in REGISTRY if spec.legacy for alias in spec.legacy.disable}
 _SECOND = 10**9
@@ -363,7 +380,8 @@ def _v1_profile(raw: object, i: int, lone: bool, seen: dict[str, int]) -> Profil
         plugin_args=_plugin_args(args),
         percentage_of_nodes_to_score=percentage,
         preemption=plugins.preemption,
-        disabled=plugins.disabled,
+        disabled_filters=plugins.disabled_filters,
+        disabled_pre_filters=plugins.disabled_pre_filters,
     ), args, obj)
 
 
@@ -385,7 +403,8 @@ def _legacy_profile(root: ArgsReader) -> Profile:
         pre_score=plugins.pre_score_plugins(),
         plugin_args=_plugin_args(args),
         preemption=plugins.preemption and not root.get_bool("disablePreemption", False),
-        disabled=plugins.disabled,
+        disabled_filters=plugins.disabled_filters,
+        disabled_pre_filters=plugins.disabled_pre_filters,
     ), args, root)
 
 
@@ -450,7 +469,8 @@ class _ProfilePlugins:
     pre_score: _PluginSet = _PluginSet()
     score: _PluginSet = _PluginSet()
     preemption: bool = True
-    disabled: tuple[str, ...] = ()  # the optional PreFilters turned off
+    disabled_filters: tuple[str, ...] = ()  # the Filters turned off
+    disabled_pre_filters: tuple[str, ...] = ()  # the PreFilters turned off
 
     def score_weights(self) -> ScoreWeights:
         """The enabled score plugins in run order with their weights: the order as
@@ -469,8 +489,8 @@ class _ProfilePlugins:
 
 
 def _plugins(obj: ArgsReader | None, *, legacy: bool) -> _ProfilePlugins:
-    """The profile's multiPoint, preScore and score plugin sets and whether DefaultPreemption
-    runs; other extension points are only checked."""
+    """The profile's multiPoint, preScore and score plugin sets, whether DefaultPreemption runs
+    and the Filters and PreFilters it turns off; other extension points are only checked."""
     if obj is None:
         return _ProfilePlugins()
     points = _LEGACY_EXTENSION_POINTS if legacy else _EXTENSION_POINTS + ("multiPoint",)
@@ -489,10 +509,19 @@ def _plugins(obj: ArgsReader | None, *, legacy: bool) -> _ProfilePlugins:
         preemption = _enabled(_PREEMPTION, multi_point)
     empty = _PluginSet()
     pre_filter, filter_ = sets.get("preFilter", empty), sets.get("filter", empty)
-    disabled = tuple(name for name in _OPTIONAL_PRE_FILTERS  # by name only: "*" keeps them, as other filters
-                     if any(name in s.disabled for s in (multi_point, pre_filter, filter_))
-                     and not any(p.name == name for s in (multi_point, pre_filter, filter_) for p in s.enabled))
-    return _ProfilePlugins(multi_point, sets["preScore"], sets["score"], preemption, disabled)
+    # each point expanded on its own, as the score list: the filters and PreFilters that do not
+    # `stays_on` are off unless the point's list keeps them
+    multi = _merge(_DEFAULT_MULTI_POINT, multi_point)
+    filters = _expand(multi, filter_, _DISABLEABLE_FILTERS)
+    pre_filters = _expand(multi, pre_filter, _DISABLEABLE_PRE_FILTERS)
+    optional_off = {name for name in _OPTIONAL_PRE_FILTERS  # by name only: "*" keeps them
+                    if any(name in s.disabled for s in (multi_point, pre_filter, filter_))
+                    and not any(p.name == name for s in (multi_point, pre_filter, filter_) for p in s.enabled)}
+    return _ProfilePlugins(
+        multi_point, sets["preScore"], sets["score"], preemption,
+        disabled_filters=tuple(name for name in _DISABLEABLE_FILTERS if name not in filters),
+        disabled_pre_filters=tuple(spec.name for spec in REGISTRY if spec.name in optional_off
+                                   or (spec.name in _DISABLEABLE_PRE_FILTERS and spec.name not in pre_filters)))
 
 
 _PREEMPTION = "DefaultPreemption"
@@ -522,8 +551,9 @@ def _plugin_set(obj: ArgsReader | None, point: str, legacy: bool) -> _PluginSet:
     disabled: set[str] = set()
     for j, raw in enumerate(found.read(lambda: obj.get_list("disabled"), no_entries)):
         name = found.read(lambda: _disabled_plugin(ArgsReader(raw, f"{obj.at('disabled')}[{j}]"), point), None)
-        if name is not None:
-            disabled.add(_LEGACY_DISABLE_ALIASES.get(name, name) if legacy else name)
+        if name is not None:  # v1alpha1's disable names are priorities (scores): not a filter's name
+            aliased = legacy and point not in ("filter", "preFilter")
+            disabled.add(_LEGACY_DISABLE_ALIASES.get(name, name) if aliased else name)
     found.raise_errors()
     return _PluginSet(tuple(enabled), frozenset(disabled))
 
@@ -564,9 +594,10 @@ def _disabled_plugin(item: ArgsReader, point: str) -> str:
     """One `disabled` entry's name as written."""
     item.check_keys(("name", "weight"))
     written = _plugin_name(item)
-    if point in ("filter", "preFilter") and written in _FILTER_PLUGINS:
-        forbidden(item.at("name"), f"{written}'s filter always runs in Tessera (the filter chain is fixed); "
-                                   "to drop its score, disable it under plugins.score")
+    spec = BY_NAME.get(written)
+    if point in ("filter", "preFilter") and spec is not None and spec.kind.stays_on:
+        forbidden(item.at("name"), f"{written}'s filter always runs in Tessera: {spec.kind.stays_on}"
+                                   + ("; to drop its score, disable it under plugins.score" if spec.scores else ""))
     return written
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.config import ConfigError, parse_config
+from scheduler.api.config import parse_config
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run, config
 
@@ -151,18 +151,18 @@ def test_preemption_evicts_the_lower_priority_holder_of_the_port() -> None:
     assert run.node_of("high") == "a"
 
 
-def test_a_filter_disabled_by_name_is_refused_like_the_other_filters() -> None:
-    """Tessera's filter chain is fixed (docs/configuration.md): NodePorts is one of its filters."""
-    def profile(plugins: dict[str, Any]) -> dict[str, Any]:
-        return {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-                "profiles": [{"schedulerName": "tessera", "plugins": plugins}]}
-    with pytest.raises(ConfigError, match=r"profiles\[0\]\.plugins\.filter\.disabled\[0\]\.name.*Forbidden"):
-        parse_config(profile({"filter": {"disabled": [{"name": "NodePorts"}]}}), "test")
-    run = Run(parse_config(profile({"multiPoint": {"disabled": [{"name": "NodePorts"}]}}), "test"))
-    run.add(b.node("a", gpus=8))  # multiPoint takes off a plugin's scores only: it has none, its filter runs
+@pytest.mark.parametrize("point", ["filter", "multiPoint"])
+def test_a_profile_may_disable_it_as_upstreams(point: str) -> None:
+    """The known-list item "NodePorts not disableable": a profile disabling it (by name under
+    plugins.filter or plugins.multiPoint, as kube-scheduler allows) places pods whose host ports
+    collide; its PreFilter alone is part of its filter here (test_filter_disable_config.py)."""
+    run = Run(parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                            "profiles": [{"schedulerName": "tessera",
+                                          "plugins": {point: {"disabled": [{"name": "NodePorts"}]}}}]}, "test"))
+    run.add(b.node("a", gpus=8))
     run.add(_ported("first", {"containerPort": 80, "hostPort": 8080}))
     run.add(_ported("second", {"containerPort": 80, "hostPort": 8080}))
-    assert run.node_of("first") == "a" and run.node_of("second") is None
+    assert run.node_of("first") == "a" and run.node_of("second") == "a"
 
 
 def test_bad_ports_refuse_the_pod_with_the_field_and_the_rest_is_scheduled() -> None:

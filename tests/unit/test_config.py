@@ -649,8 +649,9 @@ def test_a_float_written_with_an_exponent_is_a_number_as_in_go_yaml(tmp_path: Pa
 
 @pytest.mark.parametrize("point", ["filter", "preFilter"])
 def test_disabling_one_of_tesseras_filters_is_refused_not_ignored(point: str) -> None:
-    """Tessera's filter chain is fixed: a file that disables a filter by name expects it off."""
-    err = error(profile(plugins={point: {"disabled": [{"name": "TaintToleration"}]}}))
+    """A filter keeping Tessera's promises always runs: a file that disables it by name expects it
+    off (upstream's default filters may be disabled: test_filter_disable_config.py)."""
+    err = error(profile(plugins={point: {"disabled": [{"name": "NodeResourcesFit"}]}}))
     assert err.field == f"profiles[0].plugins.{point}.disabled[0].name" and "Forbidden" in str(err)
     parse_config(profile(plugins={point: {"disabled": [{"name": "*"}]}}), "t.yaml")  # still loads
 

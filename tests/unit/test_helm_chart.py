@@ -948,6 +948,10 @@ _ADDED = "/schedulerConfig/profiles/0/pluginConfig/3/args"
      "/schedulerConfig/profiles/0/plugins/queueSort/enabled/0/name"),
     (_set("profiles.0.plugins.bind", {"enabled": [{"name": "TesseraDevices"}]}),  # no Tessera plugin binds
      "/schedulerConfig/profiles/0/plugins/bind/enabled"),
+    (_set("profiles.0.plugins.filter", {"disabled": [{"name": "NodeResourcesFit"}]}),  # it keeps devices given once
+     "/schedulerConfig/profiles/0/plugins/filter/disabled/0/name"),
+    (_set("profiles.0.plugins.preFilter", {"disabled": [{"name": "Coscheduling"}]}),  # it keeps gangs whole
+     "/schedulerConfig/profiles/0/plugins/preFilter/disabled/0/name"),
     (_set("profiles.0.pluginConfig.0.name", "NodeAffinity"), "/schedulerConfig/profiles/0/pluginConfig/0/name"),
     (_set("profiles.0.plugins.scores", {}), "/schedulerConfig/profiles/0/plugins"),
     (_set("profiles.0.plugins.score.enable", []), "/schedulerConfig/profiles/0/plugins/score"),
@@ -1012,6 +1016,9 @@ def test_the_schema_refuses_scheduler_configurations_tessera_refuses(
     _set("profiles.0.pluginConfig", []),
     _set("profiles.0.plugins.multiPoint", {"disabled": [{"name": "*"}], "enabled": [{"name": "TesseraDevices"}]}),
     _set("profiles.0.plugins.filter", {"disabled": [{"name": "*"}]}),
+    _set("profiles.0.plugins.filter", {"disabled": [{"name": "NodePorts"}, {"name": "TaintToleration"}]}),
+    _set("profiles.0.plugins.preFilter", {"disabled": [{"name": "NodeAffinity"}]}),
+    _set("profiles.0.plugins.multiPoint", {"disabled": [{"name": "NodeResourcesFit"}]}),  # its score only
     _set("profiles.0.percentageOfNodesToScore", 0),
     _set("percentageOfNodesToScore", 100),
     _set("parallelism", 16),

@@ -115,7 +115,7 @@ def test_configz_lists_it_in_upstreams_filter_order() -> None:
     shown = configz(config(BINPACK))["componentconfig"]["configuration"]["profiles"][0]
     plugins = shown["plugins"]
     assert plugins.index("NodeAffinity") + 1 == plugins.index("NodePorts") < plugins.index("NodeResourcesFit")
-    assert "NodePorts" not in shown["disabled"] and "NodePorts" not in shown["scoreWeights"]
+    assert "NodePorts" not in shown["disabledFilters"] and "NodePorts" not in shown["scoreWeights"]
 
 
 def test_a_removal_the_hint_cannot_place_always_requeues() -> None:

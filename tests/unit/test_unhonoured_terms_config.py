@@ -1,6 +1,6 @@
 """TesseraUnhonouredTerms in a profile: on by default and listed by /configz; a profile may turn it
 off by name (then pods with required pod (anti-)affinity or spread terms are placed ignoring them);
-every other filter still may not be disabled."""
+"*" keeps it on (test_filter_disable_config.py: the other filters)."""
 
 from __future__ import annotations
 
@@ -27,20 +27,26 @@ def test_on_by_default_and_listed_by_configz() -> None:
     builtin = load_config(None)
     assert NAME in [spec.name for spec in enabled_in(builtin.profiles[0])]
     [profile] = configz(builtin)["componentconfig"]["configuration"]["profiles"]
-    assert NAME in profile["plugins"] and profile["disabled"] == []
+    assert NAME in profile["plugins"] and profile["disabledPreFilters"] == []
     assert profile["plugins"].index("TesseraDevices") < profile["plugins"].index(NAME)
 
 
 @pytest.mark.parametrize("point", ["preFilter", "filter", "multiPoint"])
 def test_a_profile_may_turn_it_off_by_name(point: str) -> None:
     config = parse_config_text(PROFILE.format(point=point, name=NAME), "test")
-    assert config.profiles[0].disabled == (NAME,)
+    assert config.profiles[0].disabled_pre_filters == (NAME,) and config.profiles[0].disabled_filters == ()
     assert NAME not in [spec.name for spec in enabled_in(config.profiles[0])]
     [profile] = configz(config)["componentconfig"]["configuration"]["profiles"]
-    assert NAME not in profile["plugins"] and profile["disabled"] == [NAME]
+    assert NAME not in profile["plugins"] and profile["disabledPreFilters"] == [NAME]
 
 
-def test_star_keeps_it_and_other_filters_stay_fixed() -> None:
-    assert parse_config_text(PROFILE.format(point="preFilter", name='"*"'), "test").profiles[0].disabled == ()
-    with pytest.raises(ConfigError, match="NodeAffinity's filter always runs"):
-        parse_config_text(PROFILE.format(point="preFilter", name="NodeAffinity"), "test")
+@pytest.mark.parametrize("point", ["preFilter", "filter", "multiPoint"])
+def test_star_keeps_it(point: str) -> None:
+    profile = parse_config_text(PROFILE.format(point=point, name='"*"'), "test").profiles[0]
+    assert NAME not in profile.disabled_pre_filters
+    assert NAME in [spec.name for spec in enabled_in(profile)]
+
+
+def test_the_filters_keeping_tesseras_promises_stay_fixed() -> None:
+    with pytest.raises(ConfigError, match="TesseraDevices's filter always runs"):
+        parse_config_text(PROFILE.format(point="preFilter", name="TesseraDevices"), "test")

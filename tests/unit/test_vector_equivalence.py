@@ -76,13 +76,24 @@ FRAGMENTATION = "fragmentation"  # upstream's default plugins plus TesseraFragme
 GPU_PACKING = "gpu-packing"  # LeastAllocated on cpu/memory plus TesseraGpuPacking
 
 
+# profiles that turn filters off (the batch forms of the others still run), and the same profile
+# with every filter on: plugins by name
+ALL_FILTERS = "all-filters"
+WITHOUT: dict[str, dict[str, Any]] = {
+    ALL_FILTERS: {},
+    "no-taints": {"filter": {"disabled": [{"name": "TaintToleration"}]}},
+    "no-ports-unschedulable": {"multiPoint": {"disabled": [{"name": "NodePorts"}, {"name": "NodeUnschedulable"}]}},
+    "no-default-filters": {"filter": {"disabled": [{"name": "*"}]}},
+}
+
+
 def _config(name: str | None) -> SchedulerConfig:
     extra = {FRAGMENTATION: "TesseraFragmentation", GPU_PACKING: "TesseraGpuPacking"}.get(name or "")
-    if extra is None:
+    plugins = {"score": {"enabled": [{"name": extra, "weight": 5}]}} if extra else WITHOUT.get(name or "")
+    if plugins is None:
         return load_config(name)
     return parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-                         "profiles": [{"schedulerName": "tessera", "plugins": {"score": {"enabled": [
-                             {"name": extra, "weight": 5}]}}}]}, str(name))
+                         "profiles": [{"schedulerName": "tessera", "plugins": plugins}]}, str(name))
 
 
 def _run(events: list[tuple[str, dict[str, Any]]], config: str | None, vectorized: bool,
@@ -106,6 +117,18 @@ def test_vector_path_equals_per_node_path(config: str | None, seed: int) -> None
     fast = _run(events, config, vectorized=True)
     slow = _run(events, config, vectorized=False)
     assert fast == slow
+
+
+@pytest.mark.parametrize("config", sorted(set(WITHOUT) - {ALL_FILTERS}))
+@pytest.mark.parametrize("seed", range(4))
+def test_with_filters_disabled_the_vector_path_equals_the_per_node_path(config: str, seed: int) -> None:
+    """Both paths leave the same filters out: same placements, messages and reasons, which differ
+    from the same profile's with every filter on (the workloads have taints, cordons and colliding
+    ports)."""
+    events = _workload(seed)
+    fast = _run(events, config, vectorized=True, explain=True)
+    assert fast == _run(events, config, vectorized=False, explain=True)
+    assert fast != _run(events, ALL_FILTERS, vectorized=True, explain=True)
 
 
 @pytest.mark.parametrize("config", [None, "config/gpu-cluster.yaml", GPU_PACKING])

@@ -70,6 +70,11 @@ class Plugin(ABC):  # noqa: B024 - a base with only optional hooks; concrete poi
     # profile may enable the plugin there, a no-op, as kube-scheduler accepts it. The points a
     # Tessera interface stands for (`EXTENSION_POINTS`) need no entry.
     also_extends: ClassVar[frozenset[str]] = frozenset()
+    # Why a profile may not turn this plugin's filtering off (`plugins.filter.disabled` or
+    # `plugins.preFilter.disabled` naming it is Forbidden with this reason, `"*"` leaves it on):
+    # the promise it keeps (a device given once, a gang whole). Empty: a profile may disable its
+    # Filter and PreFilter, as upstream lets a profile disable any plugin.
+    stays_on: ClassVar[str] = ""
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         """Events that may make a pod this plugin rejected schedulable, each with a check. A
@@ -107,9 +112,11 @@ class PreEnqueuePlugin(Plugin):
 
 
 class PreFilterPlugin(Plugin):
-    # Whether a profile may turn this PreFilter off (`plugins.preFilter.disabled`,
-    # `plugins.filter.disabled` or `plugins.multiPoint.disabled`, by name): a rule refusing what Tessera cannot do, not a check
-    # of what a node has (those always run: Tessera's filter chain is fixed).
+    # A Tessera PreFilter with no upstream namesake that a profile turns off by naming it under
+    # `plugins.preFilter.disabled`, `plugins.filter.disabled` or `plugins.multiPoint.disabled`
+    # (`"*"` keeps it): a rule refusing what Tessera cannot do, which a file disabling "every
+    # filter" of upstream's does not mean to lift. Other PreFilters follow upstream's per-point
+    # rules (`stays_on`).
     may_disable: ClassVar[bool] = False
 
     @abstractmethod

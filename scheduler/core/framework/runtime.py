@@ -1,8 +1,10 @@
 """One profile's plugins, run: PreFilter, Filter over the nodes, Score, Reserve, queueing hints.
 
 Generic: it runs whatever the registry builds for the profile and never names a plugin. Filter
-plugins all run (the chain is fixed, in registry order); score plugins run in the profile's order
-with its weights; a plugin that only scores is built only when the profile scores with it.
+plugins run in registry order, less the Filters and PreFilters the profile turned off (upstream's
+default filters: `Profile.disabled_filters`, `disabled_pre_filters`); score plugins run in the
+profile's order with its weights; a plugin that only scores is built only when the profile scores
+with it.
 
 Filtering (`find_feasible`) follows upstream's findNodesThatPassFilters: nodes are visited from a
 rotating start until `to_find` pass, and a node's reasons are those of the first plugin in order
@@ -95,8 +97,11 @@ class ProfileRuntime:
                 continue  # a score plugin the profile does not use costs nothing
             self.plugins[spec.name] = spec.build(self, profile.plugin_args.get(spec.name) or spec.default_args())
         self.pre_enqueues = [p for p in self.plugins.values() if isinstance(p, PreEnqueuePlugin)]
-        self.pre_filters = [p for p in self.plugins.values() if isinstance(p, PreFilterPlugin)]
-        self.filters = [p for p in self.plugins.values() if isinstance(p, FilterPlugin)]
+        # a plugin built for another part runs no Filter or PreFilter the profile turned off
+        self.pre_filters = [p for p in self.plugins.values()
+                            if isinstance(p, PreFilterPlugin) and p.name not in profile.disabled_pre_filters]
+        self.filters = [p for p in self.plugins.values()
+                        if isinstance(p, FilterPlugin) and p.name not in profile.disabled_filters]
         self.reservers = [p for p in self.plugins.values() if isinstance(p, ReservePlugin)]
         self.permits = [p for p in self.plugins.values() if isinstance(p, PermitPlugin)]
         self.scores: list[tuple[ScorePlugin, int]] = [
@@ -112,8 +117,11 @@ class ProfileRuntime:
             p.name: p for p in self.filters if batch and isinstance(p, BatchFilter)}
         self._batch_scores: dict[str, BatchScore] = {
             p.name: p for p, _ in self.scores if batch and isinstance(p, BatchScore)}
+        # a plugin left with scoring only rejects no pod here: it listens to no event
+        scoring_only = {p.name for p in self.plugins.values() if isinstance(p, FilterPlugin | PreFilterPlugin)
+                        and p not in self.filters and p not in self.pre_filters}
         self.hints: dict[str, Mapping[EventKind, QueueingHint]] = {
-            name: plugin.queueing_hints() for name, plugin in self.plugins.items()}
+            name: plugin.queueing_hints() for name, plugin in self.plugins.items() if name not in scoring_only}
 
     # --- Handle (what plugins may ask) --------------------------------------------------------
 

@@ -65,6 +65,8 @@ class Coscheduling(GroupPlugin, PreEnqueuePlugin):
     # scheduler-plugins' Coscheduling (v1alpha1: Unreserve); Tessera's cycle places the gang itself
     also_extends: ClassVar[frozenset[str]] = frozenset(
         {"queueSort", "preFilter", "postFilter", "permit", "reserve", "unreserve"})
+    stays_on: ClassVar[str] = ("it places a gang's members as one transaction, at least minMember of them or none: "
+                               "without it a gang could be split, some members bound and the rest waiting forever")
 
     def __init__(self, handle: Handle, args: CoschedulingArgs) -> None:
         self.state = handle.state

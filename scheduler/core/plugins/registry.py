@@ -106,23 +106,20 @@ class PluginSpec:
     def pre_scores(self) -> bool:
         return issubclass(self.kind, PreScorePlugin)
 
-    @property
-    def filters(self) -> bool:
-        return issubclass(self.kind, (FilterPlugin, PreFilterPlugin))
-
     def default_args(self) -> BaseModel:
         return self.args.model() if self.args is not None else NoArgs()
 
     def built_for(self, profile: Profile) -> bool:
         """Does a profile's runtime build this plugin? Every plugin with a part beside scoring
-        (filters, reserve, grouping, placement, post-filter, pre-enqueue) unless the profile turned
-        it off (`Profile.disabled`); a plugin that only scores when the profile scores with it or
-        runs its PreScore (otherwise it would cost for nothing)."""
-        if self.name in profile.disabled:
-            return False
-        only_scores = not issubclass(self.kind, FilterPlugin | PreFilterPlugin | ReservePlugin | GroupPlugin
-                                                | PostFilterPlugin | PlacementPlugin | PreEnqueuePlugin)
-        return not only_scores or self.name in profile.score_weights or self.name in profile.pre_score
+        (reserve, grouping, placement, post-filter, pre-enqueue, a Filter or PreFilter the profile
+        did not turn off: `Profile.disabled_filters`, `disabled_pre_filters`); a plugin left with
+        scoring only when the profile scores with it or runs its PreScore (otherwise it would
+        cost for nothing)."""
+        kind = self.kind
+        filters = issubclass(kind, FilterPlugin) and self.name not in profile.disabled_filters
+        pre_filters = issubclass(kind, PreFilterPlugin) and self.name not in profile.disabled_pre_filters
+        other = issubclass(kind, ReservePlugin | GroupPlugin | PostFilterPlugin | PlacementPlugin | PreEnqueuePlugin)
+        return filters or pre_filters or other or self.name in profile.score_weights or self.name in profile.pre_score
 
 
 A = TypeVar("A", bound=BaseModel)

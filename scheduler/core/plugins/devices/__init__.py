@@ -17,6 +17,7 @@ and how full that leaves them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -53,6 +54,8 @@ NAME = "TesseraDevices"
 class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, PermitPlugin):
     name = NAME
     preemption_helps = True  # devices held by pods come free when they are evicted
+    stays_on: ClassVar[str] = ("it chooses the devices a pod is granted among the free ones: without it one device "
+                               "could be given twice")
 
     def __init__(self, handle: Handle, args: DeviceArgs) -> None:
         self.handle = handle

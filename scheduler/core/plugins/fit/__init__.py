@@ -51,6 +51,8 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
     name = NAME
     also_extends: ClassVar[frozenset[str]] = frozenset({"preFilter", "preScore"})  # upstream's
     preemption_helps = True  # Insufficient <resource>, Too many pods: evicting pods frees them
+    stays_on: ClassVar[str] = ("it keeps what pods request within what the node has, which TesseraDevices' "
+                               "grants count on: without it a node could be promised more than it has, a GPU twice")
 
     def __init__(self, handle: Handle, strategy: ScoringStrategy) -> None:
         self.handle = handle

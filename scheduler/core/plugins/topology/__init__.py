@@ -28,6 +28,7 @@ inside one topology domain. This plugin gives the cycle the domains to try the g
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from typing import ClassVar
 
 import numpy as np
 
@@ -64,6 +65,8 @@ def outside_reason(domain: Domain) -> str:
 
 class TopologyPlacement(FilterPlugin, PlacementPlugin):
     name = NAME
+    stays_on: ClassVar[str] = ("it keeps a gang inside the topology domain it requires: without it a gang could be "
+                               "split across domains")
 
     def __init__(self, handle: Handle, args: TopologyPlacementArgs) -> None:
         self.handle = handle
