@@ -82,7 +82,8 @@ Tessera-specific decisions (upstream defines nothing here, or Tessera deliberate
   form (upstream removed it too; Tessera keeps it for the seed's files): top-level
   `plugins`/`pluginConfig` for one profile; the names and args it used for a plugin are the
   plugin's LegacyForm in the registry (pluginConfig keys matched case-insensitively, as Go's
-  encoding/json decoded them).
+  encoding/json decoded them). Its `postFilter` is the informational point v1alpha2 renamed
+  preScore: a plugin extending either may be enabled there.
 """
 
 from __future__ import annotations
@@ -162,6 +163,10 @@ _LEGACY_HINTS = {"profiles": f"profiles need apiVersion {V1_API_VERSION}"}
 _EXTENSION_POINTS = ("preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore",
                      "score", "reserve", "permit", "preBind", "bind", "postBind")
 _LEGACY_EXTENSION_POINTS = tuple(p for p in _EXTENSION_POINTS if p != "preEnqueue") + ("unreserve",)
+# v1alpha1's `postFilter` is the informational point after filtering that v1alpha2 renamed
+# preScore (1.17's InterPodAffinity implements it); v1's postFilter, preemption's, came later:
+# a v1alpha1 file may enable a plugin there that extends either.
+_LEGACY_POINT_RENAMED = {"postFilter": "preScore"}
 
 # What the registry says about plugins (names, default weights, args, v1alpha1 names): this
 # module knows no plugin by name.
@@ -570,7 +575,9 @@ def _enabled_plugin(item: ArgsReader, point: str, supported: tuple[str, ...], le
         if written not in supported:
             unsupported(item.at("name"), written, supported)
         name = _LEGACY_ENABLE_ALIASES.get(written, written) if legacy else written
-        if point != "multiPoint" and not extends(BY_NAME[name].kind, point):
+        renamed = _LEGACY_POINT_RENAMED.get(point) if legacy else None
+        kind = BY_NAME[name].kind
+        if point != "multiPoint" and not extends(kind, point) and not (renamed and extends(kind, renamed)):
             # upstream's framework build refuses it (updatePluginList); kube-scheduler exits
             invalid(item.at("name"), written,
                     f"plugin {json.dumps(written)} does not extend {EXTENSION_POINTS[point][0]} plugin")

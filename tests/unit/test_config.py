@@ -348,6 +348,23 @@ def test_legacy_most_allocated_alias_and_scheduler_name() -> None:
     assert prof.score_weights["NodeResourcesFit"] == 2
 
 
+def test_legacy_post_filter_is_the_informational_point_later_named_pre_score() -> None:
+    """v1alpha1 (Kubernetes 1.17) `postFilter` is the informational point after filtering that
+    v1alpha2 renamed preScore (1.17's InterPodAffinity implements it): such a file loaded upstream
+    and must still load; DefaultPreemption there keeps turning preemption on; a plugin that extends
+    neither point is still refused, with 1.17's plugin type."""
+    raw = copy.deepcopy(LEGACY_SEED)
+    raw["plugins"]["postFilter"] = {"enabled": [{"name": "InterPodAffinity"}, {"name": "TaintToleration"}]}
+    prof = parse_config(raw, "t").profiles[0]
+    assert prof.preemption and prof.score_weights["NodeResourcesFit"] == 100
+    raw["plugins"]["postFilter"] = {"enabled": [{"name": "DefaultPreemption"}]}
+    assert parse_config(raw, "t").profiles[0].preemption
+    raw["plugins"]["postFilter"] = {"enabled": [{"name": "NodeName"}]}
+    err = error(raw)
+    assert err.field == "plugins.postFilter.enabled[0].name"
+    assert 'plugin "NodeName" does not extend PostFilterPlugin plugin' in err.message
+
+
 @pytest.mark.parametrize("mutate,field,fragment", [
     (lambda r: r["pluginConfig"][0]["args"]["functionshape"][1].update(score=101),
      "pluginConfig[0].args.functionshape[1].score", "Invalid value: 101: not in valid range [0, 100]"),
