@@ -6,8 +6,9 @@ where they are, how many are missing, and why the gang waits. The why is the pod
 second text: the first waiting member is explained as `explain POD` explains it (`explain_loaded`:
 its dry run is its gang's, every pending sibling tried with it) and its gang sentences (too few
 members, a minResources gap, can never fit) are said once for the gang; each waiting member then
-gets its own one-line reason (`pending_line`). A PodGroup none of whose pods exist has no member
-to explain: the too-few and minResources sentences are asked of the group itself.
+gets its own one-line reason (`pending_line`). A PodGroup none of whose pods exist, or whose only
+waiting members are another scheduler's, has no member to explain: the too-few and minResources
+sentences are asked of the group itself.
 """
 
 from __future__ import annotations
@@ -87,7 +88,11 @@ def explain_group(objects: Sequence[dict[str, Any]], namespace: str, name: str, 
     raws = {f"{(obj.get('metadata') or {}).get('namespace')}/{(obj.get('metadata') or {}).get('name')}": obj
             for obj in objects if obj.get("kind") == "Pod"}
     waiting = [pod for pod in members if pod.uid in state.pending or pod.uid in state.gated]
-    waits = {pod.uid for pod in waiting}
+    # a member another scheduler is to place waits too (Tessera never will: the gang cannot form),
+    # though there is nothing for Tessera to try: its line says whose it is
+    elsewhere = [pod for pod in members if not state.is_ours(pod) and not pod.node_name and not pod.terminal
+                 and not pod.meta.deleting]
+    waits = {pod.uid for pod in (*waiting, *elsewhere)}
     lines = tuple(MemberLine(pod.meta.name, pod.phase, pod.node_name, pod.uid in waits,
                              pending_line(core, raws[pod.key], pod) if pod.uid in waits else "")
                   for pod in members)
@@ -107,7 +112,7 @@ def explain_group(objects: Sequence[dict[str, Any]], namespace: str, name: str, 
         member = explain_loaded(core, notices, objects, raws[speaker.key], config, (), now, unread,
                                 events_unread=f"not read for the PodGroup: kubectl tessera explain {speaker.meta.name}")
         return _with_member(result, member)
-    if members or group is None:
+    if (members and not elsewhere) or group is None:
         return result
     ref = GangRef(key, None, True, api)
     return _replace_waits(result, (gang_too_few(state, ref), min_resources_beyond(state, group)))

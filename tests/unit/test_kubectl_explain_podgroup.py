@@ -112,6 +112,24 @@ def test_a_podgroup_with_no_pods_says_how_many_are_missing(tmp_path: Path, monke
             "are created (") in out
 
 
+def test_a_member_another_scheduler_schedules_waits_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A member whose schedulerName is not Tessera's (a worker template without it: the default
+    scheduler's) waits as much as any: Tessera never places it, so the gang cannot form. It was
+    counted neither placed nor waiting, without a reason, under "No member waits."."""
+    objs = _pytorch_job()
+    worker = next(o for o in objs if o["kind"] == "Pod" and o["metadata"]["name"] == "pt-worker-0")
+    worker["spec"]["schedulerName"] = "default-scheduler"
+    status, out, _ = _run(tmp_path, monkeypatch, capsys, objs, "pg/pt")
+    assert status == 0
+    assert "Members:       2 exist, 1 missing (minMember 3); 1 placed, 1 waiting" in out
+    assert "No member waits." not in out
+    row = next(line for line in out.splitlines() if line.startswith("pt-worker-0"))
+    assert "not scheduled by Tessera: spec.schedulerName is default-scheduler" in row
+    # the gang's own sentences say why it waits, as for a PodGroup none of whose members is Tessera's to try
+    assert "Why it waits:" in out and "Only 2 pods of PodGroup default/pt exist and its minMember is 3" in out
+
+
 def test_a_missing_podgroup_says_kubectls_words_for_the_apis_looked_in(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
