@@ -366,7 +366,26 @@ def test_a_filter_without_queueing_hints_is_retried_on_every_event(monkeypatch: 
 
     retry = _of(core.later(BACKOFF_AT_MOST), "p")
     assert retry and retry[0].node == "n", f"p stays parked ({core.where('p')}) although n is labelled"
-    assert _NeedsLabel().queueing_hints().keys() == set(EventKind)
+    assert EventKind.NODE_UPDATED in _NeedsLabel().queueing_hints()
+
+
+def test_a_filter_without_queueing_hints_is_not_woken_by_tesseras_own_resources(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upstream's default registers the in-tree resources only (UnrollWildCardResource: pods,
+    nodes, storage, ResourceClaim, DeviceClass, and the Workload API's PodGroup): a custom
+    resource is not among them. Tessera's ExtendedResource and ResourceClass are its own custom
+    resources, so a plugin that does not say is not retried when one changes (the flush still
+    tries it again); every other kind is a pod, node or PodGroup event upstream too."""
+    monkeypatch.setattr(runtime, "REGISTRY", (*REGISTRY, PluginSpec(_NeedsLabel, lambda handle, args: _NeedsLabel())))
+    core = Core()
+    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"), b.pod("p", requests={"cpu": "1"}))
+    assert [a.node for a in _of(core.run(), "p")] == [None]
+    core.apply("ADDED", b.device("n", 0), b.resource_class("v100", {"model": "V100"}))
+
+    assert _of(core.later(BACKOFF_AT_MOST), "p") == []
+    assert core.where("p") == UNSCHEDULABLE
+    assert _NeedsLabel().queueing_hints().keys() == set(EventKind) - {EventKind.DEVICE_CHANGED,
+                                                                       EventKind.CLASS_CHANGED}
 
 
 def test_plugins_that_register_no_event_say_so() -> None:

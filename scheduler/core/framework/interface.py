@@ -61,6 +61,17 @@ class Normalize(enum.Enum):
     REVERSE = "reverse"  # helper.DefaultNormalizeScore(MaxNodeScore, true, scores)
 
 
+# What a plugin without queueing hints is retried on: upstream's defaultEnqueueExtension registers
+# UnrollWildCardResource, the in-tree resources only (pods, nodes, storage, ResourceClaim,
+# DeviceClass, and the Workload API's PodGroup under GenericWorkload), never a custom resource.
+# Tessera's ExtendedResource and ResourceClass are its own custom resources: a plugin that reads
+# them says so. Every other kind is a Pod, Node or PodGroup event upstream too (AllocationDone is
+# an assigned pod's update; PodGroupChange is a member joining or leaving, or the PodGroup itself,
+# which for scheduler-plugins' custom PodGroup upstream would not give: one kind for both APIs,
+# so the default errs on the side of a retry).
+DEFAULT_EVENTS = frozenset(EventKind) - {EventKind.DEVICE_CHANGED, EventKind.CLASS_CHANGED}
+
+
 class Plugin(ABC):  # noqa: B024 - a base with only optional hooks; concrete points are the subclasses
     """A named rule. Subclass FilterPlugin and/or ScorePlugin (and the batch forms)."""
 
@@ -78,11 +89,11 @@ class Plugin(ABC):  # noqa: B024 - a base with only optional hooks; concrete poi
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         """Events that may make a pod this plugin rejected schedulable, each with a check. A
-        plugin that does not say is retried on every event, as upstream registers a plugin
-        without EnqueueExtensions for all of them with a hint that always queues
-        (framework.go's defaultEnqueueExtension): a rejection no event can undo is declared as
-        an empty mapping (upstream's EventsToRegister returning none)."""
-        return dict.fromkeys(EventKind, always)
+        plugin that does not say is retried on every event upstream would give it, as upstream
+        registers a plugin without EnqueueExtensions with a hint that always queues
+        (framework.go's defaultEnqueueExtension): `DEFAULT_EVENTS`. A rejection no event can
+        undo is declared as an empty mapping (upstream's EventsToRegister returning none)."""
+        return dict.fromkeys(DEFAULT_EVENTS, always)
 
     def observe(self, pod: Pod) -> None:
         """A pod was seen for the first time (plugins that learn the workload count it)."""
