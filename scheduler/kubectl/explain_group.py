@@ -44,7 +44,9 @@ class GroupExplanation:
     api_version: str
     # its minMember (the Workload API's minCount); None: the PodGroup cannot be read as one (`invalid` says why)
     min_member: int | None
-    min_resources: dict[str, str]  # scheduler-plugins' spec.minResources, as written
+    # scheduler-plugins' spec.minResources, as written ({} when it has none); None for the Workload
+    # API's PodGroup, which has no such field (JSON null; the text leaves the line out)
+    min_resources: dict[str, str] | None
     phase: str  # its status phase as the scheduler counts it ("" when it has none)
     members: tuple[MemberLine, ...]  # its pods that have not finished, by name
     missing: int  # how many more must exist to reach minMember
@@ -102,7 +104,8 @@ def explain_group(objects: Sequence[dict[str, Any]], namespace: str, name: str, 
     status = group_status(state, key)
     result = GroupExplanation(
         podgroup=f"{namespace}/{name}", api_version=PODGROUP_API_VERSIONS[api], min_member=minimum,
-        min_resources={str(k): str(v) for k, v in sorted(written.items())} if isinstance(written, Mapping) else {},
+        min_resources=None if api == WORKLOAD_API
+        else {str(k): str(v) for k, v in sorted(written.items())} if isinstance(written, Mapping) else {},
         phase=status.phase if status is not None else "", members=lines,
         missing=max(0, minimum - len(members)) if minimum is not None else 0, waits=(),
         invalid=state.unreadable_podgroups.get(key, ""))
@@ -149,9 +152,10 @@ def render(x: GroupExplanation) -> str:
     count = (f"{len(x.members)} exist" + (f", {x.missing} missing" if x.missing else "")
              + (f" ({field} {minimum})" if x.min_member is not None else "")
              + (f"; {placed} placed, {waiting} waiting" if x.members else ""))
-    fields = [("PodGroup:", f"{x.podgroup} ({x.api_version})"), (f"{field[0].upper()}{field[1:]}:", minimum),
-              ("MinResources:", ", ".join(f"{k}: {v}" for k, v in x.min_resources.items()) or "-"),
-              ("Phase:", x.phase or "-"), ("Members:", count)]
+    fields = [("PodGroup:", f"{x.podgroup} ({x.api_version})"), (f"{field[0].upper()}{field[1:]}:", minimum)]
+    if x.min_resources is not None:
+        fields.append(("MinResources:", ", ".join(f"{k}: {v}" for k, v in x.min_resources.items()) or "-"))
+    fields += [("Phase:", x.phase or "-"), ("Members:", count)]
     if x.invalid:
         fields.insert(1, ("Invalid:", f"the scheduler cannot read it: {x.invalid}"))
     if x.member is not None and x.member.leader is not None:

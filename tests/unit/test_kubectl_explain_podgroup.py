@@ -94,6 +94,7 @@ def test_a_workload_api_podgroup_and_json_output(tmp_path: Path, monkeypatch: py
         doc = orjson.loads(out)
         assert (doc["podgroup"], doc["api_version"], doc["min_member"], doc["missing"]) == (
             "default/train", f"{WORKLOAD}/v1alpha2", 2, 1)
+        assert doc["min_resources"] is None  # the Workload API has no minResources: null, not {}
         assert [(m["pod"], m["phase"], m["node"]) for m in doc["members"]] == [("w-0", "Pending", "")]
         assert doc["members"][0]["reason"] == ("pending, not tried: gated by Coscheduling: waiting for minCount pods "
                                                "from a gang to appear in scheduling queue")
@@ -174,7 +175,7 @@ def test_a_name_in_both_podgroup_apis_is_refused_naming_both(tmp_path: Path, mon
     assert (status, err) == (1, f"error: default/pt is a PodGroup of both APIs: say which, podgroups.{PLUGINS}/pt "
                                 f"or podgroups.{WORKLOAD}/pt\n")
     status, out, _ = _run(tmp_path, monkeypatch, capsys, objs, f"podgroups.{WORKLOAD}/pt")
-    assert status == 0 and out.startswith(f"PodGroup:      default/pt ({WORKLOAD}/v1alpha2)")
+    assert status == 0 and out.startswith(f"PodGroup:  default/pt ({WORKLOAD}/v1alpha2)")
 
 
 def test_a_workload_api_podgroups_minimum_is_named_by_its_own_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -184,13 +185,15 @@ def test_a_workload_api_podgroups_minimum_is_named_by_its_own_field(tmp_path: Pa
     objs = [b.node("n1", gpus=4), b.workload_podgroup("train", 3), member]
     status, out, err = _run(tmp_path, monkeypatch, capsys, objs, "podgroups.scheduling.k8s.io/train")
     assert (status, err) == (0, ""), err
-    assert "\nMinCount:      3\n" in out, out
-    assert "Members:       1 exist, 2 missing (minCount 3); 0 placed, 1 waiting" in out, out
+    assert "\nMinCount:  3\n" in out, out
+    assert "Members:   1 exist, 2 missing (minCount 3); 0 placed, 1 waiting" in out, out
     assert "minMember" not in out and "MinMember" not in out, out
+    # nor minResources: the line is left out, not shown as "-" (a scheduler-plugins PodGroup without one)
+    assert "MinResources" not in out, out
     # one the scheduler cannot read says why, and has no minimum (the documented Invalid: line)
     status, out, _ = _run(tmp_path, monkeypatch, capsys, [b.node("n1", gpus=4), b.workload_podgroup("bad", 0)],
                           "podgroups.scheduling.k8s.io/bad")
     assert status == 0
     assert out.splitlines()[1:3] == [
-        "Invalid:       the scheduler cannot read it: PodGroup.spec.schedulingPolicy.gang.minCount: Invalid value: 0: "
-        "must be greater than or equal to 1", "MinCount:      -"], out
+        "Invalid:   the scheduler cannot read it: PodGroup.spec.schedulingPolicy.gang.minCount: Invalid value: 0: "
+        "must be greater than or equal to 1", "MinCount:  -"], out
