@@ -60,3 +60,18 @@ def test_the_test_suites_lookup_still_wants_every_tool(tmp_path: Path, monkeypat
     with pytest.raises(binaries.BinariesNotFound):
         binaries.find_binaries()
     assert built == ["build"] and cluster.find_binaries is binaries.find_binaries
+
+
+def test_an_unknown_name_is_refused_naming_the_known_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`needed=("kube-apiservr",)` raised a bare KeyError('kube-apiservr') from deep in the lookup:
+    a typo reads as a crash. It is a ValueError naming the tools it may ask for, before any
+    lookup or build, whether the cache or KUBEBUILDER_ASSETS would answer."""
+    bin_dir = _cache(tmp_path, monkeypatch, *binaries.EVERY_TOOL)
+    built = _no_build(monkeypatch)
+    known = "etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok, helm"
+    with pytest.raises(ValueError, match=f"^unknown binary 'kube-apiservr' in needed: known are {known}$"):
+        binaries.find_binaries(needed=("etcd", "kube-apiservr"))
+    monkeypatch.setenv("KUBEBUILDER_ASSETS", str(bin_dir))
+    with pytest.raises(ValueError, match="unknown binary 'kubelet'"):
+        binaries.find_binaries(needed=("kubelet",))
+    assert built == []

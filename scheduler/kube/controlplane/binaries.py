@@ -125,8 +125,15 @@ def find_binaries(*, build: bool = True, build_log: IO[bytes] | None = None,
     yet in the cache ran the build and waited 4 minutes on the shared build's lock for a tool it
     never runs. A cold build takes about 6 minutes on 2 idle cores, up to 30 on a busy machine;
     its progress goes to ``build_log`` or, by default, to our stderr. Raises
-    :class:`BinariesNotFound` with the reason when nothing usable is found.
+    :class:`BinariesNotFound` with the reason when nothing usable is found, and ValueError
+    naming the known tools when ``needed`` names another (a typo fails at once, whichever
+    directory would have answered, not as a KeyError from the lookup).
     """
+    needed = tuple(needed)  # read twice: a generator would be spent by the check
+    unknown = [name for name in needed if name not in EVERY_TOOL]
+    if unknown:
+        raise ValueError(f"unknown binary {', '.join(map(repr, unknown))} in needed: "
+                         f"known are {', '.join(EVERY_TOOL)}")
     assets = os.environ.get("KUBEBUILDER_ASSETS")
     if assets:
         found = _from_dir(Path(assets), ())
