@@ -122,3 +122,36 @@ def test_pods_unreadable_cluster_wide_is_an_error_not_a_verdict(
     assert (status, out) == (1, "")
     assert err.startswith("error: cannot list pods: the apiserver at https://fake-apiserver denied access (HTTP 403)")
     assert "safe" not in err
+
+
+def _containers(*containers: tuple[str, tuple[tuple[str, int | None], ...]]) -> str:
+    """A devices annotation of several containers: (container, its (device, slice bytes or None) grants)."""
+    return ann.encode_devices({name: {"nvidia.com/gpu": tuple(
+        ann.DeviceGrant(f"GPU-{device}", device, None if amount is None else Fraction(amount))
+        for device, amount in grants)} for name, grants in containers})
+
+
+def test_the_verdict_reads_every_container_and_each_devices_largest_hold() -> None:
+    """What the pod holds of a device is what its largest grant over all its containers holds
+    (whole beats any slice), and a hold the devices annotation names as large is seen: the
+    verdict turns on each. A pod not bound, whatever it carries, holds nothing; an unreadable
+    record alone makes the rollback unsafe."""
+    whole_then_slice = _containers(("a", (("gpu-0", None),)), ("b", (("gpu-0", 4 * GiB),)))
+    large_then_small = _containers(("a", (("gpu-1", 8 * GiB),)), ("b", (("gpu-1", 4 * GiB),)))
+    second_container = _containers(("a", (("gpu-2", None),)), ("b", (("gpu-3", None),)))
+    result = rollback.check([
+        _bound("whole", whole_then_slice, _grants(("gpu-0", 4 * GiB))),
+        _bound("large", large_then_small, _grants(("gpu-1", 4 * GiB))),
+        _bound("second", second_container, _containers(("a", (("gpu-2", None),)))),
+        _bound("equal", _grants(("gpu-4", 4 * GiB)), _grants(("gpu-4", 4 * GiB))),
+        {**_bound("pending", _grants(("gpu-5", None)), None), "spec": {"containers": []}},
+    ])
+    assert [(unseen.pod, unseen.devices) for unseen in result.pods] == [
+        ("team-a/large", ("gpu-1 (8Gi held, 4Gi named)",)),
+        ("team-a/second", ("gpu-3",)),
+        ("team-a/whole", ("gpu-0 (whole held, 4Gi named)",)),
+    ]
+    assert not result.safe
+    unreadable = rollback.check([_bound("garbled", "{not json", _grants(("gpu-0", None)))])
+    assert [unseen.pod for unseen in unreadable.pods] == ["team-a/garbled"] and unreadable.pods[0].devices == ()
+    assert not unreadable.safe and rollback.as_dict(unreadable)["safe"] is False
