@@ -180,3 +180,20 @@ def test_an_mpijob_gang_with_its_launcher_short_of_workers_keeps_the_general_sen
     assert result.too_few_members.startswith("Only 3 pods of PodGroup default/mpi exist and its minMember is 4: no "
                                              "member is tried until 1 more is created (fewer than minMember were "
                                              "created or remain:"), result.too_few_members
+
+
+def test_the_likely_controller_is_read_from_every_member_not_one() -> None:
+    """JobSet's annotation on one member names JobSet (a member without it, e.g. one added by
+    hand, does not hide it); pods labelled as workers by another operator than mpi-operator
+    (the Training Operator's job-role label) are no MPIJob's: the general sentence."""
+    objs = _jobset_leaders()
+    del objs[-1]["metadata"]["annotations"][EXCLUSIVE]
+    result = explaining.explain(objs, "default/js-w-0-0-abcde", config(BINPACK), [], 0.0)
+    assert result is not None and f"its pods carry JobSet's {EXCLUSIVE}" in result.too_few_members
+    objs = _mpi_workers()
+    for obj in objs:
+        if obj["kind"] == "Pod":
+            obj["metadata"]["labels"]["training.kubeflow.org/operator-name"] = "pytorchjob-controller"
+    result = explaining.explain(objs, "default/mpi-worker-0", config(BINPACK), [], 0.0)
+    assert result is not None
+    assert "(fewer than minMember were created or remain:" in result.too_few_members, result.too_few_members

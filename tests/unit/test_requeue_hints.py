@@ -394,3 +394,27 @@ def test_plugins_that_register_no_event_say_so() -> None:
     upstream (a pod naming a node absent until then)."""
     assert TesseraUnhonouredTerms().queueing_hints() == {}
     assert NodeName().queueing_hints() == {EventKind.NODE_ADDED: always}
+
+
+def test_coschedulings_hints_ask_about_the_members_own_group_and_a_podgroup_with_min_resources() -> None:
+    """A pod or PodGroup added wakes only the members of that group; room made (a node, a pod
+    leaving) wakes only members whose PodGroup has minResources: a member without its PodGroup
+    waits for the PodGroup, not for room."""
+    from scheduler.core.plugins.coscheduling import Coscheduling, CoschedulingArgs
+    from scheduler.core.state import ClusterEvent
+    from tests.helpers import Run
+
+    label = "scheduling.x-k8s.io/pod-group"
+    run = Run(config(BINPACK))
+    sized = b.podgroup("sized", 2)
+    sized["spec"]["minResources"] = {"cpu": "1"}
+    run.add(b.node("n1"), sized, b.podgroup("plain", 2),
+            *(b.pod(f"{group}-0", labels={label: group}) for group in ("sized", "plain", "missing")))
+    hints = Coscheduling(type("H", (), {"state": run.state})(), CoschedulingArgs()).queueing_hints()  # type: ignore[arg-type]
+    pods = {group: run.state.pod_by_key(f"default/{group}-0") for group in ("sized", "plain", "missing")}
+    sized_key = pods["sized"].gang.key
+    for kind in (EventKind.POD_ADDED, EventKind.PODGROUP_CHANGED):
+        assert hints[kind](pods["sized"].uid, ClusterEvent(kind, group=sized_key))
+        assert not hints[kind](pods["plain"].uid, ClusterEvent(kind, group=sized_key))
+    for kind in (EventKind.NODE_ADDED, EventKind.ASSIGNED_POD_REMOVED):
+        assert [hints[kind](pod.uid, ClusterEvent(kind, node="n1")) for pod in pods.values()] == [True, False, False]
