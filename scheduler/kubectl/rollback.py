@@ -23,7 +23,8 @@ from typing import Any
 
 from scheduler.api.quantity import Amount, format_quantity
 from scheduler.core import annotations as ann
-from scheduler.core.objects import in_terminal_phase
+from scheduler.core.objects import ObjectError, Pod, in_terminal_phase, parse_pod
+from scheduler.core.state.cluster import pod_holds
 from scheduler.view.text import columns
 
 # a device's hold by one pod: None whole, else the largest slice any grant names
@@ -71,8 +72,10 @@ def check(objects: Iterable[Mapping[str, Any]]) -> RollbackCheck:
         key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         try:
             held = ann.decode_devices(annotations[ann.HELD_DEVICES])
-        except ann.AnnotationError as err:
-            found.append(Unseen(key, node, (), f"{ann.HELD_DEVICES} cannot be read ({err}): what the pod holds "
+            parsed = parse_pod(pod)
+        except (ann.AnnotationError, ObjectError) as err:
+            what = ann.HELD_DEVICES if isinstance(err, ann.AnnotationError) else "the pod"
+            found.append(Unseen(key, node, (), f"{what} cannot be read ({err}): what the pod holds "
                                                f"beyond {ann.DEVICES} is unknown"))
             continue
         raw = annotations.get(ann.DEVICES)
@@ -80,21 +83,22 @@ def check(objects: Iterable[Mapping[str, Any]]) -> RollbackCheck:
             named = ann.decode_devices(raw) if raw is not None else {}  # removed: an older version sees none
         except ann.AnnotationError:
             continue  # an older version excludes the node from device scheduling: nothing is given twice
-        unseen = _unseen(_holds(held), _holds(named))
+        unseen = _unseen(_holds(parsed, held), _holds(parsed, named))
         if unseen:
             found.append(Unseen(key, node, unseen))
     return RollbackCheck(tuple(sorted(found, key=lambda unseen: unseen.pod)))
 
 
-def _holds(assignment: ann.DeviceAssignment) -> dict[str, Hold]:
-    """Each device the assignment names, over all its containers: whole if any grant is whole,
-    else the largest slice (what a version reading only this annotation charges)."""
+def _holds(pod: Pod, assignment: ann.DeviceAssignment) -> dict[str, Hold]:
+    """Each device the assignment gives the pod, as every version charges it (`pod_holds`, which
+    the versions before held-devices had too): whole if any container has it whole, else its
+    slices that run at the same time added up, over every resource name and dimension. Not the
+    largest grant: two app containers' 4Gi slices of a device hold 8Gi, and an edit leaving one
+    lets an older version give the other 4Gi away."""
     holds: dict[str, Hold] = {}
-    for by_resource in assignment.values():
-        for grants in by_resource.values():
-            for grant in grants:
-                known = holds.get(grant.device, 0)
-                holds[grant.device] = None if grant.amount is None or known is None else max(known, grant.amount)
+    for device, amount, _resource, _dimension in pod_holds(pod, assignment):
+        known = holds.get(device, 0)
+        holds[device] = None if amount is None or known is None else known + amount
     return holds
 
 

@@ -131,9 +131,9 @@ def _containers(*containers: tuple[str, tuple[tuple[str, int | None], ...]]) -> 
         for device, amount in grants)} for name, grants in containers})
 
 
-def test_the_verdict_reads_every_container_and_each_devices_largest_hold() -> None:
-    """What the pod holds of a device is what its largest grant over all its containers holds
-    (whole beats any slice), and a hold the devices annotation names as large is seen: the
+def test_the_verdict_reads_every_container_and_each_devices_whole_hold() -> None:
+    """What the pod holds of a device is what its grants over all its containers hold (whole
+    beats any slice; slices add up), and a hold the devices annotation names as large is seen: the
     verdict turns on each. A pod not bound, whatever it carries, holds nothing; an unreadable
     record alone makes the rollback unsafe."""
     whole_then_slice = _containers(("a", (("gpu-0", None),)), ("b", (("gpu-0", 4 * GiB),)))
@@ -147,7 +147,7 @@ def test_the_verdict_reads_every_container_and_each_devices_largest_hold() -> No
         {**_bound("pending", _grants(("gpu-5", None)), None), "spec": {"containers": []}},
     ])
     assert [(unseen.pod, unseen.devices) for unseen in result.pods] == [
-        ("team-a/large", ("gpu-1 (8Gi held, 4Gi named)",)),
+        ("team-a/large", ("gpu-1 (12Gi held, 4Gi named)",)),
         ("team-a/second", ("gpu-3",)),
         ("team-a/whole", ("gpu-0 (whole held, 4Gi named)",)),
     ]
@@ -155,3 +155,40 @@ def test_the_verdict_reads_every_container_and_each_devices_largest_hold() -> No
     unreadable = rollback.check([_bound("garbled", "{not json", _grants(("gpu-0", None)))])
     assert [unseen.pod for unseen in unreadable.pods] == ["team-a/garbled"] and unreadable.pods[0].devices == ()
     assert not unreadable.safe and rollback.as_dict(unreadable)["safe"] is False
+
+
+def test_slices_of_one_device_that_run_together_add_up_as_both_versions_charge_them() -> None:
+    """Two app containers each given 4Gi of gpu-0 hold 8Gi of it at once (both versions charge
+    a pod's slices of a device that run together summed, `lifecycle.device_holds`); an edit
+    leaving one grant names 4Gi, and an older version gives the other 4Gi away. An init
+    container's slice, finished before the app containers start, is handed on: held once."""
+    def pod(name: str, held: str, devices: str, init: bool = False) -> dict[str, Any]:
+        obj = _bound(name, held, devices)
+        obj["spec"]["containers"] = [b.container("a"), b.container("b")]
+        if init:
+            obj["spec"]["initContainers"] = [obj["spec"]["containers"].pop(0)]
+        return obj
+
+    both = _containers(("a", (("gpu-0", 4 * GiB),)), ("b", (("gpu-0", 4 * GiB),)))
+    edited = _containers(("a", (("gpu-0", 4 * GiB),)))
+    result = rollback.check([pod("together", both, edited), pod("handed-on", both, _containers(
+        ("b", (("gpu-0", 4 * GiB),))), init=True)])
+    assert [(unseen.pod, unseen.devices) for unseen in result.pods] == [
+        ("team-a/together", ("gpu-0 (8Gi held, 4Gi named)",))]
+
+
+def test_slices_under_two_resource_names_add_up_and_a_pod_that_cannot_be_read_is_listed() -> None:
+    """One container's 4Gi of gpu-0 under each of two resource names hold 8Gi (`slice_peak`);
+    an edit leaving one names 4Gi. A pod whose spec Tessera cannot read is listed: what its
+    containers hold cannot be told."""
+    def two_names(*resources: str) -> str:
+        return ann.encode_devices({"main": {resource: (ann.DeviceGrant("GPU-gpu-0", "gpu-0", Fraction(4 * GiB)),)
+                                            for resource in resources}})
+
+    unreadable = _bound("odd", _grants(("gpu-1", None)), _grants(("gpu-1", None)))
+    unreadable["spec"]["containers"] = "not a list"
+    result = rollback.check([_bound("two-names", two_names("nvidia.com/gpu", "example.com/gpu"),
+                                    two_names("nvidia.com/gpu")), unreadable])
+    assert [(unseen.pod, unseen.devices, unseen.why.split(" (")[0]) for unseen in result.pods] == [
+        ("team-a/odd", (), "the pod cannot be read"),
+        ("team-a/two-names", ("gpu-0 (8Gi held, 4Gi named)",), "")]

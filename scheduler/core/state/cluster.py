@@ -683,7 +683,7 @@ class ClusterState:
         self._recount_reshaped()
         placement = placement_of(pod, node_name, devices, self.ledger.counted_as, broken, assumed)
         if kept or held:
-            placement = replace(placement, grants=union_holds((*kept, *_holds(pod, held)), placement.grants))
+            placement = replace(placement, grants=union_holds((*kept, *pod_holds(pod, held)), placement.grants))
         for device, amount, resource, dimension in placement.grants:
             notices += self.ledger.charge(pod, device, amount, resource, dimension)
         for device, first, second in whole_in_two_running_containers(pod, devices):
@@ -1155,7 +1155,7 @@ def placement_of(pod: Pod, node_name: str, devices: DeviceAssignment | None, cou
     """What placing the pod on the node with these devices charges: each device once, as the
     pod holds it over its containers' lives (`_holds`), and its requests as counts but for
     what those devices already count (`counted_requests`; `counted_as` is the ledger's)."""
-    grants = tuple(_holds(pod, devices))
+    grants = tuple(pod_holds(pod, devices))
     requests = counted_requests(dict(pod.requests), grants, counted_as)
     return Placement(node_name, requests, pod.node_scoring_requests.get(CPU, 0),
                      pod.node_scoring_requests.get(MEMORY, 0), grants, broken, assumed)
@@ -1202,7 +1202,7 @@ def _granted_as(held: DeviceAssignment | None, devices: DeviceAssignment | None)
     return named
 
 
-def _holds(pod: Pod, devices: DeviceAssignment | None) -> list[DeviceHold]:
+def pod_holds(pod: Pod, devices: DeviceAssignment | None) -> list[DeviceHold]:
     """What the pod holds of each device, whole or per resource name in slices: a device its
     containers are given in phases of its life that do not meet (a finished init container's,
     handed on as the kubelet does) is held once (`lifecycle.device_holds`)."""
