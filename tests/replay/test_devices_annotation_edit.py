@@ -188,6 +188,18 @@ def test_devices_written_onto_a_pod_bound_without_any_are_an_edit_too() -> None:
     assert "it named no device; it now names " + names[0] in warning
 
 
+def test_an_annotation_naming_no_device_on_a_pod_bound_without_any_is_no_edit() -> None:
+    """A pod bound without named devices (plain nvidia.com/gpu) given an annotation that names none,
+    and then losing it again: nothing named before or after, so nothing to hold and nothing to tell
+    (a by-hand trial got "it named no device; it now names no device")."""
+    run, _ = _run(gpus=2)
+    run.add(b.pod("plain", limits={"nvidia.com/gpu": 1}))
+    assert run.node_of("plain") == "n"
+    _edit(run, "plain", ann.orjson.dumps({"version": ann.VERSION, "containers": {}}).decode())
+    _edit(run, "plain", None)
+    assert _reasons(run, "DevicesAnnotationChanged") == [] and _held_by(run, "plain") == []
+
+
 def _restarted(run: Run, gpus: int, *names: str) -> Run:
     """A scheduler started after the edits: it lists the node, its devices, the classes and the
     named pods as the apiserver has them now (nothing carried over in memory)."""

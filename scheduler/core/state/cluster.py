@@ -1225,8 +1225,16 @@ def _devices_edited(old: Pod, pod: Pod) -> bool:
     """Whether a bound pod's `tessera.dev/devices` says something else now: other devices or
     amounts, or unreadable (or gone) where it was readable, or the other way. Only the decoded
     content counts, so the node agent's `tessera.dev/phase` write (Allocating -> Allocated) and
-    a rewrite of the same assignment in other JSON are no edit."""
-    return old.devices != pod.devices or (old.device_error is None) != (pod.device_error is None)
+    a rewrite of the same assignment in other JSON are no edit; nor is an annotation naming no
+    device where there was none (or the other way): nothing named, nothing to hold or tell."""
+    return _named(old) != _named(pod) or (old.device_error is None) != (pod.device_error is None)
+
+
+def _named(pod: Pod) -> DeviceAssignment:
+    """The grants a pod's devices annotation names, containers naming none left out: an absent
+    annotation and one naming no device read the same."""
+    return {name: by_resource for name, by_resource in (pod.devices or {}).items()
+            if any(by_resource.values())}
 
 
 def union_holds(before: Iterable[DeviceHold], after: Iterable[DeviceHold]) -> tuple[DeviceHold, ...]:
