@@ -138,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     _installed(what)  # its Lease says who schedules the pending pods now (the Leader: line)
     what.set_defaults(func=_what_if)
     back = command("rollback-check", "before rolling back to a version without tessera.dev/held-devices: the "
-                                     "pods whose GPUs it would take for free (exit 1 when there are any)")
+                                     "pods whose GPUs it would take for free (exit 1 when there are any); it reads "
+                                     "every namespace, -n does not narrow it")
     back.set_defaults(func=_rollback_check)
     return parser
 

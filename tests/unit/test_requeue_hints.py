@@ -339,7 +339,7 @@ def test_a_binding_confirmed_asks_no_hint_of_pods_parked_by_plugins_that_ignore_
     assert all(core.where(f"big{i}") == UNSCHEDULABLE for i in range(20))
 
 
-# --- 5. a plugin that says nothing about events: every event may help (upstream's default) -------
+# --- 5. a plugin that says nothing about events: upstream's default events may help (DEFAULT_EVENTS) -
 
 class _NeedsLabel(FilterPlugin):
     """A filter written without `queueing_hints`, as a contributor adds one from the docs: nodes
