@@ -1083,8 +1083,13 @@ def _parse_workload_podgroup(obj: JSON) -> PodGroup:
 
 @dataclass(frozen=True, slots=True)
 class PriorityClass:
+    """A PriorityClass as both its readers need it: the scheduler (a PodGroup's priority is its
+    class's value) and `what-if -f`, which gives a file's pods what the apiserver's Priority
+    admission plugin would (value, preemptionPolicy, and the globalDefault class for a pod naming none)."""
     name: str
     value: int
+    preemption_policy: str = DEFAULT_PREEMPTION_POLICY
+    global_default: bool = False
 
 
 def parse_priority_class(obj: JSON) -> PriorityClass:
@@ -1092,4 +1097,9 @@ def parse_priority_class(obj: JSON) -> PriorityClass:
     value = obj.get("value", 0)
     if not isinstance(value, int) or isinstance(value, bool):
         raise ObjectError(f"PriorityClass.value: Invalid value: {value!r}: must be an integer")
-    return PriorityClass(meta.name, value)
+    # the API defaults preemptionPolicy, so a class read from it always has one
+    policy = _str(obj.get("preemptionPolicy"), "PriorityClass.preemptionPolicy", DEFAULT_PREEMPTION_POLICY)
+    default = obj.get("globalDefault")
+    if default is not None and not isinstance(default, bool):
+        raise ObjectError(f"PriorityClass.globalDefault: expected a boolean, got {type(default).__name__}")
+    return PriorityClass(meta.name, value, policy, default is True)

@@ -52,8 +52,8 @@ from typing import Any
 import yaml
 
 from scheduler.core.disruption import parse_label_selector
-from scheduler.core.objects import (DEFAULT_PREEMPTION_POLICY, INT32_MAX, PODGROUP_LABEL, ObjectError, Pod, gang_name,
-                                    parse_pod, str_map)
+from scheduler.core.objects import (DEFAULT_PREEMPTION_POLICY, INT32_MAX, PODGROUP_LABEL, ObjectError, Pod,
+                                    PriorityClass, gang_name, parse_pod, parse_priority_class, str_map)
 from scheduler.core.selectors import LabelSelector
 
 POD_GROUP_KIND = "PodGroup"
@@ -183,10 +183,11 @@ def resolve_priorities(probes: Iterable[dict[str, Any]], listed: Iterable[Mappin
     plugin would refuse is a `ProbeError` in its words; so is a class named that cannot be read.
     Returns what the user should know: pods naming no class while a globalDefault one cannot be
     known (replayed at the file's priority, else 0)."""
-    classes = {str((obj.get("metadata") or {}).get("name")): obj for obj in listed if obj.get("kind") == "PriorityClass"}
-    defaults = [pc for pc in classes.values() if pc.get("globalDefault") is True]
+    classes = {str((obj.get("metadata") or {}).get("name")): _read_class(obj) for obj in listed
+               if obj.get("kind") == "PriorityClass"}
+    defaults = [pc for pc in classes.values() if isinstance(pc, PriorityClass) and pc.global_default]
     # more than one globalDefault (a race the plugin allows for): the lowest value wins
-    default = min(defaults, key=_class_value) if defaults else None
+    default = min(defaults, key=lambda pc: pc.value) if defaults else None
     unknown_default: list[str] = []
     for pod in probes:
         if pod.get("kind") != "Pod":
@@ -195,7 +196,6 @@ def resolve_priorities(probes: Iterable[dict[str, Any]], listed: Iterable[Mappin
         said = f"Pod {meta['namespace']}/{meta['name']}"
         forbidden = f'{source}: {said}: pods "{meta["name"]}" is forbidden'
         named = spec.get("priorityClassName")
-        policy: Any
         if not named:
             if unread is not None:
                 unknown_default.append(said)
@@ -203,10 +203,13 @@ def resolve_priorities(probes: Iterable[dict[str, Any]], listed: Iterable[Mappin
             if default is None:
                 value, policy = 0, DEFAULT_PREEMPTION_POLICY
             else:
-                value, policy = _class_value(default), default.get("preemptionPolicy")
-                spec["priorityClassName"] = default["metadata"]["name"]
+                value, policy = default.value, default.preemption_policy
+                spec["priorityClassName"] = default.name
         elif named in classes:
-            value, policy = _class_value(classes[named]), classes[named].get("preemptionPolicy")
+            if isinstance(named_class := classes[named], str):
+                raise ProbeError(f"{source}: {said} names priorityClassName {named}, which cannot be read "
+                                 f"({named_class}): its priority and preemptionPolicy are unknown")
+            value, policy = named_class.value, named_class.preemption_policy
         elif named in SYSTEM_PRIORITY_CLASSES:
             value, policy = SYSTEM_PRIORITY_CLASSES[named], DEFAULT_PREEMPTION_POLICY
         elif unread is not None:
@@ -220,13 +223,12 @@ def resolve_priorities(probes: Iterable[dict[str, Any]], listed: Iterable[Mappin
                              f"priority admission controller computed {value} from the given PriorityClass name: "
                              f"{REFUSED}")
         spec["priority"] = value
-        if policy is not None:  # the API defaults a class's preemptionPolicy: a class read has one
-            own = spec.get("preemptionPolicy")
-            if own is not None and own != policy:
-                raise ProbeError(f"{forbidden}: the string value of PreemptionPolicy ({own}) must not be provided in "
-                                 f"pod spec; priority admission controller computed {policy} from the given "
-                                 f"PriorityClass name: {REFUSED}")
-            spec["preemptionPolicy"] = policy
+        own = spec.get("preemptionPolicy")
+        if own is not None and own != policy:
+            raise ProbeError(f"{forbidden}: the string value of PreemptionPolicy ({own}) must not be provided in "
+                             f"pod spec; priority admission controller computed {policy} from the given "
+                             f"PriorityClass name: {REFUSED}")
+        spec["preemptionPolicy"] = policy
     if not unknown_default:
         return []
     pods = ", ".join(unknown_default[:3]) + (f" and {len(unknown_default) - 3} more" if len(unknown_default) > 3 else "")
@@ -237,9 +239,13 @@ def resolve_priorities(probes: Iterable[dict[str, Any]], listed: Iterable[Mappin
             f"{'it its' if len(unknown_default) == 1 else 'them their'} priority; replayed at {at}"]
 
 
-def _class_value(priority_class: Mapping[str, Any]) -> int:
-    value = priority_class.get("value", 0)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+def _read_class(obj: Mapping[str, Any]) -> PriorityClass | str:
+    """A listed PriorityClass as the scheduler reads it (`parse_priority_class`), else why it
+    cannot be read: only a pod naming it needs it."""
+    try:
+        return parse_priority_class(obj)
+    except ObjectError as err:
+        return str(err)
 
 
 def clashes(probes: Iterable[Mapping[str, Any]], listed: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -192,3 +192,18 @@ def test_the_built_in_classes_have_upstreams_values(name: str, value: int) -> No
     """pkg/apis/scheduling: SystemCriticalPriority = 2000000000, system-node-critical 1000 above it."""
     spec = _resolved(_with(f"priorityClassName: {name}"), [])
     assert (spec["priority"], spec["preemptionPolicy"]) == (value, "PreemptLowerPriority")
+
+
+def test_a_class_is_read_as_the_scheduler_reads_it() -> None:
+    """One reader of a PriorityClass (the core's parse_priority_class): what-if gives a pod the
+    preemptionPolicy the API defaults a class to, and a class named that the scheduler cannot read
+    is refused saying why, not given a value of 0."""
+    from scheduler.kubectl import probe_pods
+    unpolicied = _class("plain", 300, policy=None)
+    assert (spec := _resolved(_with("priorityClassName: plain"), [unpolicied]))["preemptionPolicy"] == (
+        "PreemptLowerPriority") and spec["priority"] == 300
+    [pod] = probe_pods.read_probes(_with("priorityClassName: odd"), "probe.yaml", "default", None, 0.0)
+    with pytest.raises(probe_pods.ProbeError, match=r"names priorityClassName odd, which cannot be read "
+                                                    r"\(PriorityClass.value: Invalid value: 'high': must be an "
+                                                    r"integer\): its priority and preemptionPolicy are unknown"):
+        probe_pods.resolve_priorities([pod], [{**_class("odd", 0), "value": "high"}], None, "probe.yaml")
