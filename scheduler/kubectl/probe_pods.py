@@ -217,18 +217,17 @@ def resolve_priorities(probes: Iterable[dict[str, Any]], listed: Iterable[Mappin
                              f"({unread}): its priority and preemptionPolicy are unknown")
         else:
             raise ProbeError(f"{forbidden}: no PriorityClass with name {named} was found: {REFUSED}")
-        given = spec.get("priority")
-        if given is not None and given != value:
-            raise ProbeError(f"{forbidden}: the integer value of priority ({given}) must not be provided in pod spec; "
-                             f"priority admission controller computed {value} from the given PriorityClass name: "
-                             f"{REFUSED}")
-        spec["priority"] = value
-        own = spec.get("preemptionPolicy")
-        if own is not None and own != policy:
-            raise ProbeError(f"{forbidden}: the string value of PreemptionPolicy ({own}) must not be provided in "
-                             f"pod spec; priority admission controller computed {policy} from the given "
-                             f"PriorityClass name: {REFUSED}")
-        spec["preemptionPolicy"] = policy
+        # the plugin refuses a pod giving either field otherwise than its class does, in these words
+        computed: tuple[tuple[str, str, object], ...] = (
+            ("priority", "the integer value of priority", value),
+            ("preemptionPolicy", "the string value of PreemptionPolicy", policy))
+        for field, field_said, should in computed:
+            own = spec.get(field)
+            if own is not None and own != should:
+                raise ProbeError(f"{forbidden}: {field_said} ({own}) must not be provided in pod spec; priority "
+                                 f"admission controller computed {should} from the given PriorityClass name: "
+                                 f"{REFUSED}")
+            spec[field] = should
     if not unknown_default:
         return []
     pods = ", ".join(unknown_default[:3]) + (f" and {len(unknown_default) - 3} more" if len(unknown_default) > 3 else "")
