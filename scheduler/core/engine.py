@@ -63,16 +63,18 @@ class Engine:
         earlier are asked whether it may help them (the queueing hints of the plugins that
         rejected them), except the `spared` ones, whom it cannot help (the pods whose own hold
         it was). Whatever the change came from: a watch event, or a Binding that did not land.
-        Classes the change judged again on the way are acted on too (`act_on_deferred_class_events`)."""
+        Classes judged again on the way are acted on too (`_act_on_deferred_class_events`), and so
+        are those the caller's step judged before it (a scheduling cycle, a failed eviction: the
+        Scheduler ends both with a take, of no event if no room came free): their one home."""
         for event in events:
             if event.kind is EventKind.ALLOCATION_DONE:
                 self.release(event.node, now)
             else:
                 self.queue.move(now, functools.partial(self._worth_retrying, event=event, spared=spared),
                                 event.label or event.kind.value, self.listening[event.kind])
-        self.act_on_deferred_class_events(now)
+        self._act_on_deferred_class_events(now)
 
-    def act_on_deferred_class_events(self, now: float) -> None:
+    def _act_on_deferred_class_events(self, now: float) -> None:
         """Act on the classes judged again outside a watch event (`ClusterState.deferred_events`:
         a hold released by a cycle, a pod forgotten, dropped a node's last ghost), as soon as the
         step that judged them is over: the pods parked on them move as upstream's queue moves

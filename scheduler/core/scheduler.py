@@ -103,9 +103,7 @@ class Scheduler:
         held = {uid: hold.node for uid, hold in state.holds.items()} if state.holds else {}
         attempts = self._cycle.schedule_next(now)
         hold_nominated(self._engine, now)  # a nominated pod whose hold this cycle dropped keeps its room
-        if held:
-            self._holds_given_back(held, now)
-        self._engine.act_on_deferred_class_events(now)  # classes the cycle judged again (a hold it released)
+        self._holds_given_back(held, now)  # and the classes the cycle judged again (a hold it released)
         return attempts
 
     def _holds_given_back(self, held: dict[str, str], now: float) -> None:
@@ -113,14 +111,15 @@ class Scheduler:
         that pod itself — is free again: an AssignedPodDelete for the pods it kept out, as a deleted
         pod's room is (upstream treats forgetting a pod's cached room so). Not for the pods whose
         room it was: their own hold never kept them out (upstream's addGENominatedPods skips the
-        pod itself), and a pod that just gave its room up failing would only fail again at once."""
+        pod itself), and a pod that just gave its room up failing would only fail again at once.
+        Taken even when no room came free: the step that let the holds go (a release may drop a
+        ghost) may have judged classes again, which `Engine.take` acts on as it ends."""
         state = self._engine.state
         given_back = {uid: node for uid, node in held.items()
                       if (hold := state.holds.get(uid)) is None or hold.node != node}
         nodes = set(given_back.values()) - {node for uid, node in held.items() if state.node_of(uid) == node}
-        if nodes:
-            self._engine.take([ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=node) for node in sorted(nodes)], now,
-                              spared=frozenset(given_back))
+        self._engine.take([ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=node) for node in sorted(nodes)], now,
+                          spared=frozenset(given_back))
 
     def binding_failed(self, uid: str, now: float) -> None:
         """The apiserver refused a Binding (nothing was bound): release and back off."""
@@ -148,11 +147,7 @@ class Scheduler:
             return
         released = {preemptor: hold.node for preemptor in sorted(preemptors)
                     if preemptor and (hold := state.release_hold(preemptor)) is not None}  # "": finishing a gang
-        if released:
-            self._holds_given_back(released, now)
-        # a release may drop a ghost and judge a class again; _holds_given_back takes no event
-        # when the room stays with its pod's node, so act on what it deferred here
-        self._engine.act_on_deferred_class_events(now)
+        self._holds_given_back(released, now)
         # upstream activates such a preemptor (executor.go prepareCandidateAsync: Activate, past
         # its backoff); the victim's gang's parked members are retried as a cluster event retries
         self._engine.queue.activate(sorted(preemptors), now, "ForceActivate")
