@@ -27,7 +27,7 @@ from scheduler.core.objects import ObjectError, Pod, in_terminal_phase, parse_po
 from scheduler.core.state.cluster import pod_holds
 from scheduler.view.text import columns
 
-# a device's hold by one pod: None whole, else the largest slice any grant names
+# a device's hold by one pod: None whole, else its slices held at the same time added up (`_holds`)
 Hold = Amount | None
 
 
