@@ -12,11 +12,11 @@ named. Pure: the caller GETs the object (`WorkloadKind.path`) and hands over the
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from scheduler.api.names import DNS_LABEL
 from scheduler.core.disruption import parse_label_selector
 from scheduler.core.objects import PLUGINS_API, PODGROUP_API_VERSIONS, WORKLOAD_API, ObjectError
 from scheduler.first_few import first_few
@@ -61,8 +61,6 @@ ACCEPTED = ("the argument is a pod (NAME, pod/NAME or NAMESPACE/NAME), a workloa
             "explained (job/NAME, deployment/NAME, replicaset/NAME, statefulset/NAME; kubectl's short names "
             "deploy, rs, sts too) or a PodGroup whose gang is explained (pg/NAME or podgroup/NAME, in either "
             "PodGroup API; podgroups.scheduling.x-k8s.io/NAME or podgroups.scheduling.k8s.io/NAME for one)")
-# a namespace's name is a DNS label (RFC 1123): a prefix that is none is a TYPE explain does not take
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class BadReference(Exception):
@@ -94,7 +92,7 @@ def reference(text: str, flag: str | None, default: str) -> Reference:
         return Reference(flag or default, name, podgroup_apis=apis)
     if "/" in prefix:
         raise BadReference(f"{text!r} is not one of the forms explain takes: {ACCEPTED}")
-    if not _DNS_LABEL.match(prefix):
+    if not DNS_LABEL.fullmatch(prefix) or len(prefix) > 63:  # no namespace's name: a TYPE explain does not take
         raise BadReference(f"unknown TYPE {prefix!r} in {text!r}: {ACCEPTED}")
     if flag is not None and flag != prefix:
         raise BadReference(f"{text} names namespace {prefix!r} but -n gives {flag!r}: use one of the two")
