@@ -160,9 +160,9 @@ _V1_HINTS = {
 }
 _LEGACY_HINTS = {"profiles": f"profiles need apiVersion {V1_API_VERSION}"}
 
-_EXTENSION_POINTS = ("preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore",
-                     "score", "reserve", "permit", "preBind", "bind", "postBind")
-_LEGACY_EXTENSION_POINTS = tuple(p for p in _EXTENSION_POINTS if p != "preEnqueue") + ("unreserve",)
+# v1's points and v1alpha1's (no preEnqueue; unreserve), in `interface.EXTENSION_POINTS`' order
+_EXTENSION_POINTS = tuple(p for p in EXTENSION_POINTS if p != "unreserve")
+_LEGACY_EXTENSION_POINTS = tuple(p for p in EXTENSION_POINTS if p != "preEnqueue")
 # v1alpha1's `postFilter` is the informational point after filtering that v1alpha2 renamed
 # preScore (1.17's InterPodAffinity implements it); v1's postFilter, preemption's, came later:
 # a v1alpha1 file may enable a plugin there that extends either.
