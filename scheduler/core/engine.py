@@ -86,12 +86,12 @@ class Engine:
             self.take(self.state.take_deferred_events(), now)
 
     def _worth_retrying(self, entry: QueuedPod, *, event: ClusterEvent, spared: Collection[str]) -> bool:
-        """A gated pod listens to its gating plugin's hints only (upstream skips a gated pod for
-        events its GatingPluginEvents do not include); any other, to its rejectors'."""
+        """Asks the hints of the plugins the pod listens to (`QueuedPod.listens_to`: a gated
+        pod's gating plugin alone, any other's rejectors)."""
         if entry.uid in spared:
             return False
         runtime = self.runtime_of(self.state.pods.get(entry.uid))
-        return runtime.worth_retrying(entry.uid, frozenset({entry.gating}) if entry.gating else entry.rejectors, event)
+        return runtime.worth_retrying(entry.uid, entry.listens_to, event)
 
     def gating_plugin(self, uid: str) -> str | None:
         """The PreEnqueue plugin of the pod's profile that keeps it out of the queue now, or None."""

@@ -83,6 +83,14 @@ class QueuedPod:
     version: int = 0
     move_cycle_at_pop: int = 0
 
+    @property
+    def listens_to(self) -> frozenset[str]:
+        """The plugins whose hints may wake it: its gating plugin alone while one keeps it out
+        (upstream skips a gated pod for events its GatingPluginEvents do not include), else its
+        rejectors (none: every event may). One rule for the hints asked (`Engine`) and the
+        plugins it is filed under (`SchedulingQueue._park`)."""
+        return frozenset({self.gating}) if self.gating else self.rejectors
+
 
 class SchedulingQueue:
     def __init__(self, initial_backoff: float = 1.0, max_backoff: float = 10.0) -> None:
@@ -428,11 +436,11 @@ class SchedulingQueue:
         return False
 
     def _park(self, entry: QueuedPod) -> None:
-        """Among the unschedulable pods, filed under the plugins whose hints may wake it: its
-        gating plugin if one keeps it out, else its rejectors ("" when none is named: every
-        event is asked about it). Parked again, it keeps its place."""
+        """Among the unschedulable pods, filed under the plugins whose hints may wake it
+        (`QueuedPod.listens_to`; "" when none is named: every event is asked about it). Parked
+        again, it keeps its place."""
         uid = entry.uid
-        names = frozenset({entry.gating}) if entry.gating else entry.rejectors or frozenset({""})
+        names = entry.listens_to or frozenset({""})
         was = self._parked_as.get(uid)
         place = next(self._places) if was is None else was[1]
         self._unfile(uid)
