@@ -396,14 +396,16 @@ def class_free(state: ClusterState, info: NodeInfo, cls: ResourceClass, own: Set
         return sum(free.values())
     assert info.node is not None
     allocatable = info.node.allocatable
-    members = [state.pods[uid] for uid in info.pods & own if uid in state.pods]
+    # what the group's placed members charged the node: a request their devices stand for is
+    # charged as those devices alone (`ledger.counted_requests`), so it is not counted beside them
+    charged = [state.placements[uid].requests for uid in info.pods & own]
     room = 0
     for resource, count in free.items():
         if resource not in allocatable:
             room += count
             continue
         # the node's count of it less what others use: the group's own plain requests and devices are free
-        mine = sum(member.requests.get(resource, 0) for member in members) + sum(
+        mine = sum(requests.get(resource, 0) for requests in charged) + sum(
             1 for device in info.devices.values() if device.resource_name == resource
             and (use := ledger.use.get(device.name)) is not None and use.busy
             and not (use.exclusive | use.shared.keys()) - own)

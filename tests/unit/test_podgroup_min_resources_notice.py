@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.core import annotations as ann
 from scheduler.core.plugins.coscheduling import resource_gap
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run, config
@@ -383,3 +384,24 @@ def test_a_device_shrunk_beneath_its_slices_counts_as_none_free_not_fewer() -> N
     member = _waiting_member(run)
     assert resource_gap(run.state, member, {SLICED: 4}, 1) is None
     assert resource_gap(run.state, member, {SLICED: 5}, 1) == f"resource gap: map[{SLICED}:1]"
+
+
+def test_a_groups_own_request_its_devices_stand_for_frees_the_nodes_count_once() -> None:
+    """The group's member runs on n1 (a count of 3 for 4 V100s) holding device 0 by name under
+    `nvidia.com/gpu`, the name it requests 1 of (a class owned the name then): its request is
+    that device, charged once (`ledger.counted_requests`). Free to the group of V100: its own
+    device and the 2 more the count leaves, 3 — counting its request beside its device read 4,
+    a device more than the node's count allows."""
+    device = b.device("n1", 0)
+    grant = {"main": {"nvidia.com/gpu": (ann.DeviceGrant(device["spec"]["deviceID"], device["metadata"]["name"],
+                                                         None),)}}
+    run = Run(config(BINPACK))
+    run.add(b.resource_class("v100", {"model": "V100"}), b.node("n1", gpus=3), device,
+            *(b.device("n1", i) for i in range(1, 4)), b.podgroup("own", 1),
+            b.pod("own-0", labels={PG_LABEL: "own"}, limits={"nvidia.com/gpu": 1}, node_name="n1", phase="Running",
+                  annotations={ann.DEVICES: ann.encode_devices(grant), ann.PHASE: ann.PHASE_ALLOCATED}))
+    own = run.state.pod_by_key("default/own-0")
+    info = run.state.nodes["n1"]
+    assert run.state.placements[own.uid].devices == [device["metadata"]["name"]] and info.used("nvidia.com/gpu") == 1
+    assert resource_gap(run.state, own, {V100: 3}, 1) is None
+    assert resource_gap(run.state, own, {V100: 4}, 1) == f"resource gap: map[{V100}:1]"
