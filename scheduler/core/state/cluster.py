@@ -195,10 +195,9 @@ class ClusterState:
         preemptors holding room there (the cycle lifts the holds of lower priority than the
         filtered pod's, and its own), but `skip`'s."""
         yield from info.pods
-        if info.held:
-            for uid, hold in self.holds.items():
-                if hold.node == info.name and uid != skip and uid not in self.placements:
-                    yield uid
+        for uid in info.holders:
+            if uid != skip and uid not in self.placements:
+                yield uid
 
     def counted_on(self, uid: str) -> str | None:
         """The node `on_node` counts the pod on: where it is placed, else where it holds room."""
@@ -857,7 +856,7 @@ class ClusterState:
         info = self._node_info(placement.node)
         self.holds[uid] = Hold(placement, priority)
         self.nominated.add(uid)
-        info.held += 1
+        info.holders.add(uid)
         _charge(info, placement)
         _add(info.held_requested, placement.requests, 1)
         self.ledger.recharge(uid, placement.grants)
@@ -871,7 +870,7 @@ class ClusterState:
             return None
         placement = held.placement
         info = self.nodes[placement.node]
-        info.held -= 1
+        info.holders.discard(uid)
         _discharge(info, placement)
         _add(info.held_requested, placement.requests, -1)
         self.ledger.uncharge(uid, placement.grants)

@@ -57,7 +57,7 @@ class Hold:
 class NodeInfo:
     """One node's object (if known yet) and everything placed on it."""
 
-    __slots__ = ("name", "node", "pods", "held", "requested", "held_requested", "scoring_cpu", "scoring_memory",
+    __slots__ = ("name", "node", "pods", "holders", "requested", "held_requested", "scoring_cpu", "scoring_memory",
                  "devices", "busy", "held_busy", "described_ids", "free_ids", "broken", "allocating", "agent_heartbeat", "generation", "over", "surplus",
                  "cut_from", "deleted_labels")
 
@@ -65,9 +65,10 @@ class NodeInfo:
         self.name = name
         self.node: Node | None = None
         self.pods: set[str] = set()
-        # holds of nominated preemptors here: each takes a pod slot, as upstream's filters add
-        # the nominated pods of equal or higher priority to the node before "Too many pods"
-        self.held = 0
+        # the nominated preemptors holding room here (`ClusterState.holds`, by node): each takes a
+        # pod slot, as upstream's filters add the nominated pods of equal or higher priority to the
+        # node before "Too many pods"
+        self.holders: set[str] = set()
         self.requested: Resources = {}  # every placement's requests here, and every hold's
         self.held_requested: Resources = {}  # the holds' part of `requested`
         self.scoring_cpu = 0
@@ -95,6 +96,11 @@ class NodeInfo:
         # the labels of its Node object when that was deleted: the pods still on it run in the
         # topology domain those labels named until they are gone (a gang's rest must join them)
         self.deleted_labels: Mapping[str, str] = {}
+
+    @property
+    def held(self) -> int:
+        """How many holds are on the node."""
+        return len(self.holders)
 
     @property
     def labels(self) -> Mapping[str, str]:
