@@ -27,8 +27,9 @@ from scheduler.core.objects import ObjectError, Pod, in_terminal_phase, parse_po
 from scheduler.core.state.cluster import pod_holds
 from scheduler.view.text import columns
 
-# a device's hold by one pod: None whole, else its slices held at the same time added up (`_holds`)
-Hold = Amount | None
+# a device's hold by one pod: None whole, else per dimension its slices held at the same time
+# added up (`_holds`; "" for slices whose grant names no dimension)
+Hold = dict[str, Amount] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +93,18 @@ def check(objects: Iterable[Mapping[str, Any]]) -> RollbackCheck:
 def _holds(pod: Pod, assignment: ann.DeviceAssignment) -> dict[str, Hold]:
     """Each device the assignment gives the pod, as every version charges it (`pod_holds`, which
     the versions before held-devices had too): whole if any container has it whole, else its
-    slices that run at the same time added up, over every resource name and dimension. Not the
+    slices that run at the same time added up over every resource name, per dimension. Not the
     largest grant: two app containers' 4Gi slices of a device hold 8Gi, and an edit leaving one
-    lets an older version give the other 4Gi away."""
+    lets an older version give the other 4Gi away. Not one sum over dimensions: a slice uses the
+    device's capacity its dimension names, so 2 of its cores dropped are given away however much
+    more of its memory an edit names."""
     holds: dict[str, Hold] = {}
-    for device, amount, _resource, _dimension in pod_holds(pod, assignment):
-        known = holds.get(device, 0)
-        holds[device] = None if amount is None or known is None else known + amount
+    for device, amount, _resource, dimension in pod_holds(pod, assignment):
+        known = holds.setdefault(device, {})
+        if amount is None or known is None:
+            holds[device] = None
+        else:
+            known[dimension] = known.get(dimension, 0) + amount
     return holds
 
 
@@ -107,14 +113,29 @@ def _unseen(held: Mapping[str, Hold], named: Mapping[str, Hold]) -> tuple[str, .
     out: list[str] = []
     for device, hold in sorted(held.items()):
         if device not in named:
-            out.append(device if hold is None else f"{device} ({format_quantity(hold)})")
+            out.append(device if hold is None else f"{device} ({_amounts(hold)})")
             continue
         seen = named[device]
-        if seen is None or (hold is not None and seen >= hold):
+        if seen is None:
             continue
-        out.append(f"{device} ({'whole' if hold is None else format_quantity(hold)} held, "
-                   f"{format_quantity(seen)} named)")
+        if hold is None:
+            out.append(f"{device} (whole held, {_amounts(seen)} named)")
+            continue
+        short = [f"{_amount(dimension, amount)} held, {format_quantity(seen.get(dimension, 0))} named"
+                 for dimension, amount in sorted(hold.items()) if seen.get(dimension, 0) < amount]
+        if short:
+            out.append(f"{device} ({'; '.join(short)})")
     return tuple(out)
+
+
+def _amount(dimension: str, amount: Amount) -> str:
+    """A slice's amount with the dimension it is of ("2 cores"; a grant naming none: "8Gi")."""
+    return f"{format_quantity(amount)}{' ' + dimension if dimension else ''}"
+
+
+def _amounts(slices: Mapping[str, Amount]) -> str:
+    """A device's slices, each dimension's: "8Gi memory, 2 cores"."""
+    return ", ".join(_amount(dimension, amount) for dimension, amount in sorted(slices.items()))
 
 
 def as_dict(result: RollbackCheck) -> dict[str, Any]:

@@ -192,3 +192,21 @@ def test_slices_under_two_resource_names_add_up_and_a_pod_that_cannot_be_read_is
     assert [(unseen.pod, unseen.devices, unseen.why.split(" (")[0]) for unseen in result.pods] == [
         ("team-a/odd", (), "the pod cannot be read"),
         ("team-a/two-names", ("gpu-0 (8Gi held, 4Gi named)",), "")]
+
+
+def test_slices_of_two_dimensions_of_one_device_are_compared_each_in_its_own() -> None:
+    """A pod held 8Gi of gpu-0's memory and 2 of its cores (two sharing classes, one per
+    dimension); an edit names 16Gi of its memory and no cores. Each slice uses its own capacity
+    of the device: an older version sees the 2 cores free, though 16Gi is more than 8Gi + 2 added
+    up as one number. A slice named at its size in every dimension is seen."""
+    def sliced(*grants: tuple[str, str, int]) -> str:
+        return ann.encode_devices({"main": {resource: (ann.DeviceGrant("GPU-gpu-0", "gpu-0", Fraction(amount),
+                                                                       dimension),)
+                                            for resource, dimension, amount in grants}})
+
+    memory, cores = ("class.tessera.dev/v100-8g", "memory"), ("class.tessera.dev/v100-cores", "cores")
+    held = sliced((*memory, 8 * GiB), (*cores, 2))
+    result = rollback.check([_bound("cores-dropped", held, sliced((*memory, 16 * GiB))),
+                             _bound("both-named", held, sliced((*memory, 8 * GiB), (*cores, 2)))])
+    assert [(unseen.pod, unseen.devices) for unseen in result.pods] == [
+        ("team-a/cores-dropped", ("gpu-0 (2 cores held, 0 named)",))]
