@@ -98,7 +98,8 @@ def explain_group(objects: Sequence[dict[str, Any]], namespace: str, name: str, 
     lines = tuple(MemberLine(pod.meta.name, pod.phase, pod.node_name, pod.uid in waits,
                              pending_line(core, raws[pod.key], pod) if pod.uid in waits else "")
                   for pod in members)
-    minimum = group.min_member if group is not None else None
+    ref = GangRef(key, None, True, api)
+    minimum = state.gangs.minimum_of(ref)
     spec = raw_group.get("spec")
     written = spec.get("minResources") if isinstance(spec, Mapping) else None
     status = group_status(state, key)
@@ -117,7 +118,6 @@ def explain_group(objects: Sequence[dict[str, Any]], namespace: str, name: str, 
         return _with_member(result, member)
     if (members and not elsewhere) or group is None:
         return result
-    ref = GangRef(key, None, True, api)
     return _replace_waits(result, (gang_too_few(state, ref), min_resources_beyond(state, group)))
 
 
