@@ -391,3 +391,23 @@ def test_a_restart_after_a_slice_grown_then_shrunk_keeps_the_largest_held() -> N
     assert list(held_now.values()) == [16 * 1024**3]
     fresh.add(b.pod("fill", limits={SHARED: 24}))  # 24Gi of the 32Gi GPU fits only beside 8Gi
     assert fresh.node_of("fill") is None
+
+
+def test_an_empty_container_beside_the_same_grants_is_no_edit_and_an_empty_list_is_unreadable() -> None:
+    """What `_named` compares never holds an empty resource list: the annotation's reader refuses
+    one (`decode_devices`: "must be a non-empty list"), so an edit writing `[]` beside the same
+    grants is an unreadable annotation (the node fenced, the devices kept held), not an edit
+    naming the same devices; a container object naming nothing (`{}`) reads as no container."""
+    run, _ = _run(gpus=2)
+    run.add(b.pod("longv", limits={CLASS: 1}))
+    [given] = _held_by(run, "longv")
+    doc = _annotation(run, "longv")
+    _edit(run, "longv", ann.orjson.dumps({**doc, "containers": {**doc["containers"], "sidecar": {}}}).decode())
+    assert _reasons(run, "DevicesAnnotationChanged") == [] and _held_by(run, "longv") == [given]
+    [container] = doc["containers"]
+    listed = {**doc, "containers": {container: {**doc["containers"][container], "example.com/gpu": []}}}
+    _edit(run, "longv", ann.orjson.dumps(listed).decode())
+    [broken] = _reasons(run, "BrokenDeviceAnnotation")
+    assert "example.com/gpu: must be a non-empty list" in broken
+    [warning] = _reasons(run, "DevicesAnnotationChanged")
+    assert "it now names nothing readable" in warning and _held_by(run, "longv") == [given]
