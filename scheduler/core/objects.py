@@ -20,7 +20,7 @@ from scheduler.api.quantity import Amount, QuantityError, exact, parse_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.lifecycle import APP, INIT, SIDECAR, ContainerKind, Phases, container_phases
 from scheduler.core.foreign import ignored_keys
-from scheduler.core.pod_terms import PodTerm, pod_terms, required_pod_terms
+from scheduler.core.pod_terms import PodTerm, SpreadConstraint, pod_terms, required_pod_terms, spread_constraints
 from scheduler.core.selectors import Requirement, go_int64
 from scheduler.core.resources import (
     CPU,
@@ -571,6 +571,8 @@ class Pod:
     # required pod affinity and anti-affinity terms (InterPodAffinity's filter)
     affinity: tuple[PodTerm, ...] = ()
     anti_affinity: tuple[PodTerm, ...] = ()
+    # DoNotSchedule topology spread constraints (PodTopologySpread's filter)
+    spread: tuple[SpreadConstraint, ...] = ()
     preempt_never: bool = False  # spec.preemptionPolicy: Never
     start_time: str = ""  # status.startTime (RFC 3339; "" before the kubelet starts it)
     nominated_node: str = ""  # status.nominatedNodeName
@@ -836,6 +838,7 @@ def parse_pod(obj: JSON) -> Pod:
     pod.ignored = ignored_keys(meta.annotations, meta.labels, pod.gang is not None)
     pod.unhonoured, pod.unread = pod_terms(spec)
     pod.affinity, pod.anti_affinity = required_pod_terms(spec, meta.namespace)
+    pod.spread = spread_constraints(spec, meta.labels)
     pod.label_error = _gang_label_error(meta) or _unread_topology(meta, pod.gang) or (
         topology_annotation_error(meta.annotations, "Pod") if pod.gang is not None else None)
     policy = _str(spec.get("preemptionPolicy"), "Pod.spec.preemptionPolicy", DEFAULT_PREEMPTION_POLICY)

@@ -1,15 +1,18 @@
-"""Pod placement terms: the required pod (anti-)affinity terms Tessera honours, and those it does not read.
+"""Pod placement terms: the required pod (anti-)affinity terms and spread constraints Tessera
+honours, and those it does not read.
 
 Required pod affinity and anti-affinity terms (`requiredDuringSchedulingIgnoredDuringExecution`)
 are read into `PodTerm`s (`required_pod_terms`) and honoured by the InterPodAffinity filter
 (scheduler/core/plugins/interpod_affinity.py), except a term with a non-empty
 `namespaceSelector`: Tessera watches no Namespaces, so it cannot tell which namespaces such a
-selector picks. Tessera has no PodTopologySpread and scores no preferred term. A pod of Tessera's
-that carries what is not honoured is never silently placed against it:
+selector picks. Topology spread constraints with `whenUnsatisfiable: DoNotSchedule` are read into
+`SpreadConstraint`s (`spread_constraints`) and honoured by the PodTopologySpread filter
+(scheduler/core/plugins/pod_topology_spread.py). Tessera scores no preferred term. A pod of
+Tessera's that carries what is not honoured is never silently placed against it:
 - a REQUIRED term it cannot honour (a pod (anti-)affinity term with a non-empty
-  `namespaceSelector`, a topology spread constraint with `whenUnsatisfiable: DoNotSchedule`) is refused by the
-  TesseraUnhonouredTerms PreFilter (scheduler/core/plugins/unhonoured_terms.py): the pod stays
-  pending, UnschedulableAndUnresolvable (no eviction for it), with `refusal` as its reason;
+  `namespaceSelector`) is refused by the TesseraUnhonouredTerms PreFilter
+  (scheduler/core/plugins/unhonoured_terms.py): the pod stays pending,
+  UnschedulableAndUnresolvable (no eviction for it), with `refusal` as its reason;
 - PREFERRED terms (`preferredDuringSchedulingIgnoredDuringExecution`, `ScheduleAnyway` spread) are
   only scores: the pod is placed as without them, and `ClusterState` raises one
   `IGNORED_PREFERRED_TERMS` notice per pod (again only when the set changes), through the same
@@ -33,14 +36,13 @@ DOC = "docs/not-supported.md"
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 _AFFINITY = ("podAffinity", "podAntiAffinity")
-SPREAD_REQUIRED = "spec.topologySpreadConstraints (whenUnsatisfiable: DoNotSchedule)"
 SPREAD_PREFERRED = "spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)"
 
 
 def pod_terms(spec: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The pod's (required, preferred) placement terms Tessera does not read, each named by its
-    field, in a fixed order. A spread constraint is required unless it says `ScheduleAnyway`
-    (the apiserver allows only that and `DoNotSchedule`)."""
+    field, in a fixed order. A `ScheduleAnyway` spread constraint is preferred (every other is
+    required, and honoured: `spread_constraints`)."""
     required: list[str] = []
     preferred: list[str] = []
     if not isinstance(spec, Mapping):
@@ -60,10 +62,7 @@ def pod_terms(spec: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
                     into.append(f"spec.affinity.{kind}.{key}")
     spread = spec.get("topologySpreadConstraints")
     if isinstance(spread, list):
-        wants = [c.get("whenUnsatisfiable") for c in spread if isinstance(c, Mapping)]
-        if any(w != "ScheduleAnyway" for w in wants):
-            required.append(SPREAD_REQUIRED)
-        if "ScheduleAnyway" in wants:
+        if any(isinstance(c, Mapping) and c.get("whenUnsatisfiable") == "ScheduleAnyway" for c in spread):
             preferred.append(SPREAD_PREFERRED)
     return tuple(required), tuple(preferred)
 
@@ -77,9 +76,6 @@ def refusal(required: tuple[str, ...], gpu: bool = False) -> str:
     if any(r.endswith("namespaceSelector") for r in required):
         what.append("list the namespaces in the term's `namespaces` instead of a namespaceSelector "
                     "(Tessera watches no Namespaces)")
-    if SPREAD_REQUIRED in required:
-        what.append("for one pod per domain use required podAntiAffinity by the topologyKey instead of "
-                    "the spread constraint, or make it whenUnsatisfiable: ScheduleAnyway")
     elsewhere = ("a pod asking GPUs must stay with Tessera (the GPU pod policy refuses class GPU pods naming another "
                  "scheduler, and kube-scheduler could give out GPUs Tessera gave)" if gpu
                  else "or run the pod with schedulerName: default-scheduler")
@@ -174,3 +170,59 @@ def preferred_note(preferred: tuple[str, ...]) -> str:
 def preferred_message(pod_key: str, preferred: tuple[str, ...]) -> str:
     """The Warning Event's message for a pod's preferred terms."""
     return f"Pod {pod_key} has preferred placement terms, which Tessera does not read: {preferred_note(preferred)}"
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """A `DoNotSchedule` topology spread constraint as upstream's topologySpreadConstraint
+    (podtopologyspread/common.go): its selector with `matchLabelKeys` merged in (None: matches
+    no pod), `minDomains` (1 when unset), and whether the domains counted are only the nodes
+    matching the pod's nodeSelector and required node affinity (`honor_affinity`,
+    nodeAffinityPolicy, Honor when unset) and only those whose NoSchedule/NoExecute taints the
+    pod tolerates (`honor_taints`, nodeTaintsPolicy, Ignore when unset)."""
+
+    max_skew: int
+    topology_key: str
+    selector: LabelSelector | None
+    min_domains: int = 1
+    honor_affinity: bool = True
+    honor_taints: bool = False
+
+    def counts(self, namespace: str, labels: Mapping[str, str], pod_namespace: str) -> bool:
+        """upstream's countPodsMatchSelector for one pod (its terminating pods aside): a pod of
+        the spread pod's namespace its selector matches; an empty selector counts none."""
+        return namespace == pod_namespace and self.selector is not None and not self.selector.empty \
+            and self.selector.matches(labels)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """The selector matches the labels (the spread pod's own: upstream's selfMatchNum)."""
+        return self.selector is not None and self.selector.matches(labels)
+
+
+def _int(value: object, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def spread_constraints(spec: object, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...]:
+    """The pod's `DoNotSchedule` spread constraints (upstream's filterTopologySpreadConstraints
+    with MatchLabelKeysInPodTopologySpread on, its default): the value of each `matchLabelKeys`
+    key the pod's labels have is added to the selector. Since v1.34 the apiserver already merged
+    them into `labelSelector` when it created the pod (MatchLabelKeysInPodTopologySpreadSelectorMerge),
+    and the scheduler merges again: the same requirement twice, which changes nothing."""
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("topologySpreadConstraints"), list):
+        return ()
+    out: list[SpreadConstraint] = []
+    for c in spec["topologySpreadConstraints"]:
+        if not isinstance(c, Mapping) or c.get("whenUnsatisfiable") != "DoNotSchedule":
+            continue
+        selector = label_selector(c.get("labelSelector"))
+        keys = c.get("matchLabelKeys")
+        merged = {(k, labels[k]) for k in keys if isinstance(k, str) and k in labels} if isinstance(keys, list) else set()
+        if merged and selector is not None:
+            selector = LabelSelector(tuple(sorted(merged | set(selector.match_labels))), selector.expressions,
+                                     selector.valid)
+        key = c.get("topologyKey")
+        out.append(SpreadConstraint(_int(c.get("maxSkew"), 1), key if isinstance(key, str) else "", selector,
+                                    _int(c.get("minDomains"), 1), c.get("nodeAffinityPolicy") != "Ignore",
+                                    c.get("nodeTaintsPolicy") == "Honor"))
+    return tuple(out)

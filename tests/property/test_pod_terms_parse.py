@@ -1,7 +1,8 @@
 """Property: reading a pod's pod (anti-)affinity and topology spread terms never crashes.
 
 `pod_terms` names the terms Tessera does not read (required ones refused by
-TesseraUnhonouredTerms, preferred ones told once). Any JSON shape — the apiserver validates these
+TesseraUnhonouredTerms, preferred ones told once); `spread_constraints` reads the DoNotSchedule
+spread constraints PodTopologySpread honours. Any JSON shape — the apiserver validates these
 fields, but a replayed or hand-written object need not — gives a result, never an exception, and
 `parse_pod` on a pod carrying it either parses or refuses the object as invalid in its own way.
 """
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.objects import ObjectError, parse_pod
-from scheduler.core.pod_terms import SPREAD_PREFERRED, SPREAD_REQUIRED, pod_terms
+from scheduler.core.pod_terms import SPREAD_PREFERRED, pod_terms, spread_constraints
 from scheduler.sim import builders as b
 
 _KEYS = ("podAffinity", "podAntiAffinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
@@ -44,15 +45,19 @@ def test_parse_pod_never_crashes_on_these_fields(extra: dict[str, Any]) -> None:
     except ObjectError:
         return
     assert (pod.unhonoured, pod.unread) == pod_terms({**extra})
+    assert pod.spread == spread_constraints({**extra}, pod.meta.labels)
 
 
 @given(st.lists(st.sampled_from(["DoNotSchedule", "ScheduleAnyway", None, "Bogus"]), min_size=1, max_size=4))
-def test_spread_is_required_unless_schedule_anyway(whens: list[str | None]) -> None:
+def test_do_not_schedule_spread_is_honoured_and_schedule_anyway_told(whens: list[str | None]) -> None:
+    """Upstream's filter reads the constraints saying DoNotSchedule (filterTopologySpreadConstraints
+    with that action); none is refused any more."""
     constraints = [{"maxSkew": 1, "topologyKey": "zone"} | ({} if w is None else {"whenUnsatisfiable": w})
                    for w in whens]
     required, preferred = pod_terms({"topologySpreadConstraints": constraints})
-    assert (SPREAD_REQUIRED in required) == any(w != "ScheduleAnyway" for w in whens)
+    assert required == ()
     assert (SPREAD_PREFERRED in preferred) == ("ScheduleAnyway" in whens)
+    assert len(spread_constraints({"topologySpreadConstraints": constraints}, {})) == whens.count("DoNotSchedule")
 
 
 def test_empty_lists_and_node_affinity_are_not_pod_terms() -> None:

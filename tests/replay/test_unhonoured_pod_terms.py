@@ -1,8 +1,9 @@
 """Pod terms Tessera cannot honour are refused (required) or told (preferred), never silently broken.
 
-Tessera reads no topology spread and no namespaceSelector of a pod (anti-)affinity term (it
-watches no Namespaces); required pod affinity and anti-affinity are otherwise honoured
-(InterPodAffinity, tests/replay/test_interpod_affinity.py). A pod with a required term it cannot
+Tessera reads no namespaceSelector of a pod (anti-)affinity term (it watches no Namespaces);
+required pod affinity and anti-affinity are otherwise honoured (InterPodAffinity,
+tests/replay/test_interpod_affinity.py), and DoNotSchedule topology spread too (PodTopologySpread,
+tests/replay/test_pod_topology_spread.py). A pod with a required term it cannot
 honour stays pending with a FailedScheduling message naming the field (TesseraUnhonouredTerms'
 PreFilter, no eviction for it), and a pod with preferred terms is placed as without them and told once.
 """
@@ -73,22 +74,15 @@ def test_required_terms_are_not_evicted_for() -> None:
         in attempt.message
 
 
-def test_do_not_schedule_spread_is_refused_and_dropping_it_places_the_pod() -> None:
+def test_do_not_schedule_spread_is_no_longer_refused() -> None:
+    """PodTopologySpread honours it (tests/replay/test_pod_topology_spread.py); before, this pod
+    stayed pending with the refusal."""
     run = Run()
     spread = [{"maxSkew": 1, "topologyKey": HOST, "whenUnsatisfiable": "DoNotSchedule",
                "labelSelector": {"matchLabels": {"app": "infer"}}}]
-    pod = b.pod("spread", labels={"app": "infer"}, requests={"cpu": "1"},
-                spec_extra={"topologySpreadConstraints": spread})
-    run.add(b.node("n0", gpus=8), pod)
-    assert run.node_of("spread") is None
-    message = run.last("spread").message
-    assert "spec.topologySpreadConstraints (whenUnsatisfiable: DoNotSchedule)" in message
-    assert "use required podAntiAffinity by the topologyKey" in message
-    assert "or run the pod with schedulerName: default-scheduler" in message  # no GPUs: that works
-    # the pod is recreated without the term (a Deployment's new ReplicaSet): it is placed
-    run.feed(b.event("DELETED", pod), b.event("ADDED", b.pod("spread2", labels={"app": "infer"},
-                                                              requests={"cpu": "1"})))
-    assert run.node_of("spread2") == "n0"
+    run.add(b.node("n0", gpus=8), b.pod("spread", labels={"app": "infer"}, requests={"cpu": "1"},
+                                         spec_extra={"topologySpreadConstraints": spread}))
+    assert run.node_of("spread") == "n0"
 
 
 def test_a_gang_member_with_exclusive_placement_terms_is_honoured() -> None:
@@ -159,7 +153,7 @@ def test_disabled_in_a_profile_places_ignoring_the_terms() -> None:
                "labelSelector": {"matchLabels": {"app": "infer"}}}]
     run.add(b.pod("spread", labels={"app": "web"}, requests={"cpu": "1"},
                   spec_extra={"topologySpreadConstraints": spread}))
-    assert run.node_of("spread") == "n0"  # the spread constraint is ignored
+    assert run.node_of("spread") == "n0"  # PodTopologySpread's: no infer pod it counts would skew n0
 
 
 def test_explain_says_preferred_terms_are_not_read() -> None:

@@ -178,14 +178,15 @@ def test_configz_shows_every_enabled_plugins_args_defaults_included() -> None:
     [profile] = configz(builtin)["componentconfig"]["configuration"]["profiles"]
     args = profile["pluginArgs"]
     # every plugin the built-in profile runs that has args; TesseraGpuPacking is not enabled
-    assert sorted(args) == ["Coscheduling", "DefaultPreemption", "NodeResourcesFit", "TesseraDevices",
-                            "TesseraFragmentation", "TopologyPlacement"]
+    assert sorted(args) == ["Coscheduling", "DefaultPreemption", "NodeResourcesFit", "PodTopologySpread",
+                            "TesseraDevices", "TesseraFragmentation", "TopologyPlacement"]
     assert args["NodeResourcesFit"] == {"type": "LeastAllocated", "shape": [],
                                         "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
     assert args["DefaultPreemption"] == {"minCandidateNodesPercentage": 10, "minCandidateNodesAbsolute": 100}
     assert args["TesseraDevices"]["agentHeartbeatTimeoutSeconds"] == 90
     assert args["TesseraFragmentation"]["resourceName"] == "nvidia.com/gpu"
     assert args["TopologyPlacement"] == {"levels": [], "maxDomainTrials": 16}
+    assert args["PodTopologySpread"] == {"defaultConstraints": [], "defaultingType": "System"}
     # the model keeps only what differs from the defaults (equal configurations are equal)
     assert len(builtin.profiles[0].plugin_args) == 0
 

@@ -449,7 +449,7 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
     (profile(plugins={"score": {"enabled": [{"name": "ImageLocality"}]}}), "profiles[0].plugins.score.enabled[0].name",
      'Unsupported value: "ImageLocality": supported values: "TaintToleration", "NodeAffinity", "NodeResourcesFit", "TesseraDevices", "TesseraFragmentation"'),
     (profile(plugins={"score": {"enabled": [{"name": "NodeName"}]}}), "profiles[0].plugins.score.enabled[0].name", "Unsupported value"),
-    (profile(plugins={"multiPoint": {"enabled": [{"name": "PodTopologySpread"}]}}), "profiles[0].plugins.multiPoint.enabled[0].name", "Unsupported value"),
+    (profile(plugins={"multiPoint": {"enabled": [{"name": "VolumeBinding"}]}}), "profiles[0].plugins.multiPoint.enabled[0].name", "Unsupported value"),
     (profile(plugins={"filter": {"enabled": [{"name": "VolumeZone"}]}}), "profiles[0].plugins.filter.enabled[0].name", "Unsupported value"),
     # enabled at an extension point the plugin does not implement: upstream's framework build fails
     # (framework.go updatePluginList), where Tessera used to accept the entry as a no-op
@@ -474,7 +474,7 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
     (profile(plugins={"scores": {}}), "profiles[0].plugins.scores", "unknown field"),
     # pluginConfig
     (profile(pluginConfig=[{"name": "InterPodAffinity", "args": {}}]), "profiles[0].pluginConfig[0].name",
-     'Unsupported value: "InterPodAffinity": supported values: "TopologyPlacement", "NodeResourcesFit", "Coscheduling", "TesseraDevices", "TesseraFragmentation"'),
+     'Unsupported value: "InterPodAffinity": supported values: "TopologyPlacement", "NodeResourcesFit", "Coscheduling", "TesseraDevices", "PodTopologySpread", "TesseraFragmentation"'),
     (profile(pluginConfig=[{"name": "TesseraFragmentation", "args": {"maxTaskTypes": 0}}]),
      "profiles[0].pluginConfig[0].args.maxTaskTypes", "Invalid value: 0: not in valid range [1-10000]"),
     (profile(pluginConfig=[{"name": "TesseraFragmentation", "args": {"resourceName": " "}}]),
@@ -806,10 +806,11 @@ def test_an_enabled_plugins_default_args_are_validated(monkeypatch: pytest.Monke
     without them. Tessera parsed args only where an entry was written."""
     _requiring_resource_name(monkeypatch)
     gpu = {"score": {"enabled": [{"name": "TesseraGpuPacking"}]}}
-    # appended in name order: Coscheduling, DefaultPreemption, NodeResourcesFit, TesseraDevices, TesseraGpuPacking...
-    for raw, field in ((profile(plugins=gpu), "profiles[0].pluginConfig[4].args.resourceName"),
+    # appended in name order: Coscheduling, DefaultPreemption, NodeResourcesFit, PodTopologySpread,
+    # TesseraDevices, TesseraGpuPacking...
+    for raw, field in ((profile(plugins=gpu), "profiles[0].pluginConfig[5].args.resourceName"),
                        (profile(plugins=gpu, pluginConfig=[{"name": "TopologyPlacement", "args": {}}]),
-                        "profiles[0].pluginConfig[5].args.resourceName")):
+                        "profiles[0].pluginConfig[6].args.resourceName")):
         with pytest.raises(ConfigError) as caught:
             parse_config(raw, "cfg.yaml")
         assert (caught.value.field, caught.value.message) == (field, "Required value"), str(caught.value)

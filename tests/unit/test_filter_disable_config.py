@@ -19,7 +19,8 @@ from scheduler.core.scheduler import Scheduler
 from scheduler.kubectl import explain as explaining
 from scheduler.sim import builders as b
 
-DISABLEABLE = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "InterPodAffinity")
+DISABLEABLE = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "PodTopologySpread",
+               "InterPodAffinity")
 KEPT = ("TopologyPlacement", "NodeResourcesFit", "Coscheduling", "TesseraDevices")
 CHART_SCHEMA = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "tessera" / "values.schema.json"
 

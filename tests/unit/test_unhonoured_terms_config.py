@@ -1,5 +1,5 @@
 """TesseraUnhonouredTerms in a profile: on by default and listed by /configz; a profile may turn it
-off by name (then pods with required pod (anti-)affinity or spread terms are placed ignoring them);
+off by name (then a pod (anti-)affinity term's namespaceSelector is taken as every namespace);
 "*" keeps it on (test_filter_disable_config.py: the other filters)."""
 
 from __future__ import annotations

@@ -3,10 +3,10 @@ its arguments (model and parser, in the plugin's own module) and the names the s
 configuration files used for it.
 
 The order is the filter order (upstream's: NodeUnschedulable, NodeName, TaintToleration,
-NodeAffinity, NodePorts, NodeResourcesFit; a gang's topology domain before the resource checks because it is
-the cheapest and rules out the most nodes; device classes last because they are the most
-expensive) and the
-order of upstream's default multiPoint set. Adding a plugin is one module under
+NodeAffinity, NodePorts, NodeResourcesFit, PodTopologySpread, InterPodAffinity; a gang's
+topology domain before the resource checks because it is the cheapest and rules out the most
+nodes; device classes last because they are the most expensive) and the order of upstream's
+default multiPoint set. Adding a plugin is one module under
 `scheduler/core/plugins/` and one entry here, plus the chart's schema and the configuration docs
 that list plugins (docs/architecture.md, "Adding a plugin", says what).
 """
@@ -54,6 +54,8 @@ from scheduler.core.plugins.topology import TopologyPlacement
 from scheduler.core.plugins.topology import args as topology_args
 from scheduler.core.plugins.unhonoured_terms import TesseraUnhonouredTerms
 from scheduler.core.plugins.interpod_affinity import InterPodAffinity
+from scheduler.core.plugins import pod_topology_spread
+from scheduler.core.plugins.pod_topology_spread import PodTopologySpread
 
 
 class NoArgs(BaseModel):
@@ -154,6 +156,9 @@ REGISTRY: tuple[PluginSpec, ...] = (
                              coscheduling.ARGS_IGNORED)),
     PluginSpec(TesseraDevices, _with(TesseraDevices, device_args.DeviceArgs), 1, ArgsSpec(device_args.DeviceArgs, device_args.parse_args, device_args.FIELDS)),
     PluginSpec(TesseraUnhonouredTerms, _no_args(lambda handle: TesseraUnhonouredTerms())),
+    PluginSpec(PodTopologySpread, lambda handle, args: PodTopologySpread(handle),
+               args=ArgsSpec(pod_topology_spread.PodTopologySpreadArgs, pod_topology_spread.parse_args,
+                             pod_topology_spread.FIELDS)),
     PluginSpec(InterPodAffinity, _no_args(InterPodAffinity)),
     PluginSpec(TesseraFragmentation, _with(TesseraFragmentation, fragmentation_args.FragmentationArgs),
                args=ArgsSpec(fragmentation_args.FragmentationArgs, fragmentation_args.parse_args,

@@ -26,10 +26,19 @@ from scheduler.core.framework.interface import (
     ScorePlugin,
 )
 from scheduler.core.framework.nodetable import ColumnGroup, EachArray, NodeTable
+from scheduler.core.objects import Node, Pod
 from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "TaintToleration"
 UNTOLERATED = "node(s) had untolerated taint(s)"
+
+
+def untolerated(node: Node, pod: Pod) -> bool:
+    """Whether the node has a NoSchedule or NoExecute taint the pod does not tolerate (upstream's
+    FindMatchingUntoleratedTaint with DoNotScheduleTaintsFilterFunc): this filter's rule, and
+    PodTopologySpread's nodeTaintsPolicy: Honor."""
+    return any(taint.effect != "PreferNoSchedule" and not any(t.tolerates(taint) for t in pod.tolerations)
+               for taint in node.taints)
 
 
 class TaintColumns(ColumnGroup):
@@ -64,12 +73,7 @@ class TaintToleration(FilterPlugin, ScorePlugin):
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         node = info.node
         assert node is not None
-        for taint in node.taints:
-            if taint.effect == "PreferNoSchedule":
-                continue
-            if not any(t.tolerates(taint) for t in ctx.pod.tolerations):
-                return (UNTOLERATED,)
-        return None
+        return (UNTOLERATED,) if untolerated(node, ctx.pod) else None
 
     def filter_rows(self, table: NodeTable, ctx: PodContext, rows: Bools) -> RowVerdict:
         hard = table.group(TaintColumns).hard[: table.size]

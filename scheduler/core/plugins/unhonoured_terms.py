@@ -1,10 +1,10 @@
 """TesseraUnhonouredTerms: a pod with a required placement term Tessera cannot honour is refused.
 
 Tessera honours required pod affinity and anti-affinity (InterPodAffinity's filter), except a term
-with a non-empty namespaceSelector (it watches no Namespaces); it has no PodTopologySpread. Placing
-a pod that requires what is not honoured
-anyway breaks what it asked for in silence: a Deployment's replicas with required anti-affinity by
-hostname on one node, a JobSet's exclusive placement (alpha.jobset.sigs.k8s.io/exclusive-topology,
+with a non-empty namespaceSelector (it watches no Namespaces), and DoNotSchedule topology spread
+(PodTopologySpread's filter). Placing a pod that requires what is not honoured anyway breaks
+what it asked for in silence: a Deployment's replicas with required anti-affinity by hostname on
+one node, a JobSet's exclusive placement (alpha.jobset.sigs.k8s.io/exclusive-topology,
 whose webhook injects required pod affinity and anti-affinity) across slices. So the PreFilter
 refuses such a pod (`pod_terms.refusal`, naming the fields and what to do): it stays pending,
 UnschedulableAndUnresolvable, and preemption evicts nothing for it. Preferred terms are not its
@@ -12,8 +12,8 @@ business (told once by `ClusterState`, see `pod_terms`).
 
 A profile may disable it (`plugins.preFilter.disabled`, `plugins.filter.disabled` or
 `plugins.multiPoint.disabled`, by name):
-such pods are then placed ignoring their spread constraints, and a pod (anti-)affinity term's
-non-empty namespaceSelector is taken to select every namespace (InterPodAffinity, fail safe).
+a pod (anti-)affinity term's non-empty namespaceSelector is then taken to select every namespace
+(InterPodAffinity, fail safe).
 """
 
 from __future__ import annotations

@@ -1,0 +1,273 @@
+"""PodTopologySpread: `whenUnsatisfiable: DoNotSchedule` spread constraints, filtered as kube-scheduler does.
+
+The filter half of upstream's plugin (kube-scheduler v1.36
+pkg/scheduler/framework/plugins/podtopologyspread/filtering.go, common.go): before the nodes are
+filtered, the pods on every node that has ALL the constraints' topology keys are counted per
+constraint and domain (the value of its key on the node), over the nodes each constraint's
+inclusion policies let in (nodeAffinityPolicy Honor: the node matches the pod's nodeSelector and
+required node affinity; nodeTaintsPolicy Honor: the pod tolerates its NoSchedule/NoExecute
+taints). A pod counts where it is of the spread pod's namespace, not terminating, and matched
+by the constraint's selector (countPodsMatchSelector). The pods on a node are those the filters
+count there (`ClusterState.on_node`): bound, assumed (a gang's members placed earlier in the same
+transaction among them) and, as upstream's addGENominatedPods, the nominated preemptors of equal
+or higher priority holding room there (the cycle lifts lower ones).
+A node then fails, per constraint in order:
+- "node(s) didn't match pod topology spread constraints (missing required label)" when it lacks
+  the constraint's key; UnschedulableAndUnresolvable (no eviction helps: `unresolvable_rows`);
+- "node(s) didn't match pod topology spread constraints" when the pods matching there, plus one
+  if the pod matches its own selector, less the global minimum over the domains (0 while fewer
+  domains than `minDomains` are counted) exceed `maxSkew`; Unschedulable, so preemption may
+  evict matching pods there (the dry run lifts them from `ClusterState.placements`, which changes
+  `touches`, so the counts are taken again without them).
+`ScheduleAnyway` constraints are not scored (the pod is told, `pod_terms`). Upstream's
+defaultConstraints come from the Services, ReplicationControllers, ReplicaSets and
+StatefulSets selecting the pod, which Tessera does not watch: a `DoNotSchedule` one is refused
+in the configuration (`parse_args`), the others only score upstream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from scheduler.api.config_reader import (ArgsReader, Checks, duplicate, forbidden, invalid, required,
+                                         unsupported)
+from scheduler.api.names import label_key_problem
+from scheduler.core.framework.cycle_state import PodContext
+from scheduler.core.framework.handle import Handle
+from scheduler.core.framework.interface import Bools, FilterPlugin, Ints, QueueingHint, Reasons, always
+from scheduler.core.framework.nodetable import NodeTable
+from scheduler.core.objects import Node, Pod, selects
+from scheduler.core.plugins.taints import untolerated
+from scheduler.core.pod_terms import SpreadConstraint
+from scheduler.core.state import ClusterEvent, EventKind, NodeInfo
+
+NAME = "PodTopologySpread"
+SKEW = "node(s) didn't match pod topology spread constraints"
+MISSING_LABEL = SKEW + " (missing required label)"
+
+# --- args: PodTopologySpreadArgs (upstream's validation_pluginargs.go ValidatePodTopologySpreadArgs)
+
+FIELDS = ("defaultConstraints", "defaultingType")
+SYSTEM, LIST = "System", "List"
+_ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
+_CONSTRAINT_FIELDS = ("maxSkew", "topologyKey", "whenUnsatisfiable", "labelSelector", "minDomains",
+                      "nodeAffinityPolicy", "nodeTaintsPolicy", "matchLabelKeys")
+_UNWATCHED = ("Tessera watches no Services, ReplicationControllers, ReplicaSets or StatefulSets, whose selectors "
+              "a default constraint takes, so it cannot honour a DoNotSchedule one; make it ScheduleAnyway (not "
+              "scored by Tessera) or give the pods topologySpreadConstraints of their own")
+
+
+class DefaultConstraint(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+
+
+class PodTopologySpreadArgs(BaseModel):
+    """Kept for /configz: no constraint they may hold changes what the filter does."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    default_constraints: tuple[DefaultConstraint, ...] = ()
+    defaulting_type: str = SYSTEM  # v1's SetDefaults_PodTopologySpreadArgs
+
+
+def parse_args(args: ArgsReader) -> PodTopologySpreadArgs:
+    """ValidatePodTopologySpreadArgs, every error in its order, then Tessera's refusal of a
+    DoNotSchedule default constraint."""
+    found = Checks()
+    path = args.at("defaultConstraints")
+    none: list[object] = []
+    raw = found.read(lambda: args.get_list("defaultConstraints"), none)
+    defaulting = found.read(lambda: args.get_str("defaultingType", SYSTEM), SYSTEM)
+    if defaulting not in (SYSTEM, LIST):
+        found.check(lambda: unsupported(args.at("defaultingType"), defaulting, (SYSTEM, LIST)))
+    elif defaulting == SYSTEM and raw:
+        found.check(lambda: invalid(args.at("defaultingType"), defaulting, "when .defaultConstraints are not empty"))
+    constraints: list[DefaultConstraint] = []
+    seen: set[tuple[str, str]] = set()
+    for i, item in enumerate(raw):
+        constraint = found.read(lambda: _default_constraint(ArgsReader(item, f"{path}[{i}]"), seen), None)
+        if constraint is not None:
+            constraints.append(constraint)
+    found.raise_errors()
+    return PodTopologySpreadArgs(default_constraints=tuple(constraints), defaulting_type=defaulting)
+
+
+def _default_constraint(item: ArgsReader, seen: set[tuple[str, str]]) -> DefaultConstraint:
+    item.check_keys(_CONSTRAINT_FIELDS)
+    found = Checks()
+    skew = found.read(lambda: item.get_int("maxSkew", 0, "int32"), 1)
+    if skew <= 0:
+        found.check(lambda: invalid(item.at("maxSkew"), skew, "not in valid range (0, inf)"))
+    key = found.read(lambda: item.get_str("topologyKey", ""), "")
+    if not key:
+        found.check(lambda: required(item.at("topologyKey"), "can not be empty"))
+    elif (problem := label_key_problem(key)) is not None:
+        found.check(lambda: invalid(item.at("topologyKey"), key, problem))
+    when = found.read(lambda: item.get_str("whenUnsatisfiable", ""), "")
+    if not when:
+        found.check(lambda: required(item.at("whenUnsatisfiable"), "can not be empty"))
+    elif when not in _ACTIONS:
+        found.check(lambda: unsupported(item.at("whenUnsatisfiable"), when, _ACTIONS))
+    if item.raw("labelSelector") is not None:
+        found.check(lambda: forbidden(item.at("labelSelector"),
+                                      "constraint must not define a selector, as they deduced for each pod"))
+    if (key, when) in seen:
+        found.check(lambda: duplicate(item.path, f"{{{key}, {when}}}"))
+    seen.add((key, when))
+    if when == "DoNotSchedule":
+        found.check(lambda: forbidden(item.at("whenUnsatisfiable"), _UNWATCHED))
+    found.raise_errors()
+    return DefaultConstraint(max_skew=skew, topology_key=key, when_unsatisfiable=when)
+
+
+# --- the filter
+
+
+class Counts:
+    """upstream's preFilterState: per constraint, the matching pods per domain (every domain
+    counted, those with none too) and the global minimum the skew is measured from."""
+
+    __slots__ = ("domains", "minimum")
+
+    def __init__(self, domains: list[dict[str, int]], constraints: tuple[SpreadConstraint, ...]) -> None:
+        self.domains = domains
+        # minMatchNum: with fewer domains than minDomains the global minimum is 0 (and with none
+        # at all, as minDomains is at least 1)
+        self.minimum = [min(found.values()) if found and len(found) >= c.min_domains else 0
+                        for found, c in zip(domains, constraints, strict=True)]
+
+
+def _included(c: SpreadConstraint, pod: Pod, node: Node) -> bool:
+    """upstream's matchNodeInclusionPolicies."""
+    if c.honor_affinity and not selects(pod.node_selector.items(), pod.required_terms, node.meta.name,
+                                        node.meta.labels):
+        return False
+    return not (c.honor_taints and untolerated(node, pod))
+
+
+def _has_keys(labels: Mapping[str, str], constraints: Iterable[SpreadConstraint]) -> bool:
+    """upstream's nodeLabelsMatchSpreadConstraints."""
+    return all(c.topology_key in labels for c in constraints)
+
+
+def count(pod: Pod, nodes: Iterable[tuple[Node, Iterable[str]]], pods: Mapping[str, Pod]) -> Counts:
+    """upstream's calPreFilterState over `nodes`, each with the uids of the pods on it."""
+    constraints = pod.spread
+    domains: list[dict[str, int]] = [{} for _ in constraints]
+    for node, on_node in nodes:
+        labels = node.meta.labels
+        if not _has_keys(labels, constraints):
+            continue
+        others = [other for uid in on_node if uid != pod.uid and (other := pods.get(uid)) is not None
+                  and not other.meta.deleting]
+        for c, found in zip(constraints, domains, strict=True):
+            if not _included(c, pod, node):
+                continue
+            value = labels[c.topology_key]
+            found[value] = found.get(value, 0) + sum(
+                1 for other in others if c.counts(other.meta.namespace, other.meta.labels, pod.meta.namespace))
+    return Counts(domains, constraints)
+
+
+def verdict(pod: Pod, counts: Counts, labels: Mapping[str, str]) -> Reasons | None:
+    """upstream's Filter: matchNum + selfMatchNum - minMatchNum <= maxSkew for every constraint."""
+    for i, c in enumerate(pod.spread):
+        value = labels.get(c.topology_key)
+        if value is None:
+            return (MISSING_LABEL,)
+        own = 1 if c.matches(pod.meta.labels) else 0
+        if counts.domains[i].get(value, 0) + own - counts.minimum[i] > c.max_skew:
+            return (SKEW,)
+    return None
+
+
+class PodTopologySpread(FilterPlugin):
+    name = NAME
+    also_extends: ClassVar[frozenset[str]] = frozenset({"preFilter", "preScore"})  # upstream's (it does not score here)
+    preemption_helps = True  # upstream: a skew is Unschedulable; a missing key: unresolvable_rows
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+        self._cached: tuple[Pod, int, Counts] | None = None
+
+    def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
+        """upstream's EventsToRegister: Pod Add/UpdatePodLabel/Delete (isSchedulableAfterPodChange),
+        Node Add/Delete/UpdateNodeLabel/UpdateNodeTaint (isSchedulableAfterNodeChange). A
+        removal's event does not name the pod gone, so it always may help; Tessera raises no
+        event for a node deleted (the unschedulable pods' periodic flush asks again)."""
+        return {EventKind.ASSIGNED_POD_ADDED: self._after_pod_assigned,
+                EventKind.ASSIGNED_POD_RELABELLED: self._after_pod_relabelled,
+                EventKind.ASSIGNED_POD_REMOVED: always,
+                EventKind.NODE_ADDED: self._after_node_added,
+                EventKind.NODE_UPDATED: self._after_node_updated}
+
+    def _after_pod_assigned(self, uid: str, event: ClusterEvent) -> bool:
+        """A pod placed in the waiting pod's namespace that one of its constraints matches."""
+        pod = self.handle.state.pods.get(uid)
+        other = event.pod
+        if pod is None or other is None:
+            return True
+        return other.meta.namespace == pod.meta.namespace and any(c.matches(other.meta.labels) for c in pod.spread)
+
+    def _after_pod_relabelled(self, uid: str, event: ClusterEvent) -> bool:
+        """A placed pod of its namespace whose labels now match a constraint they did not, or
+        no longer match one they did."""
+        pod = self.handle.state.pods.get(uid)
+        new, old = event.pod, event.old
+        if pod is None or new is None or old is None:
+            return True
+        return new.meta.namespace == pod.meta.namespace and any(
+            c.matches(old.meta.labels) != c.matches(new.meta.labels) for c in pod.spread)
+
+    def _node(self, event: ClusterEvent) -> Node | None:
+        info = self.handle.state.nodes.get(event.node)
+        return info.node if info is not None else None
+
+    def _after_node_added(self, uid: str, event: ClusterEvent) -> bool:
+        """The node has every constraint's topology key."""
+        pod, node = self.handle.state.pods.get(uid), self._node(event)
+        return pod is None or node is None or _has_keys(node.meta.labels, pod.spread)
+
+    def _after_node_updated(self, uid: str, event: ClusterEvent) -> bool:
+        """Upstream queues a label change that changes whether the node has every key, or the
+        value of one; Tessera's event keeps no old labels, so every label change queues. A
+        taint change queues where the node has every key."""
+        if event.label == "NodeUpdateNodeLabel":
+            return True
+        return event.label == "NodeUpdateNodeTaint" and self._after_node_added(uid, event)
+
+    def filter_applies(self, ctx: PodContext) -> bool:
+        return bool(ctx.pod.spread)
+
+    def counts(self, ctx: PodContext) -> Counts:
+        """The counts for the pod, kept while neither it nor any node changes (`touches`): the
+        same pod is prepared anew by each preemption dry run and queueing hint."""
+        state = self.handle.state
+        cached = self._cached
+        if cached is not None and cached[0] is ctx.pod and cached[1] == state.touches:
+            return cached[2]
+        nodes = ((info.node, state.on_node(info)) for info in state.nodes.values() if info.node is not None)
+        found = count(ctx.pod, nodes, state.pods)
+        self._cached = (ctx.pod, state.touches, found)
+        return found
+
+    def unresolvable_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Bools:
+        """Rows lacking a constraint's topology key (upstream's UnschedulableAndUnresolvable)."""
+        out = np.zeros(len(rows), np.bool_)
+        for i, row in enumerate(rows.tolist()):
+            node = table.info(row).node
+            out[i] = node is None or not _has_keys(node.meta.labels, ctx.pod.spread)
+        return out
+
+    def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
+        node = info.node
+        assert node is not None
+        return verdict(ctx.pod, self.counts(ctx), node.meta.labels)
