@@ -46,21 +46,21 @@ Tessera-specific decisions (upstream defines nothing here, or Tessera deliberate
   elsewhere are no-ops, so scheduler-plugins style configs that enable Coscheduling at
   queueSort/permit still load) and `disabled` entries there are ignored.
 - Which filters a profile may turn off. Upstream's default filters (NodeUnschedulable, NodeName,
-  TaintToleration, NodeAffinity, NodePorts, InterPodAffinity: every Filter that does not
-  `stays_on`) follow upstream's rules: off by name or `"*"` under `filter.disabled` or
+  TaintToleration, NodeAffinity, NodePorts, PodTopologySpread, InterPodAffinity: every Filter
+  that does not `stays_on`) follow upstream's rules: off by name or `"*"` under `filter.disabled` or
   `multiPoint.disabled`, on again by `filter.enabled` (`_expand`); the runtime then builds no
   part of them but their score (`Profile.disabled_filters`). `preFilter` does the same for the
   PreFilters Tessera runs as upstream's: NodeAffinity's alone (its `node_names` narrowing and
   "conflict" refusal; its Filter then reads the required terms itself, upstream's fallback).
-  NodePorts' and InterPodAffinity's PreFilters are part of their filters here: disabling one
-  under `preFilter` alone changes nothing, where upstream's Filter would fail every pod with an
-  error (its PreFilter state missing). The filters that keep Tessera's promises stay on:
+  NodePorts', PodTopologySpread's and InterPodAffinity's PreFilters are part of their filters
+  here: disabling one under `preFilter` alone changes nothing, where upstream's Filter would
+  fail every pod with an error (its PreFilter state missing). The filters that keep Tessera's promises stay on:
   NodeResourcesFit's, TesseraDevices, Coscheduling, TopologyPlacement (`Plugin.stays_on`: off,
   a device could be given twice or a gang split). `filter`/`preFilter` naming one is a
   Forbidden error saying why (the file expects it off); `"*"` there leaves them on, and
   `multiPoint` disabling one by name or `"*"` removes its PreScore and score only.
-  TesseraUnhonouredTerms (a Tessera PreFilter refusing pods with pod (anti-)affinity or spread
-  terms Tessera cannot honour, `may_disable`) is turned off when `preFilter`, `filter` or
+  TesseraUnhonouredTerms (a Tessera PreFilter refusing pods with pod (anti-)affinity terms
+  Tessera cannot honour, `may_disable`) is turned off when `preFilter`, `filter` or
   `multiPoint` disables it by name; `"*"` keeps it.
 - DefaultPreemption runs unless disabled: `postFilter.enabled` naming it wins, else
   `postFilter.disabled` (by name or `"*"`) turns it off, else the multiPoint set decides
