@@ -34,6 +34,8 @@ FIT_LEAST_WITH_SHAPE = """profiles:
         requestedToCapacityRatio: {shape: [{utilization: 0, score: 0}]}
 """
 
+SPREAD_ARGS = "profiles:\n- pluginConfig:\n  - name: PodTopologySpread\n    args: {{{}}}\n"
+
 # (file body after the header, apiVersion, what kube-scheduler says, the field Tessera names)
 CASES = {
     "v1beta3": ("", "kubescheduler.config.k8s.io/v1beta3",
@@ -83,6 +85,27 @@ CASES = {
     "percentage-of-placements": ("profiles:\n- percentageOfPlacementsToScore: 50\n", V1,
                                  'strict decoding error: unknown field \\"profiles[0].percentageOfPlacementsToScore\\"',
                                  "profiles[0].percentageOfPlacementsToScore"),
+    # PodTopologySpreadArgs (validation_pluginargs.go ValidatePodTopologySpreadArgs)
+    "spread-system-with-constraints": (
+        SPREAD_ARGS.format("defaultConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway}]"),
+        V1, 'defaultingType: Invalid value: \\"System\\": when .defaultConstraints are not empty',
+        "profiles[0].pluginConfig[0].args.defaultingType"),
+    "spread-max-skew-zero": (
+        SPREAD_ARGS.format("defaultingType: List, defaultConstraints: [{maxSkew: 0, topologyKey: zone, "
+                           "whenUnsatisfiable: ScheduleAnyway}]"),
+        V1, "defaultConstraints[0].maxSkew: Invalid value: 0: not in valid range (0, inf)",
+        "profiles[0].pluginConfig[0].args.defaultConstraints[0].maxSkew"),
+    "spread-selector": (
+        SPREAD_ARGS.format("defaultingType: List, defaultConstraints: [{maxSkew: 1, topologyKey: zone, "
+                           "whenUnsatisfiable: ScheduleAnyway, labelSelector: {}}]"),
+        V1, "defaultConstraints[0].labelSelector: Forbidden: constraint must not define a selector, as they "
+            "deduced for each pod", "profiles[0].pluginConfig[0].args.defaultConstraints[0].labelSelector"),
+    "spread-duplicate": (
+        SPREAD_ARGS.format("defaultingType: List, defaultConstraints: [{maxSkew: 1, topologyKey: zone, "
+                           "whenUnsatisfiable: ScheduleAnyway}, {maxSkew: 2, topologyKey: zone, "
+                           "whenUnsatisfiable: ScheduleAnyway}]"),
+        V1, 'defaultConstraints[1]: Duplicate value: \\"{zone, ScheduleAnyway}\\"',
+        "profiles[0].pluginConfig[0].args.defaultConstraints[1]"),
     "negative-weight": ("profiles:\n- plugins:\n    score:\n      enabled: [{name: TaintToleration, weight: -3}]\n",
                         V1, "total score of Score plugins could overflow", "profiles[0].plugins.score.enabled[0].weight"),
 }
