@@ -260,11 +260,13 @@ class PodTopologySpread(FilterPlugin):
         return found
 
     def unresolvable_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Bools:
-        """Rows lacking a constraint's topology key (upstream's UnschedulableAndUnresolvable)."""
+        """Rows failing for a missing topology key (upstream's UnschedulableAndUnresolvable): the
+        first failing constraint decides, as upstream's Filter returns at it."""
+        counts = self.counts(ctx)
         out = np.zeros(len(rows), np.bool_)
         for i, row in enumerate(rows.tolist()):
             node = table.info(row).node
-            out[i] = node is None or not _has_keys(node.meta.labels, ctx.pod.spread)
+            out[i] = node is None or verdict(ctx.pod, counts, node.meta.labels) == (MISSING_LABEL,)
         return out
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
