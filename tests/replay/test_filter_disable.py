@@ -34,6 +34,13 @@ def _anti(name: str, scheduler: str) -> dict[str, Any]:
                  spec_extra={"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}})
 
 
+def _spread(name: str, scheduler: str) -> dict[str, Any]:
+    constraint = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+                  "labelSelector": {"matchLabels": {"app": "web"}}}
+    return b.pod(name, scheduler=scheduler, labels={"app": "web"}, limits={"nvidia.com/gpu": 1},
+                 spec_extra={"topologySpreadConstraints": [constraint]})
+
+
 def _selecting(name: str, scheduler: str) -> dict[str, Any]:
     return b.pod(name, scheduler=scheduler, limits={"nvidia.com/gpu": 1}, spec_extra={"nodeSelector": {"pool": "x"}})
 
@@ -50,6 +57,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], Any]] = {
     "NodeAffinity": ([b.node("a", gpus=8)], _selecting),
     "NodePorts": ([b.node("a", gpus=8), _ported("holder", "tessera")], _ported),
     "InterPodAffinity": ([b.node("a", gpus=8), _anti("holder", "tessera")], _anti),
+    "PodTopologySpread": ([b.node("a", gpus=8)], _spread),  # a node without the zone label
 }
 
 
