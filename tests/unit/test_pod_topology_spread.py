@@ -13,7 +13,7 @@ from scheduler.api.config import ConfigError, parse_config
 from scheduler.core.objects import Node, Pod, parse_node, parse_pod
 from scheduler.core.plugins.pod_topology_spread import (MISSING_LABEL, SKEW, Counts, PodTopologySpread, count,
                                                         verdict)
-from scheduler.core.state import ClusterEvent, EventKind
+from scheduler.core.state import ClusterEvent, ClusterState, EventKind
 from scheduler.sim import builders as b
 
 ZONE = "topology.kubernetes.io/zone"
@@ -142,15 +142,16 @@ def test_the_pod_itself_is_not_counted() -> None:
 
 
 class _Handle:
+    """The state a hint reads: the waiting pod and the nodes."""
+
     def __init__(self, pod: Pod, nodes: list[Node]) -> None:
-        from scheduler.core.state import ClusterState
         self.state = ClusterState(frozenset({"tessera"}))
         for node in nodes:
             self.state.apply("ADDED", b.node(node.meta.name, labels=dict(node.meta.labels)))
         self.state.pods[pod.uid] = pod
 
 
-def _hints(pod: Pod, nodes: list[Node] = []) -> Any:  # noqa: B006 - read only
+def _hints(pod: Pod, nodes: list[Node]) -> Any:
     return PodTopologySpread(_Handle(pod, nodes)).queueing_hints()  # type: ignore[arg-type]
 
 
