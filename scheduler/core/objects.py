@@ -20,7 +20,8 @@ from scheduler.api.quantity import Amount, QuantityError, exact, parse_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.lifecycle import APP, INIT, SIDECAR, ContainerKind, Phases, container_phases
 from scheduler.core.foreign import ignored_keys
-from scheduler.core.pod_terms import PodTerm, SpreadConstraint, pod_terms, required_pod_terms, spread_constraints
+from scheduler.core.pod_terms import (PodTerm, SpreadConstraint, WeightedPodTerm, pod_terms, preferred_pod_terms,
+                                      required_pod_terms, spread_constraints)
 from scheduler.core.selectors import Requirement, go_int64
 from scheduler.core.resources import (
     CPU,
@@ -568,11 +569,15 @@ class Pod:
     # ones are refused (TesseraUnhonouredTerms), preferred ones told once
     unhonoured: tuple[str, ...] = ()
     unread: tuple[str, ...] = ()
-    # required pod affinity and anti-affinity terms (InterPodAffinity's filter)
+    # required pod affinity and anti-affinity terms (InterPodAffinity's filter; its score reads
+    # the required affinity of existing pods too)
     affinity: tuple[PodTerm, ...] = ()
     anti_affinity: tuple[PodTerm, ...] = ()
     # DoNotSchedule topology spread constraints (PodTopologySpread's filter)
     spread: tuple[SpreadConstraint, ...] = ()
+    # preferred pod affinity and anti-affinity terms (InterPodAffinity's score)
+    preferred_affinity: tuple[WeightedPodTerm, ...] = ()
+    preferred_anti_affinity: tuple[WeightedPodTerm, ...] = ()
     preempt_never: bool = False  # spec.preemptionPolicy: Never
     start_time: str = ""  # status.startTime (RFC 3339; "" before the kubelet starts it)
     nominated_node: str = ""  # status.nominatedNodeName
@@ -839,6 +844,7 @@ def parse_pod(obj: JSON) -> Pod:
     pod.unhonoured, pod.unread = pod_terms(spec)
     pod.affinity, pod.anti_affinity = required_pod_terms(spec, meta.namespace)
     pod.spread = spread_constraints(spec, meta.labels)
+    pod.preferred_affinity, pod.preferred_anti_affinity = preferred_pod_terms(spec, meta.namespace)
     pod.label_error = _gang_label_error(meta) or _unread_topology(meta, pod.gang) or (
         topology_annotation_error(meta.annotations, "Pod") if pod.gang is not None else None)
     policy = _str(spec.get("preemptionPolicy"), "Pod.spec.preemptionPolicy", DEFAULT_PREEMPTION_POLICY)

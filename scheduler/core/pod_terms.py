@@ -1,19 +1,20 @@
-"""Pod placement terms: the required pod (anti-)affinity terms and spread constraints Tessera
-honours, and those it does not read.
+"""Pod placement terms: the pod (anti-)affinity terms and spread constraints Tessera honours, and those it does not read.
 
-Required pod affinity and anti-affinity terms (`requiredDuringSchedulingIgnoredDuringExecution`)
-are read into `PodTerm`s (`required_pod_terms`) and honoured by the InterPodAffinity filter
-(scheduler/core/plugins/interpod_affinity.py), except a term with a non-empty
-`namespaceSelector`: Tessera watches no Namespaces, so it cannot tell which namespaces such a
-selector picks. Topology spread constraints with `whenUnsatisfiable: DoNotSchedule` are read into
-`SpreadConstraint`s (`spread_constraints`) and honoured by the PodTopologySpread filter
-(scheduler/core/plugins/pod_topology_spread.py). Tessera scores no preferred term. A pod of
-Tessera's that carries what is not honoured is never silently placed against it:
+Pod affinity and anti-affinity terms are read into `PodTerm`s: the required ones
+(`requiredDuringSchedulingIgnoredDuringExecution`, `required_pod_terms`) are honoured by the
+InterPodAffinity filter, the preferred ones (`preferredDuringSchedulingIgnoredDuringExecution`,
+`preferred_pod_terms`, with their weights) by its score (scheduler/core/plugins/interpod_affinity.py),
+except a term with a non-empty `namespaceSelector`: Tessera watches no Namespaces, so it cannot tell
+which namespaces such a selector picks. Topology spread constraints with `whenUnsatisfiable:
+DoNotSchedule` are read into `SpreadConstraint`s (`spread_constraints`) and honoured by the
+PodTopologySpread filter (scheduler/core/plugins/pod_topology_spread.py); `ScheduleAnyway` ones are
+not scored. A pod of Tessera's that carries what is not honoured is never silently placed against it:
 - a REQUIRED term it cannot honour (a pod (anti-)affinity term with a non-empty
   `namespaceSelector`) is refused by the TesseraUnhonouredTerms PreFilter
   (scheduler/core/plugins/unhonoured_terms.py): the pod stays pending,
   UnschedulableAndUnresolvable (no eviction for it), with `refusal` as its reason;
-- PREFERRED terms (`preferredDuringSchedulingIgnoredDuringExecution`, `ScheduleAnyway` spread) are
+- PREFERRED terms it does not score (a preferred pod (anti-)affinity term with a non-empty
+  `namespaceSelector`, `ScheduleAnyway` spread) are
   only scores: the pod is placed as without them, and `ClusterState` raises one
   `IGNORED_PREFERRED_TERMS` notice per pod (again only when the set changes), through the same
   path as other schedulers' keys (`foreign`); `kubectl tessera explain` prints `preferred_note`.
@@ -37,29 +38,23 @@ _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 _AFFINITY = ("podAffinity", "podAntiAffinity")
 SPREAD_PREFERRED = "spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)"
+_NAMESPACES_INSTEAD = ("list the namespaces in the term's `namespaces` instead of a namespaceSelector "
+                       "(Tessera watches no Namespaces)")
 
 
 def pod_terms(spec: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The pod's (required, preferred) placement terms Tessera does not read, each named by its
-    field, in a fixed order. A `ScheduleAnyway` spread constraint is preferred (every other is
-    required, and honoured: `spread_constraints`)."""
+    field, in a fixed order: pod (anti-)affinity terms with a non-empty namespaceSelector, and
+    `ScheduleAnyway` spread constraints (preferred; every other spread constraint is required,
+    and honoured: `spread_constraints`)."""
     required: list[str] = []
     preferred: list[str] = []
     if not isinstance(spec, Mapping):
         return (), ()
-    affinity = spec.get("affinity")
-    if isinstance(affinity, Mapping):
-        for kind in _AFFINITY:
-            terms = affinity.get(kind)
-            if not isinstance(terms, Mapping):
-                continue
-            for key, into in ((_REQUIRED, required), (_PREFERRED, preferred)):
-                listed = terms.get(key)
-                if key == _REQUIRED:
-                    if isinstance(listed, list) and any(_namespace_selector_set(t) for t in listed):
-                        into.append(f"spec.affinity.{kind}.{key}[].namespaceSelector")
-                elif isinstance(listed, list) and listed:
-                    into.append(f"spec.affinity.{kind}.{key}")
+    for kind in _AFFINITY:
+        for key, into in ((_REQUIRED, required), (_PREFERRED, preferred)):
+            if any(_namespace_selector_set(_affinity_term(key, t)) for t in _listed(spec, kind, key)):
+                into.append(f"spec.affinity.{kind}.{key}[].namespaceSelector")
     spread = spec.get("topologySpreadConstraints")
     if isinstance(spread, list):
         if any(isinstance(c, Mapping) and c.get("whenUnsatisfiable") == "ScheduleAnyway" for c in spread):
@@ -74,13 +69,17 @@ def refusal(required: tuple[str, ...], gpu: bool = False) -> str:
     nvidia.com/gpu pod under kube-scheduler could be given GPUs Tessera gave out."""
     what = []
     if any(r.endswith("namespaceSelector") for r in required):
-        what.append("list the namespaces in the term's `namespaces` instead of a namespaceSelector "
-                    "(Tessera watches no Namespaces)")
+        what.append(_NAMESPACES_INSTEAD)
     elsewhere = ("a pod asking GPUs must stay with Tessera (the GPU pod policy refuses class GPU pods naming another "
                  "scheduler, and kube-scheduler could give out GPUs Tessera gave)" if gpu
                  else "or run the pod with schedulerName: default-scheduler")
     return (f"pod has {', '.join(required)}, which Tessera does not honour: {'; '.join(what) or 'drop the term'}; "
             f"{elsewhere} (see {DOC})")
+
+
+def _affinity_term(key: str, entry: object) -> object:
+    """The PodAffinityTerm of a required entry (the entry) or a preferred one (its `podAffinityTerm`)."""
+    return entry.get("podAffinityTerm") if key == _PREFERRED and isinstance(entry, Mapping) else entry
 
 
 def _namespace_selector_set(term: object) -> bool:
@@ -111,12 +110,13 @@ def label_selector(raw: object) -> LabelSelector | None:
 
 @dataclass(frozen=True, slots=True)
 class PodTerm:
-    """A required PodAffinityTerm as upstream's framework.AffinityTerm: the namespaces it looks in
+    """A PodAffinityTerm as upstream's framework.AffinityTerm: the namespaces it looks in
     (`namespaces`; `all_namespaces` for a `{}` namespaceSelector), its selector (None: matches no
     pod) and its topology key. `unknown_namespaces`: a non-empty namespaceSelector Tessera cannot
-    evaluate (watching no Namespaces): an incoming pod with one is refused by
+    evaluate (watching no Namespaces): an incoming pod with a required one is refused by
     TesseraUnhonouredTerms; an existing pod's such anti-affinity term is taken to match every
-    namespace, so Tessera never places a pod where that pod's owner may have forbidden it."""
+    namespace, so Tessera never places a pod where that pod's owner may have forbidden it; the
+    score counts no such term (`WeightedPodTerm`)."""
 
     namespaces: frozenset[str]
     all_namespaces: bool
@@ -131,30 +131,56 @@ class PodTerm:
         return self.selector is not None and self.selector.matches(labels)
 
 
+@dataclass(frozen=True, slots=True)
+class WeightedPodTerm:
+    """A preferred term with its weight (upstream's framework.WeightedAffinityTerm), as
+    InterPodAffinity's score counts it."""
+
+    weight: int
+    term: PodTerm
+
+
+def _parsed_term(t: Mapping[str, object], namespace: str) -> PodTerm:
+    """Namespaces as upstream's GetNamespacesFromPodAffinityTerm: the term's `namespaces`, the
+    pod's own when it lists none and has no namespaceSelector. matchLabelKeys/mismatchLabelKeys
+    are not read here: the apiserver merges them into the labelSelector when it creates the pod
+    (KEP-3633)."""
+    names = t.get("namespaces")
+    namespaces = frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list) else frozenset()
+    ns_selector = t.get("namespaceSelector")
+    if not namespaces and ns_selector is None:
+        namespaces = frozenset((namespace,))
+    key = t.get("topologyKey")
+    return PodTerm(namespaces, isinstance(ns_selector, Mapping) and not _namespace_selector_set(t),
+                   label_selector(t.get("labelSelector")), key if isinstance(key, str) else "",
+                   _namespace_selector_set(t))
+
+
+def _listed(spec: object, kind: str, key: str) -> list[object]:
+    affinity = spec.get("affinity") if isinstance(spec, Mapping) else None
+    terms = affinity.get(kind) if isinstance(affinity, Mapping) else None
+    listed = terms.get(key) if isinstance(terms, Mapping) else None
+    return listed if isinstance(listed, list) else []
+
+
 def required_pod_terms(spec: object, namespace: str) -> tuple[tuple[PodTerm, ...], tuple[PodTerm, ...]]:
-    """The pod's required (affinity, anti-affinity) terms. Namespaces as upstream's
-    GetNamespacesFromPodAffinityTerm: the term's `namespaces`, the pod's own when it lists none
-    and has no namespaceSelector. matchLabelKeys/mismatchLabelKeys are not read here: the
-    apiserver merges them into the labelSelector when it creates the pod (KEP-3633)."""
-    if not isinstance(spec, Mapping) or not isinstance(spec.get("affinity"), Mapping):
-        return (), ()
-    out: list[tuple[PodTerm, ...]] = []
+    """The pod's required (affinity, anti-affinity) terms."""
+    affinity, anti = (tuple(_parsed_term(t, namespace) for t in _listed(spec, kind, _REQUIRED)
+                            if isinstance(t, Mapping)) for kind in _AFFINITY)
+    return affinity, anti
+
+
+def preferred_pod_terms(spec: object, namespace: str) -> tuple[tuple[WeightedPodTerm, ...], tuple[WeightedPodTerm, ...]]:
+    """The pod's preferred (affinity, anti-affinity) terms with their weights (the apiserver
+    allows 1..100; an entry without an integer weight or a term object counts as no term)."""
+    out: list[tuple[WeightedPodTerm, ...]] = []
     for kind in _AFFINITY:
-        terms = spec["affinity"].get(kind)
-        listed = terms.get(_REQUIRED) if isinstance(terms, Mapping) else None
-        parsed: list[PodTerm] = []
-        for t in listed if isinstance(listed, list) else ():
-            if not isinstance(t, Mapping):
-                continue
-            names = t.get("namespaces")
-            namespaces = frozenset(n for n in names if isinstance(n, str)) if isinstance(names, list) else frozenset()
-            ns_selector = t.get("namespaceSelector")
-            if not namespaces and ns_selector is None:
-                namespaces = frozenset((namespace,))
-            key = t.get("topologyKey")
-            parsed.append(PodTerm(namespaces, isinstance(ns_selector, Mapping) and not _namespace_selector_set(t),
-                                  label_selector(t.get("labelSelector")), key if isinstance(key, str) else "",
-                                  _namespace_selector_set(t)))
+        parsed: list[WeightedPodTerm] = []
+        for entry in _listed(spec, kind, _PREFERRED):
+            weight = entry.get("weight") if isinstance(entry, Mapping) else None
+            term = _affinity_term(_PREFERRED, entry)
+            if isinstance(weight, int) and not isinstance(weight, bool) and isinstance(term, Mapping):
+                parsed.append(WeightedPodTerm(weight, _parsed_term(term, namespace)))
         out.append(tuple(parsed))
     return out[0], out[1]
 
@@ -163,8 +189,9 @@ def preferred_note(preferred: tuple[str, ...]) -> str:
     """What a pod is told of its preferred terms; "" for none."""
     if not preferred:
         return ""
+    instead = f"{_NAMESPACES_INSTEAD}, " if any(p.endswith("namespaceSelector") for p in preferred) else ""
     return (f"{', '.join(preferred)}: Tessera does not score these: they change nothing about where the pod goes; "
-            f"drop them, or run the pod with schedulerName: default-scheduler. See {DOC}.")
+            f"{instead}drop them, or run the pod with schedulerName: default-scheduler. See {DOC}.")
 
 
 def preferred_message(pod_key: str, preferred: tuple[str, ...]) -> str:

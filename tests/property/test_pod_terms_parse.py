@@ -19,7 +19,8 @@ from scheduler.core.pod_terms import SPREAD_PREFERRED, pod_terms, spread_constra
 from scheduler.sim import builders as b
 
 _KEYS = ("podAffinity", "podAntiAffinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
-         "preferredDuringSchedulingIgnoredDuringExecution", "whenUnsatisfiable", "topologyKey", "maxSkew")
+         "preferredDuringSchedulingIgnoredDuringExecution", "whenUnsatisfiable", "topologyKey", "maxSkew",
+         "podAffinityTerm", "weight", "namespaceSelector", "matchLabels")
 _json: st.SearchStrategy[Any] = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=3)
     | st.sampled_from(["DoNotSchedule", "ScheduleAnyway", ""]),
@@ -64,11 +65,14 @@ def test_empty_lists_and_node_affinity_are_not_pod_terms() -> None:
     assert pod_terms({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []},
                                    "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}},
                       "topologySpreadConstraints": []}) == ((), ())
-    # a required term is honoured (InterPodAffinity), unless its namespaceSelector is not `{}`
+    # a term is honoured (InterPodAffinity's filter, or its score), unless its namespaceSelector is not `{}`
     assert pod_terms({"affinity": {"podAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": [{}, {"namespaceSelector": {}}],
-        "preferredDuringSchedulingIgnoredDuringExecution": [{}]}}}) == (
-        (), ("spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",))
+        "preferredDuringSchedulingIgnoredDuringExecution": [{}, {"podAffinityTerm": {"namespaceSelector": {}}}]}}}) \
+        == ((), ())
+    assert pod_terms({"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "podAffinityTerm": {"namespaceSelector": {"matchLabels": {"team": "a"}}}}]}}}) == (
+        (), ("spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[].namespaceSelector",))
     assert pod_terms({"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"namespaceSelector": {"matchLabels": {"team": "a"}}}]}}}) == (
         ("spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[].namespaceSelector",), ())

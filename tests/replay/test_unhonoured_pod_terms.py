@@ -1,11 +1,11 @@
 """Pod terms Tessera cannot honour are refused (required) or told (preferred), never silently broken.
 
-Tessera reads no namespaceSelector of a pod (anti-)affinity term (it watches no Namespaces);
-required pod affinity and anti-affinity are otherwise honoured (InterPodAffinity,
-tests/replay/test_interpod_affinity.py), and DoNotSchedule topology spread too (PodTopologySpread,
-tests/replay/test_pod_topology_spread.py). A pod with a required term it cannot
-honour stays pending with a FailedScheduling message naming the field (TesseraUnhonouredTerms'
-PreFilter, no eviction for it), and a pod with preferred terms is placed as without them and told once.
+Tessera reads no namespaceSelector of a pod (anti-)affinity term (it watches no Namespaces); pod
+affinity and anti-affinity are otherwise honoured (InterPodAffinity: tests/replay/test_interpod_affinity.py,
+test_interpod_affinity_score.py), and DoNotSchedule topology spread too (PodTopologySpread,
+tests/replay/test_pod_topology_spread.py). A pod with a required term it cannot honour stays pending
+with a FailedScheduling message naming the field (TesseraUnhonouredTerms' PreFilter, no eviction for
+it), and a pod with preferred terms Tessera does not score is placed as without them and told once.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tests.helpers import BINPACK, Run, config
 
 HOST = "kubernetes.io/hostname"
 ANTI = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[].namespaceSelector"
-PREFERRED_ANTI = "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+PREFERRED_ANTI = "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[].namespaceSelector"
 
 
 def _term(app: str) -> dict[str, Any]:
@@ -104,13 +104,14 @@ def test_a_gang_member_with_exclusive_placement_terms_is_honoured() -> None:
 def test_preferred_terms_place_the_pod_and_are_told_once() -> None:
     run = Run()
     preferred = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 100, "podAffinityTerm": _term("infer")}]}}
+        {"weight": 100, "podAffinityTerm": _ns_term("infer")}]}}
     pod = _replica("soft", **preferred)
     run.add(b.node("n0", gpus=8), pod)
     assert run.node_of("soft") == "n0"
     [told] = _told(run)
     assert told.startswith(f"{IGNORED_PREFERRED_TERMS}: Pod default/soft ")
     assert PREFERRED_ANTI in told and "they change nothing about where the pod goes" in told and "docs/not-supported.md" in told
+    assert "list the namespaces in the term's `namespaces` instead of a namespaceSelector" in told
     run.feed(b.event("MODIFIED", pod), b.event("MODIFIED", pod))
     assert len(_told(run)) == 1
 
@@ -158,12 +159,12 @@ def test_disabled_in_a_profile_places_ignoring_the_terms() -> None:
 
 def test_explain_says_preferred_terms_are_not_read() -> None:
     preferred = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 5, "podAffinityTerm": _term("db")}]}}
+        {"weight": 5, "podAffinityTerm": _ns_term("db")}]}}
     result = explaining.explain([b.node("n0", gpus=8), _replica("soft", **preferred)], "default/soft",
                                 config(BINPACK), [], 0.0)
     assert result is not None
     line = next(line for line in explaining.render(result, 0.0).splitlines() if line.startswith("Not read:"))
-    assert "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution" in line
+    assert "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[].namespaceSelector" in line
 
 
 def test_what_if_and_the_replay_give_the_same_answer() -> None:

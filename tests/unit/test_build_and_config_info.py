@@ -178,8 +178,9 @@ def test_configz_shows_every_enabled_plugins_args_defaults_included() -> None:
     [profile] = configz(builtin)["componentconfig"]["configuration"]["profiles"]
     args = profile["pluginArgs"]
     # every plugin the built-in profile runs that has args; TesseraGpuPacking is not enabled
-    assert sorted(args) == ["Coscheduling", "DefaultPreemption", "NodeResourcesFit", "PodTopologySpread",
-                            "TesseraDevices", "TesseraFragmentation", "TopologyPlacement"]
+    assert sorted(args) == ["Coscheduling", "DefaultPreemption", "InterPodAffinity", "NodeResourcesFit",
+                            "PodTopologySpread", "TesseraDevices", "TesseraFragmentation", "TopologyPlacement"]
+    assert args["InterPodAffinity"] == {"hardPodAffinityWeight": 1, "ignorePreferredTermsOfExistingPods": False}
     assert args["NodeResourcesFit"] == {"type": "LeastAllocated", "shape": [],
                                         "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
     assert args["DefaultPreemption"] == {"minCandidateNodesPercentage": 10, "minCandidateNodesAbsolute": 100}

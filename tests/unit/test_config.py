@@ -25,7 +25,8 @@ from scheduler.sim import builders as b
 REPO = Path(__file__).resolve().parents[2]
 V1 = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
-DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1, "TesseraDevices": 1}
+DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1, "TesseraDevices": 1,
+                   "InterPodAffinity": 2}
 
 
 def v1(**fields: Any) -> dict[str, Any]:
@@ -237,24 +238,26 @@ def test_reenabled_score_plugin_without_weight_gets_one_and_runs_first() -> None
     # expandMultiPointPlugins: overriding entries come before the multiPoint-only ones.
     raw = profile(plugins={"score": {"enabled": [{"name": "TaintToleration"}, {"name": "TesseraFragmentation", "weight": 4}]}})
     assert weights(raw) == [("TaintToleration", 1), ("NodeAffinity", 2), ("NodeResourcesFit", 1),
-                            ("TesseraDevices", 1), ("TesseraFragmentation", 4)]
+                            ("TesseraDevices", 1), ("InterPodAffinity", 2), ("TesseraFragmentation", 4)]
 
 
 def test_score_disabled_and_enabled_moves_plugin_last() -> None:
     raw = profile(plugins={"score": {"disabled": [{"name": "NodeAffinity"}], "enabled": [{"name": "NodeAffinity", "weight": 9}]}})
-    assert weights(raw) == [("TaintToleration", 3), ("NodeResourcesFit", 1), ("TesseraDevices", 1), ("NodeAffinity", 9)]
+    assert weights(raw) == [("TaintToleration", 3), ("NodeResourcesFit", 1), ("TesseraDevices", 1), ("InterPodAffinity", 2),
+                            ("NodeAffinity", 9)]
 
 
 def test_disabled_names_may_be_anything() -> None:
     raw = profile(plugins={"score": {"disabled": [{"name": "ImageLocality"}, {"name": "TaintToleration"}]}})
-    assert weights(raw) == [("NodeAffinity", 2), ("NodeResourcesFit", 1), ("TesseraDevices", 1)]
+    assert weights(raw) == [("NodeAffinity", 2), ("NodeResourcesFit", 1), ("TesseraDevices", 1), ("InterPodAffinity", 2)]
 
 
 def test_multipoint_override_disable_and_append() -> None:
     raw = profile(plugins={"multiPoint": {
         "enabled": [{"name": "NodeResourcesFit", "weight": 5}, {"name": "TesseraFragmentation", "weight": 2}],
         "disabled": [{"name": "NodeAffinity"}]}})
-    assert weights(raw) == [("TaintToleration", 3), ("NodeResourcesFit", 5), ("TesseraDevices", 1), ("TesseraFragmentation", 2)]
+    assert weights(raw) == [("TaintToleration", 3), ("NodeResourcesFit", 5), ("TesseraDevices", 1), ("InterPodAffinity", 2),
+                            ("TesseraFragmentation", 2)]
     raw = profile(plugins={"multiPoint": {"disabled": [{"name": "*"}], "enabled": [{"name": "TesseraDevices"}]}})
     assert weights(raw) == [("TesseraDevices", 1)]
 
@@ -447,7 +450,7 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
     (v1(clientConnection={"qps": "fast"}), "clientConnection.qps", "must be a number"),
     # plugins
     (profile(plugins={"score": {"enabled": [{"name": "ImageLocality"}]}}), "profiles[0].plugins.score.enabled[0].name",
-     'Unsupported value: "ImageLocality": supported values: "TaintToleration", "NodeAffinity", "NodeResourcesFit", "TesseraDevices", "TesseraFragmentation"'),
+     'Unsupported value: "ImageLocality": supported values: "TaintToleration", "NodeAffinity", "NodeResourcesFit", "TesseraDevices", "InterPodAffinity", "TesseraFragmentation"'),
     (profile(plugins={"score": {"enabled": [{"name": "NodeName"}]}}), "profiles[0].plugins.score.enabled[0].name", "Unsupported value"),
     (profile(plugins={"multiPoint": {"enabled": [{"name": "VolumeBinding"}]}}), "profiles[0].plugins.multiPoint.enabled[0].name", "Unsupported value"),
     (profile(plugins={"filter": {"enabled": [{"name": "VolumeZone"}]}}), "profiles[0].plugins.filter.enabled[0].name", "Unsupported value"),
@@ -473,8 +476,10 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
     (profile(plugins={"score": {"enabled": [{"weight": 2}]}}), "profiles[0].plugins.score.enabled[0].name", "Required value"),
     (profile(plugins={"scores": {}}), "profiles[0].plugins.scores", "unknown field"),
     # pluginConfig
-    (profile(pluginConfig=[{"name": "InterPodAffinity", "args": {}}]), "profiles[0].pluginConfig[0].name",
-     'Unsupported value: "InterPodAffinity": supported values: "TopologyPlacement", "NodeResourcesFit", "Coscheduling", "TesseraDevices", "PodTopologySpread", "TesseraFragmentation"'),
+    (profile(pluginConfig=[{"name": "NodeAffinity", "args": {}}]), "profiles[0].pluginConfig[0].name",
+     'Unsupported value: "NodeAffinity": supported values: "TopologyPlacement", "NodeResourcesFit", "Coscheduling", "TesseraDevices", "PodTopologySpread", "InterPodAffinity", "TesseraFragmentation"'),
+    (profile(pluginConfig=[{"name": "InterPodAffinity", "args": {"hardPodAffinityWeight": 101}}]),
+     "profiles[0].pluginConfig[0].args.hardPodAffinityWeight", "Invalid value: 101: not in valid range [0, 100]"),
     (profile(pluginConfig=[{"name": "TesseraFragmentation", "args": {"maxTaskTypes": 0}}]),
      "profiles[0].pluginConfig[0].args.maxTaskTypes", "Invalid value: 0: not in valid range [1-10000]"),
     (profile(pluginConfig=[{"name": "TesseraFragmentation", "args": {"resourceName": " "}}]),
@@ -806,11 +811,11 @@ def test_an_enabled_plugins_default_args_are_validated(monkeypatch: pytest.Monke
     without them. Tessera parsed args only where an entry was written."""
     _requiring_resource_name(monkeypatch)
     gpu = {"score": {"enabled": [{"name": "TesseraGpuPacking"}]}}
-    # appended in name order: Coscheduling, DefaultPreemption, NodeResourcesFit, PodTopologySpread,
-    # TesseraDevices, TesseraGpuPacking...
-    for raw, field in ((profile(plugins=gpu), "profiles[0].pluginConfig[5].args.resourceName"),
+    # appended in name order: Coscheduling, DefaultPreemption, InterPodAffinity, NodeResourcesFit,
+    # PodTopologySpread, TesseraDevices, TesseraGpuPacking...
+    for raw, field in ((profile(plugins=gpu), "profiles[0].pluginConfig[6].args.resourceName"),
                        (profile(plugins=gpu, pluginConfig=[{"name": "TopologyPlacement", "args": {}}]),
-                        "profiles[0].pluginConfig[6].args.resourceName")):
+                        "profiles[0].pluginConfig[7].args.resourceName")):
         with pytest.raises(ConfigError) as caught:
             parse_config(raw, "cfg.yaml")
         assert (caught.value.field, caught.value.message) == (field, "Required value"), str(caught.value)

@@ -125,13 +125,13 @@ def test_a_placed_pods_relabel_is_seen_by_the_cached_counts() -> None:
     term's selector must move `touches`, or the same pending pod's next try reuses counts that
     miss it and is placed beside it (the before-stop read's repro)."""
     from scheduler.core.framework.cycle_state import PodContext
-    from scheduler.core.plugins.interpod_affinity import InterPodAffinity
+    from scheduler.core.plugins.interpod_affinity import InterPodAffinity, InterPodAffinityArgs
 
     run = Run()
     run.add(b.node("n0", gpus=8),
             b.pod("db", labels={"app": "other"}, node_name="n0", phase="Running", scheduler="default-scheduler"))
     handle = type("H", (), {"state": run.state})()
-    plugin = InterPodAffinity(handle)  # type: ignore[arg-type]
+    plugin = InterPodAffinity(handle, InterPodAffinityArgs())  # type: ignore[arg-type]
     web = _pod("web", {"app": "web"}, anti=[_term({"matchLabels": {"app": "db"}})])
     ctx = PodContext(web, (), ())
     assert plugin.filter(ctx, run.state.nodes["n0"]) is None

@@ -58,6 +58,7 @@ spec:
         podAffinityTerm:
           topologyKey: kubernetes.io/hostname
           labelSelector: {matchLabels: {app: infer}}
+          namespaceSelector: {matchLabels: {team: infer}}
   containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]
 """
 
@@ -134,18 +135,20 @@ def test_kinds_that_may_make_pods_stay_an_error() -> None:
 
 async def test_what_if_notes_preferred_terms_it_does_not_score(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """Finding 2: explain and the Event say preferred pod terms are not read; what-if said nothing."""
+    """Finding 2: explain and the Event say preferred pod terms are not read; what-if said nothing.
+    (Preferred pod terms are scored now, but for those with a namespaceSelector.)"""
     (tmp_path / "pref.yaml").write_text(PREFERRED)
     (tmp_path / "two.yaml").write_text(PREFERRED.replace("name: pref", "name: pref2"))
     _, out, _ = await _what_if(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "pref.yaml"),
                                "-f", str(tmp_path / "two.yaml"))
     # pods with the same note share one line (a workload's replicas)
-    assert ("Not read: default/pref, default/pref2: spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution: "
-            "Tessera does not score these") in out
+    assert ("Not read: default/pref, default/pref2: spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+            "[].namespaceSelector: Tessera does not score these") in out
     # the cluster's own pending pods too (no -f)
     pending = b.pod("waits", limits={"nvidia.com/gpu": 1})
     pending["spec"]["affinity"] = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 1, "podAffinityTerm": {"topologyKey": "zone", "labelSelector": {}}}]}}
+        {"weight": 1, "podAffinityTerm": {"topologyKey": "zone", "labelSelector": {},
+                                          "namespaceSelector": {"matchLabels": {"team": "a"}}}}]}}
     monkeypatch.setattr(cli, "_listing", fake_listing(_Api(), [b.node("n", gpus=8), pending]))
     args = cli.build_parser().parse_args(["what-if", "--config", BINPACK])
     await cli._what_if(args, Target(None, None, "default"))

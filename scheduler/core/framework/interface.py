@@ -59,6 +59,7 @@ class Normalize(enum.Enum):
     NONE = "none"  # already 0..100
     MAX = "max"  # helper.DefaultNormalizeScore(MaxNodeScore, false, scores)
     REVERSE = "reverse"  # helper.DefaultNormalizeScore(MaxNodeScore, true, scores)
+    MIN_MAX = "min-max"  # InterPodAffinity's NormalizeScore: min..max onto 0..100 (raw scores may be negative)
 
 
 # What a plugin without queueing hints is retried on: upstream's defaultEnqueueExtension registers

@@ -532,9 +532,15 @@ def _passing(rows: Iterable[int], check: Callable[[NodeInfo], Reasons | None],
 
 
 def normalize(raw: Ints, how: Normalize) -> Ints:
-    """helper.DefaultNormalizeScore over an array (identity for Normalize.NONE)."""
+    """helper.DefaultNormalizeScore over an array (identity for Normalize.NONE). MIN_MAX is
+    InterPodAffinity's NormalizeScore, in its float arithmetic: int64(100 * ((s - min) / (max - min))),
+    truncated, all 0 when max == min."""
     if how is Normalize.NONE:
         return raw
+    if how is Normalize.MIN_MAX:
+        if not len(raw) or (spread := int(raw.max()) - (lowest := int(raw.min()))) <= 0:
+            return np.zeros(len(raw), np.int64)
+        return (float(MAX_NODE_SCORE) * ((raw - lowest) / float(spread))).astype(np.int64)
     highest = int(raw.max()) if len(raw) else 0
     reverse = how is Normalize.REVERSE
     if highest == 0:

@@ -20,11 +20,30 @@ A node then fails, in upstream's order:
 Preemption as upstream: a node failing the affinity check is unresolvable (`unresolvable_rows`);
 one failing anti-affinity may be resolved by evicting pods there (the dry run lifts them from
 `ClusterState.placements`, which changes `touches`, so the counts are taken again without them).
-Preferred terms are not scored (the pod is told, `pod_terms`). Terms are namespaced as upstream:
+Terms are namespaced as upstream:
 the term's `namespaces`, the pod's own when it lists none, every namespace for a `{}`
 namespaceSelector; a non-empty namespaceSelector on the incoming pod is refused by
 TesseraUnhonouredTerms, on an existing pod's anti-affinity term it is taken to match every
 namespace (fail safe).
+
+The score half (scoring.go): over the pods placed (bound and assumed; not the nominated, as
+upstream scores its snapshot), each at its node's pair of the term's topology key, a topology
+score is summed (`preference_scores`):
+- +weight for each of the incoming pod's preferred affinity terms an existing pod matches,
+  -weight for each of its preferred anti-affinity terms;
+- symmetrically, +hardPodAffinityWeight for each of an existing pod's required affinity terms
+  the incoming pod matches (none when the weight is 0), +weight / -weight for each of its
+  preferred affinity / anti-affinity terms it matches.
+A pod without preferred terms of its own reads only the pods with terms (`ClusterState.affine`,
+upstream's PodsWithAffinity), and with ignorePreferredTermsOfExistingPods is not scored at all.
+A node scores the sum of its label pairs' scores (`node_score`); NormalizeScore maps the feasible
+nodes' scores min..max onto 0..100 (`Normalize.MIN_MAX`). A pod for which no term matched is not
+scored (`score_applies`, upstream's Skip). The score counts no term with a non-empty
+namespaceSelector, on either side: upstream reads the Namespaces' labels, which Tessera does not
+watch, and a guessed namespace set would steer pods by a preference meant for other namespaces;
+the filter's match-every-namespace rule is for prohibitions only, and the incoming pod is told of
+its own such terms (`pod_terms`). Its PreScore is folded into the score, as the PreFilter into the
+filter.
 """
 
 from __future__ import annotations
@@ -34,13 +53,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import ClassVar
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
+from scheduler.api.config_reader import ArgsReader, Checks, invalid
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
-from scheduler.core.framework.interface import Bools, FilterPlugin, Ints, QueueingHint, Reasons, always
+from scheduler.core.framework.interface import (Bools, FilterPlugin, Ints, Normalize, QueueingHint, Reasons,
+                                                ScorePlugin, always)
 from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.objects import Pod
-from scheduler.core.pod_terms import PodTerm
+from scheduler.core.pod_terms import PodTerm, WeightedPodTerm
 from scheduler.core.state import ClusterEvent, EventKind, NodeInfo
 
 NAME = "InterPodAffinity"
@@ -49,6 +71,28 @@ ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 EXISTING = "node(s) didn't satisfy existing pods anti-affinity rules"
 
 Pair = tuple[str, str]
+FIELDS = ("hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods")
+
+
+class InterPodAffinityArgs(BaseModel):
+    """upstream's InterPodAffinityArgs, with v1's defaults."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hard_pod_affinity_weight: int = 1
+    ignore_preferred_terms_of_existing_pods: bool = False
+
+
+def parse_args(args: ArgsReader) -> InterPodAffinityArgs:
+    """ValidateInterPodAffinityArgs: hardPodAffinityWeight within 0..100."""
+    found = Checks()
+    weight = found.read(lambda: args.get_int("hardPodAffinityWeight", 1, "int32"), None)
+    ignore = found.read(lambda: args.get_bool("ignorePreferredTermsOfExistingPods", False), False)
+    if weight is not None and not 0 <= weight <= 100:
+        found.check(lambda: invalid(args.at("hardPodAffinityWeight"), weight, "not in valid range [0, 100]"))
+    found.raise_errors()
+    assert weight is not None
+    return InterPodAffinityArgs(hard_pod_affinity_weight=weight, ignore_preferred_terms_of_existing_pods=ignore)
 
 
 def _matches_all(terms: tuple[PodTerm, ...], pod: Pod) -> bool:
@@ -133,14 +177,49 @@ def verdict(pod: Pod, counts: Counts, labels: Mapping[str, str]) -> Reasons | No
     return None
 
 
-class InterPodAffinity(FilterPlugin):
-    name = NAME
-    also_extends: ClassVar[frozenset[str]] = frozenset({"preFilter", "preScore"})  # upstream's (it does not score here)
-    preemption_helps = True  # upstream: anti-affinity is Unschedulable; affinity rows: unresolvable_rows
+def _add(into: Counter[Pair], terms: Iterable[WeightedPodTerm], target: Pod, labels: Mapping[str, str],
+         sign: int) -> None:
+    """upstream's processTerms: each term matching `target` adds sign * weight at its pair on a
+    node with `labels`; a term with a namespaceSelector Tessera cannot read counts nothing."""
+    for weighted in terms:
+        term = weighted.term
+        value = labels.get(term.topology_key)
+        if value is not None and not term.unknown_namespaces and term.matches(target.meta.namespace, target.meta.labels):
+            into[(term.topology_key, value)] += sign * weighted.weight
 
-    def __init__(self, handle: Handle) -> None:
+
+def preference_scores(pod: Pod, existing: Iterable[tuple[Pod, Mapping[str, str]]], hard_weight: int) -> Counter[Pair]:
+    """upstream's PreScore topologyScore over `existing` (each pod with its node's labels): see
+    the module's docstring."""
+    scores: Counter[Pair] = Counter()
+    for other, labels in existing:
+        if other.uid == pod.uid or not labels:
+            continue
+        _add(scores, pod.preferred_affinity, other, labels, 1)
+        _add(scores, pod.preferred_anti_affinity, other, labels, -1)
+        if hard_weight > 0:
+            _add(scores, (WeightedPodTerm(hard_weight, term) for term in other.affinity), pod, labels, 1)
+        _add(scores, other.preferred_affinity, pod, labels, 1)
+        _add(scores, other.preferred_anti_affinity, pod, labels, -1)
+    return scores
+
+
+def node_score(scores: Mapping[Pair, int], labels: Mapping[str, str]) -> int:
+    """upstream's Score: the sum of the scores of the node's label pairs."""
+    return sum(scores.get(pair, 0) for pair in labels.items()) if scores else 0
+
+
+class InterPodAffinity(FilterPlugin, ScorePlugin):
+    name = NAME
+    also_extends: ClassVar[frozenset[str]] = frozenset({"preFilter", "preScore"})  # folded into filter and score
+    preemption_helps = True  # upstream: anti-affinity is Unschedulable; affinity rows: unresolvable_rows
+    normalize = Normalize.MIN_MAX
+
+    def __init__(self, handle: Handle, args: InterPodAffinityArgs) -> None:
         self.handle = handle
+        self.args = args
         self._cached: tuple[Pod, int, Counts] | None = None
+        self._scored: tuple[Pod, int, Counter[Pair]] | None = None
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         # upstream's EventsToRegister: assigned Pod Add/UpdatePodLabel/Delete, Node Add/UpdateNodeLabel.
@@ -218,3 +297,37 @@ class InterPodAffinity(FilterPlugin):
         node = info.node
         assert node is not None
         return verdict(ctx.pod, self.counts(ctx), node.meta.labels)
+
+    def score_applies(self, ctx: PodContext) -> bool:
+        return bool(self.scores(ctx))
+
+    def score(self, ctx: PodContext, info: NodeInfo) -> int:
+        return node_score(self.scores(ctx), info.labels)
+
+    def scores(self, ctx: PodContext) -> Counter[Pair]:
+        """The pod's topology scores, kept while neither it nor any node changes (`touches`)."""
+        state = self.handle.state
+        cached = self._scored
+        if cached is not None and cached[0] is ctx.pod and cached[1] == state.touches:
+            return cached[2]
+        pod = ctx.pod
+        own = bool(pod.preferred_affinity or pod.preferred_anti_affinity)
+        found: Counter[Pair] = Counter()
+        if own or not self.args.ignore_preferred_terms_of_existing_pods:
+            found = preference_scores(pod, self._placed(own), self.args.hard_pod_affinity_weight)
+        self._scored = (pod, state.touches, found)
+        return found
+
+    def _placed(self, every: bool) -> Iterator[tuple[Pod, Mapping[str, str]]]:
+        """The placed pods with their nodes' labels: `every` one, else those with terms."""
+        state = self.handle.state
+        if every:
+            for info in state.nodes.values():
+                for uid in info.pods:
+                    if (other := state.pods.get(uid)) is not None:
+                        yield other, info.labels
+            return
+        for uid in state.affine:
+            node = state.node_of(uid)
+            if node is not None and (other := state.pods.get(uid)) is not None:
+                yield other, self._labels(node)

@@ -53,6 +53,7 @@ from scheduler.core.plugins.taints import TaintToleration
 from scheduler.core.plugins.topology import TopologyPlacement
 from scheduler.core.plugins.topology import args as topology_args
 from scheduler.core.plugins.unhonoured_terms import TesseraUnhonouredTerms
+from scheduler.core.plugins import interpod_affinity
 from scheduler.core.plugins.interpod_affinity import InterPodAffinity
 from scheduler.core.plugins import pod_topology_spread
 from scheduler.core.plugins.pod_topology_spread import PodTopologySpread
@@ -159,7 +160,8 @@ REGISTRY: tuple[PluginSpec, ...] = (
     PluginSpec(PodTopologySpread, lambda handle, args: PodTopologySpread(handle),
                args=ArgsSpec(pod_topology_spread.PodTopologySpreadArgs, pod_topology_spread.parse_args,
                              pod_topology_spread.FIELDS)),
-    PluginSpec(InterPodAffinity, _no_args(InterPodAffinity)),
+    PluginSpec(InterPodAffinity, _with(InterPodAffinity, interpod_affinity.InterPodAffinityArgs), 2,
+               ArgsSpec(interpod_affinity.InterPodAffinityArgs, interpod_affinity.parse_args, interpod_affinity.FIELDS)),
     PluginSpec(TesseraFragmentation, _with(TesseraFragmentation, fragmentation_args.FragmentationArgs),
                args=ArgsSpec(fragmentation_args.FragmentationArgs, fragmentation_args.parse_args,
                              fragmentation_args.FIELDS)),

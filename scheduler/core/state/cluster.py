@@ -109,6 +109,9 @@ class ClusterState:
         self.nominated: set[str] = set()
         # pods with a required pod anti-affinity term (InterPodAffinity's symmetry check reads them)
         self.anti_affine: set[str] = set()
+        # pods with any pod (anti-)affinity term (upstream's PodsWithAffinity: InterPodAffinity's
+        # score reads their terms for a pod without preferred terms of its own)
+        self.affine: set[str] = set()
         self.touches = 0  # node changes (a placement, a label) so far: what per-cycle caches key on
         # victim uid -> the preemptors waiting for its room ("": finishing a gang), until gone: a
         # victim already leaving can be a later preemptor's too, and if it stays, each lets go
@@ -500,6 +503,10 @@ class ClusterState:
             self.anti_affine.add(uid)
         else:
             self.anti_affine.discard(uid)
+        if pod.affinity or pod.anti_affinity or pod.preferred_affinity or pod.preferred_anti_affinity:
+            self.affine.add(uid)
+        else:
+            self.affine.discard(uid)
         if pod.nominated_node:
             self.nominated.add(uid)
         mark = pod.preemption_mark
@@ -643,6 +650,7 @@ class ClusterState:
         self.held_assignments.pop(uid, None)
         self.nominated.discard(uid)
         self.anti_affine.discard(uid)
+        self.affine.discard(uid)
         self.ledger.found.discard(uid)
         if self.release_hold(uid) is not None:
             events.append(ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=""))

@@ -1,0 +1,81 @@
+"""Preferred pod affinity and anti-affinity score nodes as kube-scheduler v1.36's InterPodAffinity
+(interpodaffinity/scoring.go), through the pure core.
+
+Before, preferred pod terms were only told (IgnoredPreferredTerms) and changed nothing: a web pod
+preferring its database's zone landed wherever the other scores put it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.api.config_parse import parse_config
+from scheduler.core.pod_terms import IGNORED_PREFERRED_TERMS
+from scheduler.kubectl import explain as explaining
+from scheduler.sim import builders as b
+from tests.helpers import BINPACK, Run, config
+
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+PREF = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _weighted(app: str, weight: int = 50, key: str = ZONE) -> dict[str, Any]:
+    return {"weight": weight, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}}
+
+
+def _cluster() -> list[dict[str, Any]]:
+    """Two empty, equal nodes in zones a and b, and a full one in b running the database."""
+    return [b.node("a0", gpus=8, labels={ZONE: "a"}), b.node("b0", gpus=8, labels={ZONE: "b"}),
+            b.node("b9", gpus=8, labels={ZONE: "b"}),
+            b.pod("db", labels={"app": "db"}, node_name="b9", phase="Running", limits={"nvidia.com/gpu": 8})]
+
+
+def _web(name: str, **affinity: Any) -> dict[str, Any]:
+    return b.pod(name, labels={"app": "web"}, limits={"nvidia.com/gpu": 1},
+                 spec_extra={"affinity": affinity} if affinity else None)
+
+
+def test_preferred_affinity_and_anti_affinity_split_two_equal_nodes() -> None:
+    run = Run()
+    run.add(*_cluster(), _web("near", podAffinity={PREF: [_weighted("db")]}))
+    assert run.node_of("near") == "b0"
+    run = Run()
+    run.add(*_cluster(), _web("far", podAntiAffinity={PREF: [_weighted("db")]}))
+    assert run.node_of("far") == "a0"
+    assert not [n for n in run.notices() if n.startswith(IGNORED_PREFERRED_TERMS)]  # scored, not told
+
+
+def test_an_existing_pods_preferred_anti_affinity_repels_a_plain_pod() -> None:
+    run = Run()
+    shy = b.pod("shy", labels={"app": "shy"}, node_name="b9", phase="Running", limits={"nvidia.com/gpu": 8},
+                spec_extra={"affinity": {"podAntiAffinity": {PREF: [_weighted("web")]}}})
+    run.add(*_cluster()[:3], shy, _web("plain"))
+    assert run.node_of("plain") == "a0"
+
+
+def test_ignore_preferred_terms_of_existing_pods() -> None:
+    raw = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "profiles": [{"schedulerName": "tessera", "pluginConfig": [
+               {"name": "InterPodAffinity", "args": {"ignorePreferredTermsOfExistingPods": True}}]}]}
+    shy = b.pod("shy", labels={"app": "shy"}, node_name="b9", phase="Running", limits={"nvidia.com/gpu": 8},
+                spec_extra={"affinity": {"podAntiAffinity": {PREF: [_weighted("web", 100)]}}})
+    for cfg, plain in ((None, "a0"), (parse_config(raw, "t.yaml"), "b0")):
+        run = Run(cfg)
+        run.add(*_cluster()[:3], shy, _web("plain"))
+        # the existing pod's preference keeps it out of zone b unless ignored (the tie-break takes b0)
+        assert run.node_of("plain") == plain
+    # a pod with preferred terms of its own still counts the existing pods' preferences
+    run = Run(parse_config(raw, "t.yaml"))
+    run.add(*_cluster()[:3], shy, _web("own", podAffinity={PREF: [_weighted("nothing")]}))
+    assert run.node_of("own") == "a0"
+
+
+def test_explain_shows_the_score_and_no_longer_says_not_read() -> None:
+    result = explaining.explain([*_cluster(), _web("near", podAffinity={PREF: [_weighted("db")]})], "default/near",
+                                config(BINPACK), [], 0.0)
+    assert result is not None
+    text = explaining.render(result, 0.0)
+    fits = [line.split() for line in text.splitlines() if "fits, score" in line]
+    assert [(line[0], line[-1]) for line in fits] == [("b0", "512"), ("a0", "312")]  # + 2 x 100 in zone b
+    assert not [line for line in text.splitlines() if line.startswith("Not read:")]

@@ -1,0 +1,150 @@
+"""InterPodAffinity's score, as kube-scheduler v1.36's (pkg/scheduler/framework/plugins/
+interpodaffinity/scoring.go): PreScore's topology scores, Score's per-node sum, NormalizeScore's
+min-max, InterPodAffinityArgs and their validation (validation_pluginargs.go)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from scheduler.api.config_parse import parse_config
+from scheduler.api.config import ConfigError
+from scheduler.core.framework.interface import Normalize
+from scheduler.core.framework.runtime import normalize
+from scheduler.core.objects import Pod, parse_pod
+from scheduler.core.plugins.interpod_affinity import InterPodAffinityArgs, node_score, preference_scores
+from scheduler.core.plugins.registry import args_of
+from scheduler.core.pod_terms import pod_terms, preferred_note
+from scheduler.sim import builders as b
+
+HOST = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+REQ = "requiredDuringSchedulingIgnoredDuringExecution"
+PREF = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _term(app: str, key: str = ZONE, **extra: Any) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key, **extra}
+
+
+def _weighted(weight: int, app: str, key: str = ZONE, **extra: Any) -> dict[str, Any]:
+    return {"weight": weight, "podAffinityTerm": _term(app, key, **extra)}
+
+
+def _pod(name: str, app: str, *, namespace: str = "default", **kinds: dict[str, list[dict[str, Any]]]) -> Pod:
+    """kinds: podAffinity / podAntiAffinity -> {required or preferred: terms}."""
+    return parse_pod(b.pod(name, namespace=namespace, labels={"app": app},
+                           spec_extra={"affinity": kinds} if kinds else None))
+
+
+def _scores(pod: Pod, existing: list[tuple[Pod, dict[str, str]]], hard: int = 1) -> dict[tuple[str, str], int]:
+    return dict(preference_scores(pod, existing, hard))
+
+
+A = {ZONE: "a", HOST: "a0"}
+B = {ZONE: "b", HOST: "b0"}
+
+
+def test_the_incoming_pods_preferred_terms_add_and_subtract_their_weight_at_the_matching_pods_pair() -> None:
+    pod = _pod("web", "web", podAffinity={PREF: [_weighted(7, "db")]},
+               podAntiAffinity={PREF: [_weighted(3, "noisy", HOST), _weighted(2, "db")]})
+    db, noisy, other = _pod("db", "db"), _pod("noisy", "noisy"), _pod("x", "x")
+    got = _scores(pod, [(db, A), (noisy, B), (other, B), (_pod("db2", "db"), A)])
+    assert got == {(ZONE, "a"): 2 * (7 - 2), (HOST, "b0"): -3}
+    assert node_score(got, {ZONE: "a", HOST: "a1"}) == 10
+    assert node_score(got, B) == -3
+    assert node_score(got, {HOST: "b0"}) == -3  # a node lacking a key sums the pairs it has
+    assert node_score(got, {}) == 0
+
+
+def test_existing_pods_terms_score_the_incoming_pod_symmetrically() -> None:
+    pod = _pod("web", "web")  # no terms of its own
+    likes = _pod("likes", "x", podAffinity={PREF: [_weighted(5, "web")]})
+    shuns = _pod("shuns", "y", podAntiAffinity={PREF: [_weighted(4, "web", HOST)]})
+    needs = _pod("needs", "z", podAffinity={REQ: [_term("web")]})
+    ignores = _pod("ignores", "z", podAffinity={PREF: [_weighted(9, "other")]})
+    existing = [(likes, A), (shuns, B), (needs, B), (ignores, A)]
+    assert _scores(pod, existing) == {(ZONE, "a"): 5, (HOST, "b0"): -4, (ZONE, "b"): 1}
+    assert _scores(pod, existing, hard=10) == {(ZONE, "a"): 5, (HOST, "b0"): -4, (ZONE, "b"): 10}
+    assert _scores(pod, existing, hard=0) == {(ZONE, "a"): 5, (HOST, "b0"): -4}  # upstream: weight > 0 only
+    # the incoming pod's own required terms never score (the filter has them)
+    assert _scores(_pod("web", "web", podAffinity={REQ: [_term("x")]}), [(likes, A)]) == {(ZONE, "a"): 5}
+
+
+def test_the_pod_itself_and_nodes_without_the_key_count_nothing() -> None:
+    pod = _pod("web", "web", podAffinity={PREF: [_weighted(5, "web")]})
+    assert _scores(pod, [(pod, A)]) == {}
+    assert _scores(pod, [(_pod("web-1", "web"), {HOST: "bare"})]) == {}
+    assert _scores(pod, [(_pod("web-1", "web"), {})]) == {}
+
+
+def test_namespaces_as_upstream_and_a_namespace_selector_is_not_scored() -> None:
+    mine = _pod("web", "web", podAffinity={PREF: [_weighted(5, "db")]})
+    theirs = _pod("db", "db", namespace="data")
+    assert _scores(mine, [(theirs, A)]) == {}  # the pod's own namespace when the term lists none
+    listed = _pod("web", "web", podAffinity={PREF: [_weighted(5, "db", namespaces=["data"])]})
+    assert _scores(listed, [(theirs, A)]) == {(ZONE, "a"): 5}
+    every = _pod("web", "web", podAffinity={PREF: [_weighted(5, "db", namespaceSelector={})]})
+    assert _scores(every, [(theirs, A)]) == {(ZONE, "a"): 5}
+    # a non-empty namespaceSelector: Tessera watches no Namespaces, the term scores nothing on
+    # either side (a guessed preference would steer pods by namespaces it cannot see)
+    selector = {"matchLabels": {"team": "data"}}
+    unknown = _pod("web", "web", podAffinity={PREF: [_weighted(5, "db", namespaceSelector=selector)]})
+    assert _scores(unknown, [(theirs, A)]) == {}
+    existing = _pod("db", "db", namespace="data", podAffinity={PREF: [_weighted(5, "web", namespaceSelector=selector)],
+                                                               REQ: [_term("web", namespaceSelector=selector)]})
+    assert _scores(_pod("web", "web"), [(existing, A)]) == {}
+    existing_own = _pod("db", "db", namespace="data", podAntiAffinity={PREF: [_weighted(5, "web")]})
+    assert _scores(_pod("web", "web"), [(existing_own, A)]) == {}  # its own namespace, not web's
+
+
+def test_normalize_is_upstreams_min_max_in_float() -> None:
+    def norm(*raw: int) -> list[int]:
+        return [int(v) for v in normalize(np.array(raw, np.int64), Normalize.MIN_MAX).tolist()]
+
+    assert norm(-3, 0, 5) == [0, 37, 100]
+    assert norm(4, 4) == [0, 0] and norm(0) == [0] and norm(-2, -2, -2) == [0, 0, 0]
+    assert norm(-10, -5) == [0, 100]
+    # float64(100) * (29 / 100) is 28.999999999999996: upstream's int64() truncates it to 28
+    assert norm(0, 29, 100) == [0, 28, 100]
+    assert norm() == []
+
+
+def _config(args: dict[str, Any] | None = None, **plugins: Any) -> Any:
+    profile: dict[str, Any] = {"schedulerName": "tessera", **({"plugins": plugins} if plugins else {})}
+    if args is not None:
+        profile["pluginConfig"] = [{"name": "InterPodAffinity", "args": args}]
+    return parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                         "profiles": [profile]}, "t.yaml")
+
+
+def test_args_default_and_validate_as_upstream() -> None:
+    profile = _config().profiles[0]
+    assert profile.score_weights["InterPodAffinity"] == 2  # v1's default profile
+    assert args_of(profile, InterPodAffinityArgs) == InterPodAffinityArgs(
+        hard_pod_affinity_weight=1, ignore_preferred_terms_of_existing_pods=False)
+    assert _config({"hardPodAffinityWeight": 0, "ignorePreferredTermsOfExistingPods": True}).profiles[0] \
+        .plugin_args["InterPodAffinity"] == InterPodAffinityArgs(hard_pod_affinity_weight=0,
+                                                                 ignore_preferred_terms_of_existing_pods=True)
+    for bad in (101, -1):
+        with pytest.raises(ConfigError) as raised:
+            _config({"hardPodAffinityWeight": bad})
+        assert str(raised.value) == (f"t.yaml: profiles[0].pluginConfig[0].args.hardPodAffinityWeight: Invalid value: {bad}: "
+                                     "not in valid range [0, 100]")
+    weighted = _config(score={"enabled": [{"name": "InterPodAffinity", "weight": 5}]}).profiles[0]
+    assert weighted.score_weights["InterPodAffinity"] == 5
+
+
+def test_preferred_pod_terms_are_no_longer_told_but_a_namespace_selector_is() -> None:
+    spec = {"affinity": {"podAffinity": {PREF: [_weighted(5, "db")]},
+                         "podAntiAffinity": {PREF: [_weighted(5, "db")]}}}
+    assert pod_terms(spec) == ((), ())
+    selector = {"matchLabels": {"team": "data"}}
+    spec = {"affinity": {"podAntiAffinity": {PREF: [_weighted(5, "db"),
+                                                    _weighted(5, "db", namespaceSelector=selector)]}}}
+    field = f"spec.affinity.podAntiAffinity.{PREF}[].namespaceSelector"
+    assert pod_terms(spec) == ((), (field,))
+    note = preferred_note((field,))
+    assert note.startswith(f"{field}: Tessera does not score these") and "`namespaces`" in note
