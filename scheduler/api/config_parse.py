@@ -136,8 +136,8 @@ SUPPORTED_API_VERSIONS = (V1_API_VERSION, LEGACY_API_VERSION)
 # version ...`): the Kubernetes release that removed each, and what changes when the file says v1.
 _REMOVED_API_VERSIONS = {
     f"{_GROUP}/v1beta3": ("1.29", ""),
-    f"{_GROUP}/v1beta2": ("1.28", " (its default score weights are TaintToleration 3 and NodeAffinity 2; "
-                                  "v1beta2's were 1 and 1)"),
+    f"{_GROUP}/v1beta2": ("1.28", " (its default score weights are TaintToleration 3, NodeAffinity 2 and "
+                                  "InterPodAffinity 2; v1beta2's were 1, 1 and 1)"),
 }
 KIND = "KubeSchedulerConfiguration"
 

@@ -8,7 +8,8 @@ one node, a JobSet's exclusive placement (alpha.jobset.sigs.k8s.io/exclusive-top
 whose webhook injects required pod affinity and anti-affinity) across slices. So the PreFilter
 refuses such a pod (`pod_terms.refusal`, naming the fields and what to do): it stays pending,
 UnschedulableAndUnresolvable, and preemption evicts nothing for it. Preferred terms are not its
-business (told once by `ClusterState`, see `pod_terms`).
+business (InterPodAffinity scores them; those it does not are told once by `ClusterState`, see
+`pod_terms`).
 
 A profile may disable it (`plugins.preFilter.disabled`, `plugins.filter.disabled` or
 `plugins.multiPoint.disabled`, by name):
