@@ -3,7 +3,7 @@ GPU replicas of one app with `podAntiAffinity` by `kubernetes.io/hostname` on tw
 to different nodes, and a third stays Pending with upstream's FailedScheduling message. Before,
 TesseraUnhonouredTerms refused all three and told them to use default-scheduler, which a GPU pod
 cannot. The pods are created as a Deployment's ReplicaSet creates them (the shared control plane
-runs no workload controllers)."""
+runs no workload controllers). Preferred terms are scored (InterPodAffinity's score): the last test."""
 
 from __future__ import annotations
 
@@ -93,3 +93,38 @@ async def test_a_pod_pending_on_affinity_is_bound_soon_after_default_scheduler_b
         return (await bound_nodes(kubectl, namespace)).get("web") or None
 
     assert await eventually(web_bound, timeout=12.0) == "ipa-req-1"
+
+
+async def test_preferred_affinity_lands_in_the_zone_of_its_peer_and_anti_affinity_away(
+        tessera: Any, kubectl: Kube, namespace: str) -> None:
+    """Preferred pod terms are scored (InterPodAffinity's score, upstream's scoring.go): `near`
+    prefers the zone of a default-scheduler pod app=db bound in zone b, `far` prefers any other.
+    Three equal empty nodes; binpack alone would put `far` beside `near`. Before, both preferences
+    were only told (IgnoredPreferredTerms) and changed nothing."""
+    await tessera("config/binpack.yaml")
+    zone = "topology.kubernetes.io/zone"
+    for name, value in (("ipa-pref-a0", "a"), ("ipa-pref-b0", "b"), ("ipa-pref-b9", "b")):
+        node = b.node(name, gpus=8, labels={zone: value})
+        await kubectl.create(NODES, node)
+        await kubectl.call("PATCH", f"{NODES}/{name}/status", {"status": node["status"]},
+                           content_type="application/merge-patch+json")
+    await kubectl.create_pod(namespace, b.pod("db", namespace, labels={"app": "db"}, scheduler="default-scheduler"))
+    await kubectl.call("POST", f"/api/v1/namespaces/{namespace}/pods/db/binding",
+                       {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "db"},
+                        "target": {"apiVersion": "v1", "kind": "Node", "name": "ipa-pref-b9"}})
+    await eventually(lambda: _bound(kubectl, namespace, "db"))
+    preferred = [{"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "db"}},
+                                                     "topologyKey": zone}}]
+    await kubectl.create_pod(namespace, b.pod(
+        "near", namespace, labels={"app": "web"}, limits={"nvidia.com/gpu": 1},
+        spec_extra={"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}}))
+    assert await eventually(lambda: _bound(kubectl, namespace, "near")) in {"ipa-pref-b0", "ipa-pref-b9"}
+    await kubectl.create_pod(namespace, b.pod(
+        "far", namespace, labels={"app": "web"}, limits={"nvidia.com/gpu": 1},
+        spec_extra={"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}}))
+    assert await eventually(lambda: _bound(kubectl, namespace, "far")) == "ipa-pref-a0"
+    assert await _events(kubectl, namespace, "near", "IgnoredPreferredTerms") == []
+
+
+async def _bound(kubectl: Kube, namespace: str, pod: str) -> str | None:
+    return (await bound_nodes(kubectl, namespace)).get(pod) or None

@@ -1,8 +1,8 @@
 """Pod terms Tessera does not read, on the real apiserver: a pod with a required pod anti-affinity
 term Tessera cannot honour (a namespaceSelector: Tessera watches no Namespaces) stays Pending with a
 FailedScheduling Event naming the field and, for a GPU pod, advice that works (not
-default-scheduler), and a pod with preferred anti-affinity is bound with one Warning saying the
-preference is not read. Required terms Tessera honours: test_interpod_affinity_live.py."""
+default-scheduler), and a pod with a preferred anti-affinity term Tessera does not score (a
+namespaceSelector) is bound with one Warning saying the preference is not read. Required terms Tessera honours: test_interpod_affinity_live.py."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ async def test_required_anti_affinity_pends_and_preferred_is_told_once(tessera: 
     await kubectl.create_pod(namespace, b.pod(
         "soft", namespace, labels={"app": "infer"}, limits={"nvidia.com/gpu": 1},
         spec_extra={"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-            {"weight": 100, "podAffinityTerm": TERM}]}}}))
+            {"weight": 100, "podAffinityTerm": NS_TERM}]}}}))
 
     failed = await eventually(lambda: _events(kubectl, namespace, "infer-0", "FailedScheduling"))
     note = failed[-1]["note"]
@@ -46,7 +46,8 @@ async def test_required_anti_affinity_pends_and_preferred_is_told_once(tessera: 
     assert note.endswith("preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
     [told] = await eventually(lambda: _events(kubectl, namespace, "soft", IGNORED_PREFERRED_TERMS))
     assert told["type"] == "Warning"
-    assert "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution" in told["note"]
+    assert "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[].namespaceSelector" \
+        in told["note"]
 
     async def soft_bound() -> dict[str, str] | None:
         nodes = await bound_nodes(kubectl, namespace)
