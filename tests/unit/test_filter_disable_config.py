@@ -51,7 +51,7 @@ def test_each_default_filter_may_be_disabled_by_name(point: str, name: str) -> N
     assert set(filters) == {s.name for s in REGISTRY if s.name in (*DISABLEABLE, *KEPT)} - {name, "Coscheduling"}
     # filter.disabled leaves the plugin's PreFilter and score; multiPoint takes every point
     assert ("NodeAffinity" in pre_filters) == (point == "filter" or name != "NodeAffinity")
-    if name in ("TaintToleration", "NodeAffinity"):
+    if name in ("TaintToleration", "NodeAffinity", "InterPodAffinity"):
         assert (name in scored) == (point == "filter")
 
 

@@ -206,7 +206,7 @@ def preference_scores(pod: Pod, existing: Iterable[tuple[Pod, Mapping[str, str]]
 
 def node_score(scores: Mapping[Pair, int], labels: Mapping[str, str]) -> int:
     """upstream's Score: the sum of the scores of the node's label pairs."""
-    return sum(scores.get(pair, 0) for pair in labels.items()) if scores else 0
+    return sum(scores.get(pair, 0) for pair in labels.items())
 
 
 class InterPodAffinity(FilterPlugin, ScorePlugin):
@@ -299,6 +299,7 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         return verdict(ctx.pod, self.counts(ctx), node.meta.labels)
 
     def score_applies(self, ctx: PodContext) -> bool:
+        """upstream's PreScore Skip: no term matched a pod anywhere (every node would score 0)."""
         return bool(self.scores(ctx))
 
     def score(self, ctx: PodContext, info: NodeInfo) -> int:
