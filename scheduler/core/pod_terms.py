@@ -170,7 +170,8 @@ def required_pod_terms(spec: object, namespace: str) -> tuple[tuple[PodTerm, ...
     return affinity, anti
 
 
-def preferred_pod_terms(spec: object, namespace: str) -> tuple[tuple[WeightedPodTerm, ...], tuple[WeightedPodTerm, ...]]:
+def preferred_pod_terms(spec: object,
+                        namespace: str) -> tuple[tuple[WeightedPodTerm, ...], tuple[WeightedPodTerm, ...]]:
     """The pod's preferred (affinity, anti-affinity) terms with their weights (the apiserver
     allows 1..100; an entry without an integer weight or a term object counts as no term)."""
     out: list[tuple[WeightedPodTerm, ...]] = []

@@ -139,7 +139,7 @@ class Explanation:
     # refuses it only because of the room kept for pods nominated there ahead of it (`_room_kept`)
     room_kept: tuple[str, ...] = ()
     events_unread: str = ""  # why the pod's Events cannot be read ("" when they were)
-    # other schedulers' keys and preferred pod terms a pod of Tessera's carries, which it does not
+    # other schedulers' keys and preferred terms a pod of Tessera's carries, which it does not
     # read (`not_read.not_read`)
     ignored: str = ""
     # its claims, which Tessera does not check (`not_read.volume_note`): "" when it has none or is not Tessera's

@@ -1,6 +1,6 @@
 """What a pod of Tessera's carries that Tessera does not read, as `explain` and `what-if` say it.
 
-One home for both commands: other schedulers' keys and preferred pod terms (the core's own notes,
+One home for both commands: other schedulers' keys and the preferred terms it does not score (the core's own notes,
 `foreign.ignored_note` and `pod_terms.preferred_note`, which the Warning Events say too), and the
 pod's claims (`volume_note`), which the core does not parse at all.
 

@@ -52,7 +52,7 @@ class Outcome:
 @dataclass(frozen=True, slots=True)
 class PodNote:
     """What a listed pod carries that the replay (and Tessera) does not read: other schedulers'
-    keys, preferred pod terms, claims (`not_read`), as `explain` says under Not read: and Volumes:."""
+    keys, preferred terms not scored, claims (`not_read`), as `explain` says under Not read: and Volumes:."""
     pod: str
     note: str
 

@@ -184,7 +184,8 @@ def _add(into: Counter[Pair], terms: Iterable[WeightedPodTerm], target: Pod, lab
     for weighted in terms:
         term = weighted.term
         value = labels.get(term.topology_key)
-        if value is not None and not term.unknown_namespaces and term.matches(target.meta.namespace, target.meta.labels):
+        if value is not None and not term.unknown_namespaces \
+                and term.matches(target.meta.namespace, target.meta.labels):
             into[(term.topology_key, value)] += sign * weighted.weight
 
 

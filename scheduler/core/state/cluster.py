@@ -522,7 +522,7 @@ class ClusterState:
             notices.append(Notice("Pod", pod.key, "InvalidObject", f"Pod {pod.key}: {pod.label_error}",
                                   pod.meta.namespace, uid))
         # what a pending pod of Tessera's carries that Tessera does not read (other schedulers'
-        # keys, preferred pod terms): told once per pod (again when the set changes), not per attempt
+        # keys, preferred terms it does not score): told once per pod (again when the set changes), not per attempt
         for reason, unread, before, message in (
                 (IGNORED_SCHEDULER_KEY, pod.ignored, old and old.ignored, ignored_message),
                 (IGNORED_PREFERRED_TERMS, pod.unread, old and old.unread, preferred_message)):
