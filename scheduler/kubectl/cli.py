@@ -34,6 +34,7 @@ from scheduler.kubectl import explain_group as explaining_group
 from scheduler.kubectl import probe_pods, rollback, whatif
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE, DRY_RUN_FALLBACK, ChosenConfig, installed_config
 from scheduler.kubectl.leadership import UNKNOWN, Leadership, leadership
+from scheduler.kubectl.other_profile import pending_left_out
 from scheduler.kubectl.output import FORMATS, dump
 from scheduler.kubectl.reference import (BadReference, Reference, chosen_note, not_found, not_found_hint,
                                          podgroup_resource, read_as_namespace, reference, workload_pods)
@@ -246,6 +247,10 @@ async def _nodes(args: argparse.Namespace, target: Target) -> int:
     finally:
         await http.api.close()
     _warn(listing)
+    left_out = pending_left_out(listing.objects, chosen.config.scheduler_names, chosen.config.source,
+                                args.scheduler_namespace)
+    if left_out:
+        print(f"warning: {left_out}", file=sys.stderr)
     view = nodes_view(chosen.config, listing.objects, time.time(), listing.unread)
     _print(as_dict(view), lambda: render_nodes(view, wide=args.output == "wide"), args.output)
     return 0
@@ -309,7 +314,8 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
         now = time.time()
         result = explaining.explain(listing.objects, f"{namespace}/{name}", chosen.config,
                                     events if isinstance(events, list) else [], now, listing.unread,
-                                    events_unread=events if isinstance(events, str) else "")
+                                    events_unread=events if isinstance(events, str) else "",
+                                    scheduler_namespace=args.scheduler_namespace)
         if result is not None and result.dry_run is not None:  # it waits for Tessera: does a replica lead?
             result = explaining.with_leader(result, await _leader(http, chosen.lease, args), _lease_source(args, chosen))
         exists = result is not None or not read_as_namespace(args.pod) \
@@ -339,7 +345,7 @@ async def _explain_group(args: argparse.Namespace, target: Target, ref: Referenc
             raise CommandError(_podgroup_missing(ref, listing))
         now = time.time()
         result = explaining_group.explain_group(listing.objects, ref.namespace, ref.name, found[0], chosen.config,
-                                                now, listing.unread)
+                                                now, listing.unread, args.scheduler_namespace)
         assert result is not None
         if result.member is not None and result.member.dry_run is not None:  # it waits for Tessera: who leads?
             member = explaining.with_leader(result.member, await _leader(http, chosen.lease, args),
@@ -392,10 +398,12 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
                                    "what creating them would do, and the apiserver would refuse a name in use: "
                                    "delete the existing object or give the file's objects other names")
             result = whatif.what_if([*listing.objects, *probes], chosen.config, now,
-                                    only=probe_pods.probe_keys(probes), from_file=from_file, unread=listing.unread)
+                                    only=probe_pods.probe_keys(probes), from_file=from_file, unread=listing.unread,
+                                    scheduler_namespace=args.scheduler_namespace)
         else:
             namespace = None if args.all_namespaces or args.namespace is None else target.namespace
-            result = whatif.what_if(listing.objects, chosen.config, now, namespace, unread=listing.unread)
+            result = whatif.what_if(listing.objects, chosen.config, now, namespace, unread=listing.unread,
+                                    scheduler_namespace=args.scheduler_namespace)
         if result.outcomes:  # pods wait: does a replica schedule them now? The running scheduler's Lease says
             installed = chosen if args.config is None else await _installed_config(
                 args, http, "the Leader line reads the built-in configuration's Lease")

@@ -32,8 +32,10 @@ from scheduler.first_few import first_few
 from scheduler.kube.fence import FENCE_REFUSED
 from scheduler.kube.snapshot import Unread, last_seen, seen_at
 from scheduler.kube.term_token import parse_term_token
+from scheduler.kubectl.installed import DEFAULT_NAMESPACE
 from scheduler.kubectl.leadership import UNKNOWN, Leadership
 from scheduler.kubectl.not_read import not_read, volume_note
+from scheduler.kubectl.other_profile import configuration, evidence, hint, replicas
 from scheduler.kubectl.unread import (Offered, cannot_tell, extended_requests, offered, podgroup_unread,
                                       podgroup_unread_message)
 from scheduler.sim.snapshot import is_bound, load
@@ -144,25 +146,31 @@ class Explanation:
     ignored: str = ""
     # its claims, which Tessera does not check (`not_read.volume_note`): "" when it has none or is not Tessera's
     volumes: str = ""
+    # what shows it is Tessera's under a profile the configuration does not have (`other_profile`), or ""
+    other_profile: str = ""
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
             events: Sequence[Mapping[str, Any]], now: float,
-            unread: Mapping[str, Unread] | None = None, events_unread: str = "") -> Explanation | None:
+            unread: Mapping[str, Unread] | None = None, events_unread: str = "",
+            scheduler_namespace: str = DEFAULT_NAMESPACE) -> Explanation | None:
     """The explanation of pod `key` (namespace/name) in the listed cluster; None if it is not there.
     `unread`: the kinds the listing could not read (`ClusterListing.unread`): a dry run that
-    depends on one gives no verdict, and says why."""
+    depends on one gives no verdict, and says why. `scheduler_namespace`: where the installed
+    ConfigMap is looked for, named when the pod's profile is not in `config`."""
     raw = next((obj for obj in objects if obj.get("kind") == "Pod" and _key(obj) == key), None)
     if raw is None:
         return None
     core = Scheduler(config)
     notices = load(core, objects, now)
-    return explain_loaded(core, notices, objects, raw, config, events, now, unread, events_unread)
+    return explain_loaded(core, notices, objects, raw, config, events, now, unread, events_unread,
+                          scheduler_namespace)
 
 
 def explain_loaded(core: Scheduler, notices: Sequence[Notice], objects: Sequence[dict[str, Any]],
                    raw: Mapping[str, Any], config: SchedulerConfig, events: Sequence[Mapping[str, Any]], now: float,
-                   unread: Mapping[str, Unread] | None = None, events_unread: str = "") -> Explanation:
+                   unread: Mapping[str, Unread] | None = None, events_unread: str = "",
+                   scheduler_namespace: str = DEFAULT_NAMESPACE) -> Explanation:
     """`explain` of the listed pod `raw` with `objects` already loaded into `core` (its `notices`):
     a PodGroup's explanation (`explain_group`) loads the listing once for its members and the one
     whose dry run speaks for the gang."""
@@ -189,9 +197,12 @@ def explain_loaded(core: Scheduler, notices: Sequence[Notice], objects: Sequence
            _dry_run(listed, _waiting_with(state, pod) | _nominated_before(state, pod), key, config, now)) \
         if pending or ungated else None
     stays = run is not None and not run.node and not run.unknown  # a verdict of pending: say why
+    shown = "" if ours else evidence(pod, events, replicas(state.pods.values()))
+    other = (f"not evaluated: Tessera schedules it under profile {pod.scheduler_name} ({shown}), which "
+             f"{configuration(config.source)} does not have: {hint(scheduler_namespace, 'explain')}") if shown else ""
     status = _status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates,
                      _finalizers(raw), core.gated().get(key, ""), _fence_refused(events),
-                     _preempted_for(state, pod, events))
+                     _preempted_for(state, pod, events), other)
     return Explanation(
         pod=key,
         scheduler=pod.scheduler_name,
@@ -227,18 +238,20 @@ def explain_loaded(core: Scheduler, notices: Sequence[Notice], objects: Sequence
         term=pod.meta.annotations.get(TERM, ""),
         room_kept=_room_kept(listed, state, pod, run, config, now) if run is not None and stays else (),
         events_unread=events_unread,
+        other_profile=shown,
     )
 
 
-def pending_line(core: Scheduler, raw: Mapping[str, Any], pod: Pod) -> str:
+def pending_line(core: Scheduler, raw: Mapping[str, Any], pod: Pod, other: str = "") -> str:
     """A pending pod's reason in one line: what the scheduler last wrote on it (its PodScheduled
     condition's reason and message), else its status as explain says it (a PreEnqueue gate, its
-    spec.schedulingGates, not tried yet): `explain pg/NAME` lists one per waiting member."""
+    spec.schedulingGates, not tried yet, `other`: why a pod of a profile the configuration does not
+    have is not evaluated): `explain pg/NAME` lists one per waiting member."""
     wait = wait_reason(raw)
     if wait is not None and wait.reason:
         return f"{wait.reason}: {wait.message}" if wait.message else wait.reason
     state = core.state
-    return _status(state, pod, state.is_ours(pod), "", "", False, (), core.gated().get(pod.key, ""))
+    return _status(state, pod, state.is_ours(pod), "", "", False, (), core.gated().get(pod.key, ""), other=other)
 
 
 def _gang_view(state: ClusterState, pod: Pod, unread: Mapping[str, Unread]) -> GangView | None:
@@ -586,7 +599,10 @@ FENCE_UNKNOWN = ("pending: a leader's term fence could not be written onto it ea
 
 
 def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: str, gates: bool,
-            finalizers: Sequence[str], gated: str, fence_refused: bool = False, preempted_for: str = "") -> str:
+            finalizers: Sequence[str], gated: str, fence_refused: bool = False, preempted_for: str = "",
+            other: str = "") -> str:
+    """The verdict in one line; `other`: what a pod of Tessera's under a profile the configuration
+    does not have waits with (it is not "not scheduled by Tessera")."""
     mark = pod.preemption_mark
     # a preemption's victim says so (its DisruptionTarget condition), and a finalizer is what may keep it
     why = f", preempted by {mark.scheduler or 'a scheduler'}{preempted_for}" if mark is not None and pod.node_name \
@@ -604,6 +620,8 @@ def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: s
         return f"bound to {pod.node_name}" + (", waiting for the node agent to hand out its devices" if gates else "")
     if pod.meta.deleting:
         return "being deleted"
+    if not ours and other:
+        return other
     if not ours:
         return (f"not scheduled by Tessera: spec.schedulerName is {pod.scheduler_name} "
                 f"(Tessera's profiles: {', '.join(sorted(state.scheduler_names))})")
@@ -707,7 +725,9 @@ def render(x: Explanation, now: float) -> str:
         gang = (f"{g.gang}: {g.members} member{'' if g.members == 1 else 's'} ({minimum}), {g.placed} placed, "
                 + (f"{g.leaving} leaving, " if g.leaving else "") + f"{g.pending} waiting; "
                 f"phase {g.phase}" + (f"; {g.message}" if g.message else ""))
-    fields = [("Pod:", x.pod), ("Scheduler:", x.scheduler + ("" if x.ours else " (not a Tessera profile)")),
+    profile = ("" if x.ours else " (a Tessera profile the configuration does not have)" if x.other_profile
+               else " (not a Tessera profile)")
+    fields = [("Pod:", x.pod), ("Scheduler:", x.scheduler + profile),
               ("Status:", x.status)]
     if x.leader is not None:
         fields.append(("Leader:", x.leader.message))

@@ -24,6 +24,8 @@ from scheduler.core.plugins.coscheduling import group_status
 from scheduler.core.scheduler import Scheduler
 from scheduler.kube.snapshot import Unread
 from scheduler.kubectl.explain import Explanation, dry_run_verdict, explain_loaded, pending_line
+from scheduler.kubectl.installed import DEFAULT_NAMESPACE
+from scheduler.kubectl.other_profile import configuration, hint, term_writers
 from scheduler.sim.snapshot import load
 from scheduler.view.model import plain
 from scheduler.view.text import columns
@@ -74,9 +76,12 @@ def group_names(objects: Sequence[Mapping[str, Any]], namespace: str, apis: Sequ
 
 
 def explain_group(objects: Sequence[dict[str, Any]], namespace: str, name: str, api: str, config: SchedulerConfig,
-                  now: float, unread: Mapping[str, Unread] | None = None) -> GroupExplanation | None:
+                  now: float, unread: Mapping[str, Unread] | None = None,
+                  scheduler_namespace: str = DEFAULT_NAMESPACE) -> GroupExplanation | None:
     """The gang of PodGroup `namespace/name` (API group `api`) in the listed cluster; None when the
-    listing has no such PodGroup."""
+    listing has no such PodGroup. Members Tessera schedules under a profile `config` does not have
+    (`other_profile`) get no dry run and no Leader line: the reason says so, and how to give it
+    (the ConfigMap looked for in `scheduler_namespace`)."""
     raw_group = podgroup_object(objects, namespace, name, api)
     if raw_group is None:
         return None
@@ -95,9 +100,18 @@ def explain_group(objects: Sequence[dict[str, Any]], namespace: str, name: str, 
     elsewhere = [pod for pod in members if not state.is_ours(pod) and not pod.node_name and not pod.terminal
                  and not pod.meta.deleting]
     waits = {pod.uid for pod in (*waiting, *elsewhere)}
+    which = configuration(config.source)
+    writers = term_writers(elsewhere, state.scheduler_names)  # their profiles, a running Tessera's
     lines = tuple(MemberLine(pod.meta.name, pod.phase, pod.node_name, pod.uid in waits,
-                             pending_line(core, raws[pod.key], pod) if pod.uid in waits else "")
+                             pending_line(core, raws[pod.key], pod,
+                                          f"Tessera's under profile {pod.scheduler_name}, which {which} does not have "
+                                          "(see Why it waits)" if pod.scheduler_name in writers else "")
+                             if pod.uid in waits else "")
                   for pod in members)
+    others = tuple(f"its members are Tessera's under profile {profile} (they carry tessera.dev/term, written by "
+                   f"Tessera replica {replica}), which {which} does not have: no dry run and no Leader line (its "
+                   f"Lease is not known); {hint(scheduler_namespace, 'explain')}"
+                   for profile, replica in writers.items())
     ref = GangRef(key, None, True, api)
     minimum = state.gangs.minimum_of(ref)
     spec = raw_group.get("spec")
@@ -114,11 +128,12 @@ def explain_group(objects: Sequence[dict[str, Any]], namespace: str, name: str, 
     speaker = min(waiting, key=lambda pod: (pod.gated, pod.meta.name), default=None)
     if speaker is not None:
         member = explain_loaded(core, notices, objects, raws[speaker.key], config, (), now, unread,
-                                events_unread=f"not read for the PodGroup: kubectl tessera explain {speaker.meta.name}")
+                                events_unread=f"not read for the PodGroup: kubectl tessera explain {speaker.meta.name}",
+                                scheduler_namespace=scheduler_namespace)
         return _with_member(result, member)
     if (members and not elsewhere) or group is None:
-        return result
-    return _replace_waits(result, (gang_too_few(state, ref), min_resources_beyond(state, group)))
+        return _replace_waits(result, others)
+    return _replace_waits(result, (*others, gang_too_few(state, ref), min_resources_beyond(state, group)))
 
 
 def _with_member(result: GroupExplanation, member: Explanation) -> GroupExplanation:

@@ -22,8 +22,10 @@ from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.scheduler import Scheduler
 from scheduler.first_few import first_few
 from scheduler.kube.snapshot import Unread
+from scheduler.kubectl.installed import DEFAULT_NAMESPACE
 from scheduler.kubectl.leadership import Leadership
 from scheduler.kubectl.not_read import not_read, volume_note
+from scheduler.kubectl.other_profile import configuration, hint, term_writers
 from scheduler.kubectl.unread import cannot_tell, devices_unread, offered
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import replay_order
@@ -76,6 +78,9 @@ class WhatIf:
     # "gang ns/g: would fall below minMember 2", "" for a pod alone (its lower priority is all)
     evicted_reasons: tuple[str, ...] = ()
     notes: tuple[PodNote, ...] = ()  # per listed pod that has any, in the outcomes' order
+    # per name of `other_schedulers` that is a running Tessera's profile (pods of it carry its
+    # tessera.dev/term: `other_profile`): that it is, and how to give the profile
+    other_profiles: tuple[str, ...] = ()
 
     @property
     def placed(self) -> int:
@@ -88,12 +93,13 @@ class WhatIf:
 
 def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: float,
             namespace: str | None = None, only: frozenset[str] | None = None, from_file: str = "",
-            unread: Mapping[str, Unread] | None = None) -> WhatIf:
+            unread: Mapping[str, Unread] | None = None, scheduler_namespace: str = DEFAULT_NAMESPACE) -> WhatIf:
     """Replay the listed cluster under `config`; outcomes of the pending pods (in `namespace` only,
     when given, or the pods `only` names — `-f FILE`'s: the replay still places every pending pod,
     as the scheduler would). A pod whose outcome depends on a kind in `unread` (the kinds the
     listing could not read) gets none: its RESULT says why (`unread.cannot_tell`); one of `only`
-    the scheduler cannot read stays pending, its message `invalid: <why>`."""
+    the scheduler cannot read stays pending, its message `invalid: <why>`. `scheduler_namespace`:
+    where the installed ConfigMap is looked for, named when pods are a profile `config` lacks."""
     unknown = devices_unread(unread or {})  # GPUs pods' annotations name: in use as they say, no ghosts
     listed = listed_core(config, objects, now, unknown)  # the cluster now, as `kubectl tessera nodes` reads it
     current = listed.core
@@ -140,6 +146,10 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     others = Counter(pod.scheduler_name for pod in state.pods.values()
                      if not pod.node_name and not pod.terminal and not pod.meta.deleting and not state.is_ours(pod)
                      and (namespace is None or pod.meta.namespace == namespace) and (only is None or pod.key in only))
+    writers = term_writers(state.pods.values(), state.scheduler_names)
+    other_profiles = tuple(f"{name} is a profile of a running Tessera (pods of it carry tessera.dev/term, written by "
+                           f"Tessera replica {writers[name]}), which {configuration(config.source)} does not have: "
+                           f"{hint(scheduler_namespace, 'what-if')}" for name in sorted(others) if name in writers)
     evicted = tuple(sorted(replay.stats.evicted))
     metas = ((obj.get("metadata") or {}, obj.get("spec")) for obj in objects if obj.get("kind") == "Pod")
     specs = {f"{meta.get('namespace')}/{meta.get('name')}": spec for meta, spec in metas}
@@ -155,7 +165,8 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
                   build_view(replay.scheduler, source="what-if", now=replay.now, devices_unread=unknown).summary.line(),
                   hidden,
                   dict(sorted(others.items())), tuple(sorted(state.scheduler_names)), from_file=from_file,
-                  evicted_reasons=tuple(replay.stats.evicted_why.get(key, "") for key in evicted), notes=tuple(notes))
+                  evicted_reasons=tuple(replay.stats.evicted_why.get(key, "") for key in evicted), notes=tuple(notes),
+                  other_profiles=other_profiles)
 
 
 def _never_fits(found: dict[str, Outcome], scheduler: Scheduler) -> None:
@@ -189,7 +200,8 @@ def render(result: WhatIf) -> str:
                      if result.hidden else "")
     theirs = _other_schedulers(result)
     if not result.outcomes:
-        nothing = f"None of the pods in {result.from_file} is Tessera's" if result.from_file else "No pending pods to place"
+        nothing = (f"None of the pods in {result.from_file} is for a profile of the configuration" if result.from_file
+                   else "No pending pods to place")
         return (f"{nothing} (configuration {result.config}; nothing was "
                 f"written{elsewhere})." + (f"\n{theirs}" if theirs else "") + f"\n\nNow:    {result.before}")
     rows: list[list[str | None]] = [["POD", "NODE", "DEVICES", "RESULT"]]
@@ -232,12 +244,14 @@ def _notes(notes: Sequence[PodNote]) -> list[str]:
 
 
 def _other_schedulers(result: WhatIf) -> str:
-    """The pending pods the configuration leaves alone, per schedulerName (a new user's trial:
-    "No pending pods to place" while pods for another schedulerName waited)."""
+    """The pending pods (-f: the file's pods) the configuration leaves alone, per schedulerName (a
+    new user's trial: "No pending pods to place" while pods for another schedulerName waited), and
+    which of those names are a running Tessera's profiles."""
     if not result.other_schedulers:
         return ""
     names = ", ".join(f"{name}: {n}" for name, n in result.other_schedulers.items())
     total = sum(result.other_schedulers.values())
-    return (f"{count(total, 'pending pod')} {'is' if total == 1 else 'are'} for other schedulers ({names}): "
-            f"the configuration's profiles schedule only pods whose spec.schedulerName is "
-            f"{' or '.join(result.profiles)}.")
+    which = f"{count(total, 'pod')} from {result.from_file}" if result.from_file else count(total, 'pending pod')
+    return "\n".join((f"{which} {'is' if total == 1 else 'are'} for other schedulers ({names}): "
+                      f"the configuration's profiles schedule only pods whose spec.schedulerName is "
+                      f"{' or '.join(result.profiles)}.", *result.other_profiles))

@@ -1,0 +1,96 @@
+"""Pods Tessera schedules under a profile the configuration a command was given does not have.
+
+`nodes`, `explain` and `what-if` know Tessera's profiles from the configuration they use (--config,
+else the installed ConfigMap, else the built-in one). A running Tessera may have more (a second
+profile on `tessera dev-cluster`, started with a file nobody gave the command): its pods then read
+as another scheduler's, though Tessera wrote on them. What shows a pod is Tessera's: its
+`tessera.dev/term` (only a Tessera leader writes it, onto the pods of its own profiles), or an Event
+about it whose reportingInstance is a Tessera replica's identity (one a term on some pod names;
+kube-scheduler's identities have the same `<hostname>_<uuid>` shape, so the identity alone tells
+nothing). The command cannot evaluate such a pod without that profile: it says so, and how to
+give it (`hint`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from scheduler.api.config import BUILTIN_SOURCE
+from scheduler.core.annotations import TERM
+from scheduler.core.objects import ObjectError, Pod, parse_pod
+from scheduler.kube.term_token import parse_term_token
+from scheduler.kubectl.installed import CONFIG_KEY, CONFIG_MAP
+
+
+def replicas(pods: Iterable[Pod]) -> frozenset[str]:
+    """The Tessera replicas' identities the pods' tessera.dev/term name."""
+    return frozenset(token.identity for pod in pods
+                     if (token := parse_term_token(pod.meta.annotations.get(TERM, ""))) is not None)
+
+
+def term_writers(pods: Iterable[Pod], profiles: Iterable[str]) -> dict[str, str]:
+    """Per scheduler name not in `profiles` whose pods carry a tessera.dev/term: the replica one
+    of them names (the first pod's by namespace/name)."""
+    known = set(profiles)
+    found: dict[str, str] = {}
+    for pod in sorted(pods, key=lambda pod: pod.key):
+        token = parse_term_token(pod.meta.annotations.get(TERM, ""))
+        if token is not None and pod.scheduler_name not in known:
+            found.setdefault(pod.scheduler_name, token.identity)
+    return found
+
+
+def evidence(pod: Pod, events: Sequence[Mapping[str, Any]], known: frozenset[str]) -> str:
+    """What shows `pod` is Tessera's: its tessera.dev/term, else an Event from its scheduler name
+    reported by one of the `known` replicas (`replicas`); "" when nothing does."""
+    token = parse_term_token(pod.meta.annotations.get(TERM, ""))
+    if token is not None:
+        return f"it carries tessera.dev/term, written by Tessera replica {token.identity}"
+    for event in events:
+        instance = str(event.get("reportingInstance") or "")
+        if event.get("reportingController") == pod.scheduler_name and instance in known:
+            reason = str(event.get("reason") or "")
+            return (f"its {reason + ' ' if reason else ''}Event from {pod.scheduler_name} was reported by "
+                    f"{instance}, a Tessera replica")
+    return ""
+
+
+def configuration(source: str) -> str:
+    """The configuration a command used, as its sentences name it."""
+    return "the built-in configuration" if source in ("", BUILTIN_SOURCE) else f"the configuration {source}"
+
+
+def hint(namespace: str, command: str, what: str = "it") -> str:
+    """How to let `command` evaluate `what` (pods of a profile its configuration does not have);
+    `namespace`: where it looks for the installed ConfigMap (--scheduler-namespace)."""
+    return (f"pass --config FILE with the running scheduler's configuration, or install it as the ConfigMap "
+            f"{namespace}/{CONFIG_MAP} (key {CONFIG_KEY}), so {command} can evaluate {what}")
+
+
+def pending_left_out(objects: Iterable[Mapping[str, Any]], profiles: Iterable[str], source: str,
+                     namespace: str) -> str:
+    """`nodes`' warning for the listed pending pods of profiles `profiles` lacks that a running
+    Tessera schedules (pods of them carry its tessera.dev/term), which its view leaves out of the
+    pending ones; "" when there are none."""
+    pods = []
+    for obj in objects:
+        if obj.get("kind") != "Pod":
+            continue
+        try:
+            pods.append(parse_pod(dict(obj)))
+        except ObjectError:  # the view says nothing of it either
+            continue
+    writers = term_writers(pods, profiles)
+    waiting = Counter(pod.scheduler_name for pod in pods if pod.scheduler_name in writers and not pod.node_name
+                      and not pod.terminal and not pod.meta.deleting)
+    if not waiting:
+        return ""
+    total = sum(waiting.values())
+    names = ", ".join(f"{name}: {n}" for name, n in sorted(waiting.items()))
+    replicas_named = ", ".join(sorted({writers[name] for name in waiting}))
+    return (f"{total} pending pod{'' if total == 1 else 's'} {'is' if total == 1 else 'are'} Tessera's under a "
+            f"profile {configuration(source)} does not have ({names}; {'it carries' if total == 1 else 'they carry'} "
+            f"tessera.dev/term, written by Tessera replica {replicas_named}): not listed as pending; "
+            f"{hint(namespace, 'nodes', 'it' if total == 1 else 'them')}")

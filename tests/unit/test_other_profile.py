@@ -1,0 +1,136 @@
+"""A pod Tessera schedules under a profile the configuration `kubectl tessera` was given does not
+have (a capacity planner's trial: two profiles on `tessera dev-cluster`, no --config, no ConfigMap).
+explain said `Scheduler: tessera-spread (not a Tessera profile)` and "not scheduled by Tessera"
+beside the pod's tessera.dev/term and a FailedScheduling Event from tessera-spread; what-if -f
+called the file's pods "pending pods ... for other schedulers"; explain pg/NAME printed no reason
+and no Leader line; nodes left the pods out without a word."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from scheduler.api.config import load_config
+from scheduler.core.annotations import TERM
+from scheduler.core.objects import PODGROUP_LABEL
+from scheduler.kube.http import Response
+from scheduler.kubectl import cli
+from scheduler.kubectl import explain as explaining
+from scheduler.kubectl import explain_group as explaining_group
+from scheduler.kubectl.target import Target
+from scheduler.sim import builders as b
+from tests.helpers import fake_listing
+
+TOKEN = "kube-system/tessera/host-a_1f/1/2026-12-07T09:00:00.000000Z"
+HINT = ("pass --config FILE with the running scheduler's configuration, or install it as the ConfigMap "
+        "tessera-system/tessera-scheduler-config (key config.yaml)")
+
+
+class _Api:
+    """The client after the listing: no ConfigMap (the built-in configuration), no Lease, no Events."""
+
+    async def request(self, method: str, path: str, **_: Any) -> Response:
+        return Response(404, orjson.dumps({"kind": "Status", "code": 404}))
+
+
+def _spread(name: str, term: bool = True, **kwargs: Any) -> dict[str, Any]:
+    return b.pod(name, scheduler="tessera-spread", limits={"nvidia.com/gpu": 1},
+                 annotations={TERM: TOKEN} if term else None, **kwargs)
+
+
+def _failed(controller: str, instance: str) -> dict[str, Any]:
+    return {"reason": "FailedScheduling", "type": "Warning", "note": "0/1 nodes are available: 1 Insufficient "
+            "nvidia.com/gpu.", "eventTime": "2026-12-07T09:01:00.000000Z", "reportingController": controller,
+            "reportingInstance": instance, "regarding": {"kind": "Pod"}}
+
+
+def test_explain_says_a_pod_with_tessera_term_is_tesseras_under_a_profile_it_was_not_given() -> None:
+    objs = [b.node("n1", gpus=1), _spread("w")]
+    x = explaining.explain(objs, "default/w", load_config(None), [_failed("tessera-spread", "host-a_1f")], time.time())
+    assert x is not None
+    text = explaining.render(x, time.time())
+    assert "not a Tessera profile" not in text and "not scheduled by Tessera" not in text
+    assert "Scheduler:  tessera-spread (a Tessera profile the configuration does not have)" in text
+    assert ("Status:     not evaluated: Tessera schedules it under profile tessera-spread (it carries "
+            "tessera.dev/term, written by Tessera replica host-a_1f), which the built-in configuration does "
+            f"not have: {HINT}, so explain can evaluate it") in text
+
+
+def test_an_event_from_a_tessera_replica_is_evidence_too() -> None:
+    """No term on the pod yet: its FailedScheduling Event's reportingInstance is a replica whose term
+    is on another pod (kube-scheduler's Events carry an identity of the same shape: only a known
+    Tessera identity counts)."""
+    objs = [b.node("n1", gpus=1), _spread("w", term=False), _spread("other", node_name="n1", phase="Running")]
+    x = explaining.explain(objs, "default/w", load_config(None), [_failed("tessera-spread", "host-a_1f")], time.time())
+    assert x is not None and x.other_profile
+    assert ("its FailedScheduling Event from tessera-spread was reported by host-a_1f, a Tessera replica"
+            in x.status)
+    stranger = explaining.explain(objs, "default/w", load_config(None),
+                                  [_failed("tessera-spread", "host-b_2e")], time.time())
+    assert stranger is not None and not stranger.other_profile
+    assert stranger.status.startswith("not scheduled by Tessera")
+
+
+def test_a_pod_of_another_scheduler_stays_not_tesseras() -> None:
+    objs = [b.node("n1", gpus=1), b.pod("k", scheduler="default-scheduler")]
+    x = explaining.explain(objs, "default/k", load_config(None), [_failed("default-scheduler", "host-a_1f")],
+                           time.time())
+    assert x is not None and not x.other_profile
+    assert "default-scheduler (not a Tessera profile)" in explaining.render(x, time.time())
+
+
+def test_explain_pg_says_why_it_has_no_reason_and_no_leader() -> None:
+    labels = {PODGROUP_LABEL: "g"}
+    objs = [b.node("n1", gpus=1), b.podgroup("g", 2), _spread("g-0", labels=labels), _spread("g-1", labels=labels)]
+    result = explaining_group.explain_group(objs, "default", "g", "scheduling.x-k8s.io", load_config(None),
+                                            time.time())
+    assert result is not None
+    text = explaining_group.render(result)
+    assert "Why it waits:" in text
+    assert ("its members are Tessera's under profile tessera-spread (they carry tessera.dev/term, written by "
+            "Tessera replica host-a_1f), which the built-in configuration does not have: no dry run and no "
+            f"Leader line (its Lease is not known); {HINT}, so explain can evaluate it") in text
+
+
+async def test_what_if_calls_a_files_pods_the_files_and_gives_the_hint(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    job = tmp_path / "b-job.yaml"
+    job.write_text("""
+apiVersion: batch/v1
+kind: Job
+metadata: {name: b}
+spec:
+  parallelism: 3
+  template:
+    spec:
+      schedulerName: tessera-spread
+      restartPolicy: Never
+      containers:
+      - {name: main, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+""")
+    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(), [b.node("n1", gpus=4),
+                                                               _spread("a", node_name="n1", phase="Running")]))
+    args = cli.build_parser().parse_args(["what-if", "-f", str(job)])
+    assert await cli._what_if(args, Target(None, None, "default")) == 0
+    out = capsys.readouterr().out
+    assert "pending pods are for other schedulers" not in out
+    assert (f"3 pods from {job} are for other schedulers (tessera-spread: 3): the configuration's profiles "
+            "schedule only pods whose spec.schedulerName is tessera.") in out
+    assert (f"tessera-spread is a profile of a running Tessera (pods of it carry tessera.dev/term, written by "
+            f"Tessera replica host-a_1f), which the built-in configuration does not have: {HINT}, so what-if "
+            "can evaluate it") in out
+
+
+async def test_nodes_says_which_pending_pods_it_leaves_out(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(), [b.node("n1", gpus=4), _spread("w"), _spread("v")]))
+    args = cli.build_parser().parse_args(["nodes", "-o", "json"])
+    assert await cli._nodes(args, Target(None, None, "default")) == 0
+    err = capsys.readouterr().err
+    assert ("warning: 2 pending pods are Tessera's under a profile the built-in configuration does not have "
+            "(tessera-spread: 2; they carry tessera.dev/term, written by Tessera replica host-a_1f): not listed "
+            f"as pending; {HINT}, so nodes can evaluate them") in err
