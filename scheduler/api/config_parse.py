@@ -348,14 +348,79 @@ def _v1_profiles(root: ArgsReader) -> tuple[Profile, ...]:
     (`validateKubeSchedulerProfile`), then its duplicate name."""
     raw_profiles = root.get_list("profiles") or [{}]  # defaults.go: no profiles -> one default profile
     found = Checks()
-    profiles: list[Profile] = []
+    profiles: dict[int, Profile] = {}
     seen: dict[str, int] = {}
     for i, raw in enumerate(raw_profiles):
         profile = found.read(lambda: _v1_profile(raw, i, len(raw_profiles) == 1, seen), None)
         if profile is not None:
-            profiles.append(profile)
+            profiles[i] = profile
+    for i in range(1, len(raw_profiles)):
+        found.check(lambda: _same_queue_sort(raw_profiles, profiles, i))
     found.raise_errors()
-    return tuple(profiles)
+    return tuple(profiles.values())
+
+
+_SAME_QUEUE_SORT = "queueSort must be the same for all profiles"
+
+
+def _same_queue_sort(raw_profiles: list[object], profiles: dict[int, Profile], i: int) -> None:
+    """validateCommonQueueSort: one queue holds every profile's pods, so profile `i`'s queueSort
+    set must be the first profile's, and the args of the first profile's queue sort plugin the
+    same in both (after defaulting: `plugin_args` keeps the ones that differ from the defaults).
+    The value is printed as Go's %#v of the internal type, as upstream's field.Invalid does; a
+    set this cannot read was already refused by its profile's own checks."""
+    canon, curr = _queue_sort(raw_profiles[0]), _queue_sort(raw_profiles[i])
+    if canon is None or curr is None:
+        return
+    if canon != curr:
+        invalid(f"profiles[{i}].plugins.queueSort", _go_plugin_set(*curr), _SAME_QUEUE_SORT)
+    first, other = profiles.get(0), profiles.get(i)
+    name = canon[0][0][0] if canon[0] else ""
+    if not name or first is None or other is None or BY_NAME[name].args is None:
+        return
+    args = other.plugin_args.get(name, BY_NAME[name].default_args())
+    if first.plugin_args.get(name, BY_NAME[name].default_args()) != args:
+        invalid(f"profiles[{i}].pluginConfig.args", _go_args(args), _SAME_QUEUE_SORT)
+
+
+_QueueSort = tuple[tuple[tuple[str, int], ...], tuple[str, ...]]
+
+
+def _queue_sort(raw: object) -> _QueueSort | None:
+    """A profile's written `plugins.queueSort`: its enabled (name, weight) and disabled names in
+    order (upstream compares the lists as written: the default set is empty, every queue sort
+    plugin being multiPoint's); None when it cannot be read."""
+    plugins = raw.get("plugins") if isinstance(raw, dict) else None
+    point = plugins.get("queueSort") if isinstance(plugins, dict) else None
+    if point is None:
+        return (), ()
+    if not isinstance(point, dict):
+        return None
+    enabled, disabled = point.get("enabled") or [], point.get("disabled") or []
+    if not isinstance(enabled, list) or not isinstance(disabled, list) \
+            or not all(isinstance(item, dict) and isinstance(item.get("name"), str)
+                       and isinstance(item.get("weight", 0), int) for item in (*enabled, *disabled)):
+        return None
+    return (tuple((item["name"], item.get("weight") or 0) for item in enabled),
+            tuple(item["name"] for item in disabled))
+
+
+def _go_plugin_set(enabled: tuple[tuple[str, int], ...], disabled: tuple[str, ...]) -> Verbatim:
+    """A queueSort set as Go's %#v prints the internal config.PluginSet."""
+    def plugins(entries: list[str]) -> str:
+        return "[]config.Plugin{" + ", ".join(entries) + "}" if entries else "[]config.Plugin(nil)"
+    return Verbatim("config.PluginSet{Enabled:"
+                    + plugins([f"config.Plugin{{Name:{json.dumps(name)}, Weight:{weight}}}" for name, weight in enabled])
+                    + ", Disabled:" + plugins([f"config.Plugin{{Name:{json.dumps(name)}, Weight:0}}" for name in disabled])
+                    + "}")
+
+
+def _go_args(args: BaseModel) -> Verbatim:
+    """A plugin's args as Go's %#v prints its internal config type (`config.<Kind>{TypeMeta:...,
+    Field:value, ...}`); its fields by their Go names, in the model's order."""
+    fields = ", ".join(f"{''.join(part.capitalize() for part in name.split('_'))}:{json.dumps(value)}"
+                       for name, value in args.model_dump().items())
+    return Verbatim(f'config.{type(args).__name__}{{TypeMeta:v1.TypeMeta{{Kind:"", APIVersion:""}}, {fields}}}')
 
 
 def _v1_profile(raw: object, i: int, lone: bool, seen: dict[str, int]) -> Profile:

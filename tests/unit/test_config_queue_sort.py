@@ -1,0 +1,50 @@
+"""kube-scheduler refuses profiles whose queue sort differs (validation.go validateCommonQueueSort):
+one queue holds every profile's pods, so one order must hold for all. A capacity planner's trial:
+Tessera took `queueSort: {enabled: [Coscheduling], disabled: ["*"]}` in one profile beside a
+default one, which kube-scheduler v1.36 refuses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.api.config import ConfigError, parse_config
+
+V1 = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
+GANG_SORT = {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}
+
+
+def _error(*profiles: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_config({**V1, "profiles": list(profiles)}, "cfg.yaml")
+    return str(info.value)
+
+
+def test_a_profile_whose_queue_sort_differs_from_the_first_is_refused_with_upstreams_message() -> None:
+    assert _error({"schedulerName": "tessera"}, {"schedulerName": "gangs", "plugins": {"queueSort": GANG_SORT}}) == (
+        'cfg.yaml: profiles[1].plugins.queueSort: Invalid value: config.PluginSet{Enabled:[]config.Plugin{'
+        'config.Plugin{Name:"Coscheduling", Weight:0}}, Disabled:[]config.Plugin{config.Plugin{Name:"*", '
+        'Weight:0}}}: queueSort must be the same for all profiles')
+    # the other way round: the second profile's (empty) set is the one named
+    assert _error({"schedulerName": "gangs", "plugins": {"queueSort": GANG_SORT}}, {"schedulerName": "tessera"}) == (
+        "cfg.yaml: profiles[1].plugins.queueSort: Invalid value: config.PluginSet{Enabled:[]config.Plugin(nil), "
+        "Disabled:[]config.Plugin(nil)}: queueSort must be the same for all profiles")
+
+
+def test_the_same_queue_sort_in_every_profile_loads() -> None:
+    config = parse_config({**V1, "profiles": [{"schedulerName": "a", "plugins": {"queueSort": GANG_SORT}},
+                                              {"schedulerName": "b", "plugins": {"queueSort": GANG_SORT}}]}, "t")
+    assert config.scheduler_names == frozenset({"a", "b"})
+
+
+def test_the_queue_sort_plugins_args_must_match_too() -> None:
+    tuned = [{"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 10}}]
+    message = _error({"schedulerName": "a", "plugins": {"queueSort": GANG_SORT}, "pluginConfig": tuned},
+                     {"schedulerName": "b", "plugins": {"queueSort": GANG_SORT}})
+    assert message.startswith("cfg.yaml: profiles[1].pluginConfig.args: Invalid value: ")
+    assert message.endswith(": queueSort must be the same for all profiles")
+    parse_config({**V1, "profiles": [{"schedulerName": "a", "plugins": {"queueSort": GANG_SORT}, "pluginConfig": tuned},
+                                     {"schedulerName": "b", "plugins": {"queueSort": GANG_SORT},
+                                      "pluginConfig": tuned}]}, "t")
+
