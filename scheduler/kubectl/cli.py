@@ -376,7 +376,7 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
     if args.config is not None:
         _config(args.config)  # a bad file fails before the cluster is read
     now = time.time()
-    probes = _probes(args.filename, target.namespace, args.namespace, now) if args.filename else []
+    probes, owners = _probes(args.filename, target.namespace, args.namespace, now) if args.filename else ([], [])
     from_file = ", ".join(args.filename or ())
     namespaces = {target.namespace} | {str(probe["metadata"]["namespace"]) for probe in probes}
     http, listing = await _listing(target, namespaces)
@@ -392,7 +392,7 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
                 raise CommandError(str(err)) from None
             for note in notes:
                 print(f"warning: {note}", file=sys.stderr)
-            existing = probe_pods.clashes(probes, listing.objects)
+            existing = probe_pods.clashes(probes, listing.objects) + await _existing(http, owners)
             if existing:
                 raise CommandError(f"{from_file}: already in the cluster: {', '.join(existing)}; what-if -f asks "
                                    "what creating them would do, and the apiserver would refuse a name in use: "
@@ -425,9 +425,27 @@ async def _rollback_check(args: argparse.Namespace, target: Target) -> int:
     return 0 if result.safe else 1
 
 
-def _probes(filenames: Sequence[str], namespace: str, namespace_flag: str | None, now: float) -> list[dict[str, Any]]:
+async def _existing(http: KubeHttp, owners: Sequence[probe_pods.Owner]) -> list[str]:
+    """The file's workloads that exist already (GET answers; the listing holds no Jobs, Deployments
+    or training jobs); one that cannot be looked up is said on stderr and taken as absent."""
+    found = []
+    for owner in owners:
+        try:
+            response = await http.request("GET", owner.path, limited=False)
+        except TRANSPORT_ERRORS as err:
+            print(f"warning: cannot tell whether {owner} exists: {describe_error(err)}", file=sys.stderr)
+            continue
+        if response.ok:
+            found.append(str(owner))
+        elif response.status != 404:
+            print(f"warning: cannot tell whether {owner} exists: HTTP {response.status}", file=sys.stderr)
+    return found
+
+
+def _probes(filenames: Sequence[str], namespace: str, namespace_flag: str | None,
+            now: float) -> tuple[list[dict[str, Any]], list[probe_pods.Owner]]:
     """`what-if -f`'s pods (of every -f, as kubectl takes -f repeatedly), read before the cluster
-    is (a bad file fails first)."""
+    is (a bad file fails first), and the workloads they are of."""
     if list(filenames).count("-") > 1:
         raise CommandError("-f - names stdin more than once", 2)
     files: list[tuple[str, str]] = []
@@ -438,13 +456,14 @@ def _probes(filenames: Sequence[str], namespace: str, namespace_flag: str | None
             raise CommandError(f"cannot read {filename}: {getattr(err, 'strerror', None) or err}", 2) from None
         files.append((filename, text))
     notes: list[str] = []
+    owners: list[probe_pods.Owner] = []
     try:
-        probes = probe_pods.read_files(files, namespace, namespace_flag, now, notes)
+        probes = probe_pods.read_files(files, namespace, namespace_flag, now, notes, owners)
     except probe_pods.ProbeError as err:
         raise CommandError(str(err), 2) from None
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
-    return probes
+    return probes, owners
 
 
 Command = Callable[[argparse.Namespace, Target], Awaitable[int]]

@@ -46,8 +46,10 @@ import copy
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 
@@ -104,13 +106,35 @@ def read_probes(text: str, source: str, namespace: str, namespace_flag: str | No
     return read_files([(source, text)], namespace, namespace_flag, now, notes)
 
 
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """A workload of the file whose pods what-if places (a Job, a Deployment, a PyTorchJob, ...):
+    the caller GETs it (`path`), as an existing one is an error as an existing Pod is (`kubectl
+    apply` of the file would create no pods for it)."""
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+
+    @property
+    def path(self) -> str:
+        """Its URL path: the resource is the kind's lowercase plural, as for every kind expanded."""
+        return (f"/apis/{self.api_version}/namespaces/{quote(self.namespace, safe='')}/{self.kind.lower()}s/"
+                f"{quote(self.name, safe='')}")
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
 def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag: str | None, now: float,
-               notes: list[str] | None = None) -> list[dict[str, Any]]:
+               notes: list[str] | None = None, owners: list[Owner] | None = None) -> list[dict[str, Any]]:
     """`read_probes` of several files (`-f a.yaml -f b.yaml`, as kubectl takes -f repeatedly),
     each (source, text): their objects together, at least one pod among them, no name twice.
     Objects of a kind that makes no pods (`NO_PODS`: a claim, a StorageClass, a Service, ...) are
-    skipped, one note per file naming them; any other kind is an error (`_completed`)."""
+    skipped, one note per file naming them; any other kind is an error (`_completed`). `owners`
+    gets the named workloads whose pods are among them (one with generateName cannot exist yet)."""
     notes = [] if notes is None else notes
+    owners = [] if owners is None else owners
     created = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     objects: list[dict[str, Any]] = []
     empty: list[str] = []  # the workloads that would create no pod, said when there is none at all
@@ -133,6 +157,9 @@ def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag:
             else:
                 objects += completed
                 pods += sum(1 for obj in completed if obj["kind"] == "Pod")
+                owner = _owner(document, completed)
+                if owner is not None:
+                    owners.append(owner)
         if skipped:
             notes.append(f"{source}: skipped {len(skipped)} object{'' if len(skipped) == 1 else 's'} that make"
                          f"{'s' if len(skipped) == 1 else ''} no pods: {', '.join(skipped)}")
@@ -149,6 +176,14 @@ def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag:
     if twice:
         raise ProbeError(f"{sources}: named more than once: {', '.join(twice)}")
     return objects
+
+
+def _owner(obj: Mapping[str, Any], completed: list[dict[str, Any]]) -> Owner | None:
+    """The workload `obj` as an `Owner` (in its pods' namespace) when it is one and is named."""
+    kind, name = obj.get("kind"), (obj.get("metadata") or {}).get("name")
+    if kind in ("Pod", POD_GROUP_KIND) or not isinstance(name, str) or not name or not completed:
+        return None
+    return Owner(str(kind), str(obj.get("apiVersion") or ""), str(completed[0]["metadata"]["namespace"]), name)
 
 
 def _makes_no_pods(obj: Any) -> bool:

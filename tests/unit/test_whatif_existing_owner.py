@@ -1,0 +1,64 @@
+"""`what-if -f` refuses a file whose objects exist already: a Pod or PodGroup did, a Job did not
+(a capacity planner's trial: an existing Job's pods were reported as would-be-placed, though
+`kubectl apply` of the file would create none). Every owner kind what-if expands is looked up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from scheduler.kube.http import Response
+from scheduler.kubectl import cli
+from scheduler.kubectl.target import Target
+from scheduler.sim import builders as b
+from tests.helpers import fake_listing
+
+TEMPLATE = """  template:
+    spec:
+      schedulerName: tessera
+      restartPolicy: Never
+      containers:
+      - {name: main, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+"""
+WORKLOADS = {
+    "/apis/batch/v1/namespaces/ml/jobs/train": "apiVersion: batch/v1\nkind: Job\nmetadata: {name: train}\n"
+                                               "spec:\n  parallelism: 2\n" + TEMPLATE,
+    "/apis/apps/v1/namespaces/ml/deployments/web": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"
+                                                   "spec:\n  replicas: 2\n  selector: {matchLabels: {a: b}}\n"
+                                                   + TEMPLATE.replace("    spec:", "    metadata: {labels: {a: b}}\n"
+                                                                      "    spec:"),
+    "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/pt": (
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: pt}\nspec:\n  pytorchReplicaSpecs:\n"
+        "    Master:\n      replicas: 1\n" + "\n".join("    " + line for line in TEMPLATE.splitlines()) + "\n"),
+}
+KINDS = {"/apis/batch/v1/namespaces/ml/jobs/train": "Job ml/train",
+         "/apis/apps/v1/namespaces/ml/deployments/web": "Deployment ml/web",
+         "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/pt": "PyTorchJob ml/pt"}
+
+
+class _Api:
+    def __init__(self, existing: str) -> None:
+        self.existing = existing
+
+    async def request(self, method: str, path: str, **_: Any) -> Response:
+        if path == self.existing:
+            return Response(200, orjson.dumps({"kind": "Object"}))
+        return Response(404, orjson.dumps({"kind": "Status", "code": 404}))
+
+
+@pytest.mark.parametrize("path", sorted(WORKLOADS))
+async def test_an_existing_workload_in_the_file_is_an_error(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, path: str) -> None:
+    (tmp_path / "w.yaml").write_text(WORKLOADS[path])
+    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(path), [b.node("n", gpus=8)]))
+    args = cli.build_parser().parse_args(["what-if", "-n", "ml", "-f", str(tmp_path / "w.yaml")])
+    with pytest.raises(cli.CommandError, match=f"already in the cluster: {KINDS[path]}; what-if -f asks what "
+                                               "creating them would do"):
+        await cli._what_if(args, Target(None, None, "ml"))
+    # not there: placed as before
+    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(""), [b.node("n", gpus=8)]))
+    assert await cli._what_if(args, Target(None, None, "ml")) == 0
+    assert "would be placed" in capsys.readouterr().out
