@@ -845,7 +845,8 @@ def test_set_on_a_profile_key_is_refused_with_the_reason(helm: Path) -> None:
     [INFO] and passes) and says what to do instead."""
     done = _helm_set(helm, "template", "schedulerConfig.profiles[0].schedulerName=tessera")
     assert done.returncode != 0
-    assert "schedulerConfig.profiles[0] has no plugins or pluginConfig: Helm replaces a list" in done.stderr, done.stderr
+    assert "schedulerConfig.profiles[0] has no plugins or pluginConfig: every profile states" in done.stderr, done.stderr
+    assert "add `plugins: {}` and `pluginConfig: []` for the built-in ones" in done.stderr, done.stderr
     assert '"Changing one weight"' in done.stderr
     assert "#### Changing one weight" in (CHART.parents[1] / "README.md").read_text()
     # a second profile by --set leaves a null first entry: refused by the schema, not by a TypeError
@@ -1446,3 +1447,21 @@ def test_notes_say_when_the_visible_devices_rule_is_off(helm: Path, tmp_path: Pa
     assert "or that set NVIDIA_VISIBLE_DEVICES" not in off
     assert "gpuPodPolicy.refuseVisibleDevicesEnv is false: pods that set NVIDIA_VISIBLE_DEVICES are let through" in off, off
     assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in off
+
+
+def test_a_values_file_profile_without_plugin_config_is_told_what_to_add(helm: Path, tmp_path: Path) -> None:
+    """A capacity planner's trial: `-f values.yaml` with whole profiles lacking `pluginConfig` was
+    refused with "Helm replaces a list ... --set" though no --set was used. The message is true of
+    both ways (a values file, --set) and says what to add."""
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"schedulerConfig": {"profiles": [
+        {"schedulerName": "tessera", "plugins": {}}, {"schedulerName": "tessera-spread", "plugins": {}}]}}))
+    done = _helm_set(helm, "template", values=values)
+    assert done.returncode != 0
+    assert ("schedulerConfig.profiles[0] has no pluginConfig: every profile states its plugins and pluginConfig, "
+            "as one without them runs Tessera's built-in weights and args, not the chart's; add `pluginConfig: []` "
+            "for the built-in ones, or the ones it should have (the chart's are in its values.yaml)") in done.stderr
+    assert "so `--set schedulerConfig.profiles[0]...` keeps only" not in done.stderr
+    assert ("If you used --set schedulerConfig.profiles[...]: Helm replaces the whole list, so the profile holds "
+            "only the keys set; change a profile in a values file holding the whole profile "
+            '(deploy/README.md, "Changing one weight")') in done.stderr

@@ -161,18 +161,22 @@ merging it, so `--set schedulerConfig.profiles[0].schedulerName=x` renders a pro
 one key: Tessera accepts it and runs its built-in weights and args instead of the chart's, with
 no word said. (`--set ...enabled[0].weight=5` leaves a plugin entry without a name, which
 values.schema.json refuses.) Empty ones (`plugins: {}`, `pluginConfig: []`) ask for the built-in
-defaults on purpose.
+defaults on purpose. The template cannot tell a values file from --set: the message says what to
+add (a values file's whole profiles lacking pluginConfig were told about --set, in a trial), then
+what --set does.
 */}}
 {{- define "tessera.checkProfilesAreWhole" -}}
 {{- range $i, $profile := (.Values.schedulerConfig.profiles | default list) }}
 {{- $missing := list }}
-{{- range (list "plugins" "pluginConfig") }}
-{{- if not (hasKey $profile .) }}
-{{- $missing = append $missing . }}
+{{- $add := list }}
+{{- range (list (list "plugins" "`plugins: {}`") (list "pluginConfig" "`pluginConfig: []`")) }}
+{{- if not (hasKey $profile (index . 0)) }}
+{{- $missing = append $missing (index . 0) }}
+{{- $add = append $add (index . 1) }}
 {{- end }}
 {{- end }}
 {{- if $missing }}
-{{- fail (printf "schedulerConfig.profiles[%d] has no %s: Helm replaces a list instead of merging it, so `--set schedulerConfig.profiles[%d]...` keeps only the keys it sets and drops the chart's weights and plugin args. Change a profile in a values file holding the whole profile (deploy/README.md, \"Changing one weight\"); for Tessera's built-in defaults write `plugins: {}` and `pluginConfig: []`" $i (join " or " $missing) $i) }}
+{{- fail (printf "schedulerConfig.profiles[%d] has no %s: every profile states its plugins and pluginConfig, as one without them runs Tessera's built-in weights and args, not the chart's; add %s for the built-in ones, or the ones it should have (the chart's are in its values.yaml). If you used --set schedulerConfig.profiles[...]: Helm replaces the whole list, so the profile holds only the keys set; change a profile in a values file holding the whole profile (deploy/README.md, \"Changing one weight\")" $i (join " or " $missing) (join " and " $add)) }}
 {{- end }}
 {{- end }}
 {{- end }}
