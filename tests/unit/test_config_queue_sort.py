@@ -48,3 +48,15 @@ def test_the_queue_sort_plugins_args_must_match_too() -> None:
                                      {"schedulerName": "b", "plugins": {"queueSort": GANG_SORT},
                                       "pluginConfig": tuned}]}, "t")
 
+
+
+def test_the_two_teams_example_keeps_fragmentation_only_where_its_plugins_say() -> None:
+    """config/two-teams.yaml: its note that a profile without `plugins` has no TesseraFragmentation
+    holds, and both profiles keep one queueSort."""
+    from pathlib import Path
+
+    from scheduler.api.config import load_config
+    config = load_config(str(Path(__file__).resolve().parents[2] / "config/two-teams.yaml"))
+    weights = {profile.scheduler_name: dict(profile.score_weights) for profile in config.profiles}
+    assert weights["tessera"]["TesseraFragmentation"] == 10
+    assert "TesseraFragmentation" not in weights["tessera-spread"]
