@@ -47,6 +47,11 @@ log = structlog.get_logger("tessera.run")
 DRAIN_SECONDS = 10.0
 
 
+# every path the probe port serves (serving.HealthServer: the probes, /metrics, /configz, the map's routes)
+_ENDPOINTS = (f"/healthz, /livez, /readyz, /metrics, /configz and {GPU_MAP_PAGE}, {GPU_MAP_DATA} "
+              "(with --gpu-map; else they say it is off)")
+
+
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "run", help="run the scheduler against a Kubernetes cluster",
@@ -58,10 +63,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: clientConnection.kubeconfig, then $KUBECONFIG, "
                                              "then ~/.kube/config, then in-cluster)")
     parser.add_argument("--bind-address", default="127.0.0.1",
-                        help="address for /healthz, /readyz, /metrics (default 127.0.0.1)")
+                        help=f"address for {_ENDPOINTS} (default 127.0.0.1)")
     parser.add_argument("--port", type=_port, default=10251,
-                        help="port for /healthz, /readyz, /metrics (default 10251; 0 = any free port, "
-                             "logged in serving.started)")
+                        help=f"port for {_ENDPOINTS} (default 10251; 0 = any free port, logged in serving.started)")
     parser.add_argument("--identity", help="leader election identity (default: <hostname>_<uuid>)")
     parser.add_argument("--replace-default-scheduler", action="store_true",
                         help="Tessera is the cluster's only scheduler: allow the configuration to use kube-scheduler's "
