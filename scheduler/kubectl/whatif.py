@@ -10,6 +10,7 @@ cluster is only read.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -135,7 +136,7 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
             found[key] = Outcome(key, "", (), False, (), blind, unknown=True)
     outcomes = []
     hidden = 0
-    for key, outcome in sorted(found.items()):
+    for key, outcome in sorted(found.items(), key=lambda item: _natural(item[0])):
         if key in replay.stats.evicted:
             continue
         if (namespace is not None and not key.startswith(f"{namespace}/")) or (only is not None and key not in only):
@@ -167,6 +168,12 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
                   dict(sorted(others.items())), tuple(sorted(state.scheduler_names)), from_file=from_file,
                   evicted_reasons=tuple(replay.stats.evicted_why.get(key, "") for key in evicted), notes=tuple(notes),
                   other_profiles=other_profiles)
+
+
+def _natural(name: str) -> tuple[tuple[int, int | str], ...]:
+    """`name` sorted as people read numbered names: team-b-train-2 before team-b-train-10 (a
+    trial's table read 0, 1, 10, 11, 2, ...). Runs of digits compare as numbers, the rest as text."""
+    return tuple((0, int(part)) if part.isdecimal() else (1, part) for part in re.split(r"(\d+)", name) if part)
 
 
 def _never_fits(found: dict[str, Outcome], scheduler: Scheduler) -> None:

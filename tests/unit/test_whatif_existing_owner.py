@@ -62,3 +62,16 @@ async def test_an_existing_workload_in_the_file_is_an_error(
     monkeypatch.setattr(cli, "_listing", fake_listing(_Api(""), [b.node("n", gpus=8)]))
     assert await cli._what_if(args, Target(None, None, "ml")) == 0
     assert "would be placed" in capsys.readouterr().out
+
+
+async def test_the_table_sorts_names_naturally(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """team-b-train-2 before team-b-train-10 (a trial's table read 0, 1, 10, 11, 2, ...)."""
+    (tmp_path / "pods.yaml").write_text("\n---\n".join(
+        f"apiVersion: v1\nkind: Pod\nmetadata: {{name: team-b-train-{i}}}\nspec:\n  schedulerName: tessera\n"
+        "  containers: [{name: main, image: x}]" for i in (10, 2, 1)))
+    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(""), [b.node("n", gpus=8)]))
+    args = cli.build_parser().parse_args(["what-if", "-f", str(tmp_path / "pods.yaml")])
+    assert await cli._what_if(args, Target(None, None, "default")) == 0
+    rows = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("default/")]
+    assert rows == ["default/team-b-train-1", "default/team-b-train-2", "default/team-b-train-10"]
