@@ -243,7 +243,8 @@ def _from_core(event: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": event.get("metadata") or {}, "regarding": event.get("involvedObject") or {},
             "reason": event.get("reason"), "note": event.get("message"), "type": event.get("type"),
             "eventTime": event.get("eventTime"), "series": event.get("series"),
-            "reportingController": event.get("reportingComponent"), "deprecatedSource": event.get("source"),
+            "reportingController": event.get("reportingComponent"), "reportingInstance": event.get("reportingInstance"),
+            "deprecatedSource": event.get("source"),
             "deprecatedCount": event.get("count"), "deprecatedLastTimestamp": event.get("lastTimestamp"),
             "deprecatedFirstTimestamp": event.get("firstTimestamp")}
 

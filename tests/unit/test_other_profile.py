@@ -134,3 +134,12 @@ async def test_nodes_says_which_pending_pods_it_leaves_out(
     assert ("warning: 2 pending pods are Tessera's under a profile the built-in configuration does not have "
             "(tessera-spread: 2; they carry tessera.dev/term, written by Tessera replica host-a_1f): not listed "
             f"as pending; {HINT}, so nodes can evaluate them") in err
+
+
+def test_a_core_api_event_keeps_its_reporting_instance() -> None:
+    """Events read from the core API (events.k8s.io denied) carry the reporting replica too, which
+    tells a Tessera Event from kube-scheduler's."""
+    from scheduler.kube.snapshot import _from_core
+    event = _from_core({"involvedObject": {"kind": "Pod"}, "reason": "FailedScheduling",
+                        "reportingComponent": "tessera-spread", "reportingInstance": "host-a_1f"})
+    assert event["reportingController"] == "tessera-spread" and event["reportingInstance"] == "host-a_1f"
