@@ -159,7 +159,8 @@ def test_queueing_hints_follow_upstreams() -> None:
     pod = _pod("new", _c())
     hints = _hints(pod, [_node("a0", "a"), _node("bare", None)])
     assert set(hints) == {EventKind.ASSIGNED_POD_ADDED, EventKind.ASSIGNED_POD_RELABELLED,
-                          EventKind.ASSIGNED_POD_REMOVED, EventKind.NODE_ADDED, EventKind.NODE_UPDATED}
+                          EventKind.ASSIGNED_POD_REMOVED, EventKind.NODE_ADDED, EventKind.NODE_REMOVED,
+                          EventKind.NODE_UPDATED}
     added = hints[EventKind.ASSIGNED_POD_ADDED]
     assert added(pod.uid, ClusterEvent(EventKind.ASSIGNED_POD_ADDED, pod=_pod("w")))
     assert not added(pod.uid, ClusterEvent(EventKind.ASSIGNED_POD_ADDED, pod=_pod("db", labels={"app": "db"})))
@@ -177,6 +178,19 @@ def test_queueing_hints_follow_upstreams() -> None:
     assert updated(pod.uid, ClusterEvent(EventKind.NODE_UPDATED, node="a0", label="NodeUpdateNodeTaint"))
     assert not updated(pod.uid, ClusterEvent(EventKind.NODE_UPDATED, node="bare", label="NodeUpdateNodeTaint"))
     assert not updated(pod.uid, ClusterEvent(EventKind.NODE_UPDATED, node="a0", label="NodeUpdateNodeAllocatable"))
+
+
+def test_a_deleted_node_queues_by_the_labels_it_had() -> None:
+    """upstream's isSchedulableAfterNodeChange for Node/Delete: Queue when the deleted node (the
+    hint's oldObj) matched every constraint's key, QueueSkip otherwise."""
+    pod = _pod("new", _c())
+    handle = _Handle(pod, [_node("a0", "a"), _node("bare", None)])
+    for name in ("a0", "bare"):
+        events, _ = handle.state.apply("DELETED", b.node(name))  # the last state need not carry the labels
+        assert events == [ClusterEvent(EventKind.NODE_REMOVED, node=name)]
+    removed = PodTopologySpread(handle).queueing_hints()[EventKind.NODE_REMOVED]  # type: ignore[arg-type]
+    assert removed(pod.uid, ClusterEvent(EventKind.NODE_REMOVED, node="a0"))
+    assert not removed(pod.uid, ClusterEvent(EventKind.NODE_REMOVED, node="bare"))
 
 
 def _args(args: dict[str, Any]) -> dict[str, Any]:

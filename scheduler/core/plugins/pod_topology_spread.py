@@ -201,12 +201,12 @@ class PodTopologySpread(FilterPlugin):
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         """upstream's EventsToRegister: Pod Add/UpdatePodLabel/Delete (isSchedulableAfterPodChange),
         Node Add/Delete/UpdateNodeLabel/UpdateNodeTaint (isSchedulableAfterNodeChange). A
-        removal's event does not name the pod gone, so it always may help; Tessera raises no
-        event for a node deleted (the unschedulable pods' periodic flush asks again)."""
+        removal's event does not name the pod gone, so it always may help."""
         return {EventKind.ASSIGNED_POD_ADDED: self._after_pod_assigned,
                 EventKind.ASSIGNED_POD_RELABELLED: self._after_pod_relabelled,
                 EventKind.ASSIGNED_POD_REMOVED: always,
-                EventKind.NODE_ADDED: self._after_node_added,
+                EventKind.NODE_ADDED: self._has_every_key,
+                EventKind.NODE_REMOVED: self._has_every_key,
                 EventKind.NODE_UPDATED: self._after_node_updated}
 
     def _after_pod_assigned(self, uid: str, event: ClusterEvent) -> bool:
@@ -227,14 +227,12 @@ class PodTopologySpread(FilterPlugin):
         return new.meta.namespace == pod.meta.namespace and any(
             c.matches(old.meta.labels) != c.matches(new.meta.labels) for c in pod.spread)
 
-    def _node(self, event: ClusterEvent) -> Node | None:
-        info = self.handle.state.nodes.get(event.node)
-        return info.node if info is not None else None
-
-    def _after_node_added(self, uid: str, event: ClusterEvent) -> bool:
-        """The node has every constraint's topology key."""
-        pod, node = self.handle.state.pods.get(uid), self._node(event)
-        return pod is None or node is None or _has_keys(node.meta.labels, pod.spread)
+    def _has_every_key(self, uid: str, event: ClusterEvent) -> bool:
+        """The node has every constraint's topology key: one added may be a new domain, or
+        join one; one deleted with them (its last labels) may have been the last node of the
+        domain with the fewest matching pods, and the global minimum rise without it."""
+        pod, info = self.handle.state.pods.get(uid), self.handle.state.nodes.get(event.node)
+        return pod is None or info is None or _has_keys(info.labels, pod.spread)
 
     def _after_node_updated(self, uid: str, event: ClusterEvent) -> bool:
         """Upstream queues a label change that changes whether the node has every key, or the
@@ -242,7 +240,7 @@ class PodTopologySpread(FilterPlugin):
         taint change queues where the node has every key."""
         if event.label == "NodeUpdateNodeLabel":
             return True
-        return event.label == "NodeUpdateNodeTaint" and self._after_node_added(uid, event)
+        return event.label == "NodeUpdateNodeTaint" and self._has_every_key(uid, event)
 
     def filter_applies(self, ctx: PodContext) -> bool:
         return bool(ctx.pod.spread)

@@ -380,10 +380,7 @@ class ClusterState:
             return self._remove_pod(pod)
         if kind == "Node":
             info = self.nodes.get(name)
-            if info is not None and info.node is not None:
-                info.node = None
-                self._remove_from_order(info)
-            return []
+            return self._remove_node(info, info.node) if info is not None and info.node is not None else []
         if kind == "ExtendedResource":
             return self._delete_device(name)[0]
         if kind == "ResourceClass":
@@ -423,10 +420,7 @@ class ClusterState:
         if event_type == "DELETED":
             if info is None or info.node is None or info.node.meta.uid != node.meta.uid:
                 return [], []
-            info.deleted_labels, info.node = info.node.meta.labels, None
-            self._remove_from_order(info)
-            self.capacity_version += 1
-            return self._recount_foreign(node.name), []
+            return self._remove_node(info, info.node), []
         if self._stale(node.meta.uid, node.meta.resource_version):
             return [], []
         if info is None:
@@ -447,6 +441,15 @@ class ClusterState:
         updates = [ClusterEvent(EventKind.NODE_UPDATED, node=node.name, label=label)
                    for label in _node_changes(old, node)]
         return [*updates, *classes], notices
+
+    def _remove_node(self, info: NodeInfo, node: Node) -> list[ClusterEvent]:
+        """The node's object is gone; the pods still on it run in the domain its last labels
+        named (`deleted_labels`), which the NodeDelete event's hints read too (upstream's
+        QueueingHintFn gets the deleted Node as oldObj)."""
+        info.deleted_labels, info.node = node.meta.labels, None
+        self._remove_from_order(info)
+        self.capacity_version += 1
+        return [ClusterEvent(EventKind.NODE_REMOVED, node=info.name), *self._recount_foreign(info.name)]
 
     def _touch(self, info: NodeInfo) -> None:
         info.generation += 1

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 class EventKind(enum.Enum):
     NODE_ADDED = "NodeAdd"
     NODE_UPDATED = "NodeUpdate"
+    NODE_REMOVED = "NodeDelete"  # the Node object deleted (pods may still run there: `NodeInfo.deleted_labels`)
     ASSIGNED_POD_ADDED = "AssignedPodAdd"  # a pod seen bound for the first time, whoever bound it
     ASSIGNED_POD_RELABELLED = "AssignedPodUpdatePodLabel"  # a bound pod's labels changed
     ASSIGNED_POD_REMOVED = "AssignedPodDelete"
