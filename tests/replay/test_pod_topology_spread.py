@@ -140,3 +140,44 @@ def test_explain_prints_the_plugins_reasons_per_node() -> None:
     lines = explaining.render(result, 0.0).splitlines()
     assert "  would go to b0" in lines
     assert f"  a0     {SKEW}" in lines and f"  bare   {SKEW} (missing required label)" in lines
+
+
+def test_a_nominated_preemptor_on_another_node_does_not_raise_the_global_minimum() -> None:
+    """upstream's RunFilterPluginsWithNominatedPods adds the pods nominated to the node filtered,
+    and only those (addGENominatedPods on that node's copy of the PreFilter state): `high`,
+    nominated to b0 while its victim terminates, is no pod of zone b while a0 is filtered, so
+    zone b's count stays 0 and a0 (1 + 1 - 0 > 1) is refused. Counting it in zone b everywhere
+    made the minimum 1 and placed `new` on a0: were `high` to go elsewhere, zone a held 2 and
+    zone b none, a skew of 2 against a maxSkew of 1."""
+    run = Run(config(BINPACK))
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]  # terminating, not gone
+    gpu_only = [{"key": "gpu", "value": "x", "effect": "NoSchedule"}]
+    tolerates = {"tolerations": [{"key": "gpu", "operator": "Exists"}]}
+    run.add(b.node("a0", labels={ZONE: "a"}), b.node("b0", gpus=8, labels={ZONE: "b"}, taints=gpu_only))
+    run.add(b.pod("w0", labels={"app": "web"}, requests={"cpu": "1"}, node_name="a0", phase="Running"))
+    run.add(b.pod("low", labels={"app": "other"}, limits={"nvidia.com/gpu": 8}, priority=0, spec_extra=tolerates))
+    assert run.node_of("low") == "b0"
+    run.add(b.pod("high", labels={"app": "web"}, limits={"nvidia.com/gpu": 8}, priority=100, spec_extra=tolerates))
+    assert run.node_of("high") is None and run.last("high").nominated_node == "b0"
+    run.add(b.pod("new", labels={"app": "web"}, requests={"cpu": "1"},
+                  spec_extra={"topologySpreadConstraints": [_spread()]}))  # b0: its taint
+    assert run.node_of("new") is None
+    assert f"1 {SKEW}" in run.last("new").message
+
+
+def test_a_node_with_a_nominated_pod_must_pass_with_and_without_it() -> None:
+    """upstream runs the filters twice on a node with nominated pods of the pod's priority or
+    higher: with them added, then without (RunFilterPluginsWithNominatedPods); it passes only if
+    both do. `high` nominated to b0 (zone b) while zone a has one replica: with it zone b holds
+    1 and the minimum is 1 (b0: 1 + 1 - 1, fine); without it the minimum is 0 and b0 passes too,
+    so `new` lands on b0 beside `high`'s hold, as kube-scheduler would place it."""
+    run = Run(config(BINPACK))
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]
+    run.add(b.node("a0", labels={ZONE: "a"}), b.node("b0", gpus=8, labels={ZONE: "b"}))
+    run.add(b.pod("w0", labels={"app": "web"}, requests={"cpu": "1"}, node_name="a0", phase="Running"))
+    run.add(b.pod("low", labels={"app": "other"}, limits={"nvidia.com/gpu": 8}, priority=0))
+    run.add(b.pod("high", labels={"app": "web"}, limits={"nvidia.com/gpu": 8}, priority=100))
+    assert run.last("high").nominated_node == "b0"
+    run.add(b.pod("new", labels={"app": "web"}, requests={"cpu": "1"},
+                  spec_extra={"topologySpreadConstraints": [_spread()]}))
+    assert run.node_of("new") == "b0"

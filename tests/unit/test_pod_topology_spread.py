@@ -49,11 +49,11 @@ def test_skew_is_measured_from_the_global_minimum_with_self_match() -> None:
     a, b_, c = _node("a0", "a"), _node("b0", "b"), _node("c0", "c")
     counts = _count(pod, (a, [_pod("w1"), _pod("w2")]), (b_, [_pod("w3")]), (c, [_pod("w4")]))
     assert counts.domains == [{"a": 2, "b": 1, "c": 1}] and counts.minimum == [1]
-    assert verdict(pod, counts, a.meta.labels) == (SKEW,)  # 2 + 1 - 1 > 1
-    assert verdict(pod, counts, b_.meta.labels) is None
+    assert verdict(pod, counts, a) == (SKEW,)  # 2 + 1 - 1 > 1
+    assert verdict(pod, counts, b_) is None
     # a pod its own selector does not match adds nothing of itself: 2 + 0 - 1 = 1
     other = _pod("other", _c(), labels={"app": "db"})
-    assert verdict(other, _count(other, (a, [_pod("w1"), _pod("w2")]), (b_, [_pod("w3")])), a.meta.labels) is None
+    assert verdict(other, _count(other, (a, [_pod("w1"), _pod("w2")]), (b_, [_pod("w3")])), a) is None
 
 
 def test_a_node_without_the_key_is_not_a_domain_and_fails_unresolvably() -> None:
@@ -61,7 +61,7 @@ def test_a_node_without_the_key_is_not_a_domain_and_fails_unresolvably() -> None
     bare, zoned = _node("bare", None), _node("a0", "a")
     counts = _count(pod, (bare, [_pod("w1")]), (zoned, []))
     assert counts.domains == [{"a": 0}, {"a0": 0}]  # bare has no zone: counted for neither constraint
-    assert verdict(pod, counts, bare.meta.labels) == (MISSING_LABEL,)
+    assert verdict(pod, counts, bare) == (MISSING_LABEL,)
     assert MISSING_LABEL == "node(s) didn't match pod topology spread constraints (missing required label)"
 
 
@@ -70,7 +70,7 @@ def test_min_domains_makes_the_minimum_zero_while_too_few_domains() -> None:
     a, b_ = _node("a0", "a"), _node("b0", "b")
     counts = _count(pod, (a, [_pod("w1")]), (b_, [_pod("w2")]))
     assert counts.minimum == [0]
-    assert verdict(pod, counts, a.meta.labels) == (SKEW,)  # 1 + 1 - 0 > 1
+    assert verdict(pod, counts, a) == (SKEW,)  # 1 + 1 - 0 > 1
     assert _count(_pod("new", _c(minDomains=2)), (a, [_pod("w1")]), (b_, [_pod("w2")])).minimum == [1]
 
 
@@ -99,7 +99,7 @@ def test_node_affinity_policy_honor_by_default_ignore_counts_every_node() -> Non
     assert _count(honoured, (a, [_pod("w1")]), (b_, [])).domains == [{"a": 1}]  # b0 is not the pod's
     ignored = _pod("new", _c(nodeAffinityPolicy="Ignore"), spec_extra=selector)
     counts = _count(ignored, (a, [_pod("w1")]), (b_, []))
-    assert counts.domains == [{"a": 1, "b": 0}] and verdict(ignored, counts, a.meta.labels) == (SKEW,)
+    assert counts.domains == [{"a": 1, "b": 0}] and verdict(ignored, counts, a) == (SKEW,)
 
 
 def test_node_taints_policy_ignore_by_default_honor_leaves_untolerated_nodes_out() -> None:
@@ -134,6 +134,28 @@ def test_schedule_anyway_constraints_are_not_read_by_the_filter() -> None:
     pod = _pod("new", {**_c(), "whenUnsatisfiable": "ScheduleAnyway"})
     assert pod.spread == () and pod.unread == ("spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)",)
     assert pod.unhonoured == ()
+
+
+def test_pods_nominated_to_the_node_are_added_to_its_domain_alone() -> None:
+    """upstream's addGENominatedPods: the filtered node's nominated pods join its domain's count,
+    and the global minimum is taken again over the domains (criticalPaths.update)."""
+    pod = _pod("new", _c())
+    a, b_, c = _node("a0", "a"), _node("b0", "b"), _node("c0", "c")
+    counts = _count(pod, (a, [_pod("w1")]), (b_, []))
+    assert verdict(pod, counts, a) == (SKEW,)  # 1 + 1 - 0: a pod nominated elsewhere is not counted here
+    # b0 was the least domain: with one nominated there the minimum is 1 (1 + 1 - 1)
+    assert verdict(pod, counts, b_, [_pod("n1")]) is None
+    assert verdict(pod, counts, b_, [_pod("n1"), _pod("n2")]) == (SKEW,)  # 2 + 1 - 1
+    # another domain shares the minimum: it stays 0 (1 + 1 - 0)
+    tied = _count(pod, (a, [_pod("w1")]), (b_, []), (c, []))
+    assert verdict(pod, tied, b_, [_pod("n1")]) == (SKEW,)
+    # one domain alone: its count with them is the minimum
+    assert verdict(pod, _count(pod, (b_, [])), b_, [_pod("n1"), _pod("n2")]) is None
+    # not counted: another namespace, another app, terminating
+    leaving = b.pod("leaving", labels={"app": "web"})
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    others = [_pod("n1", namespace="team-b"), _pod("n2", labels={"app": "db"}), parse_pod(leaving)]
+    assert verdict(pod, tied, b_, others) is None  # counted, zone b would hold 3: 3 + 1 - 0
 
 
 def test_the_pod_itself_is_not_counted() -> None:

@@ -7,10 +7,15 @@ constraint and domain (the value of its key on the node), over the nodes each co
 inclusion policies let in (nodeAffinityPolicy Honor: the node matches the pod's nodeSelector and
 required node affinity; nodeTaintsPolicy Honor: the pod tolerates its NoSchedule/NoExecute
 taints). A pod counts where it is of the spread pod's namespace, not terminating, and matched
-by the constraint's selector (countPodsMatchSelector). The pods on a node are those the filters
-count there (`ClusterState.on_node`): bound, assumed (a gang's members placed earlier in the same
-transaction among them) and, as upstream's addGENominatedPods, the nominated preemptors of equal
-or higher priority holding room there (the cycle lifts lower ones).
+by the constraint's selector (countPodsMatchSelector). The pods counted are those placed (bound,
+assumed: a gang's members placed earlier in the same transaction among them). A nominated
+preemptor of equal or higher priority holding room (the cycle lifts lower ones) counts only
+while its own node is filtered, as upstream's RunFilterPluginsWithNominatedPods adds the pods
+nominated to the node filtered, and those alone, to that node's copy of the counts
+(addGENominatedPods -> AddPod): counted on every node, it raised the global minimum where it is
+not yet and let a pod exceed maxSkew should it never come. Upstream then filters the node again
+without them and passes it only if both pass; adding pods to the node's own domain never lowers
+`matched - minimum` there, so the pass with them decides.
 A node then fails, per constraint in order:
 - "node(s) didn't match pod topology spread constraints (missing required label)" when it lacks
   the constraint's key; UnschedulableAndUnresolvable (no eviction helps: `unresolvable_rows`);
@@ -27,6 +32,7 @@ in the configuration (`parse_args`), the others only score upstream.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
@@ -133,16 +139,31 @@ def _default_constraint(item: ArgsReader, seen: set[tuple[str, str]]) -> Default
 
 class Counts:
     """upstream's preFilterState: per constraint, the matching pods per domain (every domain
-    counted, those with none too) and the global minimum the skew is measured from."""
+    counted, those with none too), the global minimum the skew is measured from, and the two
+    least counts (its criticalPaths, exact), from which `minimum_with` finds the minimum once a
+    node's nominated pods are added to its domain."""
 
-    __slots__ = ("domains", "minimum")
+    __slots__ = ("domains", "minimum", "least", "min_domains")
 
     def __init__(self, domains: list[dict[str, int]], constraints: tuple[SpreadConstraint, ...]) -> None:
         self.domains = domains
+        self.min_domains = [c.min_domains for c in constraints]
+        self.least = [heapq.nsmallest(2, found.values()) for found in domains]
         # minMatchNum: with fewer domains than minDomains the global minimum is 0 (and with none
         # at all, as minDomains is at least 1)
-        self.minimum = [min(found.values()) if found and len(found) >= c.min_domains else 0
-                        for found, c in zip(domains, constraints, strict=True)]
+        self.minimum = [self._minimum(i, least[0] if least else 0) for i, least in enumerate(self.least)]
+
+    def _minimum(self, i: int, least: int) -> int:
+        return least if len(self.domains[i]) >= self.min_domains[i] else 0
+
+    def minimum_with(self, i: int, value: str, added: int) -> int:
+        """The global minimum of constraint `i` with `added` pods more in domain `value` (one
+        counted: its node has every key and is included)."""
+        if not added:
+            return self.minimum[i]
+        least, now = self.least[i], self.domains[i][value] + added
+        others = least[1] if self.domains[i][value] == least[0] and len(least) > 1 else least[0]
+        return self._minimum(i, now if len(least) == 1 else min(now, others))
 
 
 def _included(c: SpreadConstraint, pod: Pod, node: Node) -> bool:
@@ -177,14 +198,20 @@ def count(pod: Pod, nodes: Iterable[tuple[Node, Iterable[str]]], pods: Mapping[s
     return Counts(domains, constraints)
 
 
-def verdict(pod: Pod, counts: Counts, labels: Mapping[str, str]) -> Reasons | None:
-    """upstream's Filter: matchNum + selfMatchNum - minMatchNum <= maxSkew for every constraint."""
+def verdict(pod: Pod, counts: Counts, node: Node, nominated: Iterable[Pod] = ()) -> Reasons | None:
+    """upstream's Filter: matchNum + selfMatchNum - minMatchNum <= maxSkew for every constraint,
+    with the pods `nominated` to the node added to its domain first (updateWithPod: the node
+    has every key and each constraint's inclusion policies let it in)."""
+    labels = node.meta.labels
+    nominated = [other for other in nominated if not other.meta.deleting] if _has_keys(labels, pod.spread) else []
     for i, c in enumerate(pod.spread):
         value = labels.get(c.topology_key)
         if value is None:
             return (MISSING_LABEL,)
+        added = sum(1 for other in nominated if c.counts(other.meta.namespace, other.meta.labels,
+                                                           pod.meta.namespace)) if nominated and _included(c, pod, node) else 0
         own = 1 if c.matches(pod.meta.labels) else 0
-        if counts.domains[i].get(value, 0) + own - counts.minimum[i] > c.max_skew:
+        if counts.domains[i].get(value, 0) + added + own - counts.minimum_with(i, value, added) > c.max_skew:
             return (SKEW,)
     return None
 
@@ -246,28 +273,34 @@ class PodTopologySpread(FilterPlugin):
         return bool(ctx.pod.spread)
 
     def counts(self, ctx: PodContext) -> Counts:
-        """The counts for the pod, kept while neither it nor any node changes (`touches`): the
-        same pod is prepared anew by each preemption dry run and queueing hint."""
+        """The counts of the placed pods for the pod, kept while neither it nor any node changes
+        (`touches`): the same pod is prepared anew by each preemption dry run and queueing hint."""
         state = self.handle.state
         cached = self._cached
         if cached is not None and cached[0] is ctx.pod and cached[1] == state.touches:
             return cached[2]
-        nodes = ((info.node, state.on_node(info)) for info in state.nodes.values() if info.node is not None)
+        nodes = ((info.node, info.pods) for info in state.nodes.values() if info.node is not None)
         found = count(ctx.pod, nodes, state.pods)
         self._cached = (ctx.pod, state.touches, found)
         return found
 
+    def _verdict(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
+        """The node's verdict with the preemptors nominated to it (`ClusterState.on_node`'s
+        holders, the pod's own aside) added: addGENominatedPods for this node alone."""
+        state, node = self.handle.state, info.node
+        assert node is not None
+        nominated = [pod for uid in info.holders if uid != ctx.pod.uid and uid not in state.placements
+                     and (pod := state.pods.get(uid)) is not None]
+        return verdict(ctx.pod, self.counts(ctx), node, nominated)
+
     def unresolvable_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Bools:
         """Rows failing for a missing topology key (upstream's UnschedulableAndUnresolvable): the
         first failing constraint decides, as upstream's Filter returns at it."""
-        counts = self.counts(ctx)
         out = np.zeros(len(rows), np.bool_)
         for i, row in enumerate(rows.tolist()):
-            node = table.info(row).node
-            out[i] = node is None or verdict(ctx.pod, counts, node.meta.labels) == (MISSING_LABEL,)
+            info = table.info(row)
+            out[i] = info.node is None or self._verdict(ctx, info) == (MISSING_LABEL,)
         return out
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
-        node = info.node
-        assert node is not None
-        return verdict(ctx.pod, self.counts(ctx), node.meta.labels)
+        return self._verdict(ctx, info)
