@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from scheduler.api.config import ConfigError, parse_config
+from scheduler.core.framework.cycle_state import prepare
 from scheduler.core.objects import Node, Pod, parse_node, parse_pod
 from scheduler.core.plugins.pod_topology_spread import (MISSING_LABEL, SKEW, Counts, PodTopologySpread, count,
                                                         verdict)
@@ -163,6 +164,54 @@ def test_the_pod_itself_is_not_counted() -> None:
     assert _count(pod, (_node("a0", "a"), [pod])).domains == [{"a": 0}]
 
 
+def test_the_kept_tally_counts_as_a_fresh_count_through_every_change() -> None:
+    """The plugin counts again only the nodes changed since (`Tally`, by `NodeInfo.generation`):
+    after each change that moves a count (a placement, a relabelled pod, a terminating one, a
+    node's zone changed or gone, a node deleted, preemption's lift and restore) its counts are
+    those of `count` over the whole state, for two replicas sharing one tally."""
+    state = ClusterState(frozenset({"tessera"}))
+    plugin = PodTopologySpread(_Handle.over(state))  # type: ignore[arg-type]
+    for name, zone in (("a0", "a"), ("a1", "a"), ("b0", "b"), ("c0", "c")):
+        state.apply("ADDED", b.node(name, labels={ZONE: zone}))
+    spread = {"topologySpreadConstraints": [_c(), _c(HOST)]}
+    for i, node in enumerate(("a0", "a0", "a1", "b0")):
+        state.apply("ADDED", b.pod(f"w{i}", labels={"app": "web"}, node_name=node, phase="Running"))
+    replicas = [b.pod(f"r{i}", labels={"app": "web"}, spec_extra=spread) for i in range(2)]
+    for obj in replicas:
+        state.apply("ADDED", obj)
+
+    def same() -> None:
+        for obj in replicas:
+            pod = state.pod_by_key(f"default/{obj['metadata']['name']}")
+            assert pod is not None
+            nodes = ((info.node, info.pods) for info in state.nodes.values() if info.node is not None)
+            expected, kept = count(pod, nodes, state.pods), plugin.counts(prepare(pod, state.classes))
+            assert (kept.domains, kept.minimum) == (expected.domains, expected.minimum)
+
+    same()
+    uid = replicas[0]["metadata"]["uid"]
+    state.assume(uid, "c0", None)  # r0 placed: it counts for r1, not for itself
+    same()
+    state.apply("MODIFIED", b.pod("w1", labels={"app": "db"}, node_name="a0", phase="Running"))
+    same()
+    leaving = b.pod("w2", labels={"app": "web"}, node_name="a1", phase="Running")
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    state.apply("MODIFIED", leaving)
+    same()
+    state.apply("MODIFIED", b.node("a1", labels={ZONE: "c"}))
+    same()
+    state.apply("MODIFIED", b.node("a1"))  # no zone: no domain of either constraint
+    same()
+    lifted = state.lift(state.by_key["default/w3"])
+    same()
+    state.restore(lifted)
+    same()
+    state.apply("DELETED", b.node("b0", labels={ZONE: "b"}))
+    same()
+    state.apply("DELETED", b.pod("w0", labels={"app": "web"}, node_name="a0", phase="Running"))
+    same()
+
+
 class _Handle:
     """The state a hint reads: the waiting pod and the nodes."""
 
@@ -171,6 +220,12 @@ class _Handle:
         for node in nodes:
             self.state.apply("ADDED", b.node(node.meta.name, labels=dict(node.meta.labels)))
         self.state.pods[pod.uid] = pod
+
+    @classmethod
+    def over(cls, state: ClusterState) -> _Handle:
+        handle = cls.__new__(cls)
+        handle.state = state
+        return handle
 
 
 def _hints(pod: Pod, nodes: list[Node]) -> Any:

@@ -33,7 +33,7 @@ in the configuration (`parse_args`), the others only score upstream.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import ClassVar
 
 import numpy as np
@@ -179,23 +179,88 @@ def _has_keys(labels: Mapping[str, str], constraints: Iterable[SpreadConstraint]
     return all(c.topology_key in labels for c in constraints)
 
 
-def count(pod: Pod, nodes: Iterable[tuple[Node, Iterable[str]]], pods: Mapping[str, Pod]) -> Counts:
-    """upstream's calPreFilterState over `nodes`, each with the uids of the pods on it."""
+# per constraint: the node's domain (its key's value) and the pods matching there, or None
+# where the constraint's inclusion policies leave the node out
+Share = tuple[tuple[str, int] | None, ...]
+
+
+def _share(pod: Pod, node: Node, uids: Iterable[str], pods: Mapping[str, Pod]) -> Share | None:
+    """upstream's processNode in calPreFilterState: one node's part of the counts, from the pods
+    `uids`; None when the node lacks one of the keys."""
+    labels = node.meta.labels
     constraints = pod.spread
-    domains: list[dict[str, int]] = [{} for _ in constraints]
-    for node, on_node in nodes:
-        labels = node.meta.labels
-        if not _has_keys(labels, constraints):
-            continue
-        others = [other for uid in on_node if uid != pod.uid and (other := pods.get(uid)) is not None
-                  and not other.meta.deleting]
-        for c, found in zip(constraints, domains, strict=True):
-            if not _included(c, pod, node):
+    if not _has_keys(labels, constraints):
+        return None
+    others = [other for uid in uids if (other := pods.get(uid)) is not None and not other.meta.deleting]
+    return tuple((labels[c.topology_key], sum(1 for other in others if c.counts(
+        other.meta.namespace, other.meta.labels, pod.meta.namespace))) if _included(c, pod, node) else None
+        for c in constraints)
+
+
+class Tally:
+    """upstream's TpValueToMatchNum kept by node: each node's `_share` and the `NodeInfo.generation`
+    it was taken at, so that a pod's counts take again only the nodes changed since (a placement,
+    a lift, a label), not every pod of every node (5,000 nodes of 20 pods: 220 ms a count). It
+    serves every pod of the same namespace, constraints and inclusion inputs (`signature`): a
+    workload's replicas."""
+
+    __slots__ = ("constraints", "matched", "nodes", "shares")
+
+    def __init__(self, constraints: tuple[SpreadConstraint, ...]) -> None:
+        self.constraints = constraints
+        self.matched: list[dict[str, int]] = [{} for _ in constraints]
+        self.nodes: list[dict[str, int]] = [{} for _ in constraints]  # the nodes counted per domain
+        self.shares: dict[str, tuple[int, Share | None]] = {}
+
+    def current(self, name: str, generation: int) -> bool:
+        seen = self.shares.get(name)
+        return seen is not None and seen[0] == generation
+
+    def put(self, name: str, generation: int, share: Share | None) -> None:
+        """The node's share now, in place of the one it had."""
+        seen = self.shares.get(name)
+        if seen is not None:
+            self._add(seen[1], -1)
+        self.shares[name] = (generation, share)
+        self._add(share, 1)
+
+    def _add(self, share: Share | None, sign: int) -> None:
+        for part, matched, nodes in zip(share or (), self.matched, self.nodes):
+            if part is None:
                 continue
-            value = labels[c.topology_key]
-            found[value] = found.get(value, 0) + sum(
-                1 for other in others if c.counts(other.meta.namespace, other.meta.labels, pod.meta.namespace))
-    return Counts(domains, constraints)
+            value, found = part
+            left = nodes.get(value, 0) + sign
+            if left:
+                nodes[value], matched[value] = left, matched.get(value, 0) + sign * found
+            else:  # the domain's last node: no domain any more
+                del nodes[value], matched[value]
+
+    def counts(self, less: Share | None = None) -> Counts:
+        """The counts, less the pods of `less` (the pod's own where it is placed)."""
+        domains = [dict(matched) for matched in self.matched]
+        for part, found in zip(less or (), domains):
+            if part is not None:
+                found[part[0]] -= part[1]
+        return Counts(domains, self.constraints)
+
+
+def count(pod: Pod, nodes: Iterable[tuple[Node, Iterable[str]]], pods: Mapping[str, Pod]) -> Counts:
+    """upstream's calPreFilterState over `nodes`, each with the uids of the pods on it; the pod
+    itself, were it among them, is not counted."""
+    tally = Tally(pod.spread)
+    less = None
+    for node, uids in nodes:
+        listed = tuple(uids)
+        tally.put(node.meta.name, 0, _share(pod, node, listed, pods))
+        if pod.uid in listed:
+            less = _share(pod, node, (pod.uid,), pods)
+    return tally.counts(less)
+
+
+def signature(pod: Pod) -> Hashable:
+    """What a `Tally` depends on besides the nodes and the pods on them."""
+    return (pod.meta.namespace, pod.spread, tuple(sorted(pod.node_selector.items())), pod.required_terms,
+            pod.tolerations)
 
 
 def verdict(pod: Pod, counts: Counts, node: Node, nominated: Iterable[Pod] = ()) -> Reasons | None:
@@ -216,6 +281,11 @@ def verdict(pod: Pod, counts: Counts, node: Node, nominated: Iterable[Pod] = ())
     return None
 
 
+# tallies kept: one per workload spread at a time, a few interleaved (a rollout's two
+# pod-template-hash selectors, other apps' replicas) without recounting every node between them
+TALLIES = 16
+
+
 class PodTopologySpread(FilterPlugin):
     name = NAME
     also_extends: ClassVar[frozenset[str]] = frozenset({"preFilter", "preScore"})  # upstream's (it does not score here)
@@ -224,6 +294,7 @@ class PodTopologySpread(FilterPlugin):
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
         self._cached: tuple[Pod, int, Counts] | None = None
+        self._tallies: dict[Hashable, Tally] = {}
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         """upstream's EventsToRegister: Pod Add/UpdatePodLabel/Delete (isSchedulableAfterPodChange),
@@ -275,13 +346,23 @@ class PodTopologySpread(FilterPlugin):
     def counts(self, ctx: PodContext) -> Counts:
         """The counts of the placed pods for the pod, kept while neither it nor any node changes
         (`touches`): the same pod is prepared anew by each preemption dry run and queueing hint."""
-        state = self.handle.state
+        state, pod = self.handle.state, ctx.pod
         cached = self._cached
-        if cached is not None and cached[0] is ctx.pod and cached[1] == state.touches:
+        if cached is not None and cached[0] is pod and cached[1] == state.touches:
             return cached[2]
-        nodes = ((info.node, info.pods) for info in state.nodes.values() if info.node is not None)
-        found = count(ctx.pod, nodes, state.pods)
-        self._cached = (ctx.pod, state.touches, found)
+        key = signature(pod)
+        tally = self._tallies.pop(key, None) or Tally(pod.spread)
+        self._tallies[key] = tally  # the most recent last
+        if len(self._tallies) > TALLIES:
+            del self._tallies[next(iter(self._tallies))]
+        for name, info in state.nodes.items():
+            if not tally.current(name, info.generation):
+                tally.put(name, info.generation,
+                          _share(pod, info.node, info.pods, state.pods) if info.node is not None else None)
+        where = state.placements.get(pod.uid)
+        node = state.nodes[where.node].node if where is not None else None
+        found = tally.counts(_share(pod, node, (pod.uid,), state.pods) if node is not None else None)
+        self._cached = (pod, state.touches, found)
         return found
 
     def _verdict(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
