@@ -172,3 +172,15 @@ def test_the_pod_itself_is_never_counted() -> None:
                anti=[_term({"matchLabels": {"app": "web"}})])
     counts = _count(web, [(web, "n0")], {"n0": {HOST: "n0", ZONE: "a"}})
     assert not counts.affinity and not counts.anti and not counts.existing
+
+
+def test_a_matching_pod_on_a_node_without_the_terms_key_is_in_no_pair_and_the_first_still_goes() -> None:
+    """upstream's topologyToMatchedTermCount.update counts a pair only when the node has the
+    term's key: a web pod on an unzoned node leaves affinityCounts empty, so the next web pod,
+    with affinity to web by zone, is still the first of its series on a zoned node (counting
+    the unzoned one under an empty zone would refuse it everywhere)."""
+    web = _pod("web", {"app": "web"}, affinity=[_term({"matchLabels": {"app": "web"}}, ZONE)])
+    other = _pod("web-0", {"app": "web"})
+    counts = _count(web, [(other, "bare")], {"bare": {HOST: "bare"}, "n0": {HOST: "n0", ZONE: "a"}})
+    assert not counts.affinity
+    assert verdict(web, counts, {HOST: "n0", ZONE: "a"}) is None

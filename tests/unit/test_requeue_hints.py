@@ -253,19 +253,26 @@ def test_a_pod_kept_off_by_anti_affinity_is_retried_when_the_pod_it_avoids_is_re
     assert retry and retry[0].node == "n"
 
 
-@pytest.mark.parametrize("change", ["unrelated pod bound", "relabelled to another app", "relabelled, still avoided"])
+@pytest.mark.parametrize("change", ["unrelated pod bound", "relabelled to another app", "relabelled, still avoided",
+                                    "unrelated pod relabelled"])
 def test_an_assigned_pod_that_cannot_help_does_not_requeue(change: str) -> None:
     """The hints filter as upstream's isSchedulableAfterPodChange: a bound pod that does not
-    match the pending pod's affinity, or a relabel that neither makes a pod match the affinity
-    nor takes it out of the anti-affinity, leaves the pod parked (QueueSkip)."""
+    match the pending pod's affinity (a pod with no affinity terms: no bound pod can help it,
+    podMatchesAllAffinityTerms is false for none), or a relabel that neither makes a pod match
+    the affinity nor takes it out of an anti-affinity term it matched, leaves the pod parked
+    (QueueSkip)."""
     core = Core()
-    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"), _foreign("db", "db"))
+    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"), _foreign("db", "db"), _foreign("q", "q"))
     core.apply("ADDED", _with_terms("web", affinity="cache"), _with_terms("lone", anti="db"))
     core.run()
     assert core.where("web") == UNSCHEDULABLE and core.where("lone") == UNSCHEDULABLE
     core.scheduler.take_queue_incoming()
     if change == "unrelated pod bound":
-        core.apply("ADDED", _foreign("q", "q"))
+        core.apply("ADDED", _foreign("r", "r"))
+        assert core.where("lone") == UNSCHEDULABLE, "a bound pod cannot open an anti-affinity domain"
+    elif change == "unrelated pod relabelled":
+        core.apply("MODIFIED", _foreign("q", "r"))  # it never matched lone's term: nothing opens
+        assert core.where("lone") == UNSCHEDULABLE
     elif change == "relabelled to another app":
         core.apply("MODIFIED", _foreign("db", "queue"))  # web wants app=cache; lone is freed
         assert core.where("lone") != UNSCHEDULABLE
@@ -274,6 +281,22 @@ def test_an_assigned_pod_that_cannot_help_does_not_requeue(change: str) -> None:
                                      node_name="n", phase="Running", scheduler="default-scheduler"))
         assert core.where("lone") == UNSCHEDULABLE
 
+    assert core.where("web") == UNSCHEDULABLE, core.scheduler.take_queue_incoming()
+
+
+def test_a_relabel_of_a_pod_that_matched_the_affinity_before_does_not_requeue() -> None:
+    """upstream queues on a relabel only when the pod did not match all affinity terms before and
+    does now: `web` (affinity to app=cache by host) is parked, `cache`'s node full
+    (NodeResourcesFit) and the other without it (InterPodAffinity); `cache` gaining a label,
+    still app=cache, changes nothing for it (QueueSkip)."""
+    core = Core()
+    core.apply("ADDED", b.node("n", cpu="1", memory="8Gi"), b.node("m", cpu="4", memory="8Gi"),
+               _foreign("cache", "cache"))
+    core.apply("ADDED", _with_terms("web", affinity="cache"))
+    core.run()
+    assert core.where("web") == UNSCHEDULABLE
+    core.apply("MODIFIED", b.pod("cache", labels={"app": "cache", "tier": "x"}, requests={"cpu": "1"},
+                                 node_name="n", phase="Running", scheduler="default-scheduler"))
     assert core.where("web") == UNSCHEDULABLE, core.scheduler.take_queue_incoming()
 
 
