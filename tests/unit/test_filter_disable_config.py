@@ -110,6 +110,18 @@ def test_the_filters_keeping_tesseras_promises_stay_on(point: str, name: str) ->
     err = raised.value
     assert err.field == f"profiles[0].plugins.{point}.disabled[0].name" and "Forbidden" in str(err)
     assert ("twice" in err.message) if name in ("NodeResourcesFit", "TesseraDevices") else ("gang" in err.message)
+    # the way to what the file likely wanted is named only for a plugin that has a score to drop
+    scores = name in ("NodeResourcesFit", "TesseraDevices")
+    assert ("to drop its score, disable it under plugins.score" in err.message) == scores
+
+
+@pytest.mark.parametrize("name", KEPT)
+def test_multi_point_naming_a_kept_filter_drops_its_score_only(name: str) -> None:
+    """`multiPoint.disabled` naming one of them is no error: its filter stays, its score goes."""
+    plugins = {"multiPoint": {"disabled": [{"name": name}]}}
+    assert parse_config(_config(plugins), "t.yaml").profiles[0].disabled_filters == ()
+    filters, _, scored = _filters(plugins)
+    assert (name in filters) == (name != "Coscheduling") and name not in scored
 
 
 def test_configz_lists_the_disabled_filters() -> None:

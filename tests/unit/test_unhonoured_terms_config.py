@@ -40,6 +40,18 @@ def test_a_profile_may_turn_it_off_by_name(point: str) -> None:
     assert NAME not in profile["plugins"] and profile["disabledPreFilters"] == [NAME]
 
 
+def test_turned_off_at_multi_point_and_enabled_again_under_pre_filter_it_stays_on() -> None:
+    """A `preFilter.enabled` entry naming it wins over `multiPoint.disabled`, as upstream's
+    point-level enabled list brings back a plugin its multiPoint set disabled; under `filter`,
+    a point it does not implement, the entry is refused as upstream's framework build does."""
+    off = PROFILE.format(point="multiPoint", name=NAME)
+    profile = parse_config_text(off + f"    preFilter:\n      enabled:\n      - name: {NAME}\n", "test").profiles[0]
+    assert NAME not in profile.disabled_pre_filters
+    assert NAME in [spec.name for spec in enabled_in(profile)]
+    with pytest.raises(ConfigError, match=f'plugin "{NAME}" does not extend FilterPlugin plugin'):
+        parse_config_text(off + f"    filter:\n      enabled:\n      - name: {NAME}\n", "test")
+
+
 @pytest.mark.parametrize("point", ["preFilter", "filter", "multiPoint"])
 def test_star_keeps_it(point: str) -> None:
     profile = parse_config_text(PROFILE.format(point=point, name='"*"'), "test").profiles[0]
