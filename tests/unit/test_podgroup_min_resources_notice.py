@@ -405,3 +405,36 @@ def test_a_groups_own_request_its_devices_stand_for_frees_the_nodes_count_once()
     assert run.state.placements[own.uid].devices == [device["metadata"]["name"]] and info.used("nvidia.com/gpu") == 1
     assert resource_gap(run.state, own, {V100: 3}, 1) is None
     assert resource_gap(run.state, own, {V100: 4}, 1) == f"resource gap: map[{V100}:1]"
+
+
+def test_a_device_only_the_groups_own_member_slices_counts_whole_for_a_whole_class() -> None:
+    """The group's own member holds a slice of one of n1's 4 V100s (the sharing class over the same
+    devices): for the group, the whole class `v100` has all 4 free (its own pods are removed from
+    the node, as upstream's getNodeResource does); for another group, 3."""
+    run = Run(config(BINPACK))
+    run.add(*_both_classes(), b.node("n1", gpus=0), *(b.device("n1", i) for i in range(4)),
+            b.podgroup("own", 1), b.pod("own-0", labels={PG_LABEL: "own"}, limits={SLICED: 1}))
+    assert run.node_of("own-0") == "n1"
+    own = run.state.pod_by_key("default/own-0")
+    assert resource_gap(run.state, own, {V100: 4}, 1) is None
+    other = _waiting_member(run)
+    assert resource_gap(run.state, other, {V100: 4}, 1) == f"resource gap: map[{V100}:1]"
+
+
+def test_the_groups_own_devices_free_the_nodes_count_only_of_their_own_resource_name() -> None:
+    """n1 allocates 2 `nvidia.com/gpu` and 2 `example.com/gpu`, with 4 V100s, 2 under each name.
+    Another pod requests 1 `nvidia.com/gpu` plainly; the group's member holds 2 V100s, one of each
+    name. For the group: both `example.com/gpu` devices are free, and of the `nvidia.com/gpu` ones
+    only its own (the node's count of 2 less the plain request): 3. Its `example.com/gpu` device
+    frees none of the node's `nvidia.com/gpu` count."""
+    run = Run(config(BINPACK))
+    run.add(*_both_classes(), b.node("n1", gpus=2, extra={"example.com/gpu": "2"}),
+            *(b.device("n1", i, resource_name="nvidia.com/gpu" if i < 2 else "example.com/gpu") for i in range(4)),
+            b.pod("plain", limits={"nvidia.com/gpu": 1}),
+            b.podgroup("own", 1), b.pod("own-0", labels={PG_LABEL: "own"}, limits={V100: 2}))
+    assert run.node_of("plain") == run.node_of("own-0") == "n1"
+    assert sorted(d.resource_name for d in run.state.nodes["n1"].devices.values()
+                  if d.name in run.state.ledger.use) == ["example.com/gpu", "nvidia.com/gpu"]
+    own = run.state.pod_by_key("default/own-0")
+    assert resource_gap(run.state, own, {V100: 3}, 1) is None
+    assert resource_gap(run.state, own, {V100: 4}, 1) == f"resource gap: map[{V100}:1]"
