@@ -10,6 +10,7 @@ only Event is `Timeout`. A trial's PodGroup asking 40 GPUs of a cluster with 8 s
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from scheduler.core import annotations as ann
@@ -438,3 +439,25 @@ def test_the_groups_own_devices_free_the_nodes_count_only_of_their_own_resource_
     own = run.state.pod_by_key("default/own-0")
     assert resource_gap(run.state, own, {V100: 3}, 1) is None
     assert resource_gap(run.state, own, {V100: 4}, 1) == f"resource gap: map[{V100}:1]"
+
+
+def test_the_groups_own_slices_of_no_known_dimension_are_free_to_it_too() -> None:
+    """The group's member, bound before Tessera saw it, holds 8Gi of a V100 under a grant naming no
+    dimension and a resource name no sharing class owns (its class gone): counted against every
+    dimension of the device for others, so `v100-16g` has 7 16Gi slices free for another group;
+    for its own group, the 8 of all 4 devices (its own slices are free to it, whatever they name)."""
+    sliced16 = "class.tessera.dev/v100-16g"
+    devices = [b.device("n1", i) for i in range(4)]
+    grant = {"id": devices[0]["spec"]["deviceID"], "device": devices[0]["metadata"]["name"], "amount": "8Gi"}
+    run = Run(config(BINPACK))
+    run.add(b.node("n1", gpus=0), *devices, b.podgroup("own", 1),
+            b.pod("own-0", labels={PG_LABEL: "own"}, limits={SLICED: 1}, node_name="n1", phase="Running",
+                  annotations={ann.DEVICES: json.dumps({"version": ann.VERSION,
+                                                        "containers": {"main": {SLICED: [grant]}}})}),
+            b.resource_class("v100-16g", {"model": "V100"}, sharing={"dimension": "memory", "unit": "16Gi"}))
+    assert [set(use.shared[uid]) for use in run.state.ledger.use.values() for uid in use.shared] == [{(SLICED, "")}]
+    own = run.state.pod_by_key("default/own-0")
+    assert resource_gap(run.state, own, {sliced16: 8}, 1) is None
+    other = _waiting_member(run)
+    assert resource_gap(run.state, other, {sliced16: 7}, 1) is None
+    assert resource_gap(run.state, other, {sliced16: 8}, 1) == f"resource gap: map[{sliced16}:1]"
