@@ -39,3 +39,26 @@ def test_a_gated_pod_is_not_moved_by_the_hints_of_plugins_that_rejected_it_befor
     _add(core, b.node("o", gpus=1), now=31.0)
     assert core.take_queue_incoming() == {}
     assert core.pending_counts()["gated"] == 1
+
+
+def test_a_bound_pods_update_that_changes_no_label_is_no_event() -> None:
+    """A bound pod's update that changes none of what a plugin registers (here an annotation) is
+    upstream's AssignedPodUpdate of no action any plugin registers (isEventOfInterest: nothing
+    moves), so even a pod parked with no rejecting plugin, which any event moves, stays parked;
+    a label changed is an AssignedPodUpdatePodLabel, which moves it."""
+    core = Scheduler(load_config(None))
+    core.apply("ADDED", b.node("n", cpu="1"), 0.0)
+    bound = b.pod("db", requests={"cpu": "1"}, node_name="n", phase="Running", scheduler="default-scheduler")
+    core.apply("ADDED", bound, 0.0)
+    core.apply("ADDED", b.pod("p", requests={"cpu": "1"}), 0.0)
+    queue = core._engine.queue
+    [uid] = list(queue.entries)
+    assert queue.pop(0.0) == uid
+    queue.unschedulable_failure(uid, (), 0.0)  # failed, no plugin named
+    core.take_queue_incoming()
+    core.apply("MODIFIED", b.pod("db", requests={"cpu": "1"}, node_name="n", phase="Running",
+                                 scheduler="default-scheduler", annotations={"note": "x"}), 5.0)
+    assert queue.entries[uid].where == UNSCHEDULABLE and core.take_queue_incoming() == {}
+    core.apply("MODIFIED", b.pod("db", requests={"cpu": "1"}, node_name="n", phase="Running", labels={"app": "db"},
+                                 scheduler="default-scheduler", annotations={"note": "x"}), 6.0)
+    assert core.take_queue_incoming() == {("active", "AssignedPodUpdatePodLabel"): 1}  # its backoff is over
