@@ -225,3 +225,15 @@ def test_a_new_pod_it_has_affinity_to_requeues_the_waiting_pod() -> None:
     run.add(_pod("db", "db"))
     assert run.node_of("db") == "n0"
     assert _tries(run, "web") >= 2 and run.node_of("web") == "n0"
+
+
+def test_a_hold_let_go_no_longer_counts_its_pod_on_the_node() -> None:
+    """Once a nominated preemptor's hold is released (it is still pending, placed nowhere), the
+    filters count it on no node (`ClusterState.on_node`, which InterPodAffinity and NodePorts
+    walk) until a hold is made for it again (the next cycle's `hold_nominated`)."""
+    run = Run(config(BINPACK))
+    _nominated_high(run)
+    high = run.state.pod_by_key("default/high")
+    assert high is not None and high.uid in run.state.on_node(run.state.nodes["n0"])
+    assert run.state.release_hold(high.uid) is not None
+    assert high.uid not in run.state.on_node(run.state.nodes["n0"]) and run.state.counted_on(high.uid) is None
