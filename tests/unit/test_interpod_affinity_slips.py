@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.core.objects import Pod, parse_pod
-from scheduler.core.plugins.interpod_affinity import AFFINITY, EXISTING, Counts, count, verdict
+from scheduler.core.plugins.interpod_affinity import AFFINITY, ANTI_AFFINITY, EXISTING, Counts, count, verdict
 from scheduler.core.pod_terms import label_selector, required_pod_terms
 from scheduler.sim import builders as b
 from tests.helpers import Run
@@ -184,3 +184,13 @@ def test_a_matching_pod_on_a_node_without_the_terms_key_is_in_no_pair_and_the_fi
     counts = _count(web, [(other, "bare")], {"bare": {HOST: "bare"}, "n0": {HOST: "n0", ZONE: "a"}})
     assert not counts.affinity
     assert verdict(web, counts, {HOST: "n0", ZONE: "a"}) is None
+
+
+def test_every_anti_affinity_term_is_read_not_only_the_first() -> None:
+    """satisfyPodAntiAffinity: a node fails when any term's pair there has a matching pod (the
+    first term, by zone, has none on the unzoned node; the second, by host, has one)."""
+    web = _pod("web", {"app": "web"}, anti=[_term({"matchLabels": {"app": "db"}}, ZONE),
+                                           _term({"matchLabels": {"app": "cache"}})])
+    counts = _count(web, [(_pod("cache", {"app": "cache"}), "n0")], {"n0": {HOST: "n0"}})
+    assert counts.anti == {(HOST, "n0"): 1}
+    assert verdict(web, counts, {HOST: "n0"}) == (ANTI_AFFINITY,)

@@ -99,14 +99,16 @@ def test_slices_a_removed_annotation_and_an_unreadable_record() -> None:
         _bound("removed", _grants(("gpu-3", None)), None, namespace="b"),  # an older version reads no devices
         _bound("garbled", "{", _grants(("gpu-4", None)), namespace="b"),
         _bound("broken", _grants(("gpu-5", None)), "{", namespace="b"),  # an older version fences the node
+        _bound("dropped", _grants(("gpu-6", 8 * GiB), ("gpu-7", None)), _grants(("gpu-7", None)), namespace="b"),
     ]
     result = rollback.check(pods)
     assert [(u.pod, u.devices) for u in result.pods] == [
+        ("b/dropped", ("gpu-6 (8Gi)",)),  # a slice no longer named at all: the part held is shown
         ("b/garbled", ()), ("b/grown", ("gpu-0 (8Gi held, 4Gi named)",)), ("b/removed", ("gpu-3",)),
         ("b/whole", ("gpu-2 (whole held, 4Gi named)",))]
-    assert result.pods[0].why.startswith("tessera.dev/held-devices cannot be read (not valid JSON")
-    assert rollback.as_dict(result)["pods"][0]["reason"] == result.pods[0].why
-    assert "4 pods hold devices an older version cannot see" in rollback.render(result)
+    assert result.pods[1].why.startswith("tessera.dev/held-devices cannot be read (not valid JSON")
+    assert rollback.as_dict(result)["pods"][1]["reason"] == result.pods[1].why
+    assert "5 pods hold devices an older version cannot see" in rollback.render(result)
 
 
 def test_pods_unreadable_cluster_wide_is_an_error_not_a_verdict(

@@ -461,3 +461,14 @@ def test_the_groups_own_slices_of_no_known_dimension_are_free_to_it_too() -> Non
     other = _waiting_member(run)
     assert resource_gap(run.state, other, {sliced16: 7}, 1) is None
     assert resource_gap(run.state, other, {sliced16: 8}, 1) == f"resource gap: map[{sliced16}:1]"
+
+
+def test_a_sharing_class_counts_the_slices_of_its_devices_under_every_resource_name() -> None:
+    """`v100-8g` over n1's 4 V100s, 2 under `nvidia.com/gpu` and 2 under `example.com/gpu`: 16 8Gi
+    slices free in all, the two names' added up."""
+    run = Run(config(BINPACK))
+    run.add(*_both_classes(), b.node("n1", gpus=2, extra={"example.com/gpu": "2"}),
+            *(b.device("n1", i, resource_name="nvidia.com/gpu" if i < 2 else "example.com/gpu") for i in range(4)))
+    member = _waiting_member(run)
+    assert resource_gap(run.state, member, {SLICED: 16}, 1) is None
+    assert resource_gap(run.state, member, {SLICED: 17}, 1) == f"resource gap: map[{SLICED}:1]"
