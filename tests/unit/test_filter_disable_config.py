@@ -177,3 +177,20 @@ def test_v1alpha1_priority_names_under_filter_disable_no_filter() -> None:
                "plugins": {"filter": {"disabled": [{"name": name}]}}}
         return parse_config(raw, "t.yaml").profiles[0].disabled_filters
     assert legacy("TaintTolerationPriority") == () and legacy("TaintToleration") == ("TaintToleration",)
+
+
+def test_a_pod_is_asked_about_an_event_with_its_own_profiles_hints() -> None:
+    """`strict` keeps NodeAffinity, which `tessera` (the first profile) turns off at both points and
+    so registers no hint for: a `strict` pod parked by NodeAffinity is moved when its node gains
+    the label, by its own profile's hint (a lookup in the first profile's would find none and
+    leave it parked)."""
+    off = {"disabled": [{"name": "NodeAffinity"}]}
+    core = Scheduler(parse_config(_config({"preFilter": off, "filter": off}), "t.yaml"))
+    assert "NodeAffinity" not in core._engine.profiles["tessera"].hints
+    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"), 0.0)
+    core.apply("ADDED", b.pod("p", scheduler="strict", requests={"cpu": "1"},
+                              spec_extra={"nodeSelector": {"zone": "a"}}), 0.0)
+    assert core.schedule_next(0.0) is not None and core.pending_counts()["unschedulable"] == 1
+    core.take_queue_incoming()
+    core.apply("MODIFIED", b.node("n", cpu="4", memory="8Gi", labels={"zone": "a"}), 1.0)
+    assert core.take_queue_incoming() == {("backoff", "NodeUpdateNodeLabel"): 1}
