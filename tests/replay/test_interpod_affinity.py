@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.core.framework.cycle_state import prepare
+from scheduler.core.plugins.interpod_affinity import InterPodAffinity
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run, config
 
@@ -237,3 +239,24 @@ def test_a_hold_let_go_no_longer_counts_its_pod_on_the_node() -> None:
     assert high is not None and high.uid in run.state.on_node(run.state.nodes["n0"])
     assert run.state.release_hold(high.uid) is not None
     assert high.uid not in run.state.on_node(run.state.nodes["n0"]) and run.state.counted_on(high.uid) is None
+
+
+def test_a_held_pods_relabel_is_seen_by_the_cached_counts() -> None:
+    """A nominated preemptor relabelled while it holds room: what InterPodAffinity counts on its
+    node changed, so counts cached for another pod (kept while `touches` stands) are taken again:
+    `anti`, repelled by app=infer, is no longer counted against once `high` is app=other."""
+    run = Run(config(BINPACK))
+    _nominated_high(run)
+    run.add(b.pod("anti", labels={"app": "x"}, priority=0,
+                  spec_extra={"affinity": {"podAntiAffinity": {REQ: [_term("infer")]}}}))
+    assert run.node_of("anti") is None
+    anti = run.state.pod_by_key("default/anti")
+    assert anti is not None
+    plugin = run.scheduler._engine.profiles["tessera"].plugins["InterPodAffinity"]
+    assert isinstance(plugin, InterPodAffinity)
+    assert plugin.counts(prepare(anti, run.state.classes)).anti
+    relabelled = b.pod("high", labels={"app": "other"}, limits={"nvidia.com/gpu": 8}, priority=100)
+    relabelled["status"]["nominatedNodeName"] = "n0"
+    run.scheduler.apply("MODIFIED", relabelled, 100.0)  # the update alone, no cycle after it
+    assert run.state.holds, "the hold stands"
+    assert not plugin.counts(prepare(anti, run.state.classes)).anti
