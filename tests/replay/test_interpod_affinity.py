@@ -260,3 +260,19 @@ def test_a_held_pods_relabel_is_seen_by_the_cached_counts() -> None:
     run.scheduler.apply("MODIFIED", relabelled, 100.0)  # the update alone, no cycle after it
     assert run.state.holds, "the hold stands"
     assert not plugin.counts(prepare(anti, run.state.classes)).anti
+
+
+def test_every_nominated_preemptor_holding_room_on_a_node_counts_there() -> None:
+    """Two preemptors nominated to n0 (4 GPUs each, `low`'s 8 terminating) both hold room there:
+    a pod anti-affine to either is kept off n0."""
+    run = Run(config(BINPACK))
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]  # terminating, not gone
+    run.add(b.node("n0", gpus=8), b.pod("low", labels={"app": "other"}, limits={"nvidia.com/gpu": 8}, priority=0))
+    run.add(b.pod("one", labels={"app": "one"}, limits={"nvidia.com/gpu": 4}, priority=100))
+    run.add(b.pod("two", labels={"app": "two"}, limits={"nvidia.com/gpu": 4}, priority=100))
+    assert run.last("one").nominated_node == run.last("two").nominated_node == "n0" and len(run.state.holds) == 2
+    for app in ("one", "two"):
+        run.add(b.pod(f"anti-{app}", labels={"app": "x"}, priority=0,
+                      spec_extra={"affinity": {"podAntiAffinity": {REQ: [_term(app)]}}}))
+        assert run.node_of(f"anti-{app}") is None
+        assert "1 node(s) didn't match pod anti-affinity rules" in run.last(f"anti-{app}").message
