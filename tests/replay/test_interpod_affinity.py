@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.core.framework.cycle_state import prepare
-from scheduler.core.plugins.interpod_affinity import InterPodAffinity
+from scheduler.core.plugins.interpod_affinity import ANTI_AFFINITY, InterPodAffinity
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run, config
 
@@ -172,26 +172,112 @@ def test_a_nominated_preemptor_counts_against_anti_affinity() -> None:
     assert "1 node(s) didn't match pod anti-affinity rules" in run.last("anti").message
 
 
-def test_a_nominated_preemptors_own_anti_affinity_keeps_others_off() -> None:
-    """Symmetry: a nominated pod's own anti-affinity terms count as an existing pod's."""
-    run = Run(config(BINPACK))
+def _nominated_anti_web(run: Run, key: str = HOST) -> None:
+    """`high`, anti-affine to app=web by `key`, preempts `low` on n0 and is nominated there."""
     run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]
-    run.add(b.node("n0", gpus=8))
+    run.add(b.node("n0", gpus=8, labels={ZONE: "a"}), b.node("n1", labels={ZONE: "a"}))
     run.add(b.pod("low", labels={"app": "other"}, limits={"nvidia.com/gpu": 8}, priority=0))
+    assert run.node_of("low") == "n0"
     run.add(b.pod("high", labels={"app": "infer"}, limits={"nvidia.com/gpu": 8}, priority=100,
-                  spec_extra={"affinity": {"podAntiAffinity": {REQ: [_term("web")]}}}))
+                  spec_extra={"affinity": {"podAntiAffinity": {REQ: [_term("web", key)]}}}))
     assert run.last("high").nominated_node == "n0"
-    run.add(b.pod("web", labels={"app": "web"}, priority=0))
+
+
+def test_a_nominated_preemptors_own_anti_affinity_keeps_others_off_its_node() -> None:
+    """Symmetry: a nominated pod's own anti-affinity terms count as an existing pod's on its own
+    node (AddPod adds them to existingAntiAffinityCounts at that node's pairs). `web` has a term
+    of its own, so the plugin is not skipped for it, and its nodeSelector asks for n0."""
+    run = Run(config(BINPACK))
+    _nominated_anti_web(run)
+    run.add(b.pod("web", labels={"app": "web"}, priority=0,
+                  spec_extra={"nodeSelector": {HOST: "n0"},
+                              "affinity": {"podAntiAffinity": {REQ: [_term("nothing")]}}}))
     assert run.node_of("web") is None
     assert "1 node(s) didn't satisfy existing pods anti-affinity rules" in run.last("web").message
 
 
-def test_a_nominated_preemptor_satisfies_affinity() -> None:
+def test_a_nominated_preemptors_zone_anti_affinity_keeps_others_off_its_node_alone() -> None:
+    """upstream adds a nominated pod only to its own node's copy of the counts: anti-affine to
+    app=web by zone while nominated to n0, it does not repel `web` from n1 in the same zone
+    (were it counted in zone a everywhere, n1 would be refused too)."""
+    run = Run(config(BINPACK))
+    _nominated_anti_web(run, ZONE)
+    run.add(b.pod("web", labels={"app": "web"}, priority=0,
+                  spec_extra={"affinity": {"podAntiAffinity": {REQ: [_term("nothing")]}}}))
+    assert run.node_of("web") == "n1"
+
+
+def test_a_pod_without_terms_is_not_kept_off_by_a_nominated_preemptors_anti_affinity() -> None:
+    """upstream's PreFilter skips the plugin for a pod with no required terms that no placed
+    pod's anti-affinity matches (existingAntiAffinityCounts empty: Skip), and a skipped plugin's
+    AddPod is not run for the nominated pods either: `web` may take n0 beside `high`'s hold."""
+    run = Run(config(BINPACK))
+    _nominated_anti_web(run)
+    run.add(b.pod("web", labels={"app": "web"}, priority=0, spec_extra={"nodeSelector": {HOST: "n0"}}))
+    assert run.node_of("web") == "n0"
+
+
+def test_a_nominated_preemptor_does_not_satisfy_affinity() -> None:
+    """upstream runs the filters on a node with nominated pods twice, with them and without
+    (RunFilterPluginsWithNominatedPods): without `high`, nothing matches `near`'s affinity, and
+    `near` does not match it itself, so n0 is refused ("a nominated pod never satisfies
+    affinity": it may still go elsewhere)."""
     run = Run(config(BINPACK))
     _nominated_high(run)
     run.add(b.pod("near", labels={"app": "near"}, priority=0,
                   spec_extra={"affinity": {"podAffinity": {REQ: [_term("infer")]}}}))
-    assert run.node_of("near") == "n0"
+    assert run.node_of("near") is None
+    assert "1 node(s) didn't match pod affinity rules" in run.last("near").message
+
+
+def test_a_nominated_preemptor_on_another_node_of_the_zone_does_not_satisfy_affinity() -> None:
+    """`high` (app=infer) nominated to n0 in zone a: n1, also in zone a, has no pod nominated,
+    so its single pass counts the placed pods alone and `near` (affinity to app=infer by zone)
+    is refused there too."""
+    run = Run(config(BINPACK))
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]
+    run.add(b.node("n0", gpus=8, labels={ZONE: "a"}), b.node("n1", labels={ZONE: "a"}))
+    run.add(b.pod("low", labels={"app": "other"}, limits={"nvidia.com/gpu": 8}, priority=0))
+    run.add(b.pod("high", labels={"app": "infer"}, limits={"nvidia.com/gpu": 8}, priority=100))
+    assert run.last("high").nominated_node == "n0"
+    run.add(b.pod("near", labels={"app": "near"}, priority=0,
+                  spec_extra={"affinity": {"podAffinity": {REQ: [_term("infer", ZONE)]}}}))
+    assert run.node_of("near") is None
+    assert "2 node(s) didn't match pod affinity rules" in run.last("near").message
+
+
+def test_a_nominated_preemptor_on_another_node_of_the_zone_does_not_repel() -> None:
+    """`high` (app=infer) nominated to n0 in zone a is no pod of zone a while n1 is filtered:
+    `anti`, anti-affine to app=infer by zone, takes n1 (kube-scheduler would); n0 it may not."""
+    run = Run(config(BINPACK))
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]
+    run.add(b.node("n0", gpus=8, labels={ZONE: "a"}), b.node("n1", labels={ZONE: "a"}))
+    run.add(b.pod("low", labels={"app": "other"}, limits={"nvidia.com/gpu": 8}, priority=0))
+    run.add(b.pod("high", labels={"app": "infer"}, limits={"nvidia.com/gpu": 8}, priority=100))
+    assert run.last("high").nominated_node == "n0"
+    run.add(b.pod("anti", labels={"app": "x"}, priority=0,
+                  spec_extra={"affinity": {"podAntiAffinity": {REQ: [_term("infer", ZONE)]}}}))
+    assert run.node_of("anti") == "n1"
+
+
+def test_the_first_of_a_series_is_not_held_back_by_a_nominated_peer_elsewhere() -> None:
+    """`web` (app=web, affinity to app=web by zone) is the first of its series among the placed
+    pods: `peer` (app=web) is only nominated, to b0 in zone b. a0 has no pod nominated, so its
+    single pass counts no match at all and the first-of-a-series rule lets `web` in; counting
+    `peer` in zone b everywhere refused a0 (a match exists, not in zone a). b0's taint keeps `web`
+    off it."""
+    run = Run(config(BINPACK))
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]
+    gpu_only = [{"key": "gpu", "value": "x", "effect": "NoSchedule"}]
+    tolerates = {"tolerations": [{"key": "gpu", "operator": "Exists"}]}
+    run.add(b.node("a0", labels={ZONE: "a"}), b.node("b0", gpus=8, labels={ZONE: "b"}, taints=gpu_only))
+    run.add(b.pod("low", labels={"app": "other"}, limits={"nvidia.com/gpu": 8}, priority=0, spec_extra=tolerates))
+    assert run.node_of("low") == "b0"
+    run.add(b.pod("peer", labels={"app": "web"}, limits={"nvidia.com/gpu": 8}, priority=100, spec_extra=tolerates))
+    assert run.last("peer").nominated_node == "b0"
+    run.add(b.pod("web", labels={"app": "web"}, priority=0,
+                  spec_extra={"affinity": {"podAffinity": {REQ: [_term("web", ZONE)]}}}))
+    assert run.node_of("web") == "a0"
 
 
 def test_the_preemptor_is_placed_once_its_victim_is_gone() -> None:
@@ -231,20 +317,24 @@ def test_a_new_pod_it_has_affinity_to_requeues_the_waiting_pod() -> None:
 
 def test_a_hold_let_go_no_longer_counts_its_pod_on_the_node() -> None:
     """Once a nominated preemptor's hold is released (it is still pending, placed nowhere), the
-    filters count it on no node (`ClusterState.on_node`, which InterPodAffinity and NodePorts
-    walk) until a hold is made for it again (the next cycle's `hold_nominated`)."""
+    filters count it on no node (`ClusterState.nominated_on`, which InterPodAffinity and, through
+    `on_node`, NodePorts read) until a hold is made for it again (the next cycle's
+    `hold_nominated`)."""
     run = Run(config(BINPACK))
     _nominated_high(run)
     high = run.state.pod_by_key("default/high")
-    assert high is not None and high.uid in run.state.on_node(run.state.nodes["n0"])
+    n0 = run.state.nodes["n0"]
+    assert high is not None and high.uid in run.state.nominated_on(n0)
+    assert high.uid not in run.state.nominated_on(n0, skip=high.uid)
     assert run.state.release_hold(high.uid) is not None
-    assert high.uid not in run.state.on_node(run.state.nodes["n0"]) and run.state.counted_on(high.uid) is None
+    assert high.uid not in run.state.on_node(n0) and high.uid not in run.state.nominated_on(n0)
 
 
-def test_a_held_pods_relabel_is_seen_by_the_cached_counts() -> None:
-    """A nominated preemptor relabelled while it holds room: what InterPodAffinity counts on its
-    node changed, so counts cached for another pod (kept while `touches` stands) are taken again:
-    `anti`, repelled by app=infer, is no longer counted against once `high` is app=other."""
+def test_a_held_pods_relabel_is_seen_by_the_filter() -> None:
+    """A nominated preemptor relabelled while it holds room: the counts cached for another pod
+    (kept while `touches` stands) are of the placed pods alone, and the node's nominated pods are
+    read at each filter call, so `anti`, repelled by app=infer, passes n0 once `high` is
+    app=other."""
     run = Run(config(BINPACK))
     _nominated_high(run)
     run.add(b.pod("anti", labels={"app": "x"}, priority=0,
@@ -254,12 +344,13 @@ def test_a_held_pods_relabel_is_seen_by_the_cached_counts() -> None:
     assert anti is not None
     plugin = run.scheduler._engine.profiles["tessera"].plugins["InterPodAffinity"]
     assert isinstance(plugin, InterPodAffinity)
-    assert plugin.counts(prepare(anti, run.state.classes)).anti
+    ctx, n0 = prepare(anti, run.state.classes), run.state.nodes["n0"]
+    assert not plugin.counts(ctx).anti and plugin.filter(ctx, n0) == (ANTI_AFFINITY,)
     relabelled = b.pod("high", labels={"app": "other"}, limits={"nvidia.com/gpu": 8}, priority=100)
     relabelled["status"]["nominatedNodeName"] = "n0"
     run.scheduler.apply("MODIFIED", relabelled, 100.0)  # the update alone, no cycle after it
     assert run.state.holds, "the hold stands"
-    assert not plugin.counts(prepare(anti, run.state.classes)).anti
+    assert plugin.filter(ctx, n0) is None
 
 
 def test_every_nominated_preemptor_holding_room_on_a_node_counts_there() -> None:
@@ -276,3 +367,23 @@ def test_every_nominated_preemptor_holding_room_on_a_node_counts_there() -> None
                       spec_extra={"affinity": {"podAntiAffinity": {REQ: [_term(app)]}}}))
         assert run.node_of(f"anti-{app}") is None
         assert "1 node(s) didn't match pod anti-affinity rules" in run.last(f"anti-{app}").message
+
+
+def test_a_node_whose_nominated_pod_alone_satisfies_affinity_is_no_preemption_candidate() -> None:
+    """`both` (affinity to app=infer, anti-affinity to app=x, by host) on n0, where `high`
+    (app=infer) is nominated and `xlow` (app=x) placed. With `high` added n0 fails anti-affinity
+    (Unschedulable: preemption may try it); evicting `xlow` in the dry run passes that pass, but
+    without `high` nothing satisfies the affinity, so upstream finds no victims (SelectVictimsOnNode
+    returns that pass's status). Counting `high` as if placed evicted `xlow` for a node `both`
+    could not be sure of."""
+    run = Run(config(BINPACK))
+    _nominated_high(run)
+    run.add(b.pod("xlow", labels={"app": "x"}, requests={"cpu": "1"}, priority=0))
+    assert run.node_of("xlow") == "n0"
+    run.add(b.pod("both", labels={"app": "both"}, requests={"cpu": "1"}, priority=50,
+                  spec_extra={"affinity": {"podAffinity": {REQ: [_term("infer")]},
+                                           "podAntiAffinity": {REQ: [_term("x")]}}}))
+    assert run.node_of("both") is None and run.last("both").preempted == []
+    assert run.last("both").message == (
+        "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules. "
+        "preemption: 0/1 nodes are available: 1 node(s) didn't match pod affinity rules.")

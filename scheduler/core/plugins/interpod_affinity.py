@@ -3,9 +3,8 @@
 The filter half of upstream's plugin (kube-scheduler v1.36
 pkg/scheduler/framework/plugins/interpodaffinity/filtering.go): before the nodes are filtered,
 the pods placed so far (bound, assumed, and the members of a gang placed earlier in the same
-transaction: all are in `ClusterState.placements`) and, as upstream's addGENominatedPods, the
-nominated preemptors of equal or higher priority holding room on their nodes (`ClusterState.holds`;
-the cycle lifts lower ones) are counted per topology pair (key, value of their node's label):
+transaction: all are in `ClusterState.placements`) are counted per topology pair (key, value of
+their node's label):
 - `affinity`: pods matching ALL of the incoming pod's required affinity terms, per term's key;
 - `anti`: pods matching each of its required anti-affinity terms;
 - `existing`: pods whose own required anti-affinity terms match the incoming pod (symmetry).
@@ -17,6 +16,14 @@ A node then fails, in upstream's order:
   pod; Unschedulable upstream;
 - "node(s) didn't satisfy existing pods anti-affinity rules" when any of the node's label pairs
   is counted in `existing`; Unschedulable upstream.
+A node with nominated preemptors of equal or higher priority holding room on it
+(`ClusterState.nominated_on`; the cycle lifts lower ones) is judged twice, as upstream's
+RunFilterPluginsWithNominatedPods: first with them added at that node's pairs, for that node alone
+(addGENominatedPods -> AddPod on the node's copy of the counts, all three counts), then with the
+placed pods only; the first failure is the node's. So a nominated pod repels (anti-affinity, and
+its own anti-affinity terms) only on its own node, never satisfies affinity, and is no match
+elsewhere for the first of a series. A pod without terms that no placed pod's anti-affinity
+matches is not filtered at all (upstream's PreFilter Skip, whose AddPod is then not run either).
 Preemption as upstream: a node failing the affinity check is unresolvable (`unresolvable_rows`);
 one failing anti-affinity may be resolved by evicting pods there (the dry run lifts them from
 `ClusterState.placements`, which changes `touches`, so the counts are taken again without them).
@@ -115,6 +122,14 @@ class Counts:
         self.affinity: Counter[Pair] = Counter()
         self.anti: Counter[Pair] = Counter()
         self.existing: Counter[Pair] = Counter()
+
+    def plus(self, added: Counts) -> Counts:
+        """These counts with `added`'s: a copy, as upstream clones the state for a node's
+        nominated pods (the counts are positive, so Counter's + drops none)."""
+        found = Counts()
+        found.affinity, found.anti, found.existing = \
+            self.affinity + added.affinity, self.anti + added.anti, self.existing + added.existing
+        return found
 
 
 def _tally(into: Counter[Pair], terms: tuple[PodTerm, ...], target: Pod, labels: Mapping[str, str]) -> None:
@@ -261,43 +276,53 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         pod = ctx.pod
         if pod.affinity or pod.anti_affinity:
             return True
-        # a pod without terms fails only where a placed pod's anti-affinity matches it: with no
-        # such pair, no node's verdict can differ, so the per-node scan is skipped
+        # upstream's PreFilter Skip: a pod without terms that no placed pod's anti-affinity
+        # matches is not filtered, nor are the nodes' nominated pods added for it (AddPod skips
+        # a skipped plugin), though one of them be anti-affine to it
         return bool(self.counts(ctx).existing)
 
     def counts(self, ctx: PodContext) -> Counts:
-        """The counts for the pod, kept while neither it nor any node changes (`touches`): the
-        same pod is prepared anew by each preemption dry run and queueing hint."""
+        """The counts of the placed pods for the pod, kept while neither it nor any node changes
+        (`touches`): the same pod is prepared anew by each preemption dry run and queueing hint."""
         state = self.handle.state
         cached = self._cached
         if cached is not None and cached[0] is ctx.pod and cached[1] == state.touches:
             return cached[2]
-        found = count(ctx.pod, self._on_nodes(), state.counted_on, state.pods, state.anti_affine, self._labels)
+        placed = ((uid, info.name) for info in state.nodes.values() for uid in info.pods)
+        found = count(ctx.pod, placed, state.node_of, state.pods, state.anti_affine, self._labels)
         self._cached = (ctx.pod, state.touches, found)
         return found
 
-    def _on_nodes(self) -> Iterator[tuple[str, str]]:
-        """(uid, node) of every pod the filters count on a node (`ClusterState.on_node`)."""
-        state = self.handle.state
-        return ((uid, info.name) for info in state.nodes.values() for uid in state.on_node(info))
+    def _verdict(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
+        """The node's verdict as RunFilterPluginsWithNominatedPods: with the preemptors nominated
+        to it (the pod's own aside) counted at its pairs, then, should that pass, without them."""
+        state, pod = self.handle.state, ctx.pod
+        counts = self.counts(ctx)
+        nominated = list(state.nominated_on(info, pod.uid))
+        if nominated:
+            added = count(pod, ((uid, info.name) for uid in nominated), lambda _: info.name, state.pods, nominated,
+                          self._labels)
+            found = verdict(pod, counts.plus(added), info.labels)
+            if found is not None:
+                return found
+        return verdict(pod, counts, info.labels)
 
     def _labels(self, node_name: str) -> Mapping[str, str]:
         info = self.handle.state.nodes.get(node_name)
         return info.labels if info is not None else {}
 
     def unresolvable_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Bools:
-        """Rows failing the affinity check (upstream's UnschedulableAndUnresolvable)."""
-        counts = self.counts(ctx)
+        """Rows failing the affinity check (upstream's UnschedulableAndUnresolvable), in either
+        pass: the first failing one decides, as upstream's status is that pass's."""
         out = np.zeros(len(rows), np.bool_)
         for i, row in enumerate(rows.tolist()):
-            node = table.info(row).node
-            out[i] = node is None or verdict(ctx.pod, counts, node.meta.labels) == (AFFINITY,)
+            info = table.info(row)
+            out[i] = info.node is None or self._verdict(ctx, info) == (AFFINITY,)
         return out
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
-        node = info.node
-        assert node is not None
-        return verdict(ctx.pod, self.counts(ctx), node.meta.labels)
+        assert info.node is not None
+        return self._verdict(ctx, info)
 
     def score_applies(self, ctx: PodContext) -> bool:
         """upstream's PreScore Skip: no term matched a pod anywhere (every node would score 0)."""

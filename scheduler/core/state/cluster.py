@@ -193,22 +193,18 @@ class ClusterState:
         return placement.node if placement is not None else None
 
     def on_node(self, info: NodeInfo, skip: str = "") -> Iterator[str]:
-        """The pods the filters count on the node (InterPodAffinity's terms, NodePorts' ports):
-        those placed there (bound, assumed) and, as upstream's addGENominatedPods, the nominated
-        preemptors holding room there (the cycle lifts the holds of lower priority than the
-        filtered pod's, and its own), but `skip`'s."""
+        """The pods the filters count on the node (NodePorts' ports): those placed there (bound,
+        assumed) and its `nominated_on`, but `skip`."""
         yield from info.pods
+        yield from self.nominated_on(info, skip)
+
+    def nominated_on(self, info: NodeInfo, skip: str = "") -> Iterator[str]:
+        """As upstream's addGENominatedPods, the nominated preemptors holding room on the node
+        (the cycle lifts the holds of lower priority than the filtered pod's, and its own), but
+        `skip`: a filter adds them while that node alone is filtered."""
         for uid in info.holders:
             if uid != skip and uid not in self.placements:
                 yield uid
-
-    def counted_on(self, uid: str) -> str | None:
-        """The node `on_node` counts the pod on: where it is placed, else where it holds room."""
-        placement = self.placements.get(uid)
-        if placement is not None:
-            return placement.node
-        hold = self.holds.get(uid)
-        return hold.placement.node if hold is not None else None
 
     def leaving(self, pod: Pod) -> bool:
         """Deleted, or a preemption's victim not yet gone: it still holds its room, but no longer
