@@ -565,7 +565,7 @@ class Pod:
     # other schedulers' keys it carries that Tessera does not read ("annotation gpu-fraction"):
     # told once (`foreign`), never read
     ignored: tuple[str, ...] = ()
-    # pod (anti-)affinity and spread terms Tessera does not read, by field (`pod_terms`): required
+    # pod (anti-)affinity terms Tessera does not read, by field (`pod_terms`): required
     # ones are refused (TesseraUnhonouredTerms), preferred ones told once
     unhonoured: tuple[str, ...] = ()
     unread: tuple[str, ...] = ()
@@ -575,6 +575,8 @@ class Pod:
     anti_affinity: tuple[PodTerm, ...] = ()
     # DoNotSchedule topology spread constraints (PodTopologySpread's filter)
     spread: tuple[SpreadConstraint, ...] = ()
+    # ScheduleAnyway topology spread constraints (PodTopologySpread's score)
+    soft_spread: tuple[SpreadConstraint, ...] = ()
     # preferred pod affinity and anti-affinity terms (InterPodAffinity's score)
     preferred_affinity: tuple[WeightedPodTerm, ...] = ()
     preferred_anti_affinity: tuple[WeightedPodTerm, ...] = ()
@@ -844,6 +846,7 @@ def parse_pod(obj: JSON) -> Pod:
     pod.unhonoured, pod.unread = pod_terms(spec)
     pod.affinity, pod.anti_affinity = required_pod_terms(spec, meta.namespace)
     pod.spread = spread_constraints(spec, meta.labels)
+    pod.soft_spread = spread_constraints(spec, meta.labels, "ScheduleAnyway")
     pod.preferred_affinity, pod.preferred_anti_affinity = preferred_pod_terms(spec, meta.namespace)
     pod.label_error = _gang_label_error(meta) or _unread_topology(meta, pod.gang) or (
         topology_annotation_error(meta.annotations, "Pod") if pod.gang is not None else None)

@@ -5,17 +5,16 @@ Pod affinity and anti-affinity terms are read into `PodTerm`s: the required ones
 InterPodAffinity filter, the preferred ones (`preferredDuringSchedulingIgnoredDuringExecution`,
 `preferred_pod_terms`, with their weights) by its score (scheduler/core/plugins/interpod_affinity.py),
 except a term with a non-empty `namespaceSelector`: Tessera watches no Namespaces, so it cannot tell
-which namespaces such a selector picks. Topology spread constraints with `whenUnsatisfiable:
-DoNotSchedule` are read into `SpreadConstraint`s (`spread_constraints`) and honoured by the
-PodTopologySpread filter (scheduler/core/plugins/pod_topology_spread.py); `ScheduleAnyway` ones are
-not scored. A pod of Tessera's that carries what is not honoured is never silently placed against it:
+which namespaces such a selector picks. Topology spread constraints are read into
+`SpreadConstraint`s (`spread_constraints`): those with `whenUnsatisfiable: DoNotSchedule` are
+honoured by the PodTopologySpread filter, `ScheduleAnyway` ones by its score
+(scheduler/core/plugins/pod_topology_spread.py). A pod of Tessera's that carries what is not honoured is never silently placed against it:
 - a REQUIRED term it cannot honour (a pod (anti-)affinity term with a non-empty
   `namespaceSelector`) is refused by the TesseraUnhonouredTerms PreFilter
   (scheduler/core/plugins/unhonoured_terms.py): the pod stays pending,
   UnschedulableAndUnresolvable (no eviction for it), with `refusal` as its reason;
 - PREFERRED terms it does not score (a preferred pod (anti-)affinity term with a non-empty
-  `namespaceSelector`, `ScheduleAnyway` spread) are
-  only scores: the pod is placed as without them, and `ClusterState` raises one
+  `namespaceSelector`) are only scores: the pod is placed as without them, and `ClusterState` raises one
   `IGNORED_PREFERRED_TERMS` notice per pod (again only when the set changes), through the same
   path as other schedulers' keys (`foreign`); `kubectl tessera explain` prints `preferred_note`.
 
@@ -37,16 +36,14 @@ DOC = "docs/not-supported.md"
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 _AFFINITY = ("podAffinity", "podAntiAffinity")
-SPREAD_PREFERRED = "spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)"
 _NAMESPACES_INSTEAD = ("list the namespaces in the term's `namespaces` instead of a namespaceSelector "
                        "(Tessera watches no Namespaces)")
 
 
 def pod_terms(spec: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The pod's (required, preferred) placement terms Tessera does not read, each named by its
-    field, in a fixed order: pod (anti-)affinity terms with a non-empty namespaceSelector, and
-    `ScheduleAnyway` spread constraints (preferred; every other spread constraint is required,
-    and honoured: `spread_constraints`)."""
+    field, in a fixed order: pod (anti-)affinity terms with a non-empty namespaceSelector (every
+    spread constraint is read: `spread_constraints`)."""
     required: list[str] = []
     preferred: list[str] = []
     if not isinstance(spec, Mapping):
@@ -55,10 +52,6 @@ def pod_terms(spec: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
         for key, into in ((_REQUIRED, required), (_PREFERRED, preferred)):
             if any(_namespace_selector_set(_affinity_term(key, t)) for t in _listed(spec, kind, key)):
                 into.append(f"spec.affinity.{kind}.{key}[].namespaceSelector")
-    spread = spec.get("topologySpreadConstraints")
-    if isinstance(spread, list):
-        if any(isinstance(c, Mapping) and c.get("whenUnsatisfiable") == "ScheduleAnyway" for c in spread):
-            preferred.append(SPREAD_PREFERRED)
     return tuple(required), tuple(preferred)
 
 
@@ -202,9 +195,9 @@ def preferred_message(pod_key: str, preferred: tuple[str, ...]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SpreadConstraint:
-    """A `DoNotSchedule` topology spread constraint as upstream's topologySpreadConstraint
+    """A topology spread constraint as upstream's topologySpreadConstraint
     (podtopologyspread/common.go): its selector with `matchLabelKeys` merged in (None: matches
-    no pod), `minDomains` (1 when unset), and whether the domains counted are only the nodes
+    no pod), `minDomains` (1 when unset; the score reads none, as upstream's), and whether the domains counted are only the nodes
     matching the pod's nodeSelector and required node affinity (`honor_affinity`,
     nodeAffinityPolicy, Honor when unset) and only those whose NoSchedule/NoExecute taints the
     pod tolerates (`honor_taints`, nodeTaintsPolicy, Ignore when unset)."""
@@ -231,8 +224,10 @@ def _int(value: object, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def spread_constraints(spec: object, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...]:
-    """The pod's `DoNotSchedule` spread constraints (upstream's filterTopologySpreadConstraints
+def spread_constraints(spec: object, labels: Mapping[str, str],
+                       action: str = "DoNotSchedule") -> tuple[SpreadConstraint, ...]:
+    """The pod's spread constraints whose `whenUnsatisfiable` is `action`: DoNotSchedule (the
+    filter's) or ScheduleAnyway (the score's) (upstream's filterTopologySpreadConstraints
     with MatchLabelKeysInPodTopologySpread on, its default): the value of each `matchLabelKeys`
     key the pod's labels have is added to the selector. Since v1.34 the apiserver already merged
     them into `labelSelector` when it created the pod (MatchLabelKeysInPodTopologySpreadSelectorMerge),
@@ -241,7 +236,7 @@ def spread_constraints(spec: object, labels: Mapping[str, str]) -> tuple[SpreadC
         return ()
     out: list[SpreadConstraint] = []
     for c in spec["topologySpreadConstraints"]:
-        if not isinstance(c, Mapping) or c.get("whenUnsatisfiable") != "DoNotSchedule":
+        if not isinstance(c, Mapping) or c.get("whenUnsatisfiable") != action:
             continue
         selector = label_selector(c.get("labelSelector"))
         keys = c.get("matchLabelKeys")

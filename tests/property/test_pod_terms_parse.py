@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.objects import ObjectError, parse_pod
-from scheduler.core.pod_terms import SPREAD_PREFERRED, pod_terms, spread_constraints
+from scheduler.core.pod_terms import pod_terms, spread_constraints
 from scheduler.sim import builders as b
 
 _KEYS = ("podAffinity", "podAntiAffinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
@@ -47,18 +47,19 @@ def test_parse_pod_never_crashes_on_these_fields(extra: dict[str, Any]) -> None:
         return
     assert (pod.unhonoured, pod.unread) == pod_terms({**extra})
     assert pod.spread == spread_constraints({**extra}, pod.meta.labels)
+    assert pod.soft_spread == spread_constraints({**extra}, pod.meta.labels, "ScheduleAnyway")
 
 
 @given(st.lists(st.sampled_from(["DoNotSchedule", "ScheduleAnyway", None, "Bogus"]), min_size=1, max_size=4))
-def test_do_not_schedule_spread_is_honoured_and_schedule_anyway_told(whens: list[str | None]) -> None:
-    """Upstream's filter reads the constraints saying DoNotSchedule (filterTopologySpreadConstraints
-    with that action); none is refused any more."""
+def test_do_not_schedule_spread_is_filtered_and_schedule_anyway_scored(whens: list[str | None]) -> None:
+    """Upstream's filter reads the constraints saying DoNotSchedule, its score those saying
+    ScheduleAnyway (filterTopologySpreadConstraints with that action); none is refused or told."""
     constraints = [{"maxSkew": 1, "topologyKey": "zone"} | ({} if w is None else {"whenUnsatisfiable": w})
                    for w in whens]
-    required, preferred = pod_terms({"topologySpreadConstraints": constraints})
-    assert required == ()
-    assert (SPREAD_PREFERRED in preferred) == ("ScheduleAnyway" in whens)
-    assert len(spread_constraints({"topologySpreadConstraints": constraints}, {})) == whens.count("DoNotSchedule")
+    assert pod_terms({"topologySpreadConstraints": constraints}) == ((), ())
+    spec = {"topologySpreadConstraints": constraints}
+    assert len(spread_constraints(spec, {})) == whens.count("DoNotSchedule")
+    assert len(spread_constraints(spec, {}, "ScheduleAnyway")) == whens.count("ScheduleAnyway")
 
 
 def test_empty_lists_and_node_affinity_are_not_pod_terms() -> None:

@@ -116,16 +116,20 @@ def test_preferred_terms_place_the_pod_and_are_told_once() -> None:
     assert len(_told(run)) == 1
 
 
-def test_preferred_told_once_while_pending_and_schedule_anyway_is_preferred() -> None:
+def test_preferred_told_once_while_pending_and_schedule_anyway_is_scored_not_told() -> None:
     run = Run()
     spread = [{"maxSkew": 1, "topologyKey": HOST, "whenUnsatisfiable": "ScheduleAnyway",
                "labelSelector": {"matchLabels": {"app": "infer"}}}]
-    pod = b.pod("big", limits={"nvidia.com/gpu": 8}, spec_extra={"topologySpreadConstraints": spread})
+    preferred = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": _ns_term("infer")}]}}
+    pod = b.pod("big", limits={"nvidia.com/gpu": 8},
+                spec_extra={"topologySpreadConstraints": spread, "affinity": preferred})
     run.add(b.node("n0", gpus=4), pod)  # does not fit: tried again on every event
     run.feed(b.event("ADDED", b.node("n1", gpus=4)), b.event("MODIFIED", pod))
     [told] = _told(run)
-    assert "spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)" in told
-    assert "Insufficient nvidia.com/gpu" in run.last("big").message  # a score, not a refusal
+    assert PREFERRED_ANTI in told
+    assert "topologySpreadConstraints" not in told  # PodTopologySpread scores it
+    assert "Insufficient nvidia.com/gpu" in run.last("big").message  # scores, not a refusal
 
 
 def test_plain_pods_and_other_schedulers_pods_are_untouched() -> None:

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 V1 = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
 DEFAULT_WEIGHTS = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1, "TesseraDevices": 1,
-                   "InterPodAffinity": 2}
+                   "PodTopologySpread": 2, "InterPodAffinity": 2}
 
 
 def v1(**fields: Any) -> dict[str, Any]:
@@ -238,26 +238,27 @@ def test_reenabled_score_plugin_without_weight_gets_one_and_runs_first() -> None
     # expandMultiPointPlugins: overriding entries come before the multiPoint-only ones.
     raw = profile(plugins={"score": {"enabled": [{"name": "TaintToleration"}, {"name": "TesseraFragmentation", "weight": 4}]}})
     assert weights(raw) == [("TaintToleration", 1), ("NodeAffinity", 2), ("NodeResourcesFit", 1),
-                            ("TesseraDevices", 1), ("InterPodAffinity", 2), ("TesseraFragmentation", 4)]
+                            ("TesseraDevices", 1), ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("TesseraFragmentation", 4)]
 
 
 def test_score_disabled_and_enabled_moves_plugin_last() -> None:
     raw = profile(plugins={"score": {"disabled": [{"name": "NodeAffinity"}], "enabled": [{"name": "NodeAffinity", "weight": 9}]}})
-    assert weights(raw) == [("TaintToleration", 3), ("NodeResourcesFit", 1), ("TesseraDevices", 1), ("InterPodAffinity", 2),
-                            ("NodeAffinity", 9)]
+    assert weights(raw) == [("TaintToleration", 3), ("NodeResourcesFit", 1), ("TesseraDevices", 1), ("PodTopologySpread", 2),
+                            ("InterPodAffinity", 2), ("NodeAffinity", 9)]
 
 
 def test_disabled_names_may_be_anything() -> None:
     raw = profile(plugins={"score": {"disabled": [{"name": "ImageLocality"}, {"name": "TaintToleration"}]}})
-    assert weights(raw) == [("NodeAffinity", 2), ("NodeResourcesFit", 1), ("TesseraDevices", 1), ("InterPodAffinity", 2)]
+    assert weights(raw) == [("NodeAffinity", 2), ("NodeResourcesFit", 1), ("TesseraDevices", 1), ("PodTopologySpread", 2),
+                            ("InterPodAffinity", 2)]
 
 
 def test_multipoint_override_disable_and_append() -> None:
     raw = profile(plugins={"multiPoint": {
         "enabled": [{"name": "NodeResourcesFit", "weight": 5}, {"name": "TesseraFragmentation", "weight": 2}],
         "disabled": [{"name": "NodeAffinity"}]}})
-    assert weights(raw) == [("TaintToleration", 3), ("NodeResourcesFit", 5), ("TesseraDevices", 1), ("InterPodAffinity", 2),
-                            ("TesseraFragmentation", 2)]
+    assert weights(raw) == [("TaintToleration", 3), ("NodeResourcesFit", 5), ("TesseraDevices", 1), ("PodTopologySpread", 2),
+                            ("InterPodAffinity", 2), ("TesseraFragmentation", 2)]
     raw = profile(plugins={"multiPoint": {"disabled": [{"name": "*"}], "enabled": [{"name": "TesseraDevices"}]}})
     assert weights(raw) == [("TesseraDevices", 1)]
 
@@ -450,7 +451,7 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
     (v1(clientConnection={"qps": "fast"}), "clientConnection.qps", "must be a number"),
     # plugins
     (profile(plugins={"score": {"enabled": [{"name": "ImageLocality"}]}}), "profiles[0].plugins.score.enabled[0].name",
-     'Unsupported value: "ImageLocality": supported values: "TaintToleration", "NodeAffinity", "NodeResourcesFit", "TesseraDevices", "InterPodAffinity", "TesseraFragmentation"'),
+     'Unsupported value: "ImageLocality": supported values: "TaintToleration", "NodeAffinity", "NodeResourcesFit", "TesseraDevices", "PodTopologySpread", "InterPodAffinity", "TesseraFragmentation"'),
     (profile(plugins={"score": {"enabled": [{"name": "NodeName"}]}}), "profiles[0].plugins.score.enabled[0].name", "Unsupported value"),
     (profile(plugins={"multiPoint": {"enabled": [{"name": "VolumeBinding"}]}}), "profiles[0].plugins.multiPoint.enabled[0].name", "Unsupported value"),
     (profile(plugins={"filter": {"enabled": [{"name": "VolumeZone"}]}}), "profiles[0].plugins.filter.enabled[0].name", "Unsupported value"),

@@ -61,7 +61,8 @@ def test_star_under_filter_disables_the_default_filters_and_keeps_the_promises()
     filters, pre_filters, scored = _filters({"filter": {"disabled": [{"name": "*"}]}})
     assert filters == ["TopologyPlacement", "NodeResourcesFit", "TesseraDevices"]
     assert "NodeAffinity" in pre_filters and "TesseraUnhonouredTerms" in pre_filters  # PreFilters stay
-    assert scored == ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "TesseraDevices", "InterPodAffinity"]
+    assert scored == ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "TesseraDevices", "PodTopologySpread",
+                      "InterPodAffinity"]
 
 
 def test_star_under_multi_point_disables_them_too_and_a_filter_entry_enables_one_again() -> None:

@@ -132,8 +132,9 @@ def test_match_label_keys_are_merged_and_merging_twice_is_harmless() -> None:
 
 
 def test_schedule_anyway_constraints_are_not_read_by_the_filter() -> None:
+    """They are the score's (tests/unit/test_pod_topology_spread_score.py), no longer told as unread."""
     pod = _pod("new", {**_c(), "whenUnsatisfiable": "ScheduleAnyway"})
-    assert pod.spread == () and pod.unread == ("spec.topologySpreadConstraints (whenUnsatisfiable: ScheduleAnyway)",)
+    assert pod.spread == () and len(pod.soft_spread) == 1 and pod.unread == ()
     assert pod.unhonoured == ()
 
 

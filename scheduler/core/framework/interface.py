@@ -12,7 +12,8 @@ them:
 - `pre_score(ctx)` — an error that fails the cycle before scoring (upstream's PreScore returning
   an Error status: no placement, no preemption, error backoff); asked only when at least two
   nodes are feasible and the profile scores, as upstream scores nothing for a lone feasible node;
-- `score(ctx, node)` — 0..100 (after the plugin's normalisation), weighted by the profile;
+- `score(ctx, node)` — 0..100 (after the plugin's normalisation), weighted by the profile; each
+  scoring plugin is first shown the feasible nodes (`prepare_scores`, upstream's PreScore's);
 - `reserve(ctx, node)` — what the chosen node's Binding carries (devices and their annotations);
 - `placements(gang)` — for a gang with a topology constraint, the domains its transaction is
   tried in (upstream's PlacementGenerate);
@@ -60,6 +61,9 @@ class Normalize(enum.Enum):
     MAX = "max"  # helper.DefaultNormalizeScore(MaxNodeScore, false, scores)
     REVERSE = "reverse"  # helper.DefaultNormalizeScore(MaxNodeScore, true, scores)
     MIN_MAX = "min-max"  # InterPodAffinity's NormalizeScore: min..max onto 0..100 (raw scores may be negative)
+    # PodTopologySpread's NormalizeScore: the fewer matching pods the higher, 100 * (max + min - s) / max;
+    # a raw score below 0 (upstream's invalidScore: a node lacking a topology key) becomes 0
+    SPREAD = "spread"
 
 
 # What a plugin without queueing hints is retried on: upstream's defaultEnqueueExtension registers
@@ -233,6 +237,12 @@ class ScorePlugin(Plugin):
     def score_applies(self, ctx: PodContext) -> bool:
         """False when the plugin would score every node 0 for this pod."""
         return True
+
+    def prepare_scores(self, ctx: PodContext, nodes: Sequence[NodeInfo]) -> None:
+        """The feasible nodes the pod is about to be scored on, before its `score` calls (upstream's
+        PreScore `filteredNodes`): for a plugin whose node scores depend on which nodes passed.
+        Nothing by default."""
+        return None
 
     @abstractmethod
     def score(self, ctx: PodContext, info: NodeInfo) -> int:

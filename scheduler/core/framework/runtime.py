@@ -447,6 +447,7 @@ class ProfileRuntime:
     def score(self, ctx: PodContext, rows: list[int], explain: bool) -> Scores:
         """Weighted totals per feasible row (and, for --explain, each plugin's normalised scores)."""
         array = np.array(rows, np.int64)
+        infos = [self.table.info(row) for row in rows]
         totals = np.zeros(len(rows), np.int64)
         per_plugin: dict[str, list[int]] | None = {} if explain else None
         timing = self.timing if self.timing.sampled else None
@@ -459,10 +460,12 @@ class ProfileRuntime:
                 continue
             if not applies:
                 raw = np.zeros(len(rows), np.int64)
-            elif plugin.name in self._batch_scores:
-                raw = self._batch_scores[plugin.name].score_rows(self.table, ctx, array)
             else:
-                raw = np.array([plugin.score(ctx, self.table.info(row)) for row in rows], np.int64)
+                plugin.prepare_scores(ctx, infos)
+                if plugin.name in self._batch_scores:
+                    raw = self._batch_scores[plugin.name].score_rows(self.table, ctx, array)
+                else:
+                    raw = np.array([plugin.score(ctx, info) for info in infos], np.int64)
             normalized = normalize(raw, plugin.normalize)
             if timing and applies:  # one observation per plugin over every node, normalising included
                 timing.plugin(plugin.name, "Score", "Success", started)
@@ -534,9 +537,19 @@ def _passing(rows: Iterable[int], check: Callable[[NodeInfo], Reasons | None],
 def normalize(raw: Ints, how: Normalize) -> Ints:
     """helper.DefaultNormalizeScore over an array (identity for Normalize.NONE). MIN_MAX is
     InterPodAffinity's NormalizeScore, in its float arithmetic: int64(100 * ((s - min) / (max - min))),
-    truncated, all 0 when max == min."""
+    truncated, all 0 when max == min. SPREAD is PodTopologySpread's, in its integer arithmetic: over the
+    scores not below 0, min (none: every score 0) and max (at least 0); each such score
+    100 * (max + min - s) / max, truncated, or 100 when max is 0; a score below 0 becomes 0."""
     if how is Normalize.NONE:
         return raw
+    if how is Normalize.SPREAD:
+        valid = raw >= 0
+        if not valid.any():
+            return np.zeros(len(raw), np.int64)
+        lowest, highest = int(raw[valid].min()), int(raw[valid].max())
+        if highest == 0:
+            return np.where(valid, MAX_NODE_SCORE, 0).astype(np.int64)
+        return np.where(valid, MAX_NODE_SCORE * (highest + lowest - raw) // highest, 0).astype(np.int64)
     if how is Normalize.MIN_MAX:
         if not len(raw) or (spread := int(raw.max()) - (lowest := int(raw.min()))) <= 0:
             return np.zeros(len(raw), np.int64)

@@ -1,4 +1,4 @@
-"""PodTopologySpread: `whenUnsatisfiable: DoNotSchedule` spread constraints, filtered as kube-scheduler does.
+"""PodTopologySpread: topology spread constraints, filtered (`DoNotSchedule`) and scored (`ScheduleAnyway`) as kube-scheduler does.
 
 The filter half of upstream's plugin (kube-scheduler v1.36
 pkg/scheduler/framework/plugins/podtopologyspread/filtering.go, common.go): before the nodes are
@@ -24,16 +24,35 @@ A node then fails, per constraint in order:
   domains than `minDomains` are counted) exceed `maxSkew`; Unschedulable, so preemption may
   evict matching pods there (the dry run lifts them from `ClusterState.placements`, which changes
   `touches`, so the counts are taken again without them).
-`ScheduleAnyway` constraints are not scored (the pod is told, `pod_terms`). Upstream's
-defaultConstraints come from the Services, ReplicationControllers, ReplicaSets and
-StatefulSets selecting the pod, which Tessera does not watch: a `DoNotSchedule` one is refused
-in the configuration (`parse_args`), the others only score upstream.
+
+The score half (scoring.go) reads the pod's `ScheduleAnyway` constraints; a pod without any is
+not scored (`score_applies`, upstream's PreScore Skip). Over the feasible nodes, those lacking
+one of these constraints' keys are ignored (IgnoredNodes: they score 0 after normalisation);
+each constraint's normalizing weight is log(size + 2), size being the number of its key's
+values among the other feasible nodes, or, for kubernetes.io/hostname, their number. The pods
+matching are counted per domain over every node with all the keys that the constraint's
+inclusion policies let in, the pods placed only (bound and assumed: upstream scores its
+snapshot, without nominated pods); a hostname constraint counts the node's own pods instead,
+whatever its policies. A node scores round(sum of count * weight + (maxSkew - 1)) (Go's
+math.Round: half away from zero), and NormalizeScore gives 100 * (max + min - s) / max over the
+nodes not ignored (`Normalize.SPREAD`): the fewer matching pods, the higher.
+
+Defaulting: upstream scores a pod without constraints of its own by the default constraints
+(with defaultingType System: zone maxSkew 3 and hostname maxSkew 5, ScheduleAnyway, nodes lacking
+the zone key still counted by hostname, its `systemDefaulted` case; with List: `defaultConstraints`),
+each taking its selector from the Services, ReplicationControllers, ReplicaSets and
+StatefulSets selecting the pod. Tessera watches none of them, so it applies no default
+constraint: a pod without constraints is not scored (with none of them upstream would not score
+it either), a `DoNotSchedule` default constraint is refused in the configuration (`parse_args`),
+and a `ScheduleAnyway` one is accepted and scores nothing (docs/not-supported.md).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable, Mapping
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -44,7 +63,8 @@ from scheduler.api.config_reader import (ArgsReader, Checks, duplicate, forbidde
 from scheduler.api.names import label_key_problem
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
-from scheduler.core.framework.interface import Bools, FilterPlugin, Ints, QueueingHint, Reasons, always
+from scheduler.core.framework.interface import (Bools, FilterPlugin, Ints, Normalize, QueueingHint, Reasons,
+                                                ScorePlugin, always)
 from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.objects import Node, Pod, selects
 from scheduler.core.plugins.taints import untolerated
@@ -76,7 +96,8 @@ class DefaultConstraint(BaseModel):
 
 
 class PodTopologySpreadArgs(BaseModel):
-    """Kept for /configz: no constraint they may hold changes what the filter does."""
+    """Kept for /configz: no constraint they may hold changes what the filter or the score does
+    (Tessera applies no default constraint: see the module's docstring)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -184,17 +205,27 @@ def _has_keys(labels: Mapping[str, str], constraints: Iterable[SpreadConstraint]
 Share = tuple[tuple[str, int] | None, ...]
 
 
-def _share(pod: Pod, node: Node, uids: Iterable[str], pods: Mapping[str, Pod]) -> Share | None:
-    """upstream's processNode in calPreFilterState: one node's part of the counts, from the pods
-    `uids`; None when the node lacks one of the keys."""
+def _share(pod: Pod, constraints: tuple[SpreadConstraint, ...], node: Node, uids: Iterable[str],
+           pods: Mapping[str, Pod]) -> Share | None:
+    """upstream's processNode in calPreFilterState (and processAllNode in PreScore): one node's
+    part of the counts of the pod's `constraints`, from the pods `uids`; None when the node lacks
+    one of the keys."""
     labels = node.meta.labels
-    constraints = pod.spread
     if not _has_keys(labels, constraints):
         return None
-    others = [other for uid in uids if (other := pods.get(uid)) is not None and not other.meta.deleting]
-    return tuple((labels[c.topology_key], sum(1 for other in others if c.counts(
-        other.meta.namespace, other.meta.labels, pod.meta.namespace))) if _included(c, pod, node) else None
-        for c in constraints)
+    others = _alive(uids, pods)
+    return tuple((labels[c.topology_key], _matching(c, pod, others)) if _included(c, pod, node) else None
+                 for c in constraints)
+
+
+def _alive(uids: Iterable[str], pods: Mapping[str, Pod]) -> list[Pod]:
+    """The pods `uids` that are not terminating (countPodsMatchSelector skips those)."""
+    return [other for uid in uids if (other := pods.get(uid)) is not None and not other.meta.deleting]
+
+
+def _matching(c: SpreadConstraint, pod: Pod, others: Iterable[Pod]) -> int:
+    """upstream's countPodsMatchSelector over `others` (none terminating)."""
+    return sum(1 for other in others if c.counts(other.meta.namespace, other.meta.labels, pod.meta.namespace))
 
 
 class Tally:
@@ -244,22 +275,25 @@ class Tally:
         return Counts(domains, self.constraints)
 
 
-def count(pod: Pod, nodes: Iterable[tuple[Node, Iterable[str]]], pods: Mapping[str, Pod]) -> Counts:
-    """upstream's calPreFilterState over `nodes`, each with the uids of the pods on it; the pod
-    itself, were it among them, is not counted."""
-    tally = Tally(pod.spread)
+def count(pod: Pod, nodes: Iterable[tuple[Node, Iterable[str]]], pods: Mapping[str, Pod],
+          constraints: tuple[SpreadConstraint, ...] | None = None) -> Counts:
+    """upstream's calPreFilterState over `nodes`, each with the uids of the pods on it, for the
+    pod's `constraints` (its DoNotSchedule ones unless given); the pod itself, were it among
+    them, is not counted."""
+    constraints = pod.spread if constraints is None else constraints
+    tally = Tally(constraints)
     less = None
     for node, uids in nodes:
         listed = tuple(uids)
-        tally.put(node.meta.name, 0, _share(pod, node, listed, pods))
+        tally.put(node.meta.name, 0, _share(pod, constraints, node, listed, pods))
         if pod.uid in listed:
-            less = _share(pod, node, (pod.uid,), pods)
+            less = _share(pod, constraints, node, (pod.uid,), pods)
     return tally.counts(less)
 
 
-def signature(pod: Pod) -> Hashable:
-    """What a `Tally` depends on besides the nodes and the pods on them."""
-    return (pod.meta.namespace, pod.spread, tuple(sorted(pod.node_selector.items())), pod.required_terms,
+def signature(pod: Pod, constraints: tuple[SpreadConstraint, ...]) -> Hashable:
+    """What a `Tally` of the pod's `constraints` depends on besides the nodes and the pods on them."""
+    return (pod.meta.namespace, constraints, tuple(sorted(pod.node_selector.items())), pod.required_terms,
             pod.tolerations)
 
 
@@ -281,20 +315,75 @@ def verdict(pod: Pod, counts: Counts, node: Node, nominated: Iterable[Pod] = ())
     return None
 
 
+# --- the score
+
+HOSTNAME = "kubernetes.io/hostname"  # v1.LabelHostname: counted per node, in Score
+IGNORED = -1  # upstream's invalidScore: a feasible node lacking a key (`Normalize.SPREAD` gives it 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Soft:
+    """upstream's preScoreState: the ScheduleAnyway constraints, the pods matching per domain
+    (`count` over every node; a hostname constraint's are counted per node instead) and each
+    constraint's topologyNormalizingWeight."""
+
+    constraints: tuple[SpreadConstraint, ...]
+    domains: list[dict[str, int]]
+    weights: tuple[float, ...]
+
+
+def pre_score(constraints: tuple[SpreadConstraint, ...], domains: list[dict[str, int]],
+              feasible: Iterable[Mapping[str, str]]) -> Soft:
+    """upstream's initPreScoreState over the feasible nodes' labels: each constraint's weight is
+    log(size + 2), size being the number of its key's values on the feasible nodes with every
+    key (the others are IgnoredNodes), or for the hostname key the number of those nodes
+    (requireAllTopologies always holds: Tessera applies no system default constraint)."""
+    counted = [labels for labels in feasible if _has_keys(labels, constraints)]
+    sizes = (len(counted) if c.topology_key == HOSTNAME else len({labels[c.topology_key] for labels in counted})
+             for c in constraints)
+    return Soft(constraints, domains, tuple(math.log(size + 2) for size in sizes))
+
+
+def _go_round(value: float) -> int:
+    """Go's math.Round: to the nearest integer, halves away from zero (Python's round takes halves to even)."""
+    whole = math.trunc(value)
+    return int(whole + math.copysign(1, value)) if abs(value - whole) >= 0.5 else int(whole)
+
+
+def node_score(soft: Soft, pod: Pod, labels: Mapping[str, str], uids: Iterable[str], pods: Mapping[str, Pod]) -> int:
+    """upstream's Score for a feasible node with `labels` and the pods `uids` on it: IGNORED where
+    it lacks a key, else the sum over the constraints of the matching pods in its domain times
+    the constraint's weight plus maxSkew - 1 (scoreForCount), rounded."""
+    if not _has_keys(labels, soft.constraints):
+        return IGNORED
+    score = 0.0
+    others: list[Pod] | None = None
+    for c, found, weight in zip(soft.constraints, soft.domains, soft.weights):
+        if c.topology_key == HOSTNAME:
+            others = _alive(uids, pods) if others is None else others
+            matched = _matching(c, pod, others)
+        else:
+            matched = found.get(labels[c.topology_key], 0)
+        score += matched * weight + (c.max_skew - 1)
+    return _go_round(score)
+
+
 # tallies kept: one per workload spread at a time, a few interleaved (a rollout's two
 # pod-template-hash selectors, other apps' replicas) without recounting every node between them
 TALLIES = 16
 
 
-class PodTopologySpread(FilterPlugin):
+class PodTopologySpread(FilterPlugin, ScorePlugin):
     name = NAME
-    also_extends: ClassVar[frozenset[str]] = frozenset({"preFilter", "preScore"})  # upstream's (it does not score here)
+    also_extends: ClassVar[frozenset[str]] = frozenset({"preFilter", "preScore"})  # folded into filter and score
     preemption_helps = True  # upstream: a skew is Unschedulable; a missing key: unresolvable_rows
+    normalize = Normalize.SPREAD
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
         self._cached: tuple[Pod, int, Counts] | None = None
         self._tallies: dict[Hashable, Tally] = {}
+        self._soft: tuple[Pod, Soft] | None = None
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         """upstream's EventsToRegister: Pod Add/UpdatePodLabel/Delete (isSchedulableAfterPodChange),
@@ -350,20 +439,26 @@ class PodTopologySpread(FilterPlugin):
         cached = self._cached
         if cached is not None and cached[0] is pod and cached[1] == state.touches:
             return cached[2]
-        key = signature(pod)
-        tally = self._tallies.pop(key, None) or Tally(pod.spread)
+        found = self._count(pod, pod.spread)
+        self._cached = (pod, state.touches, found)
+        return found
+
+    def _count(self, pod: Pod, constraints: tuple[SpreadConstraint, ...]) -> Counts:
+        """The counts of the placed pods for the pod's `constraints`, from the `Tally` of its
+        signature brought up to date."""
+        state = self.handle.state
+        key = signature(pod, constraints)
+        tally = self._tallies.pop(key, None) or Tally(constraints)
         self._tallies[key] = tally  # the most recent last
         if len(self._tallies) > TALLIES:
             del self._tallies[next(iter(self._tallies))]
         for name, info in state.nodes.items():
             if not tally.current(name, info.generation):
                 tally.put(name, info.generation,
-                          _share(pod, info.node, info.pods, state.pods) if info.node is not None else None)
+                          _share(pod, constraints, info.node, info.pods, state.pods) if info.node is not None else None)
         where = state.placements.get(pod.uid)
         node = state.nodes[where.node].node if where is not None else None
-        found = tally.counts(_share(pod, node, (pod.uid,), state.pods) if node is not None else None)
-        self._cached = (pod, state.touches, found)
-        return found
+        return tally.counts(_share(pod, constraints, node, (pod.uid,), state.pods) if node is not None else None)
 
     def _verdict(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         """The node's verdict with the preemptors nominated to it (`ClusterState.on_node`'s
@@ -385,3 +480,19 @@ class PodTopologySpread(FilterPlugin):
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         return self._verdict(ctx, info)
+
+    def score_applies(self, ctx: PodContext) -> bool:
+        """upstream's PreScore Skip: the pod has no ScheduleAnyway constraint (and Tessera applies
+        no default one)."""
+        return bool(ctx.pod.soft_spread)
+
+    def prepare_scores(self, ctx: PodContext, nodes: Sequence[NodeInfo]) -> None:
+        """upstream's PreScore: the counts over every node, the weights over the feasible `nodes`."""
+        pod = ctx.pod
+        self._soft = (pod, pre_score(pod.soft_spread, self._count(pod, pod.soft_spread).domains,
+                                     (info.labels for info in nodes)))
+
+    def score(self, ctx: PodContext, info: NodeInfo) -> int:
+        soft = self._soft
+        assert soft is not None and soft[0] is ctx.pod, "prepare_scores comes first"
+        return node_score(soft[1], ctx.pod, info.labels, info.pods, self.handle.state.pods)
