@@ -118,6 +118,17 @@ def test_zone_and_hostname_constraints_sum() -> None:
     assert _scores(pod, [(a, _on("a", 2)), (x, _on("x", 2))], [(b_, _on("b", 1)), (y, _on("y", 4))]) == [100, 63]
 
 
+def test_two_constraints_on_one_key_with_different_selectors() -> None:
+    # zone1 foo 3, bar 2; zone2 foo 3, bar 1 (b and y not feasible); weight log(4) each:
+    # a: 5w = 6.93 -> 7; x: 4w = 5.55 -> 6; 100 * (13 - s) / 7
+    pod = _pod("p", _soft(ZONE), _soft(ZONE, app="bar"), labels=("foo", "bar"))
+    a, b_, x, y = _node("a", "zone1"), _node("b", "zone1"), _node("x", "zone2"), _node("y", "zone2")
+    both = ("foo", "bar")
+    assert _scores(pod, [(a, [_pod("a-1", labels=both), _pod("a-2")]), (x, [])],
+                   [(b_, [_pod("b-1", labels=both)]), (y, [_pod("y-1"), _pod("y-2", labels=both), _pod("y-3")])]) \
+        == [85, 100]
+
+
 def test_zone_and_hostname_with_different_selectors() -> None:
     # a P{foo}, b P{foo, bar}, y P{foo} P{bar}: zone (foo) zone1 2, zone2 1, weight log(4);
     # hostname (bar) 0/1/0/1, weight log(6): raw round(2.77, 4.57, 1.39, 3.18) = 3, 5, 1, 3
