@@ -238,10 +238,10 @@ class ScorePlugin(Plugin):
         """False when the plugin would score every node 0 for this pod."""
         return True
 
-    def prepare_scores(self, ctx: PodContext, nodes: Sequence[NodeInfo]) -> None:
-        """The feasible nodes the pod is about to be scored on, before its `score` calls (upstream's
-        PreScore `filteredNodes`): for a plugin whose node scores depend on which nodes passed.
-        Nothing by default."""
+    def prepare_scores(self, table: NodeTable, ctx: PodContext, rows: Ints) -> None:
+        """The feasible nodes (`rows` of `table`) the pod is about to be scored on, before its
+        `score` calls (upstream's PreScore `filteredNodes`): for a plugin whose node scores depend
+        on which nodes passed. Nothing by default (and nothing built for it: rows, not NodeInfos)."""
         return None
 
     @abstractmethod

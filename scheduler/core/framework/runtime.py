@@ -447,7 +447,6 @@ class ProfileRuntime:
     def score(self, ctx: PodContext, rows: list[int], explain: bool) -> Scores:
         """Weighted totals per feasible row (and, for --explain, each plugin's normalised scores)."""
         array = np.array(rows, np.int64)
-        infos = [self.table.info(row) for row in rows]
         totals = np.zeros(len(rows), np.int64)
         per_plugin: dict[str, list[int]] | None = {} if explain else None
         timing = self.timing if self.timing.sampled else None
@@ -461,11 +460,11 @@ class ProfileRuntime:
             if not applies:
                 raw = np.zeros(len(rows), np.int64)
             else:
-                plugin.prepare_scores(ctx, infos)
+                plugin.prepare_scores(self.table, ctx, array)
                 if plugin.name in self._batch_scores:
                     raw = self._batch_scores[plugin.name].score_rows(self.table, ctx, array)
                 else:
-                    raw = np.array([plugin.score(ctx, info) for info in infos], np.int64)
+                    raw = np.array([plugin.score(ctx, self.table.info(row)) for row in rows], np.int64)
             normalized = normalize(raw, plugin.normalize)
             if timing and applies:  # one observation per plugin over every node, normalising included
                 timing.plugin(plugin.name, "Score", "Success", started)

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -486,11 +486,11 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         no default one)."""
         return bool(ctx.pod.soft_spread)
 
-    def prepare_scores(self, ctx: PodContext, nodes: Sequence[NodeInfo]) -> None:
-        """upstream's PreScore: the counts over every node, the weights over the feasible `nodes`."""
+    def prepare_scores(self, table: NodeTable, ctx: PodContext, rows: Ints) -> None:
+        """upstream's PreScore: the counts over every node, the weights over the feasible nodes."""
         pod = ctx.pod
         self._soft = (pod, pre_score(pod.soft_spread, self._count(pod, pod.soft_spread).domains,
-                                     (info.labels for info in nodes)))
+                                     (table.info(row).labels for row in rows.tolist())))
 
     def score(self, ctx: PodContext, info: NodeInfo) -> int:
         soft = self._soft
