@@ -165,15 +165,17 @@ def required_pod_terms(spec: object, namespace: str) -> tuple[tuple[PodTerm, ...
 
 def preferred_pod_terms(spec: object,
                         namespace: str) -> tuple[tuple[WeightedPodTerm, ...], tuple[WeightedPodTerm, ...]]:
-    """The pod's preferred (affinity, anti-affinity) terms with their weights (the apiserver
-    allows 1..100; an entry without an integer weight or a term object counts as no term)."""
+    """The pod's preferred (affinity, anti-affinity) terms with their weights. An entry the
+    apiserver would refuse counts as no term: a weight that is no integer or outside 1..100
+    (ValidateWeightedPodAffinityTerm; beyond int64 it would overflow the score), no term object."""
     out: list[tuple[WeightedPodTerm, ...]] = []
     for kind in _AFFINITY:
         parsed: list[WeightedPodTerm] = []
         for entry in _listed(spec, kind, _PREFERRED):
             weight = entry.get("weight") if isinstance(entry, Mapping) else None
             term = _affinity_term(_PREFERRED, entry)
-            if isinstance(weight, int) and not isinstance(weight, bool) and isinstance(term, Mapping):
+            if isinstance(weight, int) and not isinstance(weight, bool) and 1 <= weight <= 100 \
+                    and isinstance(term, Mapping):
                 parsed.append(WeightedPodTerm(weight, _parsed_term(term, namespace)))
         out.append(tuple(parsed))
     return out[0], out[1]

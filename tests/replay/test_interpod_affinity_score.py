@@ -79,3 +79,15 @@ def test_explain_shows_the_score_and_no_longer_says_not_read() -> None:
     fits = [line.split() for line in text.splitlines() if "fits, score" in line]
     assert [(line[0], line[-1]) for line in fits] == [("b0", "512"), ("a0", "312")]  # + 2 x 100 in zone b
     assert not [line for line in text.splitlines() if line.startswith("Not read:")]
+
+
+def test_a_weight_beyond_the_apiservers_range_is_no_term_and_no_crash() -> None:
+    """A replayed pod whose preferred weight the apiserver would refuse (1..100): before, 10**20
+    overflowed the int64 scores (OverflowError, the cycle crashed); now the term is not read and
+    the pod places as without it (the tie-break's node, as a pod with no terms)."""
+    plain = Run()
+    plain.add(*_cluster(), _web("near"))
+    for weight in (10**20, 0, -50):
+        run = Run()
+        run.add(*_cluster(), _web("near", podAffinity={PREF: [_weighted("db", weight)]}))
+        assert run.node_of("near") == plain.node_of("near")

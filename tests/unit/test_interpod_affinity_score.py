@@ -148,3 +148,18 @@ def test_preferred_pod_terms_are_no_longer_told_but_a_namespace_selector_is() ->
     assert pod_terms(spec) == ((), (field,))
     note = preferred_note((field,))
     assert note.startswith(f"{field}: Tessera does not score these") and "`namespaces`" in note
+
+
+def test_a_weight_the_apiserver_refuses_counts_as_no_term() -> None:
+    """The apiserver allows a preferred term's weight only in 1..100 (ValidateWeightedPodAffinityTerm,
+    "must be in the range 1-100"); a replayed or hand-written pod outside it is read as without that
+    term, as `pod_terms` reads every shape the apiserver would refuse, on either side. Before, a
+    weight of 10**20 overflowed the int64 scores and crashed the cycle, and 0 or -50 scored."""
+    db = _pod("db", "db")
+    for bad in (0, -50, 101, 10**20):
+        assert _scores(_pod("web", "web", podAffinity={PREF: [_weighted(bad, "db"), _weighted(3, "db", HOST)]}),
+                       [(db, A)]) == {(HOST, "a0"): 3}
+        existing = _pod("x", "x", podAntiAffinity={PREF: [_weighted(bad, "web")]})
+        assert _scores(_pod("web", "web"), [(existing, A)]) == {}
+    assert _scores(_pod("web", "web", podAffinity={PREF: [_weighted(100, "db"), _weighted(1, "db", HOST)]}),
+                   [(db, A)]) == {(ZONE, "a"): 100, (HOST, "a0"): 1}
