@@ -14,9 +14,12 @@ from scheduler.api.config import ConfigError
 from scheduler.core.framework.interface import Normalize
 from scheduler.core.framework.runtime import normalize
 from scheduler.core.objects import Pod, parse_pod
-from scheduler.core.plugins.interpod_affinity import InterPodAffinityArgs, node_score, preference_scores
+from scheduler.core.framework.cycle_state import prepare
+from scheduler.core.plugins.interpod_affinity import (InterPodAffinity, InterPodAffinityArgs, node_score,
+                                                     preference_scores)
 from scheduler.core.plugins.registry import args_of
 from scheduler.core.pod_terms import pod_terms, preferred_note
+from scheduler.core.state import ClusterState
 from scheduler.sim import builders as b
 
 HOST = "kubernetes.io/hostname"
@@ -163,3 +166,66 @@ def test_a_weight_the_apiserver_refuses_counts_as_no_term() -> None:
         assert _scores(_pod("web", "web"), [(existing, A)]) == {}
     assert _scores(_pod("web", "web", podAffinity={PREF: [_weighted(100, "db"), _weighted(1, "db", HOST)]}),
                    [(db, A)]) == {(ZONE, "a"): 100, (HOST, "a0"): 1}
+
+
+class _Handle:
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+
+
+def test_the_kept_score_tally_scores_as_a_fresh_count_through_every_change() -> None:
+    """The plugin takes again only the nodes changed since (`ScoreTally`, by `NodeInfo.generation`):
+    after each change that moves a score (a placement, a relabelled pod, a node's zone changed or
+    gone, a node deleted, preemption's lift and restore, a pod removed, the pod's own placement)
+    its scores are `preference_scores` over every placed pod, the same pairs (a pair whose
+    weights sum to 0 included), for two replicas sharing one tally, a plain pod (which reads
+    only the pods with terms) and, with hardPodAffinityWeight 3, the same again."""
+    state = ClusterState(frozenset({"tessera"}))
+    for name, zone in (("a0", "a"), ("a1", "a"), ("b0", "b"), ("c0", "c")):
+        state.apply("ADDED", b.node(name, labels={ZONE: zone, HOST: name}))
+    spec = {"affinity": {"podAffinity": {PREF: [_weighted(5, "db"), _weighted(2, "web", HOST)]},
+                         "podAntiAffinity": {PREF: [_weighted(5, "db", HOST), _weighted(3, "cache")]}}}
+    placed = [("db0", "db", "a0", None), ("db1", "db", "b0", None), ("c0", "cache", "a1", None),
+              ("likes", "x", "c0", {"affinity": {"podAffinity": {PREF: [_weighted(4, "web")], REQ: [_term("web")]}}}),
+              ("shuns", "y", "a0", {"affinity": {"podAntiAffinity": {PREF: [_weighted(9, "web", HOST)]}}})]
+    for name, app, node, extra in placed:
+        state.apply("ADDED", b.pod(name, labels={"app": app}, node_name=node, phase="Running", spec_extra=extra))
+    pending = [b.pod(f"r{i}", labels={"app": "web"}, spec_extra=spec) for i in range(2)]
+    pending.append(b.pod("plain", labels={"app": "web"}))
+    for obj in pending:
+        state.apply("ADDED", obj)
+    plugins = [InterPodAffinity(_Handle(state), InterPodAffinityArgs(hard_pod_affinity_weight=weight))  # type: ignore[arg-type]
+               for weight in (1, 3)]
+
+    def same() -> None:
+        for plugin in plugins:
+            for obj in pending:
+                pod = state.pod_by_key(f"default/{obj['metadata']['name']}")
+                assert pod is not None
+                existing = [(state.pods[uid], info.labels) for info in state.nodes.values() for uid in info.pods]
+                expected = preference_scores(pod, existing, plugin.args.hard_pod_affinity_weight)
+                assert dict(plugin.scores(prepare(pod, state.classes))) == dict(expected)
+
+    same()
+    state.assume(pending[0]["metadata"]["uid"], "c0", None)  # r0 placed: it scores r1 and plain, not itself
+    same()
+    state.apply("MODIFIED", b.pod("c0", labels={"app": "db"}, node_name="a1", phase="Running"))
+    same()
+    state.apply("MODIFIED", b.node("a1", labels={ZONE: "c", HOST: "a1"}))
+    same()
+    state.apply("MODIFIED", b.node("a1"))  # no zone, no hostname: no pair there
+    same()
+    lifted = state.lift(state.by_key["default/shuns"])
+    same()
+    state.restore(lifted)
+    same()
+    state.apply("DELETED", b.node("b0", labels={ZONE: "b", HOST: "b0"}))
+    same()
+    state.apply("DELETED", b.pod("likes", labels={"app": "x"}, node_name="c0", phase="Running"))
+    same()
+    state.forget(pending[0]["metadata"]["uid"])
+    same()
+    state.apply("ADDED", b.pod("late", labels={"app": "z"}, node_name="c0", phase="Running",
+                               spec_extra={"affinity": {"podAntiAffinity": {PREF: [_weighted(5, "web")]},
+                                                        "podAffinity": {PREF: [_weighted(5, "web")]}}}))
+    same()  # +5 and -5 at zone c: the pair is there, at 0
