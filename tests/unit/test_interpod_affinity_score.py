@@ -1,6 +1,7 @@
 """InterPodAffinity's score, as kube-scheduler v1.36's (pkg/scheduler/framework/plugins/
 interpodaffinity/scoring.go): PreScore's topology scores, Score's per-node sum, NormalizeScore's
-min-max, InterPodAffinityArgs and their validation (validation_pluginargs.go)."""
+min-max, InterPodAffinityArgs and their validation (validation_pluginargs.go); and the counts and
+scores kept per node (`NodeTally`) against a fresh count."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from scheduler.core.framework.interface import Normalize
 from scheduler.core.framework.runtime import normalize
 from scheduler.core.objects import Pod, parse_pod
 from scheduler.core.framework.cycle_state import prepare
-from scheduler.core.plugins.interpod_affinity import (InterPodAffinity, InterPodAffinityArgs, node_score,
+from scheduler.core.plugins.interpod_affinity import (InterPodAffinity, InterPodAffinityArgs, count, node_score,
                                                      preference_scores)
 from scheduler.core.plugins.registry import args_of
 from scheduler.core.pod_terms import pod_terms, preferred_note
@@ -173,18 +174,21 @@ class _Handle:
         self.state = state
 
 
-def test_the_kept_score_tally_scores_as_a_fresh_count_through_every_change() -> None:
-    """The plugin takes again only the nodes changed since (`ScoreTally`, by `NodeInfo.generation`):
+def test_the_kept_tallies_score_and_count_as_a_fresh_count_through_every_change() -> None:
+    """The plugin takes again only the nodes changed since (`NodeTally`, by `NodeInfo.generation`):
     after each change that moves a score (a placement, a relabelled pod, a node's zone changed or
     gone, a node deleted, preemption's lift and restore, a pod removed, the pod's own placement)
     its scores are `preference_scores` over every placed pod, the same pairs (a pair whose
     weights sum to 0 included), for two replicas sharing one tally, a plain pod (which reads
-    only the pods with terms) and, with hardPodAffinityWeight 3, the same again."""
+    only the pods with terms) and, with hardPodAffinityWeight 3, the same again; and the filter's
+    counts are `count`'s over the whole state (for the replicas' required terms: a pair left at
+    no pod is no pair, as upstream deletes it, which the first of a series reads)."""
     state = ClusterState(frozenset({"tessera"}))
     for name, zone in (("a0", "a"), ("a1", "a"), ("b0", "b"), ("c0", "c")):
         state.apply("ADDED", b.node(name, labels={ZONE: zone, HOST: name}))
-    spec = {"affinity": {"podAffinity": {PREF: [_weighted(5, "db"), _weighted(2, "web", HOST)]},
-                         "podAntiAffinity": {PREF: [_weighted(5, "db", HOST), _weighted(3, "cache")]}}}
+    spec = {"affinity": {"podAffinity": {PREF: [_weighted(5, "db"), _weighted(2, "web", HOST)], REQ: [_term("web")]},
+                         "podAntiAffinity": {PREF: [_weighted(5, "db", HOST), _weighted(3, "cache")],
+                                             REQ: [_term("db", HOST), _term("y")]}}}
     placed = [("db0", "db", "a0", None), ("db1", "db", "b0", None), ("c0", "cache", "a1", None),
               ("likes", "x", "c0", {"affinity": {"podAffinity": {PREF: [_weighted(4, "web")], REQ: [_term("web")]}}}),
               ("shuns", "y", "a0", {"affinity": {"podAntiAffinity": {PREF: [_weighted(9, "web", HOST)]}}})]
@@ -205,6 +209,11 @@ def test_the_kept_score_tally_scores_as_a_fresh_count_through_every_change() -> 
                 existing = [(state.pods[uid], info.labels) for info in state.nodes.values() for uid in info.pods]
                 expected = preference_scores(pod, existing, plugin.args.hard_pod_affinity_weight)
                 assert dict(plugin.scores(prepare(pod, state.classes))) == dict(expected)
+                placed = ((uid, info.name) for info in state.nodes.values() for uid in info.pods)
+                fresh = count(pod, placed, state.node_of, state.pods, state.anti_affine, lambda n: state.nodes[n].labels)
+                kept = plugin.counts(prepare(pod, state.classes))
+                assert (dict(kept.affinity), dict(kept.anti), dict(kept.existing)) == \
+                    (dict(fresh.affinity), dict(fresh.anti), dict(fresh.existing))
 
     same()
     state.assume(pending[0]["metadata"]["uid"], "c0", None)  # r0 placed: it scores r1 and plain, not itself

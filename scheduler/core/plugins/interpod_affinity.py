@@ -43,8 +43,8 @@ score is summed (`preference_scores`):
   preferred affinity / anti-affinity terms it matches.
 A pod without preferred terms of its own reads only the pods with terms (`ClusterState.affine`,
 upstream's PodsWithAffinity), and with ignorePreferredTermsOfExistingPods is not scored at all.
-The scores are kept per node (`ScoreTally`) for the pods of one signature, so a cycle takes again
-only the nodes changed since.
+The counts of the pod's own terms and the scores are kept per node (`NodeTally`) for the pods of
+the same terms, so a cycle takes again only the nodes changed since.
 A node scores the sum of its label pairs' scores (`node_score`); NormalizeScore maps the feasible
 nodes' scores min..max onto 0..100 (`Normalize.MIN_MAX`). A pod for which no term matched is not
 scored (`score_applies`, upstream's Skip). The score counts no term with a non-empty
@@ -58,7 +58,7 @@ filter.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
 from typing import ClassVar
 
 import numpy as np
@@ -78,9 +78,9 @@ NAME = "InterPodAffinity"
 AFFINITY = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 EXISTING = "node(s) didn't satisfy existing pods anti-affinity rules"
-# score tallies kept: one per workload scored at a time, a few interleaved (other apps' replicas)
-# without taking every node again between them
-TALLIES = 16
+# tallies kept (`NodeTally`): a workload's filter and score, a few workloads interleaved (other
+# apps' replicas) without taking every node again between them
+TALLIES = 32
 
 Pair = tuple[str, str]
 FIELDS = ("hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods")
@@ -118,6 +118,66 @@ def _left_any(terms: tuple[PodTerm, ...], old: Pod, new: Pod) -> bool:
                for t in terms)
 
 
+# a pair's two numbers, kept by node (`NodeTally`): the filter's counts of placed pods matching
+# [all the affinity terms, an anti-affinity term]; the score's [topology score, term matches]
+# (a pair some term matched is in upstream's topologyScore, and keeps the plugin from Skip,
+# even where the weights sum to 0)
+Share = dict[Pair, list[int]]
+AFFINE_AT, ANTI_AT = 0, 1
+SCORE_AT, MATCHES_AT = 0, 1
+
+
+def _bump(into: Share, pair: Pair, at: int, by: int) -> None:
+    into.setdefault(pair, [0, 0])[at] += by
+
+
+class NodeTally:
+    """A pod's `Share` kept by node: each node's part (its pods', the pod's own included) and the
+    `NodeInfo.generation` it was taken at, so that the pod's counts and scores take again only
+    the nodes changed since (a placement, a lift, a label), not every pod of every node (5,000
+    nodes of 20 pods: about 200 ms the counts, 500 ms the scores, again after each placement and
+    each lift of preemption's dry run). It serves every pod of the same terms (`InterPodAffinity.
+    _kept`'s key): a workload's replicas."""
+
+    __slots__ = ("parts", "total")
+
+    def __init__(self) -> None:
+        self.total: Share = {}
+        self.parts: dict[str, tuple[int, Share | None]] = {}
+
+    def current(self, name: str, generation: int) -> bool:
+        seen = self.parts.get(name)
+        return seen is not None and seen[0] == generation
+
+    def put(self, name: str, generation: int, part: Share | None) -> None:
+        """The node's part now, in place of the one it had."""
+        seen = self.parts.get(name)
+        if seen is not None:
+            self._add(seen[1], -1)
+        self.parts[name] = (generation, part)
+        self._add(part, 1)
+
+    def _add(self, part: Share | None, sign: int) -> None:
+        total = self.total
+        for pair, (first, second) in (part or {}).items():
+            entry = total.setdefault(pair, [0, 0])
+            entry[0] += sign * first
+            entry[1] += sign * second
+            if not any(entry):  # nothing counted there any more: no pair
+                del total[pair]
+
+    def less(self, part: Share | None) -> Share:
+        """The total less `part` (the pod's own where it is placed), pairs left at nothing dropped."""
+        if not part:
+            return self.total
+        found: Share = {}
+        for pair, (first, second) in self.total.items():
+            mine = part.get(pair, (0, 0))
+            if first != mine[0] or second != mine[1]:
+                found[pair] = [first - mine[0], second - mine[1]]
+        return found
+
+
 class Counts:
     """upstream's preFilterState: affinityCounts, antiAffinityCounts, existingAntiAffinityCounts."""
 
@@ -136,14 +196,48 @@ class Counts:
             self.affinity + added.affinity, self.anti + added.anti, self.existing + added.existing
         return found
 
+    @classmethod
+    def of_placed(cls, share: Share) -> Counts:
+        """The affinity and anti-affinity counts of a filter's `Share` (no existing pods' yet)."""
+        found = cls()
+        found.affinity.update({pair: entry[AFFINE_AT] for pair, entry in share.items() if entry[AFFINE_AT]})
+        found.anti.update({pair: entry[ANTI_AT] for pair, entry in share.items() if entry[ANTI_AT]})
+        return found
 
-def _tally(into: Counter[Pair], terms: tuple[PodTerm, ...], target: Pod, labels: Mapping[str, str]) -> None:
-    """Count each term matching `target` at its topology pair on a node with `labels` (a node
+
+def _matched(terms: tuple[PodTerm, ...], target: Pod, labels: Mapping[str, str]) -> Iterator[Pair]:
+    """The topology pair, on a node with `labels`, of each term matching `target` (a node
     without the term's key is in no pair of it)."""
     for term in terms:
         value = labels.get(term.topology_key)
         if value is not None and term.matches(target.meta.namespace, target.meta.labels):
-            into[(term.topology_key, value)] += 1
+            yield term.topology_key, value
+
+
+def _count_placed(into: Share, pod: Pod, other: Pod, labels: Mapping[str, str]) -> None:
+    """upstream's updateWithPod for the incoming pod's own terms: `other`, on a node with
+    `labels`, at each affinity term's pair when it matches them all, at each anti-affinity
+    term's pair it matches."""
+    if _matches_all(pod.affinity, other):
+        for term in pod.affinity:
+            if term.topology_key in labels:
+                _bump(into, (term.topology_key, labels[term.topology_key]), AFFINE_AT, 1)
+    for pair in _matched(pod.anti_affinity, other, labels):
+        _bump(into, pair, ANTI_AT, 1)
+
+
+def _count_existing(counts: Counts, pod: Pod, anti_affine: Iterable[str], node_of: Callable[[str], str | None],
+                   pods: Mapping[str, Pod], labels_of: Callable[[str], Mapping[str, str]]) -> None:
+    """The `anti_affine` pods' anti-affinity terms matching `pod`, each at its node's pair
+    (`node_of` None: on none), into `counts.existing`."""
+    for uid in anti_affine:
+        if uid == pod.uid:
+            continue
+        node_name = node_of(uid)
+        other = pods.get(uid)
+        if node_name is None or other is None:
+            continue
+        counts.existing.update(_matched(other.anti_affinity, pod, labels_of(node_name)))
 
 
 def count(pod: Pod, placed: Iterable[tuple[str, str]], node_of: Callable[[str], str | None],
@@ -152,26 +246,14 @@ def count(pod: Pod, placed: Iterable[tuple[str, str]], node_of: Callable[[str], 
     """The counts for `pod` over the pods on nodes: `placed` (uid, node name) is walked only
     when the pod has terms of its own; otherwise only the `anti_affine` pods are looked up, each
     on `node_of` its node (None: on none)."""
-    counts = Counts()
+    share: Share = {}
     if pod.affinity or pod.anti_affinity:
         for uid, node in placed:
             other = pods.get(uid)
-            if other is None or uid == pod.uid:
-                continue
-            labels = labels_of(node)
-            if _matches_all(pod.affinity, other):
-                for term in pod.affinity:
-                    if term.topology_key in labels:
-                        counts.affinity[(term.topology_key, labels[term.topology_key])] += 1
-            _tally(counts.anti, pod.anti_affinity, other, labels)
-    for uid in anti_affine:
-        if uid == pod.uid:
-            continue
-        node_name = node_of(uid)
-        other = pods.get(uid)
-        if node_name is None or other is None:
-            continue
-        _tally(counts.existing, other.anti_affinity, pod, labels_of(node_name))
+            if other is not None and uid != pod.uid:
+                _count_placed(share, pod, other, labels_of(node))
+    counts = Counts.of_placed(share)
+    _count_existing(counts, pod, anti_affine, node_of, pods, labels_of)
     return counts
 
 
@@ -197,11 +279,6 @@ def verdict(pod: Pod, counts: Counts, labels: Mapping[str, str]) -> Reasons | No
     return None
 
 
-# a pair's topology score and how many term matches made it: a pair some term matched is in
-# upstream's topologyScore (and so keeps the plugin from Skip) even where the weights sum to 0
-Share = dict[Pair, list[int]]
-
-
 def _add(into: Share, terms: Iterable[WeightedPodTerm], target: Pod, labels: Mapping[str, str], sign: int) -> None:
     """upstream's processTerms: each term matching `target` adds sign * weight at its pair on a
     node with `labels`; a term with a namespaceSelector Tessera cannot read counts nothing."""
@@ -210,9 +287,9 @@ def _add(into: Share, terms: Iterable[WeightedPodTerm], target: Pod, labels: Map
         value = labels.get(term.topology_key)
         if value is not None and not term.unknown_namespaces \
                 and term.matches(target.meta.namespace, target.meta.labels):
-            entry = into.setdefault((term.topology_key, value), [0, 0])
-            entry[0] += sign * weighted.weight
-            entry[1] += 1
+            pair = (term.topology_key, value)
+            _bump(into, pair, SCORE_AT, sign * weighted.weight)
+            _bump(into, pair, MATCHES_AT, 1)
 
 
 def _score_existing(into: Share, pod: Pod, other: Pod, labels: Mapping[str, str], hard_weight: int) -> None:
@@ -230,64 +307,17 @@ def _score_existing(into: Share, pod: Pod, other: Pod, labels: Mapping[str, str]
 def preference_scores(pod: Pod, existing: Iterable[tuple[Pod, Mapping[str, str]]], hard_weight: int) -> Counter[Pair]:
     """upstream's PreScore topologyScore over `existing` (each pod with its node's labels): see
     the module's docstring. Taken afresh over every pod; the plugin keeps it by node instead
-    (`ScoreTally`), which must come to the same."""
+    (`NodeTally`), which must come to the same."""
     share: Share = {}
     for other, labels in existing:
         if other.uid != pod.uid:
             _score_existing(share, pod, other, labels, hard_weight)
-    return Counter({pair: score for pair, (score, _) in share.items()})
+    return _topology_scores(share)
 
 
-class ScoreTally:
-    """upstream's topologyScore kept by node: each node's share (its pods' part, the pod's own
-    included) and the `NodeInfo.generation` it was taken at, so that a pod's scores take again
-    only the nodes changed since (a placement, a lift, a label), not every pod of every node
-    (5,000 nodes of 20 pods: about 500 ms a pod, again after each placement). It serves every
-    pod of the same namespace, labels and preferred terms (`score_signature`): a workload's
-    replicas."""
-
-    __slots__ = ("shares", "total")
-
-    def __init__(self) -> None:
-        self.total: Share = {}
-        self.shares: dict[str, tuple[int, Share | None]] = {}
-
-    def current(self, name: str, generation: int) -> bool:
-        seen = self.shares.get(name)
-        return seen is not None and seen[0] == generation
-
-    def put(self, name: str, generation: int, share: Share | None) -> None:
-        """The node's share now, in place of the one it had."""
-        seen = self.shares.get(name)
-        if seen is not None:
-            self._add(seen[1], -1)
-        self.shares[name] = (generation, share)
-        self._add(share, 1)
-
-    def _add(self, share: Share | None, sign: int) -> None:
-        total = self.total
-        for pair, (score, matched) in (share or {}).items():
-            entry = total.setdefault(pair, [0, 0])
-            entry[0] += sign * score
-            entry[1] += sign * matched
-            if not entry[1]:  # no term matches there any more: no pair
-                del total[pair]
-
-    def scores(self, less: Share | None = None) -> Counter[Pair]:
-        """The topology scores, less the share `less` (the pod's own part where it is placed)."""
-        less = less or {}
-        found: Counter[Pair] = Counter()
-        for pair, (score, matched) in self.total.items():
-            mine = less.get(pair, (0, 0))
-            if matched - mine[1]:
-                found[pair] = score - mine[0]
-        return found
-
-
-def score_signature(pod: Pod) -> Hashable:
-    """What a `ScoreTally` depends on besides the nodes and the pods on them."""
-    return (pod.meta.namespace, tuple(sorted(pod.meta.labels.items())), pod.preferred_affinity,
-            pod.preferred_anti_affinity)
+def _topology_scores(share: Share) -> Counter[Pair]:
+    """The scores of a score's `Share`: every pair some term matched."""
+    return Counter({pair: entry[SCORE_AT] for pair, entry in share.items() if entry[MATCHES_AT]})
 
 
 def node_score(scores: Mapping[Pair, int], labels: Mapping[str, str]) -> int:
@@ -306,7 +336,7 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         self.args = args
         self._cached: tuple[Pod, int, Counts] | None = None
         self._scored: tuple[Pod, int, Counter[Pair]] | None = None
-        self._tallies: dict[Hashable, ScoreTally] = {}
+        self._tallies: dict[Hashable, NodeTally] = {}
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         # upstream's EventsToRegister: assigned Pod Add/UpdatePodLabel/Delete, Node Add/UpdateNodeLabel.
@@ -354,13 +384,18 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
 
     def counts(self, ctx: PodContext) -> Counts:
         """The counts of the placed pods for the pod, kept while neither it nor any node changes
-        (`touches`): the same pod is prepared anew by each preemption dry run and queueing hint."""
+        (`touches`): the same pod is prepared anew by each preemption dry run and queueing hint;
+        its own terms' counts from the tally of its terms, whose nodes changed since are taken again."""
         state = self.handle.state
         cached = self._cached
         if cached is not None and cached[0] is ctx.pod and cached[1] == state.touches:
             return cached[2]
-        placed = ((uid, info.name) for info in state.nodes.values() for uid in info.pods)
-        found = count(ctx.pod, placed, state.node_of, state.pods, state.anti_affine, self._labels)
+        pod = ctx.pod
+        found = Counts()
+        if pod.affinity or pod.anti_affinity:
+            found = Counts.of_placed(self._kept(pod, ("filter", pod.affinity, pod.anti_affinity),
+                                                lambda into, other, labels: _count_placed(into, pod, other, labels)))
+        _count_existing(found, pod, state.anti_affine, state.node_of, state.pods, self._labels)
         self._cached = (ctx.pod, state.touches, found)
         return found
 
@@ -404,7 +439,8 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
 
     def scores(self, ctx: PodContext) -> Counter[Pair]:
         """The pod's topology scores, kept while neither it nor any node changes (`touches`);
-        taken from the tally of its signature, whose nodes changed since are taken again."""
+        from the tally of its namespace, labels and preferred terms, whose nodes changed since are
+        taken again."""
         state = self.handle.state
         cached = self._scored
         if cached is not None and cached[0] is ctx.pod and cached[1] == state.touches:
@@ -412,7 +448,12 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         pod = ctx.pod
         found: Counter[Pair] = Counter()
         if self._every(pod) or not self.args.ignore_preferred_terms_of_existing_pods:
-            found = self._tally(pod).scores(self._own_share(pod))
+            weight = self.args.hard_pod_affinity_weight
+            found = _topology_scores(self._kept(
+                pod, ("score", pod.meta.namespace, tuple(sorted(pod.meta.labels.items())), pod.preferred_affinity,
+                      pod.preferred_anti_affinity),
+                lambda into, other, labels: _score_existing(into, pod, other, labels, weight),
+                None if self._every(pod) else state.affine))
         self._scored = (pod, state.touches, found)
         return found
 
@@ -422,46 +463,29 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         (upstream's PodsWithAffinity, `ClusterState.affine`)."""
         return bool(pod.preferred_affinity or pod.preferred_anti_affinity)
 
-    def _tally(self, pod: Pod) -> ScoreTally:
-        """The pod's signature's tally, its changed nodes taken again: every node for a pod with
-        preferred terms, else only those with a pod with terms, or with a share before."""
+    def _kept(self, pod: Pod, key: Hashable, add: Callable[[Share, Pod, Mapping[str, str]], None],
+              among: Collection[str] | None = None) -> Share:
+        """The pod's `Share` over the placed pods (`among` them only: the nodes of none keep no
+        part), the pod itself aside: from the tally kept under `key`, its nodes changed since
+        taken again, each node's part `add` of each of its pods."""
         state = self.handle.state
-        key = score_signature(pod)
-        tally = self._tallies.pop(key, None) or ScoreTally()
+        tally = self._tallies.pop(key, None) or NodeTally()
         self._tallies[key] = tally  # the most recent last
         if len(self._tallies) > TALLIES:
             del self._tallies[next(iter(self._tallies))]
-        every = self._every(pod)
-        if every:
-            names: Iterable[str] = state.nodes
-        else:
-            names = {node for uid in state.affine if (node := state.node_of(uid)) is not None}
-            names |= {name for name, (_, share) in tally.shares.items() if share is not None}
+        names: Iterable[str] = state.nodes
+        if among is not None:
+            names = {node for uid in among if (node := state.node_of(uid)) is not None}
+            names |= {name for name, (_, part) in tally.parts.items() if part is not None}
         for name in names:
             info = state.nodes[name]
             if not tally.current(name, info.generation):
-                tally.put(name, info.generation, self._share(pod, info, every))
-        return tally
-
-    def _share(self, pod: Pod, info: NodeInfo, every: bool) -> Share | None:
-        """The node's pods' part of the pod's topology scores (the pod's own included, for the
-        tally serves its replicas): `every` one, else those with terms."""
-        state = self.handle.state
-        share: Share = {}
-        weight = self.args.hard_pod_affinity_weight
-        labels = info.labels
-        for uid in info.pods:
-            if (every or uid in state.affine) and (other := state.pods.get(uid)) is not None:
-                _score_existing(share, pod, other, labels, weight)
-        return share or None
-
-    def _own_share(self, pod: Pod) -> Share | None:
-        """The pod's own part of its tally, where it is placed (upstream never scores a pod
-        against itself)."""
-        state = self.handle.state
-        node = state.node_of(pod.uid)
-        if node is None or not (self._every(pod) or pod.uid in state.affine):
-            return None
-        share: Share = {}
-        _score_existing(share, pod, pod, self._labels(node), self.args.hard_pod_affinity_weight)
-        return share
+                part: Share = {}
+                for uid in info.pods:
+                    if (among is None or uid in among) and (other := state.pods.get(uid)) is not None:
+                        add(part, other, info.labels)
+                tally.put(name, info.generation, part or None)
+        own: Share = {}  # the pod's own part where it is placed: no pod counts or scores itself
+        if (node := state.node_of(pod.uid)) is not None and (among is None or pod.uid in among):
+            add(own, pod, self._labels(node))
+        return tally.less(own)
