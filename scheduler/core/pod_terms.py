@@ -55,19 +55,23 @@ def pod_terms(spec: object) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(required), tuple(preferred)
 
 
+def _elsewhere(gpu: bool) -> str:
+    """Whether the pod may leave Tessera for kube-scheduler. A pod asking GPUs is not told to use
+    default-scheduler: Tessera's GPU pod policy refuses a GPU class pod naming another scheduler,
+    and a plain nvidia.com/gpu pod under kube-scheduler could be given GPUs Tessera gave out."""
+    return ("a pod asking GPUs must stay with Tessera (the GPU pod policy refuses class GPU pods naming another "
+            "scheduler, and kube-scheduler could give out GPUs Tessera gave)" if gpu
+            else "or run the pod with schedulerName: default-scheduler")
+
+
 def refusal(required: tuple[str, ...], gpu: bool = False) -> str:
     """The PreFilter's reason for a pod with required terms (one FailedScheduling reason: no
-    trailing period, the FitError adds it). A pod asking GPUs is not told to use default-scheduler:
-    Tessera's GPU pod policy refuses a GPU class pod naming another scheduler, and a plain
-    nvidia.com/gpu pod under kube-scheduler could be given GPUs Tessera gave out."""
+    trailing period, the FitError adds it); `gpu`: the pod asks GPUs (`_elsewhere`)."""
     what = []
     if any(r.endswith("namespaceSelector") for r in required):
         what.append(_NAMESPACES_INSTEAD)
-    elsewhere = ("a pod asking GPUs must stay with Tessera (the GPU pod policy refuses class GPU pods naming another "
-                 "scheduler, and kube-scheduler could give out GPUs Tessera gave)" if gpu
-                 else "or run the pod with schedulerName: default-scheduler")
     return (f"pod has {', '.join(required)}, which Tessera does not honour: {'; '.join(what) or 'drop the term'}; "
-            f"{elsewhere} (see {DOC})")
+            f"{_elsewhere(gpu)} (see {DOC})")
 
 
 def _affinity_term(key: str, entry: object) -> object:
@@ -181,18 +185,20 @@ def preferred_pod_terms(spec: object,
     return out[0], out[1]
 
 
-def preferred_note(preferred: tuple[str, ...]) -> str:
-    """What a pod is told of its preferred terms; "" for none."""
+def preferred_note(preferred: tuple[str, ...], gpu: bool = False) -> str:
+    """What a pod is told of its preferred terms; "" for none. `gpu`: the pod asks GPUs, and is
+    told what `refusal` tells it (`_elsewhere`)."""
     if not preferred:
         return ""
     instead = f"{_NAMESPACES_INSTEAD}, " if any(p.endswith("namespaceSelector") for p in preferred) else ""
     return (f"{', '.join(preferred)}: Tessera does not score these: they change nothing about where the pod goes; "
-            f"{instead}drop them, or run the pod with schedulerName: default-scheduler. See {DOC}.")
+            f"{instead}drop them{'; ' if gpu else ', '}{_elsewhere(gpu)}. See {DOC}.")
 
 
-def preferred_message(pod_key: str, preferred: tuple[str, ...]) -> str:
+def preferred_message(pod_key: str, preferred: tuple[str, ...], gpu: bool = False) -> str:
     """The Warning Event's message for a pod's preferred terms."""
-    return f"Pod {pod_key} has preferred placement terms, which Tessera does not read: {preferred_note(preferred)}"
+    return (f"Pod {pod_key} has preferred placement terms, which Tessera does not read: "
+            f"{preferred_note(preferred, gpu)}")
 
 
 @dataclass(frozen=True, slots=True)

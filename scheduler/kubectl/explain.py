@@ -214,7 +214,7 @@ def explain_loaded(core: Scheduler, notices: Sequence[Notice], objects: Sequence
         message=wait.message if wait else "",
         nominated_node=pod.nominated_node,
         gang=_gang_view(state, pod, unread or {}),
-        ignored=not_read(pod) if ours else "",
+        ignored=not_read(pod, state.asks_gpus(pod)) if ours else "",
         volumes=volume_note(raw.get("spec")) if ours else "",
         gate=_gate(state, pod, wait.node if wait else "", gates),
         devices=() if pod.terminal else _devices(pod),

@@ -51,6 +51,7 @@ def volume_note(spec: object) -> str:
             f"schedulerName: default-scheduler. See {DOC}.")
 
 
-def not_read(pod: Pod) -> str:
-    """What `pod` is told of the other schedulers' keys and preferred terms it carries; "" for none."""
-    return " ".join(filter(None, (ignored_note(pod.ignored), preferred_note(pod.unread))))
+def not_read(pod: Pod, gpu: bool) -> str:
+    """What `pod` is told of the other schedulers' keys and preferred terms it carries; "" for none.
+    `gpu`: it asks GPUs (`ClusterState.asks_gpus`), and is not told to leave Tessera."""
+    return " ".join(filter(None, (ignored_note(pod.ignored), preferred_note(pod.unread, gpu))))

@@ -158,7 +158,8 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     for outcome in outcomes:
         pod = replay.scheduler.state.pod_by_key(outcome.pod)
         if pod is not None and replay.scheduler.state.is_ours(pod):
-            note = " ".join(filter(None, (not_read(pod), volume_note(specs.get(outcome.pod)))))
+            note = " ".join(filter(None, (not_read(pod, replay.scheduler.state.asks_gpus(pod)),
+                                           volume_note(specs.get(outcome.pod)))))
             if note:
                 notes.append(PodNote(outcome.pod, note))
     return WhatIf(config.source, tuple(outcomes), evicted,

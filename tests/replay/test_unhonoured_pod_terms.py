@@ -198,3 +198,29 @@ def test_a_pod_asking_a_gpu_class_is_not_told_to_leave_tessera() -> None:
     message = run.last("classy").message
     assert ANTI in message and "a pod asking GPUs must stay with Tessera" in message
     assert "default-scheduler" not in message
+
+
+def test_a_gpu_pod_with_preferred_terms_is_not_told_to_leave_tessera() -> None:
+    """The IgnoredPreferredTerms Event and what-if's Not read: line give a GPU pod (a ResourceClass
+    request, or nvidia.com/gpu) the refusal's advice, not "run the pod with schedulerName:
+    default-scheduler": the GPU pod policy refuses class GPU pods naming another scheduler. A pod
+    asking no GPUs is still told it may leave."""
+    spread = [{"maxSkew": 1, "topologyKey": HOST, "whenUnsatisfiable": "ScheduleAnyway",
+               "labelSelector": {"matchLabels": {"app": "infer"}}}]
+    objs = [b.node("n0", gpus=4), *(b.device("n0", i) for i in range(4)),
+            b.resource_class("v100-32g", match_labels={"model": "V100"}),
+            b.pod("classy", labels={"app": "infer"}, limits={"class.tessera.dev/v100-32g": 1},
+                  spec_extra={"topologySpreadConstraints": spread}),
+            b.pod("plain-gpu", labels={"app": "infer"}, limits={"nvidia.com/gpu": 1},
+                  spec_extra={"topologySpreadConstraints": spread}),
+            b.pod("cpu", labels={"app": "infer"}, requests={"cpu": "1"},
+                  spec_extra={"topologySpreadConstraints": spread})]
+    run = Run()
+    run.add(*objs)
+    told = {n.split(" ")[2]: n for n in _told(run)}
+    notes = {n.pod: n.note for n in whatif.what_if(objs, config(BINPACK), 0.0).notes}
+    for name in ("classy", "plain-gpu"):
+        for said in (told[f"default/{name}"], notes[f"default/{name}"]):
+            assert "a pod asking GPUs must stay with Tessera" in said and "default-scheduler" not in said
+    for said in (told["default/cpu"], notes["default/cpu"]):
+        assert "run the pod with schedulerName: default-scheduler" in said

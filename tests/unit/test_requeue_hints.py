@@ -415,7 +415,8 @@ def test_plugins_that_register_no_event_say_so() -> None:
     """The plugins whose rejections no cluster event can undo register nothing explicitly (an
     empty mapping, as upstream's EventsToRegister returning none); NodeName registers NodeAdd as
     upstream (a pod naming a node absent until then)."""
-    assert TesseraUnhonouredTerms().queueing_hints() == {}
+    unhonoured = Scheduler(config(BINPACK)).profiles["tessera"].find(TesseraUnhonouredTerms)
+    assert unhonoured is not None and unhonoured.queueing_hints() == {}
     assert NodeName().queueing_hints() == {EventKind.NODE_ADDED: always}
 
 

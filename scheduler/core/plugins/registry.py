@@ -156,7 +156,7 @@ REGISTRY: tuple[PluginSpec, ...] = (
                args=ArgsSpec(coscheduling.CoschedulingArgs, coscheduling.parse_args, coscheduling.ARGS_FIELDS,
                              coscheduling.ARGS_IGNORED)),
     PluginSpec(TesseraDevices, _with(TesseraDevices, device_args.DeviceArgs), 1, ArgsSpec(device_args.DeviceArgs, device_args.parse_args, device_args.FIELDS)),
-    PluginSpec(TesseraUnhonouredTerms, _no_args(lambda handle: TesseraUnhonouredTerms())),
+    PluginSpec(TesseraUnhonouredTerms, _no_args(TesseraUnhonouredTerms)),
     PluginSpec(PodTopologySpread, lambda handle, args: PodTopologySpread(handle), 2,
                ArgsSpec(pod_topology_spread.PodTopologySpreadArgs, pod_topology_spread.parse_args,
                         pod_topology_spread.FIELDS)),

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from scheduler.core.framework.cycle_state import PodContext
+from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import PreFilterPlugin, QueueingHint
 from scheduler.core.state import EventKind
 from scheduler.core.pod_terms import refusal
@@ -34,6 +35,9 @@ class TesseraUnhonouredTerms(PreFilterPlugin):
     name = NAME
     may_disable: ClassVar[bool] = True
 
+    def __init__(self, handle: Handle) -> None:
+        self.state = handle.state
+
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         """None: the refusal reads only the pod's own terms, which no cluster event changes (the
         unschedulable pods' periodic flush asks again)."""
@@ -43,5 +47,4 @@ class TesseraUnhonouredTerms(PreFilterPlugin):
         required = ctx.pod.unhonoured
         if not required:
             return None
-        gpu = bool(ctx.device_requests) or any("gpu" in name for name in ctx.pod.requests)
-        return refusal(required, gpu)
+        return refusal(required, self.state.asks_gpus(ctx.pod))

@@ -140,6 +140,12 @@ class ClusterState:
     def is_ours(self, pod: Pod) -> bool:
         return pod.scheduler_name in self.scheduler_names
 
+    def asks_gpus(self, pod: Pod) -> bool:
+        """The pod asks GPUs: a ResourceClass request, or a resource named like a GPU
+        (nvidia.com/gpu). Such a pod is never told to run under kube-scheduler instead
+        (`pod_terms.refusal`, `pod_terms.preferred_note`)."""
+        return any(self.classes.is_class_resource(name) or "gpu" in name for name in pod.requests)
+
     def only_ours_on(self, info: NodeInfo) -> bool:
         """Every pod counted on the node is of our scheduler names: an over-full count there is
         not another scheduler's doing."""
@@ -524,7 +530,8 @@ class ClusterState:
         # keys, preferred terms it does not score): told once per pod (again when the set changes), not per attempt
         for reason, unread, before, message in (
                 (IGNORED_SCHEDULER_KEY, pod.ignored, old and old.ignored, ignored_message),
-                (IGNORED_PREFERRED_TERMS, pod.unread, old and old.unread, preferred_message)):
+                (IGNORED_PREFERRED_TERMS, pod.unread, old and old.unread,
+                 lambda key, unread: preferred_message(key, unread, self.asks_gpus(pod)))):
             if unread and before != unread and not pod.node_name and not pod.terminal and self.is_ours(pod):
                 notices.append(Notice("Pod", pod.key, reason, message(pod.key, unread), pod.meta.namespace, uid))
         placement = self.placements.get(uid)
