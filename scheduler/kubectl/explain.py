@@ -40,16 +40,17 @@ from scheduler.kubectl.unread import (Offered, cannot_tell, extended_requests, o
                                       podgroup_unread_message)
 from scheduler.sim.snapshot import is_bound, load
 from scheduler.view.cluster import extended_amounts, gang_view, gate_holds
-from scheduler.view.model import GangView, plain
+from scheduler.view.model import GangView, PluginScore, plain
 from scheduler.view.reasons import wait_reason
-from scheduler.view.text import age, columns, tie_note
+from scheduler.view.text import age, columns, score_sum, tie_note
 
 
 @dataclass(frozen=True, slots=True)
 class NodeVerdict:
     node: str
     fits: bool
-    detail: str  # the first failing filter's reason, or "score N"
+    detail: str  # the first failing filter's reason, or "score N = PLUGIN SCORExWEIGHT + ..." (`score_sum`)
+    scores: tuple[PluginScore, ...] = ()  # a scored node's every score plugin, in the profile's order
 
 
 @dataclass(frozen=True, slots=True)
@@ -674,9 +675,12 @@ def _dry_run(objects: Sequence[dict[str, Any]], pods: frozenset[str], key: str, 
         for attempt in attempts:
             if attempt.pod.key != key:
                 continue
-            verdicts = [NodeVerdict(node, True, f"score {line.get('total', 0)}")
-                        for node, line in sorted((attempt.scores or {}).items(),
-                                                 key=lambda item: (-item[1].get("total", 0), item[0]))]
+            weights = core.profiles[attempt.pod.scheduler_name].weights()
+            verdicts = []
+            for node, line in sorted((attempt.scores or {}).items(),
+                                     key=lambda item: (-item[1].get("total", 0), item[0])):
+                parts = tuple(PluginScore(name, line.get(name, 0), weight) for name, weight in weights.items())
+                verdicts.append(NodeVerdict(node, True, score_sum(line.get("total", 0), parts), parts))
             verdicts += [NodeVerdict(node, False, reason) for node, reason in sorted((attempt.filtered or {}).items())]
             # a gang's victims ride on its first member's attempt; every member is nominated
             victims = attempt.preempted or [victim for other in attempts for victim in other.preempted]

@@ -50,6 +50,15 @@ NOMINATED = "nominated"  # pending preemptor: its room is held here while its vi
 
 
 @dataclass(frozen=True, slots=True)
+class PluginScore:
+    """One score plugin's part of a node's total in a dry run: its normalised score (0..100)
+    times its weight in the profile."""
+    plugin: str
+    score: int
+    weight: int
+
+
+@dataclass(frozen=True, slots=True)
 class Holder:
     pod: str  # namespace/name
     amount: str = ""  # a slice ("8Gi"); "" for a whole device or a counted GPU

@@ -39,6 +39,14 @@ def tie_note(tied_with: Sequence[str], tied_count: int, score: int | None) -> st
     return f"tied with {count(tied_count, 'other node')} on score {score} ({named}): the scheduler picks one of them at random"
 
 
+def score_sum(total: int, parts: Sequence[m.PluginScore]) -> str:
+    """A node's total score and how it adds up: `score 699 = TesseraFragmentation 60x10 +
+    InterPodAffinity 100x2 ...`, each plugin's normalised score (0..100) times its weight, the
+    largest part first; plugins scoring 0 left out (`-o json` lists them all)."""
+    shown = sorted((p for p in parts if p.score and p.weight), key=lambda p: (-p.score * p.weight, p.plugin))
+    return f"score {total}" + (" = " + " + ".join(f"{p.plugin} {p.score}x{p.weight}" for p in shown) if shown else "")
+
+
 def columns(rows: Sequence[Sequence[str | None]]) -> str:
     """Rows (the first one the header) as left-aligned columns; the last column is not padded.
     An empty cell prints `-`; None leaves it blank (a node's name only on its first GPU row).

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
+from scheduler.api.config import BUILTIN_SOURCE
 from scheduler.api.config_parse import parse_config
 from scheduler.core.pod_terms import IGNORED_PREFERRED_TERMS
 from scheduler.kubectl import explain as explaining
+from scheduler.kubectl.output import dump
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run, config
 
@@ -77,7 +81,7 @@ def test_explain_shows_the_score_and_no_longer_says_not_read() -> None:
     assert result is not None
     text = explaining.render(result, 0.0)
     fits = [line.split() for line in text.splitlines() if "fits, score" in line]
-    assert [(line[0], line[-1]) for line in fits] == [("b0", "512"), ("a0", "312")]  # + 2 x 100 in zone b
+    assert [(line[0], line[3]) for line in fits] == [("b0", "512"), ("a0", "312")]  # + 2 x 100 in zone b
     assert not [line for line in text.splitlines() if line.startswith("Not read:")]
 
 
@@ -91,3 +95,43 @@ def test_a_weight_beyond_the_apiservers_range_is_no_term_and_no_crash() -> None:
         run = Run()
         run.add(*_cluster(), _web("near", podAffinity={PREF: [_weighted("db", weight)]}))
         assert run.node_of("near") == plain.node_of("near")
+
+
+def _trial(weight: int = 0) -> tuple[list[dict[str, Any]], Any]:
+    """A trial's case: a cache pod in zone-b, a filler holding 4 GPUs in zone-a, and a 1-GPU pod
+    preferring the cache's zone (weight 100); under the built-in profile, or one raising
+    InterPodAffinity's score weight to `weight` (docs/configuration.md shows the snippet)."""
+    objs = [b.node("a0", gpus=8, labels={ZONE: "zone-a"}), b.node("b0", gpus=8, labels={ZONE: "zone-b"}),
+            b.pod("cache", labels={"app": "cache"}, node_name="b0", phase="Running", requests={"cpu": "1"}),
+            b.pod("filler", labels={"app": "filler"}, node_name="a0", phase="Running", limits={"nvidia.com/gpu": 4}),
+            b.pod("trainer", limits={"nvidia.com/gpu": 1},
+                  spec_extra={"affinity": {"podAffinity": {PREF: [_weighted("cache", 100)]}}})]
+    raw = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "profiles": [{"schedulerName": "tessera", "plugins": {"score": {"enabled": [
+               {"name": "TesseraFragmentation", "weight": 10}, {"name": "InterPodAffinity", "weight": weight}]}}}]}
+    return objs, parse_config(raw, "raised.yaml") if weight else config(None)
+
+
+def test_explain_breaks_each_nodes_score_down_by_plugin() -> None:
+    """A trial finding: explain showed only each node's total (`score 699`), so a user could not
+    see that TesseraFragmentation (weight 10) outweighed the pod's preferred affinity
+    (InterPodAffinity, weight 2). Each scored node's RESULT now adds up its plugins' normalised
+    scores times their weights (those scoring 0 left out); -o json has every plugin's."""
+    objs, cfg = _trial()
+    result = explaining.explain(objs, "default/trainer", cfg, [], 0.0)
+    assert result is not None and result.dry_run is not None and cfg.source == BUILTIN_SOURCE
+    rows = {line.split()[0]: line.split(None, 2)[2] for line in explaining.render(result, 0.0).splitlines()
+            if "fits, score" in line}
+    for verdict in result.dry_run.nodes:
+        parts = {p.plugin: (p.score, p.weight) for p in verdict.scores}
+        assert parts["TesseraFragmentation"][1] == 10 and parts["InterPodAffinity"][1] == 2
+        assert verdict.detail == rows[verdict.node]
+        assert int(verdict.detail.split()[1]) == sum(score * weight for score, weight in parts.values())
+        shown = " + ".join(f"{name} {score}x{weight}" for name, (score, weight) in
+                           sorted(parts.items(), key=lambda item: (-item[1][0] * item[1][1], item[0])) if score)
+        assert verdict.detail.endswith(f" = {shown}")
+    assert result.dry_run.node == "a0"
+    assert "InterPodAffinity 100x2" in rows["b0"] and "InterPodAffinity" not in rows["a0"]
+    doc = orjson.loads(dump(explaining.as_dict(result), "json"))["dry_run"]["nodes"]
+    assert {p["plugin"] for p in doc[0]["scores"]} >= {"TesseraFragmentation", "InterPodAffinity", "NodeResourcesFit"}
+

@@ -503,6 +503,11 @@ class ProfileRuntime:
     def scored(self) -> Iterator[str]:
         return (plugin.name for plugin, _ in self.scores)
 
+    def weights(self) -> dict[str, int]:
+        """Each score plugin's weight in this profile: what `explain` multiplies the normalised
+        scores of `Scores.per_plugin` by, to show how a node's total adds up."""
+        return {plugin.name: weight for plugin, weight in self.scores}
+
 
 @dataclass(frozen=True, slots=True)
 class _Narrowing:
