@@ -135,3 +135,12 @@ def test_explain_breaks_each_nodes_score_down_by_plugin() -> None:
     doc = orjson.loads(dump(explaining.as_dict(result), "json"))["dry_run"]["nodes"]
     assert {p["plugin"] for p in doc[0]["scores"]} >= {"TesseraFragmentation", "InterPodAffinity", "NodeResourcesFit"}
 
+
+def test_raising_interpod_affinitys_weight_lets_the_preference_decide() -> None:
+    """The snippet in docs/configuration.md: with InterPodAffinity weighing 20, the preference
+    (100 x 20) outweighs packing (at most 100 x 10), as kube-scheduler would honour it."""
+    for weight, node in ((0, "a0"), (20, "b0")):
+        objs, cfg = _trial(weight)
+        run = Run(cfg)
+        run.add(*objs)
+        assert run.node_of("trainer") == node

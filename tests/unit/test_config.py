@@ -12,7 +12,8 @@ import pytest
 from pydantic import BaseModel
 
 from scheduler.api.config_reader import ArgsReader, required
-from scheduler.api.config import ConfigError, Profile, SchedulerConfig, ScoreWeights, load_config, parse_config
+from scheduler.api.config import (ConfigError, Profile, SchedulerConfig, ScoreWeights, load_config, parse_config,
+                                  parse_config_text)
 from scheduler.core.plugins.coscheduling import CoschedulingArgs
 from scheduler.core.plugins.devices.args import DeviceArgs
 from scheduler.core.plugins.fit.args import ResourceWeight, ScoringStrategy, ShapePoint
@@ -90,6 +91,19 @@ def test_builtin_default_is_fragmentation_over_least_allocated_with_upstream_def
     assert (fragmentation.multi_gpu_prior, fragmentation.scarcity_exponent) == (1.0, 1.0)
     assert cfg.leader_election.leader_elect and cfg.leader_election.resource_name == "tessera"
     assert (cfg.pod_initial_backoff_seconds, cfg.pod_max_backoff_seconds) == (1, 10)
+
+
+def test_the_documented_profile_raising_interpod_affinity_keeps_packing() -> None:
+    """docs/configuration.md, "Preferences against packing": its snippet (the shape
+    `score.enabled: [{name: InterPodAffinity, weight: 20}]` beside TesseraFragmentation) loads as
+    the built-in weights with InterPodAffinity's raised, what the replay test of the trial's case
+    (tests/replay/test_interpod_affinity_score.py) runs."""
+    docs = (Path(__file__).parents[2] / "docs/configuration.md").read_text(encoding="utf-8")
+    section = docs.split("### Preferences against packing", 1)[1]
+    snippet = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (prof,) = parse_config_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                                + snippet, "docs").profiles
+    assert dict(prof.score_weights) == {**load_config(None).profiles[0].score_weights, "InterPodAffinity": 20}
 
 
 def test_binpack_yaml_is_the_seed_demo_in_v1_form() -> None:
