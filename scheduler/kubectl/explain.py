@@ -45,6 +45,12 @@ from scheduler.view.reasons import wait_reason
 from scheduler.view.text import age, columns, score_sum, tie_note
 
 
+# the dry run's core is new: what TesseraFragmentation learned of the workload mix is the listed pods'
+# task types only, where the running scheduler counts every pod since it started (docs/semantics.md)
+FRESH = ("a fresh core: its packing score learned task types only from the pods listed now, a long-running "
+         "scheduler's from every pod it has seen, so it may place differently")
+
+
 @dataclass(frozen=True, slots=True)
 class NodeVerdict:
     node: str
@@ -763,7 +769,7 @@ def render(x: Explanation, now: float) -> str:
         config = "the built-in configuration" if x.config in ("", BUILTIN_SOURCE) else f"the configuration {x.config}"
         when = ("once its spec.schedulingGates are removed (they keep it out of every scheduler now)"
                 if x.ungated else "as if it were next")
-        lines += ["", f"Dry run through the core with {config}, now, {when} (nothing is written):",
+        lines += ["", f"Dry run through the core with {config}, now, {when} (nothing is written; {FRESH}):",
                   f"  {verdict}"]
         fitting = sum(1 for v in run.nodes if v.fits)
         if not run.node and fitting and x.gang is not None:

@@ -144,3 +144,15 @@ def test_raising_interpod_affinitys_weight_lets_the_preference_decide() -> None:
         run = Run(cfg)
         run.add(*objs)
         assert run.node_of("trainer") == node
+
+
+def test_explain_says_its_dry_run_learned_only_the_listed_pods() -> None:
+    """A trial finding: the dry run is a fresh core over the listed cluster, whose packing score
+    learned task types only from the pods listed now, while a long-running scheduler's has learned
+    from every pod it has seen (docs/semantics.md, Fragmentation): the dry-run line says so."""
+    objs, cfg = _trial()
+    result = explaining.explain(objs, "default/trainer", cfg, [], 0.0)
+    assert result is not None
+    assert ("now, as if it were next (nothing is written; a fresh core: its packing score learned task types "
+            "only from the pods listed now, a long-running scheduler's from every pod it has seen, so it may "
+            "place differently):") in explaining.render(result, 0.0)

@@ -145,10 +145,11 @@ def test_explain_of_a_gated_pod_shows_the_dry_run_it_would_get_once_ungated() ->
     assert result.dry_run is not None and result.dry_run.node == "big"
     text = explaining.render(result, 0.0)
     assert ("Dry run through the core with the configuration config/binpack.yaml, now, once its "
-            "spec.schedulingGates are removed (they keep it out of every scheduler now) (nothing is written):\n"
+            "spec.schedulingGates are removed (they keep it out of every scheduler now) (nothing is written; "
+            f"{explaining.FRESH}):\n"
             "  would go to big") in text
     # a pod that is not gated keeps its plain label
     free = explaining.explain([b.node("big", gpus=8), b.pod("p", limits={"nvidia.com/gpu": 1})], "default/p",
                               config(BINPACK), [], 0.0)
     assert free is not None and not free.ungated
-    assert "now, as if it were next (nothing is written)" in explaining.render(free, 0.0)
+    assert "now, as if it were next (nothing is written;" in explaining.render(free, 0.0)
