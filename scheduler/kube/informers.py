@@ -200,11 +200,16 @@ class _Silent(Exception):
     """The watch stream sent nothing (no event, no BOOKMARK) for longer than the apiserver's bookmark
     period allows: the connection is open but stalled (a proxy holding responses, a half-dead
     peer). client-go finds these with HTTP/2 pings (ReadIdleTimeout 30 s + PingTimeout 15 s,
-    k8s.io/apimachinery pkg/util/net/http.go); over HTTP/1.1 the bookmarks are the heartbeat."""
+    k8s.io/apimachinery pkg/util/net/http.go); over HTTP/1.1 the bookmarks are the heartbeat.
+    `sent`: the stream had sent something before. One silent from its start may be healthy: the
+    watch cache sends a watch only what is newer than the resourceVersion it started from,
+    bookmarks included (k8s.io/apiserver cache_watcher.go `process`), and a bookmark carries its
+    resource's last version, so a watch of a kind nothing changed since gets none."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, sent: bool = True) -> None:
         super().__init__(f"the watch sent nothing for {seconds:.0f} s")
         self.seconds = seconds
+        self.sent = sent
 
 
 class _Unavailable(Exception):
@@ -425,12 +430,19 @@ class Informer:
                     must_list = False
                 await self._watch()
                 continue  # the server ended the watch (timeoutSeconds): resume from our RV
-            except _Silent as err:  # stalled, not quiet: resume from our RV as after a timeout
-                log.warning("informer.watch_silent", kind=self.kind.label, silent_seconds=round(err.seconds, 1),
-                            resource_version=self.resource_version,
-                            message=f"the {self.kind.label} watch sent nothing (no event, no bookmark) for "
-                                    f"{err.seconds:.0f} s, longer than the apiserver's bookmark period allows: "
-                                    "restarting it")
+            except _Silent as err:  # stalled, or (silent from its start) maybe quiet: resume from our RV either way
+                if err.sent:
+                    log.warning("informer.watch_silent", kind=self.kind.label, silent_seconds=round(err.seconds, 1),
+                                resource_version=self.resource_version,
+                                message=f"the {self.kind.label} watch sent nothing (no event, no bookmark) for "
+                                        f"{err.seconds:.0f} s, longer than the apiserver's bookmark period allows: "
+                                        "restarting it")
+                else:
+                    log.debug("informer.watch_quiet", kind=self.kind.label, silent_seconds=round(err.seconds, 1),
+                              resource_version=self.resource_version,
+                              message=f"the {self.kind.label} watch sent nothing for {err.seconds:.0f} s from its "
+                                      f"start: nothing newer than resourceVersion {self.resource_version} (the "
+                                      "apiserver sends no bookmark then), or a stall: restarting it")
                 continue
             except _Expired as err:
                 must_list = True
@@ -688,11 +700,14 @@ class Informer:
             self.stats.watches += 1
             self.answers.answered()
             received = False
-            async for line in _lines(response, self._silence_bound):
-                if not line.strip():
-                    continue
-                self._on_watch_event(orjson.loads(line))
-                received = True
+            try:
+                async for line in _lines(response, self._silence_bound):
+                    if not line.strip():
+                        continue
+                    self._on_watch_event(orjson.loads(line))
+                    received = True
+            except _Silent as err:
+                raise _Silent(err.seconds, received) from None
         if not received and time.monotonic() - started < 1.0:
             raise _HttpError(200, "watch closed at once without data")
 
