@@ -22,7 +22,9 @@ import structlog
 from scheduler.api.config import SchedulerConfig
 from scheduler.core import annotations as ann
 from scheduler.core.cycle import pod_group_error
+from scheduler.core.foreign import IGNORED_SCHEDULER_KEY
 from scheduler.core.outcomes import REDECIDED_AT_ONCE
+from scheduler.core.pod_terms import IGNORED_PREFERRED_TERMS
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.timing import NO_STOPWATCH, Stopwatch
 from scheduler.core.objects import (FINAL_GROUP_PHASES, PLUGINS_API, PODGROUP_API_VERSIONS, WORKLOAD_API, Pod,
@@ -46,6 +48,9 @@ from scheduler.kube.untold import UntoldNotices
 from scheduler.logs import describe_error
 
 log = structlog.get_logger("tessera.loop")
+# notices of valid input Tessera does not read (other schedulers' keys, preferred terms it does not
+# score): told once per pod as a Warning Event, logged at info (not `input.invalid`)
+NOT_READ = frozenset({IGNORED_SCHEDULER_KEY, IGNORED_PREFERRED_TERMS})
 
 FLUSH_UNSCHEDULABLE_EVERY = 30.0
 FINISH_GANG_EVICTIONS_EVERY = 5.0  # a refused finishing eviction is tried again this often, not in a loop
@@ -443,7 +448,12 @@ class SchedulerLoop:
         annotation, by the replica that writes its union."""
         if notice.reason in GIVEN_TWICE:
             notice = replace(notice, message=notice.message + self._other_install(notice))
-        log.warning("input.invalid", kind=notice.kind, object=notice.key, reason=notice.reason, message=notice.message)
+        if notice.reason in NOT_READ:  # valid input Tessera does not read: the pod's Event tells its owner
+            log.info("input.not_read", kind=notice.kind, object=notice.key, reason=notice.reason,
+                     message=notice.message)
+        else:
+            log.warning("input.invalid", kind=notice.kind, object=notice.key, reason=notice.reason,
+                        message=notice.message)
         # while the caches list, a leader sees a half-listed cluster (a class before the device
         # carrying its attribute): it tells once they are complete, if it still stands, as a standby does
         telling = self.is_leader() and self.informers.synced

@@ -421,6 +421,25 @@ async def test_the_device_conflict_log_line_names_both_holders() -> None:
                                "that holds it")
 
 
+async def test_terms_tessera_does_not_score_are_logged_at_info_not_as_invalid_input() -> None:
+    """A trial finding: a valid ScheduleAnyway constraint was logged `input.invalid` at warning
+    level once per replica. The pod's Warning Event (IgnoredPreferredTerms) is the user's channel;
+    the log says it at info as what it is, once per pod as the Event (the core raises it once)."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=8)]
+    spread = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+               "labelSelector": {"matchLabels": {"app": "infer"}}}]
+    for i in range(3):
+        api.add_pod(b.pod(f"infer-{i}", labels={"app": "infer"}, limits={"nvidia.com/gpu": 1},
+                          spec_extra={"topologySpreadConstraints": spread}))
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    logs = await _logs_until(loop, lambda e: e.get("reason") == "IgnoredPreferredTerms"
+                             and e.get("object") == "default/infer-2")
+    told = [e for e in logs if e.get("reason") == "IgnoredPreferredTerms"]
+    assert sorted(e["object"] for e in told) == ["default/infer-0", "default/infer-1", "default/infer-2"]
+    assert all(e["event"] == "input.not_read" and e["log_level"] == "info" for e in told)
+
+
 async def test_a_refused_binding_is_logged_at_error_level() -> None:
     """A day-2 trial: a ValidatingAdmissionPolicy refusing pods/binding (HTTP 422) was logged as
     `binder.failed` at info. kube-scheduler logs every binding-cycle error at error level
