@@ -422,16 +422,20 @@ async def test_the_device_conflict_log_line_names_both_holders() -> None:
 
 
 async def test_terms_tessera_does_not_score_are_logged_at_info_not_as_invalid_input() -> None:
-    """A trial finding: a valid ScheduleAnyway constraint was logged `input.invalid` at warning
-    level once per replica. The pod's Warning Event (IgnoredPreferredTerms) is the user's channel;
-    the log says it at info as what it is, once per pod as the Event (the core raises it once)."""
+    """A trial finding: a valid preferred term Tessera does not score (then a ScheduleAnyway
+    constraint, now scored; still a preferred pod term with a namespaceSelector) was logged
+    `input.invalid` at warning level once per replica. The pod's Warning Event
+    (IgnoredPreferredTerms) is the user's channel; the log says it at info as what it is, once per
+    pod as the Event (the core raises it once)."""
     api = FakeApi()
     api.lists["/api/v1/nodes"] = [b.node("n", gpus=8)]
-    spread = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
-               "labelSelector": {"matchLabels": {"app": "infer"}}}]
+    preferred = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 10, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "infer"}},
+                                           "topologyKey": "kubernetes.io/hostname",
+                                           "namespaceSelector": {"matchLabels": {"team": "a"}}}}]}}
     for i in range(3):
         api.add_pod(b.pod(f"infer-{i}", labels={"app": "infer"}, limits={"nvidia.com/gpu": 1},
-                          spec_extra={"topologySpreadConstraints": spread}))
+                          spec_extra={"affinity": preferred}))
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
     logs = await _logs_until(loop, lambda e: e.get("reason") == "IgnoredPreferredTerms"
                              and e.get("object") == "default/infer-2")
