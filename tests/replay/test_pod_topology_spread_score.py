@@ -64,5 +64,7 @@ def test_explain_shows_the_score() -> None:
     fits = [line.split() for line in text.splitlines() if "fits, score" in line]
     # zone a 0 pods, zone b 1: raw 0 and round(log(4)) = 1 -> 100 and 0, weight 2
     assert [line[0] for line in fits] == ["a0", "b0"]
-    assert int(fits[0][-1]) - int(fits[1][-1]) == 200
+    totals = [int(line[line.index("score") + 1]) for line in fits]  # "score 512 = TaintToleration 100x3 + ..."
+    assert totals[0] - totals[1] == 200
+    assert "PodTopologySpread 100x2" in " ".join(fits[0]) and "PodTopologySpread" not in " ".join(fits[1])
     assert not [line for line in text.splitlines() if line.startswith("Not read:")]
