@@ -205,16 +205,14 @@ def test_a_gpu_pod_with_preferred_terms_is_not_told_to_leave_tessera() -> None:
     request, or nvidia.com/gpu) the refusal's advice, not "run the pod with schedulerName:
     default-scheduler": the GPU pod policy refuses class GPU pods naming another scheduler. A pod
     asking no GPUs is still told it may leave."""
-    spread = [{"maxSkew": 1, "topologyKey": HOST, "whenUnsatisfiable": "ScheduleAnyway",
-               "labelSelector": {"matchLabels": {"app": "infer"}}}]
+    # a preferred term with a namespaceSelector: still told (a ScheduleAnyway constraint is scored now)
+    told_term = {"affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 10, "podAffinityTerm": _ns_term("infer")}]}}}
     objs = [b.node("n0", gpus=4), *(b.device("n0", i) for i in range(4)),
             b.resource_class("v100-32g", match_labels={"model": "V100"}),
-            b.pod("classy", labels={"app": "infer"}, limits={"class.tessera.dev/v100-32g": 1},
-                  spec_extra={"topologySpreadConstraints": spread}),
-            b.pod("plain-gpu", labels={"app": "infer"}, limits={"nvidia.com/gpu": 1},
-                  spec_extra={"topologySpreadConstraints": spread}),
-            b.pod("cpu", labels={"app": "infer"}, requests={"cpu": "1"},
-                  spec_extra={"topologySpreadConstraints": spread})]
+            b.pod("classy", labels={"app": "infer"}, limits={"class.tessera.dev/v100-32g": 1}, spec_extra=told_term),
+            b.pod("plain-gpu", labels={"app": "infer"}, limits={"nvidia.com/gpu": 1}, spec_extra=told_term),
+            b.pod("cpu", labels={"app": "infer"}, requests={"cpu": "1"}, spec_extra=told_term)]
     run = Run()
     run.add(*objs)
     told = {n.split(" ")[2]: n for n in _told(run)}
