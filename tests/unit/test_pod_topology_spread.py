@@ -12,7 +12,7 @@ import pytest
 from scheduler.api.config import ConfigError, parse_config
 from scheduler.core.framework.cycle_state import prepare
 from scheduler.core.objects import Node, Pod, parse_node, parse_pod
-from scheduler.core.plugins.pod_topology_spread import (MISSING_LABEL, SKEW, Counts, PodTopologySpread, count,
+from scheduler.core.plugins.pod_topology_spread import (MISSING_LABEL, SKEW, TALLIES, Counts, PodTopologySpread, count,
                                                         verdict)
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind
 from scheduler.sim import builders as b
@@ -160,6 +160,28 @@ def test_pods_nominated_to_the_node_are_added_to_its_domain_alone() -> None:
     assert verdict(pod, tied, b_, others) is None  # counted, zone b would hold 3: 3 + 1 - 0
 
 
+def test_nominated_pods_in_a_domain_above_the_minimum_leave_the_minimum_where_it_is() -> None:
+    """minimum_with: pods added to a domain that is not the least one leave the least one the
+    minimum (criticalPaths[0]), not the second least."""
+    pod = _pod("new", _c(max_skew=3))
+    a, b_, c = _node("a0", "a"), _node("b0", "b"), _node("c0", "c")
+    counts = _count(pod, (a, []), (b_, [_pod("w1"), _pod("w2")]), (c, [_pod("w3"), _pod("w4")]))
+    assert counts.minimum_with(0, "c", 1) == 0 and counts.minimum_with(0, "a", 1) == 1
+    assert verdict(pod, counts, c, [_pod("n1")]) == (SKEW,)  # 2 + 1 + 1 - 0 > 3, not - 2
+
+
+def test_nominated_pods_count_only_where_the_constraint_counts_the_node() -> None:
+    """upstream's updateWithPod adds a nominated pod only on a node the constraint's inclusion
+    policies let in (matchNodeInclusionPolicies): a node outside the pod's nodeSelector is no domain."""
+    pod = _pod("new", _c(max_skew=2), spec_extra={"nodeSelector": {"pool": "gpu"}})
+    a, b_, c = _node("a0", "a", labels={"pool": "gpu"}), _node("b0", "b"), _node("c0", "c", labels={"pool": "gpu"})
+    counts = _count(pod, (a, []), (b_, []), (c, []))
+    assert counts.domains == [{"a": 0, "c": 0}]
+    # b0 is not counted: its nominated pods are not added (0 + 1 - 0, not 2 + 1 - 0)
+    assert verdict(pod, counts, b_, [_pod("n1"), _pod("n2")]) is None
+    assert verdict(pod, counts, a, [_pod("n1"), _pod("n2")]) == (SKEW,)
+
+
 def test_the_pod_itself_is_not_counted() -> None:
     pod = _pod("new", _c())
     assert _count(pod, (_node("a0", "a"), [pod])).domains == [{"a": 0}]
@@ -211,6 +233,38 @@ def test_the_kept_tally_counts_as_a_fresh_count_through_every_change() -> None:
     same()
     state.apply("DELETED", b.pod("w0", labels={"app": "web"}, node_name="a0", phase="Running"))
     same()
+
+
+
+def test_pods_of_other_namespaces_or_inclusion_inputs_share_no_tally() -> None:
+    """The kept tally serves the pods of one `signature`: pods with the same constraints but
+    another namespace, nodeSelector, required node affinity or tolerations (the inclusion
+    policies' inputs) get counts of their own, those of `count` over the whole state."""
+    state = ClusterState(frozenset({"tessera"}))
+    plugin = PodTopologySpread(_Handle.over(state))  # type: ignore[arg-type]
+    taint = [{"key": "gpu", "value": "x", "effect": "NoSchedule"}]
+    state.apply("ADDED", b.node("a0", labels={ZONE: "a", "pool": "gpu"}))
+    state.apply("ADDED", b.node("b0", labels={ZONE: "b"}))
+    state.apply("ADDED", b.node("c0", labels={ZONE: "c", "pool": "gpu"}, taints=taint))
+    for i, (node, ns) in enumerate((("a0", "default"), ("b0", "default"), ("b0", "team-b"), ("b0", "team-b"),
+                                    ("c0", "default"))):
+        state.apply("ADDED", b.pod(f"w{i}", namespace=ns, labels={"app": "web"}, node_name=node, phase="Running"))
+    constraint = _c(max_skew=1, nodeTaintsPolicy="Honor")
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu"]}]}]}}}
+    variants: list[tuple[str, dict[str, Any]]] = [
+        ("default", {}), ("team-b", {}), ("default", {"nodeSelector": {"pool": "gpu"}}),
+        ("default", {"affinity": affinity}), ("default", {"tolerations": [{"key": "gpu", "operator": "Exists"}]})]
+    for i, (ns, extra) in enumerate(variants):
+        spec = {"topologySpreadConstraints": [constraint], **extra}
+        state.apply("ADDED", b.pod(f"r{i}", namespace=ns, labels={"app": "web"}, spec_extra=spec))
+    for i in range(len(variants)):
+        pod = next(p for p in state.pods.values() if p.meta.name == f"r{i}")
+        nodes = ((info.node, info.pods) for info in state.nodes.values() if info.node is not None)
+        expected, kept = count(pod, nodes, state.pods), plugin.counts(prepare(pod, state.classes))
+        assert kept.domains == expected.domains, (i, kept.domains, expected.domains)
+    assert len({str(d) for d in (plugin.counts(prepare(p, state.classes)).domains for p in state.pods.values()
+                                 if p.meta.name.startswith("r"))}) == 4  # nodeSelector and node affinity: {a: 1}
 
 
 class _Handle:
@@ -310,3 +364,28 @@ def test_args_are_validated_as_upstream_and_do_not_schedule_defaults_refused(arg
     with pytest.raises(ConfigError) as caught:
         parse_config(_args(args), "t.yaml")
     assert message in str(caught.value), str(caught.value)
+
+
+def test_a_default_constraints_duplicate_is_its_key_and_action_together() -> None:
+    """upstream's duplicate check keys on (topologyKey, whenUnsatisfiable): one key under both
+    actions is no Duplicate (the DoNotSchedule one is refused for itself)."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config(_args({"defaultingType": "List", "defaultConstraints": [
+            {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway"},
+            {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}]}), "t.yaml")
+    assert "Forbidden: Tessera watches no Services" in str(caught.value)
+    assert "Duplicate" not in str(caught.value), str(caught.value)
+
+
+def test_the_tallies_kept_are_bounded() -> None:
+    """One tally per signature, the least recently used dropped past TALLIES: a namespace per
+    workload would otherwise keep every node's share for every workload ever spread."""
+    state = ClusterState(frozenset({"tessera"}))
+    plugin = PodTopologySpread(_Handle.over(state))  # type: ignore[arg-type]
+    state.apply("ADDED", b.node("a0", labels={ZONE: "a"}))
+    for i in range(TALLIES + 4):
+        state.apply("ADDED", b.pod(f"r{i}", namespace=f"ns{i}", labels={"app": "web"},
+                                   spec_extra={"topologySpreadConstraints": [_c()]}))
+    for pod in list(state.pods.values()):
+        plugin.counts(prepare(pod, state.classes))
+    assert len(plugin._tallies) == TALLIES

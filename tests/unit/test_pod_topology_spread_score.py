@@ -17,7 +17,10 @@ from scheduler.api.config import parse_config
 from scheduler.core.framework.interface import Normalize
 from scheduler.core.framework.runtime import normalize
 from scheduler.core.objects import Node, Pod, parse_node, parse_pod
-from scheduler.core.plugins.pod_topology_spread import IGNORED, count, node_score, pre_score
+from scheduler.core.framework.cycle_state import prepare
+from scheduler.core.plugins.pod_topology_spread import (IGNORED, PodTopologySpread, _go_round, count, node_score,
+                                                        pre_score)
+from scheduler.core.state import ClusterState
 from scheduler.core.plugins.registry import BY_NAME
 from scheduler.core.pod_terms import pod_terms
 from scheduler.sim import builders as b
@@ -67,6 +70,49 @@ def test_hostname_counts_weighted_by_the_feasible_nodes_and_normalised() -> None
     assert _scores(_pod("p", _soft(HOST)), layout) == [20, 60, 100, 0]
     # maxSkew 2 adds 1 to every raw score: 5, 3, 1, 6 -> 100 * (7 - s) / 6, truncated
     assert _scores(_pod("p", _soft(HOST, 2)), layout) == [33, 66, 100, 16]
+
+
+
+def test_a_hostname_constraint_counts_the_nodes_own_pods_and_weighs_by_the_feasible_nodes() -> None:
+    """upstream's hostname special case: Score counts the node's own pods (not its label value's
+    domain) and the weight's size is the number of feasible nodes (not of hostname values), which
+    differ where two nodes carry one hostname label value."""
+    x0, x1, y = (parse_node(b.node(name, labels={HOST: host})) for name, host in (("x0", "x"), ("x1", "x"), ("y", "y")))
+    pod = _pod("p", _soft(HOST))
+    layout = [(x0, _on("x0", 2)), (x1, []), (y, _on("y", 1))]
+    pods = {p.uid: p for _, placed in layout for p in placed}
+    domains = count(pod, ((n, [p.uid for p in placed]) for n, placed in layout), pods, pod.soft_spread).domains
+    soft = pre_score(pod.soft_spread, domains, [n.meta.labels for n, _ in layout])
+    assert soft.weights == pytest.approx((np.log(3 + 2),))  # three nodes, two hostname values
+    raw = [node_score(soft, pod, n.meta.labels, [p.uid for p in placed], pods) for n, placed in layout]
+    assert raw == [round(2 * np.log(5)), 0, round(np.log(5))]  # x1 holds none of x0's pods
+
+
+def test_go_round_takes_halves_away_from_zero() -> None:
+    assert [_go_round(v) for v in (0.5, 1.5, 2.5, -0.5, -2.5, 2.4999, 2.0)] == [1, 2, 3, -1, -3, 2, 2]
+
+
+def test_a_domain_not_counted_scores_no_pod() -> None:
+    """A feasible node whose domain the counts lack (left out by the inclusion policies, as where
+    TaintToleration is disabled and nodeTaintsPolicy is Honor) has no matching pod there."""
+    pod = _pod("p", _soft(ZONE))
+    soft = pre_score(pod.soft_spread, [{"a": 3}], [{ZONE: "a"}, {ZONE: "b"}])
+    assert node_score(soft, pod, {ZONE: "b"}, [], {}) == 0
+
+
+def test_a_pod_with_do_not_schedule_constraints_only_is_not_scored() -> None:
+    """score_applies reads the ScheduleAnyway constraints alone: a DoNotSchedule one is the
+    filter's, and scoring it would show a PodTopologySpread part in every node's score."""
+    state = ClusterState(frozenset({"tessera"}))
+    plugin = PodTopologySpread(_Over(state))  # type: ignore[arg-type]
+    hard = _pod("p", {**_soft(ZONE), "whenUnsatisfiable": "DoNotSchedule"})
+    assert hard.spread and not plugin.score_applies(prepare(hard, state.classes))
+    assert plugin.score_applies(prepare(_pod("q", _soft(ZONE)), state.classes))
+
+
+class _Over:
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
 
 
 def test_max_skew_three_waters_the_differences_down() -> None:
@@ -188,6 +234,8 @@ def test_default_weight_is_upstreams_two() -> None:
     ([0, 0], [100, 100]),
     ([7], [100]),
     ([0, 4], [100, 0]),  # min 0: 100 * (4 - 4) / 4
+    ([0, IGNORED, 0], [100, 0, 100]),  # max 0: 100 but for an ignored node
+    ([IGNORED, IGNORED], [0, 0]),
 ])
 def test_normalise_score_integer_arithmetic(raw: list[int], out: list[int]) -> None:
     assert normalize(np.array(raw, np.int64), Normalize.SPREAD).tolist() == out
