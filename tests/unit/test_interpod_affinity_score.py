@@ -238,3 +238,50 @@ def test_the_kept_tallies_score_and_count_as_a_fresh_count_through_every_change(
                                spec_extra={"affinity": {"podAntiAffinity": {PREF: [_weighted(5, "web")]},
                                                         "podAffinity": {PREF: [_weighted(5, "web")]}}}))
     same()  # +5 and -5 at zone c: the pair is there, at 0
+
+
+def test_pods_of_other_labels_namespaces_or_terms_share_no_tally() -> None:
+    """A score's tally serves the pods of one namespace, labels and preferred terms, a filter's
+    those of one set of required terms: pods differing in any of these, scored and counted one
+    after another by one plugin, each get `preference_scores`' and `count`'s results."""
+    state = ClusterState(frozenset({"tessera"}))
+    for name, zone in (("a0", "a"), ("b0", "b")):
+        state.apply("ADDED", b.node(name, labels={ZONE: zone, HOST: name}))
+    state.apply("ADDED", b.pod("likes-a", labels={"app": "x"}, node_name="a0", phase="Running",
+                               spec_extra={"affinity": {"podAffinity": {PREF: [_weighted(4, "a")]}}}))
+    state.apply("ADDED", b.pod("db", labels={"app": "db"}, node_name="b0", phase="Running"))
+    affinity = {PREF: [_weighted(5, "db")]}
+    variants: list[tuple[str, str, dict[str, Any]]] = [
+        ("default", "a", {}), ("default", "b", {}), ("team-b", "a", {}),
+        ("default", "a", {"podAffinity": affinity}),
+        ("default", "a", {"podAffinity": affinity, "podAntiAffinity": {PREF: [_weighted(3, "db", HOST)]}}),
+        ("default", "a", {"podAntiAffinity": {REQ: [_term("db")]}}),
+        ("default", "a", {"podAntiAffinity": {REQ: [_term("db")]}, "podAffinity": {REQ: [_term("db")]}}),
+        ("default", "a", {"podAffinity": {REQ: [_term("db")]}})]
+    for i, (ns, app, kinds) in enumerate(variants):
+        state.apply("ADDED", b.pod(f"p{i}", namespace=ns, labels={"app": app},
+                                   spec_extra={"affinity": kinds} if kinds else None))
+    plugin = InterPodAffinity(_Handle(state), InterPodAffinityArgs())  # type: ignore[arg-type]
+    existing = [(state.pods[uid], info.labels) for info in state.nodes.values() for uid in info.pods]
+    for _ in range(2):
+        for i, (ns, _app, _kinds) in enumerate(variants):
+            pod = state.pod_by_key(f"{ns}/p{i}")
+            assert pod is not None
+            assert dict(plugin.scores(prepare(pod, state.classes))) == dict(preference_scores(pod, existing, 1)), i
+            placed = ((uid, info.name) for info in state.nodes.values() for uid in info.pods)
+            fresh = count(pod, placed, state.node_of, state.pods, state.anti_affine, lambda n: state.nodes[n].labels)
+            kept = plugin.counts(prepare(pod, state.classes))
+            assert (dict(kept.affinity), dict(kept.anti)) == (dict(fresh.affinity), dict(fresh.anti)), i
+
+
+def test_the_hard_pod_affinity_weights_bounds_are_accepted() -> None:
+    for weight in (0, 100):
+        assert args_of(_config({"hardPodAffinityWeight": weight}).profiles[0], InterPodAffinityArgs) \
+            .hard_pod_affinity_weight == weight
+
+
+def test_a_boolean_weight_is_no_term() -> None:
+    """JSON's true is no integer weight to the apiserver (YAML or a replayed pod may hold one):
+    no term, though Python's bool is an int."""
+    pod = _pod("web", "web", podAffinity={PREF: [_weighted(True, "db"), _weighted(3, "db", HOST)]})
+    assert _scores(pod, [(_pod("db", "db"), A)]) == {(HOST, "a0"): 3}
