@@ -60,3 +60,19 @@ def test_the_two_teams_example_keeps_fragmentation_only_where_its_plugins_say() 
     weights = {profile.scheduler_name: dict(profile.score_weights) for profile in config.profiles}
     assert weights["tessera"]["TesseraFragmentation"] == 10
     assert "TesseraFragmentation" not in weights["tessera-spread"]
+
+
+def test_every_profile_is_compared_and_the_whole_set_counts() -> None:
+    """Each later profile against the first (the third too), and the set as written: its disabled
+    list and its plugins' weights as well as their names."""
+    same = {"schedulerName": "b", "plugins": {"queueSort": GANG_SORT}}
+    third = _error({"schedulerName": "a", "plugins": {"queueSort": GANG_SORT}}, same, {"schedulerName": "c"})
+    assert third.startswith("cfg.yaml: profiles[2].plugins.queueSort: Invalid value: ")
+    undisabled = {"enabled": [{"name": "Coscheduling"}]}
+    assert _error({"schedulerName": "a", "plugins": {"queueSort": GANG_SORT}},
+                  {"schedulerName": "b", "plugins": {"queueSort": undisabled}}).startswith(
+        "cfg.yaml: profiles[1].plugins.queueSort: Invalid value: config.PluginSet{Enabled:[]config.Plugin{"
+        'config.Plugin{Name:"Coscheduling", Weight:0}}, Disabled:[]config.Plugin(nil)}')
+    weighted = {"enabled": [{"name": "Coscheduling", "weight": 2}], "disabled": [{"name": "*"}]}
+    assert 'Weight:2' in _error({"schedulerName": "a", "plugins": {"queueSort": GANG_SORT}},
+                                {"schedulerName": "b", "plugins": {"queueSort": weighted}})
