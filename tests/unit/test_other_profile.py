@@ -16,11 +16,12 @@ import pytest
 
 from scheduler.api.config import load_config
 from scheduler.core.annotations import TERM
-from scheduler.core.objects import PODGROUP_LABEL
+from scheduler.core.objects import PODGROUP_LABEL, parse_pod
 from scheduler.kube.http import Response
 from scheduler.kubectl import cli
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import explain_group as explaining_group
+from scheduler.kubectl import other_profile
 from scheduler.kubectl.target import Target
 from scheduler.sim import builders as b
 from tests.helpers import fake_listing
@@ -143,3 +144,20 @@ def test_a_core_api_event_keeps_its_reporting_instance() -> None:
     event = _from_core({"involvedObject": {"kind": "Pod"}, "reason": "FailedScheduling",
                         "reportingComponent": "tessera-spread", "reportingInstance": "host-a_1f"})
     assert event["reportingController"] == "tessera-spread" and event["reportingInstance"] == "host-a_1f"
+
+
+def test_the_evidence_and_the_nodes_warning_read_only_what_names_the_profile() -> None:
+    """A term names a replica only for pods of profiles the configuration lacks; an Event is
+    evidence only from the pod's own scheduler name; `nodes` warns of pending pods only (not
+    bound, finished or deleting ones)."""
+    pods = [parse_pod(_spread("w")), parse_pod(b.pod("t", scheduler="tessera", annotations={TERM: TOKEN}))]
+    assert other_profile.term_writers(pods, ["tessera"]) == {"tessera-spread": "host-a_1f"}
+    bare = parse_pod(_spread("w", term=False))
+    assert other_profile.evidence(bare, [_failed("default-scheduler", "host-a_1f")], frozenset({"host-a_1f"})) == ""
+    assert other_profile.evidence(bare, [_failed("tessera-spread", "host-a_1f")], frozenset({"host-a_1f"}))
+    gone = _spread("gone")
+    gone["metadata"]["deletionTimestamp"] = "2026-12-07T09:00:00Z"
+    objs = [_spread("w"), _spread("bound", node_name="n1", phase="Running"), _spread("done", phase="Succeeded"), gone]
+    warning = other_profile.pending_left_out(objs, ["tessera"], "", "tessera-system")
+    assert warning.startswith("1 pending pod is Tessera's under a profile the built-in configuration does not have "
+                              "(tessera-spread: 1; it carries tessera.dev/term"), warning
