@@ -16,12 +16,12 @@ from scheduler.core.framework.interface import Normalize
 from scheduler.core.framework.runtime import normalize
 from scheduler.core.objects import Pod, parse_pod
 from scheduler.core.framework.cycle_state import prepare
-from scheduler.core.plugins.interpod_affinity import (InterPodAffinity, InterPodAffinityArgs, count, node_score,
-                                                     preference_scores)
+from scheduler.core.plugins.interpod_affinity import InterPodAffinity, InterPodAffinityArgs, count, node_score
 from scheduler.core.plugins.registry import args_of
 from scheduler.core.pod_terms import pod_terms, preferred_note
 from scheduler.core.state import ClusterState
 from scheduler.sim import builders as b
+from tests.unit.topology_oracles import preference_scores
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"

@@ -12,10 +12,10 @@ import pytest
 from scheduler.api.config import ConfigError, parse_config
 from scheduler.core.framework.cycle_state import prepare
 from scheduler.core.objects import Node, Pod, parse_node, parse_pod
-from scheduler.core.plugins.pod_topology_spread import (MISSING_LABEL, SKEW, TALLIES, Counts, PodTopologySpread, count,
-                                                        verdict)
+from scheduler.core.plugins.pod_topology_spread import MISSING_LABEL, SKEW, TALLIES, Counts, PodTopologySpread, verdict
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind
 from scheduler.sim import builders as b
+from tests.unit.topology_oracles import spread_count
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -42,7 +42,7 @@ def _node(name: str, zone: str | None, **kw: Any) -> Node:
 def _count(pod: Pod, *layout: tuple[Node, list[Pod]]) -> Counts:
     """The counts over nodes, each with the pods on it."""
     pods = {p.uid: p for _, placed in layout for p in placed}
-    return count(pod, ((node, [p.uid for p in placed]) for node, placed in layout), pods)
+    return spread_count(pod, ((node, [p.uid for p in placed]) for node, placed in layout), pods)
 
 
 def test_skew_is_measured_from_the_global_minimum_with_self_match() -> None:
@@ -191,7 +191,7 @@ def test_the_kept_tally_counts_as_a_fresh_count_through_every_change() -> None:
     """The plugin counts again only the nodes changed since (`Tally`, by `NodeInfo.generation`):
     after each change that moves a count (a placement, a relabelled pod, a terminating one, a
     node's zone changed or gone, a node deleted, preemption's lift and restore) its counts are
-    those of `count` over the whole state, for two replicas sharing one tally."""
+    those of `spread_count` over the whole state, for two replicas sharing one tally."""
     state = ClusterState(frozenset({"tessera"}))
     plugin = PodTopologySpread(_Handle.over(state))  # type: ignore[arg-type]
     for name, zone in (("a0", "a"), ("a1", "a"), ("b0", "b"), ("c0", "c")):
@@ -208,7 +208,7 @@ def test_the_kept_tally_counts_as_a_fresh_count_through_every_change() -> None:
             pod = state.pod_by_key(f"default/{obj['metadata']['name']}")
             assert pod is not None
             nodes = ((info.node, info.pods) for info in state.nodes.values() if info.node is not None)
-            expected, kept = count(pod, nodes, state.pods), plugin.counts(prepare(pod, state.classes))
+            expected, kept = spread_count(pod, nodes, state.pods), plugin.counts(prepare(pod, state.classes))
             assert (kept.domains, kept.minimum) == (expected.domains, expected.minimum)
 
     same()
@@ -239,7 +239,7 @@ def test_the_kept_tally_counts_as_a_fresh_count_through_every_change() -> None:
 def test_pods_of_other_namespaces_or_inclusion_inputs_share_no_tally() -> None:
     """The kept tally serves the pods of one `signature`: pods with the same constraints but
     another namespace, nodeSelector, required node affinity or tolerations (the inclusion
-    policies' inputs) get counts of their own, those of `count` over the whole state."""
+    policies' inputs) get counts of their own, those of `spread_count` over the whole state."""
     state = ClusterState(frozenset({"tessera"}))
     plugin = PodTopologySpread(_Handle.over(state))  # type: ignore[arg-type]
     taint = [{"key": "gpu", "value": "x", "effect": "NoSchedule"}]
@@ -261,7 +261,7 @@ def test_pods_of_other_namespaces_or_inclusion_inputs_share_no_tally() -> None:
     for i in range(len(variants)):
         pod = next(p for p in state.pods.values() if p.meta.name == f"r{i}")
         nodes = ((info.node, info.pods) for info in state.nodes.values() if info.node is not None)
-        expected, kept = count(pod, nodes, state.pods), plugin.counts(prepare(pod, state.classes))
+        expected, kept = spread_count(pod, nodes, state.pods), plugin.counts(prepare(pod, state.classes))
         assert kept.domains == expected.domains, (i, kept.domains, expected.domains)
     assert len({str(d) for d in (plugin.counts(prepare(p, state.classes)).domains for p in state.pods.values()
                                  if p.meta.name.startswith("r"))}) == 4  # nodeSelector and node affinity: {a: 1}

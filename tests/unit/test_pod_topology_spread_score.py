@@ -18,12 +18,12 @@ from scheduler.core.framework.interface import Normalize
 from scheduler.core.framework.runtime import normalize
 from scheduler.core.objects import Node, Pod, parse_node, parse_pod
 from scheduler.core.framework.cycle_state import prepare
-from scheduler.core.plugins.pod_topology_spread import (IGNORED, PodTopologySpread, _go_round, count, node_score,
-                                                        pre_score)
+from scheduler.core.plugins.pod_topology_spread import IGNORED, PodTopologySpread, _go_round, node_score, pre_score
 from scheduler.core.state import ClusterState
 from scheduler.core.plugins.registry import BY_NAME
 from scheduler.core.pod_terms import pod_terms
 from scheduler.sim import builders as b
+from tests.unit.topology_oracles import spread_count
 
 ZONE = "zone"
 HOST = "kubernetes.io/hostname"
@@ -52,7 +52,7 @@ def _scores(pod: Pod, feasible: list[tuple[Node, list[Pod]]], failed: Sequence[t
     """The feasible nodes' normalised scores, the pods counted over `feasible` and `failed` alike."""
     layout = [*feasible, *failed]
     pods = {p.uid: p for _, placed in layout for p in placed}
-    domains = count(pod, ((n, [p.uid for p in placed]) for n, placed in layout), pods, pod.soft_spread).domains
+    domains = spread_count(pod, ((n, [p.uid for p in placed]) for n, placed in layout), pods, pod.soft_spread).domains
     soft = pre_score(pod.soft_spread, domains, [n.meta.labels for n, _ in feasible])
     raw = [node_score(soft, pod, n.meta.labels, [p.uid for p in placed], pods) for n, placed in feasible]
     return [int(v) for v in normalize(np.array(raw, np.int64), Normalize.SPREAD).tolist()]
@@ -81,7 +81,7 @@ def test_a_hostname_constraint_counts_the_nodes_own_pods_and_weighs_by_the_feasi
     pod = _pod("p", _soft(HOST))
     layout = [(x0, _on("x0", 2)), (x1, []), (y, _on("y", 1))]
     pods = {p.uid: p for _, placed in layout for p in placed}
-    domains = count(pod, ((n, [p.uid for p in placed]) for n, placed in layout), pods, pod.soft_spread).domains
+    domains = spread_count(pod, ((n, [p.uid for p in placed]) for n, placed in layout), pods, pod.soft_spread).domains
     soft = pre_score(pod.soft_spread, domains, [n.meta.labels for n, _ in layout])
     assert soft.weights == pytest.approx((np.log(3 + 2),))  # three nodes, two hostname values
     raw = [node_score(soft, pod, n.meta.labels, [p.uid for p in placed], pods) for n, placed in layout]

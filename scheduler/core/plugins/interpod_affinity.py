@@ -35,7 +35,7 @@ namespace (fail safe).
 
 The score half (scoring.go): over the pods placed (bound and assumed; not the nominated, as
 upstream scores its snapshot), each at its node's pair of the term's topology key, a topology
-score is summed (`preference_scores`):
+score is summed (`_score_existing`, each pod's part):
 - +weight for each of the incoming pod's preferred affinity terms an existing pod matches,
   -weight for each of its preferred anti-affinity terms;
 - symmetrically, +hardPodAffinityWeight for each of an existing pod's required affinity terms
@@ -302,17 +302,6 @@ def _score_existing(into: Share, pod: Pod, other: Pod, labels: Mapping[str, str]
         _add(into, (WeightedPodTerm(hard_weight, term) for term in other.affinity), pod, labels, 1)
     _add(into, other.preferred_affinity, pod, labels, 1)
     _add(into, other.preferred_anti_affinity, pod, labels, -1)
-
-
-def preference_scores(pod: Pod, existing: Iterable[tuple[Pod, Mapping[str, str]]], hard_weight: int) -> Counter[Pair]:
-    """upstream's PreScore topologyScore over `existing` (each pod with its node's labels): see
-    the module's docstring. Taken afresh over every pod; the plugin keeps it by node instead
-    (`NodeTally`), which must come to the same."""
-    share: Share = {}
-    for other, labels in existing:
-        if other.uid != pod.uid:
-            _score_existing(share, pod, other, labels, hard_weight)
-    return _topology_scores(share)
 
 
 def _topology_scores(share: Share) -> Counter[Pair]:

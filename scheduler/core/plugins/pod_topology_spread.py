@@ -275,22 +275,6 @@ class Tally:
         return Counts(domains, self.constraints)
 
 
-def count(pod: Pod, nodes: Iterable[tuple[Node, Iterable[str]]], pods: Mapping[str, Pod],
-          constraints: tuple[SpreadConstraint, ...] | None = None) -> Counts:
-    """upstream's calPreFilterState over `nodes`, each with the uids of the pods on it, for the
-    pod's `constraints` (its DoNotSchedule ones unless given); the pod itself, were it among
-    them, is not counted."""
-    constraints = pod.spread if constraints is None else constraints
-    tally = Tally(constraints)
-    less = None
-    for node, uids in nodes:
-        listed = tuple(uids)
-        tally.put(node.meta.name, 0, _share(pod, constraints, node, listed, pods))
-        if pod.uid in listed:
-            less = _share(pod, constraints, node, (pod.uid,), pods)
-    return tally.counts(less)
-
-
 def signature(pod: Pod, constraints: tuple[SpreadConstraint, ...]) -> Hashable:
     """What a `Tally` of the pod's `constraints` depends on besides the nodes and the pods on them."""
     return (pod.meta.namespace, constraints, tuple(sorted(pod.node_selector.items())), pod.required_terms,
@@ -324,8 +308,8 @@ IGNORED = -1  # upstream's invalidScore: a feasible node lacking a key (`Normali
 @dataclass(frozen=True, slots=True)
 class Soft:
     """upstream's preScoreState: the ScheduleAnyway constraints, the pods matching per domain
-    (`count` over every node; a hostname constraint's are counted per node instead) and each
-    constraint's topologyNormalizingWeight."""
+    (a `Tally` over every node, as the filter's; a hostname constraint's are counted per node
+    instead) and each constraint's topologyNormalizingWeight."""
 
     constraints: tuple[SpreadConstraint, ...]
     domains: list[dict[str, int]]
