@@ -172,7 +172,6 @@ _LEGACY_POINT_RENAMED = {"postFilter": "preScore"}
 # module knows no plugin by name.
 _SCORE_PLUGINS = tuple(spec.name for spec in REGISTRY if spec.scores)
 _PRE_SCORE_PLUGINS = tuple(spec.name for spec in REGISTRY if spec.pre_scores)
-_ALL_PLUGINS = tuple(spec.name for spec in REGISTRY)
 # Tessera's own PreFilters a profile turns off by name only (`PreFilterPlugin.may_disable`)
 _OPTIONAL_PRE_FILTERS = tuple(spec.name for spec in REGISTRY
                               if issubclass(spec.kind, PreFilterPlugin) and spec.kind.may_disable)
@@ -607,7 +606,9 @@ def _plugin_set(obj: ArgsReader | None, point: str, legacy: bool) -> _PluginSet:
     if obj is None:
         return _PluginSet()
     obj.check_keys(("enabled", "disabled"))
-    supported: tuple[str, ...] = _SCORE_PLUGINS if point == "score" else _ALL_PLUGINS
+    renamed = _LEGACY_POINT_RENAMED.get(point) if legacy else None
+    supported = tuple(spec.name for spec in REGISTRY if point == "multiPoint" or extends(spec.kind, point)
+                      or (renamed is not None and extends(spec.kind, renamed)))
     if legacy and point == "score":
         supported += tuple(_LEGACY_ENABLE_ALIASES)
     found = Checks()
@@ -637,7 +638,7 @@ def _enabled_plugin(item: ArgsReader, point: str, supported: tuple[str, ...], le
 
     def read_name() -> str:
         written = _plugin_name(item)
-        if written not in supported:
+        if written not in supported and written not in BY_NAME:  # a known one: upstream's framework error below
             unsupported(item.at("name"), written, supported)
         name = _LEGACY_ENABLE_ALIASES.get(written, written) if legacy else written
         renamed = _LEGACY_POINT_RENAMED.get(point) if legacy else None

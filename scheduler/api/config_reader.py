@@ -99,8 +99,9 @@ def required(path: str, detail: str = "") -> NoReturn:
 
 
 def unsupported(path: str, value: object, supported: Iterable[str]) -> NoReturn:
+    """field.NotSupported: the valid values listed, when there are any."""
     listed = ", ".join(json.dumps(s) for s in supported)
-    raise FieldError(path, f"Unsupported value: {fmt(value)}: supported values: {listed}")
+    raise FieldError(path, f"Unsupported value: {fmt(value)}" + (f": supported values: {listed}" if listed else ""))
 
 
 def duplicate(path: str, value: object, detail: str = "") -> NoReturn:

@@ -76,3 +76,37 @@ def test_every_profile_is_compared_and_the_whole_set_counts() -> None:
     weighted = {"enabled": [{"name": "Coscheduling", "weight": 2}], "disabled": [{"name": "*"}]}
     assert 'Weight:2' in _error({"schedulerName": "a", "plugins": {"queueSort": GANG_SORT}},
                                 {"schedulerName": "b", "plugins": {"queueSort": weighted}})
+
+
+def test_kube_schedulers_own_queue_sort_loads_at_queue_sort_and_multi_point() -> None:
+    """PrioritySort, kube-scheduler's default queue sort (priority, then the queueing time), is
+    what Tessera's queue does for a pod outside a gang: a config copied from kube-scheduler loads."""
+    explicit = {"schedulerName": "a", "plugins": {"queueSort": {"enabled": [{"name": "PrioritySort"}]}}}
+    config = parse_config({**V1, "profiles": [explicit, {**explicit, "schedulerName": "b"}]}, "t")
+    assert config.scheduler_names == frozenset({"a", "b"})
+    parse_config({**V1, "profiles": [{"plugins": {"multiPoint": {"enabled": [{"name": "PrioritySort"}]}}}]}, "t")
+
+
+def test_the_default_queue_sort_and_an_explicit_priority_sort_differ_as_upstream() -> None:
+    """validateCommonQueueSort compares the sets as written (v1's default queueSort set is empty,
+    PrioritySort being multiPoint's): kube-scheduler refuses this pair too."""
+    assert _error({"schedulerName": "a"},
+                  {"schedulerName": "b", "plugins": {"queueSort": {"enabled": [{"name": "PrioritySort"}]}}}) == (
+        'cfg.yaml: profiles[1].plugins.queueSort: Invalid value: config.PluginSet{Enabled:[]config.Plugin{'
+        'config.Plugin{Name:"PrioritySort", Weight:0}}, Disabled:[]config.Plugin(nil)}: '
+        'queueSort must be the same for all profiles')
+
+
+def test_an_unknown_name_lists_only_the_names_valid_at_its_point() -> None:
+    assert _error({"plugins": {"queueSort": {"enabled": [{"name": "Priority"}]}}}) == (
+        'cfg.yaml: profiles[0].plugins.queueSort.enabled[0].name: Unsupported value: "Priority": '
+        'supported values: "PrioritySort", "Coscheduling"')
+    assert _error({"plugins": {"postFilter": {"enabled": [{"name": "Preemption"}]}}}) == (
+        'cfg.yaml: profiles[0].plugins.postFilter.enabled[0].name: Unsupported value: "Preemption": '
+        'supported values: "Coscheduling", "DefaultPreemption"')
+    # a point no Tessera plugin implements lists none (field.NotSupported with no valid values)
+    assert _error({"plugins": {"bind": {"enabled": [{"name": "DefaultBinder"}]}}}) == (
+        'cfg.yaml: profiles[0].plugins.bind.enabled[0].name: Unsupported value: "DefaultBinder"')
+    # a known plugin the point does not take: upstream's framework error, as before
+    assert _error({"plugins": {"queueSort": {"enabled": [{"name": "NodeName"}]}}}).endswith(
+        'plugin "NodeName" does not extend QueueSortPlugin plugin')

@@ -941,7 +941,7 @@ _ADDED = "/schedulerConfig/profiles/0/pluginConfig/3/args"
      "/schedulerConfig/profiles/0/plugins/score/enabled/0/name"),
     (_set("profiles.0.plugins.score.enabled.0.name", "Coscheduling"),  # no score
      "/schedulerConfig/profiles/0/plugins/score/enabled/0/name"),
-    (_set("profiles.0.plugins.queueSort", {"enabled": [{"name": "PrioritySort"}]}),
+    (_set("profiles.0.plugins.queueSort", {"enabled": [{"name": "PrioritySrot"}]}),
      "/schedulerConfig/profiles/0/plugins/queueSort/enabled/0/name"),
     (_set("profiles.0.plugins.filter", {"enabled": [{"name": "TesseraGpuPacking"}]}),  # no filter
      "/schedulerConfig/profiles/0/plugins/filter/enabled/0/name"),
@@ -1020,6 +1020,8 @@ def test_the_schema_refuses_scheduler_configurations_tessera_refuses(
     _set("profiles.0.plugins.filter", {"disabled": [{"name": "NodePorts"}, {"name": "TaintToleration"}]}),
     _set("profiles.0.plugins.preFilter", {"disabled": [{"name": "NodeAffinity"}]}),
     _set("profiles.0.plugins.multiPoint", {"disabled": [{"name": "NodeResourcesFit"}]}),  # its score only
+    _set("profiles.0.plugins.queueSort", {"enabled": [{"name": "PrioritySort"}]}),  # kube-scheduler's default
+    _set("profiles.0.plugins.multiPoint", {"enabled": [{"name": "PrioritySort"}]}),
     _set("profiles.0.percentageOfNodesToScore", 0),
     _set("percentageOfNodesToScore", 100),
     _set("parallelism", 16),

@@ -57,6 +57,7 @@ from scheduler.core.plugins import interpod_affinity
 from scheduler.core.plugins.interpod_affinity import InterPodAffinity
 from scheduler.core.plugins import pod_topology_spread
 from scheduler.core.plugins.pod_topology_spread import PodTopologySpread
+from scheduler.core.plugins.priority_sort import PrioritySort
 
 
 class NoArgs(BaseModel):
@@ -140,6 +141,7 @@ def _with(plugin: Callable[[Handle, A], Plugin], model: type[A]) -> Callable[[Ha
 
 
 REGISTRY: tuple[PluginSpec, ...] = (
+    PluginSpec(PrioritySort, lambda handle, args: PrioritySort()),  # a name only: the queue sorts (queue.py)
     PluginSpec(NodeUnschedulable, _no_args(NodeUnschedulable)),
     PluginSpec(NodeName, lambda handle, args: NodeName()),
     PluginSpec(TaintToleration, _no_args(TaintToleration), 3, legacy=LegacyForm(disable=("TaintTolerationPriority",))),
