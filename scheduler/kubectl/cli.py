@@ -316,8 +316,10 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
                                     events if isinstance(events, list) else [], now, listing.unread,
                                     events_unread=events if isinstance(events, str) else "",
                                     scheduler_namespace=args.scheduler_namespace)
-        if result is not None and result.dry_run is not None:  # it waits for Tessera: does a replica lead?
-            result = explaining.with_leader(result, await _leader(http, chosen.lease, args), _lease_source(args, chosen))
+        # it waits for Tessera (under a profile the configuration lacks too): does a replica lead?
+        if result is not None and (result.dry_run is not None or (result.other_profile and not result.node)):
+            result = explaining.with_leader(result, await _leader(http, chosen.lease, args), _lease_source(args, chosen),
+                                            args.scheduler_namespace)
         exists = result is not None or not read_as_namespace(args.pod) \
             or await _namespace_exists(http, namespace, listing.objects)
     finally:
@@ -404,10 +406,12 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
             namespace = None if args.all_namespaces or args.namespace is None else target.namespace
             result = whatif.what_if(listing.objects, chosen.config, now, namespace, unread=listing.unread,
                                     scheduler_namespace=args.scheduler_namespace)
-        if result.outcomes:  # pods wait: does a replica schedule them now? The running scheduler's Lease says
+        # pods wait (under a profile the configuration lacks too): does a replica schedule them now? The
+        # running scheduler's Lease says
+        if result.outcomes or result.other_profile_pods:
             installed = chosen if args.config is None else await _installed_config(
                 args, http, "the Leader line reads the built-in configuration's Lease")
-            result = replace(result, leader=await _leader(http, installed.lease, args))
+            result = whatif.with_leader(result, await _leader(http, installed.lease, args), args.scheduler_namespace)
     finally:
         await http.api.close()
     _print(whatif.as_dict(result), lambda: whatif.render(result), args.output)

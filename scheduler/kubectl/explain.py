@@ -35,7 +35,7 @@ from scheduler.kube.term_token import parse_term_token
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE
 from scheduler.kubectl.leadership import UNKNOWN, Leadership
 from scheduler.kubectl.not_read import not_read, volume_note
-from scheduler.kubectl.other_profile import configuration, evidence, hint, replicas
+from scheduler.kubectl.other_profile import configuration, evidence, evidence_writer, hint, no_longer_leads, replicas
 from scheduler.kubectl.unread import (Offered, cannot_tell, extended_requests, offered, podgroup_unread,
                                       podgroup_unread_message)
 from scheduler.sim.snapshot import is_bound, load
@@ -155,6 +155,7 @@ class Explanation:
     volumes: str = ""
     # what shows it is Tessera's under a profile the configuration does not have (`other_profile`), or ""
     other_profile: str = ""
+    other_profile_writer: str = ""  # the replica that evidence names (`with_leader` compares it with the leader)
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
@@ -204,9 +205,10 @@ def explain_loaded(core: Scheduler, notices: Sequence[Notice], objects: Sequence
            _dry_run(listed, _waiting_with(state, pod) | _nominated_before(state, pod), key, config, now)) \
         if pending or ungated else None
     stays = run is not None and not run.node and not run.unknown  # a verdict of pending: say why
-    shown = "" if ours else evidence(pod, events, replicas(state.pods.values()))
-    other = (f"not evaluated: Tessera schedules it under profile {pod.scheduler_name} ({shown}), which "
-             f"{configuration(config.source)} does not have: {hint(scheduler_namespace, 'explain')}") if shown else ""
+    known = replicas(state.pods.values())
+    shown = "" if ours else evidence(pod, events, known)
+    writer = evidence_writer(pod, events, known) if shown else ""
+    other = _not_evaluated(pod.scheduler_name, shown, writer, "", config.source, scheduler_namespace) if shown else ""
     status = _status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates,
                      _finalizers(raw), core.gated().get(key, ""), _fence_refused(events),
                      _preempted_for(state, pod, events), other)
@@ -246,7 +248,19 @@ def explain_loaded(core: Scheduler, notices: Sequence[Notice], objects: Sequence
         room_kept=_room_kept(listed, state, pod, run, config, now) if run is not None and stays else (),
         events_unread=events_unread,
         other_profile=shown,
+        other_profile_writer=writer,
     )
+
+
+def _not_evaluated(profile: str, shown: str, writer: str, holder: str, source: str, scheduler_namespace: str) -> str:
+    """The status of a pod Tessera schedules under a profile the configuration (`source`) lacks:
+    `shown` is the evidence, `writer` the replica it names, `holder` the Lease's ("" unknown)."""
+    stale = no_longer_leads(writer, holder, profile)
+    if stale:
+        return (f"not evaluated: Tessera replica {writer} scheduled it under profile {profile} ({shown}), {stale}; "
+                f"{configuration(source)} does not have the profile either: {hint(scheduler_namespace, 'explain')}")
+    return (f"not evaluated: Tessera schedules it under profile {profile} ({shown}), which "
+            f"{configuration(source)} does not have: {hint(scheduler_namespace, 'explain')}")
 
 
 def pending_line(core: Scheduler, raw: Mapping[str, Any], pod: Pod, other: str = "") -> str:
@@ -271,7 +285,7 @@ def _gang_view(state: ClusterState, pod: Pod, unread: Mapping[str, Unread]) -> G
 
 
 def with_leader(explanation: Explanation, leader: Leadership | None,
-                source: str = "the configuration's") -> Explanation:
+                source: str = "the configuration's", scheduler_namespace: str = DEFAULT_NAMESPACE) -> Explanation:
     """The explanation with who leads now (the command reads the Lease once the pod is known to
     wait for Tessera). A fence refusal is current unless the pod carries the token of the term
     that leads now: the refusal is a leader failing to write its fence onto the pod, and a pod
@@ -287,7 +301,18 @@ def with_leader(explanation: Explanation, leader: Leadership | None,
     was started. A pod whose tessera.dev/term names another Lease was written by a leader on that
     one (`_other_lease`): the Leader line says so (a trial: the ConfigMap installed, the scheduler
     run as `tessera run` without --config on the built-in Lease, and explain said "none ... is
-    Tessera running?")."""
+    Tessera running?").
+
+    A pod of a profile the configuration lacks whose evidence names another replica than the
+    Lease's holder: its status says that replica no longer leads (a re-trial: Tessera restarted
+    without the profile, and explain still said Tessera schedules the pod)."""
+    x = explanation
+    token = parse_term_token(x.term)
+    if leader is not None and x.other_profile and (token is None or token.of_lease(leader.lease or None)) \
+            and x.status == _not_evaluated(
+            x.scheduler, x.other_profile, x.other_profile_writer, "", x.config, scheduler_namespace):  # it waits
+        explanation = replace(x, status=_not_evaluated(x.scheduler, x.other_profile, x.other_profile_writer,
+                                                       leader.holder, x.config, scheduler_namespace))
     if leader is not None and (note := _other_lease(explanation.term, leader, source)):
         leader = replace(leader, message=f"{leader.message}; {note}")
     if explanation.fence_refused and (leader is None or not leader.term):

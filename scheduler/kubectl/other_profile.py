@@ -8,7 +8,9 @@ as another scheduler's, though Tessera wrote on them. What shows a pod is Tesser
 about it whose reportingInstance is a Tessera replica's identity (one a term on some pod names;
 kube-scheduler's identities have the same `<hostname>_<uuid>` shape, so the identity alone tells
 nothing). The command cannot evaluate such a pod without that profile: it says so, and how to
-give it (`hint`).
+give it (`hint`). The replica the evidence names may no longer lead (Tessera restarted with a
+configuration lacking the profile, a re-trial found): when the Lease's holder is another replica,
+the commands say so (`no_longer_leads`), as then perhaps no one schedules the pod.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from scheduler.api.config import BUILTIN_SOURCE
 from scheduler.core.annotations import TERM
 from scheduler.core.objects import ObjectError, Pod, parse_pod
-from scheduler.kube.term_token import parse_term_token
+from scheduler.kube.term_token import TermToken, parse_term_token
 from scheduler.kubectl.installed import CONFIG_KEY, CONFIG_MAP
 
 
@@ -33,12 +35,18 @@ def replicas(pods: Iterable[Pod]) -> frozenset[str]:
 def term_writers(pods: Iterable[Pod], profiles: Iterable[str]) -> dict[str, str]:
     """Per scheduler name not in `profiles` whose pods carry a tessera.dev/term: the replica one
     of them names (the first pod's by namespace/name)."""
+    return {name: token.identity for name, token in terms(pods, profiles).items()}
+
+
+def terms(pods: Iterable[Pod], profiles: Iterable[str]) -> dict[str, TermToken]:
+    """Per scheduler name not in `profiles` whose pods carry a tessera.dev/term: the first pod's
+    (by namespace/name) term, which names the replica and its Lease."""
     known = set(profiles)
-    found: dict[str, str] = {}
+    found: dict[str, TermToken] = {}
     for pod in sorted(pods, key=lambda pod: pod.key):
         token = parse_term_token(pod.meta.annotations.get(TERM, ""))
         if token is not None and pod.scheduler_name not in known:
-            found.setdefault(pod.scheduler_name, token.identity)
+            found.setdefault(pod.scheduler_name, token)
     return found
 
 
@@ -48,13 +56,37 @@ def evidence(pod: Pod, events: Sequence[Mapping[str, Any]], known: frozenset[str
     token = parse_term_token(pod.meta.annotations.get(TERM, ""))
     if token is not None:
         return f"it carries tessera.dev/term, written by Tessera replica {token.identity}"
-    for event in events:
-        instance = str(event.get("reportingInstance") or "")
-        if event.get("reportingController") == pod.scheduler_name and instance in known:
-            reason = str(event.get("reason") or "")
-            return (f"its {reason + ' ' if reason else ''}Event from {pod.scheduler_name} was reported by "
-                    f"{instance}, a Tessera replica")
-    return ""
+    event = _replicas_event(pod, events, known)
+    if event is None:
+        return ""
+    reason = str(event.get("reason") or "")
+    return (f"its {reason + ' ' if reason else ''}Event from {pod.scheduler_name} was reported by "
+            f"{event['reportingInstance']}, a Tessera replica")
+
+
+def evidence_writer(pod: Pod, events: Sequence[Mapping[str, Any]], known: frozenset[str]) -> str:
+    """The replica `evidence` names: the one that wrote the pod's tessera.dev/term, else the one
+    that reported its Event; "" when nothing shows the pod is Tessera's."""
+    token = parse_term_token(pod.meta.annotations.get(TERM, ""))
+    if token is not None:
+        return token.identity
+    event = _replicas_event(pod, events, known)
+    return "" if event is None else str(event["reportingInstance"])
+
+
+def _replicas_event(pod: Pod, events: Sequence[Mapping[str, Any]], known: frozenset[str]) -> Mapping[str, Any] | None:
+    """The first Event from the pod's own scheduler name reported by one of the `known` replicas."""
+    return next((event for event in events if event.get("reportingController") == pod.scheduler_name
+                 and str(event.get("reportingInstance") or "") in known), None)
+
+
+def no_longer_leads(writer: str, holder: str, profile: str, what: str = "it") -> str:
+    """What follows the evidence when the replica it names (`writer`) is not the Lease's current
+    `holder`: that one may run without the profile; "" when the writer leads or no one is known to."""
+    if not writer or not holder or writer == holder:
+        return ""
+    return (f"but {writer} no longer leads: the Lease's holder is {holder}, whose configuration may not have "
+            f"profile {profile} (then no replica schedules {what} now)")
 
 
 def configuration(source: str) -> str:

@@ -23,10 +23,11 @@ from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.scheduler import Scheduler
 from scheduler.first_few import first_few
 from scheduler.kube.snapshot import Unread
+from scheduler.kube.term_token import TermToken
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE
 from scheduler.kubectl.leadership import Leadership
 from scheduler.kubectl.not_read import not_read, volume_note
-from scheduler.kubectl.other_profile import configuration, hint, term_writers
+from scheduler.kubectl.other_profile import configuration, hint, no_longer_leads, terms
 from scheduler.kubectl.unread import cannot_tell, devices_unread, offered
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import replay_order
@@ -79,9 +80,13 @@ class WhatIf:
     # "gang ns/g: would fall below minMember 2", "" for a pod alone (its lower priority is all)
     evicted_reasons: tuple[str, ...] = ()
     notes: tuple[PodNote, ...] = ()  # per listed pod that has any, in the outcomes' order
-    # per name of `other_schedulers` that is a running Tessera's profile (pods of it carry its
-    # tessera.dev/term: `other_profile`): that it is, and how to give the profile
+    # per profile of a running Tessera the configuration lacks (pods of it carry its tessera.dev/term:
+    # `other_profile`), not counted in `other_schedulers`: that it is, and how to give the profile
     other_profiles: tuple[str, ...] = ()
+    # those profiles' pending pods (-f: the file's pods), per schedulerName, and the term one of their
+    # pods carries (the replica that wrote it and its Lease: `with_leader` asks whether it still leads)
+    other_profile_pods: dict[str, int] = field(default_factory=dict)
+    other_profile_terms: dict[str, TermToken] = field(default_factory=dict)
 
     @property
     def placed(self) -> int:
@@ -144,13 +149,13 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
             continue
         outcomes.append(outcome)
     state = current.state
-    others = Counter(pod.scheduler_name for pod in state.pods.values()
-                     if not pod.node_name and not pod.terminal and not pod.meta.deleting and not state.is_ours(pod)
-                     and (namespace is None or pod.meta.namespace == namespace) and (only is None or pod.key in only))
-    writers = term_writers(state.pods.values(), state.scheduler_names)
-    other_profiles = tuple(f"{name} is a profile of a running Tessera (pods of it carry tessera.dev/term, written by "
-                           f"Tessera replica {writers[name]}), which {configuration(config.source)} does not have: "
-                           f"{hint(scheduler_namespace, 'what-if')}" for name in sorted(others) if name in writers)
+    waiting = Counter(pod.scheduler_name for pod in state.pods.values()
+                      if not pod.node_name and not pod.terminal and not pod.meta.deleting and not state.is_ours(pod)
+                      and (namespace is None or pod.meta.namespace == namespace) and (only is None or pod.key in only))
+    found_terms = terms(state.pods.values(), state.scheduler_names)
+    others = {name: n for name, n in waiting.items() if name not in found_terms}
+    profile_pods = {name: n for name, n in sorted(waiting.items()) if name in found_terms}
+    profile_terms = {name: found_terms[name] for name in profile_pods}
     evicted = tuple(sorted(replay.stats.evicted))
     metas = ((obj.get("metadata") or {}, obj.get("spec")) for obj in objects if obj.get("kind") == "Pod")
     specs = {f"{meta.get('namespace')}/{meta.get('name')}": spec for meta, spec in metas}
@@ -168,7 +173,40 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
                   hidden,
                   dict(sorted(others.items())), tuple(sorted(state.scheduler_names)), from_file=from_file,
                   evicted_reasons=tuple(replay.stats.evicted_why.get(key, "") for key in evicted), notes=tuple(notes),
-                  other_profiles=other_profiles)
+                  other_profiles=_profile_lines(profile_pods, profile_terms, None, config.source, from_file,
+                                                scheduler_namespace),
+                  other_profile_pods=profile_pods, other_profile_terms=profile_terms)
+
+
+def with_leader(result: WhatIf, leader: Leadership | None, scheduler_namespace: str = DEFAULT_NAMESPACE) -> WhatIf:
+    """The result with who leads now; a profile the configuration lacks whose term names another
+    replica than the Lease's holder is said to be perhaps no one's now (`no_longer_leads`)."""
+    return replace(result, leader=leader, other_profiles=_profile_lines(
+        result.other_profile_pods, result.other_profile_terms, leader, result.config, result.from_file,
+        scheduler_namespace))
+
+
+def _profile_lines(pods: Mapping[str, int], found: Mapping[str, TermToken], leader: Leadership | None, source: str,
+                   from_file: str, scheduler_namespace: str) -> tuple[str, ...]:
+    """A line per profile of a running Tessera the configuration (`source`) lacks: its waiting
+    pods (`pods`; -f: the file's), the replica its term (`found`) names, whether that one still
+    leads by `leader`'s Lease (a term of another Lease tells nothing of it), and how to give it."""
+    lines = []
+    for name, n in pods.items():
+        token = found[name]
+        which = f"{count(n, 'pod')} from {from_file}" if from_file else count(n, "pending pod")
+        what = "it" if n == 1 else "them"
+        holder = leader.holder if leader is not None and token.of_lease(leader.lease or None) else ""
+        stale = no_longer_leads(token.identity, holder, name, what)
+        lead = f"{which} {'is' if n == 1 else 'are'} for {name}"
+        if stale:
+            lead += (f", a profile Tessera replica {token.identity} ran (pods of it carry its tessera.dev/term), "
+                     f"{stale}; {configuration(source)} does not have the profile either")
+        else:
+            lead += (f", a profile of a running Tessera (pods of it carry tessera.dev/term, written by Tessera "
+                     f"replica {token.identity}), which {configuration(source)} does not have")
+        lines.append(f"{lead}: {hint(scheduler_namespace, 'what-if', what)}")
+    return tuple(lines)
 
 
 def _natural(name: str) -> tuple[tuple[int, int | str], ...]:
@@ -256,7 +294,7 @@ def _other_schedulers(result: WhatIf) -> str:
     new user's trial: "No pending pods to place" while pods for another schedulerName waited), and
     which of those names are a running Tessera's profiles."""
     if not result.other_schedulers:
-        return ""
+        return "\n".join(result.other_profiles)
     names = ", ".join(f"{name}: {n}" for name, n in result.other_schedulers.items())
     total = sum(result.other_schedulers.values())
     which = f"{count(total, 'pod')} from {result.from_file}" if result.from_file else count(total, 'pending pod')

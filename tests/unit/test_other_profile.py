@@ -118,12 +118,10 @@ spec:
     args = cli.build_parser().parse_args(["what-if", "-f", str(job)])
     assert await cli._what_if(args, Target(None, None, "default")) == 0
     out = capsys.readouterr().out
-    assert "pending pods are for other schedulers" not in out
-    assert (f"3 pods from {job} are for other schedulers (tessera-spread: 3): the configuration's profiles "
-            "schedule only pods whose spec.schedulerName is tessera.") in out
-    assert (f"tessera-spread is a profile of a running Tessera (pods of it carry tessera.dev/term, written by "
-            f"Tessera replica host-a_1f), which the built-in configuration does not have: {HINT}, so what-if "
-            "can evaluate it") in out
+    assert "for other schedulers" not in out
+    assert (f"3 pods from {job} are for tessera-spread, a profile of a running Tessera (pods of it carry "
+            "tessera.dev/term, written by Tessera replica host-a_1f), which the built-in configuration does not "
+            f"have: {HINT}, so what-if can evaluate them") in out
 
 
 async def test_nodes_says_which_pending_pods_it_leaves_out(
@@ -161,3 +159,63 @@ def test_the_evidence_and_the_nodes_warning_read_only_what_names_the_profile() -
     warning = other_profile.pending_left_out(objs, ["tessera"], "", "tessera-system")
     assert warning.startswith("1 pending pod is Tessera's under a profile the built-in configuration does not have "
                               "(tessera-spread: 1; it carries tessera.dev/term"), warning
+
+
+def _leading(holder: str) -> Any:
+    from scheduler.kubectl.leadership import LEADING, Leadership
+    return Leadership("kube-system/tessera", LEADING, f"{holder} (the Lease kube-system/tessera was renewed about "
+                      "1 s ago)", holder, 1.0, 15)
+
+
+STALE = ("but host-a_1f no longer leads: the Lease's holder is host-b_2e, whose configuration may not have "
+         "profile tessera-spread (then no replica schedules {what} now)")
+
+
+class _Leased(_Api):
+    """The client after the listing: as `_Api`, and the Lease held (renewed now) by host-b_2e."""
+
+    async def request(self, method: str, path: str, **_: Any) -> Response:
+        if "/leases/" in path:
+            return Response(200, orjson.dumps({"kind": "Lease", "metadata": {"name": "tessera"}, "spec": {
+                "holderIdentity": "host-b_2e", "leaseDurationSeconds": 15,
+                "renewTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())}}))
+        return await super().request(method, path)
+
+
+async def test_explain_reads_the_leader_for_a_pod_of_a_profile_it_lacks(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(cli, "_listing", fake_listing(_Leased(), [b.node("n1", gpus=1), _spread("w")]))
+    args = cli.build_parser().parse_args(["explain", "w"])
+    assert await cli._explain(args, Target(None, None, "default")) == 0
+    out = capsys.readouterr().out
+    assert "Leader:" in out and STALE.format(what="it") in out
+
+
+def test_explain_says_the_replica_that_wrote_the_term_no_longer_leads() -> None:
+    """A re-trial: Tessera restarted without the second profile; explain still said "Tessera schedules
+    it under profile tessera-spread (... written by Tessera replica A)" while the Leader line named B."""
+    objs = [b.node("n1", gpus=1), _spread("w")]
+    x = explaining.explain(objs, "default/w", load_config(None), [], time.time())
+    assert x is not None
+    stale = explaining.with_leader(x, _leading("host-b_2e"))
+    assert stale.status == (
+        "not evaluated: Tessera replica host-a_1f scheduled it under profile tessera-spread (it carries "
+        f"tessera.dev/term, written by Tessera replica host-a_1f), {STALE.format(what='it')}; the built-in "
+        f"configuration does not have the profile either: {HINT}, so explain can evaluate it")
+    # the writer still leads: the sentence is as before
+    assert explaining.with_leader(x, _leading("host-a_1f")).status == x.status
+    assert x.status.startswith("not evaluated: Tessera schedules it under profile tessera-spread")
+
+
+async def test_what_if_says_the_replica_that_wrote_the_term_no_longer_leads_and_counts_no_other_scheduler(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same re-trial's what-if said "1 pending pod is for other schedulers (tessera-spread: 1)", then
+    that tessera-spread is a profile of a running Tessera: such pods are not another scheduler's."""
+    monkeypatch.setattr(cli, "_listing", fake_listing(_Leased(), [b.node("n1", gpus=4), _spread("w")]))
+    args = cli.build_parser().parse_args(["what-if"])
+    assert await cli._what_if(args, Target(None, None, "default")) == 0
+    out = capsys.readouterr().out
+    assert "for other schedulers" not in out
+    assert ("1 pending pod is for tessera-spread, a profile Tessera replica host-a_1f ran (pods of it carry its "
+            f"tessera.dev/term), {STALE.format(what='it')}; the built-in configuration does not have the profile "
+            f"either: {HINT}, so what-if can evaluate it") in out
