@@ -348,8 +348,8 @@ def _config_of(docs: list[Obj], tmp_path: Path) -> Any:
 
 
 def _profile(**keys: Any) -> Obj:
-    """A profile the chart accepts: one stating its plugins and pluginConfig (empty: Tessera's
-    built-in defaults), as checkProfilesAreWhole requires."""
+    """A profile the chart accepts: one stating its plugins and pluginConfig (empty: upstream's
+    default plugins, no TesseraFragmentation, and default args), as checkProfilesAreWhole requires."""
     return {"plugins": {}, "pluginConfig": [], **keys}
 
 
@@ -840,13 +840,13 @@ def test_set_on_a_plugin_entry_is_refused_by_template_and_lint(helm: Path, comma
 
 def test_set_on_a_profile_key_is_refused_with_the_reason(helm: Path) -> None:
     """`--set schedulerConfig.profiles[0].schedulerName=tessera` rendered a profile of that one key:
-    valid for Tessera, which then ran its built-in weights and args instead of the chart's, with
+    valid for Tessera, which then ran upstream's default plugins and args instead of the chart's, with
     no word said. The chart refuses it (a template check: `helm lint` logs a chart's `fail` as
     [INFO] and passes) and says what to do instead."""
     done = _helm_set(helm, "template", "schedulerConfig.profiles[0].schedulerName=tessera")
     assert done.returncode != 0
     assert "schedulerConfig.profiles[0] has no plugins or pluginConfig: every profile states" in done.stderr, done.stderr
-    assert "add `plugins: {}` and `pluginConfig: []` for the built-in ones" in done.stderr, done.stderr
+    assert "add `plugins: {}` and `pluginConfig: []` for the defaults" in done.stderr, done.stderr
     assert '"Changing one weight"' in done.stderr
     assert "#### Changing one weight" in (CHART.parents[1] / "README.md").read_text()
     # a second profile by --set leaves a null first entry: refused by the schema, not by a TypeError
@@ -1013,7 +1013,7 @@ def test_the_schema_refuses_scheduler_configurations_tessera_refuses(
     _add_args("TopologyPlacement", {"levels": [{"nodeLabel": "r" * 63}, {"nodeLabel": "a" * 253 + "/b"}]}),
     _set("profiles.0.plugins.score.enabled.0.weight", 0),       # 0 means 1, as upstream
     _set("profiles.0.plugins.score.enabled.0.weight", 2**31 - 1),
-    _set("profiles.0.plugins", {}),                             # Tessera's built-in plugins
+    _set("profiles.0.plugins", {}),                             # upstream's default plugins
     _set("profiles.0.pluginConfig", []),
     _set("profiles.0.plugins.multiPoint", {"disabled": [{"name": "*"}], "enabled": [{"name": "TesseraDevices"}]}),
     _set("profiles.0.plugins.filter", {"disabled": [{"name": "*"}]}),
@@ -1451,6 +1451,22 @@ def test_notes_say_when_the_visible_devices_rule_is_off(helm: Path, tmp_path: Pa
     assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in off
 
 
+def test_the_whole_profile_message_and_values_say_what_empty_plugins_give(helm: Path) -> None:
+    """A re-trial: the message said `plugins: {}` gives "the built-in ones" and values.yaml said
+    empty ones mean "Tessera's built-in defaults", but `plugins: {}` gives upstream's default plugins
+    (and TesseraDevices) without TesseraFragmentation, as /configz, config/two-teams.yaml and
+    deploy/README.md say: GPUs are not packed."""
+    done = _helm_set(helm, "template", "schedulerConfig.profiles[0].schedulerName=tessera")
+    assert done.returncode != 0
+    assert ("add `plugins: {}` and `pluginConfig: []` for the defaults (`plugins: {}` is upstream's default plugins "
+            "and TesseraDevices, without TesseraFragmentation: GPUs are not packed unless plugins.score enables it, "
+            "as the chart's profile does with weight 10; `pluginConfig: []` is every plugin's default args)"
+            ) in done.stderr, done.stderr
+    assert "built-in" not in done.stderr
+    comment = (CHART / "values.yaml").read_text().split("schedulerConfig:\n", 1)[0]
+    assert "built-in defaults" not in comment and "TesseraFragmentation" in comment
+
+
 def test_a_values_file_profile_without_plugin_config_is_told_what_to_add(helm: Path, tmp_path: Path) -> None:
     """A capacity planner's trial: `-f values.yaml` with whole profiles lacking `pluginConfig` was
     refused with "Helm replaces a list ... --set" though no --set was used. The message is true of
@@ -1461,8 +1477,9 @@ def test_a_values_file_profile_without_plugin_config_is_told_what_to_add(helm: P
     done = _helm_set(helm, "template", values=values)
     assert done.returncode != 0
     assert ("schedulerConfig.profiles[0] has no pluginConfig: every profile states its plugins and pluginConfig, "
-            "as one without them runs Tessera's built-in weights and args, not the chart's; add `pluginConfig: []` "
-            "for the built-in ones, or the ones it should have (the chart's are in its values.yaml)") in done.stderr
+            "as one without them runs the defaults, not the chart's; add `pluginConfig: []` for the defaults "
+            "(`plugins: {}` is upstream's default plugins") in done.stderr
+    assert "or the ones it should have (the chart's are in its values.yaml)" in done.stderr
     assert "so `--set schedulerConfig.profiles[0]...` keeps only" not in done.stderr
     assert ("If you used --set schedulerConfig.profiles[...]: Helm replaces the whole list, so the profile holds "
             "only the keys set; change a profile in a values file holding the whole profile "

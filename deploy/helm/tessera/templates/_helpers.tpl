@@ -158,10 +158,10 @@ so that breaking them fails the install rather than every start of the scheduler
 {{/*
 Every profile states both its `plugins` and its `pluginConfig`. Helm replaces a list rather than
 merging it, so `--set schedulerConfig.profiles[0].schedulerName=x` renders a profile holding that
-one key: Tessera accepts it and runs its built-in weights and args instead of the chart's, with
-no word said. (`--set ...enabled[0].weight=5` leaves a plugin entry without a name, which
-values.schema.json refuses.) Empty ones (`plugins: {}`, `pluginConfig: []`) ask for the built-in
-defaults on purpose. The template cannot tell a values file from --set: the message says what to
+one key: Tessera accepts it and runs upstream's default plugins and args (no
+TesseraFragmentation) instead of the chart's, with no word said. (`--set ...enabled[0].weight=5`
+leaves a plugin entry without a name, which values.schema.json refuses.) Empty ones
+(`plugins: {}`, `pluginConfig: []`) ask for those defaults on purpose. The template cannot tell a values file from --set: the message says what to
 add (a values file's whole profiles lacking pluginConfig were told about --set, in a trial), then
 what --set does.
 */}}
@@ -176,7 +176,7 @@ what --set does.
 {{- end }}
 {{- end }}
 {{- if $missing }}
-{{- fail (printf "schedulerConfig.profiles[%d] has no %s: every profile states its plugins and pluginConfig, as one without them runs Tessera's built-in weights and args, not the chart's; add %s for the built-in ones, or the ones it should have (the chart's are in its values.yaml). If you used --set schedulerConfig.profiles[...]: Helm replaces the whole list, so the profile holds only the keys set; change a profile in a values file holding the whole profile (deploy/README.md, \"Changing one weight\")" $i (join " or " $missing) (join " and " $add)) }}
+{{- fail (printf "schedulerConfig.profiles[%d] has no %s: every profile states its plugins and pluginConfig, as one without them runs the defaults, not the chart's; add %s for the defaults (`plugins: {}` is upstream's default plugins and TesseraDevices, without TesseraFragmentation: GPUs are not packed unless plugins.score enables it, as the chart's profile does with weight 10; `pluginConfig: []` is every plugin's default args), or the ones it should have (the chart's are in its values.yaml). If you used --set schedulerConfig.profiles[...]: Helm replaces the whole list, so the profile holds only the keys set; change a profile in a values file holding the whole profile (deploy/README.md, \"Changing one weight\")" $i (join " or " $missing) (join " and " $add)) }}
 {{- end }}
 {{- end }}
 {{- end }}
