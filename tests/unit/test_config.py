@@ -106,6 +106,22 @@ def test_the_documented_profile_raising_interpod_affinity_keeps_packing() -> Non
     assert dict(prof.score_weights) == {**load_config(None).profiles[0].score_weights, "InterPodAffinity": 20}
 
 
+def test_the_documented_weights_say_that_0_is_taken_as_1() -> None:
+    """A re-trial: docs/configuration.md gave resource weights as 1-100 and score weights with no
+    word on 0, while both load a 0 as 1 (upstream's defaulting and getScoreWeights), as /configz
+    shows. The rows say so, and it holds."""
+    docs = (Path(__file__).parents[2] / "docs/configuration.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): line for line in docs.splitlines() if line.startswith("| `profiles[]")}
+    assert "a weight of 0 (or none) is taken as 1" in rows["`profiles[].plugins.score.enabled/disabled` (and `multiPoint`)"]
+    assert "0 (or none) is taken as 1" in rows["`profiles[].pluginConfig[NodeResourcesFit].args.scoringStrategy`"]
+    raw = profile(plugins={"score": {"enabled": [{"name": "TesseraFragmentation", "weight": 0}]}},
+                  pluginConfig=[{"name": "NodeResourcesFit", "args": {"scoringStrategy": {
+                      "type": "LeastAllocated", "resources": [{"name": "cpu", "weight": 0}]}}}])
+    (prof,) = parse_config(raw, "t").profiles
+    assert prof.score_weights["TesseraFragmentation"] == 1
+    assert [r.weight for r in args_of(prof, ScoringStrategy).resources] == [1]
+
+
 def test_binpack_yaml_is_the_seed_demo_in_v1_form() -> None:
     cfg = load_config(REPO / "config/binpack.yaml")
     prof = cfg.profile_for("tessera")
