@@ -105,7 +105,8 @@ def pending_left_out(objects: Iterable[Mapping[str, Any]], profiles: Iterable[st
                      namespace: str) -> str:
     """`nodes`' warning for the listed pending pods of profiles `profiles` lacks that a running
     Tessera schedules (pods of them carry its tessera.dev/term), which its view leaves out of the
-    pending ones; "" when there are none."""
+    pending ones (only -o json|yaml lists pending pods: the warning says so, the table has none);
+    "" when there are none."""
     pods = []
     for obj in objects:
         if obj.get("kind") != "Pod":
@@ -124,5 +125,6 @@ def pending_left_out(objects: Iterable[Mapping[str, Any]], profiles: Iterable[st
     replicas_named = ", ".join(sorted({writers[name] for name in waiting}))
     return (f"{total} pending pod{'' if total == 1 else 's'} {'is' if total == 1 else 'are'} Tessera's under a "
             f"profile {configuration(source)} does not have ({names}; {'it carries' if total == 1 else 'they carry'} "
-            f"tessera.dev/term, written by Tessera replica {replicas_named}): not listed as pending; "
+            f"tessera.dev/term, written by Tessera replica {replicas_named}): left out of the pending pods "
+            f"-o json|yaml lists (`pending`); "
             f"{hint(namespace, 'nodes', 'it' if total == 1 else 'them')}")

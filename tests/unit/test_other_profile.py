@@ -131,8 +131,20 @@ async def test_nodes_says_which_pending_pods_it_leaves_out(
     assert await cli._nodes(args, Target(None, None, "default")) == 0
     err = capsys.readouterr().err
     assert ("warning: 2 pending pods are Tessera's under a profile the built-in configuration does not have "
-            "(tessera-spread: 2; they carry tessera.dev/term, written by Tessera replica host-a_1f): not listed "
-            f"as pending; {HINT}, so nodes can evaluate them") in err
+            "(tessera-spread: 2; they carry tessera.dev/term, written by Tessera replica host-a_1f): left out of "
+            f"the pending pods -o json|yaml lists (`pending`); {HINT}, so nodes can evaluate them") in err
+
+
+async def test_nodes_warning_names_where_pending_pods_are_listed(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A re-trial: the text output lists no pending pods at all (only -o json|yaml does), and the
+    warning said "not listed as pending" as if it did."""
+    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(), [b.node("n1", gpus=4), _spread("w")]))
+    assert await cli._nodes(cli.build_parser().parse_args(["nodes"]), Target(None, None, "default")) == 0
+    captured = capsys.readouterr()
+    assert "not listed as pending" not in captured.err
+    assert "left out of the pending pods -o json|yaml lists (`pending`)" in captured.err
+    assert "pending" not in captured.out.lower()  # the table itself lists none
 
 
 def test_a_core_api_event_keeps_its_reporting_instance() -> None:
