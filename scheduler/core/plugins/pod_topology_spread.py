@@ -428,12 +428,12 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         return tally.counts(_share(pod, constraints, node, (pod.uid,), state.pods) if node is not None else None)
 
     def _verdict(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
-        """The node's verdict with the preemptors nominated to it (`ClusterState.on_node`'s
-        holders, the pod's own aside) added: addGENominatedPods for this node alone."""
+        """The node's verdict with the preemptors nominated to it (`ClusterState.nominated_on`, the
+        one home InterPodAffinity reads too; the pod's own aside) added: addGENominatedPods for
+        this node alone."""
         state, node = self.handle.state, info.node
         assert node is not None
-        nominated = [pod for uid in info.holders if uid != ctx.pod.uid and uid not in state.placements
-                     and (pod := state.pods.get(uid)) is not None]
+        nominated = [pod for uid in state.nominated_on(info, ctx.pod.uid) if (pod := state.pods.get(uid)) is not None]
         return verdict(ctx.pod, self.counts(ctx), node, nominated)
 
     def unresolvable_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Bools:
