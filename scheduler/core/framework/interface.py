@@ -150,6 +150,9 @@ class FilterPlugin(Plugin):
     # Whether removing pods from a node can resolve this plugin's rejection (upstream: it answers
     # Unschedulable rather than UnschedulableAndUnresolvable); only such nodes are tried by preemption.
     preemption_helps: ClassVar[bool] = False
+    # Of a plugin that `preemption_helps`, the verdicts no eviction resolves (upstream answers
+    # them UnschedulableAndUnresolvable): the default `unresolvable_rows` asks `filter` for them
+    unresolvable_verdicts: ClassVar[frozenset[tuple[str, ...]]] = frozenset()
 
     def filter_applies(self, ctx: PodContext) -> bool:
         """False when the plugin can only pass this pod (it is then left out of its cycle)."""
@@ -158,8 +161,14 @@ class FilterPlugin(Plugin):
     def unresolvable_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Bools:
         """Of these node rows (each rejected by this plugin), those where no eviction could make
         the pod fit, although the plugin's rejections usually can be resolved (upstream: this
-        node's status is UnschedulableAndUnresolvable). None by default."""
-        return np.zeros(len(rows), np.bool_)
+        node's status is UnschedulableAndUnresolvable): by default the rows whose `filter`
+        verdict is one of `unresolvable_verdicts` (none unless the plugin names some)."""
+        out = np.zeros(len(rows), np.bool_)
+        if self.unresolvable_verdicts:
+            for i, row in enumerate(rows.tolist()):
+                info = table.info(row)
+                out[i] = info.node is None or self.filter(ctx, info) in self.unresolvable_verdicts
+        return out
 
     @abstractmethod
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:

@@ -61,16 +61,14 @@ from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
 from typing import ClassVar
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from scheduler.api.config_reader import ArgsReader, Checks, invalid
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
-from scheduler.core.framework.interface import (Bools, FilterPlugin, Ints, Normalize, QueueingHint, Reasons,
+from scheduler.core.framework.interface import (FilterPlugin, Normalize, QueueingHint, Reasons,
                                                 ScorePlugin, always)
 from scheduler.core.framework.node_parts import NodeParts, RecentTallies
-from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.objects import Pod
 from scheduler.core.pod_terms import PodTerm, WeightedPodTerm
 from scheduler.core.state import ClusterEvent, EventKind, NodeInfo
@@ -304,7 +302,8 @@ def node_score(scores: Mapping[Pair, int], labels: Mapping[str, str]) -> int:
 class InterPodAffinity(FilterPlugin, ScorePlugin):
     name = NAME
     also_extends: ClassVar[frozenset[str]] = frozenset({"preFilter", "preScore"})  # folded into filter and score
-    preemption_helps = True  # upstream: anti-affinity is Unschedulable; affinity rows: unresolvable_rows
+    preemption_helps = True  # upstream: anti-affinity is Unschedulable
+    unresolvable_verdicts = frozenset({(AFFINITY,)})  # in either pass of `_verdict`: the first failing one's
     normalize = Normalize.MIN_MAX
 
     def __init__(self, handle: Handle, args: InterPodAffinityArgs) -> None:
@@ -392,15 +391,6 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
     def _labels(self, node_name: str) -> Mapping[str, str]:
         info = self.handle.state.nodes.get(node_name)
         return info.labels if info is not None else {}
-
-    def unresolvable_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Bools:
-        """Rows failing the affinity check (upstream's UnschedulableAndUnresolvable), in either
-        pass: the first failing one decides, as upstream's status is that pass's."""
-        out = np.zeros(len(rows), np.bool_)
-        for i, row in enumerate(rows.tolist()):
-            info = table.info(row)
-            out[i] = info.node is None or self._verdict(ctx, info) == (AFFINITY,)
-        return out
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         assert info.node is not None

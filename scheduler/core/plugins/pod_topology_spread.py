@@ -55,7 +55,6 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from scheduler.api.config_reader import (ArgsReader, Checks, duplicate, forbidden, invalid, required,
@@ -63,7 +62,7 @@ from scheduler.api.config_reader import (ArgsReader, Checks, duplicate, forbidde
 from scheduler.api.names import label_key_problem
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
-from scheduler.core.framework.interface import (Bools, FilterPlugin, Ints, Normalize, QueueingHint, Reasons,
+from scheduler.core.framework.interface import (FilterPlugin, Ints, Normalize, QueueingHint, Reasons,
                                                 ScorePlugin, always)
 from scheduler.core.framework.node_parts import NodeParts, RecentTallies
 from scheduler.core.framework.nodetable import NodeTable
@@ -348,7 +347,8 @@ TALLIES = 16
 class PodTopologySpread(FilterPlugin, ScorePlugin):
     name = NAME
     also_extends: ClassVar[frozenset[str]] = frozenset({"preFilter", "preScore"})  # folded into filter and score
-    preemption_helps = True  # upstream: a skew is Unschedulable; a missing key: unresolvable_rows
+    preemption_helps = True  # upstream: a skew is Unschedulable
+    unresolvable_verdicts = frozenset({(MISSING_LABEL,)})  # the first failing constraint's, as upstream's Filter
     normalize = Normalize.SPREAD
 
     def __init__(self, handle: Handle) -> None:
@@ -435,15 +435,6 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         assert node is not None
         nominated = [pod for uid in state.nominated_on(info, ctx.pod.uid) if (pod := state.pods.get(uid)) is not None]
         return verdict(ctx.pod, self.counts(ctx), node, nominated)
-
-    def unresolvable_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Bools:
-        """Rows failing for a missing topology key (upstream's UnschedulableAndUnresolvable): the
-        first failing constraint decides, as upstream's Filter returns at it."""
-        out = np.zeros(len(rows), np.bool_)
-        for i, row in enumerate(rows.tolist()):
-            info = table.info(row)
-            out[i] = info.node is None or self._verdict(ctx, info) == (MISSING_LABEL,)
-        return out
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         return self._verdict(ctx, info)
